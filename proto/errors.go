@@ -1,0 +1,149 @@
+// Package proto holds what every part of better-compute shares on the wire: the error
+// model, and (as they arrive) the agent-plane types and their framing.
+package proto
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is the machine-readable class of an error. The set is closed: every error that
+// crosses a process boundary carries exactly one of these.
+type Code string
+
+// The error codes. Their meaning is the contract with operators and scripts.
+const (
+	// InvalidConfig: a profile, template or configuration given to code is malformed.
+	InvalidConfig Code = "INVALID_CONFIG"
+	// InvalidInput: a request's input is malformed (the API's face of INVALID_CONFIG).
+	InvalidInput Code = "INVALID_INPUT"
+	// NotFound: the named object does not exist or the caller may not see it.
+	NotFound Code = "NOT_FOUND"
+	// Conflict: the object exists already, or a guard (--if-version) did not hold.
+	Conflict Code = "CONFLICT"
+	// InvalidState: the object exists but is in a state that forbids the operation.
+	InvalidState Code = "INVALID_STATE"
+	// Unauthenticated: no credential, or one the registry does not know.
+	Unauthenticated Code = "UNAUTHENTICATED"
+	// Forbidden: the credential is valid but lacks the action the method needs.
+	Forbidden Code = "FORBIDDEN"
+	// DriverError: a driver (BMC, disk, agent step) failed; the message is the driver's own.
+	DriverError Code = "DRIVER_ERROR"
+	// Unsupported: the operation is not available for this target or hardware.
+	Unsupported Code = "UNSUPPORTED"
+	// UnverifiedWipe: a disk wipe could not be attested, so the node may not be released.
+	UnverifiedWipe Code = "UNVERIFIED_WIPE"
+	// Timeout: a step or call ran out of time.
+	Timeout Code = "TIMEOUT"
+	// Internal: a bug or an unexpected failure of the registry itself.
+	Internal Code = "INTERNAL"
+)
+
+// Codes lists every code, in the order the documentation gives them.
+var Codes = []Code{InvalidConfig, InvalidInput, NotFound, Conflict, InvalidState,
+	Unauthenticated, Forbidden, DriverError, Unsupported, UnverifiedWipe, Timeout, Internal}
+
+// HTTPStatus is the status the API answers with for an error of this code.
+func (c Code) HTTPStatus() int {
+	switch c {
+	case InvalidConfig, InvalidInput:
+		return http.StatusBadRequest
+	case NotFound:
+		return http.StatusNotFound
+	case Conflict:
+		return http.StatusConflict
+	case InvalidState, UnverifiedWipe:
+		return http.StatusUnprocessableEntity
+	case Unauthenticated:
+		return http.StatusUnauthorized
+	case Forbidden:
+		return http.StatusForbidden
+	case DriverError:
+		return http.StatusBadGateway
+	case Unsupported:
+		return http.StatusNotImplemented
+	case Timeout:
+		return http.StatusGatewayTimeout
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Details carries the optional, machine-readable context of an error.
+type Details struct {
+	// Path names the offending field, for example "steps[2].timeout".
+	Path string `json:"path,omitempty"`
+	// Reason is a stable machine-readable reason, for example "signature".
+	Reason string `json:"reason,omitempty"`
+}
+
+// Error is the one error shape of the project: {code, message, details}.
+type Error struct {
+	Code    Code    `json:"code"`
+	Message string  `json:"message"`
+	Details Details `json:"details,omitzero"`
+	// cause is the wrapped error, if any; it never crosses the wire.
+	cause error
+}
+
+func (e *Error) Error() string {
+	s := string(e.Code) + ": " + e.Message
+	if e.Details.Path != "" {
+		s += " (at " + e.Details.Path + ")"
+	}
+	return s
+}
+
+// Unwrap returns the error this one wraps.
+func (e *Error) Unwrap() error { return e.cause }
+
+// Is makes errors.Is(err, &Error{Code: c}) match any error of code c.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Message == "" && t.Code == e.Code
+}
+
+// Errorf makes an error of the given code with a formatted message. A %w verb wraps.
+func Errorf(code Code, format string, args ...any) *Error {
+	err := fmt.Errorf(format, args...)
+	return &Error{Code: code, Message: err.Error(), cause: errors.Unwrap(err)}
+}
+
+// WithPath returns a copy of e naming the offending field.
+func (e *Error) WithPath(path string) *Error {
+	c := *e
+	c.Details.Path = path
+	return &c
+}
+
+// WithReason returns a copy of e with a machine-readable reason.
+func (e *Error) WithReason(reason string) *Error {
+	c := *e
+	c.Details.Reason = reason
+	return &c
+}
+
+// WithCode returns a copy of e with another code, for example INVALID_CONFIG turned into
+// INVALID_INPUT when a profile problem reaches the API.
+func (e *Error) WithCode(code Code) *Error {
+	c := *e
+	c.Code = code
+	return &c
+}
+
+// CodeOf returns the code of err: its own if it is (or wraps) an *Error, else INTERNAL.
+func CodeOf(err error) Code {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Code
+	}
+	return Internal
+}
+
+// AsError returns err as an *Error, wrapping any other error as INTERNAL.
+func AsError(err error) *Error {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e
+	}
+	return &Error{Code: Internal, Message: err.Error(), cause: err}
+}
