@@ -1,0 +1,47 @@
+# better-compute: build, test, measure. Every target works on a fresh Debian machine
+# with Go once `.ci/run` (or `make deps`) has installed the packages the tests use.
+
+GO        ?= go
+BIN       := bin
+FUZZTIME  ?= 5s
+export CGO_ENABLED := 0
+
+.PHONY: all build demo test test-go fuzz bench lint deps clean
+
+all: build
+
+## build: the two static binaries into bin/
+build:
+	$(GO) build -o $(BIN)/ ./better-compute
+
+## demo: the README's first command: a registry on an embedded store, walked through
+demo: build
+	./scripts/demo.sh
+
+## test: the whole suite, as the README and CI run it: unit, loopback, fuzz seeds, short fuzzing
+test: deps test-go fuzz
+
+test-go:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m ./...
+
+## fuzz: every fuzz target for FUZZTIME each (make fuzz FUZZTIME=5m for a long run)
+fuzz:
+	./scripts/fuzz.sh $(FUZZTIME)
+
+## bench: each hot path against its named peer, with the ratio printed
+bench:
+	./scripts/bench.sh
+
+## lint: formatting, vet, and the import rules of docs/ARCHITECTURE.md
+lint:
+	@test -z "$$(gofmt -l .)" || (gofmt -l . && echo "gofmt: files above need formatting" && exit 1)
+	$(GO) vet ./...
+	$(GO) test -count=1 -run TestImportRules ./testkit/
+
+## deps: the Debian packages the tests use
+deps:
+	./.ci/deps.sh
+
+clean:
+	rm -rf $(BIN)

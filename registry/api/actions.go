@@ -1,0 +1,56 @@
+package api
+
+import (
+	"slices"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// The actions a credential can carry. A method names the one it needs.
+const (
+	ActionTenantsManage     = "compute:tenants:manage"
+	ActionCredentialsManage = "compute:credentials:manage"
+	ActionProfilesManage    = "compute:profiles:manage"
+	ActionProfilesRead      = "compute:profiles:read"
+	ActionImagesPublish     = "compute:images:publish"
+	ActionImagesRead        = "compute:images:read"
+	// ActionAll stands for every action, present and future: the admin credential's.
+	ActionAll = "*"
+)
+
+// Actions lists every action a credential may be given.
+var Actions = []string{ActionTenantsManage, ActionCredentialsManage, ActionProfilesManage,
+	ActionProfilesRead, ActionImagesPublish, ActionImagesRead}
+
+// Caller is who is calling: the credential's tenant and actions, or the host itself
+// through the admin socket.
+type Caller struct {
+	Tenant       string
+	Actions      []string
+	CredentialID string
+	// Host is true for calls through the admin socket in the data directory: only the
+	// registry's own host can make them, and host-only methods accept nothing else.
+	Host bool
+}
+
+// Can reports whether the caller holds action.
+func (c *Caller) Can(action string) bool {
+	return slices.Contains(c.Actions, ActionAll) || slices.Contains(c.Actions, action)
+}
+
+// TenantFor resolves the tenant a request acts for: the caller's own when requested is
+// empty. Only the root tenant's credentials act for other tenants; for anyone else
+// another tenant is NOT_FOUND, so its existence is not revealed.
+func (c *Caller) TenantFor(tx *store.Tx, requested string) (string, error) {
+	if requested == "" || requested == c.Tenant {
+		return c.Tenant, nil
+	}
+	if c.Tenant != store.RootTenant {
+		return "", proto.Errorf(proto.NotFound, "tenant %q not found", requested).WithPath("tenantId")
+	}
+	if _, err := tx.Tenant(requested); err != nil {
+		return "", proto.AsError(err).WithPath("tenantId")
+	}
+	return requested, nil
+}

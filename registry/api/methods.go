@@ -1,0 +1,6 @@
+package api
+
+// RegisterAll adds every method of the API to s.
+func (s *Server) RegisterAll() {
+	s.registerTenants()
+}

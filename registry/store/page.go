@@ -1,0 +1,79 @@
+package store
+
+import (
+	"bytes"
+	"encoding/base64"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// MaxPage is the largest page any list returns.
+const MaxPage = 200
+
+// Page asks for one page of a list: at most Limit items after Cursor.
+type Page struct {
+	// Cursor is the opaque cursor a previous page returned; empty for the first page.
+	Cursor string
+	// Limit is the page size, 1 to MaxPage; 0 means MaxPage.
+	Limit int
+}
+
+// limit is the effective page size.
+func (p Page) limit() int {
+	if p.Limit <= 0 || p.Limit > MaxPage {
+		return MaxPage
+	}
+	return p.Limit
+}
+
+// EncodeCursor makes the opaque cursor that resumes a scan after key.
+func EncodeCursor(key []byte) string { return base64.RawURLEncoding.EncodeToString(key) }
+
+// DecodeCursor reads a cursor back, refusing one that does not belong under prefix.
+func DecodeCursor(cursor string, prefix []byte) ([]byte, error) {
+	key, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || !bytes.HasPrefix(key, prefix) {
+		return nil, proto.Errorf(proto.InvalidInput, "cursor is not one this list returned; start again without it").WithPath("cursor")
+	}
+	return key, nil
+}
+
+// scan visits the entries of bucket under prefix in key order, starting after the page's
+// cursor, and stops once fn has accepted page.limit() of them. fn reports whether it
+// kept the entry (filters skip entries without counting them). The returned cursor is
+// empty when the scan reached the end.
+func (t *Tx) scan(bucket string, prefix []byte, p Page, fn func(k, v []byte) (bool, error)) (string, error) {
+	start := prefix
+	if p.Cursor != "" {
+		after, err := DecodeCursor(p.Cursor, prefix)
+		if err != nil {
+			return "", err
+		}
+		start = after
+	}
+	b := t.tx.Bucket([]byte(bucket))
+	if b == nil {
+		return "", nil
+	}
+	c := b.Cursor()
+	k, v := c.Seek(start)
+	if p.Cursor != "" && bytes.Equal(k, start) {
+		k, v = c.Next()
+	}
+	kept := 0
+	var last []byte
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if kept == p.limit() {
+			return EncodeCursor(last), nil
+		}
+		ok, err := fn(k, v)
+		if err != nil {
+			return "", err
+		}
+		last = bytes.Clone(k)
+		if ok {
+			kept++
+		}
+	}
+	return "", nil
+}

@@ -1,0 +1,169 @@
+// Package store is the registry's persistence: one bbolt file in the data directory,
+// opened by one process, every transaction fsynced before it is acknowledged.
+//
+// Records are JSON in an envelope that carries a schema version. Buckets are made on
+// first write, so each entity lives in its own file here with the invariants of its write
+// path (a used profile version is never replaced, an unsigned image is never public, a
+// token is consumed once): no caller can get around them.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	bolt "go.etcd.io/bbolt"
+)
+
+// FileName is the name of the store's file inside the data directory.
+const FileName = "registry.db"
+
+// schemaVersion is written into every record's envelope.
+const schemaVersion = 1
+
+// ErrLocked is returned by Open when another process holds the store.
+var ErrLocked = errors.New("the store is open in another process")
+
+// Store is an open registry store.
+type Store struct {
+	db  *bolt.DB
+	now func() time.Time
+}
+
+// Options tune Open. The zero value is fine.
+type Options struct {
+	// Now is the clock records are stamped with; time.Now when nil.
+	Now func() time.Time
+	// LockTimeout bounds the wait for another process to release the file (default 1s).
+	LockTimeout time.Duration
+}
+
+// Open opens (or creates) the store in dataDir.
+func Open(dataDir string, opts Options) (*Store, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	path := filepath.Join(dataDir, FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%s: %w (stop the other registry first)", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return &Store{db: db, now: opts.Now}, nil
+}
+
+// Close releases the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Update runs fn in a read-write transaction, committed (and fsynced) only when fn
+// returns nil. Nothing fn wrote is kept when it fails.
+func (s *Store) Update(fn func(*Tx) error) error {
+	return s.db.Update(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now()}) })
+}
+
+// View runs fn in a read-only transaction.
+func (s *Store) View(fn func(*Tx) error) error {
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now()}) })
+}
+
+// Tx is one transaction. Its methods are the only way records are read and written.
+type Tx struct {
+	tx  *bolt.Tx
+	now time.Time
+}
+
+// Now is the time the transaction began, as the store's clock tells it.
+func (t *Tx) Now() time.Time { return t.now }
+
+type envelope struct {
+	Schema int             `json:"schema"`
+	Record json.RawMessage `json:"record"`
+}
+
+// get decodes the record at key into v and reports whether it was there.
+func (t *Tx) get(bucket string, key []byte, v any) (bool, error) {
+	b := t.tx.Bucket([]byte(bucket))
+	if b == nil {
+		return false, nil
+	}
+	raw := b.Get(key)
+	if raw == nil {
+		return false, nil
+	}
+	return true, decode(bucket, key, raw, v)
+}
+
+func decode(bucket string, key, raw []byte, v any) error {
+	var env envelope
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return fmt.Errorf("store: %s/%s: %w", bucket, key, err)
+	}
+	if env.Schema != schemaVersion {
+		return fmt.Errorf("store: %s/%s: schema %d, this registry reads %d", bucket, key, env.Schema, schemaVersion)
+	}
+	if err := json.Unmarshal(env.Record, v); err != nil {
+		return fmt.Errorf("store: %s/%s: %w", bucket, key, err)
+	}
+	return nil
+}
+
+// put writes v at key, making the bucket on first use.
+func (t *Tx) put(bucket string, key []byte, v any) error {
+	rec, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(envelope{Schema: schemaVersion, Record: rec})
+	if err != nil {
+		return err
+	}
+	b, err := t.tx.CreateBucketIfNotExists([]byte(bucket))
+	if err != nil {
+		return err
+	}
+	return b.Put(key, raw)
+}
+
+// putRaw writes an index entry (no envelope) at key.
+func (t *Tx) putRaw(bucket string, key, value []byte) error {
+	b, err := t.tx.CreateBucketIfNotExists([]byte(bucket))
+	if err != nil {
+		return err
+	}
+	return b.Put(key, value)
+}
+
+// getRaw reads an index entry.
+func (t *Tx) getRaw(bucket string, key []byte) []byte {
+	b := t.tx.Bucket([]byte(bucket))
+	if b == nil {
+		return nil
+	}
+	return b.Get(key)
+}
+
+// del removes key; a missing key or bucket is not an error.
+func (t *Tx) del(bucket string, key []byte) error {
+	b := t.tx.Bucket([]byte(bucket))
+	if b == nil {
+		return nil
+	}
+	return b.Delete(key)
+}
+
+// notFound is the NOT_FOUND error for a missing object of the given kind.
+func notFound(kind, id string) *proto.Error {
+	return proto.Errorf(proto.NotFound, "%s %q not found", kind, id)
+}

@@ -1,0 +1,87 @@
+package testkit
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/better-compute/better-compute/"
+
+// rule says which project packages the packages under a prefix may not import.
+type rule struct {
+	from   string
+	forbid []string
+	why    string
+}
+
+// rules are the one-way import flow of docs/ARCHITECTURE.md.
+var rules = []rule{
+	{"proto", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "cli", "fsutil", "testkit"}, "proto is the shared leaf: it imports nothing of the project but proto"},
+	{"fsutil", []string{"proto", "registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "cli", "testkit"}, "fsutil is a leaf"},
+	{"registry", []string{"agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "cli", "testkit"}, "the registry never imports agent-side rooms"},
+	{"agent", []string{"registry", "cli", "testkit"}, "agent-side rooms never import the registry"},
+	{"boot", []string{"registry", "cli", "testkit"}, "agent-side rooms never import the registry"},
+	{"cache", []string{"registry", "cli", "testkit"}, "agent-side rooms never import the registry"},
+	{"bmc", []string{"registry", "cli", "testkit"}, "agent-side rooms never import the registry"},
+	{"ramdisk", []string{"registry", "cli", "testkit"}, "agent-side rooms never import the registry"},
+	{"hostconverge", []string{"registry", "cli", "testkit"}, "agent-side rooms never import the registry"},
+	{"better-compute", []string{"testkit"}, "binaries never carry test helpers"},
+	{"bcd", []string{"testkit", "registry"}, "bcd carries no registry code and no test helpers"},
+	{"cli", []string{"testkit"}, "binaries never carry test helpers"},
+}
+
+func under(pkg, room string) bool { return pkg == room || strings.HasPrefix(pkg, room+"/") }
+
+// TestImportRules checks every package's imports (tests excluded) against the rules.
+func TestImportRules(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps=false", "-json", "./...")
+	cmd.Dir = moduleRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	checked := 0
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+			Doc        string
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkg, ok := strings.CutPrefix(p.ImportPath, module)
+		if !ok {
+			continue
+		}
+		checked++
+		if p.Doc == "" {
+			t.Errorf("%s has no package doc comment: say what the room is for", pkg)
+		}
+		for _, imp := range p.Imports {
+			dep, ok := strings.CutPrefix(imp, module)
+			if !ok {
+				continue
+			}
+			for _, r := range rules {
+				if !under(pkg, r.from) {
+					continue
+				}
+				for _, f := range r.forbid {
+					if under(dep, f) && !under(dep, r.from) {
+						t.Errorf("%s imports %s: %s", pkg, dep, r.why)
+					}
+				}
+			}
+		}
+	}
+	if checked < 5 {
+		t.Fatalf("checked only %d packages", checked)
+	}
+}

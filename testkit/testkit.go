@@ -1,0 +1,216 @@
+// Package testkit runs the project's real binaries for tests: it builds them once per
+// test process, starts `better-compute serve` on loopback in a temporary data directory,
+// and runs CLI commands against it. Only tests import it.
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/registry/api"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// Binary returns the path of a freshly built project binary ("better-compute" or "bcd"),
+// building all of them on first use.
+func Binary(t testing.TB, name string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "bc-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "./better-compute")
+		cmd.Dir = moduleRoot()
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = &buildError{out: string(out), err: err}
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build binaries: %v", buildErr)
+	}
+	return filepath.Join(binDir, name)
+}
+
+type buildError struct {
+	out string
+	err error
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+
+// moduleRoot is the directory of go.mod, found from this file's location.
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// Registry is a running `better-compute serve`.
+type Registry struct {
+	DataDir     string
+	AdminConfig string
+	URL         string
+	cmd         *exec.Cmd
+	Stderr      *bytes.Buffer
+}
+
+// StartRegistry starts `better-compute serve` on a free loopback port in dataDir (a new
+// temporary directory when empty) and stops it when the test ends.
+func StartRegistry(t testing.TB, dataDir string) *Registry {
+	t.Helper()
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	r := &Registry{DataDir: dataDir, AdminConfig: filepath.Join(dataDir, "admin.conf"), Stderr: &bytes.Buffer{}}
+	r.cmd = exec.Command(Binary(t, "better-compute"), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--format", "json")
+	stdout := &syncBuffer{}
+	r.cmd.Stdout, r.cmd.Stderr = stdout, r.Stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var info struct{ URL string }
+		if json.NewDecoder(strings.NewReader(stdout.String())).Decode(&info) == nil && info.URL != "" {
+			r.URL = info.URL
+			return r
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("registry did not start; stderr:\n%s", r.Stderr)
+	return nil
+}
+
+// Stop stops the registry (SIGTERM) and waits for it.
+func (r *Registry) Stop() {
+	if r.cmd.ProcessState != nil {
+		return
+	}
+	r.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { r.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		r.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Kill stops the registry at once (SIGKILL), as a crash would.
+func (r *Registry) Kill() {
+	r.cmd.Process.Kill()
+	r.cmd.Wait()
+}
+
+// Result is what one CLI run printed and its exit status.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// CLI runs `better-compute args...` with BC_CONFIG set to config.
+func CLI(t testing.TB, config string, args ...string) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Binary(t, "better-compute"), args...)
+	cmd.Env = append(os.Environ(), "BC_CONFIG="+config)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := Result{Stdout: out.String(), Stderr: errb.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		res.Code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return res
+}
+
+// JSON runs a CLI command with --format json and decodes its stdout into v, failing the
+// test unless it exits 0.
+func JSON(t testing.TB, config string, v any, args ...string) {
+	t.Helper()
+	res := CLI(t, config, append(args, "--format", "json")...)
+	if res.Code != 0 {
+		t.Fatalf("better-compute %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), res.Code, res.Stdout, res.Stderr)
+	}
+	if v != nil {
+		if err := json.Unmarshal([]byte(res.Stdout), v); err != nil {
+			t.Fatalf("decode output of %v: %v\n%s", args, err, res.Stdout)
+		}
+	}
+}
+
+// Fails runs a CLI command with --format json that must fail, and returns the error
+// object it printed.
+func Fails(t testing.TB, config string, args ...string) ErrorObject {
+	t.Helper()
+	res := CLI(t, config, append(args, "--format", "json")...)
+	if res.Code != 1 {
+		t.Fatalf("better-compute %s: exit %d, want 1\nstdout: %s\nstderr: %s", strings.Join(args, " "), res.Code, res.Stdout, res.Stderr)
+	}
+	var e ErrorObject
+	if err := json.Unmarshal([]byte(res.Stdout), &e); err != nil {
+		t.Fatalf("decode error of %v: %v\n%s", args, err, res.Stdout)
+	}
+	return e
+}
+
+// ErrorObject is the error a failed command prints with --format json.
+type ErrorObject struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Details struct {
+		Path   string `json:"path"`
+		Reason string `json:"reason"`
+	} `json:"details"`
+}
+
+// Client returns an API client for a CLI config file.
+func Client(t testing.TB, config string) *api.Client {
+	t.Helper()
+	cfg, err := api.LoadClientConfig(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
