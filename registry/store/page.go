@@ -43,37 +43,23 @@ func DecodeCursor(cursor string, prefix []byte) ([]byte, error) {
 // kept the entry (filters skip entries without counting them). The returned cursor is
 // empty when the scan reached the end.
 func (t *Tx) scan(bucket string, prefix []byte, p Page, fn func(k, v []byte) (bool, error)) (string, error) {
-	start := prefix
+	var after []byte
 	if p.Cursor != "" {
-		after, err := DecodeCursor(p.Cursor, prefix)
-		if err != nil {
+		var err error
+		if after, err = DecodeCursor(p.Cursor, prefix); err != nil {
 			return "", err
 		}
-		start = after
-	}
-	b := t.tx.Bucket([]byte(bucket))
-	if b == nil {
-		return "", nil
-	}
-	c := b.Cursor()
-	k, v := c.Seek(start)
-	if p.Cursor != "" && bytes.Equal(k, start) {
-		k, v = c.Next()
 	}
 	kept := 0
-	var last []byte
-	for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-		if kept == p.limit() {
-			return EncodeCursor(last), nil
-		}
+	last, more, err := t.walk(bucket, prefix, after, func() bool { return kept == p.limit() }, func(k, v []byte) error {
 		ok, err := fn(k, v)
-		if err != nil {
-			return "", err
-		}
-		last = bytes.Clone(k)
 		if ok {
 			kept++
 		}
+		return err
+	})
+	if err != nil || !more {
+		return "", err
 	}
-	return "", nil
+	return EncodeCursor(last), nil
 }

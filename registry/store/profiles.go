@@ -1,0 +1,346 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// Profile visibilities.
+const (
+	Private = "private"
+	Public  = "public"
+)
+
+// ProfileRecord is one stored version of a profile. The document is kept as given
+// (after it passed profile.Define); the rest is the row's own state.
+type ProfileRecord struct {
+	Tenant     string          `json:"tenant"`
+	ID         string          `json:"id"`
+	Version    int             `json:"version"`
+	Visibility string          `json:"visibility"`
+	Document   json.RawMessage `json:"document"`
+	// Rev is the row's version: 1 when created, +1 on every update. `--if-version`
+	// guards it.
+	Rev int `json:"rev"`
+	// Used is set the first time a workflow runs this version; from then on it is
+	// immutable.
+	Used bool `json:"used"`
+	// Deleted hides the version from lookups and lists; workflows that run it keep it.
+	Deleted   bool      `json:"deleted,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+const (
+	bucketProfiles = "profiles"
+	// bucketPublicProfiles indexes public versions: id, version, tenant -> nothing.
+	bucketPublicProfiles = "profiles_public"
+)
+
+func profileKey(tenant, id string, version int) []byte {
+	k := fmt.Appendf(nil, "%s\x00%s\x00", tenant, id)
+	return binary.BigEndian.AppendUint64(k, uint64(version))
+}
+
+func publicKey(id string, version int, tenant string) []byte {
+	k := fmt.Appendf(nil, "%s\x00", id)
+	k = binary.BigEndian.AppendUint64(k, uint64(version))
+	return fmt.Appendf(k, "\x00%s", tenant)
+}
+
+// CreateProfile stores a new version. An existing version of the tenant's profile,
+// deleted or not, is CONFLICT: version numbers are never reused.
+func (t *Tx) CreateProfile(rec ProfileRecord) (ProfileRecord, error) {
+	key := profileKey(rec.Tenant, rec.ID, rec.Version)
+	if t.getRaw(bucketProfiles, key) != nil {
+		return rec, proto.Errorf(proto.Conflict, "profile %s@%d exists already in tenant %s: bump the version to store a changed document", rec.ID, rec.Version, rec.Tenant).WithPath("version")
+	}
+	if rec.Visibility == "" {
+		rec.Visibility = Private
+	}
+	if rec.Visibility != Private && rec.Visibility != Public {
+		return rec, proto.Errorf(proto.InvalidInput, "visibility must be private or public, not %q", rec.Visibility).WithPath("visibility")
+	}
+	rec.Rev, rec.Used, rec.Deleted = 1, false, false
+	rec.CreatedAt, rec.UpdatedAt = t.now, t.now
+	return rec, t.putProfile(rec)
+}
+
+// putProfile writes the row and keeps the public index in step with it.
+func (t *Tx) putProfile(rec ProfileRecord) error {
+	if err := t.put(bucketProfiles, profileKey(rec.Tenant, rec.ID, rec.Version), rec); err != nil {
+		return err
+	}
+	pk := publicKey(rec.ID, rec.Version, rec.Tenant)
+	if rec.Visibility == Public && !rec.Deleted {
+		return t.putRaw(bucketPublicProfiles, pk, nil)
+	}
+	return t.del(bucketPublicProfiles, pk)
+}
+
+// Profile returns one version of a tenant's own profile, deleted ones included.
+func (t *Tx) Profile(tenant, id string, version int) (ProfileRecord, bool, error) {
+	var rec ProfileRecord
+	ok, err := t.get(bucketProfiles, profileKey(tenant, id, version), &rec)
+	return rec, ok, err
+}
+
+// LatestProfile returns the highest version of a tenant's own profile that is not
+// deleted.
+func (t *Tx) LatestProfile(tenant, id string) (ProfileRecord, bool, error) {
+	prefix := fmt.Appendf(nil, "%s\x00%s\x00", tenant, id)
+	b := t.tx.Bucket([]byte(bucketProfiles))
+	if b == nil {
+		return ProfileRecord{}, false, nil
+	}
+	c := b.Cursor()
+	// Seek past the last version, then walk back over deleted ones.
+	k, v := c.Seek(append(bytes.Clone(prefix), 0xff))
+	if k == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Prev()
+	}
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
+		var rec ProfileRecord
+		if err := decode(bucketProfiles, k, v, &rec); err != nil {
+			return rec, false, err
+		}
+		if !rec.Deleted {
+			return rec, true, nil
+		}
+	}
+	return ProfileRecord{}, false, nil
+}
+
+// PublicProfile returns a public, undeleted version of id stored by any tenant: the
+// given version, or the highest when version is 0. When tenants share an id, the
+// lowest tenant name wins, so the answer is stable.
+func (t *Tx) PublicProfile(id string, version int) (ProfileRecord, bool, error) {
+	prefix := fmt.Appendf(nil, "%s\x00", id)
+	if version > 0 {
+		prefix = binary.BigEndian.AppendUint64(prefix, uint64(version))
+	}
+	b := t.tx.Bucket([]byte(bucketPublicProfiles))
+	if b == nil {
+		return ProfileRecord{}, false, nil
+	}
+	var best []byte
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		// Keys sort by version: a later key with a higher version replaces the best.
+		if best == nil || !bytes.Equal(k[:len(id)+9], best[:len(id)+9]) {
+			best = bytes.Clone(k)
+		}
+	}
+	if best == nil {
+		return ProfileRecord{}, false, nil
+	}
+	version = int(binary.BigEndian.Uint64(best[len(id)+1 : len(id)+9]))
+	rec, ok, err := t.Profile(string(best[len(id)+10:]), id, version)
+	return rec, ok, err
+}
+
+// ReplaceProfileDocument replaces an unused version's document. A used version is
+// INVALID_STATE; ifRev, when not 0, must equal the row's Rev (else CONFLICT).
+func (t *Tx) ReplaceProfileDocument(tenant, id string, version, ifRev int, doc json.RawMessage) (ProfileRecord, error) {
+	return t.updateProfile(tenant, id, version, ifRev, func(rec *ProfileRecord) error {
+		if rec.Used {
+			return proto.Errorf(proto.InvalidState, "profile %s@%d has been used by a workflow and cannot change: create version %d instead", id, version, version+1)
+		}
+		rec.Document = doc
+		return nil
+	})
+}
+
+// SetProfileVisibility makes a version private or public; allowed on used versions,
+// since what runs does not change.
+func (t *Tx) SetProfileVisibility(tenant, id string, version, ifRev int, visibility string) (ProfileRecord, error) {
+	if visibility != Private && visibility != Public {
+		return ProfileRecord{}, proto.Errorf(proto.InvalidInput, "visibility must be private or public, not %q", visibility).WithPath("visibility")
+	}
+	return t.updateProfile(tenant, id, version, ifRev, func(rec *ProfileRecord) error {
+		rec.Visibility = visibility
+		return nil
+	})
+}
+
+// DeleteProfile hides one version (or every version when version is 0) from lookups,
+// lists and new workflows. It returns the versions it hid.
+func (t *Tx) DeleteProfile(tenant, id string, version int) ([]int, error) {
+	var versions []int
+	if version > 0 {
+		versions = []int{version}
+	} else {
+		prefix := fmt.Appendf(nil, "%s\x00%s\x00", tenant, id)
+		if b := t.tx.Bucket([]byte(bucketProfiles)); b != nil {
+			c := b.Cursor()
+			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+				versions = append(versions, int(binary.BigEndian.Uint64(k[len(prefix):])))
+			}
+		}
+	}
+	var hid []int
+	for _, v := range versions {
+		rec, ok, err := t.Profile(tenant, id, v)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || rec.Deleted {
+			continue
+		}
+		rec.Deleted, rec.Rev, rec.UpdatedAt = true, rec.Rev+1, t.now
+		if err := t.putProfile(rec); err != nil {
+			return nil, err
+		}
+		hid = append(hid, v)
+	}
+	if len(hid) == 0 {
+		return nil, notFound("profile", profileName(id, version))
+	}
+	return hid, nil
+}
+
+// MarkProfileUsed records that a workflow runs this version: it is immutable from now
+// on. Marking twice is harmless.
+func (t *Tx) MarkProfileUsed(tenant, id string, version int) error {
+	rec, ok, err := t.Profile(tenant, id, version)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return notFound("profile", profileName(id, version))
+	}
+	if rec.Used {
+		return nil
+	}
+	rec.Used, rec.UpdatedAt = true, t.now
+	return t.putProfile(rec)
+}
+
+func (t *Tx) updateProfile(tenant, id string, version, ifRev int, change func(*ProfileRecord) error) (ProfileRecord, error) {
+	rec, ok, err := t.Profile(tenant, id, version)
+	if err != nil {
+		return rec, err
+	}
+	if !ok || rec.Deleted {
+		return rec, notFound("profile", profileName(id, version))
+	}
+	if ifRev != 0 && ifRev != rec.Rev {
+		return rec, proto.Errorf(proto.Conflict, "profile %s@%d is at row version %d, not %d: get it again and retry", id, version, rec.Rev, ifRev).WithPath("ifVersion")
+	}
+	if err := change(&rec); err != nil {
+		return rec, err
+	}
+	rec.Rev, rec.UpdatedAt = rec.Rev+1, t.now
+	return rec, t.putProfile(rec)
+}
+
+func profileName(id string, version int) string {
+	if version == 0 {
+		return id
+	}
+	return fmt.Sprintf("%s@%d", id, version)
+}
+
+// ListProfiles lists what a tenant can see: its own undeleted versions, then public
+// versions of other tenants, then the shipped profiles given, in that order and each in
+// key order, one page at a time.
+func (t *Tx) ListProfiles(tenant string, shipped []ProfileRecord, p Page) ([]ProfileRecord, string, error) {
+	phase, after := byte('o'), []byte(nil)
+	if p.Cursor != "" {
+		raw, err := DecodeCursor(p.Cursor, nil)
+		if err != nil || len(raw) == 0 || bytes.IndexByte([]byte("ops"), raw[0]) < 0 {
+			return nil, "", proto.Errorf(proto.InvalidInput, "cursor is not one this list returned; start again without it").WithPath("cursor")
+		}
+		phase, after = raw[0], raw[1:]
+	}
+	var out []ProfileRecord
+	limit := p.limit()
+	full := func() bool { return len(out) == limit }
+	cursor := func(ph byte, key []byte) string { return EncodeCursor(append([]byte{ph}, key...)) }
+
+	if phase == 'o' {
+		prefix := fmt.Appendf(nil, "%s\x00", tenant)
+		last, more, err := t.walk(bucketProfiles, prefix, after, full, func(k, v []byte) error {
+			var rec ProfileRecord
+			if err := decode(bucketProfiles, k, v, &rec); err != nil {
+				return err
+			}
+			if !rec.Deleted {
+				out = append(out, rec)
+			}
+			return nil
+		})
+		if err != nil || more {
+			return out, cursor('o', last), err
+		}
+		phase, after = 'p', nil
+	}
+	if phase == 'p' {
+		last, more, err := t.walk(bucketPublicProfiles, nil, after, full, func(k, _ []byte) error {
+			i := bytes.IndexByte(k, 0)
+			if i < 0 || len(k) < i+10 {
+				return fmt.Errorf("store: malformed public profile key %q", k)
+			}
+			owner := string(k[i+10:])
+			if owner == tenant {
+				return nil
+			}
+			rec, ok, err := t.Profile(owner, string(k[:i]), int(binary.BigEndian.Uint64(k[i+1:i+9])))
+			if ok {
+				out = append(out, rec)
+			}
+			return err
+		})
+		if err != nil || more {
+			return out, cursor('p', last), err
+		}
+		phase, after = 's', nil
+	}
+	start := 0
+	if len(after) == 8 {
+		start = int(binary.BigEndian.Uint64(after))
+	}
+	for i := start; i < len(shipped); i++ {
+		if full() {
+			return out, cursor('s', binary.BigEndian.AppendUint64(nil, uint64(i))), nil
+		}
+		out = append(out, shipped[i])
+	}
+	return out, "", nil
+}
+
+// walk visits bucket entries under prefix after the key `after` (from the start when
+// nil) until full reports true. It returns the last key visited and whether entries
+// remain.
+func (t *Tx) walk(bucket string, prefix, after []byte, full func() bool, fn func(k, v []byte) error) ([]byte, bool, error) {
+	b := t.tx.Bucket([]byte(bucket))
+	if b == nil {
+		return nil, false, nil
+	}
+	c := b.Cursor()
+	k, v := c.Seek(prefix)
+	if after != nil {
+		k, v = c.Seek(after)
+		if bytes.Equal(k, after) {
+			k, v = c.Next()
+		}
+	}
+	var last []byte
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if full() {
+			return last, true, nil
+		}
+		if err := fn(k, v); err != nil {
+			return nil, false, err
+		}
+		last = bytes.Clone(k)
+	}
+	return last, false, nil
+}
