@@ -139,7 +139,10 @@ func TestListProfilesPhasesAndPages(t *testing.T) {
 	for {
 		var page []ProfileRecord
 		var err error
-		s.View(func(tx *Tx) error { page, cursor, err = tx.ListProfiles("acme", shipped, Page{Cursor: cursor}); return nil })
+		s.View(func(tx *Tx) error {
+			page, cursor, err = tx.ListProfiles("acme", shipped, Page{Cursor: cursor})
+			return nil
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
