@@ -2,7 +2,6 @@ package jsondoc
 
 import (
 	"errors"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,8 +115,7 @@ func (r *Report) Enum(v *Value, p Path, allowed ...string) (string, bool) {
 }
 
 // Whole returns the number v as an integer, recording a problem unless it is a whole
-// number from min to max. A whole number may be written with a fraction or exponent that
-// leaves it whole (2.0, 1e2), since JSON does not tell them apart.
+// number from min to max written as one (42, not 42.0 or 4.2e1).
 func (r *Report) Whole(v *Value, p Path, min, max int64) (int64, bool) {
 	if v.Kind != Number {
 		r.Add(v, p, "must be a whole number from %d to %d, not %s", min, max, v.Kind)
@@ -135,29 +133,16 @@ func (r *Report) Whole(v *Value, p Path, min, max int64) (int64, bool) {
 	return n, true
 }
 
-// maxExact is the largest magnitude a JSON number keeps exactly in every common reader.
-const maxExact = 1<<53 - 1
-
-// WholeNumber returns the integer a JSON number literal writes, or why it is not one: a
-// fraction, or a magnitude beyond 2^53-1.
+// WholeNumber returns the integer a JSON number literal writes, or why it is not one.
+// Whole numbers are written without a fraction or an exponent, so that every reader
+// (encoding/json into an int among them) takes them exactly as written.
 func WholeNumber(text string) (int64, error) {
-	f, err := strconv.ParseFloat(text, 64)
-	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return 0, errors.New("not a number")
+	if strings.ContainsAny(text, ".eE") {
+		return 0, errors.New("write it without a fraction or an exponent")
 	}
-	switch {
-	case err != nil || math.Abs(f) > maxExact:
+	n, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
 		return 0, errors.New("out of range")
-	case f != math.Trunc(f) || f == 0 && strings.ContainsAny(mantissa(text), "123456789"):
-		return 0, errors.New("not whole")
 	}
-	return int64(f), nil
-}
-
-// mantissa is the part of a number literal before its exponent.
-func mantissa(text string) string {
-	if i := strings.IndexAny(text, "eE"); i >= 0 {
-		return text[:i]
-	}
-	return text
+	return n, nil
 }

@@ -47,17 +47,15 @@ func TestWholeNumber(t *testing.T) {
 		want int64
 		err  string
 	}{
-		"integer":          {"42", 42, ""},
-		"negative":         {"-3", -3, ""},
-		"whole fraction":   {"2.0", 2, ""},
-		"exponent":         {"1e2", 100, ""},
-		"fraction":         {"1.5", 0, "not whole"},
-		"huge":             {"1e400", 0, "out of range"},
-		"beyond 2^53":      {"9007199254740993", 0, "out of range"},
-		"tiny":             {"1e-400", 0, "not whole"},
-		"negative zero":    {"-0", 0, ""},
-		"zero exponent":    {"0e5", 0, ""},
-		"largest accepted": {"9007199254740991", 1<<53 - 1, ""},
+		"integer":        {"42", 42, ""},
+		"negative":       {"-3", -3, ""},
+		"negative zero":  {"-0", 0, ""},
+		"fraction":       {"1.5", 0, "write it without a fraction or an exponent"},
+		"whole fraction": {"2.0", 0, "write it without a fraction or an exponent"},
+		"exponent":       {"1e2", 0, "write it without a fraction or an exponent"},
+		"huge exponent":  {"1e400", 0, "write it without a fraction or an exponent"},
+		"beyond int64":   {"9223372036854775808", 0, "out of range"},
+		"largest":        {"9223372036854775807", 1<<63 - 1, ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
