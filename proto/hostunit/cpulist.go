@@ -1,0 +1,65 @@
+package hostunit
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// MaxCPU is the highest CPU number a cpulist may name.
+const MaxCPU = 8191
+
+// ParseCPUList parses a cpulist as the kernel writes it and returns its CPUs in order:
+// comma-separated CPU numbers and ranges first-last ("2-15,18"), ascending and not
+// overlapping, without spaces, strides or leading zeros. CPU 0 is refused: it keeps the
+// kernel's housekeeping work, and isolating it leaves the host unmanageable.
+func ParseCPUList(s string) ([]int, error) {
+	if s == "" {
+		return nil, errors.New("the cpulist is empty; leave isolate out instead")
+	}
+	if len(s) > 1024 {
+		return nil, errors.New("the cpulist is longer than 1024 bytes")
+	}
+	var cpus []int
+	last := -1
+	for elem := range strings.SplitSeq(s, ",") {
+		firstText, lastText, isRange := strings.Cut(elem, "-")
+		first, err := cpuNumber(firstText, elem)
+		if err != nil {
+			return nil, err
+		}
+		end := first
+		if isRange {
+			if end, err = cpuNumber(lastText, elem); err != nil {
+				return nil, err
+			}
+			if end <= first {
+				return nil, fmt.Errorf("the range %q does not ascend", elem)
+			}
+		}
+		if first <= last {
+			return nil, fmt.Errorf("%q does not come after the CPUs before it; write the list in ascending order without overlaps", elem)
+		}
+		if first == 0 {
+			return nil, errors.New("CPU 0 cannot be isolated: it keeps the kernel's housekeeping work")
+		}
+		for cpu := first; cpu <= end; cpu++ {
+			cpus = append(cpus, cpu)
+		}
+		last = end
+	}
+	return cpus, nil
+}
+
+// cpuNumber parses one CPU number of elem.
+func cpuNumber(s, elem string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || strconv.Itoa(n) != s {
+		return 0, fmt.Errorf("%q is not a CPU number or a range first-last", elem)
+	}
+	if n > MaxCPU {
+		return 0, fmt.Errorf("CPU %d is beyond the highest CPU number, %d", n, MaxCPU)
+	}
+	return n, nil
+}
