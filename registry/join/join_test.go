@@ -288,7 +288,10 @@ func TestMintToken(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var tok store.JoinToken
-			err := f.store.Update(func(tx *store.Tx) (err error) { tok, _, err = MintToken(tx, tc.kind, tc.node, tc.site, tc.ttl); return err })
+			err := f.store.Update(func(tx *store.Tx) (err error) {
+				tok, _, err = MintToken(tx, tc.kind, tc.node, tc.site, tc.ttl)
+				return err
+			})
 			if tc.path != "" {
 				if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != tc.path {
 					t.Fatalf("got %v, want INVALID_INPUT at %s", err, tc.path)
