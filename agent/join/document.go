@@ -60,18 +60,17 @@ func trust(body []byte, peer []*x509.Certificate, host string, pins joinwire.Pin
 	if err != nil {
 		return joinwire.Anchors{}, proto.Errorf(proto.InvalidInput, "%v", err)
 	}
-	mismatch := func(flag, what string, key any) error {
-		got, _ := joinwire.Pin(key)
-		return proto.Errorf(proto.Unauthenticated, "%s does not match the %s in the registry's well-known document (its pin is %s): refusing to trust it", flag, what, got).WithPath(flag).WithReason("pin-mismatch")
+	mismatch := func(flag, what string) error {
+		return proto.Errorf(proto.Unauthenticated, "%s does not match the %s in the registry's well-known document: refusing to trust it (compare the pin with pins.json in the registry's data directory)", flag, what).WithPath(flag).WithReason("pin-mismatch")
 	}
 	if !joinwire.MatchPin(pins.ServingCA, a.ServingCA.PublicKey) {
-		return joinwire.Anchors{}, mismatch("--serving-ca-pin", "serving CA", a.ServingCA.PublicKey)
+		return joinwire.Anchors{}, mismatch("--serving-ca-pin", "serving CA")
 	}
 	if !joinwire.MatchPin(pins.JoinSigning, a.JoinSigningKey) {
-		return joinwire.Anchors{}, mismatch("--join-signing-pin", "join signing key", a.JoinSigningKey)
+		return joinwire.Anchors{}, mismatch("--join-signing-pin", "join signing key")
 	}
 	if !joinwire.MatchPin(pins.JoinEncryption, a.JoinEncryptionKey) {
-		return joinwire.Anchors{}, mismatch("--join-encryption-pin", "join encryption key", a.JoinEncryptionKey)
+		return joinwire.Anchors{}, mismatch("--join-encryption-pin", "join encryption key")
 	}
 	if len(peer) == 0 {
 		return joinwire.Anchors{}, proto.Errorf(proto.Unauthenticated, "the registry presented no certificate").WithReason("server-certificate")
