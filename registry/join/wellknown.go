@@ -7,8 +7,8 @@ import (
 	"github.com/better-compute/better-compute/proto/joinwire"
 )
 
-// WellKnown is the registry's well-known document.
-func (s *Service) WellKnown() (joinwire.WellKnown, error) {
+// wellKnown is the registry's well-known document.
+func (s *Service) wellKnown() (joinwire.WellKnown, error) {
 	signing, err := joinwire.SigningKeyPEM(s.keys.JoinSigningKey())
 	if err != nil {
 		return joinwire.WellKnown{}, err
@@ -25,7 +25,7 @@ func (s *Service) WellKnown() (joinwire.WellKnown, error) {
 // WellKnownHandler serves the well-known document as JSON, to anyone: it holds only
 // public keys, and an agent trusts it only as far as its pins match.
 func (s *Service) WellKnownHandler() (http.Handler, error) {
-	doc, err := s.WellKnown()
+	doc, err := s.wellKnown()
 	if err != nil {
 		return nil, err
 	}
