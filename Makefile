@@ -12,7 +12,7 @@ all: build
 
 ## build: the two static binaries into bin/
 build:
-	$(GO) build -o $(BIN)/ ./better-compute
+	$(GO) build -o $(BIN)/ ./better-compute ./bcd
 
 ## demo: the README's first command: a registry on an embedded store, walked through
 demo: build

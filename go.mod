@@ -7,6 +7,7 @@ require (
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/insomniacslk/dhcp v0.0.0-20260901064844-234b97448fae // indirect
 	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/pelletier/go-toml/v2 v2.4.3 // indirect
 	github.com/pin/tftp/v3 v3.2.0 // indirect
 	github.com/quic-go/quic-go v0.65.0 // indirect
 	github.com/stmcginnis/gofish v0.24.0 // indirect

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/join"
 	"github.com/better-compute/better-compute/registry/pki"
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -29,6 +31,9 @@ type Config struct {
 	DataDir string
 	// Listen is the HTTPS API's address, host:port.
 	Listen string
+	// AgentListen is the agents' QUIC endpoint, host:port on UDP, as the well-known
+	// document and JoinResponses tell agents to dial it.
+	AgentListen string
 	// Log receives the registry's structured logs.
 	Log *slog.Logger
 }
@@ -41,6 +46,9 @@ type Info struct {
 	AdminConfig string
 	// FirstStart is true when this start made the root tenant and its admin credential.
 	FirstStart bool
+	// Pins are what `bcd join` must be given to trust this registry; also in PinsFile.
+	Pins     joinwire.Pins
+	PinsFile string
 }
 
 // Run serves the registry until ctx ends. ready is called once it is listening.
@@ -54,11 +62,21 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err != nil {
 		return fmt.Errorf("registry PKI: %w", err)
 	}
+	joinSvc := join.NewService(st, keys, cfg.AgentListen, cfg.Log)
+	wellKnown, err := joinSvc.WellKnownHandler()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return proto.Errorf(proto.InvalidConfig, "listen on %s: %v (pick another --listen address)", cfg.Listen, err)
 	}
-	info := Info{URL: "https://" + clientAddr(ln.Addr().(*net.TCPAddr)), AdminConfig: filepath.Join(cfg.DataDir, AdminConfig)}
+	info := Info{
+		URL:         "https://" + clientAddr(ln.Addr().(*net.TCPAddr)),
+		AdminConfig: filepath.Join(cfg.DataDir, AdminConfig),
+		Pins:        keys.Pins(),
+		PinsFile:    filepath.Join(cfg.DataDir, pki.PinsFile),
+	}
 	if info.FirstStart, err = bootstrap(st, keys, info); err != nil {
 		ln.Close()
 		return err
@@ -83,8 +101,12 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 
 	apiSrv := api.NewServer(st, cfg.Log)
 	apiSrv.RegisterAll()
+	apiSrv.RegisterJoin(joinSvc)
+	mux := http.NewServeMux()
+	mux.Handle("GET "+joinwire.WellKnownPath, wellKnown)
+	mux.Handle("/", apiSrv)
 	httpsSrv := &http.Server{
-		Handler:           apiSrv,
+		Handler:           mux,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),

@@ -1,6 +1,6 @@
 // Package testkit runs the project's real binaries for tests: it builds them once per
 // test process, starts `better-compute serve` on loopback in a temporary data directory,
-// and runs CLI commands against it. Only tests import it.
+// and runs CLI and bcd commands against it. Only tests import it.
 package testkit
 
 import (
@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
 )
 
@@ -34,7 +35,7 @@ func Binary(t testing.TB, name string) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binDir+"/", "./better-compute")
+		cmd := exec.Command("go", "build", "-o", binDir+"/", "./better-compute", "./bcd")
 		cmd.Dir = moduleRoot()
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -65,8 +66,10 @@ type Registry struct {
 	DataDir     string
 	AdminConfig string
 	URL         string
-	cmd         *exec.Cmd
-	Stderr      *bytes.Buffer
+	// Pins are the registry's pins, as `serve` printed them.
+	Pins   joinwire.Pins
+	cmd    *exec.Cmd
+	Stderr *bytes.Buffer
 }
 
 // StartRegistry starts `better-compute serve` on a free loopback port in dataDir (a new
@@ -86,9 +89,12 @@ func StartRegistry(t testing.TB, dataDir string) *Registry {
 	t.Cleanup(r.Stop)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		var info struct{ URL string }
+		var info struct {
+			URL  string
+			Pins joinwire.Pins
+		}
 		if json.NewDecoder(strings.NewReader(stdout.String())).Decode(&info) == nil && info.URL != "" {
-			r.URL = info.URL
+			r.URL, r.Pins = info.URL, info.Pins
 			return r
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -128,10 +134,22 @@ type Result struct {
 // CLI runs `better-compute args...` with BC_CONFIG set to config.
 func CLI(t testing.TB, config string, args ...string) Result {
 	t.Helper()
+	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args)
+}
+
+// BCD runs `bcd args...`.
+func BCD(t testing.TB, args ...string) Result {
+	t.Helper()
+	return run(t, "bcd", nil, args)
+}
+
+// run runs a project binary with extra environment variables.
+func run(t testing.TB, name string, env, args []string) Result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, Binary(t, "better-compute"), args...)
-	cmd.Env = append(os.Environ(), "BC_CONFIG="+config)
+	cmd := exec.CommandContext(ctx, Binary(t, name), args...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

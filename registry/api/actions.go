@@ -15,13 +15,14 @@ const (
 	ActionProfilesRead      = "compute:profiles:read"
 	ActionImagesPublish     = "compute:images:publish"
 	ActionImagesRead        = "compute:images:read"
+	ActionTokensManage      = "compute:tokens:manage"
 	// ActionAll stands for every action, present and future: the admin credential's.
 	ActionAll = "*"
 )
 
 // Actions lists every action a credential may be given.
 var Actions = []string{ActionTenantsManage, ActionCredentialsManage, ActionProfilesManage,
-	ActionProfilesRead, ActionImagesPublish, ActionImagesRead}
+	ActionProfilesRead, ActionImagesPublish, ActionImagesRead, ActionTokensManage}
 
 // Caller is who is calling: the credential's tenant and actions, or the host itself
 // through the admin socket.

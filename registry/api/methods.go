@@ -3,4 +3,5 @@ package api
 // RegisterAll adds every method of the API to s.
 func (s *Server) RegisterAll() {
 	s.registerTenants()
+	s.registerTokens()
 }

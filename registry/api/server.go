@@ -28,6 +28,9 @@ type Method struct {
 	Action string
 	// HostOnly methods answer only on the admin socket.
 	HostOnly bool
+	// Public methods take no bearer credential: their body carries what authenticates
+	// them (join.join's sealed token).
+	Public bool
 	// Call decodes the body and does the work.
 	Call func(ctx context.Context, c *Caller, body []byte) (any, error)
 }
@@ -122,7 +125,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 			return proto.Errorf(proto.NotFound, "no such method %q", name)
 		}
 		var err error
-		if caller, err = s.authenticate(r, host); err != nil {
+		if m.Public {
+			caller = &Caller{}
+		} else if caller, err = s.authenticate(r, host); err != nil {
 			return err
 		}
 		if m.HostOnly && !caller.Host {
@@ -139,7 +144,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 		return err
 	}()
 	attrs := []any{"method", name, "duration", time.Since(start)}
-	if caller != nil {
+	if caller != nil && caller.CredentialID != "" {
 		attrs = append(attrs, "tenant", caller.Tenant, "credential", caller.CredentialID)
 	}
 	if err != nil {

@@ -1,0 +1,29 @@
+package bcdcli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/better-compute/better-compute/agent/join"
+)
+
+var joinMode = Mode{
+	Name:    "join",
+	Usage:   "--server URL --token-file PATH --node-id ID --serving-ca-pin P --join-signing-pin P --join-encryption-pin P [--role node|ramdisk|site] [--config-dir DIR]",
+	Summary: "join the registry with a single-use token; writes the key, certificates and config.toml",
+	Define: func(fs *flag.FlagSet) Runner {
+		opts := join.Flags(fs)
+		return func(ctx context.Context, env Env) error {
+			res, err := join.Join(ctx, *opts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "joined as %s (role %s); configuration in %s\n", res.Config.NodeID, res.Config.Role, res.ConfigDir)
+			if res.TokenFileErr != nil {
+				fmt.Fprintf(env.Stderr, "bcd join: warning: the token is spent, but removing its file failed: %v\n", res.TokenFileErr)
+			}
+			return nil
+		}
+	},
+}

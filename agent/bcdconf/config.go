@@ -1,0 +1,123 @@
+// Package bcdconf is bcd's configuration directory (/etc/bcd by default): config.toml,
+// written by `bcd join` and read by the agent modes, and the key, certificates and join
+// encryption key beside it.
+package bcdconf
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/pelletier/go-toml/v2"
+)
+
+// DefaultDir is where bcd keeps its configuration unless told otherwise.
+const DefaultDir = "/etc/bcd"
+
+// The files of the configuration directory.
+const (
+	// ConfigFile is config.toml.
+	ConfigFile = "config.toml"
+	// KeyFile is the agent's private key, PKCS#8 PEM, mode 0600.
+	KeyFile = "agent.key"
+	// CertFile is the agent's client certificate, PEM, from the agent CA.
+	CertFile = "agent.crt"
+	// AgentCAFile is the agent CA certificate, PEM.
+	AgentCAFile = "agent-ca.crt"
+	// ServingCAFile is the registry's serving CA certificate, PEM: what the registry's
+	// HTTPS and QUIC certificates chain to.
+	ServingCAFile = "serving-ca.crt"
+	// JoinEncryptionFile is the JoinService encryption key as a JWK.
+	JoinEncryptionFile = "join-encryption.jwk"
+)
+
+// Version is the version of config.toml this bcd writes and reads.
+const Version = 1
+
+// Config is config.toml. Unknown keys are refused.
+type Config struct {
+	// Version is 1.
+	Version int `toml:"version"`
+	// Server is the registry's base URL, https://host:port.
+	Server string `toml:"server"`
+	// AgentEndpoint is the registry's QUIC endpoint, host:port on UDP.
+	AgentEndpoint string `toml:"agentEndpoint,omitempty"`
+	// NodeID is the node this agent is; its certificate's CommonName.
+	NodeID string `toml:"nodeId"`
+	// Role is site, ramdisk or node; its certificate's OrganizationalUnit.
+	Role string `toml:"role"`
+	// Site is the site the join token named, if any.
+	Site string `toml:"site,omitempty"`
+	// The pins the agent joined with.
+	ServingCAPin      string `toml:"servingCaPin"`
+	JoinSigningPin    string `toml:"joinSigningPin"`
+	JoinEncryptionPin string `toml:"joinEncryptionPin"`
+}
+
+// Check refuses a config with a missing or malformed field.
+func (c Config) Check() error {
+	if c.Version != Version {
+		return fmt.Errorf("version %d; this bcd reads version %d", c.Version, Version)
+	}
+	if u, err := url.Parse(c.Server); err != nil || u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("server %q is not an https:// URL", c.Server)
+	}
+	if err := joinwire.CheckNodeID(c.NodeID); err != nil {
+		return fmt.Errorf("nodeId: %v", err)
+	}
+	if err := joinwire.CheckRole(c.Role); err != nil {
+		return fmt.Errorf("role: %v", err)
+	}
+	for name, pin := range map[string]string{"servingCaPin": c.ServingCAPin, "joinSigningPin": c.JoinSigningPin, "joinEncryptionPin": c.JoinEncryptionPin} {
+		if err := joinwire.CheckPin(pin); err != nil {
+			return fmt.Errorf("%s: %v", name, err)
+		}
+	}
+	return nil
+}
+
+// header starts every config.toml bcd writes.
+const header = "# bcd's configuration, written by `bcd join`. The key and certificates are beside it.\n"
+
+// Encode renders a checked config as config.toml.
+func Encode(c Config) ([]byte, error) {
+	if err := c.Check(); err != nil {
+		return nil, err
+	}
+	body, err := toml.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(header), body...), nil
+}
+
+// Decode reads config.toml, refusing unknown keys and malformed values.
+func Decode(data []byte) (Config, error) {
+	var c Config
+	if err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&c); err != nil {
+		var strict *toml.StrictMissingError
+		if errors.As(err, &strict) {
+			return Config{}, fmt.Errorf("unknown key: %s", strict.String())
+		}
+		return Config{}, err
+	}
+	return c, c.Check()
+}
+
+// Load reads dir/config.toml.
+func Load(dir string) (Config, error) {
+	path := filepath.Join(dir, ConfigFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	c, err := Decode(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}

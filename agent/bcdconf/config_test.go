@@ -1,0 +1,71 @@
+package bcdconf
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const pin = "sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+
+func sample() Config {
+	return Config{Version: 1, Server: "https://registry.example:7443", AgentEndpoint: "registry.example:7444", NodeID: "node-1", Role: "node",
+		ServingCAPin: pin, JoinSigningPin: pin, JoinEncryptionPin: pin}
+}
+
+func TestWriteAndLoad(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "bcd")
+	b := Bundle{Config: sample(), Key: []byte("KEY"), Certificate: []byte("CERT"), AgentCA: []byte("ACA"), ServingCA: []byte("SCA"), JoinEncryptionKey: []byte("JWK")}
+	if err := Write(dir, b); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sample(), got); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	modes := map[string]os.FileMode{}
+	for _, name := range []string{ConfigFile, KeyFile, CertFile, AgentCAFile, ServingCAFile, JoinEncryptionFile} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		modes[name] = st.Mode().Perm()
+	}
+	want := map[string]os.FileMode{ConfigFile: 0o644, KeyFile: 0o600, CertFile: 0o644, AgentCAFile: 0o644, ServingCAFile: 0o644, JoinEncryptionFile: 0o644}
+	if diff := cmp.Diff(want, modes); diff != "" {
+		t.Errorf("modes (-want +got):\n%s", diff)
+	}
+}
+
+func TestDecodeRefuses(t *testing.T) {
+	good, err := Encode(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"unknown key":  string(good) + "extra = 1\n",
+		"version 2":    strings.Replace(string(good), "version = 1", "version = 2", 1),
+		"http server":  strings.Replace(string(good), "https://", "http://", 1),
+		"bad role":     strings.Replace(string(good), "role = 'node'", "role = 'boss'", 1),
+		"bad pin":      strings.Replace(string(good), "servingCaPin = 'sha256/", "servingCaPin = 'md5/", 1),
+		"bad node id":  strings.Replace(string(good), "nodeId = 'node-1'", "nodeId = 'Node 1'", 1),
+		"not toml":     "version = ",
+		"missing pins": "version = 1\nserver = 'https://x'\nnodeId = 'n'\nrole = 'node'\n",
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			if data == string(good) {
+				t.Fatal("the case did not change the document")
+			}
+			if _, err := Decode([]byte(data)); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}

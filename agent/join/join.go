@@ -1,0 +1,202 @@
+// Package join is bcd's side of the join: `bcd join` fetches the registry's well-known
+// document, trusts it only as far as the three pins it was given match, seals its join
+// token to the pinned JoinService key, verifies the signed JoinResponse, and only then
+// writes its key, certificates and config.toml. On any failure nothing is written and
+// the token file stays.
+package join
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdh"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
+)
+
+// Result is what a successful join did.
+type Result struct {
+	// Config is the config.toml written into ConfigDir.
+	Config    bcdconf.Config
+	ConfigDir string
+	// TokenFileErr is set when the join succeeded but the token file could not be
+	// removed (the token is spent either way).
+	TokenFileErr error
+}
+
+// Join joins the registry at o.Server as o.NodeID in o.Role.
+func Join(ctx context.Context, o Options) (Result, error) {
+	server, err := o.check()
+	if err != nil {
+		return Result{}, err
+	}
+	token, err := readToken(o.TokenFile)
+	if err != nil {
+		return Result{}, err
+	}
+	local, err := localEncryptionKey(o.ConfigDir, o.Pins.JoinEncryption)
+	if err != nil {
+		return Result{}, err
+	}
+	body, peer, err := fetchDocument(ctx, server)
+	if err != nil {
+		return Result{}, err
+	}
+	anchors, err := trust(body, peer, server.Hostname(), o.Pins)
+	if err != nil {
+		return Result{}, err
+	}
+	sealTo := anchors.JoinEncryptionKey
+	if local != nil {
+		sealTo = local
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return Result{}, err
+	}
+	spki, err := x509.MarshalPKIXPublicKey(key.Public())
+	if err != nil {
+		return Result{}, err
+	}
+	sealed, err := joinwire.SealToken(sealTo, joinwire.AAD(o.NodeID, o.Role, spki), token)
+	if err != nil {
+		return Result{}, err
+	}
+	req := joinwire.Request{
+		NodeID:      o.NodeID,
+		Role:        o.Role,
+		PublicKey:   base64.StdEncoding.EncodeToString(spki),
+		SealedToken: base64.StdEncoding.EncodeToString(sealed),
+	}
+	answer, err := post(ctx, server, anchors.ServingCA, req)
+	if err != nil {
+		return Result{}, err
+	}
+	payload, err := acceptResponse(answer, anchors.JoinSigningKey, o.NodeID, o.Role, key.Public())
+	if err != nil {
+		return Result{}, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return Result{}, err
+	}
+	jwk, err := json.Marshal(joinwire.NewJWK(sealTo))
+	if err != nil {
+		return Result{}, err
+	}
+	cfg := bcdconf.Config{
+		Version:           bcdconf.Version,
+		Server:            strings.TrimRight(server.String(), "/"),
+		AgentEndpoint:     payload.AgentEndpoint,
+		NodeID:            payload.NodeID,
+		Role:              payload.Role,
+		Site:              payload.Site,
+		ServingCAPin:      o.Pins.ServingCA,
+		JoinSigningPin:    o.Pins.JoinSigning,
+		JoinEncryptionPin: o.Pins.JoinEncryption,
+	}
+	err = bcdconf.Write(o.ConfigDir, bcdconf.Bundle{
+		Config:            cfg,
+		Key:               pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		Certificate:       []byte(payload.Certificate),
+		AgentCA:           []byte(payload.AgentCA),
+		ServingCA:         pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: anchors.ServingCA.Raw}),
+		JoinEncryptionKey: append(jwk, '\n'),
+	})
+	if err != nil {
+		return Result{}, proto.Errorf(proto.Internal, "joined, but writing %s failed: %v; mint a new token and join again", o.ConfigDir, err)
+	}
+	return Result{Config: cfg, ConfigDir: o.ConfigDir, TokenFileErr: os.Remove(o.TokenFile)}, nil
+}
+
+// readToken reads the join token from its file.
+func readToken(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", proto.Errorf(proto.InvalidConfig, "read the join token: %v", err).WithPath("--token-file")
+	}
+	token := string(bytes.TrimSpace(data))
+	if token == "" {
+		return "", proto.Errorf(proto.InvalidConfig, "the join token file %s is empty", path).WithPath("--token-file")
+	}
+	return token, nil
+}
+
+// localEncryptionKey reads join-encryption.jwk from the config directory, if there is
+// one (the ramdisk installs it into the OS it writes); it must match the pin.
+func localEncryptionKey(dir, pin string) (*ecdh.PublicKey, error) {
+	path := filepath.Join(dir, bcdconf.JoinEncryptionFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "read %s: %v", path, err)
+	}
+	key, err := joinwire.ParseJWK(data)
+	if err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "%s: %v", path, err)
+	}
+	if !joinwire.MatchPin(pin, key) {
+		return nil, proto.Errorf(proto.Unauthenticated, "%s does not match --join-encryption-pin: refusing to seal the token to it", path).WithPath("--join-encryption-pin").WithReason("pin-mismatch")
+	}
+	return key, nil
+}
+
+// post sends the join request over TLS verified against the pinned serving CA and
+// returns the body of a successful answer; a refusal is the registry's own error.
+func post(ctx context.Context, server *url.URL, ca *x509.Certificate, req joinwire.Request) ([]byte, error) {
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	client := &http.Client{
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13}},
+		Timeout:       time.Minute,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	defer client.CloseIdleConnections()
+	reqBody, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	u := server.JoinPath("/v1/" + joinwire.JoinMethod)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(reqBody))
+	if err != nil {
+		return nil, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(hreq)
+	if err != nil {
+		return nil, proto.Errorf(proto.Internal, "send the join request to %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, joinwire.MaxDocument+1))
+	if err != nil {
+		return nil, proto.Errorf(proto.Internal, "read the answer to the join request: %v", err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return body, nil
+	}
+	var e proto.Error
+	if json.Unmarshal(body, &e) != nil || e.Code == "" {
+		return nil, proto.Errorf(proto.Internal, "the registry answered the join with %s: %.200s", resp.Status, bytes.TrimSpace(body))
+	}
+	return nil, proto.Errorf(e.Code, "the registry refused the join: %s", e.Message).WithPath(e.Details.Path).WithReason(e.Details.Reason)
+}

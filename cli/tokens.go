@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+)
+
+var tokenCommands = []command{{
+	path:    "tokens create",
+	usage:   "--kind site --site S [--node-id ID] [--ttl 24h] [--out FILE]",
+	summary: "mint a single-use join token for one agent; its secret is shown (or written) only now",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		kind := fs.String("kind", "", "provisioned, ramdisk or site (required)")
+		nodeID := fs.String("node-id", "", "the node the token admits (a site token defaults it to the site)")
+		site := fs.String("site", "", "the site (required for a site token)")
+		ttl := fs.Duration("ttl", 0, "lifetime in whole seconds, e.g. 24h (default: provisioned 2h, ramdisk 1h, site 24h)")
+		outPath := fs.String("out", "", "write the token secret to this file (0600) instead of printing it")
+		return func(x *exec) error {
+			if *kind == "" {
+				return proto.Errorf(proto.InvalidInput, "tokens create needs --kind provisioned, ramdisk or site").WithPath("--kind")
+			}
+			if *ttl < 0 || *ttl%time.Second != 0 {
+				return proto.Errorf(proto.InvalidInput, "--ttl must be a positive whole number of seconds, not %s", *ttl).WithPath("--ttl")
+			}
+			req := api.CreateTokenRequest{Kind: *kind, NodeID: *nodeID, Site: *site, TTLSeconds: int64(*ttl / time.Second)}
+			var made api.CreatedToken
+			if err := x.call("tokens.create", req, &made); err != nil {
+				return err
+			}
+			if *outPath != "" {
+				if err := fsutil.WriteFileAtomic(*outPath, []byte(made.Secret+"\n"), 0o600); err != nil {
+					return proto.Errorf(proto.Internal, "token %s minted, but writing %s failed: %v; mint another", made.ID, *outPath, err)
+				}
+				made.Secret = "" // shown only in the file
+			}
+			row := struct {
+				api.CreatedToken
+				Out string `json:"out,omitempty"`
+			}{made, *outPath}
+			x.print(row, func(w *tabwriter.Writer) {
+				tokenTable(w, []api.Token{made.Token})
+				if *outPath != "" {
+					fmt.Fprintf(w, "\nthe token secret is in %s; it is not shown again\n", *outPath)
+				} else {
+					fmt.Fprintf(w, "\ntoken (shown only now): %s\n", made.Secret)
+				}
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "tokens list",
+	summary: "list join tokens (never their secrets)",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		cursor := fs.String("cursor", "", "resume after a previous page")
+		return func(x *exec) error {
+			var out api.TokenList
+			if err := x.call("tokens.list", api.ListRequest{Cursor: *cursor}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				tokenTable(w, out.Tokens)
+				nextPage(w, out.NextCursor)
+			})
+			return nil
+		}
+	},
+}}
+
+func tokenTable(w *tabwriter.Writer, rows []api.Token) {
+	fmt.Fprintln(w, "ID\tKIND\tNODE\tSITE\tEXPIRES\tUSED")
+	for _, t := range rows {
+		used := "no"
+		if !t.UsedAt.IsZero() {
+			used = t.UsedAt.Format(time.RFC3339)
+		}
+		site := t.Site
+		if site == "" {
+			site = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.NodeID, site, t.ExpiresAt.Format(time.RFC3339), used)
+	}
+}

@@ -1,0 +1,78 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/testkit"
+)
+
+func TestTokensAgainstARealRegistry(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+
+	var printed struct {
+		ID, Kind, NodeID, Site, Token string
+		ExpiresAt                     time.Time
+	}
+	testkit.JSON(t, admin, &printed, "tokens", "create", "--kind", "site", "--site", "rack-a", "--ttl", "48h")
+	if printed.Kind != "site" || printed.NodeID != "rack-a" || !strings.HasPrefix(printed.Token, "bcj_") {
+		t.Errorf("created %+v", printed)
+	}
+	if left := time.Until(printed.ExpiresAt); left < 47*time.Hour || left > 49*time.Hour {
+		t.Errorf("a 48h token expires in %s", left)
+	}
+
+	out := filepath.Join(t.TempDir(), "token")
+	var written struct{ ID, Token, Out string }
+	testkit.JSON(t, admin, &written, "tokens", "create", "--kind", "provisioned", "--node-id", "node-1", "--out", out)
+	if written.Token != "" || written.Out != out {
+		t.Errorf("with --out the secret was printed: %+v", written)
+	}
+	if st, err := os.Stat(out); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v", err)
+	}
+	if data, _ := os.ReadFile(out); !strings.HasPrefix(string(data), "bcj_"+written.ID+".") {
+		t.Errorf("token file holds %q", data)
+	}
+
+	res := testkit.CLI(t, admin, "tokens", "list")
+	if res.Code != 0 || !strings.Contains(res.Stdout, printed.ID) || !strings.Contains(res.Stdout, written.ID) || strings.Contains(res.Stdout, "bcj_") {
+		t.Errorf("tokens list: exit %d\n%s", res.Code, res.Stdout)
+	}
+
+	for name, tc := range map[string]struct {
+		args []string
+		code string
+		path string
+	}{
+		"no kind":           {[]string{"--node-id", "n1"}, "INVALID_INPUT", "--kind"},
+		"unknown kind":      {[]string{"--kind", "root", "--node-id", "n1"}, "INVALID_INPUT", "kind"},
+		"site without site": {[]string{"--kind", "site"}, "INVALID_INPUT", "site"},
+		"node without node": {[]string{"--kind", "provisioned"}, "INVALID_INPUT", "nodeId"},
+		"ttl too long":      {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "800h"}, "INVALID_INPUT", "ttlSeconds"},
+		"ttl fraction":      {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "1500ms"}, "INVALID_INPUT", "--ttl"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := testkit.Fails(t, admin, append([]string{"tokens", "create"}, tc.args...)...)
+			if e.Code != tc.code || e.Details.Path != tc.path {
+				t.Errorf("got %+v, want %s at %s", e, tc.code, tc.path)
+			}
+		})
+	}
+
+	testkit.JSON(t, admin, nil, "tenants", "create", "acme")
+	acme := filepath.Join(t.TempDir(), "acme.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "acme", "--actions", "compute:tokens:manage", "--out", acme)
+	if e := testkit.Fails(t, acme, "tokens", "create", "--kind", "site", "--site", "rack-a"); e.Code != "FORBIDDEN" {
+		t.Errorf("another tenant minting a token: %+v", e)
+	}
+	reader := filepath.Join(t.TempDir(), "reader.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--actions", "compute:profiles:read", "--out", reader)
+	if e := testkit.Fails(t, reader, "tokens", "list"); e.Code != "FORBIDDEN" {
+		t.Errorf("a credential without compute:tokens:manage listing tokens: %+v", e)
+	}
+}

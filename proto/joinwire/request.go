@@ -1,0 +1,118 @@
+package joinwire
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/x509"
+	"encoding/base64"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// JoinMethod is the API method of the join: POST /v1/join.join, without a bearer
+// credential (the sealed token authenticates it).
+const JoinMethod = "join.join"
+
+// The roles an agent joins as; each is the OrganizationalUnit of its certificate.
+const (
+	RoleSite    = "site"
+	RoleRamdisk = "ramdisk"
+	RoleNode    = "node"
+)
+
+// Roles lists the roles.
+var Roles = []string{RoleSite, RoleRamdisk, RoleNode}
+
+// Limits on what a join request carries.
+const (
+	maxPublicKey   = 1024
+	maxSealedToken = 1024
+)
+
+// nodeID is the shape of a node id: it is an argument on a command line and a systemd
+// unit, a certificate's CommonName and part of the sealing AAD.
+var nodeID = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+
+// CheckNodeID refuses a string that cannot be a node id.
+func CheckNodeID(id string) error {
+	if !nodeID.MatchString(id) {
+		return fmt.Errorf("node id %q: use 1 to 128 lower-case letters, digits, dots, underscores and hyphens, starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// CheckRole refuses an unknown role.
+func CheckRole(role string) error {
+	if !slices.Contains(Roles, role) {
+		return fmt.Errorf("role %q: the roles are %v", role, Roles)
+	}
+	return nil
+}
+
+// Request is the body of join.join.
+type Request struct {
+	// NodeID is the node the agent claims to be; the token must have been minted for it.
+	NodeID string `json:"nodeId"`
+	// Role is site, ramdisk or node; the token's kind must join as it.
+	Role string `json:"role"`
+	// PublicKey is the standard base64 of the SubjectPublicKeyInfo DER of the agent's key
+	// (ECDSA P-256 or Ed25519), which its certificate will certify.
+	PublicKey string `json:"publicKey"`
+	// SealedToken is the standard base64 of the HPKE encapsulated key followed by the
+	// ciphertext of the join token (see SealToken).
+	SealedToken string `json:"sealedToken"`
+}
+
+// Parsed is a join request whose fields are well formed.
+type Parsed struct {
+	NodeID    string
+	Role      string
+	PublicKey crypto.PublicKey
+	// SPKI is the agent key's SubjectPublicKeyInfo DER, as bound in the AAD.
+	SPKI   []byte
+	Sealed []byte
+}
+
+// Parse checks the request's fields, with INVALID_INPUT naming the first bad one.
+func (r Request) Parse() (Parsed, error) {
+	if err := CheckNodeID(r.NodeID); err != nil {
+		return Parsed{}, proto.Errorf(proto.InvalidInput, "%v", err).WithPath("nodeId")
+	}
+	if err := CheckRole(r.Role); err != nil {
+		return Parsed{}, proto.Errorf(proto.InvalidInput, "%v", err).WithPath("role")
+	}
+	spki, err := base64.StdEncoding.DecodeString(r.PublicKey)
+	if err != nil || len(spki) == 0 || len(spki) > maxPublicKey {
+		return Parsed{}, proto.Errorf(proto.InvalidInput, "publicKey must be the base64 of a SubjectPublicKeyInfo of at most %d bytes", maxPublicKey).WithPath("publicKey")
+	}
+	pub, err := x509.ParsePKIXPublicKey(spki)
+	if err != nil {
+		return Parsed{}, proto.Errorf(proto.InvalidInput, "publicKey: %v", err).WithPath("publicKey")
+	}
+	if err := checkAgentKey(pub); err != nil {
+		return Parsed{}, proto.Errorf(proto.InvalidInput, "publicKey: %v", err).WithPath("publicKey")
+	}
+	sealed, err := base64.StdEncoding.DecodeString(r.SealedToken)
+	if err != nil || len(sealed) == 0 || len(sealed) > maxSealedToken {
+		return Parsed{}, proto.Errorf(proto.InvalidInput, "sealedToken must be the base64 of at most %d bytes", maxSealedToken).WithPath("sealedToken")
+	}
+	return Parsed{NodeID: r.NodeID, Role: r.Role, PublicKey: pub, SPKI: spki, Sealed: sealed}, nil
+}
+
+// checkAgentKey accepts the key types an agent certificate may certify.
+func checkAgentKey(pub crypto.PublicKey) error {
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+		return nil
+	case *ecdsa.PublicKey:
+		if k.Curve == elliptic.P256() {
+			return nil
+		}
+	}
+	return fmt.Errorf("a %T key; agents use ECDSA P-256 or Ed25519", pub)
+}

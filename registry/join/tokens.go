@@ -1,0 +1,69 @@
+package join
+
+import (
+	"regexp"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// defaultTTL is how long a token of each kind lives unless its maker says otherwise.
+var defaultTTL = map[string]time.Duration{
+	store.TokenProvisioned: 2 * time.Hour,
+	store.TokenRamdisk:     time.Hour,
+	store.TokenSite:        24 * time.Hour,
+}
+
+// MaxTTL is the longest a join token may live.
+const MaxTTL = 30 * 24 * time.Hour
+
+// RoleOf is the role a token of kind joins as: provisioned tokens join nodes, ramdisk
+// tokens ramdisks and site tokens site agents.
+func RoleOf(kind string) string {
+	switch kind {
+	case store.TokenProvisioned:
+		return joinwire.RoleNode
+	case store.TokenRamdisk:
+		return joinwire.RoleRamdisk
+	case store.TokenSite:
+		return joinwire.RoleSite
+	}
+	return ""
+}
+
+var siteName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+// MintToken makes a single-use join token of kind for one node and returns it with its
+// secret, shown only now. A ttl of 0 takes the kind's default (provisioned 2h, ramdisk
+// 1h, site 24h). A site token needs the site, and its node id defaults to the site's
+// name; the others need the node id. Minting again makes another token: the unused one
+// simply expires.
+func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (store.JoinToken, string, error) {
+	def, ok := defaultTTL[kind]
+	if !ok {
+		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "token kind %q: the kinds are %v", kind, store.TokenKinds).WithPath("kind")
+	}
+	if ttl == 0 {
+		ttl = def
+	}
+	if ttl < time.Second || ttl > MaxTTL {
+		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "a join token lives 1 second to %s, not %s", MaxTTL, ttl).WithPath("ttlSeconds")
+	}
+	if site != "" && !siteName.MatchString(site) {
+		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "site %q: use 1 to 63 lower-case letters, digits and hyphens, starting with a letter", site).WithPath("site")
+	}
+	if kind == store.TokenSite {
+		if site == "" {
+			return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "a site token names its site").WithPath("site")
+		}
+		if nodeID == "" {
+			nodeID = site
+		}
+	}
+	if err := joinwire.CheckNodeID(nodeID); err != nil {
+		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "%v", err).WithPath("nodeId")
+	}
+	return tx.CreateJoinToken(kind, nodeID, site, tx.Now().Add(ttl))
+}

@@ -1,0 +1,121 @@
+package store
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// The kinds of join token.
+const (
+	// TokenProvisioned joins one installed node; userdata.render mints it.
+	TokenProvisioned = "provisioned"
+	// TokenRamdisk joins one node's ramdisk; one is minted per ramdisk boot.
+	TokenRamdisk = "ramdisk"
+	// TokenSite joins one site (rack) agent; an operator makes it.
+	TokenSite = "site"
+)
+
+// TokenKinds lists the kinds of join token.
+var TokenKinds = []string{TokenProvisioned, TokenRamdisk, TokenSite}
+
+// JoinToken is a single-use secret that lets one agent join as one node. Only the
+// SHA-256 of its secret is kept; the secret is shown once, when it is minted.
+type JoinToken struct {
+	ID         string    `json:"id"`
+	Kind       string    `json:"kind"`
+	NodeID     string    `json:"nodeId"`
+	Site       string    `json:"site,omitempty"`
+	SecretHash string    `json:"secretHash"`
+	CreatedAt  time.Time `json:"createdAt"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+	// UsedAt is when the token was consumed; zero while it is unused.
+	UsedAt time.Time `json:"usedAt,omitzero"`
+}
+
+const (
+	bucketJoinTokens = "join_tokens"
+	// joinTokenPrefix starts every join token secret, so a leaked one is easy to find.
+	joinTokenPrefix = "bcj_"
+)
+
+// CreateJoinToken stores a new unused token and returns it with its secret, which is
+// not stored and cannot be recovered. The kind must be known, the node id set and the
+// expiry in the future.
+func (t *Tx) CreateJoinToken(kind, nodeID, site string, expiresAt time.Time) (JoinToken, string, error) {
+	if !slices.Contains(TokenKinds, kind) {
+		return JoinToken{}, "", proto.Errorf(proto.InvalidInput, "token kind %q: the kinds are %v", kind, TokenKinds).WithPath("kind")
+	}
+	if nodeID == "" {
+		return JoinToken{}, "", proto.Errorf(proto.InvalidInput, "a join token is for one node: name it").WithPath("nodeId")
+	}
+	if !expiresAt.After(t.now) {
+		return JoinToken{}, "", proto.Errorf(proto.InvalidInput, "a join token must expire in the future").WithPath("ttlSeconds")
+	}
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	tok := JoinToken{
+		ID:         randomHex(8),
+		Kind:       kind,
+		NodeID:     nodeID,
+		Site:       site,
+		SecretHash: hashSecret(secret),
+		CreatedAt:  t.now,
+		ExpiresAt:  expiresAt,
+	}
+	bearer := joinTokenPrefix + tok.ID + "." + base64.RawURLEncoding.EncodeToString(secret)
+	return tok, bearer, t.put(bucketJoinTokens, []byte(tok.ID), tok)
+}
+
+// ConsumeJoinToken marks the token a secret names as used and returns it. A secret that
+// is malformed, unknown or wrong is UNAUTHENTICATED; so is a used or expired token, with
+// the reason token-used or token-expired. Within one transaction nothing else can
+// consume it, so of any number of racing joins exactly one gets the token; a caller that
+// refuses the token afterwards fails its transaction and leaves it unused.
+func (t *Tx) ConsumeJoinToken(secret string) (JoinToken, error) {
+	denied := proto.Errorf(proto.Unauthenticated, "the join token is not valid: mint a new one").WithReason("token-invalid")
+	rest, ok := strings.CutPrefix(strings.TrimSpace(secret), joinTokenPrefix)
+	if !ok {
+		return JoinToken{}, denied
+	}
+	id, enc, ok := strings.Cut(rest, ".")
+	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	if !ok || err != nil {
+		return JoinToken{}, denied
+	}
+	var tok JoinToken
+	found, err := t.get(bucketJoinTokens, []byte(id), &tok)
+	if err != nil {
+		return JoinToken{}, err
+	}
+	if !found || subtle.ConstantTimeCompare([]byte(hashSecret(raw)), []byte(tok.SecretHash)) != 1 {
+		return JoinToken{}, denied
+	}
+	if !tok.UsedAt.IsZero() {
+		return JoinToken{}, proto.Errorf(proto.Unauthenticated, "join token %s was already used at %s: a token works once, mint a new one", tok.ID, tok.UsedAt.Format(time.RFC3339)).WithReason("token-used")
+	}
+	if !t.now.Before(tok.ExpiresAt) {
+		return JoinToken{}, proto.Errorf(proto.Unauthenticated, "join token %s expired at %s: mint a new one", tok.ID, tok.ExpiresAt.Format(time.RFC3339)).WithReason("token-expired")
+	}
+	tok.UsedAt = t.now
+	return tok, t.put(bucketJoinTokens, []byte(tok.ID), tok)
+}
+
+// JoinTokens lists the join tokens, one page at a time.
+func (t *Tx) JoinTokens(p Page) ([]JoinToken, string, error) {
+	var out []JoinToken
+	next, err := t.scan(bucketJoinTokens, nil, p, func(k, v []byte) (bool, error) {
+		var tok JoinToken
+		if err := decode(bucketJoinTokens, k, v, &tok); err != nil {
+			return false, err
+		}
+		out = append(out, tok)
+		return true, nil
+	})
+	return out, next, err
+}
