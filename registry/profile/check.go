@@ -131,7 +131,7 @@ func (w *walker) walk() {
 }
 
 func (w *walker) preread() {
-	if t := w.root.Get("target"); t != nil && (t.Text == TargetMetal || t.Text == TargetVPS) && t.Kind == jsondoc.String {
+	if t := w.root.Get("target"); t != nil && t.Kind == jsondoc.String && (t.Text == TargetMetal || t.Text == TargetVPS) {
 		w.target = t.Text
 	}
 	if e := w.root.Get("entry"); e != nil && e.Kind == jsondoc.String && (e.Text == entryAdopt || e.Text == entryDeploy) {

@@ -17,14 +17,17 @@ const (
 	phaseCleanup    = "cleanup"
 )
 
-var phases = []struct{ name, field string }{
+// phaseSpec is a phase's name and the document field that holds its steps.
+type phaseSpec struct{ name, field string }
+
+var phases = []phaseSpec{
 	{phaseMain, "steps"},
 	{phaseAcceptance, "acceptance"},
 	{phaseCleanup, "cleanup"},
 }
 
 func phaseRank(name string) int {
-	return slices.IndexFunc(phases, func(p struct{ name, field string }) bool { return p.name == name })
+	return slices.IndexFunc(phases, func(p phaseSpec) bool { return p.name == name })
 }
 
 // walkedStep is a step as the walk found it: its place in the document and the run, its
@@ -227,12 +230,12 @@ func (w *walker) fromStep(v *jsondoc.Value, p jsondoc.Path) {
 		w.r.Add(v, p, "%q does not name a step: write steps[N], acceptance[N] or cleanup[N], the place of an earlier step in this profile", ref)
 		return
 	}
-	phase := phases[slices.IndexFunc(phases, func(ph struct{ name, field string }) bool { return ph.field == m[1] })].name
+	refPhase := phases[slices.IndexFunc(phases, func(p phaseSpec) bool { return p.field == m[1] })].name
 	index, _ := strconv.Atoi(m[2])
 	switch {
-	case index >= w.phaseLen[phase]:
+	case index >= w.phaseLen[refPhase]:
 		w.r.Add(v, p, "%s: there is no such step", ref)
-	case !w.current.runsAfter(phase, index):
+	case !w.current.runsAfter(refPhase, index):
 		w.r.Add(v, p, "%s does not run before this step; fromStep names an earlier step", ref)
 	}
 }
