@@ -17,7 +17,13 @@ func TestOrder(t *testing.T) {
 	if diff := cmp.Diff(want, Order()); diff != "" {
 		t.Errorf("Order (-want +got):\n%s", diff)
 	}
+	if Known("gpu-overclock") {
+		t.Error("an unknown unit is known")
+	}
 	for _, name := range want {
+		if !Known(name) {
+			t.Errorf("%s is not known", name)
+		}
 		if s := units[indexOf(name)].settings(); s.Unit() != name {
 			t.Errorf("settings of %s say they are %s", name, s.Unit())
 		}

@@ -1,0 +1,51 @@
+package profile
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// The shapes of names in a profile.
+var (
+	// profileID: lower-case letters, digits, dots, underscores and hyphens.
+	profileID = regexp.MustCompile(`^[a-z0-9._-]{1,128}$`)
+	// imageName and imageVersion make an image reference name@version
+	// (ubuntu-24.04-server@2026.09).
+	imageName    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+	imageVersion = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
+	// templateName is a registered user-data template (bcd-host.yaml.hbs).
+	templateName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+	// driverName is a driver (redfish, ipxe, image-stream).
+	driverName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+)
+
+// checkImageRef accepts name@version.
+func checkImageRef(ref string) error {
+	name, version, ok := strings.Cut(ref, "@")
+	if !ok || !imageName.MatchString(name) || !imageVersion.MatchString(version) {
+		return fmt.Errorf("%q is not an image reference name@version: a name of 1 to 128 of a-z, 0-9, ., _ and - starting with a letter or digit, then a version of 1 to 64 of A-Z, a-z, 0-9, ., _, + and - starting with a letter or digit", ref)
+	}
+	return nil
+}
+
+// maxURLLen is the longest URL a step takes.
+const maxURLLen = 2048
+
+// checkHTTPSURL accepts an https URL with a host, without user info or spaces.
+func checkHTTPSURL(s string) error {
+	if len(s) > maxURLLen {
+		return fmt.Errorf("the URL is longer than %d bytes", maxURLLen)
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Opaque != "" || strings.ContainsFunc(s, isSpaceOrControl):
+		return fmt.Errorf("%q is not an https URL", s)
+	case u.User != nil:
+		return fmt.Errorf("the URL may not carry user info")
+	}
+	return nil
+}
+
+func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
