@@ -33,7 +33,8 @@ type command struct {
 	usage string
 	// summary is one line for the command list.
 	summary string
-	// nargs is the number of positional arguments the command takes.
+	// nargs is the number of positional arguments the command takes; -1 means zero
+	// or one.
 	nargs int
 	// define declares the command's flags on fs and returns what runs it.
 	define func(fs *flag.FlagSet) func(x *exec) error
@@ -41,7 +42,7 @@ type command struct {
 
 // commands is every command, in the order help lists them.
 func commands() []command {
-	return slices.Concat(serveCommands, tenantCommands, tokenCommands)
+	return slices.Concat(serveCommands, tenantCommands, profileCommands, tokenCommands)
 }
 
 // Run runs the command line args (without the program name) and returns the exit
@@ -77,14 +78,16 @@ func Run(ctx context.Context, args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "--format must be table or json, not %q\n", x.format)
 		return 2
 	}
-	if len(positional) != cmd.nargs {
+	if len(positional) != cmd.nargs && !(cmd.nargs == -1 && len(positional) <= 1) {
 		fmt.Fprintf(env.Stderr, "better-compute %s takes %d argument(s), got %d\n", cmd.path, cmd.nargs, len(positional))
 		fs.Usage()
 		return 2
 	}
 	x.args = positional
 	if err := runner(x); err != nil {
-		x.printError(err)
+		if !errors.Is(err, errReported) {
+			x.printError(err)
+		}
 		return 1
 	}
 	return 0
@@ -144,6 +147,10 @@ func printHelp(w io.Writer, cmds []command, args []string) {
 	}
 	tw.Flush()
 }
+
+// errReported fails a command whose output already says why (profiles validate with
+// problems): it exits 1 without another message.
+var errReported = errors.New("reported")
 
 // exec is one run of a command: its arguments, output format and registry client.
 type exec struct {

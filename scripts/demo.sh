@@ -18,4 +18,19 @@ export BC_CONFIG=$dir/admin.conf
 step "make a tenant" $bc tenants create acme
 step "give it a credential that may manage profiles" \
 	$bc credentials create --tenant acme --actions compute:profiles:manage,compute:profiles:read --out "$dir/acme.conf"
-step "list the tenants" $bc tenants list
+export BC_CONFIG=$dir/acme.conf
+
+echo
+echo "The recipe of a GPU host: examples/ubuntu-gpu-host.json"
+step "check it before storing it" $bc profiles validate --file examples/ubuntu-gpu-host.json
+step "store it as version 1 (private to acme)" $bc profiles create examples/ubuntu-gpu-host.json
+step "validate the stored version" $bc profiles validate ubuntu-24.04-gpu-host --profile-version 1
+step "render the steps a deploy would run: where each runs, its timeout, its input" \
+	$bc profiles render ubuntu-24.04-gpu-host
+
+echo
+echo "A broken copy: a timeout that is not a duration and a step that does not exist"
+sed -e 's/"30m"/"soon"/' -e 's/"boot.cleanUp"/"boot.cleanup"/' examples/ubuntu-gpu-host.json >"$dir/broken.json"
+step "validate reports every problem with its path" $bc profiles validate --file "$dir/broken.json" || true
+step "create refuses it at the first one, and stores nothing" $bc profiles create "$dir/broken.json" || true
+step "what acme can use: its own profiles, public ones, and the shipped ones" $bc profiles list

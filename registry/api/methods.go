@@ -4,4 +4,5 @@ package api
 func (s *Server) RegisterAll() {
 	s.registerTenants()
 	s.registerTokens()
+	s.registerProfiles()
 }

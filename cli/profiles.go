@@ -1,0 +1,246 @@
+package cli
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/profile"
+)
+
+var profileCommands = []command{{
+	path:    "profiles create",
+	usage:   "FILE [--tenant T] [--public]",
+	summary: "store a new profile version from a JSON document (private unless --public)",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := tenantFlag(fs)
+		public := fs.Bool("public", false, "make the version visible to every tenant")
+		return func(x *exec) error {
+			doc, err := readFile(x.args[0])
+			if err != nil {
+				return err
+			}
+			req := api.CreateProfileRequest{TenantID: *tenant, Document: doc, Visibility: visibility(*public)}
+			var out api.ProfileView
+			if err := x.call("profiles.create", req, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { profileTable(w, []api.ProfileView{out}) })
+			return nil
+		}
+	},
+}, {
+	path:    "profiles get",
+	usage:   "ID [--tenant T] [--profile-version N]",
+	summary: "show one profile version with its document (the latest by default)",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		key := profileKeyFlags(fs)
+		return func(x *exec) error {
+			var out api.ProfileView
+			if err := x.call("profiles.get", key(x), &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				profileTable(w, []api.ProfileView{out})
+				fmt.Fprintf(w, "\n%s\n", indentJSON(out.Document))
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "profiles list",
+	usage:   "[--tenant T] [--cursor C]",
+	summary: "list the tenant's own, public and shipped profiles, 200 a page",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := tenantFlag(fs)
+		cursor := fs.String("cursor", "", "resume after a previous page")
+		return func(x *exec) error {
+			var out api.ProfileList
+			req := api.ListProfilesRequest{TenantID: *tenant, ListRequest: api.ListRequest{Cursor: *cursor}}
+			if err := x.call("profiles.list", req, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				profileTable(w, out.Profiles)
+				nextPage(w, out.NextCursor)
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "profiles validate",
+	usage:   "ID [--tenant T] [--profile-version N] | --file FILE",
+	summary: "report every problem of a stored version, or of a document not yet stored",
+	nargs:   -1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		key := profileKeyFlags(fs)
+		file := fs.String("file", "", "check this document instead of a stored version")
+		return func(x *exec) error {
+			req := api.ValidateProfileRequest{}
+			switch {
+			case *file != "" && len(x.args) == 0:
+				doc, err := readFile(*file)
+				if err != nil {
+					return err
+				}
+				req.Document = doc
+			case *file == "" && len(x.args) == 1:
+				req.ProfileKey = key(x)
+			default:
+				return proto.Errorf(proto.InvalidInput, "name a stored profile (ID) or a document (--file FILE), not both")
+			}
+			var out api.Validation
+			if err := x.call("profiles.validate", req, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				if out.Valid {
+					fmt.Fprintln(w, "valid: no problems found")
+					return
+				}
+				fmt.Fprintf(w, "%d problem(s):\n\nPATH\tCODE\tPROBLEM\n", len(out.Issues))
+				for _, is := range out.Issues {
+					fmt.Fprintf(w, "%s\t%s\t%s\n", is.Path, is.Code, is.Message)
+				}
+			})
+			if !out.Valid {
+				return errReported
+			}
+			return nil
+		}
+	},
+}, {
+	path:    "profiles render",
+	usage:   "ID [--tenant T] [--profile-version N]",
+	summary: "show the expanded steps a workflow of this profile would run",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		key := profileKeyFlags(fs)
+		return func(x *exec) error {
+			var out api.Rendering
+			if err := x.call("profiles.render", key(x), &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "%s@%d (tenant %s)\n\n", out.ID, out.Version, out.TenantID)
+				renderTable(w, out)
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "profiles update",
+	usage:   "ID (--file F | --visibility private|public) [--tenant T] [--profile-version N] [--if-version REV]",
+	summary: "replace an unused version's document, or change a version's visibility",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		key := profileKeyFlags(fs)
+		file := fs.String("file", "", "replacement document (its id and version name the row)")
+		vis := fs.String("visibility", "", "private or public")
+		ifVersion := fs.Int("if-version", 0, "refuse unless the row's version (rev) is this")
+		return func(x *exec) error {
+			req := api.UpdateProfileRequest{ProfileKey: key(x), Visibility: *vis, IfVersion: *ifVersion}
+			if *file != "" {
+				doc, err := readFile(*file)
+				if err != nil {
+					return err
+				}
+				req.Document = doc
+			}
+			var out api.ProfileView
+			if err := x.call("profiles.update", req, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { profileTable(w, []api.ProfileView{out}) })
+			return nil
+		}
+	},
+}, {
+	path:    "profiles delete",
+	usage:   "ID [--tenant T] [--profile-version N]",
+	summary: "hide one version (or all) from new workflows; running ones keep their steps",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		key := profileKeyFlags(fs)
+		return func(x *exec) error {
+			var out api.DeletedProfiles
+			if err := x.call("profiles.delete", key(x), &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { fmt.Fprintf(w, "deleted %s versions %v\n", out.ID, out.Versions) })
+			return nil
+		}
+	},
+}}
+
+// tenantFlag declares --tenant.
+func tenantFlag(fs *flag.FlagSet) *string {
+	return fs.String("tenant", "", "tenant to act for (default: the credential's own)")
+}
+
+// profileKeyFlags declares --tenant and --profile-version and returns what builds the
+// key from them and the ID argument.
+func profileKeyFlags(fs *flag.FlagSet) func(x *exec) api.ProfileKey {
+	tenant := tenantFlag(fs)
+	version := fs.Int("profile-version", 0, "profile version (default: the latest)")
+	return func(x *exec) api.ProfileKey {
+		k := api.ProfileKey{TenantID: *tenant, ProfileVersion: *version}
+		if len(x.args) > 0 {
+			k.ID = x.args[0]
+		}
+		return k
+	}
+}
+
+func visibility(public bool) string {
+	if public {
+		return "public"
+	}
+	return "private"
+}
+
+func profileTable(w *tabwriter.Writer, rows []api.ProfileView) {
+	fmt.Fprintln(w, "PROFILE\tVERSION\tTENANT\tVISIBILITY\tREV\tUSED")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%d\t%v\n", r.ID, r.Version, r.TenantID, r.Visibility, r.Rev, r.Used)
+	}
+}
+
+func indentJSON(raw json.RawMessage) string {
+	var b strings.Builder
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	out, _ := json.MarshalIndent(v, "", "  ")
+	b.Write(out)
+	return b.String()
+}
+
+func renderTable(w *tabwriter.Writer, r api.Rendering) {
+	fmt.Fprintln(w, "PHASE\t#\tSTEP\tRUNS ON\tTIMEOUT\tRETRIES\tON FAILURE\tAWAIT\tWHEN\tWITH")
+	for _, s := range r.Steps {
+		renderRow(w, s, "")
+		if s.Fallback != nil {
+			renderRow(w, *s.Fallback, "  fallback: ")
+		}
+	}
+}
+
+func renderRow(w *tabwriter.Writer, s profile.RenderedStep, prefix string) {
+	fmt.Fprintf(w, "%s\t%d\t%s%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Phase, s.Index, prefix, s.Use, s.On,
+		s.Timeout, s.Retries, s.OnFailure, dash(s.Await), dash(s.When), dash(string(s.With)))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

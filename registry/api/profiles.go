@@ -1,0 +1,345 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// ProfileKey names one version of a profile as a request gives it: the version is the
+// latest when left out (0).
+type ProfileKey struct {
+	TenantID       string `json:"tenantId,omitempty"`
+	ID             string `json:"id"`
+	ProfileVersion int    `json:"profileVersion,omitempty"`
+}
+
+// Document is a profile document in a request: a JSON object, or a string holding the
+// document's text (so that a document that is not even JSON gets a precise error).
+type Document []byte
+
+// UnmarshalJSON keeps an object's bytes as they are, or a string's text.
+func (d *Document) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*d = Document(s)
+		return nil
+	}
+	*d = append((*d)[:0], b...)
+	return nil
+}
+
+// MarshalJSON sends the document's text as a JSON string.
+func (d Document) MarshalJSON() ([]byte, error) { return json.Marshal(string(d)) }
+
+// CreateProfileRequest is the body of profiles.create.
+type CreateProfileRequest struct {
+	TenantID string   `json:"tenantId,omitempty"`
+	Document Document `json:"document"`
+	// Visibility is private (the default) or public.
+	Visibility string `json:"visibility,omitempty"`
+}
+
+// ProfileView is a stored or shipped profile version as the API shows it.
+type ProfileView struct {
+	// TenantID owns the profile; "builtin" for a shipped one.
+	TenantID   string          `json:"tenantId"`
+	ID         string          `json:"id"`
+	Version    int             `json:"version"`
+	Visibility string          `json:"visibility"`
+	Rev        int             `json:"rev"`
+	Used       bool            `json:"used"`
+	CreatedAt  time.Time       `json:"createdAt,omitzero"`
+	UpdatedAt  time.Time       `json:"updatedAt,omitzero"`
+	Document   json.RawMessage `json:"document,omitempty"`
+}
+
+// ProfileList is the answer of profiles.list; documents are left out.
+type ProfileList struct {
+	Profiles   []ProfileView `json:"profiles"`
+	NextCursor string        `json:"nextCursor,omitempty"`
+}
+
+// ListProfilesRequest is the body of profiles.list.
+type ListProfilesRequest struct {
+	TenantID string `json:"tenantId,omitempty"`
+	ListRequest
+}
+
+// ValidateProfileRequest is the body of profiles.validate: a stored version by key, or a
+// document that is not stored.
+type ValidateProfileRequest struct {
+	ProfileKey
+	Document Document `json:"document,omitempty"`
+}
+
+// Validation is the answer of profiles.validate: every problem at once.
+type Validation struct {
+	Valid  bool            `json:"valid"`
+	Issues []profile.Issue `json:"issues"`
+}
+
+// Rendering is the answer of profiles.render.
+type Rendering struct {
+	TenantID string                 `json:"tenantId"`
+	ID       string                 `json:"id"`
+	Version  int                    `json:"version"`
+	Steps    []profile.RenderedStep `json:"steps"`
+}
+
+// UpdateProfileRequest is the body of profiles.update: a replacement document (whose id
+// and version name the row) or a new visibility, guarded by the row version.
+type UpdateProfileRequest struct {
+	ProfileKey
+	Document   Document `json:"document,omitempty"`
+	Visibility string   `json:"visibility,omitempty"`
+	// IfVersion, when set, must equal the row's rev.
+	IfVersion int `json:"ifVersion,omitempty"`
+}
+
+// DeletedProfiles is the answer of profiles.delete.
+type DeletedProfiles struct {
+	ID       string `json:"id"`
+	Versions []int  `json:"versions"`
+}
+
+// profiles holds what the profile methods share: the shipped profiles, made once.
+type profiles struct {
+	srv     *Server
+	shipped []store.ProfileRecord
+}
+
+func (s *Server) registerProfiles() {
+	ps := &profiles{srv: s}
+	for _, p := range profile.Shipped() {
+		ps.shipped = append(ps.shipped, store.ProfileRecord{
+			Tenant: store.BuiltinTenant, ID: p.ID(), Version: p.Version(), Visibility: store.Public,
+			Document: p.Document(), Rev: 1, Used: true,
+		})
+	}
+	Handle(s, "profiles.create", ActionProfilesManage, ps.create)
+	Handle(s, "profiles.get", ActionProfilesRead, ps.get)
+	Handle(s, "profiles.list", ActionProfilesRead, ps.list)
+	Handle(s, "profiles.validate", ActionProfilesRead, ps.validate)
+	Handle(s, "profiles.render", ActionProfilesRead, ps.render)
+	Handle(s, "profiles.update", ActionProfilesManage, ps.update)
+	Handle(s, "profiles.delete", ActionProfilesManage, ps.delete)
+}
+
+// define checks a document from a request: problems are INVALID_INPUT with the same path
+// as INVALID_CONFIG would have.
+func define(doc Document) (*profile.Profile, error) {
+	if len(doc) == 0 {
+		return nil, proto.Errorf(proto.InvalidInput, "document is required: the profile as JSON").WithPath("document")
+	}
+	p, err := profile.Define(doc)
+	if err != nil {
+		return nil, proto.AsError(err).WithCode(proto.InvalidInput)
+	}
+	return p, nil
+}
+
+func (ps *profiles) create(_ context.Context, c *Caller, req CreateProfileRequest) (out ProfileView, err error) {
+	p, err := define(req.Document)
+	if err != nil {
+		return out, err
+	}
+	err = ps.srv.store.Update(func(tx *store.Tx) error {
+		tenant, err := c.TenantFor(tx, req.TenantID)
+		if err != nil {
+			return err
+		}
+		rec, err := tx.CreateProfile(store.ProfileRecord{
+			Tenant: tenant, ID: p.ID(), Version: p.Version(), Visibility: req.Visibility, Document: p.Document(),
+		})
+		out = view(rec, true)
+		return err
+	})
+	return out, err
+}
+
+// resolve finds the version a key names as the caller's tenant sees it: its own profile
+// first, then a public stored one, then a shipped one.
+func (ps *profiles) resolve(tx *store.Tx, c *Caller, key ProfileKey) (store.ProfileRecord, error) {
+	tenant, err := c.TenantFor(tx, key.TenantID)
+	if err != nil {
+		return store.ProfileRecord{}, err
+	}
+	if key.ID == "" {
+		return store.ProfileRecord{}, proto.Errorf(proto.InvalidInput, "id is required").WithPath("id")
+	}
+	if key.ProfileVersion < 0 {
+		return store.ProfileRecord{}, proto.Errorf(proto.InvalidInput, "profileVersion must be a positive whole number").WithPath("profileVersion")
+	}
+	var rec store.ProfileRecord
+	var ok bool
+	if key.ProfileVersion == 0 {
+		rec, ok, err = tx.LatestProfile(tenant, key.ID)
+	} else {
+		rec, ok, err = tx.Profile(tenant, key.ID, key.ProfileVersion)
+		ok = ok && !rec.Deleted
+	}
+	if err != nil || ok {
+		return rec, err
+	}
+	if rec, ok, err = tx.PublicProfile(key.ID, key.ProfileVersion); err != nil || ok {
+		return rec, err
+	}
+	var best *store.ProfileRecord
+	for i, s := range ps.shipped {
+		if s.ID == key.ID && (s.Version == key.ProfileVersion || key.ProfileVersion == 0 && (best == nil || s.Version > best.Version)) {
+			best = &ps.shipped[i]
+		}
+	}
+	if best != nil {
+		return *best, nil
+	}
+	return rec, notFoundProfile(key)
+}
+
+func notFoundProfile(key ProfileKey) *proto.Error {
+	name := key.ID
+	if key.ProfileVersion > 0 {
+		name = profileLabel(key.ID, key.ProfileVersion)
+	}
+	return proto.Errorf(proto.NotFound, "profile %s not found: `profiles list` shows what this tenant can use", name)
+}
+
+func profileLabel(id string, version int) string { return fmt.Sprintf("%s@%d", id, version) }
+
+func (ps *profiles) get(_ context.Context, c *Caller, key ProfileKey) (out ProfileView, err error) {
+	err = ps.srv.store.View(func(tx *store.Tx) error {
+		rec, err := ps.resolve(tx, c, key)
+		out = view(rec, true)
+		return err
+	})
+	return out, err
+}
+
+func (ps *profiles) list(_ context.Context, c *Caller, req ListProfilesRequest) (out ProfileList, err error) {
+	page, err := req.Page()
+	if err != nil {
+		return out, err
+	}
+	err = ps.srv.store.View(func(tx *store.Tx) error {
+		tenant, err := c.TenantFor(tx, req.TenantID)
+		if err != nil {
+			return err
+		}
+		recs, next, err := tx.ListProfiles(tenant, ps.shipped, page)
+		out.Profiles, out.NextCursor = make([]ProfileView, 0, len(recs)), next
+		for _, r := range recs {
+			out.Profiles = append(out.Profiles, view(r, false))
+		}
+		return err
+	})
+	return out, err
+}
+
+func (ps *profiles) validate(_ context.Context, c *Caller, req ValidateProfileRequest) (out Validation, err error) {
+	doc := []byte(req.Document)
+	if len(doc) == 0 {
+		err = ps.srv.store.View(func(tx *store.Tx) error {
+			rec, err := ps.resolve(tx, c, req.ProfileKey)
+			doc = rec.Document
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+	}
+	out.Issues = profile.Check(doc)
+	if out.Issues == nil {
+		out.Issues = []profile.Issue{}
+	}
+	out.Valid = len(out.Issues) == 0
+	return out, nil
+}
+
+func (ps *profiles) render(_ context.Context, c *Caller, key ProfileKey) (out Rendering, err error) {
+	var rec store.ProfileRecord
+	err = ps.srv.store.View(func(tx *store.Tx) (err error) { rec, err = ps.resolve(tx, c, key); return err })
+	if err != nil {
+		return out, err
+	}
+	p, err := profile.Define(rec.Document)
+	if err != nil {
+		return out, proto.Errorf(proto.InvalidState, "stored profile %s no longer passes the checks (%v): run `profiles validate`", profileLabel(rec.ID, rec.Version), err)
+	}
+	return Rendering{TenantID: rec.Tenant, ID: rec.ID, Version: rec.Version, Steps: profile.Render(p)}, nil
+}
+
+func (ps *profiles) update(_ context.Context, c *Caller, req UpdateProfileRequest) (out ProfileView, err error) {
+	hasDoc, hasVis := len(req.Document) > 0, req.Visibility != ""
+	if hasDoc == hasVis {
+		return out, proto.Errorf(proto.InvalidInput, "give either a replacement document or a visibility").WithPath("document")
+	}
+	var p *profile.Profile
+	if hasDoc {
+		if p, err = define(req.Document); err != nil {
+			return out, err
+		}
+		if req.ID != "" && req.ID != p.ID() || req.ProfileVersion != 0 && req.ProfileVersion != p.Version() {
+			return out, proto.Errorf(proto.InvalidInput, "the document is %s, not the version named by the request", profileLabel(p.ID(), p.Version())).WithPath("id")
+		}
+	}
+	err = ps.srv.store.Update(func(tx *store.Tx) error {
+		tenant, err := c.TenantFor(tx, req.TenantID)
+		if err != nil {
+			return err
+		}
+		var rec store.ProfileRecord
+		if hasDoc {
+			rec, err = tx.ReplaceProfileDocument(tenant, p.ID(), p.Version(), req.IfVersion, p.Document())
+		} else {
+			version := req.ProfileVersion
+			if version == 0 {
+				latest, ok, err := tx.LatestProfile(tenant, req.ID)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return notFoundProfile(req.ProfileKey)
+				}
+				version = latest.Version
+			}
+			rec, err = tx.SetProfileVisibility(tenant, req.ID, version, req.IfVersion, req.Visibility)
+		}
+		out = view(rec, true)
+		return err
+	})
+	return out, err
+}
+
+func (ps *profiles) delete(_ context.Context, c *Caller, key ProfileKey) (out DeletedProfiles, err error) {
+	if key.ID == "" {
+		return out, proto.Errorf(proto.InvalidInput, "id is required").WithPath("id")
+	}
+	err = ps.srv.store.Update(func(tx *store.Tx) error {
+		tenant, err := c.TenantFor(tx, key.TenantID)
+		if err != nil {
+			return err
+		}
+		out.ID = key.ID
+		out.Versions, err = tx.DeleteProfile(tenant, key.ID, key.ProfileVersion)
+		return err
+	})
+	return out, err
+}
+
+func view(r store.ProfileRecord, withDocument bool) ProfileView {
+	v := ProfileView{TenantID: r.Tenant, ID: r.ID, Version: r.Version, Visibility: r.Visibility,
+		Rev: r.Rev, Used: r.Used, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if withDocument {
+		v.Document = r.Document
+	}
+	return v
+}
