@@ -142,7 +142,10 @@ func TestImagesListMergesOwnAndPublic(t *testing.T) {
 		for {
 			var got []Image
 			var err error
-			s.View(func(tx *Tx) error { got, cursor, err = tx.Images("acme", kind, Page{Cursor: cursor, Limit: limit}); return nil })
+			s.View(func(tx *Tx) error {
+				got, cursor, err = tx.Images("acme", kind, Page{Cursor: cursor, Limit: limit})
+				return nil
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
