@@ -48,7 +48,7 @@ func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 			if err == nil {
 				err = VerifyImageForUse(tx, p.Tenant, img, UseOptions{Verifier: v})
 			}
-			if e := proto.AsError(err); err != nil && (e.Code == proto.NotFound || e.Code == proto.InvalidState || e.Code == proto.InvalidInput) {
+			if e := proto.AsError(err); err != nil && (e.Code == proto.NotFound || e.Code == proto.InvalidState) {
 				reason := e.Details.Reason
 				if reason == "" {
 					reason = "not-found"
