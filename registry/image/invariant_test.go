@@ -37,6 +37,12 @@ func TestUnsignedNeverPublic(t *testing.T) {
 	}
 	pick := func(s []string) string { return s[rng.IntN(len(s))] }
 	var ids []string
+	owner := map[string]string{}
+	remember := func(img store.Image, err error) {
+		if err == nil {
+			ids, owner[img.ID] = append(ids, img.ID), img.Tenant
+		}
+	}
 	counts := map[string]int{}
 
 	ops := []func() (string, error){
@@ -46,7 +52,7 @@ func TestUnsignedNeverPublic(t *testing.T) {
 				req.Kind = proto.KindRamdisk
 			}
 			img, err := register(st, tn, req)
-			ids = append(ids, img.ID)
+			remember(img, err)
 			return "register unsigned " + req.Ref + " in " + tn, err
 		},
 		func() (string, error) {
@@ -54,21 +60,23 @@ func TestUnsignedNeverPublic(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				req.Kind = proto.KindRamdisk
 			}
-			signerTenant, id := pick(tenants), pick([]string{"k1", "k2"})
+			// Mostly a signer of its own allowlist or the platform's, sometimes another's.
+			signerTenant, id := pick([]string{tn, store.RootTenant, pick(tenants)}), pick([]string{"k1", "k2"})
 			// Now and then the signature is made by another key than the one named.
 			keyName := signerTenant + "/" + id
 			if rng.IntN(5) == 0 {
 				keyName = pick(tenants) + "/" + pick([]string{"k1", "k2"})
 			}
 			img, err := register(st, tn, signedReq(req, keyName, id))
-			ids = append(ids, img.ID)
+			remember(img, err)
 			return "register " + req.Ref + " in " + tn + " signed by " + keyName + " as " + id, err
 		},
 		func() (string, error) {
 			if len(ids) == 0 {
 				return "promote nothing", nil
 			}
-			tn, id := pick(tenants), pick(ids)
+			id := pick(ids)
+			tn := pick([]string{owner[id], owner[id], pick(tenants)})
 			return "promote " + id + " as " + tn, st.Update(func(tx *store.Tx) error { _, err := Promote(tx, tn, id); return err })
 		},
 		func() (string, error) {

@@ -95,12 +95,16 @@ func TestRegisterSignatures(t *testing.T) {
 		req          RegisterRequest
 		signerTenant string
 	}{
-		"ed25519":            {sign(t, next(), ed, "acme-ed", formEd25519), "acme"},
-		"ecdsa der":          {sign(t, next(), ec, "acme-ec", formDER), "acme"},
-		"ecdsa p1363":        {sign(t, next(), ec, "acme-ec", formP1363), "acme"},
-		"platform signer":    {sign(t, next(), platform, "platform-2026", formEd25519), store.RootTenant},
-		"ramdisk, platform":  {sign(t, func() RegisterRequest { r := next(); r.Kind = proto.KindRamdisk; return r }(), platform, "platform-2026", formEd25519), store.RootTenant},
-		"iso, gzip, oci src": {sign(t, func() RegisterRequest { r := next(); r.Format, r.Compression, r.Source = proto.FormatISO, proto.CompressionGzip, "oci://r.example.com/isos/x@sha256:"+digestA; return r }(), ed, "acme-ed", formEd25519), "acme"},
+		"ed25519":           {sign(t, next(), ed, "acme-ed", formEd25519), "acme"},
+		"ecdsa der":         {sign(t, next(), ec, "acme-ec", formDER), "acme"},
+		"ecdsa p1363":       {sign(t, next(), ec, "acme-ec", formP1363), "acme"},
+		"platform signer":   {sign(t, next(), platform, "platform-2026", formEd25519), store.RootTenant},
+		"ramdisk, platform": {sign(t, func() RegisterRequest { r := next(); r.Kind = proto.KindRamdisk; return r }(), platform, "platform-2026", formEd25519), store.RootTenant},
+		"iso, gzip, oci src": {sign(t, func() RegisterRequest {
+			r := next()
+			r.Format, r.Compression, r.Source = proto.FormatISO, proto.CompressionGzip, "oci://r.example.com/isos/x@sha256:"+digestA
+			return r
+		}(), ed, "acme-ed", formEd25519), "acme"},
 	}
 	for name, tc := range accepted {
 		t.Run(name, func(t *testing.T) {
