@@ -48,14 +48,17 @@ func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 			if err == nil {
 				err = VerifyImageForUse(tx, p.Tenant, img, UseOptions{Verifier: v})
 			}
-			if e := proto.AsError(err); err != nil && (e.Code == proto.NotFound || e.Code == proto.InvalidState) {
+			switch code := proto.CodeOf(err); {
+			case err == nil:
+			case code == proto.NotFound || code == proto.InvalidState:
+				e := proto.AsError(err)
 				reason := e.Details.Reason
 				if reason == "" {
 					reason = "not-found"
 				}
 				plan.Excluded = append(plan.Excluded, ExcludedImage{Tenant: p.Tenant, Pool: p.Name, Ref: ref, Reason: reason, Message: e.Message})
 				continue
-			} else if err != nil {
+			default:
 				return plan, err
 			}
 			if digests[img.SHA256] {

@@ -10,9 +10,12 @@ import (
 )
 
 // openCatalog opens a store in a fresh directory holding the tenants root, acme and beta.
-func openCatalog(t testing.TB) *store.Store {
+func openCatalog(t testing.TB) *store.Store { t.Helper(); return openCatalogWith(t, store.Options{}) }
+
+// openCatalogWith is openCatalog with store options, such as a clock.
+func openCatalogWith(t testing.TB, opts store.Options) *store.Store {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
+	st, err := store.Open(t.TempDir(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
