@@ -41,7 +41,7 @@ type command struct {
 
 // commands is every command, in the order help lists them.
 func commands() []command {
-	return slices.Concat(serveCommands, tenantCommands)
+	return slices.Concat(serveCommands, tenantCommands, imageCommands, signerCommands, siteCommands, poolCommands)
 }
 
 // Run runs the command line args (without the program name) and returns the exit

@@ -15,13 +15,15 @@ const (
 	ActionProfilesRead      = "compute:profiles:read"
 	ActionImagesPublish     = "compute:images:publish"
 	ActionImagesRead        = "compute:images:read"
+	ActionSitesManage       = "compute:sites:manage"
+	ActionPoolsManage       = "compute:pools:manage"
 	// ActionAll stands for every action, present and future: the admin credential's.
 	ActionAll = "*"
 )
 
 // Actions lists every action a credential may be given.
 var Actions = []string{ActionTenantsManage, ActionCredentialsManage, ActionProfilesManage,
-	ActionProfilesRead, ActionImagesPublish, ActionImagesRead}
+	ActionProfilesRead, ActionImagesPublish, ActionImagesRead, ActionSitesManage, ActionPoolsManage}
 
 // Caller is who is calling: the credential's tenant and actions, or the host itself
 // through the admin socket.

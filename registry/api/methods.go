@@ -3,4 +3,8 @@ package api
 // RegisterAll adds every method of the API to s.
 func (s *Server) RegisterAll() {
 	s.registerTenants()
+	s.registerImages()
+	s.registerSigners()
+	s.registerSites()
+	s.registerPools()
 }
