@@ -15,6 +15,8 @@ const (
 	ActionProfilesRead      = "compute:profiles:read"
 	ActionImagesPublish     = "compute:images:publish"
 	ActionImagesRead        = "compute:images:read"
+	ActionSitesManage       = "compute:sites:manage"
+	ActionPoolsManage       = "compute:pools:manage"
 	ActionTokensManage      = "compute:tokens:manage"
 	// ActionAll stands for every action, present and future: the admin credential's.
 	ActionAll = "*"
@@ -22,7 +24,7 @@ const (
 
 // Actions lists every action a credential may be given.
 var Actions = []string{ActionTenantsManage, ActionCredentialsManage, ActionProfilesManage,
-	ActionProfilesRead, ActionImagesPublish, ActionImagesRead, ActionTokensManage}
+	ActionProfilesRead, ActionImagesPublish, ActionImagesRead, ActionSitesManage, ActionPoolsManage, ActionTokensManage}
 
 // Caller is who is calling: the credential's tenant and actions, or the host itself
 // through the admin socket.

@@ -5,4 +5,8 @@ func (s *Server) RegisterAll() {
 	s.registerTenants()
 	s.registerTokens()
 	s.registerProfiles()
+	s.registerImages()
+	s.registerSigners()
+	s.registerSites()
+	s.registerPools()
 }

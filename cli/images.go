@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+var imageCommands = []command{{
+	path:    "images register",
+	usage:   "--tenant T --ref NAME@VERSION --source URL --disk-format F --compression C --sha256 D --size N [--kind K] [--signer ID --signature B64]",
+	summary: "register an image by digest; signed with --signer and --signature (together), else private and unverified",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := fs.String("tenant", "", "tenant the image belongs to (default: the caller's)")
+		var req image.RegisterRequest
+		fs.StringVar(&req.Ref, "ref", "", "name@version, unique in the tenant (required)")
+		fs.StringVar(&req.Source, "source", "", "https:// or oci:// URL the artifact is pulled from (required)")
+		fs.Func("disk-format", "raw, qcow2 or iso (required)", func(s string) error { req.Format = proto.ImageFormat(s); return nil })
+		fs.Func("compression", "none (default), zstd or gzip", func(s string) error { req.Compression = proto.Compression(s); return nil })
+		fs.StringVar(&req.SHA256, "sha256", "", "64 hex digits of the artifact as stored (required)")
+		fs.Func("kind", "os (default) or ramdisk", func(s string) error { req.Kind = proto.ImageKind(s); return nil })
+		fs.StringVar(&req.SignerID, "signer", "", "id of the signer on the tenant's or the platform's allowlist")
+		fs.StringVar(&req.Signature, "signature", "", "base64 signature over the image's signing input")
+		size := fs.String("size", "", "artifact size in bytes (required)")
+		return func(x *exec) error {
+			n, err := strconv.ParseInt(*size, 10, 64)
+			if err != nil {
+				return proto.Errorf(proto.InvalidInput, "--size must be the artifact's size in bytes, not %q", *size).WithPath("sizeBytes")
+			}
+			req.SizeBytes = n
+			var img store.Image
+			if err := x.call("images.register", api.RegisterImageRequest{TenantID: *tenant, RegisterRequest: req}, &img); err != nil {
+				return err
+			}
+			x.print(img, func(w *tabwriter.Writer) { imageTable(w, []store.Image{img}) })
+			return nil
+		}
+	},
+}, {
+	path:    "images list",
+	usage:   "[--tenant T] [--kind K] [--cursor C]",
+	summary: "list the tenant's own and the public images, 200 a page",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := fs.String("tenant", "", "tenant whose view to list (default: the caller's)")
+		kind := fs.String("kind", "", "only this kind: os or ramdisk")
+		cursor := fs.String("cursor", "", "resume after a previous page")
+		return func(x *exec) error {
+			var out api.ImageList
+			req := api.ListImagesRequest{TenantID: *tenant, Kind: proto.ImageKind(*kind), ListRequest: api.ListRequest{Cursor: *cursor}}
+			if err := x.call("images.list", req, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				imageTable(w, out.Images)
+				nextPage(w, out.NextCursor)
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "images get",
+	usage:   "ID [--tenant T]",
+	summary: "show one image",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := fs.String("tenant", "", "tenant whose view to read (default: the caller's)")
+		return func(x *exec) error {
+			var img store.Image
+			if err := x.call("images.get", api.ImageRequest{TenantID: *tenant, ID: x.args[0]}, &img); err != nil {
+				return err
+			}
+			x.print(img, func(w *tabwriter.Writer) {
+				imageTable(w, []store.Image{img})
+				fmt.Fprintf(w, "\nsha256:\t%s\nsize:\t%d\nsource:\t%s\nsigner:\t%s\n", img.SHA256, img.SizeBytes, img.Source, signerOf(img))
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "images promote",
+	usage:   "ID --tenant T",
+	summary: "make a verified image public to every tenant",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := fs.String("tenant", "", "tenant that owns the image (default: the caller's)")
+		return func(x *exec) error {
+			var img store.Image
+			if err := x.call("images.promote", api.ImageRequest{TenantID: *tenant, ID: x.args[0]}, &img); err != nil {
+				return err
+			}
+			x.print(img, func(w *tabwriter.Writer) { imageTable(w, []store.Image{img}) })
+			return nil
+		}
+	},
+}}
+
+func imageTable(w *tabwriter.Writer, imgs []store.Image) {
+	fmt.Fprintln(w, "ID\tTENANT\tREF\tKIND\tFORMAT\tCOMPRESSION\tVERIFIED\tPUBLIC")
+	for _, i := range imgs {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%v\n", i.ID, i.Tenant, i.Ref, i.Kind, i.Format, i.Compression, i.Verified, i.Public)
+	}
+}
+
+func signerOf(img store.Image) string {
+	if img.SignerID == "" {
+		return "none (unsigned)"
+	}
+	return img.SignerID + " of " + img.SignerTenant
+}

@@ -1,0 +1,212 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/better-compute/better-compute/testkit/openssl"
+)
+
+const artifactDigest = "1b4f0e9851971998e732078544c96b36c3d01cedf7caa332359d6f1d83567014"
+
+// signShell signs an image's signing input exactly as the README shows: printf the
+// lines, sign with openssl, base64 -A.
+func signShell(t *testing.T, key *openssl.Key, kind, ref, format, compression, digest string) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := `printf 'bc-image-v1\n%s\n%s\n%s\n%s\n%s\n' "$1" "$2" "$3" "$4" "$5" > "$6/input"` + "\n"
+	if key.Algorithm == openssl.Ed25519 {
+		script += `openssl pkeyutl -sign -rawin -inkey "$7" -in "$6/input" -out "$6/sig"` + "\n"
+	} else {
+		script += `openssl dgst -sha256 -sign "$7" -out "$6/sig" "$6/input"` + "\n"
+	}
+	script += `openssl base64 -A -in "$6/sig"`
+	out, err := exec.Command("sh", "-c", script, "sh", kind, ref, format, compression, digest, dir, key.PrivatePath).Output()
+	if err != nil {
+		t.Fatalf("sign: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+type imageOut struct {
+	ID, Tenant, Ref, Kind string
+	Verified, Public      bool
+}
+
+func TestImagesAndSignersAgainstARealRegistry(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	platform := openssl.Generate(t, openssl.Ed25519)
+	acmeKey := openssl.Generate(t, openssl.P256)
+
+	testkit.JSON(t, admin, nil, "tenants", "create", "acme")
+	testkit.JSON(t, admin, nil, "tenants", "create", "beta")
+	acme := filepath.Join(t.TempDir(), "acme.conf")
+	beta := filepath.Join(t.TempDir(), "beta.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "acme", "--actions", "compute:images:publish,compute:images:read,compute:pools:manage", "--out", acme)
+	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "beta", "--actions", "compute:images:publish,compute:images:read", "--out", beta)
+
+	// Signers change only on the host, through the admin socket.
+	var signer struct{ Tenant, ID, Algorithm, Fingerprint string }
+	testkit.JSON(t, admin, &signer, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "root", "--id", "platform-2026", "--public-key", platform.PublicPath)
+	if signer.Algorithm != "ed25519" || !strings.HasPrefix(signer.Fingerprint, "sha256/") {
+		t.Errorf("added %+v", signer)
+	}
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "acme", "--id", "acme-1", "--public-key", acmeKey.PublicPath)
+	rsa := openssl.Generate(t, openssl.RSA)
+	if e := testkit.Fails(t, admin, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "acme", "--id", "acme-rsa", "--public-key", rsa.PublicPath); e.Code != "INVALID_INPUT" || e.Details.Path != "publicKey" {
+		t.Errorf("rsa signer: %+v", e)
+	}
+	if e := testkit.Fails(t, admin, "signers", "add", "--data-dir", reg.DataDir, "--id", "x", "--public-key", platform.PublicPath); e.Code != "INVALID_INPUT" || e.Details.Path != "tenantId" {
+		t.Errorf("signer without tenant: %+v", e)
+	}
+	// Nothing on the network reaches a host-only method, not even the admin credential.
+	err := testkit.Client(t, admin).Call(context.Background(), "signers.add", api.AddSignerRequest{TenantID: "root", ID: "evil", PublicKey: string(platform.PublicPEM)}, nil)
+	if proto.CodeOf(err) != proto.Forbidden {
+		t.Errorf("signers.add over HTTPS: %v, want FORBIDDEN", err)
+	}
+
+	register := func(tenant, ref, kind string, key *openssl.Key, signerID string) []string {
+		args := []string{"images", "register", "--tenant", tenant, "--ref", ref, "--kind", kind,
+			"--source", "https://images.example.com/" + ref + ".raw.zst", "--disk-format", "raw", "--compression", "zstd",
+			"--sha256", artifactDigest, "--size", "3221225472"}
+		if key != nil {
+			args = append(args, "--signer", signerID, "--signature", signShell(t, key, kind, ref, "raw", "zstd", artifactDigest))
+		}
+		return args
+	}
+	var base, own, unsigned, ramdisk imageOut
+	testkit.JSON(t, admin, &base, register("root", "ubuntu-24.04-server@2026.09", "os", platform, "platform-2026")...)
+	testkit.JSON(t, admin, &ramdisk, register("root", "bc-ramdisk@1", "ramdisk", platform, "platform-2026")...)
+	testkit.JSON(t, acme, &own, register("acme", "acme-gpu@1", "os", acmeKey, "acme-1")...)
+	testkit.JSON(t, acme, &unsigned, register("acme", "acme-dev@1", "os", nil, "")...)
+	if !base.Verified || !ramdisk.Verified || !own.Verified || unsigned.Verified || !strings.HasPrefix(own.ID, "img_") {
+		t.Fatalf("registered %+v %+v %+v %+v", base, ramdisk, own, unsigned)
+	}
+	for name, tc := range map[string]struct {
+		args       []string
+		code, path string
+	}{
+		"duplicate ref":        {register("acme", "acme-dev@1", "os", nil, ""), "CONFLICT", "ref"},
+		"tenant key, ramdisk":  {register("acme", "acme-rd@1", "ramdisk", acmeKey, "acme-1"), "INVALID_INPUT", "signerId"},
+		"unsigned ramdisk":     {register("acme", "acme-rd@1", "ramdisk", nil, ""), "INVALID_INPUT", "signature"},
+		"signature of another": {append(register("acme", "acme-x@1", "os", nil, ""), "--signer", "acme-1", "--signature", signShell(t, acmeKey, "os", "acme-y@1", "raw", "zstd", artifactDigest)), "INVALID_INPUT", "signature"},
+		"signer alone":         {append(register("acme", "acme-x@1", "os", nil, ""), "--signer", "acme-1"), "INVALID_INPUT", "signature"},
+		"short digest":         {append(register("acme", "acme-x@1", "os", nil, ""), "--sha256", "abc"), "INVALID_INPUT", "sha256"},
+		"http source":          {append(register("acme", "acme-x@1", "os", nil, ""), "--source", "http://x/y"), "INVALID_INPUT", "source"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if e := testkit.Fails(t, acme, tc.args...); e.Code != tc.code || e.Details.Path != tc.path {
+				t.Errorf("got %+v, want %s at %s", e, tc.code, tc.path)
+			}
+		})
+	}
+
+	// Visibility: beta sees none of acme's images until one is promoted; the unsigned one
+	// can never be.
+	var list struct{ Images []imageOut }
+	testkit.JSON(t, beta, &list, "images", "list")
+	if len(list.Images) != 0 {
+		t.Errorf("beta lists %+v", list.Images)
+	}
+	if e := testkit.Fails(t, beta, "images", "get", own.ID); e.Code != "NOT_FOUND" {
+		t.Errorf("beta gets acme's image: %+v", e)
+	}
+	if e := testkit.Fails(t, beta, "images", "promote", own.ID); e.Code != "NOT_FOUND" {
+		t.Errorf("beta promotes acme's image: %+v", e)
+	}
+	if e := testkit.Fails(t, acme, "images", "promote", unsigned.ID, "--tenant", "acme"); e.Code != "INVALID_STATE" || e.Details.Reason != "unsigned" {
+		t.Errorf("promoting an unsigned image: %+v", e)
+	}
+	var promoted imageOut
+	testkit.JSON(t, admin, &promoted, "images", "promote", base.ID, "--tenant", "root")
+	if !promoted.Public {
+		t.Errorf("promoted %+v", promoted)
+	}
+	testkit.JSON(t, beta, &list, "images", "list")
+	if len(list.Images) != 1 || list.Images[0].ID != base.ID {
+		t.Errorf("beta after promotion lists %+v", list.Images)
+	}
+	testkit.JSON(t, acme, &list, "images", "list", "--kind", "os")
+	if len(list.Images) != 3 {
+		t.Errorf("acme lists %d images, want its 2 and the public one: %+v", len(list.Images), list.Images)
+	}
+	var got imageOut
+	testkit.JSON(t, beta, &got, "images", "get", base.ID)
+	if got.Ref != "ubuntu-24.04-server@2026.09" {
+		t.Errorf("beta gets %+v", got)
+	}
+	res := testkit.CLI(t, acme, "images", "list")
+	if res.Code != 0 || !strings.Contains(res.Stdout, "acme-gpu@1") || !strings.Contains(res.Stdout, "VERIFIED") {
+		t.Errorf("table: %d %s %s", res.Code, res.Stdout, res.Stderr)
+	}
+
+	// Revoking: the signer's row stays, its id cannot take another key, new signatures
+	// by it are refused.
+	testkit.JSON(t, admin, nil, "signers", "revoke", "--data-dir", reg.DataDir, "--tenant", "acme", "--id", "acme-1")
+	var signers struct {
+		Signers []struct {
+			Tenant    string `json:"tenantId"`
+			ID        string
+			RevokedAt string
+		}
+	}
+	testkit.JSON(t, admin, &signers, "signers", "list", "--data-dir", reg.DataDir, "--tenant", "acme")
+	if len(signers.Signers) != 1 || signers.Signers[0].RevokedAt == "" {
+		t.Errorf("acme's signers after revoking: %+v", signers)
+	}
+	if e := testkit.Fails(t, admin, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "acme", "--id", "acme-1", "--public-key", platform.PublicPath); e.Code != "CONFLICT" {
+		t.Errorf("re-adding a revoked id with another key: %+v", e)
+	}
+	if e := testkit.Fails(t, acme, register("acme", "acme-gpu@2", "os", acmeKey, "acme-1")...); e.Code != "INVALID_INPUT" || e.Details.Path != "signerId" {
+		t.Errorf("registering with a revoked signer: %+v", e)
+	}
+
+	// Sites and pools: the cache plan keeps the verified pre-warm images and says why
+	// the others are left out.
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-1")
+	if e := testkit.Fails(t, acme, "sites", "create", "rack-2"); e.Code != "FORBIDDEN" {
+		t.Errorf("acme creating a site: %+v", e)
+	}
+	testkit.JSON(t, acme, nil, "pools", "create", "gpu", "--site", "rack-1", "--prewarm", "ubuntu-24.04-server@2026.09,acme-dev@1")
+	if e := testkit.Fails(t, acme, "pools", "create", "cpu", "--site", "rack-1", "--prewarm", "Bad"); e.Code != "INVALID_INPUT" || e.Details.Path != "policy.prewarmImages[0]" {
+		t.Errorf("bad pre-warm ref: %+v", e)
+	}
+	testkit.JSON(t, acme, nil, "pools", "update", "gpu", "--prewarm", "ubuntu-24.04-server@2026.09,acme-dev@1,acme-gpu@1,none@1")
+	var pool struct {
+		Policy struct{ PrewarmImages []string }
+	}
+	testkit.JSON(t, acme, &pool, "pools", "get", "gpu")
+	if len(pool.Policy.PrewarmImages) != 4 {
+		t.Errorf("pool %+v", pool)
+	}
+	var plan struct {
+		CacheImages []struct{ Ref, Digest string }
+		Excluded    []struct{ Ref, Reason string }
+	}
+	testkit.JSON(t, admin, &plan, "sites", "cache-plan", "rack-1")
+	if len(plan.CacheImages) != 1 || plan.CacheImages[0].Ref != "ubuntu-24.04-server@2026.09" || plan.CacheImages[0].Digest != artifactDigest {
+		t.Errorf("cache images %+v", plan.CacheImages)
+	}
+	reasons := map[string]string{}
+	for _, e := range plan.Excluded {
+		reasons[e.Ref] = e.Reason
+	}
+	if reasons["acme-dev@1"] != "unsigned" || reasons["acme-gpu@1"] != "signature" || reasons["none@1"] != "not-found" {
+		t.Errorf("left out %+v", plan.Excluded)
+	}
+	res = testkit.CLI(t, admin, "sites", "cache-plan", "rack-1")
+	if res.Code != 0 || !strings.Contains(res.Stdout, "LEFT OUT") {
+		t.Errorf("cache plan table: %s %s", res.Stdout, res.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(reg.DataDir, "admin.sock")); err != nil {
+		t.Errorf("admin socket: %v", err)
+	}
+}

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+var siteCommands = []command{{
+	path:    "sites create",
+	usage:   "NAME",
+	summary: "create a site (root tenant credentials only)",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		return func(x *exec) error {
+			var s store.Site
+			if err := x.call("sites.create", api.CreateSiteRequest{Name: x.args[0]}, &s); err != nil {
+				return err
+			}
+			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []store.Site{s}) })
+			return nil
+		}
+	},
+}, {
+	path:    "sites list",
+	usage:   "[--cursor C]",
+	summary: "list sites",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		cursor := fs.String("cursor", "", "resume after a previous page")
+		return func(x *exec) error {
+			var out api.SiteList
+			if err := x.call("sites.list", api.ListRequest{Cursor: *cursor}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				siteTable(w, out.Sites)
+				nextPage(w, out.NextCursor)
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "sites cache-plan",
+	usage:   "NAME",
+	summary: "show the images the site's cache should hold (its pools' verified pre-warm images) and the refs left out, with why",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		return func(x *exec) error {
+			var plan image.CachePlan
+			if err := x.call("sites.cachePlan", api.SiteRequest{SiteID: x.args[0]}, &plan); err != nil {
+				return err
+			}
+			x.print(plan, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "REF\tDIGEST\tSIZE\tFORMAT\tCOMPRESSION\tSOURCE")
+				for _, c := range plan.CacheImages {
+					fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", c.Ref, c.Digest, c.SizeBytes, c.Format, c.Compression, c.Source)
+				}
+				if len(plan.Excluded) > 0 {
+					fmt.Fprintln(w, "\nLEFT OUT\tTENANT\tPOOL\tREASON\tWHY")
+					for _, e := range plan.Excluded {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Ref, e.Tenant, e.Pool, e.Reason, e.Message)
+					}
+				}
+			})
+			return nil
+		}
+	},
+}}
+
+func siteTable(w *tabwriter.Writer, sites []store.Site) {
+	fmt.Fprintln(w, "SITE\tCREATED")
+	for _, s := range sites {
+		fmt.Fprintf(w, "%s\t%s\n", s.ID, s.CreatedAt.Format(time.RFC3339))
+	}
+}

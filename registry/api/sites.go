@@ -1,0 +1,70 @@
+package api
+
+import (
+	"context"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// CreateSiteRequest is the body of sites.create.
+type CreateSiteRequest struct {
+	Name string `json:"name"`
+}
+
+// SiteRequest names one site: the body of sites.cachePlan.
+type SiteRequest struct {
+	SiteID string `json:"siteId"`
+}
+
+// SiteList is the answer of sites.list.
+type SiteList struct {
+	Sites      []store.Site `json:"sites"`
+	NextCursor string       `json:"nextCursor,omitempty"`
+}
+
+// registerSites adds sites.create, sites.list and sites.cachePlan. Sites are the
+// platform's: only the root tenant's credentials reach them.
+func (s *Server) registerSites() {
+	rootOnly := func(c *Caller) error {
+		if c.Tenant != store.RootTenant {
+			return proto.Errorf(proto.Forbidden, "sites are the platform's: only the root tenant's credentials manage them")
+		}
+		return nil
+	}
+	Handle(s, "sites.create", ActionSitesManage, func(_ context.Context, c *Caller, req CreateSiteRequest) (site store.Site, err error) {
+		if err := rootOnly(c); err != nil {
+			return site, err
+		}
+		err = s.store.Update(func(tx *store.Tx) (err error) { site, err = tx.CreateSite(req.Name); return err })
+		return site, err
+	})
+	Handle(s, "sites.list", ActionSitesManage, func(_ context.Context, c *Caller, req ListRequest) (out SiteList, err error) {
+		if err := rootOnly(c); err != nil {
+			return out, err
+		}
+		page, err := req.Page()
+		if err != nil {
+			return out, err
+		}
+		err = s.store.View(func(tx *store.Tx) (err error) { out.Sites, out.NextCursor, err = tx.Sites(page); return err })
+		if out.Sites == nil {
+			out.Sites = []store.Site{}
+		}
+		return out, err
+	})
+	Handle(s, "sites.cachePlan", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (plan image.CachePlan, err error) {
+		if err := rootOnly(c); err != nil {
+			return plan, err
+		}
+		err = s.store.View(func(tx *store.Tx) (err error) {
+			plan, err = image.PlanSiteCache(tx, req.SiteID, image.Allowlist{})
+			if proto.CodeOf(err) == proto.NotFound {
+				err = proto.AsError(err).WithPath("siteId")
+			}
+			return err
+		})
+		return plan, err
+	})
+}

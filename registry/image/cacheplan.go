@@ -1,0 +1,85 @@
+package image
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// CachePlan is what a site's cache should hold, and which pre-warm refs were left out.
+type CachePlan struct {
+	Site string `json:"siteId"`
+	// CacheImages are the site agents' NodeSpec site.cacheImages: each verified image a
+	// pool of the site pre-warms, once per digest, ordered by ref.
+	CacheImages []proto.CacheImage `json:"cacheImages"`
+	// Excluded are the pre-warm refs left out, with why.
+	Excluded []ExcludedImage `json:"excluded"`
+}
+
+// ExcludedImage is a pool's pre-warm ref that is not in the site's cache plan.
+type ExcludedImage struct {
+	Tenant string `json:"tenantId"`
+	Pool   string `json:"pool"`
+	Ref    string `json:"ref"`
+	// Reason is "not-found" (the ref resolves to no image the pool's tenant sees), or
+	// the reason VerifyImageForUse gave: "unsigned" or "signature".
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// PlanSiteCache resolves every pool's policy.prewarmImages at a site in the pool's
+// tenant (its own image first, then a public one) and keeps the images that pass
+// VerifyImageForUse with v.
+func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
+	plan := CachePlan{Site: site, CacheImages: []proto.CacheImage{}, Excluded: []ExcludedImage{}}
+	if _, err := tx.Site(site); err != nil {
+		return plan, err
+	}
+	pools, err := tx.PoolsAtSite(site)
+	if err != nil {
+		return plan, err
+	}
+	digests := map[string]bool{}
+	for _, p := range pools {
+		for _, ref := range p.Policy.PrewarmImages {
+			img, err := ResolveImage(tx, p.Tenant, ref)
+			if err == nil {
+				err = VerifyImageForUse(tx, p.Tenant, img, UseOptions{Verifier: v})
+			}
+			switch code := proto.CodeOf(err); {
+			case err == nil:
+			case code == proto.NotFound || code == proto.InvalidState:
+				e := proto.AsError(err)
+				reason := e.Details.Reason
+				if reason == "" {
+					reason = "not-found"
+				}
+				plan.Excluded = append(plan.Excluded, ExcludedImage{Tenant: p.Tenant, Pool: p.Name, Ref: ref, Reason: reason, Message: e.Message})
+				continue
+			default:
+				return plan, err
+			}
+			if digests[img.SHA256] {
+				continue
+			}
+			digests[img.SHA256] = true
+			plan.CacheImages = append(plan.CacheImages, proto.CacheImage{
+				Ref: img.Ref, Digest: img.SHA256, Source: img.Source, SizeBytes: img.SizeBytes,
+				Format: img.Format, Compression: img.Compression,
+			})
+		}
+	}
+	slices.SortFunc(plan.CacheImages, func(a, b proto.CacheImage) int {
+		return cmp.Or(cmp.Compare(a.Ref, b.Ref), cmp.Compare(a.Digest, b.Digest))
+	})
+	return plan, nil
+}
+
+// SiteCacheImages is the site.cacheImages list of a site's agents: the verified images
+// its pools pre-warm.
+func SiteCacheImages(tx *store.Tx, site string, v Verifier) ([]proto.CacheImage, error) {
+	plan, err := PlanSiteCache(tx, site, v)
+	return plan.CacheImages, err
+}

@@ -1,0 +1,155 @@
+package image
+
+import (
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit/openssl"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestCrossTenant checks that tenant beta can neither read, list, resolve, promote nor
+// use acme's private images, signed or not, and sees acme's once promoted.
+func TestCrossTenant(t *testing.T) {
+	st := openCatalog(t)
+	key := openssl.Generate(t, openssl.Ed25519)
+	addSigner(t, st, "acme", "acme-1", key)
+	signed := mustRegister(t, st, "acme", sign(t, osRequest("private@1"), key, "acme-1", formEd25519))
+	unsigned := mustRegister(t, st, "acme", osRequest("unsigned@1"))
+
+	for _, img := range []store.Image{signed, unsigned} {
+		t.Run(img.Ref, func(t *testing.T) {
+			st.View(func(tx *store.Tx) error {
+				_, err := Get(tx, "beta", img.ID)
+				checkErr(t, err, proto.NotFound, "", "")
+				_, err = ResolveImage(tx, "beta", img.Ref)
+				checkErr(t, err, proto.NotFound, "ref", "")
+				checkErr(t, VerifyImageForUse(tx, "beta", img, UseOptions{AllowUnsigned: true}), proto.NotFound, "", "")
+				list, _, err := List(tx, "beta", "", store.Page{})
+				if err != nil || len(list) != 0 {
+					t.Errorf("beta lists %v, %v", list, err)
+				}
+				return nil
+			})
+			err := st.Update(func(tx *store.Tx) error { _, err := Promote(tx, "beta", img.ID); return err })
+			checkErr(t, err, proto.NotFound, "", "")
+		})
+	}
+	// acme cannot promote its unsigned image; it can promote the signed one.
+	err := st.Update(func(tx *store.Tx) error { _, err := Promote(tx, "acme", unsigned.ID); return err })
+	checkErr(t, err, proto.InvalidState, "", "unsigned")
+	mustUpdate(t, st, func(tx *store.Tx) error { _, err := Promote(tx, "acme", signed.ID); return err })
+	st.View(func(tx *store.Tx) error {
+		got, err := Get(tx, "beta", signed.ID)
+		if err != nil || !got.Public {
+			t.Errorf("beta gets the promoted image: %+v, %v", got, err)
+		}
+		if _, err := ResolveImage(tx, "beta", signed.Ref); err != nil {
+			t.Errorf("beta resolves the promoted image: %v", err)
+		}
+		checkErr(t, VerifyImageForUse(tx, "beta", got, UseOptions{}), "", "", "")
+		return nil
+	})
+	// beta still cannot promote it: it is not beta's.
+	err = st.Update(func(tx *store.Tx) error { _, err := Promote(tx, "beta", signed.ID); return err })
+	checkErr(t, err, proto.Forbidden, "", "")
+}
+
+// TestResolveImage checks the order a ref resolves in: the tenant's own image, then
+// the platform's public one, then the public one promoted first.
+func TestResolveImage(t *testing.T) {
+	st := openCatalog(t)
+	mustUpdate(t, st, func(tx *store.Tx) error { _, err := tx.CreateTenant("gamma"); return err })
+	keys := map[string]*openssl.Key{}
+	for _, tn := range []string{store.RootTenant, "acme", "beta", "gamma"} {
+		keys[tn] = openssl.Generate(t, openssl.Ed25519)
+		addSigner(t, st, tn, "k", keys[tn])
+	}
+	publish := func(tenant, ref string) store.Image {
+		img := mustRegister(t, st, tenant, sign(t, osRequest(ref), keys[tenant], "k", formEd25519))
+		mustUpdate(t, st, func(tx *store.Tx) (err error) { img, err = Promote(tx, tenant, img.ID); return err })
+		return img
+	}
+	gammaShared := publish("gamma", "shared@1")
+	publish("beta", "shared@1")
+	platformBase := publish(store.RootTenant, "base@1")
+	publish("beta", "base@1")
+	acmeOwn := mustRegister(t, st, "acme", osRequest("base@1"))
+
+	cases := map[string]struct {
+		tenant, ref string
+		want        string
+		code        proto.Code
+	}{
+		"own first":             {tenant: "acme", ref: "base@1", want: acmeOwn.ID},
+		"platform before other": {tenant: "gamma", ref: "base@1", want: platformBase.ID},
+		"promoted first":        {tenant: "acme", ref: "shared@1", want: gammaShared.ID},
+		"missing":               {tenant: "acme", ref: "none@1", code: proto.NotFound},
+		"bad ref":               {tenant: "acme", ref: "Base", code: proto.InvalidInput},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var got store.Image
+			err := st.View(func(tx *store.Tx) (err error) { got, err = ResolveImage(tx, tc.tenant, tc.ref); return err })
+			if tc.code != "" {
+				checkErr(t, err, tc.code, "ref", "")
+				return
+			}
+			if err != nil || got.ID != tc.want {
+				t.Fatalf("got %s (%s), %v; want %s", got.ID, got.Tenant, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSigners(t *testing.T) {
+	st := openCatalog(t)
+	a := openssl.Generate(t, openssl.Ed25519)
+	b := openssl.Generate(t, openssl.P256)
+	steps := []struct {
+		name string
+		do   func(tx *store.Tx) error
+		code proto.Code
+		path string
+	}{
+		{"add", func(tx *store.Tx) error { _, err := AddSigner(tx, "acme", "k1", a.PublicPEM); return err }, "", ""},
+		{"add again", func(tx *store.Tx) error { _, err := AddSigner(tx, "acme", "k1", a.PublicPEM); return err }, proto.Conflict, "id"},
+		{"same id in another tenant", func(tx *store.Tx) error { _, err := AddSigner(tx, "beta", "k1", b.PublicPEM); return err }, "", ""},
+		{"bad id", func(tx *store.Tx) error { _, err := AddSigner(tx, "acme", "K 1", a.PublicPEM); return err }, proto.InvalidInput, "id"},
+		{"p384 key", func(tx *store.Tx) error {
+			_, err := AddSigner(tx, "acme", "k2", openssl.Generate(t, openssl.P384).PublicPEM)
+			return err
+		}, proto.InvalidInput, "publicKey"},
+		{"unknown tenant", func(tx *store.Tx) error { _, err := AddSigner(tx, "nobody", "k1", a.PublicPEM); return err }, proto.NotFound, ""},
+		{"revoke", func(tx *store.Tx) error { _, err := tx.RevokeImageSigner("acme", "k1"); return err }, "", ""},
+		{"revoke again", func(tx *store.Tx) error { _, err := tx.RevokeImageSigner("acme", "k1"); return err }, proto.InvalidState, ""},
+		{"revoke unknown", func(tx *store.Tx) error { _, err := tx.RevokeImageSigner("acme", "k9"); return err }, proto.NotFound, ""},
+		{"re-add with another key", func(tx *store.Tx) error { _, err := AddSigner(tx, "acme", "k1", b.PublicPEM); return err }, proto.Conflict, "id"},
+		{"re-add with its key", func(tx *store.Tx) error { _, err := AddSigner(tx, "acme", "k1", a.PublicPEM); return err }, "", ""},
+	}
+	for _, s := range steps {
+		err := st.Update(s.do)
+		if s.code == "" && err != nil || s.code != "" && (proto.CodeOf(err) != s.code || proto.AsError(err).Details.Path != s.path) {
+			t.Fatalf("%s: got %v, want %q at %q", s.name, err, s.code, s.path)
+		}
+	}
+	st.View(func(tx *store.Tx) error {
+		s, err := tx.ImageSigner("acme", "k1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var events []string
+		for _, e := range s.History {
+			events = append(events, e.Event)
+		}
+		if diff := cmp.Diff([]string{"added", "revoked", "reinstated"}, events); diff != "" || s.Revoked() || s.Algorithm != AlgEd25519 {
+			t.Errorf("history (-want +got):\n%s\n%+v", diff, s)
+		}
+		all, _, err := tx.ImageSigners("", store.Page{})
+		if err != nil || len(all) != 2 {
+			t.Errorf("all signers: %d, %v", len(all), err)
+		}
+		return nil
+	})
+}

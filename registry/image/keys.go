@@ -1,0 +1,93 @@
+package image
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"math/big"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// maxPublicKeyPEM bounds the PEM text of a signer's key.
+const maxPublicKeyPEM = 16 << 10
+
+// The algorithms a signer's key may have.
+const (
+	AlgEd25519   = "ed25519"
+	AlgECDSAP256 = "ecdsa-p256"
+)
+
+// PublicKey is a signer's parsed key.
+type PublicKey struct {
+	// Algorithm is AlgEd25519 or AlgECDSAP256.
+	Algorithm string
+	// Fingerprint is "sha256/" and the base64 SHA-256 of the DER SPKI.
+	Fingerprint string
+	ed          ed25519.PublicKey
+	ec          *ecdsa.PublicKey
+}
+
+// ParsePublicKey reads one SPKI PEM block ("PUBLIC KEY") holding an Ed25519 or ECDSA
+// P-256 key. Anything else (another algorithm or curve, more than one block, text
+// around it) is INVALID_INPUT at the path "publicKey".
+func ParsePublicKey(pemText []byte) (PublicKey, error) {
+	bad := func(format string, args ...any) (PublicKey, error) {
+		return PublicKey{}, proto.Errorf(proto.InvalidInput, "public key: "+format, args...).WithPath("publicKey")
+	}
+	if len(pemText) > maxPublicKeyPEM {
+		return bad("at most %d bytes of PEM", maxPublicKeyPEM)
+	}
+	block, rest := pem.Decode(pemText)
+	if block == nil {
+		return bad("no PEM block: give the SPKI PEM openssl writes with `openssl pkey -pubout`")
+	}
+	if len(bytes.TrimSpace(rest)) != 0 || bytes.Count(pemText, []byte("-----BEGIN")) != 1 || !bytes.HasPrefix(bytes.TrimSpace(pemText), []byte("-----BEGIN")) {
+		return bad("give exactly one PEM block and nothing else")
+	}
+	if block.Type != "PUBLIC KEY" {
+		return bad("the PEM block is %q; give a PUBLIC KEY (SPKI) block", block.Type)
+	}
+	if len(block.Headers) != 0 {
+		return bad("the PEM block has headers; give a plain PUBLIC KEY block")
+	}
+	key, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		return bad("%v", err)
+	}
+	sum := sha256.Sum256(block.Bytes)
+	pk := PublicKey{Fingerprint: "sha256/" + base64.StdEncoding.EncodeToString(sum[:])}
+	switch k := key.(type) {
+	case ed25519.PublicKey:
+		pk.Algorithm, pk.ed = AlgEd25519, k
+	case *ecdsa.PublicKey:
+		if k.Curve != elliptic.P256() {
+			return bad("ECDSA on %s is not accepted: use P-256 or Ed25519", k.Curve.Params().Name)
+		}
+		pk.Algorithm, pk.ec = AlgECDSAP256, k
+	default:
+		return bad("%T keys are not accepted: use Ed25519 or ECDSA P-256", key)
+	}
+	return pk, nil
+}
+
+// Verify reports whether sig is a good signature of input by this key: Ed25519, or
+// ECDSA over SHA-256 as IEEE P1363 (r||s, 64 bytes) or ASN.1 DER.
+func (k PublicKey) Verify(input, sig []byte) bool {
+	if k.ed != nil {
+		return len(sig) == ed25519.SignatureSize && ed25519.Verify(k.ed, input, sig)
+	}
+	digest := sha256.Sum256(input)
+	if len(sig) == 64 {
+		r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+		if ecdsa.Verify(k.ec, digest[:], r, s) {
+			return true
+		}
+	}
+	return ecdsa.VerifyASN1(k.ec, digest[:], sig)
+}

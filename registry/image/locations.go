@@ -1,0 +1,235 @@
+package image
+
+import (
+	"cmp"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// maxCacheEntries bounds one agent's cache report.
+const maxCacheEntries = 4096
+
+var (
+	digestHex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	agentID   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+)
+
+// RecordSiteCacheReport keeps the `images` inventory section a site agent reported
+// and, when it differs from the agent's last report, brings the site's image locations
+// in line with every agent's last report, in the same transaction. It reports whether
+// the report changed. A malformed report is INVALID_INPUT naming the bad entry.
+func RecordSiteCacheReport(tx *store.Tx, site, agent string, entries []proto.ImageCacheEntry) (bool, error) {
+	if !agentID.MatchString(agent) {
+		return false, proto.Errorf(proto.InvalidInput, "agent id %q is not one the registry issues", agent).WithPath("agentId")
+	}
+	if err := checkEntries(entries); err != nil {
+		return false, err
+	}
+	changed, err := tx.PutSiteCacheReport(store.SiteCacheReport{Site: site, AgentID: agent, Images: entries})
+	if err != nil || !changed {
+		return changed, err
+	}
+	return true, syncSite(tx, site)
+}
+
+// DropSiteAgent forgets the cache of an agent that left the site, and brings the
+// site's image locations in line with the agents that remain.
+func DropSiteAgent(tx *store.Tx, site, agent string) error {
+	dropped, err := tx.DeleteSiteCacheReport(site, agent)
+	if err != nil || !dropped {
+		return err
+	}
+	return syncSite(tx, site)
+}
+
+func checkEntries(entries []proto.ImageCacheEntry) error {
+	if len(entries) > maxCacheEntries {
+		return proto.Errorf(proto.InvalidInput, "a cache report holds at most %d images", maxCacheEntries).WithPath("images")
+	}
+	seen := map[string]bool{}
+	for i, e := range entries {
+		path := "images[" + strconv.Itoa(i) + "]"
+		switch {
+		case !digestHex.MatchString(e.Digest):
+			return proto.Errorf(proto.InvalidInput, "digest must be 64 lower-case hex digits").WithPath(path + ".digest")
+		case seen[e.Digest]:
+			return proto.Errorf(proto.InvalidInput, "digest %s is reported twice", e.Digest).WithPath(path + ".digest")
+		case !slices.Contains(proto.ImageCacheStates, e.State):
+			return proto.Errorf(proto.InvalidInput, "state %q: use one of %v", e.State, proto.ImageCacheStates).WithPath(path + ".state")
+		case e.SizeBytes < 0:
+			return proto.Errorf(proto.InvalidInput, "sizeBytes cannot be negative").WithPath(path + ".sizeBytes")
+		}
+		seen[e.Digest] = true
+	}
+	return nil
+}
+
+// stateRank orders the states an artifact has across a site's agents: the site has it
+// ready if any agent has it ready, else pulling, else evicting, else failed.
+var stateRank = map[proto.ImageCacheState]int{proto.CacheReady: 0, proto.CachePulling: 1, proto.CacheEvicting: 2, proto.CacheFailed: 3}
+
+// syncSite derives the site's image locations from its agents' last reports: every
+// catalog image whose digest an agent holds is at the site in the best state any agent
+// has it in; a location no agent holds any more is dropped unless a deploy pins it.
+func syncSite(tx *store.Tx, site string) error {
+	reports, err := tx.SiteCacheReports(site)
+	if err != nil {
+		return err
+	}
+	held := map[string]proto.ImageCacheEntry{}
+	for _, r := range reports {
+		for _, e := range r.Images {
+			h, ok := held[e.Digest]
+			if !ok || stateRank[e.State] < stateRank[h.State] {
+				h.State = e.State
+			}
+			h.Digest, h.SizeBytes = e.Digest, max(h.SizeBytes, e.SizeBytes)
+			if e.LastUsed.After(h.LastUsed) {
+				h.LastUsed = e.LastUsed
+			}
+			held[e.Digest] = h
+		}
+	}
+	at := map[string]bool{}
+	for _, digest := range slices.Sorted(maps.Keys(held)) {
+		imgs, err := tx.ImagesByDigest(digest)
+		if err != nil {
+			return err
+		}
+		for _, img := range imgs {
+			h := held[digest]
+			if _, err := RecordImageLocation(tx, site, img.ID, h.State, h.SizeBytes, h.LastUsed); err != nil {
+				return err
+			}
+			at[img.ID] = true
+		}
+	}
+	locs, err := tx.ImageLocations(site)
+	if err != nil {
+		return err
+	}
+	for _, loc := range locs {
+		if !at[loc.ImageID] && len(loc.Pins) == 0 {
+			if err := tx.DeleteImageLocation(site, loc.ImageID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// RecordImageLocation records that a site's cache holds an image in state, keeping the
+// location's pins and its latest use.
+func RecordImageLocation(tx *store.Tx, site, imageID string, state proto.ImageCacheState, sizeBytes int64, lastUsed time.Time) (store.ImageLocation, error) {
+	loc, err := tx.ImageLocation(site, imageID)
+	if err != nil && proto.CodeOf(err) != proto.NotFound {
+		return loc, err
+	}
+	loc.Site, loc.ImageID, loc.State, loc.SizeBytes = site, imageID, state, sizeBytes
+	if lastUsed.After(loc.LastUsed) {
+		loc.LastUsed = lastUsed
+	}
+	return tx.PutImageLocation(loc)
+}
+
+// Touch is what a deploy does to an image location besides marking it used now.
+type Touch struct {
+	// Pin names a deploy that starts streaming the image from the site's cache: the
+	// location is kept, and never offered for eviction, until that deploy unpins it.
+	Pin string
+	// Unpin names a deploy that finished streaming it.
+	Unpin string
+}
+
+// TouchImageLocation marks an image at a site as used now, and pins or unpins it for a
+// deploy. An image the site's cache does not hold is NOT_FOUND.
+func TouchImageLocation(tx *store.Tx, site, imageID string, t Touch) (store.ImageLocation, error) {
+	loc, err := tx.ImageLocation(site, imageID)
+	if err != nil {
+		return loc, err
+	}
+	loc.LastUsed = tx.Now()
+	if t.Pin != "" && !slices.Contains(loc.Pins, t.Pin) {
+		loc.Pins = append(loc.Pins, t.Pin)
+		slices.Sort(loc.Pins)
+	}
+	if t.Unpin != "" {
+		loc.Pins = slices.DeleteFunc(loc.Pins, func(p string) bool { return p == t.Unpin })
+	}
+	if loc, err = tx.PutImageLocation(loc); err != nil || t.Unpin == "" {
+		return loc, err
+	}
+	// An unpinned location that no agent holds any more goes now.
+	return loc, syncSite(tx, site)
+}
+
+// ImagesCachedAt returns the locations of the images ready at a site.
+func ImagesCachedAt(tx *store.Tx, site string) ([]store.ImageLocation, error) {
+	locs, err := tx.ImageLocations(site)
+	return slices.DeleteFunc(locs, func(l store.ImageLocation) bool { return l.State != proto.CacheReady }), err
+}
+
+// Eviction is one artifact a site's cache may remove to free space.
+type Eviction struct {
+	Digest    string    `json:"digest"`
+	SizeBytes int64     `json:"sizeBytes"`
+	LastUsed  time.Time `json:"lastUsed,omitzero"`
+	// ImageIDs are the catalog images of the artifact.
+	ImageIDs []string `json:"imageIds"`
+}
+
+// EvictionCandidates picks the artifacts a site's cache should remove to free bytes:
+// ready ones, least recently used first (then by digest), until their sizes add up to
+// bytes. An artifact pinned by a deploy, or whose digest is in inUse, is never picked.
+// When the candidates cannot free bytes, all of them are returned.
+func EvictionCandidates(tx *store.Tx, site string, bytes int64, inUse []string) ([]Eviction, error) {
+	if bytes <= 0 {
+		return nil, nil
+	}
+	locs, err := tx.ImageLocations(site)
+	if err != nil {
+		return nil, err
+	}
+	byDigest := map[string]*Eviction{}
+	blocked := map[string]bool{}
+	for _, d := range inUse {
+		blocked[d] = true
+	}
+	for _, l := range locs {
+		if l.State != proto.CacheReady || len(l.Pins) > 0 {
+			blocked[l.Digest] = true
+		}
+		e := byDigest[l.Digest]
+		if e == nil {
+			e = &Eviction{Digest: l.Digest}
+			byDigest[l.Digest] = e
+		}
+		e.SizeBytes = max(e.SizeBytes, l.SizeBytes)
+		if l.LastUsed.After(e.LastUsed) {
+			e.LastUsed = l.LastUsed
+		}
+		e.ImageIDs = append(e.ImageIDs, l.ImageID)
+	}
+	var all []Eviction
+	for d, e := range byDigest {
+		if !blocked[d] {
+			all = append(all, *e)
+		}
+	}
+	slices.SortFunc(all, func(a, b Eviction) int {
+		return cmp.Or(a.LastUsed.Compare(b.LastUsed), cmp.Compare(a.Digest, b.Digest))
+	})
+	var freed int64
+	for i, e := range all {
+		if freed += e.SizeBytes; freed >= bytes {
+			return all[:i+1], nil
+		}
+	}
+	return all, nil
+}

@@ -1,0 +1,299 @@
+package image
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/google/go-cmp/cmp"
+)
+
+// digest is a fake artifact digest made of one repeated hex digit.
+func digest(c string) string { return strings.Repeat(c, 64) }
+
+// siteFixture is a catalog with a site and images: a (acme) and a2 (beta) share an
+// artifact; b and c are acme's own; the digest "e" is no catalog image's.
+type siteFixture struct {
+	st  *store.Store
+	ids map[string]string // fixture name -> image id
+	now time.Time
+}
+
+func newSiteFixture(t *testing.T) *siteFixture {
+	t.Helper()
+	f := &siteFixture{ids: map[string]string{}, now: time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)}
+	f.st = openCatalogWith(t, store.Options{Now: func() time.Time { return f.now }})
+	mustUpdate(t, f.st, func(tx *store.Tx) error {
+		if _, err := tx.CreateSite("rack-1"); err != nil {
+			return err
+		}
+		for _, im := range []struct{ name, tenant, digest string }{{"a", "acme", "a"}, {"a2", "beta", "a"}, {"b", "acme", "b"}, {"c", "acme", "c"}, {"d", "acme", "d"}, {"f", "acme", "f"}} {
+			req := osRequest(im.name + "@1")
+			req.SHA256 = digest(im.digest)
+			img, err := Register(tx, Allowlist{}, im.tenant, req)
+			if err != nil {
+				return err
+			}
+			f.ids[im.name] = img.ID
+		}
+		return nil
+	})
+	return f
+}
+
+// locations returns the site's locations as fixture name -> state, with "+pinned".
+func (f *siteFixture) locations(t *testing.T) map[string]string {
+	t.Helper()
+	names := map[string]string{}
+	for n, id := range f.ids {
+		names[id] = n
+	}
+	out := map[string]string{}
+	f.st.View(func(tx *store.Tx) error {
+		locs, err := tx.ImageLocations("rack-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range locs {
+			out[names[l.ImageID]] = string(l.State)
+			if len(l.Pins) > 0 {
+				out[names[l.ImageID]] += "+pinned"
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+func entry(d string, state proto.ImageCacheState) proto.ImageCacheEntry {
+	return proto.ImageCacheEntry{Digest: digest(d), State: state, SizeBytes: 100}
+}
+
+// step is one event at the site: an agent's report, an agent leaving, or a deploy's
+// pin or unpin.
+type step struct {
+	agent   string
+	entries []proto.ImageCacheEntry
+	leave   bool
+	pin     string
+	unpin   string
+}
+
+func (f *siteFixture) run(t *testing.T, s step) (changed bool, err error) {
+	err = f.st.Update(func(tx *store.Tx) (err error) {
+		switch {
+		case s.leave:
+			return DropSiteAgent(tx, "rack-1", s.agent)
+		case s.pin != "":
+			_, err = TouchImageLocation(tx, "rack-1", f.ids[s.pin], Touch{Pin: "deploy-1"})
+			return err
+		case s.unpin != "":
+			_, err = TouchImageLocation(tx, "rack-1", f.ids[s.unpin], Touch{Unpin: "deploy-1"})
+			return err
+		}
+		changed, err = RecordSiteCacheReport(tx, "rack-1", s.agent, s.entries)
+		return err
+	})
+	return changed, err
+}
+
+func TestSiteLocationReconciliation(t *testing.T) {
+	R, P, E, F := proto.CacheReady, proto.CachePulling, proto.CacheEvicting, proto.CacheFailed
+	cases := map[string]struct {
+		steps []step
+		want  map[string]string
+	}{
+		"one agent ready, every image of the artifact": {
+			steps: []step{{agent: "a1", entries: []proto.ImageCacheEntry{entry("a", R)}}},
+			want:  map[string]string{"a": "ready", "a2": "ready"},
+		},
+		"ready on any agent wins": {
+			steps: []step{{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", P)}}, {agent: "a2", entries: []proto.ImageCacheEntry{entry("b", R)}}},
+			want:  map[string]string{"b": "ready"},
+		},
+		"pulling before evicting": {
+			steps: []step{{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", E)}}, {agent: "a2", entries: []proto.ImageCacheEntry{entry("b", P)}}},
+			want:  map[string]string{"b": "pulling"},
+		},
+		"evicting before failed": {
+			steps: []step{{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", F)}}, {agent: "a2", entries: []proto.ImageCacheEntry{entry("b", E)}}},
+			want:  map[string]string{"b": "evicting"},
+		},
+		"failed alone": {
+			steps: []step{{agent: "a1", entries: []proto.ImageCacheEntry{entry("c", F)}}},
+			want:  map[string]string{"c": "failed"},
+		},
+		"a digest of no catalog image is ignored": {
+			steps: []step{{agent: "a1", entries: []proto.ImageCacheEntry{entry("e", R)}}},
+			want:  map[string]string{},
+		},
+		"a report that drops an image": {
+			steps: []step{
+				{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", R), entry("c", R)}},
+				{agent: "a1", entries: []proto.ImageCacheEntry{entry("c", R)}},
+			},
+			want: map[string]string{"c": "ready"},
+		},
+		"dropped by one agent, held by another": {
+			steps: []step{
+				{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", R)}},
+				{agent: "a2", entries: []proto.ImageCacheEntry{entry("b", P)}},
+				{agent: "a1", entries: nil},
+			},
+			want: map[string]string{"b": "pulling"},
+		},
+		"a pinned image survives the drop": {
+			steps: []step{
+				{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", R)}},
+				{pin: "b"},
+				{agent: "a1", entries: nil},
+			},
+			want: map[string]string{"b": "ready+pinned"},
+		},
+		"unpinned after the drop, it goes": {
+			steps: []step{
+				{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", R), entry("c", R)}},
+				{pin: "b"},
+				{agent: "a1", entries: []proto.ImageCacheEntry{entry("c", R)}},
+				{unpin: "b"},
+			},
+			want: map[string]string{"c": "ready"},
+		},
+		"unpinned while held, it stays": {
+			steps: []step{
+				{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", R)}},
+				{pin: "b"},
+				{unpin: "b"},
+			},
+			want: map[string]string{"b": "ready"},
+		},
+		"an agent that leaves takes its cache along": {
+			steps: []step{
+				{agent: "a1", entries: []proto.ImageCacheEntry{entry("a", R)}},
+				{agent: "a2", entries: []proto.ImageCacheEntry{entry("b", R)}},
+				{agent: "a1", leave: true},
+			},
+			want: map[string]string{"b": "ready"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newSiteFixture(t)
+			for i, s := range tc.steps {
+				if _, err := f.run(t, s); err != nil {
+					t.Fatalf("step %d: %v", i, err)
+				}
+			}
+			if diff := cmp.Diff(tc.want, f.locations(t)); diff != "" {
+				t.Errorf("locations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSiteCacheReportChecks(t *testing.T) {
+	f := newSiteFixture(t)
+	r := entry("a", proto.CacheReady)
+	if changed, err := f.run(t, step{agent: "a1", entries: []proto.ImageCacheEntry{r}}); !changed || err != nil {
+		t.Fatalf("first report: changed %v, %v", changed, err)
+	}
+	if changed, err := f.run(t, step{agent: "a1", entries: []proto.ImageCacheEntry{r}}); changed || err != nil {
+		t.Fatalf("same report again: changed %v, %v", changed, err)
+	}
+	cases := map[string]struct {
+		agent   string
+		entries []proto.ImageCacheEntry
+		path    string
+	}{
+		"upper-case digest": {"a1", []proto.ImageCacheEntry{{Digest: strings.ToUpper(digest("a")), State: proto.CacheReady}}, "images[0].digest"},
+		"short digest":      {"a1", []proto.ImageCacheEntry{{Digest: "abc", State: proto.CacheReady}}, "images[0].digest"},
+		"twice":             {"a1", []proto.ImageCacheEntry{r, r}, "images[1].digest"},
+		"unknown state":     {"a1", []proto.ImageCacheEntry{{Digest: digest("a"), State: "gone"}}, "images[0].state"},
+		"negative size":     {"a1", []proto.ImageCacheEntry{{Digest: digest("a"), State: proto.CacheReady, SizeBytes: -1}}, "images[0].sizeBytes"},
+		"bad agent id":      {"a 1", nil, "agentId"},
+		"too many":          {"a1", make([]proto.ImageCacheEntry, maxCacheEntries+1), "images"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := f.run(t, step{agent: tc.agent, entries: tc.entries})
+			checkErr(t, err, proto.InvalidInput, tc.path, "")
+		})
+	}
+	err := f.st.Update(func(tx *store.Tx) error { _, err := RecordSiteCacheReport(tx, "rack-9", "a1", nil); return err })
+	checkErr(t, err, proto.NotFound, "", "")
+	err = f.st.Update(func(tx *store.Tx) error { _, err := TouchImageLocation(tx, "rack-1", f.ids["c"], Touch{}); return err })
+	checkErr(t, err, proto.NotFound, "", "")
+}
+
+func TestEvictionCandidates(t *testing.T) {
+	// a (shared with a2): used at hour 1, 10 bytes; b: hour 3, 20 bytes; c: hour 2 on one
+	// agent and hour 4 on another, 30 bytes; d: never used, 5 bytes; f: pulling.
+	setup := func(t *testing.T) *siteFixture {
+		f := newSiteFixture(t)
+		at := func(h int) time.Time { return f.now.Add(time.Duration(h-100) * time.Hour) }
+		for _, s := range []step{{agent: "a1", entries: []proto.ImageCacheEntry{
+			{Digest: digest("a"), State: proto.CacheReady, SizeBytes: 10, LastUsed: at(1)},
+			{Digest: digest("b"), State: proto.CacheReady, SizeBytes: 20, LastUsed: at(3)},
+			{Digest: digest("c"), State: proto.CacheReady, SizeBytes: 30, LastUsed: at(2)},
+			{Digest: digest("d"), State: proto.CacheReady, SizeBytes: 5},
+			{Digest: digest("f"), State: proto.CachePulling, SizeBytes: 50},
+		}}, {agent: "a2", entries: []proto.ImageCacheEntry{{Digest: digest("c"), State: proto.CacheReady, SizeBytes: 30, LastUsed: at(4)}}}} {
+			if _, err := f.run(t, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return f
+	}
+	cases := map[string]struct {
+		bytes  int64
+		inUse  []string
+		pinned string
+		want   []string
+	}{
+		"nothing to free":                  {bytes: 0, want: nil},
+		"never used goes first":            {bytes: 5, want: []string{"d"}},
+		"until enough is freed":            {bytes: 6, want: []string{"d", "a"}},
+		"exactly enough":                   {bytes: 15, want: []string{"d", "a"}},
+		"latest use across agents":         {bytes: 16, want: []string{"d", "a", "b"}},
+		"everything evictable, not enough": {bytes: 1000, want: []string{"d", "a", "b", "c"}},
+		"in use is skipped":                {bytes: 16, inUse: []string{digest("a")}, want: []string{"d", "b"}},
+		"pinned is skipped":                {bytes: 1000, pinned: "b", want: []string{"d", "a", "c"}},
+		"pinned through a shared artifact": {bytes: 1000, pinned: "a2", want: []string{"d", "b", "c"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := setup(t)
+			if tc.pinned != "" {
+				if _, err := f.run(t, step{pin: tc.pinned}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []Eviction
+			err := f.st.View(func(tx *store.Tx) (err error) {
+				got, err = EvictionCandidates(tx, "rack-1", tc.bytes, tc.inUse)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var digests []string
+			for _, e := range got {
+				digests = append(digests, e.Digest[:1])
+				if e.Digest == digest("a") && len(e.ImageIDs) != 2 {
+					t.Errorf("the shared artifact names %v, want both images", e.ImageIDs)
+				}
+			}
+			if diff := cmp.Diff(tc.want, digests); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+	f := setup(t)
+	var ready []store.ImageLocation
+	f.st.View(func(tx *store.Tx) (err error) { ready, err = ImagesCachedAt(tx, "rack-1"); return err })
+	if len(ready) != 5 {
+		t.Errorf("ready at the site: %d locations, want 5 (a, a2, b, c, d)", len(ready))
+	}
+}

@@ -1,0 +1,117 @@
+package image
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// maxSizeBytes is the largest artifact size: 2^53-1, the largest whole number every
+// JSON client reads exactly.
+const maxSizeBytes = 1<<53 - 1
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+
+// RegisterRequest is what images.register takes: the catalog fields of an image.
+type RegisterRequest struct {
+	Ref         string            `json:"ref"`
+	Kind        proto.ImageKind   `json:"kind,omitempty"`
+	Format      proto.ImageFormat `json:"format"`
+	Compression proto.Compression `json:"compression,omitempty"`
+	SHA256      string            `json:"sha256"`
+	SizeBytes   int64             `json:"sizeBytes"`
+	Source      string            `json:"source"`
+	SignerID    string            `json:"signerId,omitempty"`
+	Signature   string            `json:"signature,omitempty"`
+}
+
+// Register checks req field by field (the first bad one is INVALID_INPUT naming its
+// path), verifies its signature when it has one, and stores the image for tenant. A
+// signature must verify against the named signer of the tenant's allowlist or the
+// platform's (a ramdisk: the platform's only); an image without one is stored
+// unverified and stays private.
+func Register(tx *store.Tx, v Verifier, tenant string, req RegisterRequest) (store.Image, error) {
+	img, sig, err := validate(req)
+	if err != nil {
+		return store.Image{}, err
+	}
+	img.Tenant = tenant
+	if sig != nil {
+		allowlists := []string{tenant, store.RootTenant}
+		if img.Kind == proto.KindRamdisk || tenant == store.RootTenant {
+			allowlists = []string{store.RootTenant}
+		}
+		signerTenant, err := v.Verify(tx, allowlists, img.SignerID, SigningInput(img), sig)
+		if err != nil {
+			return store.Image{}, err
+		}
+		img.SignerTenant, img.Verified = signerTenant, true
+	} else if img.Kind == proto.KindRamdisk {
+		return store.Image{}, proto.Errorf(proto.InvalidInput, "a ramdisk image must be signed by a platform signer: add signerId and signature").WithPath("signature")
+	}
+	return tx.CreateImage(img)
+}
+
+// validate turns a request into the image to store (without tenant or verification)
+// and its decoded signature, or names the first bad field.
+func validate(req RegisterRequest) (store.Image, []byte, error) {
+	invalid := func(path, format string, args ...any) (store.Image, []byte, error) {
+		return store.Image{}, nil, proto.Errorf(proto.InvalidInput, format, args...).WithPath(path)
+	}
+	img := store.Image{
+		Ref: req.Ref, Kind: req.Kind, Format: req.Format, Compression: req.Compression,
+		SHA256: strings.ToLower(req.SHA256), SizeBytes: req.SizeBytes, Source: req.Source,
+		SignerID: req.SignerID,
+	}
+	if _, err := ParseRef(req.Ref); err != nil {
+		return store.Image{}, nil, err
+	}
+	if img.Kind == "" {
+		img.Kind = proto.KindOS
+	}
+	if !slices.Contains(proto.ImageKinds, img.Kind) {
+		return invalid("kind", "kind %q: use one of %v", req.Kind, proto.ImageKinds)
+	}
+	if !slices.Contains(proto.ImageFormats, img.Format) {
+		return invalid("format", "format %q: use one of %v", req.Format, proto.ImageFormats)
+	}
+	if img.Compression == "" {
+		img.Compression = proto.CompressionNone
+	}
+	if !slices.Contains(proto.Compressions, img.Compression) {
+		return invalid("compression", "compression %q: use one of %v", req.Compression, proto.Compressions)
+	}
+	if !sha256Hex.MatchString(req.SHA256) {
+		return invalid("sha256", "sha256 must be the 64 hex digits of the artifact's SHA-256 as stored (sha256sum prints them)")
+	}
+	if req.SizeBytes < 1 || req.SizeBytes > maxSizeBytes {
+		return invalid("sizeBytes", "sizeBytes must be the artifact's size, 1 to %d", int64(maxSizeBytes))
+	}
+	src, err := ParseSource(req.Source)
+	if err != nil {
+		return store.Image{}, nil, err
+	}
+	if src.Digest != "" && src.Digest != img.SHA256 {
+		return invalid("source", "the oci:// source names blob sha256:%s, but the image's sha256 is %s", src.Digest, img.SHA256)
+	}
+	switch {
+	case req.SignerID == "" && req.Signature == "":
+		return img, nil, nil
+	case req.Signature == "":
+		return invalid("signature", "signerId goes with a signature: give both or neither")
+	case req.SignerID == "":
+		return invalid("signerId", "a signature goes with the signerId of the key that made it: give both or neither")
+	}
+	if err := CheckSignerID(req.SignerID); err != nil {
+		return store.Image{}, nil, err
+	}
+	sig, err := DecodeSignature(req.Signature)
+	if err != nil {
+		return store.Image{}, nil, err
+	}
+	img.Signature = encodeSignature(sig)
+	return img, sig, nil
+}

@@ -1,0 +1,109 @@
+package store
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// Pool is a tenant's group of machines at one site, with the policy they share.
+type Pool struct {
+	Tenant    string     `json:"tenantId"`
+	Name      string     `json:"name"`
+	Site      string     `json:"siteId"`
+	Policy    PoolPolicy `json:"policy"`
+	CreatedAt time.Time  `json:"createdAt"`
+	UpdatedAt time.Time  `json:"updatedAt"`
+}
+
+// PoolPolicy is what a pool asks of its machines and its site.
+type PoolPolicy struct {
+	// PrewarmImages are catalog refs (name@version), resolved in the pool's tenant, that
+	// the site's cache should hold before any deploy asks for them.
+	PrewarmImages []string `json:"prewarmImages"`
+}
+
+const (
+	bucketPools = "pools"
+	// bucketPoolsBySite maps site \0 tenant \0 name to nothing: the pools of a site.
+	bucketPoolsBySite = "pools_by_site"
+)
+
+func poolKey(tenant, name string) []byte { return []byte(tenant + "\x00" + name) }
+
+// CreatePool stores a new pool of its tenant at an existing site. A name the tenant
+// uses already is CONFLICT; a site that does not exist is NOT_FOUND.
+func (t *Tx) CreatePool(p Pool) (Pool, error) {
+	if err := checkName("pool", p.Name, "name"); err != nil {
+		return Pool{}, err
+	}
+	if _, err := t.Tenant(p.Tenant); err != nil {
+		return Pool{}, err
+	}
+	if _, err := t.Site(p.Site); err != nil {
+		return Pool{}, proto.AsError(err).WithPath("siteId")
+	}
+	if t.getRaw(bucketPools, poolKey(p.Tenant, p.Name)) != nil {
+		return Pool{}, proto.Errorf(proto.Conflict, "tenant %q has a pool %q already", p.Tenant, p.Name).WithPath("name")
+	}
+	p.CreatedAt, p.UpdatedAt = t.now, t.now
+	if err := t.putRaw(bucketPoolsBySite, []byte(p.Site+"\x00"+p.Tenant+"\x00"+p.Name), nil); err != nil {
+		return Pool{}, err
+	}
+	return p, t.put(bucketPools, poolKey(p.Tenant, p.Name), p)
+}
+
+// SetPoolPolicy replaces a pool's policy.
+func (t *Tx) SetPoolPolicy(tenant, name string, policy PoolPolicy) (Pool, error) {
+	p, err := t.Pool(tenant, name)
+	if err != nil {
+		return p, err
+	}
+	p.Policy, p.UpdatedAt = policy, t.now
+	return p, t.put(bucketPools, poolKey(tenant, name), p)
+}
+
+// Pool returns one pool of tenant, NOT_FOUND when it has none of that name.
+func (t *Tx) Pool(tenant, name string) (Pool, error) {
+	var p Pool
+	ok, err := t.get(bucketPools, poolKey(tenant, name), &p)
+	if err == nil && !ok {
+		err = notFound("pool", name)
+	}
+	return p, err
+}
+
+// Pools lists tenant's pools, one page at a time.
+func (t *Tx) Pools(tenant string, pg Page) ([]Pool, string, error) {
+	var out []Pool
+	next, err := t.scan(bucketPools, []byte(tenant+"\x00"), pg, func(k, v []byte) (bool, error) {
+		var p Pool
+		if err := decode(bucketPools, k, v, &p); err != nil {
+			return false, err
+		}
+		out = append(out, p)
+		return true, nil
+	})
+	return out, next, err
+}
+
+// PoolsAtSite returns every pool of every tenant at site, ordered by tenant and name.
+func (t *Tx) PoolsAtSite(site string) ([]Pool, error) {
+	b := t.tx.Bucket([]byte(bucketPoolsBySite))
+	if b == nil {
+		return nil, nil
+	}
+	prefix := []byte(site + "\x00")
+	var out []Pool
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		tenant, name, _ := bytes.Cut(k[len(prefix):], []byte{0})
+		p, err := t.Pool(string(tenant), string(name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

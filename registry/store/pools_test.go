@@ -1,0 +1,111 @@
+package store
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSitesAndPools(t *testing.T) {
+	s := withTenants(t, "acme", "beta")
+	steps := []struct {
+		name string
+		do   func(tx *Tx) error
+		code proto.Code
+		path string
+	}{
+		{"site", func(tx *Tx) error { _, err := tx.CreateSite("rack-1"); return err }, "", ""},
+		{"site again", func(tx *Tx) error { _, err := tx.CreateSite("rack-1"); return err }, proto.Conflict, "name"},
+		{"bad site name", func(tx *Tx) error { _, err := tx.CreateSite("Rack_1"); return err }, proto.InvalidInput, "name"},
+		{"pool", func(tx *Tx) error {
+			_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-1"})
+			return err
+		}, "", ""},
+		{"same name, other tenant", func(tx *Tx) error {
+			_, err := tx.CreatePool(Pool{Tenant: "beta", Name: "gpu", Site: "rack-1"})
+			return err
+		}, "", ""},
+		{"pool again", func(tx *Tx) error {
+			_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-1"})
+			return err
+		}, proto.Conflict, "name"},
+		{"missing site", func(tx *Tx) error {
+			_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "cpu", Site: "rack-9"})
+			return err
+		}, proto.NotFound, "siteId"},
+		{"missing tenant", func(tx *Tx) error {
+			_, err := tx.CreatePool(Pool{Tenant: "nobody", Name: "cpu", Site: "rack-1"})
+			return err
+		}, proto.NotFound, ""},
+		{"policy", func(tx *Tx) error {
+			_, err := tx.SetPoolPolicy("acme", "gpu", PoolPolicy{PrewarmImages: []string{"a@1"}})
+			return err
+		}, "", ""},
+		{"policy of a missing pool", func(tx *Tx) error { _, err := tx.SetPoolPolicy("acme", "cpu", PoolPolicy{}); return err }, proto.NotFound, ""},
+	}
+	for _, st := range steps {
+		err := s.Update(st.do)
+		if st.code == "" && err != nil || st.code != "" && (proto.CodeOf(err) != st.code || proto.AsError(err).Details.Path != st.path) {
+			t.Fatalf("%s: got %v, want %q at %q", st.name, err, st.code, st.path)
+		}
+	}
+	s.View(func(tx *Tx) error {
+		pools, err := tx.PoolsAtSite("rack-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range pools {
+			got = append(got, p.Tenant+"/"+p.Name+" "+strings.Join(p.Policy.PrewarmImages, ","))
+		}
+		if diff := cmp.Diff([]string{"acme/gpu a@1", "beta/gpu "}, got); diff != "" {
+			t.Errorf("pools at rack-1 (-want +got):\n%s", diff)
+		}
+		return nil
+	})
+}
+
+func TestPinnedLocationIsNeverDropped(t *testing.T) {
+	s := withTenants(t, "acme")
+	var id string
+	if err := s.Update(func(tx *Tx) error {
+		if _, err := tx.CreateSite("rack-1"); err != nil {
+			return err
+		}
+		img, err := tx.CreateImage(testImage("acme", "a@1", false))
+		id = img.ID
+		if err != nil {
+			return err
+		}
+		_, err = tx.PutImageLocation(ImageLocation{Site: "rack-1", ImageID: id, State: proto.CacheReady, Pins: []string{"deploy-1"}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Update(func(tx *Tx) error { return tx.DeleteImageLocation("rack-1", id) })
+	if proto.CodeOf(err) != proto.InvalidState {
+		t.Fatalf("dropping a pinned location: %v, want INVALID_STATE", err)
+	}
+	err = s.Update(func(tx *Tx) error {
+		_, err := tx.PutImageLocation(ImageLocation{Site: "rack-1", ImageID: id, State: "lost"})
+		return err
+	})
+	if proto.CodeOf(err) != proto.InvalidInput {
+		t.Fatalf("unknown state: %v, want INVALID_INPUT", err)
+	}
+}
+
+func TestNewIDSortsByTime(t *testing.T) {
+	t0 := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
+	prev := newID("img_", t0)
+	for _, d := range []time.Duration{time.Millisecond, time.Second, 24 * time.Hour, 50 * 365 * 24 * time.Hour} {
+		next := newID("img_", t0.Add(d))
+		if next <= prev {
+			t.Errorf("id at +%v (%s) does not sort after %s", d, next, prev)
+		}
+		prev = next
+	}
+}

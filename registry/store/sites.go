@@ -1,0 +1,64 @@
+package store
+
+import (
+	"regexp"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// Site is a place with machines and one or more site agents (a rack, a room). Sites
+// are the platform's: only the root tenant makes them; tenants' pools name them.
+type Site struct {
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+const bucketSites = "sites"
+
+// objectName is the charset of site and pool names.
+var objectName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+// checkName refuses a site or pool name outside the charset.
+func checkName(kind, name, path string) error {
+	if !objectName.MatchString(name) {
+		return proto.Errorf(proto.InvalidInput, "%s name %q: use 1 to 63 lower-case letters, digits and hyphens, starting with a letter", kind, name).WithPath(path)
+	}
+	return nil
+}
+
+// CreateSite stores a new site; an existing one is CONFLICT.
+func (t *Tx) CreateSite(name string) (Site, error) {
+	if err := checkName("site", name, "name"); err != nil {
+		return Site{}, err
+	}
+	if t.getRaw(bucketSites, []byte(name)) != nil {
+		return Site{}, proto.Errorf(proto.Conflict, "site %q exists already", name).WithPath("name")
+	}
+	s := Site{ID: name, CreatedAt: t.now}
+	return s, t.put(bucketSites, []byte(name), s)
+}
+
+// Site returns one site, NOT_FOUND when it does not exist.
+func (t *Tx) Site(id string) (Site, error) {
+	var s Site
+	ok, err := t.get(bucketSites, []byte(id), &s)
+	if err == nil && !ok {
+		err = notFound("site", id)
+	}
+	return s, err
+}
+
+// Sites lists the sites, one page at a time.
+func (t *Tx) Sites(p Page) ([]Site, string, error) {
+	var out []Site
+	next, err := t.scan(bucketSites, nil, p, func(k, v []byte) (bool, error) {
+		var s Site
+		if err := decode(bucketSites, k, v, &s); err != nil {
+			return false, err
+		}
+		out = append(out, s)
+		return true, nil
+	})
+	return out, next, err
+}
