@@ -1,7 +1,7 @@
 // Package store is the registry's persistence: one bbolt file in the data directory,
 // opened by one process, every transaction fsynced before it is acknowledged.
 //
-// Records are JSON in an envelope that carries a schema version. Buckets are made on
+// Records are JSON after a one-byte schema version. Buckets are made on
 // first write, so each entity lives in its own file here with the invariants of its write
 // path (a used profile version is never replaced, an unsigned image is never public, a
 // token is consumed once): no caller can get around them.
@@ -22,7 +22,7 @@ import (
 // FileName is the name of the store's file inside the data directory.
 const FileName = "registry.db"
 
-// schemaVersion is written into every record's envelope.
+// schemaVersion is the first byte of every record.
 const schemaVersion = 1
 
 // ErrLocked is returned by Open when another process holds the store.
@@ -87,11 +87,6 @@ type Tx struct {
 // Now is the time the transaction began, as the store's clock tells it.
 func (t *Tx) Now() time.Time { return t.now }
 
-type envelope struct {
-	Schema int             `json:"schema"`
-	Record json.RawMessage `json:"record"`
-}
-
 // get decodes the record at key into v and reports whether it was there.
 func (t *Tx) get(bucket string, key []byte, v any) (bool, error) {
 	b := t.tx.Bucket([]byte(bucket))
@@ -106,14 +101,10 @@ func (t *Tx) get(bucket string, key []byte, v any) (bool, error) {
 }
 
 func decode(bucket string, key, raw []byte, v any) error {
-	var env envelope
-	if err := json.Unmarshal(raw, &env); err != nil {
-		return fmt.Errorf("store: %s/%s: %w", bucket, key, err)
+	if len(raw) == 0 || raw[0] != schemaVersion {
+		return fmt.Errorf("store: %s/%s: a record of another schema than %d: this registry cannot read it", bucket, key, schemaVersion)
 	}
-	if env.Schema != schemaVersion {
-		return fmt.Errorf("store: %s/%s: schema %d, this registry reads %d", bucket, key, env.Schema, schemaVersion)
-	}
-	if err := json.Unmarshal(env.Record, v); err != nil {
+	if err := json.Unmarshal(raw[1:], v); err != nil {
 		return fmt.Errorf("store: %s/%s: %w", bucket, key, err)
 	}
 	return nil
@@ -125,10 +116,7 @@ func (t *Tx) put(bucket string, key []byte, v any) error {
 	if err != nil {
 		return err
 	}
-	raw, err := json.Marshal(envelope{Schema: schemaVersion, Record: rec})
-	if err != nil {
-		return err
-	}
+	raw := append([]byte{schemaVersion}, rec...)
 	b, err := t.tx.CreateBucketIfNotExists([]byte(bucket))
 	if err != nil {
 		return err
@@ -136,7 +124,7 @@ func (t *Tx) put(bucket string, key []byte, v any) error {
 	return b.Put(key, raw)
 }
 
-// putRaw writes an index entry (no envelope) at key.
+// putRaw writes an index entry (no schema byte) at key.
 func (t *Tx) putRaw(bucket string, key, value []byte) error {
 	b, err := t.tx.CreateBucketIfNotExists([]byte(bucket))
 	if err != nil {
