@@ -32,7 +32,7 @@ func Installed(p *hostenv.Pass) (map[string]string, error) {
 // "installed ...". apt-get replaces packages the new ones conflict with, such as another
 // driver branch.
 func Install(ctx context.Context, p *hostenv.Pass, packages ...string) error {
-	if _, err := p.Query(ctx, "apt-get", "update", "-q"); err != nil {
+	if _, err := p.Run(ctx, "apt-get", "update", "-q"); err != nil {
 		return err
 	}
 	args := append([]string{"install", "-y", "-q", "--no-install-recommends"}, packages...)

@@ -62,8 +62,9 @@ func (p *Pass) Corrections() []string { return p.corrections }
 // RebootReasons returns why the host must reboot, empty when it need not.
 func (p *Pass) RebootReasons() []string { return p.reboot }
 
-// Query runs a program that only reads state.
-func (p *Pass) Query(ctx context.Context, name string, args ...string) ([]byte, error) {
+// Run runs a program; a failure is DRIVER_ERROR, or TIMEOUT once the unit is out of
+// time. A program that changes the host goes through Change, which records it.
+func (p *Pass) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	out, err := p.Runner.Run(ctx, name, args...)
 	if err != nil {
 		return out, programError(ctx, name, args, err)
@@ -73,7 +74,7 @@ func (p *Pass) Query(ctx context.Context, name string, args ...string) ([]byte, 
 
 // Change runs a program that changes the host and records correction when it succeeds.
 func (p *Pass) Change(ctx context.Context, correction string, name string, args ...string) ([]byte, error) {
-	out, err := p.Query(ctx, name, args...)
+	out, err := p.Run(ctx, name, args...)
 	if err != nil {
 		return out, err
 	}
@@ -90,4 +91,26 @@ func programError(ctx context.Context, name string, args []string, err error) er
 		return proto.Errorf(proto.Timeout, "%s: the unit ran out of time: %w", cmd, errors.Join(ctx.Err(), err))
 	}
 	return proto.Errorf(proto.DriverError, "%s: %w", cmd, err)
+}
+
+// ServiceState returns how systemd has a unit: its is-enabled state (enabled, disabled,
+// not-found, ...) and its is-active state (active, inactive, failed, ...). systemctl
+// answers a unit that is not enabled or not active with a non-zero status and the state
+// on its output, which is what is returned.
+func (p *Pass) ServiceState(ctx context.Context, unit string) (enabled, active string, err error) {
+	state := func(verb string) (string, error) {
+		out, err := p.Runner.Run(ctx, "systemctl", verb, unit)
+		if s := strings.TrimSpace(string(out)); s != "" && ctx.Err() == nil {
+			return s, nil
+		}
+		if err == nil {
+			err = errors.New("no answer")
+		}
+		return "", programError(ctx, "systemctl", []string{verb, unit}, err)
+	}
+	if enabled, err = state("is-enabled"); err != nil {
+		return "", "", err
+	}
+	active, err = state("is-active")
+	return enabled, active, err
 }
