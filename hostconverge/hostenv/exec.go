@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -22,10 +23,15 @@ var execEnv = []string{
 }
 
 // Run runs name with args and returns its standard output; an error carries the last
-// line of its standard error. The program is killed when ctx ends.
+// line of its standard error. The program and its process group are killed when ctx
+// ends.
 func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = execEnv
+	// The program leads its own process group, so that running out of time kills what
+	// it started too (a package script, a shell's children).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
