@@ -4,12 +4,13 @@ import (
 	"context"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/fsutil"
-	"github.com/better-compute/better-compute/hostconverge/kernel"
+	"github.com/better-compute/better-compute/hostconverge/k8s"
 	"github.com/better-compute/better-compute/proto/hostunit"
 )
 
@@ -85,15 +86,15 @@ func BenchmarkConvergedPass(b *testing.B) {
 
 // ownedFiles returns the files of the converged host that the units write.
 func ownedFiles(tb testing.TB, h *fakeHost) map[string][]byte {
+	notOwned := []string{"/etc/default/grub", "/etc/os-release", k8s.KubeletConf}
 	owned := map[string][]byte{}
 	for name, content := range h.snapshot() {
-		if strings.HasPrefix(name, "/etc/") && !strings.HasPrefix(name, "/etc/default/grub") && name != "/etc/os-release" && name != "/etc/kubernetes/kubelet.conf" ||
-			strings.HasPrefix(name, kernel.DropIn("")[:len("/etc/default/grub.d/")]) {
+		if (strings.HasPrefix(name, "/etc/") || strings.HasPrefix(name, "/var/lib/better-compute/")) && !slices.Contains(notOwned, name) {
 			_, data, _ := strings.Cut(content, "\n")
 			owned[name] = []byte(data)
 		}
 	}
-	if len(owned) < 8 {
+	if len(owned) < 10 {
 		tb.Fatalf("only %d owned files", len(owned))
 	}
 	return owned

@@ -59,7 +59,11 @@ func (h *fakeHost) write(name, content string) {
 }
 
 // answer scripts line's reply from now on.
-func (h *fakeHost) answer(line string, r reply) { h.replies[line] = r }
+func (h *fakeHost) answer(line string, r reply) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.replies[line] = r
+}
 
 func (h *fakeHost) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	line := strings.Join(append([]string{name}, args...), " ")

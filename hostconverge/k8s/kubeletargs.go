@@ -17,9 +17,9 @@ const KubeletDefaults = "/etc/default/kubelet"
 // select.
 const GPUAPILabel = "better-compute.io/gpu-api"
 
-// NodeLabels returns the labels the node registers with: the unit's, and GPUAPILabel when
+// nodeLabels returns the labels the node registers with: the unit's, and GPUAPILabel when
 // it exposes GPUs.
-func NodeLabels(s *hostunit.K8sJoin) map[string]string {
+func nodeLabels(s *hostunit.K8sJoin) map[string]string {
 	labels := maps.Clone(s.NodeLabels)
 	if s.GPU {
 		if labels == nil {
@@ -34,7 +34,7 @@ func NodeLabels(s *hostunit.K8sJoin) map[string]string {
 // sorted so that the same unit always gives the same file.
 func renderKubeletDefaults(s *hostunit.K8sJoin) []byte {
 	var args []string
-	if labels := NodeLabels(s); len(labels) > 0 {
+	if labels := nodeLabels(s); len(labels) > 0 {
 		pairs := make([]string, 0, len(labels))
 		for _, k := range slices.Sorted(maps.Keys(labels)) {
 			pairs = append(pairs, k+"="+labels[k])
