@@ -123,6 +123,9 @@ func helperModules(t *testing.T) {
 	if _, err := os.Stat(kernel.ProcModules); err != nil {
 		t.Skip("the kernel has no loadable module support (/proc/modules is missing)")
 	}
+	if _, err := exec.LookPath("modprobe"); err != nil {
+		t.Skip("modprobe is not installed (.ci/deps.sh installs kmod)")
+	}
 	release := readProc(t, "/proc/sys/kernel/osrelease")
 	dep, err := os.ReadFile(filepath.Join("/lib/modules", release, "modules.dep"))
 	if err != nil {
