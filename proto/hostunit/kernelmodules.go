@@ -39,10 +39,10 @@ func checkKernelModules(c checker, v *jsondoc.Value, p jsondoc.Path) {
 				if !ok {
 					continue
 				}
-				if seen[canonicalModule(name)] {
+				if seen[CanonicalModule(name)] {
 					c.Add(item, p.Index(i), "module %s is listed twice", name)
 				}
-				seen[canonicalModule(name)] = true
+				seen[CanonicalModule(name)] = true
 			}
 		},
 		"options": func(v *jsondoc.Value, p jsondoc.Path) {
@@ -57,10 +57,10 @@ func checkKernelModules(c checker, v *jsondoc.Value, p jsondoc.Path) {
 					c.AddAt(m.KeyOffset, mp, "%q is not a module name (1 to %d of a-z, 0-9, _ and -)", m.Key, maxModuleNameLen)
 					continue
 				}
-				if seen[canonicalModule(m.Key)] {
+				if seen[CanonicalModule(m.Key)] {
 					c.AddAt(m.KeyOffset, mp, "module %s has options twice (- and _ are the same in module names)", m.Key)
 				}
-				seen[canonicalModule(m.Key)] = true
+				seen[CanonicalModule(m.Key)] = true
 				c.moduleOptions(m.Value, mp)
 			}
 		},
@@ -91,9 +91,9 @@ func isModuleName(s string) bool {
 	return true
 }
 
-// canonicalModule spells a module or parameter name the way the kernel compares it, with
+// CanonicalModule spells a module or parameter name the way the kernel compares it, with
 // - and _ the same.
-func canonicalModule(s string) string { return strings.ReplaceAll(s, "-", "_") }
+func CanonicalModule(s string) string { return strings.ReplaceAll(s, "-", "_") }
 
 // moduleOptions checks "key=value key=value": tokens separated by spaces, each a parameter
 // name and a value of printable characters without quotes, backslashes or #.
@@ -117,10 +117,10 @@ func (c checker) moduleOptions(v *jsondoc.Value, p jsondoc.Path) {
 			c.Add(v, p, "%q is not a parameter name (letters, digits, _ and -)", key)
 		case !isOptionValue(value):
 			c.Add(v, p, "the value of %s must be printable characters without quotes, backslashes or #", key)
-		case seen[canonicalModule(key)]:
+		case seen[CanonicalModule(key)]:
 			c.Add(v, p, "parameter %s is set twice", key)
 		default:
-			seen[canonicalModule(key)] = true
+			seen[CanonicalModule(key)] = true
 			continue
 		}
 		return

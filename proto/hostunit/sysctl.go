@@ -91,7 +91,7 @@ func checkSysctl(c checker, v *jsondoc.Value, p jsondoc.Path) {
 		if !ok {
 			continue
 		}
-		if why := refusedSysctl(m.Key, value); why != "" {
+		if why := RefusedSysctl(m.Key, value); why != "" {
 			c.Add(m.Value, mp, "%s", why)
 		}
 	}

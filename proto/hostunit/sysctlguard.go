@@ -43,8 +43,9 @@ var sysctlGuards = []sysctlGuard{
 	{name: "vm.unprivileged_userfaultfd", refuses: atMost(0, "it gives unprivileged users a tool to win kernel races")},
 }
 
-// refusedSysctl returns why setting name to value is refused, "" when it is allowed.
-func refusedSysctl(name, value string) string {
+// RefusedSysctl returns why setting name to value is refused, "" when it is allowed. bcd
+// checks it again before it writes a value, whatever the registry let through.
+func RefusedSysctl(name, value string) string {
 	for _, g := range sysctlGuards {
 		if name == g.name || g.prefix && strings.HasPrefix(name, g.name+".") {
 			if why := g.refuses(value); why != "" {

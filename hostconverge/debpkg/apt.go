@@ -1,0 +1,69 @@
+package debpkg
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/better-compute/better-compute/hostconverge/hostenv"
+	"github.com/better-compute/better-compute/proto"
+)
+
+// OSRelease is where the host names its distribution.
+const OSRelease = "/etc/os-release"
+
+// Installed returns the host's installed packages and their versions. A host that is not
+// Debian or Ubuntu (by /etc/os-release) is UNSUPPORTED: these are the distributions bcd
+// installs packages on.
+func Installed(p *hostenv.Pass) (map[string]string, error) {
+	if err := checkDebian(p); err != nil {
+		return nil, err
+	}
+	data, found, err := p.ReadOptional(StatusFile)
+	if err != nil || !found {
+		return map[string]string{}, err
+	}
+	return ParseStatus(data), nil
+}
+
+// Install installs packages with apt-get (after refreshing the package lists) and records
+// "installed ...". apt-get replaces packages the new ones conflict with, such as another
+// driver branch.
+func Install(ctx context.Context, p *hostenv.Pass, packages ...string) error {
+	if _, err := p.Run(ctx, "apt-get", "update", "-q"); err != nil {
+		return err
+	}
+	args := append([]string{"install", "-y", "-q", "--no-install-recommends"}, packages...)
+	_, err := p.Change(ctx, "installed "+strings.Join(packages, ", "), "apt-get", args...)
+	return err
+}
+
+// checkDebian refuses a host whose os-release names neither Debian nor Ubuntu, by ID or
+// ID_LIKE.
+func checkDebian(p *hostenv.Pass) error {
+	data, found, err := p.ReadOptional(OSRelease)
+	if err != nil {
+		return err
+	}
+	id := "unknown"
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), "=")
+		if !ok || key != "ID" && key != "ID_LIKE" {
+			continue
+		}
+		value = strings.Trim(value, `"'`)
+		if key == "ID" {
+			id = value
+		}
+		if slices.ContainsFunc(strings.Fields(value), func(s string) bool { return s == "debian" || s == "ubuntu" }) {
+			return nil
+		}
+	}
+	if !found {
+		id = "without " + OSRelease
+	}
+	return proto.Errorf(proto.Unsupported, "bcd installs packages with apt-get on Debian and Ubuntu; this host is %s", id)
+}

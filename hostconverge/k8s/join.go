@@ -1,0 +1,132 @@
+package k8s
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/better-compute/better-compute/hostconverge/debpkg"
+	"github.com/better-compute/better-compute/hostconverge/hostenv"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/hostunit"
+)
+
+// KubeletConf is the kubelet's credentials, which kubeadm join writes: a host that has it
+// has joined.
+const KubeletConf = "/etc/kubernetes/kubelet.conf"
+
+// bootstrapToken is the form of a kubeadm bootstrap token.
+var bootstrapToken = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+
+// Join converges the k8s-join unit. The installed kubelet must be of kubernetesVersion
+// (bcd does not install Kubernetes: the image carries it). The kubelet's extra arguments
+// carry the node's labels and taints. A host without KubeletConf joins with kubeadm join,
+// the token fetched from the secret store just then and never reported; a joined host
+// has its kubelet restarted when the labels or taints changed, and is refused when it
+// belongs to another cluster than server.
+func Join(ctx context.Context, p *hostenv.Pass, s *hostunit.K8sJoin) error {
+	if err := checkKubeletVersion(p, s.KubernetesVersion); err != nil {
+		return err
+	}
+	endpoint, err := apiEndpoint(s.Server)
+	if err != nil {
+		return err
+	}
+	conf, joined, err := p.ReadOptional(KubeletConf)
+	if err != nil {
+		return err
+	}
+	if joined {
+		if server := kubeconfigServer(conf); server != "" {
+			if other, err := apiEndpoint(server); err != nil || other != endpoint {
+				return proto.Errorf(proto.InvalidState, "the host belongs to the cluster at %s, not %s; run kubeadm reset on it to let it join", server, s.Server)
+			}
+		}
+	}
+	changed, err := p.EnsureFile(KubeletDefaults, renderKubeletDefaults(s), 0o644)
+	if err != nil {
+		return err
+	}
+	if joined {
+		if changed {
+			_, err = p.Change(ctx, "restarted kubelet for its new labels and taints", "systemctl", "restart", "kubelet")
+		}
+		return err
+	}
+	return kubeadmJoin(ctx, p, s, endpoint)
+}
+
+// kubeadmJoin fetches the token and runs kubeadm join; the token appears in no message.
+func kubeadmJoin(ctx context.Context, p *hostenv.Pass, s *hostunit.K8sJoin, endpoint string) error {
+	if p.Secrets == nil {
+		return proto.Errorf(proto.Internal, "bcd has no secret store to fetch %s from", s.TokenRef)
+	}
+	secret, err := p.Secrets.Secret(ctx, s.TokenRef)
+	if err != nil {
+		return proto.Errorf(proto.CodeOf(err), "fetching the join token %s: %w", s.TokenRef, err)
+	}
+	token := strings.TrimSpace(string(secret))
+	if !bootstrapToken.MatchString(token) {
+		return proto.Errorf(proto.InvalidConfig, "the secret %s is not a bootstrap token (six and sixteen lower-case letters or digits, joined by a dot)", s.TokenRef).WithPath("tokenRef")
+	}
+	_, err = p.Runner.Run(ctx, "kubeadm", "join", endpoint, "--token", token, "--discovery-token-ca-cert-hash", "sha256:"+s.CACertSHA256)
+	if err != nil {
+		code := proto.DriverError
+		if ctx.Err() != nil {
+			code = proto.Timeout
+		}
+		return proto.Errorf(code, "kubeadm join %s: %s", endpoint, strings.ReplaceAll(err.Error(), token, "<token>"))
+	}
+	p.Corrected("joined the cluster at %s with kubeadm (token from %s)", endpoint, s.TokenRef)
+	return nil
+}
+
+// apiEndpoint is the host:port kubeadm join takes for an https URL (port 443 when it
+// names none).
+func apiEndpoint(server string) (string, error) {
+	u, err := url.Parse(server)
+	if err != nil || u.Hostname() == "" {
+		return "", proto.Errorf(proto.InvalidConfig, "%q is not an https URL of the API server", server).WithPath("server")
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
+}
+
+// kubeconfigServer returns the first cluster server of a kubeconfig ("server: URL").
+func kubeconfigServer(conf []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(conf))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "server:"); ok {
+			return strings.Trim(strings.TrimSpace(v), `"'`)
+		}
+	}
+	return ""
+}
+
+// checkKubeletVersion refuses a kubelet package of another version than want (vX.Y
+// matches any vX.Y.Z); no want accepts any.
+func checkKubeletVersion(p *hostenv.Pass, want string) error {
+	if want == "" {
+		return nil
+	}
+	pkgs, err := debpkg.Installed(p)
+	if err != nil {
+		return err
+	}
+	installed, ok := pkgs["kubelet"]
+	if !ok {
+		return proto.Errorf(proto.InvalidState, "kubelet is not installed; the image must carry kubelet and kubeadm %s", want)
+	}
+	have := "v" + debpkg.Upstream(installed)
+	if have != want && !strings.HasPrefix(have, want+".") {
+		return proto.Errorf(proto.InvalidState, "kubelet %s is installed, the unit wants %s; the image must carry it", have, want).WithPath("kubernetesVersion")
+	}
+	return nil
+}

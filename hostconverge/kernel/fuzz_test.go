@@ -1,0 +1,51 @@
+package kernel
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The kernel files these parsers read are the host's; a broken or hostile one must not
+// make bcd panic or loop.
+
+func FuzzParseCmdline(f *testing.F) {
+	for _, s := range []string{"BOOT_IMAGE=/vmlinuz root=UUID=1 ro quiet\n", `a="b c" d`, `"`, "a\tb\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, p := range ParseCmdline(s) {
+			if strings.Contains(p, `"`) {
+				t.Fatalf("parameter %q keeps a quote", p)
+			}
+		}
+	})
+}
+
+func FuzzBracketed(f *testing.F) {
+	for _, s := range []string{"always [madvise] never", "[never]", "[[x]]", "[a] [b]"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if w, ok := Bracketed(s); ok && (w == "" || strings.ContainsAny(w, " \t\n")) {
+			t.Fatalf("Bracketed(%q) = %q", s, w)
+		}
+	})
+}
+
+func FuzzParseRanges(f *testing.F) {
+	for _, s := range []string{"0-63,128-191", "0", "", "1-0", "0-65536"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ns, ok := ParseRanges(s)
+		if !ok || len(ns) == 0 || !slices.IsSorted(ns) {
+			return
+		}
+		unique := slices.Compact(slices.Clone(ns))
+		again, ok := ParseRanges(FormatRanges(unique))
+		if !ok || !slices.Equal(again, unique) {
+			t.Fatalf("%q does not survive formatting: %v", s, again)
+		}
+	})
+}

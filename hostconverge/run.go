@@ -1,0 +1,92 @@
+package hostconverge
+
+import (
+	"context"
+	"time"
+)
+
+// DefaultPeriod is how often Run converges again when Converger.Period is zero: often
+// enough that drift is set back within minutes, rare enough that the read-only queries
+// of a converged pass (a few nvidia-smi and systemctl calls) cost the host nothing.
+const DefaultPeriod = time.Minute
+
+// Clock times Run's period; tests give one they advance by hand.
+type Clock interface {
+	// After sends the time once d has passed.
+	After(d time.Duration) <-chan time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Reporter receives what Run does; the agent session implements it.
+type Reporter interface {
+	// Report receives the results of every pass, drift corrections included.
+	Report(generation int64, results []UnitResult)
+	// Applied acknowledges a generation, once: its first pass without a failed unit.
+	Applied(generation int64)
+}
+
+// Run converges the specs it receives until ctx ends: a pass as soon as a spec arrives
+// (the newest, when several wait), then one every period to set drift back. Each pass is
+// reported; a generation is acknowledged after its first pass in which no unit failed.
+// Failed units are tried again on the period. Run waits for a first spec before its first
+// pass; once specs is closed it keeps converging the last one. It returns ctx's error.
+func (c *Converger) Run(ctx context.Context, specs <-chan Spec, r Reporter) error {
+	clock, period := c.Clock, c.Period
+	if clock == nil {
+		clock = systemClock{}
+	}
+	if period <= 0 {
+		period = DefaultPeriod
+	}
+	var (
+		spec     Spec
+		have     bool
+		acked    int64 // the generation acknowledged last, valid once ackedAny
+		ackedAny bool
+		pending  <-chan time.Time
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case s, ok := <-specs:
+			if !ok {
+				specs = nil
+				continue
+			}
+			spec, have = latest(s, specs), true
+		case <-pending:
+		}
+		if !have {
+			continue
+		}
+		results := c.Converge(ctx, spec)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.Report(spec.Generation, results)
+		if (!ackedAny || acked != spec.Generation) && Applied(results) {
+			r.Applied(spec.Generation)
+			acked, ackedAny = spec.Generation, true
+		}
+		pending = clock.After(period)
+	}
+}
+
+// latest returns the newest spec waiting on specs, or s.
+func latest(s Spec, specs <-chan Spec) Spec {
+	for {
+		select {
+		case next, ok := <-specs:
+			if !ok {
+				return s
+			}
+			s = next
+		default:
+			return s
+		}
+	}
+}
