@@ -56,7 +56,7 @@ func downloadCommand(bcdURL, sha256 string) string {
 }
 
 // shellQuote single-quotes s for sh: inside single quotes nothing is special, and a
-// single quote is written as '\”.
+// single quote ends the quoting, is escaped with a backslash and the quoting resumes.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
