@@ -71,8 +71,9 @@ func yamlFlowList(items []string) string {
 }
 
 // yamlString writes s as a YAML double-quoted scalar: backslash and double quote are
-// escaped, and so is every character YAML could read as a line break or that is not
-// printable, so the scalar is one line and reads back as exactly s.
+// escaped, and so is every character YAML could read as a line break or does not allow
+// in a stream (control characters, the byte order mark, U+FFFE and U+FFFF), so the
+// scalar is one line and reads back as exactly s.
 func yamlString(s string) string {
 	var b strings.Builder
 	b.WriteByte('"')
@@ -81,7 +82,7 @@ func yamlString(s string) string {
 		case r == '"' || r == '\\':
 			b.WriteByte('\\')
 			b.WriteRune(r)
-		case r < 0x20 || r >= 0x7f && r <= 0x9f || r == '\u2028' || r == '\u2029' || r == '\ufeff':
+		case r < 0x20 || r >= 0x7f && r <= 0x9f || r == '\u2028' || r == '\u2029' || r == '\ufeff' || r == '\ufffe' || r == '\uffff':
 			fmt.Fprintf(&b, `\u%04X`, r)
 		default:
 			b.WriteRune(r)

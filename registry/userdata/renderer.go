@@ -126,7 +126,7 @@ func (r *Renderer) template(ud profile.UserData, nodeID string) (Template, error
 func (r *Renderer) render(t Template, name, nodeID, token string) ([]byte, error) {
 	v := Vars{
 		NodeID:          nodeID,
-		Hostname:        HostnameOf(nodeID),
+		Hostname:        hostnameOf(nodeID),
 		JoinToken:       token,
 		ControlPlaneURL: r.cfg.ControlPlaneURL,
 		BcdURL:          r.cfg.BcdURL,

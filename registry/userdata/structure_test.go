@@ -43,6 +43,7 @@ var hostile = map[string]string{
 	"line separator":    "a\u2028b\u2029c\u0085d",
 	"tab":               "a\tb",
 	"bom":               "\ufeffa",
+	"noncharacters":     "a\ufffe\uffffb",
 	"non-ascii":         "ü→🙂",
 	"leading dash":      "- a",
 	"empty-ish":         " ",

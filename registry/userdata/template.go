@@ -1,7 +1,6 @@
 package userdata
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 
@@ -71,20 +70,13 @@ func (t *textTemplate) Render(v Vars) ([]byte, error) {
 		}
 		value, _ := v.Lookup(t.names[i])
 		if value == "" {
-			return nil, proto.Errorf(proto.InvalidConfig, "the template uses {{%s}}, which has no value%s", t.names[i], configureHint(t.names[i]))
+			hint := ""
+			if strings.HasSuffix(t.names[i], "Pin") {
+				hint = ": configure userData.pins"
+			}
+			return nil, proto.Errorf(proto.InvalidConfig, "the template uses {{%s}}, which has no value%s", t.names[i], hint)
 		}
 		b.WriteString(value)
 	}
 	return []byte(b.String()), nil
-}
-
-// configureHint tells how a variable gets a value.
-func configureHint(name string) string {
-	switch name {
-	case "servingCaPin", "joinSigningPin", "joinEncryptionPin":
-		return ": configure userData.pins"
-	case "controlPlaneUrl", "bcdUrl", "bcdSha256":
-		return fmt.Sprintf(": configure userData.%s", name)
-	}
-	return ""
 }

@@ -52,8 +52,8 @@ func (v Vars) Lookup(name string) (string, bool) {
 	return "", false
 }
 
-// HostnameOf is the hostname of a node: its id with "_" turned into "-".
-func HostnameOf(nodeID string) string { return strings.ReplaceAll(nodeID, "_", "-") }
+// hostnameOf is the hostname of a node: its id with "_" turned into "-".
+func hostnameOf(nodeID string) string { return strings.ReplaceAll(nodeID, "_", "-") }
 
 // check refuses a value that could add lines to a document or be read as a placeholder:
 // every value is one line of valid UTF-8 without control characters, Unicode line or
