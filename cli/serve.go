@@ -8,17 +8,19 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry"
+	"github.com/better-compute/better-compute/registry/userdata"
 )
 
 var serveCommands = []command{{
 	path:    "serve",
-	usage:   "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT]",
+	usage:   "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE]",
 	summary: "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
 		agentListen := fs.String("agent-listen", "127.0.0.1:7444", "agents' QUIC endpoint (UDP), as agents dial it")
 		logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
+		userDataConfig := fs.String("userdata-config", "", "JSON file: controlPlaneUrl, bcdUrl, bcdSha256, pins, templates, tokenTtlSeconds (docs/userdata.md)")
 		return func(x *exec) error {
 			if *dataDir == "" {
 				return proto.Errorf(proto.InvalidInput, "serve needs --data-dir DIR").WithPath("--data-dir")
@@ -28,6 +30,12 @@ var serveCommands = []command{{
 				h = slog.NewJSONHandler(x.env.Stderr, nil)
 			}
 			cfg := registry.Config{DataDir: *dataDir, Listen: *listen, AgentListen: *agentListen, Log: slog.New(h)}
+			if *userDataConfig != "" {
+				var err error
+				if cfg.UserData, err = userdata.LoadConfig(*userDataConfig); err != nil {
+					return err
+				}
+			}
 			return registry.Run(x.ctx, cfg, func(info registry.Info) {
 				x.print(info, func(w *tabwriter.Writer) {
 					fmt.Fprintf(w, "registry listening on %s\n", info.URL)

@@ -19,7 +19,9 @@ import (
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/join"
 	"github.com/better-compute/better-compute/registry/pki"
+	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/userdata"
 )
 
 // AdminConfig is the name of the admin's CLI config in the data directory.
@@ -36,6 +38,9 @@ type Config struct {
 	AgentListen string
 	// Log receives the registry's structured logs.
 	Log *slog.Logger
+	// UserData is what user data is rendered with; its pins default to the registry's
+	// own.
+	UserData userdata.Config
 }
 
 // Info describes a running registry, for the operator.
@@ -61,6 +66,10 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	keys, err := pki.LoadOrCreate(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("registry PKI: %w", err)
+	}
+	userData, err := newUserData(cfg, keys)
+	if err != nil {
+		return err
 	}
 	joinSvc := join.NewService(st, keys, cfg.AgentListen, cfg.Log)
 	wellKnown, err := joinSvc.WellKnownHandler()
@@ -102,6 +111,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	apiSrv := api.NewServer(st, cfg.Log)
 	apiSrv.RegisterAll()
 	apiSrv.RegisterJoin(joinSvc)
+	apiSrv.RegisterUserData(userData)
 	mux := http.NewServeMux()
 	mux.Handle("GET "+joinwire.WellKnownPath, wellKnown)
 	mux.Handle("/", apiSrv)
@@ -132,6 +142,21 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		err = nil
 	}
 	return err
+}
+
+// newUserData makes the user-data renderer over the secret store, whose key is made on
+// first start; pins left out of the configuration are the registry's own.
+func newUserData(cfg Config, keys *pki.PKI) (*userdata.Renderer, error) {
+	box, err := secret.LoadOrCreate(filepath.Join(cfg.DataDir, pki.Dir))
+	if err != nil {
+		return nil, err
+	}
+	udCfg := cfg.UserData
+	if udCfg.Pins == nil {
+		pins := keys.Pins()
+		udCfg.Pins = &pins
+	}
+	return userdata.New(udCfg, box)
 }
 
 // bootstrap makes the root tenant and the admin credential on first start, writing

@@ -73,14 +73,16 @@ type Registry struct {
 }
 
 // StartRegistry starts `better-compute serve` on a free loopback port in dataDir (a new
-// temporary directory when empty) and stops it when the test ends.
-func StartRegistry(t testing.TB, dataDir string) *Registry {
+// temporary directory when empty), with any further serve flags, and stops it when the
+// test ends.
+func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry {
 	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
 	r := &Registry{DataDir: dataDir, AdminConfig: filepath.Join(dataDir, "admin.conf"), Stderr: &bytes.Buffer{}}
-	r.cmd = exec.Command(Binary(t, "better-compute"), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--format", "json")
+	args := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--format", "json"}, serveArgs...)
+	r.cmd = exec.Command(Binary(t, "better-compute"), args...)
 	stdout := &syncBuffer{}
 	r.cmd.Stdout, r.cmd.Stderr = stdout, r.Stderr
 	if err := r.cmd.Start(); err != nil {

@@ -117,7 +117,8 @@ type profiles struct {
 	shipped []store.ProfileRecord
 }
 
-func (s *Server) registerProfiles() {
+// newProfiles makes what the profile methods share: the shipped profiles as rows.
+func newProfiles(s *Server) *profiles {
 	ps := &profiles{srv: s}
 	for _, p := range profile.Shipped() {
 		ps.shipped = append(ps.shipped, store.ProfileRecord{
@@ -125,6 +126,11 @@ func (s *Server) registerProfiles() {
 			Document: p.Document(), Rev: 1, Used: true,
 		})
 	}
+	return ps
+}
+
+func (s *Server) registerProfiles() {
+	ps := newProfiles(s)
 	Handle(s, "profiles.create", ActionProfilesManage, ps.create)
 	Handle(s, "profiles.get", ActionProfilesRead, ps.get)
 	Handle(s, "profiles.list", ActionProfilesRead, ps.list)

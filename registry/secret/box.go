@@ -1,0 +1,103 @@
+package secret
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// KeyFile is the name of the key file in the PKI directory.
+const KeyFile = "secrets.key"
+
+// keySize is an AES-256 key.
+const keySize = 32
+
+// Box seals and opens secrets under the registry's secret key.
+type Box struct {
+	aead cipher.AEAD
+}
+
+// LoadOrCreate loads the key from dir/secrets.key, making it on first use.
+func LoadOrCreate(dir string) (*Box, error) {
+	path := filepath.Join(dir, KeyFile)
+	key, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		key = make([]byte, keySize)
+		rand.Read(key)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		err = fsutil.WriteFileAtomic(path, key, 0o600)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("secret key: %w", err)
+	}
+	if len(key) != keySize {
+		return nil, fmt.Errorf("secret key %s: %d bytes, want %d (restore it from a backup: the secrets sealed with it cannot be opened without it)", path, len(key), keySize)
+	}
+	return New(key)
+}
+
+// New makes a box over a 32-byte key.
+func New(key []byte) (*Box, error) {
+	if len(key) != keySize {
+		return nil, fmt.Errorf("secret key: %d bytes, want %d", len(key), keySize)
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &Box{aead: aead}, nil
+}
+
+// additionalData binds a ciphertext to where it is stored.
+func additionalData(ref, purpose, nodeID string) []byte {
+	return []byte("better-compute secret v1\x00" + ref + "\x00" + purpose + "\x00" + nodeID)
+}
+
+// Put seals plaintext as the node's secret of purpose, replacing the node's earlier one,
+// and returns its ref.
+func (b *Box) Put(tx *store.Tx, purpose, nodeID string, plaintext []byte) (string, error) {
+	id := make([]byte, 16)
+	rand.Read(id)
+	ref := purpose + "_" + hex.EncodeToString(id)
+	nonce := make([]byte, b.aead.NonceSize())
+	rand.Read(nonce)
+	sealed := b.aead.Seal(nonce, nonce, plaintext, additionalData(ref, purpose, nodeID))
+	return ref, tx.PutSecret(store.Secret{Ref: ref, Purpose: purpose, NodeID: nodeID, Sealed: sealed})
+}
+
+// Get returns the secret ref names and its plaintext. An unknown (or replaced) ref is
+// NOT_FOUND; a ciphertext that does not open is INTERNAL.
+func (b *Box) Get(tx *store.Tx, ref string) (store.Secret, []byte, error) {
+	s, ok, err := tx.Secret(ref)
+	if err != nil {
+		return s, nil, err
+	}
+	if !ok {
+		return s, nil, proto.Errorf(proto.NotFound, "secret %q not found: it was never made or a newer one replaced it", ref)
+	}
+	n := b.aead.NonceSize()
+	if len(s.Sealed) < n {
+		return s, nil, fmt.Errorf("secret %s: ciphertext too short", ref)
+	}
+	plain, err := b.aead.Open(nil, s.Sealed[:n], s.Sealed[n:], additionalData(s.Ref, s.Purpose, s.NodeID))
+	if err != nil {
+		return s, nil, fmt.Errorf("secret %s does not open with this registry's key: %w", ref, err)
+	}
+	return s, plain, nil
+}

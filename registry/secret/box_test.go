@@ -1,0 +1,107 @@
+package secret
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+func TestSealedAtRestAndOpenedWithTheSameKey(t *testing.T) {
+	dataDir := t.TempDir()
+	pkiDir := filepath.Join(dataDir, "pki")
+	box, err := LoadOrCreate(pkiDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(pkiDir, KeyFile)); err != nil || st.Mode().Perm() != 0o600 || st.Size() != keySize {
+		t.Fatalf("key file: %v %v", st, err)
+	}
+	st, err := store.Open(dataDir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := []byte("the-plaintext-that-must-never-reach-the-disk")
+	var ref string
+	if err := st.Update(func(tx *store.Tx) (err error) { ref, err = box.Put(tx, "userdata", "n1", plain); return err }); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	raw, err := os.ReadFile(filepath.Join(dataDir, store.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, plain) || bytes.Contains(raw, []byte("must-never")) {
+		t.Fatal("the plaintext is in the store's file")
+	}
+
+	again, err := LoadOrCreate(pkiDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err = store.Open(dataDir, store.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.View(func(tx *store.Tx) error {
+		sec, got, err := again.Get(tx, ref)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(got, plain) || sec.NodeID != "n1" || sec.Purpose != "userdata" {
+			t.Errorf("opened %q for %+v", got, sec)
+		}
+		_, _, err = again.Get(tx, "userdata_unknown")
+		if proto.CodeOf(err) != proto.NotFound {
+			t.Errorf("unknown ref: %v", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCiphertextBoundToRefAndNode(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, keySize)
+	box, err := New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	err = st.Update(func(tx *store.Tx) error {
+		ref, err := box.Put(tx, "userdata", "n1", []byte("doc"))
+		if err != nil {
+			return err
+		}
+		sec, _, err := tx.Secret(ref)
+		if err != nil {
+			return err
+		}
+		// The same ciphertext under another node's record must not open.
+		moved := store.Secret{Ref: "userdata_moved", Purpose: "userdata", NodeID: "n2", Sealed: sec.Sealed}
+		if err := tx.PutSecret(moved); err != nil {
+			return err
+		}
+		if _, _, err := box.Get(tx, moved.Ref); err == nil || proto.CodeOf(err) != proto.Internal {
+			t.Errorf("a ciphertext moved to another node opened: %v", err)
+		}
+		other, _ := New(bytes.Repeat([]byte{8}, keySize))
+		if _, _, err := other.Get(tx, ref); err == nil {
+			t.Error("another key opened the secret")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(key[:16]); err == nil {
+		t.Error("a 16-byte key was taken")
+	}
+}

@@ -1,0 +1,153 @@
+package userdata
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/registry/join"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/secret"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// shipped are the templates that ship, by name. No template ships for talos.
+var shipped = map[string]Template{
+	CloudInitTemplate: TemplateFunc(cloudInit),
+	IgnitionTemplate:  TemplateFunc(ignition),
+}
+
+// Purpose is the purpose user data is kept under in the secret store.
+const Purpose = "userdata"
+
+// RedactedToken stands for the join token in a preview.
+const RedactedToken = "<join-token>"
+
+// Renderer renders user data with one configuration.
+type Renderer struct {
+	cfg       Config
+	templates map[string]Template
+	box       *secret.Box
+}
+
+// New checks cfg (see Config.Check) and makes a renderer that keeps documents in box.
+func New(cfg Config, box *secret.Box) (*Renderer, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	r := &Renderer{cfg: cfg, templates: map[string]Template{}, box: box}
+	for name, t := range shipped {
+		r.templates[name] = t
+	}
+	for name, t := range cfg.Templates {
+		r.templates[name] = t
+	}
+	return r, nil
+}
+
+// Node is the node user data is rendered for.
+type Node struct {
+	ID string
+	// Site is the node's site, recorded on its join token; "" when unknown.
+	Site string
+}
+
+// Rendered is what Render returns: never the document or the token, only where the
+// document is kept and which token it carries.
+type Rendered struct {
+	UserDataRef string `json:"userDataRef"`
+	Kind        string `json:"kind"`
+	JoinTokenID string `json:"joinTokenId"`
+}
+
+// Render mints a single-use provisioned join token for the node, renders ud's
+// template with it, seals the document into the secret store (replacing the node's
+// earlier one) and returns its reference. A re-run mints another token; the unused one
+// simply expires. Everything is written in tx, so a failure leaves nothing behind.
+func (r *Renderer) Render(tx *store.Tx, ud profile.UserData, node Node) (Rendered, error) {
+	t, err := r.template(ud, node.ID)
+	if err != nil {
+		return Rendered{}, err
+	}
+	ttl := time.Duration(r.cfg.TokenTTLSeconds) * time.Second
+	tok, bearer, err := join.MintToken(tx, store.TokenProvisioned, node.ID, node.Site, ttl)
+	if err != nil {
+		return Rendered{}, err
+	}
+	doc, err := r.render(t, ud.Template, node.ID, bearer)
+	if err != nil {
+		return Rendered{}, err
+	}
+	payload, err := json.Marshal(Document{Kind: ud.Kind, Data: doc})
+	if err != nil {
+		return Rendered{}, err
+	}
+	ref, err := r.box.Put(tx, Purpose, node.ID, payload)
+	return Rendered{UserDataRef: ref, Kind: ud.Kind, JoinTokenID: tok.ID}, err
+}
+
+// Preview renders the document node would boot with, its join token replaced by
+// RedactedToken. It mints nothing and stores nothing.
+func (r *Renderer) Preview(ud profile.UserData, nodeID string) ([]byte, error) {
+	t, err := r.template(ud, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	return r.render(t, ud.Template, nodeID, RedactedToken)
+}
+
+// template checks what Render and Preview are given and finds the template: a missing
+// template, or a configuration without the URLs and the digest, is INVALID_CONFIG.
+func (r *Renderer) template(ud profile.UserData, nodeID string) (Template, error) {
+	if err := joinwire.CheckNodeID(nodeID); err != nil {
+		return nil, proto.Errorf(proto.InvalidInput, "%v", err).WithPath("nodeId")
+	}
+	t, ok := r.templates[ud.Template]
+	if !ok {
+		hint := "register it in userData.templates"
+		if ud.Kind == "talos" {
+			hint = "no template ships for talos: register your own in userData.templates"
+		}
+		return nil, proto.Errorf(proto.InvalidConfig, "user-data template %q is not registered: %s", ud.Template, hint).WithPath("userData.template")
+	}
+	for _, f := range []struct{ name, value string }{
+		{"controlPlaneUrl", r.cfg.ControlPlaneURL}, {"bcdUrl", r.cfg.BcdURL}, {"bcdSha256", r.cfg.BcdSHA256},
+	} {
+		if f.value == "" {
+			return nil, fieldError(f.name, fmt.Errorf("user data cannot be rendered without %s: configure it (serve --userdata-config FILE)", f.name))
+		}
+	}
+	return t, nil
+}
+
+// render fills the variables, checks every value and renders t.
+func (r *Renderer) render(t Template, name, nodeID, token string) ([]byte, error) {
+	v := Vars{
+		NodeID:          nodeID,
+		Hostname:        hostnameOf(nodeID),
+		JoinToken:       token,
+		ControlPlaneURL: r.cfg.ControlPlaneURL,
+		BcdURL:          r.cfg.BcdURL,
+		BcdSHA256:       r.cfg.BcdSHA256,
+	}
+	if r.cfg.Pins != nil {
+		v.Pins = *r.cfg.Pins
+	}
+	if err := v.check(); err != nil {
+		return nil, err
+	}
+	doc, err := t.Render(v)
+	if err != nil {
+		e := proto.AsError(err)
+		if e.Code == proto.Internal {
+			e = proto.Errorf(proto.InvalidConfig, "user-data template %s: %v", name, err)
+		}
+		if e.Details.Path == "" {
+			e = e.WithPath(configPath + ".templates." + name)
+		}
+		return nil, e
+	}
+	return doc, nil
+}

@@ -1,0 +1,363 @@
+package userdata_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/secret"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/userdata"
+	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
+)
+
+var (
+	pins = joinwire.Pins{
+		ServingCA:      "sha256/3K9E2rMK5Smf+6KDh2APxc3kv+G9GBpVZQYUQZqcxQc=",
+		JoinSigning:    "sha256/ChNRr/2SkMbCvP3THNUYZXc77bGFrcZ5ky5wJSjcpYE=",
+		JoinEncryption: "sha256/9nQZM6Vs/u1c+lfUC0WggxOASERT7wGnQezSEinXN10=",
+	}
+	cloudInit = profile.UserData{Kind: "cloud-init", Template: userdata.CloudInitTemplate}
+	ign       = profile.UserData{Kind: "ignition", Template: userdata.IgnitionTemplate}
+)
+
+func config() userdata.Config {
+	p := pins
+	return userdata.Config{
+		ControlPlaneURL: "https://registry.example:7443",
+		BcdURL:          "https://cache.example/bcd?sig=a%2Fb&exp=1",
+		BcdSHA256:       strings.Repeat("ab", 32),
+		Pins:            &p,
+	}
+}
+
+// fixture is a store with a clock the test moves, and a renderer over it.
+type fixture struct {
+	dataDir string
+	st      *store.Store
+	r       *userdata.Renderer
+	mu      sync.Mutex
+	now     time.Time
+}
+
+func newFixture(t *testing.T, cfg userdata.Config) *fixture {
+	t.Helper()
+	fx := &fixture{dataDir: t.TempDir(), now: time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)}
+	var err error
+	fx.st, err = store.Open(fx.dataDir, store.Options{Now: func() time.Time { fx.mu.Lock(); defer fx.mu.Unlock(); return fx.now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fx.st.Close() })
+	box, err := secret.LoadOrCreate(filepath.Join(fx.dataDir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fx.r, err = userdata.New(cfg, box); err != nil {
+		t.Fatal(err)
+	}
+	return fx
+}
+
+func (fx *fixture) advance(d time.Duration) { fx.mu.Lock(); fx.now = fx.now.Add(d); fx.mu.Unlock() }
+
+func (fx *fixture) render(ud profile.UserData, node userdata.Node) (out userdata.Rendered, err error) {
+	err = fx.st.Update(func(tx *store.Tx) (err error) { out, err = fx.r.Render(tx, ud, node); return err })
+	return out, err
+}
+
+func (fx *fixture) fetch(ref, nodeID, role string) (doc userdata.Document, err error) {
+	err = fx.st.View(func(tx *store.Tx) (err error) { doc, err = fx.r.Fetch(tx, ref, nodeID, role); return err })
+	return doc, err
+}
+
+func (fx *fixture) consume(secret string) error {
+	return fx.st.Update(func(tx *store.Tx) error { _, err := tx.ConsumeJoinToken(secret); return err })
+}
+
+func (fx *fixture) tokens(t *testing.T) []store.JoinToken {
+	t.Helper()
+	var toks []store.JoinToken
+	if err := fx.st.View(func(tx *store.Tx) (err error) { toks, _, err = tx.JoinTokens(store.Page{Limit: 200}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return toks
+}
+
+// tokenIn reads the join token out of a rendered document of either kind.
+func tokenIn(t *testing.T, doc userdata.Document) string {
+	t.Helper()
+	switch doc.Kind {
+	case "cloud-init":
+		var cc struct {
+			WriteFiles []struct{ Path, Content string } `yaml:"write_files"`
+		}
+		if err := yaml.Unmarshal(doc.Data, &cc); err != nil {
+			t.Fatal(err)
+		}
+		return cc.WriteFiles[0].Content
+	case "ignition":
+		var c struct {
+			Storage struct {
+				Files []struct {
+					Contents struct{ Source string }
+				}
+			}
+		}
+		if err := json.Unmarshal(doc.Data, &c); err != nil {
+			t.Fatal(err)
+		}
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(c.Storage.Files[0].Contents.Source, "data:;base64,"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(raw)
+	}
+	t.Fatalf("kind %q", doc.Kind)
+	return ""
+}
+
+func TestRenderMintsSealsAndReturnsOnlyARef(t *testing.T) {
+	for name, ud := range map[string]profile.UserData{"cloud-init": cloudInit, "ignition": ign} {
+		t.Run(name, func(t *testing.T) {
+			fx := newFixture(t, config())
+			out, err := fx.render(ud, userdata.Node{ID: "gpu_01", Site: "rack-a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Kind != ud.Kind || !strings.HasPrefix(out.UserDataRef, userdata.Purpose+"_") || out.JoinTokenID == "" {
+				t.Fatalf("rendered %+v", out)
+			}
+			toks := fx.tokens(t)
+			want := []store.JoinToken{{ID: out.JoinTokenID, Kind: store.TokenProvisioned, NodeID: "gpu_01", Site: "rack-a", CreatedAt: fx.now, ExpiresAt: fx.now.Add(2 * time.Hour)}}
+			if diff := cmp.Diff(want, toks, cmpIgnoreHash); diff != "" {
+				t.Errorf("tokens (-want +got):\n%s", diff)
+			}
+			doc, err := fx.fetch(out.UserDataRef, "gpu_01", joinwire.RoleRamdisk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			preview, err := fx.r.Preview(ud, "gpu_01")
+			if err != nil {
+				t.Fatal(err)
+			}
+			token := tokenIn(t, doc)
+			// As the document writes it: itself in YAML, base64 in an Ignition data URL.
+			written := func(s string) []byte {
+				if ud.Kind == "ignition" {
+					return []byte(base64.StdEncoding.EncodeToString([]byte(s)))
+				}
+				return []byte(s)
+			}
+			redacted := bytes.Replace(doc.Data, written(token), written(userdata.RedactedToken), 1)
+			if doc.Kind != ud.Kind || !bytes.Equal(redacted, preview) {
+				t.Errorf("the fetched document is not the preview with the token:\n%s\n%s", doc.Data, preview)
+			}
+			if err := fx.consume(token); err != nil {
+				t.Errorf("the document's token does not join: %v", err)
+			}
+
+			fx.st.Close()
+			raw, err := os.ReadFile(filepath.Join(fx.dataDir, store.FileName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			secretPart := token[strings.Index(token, ".")+1:]
+			for _, plain := range []string{secretPart, base64.StdEncoding.EncodeToString([]byte(token)), "#cloud-config", "bcd-join.service", "sha256sum", pins.ServingCA} {
+				if bytes.Contains(raw, []byte(plain)) {
+					t.Errorf("the store's file holds %q in plain text", plain)
+				}
+			}
+		})
+	}
+}
+
+var cmpIgnoreHash = cmp.Transformer("noHash", func(t store.JoinToken) store.JoinToken { t.SecretHash = ""; return t })
+
+func TestFetchOnlyByTheNodesRamdisk(t *testing.T) {
+	fx := newFixture(t, config())
+	out, err := fx.render(cloudInit, userdata.Node{ID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		ref, node, role string
+		code            proto.Code
+	}{
+		"its ramdisk":           {out.UserDataRef, "n1", joinwire.RoleRamdisk, ""},
+		"another node ramdisk":  {out.UserDataRef, "n2", joinwire.RoleRamdisk, proto.Forbidden},
+		"the node itself":       {out.UserDataRef, "n1", joinwire.RoleNode, proto.Forbidden},
+		"a site agent":          {out.UserDataRef, "n1", joinwire.RoleSite, proto.Forbidden},
+		"no role":               {out.UserDataRef, "n1", "", proto.Forbidden},
+		"unknown ref":           {"userdata_00", "n1", joinwire.RoleRamdisk, proto.NotFound},
+		"unknown ref not ramdk": {"userdata_00", "n1", joinwire.RoleNode, proto.Forbidden},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			doc, err := fx.fetch(tc.ref, tc.node, tc.role)
+			if tc.code == "" {
+				if err != nil || doc.Kind != "cloud-init" || !bytes.HasPrefix(doc.Data, []byte("#cloud-config\n")) {
+					t.Fatalf("fetch: %v, %q", err, doc.Data)
+				}
+				return
+			}
+			if proto.CodeOf(err) != tc.code || len(doc.Data) != 0 {
+				t.Fatalf("err = %v, want %s", err, tc.code)
+			}
+		})
+	}
+}
+
+// TestReRenderMintsAnotherToken: a re-run (after a crash) mints a new token and
+// replaces the document; the unused token still works once until it expires.
+func TestReRenderMintsAnotherToken(t *testing.T) {
+	fx := newFixture(t, config())
+	node := userdata.Node{ID: "n1"}
+	first, err := fx.render(ign, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstDoc, err := fx.fetch(first.UserDataRef, "n1", joinwire.RoleRamdisk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.advance(time.Minute)
+	second, err := fx.render(ign, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.JoinTokenID == first.JoinTokenID || second.UserDataRef == first.UserDataRef {
+		t.Fatalf("the re-render reused %+v: %+v", first, second)
+	}
+	if _, err := fx.fetch(first.UserDataRef, "n1", joinwire.RoleRamdisk); proto.CodeOf(err) != proto.NotFound {
+		t.Errorf("the replaced document: %v, want NOT_FOUND", err)
+	}
+	secondDoc, err := fx.fetch(second.UserDataRef, "n1", joinwire.RoleRamdisk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fx.tokens(t)) != 2 {
+		t.Fatalf("tokens: %+v", fx.tokens(t))
+	}
+	fx.advance(time.Hour)
+	if err := fx.consume(tokenIn(t, firstDoc)); err != nil {
+		t.Fatalf("the unused first token within its lifetime: %v", err)
+	}
+	if err := fx.consume(tokenIn(t, firstDoc)); proto.AsError(err).Details.Reason != "token-used" {
+		t.Fatalf("the first token twice: %v", err)
+	}
+	fx.advance(time.Hour)
+	if err := fx.consume(tokenIn(t, secondDoc)); proto.AsError(err).Details.Reason != "token-expired" {
+		t.Fatalf("the second token after 2h: %v", err)
+	}
+}
+
+func TestRenderRefusals(t *testing.T) {
+	talos := profile.UserData{Kind: "talos", Template: "talos-worker.yaml"}
+	cases := map[string]struct {
+		change func(c *userdata.Config)
+		ud     profile.UserData
+		node   string
+		code   proto.Code
+		path   string
+	}{
+		"no control plane url": {func(c *userdata.Config) { c.ControlPlaneURL = "" }, cloudInit, "n1", proto.InvalidConfig, "userData.controlPlaneUrl"},
+		"no bcd url":           {func(c *userdata.Config) { c.BcdURL = "" }, ign, "n1", proto.InvalidConfig, "userData.bcdUrl"},
+		"no digest":            {func(c *userdata.Config) { c.BcdSHA256 = "" }, cloudInit, "n1", proto.InvalidConfig, "userData.bcdSha256"},
+		"unknown template":     {func(c *userdata.Config) {}, profile.UserData{Kind: "cloud-init", Template: "mine.yaml"}, "n1", proto.InvalidConfig, "userData.template"},
+		"talos ships none":     {func(c *userdata.Config) {}, talos, "n1", proto.InvalidConfig, "userData.template"},
+		"pins missing in text": {func(c *userdata.Config) { c.Pins = nil; c.Templates = text(t, "pin: {{servingCaPin}}") }, talos, "n1", proto.InvalidConfig, "userData.templates.talos-worker.yaml"},
+		"template func fails":  {func(c *userdata.Config) { c.Templates = failing() }, talos, "n1", proto.InvalidConfig, "userData.templates.talos-worker.yaml"},
+		"bad node id":          {func(c *userdata.Config) {}, cloudInit, "N1;reboot", proto.InvalidInput, "nodeId"},
+		"node id newline":      {func(c *userdata.Config) {}, ign, "n1\nx", proto.InvalidInput, "nodeId"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := config()
+			tc.change(&cfg)
+			fx := newFixture(t, cfg)
+			_, err := fx.render(tc.ud, userdata.Node{ID: tc.node})
+			if e := proto.AsError(err); e.Code != tc.code || e.Details.Path != tc.path {
+				t.Fatalf("err = %v, want %s at %s", err, tc.code, tc.path)
+			}
+			if _, err := fx.r.Preview(tc.ud, tc.node); proto.AsError(err).Details.Path != tc.path {
+				t.Errorf("preview: %v", err)
+			}
+			if toks := fx.tokens(t); len(toks) != 0 {
+				t.Errorf("a failed render left tokens: %+v", toks)
+			}
+		})
+	}
+}
+
+func text(t *testing.T, s string) map[string]userdata.Template {
+	t.Helper()
+	tmpl, err := userdata.ParseTemplate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]userdata.Template{"talos-worker.yaml": tmpl}
+}
+
+func failing() map[string]userdata.Template {
+	return map[string]userdata.Template{"talos-worker.yaml": userdata.TemplateFunc(func(userdata.Vars) ([]byte, error) {
+		return nil, os.ErrInvalid
+	})}
+}
+
+func TestCustomTemplatesAndTokenLifetime(t *testing.T) {
+	cfg := config()
+	cfg.TokenTTLSeconds = 600
+	cfg.Templates = text(t, "machine:\n  token: {{joinToken}}\n  name: {{hostname}}\n  pin: {{joinSigningPin}}\n")
+	cfg.Templates["go-func"] = userdata.TemplateFunc(func(v userdata.Vars) ([]byte, error) {
+		return []byte(v.NodeID + " " + v.BcdURL), nil
+	})
+	fx := newFixture(t, cfg)
+	talos := profile.UserData{Kind: "talos", Template: "talos-worker.yaml"}
+	out, err := fx.render(talos, userdata.Node{ID: "gpu_7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := fx.fetch(out.UserDataRef, "gpu_7", joinwire.RoleRamdisk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := fx.tokens(t)
+	if len(toks) != 1 || !toks[0].ExpiresAt.Equal(fx.now.Add(10*time.Minute)) {
+		t.Fatalf("tokens %+v", toks)
+	}
+	want := "machine:\n  token: bcj_" + toks[0].ID + "."
+	if doc.Kind != "talos" || !strings.HasPrefix(string(doc.Data), want) || !strings.HasSuffix(string(doc.Data), "\n  name: gpu-7\n  pin: "+pins.JoinSigning+"\n") {
+		t.Errorf("rendered %q", doc.Data)
+	}
+	got, err := fx.r.Preview(profile.UserData{Kind: "talos", Template: "go-func"}, "gpu_7")
+	if err != nil || string(got) != "gpu_7 "+cfg.BcdURL {
+		t.Errorf("preview of a Go template: %q, %v", got, err)
+	}
+}
+
+func TestPreviewMintsAndStoresNothing(t *testing.T) {
+	fx := newFixture(t, config())
+	for _, ud := range []profile.UserData{cloudInit, ign} {
+		doc, err := fx.r.Preview(ud, "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token := tokenIn(t, userdata.Document{Kind: ud.Kind, Data: doc}); token != userdata.RedactedToken {
+			t.Errorf("%s preview carries the token %q", ud.Kind, token)
+		}
+	}
+	if toks := fx.tokens(t); len(toks) != 0 {
+		t.Errorf("preview minted %+v", toks)
+	}
+}
