@@ -213,6 +213,7 @@ type fakeAgent struct {
 	// ("before"), or once the agent is running it ("running").
 	crashOn map[string]string
 	stopFn  context.CancelFunc
+	crashed bool
 	inputs  map[string]json.RawMessage
 	targets map[string]RelayTarget
 	kinds   map[string]string
@@ -242,6 +243,7 @@ func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind stri
 	delete(a.crashOn, id)
 	if crash == "before" {
 		a.stopFn()
+		a.crashed = true
 		a.mu.Unlock()
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -273,7 +275,12 @@ func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind stri
 		}
 	}
 	if crash == "running" {
+		// The agent runs the command; its answer is lost with the registry.
 		a.stopFn()
+		a.crashed = true
+		a.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
 	a.mu.Unlock()
 	select {
@@ -325,4 +332,13 @@ func (a *fakeAgent) sent() map[string]int {
 		out[id] = n
 	}
 	return out
+}
+
+// takeCrash reports whether the agent stopped the registry since it was last asked.
+func (a *fakeAgent) takeCrash() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.crashed
+	a.crashed = false
+	return c
 }
