@@ -82,11 +82,10 @@ type DriverBinding struct {
 	Config json.RawMessage `json:"config,omitempty"`
 }
 
-// HostUnit is one unit of a node's host section.
+// HostUnit is one unit of a node's host section: its name and its settings document,
+// when included, as proto/hostunit decodes it.
 type HostUnit struct {
-	Unit string `json:"unit"`
-	// When is the unit's label expression, "" for always.
-	When     string          `json:"when,omitempty"`
+	Unit     string          `json:"unit"`
 	Settings json.RawMessage `json:"settings,omitempty"`
 }
 

@@ -57,7 +57,7 @@ func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i 
 func (e *Engine) work(ctx context.Context, run store.Run, node store.Node, i int, spec profile.RenderedStep, att store.Attempt) (json.RawMessage, error) {
 	result := run.Steps[i].Result
 	if !att.Awaiting {
-		a := &Attempt{Run: run, Node: node, Step: spec, Fallback: att.Fallback, CommandID: att.CommandID, engine: e}
+		a := &Attempt{Run: run, Node: node, Step: spec, Fallback: att.Fallback, CommandID: att.CommandID, StartedAt: att.StartedAt, engine: e}
 		var err error
 		if result, err = e.handler(spec)(ctx, a); err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
@@ -24,6 +25,8 @@ type Attempt struct {
 	Fallback bool
 	// CommandID is the attempt's id: the same when a restarted registry resumes it.
 	CommandID string
+	// StartedAt is when the attempt started (before any restart).
+	StartedAt time.Time
 	engine    *Engine
 }
 
