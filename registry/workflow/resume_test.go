@@ -38,13 +38,13 @@ func TestResumeAfterTheRegistryStops(t *testing.T) {
 		phase string
 	}
 	cases := map[string]stopAt{
-		"during the retry's backoff":  {phase: "backoff"},
-		"while awaiting the rejoin":   {phase: "awaiting"},
-		"the first step's attempt":    {command: "main.0:a1", when: "before"},
-		"with nothing completed":      {command: "main.0:a1", when: "running"},
-		"before a retry":              {command: "main.1:a2", when: "before"},
-		"in the middle of a retry":    {command: "main.1:a2", when: "running"},
-		"before an await-rejoin step": {command: "main.2:a1", when: "before"},
+		"during the retry's backoff":                   {phase: "backoff"},
+		"while awaiting the rejoin":                    {phase: "awaiting"},
+		"the first step's attempt":                     {command: "main.0:a1", when: "before"},
+		"with nothing completed":                       {command: "main.0:a1", when: "running"},
+		"before a retry":                               {command: "main.1:a2", when: "before"},
+		"in the middle of a retry":                     {command: "main.1:a2", when: "running"},
+		"before an await-rejoin step":                  {command: "main.2:a1", when: "before"},
 		"once it relayed, not yet awaiting the rejoin": {command: "main.2:a1", when: "running"},
 	}
 	for _, c := range resumeCommands[4:] {
