@@ -42,7 +42,7 @@ type command struct {
 
 // commands is every command, in the order help lists them.
 func commands() []command {
-	return slices.Concat(serveCommands, tenantCommands, profileCommands, tokenCommands)
+	return slices.Concat(serveCommands, tenantCommands, profileCommands, tokenCommands, nodeCommands, workflowCommands)
 }
 
 // Run runs the command line args (without the program name) and returns the exit

@@ -16,13 +16,16 @@ const (
 	ActionImagesPublish     = "compute:images:publish"
 	ActionImagesRead        = "compute:images:read"
 	ActionTokensManage      = "compute:tokens:manage"
+	ActionNodesManage       = "compute:nodes:manage"
+	ActionNodesRead         = "compute:nodes:read"
 	// ActionAll stands for every action, present and future: the admin credential's.
 	ActionAll = "*"
 )
 
 // Actions lists every action a credential may be given.
 var Actions = []string{ActionTenantsManage, ActionCredentialsManage, ActionProfilesManage,
-	ActionProfilesRead, ActionImagesPublish, ActionImagesRead, ActionTokensManage}
+	ActionProfilesRead, ActionImagesPublish, ActionImagesRead, ActionTokensManage,
+	ActionNodesManage, ActionNodesRead}
 
 // Caller is who is calling: the credential's tenant and actions, or the host itself
 // through the admin socket.

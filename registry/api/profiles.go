@@ -118,13 +118,7 @@ type profiles struct {
 }
 
 func (s *Server) registerProfiles() {
-	ps := &profiles{srv: s}
-	for _, p := range profile.Shipped() {
-		ps.shipped = append(ps.shipped, store.ProfileRecord{
-			Tenant: store.BuiltinTenant, ID: p.ID(), Version: p.Version(), Visibility: store.Public,
-			Document: p.Document(), Rev: 1, Used: true,
-		})
-	}
+	ps := &profiles{srv: s, shipped: shippedRecords()}
 	Handle(s, "profiles.create", ActionProfilesManage, ps.create)
 	Handle(s, "profiles.get", ActionProfilesRead, ps.get)
 	Handle(s, "profiles.list", ActionProfilesRead, ps.list)
@@ -132,6 +126,18 @@ func (s *Server) registerProfiles() {
 	Handle(s, "profiles.render", ActionProfilesRead, ps.render)
 	Handle(s, "profiles.update", ActionProfilesManage, ps.update)
 	Handle(s, "profiles.delete", ActionProfilesManage, ps.delete)
+}
+
+// shippedRecords are the shipped profiles as stored records of the builtin tenant.
+func shippedRecords() []store.ProfileRecord {
+	var out []store.ProfileRecord
+	for _, p := range profile.Shipped() {
+		out = append(out, store.ProfileRecord{
+			Tenant: store.BuiltinTenant, ID: p.ID(), Version: p.Version(), Visibility: store.Public,
+			Document: p.Document(), Rev: 1, Used: true,
+		})
+	}
+	return out
 }
 
 // define checks a document from a request: problems are INVALID_INPUT with the same path

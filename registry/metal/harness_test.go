@@ -28,6 +28,7 @@ type harness struct {
 	store    *store.Store
 	joins    *workflow.JoinLog
 	svc      *Service
+	engine   *workflow.Engine
 	machine  *machine
 	images   *fakeImages
 	userData *fakeUserData
@@ -47,6 +48,7 @@ func newHarness(t *testing.T) *harness {
 		SHA256: digest, SizeBytes: 3 << 30, Source: "https://images.example/ubuntu.raw.zst"}}}
 	h.userData = &fakeUserData{}
 	engine := workflow.New(workflow.Config{Store: st, Clock: h.clock, Relay: h.machine, Joins: h.joins})
+	h.engine = engine
 	h.svc = New(Config{Store: st, Engine: engine, Joins: h.joins, HardwareProfiles: maps.Clone(hardware),
 		Images: h.images, UserData: h.userData, Generations: fakeGenerations{}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -138,9 +140,9 @@ func (h *harness) end(id string) (store.Run, store.Node) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	run, err := h.svc.Watch(ctx, id, 0)
+	run, err := h.engine.Watch(ctx, id, 0)
 	for err == nil && run.State == store.RunRunning && ctx.Err() == nil {
-		run, err = h.svc.Watch(ctx, id, run.Rev)
+		run, err = h.engine.Watch(ctx, id, run.Rev)
 	}
 	if err != nil || run.State == store.RunRunning {
 		h.t.Fatalf("workflow %s did not end: %v %+v", id, err, run.Steps)

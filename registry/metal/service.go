@@ -1,7 +1,6 @@
 package metal
 
 import (
-	"context"
 	"log/slog"
 
 	"github.com/better-compute/better-compute/registry/store"
@@ -55,9 +54,3 @@ func New(cfg Config) *Service {
 
 // Start runs a workflow created in a committed transaction.
 func (s *Service) Start(run store.Run) { s.cfg.Engine.Start(run.ID) }
-
-// Watch returns a run once it has changed past afterRev or ended (see
-// workflow.Engine.Watch).
-func (s *Service) Watch(ctx context.Context, id string, afterRev int) (store.Run, error) {
-	return s.cfg.Engine.Watch(ctx, id, afterRev)
-}

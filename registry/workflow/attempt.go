@@ -22,10 +22,9 @@ const awaitRejoin = "rejoin"
 // machine's agent to join once the step's work is done. It returns errStopped when ctx
 // ends.
 func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i int, spec profile.RenderedStep, att store.Attempt) (json.RawMessage, error) {
-	step := run.Steps[i]
 	timeout := time.Duration(spec.TimeoutSeconds) * time.Second
 	left := att.StartedAt.Add(timeout).Sub(e.cfg.Clock.Now())
-	timedOut := proto.Errorf(proto.Timeout, "%s %s did not finish within its timeout of %s", step.Path(), spec.Use, spec.Timeout)
+	timedOut := proto.Errorf(proto.Timeout, "%s did not finish within its timeout of %s", spec.Use, spec.Timeout)
 	if left <= 0 {
 		return nil, timedOut
 	}
