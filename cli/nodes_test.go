@@ -63,7 +63,9 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 
 	// Deploy and follow; the workflow waits for the installed OS to join as the node.
 	done := make(chan testkit.Result, 1)
-	go func() { done <- testkit.CLI(t, admin, "nodes", "deploy", node.ID, "--profile", "joins-as-node", "--wait") }()
+	go func() {
+		done <- testkit.CLI(t, admin, "nodes", "deploy", node.ID, "--profile", "joins-as-node", "--wait")
+	}()
 	waitStep(t, admin, node.ID, store.StepRunning)
 	token := mintToken(t, admin, node.ID)
 	if res := testkit.BCD(t, joinArgs(t, reg, node.ID, token)...); res.Code != 0 {
