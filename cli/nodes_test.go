@@ -193,3 +193,36 @@ func compact(t *testing.T, raw []byte) string {
 	}
 	return b.String()
 }
+
+func TestADeployResumesAfterTheRegistryIsKilled(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hardware-profiles.json"), []byte(hardwareProfiles), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := testkit.StartRegistry(t, dir)
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "nodes", "pool-policy", "set", "gpu", "--site", "rack-a", "--file", writeDoc(t, `{"hardwareProfile": "gpu-redfish"}`))
+	var node store.Node
+	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://10.0.0.5")
+	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, joinsAsNode))
+	var started api.DeployStarted
+	testkit.JSON(t, admin, &started, "nodes", "deploy", node.ID, "--profile", "joins-as-node")
+	waitStep(t, admin, node.ID, store.StepRunning)
+
+	reg.Kill()
+	reg = testkit.StartRegistry(t, dir)
+	token := mintToken(t, admin, node.ID)
+	if res := testkit.BCD(t, joinArgs(t, reg, node.ID, token)...); res.Code != 0 {
+		t.Fatalf("bcd join: exit %d\n%s", res.Code, res.Stderr)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for node.State != store.NodeActive && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		testkit.JSON(t, admin, &node, "nodes", "get", node.ID)
+	}
+	var wf api.WorkflowView
+	testkit.JSON(t, admin, &wf, "workflows", "get", started.WorkflowID)
+	if node.State != store.NodeActive || wf.State != store.RunSucceeded || len(wf.Steps[0].Attempts) != 1 {
+		t.Errorf("after the restart: node %s, workflow %s %+v", node.State, wf.State, wf.Steps[0])
+	}
+}
