@@ -3,17 +3,17 @@ package metal
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
-	"sort"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
-// Concerns are the jobs a driver can be bound to.
-var Concerns = []string{"power", "management", "virtual-media", "boot", "deploy", "inspect"}
+// concerns are the jobs a driver can be bound to.
+var concerns = []string{"power", "management", "virtual-media", "boot", "deploy", "inspect"}
 
 // bmcConcerns are the concerns the BMC given at enrollment binds.
 var bmcConcerns = []string{"power", "management", "virtual-media"}
@@ -69,24 +69,29 @@ func LoadHardwareProfiles(path string) (HardwareProfiles, error) {
 	if err != nil {
 		return nil, proto.Errorf(proto.InvalidConfig, "hardware profiles: %v", err)
 	}
+	hp, err := parseHardwareProfiles(data)
+	if err != nil {
+		e := proto.AsError(err)
+		return nil, proto.Errorf(proto.InvalidConfig, "hardware profiles %s: %s", path, e.Message).WithPath(e.Details.Path)
+	}
+	return hp, nil
+}
+
+// parseHardwareProfiles reads the text of a hardware profiles file.
+func parseHardwareProfiles(data []byte) (HardwareProfiles, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var f hardwareFile
 	if err := dec.Decode(&f); err != nil {
-		return nil, proto.Errorf(proto.InvalidConfig, "hardware profiles %s: %v", path, err)
+		return nil, proto.Errorf(proto.InvalidConfig, "%v", err)
 	}
 	if dec.More() {
-		return nil, proto.Errorf(proto.InvalidConfig, "hardware profiles %s: trailing data after the JSON object", path)
+		return nil, proto.Errorf(proto.InvalidConfig, "trailing data after the JSON object")
 	}
 	if f.Version != 1 {
-		return nil, proto.Errorf(proto.InvalidConfig, "hardware profiles %s: version %d; this registry reads version 1", path, f.Version).WithPath("version")
+		return nil, proto.Errorf(proto.InvalidConfig, "version %d; this registry reads version 1", f.Version).WithPath("version")
 	}
-	names := make([]string, 0, len(f.HardwareProfiles))
-	for name := range f.HardwareProfiles {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(f.HardwareProfiles)) {
 		p := "hardwareProfiles." + name
 		if !driverName.MatchString(name) {
 			return nil, proto.Errorf(proto.InvalidConfig, "hardware profile name %q: 1 to 63 of a-z, 0-9 and -, starting with a letter or digit", name).WithPath(p)
@@ -101,16 +106,11 @@ func LoadHardwareProfiles(path string) (HardwareProfiles, error) {
 // checkBindings refuses an unknown concern, a malformed driver name or a config that is
 // not an object, as INVALID_INPUT at path.concern.
 func checkBindings(bindings map[string]Binding, path string) error {
-	concerns := make([]string, 0, len(bindings))
-	for c := range bindings {
-		concerns = append(concerns, c)
-	}
-	sort.Strings(concerns)
-	for _, c := range concerns {
+	for _, c := range slices.Sorted(maps.Keys(bindings)) {
 		b, p := bindings[c], path+"."+c
 		switch {
-		case !slices.Contains(Concerns, c):
-			return proto.Errorf(proto.InvalidInput, "unknown concern %q; the concerns are %v", c, Concerns).WithPath(p)
+		case !slices.Contains(concerns, c):
+			return proto.Errorf(proto.InvalidInput, "unknown concern %q; the concerns are %v", c, concerns).WithPath(p)
 		case !driverName.MatchString(b.Driver):
 			return proto.Errorf(proto.InvalidInput, "%q is not a driver name: 1 to 63 of a-z, 0-9 and -, starting with a letter or digit", b.Driver).WithPath(p)
 		case len(b.Config) > 0 && !isObject(b.Config):
@@ -132,11 +132,7 @@ func (hp HardwareProfiles) lookup(name string) (*HardwareProfile, error) {
 	}
 	p, ok := hp[name]
 	if !ok {
-		known := make([]string, 0, len(hp))
-		for n := range hp {
-			known = append(known, n)
-		}
-		sort.Strings(known)
+		known := slices.Sorted(maps.Keys(hp))
 		return nil, proto.Errorf(proto.InvalidInput, "unknown hardware profile %q; this registry knows %v (serve --hardware-profiles)", name, known)
 	}
 	return &p, nil

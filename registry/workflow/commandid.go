@@ -38,7 +38,7 @@ func stepOf(id string) (run, phase string, index int, err error) {
 	}
 	phase, num, ok := strings.Cut(parts[1], ".")
 	index, convErr := strconv.Atoi(num)
-	if !ok || convErr != nil {
+	if !ok || convErr != nil || index < 0 || strconv.Itoa(index) != num || parts[0] == "" || phase == "" {
 		return "", "", 0, bad
 	}
 	return parts[0], phase, index, nil
