@@ -45,7 +45,7 @@ func TestDeployTheGPUHostProfile(t *testing.T) {
 	if img.ID != run.ID+":main.5:a1:image" {
 		t.Errorf("deploy.image command id %s", img.ID)
 	}
-	if diff := cmp.Diff([]string{"ubuntu-24.04-server@2026.09 allowUnsigned=false"}, h.images.verified); diff != "" {
+	if diff := cmp.Diff([]string{"ubuntu-24.04-server@2026.09 for acme allowUnsigned=false"}, h.images.verified); diff != "" {
 		t.Errorf("verified (-want +got):\n%s", diff)
 	}
 	// The pool's hugepages replace the profile's and its gpu-sharing is added, in the

@@ -31,11 +31,11 @@ type Images interface {
 	// Resolve finds ref as tenant sees it: its own image first, then a public one;
 	// NOT_FOUND when neither exists.
 	Resolve(ctx context.Context, tenant, ref string) (Image, error)
-	// VerifyForUse re-verifies the image's stored signature against the signer it was
-	// verified with; an unsigned image (unless allowUnsigned lets a tenant-private OS
-	// image through), a revoked signer or a tampered row is INVALID_STATE with the reason
-	// unsigned or signature.
-	VerifyForUse(ctx context.Context, img Image, allowUnsigned bool) error
+	// VerifyForUse re-verifies, right before tenant deploys it, the image's stored
+	// signature against the signer it was verified with; an unsigned image (unless
+	// allowUnsigned lets tenant's own private OS image through), a revoked signer or a
+	// tampered row is INVALID_STATE with the reason unsigned or signature.
+	VerifyForUse(ctx context.Context, tenant string, img Image, allowUnsigned bool) error
 	// CacheURL is where the site's cache serves the image, "" when it does not hold it.
 	CacheURL(ctx context.Context, site string, img Image) (string, error)
 }
@@ -72,7 +72,7 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 	if img.Format == "iso" {
 		return nil, proto.Errorf(proto.InvalidInput, "image %s is an iso, which deploy.deploy cannot write to disk: boot it with media.insert", img.Ref).WithPath("with.image")
 	}
-	if err := s.cfg.Images.VerifyForUse(ctx, img, s.cfg.AllowUnsignedImages); err != nil {
+	if err := s.cfg.Images.VerifyForUse(ctx, a.Node.Tenant, img, s.cfg.AllowUnsignedImages); err != nil {
 		return nil, err
 	}
 	cacheURL, err := s.cfg.Images.CacheURL(ctx, a.Node.Site, img)

@@ -243,8 +243,8 @@ func (f *fakeImages) Resolve(_ context.Context, tenant, ref string) (Image, erro
 	return img, nil
 }
 
-func (f *fakeImages) VerifyForUse(_ context.Context, img Image, allowUnsigned bool) error {
-	f.verified = append(f.verified, fmt.Sprintf("%s allowUnsigned=%v", img.Ref, allowUnsigned))
+func (f *fakeImages) VerifyForUse(_ context.Context, tenant string, img Image, allowUnsigned bool) error {
+	f.verified = append(f.verified, fmt.Sprintf("%s for %s allowUnsigned=%v", img.Ref, tenant, allowUnsigned))
 	return f.verifyErr
 }
 

@@ -79,17 +79,17 @@ func (t *Tx) PutMetalPool(p MetalPool) (MetalPool, error) {
 		return p, err
 	}
 	p.UpdatedAt = t.now
-	return p, t.put(bucketMetalPools, poolKey(p.Tenant, p.Name), p)
+	return p, t.put(bucketMetalPools, metalPoolKey(p.Tenant, p.Name), p)
 }
 
 // MetalPool returns one pool of tenant, NOT_FOUND when it has none of that name.
 func (t *Tx) MetalPool(tenant, name string) (MetalPool, error) {
 	var p MetalPool
-	ok, err := t.get(bucketMetalPools, poolKey(tenant, name), &p)
+	ok, err := t.get(bucketMetalPools, metalPoolKey(tenant, name), &p)
 	if err == nil && !ok {
 		err = notFound("pool", name)
 	}
 	return p, err
 }
 
-func poolKey(tenant, name string) []byte { return []byte(tenant + "\x00" + name) }
+func metalPoolKey(tenant, name string) []byte { return []byte(tenant + "\x00" + name) }
