@@ -46,19 +46,16 @@ func (e *Engine) runStep(ctx context.Context, id string, i int) error {
 		}
 		e.cfg.Log.Info("step started", "workflow", id, "node", node.ID, "step", run.Steps[i].Path(), "use", spec.Use)
 	}
-	fallback := spec.Fallback
-	if fallback != nil {
-		holds, err := when(fallback.When, node.Labels)
-		if err != nil {
+	// A fallback whose when does not hold never starts; one that started goes on.
+	fallbackHolds := false
+	if spec.Fallback != nil {
+		if fallbackHolds, err = when(spec.Fallback.When, node.Labels); err != nil {
 			return err
-		}
-		if !holds {
-			fallback = nil
 		}
 	}
 	for {
 		s := run.Steps[i]
-		m := e.nextMove(spec, fallback, s.Attempts)
+		m := e.nextMove(spec, fallbackHolds, s.Attempts)
 		if m.exhausted {
 			_, err := e.update(id, func(r *store.Run) error {
 				s := &r.Steps[i]
@@ -84,7 +81,7 @@ func (e *Engine) runStep(ctx context.Context, id string, i int) error {
 		att := run.Steps[i].Attempts[len(run.Steps[i].Attempts)-1]
 		tried := spec
 		if att.Fallback {
-			tried = *fallback
+			tried = *spec.Fallback
 		}
 		result, failure := e.attempt(ctx, run, node, i, tried, att)
 		if failure == errStopped {
@@ -124,8 +121,8 @@ type move struct {
 
 // nextMove decides the next attempt of a step from the attempts so far: the step's own
 // tries up to 1 + retries with backoff between them, then the fallback's (when there is
-// one whose when holds) in the same way.
-func (e *Engine) nextMove(spec profile.RenderedStep, fallback *profile.RenderedStep, attempts []store.Attempt) move {
+// one and its when holds) in the same way.
+func (e *Engine) nextMove(spec profile.RenderedStep, fallbackHolds bool, attempts []store.Attempt) move {
 	if len(attempts) == 0 {
 		return move{n: 1}
 	}
@@ -135,9 +132,9 @@ func (e *Engine) nextMove(spec profile.RenderedStep, fallback *profile.RenderedS
 		return move{resume: true}
 	case !last.Fallback && last.N <= spec.Retries:
 		return move{n: last.N + 1, after: last.FinishedAt.Add(e.cfg.Backoff(last.N))}
-	case !last.Fallback && fallback != nil:
+	case !last.Fallback && spec.Fallback != nil && fallbackHolds:
 		return move{fallback: true, n: 1, after: last.FinishedAt}
-	case last.Fallback && last.N <= fallback.Retries:
+	case last.Fallback && last.N <= spec.Fallback.Retries:
 		return move{fallback: true, n: last.N + 1, after: last.FinishedAt.Add(e.cfg.Backoff(last.N))}
 	}
 	return move{exhausted: true}
