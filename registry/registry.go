@@ -1,5 +1,5 @@
 // Package registry assembles the central registry from its rooms: the store, the PKI,
-// the API and its methods, and the listeners. `better-compute serve` calls Run.
+// the API and its methods, the workflow engine, and the listeners. `better-compute serve` calls Run.
 package registry
 
 import (
@@ -18,14 +18,20 @@ import (
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/join"
+	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/pki"
 	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/userdata"
+	"github.com/better-compute/better-compute/registry/workflow"
 )
 
 // AdminConfig is the name of the admin's CLI config in the data directory.
 const AdminConfig = "admin.conf"
+
+// HardwareProfilesFile is the hardware profiles file read from the data directory when
+// serve is given none.
+const HardwareProfilesFile = "hardware-profiles.json"
 
 // Config is what `serve` is started with.
 type Config struct {
@@ -36,6 +42,9 @@ type Config struct {
 	// AgentListen is the agents' QUIC endpoint, host:port on UDP, as the well-known
 	// document and JoinResponses tell agents to dial it.
 	AgentListen string
+	// HardwareProfiles is the hardware profiles file; "" reads
+	// DATA_DIR/hardware-profiles.json when it exists.
+	HardwareProfiles string
 	// Log receives the registry's structured logs.
 	Log *slog.Logger
 	// UserData is what user data is rendered with; its pins default to the registry's
@@ -68,6 +77,10 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		return fmt.Errorf("registry PKI: %w", err)
 	}
 	userData, err := newUserData(cfg, keys)
+	if err != nil {
+		return err
+	}
+	hardware, err := loadHardwareProfiles(cfg)
 	if err != nil {
 		return err
 	}
@@ -108,10 +121,16 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		return err
 	}
 
+	joins := workflow.NewJoinLog(st)
+	engine := workflow.New(workflow.Config{Store: st, Joins: joins, Log: cfg.Log})
+	metalSvc := metal.New(metal.Config{Store: st, Engine: engine, Joins: joins, HardwareProfiles: hardware, Log: cfg.Log})
+
 	apiSrv := api.NewServer(st, cfg.Log)
 	apiSrv.RegisterAll()
-	apiSrv.RegisterJoin(joinSvc)
+	apiSrv.RegisterJoin(recordJoins{joinSvc, joins, cfg.Log})
 	apiSrv.RegisterUserData(userData)
+	apiSrv.RegisterMetal(metalSvc)
+	apiSrv.RegisterWorkflows(engine)
 	mux := http.NewServeMux()
 	mux.Handle("GET "+joinwire.WellKnownPath, wellKnown)
 	mux.Handle("/", apiSrv)
@@ -122,6 +141,14 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		ErrorLog:          slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
 	}
 	hostSrv := &http.Server{Handler: apiSrv.HostHandler(), ReadHeaderTimeout: 10 * time.Second}
+	runs, stopRuns := context.WithCancel(ctx)
+	defer engine.Wait()
+	defer stopRuns()
+	if err := engine.Resume(runs); err != nil {
+		ln.Close()
+		sock.Close()
+		return err
+	}
 	errc := make(chan error, 2)
 	go func() { errc <- httpsSrv.ServeTLS(ln, "", "") }()
 	go func() { errc <- hostSrv.Serve(sock) }()
@@ -157,6 +184,36 @@ func newUserData(cfg Config, keys *pki.PKI) (*userdata.Renderer, error) {
 		udCfg.Pins = &pins
 	}
 	return userdata.New(udCfg, box)
+}
+
+// loadHardwareProfiles reads the hardware profiles file the config names, else
+// DATA_DIR/hardware-profiles.json when it exists, else knows none.
+func loadHardwareProfiles(cfg Config) (metal.HardwareProfiles, error) {
+	path := cfg.HardwareProfiles
+	if path == "" {
+		path = filepath.Join(cfg.DataDir, HardwareProfilesFile)
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return metal.HardwareProfiles{}, nil
+		}
+	}
+	return metal.LoadHardwareProfiles(path)
+}
+
+// recordJoins tells the workflows' join log of every join the JoinService admits.
+type recordJoins struct {
+	api.Joiner
+	joins *workflow.JoinLog
+	log   *slog.Logger
+}
+
+func (r recordJoins) Join(ctx context.Context, req joinwire.Request) (joinwire.Response, error) {
+	resp, err := r.Joiner.Join(ctx, req)
+	if err == nil {
+		if err := r.joins.Joined(req.NodeID, req.Role); err != nil {
+			r.log.Error("recording a join", "node", req.NodeID, "role", req.Role, "err", err)
+		}
+	}
+	return resp, err
 }
 
 // bootstrap makes the root tenant and the admin credential on first start, writing

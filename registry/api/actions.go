@@ -18,13 +18,16 @@ const (
 	ActionSitesManage       = "compute:sites:manage"
 	ActionPoolsManage       = "compute:pools:manage"
 	ActionTokensManage      = "compute:tokens:manage"
+	ActionNodesManage       = "compute:nodes:manage"
+	ActionNodesRead         = "compute:nodes:read"
 	// ActionAll stands for every action, present and future: the admin credential's.
 	ActionAll = "*"
 )
 
 // Actions lists every action a credential may be given.
 var Actions = []string{ActionTenantsManage, ActionCredentialsManage, ActionProfilesManage,
-	ActionProfilesRead, ActionImagesPublish, ActionImagesRead, ActionSitesManage, ActionPoolsManage, ActionTokensManage}
+	ActionProfilesRead, ActionImagesPublish, ActionImagesRead, ActionSitesManage, ActionPoolsManage, ActionTokensManage,
+	ActionNodesManage, ActionNodesRead}
 
 // Caller is who is calling: the credential's tenant and actions, or the host itself
 // through the admin socket.

@@ -118,16 +118,7 @@ type profiles struct {
 }
 
 // newProfiles makes what the profile methods share: the shipped profiles as rows.
-func newProfiles(s *Server) *profiles {
-	ps := &profiles{srv: s}
-	for _, p := range profile.Shipped() {
-		ps.shipped = append(ps.shipped, store.ProfileRecord{
-			Tenant: store.BuiltinTenant, ID: p.ID(), Version: p.Version(), Visibility: store.Public,
-			Document: p.Document(), Rev: 1, Used: true,
-		})
-	}
-	return ps
-}
+func newProfiles(s *Server) *profiles { return &profiles{srv: s, shipped: shippedRecords()} }
 
 func (s *Server) registerProfiles() {
 	ps := newProfiles(s)
@@ -138,6 +129,18 @@ func (s *Server) registerProfiles() {
 	Handle(s, "profiles.render", ActionProfilesRead, ps.render)
 	Handle(s, "profiles.update", ActionProfilesManage, ps.update)
 	Handle(s, "profiles.delete", ActionProfilesManage, ps.delete)
+}
+
+// shippedRecords are the shipped profiles as stored records of the builtin tenant.
+func shippedRecords() []store.ProfileRecord {
+	var out []store.ProfileRecord
+	for _, p := range profile.Shipped() {
+		out = append(out, store.ProfileRecord{
+			Tenant: store.BuiltinTenant, ID: p.ID(), Version: p.Version(), Visibility: store.Public,
+			Document: p.Document(), Rev: 1, Used: true,
+		})
+	}
+	return out
 }
 
 // define checks a document from a request: problems are INVALID_INPUT with the same path

@@ -1,0 +1,344 @@
+package cli
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/metal"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+var nodeCommands = []command{{
+	path:    "nodes pool-policy set",
+	usage:   "POOL --site S [--file POLICY.json] [--tenant T]",
+	summary: "store a pool's site and metal policy (hardware profile, agent, host units), creating the pool",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := tenantFlag(fs)
+		site := fs.String("site", "", "the pool's site (required)")
+		file := fs.String("file", "", "the policy as JSON: hardwareProfile, agent, hugepages, kernelModules, cpu, iommu, gpu, kubernetes, gpuSharing")
+		return func(x *exec) error {
+			req := api.SetPoolRequest{TenantID: *tenant, Pool: x.args[0], SiteID: *site}
+			if *file != "" {
+				data, err := readFile(*file)
+				if err != nil {
+					return err
+				}
+				if err := api.DecodeStrict(data, &req.Policy); err != nil {
+					return err
+				}
+			}
+			var out store.MetalPool
+			if err := x.call("metal.setPool", req, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { metalPoolTable(w, out) })
+			return nil
+		}
+	},
+}, {
+	path:    "nodes pool-policy get",
+	usage:   "POOL [--tenant T]",
+	summary: "show a pool's site and metal policy",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := tenantFlag(fs)
+		return func(x *exec) error {
+			var out store.MetalPool
+			if err := x.call("metal.getPool", api.PoolKey{TenantID: *tenant, Pool: x.args[0]}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { metalPoolTable(w, out) })
+			return nil
+		}
+	},
+}, {
+	path: "nodes enroll",
+	usage: "--pool P (--mac M[,M] | --product-uuid U) --bmc-driver D --bmc-address A [--bmc-credential secret://...] " +
+		"[--hardware-profile H] [--label k=v ...] [--driver concern=driver ...] [--tenant T]",
+	summary: "enroll a machine in a pool with its MACs or product UUID and its BMC",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := tenantFlag(fs)
+		req := api.EnrollRequest{Labels: map[string]string{}, Drivers: map[string]metal.Binding{}}
+		fs.StringVar(&req.Pool, "pool", "", "the pool (required)")
+		macs := fs.String("mac", "", "the machine's boot MACs, comma-separated")
+		fs.StringVar(&req.ProductUUID, "product-uuid", "", "the machine's SMBIOS product UUID")
+		fs.StringVar(&req.BMC.Driver, "bmc-driver", "", "the BMC's driver: redfish, qmp, ... (required)")
+		fs.StringVar(&req.BMC.Address, "bmc-address", "", "the BMC's address (required)")
+		fs.StringVar(&req.BMC.CredentialRef, "bmc-credential", "", "a secret:// reference to the BMC's credential, never the secret")
+		fs.StringVar(&req.HardwareProfile, "hardware-profile", "", "the node's hardware profile (default: the pool's)")
+		fs.Func("label", "a label k=v (repeat)", keyValue("label", func(k, v string) { req.Labels[k] = v }))
+		fs.Func("driver", "a per-node driver binding concern=driver (repeat)", keyValue("driver", func(k, v string) { req.Drivers[k] = metal.Binding{Driver: v} }))
+		return func(x *exec) error {
+			req.TenantID, req.MACs = *tenant, csv(*macs)
+			var out store.Node
+			if err := x.call("metal.enroll", req, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []store.Node{out}) })
+			return nil
+		}
+	},
+}, {
+	path:    "nodes get",
+	usage:   "ID [--tenant T]",
+	summary: "show one node: state, BMC, driver bindings, last workflow and failure, host section",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := tenantFlag(fs)
+		return func(x *exec) error {
+			var out store.Node
+			if err := x.call("metal.get", api.NodeKey{TenantID: *tenant, NodeID: x.args[0]}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { nodeDetail(w, out) })
+			return nil
+		}
+	},
+}, {
+	path:    "nodes list",
+	usage:   "[--pool P] [--tenant T] [--cursor C]",
+	summary: "list the tenant's nodes, or one pool's, 200 a page",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := tenantFlag(fs)
+		pool := fs.String("pool", "", "list only this pool's nodes")
+		cursor := fs.String("cursor", "", "resume after a previous page")
+		return func(x *exec) error {
+			var out api.NodeList
+			req := api.ListNodesRequest{TenantID: *tenant, Pool: *pool, ListRequest: api.ListRequest{Cursor: *cursor}}
+			if err := x.call("metal.list", req, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				nodeTable(w, out.Nodes)
+				nextPage(w, out.NextCursor)
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "nodes deploy",
+	usage:   "ID --profile P [--profile-version N] [--wait] [--tenant T]",
+	summary: "deploy a profile on a node; --wait follows the workflow step by step until it ends",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := tenantFlag(fs)
+		prof := fs.String("profile", "", "the profile to deploy (required)")
+		version := fs.Int("profile-version", 0, "the profile version (default: the latest)")
+		wait := fs.Bool("wait", false, "follow the workflow until it ends; exit 1 if it fails")
+		return func(x *exec) error {
+			var out api.DeployStarted
+			req := api.DeployRequest{TenantID: *tenant, NodeID: x.args[0], ProfileID: *prof, ProfileVersion: *version}
+			if err := x.call("metal.deploy", req, &out); err != nil {
+				return err
+			}
+			if !*wait {
+				x.print(out, func(w *tabwriter.Writer) {
+					fmt.Fprintf(w, "deploying %s@%d on %s: workflow %s\n", out.Profile.ID, out.Profile.Version, out.NodeID, out.WorkflowID)
+				})
+				return nil
+			}
+			return x.follow(*tenant, out)
+		}
+	},
+}}
+
+var workflowCommands = []command{{
+	path:    "workflows get",
+	usage:   "ID [--tenant T]",
+	summary: "show a workflow run: its steps with their state, attempts, errors and progress",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := tenantFlag(fs)
+		return func(x *exec) error {
+			var out api.WorkflowView
+			if err := x.call("workflows.get", api.GetWorkflowRequest{TenantID: *tenant, ID: x.args[0]}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { workflowTable(w, out) })
+			return nil
+		}
+	},
+}}
+
+// keyValue parses a repeated k=v flag into set.
+func keyValue(name string, set func(k, v string)) func(string) error {
+	return func(s string) error {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--%s takes key=value, not %q", name, s)
+		}
+		set(k, v)
+		return nil
+	}
+}
+
+// follow prints each change of a deploy's steps until the workflow ends: one line per
+// step state change (step, where it runs, state, duration) and per progress report. With
+// --format json the lines go to stderr and the finished workflow to stdout. A failed
+// workflow is the command's error: its failing step and the step's error.
+func (x *exec) follow(tenant string, started api.DeployStarted) error {
+	c, err := x.client()
+	if err != nil {
+		return err
+	}
+	lines := x.env.Stdout
+	if x.format == "json" {
+		lines = x.env.Stderr
+	}
+	fmt.Fprintf(lines, "workflow %s: deploying %s@%d on node %s\n", started.WorkflowID, started.Profile.ID, started.Profile.Version, started.NodeID)
+	seen := map[string]string{}
+	var run api.WorkflowView
+	for run.State == "" || run.State == store.RunRunning {
+		req := api.GetWorkflowRequest{TenantID: tenant, ID: started.WorkflowID, AfterRev: run.Rev}
+		if err := c.Call(x.ctx, "workflows.get", req, &run); err != nil {
+			return err
+		}
+		for _, s := range run.Steps {
+			key, line := s.Path(), stepLine(s)
+			if s.State != store.StepPending && seen[key] != line {
+				fmt.Fprintln(lines, line)
+				seen[key] = line
+			}
+		}
+	}
+	var node store.Node
+	if err := c.Call(x.ctx, "metal.get", api.NodeKey{TenantID: tenant, NodeID: started.NodeID}, &node); err != nil {
+		return err
+	}
+	fmt.Fprintf(lines, "workflow %s %s; node %s is %s\n", run.ID, run.State, node.ID, node.State)
+	if f := run.Failure; f != nil {
+		e := *f.Error
+		e.Message = f.Step + ": " + e.Message
+		return &e
+	}
+	if x.format == "json" {
+		x.print(run, nil)
+	}
+	return nil
+}
+
+// stepLine is how follow shows a step's state.
+func stepLine(s store.RunStep) string {
+	line := fmt.Sprintf("%-16s %-26s %-14s %s", s.Path(), s.Use, s.On, s.State)
+	switch {
+	case s.State == store.StepSkipped:
+		line += "  (" + s.Reason + ")"
+	case !s.FinishedAt.IsZero():
+		line += "  " + s.FinishedAt.Sub(s.StartedAt).Round(time100ms).String()
+	}
+	if s.Error != nil {
+		line += "  " + string(s.Error.Code) + ": " + s.Error.Message
+	}
+	if s.State == store.StepRunning {
+		if n := len(s.Attempts); n > 1 {
+			line += fmt.Sprintf("  attempt %d", n)
+		}
+		if len(s.Progress) > 0 {
+			line += "  " + progressText(s.Progress)
+		}
+	}
+	return line
+}
+
+const time100ms = 100 * time.Millisecond
+
+// progressText shows progress detail: bytes written as such, anything else as JSON.
+func progressText(raw json.RawMessage) string {
+	var p struct {
+		BytesWritten *int64 `json:"bytesWritten"`
+		SizeBytes    int64  `json:"sizeBytes"`
+	}
+	if json.Unmarshal(raw, &p) != nil || p.BytesWritten == nil {
+		return string(raw)
+	}
+	if p.SizeBytes > 0 {
+		return fmt.Sprintf("%s of %s written", bytesText(*p.BytesWritten), bytesText(p.SizeBytes))
+	}
+	return bytesText(*p.BytesWritten) + " written"
+}
+
+func bytesText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func metalPoolTable(w *tabwriter.Writer, p store.MetalPool) {
+	fmt.Fprintln(w, "POOL\tTENANT\tSITE\tHARDWARE PROFILE\tAGENT")
+	agent := p.Policy.Agent
+	if agent == "" {
+		agent = store.AgentBCD
+	}
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Tenant, p.Site, dash(p.Policy.HardwareProfile), agent)
+}
+
+func nodeTable(w *tabwriter.Writer, nodes []store.Node) {
+	fmt.Fprintln(w, "NODE\tPOOL\tSITE\tSTATE\tMACS\tPRODUCT UUID\tBMC\tWORKFLOW")
+	for _, n := range nodes {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s %s\t%s\n", n.ID, n.Pool, n.Site, n.State, dash(strings.Join(n.MACs, ",")),
+			dash(n.ProductUUID), n.BMC.Driver, n.BMC.Address, dash(n.Workflow))
+	}
+}
+
+func nodeDetail(w *tabwriter.Writer, n store.Node) {
+	nodeTable(w, []store.Node{n})
+	if f := n.Failure; f != nil {
+		fmt.Fprintf(w, "\nfailed at %s %s (workflow %s): %s: %s\n", f.Step, f.Use, f.RunID, f.Error.Code, f.Error.Message)
+	}
+	if n.Profile != nil {
+		fmt.Fprintf(w, "\ndeployed %s@%d (tenant %s) as %s\n", n.Profile.ID, n.Profile.Version, n.Profile.Tenant, n.Role)
+	}
+	fmt.Fprintln(w, "\nCONCERN\tDRIVER\tCONFIG")
+	concerns := make([]string, 0, len(n.Drivers))
+	for c := range n.Drivers {
+		concerns = append(concerns, c)
+	}
+	sort.Strings(concerns)
+	for _, c := range concerns {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", c, n.Drivers[c].Driver, dash(string(n.Drivers[c].Config)))
+	}
+	if len(n.Host) > 0 {
+		fmt.Fprintln(w, "\nHOST UNIT\tSETTINGS")
+		for _, u := range n.Host {
+			fmt.Fprintf(w, "%s\t%s\n", u.Unit, dash(string(u.Settings)))
+		}
+	}
+}
+
+func workflowTable(w *tabwriter.Writer, r api.WorkflowView) {
+	fmt.Fprintf(w, "workflow %s (%s of %s@%d on node %s): %s\n\n", r.ID, r.Kind, r.Profile.ID, r.Profile.Version, r.NodeID, r.State)
+	fmt.Fprintln(w, "STEP\tUSE\tON\tSTATE\tTRIES\tDURATION\tDETAIL")
+	for _, s := range r.Steps {
+		duration := "-"
+		if !s.FinishedAt.IsZero() {
+			duration = s.FinishedAt.Sub(s.StartedAt).Round(time100ms).String()
+		}
+		detail := s.Reason
+		switch {
+		case s.Error != nil:
+			detail = string(s.Error.Code) + ": " + s.Error.Message
+		case len(s.Progress) > 0 && s.State == store.StepRunning:
+			detail = progressText(s.Progress)
+		case s.ViaFallback:
+			detail = "succeeded through its fallback"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.Path(), s.Use, s.On, s.State, len(s.Attempts), duration, dash(detail))
+	}
+	if f := r.Failure; f != nil {
+		fmt.Fprintf(w, "\nfailed at %s %s: %s\n", f.Step, f.Use, f.Error.Code)
+	}
+}

@@ -1,0 +1,228 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/google/go-cmp/cmp"
+)
+
+const hardwareProfiles = `{"version": 1, "hardwareProfiles": {
+  "gpu-redfish": {"drivers": {"power": "redfish", "management": "redfish", "boot": "ipxe", "deploy": "image-stream", "inspect": "agent"}}}}`
+
+// joinsAsNode is a profile whose deploy is done when the installed OS's agent joins: its
+// steps run in the registry. Its second step never runs on a node without the label
+// retiring.
+const joinsAsNode = `{"id": "joins-as-node", "version": 1, "target": "metal",
+  "hostConfig": {"nvidia-driver": {"branch": "580"}, "hugepages": {"pages2m": 512}},
+  "steps": [{"use": "wait.agentJoined", "with": {"role": "node"}, "timeout": "2m"},
+            {"use": "metal.revokeIdentity", "when": "retiring"}]}`
+
+const neverJoins = `{"id": "never-joins", "version": 1, "target": "metal",
+  "steps": [{"use": "wait.agentJoined", "with": {"role": "node"}, "timeout": "1s"}]}`
+
+func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hardware-profiles.json"), []byte(hardwareProfiles), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := testkit.StartRegistry(t, dir)
+	admin := reg.AdminConfig
+
+	var pool store.MetalPool
+	testkit.JSON(t, admin, &pool, "nodes", "pool-policy", "set", "gpu", "--site", "rack-a",
+		"--file", writeDoc(t, `{"hardwareProfile": "gpu-redfish", "hugepages": {"pages1g": 8}}`))
+	if pool.Site != "rack-a" || pool.Policy.HardwareProfile != "gpu-redfish" {
+		t.Fatalf("pool %+v", pool)
+	}
+	enroll := func(mac string, extra ...string) []string {
+		return append([]string{"nodes", "enroll", "--pool", "gpu", "--mac", mac, "--bmc-driver", "redfish",
+			"--bmc-address", "https://10.0.0.5", "--bmc-credential", "secret://bmc/n1"}, extra...)
+	}
+	if e := testkit.Fails(t, admin, enroll("52:54:00:00:00:01", "--hardware-profile", "nope")...); e.Code != "INVALID_INPUT" || e.Details.Path != "hardwareProfile" {
+		t.Errorf("an unknown hardware profile: %+v", e)
+	}
+	var node store.Node
+	testkit.JSON(t, admin, &node, enroll("52:54:00:00:00:01", "--label", "gpu.vendor=nvidia")...)
+	if node.State != store.NodeEnrolled || node.Drivers["boot"].Driver != "ipxe" ||
+		compact(t, node.Drivers["power"].Config) != `{"address":"https://10.0.0.5","credentialRef":"secret://bmc/n1"}` {
+		t.Fatalf("enrolled %+v", node)
+	}
+	if e := testkit.Fails(t, admin, enroll("52:54:00:00:00:01")...); e.Code != "CONFLICT" {
+		t.Errorf("the same MAC again: %+v", e)
+	}
+	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, joinsAsNode), "--tenant", "root")
+
+	// Deploy and follow; the workflow waits for the installed OS to join as the node.
+	done := make(chan testkit.Result, 1)
+	go func() {
+		done <- testkit.CLI(t, admin, "nodes", "deploy", node.ID, "--profile", "joins-as-node", "--wait")
+	}()
+	waitStep(t, admin, node.ID, store.StepRunning)
+	token := mintToken(t, admin, node.ID)
+	if res := testkit.BCD(t, joinArgs(t, reg, node.ID, token)...); res.Code != 0 {
+		t.Fatalf("bcd join: exit %d\n%s", res.Code, res.Stderr)
+	}
+	var res testkit.Result
+	select {
+	case res = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("nodes deploy --wait did not end")
+	}
+	if res.Code != 0 {
+		t.Fatalf("nodes deploy --wait: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+	want := []string{
+		"workflow * deploying joins-as-node@1 on node " + node.ID,
+		"steps[0] wait.agentJoined control-plane running",
+		"steps[0] wait.agentJoined control-plane succeeded *",
+		"steps[1] metal.revokeIdentity control-plane skipped (when retiring does not hold for the node's labels)",
+		"workflow * succeeded; node " + node.ID + " is active",
+	}
+	if diff := cmp.Diff(want, followLines(res.Stdout)); diff != "" {
+		t.Errorf("nodes deploy --wait output (-want +got):\n%s\n%s", diff, res.Stdout)
+	}
+	testkit.JSON(t, admin, &node, "nodes", "get", node.ID)
+	var host []string
+	for _, u := range node.Host {
+		host = append(host, u.Unit+" "+compact(t, u.Settings))
+	}
+	if diff := cmp.Diff([]string{`hugepages {"pages1g":8}`, `nvidia-driver {"branch":"580"}`}, host); diff != "" || node.State != store.NodeActive || node.Profile == nil || !node.IdentityRevokedAt.IsZero() {
+		t.Errorf("deployed node %s %+v, host (-want +got):\n%s", node.State, node.Profile, diff)
+	}
+	if e := testkit.Fails(t, admin, "profiles", "update", "joins-as-node", "--file", writeDoc(t, strings.Replace(joinsAsNode, "580", "575", 1))); e.Code != "INVALID_STATE" {
+		t.Errorf("updating the deployed version: %+v", e)
+	}
+	var wf api.WorkflowView
+	testkit.JSON(t, admin, &wf, "workflows", "get", node.Workflow)
+	if wf.State != store.RunSucceeded || len(wf.Steps) != 2 || wf.Steps[1].State != store.StepSkipped {
+		t.Errorf("workflow %+v", wf)
+	}
+
+	// A deploy whose step fails leaves the node failed with the step and its error.
+	var other store.Node
+	testkit.JSON(t, admin, &other, enroll("52:54:00:00:00:02")...)
+	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, neverJoins))
+	res = testkit.CLI(t, admin, "nodes", "deploy", other.ID, "--profile", "never-joins", "--wait")
+	if res.Code != 1 || !strings.Contains(res.Stderr, "error: TIMEOUT: steps[0]: wait.agentJoined did not finish within its timeout of 1s") {
+		t.Errorf("a failing deploy: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+	testkit.JSON(t, admin, &other, "nodes", "get", other.ID)
+	if f := other.Failure; other.State != store.NodeFailed || f == nil || f.Step != "steps[0]" || f.Use != "wait.agentJoined" || f.Error.Code != "TIMEOUT" {
+		t.Errorf("failed node %s %+v", other.State, other.Failure)
+	}
+	var list api.NodeList
+	testkit.JSON(t, admin, &list, "nodes", "list", "--pool", "gpu")
+	if len(list.Nodes) != 2 {
+		t.Errorf("list: %+v", list)
+	}
+	if res := testkit.CLI(t, admin, "nodes", "get", other.ID); res.Code != 0 || !strings.Contains(res.Stdout, "failed at steps[0] wait.agentJoined") {
+		t.Errorf("nodes get table: %s %s", res.Stdout, res.Stderr)
+	}
+}
+
+// waitStep waits until the first step of the node's workflow is in state.
+func waitStep(t *testing.T, config, node, state string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var n store.Node
+		testkit.JSON(t, config, &n, "nodes", "get", node)
+		if n.Workflow != "" {
+			var wf api.WorkflowView
+			testkit.JSON(t, config, &wf, "workflows", "get", n.Workflow)
+			if wf.Steps[0].State == state {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the first step of node %s's workflow never became %s", node, state)
+}
+
+func mintToken(t *testing.T, config, node string) string {
+	t.Helper()
+	var made struct{ Token string }
+	testkit.JSON(t, config, &made, "tokens", "create", "--kind", "provisioned", "--node-id", node, "--site", "rack-a")
+	return made.Token
+}
+
+// joinArgs writes the token to a file and returns `bcd join`'s arguments for the node.
+func joinArgs(t *testing.T, reg *testkit.Registry, node, token string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "join-token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", node, "--role", "node",
+		"--config-dir", filepath.Join(dir, "etc-bcd"), "--serving-ca-pin", reg.Pins.ServingCA,
+		"--join-signing-pin", reg.Pins.JoinSigning, "--join-encryption-pin", reg.Pins.JoinEncryption}
+}
+
+// followLines normalizes --wait's output: fields joined by one space, the workflow id
+// and durations replaced by *.
+func followLines(out string) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(l)
+		for i, w := range f {
+			if strings.HasPrefix(w, "wf_") || i == 4 && strings.HasSuffix(w, "s") && f[3] == "succeeded" {
+				f[i] = "*"
+			}
+			f[i] = strings.TrimSuffix(f[i], ":")
+		}
+		lines = append(lines, strings.Join(f, " "))
+	}
+	return lines
+}
+
+func compact(t *testing.T, raw []byte) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestADeployResumesAfterTheRegistryIsKilled(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hardware-profiles.json"), []byte(hardwareProfiles), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := testkit.StartRegistry(t, dir)
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "nodes", "pool-policy", "set", "gpu", "--site", "rack-a", "--file", writeDoc(t, `{"hardwareProfile": "gpu-redfish"}`))
+	var node store.Node
+	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://10.0.0.5")
+	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, joinsAsNode))
+	var started api.DeployStarted
+	testkit.JSON(t, admin, &started, "nodes", "deploy", node.ID, "--profile", "joins-as-node")
+	waitStep(t, admin, node.ID, store.StepRunning)
+
+	reg.Kill()
+	reg = testkit.StartRegistry(t, dir)
+	token := mintToken(t, admin, node.ID)
+	if res := testkit.BCD(t, joinArgs(t, reg, node.ID, token)...); res.Code != 0 {
+		t.Fatalf("bcd join: exit %d\n%s", res.Code, res.Stderr)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for node.State != store.NodeActive && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		testkit.JSON(t, admin, &node, "nodes", "get", node.ID)
+	}
+	var wf api.WorkflowView
+	testkit.JSON(t, admin, &wf, "workflows", "get", started.WorkflowID)
+	if node.State != store.NodeActive || wf.State != store.RunSucceeded || len(wf.Steps[0].Attempts) != 1 {
+		t.Errorf("after the restart: node %s, workflow %s %+v", node.State, wf.State, wf.Steps[0])
+	}
+}

@@ -1,0 +1,37 @@
+package proto
+
+// CommandDeployImage is the command deploy.deploy relays to a machine's ramdisk: write
+// one catalog image to the disk.
+const CommandDeployImage = "deploy.image"
+
+// DeployImage is the input of deploy.image. The ramdisk tries CacheURL first, falls
+// back to Source, and reports the SHA-256 of what it read; the registry checks it
+// against SHA256.
+type DeployImage struct {
+	// Ref is the catalog reference, name@version, for logs.
+	Ref string `json:"ref"`
+	// Source is where the artifact lives: an https:// or oci:// URL.
+	Source string `json:"source"`
+	// CacheURL is where the machine's site cache serves the artifact; empty when the
+	// site does not hold it.
+	CacheURL string `json:"cacheUrl,omitempty"`
+	// SHA256 is the catalog's digest of the artifact as stored: 64 lower-case hex digits.
+	SHA256 string `json:"sha256"`
+	// Format is raw or qcow2; Compression is none, zstd or gzip.
+	Format      string `json:"format"`
+	Compression string `json:"compression"`
+	SizeBytes   int64  `json:"sizeBytes,omitempty"`
+	// UserDataRef is the secret reference of the user data to install with the image,
+	// fetched with a SecretRequest; empty when the profile has none. UserDataKind is
+	// cloud-init, ignition or talos.
+	UserDataRef  string `json:"userDataRef,omitempty"`
+	UserDataKind string `json:"userDataKind,omitempty"`
+}
+
+// DeployImageResult is the answer to deploy.image.
+type DeployImageResult struct {
+	// SHA256 is the digest of the artifact the ramdisk read, as stored.
+	SHA256 string `json:"sha256"`
+	// BytesWritten is how much it wrote to the disk.
+	BytesWritten int64 `json:"bytesWritten"`
+}

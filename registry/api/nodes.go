@@ -1,0 +1,170 @@
+package api
+
+import (
+	"context"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/metal"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// SetPoolRequest is the body of metal.setPool: a pool's site and metal policy.
+type SetPoolRequest struct {
+	TenantID string            `json:"tenantId,omitempty"`
+	Pool     string            `json:"pool"`
+	SiteID   string            `json:"siteId"`
+	Policy   store.MetalPolicy `json:"policy"`
+}
+
+// PoolKey names a pool in metal.getPool.
+type PoolKey struct {
+	TenantID string `json:"tenantId,omitempty"`
+	Pool     string `json:"pool"`
+}
+
+// EnrollRequest is the body of metal.enroll.
+type EnrollRequest struct {
+	TenantID string `json:"tenantId,omitempty"`
+	Pool     string `json:"pool"`
+	// MACs or ProductUUID name the machine; one of them is needed.
+	MACs        []string  `json:"macs,omitempty"`
+	ProductUUID string    `json:"productUuid,omitempty"`
+	BMC         store.BMC `json:"bmc"`
+	// HardwareProfile is the node's own; the pool's applies when it is left out.
+	HardwareProfile string            `json:"hardwareProfile,omitempty"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	// Drivers are per-node bindings by concern: a driver name or {driver, config}.
+	Drivers map[string]metal.Binding `json:"drivers,omitempty"`
+}
+
+// NodeKey names a node.
+type NodeKey struct {
+	TenantID string `json:"tenantId,omitempty"`
+	NodeID   string `json:"nodeId"`
+}
+
+// ListNodesRequest is the body of metal.list.
+type ListNodesRequest struct {
+	TenantID string `json:"tenantId,omitempty"`
+	// Pool lists one pool's nodes; all the tenant's when left out.
+	Pool string `json:"pool,omitempty"`
+	ListRequest
+}
+
+// NodeList is the answer of metal.list.
+type NodeList struct {
+	Nodes      []store.Node `json:"nodes"`
+	NextCursor string       `json:"nextCursor,omitempty"`
+}
+
+// DeployRequest is the body of metal.deploy: a node and the profile version to deploy,
+// resolved as the tenant sees profiles (its own, then public, then shipped; the latest
+// version when left out).
+type DeployRequest struct {
+	TenantID       string `json:"tenantId,omitempty"`
+	NodeID         string `json:"nodeId"`
+	ProfileID      string `json:"profileId"`
+	ProfileVersion int    `json:"profileVersion,omitempty"`
+}
+
+// DeployStarted is the answer of metal.deploy.
+type DeployStarted struct {
+	WorkflowID string           `json:"workflowId"`
+	NodeID     string           `json:"nodeId"`
+	Profile    store.ProfileRef `json:"profile"`
+}
+
+// RegisterMetal adds the metal methods: pools' metal policy, enrollment, nodes and
+// deploy.
+func (s *Server) RegisterMetal(svc *metal.Service) {
+	ps := newProfiles(s)
+	Handle(s, "metal.setPool", ActionNodesManage, func(_ context.Context, c *Caller, req SetPoolRequest) (out store.MetalPool, err error) {
+		err = s.store.Update(func(tx *store.Tx) error {
+			tenant, err := c.TenantFor(tx, req.TenantID)
+			if err != nil {
+				return err
+			}
+			out, err = svc.SetPool(tx, store.MetalPool{Tenant: tenant, Name: req.Pool, Site: req.SiteID, Policy: req.Policy})
+			return err
+		})
+		return out, err
+	})
+	Handle(s, "metal.getPool", ActionNodesRead, func(_ context.Context, c *Caller, req PoolKey) (out store.MetalPool, err error) {
+		err = s.store.View(func(tx *store.Tx) error {
+			tenant, err := c.TenantFor(tx, req.TenantID)
+			if err != nil {
+				return err
+			}
+			out, err = tx.MetalPool(tenant, req.Pool)
+			return err
+		})
+		return out, err
+	})
+	Handle(s, "metal.enroll", ActionNodesManage, func(_ context.Context, c *Caller, req EnrollRequest) (out store.Node, err error) {
+		err = s.store.Update(func(tx *store.Tx) error {
+			tenant, err := c.TenantFor(tx, req.TenantID)
+			if err != nil {
+				return err
+			}
+			out, err = svc.Enroll(tx, metal.Enrollment{Tenant: tenant, Pool: req.Pool, MACs: req.MACs, ProductUUID: req.ProductUUID,
+				BMC: req.BMC, HardwareProfile: req.HardwareProfile, Labels: req.Labels, Drivers: req.Drivers})
+			return err
+		})
+		return out, err
+	})
+	Handle(s, "metal.get", ActionNodesRead, func(_ context.Context, c *Caller, req NodeKey) (out store.Node, err error) {
+		err = s.store.View(func(tx *store.Tx) error {
+			out, err = tenantNode(tx, c, req)
+			return err
+		})
+		return out, err
+	})
+	Handle(s, "metal.list", ActionNodesRead, func(_ context.Context, c *Caller, req ListNodesRequest) (out NodeList, err error) {
+		page, err := req.Page()
+		if err != nil {
+			return out, err
+		}
+		err = s.store.View(func(tx *store.Tx) error {
+			tenant, err := c.TenantFor(tx, req.TenantID)
+			if err != nil {
+				return err
+			}
+			out.Nodes, out.NextCursor, err = tx.Nodes(tenant, req.Pool, page)
+			return err
+		})
+		return out, err
+	})
+	Handle(s, "metal.deploy", ActionNodesManage, func(_ context.Context, c *Caller, req DeployRequest) (out DeployStarted, err error) {
+		var run store.Run
+		err = s.store.Update(func(tx *store.Tx) error {
+			tenant, err := c.TenantFor(tx, req.TenantID)
+			if err != nil {
+				return err
+			}
+			rec, err := ps.resolve(tx, c, ProfileKey{TenantID: req.TenantID, ID: req.ProfileID, ProfileVersion: req.ProfileVersion})
+			if err != nil {
+				return proto.AsError(err).WithPath("profileId")
+			}
+			run, err = svc.Deploy(tx, tenant, req.NodeID, rec)
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+		svc.Start(run)
+		return DeployStarted{WorkflowID: run.ID, NodeID: run.Node, Profile: run.Profile}, nil
+	})
+}
+
+// tenantNode returns one of the caller's tenant's nodes; another tenant's is NOT_FOUND.
+func tenantNode(tx *store.Tx, c *Caller, req NodeKey) (store.Node, error) {
+	tenant, err := c.TenantFor(tx, req.TenantID)
+	if err != nil {
+		return store.Node{}, err
+	}
+	n, err := tx.Node(req.NodeID)
+	if err != nil || n.Tenant != tenant {
+		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found", req.NodeID).WithPath("nodeId")
+	}
+	return n, nil
+}

@@ -1,0 +1,36 @@
+// Package clock is the registry's injected time. Logic that waits (step timeouts, retry
+// backoff) takes a Clock: Real in the registry, Fake in tests, which advance it by hand
+// and can wait until the code under test is waiting on it.
+package clock
+
+import "time"
+
+// Clock tells the time and makes timers.
+type Clock interface {
+	Now() time.Time
+	// NewTimer returns a timer that sends the time on its channel once d has passed. A d
+	// of zero or less sends at once.
+	NewTimer(d time.Duration) Timer
+}
+
+// Timer is a running timer.
+type Timer interface {
+	// C is the channel the time is sent on, once.
+	C() <-chan time.Time
+	// Stop stops a timer that has not fired; it reports whether it did.
+	Stop() bool
+}
+
+// Real is the system clock.
+type Real struct{}
+
+// Now is time.Now.
+func (Real) Now() time.Time { return time.Now() }
+
+// NewTimer is time.NewTimer.
+func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+type realTimer struct{ t *time.Timer }
+
+func (r realTimer) C() <-chan time.Time { return r.t.C }
+func (r realTimer) Stop() bool          { return r.t.Stop() }

@@ -1,0 +1,175 @@
+package metal
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/google/go-cmp/cmp"
+)
+
+// hardware is the hardware profiles the tests' registry knows.
+var hardware = HardwareProfiles{
+	"gpu-redfish": {Drivers: map[string]Binding{"power": {Driver: "redfish"}, "management": {Driver: "redfish"},
+		"boot": {Driver: "ipxe"}, "deploy": {Driver: "image-stream"}, "inspect": {Driver: "agent"}}},
+	"gpu-ipmi-power": {Drivers: map[string]Binding{"power": {Driver: "ipmi", Config: json.RawMessage(`{"address":"10.0.0.9","cipher":3}`)}}},
+}
+
+func binding(driver, config string) store.DriverBinding {
+	b := store.DriverBinding{Driver: driver}
+	if config != "" {
+		b.Config = json.RawMessage(config)
+	}
+	return b
+}
+
+func TestResolveDriverBindings(t *testing.T) {
+	bmc := store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "secret://bmc/n1"}
+	bmcConfig := `{"address":"https://10.0.0.5","credentialRef":"secret://bmc/n1"}`
+	cases := map[string]struct {
+		bmc       store.BMC
+		hw        string
+		overrides map[string]Binding
+		want      map[string]store.DriverBinding
+	}{
+		"the BMC alone binds power, management and virtual-media": {
+			bmc: bmc,
+			want: map[string]store.DriverBinding{"power": binding("redfish", bmcConfig), "management": binding("redfish", bmcConfig),
+				"virtual-media": binding("redfish", bmcConfig)},
+		},
+		"a BMC without a credential reference": {
+			bmc: store.BMC{Driver: "qmp", Address: "unix:/run/qmp/n1.sock"},
+			want: map[string]store.DriverBinding{"power": binding("qmp", `{"address":"unix:/run/qmp/n1.sock"}`),
+				"management": binding("qmp", `{"address":"unix:/run/qmp/n1.sock"}`), "virtual-media": binding("qmp", `{"address":"unix:/run/qmp/n1.sock"}`)},
+		},
+		"the hardware profile overrides per concern and adds the others": {
+			bmc: bmc, hw: "gpu-redfish",
+			want: map[string]store.DriverBinding{"power": binding("redfish", bmcConfig), "management": binding("redfish", bmcConfig),
+				"virtual-media": binding("redfish", bmcConfig), "boot": binding("ipxe", ""), "deploy": binding("image-stream", ""), "inspect": binding("agent", "")},
+		},
+		"a BMC concern keeps the BMC's credential under the profile's config": {
+			bmc: bmc, hw: "gpu-ipmi-power",
+			want: map[string]store.DriverBinding{"power": binding("ipmi", `{"address":"10.0.0.9","cipher":3,"credentialRef":"secret://bmc/n1"}`),
+				"management": binding("redfish", bmcConfig), "virtual-media": binding("redfish", bmcConfig)},
+		},
+		"per-node overrides win over both": {
+			bmc: bmc, hw: "gpu-redfish",
+			overrides: map[string]Binding{"boot": {Driver: "http-boot", Config: json.RawMessage(`{"url":"https://boot.example"}`)}, "virtual-media": {Driver: "sanboot"}},
+			want: map[string]store.DriverBinding{"power": binding("redfish", bmcConfig), "management": binding("redfish", bmcConfig),
+				"virtual-media": binding("sanboot", bmcConfig), "boot": binding("http-boot", `{"url":"https://boot.example"}`),
+				"deploy": binding("image-stream", ""), "inspect": binding("agent", "")},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			hw, err := hardware.lookup(tc.hw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := resolveDriverBindings(tc.bmc, hw, tc.overrides)
+			if diff := cmp.Diff(tc.want, got, cmp.Transformer("json", func(r json.RawMessage) string { return string(r) })); diff != "" {
+				t.Errorf("bindings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestEnrollResolvesBindingsAndRefusesUnknownProfiles(t *testing.T) {
+	h := newHarness(t)
+	bmc := store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "secret://bmc/n1"}
+	mac := func(i int) []string { return []string{"52:54:00:00:01:0" + string(rune('0'+i))} }
+	cases := map[string]struct {
+		e          Enrollment
+		wantBoot   string
+		code       proto.Code
+		path       string
+		beforePool func()
+	}{
+		"the pool's hardware profile": {e: Enrollment{Pool: "gpu", MACs: mac(1), BMC: bmc}, wantBoot: "ipxe"},
+		"the node's own hardware profile wins over the pool's": {
+			e: Enrollment{Pool: "gpu", MACs: mac(2), BMC: bmc, HardwareProfile: "gpu-ipmi-power"}, wantBoot: ""},
+		"a per-node override": {
+			e: Enrollment{Pool: "gpu", MACs: mac(3), BMC: bmc, Drivers: map[string]Binding{"boot": {Driver: "http-boot"}}}, wantBoot: "http-boot"},
+		"an unknown hardware profile of the node": {
+			e: Enrollment{Pool: "gpu", MACs: mac(4), BMC: bmc, HardwareProfile: "nope"}, code: proto.InvalidInput, path: "hardwareProfile"},
+		"an unknown concern": {
+			e: Enrollment{Pool: "gpu", MACs: mac(5), BMC: bmc, Drivers: map[string]Binding{"cooling": {Driver: "fan"}}}, code: proto.InvalidInput, path: "drivers.cooling"},
+		"a secret instead of its reference": {
+			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "hunter2"}}, code: proto.InvalidInput, path: "bmc.credentialRef"},
+		"a malformed MAC":  {e: Enrollment{Pool: "gpu", MACs: []string{"52:54:00"}, BMC: bmc}, code: proto.InvalidInput, path: "macs[0]"},
+		"a malformed UUID": {e: Enrollment{Pool: "gpu", ProductUUID: "4c4c", BMC: bmc}, code: proto.InvalidInput, path: "productUuid"},
+		"no BMC driver":    {e: Enrollment{Pool: "gpu", MACs: mac(7), BMC: store.BMC{Address: "x"}}, code: proto.InvalidInput, path: "bmc.driver"},
+		"an unknown pool":  {e: Enrollment{Pool: "cpu", MACs: mac(8), BMC: bmc}, code: proto.NotFound, path: "pool"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.e.Tenant = "acme"
+			var n store.Node
+			err := h.store.Update(func(tx *store.Tx) (err error) { n, err = h.svc.Enroll(tx, tc.e); return err })
+			if tc.code != "" {
+				if proto.CodeOf(err) != tc.code || proto.AsError(err).Details.Path != tc.path {
+					t.Fatalf("got %v, want %s at %s", err, tc.code, tc.path)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Drivers["boot"].Driver != tc.wantBoot || n.Drivers["power"].Driver == "" || n.State != store.NodeEnrolled {
+				t.Errorf("node %+v", n)
+			}
+		})
+	}
+	// A pool naming a profile the registry does not know is refused, and a node of a pool
+	// whose profile the registry forgot (a restart with another file) is too.
+	err := h.store.Update(func(tx *store.Tx) error {
+		_, err := h.svc.SetPool(tx, store.MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: store.MetalPolicy{HardwareProfile: "nope"}})
+		return err
+	})
+	if proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "policy.hardwareProfile" {
+		t.Errorf("a pool with an unknown hardware profile: %v", err)
+	}
+	delete(h.svc.cfg.HardwareProfiles, "gpu-redfish")
+	err = h.store.Update(func(tx *store.Tx) error {
+		_, err := h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: mac(9), BMC: bmc})
+		return err
+	})
+	if proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "pool" {
+		t.Errorf("the pool's forgotten hardware profile: %v", err)
+	}
+}
+
+func TestLoadHardwareProfiles(t *testing.T) {
+	cases := map[string]struct {
+		file string
+		path string
+	}{
+		"ok":                             {`{"version":1,"hardwareProfiles":{"gpu-redfish":{"drivers":{"power":"redfish","boot":{"driver":"ipxe","config":{"chain":"x"}}}}}}`, ""},
+		"an unknown field":               {`{"version":1,"profiles":{}}`, ""},
+		"another version":                {`{"version":2,"hardwareProfiles":{}}`, "version"},
+		"an unknown concern":             {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"cooling":"fan"}}}}`, "hardwareProfiles.a.drivers.cooling"},
+		"a bad driver name":              {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":"Redfish"}}}}`, "hardwareProfiles.a.drivers.power"},
+		"a config that is not an object": {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":{"driver":"redfish","config":[]}}}}}`, "hardwareProfiles.a.drivers.power.config"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "hw.json")
+			if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			hp, err := LoadHardwareProfiles(path)
+			if name == "ok" {
+				if err != nil || hp["gpu-redfish"].Drivers["boot"].Driver != "ipxe" || string(hp["gpu-redfish"].Drivers["boot"].Config) != `{"chain":"x"}` {
+					t.Fatalf("got %+v, %v", hp, err)
+				}
+				return
+			}
+			if proto.CodeOf(err) != proto.InvalidConfig || proto.AsError(err).Details.Path != tc.path {
+				t.Fatalf("got %v, want INVALID_CONFIG at %q", err, tc.path)
+			}
+		})
+	}
+}

@@ -1,0 +1,262 @@
+package metal
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func rawString(r json.RawMessage) string { return string(r) }
+
+func TestDeployTheGPUHostProfile(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(map[string]string{"nvswitch": "true"})
+	run, err := h.deploy(node, "testdata/gpu-host.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, n := h.end(run.ID)
+	if run.State != store.RunSucceeded || n.State != store.NodeActive || n.Failure != nil {
+		t.Fatalf("run %s, node %s %+v", run.State, n.State, n.Failure)
+	}
+	want := []string{"site boot.prepareRamdisk", "site management.setBootDevice", "site power.setPower", "ramdisk deploy.image",
+		"site management.setBootDevice", "ramdisk boot.kexec", "node diag.dcgm", "site boot.cleanUp"}
+	if diff := cmp.Diff(want, h.machine.kinds()); diff != "" {
+		t.Errorf("commands (-want +got):\n%s", diff)
+	}
+	var in proto.DeployImage
+	img := h.machine.received(proto.CommandDeployImage)[0]
+	if err := json.Unmarshal([]byte(img.Input), &in); err != nil {
+		t.Fatal(err)
+	}
+	wantIn := proto.DeployImage{Ref: "ubuntu-24.04-server@2026.09", Source: "https://images.example/ubuntu.raw.zst",
+		CacheURL: "http://rack-a.cache/sha256/" + digest, SHA256: digest, Format: "raw", Compression: "zstd", SizeBytes: 3 << 30,
+		UserDataRef: "secret://userdata/" + node + "/1", UserDataKind: "cloud-init"}
+	if diff := cmp.Diff(wantIn, in); diff != "" {
+		t.Errorf("deploy.image (-want +got):\n%s", diff)
+	}
+	if img.ID != run.ID+":main.5:a1:image" {
+		t.Errorf("deploy.image command id %s", img.ID)
+	}
+	if diff := cmp.Diff([]string{"ubuntu-24.04-server@2026.09 for acme allowUnsigned=false"}, h.images.verified); diff != "" {
+		t.Errorf("verified (-want +got):\n%s", diff)
+	}
+	// The pool's hugepages replace the profile's and its gpu-sharing is added, in the
+	// order bcd applies the units.
+	wantHost := []store.HostUnit{
+		{Unit: "hugepages", Settings: json.RawMessage(`{"pages1g":64}`)},
+		{Unit: "nvidia-driver", Settings: json.RawMessage(`{"branch":"580"}`)},
+		{Unit: "fabric-manager", Settings: json.RawMessage(`{"when":"nvswitch"}`)},
+		{Unit: "gpu-sharing", Settings: json.RawMessage(`{"mode":"mps","replicas":4}`)},
+	}
+	if diff := cmp.Diff(wantHost, n.Host, cmp.Transformer("json", rawString)); diff != "" {
+		t.Errorf("host section (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(&store.ProfileRef{Tenant: "acme", ID: "ubuntu-24.04-gpu-host", Version: 1}, n.Profile); diff != "" || n.Role != "host" || n.Workflow != run.ID {
+		t.Errorf("node profile %s, role %s, workflow %s", diff, n.Role, n.Workflow)
+	}
+	// The version is used: it cannot change any more.
+	err = h.store.Update(func(tx *store.Tx) error {
+		_, err := tx.ReplaceProfileDocument("acme", "ubuntu-24.04-gpu-host", 1, 0, []byte(`{}`))
+		return err
+	})
+	if proto.CodeOf(err) != proto.InvalidState {
+		t.Errorf("replacing the deployed version: %v", err)
+	}
+	// A second deploy of an active node runs again; the user data is rendered anew.
+	run, err = h.deploy(node, "testdata/gpu-host.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, n = h.end(run.ID); run.State != store.RunSucceeded || n.State != store.NodeActive || h.userData.calls != 2 {
+		t.Errorf("redeploy: run %s, node %s, %d renders", run.State, n.State, h.userData.calls)
+	}
+}
+
+func TestDeployImageRefusals(t *testing.T) {
+	cases := map[string]struct {
+		prepare func(h *harness)
+		code    proto.Code
+		reason  string
+		// sent is how many deploy.image commands reached the ramdisk.
+		sent int
+	}{
+		"an iso cannot be written to disk": {
+			prepare: func(h *harness) {
+				img := h.images.images["ubuntu-24.04-server@2026.09"]
+				img.Format = "iso"
+				h.images.images[img.Ref] = img
+			},
+			code: proto.InvalidInput,
+		},
+		"an image that does not verify is never sent": {
+			prepare: func(h *harness) {
+				h.images.verifyErr = proto.Errorf(proto.InvalidState, "image is unsigned").WithReason("unsigned")
+			},
+			code: proto.InvalidState, reason: "unsigned",
+		},
+		"an image the tenant cannot see": {
+			prepare: func(h *harness) {
+				img := h.images.images["ubuntu-24.04-server@2026.09"]
+				img.Tenant = "other"
+				h.images.images[img.Ref] = img
+			},
+			code: proto.NotFound,
+		},
+		"a digest other than the catalog's": {
+			prepare: func(h *harness) {
+				h.machine.answers[proto.CommandDeployImage] = func(json.RawMessage) (json.RawMessage, error) {
+					return json.RawMessage(`{"sha256":"` + strings.Repeat("0", 64) + `","bytesWritten":1}`), nil
+				}
+			},
+			code: proto.DriverError, reason: "digest-mismatch", sent: 1,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			node := h.enroll(nil)
+			tc.prepare(h)
+			run, err := h.deploy(node, "testdata/deploy-only.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, n := h.end(run.ID)
+			if n.State != store.NodeFailed || n.Failure == nil {
+				t.Fatalf("node %s, failure %+v", n.State, n.Failure)
+			}
+			got := fmt.Sprintf("%s %s %s %s", n.Failure.Step, n.Failure.Use, n.Failure.Error.Code, n.Failure.Error.Details.Reason)
+			if want := fmt.Sprintf("steps[0] deploy.deploy %s %s", tc.code, tc.reason); got != want {
+				t.Errorf("failure %q (%s), want %q", got, n.Failure.Error.Message, want)
+			}
+			if diff := cmp.Diff(run.Failure, n.Failure, cmpopts.IgnoreUnexported(proto.Error{})); diff != "" || n.Failure.RunID != run.ID {
+				t.Errorf("the node's failure is not the run's (-run +node):\n%s", diff)
+			}
+			if sent := len(h.machine.received(proto.CommandDeployImage)); sent != tc.sent {
+				t.Errorf("%d deploy.image sent, want %d", sent, tc.sent)
+			}
+		})
+	}
+}
+
+func TestDeployRefusals(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	h.machine.bootsNothing = true
+	running, err := h.deployShipped(node, "metal-inspect@2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		node, file string
+		code       proto.Code
+	}{
+		"a node that is deploying":    {node, "testdata/deploy-only.json", proto.InvalidState},
+		"another tenant's node":       {"nd_0000000000000000", "testdata/deploy-only.json", proto.NotFound},
+		"a profile of another target": {node, "testdata/vps.json", proto.InvalidInput},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if _, err := h.deploy(tc.node, tc.file); proto.CodeOf(err) != tc.code {
+				t.Fatalf("got %v, want %s", err, tc.code)
+			}
+		})
+	}
+	// Nothing the refusals did marked the versions used.
+	h.store.View(func(tx *store.Tx) error {
+		for _, id := range []string{"deploy-only", "a-vps"} {
+			if rec, ok, _ := tx.Profile("acme", id, 1); ok && rec.Used {
+				t.Errorf("%s was marked used by a refused deploy", id)
+			}
+		}
+		return nil
+	})
+	// The ramdisk never joins, so metal.ensureRamdisk runs out of its 20 minutes.
+	h.clock.BlockUntil(1)
+	h.clock.Advance(20 * time.Minute)
+	if _, n := h.end(running.ID); n.State != store.NodeFailed || n.Failure.Error.Code != proto.Timeout {
+		t.Errorf("node %s, failure %+v", n.State, n.Failure)
+	}
+}
+
+func TestEnsureRamdisk(t *testing.T) {
+	cases := map[string]struct {
+		prepare func(h *harness, node string)
+		want    []string
+		code    proto.Code
+	}{
+		"boots the machine into the ramdisk through the site": {
+			want: []string{"main.0:a1:pxe site management.setBootDevice {\"device\":\"pxe\",\"persistent\":false}", "main.0:a1:prepare site boot.prepareRamdisk ",
+				"main.0:a1:cycle site power.setPower {\"action\":\"cycle\"}", "main.1:a1 ramdisk inventory.refresh ", "cleanup.0:a1 site boot.cleanUp "},
+		},
+		"does nothing when the ramdisk is the machine's agent": {
+			prepare: func(h *harness, node string) { h.joins.Joined(node, "ramdisk") },
+			want:    []string{"main.1:a1 ramdisk inventory.refresh ", "cleanup.0:a1 site boot.cleanUp "},
+		},
+		"a pool whose machines run no agent cannot": {
+			prepare: func(h *harness, node string) {
+				h.store.Update(func(tx *store.Tx) error {
+					_, err := h.svc.SetPool(tx, store.MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: store.MetalPolicy{Agent: store.AgentNone}})
+					return err
+				})
+			},
+			want: []string{"cleanup.0:a1 site boot.cleanUp "},
+			code: proto.Unsupported,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			node := h.enroll(nil)
+			if tc.prepare != nil {
+				tc.prepare(h, node)
+			}
+			h.clock.Advance(time.Second)
+			run, err := h.deployShipped(node, "metal-inspect@2")
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, n := h.end(run.ID)
+			var got []string
+			for _, r := range h.machine.got {
+				got = append(got, fmt.Sprintf("%s %s %s %s", strings.TrimPrefix(r.ID, run.ID+":"), r.Role, r.Kind, r.Input))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("commands (-want +got):\n%s", diff)
+			}
+			if tc.code == "" && n.State != store.NodeActive || tc.code != "" && (n.Failure == nil || n.Failure.Error.Code != tc.code) {
+				t.Errorf("node %s, failure %+v", n.State, n.Failure)
+			}
+		})
+	}
+}
+
+func TestRevokeIdentityAndWaitGeneration(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	for _, id := range []string{"metal-retire-oob@1", "remediate-reboot@1"} {
+		run, err := h.deployShipped(node, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run, n := h.end(run.ID); run.State != store.RunSucceeded || n.State != store.NodeActive {
+			t.Fatalf("%s: run %s, node %s %+v", id, run.State, n.State, n.Failure)
+		}
+	}
+	var n store.Node
+	h.store.View(func(tx *store.Tx) (err error) { n, err = tx.Node(node); return err })
+	if n.IdentityRevokedAt.IsZero() {
+		t.Error("metal.revokeIdentity did not mark the identity revoked")
+	}
+	want := []string{"site power.setPower", "site power.setPower"}
+	if diff := cmp.Diff(want, h.machine.kinds()); diff != "" {
+		t.Errorf("commands (-want +got):\n%s", diff)
+	}
+}

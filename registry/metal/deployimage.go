@@ -1,0 +1,108 @@
+package metal
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/workflow"
+)
+
+// Image is a catalog image as deploy.deploy needs it.
+type Image struct {
+	ID     string
+	Tenant string
+	Ref    string
+	// Kind is os or ramdisk.
+	Kind string
+	// Format is raw, qcow2 or iso; Compression none, zstd or gzip.
+	Format      string
+	Compression string
+	// SHA256 is the digest of the artifact as stored, 64 lower-case hex digits.
+	SHA256    string
+	SizeBytes int64
+	// Source is an https:// or oci:// URL.
+	Source string
+}
+
+// Images is the image catalog, as deploy.deploy uses it.
+type Images interface {
+	// Resolve finds ref as tenant sees it: its own image first, then a public one;
+	// NOT_FOUND when neither exists.
+	Resolve(ctx context.Context, tenant, ref string) (Image, error)
+	// VerifyForUse re-verifies, right before tenant deploys it, the image's stored
+	// signature against the signer it was verified with; an unsigned image (unless
+	// allowUnsigned lets tenant's own private OS image through), a revoked signer or a
+	// tampered row is INVALID_STATE with the reason unsigned or signature.
+	VerifyForUse(ctx context.Context, tenant string, img Image, allowUnsigned bool) error
+	// CacheURL is where the site's cache serves the image, "" when it does not hold it.
+	CacheURL(ctx context.Context, site string, img Image) (string, error)
+}
+
+// deployImage is deploy.deploy's registry part: it resolves the image in the node
+// owner's tenant (the profile's format and compression override the catalog's for the
+// profile's own image), refuses an iso, verifies the image for use, and only then
+// relays deploy.image to the ramdisk with the user-data reference userdata.render
+// returned. A digest that differs from the catalog's fails with DRIVER_ERROR.
+func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
+	if s.cfg.Images == nil {
+		return nil, proto.Errorf(proto.Unsupported, "deploy.deploy needs the image catalog, which this registry does not have")
+	}
+	var with struct{ Image string }
+	if err := json.Unmarshal(a.Step.With, &with); err != nil {
+		return nil, proto.Errorf(proto.Internal, "deploy.deploy: with does not decode: %w", err)
+	}
+	p, err := a.Profile()
+	if err != nil {
+		return nil, err
+	}
+	img, err := s.cfg.Images.Resolve(ctx, a.Node.Tenant, with.Image)
+	if err != nil {
+		return nil, err
+	}
+	if own, ok := p.Image(); ok && own.Ref == with.Image {
+		if own.Format != "" {
+			img.Format = own.Format
+		}
+		if own.Compression != "" {
+			img.Compression = own.Compression
+		}
+	}
+	if img.Format == "iso" {
+		return nil, proto.Errorf(proto.InvalidInput, "image %s is an iso, which deploy.deploy cannot write to disk: boot it with media.insert", img.Ref).WithPath("with.image")
+	}
+	if err := s.cfg.Images.VerifyForUse(ctx, a.Node.Tenant, img, s.cfg.AllowUnsignedImages); err != nil {
+		return nil, err
+	}
+	cacheURL, err := s.cfg.Images.CacheURL(ctx, a.Node.Site, img)
+	if err != nil {
+		return nil, err
+	}
+	in := proto.DeployImage{Ref: img.Ref, Source: img.Source, CacheURL: cacheURL, SHA256: img.SHA256,
+		Format: img.Format, Compression: img.Compression, SizeBytes: img.SizeBytes}
+	ud, ok, err := renderedUserData(a.Run)
+	if err != nil {
+		return nil, err
+	}
+	if _, wants := p.UserData(); wants && !ok {
+		return nil, proto.Errorf(proto.InvalidConfig, "profile %s has userData, and no userdata.render succeeded before deploy.deploy: the machine would boot without it", p.ID())
+	}
+	in.UserDataRef, in.UserDataKind = ud.UserDataRef, ud.Kind
+	input, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := a.Relay(ctx, profile.Ramdisk, "image", proto.CommandDeployImage, input)
+	if err != nil {
+		return nil, err
+	}
+	var out proto.DeployImageResult
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, proto.Errorf(proto.DriverError, "the ramdisk's answer to deploy.image does not decode: %v", err)
+	}
+	if out.SHA256 != img.SHA256 {
+		return nil, proto.Errorf(proto.DriverError, "the ramdisk wrote an artifact whose digest is %q, not the catalog's %s: the disk is not the image", out.SHA256, img.SHA256).WithReason("digest-mismatch")
+	}
+	return raw, nil
+}

@@ -1,0 +1,107 @@
+package metal
+
+import (
+	"fmt"
+	"net"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// Enrollment is a machine to enroll in a pool.
+type Enrollment struct {
+	Tenant string
+	Pool   string
+	// MACs are its boot interfaces; ProductUUID its SMBIOS product UUID. One of them
+	// is needed.
+	MACs        []string
+	ProductUUID string
+	BMC         store.BMC
+	// HardwareProfile is the node's own hardware profile; "" takes the pool's.
+	HardwareProfile string
+	Labels          map[string]string
+	// Drivers are per-node bindings that win over the BMC's and the hardware profile's.
+	Drivers map[string]Binding
+}
+
+var (
+	productUUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	labelName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,252}$`)
+)
+
+// Enroll stores a new node in state enrolled, with its driver bindings resolved from
+// its BMC, its hardware profile (its own, else the pool's) and its overrides. MACs are
+// stored lower-case and colon-separated, the UUID lower-case.
+func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
+	n := store.Node{Tenant: e.Tenant, Pool: e.Pool, HardwareProfile: e.HardwareProfile, Labels: e.Labels}
+	for i, m := range e.MACs {
+		hw, err := net.ParseMAC(m)
+		if err != nil || len(hw) != 6 {
+			return n, proto.Errorf(proto.InvalidInput, "MAC %q: write six hex pairs, 52:54:00:12:34:56", m).WithPath(indexPath("macs", i))
+		}
+		n.MACs = append(n.MACs, hw.String())
+	}
+	if e.ProductUUID != "" {
+		n.ProductUUID = strings.ToLower(e.ProductUUID)
+		if !productUUID.MatchString(n.ProductUUID) {
+			return n, proto.Errorf(proto.InvalidInput, "product UUID %q: write 8-4-4-4-12 hex digits", e.ProductUUID).WithPath("productUuid")
+		}
+	}
+	bmc, err := checkBMC(e.BMC)
+	if err != nil {
+		return n, err
+	}
+	n.BMC = bmc
+	for k, v := range e.Labels {
+		if !labelName.MatchString(k) {
+			return n, proto.Errorf(proto.InvalidInput, "label name %q: letters, digits, '.', '_', '-' and '/', starting with a letter or digit", k).WithPath("labels")
+		}
+		if len(v) > 253 || strings.ContainsFunc(v, unicode.IsControl) {
+			return n, proto.Errorf(proto.InvalidInput, "label %s: a value is one line of at most 253 bytes", k).WithPath("labels." + k)
+		}
+	}
+	if err := checkBindings(e.Drivers, "drivers"); err != nil {
+		return n, err
+	}
+	pool, err := tx.MetalPool(e.Tenant, e.Pool)
+	if err != nil {
+		return n, proto.AsError(err).WithPath("pool")
+	}
+	hwName, hwPath := e.HardwareProfile, "hardwareProfile"
+	if hwName == "" {
+		hwName, hwPath = pool.Policy.HardwareProfile, "pool"
+	}
+	hw, err := s.cfg.HardwareProfiles.lookup(hwName)
+	if err != nil {
+		return n, proto.AsError(err).WithPath(hwPath)
+	}
+	n.DriverOverrides = map[string]store.DriverBinding{}
+	for c, b := range e.Drivers {
+		n.DriverOverrides[c] = store.DriverBinding(b)
+	}
+	n.Drivers = resolveDriverBindings(n.BMC, hw, e.Drivers)
+	return tx.CreateNode(n)
+}
+
+// checkBMC checks a BMC: a driver name, an address, and a credential that is a
+// secret:// reference, never the secret itself.
+func checkBMC(b store.BMC) (store.BMC, error) {
+	if !driverName.MatchString(b.Driver) {
+		return b, proto.Errorf(proto.InvalidInput, "BMC driver %q: a driver name such as redfish or qmp", b.Driver).WithPath("bmc.driver")
+	}
+	if b.Address == "" || len(b.Address) > 1024 || strings.ContainsFunc(b.Address, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		return b, proto.Errorf(proto.InvalidInput, "BMC address %q: a URL or host:port without spaces", b.Address).WithPath("bmc.address")
+	}
+	if b.CredentialRef != "" {
+		name, ok := strings.CutPrefix(b.CredentialRef, "secret://")
+		if !ok || name == "" || strings.ContainsFunc(name, unicode.IsSpace) {
+			return b, proto.Errorf(proto.InvalidInput, "BMC credential: give a secret:// reference to it, never the secret itself").WithPath("bmc.credentialRef")
+		}
+	}
+	return b, nil
+}
+
+func indexPath(field string, i int) string { return fmt.Sprintf("%s[%d]", field, i) }

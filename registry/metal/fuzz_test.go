@@ -1,0 +1,44 @@
+package metal
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// FuzzParseHardwareProfiles checks that any file either is refused with INVALID_CONFIG or
+// parses into profiles that encode and parse back the same.
+func FuzzParseHardwareProfiles(f *testing.F) {
+	for _, seed := range []string{
+		hardwareProfilesSeed,
+		`{"version":1}`,
+		`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":{"driver":"redfish","config":{"x":1}}}}}}`,
+		`{"version":1,"hardwareProfiles":{"a":{"drivers":{"cooling":"fan"}}}}`,
+		`{"version":2}`, `[]`, `{"version":1} {}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		hp, err := parseHardwareProfiles(data)
+		if err != nil {
+			if proto.CodeOf(err) != proto.InvalidConfig {
+				t.Fatalf("refused with %v", err)
+			}
+			return
+		}
+		text, err := json.Marshal(hardwareFile{Version: 1, HardwareProfiles: hp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := parseHardwareProfiles(text)
+		if err != nil {
+			t.Fatalf("%s does not parse back: %v", text, err)
+		}
+		if back, _ := json.Marshal(hardwareFile{Version: 1, HardwareProfiles: again}); string(back) != string(text) {
+			t.Fatalf("parsed back as %s, not %s", back, text)
+		}
+	})
+}
+
+const hardwareProfilesSeed = `{"version":1,"hardwareProfiles":{"gpu-redfish":{"drivers":{"power":"redfish","management":"redfish","boot":"ipxe"}}}}`

@@ -1,0 +1,139 @@
+package metal
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"os"
+	"regexp"
+	"slices"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// concerns are the jobs a driver can be bound to.
+var concerns = []string{"power", "management", "virtual-media", "boot", "deploy", "inspect"}
+
+// bmcConcerns are the concerns the BMC given at enrollment binds.
+var bmcConcerns = []string{"power", "management", "virtual-media"}
+
+// driverName is the shape of a driver name (redfish, qmp, ipxe, image-stream).
+var driverName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// HardwareProfile is the driver choices a kind of machine shares.
+type HardwareProfile struct {
+	Drivers map[string]Binding `json:"drivers"`
+}
+
+// Binding is a driver bound to a concern: written as its name, or as
+// {"driver": name, "config": {...}}.
+type Binding store.DriverBinding
+
+// UnmarshalJSON reads a driver name or {driver, config}, refusing other fields.
+func (b *Binding) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '"' {
+		*b = Binding{}
+		return json.Unmarshal(data, &b.Driver)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var full struct {
+		Driver string          `json:"driver"`
+		Config json.RawMessage `json:"config"`
+	}
+	if err := dec.Decode(&full); err != nil {
+		return err
+	}
+	*b = Binding{Driver: full.Driver, Config: full.Config}
+	return nil
+}
+
+// HardwareProfiles are the hardware profiles a registry knows, by name.
+type HardwareProfiles map[string]HardwareProfile
+
+// hardwareFile is the hardware profiles file, version 1.
+type hardwareFile struct {
+	Version          int              `json:"version"`
+	HardwareProfiles HardwareProfiles `json:"hardwareProfiles"`
+}
+
+// LoadHardwareProfiles reads a hardware profiles file:
+//
+//	{"version": 1, "hardwareProfiles": {"gpu-redfish": {"drivers": {"power": "redfish", "boot": "ipxe"}}}}
+//
+// Unknown fields, an unknown concern and a malformed driver name are INVALID_CONFIG with
+// the path of the offending field.
+func LoadHardwareProfiles(path string) (HardwareProfiles, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "hardware profiles: %v", err)
+	}
+	hp, err := parseHardwareProfiles(data)
+	if err != nil {
+		e := proto.AsError(err)
+		return nil, proto.Errorf(proto.InvalidConfig, "hardware profiles %s: %s", path, e.Message).WithPath(e.Details.Path)
+	}
+	return hp, nil
+}
+
+// parseHardwareProfiles reads the text of a hardware profiles file.
+func parseHardwareProfiles(data []byte) (HardwareProfiles, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f hardwareFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "%v", err)
+	}
+	if dec.More() {
+		return nil, proto.Errorf(proto.InvalidConfig, "trailing data after the JSON object")
+	}
+	if f.Version != 1 {
+		return nil, proto.Errorf(proto.InvalidConfig, "version %d; this registry reads version 1", f.Version).WithPath("version")
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.HardwareProfiles)) {
+		p := "hardwareProfiles." + name
+		if !driverName.MatchString(name) {
+			return nil, proto.Errorf(proto.InvalidConfig, "hardware profile name %q: 1 to 63 of a-z, 0-9 and -, starting with a letter or digit", name).WithPath(p)
+		}
+		if err := checkBindings(f.HardwareProfiles[name].Drivers, p+".drivers"); err != nil {
+			return nil, proto.AsError(err).WithCode(proto.InvalidConfig)
+		}
+	}
+	return f.HardwareProfiles, nil
+}
+
+// checkBindings refuses an unknown concern, a malformed driver name or a config that is
+// not an object, as INVALID_INPUT at path.concern.
+func checkBindings(bindings map[string]Binding, path string) error {
+	for _, c := range slices.Sorted(maps.Keys(bindings)) {
+		b, p := bindings[c], path+"."+c
+		switch {
+		case !slices.Contains(concerns, c):
+			return proto.Errorf(proto.InvalidInput, "unknown concern %q; the concerns are %v", c, concerns).WithPath(p)
+		case !driverName.MatchString(b.Driver):
+			return proto.Errorf(proto.InvalidInput, "%q is not a driver name: 1 to 63 of a-z, 0-9 and -, starting with a letter or digit", b.Driver).WithPath(p)
+		case len(b.Config) > 0 && !isObject(b.Config):
+			return proto.Errorf(proto.InvalidInput, "a driver's config is a JSON object").WithPath(p + ".config")
+		}
+	}
+	return nil
+}
+
+func isObject(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	return json.Unmarshal(raw, &m) == nil && m != nil
+}
+
+// lookup returns the named hardware profile; "" is none.
+func (hp HardwareProfiles) lookup(name string) (*HardwareProfile, error) {
+	if name == "" {
+		return nil, nil
+	}
+	p, ok := hp[name]
+	if !ok {
+		known := slices.Sorted(maps.Keys(hp))
+		return nil, proto.Errorf(proto.InvalidInput, "unknown hardware profile %q; this registry knows %v (serve --hardware-profiles)", name, known)
+	}
+	return &p, nil
+}

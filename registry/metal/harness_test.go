@@ -1,0 +1,266 @@
+package metal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/clock"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/workflow"
+)
+
+const digest = "6f1ed002ab5595859014ebf0951522d9e3a8e3d0cf4f9f4e8b19f7b9b6a5f2c1"
+
+// harness is a registry's metal service and workflow engine over a real store, with
+// fakes at the edges: the machine and its agents, the image catalog, the user-data
+// renderer and the agents' applied generations.
+type harness struct {
+	t        *testing.T
+	clock    *clock.Fake
+	store    *store.Store
+	joins    *workflow.JoinLog
+	svc      *Service
+	engine   *workflow.Engine
+	machine  *machine
+	images   *fakeImages
+	userData *fakeUserData
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
+	st, err := store.Open(t.TempDir(), store.Options{Now: h.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.store, h.joins = st, workflow.NewJoinLog(st)
+	h.machine = &machine{joins: h.joins, answers: map[string]func(json.RawMessage) (json.RawMessage, error){}}
+	h.images = &fakeImages{images: map[string]Image{"ubuntu-24.04-server@2026.09": {
+		ID: "img_1", Tenant: "acme", Ref: "ubuntu-24.04-server@2026.09", Kind: "os", Format: "qcow2", Compression: "none",
+		SHA256: digest, SizeBytes: 3 << 30, Source: "https://images.example/ubuntu.raw.zst"}}}
+	h.userData = &fakeUserData{}
+	engine := workflow.New(workflow.Config{Store: st, Clock: h.clock, Relay: h.machine, Joins: h.joins})
+	h.engine = engine
+	h.svc = New(Config{Store: st, Engine: engine, Joins: h.joins, HardwareProfiles: maps.Clone(hardware),
+		Images: h.images, UserData: h.userData, Generations: fakeGenerations{}})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := engine.Resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); engine.Wait(); st.Close() })
+	err = st.Update(func(tx *store.Tx) error {
+		if _, err := tx.CreateTenant("acme"); err != nil {
+			return err
+		}
+		_, err := h.svc.SetPool(tx, store.MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: store.MetalPolicy{
+			HardwareProfile: "gpu-redfish", Hugepages: json.RawMessage(`{"pages1g":64}`), GPUSharing: json.RawMessage(`{"mode":"mps","replicas":4}`)}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// enroll enrolls a machine in pool gpu and returns its id.
+func (h *harness) enroll(labels map[string]string) string {
+	h.t.Helper()
+	var n store.Node
+	err := h.store.Update(func(tx *store.Tx) (err error) {
+		n, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Labels: labels,
+			BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "secret://bmc/n1"}})
+		return err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return n.ID
+}
+
+// deploy stores a profile file in acme (unless stored already) and deploys it on the
+// node.
+func (h *harness) deploy(node, file string) (store.Run, error) {
+	h.t.Helper()
+	doc, err := os.ReadFile(file)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	p, err := profile.Define(doc)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return h.deployRecord(node, func(tx *store.Tx) (store.ProfileRecord, error) {
+		rec, ok, err := tx.Profile("acme", p.ID(), p.Version())
+		if err != nil || ok {
+			return rec, err
+		}
+		return tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: p.ID(), Version: p.Version(), Document: p.Document()})
+	})
+}
+
+// deployShipped deploys a shipped profile on the node.
+func (h *harness) deployShipped(node, id string) (store.Run, error) {
+	h.t.Helper()
+	for _, p := range profile.Shipped() {
+		if fmt.Sprintf("%s@%d", p.ID(), p.Version()) == id {
+			rec := store.ProfileRecord{Tenant: profile.ShippedTenant, ID: p.ID(), Version: p.Version(), Document: p.Document()}
+			return h.deployRecord(node, func(*store.Tx) (store.ProfileRecord, error) { return rec, nil })
+		}
+	}
+	h.t.Fatalf("no shipped profile %s", id)
+	return store.Run{}, nil
+}
+
+func (h *harness) deployRecord(node string, record func(*store.Tx) (store.ProfileRecord, error)) (store.Run, error) {
+	var run store.Run
+	err := h.store.Update(func(tx *store.Tx) error {
+		rec, err := record(tx)
+		if err != nil {
+			return err
+		}
+		run, err = h.svc.Deploy(tx, "acme", node, rec)
+		return err
+	})
+	if err == nil {
+		h.svc.Start(run)
+	}
+	return run, err
+}
+
+// end waits for a run to end and returns it with its node.
+func (h *harness) end(id string) (store.Run, store.Node) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	run, err := h.engine.Watch(ctx, id, 0)
+	for err == nil && run.State == store.RunRunning && ctx.Err() == nil {
+		run, err = h.engine.Watch(ctx, id, run.Rev)
+	}
+	if err != nil || run.State == store.RunRunning {
+		h.t.Fatalf("workflow %s did not end: %v %+v", id, err, run.Steps)
+	}
+	var n store.Node
+	if err := h.store.View(func(tx *store.Tx) (err error) { n, err = tx.Node(run.Node); return err }); err != nil {
+		h.t.Fatal(err)
+	}
+	return run, n
+}
+
+// relayed is one command the machine's agents received.
+type relayed struct {
+	ID, Kind, Role, Input string
+}
+
+// machine stands for a machine, its BMC and its agents: it answers each command once
+// (an id sent again gets the kept answer), boots into the ramdisk when power-cycled and
+// into the installed OS when kexec'd or restarted, joining as the agent it boots.
+type machine struct {
+	joins   *workflow.JoinLog
+	mu      sync.Mutex
+	got     []relayed
+	kept    map[string]json.RawMessage
+	answers map[string]func(json.RawMessage) (json.RawMessage, error)
+	// bootsNothing: a power cycle boots no agent.
+	bootsNothing bool
+}
+
+func (m *machine) Relay(_ context.Context, target workflow.RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if out, ok := m.kept[id]; ok {
+		return out, nil
+	}
+	m.got = append(m.got, relayed{ID: id, Kind: kind, Role: target.Role, Input: string(input)})
+	var out json.RawMessage = json.RawMessage(`{}`)
+	var err error
+	switch {
+	case m.answers[kind] != nil:
+		out, err = m.answers[kind](input)
+	case kind == proto.CommandDeployImage:
+		var in proto.DeployImage
+		json.Unmarshal(input, &in)
+		out, _ = json.Marshal(proto.DeployImageResult{SHA256: in.SHA256, BytesWritten: in.SizeBytes})
+	}
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case kind == "power.setPower" && string(input) == `{"action":"cycle"}` && !m.bootsNothing:
+		err = m.joins.Joined(target.NodeID, "ramdisk")
+	case kind == "boot.kexec" || kind == "power.setPower" && string(input) == `{"action":"graceful-restart"}`:
+		err = m.joins.Joined(target.NodeID, "node")
+	}
+	if m.kept == nil {
+		m.kept = map[string]json.RawMessage{}
+	}
+	m.kept[id] = out
+	return out, err
+}
+
+// kinds returns the kinds of the commands received, as "role kind".
+func (m *machine) kinds() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, r := range m.got {
+		out = append(out, r.Role+" "+r.Kind)
+	}
+	return out
+}
+
+func (m *machine) received(kind string) []relayed {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []relayed
+	for _, r := range m.got {
+		if r.Kind == kind {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+type fakeImages struct {
+	images    map[string]Image
+	verifyErr error
+	// verified lists the refs VerifyForUse was asked about, with allowUnsigned.
+	verified []string
+}
+
+func (f *fakeImages) Resolve(_ context.Context, tenant, ref string) (Image, error) {
+	img, ok := f.images[ref]
+	if !ok || img.Tenant != tenant {
+		return Image{}, proto.Errorf(proto.NotFound, "image %s not found", ref)
+	}
+	return img, nil
+}
+
+func (f *fakeImages) VerifyForUse(_ context.Context, tenant string, img Image, allowUnsigned bool) error {
+	f.verified = append(f.verified, fmt.Sprintf("%s for %s allowUnsigned=%v", img.Ref, tenant, allowUnsigned))
+	return f.verifyErr
+}
+
+func (f *fakeImages) CacheURL(_ context.Context, site string, img Image) (string, error) {
+	return "http://" + site + ".cache/sha256/" + img.SHA256, nil
+}
+
+type fakeUserData struct{ calls int }
+
+func (f *fakeUserData) Render(_ context.Context, node store.Node, p *profile.Profile) (UserDataResult, error) {
+	f.calls++
+	ud, _ := p.UserData()
+	return UserDataResult{UserDataRef: fmt.Sprintf("secret://userdata/%s/%d", node.ID, f.calls), Kind: ud.Kind, JoinTokenID: "tok1"}, nil
+}
+
+// fakeGenerations says every agent has applied its NodeSpec.
+type fakeGenerations struct{}
+
+func (fakeGenerations) WaitObserved(context.Context, string) error { return nil }

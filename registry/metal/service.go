@@ -1,0 +1,56 @@
+package metal
+
+import (
+	"log/slog"
+
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/workflow"
+)
+
+// Config is what the metal service runs with.
+type Config struct {
+	Store  *store.Store
+	Engine *workflow.Engine
+	// Joins tells of agents joining, for wait.agentJoined and metal.ensureRamdisk.
+	Joins workflow.Joins
+	// HardwareProfiles are the hardware profiles nodes and pools may name.
+	HardwareProfiles HardwareProfiles
+	// Images resolves and verifies deploy.deploy's image; without it deploy.deploy is
+	// UNSUPPORTED.
+	Images Images
+	// AllowUnsignedImages lets a tenant-private unsigned OS image deploy: for
+	// development only.
+	AllowUnsignedImages bool
+	// UserData renders userdata.render; without it the step is UNSUPPORTED.
+	UserData UserData
+	// Generations tells what an agent has applied, for wait.generationObserved; without
+	// it the step is UNSUPPORTED.
+	Generations Generations
+	Log         *slog.Logger
+}
+
+// Service is metal's node lifecycle.
+type Service struct {
+	cfg Config
+}
+
+// New returns the service and registers its steps, and what the end of a deploy does,
+// with the engine.
+func New(cfg Config) *Service {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{cfg: cfg}
+	e := cfg.Engine
+	e.Handle("metal.ensureRamdisk", s.ensureRamdisk)
+	e.Handle("metal.revokeIdentity", s.revokeIdentity)
+	e.Handle("userdata.render", s.renderUserData)
+	e.Handle("wait.agentJoined", s.waitAgentJoined)
+	e.Handle("wait.generationObserved", s.waitGenerationObserved)
+	e.Handle("deploy.deploy", s.deployImage)
+	e.OnFinish(kindDeploy, s.deployEnded)
+	return s
+}
+
+// Start runs a workflow created in a committed transaction.
+func (s *Service) Start(run store.Run) { s.cfg.Engine.Start(run.ID) }

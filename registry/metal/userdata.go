@@ -1,0 +1,60 @@
+package metal
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/workflow"
+)
+
+// UserData renders a node's first-boot user data from a profile's userData.
+type UserData interface {
+	// Render mints the node's provisioned join token, renders the profile's template,
+	// stores the document in the secret store and returns only its reference.
+	Render(ctx context.Context, node store.Node, p *profile.Profile) (UserDataResult, error)
+}
+
+// UserDataResult is userdata.render's result, kept in the run for deploy.deploy.
+type UserDataResult struct {
+	UserDataRef string `json:"userDataRef"`
+	Kind        string `json:"kind"`
+	JoinTokenID string `json:"joinTokenId"`
+}
+
+const stepRender = "userdata.render"
+
+// renderUserData is userdata.render.
+func (s *Service) renderUserData(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
+	if s.cfg.UserData == nil {
+		return nil, proto.Errorf(proto.Unsupported, "userdata.render needs the user-data renderer, which this registry does not have")
+	}
+	p, err := a.Profile()
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.cfg.UserData.Render(ctx, a.Node, p)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
+// renderedUserData returns the result of the run's last userdata.render that succeeded,
+// false when none did.
+func renderedUserData(run store.Run) (UserDataResult, bool, error) {
+	var res UserDataResult
+	for i := len(run.Steps) - 1; i >= 0; i-- {
+		s := run.Steps[i]
+		if s.Use != stepRender || s.State != store.StepSucceeded {
+			continue
+		}
+		if err := json.Unmarshal(s.Result, &res); err != nil {
+			return res, false, proto.Errorf(proto.Internal, "%s: the stored user data result does not decode: %w", s.Path(), err)
+		}
+		return res, true, nil
+	}
+	return res, false, nil
+}

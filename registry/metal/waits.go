@@ -1,0 +1,38 @@
+package metal
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/workflow"
+)
+
+// Generations tells what a node's agent has applied of its desired NodeSpec.
+type Generations interface {
+	// WaitObserved returns once node's agent has applied (observed) a generation at
+	// least its desired one, or ctx's error when ctx ends first.
+	WaitObserved(ctx context.Context, node string) error
+}
+
+// waitAgentJoined is wait.agentJoined: it waits until the node's agent of with.role has
+// joined since the run started.
+func (s *Service) waitAgentJoined(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
+	var with struct{ Role string }
+	if err := json.Unmarshal(a.Step.With, &with); err != nil {
+		return nil, proto.Errorf(proto.Internal, "wait.agentJoined: with does not decode: %w", err)
+	}
+	if err := s.cfg.Joins.WaitJoined(ctx, a.Node.ID, with.Role, a.Run.CreatedAt); err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]string{"role": with.Role})
+}
+
+// waitGenerationObserved is wait.generationObserved: it waits until the node's agent
+// has applied its desired NodeSpec.
+func (s *Service) waitGenerationObserved(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
+	if s.cfg.Generations == nil {
+		return nil, proto.Errorf(proto.Unsupported, "wait.generationObserved needs the agent plane, which this registry does not run")
+	}
+	return nil, s.cfg.Generations.WaitObserved(ctx, a.Node.ID)
+}

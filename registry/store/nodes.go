@@ -1,0 +1,195 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// The states of a metal node that this registry drives.
+const (
+	// NodeEnrolled: known by its MACs or product UUID and its BMC; nothing deployed.
+	NodeEnrolled = "enrolled"
+	// NodeDeploying: a deploy workflow runs.
+	NodeDeploying = "deploying"
+	// NodeActive: the last deploy succeeded; the node converges to its host section.
+	NodeActive = "active"
+	// NodeFailed: the last deploy failed; Failure says at which step and why.
+	NodeFailed = "failed"
+)
+
+// nodeTransitions lists the states each state may move to.
+var nodeTransitions = map[string][]string{
+	NodeEnrolled:  {NodeDeploying},
+	NodeDeploying: {NodeActive, NodeFailed},
+	NodeActive:    {NodeDeploying},
+	NodeFailed:    {NodeDeploying},
+}
+
+// Node is one enrolled machine.
+type Node struct {
+	ID     string `json:"id"`
+	Tenant string `json:"tenantId"`
+	Pool   string `json:"pool"`
+	Site   string `json:"siteId"`
+	// MACs are the machine's boot interfaces, lower-case and colon-separated.
+	MACs []string `json:"macs,omitempty"`
+	// ProductUUID is the SMBIOS product UUID, lower-case.
+	ProductUUID string `json:"productUuid,omitempty"`
+	BMC         BMC    `json:"bmc"`
+	// HardwareProfile is the node's own hardware profile; "" takes the pool's.
+	HardwareProfile string            `json:"hardwareProfile,omitempty"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	// DriverOverrides are the per-node bindings given at enrollment; they win over the
+	// BMC's and the hardware profile's.
+	DriverOverrides map[string]DriverBinding `json:"driverOverrides,omitempty"`
+	// Drivers are the resolved bindings by concern.
+	Drivers map[string]DriverBinding `json:"drivers"`
+	State   string                   `json:"state"`
+	// Role is the role the last successful deploy gave the node (host or dedicated).
+	Role string `json:"role,omitempty"`
+	// Profile is the profile the last successful deploy ran.
+	Profile *ProfileRef `json:"profile,omitempty"`
+	// Workflow is the id of the node's last workflow run.
+	Workflow string `json:"workflowId,omitempty"`
+	// Failure is why the last deploy failed; nil unless the node is failed.
+	Failure *StepFailure `json:"failure,omitempty"`
+	// Host is the node's desired host section: host-config units in the order bcd
+	// applies them.
+	Host []HostUnit `json:"host,omitempty"`
+	// IdentityRevokedAt is when metal.revokeIdentity ran; zero while the identity holds.
+	IdentityRevokedAt time.Time `json:"identityRevokedAt,omitzero"`
+	// Rev counts the record's changes.
+	Rev       int       `json:"rev"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// BMC is how the site agent reaches a machine's baseboard management controller. The
+// credential is a reference (secret://...), never the secret.
+type BMC struct {
+	Driver        string `json:"driver"`
+	Address       string `json:"address"`
+	CredentialRef string `json:"credentialRef,omitempty"`
+}
+
+// DriverBinding names the driver serving one concern and its configuration.
+type DriverBinding struct {
+	Driver string          `json:"driver"`
+	Config json.RawMessage `json:"config,omitempty"`
+}
+
+// HostUnit is one unit of a node's host section: its name and its settings document,
+// when included, as proto/hostunit decodes it.
+type HostUnit struct {
+	Unit     string          `json:"unit"`
+	Settings json.RawMessage `json:"settings,omitempty"`
+}
+
+const (
+	bucketNodes = "nodes"
+	// bucketNodesByPool indexes nodes: tenant \0 pool \0 id -> nothing.
+	bucketNodesByPool = "nodes_by_pool"
+	// bucketNodesByHW maps "mac:<mac>" and "uuid:<uuid>" to the node id: a machine is
+	// enrolled once.
+	bucketNodesByHW = "nodes_by_hw"
+)
+
+// CreateNode enrolls a machine in an existing pool of its tenant and returns it with its
+// new id, in state enrolled. A MAC or product UUID enrolled already is CONFLICT.
+func (t *Tx) CreateNode(n Node) (Node, error) {
+	pool, err := t.MetalPool(n.Tenant, n.Pool)
+	if err != nil {
+		return n, proto.AsError(err).WithPath("pool")
+	}
+	if len(n.MACs) == 0 && n.ProductUUID == "" {
+		return n, proto.Errorf(proto.InvalidInput, "a machine is enrolled by its MACs or its product UUID: give one").WithPath("macs")
+	}
+	n.ID, n.Site, n.State, n.Rev = "nd_"+randomHex(8), pool.Site, NodeEnrolled, 1
+	n.CreatedAt, n.UpdatedAt = t.now, t.now
+	hw := hwKeys(n)
+	for i, k := range hw {
+		if id := t.getRaw(bucketNodesByHW, []byte(k)); id != nil {
+			path := "productUuid"
+			if i < len(n.MACs) {
+				path = "macs"
+			}
+			return n, proto.Errorf(proto.Conflict, "%s is enrolled already as node %s", k, id).WithPath(path)
+		}
+	}
+	for _, k := range hw {
+		if err := t.putRaw(bucketNodesByHW, []byte(k), []byte(n.ID)); err != nil {
+			return n, err
+		}
+	}
+	if err := t.putRaw(bucketNodesByPool, nodePoolKey(n), nil); err != nil {
+		return n, err
+	}
+	return n, t.put(bucketNodes, []byte(n.ID), n)
+}
+
+func hwKeys(n Node) []string {
+	var keys []string
+	for _, m := range n.MACs {
+		keys = append(keys, "mac:"+m)
+	}
+	if n.ProductUUID != "" {
+		keys = append(keys, "uuid:"+n.ProductUUID)
+	}
+	return keys
+}
+
+func nodePoolKey(n Node) []byte { return []byte(n.Tenant + "\x00" + n.Pool + "\x00" + n.ID) }
+
+// Node returns one node, NOT_FOUND when there is none of that id.
+func (t *Tx) Node(id string) (Node, error) {
+	var n Node
+	ok, err := t.get(bucketNodes, []byte(id), &n)
+	if err == nil && !ok {
+		err = notFound("node", id)
+	}
+	return n, err
+}
+
+// Nodes lists tenant's nodes, those of one pool when pool is set, one page at a time.
+func (t *Tx) Nodes(tenant, pool string, p Page) ([]Node, string, error) {
+	prefix := tenant + "\x00"
+	if pool != "" {
+		prefix += pool + "\x00"
+	}
+	out := []Node{}
+	next, err := t.scan(bucketNodesByPool, []byte(prefix), p, func(k, _ []byte) (bool, error) {
+		n, err := t.Node(string(k[bytes.LastIndexByte(k, 0)+1:]))
+		if err != nil {
+			return false, err
+		}
+		out = append(out, n)
+		return true, nil
+	})
+	return out, next, err
+}
+
+// UpdateNode changes a node through change and stores it. A change of state must follow
+// the node lifecycle (enrolled or active or failed -> deploying -> active or failed),
+// else INVALID_STATE; the id, tenant, pool and hardware keys never change.
+func (t *Tx) UpdateNode(id string, change func(*Node) error) (Node, error) {
+	old, err := t.Node(id)
+	if err != nil {
+		return old, err
+	}
+	n := old
+	if err := change(&n); err != nil {
+		return old, err
+	}
+	if n.ID != old.ID || n.Tenant != old.Tenant || n.Pool != old.Pool || !slices.Equal(hwKeys(n), hwKeys(old)) {
+		return old, proto.Errorf(proto.Internal, "node %s: id, tenant, pool and hardware keys are fixed at enrollment", id)
+	}
+	if n.State != old.State && !slices.Contains(nodeTransitions[old.State], n.State) {
+		return old, proto.Errorf(proto.InvalidState, "node %s is %s and cannot become %s", id, old.State, n.State)
+	}
+	n.Rev, n.UpdatedAt = old.Rev+1, t.now
+	return n, t.put(bucketNodes, []byte(id), n)
+}

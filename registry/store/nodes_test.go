@@ -1,0 +1,148 @@
+package store
+
+import (
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/google/go-cmp/cmp"
+)
+
+// withPool makes tenant acme and its pool gpu at site rack-a.
+func withPool(t *testing.T) *Store {
+	t.Helper()
+	s := openTest(t)
+	mustUpdate(t, s, func(tx *Tx) error {
+		if _, err := tx.CreateTenant("acme"); err != nil {
+			return err
+		}
+		_, err := tx.PutMetalPool(MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: MetalPolicy{HardwareProfile: "gpu-redfish"}})
+		return err
+	})
+	return s
+}
+
+func TestMetalPoolRules(t *testing.T) {
+	s := withPool(t)
+	cases := map[string]struct {
+		pool MetalPool
+		code proto.Code
+		path string
+	}{
+		"replaces the policy": {MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-b", Policy: MetalPolicy{Agent: AgentNone}}, "", ""},
+		"a bad name":          {MetalPool{Tenant: "acme", Name: "GPU", Site: "rack-a"}, proto.InvalidInput, "pool"},
+		"a bad site":          {MetalPool{Tenant: "acme", Name: "gpu", Site: ""}, proto.InvalidInput, "siteId"},
+		"an unknown agent":    {MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: MetalPolicy{Agent: "ipmi"}}, proto.InvalidInput, "policy.agent"},
+		"an unknown tenant":   {MetalPool{Tenant: "nobody", Name: "gpu", Site: "rack-a"}, proto.NotFound, ""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := s.Update(func(tx *Tx) error { _, err := tx.PutMetalPool(tc.pool); return err })
+			if got := proto.CodeOf(err); err != nil && (got != tc.code || proto.AsError(err).Details.Path != tc.path) || err == nil && tc.code != "" {
+				t.Fatalf("got %v, want %q at %q", err, tc.code, tc.path)
+			}
+		})
+	}
+	s.View(func(tx *Tx) error {
+		p, err := tx.MetalPool("acme", "gpu")
+		if err != nil || p.Site != "rack-b" || p.Policy.Agent != AgentNone || p.CreatedAt.IsZero() {
+			t.Errorf("pool after replace: %+v %v", p, err)
+		}
+		return nil
+	})
+}
+
+func TestNodeEnrollmentAndLifecycle(t *testing.T) {
+	s := withPool(t)
+	var n Node
+	mustUpdate(t, s, func(tx *Tx) (err error) {
+		n, err = tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01", "52:54:00:00:00:02"}, ProductUUID: "4c4c4544-0000-1000-8000-000000000001"})
+		return err
+	})
+	if n.State != NodeEnrolled || n.Site != "rack-a" || n.Rev != 1 || len(n.ID) != 19 {
+		t.Fatalf("enrolled %+v", n)
+	}
+	refused := map[string]struct {
+		node Node
+		code proto.Code
+		path string
+	}{
+		"a MAC enrolled already":  {Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:02"}}, proto.Conflict, "macs"},
+		"a UUID enrolled already": {Node{Tenant: "acme", Pool: "gpu", ProductUUID: "4c4c4544-0000-1000-8000-000000000001"}, proto.Conflict, "productUuid"},
+		"no MAC nor UUID":         {Node{Tenant: "acme", Pool: "gpu"}, proto.InvalidInput, "macs"},
+		"an unknown pool":         {Node{Tenant: "acme", Pool: "cpu", MACs: []string{"52:54:00:00:00:09"}}, proto.NotFound, "pool"},
+	}
+	for name, tc := range refused {
+		t.Run(name, func(t *testing.T) {
+			err := s.Update(func(tx *Tx) error { _, err := tx.CreateNode(tc.node); return err })
+			if proto.CodeOf(err) != tc.code || proto.AsError(err).Details.Path != tc.path {
+				t.Fatalf("got %v, want %s at %s", err, tc.code, tc.path)
+			}
+		})
+	}
+
+	moves := []struct {
+		to   string
+		code proto.Code
+	}{
+		{NodeActive, proto.InvalidState},
+		{NodeDeploying, ""},
+		{NodeDeploying, ""}, // not a change of state
+		{NodeEnrolled, proto.InvalidState},
+		{NodeFailed, ""},
+		{NodeDeploying, ""},
+		{NodeActive, ""},
+		{NodeFailed, proto.InvalidState},
+	}
+	for i, m := range moves {
+		err := s.Update(func(tx *Tx) error {
+			_, err := tx.UpdateNode(n.ID, func(n *Node) error { n.State = m.to; return nil })
+			return err
+		})
+		if proto.CodeOf(err) != m.code && !(m.code == "" && err == nil) {
+			t.Errorf("move %d to %s: got %v, want %q", i, m.to, err, m.code)
+		}
+	}
+	err := s.Update(func(tx *Tx) error {
+		_, err := tx.UpdateNode(n.ID, func(n *Node) error { n.MACs = nil; return nil })
+		return err
+	})
+	if proto.CodeOf(err) != proto.Internal {
+		t.Errorf("changing the MACs: %v", err)
+	}
+
+	mustUpdate(t, s, func(tx *Tx) error {
+		if _, err := tx.PutMetalPool(MetalPool{Tenant: "acme", Name: "cpu", Site: "rack-a"}); err != nil {
+			return err
+		}
+		_, err := tx.CreateNode(Node{Tenant: "acme", Pool: "cpu", MACs: []string{"52:54:00:00:00:03"}})
+		return err
+	})
+	s.View(func(tx *Tx) error {
+		ids := func(pool string, p Page) []string {
+			nodes, _, err := tx.Nodes("acme", pool, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, n := range nodes {
+				out = append(out, n.ID)
+			}
+			return out
+		}
+		if diff := cmp.Diff([]string{n.ID}, ids("gpu", Page{})); diff != "" {
+			t.Errorf("pool gpu (-want +got):\n%s", diff)
+		}
+		if got := ids("", Page{}); len(got) != 2 {
+			t.Errorf("every pool: %v", got)
+		}
+		first, next, _ := tx.Nodes("acme", "", Page{Limit: 1})
+		second, _, _ := tx.Nodes("acme", "", Page{Limit: 1, Cursor: next})
+		if len(first) != 1 || len(second) != 1 || first[0].ID == second[0].ID || next == "" {
+			t.Errorf("pages: %v then %v", first, second)
+		}
+		if got := ids("none", Page{}); len(got) != 0 {
+			t.Errorf("a pool without nodes: %v", got)
+		}
+		return nil
+	})
+}

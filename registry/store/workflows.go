@@ -1,0 +1,203 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// The states of a workflow run.
+const (
+	RunRunning   = "running"
+	RunSucceeded = "succeeded"
+	RunFailed    = "failed"
+)
+
+// The states of one step of a run.
+const (
+	StepPending   = "pending"
+	StepRunning   = "running"
+	StepSucceeded = "succeeded"
+	StepFailed    = "failed"
+	StepSkipped   = "skipped"
+)
+
+// Run is one workflow run: a profile's steps for one node, frozen when the run starts,
+// with every step's state. It is written at every step boundary, so a registry that
+// restarts resumes it where it was.
+type Run struct {
+	ID string `json:"id"`
+	// Kind names what started the run (deploy), which decides what its end does to the
+	// node.
+	Kind    string     `json:"kind"`
+	Node    string     `json:"nodeId"`
+	Tenant  string     `json:"tenantId"`
+	Profile ProfileRef `json:"profile"`
+	// Document is the profile document the run was started with: a run keeps its
+	// profile even when the version is deleted.
+	Document json.RawMessage `json:"document"`
+	State    string          `json:"state"`
+	Steps    []RunStep       `json:"steps"`
+	// Failure is the step that failed the run; nil unless the run failed.
+	Failure *StepFailure `json:"failure,omitempty"`
+	// Rev counts the record's changes; watchers wait for it to move.
+	Rev        int       `json:"rev"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+}
+
+// ProfileRef names one profile version; Tenant is "builtin" for a shipped one.
+type ProfileRef struct {
+	Tenant  string `json:"tenantId"`
+	ID      string `json:"id"`
+	Version int    `json:"version"`
+}
+
+// RunStep is one step of a run and its state.
+type RunStep struct {
+	Phase string `json:"phase"`
+	Index int    `json:"index"`
+	Use   string `json:"use"`
+	On    string `json:"on"`
+	// Spec is the rendered step (profile.RenderedStep) as it was when the run started.
+	Spec  json.RawMessage `json:"spec"`
+	State string          `json:"state"`
+	// Reason says why a step was skipped.
+	Reason   string    `json:"reason,omitempty"`
+	Attempts []Attempt `json:"attempts,omitempty"`
+	// ViaFallback is set when the step succeeded through its fallback.
+	ViaFallback bool            `json:"viaFallback,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       *proto.Error    `json:"error,omitempty"`
+	// Progress is the latest progress detail the step's agent reported (for example the
+	// bytes deploy.deploy has written).
+	Progress   json.RawMessage `json:"progress,omitempty"`
+	StartedAt  time.Time       `json:"startedAt,omitzero"`
+	FinishedAt time.Time       `json:"finishedAt,omitzero"`
+}
+
+// Path names the step as profiles do: steps[N], acceptance[N] or cleanup[N].
+func (s RunStep) Path() string {
+	field := s.Phase
+	if field == "main" {
+		field = "steps"
+	}
+	return fmt.Sprintf("%s[%d]", field, s.Index)
+}
+
+// Terminal reports whether the step is done: succeeded, failed or skipped.
+func (s RunStep) Terminal() bool {
+	return s.State == StepSucceeded || s.State == StepFailed || s.State == StepSkipped
+}
+
+// Attempt is one try of a step or of its fallback.
+type Attempt struct {
+	Fallback bool `json:"fallback,omitempty"`
+	// N counts the tries of the step, or of its fallback, from 1.
+	N int `json:"n"`
+	// CommandID is the id relayed commands of this attempt derive theirs from: the same
+	// after a restart, so an agent answers a resent command with its stored result.
+	CommandID string `json:"commandId"`
+	// Awaiting is set once the attempt's work is done and it waits for the machine's
+	// agent to rejoin.
+	Awaiting   bool         `json:"awaiting,omitempty"`
+	StartedAt  time.Time    `json:"startedAt"`
+	FinishedAt time.Time    `json:"finishedAt,omitzero"`
+	Error      *proto.Error `json:"error,omitempty"`
+}
+
+// StepFailure is the step that failed a run (or a node's deploy) and its error.
+type StepFailure struct {
+	RunID string       `json:"workflowId"`
+	Step  string       `json:"step"`
+	Use   string       `json:"use"`
+	Error *proto.Error `json:"error"`
+}
+
+const (
+	bucketRuns = "workflows"
+	// bucketRunningRuns indexes the runs that are running: id -> nothing.
+	bucketRunningRuns = "workflows_running"
+)
+
+// CreateRun stores a new run, running, with a new id.
+func (t *Tx) CreateRun(r Run) (Run, error) {
+	if len(r.Steps) == 0 {
+		return r, proto.Errorf(proto.InvalidInput, "profile %s@%d has no steps to run", r.Profile.ID, r.Profile.Version)
+	}
+	r.ID, r.State, r.Rev = "wf_"+randomHex(8), RunRunning, 1
+	r.CreatedAt, r.UpdatedAt = t.now, t.now
+	for i := range r.Steps {
+		r.Steps[i].State = StepPending
+	}
+	if err := t.putRaw(bucketRunningRuns, []byte(r.ID), nil); err != nil {
+		return r, err
+	}
+	return r, t.put(bucketRuns, []byte(r.ID), r)
+}
+
+// Run returns one run, NOT_FOUND when there is none of that id.
+func (t *Tx) Run(id string) (Run, error) {
+	var r Run
+	ok, err := t.get(bucketRuns, []byte(id), &r)
+	if err == nil && !ok {
+		err = notFound("workflow", id)
+	}
+	return r, err
+}
+
+// UpdateRun changes a run through change and stores it. A finished run never changes,
+// a step that is done never changes again and steps are never added or removed: what a
+// resumed run skips is exactly what completed.
+func (t *Tx) UpdateRun(id string, change func(*Run) error) (Run, error) {
+	old, err := t.Run(id)
+	if err != nil {
+		return old, err
+	}
+	if old.State != RunRunning {
+		return old, proto.Errorf(proto.InvalidState, "workflow %s is %s and cannot change", id, old.State)
+	}
+	r := old
+	r.Steps = append([]RunStep(nil), old.Steps...)
+	if err := change(&r); err != nil {
+		return old, err
+	}
+	if r.ID != id || len(r.Steps) != len(old.Steps) {
+		return old, proto.Errorf(proto.Internal, "workflow %s: its id and steps are fixed when it starts", id)
+	}
+	for i, s := range old.Steps {
+		if s.Terminal() && r.Steps[i].State != s.State {
+			return old, proto.Errorf(proto.Internal, "workflow %s: %s is %s and cannot become %s", id, s.Path(), s.State, r.Steps[i].State)
+		}
+	}
+	switch r.State {
+	case RunRunning:
+	case RunSucceeded, RunFailed:
+		r.FinishedAt = t.now
+		if err := t.del(bucketRunningRuns, []byte(id)); err != nil {
+			return old, err
+		}
+	default:
+		return old, proto.Errorf(proto.Internal, "workflow %s: unknown state %q", id, r.State)
+	}
+	r.Rev, r.UpdatedAt = old.Rev+1, t.now
+	return r, t.put(bucketRuns, []byte(id), r)
+}
+
+// RunningRuns returns the ids of the runs that are running, for a registry that starts
+// to resume them.
+func (t *Tx) RunningRuns() ([]string, error) {
+	var ids []string
+	b := t.tx.Bucket([]byte(bucketRunningRuns))
+	if b == nil {
+		return nil, nil
+	}
+	err := b.ForEach(func(k, _ []byte) error {
+		ids = append(ids, string(k))
+		return nil
+	})
+	return ids, err
+}

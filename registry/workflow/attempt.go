@@ -1,0 +1,103 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// errTimedOut is the cause an attempt's context is cancelled with when its timeout runs
+// out.
+var errTimedOut = errors.New("the step's timeout ran out")
+
+const awaitRejoin = "rejoin"
+
+// attempt runs one try of a step within its timeout, counted from the attempt's start
+// (so a resumed attempt has what is left of it), and, for await: rejoin, waits for the
+// machine's agent to join once the step's work is done. It returns errStopped when ctx
+// ends.
+func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i int, spec profile.RenderedStep, att store.Attempt) (json.RawMessage, error) {
+	timeout := time.Duration(spec.TimeoutSeconds) * time.Second
+	left := att.StartedAt.Add(timeout).Sub(e.cfg.Clock.Now())
+	timedOut := proto.Errorf(proto.Timeout, "%s did not finish within its timeout of %s", spec.Use, spec.Timeout)
+	if left <= 0 {
+		return nil, timedOut
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := e.cfg.Clock.NewTimer(left)
+	defer timer.Stop()
+	go func() {
+		select {
+		case <-timer.C():
+			cancel(errTimedOut)
+		case <-actx.Done():
+		}
+	}()
+	result, err := e.work(actx, run, node, i, spec, att)
+	switch {
+	case ctx.Err() != nil:
+		return nil, errStopped
+	case context.Cause(actx) == errTimedOut:
+		return nil, timedOut
+	case err != nil:
+		return nil, proto.AsError(err)
+	}
+	return result, nil
+}
+
+// work is an attempt without its timeout: the step's handler, unless a previous run of
+// the same attempt finished it, then the wait for the rejoin.
+func (e *Engine) work(ctx context.Context, run store.Run, node store.Node, i int, spec profile.RenderedStep, att store.Attempt) (json.RawMessage, error) {
+	result := run.Steps[i].Result
+	if !att.Awaiting {
+		a := &Attempt{Run: run, Node: node, Step: spec, Fallback: att.Fallback, CommandID: att.CommandID, StartedAt: att.StartedAt, engine: e}
+		var err error
+		if result, err = e.handler(spec)(ctx, a); err != nil {
+			return nil, err
+		}
+		if spec.Await != awaitRejoin {
+			return result, nil
+		}
+		_, err = e.update(run.ID, func(r *store.Run) error {
+			s := &r.Steps[i]
+			s.Attempts[len(s.Attempts)-1].Awaiting, s.Result = true, result
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if e.cfg.Joins == nil {
+		return nil, proto.Errorf(proto.Unsupported, "%s awaits the machine's rejoin, and this registry does not follow joins", spec.Use)
+	}
+	return result, e.cfg.Joins.WaitJoined(ctx, node.ID, awaitRole(spec), att.StartedAt)
+}
+
+// awaitRole is the agent a step's rejoin waits for: the installed OS's after boot.kexec,
+// whichever agent the machine boots after a power action.
+func awaitRole(spec profile.RenderedStep) string {
+	if spec.Use == "boot.kexec" {
+		return profile.Node
+	}
+	return ""
+}
+
+// handler returns what runs a step: its registered handler, else the relay for a
+// relayed step; a control-plane step without a handler is UNSUPPORTED.
+func (e *Engine) handler(spec profile.RenderedStep) Handler {
+	if h, ok := e.handlers[spec.Use]; ok {
+		return h
+	}
+	if spec.On != profile.ControlPlane {
+		return relayStep
+	}
+	return func(context.Context, *Attempt) (json.RawMessage, error) {
+		return nil, proto.Errorf(proto.Unsupported, "%s runs in the registry, and this registry has no handler for it", spec.Use)
+	}
+}

@@ -1,0 +1,344 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/clock"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// backoff is the tests' retry backoff: n minutes after the n-th failed try.
+func backoff(n int) time.Duration { return time.Duration(n) * time.Minute }
+
+// harness is one registry's worth of workflow engine over a real store in a directory
+// that outlives it, with a fake agent at the relay edge that outlives it too.
+type harness struct {
+	t      *testing.T
+	dir    string
+	clock  *clock.Fake
+	agent  *fakeAgent
+	store  *store.Store
+	joins  *JoinLog
+	engine *Engine
+	cancel context.CancelFunc
+	node   string
+	// finished counts the finish hook's calls by run id.
+	mu       sync.Mutex
+	finished map[string]int
+}
+
+func newHarness(t *testing.T, labels map[string]string) *harness {
+	t.Helper()
+	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch), agent: newFakeAgent(), finished: map[string]int{}}
+	h.open()
+	err := h.store.Update(func(tx *store.Tx) error {
+		if _, err := tx.CreateTenant("acme"); err != nil {
+			return err
+		}
+		if _, err := tx.PutMetalPool(store.MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
+			return err
+		}
+		n, err := tx.CreateNode(store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Labels: labels})
+		h.node = n.ID
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.stop)
+	return h
+}
+
+// open opens the store and starts an engine over it, as a registry start does.
+func (h *harness) open() {
+	h.t.Helper()
+	st, err := store.Open(h.dir, store.Options{Now: h.clock.Now})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.store, h.joins = st, NewJoinLog(st)
+	h.engine = New(Config{Store: st, Clock: h.clock, Relay: h.agent, Joins: h.joins, Backoff: backoff})
+	h.engine.OnFinish("test", func(_ *store.Tx, run store.Run) error {
+		h.mu.Lock()
+		h.finished[run.ID]++
+		h.mu.Unlock()
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.agent.setStop(cancel)
+	if err := h.engine.Resume(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// stop stops the engine and closes the store, as a registry that dies does: runs stay
+// as stored.
+func (h *harness) stop() {
+	if h.store == nil {
+		return
+	}
+	h.cancel()
+	h.engine.Wait()
+	h.store.Close()
+	h.store = nil
+}
+
+// restart stops the registry and starts it again over the same store.
+func (h *harness) restart() {
+	h.stop()
+	h.open()
+}
+
+// start stores doc as acme's profile and starts a run of it for the node.
+func (h *harness) start(doc string) string {
+	h.t.Helper()
+	p, err := profile.Define([]byte(doc))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var run store.Run
+	err = h.store.Update(func(tx *store.Tx) error {
+		if _, err := tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: p.ID(), Version: p.Version(), Document: p.Document()}); err != nil {
+			return err
+		}
+		run, err = h.engine.Create(tx, NewRun{Kind: "test", Node: h.node, Tenant: "acme",
+			Profile: store.ProfileRef{Tenant: "acme", ID: p.ID(), Version: p.Version()}, Define: p})
+		return err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.engine.Start(run.ID)
+	return run.ID
+}
+
+// waitFor returns the run once cond holds for it, failing the test after 10 seconds.
+func (h *harness) waitFor(id string, cond func(store.Run) bool) store.Run {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rev := 0
+	for {
+		run, err := h.engine.Watch(ctx, id, rev)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if cond(run) {
+			return run
+		}
+		if ctx.Err() != nil {
+			h.t.Fatalf("waiting for workflow %s: gave up at %s", id, summary(run))
+		}
+		rev = run.Rev
+	}
+}
+
+func (h *harness) waitEnd(id string) store.Run {
+	h.t.Helper()
+	return h.waitFor(id, func(r store.Run) bool { return r.State != store.RunRunning })
+}
+
+// attemptsDone waits until step i of the run has n finished attempts.
+func (h *harness) attemptsDone(id string, i, n int) store.Run {
+	h.t.Helper()
+	return h.waitFor(id, func(r store.Run) bool {
+		done := 0
+		for _, a := range r.Steps[i].Attempts {
+			if !a.FinishedAt.IsZero() {
+				done++
+			}
+		}
+		return done >= n
+	})
+}
+
+// summary writes a run as one line per step: path, use, state, attempts and error
+// code, the way the table tests compare it.
+func summary(r store.Run) string {
+	s := r.State
+	if r.Failure != nil {
+		s += " at " + r.Failure.Step + " " + string(r.Failure.Error.Code)
+	}
+	for _, st := range r.Steps {
+		s += fmt.Sprintf("\n%s %s %s", st.Path(), st.Use, st.State)
+		if len(st.Attempts) > 0 {
+			s += fmt.Sprintf(" tries=%d", len(st.Attempts))
+		}
+		if st.ViaFallback {
+			s += " via-fallback"
+		}
+		if st.Error != nil {
+			s += " " + string(st.Error.Code)
+		}
+	}
+	return s
+}
+
+// outcome is what the fake agent does with a new command.
+type outcome struct {
+	fail bool
+	// hold keeps the command running until the test releases it.
+	hold bool
+}
+
+var (
+	ok   = outcome{}
+	fail = outcome{fail: true}
+	hold = outcome{hold: true}
+)
+
+// fakeAgent stands for every agent: it runs each command id once, keeps its answer and
+// returns the kept answer when the same id comes again, as agents do.
+type fakeAgent struct {
+	mu sync.Mutex
+	// script gives the outcomes of a kind's commands in the order they arrive; the
+	// last repeats. A kind not in it succeeds.
+	script map[string][]outcome
+	runs   map[string]*execution
+	// order lists command ids in the order they first arrived.
+	order []string
+	sends map[string]int
+	// crashOn stops the registry when the command arrives: before it reaches the agent
+	// ("before"), or once the agent is running it ("running").
+	crashOn map[string]string
+	stopFn  context.CancelFunc
+	crashed bool
+	inputs  map[string]json.RawMessage
+	targets map[string]RelayTarget
+	kinds   map[string]string
+}
+
+type execution struct {
+	done   chan struct{}
+	result json.RawMessage
+	err    error
+}
+
+func newFakeAgent() *fakeAgent {
+	return &fakeAgent{script: map[string][]outcome{}, runs: map[string]*execution{}, sends: map[string]int{},
+		crashOn: map[string]string{}, inputs: map[string]json.RawMessage{}, targets: map[string]RelayTarget{}, kinds: map[string]string{}}
+}
+
+func (a *fakeAgent) setStop(fn context.CancelFunc) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopFn = fn
+}
+
+func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
+	a.mu.Lock()
+	a.sends[id]++
+	crash := a.crashOn[id]
+	delete(a.crashOn, id)
+	if crash == "before" {
+		a.stopFn()
+		a.crashed = true
+		a.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	ex := a.runs[id]
+	if ex == nil {
+		ex = &execution{done: make(chan struct{})}
+		a.runs[id] = ex
+		a.order = append(a.order, id)
+		a.inputs[id], a.targets[id], a.kinds[id] = input, target, kind
+		n := 0
+		for _, other := range a.order {
+			if a.kinds[other] == kind {
+				n++
+			}
+		}
+		o := ok
+		if s := a.script[kind]; len(s) > 0 {
+			o = s[min(n, len(s))-1]
+		}
+		switch {
+		case o.hold:
+		case o.fail:
+			ex.err = proto.Errorf(proto.DriverError, "%s failed", kind)
+			close(ex.done)
+		default:
+			ex.result = json.RawMessage(`{"kind":"` + kind + `"}`)
+			close(ex.done)
+		}
+	}
+	if crash == "running" {
+		// The agent runs the command; its answer is lost with the registry.
+		a.stopFn()
+		a.crashed = true
+		a.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	a.mu.Unlock()
+	select {
+	case <-ex.done:
+		return ex.result, ex.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// release finishes a held command successfully.
+func (a *fakeAgent) release(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ex := a.runs[id]
+	ex.result = json.RawMessage(`{"released":true}`)
+	close(ex.done)
+}
+
+// waitRunning waits until the agent runs the command id.
+func (a *fakeAgent) waitRunning(t *testing.T, id string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		a.mu.Lock()
+		_, running := a.runs[id]
+		a.mu.Unlock()
+		if running {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("command %s never reached the agent; it ran %v", id, a.executed())
+}
+
+// executed returns the command ids the agent ran, in order.
+func (a *fakeAgent) executed() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.order)
+}
+
+// sent returns how often each command id was sent.
+func (a *fakeAgent) sent() map[string]int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]int{}
+	for id, n := range a.sends {
+		out[id] = n
+	}
+	return out
+}
+
+// takeCrash reports whether the agent stopped the registry since it was last asked.
+func (a *fakeAgent) takeCrash() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c := a.crashed
+	a.crashed = false
+	return c
+}

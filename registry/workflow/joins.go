@@ -1,0 +1,94 @@
+package workflow
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// Joins tells when a machine's agents join: what await: rejoin, wait.agentJoined and
+// metal.ensureRamdisk wait for.
+type Joins interface {
+	// WaitJoined returns once node's agent of role has joined at or after since; role ""
+	// is any agent of the machine (its ramdisk or its installed OS). It returns ctx's
+	// error when ctx ends first.
+	WaitJoined(ctx context.Context, node, role string, since time.Time) error
+	// Connected reports whether node's agent of role is the machine's agent now.
+	Connected(ctx context.Context, node, role string) (bool, error)
+}
+
+// machineRoles are the roles of the agents that run on a machine, in no order.
+var machineRoles = []string{"ramdisk", "node"}
+
+// JoinLog is the Joins of a registry: it records each join in the store (so a restarted
+// registry still knows it) and wakes whoever waits. Until agent sessions report their
+// connections, the machine's agent is the one that joined last.
+type JoinLog struct {
+	store   *store.Store
+	mu      sync.Mutex
+	changed chan struct{}
+}
+
+// NewJoinLog returns a JoinLog over st.
+func NewJoinLog(st *store.Store) *JoinLog {
+	return &JoinLog{store: st, changed: make(chan struct{})}
+}
+
+// Joined records that node's agent of role joined now.
+func (l *JoinLog) Joined(node, role string) error {
+	err := l.store.Update(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role); return err })
+	l.mu.Lock()
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+	return err
+}
+
+// WaitJoined returns once node's agent of role has joined at or after since.
+func (l *JoinLog) WaitJoined(ctx context.Context, node, role string, since time.Time) error {
+	for {
+		l.mu.Lock()
+		changed := l.changed
+		l.mu.Unlock()
+		joins, err := l.joins(node)
+		if err != nil {
+			return err
+		}
+		for r, j := range joins {
+			if (role == "" || r == role) && !j.JoinedAt.Before(since) {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// Connected reports whether node's agent of role joined, and joined after the machine's
+// other agent.
+func (l *JoinLog) Connected(_ context.Context, node, role string) (bool, error) {
+	joins, err := l.joins(node)
+	if err != nil {
+		return false, err
+	}
+	j, ok := joins[role]
+	if !ok {
+		return false, nil
+	}
+	for _, other := range machineRoles {
+		if o, ok := joins[other]; ok && other != role && o.JoinedAt.After(j.JoinedAt) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (l *JoinLog) joins(node string) (joins map[string]store.AgentJoin, err error) {
+	err = l.store.View(func(tx *store.Tx) error { joins, err = tx.AgentJoins(node); return err })
+	return joins, err
+}

@@ -1,0 +1,46 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// Relay delivers a step's command to an agent and returns the agent's answer: its
+// result, or its error as a *proto.Error. It must be idempotent by command id: a
+// command sent again under the same id (a registry that restarted mid-step) returns the
+// stored answer and is never run twice. When ctx ends first it returns ctx's error and
+// the command may stay pending at the agent.
+type Relay interface {
+	Relay(ctx context.Context, target RelayTarget, commandID, kind string, input json.RawMessage) (json.RawMessage, error)
+}
+
+// RelayTarget is the agent a command goes to. For role site it is the site agent of
+// SiteID, and the command acts on the machine NodeID (through its BMC or boot entry);
+// for role ramdisk or node it is that agent of NodeID itself.
+type RelayTarget struct {
+	NodeID string
+	SiteID string
+	Role   string
+}
+
+// relayStep is the handler of every step without one of its own: it relays the step,
+// named by its use, with its input, to where it runs.
+func relayStep(ctx context.Context, a *Attempt) (json.RawMessage, error) {
+	return a.Relay(ctx, a.Step.On, "", a.Step.Use, a.Step.With)
+}
+
+func (e *Engine) relay(ctx context.Context, run string, node store.Node, role, id, kind string, input json.RawMessage) (json.RawMessage, error) {
+	if e.cfg.Relay == nil {
+		return nil, proto.Errorf(proto.Unsupported, "%s runs on the %s agent, and this registry has no agent relay", kind, role)
+	}
+	target := RelayTarget{NodeID: node.ID, Role: role}
+	if role == profile.Site {
+		target.SiteID = node.Site
+	}
+	e.cfg.Log.Info("relaying", "workflow", run, "node", node.ID, "command", id, "kind", kind, "role", role)
+	return e.cfg.Relay.Relay(ctx, target, id, kind, input)
+}

@@ -1,0 +1,57 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// notify wakes everyone waiting for a run to change.
+func (e *Engine) notify() {
+	e.mu.Lock()
+	close(e.changed)
+	e.changed = make(chan struct{})
+	e.mu.Unlock()
+}
+
+// Watch returns the run once its rev is past afterRev or it has ended, or as it is when
+// ctx ends first. An afterRev of 0 returns it at once.
+func (e *Engine) Watch(ctx context.Context, id string, afterRev int) (store.Run, error) {
+	for {
+		e.mu.Lock()
+		changed := e.changed
+		e.mu.Unlock()
+		run, err := e.load(id)
+		if err != nil || run.Rev > afterRev || run.State != store.RunRunning {
+			return run, err
+		}
+		select {
+		case <-ctx.Done():
+			return run, nil
+		case <-changed:
+		}
+	}
+}
+
+// ReportProgress records progress detail an agent reported for a command of a running
+// step (for example the bytes deploy.deploy has written), for watchers to show. A command
+// of no running step is NOT_FOUND.
+func (e *Engine) ReportProgress(commandID string, detail json.RawMessage) error {
+	id, phase, index, err := stepOf(commandID)
+	if err != nil {
+		return err
+	}
+	_, err = e.update(id, func(r *store.Run) error {
+		for i := range r.Steps {
+			s := &r.Steps[i]
+			if s.Phase == phase && s.Index == index && s.State == store.StepRunning {
+				s.Progress = detail
+				return nil
+			}
+		}
+		return proto.Errorf(proto.NotFound, "command %s is not of a running step", commandID)
+	})
+	return err
+}
