@@ -1,0 +1,63 @@
+package bmc
+
+import (
+	"context"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// Timing bounds a driver's waits for an asynchronous BMC.
+type Timing struct {
+	// Timeout is the longest a power change or media change may take to show.
+	Timeout time.Duration
+	// Interval is the time between two reads of the state.
+	Interval time.Duration
+}
+
+// The default timing: below power.setPower's 5m step timeout, so the driver's own
+// TIMEOUT, which says which state the machine is stuck in, comes first.
+const (
+	DefaultTimeout  = 4 * time.Minute
+	DefaultInterval = 2 * time.Second
+)
+
+// TimingOptions reads the options powerTimeout and pollInterval.
+func TimingOptions(options map[string]string) (Timing, error) {
+	timeout, err := DurationOption(options, "powerTimeout", DefaultTimeout)
+	if err != nil {
+		return Timing{}, err
+	}
+	interval, err := DurationOption(options, "pollInterval", DefaultInterval)
+	if err != nil {
+		return Timing{}, err
+	}
+	return Timing{Timeout: timeout, Interval: interval}, nil
+}
+
+// WaitPower polls p until it reports want. It is TIMEOUT, naming the state the machine
+// is left in, when t.Timeout passes or ctx ends first.
+func WaitPower(ctx context.Context, p Power, want PowerState, t Timing) error {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
+	defer cancel()
+	tick := time.NewTicker(t.Interval)
+	defer tick.Stop()
+	for {
+		got, err := p.GetPower(ctx)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if err == nil && got == want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return proto.Errorf(proto.Timeout, "waited for the machine to be %s: %v", want, err)
+			}
+			return proto.Errorf(proto.Timeout, "the machine is still %s, not %s, after %s", got, want, time.Since(start).Round(time.Second))
+		case <-tick.C:
+		}
+	}
+}
