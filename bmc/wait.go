@@ -41,8 +41,6 @@ func WaitPower(ctx context.Context, p Power, want PowerState, t Timing) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
 	defer cancel()
-	tick := time.NewTicker(t.Interval)
-	defer tick.Stop()
 	for {
 		got, err := p.GetPower(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -51,13 +49,23 @@ func WaitPower(ctx context.Context, p Power, want PowerState, t Timing) error {
 		if err == nil && got == want {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
+		if Sleep(ctx, t.Interval) != nil {
 			if err != nil {
 				return proto.Errorf(proto.Timeout, "waited for the machine to be %s: %v", want, err)
 			}
 			return proto.Errorf(proto.Timeout, "the machine is still %s, not %s, after %s", got, want, time.Since(start).Round(time.Second))
-		case <-tick.C:
 		}
+	}
+}
+
+// Sleep waits for d, or less when ctx ends first, returning ctx's error then.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
