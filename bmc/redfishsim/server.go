@@ -7,8 +7,11 @@
 package redfishsim
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -95,9 +98,14 @@ func New(cfg Config) *Server {
 		boot:     BootOverride{Target: "None", Enabled: "Disabled", Mode: cfg.BootMode},
 		sessions: map[string]string{},
 	}
-	s.http = httptest.NewTLSServer(s.routes())
+	cert := selfSigned()
+	s.http = httptest.NewUnstartedServer(s.routes())
+	s.http.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	// A client that refuses the certificate is the test's business, not the log's.
+	s.http.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.http.StartTLS()
 	s.URL = s.http.URL
-	s.Certificate = s.http.Certificate()
+	s.Certificate = cert.Leaf
 	return s
 }
 
