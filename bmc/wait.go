@@ -41,19 +41,23 @@ func WaitPower(ctx context.Context, p Power, want PowerState, t Timing) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
 	defer cancel()
+	var last PowerState
 	for {
 		got, err := p.GetPower(ctx)
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil && got == want:
+			return nil
+		case err == nil:
+			last = got
+		case !Expired(ctx):
 			return err
 		}
-		if err == nil && got == want {
-			return nil
-		}
-		if Sleep(ctx, t.Interval) != nil {
-			if err != nil {
-				return proto.Errorf(proto.Timeout, "waited for the machine to be %s: %v", want, err)
+		if Expired(ctx) || Sleep(ctx, t.Interval) != nil {
+			waited := time.Since(start).Round(time.Millisecond)
+			if last == "" {
+				return proto.Errorf(proto.Timeout, "waited %s for the machine to be %s: %v", waited, want, err)
 			}
-			return proto.Errorf(proto.Timeout, "the machine is still %s, not %s, after %s", got, want, time.Since(start).Round(time.Second))
+			return proto.Errorf(proto.Timeout, "the machine is still %s, not %s, after %s", last, want, waited)
 		}
 	}
 }
@@ -68,4 +72,14 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// Expired reports whether ctx has ended or its deadline has passed: a dial or read
+// bounded by the deadline may fail a moment before ctx itself reports it.
+func Expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
 }

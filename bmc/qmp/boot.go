@@ -9,12 +9,29 @@ import (
 )
 
 // The boot order is the managed devices' bootindex properties, which qemu lets a client
-// change at run time and hands the firmware at the next reset. The persistent order
-// gives the devices 10, 20 and 30. A one-time device gets its persistent rank alone
-// (1, 2 or 3), which puts it first and records, in qemu itself, where it goes back to:
-// after the next reset the driver performs, it gets rank×10 again. A reboot the guest
-// makes by itself keeps a one-time device first until the driver's next reset.
-const rankStep = 10
+// change at run time and hands the firmware at each reset (the guest's own resets too:
+// SeaBIOS resets the machine once more when it starts after a warm reset). The
+// persistent order gives the devices 10, 20 and 30. A one-time device gets its
+// persistent rank alone (1, 2 or 3), which puts it first and records in qemu itself
+// where it goes back to. The driver's next power-on marks it used (rank+5: still first,
+// through the firmware's own resets), and the power-on after that, or any
+// SetBootDevice, gives it rank×10 again. A reboot the guest makes by itself boots the
+// one-time device again; the site's boot server then sends it on to its disk.
+const (
+	rankStep = 10
+	usedStep = 5
+)
+
+// persistentIndex returns the persistent index a bootindex stands for.
+func persistentIndex(i int) int {
+	switch {
+	case i > 0 && i < usedStep:
+		return i * rankStep
+	case i > usedStep && i < rankStep:
+		return (i - usedStep) * rankStep
+	}
+	return i
+}
 
 func peripheral(id string) string { return "/machine/peripheral/" + id }
 
@@ -77,8 +94,8 @@ func (d *driver) SetBootDevice(ctx context.Context, device bmc.BootDevice, persi
 	})
 }
 
-// persistentOrder reads the managed devices' persistent order: by bootindex, a
-// one-time index standing for its rank×10, devices without one last.
+// persistentOrder reads the managed devices' persistent order: by persistent index,
+// devices without one last.
 func (d *driver) persistentOrder(c *conn) ([]string, error) {
 	type entry struct {
 		id  string
@@ -90,11 +107,8 @@ func (d *driver) persistentOrder(c *conn) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case i < 0:
+		if i = persistentIndex(i); i < 0 {
 			i = 1 << 30
-		case i > 0 && i < rankStep:
-			i *= rankStep
 		}
 		entries = append(entries, entry{dev.id, i})
 	}
@@ -106,16 +120,24 @@ func (d *driver) persistentOrder(c *conn) ([]string, error) {
 	return order, nil
 }
 
-// endOnce gives a one-time device its persistent index back.
-func (d *driver) endOnce(c *conn) error {
+// nextBoot is called before each reset that boots the VM: a used one-time device gets
+// its persistent index back, a pending one is marked used.
+func (d *driver) nextBoot(c *conn) error {
 	for _, dev := range d.devices {
 		i, err := bootIndex(c, dev.id)
 		if err != nil {
 			return err
 		}
-		if i > 0 && i < rankStep {
-			d.log.Info("one-time boot device used", "device", dev.id)
-			if err := setBootIndex(c, dev.id, i*rankStep); err != nil {
+		next := i
+		switch {
+		case i > 0 && i < usedStep:
+			next = i + usedStep
+		case i > usedStep && i < rankStep:
+			next = persistentIndex(i)
+		}
+		if next != i {
+			d.log.Info("one-time boot device", "device", dev.id, "bootindex", next)
+			if err := setBootIndex(c, dev.id, next); err != nil {
 				return err
 			}
 		}

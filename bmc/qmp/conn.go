@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"slices"
 	"time"
 )
 
@@ -14,8 +13,6 @@ type conn struct {
 	c      net.Conn
 	r      *reader
 	nextID int
-	// events are those read while waiting for returns, oldest first, until consumed.
-	events []message
 	stop   func() bool
 }
 
@@ -48,8 +45,8 @@ func (c *conn) close() {
 	c.c.Close()
 }
 
-// execute runs a command and decodes its return into result (when not nil). Events
-// that arrive meanwhile are kept for waitEvent.
+// execute runs a command and decodes its return into result (when not nil), skipping
+// the events that arrive meanwhile.
 func (c *conn) execute(command string, args, result any) error {
 	c.nextID++
 	id := c.nextID
@@ -71,7 +68,6 @@ func (c *conn) execute(command string, args, result any) error {
 		}
 		switch {
 		case m.Event != "":
-			c.events = append(c.events, m)
 			continue
 		case m.Greeting != nil:
 			return fmt.Errorf("QMP greeting in the middle of a session")
@@ -87,24 +83,5 @@ func (c *conn) execute(command string, args, result any) error {
 			return nil
 		}
 		return json.Unmarshal(m.Return, result)
-	}
-}
-
-// waitEvent returns once an event match accepts has arrived, consuming the events up
-// to it: at once if it came while a command ran, else when the server sends it (or the
-// session's context ends).
-func (c *conn) waitEvent(match func(message) bool) error {
-	for {
-		if i := slices.IndexFunc(c.events, match); i >= 0 {
-			c.events = slices.Delete(c.events, 0, i+1)
-			return nil
-		}
-		m, err := c.r.next()
-		if err != nil {
-			return err
-		}
-		if m.Event != "" {
-			c.events = append(c.events, m)
-		}
 	}
 }

@@ -100,8 +100,8 @@ func (d *driver) session(ctx context.Context, what string, op func(*conn) error)
 	switch _, own := errors.AsType[*proto.Error](err); {
 	case err == nil, own:
 		return err
-	case ctx.Err() != nil:
-		return proto.Errorf(proto.Timeout, "qmp %s: %s: %v", d.socket, what, context.Cause(ctx))
+	case bmc.Expired(ctx):
+		return proto.Errorf(proto.Timeout, "qmp %s: %s: %v", d.socket, what, err)
 	default:
 		return proto.Errorf(proto.DriverError, "qmp %s: %s: %v", d.socket, what, err)
 	}

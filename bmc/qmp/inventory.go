@@ -85,7 +85,7 @@ func (d *driver) inspect(c *conn) (bmc.Inventory, error) {
 	}
 	for _, b := range devices {
 		if !b.Removable && b.Inserted != nil {
-			inv.Storage = append(inv.Storage, bmc.Drive{Name: b.QDev, CapacityBytes: b.Inserted.Image.VirtualSize})
+			inv.Storage = append(inv.Storage, bmc.Drive{Name: b.name(), CapacityBytes: b.Inserted.Image.VirtualSize})
 		}
 	}
 	var version struct {

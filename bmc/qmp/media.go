@@ -27,6 +27,16 @@ func (b blockDevice) named(id string) bool {
 	return b.QDev == id || strings.HasSuffix(b.QDev, "/"+id)
 }
 
+// name is the device's id, or its QOM path when it has none.
+func (b blockDevice) name() string {
+	rest, ok := strings.CutPrefix(b.QDev, "/machine/peripheral/")
+	if !ok {
+		return b.QDev
+	}
+	id, _, _ := strings.Cut(rest, "/")
+	return id
+}
+
 func queryBlock(c *conn) ([]blockDevice, error) {
 	var list []blockDevice
 	err := c.execute("query-block", nil, &list)

@@ -20,8 +20,6 @@ type message struct {
 	Return   json.RawMessage `json:"return"`
 	Error    *commandError   `json:"error"`
 	Event    string          `json:"event"`
-	// Data is an event's detail.
-	Data json.RawMessage `json:"data"`
 	// ID echoes the id of the command a return or error answers.
 	ID json.RawMessage `json:"id"`
 }

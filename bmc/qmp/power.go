@@ -2,7 +2,6 @@ package qmp
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/better-compute/better-compute/bmc"
 )
@@ -115,22 +114,10 @@ func (d *driver) powerOn(c *conn) error {
 	return c.execute("cont", nil, nil)
 }
 
-// reset resets the VM and waits for qemu's RESET event, which follows the reset of its
-// devices: the firmware's boot order has been taken then, so a one-time boot device
-// can give way to the persistent order at once.
+// reset readies the boot order for the boot to come, then resets the VM.
 func (d *driver) reset(c *conn) error {
-	c.events = nil
-	if err := c.execute("system_reset", nil, nil); err != nil {
+	if err := d.nextBoot(c); err != nil {
 		return err
 	}
-	err := c.waitEvent(func(m message) bool {
-		var data struct {
-			Guest bool `json:"guest"`
-		}
-		return m.Event == "RESET" && (m.Data == nil || json.Unmarshal(m.Data, &data) == nil && !data.Guest)
-	})
-	if err != nil {
-		return err
-	}
-	return d.endOnce(c)
+	return c.execute("system_reset", nil, nil)
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -19,8 +20,8 @@ func (d *driver) fail(ctx context.Context, op string, err error) error {
 	if _, ok := errors.AsType[*proto.Error](err); ok {
 		return err
 	}
-	if ctx.Err() != nil {
-		return proto.Errorf(proto.Timeout, "redfish %s: %s: %v", d.host, op, context.Cause(ctx))
+	if bmc.Expired(ctx) {
+		return proto.Errorf(proto.Timeout, "redfish %s: %s: %v", d.host, op, err)
 	}
 	return proto.Errorf(proto.DriverError, "redfish %s: %s: %s", d.host, op, bmcMessage(err))
 }
