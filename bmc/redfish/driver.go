@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/proto"
@@ -127,9 +128,15 @@ func endpoint(address string) (string, string, error) {
 	return "https://" + u.Host, u.Host, nil
 }
 
+// logoutTimeout bounds Close: a BMC that does not answer keeps its session until the
+// session expires, not the caller.
+const logoutTimeout = 15 * time.Second
+
 // Close logs out of the session, if the driver opened one.
 func (d *driver) Close() error {
-	d.client.Logout()
+	ctx, cancel := context.WithTimeout(context.Background(), logoutTimeout)
+	defer cancel()
+	d.client.WithContext(ctx).Logout()
 	return nil
 }
 

@@ -50,8 +50,20 @@ func bmcMessage(err error) string {
 	if len(texts) == 0 {
 		texts = append(texts, http.StatusText(re.HTTPReturnedStatusCode))
 	}
+	text := clip(strings.Join(texts, "; "))
 	if re.HTTPReturnedStatusCode == 0 {
-		return strings.Join(texts, "; ")
+		return text
 	}
-	return fmt.Sprintf("HTTP %d: %s", re.HTTPReturnedStatusCode, strings.Join(texts, "; "))
+	return fmt.Sprintf("HTTP %d: %s", re.HTTPReturnedStatusCode, text)
+}
+
+// maxMessage bounds the BMC's text in an error: a BMC that answers an HTML page
+// instead of a Redfish error has said what it has to say by then.
+const maxMessage = 512
+
+func clip(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxMessage], "") + "..."
 }
