@@ -71,33 +71,33 @@ func (d *driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
 		if state, err = status(c); err != nil {
 			return err
 		}
-		on := state == bmc.PowerOn
+		on, off := state == bmc.PowerOn, state == bmc.PowerOff
 		d.log.Info("power", "action", string(action), "state", string(state))
 		switch {
 		case action == bmc.ActionNMI:
 			return c.execute("inject-nmi", nil, nil)
-		case action == bmc.ActionOn && on, (action == bmc.ActionOff || action == bmc.ActionGracefulOff) && !on:
+		case action == bmc.ActionOn && on, (action == bmc.ActionOff || action == bmc.ActionGracefulOff) && off:
 			return nil
 		case action == bmc.ActionOff:
 			return c.execute("stop", nil, nil)
-		case action == bmc.ActionGracefulOff, action == bmc.ActionGracefulRestart && on:
+		case action == bmc.ActionGracefulOff, action == bmc.ActionGracefulRestart && !off:
 			return c.execute("system_powerdown", nil, nil)
 		case action == bmc.ActionReset && on:
 			return d.reset(c)
-		case action == bmc.ActionCycle && on:
+		case action == bmc.ActionCycle && !off:
 			if err := c.execute("stop", nil, nil); err != nil {
 				return err
 			}
 		}
 		return d.powerOn(c)
 	})
-	if err != nil {
+	if err != nil || state == bmc.PowerOff {
 		return err
 	}
-	switch {
-	case action == bmc.ActionGracefulOff && state == bmc.PowerOn:
+	switch action {
+	case bmc.ActionGracefulOff:
 		return bmc.WaitPower(ctx, d, bmc.PowerOff, d.timing)
-	case action == bmc.ActionGracefulRestart && state == bmc.PowerOn:
+	case bmc.ActionGracefulRestart:
 		if err := bmc.WaitPower(ctx, d, bmc.PowerOff, d.timing); err != nil {
 			return err
 		}
