@@ -15,7 +15,7 @@ require (
 	github.com/pelletier/go-toml/v2 v2.4.3 // indirect
 	github.com/pin/tftp/v3 v3.2.0 // indirect
 	github.com/quic-go/quic-go v0.65.0 // indirect
-	github.com/stmcginnis/gofish v0.24.0 // indirect
+	github.com/stmcginnis/gofish v0.24.0
 	github.com/vincent-petithory/dataurl v1.0.0 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 	golang.org/x/crypto v0.54.0 // indirect

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests and benchmarks use. Idempotent.
 set -euo pipefail
-packages=(ca-certificates openssl curl kmod)
+packages=(ca-certificates openssl curl kmod qemu-system-x86)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,107 @@
+package qmp
+
+import (
+	"context"
+	"testing"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestBootOrderVM sets boot devices on a real VM and reads what SeaBIOS boots from: a
+// one-time device is first at the next boot only.
+func TestBootOrderVM(t *testing.T) {
+	v := startVM(t)
+	d := v.open(t, v.config())
+	ctx := context.Background()
+	steps := []struct {
+		name string
+		do   func() error
+		// indexes are the bootindex properties after the step.
+		indexes map[string]int
+		// boots lists what each boot so far tried first, once the step has booted.
+		boots []string
+	}{
+		{
+			name:    "disk persistent",
+			do:      func() error { return d.SetBootDevice(ctx, bmc.BootDisk, true) },
+			indexes: map[string]int{"disk0": 10, "nic0": 20, "cd0": 30},
+		},
+		{
+			name:    "pxe once",
+			do:      func() error { return d.SetBootDevice(ctx, bmc.BootPXE, false) },
+			indexes: map[string]int{"disk0": 10, "nic0": 2, "cd0": 30},
+		},
+		{
+			name:    "on boots the NIC",
+			do:      func() error { return d.SetPower(ctx, bmc.ActionOn) },
+			indexes: map[string]int{"disk0": 10, "nic0": 7, "cd0": 30},
+			boots:   []string{"ROM"},
+		},
+		{
+			name:    "reset boots the disk",
+			do:      func() error { return d.SetPower(ctx, bmc.ActionReset) },
+			indexes: map[string]int{"disk0": 10, "nic0": 20, "cd0": 30},
+			boots:   []string{"ROM", "Hard Disk"},
+		},
+		{
+			name:    "cd once",
+			do:      func() error { return d.SetBootDevice(ctx, bmc.BootCD, false) },
+			indexes: map[string]int{"disk0": 10, "nic0": 20, "cd0": 3},
+		},
+		{
+			name:    "cycle boots the CD",
+			do:      func() error { return d.SetPower(ctx, bmc.ActionCycle) },
+			indexes: map[string]int{"disk0": 10, "nic0": 20, "cd0": 8},
+			boots:   []string{"ROM", "Hard Disk", "DVD/CD"},
+		},
+		{
+			name:    "http persistent is the NIC",
+			do:      func() error { return d.SetBootDevice(ctx, bmc.BootHTTP, true) },
+			indexes: map[string]int{"disk0": 20, "nic0": 10, "cd0": 30},
+		},
+		{
+			name:    "reset boots the NIC",
+			do:      func() error { return d.SetPower(ctx, bmc.ActionReset) },
+			indexes: map[string]int{"disk0": 20, "nic0": 10, "cd0": 30},
+			boots:   []string{"ROM", "Hard Disk", "DVD/CD", "ROM"},
+		},
+		{
+			name:    "reset boots the NIC again",
+			do:      func() error { return d.SetPower(ctx, bmc.ActionReset) },
+			indexes: map[string]int{"disk0": 20, "nic0": 10, "cd0": 30},
+			boots:   []string{"ROM", "Hard Disk", "DVD/CD", "ROM", "ROM"},
+		},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			if err := s.do(); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(s.indexes, v.bootIndexes(t)); diff != "" {
+				t.Errorf("bootindex (-want +got):\n%s", diff)
+			}
+			if s.boots != nil {
+				if diff := cmp.Diff(s.boots, v.waitBoots(t, len(s.boots))); diff != "" {
+					t.Errorf("boots (-want +got):\n%s", diff)
+				}
+			}
+		})
+	}
+}
+
+// TestBootDeviceUnbound: a device the binding does not name is UNSUPPORTED.
+func TestBootDeviceUnbound(t *testing.T) {
+	v := startVM(t)
+	cfg := v.config()
+	delete(cfg.Options, optCD)
+	d := v.open(t, cfg)
+	err := d.SetBootDevice(context.Background(), bmc.BootCD, true)
+	if proto.CodeOf(err) != proto.Unsupported {
+		t.Fatalf("cd without option cd: %v", err)
+	}
+	if err := d.SetBootDevice(context.Background(), "usb", true); proto.CodeOf(err) != proto.InvalidConfig {
+		t.Fatalf("usb: %v", err)
+	}
+}

@@ -1,0 +1,123 @@
+package qmp
+
+import (
+	"context"
+
+	"github.com/better-compute/better-compute/bmc"
+)
+
+// runStates maps qemu's run states (query-status) to power states. A VM is on while
+// its vCPUs run, or sleep (suspended, ACPI S3); it is off when it has not started
+// (prelaunch, under -S), was stopped (paused: the driver's forced off), powered itself
+// off (shutdown, under -no-shutdown), or halted on an error. Migration states are
+// unknown.
+var runStates = map[string]bmc.PowerState{
+	"running":        bmc.PowerOn,
+	"suspended":      bmc.PowerOn,
+	"prelaunch":      bmc.PowerOff,
+	"paused":         bmc.PowerOff,
+	"shutdown":       bmc.PowerOff,
+	"guest-panicked": bmc.PowerOff,
+	"internal-error": bmc.PowerOff,
+	"io-error":       bmc.PowerOff,
+	"watchdog":       bmc.PowerOff,
+}
+
+func powerState(status string) bmc.PowerState {
+	if p, ok := runStates[status]; ok {
+		return p
+	}
+	return bmc.PowerUnknown
+}
+
+func status(c *conn) (bmc.PowerState, error) {
+	var st struct {
+		Status string `json:"status"`
+	}
+	if err := c.execute("query-status", nil, &st); err != nil {
+		return "", err
+	}
+	return powerState(st.Status), nil
+}
+
+// GetPower maps query-status.
+func (d *driver) GetPower(ctx context.Context) (bmc.PowerState, error) {
+	var p bmc.PowerState
+	err := d.session(ctx, "query-status", func(c *conn) (err error) {
+		p, err = status(c)
+		return err
+	})
+	return p, err
+}
+
+// SetPower performs the action:
+//
+//	on                system_reset, then cont (nothing when on)
+//	off               stop (nothing when off)
+//	graceful-off      system_powerdown, then wait until the guest has shut down
+//	reset             system_reset
+//	graceful-restart  system_powerdown, wait until off, then on
+//	cycle             stop, then on
+//	nmi               inject-nmi
+//
+// A restart (reset, graceful-restart, cycle) of a VM that is off is on. Every power-on
+// resets the VM first, so that it boots afresh with the boot order set since.
+func (d *driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
+	if _, err := bmc.ParsePowerAction(string(action)); err != nil {
+		return err
+	}
+	var state bmc.PowerState
+	err := d.session(ctx, string(action), func(c *conn) (err error) {
+		if state, err = status(c); err != nil {
+			return err
+		}
+		on, off := state == bmc.PowerOn, state == bmc.PowerOff
+		d.log.Info("power", "action", string(action), "state", string(state))
+		switch {
+		case action == bmc.ActionNMI:
+			return c.execute("inject-nmi", nil, nil)
+		case action == bmc.ActionOn && on, (action == bmc.ActionOff || action == bmc.ActionGracefulOff) && off:
+			return nil
+		case action == bmc.ActionOff:
+			return c.execute("stop", nil, nil)
+		case action == bmc.ActionGracefulOff, action == bmc.ActionGracefulRestart && !off:
+			return c.execute("system_powerdown", nil, nil)
+		case action == bmc.ActionReset && on:
+			return d.reset(c)
+		case action == bmc.ActionCycle && !off:
+			if err := c.execute("stop", nil, nil); err != nil {
+				return err
+			}
+		}
+		return d.powerOn(c)
+	})
+	if err != nil || state == bmc.PowerOff {
+		return err
+	}
+	switch action {
+	case bmc.ActionGracefulOff:
+		return bmc.WaitPower(ctx, d, bmc.PowerOff, d.timing)
+	case bmc.ActionGracefulRestart:
+		if err := bmc.WaitPower(ctx, d, bmc.PowerOff, d.timing); err != nil {
+			return err
+		}
+		return d.session(ctx, "power on", d.powerOn)
+	}
+	return nil
+}
+
+// powerOn resets the VM and lets its vCPUs run.
+func (d *driver) powerOn(c *conn) error {
+	if err := d.reset(c); err != nil {
+		return err
+	}
+	return c.execute("cont", nil, nil)
+}
+
+// reset readies the boot order for the boot to come, then resets the VM.
+func (d *driver) reset(c *conn) error {
+	if err := d.nextBoot(c); err != nil {
+		return err
+	}
+	return c.execute("system_reset", nil, nil)
+}

@@ -1,0 +1,58 @@
+package qmp
+
+import (
+	"context"
+	"testing"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/proto"
+)
+
+// TestPowerVM walks one real VM through the power actions; each step starts where the
+// one before left the VM.
+func TestPowerVM(t *testing.T) {
+	v := startVM(t)
+	d := v.open(t, v.config())
+	steps := []struct {
+		name     string
+		action   bmc.PowerAction
+		code     proto.Code
+		runState string
+		power    bmc.PowerState
+	}{
+		{name: "held before start", runState: "prelaunch", power: bmc.PowerOff},
+		{name: "on", action: bmc.ActionOn, runState: "running", power: bmc.PowerOn},
+		{name: "on when on", action: bmc.ActionOn, runState: "running", power: bmc.PowerOn},
+		{name: "off", action: bmc.ActionOff, runState: "paused", power: bmc.PowerOff},
+		{name: "off when off", action: bmc.ActionOff, runState: "paused", power: bmc.PowerOff},
+		{name: "graceful-off when off", action: bmc.ActionGracefulOff, runState: "paused", power: bmc.PowerOff},
+		{name: "reset when off", action: bmc.ActionReset, runState: "running", power: bmc.PowerOn},
+		{name: "reset", action: bmc.ActionReset, runState: "running", power: bmc.PowerOn},
+		{name: "cycle", action: bmc.ActionCycle, runState: "running", power: bmc.PowerOn},
+		{name: "nmi", action: bmc.ActionNMI, runState: "running", power: bmc.PowerOn},
+		// The firmware, with no OS behind it, ignores the ACPI power button.
+		{name: "graceful-off ignored", action: bmc.ActionGracefulOff, code: proto.Timeout, runState: "running", power: bmc.PowerOn},
+		{name: "graceful-restart ignored", action: bmc.ActionGracefulRestart, code: proto.Timeout, runState: "running", power: bmc.PowerOn},
+		{name: "off again", action: bmc.ActionOff, runState: "paused", power: bmc.PowerOff},
+		{name: "graceful-restart when off", action: bmc.ActionGracefulRestart, runState: "running", power: bmc.PowerOn},
+		{name: "graceful-off, forced", action: bmc.ActionOff, runState: "paused", power: bmc.PowerOff},
+		{name: "cycle when off", action: bmc.ActionCycle, runState: "running", power: bmc.PowerOn},
+		{name: "unknown action", action: "suspend", code: proto.InvalidConfig, runState: "running", power: bmc.PowerOn},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			if s.action != "" {
+				err := d.SetPower(context.Background(), s.action)
+				if proto.CodeOf(err) != s.code && !(err == nil && s.code == "") {
+					t.Fatalf("SetPower(%s): %v, want %s", s.action, err, s.code)
+				}
+			}
+			if got := v.runState(t); got != s.runState {
+				t.Errorf("run state %s, want %s", got, s.runState)
+			}
+			if got, err := d.GetPower(context.Background()); err != nil || got != s.power {
+				t.Errorf("GetPower = %s, %v; want %s", got, err, s.power)
+			}
+		})
+	}
+}

@@ -1,0 +1,142 @@
+package redfish
+
+import (
+	"context"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/bmc/redfishsim"
+	"github.com/better-compute/better-compute/proto"
+)
+
+func TestOpenConfig(t *testing.T) {
+	sim := newSim(t, redfishsim.Config{})
+	cases := map[string]struct {
+		mutate func(c *bmc.Config)
+		env    bmc.Env
+		path   string
+		text   string
+	}{
+		"unknown option":      {mutate: func(c *bmc.Config) { c.Options["insecure"] = "true" }, path: "options.insecure"},
+		"http address":        {mutate: func(c *bmc.Config) { c.Address = "http://" + c.Address }, path: "address"},
+		"address with a path": {mutate: func(c *bmc.Config) { c.Address = "https://" + c.Address + "/redfish/v1" }, path: "address"},
+		"address with a user": {mutate: func(c *bmc.Config) { c.Address = "https://root@" + c.Address }, path: "address"},
+		"empty port":          {mutate: func(c *bmc.Config) { c.Address = "bmc.example:" }, path: "address"},
+		"no credential":       {mutate: func(c *bmc.Config) { c.CredentialRef = "" }, path: "credentialRef"},
+		"relative credential": {mutate: func(c *bmc.Config) { c.CredentialRef = "bmc.json" }, path: "credentialRef"},
+		"no resolver":         {env: bmc.Env{}, path: "credentialRef", text: "no credential resolver"},
+		"secret in file only": {mutate: func(c *bmc.Config) { c.CredentialRef = "secret://rack-1/bmc" }, path: "credentialRef", text: "secret store"},
+		"auth":                {mutate: func(c *bmc.Config) { c.Options[optAuth] = "digest" }, path: "options.auth"},
+		"boot mode":           {mutate: func(c *bmc.Config) { c.Options[optBootMode] = "UEFI" }, path: "options.bootMode"},
+		"power timeout":       {mutate: func(c *bmc.Config) { c.Options["powerTimeout"] = "-1s" }, path: "options.powerTimeout"},
+		"poll interval":       {mutate: func(c *bmc.Config) { c.Options["pollInterval"] = "often" }, path: "options.pollInterval"},
+		"bad pin":             {mutate: func(c *bmc.Config) { c.Options[optTLSPin] = "sha1/abc" }, path: "options.tlsPin"},
+		"pin and CA":          {mutate: func(c *bmc.Config) { c.Options[optCAFile] = "/etc/ssl/certs/ca-certificates.crt" }, path: "options.tlsPin"},
+		"missing CA file":     {mutate: func(c *bmc.Config) { delete(c.Options, optTLSPin); c.Options[optCAFile] = "/nonexistent/ca.pem" }, path: "options.caFile"},
+		"unknown system":      {mutate: func(c *bmc.Config) { c.Options[optSystem] = "2" }, path: "options.system", text: `no system "2"; it has 1`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := config(t, sim)
+			if tc.mutate != nil {
+				tc.mutate(&cfg)
+			}
+			env := bmc.Env{Credentials: bmc.FileCredentials{}}
+			if name == "no resolver" {
+				env = tc.env
+			}
+			_, err := Open(context.Background(), cfg, env)
+			checkErr(t, err, proto.InvalidConfig, tc.text)
+			if got := proto.AsError(err).Details.Path; got != tc.path {
+				t.Fatalf("path %q, want %q (%v)", got, tc.path, err)
+			}
+		})
+	}
+}
+
+// TestLogin: the BMC checks the credential, by session or basic auth; a refusal is
+// DRIVER_ERROR with the BMC's message, and the password appears nowhere in it.
+func TestLogin(t *testing.T) {
+	cases := map[string]struct {
+		auth     string
+		password string
+		message  string
+	}{
+		"session":                 {auth: "session", password: password},
+		"basic":                   {auth: "basic", password: password},
+		"session, wrong password": {auth: "session", password: "guess", message: "log in as operator: HTTP 401: While attempting to establish a connection to '/redfish/v1/SessionService/Sessions', the service denied access."},
+		"basic, wrong password":   {auth: "basic", password: "guess", message: "list systems: /redfish/v1/Systems: HTTP 401: There is no valid session established with the implementation."},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sim := newSim(t, redfishsim.Config{})
+			cfg := config(t, sim)
+			cfg.CredentialRef = credentialFile(t, user, tc.password)
+			cfg.Options[optAuth] = tc.auth
+			d, err := Open(context.Background(), cfg, bmc.Env{Credentials: bmc.FileCredentials{}})
+			if tc.message != "" {
+				checkErr(t, err, proto.DriverError, tc.message)
+				if strings.Contains(err.Error(), tc.password) {
+					t.Fatalf("the error shows the password: %v", err)
+				}
+				return
+			}
+			checkErr(t, err, "", "")
+			if _, err := d.GetPower(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			sessions := map[string]int{"session": 1, "basic": 0}[tc.auth]
+			if got := sim.Sessions(); got != sessions {
+				t.Fatalf("%d sessions open, want %d", got, sessions)
+			}
+			d.Close()
+			if got := sim.Sessions(); got != 0 {
+				t.Fatalf("%d sessions open after Close, want 0", got)
+			}
+		})
+	}
+}
+
+// TestTrust: the BMC's certificate is trusted by a CA file or by its key's pin, else
+// the driver does not talk to it.
+func TestTrust(t *testing.T) {
+	sim := newSim(t, redfishsim.Config{})
+	other := newSim(t, redfishsim.Config{})
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: sim.Certificate.Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		options map[string]string
+		message string
+	}{
+		"pin":           {},
+		"CA file":       {options: map[string]string{optTLSPin: "", optCAFile: caFile}},
+		"system roots":  {options: map[string]string{optTLSPin: ""}, message: "certificate"},
+		"another's pin": {options: map[string]string{optTLSPin: config(t, other).Options[optTLSPin]}, message: "does not match option tlsPin"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := config(t, sim)
+			for k, v := range tc.options {
+				if v == "" {
+					delete(cfg.Options, k)
+				} else {
+					cfg.Options[k] = v
+				}
+			}
+			d, err := Open(context.Background(), cfg, bmc.Env{Credentials: bmc.FileCredentials{}})
+			if tc.message == "" {
+				checkErr(t, err, "", "")
+				d.Close()
+				return
+			}
+			checkErr(t, err, proto.DriverError, tc.message)
+		})
+	}
+}

@@ -1,0 +1,69 @@
+package redfish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+// fail turns what went wrong talking to the BMC into the project's error: TIMEOUT when
+// ctx ran out, else DRIVER_ERROR with the BMC's own words.
+func (d *driver) fail(ctx context.Context, op string, err error) error {
+	if _, ok := errors.AsType[*proto.Error](err); ok {
+		return err
+	}
+	if bmc.Expired(ctx) {
+		return proto.Errorf(proto.Timeout, "redfish %s: %s: %v", d.host, op, err)
+	}
+	return proto.Errorf(proto.DriverError, "redfish %s: %s: %s", d.host, op, bmcMessage(err))
+}
+
+// bmcMessage is the text a BMC gave for a failure: its extended info messages (the
+// human text of each Redfish message), else the error's own message, with the HTTP
+// status. Errors of the transport (refused, TLS) keep their text.
+func bmcMessage(err error) string {
+	if ce, ok := errors.AsType[*schemas.CollectionError](err); ok && len(ce.Failures) > 0 {
+		link := slices.Sorted(maps.Keys(ce.Failures))[0]
+		return link + ": " + bmcMessage(ce.Failures[link])
+	}
+	re, ok := errors.AsType[*schemas.Error](err)
+	if !ok {
+		return err.Error()
+	}
+	var texts []string
+	for _, info := range re.ExtendedInfos {
+		if info.Message != "" {
+			texts = append(texts, info.Message)
+		}
+	}
+	if len(texts) == 0 && re.Message != "" {
+		texts = append(texts, re.Message)
+	}
+	if len(texts) == 0 {
+		texts = append(texts, http.StatusText(re.HTTPReturnedStatusCode))
+	}
+	text := clip(strings.Join(texts, "; "))
+	if re.HTTPReturnedStatusCode == 0 {
+		return text
+	}
+	return fmt.Sprintf("HTTP %d: %s", re.HTTPReturnedStatusCode, text)
+}
+
+// maxMessage bounds the BMC's text in an error: a BMC that answers an HTML page
+// instead of a Redfish error has said what it has to say by then.
+const maxMessage = 512
+
+func clip(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxMessage], "") + "..."
+}

@@ -1,0 +1,100 @@
+package redfish
+
+import (
+	"context"
+	"strings"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+const mib = 1 << 20
+
+// Inspect reads the system, its processors, memory, Ethernet interfaces and storage
+// drives, and the firmware of the manager that manages it.
+func (d *driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
+	sys, err := d.system(ctx)
+	if err != nil {
+		return bmc.Inventory{}, err
+	}
+	inv := bmc.Inventory{
+		System: bmc.System{
+			Manufacturer: sys.Manufacturer,
+			Model:        sys.Model,
+			SerialNumber: sys.SerialNumber,
+			UUID:         sys.UUID,
+			BIOSVersion:  sys.BiosVersion,
+		},
+		PowerState: powerState(sys.PowerState),
+		Memory:     bmc.Memory{TotalBytes: int64(gofish.Deref(sys.MemorySummary.TotalSystemMemoryGiB) * 1024 * mib)},
+	}
+	cpus, err := sys.Processors()
+	if err != nil {
+		return bmc.Inventory{}, d.fail(ctx, "read processors", err)
+	}
+	for _, p := range cpus {
+		if p.ProcessorType != "" && p.ProcessorType != schemas.CPUProcessorType {
+			continue
+		}
+		inv.CPUs = append(inv.CPUs, bmc.CPU{
+			Socket:       p.Socket,
+			Manufacturer: p.Manufacturer,
+			Model:        p.Model,
+			Cores:        gofish.Deref(p.TotalCores),
+			Threads:      gofish.Deref(p.TotalThreads),
+			MaxSpeedMHz:  gofish.Deref(p.MaxSpeedMHz),
+		})
+	}
+	dimms, err := sys.Memory()
+	if err != nil {
+		return bmc.Inventory{}, d.fail(ctx, "read memory", err)
+	}
+	for _, m := range dimms {
+		inv.Memory.Modules = append(inv.Memory.Modules, bmc.MemoryModule{
+			Locator:       m.DeviceLocator,
+			CapacityBytes: int64(gofish.Deref(m.CapacityMiB)) * mib,
+			Type:          string(m.MemoryDeviceType),
+			SpeedMHz:      gofish.Deref(m.OperatingSpeedMhz),
+		})
+	}
+	nics, err := sys.EthernetInterfaces()
+	if err != nil {
+		return bmc.Inventory{}, d.fail(ctx, "read Ethernet interfaces", err)
+	}
+	for _, n := range nics {
+		mac := n.MACAddress
+		if mac == "" {
+			mac = n.PermanentMACAddress
+		}
+		inv.NICs = append(inv.NICs, bmc.NIC{Name: n.ID, MAC: strings.ToLower(mac), SpeedMbps: gofish.Deref(n.SpeedMbps)})
+	}
+	storage, err := sys.Storage()
+	if err != nil {
+		return bmc.Inventory{}, d.fail(ctx, "read storage", err)
+	}
+	for _, s := range storage {
+		drives, err := s.Drives()
+		if err != nil {
+			return bmc.Inventory{}, d.fail(ctx, "read the drives of storage "+s.ID, err)
+		}
+		for _, dr := range drives {
+			inv.Storage = append(inv.Storage, bmc.Drive{
+				Name:          dr.Name,
+				Model:         dr.Model,
+				SerialNumber:  dr.SerialNumber,
+				CapacityBytes: int64(gofish.Deref(dr.CapacityBytes)),
+				MediaType:     string(dr.MediaType),
+				Protocol:      string(dr.Protocol),
+			})
+		}
+	}
+	managers, err := sys.ManagedBy()
+	if err != nil {
+		return bmc.Inventory{}, d.fail(ctx, "read the system's managers", err)
+	}
+	if len(managers) > 0 {
+		inv.BMC = bmc.Controller{Model: managers[0].Model, FirmwareVersion: managers[0].FirmwareVersion}
+	}
+	return inv, nil
+}

@@ -1,0 +1,110 @@
+package redfish
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/stmcginnis/gofish/schemas"
+)
+
+// resetTypes maps each power action to the ComputerSystem.Reset type that performs it.
+var resetTypes = map[bmc.PowerAction]schemas.ResetType{
+	bmc.ActionOn:              schemas.OnResetType,
+	bmc.ActionOff:             schemas.ForceOffResetType,
+	bmc.ActionGracefulOff:     schemas.GracefulShutdownResetType,
+	bmc.ActionReset:           schemas.ForceRestartResetType,
+	bmc.ActionGracefulRestart: schemas.GracefulRestartResetType,
+	bmc.ActionCycle:           schemas.PowerCycleResetType,
+	bmc.ActionNMI:             schemas.NmiResetType,
+}
+
+// powerStates maps Redfish's PowerState to the project's.
+var powerStates = map[schemas.PowerState]bmc.PowerState{
+	schemas.OnPowerState:          bmc.PowerOn,
+	schemas.OffPowerState:         bmc.PowerOff,
+	schemas.PoweringOnPowerState:  bmc.PowerPoweringOn,
+	schemas.PoweringOffPowerState: bmc.PowerPoweringOff,
+	schemas.PausedPowerState:      bmc.PowerPaused,
+}
+
+func powerState(s schemas.PowerState) bmc.PowerState {
+	if p, ok := powerStates[s]; ok {
+		return p
+	}
+	return bmc.PowerUnknown
+}
+
+// GetPower reads the system's PowerState.
+func (d *driver) GetPower(ctx context.Context) (bmc.PowerState, error) {
+	sys, err := d.system(ctx)
+	if err != nil {
+		return "", err
+	}
+	return powerState(sys.PowerState), nil
+}
+
+// SetPower performs the action with ComputerSystem.Reset and waits for the state it
+// leads to: on for on and the restarts, off for off and graceful-off. An action whose
+// state holds already is done; a restart of a machine that is off powers it on. A cycle
+// on a BMC that does not offer PowerCycle is ForceOff, then On.
+func (d *driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
+	want, ok := resetTypes[action]
+	if !ok {
+		_, err := bmc.ParsePowerAction(string(action))
+		return err
+	}
+	sys, err := d.system(ctx)
+	if err != nil {
+		return err
+	}
+	offered, err := sys.GetSupportedResetTypes()
+	if err != nil {
+		// A broken ActionInfo says nothing of what the BMC offers: let it answer.
+		d.log.Warn("reading the reset action's allowable values failed", "err", err)
+		offered = nil
+	}
+	state := powerState(sys.PowerState)
+	switch {
+	case action == bmc.ActionOn && state == bmc.PowerOn,
+		(action == bmc.ActionOff || action == bmc.ActionGracefulOff) && state == bmc.PowerOff:
+		return nil
+	case action.Restarts() && state == bmc.PowerOff:
+		return d.reset(ctx, sys, offered, schemas.OnResetType, bmc.PowerOn)
+	case action == bmc.ActionCycle && len(offered) > 0 && !slices.Contains(offered, schemas.PowerCycleResetType):
+		d.log.Debug("the BMC offers no PowerCycle: ForceOff, then On")
+		if err := d.reset(ctx, sys, offered, schemas.ForceOffResetType, bmc.PowerOff); err != nil {
+			return err
+		}
+		return d.reset(ctx, sys, offered, schemas.OnResetType, bmc.PowerOn)
+	case action == bmc.ActionNMI:
+		return d.reset(ctx, sys, offered, want, "")
+	case action == bmc.ActionOff || action == bmc.ActionGracefulOff:
+		return d.reset(ctx, sys, offered, want, bmc.PowerOff)
+	default:
+		return d.reset(ctx, sys, offered, want, bmc.PowerOn)
+	}
+}
+
+// reset posts one reset type, refused beforehand as UNSUPPORTED when the BMC lists the
+// types it offers without it, then waits until the system is in state then (no wait
+// when then is empty).
+func (d *driver) reset(ctx context.Context, sys *schemas.ComputerSystem, offered []schemas.ResetType, rt schemas.ResetType, then bmc.PowerState) error {
+	if len(offered) > 0 && !slices.Contains(offered, rt) {
+		names := make([]string, len(offered))
+		for i, o := range offered {
+			names[i] = string(o)
+		}
+		return proto.Errorf(proto.Unsupported, "redfish %s: the system offers no reset type %s, only %s", d.host, rt, strings.Join(names, ", "))
+	}
+	d.log.Info("reset", "resetType", string(rt))
+	if _, err := sys.Reset(rt); err != nil {
+		return d.fail(ctx, "reset "+string(rt), err)
+	}
+	if then == "" {
+		return nil
+	}
+	return bmc.WaitPower(ctx, d, then, d.timing)
+}

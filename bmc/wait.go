@@ -1,0 +1,85 @@
+package bmc
+
+import (
+	"context"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// Timing bounds a driver's waits for an asynchronous BMC.
+type Timing struct {
+	// Timeout is the longest a power change or media change may take to show.
+	Timeout time.Duration
+	// Interval is the time between two reads of the state.
+	Interval time.Duration
+}
+
+// The default timing: below power.setPower's 5m step timeout, so the driver's own
+// TIMEOUT, which says which state the machine is stuck in, comes first.
+const (
+	DefaultTimeout  = 4 * time.Minute
+	DefaultInterval = 2 * time.Second
+)
+
+// TimingOptions reads the options powerTimeout and pollInterval.
+func TimingOptions(options map[string]string) (Timing, error) {
+	timeout, err := DurationOption(options, "powerTimeout", DefaultTimeout)
+	if err != nil {
+		return Timing{}, err
+	}
+	interval, err := DurationOption(options, "pollInterval", DefaultInterval)
+	if err != nil {
+		return Timing{}, err
+	}
+	return Timing{Timeout: timeout, Interval: interval}, nil
+}
+
+// WaitPower polls p until it reports want. It is TIMEOUT, naming the state the machine
+// is left in, when t.Timeout passes or ctx ends first.
+func WaitPower(ctx context.Context, p Power, want PowerState, t Timing) error {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
+	defer cancel()
+	var last PowerState
+	for {
+		got, err := p.GetPower(ctx)
+		switch {
+		case err == nil && got == want:
+			return nil
+		case err == nil:
+			last = got
+		case !Expired(ctx):
+			return err
+		}
+		if Expired(ctx) || Sleep(ctx, t.Interval) != nil {
+			waited := time.Since(start).Round(time.Millisecond)
+			if last == "" {
+				return proto.Errorf(proto.Timeout, "waited %s for the machine to be %s: %v", waited, want, err)
+			}
+			return proto.Errorf(proto.Timeout, "the machine is still %s, not %s, after %s", last, want, waited)
+		}
+	}
+}
+
+// Sleep waits for d, or less when ctx ends first, returning ctx's error then.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Expired reports whether ctx has ended or its deadline has passed: a dial or read
+// bounded by the deadline may fail a moment before ctx itself reports it.
+func Expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
+}
