@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -330,4 +331,13 @@ func get(t *testing.T, h *harness, digest string, hdr http.Header) *http.Respons
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	return resp
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
