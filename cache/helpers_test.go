@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -340,4 +341,8 @@ func readFile(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func sortEntries(e []proto.ImageCacheEntry) {
+	slices.SortFunc(e, func(a, b proto.ImageCacheEntry) int { return strings.Compare(a.Digest, b.Digest) })
 }
