@@ -72,13 +72,15 @@ func (c *Cache) startPull(ctx context.Context, e *entry, img proto.CacheImage) {
 	go func() {
 		defer c.jobs.Done()
 		size, err := c.pull(jctx, e, img, validator)
+		stopped := jctx.Err() != nil
 		cancel()
-		c.pullDone(ctx, e, size, err)
+		c.pullDone(e, size, err, stopped)
 	}()
 }
 
-// pullDone records how a pull ended.
-func (c *Cache) pullDone(ctx context.Context, e *entry, size int64, err error) {
+// pullDone records how a pull ended; stopped says it was stopped (the image left the
+// desired list, or Run is ending) rather than failed.
+func (c *Cache) pullDone(e *entry, size int64, err error, stopped bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.kick()
@@ -96,8 +98,9 @@ func (c *Cache) pullDone(ctx context.Context, e *entry, size int64, err error) {
 		if derr := c.drop(e); derr != nil {
 			c.cfg.Logger.Error("cache: drop", "digest", d, "err", derr)
 		}
-	case ctx.Err() != nil:
-		// Shutting down: the partial file stays for the next start.
+	case stopped:
+		// Run is ending, or the image left the list and came back: the partial file stays,
+		// to be resumed.
 	default:
 		if rerr := removeFile(c.partialPath(d)); rerr != nil {
 			err = errors.Join(err, rerr)
