@@ -193,14 +193,12 @@ type harness struct {
 // reports records what the Reporter was told.
 type reports struct {
 	mu   sync.Mutex
-	all  [][]proto.ImageCacheEntry
 	last []proto.ImageCacheEntry
 }
 
 func (r *reports) ReportImages(e []proto.ImageCacheEntry) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.all = append(r.all, e)
 	r.last = e
 }
 

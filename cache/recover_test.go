@@ -114,7 +114,6 @@ func TestUndesiredImages(t *testing.T) {
 	kept, pulling := newArtifact(65, 64<<10), newArtifact(66, 4<<20)
 	keptURL := src.add("/kept", kept.data)
 	pullURL := src.add("/pulling", pulling.data)
-	src.delay = 0
 	cfg := src.config()
 	cfg.BandwidthBytesPerSec = 1 << 20 // the big one takes seconds
 	h := start(t, cfg)
