@@ -75,7 +75,8 @@ func (c Config) withDefaults() Config {
 }
 
 // httpClient is the client to sources: the configured CA pool, no proxy from the
-// environment (a site reaches its sources directly), TLS 1.2 at least.
+// environment (a site reaches its sources directly), TLS 1.2 at least, and no
+// transparent decompression (the digest is of the artifact as stored).
 func (c Config) httpClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -84,5 +85,6 @@ func (c Config) httpClient() *http.Client {
 		ResponseHeaderTimeout: c.StallTimeout,
 		MaxIdleConnsPerHost:   c.MaxPulls,
 		ForceAttemptHTTP2:     true,
+		DisableCompression:    true,
 	}}
 }

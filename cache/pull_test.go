@@ -2,7 +2,11 @@ package cache
 
 import (
 	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -248,4 +252,23 @@ func TestBandwidthIsSharedByAllPulls(t *testing.T) {
 	if got := clock.longest.get(); got < want-time.Millisecond || got > want+time.Millisecond {
 		t.Errorf("longest wait %v, want %v: the pulls do not share one bucket", got, want)
 	}
+}
+
+// A server that labels a compressed artifact with Content-Encoding must not have it
+// decompressed on the way: the digest is of the bytes as stored.
+func TestContentEncodingIsNotUndone(t *testing.T) {
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	zw.Write(newArtifact(7, 64<<10).data)
+	zw.Close()
+	sum := sha256.Sum256(zipped.Bytes())
+	a := artifact{zipped.Bytes(), hex.EncodeToString(sum[:])}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Write(a.data)
+	}))
+	t.Cleanup(srv.Close)
+	h := start(t, Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs})
+	h.c.SetDesired([]proto.CacheImage{image(a, srv.URL+"/a.raw.gz")})
+	h.waitState(a.digest, proto.CacheReady)
 }
