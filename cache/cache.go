@@ -1,0 +1,213 @@
+// Package cache is a site's image cache: it pulls the images its site agent is told to
+// hold, makes a copy visible only once its digest matched, keeps an index of them in
+// bbolt, evicts the least recently used when space runs short (never a pinned image or
+// one a ramdisk is reading), reports the `images` inventory section, and serves the
+// images to the site's ramdisks by digest over HTTP. See docs/cache.md.
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/better-compute/better-compute/cache/fetch"
+	"github.com/better-compute/better-compute/cache/throttle"
+	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto"
+)
+
+// Cache is one site's image cache. Open it, call Run in a goroutine, hand it the desired
+// list with SetDesired, and mount Handler on the boot server's HTTP mux.
+type Cache struct {
+	cfg    Config
+	idx    *index
+	client *fetch.Client
+	bucket *throttle.Bucket
+
+	readyDir, partialDir string
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	desired []proto.CacheImage // nil until the first SetDesired
+	wanted  map[string]bool    // the digests of desired
+	running int                // jobs (pulls and verifications) running
+	dirty   map[string]bool    // digests whose last use is not yet in the index
+
+	wake    chan struct{} // the scheduler has something to look at
+	changed chan struct{} // the report is out of date
+	jobs    sync.WaitGroup
+}
+
+// entry is an image the cache holds or works on.
+type entry struct {
+	rec      record
+	progress atomic.Int64 // bytes in partial/ while pulling
+	// verify: the file in sha256/ has not been re-hashed since start-up; until it is, the
+	// image is reported as pulling and not served.
+	verify bool
+	// noRoom: the last try found no space; it is tried again whenever space may have freed.
+	noRoom  bool
+	busy    bool // a pull or a verification runs
+	readers int  // HTTP responses streaming it
+	cancel  context.CancelFunc
+}
+
+// Open opens (or makes) the cache in cfg.Dir and puts what a crash left in order: files
+// under partial/ that no pull will resume are removed, an eviction is finished, and every
+// file under sha256/ is marked for re-verification before it is served again.
+func Open(cfg Config) (*Cache, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Dir == "" {
+		return nil, proto.Errorf(proto.InvalidConfig, "cache directory is empty").WithPath("dir")
+	}
+	c := &Cache{
+		cfg:        cfg,
+		readyDir:   filepath.Join(cfg.Dir, "sha256"),
+		partialDir: filepath.Join(cfg.Dir, "partial"),
+		entries:    map[string]*entry{},
+		dirty:      map[string]bool{},
+		wake:       make(chan struct{}, 1),
+		changed:    make(chan struct{}, 1),
+	}
+	for _, d := range []string{cfg.Dir, c.readyDir, c.partialDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("make cache directory: %w", err)
+		}
+	}
+	idx, err := openIndex(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	c.idx = idx
+	if err := c.recover(); err != nil {
+		idx.close()
+		return nil, err
+	}
+	c.client = fetch.NewClient(cfg.httpClient())
+	if cfg.BandwidthBytesPerSec > 0 {
+		c.bucket = throttle.New(cfg.Clock, cfg.BandwidthBytesPerSec, min(cfg.BandwidthBytesPerSec, copyChunk))
+	}
+	return c, nil
+}
+
+// Close closes the index. Run must have returned.
+func (c *Cache) Close() error { return c.idx.close() }
+
+// Run verifies, pulls, evicts and reports until ctx is done; then it stops the pulls
+// (their partial files stay, to be resumed), writes the last uses and returns.
+func (c *Cache) Run(ctx context.Context) error {
+	reports := make(chan struct{})
+	go func() {
+		defer close(reports)
+		c.reportLoop(ctx)
+	}()
+	c.notify()
+	for {
+		retry := c.schedule(ctx)
+		select {
+		case <-ctx.Done():
+			c.mu.Lock()
+			for _, e := range c.entries {
+				if e.cancel != nil {
+					e.cancel()
+				}
+			}
+			c.mu.Unlock()
+			c.jobs.Wait()
+			<-reports
+			return errors.Join(c.flushLastUse(), ctx.Err())
+		case <-c.wake:
+		case <-retry:
+		}
+	}
+}
+
+// kick asks the scheduler to look again.
+func (c *Cache) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// notify marks the report out of date.
+func (c *Cache) notify() {
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// reportLoop writes last uses to the index and tells the Reporter, once per burst of
+// changes.
+func (c *Cache) reportLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.changed:
+		}
+		if err := c.flushLastUse(); err != nil {
+			c.cfg.Logger.Error("cache: write last uses", "err", err)
+		}
+		if c.cfg.Reporter != nil {
+			c.cfg.Reporter.ReportImages(c.Entries())
+		}
+	}
+}
+
+// flushLastUse writes the last uses touched since the previous flush.
+func (c *Cache) flushLastUse() error {
+	c.mu.Lock()
+	var recs []record
+	for d := range c.dirty {
+		if e := c.entries[d]; e != nil {
+			recs = append(recs, e.rec)
+		}
+	}
+	clear(c.dirty)
+	c.mu.Unlock()
+	if len(recs) == 0 {
+		return nil
+	}
+	return c.idx.put(recs...)
+}
+
+// Entries returns the `images` inventory section: every image the cache holds or works
+// on, by digest.
+func (c *Cache) Entries() []proto.ImageCacheEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]proto.ImageCacheEntry, 0, len(c.entries))
+	for _, e := range c.entries {
+		ie := proto.ImageCacheEntry{Digest: e.rec.Digest, State: e.rec.State, SizeBytes: e.rec.SizeBytes, LastUsed: e.rec.LastUsed}
+		switch {
+		case e.verify:
+			ie.State = proto.CachePulling
+		case e.rec.State == proto.CachePulling:
+			ie.SizeBytes = e.progress.Load()
+		case e.rec.State == proto.CacheFailed:
+			ie.SizeBytes = 0
+		}
+		out = append(out, ie)
+	}
+	slices.SortFunc(out, func(a, b proto.ImageCacheEntry) int { return strings.Compare(a.Digest, b.Digest) })
+	return out
+}
+
+func (c *Cache) readyPath(d string) string   { return filepath.Join(c.readyDir, d) }
+func (c *Cache) partialPath(d string) string { return filepath.Join(c.partialDir, d) }
+
+// removeFile removes a file and fsyncs its directory; a missing file is no error.
+func removeFile(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return fsutil.SyncDir(filepath.Dir(path))
+}

@@ -1,0 +1,90 @@
+package cache
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Config is what a site's cache is told. Defaults are set in one place, withDefaults.
+type Config struct {
+	// Dir holds the cache: index.db, sha256/ (verified images) and partial/ (pulls in
+	// progress). It is made when missing.
+	Dir string
+	// CapacityBytes bounds the bytes of ready, evicting and in-progress images together.
+	// 0 is no bound.
+	CapacityBytes int64
+	// MaxPulls is how many pulls (and start-up verifications) run at once. Default 2.
+	MaxPulls int
+	// BandwidthBytesPerSec bounds the bytes per second all pulls take together. 0 is no
+	// bound.
+	BandwidthBytesPerSec int64
+	// RootCAs is the pool sources' TLS certificates must chain to; nil is the system's.
+	RootCAs *x509.CertPool
+	// Reporter is told the `images` inventory section whenever it changes. Nil tells no one.
+	Reporter Reporter
+	// RetryInterval is how long a failed image that is still desired waits before it is
+	// pulled again. Default 5 minutes.
+	RetryInterval time.Duration
+	// Attempts is how many requests in a row may fail without a byte of progress before a
+	// pull fails. A connection that breaks after some progress is resumed at once and does
+	// not count. Default 3.
+	Attempts int
+	// StallTimeout ends a request that delivered no byte for this long (it is then resumed
+	// like a broken one). Default 60 seconds.
+	StallTimeout time.Duration
+	// Clock is the time of last use, failure retries and the bandwidth bound. Default the
+	// system's.
+	Clock Clock
+	// Logger gets one line per pull, verification, failure and eviction. Default discards.
+	Logger *slog.Logger
+}
+
+// The defaults.
+const (
+	DefaultMaxPulls      = 2
+	DefaultRetryInterval = 5 * time.Minute
+	DefaultAttempts      = 3
+	DefaultStallTimeout  = 60 * time.Second
+)
+
+func (c Config) withDefaults() Config {
+	if c.MaxPulls <= 0 {
+		c.MaxPulls = DefaultMaxPulls
+	}
+	if c.RetryInterval <= 0 {
+		c.RetryInterval = DefaultRetryInterval
+	}
+	if c.Attempts <= 0 {
+		c.Attempts = DefaultAttempts
+	}
+	if c.StallTimeout <= 0 {
+		c.StallTimeout = DefaultStallTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// httpClient is the client to sources: the configured CA pool, no proxy from the
+// environment (a site reaches its sources directly), TLS 1.2 at least, and no
+// transparent decompression (the digest is of the artifact as stored).
+func (c Config) httpClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       &tls.Config{RootCAs: c.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   30 * time.Second,
+		ResponseHeaderTimeout: c.StallTimeout,
+		MaxIdleConnsPerHost:   c.MaxPulls,
+		ForceAttemptHTTP2:     true,
+		DisableCompression:    true,
+	}}
+}

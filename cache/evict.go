@@ -1,0 +1,151 @@
+package cache
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// candidate is an image as eviction sees it.
+type candidate struct {
+	Digest    string
+	SizeBytes int64
+	LastUsed  time.Time
+	State     proto.ImageCacheState
+	Pinned    bool // some holder pins it
+	InUse     bool // a ramdisk is reading it
+	Desired   bool // the desired list names it
+}
+
+// evictionOrder picks images to free need bytes: ready ones only, never pinned, in use or
+// desired, the least recently used first (never used before any used, ties by digest),
+// until their sizes reach need. When all of them cannot free need, it picks none: an
+// eviction that does not make room only loses images.
+func evictionOrder(cands []candidate, need int64) []string {
+	var ok []candidate
+	for _, c := range cands {
+		if c.State == proto.CacheReady && !c.Pinned && !c.InUse && !c.Desired {
+			ok = append(ok, c)
+		}
+	}
+	slices.SortFunc(ok, func(a, b candidate) int {
+		if c := a.LastUsed.Compare(b.LastUsed); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Digest, b.Digest)
+	})
+	var out []string
+	var freed int64
+	for _, c := range ok {
+		if freed >= need {
+			break
+		}
+		out = append(out, c.Digest)
+		freed += c.SizeBytes
+	}
+	if freed < need {
+		return nil
+	}
+	return out
+}
+
+// usedBytes is what the cache's images take or are about to take: ready and evicting
+// files, a running pull's full size, a waiting pull's partial file. except is left out.
+// c.mu is held.
+func (c *Cache) usedBytes(except *entry) int64 {
+	var n int64
+	for _, e := range c.entries {
+		switch {
+		case e == except:
+		case e.verify || e.rec.State == proto.CacheReady || e.rec.State == proto.CacheEvicting:
+			n += e.rec.SizeBytes
+		case e.rec.State == proto.CachePulling && e.busy:
+			n += max(e.rec.SizeBytes, e.progress.Load())
+		case e.rec.State == proto.CachePulling:
+			n += e.progress.Load()
+		}
+	}
+	return n
+}
+
+// makeRoom evicts what it must so that size more bytes fit for e; false when they
+// cannot. c.mu is held.
+func (c *Cache) makeRoom(e *entry, size int64) bool {
+	if c.cfg.CapacityBytes <= 0 {
+		return true
+	}
+	need := c.usedBytes(e) + size - c.cfg.CapacityBytes
+	if need <= 0 {
+		return true
+	}
+	victims := evictionOrder(c.candidates(), need)
+	if victims == nil {
+		return false
+	}
+	for _, d := range victims {
+		c.evict(c.entries[d])
+	}
+	return true
+}
+
+// evictOverCapacity evicts what it can when the cache holds more than its capacity (the
+// capacity was lowered). c.mu is held.
+func (c *Cache) evictOverCapacity() {
+	if c.cfg.CapacityBytes <= 0 {
+		return
+	}
+	over := c.usedBytes(nil) - c.cfg.CapacityBytes
+	if over <= 0 {
+		return
+	}
+	cands := c.candidates()
+	for over > 0 {
+		victims := evictionOrder(cands, 1)
+		if victims == nil {
+			return
+		}
+		e := c.entries[victims[0]]
+		over -= e.rec.SizeBytes
+		c.evict(e)
+		cands = slices.DeleteFunc(cands, func(x candidate) bool { return x.Digest == victims[0] })
+	}
+}
+
+func (c *Cache) candidates() []candidate {
+	out := make([]candidate, 0, len(c.entries))
+	for d, e := range c.entries {
+		st := e.rec.State
+		if e.verify {
+			st = proto.CachePulling
+		}
+		out = append(out, candidate{Digest: d, SizeBytes: e.rec.SizeBytes, LastUsed: e.rec.LastUsed, State: st,
+			Pinned: len(e.rec.Pins) > 0, InUse: e.readers > 0, Desired: c.wanted[d]})
+	}
+	return out
+}
+
+// evict removes a ready image: the index says evicting first (so a crash finishes the
+// job at start-up), then the file goes, then the record. c.mu is held; no reader can
+// start on the image once it is evicting.
+func (c *Cache) evict(e *entry) {
+	d := e.rec.Digest
+	e.rec.State = proto.CacheEvicting
+	if err := c.idx.put(e.rec); err != nil {
+		c.cfg.Logger.Error("cache: evict", "digest", d, "err", err)
+		return
+	}
+	c.notify()
+	if err := removeFile(c.readyPath(d)); err != nil {
+		c.cfg.Logger.Error("cache: evict", "digest", d, "err", err)
+		return
+	}
+	if err := c.idx.remove(d); err != nil {
+		c.cfg.Logger.Error("cache: evict", "digest", d, "err", err)
+		return
+	}
+	delete(c.entries, d)
+	delete(c.dirty, d)
+	c.cfg.Logger.Info("cache: evicted", "digest", d, "bytes", e.rec.SizeBytes)
+}

@@ -1,0 +1,175 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Client downloads artifacts. Its zero value is not usable: make one with NewClient.
+type Client struct {
+	http *http.Client
+
+	mu     sync.Mutex
+	tokens map[string]string // bearer tokens by registry host and repository
+}
+
+// NewClient returns a client over hc, whose transport carries the TLS trust (the site's
+// CA pool). hc follows redirects, which OCI registries use to send blobs from storage.
+func NewClient(hc *http.Client) *Client {
+	return &Client{http: hc, tokens: map[string]string{}}
+}
+
+// Body is an artifact's bytes from some offset on.
+type Body struct {
+	io.ReadCloser
+	// Offset is where in the artifact the first byte of the body belongs: the offset asked
+	// for when the server honoured the range, 0 when it sent the whole artifact.
+	Offset int64
+	// Total is the artifact's size as the server gave it, or -1.
+	Total int64
+	// Validator is the response's ETag, else its Last-Modified: what to send in If-Range
+	// when resuming. Empty when the server gave neither.
+	Validator string
+}
+
+// ErrStatus is wrapped by errors for an HTTP status that is not a success.
+var ErrStatus = errors.New("unexpected HTTP status")
+
+// Open starts reading src from offset. With offset > 0 it asks for `Range: bytes=offset-`
+// and, when validator is not empty, `If-Range: validator`, so a changed artifact is sent
+// whole. A 206 is accepted only when its Content-Range starts at offset; a 200 (the
+// server ignored the range, or the validator did not match) is returned with Offset 0,
+// and so is a retry without a range when the 206 or a 416 does not fit.
+func (c *Client) Open(ctx context.Context, src Source, offset int64, validator string) (*Body, error) {
+	resp, err := c.get(ctx, src, offset, validator)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return body(resp, 0, resp.ContentLength), nil
+	case http.StatusPartialContent:
+		start, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+		if ok && offset > 0 && start == offset {
+			return body(resp, start, total), nil
+		}
+	case http.StatusRequestedRangeNotSatisfiable:
+		// The partial copy may already hold every byte: `bytes */TOTAL` with TOTAL == offset.
+		if total, ok := parseUnsatisfied(resp.Header.Get("Content-Range")); ok && offset > 0 && total == offset {
+			resp.Body.Close()
+			return &Body{ReadCloser: http.NoBody, Offset: offset, Total: total, Validator: validator}, nil
+		}
+	default:
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %w %s", redact(src), ErrStatus, resp.Status)
+	}
+	resp.Body.Close()
+	if offset == 0 {
+		return nil, fmt.Errorf("GET %s: %s to a request without a range", redact(src), resp.Status)
+	}
+	return c.Open(ctx, src, 0, "")
+}
+
+func body(resp *http.Response, offset, total int64) *Body {
+	v := resp.Header.Get("ETag")
+	if v == "" || strings.HasPrefix(v, "W/") {
+		// A weak ETag may not be used in If-Range; Last-Modified may.
+		v = resp.Header.Get("Last-Modified")
+	}
+	return &Body{ReadCloser: resp.Body, Offset: offset, Total: total, Validator: v}
+}
+
+// get sends the GET, answering one bearer-token challenge for OCI sources.
+func (c *Client) get(ctx context.Context, src Source, offset int64, validator string) (*http.Response, error) {
+	key := src.URL.Host + "/" + src.Repository
+	for attempt := 0; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, src.URL.String(), nil)
+		if err != nil {
+			return nil, err
+		}
+		if offset > 0 {
+			req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-")
+			if validator != "" {
+				req.Header.Set("If-Range", validator)
+			}
+		}
+		if src.Kind == OCI {
+			c.mu.Lock()
+			tok := c.tokens[key]
+			c.mu.Unlock()
+			if tok != "" {
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("GET %s: %w", redact(src), err)
+		}
+		if resp.StatusCode != http.StatusUnauthorized || src.Kind != OCI || attempt > 0 {
+			return resp, nil
+		}
+		challenges := ParseChallenges(strings.Join(resp.Header.Values("WWW-Authenticate"), ", "))
+		resp.Body.Close()
+		tok, err := c.token(ctx, challenges, src.Repository)
+		if err != nil {
+			return nil, fmt.Errorf("GET %s: %w", redact(src), err)
+		}
+		c.mu.Lock()
+		c.tokens[key] = tok
+		c.mu.Unlock()
+	}
+}
+
+// redact names a source in errors without its query, which may hold a presigned secret.
+func redact(src Source) string {
+	u := *src.URL
+	if u.RawQuery != "" {
+		u.RawQuery = "..."
+	}
+	return u.String()
+}
+
+// parseContentRange reads `bytes FIRST-LAST/TOTAL` (TOTAL may be `*`, given as -1).
+func parseContentRange(h string) (first, total int64, ok bool) {
+	rest, ok := strings.CutPrefix(h, "bytes ")
+	if !ok {
+		return 0, 0, false
+	}
+	span, tot, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, 0, false
+	}
+	a, b, ok := strings.Cut(span, "-")
+	if !ok {
+		return 0, 0, false
+	}
+	first, err1 := strconv.ParseInt(a, 10, 64)
+	last, err2 := strconv.ParseInt(b, 10, 64)
+	if err1 != nil || err2 != nil || first < 0 || last < first {
+		return 0, 0, false
+	}
+	if tot == "*" {
+		return first, -1, true
+	}
+	total, err := strconv.ParseInt(tot, 10, 64)
+	if err != nil || total <= last {
+		return 0, 0, false
+	}
+	return first, total, true
+}
+
+// parseUnsatisfied reads a 416's `bytes */TOTAL`.
+func parseUnsatisfied(h string) (int64, bool) {
+	tot, ok := strings.CutPrefix(h, "bytes */")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(tot, 10, 64)
+	return n, err == nil && n >= 0
+}

@@ -1,0 +1,71 @@
+package fetch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+)
+
+// maxTokenResponse bounds what is read of a token endpoint's answer.
+const maxTokenResponse = 1 << 20
+
+// token runs the distribution spec's anonymous token flow for a 401's challenges: GET the
+// Bearer challenge's realm (which must be https) with its service and scope (or
+// `repository:REPO:pull` when the challenge names none), and take `token` or
+// `access_token` from the JSON answer. No credentials are sent: registries that need
+// them are out of scope, their blobs can be given as presigned https:// sources.
+func (c *Client) token(ctx context.Context, challenges []Challenge, repo string) (string, error) {
+	var bearer *Challenge
+	for i := range challenges {
+		if challenges[i].Scheme == "bearer" {
+			bearer = &challenges[i]
+			break
+		}
+	}
+	if bearer == nil {
+		return "", fmt.Errorf("registry answered 401 without a Bearer challenge: only anonymous token auth is supported")
+	}
+	realm, err := url.Parse(bearer.Params["realm"])
+	if err != nil || realm.Scheme != "https" || realm.Host == "" {
+		return "", fmt.Errorf("registry's token realm %q is not an https URL", bearer.Params["realm"])
+	}
+	q := realm.Query()
+	if s := bearer.Params["service"]; s != "" {
+		q.Set("service", s)
+	}
+	scope := bearer.Params["scope"]
+	if scope == "" {
+		scope = "repository:" + repo + ":pull"
+	}
+	q.Set("scope", scope)
+	realm.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, realm.String(), nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("token request: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("token request to %s: %w %s", realm.Host, ErrStatus, resp.Status)
+	}
+	var t struct {
+		Token       string `json:"token"`
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxTokenResponse)).Decode(&t); err != nil {
+		return "", fmt.Errorf("token response from %s is not JSON: %v", realm.Host, err)
+	}
+	if t.Token == "" {
+		t.Token = t.AccessToken
+	}
+	if t.Token == "" {
+		return "", fmt.Errorf("token response from %s holds no token", realm.Host)
+	}
+	return t.Token, nil
+}

@@ -1,0 +1,102 @@
+package cache
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	bolt "go.etcd.io/bbolt"
+)
+
+// indexSchema versions the index's records.
+const indexSchema = 1
+
+var imagesBucket = []byte("images")
+
+// record is one image in the index, keyed by digest.
+type record struct {
+	Digest string `json:"digest"`
+	// Ref and Source are from the desired list that asked for the image.
+	Ref    string `json:"ref,omitempty"`
+	Source string `json:"source,omitempty"`
+	// SizeBytes is the artifact's size: the catalog's while pulling, the file's once ready.
+	SizeBytes int64                 `json:"sizeBytes"`
+	State     proto.ImageCacheState `json:"state"`
+	LastUsed  time.Time             `json:"lastUsed,omitzero"`
+	// Pins are the holders (deploy ids) that keep the image from eviction.
+	Pins []string `json:"pins,omitempty"`
+	// Error says why the last pull failed; FailedAt when.
+	Error    string    `json:"error,omitempty"`
+	FailedAt time.Time `json:"failedAt,omitzero"`
+	// Validator is the ETag or Last-Modified of the bytes in partial/, for If-Range.
+	Validator string `json:"validator,omitempty"`
+}
+
+type envelope struct {
+	Schema int    `json:"schema"`
+	Record record `json:"record"`
+}
+
+// index is the bbolt file DIR/index.db. Every write is one fsynced transaction.
+type index struct{ db *bolt.DB }
+
+func openIndex(dir string) (*index, error) {
+	db, err := bolt.Open(filepath.Join(dir, "index.db"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open cache index in %s (is another cache running on it?): %w", dir, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(imagesBucket)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &index{db: db}, nil
+}
+
+func (x *index) close() error { return x.db.Close() }
+
+func (x *index) all() ([]record, error) {
+	var out []record
+	err := x.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(imagesBucket).ForEach(func(k, v []byte) error {
+			var e envelope
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("index record %s: %w", k, err)
+			}
+			if e.Schema != indexSchema {
+				return fmt.Errorf("index record %s has schema %d, this cache reads %d", k, e.Schema, indexSchema)
+			}
+			out = append(out, e.Record)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// put writes records in one transaction.
+func (x *index) put(recs ...record) error {
+	return x.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(imagesBucket)
+		for _, r := range recs {
+			v, err := json.Marshal(envelope{Schema: indexSchema, Record: r})
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(r.Digest), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (x *index) remove(digest string) error {
+	return x.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(imagesBucket).Delete([]byte(digest))
+	})
+}

@@ -1,0 +1,93 @@
+package cache
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/better-compute/better-compute/cache/fetch"
+	"github.com/better-compute/better-compute/proto"
+)
+
+// ImagePathPrefix is where Handler answers: ImagePathPrefix + DIGEST.
+const ImagePathPrefix = "/images/sha256/"
+
+// Handler serves ready images by digest: `GET` and `HEAD` of /images/sha256/DIGEST, with
+// single and multiple byte ranges, the ETag "DIGEST", If-None-Match, If-Range, and the
+// file sent with sendfile. An image that is not ready is 404: the cache never pulls on
+// demand. Mount it on a mux at ImagePathPrefix; do not wrap its ResponseWriter, or the
+// zero-copy path is lost (see docs/cache.md).
+func (c *Cache) Handler() http.Handler { return http.HandlerFunc(c.serveImage) }
+
+func (c *Cache) serveImage(w http.ResponseWriter, r *http.Request) {
+	d, ok := strings.CutPrefix(r.URL.Path, ImagePathPrefix)
+	if !ok || !fetch.ValidDigest(d) {
+		writeError(w, proto.Errorf(proto.NotFound, "no image at %s: the path is %sDIGEST, 64 lower-case hex digits", r.URL.Path, ImagePathPrefix))
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, &proto.Error{Code: proto.Unsupported, Message: "only GET and HEAD"})
+		return
+	}
+	f := c.acquire(d, r.Method == http.MethodGet)
+	if f == nil {
+		writeError(w, proto.Errorf(proto.NotFound, "image sha256:%s is not ready in this cache", d))
+		return
+	}
+	defer c.release(d, f)
+	h := w.Header()
+	h.Set("ETag", `"`+d+`"`)
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Cache-Control", "public, max-age=31536000, immutable")
+	// ServeContent copies the *os.File to the ResponseWriter with io.CopyN; the
+	// ResponseWriter's ReadFrom hands it to the TCP connection, which uses sendfile.
+	http.ServeContent(w, r, "", time.Time{}, f)
+}
+
+// acquire opens a ready image for a reader, counting it so eviction leaves it alone, and
+// marks its use now when touch.
+func (c *Cache) acquire(d string, touch bool) *os.File {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[d]
+	if e == nil || e.verify || e.rec.State != proto.CacheReady {
+		return nil
+	}
+	f, err := os.Open(c.readyPath(d))
+	if err != nil {
+		c.cfg.Logger.Error("cache: open a ready image", "digest", d, "err", err)
+		return nil
+	}
+	e.readers++
+	if touch {
+		e.rec.LastUsed = c.cfg.Clock.Now().UTC()
+		c.dirty[d] = true
+		c.notify()
+	}
+	return f
+}
+
+func (c *Cache) release(d string, f *os.File) {
+	f.Close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.entries[d]; e != nil {
+		e.readers--
+		if e.readers == 0 {
+			c.kick()
+		}
+	}
+}
+
+func writeError(w http.ResponseWriter, e *proto.Error) {
+	status := e.Code.HTTPStatus()
+	if e.Code == proto.Unsupported {
+		status = http.StatusMethodNotAllowed
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(e)
+}
