@@ -227,8 +227,8 @@ func TestDiscovery(t *testing.T) {
 	send(unknown, true) // the interval passed: reported again
 	want := []Discovery{
 		{MAC: unknown, Arch: 7, HasArch: true, Source: "dhcp", At: time.Unix(1e9, 0)},
-		{MAC: unknown, UUID: "78563412-3412-7856-1234-56789abcdef0", Arch: 7, HasArch: true, Source: "dhcp", At: time.Unix(1e9, 0)},
-		{MAC: unknown, UUID: "78563412-3412-7856-1234-56789abcdef0", Arch: 7, HasArch: true, Source: "dhcp", At: time.Unix(1e9+360, 0)},
+		{MAC: unknown, UUID: "12345678-1234-5678-1234-56789abcdef0", Arch: 7, HasArch: true, Source: "dhcp", At: time.Unix(1e9, 0)},
+		{MAC: unknown, UUID: "12345678-1234-5678-1234-56789abcdef0", Arch: 7, HasArch: true, Source: "dhcp", At: time.Unix(1e9+360, 0)},
 	}
 	if diff := cmp.Diff(want, d.got); diff != "" {
 		t.Error(diff)

@@ -18,9 +18,9 @@ type Discoveries interface {
 type Discovery struct {
 	// MAC is the address the machine boots from.
 	MAC net.HardwareAddr
-	// UUID is the product UUID of DHCP option 97 spelled in the byte order it was sent
-	// in (see docs/boot.md for the order firmware uses); empty when the machine has not
-	// sent one yet.
+	// UUID is the product UUID of DHCP option 97, spelled as dmidecode and Redfish spell
+	// the SMBIOS UUID (the first three fields of the bytes sent are byte-swapped; see
+	// docs/boot.md); empty when the machine has not sent one yet.
 	UUID string
 	// Arch is the client architecture of DHCP option 93 (0 BIOS, 7 UEFI x86-64, 11 UEFI
 	// arm64, 16 UEFI HTTP boot, ...); valid when HasArch.

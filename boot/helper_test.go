@@ -36,8 +36,10 @@ func TestMain(m *testing.M) {
 
 // serverSpec is what the server helper runs.
 type serverSpec struct {
-	Config  Config
-	Entries map[string]Entry
+	Config Config
+	// Entries is a JSON file of entries by MAC, read again at every look-up so that a
+	// test can give a machine an entry while it waits.
+	Entries string
 	// Discoveries is the file the helper appends discoveries to, one JSON object a line.
 	Discoveries string
 }
@@ -52,6 +54,19 @@ func (s *fileSink) Discovered(d Discovery) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	json.NewEncoder(s.f).Encode(d)
+}
+
+// fileEntries reads the entries file at every look-up.
+type fileEntries string
+
+func (f fileEntries) Entry(mac net.HardwareAddr) (Entry, bool) {
+	var e map[string]Entry
+	b, err := os.ReadFile(string(f))
+	if err != nil || json.Unmarshal(b, &e) != nil {
+		return Entry{}, false
+	}
+	en, ok := e[mac.String()]
+	return en, ok
 }
 
 // serverHelper runs a boot server from the spec file until SIGTERM.
@@ -71,7 +86,7 @@ func serverHelper(specFile string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := New(spec.Config, Deps{Entries: entries(spec.Entries), Discoveries: &fileSink{f: f}, Log: log})
+	s, err := New(spec.Config, Deps{Entries: fileEntries(spec.Entries), Discoveries: &fileSink{f: f}, Log: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2
@@ -91,6 +106,19 @@ type bootServer struct {
 	cmd         *exec.Cmd
 	log         *syncBuffer
 	discoveries string
+	entries     string
+}
+
+// SetEntries replaces the server's entries.
+func (s *bootServer) SetEntries(t *testing.T, e map[string]Entry) {
+	t.Helper()
+	b, _ := json.Marshal(e)
+	if err := os.WriteFile(s.entries+".tmp", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(s.entries+".tmp", s.entries); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // startServer runs a boot server with cfg and entries inside ns and waits until it
@@ -98,13 +126,14 @@ type bootServer struct {
 func startServer(t *testing.T, ns *netns.NS, cfg Config, e map[string]Entry) *bootServer {
 	t.Helper()
 	dir := t.TempDir()
-	spec := serverSpec{Config: cfg, Entries: e, Discoveries: filepath.Join(dir, "discoveries.jsonl")}
+	spec := serverSpec{Config: cfg, Entries: filepath.Join(dir, "entries.json"), Discoveries: filepath.Join(dir, "discoveries.jsonl")}
 	b, _ := json.Marshal(spec)
 	specFile := filepath.Join(dir, "spec.json")
 	if err := os.WriteFile(specFile, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := &bootServer{log: &syncBuffer{}, discoveries: spec.Discoveries}
+	s := &bootServer{log: &syncBuffer{}, discoveries: spec.Discoveries, entries: spec.Entries}
+	s.SetEntries(t, e)
 	s.cmd = ns.Command(context.Background(), os.Args[0], "-test.run=^$")
 	s.cmd.Env = append(os.Environ(), helperEnv+"=server", "BC_BOOT_HELPER_SPEC="+specFile)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log

@@ -140,7 +140,7 @@ func TestAuthoritativeWithRealClients(t *testing.T) {
 	for _, d := range srv.Discoveries(t) {
 		got = append(got, d.MAC.String()+" "+d.UUID)
 	}
-	wantDisc := []string{"02:00:00:00:00:01 12345678-1234-5678-1234-567812345678", "02:00:00:00:00:02 ", "02:00:00:00:00:03 ",
+	wantDisc := []string{"02:00:00:00:00:01 78563412-3412-7856-1234-567812345678", "02:00:00:00:00:02 ", "02:00:00:00:00:03 ",
 		"02:00:00:00:00:04 ", "02:00:00:00:00:06 "}
 	if diff := cmp.Diff(wantDisc, got); diff != "" {
 		t.Errorf("discoveries (-want +got):\n%s", diff)
@@ -209,24 +209,7 @@ func fetches(t *testing.T, n testNet, srv *bootServer, known string) {
 // asks the proxy on port 4011.
 func TestProxyBesideDnsmasq(t *testing.T) {
 	n := newTestNet(t, "dnsmasq", "tftp")
-	dhcpNS := netns.New(t, "dhcp")
-	n.lan.Attach(t, dhcpNS, "bcd0", "10.99.0.2/24", "")
-	leases := filepath.Join(t.TempDir(), "dnsmasq.leases")
-	ctx, cancel := context.WithCancel(context.Background())
-	dnsmasq := dhcpNS.Command(ctx, "dnsmasq", "--no-daemon", "--conf-file=/dev/null", "--port=0", "--interface=bcd0", "--bind-interfaces",
-		"--dhcp-range=10.99.0.100,10.99.0.150,1h", "--dhcp-leasefile="+leases, "--pid-file=", "--log-dhcp", "--user=root", "--no-ping")
-	var dlog syncBuffer
-	dnsmasq.Stdout, dnsmasq.Stderr = &dlog, &dlog
-	if err := dnsmasq.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		dnsmasq.Wait()
-		if t.Failed() {
-			t.Logf("dnsmasq log:\n%s", dlog.String())
-		}
-	})
+	startDnsmasq(t, n)
 	srv := startServer(t, n.server, netConfig(t, Proxy), nil)
 	n.client.Run(t, "ip", "addr", "add", "10.99.0.250/24", "dev", clientIf)
 
@@ -255,7 +238,7 @@ func TestProxyBesideDnsmasq(t *testing.T) {
 		t.Errorf("%d replies, want dnsmasq's offer and the proxy's two: %+v", len(replies), replies)
 	}
 	ds := srv.Discoveries(t)
-	if len(ds) != 1 || ds[0].UUID != "00112233-4455-6677-8899-aabbccddeeff" {
+	if len(ds) != 1 || ds[0].UUID != "33221100-5544-7766-8899-aabbccddeeff" {
 		t.Errorf("discoveries %+v, want the probe's MAC and UUID once", ds)
 	}
 	// The boot file comes by TFTP.
@@ -293,4 +276,28 @@ func runProbe(t *testing.T, ns *netns.NS, spec probeSpec) []probeReply {
 		replies = append(replies, r)
 	}
 	return replies
+}
+
+// startDnsmasq runs dnsmasq as the segment's plain DHCP server (10.99.0.2, leasing
+// 10.99.0.100-150) in a namespace of its own, until the test ends.
+func startDnsmasq(t *testing.T, n testNet) {
+	t.Helper()
+	dhcpNS := netns.New(t, "dhcp")
+	n.lan.Attach(t, dhcpNS, "bcd0", "10.99.0.2/24", "")
+	leases := filepath.Join(t.TempDir(), "dnsmasq.leases")
+	ctx, cancel := context.WithCancel(context.Background())
+	dnsmasq := dhcpNS.Command(ctx, "dnsmasq", "--no-daemon", "--conf-file=/dev/null", "--port=0", "--interface=bcd0", "--bind-interfaces",
+		"--dhcp-range=10.99.0.100,10.99.0.150,1h", "--dhcp-leasefile="+leases, "--pid-file=", "--log-dhcp", "--user=root", "--no-ping")
+	var dlog syncBuffer
+	dnsmasq.Stdout, dnsmasq.Stderr = &dlog, &dlog
+	if err := dnsmasq.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		dnsmasq.Wait()
+		if t.Failed() {
+			t.Logf("dnsmasq log:\n%s", dlog.String())
+		}
+	})
 }

@@ -8,6 +8,7 @@ package dhcp
 import (
 	"encoding/hex"
 	"net"
+	"slices"
 	"strings"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -27,7 +28,7 @@ type Client struct {
 	HTTPBoot bool
 	// IPXE: option 77 holds "iPXE", so the client is iPXE already and wants a script.
 	IPXE bool
-	// UUID is option 97's 16 bytes as sent, formatted by FormatUUID; empty without one.
+	// UUID is option 97's product UUID spelled by FormatUUID; empty without one.
 	UUID string
 }
 
@@ -58,12 +59,17 @@ func Classify(req *dhcpv4.DHCPv4) (c Client, ok bool) {
 	return c, true
 }
 
-// FormatUUID spells option 97's 16 bytes as a UUID in the order they were sent
-// (8-4-4-4-12 lowercase hex), with no byte swapping. Firmware that copies the SMBIOS
-// bytes as they are stored sends the first three fields little-endian, so the same
-// machine's dmidecode spelling may differ from this one by the byte order of those
-// three fields: docs/boot.md says which firmware does what.
+// FormatUUID spells option 97's 16 bytes as a UUID the way dmidecode, the kernel's
+// /sys/class/dmi/id/product_uuid, Redfish and qemu's -uuid spell the machine's SMBIOS
+// UUID: firmware copies the SMBIOS bytes as they are stored, whose first three fields are
+// little-endian (SMBIOS 2.6 and later), so those three are byte-swapped here. The other
+// spelling, the bytes in the order sent, names the same machine; docs/boot.md has the
+// measurement behind this choice.
 func FormatUUID(b []byte) string {
-	h := hex.EncodeToString(b)
+	u := [16]byte(b)
+	slices.Reverse(u[0:4])
+	slices.Reverse(u[4:6])
+	slices.Reverse(u[6:8])
+	h := hex.EncodeToString(u[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }

@@ -117,7 +117,7 @@ func TestChoose(t *testing.T) {
 
 func TestClassifyUUID(t *testing.T) {
 	c, _ := Classify(client{uuid: true, msg: dhcpv4.MessageTypeDiscover}.packet(t))
-	if diff := cmp.Diff("78563412-3412-7856-1234-56789abcdef0", c.UUID); diff != "" {
+	if diff := cmp.Diff("12345678-1234-5678-1234-56789abcdef0", c.UUID); diff != "" {
 		t.Error(diff)
 	}
 }
