@@ -11,7 +11,9 @@ mkdir -p "$cache"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [[ ! -s $cache/vmlinuz ]]; then
-	pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+	kernel_pkg() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'; }
+	pkg=$(kernel_pkg)
+	[[ -n $pkg ]] || { apt-get update -q >&2 && pkg=$(kernel_pkg); }
 	[[ -n $pkg ]] || { echo "no kernel package behind linux-image-amd64 (run apt-get update)" >&2; exit 1; }
 	(cd "$work" && apt-get download -q "$pkg" >&2)
 	dpkg-deb -x "$work"/"$pkg"_*.deb "$work/root"
