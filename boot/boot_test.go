@@ -93,8 +93,8 @@ func TestConfigCheck(t *testing.T) {
 		"IPv6 DNS":                     {edit: func(c *Config) { auth(c); c.DNS = []netip.Addr{netip.MustParseAddr("::1")} }, paths: []string{"boot.dns[0]"}},
 		"binary outside the directory": {edit: func(c *Config) { c.UEFIBinary = "../ipxe.efi" }, paths: []string{"boot.uefiBinary"}},
 		"bad numbers": {edit: func(c *Config) {
-			c.HTTPPort, c.TFTPBlockSize, c.TFTPWindow, c.RetryInterval = 70000, 100, 99, time.Millisecond
-		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.tftpWindow", "boot.retryInterval"}},
+			c.HTTPPort, c.TFTPBlockSize, c.RetryInterval = 70000, 100, time.Millisecond
+		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.retryInterval"}},
 		"missing directory": {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
 	}
 	for name, tc := range cases {

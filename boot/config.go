@@ -90,9 +90,6 @@ type Config struct {
 	// TFTPBlockSize is the largest blksize a TFTP client may negotiate (default 1468, one
 	// Ethernet frame); at least 512.
 	TFTPBlockSize int `json:"tftpBlockSize"`
-	// TFTPWindow is how many TFTP blocks are sent before waiting for an acknowledgement
-	// (default 1; see docs/boot.md for what larger windows do to real clients).
-	TFTPWindow int `json:"tftpWindow"`
 	// RetryInterval is how long a machine without an entry, or whose boot failed, waits
 	// before it asks for its script again (default 10s, at least 1s).
 	RetryInterval time.Duration `json:"retryInterval"`
@@ -131,7 +128,6 @@ func (c Config) withDefaults() Config {
 	set(&c.TFTPPort, 69)
 	set(&c.HTTPPort, 80)
 	set(&c.TFTPBlockSize, 1468)
-	set(&c.TFTPWindow, 1)
 	setD(&c.LeaseTime, time.Hour)
 	setD(&c.RetryInterval, 10*time.Second)
 	setD(&c.DiscoveryInterval, 5*time.Minute)
@@ -185,9 +181,6 @@ func (c Config) Check() error {
 	}
 	if c.TFTPBlockSize < 512 || c.TFTPBlockSize > 65464 {
 		bad("tftpBlockSize", "block size %d is outside 512-65464", c.TFTPBlockSize)
-	}
-	if c.TFTPWindow < 1 || c.TFTPWindow > 60 {
-		bad("tftpWindow", "window %d is outside 1-60", c.TFTPWindow)
 	}
 	if c.RetryInterval < time.Second {
 		bad("retryInterval", "retry interval %s is under 1s", c.RetryInterval)

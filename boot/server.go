@@ -179,7 +179,7 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Wait()
 		return fmt.Errorf("boot: tftp: %w", err)
 	}
-	ts, err := tftp.New(s.cfg.IPXEDir, tftp.Options{MaxBlockSize: s.cfg.TFTPBlockSize, Window: uint(s.cfg.TFTPWindow)}, s.log)
+	ts, err := tftp.New(s.cfg.IPXEDir, tftp.Options{MaxBlockSize: s.cfg.TFTPBlockSize}, s.log)
 	if err != nil {
 		tconn.Close()
 		cancel()

@@ -18,15 +18,14 @@ type Options struct {
 	// MaxBlockSize caps the blksize a client may negotiate (default 1468: one Ethernet
 	// frame of 1500 bytes less the IP, UDP and TFTP headers).
 	MaxBlockSize int
-	// Window is pin/tftp's sender anticipation: how many blocks go out before the server
-	// waits for an acknowledgement. It is not RFC 7440 windowsize (docs/boot.md has the
-	// measurements); 0 or 1 sends one block per acknowledgement.
-	Window uint
 	// Timeout is the wait for an acknowledgement before a block is resent (default 2 s).
 	Timeout time.Duration
 }
 
-// Server is a read-only TFTP server over one directory.
+// Server is a read-only TFTP server over one directory. It sends one block per
+// acknowledgement: pin/tftp has no RFC 7440 windowsize, and its sender anticipation
+// stalls for good after one lost block with clients that do not negotiate a window
+// (docs/boot.md has the measurements), so it stays off.
 type Server struct {
 	root *os.Root
 	srv  *tftp.Server
@@ -49,7 +48,6 @@ func New(dir string, opts Options, log *slog.Logger) (*Server, error) {
 	}
 	s.srv.SetBlockSize(opts.MaxBlockSize)
 	s.srv.SetTimeout(opts.Timeout)
-	s.srv.SetAnticipate(opts.Window)
 	s.srv.SetHook(hook{log})
 	return s, nil
 }
