@@ -184,7 +184,7 @@ type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) Now() time.Time { return c.t }
 
-func newAuthoritative(t testing.TB) (Authoritative, *fakeClock) {
+func newAuthoritative(t testing.TB) (Authoritative, *lease.Store) {
 	t.Helper()
 	store, err := lease.Open(filepath.Join(t.TempDir(), "leases.db"))
 	if err != nil {
@@ -198,7 +198,17 @@ func newAuthoritative(t testing.TB) (Authoritative, *fakeClock) {
 		t.Fatal(err)
 	}
 	return Authoritative{ServerIP: serverIP, Pool: pool, Mask: net.CIDRMask(24, 32), Router: serverIP, Boot: boot,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, clock
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, store
+}
+
+// TestNoAckWithoutDurableLease: when the lease can not be written, no DHCPACK goes out.
+func TestNoAckWithoutDurableLease(t *testing.T) {
+	s, store := newAuthoritative(t)
+	store.Close()
+	req := client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100)}.packet(t)
+	if resp, ok := s.Handle(req); ok {
+		t.Fatalf("answered %s with the lease file closed", resp.Summary())
+	}
 }
 
 func TestAuthoritative(t *testing.T) {

@@ -242,15 +242,3 @@ func (p *Pool) end(mac string, ip netip.Addr, owner string) error {
 	p.mu.Unlock()
 	return p.store.Put(n)
 }
-
-// Lookup returns mac's lease, if it holds one that has not ended.
-func (p *Pool) Lookup(mac string) (Lease, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	ip, ok := p.byMAC[mac]
-	if !ok {
-		return Lease{}, false
-	}
-	l := p.byIP[ip]
-	return l, l.MAC == mac && p.clock.Now().Before(l.Expiry)
-}

