@@ -107,10 +107,12 @@ type bootServer struct {
 	log         *syncBuffer
 	discoveries string
 	entries     string
+	// stop ends the server (SIGTERM) and waits for it; the test's end calls it too.
+	stop func()
 }
 
 // SetEntries replaces the server's entries.
-func (s *bootServer) SetEntries(t *testing.T, e map[string]Entry) {
+func (s *bootServer) SetEntries(t testing.TB, e map[string]Entry) {
 	t.Helper()
 	b, _ := json.Marshal(e)
 	if err := os.WriteFile(s.entries+".tmp", b, 0o644); err != nil {
@@ -123,7 +125,7 @@ func (s *bootServer) SetEntries(t *testing.T, e map[string]Entry) {
 
 // startServer runs a boot server with cfg and entries inside ns and waits until it
 // listens; it stops when the test ends.
-func startServer(t *testing.T, ns *netns.NS, cfg Config, e map[string]Entry) *bootServer {
+func startServer(t testing.TB, ns *netns.NS, cfg Config, e map[string]Entry) *bootServer {
 	t.Helper()
 	dir := t.TempDir()
 	spec := serverSpec{Config: cfg, Entries: filepath.Join(dir, "entries.json"), Discoveries: filepath.Join(dir, "discoveries.jsonl")}
@@ -142,7 +144,7 @@ func startServer(t *testing.T, ns *netns.NS, cfg Config, e map[string]Entry) *bo
 	}
 	exited := make(chan struct{})
 	go func() { s.cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
+	s.stop = sync.OnceFunc(func() {
 		s.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -150,6 +152,9 @@ func startServer(t *testing.T, ns *netns.NS, cfg Config, e map[string]Entry) *bo
 			s.cmd.Process.Kill()
 			<-exited
 		}
+	})
+	t.Cleanup(func() {
+		s.stop()
 		if t.Failed() {
 			t.Logf("boot server log:\n%s", s.log.String())
 		}

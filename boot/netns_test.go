@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -284,20 +285,32 @@ func startDnsmasq(t *testing.T, n testNet) {
 	t.Helper()
 	dhcpNS := netns.New(t, "dhcp")
 	n.lan.Attach(t, dhcpNS, "bcd0", "10.99.0.2/24", "")
+	runDnsmasq(t, dhcpNS, "bcd0", "--dhcp-range=10.99.0.100,10.99.0.150,1h", "--log-dhcp")
+}
+
+// runDnsmasq runs dnsmasq as a DHCP server only (no DNS) on iface in ns, with its lease
+// file in a temporary directory, and returns a function that stops it (the test's end
+// calls it too).
+func runDnsmasq(t testing.TB, ns *netns.NS, iface string, args ...string) (stop func()) {
+	t.Helper()
 	leases := filepath.Join(t.TempDir(), "dnsmasq.leases")
 	ctx, cancel := context.WithCancel(context.Background())
-	dnsmasq := dhcpNS.Command(ctx, "dnsmasq", "--no-daemon", "--conf-file=/dev/null", "--port=0", "--interface=bcd0", "--bind-interfaces",
-		"--dhcp-range=10.99.0.100,10.99.0.150,1h", "--dhcp-leasefile="+leases, "--pid-file=", "--log-dhcp", "--user=root", "--no-ping")
+	dnsmasq := ns.Command(ctx, "dnsmasq", append([]string{"--no-daemon", "--conf-file=/dev/null", "--port=0", "--interface=" + iface,
+		"--bind-interfaces", "--dhcp-leasefile=" + leases, "--pid-file=", "--user=root", "--no-ping"}, args...)...)
 	var dlog syncBuffer
 	dnsmasq.Stdout, dnsmasq.Stderr = &dlog, &dlog
 	if err := dnsmasq.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	stop = sync.OnceFunc(func() {
 		cancel()
 		dnsmasq.Wait()
+	})
+	t.Cleanup(func() {
+		stop()
 		if t.Failed() {
 			t.Logf("dnsmasq log:\n%s", dlog.String())
 		}
 	})
+	return stop
 }
