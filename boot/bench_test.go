@@ -18,20 +18,12 @@ import (
 // the ratio. Every acknowledged lease of ours is on disk (fsync) before its DHCPACK.
 func BenchmarkDHCPExchanges(b *testing.B) {
 	netns.Require(b, "perfdhcp", "dnsmasq")
-	lan := netns.NewLAN(b)
-	srvNS, cliNS := netns.New(b, "boot"), netns.New(b, "perf")
-	lan.Attach(b, srvNS, serverIf, serverAddr+"/16", "")
-	lan.Attach(b, cliNS, clientIf, "10.99.0.250/16", "")
-	cfg := Config{Interface: serverIf, Mode: Authoritative, ServerIP: netip.MustParseAddr(serverAddr), IPXEDir: b.TempDir(),
-		RamdiskDir: b.TempDir(), Subnet: netip.MustParsePrefix("10.99.0.0/16"),
-		Range:     Range{Start: netip.MustParseAddr("10.99.1.0"), End: netip.MustParseAddr("10.99.200.255")},
-		LeaseFile: filepath.Join(b.TempDir(), "leases.db")}
+	srvNS, cliNS, cfg := benchNet(b)
 	for range b.N {
 		srv := startServer(b, srvNS, cfg, nil)
 		ours := maxRate(b, cliNS)
 		srv.stop()
-		stop := runDnsmasq(b, srvNS, serverIf, "--dhcp-range=10.99.1.0,10.99.200.255,255.255.0.0,1h",
-			"--dhcp-lease-max=100000", "--quiet-dhcp")
+		stop := runDnsmasq(b, srvNS, serverIf, dnsmasqRange...)
 		time.Sleep(500 * time.Millisecond)
 		peer := maxRate(b, cliNS)
 		stop()
@@ -40,6 +32,25 @@ func BenchmarkDHCPExchanges(b *testing.B) {
 		b.ReportMetric(ours/peer, "ratio-vs-dnsmasq")
 	}
 }
+
+// benchNet is a segment for benchmarks: the server's namespace at 10.99.0.1/16, a
+// client's at 10.99.0.250/16, and an authoritative config leasing 51,200 addresses.
+func benchNet(b *testing.B) (srvNS, cliNS *netns.NS, cfg Config) {
+	b.Helper()
+	lan := netns.NewLAN(b)
+	srvNS, cliNS = netns.New(b, "boot"), netns.New(b, "bench")
+	lan.Attach(b, srvNS, serverIf, serverAddr+"/16", "")
+	lan.Attach(b, cliNS, clientIf, "10.99.0.250/16", "")
+	cfg = Config{Interface: serverIf, Mode: Authoritative, ServerIP: netip.MustParseAddr(serverAddr), IPXEDir: b.TempDir(),
+		RamdiskDir: b.TempDir(), Subnet: netip.MustParsePrefix("10.99.0.0/16"),
+		Range:     Range{Start: netip.MustParseAddr("10.99.1.0"), End: netip.MustParseAddr("10.99.200.255")},
+		LeaseFile: filepath.Join(b.TempDir(), "leases.db")}
+	return srvNS, cliNS, cfg
+}
+
+// dnsmasqRange makes dnsmasq lease the same addresses as benchNet's config, without
+// logging each exchange and without its default limit of 1,000 leases.
+var dnsmasqRange = []string{"--dhcp-range=10.99.1.0,10.99.200.255,255.255.0.0,1h", "--dhcp-lease-max=100000", "--quiet-dhcp"}
 
 // perfRun is one perfdhcp run's outcome.
 type perfRun struct {

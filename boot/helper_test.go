@@ -21,7 +21,7 @@ import (
 )
 
 // helperEnv names the helper a re-executed test binary runs instead of the tests: the
-// boot server inside a network namespace, or a PXE probe inside another.
+// boot server inside a network namespace, or a PXE probe or a boot storm inside another.
 const helperEnv = "BC_BOOT_HELPER"
 
 func TestMain(m *testing.M) {
@@ -30,6 +30,8 @@ func TestMain(m *testing.M) {
 		os.Exit(serverHelper(os.Getenv("BC_BOOT_HELPER_SPEC")))
 	case "probe":
 		os.Exit(probeHelper(os.Getenv("BC_BOOT_HELPER_SPEC")))
+	case "storm":
+		os.Exit(stormHelper(os.Getenv("BC_BOOT_HELPER_SPEC")))
 	}
 	os.Exit(m.Run())
 }
@@ -56,16 +58,25 @@ func (s *fileSink) Discovered(d Discovery) {
 	json.NewEncoder(s.f).Encode(d)
 }
 
-// fileEntries reads the entries file at every look-up.
-type fileEntries string
+// fileEntries reads the entries file again whenever it changed.
+type fileEntries struct {
+	path string
 
-func (f fileEntries) Entry(mac net.HardwareAddr) (Entry, bool) {
-	var e map[string]Entry
-	b, err := os.ReadFile(string(f))
-	if err != nil || json.Unmarshal(b, &e) != nil {
-		return Entry{}, false
+	mu      sync.Mutex
+	stamp   time.Time
+	entries map[string]Entry
+}
+
+func (f *fileEntries) Entry(mac net.HardwareAddr) (Entry, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st, err := os.Stat(f.path); err == nil && !st.ModTime().Equal(f.stamp) {
+		var e map[string]Entry
+		if b, err := os.ReadFile(f.path); err == nil && json.Unmarshal(b, &e) == nil {
+			f.entries, f.stamp = e, st.ModTime()
+		}
 	}
-	en, ok := e[mac.String()]
+	en, ok := f.entries[mac.String()]
 	return en, ok
 }
 
@@ -86,7 +97,7 @@ func serverHelper(specFile string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := New(spec.Config, Deps{Entries: fileEntries(spec.Entries), Discoveries: &fileSink{f: f}, Log: log})
+	s, err := New(spec.Config, Deps{Entries: &fileEntries{path: spec.Entries}, Discoveries: &fileSink{f: f}, Log: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2
