@@ -1,6 +1,7 @@
 package boot
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -242,5 +243,26 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 	if _, err := New(testConfig(t), Deps{}); err == nil {
 		t.Fatal("New without Entries succeeded")
+	}
+}
+
+// TestRunFailsOnAMissingInterface: Run returns at once, naming what failed.
+func TestRunFailsOnAMissingInterface(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Interface = "bc-missing0"
+	s, err := New(cfg, Deps{Entries: entries{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "boot: dhcp on bc-missing0") {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
 	}
 }

@@ -166,6 +166,9 @@ func startServer(t testing.TB, ns *netns.NS, cfg Config, e map[string]Entry) *bo
 	})
 	t.Cleanup(func() {
 		s.stop()
+		if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("boot server exited with %d after SIGTERM, want 0", code)
+		}
 		if t.Failed() {
 			t.Logf("boot server log:\n%s", s.log.String())
 		}

@@ -161,6 +161,12 @@ func (s *Server) Run(ctx context.Context) error {
 		mu.Unlock()
 		cancel()
 	}
+	// abort stops what already runs and returns err.
+	abort := func(err error) error {
+		cancel()
+		wg.Wait()
+		return err
+	}
 	ports := []int{s.cfg.DHCPPort}
 	if s.cfg.Mode == Proxy {
 		ports = append(ports, s.cfg.ProxyPort)
@@ -168,32 +174,26 @@ func (s *Server) Run(ctx context.Context) error {
 	for _, port := range ports {
 		conn, err := server4.NewIPv4UDPConn(s.cfg.Interface, &net.UDPAddr{Port: port})
 		if err != nil {
-			return fmt.Errorf("boot: dhcp on %s port %d: %w", s.cfg.Interface, port, err)
+			return abort(fmt.Errorf("boot: dhcp on %s port %d: %w", s.cfg.Interface, port, err))
 		}
 		wg.Go(func() { fail("dhcp", dhcp.Serve(ctx, conn, s.handler, s.log)) })
 	}
 
 	tconn, err := net.ListenPacket("udp4", netip.AddrPortFrom(s.cfg.ServerIP, uint16(s.cfg.TFTPPort)).String())
 	if err != nil {
-		cancel()
-		wg.Wait()
-		return fmt.Errorf("boot: tftp: %w", err)
+		return abort(fmt.Errorf("boot: tftp: %w", err))
 	}
 	ts, err := tftp.New(s.cfg.IPXEDir, tftp.Options{MaxBlockSize: s.cfg.TFTPBlockSize}, s.log)
 	if err != nil {
 		tconn.Close()
-		cancel()
-		wg.Wait()
-		return err
+		return abort(err)
 	}
 	wg.Go(func() { fail("tftp", ts.Serve(tconn)) })
 	context.AfterFunc(ctx, ts.Shutdown)
 
 	hl, err := net.Listen("tcp4", netip.AddrPortFrom(s.cfg.ServerIP, uint16(s.cfg.HTTPPort)).String())
 	if err != nil {
-		cancel()
-		wg.Wait()
-		return fmt.Errorf("boot: http: %w", err)
+		return abort(fmt.Errorf("boot: http: %w", err))
 	}
 	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	wg.Go(func() {
