@@ -9,7 +9,7 @@ import (
 // Discoveries hears of machines that ask to boot and have no entry, so that the site
 // agent can report them to the registry for PXE discovery. The server calls it from its
 // request handlers, at most once per machine per Config.DiscoveryInterval unless what it
-// knows of the machine grows; it must not block.
+// knows of the machine grows, from many goroutines at once; it must not block.
 type Discoveries interface {
 	Discovered(Discovery)
 }

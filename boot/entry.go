@@ -8,7 +8,8 @@ import (
 // Entries tells the boot server how each known machine boots: the site agent answers
 // from the boot entries of its NodeSpec. ok is false for a machine the site does not
 // know, which the server reports to Discoveries. Entry is called for every script
-// request and every DHCP request of a network-boot client, so it must be quick.
+// request and every DHCP request of a network-boot client, from many goroutines at once,
+// so it must be quick and safe for concurrent use.
 type Entries interface {
 	Entry(mac net.HardwareAddr) (e Entry, ok bool)
 }
