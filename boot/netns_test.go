@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -206,41 +207,63 @@ func fetches(t *testing.T, n testNet, srv *bootServer, known string) {
 }
 
 // TestProxyBesideDnsmasq runs dnsmasq as the network's plain DHCP server and the boot
-// server in proxy mode beside it; a PXE probe collects both offers as firmware does, then
-// asks the proxy on port 4011.
+// server in proxy mode beside it; a PXE probe collects both offers as firmware of each
+// architecture would, and the UEFI one then asks the proxy on port 4011.
 func TestProxyBesideDnsmasq(t *testing.T) {
 	n := newTestNet(t, "dnsmasq", "tftp")
 	startDnsmasq(t, n)
 	srv := startServer(t, n.server, netConfig(t, Proxy), nil)
 	n.client.Run(t, "ip", "addr", "add", "10.99.0.250/24", "dev", clientIf)
 
-	spec := probeSpec{Interface: clientIf, MAC: "02:00:00:00:00:01", Arch: 7, UUID: "00112233445566778899aabbccddeeff", Wait: 3 * time.Second,
-		Proxy: serverAddr + ":4011", ProxyArch: 7, ClientIP: "10.99.0.250"}
-	replies := runProbe(t, n.client, spec)
-	// dnsmasq's offer carries the address; the proxy's the boot file and no address.
-	var got []probeReply
-	for _, r := range replies {
-		if r.ServerID == "10.99.0.2" {
-			if !strings.HasPrefix(r.YourIP, "10.99.0.1") || r.File != "" {
-				t.Errorf("dnsmasq's offer: %+v", r)
+	offer := func(file, vendor string) probeReply {
+		return probeReply{Port: 67, Type: "OFFER", YourIP: "0.0.0.0", ServerIP: serverAddr, ServerID: serverAddr, File: file, Vendor: vendor}
+	}
+	cases := []struct {
+		name string
+		spec probeSpec
+		want []probeReply
+	}{
+		{"BIOS", probeSpec{Arch: 0}, []probeReply{offer("undionly.kpxe", "PXEClient")}},
+		{"UEFI x86-64, then port 4011", probeSpec{Arch: 7, Proxy: serverAddr + ":4011", ProxyArch: 7, ClientIP: "10.99.0.250"}, []probeReply{
+			offer("snponly.efi", "PXEClient"),
+			{Port: 4011, Type: "ACK", YourIP: "0.0.0.0", ServerIP: serverAddr, ServerID: serverAddr, File: "snponly.efi", Vendor: "PXEClient"}}},
+		{"UEFI byte code", probeSpec{Arch: 9}, []probeReply{offer("snponly.efi", "PXEClient")}},
+		{"UEFI HTTP boot", probeSpec{Arch: 16, Vendor: "HTTPClient:Arch:00016:UNDI:003001"}, []probeReply{offer("http://10.99.0.1/ipxe/snponly.efi", "HTTPClient")}},
+		{"iPXE", probeSpec{Arch: 0, IPXE: true}, []probeReply{offer("http://10.99.0.1/boot/02-00-00-00-00-14.ipxe", "PXEClient")}},
+		{"arm64 without a binary", probeSpec{Arch: 11}, nil},
+		{"plain client", probeSpec{Vendor: "udhcp 1.35.0"}, nil},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			spec := c.spec
+			spec.Interface, spec.MAC, spec.Wait = clientIf, fmt.Sprintf("02:00:00:00:00:%02x", 0x10+i), 1500*time.Millisecond
+			spec.UUID = "00112233445566778899aabbccddeeff"
+			replies := runProbe(t, n.client, spec)
+			// dnsmasq's offer carries the address; the proxy's the boot file and no address.
+			var got []probeReply
+			fromDnsmasq := 0
+			for _, r := range replies {
+				if r.ServerID == "10.99.0.2" {
+					fromDnsmasq++
+					if !strings.HasPrefix(r.YourIP, "10.99.0.1") || r.File != "" {
+						t.Errorf("dnsmasq's offer: %+v", r)
+					}
+					continue
+				}
+				got = append(got, r)
 			}
-			continue
-		}
-		got = append(got, r)
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("proxy replies (-want +got):\n%s\nall replies: %+v", diff, replies)
+			}
+			if fromDnsmasq != 1 {
+				t.Errorf("%d offers from dnsmasq, want 1: %+v", fromDnsmasq, replies)
+			}
+		})
 	}
-	want := []probeReply{
-		{Port: 67, Type: "OFFER", YourIP: "0.0.0.0", ServerIP: serverAddr, ServerID: serverAddr, File: "snponly.efi", Vendor: "PXEClient"},
-		{Port: 4011, Type: "ACK", YourIP: "0.0.0.0", ServerIP: serverAddr, ServerID: serverAddr, File: "snponly.efi", Vendor: "PXEClient"},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("proxy replies (-want +got):\n%s\nall replies: %+v", diff, replies)
-	}
-	if len(replies) != 3 {
-		t.Errorf("%d replies, want dnsmasq's offer and the proxy's two: %+v", len(replies), replies)
-	}
+	// Every network-boot probe was reported once, with its UUID; the plain client not.
 	ds := srv.Discoveries(t)
-	if len(ds) != 1 || ds[0].UUID != "33221100-5544-7766-8899-aabbccddeeff" {
-		t.Errorf("discoveries %+v, want the probe's MAC and UUID once", ds)
+	if len(ds) != 6 || ds[0].UUID != "33221100-5544-7766-8899-aabbccddeeff" {
+		t.Errorf("discoveries %+v, want the six network-boot probes with their UUID", ds)
 	}
 	// The boot file comes by TFTP.
 	dir := t.TempDir()

@@ -20,8 +20,12 @@ type probeSpec struct {
 	Interface string
 	MAC       string
 	Arch      uint16
-	UUID      string
-	Wait      time.Duration
+	// Vendor is option 60; "PXEClient:Arch:<arch>:UNDI:002001" when empty.
+	Vendor string
+	// IPXE adds user class "iPXE" (option 77).
+	IPXE bool
+	UUID string
+	Wait time.Duration
 	// Proxy is the proxyDHCP server's host:4011; empty for no request.
 	Proxy     string
 	ProxyArch uint16
@@ -73,10 +77,17 @@ func probe(spec probeSpec) error {
 	}
 	defer conn.Close()
 	pxe := func(t dhcpv4.MessageType, arch uint16, extra ...dhcpv4.Modifier) *dhcpv4.DHCPv4 {
+		vendor := spec.Vendor
+		if vendor == "" {
+			vendor = fmt.Sprintf("PXEClient:Arch:%05d:UNDI:002001", arch)
+		}
 		mods := append([]dhcpv4.Modifier{dhcpv4.WithMessageType(t), dhcpv4.WithHwAddr(mac), dhcpv4.WithBroadcast(true),
-			dhcpv4.WithOption(dhcpv4.OptClassIdentifier(fmt.Sprintf("PXEClient:Arch:%05d:UNDI:002001", arch))),
+			dhcpv4.WithOption(dhcpv4.OptClassIdentifier(vendor)),
 			dhcpv4.WithOption(dhcpv4.OptClientArch(iana.Arch(arch))),
 			dhcpv4.WithGeneric(dhcpv4.OptionClientMachineIdentifier, append([]byte{0}, uuid...))}, extra...)
+		if spec.IPXE {
+			mods = append(mods, dhcpv4.WithUserClass("iPXE", false))
+		}
 		p, _ := dhcpv4.New(mods...)
 		return p
 	}
