@@ -6,7 +6,7 @@ BIN       := bin
 FUZZTIME  ?= 5s
 export CGO_ENABLED := 0
 
-.PHONY: all build demo test test-go fuzz bench lint deps clean
+.PHONY: all build demo test test-go fuzz bench lint deps clean ramdisk-test-image
 
 all: build
 
@@ -42,6 +42,10 @@ lint:
 ## deps: the Debian packages the tests use
 deps:
 	./.ci/deps.sh
+
+## ramdisk-test-image: the kernel and busybox initramfs the VM boot test PXE-boots (cached)
+ramdisk-test-image:
+	./scripts/ramdisk-test-image.sh
 
 clean:
 	rm -rf $(BIN)

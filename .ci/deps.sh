@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests and benchmarks use. Idempotent.
 set -euo pipefail
-packages=(ca-certificates openssl curl kmod qemu-system-x86)
+packages=(ca-certificates openssl curl kmod)
+# boot/: network namespaces (nftables drops datagrams for the loss test), real DHCP/TFTP clients, dnsmasq as the peer DHCP server, the
+# iPXE binaries, qemu with its iPXE ROMs, and what scripts/ramdisk-test-image.sh uses.
+packages+=(iproute2 nftables busybox-static tftp-hpa dnsmasq-base ipxe qemu-system-x86 ipxe-qemu cpio gzip)
+# boot/ benchmarks: perfdhcp (kea-admin) drives DHCP; nginx serves the peer's boot files.
+packages+=(kea-admin nginx)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

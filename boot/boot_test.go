@@ -1,0 +1,268 @@
+package boot
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/google/go-cmp/cmp"
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/iana"
+)
+
+// entries is a fixed map of boot entries by MAC.
+type entries map[string]Entry
+
+func (e entries) Entry(mac net.HardwareAddr) (Entry, bool) {
+	en, ok := e[mac.String()]
+	return en, ok
+}
+
+// sink collects discoveries.
+type sink struct {
+	mu  sync.Mutex
+	got []Discovery
+}
+
+func (s *sink) Discovered(d Discovery) { s.mu.Lock(); defer s.mu.Unlock(); s.got = append(s.got, d) }
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// testConfig is a valid proxy-mode config over fresh directories.
+func testConfig(t *testing.T) Config {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{"ipxe", "ramdisk"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "ipxe", "snponly.efi"), []byte("efi"), 0o644)
+	os.WriteFile(filepath.Join(dir, "ramdisk", "vmlinuz"), []byte("0123456789"), 0o644)
+	os.WriteFile(filepath.Join(dir, "secret"), []byte("secret"), 0o644)
+	return Config{Interface: "bc0", Mode: Proxy, ServerIP: netip.MustParseAddr("10.9.0.1"),
+		IPXEDir: filepath.Join(dir, "ipxe"), RamdiskDir: filepath.Join(dir, "ramdisk")}
+}
+
+func TestConfigCheck(t *testing.T) {
+	auth := func(c *Config) {
+		c.Mode = Authoritative
+		c.Subnet = netip.MustParsePrefix("10.9.0.0/24")
+		c.Range = Range{Start: netip.MustParseAddr("10.9.0.100"), End: netip.MustParseAddr("10.9.0.200")}
+		c.LeaseFile = "/tmp/leases.db"
+	}
+	cases := map[string]struct {
+		edit  func(*Config)
+		paths []string
+	}{
+		"proxy":         {edit: func(c *Config) {}},
+		"authoritative": {edit: auth},
+		"empty": {edit: func(c *Config) { *c = Config{IPXEDir: "/nonexistent"} },
+			paths: []string{"boot.interface", "boot.serverIP", "boot.mode", "boot.ipxeDir", "boot.ramdiskDir"}},
+		"authoritative without a range": {edit: func(c *Config) { c.Mode = Authoritative },
+			paths: []string{"boot.subnet", "boot.range.start", "boot.range.end", "boot.leaseFile"}},
+		"range outside the subnet": {edit: func(c *Config) {
+			auth(c)
+			c.Range.End = netip.MustParseAddr("10.9.1.1")
+			c.Router = netip.MustParseAddr("10.8.0.1")
+		}, paths: []string{"boot.range.end", "boot.router"}},
+		"range backwards": {edit: func(c *Config) {
+			auth(c)
+			c.Range.Start, c.Range.End = c.Range.End, c.Range.Start
+		}, paths: []string{"boot.range.end"}},
+		"IPv6 DNS":                     {edit: func(c *Config) { auth(c); c.DNS = []netip.Addr{netip.MustParseAddr("::1")} }, paths: []string{"boot.dns[0]"}},
+		"binary outside the directory": {edit: func(c *Config) { c.UEFIBinary = "../ipxe.efi" }, paths: []string{"boot.uefiBinary"}},
+		"bad numbers": {edit: func(c *Config) {
+			c.HTTPPort, c.TFTPBlockSize, c.RetryInterval = 70000, 100, time.Millisecond
+		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.retryInterval"}},
+		"missing directory": {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := testConfig(t)
+			tc.edit(&c)
+			err := c.Check()
+			var paths []string
+			if err != nil {
+				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+					if proto.CodeOf(e) != proto.InvalidConfig {
+						t.Errorf("%v: want INVALID_CONFIG", e)
+					}
+					paths = append(paths, proto.AsError(e).Details.Path)
+				}
+			}
+			if diff := cmp.Diff(tc.paths, paths); diff != "" {
+				t.Errorf("paths (-want +got):\n%s\n%v", diff, err)
+			}
+		})
+	}
+}
+
+func newServer(t *testing.T, e Entries, d Discoveries, clock Clock) *Server {
+	t.Helper()
+	s, err := New(testConfig(t), Deps{Entries: e, Discoveries: d, Clock: clock, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestHTTP(t *testing.T) {
+	e := entries{
+		"52:54:00:00:00:01": {Kind: KindRamdisk, Ramdisk: Ramdisk{Kernel: "vmlinuz", Initrd: "http://cache/initrd.img", Token: "rt_1",
+			Registry: "https://registry:7443", Pins: []string{"sha256/a=", "sha256/b="}, Args: []string{"console=ttyS0"}}},
+		"52:54:00:00:00:02": {Kind: KindDisk},
+		"52:54:00:00:00:03": {Kind: KindSanboot, ISO: "http://10.9.0.1:8080/sha256/abc"},
+		"52:54:00:00:00:04": {Kind: KindRamdisk, Ramdisk: Ramdisk{Kernel: "vmlinuz", Initrd: "initrd", Token: "rt\nshell"}},
+	}
+	var d sink
+	h := newServer(t, e, &d, &fakeClock{t: time.Unix(1e9, 0)}).HTTPHandler()
+	cases := map[string]struct {
+		path   string
+		status int
+		lines  []string // lines the body must hold
+	}{
+		"ramdisk": {path: "/boot/52-54-00-00-00-01.ipxe", status: 200, lines: []string{
+			"kernel http://10.9.0.1/ramdisk/vmlinuz initrd=initrd console=ttyS0 bc.registry=https://registry:7443 bc.pins=sha256/a=,sha256/b= bc.token=rt_1 || goto failed",
+			"initrd --name initrd http://cache/initrd.img || goto failed"}},
+		"colon spelling":     {path: "/boot/52:54:00:00:00:02.ipxe", status: 200, lines: []string{"exit"}},
+		"sanboot":            {path: "/boot/52-54-00-00-00-03.ipxe", status: 200, lines: []string{"sanboot --no-describe http://10.9.0.1:8080/sha256/abc || goto failed"}},
+		"unsafe entry waits": {path: "/boot/52-54-00-00-00-04.ipxe", status: 200, lines: []string{"sleep 10", "chain --replace --autofree http://10.9.0.1/boot/52-54-00-00-00-04.ipxe"}},
+		"unknown waits":      {path: "/boot/52-54-00-00-00-09.ipxe", status: 200, lines: []string{"sleep 10", "chain --replace --autofree http://10.9.0.1/boot/52-54-00-00-00-09.ipxe"}},
+		"not a MAC":          {path: "/boot/nothing.ipxe", status: 404},
+		"not a script":       {path: "/boot/52-54-00-00-00-01", status: 404},
+		"ramdisk file":       {path: "/ramdisk/vmlinuz", status: 200, lines: []string{"0123456789"}},
+		"ipxe binary":        {path: "/ipxe/snponly.efi", status: 200, lines: []string{"efi"}},
+		"traversal":          {path: "/ramdisk/..%2fsecret", status: 403},
+		"missing file":       {path: "/ramdisk/none", status: 404},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest("GET", c.path, nil))
+			if rec.Code != c.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, c.status, rec.Body)
+			}
+			body := strings.Split(rec.Body.String(), "\n")
+			for _, l := range c.lines {
+				if !contains(body, l) {
+					t.Errorf("body lacks line %q:\n%s", l, rec.Body)
+				}
+			}
+		})
+	}
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/ramdisk/vmlinuz", nil)
+	req.Header.Set("Range", "bytes=2-4")
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusPartialContent || rec.Body.String() != "234" {
+		t.Errorf("range request: %d %q", rec.Code, rec.Body)
+	}
+	if diff := cmp.Diff([]string{"52:54:00:00:00:09"}, macs(d.got)); diff != "" {
+		t.Errorf("discoveries: %s", diff)
+	}
+}
+
+func contains(lines []string, l string) bool {
+	for _, x := range lines {
+		if x == l {
+			return true
+		}
+	}
+	return false
+}
+
+func macs(ds []Discovery) []string {
+	var out []string
+	for _, d := range ds {
+		out = append(out, d.MAC.String())
+	}
+	return out
+}
+
+// TestDiscovery drives the DHCP handler with an unknown machine's requests.
+func TestDiscovery(t *testing.T) {
+	known := net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}
+	unknown := net.HardwareAddr{0x52, 0x54, 0, 0, 0, 2}
+	var d sink
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	s := newServer(t, entries{known.String(): {Kind: KindDisk}}, &d, clock)
+	uuid := append([]byte{0}, 0x78, 0x56, 0x34, 0x12, 0x34, 0x12, 0x78, 0x56, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0)
+	send := func(mac net.HardwareAddr, withUUID bool) {
+		mods := []dhcpv4.Modifier{dhcpv4.WithMessageType(dhcpv4.MessageTypeDiscover), dhcpv4.WithHwAddr(mac),
+			dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00007")), dhcpv4.WithOption(dhcpv4.OptClientArch(iana.EFI_X86_64))}
+		if withUUID {
+			mods = append(mods, dhcpv4.WithGeneric(dhcpv4.OptionClientMachineIdentifier, uuid))
+		}
+		req, _ := dhcpv4.New(mods...)
+		s.DHCPHandler()(req)
+	}
+	send(known, true)
+	send(unknown, false)
+	send(unknown, false) // a repeat: not reported
+	send(unknown, true)  // learned the UUID: reported
+	send(unknown, true)
+	clock.Add(6 * time.Minute)
+	send(unknown, true) // the interval passed: reported again
+	want := []Discovery{
+		{MAC: unknown, Arch: 7, HasArch: true, Source: "dhcp", At: time.Unix(1e9, 0)},
+		{MAC: unknown, UUID: "12345678-1234-5678-1234-56789abcdef0", Arch: 7, HasArch: true, Source: "dhcp", At: time.Unix(1e9, 0)},
+		{MAC: unknown, UUID: "12345678-1234-5678-1234-56789abcdef0", Arch: 7, HasArch: true, Source: "dhcp", At: time.Unix(1e9+360, 0)},
+	}
+	if diff := cmp.Diff(want, d.got); diff != "" {
+		t.Error(diff)
+	}
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	_, err := New(Config{}, Deps{Entries: entries{}})
+	if !errors.Is(err, &proto.Error{Code: proto.InvalidConfig}) {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := New(testConfig(t), Deps{}); err == nil {
+		t.Fatal("New without Entries succeeded")
+	}
+}
+
+// TestRunFailsOnAMissingInterface: Run returns at once, naming what failed.
+func TestRunFailsOnAMissingInterface(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Interface = "bc-missing0"
+	s, err := New(cfg, Deps{Entries: entries{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "boot: dhcp on bc-missing0") {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}

@@ -1,0 +1,337 @@
+package dhcp
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/boot/lease"
+	"github.com/google/go-cmp/cmp"
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/iana"
+)
+
+var (
+	mac      = net.HardwareAddr{0x52, 0x54, 0x00, 0x12, 0x34, 0x56}
+	serverIP = net.IPv4(10, 9, 0, 1).To4()
+	boot     = Boot{
+		Files:      Files{BIOS: "undionly.kpxe", UEFI: "snponly.efi", ARM64: "ipxe-arm64.efi"},
+		TFTPServer: serverIP,
+		HTTPBase:   "http://10.9.0.1",
+	}
+	uuid = []byte{0, 0x78, 0x56, 0x34, 0x12, 0x34, 0x12, 0x78, 0x56, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0}
+)
+
+// client is the kind of request a test sends.
+type client struct {
+	arch       *iana.Arch
+	vendor     string
+	ipxe       bool
+	uuid       bool
+	msg        dhcpv4.MessageType
+	requested  net.IP
+	serverID   net.IP
+	clientAddr net.IP
+}
+
+func archp(a iana.Arch) *iana.Arch { return &a }
+
+func (c client) packet(t testing.TB) *dhcpv4.DHCPv4 {
+	t.Helper()
+	mods := []dhcpv4.Modifier{dhcpv4.WithMessageType(c.msg), dhcpv4.WithHwAddr(mac)}
+	if c.arch != nil {
+		mods = append(mods, dhcpv4.WithOption(dhcpv4.OptClientArch(*c.arch)))
+	}
+	if c.vendor != "" {
+		mods = append(mods, dhcpv4.WithOption(dhcpv4.OptClassIdentifier(c.vendor)))
+	}
+	if c.ipxe {
+		mods = append(mods, dhcpv4.WithUserClass("iPXE", false))
+	}
+	if c.uuid {
+		mods = append(mods, dhcpv4.WithGeneric(dhcpv4.OptionClientMachineIdentifier, uuid))
+	}
+	if c.requested != nil {
+		mods = append(mods, dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(c.requested)))
+	}
+	if c.serverID != nil {
+		mods = append(mods, dhcpv4.WithOption(dhcpv4.OptServerIdentifier(c.serverID)))
+	}
+	if c.clientAddr != nil {
+		mods = append(mods, dhcpv4.WithClientIP(c.clientAddr))
+	}
+	p, err := dhcpv4.New(mods...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const pxe = "PXEClient:Arch:00000:UNDI:002001"
+
+func TestChoose(t *testing.T) {
+	cases := map[string]struct {
+		c    client
+		want Answer
+		none bool
+	}{
+		"BIOS":                 {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe}, want: Answer{File: "undionly.kpxe", TFTP: true, VendorClass: "PXEClient"}},
+		"UEFI x86-64":          {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007"}, want: Answer{File: "snponly.efi", TFTP: true, VendorClass: "PXEClient"}},
+		"UEFI byte code":       {c: client{arch: archp(iana.EFI_BC), vendor: "PXEClient:Arch:00009"}, want: Answer{File: "snponly.efi", TFTP: true, VendorClass: "PXEClient"}},
+		"arm64":                {c: client{arch: archp(iana.EFI_ARM64), vendor: "PXEClient:Arch:00011"}, want: Answer{File: "ipxe-arm64.efi", TFTP: true, VendorClass: "PXEClient"}},
+		"UEFI HTTP boot":       {c: client{arch: archp(iana.EFI_X86_64_HTTP), vendor: "HTTPClient:Arch:00016"}, want: Answer{File: "http://10.9.0.1/ipxe/snponly.efi", VendorClass: "HTTPClient"}},
+		"iPXE":                 {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, ipxe: true}, want: Answer{File: "http://10.9.0.1/boot/52-54-00-12-34-56.ipxe", VendorClass: "PXEClient"}},
+		"iPXE without PXE":     {c: client{ipxe: true}, want: Answer{File: "http://10.9.0.1/boot/52-54-00-12-34-56.ipxe"}},
+		"plain client":         {c: client{}, none: true},
+		"PXE without arch":     {c: client{vendor: pxe}, none: true},
+		"EFI IA32 unsupported": {c: client{arch: archp(iana.EFI_IA32), vendor: "PXEClient:Arch:00006"}, none: true},
+		"HTTP boot BIOS arch":  {c: client{arch: archp(iana.INTEL_X86PC_HTTP), vendor: "HTTPClient"}, none: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.c.msg = dhcpv4.MessageTypeDiscover
+			c, ok := Classify(tc.c.packet(t))
+			if !ok {
+				t.Fatal("not classified")
+			}
+			got, ok := boot.Choose(c)
+			if ok == tc.none {
+				t.Fatalf("answer %v, want none: %v", ok, tc.none)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Error(diff)
+			}
+		})
+	}
+	noARM := boot
+	noARM.Files.ARM64 = ""
+	c, _ := Classify(client{arch: archp(iana.EFI_ARM64), vendor: "PXEClient", msg: dhcpv4.MessageTypeDiscover}.packet(t))
+	if a, ok := noARM.Choose(c); ok {
+		t.Errorf("arm64 without a binary answered %+v", a)
+	}
+}
+
+func TestClassifyUUID(t *testing.T) {
+	c, _ := Classify(client{uuid: true, msg: dhcpv4.MessageTypeDiscover}.packet(t))
+	if diff := cmp.Diff("12345678-1234-5678-1234-56789abcdef0", c.UUID); diff != "" {
+		t.Error(diff)
+	}
+}
+
+// summary is the part of a reply the tests compare.
+type summary struct {
+	Type, YourIP, ServerIP, File, Option67, Vendor, Option66 string
+	ServerID                                                 string
+	UUID                                                     bool
+}
+
+func summarize(r *dhcpv4.DHCPv4) summary {
+	s := summary{Type: r.MessageType().String(), YourIP: r.YourIPAddr.String(), ServerIP: r.ServerIPAddr.String(),
+		File: r.BootFileName, Option67: r.BootFileNameOption(), Vendor: r.ClassIdentifier(), Option66: r.TFTPServerName(),
+		UUID: r.GetOneOption(dhcpv4.OptionClientMachineIdentifier) != nil}
+	if id := r.ServerIdentifier(); id != nil {
+		s.ServerID = id.String()
+	}
+	return s
+}
+
+func TestProxy(t *testing.T) {
+	cases := map[string]struct {
+		c    client
+		want *summary
+	}{
+		"BIOS discover": {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, uuid: true, msg: dhcpv4.MessageTypeDiscover},
+			want: &summary{Type: "OFFER", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "undionly.kpxe", Option67: "undionly.kpxe", Vendor: "PXEClient", Option66: "10.9.0.1", ServerID: "10.9.0.1", UUID: true}},
+		"UEFI request on 4011": {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 50)},
+			want: &summary{Type: "ACK", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "snponly.efi", Option67: "snponly.efi", Vendor: "PXEClient", Option66: "10.9.0.1", ServerID: "10.9.0.1"}},
+		"iPXE discover": {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, ipxe: true, msg: dhcpv4.MessageTypeDiscover},
+			want: &summary{Type: "OFFER", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "http://10.9.0.1/boot/52-54-00-12-34-56.ipxe", Option67: "http://10.9.0.1/boot/52-54-00-12-34-56.ipxe", Vendor: "PXEClient", ServerID: "10.9.0.1"}},
+		"plain client ignored":   {c: client{msg: dhcpv4.MessageTypeDiscover}},
+		"iPXE without PXEClient": {c: client{ipxe: true, msg: dhcpv4.MessageTypeDiscover}},
+		"release ignored":        {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, msg: dhcpv4.MessageTypeRelease}},
+		"unknown arch ignored":   {c: client{arch: archp(iana.EFI_IA32), vendor: pxe, msg: dhcpv4.MessageTypeDiscover}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var seen []Client
+			p := Proxy{ServerIP: serverIP, Boot: boot, Seen: func(c Client) { seen = append(seen, c) }}
+			resp, ok := p.Handle(tc.c.packet(t))
+			if tc.want == nil {
+				if ok {
+					t.Fatalf("answered %s", resp.Summary())
+				}
+				return
+			}
+			if !ok {
+				t.Fatal("no answer")
+			}
+			if diff := cmp.Diff(*tc.want, summarize(resp)); diff != "" {
+				t.Error(diff)
+			}
+			if len(seen) != 1 {
+				t.Errorf("seen %d times, want once", len(seen))
+			}
+		})
+	}
+}
+
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) Now() time.Time { return c.t }
+
+func newAuthoritative(t testing.TB) (Authoritative, *lease.Store) {
+	t.Helper()
+	store, err := lease.Open(filepath.Join(t.TempDir(), "leases.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	rng := lease.Range{Start: netip.MustParseAddr("10.9.0.100"), End: netip.MustParseAddr("10.9.0.101")}
+	pool, err := lease.NewPool(store, rng, nil, time.Hour, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Authoritative{ServerIP: serverIP, Pool: pool, Mask: net.CIDRMask(24, 32), Router: serverIP, Boot: boot,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, store
+}
+
+// TestNoAckWithoutDurableLease: when the lease can not be written, no DHCPACK goes out.
+func TestNoAckWithoutDurableLease(t *testing.T) {
+	s, store := newAuthoritative(t)
+	store.Close()
+	req := client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100)}.packet(t)
+	if resp, ok := s.Handle(req); ok {
+		t.Fatalf("answered %s with the lease file closed", resp.Summary())
+	}
+}
+
+func TestAuthoritative(t *testing.T) {
+	type step struct {
+		c    client
+		want *summary
+	}
+	bios := client{arch: archp(iana.INTEL_X86PC), vendor: pxe}
+	with := func(c client, f func(*client)) client { f(&c); return c }
+	cases := map[string][]step{
+		"PXE exchange": {
+			{c: with(bios, func(c *client) { c.msg = dhcpv4.MessageTypeDiscover }),
+				want: &summary{Type: "OFFER", YourIP: "10.9.0.100", ServerIP: "10.9.0.1", File: "undionly.kpxe", Option67: "undionly.kpxe", Vendor: "PXEClient", Option66: "10.9.0.1", ServerID: "10.9.0.1"}},
+			{c: with(bios, func(c *client) {
+				c.msg, c.requested, c.serverID = dhcpv4.MessageTypeRequest, net.IPv4(10, 9, 0, 100), serverIP
+			}), want: &summary{Type: "ACK", YourIP: "10.9.0.100", ServerIP: "10.9.0.1", File: "undionly.kpxe", Option67: "undionly.kpxe", Vendor: "PXEClient", Option66: "10.9.0.1", ServerID: "10.9.0.1"}},
+		},
+		"plain client gets no boot file": {
+			{c: client{msg: dhcpv4.MessageTypeDiscover}, want: &summary{Type: "OFFER", YourIP: "10.9.0.100", ServerIP: "10.9.0.1", ServerID: "10.9.0.1"}},
+		},
+		"request for another server's offer": {
+			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100), serverID: net.IPv4(10, 9, 0, 2)}},
+		},
+		"request outside the range": {
+			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 1, 7)}, want: &summary{Type: "NAK", YourIP: "0.0.0.0", ServerIP: "0.0.0.0", ServerID: "10.9.0.1"}},
+		},
+		"renewal": {
+			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 101)}, want: &summary{Type: "ACK", YourIP: "10.9.0.101", ServerIP: "10.9.0.1", ServerID: "10.9.0.1"}},
+			{c: client{msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 101)}, want: &summary{Type: "ACK", YourIP: "10.9.0.101", ServerIP: "10.9.0.1", ServerID: "10.9.0.1"}},
+		},
+		"request without an address": {
+			{c: client{msg: dhcpv4.MessageTypeRequest}},
+		},
+		"release then decline": {
+			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100)}, want: &summary{Type: "ACK", YourIP: "10.9.0.100", ServerIP: "10.9.0.1", ServerID: "10.9.0.1"}},
+			{c: client{msg: dhcpv4.MessageTypeRelease, clientAddr: net.IPv4(10, 9, 0, 100)}},
+			{c: client{msg: dhcpv4.MessageTypeDecline, requested: net.IPv4(10, 9, 0, 100)}},
+		},
+		"inform": {
+			{c: client{msg: dhcpv4.MessageTypeInform, clientAddr: net.IPv4(10, 9, 0, 77)}, want: &summary{Type: "ACK", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", ServerID: "10.9.0.1"}},
+		},
+	}
+	for name, steps := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, _ := newAuthoritative(t)
+			for i, st := range steps {
+				resp, ok := s.Handle(st.c.packet(t))
+				if st.want == nil {
+					if ok {
+						t.Fatalf("step %d answered %s", i, resp.Summary())
+					}
+					continue
+				}
+				if !ok {
+					t.Fatalf("step %d: no answer", i)
+				}
+				if diff := cmp.Diff(*st.want, summarize(resp)); diff != "" {
+					t.Errorf("step %d: %s", i, diff)
+				}
+			}
+		})
+	}
+}
+
+func TestDestination(t *testing.T) {
+	peer := &net.UDPAddr{IP: net.IPv4(10, 9, 0, 50), Port: 68}
+	zero := &net.UDPAddr{IP: net.IPv4zero, Port: 68}
+	cases := map[string]struct {
+		req  client
+		gw   net.IP
+		nak  bool
+		peer *net.UDPAddr
+		want string
+	}{
+		"new client":         {req: client{msg: dhcpv4.MessageTypeDiscover}, peer: zero, want: "255.255.255.255:68"},
+		"renewal":            {req: client{msg: dhcpv4.MessageTypeRequest, clientAddr: peer.IP}, peer: peer, want: "10.9.0.50:68"},
+		"relayed":            {req: client{msg: dhcpv4.MessageTypeDiscover}, gw: net.IPv4(10, 8, 0, 1), peer: peer, want: "10.8.0.1:67"},
+		"NAK is broadcast":   {req: client{msg: dhcpv4.MessageTypeRequest, clientAddr: peer.IP}, nak: true, peer: peer, want: "255.255.255.255:68"},
+		"proxy on port 4011": {req: client{msg: dhcpv4.MessageTypeRequest, clientAddr: peer.IP}, peer: &net.UDPAddr{IP: peer.IP, Port: 4011}, want: "10.9.0.50:4011"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			req := c.req.packet(t)
+			req.GatewayIPAddr = c.gw
+			mt := dhcpv4.MessageTypeAck
+			if c.nak {
+				mt = dhcpv4.MessageTypeNak
+			}
+			resp, _ := reply(req, mt, serverIP)
+			if diff := cmp.Diff(c.want, Destination(req, resp, c.peer).String()); diff != "" {
+				t.Error(diff)
+			}
+		})
+	}
+}
+
+// FuzzHandle feeds any packet to both handlers: they never panic, and what they answer
+// can be sent.
+func FuzzHandle(f *testing.F) {
+	for _, c := range []client{
+		{arch: archp(iana.INTEL_X86PC), vendor: pxe, uuid: true, msg: dhcpv4.MessageTypeDiscover},
+		{arch: archp(iana.EFI_X86_64_HTTP), vendor: "HTTPClient", msg: dhcpv4.MessageTypeDiscover},
+		{ipxe: true, msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100)},
+		{msg: dhcpv4.MessageTypeRelease, clientAddr: net.IPv4(10, 9, 0, 100)},
+		{msg: dhcpv4.MessageTypeDecline, requested: net.IPv4(10, 9, 0, 101)},
+	} {
+		f.Add(c.packet(f).ToBytes())
+	}
+	auth, _ := newAuthoritative(f)
+	proxy := Proxy{ServerIP: serverIP, Boot: boot, Seen: func(Client) {}}
+	peer := &net.UDPAddr{IP: net.IPv4zero, Port: 68}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		req, err := dhcpv4.FromBytes(b)
+		if err != nil {
+			return
+		}
+		for _, h := range []Handler{auth.Handle, proxy.Handle} {
+			if resp, ok := h(req); ok {
+				if _, err := dhcpv4.FromBytes(resp.ToBytes()); err != nil {
+					t.Fatalf("reply does not parse: %v", err)
+				}
+				Destination(req, resp, peer)
+			}
+		}
+	})
+}

@@ -1,0 +1,70 @@
+package boot
+
+import (
+	"net"
+	"strings"
+)
+
+// Entries tells the boot server how each known machine boots: the site agent answers
+// from the boot entries of its NodeSpec. ok is false for a machine the site does not
+// know, which the server reports to Discoveries. Entry is called for every script
+// request and every DHCP request of a network-boot client, from many goroutines at once,
+// so it must be quick and safe for concurrent use.
+type Entries interface {
+	Entry(mac net.HardwareAddr) (e Entry, ok bool)
+}
+
+// Kind is what a machine's entry makes it boot.
+type Kind string
+
+// The kinds of entry.
+const (
+	// KindRamdisk boots the ramdisk (bcd ramdisk) with its per-boot token.
+	KindRamdisk Kind = "ramdisk"
+	// KindDisk leaves iPXE so the firmware boots the local disk.
+	KindDisk Kind = "disk"
+	// KindSanboot boots an ISO from the site cache with iPXE's sanboot.
+	KindSanboot Kind = "sanboot"
+)
+
+// Entry is how one machine boots.
+type Entry struct {
+	Kind Kind
+	// Ramdisk is what KindRamdisk boots.
+	Ramdisk Ramdisk
+	// ISO is the http:// URL of the ISO that KindSanboot boots, in the site cache.
+	ISO string
+}
+
+// Ramdisk is a ramdisk boot: a kernel, an initrd and the command line that lets the
+// ramdisk agent join the registry.
+type Ramdisk struct {
+	// Kernel and Initrd are file names in Config.RamdiskDir (served at /ramdisk/<name>)
+	// or http:// URLs.
+	Kernel, Initrd string
+	// Token is the ramdisk join token minted for this boot (bc.token=).
+	Token string
+	// Registry is the registry's endpoint the ramdisk joins (bc.registry=).
+	Registry string
+	// Pins are the registry's three key pins, "sha256/<base64>" each (bc.pins=, comma
+	// separated).
+	Pins []string
+	// Args are further kernel arguments, for example "console=ttyS0,115200".
+	Args []string
+}
+
+// CommandLine is the kernel command line of a ramdisk boot: Args, then bc.registry,
+// bc.pins and bc.token, each left out when empty.
+func (r Ramdisk) CommandLine() []string {
+	out := append([]string(nil), r.Args...)
+	if r.Registry != "" {
+		out = append(out, "bc.registry="+r.Registry)
+	}
+	if len(r.Pins) > 0 {
+		out = append(out, "bc.pins="+strings.Join(r.Pins, ","))
+	}
+	if r.Token != "" {
+		out = append(out, "bc.token="+r.Token)
+	}
+	return out
+}

@@ -1,0 +1,226 @@
+package boot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/e2e/netns"
+)
+
+// helperEnv names the helper a re-executed test binary runs instead of the tests: the
+// boot server inside a network namespace, or a PXE probe or a boot storm inside another.
+const helperEnv = "BC_BOOT_HELPER"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "server":
+		os.Exit(serverHelper(os.Getenv("BC_BOOT_HELPER_SPEC")))
+	case "probe":
+		os.Exit(probeHelper(os.Getenv("BC_BOOT_HELPER_SPEC")))
+	case "storm":
+		os.Exit(stormHelper(os.Getenv("BC_BOOT_HELPER_SPEC")))
+	}
+	os.Exit(m.Run())
+}
+
+// serverSpec is what the server helper runs.
+type serverSpec struct {
+	Config Config
+	// Entries is a JSON file of entries by MAC, read again at every look-up so that a
+	// test can give a machine an entry while it waits.
+	Entries string
+	// Discoveries is the file the helper appends discoveries to, one JSON object a line.
+	Discoveries string
+}
+
+// fileSink appends discoveries to a file.
+type fileSink struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (s *fileSink) Discovered(d Discovery) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	json.NewEncoder(s.f).Encode(d)
+}
+
+// fileEntries reads the entries file again whenever it changed.
+type fileEntries struct {
+	path string
+
+	mu      sync.Mutex
+	stamp   time.Time
+	entries map[string]Entry
+}
+
+func (f *fileEntries) Entry(mac net.HardwareAddr) (Entry, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st, err := os.Stat(f.path); err == nil && !st.ModTime().Equal(f.stamp) {
+		var e map[string]Entry
+		if b, err := os.ReadFile(f.path); err == nil && json.Unmarshal(b, &e) == nil {
+			f.entries, f.stamp = e, st.ModTime()
+		}
+	}
+	en, ok := f.entries[mac.String()]
+	return en, ok
+}
+
+// serverHelper runs a boot server from the spec file until SIGTERM.
+func serverHelper(specFile string) int {
+	var spec serverSpec
+	b, err := os.ReadFile(specFile)
+	if err == nil {
+		err = json.Unmarshal(b, &spec)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	f, err := os.OpenFile(spec.Discoveries, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := New(spec.Config, Deps{Entries: &fileEntries{path: spec.Entries}, Discoveries: &fileSink{f: f}, Log: log})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 2
+	}
+	defer s.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := s.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "helper:", err)
+		return 1
+	}
+	return 0
+}
+
+// bootServer is a boot server running in a namespace.
+type bootServer struct {
+	cmd         *exec.Cmd
+	log         *syncBuffer
+	discoveries string
+	entries     string
+	// stop ends the server (SIGTERM) and waits for it; the test's end calls it too.
+	stop func()
+}
+
+// SetEntries replaces the server's entries.
+func (s *bootServer) SetEntries(t testing.TB, e map[string]Entry) {
+	t.Helper()
+	b, _ := json.Marshal(e)
+	if err := os.WriteFile(s.entries+".tmp", b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(s.entries+".tmp", s.entries); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startServer runs a boot server with cfg and entries inside ns and waits until it
+// listens; it stops when the test ends.
+func startServer(t testing.TB, ns *netns.NS, cfg Config, e map[string]Entry) *bootServer {
+	t.Helper()
+	dir := t.TempDir()
+	spec := serverSpec{Config: cfg, Entries: filepath.Join(dir, "entries.json"), Discoveries: filepath.Join(dir, "discoveries.jsonl")}
+	b, _ := json.Marshal(spec)
+	specFile := filepath.Join(dir, "spec.json")
+	if err := os.WriteFile(specFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &bootServer{log: &syncBuffer{}, discoveries: spec.Discoveries, entries: spec.Entries}
+	s.SetEntries(t, e)
+	s.cmd = ns.Command(context.Background(), os.Args[0], "-test.run=^$")
+	s.cmd.Env = append(os.Environ(), helperEnv+"=server", "BC_BOOT_HELPER_SPEC="+specFile)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { s.cmd.Wait(); close(exited) }()
+	s.stop = sync.OnceFunc(func() {
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			s.cmd.Process.Kill()
+			<-exited
+		}
+	})
+	t.Cleanup(func() {
+		s.stop()
+		if code := s.cmd.ProcessState.ExitCode(); code != 0 {
+			t.Errorf("boot server exited with %d after SIGTERM, want 0", code)
+		}
+		if t.Failed() {
+			t.Logf("boot server log:\n%s", s.log.String())
+		}
+	})
+	deadline := time.After(20 * time.Second)
+	for !strings.Contains(s.log.String(), "boot server listening") {
+		select {
+		case <-exited:
+			t.Fatalf("boot server exited:\n%s", s.log.String())
+		case <-deadline:
+			t.Fatalf("boot server did not start:\n%s", s.log.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return s
+}
+
+// Discoveries returns what the server reported so far.
+func (s *bootServer) Discoveries(t *testing.T) []Discovery {
+	t.Helper()
+	b, err := os.ReadFile(s.discoveries)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []Discovery
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for dec.More() {
+		var d Discovery
+		if err := dec.Decode(&d); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// ipOf is the IPv4 address as a net.IP.
+func ipOf(s string) net.IP { return net.ParseIP(s).To4() }

@@ -1,0 +1,255 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+var (
+	rng    = Range{Start: netip.MustParseAddr("10.9.0.10"), End: netip.MustParseAddr("10.9.0.12")}
+	server = netip.MustParseAddr("10.9.0.11")
+	ip     = netip.MustParseAddr
+)
+
+func openStore(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newPool(t *testing.T, path string, clock Clock) *Pool {
+	t.Helper()
+	p, err := NewPool(openStore(t, path), rng, []netip.Addr{server}, time.Hour, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestOffer(t *testing.T) {
+	type step struct {
+		mac       string
+		requested string
+		ack       bool
+		want      string
+		err       error
+	}
+	cases := map[string]struct {
+		steps []step
+	}{
+		"first address, skipping the server's": {steps: []step{
+			{mac: "a", want: "10.9.0.10"},
+			{mac: "b", want: "10.9.0.12"},
+		}},
+		"requested address when free": {steps: []step{
+			{mac: "a", requested: "10.9.0.12", want: "10.9.0.12"},
+		}},
+		"requested address outside the range": {steps: []step{
+			{mac: "a", requested: "10.9.1.1", want: "10.9.0.10"},
+		}},
+		"a client keeps its address": {steps: []step{
+			{mac: "a", ack: true, want: "10.9.0.10"},
+			{mac: "b", want: "10.9.0.12"},
+			{mac: "a", requested: "10.9.0.12", want: "10.9.0.10"},
+		}},
+		"exhausted": {steps: []step{
+			{mac: "a", want: "10.9.0.10"},
+			{mac: "b", want: "10.9.0.12"},
+			{mac: "c", err: ErrExhausted},
+		}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := newPool(t, filepath.Join(t.TempDir(), "leases.db"), &fakeClock{t: time.Unix(1e9, 0)})
+			for i, s := range c.steps {
+				var req netip.Addr
+				if s.requested != "" {
+					req = ip(s.requested)
+				}
+				got, err := p.Offer(s.mac, req)
+				if !errors.Is(err, s.err) {
+					t.Fatalf("step %d: err %v, want %v", i, err, s.err)
+				}
+				if err != nil {
+					continue
+				}
+				if diff := cmp.Diff(s.want, got.String()); diff != "" {
+					t.Fatalf("step %d: %s", i, diff)
+				}
+				if s.ack {
+					if _, err := p.Ack(s.mac, got); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestAckLifecycle(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	path := filepath.Join(t.TempDir(), "leases.db")
+	p := newPool(t, path, clock)
+	a, _ := p.Offer("aa", netip.Addr{})
+	if _, err := p.Ack("aa", a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Ack("bb", a); !errors.Is(err, ErrNotYours) {
+		t.Fatalf("ack of a leased address to another client: %v", err)
+	}
+	if _, err := p.Ack("bb", server); !errors.Is(err, ErrNotYours) {
+		t.Fatalf("ack of the server's address: %v", err)
+	}
+	if _, err := p.Ack("bb", ip("10.9.1.1")); !errors.Is(err, ErrNotYours) {
+		t.Fatalf("ack outside the range: %v", err)
+	}
+	// An offer holds the address against others until it times out.
+	b, _ := p.Offer("bb", netip.Addr{})
+	if _, err := p.Ack("cc", b); !errors.Is(err, ErrNotYours) {
+		t.Fatalf("ack of another client's offer: %v", err)
+	}
+	clock.Add(time.Minute)
+	if _, err := p.Ack("cc", b); err != nil {
+		t.Fatalf("ack after the offer timed out: %v", err)
+	}
+	// After the lease ends, another client may have the address.
+	clock.Add(2 * time.Hour)
+	if _, ok := lookup(p, "aa"); ok {
+		t.Fatal("lease outlived its expiry")
+	}
+	if _, err := p.Ack("dd", a); err != nil {
+		t.Fatalf("ack of an expired lease's address: %v", err)
+	}
+	// Release and decline.
+	if err := p.Release("dd", a); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := lookup(p, "dd"); ok {
+		t.Fatal("released lease still held")
+	}
+	l, _ := p.Ack("ee", a)
+	if err := p.Decline("ee", l.IP); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Ack("ff", a); !errors.Is(err, ErrNotYours) {
+		t.Fatalf("ack of a declined address: %v", err)
+	}
+}
+
+func TestLeasesSurviveRestart(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	path := filepath.Join(t.TempDir(), "leases.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := NewPool(s, rng, []netip.Addr{server}, time.Hour, clock)
+	a, _ := p.Offer("aa", netip.Addr{})
+	want, err := p.Ack("aa", a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Moving to another address ends the old lease in the same write.
+	if _, err := p.Ack("aa", ip("10.9.0.12")); err != nil {
+		t.Fatal(err)
+	}
+	want, _ = lookup(p, "aa")
+	s.Close()
+
+	p = newPool(t, path, clock)
+	got, ok := lookup(p, "aa")
+	if !ok {
+		t.Fatal("lease lost in the restart")
+	}
+	if diff := cmp.Diff(want.IP, got.IP, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+		t.Error(diff)
+	}
+	if !got.Expiry.Equal(want.Expiry) {
+		t.Errorf("expiry %v, want %v", got.Expiry, want.Expiry)
+	}
+	if b, _ := p.Offer("bb", netip.Addr{}); b != a {
+		t.Errorf("offer %v, want the ended lease's %v", b, a)
+	}
+}
+
+// TestGroupCommit checks that exchanges arriving together share transactions, and that
+// every lease is on disk when Ack returns.
+func TestGroupCommit(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	path := filepath.Join(t.TempDir(), "leases.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := Range{Start: ip("10.9.0.0"), End: ip("10.9.3.255")}
+	p, _ := NewPool(s, big, nil, time.Hour, clock)
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			mac := fmt.Sprintf("02:00:00:00:%02x:%02x", i>>8, i&0xff)
+			a, err := p.Offer(mac, netip.Addr{})
+			if err == nil {
+				_, err = p.Ack(mac, a)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := s.Stats()
+	t.Logf("%d leases in %d transactions", st.Records, st.Commits)
+	if st.Records != n || st.Commits >= n {
+		t.Errorf("stats %+v: want %d records in fewer transactions", st, n)
+	}
+	all, err := s.All()
+	if err != nil || len(all) != n {
+		t.Fatalf("%d leases stored (%v), want %d", len(all), err, n)
+	}
+	s.Close()
+	if err := s.Put(Lease{IP: ip("10.9.0.1")}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("put after close: %v", err)
+	}
+}
+
+// lookup returns mac's lease, if it holds one that has not ended.
+func lookup(p *Pool, mac string) (Lease, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ip, ok := p.byMAC[mac]
+	if !ok {
+		return Lease{}, false
+	}
+	l := p.byIP[ip]
+	return l, l.MAC == mac && p.clock.Now().Before(l.Expiry)
+}

@@ -1,0 +1,196 @@
+// Package lease keeps the addresses the authoritative DHCP server hands out, in a bbolt
+// file so that they survive a restart. Writes are group-committed: exchanges that arrive
+// while one transaction is being written wait together and share the next transaction's
+// fsync, and Put returns only once its lease is on disk, so no DHCPACK ever announces a
+// lease a crash could forget.
+package lease
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/bbolt"
+)
+
+// Lease is one address bound to one client until Expiry.
+type Lease struct {
+	// MAC is the client's hardware address, lowercase with colons (or Declined).
+	MAC string `json:"mac"`
+	// IP is the leased address.
+	IP netip.Addr `json:"ip"`
+	// Expiry is when the lease ends unless the client renews it.
+	Expiry time.Time `json:"expiry"`
+}
+
+// Declined is the MAC of the lease that holds an address a client declined (it answered
+// ARP for someone else) so that it is not offered again until the lease ends.
+const Declined = "declined"
+
+// maxBatch bounds how many writes share one transaction.
+const maxBatch = 512
+
+var bucket = []byte("leases")
+
+// record is the envelope a lease is stored in.
+type record struct {
+	Schema int   `json:"schema"`
+	Record Lease `json:"record"`
+}
+
+// ErrClosed is returned by writes after Close.
+var ErrClosed = errors.New("lease: store closed")
+
+// Store is the lease file.
+type Store struct {
+	db      *bbolt.DB
+	writes  chan write
+	mu      sync.RWMutex // held for reading by writers in flight, for writing by Close
+	closed  bool
+	stopped chan struct{}
+	stats   struct{ commits, records atomic.Uint64 }
+}
+
+// write is one lease to store, and where its result goes.
+type write struct {
+	lease Lease
+	done  chan error
+}
+
+// Stats counts the store's work since it was opened.
+type Stats struct {
+	// Commits is the number of transactions, each one fsync.
+	Commits uint64
+	// Records is the number of leases written.
+	Records uint64
+}
+
+// Open opens (or makes) the lease file at path. One process at a time: a second Open of
+// the same file waits a second and then fails.
+func Open(path string) (*Store, error) {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("open lease file %s: %w", path, err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(bucket)
+		return err
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s := &Store{db: db, writes: make(chan write, maxBatch), stopped: make(chan struct{})}
+	go s.commitLoop()
+	return s, nil
+}
+
+// All returns every stored lease, expired ones included.
+func (s *Store) All() ([]Lease, error) {
+	var out []Lease
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+			var r record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("lease %x: %w", k, err)
+			}
+			out = append(out, r.Record)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Put stores each lease, replacing any lease of the same address, and returns once all
+// of them are durable.
+func (s *Store) Put(ls ...Lease) error {
+	ws := make([]write, len(ls))
+	for i, l := range ls {
+		ws[i] = write{lease: l}
+	}
+	return s.submit(ws...)
+}
+
+// submit queues the writes and waits for all of them; the first error wins.
+func (s *Store) submit(ws ...write) error {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return ErrClosed
+	}
+	for i := range ws {
+		ws[i].done = make(chan error, 1)
+		s.writes <- ws[i]
+	}
+	s.mu.RUnlock()
+	var first error
+	for _, w := range ws {
+		if err := <-w.done; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// commitLoop writes whatever writes are waiting in one transaction, then tells each of
+// them the result. While a transaction's fsync runs, new writes queue up for the next.
+func (s *Store) commitLoop() {
+	defer close(s.stopped)
+	for first := range s.writes {
+		batch := []write{first}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case w, ok := <-s.writes:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, w)
+			default:
+				break drain
+			}
+		}
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			b := tx.Bucket(bucket)
+			for _, w := range batch {
+				v, err := json.Marshal(record{Schema: 1, Record: w.lease})
+				if err != nil {
+					return err
+				}
+				if err := b.Put(w.lease.IP.AsSlice(), v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			s.stats.commits.Add(1)
+			s.stats.records.Add(uint64(len(batch)))
+		}
+		for _, w := range batch {
+			w.done <- err
+		}
+	}
+}
+
+// Stats returns the counts of transactions and records so far.
+func (s *Store) Stats() Stats {
+	return Stats{Commits: s.stats.commits.Load(), Records: s.stats.records.Load()}
+}
+
+// Close waits for writes in flight and closes the file.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.writes)
+	s.mu.Unlock()
+	<-s.stopped
+	return s.db.Close()
+}

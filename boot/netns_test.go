@@ -1,0 +1,339 @@
+package boot
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/e2e/netns"
+	"github.com/google/go-cmp/cmp"
+)
+
+// The test network: 10.99.0.0/24 inside namespaces the tests make.
+const (
+	serverAddr = "10.99.0.1"
+	serverIf   = "bcs0"
+	clientIf   = "bcc0"
+	ipxeDir    = "/usr/lib/ipxe"
+)
+
+// testNet is a segment with the boot server's namespace and a client's.
+type testNet struct {
+	lan            *netns.LAN
+	server, client *netns.NS
+}
+
+func newTestNet(t *testing.T, tools ...string) testNet {
+	t.Helper()
+	netns.Require(t, tools...)
+	if _, err := os.Stat(filepath.Join(ipxeDir, "undionly.kpxe")); err != nil {
+		t.Skipf("needs Debian's ipxe package (.ci/deps.sh installs it): %v", err)
+	}
+	n := testNet{lan: netns.NewLAN(t), server: netns.New(t, "boot"), client: netns.New(t, "client")}
+	n.lan.Attach(t, n.server, serverIf, serverAddr+"/24", "")
+	n.lan.Attach(t, n.client, clientIf, "", "02:00:00:00:00:01")
+	return n
+}
+
+// netConfig is a boot server config for the test network.
+func netConfig(t *testing.T, mode Mode) Config {
+	c := Config{Interface: serverIf, Mode: mode, ServerIP: netip.MustParseAddr(serverAddr), IPXEDir: ipxeDir, RamdiskDir: t.TempDir()}
+	if mode == Authoritative {
+		c.Subnet = netip.MustParsePrefix("10.99.0.0/24")
+		c.Range = Range{Start: netip.MustParseAddr("10.99.0.100"), End: netip.MustParseAddr("10.99.0.199")}
+		c.LeaseFile = filepath.Join(t.TempDir(), "leases.db")
+	}
+	return c
+}
+
+// udhcpcScript records the environment udhcpc hands its script when bound.
+const udhcpcScript = `#!/bin/sh
+[ "$1" = bound ] && env > "$OUT"
+exit 0
+`
+
+// udhcpc runs busybox udhcpc in the client namespace with mac and extra arguments, and
+// returns the variables of the lease it bound (nil when it got none).
+func udhcpc(t *testing.T, n testNet, mac string, args ...string) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "script")
+	out := filepath.Join(dir, "env")
+	os.WriteFile(script, []byte(udhcpcScript), 0o755)
+	n.client.Run(t, "ip", "link", "set", clientIf, "down")
+	n.client.Run(t, "ip", "link", "set", clientIf, "address", mac)
+	n.client.Run(t, "ip", "link", "set", clientIf, "up")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := n.client.Command(ctx, "busybox", append([]string{"udhcpc", "-f", "-q", "-n", "-t", "5", "-T", "1", "-i", clientIf, "-s", script}, args...)...)
+	cmd.Env = append(os.Environ(), "OUT="+out)
+	log, _ := cmd.CombinedOutput()
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Logf("udhcpc %v got no lease:\n%s", args, log)
+		return nil
+	}
+	env := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// TestAuthoritativeWithRealClients runs the authoritative server in a namespace and
+// busybox udhcpc in another, as firmware of each architecture would ask.
+func TestAuthoritativeWithRealClients(t *testing.T) {
+	n := newTestNet(t, "busybox")
+	known := "02:00:00:00:00:05"
+	srv := startServer(t, n.server, netConfig(t, Authoritative), map[string]Entry{
+		known: {Kind: KindRamdisk, Ramdisk: Ramdisk{Kernel: "vmlinuz", Initrd: "initrd.img", Token: "rt_e2e", Args: []string{"console=ttyS0"}}},
+	})
+	pxe := func(arch string) []string {
+		return []string{"-V", "PXEClient:Arch:000" + arch + ":UNDI:003016", "-x", "0x5d:00" + arch}
+	}
+	type want struct{ BootFile, Siaddr string }
+	cases := []struct {
+		name string
+		mac  string
+		args []string
+		want want
+	}{
+		{"BIOS", "02:00:00:00:00:01", append(pxe("00"), "-x", "0x61:0012345678123456781234567812345678"), want{"undionly.kpxe", serverAddr}},
+		{"UEFI x86-64", "02:00:00:00:00:02", pxe("07"), want{"snponly.efi", serverAddr}},
+		{"UEFI byte code", "02:00:00:00:00:03", pxe("09"), want{"snponly.efi", serverAddr}},
+		{"UEFI HTTP boot", "02:00:00:00:00:04", []string{"-V", "HTTPClient:Arch:00016:UNDI:003001", "-x", "0x5d:0010"}, want{"http://10.99.0.1/ipxe/snponly.efi", serverAddr}},
+		{"iPXE", known, append(pxe("00"), "-x", "0x4d:69505845"), want{"http://10.99.0.1/boot/02-00-00-00-00-05.ipxe", serverAddr}},
+		{"arm64 without a binary", "02:00:00:00:00:06", pxe("11"), want{"", serverAddr}},
+		{"plain client", "02:00:00:00:00:07", nil, want{"", serverAddr}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			env := udhcpc(t, n, c.mac, c.args...)
+			if env == nil {
+				t.Fatal("no lease")
+			}
+			if !strings.HasPrefix(env["ip"], "10.99.0.1") || env["subnet"] != "255.255.255.0" || env["serverid"] != serverAddr {
+				t.Errorf("lease ip=%s subnet=%s serverid=%s", env["ip"], env["subnet"], env["serverid"])
+			}
+			got := want{BootFile: env["boot_file"], Siaddr: env["siaddr"]}
+			if got.BootFile == "" {
+				got.Siaddr = c.want.Siaddr // siaddr is only meaningful with a boot file
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("boot answer (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// Every network-boot machine without an entry was reported once; the BIOS one with
+	// its product UUID.
+	var got []string
+	for _, d := range srv.Discoveries(t) {
+		got = append(got, d.MAC.String()+" "+d.UUID)
+	}
+	wantDisc := []string{"02:00:00:00:00:01 78563412-3412-7856-1234-567812345678", "02:00:00:00:00:02 ", "02:00:00:00:00:03 ",
+		"02:00:00:00:00:04 ", "02:00:00:00:00:06 "}
+	if diff := cmp.Diff(wantDisc, got); diff != "" {
+		t.Errorf("discoveries (-want +got):\n%s", diff)
+	}
+
+	// The same client keeps its address across a restart of udhcpc: the lease is kept.
+	first := udhcpc(t, n, "02:00:00:00:00:09")
+	again := udhcpc(t, n, "02:00:00:00:00:09")
+	if first["ip"] == "" || first["ip"] != again["ip"] {
+		t.Errorf("second lease %q, want the first's %q", again["ip"], first["ip"])
+	}
+
+	t.Run("TFTP and HTTP", func(t *testing.T) { fetches(t, n, srv, known) })
+}
+
+// fetches checks TFTP and HTTP with real clients: tftp-hpa and curl.
+func fetches(t *testing.T, n testNet, srv *bootServer, known string) {
+	netns.Require(t, "tftp", "curl")
+	n.client.Run(t, "ip", "addr", "replace", "10.99.0.250/24", "dev", clientIf)
+	dir := t.TempDir()
+	want, err := os.ReadFile(filepath.Join(ipxeDir, "undionly.kpxe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(name string) {
+		t.Helper()
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes (%v), want the %d of undionly.kpxe", name, len(got), err, len(want))
+		}
+	}
+	n.client.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "get", "undionly.kpxe", filepath.Join(dir, "hpa"))
+	same("hpa")
+	n.client.Run(t, "curl", "-sS", "--tftp-blksize", "1468", "-o", filepath.Join(dir, "curl"), "tftp://"+serverAddr+"/undionly.kpxe")
+	same("curl")
+	if !strings.Contains(srv.log.String(), "blksize=1468") {
+		t.Errorf("no transfer with blksize 1468 in the server log:\n%s", srv.log.String())
+	}
+
+	// Traversal: tftp-hpa reports the error; curl exits non-zero; nothing is written.
+	out := n.client.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "get", "../../../../etc/hostname", filepath.Join(dir, "escape"))
+	if b, _ := os.ReadFile(filepath.Join(dir, "escape")); len(b) > 0 || !strings.Contains(out, "Error") {
+		t.Errorf("traversal over TFTP: output %q, file %q", out, b)
+	}
+	ctx := context.Background()
+	if b, err := n.client.Command(ctx, "curl", "-sS", "-o", "-", "tftp://"+serverAddr+"/..%2f..%2f..%2fetc%2fhostname").CombinedOutput(); err == nil {
+		t.Errorf("curl fetched a file outside the root: %q", b)
+	}
+	if b, err := n.client.Command(ctx, "curl", "-sSf", "http://"+serverAddr+"/ramdisk/..%2f..%2f..%2fetc%2fhostname").CombinedOutput(); err == nil {
+		t.Errorf("curl fetched a file outside the ramdisk directory: %q", b)
+	}
+
+	// Scripts over HTTP.
+	script := n.client.Run(t, "curl", "-sSf", "http://"+serverAddr+"/boot/"+strings.ReplaceAll(known, ":", "-")+".ipxe")
+	if !strings.Contains(script, "\nkernel http://10.99.0.1/ramdisk/vmlinuz initrd=initrd console=ttyS0 bc.token=rt_e2e || goto failed\n") {
+		t.Errorf("ramdisk script:\n%s", script)
+	}
+	wait := n.client.Run(t, "curl", "-sSf", "http://"+serverAddr+"/boot/02-00-00-00-00-77.ipxe")
+	if !strings.Contains(wait, "\nsleep 10\n") {
+		t.Errorf("unknown machine's script:\n%s", wait)
+	}
+}
+
+// TestProxyBesideDnsmasq runs dnsmasq as the network's plain DHCP server and the boot
+// server in proxy mode beside it; a PXE probe collects both offers as firmware of each
+// architecture would, and the UEFI one then asks the proxy on port 4011.
+func TestProxyBesideDnsmasq(t *testing.T) {
+	n := newTestNet(t, "dnsmasq", "tftp")
+	startDnsmasq(t, n)
+	srv := startServer(t, n.server, netConfig(t, Proxy), nil)
+	n.client.Run(t, "ip", "addr", "add", "10.99.0.250/24", "dev", clientIf)
+
+	offer := func(file, vendor string) probeReply {
+		return probeReply{Port: 67, Type: "OFFER", YourIP: "0.0.0.0", ServerIP: serverAddr, ServerID: serverAddr, File: file, Vendor: vendor}
+	}
+	cases := []struct {
+		name string
+		spec probeSpec
+		want []probeReply
+	}{
+		{"BIOS", probeSpec{Arch: 0}, []probeReply{offer("undionly.kpxe", "PXEClient")}},
+		{"UEFI x86-64, then port 4011", probeSpec{Arch: 7, Proxy: serverAddr + ":4011", ProxyArch: 7, ClientIP: "10.99.0.250"}, []probeReply{
+			offer("snponly.efi", "PXEClient"),
+			{Port: 4011, Type: "ACK", YourIP: "0.0.0.0", ServerIP: serverAddr, ServerID: serverAddr, File: "snponly.efi", Vendor: "PXEClient"}}},
+		{"UEFI byte code", probeSpec{Arch: 9}, []probeReply{offer("snponly.efi", "PXEClient")}},
+		{"UEFI HTTP boot", probeSpec{Arch: 16, Vendor: "HTTPClient:Arch:00016:UNDI:003001"}, []probeReply{offer("http://10.99.0.1/ipxe/snponly.efi", "HTTPClient")}},
+		{"iPXE", probeSpec{Arch: 0, IPXE: true}, []probeReply{offer("http://10.99.0.1/boot/02-00-00-00-00-14.ipxe", "PXEClient")}},
+		{"arm64 without a binary", probeSpec{Arch: 11}, nil},
+		{"plain client", probeSpec{Vendor: "udhcp 1.35.0"}, nil},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			spec := c.spec
+			spec.Interface, spec.MAC, spec.Wait = clientIf, fmt.Sprintf("02:00:00:00:00:%02x", 0x10+i), 1500*time.Millisecond
+			spec.UUID = "00112233445566778899aabbccddeeff"
+			replies := runProbe(t, n.client, spec)
+			// dnsmasq's offer carries the address; the proxy's the boot file and no address.
+			var got []probeReply
+			fromDnsmasq := 0
+			for _, r := range replies {
+				if r.ServerID == "10.99.0.2" {
+					fromDnsmasq++
+					if !strings.HasPrefix(r.YourIP, "10.99.0.1") || r.File != "" {
+						t.Errorf("dnsmasq's offer: %+v", r)
+					}
+					continue
+				}
+				got = append(got, r)
+			}
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Errorf("proxy replies (-want +got):\n%s\nall replies: %+v", diff, replies)
+			}
+			if fromDnsmasq != 1 {
+				t.Errorf("%d offers from dnsmasq, want 1: %+v", fromDnsmasq, replies)
+			}
+		})
+	}
+	// Every network-boot probe was reported once, with its UUID; the plain client not.
+	ds := srv.Discoveries(t)
+	if len(ds) != 6 || ds[0].UUID != "33221100-5544-7766-8899-aabbccddeeff" {
+		t.Errorf("discoveries %+v, want the six network-boot probes with their UUID", ds)
+	}
+	// The boot file comes by TFTP.
+	dir := t.TempDir()
+	n.client.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "get", "snponly.efi", filepath.Join(dir, "snponly.efi"))
+	if st, err := os.Stat(filepath.Join(dir, "snponly.efi")); err != nil || st.Size() == 0 {
+		t.Errorf("snponly.efi not fetched: %v", err)
+	}
+}
+
+// runProbe runs the PXE probe in ns and returns its replies.
+func runProbe(t *testing.T, ns *netns.NS, spec probeSpec) []probeReply {
+	t.Helper()
+	b, _ := json.Marshal(spec)
+	specFile := filepath.Join(t.TempDir(), "probe.json")
+	os.WriteFile(specFile, b, 0o644)
+	cmd := ns.Command(context.Background(), os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=probe", "BC_BOOT_HELPER_SPEC="+specFile)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, stderr.String())
+	}
+	if stderr.Len() > 0 {
+		t.Logf("probe: %s", stderr.String())
+	}
+	var replies []probeReply
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var r probeReply
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		replies = append(replies, r)
+	}
+	return replies
+}
+
+// startDnsmasq runs dnsmasq as the segment's plain DHCP server (10.99.0.2, leasing
+// 10.99.0.100-150) in a namespace of its own, until the test ends.
+func startDnsmasq(t *testing.T, n testNet) {
+	t.Helper()
+	dhcpNS := netns.New(t, "dhcp")
+	n.lan.Attach(t, dhcpNS, "bcd0", "10.99.0.2/24", "")
+	runDnsmasq(t, dhcpNS, "bcd0", "--dhcp-range=10.99.0.100,10.99.0.150,1h", "--log-dhcp")
+}
+
+// runDnsmasq runs dnsmasq as a DHCP server only (no DNS) on iface in ns, with its lease
+// file in a temporary directory, and returns a function that stops it (the test's end
+// calls it too).
+func runDnsmasq(t testing.TB, ns *netns.NS, iface string, args ...string) (stop func()) {
+	t.Helper()
+	leases := filepath.Join(t.TempDir(), "dnsmasq.leases")
+	ctx, cancel := context.WithCancel(context.Background())
+	dnsmasq := ns.Command(ctx, "dnsmasq", append([]string{"--no-daemon", "--conf-file=/dev/null", "--port=0", "--interface=" + iface,
+		"--bind-interfaces", "--dhcp-leasefile=" + leases, "--pid-file=", "--user=root", "--no-ping"}, args...)...)
+	var dlog syncBuffer
+	dnsmasq.Stdout, dnsmasq.Stderr = &dlog, &dlog
+	if err := dnsmasq.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop = sync.OnceFunc(func() {
+		cancel()
+		dnsmasq.Wait()
+	})
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("dnsmasq log:\n%s", dlog.String())
+		}
+	})
+	return stop
+}

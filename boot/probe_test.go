@@ -1,0 +1,140 @@
+package boot
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/insomniacslk/dhcp/dhcpv4"
+	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+	"github.com/insomniacslk/dhcp/iana"
+)
+
+// probeSpec is what the PXE probe sends: a DHCPDISCOVER as PXE firmware sends it, whose
+// every reply it prints, then optionally a DHCPREQUEST to a proxyDHCP server's port 4011
+// as firmware does after it got an address.
+type probeSpec struct {
+	Interface string
+	MAC       string
+	Arch      uint16
+	// Vendor is option 60; "PXEClient:Arch:<arch>:UNDI:002001" when empty.
+	Vendor string
+	// IPXE adds user class "iPXE" (option 77).
+	IPXE bool
+	UUID string
+	Wait time.Duration
+	// Proxy is the proxyDHCP server's host:4011; empty for no request.
+	Proxy     string
+	ProxyArch uint16
+	// ClientIP is the interface's address, the request's ciaddr.
+	ClientIP string
+}
+
+// probeReply is one reply the probe received.
+type probeReply struct {
+	Port     int
+	Type     string
+	YourIP   string
+	ServerIP string
+	ServerID string
+	File     string
+	Vendor   string
+}
+
+// probeHelper runs a probe and prints each reply as a JSON line.
+func probeHelper(specFile string) int {
+	var spec probeSpec
+	b, err := os.ReadFile(specFile)
+	if err == nil {
+		err = json.Unmarshal(b, &spec)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		return 2
+	}
+	if err := probe(spec); err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		return 1
+	}
+	return 0
+}
+
+func probe(spec probeSpec) error {
+	mac, err := net.ParseMAC(spec.MAC)
+	if err != nil {
+		return err
+	}
+	uuid, err := hex.DecodeString(spec.UUID)
+	if err != nil {
+		return err
+	}
+	conn, err := server4.NewIPv4UDPConn(spec.Interface, &net.UDPAddr{Port: dhcpv4.ClientPort})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	pxe := func(t dhcpv4.MessageType, arch uint16, extra ...dhcpv4.Modifier) *dhcpv4.DHCPv4 {
+		vendor := spec.Vendor
+		if vendor == "" {
+			vendor = fmt.Sprintf("PXEClient:Arch:%05d:UNDI:002001", arch)
+		}
+		mods := append([]dhcpv4.Modifier{dhcpv4.WithMessageType(t), dhcpv4.WithHwAddr(mac), dhcpv4.WithBroadcast(true),
+			dhcpv4.WithOption(dhcpv4.OptClassIdentifier(vendor)),
+			dhcpv4.WithOption(dhcpv4.OptClientArch(iana.Arch(arch))),
+			dhcpv4.WithGeneric(dhcpv4.OptionClientMachineIdentifier, append([]byte{0}, uuid...))}, extra...)
+		if spec.IPXE {
+			mods = append(mods, dhcpv4.WithUserClass("iPXE", false))
+		}
+		p, _ := dhcpv4.New(mods...)
+		return p
+	}
+	disc := pxe(dhcpv4.MessageTypeDiscover, spec.Arch)
+	if _, err := conn.WriteTo(disc.ToBytes(), &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ServerPort}); err != nil {
+		return err
+	}
+	read := func(until time.Time, xid dhcpv4.TransactionID, port int) error {
+		conn.SetReadDeadline(until)
+		buf := make([]byte, 1500)
+		for {
+			n, _, err := conn.ReadFrom(buf)
+			if err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					return nil
+				}
+				return err
+			}
+			r, err := dhcpv4.FromBytes(buf[:n])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "probe: unparsable reply:", err)
+				continue
+			}
+			if r.OpCode != dhcpv4.OpcodeBootReply || r.TransactionID != xid {
+				continue
+			}
+			out := probeReply{Port: port, Type: r.MessageType().String(), YourIP: r.YourIPAddr.String(), ServerIP: r.ServerIPAddr.String(),
+				File: r.BootFileName, Vendor: r.ClassIdentifier()}
+			if id := r.ServerIdentifier(); id != nil {
+				out.ServerID = id.String()
+			}
+			json.NewEncoder(os.Stdout).Encode(out)
+		}
+	}
+	if err := read(time.Now().Add(spec.Wait), disc.TransactionID, dhcpv4.ServerPort); err != nil {
+		return err
+	}
+	if spec.Proxy == "" {
+		return nil
+	}
+	to, err := net.ResolveUDPAddr("udp4", spec.Proxy)
+	if err != nil {
+		return err
+	}
+	req := pxe(dhcpv4.MessageTypeRequest, spec.ProxyArch, dhcpv4.WithClientIP(net.ParseIP(spec.ClientIP)), dhcpv4.WithBroadcast(false))
+	if _, err := conn.WriteTo(req.ToBytes(), to); err != nil {
+		return err
+	}
+	return read(time.Now().Add(spec.Wait), req.TransactionID, to.Port)
+}

@@ -1,0 +1,223 @@
+package boot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/better-compute/better-compute/boot/dhcp"
+	"github.com/better-compute/better-compute/boot/lease"
+	"github.com/better-compute/better-compute/boot/tftp"
+	"github.com/insomniacslk/dhcp/dhcpv4/server4"
+)
+
+// Clock tells the time: lease expiry and discovery intervals follow it.
+type Clock interface{ Now() time.Time }
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Deps are what the boot server consumes from the site agent.
+type Deps struct {
+	// Entries says how known machines boot. Required.
+	Entries Entries
+	// Discoveries hears of unknown machines; nil drops them.
+	Discoveries Discoveries
+	// Log receives the server's structured logs; nil discards them.
+	Log *slog.Logger
+	// Clock is the time source; nil is the system clock.
+	Clock Clock
+}
+
+// Server is a configured boot server. New checks the configuration and opens the lease
+// file and directories; Run serves until its context ends; Close releases the files.
+type Server struct {
+	cfg         Config
+	entries     Entries
+	discover    *discoverer
+	log         *slog.Logger
+	baseURL     string
+	ipxeRoot    *os.Root
+	ramdiskRoot *os.Root
+	leases      *lease.Store
+	handler     dhcp.Handler
+}
+
+// New checks cfg (INVALID_CONFIG with the field's path) and prepares a server.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if deps.Entries == nil {
+		return nil, errors.New("boot: Deps.Entries is required")
+	}
+	cfg = cfg.withDefaults()
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.DiscardHandler)
+	}
+	if deps.Clock == nil {
+		deps.Clock = systemClock{}
+	}
+	s := &Server{cfg: cfg, entries: deps.Entries, log: deps.Log,
+		discover: newDiscoverer(deps.Discoveries, deps.Clock, cfg.DiscoveryInterval)}
+	s.baseURL = "http://" + cfg.ServerIP.String()
+	if cfg.HTTPPort != 80 {
+		s.baseURL += ":" + strconv.Itoa(cfg.HTTPPort)
+	}
+	var err error
+	if s.ipxeRoot, err = os.OpenRoot(cfg.IPXEDir); err != nil {
+		return nil, err
+	}
+	if s.ramdiskRoot, err = os.OpenRoot(cfg.RamdiskDir); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := s.makeHandler(deps.Clock); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// makeHandler builds the DHCP handler of the configured mode.
+func (s *Server) makeHandler(clock Clock) error {
+	files := dhcp.Files{BIOS: s.cfg.BIOSBinary, UEFI: s.cfg.UEFIBinary}
+	if _, err := os.Stat(filepath.Join(s.cfg.IPXEDir, s.cfg.ARM64Binary)); err == nil {
+		files.ARM64 = s.cfg.ARM64Binary
+	}
+	serverIP := net.IP(s.cfg.ServerIP.AsSlice())
+	boot := dhcp.Boot{Files: files, TFTPServer: serverIP, HTTPBase: s.baseURL}
+	if s.cfg.Mode == Proxy {
+		s.handler = dhcp.Proxy{ServerIP: serverIP, Boot: boot, Seen: s.seen}.Handle
+		return nil
+	}
+	var err error
+	if s.leases, err = lease.Open(s.cfg.LeaseFile); err != nil {
+		return err
+	}
+	exclude := []netip.Addr{s.cfg.ServerIP}
+	if s.cfg.Router.IsValid() {
+		exclude = append(exclude, s.cfg.Router)
+	}
+	pool, err := lease.NewPool(s.leases, lease.Range{Start: s.cfg.Range.Start, End: s.cfg.Range.End}, exclude, s.cfg.LeaseTime, clock)
+	if err != nil {
+		return err
+	}
+	a := dhcp.Authoritative{ServerIP: serverIP, Pool: pool, Mask: net.CIDRMask(s.cfg.Subnet.Bits(), 32),
+		Boot: boot, Seen: s.seen, Log: s.log}
+	if s.cfg.Router.IsValid() {
+		a.Router = net.IP(s.cfg.Router.AsSlice())
+	}
+	for _, d := range s.cfg.DNS {
+		a.DNS = append(a.DNS, net.IP(d.AsSlice()))
+	}
+	s.handler = a.Handle
+	return nil
+}
+
+// seen records a network-boot client that has no entry.
+func (s *Server) seen(c dhcp.Client) {
+	if _, ok := s.entries.Entry(c.MAC); ok {
+		return
+	}
+	s.discover.record(Discovery{MAC: c.MAC, UUID: c.UUID, Arch: uint16(c.Arch), HasArch: c.HasArch, Source: "dhcp"})
+}
+
+// DHCPHandler is the server's DHCP handler, a plain function of the request.
+func (s *Server) DHCPHandler() dhcp.Handler { return s.handler }
+
+// HTTPHandler answers scripts (/boot/<mac>.ipxe), ramdisk files (/ramdisk/<name>) and
+// iPXE binaries for UEFI HTTP boot (/ipxe/<name>).
+func (s *Server) HTTPHandler() http.Handler { return s.routes() }
+
+// Run listens on the DHCP port of the interface (and the proxyDHCP port in proxy mode),
+// on ServerIP's TFTP and HTTP ports, and serves until ctx ends or a listener fails.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	fail := func(what string, err error) {
+		if err == nil {
+			return
+		}
+		mu.Lock()
+		if first == nil {
+			first = fmt.Errorf("boot: %s: %w", what, err)
+		}
+		mu.Unlock()
+		cancel()
+	}
+	// abort stops what already runs and returns err.
+	abort := func(err error) error {
+		cancel()
+		wg.Wait()
+		return err
+	}
+	ports := []int{s.cfg.DHCPPort}
+	if s.cfg.Mode == Proxy {
+		ports = append(ports, s.cfg.ProxyPort)
+	}
+	for _, port := range ports {
+		conn, err := server4.NewIPv4UDPConn(s.cfg.Interface, &net.UDPAddr{Port: port})
+		if err != nil {
+			return abort(fmt.Errorf("boot: dhcp on %s port %d: %w", s.cfg.Interface, port, err))
+		}
+		wg.Go(func() { fail("dhcp", dhcp.Serve(ctx, conn, s.handler, s.log)) })
+	}
+
+	tconn, err := net.ListenPacket("udp4", netip.AddrPortFrom(s.cfg.ServerIP, uint16(s.cfg.TFTPPort)).String())
+	if err != nil {
+		return abort(fmt.Errorf("boot: tftp: %w", err))
+	}
+	ts, err := tftp.New(s.cfg.IPXEDir, tftp.Options{MaxBlockSize: s.cfg.TFTPBlockSize}, s.log)
+	if err != nil {
+		tconn.Close()
+		return abort(err)
+	}
+	wg.Go(func() { fail("tftp", ts.Serve(tconn)) })
+	context.AfterFunc(ctx, ts.Shutdown)
+
+	hl, err := net.Listen("tcp4", netip.AddrPortFrom(s.cfg.ServerIP, uint16(s.cfg.HTTPPort)).String())
+	if err != nil {
+		return abort(fmt.Errorf("boot: http: %w", err))
+	}
+	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	wg.Go(func() {
+		if err := hs.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
+			fail("http", err)
+		}
+	})
+	context.AfterFunc(ctx, func() { hs.Close() })
+	s.log.Info("boot server listening", "mode", string(s.cfg.Mode), "interface", s.cfg.Interface, "server", s.cfg.ServerIP.String(),
+		"tftp", s.cfg.TFTPPort, "http", s.cfg.HTTPPort)
+	wg.Wait()
+	return first
+}
+
+// Close releases the lease file and directories. Call it after Run returned.
+func (s *Server) Close() error {
+	var errs []error
+	if s.leases != nil {
+		errs = append(errs, s.leases.Close())
+	}
+	for _, r := range []*os.Root{s.ipxeRoot, s.ramdiskRoot} {
+		if r != nil {
+			errs = append(errs, r.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

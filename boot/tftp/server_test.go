@@ -1,0 +1,135 @@
+package tftp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pin/tftp/v3"
+)
+
+// serve starts a server of dir on a loopback port and returns its address and log.
+func serve(t *testing.T, dir string, opts Options) (string, *lockedBuffer) {
+	t.Helper()
+	var logs lockedBuffer
+	s, err := New(dir, opts, slog.New(slog.NewTextHandler(&logs, nil)))
+	must(t, err)
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	must(t, err)
+	go s.Serve(conn)
+	t.Cleanup(s.Shutdown)
+	return conn.LocalAddr().String(), &logs
+}
+
+func TestServeOverLoopback(t *testing.T) {
+	dir := t.TempDir()
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 10_000) // 160 kB, many blocks
+	must(t, os.WriteFile(filepath.Join(dir, "ipxe.efi"), payload, 0o644))
+	must(t, os.WriteFile(filepath.Join(filepath.Dir(dir), "secret"), []byte("secret"), 0o644))
+	addr, _ := serve(t, dir, Options{})
+
+	cases := map[string]struct {
+		name    string
+		blksize int
+		fail    bool
+	}{
+		"default block size":     {name: "ipxe.efi"},
+		"negotiated block size":  {name: "ipxe.efi", blksize: 1468},
+		"capped block size":      {name: "/ipxe.efi", blksize: 8192},
+		"traversal":              {name: "../secret", fail: true},
+		"missing":                {name: "snponly.efi", fail: true},
+		"absolute outside paths": {name: filepath.Join(filepath.Dir(dir), "secret"), fail: true},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			cl, err := tftp.NewClient(addr)
+			must(t, err)
+			cl.SetTimeout(time.Second)
+			cl.SetRetries(2)
+			if c.blksize != 0 {
+				cl.SetBlockSize(c.blksize)
+			}
+			cl.RequestTSize(true)
+			wt, err := cl.Receive(c.name, "octet")
+			if c.fail {
+				if err == nil {
+					t.Fatalf("%s was served", c.name)
+				}
+				return
+			}
+			must(t, err)
+			if n, ok := wt.(tftp.IncomingTransfer).Size(); !ok || n != int64(len(payload)) {
+				t.Errorf("tsize %d, %v; want %d", n, ok, len(payload))
+			}
+			var got bytes.Buffer
+			if _, err := wt.WriteTo(&got); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got.Bytes(), payload) {
+				t.Fatalf("got %d bytes, want the %d of the file", got.Len(), len(payload))
+			}
+		})
+	}
+}
+
+// TestSizeProbe sends what UEFI firmware sends first: a read request asking for tsize,
+// then an error once the option acknowledgement came back.
+func TestSizeProbe(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "ipxe.efi"), make([]byte, 5000), 0o644))
+	addr, logs := serve(t, dir, Options{})
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	must(t, err)
+	defer conn.Close()
+	server, _ := net.ResolveUDPAddr("udp4", addr)
+	rrq := []byte{0, 1}
+	for _, s := range []string{"ipxe.efi", "octet", "tsize", "0", "blksize", "1468"} {
+		rrq = append(append(rrq, s...), 0)
+	}
+	_, err = conn.WriteTo(rrq, server)
+	must(t, err)
+	conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	buf := make([]byte, 1500)
+	n, from, err := conn.ReadFrom(buf)
+	must(t, err)
+	if op := binary.BigEndian.Uint16(buf); op != 6 {
+		t.Fatalf("opcode %d, want OACK (6)", op)
+	}
+	if !bytes.Contains(buf[2:n], []byte("tsize\x005000\x00")) {
+		t.Fatalf("OACK %q does not carry tsize 5000", buf[2:n])
+	}
+	// Abort like the firmware: error 8, "option negotiation" declined.
+	_, err = conn.WriteTo(append([]byte{0, 5, 0, 8}, "probe\x00"...), from)
+	must(t, err)
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(logs.String(), "tftp size probe") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no size probe logged; log:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -1,0 +1,134 @@
+package boot
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/e2e/netns"
+)
+
+const (
+	vmMAC = "52:54:00:12:34:56"
+	// vmROM is the e1000 iPXE ROM of Debian's ipxe-qemu.
+	vmROM  = "/usr/lib/ipxe/qemu/efi-e1000.rom"
+	vmUUID = "12345678-9abc-def0-1122-334455667788"
+	// marker is what the test ramdisk's /init prints on the serial console.
+	marker = "BC-RAMDISK-UP cmdline: "
+)
+
+// ramdiskImage builds (or finds in its cache) the test ramdisk and returns its directory.
+func ramdiskImage(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"apt-get", "dpkg-deb", "cpio", "gzip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s to build the test ramdisk", tool)
+		}
+	}
+	out, err := exec.Command("../scripts/ramdisk-test-image.sh").Output()
+	if err != nil {
+		msg := err.Error()
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg += "\n" + string(ee.Stderr)
+		}
+		t.Fatalf("scripts/ramdisk-test-image.sh: %s", msg)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestVMBootsRamdisk PXE-boots a qemu VM (TCG, its built-in iPXE ROM, a tap device on
+// the test segment) from the boot server alone into the test ramdisk, and reads the
+// ramdisk's console line. In authoritative mode the VM starts without an entry: it is
+// discovered, waits, and boots once the test gives it one, as a machine does while
+// metal.ensureRamdisk waits for its MAC to be confirmed. In proxy mode dnsmasq hands out
+// the address and the boot server only the boot information.
+func TestVMBootsRamdisk(t *testing.T) {
+	netns.Require(t, "qemu-system-x86_64", "dnsmasq")
+	if _, err := os.Stat(vmROM); err != nil {
+		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
+	}
+	dir := ramdiskImage(t)
+	entry := map[string]Entry{vmMAC: {Kind: KindRamdisk, Ramdisk: Ramdisk{Kernel: "vmlinuz", Initrd: "initrd.img",
+		Token: "rt_vm", Registry: "https://registry.test:7443", Pins: []string{"sha256/AAAA", "sha256/BBBB", "sha256/CCCC"},
+		Args: []string{"console=ttyS0", "panic=-1"}}}}
+	for _, mode := range []Mode{Authoritative, Proxy} {
+		t.Run(string(mode), func(t *testing.T) {
+			n := newTestNet(t)
+			cfg := netConfig(t, mode)
+			cfg.RamdiskDir = dir
+			cfg.RetryInterval = 2 * time.Second
+			var srv *bootServer
+			if mode == Proxy {
+				startDnsmasq(t, n)
+				srv = startServer(t, n.server, cfg, entry)
+			} else {
+				srv = startServer(t, n.server, cfg, nil)
+			}
+			console := startVM(t, n)
+			start := time.Now()
+			if mode == Authoritative {
+				waitFor(t, 120*time.Second, console, func() bool { return len(srv.Discoveries(t)) > 0 })
+				d := srv.Discoveries(t)[0]
+				t.Logf("discovered after %s: MAC %s, UUID %s (qemu -uuid %s), arch %d", time.Since(start).Round(time.Second), d.MAC, d.UUID, vmUUID, d.Arch)
+				if d.MAC.String() != vmMAC || !d.HasArch || d.Arch != 0 || d.UUID != vmUUID {
+					t.Errorf("discovery %+v: want MAC %s, arch 0 and UUID %s", d, vmMAC, vmUUID)
+				}
+				srv.SetEntries(t, entry)
+			}
+			var line string
+			waitFor(t, 180*time.Second, console, func() bool {
+				b, _ := os.ReadFile(console)
+				_, rest, ok := strings.Cut(string(b), marker)
+				line, _, _ = strings.Cut(rest, "\n")
+				return ok && strings.Contains(rest, "\n")
+			})
+			t.Logf("ramdisk up after %s", time.Since(start).Round(time.Second))
+			want := "initrd=initrd console=ttyS0 panic=-1 bc.registry=https://registry.test:7443 bc.pins=sha256/AAAA,sha256/BBBB,sha256/CCCC bc.token=rt_vm"
+			if strings.TrimSpace(line) != want {
+				t.Errorf("ramdisk command line\n got: %q\nwant: %q", line, want)
+			}
+		})
+	}
+}
+
+// startVM starts a VM that boots from its e1000 NIC on the test segment and returns the
+// file its serial console goes to. The VM is stopped when the test ends.
+func startVM(t *testing.T, n testNet) string {
+	t.Helper()
+	n.lan.AddTap(t, "tap0")
+	console := filepath.Join(t.TempDir(), "console.log")
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := n.lan.Command(ctx, "qemu-system-x86_64", "-machine", "pc", "-accel", "tcg", "-m", "256", "-smp", "1",
+		"-display", "none", "-monitor", "none", "-serial", "file:"+console, "-no-reboot", "-boot", "order=n",
+		"-uuid", vmUUID, "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "e1000,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(console)
+			t.Logf("qemu output:\n%s\nconsole:\n%s", out.String(), b)
+		}
+	})
+	return console
+}
+
+// waitFor polls cond until it holds, failing the test after d.
+func waitFor(t *testing.T, d time.Duration, console string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up after %s", d)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}

@@ -1,0 +1,111 @@
+// Package netns builds throwaway network namespaces for tests that run real clients and
+// servers (DHCP, TFTP, HTTP, qemu): a switch namespace holding a bridge, and member
+// namespaces attached to it by veth pairs. Every address lives inside these namespaces,
+// so nothing a test sends reaches the host's networks. Tests skip, saying why, when they
+// do not run as root or a tool is missing.
+package netns
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Require skips the test unless it runs as root and every tool is on PATH.
+func Require(t testing.TB, tools ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces (CI runs as root)")
+	}
+	for _, tool := range append([]string{"ip"}, tools...) {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s on PATH (.ci/deps.sh installs it)", tool)
+		}
+	}
+}
+
+// NS is a network namespace that lives until the test ends.
+type NS struct {
+	Name string
+}
+
+// New makes a namespace with its loopback up, deleted when the test ends.
+func New(t testing.TB, role string) *NS {
+	t.Helper()
+	b := make([]byte, 3)
+	rand.Read(b)
+	n := &NS{Name: "bc-" + role + "-" + hex.EncodeToString(b)}
+	run(t, "ip", "netns", "add", n.Name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "delete", n.Name).Run() })
+	n.Run(t, "ip", "link", "set", "lo", "up")
+	return n
+}
+
+// Command is name args... run inside the namespace.
+func (n *NS) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
+}
+
+// Run runs a command inside the namespace and returns its output, failing the test when
+// it fails.
+func (n *NS) Run(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	return run(t, "ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
+}
+
+func run(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+// LAN is one Ethernet segment: a bridge in a namespace of its own.
+type LAN struct {
+	*NS
+	links int
+}
+
+// NewLAN makes a switch namespace with a bridge "br0" up in it.
+func NewLAN(t testing.TB) *LAN {
+	t.Helper()
+	l := &LAN{NS: New(t, "lan")}
+	l.Run(t, "ip", "link", "add", "br0", "type", "bridge")
+	l.Run(t, "ip", "link", "set", "br0", "up")
+	return l
+}
+
+// Attach joins member to the segment with a veth pair: the end in member is named ifname
+// and gets cidr (none when empty) and mac (the kernel's choice when empty).
+func (l *LAN) Attach(t testing.TB, member *NS, ifname, cidr, mac string) {
+	t.Helper()
+	l.links++
+	port := fmt.Sprintf("p%d", l.links)
+	l.Run(t, "ip", "link", "add", port, "type", "veth", "peer", "name", ifname, "netns", member.Name)
+	l.Run(t, "ip", "link", "set", port, "master", "br0", "up")
+	if mac != "" {
+		member.Run(t, "ip", "link", "set", ifname, "address", mac)
+	}
+	if cidr != "" {
+		member.Run(t, "ip", "addr", "add", cidr, "dev", ifname)
+	}
+	member.Run(t, "ip", "link", "set", ifname, "up")
+}
+
+// AddTap makes a tap device for a VM in the switch namespace, on the bridge; qemu must
+// run inside the switch namespace to open it.
+func (l *LAN) AddTap(t testing.TB, name string) {
+	t.Helper()
+	l.Run(t, "ip", "tuntap", "add", name, "mode", "tap")
+	l.Run(t, "ip", "link", "set", name, "master", "br0", "up")
+}
