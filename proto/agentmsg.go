@@ -101,6 +101,10 @@ func (m *Message) check() error {
 		return Errorf(InvalidInput, "agent message of type %q carries the bodies %q: send exactly the body of its type", m.Type, bodies).WithPath(string(m.Type))
 	}
 	switch m.Type {
+	case MsgHello:
+		if _, unnamed := m.Hello.Inventory[""]; unnamed {
+			return Errorf(InvalidInput, "hello with an unnamed inventory section").WithPath("hello.inventory")
+		}
 	case MsgInventory:
 		if m.Inventory.Section == "" {
 			return Errorf(InvalidInput, "inventory message without a section").WithPath("inventory.section")

@@ -85,18 +85,19 @@ func TestDecodeMessage(t *testing.T) {
 		in   string
 		path string // empty: valid
 	}{
-		"ack":                {in: `{"type":"ack","ack":{"generation":2}}`},
-		"unknown field":      {in: `{"type":"ack","ack":{"generation":2,"later":1},"extra":true}`},
-		"not json":           {in: `{`, path: "-"},
-		"unknown type":       {in: `{"type":"bogus"}`, path: "type"},
-		"no body":            {in: `{"type":"hello"}`, path: "hello"},
-		"two bodies":         {in: `{"type":"ack","ack":{},"hello":{}}`, path: "ack"},
-		"other body":         {in: `{"type":"ack","hello":{}}`, path: "ack"},
-		"inventory unnamed":  {in: `{"type":"inventory","inventory":{"data":1}}`, path: "inventory.section"},
-		"command without id": {in: `{"type":"command","command":{"kind":"x"}}`, path: "command.id"},
-		"command with slash": {in: `{"type":"command","command":{"id":"a/b","kind":"x"}}`, path: "command.id"},
-		"result without id":  {in: `{"type":"result","result":{}}`, path: "result.id"},
-		"null body":          {in: `{"type":"spec","spec":null}`, path: "spec"},
+		"ack":                   {in: `{"type":"ack","ack":{"generation":2}}`},
+		"unknown field":         {in: `{"type":"ack","ack":{"generation":2,"later":1},"extra":true}`},
+		"not json":              {in: `{`, path: "-"},
+		"unknown type":          {in: `{"type":"bogus"}`, path: "type"},
+		"no body":               {in: `{"type":"hello"}`, path: "hello"},
+		"two bodies":            {in: `{"type":"ack","ack":{},"hello":{}}`, path: "ack"},
+		"other body":            {in: `{"type":"ack","hello":{}}`, path: "ack"},
+		"hello unnamed section": {in: `{"type":"hello","hello":{"inventory":{"":1}}}`, path: "hello.inventory"},
+		"inventory unnamed":     {in: `{"type":"inventory","inventory":{"data":1}}`, path: "inventory.section"},
+		"command without id":    {in: `{"type":"command","command":{"kind":"x"}}`, path: "command.id"},
+		"command with slash":    {in: `{"type":"command","command":{"id":"a/b","kind":"x"}}`, path: "command.id"},
+		"result without id":     {in: `{"type":"result","result":{}}`, path: "result.id"},
+		"null body":             {in: `{"type":"spec","spec":null}`, path: "spec"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

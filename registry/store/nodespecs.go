@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"sync"
 
 	"github.com/better-compute/better-compute/proto"
@@ -13,16 +14,22 @@ const bucketNodeSpecs = "nodespecs"
 // watchers are the hooks told about committed NodeSpec changes.
 type watchers struct {
 	mu       sync.Mutex
-	nodeSpec []func(node string, generation int64)
+	nodeSpec []*func(node string, generation int64)
 }
 
 // OnNodeSpec registers fn to be called after every commit that changed a node's spec,
-// with the node id and the new generation. It runs on the committing goroutine after the
-// store's locks are released, so it must return quickly (signal, do not work).
-func (s *Store) OnNodeSpec(fn func(node string, generation int64)) {
+// with the node id and the new generation, until the returned cancel is called. fn runs
+// on the committing goroutine after the store's locks are released, so it must return
+// quickly (signal, do not work).
+func (s *Store) OnNodeSpec(fn func(node string, generation int64)) (cancel func()) {
 	s.watch.mu.Lock()
 	defer s.watch.mu.Unlock()
-	s.watch.nodeSpec = append(s.watch.nodeSpec, fn)
+	s.watch.nodeSpec = append(s.watch.nodeSpec, &fn)
+	return func() {
+		s.watch.mu.Lock()
+		defer s.watch.mu.Unlock()
+		s.watch.nodeSpec = slices.DeleteFunc(s.watch.nodeSpec, func(f *func(string, int64)) bool { return f == &fn })
+	}
 }
 
 // SetNodeSpec stores spec as its node's desired state and returns it as stored. The
@@ -54,7 +61,7 @@ func (t *Tx) SetNodeSpec(spec proto.NodeSpec) (proto.NodeSpec, error) {
 	hooks := t.store.watch.nodeSpec
 	t.store.watch.mu.Unlock()
 	for _, fn := range hooks {
-		t.tx.OnCommit(func() { fn(spec.Node, spec.Generation) })
+		t.tx.OnCommit(func() { (*fn)(spec.Node, spec.Generation) })
 	}
 	return spec, nil
 }
