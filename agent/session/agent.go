@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"maps"
 	"net"
@@ -157,6 +158,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			attempt = 0
 		}
 		delay := a.cfg.Backoff.Delay(attempt)
+		if replaced(err) {
+			delay = a.cfg.Backoff.Delay(maxAttempt)
+		}
 		a.log.Info("registry session lost, reconnecting", "err", err, "attempt", attempt+1, "in", delay)
 		t := time.NewTimer(delay)
 		select {
@@ -166,6 +170,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
+}
+
+// maxAttempt is an attempt number whose delay is the backoff's longest.
+const maxAttempt = 1 << 20
+
+// replaced reports whether the registry closed the connection because a newer session of
+// the same node took over.
+func replaced(err error) bool {
+	ae, ok := errors.AsType[*quic.ApplicationError](err)
+	return ok && ae.Remote && ae.ErrorCode == quic.ApplicationErrorCode(proto.CloseReplaced)
 }
 
 // ObservedGeneration is the NodeSpec generation the agent has applied.
@@ -191,8 +205,8 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	defer conn.CloseWithError(0, "")
-	stop := context.AfterFunc(ctx, func() { conn.CloseWithError(0, "agent stopping") })
+	defer conn.CloseWithError(codeNormal, "")
+	stop := context.AfterFunc(ctx, func() { conn.CloseWithError(codeNormal, "agent stopping") })
 	defer stop()
 	stream, err := conn.OpenStreamSync(ctx)
 	if err != nil {
@@ -233,9 +247,11 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 	}
 }
 
-// codeProtocol is the application error an agent closes a connection with when the
-// registry broke the protocol.
-const codeProtocol quic.ApplicationErrorCode = 3
+// The close codes of proto, as quic-go takes them.
+const (
+	codeNormal   = quic.ApplicationErrorCode(proto.CloseNormal)
+	codeProtocol = quic.ApplicationErrorCode(proto.CloseProtocol)
+)
 
 func (a *Agent) dial(ctx context.Context) (*quic.Conn, error) {
 	if a.cfg.Transport == nil {

@@ -9,11 +9,11 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// Application error codes the endpoint closes connections with.
+// The close codes of proto, as quic-go takes them.
 const (
-	codeShutdown quic.ApplicationErrorCode = 1 // the registry is stopping
-	codeReplaced quic.ApplicationErrorCode = 2 // a newer session of the same node took over
-	codeProtocol quic.ApplicationErrorCode = 3 // the agent broke the protocol
+	codeShutdown = quic.ApplicationErrorCode(proto.CloseShutdown)
+	codeReplaced = quic.ApplicationErrorCode(proto.CloseReplaced)
+	codeProtocol = quic.ApplicationErrorCode(proto.CloseProtocol)
 )
 
 // Timeouts of the endpoint.
