@@ -38,7 +38,8 @@ func (e *Endpoint) Relay(ctx context.Context, node string, cmd proto.Command) (j
 		e.calls.complete(c)
 	case first:
 		if s := e.session(node); s != nil {
-			e.spawn(func() { e.deliver(s, c) })
+			pending := c
+			e.spawn(func() { e.deliver(s, pending) })
 		}
 	}
 	select {
