@@ -32,6 +32,8 @@ var ErrLocked = errors.New("the store is open in another process")
 type Store struct {
 	db  *bolt.DB
 	now func() time.Time
+	// watch holds the hooks called after commits (nodespecs.go).
+	watch watchers
 }
 
 // Options tune Open. The zero value is fine.
@@ -70,18 +72,27 @@ func (s *Store) Close() error { return s.db.Close() }
 // Update runs fn in a read-write transaction, committed (and fsynced) only when fn
 // returns nil. Nothing fn wrote is kept when it fails.
 func (s *Store) Update(fn func(*Tx) error) error {
-	return s.db.Update(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now()}) })
+	return s.db.Update(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now(), store: s}) })
+}
+
+// Batch is Update for many concurrent small writers: calls from several goroutines are
+// coalesced into one transaction and one fsync. fn may run more than once (when another
+// call of the batch fails), so it must do the same thing each time; it returns only after
+// its writes are committed.
+func (s *Store) Batch(fn func(*Tx) error) error {
+	return s.db.Batch(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now(), store: s}) })
 }
 
 // View runs fn in a read-only transaction.
 func (s *Store) View(fn func(*Tx) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now()}) })
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now(), store: s}) })
 }
 
 // Tx is one transaction. Its methods are the only way records are read and written.
 type Tx struct {
-	tx  *bolt.Tx
-	now time.Time
+	tx    *bolt.Tx
+	now   time.Time
+	store *Store
 }
 
 // Now is the time the transaction began, as the store's clock tells it.

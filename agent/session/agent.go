@@ -1,0 +1,316 @@
+// Package session is bcd's end of the agent plane: one QUIC session to the registry that
+// says hello with the generation the agent has applied and its inventory, applies each
+// NodeSpec the registry pushes and acknowledges it, runs relayed commands at most once
+// per id, and reconnects with backoff whenever the link drops. The bcd modes call it as a
+// library; docs/agent-plane.md describes the protocol.
+package session
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"maps"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/quic-go/quic-go"
+)
+
+// Handler runs one kind of relayed command and returns its result as JSON. An error that
+// is not a *proto.Error reaches the registry as DRIVER_ERROR.
+type Handler func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error)
+
+// Config is what an agent session is made with.
+type Config struct {
+	// Addr is the registry's agent endpoint, host:port (UDP).
+	Addr string
+	// ServerName is the name the registry's certificate must hold; Addr's host when empty.
+	ServerName string
+	// Certificate is the agent's client certificate, from the registry's agent CA.
+	Certificate tls.Certificate
+	// ServerCAs are the CAs trusted for the registry's certificate.
+	ServerCAs *x509.CertPool
+	// ObservedGeneration is the NodeSpec generation the agent had applied when it
+	// started (the mode keeps it across restarts); 0 for none.
+	ObservedGeneration int64
+	// Inventory holds the inventory sections to report in the first hello.
+	Inventory map[string]json.RawMessage
+	// Apply makes a pushed NodeSpec take effect; its generation is acknowledged once it
+	// returns nil. Nil accepts every spec as it is.
+	Apply func(ctx context.Context, spec proto.NodeSpec) error
+	// Handlers run relayed commands by kind; a kind without one is UNSUPPORTED.
+	Handlers map[string]Handler
+	// Log receives the session's structured logs.
+	Log *slog.Logger
+	// Backoff is the reconnect policy.
+	Backoff Backoff
+	// KeepAlive is how often an idle connection sends a keep-alive (DefaultKeepAlive when
+	// zero). A link that stays silent for four periods is dead, so it bounds how long a
+	// dead registry or link goes unnoticed.
+	KeepAlive time.Duration
+	// Transport, if set, carries the connection on its UDP socket, which many agents of
+	// one process (a load test) can share. Each connection makes its own socket otherwise.
+	Transport *quic.Transport
+	// KeepResults is how many recent command results are remembered to answer a resent
+	// command without running it again (DefaultKeepResults when zero).
+	KeepResults int
+}
+
+// Defaults of Config.
+const (
+	DefaultKeepAlive   = 25 * time.Second
+	DefaultKeepResults = 256
+)
+
+// ioTimeout bounds a write of one frame, the wait for a command on a new stream, and a
+// handshake.
+const ioTimeout = 10 * time.Second
+
+// Agent is one agent's session with the registry.
+type Agent struct {
+	cfg      Config
+	node     string // the node id, as the certificate names it
+	log      *slog.Logger
+	tlsConf  *tls.Config
+	quicConf *quic.Config
+	specs    chan proto.NodeSpec // the latest pushed spec not yet applied
+	cmds     commands
+	wg       sync.WaitGroup
+
+	mu        sync.Mutex
+	conn      *quic.Conn   // the current connection, nil between connections
+	stream    *quic.Stream // its session stream, once the hello is sent
+	observed  int64
+	inventory map[string]json.RawMessage
+}
+
+// New makes an agent session; Run connects it.
+func New(cfg Config) (*Agent, error) {
+	if len(cfg.Certificate.Certificate) == 0 {
+		return nil, proto.Errorf(proto.InvalidConfig, "the agent has no client certificate: join first")
+	}
+	leaf, err := x509.ParseCertificate(cfg.Certificate.Certificate[0])
+	if err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "agent certificate: %v", err)
+	}
+	host, _, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "registry agent endpoint %q: %v (use host:port)", cfg.Addr, err)
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = host
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.KeepResults == 0 {
+		cfg.KeepResults = DefaultKeepResults
+	}
+	a := &Agent{
+		cfg:  cfg,
+		node: leaf.Subject.CommonName,
+		log:  cfg.Log.With("node", leaf.Subject.CommonName),
+		tlsConf: &tls.Config{
+			MinVersion:   tls.VersionTLS13,
+			Certificates: []tls.Certificate{cfg.Certificate},
+			RootCAs:      cfg.ServerCAs,
+			ServerName:   cfg.ServerName,
+			NextProtos:   []string{proto.AgentALPN},
+		},
+		quicConf: &quic.Config{
+			HandshakeIdleTimeout:           ioTimeout,
+			MaxIdleTimeout:                 4 * cfg.KeepAlive,
+			KeepAlivePeriod:                cfg.KeepAlive,
+			MaxIncomingStreams:             maxCommands,
+			MaxIncomingUniStreams:          -1,
+			InitialStreamReceiveWindow:     64 << 10,
+			MaxStreamReceiveWindow:         8 << 20,
+			InitialConnectionReceiveWindow: 128 << 10,
+			MaxConnectionReceiveWindow:     16 << 20,
+		},
+		specs:     make(chan proto.NodeSpec, 1),
+		observed:  cfg.ObservedGeneration,
+		inventory: maps.Clone(cfg.Inventory),
+	}
+	if a.inventory == nil {
+		a.inventory = map[string]json.RawMessage{}
+	}
+	a.cmds.init(cfg.KeepResults)
+	return a, nil
+}
+
+// Run keeps the session up until ctx ends: it connects, and after every drop waits as
+// the backoff says and connects again. It returns once everything it started is done.
+func (a *Agent) Run(ctx context.Context) error {
+	defer a.wg.Wait()
+	a.wg.Go(func() { a.applyLoop(ctx) })
+	for attempt := 0; ; attempt++ {
+		established, err := a.connect(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if established {
+			attempt = 0
+		}
+		delay := a.cfg.Backoff.Delay(attempt)
+		if replaced(err) {
+			delay = a.cfg.Backoff.Delay(maxAttempt)
+		}
+		a.log.Info("registry session lost, reconnecting", "err", err, "attempt", attempt+1, "in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// maxAttempt is an attempt number whose delay is the backoff's longest.
+const maxAttempt = 1 << 20
+
+// replaced reports whether the registry closed the connection because a newer session of
+// the same node took over.
+func replaced(err error) bool {
+	ae, ok := errors.AsType[*quic.ApplicationError](err)
+	return ok && ae.Remote && ae.ErrorCode == quic.ApplicationErrorCode(proto.CloseReplaced)
+}
+
+// ObservedGeneration is the NodeSpec generation the agent has applied.
+func (a *Agent) ObservedGeneration() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.observed
+}
+
+// SetInventory replaces one inventory section: it is sent now if the agent is
+// connected, and in every later hello.
+func (a *Agent) SetInventory(section string, data json.RawMessage) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.inventory[section] = data
+	a.sendLocked(&proto.Message{Type: proto.MsgInventory, Inventory: &proto.Inventory{Section: section, Data: data}})
+}
+
+// connect runs one connection: dial, hello, then read pushed specs until it ends.
+// established reports whether the hello went out.
+func (a *Agent) connect(ctx context.Context) (established bool, err error) {
+	conn, err := a.dial(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.CloseWithError(codeNormal, "")
+	stop := context.AfterFunc(ctx, func() { conn.CloseWithError(codeNormal, "agent stopping") })
+	defer stop()
+	stream, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return false, err
+	}
+	a.mu.Lock()
+	hello := proto.Hello{ObservedGeneration: a.observed, Inventory: a.inventory}
+	stream.SetWriteDeadline(time.Now().Add(ioTimeout))
+	err = proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &hello})
+	if err == nil {
+		a.conn, a.stream = conn, stream
+	}
+	a.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		a.mu.Lock()
+		a.conn, a.stream = nil, nil
+		a.mu.Unlock()
+	}()
+	a.log.Debug("registry session established", "observedGeneration", hello.ObservedGeneration)
+	a.wg.Go(func() { a.acceptCommands(ctx, conn) })
+	for {
+		m, err := proto.ReadMessage(stream)
+		if err != nil {
+			return true, err
+		}
+		if m.Type != proto.MsgSpec {
+			conn.CloseWithError(codeProtocol, "unexpected message "+string(m.Type))
+			return true, proto.Errorf(proto.InvalidInput, "the registry sent a %q on the session stream", m.Type)
+		}
+		select { // the newest spec replaces one not applied yet
+		case <-a.specs:
+		default:
+		}
+		a.specs <- *m.Spec
+	}
+}
+
+// The close codes of proto, as quic-go takes them.
+const (
+	codeNormal   = quic.ApplicationErrorCode(proto.CloseNormal)
+	codeProtocol = quic.ApplicationErrorCode(proto.CloseProtocol)
+)
+
+func (a *Agent) dial(ctx context.Context) (*quic.Conn, error) {
+	if a.cfg.Transport == nil {
+		return quic.DialAddr(ctx, a.cfg.Addr, a.tlsConf, a.quicConf)
+	}
+	addr, err := net.ResolveUDPAddr("udp", a.cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	return a.cfg.Transport.Dial(ctx, addr, a.tlsConf, a.quicConf)
+}
+
+// sendLocked writes m on the session stream, if there is one; a.mu is held. A failed
+// write closes the connection, and the next hello carries what was lost.
+func (a *Agent) sendLocked(m *proto.Message) {
+	if a.stream == nil {
+		return
+	}
+	a.stream.SetWriteDeadline(time.Now().Add(ioTimeout))
+	if err := proto.WriteMessage(a.stream, m); err != nil {
+		a.conn.CloseWithError(codeProtocol, "write failed")
+	}
+}
+
+// applyLoop applies pushed specs one at a time, always the newest, and acknowledges each.
+func (a *Agent) applyLoop(ctx context.Context) {
+	for {
+		var spec proto.NodeSpec
+		select {
+		case <-ctx.Done():
+			return
+		case spec = <-a.specs:
+		}
+		err := a.apply(ctx, spec)
+		if ctx.Err() != nil {
+			return
+		}
+		ack := proto.Ack{Generation: spec.Generation}
+		a.mu.Lock()
+		if err == nil {
+			a.observed = spec.Generation
+		} else {
+			ack.Error = agentError("apply NodeSpec", err)
+			a.log.Warn("apply NodeSpec", "generation", spec.Generation, "err", err)
+		}
+		a.sendLocked(&proto.Message{Type: proto.MsgAck, Ack: &ack})
+		a.mu.Unlock()
+	}
+}
+
+func (a *Agent) apply(ctx context.Context, spec proto.NodeSpec) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	if spec.Node != a.node {
+		return proto.Errorf(proto.InvalidConfig, "NodeSpec of node %q pushed to agent %q", spec.Node, a.node).WithPath("node")
+	}
+	if a.cfg.Apply == nil {
+		return nil
+	}
+	return a.cfg.Apply(ctx, spec)
+}

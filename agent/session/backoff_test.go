@@ -1,0 +1,33 @@
+package session
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestBackoffDelay(t *testing.T) {
+	cases := map[string]struct {
+		b       Backoff
+		rand    float64
+		attempt int
+		want    time.Duration
+	}{
+		"first, no jitter":       {Backoff{Min: time.Second, Max: time.Minute}, 0, 0, 500 * time.Millisecond},
+		"first, most jitter":     {Backoff{Min: time.Second, Max: time.Minute}, 0.999999, 0, 999999500 * time.Nanosecond},
+		"doubles":                {Backoff{Min: time.Second, Max: time.Minute}, 0, 3, 4 * time.Second},
+		"capped":                 {Backoff{Min: time.Second, Max: time.Minute}, 0.5, 10, 45 * time.Second},
+		"huge attempt is capped": {Backoff{Min: time.Second, Max: time.Minute}, 0, 1000, 30 * time.Second},
+		"shift overflow":         {Backoff{Min: time.Hour, Max: 1 << 62}, 0, 40, 1 << 61},
+		"defaults":               {Backoff{}, 0, 0, DefaultMinBackoff / 2},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.b.Rand = func() float64 { return tc.rand }
+			if diff := cmp.Diff(tc.want, tc.b.Delay(tc.attempt)); diff != "" {
+				t.Errorf("delay (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,176 @@
+package agentplane
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
+)
+
+// env is a registry's agent endpoint on loopback over a store in a temporary directory,
+// and the CA its agents' certificates come from.
+type env struct {
+	t      *testing.T
+	ca     *testkit.CA
+	server tls.Certificate
+	dir    string
+	addr   string
+	hooks  agents.Config // OnInventory and OnObserved for the next start
+	st     *store.Store
+	ep     *agents.Endpoint
+}
+
+func newEnv(t *testing.T, hooks agents.Config) *env {
+	t.Helper()
+	ca, err := testkit.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := ca.ServerCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0", hooks: hooks}
+	e.start()
+	t.Cleanup(func() {
+		if e.ep != nil {
+			e.stop()
+		}
+	})
+	return e
+}
+
+// start opens the store and starts the endpoint on the address of the last one.
+func (e *env) start() {
+	e.t.Helper()
+	st, err := store.Open(e.dir, store.Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg := e.hooks
+	cfg.Listen, cfg.Certificate, cfg.AgentCAs, cfg.Store, cfg.Log = e.addr, e.server, e.ca.Pool(), st, testLog(e.t)
+	ep, err := agents.Start(cfg)
+	if err != nil {
+		st.Close()
+		e.t.Fatal(err)
+	}
+	e.st, e.ep, e.addr = st, ep, ep.Addr().String()
+}
+
+// stop closes the endpoint and the store, as a registry that stops does.
+func (e *env) stop() {
+	e.t.Helper()
+	if err := e.ep.Close(); err != nil {
+		e.t.Errorf("close endpoint: %v", err)
+	}
+	e.st.Close()
+	e.ep, e.st = nil, nil
+}
+
+// setSpec stores a NodeSpec for node with the given labels and returns its generation.
+func (e *env) setSpec(node string, labels map[string]string) int64 {
+	e.t.Helper()
+	var spec proto.NodeSpec
+	err := e.st.Update(func(tx *store.Tx) (err error) {
+		spec, err = tx.SetNodeSpec(proto.NodeSpec{Node: node, Role: proto.RoleNode, Labels: labels})
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return spec.Generation
+}
+
+// status is node's agent status, the zero value when none is stored.
+func (e *env) status(node string) store.AgentStatus {
+	var st store.AgentStatus
+	e.st.View(func(tx *store.Tx) error { st, _ = tx.AgentStatus(node); return nil })
+	return st
+}
+
+// agent is an agent session running on its own goroutine.
+type agent struct {
+	*session.Agent
+	mu      sync.Mutex
+	applied []proto.NodeSpec
+}
+
+func (a *agent) lastApplied() proto.NodeSpec {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.applied) == 0 {
+		return proto.NodeSpec{}
+	}
+	return a.applied[len(a.applied)-1]
+}
+
+// startAgent runs an agent of node (role node) against the endpoint until the test
+// ends. edit adjusts its config: the address, handlers, apply.
+func (e *env) startAgent(node string, edit func(*session.Config)) *agent {
+	e.t.Helper()
+	cert, err := e.ca.AgentCertificate(node, string(proto.RoleNode))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	a := &agent{}
+	cfg := session.Config{
+		Addr:        e.addr,
+		Certificate: cert,
+		ServerCAs:   e.ca.Pool(),
+		Log:         testLog(e.t),
+		Backoff:     session.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond},
+		KeepAlive:   100 * time.Millisecond,
+		Apply: func(ctx context.Context, spec proto.NodeSpec) error {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.applied = append(a.applied, spec)
+			return nil
+		},
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	if a.Agent, err = session.New(cfg); err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	e.t.Cleanup(func() { cancel(); <-done })
+	return a
+}
+
+// waitFor polls cond until it holds, failing the test after 20 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// testLog logs at debug level to stderr when BC_TEST_LOG is set, else nowhere.
+func testLog(testing.TB) *slog.Logger {
+	var w io.Writer = io.Discard
+	if os.Getenv("BC_TEST_LOG") != "" {
+		w = os.Stderr
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// raw is a JSON literal.
+func raw(s string) json.RawMessage { return json.RawMessage(s) }

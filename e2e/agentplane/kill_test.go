@@ -1,0 +1,154 @@
+package agentplane
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// TestKillRegistryMidPush runs the registry in a child process, moves the NodeSpecs of
+// 50 connected agents twice and kills the registry (SIGKILL) while it pushes them. A new
+// registry process on the same store and address must bring every agent to the latest
+// generation the store holds, and record it as observed.
+func TestKillRegistryMidPush(t *testing.T) {
+	const n = 50
+	e := newEnv(t, agents.Config{})
+	e.stop() // this test's registry runs in a child; keep the CA and directory
+	writeCA(t, e.ca, e.dir)
+	addr := freeUDP(t)
+	env := []string{"BC_DIR=" + e.dir, "BC_ADDR=" + addr}
+	reg := startChild(t, "registry", env...)
+	if got := reg.ask("specs %d r1", n); got != "ok 1" {
+		t.Fatalf("specs: %q", got)
+	}
+	e.addr = addr
+	all := make([]*agent, n)
+	for i := range all {
+		all[i] = e.startAgent(nodeName(i), func(c *session.Config) {
+			c.KeepAlive = 200 * time.Millisecond
+			c.Backoff = session.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}
+		})
+	}
+	waitFor(t, "all agents at generation 1", func() bool { return reg.ask("converged %d", n) == strconv.Itoa(n) })
+
+	if got := reg.ask("specs %d r2", n); got != "ok 2" {
+		t.Fatalf("specs: %q", got)
+	}
+	fmt.Fprintf(reg.stdin, "specs %d r3\n", n)
+	time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+	reg.kill()
+
+	reg = startChild(t, "registry", env...)
+	latest, err := strconv.ParseInt(reg.ask("generation"), 10, 64)
+	if err != nil || latest < 2 {
+		t.Fatalf("generation after the kill: %d, %v", latest, err)
+	}
+	waitFor(t, "every agent at the latest generation", func() bool {
+		for _, a := range all {
+			if a.ObservedGeneration() != latest || a.lastApplied().Generation != latest {
+				return false
+			}
+		}
+		return reg.ask("converged %d", n) == strconv.Itoa(n)
+	})
+}
+
+func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
+
+// freeUDP returns a loopback UDP address nothing listens on now.
+func freeUDP(t testing.TB) string {
+	t.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return c.LocalAddr().String()
+}
+
+// runRegistryChild is a registry process: a store in BC_DIR and an agent endpoint on
+// BC_ADDR, driven by requests on stdin:
+//
+//	specs N ROUND   set the NodeSpecs of nodes 0..N-1 (label round=ROUND) in one
+//	                transaction; answers "ok GENERATION"
+//	generation      the generation of node 0's spec
+//	converged N     how many of nodes 0..N-1 observed their spec's generation
+func runRegistryChild() int {
+	dir := os.Getenv("BC_DIR")
+	ca, err := readCA(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	server, err := ca.ServerCertificate()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer st.Close()
+	ep, err := agents.Start(agents.Config{Listen: os.Getenv("BC_ADDR"), Certificate: server, AgentCAs: ca.Pool(), Store: st, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer ep.Close()
+	fmt.Println("ready")
+	requests(func(f []string) string {
+		n := 0
+		if len(f) > 1 {
+			n, _ = strconv.Atoi(f[1])
+		}
+		switch f[0] {
+		case "specs":
+			var gen int64
+			err := st.Update(func(tx *store.Tx) error {
+				for i := range n {
+					spec, err := tx.SetNodeSpec(proto.NodeSpec{Node: nodeName(i), Role: proto.RoleNode, Labels: map[string]string{"round": f[2]}})
+					if err != nil {
+						return err
+					}
+					gen = spec.Generation
+				}
+				return nil
+			})
+			if err != nil {
+				return err.Error()
+			}
+			return fmt.Sprintf("ok %d", gen)
+		case "generation":
+			var spec proto.NodeSpec
+			st.View(func(tx *store.Tx) (err error) { spec, err = tx.NodeSpec(nodeName(0)); return err })
+			return strconv.FormatInt(spec.Generation, 10)
+		case "converged":
+			done := 0
+			st.View(func(tx *store.Tx) error {
+				for i := range n {
+					spec, _ := tx.NodeSpec(nodeName(i))
+					status, _ := tx.AgentStatus(nodeName(i))
+					if spec.Generation > 0 && status.ObservedGeneration == spec.Generation {
+						done++
+					}
+				}
+				return nil
+			})
+			return strconv.Itoa(done)
+		}
+		return "unknown request"
+	})
+	return 0
+}

@@ -1,0 +1,3 @@
+package agentplane
+
+func runAgentsChild() int { return 1 }

@@ -1,0 +1,188 @@
+package agentplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/google/go-cmp/cmp"
+)
+
+// runs counts the runs of each command id on the agent.
+type runs struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *runs) add(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[string]int{}
+	}
+	r.n[id]++
+}
+
+func (r *runs) get(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[id]
+}
+
+func TestRelay(t *testing.T) {
+	e := newEnv(t, agents.Config{})
+	var count runs
+	e.startAgent("gpu-1", func(c *session.Config) {
+		c.Handlers = map[string]session.Handler{
+			"echo": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+				var in struct{ ID string }
+				json.Unmarshal(p, &in)
+				count.add(in.ID)
+				return p, nil
+			},
+			"fail": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+				return nil, errors.New("disk busy")
+			},
+			"refuse": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+				return nil, proto.Errorf(proto.UnverifiedWipe, "wipe not attested")
+			},
+		}
+	})
+	waitFor(t, "session", func() bool { return e.ep.Sessions() == 1 })
+	cases := map[string]struct {
+		cmd    proto.Command
+		result string
+		code   proto.Code
+	}{
+		"result":           {cmd: proto.Command{Kind: "echo", Payload: raw(`{"ID":"a"}`)}, result: `{"ID":"a"}`},
+		"own id":           {cmd: proto.Command{ID: "step-7", Kind: "echo", Payload: raw(`{"ID":"step-7"}`)}, result: `{"ID":"step-7"}`},
+		"plain error":      {cmd: proto.Command{Kind: "fail"}, code: proto.DriverError},
+		"agent's code":     {cmd: proto.Command{Kind: "refuse"}, code: proto.UnverifiedWipe},
+		"unknown kind":     {cmd: proto.Command{Kind: "bogus"}, code: proto.Unsupported},
+		"bad id":           {cmd: proto.Command{ID: "a/b", Kind: "echo"}, code: proto.InvalidInput},
+		"payload not json": {cmd: proto.Command{Kind: "echo", Payload: raw(`{`)}, code: proto.InvalidInput},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			got, err := e.ep.Relay(ctx, "gpu-1", tc.cmd)
+			if tc.code != "" {
+				if proto.CodeOf(err) != tc.code {
+					t.Fatalf("got %v, want %s", err, tc.code)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.result, string(got)); diff != "" {
+				t.Errorf("result (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("a duplicate id is not run again", func(t *testing.T) {
+		cmd := proto.Command{ID: "dup-1", Kind: "echo", Payload: raw(`{"ID":"dup-1"}`)}
+		for range 3 {
+			got, err := e.ep.Relay(context.Background(), "gpu-1", cmd)
+			if err != nil || string(got) != `{"ID":"dup-1"}` {
+				t.Fatalf("got %s, %v", got, err)
+			}
+		}
+		if n := count.get("dup-1"); n != 1 {
+			t.Fatalf("ran %d times", n)
+		}
+	})
+	t.Run("nothing pending once answered", func(t *testing.T) {
+		e.st.View(func(tx *store.Tx) error {
+			if p, _ := tx.PendingAgentCommands("gpu-1"); len(p) != 0 {
+				t.Errorf("pending: %+v", p)
+			}
+			return nil
+		})
+	})
+	t.Run("a caller that gives up gets TIMEOUT", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := e.ep.Relay(ctx, "absent", proto.Command{ID: "x1", Kind: "echo"})
+		if proto.CodeOf(err) != proto.Timeout || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v, want TIMEOUT wrapping the deadline", err)
+		}
+	})
+}
+
+// TestRelayAcrossDroppedLink relays a slow command, cuts the link while it runs, and
+// restores it: the registry resends the command on the new session, the agent attaches
+// the resend to the run under way, and the command runs once.
+func TestRelayAcrossDroppedLink(t *testing.T) {
+	e := newEnv(t, agents.Config{})
+	proxy := newLinkProxy(t, e.addr)
+	var count runs
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	e.startAgent("gpu-1", func(c *session.Config) {
+		c.Addr = proxy.Addr()
+		c.Handlers = map[string]session.Handler{
+			"slow": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+				count.add("slow")
+				started <- struct{}{}
+				<-release
+				return raw(`"done"`), nil
+			},
+		}
+	})
+	waitFor(t, "session", func() bool { return e.ep.Sessions() == 1 })
+	type answer struct {
+		res json.RawMessage
+		err error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		res, err := e.ep.Relay(context.Background(), "gpu-1", proto.Command{ID: "slow-1", Kind: "slow"})
+		answers <- answer{res, err}
+	}()
+	<-started
+	proxy.cut.Store(true)
+	waitFor(t, "the registry to drop the session", func() bool { return e.ep.Sessions() == 0 })
+	proxy.cut.Store(false)
+	waitFor(t, "the agent to reconnect", func() bool { return e.ep.Sessions() == 1 })
+	close(release)
+	got := <-answers
+	if got.err != nil || string(got.res) != `"done"` {
+		t.Fatalf("got %s, %v", got.res, got.err)
+	}
+	if n := count.get("slow"); n != 1 {
+		t.Fatalf("ran %d times", n)
+	}
+}
+
+// TestRelayBeforeConnect relays to an agent that is not connected yet: the command waits
+// in the store and goes out when the agent says hello.
+func TestRelayBeforeConnect(t *testing.T) {
+	e := newEnv(t, agents.Config{})
+	var got atomic.Value
+	done := make(chan error, 1)
+	go func() {
+		res, err := e.ep.Relay(context.Background(), "gpu-2", proto.Command{ID: "early", Kind: "echo", Payload: raw(`1`)})
+		got.Store(string(res))
+		done <- err
+	}()
+	waitFor(t, "the command to be stored", func() bool {
+		var n int
+		e.st.View(func(tx *store.Tx) error { p, _ := tx.PendingAgentCommands("gpu-2"); n = len(p); return nil })
+		return n == 1
+	})
+	e.startAgent("gpu-2", func(c *session.Config) {
+		c.Handlers = map[string]session.Handler{"echo": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) { return p, nil }}
+	})
+	if err := <-done; err != nil || got.Load() != "1" {
+		t.Fatalf("got %v, %v", got.Load(), err)
+	}
+}

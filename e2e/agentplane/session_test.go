@@ -1,0 +1,119 @@
+package agentplane
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// inventoryLog records what the endpoint's OnInventory hook saw.
+type inventoryLog struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (l *inventoryLog) add(node, section string, data json.RawMessage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seen = append(l.seen, node+" "+section+" "+string(data))
+}
+
+func (l *inventoryLog) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.seen...)
+}
+
+func TestHelloPushAck(t *testing.T) {
+	var inv inventoryLog
+	e := newEnv(t, agents.Config{OnInventory: inv.add})
+	if gen := e.setSpec("gpu-1", map[string]string{"rack": "a"}); gen != 1 {
+		t.Fatalf("first generation %d", gen)
+	}
+	failGen := int64(-1)
+	var failMu sync.Mutex
+	a := e.startAgent("gpu-1", func(c *session.Config) {
+		c.Inventory = map[string]json.RawMessage{"system": raw(`{"cpus": 64}`)}
+		apply := c.Apply
+		c.Apply = func(ctx context.Context, spec proto.NodeSpec) error {
+			failMu.Lock()
+			defer failMu.Unlock()
+			if spec.Generation == failGen {
+				return errors.New("sysctl: permission denied")
+			}
+			return apply(ctx, spec)
+		}
+	})
+
+	t.Run("hello brings the agent up to date", func(t *testing.T) {
+		waitFor(t, "observedGeneration 1", func() bool { return e.status("gpu-1").ObservedGeneration == 1 })
+		got := a.lastApplied()
+		want := proto.NodeSpec{Node: "gpu-1", Role: proto.RoleNode, Generation: 1, Labels: map[string]string{"rack": "a"}}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("applied (-want +got):\n%s", diff)
+		}
+		if a.ObservedGeneration() != 1 {
+			t.Errorf("agent observed %d", a.ObservedGeneration())
+		}
+	})
+	t.Run("hello inventory is stored and hooked", func(t *testing.T) {
+		waitFor(t, "inventory hook", func() bool { return len(inv.get()) == 1 })
+		if diff := cmp.Diff([]string{`gpu-1 system {"cpus":64}`}, inv.get()); diff != "" {
+			t.Errorf("hook (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("a bump is pushed to the connected agent", func(t *testing.T) {
+		gen := e.setSpec("gpu-1", map[string]string{"rack": "b"})
+		waitFor(t, "observedGeneration 2", func() bool { return e.status("gpu-1").ObservedGeneration == gen })
+		if got := a.lastApplied().Labels["rack"]; got != "b" {
+			t.Errorf("applied rack %q, want b", got)
+		}
+	})
+	t.Run("a failed apply is recorded", func(t *testing.T) {
+		failMu.Lock()
+		failGen = 3
+		failMu.Unlock()
+		e.setSpec("gpu-1", map[string]string{"rack": "c"})
+		waitFor(t, "apply failure", func() bool { return e.status("gpu-1").FailedGeneration == 3 })
+		got := e.status("gpu-1")
+		want := store.AgentStatus{Node: "gpu-1", ObservedGeneration: 2, FailedGeneration: 3,
+			ApplyError: &proto.Error{Code: proto.DriverError, Message: "apply NodeSpec: sysctl: permission denied"}}
+		if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(store.AgentStatus{}, "UpdatedAt"), cmpopts.IgnoreUnexported(proto.Error{})); diff != "" {
+			t.Errorf("status (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("the next generation clears the failure", func(t *testing.T) {
+		gen := e.setSpec("gpu-1", map[string]string{"rack": "d"})
+		waitFor(t, "observedGeneration 4", func() bool { return e.status("gpu-1").ObservedGeneration == gen })
+		if st := e.status("gpu-1"); st.ApplyError != nil {
+			t.Errorf("failure kept: %+v", st)
+		}
+	})
+	t.Run("inventory updates on the session", func(t *testing.T) {
+		a.SetInventory("nics", raw(`[{"mac":"52:54:00:00:00:01"}]`))
+		a.SetInventory("system", raw(`{"cpus": 64}`)) // unchanged: no hook
+		a.SetInventory("images", raw(`[]`))
+		waitFor(t, "inventory hooks", func() bool { return len(inv.get()) == 3 })
+		var sections []string
+		e.st.View(func(tx *store.Tx) error {
+			all, err := tx.Inventory("gpu-1")
+			for _, s := range all {
+				sections = append(sections, s.Section+" "+string(s.Data))
+			}
+			return err
+		})
+		want := []string{`images []`, `nics [{"mac":"52:54:00:00:00:01"}]`, `system {"cpus":64}`}
+		if diff := cmp.Diff(want, sections); diff != "" {
+			t.Errorf("stored inventory (-want +got):\n%s", diff)
+		}
+	})
+}

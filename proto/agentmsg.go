@@ -1,0 +1,147 @@
+package proto
+
+import "encoding/json"
+
+// AgentALPN is the ALPN protocol of the agent plane's QUIC connections. A change of the
+// wire format that old peers cannot read gets a new one.
+const AgentALPN = "bc-agent/1"
+
+// CloseCode is the application error code a QUIC connection or stream of the agent
+// plane is closed (or a stream cancelled) with.
+type CloseCode uint64
+
+// The close codes.
+const (
+	// CloseNormal: the peer is done (an agent stopping).
+	CloseNormal CloseCode = 0
+	// CloseShutdown: the registry is stopping; reconnect with backoff.
+	CloseShutdown CloseCode = 1
+	// CloseReplaced: a newer session of the same node took over. Another agent runs with
+	// this node's certificate; the replaced one waits its longest backoff before retrying.
+	CloseReplaced CloseCode = 2
+	// CloseProtocol: the peer broke the protocol.
+	CloseProtocol CloseCode = 3
+)
+
+// MessageType names the one body a Message carries.
+type MessageType string
+
+// The message types. Hello, ack and inventory go from agent to registry on the session
+// stream, spec from registry to agent on it; command goes from registry to agent on a
+// command stream and result comes back on the same stream.
+const (
+	MsgHello     MessageType = "hello"
+	MsgSpec      MessageType = "spec"
+	MsgAck       MessageType = "ack"
+	MsgInventory MessageType = "inventory"
+	MsgCommand   MessageType = "command"
+	MsgResult    MessageType = "result"
+)
+
+// Message is one frame's content: a type and exactly the body of that type. Unknown
+// fields are ignored, so a newer peer may add fields; a message of an unknown type is an
+// error for the peer that receives it.
+type Message struct {
+	Type      MessageType `json:"type"`
+	Hello     *Hello      `json:"hello,omitempty"`
+	Spec      *NodeSpec   `json:"spec,omitempty"`
+	Ack       *Ack        `json:"ack,omitempty"`
+	Inventory *Inventory  `json:"inventory,omitempty"`
+	Command   *Command    `json:"command,omitempty"`
+	Result    *Result     `json:"result,omitempty"`
+}
+
+// Hello opens a session: what the agent has applied and what it has to report.
+type Hello struct {
+	// ObservedGeneration is the NodeSpec generation the agent last applied (0: none).
+	ObservedGeneration int64 `json:"observedGeneration"`
+	// Inventory holds the agent's inventory sections by name (images, system, nics, ...).
+	Inventory map[string]json.RawMessage `json:"inventory,omitempty"`
+}
+
+// Ack reports the outcome of applying a NodeSpec generation: applied when Error is nil.
+type Ack struct {
+	Generation int64  `json:"generation"`
+	Error      *Error `json:"error,omitempty"`
+}
+
+// Inventory replaces one inventory section of the agent.
+type Inventory struct {
+	Section string          `json:"section"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// Command is a step relayed to an agent. The agent runs it at most once per ID.
+type Command struct {
+	ID      string          `json:"id"`
+	Kind    string          `json:"kind"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// Result answers a command: its result, or the error it failed with.
+type Result struct {
+	ID     string          `json:"id"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+}
+
+// DecodeMessage decodes one frame's payload and checks that it carries exactly the body
+// its type names. A malformed message is INVALID_INPUT.
+func DecodeMessage(b []byte) (Message, error) {
+	var m Message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return Message{}, Errorf(InvalidInput, "agent message: %v", err)
+	}
+	return m, m.check()
+}
+
+// check refuses a message whose bodies do not match its type.
+func (m *Message) check() error {
+	var bodies []MessageType
+	for _, b := range []struct {
+		t       MessageType
+		present bool
+	}{
+		{MsgHello, m.Hello != nil}, {MsgSpec, m.Spec != nil}, {MsgAck, m.Ack != nil},
+		{MsgInventory, m.Inventory != nil}, {MsgCommand, m.Command != nil}, {MsgResult, m.Result != nil},
+	} {
+		if b.present {
+			bodies = append(bodies, b.t)
+		}
+	}
+	switch m.Type {
+	case MsgHello, MsgSpec, MsgAck, MsgInventory, MsgCommand, MsgResult:
+	default:
+		return Errorf(InvalidInput, "agent message of unknown type %q", m.Type).WithPath("type")
+	}
+	if len(bodies) != 1 || bodies[0] != m.Type {
+		return Errorf(InvalidInput, "agent message of type %q carries the bodies %q: send exactly the body of its type", m.Type, bodies).WithPath(string(m.Type))
+	}
+	switch m.Type {
+	case MsgHello:
+		if _, unnamed := m.Hello.Inventory[""]; unnamed {
+			return Errorf(InvalidInput, "hello with an unnamed inventory section").WithPath("hello.inventory")
+		}
+	case MsgInventory:
+		if m.Inventory.Section == "" {
+			return Errorf(InvalidInput, "inventory message without a section").WithPath("inventory.section")
+		}
+	case MsgCommand:
+		if err := CheckCommandID(m.Command.ID); err != nil {
+			return AsError(err).WithPath("command.id")
+		}
+	case MsgResult:
+		if err := CheckCommandID(m.Result.ID); err != nil {
+			return AsError(err).WithPath("result.id")
+		}
+	}
+	return nil
+}
+
+// CheckCommandID refuses an id that cannot name a command: the same set as node ids.
+func CheckCommandID(id string) error {
+	if !nodeID.MatchString(id) {
+		return Errorf(InvalidInput, "command id %q: use 1 to 128 letters, digits, '.', '_', ':' and '-', starting with a letter or digit", id)
+	}
+	return nil
+}

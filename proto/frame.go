@@ -1,0 +1,71 @@
+package proto
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+)
+
+// The agent plane's framing on a QUIC stream: each frame is a 4-byte big-endian payload
+// length, then that many bytes of one JSON-encoded Message.
+const (
+	// MaxFrame bounds a frame's payload. A larger length is an error and the stream is
+	// abandoned: nothing in the agent plane needs more (inventories and site NodeSpecs
+	// are tens of KiB).
+	MaxFrame = 4 << 20
+	// frameChunk is how much of a frame is read at a time, so memory follows the bytes
+	// that actually arrive, not the length a peer announces.
+	frameChunk = 64 << 10
+)
+
+// ErrFrameTooLarge is returned for a frame whose announced length exceeds MaxFrame.
+var ErrFrameTooLarge = errors.New("agent frame larger than proto.MaxFrame")
+
+// ReadFrame reads one frame and returns its payload. It returns io.EOF only when the
+// stream ends cleanly between frames, io.ErrUnexpectedEOF when it ends inside one.
+func ReadFrame(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr[:]))
+	if n > MaxFrame {
+		return nil, ErrFrameTooLarge
+	}
+	buf := make([]byte, 0, min(n, frameChunk))
+	for len(buf) < n {
+		chunk := min(n-len(buf), frameChunk)
+		buf = append(buf, make([]byte, chunk)...)
+		if _, err := io.ReadFull(r, buf[len(buf)-chunk:]); err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
+}
+
+// ReadMessage reads one frame and decodes its message.
+func ReadMessage(r io.Reader) (Message, error) {
+	b, err := ReadFrame(r)
+	if err != nil {
+		return Message{}, err
+	}
+	return DecodeMessage(b)
+}
+
+// WriteMessage writes m as one frame with a single Write.
+func WriteMessage(w io.Writer, m *Message) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if len(body) > MaxFrame {
+		return ErrFrameTooLarge
+	}
+	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
+	_, err = w.Write(append(frame, body...))
+	return err
+}

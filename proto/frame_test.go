@@ -1,0 +1,177 @@
+package proto
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func frame(payload string) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(payload))), payload...)
+}
+
+func TestReadFrame(t *testing.T) {
+	cases := map[string]struct {
+		in   []byte
+		want string
+		err  error
+	}{
+		"one frame":         {in: frame(`{"type":"ack"}`), want: `{"type":"ack"}`},
+		"empty payload":     {in: frame(""), want: ""},
+		"clean end":         {in: nil, err: io.EOF},
+		"short header":      {in: []byte{0, 0}, err: io.ErrUnexpectedEOF},
+		"short payload":     {in: frame("abcdef")[:7], err: io.ErrUnexpectedEOF},
+		"header only":       {in: frame("abc")[:4], err: io.ErrUnexpectedEOF},
+		"too large":         {in: binary.BigEndian.AppendUint32(nil, MaxFrame+1), err: ErrFrameTooLarge},
+		"largest announced": {in: binary.BigEndian.AppendUint32(nil, MaxFrame), err: io.ErrUnexpectedEOF},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := ReadFrame(bytes.NewReader(tc.in))
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("error: got %v, want %v", err, tc.err)
+			}
+			if err == nil && string(got) != tc.want {
+				t.Fatalf("payload: got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMessageRoundTrip(t *testing.T) {
+	msgs := map[string]Message{
+		"hello":     {Type: MsgHello, Hello: &Hello{ObservedGeneration: 7, Inventory: map[string]json.RawMessage{"images": json.RawMessage(`[{"digest":"ab"}]`)}}},
+		"spec":      {Type: MsgSpec, Spec: &NodeSpec{Node: "n1", Role: RoleNode, Generation: 3, Host: []HostUnit{{Unit: "sysctl", Settings: json.RawMessage(`{"vm.swappiness":1}`)}}}},
+		"ack":       {Type: MsgAck, Ack: &Ack{Generation: 3, Error: &Error{Code: DriverError, Message: "unit failed"}}},
+		"inventory": {Type: MsgInventory, Inventory: &Inventory{Section: "nics", Data: json.RawMessage(`[]`)}},
+		"command":   {Type: MsgCommand, Command: &Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"/dev/sda"}`)}},
+		"result":    {Type: MsgResult, Result: &Result{ID: "c1", Result: json.RawMessage(`{"ok":true}`)}},
+	}
+	var stream bytes.Buffer
+	for _, name := range []string{"hello", "spec", "ack", "inventory", "command", "result"} {
+		m := msgs[name]
+		if err := WriteMessage(&stream, &m); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for _, name := range []string{"hello", "spec", "ack", "inventory", "command", "result"} {
+		got, err := ReadMessage(&stream)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if diff := cmp.Diff(msgs[name], got, cmp.AllowUnexported(Error{})); diff != "" {
+			t.Errorf("%s (-sent +read):\n%s", name, diff)
+		}
+	}
+	if _, err := ReadMessage(&stream); err != io.EOF {
+		t.Fatalf("after the last frame: got %v, want io.EOF", err)
+	}
+}
+
+func TestWriteMessageTooLarge(t *testing.T) {
+	big := Message{Type: MsgInventory, Inventory: &Inventory{Section: "s", Data: json.RawMessage(`"` + string(bytes.Repeat([]byte("x"), MaxFrame)) + `"`)}}
+	if err := WriteMessage(io.Discard, &big); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("got %v, want ErrFrameTooLarge", err)
+	}
+}
+
+func TestDecodeMessage(t *testing.T) {
+	cases := map[string]struct {
+		in   string
+		path string // empty: valid
+	}{
+		"ack":                   {in: `{"type":"ack","ack":{"generation":2}}`},
+		"unknown field":         {in: `{"type":"ack","ack":{"generation":2,"later":1},"extra":true}`},
+		"not json":              {in: `{`, path: "-"},
+		"unknown type":          {in: `{"type":"bogus"}`, path: "type"},
+		"no body":               {in: `{"type":"hello"}`, path: "hello"},
+		"two bodies":            {in: `{"type":"ack","ack":{},"hello":{}}`, path: "ack"},
+		"other body":            {in: `{"type":"ack","hello":{}}`, path: "ack"},
+		"hello unnamed section": {in: `{"type":"hello","hello":{"inventory":{"":1}}}`, path: "hello.inventory"},
+		"inventory unnamed":     {in: `{"type":"inventory","inventory":{"data":1}}`, path: "inventory.section"},
+		"command without id":    {in: `{"type":"command","command":{"kind":"x"}}`, path: "command.id"},
+		"command with slash":    {in: `{"type":"command","command":{"id":"a/b","kind":"x"}}`, path: "command.id"},
+		"result without id":     {in: `{"type":"result","result":{}}`, path: "result.id"},
+		"null body":             {in: `{"type":"spec","spec":null}`, path: "spec"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := DecodeMessage([]byte(tc.in))
+			if tc.path == "" {
+				if err != nil {
+					t.Fatalf("got %v, want nil", err)
+				}
+				return
+			}
+			e, ok := errors.AsType[*Error](err)
+			if !ok || e.Code != InvalidInput {
+				t.Fatalf("got %v, want INVALID_INPUT", err)
+			}
+			if tc.path != "-" && e.Details.Path != tc.path {
+				t.Fatalf("path: got %q, want %q", e.Details.Path, tc.path)
+			}
+		})
+	}
+}
+
+// FuzzReadFrame feeds arbitrary bytes to the frame reader: it never panics, never returns
+// more than MaxFrame, and a frame it accepts is read back whole.
+func FuzzReadFrame(f *testing.F) {
+	f.Add(frame(`{"type":"ack","ack":{"generation":1}}`))
+	f.Add(append(frame("a"), frame("bc")...))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0, 0, 0})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		r := bytes.NewReader(in)
+		for {
+			b, err := ReadFrame(r)
+			if err != nil {
+				return
+			}
+			if len(b) > MaxFrame {
+				t.Fatalf("frame of %d bytes", len(b))
+			}
+			if rest := in[len(in)-r.Len()-len(b):]; !bytes.HasPrefix(rest, b) {
+				t.Fatalf("payload is not the bytes after the header")
+			}
+		}
+	})
+}
+
+// FuzzDecodeMessage feeds arbitrary payloads to the message decoder: it never panics, and
+// a message it accepts carries exactly the body of its type and encodes back to one it
+// accepts again.
+func FuzzDecodeMessage(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"hello","hello":{"observedGeneration":3,"inventory":{"images":[]}}}`,
+		`{"type":"spec","spec":{"node":"n1","role":"site","generation":2,"site":{"bootEntries":[{"node":"m1","macs":["52:54:00:00:00:01"],"kind":"disk"}]}}}`,
+		`{"type":"ack","ack":{"generation":2,"error":{"code":"DRIVER_ERROR","message":"x"}}}`,
+		`{"type":"inventory","inventory":{"section":"nics","data":{}}}`,
+		`{"type":"command","command":{"id":"c-1","kind":"disk.wipe","payload":{}}}`,
+		`{"type":"result","result":{"id":"c-1","result":null}}`,
+		`{"type":"ack","hello":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		m, err := DecodeMessage(in)
+		if err != nil {
+			if CodeOf(err) != InvalidInput {
+				t.Fatalf("error of code %s: %v", CodeOf(err), err)
+			}
+			return
+		}
+		var buf bytes.Buffer
+		if err := WriteMessage(&buf, &m); err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		if _, err := ReadMessage(&buf); err != nil {
+			t.Fatalf("re-read: %v", err)
+		}
+	})
+}

@@ -1,0 +1,211 @@
+package proto
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"regexp"
+)
+
+// Role is what an agent is: the role its client certificate names (in the
+// OrganizationalUnit) and the role a NodeSpec is written for.
+type Role string
+
+// The agent roles.
+const (
+	// RoleSite is the agent of a rack: boot server, image cache, BMC relay.
+	RoleSite Role = "site"
+	// RoleRamdisk is the agent inside the PXE-booted RAM disk that writes a machine's disk.
+	RoleRamdisk Role = "ramdisk"
+	// RoleNode is the agent of an installed host, which converges its host configuration.
+	RoleNode Role = "node"
+)
+
+// Roles lists every role.
+var Roles = []Role{RoleSite, RoleRamdisk, RoleNode}
+
+// Valid reports whether r is one of Roles.
+func (r Role) Valid() bool {
+	for _, known := range Roles {
+		if r == known {
+			return true
+		}
+	}
+	return false
+}
+
+var nodeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// CheckNodeID refuses a string that cannot be a node id: 1 to 128 letters, digits, '.',
+// '_', ':' and '-', starting with a letter or digit. Node ids key records and name agents
+// in their certificates, so the set is kept small and free of separators.
+func CheckNodeID(id string) error {
+	if !nodeID.MatchString(id) {
+		return Errorf(InvalidInput, "node id %q: use 1 to 128 letters, digits, '.', '_', ':' and '-', starting with a letter or digit", id)
+	}
+	return nil
+}
+
+// NodeSpec is the desired state of one agent's node, pushed over its session whenever
+// Generation moves. Each role reads the sections meant for it and ignores the others;
+// later capabilities add sections beside these.
+type NodeSpec struct {
+	// Node is the node id, the CommonName of the agent's certificate.
+	Node string `json:"node"`
+	// Role is the role the spec is written for.
+	Role Role `json:"role"`
+	// Generation counts the changes of the spec; the registry sets it, starting at 1.
+	Generation int64 `json:"generation"`
+	// Labels are the node's labels, against which host units' `when` is evaluated.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Drivers binds each concern (power, management, boot, deploy, inspect, ...) to a driver.
+	Drivers map[string]DriverBinding `json:"drivers,omitempty"`
+	// Host is the node's host configuration: units applied in the converger's order.
+	Host []HostUnit `json:"host,omitempty"`
+	// Site is the rack agent's section: what to cache and how to boot each machine.
+	Site *SiteSpec `json:"site,omitempty"`
+}
+
+// DriverBinding names the driver that serves a concern and its configuration.
+type DriverBinding struct {
+	Driver string          `json:"driver"`
+	Config json.RawMessage `json:"config,omitempty"`
+}
+
+// HostUnit is one unit of host configuration: its name and its settings.
+type HostUnit struct {
+	// Unit is the unit's name, for example "sysctl" or "nvidia-driver".
+	Unit string `json:"unit"`
+	// When is a label expression; the unit applies only where it holds. Empty is always.
+	When string `json:"when,omitempty"`
+	// Settings are the unit's own settings, as the unit defines them.
+	Settings json.RawMessage `json:"settings,omitempty"`
+}
+
+// SiteSpec is the desired state of a site agent.
+type SiteSpec struct {
+	// CacheImages are the images the site cache pulls and keeps.
+	CacheImages []CacheImage `json:"cacheImages,omitempty"`
+	// BootEntries say how each known machine boots.
+	BootEntries []BootEntry `json:"bootEntries,omitempty"`
+}
+
+// BootKind is how a machine boots from the site.
+type BootKind string
+
+// The boot kinds.
+const (
+	// BootRamdisk boots the deploy RAM disk.
+	BootRamdisk BootKind = "ramdisk"
+	// BootDisk tells iPXE to exit and boot the local disk.
+	BootDisk BootKind = "disk"
+	// BootSanboot boots an ISO from the site cache with iPXE sanboot.
+	BootSanboot BootKind = "sanboot"
+)
+
+// BootEntry is how one machine, known by its MACs and product UUID, boots.
+type BootEntry struct {
+	// Node is the machine's node id.
+	Node string `json:"node"`
+	// MACs are the machine's boot interfaces, lower-case and colon-separated.
+	MACs []string `json:"macs"`
+	// ProductUUID is the SMBIOS product UUID (DHCP option 97), if known.
+	ProductUUID string `json:"productUUID,omitempty"`
+	// Kind selects one of the sections below (none for disk).
+	Kind    BootKind     `json:"kind"`
+	Ramdisk *RamdiskBoot `json:"ramdisk,omitempty"`
+	Sanboot *Sanboot     `json:"sanboot,omitempty"`
+}
+
+// RamdiskBoot is the deploy RAM disk a machine boots: artifacts in the site cache by
+// digest, and its kernel command line (which carries the ramdisk join token, the
+// registry's endpoint and pins).
+type RamdiskBoot struct {
+	Kernel  string `json:"kernel"`
+	Initrd  string `json:"initrd"`
+	Cmdline string `json:"cmdline,omitempty"`
+}
+
+// Sanboot is an ISO booted from the site cache by digest.
+type Sanboot struct {
+	Image string `json:"image"`
+}
+
+// digest is a SHA-256 as the catalog writes it: 64 lower-case hex digits.
+var digest = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Validate returns the first problem of the spec as INVALID_CONFIG with the path of the
+// offending field, or nil.
+func (s *NodeSpec) Validate() error {
+	bad := func(path, format string, args ...any) error {
+		return Errorf(InvalidConfig, format, args...).WithPath(path)
+	}
+	if err := CheckNodeID(s.Node); err != nil {
+		return bad("node", "%s", AsError(err).Message)
+	}
+	if !s.Role.Valid() {
+		return bad("role", "role %q: use site, ramdisk or node", s.Role)
+	}
+	if s.Generation < 0 {
+		return bad("generation", "generation %d is negative", s.Generation)
+	}
+	for concern, b := range s.Drivers {
+		if b.Driver == "" {
+			return bad("drivers."+concern+".driver", "name the driver of concern %q", concern)
+		}
+	}
+	for i, u := range s.Host {
+		if u.Unit == "" {
+			return bad(fmt.Sprintf("host[%d].unit", i), "name the unit")
+		}
+	}
+	if s.Site == nil {
+		return nil
+	}
+	for i, c := range s.Site.CacheImages {
+		p := fmt.Sprintf("site.cacheImages[%d]", i)
+		switch {
+		case c.Ref == "":
+			return bad(p+".ref", "name the image")
+		case !digest.MatchString(c.Digest):
+			return bad(p+".digest", "digest %q: use the SHA-256 as 64 lower-case hex digits", c.Digest)
+		case c.Source == "":
+			return bad(p+".source", "give the URL the cache pulls from")
+		}
+	}
+	for i, e := range s.Site.BootEntries {
+		if err := e.validate(fmt.Sprintf("site.bootEntries[%d]", i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *BootEntry) validate(p string) error {
+	bad := func(path, format string, args ...any) error {
+		return Errorf(InvalidConfig, format, args...).WithPath(p + path)
+	}
+	if len(e.MACs) == 0 {
+		return bad(".macs", "give at least one MAC")
+	}
+	for j, m := range e.MACs {
+		hw, err := net.ParseMAC(m)
+		if err != nil || hw.String() != m {
+			return bad(fmt.Sprintf(".macs[%d]", j), "MAC %q: use lower-case hex pairs separated by colons", m)
+		}
+	}
+	switch e.Kind {
+	case BootRamdisk:
+		if e.Ramdisk == nil || !digest.MatchString(e.Ramdisk.Kernel) || !digest.MatchString(e.Ramdisk.Initrd) {
+			return bad(".ramdisk", "a ramdisk entry needs kernel and initrd digests")
+		}
+	case BootSanboot:
+		if e.Sanboot == nil || !digest.MatchString(e.Sanboot.Image) {
+			return bad(".sanboot", "a sanboot entry needs the ISO's digest")
+		}
+	case BootDisk:
+	default:
+		return bad(".kind", "boot kind %q: use ramdisk, disk or sanboot", e.Kind)
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+// Package agents is the registry's end of the agent plane: a QUIC endpoint (TLS 1.3,
+// mutual TLS, ALPN bc-agent/1) that holds one session per agent, pushes each agent its
+// NodeSpec whenever the generation moves, records what the agent has applied and the
+// inventory it reports, and relays commands to it, keeping them in the store until they
+// are answered. docs/agent-plane.md describes the protocol.
+package agents
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/quic-go/quic-go"
+)
+
+// DefaultCommandTTL is how long a relayed command is kept when nobody collects it.
+const DefaultCommandTTL = 24 * time.Hour
+
+// Config is what an endpoint is started with.
+type Config struct {
+	// Listen is the UDP address to serve on, host:port.
+	Listen string
+	// Certificate is the registry's server certificate.
+	Certificate tls.Certificate
+	// AgentCAs are the CAs whose client certificates name agents: CommonName the node
+	// id, OrganizationalUnit the role.
+	AgentCAs *x509.CertPool
+	// Store keeps NodeSpecs, agent status, inventory and pending commands.
+	Store *store.Store
+	// Log receives the endpoint's structured logs.
+	Log *slog.Logger
+	// OnInventory, if set, is called after an inventory section that changed is stored.
+	// It runs on the agent's session and must return quickly (queue, do not work).
+	OnInventory func(node, section string, data json.RawMessage)
+	// OnObserved, if set, is called after an agent's applied generation is recorded, so
+	// that a workflow can wait for a NodeSpec to take effect. It must return quickly.
+	OnObserved func(node string, generation int64)
+	// Now is the clock of command expiry; time.Now when nil.
+	Now func() time.Time
+	// CommandTTL bounds how long a command nobody collects is kept (DefaultCommandTTL
+	// when zero).
+	CommandTTL time.Duration
+}
+
+// Endpoint is a running agent endpoint.
+type Endpoint struct {
+	cfg    Config
+	log    *slog.Logger
+	tr     *quic.Transport
+	ln     *quic.Listener
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	unhook func()
+
+	mu       sync.Mutex
+	sessions map[string]*session
+
+	push  pushQueue
+	calls calls
+}
+
+// Start listens on cfg.Listen and serves agents until Close.
+func Start(cfg Config) (*Endpoint, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.CommandTTL == 0 {
+		cfg.CommandTTL = DefaultCommandTTL
+	}
+	var resetKey [32]byte
+	err := cfg.Store.Update(func(tx *store.Tx) (err error) {
+		if resetKey, err = tx.StatelessResetKey(); err != nil {
+			return err
+		}
+		_, err = tx.ExpireAgentCommands(cfg.Now().Add(-cfg.CommandTTL))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	addr, err := net.ResolveUDPAddr("udp", cfg.Listen)
+	if err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "agent listen address %q: %v (use host:port)", cfg.Listen, err)
+	}
+	udp, err := net.ListenUDP("udp", addr)
+	if err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "listen on udp %s: %v (pick another agent listen address)", cfg.Listen, err)
+	}
+	key := quic.StatelessResetKey(resetKey)
+	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key}
+	ln, err := tr.Listen(serverTLS(cfg.Certificate, cfg.AgentCAs), serverQUIC())
+	if err != nil {
+		tr.Close()
+		udp.Close()
+		return nil, err
+	}
+	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, sessions: map[string]*session{}}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.push.init()
+	e.calls.init()
+	e.unhook = cfg.Store.OnNodeSpec(e.nodeSpecChanged)
+	e.wg.Go(e.accept)
+	for range pushWorkers {
+		e.wg.Go(e.pushWorker)
+	}
+	return e, nil
+}
+
+// Addr is the UDP address the endpoint serves on.
+func (e *Endpoint) Addr() net.Addr { return e.ln.Addr() }
+
+// Sessions is the number of agents connected now.
+func (e *Endpoint) Sessions() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.sessions)
+}
+
+// Close tells every connected agent that the registry is going away, stops serving and
+// waits for the endpoint's goroutines. Agents reconnect to the next registry; nothing
+// pending is lost, it is in the store.
+func (e *Endpoint) Close() error { return e.close(true) }
+
+// close stops the endpoint; graceful sends each agent a CONNECTION_CLOSE first, else the
+// connections are dropped as a crash would drop them.
+func (e *Endpoint) close(graceful bool) error {
+	e.unhook()
+	e.mu.Lock()
+	e.cancel() // under mu: spawn starts nothing after this
+	e.mu.Unlock()
+	err := e.ln.Close()
+	if graceful {
+		e.mu.Lock()
+		for _, s := range e.sessions {
+			s.conn.CloseWithError(codeShutdown, "registry shutting down")
+		}
+		e.mu.Unlock()
+	}
+	if terr := e.tr.Close(); err == nil {
+		err = terr
+	}
+	e.push.close()
+	e.wg.Wait()
+	if terr := e.tr.Conn.Close(); err == nil && !errors.Is(terr, net.ErrClosed) {
+		err = terr
+	}
+	return err
+}
+
+// accept serves each new connection on its own goroutine until the listener closes.
+func (e *Endpoint) accept() {
+	for {
+		conn, err := e.ln.Accept(e.ctx)
+		if err != nil {
+			return
+		}
+		e.wg.Go(func() { e.serve(conn) })
+	}
+}
+
+// session returns the connected session of node, if any.
+func (e *Endpoint) session(node string) *session {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sessions[node]
+}

@@ -1,0 +1,174 @@
+package agents
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// Relay sends a command to node's agent and waits for its answer: the result, or the
+// agent's error as a *proto.Error. The command is stored first, so it outlives a dropped
+// link and a registry restart: it is sent whenever the agent is connected, and sent again
+// when it reconnects, until answered. An empty cmd.ID gets a fresh one; a caller that
+// passes its own ID (a workflow step's) can call again after a restart and get the same
+// command's answer, never a second run. When ctx ends first, Relay returns TIMEOUT and
+// the command stays pending for a later Relay of the same ID (until the command TTL).
+func (e *Endpoint) Relay(ctx context.Context, node string, cmd proto.Command) (json.RawMessage, error) {
+	if cmd.ID == "" {
+		cmd.ID = newCommandID()
+	}
+	cl, first := e.calls.join(node, cmd.ID)
+	defer e.calls.leave(node, cmd.ID, cl)
+	var c store.AgentCommand
+	err := e.cfg.Store.Update(func(tx *store.Tx) (err error) {
+		c, err = tx.EnqueueAgentCommand(node, cmd)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case c.Done:
+		e.calls.complete(c)
+	case first:
+		if s := e.session(node); s != nil {
+			pending := c
+			e.spawn(func() { e.deliver(s, pending) })
+		}
+	}
+	select {
+	case <-cl.done:
+		c = cl.cmd
+	case <-ctx.Done():
+		return nil, proto.Errorf(proto.Timeout, "command %s (%s) of node %s has no answer yet: %w", cmd.ID, cmd.Kind, node, ctx.Err())
+	case <-e.ctx.Done():
+		return nil, proto.Errorf(proto.InvalidState, "the agent endpoint is closed; command %s of node %s stays pending", cmd.ID, node)
+	}
+	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.DeleteAgentCommand(node, c.ID) }); err != nil {
+		return nil, err
+	}
+	if c.Error != nil {
+		return nil, c.Error
+	}
+	return c.Result, nil
+}
+
+// deliver sends a command on a new stream of s and records the answer. If the link
+// drops first, the command stays pending and the agent's next hello sends it again.
+func (e *Endpoint) deliver(s *session, c store.AgentCommand) {
+	stream, err := s.conn.OpenStreamSync(s.conn.Context())
+	if err != nil {
+		return
+	}
+	defer stream.CancelRead(0)
+	stream.SetWriteDeadline(time.Now().Add(writeTimeout))
+	cmd := c.Command()
+	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgCommand, Command: &cmd}); err != nil {
+		return
+	}
+	stream.Close()
+	m, err := proto.ReadMessage(stream)
+	if err == nil && (m.Type != proto.MsgResult || m.Result.ID != c.ID) {
+		err = proto.Errorf(proto.InvalidInput, "answer to command %s is a %s of %q", c.ID, m.Type, resultID(m))
+	}
+	if err != nil {
+		e.log.Debug("relay", "node", s.node, "command", c.ID, "err", err)
+		return
+	}
+	var done store.AgentCommand
+	err = e.cfg.Store.Update(func(tx *store.Tx) (err error) {
+		done, err = tx.CompleteAgentCommand(s.node, *m.Result)
+		return err
+	})
+	switch {
+	case proto.CodeOf(err) == proto.NotFound:
+		// Answered and delivered already (sent twice across a reconnect).
+	case err != nil:
+		e.log.Error("record command result", "node", s.node, "command", c.ID, "err", err)
+	default:
+		e.calls.complete(done)
+	}
+}
+
+func resultID(m proto.Message) string {
+	if m.Result != nil {
+		return m.Result.ID
+	}
+	return ""
+}
+
+// spawn runs fn on a goroutine the endpoint waits for at Close; after Close it does
+// nothing.
+func (e *Endpoint) spawn(fn func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ctx.Err() != nil {
+		return
+	}
+	e.wg.Go(fn)
+}
+
+func newCommandID() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return "cmd-" + hex.EncodeToString(b)
+}
+
+// calls are the Relay calls waiting for answers, one per command however many callers
+// wait for it.
+type calls struct {
+	mu sync.Mutex
+	m  map[callKey]*call
+}
+
+type callKey struct{ node, id string }
+
+type call struct {
+	done    chan struct{}
+	cmd     store.AgentCommand // the answered command, once done is closed
+	waiters int
+}
+
+func (cs *calls) init() { cs.m = map[callKey]*call{} }
+
+// join returns the call of a command, making it (first) when nobody waits for it yet.
+func (cs *calls) join(node, id string) (cl *call, first bool) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	k := callKey{node, id}
+	cl = cs.m[k]
+	if cl == nil {
+		cl = &call{done: make(chan struct{})}
+		cs.m[k] = cl
+		first = true
+	}
+	cl.waiters++
+	return cl, first
+}
+
+// leave drops a caller; the last one to leave forgets the call.
+func (cs *calls) leave(node, id string, cl *call) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cl.waiters--; cl.waiters == 0 && cs.m[callKey{node, id}] == cl {
+		delete(cs.m, callKey{node, id})
+	}
+}
+
+// complete hands an answered command to everyone waiting for it.
+func (cs *calls) complete(c store.AgentCommand) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	k := callKey{c.Node, c.ID}
+	if cl := cs.m[k]; cl != nil {
+		delete(cs.m, k)
+		cl.cmd = c
+		close(cl.done)
+	}
+}

@@ -1,0 +1,236 @@
+package agents
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/quic-go/quic-go"
+)
+
+// session is one connected agent: its connection and the session stream it opened.
+type session struct {
+	identity
+	conn   *quic.Conn
+	stream *quic.Stream
+
+	// wmu serialises writes on the session stream and guards sent.
+	wmu sync.Mutex
+	// sent is the generation the agent has, as far as the endpoint knows: the one its
+	// hello reported, then each one pushed.
+	sent int64
+}
+
+// serve runs one agent connection: it waits for the hello, registers the session
+// (replacing an older one of the same node), brings the agent up to date, and reads what
+// the agent sends until the connection ends.
+func (e *Endpoint) serve(conn *quic.Conn) {
+	id, err := identify(conn.ConnectionState().TLS)
+	if err != nil {
+		conn.CloseWithError(codeProtocol, err.Error())
+		return
+	}
+	log := e.log.With("node", id.node, "role", id.role, "remote", conn.RemoteAddr().String())
+	ctx, cancel := context.WithTimeout(e.ctx, helloTimeout)
+	stream, err := conn.AcceptStream(ctx)
+	cancel()
+	if err != nil {
+		conn.CloseWithError(codeProtocol, "no session stream")
+		return
+	}
+	stream.SetReadDeadline(time.Now().Add(helloTimeout))
+	m, err := proto.ReadMessage(stream)
+	if err == nil && m.Type != proto.MsgHello {
+		err = proto.Errorf(proto.InvalidInput, "the first message of a session is a hello, not %q", m.Type)
+	}
+	if err != nil {
+		log.Debug("agent session refused", "err", err)
+		conn.CloseWithError(codeProtocol, "expected a hello")
+		return
+	}
+	stream.SetReadDeadline(time.Time{})
+	s := &session{identity: id, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration}
+	e.register(s)
+	defer e.unregister(s)
+	log.Debug("agent session", "observedGeneration", m.Hello.ObservedGeneration)
+	if err := e.hello(s, m.Hello); err != nil {
+		log.Error("agent hello", "err", err)
+		conn.CloseWithError(codeShutdown, "registry failed to record the hello")
+		return
+	}
+	for {
+		m, err := proto.ReadMessage(stream)
+		if err != nil {
+			if errors.Is(err, io.EOF) || proto.CodeOf(err) == proto.InvalidInput {
+				log.Debug("agent session ends", "err", err)
+				conn.CloseWithError(codeProtocol, "session stream ended")
+			}
+			return
+		}
+		switch m.Type {
+		case proto.MsgAck:
+			err = e.ack(s, m.Ack)
+		case proto.MsgInventory:
+			err = e.inventory(s, m.Inventory)
+		default:
+			log.Debug("agent sent an unexpected message", "type", m.Type)
+			conn.CloseWithError(codeProtocol, "unexpected message "+string(m.Type))
+			return
+		}
+		if err != nil {
+			log.Error("agent message", "type", m.Type, "err", err)
+		}
+	}
+}
+
+// register makes s the session of its node, closing an older one.
+func (e *Endpoint) register(s *session) {
+	e.mu.Lock()
+	old := e.sessions[s.node]
+	e.sessions[s.node] = s
+	e.mu.Unlock()
+	if old != nil {
+		old.conn.CloseWithError(codeReplaced, "replaced by a newer session of the same node")
+	}
+}
+
+// unregister forgets s, unless a newer session replaced it already.
+func (e *Endpoint) unregister(s *session) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sessions[s.node] == s {
+		delete(e.sessions, s.node)
+	}
+}
+
+// hello records what the agent reported, pushes its NodeSpec if the agent's generation
+// differs, and resends the commands that await its answer. A reconnect that reports what
+// the store holds costs reads only.
+func (e *Endpoint) hello(s *session, h *proto.Hello) error {
+	var (
+		spec          proto.NodeSpec
+		haveSpec      bool
+		observedMoved bool
+		changed       []string
+		pending       []store.AgentCommand
+	)
+	err := e.cfg.Store.View(func(tx *store.Tx) error {
+		var err error
+		spec, err = tx.NodeSpec(s.node)
+		if haveSpec = err == nil; !haveSpec && proto.CodeOf(err) != proto.NotFound {
+			return err
+		}
+		st, err := tx.AgentStatus(s.node)
+		if err != nil && proto.CodeOf(err) != proto.NotFound {
+			return err
+		}
+		observedMoved = st.ObservedGeneration != h.ObservedGeneration
+		if changed, err = changedSections(tx, s.node, h.Inventory); err != nil {
+			return err
+		}
+		pending, err = tx.PendingAgentCommands(s.node)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if observedMoved || len(changed) > 0 {
+		err := e.cfg.Store.Batch(func(tx *store.Tx) error {
+			if observedMoved {
+				if err := tx.RecordObservedGeneration(s.node, h.ObservedGeneration); err != nil {
+					return err
+				}
+			}
+			for _, section := range changed {
+				if _, err := tx.PutInventory(s.node, section, h.Inventory[section]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if observedMoved && e.cfg.OnObserved != nil {
+			e.cfg.OnObserved(s.node, h.ObservedGeneration)
+		}
+		for _, section := range changed {
+			e.inventoryChanged(s.node, section, h.Inventory[section])
+		}
+	}
+	if haveSpec {
+		s.wmu.Lock()
+		if spec.Generation < s.sent {
+			// The agent is ahead of the store (a store restored from a backup): the
+			// store is the truth, send it.
+			s.sent = 0
+		}
+		s.wmu.Unlock()
+		e.send(s, spec)
+	}
+	for _, c := range pending {
+		e.spawn(func() { e.deliver(s, c) })
+	}
+	return nil
+}
+
+// changedSections lists the sections of inv that differ from the stored ones.
+func changedSections(tx *store.Tx, node string, inv map[string]json.RawMessage) ([]string, error) {
+	if len(inv) == 0 {
+		return nil, nil
+	}
+	stored, err := tx.Inventory(node)
+	if err != nil {
+		return nil, err
+	}
+	have := make(map[string][]byte, len(stored))
+	for _, s := range stored {
+		have[s.Section] = s.Data
+	}
+	var changed []string
+	for section, data := range inv {
+		var c bytes.Buffer
+		if json.Compact(&c, data) != nil || !bytes.Equal(c.Bytes(), have[section]) {
+			changed = append(changed, section)
+		}
+	}
+	return changed, nil
+}
+
+// ack records the outcome of the agent's apply.
+func (e *Endpoint) ack(s *session, a *proto.Ack) error {
+	if a.Error != nil {
+		e.log.Warn("agent failed to apply its NodeSpec", "node", s.node, "generation", a.Generation, "err", a.Error)
+		return e.cfg.Store.Batch(func(tx *store.Tx) error { return tx.RecordApplyFailure(s.node, a.Generation, a.Error) })
+	}
+	err := e.cfg.Store.Batch(func(tx *store.Tx) error { return tx.RecordObservedGeneration(s.node, a.Generation) })
+	if err == nil && e.cfg.OnObserved != nil {
+		e.cfg.OnObserved(s.node, a.Generation)
+	}
+	return err
+}
+
+// inventory stores one section the agent sent.
+func (e *Endpoint) inventory(s *session, inv *proto.Inventory) error {
+	var changed bool
+	err := e.cfg.Store.Batch(func(tx *store.Tx) (err error) {
+		changed, err = tx.PutInventory(s.node, inv.Section, inv.Data)
+		return err
+	})
+	if err == nil && changed {
+		e.inventoryChanged(s.node, inv.Section, inv.Data)
+	}
+	return err
+}
+
+func (e *Endpoint) inventoryChanged(node, section string, data json.RawMessage) {
+	if e.cfg.OnInventory != nil {
+		e.cfg.OnInventory(node, section, data)
+	}
+}

@@ -1,0 +1,83 @@
+package agents
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/quic-go/quic-go"
+)
+
+// The close codes of proto, as quic-go takes them.
+const (
+	codeShutdown = quic.ApplicationErrorCode(proto.CloseShutdown)
+	codeReplaced = quic.ApplicationErrorCode(proto.CloseReplaced)
+	codeProtocol = quic.ApplicationErrorCode(proto.CloseProtocol)
+)
+
+// Timeouts of the endpoint.
+const (
+	// helloTimeout bounds the wait for an agent's hello after the handshake.
+	helloTimeout = 10 * time.Second
+	// writeTimeout bounds a write of one frame; a stuck agent is disconnected.
+	writeTimeout = 10 * time.Second
+	// idleTimeout closes a connection that heard nothing for this long. Agents send a
+	// keep-alive well within it.
+	idleTimeout = 90 * time.Second
+)
+
+// serverQUIC is the endpoint's QUIC configuration, tuned for many idle sessions: an
+// agent opens one stream (its session) and no unidirectional ones, and the receive
+// windows start small (they grow when an agent sends a large inventory).
+func serverQUIC() *quic.Config {
+	return &quic.Config{
+		HandshakeIdleTimeout:           10 * time.Second,
+		MaxIdleTimeout:                 idleTimeout,
+		InitialStreamReceiveWindow:     16 << 10,
+		MaxStreamReceiveWindow:         1 << 20,
+		InitialConnectionReceiveWindow: 32 << 10,
+		MaxConnectionReceiveWindow:     2 << 20,
+		MaxIncomingStreams:             1,
+		MaxIncomingUniStreams:          -1,
+	}
+}
+
+// serverTLS is the endpoint's TLS configuration: TLS 1.3, the agent ALPN, and a client
+// certificate from an agent CA that names a node and a role.
+func serverTLS(cert tls.Certificate, agentCAs *x509.CertPool) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    agentCAs,
+		NextProtos:   []string{proto.AgentALPN},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			_, err := identify(cs)
+			return err
+		},
+	}
+}
+
+// identity is who an agent is, as its verified certificate names it.
+type identity struct {
+	node string
+	role proto.Role
+}
+
+// identify reads the node id (CommonName) and role (the one OrganizationalUnit) from a
+// verified client certificate.
+func identify(cs tls.ConnectionState) (identity, error) {
+	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+		return identity{}, proto.Errorf(proto.Unauthenticated, "agent presented no verified certificate")
+	}
+	leaf := cs.PeerCertificates[0]
+	if err := proto.CheckNodeID(leaf.Subject.CommonName); err != nil {
+		return identity{}, proto.Errorf(proto.Unauthenticated, "agent certificate: %v", err)
+	}
+	ou := leaf.Subject.OrganizationalUnit
+	if len(ou) != 1 || !proto.Role(ou[0]).Valid() {
+		return identity{}, proto.Errorf(proto.Unauthenticated, "agent certificate of %q names the roles %q: it must name one of site, ramdisk, node", leaf.Subject.CommonName, ou)
+	}
+	return identity{node: leaf.Subject.CommonName, role: proto.Role(ou[0])}, nil
+}

@@ -1,0 +1,145 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+const bucketAgentCommands = "agent-commands"
+
+// AgentCommand is a command relayed to a node's agent, kept from the moment it is asked
+// for until its result is delivered, so that neither a dropped link nor a registry
+// restart loses it.
+type AgentCommand struct {
+	Node      string          `json:"node"`
+	ID        string          `json:"id"`
+	Kind      string          `json:"kind"`
+	Payload   json.RawMessage `json:"payload,omitempty"`
+	CreatedAt time.Time       `json:"createdAt"`
+	// Done is set once the agent answered, with its Result or Error.
+	Done   bool            `json:"done,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *proto.Error    `json:"error,omitempty"`
+	DoneAt time.Time       `json:"doneAt,omitzero"`
+}
+
+// Command is the command as it goes on the wire.
+func (c AgentCommand) Command() proto.Command {
+	return proto.Command{ID: c.ID, Kind: c.Kind, Payload: c.Payload}
+}
+
+func commandKey(node, id string) []byte { return []byte(node + "/" + id) }
+
+// EnqueueAgentCommand records a command for node's agent and returns it as stored. A
+// command of the same id that exists already is returned as it is (pending or done),
+// unless its kind or payload differ, which is CONFLICT.
+func (t *Tx) EnqueueAgentCommand(node string, cmd proto.Command) (AgentCommand, error) {
+	if err := proto.CheckNodeID(node); err != nil {
+		return AgentCommand{}, err
+	}
+	if err := proto.CheckCommandID(cmd.ID); err != nil {
+		return AgentCommand{}, proto.AsError(err).WithPath("id")
+	}
+	if cmd.Kind == "" {
+		return AgentCommand{}, proto.Errorf(proto.InvalidInput, "name the command's kind").WithPath("kind")
+	}
+	var payload bytes.Buffer
+	if len(cmd.Payload) > 0 {
+		if err := json.Compact(&payload, cmd.Payload); err != nil {
+			return AgentCommand{}, proto.Errorf(proto.InvalidInput, "command payload is not JSON: %v", err).WithPath("payload")
+		}
+	}
+	c := AgentCommand{Node: node, ID: cmd.ID, Kind: cmd.Kind, Payload: payload.Bytes(), CreatedAt: t.now}
+	var old AgentCommand
+	ok, err := t.get(bucketAgentCommands, commandKey(node, cmd.ID), &old)
+	if err != nil {
+		return AgentCommand{}, err
+	}
+	if ok {
+		if old.Kind != c.Kind || !bytes.Equal(old.Payload, c.Payload) {
+			return AgentCommand{}, proto.Errorf(proto.Conflict, "command %q of node %q exists already with another kind or payload: use a new id", cmd.ID, node).WithPath("id")
+		}
+		return old, nil
+	}
+	return c, t.put(bucketAgentCommands, commandKey(node, cmd.ID), c)
+}
+
+// CompleteAgentCommand records the agent's answer to a command and returns the command.
+// The first answer wins: a command that is done already is returned unchanged. A command
+// that is not stored (delivered, or expired) is NOT_FOUND.
+func (t *Tx) CompleteAgentCommand(node string, res proto.Result) (AgentCommand, error) {
+	c, err := t.AgentCommand(node, res.ID)
+	if err != nil || c.Done {
+		return c, err
+	}
+	c.Done, c.Result, c.Error, c.DoneAt = true, res.Result, res.Error, t.now
+	return c, t.put(bucketAgentCommands, commandKey(node, res.ID), c)
+}
+
+// AgentCommand returns one command, NOT_FOUND when it is not stored.
+func (t *Tx) AgentCommand(node, id string) (AgentCommand, error) {
+	var c AgentCommand
+	ok, err := t.get(bucketAgentCommands, commandKey(node, id), &c)
+	if err == nil && !ok {
+		err = notFound("command of node "+node, id)
+	}
+	return c, err
+}
+
+// PendingAgentCommands lists node's commands that await an answer, oldest first.
+func (t *Tx) PendingAgentCommands(node string) ([]AgentCommand, error) {
+	var out []AgentCommand
+	err := t.eachAgentCommand([]byte(node+"/"), func(c AgentCommand) error {
+		if !c.Done {
+			out = append(out, c)
+		}
+		return nil
+	})
+	slices.SortStableFunc(out, func(a, b AgentCommand) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out, err
+}
+
+// DeleteAgentCommand forgets a command, once its result is delivered.
+func (t *Tx) DeleteAgentCommand(node, id string) error {
+	return t.del(bucketAgentCommands, commandKey(node, id))
+}
+
+// ExpireAgentCommands forgets every command made before cutoff, pending or done, and
+// returns how many.
+func (t *Tx) ExpireAgentCommands(cutoff time.Time) (int, error) {
+	var old [][]byte
+	err := t.eachAgentCommand(nil, func(c AgentCommand) error {
+		if c.CreatedAt.Before(cutoff) {
+			old = append(old, commandKey(c.Node, c.ID))
+		}
+		return nil
+	})
+	for _, k := range old {
+		if err == nil {
+			err = t.del(bucketAgentCommands, k)
+		}
+	}
+	return len(old), err
+}
+
+func (t *Tx) eachAgentCommand(prefix []byte, fn func(AgentCommand) error) error {
+	b := t.tx.Bucket([]byte(bucketAgentCommands))
+	if b == nil {
+		return nil
+	}
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		var cmd AgentCommand
+		if err := decode(bucketAgentCommands, k, v, &cmd); err != nil {
+			return err
+		}
+		if err := fn(cmd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
