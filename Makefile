@@ -3,7 +3,7 @@
 
 GO        ?= go
 BIN       := bin
-FUZZTIME  ?= 5s
+FUZZTIME  ?= 5000x
 export CGO_ENABLED := 0
 
 .PHONY: all build demo test test-go fuzz bench lint deps clean ramdisk-test-image
@@ -25,7 +25,7 @@ test-go:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 
-## fuzz: every fuzz target for FUZZTIME each (make fuzz FUZZTIME=5m for a long run)
+## fuzz: every fuzz target for FUZZTIME each: 5000 inputs (make fuzz FUZZTIME=5m for a long run)
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 
