@@ -23,9 +23,8 @@ type Options struct {
 	// Retries is how many resumes in a row may fail before the stream gives up (default
 	// 5); a resume that delivers bytes starts the count again.
 	Retries int
-	// RetryDelay is the pause before each resume (default 1s, negative for none); the nth
-	// resume in a row
-	// waits n times it.
+	// RetryDelay is the pause before each resume (default 1s, negative for none); the
+	// nth resume in a row waits n times it.
 	RetryDelay time.Duration
 	// StallTimeout breaks a connection that delivers nothing for this long (default 60s),
 	// which then resumes like any broken one.
