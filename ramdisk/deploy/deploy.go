@@ -14,6 +14,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 	"github.com/better-compute/better-compute/ramdisk/fetch"
+	"github.com/better-compute/better-compute/ramdisk/firstboot"
 )
 
 // Input is one deploy.image command.
@@ -34,6 +35,9 @@ type Input struct {
 	SizeBytes int64
 	// Target is the block device to write (a regular file in tests).
 	Target string
+	// FirstBoot is what goes into the written OS: the user-data document and bcd's
+	// config.toml and join-encryption.jwk. Empty installs nothing and mounts nothing.
+	FirstBoot firstboot.Files
 }
 
 // The reasons a failed deploy.image gives in its error details.
@@ -46,6 +50,8 @@ const (
 	ReasonCorrupt = "image-corrupt"
 	// ReasonDiskWrite: the disk refused a write, or the image does not fit on it.
 	ReasonDiskWrite = "disk-write"
+	// ReasonFirstBoot: the first-boot files could not be installed into the written OS.
+	ReasonFirstBoot = "first-boot"
 )
 
 // Progress is a snapshot of a running deploy, for the CLI's --wait view.
@@ -144,6 +150,9 @@ func Image(ctx context.Context, in Input, opts Options) (Result, error) {
 	}
 	w := writing{in: in, opts: opts, target: t}
 	res, err := w.firstThatDelivers(ctx, locs)
+	if err == nil {
+		err = install(t, in.FirstBoot)
+	}
 	if err != nil && w.touched {
 		if werr := t.Wipe(); werr != nil {
 			err = fmt.Errorf("%w (and wiping the disk failed: %v)", err, werr)
@@ -198,3 +207,21 @@ func (e *nextLocation) Unwrap() error { return e.err }
 
 // errDigest marks a digest mismatch.
 var errDigest = errors.New("digest mismatch")
+
+// install puts the first-boot files into the OS just written.
+func install(t *disk.Target, files firstboot.Files) error {
+	if files.Empty() {
+		return nil
+	}
+	sector, err := t.SectorSize()
+	if err == nil {
+		err = firstboot.Install(t.File(), sector, files)
+	}
+	if errors.Is(err, firstboot.ErrUnsupported) {
+		return proto.Errorf(proto.Unsupported, "installing the user data: %w", err).WithReason(ReasonFirstBoot)
+	}
+	if err != nil {
+		return proto.Errorf(proto.DriverError, "installing the user data: %w", err).WithReason(ReasonFirstBoot)
+	}
+	return nil
+}

@@ -83,6 +83,19 @@ func (t *Target) File() *os.File { return t.f }
 // Close closes the target.
 func (t *Target) Close() error { return t.f.Close() }
 
+// SectorSize is the logical sector size partition tables are laid out in: the
+// device's own, or 512 for a file.
+func (t *Target) SectorSize() (int64, error) {
+	if !t.block {
+		return 512, nil
+	}
+	var size int32
+	if err := ioctlPtr(t.f, unix.BLKSSZGET, &size); err != nil {
+		return 0, err
+	}
+	return int64(size), nil
+}
+
 func deviceSize(f *os.File) (int64, error) {
 	var size uint64
 	if err := ioctlPtr(f, unix.BLKGETSIZE64, &size); err != nil {

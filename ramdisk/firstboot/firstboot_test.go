@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/better-compute/better-compute/ramdisk/gpt"
@@ -105,41 +103,18 @@ func TestIgnitionConfig(t *testing.T) {
 	}
 }
 
-// osDisk makes a 64 MiB disk image holding a GPT with an ESP and the given ext4
-// partitions, each 16 MiB, made with mkfs.ext4; it skips unless root with mkfs.ext4.
+// osDisk makes a disk image with ext4 partitions of the given names.
 func osDisk(t *testing.T, names ...string) *os.File {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting the written OS needs root")
-	}
-	mkfs, err := exec.LookPath("mkfs.ext4")
-	if err != nil {
-		t.Skip("mkfs.ext4 is not installed")
-	}
 	path := filepath.Join(t.TempDir(), "disk")
-	f, err := os.Create(path)
+	gpttest.OSImage(t, path, names...)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	f.Truncate(64 << 20)
-	parts := []gpttest.Part{{Type: gpt.TypeESP, UUID: "aaaaaaaa-0000-0000-0000-000000000001", Name: "EFI-SYSTEM", FirstLBA: 2048, LastLBA: 4095}}
-	for i, name := range names {
-		first := uint64(4096 + i*32768)
-		parts = append(parts, gpttest.Part{Type: gpt.TypeLinuxData, UUID: "aaaaaaaa-0000-0000-0000-00000000000" + string(rune('2'+i)),
-			Name: name, FirstLBA: first, LastLBA: first + 32767})
-		out, err := exec.Command(mkfs, "-q", "-F", "-E", "offset="+itoa(first*512), path, "16M").CombinedOutput()
-		if err != nil {
-			t.Fatalf("mkfs.ext4: %v\n%s", err, out)
-		}
-	}
-	if err := gpttest.Write(f, 64<<20/512, parts); err != nil {
-		t.Fatal(err)
-	}
 	return f
 }
-
-func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
 
 // contents mounts a partition of disk and lists it.
 func contents(t *testing.T, disk *os.File, number int) map[string]string {

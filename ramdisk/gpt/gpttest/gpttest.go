@@ -5,9 +5,12 @@ package gpttest
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"hash/crc32"
 	"os"
+	"os/exec"
 	"strings"
+	"testing"
 	"unicode/utf16"
 )
 
@@ -75,3 +78,46 @@ func Write(f *os.File, sectors uint64, parts []Part) error {
 	}
 	return nil
 }
+
+// OSImage writes a 64 MiB disk image at path like a small OS's: a GPT with an EFI
+// system partition and one 16 MiB ext4 partition (Linux data) per name, made with
+// mkfs.ext4. It skips the test unless it runs as root (to mount the result) with
+// mkfs.ext4 installed.
+func OSImage(t testing.TB, path string, names ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting the written OS needs root")
+	}
+	mkfs, err := exec.LookPath("mkfs.ext4")
+	if err != nil {
+		t.Skip("mkfs.ext4 is not installed (make deps installs e2fsprogs)")
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const size = 64 << 20
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	parts := []Part{{Type: typeESP, UUID: "aaaaaaaa-0000-0000-0000-000000000001", Name: "EFI-SYSTEM", FirstLBA: 2048, LastLBA: 4095}}
+	for i, name := range names {
+		first := uint64(4096 + i*32768)
+		parts = append(parts, Part{Type: typeLinuxData, UUID: fmt.Sprintf("aaaaaaaa-0000-0000-0000-%012d", i+2),
+			Name: name, FirstLBA: first, LastLBA: first + 32767})
+		out, err := exec.Command(mkfs, "-q", "-F", "-E", fmt.Sprintf("offset=%d", first*512), path, "16M").CombinedOutput()
+		if err != nil {
+			t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+		}
+	}
+	if err := Write(f, size/512, parts); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The type GUIDs OSImage uses (the gpt package's, repeated so as not to import it).
+const (
+	typeESP       = "c12a7328-f81f-11d2-ba4b-00a0c93ec93b"
+	typeLinuxData = "0fc63daf-8483-4772-8e79-3d69d8477de4"
+)
