@@ -31,6 +31,7 @@ type hashedStream struct {
 
 	readDone chan struct{}
 	hashDone chan struct{}
+	mu       sync.Mutex
 	err      error // the source's error other than EOF, set before data closes
 	h        hash.Hash
 	n        atomic.Int64
@@ -78,7 +79,9 @@ func (s *hashedStream) read(src io.Reader) {
 			return
 		}
 		if err != nil {
+			s.mu.Lock()
 			s.err = err
+			s.mu.Unlock()
 			return
 		}
 	}
@@ -104,8 +107,8 @@ func (s *hashedStream) Read(p []byte) (int, error) {
 	if s.cur == nil {
 		c, ok := <-s.data
 		if !ok {
-			if s.err != nil {
-				return 0, s.err
+			if err := s.Err(); err != nil {
+				return 0, err
 			}
 			return 0, io.EOF
 		}
@@ -120,8 +123,12 @@ func (s *hashedStream) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Err is the source's error, once Read has returned it.
-func (s *hashedStream) Err() error { return s.err }
+// Err is the source's error other than EOF, if it has happened.
+func (s *hashedStream) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
 
 // BytesRead is how many bytes came from the source so far.
 func (s *hashedStream) BytesRead() int64 { return s.n.Load() }

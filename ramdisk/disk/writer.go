@@ -44,6 +44,7 @@ type Writer struct {
 	onFlush     func(Counts)
 
 	cur    *block
+	zeros  []byte // a block of zeros for Zero, made on first use
 	cursor int64
 	end    int64
 	free   chan *block
@@ -207,10 +208,12 @@ func (w *Writer) Zero(off, n int64) error {
 		w.mu.Unlock()
 		return nil
 	}
-	zeros := make([]byte, min(n, BlockSize))
+	if w.zeros == nil {
+		w.zeros = make([]byte, BlockSize)
+	}
 	for n > 0 {
-		c := min(n, int64(len(zeros)))
-		if err := w.WriteAt(zeros[:c], off); err != nil {
+		c := min(n, int64(len(w.zeros)))
+		if err := w.WriteAt(w.zeros[:c], off); err != nil {
 			return err
 		}
 		off += c
