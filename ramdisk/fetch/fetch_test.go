@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/ramdisk/fetch/fetchtest"
 	"github.com/google/go-cmp/cmp"
@@ -61,6 +62,25 @@ func TestStreamResumes(t *testing.T) {
 				t.Errorf("requests (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestStreamResumesAStall(t *testing.T) {
+	data := payload(2 << 20)
+	s := fetchtest.New(t)
+	url := s.Put("/a", data)
+	s.StallAfter("/a", 70000)
+	b, err := Open(context.Background(), url, Options{RetryDelay: -1, StallTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got, err := io.ReadAll(b)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes, %v; want the artifact", len(got), err)
+	}
+	if diff := cmp.Diff([]string{"", "bytes=70000-"}, s.Requests("/a")); diff != "" {
+		t.Errorf("requests (-want +got):\n%s", diff)
 	}
 }
 

@@ -20,12 +20,13 @@ type Server struct {
 	mu       sync.Mutex
 	files    map[string][]byte
 	breaks   map[string][]int64
+	stalls   map[string][]int64
 	requests map[string][]string
 }
 
 // New starts a server on 127.0.0.1, closed when the test ends.
 func New(t testing.TB) *Server {
-	s := &Server{files: map[string][]byte{}, breaks: map[string][]int64{}, requests: map[string][]string{}}
+	s := &Server{files: map[string][]byte{}, breaks: map[string][]int64{}, stalls: map[string][]int64{}, requests: map[string][]string{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -47,6 +48,14 @@ func (s *Server) BreakAfter(path string, counts ...int64) {
 	s.breaks[path] = append(s.breaks[path], counts...)
 }
 
+// StallAfter makes the next answers for path send the given numbers of body bytes
+// each, one answer per number, and then nothing until the client gives up.
+func (s *Server) StallAfter(path string, counts ...int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stalls[path] = append(s.stalls[path], counts...)
+}
+
 // Requests lists the requests path received, each as its Range header ("" for none).
 func (s *Server) Requests(path string) []string {
 	s.mu.Lock()
@@ -58,9 +67,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests[r.URL.Path] = append(s.requests[r.URL.Path], r.Header.Get("Range"))
 	data, ok := s.files[r.URL.Path]
-	limit := int64(-1)
+	limit, stall := int64(-1), false
 	if b := s.breaks[r.URL.Path]; len(b) > 0 {
 		limit, s.breaks[r.URL.Path] = b[0], b[1:]
+	} else if b := s.stalls[r.URL.Path]; len(b) > 0 {
+		limit, s.stalls[r.URL.Path], stall = b[0], b[1:], true
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -69,15 +80,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("ETag", fmt.Sprintf(`"%x-%d"`, len(data), data[len(data)/2]))
 	if limit >= 0 {
-		w = &breaker{ResponseWriter: w, left: limit}
+		w = &breaker{ResponseWriter: w, left: limit, stall: stall, done: r.Context().Done()}
 	}
 	http.ServeContent(w, r, "", time.Unix(0, 0), bytes.NewReader(data))
 }
 
-// breaker closes the connection once its allowance of body bytes is spent.
+// breaker closes the connection once its allowance of body bytes is spent, or with
+// stall set goes silent until the client leaves.
 type breaker struct {
 	http.ResponseWriter
-	left int64
+	left  int64
+	stall bool
+	done  <-chan struct{}
 }
 
 func (b *breaker) Write(p []byte) (int, error) {
@@ -89,6 +103,9 @@ func (b *breaker) Write(p []byte) (int, error) {
 	if b.left == 0 {
 		if f, ok := b.ResponseWriter.(http.Flusher); ok {
 			f.Flush()
+		}
+		if b.stall {
+			<-b.done
 		}
 		panic(http.ErrAbortHandler)
 	}
