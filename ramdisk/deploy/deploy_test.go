@@ -125,6 +125,16 @@ func qcow2Of(t testing.TB, raw []byte, args ...string) []byte {
 	return b
 }
 
+// emptyDisk is a new empty file to deploy onto.
+func emptyDisk(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "disk")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 var fast = Options{Fetch: fetch.Options{RetryDelay: -1}}
 
 func TestImageFormats(t *testing.T) {
@@ -147,7 +157,7 @@ func TestImageFormats(t *testing.T) {
 			}
 			artifact = compress(t, artifact, tc.compression)
 			s := fetchtest.New(t)
-			target := filepath.Join(t.TempDir(), "disk")
+			target := emptyDisk(t)
 			var last Progress
 			opts := fast
 			opts.Progress = func(p Progress) { last = p }
@@ -204,7 +214,7 @@ func TestImageFailures(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := fetchtest.New(t)
 			in := tc.input(s)
-			in.Target = filepath.Join(t.TempDir(), "disk")
+			in.Target = emptyDisk(t)
 			old := bytes.Repeat([]byte{0xaa}, 4<<20)
 			if err := os.WriteFile(in.Target, old, 0o600); err != nil {
 				t.Fatal(err)
@@ -263,7 +273,7 @@ func TestImageFallsBackAndResumes(t *testing.T) {
 			s := fetchtest.New(t)
 			cache := tc.setup(s)
 			in := Input{CacheURL: cache, SourceURL: s.Put("/source", art), Digest: digest(art), Format: proto.FormatRaw,
-				Compression: proto.CompressionGzip, Target: filepath.Join(t.TempDir(), "disk")}
+				Compression: proto.CompressionGzip, Target: emptyDisk(t)}
 			res, err := Image(context.Background(), in, fast)
 			if err != nil {
 				t.Fatal(err)
@@ -319,7 +329,7 @@ func TestImageMemoryBounded(t *testing.T) {
 	}()
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)
-	target := filepath.Join(t.TempDir(), "disk")
+	target := emptyDisk(t)
 	_, err := Image(context.Background(), Input{SourceURL: url, Digest: digest(art), Format: proto.FormatRaw,
 		Compression: proto.CompressionZstd, Target: target}, fast)
 	close(stop)
@@ -346,8 +356,21 @@ func TestImageCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := Image(ctx, Input{SourceURL: s.Put("/img", raw), Digest: digest(raw), Format: proto.FormatRaw,
-		Compression: proto.CompressionNone, Target: filepath.Join(t.TempDir(), "disk")}, fast)
+		Compression: proto.CompressionNone, Target: emptyDisk(t)}, fast)
 	if proto.CodeOf(err) != proto.Timeout || !errors.Is(err, context.Canceled) {
 		t.Fatalf("a cancelled deploy: %v, want TIMEOUT wrapping context.Canceled", err)
+	}
+}
+
+func TestImageMissingTarget(t *testing.T) {
+	s := fetchtest.New(t)
+	target := filepath.Join(t.TempDir(), "nvme9n1")
+	_, err := Image(context.Background(), Input{SourceURL: s.Put("/img", []byte("x")), Digest: digest([]byte("x")),
+		Format: proto.FormatRaw, Compression: proto.CompressionNone, Target: target}, fast)
+	if e := proto.AsError(err); e.Code != proto.DriverError || e.Details.Reason != ReasonDiskWrite {
+		t.Fatalf("Image onto a missing disk: %v", err)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatal("deploy.image created the missing target")
 	}
 }

@@ -109,7 +109,7 @@ func TestImageOntoOS(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := fetchtest.New(t)
-			target := filepath.Join(t.TempDir(), "disk")
+			target := emptyDisk(t)
 			if tc.loop {
 				target = loopTarget(t, 80<<20, tc.solid)
 			}

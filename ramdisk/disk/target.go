@@ -29,10 +29,11 @@ type Target struct {
 	sys string
 }
 
-// Open opens path for writing. A block device keeps its capacity; a regular file is
-// created when missing.
+// Open opens path for writing: an existing block device, or an existing regular file.
+// Nothing is created, so that a mistyped device path fails rather than filling a file
+// in the ramdisk's memory.
 func Open(path string) (*Target, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}
