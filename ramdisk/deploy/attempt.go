@@ -35,7 +35,7 @@ func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
 	}
 	stream := newHashedStream(body)
 	defer func() {
-		body.Close()
+		body.Abort() // the reading goroutine may be inside body.Read
 		stream.Close()
 	}()
 	var progress func(disk.Counts)

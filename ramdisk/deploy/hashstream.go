@@ -140,8 +140,8 @@ func (s *hashedStream) Sum() string {
 	return hex.EncodeToString(s.h.Sum(nil))
 }
 
-// Close stops the reading goroutine. The source must be closed first if a read from
-// it may block.
+// Close stops the reading goroutine and waits for it. The source must be aborted first
+// if a read from it may block.
 func (s *hashedStream) Close() {
 	s.once.Do(func() { close(s.stop) })
 	if s.cur != nil {

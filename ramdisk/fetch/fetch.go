@@ -68,9 +68,10 @@ var ErrChanged = errors.New("the artifact changed or the server cannot resume")
 
 // Body is the artifact's bytes, read in order from the first to the last.
 type Body struct {
-	ctx  context.Context
-	url  string
-	opts Options
+	ctx   context.Context
+	abort context.CancelFunc
+	url   string
+	opts  Options
 
 	resp   *http.Response
 	cancel context.CancelFunc
@@ -84,8 +85,10 @@ type Body struct {
 
 // Open asks for url and returns its body once the server has answered 200.
 func Open(ctx context.Context, url string, opts Options) (*Body, error) {
-	b := &Body{ctx: ctx, url: url, opts: opts.withDefaults(), size: -1}
+	ctx, abort := context.WithCancel(ctx)
+	b := &Body{ctx: ctx, abort: abort, url: url, opts: opts.withDefaults(), size: -1}
 	if err := b.request(); err != nil {
+		abort()
 		return nil, err
 	}
 	return b, nil
@@ -207,8 +210,11 @@ func (b *Body) Read(p []byte) (int, error) {
 			if b.off > b.size && b.size >= 0 {
 				return 0, fmt.Errorf("GET %s: more bytes than the %d announced", b.url, b.size)
 			}
-			b.opts.Log.Warn("image stream broke; resuming", "url", b.url, "offset", b.off, "err", err)
 			b.drop()
+			if cerr := b.ctx.Err(); cerr != nil {
+				return 0, cerr
+			}
+			b.opts.Log.Warn("image stream broke; resuming", "url", b.url, "offset", b.off, "err", err)
 		}
 		if err := b.ctx.Err(); err != nil {
 			return 0, err
@@ -241,8 +247,13 @@ func (b *Body) drop() {
 	b.resp = nil
 }
 
-// Close ends the stream.
+// Abort makes a Read in progress, and every later one, fail at once. Unlike Close it
+// may be called while another goroutine reads.
+func (b *Body) Abort() { b.abort() }
+
+// Close ends the stream and releases its connection. It must not run during a Read.
 func (b *Body) Close() error {
+	b.abort()
 	b.drop()
 	return nil
 }
