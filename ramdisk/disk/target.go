@@ -21,7 +21,6 @@ const MiB = 1 << 20
 // Target is the disk an image is written to: a block device, or a regular file.
 type Target struct {
 	f     *os.File
-	path  string
 	block bool
 	// size is a block device's capacity; files grow as they are written.
 	size int64
@@ -42,7 +41,7 @@ func Open(path string) (*Target, error) {
 		f.Close()
 		return nil, err
 	}
-	t := &Target{f: f, path: path}
+	t := &Target{f: f}
 	switch {
 	case st.Mode().IsRegular():
 	case st.Mode()&os.ModeDevice != 0 && st.Mode()&os.ModeCharDevice == 0:
@@ -63,12 +62,6 @@ func Open(path string) (*Target, error) {
 	}
 	return t, nil
 }
-
-// Path is the path the target was opened with.
-func (t *Target) Path() string { return t.path }
-
-// Block reports whether the target is a block device.
-func (t *Target) Block() bool { return t.block }
 
 // Capacity is a block device's size in bytes, or -1 for a file, which grows.
 func (t *Target) Capacity() int64 {
