@@ -153,12 +153,17 @@ func Image(ctx context.Context, in Input, opts Options) (Result, error) {
 	if err == nil {
 		err = install(t, in.FirstBoot)
 	}
-	if err != nil && w.touched {
+	if err == nil {
+		return res, nil
+	}
+	if w.touched {
 		if werr := t.Wipe(); werr != nil {
-			err = fmt.Errorf("%w (and wiping the disk failed: %v)", err, werr)
+			e := *proto.AsError(err)
+			e.Message += fmt.Sprintf("; wiping the disk afterwards failed too: %v", werr)
+			err = &e
 		}
 	}
-	return res, err
+	return Result{}, err
 }
 
 // writing is one deploy.image onto one target.
