@@ -33,6 +33,11 @@ fuzz:
 bench:
 	./scripts/bench.sh
 
+## ramdisk: the PXE ramdisk (Debian kernel and modules, busybox, static bcd) into out/ramdisk/
+.PHONY: ramdisk
+ramdisk:
+	./scripts/make-ramdisk.sh
+
 ## lint: formatting, vet, and the import rules of docs/ARCHITECTURE.md
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && echo "gofmt: files above need formatting" && exit 1)
