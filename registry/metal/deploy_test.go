@@ -203,7 +203,7 @@ func TestEnsureRamdisk(t *testing.T) {
 		"a pool whose machines run no agent cannot": {
 			prepare: func(h *harness, node string) {
 				h.store.Update(func(tx *store.Tx) error {
-					_, err := h.svc.SetPool(tx, store.MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: store.MetalPolicy{Agent: store.AgentNone}})
+					_, err := tx.SetPoolPolicy("acme", "gpu", store.PoolPolicy{Agent: store.AgentNone})
 					return err
 				})
 			},
