@@ -171,7 +171,7 @@ func TestDeployEndToEnd(t *testing.T) {
 	if len(got) != 5 || !strings.Contains(got[0], `"token":"bcj_`) || !strings.Contains(got[0], `"args":["bc.node=`+id+`"]`) {
 		t.Fatalf("site commands %q", got)
 	}
-	if diff := cmp.Diff([]string{`{"device":"pxe"}`, `{"action":"cycle"}`, `{"device":"disk"}`, ``}, got[1:]); diff != "" {
+	if diff := cmp.Diff([]string{`{"device":"pxe","persistent":false}`, `{"action":"cycle"}`, `{"device":"disk","persistent":false}`, ``}, got[1:]); diff != "" {
 		t.Errorf("site commands (-want +got):\n%s", diff)
 	}
 	var entry proto.PrepareRamdisk
@@ -237,7 +237,7 @@ func TestDeployRefuses(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			i++
-			const uuid = "4c4c4544-0042-3510-8052-b4c04f595832"
+			uuid := fmt.Sprintf("4c4c4544-0042-3510-8052-b4c04f5958%02x", i)
 			reported := uuid
 			if tc.machineUUID != "" {
 				reported = tc.machineUUID
