@@ -161,7 +161,9 @@ func TestDeployEndToEnd(t *testing.T) {
 	if res.Code != 0 || !strings.Contains(res.Stdout, "is active") {
 		t.Fatalf("deploy: exit %d\n%s\n%s\nmachine console:\n%s", res.Code, res.Stdout, res.Stderr, console)
 	}
-	t.Logf("deploy:\n%s", res.Stdout)
+	if !strings.Contains(res.Stdout, " read, ") {
+		t.Errorf("no progress of deploy.image in:\n%s", res.Stdout)
+	}
 
 	// The site was asked what a deploy asks, in order, and the ramdisk's boot entry
 	// carries a token, the registry and its three pins.
