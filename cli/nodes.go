@@ -49,11 +49,11 @@ var nodeCommands = []command{{
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		return func(x *exec) error {
-			var out store.Node
+			var out api.NodeView
 			if err := x.call("metal.get", api.NodeKey{TenantID: *tenant, NodeID: x.args[0]}, &out); err != nil {
 				return err
 			}
-			x.print(out, func(w *tabwriter.Writer) { nodeDetail(w, out) })
+			x.print(out, func(w *tabwriter.Writer) { nodeDetail(w, out.Node); agentDetail(w, out.Agent) })
 			return nil
 		}
 	},
@@ -267,6 +267,28 @@ func nodeDetail(w *tabwriter.Writer, n store.Node) {
 		for _, u := range n.Host {
 			fmt.Fprintf(w, "%s\t%s\n", u.Unit, dash(string(u.Settings)))
 		}
+	}
+}
+
+// agentDetail shows what the node's agent applied and its last host convergence.
+func agentDetail(w *tabwriter.Writer, a *api.NodeAgent) {
+	if a == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nagent applied NodeSpec generation %d of %d\n", a.ObservedGeneration, a.DesiredGeneration)
+	if a.ApplyError != nil {
+		fmt.Fprintf(w, "last apply failed: %s: %s\n", a.ApplyError.Code, a.ApplyError.Message)
+	}
+	var host struct {
+		Generation int64
+		Units      []struct{ Unit, Status, Message string }
+	}
+	if json.Unmarshal(a.Host, &host) != nil || len(host.Units) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nUNIT\tSTATUS\tMESSAGE (generation %d)\n", host.Generation)
+	for _, u := range host.Units {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", u.Unit, u.Status, dash(u.Message))
 	}
 }
 

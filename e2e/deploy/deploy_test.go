@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/agent/node"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/ramdisk/gpt/gpttest"
+	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/better-compute/better-compute/testkit/openssl"
@@ -201,17 +201,12 @@ func TestDeployEndToEnd(t *testing.T) {
 		t.Errorf("node %s", n.State)
 	}
 	applied := waitFor(t, 30*time.Second, func() bool {
-		matches, _ := filepath.Glob(filepath.Join(m.dir, "os-*", "etc-bcd", node.StateFile))
-		for _, p := range matches {
-			var spec proto.NodeSpec
-			if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &spec) == nil && spec.Generation >= 1 && spec.Node == id {
-				return true
-			}
-		}
-		return false
+		var v api.NodeView
+		testkit.JSON(t, w.admin, &v, "nodes", "get", id)
+		return v.Agent != nil && v.Agent.DesiredGeneration >= 1 && v.Agent.ObservedGeneration == v.Agent.DesiredGeneration && v.Agent.Host != nil
 	})
 	if !applied {
-		t.Errorf("bcd node never applied the node's NodeSpec")
+		t.Errorf("bcd node never applied the node's NodeSpec and reported its host section")
 	}
 }
 

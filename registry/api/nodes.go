@@ -77,9 +77,13 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		})
 		return out, err
 	})
-	Handle(s, "metal.get", ActionNodesRead, func(_ context.Context, c *Caller, req NodeKey) (out store.Node, err error) {
+	Handle(s, "metal.get", ActionNodesRead, func(_ context.Context, c *Caller, req NodeKey) (out NodeView, err error) {
 		err = s.store.View(func(tx *store.Tx) error {
-			out, err = tenantNode(tx, c, req)
+			n, err := tenantNode(tx, c, req)
+			if err != nil {
+				return err
+			}
+			out, err = nodeView(tx, n)
 			return err
 		})
 		return out, err
