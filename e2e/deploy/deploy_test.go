@@ -151,6 +151,7 @@ func TestDeployEndToEnd(t *testing.T) {
 	raw, zst := osImage(t)
 	w := newWorld(t)
 	w.register(t, "e2e-os@1", zst, sha(zst), true)
+	w.site.cache(sha(zst), zst)
 	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
 
 	const uuid = "4c4c4544-0042-3510-8052-b4c04f595831"
@@ -163,6 +164,12 @@ func TestDeployEndToEnd(t *testing.T) {
 	}
 	if !strings.Contains(res.Stdout, " read, ") {
 		t.Errorf("no progress of deploy.image in:\n%s", res.Stdout)
+	}
+
+	// The image came from the site's cache, whose URL the registry took from the site
+	// agent's reports.
+	if w.site.cacheHits() == 0 {
+		t.Errorf("the ramdisk did not stream the image from the site cache")
 	}
 
 	// The site was asked what a deploy asks, in order, and the ramdisk's boot entry

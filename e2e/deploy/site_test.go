@@ -1,10 +1,13 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -70,7 +73,12 @@ type site struct {
 	bcd      string
 	certFile string // the image server's certificate, trusted by the ramdisks
 
+	agent    *session.Agent
+	httpBase string // the site's HTTP server, where its cache serves images by digest
+
 	mu       sync.Mutex
+	cached   map[string][]byte // the cache's images by digest
+	served   int               // image requests the cache answered
 	calls    []string
 	machines map[string]*machine
 	entries  map[string]proto.PrepareRamdisk
@@ -79,8 +87,24 @@ type site struct {
 }
 
 func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site {
-	s := &site{t: t, bcd: testkit.Binary(t, "bcd"), certFile: certFile, machines: map[string]*machine{},
+	s := &site{t: t, bcd: testkit.Binary(t, "bcd"), certFile: certFile, machines: map[string]*machine{}, cached: map[string][]byte{},
 		entries: map[string]proto.PrepareRamdisk{}, boot: map[string]string{}, procs: map[string]*exec.Cmd{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		b, ok := s.cached[strings.TrimPrefix(r.URL.Path, "/images/sha256/")]
+		if ok {
+			s.served++
+		}
+		s.mu.Unlock()
+		if !ok {
+			http.NotFound(rw, r)
+			return
+		}
+		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(b))
+	}))
+	t.Cleanup(srv.Close)
+	s.httpBase = srv.URL
+	siteSection, _ := json.Marshal(proto.SiteInventory{HTTPBase: s.httpBase})
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", name, "--out", tokenFile)
@@ -95,7 +119,8 @@ func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site
 	}
 	agent, err := session.New(session.Config{
 		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
-		Log: slog.New(slog.DiscardHandler),
+		Inventory: map[string]json.RawMessage{proto.SectionSite: siteSection},
+		Log:       slog.New(slog.DiscardHandler),
 		Handlers: map[string]session.Handler{
 			proto.CommandPrepareRamdisk: s.handle(s.prepareRamdisk),
 			"management.setBootDevice":  s.handle(s.setBootDevice),
@@ -106,6 +131,7 @@ func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.agent = agent
 	done := make(chan struct{})
 	go func() { agent.Run(ctx); close(done) }()
 	t.Cleanup(func() {
@@ -119,6 +145,26 @@ func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site
 		}
 	})
 	return s
+}
+
+// cache puts an artifact in the site's cache and reports the cache's images.
+func (s *site) cache(digest string, b []byte) {
+	s.mu.Lock()
+	s.cached[digest] = b
+	var entries []proto.ImageCacheEntry
+	for d, b := range s.cached {
+		entries = append(entries, proto.ImageCacheEntry{Digest: d, State: proto.CacheReady, SizeBytes: int64(len(b))})
+	}
+	s.mu.Unlock()
+	data, _ := json.Marshal(entries)
+	s.agent.SetInventory("images", data)
+}
+
+// cacheHits is how many image requests the site's cache answered.
+func (s *site) cacheHits() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.served
 }
 
 // add makes m the machine of node.
