@@ -21,9 +21,8 @@ type DeployImage struct {
 	Format      string `json:"format"`
 	Compression string `json:"compression"`
 	SizeBytes   int64  `json:"sizeBytes,omitempty"`
-	// UserDataRef is the secret reference of the user data to install with the image,
-	// fetched with a SecretRequest; empty when the profile has none. UserDataKind is
-	// cloud-init, ignition or talos.
+	// UserDataRef is the secret reference of the user data to install with the image;
+	// empty when the profile has none. UserDataKind is cloud-init, ignition or talos.
 	UserDataRef  string `json:"userDataRef,omitempty"`
 	UserDataKind string `json:"userDataKind,omitempty"`
 	// UserData is the document UserDataRef names. The registry never stores it with the

@@ -16,7 +16,8 @@ type Document struct {
 	Data []byte `json:"data"`
 }
 
-// Fetch returns the document ref names to the agent asking for it (its SecretRequest):
+// Fetch returns the document ref names to the agent it is for (the agent endpoint calls
+// it as it delivers a deploy.image):
 // only the ramdisk of the node the document was rendered for gets it; anyone else is
 // FORBIDDEN. An unknown ref, or one a re-render replaced, is NOT_FOUND.
 func (r *Renderer) Fetch(tx *store.Tx, ref, callerNodeID, callerRole string) (Document, error) {
