@@ -91,7 +91,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		return proto.Errorf(proto.InvalidConfig, "listen on %s: %v (pick another --listen address)", cfg.Listen, err)
 	}
 	info := Info{
-		URL:         "https://" + clientAddr(ln.Addr().(*net.TCPAddr)),
+		URL:         "https://" + clientAddr(ln.Addr().(*net.TCPAddr).IP, ln.Addr().(*net.TCPAddr).Port),
 		AdminConfig: filepath.Join(cfg.DataDir, AdminConfig),
 		Pins:        keys.Pins(),
 		PinsFile:    filepath.Join(cfg.DataDir, pki.PinsFile),
@@ -125,7 +125,8 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		return err
 	}
 	defer plane.ep.Close()
-	info.AgentEndpoint = udpClientAddr(plane.ep.Addr().(*net.UDPAddr))
+	udp := plane.ep.Addr().(*net.UDPAddr)
+	info.AgentEndpoint = clientAddr(udp.IP, udp.Port)
 	joinSvc := join.NewService(st, keys, info.AgentEndpoint, cfg.Log)
 	wellKnown, err := joinSvc.WellKnownHandler()
 	if err != nil {
@@ -268,12 +269,11 @@ func bootstrap(st *store.Store, keys *pki.PKI, info Info) (first bool, err error
 
 // clientAddr is the address a client on this host dials: a wildcard listen address
 // becomes loopback.
-func clientAddr(a *net.TCPAddr) string {
-	ip := a.IP
+func clientAddr(ip net.IP, port int) string {
 	if ip == nil || ip.IsUnspecified() {
 		ip = net.IPv4(127, 0, 0, 1)
 	}
-	return net.JoinHostPort(ip.String(), fmt.Sprint(a.Port))
+	return net.JoinHostPort(ip.String(), fmt.Sprint(port))
 }
 
 // serverNames are the names the server certificate is valid for.

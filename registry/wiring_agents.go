@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 
@@ -283,16 +281,6 @@ func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile)
 		return err
 	})
 	return metal.UserDataResult{UserDataRef: out.UserDataRef, Kind: out.Kind, JoinTokenID: out.JoinTokenID}, err
-}
-
-// udpClientAddr is the address an agent on this host dials: a wildcard listen address
-// becomes loopback.
-func udpClientAddr(a *net.UDPAddr) string {
-	ip := a.IP
-	if ip == nil || ip.IsUnspecified() {
-		ip = net.IPv4(127, 0, 0, 1)
-	}
-	return net.JoinHostPort(ip.String(), fmt.Sprint(a.Port))
 }
 
 // startAgentPlane starts the agent endpoint on cfg.AgentListen with the registry's
