@@ -13,7 +13,7 @@ import (
 
 var serveCommands = []command{{
 	path:    "serve",
-	usage:   "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE]",
+	usage:   "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images]",
 	summary: "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket (required)")
@@ -22,6 +22,7 @@ var serveCommands = []command{{
 		logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 		userDataConfig := fs.String("userdata-config", "", "JSON file: controlPlaneUrl, bcdUrl, bcdSha256, pins, templates, tokenTtlSeconds (docs/userdata.md)")
 		hardware := fs.String("hardware-profiles", "", "hardware profiles file (default DIR/hardware-profiles.json when it exists)")
+		allowUnsigned := fs.Bool("allow-unsigned-images", false, "let a tenant deploy its own unsigned OS images: for development only")
 		return func(x *exec) error {
 			if *dataDir == "" {
 				return proto.Errorf(proto.InvalidInput, "serve needs --data-dir DIR").WithPath("--data-dir")
@@ -30,7 +31,8 @@ var serveCommands = []command{{
 			if *logFormat == "json" {
 				h = slog.NewJSONHandler(x.env.Stderr, nil)
 			}
-			cfg := registry.Config{DataDir: *dataDir, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware, Log: slog.New(h)}
+			cfg := registry.Config{DataDir: *dataDir, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
+				AllowUnsignedImages: *allowUnsigned, Log: slog.New(h)}
 			if *userDataConfig != "" {
 				var err error
 				if cfg.UserData, err = userdata.LoadConfig(*userDataConfig); err != nil {

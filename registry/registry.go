@@ -45,6 +45,9 @@ type Config struct {
 	// HardwareProfiles is the hardware profiles file; "" reads
 	// DATA_DIR/hardware-profiles.json when it exists.
 	HardwareProfiles string
+	// AllowUnsignedImages lets a tenant deploy its own unsigned OS images: for
+	// development only.
+	AllowUnsignedImages bool
 	// Log receives the registry's structured logs.
 	Log *slog.Logger
 	// UserData is what user data is rendered with; its pins default to the registry's
@@ -136,7 +139,8 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	}
 	joins, engine := plane.joins, plane.engine
 	metalSvc := metal.New(metal.Config{Store: st, Engine: engine, Joins: joins, HardwareProfiles: hardware,
-		Images: catalog{st}, UserData: renderer{st, userData}, Generations: plane, Ramdisk: plane, Log: cfg.Log})
+		Images: catalog{st}, AllowUnsignedImages: cfg.AllowUnsignedImages, UserData: renderer{st, userData}, Generations: plane,
+		Ramdisk: plane, Log: cfg.Log})
 
 	apiSrv := api.NewServer(st, cfg.Log)
 	apiSrv.RegisterAll()
