@@ -244,7 +244,8 @@ func (a *agent) loadKernel() error {
 }
 
 // wipe is disk.wipe: none does nothing, quick zeroes the partition tables (the first
-// and last MiB); the erases need firmware support this ramdisk does not drive yet.
+// and last MiB) and discards the rest where the disk supports it; the erases need
+// firmware support this ramdisk does not drive yet.
 func (a *agent) wipe(_ context.Context, payload json.RawMessage) (json.RawMessage, error) {
 	var in struct{ Mode string }
 	if len(payload) > 0 {
@@ -252,6 +253,7 @@ func (a *agent) wipe(_ context.Context, payload json.RawMessage) (json.RawMessag
 			return nil, proto.Errorf(proto.InvalidInput, "disk.wipe: %v", err)
 		}
 	}
+	var discarded bool
 	switch in.Mode {
 	case "none":
 	case "", "quick":
@@ -263,10 +265,13 @@ func (a *agent) wipe(_ context.Context, payload json.RawMessage) (json.RawMessag
 		if err := t.Wipe(); err != nil {
 			return nil, proto.Errorf(proto.DriverError, "disk.wipe: %v", err)
 		}
+		if discarded, err = t.Discard(); err != nil {
+			return nil, proto.Errorf(proto.DriverError, "disk.wipe: %v", err)
+		}
 	default:
 		return nil, proto.Errorf(proto.Unsupported, "disk.wipe mode %q: this ramdisk wipes none and quick", in.Mode).WithPath("mode")
 	}
-	return json.Marshal(map[string]any{"mode": in.Mode, "attested": false})
+	return json.Marshal(map[string]any{"mode": in.Mode, "discarded": discarded, "attested": false})
 }
 
 // diagDCGM is diag.dcgm, which needs NVIDIA's DCGM; the ramdisk carries none.

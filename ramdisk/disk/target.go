@@ -219,3 +219,22 @@ func (t *Target) Wipe() error {
 	}
 	return t.f.Sync()
 }
+
+// Discard tells a block device that none of its blocks hold data (BLKDISCARD over its
+// whole capacity), so a solid disk forgets them. It reports false, with no error, for a
+// file or a device that does not support discard; a discard promises nothing about what
+// reads back afterwards.
+func (t *Target) Discard() (bool, error) {
+	if !t.block || t.size == 0 {
+		return false, nil
+	}
+	r := [2]uint64{0, uint64(t.size)}
+	err := ioctlPtr(t.f, unix.BLKDISCARD, &r)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTTY) || errors.Is(err, unix.EINVAL) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("BLKDISCARD: %w", err)
+	}
+	return true, nil
+}
