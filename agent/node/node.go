@@ -84,6 +84,8 @@ type agent struct {
 	pending proto.NodeSpec
 	// firstPass waits, per generation, for the results of its first pass.
 	firstPass map[int64]chan []hostconverge.UnitResult
+	// acked is the generation acknowledged last, by apply or by Applied.
+	acked int64
 }
 
 func newAgent(configDir string, log *slog.Logger) *agent {
@@ -130,6 +132,9 @@ func (a *agent) Report(generation int64, results []hostconverge.UnitResult) {
 	a.mu.Lock()
 	first := a.firstPass[generation]
 	delete(a.firstPass, generation)
+	if first != nil && hostconverge.Applied(results) {
+		a.acked = generation // apply acknowledges it
+	}
 	a.mu.Unlock()
 	if first != nil {
 		first <- results
@@ -139,13 +144,13 @@ func (a *agent) Report(generation int64, results []hostconverge.UnitResult) {
 // Applied is hostconverge.Reporter: a generation whose first pass failed is
 // acknowledged once a later pass applies it.
 func (a *agent) Applied(generation int64) {
-	if a.session.ObservedGeneration() == generation {
-		return
-	}
 	a.mu.Lock()
-	spec := a.pending
+	spec, acked := a.pending, a.acked
+	if spec.Generation == generation {
+		a.acked = generation
+	}
 	a.mu.Unlock()
-	if spec.Generation != generation {
+	if acked == generation || spec.Generation != generation {
 		return
 	}
 	if err := a.save(spec); err != nil {
