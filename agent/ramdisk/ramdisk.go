@@ -107,8 +107,12 @@ func Run(ctx context.Context, o Options) error {
 	return next()
 }
 
-// joinRegistry joins as boot.Node's ramdisk with the token of this boot.
+// joinRegistry joins as boot.Node's ramdisk with the token of this boot, unless the
+// config dir holds that join already (bcd ramdisk restarted: the token is spent).
 func joinRegistry(ctx context.Context, dir string, boot Boot) error {
+	if c, err := bcdconf.Load(dir); err == nil && c.NodeID == boot.Node && c.Role == joinwire.RoleRamdisk && c.Server == boot.Registry {
+		return nil
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
