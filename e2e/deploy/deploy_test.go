@@ -190,14 +190,14 @@ func TestDeployEndToEnd(t *testing.T) {
 		t.Errorf("boot entry %+v", entry)
 	}
 
-	// The disk holds the image: byte for byte up to the root partition, whose file
-	// system got the user data.
+	// The disk holds the image byte for byte outside the root partition, whose file
+	// system got the user data (and was mounted to read it at first boot).
 	disk, err := os.ReadFile(m.disk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const rootStart = 4096 * 512
-	if sha(disk[:rootStart]) != sha(raw[:rootStart]) || len(disk) != len(raw) {
+	const rootStart, rootEnd = 4096 * 512, (4096 + 32768) * 512 // gpttest.OSImage's root
+	if len(disk) != len(raw) || sha(disk[:rootStart]) != sha(raw[:rootStart]) || sha(disk[rootEnd:]) != sha(raw[rootEnd:]) {
 		t.Errorf("the disk does not hold the image")
 	}
 
