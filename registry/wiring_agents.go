@@ -37,13 +37,11 @@ type agentPlane struct {
 	mu       sync.Mutex
 	observed chan struct{} // closed and replaced whenever an agent applies a generation
 
-	inventory chan inventoryReport
-}
-
-// inventoryReport is an inventory section an agent reported, queued for the store.
-type inventoryReport struct {
-	node, section string
-	data          json.RawMessage
+	// reported holds the site agents whose cache report changed and is not recorded in
+	// the image locations yet; reportedSignal wakes recordInventory.
+	reportedMu     sync.Mutex
+	reported       map[string]bool
+	reportedSignal chan struct{}
 }
 
 // siteAgent is the node id of the site agent of site: a site agent joins with a site
@@ -153,47 +151,68 @@ func (p *agentPlane) WaitObserved(ctx context.Context, node string) error {
 	}
 }
 
-// reportInventory queues a changed inventory section; the endpoint's hook must not block.
-func (p *agentPlane) reportInventory(node, section string, data json.RawMessage) {
+// reportInventory notes a site agent whose cache report changed; the endpoint's hook
+// must not block, so recordInventory does the work.
+func (p *agentPlane) reportInventory(node, section string, _ json.RawMessage) {
 	if section != cacheSection {
 		return
 	}
+	p.reportedMu.Lock()
+	p.reported[node] = true
+	p.reportedMu.Unlock()
 	select {
-	case p.inventory <- inventoryReport{node, section, data}:
+	case p.reportedSignal <- struct{}{}:
 	default:
-		p.log.Warn("inventory queue full; the agent's next report carries it", "node", node, "section", section)
 	}
 }
 
 // cacheSection is the inventory section a site cache reports its images in.
 const cacheSection = "images"
 
-// recordInventory keeps the image locations in line with the site caches' reports
-// until ctx ends.
+// recordInventory keeps the image locations in line with the site caches' latest
+// reports, read from the store, until ctx ends.
 func (p *agentPlane) recordInventory(ctx context.Context) {
 	for {
-		var r inventoryReport
 		select {
 		case <-ctx.Done():
 			return
-		case r = <-p.inventory:
+		case <-p.reportedSignal:
 		}
-		var entries []proto.ImageCacheEntry
-		err := json.Unmarshal(r.data, &entries)
-		if err == nil {
-			err = p.st.Update(func(tx *store.Tx) error {
-				site, err := tx.Site(r.node)
-				if err != nil {
-					return err
-				}
-				_, err = image.RecordSiteCacheReport(tx, site.ID, r.node, entries)
-				return err
-			})
-		}
-		if err != nil {
-			p.log.Warn("site cache report", "node", r.node, "err", err)
+		p.reportedMu.Lock()
+		nodes := p.reported
+		p.reported = map[string]bool{}
+		p.reportedMu.Unlock()
+		for node := range nodes {
+			if err := p.st.Update(func(tx *store.Tx) error { return recordCacheReport(tx, node) }); err != nil {
+				p.log.Warn("site cache report", "node", node, "err", err)
+			}
 		}
 	}
+}
+
+// recordCacheReport records the site agent's stored `images` section as its site's
+// cache report.
+func recordCacheReport(tx *store.Tx, node string) error {
+	site, err := tx.Site(node)
+	if err != nil {
+		return err
+	}
+	inv, err := tx.Inventory(node)
+	if err != nil {
+		return err
+	}
+	for _, s := range inv {
+		if s.Section != cacheSection {
+			continue
+		}
+		var entries []proto.ImageCacheEntry
+		if err := json.Unmarshal(s.Data, &entries); err != nil {
+			return proto.Errorf(proto.InvalidInput, "the images section does not decode: %v", err)
+		}
+		_, err = image.RecordSiteCacheReport(tx, site.ID, node, entries)
+		return err
+	}
+	return nil
 }
 
 // Prepare is metal.RamdiskBoots: a ramdisk token for node, and where and whom the
@@ -288,7 +307,7 @@ func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile)
 // joins go through it.
 func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert tls.Certificate, ud *userdata.Renderer, registryURL string) (*agentPlane, error) {
 	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st), userData: ud, keys: keys, registryURL: registryURL,
-		log: cfg.Log, observed: make(chan struct{}), inventory: make(chan inventoryReport, 64)}
+		log: cfg.Log, observed: make(chan struct{}), reported: map[string]bool{}, reportedSignal: make(chan struct{}, 1)}
 	if cfg.UserData.ControlPlaneURL != "" {
 		p.registryURL = cfg.UserData.ControlPlaneURL
 	}
