@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,20 +50,41 @@ func profile(id, image string) string {
 
 // world is a registry with a site, a pool, a platform signer and an image server.
 type world struct {
-	reg      *testkit.Registry
-	admin    string
-	site     *site
-	signer   *openssl.Key
-	images   map[string][]byte // artifacts by path on the image server
-	imageURL string
+	reg       *testkit.Registry
+	serveArgs []string
+	admin     string
+	site      *site
+	signer    *openssl.Key
+	images    map[string][]byte // artifacts by path on the image server
+	imageURL  string
+	// mu guards images and the gate: gate, when set, holds the image server's first
+	// answer after half the artifact until it is closed; requested is closed when that
+	// answer starts.
+	mu              sync.Mutex
+	gate, requested chan struct{}
 }
 
 func newWorld(t *testing.T) *world {
 	w := &world{signer: openssl.Generate(t, openssl.Ed25519), images: map[string][]byte{}}
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w.mu.Lock()
 		b, ok := w.images[r.URL.Path]
+		gate, requested := w.gate, w.requested
+		if r.Header.Get("Range") == "" {
+			w.gate = nil
+		}
+		w.mu.Unlock()
 		if !ok {
 			http.NotFound(rw, r)
+			return
+		}
+		if gate != nil && r.Header.Get("Range") == "" {
+			rw.Header().Set("Content-Length", fmt.Sprint(len(b)))
+			rw.Write(b[:len(b)/2])
+			rw.(http.Flusher).Flush()
+			close(requested)
+			<-gate
+			rw.Write(b[len(b)/2:])
 			return
 		}
 		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(b))
@@ -81,7 +103,8 @@ func newWorld(t *testing.T) *world {
 		url, strings.Repeat("ab", 32))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.reg = testkit.StartRegistry(t, dir, "--listen", "127.0.0.1:"+port, "--userdata-config", udc)
+	w.serveArgs = []string{"--listen", "127.0.0.1:" + port, "--agent-listen", "127.0.0.1:" + freeUDPPort(t), "--userdata-config", udc}
+	w.reg = testkit.StartRegistry(t, dir, w.serveArgs...)
 	w.admin = w.reg.AdminConfig
 	testkit.JSON(t, w.admin, nil, "sites", "create", "rack-a")
 	testkit.JSON(t, w.admin, nil, "pools", "create", "gpu", "--site", "rack-a")
@@ -97,6 +120,15 @@ func freePort(t *testing.T) string {
 	}
 	defer ln.Close()
 	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+}
+
+func freeUDPPort(t *testing.T) string {
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	return fmt.Sprint(c.LocalAddr().(*net.UDPAddr).Port)
 }
 
 // osImage makes a small GPT disk image with an EFI and a root partition and returns
@@ -120,7 +152,9 @@ func osImage(t *testing.T) (raw, zst []byte) {
 // register serves artifact and registers it as ref with digest (signed unless unsigned).
 func (w *world) register(t *testing.T, ref string, artifact []byte, digest string, signed bool) {
 	path := "/" + ref + ".raw.zst"
+	w.mu.Lock()
 	w.images[path] = artifact
+	w.mu.Unlock()
 	args := []string{"images", "register", "--tenant", "root", "--ref", ref, "--kind", "os", "--source", w.imageURL + path,
 		"--disk-format", "raw", "--compression", "zstd", "--sha256", digest, "--size", fmt.Sprint(len(artifact))}
 	if signed {
@@ -337,5 +371,57 @@ func TestTamperedCatalogRow(t *testing.T) {
 	testkit.JSON(t, reg.AdminConfig, &n, "nodes", "get", n.ID)
 	if n.Failure == nil || n.Failure.Use != "deploy.deploy" || n.Failure.Error.Details.Reason != "signature" {
 		t.Errorf("failure %+v", n.Failure)
+	}
+}
+
+// TestDeploySurvivesARegistryRestart stops the registry while the ramdisk streams the
+// image and starts it again on the same data and addresses: the run resumes, the
+// ramdisk answers the resent deploy.image from the write it finished, and the deploy
+// ends as if nothing happened.
+func TestDeploySurvivesARegistryRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a machine end to end")
+	}
+	raw, zst := osImage(t)
+	w := newWorld(t)
+	w.register(t, "e2e-os@1", zst, sha(zst), true)
+	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
+	const uuid = "4c4c4544-0042-3510-8052-b4c04f5958aa"
+	m := newMachine(t, uuid, int64(len(raw)))
+	id := w.enroll(t, "52:54:00:12:37:01", uuid, m)
+	gate, requested := make(chan struct{}), make(chan struct{})
+	w.mu.Lock()
+	w.gate, w.requested = gate, requested
+	w.mu.Unlock()
+
+	var started api.DeployStarted
+	testkit.JSON(t, w.admin, &started, "nodes", "deploy", id, "--profile", "e2e-host")
+	select {
+	case <-requested:
+	case <-time.After(time.Minute):
+		console, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
+		t.Fatalf("the ramdisk never asked for the image; console:\n%s", console)
+	}
+	w.reg.Stop()
+	close(gate)
+	w.reg = testkit.StartRegistry(t, w.reg.DataDir, w.serveArgs...)
+
+	var n store.Node
+	ended := waitFor(t, time.Minute, func() bool {
+		testkit.JSON(t, w.admin, &n, "nodes", "get", id)
+		return n.State != store.NodeDeploying
+	})
+	if !ended || n.State != store.NodeActive {
+		var run api.WorkflowView
+		testkit.JSON(t, w.admin, &run, "workflows", "get", started.WorkflowID)
+		console, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
+		t.Fatalf("node %s, failure %+v\nrun %+v\nconsole:\n%s", n.State, n.Failure, run, console)
+	}
+	var run api.WorkflowView
+	testkit.JSON(t, w.admin, &run, "workflows", "get", started.WorkflowID)
+	for _, step := range run.Steps {
+		if step.Use == "deploy.deploy" && len(step.Attempts) != 1 {
+			t.Errorf("deploy.deploy took %d attempts; the restart should resume the one", len(step.Attempts))
+		}
 	}
 }
