@@ -121,7 +121,7 @@ func (p *agentPlane) observe(string, int64) {
 }
 
 // WaitObserved is metal.Generations: it returns once node's agent has applied a
-// generation at least its desired one.
+// generation at least its desired one; a node without a NodeSpec has nothing to apply.
 func (p *agentPlane) WaitObserved(ctx context.Context, node string) error {
 	for {
 		p.mu.Lock()
@@ -130,6 +130,10 @@ func (p *agentPlane) WaitObserved(ctx context.Context, node string) error {
 		var done bool
 		err := p.st.View(func(tx *store.Tx) error {
 			spec, err := tx.NodeSpec(node)
+			if proto.CodeOf(err) == proto.NotFound {
+				done = true
+				return nil
+			}
 			if err != nil {
 				return err
 			}
