@@ -36,7 +36,7 @@ type Mode struct {
 
 // Modes is every mode, in the order help lists them.
 func Modes() []Mode {
-	return []Mode{joinMode}
+	return []Mode{joinMode, siteMode}
 }
 
 // Lookup finds a mode by name.
