@@ -28,7 +28,8 @@ type MessageType string
 
 // The message types. Hello, ack and inventory go from agent to registry on the session
 // stream, spec from registry to agent on it; command goes from registry to agent on a
-// command stream and result comes back on the same stream.
+// command stream, and progress (any number, while it runs) and then result come back on
+// the same stream.
 const (
 	MsgHello     MessageType = "hello"
 	MsgSpec      MessageType = "spec"
@@ -36,6 +37,7 @@ const (
 	MsgInventory MessageType = "inventory"
 	MsgCommand   MessageType = "command"
 	MsgResult    MessageType = "result"
+	MsgProgress  MessageType = "progress"
 )
 
 // Message is one frame's content: a type and exactly the body of that type. Unknown
@@ -49,6 +51,7 @@ type Message struct {
 	Inventory *Inventory  `json:"inventory,omitempty"`
 	Command   *Command    `json:"command,omitempty"`
 	Result    *Result     `json:"result,omitempty"`
+	Progress  *Progress   `json:"progress,omitempty"`
 }
 
 // Hello opens a session: what the agent has applied and what it has to report.
@@ -85,6 +88,13 @@ type Result struct {
 	Error  *Error          `json:"error,omitempty"`
 }
 
+// Progress reports how far a running command is (for example the bytes deploy.image
+// has written); the registry records the latest on the workflow step that sent it.
+type Progress struct {
+	ID     string          `json:"id"`
+	Detail json.RawMessage `json:"detail"`
+}
+
 // DecodeMessage decodes one frame's payload and checks that it carries exactly the body
 // its type names. A malformed message is INVALID_INPUT.
 func DecodeMessage(b []byte) (Message, error) {
@@ -104,13 +114,14 @@ func (m *Message) check() error {
 	}{
 		{MsgHello, m.Hello != nil}, {MsgSpec, m.Spec != nil}, {MsgAck, m.Ack != nil},
 		{MsgInventory, m.Inventory != nil}, {MsgCommand, m.Command != nil}, {MsgResult, m.Result != nil},
+		{MsgProgress, m.Progress != nil},
 	} {
 		if b.present {
 			bodies = append(bodies, b.t)
 		}
 	}
 	switch m.Type {
-	case MsgHello, MsgSpec, MsgAck, MsgInventory, MsgCommand, MsgResult:
+	case MsgHello, MsgSpec, MsgAck, MsgInventory, MsgCommand, MsgResult, MsgProgress:
 	default:
 		return Errorf(InvalidInput, "agent message of unknown type %q", m.Type).WithPath("type")
 	}
@@ -133,6 +144,10 @@ func (m *Message) check() error {
 	case MsgResult:
 		if err := CheckCommandID(m.Result.ID); err != nil {
 			return AsError(err).WithPath("result.id")
+		}
+	case MsgProgress:
+		if err := CheckCommandID(m.Progress.ID); err != nil {
+			return AsError(err).WithPath("progress.id")
 		}
 	}
 	return nil

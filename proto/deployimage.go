@@ -26,6 +26,10 @@ type DeployImage struct {
 	// cloud-init, ignition or talos.
 	UserDataRef  string `json:"userDataRef,omitempty"`
 	UserDataKind string `json:"userDataKind,omitempty"`
+	// UserData is the document UserDataRef names. The registry never stores it with the
+	// command: it opens it from the secret store as it delivers the command, and only
+	// to the ramdisk of the node the document was rendered for.
+	UserData []byte `json:"userData,omitempty"`
 }
 
 // DeployImageResult is the answer to deploy.image.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"sync"
 	"time"
 
@@ -28,7 +29,8 @@ func (a *Agent) acceptCommands(ctx context.Context, conn *quic.Conn) {
 }
 
 // serveCommand reads one command, runs it (or waits for the run of the same id) and
-// answers its result on the same stream.
+// answers its result on the same stream. A command whose handler asked for AfterReply
+// runs that once the registry has read the result (it closes its end of the stream).
 func (a *Agent) serveCommand(ctx context.Context, stream *quic.Stream) {
 	stream.SetReadDeadline(time.Now().Add(ioTimeout))
 	m, err := proto.ReadMessage(stream)
@@ -41,7 +43,7 @@ func (a *Agent) serveCommand(ctx context.Context, stream *quic.Stream) {
 		stream.CancelWrite(quic.StreamErrorCode(codeProtocol))
 		return
 	}
-	res, ok := a.cmds.do(ctx, *m.Command, a.cfg.Handlers)
+	res, after, ok := a.cmds.do(ctx, *m.Command, a.cfg.Handlers, stream)
 	if !ok {
 		// The agent is stopping: no answer, so the registry resends the command to the
 		// agent's next run instead of recording a cancellation.
@@ -49,8 +51,51 @@ func (a *Agent) serveCommand(ctx context.Context, stream *quic.Stream) {
 		return
 	}
 	stream.SetWriteDeadline(time.Now().Add(ioTimeout))
-	proto.WriteMessage(stream, &proto.Message{Type: proto.MsgResult, Result: &res})
+	err = proto.WriteMessage(stream, &proto.Message{Type: proto.MsgResult, Result: &res})
 	stream.Close()
+	if after == nil || err != nil {
+		return
+	}
+	stream.SetReadDeadline(time.Now().Add(ioTimeout))
+	if _, err := io.Copy(io.Discard, stream); err != nil {
+		a.log.Warn("the registry did not confirm the result; acting on it anyway", "command", res.ID, "err", err)
+	}
+	after()
+}
+
+// cmdKey keys the command a handler's context runs.
+type cmdKey struct{}
+
+// ReportProgress sends detail (marshalled as JSON) as the progress of the command ctx
+// runs, on the stream the registry waits on; outside a command's handler it does
+// nothing. A report that cannot be sent is dropped: progress is advisory.
+func ReportProgress(ctx context.Context, detail any) {
+	r, ok := ctx.Value(cmdKey{}).(*run)
+	if !ok {
+		return
+	}
+	b, err := json.Marshal(detail)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.out == nil {
+		return
+	}
+	r.out.SetWriteDeadline(time.Now().Add(ioTimeout))
+	proto.WriteMessage(r.out, &proto.Message{Type: proto.MsgProgress, Progress: &proto.Progress{ID: r.id, Detail: b}})
+}
+
+// AfterReply makes fn run once the registry has the result of the command ctx runs
+// (boot.kexec answers before it replaces the running system). It runs at most once;
+// outside a command's handler it does nothing.
+func AfterReply(ctx context.Context, fn func()) {
+	if r, ok := ctx.Value(cmdKey{}).(*run); ok {
+		r.mu.Lock()
+		r.after = fn
+		r.mu.Unlock()
+	}
 }
 
 // commands runs relayed commands at most once per id, and remembers the results of the
@@ -64,9 +109,16 @@ type commands struct {
 
 // run is one command's execution: done closes when res is set.
 type run struct {
+	id   string
 	done chan struct{}
 	res  proto.Result
 	ok   bool
+
+	// mu guards out, the stream the registry waits on now (progress goes there), and
+	// after, what AfterReply asked for (taken by the first answer delivered).
+	mu    sync.Mutex
+	out   *quic.Stream
+	after func()
 }
 
 func (c *commands) init(keep int) {
@@ -75,17 +127,21 @@ func (c *commands) init(keep int) {
 }
 
 // do returns the result of cmd: remembered, awaited from the run under way, or from a
-// new run. ok is false when ctx ended before a result.
-func (c *commands) do(ctx context.Context, cmd proto.Command, handlers map[string]Handler) (res proto.Result, ok bool) {
+// new run, and what to do once it is delivered. ok is false when ctx ended before a
+// result. Progress of the run goes to out from now on.
+func (c *commands) do(ctx context.Context, cmd proto.Command, handlers map[string]Handler, out *quic.Stream) (res proto.Result, after func(), ok bool) {
 	c.mu.Lock()
 	r, attach := c.runs[cmd.ID]
 	if !attach {
-		r = &run{done: make(chan struct{})}
+		r = &run{id: cmd.ID, done: make(chan struct{})}
 		c.runs[cmd.ID] = r
 	}
 	c.mu.Unlock()
+	r.mu.Lock()
+	r.out = out
+	r.mu.Unlock()
 	if !attach {
-		r.res = execute(ctx, cmd, handlers)
+		r.res = execute(context.WithValue(ctx, cmdKey{}, r), cmd, handlers)
 		r.ok = ctx.Err() == nil
 		c.mu.Lock()
 		if r.ok {
@@ -102,10 +158,16 @@ func (c *commands) do(ctx context.Context, cmd proto.Command, handlers map[strin
 	}
 	select {
 	case <-r.done:
-		return r.res, r.ok
 	case <-ctx.Done():
-		return proto.Result{}, false
+		return proto.Result{}, nil, false
 	}
+	if !r.ok {
+		return proto.Result{}, nil, false
+	}
+	r.mu.Lock()
+	after, r.after = r.after, nil
+	r.mu.Unlock()
+	return r.res, after, true
 }
 
 // execute runs cmd's handler and makes its result.

@@ -43,6 +43,16 @@ type Config struct {
 	// OnObserved, if set, is called after an agent's applied generation is recorded, so
 	// that a workflow can wait for a NodeSpec to take effect. It must return quickly.
 	OnObserved func(node string, generation int64)
+	// OnSession, if set, is called once an agent's hello is recorded: the agent of node
+	// in role is connected (a join, a reconnect or a reboot). It must return quickly.
+	OnSession func(node string, role proto.Role)
+	// OnProgress, if set, is called with each progress report an agent sends for a
+	// command it runs. It must return quickly.
+	OnProgress func(node, commandID string, detail json.RawMessage)
+	// Expand, if set, completes a command as it is delivered to the agent of node in
+	// role, with what must not be stored with it (a secret only that agent may read).
+	// An error answers the command with it, and nothing is sent.
+	Expand func(node string, role proto.Role, cmd proto.Command) (proto.Command, error)
 	// Now is the clock of command expiry; time.Now when nil.
 	Now func() time.Time
 	// CommandTTL bounds how long a command nobody collects is kept (DefaultCommandTTL

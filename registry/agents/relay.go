@@ -62,28 +62,14 @@ func (e *Endpoint) Relay(ctx context.Context, node string, cmd proto.Command) (j
 // deliver sends a command on a new stream of s and records the answer. If the link
 // drops first, the command stays pending and the agent's next hello sends it again.
 func (e *Endpoint) deliver(s *session, c store.AgentCommand) {
-	stream, err := s.conn.OpenStreamSync(s.conn.Context())
-	if err != nil {
-		return
-	}
-	defer stream.CancelRead(0)
-	stream.SetWriteDeadline(time.Now().Add(writeTimeout))
-	cmd := c.Command()
-	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgCommand, Command: &cmd}); err != nil {
-		return
-	}
-	stream.Close()
-	m, err := proto.ReadMessage(stream)
-	if err == nil && (m.Type != proto.MsgResult || m.Result.ID != c.ID) {
-		err = proto.Errorf(proto.InvalidInput, "answer to command %s is a %s of %q", c.ID, m.Type, resultID(m))
-	}
+	res, err := e.exchange(s, c)
 	if err != nil {
 		e.log.Debug("relay", "node", s.node, "command", c.ID, "err", err)
 		return
 	}
 	var done store.AgentCommand
 	err = e.cfg.Store.Update(func(tx *store.Tx) (err error) {
-		done, err = tx.CompleteAgentCommand(s.node, *m.Result)
+		done, err = tx.CompleteAgentCommand(s.node, res)
 		return err
 	})
 	switch {
@@ -93,6 +79,46 @@ func (e *Endpoint) deliver(s *session, c store.AgentCommand) {
 		e.log.Error("record command result", "node", s.node, "command", c.ID, "err", err)
 	default:
 		e.calls.complete(done)
+	}
+}
+
+// exchange sends c, completed by Expand, on a new stream and reads its answer. A
+// command Expand refuses is answered with its error without being sent.
+func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, error) {
+	cmd := c.Command()
+	if e.cfg.Expand != nil {
+		var err error
+		if cmd, err = e.cfg.Expand(s.node, s.role, cmd); err != nil {
+			return proto.Result{ID: c.ID, Error: proto.AsError(err)}, nil
+		}
+	}
+	stream, err := s.conn.OpenStreamSync(s.conn.Context())
+	if err != nil {
+		return proto.Result{}, err
+	}
+	defer stream.CancelRead(0)
+	stream.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgCommand, Command: &cmd}); err != nil {
+		return proto.Result{}, err
+	}
+	// The registry's end of the stream stays open until the result is read: its close
+	// tells the agent that the result arrived (boot.kexec reboots only then).
+	for {
+		m, err := proto.ReadMessage(stream)
+		if err != nil {
+			return proto.Result{}, err
+		}
+		if m.Type == proto.MsgProgress && m.Progress.ID == c.ID {
+			if e.cfg.OnProgress != nil {
+				e.cfg.OnProgress(s.node, c.ID, m.Progress.Detail)
+			}
+			continue
+		}
+		if m.Type != proto.MsgResult || m.Result.ID != c.ID {
+			return proto.Result{}, proto.Errorf(proto.InvalidInput, "answer to command %s is a %s of %q", c.ID, m.Type, resultID(m))
+		}
+		stream.Close()
+		return *m.Result, nil
 	}
 }
 

@@ -177,6 +177,9 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	for _, c := range pending {
 		e.spawn(func() { e.deliver(s, c) })
 	}
+	if e.cfg.OnSession != nil {
+		e.cfg.OnSession(s.node, s.role)
+	}
 	return nil
 }
 

@@ -1,0 +1,77 @@
+package proto
+
+import "encoding/json"
+
+// The kinds of the commands a deploy relays beside deploy.image. Site commands act on a
+// machine through its BMC or boot entry and carry a SiteCommand; the others go to the
+// machine's own agent (its ramdisk or its installed OS).
+const (
+	CommandPrepareRamdisk   = "boot.prepareRamdisk"
+	CommandInventoryRefresh = "inventory.refresh"
+	CommandBootKexec        = "boot.kexec"
+	CommandDiskWipe         = "disk.wipe"
+	CommandDiagDCGM         = "diag.dcgm"
+)
+
+// SiteCommand is the payload of every command relayed to a site agent: the machine it
+// acts on and the step's input.
+type SiteCommand struct {
+	// Node is the machine's node id.
+	Node string `json:"node"`
+	// Drivers are the machine's driver bindings by concern (power, management, ...),
+	// with the BMC's address and credential reference in their config.
+	Drivers map[string]DriverBinding `json:"drivers,omitempty"`
+	// Input is the step's input: its `with`, or PrepareRamdisk for boot.prepareRamdisk.
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+// PrepareRamdisk is the input of boot.prepareRamdisk: the site makes the machine's boot
+// entry a ramdisk boot whose kernel command line is Args, then bc.registry=Registry,
+// bc.pins=Pins (comma-separated) and bc.token=Token.
+type PrepareRamdisk struct {
+	// MACs are the machine's boot interfaces; ProductUUID its SMBIOS product UUID.
+	MACs        []string `json:"macs"`
+	ProductUUID string   `json:"productUuid,omitempty"`
+	// Kernel and Initrd name the ramdisk to boot (digests in the site cache); empty
+	// boots the site's own ramdisk.
+	Kernel string `json:"kernel,omitempty"`
+	Initrd string `json:"initrd,omitempty"`
+	// Token is the single-use ramdisk join token minted for this boot.
+	Token string `json:"token"`
+	// Registry is the registry's base URL the ramdisk joins, https://host:port.
+	Registry string `json:"registry"`
+	// Pins are the registry's serving CA, join signing and join encryption pins, in
+	// that order.
+	Pins []string `json:"pins"`
+	// Args are further kernel arguments; they carry bc.node=<node id>.
+	Args []string `json:"args,omitempty"`
+}
+
+// InventoryRefresh is the input of inventory.refresh: the identity the registry enrolled
+// the machine with, which the ramdisk checks against the machine it runs on.
+type InventoryRefresh struct {
+	ProductUUID string   `json:"productUuid,omitempty"`
+	MACs        []string `json:"macs,omitempty"`
+}
+
+// The inventory sections the deploy reads beside images.
+const (
+	// SectionSite is a site agent's own description: SiteInventory.
+	SectionSite = "site"
+	// SectionHost is a node agent's last host convergence: HostInventory.
+	SectionHost = "host"
+)
+
+// SiteInventory is the `site` inventory section of a site agent.
+type SiteInventory struct {
+	// HTTPBase is the base URL of the site's HTTP server as machines reach it,
+	// http://host:port; the cache serves an image at HTTPBase/images/sha256/<digest>.
+	HTTPBase string `json:"httpBase"`
+}
+
+// HostInventory is the `host` inventory section of a node agent: the generation it
+// converged last and what each unit did.
+type HostInventory struct {
+	Generation int64             `json:"generation"`
+	Units      []json.RawMessage `json:"units"`
+}
