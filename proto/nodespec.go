@@ -190,6 +190,16 @@ func (s *NodeSpec) Validate() error {
 	return nil
 }
 
+// Check returns the first problem of a boot entry as INVALID_INPUT with the path of the
+// offending field, or nil.
+func (e *BootEntry) Check() error {
+	if err := e.validate("bootEntry"); err != nil {
+		pe := AsError(err)
+		return Errorf(InvalidInput, "%s", pe.Message).WithPath(pe.Details.Path)
+	}
+	return nil
+}
+
 func (e *BootEntry) validate(p string) error {
 	bad := func(path, format string, args ...any) error {
 		return Errorf(InvalidConfig, format, args...).WithPath(p + path)

@@ -1,46 +1,24 @@
 package proto
 
-import (
-	"encoding/json"
-	"time"
-)
+import "time"
 
-// SiteCommand is the payload of every command relayed to a site agent: the machine the
-// step acts on, the driver bindings it is reached with, and the step's input.
-type SiteCommand struct {
-	// Node is the machine's node id.
-	Node string `json:"node"`
-	// Drivers are the machine's driver bindings by concern (power, management,
-	// virtual-media, ...), as the registry resolved them at enrollment. Their configs
-	// carry credential references, never credentials.
-	Drivers map[string]DriverBinding `json:"drivers,omitempty"`
-	// Input is the step's input (its `with`), as the step defines it; for media.insert
-	// the registry has resolved it to a MediaInsert.
-	Input json.RawMessage `json:"input,omitempty"`
-}
-
-// MediaInsert is the input of media.insert as the site agent receives it: the https://
-// URL the BMC mounts and, for a catalog image, its digest.
-type MediaInsert struct {
-	URL    string `json:"url"`
-	Digest string `json:"digest,omitempty"`
-}
-
-// The inventory sections a site agent reports beside `images`.
+// The inventory sections a site agent reports beside `images` and `site`.
 const (
-	// SectionSite holds a SiteInfo.
-	SectionSite = "site"
 	// SectionDiscoveries holds the []Discovery of PXE discovery.
 	SectionDiscoveries = "discoveries"
+	// SectionBootEntries holds the []BootEntry the site boots machines with now, the
+	// ramdisk tokens left out.
+	SectionBootEntries = "bootEntries"
 	// SectionImages holds the cache's []ImageCacheEntry.
 	SectionImages = "images"
 )
 
-// SiteInfo is a site agent's `site` inventory section.
-type SiteInfo struct {
-	// HTTPBase is the base URL of the site's HTTP server, as the site's machines reach
-	// it: scripts at /boot/, ramdisk files at /ramdisk/, cached images at /images/sha256/.
-	HTTPBase string `json:"httpBase"`
+// MediaInsert is the input of media.insert as the site agent receives it: the https://
+// URL the BMC mounts and, for a catalog image, its digest, which a BMC without virtual
+// media boots with iPXE sanboot from the site cache instead.
+type MediaInsert struct {
+	URL    string `json:"url"`
+	Digest string `json:"digest,omitempty"`
 }
 
 // Discovery is a machine the site's boot server saw network-booting without a boot
@@ -50,10 +28,14 @@ type Discovery struct {
 	MAC string `json:"mac"`
 	// ProductUUID is the SMBIOS product UUID of DHCP option 97, as dmidecode spells it;
 	// empty when the machine sent none.
-	ProductUUID string `json:"productUUID,omitempty"`
+	ProductUUID string `json:"productUuid,omitempty"`
 	// Arch is the client architecture of DHCP option 93, when the machine sent one.
 	Arch *uint16 `json:"arch,omitempty"`
 	// FirstSeen and LastSeen bound when it asked.
 	FirstSeen time.Time `json:"firstSeen"`
 	LastSeen  time.Time `json:"lastSeen"`
 }
+
+// IsDigest reports whether s is a SHA-256 as the catalog writes it: 64 lower-case hex
+// digits.
+func IsDigest(s string) bool { return digest.MatchString(s) }

@@ -25,6 +25,9 @@ type Config struct {
 	// ConfigDir is bcd's configuration directory, written by `bcd join --role site`
 	// (default /etc/bcd).
 	ConfigDir string `json:"configDir"`
+	// StateDir holds what the site keeps across restarts besides the cache: the boot
+	// entries the relayed steps set (default /var/lib/bcd/site).
+	StateDir string `json:"stateDir"`
 	// Boot is the boot server's configuration (docs/boot.md). Its HTTP listener
 	// (boot.serverIP, boot.httpPort) also serves the cache at /images/sha256/.
 	Boot boot.Config `json:"boot"`
@@ -97,6 +100,9 @@ func DecodeConfig(data []byte) (Config, error) {
 func (c Config) withDefaults() Config {
 	if c.ConfigDir == "" {
 		c.ConfigDir = bcdconf.DefaultDir
+	}
+	if c.StateDir == "" {
+		c.StateDir = "/var/lib/bcd/site"
 	}
 	if c.Ramdisk.Kernel == "" {
 		c.Ramdisk.Kernel = "vmlinuz"

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/agent/session"
@@ -41,7 +42,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log = log.With("site", conf.Site)
 
-	a := &agent{entries: &entries{ramdisk: cfg.Ramdisk, httpBase: cfg.HTTPBase}, discoveries: newDiscoveries()}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return proto.Errorf(proto.InvalidConfig, "state directory: %v", err).WithPath("stateDir")
+	}
+	a := &agent{discoveries: newDiscoveries(), entriesChanged: make(chan struct{}, 1)}
+	if a.entries, err = openEntries(filepath.Join(cfg.StateDir, entriesFile), cfg.Ramdisk, cfg.HTTPBase); err != nil {
+		return err
+	}
 	cacheCfg := cache.Config{Dir: cfg.Cache.Dir, CapacityBytes: cfg.Cache.CapacityBytes, MaxPulls: cfg.Cache.MaxPulls,
 		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, Reporter: cache.ReporterFunc(a.reportImages), Logger: log}
 	if cfg.Cache.CAFile != "" {
@@ -59,13 +66,15 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer srv.Close()
-	st := &steps{drivers: drivers.Registry(), env: bmc.Env{Credentials: credentials{secretsDir: cfg.BMC.SecretsDir}, Log: log}, entries: a.entries}
-	info, _ := json.Marshal(proto.SiteInfo{HTTPBase: cfg.HTTPBase})
+	st := &steps{drivers: drivers.Registry(), env: bmc.Env{Credentials: credentials{secretsDir: cfg.BMC.SecretsDir}, Log: log},
+		entries: a.entries, changed: a.signalEntries}
+	info, _ := json.Marshal(proto.SiteInventory{HTTPBase: cfg.HTTPBase})
 	a.session, err = session.New(session.Config{
 		Addr: conf.AgentEndpoint, Certificate: id.Certificate, ServerCAs: id.ServingCAs,
 		// Boot entries live in memory only: a restarted site asks for the spec again.
 		ObservedGeneration: 0,
-		Inventory:          map[string]json.RawMessage{proto.SectionSite: info, proto.SectionImages: a.imagesSection(a.cache.Entries())},
+		Inventory: map[string]json.RawMessage{proto.SectionSite: info, proto.SectionImages: a.imagesSection(a.cache.Entries()),
+			proto.SectionBootEntries: a.entries.section()},
 		Apply:              a.apply,
 		Handlers:           st.handlers(),
 		Log:                log,
@@ -79,15 +88,40 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		func(ctx context.Context) error { return a.cache.Run(ctx) },
 		func(ctx context.Context) error { return srv.Run(ctx) },
 		func(ctx context.Context) error { a.discoveries.report(ctx, a.session.SetInventory); return nil },
+		func(ctx context.Context) error { a.reportEntries(ctx); return nil },
 	)
 }
 
+// entriesFile is the state file of the relayed boot entries.
+const entriesFile = "boot-entries.json"
+
 // agent ties the session to the boot server and the cache.
 type agent struct {
-	session     *session.Agent
-	cache       *cache.Cache
-	entries     *entries
-	discoveries *discoveries
+	session        *session.Agent
+	cache          *cache.Cache
+	entries        *entries
+	discoveries    *discoveries
+	entriesChanged chan struct{}
+}
+
+// signalEntries tells reportEntries that the boot entries changed.
+func (a *agent) signalEntries() {
+	select {
+	case a.entriesChanged <- struct{}{}:
+	default:
+	}
+}
+
+// reportEntries sends the `bootEntries` section whenever it changed, until ctx ends.
+func (a *agent) reportEntries(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.entriesChanged:
+			a.session.SetInventory(proto.SectionBootEntries, a.entries.section())
+		}
+	}
 }
 
 // apply makes a pushed NodeSpec's site section take effect: the cache's desired images
@@ -97,7 +131,8 @@ func (a *agent) apply(_ context.Context, spec proto.NodeSpec) error {
 	if spec.Site != nil {
 		s = *spec.Site
 	}
-	a.entries.set(s.BootEntries)
+	a.entries.setStanding(s.BootEntries)
+	a.signalEntries()
 	return a.cache.SetDesired(s.CacheImages)
 }
 

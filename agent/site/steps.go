@@ -23,6 +23,8 @@ type steps struct {
 	drivers bmc.Registry
 	env     bmc.Env
 	entries *entries
+	// changed is called after a step changed the boot entries.
+	changed func()
 }
 
 // handlers are the session handlers of the site's relayed steps, by kind.
@@ -34,7 +36,65 @@ func (s *steps) handlers() map[string]session.Handler {
 		"inspect.oob":              s.bind(concernPower, s.inspect),
 		"media.insert":             s.bind(concernVirtualMedia, s.insert),
 		"media.eject":              s.bind(concernVirtualMedia, s.eject),
+		proto.CommandPrepareRamdisk: s.entryStep(s.prepareRamdisk),
+		"boot.cleanUp":              s.entryStep(s.cleanUp),
 	}
+}
+
+// entryStep makes a session handler of a step that changes only the boot entries.
+func (s *steps) entryStep(fn func(cmd proto.SiteCommand) (any, error)) session.Handler {
+	return func(_ context.Context, payload json.RawMessage) (json.RawMessage, error) {
+		var cmd proto.SiteCommand
+		if err := decodeStrict(payload, &cmd); err != nil {
+			return nil, proto.Errorf(proto.InvalidInput, "site command: %v", err)
+		}
+		out, err := fn(cmd)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
+	}
+}
+
+// prepareRamdisk makes the machine's entry a ramdisk boot.
+func (s *steps) prepareRamdisk(cmd proto.SiteCommand) (any, error) {
+	var in proto.PrepareRamdisk
+	if err := decodeStrict(cmd.Input, &in); err != nil {
+		return nil, proto.Errorf(proto.InvalidInput, "boot.prepareRamdisk: %v", err).WithPath("input")
+	}
+	e := proto.BootEntry{Node: cmd.Node, MACs: in.MACs, ProductUUID: in.ProductUUID, Kind: proto.BootRamdisk,
+		Ramdisk: &proto.RamdiskBoot{Kernel: in.Kernel, Initrd: in.Initrd, Args: in.Args, Token: in.Token, Registry: in.Registry, Pins: in.Pins}}
+	if err := s.setEntry(cmd.Node, &e); err != nil {
+		return nil, err
+	}
+	return map[string]any{"kind": e.Kind, "macs": e.MACs}, nil
+}
+
+// cleanUp removes the machine's relayed entry; its standing entry, if any, applies again.
+func (s *steps) cleanUp(cmd proto.SiteCommand) (any, error) {
+	if err := s.setEntry(cmd.Node, nil); err != nil {
+		return nil, err
+	}
+	return map[string]bool{"removed": true}, nil
+}
+
+// setEntry checks and sets (or, nil, removes) a machine's relayed entry.
+func (s *steps) setEntry(node string, e *proto.BootEntry) error {
+	if e != nil {
+		if err := e.Check(); err != nil {
+			return err
+		}
+	}
+	if err := s.entries.setRelayed(node, e); err != nil {
+		return err
+	}
+	s.changed()
+	kind := "none"
+	if e != nil {
+		kind = string(e.Kind)
+	}
+	s.env.Logger().Info("boot entry set", "node", node, "kind", kind)
+	return nil
 }
 
 // step is one site step, run with the machine's driver open.
@@ -123,21 +183,42 @@ func (s *steps) inspect(ctx context.Context, _ proto.SiteCommand, d bmc.Driver) 
 	return d.Inspect(ctx)
 }
 
-// insert mounts the ISO on the BMC's virtual media. A BMC without virtual media answers
-// UNSUPPORTED, which the registry turns into a sanboot entry for a catalog image.
+// insert mounts the ISO on the BMC's virtual media. A BMC without virtual media
+// (UNSUPPORTED) boots a catalog image, one with a digest, by iPXE sanboot from the site
+// cache instead: the machine's entry becomes a sanboot of that digest, and a later
+// setBootDevice cd sets pxe.
 func (s *steps) insert(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
 	var in proto.MediaInsert
 	if err := decodeStrict(cmd.Input, &in); err != nil {
 		return nil, proto.Errorf(proto.InvalidInput, "media.insert: %v", err).WithPath("with")
 	}
-	if err := d.Insert(ctx, in.URL); err != nil {
+	err := d.Insert(ctx, in.URL)
+	if proto.CodeOf(err) == proto.Unsupported && in.Digest != "" {
+		macs, uuid := s.entries.identity(cmd.Node)
+		if len(macs) == 0 {
+			return nil, proto.Errorf(proto.Unsupported, "node %s: the BMC has no virtual media, and the site knows no MAC to boot the ISO by sanboot (prepare the machine's boot first)", cmd.Node)
+		}
+		e := proto.BootEntry{Node: cmd.Node, MACs: macs, ProductUUID: uuid, Kind: proto.BootSanboot, Sanboot: &proto.Sanboot{Image: in.Digest}}
+		if err := s.setEntry(cmd.Node, &e); err != nil {
+			return nil, err
+		}
+		return map[string]string{"sanboot": in.Digest}, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	s.env.Logger().Info("media inserted", slog.String("node", cmd.Node), slog.String("url", in.URL))
 	return map[string]string{"mounted": in.URL}, nil
 }
 
+// eject ejects the virtual media, or removes the sanboot entry that stands in for it.
 func (s *steps) eject(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
+	if s.entries.kind(cmd.Node) == proto.BootSanboot {
+		if err := s.setEntry(cmd.Node, nil); err != nil {
+			return nil, err
+		}
+		return map[string]bool{"ejected": true}, nil
+	}
 	if err := d.Eject(ctx); err != nil {
 		return nil, err
 	}
