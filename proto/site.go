@@ -13,12 +13,15 @@ const (
 	SectionImages = "images"
 )
 
-// MediaInsert is the input of media.insert as the site agent receives it: the https://
-// URL the BMC mounts and, for a catalog image, its digest, which a BMC without virtual
-// media boots with iPXE sanboot from the site cache instead.
+// MediaInsert is the input of media.insert as the site agent receives it, the step's
+// `with` resolved by the registry: the https:// URL the BMC mounts and, for a catalog
+// image, its digest and the machine's MACs, with which a BMC without virtual media
+// boots the ISO by iPXE sanboot from the site cache instead.
 type MediaInsert struct {
-	URL    string `json:"url"`
-	Digest string `json:"digest,omitempty"`
+	URL         string   `json:"url"`
+	Digest      string   `json:"digest,omitempty"`
+	MACs        []string `json:"macs,omitempty"`
+	ProductUUID string   `json:"productUuid,omitempty"`
 }
 
 // Discovery is a machine the site's boot server saw network-booting without a boot

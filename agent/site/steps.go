@@ -194,9 +194,12 @@ func (s *steps) insert(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver)
 	}
 	err := d.Insert(ctx, in.URL)
 	if proto.CodeOf(err) == proto.Unsupported && in.Digest != "" {
-		macs, uuid := s.entries.identity(cmd.Node)
+		macs, uuid := in.MACs, in.ProductUUID
 		if len(macs) == 0 {
-			return nil, proto.Errorf(proto.Unsupported, "node %s: the BMC has no virtual media, and the site knows no MAC to boot the ISO by sanboot (prepare the machine's boot first)", cmd.Node)
+			macs, uuid = s.entries.identity(cmd.Node)
+		}
+		if len(macs) == 0 {
+			return nil, proto.Errorf(proto.Unsupported, "node %s: the BMC has no virtual media, and and no MAC is known to boot the ISO by sanboot from the site cache", cmd.Node)
 		}
 		e := proto.BootEntry{Node: cmd.Node, MACs: macs, ProductUUID: uuid, Kind: proto.BootSanboot, Sanboot: &proto.Sanboot{Image: in.Digest}}
 		if err := s.setEntry(cmd.Node, &e); err != nil {
