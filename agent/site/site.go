@@ -75,9 +75,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		ObservedGeneration: 0,
 		Inventory: map[string]json.RawMessage{proto.SectionSite: info, proto.SectionImages: a.imagesSection(a.cache.Entries()),
 			proto.SectionBootEntries: a.entries.section()},
-		Apply:              a.apply,
-		Handlers:           st.handlers(),
-		Log:                log,
+		Apply:    a.apply,
+		Handlers: st.handlers(),
+		Log:      log,
 	})
 	if err != nil {
 		return err

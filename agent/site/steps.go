@@ -30,12 +30,12 @@ type steps struct {
 // handlers are the session handlers of the site's relayed steps, by kind.
 func (s *steps) handlers() map[string]session.Handler {
 	return map[string]session.Handler{
-		"power.getPower":           s.bind(concernPower, s.getPower),
-		"power.setPower":           s.bind(concernPower, s.setPower),
-		"management.setBootDevice": s.bind(concernManagement, s.setBootDevice),
-		"inspect.oob":              s.bind(concernPower, s.inspect),
-		"media.insert":             s.bind(concernVirtualMedia, s.insert),
-		"media.eject":              s.bind(concernVirtualMedia, s.eject),
+		"power.getPower":            s.bind(concernPower, s.getPower),
+		"power.setPower":            s.bind(concernPower, s.setPower),
+		"management.setBootDevice":  s.bind(concernManagement, s.setBootDevice),
+		"inspect.oob":               s.bind(concernPower, s.inspect),
+		"media.insert":              s.bind(concernVirtualMedia, s.insert),
+		"media.eject":               s.bind(concernVirtualMedia, s.eject),
 		proto.CommandPrepareRamdisk: s.entryStep(s.prepareRamdisk),
 		"boot.cleanUp":              s.entryStep(s.cleanUp),
 	}
