@@ -22,8 +22,8 @@ func (c credentials) Resolve(ctx context.Context, ref bmc.CredentialRef) (bmc.Cr
 		if c.secretsDir == "" {
 			return bmc.Credential{}, proto.Errorf(proto.InvalidConfig, "credential reference secret://%s: this site has no bmc.secretsDir to resolve it in", name).WithPath("credentialRef")
 		}
-		if filepath.Base(name) != name || name == ".." {
-			return bmc.Credential{}, proto.Errorf(proto.InvalidConfig, "credential reference secret://%s: a secret's name is one file name of the secrets directory", name).WithPath("credentialRef")
+		if !filepath.IsLocal(name) {
+			return bmc.Credential{}, proto.Errorf(proto.InvalidConfig, "credential reference secret://%s: a secret's name is a path inside the secrets directory", name).WithPath("credentialRef")
 		}
 		ref = bmc.CredentialRef(filepath.Join(c.secretsDir, name))
 	}
