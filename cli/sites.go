@@ -70,6 +70,26 @@ var siteCommands = []command{{
 			return nil
 		}
 	},
+}, {
+	path:    "sites locations",
+	usage:   "NAME",
+	summary: "show the images the site's caches hold, as its site agents report them (pulling, ready, failed, evicting)",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		return func(x *exec) error {
+			var out api.SiteLocations
+			if err := x.call("sites.locations", api.SiteRequest{SiteID: x.args[0]}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "IMAGE\tDIGEST\tSTATE\tSIZE\tLAST USED")
+				for _, l := range out.Locations {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", l.ImageID, l.Digest, l.State, l.SizeBytes, l.LastUsed.Format(time.RFC3339))
+				}
+			})
+			return nil
+		}
+	},
 }}
 
 func siteTable(w *tabwriter.Writer, sites []store.Site) {

@@ -24,7 +24,12 @@ type SiteList struct {
 	NextCursor string       `json:"nextCursor,omitempty"`
 }
 
-// registerSites adds sites.create, sites.list and sites.cachePlan. Sites are the
+// SiteLocations is the answer of sites.locations: the images the site's caches hold.
+type SiteLocations struct {
+	Locations []store.ImageLocation `json:"locations"`
+}
+
+// registerSites adds sites.create, sites.list, sites.cachePlan and sites.locations. Sites are the
 // platform's: only the root tenant's credentials reach them.
 func (s *Server) registerSites() {
 	rootOnly := func(c *Caller) error {
@@ -66,5 +71,21 @@ func (s *Server) registerSites() {
 			return err
 		})
 		return plan, err
+	})
+	Handle(s, "sites.locations", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (out SiteLocations, err error) {
+		if err := rootOnly(c); err != nil {
+			return out, err
+		}
+		err = s.store.View(func(tx *store.Tx) (err error) {
+			if _, err := tx.Site(req.SiteID); err != nil {
+				return proto.AsError(err).WithPath("siteId")
+			}
+			out.Locations, err = tx.ImageLocations(req.SiteID)
+			return err
+		})
+		if out.Locations == nil {
+			out.Locations = []store.ImageLocation{}
+		}
+		return out, err
 	})
 }
