@@ -40,6 +40,7 @@ var serveCommands = []command{{
 			return registry.Run(x.ctx, cfg, func(info registry.Info) {
 				x.print(info, func(w *tabwriter.Writer) {
 					fmt.Fprintf(w, "registry listening on %s\n", info.URL)
+					fmt.Fprintf(w, "agents' endpoint on udp %s\n", info.AgentEndpoint)
 					if info.FirstStart {
 						fmt.Fprintf(w, "first start: the admin credential is in %s; keep it safe\n", info.AdminConfig)
 					}

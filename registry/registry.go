@@ -60,6 +60,8 @@ type Info struct {
 	AdminConfig string
 	// FirstStart is true when this start made the root tenant and its admin credential.
 	FirstStart bool
+	// AgentEndpoint is the agents' QUIC endpoint as agents on this host dial it.
+	AgentEndpoint string
 	// Pins are what `bcd join` must be given to trust this registry; also in PinsFile.
 	Pins     joinwire.Pins
 	PinsFile string
@@ -81,11 +83,6 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		return err
 	}
 	hardware, err := loadHardwareProfiles(cfg)
-	if err != nil {
-		return err
-	}
-	joinSvc := join.NewService(st, keys, cfg.AgentListen, cfg.Log)
-	wellKnown, err := joinSvc.WellKnownHandler()
 	if err != nil {
 		return err
 	}
@@ -121,9 +118,24 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		return err
 	}
 
-	joins := workflow.NewJoinLog(st)
-	engine := workflow.New(workflow.Config{Store: st, Joins: joins, Log: cfg.Log})
-	metalSvc := metal.New(metal.Config{Store: st, Engine: engine, Joins: joins, HardwareProfiles: hardware, Log: cfg.Log})
+	plane, err := startAgentPlane(cfg, st, keys, cert, userData, info.URL)
+	if err != nil {
+		ln.Close()
+		sock.Close()
+		return err
+	}
+	defer plane.ep.Close()
+	info.AgentEndpoint = udpClientAddr(plane.ep.Addr().(*net.UDPAddr))
+	joinSvc := join.NewService(st, keys, info.AgentEndpoint, cfg.Log)
+	wellKnown, err := joinSvc.WellKnownHandler()
+	if err != nil {
+		ln.Close()
+		sock.Close()
+		return err
+	}
+	joins, engine := plane.joins, plane.engine
+	metalSvc := metal.New(metal.Config{Store: st, Engine: engine, Joins: joins, HardwareProfiles: hardware,
+		Images: catalog{st}, UserData: renderer{st, userData}, Generations: plane, Ramdisk: plane, Log: cfg.Log})
 
 	apiSrv := api.NewServer(st, cfg.Log)
 	apiSrv.RegisterAll()
@@ -144,6 +156,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	runs, stopRuns := context.WithCancel(ctx)
 	defer engine.Wait()
 	defer stopRuns()
+	go plane.recordInventory(runs)
 	if err := engine.Resume(runs); err != nil {
 		ln.Close()
 		sock.Close()

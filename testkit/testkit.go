@@ -67,6 +67,8 @@ type Registry struct {
 	DataDir     string
 	AdminConfig string
 	URL         string
+	// AgentEndpoint is the agents' QUIC endpoint, host:port on UDP.
+	AgentEndpoint string
 	// Pins are the registry's pins, as `serve` printed them.
 	Pins   joinwire.Pins
 	cmd    *exec.Cmd
@@ -82,7 +84,7 @@ func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry 
 		dataDir = t.TempDir()
 	}
 	r := &Registry{DataDir: dataDir, AdminConfig: filepath.Join(dataDir, "admin.conf"), Stderr: &bytes.Buffer{}}
-	args := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--format", "json"}, serveArgs...)
+	args := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--format", "json"}, serveArgs...)
 	r.cmd = exec.Command(Binary(t, "better-compute"), args...)
 	stdout := &syncBuffer{}
 	r.cmd.Stdout, r.cmd.Stderr = stdout, r.Stderr
@@ -93,11 +95,12 @@ func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry 
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		var info struct {
-			URL  string
-			Pins joinwire.Pins
+			URL           string
+			AgentEndpoint string
+			Pins          joinwire.Pins
 		}
 		if json.NewDecoder(strings.NewReader(stdout.String())).Decode(&info) == nil && info.URL != "" {
-			r.URL, r.Pins = info.URL, info.Pins
+			r.URL, r.AgentEndpoint, r.Pins = info.URL, info.AgentEndpoint, info.Pins
 			return r
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -68,10 +68,30 @@ func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.UpdateNode(run.Node, func(n *store.Node) error {
+	node, err = tx.UpdateNode(run.Node, func(n *store.Node) error {
 		ref := run.Profile
 		n.State, n.Failure, n.Profile, n.Role, n.Host = store.NodeActive, nil, &ref, p.Role(), hostSection(p, pool.Policy)
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	_, err = tx.SetNodeSpec(NodeSpec(node))
 	return err
+}
+
+// NodeSpec is the desired state of node's installed agent: its labels, its driver
+// bindings and its host section.
+func NodeSpec(node store.Node) proto.NodeSpec {
+	spec := proto.NodeSpec{Node: node.ID, Role: proto.RoleNode, Labels: node.Labels}
+	for concern, b := range node.Drivers {
+		if spec.Drivers == nil {
+			spec.Drivers = map[string]proto.DriverBinding{}
+		}
+		spec.Drivers[concern] = proto.DriverBinding{Driver: b.Driver, Config: b.Config}
+	}
+	for _, u := range node.Host {
+		spec.Host = append(spec.Host, proto.HostUnit{Unit: u.Unit, Settings: u.Settings})
+	}
+	return spec
 }

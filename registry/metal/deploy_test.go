@@ -193,12 +193,12 @@ func TestEnsureRamdisk(t *testing.T) {
 		code    proto.Code
 	}{
 		"boots the machine into the ramdisk through the site": {
-			want: []string{"main.0:a1:pxe site management.setBootDevice {\"device\":\"pxe\",\"persistent\":false}", "main.0:a1:prepare site boot.prepareRamdisk ",
-				"main.0:a1:cycle site power.setPower {\"action\":\"cycle\"}", "main.1:a1 ramdisk inventory.refresh ", "cleanup.0:a1 site boot.cleanUp "},
+			want: []string{"main.0:a1:pxe site management.setBootDevice {\"device\":\"pxe\",\"persistent\":false}", `main.0:a1:prepare site boot.prepareRamdisk {"macs":["52:54:00:00:00:01"],"token":"bcj_test","registry":"https://registry.test","pins":null,"args":["bc.node=NODE"]}`,
+				"main.0:a1:cycle site power.setPower {\"action\":\"cycle\"}", `main.1:a1 ramdisk inventory.refresh {"macs":["52:54:00:00:00:01"]}`, "cleanup.0:a1 site boot.cleanUp "},
 		},
 		"does nothing when the ramdisk is the machine's agent": {
 			prepare: func(h *harness, node string) { h.joins.Joined(node, "ramdisk") },
-			want:    []string{"main.1:a1 ramdisk inventory.refresh ", "cleanup.0:a1 site boot.cleanUp "},
+			want:    []string{`main.1:a1 ramdisk inventory.refresh {"macs":["52:54:00:00:00:01"]}`, "cleanup.0:a1 site boot.cleanUp "},
 		},
 		"a pool whose machines run no agent cannot": {
 			prepare: func(h *harness, node string) {
@@ -226,7 +226,7 @@ func TestEnsureRamdisk(t *testing.T) {
 			run, n := h.end(run.ID)
 			var got []string
 			for _, r := range h.machine.got {
-				got = append(got, fmt.Sprintf("%s %s %s %s", strings.TrimPrefix(r.ID, run.ID+":"), r.Role, r.Kind, r.Input))
+				got = append(got, fmt.Sprintf("%s %s %s %s", strings.TrimPrefix(r.ID, run.ID+":"), r.Role, r.Kind, strings.ReplaceAll(string(r.Input), node, "NODE")))
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("commands (-want +got):\n%s", diff)

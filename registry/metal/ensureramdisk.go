@@ -11,13 +11,13 @@ import (
 )
 
 // ramdiskBoot is what metal.ensureRamdisk relays to the site, in order: one-time PXE,
-// the ramdisk's boot entry, a power cycle.
+// the ramdisk's boot entry (its input made by relayPrepare), a power cycle.
 var ramdiskBoot = []struct {
 	sub, kind string
 	input     json.RawMessage
 }{
 	{"pxe", "management.setBootDevice", json.RawMessage(`{"device":"pxe","persistent":false}`)},
-	{"prepare", "boot.prepareRamdisk", nil},
+	{"prepare", proto.CommandPrepareRamdisk, nil},
 	{"cycle", "power.setPower", json.RawMessage(`{"action":"cycle"}`)},
 }
 
@@ -42,7 +42,13 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 		return json.RawMessage(`{"booted":false}`), nil
 	}
 	for _, c := range ramdiskBoot {
-		if _, err := a.Relay(ctx, profile.Site, c.sub, c.kind, c.input); err != nil {
+		var err error
+		if c.kind == proto.CommandPrepareRamdisk {
+			_, err = s.relayPrepare(ctx, a, c.sub)
+		} else {
+			_, err = a.Relay(ctx, profile.Site, c.sub, c.kind, c.input)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

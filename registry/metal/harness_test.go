@@ -50,7 +50,7 @@ func newHarness(t *testing.T) *harness {
 	engine := workflow.New(workflow.Config{Store: st, Clock: h.clock, Relay: h.machine, Joins: h.joins})
 	h.engine = engine
 	h.svc = New(Config{Store: st, Engine: engine, Joins: h.joins, HardwareProfiles: maps.Clone(hardware),
-		Images: h.images, UserData: h.userData, Generations: fakeGenerations{}})
+		Images: h.images, UserData: h.userData, Generations: fakeGenerations{}, Ramdisk: fakeRamdisk{}})
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := engine.Resume(ctx); err != nil {
 		t.Fatal(err)
@@ -264,3 +264,10 @@ func (f *fakeUserData) Render(_ context.Context, node store.Node, p *profile.Pro
 type fakeGenerations struct{}
 
 func (fakeGenerations) WaitObserved(context.Context, string) error { return nil }
+
+// fakeRamdisk mints the same ramdisk boot every time.
+type fakeRamdisk struct{}
+
+func (fakeRamdisk) Prepare(_ context.Context, node store.Node) (proto.PrepareRamdisk, error) {
+	return proto.PrepareRamdisk{MACs: node.MACs, Token: "bcj_test", Registry: "https://registry.test", Args: []string{"bc.node=" + node.ID}}, nil
+}

@@ -26,7 +26,10 @@ type Config struct {
 	// Generations tells what an agent has applied, for wait.generationObserved; without
 	// it the step is UNSUPPORTED.
 	Generations Generations
-	Log         *slog.Logger
+	// Ramdisk mints ramdisk boots for boot.prepareRamdisk and metal.ensureRamdisk;
+	// without it those steps are UNSUPPORTED.
+	Ramdisk RamdiskBoots
+	Log     *slog.Logger
 }
 
 // Service is metal's node lifecycle.
@@ -48,6 +51,8 @@ func New(cfg Config) *Service {
 	e.Handle("wait.agentJoined", s.waitAgentJoined)
 	e.Handle("wait.generationObserved", s.waitGenerationObserved)
 	e.Handle("deploy.deploy", s.deployImage)
+	e.Handle("boot.prepareRamdisk", s.prepareRamdisk)
+	e.Handle("inventory.refresh", s.refreshInventory)
 	e.OnFinish(kindDeploy, s.deployEnded)
 	return s
 }

@@ -1,0 +1,314 @@
+package registry
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/join"
+	"github.com/better-compute/better-compute/registry/metal"
+	"github.com/better-compute/better-compute/registry/pki"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/userdata"
+	"github.com/better-compute/better-compute/registry/workflow"
+)
+
+// agentPlane connects the agent endpoint with the rooms that use it: the workflow
+// engine's relays and joins, metal's generations, images, user data and ramdisk boots,
+// and the image locations the site caches report.
+type agentPlane struct {
+	st       *store.Store
+	ep       *agents.Endpoint
+	joins    *workflow.JoinLog
+	engine   *workflow.Engine
+	userData *userdata.Renderer
+	keys     *pki.PKI
+	// registryURL is the base URL ramdisks join at.
+	registryURL string
+	log         *slog.Logger
+
+	mu       sync.Mutex
+	observed chan struct{} // closed and replaced whenever an agent applies a generation
+
+	inventory chan inventoryReport
+}
+
+// inventoryReport is an inventory section an agent reported, queued for the store.
+type inventoryReport struct {
+	node, section string
+	data          json.RawMessage
+}
+
+// siteAgent is the node id of the site agent of site: a site agent joins with a site
+// token, whose node id is the site's name (docs/join.md).
+func siteAgent(site string) string { return site }
+
+// Relay is workflow.Relay over the endpoint: a site step goes to the site agent as a
+// SiteCommand naming the machine and its driver bindings; a ramdisk or node step goes
+// to the machine's own agent. The command id passes through, so a resend dedupes.
+func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, commandID, kind string, input json.RawMessage) (json.RawMessage, error) {
+	agent, payload := target.NodeID, input
+	if target.Role == profile.Site {
+		var node store.Node
+		err := p.st.View(func(tx *store.Tx) (err error) { node, err = tx.Node(target.NodeID); return err })
+		if err != nil {
+			return nil, err
+		}
+		if payload, err = json.Marshal(proto.SiteCommand{Node: node.ID, Drivers: metal.NodeSpec(node).Drivers, Input: input}); err != nil {
+			return nil, err
+		}
+		agent = siteAgent(target.SiteID)
+	}
+	return p.ep.Relay(ctx, agent, proto.Command{ID: commandID, Kind: kind, Payload: payload})
+}
+
+// expand completes a deploy.image as it is delivered: the user data it names, opened
+// for the ramdisk of the node it was rendered for and no other agent. The document is
+// never stored with the command.
+func (p *agentPlane) expand(node string, role proto.Role, cmd proto.Command) (proto.Command, error) {
+	if cmd.Kind != proto.CommandDeployImage {
+		return cmd, nil
+	}
+	var in proto.DeployImage
+	if err := json.Unmarshal(cmd.Payload, &in); err != nil {
+		return cmd, proto.Errorf(proto.Internal, "deploy.image payload: %v", err)
+	}
+	if in.UserDataRef == "" {
+		return cmd, nil
+	}
+	err := p.st.View(func(tx *store.Tx) error {
+		doc, err := p.userData.Fetch(tx, in.UserDataRef, node, string(role))
+		in.UserData = doc.Data
+		return err
+	})
+	if err != nil {
+		return cmd, err
+	}
+	payload, err := json.Marshal(in)
+	cmd.Payload = payload
+	return cmd, err
+}
+
+// session records an agent's session as a join of its role: a rejoin after a plain
+// reboot reconnects without join.join and must count.
+func (p *agentPlane) session(node string, role proto.Role) {
+	if role == proto.RoleSite {
+		return
+	}
+	if err := p.joins.Joined(node, string(role)); err != nil {
+		p.log.Error("recording an agent session", "node", node, "role", role, "err", err)
+	}
+}
+
+// progress hands a command's progress to the workflow step that sent it.
+func (p *agentPlane) progress(node, commandID string, detail json.RawMessage) {
+	if err := p.engine.ReportProgress(commandID, detail); err != nil && proto.CodeOf(err) != proto.NotFound {
+		p.log.Warn("recording progress", "node", node, "command", commandID, "err", err)
+	}
+}
+
+// observe wakes whoever waits for an agent's generation.
+func (p *agentPlane) observe(string, int64) {
+	p.mu.Lock()
+	close(p.observed)
+	p.observed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// WaitObserved is metal.Generations: it returns once node's agent has applied a
+// generation at least its desired one.
+func (p *agentPlane) WaitObserved(ctx context.Context, node string) error {
+	for {
+		p.mu.Lock()
+		changed := p.observed
+		p.mu.Unlock()
+		var done bool
+		err := p.st.View(func(tx *store.Tx) error {
+			spec, err := tx.NodeSpec(node)
+			if err != nil {
+				return err
+			}
+			st, err := tx.AgentStatus(node)
+			if proto.CodeOf(err) == proto.NotFound {
+				return nil
+			}
+			done = err == nil && st.ObservedGeneration >= spec.Generation
+			return err
+		})
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+}
+
+// reportInventory queues a changed inventory section; the endpoint's hook must not block.
+func (p *agentPlane) reportInventory(node, section string, data json.RawMessage) {
+	if section != cacheSection {
+		return
+	}
+	select {
+	case p.inventory <- inventoryReport{node, section, data}:
+	default:
+		p.log.Warn("inventory queue full; the agent's next report carries it", "node", node, "section", section)
+	}
+}
+
+// cacheSection is the inventory section a site cache reports its images in.
+const cacheSection = "images"
+
+// recordInventory keeps the image locations in line with the site caches' reports
+// until ctx ends.
+func (p *agentPlane) recordInventory(ctx context.Context) {
+	for {
+		var r inventoryReport
+		select {
+		case <-ctx.Done():
+			return
+		case r = <-p.inventory:
+		}
+		var entries []proto.ImageCacheEntry
+		err := json.Unmarshal(r.data, &entries)
+		if err == nil {
+			err = p.st.Update(func(tx *store.Tx) error {
+				site, err := tx.Site(r.node)
+				if err != nil {
+					return err
+				}
+				_, err = image.RecordSiteCacheReport(tx, site.ID, r.node, entries)
+				return err
+			})
+		}
+		if err != nil {
+			p.log.Warn("site cache report", "node", r.node, "err", err)
+		}
+	}
+}
+
+// Prepare is metal.RamdiskBoots: a ramdisk token for node, and where and whom the
+// ramdisk joins.
+func (p *agentPlane) Prepare(_ context.Context, node store.Node) (proto.PrepareRamdisk, error) {
+	var bearer string
+	err := p.st.Update(func(tx *store.Tx) (err error) {
+		_, bearer, err = join.MintToken(tx, store.TokenRamdisk, node.ID, node.Site, 0)
+		return err
+	})
+	pins := p.keys.Pins()
+	return proto.PrepareRamdisk{
+		MACs: node.MACs, ProductUUID: node.ProductUUID, Token: bearer, Registry: p.registryURL,
+		Pins: []string{pins.ServingCA, pins.JoinSigning, pins.JoinEncryption},
+		Args: []string{"bc.node=" + node.ID},
+	}, err
+}
+
+// catalog is metal.Images over the store's catalog.
+type catalog struct{ st *store.Store }
+
+func (c catalog) Resolve(_ context.Context, tenant, ref string) (metal.Image, error) {
+	var img store.Image
+	err := c.st.View(func(tx *store.Tx) (err error) { img, err = image.ResolveImage(tx, tenant, ref); return err })
+	return metal.Image{ID: img.ID, Tenant: img.Tenant, Ref: img.Ref, Kind: string(img.Kind), Format: string(img.Format),
+		Compression: string(img.Compression), SHA256: img.SHA256, SizeBytes: img.SizeBytes, Source: img.Source}, err
+}
+
+// VerifyForUse re-reads the image's catalog row and verifies it, so a row changed
+// since Resolve is what is checked.
+func (c catalog) VerifyForUse(_ context.Context, tenant string, img metal.Image, allowUnsigned bool) error {
+	return c.st.View(func(tx *store.Tx) error {
+		row, err := tx.Image(img.ID)
+		if err != nil {
+			return err
+		}
+		if row.SHA256 != img.SHA256 || row.Source != img.Source {
+			return proto.Errorf(proto.InvalidState, "image %s changed while it was being deployed", img.Ref).WithReason("signature")
+		}
+		return image.VerifyImageForUse(tx, tenant, row, image.UseOptions{AllowUnsigned: allowUnsigned})
+	})
+}
+
+// CacheURL is the image at the site's cache when the site holds it ready: the site
+// agent's httpBase (its `site` inventory section) + /images/sha256/<digest>.
+func (c catalog) CacheURL(_ context.Context, site string, img metal.Image) (string, error) {
+	var url string
+	err := c.st.View(func(tx *store.Tx) error {
+		loc, err := tx.ImageLocation(site, img.ID)
+		if proto.CodeOf(err) == proto.NotFound || (err == nil && loc.State != proto.CacheReady) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		inv, err := tx.Inventory(siteAgent(site))
+		if err != nil {
+			return err
+		}
+		for _, s := range inv {
+			var si proto.SiteInventory
+			if s.Section == proto.SectionSite && json.Unmarshal(s.Data, &si) == nil && si.HTTPBase != "" {
+				url = strings.TrimSuffix(si.HTTPBase, "/") + "/images/sha256/" + img.SHA256
+			}
+		}
+		return nil
+	})
+	return url, err
+}
+
+// renderer is metal.UserData over the user-data renderer.
+type renderer struct {
+	st *store.Store
+	r  *userdata.Renderer
+}
+
+func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile) (metal.UserDataResult, error) {
+	ud, ok := p.UserData()
+	if !ok {
+		return metal.UserDataResult{}, proto.Errorf(proto.InvalidConfig, "profile %s has no userData to render", p.ID())
+	}
+	var out userdata.Rendered
+	err := r.st.Update(func(tx *store.Tx) (err error) {
+		out, err = r.r.Render(tx, ud, userdata.Node{ID: node.ID, Site: node.Site})
+		return err
+	})
+	return metal.UserDataResult{UserDataRef: out.UserDataRef, Kind: out.Kind, JoinTokenID: out.JoinTokenID}, err
+}
+
+// udpClientAddr is the address an agent on this host dials: a wildcard listen address
+// becomes loopback.
+func udpClientAddr(a *net.UDPAddr) string {
+	ip := a.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return net.JoinHostPort(ip.String(), fmt.Sprint(a.Port))
+}
+
+// startAgentPlane starts the agent endpoint on cfg.AgentListen with the registry's
+// serving certificate, trusting the agent CA, and the workflow engine whose relays and
+// joins go through it.
+func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert tls.Certificate, ud *userdata.Renderer, registryURL string) (*agentPlane, error) {
+	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st), userData: ud, keys: keys, registryURL: registryURL,
+		log: cfg.Log, observed: make(chan struct{}), inventory: make(chan inventoryReport, 64)}
+	if cfg.UserData.ControlPlaneURL != "" {
+		p.registryURL = cfg.UserData.ControlPlaneURL
+	}
+	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Log: cfg.Log})
+	ep, err := agents.Start(agents.Config{
+		Listen: cfg.AgentListen, Certificate: cert, AgentCAs: keys.AgentCAPool(), Store: st, Log: cfg.Log,
+		OnInventory: p.reportInventory, OnObserved: p.observe, OnSession: p.session, OnProgress: p.progress, Expand: p.expand,
+	})
+	p.ep = ep
+	return p, err
+}
