@@ -20,12 +20,14 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/site"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
 )
 
 const (
-	vmMAC = "52:54:00:12:34:56"
+	vmMAC  = "52:54:00:12:34:56"
+	vmUUID = "12345678-9abc-def0-1122-334455667788"
 	// vmROM is the e1000 iPXE ROM of Debian's ipxe-qemu.
 	vmROM = "/usr/lib/ipxe/qemu/efi-e1000.rom"
 	// marker is what the test ramdisk's /init prints on the serial console.
@@ -37,10 +39,13 @@ const (
 
 // TestSiteBootsVM runs `bcd site` alone in a network namespace, with its registry
 // session, and a qemu VM (TCG, its built-in iPXE ROM, a tap on the site's segment) held
-// off by -S. The registry side (its agent endpoint and store, in a helper process in the
-// site's namespace) pushes the site a NodeSpec with the VM's ramdisk boot entry, then
-// relays power.setPower on to the site, which powers the VM on through its QMP socket.
-// The VM PXE-boots the test ramdisk, whose console line shows the entry's command line.
+// off by -S. The registry side (its agent endpoint, store and site service, in a helper
+// process in the site's namespace) knows the VM as a node enrolled by its product UUID
+// only. It relays power.setPower on to the site, which powers the VM on through its QMP
+// socket; the VM network-boots without an entry and waits, the site reports it in
+// `discoveries`, and the registry proposes its MAC for the node. The registry then
+// pushes the site a NodeSpec with a ramdisk entry for that MAC, and the waiting VM boots
+// the test ramdisk, whose console line shows the entry's command line.
 func TestSiteBootsVM(t *testing.T) {
 	netns.Require(t, "qemu-system-x86_64")
 	if _, err := os.Stat(vmROM); err != nil {
@@ -99,8 +104,8 @@ func TestSiteBootsVM(t *testing.T) {
 	if strings.TrimSpace(line) != want {
 		t.Errorf("ramdisk command line\n got: %q\nwant: %q", line, want)
 	}
-	if !strings.Contains(out.String(), "POWERED-ON") {
-		t.Errorf("the VM booted without the relayed power.setPower")
+	if !strings.Contains(out.String(), "POWERED-ON") || !strings.Contains(out.String(), "PROPOSED "+vmMAC) {
+		t.Errorf("the VM booted without the relayed power.setPower or the MAC proposal")
 	}
 }
 
@@ -147,7 +152,28 @@ func runHelper(work string) error {
 		return err
 	}
 	defer st.Close()
-	ep, err := agents.Start(agents.Config{Listen: "127.0.0.1:0", Certificate: serverCert, AgentCAs: ca.Pool(), Store: st, Log: log})
+	var node store.Node
+	err = st.Update(func(tx *store.Tx) (err error) {
+		if _, err = tx.CreateTenant("acme"); err == nil {
+			_, err = tx.CreateSite("rack-a")
+		}
+		if err == nil {
+			_, err = tx.PutMetalPool(store.MetalPool{Tenant: "acme", Name: "vms", Site: "rack-a"})
+		}
+		if err == nil {
+			node, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "vms", ProductUUID: vmUUID})
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Second)
+	defer cancel()
+	sites := site.New(site.Config{Store: st, Log: log})
+	go sites.Run(ctx)
+	ep, err := agents.Start(agents.Config{Listen: "127.0.0.1:0", Certificate: serverCert, AgentCAs: ca.Pool(), Store: st, Log: log,
+		OnInventory: sites.Inventory})
 	if err != nil {
 		return err
 	}
@@ -169,49 +195,52 @@ func runHelper(work string) error {
 	if err := os.WriteFile(siteConfig, data, 0o600); err != nil {
 		return err
 	}
-	site := exec.Command(spec.BCD, "site", "--config", siteConfig)
-	site.Stdout, site.Stderr = os.Stdout, os.Stdout
-	if err := site.Start(); err != nil {
+	bcdSite := exec.Command(spec.BCD, "site", "--config", siteConfig)
+	bcdSite.Stdout, bcdSite.Stderr = os.Stdout, os.Stdout
+	if err := bcdSite.Start(); err != nil {
 		return err
 	}
-	defer func() { site.Process.Signal(os.Interrupt); site.Wait() }()
+	defer func() { bcdSite.Process.Signal(os.Interrupt); bcdSite.Wait() }()
 
-	var pushed proto.NodeSpec
-	err = st.Update(func(tx *store.Tx) (err error) {
-		pushed, err = tx.SetNodeSpec(proto.NodeSpec{Node: "rack-a", Role: proto.RoleSite, Site: &proto.SiteSpec{BootEntries: []proto.BootEntry{{
-			Node: "vm-1", MACs: []string{vmMAC}, Kind: proto.BootRamdisk, Ramdisk: &proto.RamdiskBoot{
-				Token: "bcj_vm.token", Registry: "https://registry.test:7443", Pins: []string{"sha256/AAAA", "sha256/BBBB", "sha256/CCCC"},
-				Args: []string{"bc.node=vm-1"}}}}}})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	for {
-		var observed int64
-		st.View(func(tx *store.Tx) error {
-			s, err := tx.AgentStatus("rack-a")
-			observed = s.ObservedGeneration
-			return err
-		})
-		if observed >= pushed.Generation {
-			break
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("bcd site did not apply generation %d", pushed.Generation)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	fmt.Println("SPEC-OBSERVED generation", pushed.Generation)
+	// Power the VM on through the site; it boots without an entry and is discovered.
 	qmp, _ := json.Marshal(map[string]any{"address": spec.QMP, "options": map[string]string{"pollInterval": "100ms"}})
-	payload, _ := json.Marshal(proto.SiteCommand{Node: "vm-1", Drivers: map[string]proto.DriverBinding{"power": {Driver: "qmp", Config: qmp}},
+	payload, _ := json.Marshal(proto.SiteCommand{Node: node.ID, Drivers: map[string]proto.DriverBinding{"power": {Driver: "qmp", Config: qmp}},
 		Input: json.RawMessage(`{"action":"on"}`)})
 	if _, err := ep.Relay(ctx, "rack-a", proto.Command{ID: "vm-1-power-on", Kind: "power.setPower", Payload: payload}); err != nil {
 		return fmt.Errorf("relayed power.setPower: %w", err)
 	}
 	fmt.Println("POWERED-ON")
+	var proposal *store.MACProposal
+	for proposal == nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("no MAC proposal for node %s", node.ID)
+		}
+		time.Sleep(250 * time.Millisecond)
+		st.View(func(tx *store.Tx) error {
+			n, err := tx.Node(node.ID)
+			proposal = n.MACProposal
+			return err
+		})
+	}
+	fmt.Println("PROPOSED", proposal.MAC)
+
+	// The registry gives the discovered MAC a ramdisk entry; the waiting VM boots it.
+	var pushed proto.NodeSpec
+	err = st.Update(func(tx *store.Tx) error {
+		spec, err := tx.NodeSpec("rack-a")
+		if err != nil {
+			return err
+		}
+		spec.Site.BootEntries = []proto.BootEntry{{Node: node.ID, MACs: []string{proposal.MAC}, ProductUUID: vmUUID, Kind: proto.BootRamdisk,
+			Ramdisk: &proto.RamdiskBoot{Token: "bcj_vm.token", Registry: "https://registry.test:7443",
+				Pins: []string{"sha256/AAAA", "sha256/BBBB", "sha256/CCCC"}, Args: []string{"bc.node=vm-1"}}}}
+		pushed, err = tx.SetNodeSpec(spec)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println("PUSHED generation", pushed.Generation)
 	stop, done := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer done()
 	<-stop.Done()
@@ -272,7 +301,7 @@ func startVM(t *testing.T, lan *netns.LAN, qmpSock string) string {
 	console := filepath.Join(t.TempDir(), "console.log")
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := lan.Command(ctx, "qemu-system-x86_64", "-S", "-no-shutdown", "-machine", "pc", "-accel", "tcg", "-m", "256", "-smp", "1",
-		"-display", "none", "-monitor", "none", "-serial", "file:"+console, "-boot", "order=n",
+		"-display", "none", "-monitor", "none", "-serial", "file:"+console, "-boot", "order=n", "-uuid", vmUUID,
 		"-qmp", "unix:"+qmpSock+",server=on,wait=off",
 		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
 	var out syncBuffer
