@@ -14,7 +14,8 @@ import (
 const CommandMediaInsert = "media.insert"
 
 // ExpandMediaInsert completes a media.insert command for the site agent: the step's
-// `with` ({url} or {image}) becomes a proto.MediaInsert. A catalog image is resolved in
+// `with` ({url}, {fromStep} or {image}) becomes a proto.MediaInsert. fromStep takes the
+// `url` of the named earlier step's result, in the workflow run the command id names. A catalog image is resolved in
 // the machine owner's tenant, must be a verified iso with an https:// source, and
 // carries its digest and the machine's MACs, so that a BMC without virtual media boots
 // it by sanboot from the site cache. Other commands pass unchanged.
@@ -39,7 +40,11 @@ func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto
 	var in proto.MediaInsert
 	switch {
 	case with.FromStep != "":
-		return cmd, proto.Errorf(proto.Unsupported, "media.insert with fromStep is not wired to the site yet: give url or image").WithPath("with.fromStep")
+		url, err := stepURL(tx, cmd.ID, with.FromStep)
+		if err != nil {
+			return cmd, err
+		}
+		in = proto.MediaInsert{URL: url}
 	case with.Image != "":
 		node, err := tx.Node(sc.Node)
 		if err != nil {
@@ -67,4 +72,31 @@ func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto
 	}
 	cmd.Payload, err = json.Marshal(sc)
 	return cmd, err
+}
+
+// stepURL is the https:// `url` of the result of step path (steps[N], acceptance[N],
+// cleanup[N]) of the run whose command id is id (RUN:PHASE.N:ATTEMPT, see
+// registry/workflow).
+func stepURL(tx *store.Tx, id, path string) (string, error) {
+	bad := func(format string, args ...any) error {
+		return proto.Errorf(proto.InvalidInput, format, args...).WithPath("with.fromStep")
+	}
+	runID, _, _ := strings.Cut(id, ":")
+	run, err := tx.Run(runID)
+	if err != nil {
+		return "", bad("media.insert fromStep: command %s belongs to no workflow run", id)
+	}
+	for _, st := range run.Steps {
+		if st.Path() != path {
+			continue
+		}
+		var res struct {
+			URL string `json:"url"`
+		}
+		if json.Unmarshal(st.Result, &res) != nil || !strings.HasPrefix(res.URL, "https://") {
+			return "", bad("step %s (%s) returned no https:// url", path, st.Use)
+		}
+		return res.URL, nil
+	}
+	return "", bad("run %s has no step %s", runID, path)
 }
