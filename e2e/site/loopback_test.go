@@ -32,7 +32,8 @@ import (
 // powerOn is a profile whose steps all run on the site agent against the machine's BMC.
 const powerOn = `{"id": "power-on", "version": 1, "target": "metal",
   "steps": [{"use": "power.setPower", "on": "site", "with": {"action": "on"}, "timeout": "1m"},
-            {"use": "management.setBootDevice", "on": "site", "with": {"device": "pxe"}, "timeout": "1m"}]}`
+            {"use": "management.setBootDevice", "on": "site", "with": {"device": "pxe"}, "timeout": "1m"},
+            {"use": "media.insert", "on": "site", "with": {"url": "https://isos.example/rescue.iso"}, "timeout": "1m"}]}`
 
 func TestSiteLoopback(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
@@ -128,8 +129,8 @@ func TestSiteLoopback(t *testing.T) {
 	if res := testkit.CLI(t, admin, "nodes", "deploy", node.ID, "--profile", "power-on", "--wait"); res.Code != 0 {
 		t.Fatalf("deploy power-on: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
-	if sim.PowerState() != "On" || sim.Boot().Target != "Pxe" {
-		t.Fatalf("BMC after the relayed steps: power %s, boot %+v", sim.PowerState(), sim.Boot())
+	if m := sim.Media(); sim.PowerState() != "On" || sim.Boot().Target != "Pxe" || !m.Inserted || m.Image != "https://isos.example/rescue.iso" {
+		t.Fatalf("BMC after the relayed steps: power %s, boot %+v, media %+v", sim.PowerState(), sim.Boot(), m)
 	}
 }
 
