@@ -115,6 +115,19 @@ func TestSiteLoopback(t *testing.T) {
 		testkit.JSON(t, admin, &locs, "sites", "locations", "rack-a")
 		return len(locs.Locations) == 1 && locs.Locations[0].Digest == digest && locs.Locations[0].State == proto.CacheReady
 	})
+	var inv struct {
+		Sections []store.InventorySection
+	}
+	testkit.JSON(t, admin, &inv, "sites", "inventory", "rack-a")
+	sections := map[string]string{}
+	for _, s := range inv.Sections {
+		var compact bytes.Buffer
+		json.Compact(&compact, s.Data)
+		sections[s.Section] = compact.String()
+	}
+	if want := fmt.Sprintf(`{"httpBase":"http://127.0.0.1:%d"}`, httpPort); sections["site"] != want || sections["bootEntries"] != "[]" {
+		t.Errorf("site agent's inventory %v: want site %s and no boot entries", sections, want)
+	}
 	out, err := exec.Command("curl", "-sf", "-r", "1000-1999", fmt.Sprintf("http://127.0.0.1:%d/images/sha256/%s", httpPort, digest)).Output()
 	if err != nil || !bytes.Equal(out, artifact[1000:2000]) {
 		t.Fatalf("curl a range of the cached image: %v, %d bytes", err, len(out))
