@@ -3,7 +3,7 @@
 
 GO        ?= go
 BIN       := bin
-FUZZTIME  ?= 5s
+FUZZTIME  ?= 5000x
 export CGO_ENABLED := 0
 
 .PHONY: all build demo test test-go fuzz bench lint deps clean ramdisk-test-image
@@ -25,13 +25,18 @@ test-go:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 
-## fuzz: every fuzz target for FUZZTIME each (make fuzz FUZZTIME=5m for a long run)
+## fuzz: every fuzz target for FUZZTIME each: 5000 inputs (make fuzz FUZZTIME=5m for a long run)
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)
 
 ## bench: each hot path against its named peer, with the ratio printed
 bench:
 	./scripts/bench.sh
+
+## ramdisk: the PXE ramdisk (Debian kernel and modules, busybox, static bcd) into out/ramdisk/
+.PHONY: ramdisk
+ramdisk:
+	./scripts/make-ramdisk.sh
 
 ## lint: formatting, vet, and the import rules of docs/ARCHITECTURE.md
 lint:

@@ -7,6 +7,8 @@ packages=(ca-certificates openssl curl kmod)
 packages+=(iproute2 nftables busybox-static tftp-hpa dnsmasq-base ipxe qemu-system-x86 ipxe-qemu cpio gzip)
 # boot/ benchmarks: perfdhcp (kea-admin) drives DHCP; nginx serves the peer's boot files.
 packages+=(kea-admin nginx)
+# The ramdisk's tests, benchmark and `make ramdisk`.
+packages+=(zstd qemu-utils e2fsprogs cpio kmod xz-utils)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -15,50 +15,6 @@ import (
 )
 
 var nodeCommands = []command{{
-	path:    "nodes pool-policy set",
-	usage:   "POOL --site S [--file POLICY.json] [--tenant T]",
-	summary: "store a pool's site and metal policy (hardware profile, agent, host units), creating the pool",
-	nargs:   1,
-	define: func(fs *flag.FlagSet) func(x *exec) error {
-		tenant := tenantFlag(fs)
-		site := fs.String("site", "", "the pool's site (required)")
-		file := fs.String("file", "", "the policy as JSON: hardwareProfile, agent, hugepages, kernelModules, cpu, iommu, gpu, kubernetes, gpuSharing")
-		return func(x *exec) error {
-			req := api.SetPoolRequest{TenantID: *tenant, Pool: x.args[0], SiteID: *site}
-			if *file != "" {
-				data, err := readFile(*file)
-				if err != nil {
-					return err
-				}
-				if err := api.DecodeStrict(data, &req.Policy); err != nil {
-					return err
-				}
-			}
-			var out store.MetalPool
-			if err := x.call("metal.setPool", req, &out); err != nil {
-				return err
-			}
-			x.print(out, func(w *tabwriter.Writer) { metalPoolTable(w, out) })
-			return nil
-		}
-	},
-}, {
-	path:    "nodes pool-policy get",
-	usage:   "POOL [--tenant T]",
-	summary: "show a pool's site and metal policy",
-	nargs:   1,
-	define: func(fs *flag.FlagSet) func(x *exec) error {
-		tenant := tenantFlag(fs)
-		return func(x *exec) error {
-			var out store.MetalPool
-			if err := x.call("metal.getPool", api.PoolKey{TenantID: *tenant, Pool: x.args[0]}, &out); err != nil {
-				return err
-			}
-			x.print(out, func(w *tabwriter.Writer) { metalPoolTable(w, out) })
-			return nil
-		}
-	},
-}, {
 	path: "nodes enroll",
 	usage: "--pool P (--mac M[,M] | --product-uuid U) --bmc-driver D --bmc-address A [--bmc-credential secret://...] " +
 		"[--hardware-profile H] [--label k=v ...] [--driver concern=driver ...] [--tenant T]",
@@ -275,15 +231,6 @@ func bytesText(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-func metalPoolTable(w *tabwriter.Writer, p store.MetalPool) {
-	fmt.Fprintln(w, "POOL\tTENANT\tSITE\tHARDWARE PROFILE\tAGENT")
-	agent := p.Policy.Agent
-	if agent == "" {
-		agent = store.AgentBCD
-	}
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Tenant, p.Site, dash(p.Policy.HardwareProfile), agent)
 }
 
 func nodeTable(w *tabwriter.Writer, nodes []store.Node) {

@@ -37,11 +37,35 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 	reg := testkit.StartRegistry(t, dir)
 	admin := reg.AdminConfig
 
-	var pool store.MetalPool
-	testkit.JSON(t, admin, &pool, "nodes", "pool-policy", "set", "gpu", "--site", "rack-a",
-		"--file", writeDoc(t, `{"hardwareProfile": "gpu-redfish", "hugepages": {"pages1g": 8}}`))
-	if pool.Site != "rack-a" || pool.Policy.HardwareProfile != "gpu-redfish" {
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	if e := testkit.Fails(t, admin, "pools", "create", "gpu", "--site", "rack-a",
+		"--policy", writeDoc(t, `{"hardwareProfile": "gpu-redfish", "hugepages": {"pages2m": -1}}`)); e.Code != "INVALID_INPUT" || e.Details.Path != "policy.hugepages.pages2m" {
+		t.Errorf("a pool with a bad unit setting: %+v", e)
+	}
+	var pool store.Pool
+	testkit.JSON(t, admin, &pool, "pools", "create", "gpu", "--site", "rack-a", "--prewarm", "ubuntu-24.04-server@2026.09",
+		"--policy", writeDoc(t, `{"hardwareProfile": "gpu-redfish", "hugepages": {"pages1g": 8}}`))
+	if pool.Site != "rack-a" || pool.Policy.HardwareProfile != "gpu-redfish" || len(pool.Policy.PrewarmImages) != 1 {
 		t.Fatalf("pool %+v", pool)
+	}
+	testkit.JSON(t, admin, &pool, "pools", "update", "gpu", "--prewarm", "")
+	if len(pool.Policy.PrewarmImages) != 0 || pool.Policy.HardwareProfile != "gpu-redfish" || pool.Policy.Hugepages == nil {
+		t.Fatalf("a pool whose pre-warm list was cleared keeps the rest of its policy: %+v", pool)
+	}
+	for name, tc := range map[string]struct {
+		flags []string
+		path  string
+	}{
+		"an unknown agent":   {[]string{"--policy", writeDoc(t, `{"agent": "ipmi"}`)}, "policy.agent"},
+		"a bad pre-warm ref": {[]string{"--prewarm", "Bad"}, "prewarmImages[0]"},
+	} {
+		if e := testkit.Fails(t, admin, append([]string{"pools", "update", "gpu"}, tc.flags...)...); e.Code != "INVALID_INPUT" || e.Details.Path != tc.path {
+			t.Errorf("pools update, %s: %+v", name, e)
+		}
+	}
+	if res := testkit.CLI(t, admin, "pools", "get", "gpu"); res.Code != 0 || !strings.Contains(res.Stdout, "gpu-redfish") ||
+		!strings.Contains(res.Stdout, `hugepages  {"pages1g":8}`) {
+		t.Errorf("pools get table: %s %s", res.Stdout, res.Stderr)
 	}
 	enroll := func(mac string, extra ...string) []string {
 		return append([]string{"nodes", "enroll", "--pool", "gpu", "--mac", mac, "--bmc-driver", "redfish",
@@ -201,7 +225,8 @@ func TestADeployResumesAfterTheRegistryIsKilled(t *testing.T) {
 	}
 	reg := testkit.StartRegistry(t, dir)
 	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "nodes", "pool-policy", "set", "gpu", "--site", "rack-a", "--file", writeDoc(t, `{"hardwareProfile": "gpu-redfish"}`))
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--policy", writeDoc(t, `{"hardwareProfile": "gpu-redfish"}`))
 	var node store.Node
 	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://10.0.0.5")
 	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, joinsAsNode))

@@ -8,32 +8,41 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
 var poolCommands = []command{{
 	path:    "pools create",
-	usage:   "NAME --site S [--prewarm REF,REF] [--tenant T]",
-	summary: "create a pool of the tenant at a site, with the images its site's cache pre-warms",
+	usage:   "NAME --site S [--prewarm REF,REF] [--policy POLICY.json] [--tenant T]",
+	summary: "create a pool of the tenant at a site, with its policy: pre-warm images, hardware profile, agent, host units",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the pool belongs to (default: the caller's)")
 		site := fs.String("site", "", "site of the pool (required)")
-		prewarm := fs.String("prewarm", "", "comma-separated name@version refs for policy.prewarmImages")
+		prewarm, policy := policyFlags(fs)
 		return func(x *exec) error {
-			req := api.CreatePoolRequest{TenantID: *tenant, Name: x.args[0], SiteID: *site, Policy: store.PoolPolicy{PrewarmImages: csv(*prewarm)}}
+			req := api.CreatePoolRequest{TenantID: *tenant, Name: x.args[0], SiteID: *site}
+			if *policy != "" {
+				if err := readPolicy(*policy, &req.Policy); err != nil {
+					return err
+				}
+			}
+			if prewarm.refs != nil {
+				req.Policy.PrewarmImages = *prewarm.refs
+			}
 			var p store.Pool
 			if err := x.call("pools.create", req, &p); err != nil {
 				return err
 			}
-			x.print(p, func(w *tabwriter.Writer) { poolTable(w, []store.Pool{p}) })
+			x.print(p, func(w *tabwriter.Writer) { poolDetail(w, p) })
 			return nil
 		}
 	},
 }, {
 	path:    "pools get",
 	usage:   "NAME [--tenant T]",
-	summary: "show one pool",
+	summary: "show one pool and its policy",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the pool belongs to (default: the caller's)")
@@ -42,29 +51,34 @@ var poolCommands = []command{{
 			if err := x.call("pools.get", api.PoolRequest{TenantID: *tenant, Name: x.args[0]}, &p); err != nil {
 				return err
 			}
-			x.print(p, func(w *tabwriter.Writer) { poolTable(w, []store.Pool{p}) })
+			x.print(p, func(w *tabwriter.Writer) { poolDetail(w, p) })
 			return nil
 		}
 	},
 }, {
 	path:    "pools update",
-	usage:   "NAME --prewarm REF,REF [--tenant T]",
-	summary: "replace a pool's pre-warm images (--prewarm '' clears them)",
+	usage:   "NAME [--prewarm REF,REF] [--policy POLICY.json] [--tenant T]",
+	summary: "replace a pool's policy (--policy) or only its pre-warm images (--prewarm; '' clears them)",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the pool belongs to (default: the caller's)")
-		var prewarm *string
-		fs.Func("prewarm", "comma-separated name@version refs for policy.prewarmImages (required)", func(s string) error { prewarm = &s; return nil })
+		prewarm, policy := policyFlags(fs)
 		return func(x *exec) error {
-			if prewarm == nil {
-				return proto.Errorf(proto.InvalidInput, "pools update needs --prewarm REF,REF (or '' to clear the list)").WithPath("policy.prewarmImages")
+			if prewarm.refs == nil && *policy == "" {
+				return proto.Errorf(proto.InvalidInput, "pools update needs --policy POLICY.json, --prewarm REF,REF (or '' to clear the list) or both").WithPath("policy")
 			}
-			req := api.UpdatePoolRequest{TenantID: *tenant, Name: x.args[0], Policy: store.PoolPolicy{PrewarmImages: csv(*prewarm)}}
+			req := api.UpdatePoolRequest{TenantID: *tenant, Name: x.args[0], PrewarmImages: prewarm.refs}
+			if *policy != "" {
+				req.Policy = &store.PoolPolicy{}
+				if err := readPolicy(*policy, req.Policy); err != nil {
+					return err
+				}
+			}
 			var p store.Pool
 			if err := x.call("pools.update", req, &p); err != nil {
 				return err
 			}
-			x.print(p, func(w *tabwriter.Writer) { poolTable(w, []store.Pool{p}) })
+			x.print(p, func(w *tabwriter.Writer) { poolDetail(w, p) })
 			return nil
 		}
 	},
@@ -89,9 +103,62 @@ var poolCommands = []command{{
 	},
 }}
 
+// policyFlags declares --prewarm and --policy.
+func policyFlags(fs *flag.FlagSet) (*prewarmFlag, *string) {
+	prewarm := &prewarmFlag{}
+	fs.Var(prewarm, "prewarm", "comma-separated name@version refs for policy.prewarmImages; they replace the policy file's")
+	policy := fs.String("policy", "", "the policy as JSON: prewarmImages, hardwareProfile, agent, hugepages, kernelModules, cpu, iommu, gpu, kubernetes, gpuSharing")
+	return prewarm, policy
+}
+
+// prewarmFlag is --prewarm: refs is nil when the flag is not given and an empty list
+// when it is given empty.
+type prewarmFlag struct{ refs *[]string }
+
+func (f *prewarmFlag) String() string {
+	if f.refs == nil {
+		return ""
+	}
+	return strings.Join(*f.refs, ",")
+}
+
+func (f *prewarmFlag) Set(s string) error {
+	refs := csv(s)
+	if refs == nil {
+		refs = []string{}
+	}
+	f.refs = &refs
+	return nil
+}
+
+// readPolicy reads a policy file strictly: an unknown field is INVALID_INPUT.
+func readPolicy(path string, p *store.PoolPolicy) error {
+	data, err := readFile(path)
+	if err != nil {
+		return err
+	}
+	return api.DecodeStrict(data, p)
+}
+
 func poolTable(w *tabwriter.Writer, pools []store.Pool) {
-	fmt.Fprintln(w, "TENANT\tPOOL\tSITE\tPREWARM")
+	fmt.Fprintln(w, "TENANT\tPOOL\tSITE\tHARDWARE PROFILE\tAGENT\tPREWARM")
 	for _, p := range pools {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Tenant, p.Name, p.Site, strings.Join(p.Policy.PrewarmImages, ","))
+		agent := p.Policy.Agent
+		if agent == "" {
+			agent = store.AgentBCD
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Tenant, p.Name, p.Site, dash(p.Policy.HardwareProfile), agent,
+			dash(strings.Join(p.Policy.PrewarmImages, ",")))
+	}
+}
+
+// poolDetail is one pool: its row, then the host units its policy sets.
+func poolDetail(w *tabwriter.Writer, p store.Pool) {
+	poolTable(w, []store.Pool{p})
+	if units := metal.PoolUnits(p.Policy); len(units) > 0 {
+		fmt.Fprintln(w, "\nHOST UNIT\tSETTINGS")
+		for _, u := range units {
+			fmt.Fprintf(w, "%s\t%s\n", u.Unit, u.Settings)
+		}
 	}
 }

@@ -48,10 +48,12 @@ type PrepareRamdisk struct {
 }
 
 // InventoryRefresh is the input of inventory.refresh: the identity the registry enrolled
-// the machine with, which the ramdisk checks against the machine it runs on.
+// the machine with, which the ramdisk checks against the machine it runs on
+// (CheckIdentity) before it reports anything.
 type InventoryRefresh struct {
-	ProductUUID string   `json:"productUuid,omitempty"`
-	MACs        []string `json:"macs,omitempty"`
+	ProductUUID string `json:"productUuid,omitempty"`
+	// MAC is the MAC PXE discovery bound, if it bound one.
+	MAC string `json:"mac,omitempty"`
 }
 
 // The inventory sections the deploy reads beside images.

@@ -54,7 +54,7 @@ func TestNodeArgvNamesAMode(t *testing.T) {
 		t.Fatalf("argv starts %q", argv[0])
 	}
 	if _, ok := Lookup(argv[1]); !ok {
-		t.Skipf("bcd has no %q mode yet: the agent session brings it", argv[1])
+		t.Fatalf("bcd has no %q mode", argv[1])
 	}
 	if _, err := Parse(argv[1:], io.Discard); err != nil {
 		t.Fatalf("bcd's command line refuses %q: %v", argv, err)

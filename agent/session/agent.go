@@ -198,6 +198,15 @@ func (a *Agent) SetInventory(section string, data json.RawMessage) {
 	a.sendLocked(&proto.Message{Type: proto.MsgInventory, Inventory: &proto.Inventory{Section: section, Data: data}})
 }
 
+// Acknowledge tells the registry that generation is applied after its Apply failed (a
+// later pass of the agent applied it). Unconnected, the next hello reports it.
+func (a *Agent) Acknowledge(generation int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.observed = generation
+	a.sendLocked(&proto.Message{Type: proto.MsgAck, Ack: &proto.Ack{Generation: generation}})
+}
+
 // connect runs one connection: dial, hello, then read pushed specs until it ends.
 // established reports whether the hello went out.
 func (a *Agent) connect(ctx context.Context) (established bool, err error) {

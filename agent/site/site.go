@@ -26,19 +26,13 @@ import (
 
 // Run runs the site agent until ctx ends or one of its parts fails.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	conf, err := bcdconf.Load(cfg.ConfigDir)
+	id, err := bcdconf.LoadAgent(cfg.ConfigDir)
 	if err != nil {
 		return proto.Errorf(proto.InvalidConfig, "bcd config: %v (run bcd join --role site first)", err).WithPath("configDir")
 	}
+	conf := id.Config
 	if conf.Role != string(proto.RoleSite) {
 		return proto.Errorf(proto.InvalidConfig, "%s joined as a %s agent, not a site agent", cfg.ConfigDir, conf.Role).WithPath("configDir")
-	}
-	if conf.AgentEndpoint == "" {
-		return proto.Errorf(proto.InvalidConfig, "the registry named no agent endpoint when this site joined").WithPath("configDir")
-	}
-	id, err := bcdconf.LoadIdentity(cfg.ConfigDir)
-	if err != nil {
-		return err
 	}
 	log = log.With("site", conf.Site)
 

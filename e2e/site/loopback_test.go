@@ -134,7 +134,7 @@ func TestSiteLoopback(t *testing.T) {
 	}
 
 	// A workflow's site steps reach the machine's BMC through the registry and the site.
-	testkit.JSON(t, admin, nil, "nodes", "pool-policy", "set", "gpu", "--site", "rack-a", "--file", writeDoc(t, work, `{"hardwareProfile": "sim"}`))
+	testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", "root", "--policy", writeDoc(t, work, `{"hardwareProfile": "sim"}`))
 	var node store.Node
 	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish",
 		"--bmc-address", sim.URL, "--bmc-credential", "secret://rack-bmc")

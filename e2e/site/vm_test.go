@@ -158,7 +158,7 @@ func runHelper(work string) error {
 			_, err = tx.CreateSite("rack-a")
 		}
 		if err == nil {
-			_, err = tx.PutMetalPool(store.MetalPool{Tenant: "acme", Name: "vms", Site: "rack-a"})
+			_, err = tx.CreatePool(store.Pool{Tenant: "acme", Name: "vms", Site: "rack-a"})
 		}
 		if err == nil {
 			node, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "vms", ProductUUID: vmUUID})

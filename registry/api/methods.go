@@ -1,6 +1,8 @@
 package api
 
-// RegisterAll adds every method of the API to s.
+// RegisterAll adds the methods of the API that need only the store; the others come
+// with RegisterJoin, RegisterUserData, RegisterMetal (pools and nodes) and
+// RegisterWorkflows.
 func (s *Server) RegisterAll() {
 	s.registerTenants()
 	s.registerTokens()
@@ -8,5 +10,4 @@ func (s *Server) RegisterAll() {
 	s.registerImages()
 	s.registerSigners()
 	s.registerSites()
-	s.registerPools()
 }

@@ -8,20 +8,6 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 )
 
-// SetPoolRequest is the body of metal.setPool: a pool's site and metal policy.
-type SetPoolRequest struct {
-	TenantID string            `json:"tenantId,omitempty"`
-	Pool     string            `json:"pool"`
-	SiteID   string            `json:"siteId"`
-	Policy   store.MetalPolicy `json:"policy"`
-}
-
-// PoolKey names a pool in metal.getPool.
-type PoolKey struct {
-	TenantID string `json:"tenantId,omitempty"`
-	Pool     string `json:"pool"`
-}
-
 // EnrollRequest is the body of metal.enroll.
 type EnrollRequest struct {
 	TenantID string `json:"tenantId,omitempty"`
@@ -74,32 +60,11 @@ type DeployStarted struct {
 	Profile    store.ProfileRef `json:"profile"`
 }
 
-// RegisterMetal adds the metal methods: pools' metal policy, enrollment, nodes and
-// deploy.
+// RegisterMetal adds the methods that need metal: pools (metal checks their policy),
+// enrollment, nodes and deploy.
 func (s *Server) RegisterMetal(svc *metal.Service) {
+	s.registerPools(svc)
 	ps := newProfiles(s)
-	Handle(s, "metal.setPool", ActionNodesManage, func(_ context.Context, c *Caller, req SetPoolRequest) (out store.MetalPool, err error) {
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
-			out, err = svc.SetPool(tx, store.MetalPool{Tenant: tenant, Name: req.Pool, Site: req.SiteID, Policy: req.Policy})
-			return err
-		})
-		return out, err
-	})
-	Handle(s, "metal.getPool", ActionNodesRead, func(_ context.Context, c *Caller, req PoolKey) (out store.MetalPool, err error) {
-		err = s.store.View(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
-			out, err = tx.MetalPool(tenant, req.Pool)
-			return err
-		})
-		return out, err
-	})
 	Handle(s, "metal.enroll", ActionNodesManage, func(_ context.Context, c *Caller, req EnrollRequest) (out store.Node, err error) {
 		err = s.store.Update(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -26,11 +27,14 @@ type PoolRequest struct {
 	Name     string `json:"name"`
 }
 
-// UpdatePoolRequest is the body of pools.update: the pool's new policy.
+// UpdatePoolRequest is the body of pools.update. Policy replaces the pool's whole
+// policy; PrewarmImages then replaces its pre-warm list and keeps the rest. One of them
+// is needed.
 type UpdatePoolRequest struct {
-	TenantID string           `json:"tenantId,omitempty"`
-	Name     string           `json:"name"`
-	Policy   store.PoolPolicy `json:"policy"`
+	TenantID      string            `json:"tenantId,omitempty"`
+	Name          string            `json:"name"`
+	Policy        *store.PoolPolicy `json:"policy,omitempty"`
+	PrewarmImages *[]string         `json:"prewarmImages,omitempty"`
 }
 
 // ListPoolsRequest is the body of pools.list.
@@ -45,10 +49,15 @@ type PoolList struct {
 	NextCursor string       `json:"nextCursor,omitempty"`
 }
 
-// registerPools adds pools.create, pools.get, pools.update and pools.list.
-func (s *Server) registerPools() {
+// registerPools adds pools.create, pools.get, pools.update and pools.list. Metal checks
+// the hardware profile and the units of a policy, the API its pre-warm refs, the store
+// the names, the site and the agent.
+func (s *Server) registerPools(svc *metal.Service) {
 	Handle(s, "pools.create", ActionPoolsManage, func(_ context.Context, c *Caller, req CreatePoolRequest) (p store.Pool, err error) {
-		if err := checkPolicy(&req.Policy); err != nil {
+		if err := checkPrewarm(&req.Policy.PrewarmImages, "policy.prewarmImages"); err != nil {
+			return p, err
+		}
+		if err := svc.CheckPoolPolicy(req.Policy); err != nil {
 			return p, err
 		}
 		err = s.store.Update(func(tx *store.Tx) error {
@@ -73,15 +82,39 @@ func (s *Server) registerPools() {
 		return p, err
 	})
 	Handle(s, "pools.update", ActionPoolsManage, func(_ context.Context, c *Caller, req UpdatePoolRequest) (p store.Pool, err error) {
-		if err := checkPolicy(&req.Policy); err != nil {
-			return p, err
+		if req.Policy == nil && req.PrewarmImages == nil {
+			return p, proto.Errorf(proto.InvalidInput, "pools.update needs a policy, a pre-warm list or both").WithPath("policy")
+		}
+		if req.Policy != nil {
+			if err := checkPrewarm(&req.Policy.PrewarmImages, "policy.prewarmImages"); err != nil {
+				return p, err
+			}
+			if err := svc.CheckPoolPolicy(*req.Policy); err != nil {
+				return p, err
+			}
+		}
+		if req.PrewarmImages != nil {
+			if err := checkPrewarm(req.PrewarmImages, "prewarmImages"); err != nil {
+				return p, err
+			}
 		}
 		err = s.store.Update(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
 			if err != nil {
 				return err
 			}
-			p, err = tx.SetPoolPolicy(tenant, req.Name, req.Policy)
+			old, err := tx.Pool(tenant, req.Name)
+			if err != nil {
+				return err
+			}
+			policy := old.Policy
+			if req.Policy != nil {
+				policy = *req.Policy
+			}
+			if req.PrewarmImages != nil {
+				policy.PrewarmImages = *req.PrewarmImages
+			}
+			p, err = tx.SetPoolPolicy(tenant, req.Name, policy)
 			return err
 		})
 		return p, err
@@ -106,22 +139,22 @@ func (s *Server) registerPools() {
 	})
 }
 
-// checkPolicy refuses a policy whose pre-warm list is too long, repeats a ref or holds
-// one that is not name@version; an absent list becomes an empty one.
-func checkPolicy(p *store.PoolPolicy) error {
-	if p.PrewarmImages == nil {
-		p.PrewarmImages = []string{}
+// checkPrewarm refuses a pre-warm list that is too long, repeats a ref or holds one that
+// is not name@version, at path; an absent list becomes an empty one.
+func checkPrewarm(refs *[]string, path string) error {
+	if *refs == nil {
+		*refs = []string{}
 	}
-	if len(p.PrewarmImages) > maxPrewarm {
-		return proto.Errorf(proto.InvalidInput, "a pool pre-warms at most %d images", maxPrewarm).WithPath("policy.prewarmImages")
+	if len(*refs) > maxPrewarm {
+		return proto.Errorf(proto.InvalidInput, "a pool pre-warms at most %d images", maxPrewarm).WithPath(path)
 	}
-	for i, ref := range p.PrewarmImages {
-		path := indexPath("policy.prewarmImages", i)
+	for i, ref := range *refs {
+		at := indexPath(path, i)
 		if _, err := image.ParseRef(ref); err != nil {
-			return proto.AsError(err).WithPath(path)
+			return proto.AsError(err).WithPath(at)
 		}
-		if slices.Contains(p.PrewarmImages[:i], ref) {
-			return proto.Errorf(proto.InvalidInput, "%s is listed twice", ref).WithPath(path)
+		if slices.Contains((*refs)[:i], ref) {
+			return proto.Errorf(proto.InvalidInput, "%s is listed twice", ref).WithPath(at)
 		}
 	}
 	return nil

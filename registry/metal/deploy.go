@@ -64,7 +64,7 @@ func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
 	if err != nil {
 		return err
 	}
-	pool, err := tx.MetalPool(node.Tenant, node.Pool)
+	pool, err := tx.Pool(node.Tenant, node.Pool)
 	if err != nil {
 		return err
 	}

@@ -194,16 +194,16 @@ func TestEnsureRamdisk(t *testing.T) {
 	}{
 		"boots the machine into the ramdisk through the site": {
 			want: []string{"main.0:a1:pxe site management.setBootDevice {\"device\":\"pxe\",\"persistent\":false}", `main.0:a1:prepare site boot.prepareRamdisk {"macs":["52:54:00:00:00:01"],"token":"bcj_test","registry":"https://registry.test","pins":null,"args":["bc.node=NODE"]}`,
-				"main.0:a1:cycle site power.setPower {\"action\":\"cycle\"}", `main.1:a1 ramdisk inventory.refresh {"macs":["52:54:00:00:00:01"]}`, "cleanup.0:a1 site boot.cleanUp "},
+				"main.0:a1:cycle site power.setPower {\"action\":\"cycle\"}", "main.1:a1 ramdisk inventory.refresh {}", "cleanup.0:a1 site boot.cleanUp "},
 		},
 		"does nothing when the ramdisk is the machine's agent": {
 			prepare: func(h *harness, node string) { h.joins.Joined(node, "ramdisk") },
-			want:    []string{`main.1:a1 ramdisk inventory.refresh {"macs":["52:54:00:00:00:01"]}`, "cleanup.0:a1 site boot.cleanUp "},
+			want:    []string{"main.1:a1 ramdisk inventory.refresh {}", "cleanup.0:a1 site boot.cleanUp "},
 		},
 		"a pool whose machines run no agent cannot": {
 			prepare: func(h *harness, node string) {
 				h.store.Update(func(tx *store.Tx) error {
-					_, err := h.svc.SetPool(tx, store.MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: store.MetalPolicy{Agent: store.AgentNone}})
+					_, err := tx.SetPoolPolicy("acme", "gpu", store.PoolPolicy{Agent: store.AgentNone})
 					return err
 				})
 			},

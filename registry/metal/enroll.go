@@ -66,7 +66,7 @@ func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 	if err := checkBindings(e.Drivers, "drivers"); err != nil {
 		return n, err
 	}
-	pool, err := tx.MetalPool(e.Tenant, e.Pool)
+	pool, err := tx.Pool(e.Tenant, e.Pool)
 	if err != nil {
 		return n, proto.AsError(err).WithPath("pool")
 	}

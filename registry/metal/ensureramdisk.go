@@ -26,8 +26,8 @@ var ramdiskBoot = []struct {
 // waits for the ramdisk to join. A pool whose machines run no agent cannot, and is
 // UNSUPPORTED.
 func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
-	var pool store.MetalPool
-	err := s.cfg.Store.View(func(tx *store.Tx) (err error) { pool, err = tx.MetalPool(a.Node.Tenant, a.Node.Pool); return err })
+	var pool store.Pool
+	err := s.cfg.Store.View(func(tx *store.Tx) (err error) { pool, err = tx.Pool(a.Node.Tenant, a.Node.Pool); return err })
 	if err != nil {
 		return nil, err
 	}

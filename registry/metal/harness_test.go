@@ -60,8 +60,14 @@ func newHarness(t *testing.T) *harness {
 		if _, err := tx.CreateTenant("acme"); err != nil {
 			return err
 		}
-		_, err := h.svc.SetPool(tx, store.MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: store.MetalPolicy{
-			HardwareProfile: "gpu-redfish", Hugepages: json.RawMessage(`{"pages1g":64}`), GPUSharing: json.RawMessage(`{"mode":"mps","replicas":4}`)}})
+		if _, err := tx.CreateSite("rack-a"); err != nil {
+			return err
+		}
+		policy := store.PoolPolicy{HardwareProfile: "gpu-redfish", Hugepages: json.RawMessage(`{"pages1g":64}`), GPUSharing: json.RawMessage(`{"mode":"mps","replicas":4}`)}
+		if err := h.svc.CheckPoolPolicy(policy); err != nil {
+			return err
+		}
+		_, err := tx.CreatePool(store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: policy})
 		return err
 	})
 	if err != nil {

@@ -12,30 +12,43 @@ import (
 type poolUnit struct {
 	field string
 	unit  string
-	get   func(*store.MetalPolicy) json.RawMessage
+	get   func(*store.PoolPolicy) json.RawMessage
 }
 
 // poolUnits are the policy fields whose unit replaces a profile's, in the order the
 // units apply.
 var poolUnits = []poolUnit{
-	{"kernelModules", hostunit.UnitKernelModules, func(p *store.MetalPolicy) json.RawMessage { return p.KernelModules }},
-	{"hugepages", hostunit.UnitHugepages, func(p *store.MetalPolicy) json.RawMessage { return p.Hugepages }},
-	{"cpu", hostunit.UnitCPU, func(p *store.MetalPolicy) json.RawMessage { return p.CPU }},
-	{"iommu", hostunit.UnitIOMMU, func(p *store.MetalPolicy) json.RawMessage { return p.IOMMU }},
-	{"gpu", hostunit.UnitGPUSettings, func(p *store.MetalPolicy) json.RawMessage { return p.GPU }},
-	{"gpuSharing", hostunit.UnitGPUSharing, func(p *store.MetalPolicy) json.RawMessage { return p.GPUSharing }},
-	{"kubernetes", hostunit.UnitK8sJoin, func(p *store.MetalPolicy) json.RawMessage { return p.Kubernetes }},
+	{"kernelModules", hostunit.UnitKernelModules, func(p *store.PoolPolicy) json.RawMessage { return p.KernelModules }},
+	{"hugepages", hostunit.UnitHugepages, func(p *store.PoolPolicy) json.RawMessage { return p.Hugepages }},
+	{"cpu", hostunit.UnitCPU, func(p *store.PoolPolicy) json.RawMessage { return p.CPU }},
+	{"iommu", hostunit.UnitIOMMU, func(p *store.PoolPolicy) json.RawMessage { return p.IOMMU }},
+	{"gpu", hostunit.UnitGPUSettings, func(p *store.PoolPolicy) json.RawMessage { return p.GPU }},
+	{"gpuSharing", hostunit.UnitGPUSharing, func(p *store.PoolPolicy) json.RawMessage { return p.GPUSharing }},
+	{"kubernetes", hostunit.UnitK8sJoin, func(p *store.PoolPolicy) json.RawMessage { return p.Kubernetes }},
 }
 
-// SetPool stores a pool's site and metal policy, creating the pool if it is new. The
-// hardware profile must be one the registry knows and each unit must pass its unit's
-// checks; a problem is INVALID_INPUT at its path under policy.
-func (s *Service) SetPool(tx *store.Tx, pool store.MetalPool) (store.MetalPool, error) {
-	if _, err := s.cfg.HardwareProfiles.lookup(pool.Policy.HardwareProfile); err != nil {
-		return pool, proto.AsError(err).WithPath("policy.hardwareProfile")
+// PoolUnits are the host-config units a pool's policy sets, in the order the units
+// apply: each replaces the deployed profile's unit of the same name.
+func PoolUnits(policy store.PoolPolicy) []store.HostUnit {
+	var out []store.HostUnit
+	for _, u := range poolUnits {
+		if raw := u.get(&policy); raw != nil {
+			out = append(out, store.HostUnit{Unit: u.unit, Settings: raw})
+		}
+	}
+	return out
+}
+
+// CheckPoolPolicy checks the part of a pool's policy that metal reads: the hardware
+// profile must be one the registry knows and each unit must pass its unit's checks. A
+// problem is INVALID_INPUT at its path under policy (policy.hugepages.pages1g). The
+// store checks the agent, and the API the pre-warm refs.
+func (s *Service) CheckPoolPolicy(policy store.PoolPolicy) error {
+	if _, err := s.cfg.HardwareProfiles.lookup(policy.HardwareProfile); err != nil {
+		return proto.AsError(err).WithPath("policy.hardwareProfile")
 	}
 	for _, u := range poolUnits {
-		raw := u.get(&pool.Policy)
+		raw := u.get(&policy)
 		if raw == nil {
 			continue
 		}
@@ -44,8 +57,8 @@ func (s *Service) SetPool(tx *store.Tx, pool store.MetalPool) (store.MetalPool, 
 			if p := problems[0].Path; p != "" {
 				path += "." + string(p)
 			}
-			return pool, proto.Errorf(proto.InvalidInput, "%s (the %s unit): %s", "policy."+u.field, u.unit, problems[0].Message).WithPath(path)
+			return proto.Errorf(proto.InvalidInput, "%s (the %s unit): %s", "policy."+u.field, u.unit, problems[0].Message).WithPath(path)
 		}
 	}
-	return tx.PutMetalPool(pool)
+	return nil
 }

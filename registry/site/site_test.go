@@ -24,7 +24,7 @@ func openStore(t *testing.T) *store.Store {
 		if _, err := tx.CreateSite("rack-a"); err != nil {
 			return err
 		}
-		_, err := tx.PutMetalPool(store.MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a"})
+		_, err := tx.CreatePool(store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"})
 		return err
 	})
 	if err != nil {

@@ -104,7 +104,7 @@ const (
 // CreateNode enrolls a machine in an existing pool of its tenant and returns it with its
 // new id, in state enrolled. A MAC or product UUID enrolled already is CONFLICT.
 func (t *Tx) CreateNode(n Node) (Node, error) {
-	pool, err := t.MetalPool(n.Tenant, n.Pool)
+	pool, err := t.Pool(n.Tenant, n.Pool)
 	if err != nil {
 		return n, proto.AsError(err).WithPath("pool")
 	}

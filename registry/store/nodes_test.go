@@ -7,48 +7,18 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// withPool makes tenant acme and its pool gpu at site rack-a.
+// withPool makes tenant acme, site rack-a and acme's pool gpu there.
 func withPool(t *testing.T) *Store {
 	t.Helper()
-	s := openTest(t)
+	s := withTenants(t, "acme")
 	mustUpdate(t, s, func(tx *Tx) error {
-		if _, err := tx.CreateTenant("acme"); err != nil {
+		if _, err := tx.CreateSite("rack-a"); err != nil {
 			return err
 		}
-		_, err := tx.PutMetalPool(MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: MetalPolicy{HardwareProfile: "gpu-redfish"}})
+		_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: PoolPolicy{HardwareProfile: "gpu-redfish"}})
 		return err
 	})
 	return s
-}
-
-func TestMetalPoolRules(t *testing.T) {
-	s := withPool(t)
-	cases := map[string]struct {
-		pool MetalPool
-		code proto.Code
-		path string
-	}{
-		"replaces the policy": {MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-b", Policy: MetalPolicy{Agent: AgentNone}}, "", ""},
-		"a bad name":          {MetalPool{Tenant: "acme", Name: "GPU", Site: "rack-a"}, proto.InvalidInput, "pool"},
-		"a bad site":          {MetalPool{Tenant: "acme", Name: "gpu", Site: ""}, proto.InvalidInput, "siteId"},
-		"an unknown agent":    {MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: MetalPolicy{Agent: "ipmi"}}, proto.InvalidInput, "policy.agent"},
-		"an unknown tenant":   {MetalPool{Tenant: "nobody", Name: "gpu", Site: "rack-a"}, proto.NotFound, ""},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			err := s.Update(func(tx *Tx) error { _, err := tx.PutMetalPool(tc.pool); return err })
-			if got := proto.CodeOf(err); err != nil && (got != tc.code || proto.AsError(err).Details.Path != tc.path) || err == nil && tc.code != "" {
-				t.Fatalf("got %v, want %q at %q", err, tc.code, tc.path)
-			}
-		})
-	}
-	s.View(func(tx *Tx) error {
-		p, err := tx.MetalPool("acme", "gpu")
-		if err != nil || p.Site != "rack-b" || p.Policy.Agent != AgentNone || p.CreatedAt.IsZero() {
-			t.Errorf("pool after replace: %+v %v", p, err)
-		}
-		return nil
-	})
 }
 
 func TestNodeEnrollmentAndLifecycle(t *testing.T) {
@@ -111,7 +81,7 @@ func TestNodeEnrollmentAndLifecycle(t *testing.T) {
 	}
 
 	mustUpdate(t, s, func(tx *Tx) error {
-		if _, err := tx.PutMetalPool(MetalPool{Tenant: "acme", Name: "cpu", Site: "rack-a"}); err != nil {
+		if _, err := tx.CreatePool(Pool{Tenant: "acme", Name: "cpu", Site: "rack-a"}); err != nil {
 			return err
 		}
 		_, err := tx.CreateNode(Node{Tenant: "acme", Pool: "cpu", MACs: []string{"52:54:00:00:00:03"}})

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -17,12 +18,38 @@ type Pool struct {
 	UpdatedAt time.Time  `json:"updatedAt"`
 }
 
-// PoolPolicy is what a pool asks of its machines and its site.
+// PoolPolicy is what a pool asks of its site and its machines: the images the site's
+// cache pre-warms, the hardware profile, the agent the machines run and the host-config
+// units that replace a deployed profile's. Each unit field holds the settings of one
+// host-config unit (see docs/host-units.md).
 type PoolPolicy struct {
 	// PrewarmImages are catalog refs (name@version), resolved in the pool's tenant, that
 	// the site's cache should hold before any deploy asks for them.
 	PrewarmImages []string `json:"prewarmImages"`
+	// HardwareProfile names the hardware profile of the pool's machines (a node's own
+	// wins).
+	HardwareProfile string `json:"hardwareProfile,omitempty"`
+	// Agent is bcd ("" reads as bcd) or none.
+	Agent         string          `json:"agent,omitempty"`
+	Hugepages     json.RawMessage `json:"hugepages,omitempty"`
+	KernelModules json.RawMessage `json:"kernelModules,omitempty"`
+	CPU           json.RawMessage `json:"cpu,omitempty"`
+	IOMMU         json.RawMessage `json:"iommu,omitempty"`
+	// GPU holds gpu-settings.
+	GPU json.RawMessage `json:"gpu,omitempty"`
+	// Kubernetes holds k8s-join.
+	Kubernetes json.RawMessage `json:"kubernetes,omitempty"`
+	// GPUSharing holds gpu-sharing: a pool shared by mps or timeslice.
+	GPUSharing json.RawMessage `json:"gpuSharing,omitempty"`
 }
+
+// Agents a pool's machines run.
+const (
+	// AgentBCD: the machines boot the ramdisk and run bcd once installed (the default).
+	AgentBCD = "bcd"
+	// AgentNone: the machines never run bcd; only out-of-band steps reach them.
+	AgentNone = "none"
+)
 
 const (
 	bucketPools = "pools"
@@ -32,10 +59,23 @@ const (
 
 func poolKey(tenant, name string) []byte { return []byte(tenant + "\x00" + name) }
 
+// checkAgent refuses an agent other than bcd and none.
+func checkAgent(p PoolPolicy) error {
+	if a := p.Agent; a != "" && a != AgentBCD && a != AgentNone {
+		return proto.Errorf(proto.InvalidInput, "agent %q: use bcd or none", a).WithPath("policy.agent")
+	}
+	return nil
+}
+
 // CreatePool stores a new pool of its tenant at an existing site. A name the tenant
-// uses already is CONFLICT; a site that does not exist is NOT_FOUND.
+// uses already is CONFLICT; a site that does not exist is NOT_FOUND. Names and the agent
+// are checked here; the pre-warm refs, the hardware profile and the units' settings are
+// the caller's to check.
 func (t *Tx) CreatePool(p Pool) (Pool, error) {
 	if err := checkName("pool", p.Name, "name"); err != nil {
+		return Pool{}, err
+	}
+	if err := checkAgent(p.Policy); err != nil {
 		return Pool{}, err
 	}
 	if _, err := t.Tenant(p.Tenant); err != nil {
@@ -54,8 +94,11 @@ func (t *Tx) CreatePool(p Pool) (Pool, error) {
 	return p, t.put(bucketPools, poolKey(p.Tenant, p.Name), p)
 }
 
-// SetPoolPolicy replaces a pool's policy.
+// SetPoolPolicy replaces a pool's policy; the agent is checked as CreatePool checks it.
 func (t *Tx) SetPoolPolicy(tenant, name string, policy PoolPolicy) (Pool, error) {
+	if err := checkAgent(policy); err != nil {
+		return Pool{}, err
+	}
 	p, err := t.Pool(tenant, name)
 	if err != nil {
 		return p, err

@@ -45,6 +45,22 @@ func TestSitesAndPools(t *testing.T) {
 			return err
 		}, "", ""},
 		{"policy of a missing pool", func(tx *Tx) error { _, err := tx.SetPoolPolicy("acme", "cpu", PoolPolicy{}); return err }, proto.NotFound, ""},
+		{"an unknown agent", func(tx *Tx) error {
+			_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "cpu", Site: "rack-1", Policy: PoolPolicy{Agent: "ipmi"}})
+			return err
+		}, proto.InvalidInput, "policy.agent"},
+		{"an unknown agent set later", func(tx *Tx) error {
+			_, err := tx.SetPoolPolicy("acme", "gpu", PoolPolicy{PrewarmImages: []string{"b@1"}, Agent: "ipmi"})
+			return err
+		}, proto.InvalidInput, "policy.agent"},
+		{"agent none", func(tx *Tx) error {
+			_, err := tx.CreatePool(Pool{Tenant: "beta", Name: "bare", Site: "rack-1", Policy: PoolPolicy{Agent: AgentNone}})
+			return err
+		}, "", ""},
+		{"bad pool name", func(tx *Tx) error {
+			_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "GPU", Site: "rack-1"})
+			return err
+		}, proto.InvalidInput, "name"},
 	}
 	for _, st := range steps {
 		err := s.Update(st.do)
@@ -61,7 +77,7 @@ func TestSitesAndPools(t *testing.T) {
 		for _, p := range pools {
 			got = append(got, p.Tenant+"/"+p.Name+" "+strings.Join(p.Policy.PrewarmImages, ","))
 		}
-		if diff := cmp.Diff([]string{"acme/gpu a@1", "beta/gpu "}, got); diff != "" {
+		if diff := cmp.Diff([]string{"acme/gpu a@1", "beta/bare ", "beta/gpu "}, got); diff != "" {
 			t.Errorf("pools at rack-1 (-want +got):\n%s", diff)
 		}
 		return nil

@@ -45,7 +45,10 @@ func newHarness(t *testing.T, labels map[string]string) *harness {
 		if _, err := tx.CreateTenant("acme"); err != nil {
 			return err
 		}
-		if _, err := tx.PutMetalPool(store.MetalPool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
+		if _, err := tx.CreateSite("rack-a"); err != nil {
+			return err
+		}
+		if _, err := tx.CreatePool(store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
 			return err
 		}
 		n, err := tx.CreateNode(store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Labels: labels})

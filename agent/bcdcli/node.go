@@ -1,0 +1,25 @@
+package bcdcli
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/node"
+)
+
+var nodeMode = Mode{
+	Name:    "node",
+	Usage:   "[--config-dir DIR] [--root DIR]",
+	Summary: "run the node agent of an installed host: keep its host configuration converged to its NodeSpec",
+	Define: func(fs *flag.FlagSet) Runner {
+		o := node.Options{}
+		fs.StringVar(&o.ConfigDir, "config-dir", bcdconf.DefaultDir, "the directory `bcd join` wrote")
+		fs.StringVar(&o.Root, "root", "/", "where the host's / is (a chroot)")
+		return func(ctx context.Context, env Env) error {
+			o.Log = slog.New(slog.NewTextHandler(env.Stderr, nil))
+			return node.Run(ctx, o)
+		}
+	},
+}

@@ -1,0 +1,200 @@
+// Package node is `bcd node`, the agent of an installed host: one agent session with the
+// registry whose pushed NodeSpec host section goes to the host converger. A generation is
+// acknowledged once a pass applied it (no unit failed); each pass's unit results are
+// reported as the `host` inventory section. The last applied NodeSpec is kept in the
+// configuration directory, so a restarted agent converges it again at once and reports
+// its generation in its hello.
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/hostconverge"
+	"github.com/better-compute/better-compute/proto"
+)
+
+// StateFile is the last applied NodeSpec, in the configuration directory.
+const StateFile = "nodespec.json"
+
+// Options are what `bcd node` runs with.
+type Options struct {
+	// ConfigDir is the directory `bcd join` wrote.
+	ConfigDir string
+	// Root is where the host's / is: "/" on a host.
+	Root string
+	// Log receives the agent's structured logs.
+	Log *slog.Logger
+}
+
+// Run runs the node agent until ctx ends.
+func Run(ctx context.Context, o Options) error {
+	creds, err := bcdconf.LoadAgent(o.ConfigDir)
+	if err != nil {
+		return proto.Errorf(proto.InvalidConfig, "%v", err)
+	}
+	if creds.Config.Role != string(proto.RoleNode) {
+		return proto.Errorf(proto.InvalidConfig, "%s joined as a %s agent; bcd node runs the node role", o.ConfigDir, creds.Config.Role)
+	}
+	a := &agent{state: filepath.Join(o.ConfigDir, StateFile), log: o.Log, firstPass: map[int64]chan []hostconverge.UnitResult{},
+		specs: make(chan hostconverge.Spec, 1)}
+	last, err := a.load()
+	if err != nil {
+		return err
+	}
+	a.session, err = session.New(session.Config{
+		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
+		ObservedGeneration: last.Generation, Apply: a.apply, Log: o.Log,
+	})
+	if err != nil {
+		return err
+	}
+	if last.Generation > 0 {
+		a.specs <- convergeSpec(last)
+	}
+	conv := &hostconverge.Converger{Root: o.Root, Runner: hostconverge.ExecRunner{}, Log: o.Log}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { conv.Run(ctx, a.specs, a) })
+	err = a.session.Run(ctx)
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// agent joins the session and the converger.
+type agent struct {
+	session *session.Agent
+	state   string
+	log     *slog.Logger
+	specs   chan hostconverge.Spec
+
+	mu sync.Mutex
+	// pending is the spec being applied, saved once a pass applies it.
+	pending proto.NodeSpec
+	// firstPass waits, per generation, for the results of its first pass.
+	firstPass map[int64]chan []hostconverge.UnitResult
+}
+
+// apply is the session's Apply: it hands the spec to the converger and waits for its
+// first pass. A pass with a failed unit is an error; the converger tries again on its
+// period and Applied acknowledges the generation then.
+func (a *agent) apply(ctx context.Context, spec proto.NodeSpec) error {
+	first := make(chan []hostconverge.UnitResult, 1)
+	a.mu.Lock()
+	a.pending = spec
+	a.firstPass[spec.Generation] = first
+	a.mu.Unlock()
+	select { // the newest spec replaces one the converger has not taken
+	case <-a.specs:
+	default:
+	}
+	a.specs <- convergeSpec(spec)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case results := <-first:
+		if !hostconverge.Applied(results) {
+			return failedUnits(results)
+		}
+		return a.save(spec)
+	}
+}
+
+// Report is hostconverge.Reporter: every pass's results become the `host` inventory
+// section, and the first pass of a generation answers apply.
+func (a *agent) Report(generation int64, results []hostconverge.UnitResult) {
+	inv := proto.HostInventory{Generation: generation, Units: []json.RawMessage{}}
+	for _, r := range results {
+		b, _ := json.Marshal(r)
+		inv.Units = append(inv.Units, b)
+	}
+	if b, err := json.Marshal(inv); err == nil {
+		a.session.SetInventory(proto.SectionHost, b)
+	}
+	a.mu.Lock()
+	first := a.firstPass[generation]
+	delete(a.firstPass, generation)
+	a.mu.Unlock()
+	if first != nil {
+		first <- results
+	}
+}
+
+// Applied is hostconverge.Reporter: a generation whose first pass failed is
+// acknowledged once a later pass applies it.
+func (a *agent) Applied(generation int64) {
+	if a.session.ObservedGeneration() == generation {
+		return
+	}
+	a.mu.Lock()
+	spec := a.pending
+	a.mu.Unlock()
+	if spec.Generation != generation {
+		return
+	}
+	if err := a.save(spec); err != nil {
+		a.log.Error("saving the applied NodeSpec", "generation", generation, "err", err)
+		return
+	}
+	a.session.Acknowledge(generation)
+}
+
+// load reads the last applied NodeSpec; none is generation 0.
+func (a *agent) load() (proto.NodeSpec, error) {
+	b, err := os.ReadFile(a.state)
+	if errors.Is(err, os.ErrNotExist) {
+		return proto.NodeSpec{}, nil
+	}
+	if err != nil {
+		return proto.NodeSpec{}, err
+	}
+	var spec proto.NodeSpec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		return proto.NodeSpec{}, proto.Errorf(proto.InvalidConfig, "%s: %v (remove it: the registry pushes the spec again)", a.state, err)
+	}
+	return spec, nil
+}
+
+func (a *agent) save(spec proto.NodeSpec) error {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(a.state, b, 0o600)
+}
+
+// convergeSpec is what the converger takes of a NodeSpec.
+func convergeSpec(spec proto.NodeSpec) hostconverge.Spec {
+	out := hostconverge.Spec{Generation: spec.Generation, Labels: spec.Labels}
+	for _, u := range spec.Host {
+		out.Units = append(out.Units, hostconverge.Unit{Name: u.Unit, When: u.When, Settings: u.Settings})
+	}
+	return out
+}
+
+// failedUnits is the error of a pass with failed units.
+func failedUnits(results []hostconverge.UnitResult) error {
+	var msgs []string
+	code := proto.DriverError
+	for _, r := range results {
+		if r.Status == hostconverge.Failed {
+			msgs = append(msgs, fmt.Sprintf("%s: %s", r.Unit, r.Message))
+			if r.Terminal {
+				code = r.Code
+			}
+		}
+	}
+	return proto.Errorf(code, "host units failed: %s", strings.Join(msgs, "; "))
+}

@@ -1,0 +1,300 @@
+// Package ramdisk is `bcd ramdisk`, the agent of the RAM disk a machine PXE-boots for a
+// deploy: it reads its node id, the registry, the pins and its single-use token from
+// the kernel command line, joins as the node's ramdisk, and runs the commands the
+// registry relays with the ramdisk library (ramdisk/): inventory.refresh with the
+// identity check, deploy.image, boot.kexec, disk.wipe. docs/agent-plane.md lists the
+// payloads.
+package ramdisk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/join"
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/ramdisk/deploy"
+	"github.com/better-compute/better-compute/ramdisk/disk"
+	"github.com/better-compute/better-compute/ramdisk/firstboot"
+	"github.com/better-compute/better-compute/ramdisk/gpt"
+	"github.com/better-compute/better-compute/ramdisk/inventory"
+	"github.com/better-compute/better-compute/ramdisk/kexec"
+	"github.com/better-compute/better-compute/ramdisk/mount"
+)
+
+// Options are what `bcd ramdisk` runs with.
+type Options struct {
+	// Cmdline is the file holding the kernel command line: /proc/cmdline.
+	Cmdline string
+	// ConfigDir is where the join writes (a tmpfs: /run/bcd).
+	ConfigDir string
+	// SysRoot is where sysfs and procfs are read from for the inventory: "/".
+	SysRoot string
+	// Disk is the disk deploy.image writes; "" takes the machine's largest disk.
+	Disk string
+	// BootCommand, if set, is run with the disk's path instead of kexec, once the
+	// registry has boot.kexec's answer: for machines (and tests) that cannot kexec.
+	BootCommand string
+	// Log receives the agent's structured logs.
+	Log *slog.Logger
+}
+
+// progressEvery is how often deploy.image reports its progress.
+const progressEvery = time.Second
+
+// Run joins and serves the registry until ctx ends or boot.kexec hands the machine to
+// the written OS.
+func Run(ctx context.Context, o Options) error {
+	raw, err := os.ReadFile(o.Cmdline)
+	if err != nil {
+		return proto.Errorf(proto.InvalidConfig, "kernel command line: %v", err)
+	}
+	boot, err := ParseCmdline(string(raw))
+	if err != nil {
+		return proto.Errorf(proto.InvalidConfig, "%v", err)
+	}
+	hw, err := inventory.Read(o.SysRoot)
+	if err != nil {
+		return err
+	}
+	if o.Disk == "" {
+		if o.Disk, err = largestDisk(hw.Disks); err != nil {
+			return err
+		}
+	}
+	if err := joinRegistry(ctx, o.ConfigDir, boot); err != nil {
+		return err
+	}
+	creds, err := bcdconf.LoadAgent(o.ConfigDir)
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	a := &agent{opts: o, node: boot.Node, stop: stop}
+	a.session, err = session.New(session.Config{
+		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
+		Inventory: sections(hw), Log: o.Log,
+		Handlers: map[string]session.Handler{
+			proto.CommandInventoryRefresh: a.inventoryRefresh,
+			proto.CommandDeployImage:      a.deployImage,
+			proto.CommandBootKexec:        a.kexec,
+			proto.CommandDiskWipe:         a.wipe,
+			proto.CommandDiagDCGM:         diagDCGM,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.session.Run(ctx); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	next := a.next
+	a.mu.Unlock()
+	if next == nil {
+		return nil
+	}
+	return next()
+}
+
+// joinRegistry joins as boot.Node's ramdisk with the token of this boot.
+func joinRegistry(ctx context.Context, dir string, boot Boot) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	tokenFile := filepath.Join(dir, "join-token")
+	if err := os.WriteFile(tokenFile, []byte(boot.Token+"\n"), 0o600); err != nil {
+		return err
+	}
+	_, err := join.Join(ctx, join.Options{Server: boot.Registry, TokenFile: tokenFile, NodeID: boot.Node,
+		Role: joinwire.RoleRamdisk, Pins: boot.Pins, ConfigDir: dir})
+	return err
+}
+
+// agent is the ramdisk's command handlers.
+type agent struct {
+	opts    Options
+	node    string
+	session *session.Agent
+	stop    context.CancelFunc
+
+	mu   sync.Mutex
+	next func() error // what runs once the session ended for boot.kexec
+}
+
+// inventoryRefresh reads the hardware, refuses a machine that is not the one enrolled,
+// and reports every section.
+func (a *agent) inventoryRefresh(_ context.Context, payload json.RawMessage) (json.RawMessage, error) {
+	var want proto.InventoryRefresh
+	if len(payload) > 0 {
+		if err := json.Unmarshal(payload, &want); err != nil {
+			return nil, proto.Errorf(proto.InvalidInput, "inventory.refresh: %v", err)
+		}
+	}
+	hw, err := inventory.Read(a.opts.SysRoot)
+	if err != nil {
+		return nil, err
+	}
+	if err := proto.CheckIdentity(proto.Identity{ProductUUID: want.ProductUUID, MAC: want.MAC}, hw.System, hw.NICs); err != nil {
+		return nil, err
+	}
+	for name, data := range sections(hw) {
+		a.session.SetInventory(name, data)
+	}
+	return json.Marshal(hw)
+}
+
+// deployImage writes the image, with the user data and this agent's pinned files for
+// the installed bcd, reporting progress about once a second.
+func (a *agent) deployImage(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+	var in proto.DeployImage
+	if err := json.Unmarshal(payload, &in); err != nil {
+		return nil, proto.Errorf(proto.InvalidInput, "deploy.image: %v", err)
+	}
+	files := firstboot.Files{UserData: in.UserData, Kind: in.UserDataKind, InstanceID: a.node}
+	if len(in.UserData) > 0 {
+		var err error
+		if files.Config, err = os.ReadFile(filepath.Join(a.opts.ConfigDir, bcdconf.ConfigFile)); err != nil {
+			return nil, err
+		}
+		if files.JoinEncryptionKey, err = os.ReadFile(filepath.Join(a.opts.ConfigDir, bcdconf.JoinEncryptionFile)); err != nil {
+			return nil, err
+		}
+	}
+	var last time.Time
+	res, err := deploy.Image(ctx, deploy.Input{CacheURL: in.CacheURL, SourceURL: in.Source, Digest: in.SHA256,
+		Format: proto.ImageFormat(in.Format), Compression: proto.Compression(in.Compression), SizeBytes: in.SizeBytes,
+		Target: a.opts.Disk, FirstBoot: files,
+	}, deploy.Options{Log: a.opts.Log, Progress: func(p deploy.Progress) {
+		if time.Since(last) >= progressEvery {
+			last = time.Now()
+			session.ReportProgress(ctx, p)
+		}
+	}})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(proto.DeployImageResult{SHA256: res.Digest, BytesWritten: res.Written})
+}
+
+// kexec loads the written OS's kernel and answers; once the registry has the answer,
+// the session ends and the machine boots the written OS.
+func (a *agent) kexec(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+	next := kexec.Reboot
+	if a.opts.BootCommand != "" {
+		next = func() error {
+			cmd := exec.Command(a.opts.BootCommand, a.opts.Disk)
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+			return cmd.Run()
+		}
+	} else if err := a.loadKernel(); err != nil {
+		return nil, proto.Errorf(proto.DriverError, "boot.kexec: %v", err)
+	}
+	session.AfterReply(ctx, func() {
+		a.mu.Lock()
+		a.next = next
+		a.mu.Unlock()
+		a.stop()
+	})
+	return json.RawMessage(`{}`), nil
+}
+
+// loadKernel finds the kernel of the OS on the disk and loads it for kexec.
+func (a *agent) loadKernel() error {
+	t, err := disk.Open(a.opts.Disk)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	sector, err := t.SectorSize()
+	if err != nil {
+		return err
+	}
+	parts, err := gpt.Read(t.File(), sector)
+	if err != nil {
+		return err
+	}
+	root, ok := gpt.Root(parts)
+	if !ok {
+		return fmt.Errorf("the written disk has no root partition")
+	}
+	m, err := mount.Partition(t.File(), root.Offset, root.Size)
+	if err != nil {
+		return err
+	}
+	b, err := kexec.Find(m.Dir, "", root.UUID)
+	if err == nil {
+		err = kexec.Load(b)
+	}
+	if uerr := m.Unmount(); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// wipe is disk.wipe: none does nothing, quick zeroes the partition tables (the first
+// and last MiB); the erases need firmware support this ramdisk does not drive yet.
+func (a *agent) wipe(_ context.Context, payload json.RawMessage) (json.RawMessage, error) {
+	var in struct{ Mode string }
+	if len(payload) > 0 {
+		if err := json.Unmarshal(payload, &in); err != nil {
+			return nil, proto.Errorf(proto.InvalidInput, "disk.wipe: %v", err)
+		}
+	}
+	switch in.Mode {
+	case "none":
+	case "", "quick":
+		t, err := disk.Open(a.opts.Disk)
+		if err != nil {
+			return nil, err
+		}
+		defer t.Close()
+		if err := t.Wipe(); err != nil {
+			return nil, proto.Errorf(proto.DriverError, "disk.wipe: %v", err)
+		}
+	default:
+		return nil, proto.Errorf(proto.Unsupported, "disk.wipe mode %q: this ramdisk wipes none and quick", in.Mode).WithPath("mode")
+	}
+	return json.Marshal(map[string]any{"mode": in.Mode, "attested": false})
+}
+
+// diagDCGM is diag.dcgm, which needs NVIDIA's DCGM; the ramdisk carries none.
+func diagDCGM(context.Context, json.RawMessage) (json.RawMessage, error) {
+	return nil, proto.Errorf(proto.Unsupported, "diag.dcgm needs NVIDIA GPUs and DCGM, which this ramdisk does not carry: run it on the node")
+}
+
+// sections are the hardware inventory's sections by name.
+func sections(hw proto.HardwareInventory) map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	for name, v := range map[string]any{proto.SectionSystem: hw.System, proto.SectionNICs: hw.NICs, proto.SectionDisks: hw.Disks,
+		proto.SectionCPU: hw.CPU, proto.SectionMemory: hw.Memory, proto.SectionGPUs: hw.GPUs} {
+		if b, err := json.Marshal(v); err == nil {
+			out[name] = b
+		}
+	}
+	return out
+}
+
+// largestDisk is the device of the largest disk.
+func largestDisk(disks []proto.DiskInfo) (string, error) {
+	var best proto.DiskInfo
+	for _, d := range disks {
+		if d.SizeBytes > best.SizeBytes {
+			best = d
+		}
+	}
+	if best.Name == "" {
+		return "", proto.Errorf(proto.DriverError, "the machine has no disk to deploy to")
+	}
+	return "/dev/" + best.Name, nil
+}

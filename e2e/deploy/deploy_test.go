@@ -1,0 +1,286 @@
+package deploy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/node"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/ramdisk/gpt/gpttest"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/better-compute/better-compute/testkit/openssl"
+	"github.com/google/go-cmp/cmp"
+)
+
+// profile deploys image with cloud-init user data through the site, the ramdisk and
+// kexec.
+func profile(id, image string) string {
+	return fmt.Sprintf(`{"id": %q, "version": 1, "target": "metal", "role": "host",
+  "image": {"ref": %q, "format": "raw", "compression": "zstd"},
+  "userData": {"kind": "cloud-init", "template": "bcd-host.yaml.hbs"},
+  "steps": [
+    {"use": "userdata.render"},
+    {"use": "boot.prepareRamdisk", "on": "site"},
+    {"use": "management.setBootDevice", "on": "site", "with": {"device": "pxe"}},
+    {"use": "power.setPower", "on": "site", "with": {"action": "cycle"}},
+    {"use": "wait.agentJoined", "with": {"role": "ramdisk"}, "timeout": "1m"},
+    {"use": "inventory.refresh", "on": "ramdisk", "timeout": "1m"},
+    {"use": "deploy.deploy", "on": "ramdisk", "timeout": "2m"},
+    {"use": "management.setBootDevice", "on": "site", "with": {"device": "disk"}},
+    {"use": "boot.kexec", "on": "ramdisk", "await": "rejoin", "timeout": "1m"}],
+  "cleanup": [{"use": "boot.cleanUp", "on": "site"}]}`, id, image)
+}
+
+// world is a registry with a site, a pool, a platform signer and an image server.
+type world struct {
+	reg      *testkit.Registry
+	admin    string
+	site     *site
+	signer   *openssl.Key
+	images   map[string][]byte // artifacts by path on the image server
+	imageURL string
+}
+
+func newWorld(t *testing.T) *world {
+	w := &world{signer: openssl.Generate(t, openssl.Ed25519), images: map[string][]byte{}}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		b, ok := w.images[r.URL.Path]
+		if !ok {
+			http.NotFound(rw, r)
+			return
+		}
+		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(b))
+	}))
+	t.Cleanup(srv.Close)
+	w.imageURL = srv.URL
+	certFile := filepath.Join(t.TempDir(), "images.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	port := freePort(t)
+	url := "https://127.0.0.1:" + port
+	udc := filepath.Join(dir, "userdata.json")
+	if err := os.WriteFile(udc, []byte(fmt.Sprintf(`{"controlPlaneUrl": %q, "bcdUrl": "https://downloads.example/bcd", "bcdSha256": %q}`,
+		url, strings.Repeat("ab", 32))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.reg = testkit.StartRegistry(t, dir, "--listen", "127.0.0.1:"+port, "--userdata-config", udc)
+	w.admin = w.reg.AdminConfig
+	testkit.JSON(t, w.admin, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, w.admin, nil, "pools", "create", "gpu", "--site", "rack-a")
+	testkit.JSON(t, w.admin, nil, "signers", "add", "--data-dir", w.reg.DataDir, "--tenant", "root", "--id", "platform", "--public-key", w.signer.PublicPath)
+	w.site = startSite(t, w.reg, "rack-a", certFile)
+	return w
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// osImage makes a small GPT disk image with an EFI and a root partition and returns
+// it raw and zstd-compressed.
+func osImage(t *testing.T) (raw, zst []byte) {
+	path := filepath.Join(t.TempDir(), "os.raw")
+	gpttest.OSImage(t, path, "root")
+	out, err := exec.Command("zstd", "-q", "-f", "-3", path, "-o", path+".zst").CombinedOutput()
+	if err != nil {
+		t.Skipf("zstd: %v %s", err, out)
+	}
+	if raw, err = os.ReadFile(path); err == nil {
+		zst, err = os.ReadFile(path + ".zst")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw, zst
+}
+
+// register serves artifact and registers it as ref with digest (signed unless unsigned).
+func (w *world) register(t *testing.T, ref string, artifact []byte, digest string, signed bool) {
+	path := "/" + ref + ".raw.zst"
+	w.images[path] = artifact
+	args := []string{"images", "register", "--tenant", "root", "--ref", ref, "--kind", "os", "--source", w.imageURL + path,
+		"--disk-format", "raw", "--compression", "zstd", "--sha256", digest, "--size", fmt.Sprint(len(artifact))}
+	if signed {
+		input := fmt.Sprintf("bc-image-v1\nos\n%s\nraw\nzstd\n%s\n", ref, digest)
+		args = append(args, "--signer", "platform", "--signature", base64.StdEncoding.EncodeToString(w.signer.Sign(t, []byte(input))))
+	}
+	testkit.JSON(t, w.admin, nil, args...)
+}
+
+// enroll enrolls a node with productUUID and gives it machine m.
+func (w *world) enroll(t *testing.T, mac, productUUID string, m *machine) string {
+	var n store.Node
+	testkit.JSON(t, w.admin, &n, "nodes", "enroll", "--pool", "gpu", "--mac", mac, "--product-uuid", productUUID,
+		"--bmc-driver", "qmp", "--bmc-address", "unix:///run/qmp.sock")
+	w.site.add(n.ID, m)
+	return n.ID
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func TestDeployEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a machine end to end")
+	}
+	raw, zst := osImage(t)
+	w := newWorld(t)
+	w.register(t, "e2e-os@1", zst, sha(zst), true)
+	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
+
+	const uuid = "4c4c4544-0042-3510-8052-b4c04f595831"
+	m := newMachine(t, uuid, int64(len(raw)))
+	id := w.enroll(t, "52:54:00:12:34:01", uuid, m)
+	res := testkit.CLI(t, w.admin, "nodes", "deploy", id, "--profile", "e2e-host", "--wait")
+	console, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
+	if res.Code != 0 || !strings.Contains(res.Stdout, "is active") {
+		t.Fatalf("deploy: exit %d\n%s\n%s\nmachine console:\n%s", res.Code, res.Stdout, res.Stderr, console)
+	}
+	t.Logf("deploy:\n%s", res.Stdout)
+
+	// The site was asked what a deploy asks, in order, and the ramdisk's boot entry
+	// carries a token, the registry and its three pins.
+	var got []string
+	for _, c := range w.site.commands() {
+		got = append(got, strings.TrimPrefix(c, id+" "))
+	}
+	if len(got) != 5 || !strings.Contains(got[0], `"token":"bcj_`) || !strings.Contains(got[0], `"args":["bc.node=`+id+`"]`) {
+		t.Fatalf("site commands %q", got)
+	}
+	if diff := cmp.Diff([]string{`{"device":"pxe"}`, `{"action":"cycle"}`, `{"device":"disk"}`, ``}, got[1:]); diff != "" {
+		t.Errorf("site commands (-want +got):\n%s", diff)
+	}
+	var entry proto.PrepareRamdisk
+	json.Unmarshal([]byte(got[0]), &entry)
+	if entry.Registry != w.reg.URL || len(entry.Pins) != 3 || entry.Pins[0] != w.reg.Pins.ServingCA {
+		t.Errorf("boot entry %+v", entry)
+	}
+
+	// The disk holds the image: byte for byte up to the root partition, whose file
+	// system got the user data.
+	disk, err := os.ReadFile(m.disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rootStart = 4096 * 512
+	if sha(disk[:rootStart]) != sha(raw[:rootStart]) || len(disk) != len(raw) {
+		t.Errorf("the disk does not hold the image")
+	}
+
+	// The installed OS joined as the node, and its agent applies its NodeSpec.
+	var n store.Node
+	testkit.JSON(t, w.admin, &n, "nodes", "get", id)
+	if n.State != store.NodeActive {
+		t.Errorf("node %s", n.State)
+	}
+	applied := waitFor(t, 30*time.Second, func() bool {
+		matches, _ := filepath.Glob(filepath.Join(m.dir, "os-*", "etc-bcd", node.StateFile))
+		for _, p := range matches {
+			var spec proto.NodeSpec
+			if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &spec) == nil && spec.Generation >= 1 && spec.Node == id {
+				return true
+			}
+		}
+		return false
+	})
+	if !applied {
+		t.Errorf("bcd node never applied the node's NodeSpec")
+	}
+}
+
+func TestDeployRefuses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots machines end to end")
+	}
+	_, zst := osImage(t)
+	w := newWorld(t)
+	w.register(t, "good@1", zst, sha(zst), true)
+	w.register(t, "wrong-digest@1", zst, strings.Repeat("0", 64), true)
+	w.register(t, "unsigned@1", zst, sha(zst), false)
+	cases := map[string]struct {
+		image       string
+		machineUUID string
+		code        string
+		reason      string
+		noDeploy    bool
+	}{
+		"a digest that is not the artifact's": {image: "wrong-digest@1", code: "DRIVER_ERROR"},
+		"an unsigned image":                   {image: "unsigned@1", code: "INVALID_STATE", reason: "unsigned", noDeploy: true},
+		"another machine than the one enrolled": {image: "good@1", machineUUID: "00000000-0000-0000-0000-00000000dead",
+			code: "DRIVER_ERROR", reason: proto.ReasonIdentityMismatch, noDeploy: true},
+	}
+	i := 0
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			i++
+			const uuid = "4c4c4544-0042-3510-8052-b4c04f595832"
+			reported := uuid
+			if tc.machineUUID != "" {
+				reported = tc.machineUUID
+			}
+			m := newMachine(t, reported, 64<<20)
+			id := w.enroll(t, fmt.Sprintf("52:54:00:12:35:%02x", i), uuid, m)
+			prof := fmt.Sprintf("refuse-%d", i)
+			testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile(prof, tc.image)))
+			res := testkit.CLI(t, w.admin, "nodes", "deploy", id, "--profile", prof, "--wait")
+			if res.Code != 1 || !strings.Contains(res.Stderr+res.Stdout, tc.code) {
+				console, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
+				t.Fatalf("deploy: exit %d, want a %s\n%s\n%s\nconsole:\n%s", res.Code, tc.code, res.Stdout, res.Stderr, console)
+			}
+			var n struct {
+				State   string
+				Failure *store.StepFailure
+			}
+			testkit.JSON(t, w.admin, &n, "nodes", "get", id)
+			if n.State != store.NodeFailed || n.Failure == nil || string(n.Failure.Error.Code) != tc.code ||
+				(tc.reason != "" && n.Failure.Error.Details.Reason != tc.reason) {
+				t.Errorf("node %s, failure %+v", n.State, n.Failure)
+			}
+			disk, _ := os.ReadFile(m.disk)
+			if tc.noDeploy && !bytes.Equal(disk, make([]byte, len(disk))) {
+				t.Errorf("the disk was written")
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, content string) string {
+	p := filepath.Join(t.TempDir(), "doc.json")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func waitFor(t *testing.T, d time.Duration, cond func() bool) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return false
+}

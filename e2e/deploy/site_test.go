@@ -1,0 +1,221 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/join"
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/boot"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/testkit"
+)
+
+// machine is one simulated machine: its disk, its sysfs, and the bcd ramdisk process
+// its power cycles start.
+type machine struct {
+	dir         string
+	disk        string
+	productUUID string
+}
+
+// newMachine makes a machine whose firmware reports productUUID and whose disk is an
+// empty file of size bytes.
+func newMachine(t *testing.T, productUUID string, size int64) *machine {
+	m := &machine{dir: t.TempDir(), productUUID: productUUID}
+	m.disk = filepath.Join(m.dir, "disk")
+	files := map[string]string{
+		"sys/class/dmi/id/product_uuid": productUUID + "\n",
+		"sys/class/dmi/id/sys_vendor":   "QEMU\n",
+		"proc/cpuinfo":                  "processor\t: 0\nmodel name\t: Test CPU\n",
+		"proc/meminfo":                  "MemTotal:       4096000 kB\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(m.dir, "sys-root", name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Create(m.disk)
+	if err == nil {
+		err = f.Truncate(size)
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// site is a site agent in the test process: it joins with a site token, records every
+// command, keeps each machine's boot entry, and power-cycles a machine by (re)starting
+// its bcd ramdisk when its entry is a ramdisk boot.
+type site struct {
+	t        *testing.T
+	bcd      string
+	certFile string // the image server's certificate, trusted by the ramdisks
+
+	mu       sync.Mutex
+	calls    []string
+	machines map[string]*machine
+	entries  map[string]proto.PrepareRamdisk
+	boot     map[string]string // the boot device each machine is set to
+	procs    map[string]*exec.Cmd
+}
+
+func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site {
+	s := &site{t: t, bcd: testkit.Binary(t, "bcd"), certFile: certFile, machines: map[string]*machine{},
+		entries: map[string]proto.PrepareRamdisk{}, boot: map[string]string{}, procs: map[string]*exec.Cmd{}}
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", name, "--out", tokenFile)
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := join.Join(ctx, join.Options{Server: reg.URL, TokenFile: tokenFile, NodeID: name, Role: joinwire.RoleSite,
+		Pins: reg.Pins, ConfigDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	creds, err := bcdconf.LoadAgent(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := session.New(session.Config{
+		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
+		Log: slog.New(slog.DiscardHandler),
+		Handlers: map[string]session.Handler{
+			proto.CommandPrepareRamdisk: s.handle(s.prepareRamdisk),
+			"management.setBootDevice":  s.handle(s.setBootDevice),
+			"power.setPower":            s.handle(s.setPower),
+			"boot.cleanUp":              s.handle(func(string, json.RawMessage) error { return nil }),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { agent.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, p := range s.procs {
+			syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+			p.Wait()
+		}
+	})
+	return s
+}
+
+// add makes m the machine of node.
+func (s *site) add(node string, m *machine) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.machines[node] = m
+}
+
+// handle decodes a site command, records it as "kind input" and runs fn.
+func (s *site) handle(fn func(node string, input json.RawMessage) error) session.Handler {
+	return func(_ context.Context, payload json.RawMessage) (json.RawMessage, error) {
+		var c proto.SiteCommand
+		if err := json.Unmarshal(payload, &c); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		s.calls = append(s.calls, c.Node+" "+string(c.Input))
+		s.mu.Unlock()
+		if err := fn(c.Node, c.Input); err != nil {
+			return nil, err
+		}
+		return json.RawMessage(`{}`), nil
+	}
+}
+
+// commands are the site commands received so far, "node input" each.
+func (s *site) commands() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...)
+}
+
+func (s *site) prepareRamdisk(node string, input json.RawMessage) error {
+	var p proto.PrepareRamdisk
+	if err := json.Unmarshal(input, &p); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entries[node] = p
+	return nil
+}
+
+func (s *site) setBootDevice(node string, input json.RawMessage) error {
+	var in struct{ Device string }
+	if err := json.Unmarshal(input, &in); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.boot[node] = in.Device
+	return nil
+}
+
+// setPower cycles the machine: whatever ran on it stops, and a PXE boot with a ramdisk
+// entry starts bcd ramdisk with the entry's command line.
+func (s *site) setPower(node string, input json.RawMessage) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.procs[node]; p != nil {
+		syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+		p.Wait()
+		delete(s.procs, node)
+	}
+	m, entry, ok := s.machines[node], s.entries[node], s.boot[node] == "pxe"
+	if m == nil {
+		return proto.Errorf(proto.NotFound, "no machine %s at this site", node)
+	}
+	if !ok || entry.Token == "" {
+		return nil
+	}
+	r := boot.Ramdisk{Token: entry.Token, Registry: entry.Registry, Pins: entry.Pins, Args: entry.Args}
+	cmdline := filepath.Join(m.dir, "cmdline")
+	if err := os.WriteFile(cmdline, []byte(strings.Join(r.CommandLine(), " ")+"\n"), 0o644); err != nil {
+		return err
+	}
+	osDir := filepath.Join(m.dir, fmt.Sprintf("os-%d", time.Now().UnixNano()))
+	if err := os.MkdirAll(osDir, 0o700); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(s.bcd, "ramdisk", "--cmdline", cmdline, "--config-dir", filepath.Join(m.dir, "run-bcd"),
+		"--sys-root", filepath.Join(m.dir, "sys-root"), "--disk", m.disk, "--boot-command", self)
+	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+s.certFile, envFirstBoot+"="+osDir, envBCD+"="+s.bcd)
+	log, err := os.Create(filepath.Join(m.dir, "console.log"))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	s.procs[node] = cmd
+	return nil
+}

@@ -1,0 +1,83 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/ramdisk/disk"
+	"github.com/better-compute/better-compute/ramdisk/fetch"
+	"github.com/better-compute/better-compute/ramdisk/qcow2"
+)
+
+// attempt streams the image from one location onto the disk. A failure the next
+// location may not have is a *nextLocation; any other ends the deploy.
+func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
+	body, err := fetch.Open(ctx, loc.url, w.opts.Fetch)
+	if err != nil {
+		return Result{}, &nextLocation{err}
+	}
+	defer body.Close()
+	total := body.Size()
+	if w.in.SizeBytes > 0 {
+		if total >= 0 && total != w.in.SizeBytes {
+			return Result{}, &nextLocation{fmt.Errorf("%w: %d bytes served, the catalog says %d", errDigest, total, w.in.SizeBytes)}
+		}
+		total = w.in.SizeBytes
+	}
+
+	zeroesKnown, err := w.target.Reset(ctx)
+	w.touched = true
+	if err != nil {
+		return Result{}, diskError(err)
+	}
+	stream := newHashedStream(body)
+	defer func() {
+		body.Abort() // the reading goroutine may be inside body.Read
+		stream.Close()
+	}()
+	var progress func(disk.Counts)
+	if w.opts.Progress != nil {
+		progress = func(c disk.Counts) {
+			w.opts.Progress(Progress{Location: loc.name, Total: total, Read: stream.BytesRead(), Written: c.Written, Skipped: c.Skipped})
+		}
+	}
+	out := disk.NewWriter(w.target, zeroesKnown, progress)
+	length, ferr := w.decode(stream, out)
+	werr := out.Close()
+	switch {
+	case werr != nil:
+		return Result{}, diskError(werr)
+	case stream.Err() != nil:
+		return Result{}, &nextLocation{stream.Err()}
+	case errors.Is(ferr, qcow2.ErrUnsupported):
+		return Result{}, proto.Errorf(proto.Unsupported, "%w", ferr)
+	case errors.Is(ferr, context.Canceled), errors.Is(ferr, context.DeadlineExceeded):
+		return Result{}, proto.Errorf(proto.Timeout, "deploy.image: %w", ferr)
+	case errors.Is(ferr, errTooLarge):
+		return Result{}, diskError(ferr)
+	}
+	// What the decoder left unread is part of the artifact, and of its digest.
+	if _, err := io.Copy(io.Discard, stream); err != nil {
+		return Result{}, &nextLocation{err}
+	}
+	if sum := stream.Sum(); sum != w.in.Digest {
+		return Result{}, &nextLocation{fmt.Errorf("%w: the artifact's sha256 is %s, the catalog's %s", errDigest, sum, w.in.Digest)}
+	}
+	if ferr != nil {
+		return Result{}, proto.Errorf(proto.DriverError, "the image matches its digest but is not valid %s/%s: %w",
+			w.in.Format, w.in.Compression, ferr).WithReason(ReasonCorrupt)
+	}
+	if err := w.target.Finish(length); err != nil {
+		return Result{}, diskError(err)
+	}
+	c := out.Counts()
+	return Result{Digest: w.in.Digest, ImageBytes: length, Read: stream.BytesRead(), Written: c.Written,
+		Skipped: c.Skipped, Resumes: body.Resumes(), ZeroesKnown: zeroesKnown}, nil
+}
+
+func diskError(err error) error {
+	return proto.Errorf(proto.DriverError, "writing the disk: %w", err).WithReason(ReasonDiskWrite)
+}

@@ -1,0 +1,82 @@
+package deploy
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/ramdisk/disk"
+	"github.com/better-compute/better-compute/ramdisk/qcow2"
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// The zstd decoder's settings.
+const (
+	// zstdMaxWindow refuses frames that need more memory than a ramdisk should give:
+	// 128 MiB covers every level and `zstd --long` up to its default of 27.
+	zstdMaxWindow = 128 << 20
+	// zstdConcurrency decodes blocks on a goroutine of their own while the previous
+	// block's output is written.
+	zstdConcurrency = 2
+)
+
+// errTooLarge marks an image that does not fit on the disk.
+var errTooLarge = errors.New("the image is larger than the disk")
+
+// decode decompresses the artifact and lays its format out on the disk, returning the
+// disk image's length.
+func (w *writing) decode(src io.Reader, out *disk.Writer) (int64, error) {
+	var r io.Reader
+	switch w.in.Compression {
+	case proto.CompressionZstd:
+		d, err := zstd.NewReader(src, zstd.WithDecoderConcurrency(cmp.Or(w.opts.ZstdConcurrency, zstdConcurrency)),
+			zstd.WithDecoderLowmem(false), zstd.WithDecoderMaxWindow(zstdMaxWindow))
+		if err != nil {
+			return 0, err
+		}
+		defer d.Close()
+		r = d
+	case proto.CompressionGzip:
+		g, err := gzip.NewReader(src)
+		if err != nil {
+			return 0, err
+		}
+		defer g.Close()
+		r = g
+	default:
+		r = src
+	}
+	capacity := w.target.Capacity()
+	if w.in.Format == proto.FormatQcow2 {
+		s := &qcowSink{out: out, capacity: capacity}
+		h, err := qcow2.Convert(r, s, qcow2.Limits{})
+		return int64(h.Size), err
+	}
+	if _, err := io.Copy(out, r); err != nil {
+		return 0, err
+	}
+	if capacity >= 0 && out.End() > capacity {
+		return 0, fmt.Errorf("%w: %d bytes for %d", errTooLarge, out.End(), capacity)
+	}
+	return out.End(), nil
+}
+
+// qcowSink lays a qcow2 image's guest disk onto the writer.
+type qcowSink struct {
+	out      *disk.Writer
+	capacity int64
+}
+
+func (s *qcowSink) Begin(size int64) error {
+	if s.capacity >= 0 && size > s.capacity {
+		return fmt.Errorf("%w: a guest disk of %d bytes for %d", errTooLarge, size, s.capacity)
+	}
+	return nil
+}
+
+func (s *qcowSink) WriteAt(p []byte, off int64) error { return s.out.WriteAt(p, off) }
+
+func (s *qcowSink) Zero(off, n int64) error { return s.out.Zero(off, n) }

@@ -1,0 +1,232 @@
+// Package deploy is the ramdisk's deploy.image: it streams an OS image from the site
+// cache (or its source) onto the machine's disk in one pass, network to disk, checks
+// the artifact's digest on the way, and installs the first-boot files into the OS it
+// wrote. A disk whose write failed or whose image did not match is left unbootable.
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/ramdisk/disk"
+	"github.com/better-compute/better-compute/ramdisk/fetch"
+	"github.com/better-compute/better-compute/ramdisk/firstboot"
+)
+
+// Input is one deploy.image command.
+type Input struct {
+	// CacheURL is the image at the site cache, tried first; empty when the site holds
+	// no copy.
+	CacheURL string
+	// SourceURL is the image's catalog source, the fallback.
+	SourceURL string
+	// Digest is the SHA-256 of the artifact as stored, 64 lower-case hex digits.
+	Digest string
+	// Format is raw or qcow2.
+	Format proto.ImageFormat
+	// Compression is none, zstd or gzip.
+	Compression proto.Compression
+	// SizeBytes is the artifact's size as stored; 0 when unknown. A location that
+	// announces another size is not used.
+	SizeBytes int64
+	// Target is the block device to write (a regular file in tests).
+	Target string
+	// FirstBoot is what goes into the written OS: the user-data document and bcd's
+	// config.toml and join-encryption.jwk. Empty installs nothing and mounts nothing.
+	FirstBoot firstboot.Files
+}
+
+// The reasons a failed deploy.image gives in its error details.
+const (
+	// ReasonDigestMismatch: the artifact's digest differs from the catalog's.
+	ReasonDigestMismatch = "digest-mismatch"
+	// ReasonUnavailable: no location delivered the artifact.
+	ReasonUnavailable = "image-unavailable"
+	// ReasonCorrupt: the artifact matches its digest but does not decode as its format.
+	ReasonCorrupt = "image-corrupt"
+	// ReasonDiskWrite: the disk refused a write, or the image does not fit on it.
+	ReasonDiskWrite = "disk-write"
+	// ReasonFirstBoot: the first-boot files could not be installed into the written OS.
+	ReasonFirstBoot = "first-boot"
+)
+
+// Progress is a snapshot of a running deploy, for the CLI's --wait view.
+type Progress struct {
+	// Location is "cache" or "source".
+	Location string `json:"location"`
+	// Total is the artifact's size as stored, or -1 when unknown.
+	Total int64 `json:"total"`
+	// Read is the artifact bytes received from the network.
+	Read int64 `json:"read"`
+	// Written is the bytes written to the disk; Skipped the zeros left out because
+	// the disk reads zeros there.
+	Written int64 `json:"written"`
+	Skipped int64 `json:"skipped"`
+}
+
+// Options carry what the caller injects.
+type Options struct {
+	// Fetch tunes the HTTP streams (client, resumes, stall timeout).
+	Fetch fetch.Options
+	// Progress, if not nil, is called after every block written (every few MiB), from
+	// one goroutine at a time; it must be quick.
+	Progress func(Progress)
+	// Log receives one line per location tried; nil discards.
+	Log *slog.Logger
+	// ZstdConcurrency is the zstd decoder's concurrency (0: the default of decode.go).
+	ZstdConcurrency int
+}
+
+// Result is what a successful deploy.image reports.
+type Result struct {
+	// Location is where the image came from: "cache" or "source".
+	Location string `json:"location"`
+	// Digest is the artifact's SHA-256 as computed while it streamed.
+	Digest string `json:"digest"`
+	// ImageBytes is the length of the disk image written.
+	ImageBytes int64 `json:"imageBytes"`
+	// Read, Written and Skipped are the final counts (see Progress).
+	Read    int64 `json:"read"`
+	Written int64 `json:"written"`
+	Skipped int64 `json:"skipped"`
+	// Resumes is how many times a broken stream was picked up again.
+	Resumes int `json:"resumes"`
+	// ZeroesKnown says whether the disk read zeros before the write, so zero blocks
+	// could be skipped.
+	ZeroesKnown bool `json:"zeroesKnown"`
+}
+
+var digestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Check refuses an input deploy.image cannot act on, with INVALID_INPUT.
+func (in Input) Check() error {
+	bad := func(path, format string, args ...any) error {
+		return proto.Errorf(proto.InvalidInput, format, args...).WithPath(path)
+	}
+	switch {
+	case in.CacheURL == "" && in.SourceURL == "":
+		return bad("sourceUrl", "no location to stream the image from")
+	case !digestRE.MatchString(in.Digest):
+		return bad("digest", "digest %q is not 64 lower-case hex digits", in.Digest)
+	case in.Format != proto.FormatRaw && in.Format != proto.FormatQcow2:
+		return bad("format", "format %q cannot be written to a disk; raw and qcow2 can", in.Format)
+	case in.Compression != proto.CompressionNone && in.Compression != proto.CompressionZstd && in.Compression != proto.CompressionGzip:
+		return bad("compression", "compression %q is not none, zstd or gzip", in.Compression)
+	case in.SizeBytes < 0:
+		return bad("sizeBytes", "sizeBytes %d is negative", in.SizeBytes)
+	case in.Target == "":
+		return bad("target", "no target disk")
+	}
+	return nil
+}
+
+// location is one place the image may be streamed from.
+type location struct{ name, url string }
+
+// Image runs deploy.image: the cache first, the source if the cache does not deliver
+// (a 404, a connection that fails or breaks beyond resuming, or a digest mismatch), and
+// the digest checked over every byte before success is reported.
+func Image(ctx context.Context, in Input, opts Options) (Result, error) {
+	if err := in.Check(); err != nil {
+		return Result{}, err
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	t, err := disk.Open(in.Target)
+	if err != nil {
+		return Result{}, proto.Errorf(proto.DriverError, "open the target disk: %w", err).WithReason(ReasonDiskWrite)
+	}
+	defer t.Close()
+	var locs []location
+	for _, l := range []location{{"cache", in.CacheURL}, {"source", in.SourceURL}} {
+		if l.url != "" {
+			locs = append(locs, l)
+		}
+	}
+	w := writing{in: in, opts: opts, target: t}
+	res, err := w.firstThatDelivers(ctx, locs)
+	if err == nil {
+		err = install(t, in.FirstBoot)
+	}
+	if err == nil {
+		return res, nil
+	}
+	if w.touched {
+		if werr := t.Wipe(); werr != nil {
+			e := *proto.AsError(err)
+			e.Message += fmt.Sprintf("; wiping the disk afterwards failed too: %v", werr)
+			err = &e
+		}
+	}
+	return Result{}, err
+}
+
+// writing is one deploy.image onto one target.
+type writing struct {
+	in     Input
+	opts   Options
+	target *disk.Target
+	// touched is set once the target has been changed.
+	touched bool
+}
+
+func (w *writing) firstThatDelivers(ctx context.Context, locs []location) (Result, error) {
+	var failures []error
+	for _, loc := range locs {
+		if err := ctx.Err(); err != nil {
+			return Result{}, proto.Errorf(proto.Timeout, "deploy.image: %w", err)
+		}
+		res, err := w.attempt(ctx, loc)
+		if err == nil {
+			res.Location = loc.name
+			w.opts.Log.Info("image written", "location", loc.name, "digest", res.Digest, "written", res.Written, "skipped", res.Skipped)
+			return res, nil
+		}
+		var next *nextLocation
+		if !errors.As(err, &next) {
+			return Result{}, err
+		}
+		if err := ctx.Err(); err != nil {
+			return Result{}, proto.Errorf(proto.Timeout, "deploy.image: %w", err)
+		}
+		w.opts.Log.Warn("image location failed", "location", loc.name, "url", loc.url, "err", next.err)
+		failures = append(failures, fmt.Errorf("%s: %w", loc.name, next.err))
+	}
+	reason := ReasonUnavailable
+	if errors.Is(failures[len(failures)-1], errDigest) {
+		reason = ReasonDigestMismatch
+	}
+	return Result{}, proto.Errorf(proto.DriverError, "%w", errors.Join(failures...)).WithReason(reason)
+}
+
+// nextLocation marks a failure that the next location may not have.
+type nextLocation struct{ err error }
+
+func (e *nextLocation) Error() string { return e.err.Error() }
+func (e *nextLocation) Unwrap() error { return e.err }
+
+// errDigest marks a digest mismatch.
+var errDigest = errors.New("digest mismatch")
+
+// install puts the first-boot files into the OS just written.
+func install(t *disk.Target, files firstboot.Files) error {
+	if files.Empty() {
+		return nil
+	}
+	sector, err := t.SectorSize()
+	if err == nil {
+		err = firstboot.Install(t.File(), sector, files)
+	}
+	if errors.Is(err, firstboot.ErrUnsupported) {
+		return proto.Errorf(proto.Unsupported, "installing the user data: %w", err).WithReason(ReasonFirstBoot)
+	}
+	if err != nil {
+		return proto.Errorf(proto.DriverError, "installing the user data: %w", err).WithReason(ReasonFirstBoot)
+	}
+	return nil
+}

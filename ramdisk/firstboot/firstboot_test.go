@@ -1,0 +1,167 @@
+package firstboot
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/better-compute/better-compute/ramdisk/gpt"
+	"github.com/better-compute/better-compute/ramdisk/gpt/gpttest"
+	"github.com/better-compute/better-compute/ramdisk/mount"
+	"github.com/google/go-cmp/cmp"
+)
+
+var files = Files{UserData: []byte("#cloud-config\nhostname: n1\n"), Kind: KindCloudInit, InstanceID: "node-1",
+	Config: []byte("version = 1\n"), JoinEncryptionKey: []byte(`{"kty":"OKP"}`)}
+
+// listing is every file under dir with its mode and content.
+func listing(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || p == dir || info.Name() == "lost+found" {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if info.IsDir() {
+			got[rel+"/"] = info.Mode().Perm().String()
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		got[rel] = info.Mode().Perm().String() + " " + string(b)
+		return nil
+	})
+	return got
+}
+
+var cloudInitTree = map[string]string{
+	"var/":                                 "-rwxr-xr-x",
+	"var/lib/":                             "-rwxr-xr-x",
+	"var/lib/cloud/":                       "-rwxr-xr-x",
+	"var/lib/cloud/seed/":                  "-rwxr-xr-x",
+	"var/lib/cloud/seed/nocloud/":          "-rwx------",
+	"var/lib/cloud/seed/nocloud/user-data": "-rw------- #cloud-config\nhostname: n1\n",
+	"var/lib/cloud/seed/nocloud/meta-data": "-rw------- instance-id: node-1\n",
+	"etc/":                                 "-rwxr-xr-x",
+	"etc/bcd/":                             "-rwx------",
+	"etc/bcd/config.toml":                  "-rw-r--r-- version = 1\n",
+	"etc/bcd/join-encryption.jwk":          `-rw-r--r-- {"kty":"OKP"}`,
+}
+
+func TestCloudInit(t *testing.T) {
+	root := t.TempDir()
+	if err := CloudInit(root, files); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(cloudInitTree, listing(t, root)); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+}
+
+func TestIgnitionConfig(t *testing.T) {
+	cases := map[string]struct {
+		doc     string
+		want    string
+		wantErr error
+	}{
+		"files added": {
+			doc: `{"ignition":{"version":"3.4.0"},"systemd":{"units":[{"name":"bcd.service","enabled":true}]}}`,
+			want: `{"ignition":{"version":"3.4.0"},"systemd":{"units":[{"name":"bcd.service","enabled":true}]},"storage":{"files":[` +
+				`{"path":"/etc/bcd/config.toml","mode":420,"overwrite":true,"contents":{"source":"data:;base64,dmVyc2lvbiA9IDEK"}},` +
+				`{"path":"/etc/bcd/join-encryption.jwk","mode":420,"overwrite":true,"contents":{"source":"data:;base64,eyJrdHkiOiJPS1AifQ=="}}]}}`,
+		},
+		"same path replaced, others kept": {
+			doc: `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/bcd/join-token","mode":384},{"path":"/etc/bcd/config.toml"}]}}`,
+			want: `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/bcd/join-token","mode":384},` +
+				`{"path":"/etc/bcd/config.toml","mode":420,"overwrite":true,"contents":{"source":"data:;base64,dmVyc2lvbiA9IDEK"}},` +
+				`{"path":"/etc/bcd/join-encryption.jwk","mode":420,"overwrite":true,"contents":{"source":"data:;base64,eyJrdHkiOiJPS1AifQ=="}}]}}`,
+		},
+		"spec 2 refused": {doc: `{"ignition":{"version":"2.3.0"}}`, wantErr: ErrUnsupported},
+		"not json":       {doc: `ignition: {}`, wantErr: errors.New("any")},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := IgnitionConfig([]byte(tc.doc), files)
+			if tc.wantErr != nil {
+				if err == nil || (errors.Is(tc.wantErr, ErrUnsupported) && !errors.Is(err, ErrUnsupported)) {
+					t.Fatalf("IgnitionConfig: %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g, w any
+			json.Unmarshal(got, &g)
+			json.Unmarshal([]byte(tc.want), &w)
+			if diff := cmp.Diff(w, g); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// osDisk makes a disk image with ext4 partitions of the given names.
+func osDisk(t *testing.T, names ...string) *os.File {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "disk")
+	gpttest.OSImage(t, path, names...)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// contents mounts a partition of disk and lists it.
+func contents(t *testing.T, disk *os.File, number int) map[string]string {
+	t.Helper()
+	parts, err := gpt.Read(disk, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := parts[number-1]
+	m, err := mount.Partition(disk, p.Offset, p.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unmount()
+	return listing(t, m.Dir)
+}
+
+func TestInstall(t *testing.T) {
+	t.Run("cloud-init into the root file system", func(t *testing.T) {
+		disk := osDisk(t, "cloudimg-rootfs")
+		if err := Install(disk, 512, files); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(cloudInitTree, contents(t, disk, 2)); diff != "" {
+			t.Errorf("root file system (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("ignition onto the boot partition", func(t *testing.T) {
+		disk := osDisk(t, "boot", "root")
+		ign := files
+		ign.Kind, ign.UserData = KindIgnition, []byte(`{"ignition":{"version":"3.4.0"}}`)
+		if err := Install(disk, 512, ign); err != nil {
+			t.Fatal(err)
+		}
+		got := contents(t, disk, 2)
+		cfg, ok := got["ignition/config.ign"]
+		if !ok || len(contents(t, disk, 3)) != 0 {
+			t.Fatalf("boot partition %v; the root partition must stay untouched", got)
+		}
+		if cfg[:11] != "-rw------- " {
+			t.Errorf("config.ign mode: %s", cfg[:10])
+		}
+	})
+	t.Run("talos refused", func(t *testing.T) {
+		disk := osDisk(t, "root")
+		if err := Install(disk, 512, Files{Kind: KindTalos, UserData: []byte("x")}); !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("Install: %v, want ErrUnsupported", err)
+		}
+	})
+}

@@ -1,0 +1,161 @@
+package kexec
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseEntry(t *testing.T) {
+	cases := map[string]struct {
+		text    string
+		want    Entry
+		wantErr bool
+	}{
+		"fedora": {text: "title Fedora Linux (6.5.6-300.fc39.x86_64) 39\nversion 6.5.6-300.fc39.x86_64\n" +
+			"linux /vmlinuz-6.5.6-300.fc39.x86_64\ninitrd /initramfs-6.5.6-300.fc39.x86_64.img\n" +
+			"options root=UUID=1234 ro rootflags=subvol=root\ngrub_users $grub_users\ngrub_class fedora\n",
+			want: Entry{Title: "Fedora Linux (6.5.6-300.fc39.x86_64) 39", Version: "6.5.6-300.fc39.x86_64",
+				Linux: "/vmlinuz-6.5.6-300.fc39.x86_64", Initrd: []string{"/initramfs-6.5.6-300.fc39.x86_64.img"},
+				Options: "root=UUID=1234 ro rootflags=subvol=root"}},
+		"tabs, comments, repeated keys": {text: "# generated\ntitle\tOS\nlinux\t/k\ninitrd /ucode.img\ninitrd\t/initrd.img\n" +
+			"options  a=1\noptions b=2  c\n",
+			want: Entry{Title: "OS", Linux: "/k", Initrd: []string{"/ucode.img", "/initrd.img"}, Options: "a=1 b=2  c"}},
+		"no kernel": {text: "title Nothing\noptions quiet\n", wantErr: true},
+		"empty":     {text: "", wantErr: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseEntry(tc.text)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("ParseEntry: %v, want error %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("entry (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCompareVersions(t *testing.T) {
+	ordered := []string{"0-rescue-abc", "5.14.0-70.el9", "5.14.0-362.el9", "6.5.6-300.fc39.x86_64", "6.5.10-300.fc39.x86_64", "6.10.1"}
+	for i := range ordered {
+		for j := range ordered {
+			got := compareVersions(ordered[i], ordered[j])
+			if (i < j && got >= 0) || (i > j && got <= 0) || (i == j && got != 0) {
+				t.Errorf("compareVersions(%q, %q) = %d", ordered[i], ordered[j], got)
+			}
+		}
+	}
+}
+
+// osTree makes a written OS's files under a temporary directory.
+func osTree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for path, content := range files {
+		p := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if target, ok := strings.CutPrefix(content, "->"); ok {
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func TestFind(t *testing.T) {
+	const grub = "set default=0\nmenuentry 'Debian GNU/Linux' {\n\tlinux\t/boot/vmlinuz-6.1.0-26-cloud-amd64 root=PARTUUID=aa-bb ro console=tty0 console=ttyS0,115200 $vt_handoff\n\tinitrd /boot/initrd.img\n}\n"
+	cases := map[string]struct {
+		files map[string]string
+		// sepBoot puts boot/ in a directory of its own, as a separate partition.
+		sepBoot bool
+		want    func(root, boot string) Boot
+		wantErr error
+	}{
+		"boot loader entries on a boot partition": {
+			files: map[string]string{
+				"boot/loader/entries/abc-6.5.6-300.fc39.x86_64.conf": "title new\nversion 6.5.6-300.fc39.x86_64\nlinux /vmlinuz-6.5.6\ninitrd /initramfs-6.5.6.img\noptions root=UUID=r ro\n",
+				"boot/loader/entries/abc-6.4.9-200.fc39.x86_64.conf": "title old\nversion 6.4.9-200.fc39.x86_64\nlinux /vmlinuz-6.4.9\noptions old\n",
+				"boot/loader/entries/abc-0-rescue.conf":              "title rescue\nversion 0-rescue-abc\nlinux /vmlinuz-0-rescue\n",
+				"boot/vmlinuz-6.5.6":                                 "K", "boot/initramfs-6.5.6.img": "I",
+			},
+			sepBoot: true,
+			want: func(root, boot string) Boot {
+				return Boot{Kernel: filepath.Join(boot, "vmlinuz-6.5.6"), Initrds: []string{filepath.Join(boot, "initramfs-6.5.6.img")}, Cmdline: "root=UUID=r ro"}
+			},
+		},
+		"an entry cannot reach outside its partition": {
+			files:   map[string]string{"boot/loader/entries/a.conf": "linux /../../etc/shadow\n"},
+			sepBoot: true,
+			want:    func(root, boot string) Boot { return Boot{Kernel: filepath.Join(boot, "etc/shadow")} },
+		},
+		"debian symlinks and grub.cfg": {
+			files: map[string]string{"boot/vmlinuz": "->vmlinuz-6.1.0-26-cloud-amd64", "boot/vmlinuz-6.1.0-26-cloud-amd64": "K",
+				"boot/initrd.img": "->initrd.img-6.1.0-26-cloud-amd64", "boot/initrd.img-6.1.0-26-cloud-amd64": "I", "boot/grub/grub.cfg": grub},
+			want: func(root, boot string) Boot {
+				return Boot{Kernel: filepath.Join(root, "boot/vmlinuz"), Initrds: []string{filepath.Join(root, "boot/initrd.img")},
+					Cmdline: "root=PARTUUID=aa-bb ro console=tty0 console=ttyS0,115200"}
+			},
+		},
+		"symlinks at the root, /etc/kernel/cmdline": {
+			files: map[string]string{"vmlinuz": "K", "etc/kernel/cmdline": "root=LABEL=root  quiet\n", "boot/grub/grub.cfg": grub},
+			want: func(root, boot string) Boot {
+				return Boot{Kernel: filepath.Join(root, "vmlinuz"), Cmdline: "root=LABEL=root quiet"}
+			},
+		},
+		"no command line anywhere": {
+			files: map[string]string{"boot/vmlinuz": "K", "boot/initrd.img": "I"},
+			want: func(root, boot string) Boot {
+				return Boot{Kernel: filepath.Join(root, "boot/vmlinuz"), Initrds: []string{filepath.Join(root, "boot/initrd.img")},
+					Cmdline: "root=PARTUUID=0fc63daf-8483-4772-8e79-3d69d8477de4 ro"}
+			},
+		},
+		"no kernel": {files: map[string]string{"etc/os-release": "ID=x\n"}, wantErr: ErrNotFound},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			root := osTree(t, tc.files)
+			boot := ""
+			if tc.sepBoot {
+				boot = filepath.Join(root, "boot")
+			}
+			got, err := Find(root, boot, "0fc63daf-8483-4772-8e79-3d69d8477de4")
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("Find: %v, want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want(root, boot), got); diff != "" {
+				t.Errorf("boot (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func FuzzParseEntry(f *testing.F) {
+	f.Add("title Fedora\nversion 6.5\nlinux /vmlinuz\ninitrd /a /b\noptions root=UUID=x ro\n")
+	f.Add("linux\t/k\n# c\noptions\n")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, text string) {
+		e, err := ParseEntry(text)
+		if err == nil && e.Linux == "" {
+			t.Fatal("an entry without a kernel was accepted")
+		}
+	})
+}

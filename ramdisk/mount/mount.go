@@ -1,0 +1,56 @@
+package mount
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mounted is a partition of the written disk mounted on a temporary directory.
+type Mounted struct {
+	// Dir is where the file system is mounted.
+	Dir  string
+	loop *Loop
+}
+
+// Partition mounts [off, off+size) of disk read-write on a new temporary directory.
+func Partition(disk *os.File, off, size int64) (*Mounted, error) {
+	loop, err := AttachLoop(disk, off, size)
+	if err != nil {
+		return nil, err
+	}
+	fstype, err := FSType(io.NewSectionReader(loop.File(), 0, size))
+	if err != nil {
+		loop.Close()
+		return nil, fmt.Errorf("partition at %d: %w", off, err)
+	}
+	dir, err := os.MkdirTemp("", "bc-mnt-")
+	if err != nil {
+		loop.Close()
+		return nil, err
+	}
+	if err := unix.Mount(loop.Path(), dir, fstype, 0, ""); err != nil {
+		os.Remove(dir)
+		loop.Close()
+		return nil, fmt.Errorf("mount %s (%s) on %s: %w", loop.Path(), fstype, dir, err)
+	}
+	return &Mounted{Dir: dir, loop: loop}, nil
+}
+
+// Unmount syncs the file system, unmounts it and releases the loop device.
+func (m *Mounted) Unmount() error {
+	if f, err := os.Open(m.Dir); err == nil {
+		unix.Syncfs(int(f.Fd()))
+		f.Close()
+	}
+	err := unix.Unmount(m.Dir, 0)
+	if cerr := m.loop.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Remove(m.Dir)
+	}
+	return err
+}
