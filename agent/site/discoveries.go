@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/better-compute/better-compute/boot"
@@ -74,7 +73,6 @@ func (d *discoveries) section() json.RawMessage {
 		list = append(list, *d.byMAC[mac])
 	}
 	d.mu.Unlock()
-	slices.SortFunc(list, func(a, b proto.Discovery) int { return strings.Compare(a.MAC, b.MAC) })
 	data, _ := json.Marshal(list)
 	return data
 }
