@@ -55,3 +55,19 @@ func flatten(err error) []error {
 	}
 	return []error{err}
 }
+
+// FuzzDecodeConfig: any config file is decoded or refused as INVALID_CONFIG, never a
+// panic.
+func FuzzDecodeConfig(f *testing.F) {
+	f.Add([]byte(`{"version": 1, "boot": {"interface": "eth0", "mode": "proxy", "serverIP": "10.0.0.1"}, "cache": {"dir": "/c"}}`))
+	f.Add([]byte(`{"version": 1, "ramdisk": {"args": ["console=ttyS0"]}, "bmc": {"secretsDir": "/s"}, "httpBase": "http://x"}`))
+	f.Add([]byte(`{"boot": {"range": {"start": "10.0.0.9", "end": "10.0.0.1"}, "leaseTime": -1}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, err := DecodeConfig(data)
+		for _, e := range flatten(err) {
+			if e != nil && proto.CodeOf(e) != proto.InvalidConfig {
+				t.Fatalf("%v: want INVALID_CONFIG", e)
+			}
+		}
+	})
+}
