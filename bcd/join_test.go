@@ -95,7 +95,7 @@ func TestJoinWritesConfigAndRemovesToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCfg := bcdconf.Config{Version: 1, Server: reg.URL, AgentEndpoint: "127.0.0.1:7444", NodeID: "node-1", Role: "node", Site: "rack-a",
+	wantCfg := bcdconf.Config{Version: 1, Server: reg.URL, AgentEndpoint: reg.AgentEndpoint, NodeID: "node-1", Role: "node", Site: "rack-a",
 		ServingCAPin: reg.Pins.ServingCA, JoinSigningPin: reg.Pins.JoinSigning, JoinEncryptionPin: reg.Pins.JoinEncryption}
 	if diff := cmp.Diff(wantCfg, cfg); diff != "" {
 		t.Errorf("config.toml (-want +got):\n%s", diff)

@@ -210,9 +210,13 @@ func progressText(raw json.RawMessage) string {
 	var p struct {
 		BytesWritten *int64 `json:"bytesWritten"`
 		SizeBytes    int64  `json:"sizeBytes"`
+		Read         *int64 `json:"read"`
 	}
 	if json.Unmarshal(raw, &p) != nil || p.BytesWritten == nil {
 		return string(raw)
+	}
+	if p.Read != nil && p.SizeBytes > 0 {
+		return fmt.Sprintf("%s of %s read, %s written", bytesText(*p.Read), bytesText(p.SizeBytes), bytesText(*p.BytesWritten))
 	}
 	if p.SizeBytes > 0 {
 		return fmt.Sprintf("%s of %s written", bytesText(*p.BytesWritten), bytesText(p.SizeBytes))

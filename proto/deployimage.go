@@ -39,3 +39,17 @@ type DeployImageResult struct {
 	// BytesWritten is how much it wrote to the disk.
 	BytesWritten int64 `json:"bytesWritten"`
 }
+
+// DeployImageProgress is the progress detail of a running deploy.image.
+type DeployImageProgress struct {
+	// Location is where the image streams from: cache or source.
+	Location string `json:"location"`
+	// Read of SizeBytes bytes of the artifact as stored have arrived (SizeBytes 0 when
+	// unknown).
+	Read      int64 `json:"read"`
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// BytesWritten went to the disk; Skipped zero bytes were left out where the disk
+	// reads zeros.
+	BytesWritten int64 `json:"bytesWritten"`
+	Skipped      int64 `json:"skipped"`
+}

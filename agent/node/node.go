@@ -46,8 +46,7 @@ func Run(ctx context.Context, o Options) error {
 	if creds.Config.Role != string(proto.RoleNode) {
 		return proto.Errorf(proto.InvalidConfig, "%s joined as a %s agent; bcd node runs the node role", o.ConfigDir, creds.Config.Role)
 	}
-	a := &agent{state: filepath.Join(o.ConfigDir, StateFile), log: o.Log, firstPass: map[int64]chan []hostconverge.UnitResult{},
-		specs: make(chan hostconverge.Spec, 1)}
+	a := newAgent(o.ConfigDir, o.Log)
 	last, err := a.load()
 	if err != nil {
 		return err
@@ -85,6 +84,11 @@ type agent struct {
 	pending proto.NodeSpec
 	// firstPass waits, per generation, for the results of its first pass.
 	firstPass map[int64]chan []hostconverge.UnitResult
+}
+
+func newAgent(configDir string, log *slog.Logger) *agent {
+	return &agent{state: filepath.Join(configDir, StateFile), log: log, firstPass: map[int64]chan []hostconverge.UnitResult{},
+		specs: make(chan hostconverge.Spec, 1)}
 }
 
 // apply is the session's Apply: it hands the spec to the converger and waits for its

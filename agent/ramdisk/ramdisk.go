@@ -178,7 +178,8 @@ func (a *agent) deployImage(ctx context.Context, payload json.RawMessage) (json.
 	}, deploy.Options{Log: a.opts.Log, Progress: func(p deploy.Progress) {
 		if time.Since(last) >= progressEvery {
 			last = time.Now()
-			session.ReportProgress(ctx, p)
+			session.ReportProgress(ctx, proto.DeployImageProgress{Location: p.Location, Read: p.Read, SizeBytes: max(p.Total, 0),
+				BytesWritten: p.Written, Skipped: p.Skipped})
 		}
 	}})
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/better-compute/better-compute/testkit/openssl"
 	"github.com/google/go-cmp/cmp"
+	"go.etcd.io/bbolt"
 )
 
 // profile deploys image with cloud-init user data through the site, the ramdisk and
@@ -160,7 +161,9 @@ func TestDeployEndToEnd(t *testing.T) {
 	if res.Code != 0 || !strings.Contains(res.Stdout, "is active") {
 		t.Fatalf("deploy: exit %d\n%s\n%s\nmachine console:\n%s", res.Code, res.Stdout, res.Stderr, console)
 	}
-	t.Logf("deploy:\n%s", res.Stdout)
+	if !strings.Contains(res.Stdout, " read, ") {
+		t.Errorf("no progress of deploy.image in:\n%s", res.Stdout)
+	}
 
 	// The site was asked what a deploy asks, in order, and the ramdisk's boot entry
 	// carries a token, the registry and its three pins.
@@ -171,7 +174,7 @@ func TestDeployEndToEnd(t *testing.T) {
 	if len(got) != 5 || !strings.Contains(got[0], `"token":"bcj_`) || !strings.Contains(got[0], `"args":["bc.node=`+id+`"]`) {
 		t.Fatalf("site commands %q", got)
 	}
-	if diff := cmp.Diff([]string{`{"device":"pxe"}`, `{"action":"cycle"}`, `{"device":"disk"}`, ``}, got[1:]); diff != "" {
+	if diff := cmp.Diff([]string{`{"device":"pxe","persistent":false}`, `{"action":"cycle"}`, `{"device":"disk","persistent":false}`, ``}, got[1:]); diff != "" {
 		t.Errorf("site commands (-want +got):\n%s", diff)
 	}
 	var entry proto.PrepareRamdisk
@@ -237,7 +240,7 @@ func TestDeployRefuses(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			i++
-			const uuid = "4c4c4544-0042-3510-8052-b4c04f595832"
+			uuid := fmt.Sprintf("4c4c4544-0042-3510-8052-b4c04f5958%02x", i)
 			reported := uuid
 			if tc.machineUUID != "" {
 				reported = tc.machineUUID
@@ -283,4 +286,54 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) bool {
 		}
 	}
 	return false
+}
+
+// TestTamperedCatalogRow changes a signed field of an image's row in the store behind
+// the registry's back: deploy.deploy refuses the image before anything is relayed.
+func TestTamperedCatalogRow(t *testing.T) {
+	dir := t.TempDir()
+	reg := testkit.StartRegistry(t, dir)
+	signer := openssl.Generate(t, openssl.Ed25519)
+	testkit.JSON(t, reg.AdminConfig, nil, "signers", "add", "--data-dir", dir, "--tenant", "root", "--id", "platform", "--public-key", signer.PublicPath)
+	digest := strings.Repeat("1", 64)
+	var img struct{ ID string }
+	input := fmt.Sprintf("bc-image-v1\nos\nimg@1\nraw\nzstd\n%s\n", digest)
+	testkit.JSON(t, reg.AdminConfig, &img, "images", "register", "--tenant", "root", "--ref", "img@1", "--kind", "os",
+		"--source", "https://images.example/img.raw.zst", "--disk-format", "raw", "--compression", "zstd", "--sha256", digest,
+		"--size", "100", "--signer", "platform", "--signature", base64.StdEncoding.EncodeToString(signer.Sign(t, []byte(input))))
+	reg.Stop()
+
+	db, err := bbolt.Open(filepath.Join(dir, "registry.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte("images"))
+		row := b.Get([]byte(img.ID))
+		if row == nil {
+			return fmt.Errorf("no row %s", img.ID)
+		}
+		tampered := bytes.Replace(row, []byte(digest), []byte(strings.Repeat("2", 64)), 1)
+		return b.Put([]byte(img.ID), tampered)
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	reg = testkit.StartRegistry(t, dir)
+	testkit.JSON(t, reg.AdminConfig, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, reg.AdminConfig, nil, "pools", "create", "gpu", "--site", "rack-a")
+	testkit.JSON(t, reg.AdminConfig, nil, "profiles", "create", writeFile(t, `{"id": "just-deploy", "version": 1, "target": "metal",
+  "image": {"ref": "img@1"}, "steps": [{"use": "deploy.deploy", "on": "ramdisk"}]}`))
+	var n store.Node
+	testkit.JSON(t, reg.AdminConfig, &n, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:12:36:01", "--bmc-driver", "qmp", "--bmc-address", "unix:///q")
+	res := testkit.CLI(t, reg.AdminConfig, "nodes", "deploy", n.ID, "--profile", "just-deploy", "--wait")
+	if res.Code != 1 || !strings.Contains(res.Stderr+res.Stdout, "INVALID_STATE") {
+		t.Fatalf("deploy of a tampered image: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+	testkit.JSON(t, reg.AdminConfig, &n, "nodes", "get", n.ID)
+	if n.Failure == nil || n.Failure.Use != "deploy.deploy" || n.Failure.Error.Details.Reason != "signature" {
+		t.Errorf("failure %+v", n.Failure)
+	}
 }

@@ -62,6 +62,13 @@ func TestDeployTheGPUHostProfile(t *testing.T) {
 	if diff := cmp.Diff(&store.ProfileRef{Tenant: "acme", ID: "ubuntu-24.04-gpu-host", Version: 1}, n.Profile); diff != "" || n.Role != "host" || n.Workflow != run.ID {
 		t.Errorf("node profile %s, role %s, workflow %s", diff, n.Role, n.Workflow)
 	}
+	// The node's NodeSpec is its labels, bindings and host section, at generation 1.
+	var spec proto.NodeSpec
+	h.store.View(func(tx *store.Tx) (err error) { spec, err = tx.NodeSpec(node); return err })
+	if spec.Generation != 1 || spec.Role != proto.RoleNode || spec.Labels["nvswitch"] != "true" || len(spec.Host) != len(wantHost) ||
+		spec.Host[0].Unit != "hugepages" || spec.Drivers["power"].Driver != n.Drivers["power"].Driver {
+		t.Errorf("NodeSpec %+v", spec)
+	}
 	// The version is used: it cannot change any more.
 	err = h.store.Update(func(tx *store.Tx) error {
 		_, err := tx.ReplaceProfileDocument("acme", "ubuntu-24.04-gpu-host", 1, 0, []byte(`{}`))
