@@ -76,6 +76,13 @@ func (t *entries) kind(node string) proto.BootKind {
 	return ""
 }
 
+// relayedKind is the kind of node's relayed entry; "" when it has none.
+func (t *entries) relayedKind(node string) proto.BootKind {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.relayed[node].Kind
+}
+
 // identity is the MACs and product UUID the site knows node by, from its entries.
 func (t *entries) identity(node string) ([]string, string) {
 	t.mu.RLock()

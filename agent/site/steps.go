@@ -156,7 +156,7 @@ func (s *steps) setPower(ctx context.Context, cmd proto.SiteCommand, d bmc.Drive
 
 // setBootDevice sets the boot device; cd on a machine whose boot entry is a sanboot (an
 // ISO media.insert could not mount) sets pxe, so that the machine boots the ISO from the
-// site cache.
+// site cache, and disk turns a machine's relayed entry into a disk entry (iPXE exits).
 func (s *steps) setBootDevice(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
 	var in struct {
 		Device     string `json:"device"`
@@ -174,6 +174,14 @@ func (s *steps) setBootDevice(ctx context.Context, cmd proto.SiteCommand, d bmc.
 	}
 	if err := d.SetBootDevice(ctx, device, in.Persistent); err != nil {
 		return nil, err
+	}
+	if device == bmc.BootDisk && s.entries.relayedKind(cmd.Node) != "" {
+		// A machine that network-boots again all the same (a one-time device a guest's
+		// own reboot uses once more) is sent on to its disk.
+		macs, uuid := s.entries.identity(cmd.Node)
+		if err := s.setEntry(cmd.Node, &proto.BootEntry{Node: cmd.Node, MACs: macs, ProductUUID: uuid, Kind: proto.BootDisk}); err != nil {
+			return nil, err
+		}
 	}
 	s.env.Logger().Info("boot device set", "node", cmd.Node, "device", string(device), "persistent", in.Persistent)
 	return map[string]any{"device": device, "persistent": in.Persistent}, nil

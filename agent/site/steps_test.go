@@ -138,6 +138,12 @@ func TestRamdiskEntryOutlivesRestart(t *testing.T) {
 	if s := string(f.entries.section()); strings.Contains(s, "bcj_a.b") || !strings.Contains(s, `"kind":"ramdisk"`) {
 		t.Errorf("bootEntries section %s: want the ramdisk entry without its token", s)
 	}
+	if _, err := f.run(t, "management.setBootDevice", map[string]any{"device": "disk"}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := f.entries.Entry(hw); e.Kind != boot.KindDisk || f.entries.relayedKind("gpu-01") != proto.BootDisk {
+		t.Errorf("after setBootDevice disk: %+v, want the relayed entry turned to disk", e)
+	}
 	if _, err := f.run(t, "boot.cleanUp", nil); err != nil {
 		t.Fatal(err)
 	}
