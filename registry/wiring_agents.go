@@ -79,7 +79,7 @@ func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, com
 // the ramdisk of the node it was rendered for and no other agent. The document is never
 // stored with the command.
 func (p *agentPlane) expand(node string, role proto.Role, cmd proto.Command) (proto.Command, error) {
-	if role == proto.RoleSite {
+	if role == proto.RoleSite && cmd.Kind == site.CommandMediaInsert {
 		err := p.st.View(func(tx *store.Tx) (err error) { cmd, err = site.ExpandMediaInsert(tx, cmd, nil); return err })
 		return cmd, err
 	}
