@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/better-compute/better-compute/cache/fetch"
+	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
 )

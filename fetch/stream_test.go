@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/ramdisk/fetch/fetchtest"
+	"github.com/better-compute/better-compute/fetch/fetchtest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -21,6 +21,16 @@ func payload(n int) []byte {
 		b[i] = byte(r.Uint32())
 	}
 	return b
+}
+
+// stream opens a Stream over url with a default client.
+func stream(t *testing.T, url string, opts StreamOptions) (*Stream, error) {
+	t.Helper()
+	src, err := Location(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewClient(nil).Stream(context.Background(), src, opts)
 }
 
 func TestStreamResumes(t *testing.T) {
@@ -40,7 +50,7 @@ func TestStreamResumes(t *testing.T) {
 			s := fetchtest.New(t)
 			url := s.Put("/a", data)
 			s.BreakAfter("/a", tc.breaks...)
-			b, err := Open(context.Background(), url, Options{Retries: 3, RetryDelay: -1})
+			b, err := stream(t, url, StreamOptions{Retries: 3, RetryDelay: -1})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +80,7 @@ func TestStreamResumesAStall(t *testing.T) {
 	s := fetchtest.New(t)
 	url := s.Put("/a", data)
 	s.StallAfter("/a", 70000)
-	b, err := Open(context.Background(), url, Options{RetryDelay: -1, StallTimeout: 200 * time.Millisecond})
+	b, err := stream(t, url, StreamOptions{RetryDelay: -1, StallTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +98,7 @@ func TestStreamRefusesAChangedArtifact(t *testing.T) {
 	s := fetchtest.New(t)
 	url := s.Put("/a", payload(1<<20))
 	s.BreakAfter("/a", 4096)
-	b, err := Open(context.Background(), url, Options{RetryDelay: -1})
+	b, err := stream(t, url, StreamOptions{RetryDelay: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +116,9 @@ func TestStreamRefusesAChangedArtifact(t *testing.T) {
 
 func TestOpenNotFound(t *testing.T) {
 	s := fetchtest.New(t)
-	_, err := Open(context.Background(), s.URL+"/missing", Options{})
+	_, err := stream(t, s.URL+"/missing", StreamOptions{})
 	var se *StatusError
 	if !errors.As(err, &se) || se.Status != http.StatusNotFound {
-		t.Fatalf("Open: %v, want a 404 StatusError", err)
+		t.Fatalf("Stream: %v, want a 404 StatusError", err)
 	}
 }
