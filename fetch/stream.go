@@ -22,6 +22,11 @@ type StreamOptions struct {
 	StallTimeout time.Duration
 	// Log receives a line for each resume; nil discards.
 	Log *slog.Logger
+	// Restart, if set, is called when a resume is answered with the whole artifact (the
+	// server ignored the range, or the artifact changed): the caller drops what it holds
+	// and the stream goes on from byte 0 with the answer's size and validator. An error
+	// from it ends the stream. Nil makes such an answer ErrChanged.
+	Restart func(size int64, validator string) error
 }
 
 func (o StreamOptions) withDefaults() StreamOptions {
@@ -44,10 +49,10 @@ func (o StreamOptions) withDefaults() StreamOptions {
 // longer matched, or the server ignored the range): the stream cannot go on.
 var ErrChanged = errors.New("the artifact changed or the server cannot resume")
 
-// Stream is an artifact's bytes, read in order from the first to the last as one stream
-// that survives broken connections: when the body breaks off, it asks again from the
-// byte it had reached (Client.Open with the first answer's validator), so the reader
-// above it never sees the break and never reads a byte twice.
+// Stream is an artifact's bytes, read in order up to the last as one stream that
+// survives broken connections: when the body breaks off, it asks again from the byte it
+// had reached (Client.Open with the first answer's validator), so the reader above it
+// never sees the break and never reads a byte twice.
 type Stream struct {
 	ctx    context.Context
 	abort  context.CancelFunc
@@ -59,17 +64,19 @@ type Stream struct {
 	cancel context.CancelFunc
 	stall  *time.Timer
 
+	started   bool // the first answer was accepted
 	off       int64
 	size      int64
 	validator string
 	resumes   int
 }
 
-// Stream asks for src from its first byte and returns the stream once the server has
-// sent the artifact whole.
-func (c *Client) Stream(ctx context.Context, src Source, opts StreamOptions) (*Stream, error) {
+// Stream asks for src from offset (with If-Range: validator when offset > 0, as
+// Client.Open does) and returns the stream once the server has answered. The answer may
+// start at 0 instead of offset: Offset tells.
+func (c *Client) Stream(ctx context.Context, src Source, offset int64, validator string, opts StreamOptions) (*Stream, error) {
 	ctx, abort := context.WithCancel(ctx)
-	s := &Stream{ctx: ctx, abort: abort, client: c, src: src, opts: opts.withDefaults(), size: -1}
+	s := &Stream{ctx: ctx, abort: abort, client: c, src: src, opts: opts.withDefaults(), off: offset, size: -1, validator: validator}
 	if err := s.request(); err != nil {
 		abort()
 		return nil, err
@@ -79,6 +86,13 @@ func (c *Client) Stream(ctx context.Context, src Source, opts StreamOptions) (*S
 
 // Size is the artifact's length as the server announced it, or -1.
 func (s *Stream) Size() int64 { return s.size }
+
+// Offset is where in the artifact the next byte read belongs.
+func (s *Stream) Offset() int64 { return s.off }
+
+// Validator is what a later request for the artifact sends in If-Range: the first
+// answer's strong ETag, else its Last-Modified; empty when it gave neither.
+func (s *Stream) Validator() string { return s.validator }
 
 // Resumes is how many times the stream was picked up again after a break.
 func (s *Stream) Resumes() int { return s.resumes }
@@ -103,18 +117,28 @@ func (s *Stream) request() error {
 	return nil
 }
 
-// accept checks an answer: the whole artifact to the first request, the rest of the
-// same artifact from s.off to a resume.
+// accept checks an answer: any to the first request, the rest of the same artifact from
+// s.off to a resume (or, with Restart, the whole of it).
 func (s *Stream) accept(b *Body) error {
-	if s.off == 0 {
-		s.size, s.validator = b.Total, b.Validator
+	switch {
+	case !s.started:
+	case b.Offset == s.off && (s.size < 0 || b.Total < 0 || b.Total == s.size):
 		return nil
-	}
-	if b.Offset != s.off || (s.size >= 0 && b.Total >= 0 && b.Total != s.size) {
+	case b.Offset == 0 && s.opts.Restart != nil:
+		if err := s.opts.Restart(b.Total, b.Validator); err != nil {
+			return errRestart{err}
+		}
+	default:
 		return fmt.Errorf("%w: a resume at byte %d was answered from byte %d of %d", ErrChanged, s.off, b.Offset, b.Total)
 	}
+	s.started, s.off, s.size, s.validator = true, b.Offset, b.Total, b.Validator
 	return nil
 }
+
+// errRestart is an error of StreamOptions.Restart: it ends the stream.
+type errRestart struct{ error }
+
+func (e errRestart) Unwrap() error { return e.error }
 
 // Read reads the next bytes, resuming across broken connections.
 func (s *Stream) Read(p []byte) (int, error) {
@@ -156,6 +180,9 @@ func (s *Stream) Read(p []byte) (int, error) {
 		}
 		s.resumes++
 		if err := s.request(); err != nil {
+			if r, ok := err.(errRestart); ok {
+				return 0, r.error
+			}
 			if errors.Is(err, ErrChanged) {
 				return 0, fmt.Errorf("GET %s at byte %d: %w", redact(s.src.URL), s.off, err)
 			}

@@ -19,7 +19,7 @@ func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
 	if err != nil {
 		return Result{}, &nextLocation{err}
 	}
-	body, err := w.client.Stream(ctx, src, w.opts.Fetch)
+	body, err := w.client.Stream(ctx, src, 0, "", w.opts.Fetch)
 	if err != nil {
 		return Result{}, &nextLocation{err}
 	}
