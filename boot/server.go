@@ -17,15 +17,13 @@ import (
 	"github.com/better-compute/better-compute/boot/dhcp"
 	"github.com/better-compute/better-compute/boot/lease"
 	"github.com/better-compute/better-compute/boot/tftp"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 )
 
-// Clock tells the time: lease expiry and discovery intervals follow it.
+// Clock tells the time: lease expiry and discovery intervals follow it. A clock.Clock
+// is one (clock.Fake in tests).
 type Clock interface{ Now() time.Time }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // Deps are what the boot server consumes from the site agent.
 type Deps struct {
@@ -70,7 +68,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
 	if deps.Clock == nil {
-		deps.Clock = systemClock{}
+		deps.Clock = clock.Real{}
 	}
 	s := &Server{cfg: cfg, entries: deps.Entries, log: deps.Log, extra: deps.Handlers,
 		discover: newDiscoverer(deps.Discoveries, deps.Clock, cfg.DiscoveryInterval)}

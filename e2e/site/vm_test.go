@@ -316,5 +316,15 @@ func startVM(t *testing.T, lan *netns.LAN, qmpSock string) string {
 			t.Logf("qemu output:\n%s", out.String())
 		}
 	})
+	// The BMC's hands reach the VM through its QMP socket: it must be there before the
+	// registry relays the first power step.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(qmpSock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("qemu made no QMP socket in 30s:\n%s", out.String())
+		}
+	}
 	return console
 }
