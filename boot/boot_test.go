@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
@@ -36,18 +37,6 @@ type sink struct {
 }
 
 func (s *sink) Discovered(d Discovery) { s.mu.Lock(); defer s.mu.Unlock(); s.got = append(s.got, d) }
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // testConfig is a valid proxy-mode config over fresh directories.
 func testConfig(t *testing.T) Config {
@@ -138,7 +127,7 @@ func TestHTTP(t *testing.T) {
 		"52:54:00:00:00:04": {Kind: KindRamdisk, Ramdisk: Ramdisk{Kernel: "vmlinuz", Initrd: "initrd", Token: "rt\nshell"}},
 	}
 	var d sink
-	h := newServer(t, e, &d, &fakeClock{t: time.Unix(1e9, 0)}).HTTPHandler()
+	h := newServer(t, e, &d, clock.NewFake(time.Unix(1e9, 0))).HTTPHandler()
 	cases := map[string]struct {
 		path   string
 		status int
@@ -207,8 +196,8 @@ func TestDiscovery(t *testing.T) {
 	known := net.HardwareAddr{0x52, 0x54, 0, 0, 0, 1}
 	unknown := net.HardwareAddr{0x52, 0x54, 0, 0, 0, 2}
 	var d sink
-	clock := &fakeClock{t: time.Unix(1e9, 0)}
-	s := newServer(t, entries{known.String(): {Kind: KindDisk}}, &d, clock)
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	s := newServer(t, entries{known.String(): {Kind: KindDisk}}, &d, clk)
 	uuid := append([]byte{0}, 0x78, 0x56, 0x34, 0x12, 0x34, 0x12, 0x78, 0x56, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0)
 	send := func(mac net.HardwareAddr, withUUID bool) {
 		mods := []dhcpv4.Modifier{dhcpv4.WithMessageType(dhcpv4.MessageTypeDiscover), dhcpv4.WithHwAddr(mac),
@@ -224,7 +213,7 @@ func TestDiscovery(t *testing.T) {
 	send(unknown, false) // a repeat: not reported
 	send(unknown, true)  // learned the UUID: reported
 	send(unknown, true)
-	clock.Add(6 * time.Minute)
+	clk.Advance(6 * time.Minute)
 	send(unknown, true) // the interval passed: reported again
 	want := []Discovery{
 		{MAC: unknown, Arch: 7, HasArch: true, Source: "dhcp", At: time.Unix(1e9, 0)},

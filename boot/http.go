@@ -19,6 +19,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /boot/{script}", s.serveScript)
 	mux.Handle("GET /ramdisk/{file...}", serveFiles(s.ramdiskRoot, "file"))
 	mux.Handle("GET /ipxe/{file...}", serveFiles(s.ipxeRoot, "file"))
+	for pattern, h := range s.extra {
+		mux.Handle(pattern, h)
+	}
 	return mux
 }
 

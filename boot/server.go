@@ -17,15 +17,13 @@ import (
 	"github.com/better-compute/better-compute/boot/dhcp"
 	"github.com/better-compute/better-compute/boot/lease"
 	"github.com/better-compute/better-compute/boot/tftp"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 )
 
-// Clock tells the time: lease expiry and discovery intervals follow it.
+// Clock tells the time: lease expiry and discovery intervals follow it. A clock.Clock
+// is one (clock.Fake in tests).
 type Clock interface{ Now() time.Time }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
 
 // Deps are what the boot server consumes from the site agent.
 type Deps struct {
@@ -37,6 +35,9 @@ type Deps struct {
 	Log *slog.Logger
 	// Clock is the time source; nil is the system clock.
 	Clock Clock
+	// Handlers are further paths (http.ServeMux patterns) the HTTP listener answers
+	// beside the server's own, such as the site cache's /images/sha256/.
+	Handlers map[string]http.Handler
 }
 
 // Server is a configured boot server. New checks the configuration and opens the lease
@@ -51,6 +52,7 @@ type Server struct {
 	ramdiskRoot *os.Root
 	leases      *lease.Store
 	handler     dhcp.Handler
+	extra       map[string]http.Handler
 }
 
 // New checks cfg (INVALID_CONFIG with the field's path) and prepares a server.
@@ -66,9 +68,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
 	if deps.Clock == nil {
-		deps.Clock = systemClock{}
+		deps.Clock = clock.Real{}
 	}
-	s := &Server{cfg: cfg, entries: deps.Entries, log: deps.Log,
+	s := &Server{cfg: cfg, entries: deps.Entries, log: deps.Log, extra: deps.Handlers,
 		discover: newDiscoverer(deps.Discoveries, deps.Clock, cfg.DiscoveryInterval)}
 	s.baseURL = "http://" + cfg.ServerIP.String()
 	if cfg.HTTPPort != 80 {
@@ -136,8 +138,8 @@ func (s *Server) seen(c dhcp.Client) {
 // DHCPHandler is the server's DHCP handler, a plain function of the request.
 func (s *Server) DHCPHandler() dhcp.Handler { return s.handler }
 
-// HTTPHandler answers scripts (/boot/<mac>.ipxe), ramdisk files (/ramdisk/<name>) and
-// iPXE binaries for UEFI HTTP boot (/ipxe/<name>).
+// HTTPHandler answers scripts (/boot/<mac>.ipxe), ramdisk files (/ramdisk/<name>),
+// iPXE binaries for UEFI HTTP boot (/ipxe/<name>) and the paths of Deps.Handlers.
 func (s *Server) HTTPHandler() http.Handler { return s.routes() }
 
 // Run listens on the DHCP port of the interface (and the proxyDHCP port in proxy mode),
@@ -207,6 +209,9 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Wait()
 	return first
 }
+
+// BaseURL is the URL the server's HTTP listener is reached at, http://ServerIP[:port].
+func (s *Server) BaseURL() string { return s.baseURL }
 
 // Close releases the lease file and directories. Call it after Run returned.
 func (s *Server) Close() error {

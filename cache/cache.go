@@ -16,8 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/better-compute/better-compute/cache/fetch"
 	"github.com/better-compute/better-compute/cache/throttle"
+	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
 )

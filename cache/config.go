@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/better-compute/better-compute/clock"
 )
 
 // Config is what a site's cache is told. Defaults are set in one place, withDefaults.
@@ -39,7 +41,7 @@ type Config struct {
 	StallTimeout time.Duration
 	// Clock is the time of last use, failure retries and the bandwidth bound. Default the
 	// system's.
-	Clock Clock
+	Clock clock.Clock
 	// Logger gets one line per pull, verification, failure and eviction. Default discards.
 	Logger *slog.Logger
 }
@@ -66,7 +68,7 @@ func (c Config) withDefaults() Config {
 		c.StallTimeout = DefaultStallTimeout
 	}
 	if c.Clock == nil {
-		c.Clock = systemClock{}
+		c.Clock = clock.Real{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/better-compute/better-compute/cache/fetch"
+	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
 )
 

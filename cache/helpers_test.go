@@ -16,56 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 )
 
-// fakeClock is a clock tests move by hand. After fires when Advance passes its deadline.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []waiter
-}
-
-type waiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) After(d time.Duration) <-chan time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- f.now
-		return ch
-	}
-	f.waiters = append(f.waiters, waiter{f.now.Add(d), ch})
-	return ch
-}
-
-func (f *fakeClock) Advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
-	kept := f.waiters[:0]
-	for _, w := range f.waiters {
-		if w.at.After(f.now) {
-			kept = append(kept, w)
-			continue
-		}
-		w.ch <- f.now
-	}
-	f.waiters = kept
+// newFakeClock is the clock tests move by hand.
+func newFakeClock() *clock.Fake {
+	return clock.NewFake(time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // artifact is test image bytes and their digest.

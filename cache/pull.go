@@ -9,9 +9,8 @@ import (
 	"hash"
 	"io"
 	"os"
-	"time"
 
-	"github.com/better-compute/better-compute/cache/fetch"
+	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
 )
@@ -81,83 +80,84 @@ func (c *Cache) pull(ctx context.Context, e *entry, img proto.CacheImage, valida
 	return size, fsutil.SyncDir(c.partialDir)
 }
 
-// download appends the rest of src to p, resuming after broken connections, and returns
-// the artifact's size.
+// download appends the rest of src to p and returns the artifact's size. The stream
+// resumes broken and stalled connections itself; a request that cannot start is tried
+// again, Attempts times in a row.
 func (c *Cache) download(ctx context.Context, e *entry, p *partial, src fetch.Source, validator string) (int64, error) {
-	fails := 0
-	for {
-		n, done, err := c.fetchOnce(ctx, e, p, src, &validator)
-		if done {
+	for fails := 1; ; fails++ {
+		started, err := c.stream(ctx, e, p, src, validator)
+		if err == nil {
 			return p.n, nil
 		}
-		if errors.As(err, new(terminalError)) || ctx.Err() != nil {
+		if started || errors.As(err, new(terminalError)) || ctx.Err() != nil || fails >= c.cfg.Attempts {
 			return 0, err
 		}
-		if n > 0 {
-			fails = 0
-		}
-		fails++
-		c.cfg.Logger.Info("cache: pull interrupted", "digest", e.rec.Digest, "at", p.n, "err", err)
-		if fails >= c.cfg.Attempts {
-			return 0, err
-		}
+		c.cfg.Logger.Info("cache: pull could not start", "digest", e.rec.Digest, "at", p.n, "err", err)
 	}
 }
 
-// fetchOnce makes one request from p's end and copies its body. It reports the bytes it
-// added and whether the artifact is complete.
-func (c *Cache) fetchOnce(ctx context.Context, e *entry, p *partial, src fetch.Source, validator *string) (int64, bool, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	body, err := c.client.Open(ctx, src, p.n, *validator)
-	if err != nil {
-		return 0, false, err
-	}
-	defer body.Close()
-	if body.Offset != p.n {
-		// The server sends the artifact whole (it ignores ranges, or it changed): restart.
-		if err := c.saveValidator(e, body.Validator); err != nil {
-			return 0, false, err
+// stream copies src from p's end into p, through the bandwidth bucket. It reports
+// whether the request started: once it has, the stream's error ends the pull.
+func (c *Cache) stream(ctx context.Context, e *entry, p *partial, src fetch.Source, validator string) (bool, error) {
+	// restart drops what p holds when the source sends the artifact whole (it ignores
+	// ranges, or it changed), and records the new validator first, so a restart of the
+	// cache resumes with the right If-Range.
+	restart := func(size int64, v string) error {
+		if size >= 0 && p.max > 0 && size != p.max {
+			return terminal("the source has %d bytes, the catalog says %d", size, p.max)
 		}
-		*validator = body.Validator
-		if err := p.reset(); err != nil {
-			return 0, false, err
+		if err := c.saveValidator(e, v); err != nil {
+			return err
 		}
 		e.progress.Store(0)
-	} else if p.n > 0 {
-		p.resumed = true
+		return p.reset()
 	}
-	if p.n == 0 && body.Validator != *validator {
-		if err := c.saveValidator(e, body.Validator); err != nil {
-			return 0, false, err
+	var body *fetch.Stream
+	resumesAtRestart := 0
+	opts := fetch.StreamOptions{Retries: c.cfg.Attempts, RetryDelay: -1, StallTimeout: c.cfg.StallTimeout, Log: c.cfg.Logger,
+		Restart: func(size int64, v string) error {
+			resumesAtRestart = body.Resumes()
+			return restart(size, v)
+		}}
+	body, err := c.client.Stream(ctx, src, p.n, validator, opts)
+	if err != nil {
+		return false, err
+	}
+	defer body.Close()
+	switch {
+	case body.Offset() != p.n:
+		if err := restart(body.Size(), body.Validator()); err != nil {
+			return true, err
 		}
-		*validator = body.Validator
+	case p.n > 0:
+		p.resumed = true
+	case body.Validator() != validator:
+		if err := c.saveValidator(e, body.Validator()); err != nil {
+			return true, err
+		}
 	}
-	if body.Total >= 0 && p.max > 0 && body.Total != p.max {
-		return 0, false, terminal("the source has %d bytes, the catalog says %d", body.Total, p.max)
+	if size := body.Size(); size >= 0 && p.max > 0 && size != p.max {
+		return true, terminal("the source has %d bytes, the catalog says %d", size, p.max)
 	}
-	// A body that delivers nothing for StallTimeout is cut, and resumed like a broken one.
-	stall := time.AfterFunc(c.cfg.StallTimeout, cancel)
-	defer stall.Stop()
-	start := p.n
 	buf := make([]byte, min(copyChunk, c.bucket.Burst()))
 	for {
 		k, rerr := body.Read(buf)
 		if k > 0 {
-			stall.Reset(c.cfg.StallTimeout)
 			if err := c.bucket.Wait(ctx, int64(k)); err != nil {
-				return p.n - start, false, err
+				return true, err
 			}
 			if err := p.write(buf[:k]); err != nil {
-				return p.n - start, false, err
+				return true, err
 			}
 			e.progress.Store(p.n)
 		}
 		if rerr == io.EOF {
-			return p.n - start, true, nil
+			// Bytes from before a resume are in the file: a wrong digest may be theirs.
+			p.resumed = p.resumed || body.Resumes() > resumesAtRestart
+			return true, nil
 		}
 		if rerr != nil {
-			return p.n - start, false, rerr
+			return true, rerr
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
 )
@@ -214,7 +215,7 @@ func TestConcurrencyBound(t *testing.T) {
 
 // frozenClock never moves; After fires at once and remembers the longest wait asked.
 type frozenClock struct {
-	fakeClock
+	*clock.Fake
 	longest atomicDuration
 }
 
@@ -230,7 +231,7 @@ func TestBandwidthIsSharedByAllPulls(t *testing.T) {
 	// asked for is (all bytes of all pulls - burst) / rate. Separate buckets per pull
 	// would ask for (one pull's bytes - burst) / rate at most.
 	src := newSource(t)
-	clock := &frozenClock{fakeClock: *newFakeClock()}
+	clock := &frozenClock{Fake: newFakeClock()}
 	cfg := src.config()
 	cfg.Clock = clock
 	cfg.MaxPulls = 3

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/better-compute/better-compute/cache/fetch"
+	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
 )
 

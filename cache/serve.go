@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/better-compute/better-compute/cache/fetch"
+	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
 )
 

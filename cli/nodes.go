@@ -250,6 +250,9 @@ func nodeDetail(w *tabwriter.Writer, n store.Node) {
 	if f := n.Failure; f != nil {
 		fmt.Fprintf(w, "\nfailed at %s %s (workflow %s): %s: %s\n", f.Step, f.Use, f.RunID, f.Error.Code, f.Error.Message)
 	}
+	if p := n.MACProposal; p != nil {
+		fmt.Fprintf(w, "\nPXE discovery proposes MAC %s (seen at site %s since %s)\n", p.MAC, p.Site, p.SeenAt.Format(time.RFC3339))
+	}
 	if n.Profile != nil {
 		fmt.Fprintf(w, "\ndeployed %s@%d (tenant %s) as %s\n", n.Profile.ID, n.Profile.Version, n.Profile.Tenant, n.Role)
 	}

@@ -70,6 +70,46 @@ var siteCommands = []command{{
 			return nil
 		}
 	},
+}, {
+	path:    "sites locations",
+	usage:   "NAME",
+	summary: "show the images the site's caches hold, as its site agents report them (pulling, ready, failed, evicting)",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		return func(x *exec) error {
+			var out api.SiteLocations
+			if err := x.call("sites.locations", api.SiteRequest{SiteID: x.args[0]}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "IMAGE\tDIGEST\tSTATE\tSIZE\tLAST USED")
+				for _, l := range out.Locations {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", l.ImageID, l.Digest, l.State, l.SizeBytes, l.LastUsed.Format(time.RFC3339))
+				}
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "sites inventory",
+	usage:   "NAME",
+	summary: "show what the site's agent last reported: its HTTP base, cache, boot entries (tokens left out) and PXE discoveries",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		return func(x *exec) error {
+			var out api.SiteInventory
+			if err := x.call("sites.inventory", api.SiteRequest{SiteID: x.args[0]}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "SECTION\tUPDATED\tDATA")
+				for _, s := range out.Sections {
+					fmt.Fprintf(w, "%s\t%s\t%s\n", s.Section, s.UpdatedAt.Format(time.RFC3339), s.Data)
+				}
+			})
+			return nil
+		}
+	},
 }}
 
 func siteTable(w *tabwriter.Writer, sites []store.Site) {

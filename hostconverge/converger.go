@@ -56,7 +56,7 @@ type Converger struct {
 	UnitTimeout time.Duration
 	// Period is how often Run converges again to set drift back; zero is DefaultPeriod.
 	Period time.Duration
-	// Clock times Run's period; nil is the system clock.
+	// Clock times Run's period; nil is the system clock (clock.Real).
 	Clock Clock
 }
 

@@ -3,6 +3,8 @@ package hostconverge
 import (
 	"context"
 	"time"
+
+	"github.com/better-compute/better-compute/clock"
 )
 
 // DefaultPeriod is how often Run converges again when Converger.Period is zero: often
@@ -10,15 +12,12 @@ import (
 // of a converged pass (a few nvidia-smi and systemctl calls) cost the host nothing.
 const DefaultPeriod = time.Minute
 
-// Clock times Run's period; tests give one they advance by hand.
+// Clock times Run's period: a clock.Clock (clock.Fake in tests, which advance it by
+// hand).
 type Clock interface {
-	// After sends the time once d has passed.
-	After(d time.Duration) <-chan time.Time
+	// NewTimer returns a timer that fires once d has passed.
+	NewTimer(d time.Duration) clock.Timer
 }
-
-type systemClock struct{}
-
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Reporter receives what Run does; the agent session implements it.
 type Reporter interface {
@@ -34,9 +33,9 @@ type Reporter interface {
 // Failed units are tried again on the period. Run waits for a first spec before its first
 // pass; once specs is closed it keeps converging the last one. It returns ctx's error.
 func (c *Converger) Run(ctx context.Context, specs <-chan Spec, r Reporter) error {
-	clock, period := c.Clock, c.Period
-	if clock == nil {
-		clock = systemClock{}
+	clk, period := c.Clock, c.Period
+	if clk == nil {
+		clk = clock.Real{}
 	}
 	if period <= 0 {
 		period = DefaultPeriod
@@ -46,9 +45,18 @@ func (c *Converger) Run(ctx context.Context, specs <-chan Spec, r Reporter) erro
 		have     bool
 		acked    int64 // the generation acknowledged last, valid once ackedAny
 		ackedAny bool
-		pending  <-chan time.Time
+		timer    clock.Timer // the period, from the end of the last pass
 	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
+		var pending <-chan time.Time
+		if timer != nil {
+			pending = timer.C()
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -63,6 +71,9 @@ func (c *Converger) Run(ctx context.Context, specs <-chan Spec, r Reporter) erro
 		if !have {
 			continue
 		}
+		if timer != nil {
+			timer.Stop() // a spec that came first starts the period again
+		}
 		results := c.Converge(ctx, spec)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -72,7 +83,7 @@ func (c *Converger) Run(ctx context.Context, specs <-chan Spec, r Reporter) erro
 			r.Applied(spec.Generation)
 			acked, ackedAny = spec.Generation, true
 		}
-		pending = clock.After(period)
+		timer = clk.NewTimer(period)
 	}
 }
 

@@ -7,19 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/google/go-cmp/cmp"
 )
-
-// manualClock fires Run's period when the test says so.
-type manualClock struct {
-	asked chan time.Duration
-	fire  chan time.Time
-}
-
-func (c *manualClock) After(d time.Duration) <-chan time.Time {
-	c.asked <- d
-	return c.fire
-}
 
 // pass is one report Run made.
 type pass struct {
@@ -49,8 +39,8 @@ func (r *recorder) Applied(generation int64) {
 
 func TestRun(t *testing.T) {
 	h := newFakeHost(t, kernelHost(), nil)
-	clock := &manualClock{asked: make(chan time.Duration, 1), fire: make(chan time.Time)}
-	c := &Converger{Root: h.root, Runner: h, Period: 10 * time.Minute, Clock: clock}
+	clk := clock.NewFake(time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC))
+	c := &Converger{Root: h.root, Runner: h, Period: 10 * time.Minute, Clock: clk}
 	rec := &recorder{passes: make(chan pass, 1)}
 	specs := make(chan Spec, 2)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -65,13 +55,26 @@ func TestRun(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: no pass", step)
 		}
-		if d := <-clock.asked; d != 10*time.Minute {
-			t.Fatalf("%s: Run waits %v, want the period", step, d)
+		clk.BlockUntil(1)
+		if n := clk.Waiters(); n != 1 {
+			t.Fatalf("%s: Run waits on %d timers, want the period's alone", step, n)
 		}
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		if diff := cmp.Diff(wantApplied, rec.applied); diff != "" {
 			t.Fatalf("%s: applied (-want +got):\n%s", step, diff)
+		}
+	}
+	// tick lets exactly the period pass.
+	tick := func() {
+		t.Helper()
+		clk.Advance(10*time.Minute - time.Nanosecond)
+		if clk.Waiters() != 1 {
+			t.Fatal("Run waits less than the period")
+		}
+		clk.Advance(time.Nanosecond)
+		if clk.Waiters() != 0 {
+			t.Fatal("Run waits more than the period")
 		}
 	}
 	sysctl := Unit{Name: "sysctl", Settings: []byte(`{"vm.swappiness": 10}`)}
@@ -85,21 +88,21 @@ func TestRun(t *testing.T) {
 	next("first spec", pass{2, []brief{{"sysctl", Changed, "", false}}, false}, []int64{2})
 
 	h.write("/proc/sys/vm/swappiness", "60\n")
-	clock.fire <- time.Time{}
+	tick()
 	next("drift", pass{2, []brief{{"sysctl", Changed, "", false}}, false}, []int64{2})
 
-	clock.fire <- time.Time{}
+	tick()
 	next("converged", pass{2, []brief{{"sysctl", Converged, "", false}}, false}, []int64{2})
 
 	specs <- Spec{Generation: 3, Units: []Unit{sysctl, gpu}}
 	next("failing unit", pass{3, []brief{{"sysctl", Converged, "", false}, {"gpu-settings", Failed, "DRIVER_ERROR", false}}, false}, []int64{2})
 
 	h.answer(settingsQuery, reply{out: "0, 700.00, 100.00, 700.00, Enabled, Enabled\n"})
-	clock.fire <- time.Time{}
+	tick()
 	next("recovered", pass{3, []brief{{"sysctl", Converged, "", false}, {"gpu-settings", Converged, "", false}}, false}, []int64{2, 3})
 
 	close(specs)
-	clock.fire <- time.Time{}
+	tick()
 	next("specs closed", pass{3, []brief{{"sysctl", Converged, "", false}, {"gpu-settings", Converged, "", false}}, false}, []int64{2, 3})
 
 	cancel()

@@ -117,13 +117,22 @@ type BootEntry struct {
 	Sanboot *Sanboot     `json:"sanboot,omitempty"`
 }
 
-// RamdiskBoot is the deploy RAM disk a machine boots: artifacts in the site cache by
-// digest, and its kernel command line (which carries the ramdisk join token, the
-// registry's endpoint and pins).
+// RamdiskBoot is the deploy RAM disk a machine boots: its kernel and initrd, and what
+// its kernel command line carries so that the ramdisk agent can join: the per-boot
+// ramdisk join token, the registry's URL and its three pins.
 type RamdiskBoot struct {
-	Kernel  string `json:"kernel"`
-	Initrd  string `json:"initrd"`
-	Cmdline string `json:"cmdline,omitempty"`
+	// Kernel and Initrd are file names in the site's ramdisk directory (or http:// URLs);
+	// empty takes the site's configured ones.
+	Kernel string `json:"kernel,omitempty"`
+	Initrd string `json:"initrd,omitempty"`
+	// Args are further kernel arguments, after the site's own.
+	Args []string `json:"args,omitempty"`
+	// Token is the ramdisk join token minted for this boot (bc.token=).
+	Token string `json:"token"`
+	// Registry is the registry's base URL the ramdisk joins (bc.registry=).
+	Registry string `json:"registry"`
+	// Pins are the registry's three pins, sha256/<base64> each (bc.pins=).
+	Pins []string `json:"pins"`
 }
 
 // Sanboot is an ISO booted from the site cache by digest.
@@ -181,6 +190,16 @@ func (s *NodeSpec) Validate() error {
 	return nil
 }
 
+// Check returns the first problem of a boot entry as INVALID_INPUT with the path of the
+// offending field, or nil.
+func (e *BootEntry) Check() error {
+	if err := e.validate("bootEntry"); err != nil {
+		pe := AsError(err)
+		return Errorf(InvalidInput, "%s", pe.Message).WithPath(pe.Details.Path)
+	}
+	return nil
+}
+
 func (e *BootEntry) validate(p string) error {
 	bad := func(path, format string, args ...any) error {
 		return Errorf(InvalidConfig, format, args...).WithPath(p + path)
@@ -196,8 +215,8 @@ func (e *BootEntry) validate(p string) error {
 	}
 	switch e.Kind {
 	case BootRamdisk:
-		if e.Ramdisk == nil || !digest.MatchString(e.Ramdisk.Kernel) || !digest.MatchString(e.Ramdisk.Initrd) {
-			return bad(".ramdisk", "a ramdisk entry needs kernel and initrd digests")
+		if e.Ramdisk == nil || e.Ramdisk.Token == "" || e.Ramdisk.Registry == "" || len(e.Ramdisk.Pins) != 3 {
+			return bad(".ramdisk", "a ramdisk entry needs the ramdisk's token, the registry's URL and its three pins")
 		}
 	case BootSanboot:
 		if e.Sanboot == nil || !digest.MatchString(e.Sanboot.Image) {

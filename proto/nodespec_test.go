@@ -25,7 +25,7 @@ func TestNodeSpecValidate(t *testing.T) {
 		"bad digest":      {spec: &NodeSpec{Node: "s", Role: RoleSite, Site: &SiteSpec{CacheImages: []CacheImage{{Ref: "u@1", Digest: "sha256:" + sum, Source: "https://x"}}}}, path: "site.cacheImages[0].digest"},
 		"no source":       {spec: &NodeSpec{Node: "s", Role: RoleSite, Site: &SiteSpec{CacheImages: []CacheImage{{Ref: "u@1", Digest: sum}}}}, path: "site.cacheImages[0].source"},
 		"disk entry":      {spec: site(BootEntry{Node: "m", MACs: []string{"52:54:00:ab:cd:ef"}, Kind: BootDisk})},
-		"ramdisk entry":   {spec: site(BootEntry{Node: "m", MACs: []string{"52:54:00:ab:cd:ef"}, Kind: BootRamdisk, Ramdisk: &RamdiskBoot{Kernel: sum, Initrd: sum}})},
+		"ramdisk entry":   {spec: site(BootEntry{Node: "m", MACs: []string{"52:54:00:ab:cd:ef"}, Kind: BootRamdisk, Ramdisk: &RamdiskBoot{Token: "bcj_x.y", Registry: "https://r:7443", Pins: []string{"sha256/a", "sha256/b", "sha256/c"}}})},
 		"ramdisk missing": {spec: site(BootEntry{Node: "m", MACs: []string{"52:54:00:ab:cd:ef"}, Kind: BootRamdisk}), path: "site.bootEntries[0].ramdisk"},
 		"sanboot missing": {spec: site(BootEntry{Node: "m", MACs: []string{"52:54:00:ab:cd:ef"}, Kind: BootSanboot, Sanboot: &Sanboot{}}), path: "site.bootEntries[0].sanboot"},
 		"upper-case MAC":  {spec: site(BootEntry{Node: "m", MACs: []string{"52:54:00:AB:CD:EF"}, Kind: BootDisk}), path: "site.bootEntries[0].macs[0]"},

@@ -150,18 +150,19 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	apiSrv.RegisterWorkflows(engine)
 	mux := http.NewServeMux()
 	mux.Handle("GET "+joinwire.WellKnownPath, wellKnown)
-	mux.Handle("/", apiSrv)
+	mux.Handle("/", plane.sites.KickAfter(apiSrv))
 	httpsSrv := &http.Server{
 		Handler:           mux,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
 	}
-	hostSrv := &http.Server{Handler: apiSrv.HostHandler(), ReadHeaderTimeout: 10 * time.Second}
+	hostSrv := &http.Server{Handler: plane.sites.KickAfter(apiSrv.HostHandler()), ReadHeaderTimeout: 10 * time.Second}
 	runs, stopRuns := context.WithCancel(ctx)
 	defer engine.Wait()
 	defer stopRuns()
 	go plane.recordInventory(runs)
+	go plane.sites.Run(runs)
 	if err := engine.Resume(runs); err != nil {
 		ln.Close()
 		sock.Close()

@@ -15,6 +15,7 @@ import (
 	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/pki"
 	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/site"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/userdata"
 	"github.com/better-compute/better-compute/registry/workflow"
@@ -42,6 +43,8 @@ type agentPlane struct {
 	reportedMu     sync.Mutex
 	reported       map[string]bool
 	reportedSignal chan struct{}
+	// sites keeps the site agents' NodeSpecs and records their discoveries.
+	sites *site.Service
 }
 
 // siteAgent is the node id of the site agent of site: a site agent joins with a site
@@ -67,10 +70,15 @@ func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, com
 	return p.ep.Relay(ctx, agent, proto.Command{ID: commandID, Kind: kind, Payload: payload})
 }
 
-// expand completes a deploy.image as it is delivered: the user data it names, opened
-// for the ramdisk of the node it was rendered for and no other agent. The document is
-// never stored with the command.
+// expand completes a command as it is delivered: a site's media.insert gets its image
+// resolved (site.ExpandMediaInsert); a deploy.image the user data it names, opened for
+// the ramdisk of the node it was rendered for and no other agent. The document is never
+// stored with the command.
 func (p *agentPlane) expand(node string, role proto.Role, cmd proto.Command) (proto.Command, error) {
+	if role == proto.RoleSite && cmd.Kind == site.CommandMediaInsert {
+		err := p.st.View(func(tx *store.Tx) (err error) { cmd, err = site.ExpandMediaInsert(tx, cmd, nil); return err })
+		return cmd, err
+	}
 	if cmd.Kind != proto.CommandDeployImage {
 		return cmd, nil
 	}
@@ -155,9 +163,11 @@ func (p *agentPlane) WaitObserved(ctx context.Context, node string) error {
 	}
 }
 
-// reportInventory notes a site agent whose cache report changed; the endpoint's hook
-// must not block, so recordInventory does the work.
-func (p *agentPlane) reportInventory(node, section string, _ json.RawMessage) {
+// reportInventory hands a changed section to the site service and notes a site agent
+// whose cache report changed; the endpoint's hook must not block, so recordInventory
+// does the work.
+func (p *agentPlane) reportInventory(node, section string, data json.RawMessage) {
+	p.sites.Inventory(node, section, data)
 	if section != cacheSection {
 		return
 	}
@@ -311,7 +321,8 @@ func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile)
 // joins go through it.
 func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert tls.Certificate, ud *userdata.Renderer, registryURL string) (*agentPlane, error) {
 	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st), userData: ud, keys: keys, registryURL: registryURL,
-		log: cfg.Log, observed: make(chan struct{}), reported: map[string]bool{}, reportedSignal: make(chan struct{}, 1)}
+		log: cfg.Log, observed: make(chan struct{}), reported: map[string]bool{}, reportedSignal: make(chan struct{}, 1),
+		sites: site.New(site.Config{Store: st, Log: cfg.Log})}
 	if cfg.UserData.ControlPlaneURL != "" {
 		p.registryURL = cfg.UserData.ControlPlaneURL
 	}

@@ -36,7 +36,7 @@ type Mode struct {
 
 // Modes is every mode, in the order help lists them.
 func Modes() []Mode {
-	return []Mode{joinMode, nodeMode, ramdiskMode}
+	return []Mode{joinMode, siteMode, nodeMode, ramdiskMode}
 }
 
 // Lookup finds a mode by name.

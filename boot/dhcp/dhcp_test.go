@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/boot/lease"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/google/go-cmp/cmp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
@@ -179,11 +180,6 @@ func TestProxy(t *testing.T) {
 	}
 }
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) Now() time.Time { return c.t }
-
 func newAuthoritative(t testing.TB) (Authoritative, *lease.Store) {
 	t.Helper()
 	store, err := lease.Open(filepath.Join(t.TempDir(), "leases.db"))
@@ -191,9 +187,9 @@ func newAuthoritative(t testing.TB) (Authoritative, *lease.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := clock.NewFake(time.Unix(1e9, 0))
 	rng := lease.Range{Start: netip.MustParseAddr("10.9.0.100"), End: netip.MustParseAddr("10.9.0.101")}
-	pool, err := lease.NewPool(store, rng, nil, time.Hour, clock)
+	pool, err := lease.NewPool(store, rng, nil, time.Hour, clk)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Clock tells the time; tests hand the pool one they move by hand.
+// Clock tells the time: a clock.Clock (clock.Fake in tests, which move it by hand).
 type Clock interface{ Now() time.Time }
 
 // Errors of the pool's answers.

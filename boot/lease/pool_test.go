@@ -9,21 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/google/go-cmp/cmp"
 )
-
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 var (
 	rng    = Range{Start: netip.MustParseAddr("10.9.0.10"), End: netip.MustParseAddr("10.9.0.12")}
@@ -41,9 +29,9 @@ func openStore(t *testing.T, path string) *Store {
 	return s
 }
 
-func newPool(t *testing.T, path string, clock Clock) *Pool {
+func newPool(t *testing.T, path string, clk Clock) *Pool {
 	t.Helper()
-	p, err := NewPool(openStore(t, path), rng, []netip.Addr{server}, time.Hour, clock)
+	p, err := NewPool(openStore(t, path), rng, []netip.Addr{server}, time.Hour, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +72,7 @@ func TestOffer(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			p := newPool(t, filepath.Join(t.TempDir(), "leases.db"), &fakeClock{t: time.Unix(1e9, 0)})
+			p := newPool(t, filepath.Join(t.TempDir(), "leases.db"), clock.NewFake(time.Unix(1e9, 0)))
 			for i, s := range c.steps {
 				var req netip.Addr
 				if s.requested != "" {
@@ -111,9 +99,9 @@ func TestOffer(t *testing.T) {
 }
 
 func TestAckLifecycle(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := clock.NewFake(time.Unix(1e9, 0))
 	path := filepath.Join(t.TempDir(), "leases.db")
-	p := newPool(t, path, clock)
+	p := newPool(t, path, clk)
 	a, _ := p.Offer("aa", netip.Addr{})
 	if _, err := p.Ack("aa", a); err != nil {
 		t.Fatal(err)
@@ -132,12 +120,12 @@ func TestAckLifecycle(t *testing.T) {
 	if _, err := p.Ack("cc", b); !errors.Is(err, ErrNotYours) {
 		t.Fatalf("ack of another client's offer: %v", err)
 	}
-	clock.Add(time.Minute)
+	clk.Advance(time.Minute)
 	if _, err := p.Ack("cc", b); err != nil {
 		t.Fatalf("ack after the offer timed out: %v", err)
 	}
 	// After the lease ends, another client may have the address.
-	clock.Add(2 * time.Hour)
+	clk.Advance(2 * time.Hour)
 	if _, ok := lookup(p, "aa"); ok {
 		t.Fatal("lease outlived its expiry")
 	}
@@ -161,13 +149,13 @@ func TestAckLifecycle(t *testing.T) {
 }
 
 func TestLeasesSurviveRestart(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := clock.NewFake(time.Unix(1e9, 0))
 	path := filepath.Join(t.TempDir(), "leases.db")
 	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := NewPool(s, rng, []netip.Addr{server}, time.Hour, clock)
+	p, _ := NewPool(s, rng, []netip.Addr{server}, time.Hour, clk)
 	a, _ := p.Offer("aa", netip.Addr{})
 	want, err := p.Ack("aa", a)
 	if err != nil {
@@ -180,7 +168,7 @@ func TestLeasesSurviveRestart(t *testing.T) {
 	want, _ = lookup(p, "aa")
 	s.Close()
 
-	p = newPool(t, path, clock)
+	p = newPool(t, path, clk)
 	got, ok := lookup(p, "aa")
 	if !ok {
 		t.Fatal("lease lost in the restart")
@@ -199,14 +187,14 @@ func TestLeasesSurviveRestart(t *testing.T) {
 // TestGroupCommit checks that exchanges arriving together share transactions, and that
 // every lease is on disk when Ack returns.
 func TestGroupCommit(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	clk := clock.NewFake(time.Unix(1e9, 0))
 	path := filepath.Join(t.TempDir(), "leases.db")
 	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	big := Range{Start: ip("10.9.0.0"), End: ip("10.9.3.255")}
-	p, _ := NewPool(s, big, nil, time.Hour, clock)
+	p, _ := NewPool(s, big, nil, time.Hour, clk)
 	const n = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

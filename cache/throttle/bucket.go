@@ -6,17 +6,13 @@ import (
 	"context"
 	"sync"
 	"time"
-)
 
-// Clock is the time the bucket runs on.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
+	"github.com/better-compute/better-compute/clock"
+)
 
 // Bucket is a token bucket of bytes. A nil *Bucket does not limit.
 type Bucket struct {
-	clock Clock
+	clock clock.Clock
 	rate  float64 // bytes per second
 	burst float64
 
@@ -27,8 +23,8 @@ type Bucket struct {
 
 // New returns a bucket that lets rate bytes a second through, and at most burst at once
 // after a quiet spell. It starts full.
-func New(clock Clock, rate, burst int64) *Bucket {
-	return &Bucket{clock: clock, rate: float64(rate), burst: float64(burst), tokens: float64(burst), last: clock.Now()}
+func New(c clock.Clock, rate, burst int64) *Bucket {
+	return &Bucket{clock: c, rate: float64(rate), burst: float64(burst), tokens: float64(burst), last: c.Now()}
 }
 
 // Burst is the most Wait may be asked for at once; a nil bucket has no bound.

@@ -5,20 +5,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/better-compute/better-compute/clock"
 )
 
-// stillClock never moves; After fires at once.
-type stillClock struct{ now time.Time }
-
-func (c *stillClock) Now() time.Time { return c.now }
-func (c *stillClock) After(time.Duration) <-chan time.Time {
-	ch := make(chan time.Time, 1)
-	ch <- c.now
-	return ch
-}
+var start = time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
 
 func TestReserve(t *testing.T) {
-	clock := &stillClock{now: time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)}
 	for name, tc := range map[string]struct {
 		rate, burst int64
 		takes       []int64
@@ -32,13 +25,13 @@ func TestReserve(t *testing.T) {
 		"refill stops at the burst":   {rate: 100, burst: 50, takes: []int64{50, 50, 50}, advance: time.Hour, want: 500 * time.Millisecond},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := *clock
-			b := New(&c, tc.rate, tc.burst)
+			c := clock.NewFake(start)
+			b := New(c, tc.rate, tc.burst)
 			var got time.Duration
 			for i, n := range tc.takes {
 				got = b.reserve(n)
 				if i == 0 {
-					c.now = c.now.Add(tc.advance)
+					c.Advance(tc.advance)
 				}
 			}
 			if got != tc.want {
@@ -51,8 +44,7 @@ func TestReserve(t *testing.T) {
 // Many callers at one instant share the rate: whatever the interleaving, the longest
 // wait is (all bytes - burst) / rate.
 func TestSharedByConcurrentCallers(t *testing.T) {
-	clock := &stillClock{now: time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)}
-	b := New(clock, 1000, 100)
+	b := New(clock.NewFake(start), 1000, 100)
 	var mu sync.Mutex
 	var longest time.Duration
 	var wg sync.WaitGroup

@@ -6,16 +6,20 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/ramdisk/disk"
-	"github.com/better-compute/better-compute/ramdisk/fetch"
 	"github.com/better-compute/better-compute/ramdisk/qcow2"
 )
 
 // attempt streams the image from one location onto the disk. A failure the next
 // location may not have is a *nextLocation; any other ends the deploy.
 func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
-	body, err := fetch.Open(ctx, loc.url, w.opts.Fetch)
+	src, err := fetch.Location(loc.url)
+	if err != nil {
+		return Result{}, &nextLocation{err}
+	}
+	body, err := w.client.Stream(ctx, src, 0, "", w.opts.Fetch)
 	if err != nil {
 		return Result{}, &nextLocation{err}
 	}

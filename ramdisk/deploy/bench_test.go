@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/fetch/fetchtest"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/ramdisk/fetch/fetchtest"
 	"github.com/klauspost/compress/zstd"
 )
 

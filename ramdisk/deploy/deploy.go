@@ -9,11 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"regexp"
 
+	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/ramdisk/disk"
-	"github.com/better-compute/better-compute/ramdisk/fetch"
 	"github.com/better-compute/better-compute/ramdisk/firstboot"
 )
 
@@ -22,7 +23,7 @@ type Input struct {
 	// CacheURL is the image at the site cache, tried first; empty when the site holds
 	// no copy.
 	CacheURL string
-	// SourceURL is the image's catalog source, the fallback.
+	// SourceURL is the image's catalog source, the fallback: https:// or oci://.
 	SourceURL string
 	// Digest is the SHA-256 of the artifact as stored, 64 lower-case hex digits.
 	Digest string
@@ -70,8 +71,11 @@ type Progress struct {
 
 // Options carry what the caller injects.
 type Options struct {
-	// Fetch tunes the HTTP streams (client, resumes, stall timeout).
-	Fetch fetch.Options
+	// Client makes the requests; nil is a client with no proxy, no overall timeout and
+	// no transparent decompression.
+	Client *http.Client
+	// Fetch tunes the HTTP streams (resumes, stall timeout).
+	Fetch fetch.StreamOptions
 	// Progress, if not nil, is called after every block written (every few MiB), from
 	// one goroutine at a time; it must be quick.
 	Progress func(Progress)
@@ -148,7 +152,7 @@ func Image(ctx context.Context, in Input, opts Options) (Result, error) {
 			locs = append(locs, l)
 		}
 	}
-	w := writing{in: in, opts: opts, target: t}
+	w := writing{in: in, opts: opts, client: fetch.NewClient(opts.Client), target: t}
 	res, err := w.firstThatDelivers(ctx, locs)
 	if err == nil {
 		err = install(t, in.FirstBoot)
@@ -170,6 +174,7 @@ func Image(ctx context.Context, in Input, opts Options) (Result, error) {
 type writing struct {
 	in     Input
 	opts   Options
+	client *fetch.Client
 	target *disk.Target
 	// touched is set once the target has been changed.
 	touched bool

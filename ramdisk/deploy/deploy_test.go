@@ -17,10 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/fetch"
+	"github.com/better-compute/better-compute/fetch/fetchtest"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/ramdisk/disk"
-	"github.com/better-compute/better-compute/ramdisk/fetch"
-	"github.com/better-compute/better-compute/ramdisk/fetch/fetchtest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -135,7 +135,7 @@ func emptyDisk(t testing.TB) string {
 	return path
 }
 
-var fast = Options{Fetch: fetch.Options{RetryDelay: -1}}
+var fast = Options{Fetch: fetch.StreamOptions{RetryDelay: -1}}
 
 func TestImageFormats(t *testing.T) {
 	raw := diskImage(24<<20+512, 1)
@@ -294,6 +294,42 @@ func TestImageFallsBackAndResumes(t *testing.T) {
 				t.Errorf("requests (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestImageFallsBackToAnOCISource: the cache has no copy, and the catalog's source is
+// a registry blob behind the anonymous token flow.
+func TestImageFallsBackToAnOCISource(t *testing.T) {
+	raw := diskImage(4<<20, 6)
+	art := compress(t, raw, proto.CompressionZstd)
+	s := fetchtest.New(t)
+	reg := fetchtest.NewRegistry(t)
+	in := Input{CacheURL: s.URL + "/cache", SourceURL: reg.Put(digest(art), art), Digest: digest(art),
+		Format: proto.FormatRaw, Compression: proto.CompressionZstd, SizeBytes: int64(len(art)), Target: emptyDisk(t)}
+	opts := fast
+	opts.Client = reg.Client()
+	res, err := Image(context.Background(), in, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fileDigest(t, in.Target) != digest(raw) {
+		t.Fatal("the target does not hold the image")
+	}
+	if res.Location != "source" || res.Read != int64(len(art)) {
+		t.Errorf("read %d bytes from %s, want %d from the source", res.Read, res.Location, len(art))
+	}
+	blob := "/v2/" + fetchtest.Repository + "/blobs/sha256:" + digest(art)
+	want := []string{
+		"GET " + blob,
+		"GET /token?scope=repository%3Aos%2Fubuntu%3Apull&service=test-registry",
+		"GET " + blob + " Bearer tok-1",
+		"GET /storage/" + digest(art) + "?sig=x Bearer tok-1",
+	}
+	if diff := cmp.Diff(want, reg.Log()); diff != "" {
+		t.Errorf("registry requests (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{""}, s.Requests("/cache")); diff != "" {
+		t.Errorf("cache requests (-want +got):\n%s", diff)
 	}
 }
 

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/better-compute/better-compute/fetch/fetchtest"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/ramdisk/fetch/fetchtest"
 	"github.com/better-compute/better-compute/ramdisk/firstboot"
 	"github.com/better-compute/better-compute/ramdisk/gpt"
 	"github.com/better-compute/better-compute/ramdisk/gpt/gpttest"

@@ -5,6 +5,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/site"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -24,7 +25,20 @@ type SiteList struct {
 	NextCursor string       `json:"nextCursor,omitempty"`
 }
 
-// registerSites adds sites.create, sites.list and sites.cachePlan. Sites are the
+// SiteLocations is the answer of sites.locations: the images the site's caches hold.
+type SiteLocations struct {
+	Locations []store.ImageLocation `json:"locations"`
+}
+
+// SiteInventory is the answer of sites.inventory: what the site's agent last reported,
+// section by section (site, images, bootEntries, discoveries).
+type SiteInventory struct {
+	Agent    string                   `json:"agent"`
+	Sections []store.InventorySection `json:"sections"`
+}
+
+// registerSites adds sites.create, sites.list, sites.cachePlan, sites.locations and
+// sites.inventory. Sites are the
 // platform's: only the root tenant's credentials reach them.
 func (s *Server) registerSites() {
 	rootOnly := func(c *Caller) error {
@@ -66,5 +80,38 @@ func (s *Server) registerSites() {
 			return err
 		})
 		return plan, err
+	})
+	Handle(s, "sites.locations", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (out SiteLocations, err error) {
+		if err := rootOnly(c); err != nil {
+			return out, err
+		}
+		err = s.store.View(func(tx *store.Tx) (err error) {
+			if _, err := tx.Site(req.SiteID); err != nil {
+				return proto.AsError(err).WithPath("siteId")
+			}
+			out.Locations, err = tx.ImageLocations(req.SiteID)
+			return err
+		})
+		if out.Locations == nil {
+			out.Locations = []store.ImageLocation{}
+		}
+		return out, err
+	})
+	Handle(s, "sites.inventory", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (out SiteInventory, err error) {
+		if err := rootOnly(c); err != nil {
+			return out, err
+		}
+		out.Agent = site.Agent(req.SiteID)
+		err = s.store.View(func(tx *store.Tx) (err error) {
+			if _, err := tx.Site(req.SiteID); err != nil {
+				return proto.AsError(err).WithPath("siteId")
+			}
+			out.Sections, err = tx.Inventory(out.Agent)
+			return err
+		})
+		if out.Sections == nil {
+			out.Sections = []store.InventorySection{}
+		}
+		return out, err
 	})
 }

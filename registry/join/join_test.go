@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/pki"
@@ -20,27 +21,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// fakeClock is the store's clock, moved by tests.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-
-func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
-
 type fixture struct {
 	svc   *Service
 	store *store.Store
 	keys  *pki.PKI
-	clock *fakeClock
+	clock *clock.Fake // the store's, moved by tests
 }
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	clock := &fakeClock{now: time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)}
-	st, err := store.Open(t.TempDir(), store.Options{Now: clock.Now})
+	clk := clock.NewFake(time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC))
+	st, err := store.Open(t.TempDir(), store.Options{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +41,7 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	return &fixture{svc: NewService(st, keys, "127.0.0.1:7444", log), store: st, keys: keys, clock: clock}
+	return &fixture{svc: NewService(st, keys, "127.0.0.1:7444", log), store: st, keys: keys, clock: clk}
 }
 
 func (f *fixture) mint(t testing.TB, kind, nodeID, site string, ttl time.Duration) (store.JoinToken, string) {

@@ -57,6 +57,9 @@ type Node struct {
 	Workflow string `json:"workflowId,omitempty"`
 	// Failure is why the last deploy failed; nil unless the node is failed.
 	Failure *StepFailure `json:"failure,omitempty"`
+	// MACProposal is the boot MAC PXE discovery proposes for a node enrolled by its
+	// product UUID alone; nil when there is none.
+	MACProposal *MACProposal `json:"macProposal,omitempty"`
 	// Host is the node's desired host section: host-config units in the order bcd
 	// applies them.
 	Host []HostUnit `json:"host,omitempty"`

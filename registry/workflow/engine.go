@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/registry/clock"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
 )

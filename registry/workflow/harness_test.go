@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/registry/clock"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
 )

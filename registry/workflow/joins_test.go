@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/registry/clock"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/google/go-cmp/cmp"
 )

@@ -52,7 +52,7 @@ func (c *Client) token(ctx context.Context, challenges []Challenge, repo string)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("token request to %s: %w %s", realm.Host, ErrStatus, resp.Status)
+		return "", fmt.Errorf("token request: %w", &StatusError{URL: redact(realm), Status: resp.StatusCode})
 	}
 	var t struct {
 		Token       string `json:"token"`

@@ -1,6 +1,9 @@
-// Package fetch gets an image artifact's bytes from its source: an https:// URL, or an
-// OCI registry blob named by an oci:// reference. It resumes an interrupted download
-// with Range, and answers a registry's anonymous bearer-token challenge.
+// Package fetch gets an image artifact's bytes over HTTP, for the site cache and for the
+// ramdisk's deploy.image: it parses sources (an https:// URL, or an OCI registry blob
+// named by an oci:// reference), answers a registry's anonymous bearer-token challenge,
+// resumes an interrupted download with Range guarded by If-Range (Client.Open, one
+// request), and reads an artifact as one stream that survives broken and stalled
+// connections (Client.Stream).
 package fetch
 
 import (
@@ -20,6 +23,9 @@ const (
 	HTTPS Kind = iota + 1
 	// OCI is a blob of an OCI distribution registry, reached over HTTPS.
 	OCI
+	// HTTP is a plain http:// URL: never a catalog source, but a site cache's address
+	// may be one (see Location).
+	HTTP
 )
 
 // MaxSourceLen is the longest source accepted, as in the image catalog.
@@ -63,6 +69,29 @@ func Parse(s string) (Source, error) {
 		return parseOCI(strings.TrimPrefix(s, "oci://"))
 	}
 	return Source{}, fmt.Errorf("source %q is neither https:// nor oci://", s)
+}
+
+// Location reads a place to stream an artifact from: an oci:// or https:// source as
+// Parse reads it, or any http:// or https:// URL with a host, such as the address of the
+// site cache's copy.
+func Location(s string) (Source, error) {
+	if strings.HasPrefix(s, "oci://") {
+		return Parse(s)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return Source{}, fmt.Errorf("location is not a URL: %v", err)
+	}
+	if u.Host == "" {
+		return Source{}, fmt.Errorf("location %q has no host", s)
+	}
+	switch u.Scheme {
+	case "https":
+		return Source{Kind: HTTPS, URL: u}, nil
+	case "http":
+		return Source{Kind: HTTP, URL: u}, nil
+	}
+	return Source{}, fmt.Errorf("location %q is neither http://, https:// nor oci://", s)
 }
 
 func parseHTTPS(s string) (Source, error) {

@@ -1,6 +1,8 @@
-// Package clock is the registry's injected time. Logic that waits (step timeouts, retry
-// backoff) takes a Clock: Real in the registry, Fake in tests, which advance it by hand
-// and can wait until the code under test is waiting on it.
+// Package clock is the injected time of the registry and the agents alike. Logic that
+// reads the time or waits (step timeouts, retry backoff, leases, periods, bandwidth)
+// takes a Clock, or a smaller interface of its own that a Clock satisfies: Real in the
+// binaries, Fake in tests, which advance it by hand and can wait until the code under
+// test is waiting on it. It imports nothing of the project.
 package clock
 
 import "time"
@@ -11,6 +13,8 @@ type Clock interface {
 	// NewTimer returns a timer that sends the time on its channel once d has passed. A d
 	// of zero or less sends at once.
 	NewTimer(d time.Duration) Timer
+	// After is NewTimer(d).C() for a wait that is never stopped.
+	After(d time.Duration) <-chan time.Time
 }
 
 // Timer is a running timer.
@@ -29,6 +33,9 @@ func (Real) Now() time.Time { return time.Now() }
 
 // NewTimer is time.NewTimer.
 func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
+
+// After is time.After.
+func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 type realTimer struct{ t *time.Timer }
 

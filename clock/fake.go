@@ -49,6 +49,9 @@ func (f *Fake) NewTimer(d time.Duration) Timer {
 	return t
 }
 
+// After returns the channel of a new timer of d, which is never stopped.
+func (f *Fake) After(d time.Duration) <-chan time.Time { return f.NewTimer(d).C() }
+
 func (t *fakeTimer) C() <-chan time.Time { return t.c }
 
 func (t *fakeTimer) Stop() bool {

@@ -1,6 +1,8 @@
-// Package fetchtest serves artifacts over HTTP on loopback for tests of the ramdisk's
-// streaming: with ETags and ranges like a site cache, and able to break connections
-// part-way or to answer 404, so that resumes and fallbacks can be watched.
+// Package fetchtest serves artifacts on loopback for tests of fetch and of those who
+// fetch (the site cache, the ramdisk's deploy.image): Server over HTTP with ETags and
+// ranges like a site cache, able to break connections part-way or to answer 404, so that
+// resumes and fallbacks can be watched; Registry, an OCI registry over HTTPS that wants
+// an anonymous bearer token.
 package fetchtest
 
 import (

@@ -14,13 +14,17 @@ func TestFakeFiresInOrderOfTime(t *testing.T) {
 	default:
 		t.Fatal("a timer of 0 did not fire at once")
 	}
-	f.BlockUntil(3)
+	after := f.After(2 * time.Second)
+	f.BlockUntil(4)
 	if !stopped.Stop() || stopped.Stop() {
 		t.Error("Stop reports a waiting timer once")
 	}
 	f.Advance(2 * time.Second)
 	if got := <-soon.C(); !got.Equal(start.Add(2 * time.Second)) {
 		t.Errorf("soon fired at %v", got)
+	}
+	if got := <-after; !got.Equal(start.Add(2 * time.Second)) {
+		t.Errorf("after fired at %v", got)
 	}
 	select {
 	case <-later.C():

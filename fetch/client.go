@@ -2,10 +2,10 @@ package fetch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,7 +21,12 @@ type Client struct {
 
 // NewClient returns a client over hc, whose transport carries the TLS trust (the site's
 // CA pool). hc follows redirects, which OCI registries use to send blobs from storage.
+// A nil hc is a client with no proxy, no overall timeout and no transparent
+// decompression.
 func NewClient(hc *http.Client) *Client {
+	if hc == nil {
+		hc = &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true}}
+	}
 	return &Client{http: hc, tokens: map[string]string{}}
 }
 
@@ -38,8 +43,17 @@ type Body struct {
 	Validator string
 }
 
-// ErrStatus is wrapped by errors for an HTTP status that is not a success.
-var ErrStatus = errors.New("unexpected HTTP status")
+// StatusError is an answer with an HTTP status that is not a success.
+type StatusError struct {
+	// URL is what was asked for, its query left out (it may hold a presigned secret).
+	URL string
+	// Status is the HTTP status code.
+	Status int
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("GET %s: unexpected HTTP status %d %s", e.URL, e.Status, http.StatusText(e.Status))
+}
 
 // Open starts reading src from offset. With offset > 0 it asks for `Range: bytes=offset-`
 // and, when validator is not empty, `If-Range: validator`, so a changed artifact is sent
@@ -67,11 +81,11 @@ func (c *Client) Open(ctx context.Context, src Source, offset int64, validator s
 		}
 	default:
 		resp.Body.Close()
-		return nil, fmt.Errorf("GET %s: %w %s", redact(src), ErrStatus, resp.Status)
+		return nil, &StatusError{URL: redact(src.URL), Status: resp.StatusCode}
 	}
 	resp.Body.Close()
 	if offset == 0 {
-		return nil, fmt.Errorf("GET %s: %s to a request without a range", redact(src), resp.Status)
+		return nil, fmt.Errorf("GET %s: %s to a request without a range", redact(src.URL), resp.Status)
 	}
 	return c.Open(ctx, src, 0, "")
 }
@@ -93,6 +107,8 @@ func (c *Client) get(ctx context.Context, src Source, offset int64, validator st
 		if err != nil {
 			return nil, err
 		}
+		// The bytes as stored: an encoding undone on the way would move every offset.
+		req.Header.Set("Accept-Encoding", "identity")
 		if offset > 0 {
 			req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-")
 			if validator != "" {
@@ -109,7 +125,7 @@ func (c *Client) get(ctx context.Context, src Source, offset int64, validator st
 		}
 		resp, err := c.http.Do(req)
 		if err != nil {
-			return nil, fmt.Errorf("GET %s: %w", redact(src), err)
+			return nil, fmt.Errorf("GET %s: %w", redact(src.URL), err)
 		}
 		if resp.StatusCode != http.StatusUnauthorized || src.Kind != OCI || attempt > 0 {
 			return resp, nil
@@ -118,7 +134,7 @@ func (c *Client) get(ctx context.Context, src Source, offset int64, validator st
 		resp.Body.Close()
 		tok, err := c.token(ctx, challenges, src.Repository)
 		if err != nil {
-			return nil, fmt.Errorf("GET %s: %w", redact(src), err)
+			return nil, fmt.Errorf("GET %s: %w", redact(src.URL), err)
 		}
 		c.mu.Lock()
 		c.tokens[key] = tok
@@ -126,13 +142,14 @@ func (c *Client) get(ctx context.Context, src Source, offset int64, validator st
 	}
 }
 
-// redact names a source in errors without its query, which may hold a presigned secret.
-func redact(src Source) string {
-	u := *src.URL
-	if u.RawQuery != "" {
-		u.RawQuery = "..."
+// redact names a URL in errors and logs without its query, which may hold a presigned
+// secret.
+func redact(u *url.URL) string {
+	c := *u
+	if c.RawQuery != "" {
+		c.RawQuery = "..."
 	}
-	return u.String()
+	return c.String()
 }
 
 // parseContentRange reads `bytes FIRST-LAST/TOTAL` (TOTAL may be `*`, given as -1).

@@ -1,0 +1,147 @@
+package site
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/boot"
+	"github.com/better-compute/better-compute/proto"
+)
+
+// Version is the version of the site config this bcd reads.
+const Version = 1
+
+// Config is `bcd site --config FILE`: JSON, version 1, unknown fields refused. Fields
+// left zero take the defaults of withDefaults.
+type Config struct {
+	// Version is 1.
+	Version int `json:"version"`
+	// ConfigDir is bcd's configuration directory, written by `bcd join --role site`
+	// (default /etc/bcd).
+	ConfigDir string `json:"configDir"`
+	// StateDir holds what the site keeps across restarts besides the cache: the boot
+	// entries the relayed steps set (default /var/lib/bcd/site).
+	StateDir string `json:"stateDir"`
+	// Boot is the boot server's configuration (docs/boot.md). Its HTTP listener
+	// (boot.serverIP, boot.httpPort) also serves the cache at /images/sha256/.
+	Boot boot.Config `json:"boot"`
+	// Ramdisk is what a ramdisk boot entry that names no kernel or initrd boots.
+	Ramdisk RamdiskConfig `json:"ramdisk"`
+	// Cache is the image cache's configuration.
+	Cache CacheConfig `json:"cache"`
+	// BMC is how BMC credentials are found.
+	BMC BMCConfig `json:"bmc"`
+	// HTTPBase is the base URL the site's machines reach its HTTP server at (default
+	// http://boot.serverIP[:boot.httpPort]); reported to the registry in the `site`
+	// inventory section.
+	HTTPBase string `json:"httpBase"`
+}
+
+// RamdiskConfig names the ramdisk files of boot.ramdiskDir.
+type RamdiskConfig struct {
+	// Kernel and Initrd are file names in boot.ramdiskDir (default vmlinuz, initrd.img).
+	Kernel string `json:"kernel"`
+	Initrd string `json:"initrd"`
+	// Args are kernel arguments put before the entry's, e.g. "console=ttyS0,115200".
+	Args []string `json:"args"`
+}
+
+// CacheConfig is the site image cache's part of the config (docs/cache.md).
+type CacheConfig struct {
+	// Dir is the cache's directory. Required.
+	Dir string `json:"dir"`
+	// CapacityBytes bounds the bytes the cache holds; 0 is no bound.
+	CapacityBytes int64 `json:"capacityBytes"`
+	// MaxPulls is how many images are pulled at once (default 2).
+	MaxPulls int `json:"maxPulls"`
+	// BandwidthBytesPerSec bounds all pulls together; 0 is no bound.
+	BandwidthBytesPerSec int64 `json:"bandwidthBytesPerSec"`
+	// CAFile is a PEM file of the CAs image sources must chain to; empty trusts the
+	// system's roots.
+	CAFile string `json:"caFile"`
+}
+
+// BMCConfig says where BMC credentials come from.
+type BMCConfig struct {
+	// SecretsDir holds one credentials file per secret: a binding's credential
+	// reference secret://NAME is read from SecretsDir/NAME. References that are file
+	// paths are read as they are. Each file is {"username", "password"}, mode 0600.
+	SecretsDir string `json:"secretsDir"`
+}
+
+// LoadConfig reads and checks the config file at path.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, proto.Errorf(proto.InvalidConfig, "site config: %v", err)
+	}
+	return DecodeConfig(data)
+}
+
+// DecodeConfig decodes a config, refusing unknown fields, and checks it.
+func DecodeConfig(data []byte) (Config, error) {
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, proto.Errorf(proto.InvalidConfig, "site config: %v", err)
+	}
+	c = c.withDefaults()
+	return c, c.Check()
+}
+
+// withDefaults is the one place the site config's defaults are set.
+func (c Config) withDefaults() Config {
+	if c.ConfigDir == "" {
+		c.ConfigDir = bcdconf.DefaultDir
+	}
+	if c.StateDir == "" {
+		c.StateDir = "/var/lib/bcd/site"
+	}
+	if c.Ramdisk.Kernel == "" {
+		c.Ramdisk.Kernel = "vmlinuz"
+	}
+	if c.Ramdisk.Initrd == "" {
+		c.Ramdisk.Initrd = "initrd.img"
+	}
+	if c.HTTPBase == "" && c.Boot.ServerIP.IsValid() {
+		c.HTTPBase = "http://" + c.Boot.ServerIP.String()
+		if c.Boot.HTTPPort != 0 && c.Boot.HTTPPort != 80 {
+			c.HTTPBase += fmt.Sprintf(":%d", c.Boot.HTTPPort)
+		}
+	}
+	return c
+}
+
+// Check returns every problem of c as INVALID_CONFIG naming its field, joined.
+func (c Config) Check() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, proto.Errorf(proto.InvalidConfig, format, args...).WithPath(path))
+	}
+	if c.Version != Version {
+		bad("version", "version %d; this bcd reads site config version %d", c.Version, Version)
+	}
+	if err := c.Boot.Check(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Cache.Dir == "" {
+		bad("cache.dir", "give the cache's directory")
+	}
+	if c.Cache.CapacityBytes < 0 || c.Cache.BandwidthBytesPerSec < 0 || c.Cache.MaxPulls < 0 {
+		bad("cache", "capacityBytes, maxPulls and bandwidthBytesPerSec cannot be negative")
+	}
+	if c.BMC.SecretsDir != "" && !filepath.IsAbs(c.BMC.SecretsDir) {
+		bad("bmc.secretsDir", "secretsDir %q: give an absolute path", c.BMC.SecretsDir)
+	}
+	if !strings.HasPrefix(c.HTTPBase, "http://") {
+		bad("httpBase", "httpBase %q: give the http:// URL machines reach the site at", c.HTTPBase)
+	}
+	return errors.Join(errs...)
+}

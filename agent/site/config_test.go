@@ -1,0 +1,73 @@
+package site
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+func TestDecodeConfig(t *testing.T) {
+	dir := t.TempDir()
+	valid := `{"version": 1, "boot": {"interface": "eth0", "mode": "proxy", "serverIP": "10.0.0.1", "ipxeDir": "` + dir + `", "ramdiskDir": "` + dir + `", "httpPort": 8080},
+	  "cache": {"dir": "` + dir + `"}}`
+	c, err := DecodeConfig([]byte(valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPBase != "http://10.0.0.1:8080" || c.ConfigDir != "/etc/bcd" || c.Ramdisk.Kernel != "vmlinuz" || c.StateDir != "/var/lib/bcd/site" {
+		t.Errorf("defaults: %+v", c)
+	}
+	for name, tc := range map[string]struct {
+		doc   string
+		paths []string
+	}{
+		"unknown field": {doc: strings.Replace(valid, `"version": 1`, `"version": 1, "colour": "red"`, 1), paths: []string{""}},
+		"every problem": {doc: `{"version": 2, "bmc": {"secretsDir": "rel"}, "httpBase": "ftp://x"}`,
+			paths: []string{"version", "boot.interface", "cache.dir", "bmc.secretsDir", "httpBase"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := DecodeConfig([]byte(tc.doc))
+			for _, p := range tc.paths {
+				found := false
+				for _, e := range flatten(err) {
+					if pe, ok := errors.AsType[*proto.Error](e); ok && pe.Code == proto.InvalidConfig && pe.Details.Path == p {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("no INVALID_CONFIG at %q in %v", p, err)
+				}
+			}
+		})
+	}
+}
+
+// flatten lists the errors joined in err.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// FuzzDecodeConfig: any config file is decoded or refused as INVALID_CONFIG, never a
+// panic.
+func FuzzDecodeConfig(f *testing.F) {
+	f.Add([]byte(`{"version": 1, "boot": {"interface": "eth0", "mode": "proxy", "serverIP": "10.0.0.1"}, "cache": {"dir": "/c"}}`))
+	f.Add([]byte(`{"version": 1, "ramdisk": {"args": ["console=ttyS0"]}, "bmc": {"secretsDir": "/s"}, "httpBase": "http://x"}`))
+	f.Add([]byte(`{"boot": {"range": {"start": "10.0.0.9", "end": "10.0.0.1"}, "leaseTime": -1}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, err := DecodeConfig(data)
+		for _, e := range flatten(err) {
+			if e != nil && proto.CodeOf(e) != proto.InvalidConfig {
+				t.Fatalf("%v: want INVALID_CONFIG", e)
+			}
+		}
+	})
+}

@@ -1,0 +1,225 @@
+package site
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/better-compute/better-compute/boot"
+	"github.com/better-compute/better-compute/cache"
+	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto"
+)
+
+// entries is how the site boots each machine, as the boot server asks for it, by MAC.
+// Two sources: the standing entries of the site's NodeSpec, replaced whole on every
+// spec, and the entries the relayed steps set (boot.prepareRamdisk, a sanboot for
+// media.insert, removed by boot.cleanUp and media.eject), which win for their machine
+// and are kept in a state file so that a restarted site boots the same way.
+type entries struct {
+	ramdisk  RamdiskConfig
+	httpBase string
+	file     string // the relayed entries' state file
+
+	mu       sync.RWMutex
+	standing []proto.BootEntry
+	relayed  map[string]proto.BootEntry // by node
+	byMAC    map[string]boot.Entry
+}
+
+// openEntries loads the relayed entries from file, if it exists.
+func openEntries(file string, ramdisk RamdiskConfig, httpBase string) (*entries, error) {
+	t := &entries{ramdisk: ramdisk, httpBase: httpBase, file: file, relayed: map[string]proto.BootEntry{}}
+	data, err := os.ReadFile(file)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
+		var list []proto.BootEntry
+		if err := json.Unmarshal(data, &list); err != nil {
+			return nil, proto.Errorf(proto.InvalidConfig, "boot entries file %s: %v (remove it to start without relayed entries)", file, err)
+		}
+		for _, e := range list {
+			t.relayed[e.Node] = e
+		}
+	}
+	t.rebuild()
+	return t, nil
+}
+
+// Entry is boot.Entries.
+func (t *entries) Entry(mac net.HardwareAddr) (boot.Entry, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	e, ok := t.byMAC[mac.String()]
+	return e, ok
+}
+
+// kind is the kind of the entry node boots with now; "" when it has none.
+func (t *entries) kind(node string) proto.BootKind {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if e, ok := t.relayed[node]; ok {
+		return e.Kind
+	}
+	for _, e := range t.standing {
+		if e.Node == node {
+			return e.Kind
+		}
+	}
+	return ""
+}
+
+// relayedKind is the kind of node's relayed entry; "" when it has none.
+func (t *entries) relayedKind(node string) proto.BootKind {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.relayed[node].Kind
+}
+
+// identity is the MACs and product UUID the site knows node by, from its entries.
+func (t *entries) identity(node string) ([]string, string) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if e, ok := t.relayed[node]; ok {
+		return e.MACs, e.ProductUUID
+	}
+	for _, e := range t.standing {
+		if e.Node == node {
+			return e.MACs, e.ProductUUID
+		}
+	}
+	return nil, ""
+}
+
+// setStanding makes list the NodeSpec's entries.
+func (t *entries) setStanding(list []proto.BootEntry) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.standing = list
+	t.rebuild()
+}
+
+// setRelayed sets node's relayed entry (nil removes it) and writes the state file
+// before the boot server sees the change.
+func (t *entries) setRelayed(node string, e *proto.BootEntry) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, had := t.relayed[node]
+	if e == nil {
+		delete(t.relayed, node)
+	} else {
+		t.relayed[node] = *e
+	}
+	if err := t.save(); err != nil {
+		if had {
+			t.relayed[node] = old
+		} else {
+			delete(t.relayed, node)
+		}
+		return err
+	}
+	t.rebuild()
+	return nil
+}
+
+// save writes the relayed entries; t.mu is held.
+func (t *entries) save() error {
+	list := t.relayedList()
+	data, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(t.file, data, 0o600)
+}
+
+func (t *entries) relayedList() []proto.BootEntry {
+	list := make([]proto.BootEntry, 0, len(t.relayed))
+	for _, node := range slices.Sorted(maps.Keys(t.relayed)) {
+		list = append(list, t.relayed[node])
+	}
+	return list
+}
+
+// section is the `bootEntries` inventory section: every entry in effect, standing ones
+// a relayed one overrides left out, ramdisk tokens left out.
+func (t *entries) section() json.RawMessage {
+	t.mu.RLock()
+	list := t.relayedList()
+	for _, e := range t.standing {
+		if _, over := t.relayed[e.Node]; !over {
+			list = append(list, e)
+		}
+	}
+	t.mu.RUnlock()
+	slices.SortFunc(list, func(a, b proto.BootEntry) int { return strings.Compare(a.Node, b.Node) })
+	for i, e := range list {
+		if e.Ramdisk != nil {
+			r := *e.Ramdisk
+			r.Token = ""
+			list[i].Ramdisk = &r
+		}
+	}
+	data, _ := json.Marshal(list)
+	return data
+}
+
+// rebuild makes the by-MAC table; t.mu is held.
+func (t *entries) rebuild() {
+	byMAC := map[string]boot.Entry{}
+	for _, pe := range t.standing {
+		if _, over := t.relayed[pe.Node]; !over {
+			t.add(byMAC, pe)
+		}
+	}
+	for _, pe := range t.relayed {
+		t.add(byMAC, pe)
+	}
+	t.byMAC = byMAC
+}
+
+func (t *entries) add(byMAC map[string]boot.Entry, pe proto.BootEntry) {
+	e := t.convert(pe)
+	for _, mac := range pe.MACs {
+		byMAC[mac] = e
+	}
+}
+
+// convert is the boot server's entry for a checked entry.
+func (t *entries) convert(pe proto.BootEntry) boot.Entry {
+	switch pe.Kind {
+	case proto.BootRamdisk:
+		r := pe.Ramdisk
+		return boot.Entry{Kind: boot.KindRamdisk, Ramdisk: boot.Ramdisk{
+			Kernel: t.ramdiskFile(r.Kernel, t.ramdisk.Kernel), Initrd: t.ramdiskFile(r.Initrd, t.ramdisk.Initrd),
+			Token: r.Token, Registry: r.Registry, Pins: r.Pins,
+			Args: append(slices.Clone(t.ramdisk.Args), r.Args...),
+		}}
+	case proto.BootSanboot:
+		return boot.Entry{Kind: boot.KindSanboot, ISO: t.cacheURL(pe.Sanboot.Image)}
+	default:
+		return boot.Entry{Kind: boot.KindDisk}
+	}
+}
+
+// ramdiskFile is a ramdisk file as the boot server takes it: a digest is the site cache's
+// copy, a name a file of the ramdisk directory, empty the configured default.
+func (t *entries) ramdiskFile(name, def string) string {
+	switch {
+	case name == "":
+		return def
+	case proto.IsDigest(name):
+		return t.cacheURL(name)
+	}
+	return name
+}
+
+func (t *entries) cacheURL(digest string) string {
+	return strings.TrimSuffix(t.httpBase, "/") + cache.ImagePathPrefix + digest
+}

@@ -1,0 +1,178 @@
+// Package site is `bcd site`, the agent of a rack: it holds the registry session of the
+// site's NodeSpec, runs the boot server with the boot entries of that NodeSpec, runs the
+// image cache with its cacheImages and serves the cache beside the boot server's files,
+// reports the `site`, `images` and `discoveries` inventory sections, and runs the relayed
+// site steps against the machines' BMCs. docs/site.md describes it.
+package site
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/bmc/drivers"
+	"github.com/better-compute/better-compute/boot"
+	"github.com/better-compute/better-compute/cache"
+	"github.com/better-compute/better-compute/proto"
+)
+
+// Run runs the site agent until ctx ends or one of its parts fails.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	id, err := bcdconf.LoadAgent(cfg.ConfigDir)
+	if err != nil {
+		return proto.Errorf(proto.InvalidConfig, "bcd config: %v (run bcd join --role site first)", err).WithPath("configDir")
+	}
+	conf := id.Config
+	if conf.Role != string(proto.RoleSite) {
+		return proto.Errorf(proto.InvalidConfig, "%s joined as a %s agent, not a site agent", cfg.ConfigDir, conf.Role).WithPath("configDir")
+	}
+	log = log.With("site", conf.Site)
+
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return proto.Errorf(proto.InvalidConfig, "state directory: %v", err).WithPath("stateDir")
+	}
+	a := &agent{discoveries: newDiscoveries(), entriesChanged: make(chan struct{}, 1)}
+	if a.entries, err = openEntries(filepath.Join(cfg.StateDir, entriesFile), cfg.Ramdisk, cfg.HTTPBase); err != nil {
+		return err
+	}
+	cacheCfg := cache.Config{Dir: cfg.Cache.Dir, CapacityBytes: cfg.Cache.CapacityBytes, MaxPulls: cfg.Cache.MaxPulls,
+		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, Reporter: cache.ReporterFunc(a.reportImages), Logger: log}
+	if cfg.Cache.CAFile != "" {
+		if cacheCfg.RootCAs, err = loadCAs(cfg.Cache.CAFile); err != nil {
+			return err
+		}
+	}
+	if a.cache, err = cache.Open(cacheCfg); err != nil {
+		return err
+	}
+	defer a.cache.Close()
+	srv, err := boot.New(cfg.Boot, boot.Deps{Entries: a.entries, Discoveries: a.discoveries, Log: log,
+		Handlers: map[string]http.Handler{cache.ImagePathPrefix: a.cache.Handler()}})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	st := &steps{drivers: drivers.Registry(), env: bmc.Env{Credentials: credentials{secretsDir: cfg.BMC.SecretsDir}, Log: log},
+		entries: a.entries, changed: a.signalEntries}
+	info, _ := json.Marshal(proto.SiteInventory{HTTPBase: cfg.HTTPBase})
+	a.session, err = session.New(session.Config{
+		Addr: conf.AgentEndpoint, Certificate: id.Certificate, ServerCAs: id.ServingCAs,
+		// The NodeSpec is applied in memory only: a restarted site asks for it again.
+		ObservedGeneration: 0,
+		Inventory: map[string]json.RawMessage{proto.SectionSite: info, proto.SectionImages: a.imagesSection(a.cache.Entries()),
+			proto.SectionBootEntries: a.entries.section()},
+		Apply:    a.apply,
+		Handlers: st.handlers(),
+		Log:      log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("site agent starting", "node", conf.NodeID, "registry", conf.AgentEndpoint, "httpBase", cfg.HTTPBase)
+	return runAll(ctx,
+		func(ctx context.Context) error { return a.session.Run(ctx) },
+		func(ctx context.Context) error { return a.cache.Run(ctx) },
+		func(ctx context.Context) error { return srv.Run(ctx) },
+		func(ctx context.Context) error { a.discoveries.report(ctx, a.session.SetInventory); return nil },
+		func(ctx context.Context) error { a.reportEntries(ctx); return nil },
+	)
+}
+
+// entriesFile is the state file of the relayed boot entries.
+const entriesFile = "boot-entries.json"
+
+// agent ties the session to the boot server and the cache.
+type agent struct {
+	session        *session.Agent
+	cache          *cache.Cache
+	entries        *entries
+	discoveries    *discoveries
+	entriesChanged chan struct{}
+}
+
+// signalEntries tells reportEntries that the boot entries changed.
+func (a *agent) signalEntries() {
+	select {
+	case a.entriesChanged <- struct{}{}:
+	default:
+	}
+}
+
+// reportEntries sends the `bootEntries` section whenever it changed, until ctx ends.
+func (a *agent) reportEntries(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.entriesChanged:
+			a.session.SetInventory(proto.SectionBootEntries, a.entries.section())
+		}
+	}
+}
+
+// apply makes a pushed NodeSpec's site section take effect: the cache's desired images
+// and the boot entries. The entries are applied even when some cache entry is refused.
+func (a *agent) apply(_ context.Context, spec proto.NodeSpec) error {
+	var s proto.SiteSpec
+	if spec.Site != nil {
+		s = *spec.Site
+	}
+	a.entries.setStanding(s.BootEntries)
+	a.signalEntries()
+	return a.cache.SetDesired(s.CacheImages)
+}
+
+// reportImages is the cache's Reporter: the `images` inventory section.
+func (a *agent) reportImages(list []proto.ImageCacheEntry) {
+	if a.session != nil {
+		a.session.SetInventory(proto.SectionImages, a.imagesSection(list))
+	}
+}
+
+func (a *agent) imagesSection(list []proto.ImageCacheEntry) json.RawMessage {
+	if list == nil {
+		list = []proto.ImageCacheEntry{}
+	}
+	data, _ := json.Marshal(list)
+	return data
+}
+
+// runAll runs each part until ctx ends or one returns; the first error wins and stops
+// the others.
+func runAll(ctx context.Context, parts ...func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(parts))
+	for _, p := range parts {
+		go func() { errc <- p(ctx) }()
+	}
+	var first error
+	for range parts {
+		err := <-errc
+		if first == nil && err != nil && !errors.Is(err, context.Canceled) {
+			first = err
+		}
+		cancel()
+	}
+	return first
+}
+
+func loadCAs(path string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "cache CA file: %v", err).WithPath("cache.caFile")
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, proto.Errorf(proto.InvalidConfig, "cache CA file %s holds no PEM certificate", path).WithPath("cache.caFile")
+	}
+	return pool, nil
+}

@@ -1,0 +1,247 @@
+package site
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/proto"
+)
+
+// The concerns of a machine's driver bindings that the site's steps open.
+const (
+	concernPower        = "power"
+	concernManagement   = "management"
+	concernVirtualMedia = "virtual-media"
+)
+
+// steps runs the relayed site steps against machines' BMCs.
+type steps struct {
+	drivers bmc.Registry
+	env     bmc.Env
+	entries *entries
+	// changed is called after a step changed the boot entries.
+	changed func()
+}
+
+// handlers are the session handlers of the site's relayed steps, by kind.
+func (s *steps) handlers() map[string]session.Handler {
+	return map[string]session.Handler{
+		"power.getPower":            s.bind(concernPower, s.getPower),
+		"power.setPower":            s.bind(concernPower, s.setPower),
+		"management.setBootDevice":  s.bind(concernManagement, s.setBootDevice),
+		"inspect.oob":               s.bind(concernPower, s.inspect),
+		"media.insert":              s.bind(concernVirtualMedia, s.insert),
+		"media.eject":               s.bind(concernVirtualMedia, s.eject),
+		proto.CommandPrepareRamdisk: s.entryStep(s.prepareRamdisk),
+		"boot.cleanUp":              s.entryStep(s.cleanUp),
+	}
+}
+
+// entryStep makes a session handler of a step that changes only the boot entries.
+func (s *steps) entryStep(fn func(cmd proto.SiteCommand) (any, error)) session.Handler {
+	return func(_ context.Context, payload json.RawMessage) (json.RawMessage, error) {
+		var cmd proto.SiteCommand
+		if err := decodeStrict(payload, &cmd); err != nil {
+			return nil, proto.Errorf(proto.InvalidInput, "site command: %v", err)
+		}
+		out, err := fn(cmd)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
+	}
+}
+
+// prepareRamdisk makes the machine's entry a ramdisk boot.
+func (s *steps) prepareRamdisk(cmd proto.SiteCommand) (any, error) {
+	var in proto.PrepareRamdisk
+	if err := decodeStrict(cmd.Input, &in); err != nil {
+		return nil, proto.Errorf(proto.InvalidInput, "boot.prepareRamdisk: %v", err).WithPath("input")
+	}
+	e := proto.BootEntry{Node: cmd.Node, MACs: in.MACs, ProductUUID: in.ProductUUID, Kind: proto.BootRamdisk,
+		Ramdisk: &proto.RamdiskBoot{Kernel: in.Kernel, Initrd: in.Initrd, Args: in.Args, Token: in.Token, Registry: in.Registry, Pins: in.Pins}}
+	if err := s.setEntry(cmd.Node, &e); err != nil {
+		return nil, err
+	}
+	return map[string]any{"kind": e.Kind, "macs": e.MACs}, nil
+}
+
+// cleanUp removes the machine's relayed entry; its standing entry, if any, applies again.
+func (s *steps) cleanUp(cmd proto.SiteCommand) (any, error) {
+	if err := s.setEntry(cmd.Node, nil); err != nil {
+		return nil, err
+	}
+	return map[string]bool{"removed": true}, nil
+}
+
+// setEntry checks and sets (or, nil, removes) a machine's relayed entry.
+func (s *steps) setEntry(node string, e *proto.BootEntry) error {
+	if e != nil {
+		if err := e.Check(); err != nil {
+			return err
+		}
+	}
+	if err := s.entries.setRelayed(node, e); err != nil {
+		return err
+	}
+	s.changed()
+	kind := "none"
+	if e != nil {
+		kind = string(e.Kind)
+	}
+	s.env.Logger().Info("boot entry set", "node", node, "kind", kind)
+	return nil
+}
+
+// step is one site step, run with the machine's driver open.
+type step func(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error)
+
+// bind makes a session handler of fn: it decodes the SiteCommand, opens the driver the
+// machine binds concern to, runs fn and closes the driver.
+func (s *steps) bind(concern string, fn step) session.Handler {
+	return func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+		var cmd proto.SiteCommand
+		if err := decodeStrict(payload, &cmd); err != nil {
+			return nil, proto.Errorf(proto.InvalidInput, "site command: %v", err)
+		}
+		b, ok := cmd.Drivers[concern]
+		if !ok {
+			return nil, proto.Errorf(proto.InvalidConfig, "node %s has no %s driver binding", cmd.Node, concern).WithPath("drivers." + concern)
+		}
+		var cfg bmc.Config
+		if err := decodeStrict(b.Config, &cfg); err != nil {
+			return nil, proto.Errorf(proto.InvalidConfig, "node %s: the %s binding's config: %v", cmd.Node, concern, err).WithPath("drivers." + concern + ".config")
+		}
+		env := s.env
+		env.Log = env.Logger().With("node", cmd.Node)
+		d, err := s.drivers.Open(ctx, b.Driver, cfg, env)
+		if err != nil {
+			return nil, err
+		}
+		defer d.Close()
+		out, err := fn(ctx, cmd, d)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
+	}
+}
+
+func (s *steps) getPower(ctx context.Context, _ proto.SiteCommand, d bmc.Driver) (any, error) {
+	state, err := d.GetPower(ctx)
+	return map[string]bmc.PowerState{"state": state}, err
+}
+
+func (s *steps) setPower(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
+	var in struct {
+		Action string `json:"action"`
+	}
+	if err := decodeStrict(cmd.Input, &in); err != nil {
+		return nil, proto.Errorf(proto.InvalidInput, "power.setPower: %v", err).WithPath("with")
+	}
+	action, err := bmc.ParsePowerAction(in.Action)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.SetPower(ctx, action); err != nil {
+		return nil, err
+	}
+	s.env.Logger().Info("power set", "node", cmd.Node, "action", string(action))
+	return map[string]bmc.PowerAction{"action": action}, nil
+}
+
+// setBootDevice sets the boot device; cd on a machine whose boot entry is a sanboot (an
+// ISO media.insert could not mount) sets pxe, so that the machine boots the ISO from the
+// site cache, and disk turns a machine's relayed entry into a disk entry (iPXE exits).
+func (s *steps) setBootDevice(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
+	var in struct {
+		Device     string `json:"device"`
+		Persistent bool   `json:"persistent"`
+	}
+	if err := decodeStrict(cmd.Input, &in); err != nil {
+		return nil, proto.Errorf(proto.InvalidInput, "management.setBootDevice: %v", err).WithPath("with")
+	}
+	device, err := bmc.ParseBootDevice(in.Device)
+	if err != nil {
+		return nil, err
+	}
+	if device == bmc.BootCD && s.entries.kind(cmd.Node) == proto.BootSanboot {
+		device = bmc.BootPXE
+	}
+	if err := d.SetBootDevice(ctx, device, in.Persistent); err != nil {
+		return nil, err
+	}
+	if device == bmc.BootDisk && s.entries.relayedKind(cmd.Node) != "" {
+		// A machine that network-boots again all the same (a one-time device a guest's
+		// own reboot uses once more) is sent on to its disk.
+		macs, uuid := s.entries.identity(cmd.Node)
+		if err := s.setEntry(cmd.Node, &proto.BootEntry{Node: cmd.Node, MACs: macs, ProductUUID: uuid, Kind: proto.BootDisk}); err != nil {
+			return nil, err
+		}
+	}
+	s.env.Logger().Info("boot device set", "node", cmd.Node, "device", string(device), "persistent", in.Persistent)
+	return map[string]any{"device": device, "persistent": in.Persistent}, nil
+}
+
+func (s *steps) inspect(ctx context.Context, _ proto.SiteCommand, d bmc.Driver) (any, error) {
+	return d.Inspect(ctx)
+}
+
+// insert mounts the ISO on the BMC's virtual media. A BMC without virtual media
+// (UNSUPPORTED) boots a catalog image, one with a digest, by iPXE sanboot from the site
+// cache instead: the machine's entry becomes a sanboot of that digest, and a later
+// setBootDevice cd sets pxe.
+func (s *steps) insert(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
+	var in proto.MediaInsert
+	if err := decodeStrict(cmd.Input, &in); err != nil {
+		return nil, proto.Errorf(proto.InvalidInput, "media.insert: %v", err).WithPath("with")
+	}
+	err := d.Insert(ctx, in.URL)
+	if proto.CodeOf(err) == proto.Unsupported && in.Digest != "" {
+		macs, uuid := in.MACs, in.ProductUUID
+		if len(macs) == 0 {
+			macs, uuid = s.entries.identity(cmd.Node)
+		}
+		if len(macs) == 0 {
+			return nil, proto.Errorf(proto.Unsupported, "node %s: the BMC has no virtual media, and and no MAC is known to boot the ISO by sanboot from the site cache", cmd.Node)
+		}
+		e := proto.BootEntry{Node: cmd.Node, MACs: macs, ProductUUID: uuid, Kind: proto.BootSanboot, Sanboot: &proto.Sanboot{Image: in.Digest}}
+		if err := s.setEntry(cmd.Node, &e); err != nil {
+			return nil, err
+		}
+		return map[string]string{"sanboot": in.Digest}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.env.Logger().Info("media inserted", slog.String("node", cmd.Node), slog.String("url", in.URL))
+	return map[string]string{"mounted": in.URL}, nil
+}
+
+// eject ejects the virtual media, or removes the sanboot entry that stands in for it.
+func (s *steps) eject(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
+	if s.entries.kind(cmd.Node) == proto.BootSanboot {
+		if err := s.setEntry(cmd.Node, nil); err != nil {
+			return nil, err
+		}
+		return map[string]bool{"ejected": true}, nil
+	}
+	if err := d.Eject(ctx); err != nil {
+		return nil, err
+	}
+	return map[string]bool{"ejected": true}, nil
+}
+
+// decodeStrict decodes one JSON value into v, refusing unknown fields; empty is {}.
+func decodeStrict(data json.RawMessage, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		data = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}

@@ -1,0 +1,156 @@
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/bmc/drivers"
+	"github.com/better-compute/better-compute/bmc/redfishsim"
+	"github.com/better-compute/better-compute/boot"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/google/go-cmp/cmp"
+)
+
+const mac = "52:54:00:12:34:56"
+
+// fixture is the site's steps against a simulated Redfish BMC, with a secrets
+// directory holding its credential.
+type fixture struct {
+	sim      *redfishsim.Server
+	steps    *steps
+	entries  *entries
+	drivers  map[string]proto.DriverBinding
+	stateDir string
+}
+
+func newFixture(t *testing.T, cfg redfishsim.Config) *fixture {
+	t.Helper()
+	cfg.Username, cfg.Password = "admin", "hunter2"
+	sim := redfishsim.New(cfg)
+	t.Cleanup(sim.Close)
+	secrets := t.TempDir()
+	cred, _ := json.Marshal(map[string]string{"username": "admin", "password": "hunter2"})
+	if err := os.WriteFile(filepath.Join(secrets, "rack-bmc"), cred, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pin, err := joinwire.Pin(sim.Certificate.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, _ := json.Marshal(bmc.Config{Address: sim.URL, CredentialRef: "secret://rack-bmc",
+		Options: map[string]string{"tlsPin": pin, "pollInterval": "10ms"}})
+	binding := proto.DriverBinding{Driver: "redfish", Config: conf}
+	f := &fixture{sim: sim, stateDir: t.TempDir(),
+		drivers: map[string]proto.DriverBinding{"power": binding, "management": binding, "virtual-media": binding}}
+	f.entries, err = openEntries(filepath.Join(f.stateDir, entriesFile), RamdiskConfig{Kernel: "vmlinuz", Initrd: "initrd.img", Args: []string{"console=ttyS0"}}, "http://10.0.0.1:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.steps = &steps{drivers: drivers.Registry(), env: bmc.Env{Credentials: credentials{secretsDir: secrets}}, entries: f.entries, changed: func() {}}
+	return f
+}
+
+// run runs one relayed step as the session would.
+func (f *fixture) run(t *testing.T, kind string, input any) (json.RawMessage, error) {
+	t.Helper()
+	in, _ := json.Marshal(input)
+	payload, _ := json.Marshal(proto.SiteCommand{Node: "gpu-01", Drivers: f.drivers, Input: in})
+	return f.steps.handlers()[kind](context.Background(), payload)
+}
+
+func TestPowerAndBootDevice(t *testing.T) {
+	f := newFixture(t, redfishsim.Config{})
+	if _, err := f.run(t, "power.setPower", map[string]string{"action": "on"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.run(t, "power.getPower", nil)
+	if err != nil || string(out) != `{"state":"on"}` {
+		t.Fatalf("getPower = %s, %v", out, err)
+	}
+	if _, err := f.run(t, "management.setBootDevice", map[string]any{"device": "pxe"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.sim.Boot(); got.Target != "Pxe" || got.Enabled != "Once" {
+		t.Fatalf("boot override %+v, want Pxe once", got)
+	}
+	if _, err := f.run(t, "power.setPower", map[string]string{"action": "warp"}); proto.CodeOf(err) != proto.InvalidConfig {
+		t.Fatalf("unknown action: %v, want INVALID_CONFIG", err)
+	}
+}
+
+func TestSanbootWithoutVirtualMedia(t *testing.T) {
+	f := newFixture(t, redfishsim.Config{NoVirtualMedia: true})
+	digest := strings.Repeat("ab", 32)
+	out, err := f.run(t, "media.insert", proto.MediaInsert{URL: "https://images.example/x.iso", Digest: digest, MACs: []string{mac}})
+	if err != nil || string(out) != `{"sanboot":"`+digest+`"}` {
+		t.Fatalf("media.insert = %s, %v", out, err)
+	}
+	hw, _ := net.ParseMAC(mac)
+	e, ok := f.entries.Entry(hw)
+	if want := (boot.Entry{Kind: boot.KindSanboot, ISO: "http://10.0.0.1:8080/images/sha256/" + digest}); !ok || !cmp.Equal(e, want) {
+		t.Fatalf("entry %+v, want %+v", e, want)
+	}
+	if _, err := f.run(t, "management.setBootDevice", map[string]any{"device": "cd"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.sim.Boot(); got.Target != "Pxe" {
+		t.Fatalf("cd on a sanboot machine set %q, want Pxe", got.Target)
+	}
+	if _, err := f.run(t, "media.eject", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.entries.Entry(hw); ok {
+		t.Fatal("media.eject left the sanboot entry")
+	}
+	if _, err := f.run(t, "media.insert", proto.MediaInsert{URL: "https://images.example/x.iso"}); proto.CodeOf(err) != proto.Unsupported {
+		t.Fatalf("a URL without virtual media: %v, want UNSUPPORTED", err)
+	}
+}
+
+func TestRamdiskEntryOutlivesRestart(t *testing.T) {
+	f := newFixture(t, redfishsim.Config{})
+	in := proto.PrepareRamdisk{MACs: []string{mac}, Token: "bcj_a.b", Registry: "https://r:7443",
+		Pins: []string{"sha256/a", "sha256/b", "sha256/c"}, Args: []string{"bc.node=gpu-01"}}
+	if _, err := f.run(t, proto.CommandPrepareRamdisk, in); err != nil {
+		t.Fatal(err)
+	}
+	// The standing entry of the NodeSpec gives way to the relayed one.
+	f.entries.setStanding([]proto.BootEntry{{Node: "gpu-01", MACs: []string{mac}, Kind: proto.BootDisk}})
+	reopened, err := openEntries(filepath.Join(f.stateDir, entriesFile), f.entries.ramdisk, f.entries.httpBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw, _ := net.ParseMAC(mac)
+	want := boot.Entry{Kind: boot.KindRamdisk, Ramdisk: boot.Ramdisk{Kernel: "vmlinuz", Initrd: "initrd.img", Token: "bcj_a.b",
+		Registry: "https://r:7443", Pins: in.Pins, Args: []string{"console=ttyS0", "bc.node=gpu-01"}}}
+	for name, tab := range map[string]*entries{"running": f.entries, "restarted": reopened} {
+		if e, _ := tab.Entry(hw); !cmp.Equal(e, want) {
+			t.Errorf("%s: entry %+v, want %+v", name, e, want)
+		}
+	}
+	if s := string(f.entries.section()); strings.Contains(s, "bcj_a.b") || !strings.Contains(s, `"kind":"ramdisk"`) {
+		t.Errorf("bootEntries section %s: want the ramdisk entry without its token", s)
+	}
+	if _, err := f.run(t, "management.setBootDevice", map[string]any{"device": "disk"}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := f.entries.Entry(hw); e.Kind != boot.KindDisk || f.entries.relayedKind("gpu-01") != proto.BootDisk {
+		t.Errorf("after setBootDevice disk: %+v, want the relayed entry turned to disk", e)
+	}
+	if _, err := f.run(t, "boot.cleanUp", nil); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := f.entries.Entry(hw); e.Kind != boot.KindDisk {
+		t.Errorf("after cleanUp: %+v, want the standing disk entry", e)
+	}
+	if _, err := f.run(t, proto.CommandPrepareRamdisk, proto.PrepareRamdisk{MACs: []string{mac}}); proto.CodeOf(err) != proto.InvalidInput {
+		t.Errorf("a ramdisk entry without token: %v, want INVALID_INPUT", err)
+	}
+}

@@ -1,0 +1,240 @@
+package site
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/bmc/redfishsim"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/better-compute/better-compute/testkit/openssl"
+)
+
+// powerOn is a profile whose steps all run on the site agent against the machine's BMC.
+const powerOn = `{"id": "power-on", "version": 1, "target": "metal",
+  "steps": [{"use": "power.setPower", "on": "site", "with": {"action": "on"}, "timeout": "1m"},
+            {"use": "management.setBootDevice", "on": "site", "with": {"device": "pxe"}, "timeout": "1m"},
+            {"use": "media.insert", "on": "site", "with": {"url": "https://isos.example/rescue.iso"}, "timeout": "1m"}]}`
+
+func TestSiteLoopback(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl on PATH (.ci/deps.sh installs it)")
+	}
+	// The image's source: a loopback HTTPS server holding a 1 MiB artifact.
+	artifact := make([]byte, 1<<20)
+	rand.Read(artifact)
+	sum := sha256.Sum256(artifact)
+	digest := hex.EncodeToString(sum[:])
+	source := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(artifact))
+	}))
+	t.Cleanup(source.Close)
+	work := t.TempDir()
+	caFile := filepath.Join(work, "source-ca.pem")
+	writeFile(t, caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: source.Certificate().Raw}), 0o644)
+
+	// The machine's BMC, trusted by its key's pin through the hardware profile.
+	sim := redfishsim.New(redfishsim.Config{Username: "admin", Password: "hunter2"})
+	t.Cleanup(sim.Close)
+	pin, err := joinwire.Pin(sim.Certificate.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	bmcOptions := fmt.Sprintf(`{"driver": "redfish", "config": {"options": {"tlsPin": %q, "pollInterval": "20ms"}}}`, pin)
+	writeFile(t, filepath.Join(dataDir, "hardware-profiles.json"), []byte(`{"version": 1, "hardwareProfiles": {"sim": {"drivers": {
+		"power": `+bmcOptions+`, "management": `+bmcOptions+`, "virtual-media": `+bmcOptions+`}}}}`), 0o600)
+
+	reg := testkit.StartRegistry(t, dataDir, "--agent-listen", "127.0.0.1:0")
+	admin := reg.AdminConfig
+
+	// A signed image that a pool of the site pre-warms.
+	key := openssl.Generate(t, openssl.Ed25519)
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "root", "--id", "platform", "--public-key", key.PublicPath)
+	img := store.Image{Kind: proto.KindOS, Ref: "site-test@1", Format: proto.FormatRaw, Compression: proto.CompressionNone, SHA256: digest}
+	sig := base64.StdEncoding.EncodeToString(key.Sign(t, image.SigningInput(img)))
+	testkit.JSON(t, admin, nil, "images", "register", "--tenant", "root", "--ref", img.Ref, "--kind", "os",
+		"--source", source.URL+"/site-test.raw", "--disk-format", "raw", "--compression", "none",
+		"--sha256", digest, "--size", fmt.Sprint(len(artifact)), "--signer", "platform", "--signature", sig)
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, admin, nil, "pools", "create", "prewarm", "--site", "rack-a", "--tenant", "root", "--prewarm", img.Ref)
+
+	// The site agent joins, then runs with its boot server on loopback ports.
+	tokenFile := filepath.Join(work, "rack-a.token")
+	testkit.JSON(t, admin, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
+	confDir := filepath.Join(work, "bcd")
+	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",
+		"--config-dir", confDir, "--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning,
+		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
+		t.Fatalf("bcd join: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	secrets := filepath.Join(work, "secrets")
+	os.MkdirAll(secrets, 0o700)
+	writeFile(t, filepath.Join(secrets, "rack-bmc"), []byte(`{"username": "admin", "password": "hunter2"}`), 0o600)
+	httpPort := freePort(t, "tcp")
+	cfg := map[string]any{
+		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"),
+		"boot": map[string]any{"interface": "lo", "mode": "proxy", "serverIP": "127.0.0.1",
+			"ipxeDir": mkdir(t, work, "ipxe"), "ramdiskDir": mkdir(t, work, "ramdisk"),
+			"dhcpPort": freePort(t, "udp"), "proxyPort": freePort(t, "udp"), "tftpPort": freePort(t, "udp"), "httpPort": httpPort},
+		"cache": map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile},
+		"bmc":   map[string]any{"secretsDir": secrets},
+	}
+	siteConfig := filepath.Join(work, "site.json")
+	data, _ := json.Marshal(cfg)
+	writeFile(t, siteConfig, data, 0o600)
+	startSite(t, siteConfig)
+
+	// The site pulls the image, reports it, and the registry shows it ready there.
+	var plan image.CachePlan
+	testkit.JSON(t, admin, &plan, "sites", "cache-plan", "rack-a")
+	if len(plan.CacheImages) != 1 || plan.CacheImages[0].Digest != digest {
+		t.Fatalf("cache plan %+v", plan)
+	}
+	waitFor(t, "the image ready at rack-a", func() bool {
+		var locs struct{ Locations []store.ImageLocation }
+		testkit.JSON(t, admin, &locs, "sites", "locations", "rack-a")
+		return len(locs.Locations) == 1 && locs.Locations[0].Digest == digest && locs.Locations[0].State == proto.CacheReady
+	})
+	var inv struct {
+		Sections []store.InventorySection
+	}
+	testkit.JSON(t, admin, &inv, "sites", "inventory", "rack-a")
+	sections := map[string]string{}
+	for _, s := range inv.Sections {
+		var compact bytes.Buffer
+		json.Compact(&compact, s.Data)
+		sections[s.Section] = compact.String()
+	}
+	if want := fmt.Sprintf(`{"httpBase":"http://127.0.0.1:%d"}`, httpPort); sections["site"] != want || sections["bootEntries"] != "[]" {
+		t.Errorf("site agent's inventory %v: want site %s and no boot entries", sections, want)
+	}
+	out, err := exec.Command("curl", "-sf", "-r", "1000-1999", fmt.Sprintf("http://127.0.0.1:%d/images/sha256/%s", httpPort, digest)).Output()
+	if err != nil || !bytes.Equal(out, artifact[1000:2000]) {
+		t.Fatalf("curl a range of the cached image: %v, %d bytes", err, len(out))
+	}
+
+	// A workflow's site steps reach the machine's BMC through the registry and the site.
+	testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", "root", "--policy", writeDoc(t, work, `{"hardwareProfile": "sim"}`))
+	var node store.Node
+	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish",
+		"--bmc-address", sim.URL, "--bmc-credential", "secret://rack-bmc")
+	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, work, powerOn), "--tenant", "root")
+	if res := testkit.CLI(t, admin, "nodes", "deploy", node.ID, "--profile", "power-on", "--wait"); res.Code != 0 {
+		t.Fatalf("deploy power-on: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	if m := sim.Media(); sim.PowerState() != "On" || sim.Boot().Target != "Pxe" || !m.Inserted || m.Image != "https://isos.example/rescue.iso" {
+		t.Fatalf("BMC after the relayed steps: power %s, boot %+v, media %+v", sim.PowerState(), sim.Boot(), m)
+	}
+}
+
+// startSite runs `bcd site` until the test ends, and shows its log when the test fails.
+func startSite(t *testing.T, config string) {
+	t.Helper()
+	cmd := exec.Command(testkit.Binary(t, "bcd"), "site", "--config", config)
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("bcd site:\n%s", logs.String())
+		}
+	})
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func freePort(t *testing.T, network string) int {
+	t.Helper()
+	if network == "udp" {
+		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func mkdir(t *testing.T, parent, name string) string {
+	t.Helper()
+	dir := filepath.Join(parent, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func writeFile(t *testing.T, path string, data []byte, perm os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path, data, perm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeDoc(t *testing.T, dir, doc string) string {
+	t.Helper()
+	f, err := os.CreateTemp(dir, "doc-*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.WriteString(doc)
+	return f.Name()
+}
+
+// syncBuffer is a buffer a process writes to while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

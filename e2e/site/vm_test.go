@@ -1,0 +1,330 @@
+package site
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/e2e/netns"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/site"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
+)
+
+const (
+	vmMAC  = "52:54:00:12:34:56"
+	vmUUID = "12345678-9abc-def0-1122-334455667788"
+	// vmROM is the e1000 iPXE ROM of Debian's ipxe-qemu.
+	vmROM = "/usr/lib/ipxe/qemu/efi-e1000.rom"
+	// marker is what the test ramdisk's /init prints on the serial console.
+	marker = "BC-RAMDISK-UP cmdline: "
+	// helperEnv makes the test binary the registry side of TestSiteBootsVM, inside the
+	// site's namespace: its value is the work directory.
+	helperEnv = "BC_SITE_VM_HELPER"
+)
+
+// TestSiteBootsVM runs `bcd site` alone in a network namespace, with its registry
+// session, and a qemu VM (TCG, its built-in iPXE ROM, a tap on the site's segment) held
+// off by -S. The registry side (its agent endpoint, store and site service, in a helper
+// process in the site's namespace) knows the VM as a node enrolled by its product UUID
+// only. It relays power.setPower on to the site, which powers the VM on through its QMP
+// socket; the VM network-boots without an entry and waits, the site reports it in
+// `discoveries`, and the registry proposes its MAC for the node. The registry then
+// pushes the site a NodeSpec with a ramdisk entry for that MAC, and the waiting VM boots
+// the test ramdisk, whose console line shows the entry's command line.
+func TestSiteBootsVM(t *testing.T) {
+	netns.Require(t, "qemu-system-x86_64")
+	if _, err := os.Stat(vmROM); err != nil {
+		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
+	}
+	ramdisk := ramdiskImage(t)
+	lan := netns.NewLAN(t)
+	siteNS := netns.New(t, "site")
+	lan.Attach(t, siteNS, "eth0", "10.77.0.1/24", "")
+	work := t.TempDir()
+	qmpSock := filepath.Join(work, "vm.qmp")
+	console := startVM(t, lan, qmpSock)
+
+	spec := helperSpec{Work: work, Ramdisk: ramdisk, BCD: testkit.Binary(t, "bcd"), QMP: qmpSock}
+	data, _ := json.Marshal(spec)
+	writeFile(t, filepath.Join(work, "helper.json"), data, 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	helper := siteNS.Command(ctx, os.Args[0], "-test.run=^TestSiteVMHelper$", "-test.v")
+	helper.Env = append(os.Environ(), helperEnv+"="+work)
+	var out syncBuffer
+	helper.Stdout, helper.Stderr = &out, &out
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		helper.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { helper.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			cancel()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("registry side and bcd site:\n%s", out.String())
+		}
+	})
+	start := time.Now()
+	var line string
+	deadline := time.Now().Add(240 * time.Second)
+	for {
+		b, _ := os.ReadFile(console)
+		_, rest, ok := strings.Cut(string(b), marker)
+		if ok && strings.Contains(rest, "\n") {
+			line, _, _ = strings.Cut(rest, "\n")
+			break
+		}
+		if strings.Contains(out.String(), "HELPER-FAILED") || time.Now().After(deadline) {
+			t.Fatalf("the VM did not boot the ramdisk; console:\n%s", b)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Logf("ramdisk up after %s", time.Since(start).Round(time.Second))
+	want := "initrd=initrd console=ttyS0 panic=-1 bc.node=vm-1 bc.registry=https://registry.test:7443 bc.pins=sha256/AAAA,sha256/BBBB,sha256/CCCC bc.token=bcj_vm.token"
+	if strings.TrimSpace(line) != want {
+		t.Errorf("ramdisk command line\n got: %q\nwant: %q", line, want)
+	}
+	if !strings.Contains(out.String(), "POWERED-ON") || !strings.Contains(out.String(), "PROPOSED "+vmMAC) {
+		t.Errorf("the VM booted without the relayed power.setPower or the MAC proposal")
+	}
+}
+
+// helperSpec is what the outer test hands its helper.
+type helperSpec struct {
+	Work, Ramdisk, BCD, QMP string
+}
+
+// TestSiteVMHelper is the registry side of TestSiteBootsVM; it runs only as its helper.
+func TestSiteVMHelper(t *testing.T) {
+	work := os.Getenv(helperEnv)
+	if work == "" {
+		t.Skip("the helper of TestSiteBootsVM")
+	}
+	if err := runHelper(work); err != nil {
+		fmt.Println("HELPER-FAILED:", err)
+		t.Fatal(err)
+	}
+}
+
+// runHelper starts an agent endpoint over a store, writes the site's bcd config dir with
+// a certificate of the test CA, starts bcd site, pushes its NodeSpec and relays the power
+// step, then waits for SIGINT.
+func runHelper(work string) error {
+	data, err := os.ReadFile(filepath.Join(work, "helper.json"))
+	if err != nil {
+		return err
+	}
+	var spec helperSpec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stdout, nil))
+	ca, err := testkit.NewCA()
+	if err != nil {
+		return err
+	}
+	serverCert, err := ca.ServerCertificate()
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(filepath.Join(work, "registry"), store.Options{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var node store.Node
+	err = st.Update(func(tx *store.Tx) (err error) {
+		if _, err = tx.CreateTenant("acme"); err == nil {
+			_, err = tx.CreateSite("rack-a")
+		}
+		if err == nil {
+			_, err = tx.CreatePool(store.Pool{Tenant: "acme", Name: "vms", Site: "rack-a"})
+		}
+		if err == nil {
+			node, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "vms", ProductUUID: vmUUID})
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Second)
+	defer cancel()
+	sites := site.New(site.Config{Store: st, Log: log})
+	go sites.Run(ctx)
+	ep, err := agents.Start(agents.Config{Listen: "127.0.0.1:0", Certificate: serverCert, AgentCAs: ca.Pool(), Store: st, Log: log,
+		OnInventory: sites.Inventory})
+	if err != nil {
+		return err
+	}
+	defer ep.Close()
+	confDir := filepath.Join(work, "bcd")
+	if err := writeSiteIdentity(ca, confDir, ep.Addr().String()); err != nil {
+		return err
+	}
+	cfg := map[string]any{
+		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"),
+		"boot": map[string]any{"interface": "eth0", "mode": "authoritative", "serverIP": "10.77.0.1",
+			"subnet": "10.77.0.0/24", "range": map[string]string{"start": "10.77.0.100", "end": "10.77.0.150"},
+			"leaseFile": filepath.Join(work, "leases.db"), "ramdiskDir": spec.Ramdisk, "retryInterval": int64(2 * time.Second)},
+		"ramdisk": map[string]any{"args": []string{"console=ttyS0", "panic=-1"}},
+		"cache":   map[string]any{"dir": filepath.Join(work, "cache")},
+	}
+	data, _ = json.Marshal(cfg)
+	siteConfig := filepath.Join(work, "site.json")
+	if err := os.WriteFile(siteConfig, data, 0o600); err != nil {
+		return err
+	}
+	bcdSite := exec.Command(spec.BCD, "site", "--config", siteConfig)
+	bcdSite.Stdout, bcdSite.Stderr = os.Stdout, os.Stdout
+	if err := bcdSite.Start(); err != nil {
+		return err
+	}
+	defer func() { bcdSite.Process.Signal(os.Interrupt); bcdSite.Wait() }()
+
+	// Power the VM on through the site; it boots without an entry and is discovered.
+	qmp, _ := json.Marshal(map[string]any{"address": spec.QMP, "options": map[string]string{"pollInterval": "100ms"}})
+	payload, _ := json.Marshal(proto.SiteCommand{Node: node.ID, Drivers: map[string]proto.DriverBinding{"power": {Driver: "qmp", Config: qmp}},
+		Input: json.RawMessage(`{"action":"on"}`)})
+	if _, err := ep.Relay(ctx, "rack-a", proto.Command{ID: "vm-1-power-on", Kind: "power.setPower", Payload: payload}); err != nil {
+		return fmt.Errorf("relayed power.setPower: %w", err)
+	}
+	fmt.Println("POWERED-ON")
+	var proposal *store.MACProposal
+	for proposal == nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("no MAC proposal for node %s", node.ID)
+		}
+		time.Sleep(250 * time.Millisecond)
+		st.View(func(tx *store.Tx) error {
+			n, err := tx.Node(node.ID)
+			proposal = n.MACProposal
+			return err
+		})
+	}
+	fmt.Println("PROPOSED", proposal.MAC)
+
+	// The registry gives the discovered MAC a ramdisk entry; the waiting VM boots it.
+	var pushed proto.NodeSpec
+	err = st.Update(func(tx *store.Tx) error {
+		spec, err := tx.NodeSpec("rack-a")
+		if err != nil {
+			return err
+		}
+		spec.Site.BootEntries = []proto.BootEntry{{Node: node.ID, MACs: []string{proposal.MAC}, ProductUUID: vmUUID, Kind: proto.BootRamdisk,
+			Ramdisk: &proto.RamdiskBoot{Token: "bcj_vm.token", Registry: "https://registry.test:7443",
+				Pins: []string{"sha256/AAAA", "sha256/BBBB", "sha256/CCCC"}, Args: []string{"bc.node=vm-1"}}}}
+		pushed, err = tx.SetNodeSpec(spec)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Println("PUSHED generation", pushed.Generation)
+	stop, done := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer done()
+	<-stop.Done()
+	return nil
+}
+
+// writeSiteIdentity writes a joined site agent's config dir for node rack-a, whose
+// certificate comes from ca, as `bcd join --role site` would.
+func writeSiteIdentity(ca *testkit.CA, dir, endpoint string) error {
+	cert, err := ca.AgentCertificate("rack-a", "site")
+	if err != nil {
+		return err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return err
+	}
+	caPEM, _, err := ca.PEM()
+	if err != nil {
+		return err
+	}
+	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
+	pin, err := joinwire.Pin(leaf.PublicKey)
+	if err != nil {
+		return err
+	}
+	return bcdconf.Write(dir, bcdconf.Bundle{
+		Config: bcdconf.Config{Version: bcdconf.Version, Server: "https://127.0.0.1:7443", AgentEndpoint: endpoint,
+			NodeID: "rack-a", Role: "site", Site: "rack-a", ServingCAPin: pin, JoinSigningPin: pin, JoinEncryptionPin: pin},
+		Key:               pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		Certificate:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}),
+		AgentCA:           caPEM,
+		ServingCA:         caPEM,
+		JoinEncryptionKey: []byte("{}"),
+	})
+}
+
+// ramdiskImage builds (or finds in its cache) the test ramdisk and returns its directory.
+func ramdiskImage(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"apt-get", "dpkg-deb", "cpio", "gzip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s to build the test ramdisk", tool)
+		}
+	}
+	out, err := exec.Command("../../scripts/ramdisk-test-image.sh").Output()
+	if err != nil {
+		t.Fatalf("scripts/ramdisk-test-image.sh: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// startVM starts a VM held off (-S) that boots from its e1000 NIC on the segment, with
+// its QMP socket at qmpSock, and returns the file its serial console goes to.
+func startVM(t *testing.T, lan *netns.LAN, qmpSock string) string {
+	t.Helper()
+	lan.AddTap(t, "tap0")
+	console := filepath.Join(t.TempDir(), "console.log")
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := lan.Command(ctx, "qemu-system-x86_64", "-S", "-no-shutdown", "-machine", "pc", "-accel", "tcg", "-m", "256", "-smp", "1",
+		"-display", "none", "-monitor", "none", "-serial", "file:"+console, "-boot", "order=n", "-uuid", vmUUID,
+		"-qmp", "unix:"+qmpSock+",server=on,wait=off",
+		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("qemu output:\n%s", out.String())
+		}
+	})
+	// The BMC's hands reach the VM through its QMP socket: it must be there before the
+	// registry relays the first power step.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(qmpSock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("qemu made no QMP socket in 30s:\n%s", out.String())
+		}
+	}
+	return console
+}

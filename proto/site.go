@@ -1,0 +1,44 @@
+package proto
+
+import "time"
+
+// The inventory sections a site agent reports beside `images` and `site`.
+const (
+	// SectionDiscoveries holds the []Discovery of PXE discovery.
+	SectionDiscoveries = "discoveries"
+	// SectionBootEntries holds the []BootEntry the site boots machines with now, the
+	// ramdisk tokens left out.
+	SectionBootEntries = "bootEntries"
+	// SectionImages holds the cache's []ImageCacheEntry.
+	SectionImages = "images"
+)
+
+// MediaInsert is the input of media.insert as the site agent receives it, the step's
+// `with` resolved by the registry: the https:// URL the BMC mounts and, for a catalog
+// image, its digest and the machine's MACs, with which a BMC without virtual media
+// boots the ISO by iPXE sanboot from the site cache instead.
+type MediaInsert struct {
+	URL         string   `json:"url"`
+	Digest      string   `json:"digest,omitempty"`
+	MACs        []string `json:"macs,omitempty"`
+	ProductUUID string   `json:"productUuid,omitempty"`
+}
+
+// Discovery is a machine the site's boot server saw network-booting without a boot
+// entry: an element of the `discoveries` inventory section.
+type Discovery struct {
+	// MAC is the interface it booted from, lower-case, colon-separated.
+	MAC string `json:"mac"`
+	// ProductUUID is the SMBIOS product UUID of DHCP option 97, as dmidecode spells it;
+	// empty when the machine sent none.
+	ProductUUID string `json:"productUuid,omitempty"`
+	// Arch is the client architecture of DHCP option 93, when the machine sent one.
+	Arch *uint16 `json:"arch,omitempty"`
+	// FirstSeen and LastSeen bound when it asked.
+	FirstSeen time.Time `json:"firstSeen"`
+	LastSeen  time.Time `json:"lastSeen"`
+}
+
+// IsDigest reports whether s is a SHA-256 as the catalog writes it: 64 lower-case hex
+// digits.
+func IsDigest(s string) bool { return digest.MatchString(s) }

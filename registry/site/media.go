@@ -1,0 +1,102 @@
+package site
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// CommandMediaInsert is the kind of media.insert.
+const CommandMediaInsert = "media.insert"
+
+// ExpandMediaInsert completes a media.insert command for the site agent: the step's
+// `with` ({url}, {fromStep} or {image}) becomes a proto.MediaInsert. fromStep takes the
+// `url` of the named earlier step's result, in the workflow run the command id names. A catalog image is resolved in
+// the machine owner's tenant, must be a verified iso with an https:// source, and
+// carries its digest and the machine's MACs, so that a BMC without virtual media boots
+// it by sanboot from the site cache. Other commands pass unchanged.
+func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto.Command, error) {
+	if cmd.Kind != CommandMediaInsert {
+		return cmd, nil
+	}
+	var sc proto.SiteCommand
+	if err := json.Unmarshal(cmd.Payload, &sc); err != nil {
+		return cmd, proto.Errorf(proto.Internal, "media.insert payload: %v", err)
+	}
+	var with struct {
+		URL      string `json:"url"`
+		Image    string `json:"image"`
+		FromStep string `json:"fromStep"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(sc.Input))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&with); err != nil {
+		return cmd, proto.Errorf(proto.InvalidInput, "media.insert: %v", err).WithPath("with")
+	}
+	var in proto.MediaInsert
+	switch {
+	case with.FromStep != "":
+		url, err := stepURL(tx, cmd.ID, with.FromStep)
+		if err != nil {
+			return cmd, err
+		}
+		in = proto.MediaInsert{URL: url}
+	case with.Image != "":
+		node, err := tx.Node(sc.Node)
+		if err != nil {
+			return cmd, err
+		}
+		img, err := image.ResolveImage(tx, node.Tenant, with.Image)
+		if err != nil {
+			return cmd, proto.AsError(err).WithPath("with.image")
+		}
+		if err := image.VerifyImageForUse(tx, node.Tenant, img, image.UseOptions{Verifier: v}); err != nil {
+			return cmd, err
+		}
+		if img.Format != proto.FormatISO || !strings.HasPrefix(img.Source, "https://") {
+			return cmd, proto.Errorf(proto.InvalidInput, "image %s is a %s from %s: media.insert mounts an iso with an https:// source", img.Ref, img.Format, img.Source).WithPath("with.image")
+		}
+		in = proto.MediaInsert{URL: img.Source, Digest: img.SHA256, MACs: node.MACs, ProductUUID: node.ProductUUID}
+	case strings.HasPrefix(with.URL, "https://"):
+		in = proto.MediaInsert{URL: with.URL}
+	default:
+		return cmd, proto.Errorf(proto.InvalidInput, "media.insert takes an https:// url or a catalog image").WithPath("with")
+	}
+	var err error
+	if sc.Input, err = json.Marshal(in); err != nil {
+		return cmd, err
+	}
+	cmd.Payload, err = json.Marshal(sc)
+	return cmd, err
+}
+
+// stepURL is the https:// `url` of the result of step path (steps[N], acceptance[N],
+// cleanup[N]) of the run whose command id is id (RUN:PHASE.N:ATTEMPT, see
+// registry/workflow).
+func stepURL(tx *store.Tx, id, path string) (string, error) {
+	bad := func(format string, args ...any) error {
+		return proto.Errorf(proto.InvalidInput, format, args...).WithPath("with.fromStep")
+	}
+	runID, _, _ := strings.Cut(id, ":")
+	run, err := tx.Run(runID)
+	if err != nil {
+		return "", bad("media.insert fromStep: command %s belongs to no workflow run", id)
+	}
+	for _, st := range run.Steps {
+		if st.Path() != path {
+			continue
+		}
+		var res struct {
+			URL string `json:"url"`
+		}
+		if json.Unmarshal(st.Result, &res) != nil || !strings.HasPrefix(res.URL, "https://") {
+			return "", bad("step %s (%s) returned no https:// url", path, st.Use)
+		}
+		return res.URL, nil
+	}
+	return "", bad("run %s has no step %s", runID, path)
+}

@@ -1,0 +1,146 @@
+// Package site is the registry's side of the site agents: each site agent's NodeSpec,
+// whose site.cacheImages are the verified images the site's pools pre-warm (kept up to
+// date as pools, the catalog and signers change), and PXE discovery: the MAC a site
+// agent saw booting with the product UUID of a node enrolled without one becomes the
+// node's MAC proposal. docs/site.md describes both.
+package site
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// DefaultInterval is how often every site agent's NodeSpec is recomputed.
+const DefaultInterval = 30 * time.Second
+
+// Agent is the node id of the site agent of site: a site token's node id defaults to
+// the site's name (docs/join.md).
+func Agent(site string) string { return site }
+
+// Config is what the service runs with.
+type Config struct {
+	Store *store.Store
+	// Verifier checks pre-warmed images; nil is the signer allowlists.
+	Verifier image.Verifier
+	// Interval is how often every site is recomputed (DefaultInterval when zero).
+	Interval time.Duration
+	Log      *slog.Logger
+}
+
+// Service keeps the site agents' NodeSpecs and records PXE discoveries.
+type Service struct {
+	cfg  Config
+	kick chan struct{}
+	reps chan report
+}
+
+// report is an inventory section a site agent reported, queued for the store.
+type report struct {
+	node string
+	data json.RawMessage
+}
+
+// New makes the service; Run runs it.
+func New(cfg Config) *Service {
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultInterval
+	}
+	return &Service{cfg: cfg, kick: make(chan struct{}, 1), reps: make(chan report, 64)}
+}
+
+// Kick asks for every site agent's NodeSpec to be recomputed soon: after a write to a
+// pool, an image or a signer, or when a site agent connects.
+func (s *Service) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Inventory is the agent endpoint's inventory hook for the sections of site agents: a
+// `site` section (an agent connected or moved) recomputes the NodeSpecs, a
+// `discoveries` section is queued for the MAC proposals. It never blocks.
+func (s *Service) Inventory(node, section string, data json.RawMessage) {
+	switch section {
+	case proto.SectionSite:
+		s.Kick()
+	case proto.SectionDiscoveries:
+		select {
+		case s.reps <- report{node, data}:
+		default:
+			s.cfg.Log.Warn("discoveries queue full; the agent's next report carries them", "node", node)
+		}
+	}
+}
+
+// Run recomputes the site agents' NodeSpecs now, on every Kick and every Interval, and
+// records discoveries, until ctx ends.
+func (s *Service) Run(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	s.refreshAll()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.refreshAll()
+		case <-s.kick:
+			s.refreshAll()
+		case r := <-s.reps:
+			s.discoveries(r)
+		}
+	}
+}
+
+// refreshAll recomputes the NodeSpec of every site's agent.
+func (s *Service) refreshAll() {
+	err := s.cfg.Store.Update(func(tx *store.Tx) error {
+		var page store.Page
+		for {
+			sites, next, err := tx.Sites(page)
+			if err != nil {
+				return err
+			}
+			for _, site := range sites {
+				if _, err := Refresh(tx, site.ID, s.cfg.Verifier); err != nil {
+					return err
+				}
+			}
+			if next == "" {
+				return nil
+			}
+			page.Cursor = next
+		}
+	})
+	if err != nil {
+		s.cfg.Log.Error("recomputing the site agents' NodeSpecs", "err", err)
+	}
+}
+
+// Refresh writes the NodeSpec of site's agent with the site's cache plan, keeping its
+// standing boot entries. The generation moves only when the content changed.
+func Refresh(tx *store.Tx, site string, v image.Verifier) (proto.NodeSpec, error) {
+	images, err := image.SiteCacheImages(tx, site, v)
+	if err != nil {
+		return proto.NodeSpec{}, err
+	}
+	spec, err := tx.NodeSpec(Agent(site))
+	switch {
+	case proto.CodeOf(err) == proto.NotFound:
+		spec = proto.NodeSpec{Node: Agent(site), Role: proto.RoleSite}
+	case err != nil:
+		return spec, err
+	}
+	if spec.Site == nil {
+		spec.Site = &proto.SiteSpec{}
+	}
+	spec.Site.CacheImages = images
+	return tx.SetNodeSpec(spec)
+}
