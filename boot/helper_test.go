@@ -30,8 +30,8 @@ func TestMain(m *testing.M) {
 		os.Exit(serverHelper(os.Getenv("BC_BOOT_HELPER_SPEC")))
 	case "probe":
 		os.Exit(probeHelper(os.Getenv("BC_BOOT_HELPER_SPEC")))
-	case "storm":
-		os.Exit(stormHelper(os.Getenv("BC_BOOT_HELPER_SPEC")))
+	case pxeStormHelper:
+		os.Exit(pxeStormMain(os.Getenv("BC_BOOT_HELPER_SPEC")))
 	}
 	os.Exit(m.Run())
 }

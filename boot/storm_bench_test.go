@@ -38,15 +38,8 @@ const (
 	stormInitrdSize = 16 << 20
 )
 
-// pxeStormHelper is the helper name (helperEnv) of the PXE storm client. It is
-// dispatched by init, before TestMain, so that the storm stays in this file.
+// pxeStormHelper is the helper name (helperEnv) of the PXE storm client.
 const pxeStormHelper = "pxestorm"
-
-func init() {
-	if os.Getenv(helperEnv) == pxeStormHelper {
-		os.Exit(pxeStormMain(os.Getenv("BC_BOOT_HELPER_SPEC")))
-	}
-}
 
 // BenchmarkBootStorm powers on stormClients simulated BIOS machines at once. Each does
 // what PXE firmware and then iPXE do: DHCP as a PXE client (option 93 = 0), a TFTP read
