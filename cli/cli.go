@@ -80,7 +80,11 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return 2
 	}
 	if len(positional) != cmd.nargs && !(cmd.nargs == -1 && len(positional) <= 1) {
-		fmt.Fprintf(env.Stderr, "better-compute %s takes %d argument(s), got %d\n", cmd.path, cmd.nargs, len(positional))
+		want := fmt.Sprint(cmd.nargs)
+		if cmd.nargs == -1 {
+			want = "at most 1"
+		}
+		fmt.Fprintf(env.Stderr, "better-compute %s takes %s argument(s), got %d\n", cmd.path, want, len(positional))
 		fs.Usage()
 		return 2
 	}
