@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the ramdisk machines PXE-boot into: a Debian kernel and an initramfs holding a
 # static busybox, the modules the ramdisk needs (with their dependencies and a fresh
-# modules.dep), and a static bcd started by /init as `bcd ramdisk <kernel command line>`.
+# modules.dep), and a static bcd started by /init as `bcd ramdisk`, which reads the kernel command line.
 #
 # Artifacts: out/ramdisk/{vmlinuz,initrd.img,SHA256SUMS}. Downloaded packages are kept in
 # RAMDISK_CACHE (default out/ramdisk-cache). KERNEL_PACKAGE picks the kernel (default: the
@@ -101,7 +101,7 @@ chmod 0755 "$root/usr/share/udhcpc/default.script"
 cat >"$root/init" <<SCRIPT
 #!/bin/sh
 # The ramdisk's init: file systems, drivers, a DHCP lease, then bcd in ramdisk mode
-# with the kernel command line (which carries the ramdisk token, registry and pins).
+# reading the kernel command line (which carries the ramdisk token, registry and pins).
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
@@ -114,7 +114,7 @@ for dev in /sys/class/net/*; do
 	ip link set "\$name" up
 	udhcpc -q -n -t 5 -i "\$name" && break
 done
-/bin/bcd ramdisk \$(cat /proc/cmdline)
+/bin/bcd ramdisk
 echo "bcd ramdisk exited (\$?); a shell for the console"
 exec setsid cttyhack sh
 SCRIPT

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -239,6 +240,7 @@ func TestVMHelper(t *testing.T) {
 	bcdSite := exec.Command(testkit.Binary(t, "bcd"), "site", "--config", siteConfig)
 	bcdSite.Env = append(os.Environ(), "SSL_CERT_FILE="+certFile)
 	bcdSite.Stdout, bcdSite.Stderr = &siteLog, &siteLog
+	bcdSite.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := bcdSite.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -326,9 +328,12 @@ const vmProfile = `{"id": "vm-host", "version": 1, "target": "metal", "role": "h
   "cleanup": [{"use": "boot.cleanUp", "on": "site"}]}`
 
 // makeRamdisk runs `make ramdisk` (its packages cached under cacheDir) and returns the
-// directory holding vmlinuz and initrd.img.
+// directory holding vmlinuz and initrd.img; BC_E2E_RAMDISK names one already built.
 func makeRamdisk(t *testing.T) string {
 	t.Helper()
+	if dir := os.Getenv("BC_E2E_RAMDISK"); dir != "" {
+		return dir // a ramdisk built already, from this tree
+	}
 	for _, tool := range []string{"apt-get", "dpkg-deb", "depmod", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("needs %s to build the ramdisk", tool)
