@@ -112,7 +112,7 @@ for dev in /sys/class/net/*; do
 	name=\${dev##*/}
 	[ -e "\$dev/device" ] || continue
 	ip link set "\$name" up
-	udhcpc -q -n -t 5 -i "\$name" && break
+	udhcpc -q -n -t 5 -s /usr/share/udhcpc/default.script -i "\$name" && break
 done
 /bin/bcd ramdisk
 echo "bcd ramdisk exited (\$?); a shell for the console"

@@ -30,7 +30,7 @@ for dev in /sys/class/net/*; do
 	name=${dev##*/}
 	[ -e "$dev/device" ] || continue
 	ip link set "$name" up
-	udhcpc -q -n -t 10 -i "$name" && break
+	udhcpc -q -n -t 10 -s /usr/share/udhcpc/default.script -i "$name" && break
 done
 mkdir -p /sysroot
 for i in 1 2 3 4 5 6 7 8 9 10; do [ -b /dev/vda1 ] && break; sleep 1; done
