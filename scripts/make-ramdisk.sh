@@ -13,7 +13,9 @@ out=out/ramdisk
 cache=${RAMDISK_CACHE:-out/ramdisk-cache}
 # The drivers a ramdisk needs on the machines it boots: virtual machines' and common
 # server NICs and disk controllers, the file systems it mounts, and loop devices.
-modules=(virtio_pci virtio_net virtio_blk virtio_scsi e1000 e1000e igb ixgbe i40e ice bnxt_en mlx5_core
+# crc32c_generic comes first: ext4 and xfs name it only as a soft dependency (modules.dep
+# leaves it out), and without it a mount with metadata checksums fails with ENOENT.
+modules=(crc32c_generic virtio_pci virtio_net virtio_blk virtio_scsi e1000 e1000e igb ixgbe i40e ice bnxt_en mlx5_core
 	nvme ahci sd_mod ext4 xfs btrfs vfat nls_cp437 nls_iso8859_1 loop)
 
 for tool in apt-get apt-cache dpkg-deb cpio depmod gzip; do

@@ -24,7 +24,7 @@ const osInit = `#!/bin/sh
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-for m in virtio_pci virtio_blk e1000 ext4; do modprobe -q "$m" 2>/dev/null; done
+for m in crc32c_generic virtio_pci virtio_blk e1000 ext4; do modprobe -q "$m" 2>/dev/null; done
 ip link set lo up
 for dev in /sys/class/net/*; do
 	name=${dev##*/}
