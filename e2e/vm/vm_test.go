@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/e2e/netns"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/better-compute/better-compute/testkit/openssl"
 )
@@ -203,8 +205,8 @@ func TestVMHelper(t *testing.T) {
 		"lab-qemu": map[string]any{"drivers": map[string]any{
 			"power": map[string]any{"driver": "qmp", "config": qmpConfig}, "management": map[string]any{"driver": "qmp", "config": qmpConfig}}}}})
 	writeFile(t, hwp, string(hwpDoc))
-	reg := testkit.StartRegistry(t, regDir, "--listen", siteIP+":7443", "--agent-listen", siteIP+":7444",
-		"--userdata-config", udc, "--hardware-profiles", hwp)
+	regArgs := []string{"--listen", siteIP + ":7443", "--agent-listen", siteIP + ":7444", "--userdata-config", udc, "--hardware-profiles", hwp}
+	reg := testkit.StartRegistry(t, regDir, regArgs...)
 	admin := reg.AdminConfig
 
 	// The signed image, registered with its source and pre-warmed at the site.
@@ -275,39 +277,40 @@ func TestVMHelper(t *testing.T) {
 	if res.Code != 0 || !strings.Contains(res.Stdout, "is active") {
 		t.Fatalf("nodes deploy --wait: exit %d", res.Code)
 	}
-	var node map[string]any
-	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
-		testkit.JSON(t, admin, &node, "nodes", "get", n.ID)
-		if node["state"] == "active" && observed(node) >= 1 {
+	// bcd node on the VM applies the NodeSpec the run's end set; its acknowledgement is
+	// in the store, read with the registry stopped (one process opens a store).
+	var node store.Node
+	var status store.AgentStatus
+	var nodeSpec proto.NodeSpec
+	for try := 0; ; try++ {
+		time.Sleep(3 * time.Second)
+		reg.Stop()
+		st, err := store.Open(regDir, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = st.View(func(tx *store.Tx) (err error) {
+			if node, err = tx.Node(n.ID); err == nil {
+				if nodeSpec, err = tx.NodeSpec(n.ID); err == nil {
+					status, err = tx.AgentStatus(n.ID)
+				}
+			}
+			return err
+		})
+		st.Close()
+		if err != nil && proto.CodeOf(err) != proto.NotFound {
+			t.Fatal(err)
+		}
+		if status.ObservedGeneration >= 1 && status.ObservedGeneration == nodeSpec.Generation || try == 3 {
 			break
 		}
+		reg = testkit.StartRegistry(t, regDir, regArgs...) // bcd node reconnects and says what it applied
 	}
-	nb, _ := json.Marshal(node)
-	fmt.Printf("NODE %s\n", nb)
-	if node["state"] != "active" || observed(node) < 1 {
+	fmt.Printf("NODE %s state %s, NodeSpec generation %d, observed %d\n", node.ID, node.State, nodeSpec.Generation, status.ObservedGeneration)
+	if node.State != store.NodeActive || status.ObservedGeneration < 1 || status.ObservedGeneration != nodeSpec.Generation {
 		t.Fatalf("node %s is not active with its NodeSpec applied", n.ID)
 	}
 	fmt.Println("HELPER-OK")
-}
-
-// observed finds the node's observed NodeSpec generation in `nodes get`'s JSON.
-func observed(node map[string]any) float64 {
-	var find func(v any) float64
-	find = func(v any) float64 {
-		switch v := v.(type) {
-		case map[string]any:
-			if g, ok := v["observedGeneration"].(float64); ok {
-				return g
-			}
-			for _, x := range v {
-				if g := find(x); g > 0 {
-					return g
-				}
-			}
-		}
-		return 0
-	}
-	return find(node)
 }
 
 // vmProfile deploys vm-os@1 with the custom first-boot template through the site, the
