@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -110,7 +109,7 @@ func TestVMDeploy(t *testing.T) {
 		t.Fatalf("the site side failed: %v\n%s\nVM console:\n%s", err, out.String(), b)
 	}
 	t.Logf("site side:\n%s", out.String())
-	for _, marker := range []string{"BC-OS-UP"} {
+	for _, marker := range []string{"BC-OS-UP", "BC-OS-JOINED"} {
 		if !strings.Contains(string(b), marker) {
 			t.Errorf("the VM's console has no %q:\n%s", marker, b)
 		}
@@ -415,4 +414,3 @@ func (s *syncBuffer) String() string {
 	return s.buf.String()
 }
 
-var _ io.Writer = (*syncBuffer)(nil)
