@@ -9,6 +9,8 @@ packages+=(iproute2 nftables busybox-static tftp-hpa dnsmasq-base ipxe qemu-syst
 packages+=(kea-admin nginx)
 # The ramdisk's tests, benchmark and `make ramdisk`.
 packages+=(zstd qemu-utils e2fsprogs cpio kmod xz-utils)
+# e2e/vm (make e2e): the OS image's partition table.
+packages+=(gdisk)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

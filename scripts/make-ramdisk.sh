@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the ramdisk machines PXE-boot into: a Debian kernel and an initramfs holding a
 # static busybox, the modules the ramdisk needs (with their dependencies and a fresh
-# modules.dep), and a static bcd started by /init as `bcd ramdisk <kernel command line>`.
+# modules.dep), and a static bcd started by /init as `bcd ramdisk`, which reads the kernel command line.
 #
 # Artifacts: out/ramdisk/{vmlinuz,initrd.img,SHA256SUMS}. Downloaded packages are kept in
 # RAMDISK_CACHE (default out/ramdisk-cache). KERNEL_PACKAGE picks the kernel (default: the
@@ -13,7 +13,9 @@ out=out/ramdisk
 cache=${RAMDISK_CACHE:-out/ramdisk-cache}
 # The drivers a ramdisk needs on the machines it boots: virtual machines' and common
 # server NICs and disk controllers, the file systems it mounts, and loop devices.
-modules=(virtio_pci virtio_net virtio_blk virtio_scsi e1000 e1000e igb ixgbe i40e ice bnxt_en mlx5_core
+# crc32c_generic comes first: ext4 and xfs name it only as a soft dependency (modules.dep
+# leaves it out), and without it a mount with metadata checksums fails with ENOENT.
+modules=(crc32c_generic virtio_pci virtio_net virtio_blk virtio_scsi e1000 e1000e igb ixgbe i40e ice bnxt_en mlx5_core
 	nvme ahci sd_mod ext4 xfs btrfs vfat nls_cp437 nls_iso8859_1 loop)
 
 for tool in apt-get apt-cache dpkg-deb cpio depmod gzip; do
@@ -101,7 +103,7 @@ chmod 0755 "$root/usr/share/udhcpc/default.script"
 cat >"$root/init" <<SCRIPT
 #!/bin/sh
 # The ramdisk's init: file systems, drivers, a DHCP lease, then bcd in ramdisk mode
-# with the kernel command line (which carries the ramdisk token, registry and pins).
+# reading the kernel command line (which carries the ramdisk token, registry and pins).
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
@@ -112,9 +114,9 @@ for dev in /sys/class/net/*; do
 	name=\${dev##*/}
 	[ -e "\$dev/device" ] || continue
 	ip link set "\$name" up
-	udhcpc -q -n -t 5 -i "\$name" && break
+	udhcpc -q -n -t 5 -s /usr/share/udhcpc/default.script -i "\$name" && break
 done
-/bin/bcd ramdisk \$(cat /proc/cmdline)
+/bin/bcd ramdisk
 echo "bcd ramdisk exited (\$?); a shell for the console"
 exec setsid cttyhack sh
 SCRIPT

@@ -1,0 +1,415 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/e2e/netns"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/better-compute/better-compute/testkit/openssl"
+)
+
+const (
+	vmMAC  = "52:54:00:12:34:57"
+	vmUUID = "12345678-9abc-def0-1122-3344556677aa"
+	// vmROM is the e1000 iPXE ROM of Debian's ipxe-qemu.
+	vmROM = "/usr/lib/ipxe/qemu/efi-e1000.rom"
+	// siteIP is the site's address on the provisioning segment; the registry listens
+	// there too, in the site's namespace.
+	siteIP = "10.78.0.1"
+	// helperEnv makes the test binary the site side of TestVMDeploy, inside the site's
+	// namespace: its value is the work directory.
+	helperEnv = "BC_VM_HELPER"
+	// cacheDir keeps the downloaded packages `make ramdisk` unpacks between runs.
+	cacheDir = "/var/cache/better-compute-test"
+)
+
+// spec is what the outer test hands its helper.
+type spec struct {
+	Work, Ramdisk, Image, QMP string
+	RootStart, RootSize       int64
+}
+
+// TestVMDeploy deploys a qemu VM end to end: `nodes deploy --wait` powers it on through
+// QMP, it PXE-boots the `make ramdisk` ramdisk from bcd site, which writes the signed
+// image from the site cache to its virtio disk, kexecs into the written OS, whose first
+// boot runs the user data (`bcd join` with the provisioned token, then `bcd node`); the
+// node ends active with its NodeSpec applied.
+func TestVMDeploy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a VM end to end")
+	}
+	netns.Require(t, "qemu-system-x86_64", "sgdisk", "mkfs.ext4", "zstd", "openssl", "cpio", "dd")
+	if _, err := os.Stat(vmROM); err != nil {
+		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
+	}
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("needs busybox (busybox-static)")
+	}
+	if out, _ := exec.Command("ldd", busybox).CombinedOutput(); !strings.Contains(string(out), "not a dynamic") {
+		t.Skip("needs a static busybox (busybox-static)")
+	}
+	began := time.Now()
+	ramdisk := makeRamdisk(t)
+	work := t.TempDir()
+	image := filepath.Join(work, "os.raw")
+	rootStart, rootSize := buildOSImage(t, image, ramdisk, testkit.Binary(t, "bcd"), busybox)
+	run(t, "zstd", "-q", "-f", "-3", image, "-o", image+".zst")
+	t.Logf("ramdisk and image ready after %s", time.Since(began).Round(time.Second))
+
+	lan := netns.NewLAN(t)
+	siteNS := netns.New(t, "site")
+	lan.Attach(t, siteNS, "eth0", siteIP+"/24", "")
+	disk := filepath.Join(work, "vm-disk.raw")
+	f, err := os.Create(disk)
+	if err == nil {
+		err = f.Truncate(imageSize)
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	qmpSock := filepath.Join(work, "vm.qmp")
+	console := startVM(t, lan, qmpSock, disk)
+
+	s := spec{Work: work, Ramdisk: ramdisk, Image: image, QMP: qmpSock, RootStart: rootStart, RootSize: rootSize}
+	data, _ := json.Marshal(s)
+	if err := os.WriteFile(filepath.Join(work, "helper.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	helper := siteNS.Command(ctx, os.Args[0], "-test.run=^TestVMHelper$", "-test.v", "-test.timeout=8m")
+	helper.Env = append(os.Environ(), helperEnv+"="+work)
+	var out syncBuffer
+	helper.Stdout, helper.Stderr = &out, &out
+	err = helper.Run()
+	b, _ := os.ReadFile(console)
+	if err != nil || !strings.Contains(out.String(), "HELPER-OK") {
+		t.Fatalf("the site side failed: %v\n%s\nVM console:\n%s", err, out.String(), b)
+	}
+	t.Logf("site side:\n%s", out.String())
+	for _, marker := range []string{"BC-OS-UP", "BC-OS-JOINED"} {
+		if !strings.Contains(string(b), marker) {
+			t.Errorf("the VM's console has no %q:\n%s", marker, b)
+		}
+	}
+
+	// The VM's disk holds the image: byte for byte outside the root partition, whose
+	// file system took the first-boot files and is mounted by the running OS.
+	raw, err := os.ReadFile(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := os.ReadFile(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) < len(raw) {
+		t.Fatalf("the disk is %d bytes, the image %d", len(written), len(raw))
+	}
+	written = written[:len(raw)]
+	if sum(written[:rootStart]) != sum(raw[:rootStart]) || sum(written[rootStart+rootSize:]) != sum(raw[rootStart+rootSize:]) {
+		t.Errorf("the VM's disk does not hold the image outside its root partition")
+	}
+	if bytes.Equal(written[rootStart:rootStart+rootSize], make([]byte, rootSize)) {
+		t.Errorf("the VM's root partition is empty")
+	}
+	t.Logf("disk sha256 outside the root partition matches the image; the whole test took %s", time.Since(began).Round(time.Second))
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// TestVMHelper is the site side of TestVMDeploy; it runs only as its helper, in the
+// site's namespace: registry, image server, bcd site and the operator's CLI.
+func TestVMHelper(t *testing.T) {
+	work := os.Getenv(helperEnv)
+	if work == "" {
+		t.Skip("the helper of TestVMDeploy")
+	}
+	data, err := os.ReadFile(filepath.Join(work, "helper.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	zst, err := os.ReadFile(s.Image + ".zst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := sum(zst)
+
+	// The image's source: HTTPS from the namespace, trusted by bcd site.
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/vm-os.raw.zst" {
+			http.NotFound(rw, r)
+			return
+		}
+		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(zst))
+	}))
+	srv.Listener, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.StartTLS()
+	defer srv.Close()
+	certFile := filepath.Join(work, "images.pem")
+	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
+
+	// The registry, on the site's segment.
+	regDir := filepath.Join(work, "registry")
+	url := "https://" + siteIP + ":7443"
+	udc := filepath.Join(work, "userdata.json")
+	template := "#!/bin/sh\n" +
+		"set -e\n" +
+		"mkdir -p /etc/bcd\n" +
+		"printf '%s' '{{joinToken}}' >/etc/bcd/join-token\n" +
+		"chmod 0600 /etc/bcd/join-token\n" +
+		"/usr/local/bin/bcd join --server '{{controlPlaneUrl}}' --token-file /etc/bcd/join-token --node-id '{{nodeId}}'" +
+		" --serving-ca-pin '{{servingCaPin}}' --join-signing-pin '{{joinSigningPin}}' --join-encryption-pin '{{joinEncryptionPin}}'\n" +
+		"echo BC-OS-JOINED\n" +
+		"exec /usr/local/bin/bcd node\n"
+	udcDoc, _ := json.Marshal(map[string]any{"controlPlaneUrl": url, "bcdUrl": "https://downloads.example/bcd",
+		"bcdSha256": strings.Repeat("ab", 32), "templates": map[string]string{"vm-first-boot": template}})
+	writeFile(t, udc, string(udcDoc))
+	hwp := filepath.Join(work, "hardware-profiles.json")
+	qmpConfig := map[string]any{"options": map[string]string{"nic": "nic0", "disk": "disk0", "pollInterval": "100ms"}}
+	hwpDoc, _ := json.Marshal(map[string]any{"version": 1, "hardwareProfiles": map[string]any{
+		"lab-qemu": map[string]any{"drivers": map[string]any{
+			"power": map[string]any{"driver": "qmp", "config": qmpConfig}, "management": map[string]any{"driver": "qmp", "config": qmpConfig}}}}})
+	writeFile(t, hwp, string(hwpDoc))
+	regArgs := []string{"--listen", siteIP + ":7443", "--agent-listen", siteIP + ":7444", "--userdata-config", udc, "--hardware-profiles", hwp}
+	reg := testkit.StartRegistry(t, regDir, regArgs...)
+	admin := reg.AdminConfig
+
+	// The signed image, registered with its source and pre-warmed at the site.
+	signer := openssl.Generate(t, openssl.Ed25519)
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", regDir, "--tenant", "root", "--id", "platform", "--public-key", signer.PublicPath)
+	input := fmt.Sprintf("bc-image-v1\nos\nvm-os@1\nraw\nzstd\n%s\n", digest)
+	testkit.JSON(t, admin, nil, "images", "register", "--tenant", "root", "--ref", "vm-os@1", "--kind", "os",
+		"--source", srv.URL+"/vm-os.raw.zst", "--disk-format", "raw", "--compression", "zstd", "--sha256", digest,
+		"--size", fmt.Sprint(len(zst)), "--signer", "platform", "--signature", base64.StdEncoding.EncodeToString(signer.Sign(t, []byte(input))))
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, admin, nil, "pools", "create", "vms", "--site", "rack-a", "--prewarm", "vm-os@1")
+
+	// bcd join --role site, then bcd site on the segment.
+	confDir := filepath.Join(work, "site-bcd")
+	tokenFile := filepath.Join(work, "site.token")
+	testkit.JSON(t, admin, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
+	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",
+		"--config-dir", confDir, "--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning,
+		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
+		t.Fatalf("bcd join --role site: %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+	siteConf, _ := json.Marshal(map[string]any{
+		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "site-state"),
+		"boot": map[string]any{"interface": "eth0", "mode": "authoritative", "serverIP": siteIP,
+			"subnet": "10.78.0.0/24", "range": map[string]string{"start": "10.78.0.100", "end": "10.78.0.150"},
+			"leaseFile": filepath.Join(work, "leases.db"), "ramdiskDir": s.Ramdisk, "retryInterval": int64(2 * time.Second)},
+		"ramdisk": map[string]any{"args": []string{"console=ttyS0", "panic=-1"}},
+		"cache":   map[string]any{"dir": filepath.Join(work, "site-cache")},
+	})
+	siteConfig := filepath.Join(work, "site.json")
+	writeFile(t, siteConfig, string(siteConf))
+	var siteLog syncBuffer
+	bcdSite := exec.Command(testkit.Binary(t, "bcd"), "site", "--config", siteConfig)
+	bcdSite.Env = append(os.Environ(), "SSL_CERT_FILE="+certFile)
+	bcdSite.Stdout, bcdSite.Stderr = &siteLog, &siteLog
+	bcdSite.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := bcdSite.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		bcdSite.Process.Signal(os.Interrupt)
+		bcdSite.Wait()
+		if t.Failed() {
+			t.Logf("bcd site:\n%s\nregistry:\n%s", siteLog.String(), reg.Stderr)
+		}
+	}()
+
+	// Wait until the site cache holds the image.
+	ready := false
+	for end := time.Now().Add(90 * time.Second); !ready && time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		res := testkit.CLI(t, admin, "sites", "locations", "rack-a", "--format", "json")
+		ready = strings.Contains(res.Stdout, digest) && strings.Contains(res.Stdout, `"ready"`)
+	}
+	if !ready {
+		t.Fatalf("the site cache never held the image")
+	}
+	fmt.Printf("PREWARMED after %s\n", time.Since(began).Round(time.Second))
+
+	// The VM, enrolled with its QMP socket as its BMC, deployed.
+	writeFile(t, filepath.Join(work, "profile.json"), vmProfile)
+	testkit.JSON(t, admin, nil, "profiles", "create", filepath.Join(work, "profile.json"))
+	var n struct{ ID string }
+	testkit.JSON(t, admin, &n, "nodes", "enroll", "--pool", "vms", "--mac", vmMAC, "--product-uuid", vmUUID,
+		"--bmc-driver", "qmp", "--bmc-address", s.QMP, "--hardware-profile", "lab-qemu")
+	deployStart := time.Now()
+	res := testkit.CLI(t, admin, "nodes", "deploy", n.ID, "--profile", "vm-host", "--wait")
+	fmt.Printf("DEPLOY exit %d after %s\n%s\n%s\n", res.Code, time.Since(deployStart).Round(time.Second), res.Stdout, res.Stderr)
+	if res.Code != 0 || !strings.Contains(res.Stdout, "is active") {
+		t.Fatalf("nodes deploy --wait: exit %d", res.Code)
+	}
+	// bcd node on the VM applies the NodeSpec the run's end set; its acknowledgement is
+	// in the store, read with the registry stopped (one process opens a store).
+	var node store.Node
+	var status store.AgentStatus
+	var nodeSpec proto.NodeSpec
+	for try := 0; ; try++ {
+		time.Sleep(3 * time.Second)
+		reg.Stop()
+		st, err := store.Open(regDir, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = st.View(func(tx *store.Tx) (err error) {
+			if node, err = tx.Node(n.ID); err == nil {
+				if nodeSpec, err = tx.NodeSpec(n.ID); err == nil {
+					status, err = tx.AgentStatus(n.ID)
+				}
+			}
+			return err
+		})
+		st.Close()
+		if err != nil && proto.CodeOf(err) != proto.NotFound {
+			t.Fatal(err)
+		}
+		if status.ObservedGeneration >= 1 && status.ObservedGeneration == nodeSpec.Generation || try == 3 {
+			break
+		}
+		reg = testkit.StartRegistry(t, regDir, regArgs...) // bcd node reconnects and says what it applied
+	}
+	fmt.Printf("NODE %s state %s, NodeSpec generation %d, observed %d\n", node.ID, node.State, nodeSpec.Generation, status.ObservedGeneration)
+	if node.State != store.NodeActive || status.ObservedGeneration < 1 || status.ObservedGeneration != nodeSpec.Generation {
+		t.Fatalf("node %s is not active with its NodeSpec applied", n.ID)
+	}
+	fmt.Println("HELPER-OK")
+}
+
+// vmProfile deploys vm-os@1 with the custom first-boot template through the site, the
+// ramdisk and kexec; timeouts fit a TCG VM.
+const vmProfile = `{"id": "vm-host", "version": 1, "target": "metal", "role": "host",
+  "image": {"ref": "vm-os@1", "format": "raw", "compression": "zstd"},
+  "userData": {"kind": "cloud-init", "template": "vm-first-boot"},
+  "steps": [
+    {"use": "userdata.render"},
+    {"use": "boot.prepareRamdisk", "on": "site"},
+    {"use": "management.setBootDevice", "on": "site", "with": {"device": "pxe"}},
+    {"use": "power.setPower", "on": "site", "with": {"action": "cycle"}},
+    {"use": "wait.agentJoined", "with": {"role": "ramdisk"}, "timeout": "4m"},
+    {"use": "inventory.refresh", "on": "ramdisk", "timeout": "1m"},
+    {"use": "deploy.deploy", "on": "ramdisk", "timeout": "3m"},
+    {"use": "management.setBootDevice", "on": "site", "with": {"device": "disk"}},
+    {"use": "boot.kexec", "on": "ramdisk", "await": "rejoin", "timeout": "4m"}],
+  "cleanup": [{"use": "boot.cleanUp", "on": "site"}]}`
+
+// makeRamdisk runs `make ramdisk` (its packages cached under cacheDir) and returns the
+// directory holding vmlinuz and initrd.img; BC_E2E_RAMDISK names one already built.
+func makeRamdisk(t *testing.T) string {
+	t.Helper()
+	if dir := os.Getenv("BC_E2E_RAMDISK"); dir != "" {
+		return dir // a ramdisk built already, from this tree
+	}
+	for _, tool := range []string{"apt-get", "dpkg-deb", "depmod", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s to build the ramdisk", tool)
+		}
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("./scripts/make-ramdisk.sh")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "RAMDISK_CACHE="+cacheDir+"/ramdisk-debs")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make ramdisk: %v\n%s", err, out)
+	}
+	return filepath.Join(root, "out/ramdisk")
+}
+
+// startVM starts a VM held off (-S): an e1000 NIC (nic0) on the segment with qemu's
+// iPXE ROM, a virtio disk (disk0) backed by disk, its QMP socket at qmpSock; it returns
+// the file its serial console goes to.
+func startVM(t *testing.T, lan *netns.LAN, qmpSock, disk string) string {
+	t.Helper()
+	lan.AddTap(t, "tap0")
+	console := filepath.Join(t.TempDir(), "console.log")
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := lan.Command(ctx, "qemu-system-x86_64", "-S", "-no-shutdown", "-machine", "pc", "-accel", "tcg", "-m", "1024", "-smp", "1",
+		"-display", "none", "-monitor", "none", "-serial", "file:"+console, "-uuid", vmUUID,
+		"-qmp", "unix:"+qmpSock+",server=on,wait=off",
+		"-drive", "file="+disk+",if=none,id=d0,format=raw,cache=unsafe", "-device", "virtio-blk-pci,id=disk0,drive=d0",
+		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("qemu output:\n%s", out.String())
+		}
+	})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(qmpSock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("qemu made no QMP socket in 30s:\n%s", out.String())
+		}
+	}
+	return console
+}
+
+func writeFile(t *testing.T, path, content string) {
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncBuffer is an io.Writer many goroutines write to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
