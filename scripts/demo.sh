@@ -34,3 +34,14 @@ sed -e 's/"30m"/"soon"/' -e 's/"boot.cleanUp"/"boot.cleanup"/' examples/ubuntu-g
 step "validate reports every problem with its path" $bc profiles validate --file "$dir/broken.json" || true
 step "create refuses it at the first one, and stores nothing" $bc profiles create "$dir/broken.json" || true
 step "what acme can use: its own profiles, public ones, and the shipped ones" $bc profiles list
+
+echo
+echo "Now a machine, end to end: a qemu VM PXE-boots from bcd site, the ramdisk streams a"
+echo "signed image from the site cache onto its disk, kexecs into it, and the installed OS"
+echo "joins with its single-use token and converges as an active node."
+if [ "$(id -u)" != 0 ]; then
+	echo "(skipped: the VM runs in network namespaces, which need root)"
+	exit 0
+fi
+./.ci/deps.sh >/dev/null
+BC_E2E_SHOW=1 go test -count=1 -v -timeout 15m -run '^TestVMDeploy$' ./e2e/vm/ | grep -v '^=== RUN'

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,17 +141,25 @@ type Result struct {
 // CLI runs `better-compute args...` with BC_CONFIG set to config.
 func CLI(t testing.TB, config string, args ...string) Result {
 	t.Helper()
-	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args)
+	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, nil)
+}
+
+// CLIShow is CLI with what the command prints copied to show as it comes, for a run a
+// person watches (a long `nodes deploy --wait`).
+func CLIShow(t testing.TB, config string, show io.Writer, args ...string) Result {
+	t.Helper()
+	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, show)
 }
 
 // BCD runs `bcd args...`.
 func BCD(t testing.TB, args ...string) Result {
 	t.Helper()
-	return run(t, "bcd", nil, args)
+	return run(t, "bcd", nil, args, nil)
 }
 
-// run runs a project binary with extra environment variables.
-func run(t testing.TB, name string, env, args []string) Result {
+// run runs a project binary with extra environment variables, copying its output to
+// show when show is not nil.
+func run(t testing.TB, name string, env, args []string, show io.Writer) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -158,6 +167,9 @@ func run(t testing.TB, name string, env, args []string) Result {
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	if show != nil {
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, show), io.MultiWriter(&errb, show)
+	}
 	err := cmd.Run()
 	res := Result{Stdout: out.String(), Stderr: errb.String()}
 	if ee, ok := err.(*exec.ExitError); ok {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -39,6 +40,8 @@ const (
 	// helperEnv makes the test binary the site side of TestVMDeploy, inside the site's
 	// namespace: its value is the work directory.
 	helperEnv = "BC_VM_HELPER"
+	// showEnv, when set, shows the site side's progress as it comes (`make demo`).
+	showEnv = "BC_E2E_SHOW"
 	// cacheDir keeps the downloaded packages `make ramdisk` unpacks between runs.
 	cacheDir = "/var/cache/better-compute-test"
 )
@@ -59,6 +62,7 @@ func TestVMDeploy(t *testing.T) {
 		t.Skip("boots a VM end to end")
 	}
 	netns.Require(t, "qemu-system-x86_64", "sgdisk", "mkfs.ext4", "zstd", "openssl", "cpio", "dd")
+	show := os.Getenv(showEnv) != ""
 	if _, err := os.Stat(vmROM); err != nil {
 		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
 	}
@@ -103,12 +107,17 @@ func TestVMDeploy(t *testing.T) {
 	helper.Env = append(os.Environ(), helperEnv+"="+work)
 	var out syncBuffer
 	helper.Stdout, helper.Stderr = &out, &out
+	if show {
+		helper.Stdout = io.MultiWriter(&out, os.Stdout)
+	}
 	err = helper.Run()
 	b, _ := os.ReadFile(console)
 	if err != nil || !strings.Contains(out.String(), "HELPER-OK") {
 		t.Fatalf("the site side failed: %v\n%s\nVM console:\n%s", err, out.String(), b)
 	}
-	t.Logf("site side:\n%s", out.String())
+	if !show {
+		t.Logf("site side:\n%s", out.String())
+	}
 	for _, marker := range []string{"BC-OS-UP", "BC-OS-JOINED"} {
 		if !strings.Contains(string(b), marker) {
 			t.Errorf("the VM's console has no %q:\n%s", marker, b)
@@ -271,8 +280,8 @@ func TestVMHelper(t *testing.T) {
 	testkit.JSON(t, admin, &n, "nodes", "enroll", "--pool", "vms", "--mac", vmMAC, "--product-uuid", vmUUID,
 		"--bmc-driver", "qmp", "--bmc-address", s.QMP, "--hardware-profile", "lab-qemu")
 	deployStart := time.Now()
-	res := testkit.CLI(t, admin, "nodes", "deploy", n.ID, "--profile", "vm-host", "--wait")
-	fmt.Printf("DEPLOY exit %d after %s\n%s\n%s\n", res.Code, time.Since(deployStart).Round(time.Second), res.Stdout, res.Stderr)
+	res := testkit.CLIShow(t, admin, os.Stdout, "nodes", "deploy", n.ID, "--profile", "vm-host", "--wait")
+	fmt.Printf("DEPLOY exit %d after %s\n", res.Code, time.Since(deployStart).Round(time.Second))
 	if res.Code != 0 || !strings.Contains(res.Stdout, "is active") {
 		t.Fatalf("nodes deploy --wait: exit %d", res.Code)
 	}
