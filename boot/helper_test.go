@@ -115,7 +115,7 @@ func serverHelper(specFile string) int {
 // bootServer is a boot server running in a namespace.
 type bootServer struct {
 	cmd         *exec.Cmd
-	log         *syncBuffer
+	log         *netns.SyncBuffer
 	discoveries string
 	entries     string
 	// stop ends the server (SIGTERM) and waits for it; the test's end calls it too.
@@ -145,7 +145,7 @@ func startServer(t testing.TB, ns *netns.NS, cfg Config, e map[string]Entry) *bo
 	if err := os.WriteFile(specFile, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := &bootServer{log: &syncBuffer{}, discoveries: spec.Discoveries, entries: spec.Entries}
+	s := &bootServer{log: &netns.SyncBuffer{}, discoveries: spec.Discoveries, entries: spec.Entries}
 	s.SetEntries(t, e)
 	s.cmd = ns.Command(context.Background(), os.Args[0], "-test.run=^$")
 	s.cmd.Env = append(os.Environ(), helperEnv+"=server", "BC_BOOT_HELPER_SPEC="+specFile)
@@ -203,23 +203,6 @@ func (s *bootServer) Discoveries(t *testing.T) []Discovery {
 		out = append(out, d)
 	}
 	return out
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // ipOf is the IPv4 address as a net.IP.

@@ -320,7 +320,7 @@ func runDnsmasq(t testing.TB, ns *netns.NS, iface string, args ...string) (stop 
 	ctx, cancel := context.WithCancel(context.Background())
 	dnsmasq := ns.Command(ctx, "dnsmasq", append([]string{"--no-daemon", "--conf-file=/dev/null", "--port=0", "--interface=" + iface,
 		"--bind-interfaces", "--dhcp-leasefile=" + leases, "--pid-file=", "--user=root", "--no-ping"}, args...)...)
-	var dlog syncBuffer
+	var dlog netns.SyncBuffer
 	dnsmasq.Stdout, dnsmasq.Stderr = &dlog, &dlog
 	if err := dnsmasq.Start(); err != nil {
 		t.Fatal(err)

@@ -105,7 +105,7 @@ func startVM(t *testing.T, n testNet) string {
 	cmd := n.lan.Command(ctx, "qemu-system-x86_64", "-machine", "pc", "-accel", "tcg", "-m", "256", "-smp", "1",
 		"-display", "none", "-monitor", "none", "-serial", "file:"+console, "-no-reboot", "-boot", "order=n",
 		"-uuid", vmUUID, "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "e1000,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
-	var out syncBuffer
+	var out netns.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -15,12 +15,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/bmc/redfishsim"
+	"github.com/better-compute/better-compute/e2e/netns"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/image"
@@ -151,7 +150,7 @@ func TestSiteLoopback(t *testing.T) {
 func startSite(t *testing.T, config string) {
 	t.Helper()
 	cmd := exec.Command(testkit.Binary(t, "bcd"), "site", "--config", config)
-	var logs syncBuffer
+	var logs netns.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -219,22 +218,4 @@ func writeDoc(t *testing.T, dir, doc string) string {
 	defer f.Close()
 	f.WriteString(doc)
 	return f.Name()
-}
-
-// syncBuffer is a buffer a process writes to while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

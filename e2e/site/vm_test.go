@@ -65,7 +65,7 @@ func TestSiteBootsVM(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	helper := siteNS.Command(ctx, os.Args[0], "-test.run=^TestSiteVMHelper$", "-test.v")
 	helper.Env = append(os.Environ(), helperEnv+"="+work)
-	var out syncBuffer
+	var out netns.SyncBuffer
 	helper.Stdout, helper.Stderr = &out, &out
 	if err := helper.Start(); err != nil {
 		t.Fatal(err)
@@ -304,7 +304,7 @@ func startVM(t *testing.T, lan *netns.LAN, qmpSock string) string {
 		"-display", "none", "-monitor", "none", "-serial", "file:"+console, "-boot", "order=n", "-uuid", vmUUID,
 		"-qmp", "unix:"+qmpSock+",server=on,wait=off",
 		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
-	var out syncBuffer
+	var out netns.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

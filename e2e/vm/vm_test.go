@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -105,7 +104,7 @@ func TestVMDeploy(t *testing.T) {
 	defer cancel()
 	helper := siteNS.Command(ctx, os.Args[0], "-test.run=^TestVMHelper$", "-test.v", "-test.timeout=8m")
 	helper.Env = append(os.Environ(), helperEnv+"="+work)
-	var out syncBuffer
+	var out netns.SyncBuffer
 	helper.Stdout, helper.Stderr = &out, &out
 	if show {
 		helper.Stdout = io.MultiWriter(&out, os.Stdout)
@@ -246,7 +245,7 @@ func TestVMHelper(t *testing.T) {
 	})
 	siteConfig := filepath.Join(work, "site.json")
 	writeFile(t, siteConfig, string(siteConf))
-	var siteLog syncBuffer
+	var siteLog netns.SyncBuffer
 	bcdSite := exec.Command(testkit.Binary(t, "bcd"), "site", "--config", siteConfig)
 	bcdSite.Env = append(os.Environ(), "SSL_CERT_FILE="+certFile)
 	bcdSite.Stdout, bcdSite.Stderr = &siteLog, &siteLog
@@ -376,7 +375,7 @@ func startVM(t *testing.T, lan *netns.LAN, qmpSock, disk string) string {
 		"-qmp", "unix:"+qmpSock+",server=on,wait=off",
 		"-drive", "file="+disk+",if=none,id=d0,format=raw,cache=unsafe", "-device", "virtio-blk-pci,id=disk0,drive=d0",
 		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
-	var out syncBuffer
+	var out netns.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -403,22 +402,4 @@ func writeFile(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// syncBuffer is an io.Writer many goroutines write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
