@@ -317,6 +317,11 @@ func TestVMHelper(t *testing.T) {
 	if node.State != store.NodeActive || status.ObservedGeneration < 1 || status.ObservedGeneration != nodeSpec.Generation {
 		t.Fatalf("node %s is not active with its NodeSpec applied", n.ID)
 	}
+	// The generation bcd node acknowledged carries the profile's host section: the host
+	// converger applied it for real in the VM's kernel (a failed unit withholds the ack).
+	if len(nodeSpec.Host) != 1 || nodeSpec.Host[0].Unit != "sysctl" {
+		t.Fatalf("the node's NodeSpec host section is %+v, want the profile's sysctl unit", nodeSpec.Host)
+	}
 	fmt.Println("HELPER-OK")
 }
 
@@ -325,6 +330,7 @@ func TestVMHelper(t *testing.T) {
 const vmProfile = `{"id": "vm-host", "version": 1, "target": "metal", "role": "host",
   "image": {"ref": "vm-os@1", "format": "raw", "compression": "zstd"},
   "userData": {"kind": "cloud-init", "template": "vm-first-boot"},
+  "hostConfig": {"sysctl": {"net.ipv4.ip_forward": 1, "vm.swappiness": 10}},
   "steps": [
     {"use": "userdata.render"},
     {"use": "boot.prepareRamdisk", "on": "site"},
