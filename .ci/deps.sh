@@ -17,6 +17,11 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]})); then
 	export DEBIAN_FRONTEND=noninteractive
+	# The tests start their own servers (nginx, dnsmasq) on their own addresses: keep the
+	# packages' services from starting on the host while they install.
+	rcd=/usr/sbin/policy-rc.d made=
+	if [ ! -e "$rcd" ]; then printf '#!/bin/sh\nexit 101\n' >"$rcd" && chmod +x "$rcd" && made=1; fi
 	apt-get update -q
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
+	if [ -n "$made" ]; then rm -f "$rcd"; fi
 fi
