@@ -19,9 +19,11 @@ if ((${#missing[@]})); then
 	export DEBIAN_FRONTEND=noninteractive
 	# The tests start their own servers (nginx, dnsmasq) on their own addresses: keep the
 	# packages' services from starting on the host while they install.
-	rcd=/usr/sbin/policy-rc.d made=
-	if [ ! -e "$rcd" ]; then printf '#!/bin/sh\nexit 101\n' >"$rcd" && chmod +x "$rcd" && made=1; fi
+	rcd=/usr/sbin/policy-rc.d
+	if [ ! -e "$rcd" ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$rcd" && chmod +x "$rcd"
+		trap 'rm -f "$rcd"' EXIT
+	fi
 	apt-get update -q
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
-	if [ -n "$made" ]; then rm -f "$rcd"; fi
 fi
