@@ -1,5 +1,5 @@
 // Package proto holds what every part of better-compute shares on the wire: the error
-// model, and (as they arrive) the agent-plane types and their framing.
+// model, the agent-plane messages and their framing, the NodeSpec and inventory sections.
 package proto
 
 import (
