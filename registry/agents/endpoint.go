@@ -96,7 +96,8 @@ func Start(cfg Config) (*Endpoint, error) {
 		return nil, proto.Errorf(proto.InvalidConfig, "listen on udp %s: %v (pick another agent listen address)", cfg.Listen, err)
 	}
 	key := quic.StatelessResetKey(resetKey)
-	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key}
+	var adm admission
+	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnContext: adm.admit}
 	ln, err := tr.Listen(serverTLS(cfg.Certificate, cfg.AgentCAs), serverQUIC())
 	if err != nil {
 		tr.Close()
@@ -163,6 +164,7 @@ func (e *Endpoint) accept() {
 		if err != nil {
 			return
 		}
+		accepted(conn)
 		e.wg.Go(func() { e.serve(conn) })
 	}
 }

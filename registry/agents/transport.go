@@ -28,8 +28,9 @@ const (
 )
 
 // serverQUIC is the endpoint's QUIC configuration, tuned for many idle sessions: an
-// agent opens one stream (its session) and no unidirectional ones, and the receive
-// windows start small (they grow when an agent sends a large inventory).
+// agent opens one stream (its session) and no unidirectional ones, the receive windows
+// start small (they grow when an agent sends a large inventory), and path MTU discovery
+// is off (the agent plane's messages are small; 1,280-byte packets carry them).
 func serverQUIC() *quic.Config {
 	return &quic.Config{
 		HandshakeIdleTimeout:           10 * time.Second,
@@ -40,6 +41,7 @@ func serverQUIC() *quic.Config {
 		MaxConnectionReceiveWindow:     2 << 20,
 		MaxIncomingStreams:             1,
 		MaxIncomingUniStreams:          -1,
+		DisablePathMTUDiscovery:        true,
 	}
 }
 
@@ -52,6 +54,10 @@ func serverTLS(cert tls.Certificate, agentCAs *x509.CertPool) *tls.Config {
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    agentCAs,
 		NextProtos:   []string{proto.AgentALPN},
+		// Agents do not resume sessions: a ticket would cost every handshake an
+		// encryption and every connection its memory.
+		SessionTicketsDisabled: true,
+		CurvePreferences:       []tls.CurveID{tls.X25519},
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			_, err := identify(cs)
 			return err
