@@ -12,11 +12,12 @@ import (
 
 var serveCommands = []command{{
 	path:    "serve",
-	usage:   "--data-dir DIR [--listen HOST:PORT]",
+	usage:   "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT]",
 	summary: "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
+		agentListen := fs.String("agent-listen", registry.DefaultAgentListen, "UDP address of the agent endpoint (QUIC)")
 		logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 		return func(x *exec) error {
 			if *dataDir == "" {
@@ -26,10 +27,11 @@ var serveCommands = []command{{
 			if *logFormat == "json" {
 				h = slog.NewJSONHandler(x.env.Stderr, nil)
 			}
-			cfg := registry.Config{DataDir: *dataDir, Listen: *listen, Log: slog.New(h)}
+			cfg := registry.Config{DataDir: *dataDir, Listen: *listen, AgentListen: *agentListen, Log: slog.New(h)}
 			return registry.Run(x.ctx, cfg, func(info registry.Info) {
 				x.print(info, func(w *tabwriter.Writer) {
 					fmt.Fprintf(w, "registry listening on %s\n", info.URL)
+					fmt.Fprintf(w, "agents connect to udp %s\n", info.AgentAddr)
 					if info.FirstStart {
 						fmt.Fprintf(w, "first start: the admin credential is in %s; keep it safe\n", info.AdminConfig)
 					}

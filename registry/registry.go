@@ -1,5 +1,6 @@
 // Package registry assembles the central registry from its rooms: the store, the PKI,
-// the API and its methods, and the listeners. `better-compute serve` calls Run.
+// the API and its methods, the agent endpoint, and the listeners. `better-compute serve`
+// calls Run.
 package registry
 
 import (
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/pki"
 	"github.com/better-compute/better-compute/registry/store"
@@ -23,12 +25,18 @@ import (
 // AdminConfig is the name of the admin's CLI config in the data directory.
 const AdminConfig = "admin.conf"
 
+// DefaultAgentListen is the agent endpoint's UDP address when Config.AgentListen is empty.
+const DefaultAgentListen = "127.0.0.1:7444"
+
 // Config is what `serve` is started with.
 type Config struct {
 	// DataDir holds the store, the PKI, admin.conf and the admin socket.
 	DataDir string
 	// Listen is the HTTPS API's address, host:port.
 	Listen string
+	// AgentListen is the agent endpoint's UDP address, host:port (DefaultAgentListen
+	// when empty).
+	AgentListen string
 	// Log receives the registry's structured logs.
 	Log *slog.Logger
 }
@@ -37,6 +45,8 @@ type Config struct {
 type Info struct {
 	// URL is the API's base URL.
 	URL string
+	// AgentAddr is the agent endpoint's UDP address.
+	AgentAddr string
 	// AdminConfig is the path of the admin's CLI config.
 	AdminConfig string
 	// FirstStart is true when this start made the root tenant and its admin credential.
@@ -63,11 +73,30 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		ln.Close()
 		return err
 	}
-	cert, err := keys.ServerCertificate(serverNames(ln.Addr().(*net.TCPAddr)))
+	if cfg.AgentListen == "" {
+		cfg.AgentListen = DefaultAgentListen
+	}
+	names := serverNames(ln.Addr().(*net.TCPAddr))
+	if host, _, err := net.SplitHostPort(cfg.AgentListen); err == nil && host != "" {
+		names = append(names, host)
+	}
+	cert, err := keys.ServerCertificate(names)
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	agentCAs, err := pki.LoadOrCreateAgentCA(cfg.DataDir)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("agent CA: %w", err)
+	}
+	endpoint, err := agents.Start(agents.Config{Listen: cfg.AgentListen, Certificate: cert, AgentCAs: agentCAs, Store: st, Log: cfg.Log})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer endpoint.Close()
+	info.AgentAddr = endpoint.Addr().String()
 	sockPath := filepath.Join(cfg.DataDir, api.AdminSocket)
 	os.Remove(sockPath)
 	sock, err := net.Listen("unix", sockPath)
@@ -93,7 +122,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	errc := make(chan error, 2)
 	go func() { errc <- httpsSrv.ServeTLS(ln, "", "") }()
 	go func() { errc <- hostSrv.Serve(sock) }()
-	cfg.Log.Info("registry serving", "url", info.URL, "dataDir", cfg.DataDir, "adminSocket", sockPath)
+	cfg.Log.Info("registry serving", "url", info.URL, "agents", info.AgentAddr, "dataDir", cfg.DataDir, "adminSocket", sockPath)
 	if ready != nil {
 		ready(info)
 	}

@@ -9,7 +9,7 @@ trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; echo; echo "demo data left i
 step() { printf '\n\033[1m== %s\033[0m\n$ %s\n' "$1" "${*:2}"; "${@:2}"; }
 
 echo "starting the registry in $dir"
-$bc serve --data-dir "$dir" --listen 127.0.0.1:0 >"$dir/serve.out" 2>"$dir/serve.log" &
+$bc serve --data-dir "$dir" --listen 127.0.0.1:0 --agent-listen 127.0.0.1:0 >"$dir/serve.out" 2>"$dir/serve.log" &
 pid=$!
 for _ in $(seq 100); do [ -s "$dir/admin.conf" ] && grep -q listening "$dir/serve.out" && break; sleep 0.1; done
 cat "$dir/serve.out"

@@ -78,7 +78,7 @@ func StartRegistry(t testing.TB, dataDir string) *Registry {
 		dataDir = t.TempDir()
 	}
 	r := &Registry{DataDir: dataDir, AdminConfig: filepath.Join(dataDir, "admin.conf"), Stderr: &bytes.Buffer{}}
-	r.cmd = exec.Command(Binary(t, "better-compute"), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--format", "json")
+	r.cmd = exec.Command(Binary(t, "better-compute"), "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--format", "json")
 	stdout := &syncBuffer{}
 	r.cmd.Stdout, r.cmd.Stderr = stdout, r.Stderr
 	if err := r.cmd.Start(); err != nil {

@@ -148,13 +148,15 @@ func New(cfg Config) (*Agent, error) {
 
 // Run keeps the session up until ctx ends: it connects, and after every drop waits as
 // the backoff says and connects again. It returns once everything it started is done.
-func (a *Agent) Run(ctx context.Context) error {
+// Failures are logged and retried, never returned: a registry that refuses the agent
+// now (a certificate not yet trusted, a registry not yet up) may accept it later.
+func (a *Agent) Run(ctx context.Context) {
 	defer a.wg.Wait()
 	a.wg.Go(func() { a.applyLoop(ctx) })
 	for attempt := 0; ; attempt++ {
 		established, err := a.connect(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		if established {
 			attempt = 0
@@ -168,7 +170,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			return
 		case <-t.C:
 		}
 	}

@@ -140,11 +140,7 @@ func (e *Endpoint) close(graceful bool) error {
 	e.mu.Unlock()
 	err := e.ln.Close()
 	if graceful {
-		e.mu.Lock()
-		for _, s := range e.sessions {
-			s.conn.CloseWithError(codeShutdown, "registry shutting down")
-		}
-		e.mu.Unlock()
+		e.closeSessions()
 	}
 	if terr := e.tr.Close(); err == nil {
 		err = terr
@@ -156,6 +152,30 @@ func (e *Endpoint) close(graceful bool) error {
 	}
 	return err
 }
+
+// closeSessions tells every connected agent that the registry is going away, a few
+// connections at a time (a close waits for its connection to wind down).
+func (e *Endpoint) closeSessions() {
+	e.mu.Lock()
+	conns := make(chan *quic.Conn, len(e.sessions))
+	for _, s := range e.sessions {
+		conns <- s.conn
+	}
+	e.mu.Unlock()
+	close(conns)
+	var wg sync.WaitGroup
+	for range closers {
+		wg.Go(func() {
+			for c := range conns {
+				c.CloseWithError(codeShutdown, "registry shutting down")
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// closers is how many connections Close winds down at once.
+const closers = 32
 
 // accept serves each new connection on its own goroutine until the listener closes.
 func (e *Endpoint) accept() {

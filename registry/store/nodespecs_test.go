@@ -13,7 +13,7 @@ func TestSetNodeSpecGenerations(t *testing.T) {
 	s := openTest(t)
 	var mu sync.Mutex
 	var notified []int64
-	s.OnNodeSpec(func(node string, gen int64) {
+	cancel := s.OnNodeSpec(func(node string, gen int64) {
 		mu.Lock()
 		defer mu.Unlock()
 		notified = append(notified, gen)
@@ -64,6 +64,12 @@ func TestSetNodeSpecGenerations(t *testing.T) {
 		}
 		return nil
 	})
+	// A cancelled hook hears of nothing more.
+	cancel()
+	s.Update(func(tx *Tx) error { _, err := tx.SetNodeSpec(proto.NodeSpec{Node: "n1", Role: proto.RoleSite}); return err })
+	if len(notified) != 3 {
+		t.Errorf("a cancelled hook was notified: %v", notified)
+	}
 }
 
 func TestAgentStatus(t *testing.T) {
