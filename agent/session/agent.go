@@ -236,12 +236,14 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 	a.wg.Go(func() { a.acceptCommands(ctx, conn) })
 	for {
 		m, err := proto.ReadMessage(stream)
+		if err == nil && m.Type != proto.MsgSpec {
+			err = proto.Errorf(proto.InvalidInput, "the registry sent a %q on the session stream", m.Type)
+		}
+		if proto.CodeOf(err) == proto.InvalidInput {
+			conn.CloseWithError(codeProtocol, "unexpected message")
+		}
 		if err != nil {
 			return true, err
-		}
-		if m.Type != proto.MsgSpec {
-			conn.CloseWithError(codeProtocol, "unexpected message "+string(m.Type))
-			return true, proto.Errorf(proto.InvalidInput, "the registry sent a %q on the session stream", m.Type)
 		}
 		select { // the newest spec replaces one not applied yet
 		case <-a.specs:

@@ -43,8 +43,8 @@ import (
 // The peer is a bare quic-go connection with quic-go's default configuration, held idle
 // by a bare listener in this process (BC_LOAD_PEERS connections, 2,000 by default): the
 // memory ratio says what a whole session costs against quic-go's own floor. With
-// BC_LOAD_PROFILE=DIR, the registry's heap profile at full load and its CPU profile of
-// the restart are written to DIR.
+// BC_LOAD_PROFILE=DIR, the registry's heap profile at full load and its CPU profiles of
+// the push and the restart are written to DIR.
 func BenchmarkAgentSessions(b *testing.B) {
 	n, per, peers := envInt("BC_LOAD_AGENTS", 10000), envInt("BC_LOAD_PER_PROCESS", 2000), envInt("BC_LOAD_PEERS", 2000)
 	var acked [4]atomic.Int64 // acknowledgements per generation
@@ -89,15 +89,17 @@ func BenchmarkAgentSessions(b *testing.B) {
 		f.Close()
 	}
 
+	stopProfile := profileCPU(b, "push.pprof")
 	push := startPhase()
 	setAll("2")
 	waitLong(b, "every agent at generation 2", func() bool { return acked[2].Load() == int64(n) })
 	push.end()
+	stopProfile()
 
 	closing := time.Now()
 	e.stop()
 	closed := time.Since(closing)
-	stopProfile := profileCPU(b, "restart.pprof")
+	stopProfile = profileCPU(b, "restart.pprof")
 	e.start()
 	restart := startPhase()
 	waitLong(b, "every agent back", func() bool { return e.ep.Sessions() == n })

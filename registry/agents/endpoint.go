@@ -175,7 +175,7 @@ func (e *Endpoint) closeSessions() {
 }
 
 // closers is how many connections Close winds down at once.
-const closers = 32
+const closers = 256
 
 // accept serves each new connection on its own goroutine until the listener closes.
 func (e *Endpoint) accept() {

@@ -66,7 +66,10 @@ func TestSetNodeSpecGenerations(t *testing.T) {
 	})
 	// A cancelled hook hears of nothing more.
 	cancel()
-	s.Update(func(tx *Tx) error { _, err := tx.SetNodeSpec(proto.NodeSpec{Node: "n1", Role: proto.RoleSite}); return err })
+	s.Update(func(tx *Tx) error {
+		_, err := tx.SetNodeSpec(proto.NodeSpec{Node: "n1", Role: proto.RoleSite})
+		return err
+	})
 	if len(notified) != 3 {
 		t.Errorf("a cancelled hook was notified: %v", notified)
 	}
