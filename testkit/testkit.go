@@ -66,6 +66,7 @@ type Registry struct {
 	DataDir     string
 	AdminConfig string
 	URL         string
+	AgentAddr   string
 	cmd         *exec.Cmd
 	Stderr      *bytes.Buffer
 }
@@ -87,9 +88,9 @@ func StartRegistry(t testing.TB, dataDir string) *Registry {
 	t.Cleanup(r.Stop)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		var info struct{ URL string }
+		var info struct{ URL, AgentAddr string }
 		if json.NewDecoder(strings.NewReader(stdout.String())).Decode(&info) == nil && info.URL != "" {
-			r.URL = info.URL
+			r.URL, r.AgentAddr = info.URL, info.AgentAddr
 			return r
 		}
 		time.Sleep(20 * time.Millisecond)
