@@ -10,18 +10,25 @@ import (
 )
 
 // maxHandshakes bounds the connections between their first packet and their acceptance
-// by the endpoint. quic-go refuses a connection whose handshake completed while its
-// accept queue (32) is full, after all the handshake's work is done; refusing at the
-// first packet instead, when this many are in flight, costs no cryptography, and the
-// agent retries after its backoff. A reconnect storm is thus served at the rate the
-// registry can handshake, not lost to timeouts and late refusals.
+// by the endpoint. Past it, an attempt is refused at its first packet, before any
+// cryptography, and the agent retries after its backoff: a reconnect storm is served at
+// the rate the registry completes handshakes instead of piling up handshakes that time
+// out, or that quic-go refuses after their work is done because its accept queue (32) is
+// full.
 const maxHandshakes = 512
 
-// errBusy refuses a connection attempt while maxHandshakes are in flight.
-var errBusy = errors.New("too many handshakes in flight")
+// Reasons to refuse a connection attempt.
+var (
+	errBusy    = errors.New("too many handshakes in flight")
+	errClosing = errors.New("the endpoint is closing")
+)
 
-// admission counts the handshakes in flight.
-type admission struct{ inFlight atomic.Int64 }
+// admission counts the handshakes in flight, and refuses all of them once the endpoint
+// is closing.
+type admission struct {
+	inFlight atomic.Int64
+	closing  atomic.Bool
+}
 
 type ticketKey struct{}
 
@@ -37,6 +44,9 @@ func (t *ticket) release() { t.once.Do(func() { t.a.inFlight.Add(-1) }) }
 // maxHandshakes are in flight, and gives its place back when the endpoint accepts it or
 // the connection ends before that.
 func (a *admission) admit(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+	if a.closing.Load() {
+		return nil, errClosing
+	}
 	if a.inFlight.Add(1) > maxHandshakes {
 		a.inFlight.Add(-1)
 		return nil, errBusy

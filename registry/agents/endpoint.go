@@ -56,6 +56,7 @@ type Endpoint struct {
 	log    *slog.Logger
 	tr     *quic.Transport
 	ln     *quic.Listener
+	adm    *admission
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -96,7 +97,7 @@ func Start(cfg Config) (*Endpoint, error) {
 		return nil, proto.Errorf(proto.InvalidConfig, "listen on udp %s: %v (pick another agent listen address)", cfg.Listen, err)
 	}
 	key := quic.StatelessResetKey(resetKey)
-	var adm admission
+	adm := &admission{}
 	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnContext: adm.admit}
 	ln, err := tr.Listen(serverTLS(cfg.Certificate, cfg.AgentCAs), serverQUIC())
 	if err != nil {
@@ -104,7 +105,7 @@ func Start(cfg Config) (*Endpoint, error) {
 		udp.Close()
 		return nil, err
 	}
-	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, sessions: map[string]*session{}}
+	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[string]*session{}}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
 	e.calls.init()
@@ -127,21 +128,23 @@ func (e *Endpoint) Sessions() int {
 }
 
 // Close tells every connected agent that the registry is going away, stops serving and
-// waits for the endpoint's goroutines. Agents reconnect to the next registry; nothing
-// pending is lost, it is in the store.
+// waits for the endpoint's goroutines. While it closes, new connection attempts are
+// refused at once rather than left unanswered, so agents back off briefly and find the
+// next registry. Nothing pending is lost: it is in the store.
 func (e *Endpoint) Close() error { return e.close(true) }
 
 // close stops the endpoint; graceful sends each agent a CONNECTION_CLOSE first, else the
 // connections are dropped as a crash would drop them.
 func (e *Endpoint) close(graceful bool) error {
+	e.adm.closing.Store(true)
 	e.unhook()
 	e.mu.Lock()
 	e.cancel() // under mu: spawn starts nothing after this
 	e.mu.Unlock()
-	err := e.ln.Close()
 	if graceful {
 		e.closeSessions()
 	}
+	err := e.ln.Close()
 	if terr := e.tr.Close(); err == nil {
 		err = terr
 	}
