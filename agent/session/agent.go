@@ -122,6 +122,8 @@ func New(cfg Config) (*Agent, error) {
 			ServerName:       cfg.ServerName,
 			NextProtos:       []string{proto.AgentALPN},
 			CurvePreferences: []tls.CurveID{tls.X25519},
+			// A reconnect resumes the last session: no certificate to sign or verify.
+			ClientSessionCache: tls.NewLRUClientSessionCache(1),
 		},
 		quicConf: &quic.Config{
 			HandshakeIdleTimeout:           ioTimeout,

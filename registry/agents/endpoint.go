@@ -24,6 +24,12 @@ import (
 // DefaultCommandTTL is how long a relayed command is kept when nobody collects it.
 const DefaultCommandTTL = 24 * time.Hour
 
+// The names of the endpoint's secrets in the store.
+const (
+	secretStatelessReset = "agent-stateless-reset-key"
+	secretSessionTickets = "agent-session-ticket-key"
+)
+
 // Config is what an endpoint is started with.
 type Config struct {
 	// Listen is the UDP address to serve on, host:port.
@@ -77,9 +83,12 @@ func Start(cfg Config) (*Endpoint, error) {
 	if cfg.CommandTTL == 0 {
 		cfg.CommandTTL = DefaultCommandTTL
 	}
-	var resetKey [32]byte
+	var resetKey, ticketKey [32]byte
 	err := cfg.Store.Update(func(tx *store.Tx) (err error) {
-		if resetKey, err = tx.StatelessResetKey(); err != nil {
+		if resetKey, err = tx.Secret(secretStatelessReset); err != nil {
+			return err
+		}
+		if ticketKey, err = tx.Secret(secretSessionTickets); err != nil {
 			return err
 		}
 		_, err = tx.ExpireAgentCommands(cfg.Now().Add(-cfg.CommandTTL))
@@ -99,7 +108,7 @@ func Start(cfg Config) (*Endpoint, error) {
 	key := quic.StatelessResetKey(resetKey)
 	adm := &admission{}
 	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnContext: adm.admit}
-	ln, err := tr.Listen(serverTLS(cfg.Certificate, cfg.AgentCAs), serverQUIC())
+	ln, err := tr.Listen(serverTLS(cfg.Certificate, cfg.AgentCAs, ticketKey), serverQUIC())
 	if err != nil {
 		tr.Close()
 		udp.Close()

@@ -45,24 +45,32 @@ func serverQUIC() *quic.Config {
 	}
 }
 
-// serverTLS is the endpoint's TLS configuration: TLS 1.3, the agent ALPN, and a client
-// certificate from an agent CA that names a node and a role.
-func serverTLS(cert tls.Certificate, agentCAs *x509.CertPool) *tls.Config {
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    agentCAs,
-		NextProtos:   []string{proto.AgentALPN},
-		// Agents do not resume sessions: a ticket would cost every handshake an
-		// encryption and every connection its memory.
-		SessionTicketsDisabled: true,
-		CurvePreferences:       []tls.CurveID{tls.X25519},
+// serverTLS is the endpoint's TLS configuration: TLS 1.3, the agent ALPN, a client
+// certificate from an agent CA that names a node and a role, and X25519 (one key
+// exchange, cheap, on every handshake).
+//
+// An agent that reconnects resumes its last session with a ticket: no certificate is
+// signed or verified again, which spares most of a handshake's cost in a reconnect storm.
+// The ticket carries the agent's verified certificate; resuming checks that it is
+// unexpired and still chains to the agent CAs, and VerifyConnection checks its identity
+// as for a full handshake. The ticket key comes from the store, so a restarted registry
+// resumes the last one's sessions; whoever holds it could forge a ticket, as whoever
+// holds the agent CA key could forge a certificate: both stay in the data directory.
+func serverTLS(cert tls.Certificate, agentCAs *x509.CertPool, ticketKey [32]byte) *tls.Config {
+	conf := &tls.Config{
+		MinVersion:       tls.VersionTLS13,
+		Certificates:     []tls.Certificate{cert},
+		ClientAuth:       tls.RequireAndVerifyClientCert,
+		ClientCAs:        agentCAs,
+		NextProtos:       []string{proto.AgentALPN},
+		CurvePreferences: []tls.CurveID{tls.X25519},
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			_, err := identify(cs)
 			return err
 		},
 	}
+	conf.SetSessionTicketKeys([][32]byte{ticketKey})
+	return conf
 }
 
 // identity is who an agent is, as its verified certificate names it.

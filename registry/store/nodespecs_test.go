@@ -147,12 +147,13 @@ func TestPutInventory(t *testing.T) {
 	}
 }
 
-func TestStatelessResetKeyIsKept(t *testing.T) {
+func TestSecretIsKept(t *testing.T) {
 	s := openTest(t)
-	var a, b [32]byte
-	s.Update(func(tx *Tx) (err error) { a, err = tx.StatelessResetKey(); return err })
-	s.Update(func(tx *Tx) (err error) { b, err = tx.StatelessResetKey(); return err })
-	if a != b || a == [32]byte{} {
-		t.Fatalf("keys %x and %x", a, b)
+	var a, b, c [32]byte
+	s.Update(func(tx *Tx) (err error) { a, err = tx.Secret("one"); return err })
+	s.Update(func(tx *Tx) (err error) { b, err = tx.Secret("one"); return err })
+	s.Update(func(tx *Tx) (err error) { c, err = tx.Secret("two"); return err })
+	if a != b || a == [32]byte{} || a == c {
+		t.Fatalf("secrets %x, %x, %x", a, b, c)
 	}
 }
