@@ -17,18 +17,11 @@ import (
 // full.
 const maxHandshakes = 512
 
-// Reasons to refuse a connection attempt.
-var (
-	errBusy    = errors.New("too many handshakes in flight")
-	errClosing = errors.New("the endpoint is closing")
-)
+// errBusy refuses a connection attempt while maxHandshakes are in flight.
+var errBusy = errors.New("too many handshakes in flight")
 
-// admission counts the handshakes in flight, and refuses all of them once the endpoint
-// is closing.
-type admission struct {
-	inFlight atomic.Int64
-	closing  atomic.Bool
-}
+// admission counts the handshakes in flight.
+type admission struct{ inFlight atomic.Int64 }
 
 type ticketKey struct{}
 
@@ -44,9 +37,6 @@ func (t *ticket) release() { t.once.Do(func() { t.a.inFlight.Add(-1) }) }
 // maxHandshakes are in flight, and gives its place back when the endpoint accepts it or
 // the connection ends before that.
 func (a *admission) admit(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
-	if a.closing.Load() {
-		return nil, errClosing
-	}
 	if a.inFlight.Add(1) > maxHandshakes {
 		a.inFlight.Add(-1)
 		return nil, errBusy

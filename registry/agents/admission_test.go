@@ -32,11 +32,8 @@ func TestAdmission(t *testing.T) {
 			t.Fatalf("after places freed up: %v", err)
 		}
 	}
-	a.closing.Store(true)
-	cancels[2]()
-	waitInFlight(t, &a, maxHandshakes-1)
-	if _, err := a.admit(context.Background(), nil); err != errClosing {
-		t.Fatalf("while closing: got %v, want errClosing", err)
+	if _, err := a.admit(context.Background(), nil); err != errBusy {
+		t.Fatalf("full again: got %v, want errBusy", err)
 	}
 }
 

@@ -62,7 +62,6 @@ type Endpoint struct {
 	log    *slog.Logger
 	tr     *quic.Transport
 	ln     *quic.Listener
-	adm    *admission
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -106,7 +105,7 @@ func Start(cfg Config) (*Endpoint, error) {
 		return nil, proto.Errorf(proto.InvalidConfig, "listen on udp %s: %v (pick another agent listen address)", cfg.Listen, err)
 	}
 	key := quic.StatelessResetKey(resetKey)
-	adm := &admission{}
+	var adm admission
 	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnContext: adm.admit}
 	ln, err := tr.Listen(serverTLS(cfg.Certificate, cfg.AgentCAs, ticketKey), serverQUIC())
 	if err != nil {
@@ -114,7 +113,7 @@ func Start(cfg Config) (*Endpoint, error) {
 		udp.Close()
 		return nil, err
 	}
-	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[string]*session{}}
+	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, sessions: map[string]*session{}}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
 	e.calls.init()
@@ -137,23 +136,23 @@ func (e *Endpoint) Sessions() int {
 }
 
 // Close tells every connected agent that the registry is going away, stops serving and
-// waits for the endpoint's goroutines. While it closes, new connection attempts are
-// refused at once rather than left unanswered, so agents back off briefly and find the
-// next registry. Nothing pending is lost: it is in the store.
+// waits for the endpoint's goroutines. New connection attempts go unanswered from the
+// start of Close, as they would while the registry process is down: an agent's dial
+// keeps retrying its first packet for its handshake timeout and finds the next registry
+// without backing off further. Nothing pending is lost: it is in the store.
 func (e *Endpoint) Close() error { return e.close(true) }
 
 // close stops the endpoint; graceful sends each agent a CONNECTION_CLOSE first, else the
 // connections are dropped as a crash would drop them.
 func (e *Endpoint) close(graceful bool) error {
-	e.adm.closing.Store(true)
 	e.unhook()
 	e.mu.Lock()
 	e.cancel() // under mu: spawn starts nothing after this
 	e.mu.Unlock()
+	err := e.ln.Close()
 	if graceful {
 		e.closeSessions()
 	}
-	err := e.ln.Close()
 	if terr := e.tr.Close(); err == nil {
 		err = terr
 	}
