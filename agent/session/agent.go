@@ -164,8 +164,11 @@ func (a *Agent) Run(ctx context.Context) {
 			attempt = 0
 		}
 		delay := a.cfg.Backoff.Delay(attempt)
-		if replaced(err) {
+		switch code, reason := closedBy(err); {
+		case code == proto.CloseReplaced:
 			delay = a.cfg.Backoff.Delay(maxAttempt)
+		case code == proto.CloseShutdown && proto.ShutdownSpread(reason) > 0:
+			delay = a.cfg.Backoff.Within(proto.ShutdownSpread(reason))
 		}
 		a.log.Info("registry session lost, reconnecting", "err", err, "attempt", attempt+1, "in", delay)
 		t := time.NewTimer(delay)
@@ -181,11 +184,13 @@ func (a *Agent) Run(ctx context.Context) {
 // maxAttempt is an attempt number whose delay is the backoff's longest.
 const maxAttempt = 1 << 20
 
-// replaced reports whether the registry closed the connection because a newer session of
-// the same node took over.
-func replaced(err error) bool {
-	ae, ok := errors.AsType[*quic.ApplicationError](err)
-	return ok && ae.Remote && ae.ErrorCode == quic.ApplicationErrorCode(proto.CloseReplaced)
+// closedBy returns the close code and reason with which the registry closed the
+// connection, if err says it did.
+func closedBy(err error) (proto.CloseCode, string) {
+	if ae, ok := errors.AsType[*quic.ApplicationError](err); ok && ae.Remote {
+		return proto.CloseCode(ae.ErrorCode), ae.ErrorMessage
+	}
+	return proto.CloseNormal, ""
 }
 
 // ObservedGeneration is the NodeSpec generation the agent has applied.

@@ -164,8 +164,9 @@ func (e *Endpoint) close(graceful bool) error {
 	return err
 }
 
-// closeSessions tells every connected agent that the registry is going away, a few
-// connections at a time (a close waits for its connection to wind down).
+// closeSessions tells every connected agent that the registry is going away, and to
+// come back within a window sized so that the fleet returns at reconnectRate. It closes
+// closers connections at a time (a close waits for its connection to wind down).
 func (e *Endpoint) closeSessions() {
 	e.mu.Lock()
 	conns := make(chan *quic.Conn, len(e.sessions))
@@ -174,19 +175,29 @@ func (e *Endpoint) closeSessions() {
 	}
 	e.mu.Unlock()
 	close(conns)
+	spread := min(time.Duration(len(conns))*time.Second/reconnectRate, maxSpread)
+	reason := proto.ShutdownReason(spread)
 	var wg sync.WaitGroup
 	for range closers {
 		wg.Go(func() {
 			for c := range conns {
-				c.CloseWithError(codeShutdown, "registry shutting down")
+				c.CloseWithError(codeShutdown, reason)
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// closers is how many connections Close winds down at once.
-const closers = 256
+const (
+	// closers is how many connections Close winds down at once.
+	closers = 256
+	// reconnectRate is the rate at which a closing endpoint asks its fleet to come back:
+	// what one core takes with session resumption, with room to spare (README, "Agent
+	// plane figures").
+	reconnectRate = 1000
+	// maxSpread caps the window a fleet is spread over.
+	maxSpread = time.Minute
+)
 
 // accept serves each new connection on its own goroutine until the listener closes.
 func (e *Endpoint) accept() {
