@@ -67,9 +67,13 @@ const (
 	DefaultKeepResults = 256
 )
 
-// ioTimeout bounds a write of one frame, the wait for a command on a new stream, and a
-// handshake.
+// ioTimeout bounds a write of one frame and the wait for a command on a new stream.
 const ioTimeout = 10 * time.Second
+
+// handshakeTimeout gives up a dial that hears nothing from the registry for this long
+// (its first packets are retried within it); the backoff then decides the next try. A
+// registry that drops the first packets of a reconnect storm is thus tried again soon.
+const handshakeTimeout = 5 * time.Second
 
 // Agent is one agent's session with the registry.
 type Agent struct {
@@ -126,7 +130,7 @@ func New(cfg Config) (*Agent, error) {
 			ClientSessionCache: tls.NewLRUClientSessionCache(1),
 		},
 		quicConf: &quic.Config{
-			HandshakeIdleTimeout:           ioTimeout,
+			HandshakeIdleTimeout:           handshakeTimeout,
 			MaxIdleTimeout:                 4 * cfg.KeepAlive,
 			KeepAlivePeriod:                cfg.KeepAlive,
 			MaxIncomingStreams:             maxCommands,

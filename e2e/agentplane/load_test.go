@@ -96,6 +96,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	push.end()
 	stopProfile()
 
+	dropsBefore := udpReceiveDrops()
 	closing := time.Now()
 	e.stop()
 	closed := time.Since(closing)
@@ -105,6 +106,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	waitLong(b, "every agent back", func() bool { return e.ep.Sessions() == n })
 	restart.end()
 	stopProfile()
+	drops := udpReceiveDrops() - dropsBefore
 	for _, c := range children {
 		c.stop()
 	}
@@ -115,6 +117,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	connect.print("connect", n, "hello and acknowledgement of generation 1")
 	push.print("push", n, "NodeSpec change of every node until every agent acknowledged it")
 	restart.print("restart", n, fmt.Sprintf("endpoint closed in %.2fs, started again; until every agent is back", closed.Seconds()))
+	fmt.Printf("  UDP datagrams the host dropped for full receive buffers during the restart: %d\n", drops)
 	fmt.Printf("  agents' CPU over the three phases: %.2f ms per agent\n", agentsCPU.Seconds()*1000/float64(n))
 	fmt.Printf("  memory per session:  live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(s.alloc), kib(s.heap), kib(s.stack), kib(s.heap+s.stack), kib(s.rss), s.goroutines)
 	fmt.Printf("  peer per connection: live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(peer.alloc), kib(peer.heap), kib(peer.stack), kib(peer.heap+peer.stack), kib(peer.rss), peer.goroutines)
@@ -244,6 +247,33 @@ func (m memory) minus(o memory) memory {
 func (m memory) per(n int) perSession {
 	f := float64(n)
 	return perSession{m.alloc / f, m.heap / f, m.stack / f, m.rss / f, m.goroutines / f}
+}
+
+// udpReceiveDrops is the host's count of UDP datagrams dropped for want of room in a
+// socket's receive buffer (RcvbufErrors in /proc/net/snmp).
+func udpReceiveDrops() int {
+	snmp, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		return 0
+	}
+	var names []string
+	for _, line := range strings.Split(string(snmp), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = fields
+			continue
+		}
+		for i, name := range names {
+			if name == "RcvbufErrors" && i < len(fields) {
+				n, _ := strconv.Atoi(fields[i])
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // rssBytes is the resident set size of this process, from /proc/self/status.
