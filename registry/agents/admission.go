@@ -11,11 +11,12 @@ import (
 
 // maxHandshakes bounds the connections between their first packet and their acceptance
 // by the endpoint. Past it, an attempt is refused at its first packet, before any
-// cryptography, and the agent retries after its backoff: a reconnect storm is served at
-// the rate the registry completes handshakes instead of piling up handshakes that time
-// out, or that quic-go refuses after their work is done because its accept queue (32) is
-// full.
-const maxHandshakes = 512
+// cryptography, and the agent retries after its backoff. The bound is what two cores
+// keep busy with little queueing: a reconnect storm is then served at the rate the
+// registry completes handshakes. With hundreds in flight, their goroutines starved the
+// goroutine that reads the UDP socket, the socket's buffer overflowed, and handshakes
+// timed out with their work done.
+const maxHandshakes = 64
 
 // errBusy refuses a connection attempt while maxHandshakes are in flight.
 var errBusy = errors.New("too many handshakes in flight")
