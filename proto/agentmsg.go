@@ -6,23 +6,6 @@ import "encoding/json"
 // wire format that old peers cannot read gets a new one.
 const AgentALPN = "bc-agent/1"
 
-// CloseCode is the application error code a QUIC connection or stream of the agent
-// plane is closed (or a stream cancelled) with.
-type CloseCode uint64
-
-// The close codes.
-const (
-	// CloseNormal: the peer is done (an agent stopping).
-	CloseNormal CloseCode = 0
-	// CloseShutdown: the registry is stopping; reconnect with backoff.
-	CloseShutdown CloseCode = 1
-	// CloseReplaced: a newer session of the same node took over. Another agent runs with
-	// this node's certificate; the replaced one waits its longest backoff before retrying.
-	CloseReplaced CloseCode = 2
-	// CloseProtocol: the peer broke the protocol.
-	CloseProtocol CloseCode = 3
-)
-
 // MessageType names the one body a Message carries.
 type MessageType string
 

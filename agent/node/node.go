@@ -66,10 +66,10 @@ func Run(ctx context.Context, o Options) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { conv.Run(ctx, a.specs, a) })
-	err = a.session.Run(ctx)
+	a.session.Run(ctx)
 	cancel()
 	wg.Wait()
-	return err
+	return nil
 }
 
 // agent joins the session and the converger.

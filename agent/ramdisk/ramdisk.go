@@ -95,9 +95,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := a.session.Run(ctx); err != nil {
-		return err
-	}
+	a.session.Run(ctx)
 	a.mu.Lock()
 	next := a.next
 	a.mu.Unlock()

@@ -67,9 +67,13 @@ const (
 	DefaultKeepResults = 256
 )
 
-// ioTimeout bounds a write of one frame, the wait for a command on a new stream, and a
-// handshake.
+// ioTimeout bounds a write of one frame and the wait for a command on a new stream.
 const ioTimeout = 10 * time.Second
+
+// handshakeTimeout gives up a dial that hears nothing from the registry for this long
+// (its first packets are retried within it); the backoff then decides the next try. A
+// registry that drops the first packets of a reconnect storm is thus tried again soon.
+const handshakeTimeout = 5 * time.Second
 
 // Agent is one agent's session with the registry.
 type Agent struct {
@@ -116,14 +120,17 @@ func New(cfg Config) (*Agent, error) {
 		node: leaf.Subject.CommonName,
 		log:  cfg.Log.With("node", leaf.Subject.CommonName),
 		tlsConf: &tls.Config{
-			MinVersion:   tls.VersionTLS13,
-			Certificates: []tls.Certificate{cfg.Certificate},
-			RootCAs:      cfg.ServerCAs,
-			ServerName:   cfg.ServerName,
-			NextProtos:   []string{proto.AgentALPN},
+			MinVersion:       tls.VersionTLS13,
+			Certificates:     []tls.Certificate{cfg.Certificate},
+			RootCAs:          cfg.ServerCAs,
+			ServerName:       cfg.ServerName,
+			NextProtos:       []string{proto.AgentALPN},
+			CurvePreferences: []tls.CurveID{tls.X25519},
+			// A reconnect resumes the last session: no certificate to sign or verify.
+			ClientSessionCache: tls.NewLRUClientSessionCache(1),
 		},
 		quicConf: &quic.Config{
-			HandshakeIdleTimeout:           ioTimeout,
+			HandshakeIdleTimeout:           handshakeTimeout,
 			MaxIdleTimeout:                 4 * cfg.KeepAlive,
 			KeepAlivePeriod:                cfg.KeepAlive,
 			MaxIncomingStreams:             maxCommands,
@@ -132,6 +139,7 @@ func New(cfg Config) (*Agent, error) {
 			MaxStreamReceiveWindow:         8 << 20,
 			InitialConnectionReceiveWindow: 128 << 10,
 			MaxConnectionReceiveWindow:     16 << 20,
+			DisablePathMTUDiscovery:        true,
 		},
 		specs:     make(chan proto.NodeSpec, 1),
 		observed:  cfg.ObservedGeneration,
@@ -146,27 +154,32 @@ func New(cfg Config) (*Agent, error) {
 
 // Run keeps the session up until ctx ends: it connects, and after every drop waits as
 // the backoff says and connects again. It returns once everything it started is done.
-func (a *Agent) Run(ctx context.Context) error {
+// Failures are logged and retried, never returned: a registry that refuses the agent
+// now (a certificate not yet trusted, a registry not yet up) may accept it later.
+func (a *Agent) Run(ctx context.Context) {
 	defer a.wg.Wait()
 	a.wg.Go(func() { a.applyLoop(ctx) })
 	for attempt := 0; ; attempt++ {
 		established, err := a.connect(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		if established {
 			attempt = 0
 		}
 		delay := a.cfg.Backoff.Delay(attempt)
-		if replaced(err) {
+		switch code, reason := closedBy(err); {
+		case code == proto.CloseReplaced:
 			delay = a.cfg.Backoff.Delay(maxAttempt)
+		case code == proto.CloseShutdown && proto.ShutdownSpread(reason) > 0:
+			delay = a.cfg.Backoff.Within(proto.ShutdownSpread(reason))
 		}
 		a.log.Info("registry session lost, reconnecting", "err", err, "attempt", attempt+1, "in", delay)
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			return
 		case <-t.C:
 		}
 	}
@@ -175,11 +188,13 @@ func (a *Agent) Run(ctx context.Context) error {
 // maxAttempt is an attempt number whose delay is the backoff's longest.
 const maxAttempt = 1 << 20
 
-// replaced reports whether the registry closed the connection because a newer session of
-// the same node took over.
-func replaced(err error) bool {
-	ae, ok := errors.AsType[*quic.ApplicationError](err)
-	return ok && ae.Remote && ae.ErrorCode == quic.ApplicationErrorCode(proto.CloseReplaced)
+// closedBy returns the close code and reason with which the registry closed the
+// connection, if err says it did.
+func closedBy(err error) (proto.CloseCode, string) {
+	if ae, ok := errors.AsType[*quic.ApplicationError](err); ok && ae.Remote {
+		return proto.CloseCode(ae.ErrorCode), ae.ErrorMessage
+	}
+	return proto.CloseNormal, ""
 }
 
 // ObservedGeneration is the NodeSpec generation the agent has applied.
@@ -241,12 +256,14 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 	a.wg.Go(func() { a.acceptCommands(ctx, conn) })
 	for {
 		m, err := proto.ReadMessage(stream)
+		if err == nil && m.Type != proto.MsgSpec {
+			err = proto.Errorf(proto.InvalidInput, "the registry sent a %q on the session stream", m.Type)
+		}
+		if proto.CodeOf(err) == proto.InvalidInput {
+			conn.CloseWithError(codeProtocol, "unexpected message")
+		}
 		if err != nil {
 			return true, err
-		}
-		if m.Type != proto.MsgSpec {
-			conn.CloseWithError(codeProtocol, "unexpected message "+string(m.Type))
-			return true, proto.Errorf(proto.InvalidInput, "the registry sent a %q on the session stream", m.Type)
 		}
 		select { // the newest spec replaces one not applied yet
 		case <-a.specs:

@@ -36,9 +36,14 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	if attempt < 62 && lo<<attempt>>attempt == lo && lo<<attempt < hi {
 		step = lo << attempt
 	}
+	return step/2 + b.Within(step/2)
+}
+
+// Within is a uniformly random wait shorter than d.
+func (b Backoff) Within(d time.Duration) time.Duration {
 	r := rand.Float64
 	if b.Rand != nil {
 		r = b.Rand
 	}
-	return step/2 + time.Duration(r()*float64(step/2))
+	return time.Duration(r() * float64(d))
 }

@@ -78,7 +78,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("site agent starting", "node", conf.NodeID, "registry", conf.AgentEndpoint, "httpBase", cfg.HTTPBase)
 	return runAll(ctx,
-		func(ctx context.Context) error { return a.session.Run(ctx) },
+		func(ctx context.Context) error { a.session.Run(ctx); return nil },
 		func(ctx context.Context) error { return a.cache.Run(ctx) },
 		func(ctx context.Context) error { return srv.Run(ctx) },
 		func(ctx context.Context) error { a.discoveries.report(ctx, a.session.SetInventory); return nil },

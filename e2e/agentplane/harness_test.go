@@ -21,7 +21,7 @@ import (
 // env is a registry's agent endpoint on loopback over a store in a temporary directory,
 // and the CA its agents' certificates come from.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	ca     *testkit.CA
 	server tls.Certificate
 	dir    string
@@ -31,7 +31,7 @@ type env struct {
 	ep     *agents.Endpoint
 }
 
-func newEnv(t *testing.T, hooks agents.Config) *env {
+func newEnv(t testing.TB, hooks agents.Config) *env {
 	t.Helper()
 	ca, err := testkit.NewCA()
 	if err != nil {

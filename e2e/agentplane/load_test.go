@@ -1,3 +1,387 @@
 package agentplane
 
-func runAgentsChild() int { return 1 }
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/quic-go/quic-go"
+)
+
+// BenchmarkAgentSessions holds BC_LOAD_AGENTS agent sessions (10,000 by default) against
+// one registry endpoint in this process, the agents in child processes of
+// BC_LOAD_PER_PROCESS sessions each (2,000), all on loopback QUIC. It measures:
+//
+//   - connect: from starting the agent processes until every agent has said hello and
+//     acknowledged generation 1;
+//   - push: from a NodeSpec change of every node (one transaction) until every agent has
+//     acknowledged the new generation;
+//   - memory per session: the registry's heap in use, goroutine stacks and RSS after a
+//     GC, less what it held before the agents came, divided by the sessions;
+//   - reconnects: the endpoint is closed (agents are told) and a new one started on the
+//     same store and address; from then until every agent is back.
+//
+// The peer is a bare quic-go connection with quic-go's default configuration, held idle
+// by a bare listener in this process (BC_LOAD_PEERS connections, 2,000 by default): the
+// memory ratio says what a whole session costs against quic-go's own floor. With
+// BC_LOAD_PROFILE=DIR, the registry's heap profile at full load and its CPU profiles of
+// the push and the restart are written to DIR.
+func BenchmarkAgentSessions(b *testing.B) {
+	n, per, peers := envInt("BC_LOAD_AGENTS", 10000), envInt("BC_LOAD_PER_PROCESS", 2000), envInt("BC_LOAD_PEERS", 2000)
+	var acked [4]atomic.Int64 // acknowledgements per generation
+	e := newEnv(b, agents.Config{OnObserved: func(_ string, gen int64) {
+		if gen < int64(len(acked)) {
+			acked[gen].Add(1)
+		}
+	}})
+	writeCA(b, e.ca, e.dir)
+	setAll := func(round string) {
+		err := e.st.Update(func(tx *store.Tx) error {
+			for i := range n {
+				if _, err := tx.SetNodeSpec(proto.NodeSpec{Node: nodeName(i), Role: proto.RoleNode, Labels: map[string]string{"round": round}}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	setAll("1")
+	peer := barePeer(b, e.dir, peers)
+	before := sampleMemory()
+
+	connect := startPhase()
+	agentsCPU := cpuTime(syscall.RUSAGE_CHILDREN)
+	var children []*child
+	for first := 0; first < n; first += per {
+		children = append(children, startChild(b, "agents", "BC_DIR="+e.dir, "BC_ADDR="+e.addr, "BC_FIRST="+strconv.Itoa(first), "BC_COUNT="+strconv.Itoa(min(per, n-first))))
+	}
+	waitLong(b, "every agent at generation 1", func() bool { return acked[1].Load() == int64(n) && e.ep.Sessions() == n })
+	connect.end()
+	after := sampleMemory()
+	if dir := os.Getenv("BC_LOAD_PROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, "heap.pprof"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		pprof.WriteHeapProfile(f)
+		f.Close()
+	}
+
+	stopProfile := profileCPU(b, "push.pprof")
+	push := startPhase()
+	setAll("2")
+	waitLong(b, "every agent at generation 2", func() bool { return acked[2].Load() == int64(n) })
+	push.end()
+	stopProfile()
+
+	dropsBefore := udpReceiveDrops()
+	closing := time.Now()
+	e.stop()
+	closed := time.Since(closing)
+	stopProfile = profileCPU(b, "restart.pprof")
+	e.start()
+	restart := startPhase()
+	waitLong(b, "every agent back", func() bool { return e.ep.Sessions() == n })
+	restart.end()
+	stopProfile()
+	drops := udpReceiveDrops() - dropsBefore
+	for _, c := range children {
+		c.stop()
+	}
+	agentsCPU = cpuTime(syscall.RUSAGE_CHILDREN) - agentsCPU
+
+	s := after.minus(before).per(n)
+	fmt.Printf("agent plane: %d sessions, agents in %d processes; peer: %d idle quic-go connections of the default configuration\n", n, len(children), peers)
+	connect.print("connect", n, "hello and acknowledgement of generation 1")
+	push.print("push", n, "NodeSpec change of every node until every agent acknowledged it")
+	restart.print("restart", n, fmt.Sprintf("endpoint closed in %.2fs, started again; until every agent is back", closed.Seconds()))
+	fmt.Printf("  UDP datagrams the host dropped for full receive buffers during the restart: %d\n", drops)
+	fmt.Printf("  agents' CPU over the three phases: %.2f ms per agent\n", agentsCPU.Seconds()*1000/float64(n))
+	fmt.Printf("  memory per session:  live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(s.alloc), kib(s.heap), kib(s.stack), kib(s.heap+s.stack), kib(s.rss), s.goroutines)
+	fmt.Printf("  peer per connection: live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(peer.alloc), kib(peer.heap), kib(peer.stack), kib(peer.heap+peer.stack), kib(peer.rss), peer.goroutines)
+	fmt.Printf("  session/peer: in use+stacks %.2f, RSS %.2f\n", (s.heap+s.stack)/(peer.heap+peer.stack), s.rss/peer.rss)
+	b.ReportMetric(connect.wall.Seconds(), "connect-s")
+	b.ReportMetric(push.wall.Seconds(), "push-s")
+	b.ReportMetric(float64(n)/restart.wall.Seconds(), "reconnects/s")
+	b.ReportMetric(restart.cpu.Seconds()*1000/float64(n), "registry-CPU-ms/reconnect")
+	b.ReportMetric(s.heap+s.stack, "heap+stack-B/session")
+	b.ReportMetric(s.rss, "RSS-B/session")
+	b.ReportMetric((s.heap+s.stack)/(peer.heap+peer.stack), "ratio-to-quic-go")
+}
+
+// profileCPU profiles the registry's CPU into BC_LOAD_PROFILE/name, if set, until the
+// returned stop.
+func profileCPU(b *testing.B, name string) (stop func()) {
+	dir := os.Getenv("BC_LOAD_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pprof.StartCPUProfile(f)
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}
+
+// phase is one measured phase: its wall time and the registry's CPU time.
+type phase struct {
+	start    time.Time
+	startCPU time.Duration
+	wall     time.Duration
+	cpu      time.Duration
+}
+
+func startPhase() *phase {
+	return &phase{start: time.Now(), startCPU: cpuTime(syscall.RUSAGE_SELF)}
+}
+
+func (p *phase) end() {
+	p.wall, p.cpu = time.Since(p.start), cpuTime(syscall.RUSAGE_SELF)-p.startCPU
+}
+
+// print shows the phase's time and rate, and the registry's CPU per session with the
+// rate one core would sustain at that cost.
+func (p *phase) print(name string, n int, what string) {
+	perSession := p.cpu.Seconds() / float64(n)
+	fmt.Printf("  %-8s %7.2fs %7.0f/s  registry CPU %.3f ms per session (%.0f/s per core)  %s\n",
+		name, p.wall.Seconds(), float64(n)/p.wall.Seconds(), perSession*1000, 1/perSession, what)
+}
+
+// cpuTime is the user and system CPU time of this process or of its ended children.
+func cpuTime(who int) time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(who, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// barePeer holds count idle quic-go connections with the default configuration on a
+// bare listener, dialled from one child process, and returns their memory per connection.
+func barePeer(b *testing.B, dir string, count int) perSession {
+	ln, err := quic.ListenAddr("127.0.0.1:0", bareTLS(b, dir), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var live atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept(context.Background())
+			if err != nil {
+				return
+			}
+			live.Add(1)
+			context.AfterFunc(c.Context(), func() { live.Add(-1) })
+		}
+	}()
+	before := sampleMemory()
+	c := startChild(b, "bare", "BC_DIR="+dir, "BC_ADDR="+ln.Addr().String(), "BC_COUNT="+strconv.Itoa(count))
+	waitLong(b, "bare connections", func() bool { return live.Load() == int64(count) })
+	time.Sleep(time.Second) // let the handshakes' last packets settle
+	after := sampleMemory()
+	c.stop()
+	ln.Close()
+	waitLong(b, "bare connections to close", func() bool { return live.Load() == 0 })
+	return after.minus(before).per(count)
+}
+
+// bareTLS is the bare peer's server TLS: the test server certificate, any ALPN "bare".
+func bareTLS(b *testing.B, dir string) *tls.Config {
+	ca, err := readCA(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cert, err := ca.ServerCertificate()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"bare"}}
+}
+
+// memory is what the process holds: heap in use, goroutine stacks, RSS, goroutines.
+type memory struct {
+	alloc, heap, stack, rss, goroutines float64
+}
+
+// perSession is memory divided by a number of sessions.
+type perSession = memory
+
+// sampleMemory measures the process at rest: after enough collections for goroutine
+// stacks to shrink to what they use, and with freed memory handed back to the system,
+// as the runtime's scavenger does on its own within minutes.
+func sampleMemory() memory {
+	for range 6 {
+		runtime.GC()
+	}
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memory{alloc: float64(ms.HeapAlloc), heap: float64(ms.HeapInuse), stack: float64(ms.StackInuse), rss: float64(rssBytes()), goroutines: float64(runtime.NumGoroutine())}
+}
+
+func (m memory) minus(o memory) memory {
+	return memory{m.alloc - o.alloc, m.heap - o.heap, m.stack - o.stack, m.rss - o.rss, m.goroutines - o.goroutines}
+}
+
+func (m memory) per(n int) perSession {
+	f := float64(n)
+	return perSession{m.alloc / f, m.heap / f, m.stack / f, m.rss / f, m.goroutines / f}
+}
+
+// udpReceiveDrops is the host's count of UDP datagrams dropped for want of room in a
+// socket's receive buffer (RcvbufErrors in /proc/net/snmp).
+func udpReceiveDrops() int {
+	snmp, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		return 0
+	}
+	var names []string
+	for _, line := range strings.Split(string(snmp), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != "Udp:" {
+			continue
+		}
+		if names == nil {
+			names = fields
+			continue
+		}
+		for i, name := range names {
+			if name == "RcvbufErrors" && i < len(fields) {
+				n, _ := strconv.Atoi(fields[i])
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// rssBytes is the resident set size of this process, from /proc/self/status.
+func rssBytes() uint64 {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func kib(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
+
+// waitLong polls cond for up to 10 minutes.
+func waitLong(b testing.TB, what string, cond func() bool) {
+	b.Helper()
+	deadline := time.Now().Add(10 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			b.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// runAgentsChild is a process of BC_COUNT agents, nodes BC_FIRST onwards, dialling
+// BC_ADDR over one shared UDP socket with certificates from the CA in BC_DIR. It runs
+// until stdin closes.
+func runAgentsChild() int {
+	ca, err := readCA(os.Getenv("BC_DIR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	first, count := envInt("BC_FIRST", 0), envInt("BC_COUNT", 1)
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	tr := &quic.Transport{Conn: udp}
+	defer tr.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for i := first; i < first+count; i++ {
+		cert, err := ca.AgentCertificate(nodeName(i), string(proto.RoleNode))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		a, err := session.New(session.Config{Addr: os.Getenv("BC_ADDR"), Certificate: cert, ServerCAs: ca.Pool(), Transport: tr, Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		wg.Go(func() { a.Run(ctx) })
+	}
+	fmt.Println("ready")
+	requests(func([]string) string { return "" })
+	return 0
+}
+
+// runBareChild keeps BC_COUNT bare quic-go connections with the default configuration
+// to BC_ADDR over one shared UDP socket, dialling again any that closes, until stdin
+// closes.
+func runBareChild() int {
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	tr := &quic.Transport{Conn: udp}
+	defer tr.Close()
+	addr, err := net.ResolveUDPAddr("udp", os.Getenv("BC_ADDR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	conf := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"bare"}}
+	for range envInt("BC_COUNT", 1) {
+		go func() {
+			for ctx.Err() == nil {
+				conn, err := tr.Dial(ctx, addr, conf, nil)
+				if err != nil {
+					time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
+					continue
+				}
+				<-conn.Context().Done()
+			}
+		}()
+	}
+	fmt.Println("ready")
+	requests(func([]string) string { return "" })
+	return 0
+}

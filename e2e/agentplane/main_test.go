@@ -17,13 +17,15 @@ import (
 const childEnv = "BC_AGENTPLANE_CHILD"
 
 // TestMain runs the tests, or, in a child process this package started, a registry
-// (kill_test.go) or a batch of load agents (load_test.go).
+// (kill_test.go), a batch of load agents or of bare QUIC clients (load_test.go).
 func TestMain(m *testing.M) {
 	switch os.Getenv(childEnv) {
 	case "registry":
 		os.Exit(runRegistryChild())
 	case "agents":
 		os.Exit(runAgentsChild())
+	case "bare":
+		os.Exit(runBareChild())
 	}
 	os.Exit(m.Run())
 }

@@ -65,3 +65,50 @@ func TestHandshakeRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionResumption reconnects an agent: it resumes its session instead of a full
+// handshake, also with a restarted registry on the same store.
+func TestSessionResumption(t *testing.T) {
+	e := newEnv(t, agents.Config{})
+	cert, err := e.ca.AgentCertificate("gpu-1", string(proto.RoleNode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := &tls.Config{
+		Certificates:       []tls.Certificate{cert},
+		RootCAs:            e.ca.Pool(),
+		ServerName:         "127.0.0.1",
+		NextProtos:         []string{proto.AgentALPN},
+		ClientSessionCache: tls.NewLRUClientSessionCache(1),
+	}
+	dial := func() bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := quic.DialAddr(ctx, e.addr, conf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.CloseWithError(0, "")
+		time.Sleep(50 * time.Millisecond) // the ticket follows the handshake
+		return conn.ConnectionState().TLS.DidResume
+	}
+	steps := []struct {
+		name    string
+		restart bool
+		resumed bool
+	}{
+		{"first connection", false, false},
+		{"reconnect", false, true},
+		{"reconnect to a restarted registry", true, true},
+	}
+	for _, s := range steps {
+		if s.restart {
+			e.stop()
+			e.start()
+		}
+		if got := dial(); got != s.resumed {
+			t.Errorf("%s: resumed %v, want %v", s.name, got, s.resumed)
+		}
+	}
+}

@@ -24,6 +24,12 @@ import (
 // DefaultCommandTTL is how long a relayed command is kept when nobody collects it.
 const DefaultCommandTTL = 24 * time.Hour
 
+// The names of the endpoint's secrets in the store.
+const (
+	keyStatelessReset = "agent-stateless-reset-key"
+	keySessionTickets = "agent-session-ticket-key"
+)
+
 // Config is what an endpoint is started with.
 type Config struct {
 	// Listen is the UDP address to serve on, host:port.
@@ -86,9 +92,12 @@ func Start(cfg Config) (*Endpoint, error) {
 	if cfg.CommandTTL == 0 {
 		cfg.CommandTTL = DefaultCommandTTL
 	}
-	var resetKey [32]byte
+	var resetKey, ticketKey [32]byte
 	err := cfg.Store.Update(func(tx *store.Tx) (err error) {
-		if resetKey, err = tx.StatelessResetKey(); err != nil {
+		if resetKey, err = tx.AgentKey(keyStatelessReset); err != nil {
+			return err
+		}
+		if ticketKey, err = tx.AgentKey(keySessionTickets); err != nil {
 			return err
 		}
 		_, err = tx.ExpireAgentCommands(cfg.Now().Add(-cfg.CommandTTL))
@@ -106,8 +115,9 @@ func Start(cfg Config) (*Endpoint, error) {
 		return nil, proto.Errorf(proto.InvalidConfig, "listen on udp %s: %v (pick another agent listen address)", cfg.Listen, err)
 	}
 	key := quic.StatelessResetKey(resetKey)
-	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key}
-	ln, err := tr.Listen(serverTLS(cfg.Certificate, cfg.AgentCAs), serverQUIC())
+	var adm admission
+	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnContext: adm.admit}
+	ln, err := tr.Listen(serverTLS(cfg.Certificate, cfg.AgentCAs, ticketKey), serverQUIC())
 	if err != nil {
 		tr.Close()
 		udp.Close()
@@ -136,8 +146,10 @@ func (e *Endpoint) Sessions() int {
 }
 
 // Close tells every connected agent that the registry is going away, stops serving and
-// waits for the endpoint's goroutines. Agents reconnect to the next registry; nothing
-// pending is lost, it is in the store.
+// waits for the endpoint's goroutines. New connection attempts go unanswered from the
+// start of Close, as they would while the registry process is down: an agent's dial
+// keeps retrying its first packet for its handshake timeout and finds the next registry
+// without backing off further. Nothing pending is lost: it is in the store.
 func (e *Endpoint) Close() error { return e.close(true) }
 
 // close stops the endpoint; graceful sends each agent a CONNECTION_CLOSE first, else the
@@ -149,11 +161,7 @@ func (e *Endpoint) close(graceful bool) error {
 	e.mu.Unlock()
 	err := e.ln.Close()
 	if graceful {
-		e.mu.Lock()
-		for _, s := range e.sessions {
-			s.conn.CloseWithError(codeShutdown, "registry shutting down")
-		}
-		e.mu.Unlock()
+		e.closeSessions()
 	}
 	if terr := e.tr.Close(); err == nil {
 		err = terr
@@ -166,6 +174,41 @@ func (e *Endpoint) close(graceful bool) error {
 	return err
 }
 
+// closeSessions tells every connected agent that the registry is going away, and to
+// come back within a window sized so that the fleet returns at reconnectRate. It closes
+// closers connections at a time (a close waits for its connection to wind down).
+func (e *Endpoint) closeSessions() {
+	e.mu.Lock()
+	conns := make(chan *quic.Conn, len(e.sessions))
+	for _, s := range e.sessions {
+		conns <- s.conn
+	}
+	e.mu.Unlock()
+	close(conns)
+	spread := min(time.Duration(len(conns))*time.Second/reconnectRate, maxSpread)
+	reason := proto.ShutdownReason(spread)
+	var wg sync.WaitGroup
+	for range closers {
+		wg.Go(func() {
+			for c := range conns {
+				c.CloseWithError(codeShutdown, reason)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+const (
+	// closers is how many connections Close winds down at once.
+	closers = 256
+	// reconnectRate is the rate at which a closing endpoint asks its fleet to come back:
+	// what one core takes with session resumption, with room to spare (README, "Agent
+	// plane figures").
+	reconnectRate = 1000
+	// maxSpread caps the window a fleet is spread over.
+	maxSpread = time.Minute
+)
+
 // accept serves each new connection on its own goroutine until the listener closes.
 func (e *Endpoint) accept() {
 	for {
@@ -173,6 +216,7 @@ func (e *Endpoint) accept() {
 		if err != nil {
 			return
 		}
+		accepted(conn)
 		e.wg.Go(func() { e.serve(conn) })
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"sync"
 	"time"
@@ -27,16 +26,15 @@ type session struct {
 	sent int64
 }
 
-// serve runs one agent connection: it waits for the hello, registers the session
-// (replacing an older one of the same node), brings the agent up to date, and reads what
-// the agent sends until the connection ends.
+// serve starts one agent connection: it waits for the hello, registers the session
+// (replacing an older one of the same node), brings the agent up to date, and leaves the
+// session to await.
 func (e *Endpoint) serve(conn *quic.Conn) {
 	id, err := identify(conn.ConnectionState().TLS)
 	if err != nil {
 		conn.CloseWithError(codeProtocol, err.Error())
 		return
 	}
-	log := e.log.With("node", id.node, "role", id.role, "remote", conn.RemoteAddr().String())
 	ctx, cancel := context.WithTimeout(e.ctx, helloTimeout)
 	stream, err := conn.AcceptStream(ctx)
 	cancel()
@@ -50,43 +48,65 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		err = proto.Errorf(proto.InvalidInput, "the first message of a session is a hello, not %q", m.Type)
 	}
 	if err != nil {
-		log.Debug("agent session refused", "err", err)
+		e.log.Debug("agent session refused", "node", id.node, "remote", conn.RemoteAddr().String(), "err", err)
 		conn.CloseWithError(codeProtocol, "expected a hello")
 		return
 	}
 	stream.SetReadDeadline(time.Time{})
 	s := &session{identity: id, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration}
 	e.register(s)
-	defer e.unregister(s)
-	log.Debug("agent session", "observedGeneration", m.Hello.ObservedGeneration)
+	e.log.Debug("agent session", "node", id.node, "role", id.role, "observedGeneration", m.Hello.ObservedGeneration)
 	if err := e.hello(s, m.Hello); err != nil {
-		log.Error("agent hello", "err", err)
-		conn.CloseWithError(codeShutdown, "registry failed to record the hello")
+		e.log.Error("agent hello", "node", id.node, "err", err)
+		e.end(s, codeShutdown, "registry failed to record the hello")
 		return
 	}
-	for {
-		m, err := proto.ReadMessage(stream)
-		if err != nil {
-			if errors.Is(err, io.EOF) || proto.CodeOf(err) == proto.InvalidInput {
-				log.Debug("agent session ends", "err", err)
-				conn.CloseWithError(codeProtocol, "session stream ended")
-			}
-			return
-		}
-		switch m.Type {
-		case proto.MsgAck:
-			err = e.ack(s, m.Ack)
-		case proto.MsgInventory:
-			err = e.inventory(s, m.Inventory)
-		default:
-			log.Debug("agent sent an unexpected message", "type", m.Type)
-			conn.CloseWithError(codeProtocol, "unexpected message "+string(m.Type))
-			return
-		}
-		if err != nil {
-			log.Error("agent message", "type", m.Type, "err", err)
-		}
+	e.wg.Go(func() { s.await(e) })
+}
+
+// await waits for the agent's next frame on a goroutine of its own. The goroutine is
+// new and waits right in its first call, so its stack stays at the runtime's smallest
+// for the long idle stretches of a session; received does the rest on the same
+// goroutine and starts the next await.
+func (s *session) await(e *Endpoint) {
+	var head [4]byte
+	n, err := s.stream.Read(head[:])
+	e.received(s, head[:n], err)
+}
+
+// received reads the rest of the frame await began, handles its message and waits for
+// the next one. When the stream fails or the agent breaks the protocol, the session ends.
+func (e *Endpoint) received(s *session, head []byte, err error) {
+	if len(head) == 0 && err != nil {
+		e.end(s, codeProtocol, "session stream ended")
+		return
 	}
+	m, err := proto.ReadMessage(io.MultiReader(bytes.NewReader(head), s.stream))
+	switch {
+	case err != nil:
+		e.log.Debug("agent session ends", "node", s.node, "err", err)
+		e.end(s, codeProtocol, "session stream failed")
+		return
+	case m.Type == proto.MsgAck:
+		err = e.ack(s, m.Ack)
+	case m.Type == proto.MsgInventory:
+		err = e.inventory(s, m.Inventory)
+	default:
+		e.log.Debug("agent sent an unexpected message", "node", s.node, "type", m.Type)
+		e.end(s, codeProtocol, "unexpected message "+string(m.Type))
+		return
+	}
+	if err != nil {
+		e.log.Error("agent message", "node", s.node, "type", m.Type, "err", err)
+	}
+	e.wg.Go(func() { s.await(e) })
+}
+
+// end closes the session's connection (a no-op when it is closed already) and forgets
+// the session.
+func (e *Endpoint) end(s *session, code quic.ApplicationErrorCode, why string) {
+	s.conn.CloseWithError(code, why)
+	e.unregister(s)
 }
 
 // register makes s the session of its node, closing an older one.

@@ -13,7 +13,7 @@ func TestSetNodeSpecGenerations(t *testing.T) {
 	s := openTest(t)
 	var mu sync.Mutex
 	var notified []int64
-	s.OnNodeSpec(func(node string, gen int64) {
+	cancel := s.OnNodeSpec(func(node string, gen int64) {
 		mu.Lock()
 		defer mu.Unlock()
 		notified = append(notified, gen)
@@ -64,6 +64,15 @@ func TestSetNodeSpecGenerations(t *testing.T) {
 		}
 		return nil
 	})
+	// A cancelled hook hears of nothing more.
+	cancel()
+	s.Update(func(tx *Tx) error {
+		_, err := tx.SetNodeSpec(proto.NodeSpec{Node: "n1", Role: proto.RoleSite})
+		return err
+	})
+	if len(notified) != 3 {
+		t.Errorf("a cancelled hook was notified: %v", notified)
+	}
 }
 
 func TestAgentStatus(t *testing.T) {
@@ -138,12 +147,13 @@ func TestPutInventory(t *testing.T) {
 	}
 }
 
-func TestStatelessResetKeyIsKept(t *testing.T) {
+func TestAgentKeyIsKept(t *testing.T) {
 	s := openTest(t)
-	var a, b [32]byte
-	s.Update(func(tx *Tx) (err error) { a, err = tx.StatelessResetKey(); return err })
-	s.Update(func(tx *Tx) (err error) { b, err = tx.StatelessResetKey(); return err })
-	if a != b || a == [32]byte{} {
-		t.Fatalf("keys %x and %x", a, b)
+	var a, b, c [32]byte
+	s.Update(func(tx *Tx) (err error) { a, err = tx.AgentKey("one"); return err })
+	s.Update(func(tx *Tx) (err error) { b, err = tx.AgentKey("one"); return err })
+	s.Update(func(tx *Tx) (err error) { c, err = tx.AgentKey("two"); return err })
+	if a != b || a == [32]byte{} || a == c {
+		t.Fatalf("keys %x, %x, %x", a, b, c)
 	}
 }

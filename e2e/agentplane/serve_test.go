@@ -1,0 +1,77 @@
+package agentplane
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/quic-go/quic-go"
+)
+
+// TestServeAcceptsAgents starts the real `better-compute serve`: its agent endpoint
+// presents a certificate from the serving CA and accepts a certificate from the agent CA
+// in its data directory, and only that one.
+func TestServeAcceptsAgents(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	if reg.AgentEndpoint == "" {
+		t.Fatal("serve printed no agent address")
+	}
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(reg.DataDir, "pki", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	agentCA, err := testkit.LoadCA(read("agent-ca.crt"), read("agent-ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := testkit.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := api.LoadClientConfig(reg.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := x509.NewCertPool()
+	serving.AppendCertsFromPEM([]byte(admin.ServingCA))
+	cases := map[string]struct {
+		ca       *testkit.CA
+		accepted bool
+	}{
+		"agent CA":   {ca: agentCA, accepted: true},
+		"another CA": {ca: other},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cert, err := tc.ca.AgentCertificate("gpu-1", string(proto.RoleNode))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			conf := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: serving, ServerName: "127.0.0.1", NextProtos: []string{proto.AgentALPN}}
+			conn, err := quic.DialAddr(ctx, reg.AgentEndpoint, conf, nil)
+			if err == nil {
+				defer conn.CloseWithError(0, "")
+				select {
+				case <-conn.Context().Done():
+					err = context.Cause(conn.Context())
+				case <-time.After(300 * time.Millisecond):
+				}
+			}
+			if accepted := err == nil; accepted != tc.accepted {
+				t.Fatalf("accepted %v (%v), want %v", accepted, err, tc.accepted)
+			}
+		})
+	}
+}

@@ -1,0 +1,55 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/quic-go/quic-go"
+)
+
+// maxHandshakes bounds the connections between their first packet and their acceptance
+// by the endpoint. Past it, an attempt is refused at its first packet, before any
+// cryptography, and the agent retries after its backoff. The bound is what two cores
+// keep busy with little queueing: a reconnect storm is then served at the rate the
+// registry completes handshakes. With hundreds in flight, their goroutines starved the
+// goroutine that reads the UDP socket, the socket's buffer overflowed, and handshakes
+// timed out with their work done.
+const maxHandshakes = 64
+
+// errBusy refuses a connection attempt while maxHandshakes are in flight.
+var errBusy = errors.New("too many handshakes in flight")
+
+// admission counts the handshakes in flight.
+type admission struct{ inFlight atomic.Int64 }
+
+type ticketKey struct{}
+
+// ticket is one admitted connection's place, given back once.
+type ticket struct {
+	once sync.Once
+	a    *admission
+}
+
+func (t *ticket) release() { t.once.Do(func() { t.a.inFlight.Add(-1) }) }
+
+// admit is the transport's ConnContext: it admits a new connection while fewer than
+// maxHandshakes are in flight, and gives its place back when the endpoint accepts it or
+// the connection ends before that.
+func (a *admission) admit(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+	if a.inFlight.Add(1) > maxHandshakes {
+		a.inFlight.Add(-1)
+		return nil, errBusy
+	}
+	t := &ticket{a: a}
+	context.AfterFunc(ctx, t.release)
+	return context.WithValue(ctx, ticketKey{}, t), nil
+}
+
+// accepted gives back the place of a connection the endpoint accepted.
+func accepted(conn *quic.Conn) {
+	if t, ok := conn.Context().Value(ticketKey{}).(*ticket); ok {
+		t.release()
+	}
+}
