@@ -127,7 +127,7 @@ func New(cfg Config) (*Agent, error) {
 			NextProtos:       []string{proto.AgentALPN},
 			CurvePreferences: []tls.CurveID{tls.X25519},
 			// A reconnect resumes the last session: no certificate to sign or verify.
-			ClientSessionCache: tls.NewLRUClientSessionCache(1),
+			ClientSessionCache: &ticketCache{},
 		},
 		quicConf: &quic.Config{
 			HandshakeIdleTimeout:           handshakeTimeout,

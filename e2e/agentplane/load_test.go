@@ -71,12 +71,12 @@ func BenchmarkAgentSessions(b *testing.B) {
 	peer := barePeer(b, e.dir, peers)
 	before := sampleMemory()
 
-	connect := startPhase()
-	agentsCPU := cpuTime(syscall.RUSAGE_CHILDREN)
+	connect := startPhase(nil)
 	var children []*child
 	for first := 0; first < n; first += per {
 		children = append(children, startChild(b, "agents", "BC_DIR="+e.dir, "BC_ADDR="+e.addr, "BC_FIRST="+strconv.Itoa(first), "BC_COUNT="+strconv.Itoa(min(per, n-first))))
 	}
+	connect.children = children // their CPU from their start, making their keys included
 	waitLong(b, "every agent at generation 1", func() bool { return acked[1].Load() == int64(n) && e.ep.Sessions() == n })
 	connect.end()
 	after := sampleMemory()
@@ -89,8 +89,8 @@ func BenchmarkAgentSessions(b *testing.B) {
 		f.Close()
 	}
 
-	stopProfile := profileCPU(b, "push.pprof")
-	push := startPhase()
+	stopProfile := profileCPU(b, "push.pprof", children[0])
+	push := startPhase(children)
 	setAll("2")
 	waitLong(b, "every agent at generation 2", func() bool { return acked[2].Load() == int64(n) })
 	push.end()
@@ -100,25 +100,26 @@ func BenchmarkAgentSessions(b *testing.B) {
 	closing := time.Now()
 	e.stop()
 	closed := time.Since(closing)
-	stopProfile = profileCPU(b, "restart.pprof")
+	stopProfile = profileCPU(b, "restart.pprof", children[0])
 	e.start()
-	restart := startPhase()
-	waitLong(b, "every agent back", func() bool { return e.ep.Sessions() == n })
+	restart := startPhase(children)
+	back := quantiles{n: n}
+	waitLong(b, "every agent back", func() bool { return back.observe(e.ep.Sessions(), restart.start) })
 	restart.end()
 	stopProfile()
 	drops := udpReceiveDrops() - dropsBefore
 	for _, c := range children {
 		c.stop()
 	}
-	agentsCPU = cpuTime(syscall.RUSAGE_CHILDREN) - agentsCPU
 
 	s := after.minus(before).per(n)
 	fmt.Printf("agent plane: %d sessions, agents in %d processes; peer: %d idle quic-go connections of the default configuration\n", n, len(children), peers)
 	connect.print("connect", n, "hello and acknowledgement of generation 1")
 	push.print("push", n, "NodeSpec change of every node until every agent acknowledged it")
 	restart.print("restart", n, fmt.Sprintf("endpoint closed in %.2fs, started again; until every agent is back", closed.Seconds()))
+	hs := e.ep.Handshakes()
+	fmt.Printf("  agents back after the restart: %s; handshakes: %d, %d of them resumed, %d refused at admission\n", &back, hs.Accepted, hs.Resumed, hs.Refused)
 	fmt.Printf("  UDP datagrams the host dropped for full receive buffers during the restart: %d\n", drops)
-	fmt.Printf("  agents' CPU over the three phases: %.2f ms per agent\n", agentsCPU.Seconds()*1000/float64(n))
 	fmt.Printf("  memory per session:  live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(s.alloc), kib(s.heap), kib(s.stack), kib(s.heap+s.stack), kib(s.rss), s.goroutines)
 	fmt.Printf("  peer per connection: live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(peer.alloc), kib(peer.heap), kib(peer.stack), kib(peer.heap+peer.stack), kib(peer.rss), peer.goroutines)
 	fmt.Printf("  session/peer: in use+stacks %.2f, RSS %.2f\n", (s.heap+s.stack)/(peer.heap+peer.stack), s.rss/peer.rss)
@@ -131,9 +132,36 @@ func BenchmarkAgentSessions(b *testing.B) {
 	b.ReportMetric((s.heap+s.stack)/(peer.heap+peer.stack), "ratio-to-quic-go")
 }
 
-// profileCPU profiles the registry's CPU into BC_LOAD_PROFILE/name, if set, until the
-// returned stop.
-func profileCPU(b *testing.B, name string) (stop func()) {
+// quantiles records when the share of n sessions that are connected first reached half,
+// 90%, 99% and all of them.
+type quantiles struct {
+	n    int
+	at   [4]time.Duration
+	seen int
+}
+
+var quantileShares = [4]float64{0.5, 0.9, 0.99, 1}
+
+// observe records sessions connected now, since start, and reports whether all are.
+func (q *quantiles) observe(sessions int, start time.Time) bool {
+	for q.seen < len(q.at) && float64(sessions) >= quantileShares[q.seen]*float64(q.n) {
+		q.at[q.seen] = time.Since(start)
+		q.seen++
+	}
+	return q.seen == len(q.at)
+}
+
+func (q *quantiles) String() string {
+	var parts []string
+	for i, share := range quantileShares {
+		parts = append(parts, fmt.Sprintf("%g%% in %.2fs", share*100, q.at[i].Seconds()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// profileCPU profiles the registry's CPU into BC_LOAD_PROFILE/name, if set, and the
+// first agent process's into agents-name, until the returned stop.
+func profileCPU(b *testing.B, name string, agents *child) (stop func()) {
 	dir := os.Getenv("BC_LOAD_PROFILE")
 	if dir == "" {
 		return func() {}
@@ -143,31 +171,54 @@ func profileCPU(b *testing.B, name string) (stop func()) {
 		b.Fatal(err)
 	}
 	pprof.StartCPUProfile(f)
-	return func() { pprof.StopCPUProfile(); f.Close() }
+	agents.ask("profile %s", filepath.Join(dir, "agents-"+name))
+	return func() { pprof.StopCPUProfile(); f.Close(); agents.ask("stop") }
 }
 
-// phase is one measured phase: its wall time and the registry's CPU time.
+// phase is one measured phase: its wall time, the registry's CPU time and the agent
+// processes' CPU time.
 type phase struct {
-	start    time.Time
-	startCPU time.Duration
-	wall     time.Duration
-	cpu      time.Duration
+	children           []*child
+	start              time.Time
+	startCPU, startAgt time.Duration
+	wall, cpu, agents  time.Duration
 }
 
-func startPhase() *phase {
-	return &phase{start: time.Now(), startCPU: cpuTime(syscall.RUSAGE_SELF)}
+func startPhase(children []*child) *phase {
+	return &phase{children: children, start: time.Now(), startCPU: cpuTime(syscall.RUSAGE_SELF), startAgt: processesCPU(children)}
 }
 
 func (p *phase) end() {
 	p.wall, p.cpu = time.Since(p.start), cpuTime(syscall.RUSAGE_SELF)-p.startCPU
+	p.agents = processesCPU(p.children) - p.startAgt
 }
 
-// print shows the phase's time and rate, and the registry's CPU per session with the
-// rate one core would sustain at that cost.
+// print shows the phase's time and rate, the registry's CPU per session with the rate
+// one core would sustain at that cost, and the agents' CPU per session.
 func (p *phase) print(name string, n int, what string) {
 	perSession := p.cpu.Seconds() / float64(n)
-	fmt.Printf("  %-8s %7.2fs %7.0f/s  registry CPU %.3f ms per session (%.0f/s per core)  %s\n",
-		name, p.wall.Seconds(), float64(n)/p.wall.Seconds(), perSession*1000, 1/perSession, what)
+	fmt.Printf("  %-8s %7.2fs %7.0f/s  registry CPU %.3f ms per session (%.0f/s per core), agents' %.3f ms  %s\n",
+		name, p.wall.Seconds(), float64(n)/p.wall.Seconds(), perSession*1000, 1/perSession, p.agents.Seconds()*1000/float64(n), what)
+}
+
+// processesCPU is the user and system CPU time the running child processes have used
+// (from /proc/PID/stat, in clock ticks of 10 ms).
+func processesCPU(children []*child) time.Duration {
+	var total time.Duration
+	for _, c := range children {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which is in parentheses: utime is the 12th.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 12 {
+			ut, _ := strconv.ParseInt(fields[11], 10, 64)
+			st, _ := strconv.ParseInt(fields[12], 10, 64)
+			total += time.Duration(ut+st) * 10 * time.Millisecond
+		}
+	}
+	return total
 }
 
 // cpuTime is the user and system CPU time of this process or of its ended children.
@@ -346,7 +397,20 @@ func runAgentsChild() int {
 		wg.Go(func() { a.Run(ctx) })
 	}
 	fmt.Println("ready")
-	requests(func([]string) string { return "" })
+	requests(func(req []string) string {
+		switch {
+		case len(req) == 2 && req[0] == "profile":
+			f, err := os.Create(req[1])
+			if err != nil {
+				return err.Error()
+			}
+			pprof.StartCPUProfile(f)
+			return ""
+		case len(req) == 1 && req[0] == "stop":
+			pprof.StopCPUProfile()
+		}
+		return ""
+	})
 	return 0
 }
 

@@ -22,7 +22,7 @@ const maxHandshakes = 64
 var errBusy = errors.New("too many handshakes in flight")
 
 // admission counts the handshakes in flight.
-type admission struct{ inFlight atomic.Int64 }
+type admission struct{ inFlight, refused, admitted, resumed atomic.Int64 }
 
 type ticketKey struct{}
 
@@ -40,6 +40,7 @@ func (t *ticket) release() { t.once.Do(func() { t.a.inFlight.Add(-1) }) }
 func (a *admission) admit(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
 	if a.inFlight.Add(1) > maxHandshakes {
 		a.inFlight.Add(-1)
+		a.refused.Add(1)
 		return nil, errBusy
 	}
 	t := &ticket{a: a}
@@ -48,7 +49,8 @@ func (a *admission) admit(ctx context.Context, _ *quic.ClientInfo) (context.Cont
 }
 
 // accepted gives back the place of a connection the endpoint accepted.
-func accepted(conn *quic.Conn) {
+func (a *admission) accepted(conn *quic.Conn) {
+	a.admitted.Add(1)
 	if t, ok := conn.Context().Value(ticketKey{}).(*ticket); ok {
 		t.release()
 	}

@@ -76,6 +76,7 @@ type Endpoint struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	unhook func()
+	adm    *admission
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -115,7 +116,7 @@ func Start(cfg Config) (*Endpoint, error) {
 		return nil, proto.Errorf(proto.InvalidConfig, "listen on udp %s: %v (pick another agent listen address)", cfg.Listen, err)
 	}
 	key := quic.StatelessResetKey(resetKey)
-	var adm admission
+	adm := &admission{}
 	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnContext: adm.admit}
 	ln, err := tr.Listen(serverTLS(cfg.Certificate, cfg.AgentCAs, ticketKey), serverQUIC())
 	if err != nil {
@@ -123,7 +124,7 @@ func Start(cfg Config) (*Endpoint, error) {
 		udp.Close()
 		return nil, err
 	}
-	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, sessions: map[string]*session{}}
+	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[string]*session{}}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
 	e.calls.init()
@@ -143,6 +144,20 @@ func (e *Endpoint) Sessions() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.sessions)
+}
+
+// Handshakes counts the endpoint's connection attempts since Start.
+type Handshakes struct {
+	// Accepted completed their handshake, Resumed of them by resuming a TLS session.
+	Accepted, Resumed int64
+	// Refused were refused at admission (too many handshakes in flight); each such agent
+	// retries after its backoff.
+	Refused int64
+}
+
+// Handshakes returns the endpoint's handshake counts, for monitoring.
+func (e *Endpoint) Handshakes() Handshakes {
+	return Handshakes{Accepted: e.adm.admitted.Load(), Resumed: e.adm.resumed.Load(), Refused: e.adm.refused.Load()}
 }
 
 // Close tells every connected agent that the registry is going away, stops serving and
@@ -216,7 +231,7 @@ func (e *Endpoint) accept() {
 		if err != nil {
 			return
 		}
-		accepted(conn)
+		e.adm.accepted(conn)
 		e.wg.Go(func() { e.serve(conn) })
 	}
 }
