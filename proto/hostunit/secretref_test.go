@@ -11,17 +11,17 @@ import (
 
 func TestIsSecretRef(t *testing.T) {
 	for ref, want := range map[string]bool{
-		"secret://k8s/prod-join":                          true,
-		"secret://t":                                      true,
+		"secret://k8s/prod-join": true,
+		"secret://t":             true,
 		"secret://" + strings.Repeat("a", MaxSecretRef-9): true,
 		"secret://" + strings.Repeat("a", MaxSecretRef-8): false,
-		"secret://":                                       false,
-		"secret://a//b":                                   false,
-		"secret://a/../b":                                 false,
-		"secret://a/./b":                                  false,
-		"secret://a b":                                    false,
-		"secret:/a":                                       false,
-		"abcdef.0123456789abcdef":                         false,
+		"secret://":               false,
+		"secret://a//b":           false,
+		"secret://a/../b":         false,
+		"secret://a/./b":          false,
+		"secret://a b":            false,
+		"secret:/a":               false,
+		"abcdef.0123456789abcdef": false,
 	} {
 		if got := IsSecretRef(ref); got != want {
 			t.Errorf("IsSecretRef(%q) = %v, want %v", ref, got, want)
