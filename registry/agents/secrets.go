@@ -22,7 +22,7 @@ func (e *Endpoint) secret(s *session, req *proto.SecretRequest) error {
 		}
 	}
 	switch {
-	case proto.CodeOf(err) == proto.Internal:
+	case err != nil && proto.CodeOf(err) == proto.Internal:
 		e.log.Error("agent secret request", "node", s.node, "role", s.role, "ref", req.Ref, "err", err)
 		ans.Value, ans.Error = nil, proto.Errorf(proto.Internal, "internal error: the registry's log has the details")
 	case err != nil:
