@@ -2,7 +2,6 @@ package agentplane
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -154,23 +153,7 @@ func TestNodeAgentGetsItsJoinToken(t *testing.T) {
 	}
 
 	// Other agents, with certificates from the registry's agent CA, get nothing.
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join(dir, "pki", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	agentCA, err := testkit.LoadCA(read("agent-ca.crt"), read("agent-ca.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := api.LoadClientConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving := x509.NewCertPool()
-	serving.AppendCertsFromPEM([]byte(cfg.ServingCA))
+	agentCA, serving := servePKI(t, reg)
 	ask := func(t *testing.T, node string, role proto.Role, ref string) ([]byte, error) {
 		cert, err := agentCA.AgentCertificate(node, string(role))
 		if err != nil {

@@ -19,17 +19,9 @@ func k8sJoin(ref string) []proto.HostUnit {
 // TestForAgentAuthorization runs the rule over a real store: two tenants each with a
 // node whose NodeSpec names secrets, and secrets of both tenants under the same names.
 func TestForAgentAuthorization(t *testing.T) {
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	box, err := New(bytes.Repeat([]byte{7}, keySize))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, box := openTest(t)
 	nodes := map[string]string{} // name -> node id
-	err = st.Update(func(tx *store.Tx) error {
+	err := st.Update(func(tx *store.Tx) error {
 		if _, err := tx.CreateSite("rack-a"); err != nil {
 			return err
 		}
@@ -126,15 +118,7 @@ func TestForAgentAuthorization(t *testing.T) {
 // TestTenantSecrets checks the put rules, replacing, and that a ciphertext copied under
 // another tenant's name does not open there.
 func TestTenantSecrets(t *testing.T) {
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	box, err := New(bytes.Repeat([]byte{7}, keySize))
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, box := openTest(t)
 	for name, tc := range map[string]struct {
 		ref   string
 		value []byte
@@ -172,7 +156,7 @@ func TestTenantSecrets(t *testing.T) {
 	if !replaced || !second.CreatedAt.Equal(first.CreatedAt) {
 		t.Errorf("second put: %+v replaced %v", second, replaced)
 	}
-	err = st.Update(func(tx *store.Tx) error {
+	err := st.Update(func(tx *store.Tx) error {
 		if v, err := box.GetTenant(tx, "acme", "secret://k8s/join"); err != nil || len(v) != MaxValue {
 			t.Errorf("acme's secret: %d bytes, %v", len(v), err)
 		}
@@ -198,4 +182,19 @@ func TestTenantSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openTest opens a store in a temporary directory and a box over a fixed key.
+func openTest(t *testing.T) (*store.Store, *Box) {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	box, err := New(bytes.Repeat([]byte{7}, keySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, box
 }
