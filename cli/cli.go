@@ -21,6 +21,9 @@ import (
 
 // Env is what a command runs with; tests give their own writers and environment.
 type Env struct {
+	// Stdin is read by the commands that take a value from standard input (secrets put
+	// --file -); nil reads nothing.
+	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
 }
@@ -43,7 +46,7 @@ type command struct {
 // commands is every command, in the order help lists them.
 func commands() []command {
 	return slices.Concat(serveCommands, tenantCommands, profileCommands, imageCommands, signerCommands,
-		siteCommands, poolCommands, tokenCommands, userDataCommands, nodeCommands, workflowCommands)
+		siteCommands, poolCommands, tokenCommands, secretCommands, userDataCommands, nodeCommands, workflowCommands)
 }
 
 // Run runs the command line args (without the program name) and returns the exit

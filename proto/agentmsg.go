@@ -9,32 +9,36 @@ const AgentALPN = "bc-agent/1"
 // MessageType names the one body a Message carries.
 type MessageType string
 
-// The message types. Hello, ack and inventory go from agent to registry on the session
-// stream, spec from registry to agent on it; command goes from registry to agent on a
-// command stream, and progress (any number, while it runs) and then result come back on
-// the same stream.
+// The message types. Hello, ack, inventory and secretRequest go from agent to registry on
+// the session stream, spec and secret (the answer to a secretRequest) from registry to
+// agent on it; command goes from registry to agent on a command stream, and progress (any
+// number, while it runs) and then result come back on the same stream.
 const (
-	MsgHello     MessageType = "hello"
-	MsgSpec      MessageType = "spec"
-	MsgAck       MessageType = "ack"
-	MsgInventory MessageType = "inventory"
-	MsgCommand   MessageType = "command"
-	MsgResult    MessageType = "result"
-	MsgProgress  MessageType = "progress"
+	MsgHello         MessageType = "hello"
+	MsgSpec          MessageType = "spec"
+	MsgAck           MessageType = "ack"
+	MsgInventory     MessageType = "inventory"
+	MsgCommand       MessageType = "command"
+	MsgResult        MessageType = "result"
+	MsgProgress      MessageType = "progress"
+	MsgSecretRequest MessageType = "secretRequest"
+	MsgSecret        MessageType = "secret"
 )
 
 // Message is one frame's content: a type and exactly the body of that type. Unknown
 // fields are ignored, so a newer peer may add fields; a message of an unknown type is an
 // error for the peer that receives it.
 type Message struct {
-	Type      MessageType `json:"type"`
-	Hello     *Hello      `json:"hello,omitempty"`
-	Spec      *NodeSpec   `json:"spec,omitempty"`
-	Ack       *Ack        `json:"ack,omitempty"`
-	Inventory *Inventory  `json:"inventory,omitempty"`
-	Command   *Command    `json:"command,omitempty"`
-	Result    *Result     `json:"result,omitempty"`
-	Progress  *Progress   `json:"progress,omitempty"`
+	Type          MessageType    `json:"type"`
+	Hello         *Hello         `json:"hello,omitempty"`
+	Spec          *NodeSpec      `json:"spec,omitempty"`
+	Ack           *Ack           `json:"ack,omitempty"`
+	Inventory     *Inventory     `json:"inventory,omitempty"`
+	Command       *Command       `json:"command,omitempty"`
+	Result        *Result        `json:"result,omitempty"`
+	Progress      *Progress      `json:"progress,omitempty"`
+	SecretRequest *SecretRequest `json:"secretRequest,omitempty"`
+	Secret        *Secret        `json:"secret,omitempty"`
 }
 
 // Hello opens a session: what the agent has applied and what it has to report.
@@ -78,6 +82,21 @@ type Progress struct {
 	Detail json.RawMessage `json:"detail"`
 }
 
+// SecretRequest asks the registry for a secret a unit of the agent's NodeSpec names (a
+// k8s-join's tokenRef). The registry answers with a Secret of the same ID on the session
+// stream; the agent picks the ID, unique among its requests in flight.
+type SecretRequest struct {
+	ID  string `json:"id"`
+	Ref string `json:"ref"`
+}
+
+// Secret answers a SecretRequest: the secret's value, or why the agent does not get it.
+type Secret struct {
+	ID    string `json:"id"`
+	Value []byte `json:"value,omitempty"`
+	Error *Error `json:"error,omitempty"`
+}
+
 // DecodeMessage decodes one frame's payload and checks that it carries exactly the body
 // its type names. A malformed message is INVALID_INPUT.
 func DecodeMessage(b []byte) (Message, error) {
@@ -97,14 +116,14 @@ func (m *Message) check() error {
 	}{
 		{MsgHello, m.Hello != nil}, {MsgSpec, m.Spec != nil}, {MsgAck, m.Ack != nil},
 		{MsgInventory, m.Inventory != nil}, {MsgCommand, m.Command != nil}, {MsgResult, m.Result != nil},
-		{MsgProgress, m.Progress != nil},
+		{MsgProgress, m.Progress != nil}, {MsgSecretRequest, m.SecretRequest != nil}, {MsgSecret, m.Secret != nil},
 	} {
 		if b.present {
 			bodies = append(bodies, b.t)
 		}
 	}
 	switch m.Type {
-	case MsgHello, MsgSpec, MsgAck, MsgInventory, MsgCommand, MsgResult, MsgProgress:
+	case MsgHello, MsgSpec, MsgAck, MsgInventory, MsgCommand, MsgResult, MsgProgress, MsgSecretRequest, MsgSecret:
 	default:
 		return Errorf(InvalidInput, "agent message of unknown type %q", m.Type).WithPath("type")
 	}
@@ -131,6 +150,20 @@ func (m *Message) check() error {
 	case MsgProgress:
 		if err := CheckCommandID(m.Progress.ID); err != nil {
 			return AsError(err).WithPath("progress.id")
+		}
+	case MsgSecretRequest:
+		if err := CheckCommandID(m.SecretRequest.ID); err != nil {
+			return AsError(err).WithPath("secretRequest.id")
+		}
+		if m.SecretRequest.Ref == "" {
+			return Errorf(InvalidInput, "secretRequest without a ref").WithPath("secretRequest.ref")
+		}
+	case MsgSecret:
+		if err := CheckCommandID(m.Secret.ID); err != nil {
+			return AsError(err).WithPath("secret.id")
+		}
+		if (len(m.Secret.Value) > 0) == (m.Secret.Error != nil) {
+			return Errorf(InvalidInput, "a secret answer carries either a value or an error").WithPath("secret")
 		}
 	}
 	return nil

@@ -51,15 +51,19 @@ func TestMessageRoundTrip(t *testing.T) {
 		"inventory": {Type: MsgInventory, Inventory: &Inventory{Section: "nics", Data: json.RawMessage(`[]`)}},
 		"command":   {Type: MsgCommand, Command: &Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"/dev/sda"}`)}},
 		"result":    {Type: MsgResult, Result: &Result{ID: "c1", Result: json.RawMessage(`{"ok":true}`)}},
+		"request":   {Type: MsgSecretRequest, SecretRequest: &SecretRequest{ID: "secret-1", Ref: "secret://k8s/join"}},
+		"secret":    {Type: MsgSecret, Secret: &Secret{ID: "secret-1", Value: []byte("abcdef.0123456789abcdef\n\x00")}},
+		"refused":   {Type: MsgSecret, Secret: &Secret{ID: "secret-2", Error: &Error{Code: Forbidden, Message: "not referenced"}}},
 	}
+	order := []string{"hello", "spec", "ack", "inventory", "command", "result", "request", "secret", "refused"}
 	var stream bytes.Buffer
-	for _, name := range []string{"hello", "spec", "ack", "inventory", "command", "result"} {
+	for _, name := range order {
 		m := msgs[name]
 		if err := WriteMessage(&stream, &m); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	for _, name := range []string{"hello", "spec", "ack", "inventory", "command", "result"} {
+	for _, name := range order {
 		got, err := ReadMessage(&stream)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -98,6 +102,15 @@ func TestDecodeMessage(t *testing.T) {
 		"command with slash":    {in: `{"type":"command","command":{"id":"a/b","kind":"x"}}`, path: "command.id"},
 		"result without id":     {in: `{"type":"result","result":{}}`, path: "result.id"},
 		"null body":             {in: `{"type":"spec","spec":null}`, path: "spec"},
+		"secret request":        {in: `{"type":"secretRequest","secretRequest":{"id":"secret-1","ref":"secret://k8s/join"}}`},
+		"request without id":    {in: `{"type":"secretRequest","secretRequest":{"ref":"secret://k8s/join"}}`, path: "secretRequest.id"},
+		"request without ref":   {in: `{"type":"secretRequest","secretRequest":{"id":"secret-1"}}`, path: "secretRequest.ref"},
+		"secret value":          {in: `{"type":"secret","secret":{"id":"secret-1","value":"dG9rZW4="}}`},
+		"secret error":          {in: `{"type":"secret","secret":{"id":"secret-1","error":{"code":"FORBIDDEN","message":"no"}}}`},
+		"secret neither":        {in: `{"type":"secret","secret":{"id":"secret-1"}}`, path: "secret"},
+		"secret both":           {in: `{"type":"secret","secret":{"id":"secret-1","value":"dG9rZW4=","error":{"code":"FORBIDDEN"}}}`, path: "secret"},
+		"secret value not b64":  {in: `{"type":"secret","secret":{"id":"secret-1","value":"!!"}}`, path: "-"},
+		"secret without id":     {in: `{"type":"secret","secret":{"value":"dG9rZW4="}}`, path: "secret.id"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -155,6 +168,10 @@ func FuzzDecodeMessage(f *testing.F) {
 		`{"type":"command","command":{"id":"c-1","kind":"disk.wipe","payload":{}}}`,
 		`{"type":"result","result":{"id":"c-1","result":null}}`,
 		`{"type":"ack","hello":{}}`,
+		`{"type":"secretRequest","secretRequest":{"id":"secret-1","ref":"secret://k8s/prod-join"}}`,
+		`{"type":"secret","secret":{"id":"secret-1","value":"YWJjZGVmLjAxMjM0NTY3ODlhYmNkZWY="}}`,
+		`{"type":"secret","secret":{"id":"secret-2","error":{"code":"NOT_FOUND","message":"x"}}}`,
+		`{"type":"secret","secret":{"id":"secret-3","value":"","error":null}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -81,7 +81,11 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err != nil {
 		return fmt.Errorf("registry PKI: %w", err)
 	}
-	userData, err := newUserData(cfg, keys)
+	box, err := secret.LoadOrCreate(filepath.Join(cfg.DataDir, pki.Dir))
+	if err != nil {
+		return err
+	}
+	userData, err := newUserData(cfg, keys, box)
 	if err != nil {
 		return err
 	}
@@ -121,7 +125,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		return err
 	}
 
-	plane, err := startAgentPlane(cfg, st, keys, cert, userData, info.URL)
+	plane, err := startAgentPlane(cfg, st, keys, cert, userData, box, info.URL)
 	if err != nil {
 		ln.Close()
 		sock.Close()
@@ -146,6 +150,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	apiSrv.RegisterAll()
 	apiSrv.RegisterJoin(recordJoins{joinSvc, joins, cfg.Log})
 	apiSrv.RegisterUserData(userData)
+	apiSrv.RegisterSecrets(box)
 	apiSrv.RegisterMetal(metalSvc)
 	apiSrv.RegisterWorkflows(engine)
 	mux := http.NewServeMux()
@@ -190,13 +195,9 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	return err
 }
 
-// newUserData makes the user-data renderer over the secret store, whose key is made on
-// first start; pins left out of the configuration are the registry's own.
-func newUserData(cfg Config, keys *pki.PKI) (*userdata.Renderer, error) {
-	box, err := secret.LoadOrCreate(filepath.Join(cfg.DataDir, pki.Dir))
-	if err != nil {
-		return nil, err
-	}
+// newUserData makes the user-data renderer over the secret store; pins left out of the
+// configuration are the registry's own.
+func newUserData(cfg Config, keys *pki.PKI, box *secret.Box) (*userdata.Renderer, error) {
 	udCfg := cfg.UserData
 	if udCfg.Pins == nil {
 		pins := keys.Pins()

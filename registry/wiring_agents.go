@@ -15,6 +15,7 @@ import (
 	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/pki"
 	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/site"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/userdata"
@@ -23,13 +24,15 @@ import (
 
 // agentPlane connects the agent endpoint with the rooms that use it: the workflow
 // engine's relays and joins, metal's generations, images, user data and ramdisk boots,
-// and the image locations the site caches report.
+// the image locations the site caches report, and the tenants' secrets node agents ask
+// for.
 type agentPlane struct {
 	st       *store.Store
 	ep       *agents.Endpoint
 	joins    *workflow.JoinLog
 	engine   *workflow.Engine
 	userData *userdata.Renderer
+	secrets  *secret.Box
 	keys     *pki.PKI
 	// registryURL is the base URL ramdisks join at.
 	registryURL string
@@ -100,6 +103,13 @@ func (p *agentPlane) expand(node string, role proto.Role, cmd proto.Command) (pr
 	payload, err := json.Marshal(in)
 	cmd.Payload = payload
 	return cmd, err
+}
+
+// secret is the endpoint's Secret: a tenant's secret for the node agent whose NodeSpec
+// names it (secret.Box.ForAgent has the rule).
+func (p *agentPlane) secret(node string, role proto.Role, ref string) (value []byte, err error) {
+	err = p.st.View(func(tx *store.Tx) (err error) { value, err = p.secrets.ForAgent(tx, node, role, ref); return err })
+	return value, err
 }
 
 // session records an agent's session as a join of its role: a rejoin after a plain
@@ -319,8 +329,8 @@ func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile)
 // startAgentPlane starts the agent endpoint on cfg.AgentListen with the registry's
 // serving certificate, trusting the agent CA, and the workflow engine whose relays and
 // joins go through it.
-func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert tls.Certificate, ud *userdata.Renderer, registryURL string) (*agentPlane, error) {
-	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st), userData: ud, keys: keys, registryURL: registryURL,
+func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert tls.Certificate, ud *userdata.Renderer, box *secret.Box, registryURL string) (*agentPlane, error) {
+	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st), userData: ud, secrets: box, keys: keys, registryURL: registryURL,
 		log: cfg.Log, observed: make(chan struct{}), reported: map[string]bool{}, reportedSignal: make(chan struct{}, 1),
 		sites: site.New(site.Config{Store: st, Log: cfg.Log})}
 	if cfg.UserData.ControlPlaneURL != "" {
@@ -330,6 +340,7 @@ func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert tls.Certif
 	ep, err := agents.Start(agents.Config{
 		Listen: cfg.AgentListen, Certificate: cert, AgentCAs: keys.AgentCAPool(), Store: st, Log: cfg.Log,
 		OnInventory: p.reportInventory, OnObserved: p.observe, OnSession: p.session, OnProgress: p.progress, Expand: p.expand,
+		Secret: p.secret,
 	})
 	p.ep = ep
 	return p, err

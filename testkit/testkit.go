@@ -141,30 +141,37 @@ type Result struct {
 // CLI runs `better-compute args...` with BC_CONFIG set to config.
 func CLI(t testing.TB, config string, args ...string) Result {
 	t.Helper()
-	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, nil)
+	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, nil, nil)
+}
+
+// CLIInput is CLI with stdin as the command's standard input.
+func CLIInput(t testing.TB, config string, stdin io.Reader, args ...string) Result {
+	t.Helper()
+	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, stdin, nil)
 }
 
 // CLIShow is CLI with what the command prints copied to show as it comes, for a run a
 // person watches (a long `nodes deploy --wait`).
 func CLIShow(t testing.TB, config string, show io.Writer, args ...string) Result {
 	t.Helper()
-	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, show)
+	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, nil, show)
 }
 
 // BCD runs `bcd args...`.
 func BCD(t testing.TB, args ...string) Result {
 	t.Helper()
-	return run(t, "bcd", nil, args, nil)
+	return run(t, "bcd", nil, args, nil, nil)
 }
 
-// run runs a project binary with extra environment variables, copying its output to
-// show when show is not nil.
-func run(t testing.TB, name string, env, args []string, show io.Writer) Result {
+// run runs a project binary with extra environment variables and stdin (none when nil),
+// copying its output to show when show is not nil.
+func run(t testing.TB, name string, env, args []string, stdin io.Reader, show io.Writer) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, Binary(t, name), args...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = stdin
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if show != nil {

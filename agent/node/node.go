@@ -1,5 +1,6 @@
 // Package node is `bcd node`, the agent of an installed host: one agent session with the
-// registry whose pushed NodeSpec host section goes to the host converger. A generation is
+// registry whose pushed NodeSpec host section goes to the host converger, which fetches
+// the secrets its units name (a k8s-join's bootstrap token) over the same session. A generation is
 // acknowledged once a pass applied it (no unit failed); each pass's unit results are
 // reported as the `host` inventory section. The last applied NodeSpec is kept in the
 // configuration directory, so a restarted agent converges it again at once and reports
@@ -33,6 +34,8 @@ type Options struct {
 	ConfigDir string
 	// Root is where the host's / is: "/" on a host.
 	Root string
+	// Runner runs the host's programs; hostconverge.ExecRunner when nil.
+	Runner hostconverge.Runner
 	// Log receives the agent's structured logs.
 	Log *slog.Logger
 }
@@ -61,7 +64,11 @@ func Run(ctx context.Context, o Options) error {
 	if last.Generation > 0 {
 		a.specs <- convergeSpec(last)
 	}
-	conv := &hostconverge.Converger{Root: o.Root, Runner: hostconverge.ExecRunner{}, Log: o.Log}
+	runner := o.Runner
+	if runner == nil {
+		runner = hostconverge.ExecRunner{}
+	}
+	conv := &hostconverge.Converger{Root: o.Root, Runner: runner, Secrets: a.session, Log: o.Log}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -1,8 +1,9 @@
 // Package session is bcd's end of the agent plane: one QUIC session to the registry that
 // says hello with the generation the agent has applied and its inventory, applies each
 // NodeSpec the registry pushes and acknowledges it, runs relayed commands at most once
-// per id, and reconnects with backoff whenever the link drops. The bcd modes call it as a
-// library; docs/agent-plane.md describes the protocol.
+// per id, asks the registry for the secrets a unit needs, and reconnects with backoff
+// whenever the link drops. The bcd modes call it as a library; docs/agent-plane.md
+// describes the protocol.
 package session
 
 import (
@@ -91,6 +92,12 @@ type Agent struct {
 	stream    *quic.Stream // its session stream, once the hello is sent
 	observed  int64
 	inventory map[string]json.RawMessage
+	// up is closed once a session's hello is sent, and replaced when the session ends.
+	up chan struct{}
+	// secretCalls are the secret requests awaiting their answer, by id; secretSeq
+	// numbers them.
+	secretCalls map[string]chan proto.Secret
+	secretSeq   uint64
 }
 
 // New makes an agent session; Run connects it.
@@ -141,9 +148,11 @@ func New(cfg Config) (*Agent, error) {
 			MaxConnectionReceiveWindow:     16 << 20,
 			DisablePathMTUDiscovery:        true,
 		},
-		specs:     make(chan proto.NodeSpec, 1),
-		observed:  cfg.ObservedGeneration,
-		inventory: maps.Clone(cfg.Inventory),
+		specs:       make(chan proto.NodeSpec, 1),
+		observed:    cfg.ObservedGeneration,
+		inventory:   maps.Clone(cfg.Inventory),
+		up:          make(chan struct{}),
+		secretCalls: map[string]chan proto.Secret{},
 	}
 	if a.inventory == nil {
 		a.inventory = map[string]json.RawMessage{}
@@ -222,7 +231,8 @@ func (a *Agent) Acknowledge(generation int64) {
 	a.sendLocked(&proto.Message{Type: proto.MsgAck, Ack: &proto.Ack{Generation: generation}})
 }
 
-// connect runs one connection: dial, hello, then read pushed specs until it ends.
+// connect runs one connection: dial, hello, then read pushed specs and the answers to
+// secret requests until it ends.
 // established reports whether the hello went out.
 func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 	conn, err := a.dial(ctx)
@@ -242,6 +252,7 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 	err = proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &hello})
 	if err == nil {
 		a.conn, a.stream = conn, stream
+		close(a.up)
 	}
 	a.mu.Unlock()
 	if err != nil {
@@ -250,12 +261,17 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 	defer func() {
 		a.mu.Lock()
 		a.conn, a.stream = nil, nil
+		a.sessionEndedLocked()
 		a.mu.Unlock()
 	}()
 	a.log.Debug("registry session established", "observedGeneration", hello.ObservedGeneration)
 	a.wg.Go(func() { a.acceptCommands(ctx, conn) })
 	for {
 		m, err := proto.ReadMessage(stream)
+		if err == nil && m.Type == proto.MsgSecret {
+			a.secretAnswered(*m.Secret)
+			continue
+		}
 		if err == nil && m.Type != proto.MsgSpec {
 			err = proto.Errorf(proto.InvalidInput, "the registry sent a %q on the session stream", m.Type)
 		}

@@ -23,27 +23,11 @@ func TestServeAcceptsAgents(t *testing.T) {
 	if reg.AgentEndpoint == "" {
 		t.Fatal("serve printed no agent address")
 	}
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join(reg.DataDir, "pki", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	agentCA, err := testkit.LoadCA(read("agent-ca.crt"), read("agent-ca.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	agentCA, serving := servePKI(t, reg)
 	other, err := testkit.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := api.LoadClientConfig(reg.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving := x509.NewCertPool()
-	serving.AppendCertsFromPEM([]byte(admin.ServingCA))
 	cases := map[string]struct {
 		ca       *testkit.CA
 		accepted bool
@@ -74,4 +58,28 @@ func TestServeAcceptsAgents(t *testing.T) {
 			}
 		})
 	}
+}
+
+// servePKI returns the agent CA of a running `serve` (from its data directory) and the
+// pool of its serving CA, for agents made up by a test.
+func servePKI(t testing.TB, reg *testkit.Registry) (*testkit.CA, *x509.CertPool) {
+	t.Helper()
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(reg.DataDir, "pki", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	agentCA, err := testkit.LoadCA(read("agent-ca.crt"), read("agent-ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := api.LoadClientConfig(reg.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := x509.NewCertPool()
+	serving.AppendCertsFromPEM([]byte(admin.ServingCA))
+	return agentCA, serving
 }

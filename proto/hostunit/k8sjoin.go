@@ -51,14 +51,12 @@ func (*K8sJoin) Unit() string { return UnitK8sJoin }
 // Limits of the k8s-join unit.
 const (
 	maxServerLen  = 2048
-	maxTokenRef   = 256
 	maxNodeLabels = 64
 	maxTaints     = 64
 )
 
 var (
 	lowerHex64        = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	secretPart        = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 	kubernetesVersion = regexp.MustCompile(`^v(0|[1-9][0-9]?)\.(0|[1-9][0-9]{0,2})(\.(0|[1-9][0-9]{0,3}))?$`)
 )
 
@@ -82,8 +80,8 @@ func checkK8sJoin(c checker, v *jsondoc.Value, p jsondoc.Path) {
 			}
 		},
 		"tokenRef": func(v *jsondoc.Value, p jsondoc.Path) {
-			if s, ok := c.String(v, p); ok && !isSecretRef(s) {
-				c.Add(v, p, "must be a secret reference secret://name, parts of letters, digits, ., _ and - between slashes, at most %d bytes", maxTokenRef)
+			if s, ok := c.String(v, p); ok && !IsSecretRef(s) {
+				c.Add(v, p, "%s", SecretRefRule)
 			}
 		},
 		"kubernetesVersion": func(v *jsondoc.Value, p jsondoc.Path) {
@@ -146,18 +144,4 @@ func checkServerURL(s string) error {
 		return fmt.Errorf("the server URL may not carry a query or a fragment")
 	}
 	return nil
-}
-
-// isSecretRef accepts secret:// and slash-separated parts, none of them . or ..
-func isSecretRef(s string) bool {
-	name, ok := strings.CutPrefix(s, "secret://")
-	if !ok || len(s) > maxTokenRef {
-		return false
-	}
-	for part := range strings.SplitSeq(name, "/") {
-		if part == "." || part == ".." || !secretPart.MatchString(part) {
-			return false
-		}
-	}
-	return true
 }

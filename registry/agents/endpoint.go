@@ -59,6 +59,10 @@ type Config struct {
 	// role, with what must not be stored with it (a secret only that agent may read).
 	// An error answers the command with it, and nothing is sent.
 	Expand func(node string, role proto.Role, cmd proto.Command) (proto.Command, error)
+	// Secret, if set, answers an agent's secretRequest: the value of ref for the agent of
+	// node in role, or why it does not get it (a *proto.Error). It runs on the agent's
+	// session and must return quickly. Without it every request is UNSUPPORTED.
+	Secret func(node string, role proto.Role, ref string) ([]byte, error)
 	// Now is the clock of command expiry; time.Now when nil.
 	Now func() time.Time
 	// CommandTTL bounds how long a command nobody collects is kept (DefaultCommandTTL

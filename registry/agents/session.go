@@ -95,6 +95,8 @@ func (e *Endpoint) received(s *session, head []byte, err error) {
 		err = e.ack(s, m.Ack)
 	case m.Type == proto.MsgInventory:
 		err = e.inventory(s, m.Inventory)
+	case m.Type == proto.MsgSecretRequest:
+		err = e.secret(s, m.SecretRequest)
 	default:
 		e.log.Debug("agent sent an unexpected message", "node", s.node, "type", m.Type)
 		e.end(s, codeProtocol, "unexpected message "+string(m.Type))

@@ -20,6 +20,7 @@ const (
 	ActionTokensManage      = "compute:tokens:manage"
 	ActionNodesManage       = "compute:nodes:manage"
 	ActionNodesRead         = "compute:nodes:read"
+	ActionSecretsManage     = "compute:secrets:manage"
 	// ActionAll stands for every action, present and future: the admin credential's.
 	ActionAll = "*"
 )
@@ -27,7 +28,7 @@ const (
 // Actions lists every action a credential may be given.
 var Actions = []string{ActionTenantsManage, ActionCredentialsManage, ActionProfilesManage,
 	ActionProfilesRead, ActionImagesPublish, ActionImagesRead, ActionSitesManage, ActionPoolsManage, ActionTokensManage,
-	ActionNodesManage, ActionNodesRead}
+	ActionNodesManage, ActionNodesRead, ActionSecretsManage}
 
 // Caller is who is calling: the credential's tenant and actions, or the host itself
 // through the admin socket.

@@ -64,9 +64,34 @@ func New(key []byte) (*Box, error) {
 	return &Box{aead: aead}, nil
 }
 
-// additionalData binds a ciphertext to where it is stored.
-func additionalData(ref, purpose, nodeID string) []byte {
-	return []byte("better-compute secret v1\x00" + ref + "\x00" + purpose + "\x00" + nodeID)
+// additionalData binds a ciphertext to where it is stored: its ref, purpose and node,
+// and for a tenant's secret its tenant.
+func additionalData(s store.Secret) []byte {
+	ad := "better-compute secret v1\x00" + s.Ref + "\x00" + s.Purpose + "\x00" + s.NodeID
+	if s.Tenant != "" {
+		ad += "\x00" + s.Tenant
+	}
+	return []byte(ad)
+}
+
+// seal sets s.Sealed to plaintext sealed for s.
+func (b *Box) seal(s *store.Secret, plaintext []byte) {
+	nonce := make([]byte, b.aead.NonceSize())
+	rand.Read(nonce)
+	s.Sealed = b.aead.Seal(nonce, nonce, plaintext, additionalData(*s))
+}
+
+// open returns the plaintext of s, INTERNAL when it does not open for s.
+func (b *Box) open(s store.Secret) ([]byte, error) {
+	n := b.aead.NonceSize()
+	if len(s.Sealed) < n {
+		return nil, fmt.Errorf("secret %s: ciphertext too short", s.Ref)
+	}
+	plain, err := b.aead.Open(nil, s.Sealed[:n], s.Sealed[n:], additionalData(s))
+	if err != nil {
+		return nil, fmt.Errorf("secret %s does not open with this registry's key: %w", s.Ref, err)
+	}
+	return plain, nil
 }
 
 // Put seals plaintext as the node's secret of purpose, replacing the node's earlier one,
@@ -74,11 +99,9 @@ func additionalData(ref, purpose, nodeID string) []byte {
 func (b *Box) Put(tx *store.Tx, purpose, nodeID string, plaintext []byte) (string, error) {
 	id := make([]byte, 16)
 	rand.Read(id)
-	ref := purpose + "_" + hex.EncodeToString(id)
-	nonce := make([]byte, b.aead.NonceSize())
-	rand.Read(nonce)
-	sealed := b.aead.Seal(nonce, nonce, plaintext, additionalData(ref, purpose, nodeID))
-	return ref, tx.PutSecret(store.Secret{Ref: ref, Purpose: purpose, NodeID: nodeID, Sealed: sealed})
+	s := store.Secret{Ref: purpose + "_" + hex.EncodeToString(id), Purpose: purpose, NodeID: nodeID}
+	b.seal(&s, plaintext)
+	return s.Ref, tx.PutSecret(s)
 }
 
 // Get returns the secret ref names and its plaintext. An unknown (or replaced) ref is
@@ -91,13 +114,6 @@ func (b *Box) Get(tx *store.Tx, ref string) (store.Secret, []byte, error) {
 	if !ok {
 		return s, nil, proto.Errorf(proto.NotFound, "secret %q not found: it was never made or a newer one replaced it", ref)
 	}
-	n := b.aead.NonceSize()
-	if len(s.Sealed) < n {
-		return s, nil, fmt.Errorf("secret %s: ciphertext too short", ref)
-	}
-	plain, err := b.aead.Open(nil, s.Sealed[:n], s.Sealed[n:], additionalData(s.Ref, s.Purpose, s.NodeID))
-	if err != nil {
-		return s, nil, fmt.Errorf("secret %s does not open with this registry's key: %w", ref, err)
-	}
-	return s, plain, nil
+	plain, err := b.open(s)
+	return s, plain, err
 }

@@ -1,6 +1,10 @@
 // Package secret is the registry's secret store: secrets are sealed with AES-256-GCM
 // before they reach the store, which keeps only ciphertext, and opened after they leave
 // it. The key is DATA_DIR/pki/secrets.key (32 random bytes, 0600), made on first start.
-// Each ciphertext is bound to its ref, purpose and node, so a record moved to another
-// ref or node no longer opens.
+// Each ciphertext is bound to its ref, purpose and node (a tenant's secret: its tenant),
+// so a record moved to another ref, node or tenant no longer opens.
+//
+// Two kinds of secrets live here: a node's (its rendered user data, under a ref the
+// registry makes) and a tenant's, put by name (secret://k8s/prod-join) for its nodes'
+// host units. ForAgent is the rule of which node agent gets a tenant's secret.
 package secret

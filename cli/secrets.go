@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/secret"
+)
+
+var secretCommands = []command{{
+	path:    "secrets put",
+	usage:   "--ref secret://NAME --file FILE|- [--tenant T]",
+	summary: "store (or replace) a secret of the tenant that node agents whose host units name it get, such as a k8s-join tokenRef; never shown again",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := fs.String("tenant", "", "tenant the secret belongs to (default: the caller's)")
+		ref := fs.String("ref", "", "the secret's name, secret://... as units name it (required)")
+		file := fs.String("file", "", "file holding the value, taken byte for byte; - reads standard input (required)")
+		return func(x *exec) error {
+			value, err := readSecret(x, *file)
+			if err != nil {
+				return err
+			}
+			var out api.PutSecret
+			if err := x.call("secrets.put", api.PutSecretRequest{TenantID: *tenant, Ref: *ref, Value: value}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				secretTable(w, []api.Secret{out.Secret})
+				if out.Replaced {
+					fmt.Fprintln(w, "\nthe new value replaced the secret's earlier one")
+				}
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "secrets list",
+	usage:   "[--tenant T]",
+	summary: "list the tenant's secrets (names and times, never values)",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := fs.String("tenant", "", "tenant whose secrets to list (default: the caller's)")
+		cursor := fs.String("cursor", "", "resume after a previous page")
+		return func(x *exec) error {
+			var out api.SecretList
+			if err := x.call("secrets.list", api.ListSecretsRequest{TenantID: *tenant, ListRequest: api.ListRequest{Cursor: *cursor}}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				secretTable(w, out.Secrets)
+				nextPage(w, out.NextCursor)
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "secrets delete",
+	usage:   "--ref secret://NAME [--tenant T]",
+	summary: "delete a secret of the tenant; nodes that name it no longer get it",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := fs.String("tenant", "", "tenant the secret belongs to (default: the caller's)")
+		ref := fs.String("ref", "", "the secret's name (required)")
+		return func(x *exec) error {
+			var out api.DeletedSecret
+			if err := x.call("secrets.delete", api.SecretRequest{TenantID: *tenant, Ref: *ref}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { fmt.Fprintf(w, "deleted %s of tenant %s\n", out.Ref, out.TenantID) })
+			return nil
+		}
+	},
+}}
+
+// readSecret reads a secret's value from the file, or standard input for "-", refusing
+// one larger than a secret may be before anything is sent.
+func readSecret(x *exec, path string) ([]byte, error) {
+	var r io.Reader
+	switch path {
+	case "":
+		return nil, proto.Errorf(proto.InvalidInput, "secrets put needs --file FILE, or --file - to read the value from standard input").WithPath("--file")
+	case "-":
+		if x.env.Stdin == nil {
+			return nil, proto.Errorf(proto.InvalidInput, "no standard input to read the secret from").WithPath("--file")
+		}
+		r = x.env.Stdin
+	default:
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, proto.Errorf(proto.InvalidInput, "read %s: %v", path, err).WithPath("--file")
+		}
+		defer f.Close()
+		r = f
+	}
+	value, err := io.ReadAll(io.LimitReader(r, secret.MaxValue+1))
+	if err != nil {
+		return nil, proto.Errorf(proto.InvalidInput, "read %s: %v", path, err).WithPath("--file")
+	}
+	if len(value) > secret.MaxValue {
+		return nil, proto.Errorf(proto.InvalidInput, "%s holds more than %d bytes, the most a secret may be", path, secret.MaxValue).WithPath("--file")
+	}
+	return value, nil
+}
+
+func secretTable(w *tabwriter.Writer, rows []api.Secret) {
+	fmt.Fprintln(w, "REF\tTENANT\tCREATED\tUPDATED")
+	for _, s := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Ref, s.TenantID, s.CreatedAt.Format(time.RFC3339), s.UpdatedAt.Format(time.RFC3339))
+	}
+}

@@ -1,0 +1,129 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestSecretsAgainstARealRegistry(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	dir := t.TempDir()
+	const value = "abcdef.0123456789abcdef"
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte(value+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	var put struct {
+		TenantID, Ref string
+		Replaced      bool
+	}
+	testkit.JSON(t, admin, &put, "secrets", "put", "--ref", "secret://k8s/prod-join", "--file", file)
+	if put.TenantID != "root" || put.Ref != "secret://k8s/prod-join" || put.Replaced {
+		t.Errorf("put: %+v", put)
+	}
+	res := testkit.CLIInput(t, admin, strings.NewReader("ghijkl.0123456789abcdef"), "secrets", "put", "--ref", "secret://k8s/prod-join", "--file", "-", "--format", "json")
+	if res.Code != 0 || !strings.Contains(res.Stdout, `"replaced": true`) || strings.Contains(res.Stdout, "ghijkl") {
+		t.Errorf("put from stdin: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	testkit.JSON(t, admin, nil, "secrets", "put", "--ref", "secret://bmc/rack-a", "--file", file)
+
+	type listed struct {
+		Secrets []struct{ TenantID, Ref string }
+	}
+	list := func(config string, args ...string) []string {
+		t.Helper()
+		var l listed
+		testkit.JSON(t, config, &l, append([]string{"secrets", "list"}, args...)...)
+		var refs []string
+		for _, s := range l.Secrets {
+			refs = append(refs, s.TenantID+" "+s.Ref)
+		}
+		return refs
+	}
+	want := []string{"root secret://bmc/rack-a", "root secret://k8s/prod-join"}
+	if diff := cmp.Diff(want, list(admin)); diff != "" {
+		t.Errorf("secrets list (-want +got):\n%s", diff)
+	}
+	if table := testkit.CLI(t, admin, "secrets", "list"); table.Code != 0 || strings.Contains(table.Stdout, "abcdef") || !strings.Contains(table.Stdout, "secret://k8s/prod-join") {
+		t.Errorf("secrets list table:\n%s", table.Stdout)
+	}
+
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, make([]byte, 64<<10+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testkit.JSON(t, admin, nil, "tenants", "create", "acme")
+	acme := filepath.Join(dir, "acme.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "acme", "--actions", "compute:secrets:manage", "--out", acme)
+	reader := filepath.Join(dir, "reader.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--actions", "compute:profiles:read", "--out", reader)
+	for name, tc := range map[string]struct {
+		config string
+		args   []string
+		code   string
+		path   string
+	}{
+		"no file":                  {admin, []string{"put", "--ref", "secret://k8s/x"}, "INVALID_INPUT", "--file"},
+		"missing file":             {admin, []string{"put", "--ref", "secret://k8s/x", "--file", filepath.Join(dir, "nope")}, "INVALID_INPUT", "--file"},
+		"too large":                {admin, []string{"put", "--ref", "secret://k8s/x", "--file", big}, "INVALID_INPUT", "--file"},
+		"empty":                    {admin, []string{"put", "--ref", "secret://k8s/x", "--file", empty}, "INVALID_INPUT", "value"},
+		"no ref":                   {admin, []string{"put", "--file", file}, "INVALID_INPUT", "ref"},
+		"a plain name":             {admin, []string{"put", "--ref", "k8s/x", "--file", file}, "INVALID_INPUT", "ref"},
+		"dot dot":                  {admin, []string{"put", "--ref", "secret://k8s/../x", "--file", file}, "INVALID_INPUT", "ref"},
+		"replace over another's":   {admin, []string{"put", "--ref", "secret://k8s/prod-join", "--file", file, "--tenant", "nobody"}, "NOT_FOUND", "tenantId"},
+		"acme puts for root":       {acme, []string{"put", "--ref", "secret://k8s/prod-join", "--file", file, "--tenant", "root"}, "NOT_FOUND", "tenantId"},
+		"acme deletes root's":      {acme, []string{"delete", "--ref", "secret://k8s/prod-join", "--tenant", "root"}, "NOT_FOUND", "tenantId"},
+		"acme deletes by its name": {acme, []string{"delete", "--ref", "secret://k8s/prod-join"}, "NOT_FOUND", "ref"},
+		"acme lists root's":        {acme, []string{"list", "--tenant", "root"}, "NOT_FOUND", "tenantId"},
+		"without the action":       {reader, []string{"put", "--ref", "secret://k8s/x", "--file", file}, "FORBIDDEN", ""},
+		"delete a bad ref":         {admin, []string{"delete", "--ref", "k8s"}, "INVALID_INPUT", "ref"},
+		"delete an unknown ref":    {admin, []string{"delete", "--ref", "secret://k8s/unknown"}, "NOT_FOUND", "ref"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := testkit.Fails(t, tc.config, append([]string{"secrets"}, tc.args...)...)
+			if e.Code != tc.code || e.Details.Path != tc.path {
+				t.Errorf("got %+v, want %s at %q", e, tc.code, tc.path)
+			}
+			if diff := cmp.Diff(want, list(admin)); diff != "" {
+				t.Errorf("a refused command changed the secrets (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if got := list(acme); len(got) != 0 {
+		t.Errorf("acme sees %q", got)
+	}
+	testkit.JSON(t, acme, nil, "secrets", "put", "--ref", "secret://k8s/prod-join", "--file", file)
+	if diff := cmp.Diff([]string{"acme secret://k8s/prod-join"}, list(acme)); diff != "" {
+		t.Errorf("acme's list (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"acme secret://k8s/prod-join"}, list(admin, "--tenant", "acme")); diff != "" {
+		t.Errorf("root listing acme's (-want +got):\n%s", diff)
+	}
+
+	testkit.JSON(t, admin, nil, "secrets", "delete", "--ref", "secret://bmc/rack-a")
+	if diff := cmp.Diff([]string{"root secret://k8s/prod-join"}, list(admin)); diff != "" {
+		t.Errorf("after delete (-want +got):\n%s", diff)
+	}
+
+	reg.Stop()
+	raw, err := os.ReadFile(filepath.Join(reg.DataDir, "registry.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, where := range []string{reg.Stderr.String(), string(raw)} {
+		if strings.Contains(where, "abcdef.0123") || strings.Contains(where, "ghijkl") {
+			t.Errorf("a secret's value is in the registry's log or store")
+		}
+	}
+}
