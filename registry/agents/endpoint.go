@@ -223,7 +223,7 @@ const (
 	// reconnectRate is the rate at which a closing endpoint asks its fleet to come back:
 	// what one core takes with session resumption, with room to spare (README, "Agent
 	// plane figures").
-	reconnectRate = 1000
+	reconnectRate = 1500
 	// maxSpread caps the window a fleet is spread over.
 	maxSpread = time.Minute
 )
