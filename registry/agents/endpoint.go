@@ -221,8 +221,9 @@ const (
 	// closers is how many connections Close winds down at once.
 	closers = 256
 	// reconnectRate is the rate at which a closing endpoint asks its fleet to come back:
-	// what one core takes with session resumption, with room to spare (README, "Agent
-	// plane figures").
+	// about what the registry completes on two cores with session resumption (README,
+	// "Agent plane figures"); attempts past what it takes are refused at admission and
+	// retried after the agents' backoff.
 	reconnectRate = 1500
 	// maxSpread caps the window a fleet is spread over.
 	maxSpread = time.Minute
