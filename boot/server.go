@@ -185,7 +185,7 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return abort(fmt.Errorf("boot: tftp: %w", err))
 	}
-	ts, err := tftp.New(s.cfg.IPXEDir, tftp.Options{MaxBlockSize: s.cfg.TFTPBlockSize}, s.log)
+	ts, err := tftp.New(s.cfg.IPXEDir, tftp.Options{MaxBlockSize: s.tftpBlockSize()}, s.log)
 	if err != nil {
 		tconn.Close()
 		return abort(err)
@@ -208,6 +208,17 @@ func (s *Server) Run(ctx context.Context) error {
 		"tftp", s.cfg.TFTPPort, "http", s.cfg.HTTPPort)
 	wg.Wait()
 	return first
+}
+
+// tftpBlockSize is the largest TFTP block size the server agrees to: TFTPBlockSize, and
+// no more than fits one datagram of the interface's MTU (less 20 bytes of IPv4 header, 8
+// of UDP and 4 of TFTP), so that no block is fragmented.
+func (s *Server) tftpBlockSize() int {
+	n := s.cfg.TFTPBlockSize
+	if ifc, err := net.InterfaceByName(s.cfg.Interface); err == nil && ifc.MTU-32 >= 512 {
+		n = min(n, ifc.MTU-32)
+	}
+	return n
 }
 
 // BaseURL is the URL the server's HTTP listener is reached at, http://ServerIP[:port].
