@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -253,5 +254,29 @@ func TestRunFailsOnAMissingInterface(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return")
+	}
+}
+
+// TestGrowReadBuffer checks that a listening socket gets the receive buffer a boot storm
+// needs: as root beyond net.core.rmem_max, otherwise up to it.
+func TestGrowReadBuffer(t *testing.T) {
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got, err := growReadBuffer(conn, listenBuffer)
+	want := 2 * listenBuffer // the kernel reports twice the payload it holds
+	if os.Geteuid() != 0 {
+		b, rerr := os.ReadFile("/proc/sys/net/core/rmem_max")
+		if rerr != nil {
+			t.Skip(rerr)
+		}
+		max, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		want = 2 * min(listenBuffer, max)
+		err = nil // SO_RCVBUFFORCE is refused to others
+	}
+	if err != nil || got < want {
+		t.Fatalf("receive buffer %d bytes (%v), want at least %d", got, err, want)
 	}
 }
