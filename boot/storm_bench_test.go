@@ -303,7 +303,7 @@ func (m *pxeMachine) boot(ctx context.Context, udp *stormUDP, client *http.Clien
 		return fmt.Errorf("%s: script %s names no kernel and initrd", mac, r.Script)
 	}
 	for _, u := range []string{kernel, initrd} {
-		if err := get(u, func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err }); err != nil {
+		if err := get(u, discard); err != nil {
 			return fmt.Errorf("%s: %w", mac, err)
 		}
 	}
@@ -313,6 +313,25 @@ func (m *pxeMachine) boot(ctx context.Context, udp *stormUDP, client *http.Clien
 	m.done = time.Since(start)
 	return nil
 }
+
+// discard reads r to its end into 256 KiB buffers, as iPXE reads a download into memory:
+// io.Discard would read 8 KiB at a time, and the storm's thousand downloads in one
+// process would spend a good part of the client's processor time on system calls.
+func discard(r io.Reader) error {
+	buf := discardBufs.Get().(*[]byte)
+	defer discardBufs.Put(buf)
+	for {
+		_, err := r.Read(*buf)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+var discardBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // pxeStormUDPHelper is the helper name of the storm's child process, which does each
 // machine's UDP part when asked.
