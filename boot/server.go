@@ -229,7 +229,7 @@ func (s *Server) tftpBlockSize() int {
 // inherit; n <= 0 leaves the buffers to the kernel's autotuning. In BenchmarkBootStorm,
 // where every machine is through TFTP within seconds and a thousand downloads run at once,
 // autotuned buffers took the kernel's TCP memory to 1.4 GB, near its pressure mark, and
-// the last machine finished 13-44 s into the storm; with 512 KiB 18-75 s; with 256 KiB
+// the last machine finished 13-44 s into the storm; with 512 KiB 17.6-75 s; with 256 KiB
 // 9.6-15.5 s.
 func httpListenConfig(n int) net.ListenConfig {
 	var lc net.ListenConfig
