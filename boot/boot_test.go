@@ -10,8 +10,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,9 +85,10 @@ func TestConfigCheck(t *testing.T) {
 		"IPv6 DNS":                     {edit: func(c *Config) { auth(c); c.DNS = []netip.Addr{netip.MustParseAddr("::1")} }, paths: []string{"boot.dns[0]"}},
 		"binary outside the directory": {edit: func(c *Config) { c.UEFIBinary = "../ipxe.efi" }, paths: []string{"boot.uefiBinary"}},
 		"bad numbers": {edit: func(c *Config) {
-			c.HTTPPort, c.TFTPBlockSize, c.RetryInterval = 70000, 100, time.Millisecond
-		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.retryInterval"}},
-		"missing directory": {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
+			c.HTTPPort, c.TFTPBlockSize, c.HTTPSendBuffer, c.RetryInterval = 70000, 100, 100, time.Millisecond
+		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.httpSendBuffer", "boot.retryInterval"}},
+		"autotuned send buffer": {edit: func(c *Config) { c.HTTPSendBuffer = -1 }},
+		"missing directory":     {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -253,5 +256,68 @@ func TestRunFailsOnAMissingInterface(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return")
+	}
+}
+
+// TestGrowReadBuffer checks that a listening socket gets the receive buffer a boot storm
+// needs: as root beyond net.core.rmem_max, otherwise up to it.
+func TestGrowReadBuffer(t *testing.T) {
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	got, err := growReadBuffer(conn, listenBuffer)
+	want := 2 * listenBuffer // the kernel reports twice the payload it holds
+	if os.Geteuid() != 0 {
+		b, rerr := os.ReadFile("/proc/sys/net/core/rmem_max")
+		if rerr != nil {
+			t.Skip(rerr)
+		}
+		max, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		want = 2 * min(listenBuffer, max)
+		err = nil // SO_RCVBUFFORCE is refused to others
+	}
+	if err != nil || got < want {
+		t.Fatalf("receive buffer %d bytes (%v), want at least %d", got, err, want)
+	}
+}
+
+// TestHTTPSendBuffer checks that the connections the HTTP listener accepts have the
+// configured send buffer, and the kernel's default without one.
+func TestHTTPSendBuffer(t *testing.T) {
+	sndbuf := func(n int) int {
+		lc := httpListenConfig(n)
+		l, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		c, err := net.Dial("tcp4", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		a, err := l.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		rc, err := a.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got int
+		rc.Control(func(fd uintptr) { got, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := sndbuf(256 << 10); got != 2*256<<10 { // the kernel reports twice the payload
+		t.Errorf("send buffer %d, want %d", got, 2*256<<10)
+	}
+	if got := sndbuf(-1); got == 2*256<<10 {
+		t.Errorf("send buffer %d without a setting", got)
 	}
 }

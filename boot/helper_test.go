@@ -32,6 +32,8 @@ func TestMain(m *testing.M) {
 		os.Exit(probeHelper(os.Getenv("BC_BOOT_HELPER_SPEC")))
 	case pxeStormHelper:
 		os.Exit(pxeStormMain(os.Getenv("BC_BOOT_HELPER_SPEC")))
+	case pxeStormUDPHelper:
+		os.Exit(pxeStormUDPMain())
 	}
 	os.Exit(m.Run())
 }

@@ -5,14 +5,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -166,24 +169,22 @@ func pxeStormMain(specFile string) int {
 	return 0
 }
 
-// pxeStorm starts spec.Clients machines at once. They share one DHCP socket (replies,
-// broadcast or not, are told apart by transaction id) and one HTTP client; each TFTP
-// read has its own socket, as each machine's would.
+// pxeStorm starts spec.Clients machines at once. What each machine's firmware and iPXE
+// send over UDP (both DHCP exchanges and the TFTP read) runs in a child process of its
+// own, and the HTTP downloads run here: a real machine's firmware has a processor of its
+// own, and in one process the downloads of the machines already through would keep the
+// scheduler so busy that a TFTP read waits up to seconds for each block's turn to be
+// acknowledged (measured on the wire: a median of 27 ms from a block to its
+// acknowledgement while no download runs, 0.8-1.1 s while they do), so the storm would
+// measure the simulator rather than the server. The child shares one DHCP socket among
+// the machines (replies, broadcast or not, are told apart by transaction id); each TFTP
+// read has its own socket, as each machine's would; the downloads share one HTTP client.
 func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
-	conn, err := server4.NewIPv4UDPConn(spec.Interface, &net.UDPAddr{Port: dhcpv4.ClientPort})
+	udp, err := startStormUDP(spec)
 	if err != nil {
 		return pxeStormResult{}, err
 	}
-	defer conn.Close()
-	// A thousand NICs each hold their own replies; the one socket standing in for them
-	// must not drop the burst of broadcasts.
-	if rc, err := conn.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) {
-			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, 64<<20)
-		})
-	}
-	mux := &dhcpMux{conn: conn, wait: map[dhcpv4.TransactionID]chan *dhcpv4.DHCPv4{}}
-	go mux.run()
+	defer udp.close()
 	client := &http.Client{Timeout: spec.Timeout, Transport: &http.Transport{DisableKeepAlives: true}}
 	ctx, cancel := context.WithTimeout(context.Background(), spec.Timeout)
 	defer cancel()
@@ -205,7 +206,7 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 			)
 			for {
 				m = pxeMachine{}
-				if err = m.boot(ctx, mux, client, stormMAC(i), start); err == nil || ctx.Err() != nil {
+				if err = m.boot(ctx, udp, client, i, start); err == nil || ctx.Err() != nil {
 					break
 				}
 				mu.Lock()
@@ -245,40 +246,16 @@ type pxeMachine struct {
 	bytes                  int64
 }
 
-// boot is one machine's boot, from power-on to having its kernel and initrd.
-func (m *pxeMachine) boot(ctx context.Context, mux *dhcpMux, client *http.Client, mac net.HardwareAddr, start time.Time) error {
-	// The firmware: a PXE client of a BIOS machine.
-	pxe := []dhcpv4.Modifier{dhcpv4.WithHwAddr(mac), dhcpv4.WithBroadcast(true),
-		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00000:UNDI:002001")),
-		dhcpv4.WithOption(dhcpv4.OptClientArch(iana.INTEL_X86PC))}
-	ack, err := dora(mux, pxe, firmwareWaits)
+// boot is one machine's boot, from power-on to having its kernel and initrd: the UDP
+// part by the storm's child process, then the HTTP part here.
+func (m *pxeMachine) boot(ctx context.Context, udp *stormUDP, client *http.Client, i int, start time.Time) error {
+	r, err := udp.firmware(ctx, i)
 	if err != nil {
-		return fmt.Errorf("%s: firmware DHCP: %w", mac, err)
+		return err
 	}
-	m.dhcp = time.Since(start)
-	if ack.BootFileName != "undionly.kpxe" {
-		return fmt.Errorf("%s: firmware DHCP: boot file %q, want undionly.kpxe", mac, ack.BootFileName)
-	}
-	next := ack.ServerIPAddr
-	if next == nil || next.IsUnspecified() {
-		next = ack.ServerIdentifier()
-	}
-	n, err := tftpRead(net.JoinHostPort(next.String(), "69"), ack.BootFileName)
-	if err != nil {
-		return fmt.Errorf("%s: TFTP %s from %s: %w", mac, ack.BootFileName, next, err)
-	}
-	if n != stormIPXESize {
-		return fmt.Errorf("%s: TFTP %s: %d bytes, want %d", mac, ack.BootFileName, n, stormIPXESize)
-	}
-	m.bytes += n
-	m.tftp = time.Since(start)
-
-	// iPXE: DHCP again, then everything by HTTP.
-	ack, err = dora(mux, append(pxe, dhcpv4.WithUserClass("iPXE", false)), ipxeWaits)
-	if err != nil {
-		return fmt.Errorf("%s: iPXE DHCP: %w", mac, err)
-	}
-	m.ipxe = time.Since(start)
+	at := func(ns int64) time.Duration { return time.Unix(0, ns).Sub(start) }
+	m.dhcp, m.tftp, m.ipxe, m.bytes = at(r.DHCP), at(r.TFTP), at(r.IPXE), r.Bytes
+	mac := stormMAC(i)
 	get := func(url string, body func(io.Reader) error) error {
 		r, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 		if err != nil {
@@ -298,7 +275,7 @@ func (m *pxeMachine) boot(ctx context.Context, mux *dhcpMux, client *http.Client
 		return err
 	}
 	var kernel, initrd string
-	err = get(ack.BootFileName, func(r io.Reader) error {
+	err = get(r.Script, func(r io.Reader) error {
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
@@ -323,10 +300,10 @@ func (m *pxeMachine) boot(ctx context.Context, mux *dhcpMux, client *http.Client
 		return fmt.Errorf("%s: %w", mac, err)
 	}
 	if kernel == "" || initrd == "" {
-		return fmt.Errorf("%s: script %s names no kernel and initrd", mac, ack.BootFileName)
+		return fmt.Errorf("%s: script %s names no kernel and initrd", mac, r.Script)
 	}
 	for _, u := range []string{kernel, initrd} {
-		if err := get(u, func(r io.Reader) error { _, err := io.Copy(io.Discard, r); return err }); err != nil {
+		if err := get(u, discard); err != nil {
 			return fmt.Errorf("%s: %w", mac, err)
 		}
 	}
@@ -335,6 +312,214 @@ func (m *pxeMachine) boot(ctx context.Context, mux *dhcpMux, client *http.Client
 	}
 	m.done = time.Since(start)
 	return nil
+}
+
+// discard reads r to its end into 256 KiB buffers, as iPXE reads a download into memory:
+// io.Discard would read 8 KiB at a time, and the storm's thousand downloads in one
+// process would spend a good part of the client's processor time on system calls.
+func discard(r io.Reader) error {
+	buf := discardBufs.Get().(*[]byte)
+	defer discardBufs.Put(buf)
+	for {
+		_, err := r.Read(*buf)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+var discardBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// pxeStormUDPHelper is the helper name of the storm's child process, which does each
+// machine's UDP part when asked.
+const pxeStormUDPHelper = "pxestorm-udp"
+
+// firmwareResult is the UDP part of one machine's boot, as the child reports it: the
+// wall-clock times (Unix nanoseconds) it finished its firmware's DHCP, its TFTP read
+// and its iPXE DHCP, the bytes it read by TFTP, and the URL iPXE was given.
+type firmwareResult struct {
+	I                int
+	Err              string
+	DHCP, TFTP, IPXE int64
+	Bytes            int64
+	Script           string
+}
+
+// stormUDP is the storm's child process: a request is a machine's number on a line of
+// its standard input, an answer a firmwareResult on a line of its standard output.
+type stormUDP struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	mu   sync.Mutex
+	wait map[int]chan firmwareResult
+}
+
+func startStormUDP(spec pxeStormSpec) (*stormUDP, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+pxeStormUDPHelper)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	u := &stormUDP{cmd: cmd, in: in, wait: map[int]chan firmwareResult{}}
+	if err := json.NewEncoder(in).Encode(spec); err != nil {
+		u.close()
+		return nil, err
+	}
+	go func() {
+		dec := json.NewDecoder(out)
+		for {
+			var r firmwareResult
+			if dec.Decode(&r) != nil {
+				break
+			}
+			u.mu.Lock()
+			ch := u.wait[r.I]
+			delete(u.wait, r.I)
+			u.mu.Unlock()
+			if ch != nil {
+				ch <- r
+			}
+		}
+		// The child is gone: no answer will come.
+		u.mu.Lock()
+		for i, ch := range u.wait {
+			ch <- firmwareResult{I: i, Err: "storm child exited"}
+			delete(u.wait, i)
+		}
+		u.wait = nil
+		u.mu.Unlock()
+	}()
+	return u, nil
+}
+
+// firmware has the child do machine i's UDP part and returns its result.
+func (u *stormUDP) firmware(ctx context.Context, i int) (firmwareResult, error) {
+	ch := make(chan firmwareResult, 1)
+	u.mu.Lock()
+	if u.wait == nil {
+		u.mu.Unlock()
+		return firmwareResult{}, errors.New("storm child exited")
+	}
+	u.wait[i] = ch
+	_, err := fmt.Fprintf(u.in, "%d\n", i)
+	u.mu.Unlock()
+	if err != nil {
+		return firmwareResult{}, err
+	}
+	select {
+	case r := <-ch:
+		if r.Err != "" {
+			return r, errors.New(r.Err)
+		}
+		return r, nil
+	case <-ctx.Done():
+		return firmwareResult{}, ctx.Err()
+	}
+}
+
+func (u *stormUDP) close() {
+	u.in.Close()
+	u.cmd.Wait()
+}
+
+// pxeStormUDPMain is the storm's child: it reads the spec from its standard input, then
+// machine numbers, and does each one's UDP part at once.
+func pxeStormUDPMain() int {
+	in := bufio.NewReader(os.Stdin)
+	var spec pxeStormSpec
+	line, err := in.ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &spec)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "storm child:", err)
+		return 1
+	}
+	conn, err := server4.NewIPv4UDPConn(spec.Interface, &net.UDPAddr{Port: dhcpv4.ClientPort})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "storm child:", err)
+		return 1
+	}
+	defer conn.Close()
+	// A thousand NICs each hold their own replies; the one socket standing in for them
+	// must not drop the burst of broadcasts.
+	if rc, err := conn.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, 64<<20)
+		})
+	}
+	mux := &dhcpMux{conn: conn, wait: map[dhcpv4.TransactionID]chan *dhcpv4.DHCPv4{}}
+	go mux.run()
+	var (
+		mu  sync.Mutex
+		enc = json.NewEncoder(os.Stdout)
+		wg  sync.WaitGroup
+	)
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		i, err := strconv.Atoi(sc.Text())
+		if err != nil {
+			continue
+		}
+		wg.Go(func() {
+			r := firmware(mux, stormMAC(i))
+			r.I = i
+			mu.Lock()
+			enc.Encode(r)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return 0
+}
+
+// firmware is a machine's UDP part: DHCP as BIOS PXE firmware, the TFTP read of the boot
+// file it was given, and DHCP again as iPXE.
+func firmware(mux *dhcpMux, mac net.HardwareAddr) (r firmwareResult) {
+	fail := func(err error) firmwareResult { r.Err = err.Error(); return r }
+	pxe := []dhcpv4.Modifier{dhcpv4.WithHwAddr(mac), dhcpv4.WithBroadcast(true),
+		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00000:UNDI:002001")),
+		dhcpv4.WithOption(dhcpv4.OptClientArch(iana.INTEL_X86PC))}
+	ack, err := dora(mux, pxe, firmwareWaits)
+	if err != nil {
+		return fail(fmt.Errorf("%s: firmware DHCP: %w", mac, err))
+	}
+	r.DHCP = time.Now().UnixNano()
+	if ack.BootFileName != "undionly.kpxe" {
+		return fail(fmt.Errorf("%s: firmware DHCP: boot file %q, want undionly.kpxe", mac, ack.BootFileName))
+	}
+	next := ack.ServerIPAddr
+	if next == nil || next.IsUnspecified() {
+		next = ack.ServerIdentifier()
+	}
+	n, err := tftpRead(net.JoinHostPort(next.String(), "69"), ack.BootFileName)
+	if err != nil {
+		return fail(fmt.Errorf("%s: TFTP %s from %s: %w", mac, ack.BootFileName, next, err))
+	}
+	if n != stormIPXESize {
+		return fail(fmt.Errorf("%s: TFTP %s: %d bytes, want %d", mac, ack.BootFileName, n, stormIPXESize))
+	}
+	r.Bytes = n
+	r.TFTP = time.Now().UnixNano()
+	ack, err = dora(mux, append(pxe, dhcpv4.WithUserClass("iPXE", false)), ipxeWaits)
+	if err != nil {
+		return fail(fmt.Errorf("%s: iPXE DHCP: %w", mac, err))
+	}
+	r.IPXE = time.Now().UnixNano()
+	r.Script = ack.BootFileName
+	return r
 }
 
 // How long a machine waits for a reply before it sends again, and gives up after the

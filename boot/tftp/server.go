@@ -16,7 +16,8 @@ import (
 // Options tune the server; the zero value of each field takes the default.
 type Options struct {
 	// MaxBlockSize caps the blksize a client may negotiate (default 1468: one Ethernet
-	// frame of 1500 bytes less the IP, UDP and TFTP headers).
+	// frame of 1500 bytes less the IP, UDP and TFTP headers). The server does not look
+	// at the MTU of the interface a request came in on: the caller caps MaxBlockSize.
 	MaxBlockSize int
 	// Timeout is the wait for an acknowledgement before a block is resent (default 2 s).
 	Timeout time.Duration
@@ -47,6 +48,11 @@ func New(dir string, opts Options, log *slog.Logger) (*Server, error) {
 		opts.Timeout = 2 * time.Second
 	}
 	s.srv.SetBlockSize(opts.MaxBlockSize)
+	// pin/tftp's own cap looks up the interface each request came in on, by the index
+	// in its IP_PKTINFO; now and then that index is 0 (about 5 of 300 requests read at
+	// once over loopback), the lookup fails, and the transfer silently falls back to
+	// 512-byte blocks, three times the datagrams of 1468. MaxBlockSize is the cap.
+	s.srv.SetBlockSizeNegotiation(false)
 	s.srv.SetTimeout(opts.Timeout)
 	s.srv.SetHook(hook{log})
 	return s, nil

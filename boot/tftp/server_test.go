@@ -3,6 +3,7 @@ package tftp
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -76,6 +77,71 @@ func TestServeOverLoopback(t *testing.T) {
 				t.Fatalf("got %d bytes, want the %d of the file", got.Len(), len(payload))
 			}
 		})
+	}
+}
+
+// TestConcurrentReads has many machines read the iPXE binary at once, as after a power
+// cut: every read must complete with the whole file, each on a socket of its own, with
+// the block size a BIOS PXE ROM asks for.
+func TestConcurrentReads(t *testing.T) {
+	const clients = 300
+	dir := t.TempDir()
+	payload := make([]byte, 74213) // the size of Debian's undionly.kpxe
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "undionly.kpxe"), payload, 0o644))
+	addr, logs := serve(t, dir, Options{})
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for range clients {
+		wg.Go(func() {
+			err := func() error {
+				cl, err := tftp.NewClient(addr)
+				if err != nil {
+					return err
+				}
+				cl.SetBlockSize(1456)
+				cl.RequestTSize(true)
+				cl.SetTimeout(2 * time.Second)
+				wt, err := cl.Receive("undionly.kpxe", "octet")
+				if err != nil {
+					return err
+				}
+				var got bytes.Buffer
+				if _, err := wt.WriteTo(&got); err != nil {
+					return err
+				}
+				if !bytes.Equal(got.Bytes(), payload) {
+					return fmt.Errorf("got %d bytes, want the %d of the file", got.Len(), len(payload))
+				}
+				return nil
+			}()
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d of %d reads failed, the first: %v", len(errs), clients, errs[0])
+	}
+	// The server logs a transfer once the last block is acknowledged, which may be just
+	// after its client returned.
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(logs.String(), `msg="tftp sent"`) < clients && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := strings.Count(logs.String(), `msg="tftp sent"`); n != clients {
+		t.Errorf("%d transfers logged as sent, want %d", n, clients)
+	}
+	if n := strings.Count(logs.String(), "blksize=1456"); n != clients {
+		t.Errorf("%d transfers at blksize 1456, want %d; log:\n%s", n, clients, logs)
 	}
 }
 
