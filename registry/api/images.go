@@ -60,21 +60,9 @@ func (s *Server) registerImages() {
 		return img, err
 	})
 	Handle(s, "images.list", ActionImagesRead, func(_ context.Context, c *Caller, req ListImagesRequest) (out ImageList, err error) {
-		page, err := req.Page()
-		if err != nil {
-			return out, err
-		}
-		err = s.store.View(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
-			out.Images, out.NextCursor, err = image.List(tx, tenant, req.Kind, page)
-			return err
+		out.Images, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]store.Image, string, error) {
+			return image.List(tx, tenant, req.Kind, page)
 		})
-		if out.Images == nil {
-			out.Images = []store.Image{}
-		}
 		return out, err
 	})
 	Handle(s, "images.promote", ActionImagesPublish, func(_ context.Context, c *Caller, req ImageRequest) (img store.Image, err error) {

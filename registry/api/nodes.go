@@ -89,17 +89,8 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		return out, err
 	})
 	Handle(s, "metal.list", ActionNodesRead, func(_ context.Context, c *Caller, req ListNodesRequest) (out NodeList, err error) {
-		page, err := req.Page()
-		if err != nil {
-			return out, err
-		}
-		err = s.store.View(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
-			out.Nodes, out.NextCursor, err = tx.Nodes(tenant, req.Pool, page)
-			return err
+		out.Nodes, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]store.Node, string, error) {
+			return tx.Nodes(tenant, req.Pool, page)
 		})
 		return out, err
 	})

@@ -120,21 +120,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 		return p, err
 	})
 	Handle(s, "pools.list", ActionPoolsManage, func(_ context.Context, c *Caller, req ListPoolsRequest) (out PoolList, err error) {
-		page, err := req.Page()
-		if err != nil {
-			return out, err
-		}
-		err = s.store.View(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
-			out.Pools, out.NextCursor, err = tx.Pools(tenant, page)
-			return err
-		})
-		if out.Pools == nil {
-			out.Pools = []store.Pool{}
-		}
+		out.Pools, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, (*store.Tx).Pools)
 		return out, err
 	})
 }

@@ -234,21 +234,13 @@ func (ps *profiles) get(_ context.Context, c *Caller, key ProfileKey) (out Profi
 }
 
 func (ps *profiles) list(_ context.Context, c *Caller, req ListProfilesRequest) (out ProfileList, err error) {
-	page, err := req.Page()
-	if err != nil {
-		return out, err
-	}
-	err = ps.srv.store.View(func(tx *store.Tx) error {
-		tenant, err := c.TenantFor(tx, req.TenantID)
-		if err != nil {
-			return err
-		}
+	out.Profiles, out.NextCursor, err = tenantPage(ps.srv.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]ProfileView, string, error) {
 		recs, next, err := tx.ListProfiles(tenant, ps.shipped, page)
-		out.Profiles, out.NextCursor = make([]ProfileView, 0, len(recs)), next
+		views := make([]ProfileView, 0, len(recs))
 		for _, r := range recs {
-			out.Profiles = append(out.Profiles, view(r, false))
+			views = append(views, view(r, false))
 		}
-		return err
+		return views, next, err
 	})
 	return out, err
 }

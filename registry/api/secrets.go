@@ -77,25 +77,14 @@ func (s *Server) RegisterSecrets(box *secret.Box) {
 		return out, err
 	})
 	Handle(s, "secrets.list", ActionSecretsManage, func(_ context.Context, c *Caller, req ListSecretsRequest) (out SecretList, err error) {
-		page, err := req.Page()
-		if err != nil {
-			return out, err
-		}
-		err = s.store.View(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		out.Secrets, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Secret, string, error) {
 			secs, next, err := tx.TenantSecrets(tenant, page)
-			out.NextCursor = next
+			var views []Secret
 			for _, sec := range secs {
-				out.Secrets = append(out.Secrets, secretView(sec))
+				views = append(views, secretView(sec))
 			}
-			return err
+			return views, next, err
 		})
-		if out.Secrets == nil {
-			out.Secrets = []Secret{}
-		}
 		return out, err
 	})
 	Handle(s, "secrets.delete", ActionSecretsManage, func(_ context.Context, c *Caller, req SecretRequest) (out DeletedSecret, err error) {

@@ -29,6 +29,28 @@ func (r ListRequest) Page() (store.Page, error) {
 	return store.Page{Cursor: r.Cursor, Limit: r.Limit}, nil
 }
 
+// tenantPage reads one page of a tenant's list for the caller: the paging checked, the
+// tenant resolved for the caller (another tenant is NOT_FOUND), and list run in one read
+// transaction. An empty page is an empty slice, which JSON shows as [], never null.
+func tenantPage[T any](st *store.Store, c *Caller, tenantID string, req ListRequest, list func(tx *store.Tx, tenant string, page store.Page) ([]T, string, error)) (items []T, next string, err error) {
+	page, err := req.Page()
+	if err != nil {
+		return nil, "", err
+	}
+	err = st.View(func(tx *store.Tx) error {
+		tenant, err := c.TenantFor(tx, tenantID)
+		if err != nil {
+			return err
+		}
+		items, next, err = list(tx, tenant, page)
+		return err
+	})
+	if items == nil {
+		items = []T{}
+	}
+	return items, next, err
+}
+
 // TenantList is the answer of tenants.list.
 type TenantList struct {
 	Tenants    []store.Tenant `json:"tenants"`
