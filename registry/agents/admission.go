@@ -48,9 +48,12 @@ func (a *admission) admit(ctx context.Context, _ *quic.ClientInfo) (context.Cont
 	return context.WithValue(ctx, ticketKey{}, t), nil
 }
 
-// accepted gives back the place of a connection the endpoint accepted.
+// accepted gives back the place of a connection the endpoint accepted, and counts it.
 func (a *admission) accepted(conn *quic.Conn) {
 	a.admitted.Add(1)
+	if conn.ConnectionState().TLS.DidResume {
+		a.resumed.Add(1)
+	}
 	if t, ok := conn.Context().Value(ticketKey{}).(*ticket); ok {
 		t.release()
 	}

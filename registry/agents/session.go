@@ -30,11 +30,7 @@ type session struct {
 // (replacing an older one of the same node), brings the agent up to date, and leaves the
 // session to await.
 func (e *Endpoint) serve(conn *quic.Conn) {
-	tlsState := conn.ConnectionState().TLS
-	if tlsState.DidResume {
-		e.adm.resumed.Add(1)
-	}
-	id, err := identify(tlsState)
+	id, err := identify(conn.ConnectionState().TLS)
 	if err != nil {
 		conn.CloseWithError(codeProtocol, err.Error())
 		return
