@@ -1,10 +1,8 @@
 package boot
 
 import (
-	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,26 +97,8 @@ func TestVMBootsRamdisk(t *testing.T) {
 // file its serial console goes to. The VM is stopped when the test ends.
 func startVM(t *testing.T, n testNet) string {
 	t.Helper()
-	n.lan.AddTap(t, "tap0")
-	console := filepath.Join(t.TempDir(), "console.log")
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := n.lan.Command(ctx, "qemu-system-x86_64", "-machine", "pc", "-accel", "tcg", "-m", "256", "-smp", "1",
-		"-display", "none", "-monitor", "none", "-serial", "file:"+console, "-no-reboot", "-boot", "order=n",
-		"-uuid", vmUUID, "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "e1000,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
-	var out netns.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(console)
-			t.Logf("qemu output:\n%s\nconsole:\n%s", out.String(), b)
-		}
-	})
-	return console
+	return n.lan.StartVM(t, "", "-m", "256", "-no-reboot", "-boot", "order=n", "-uuid", vmUUID,
+		"-device", "e1000,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
 }
 
 // waitFor polls cond until it holds, failing the test after d.

@@ -373,35 +373,9 @@ func makeRamdisk(t *testing.T) string {
 // the file its serial console goes to.
 func startVM(t *testing.T, lan *netns.LAN, qmpSock, disk string) string {
 	t.Helper()
-	lan.AddTap(t, "tap0")
-	console := filepath.Join(t.TempDir(), "console.log")
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := lan.Command(ctx, "qemu-system-x86_64", "-S", "-no-shutdown", "-machine", "pc", "-accel", "tcg", "-m", "1024", "-smp", "1",
-		"-display", "none", "-monitor", "none", "-serial", "file:"+console, "-uuid", vmUUID,
-		"-qmp", "unix:"+qmpSock+",server=on,wait=off",
+	return lan.StartVM(t, qmpSock, "-S", "-no-shutdown", "-m", "1024", "-uuid", vmUUID,
 		"-drive", "file="+disk+",if=none,id=d0,format=raw,cache=unsafe", "-device", "virtio-blk-pci,id=disk0,drive=d0",
-		"-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no", "-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
-	var out netns.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("qemu output:\n%s", out.String())
-		}
-	})
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if _, err := os.Stat(qmpSock); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("qemu made no QMP socket in 30s:\n%s", out.String())
-		}
-	}
-	return console
+		"-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
 }
 
 func writeFile(t *testing.T, path, content string) {
