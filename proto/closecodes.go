@@ -24,18 +24,18 @@ const (
 )
 
 // ShutdownReason is the reason phrase of a CloseShutdown. It asks the agent to reconnect
-// at a uniformly random moment within spread: a registry that stops tells its whole
-// fleet at once, and sizes spread to the rate at which it can take them back.
-func ShutdownReason(spread time.Duration) string {
-	return fmt.Sprintf("registry shutting down; reconnect within %dms", spread.Milliseconds())
+// after delay: a registry that stops tells its whole fleet at once, and gives each agent
+// its own moment so that the fleet returns at the rate at which it can take them back.
+func ShutdownReason(delay time.Duration) string {
+	return fmt.Sprintf("registry shutting down; reconnect in %dms", delay.Milliseconds())
 }
 
-// ShutdownSpread reads the window back from a CloseShutdown's reason phrase; 0 when the
-// phrase names none.
-func ShutdownSpread(reason string) time.Duration {
+// ShutdownDelay reads the delay back from a CloseShutdown's reason phrase; ok is false
+// when the phrase names none.
+func ShutdownDelay(reason string) (delay time.Duration, ok bool) {
 	var ms int64
-	if _, err := fmt.Sscanf(reason, "registry shutting down; reconnect within %dms", &ms); err != nil || ms < 0 {
-		return 0
+	if _, err := fmt.Sscanf(reason, "registry shutting down; reconnect in %dms", &ms); err != nil || ms < 0 {
+		return 0, false
 	}
-	return time.Duration(ms) * time.Millisecond
+	return time.Duration(ms) * time.Millisecond, true
 }

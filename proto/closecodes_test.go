@@ -5,21 +5,24 @@ import (
 	"time"
 )
 
-func TestShutdownSpread(t *testing.T) {
+func TestShutdownDelay(t *testing.T) {
 	cases := map[string]struct {
 		reason string
 		want   time.Duration
+		ok     bool
 	}{
-		"round trip":   {ShutdownReason(7500 * time.Millisecond), 7500 * time.Millisecond},
-		"zero":         {ShutdownReason(0), 0},
-		"other reason": {"replaced by a newer session", 0},
-		"empty":        {"", 0},
-		"negative":     {"registry shutting down; reconnect within -5ms", 0},
+		"round trip":   {ShutdownReason(7500 * time.Millisecond), 7500 * time.Millisecond, true},
+		"zero":         {ShutdownReason(0), 0, true},
+		"other reason": {"replaced by a newer session", 0, false},
+		"empty":        {"", 0, false},
+		"negative":     {"registry shutting down; reconnect in -5ms", 0, false},
+		"older phrase": {"registry shutting down; reconnect within 5000ms", 0, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := ShutdownSpread(tc.reason); got != tc.want {
-				t.Fatalf("got %v, want %v", got, tc.want)
+			got, ok := ShutdownDelay(tc.reason)
+			if got != tc.want || ok != tc.ok {
+				t.Fatalf("got %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
 			}
 		})
 	}

@@ -180,8 +180,10 @@ func (a *Agent) Run(ctx context.Context) {
 		switch code, reason := closedBy(err); {
 		case code == proto.CloseReplaced:
 			delay = a.cfg.Backoff.Delay(maxAttempt)
-		case code == proto.CloseShutdown && proto.ShutdownSpread(reason) > 0:
-			delay = a.cfg.Backoff.Within(proto.ShutdownSpread(reason))
+		case code == proto.CloseShutdown:
+			if d, ok := proto.ShutdownDelay(reason); ok {
+				delay = d
+			}
 		}
 		a.log.Info("registry session lost, reconnecting", "err", err, "attempt", attempt+1, "in", delay)
 		t := time.NewTimer(delay)

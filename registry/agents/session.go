@@ -38,6 +38,10 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 	ctx, cancel := context.WithTimeout(e.ctx, helloTimeout)
 	stream, err := conn.AcceptStream(ctx)
 	cancel()
+	if err != nil && e.ctx.Err() != nil {
+		e.comeBackLater(conn)
+		return
+	}
 	if err != nil {
 		conn.CloseWithError(codeProtocol, "no session stream")
 		return
@@ -54,7 +58,9 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 	}
 	stream.SetReadDeadline(time.Time{})
 	s := &session{identity: id, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration}
-	e.register(s)
+	if !e.register(s) {
+		return
+	}
 	e.log.Debug("agent session", "node", id.node, "role", id.role, "observedGeneration", m.Hello.ObservedGeneration)
 	if err := e.hello(s, m.Hello); err != nil {
 		e.log.Error("agent hello", "node", id.node, "err", err)
@@ -111,14 +117,33 @@ func (e *Endpoint) end(s *session, code quic.ApplicationErrorCode, why string) {
 	e.unregister(s)
 }
 
-// register makes s the session of its node, closing an older one.
-func (e *Endpoint) register(s *session) {
+// register makes s the session of its node, closing an older one. Once the endpoint is
+// closing it registers nothing, tells the agent to come back later, and reports false.
+func (e *Endpoint) register(s *session) bool {
 	e.mu.Lock()
+	if e.ctx.Err() != nil {
+		e.mu.Unlock()
+		e.comeBackLater(s.conn)
+		return false
+	}
 	old := e.sessions[s.node]
 	e.sessions[s.node] = s
 	e.mu.Unlock()
 	if old != nil {
 		old.conn.CloseWithError(codeReplaced, "replaced by a newer session of the same node")
+	}
+	return true
+}
+
+// comeBackLater closes the connection of an agent whose session was still being set up
+// when the endpoint began to close (closeSessions did not know it). A Close tells it to
+// come back after the rest of the fleet; a close like a crash's tells it nothing.
+func (e *Endpoint) comeBackLater(conn *quic.Conn) {
+	e.mu.Lock()
+	closing := e.closing
+	e.mu.Unlock()
+	if closing.graceful {
+		conn.CloseWithError(codeShutdown, proto.ShutdownReason(returnDelay(closing.n, closing.n, time.Since(closing.at))))
 	}
 }
 
