@@ -9,9 +9,9 @@ const AgentALPN = "bc-agent/1"
 // MessageType names the one body a Message carries.
 type MessageType string
 
-// The message types. Hello, ack, inventory and secretRequest go from agent to registry on
-// the session stream, spec and secret (the answer to a secretRequest) from registry to
-// agent on it; command goes from registry to agent on a command stream, and progress (any
+// The message types. Hello, ack, inventory, secretRequest and ping go from agent to
+// registry on the session stream, spec and secret (the answer to a secretRequest) from
+// registry to agent on it; command goes from registry to agent on a command stream, and progress (any
 // number, while it runs) and then result come back on the same stream.
 const (
 	MsgHello         MessageType = "hello"
@@ -23,6 +23,8 @@ const (
 	MsgProgress      MessageType = "progress"
 	MsgSecretRequest MessageType = "secretRequest"
 	MsgSecret        MessageType = "secret"
+	// MsgPing carries no body: the agent's keep-alive, which the registry ignores.
+	MsgPing MessageType = "ping"
 )
 
 // Message is one frame's content: a type and exactly the body of that type. Unknown
@@ -123,6 +125,11 @@ func (m *Message) check() error {
 		}
 	}
 	switch m.Type {
+	case MsgPing:
+		if len(bodies) != 0 {
+			return Errorf(InvalidInput, "a ping carries the bodies %q: send none", bodies).WithPath(string(bodies[0]))
+		}
+		return nil
 	case MsgHello, MsgSpec, MsgAck, MsgInventory, MsgCommand, MsgResult, MsgProgress, MsgSecretRequest, MsgSecret:
 	default:
 		return Errorf(InvalidInput, "agent message of unknown type %q", m.Type).WithPath("type")

@@ -54,8 +54,9 @@ func TestMessageRoundTrip(t *testing.T) {
 		"request":   {Type: MsgSecretRequest, SecretRequest: &SecretRequest{ID: "secret-1", Ref: "secret://k8s/join"}},
 		"secret":    {Type: MsgSecret, Secret: &Secret{ID: "secret-1", Value: []byte("abcdef.0123456789abcdef\n\x00")}},
 		"refused":   {Type: MsgSecret, Secret: &Secret{ID: "secret-2", Error: &Error{Code: Forbidden, Message: "not referenced"}}},
+		"ping":      {Type: MsgPing},
 	}
-	order := []string{"hello", "spec", "ack", "inventory", "command", "result", "request", "secret", "refused"}
+	order := []string{"hello", "spec", "ack", "inventory", "command", "result", "request", "secret", "refused", "ping"}
 	var stream bytes.Buffer
 	for _, name := range order {
 		m := msgs[name]
@@ -111,6 +112,8 @@ func TestDecodeMessage(t *testing.T) {
 		"secret both":           {in: `{"type":"secret","secret":{"id":"secret-1","value":"dG9rZW4=","error":{"code":"FORBIDDEN"}}}`, path: "secret"},
 		"secret value not b64":  {in: `{"type":"secret","secret":{"id":"secret-1","value":"!!"}}`, path: "-"},
 		"secret without id":     {in: `{"type":"secret","secret":{"value":"dG9rZW4="}}`, path: "secret.id"},
+		"ping":                  {in: `{"type":"ping"}`},
+		"ping with a body":      {in: `{"type":"ping","ack":{"generation":1}}`, path: "ack"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -172,6 +175,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		`{"type":"secret","secret":{"id":"secret-1","value":"YWJjZGVmLjAxMjM0NTY3ODlhYmNkZWY="}}`,
 		`{"type":"secret","secret":{"id":"secret-2","error":{"code":"NOT_FOUND","message":"x"}}}`,
 		`{"type":"secret","secret":{"id":"secret-3","value":"","error":null}}`,
+		`{"type":"ping"}`,
 	} {
 		f.Add([]byte(s))
 	}

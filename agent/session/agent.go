@@ -50,8 +50,9 @@ type Config struct {
 	Log *slog.Logger
 	// Backoff is the reconnect policy.
 	Backoff Backoff
-	// KeepAlive is how often an idle connection sends a keep-alive (DefaultKeepAlive when
-	// zero). A link that stays silent for four periods is dead, so it bounds how long a
+	// KeepAlive is how often the agent sends a ping on its session (DefaultKeepAlive when
+	// zero). A registry restarted after a crash answers the next ping with a stateless
+	// reset; a link that stays silent for four periods is dead, so it bounds how long a
 	// dead registry or link goes unnoticed.
 	KeepAlive time.Duration
 	// Transport, if set, carries the connection on its UDP socket, which many agents of
@@ -138,8 +139,7 @@ func New(cfg Config) (*Agent, error) {
 		},
 		quicConf: &quic.Config{
 			HandshakeIdleTimeout:           handshakeTimeout,
-			MaxIdleTimeout:                 4 * cfg.KeepAlive,
-			KeepAlivePeriod:                cfg.KeepAlive,
+			MaxIdleTimeout:                 4 * cfg.KeepAlive, // keepAlive pings keep it busy
 			MaxIncomingStreams:             maxCommands,
 			MaxIncomingUniStreams:          -1,
 			InitialStreamReceiveWindow:     64 << 10,
@@ -268,6 +268,7 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 	}()
 	a.log.Debug("registry session established", "observedGeneration", hello.ObservedGeneration)
 	a.wg.Go(func() { a.acceptCommands(ctx, conn) })
+	a.wg.Go(func() { a.keepAlive(conn) })
 	for {
 		m, err := proto.ReadMessage(stream)
 		if err == nil && m.Type == proto.MsgSecret {
@@ -288,6 +289,26 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 		default:
 		}
 		a.specs <- *m.Spec
+	}
+}
+
+// keepAlive sends a ping on the session stream every KeepAlive period until conn ends.
+// QUIC's own keep-alive packet is too small for a registry restarted after a crash to
+// answer with a stateless reset (quic-go answers no packet of 42 bytes or fewer), which
+// left the agent waiting for its idle timeout; a ping's packet is answered, and the
+// agent learns at once that its session is gone.
+func (a *Agent) keepAlive(conn *quic.Conn) {
+	t := time.NewTicker(a.cfg.KeepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case <-conn.Context().Done():
+			return
+		case <-t.C:
+			a.mu.Lock()
+			a.sendLocked(&proto.Message{Type: proto.MsgPing})
+			a.mu.Unlock()
+		}
 	}
 }
 

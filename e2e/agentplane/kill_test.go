@@ -63,6 +63,38 @@ func TestKillRegistryMidPush(t *testing.T) {
 	})
 }
 
+// TestCrashNoticedAtNextPing kills the registry (SIGKILL) under an agent whose
+// keep-alive period is 2 s and starts it again at once: the restarted registry answers the
+// agent's next ping with a stateless reset, so the agent is back within about one period,
+// not after its idle timeout of four (8 s).
+func TestCrashNoticedAtNextPing(t *testing.T) {
+	e := newEnv(t, agents.Config{})
+	e.stop() // this test's registry runs in a child; keep the CA and directory
+	writeCA(t, e.ca, e.dir)
+	addr := freeUDP(t)
+	env := []string{"BC_DIR=" + e.dir, "BC_ADDR=" + addr}
+	reg := startChild(t, "registry", env...)
+	reg.ask("specs 1 r1")
+	e.addr = addr
+	e.startAgent(nodeName(0), func(c *session.Config) {
+		c.KeepAlive = 2 * time.Second
+		c.Backoff = session.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}
+	})
+	waitFor(t, "the agent at generation 1", func() bool { return reg.ask("converged 1") == "1" })
+	time.Sleep(3 * time.Second) // past the handshake's last packets, into the keep-alive rhythm
+
+	reg.kill()
+	killed := time.Now()
+	reg = startChild(t, "registry", env...)
+	if got := reg.ask("specs 1 r2"); got != "ok 2" {
+		t.Fatalf("specs: %q", got)
+	}
+	waitFor(t, "the agent at generation 2", func() bool { return reg.ask("converged 1") == "1" })
+	if back := time.Since(killed); back > 5*time.Second {
+		t.Fatalf("the agent was back %v after the crash: it waited for its idle timeout", back.Round(time.Millisecond))
+	}
+}
+
 func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
 
 // freeUDP returns a loopback UDP address nothing listens on now.

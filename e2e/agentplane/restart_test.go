@@ -86,7 +86,7 @@ func TestNewerSessionReplacesOlder(t *testing.T) {
 
 // TestStopSpacesTheReturns connects agents over bare QUIC, stops the registry, and reads
 // the CloseShutdown each one gets: every agent is given its own moment to come back, a
-// reconnect slot (1 ms) apart, so that a fleet told at once does not return at once.
+// reconnect slot (1/900 s) apart, so that a fleet told at once does not return at once.
 func TestStopSpacesTheReturns(t *testing.T) {
 	e := newEnv(t, agents.Config{})
 	const n = 20
@@ -107,7 +107,7 @@ func TestStopSpacesTheReturns(t *testing.T) {
 	slices.SortFunc(moments, time.Time.Compare)
 	// The phrase counts whole milliseconds: the last comes about n-1 slots after the first.
 	if spread := moments[n-1].Sub(moments[0]); spread < 10*time.Millisecond || spread > 100*time.Millisecond {
-		t.Errorf("the %d returns are spread over %v, want about %d ms", n, spread, n-1)
+		t.Errorf("the %d returns are spread over %v, want about %d slots of 1/900 s", n, spread, n-1)
 	}
 	if m := late.get(t); m.Before(moments[n-1].Add(-2 * time.Millisecond)) {
 		t.Errorf("the agent without a session yet is to return %v before the last of the others", moments[n-1].Sub(m))

@@ -13,10 +13,13 @@ import (
 // by the endpoint. Past it, an attempt is refused at its first packet, before any
 // cryptography, and the agent retries after its backoff. The bound is what two cores
 // keep busy with little queueing: a reconnect storm is then served at the rate the
-// registry completes handshakes. With hundreds in flight, their goroutines starved the
-// goroutine that reads the UDP socket, the socket's buffer overflowed, and handshakes
-// timed out with their work done.
-const maxHandshakes = 64
+// registry completes handshakes. It leaves room for a returning fleet's stream of 900 a
+// second (reconnectRate) when a handshake's steps wait 100 ms for the processor; at
+// 64, such waits filled it and refused a part of the stream, and those agents' backoff
+// made the tail of the return. With many hundreds in flight, their goroutines starved
+// the goroutine that reads the UDP socket, the socket's buffer overflowed, and
+// handshakes timed out with their work done.
+const maxHandshakes = 128
 
 // errBusy refuses a connection attempt while maxHandshakes are in flight.
 var errBusy = errors.New("too many handshakes in flight")

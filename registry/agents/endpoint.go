@@ -85,12 +85,10 @@ type Endpoint struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	// closing is when the endpoint began to close, how many sessions it had, and whether
-	// it tells them (Close) or drops them as a crash would.
+	// closing is when Close began, and how many sessions it had to tell.
 	closing struct {
-		at       time.Time
-		n        int
-		graceful bool
+		at time.Time
+		n  int
 	}
 
 	push  pushQueue
@@ -177,20 +175,14 @@ func (e *Endpoint) Handshakes() Handshakes {
 // start of Close, as they would while the registry process is down: an agent's dial
 // keeps retrying its first packet for its handshake timeout and finds the next registry
 // without backing off further. Nothing pending is lost: it is in the store.
-func (e *Endpoint) Close() error { return e.close(true) }
-
-// close stops the endpoint; graceful sends each agent a CONNECTION_CLOSE first, else the
-// connections are dropped as a crash would drop them.
-func (e *Endpoint) close(graceful bool) error {
+func (e *Endpoint) Close() error {
 	e.unhook()
 	e.mu.Lock()
 	e.cancel() // under mu: spawn starts nothing and register registers nothing after this
-	e.closing.at, e.closing.n, e.closing.graceful = time.Now(), len(e.sessions), graceful
+	e.closing.at, e.closing.n = time.Now(), len(e.sessions)
 	e.mu.Unlock()
 	err := e.ln.Close()
-	if graceful {
-		e.closeSessions()
-	}
+	e.closeSessions()
 	if terr := e.tr.Close(); err == nil {
 		err = terr
 	}
@@ -244,10 +236,11 @@ const (
 	// (10,000 in 0.9 to 1.7 s).
 	closeRate = 8000
 	// reconnectRate is the rate at which a closing endpoint asks its fleet to come back:
-	// about what the registry and its agents complete together on the two cores of the
-	// benchmark, with session resumption (README, "Agent plane figures"). A faster
-	// stream is refused in part at admission, and those agents wait their backoff.
-	reconnectRate = 1000
+	// what the registry and its agents complete together on the two cores of the
+	// benchmark, with some room (README, "Agent plane figures"). At 1,000 a second the
+	// stream ran so close to what the machine does that passing delays filled the
+	// admission places, and the refused agents' backoff stretched the return.
+	reconnectRate = 900
 	// maxReturn caps the wait an agent is asked for.
 	maxReturn = 10 * time.Minute
 )

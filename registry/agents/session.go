@@ -99,6 +99,7 @@ func (e *Endpoint) received(s *session, head []byte, err error) {
 		err = e.inventory(s, m.Inventory)
 	case m.Type == proto.MsgSecretRequest:
 		err = e.secret(s, m.SecretRequest)
+	case m.Type == proto.MsgPing: // the agent's keep-alive: nothing to do
 	default:
 		e.log.Debug("agent sent an unexpected message", "node", s.node, "type", m.Type)
 		e.end(s, codeProtocol, "unexpected message "+string(m.Type))
@@ -136,15 +137,13 @@ func (e *Endpoint) register(s *session) bool {
 }
 
 // comeBackLater closes the connection of an agent whose session was still being set up
-// when the endpoint began to close (closeSessions did not know it). A Close tells it to
-// come back after the rest of the fleet; a close like a crash's tells it nothing.
+// when Close began (closeSessions did not know it), telling it to come back after the
+// rest of the fleet.
 func (e *Endpoint) comeBackLater(conn *quic.Conn) {
 	e.mu.Lock()
 	closing := e.closing
 	e.mu.Unlock()
-	if closing.graceful {
-		conn.CloseWithError(codeShutdown, proto.ShutdownReason(returnDelay(closing.n, closing.n, time.Since(closing.at))))
-	}
+	conn.CloseWithError(codeShutdown, proto.ShutdownReason(returnDelay(closing.n, closing.n, time.Since(closing.at))))
 }
 
 // unregister forgets s, unless a newer session replaced it already.
