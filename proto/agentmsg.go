@@ -11,8 +11,8 @@ type MessageType string
 
 // The message types. Hello, ack, inventory, secretRequest and ping go from agent to
 // registry on the session stream, spec and secret (the answer to a secretRequest) from
-// registry to agent on it; command goes from registry to agent on a command stream, and progress (any
-// number, while it runs) and then result come back on the same stream.
+// registry to agent on it; command goes from registry to agent on a command stream, and
+// progress (any number, while it runs) and then result come back on the same stream.
 const (
 	MsgHello         MessageType = "hello"
 	MsgSpec          MessageType = "spec"

@@ -32,7 +32,7 @@ import (
 // BC_LOAD_PER_PROCESS sessions each (5,000), all on loopback QUIC. Two agent processes
 // rather than more: each process is a Go scheduler of its own competing for the same two
 // cores, and with five of them a reconnect's handshake waited long enough between its
-// steps that the endpoint's 64 places filled and most attempts were refused (README,
+// steps that the endpoint's admission places filled and most attempts were refused (README,
 // "Agent plane figures"). It measures:
 //
 //   - connect: from starting the agent processes until every agent has said hello and
