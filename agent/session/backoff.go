@@ -36,11 +36,11 @@ func (b Backoff) Delay(attempt int) time.Duration {
 	if attempt < 62 && lo<<attempt>>attempt == lo && lo<<attempt < hi {
 		step = lo << attempt
 	}
-	return step/2 + b.Within(step/2)
+	return step/2 + b.within(step/2)
 }
 
-// Within is a uniformly random wait shorter than d.
-func (b Backoff) Within(d time.Duration) time.Duration {
+// within is a uniformly random wait shorter than d.
+func (b Backoff) within(d time.Duration) time.Duration {
 	r := rand.Float64
 	if b.Rand != nil {
 		r = b.Rand

@@ -34,7 +34,7 @@ func TestBackoffDelay(t *testing.T) {
 
 func TestBackoffWithin(t *testing.T) {
 	b := Backoff{Rand: func() float64 { return 0.25 }}
-	if got := b.Within(8 * time.Second); got != 2*time.Second {
+	if got := b.within(8 * time.Second); got != 2*time.Second {
 		t.Fatalf("got %v, want 2s", got)
 	}
 }
