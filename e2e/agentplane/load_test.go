@@ -44,9 +44,18 @@ import (
 //   - reconnects: the endpoint is closed (agents are told) and a new one started on the
 //     same store and address; from then until every agent is back.
 //
-// The peer is a bare quic-go connection with quic-go's default configuration, held idle
-// by a bare listener in this process (BC_LOAD_PEERS connections, 2,000 by default): the
-// memory ratio says what a whole session costs against quic-go's own floor. With
+// Two peers, each BC_LOAD_PEERS bare quic-go connections (2,000 by default) from one
+// child process to a bare listener in this process, measured before the agents start:
+//
+//   - memory: connections of quic-go's default configuration held idle; the ratio says
+//     what a whole session costs against quic-go's own floor;
+//   - reconnects: connections with the agent plane's TLS (TLS 1.3, client certificates,
+//     X25519), all closed and dialled again as fast as the machine completes them, at
+//     most maxInFlight at a time, each resuming its TLS session: what quic-go's resumed
+//     handshake alone does on these two cores, with no session on top, no fleet held
+//     and no schedule to keep.
+//
+// With
 // BC_LOAD_PROFILE=DIR, the registry's heap profile at full load and its CPU profiles of
 // the push and the restart are written to DIR.
 func BenchmarkAgentSessions(b *testing.B) {
@@ -73,6 +82,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	}
 	setAll("1")
 	peer := barePeer(b, e.dir, peers)
+	resume := resumePeer(b, e.dir, peers)
 	before := sampleMemory()
 
 	connect := startPhase(nil)
@@ -122,7 +132,10 @@ func BenchmarkAgentSessions(b *testing.B) {
 	push.print("push", n, "NodeSpec change of every node until every agent acknowledged it")
 	restart.print("restart", n, fmt.Sprintf("endpoint closed in %.2fs, started again; until every agent is back", closed.Seconds()))
 	hs := e.ep.Handshakes()
-	fmt.Printf("  agents back after the restart: %s; handshakes: %d, %d of them resumed, %d refused at admission\n", &back, hs.Accepted, hs.Resumed, hs.Refused)
+	fmt.Printf("  agents back after the restart: %s; handshakes: %d, %d of them resumed, %d refused at admission, %d abandoned\n", &back, hs.Accepted, hs.Resumed, hs.Refused, hs.Abandoned)
+	resume.print("peer", peers, fmt.Sprintf("bare quic-go connections closed and dialled again, %d at a time, each resuming", maxInFlight))
+	fmt.Printf("  restart/peer: reconnects a second %.2f, CPU a reconnect (both ends) %.2f\n",
+		resume.wall.Seconds()*float64(n)/(restart.wall.Seconds()*float64(peers)), (restart.cpu+restart.agents).Seconds()*float64(peers)/((resume.cpu+resume.agents).Seconds()*float64(n)))
 	fmt.Printf("  UDP datagrams the host dropped for full receive buffers during the restart: %d\n", drops)
 	fmt.Printf("  memory per session:  live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(s.alloc), kib(s.heap), kib(s.stack), kib(s.heap+s.stack), kib(s.rss), s.goroutines)
 	fmt.Printf("  peer per connection: live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(peer.alloc), kib(peer.heap), kib(peer.stack), kib(peer.heap+peer.stack), kib(peer.rss), peer.goroutines)
@@ -130,6 +143,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	b.ReportMetric(connect.wall.Seconds(), "connect-s")
 	b.ReportMetric(push.wall.Seconds(), "push-s")
 	b.ReportMetric(float64(n)/restart.wall.Seconds(), "reconnects/s")
+	b.ReportMetric(float64(peers)/resume.wall.Seconds(), "peer-reconnects/s")
 	b.ReportMetric(restart.cpu.Seconds()*1000/float64(n), "registry-CPU-ms/reconnect")
 	b.ReportMetric(s.heap+s.stack, "heap+stack-B/session")
 	b.ReportMetric(s.rss, "RSS-B/session")
@@ -175,21 +189,25 @@ func profileCPU(b *testing.B, name string, agents *child) (stop func()) {
 		b.Fatal(err)
 	}
 	pprof.StartCPUProfile(f)
+	if agents == nil {
+		return func() { pprof.StopCPUProfile(); f.Close() }
+	}
 	agents.ask("profile %s", filepath.Join(dir, "agents-"+name))
 	return func() { pprof.StopCPUProfile(); f.Close(); agents.ask("stop") }
 }
 
-// phase is one measured phase: its wall time, the registry's CPU time and the agent
-// processes' CPU time.
+// phase is one measured phase: its wall time, this process's CPU time (the registry's,
+// or a peer's listener) and the child processes' (the agents', or a peer's dialler).
 type phase struct {
 	children           []*child
+	ends               [2]string // what this process and the children are, for print
 	start              time.Time
 	startCPU, startAgt time.Duration
 	wall, cpu, agents  time.Duration
 }
 
 func startPhase(children []*child) *phase {
-	return &phase{children: children, start: time.Now(), startCPU: cpuTime(syscall.RUSAGE_SELF), startAgt: processesCPU(children)}
+	return &phase{children: children, ends: [2]string{"registry", "agents'"}, start: time.Now(), startCPU: cpuTime(syscall.RUSAGE_SELF), startAgt: processesCPU(children)}
 }
 
 func (p *phase) end() {
@@ -197,12 +215,12 @@ func (p *phase) end() {
 	p.agents = processesCPU(p.children) - p.startAgt
 }
 
-// print shows the phase's time and rate, the registry's CPU per session with the rate
-// one core would sustain at that cost, and the agents' CPU per session.
+// print shows the phase's time and rate, this process's CPU per session with the rate
+// one core would sustain at that cost, and the children's CPU per session.
 func (p *phase) print(name string, n int, what string) {
 	perSession := p.cpu.Seconds() / float64(n)
-	fmt.Printf("  %-8s %7.2fs %7.0f/s  registry CPU %.3f ms per session (%.0f/s per core), agents' %.3f ms  %s\n",
-		name, p.wall.Seconds(), float64(n)/p.wall.Seconds(), perSession*1000, 1/perSession, p.agents.Seconds()*1000/float64(n), what)
+	fmt.Printf("  %-8s %7.2fs %7.0f/s  %s CPU %.3f ms per session (%.0f/s per core), %s %.3f ms  %s\n",
+		name, p.wall.Seconds(), float64(n)/p.wall.Seconds(), p.ends[0], perSession*1000, 1/perSession, p.ends[1], p.agents.Seconds()*1000/float64(n), what)
 }
 
 // processesCPU is the user and system CPU time the running child processes have used
@@ -272,6 +290,178 @@ func bareTLS(b *testing.B, dir string) *tls.Config {
 		b.Fatal(err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"bare"}}
+}
+
+// acceptors are the reconnect peer's goroutines accepting connections, as many as the
+// endpoint's: with one, quic-go's queue of 32 connections to accept filled, and it
+// refused the connections past it after their handshakes.
+const acceptors = 4
+
+// maxInFlight bounds the reconnect peer's handshakes in flight, as the endpoint's
+// admission places bound the registry's.
+const maxInFlight = 128
+
+// resumePeer measures the reconnect peer: count bare quic-go connections with the
+// agent plane's TLS, dialled from one child process (full handshakes, not measured), then
+// closed and, once the listener has seen them go, dialled again: the phase is the
+// dialling again, until the listener has every connection back. The phase's CPU is
+// this process's and the child's, as the restart's is the registry's and the agents'.
+func resumePeer(b *testing.B, dir string, count int) *phase {
+	ca, err := readCA(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cert, err := ca.ServerCertificate()
+	if err != nil {
+		b.Fatal(err)
+	}
+	conf := &tls.Config{
+		MinVersion:       tls.VersionTLS13,
+		Certificates:     []tls.Certificate{cert},
+		ClientAuth:       tls.RequireAndVerifyClientCert,
+		ClientCAs:        ca.Pool(),
+		NextProtos:       []string{"bare"},
+		CurvePreferences: []tls.CurveID{tls.X25519},
+	}
+	ln, err := quic.ListenAddr("127.0.0.1:0", conf, &quic.Config{DisablePathMTUDiscovery: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	var live, resumed atomic.Int64
+	for range acceptors {
+		go func() {
+			for {
+				c, err := ln.Accept(context.Background())
+				if err != nil {
+					return
+				}
+				live.Add(1)
+				if c.ConnectionState().TLS.DidResume {
+					resumed.Add(1)
+				}
+				context.AfterFunc(c.Context(), func() { live.Add(-1) })
+			}
+		}()
+	}
+	c := startChild(b, "resume", "BC_DIR="+dir, "BC_ADDR="+ln.Addr().String(), "BC_COUNT="+strconv.Itoa(count))
+	defer c.stop()
+	waitLong(b, "the peer's first connections", func() bool { return live.Load() == int64(count) })
+	if got := c.ask("close"); got != "" {
+		b.Fatalf("reconnect peer: %s", got)
+	}
+	waitLong(b, "the peer's connections to close", func() bool { return live.Load() == 0 })
+	stopProfile := profileCPU(b, "peer.pprof", nil)
+	p := startPhase([]*child{c})
+	p.ends = [2]string{"listener", "dialler's"}
+	if got := c.ask("dial"); got != "" {
+		b.Fatalf("reconnect peer: %s", got)
+	}
+	waitLong(b, "the peer's connections back", func() bool { return live.Load() == int64(count) })
+	p.end()
+	stopProfile()
+	if got := resumed.Load(); got != int64(count) {
+		b.Fatalf("reconnect peer: %d of %d handshakes resumed", got, count)
+	}
+	return p
+}
+
+// runResumeChild is the reconnect peer's client: BC_COUNT connections to BC_ADDR over
+// one shared UDP socket, each with its own client session cache, dialled maxInFlight at
+// a time. It answers "close" by closing them all once each has its session ticket, and
+// "dial" by dialling them all again; until stdin closes.
+func runResumeChild() int {
+	ca, err := readCA(os.Getenv("BC_DIR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cert, err := ca.AgentCertificate("peer", string(proto.RoleNode))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	tr := &quic.Transport{Conn: udp}
+	defer tr.Close()
+	addr, err := net.ResolveUDPAddr("udp", os.Getenv("BC_ADDR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	conns := make([]*quic.Conn, envInt("BC_COUNT", 1))
+	confs := make([]*tls.Config, len(conns))
+	tickets := make([]*ticketWait, len(conns))
+	for i := range confs {
+		tickets[i] = &ticketWait{ClientSessionCache: tls.NewLRUClientSessionCache(1), got: make(chan struct{})}
+		confs[i] = &tls.Config{
+			MinVersion:         tls.VersionTLS13,
+			Certificates:       []tls.Certificate{cert},
+			RootCAs:            ca.Pool(),
+			ServerName:         "localhost",
+			NextProtos:         []string{"bare"},
+			CurvePreferences:   []tls.CurveID{tls.X25519},
+			ClientSessionCache: tickets[i],
+		}
+	}
+	dialAll := func() string {
+		var wg sync.WaitGroup
+		var failed atomic.Pointer[error]
+		places := make(chan struct{}, maxInFlight)
+		for i := range conns {
+			places <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-places }()
+				c, err := tr.Dial(context.Background(), addr, confs[i], &quic.Config{DisablePathMTUDiscovery: true})
+				if err != nil {
+					failed.Store(&err)
+					return
+				}
+				conns[i] = c
+			})
+		}
+		wg.Wait()
+		if err := failed.Load(); err != nil {
+			return (*err).Error()
+		}
+		return ""
+	}
+	if err := dialAll(); err != "" {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("ready")
+	requests(func(req []string) string {
+		switch {
+		case len(req) == 1 && req[0] == "close":
+			for i, c := range conns {
+				<-tickets[i].got
+				c.CloseWithError(0, "")
+			}
+		case len(req) == 1 && req[0] == "dial":
+			return dialAll()
+		}
+		return ""
+	})
+	return 0
+}
+
+// ticketWait is a client session cache that says when its first ticket came.
+type ticketWait struct {
+	tls.ClientSessionCache
+	once sync.Once
+	got  chan struct{}
+}
+
+func (t *ticketWait) Put(key string, cs *tls.ClientSessionState) {
+	t.ClientSessionCache.Put(key, cs)
+	if cs != nil {
+		t.once.Do(func() { close(t.got) })
+	}
 }
 
 // memory is what the process holds: heap in use, goroutine stacks, RSS, goroutines.

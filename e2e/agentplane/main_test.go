@@ -17,7 +17,7 @@ import (
 const childEnv = "BC_AGENTPLANE_CHILD"
 
 // TestMain runs the tests, or, in a child process this package started, a registry
-// (kill_test.go), a batch of load agents or of bare QUIC clients (load_test.go).
+// (kill_test.go), a batch of load agents, or the bare QUIC clients of a peer (load_test.go).
 func TestMain(m *testing.M) {
 	switch os.Getenv(childEnv) {
 	case "registry":
@@ -26,6 +26,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runAgentsChild())
 	case "bare":
 		os.Exit(runBareChild())
+	case "resume":
+		os.Exit(runResumeChild())
 	}
 	os.Exit(m.Run())
 }

@@ -25,7 +25,7 @@ const maxHandshakes = 128
 var errBusy = errors.New("too many handshakes in flight")
 
 // admission counts the handshakes in flight.
-type admission struct{ inFlight, refused, admitted, resumed atomic.Int64 }
+type admission struct{ inFlight, refused, admitted, resumed, abandoned atomic.Int64 }
 
 type ticketKey struct{}
 
@@ -37,6 +37,15 @@ type ticket struct {
 
 func (t *ticket) release() { t.once.Do(func() { t.a.inFlight.Add(-1) }) }
 
+// abandon gives the place back of a connection that ended before the endpoint accepted
+// it, and counts it.
+func (t *ticket) abandon() {
+	t.once.Do(func() {
+		t.a.inFlight.Add(-1)
+		t.a.abandoned.Add(1)
+	})
+}
+
 // admit is the transport's ConnContext: it admits a new connection while fewer than
 // maxHandshakes are in flight, and gives its place back when the endpoint accepts it or
 // the connection ends before that.
@@ -47,7 +56,7 @@ func (a *admission) admit(ctx context.Context, _ *quic.ClientInfo) (context.Cont
 		return nil, errBusy
 	}
 	t := &ticket{a: a}
-	context.AfterFunc(ctx, t.release)
+	context.AfterFunc(ctx, t.abandon)
 	return context.WithValue(ctx, ticketKey{}, t), nil
 }
 

@@ -27,6 +27,10 @@ func TestAdmission(t *testing.T) {
 	admitted[1].Value(ticketKey{}).(*ticket).release()
 	admitted[1].Value(ticketKey{}).(*ticket).release() // given back once only
 	waitInFlight(t, &a, maxHandshakes-2)
+	cancels[1]() // ends after its acceptance: not abandoned
+	if got := a.abandoned.Load(); got != 1 {
+		t.Fatalf("%d abandoned, want the one that failed", got)
+	}
 	for range 2 {
 		if _, err := a.admit(context.Background(), nil); err != nil {
 			t.Fatalf("after places freed up: %v", err)

@@ -139,7 +139,9 @@ func Start(cfg Config) (*Endpoint, error) {
 	e.push.init()
 	e.calls.init()
 	e.unhook = cfg.Store.OnNodeSpec(e.nodeSpecChanged)
-	e.wg.Go(e.accept)
+	for range acceptors {
+		e.wg.Go(e.accept)
+	}
 	for range pushWorkers {
 		e.wg.Go(e.pushWorker)
 	}
@@ -163,11 +165,15 @@ type Handshakes struct {
 	// Refused were refused at admission (too many handshakes in flight); each such agent
 	// retries after its backoff.
 	Refused int64
+	// Abandoned were admitted and ended before the endpoint accepted them: the handshake
+	// failed or timed out, or completed while quic-go's queue of connections to accept
+	// was full.
+	Abandoned int64
 }
 
 // Handshakes returns the endpoint's handshake counts, for monitoring.
 func (e *Endpoint) Handshakes() Handshakes {
-	return Handshakes{Accepted: e.adm.admitted.Load(), Resumed: e.adm.resumed.Load(), Refused: e.adm.refused.Load()}
+	return Handshakes{Accepted: e.adm.admitted.Load(), Resumed: e.adm.resumed.Load(), Refused: e.adm.refused.Load(), Abandoned: e.adm.abandoned.Load()}
 }
 
 // Close tells every connected agent that the registry is going away, stops serving and
@@ -244,6 +250,12 @@ const (
 	// maxReturn caps the wait an agent is asked for.
 	maxReturn = 10 * time.Minute
 )
+
+// acceptors are the goroutines accepting connections. quic-go refuses a connection that
+// completes its handshake while its queue of 32 connections to accept is full, wasting
+// the handshake; with one goroutine waiting its turn for the processor in a reconnect
+// storm, the queue could fill.
+const acceptors = 4
 
 // accept serves each new connection on its own goroutine until the listener closes.
 func (e *Endpoint) accept() {
