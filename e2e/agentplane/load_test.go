@@ -327,7 +327,6 @@ func resumePeer(b *testing.B, dir string, count int) *phase {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer ln.Close()
 	var live, resumed atomic.Int64
 	for range acceptors {
 		go func() {
@@ -345,7 +344,6 @@ func resumePeer(b *testing.B, dir string, count int) *phase {
 		}()
 	}
 	c := startChild(b, "resume", "BC_DIR="+dir, "BC_ADDR="+ln.Addr().String(), "BC_COUNT="+strconv.Itoa(count))
-	defer c.stop()
 	waitLong(b, "the peer's first connections", func() bool { return live.Load() == int64(count) })
 	if got := c.ask("close"); got != "" {
 		b.Fatalf("reconnect peer: %s", got)
@@ -363,6 +361,9 @@ func resumePeer(b *testing.B, dir string, count int) *phase {
 	if got := resumed.Load(); got != int64(count) {
 		b.Fatalf("reconnect peer: %d of %d handshakes resumed", got, count)
 	}
+	c.stop()
+	ln.Close()
+	waitLong(b, "the peer's connections to close", func() bool { return live.Load() == 0 })
 	return p
 }
 
