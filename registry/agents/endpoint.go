@@ -253,8 +253,8 @@ const (
 
 // acceptors are the goroutines accepting connections. quic-go refuses a connection that
 // completes its handshake while its queue of 32 connections to accept is full, wasting
-// the handshake; with one goroutine waiting its turn for the processor in a reconnect
-// storm, the queue could fill.
+// the handshake; in a reconnect storm one goroutine waiting its turn for the processor
+// can let the queue fill (the benchmark's bare listener, with one, lost connections so).
 const acceptors = 4
 
 // accept serves each new connection on its own goroutine until the listener closes.
