@@ -41,8 +41,8 @@ func (t *ticket) release() { t.once.Do(func() { t.a.inFlight.Add(-1) }) }
 // it, and counts it.
 func (t *ticket) abandon() {
 	t.once.Do(func() {
+		t.a.abandoned.Add(1) // first: whoever sees the place back sees it counted
 		t.a.inFlight.Add(-1)
-		t.a.abandoned.Add(1)
 	})
 }
 
