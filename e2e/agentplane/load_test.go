@@ -55,9 +55,8 @@ import (
 //     handshake alone does on these two cores, with no session on top, no fleet held
 //     and no schedule to keep.
 //
-// With
-// BC_LOAD_PROFILE=DIR, the registry's heap profile at full load and its CPU profiles of
-// the push and the restart are written to DIR.
+// With BC_LOAD_PROFILE=DIR, the registry's heap profile at full load and its CPU
+// profiles of the push, the restart and the reconnect peer are written to DIR.
 func BenchmarkAgentSessions(b *testing.B) {
 	n, per, peers := envInt("BC_LOAD_AGENTS", 10000), envInt("BC_LOAD_PER_PROCESS", 5000), envInt("BC_LOAD_PEERS", 2000)
 	var acked [4]atomic.Int64 // acknowledgements per generation
