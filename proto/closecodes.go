@@ -14,13 +14,16 @@ const (
 	// CloseNormal: the peer is done (an agent stopping).
 	CloseNormal CloseCode = 0
 	// CloseShutdown: the registry is stopping; its reason phrase (ShutdownReason) says
-	// over how long a window to spread the reconnect.
+	// when this agent is to reconnect.
 	CloseShutdown CloseCode = 1
 	// CloseReplaced: a newer session of the same node took over. Another agent runs with
 	// this node's certificate; the replaced one waits its longest backoff before retrying.
 	CloseReplaced CloseCode = 2
 	// CloseProtocol: the peer broke the protocol.
 	CloseProtocol CloseCode = 3
+	// CloseRevoked: metal.revokeIdentity revoked the node's identity; the agent waits
+	// its longest backoff before each retry, which the registry refuses the same way.
+	CloseRevoked CloseCode = 4
 )
 
 // ShutdownReason is the reason phrase of a CloseShutdown. It asks the agent to reconnect

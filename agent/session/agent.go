@@ -180,6 +180,9 @@ func (a *Agent) Run(ctx context.Context) {
 		switch code, reason := closedBy(err); {
 		case code == proto.CloseReplaced:
 			delay = a.cfg.Backoff.Delay(maxAttempt)
+		case code == proto.CloseRevoked:
+			a.log.Error("the registry revoked this node's identity: it refuses the agent until the machine is enrolled as a new node and joins again", "reason", reason)
+			delay = a.cfg.Backoff.Delay(maxAttempt)
 		case code == proto.CloseShutdown:
 			if d, ok := proto.ShutdownDelay(reason); ok {
 				delay = d

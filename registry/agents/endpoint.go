@@ -269,6 +269,14 @@ func (e *Endpoint) accept() {
 	}
 }
 
+// Revoked ends the session of node, whose identity metal.revokeIdentity revoked; its
+// agent's next hello is refused.
+func (e *Endpoint) Revoked(node string) {
+	if s := e.session(node); s != nil {
+		e.end(s, codeRevoked, "the identity of node "+node+" was revoked")
+	}
+}
+
 // session returns the connected session of node, if any.
 func (e *Endpoint) session(node string) *session {
 	e.mu.Lock()

@@ -14,6 +14,7 @@ const (
 	codeShutdown = quic.ApplicationErrorCode(proto.CloseShutdown)
 	codeReplaced = quic.ApplicationErrorCode(proto.CloseReplaced)
 	codeProtocol = quic.ApplicationErrorCode(proto.CloseProtocol)
+	codeRevoked  = quic.ApplicationErrorCode(proto.CloseRevoked)
 )
 
 // Timeouts of the endpoint.

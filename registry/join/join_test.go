@@ -54,6 +54,39 @@ func (f *fixture) mint(t testing.TB, kind, nodeID, site string, ttl time.Duratio
 	return tok, secret
 }
 
+// revokedNode enrolls a node, mints it a provisioned token, then revokes its identity
+// (as metal.revokeIdentity marks it, leaving the token), and returns the node's id and
+// the token.
+func (f *fixture) revokedNode(t testing.TB) (node, secret string) {
+	t.Helper()
+	err := f.store.Update(func(tx *store.Tx) error {
+		if _, err := tx.CreateSite("rack-a"); err != nil {
+			return err
+		}
+		if _, err := tx.CreateTenant("acme"); err != nil {
+			return err
+		}
+		if _, err := tx.CreatePool(store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
+			return err
+		}
+		n, err := tx.CreateNode(store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}})
+		node = n.ID
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, secret = f.mint(t, store.TokenProvisioned, node, "rack-a", 0)
+	err = f.store.Update(func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.IdentityRevokedAt = tx.Now(); return nil })
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node, secret
+}
+
 func (f *fixture) token(t testing.TB, id string) store.JoinToken {
 	t.Helper()
 	var all []store.JoinToken
@@ -189,6 +222,14 @@ func TestJoinRefuses(t *testing.T) {
 			},
 			code: proto.Unauthenticated, reason: "token-invalid",
 		},
+		"revoked node": {
+			build: func(t *testing.T, f *fixture) joinwire.Request {
+				node, secret := f.revokedNode(t)
+				req, _ := request(t, f.keys.JoinEncryptionKey(), node, "node", secret)
+				return req
+			},
+			code: proto.Forbidden, reason: "identity-revoked", keeps: true,
+		},
 		"bad role": {
 			build: func(t *testing.T, f *fixture) joinwire.Request {
 				req, _ := request(t, f.keys.JoinEncryptionKey(), "n1", "root", "x")
@@ -296,5 +337,17 @@ func TestMintToken(t *testing.T) {
 				t.Errorf("token (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestMintTokenRefusesRevokedNode(t *testing.T) {
+	f := newFixture(t)
+	node, _ := f.revokedNode(t)
+	err := f.store.Update(func(tx *store.Tx) error {
+		_, _, err := MintToken(tx, store.TokenRamdisk, node, "rack-a", 0)
+		return err
+	})
+	if e := proto.AsError(err); e.Code != proto.Forbidden || e.Details.Reason != "identity-revoked" {
+		t.Fatalf("got %v, want FORBIDDEN identity-revoked", err)
 	}
 }

@@ -52,6 +52,9 @@ func (s *Service) Join(_ context.Context, req joinwire.Request) (joinwire.Respon
 		if tok.NodeID != p.NodeID {
 			return proto.Errorf(proto.Forbidden, "join token %s was minted for node %q; refusing to admit it as %q", tok.ID, tok.NodeID, p.NodeID).WithReason("identity")
 		}
+		if err := tx.CheckIdentity(p.NodeID); err != nil {
+			return err
+		}
 		der, err := s.keys.IssueAgentCertificate(p.NodeID, p.Role, p.PublicKey)
 		if err != nil {
 			return err

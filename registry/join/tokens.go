@@ -39,7 +39,7 @@ var siteName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 // secret, shown only now. A ttl of 0 takes the kind's default (provisioned 2h, ramdisk
 // 1h, site 24h). A site token needs the site, and its node id defaults to the site's
 // name; the others need the node id. Minting again makes another token: the unused one
-// simply expires.
+// simply expires. A node whose identity is revoked gets none (FORBIDDEN).
 func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (store.JoinToken, string, error) {
 	def, ok := defaultTTL[kind]
 	if !ok {
@@ -64,6 +64,9 @@ func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (stor
 	}
 	if err := joinwire.CheckNodeID(nodeID); err != nil {
 		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "%v", err).WithPath("nodeId")
+	}
+	if err := tx.CheckIdentity(nodeID); err != nil {
+		return store.JoinToken{}, "", err
 	}
 	return tx.CreateJoinToken(kind, nodeID, site, tx.Now().Add(ttl))
 }

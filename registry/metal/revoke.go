@@ -9,10 +9,19 @@ import (
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
-// revokeIdentity is metal.revokeIdentity: it marks the node's identity revoked, once;
-// running it again keeps the first time.
+// Identities ends the agent sessions of revoked nodes.
+type Identities interface {
+	// Revoked ends the open agent sessions of node, whose identity is revoked.
+	Revoked(node string)
+}
+
+// revokeIdentity is metal.revokeIdentity: it marks the node's identity revoked, once
+// (running it again keeps the first time), and deletes its unused join tokens, in one
+// transaction; then it ends the node's open agent sessions. From then on the registry
+// refuses the node's joins, sessions, secrets and new join tokens.
 func (s *Service) revokeIdentity(_ context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	var at time.Time
+	var deleted int
 	err := s.cfg.Store.Update(func(tx *store.Tx) error {
 		n, err := tx.UpdateNode(a.Node.ID, func(n *store.Node) error {
 			if n.IdentityRevokedAt.IsZero() {
@@ -20,11 +29,21 @@ func (s *Service) revokeIdentity(_ context.Context, a *workflow.Attempt) (json.R
 			}
 			return nil
 		})
+		if err != nil {
+			return err
+		}
 		at = n.IdentityRevokedAt
+		deleted, err = tx.DeleteUnusedJoinTokens(a.Node.ID)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(map[string]time.Time{"revokedAt": at})
+	if s.cfg.Identities != nil {
+		s.cfg.Identities.Revoked(a.Node.ID)
+	}
+	return json.Marshal(struct {
+		RevokedAt         time.Time `json:"revokedAt"`
+		JoinTokensDeleted int       `json:"joinTokensDeleted"`
+	}{at, deleted})
 }

@@ -29,7 +29,10 @@ type Config struct {
 	// Ramdisk mints ramdisk boots for boot.prepareRamdisk and metal.ensureRamdisk;
 	// without it those steps are UNSUPPORTED.
 	Ramdisk RamdiskBoots
-	Log     *slog.Logger
+	// Identities ends the agent sessions of a node metal.revokeIdentity revoked; without
+	// it an open session lasts until the agent reconnects, which is then refused.
+	Identities Identities
+	Log        *slog.Logger
 }
 
 // Service is metal's node lifecycle.

@@ -92,8 +92,8 @@ func (b *Box) ForAgent(tx *store.Tx, node string, role proto.Role, ref string) (
 	if err != nil {
 		return nil, err
 	}
-	if !n.IdentityRevokedAt.IsZero() {
-		return nil, proto.Errorf(proto.Forbidden, "the identity of node %s was revoked on %s", node, n.IdentityRevokedAt.Format("2006-01-02"))
+	if err := n.RevokedIdentity(); err != nil {
+		return nil, err
 	}
 	return b.GetTenant(tx, n.Tenant, ref)
 }

@@ -157,6 +157,28 @@ func (t *Tx) Node(id string) (Node, error) {
 	return n, err
 }
 
+// RevokedIdentity is FORBIDDEN, with the reason identity-revoked, once metal.revokeIdentity
+// has revoked the node's identity; nil before.
+func (n Node) RevokedIdentity() error {
+	if n.IdentityRevokedAt.IsZero() {
+		return nil
+	}
+	return proto.Errorf(proto.Forbidden, "the identity of node %s was revoked on %s (metal.revokeIdentity): a retired machine does not join or connect again; enroll it as a new node", n.ID, n.IdentityRevokedAt.Format(time.RFC3339)).WithReason("identity-revoked")
+}
+
+// CheckIdentity is the RevokedIdentity of node id; an id no node has (a site agent's)
+// passes.
+func (t *Tx) CheckIdentity(id string) error {
+	n, err := t.Node(id)
+	if proto.CodeOf(err) == proto.NotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return n.RevokedIdentity()
+}
+
 // Nodes lists tenant's nodes, those of one pool when pool is set, one page at a time.
 func (t *Tx) Nodes(tenant, pool string, p Page) ([]Node, string, error) {
 	prefix := tenant + "\x00"

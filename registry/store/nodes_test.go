@@ -2,9 +2,11 @@ package store
 
 import (
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // withPool makes tenant acme, site rack-a and acme's pool gpu there.
@@ -112,6 +114,69 @@ func TestNodeEnrollmentAndLifecycle(t *testing.T) {
 		}
 		if got := ids("none", Page{}); len(got) != 0 {
 			t.Errorf("a pool without nodes: %v", got)
+		}
+		return nil
+	})
+}
+
+func TestRevokedIdentity(t *testing.T) {
+	s := withPool(t)
+	var node string
+	var usedKept, otherKept string
+	mustUpdate(t, s, func(tx *Tx) error {
+		n, err := tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}})
+		if err != nil {
+			return err
+		}
+		node = n.ID
+		if err := tx.CheckIdentity(node); err != nil {
+			t.Errorf("before revocation: %v", err)
+		}
+		if err := tx.CheckIdentity("rack-a"); err != nil {
+			t.Errorf("an id no node has (a site agent's): %v", err)
+		}
+		for range 2 { // unused: deleted at revocation
+			if _, _, err := tx.CreateJoinToken(TokenRamdisk, node, "rack-a", tx.Now().Add(time.Hour)); err != nil {
+				return err
+			}
+		}
+		used, secret, err := tx.CreateJoinToken(TokenProvisioned, node, "rack-a", tx.Now().Add(time.Hour))
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ConsumeJoinToken(secret); err != nil {
+			return err
+		}
+		usedKept = used.ID
+		other, _, err := tx.CreateJoinToken(TokenProvisioned, "nd_other", "rack-a", tx.Now().Add(time.Hour))
+		otherKept = other.ID
+		return err
+	})
+	mustUpdate(t, s, func(tx *Tx) error {
+		if _, err := tx.UpdateNode(node, func(n *Node) error { n.IdentityRevokedAt = tx.Now(); return nil }); err != nil {
+			return err
+		}
+		deleted, err := tx.DeleteUnusedJoinTokens(node)
+		if deleted != 2 {
+			t.Errorf("deleted %d unused tokens, want 2", deleted)
+		}
+		return err
+	})
+	s.View(func(tx *Tx) error {
+		e := proto.AsError(tx.CheckIdentity(node))
+		if e.Code != proto.Forbidden || e.Details.Reason != "identity-revoked" {
+			t.Errorf("after revocation: %v (reason %q), want FORBIDDEN identity-revoked", e, e.Details.Reason)
+		}
+		all, _, err := tx.JoinTokens(Page{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var left []string
+		for _, tok := range all {
+			left = append(left, tok.ID)
+		}
+		if diff := cmp.Diff([]string{otherKept, usedKept}, left, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+			t.Errorf("tokens left (-want +got): the used one and another node's\n%s", diff)
 		}
 		return nil
 	})

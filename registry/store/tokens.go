@@ -106,6 +106,32 @@ func (t *Tx) ConsumeJoinToken(secret string) (JoinToken, error) {
 	return tok, t.put(bucketJoinTokens, []byte(tok.ID), tok)
 }
 
+// DeleteUnusedJoinTokens deletes the unused join tokens minted for node and returns how
+// many; used ones stay, as the record of its joins.
+func (t *Tx) DeleteUnusedJoinTokens(node string) (int, error) {
+	b := t.tx.Bucket([]byte(bucketJoinTokens))
+	if b == nil {
+		return 0, nil
+	}
+	var unused [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		var tok JoinToken
+		if err := decode(bucketJoinTokens, k, v, &tok); err != nil {
+			return err
+		}
+		if tok.NodeID == node && tok.UsedAt.IsZero() {
+			unused = append(unused, slices.Clone(k))
+		}
+		return nil
+	})
+	for _, k := range unused {
+		if err == nil {
+			err = t.del(bucketJoinTokens, k)
+		}
+	}
+	return len(unused), err
+}
+
 // JoinTokens lists the join tokens, one page at a time.
 func (t *Tx) JoinTokens(p Page) ([]JoinToken, string, error) {
 	var out []JoinToken
