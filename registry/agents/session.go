@@ -26,9 +26,9 @@ type session struct {
 	sent int64
 }
 
-// serve starts one agent connection: it waits for the hello, registers the session
-// (replacing an older one of the same node), brings the agent up to date, and leaves the
-// session to await.
+// serve starts one agent connection: it waits for the hello, refuses a node whose
+// identity is revoked, registers the session (replacing an older one of the same node),
+// brings the agent up to date, and leaves the session to await.
 func (e *Endpoint) serve(conn *quic.Conn) {
 	id, err := identify(conn.ConnectionState().TLS)
 	if err != nil {
@@ -57,18 +57,23 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	stream.SetReadDeadline(time.Time{})
+	err = e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckIdentity(id.node) })
+	if proto.CodeOf(err) == proto.Forbidden {
+		e.log.Warn("agent session refused", "node", id.node, "err", err)
+		conn.CloseWithError(codeRevoked, err.Error())
+		return
+	}
+	if err != nil {
+		e.log.Error("agent identity", "node", id.node, "err", err)
+		conn.CloseWithError(codeShutdown, "registry failed to read the node")
+		return
+	}
 	s := &session{identity: id, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration}
 	if !e.register(s) {
 		return
 	}
 	e.log.Debug("agent session", "node", id.node, "role", id.role, "observedGeneration", m.Hello.ObservedGeneration)
-	err = e.hello(s, m.Hello)
-	if proto.CodeOf(err) == proto.Forbidden {
-		e.log.Warn("agent session refused", "node", id.node, "err", err)
-		e.end(s, codeRevoked, err.Error())
-		return
-	}
-	if err != nil {
+	if err := e.hello(s, m.Hello); err != nil {
 		e.log.Error("agent hello", "node", id.node, "err", err)
 		e.end(s, codeShutdown, "registry failed to record the hello")
 		return
@@ -163,8 +168,7 @@ func (e *Endpoint) unregister(s *session) {
 
 // hello records what the agent reported, pushes its NodeSpec if the agent's generation
 // differs, and resends the commands that await its answer. A reconnect that reports what
-// the store holds costs reads only. A node whose identity is revoked is FORBIDDEN, and
-// nothing is recorded.
+// the store holds costs reads only.
 func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	var (
 		spec          proto.NodeSpec
@@ -174,9 +178,6 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		pending       []store.AgentCommand
 	)
 	err := e.cfg.Store.View(func(tx *store.Tx) error {
-		if err := tx.CheckIdentity(s.node); err != nil {
-			return err
-		}
 		var err error
 		spec, err = tx.NodeSpec(s.node)
 		if haveSpec = err == nil; !haveSpec && proto.CodeOf(err) != proto.NotFound {

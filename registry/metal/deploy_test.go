@@ -248,6 +248,13 @@ func TestEnsureRamdisk(t *testing.T) {
 func TestRevokeIdentityAndWaitGeneration(t *testing.T) {
 	h := newHarness(t)
 	node := h.enroll(nil)
+	var secret string
+	if err := h.store.Update(func(tx *store.Tx) (err error) {
+		_, secret, err = tx.CreateJoinToken(store.TokenRamdisk, node, "rack-a", tx.Now().Add(time.Hour))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range []string{"metal-retire-oob@1", "remediate-reboot@1"} {
 		run, err := h.deployShipped(node, id)
 		if err != nil {
@@ -261,6 +268,13 @@ func TestRevokeIdentityAndWaitGeneration(t *testing.T) {
 	h.store.View(func(tx *store.Tx) (err error) { n, err = tx.Node(node); return err })
 	if n.IdentityRevokedAt.IsZero() {
 		t.Error("metal.revokeIdentity did not mark the identity revoked")
+	}
+	err := h.store.Update(func(tx *store.Tx) error { _, err := tx.ConsumeJoinToken(secret); return err })
+	if e := proto.AsError(err); e.Code != proto.Unauthenticated || e.Details.Reason != "token-invalid" {
+		t.Errorf("the node's unused join token after revocation: %v, want it deleted (token-invalid)", err)
+	}
+	if diff := cmp.Diff([]string{node}, h.revoked.get()); diff != "" {
+		t.Errorf("sessions ended (-want +got):\n%s", diff)
 	}
 	want := []string{"site power.setPower", "site power.setPower"}
 	if diff := cmp.Diff(want, h.machine.kinds()); diff != "" {

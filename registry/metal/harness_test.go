@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ type harness struct {
 	machine  *machine
 	images   *fakeImages
 	userData *fakeUserData
+	revoked  *revocations
 }
 
 func newHarness(t *testing.T) *harness {
@@ -47,10 +49,12 @@ func newHarness(t *testing.T) *harness {
 		ID: "img_1", Tenant: "acme", Ref: "ubuntu-24.04-server@2026.09", Kind: "os", Format: "qcow2", Compression: "none",
 		SHA256: digest, SizeBytes: 3 << 30, Source: "https://images.example/ubuntu.raw.zst"}}}
 	h.userData = &fakeUserData{}
+	h.revoked = &revocations{}
 	engine := workflow.New(workflow.Config{Store: st, Clock: h.clock, Relay: h.machine, Joins: h.joins})
 	h.engine = engine
 	h.svc = New(Config{Store: st, Engine: engine, Joins: h.joins, HardwareProfiles: maps.Clone(hardware),
-		Images: h.images, UserData: h.userData, Generations: fakeGenerations{}, Ramdisk: fakeRamdisk{}})
+		Images: h.images, UserData: h.userData, Generations: fakeGenerations{}, Ramdisk: fakeRamdisk{},
+		Identities: h.revoked})
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := engine.Resume(ctx); err != nil {
 		t.Fatal(err)
@@ -270,6 +274,24 @@ func (f *fakeUserData) Render(_ context.Context, node store.Node, p *profile.Pro
 type fakeGenerations struct{}
 
 func (fakeGenerations) WaitObserved(context.Context, string) error { return nil }
+
+// revocations records the nodes whose sessions metal.revokeIdentity ended.
+type revocations struct {
+	mu    sync.Mutex
+	nodes []string
+}
+
+func (r *revocations) Revoked(node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nodes = append(r.nodes, node)
+}
+
+func (r *revocations) get() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.nodes)
+}
 
 // fakeRamdisk mints the same ramdisk boot every time.
 type fakeRamdisk struct{}
