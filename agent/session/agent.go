@@ -181,7 +181,7 @@ func (a *Agent) Run(ctx context.Context) {
 		case code == proto.CloseReplaced:
 			delay = a.cfg.Backoff.Delay(maxAttempt)
 		case code == proto.CloseRevoked:
-			a.log.Error("the registry revoked this node's identity: it refuses the agent until the machine is enrolled as a new node and joins again", "reason", reason)
+			a.log.Error("the registry revoked this node's identity (the machine was retired): it refuses this agent for good; stop bcd on this machine", "reason", reason)
 			delay = a.cfg.Backoff.Delay(maxAttempt)
 		case code == proto.CloseShutdown:
 			if d, ok := proto.ShutdownDelay(reason); ok {
