@@ -85,7 +85,7 @@ func TestConfigCheck(t *testing.T) {
 		"IPv6 DNS":                     {edit: func(c *Config) { auth(c); c.DNS = []netip.Addr{netip.MustParseAddr("::1")} }, paths: []string{"boot.dns[0]"}},
 		"binary outside the directory": {edit: func(c *Config) { c.UEFIBinary = "../ipxe.efi" }, paths: []string{"boot.uefiBinary"}},
 		"bad numbers": {edit: func(c *Config) {
-			c.HTTPPort, c.TFTPBlockSize, c.HTTPSendBuffer, c.RetryInterval = 70000, 100, 100, time.Millisecond
+			c.HTTPPort, c.TFTPBlockSize, c.HTTPSendBuffer, c.RetryInterval = 70000, 100, 100, Duration(time.Millisecond)
 		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.httpSendBuffer", "boot.retryInterval"}},
 		"autotuned send buffer": {edit: func(c *Config) { c.HTTPSendBuffer = -1 }},
 		"missing directory":     {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},

@@ -6,15 +6,38 @@
 package boot
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
 )
+
+// Duration is a time.Duration written in JSON as Go's duration text: "90s", "10m", "1h".
+type Duration time.Duration
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes d as text, as UnmarshalJSON reads it.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads duration text. Anything else is a *json.UnmarshalTypeError, to
+// which encoding/json adds the field's path.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		if v, err := time.ParseDuration(s); err == nil {
+			*d = Duration(v)
+			return nil
+		}
+	}
+	return &json.UnmarshalTypeError{Value: string(b), Type: reflect.TypeFor[Duration]()}
+}
 
 // Mode is how the DHCP server shares the network.
 type Mode string
@@ -60,7 +83,7 @@ type Config struct {
 	// Authoritative only.
 	DNS []netip.Addr `json:"dns"`
 	// LeaseTime is how long a lease lasts (default 1h). Authoritative only.
-	LeaseTime time.Duration `json:"leaseTime"`
+	LeaseTime Duration `json:"leaseTime"`
 	// LeaseFile is the bbolt file leases are kept in across restarts. Authoritative
 	// only, required there.
 	LeaseFile string `json:"leaseFile"`
@@ -97,10 +120,10 @@ type Config struct {
 	HTTPSendBuffer int `json:"httpSendBuffer"`
 	// RetryInterval is how long a machine without an entry, or whose boot failed, waits
 	// before it asks for its script again (default 10s, at least 1s).
-	RetryInterval time.Duration `json:"retryInterval"`
+	RetryInterval Duration `json:"retryInterval"`
 	// DiscoveryInterval is how often the same unknown machine is reported again while it
 	// keeps asking (default 5m).
-	DiscoveryInterval time.Duration `json:"discoveryInterval"`
+	DiscoveryInterval Duration `json:"discoveryInterval"`
 }
 
 // configPath is the root of the paths Check names.
@@ -119,9 +142,9 @@ func (c Config) withDefaults() Config {
 			*p = v
 		}
 	}
-	setD := func(p *time.Duration, v time.Duration) {
+	setD := func(p *Duration, v time.Duration) {
 		if *p == 0 {
-			*p = v
+			*p = Duration(v)
 		}
 	}
 	setS(&c.IPXEDir, "/usr/lib/ipxe")
@@ -191,7 +214,7 @@ func (c Config) Check() error {
 	if c.HTTPSendBuffer != -1 && (c.HTTPSendBuffer < 4096 || c.HTTPSendBuffer > 64<<20) {
 		bad("httpSendBuffer", "send buffer %d is neither -1 nor within 4096-67108864", c.HTTPSendBuffer)
 	}
-	if c.RetryInterval < time.Second {
+	if c.RetryInterval < Duration(time.Second) {
 		bad("retryInterval", "retry interval %s is under 1s", c.RetryInterval)
 	}
 	if c.DiscoveryInterval < 0 {
@@ -232,7 +255,7 @@ func (c Config) checkAuthoritative(bad func(field, format string, args ...any)) 
 			bad(fmt.Sprintf("dns[%d]", i), "%s is not an IPv4 address", d)
 		}
 	}
-	if c.LeaseTime < time.Minute {
+	if c.LeaseTime < Duration(time.Minute) {
 		bad("leaseTime", "lease time %s is under a minute", c.LeaseTime)
 	}
 	if c.LeaseFile == "" {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/better-compute/better-compute/boot/dhcp"
 	"github.com/better-compute/better-compute/boot/ipxe"
@@ -43,7 +44,7 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 	out, err := ipxe.Render(script)
 	if err != nil {
 		s.log.Error("boot entry can not be rendered; the machine waits", "mac", mac.String(), "err", err)
-		script = ipxe.Script{Kind: ipxe.Wait, MAC: mac.String(), Self: script.Self, Retry: s.cfg.RetryInterval}
+		script = ipxe.Script{Kind: ipxe.Wait, MAC: mac.String(), Self: script.Self, Retry: time.Duration(s.cfg.RetryInterval)}
 		out, _ = ipxe.Render(script)
 	}
 	s.log.Info("ipxe script", "mac", mac.String(), "kind", string(script.Kind))
@@ -54,7 +55,7 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 
 // script is the script a machine gets now.
 func (s *Server) script(mac net.HardwareAddr) ipxe.Script {
-	sc := ipxe.Script{MAC: mac.String(), Self: s.baseURL + dhcp.ScriptPath(mac), Retry: s.cfg.RetryInterval}
+	sc := ipxe.Script{MAC: mac.String(), Self: s.baseURL + dhcp.ScriptPath(mac), Retry: time.Duration(s.cfg.RetryInterval)}
 	e, ok := s.entries.Entry(mac)
 	if !ok {
 		s.discover.record(Discovery{MAC: mac, Source: "http"})

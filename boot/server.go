@@ -72,7 +72,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps.Clock = clock.Real{}
 	}
 	s := &Server{cfg: cfg, entries: deps.Entries, log: deps.Log, extra: deps.Handlers,
-		discover: newDiscoverer(deps.Discoveries, deps.Clock, cfg.DiscoveryInterval)}
+		discover: newDiscoverer(deps.Discoveries, deps.Clock, time.Duration(cfg.DiscoveryInterval))}
 	s.baseURL = "http://" + cfg.ServerIP.String()
 	if cfg.HTTPPort != 80 {
 		s.baseURL += ":" + strconv.Itoa(cfg.HTTPPort)
@@ -112,7 +112,7 @@ func (s *Server) makeHandler(clock Clock) error {
 	if s.cfg.Router.IsValid() {
 		exclude = append(exclude, s.cfg.Router)
 	}
-	pool, err := lease.NewPool(s.leases, lease.Range{Start: s.cfg.Range.Start, End: s.cfg.Range.End}, exclude, s.cfg.LeaseTime, clock)
+	pool, err := lease.NewPool(s.leases, lease.Range{Start: s.cfg.Range.Start, End: s.cfg.Range.End}, exclude, time.Duration(s.cfg.LeaseTime), clock)
 	if err != nil {
 		return err
 	}

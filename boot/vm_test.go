@@ -58,7 +58,7 @@ func TestVMBootsRamdisk(t *testing.T) {
 			n := newTestNet(t)
 			cfg := netConfig(t, mode)
 			cfg.RamdiskDir = dir
-			cfg.RetryInterval = 2 * time.Second
+			cfg.RetryInterval = Duration(2 * time.Second)
 			var srv *bootServer
 			if mode == Proxy {
 				startDnsmasq(t, n)

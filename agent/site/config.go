@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
@@ -90,10 +91,23 @@ func DecodeConfig(data []byte) (Config, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		return Config{}, proto.Errorf(proto.InvalidConfig, "site config: %v", err)
+		return Config{}, decodeError(err)
 	}
 	c = c.withDefaults()
 	return c, c.Check()
+}
+
+// decodeError is a decoding error as INVALID_CONFIG, with the path of the field whose
+// value is of the wrong type.
+func decodeError(err error) error {
+	te, ok := errors.AsType[*json.UnmarshalTypeError](err)
+	if !ok || te.Field == "" {
+		return proto.Errorf(proto.InvalidConfig, "site config: %v", err)
+	}
+	if te.Type == reflect.TypeFor[boot.Duration]() {
+		return proto.Errorf(proto.InvalidConfig, `site config: %s is %s, not a duration: write it as text such as "90s", "10m" or "1h"`, te.Field, te.Value).WithPath(te.Field)
+	}
+	return proto.Errorf(proto.InvalidConfig, "site config: %s: cannot use a JSON %s as %s", te.Field, te.Value, te.Type).WithPath(te.Field)
 }
 
 // withDefaults is the one place the site config's defaults are set.

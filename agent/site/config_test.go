@@ -4,26 +4,32 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/better-compute/better-compute/boot"
 	"github.com/better-compute/better-compute/proto"
 )
 
 func TestDecodeConfig(t *testing.T) {
 	dir := t.TempDir()
-	valid := `{"version": 1, "boot": {"interface": "eth0", "mode": "proxy", "serverIP": "10.0.0.1", "ipxeDir": "` + dir + `", "ramdiskDir": "` + dir + `", "httpPort": 8080},
+	valid := `{"version": 1, "boot": {"interface": "eth0", "mode": "proxy", "serverIP": "10.0.0.1", "ipxeDir": "` + dir + `", "ramdiskDir": "` + dir + `", "httpPort": 8080, "retryInterval": "90s"},
 	  "cache": {"dir": "` + dir + `"}}`
 	c, err := DecodeConfig([]byte(valid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPBase != "http://10.0.0.1:8080" || c.ConfigDir != "/etc/bcd" || c.Ramdisk.Kernel != "vmlinuz" || c.StateDir != "/var/lib/bcd/site" {
+	if c.HTTPBase != "http://10.0.0.1:8080" || c.ConfigDir != "/etc/bcd" || c.Ramdisk.Kernel != "vmlinuz" || c.StateDir != "/var/lib/bcd/site" ||
+		c.Boot.RetryInterval != boot.Duration(90*time.Second) {
 		t.Errorf("defaults: %+v", c)
 	}
 	for name, tc := range map[string]struct {
 		doc   string
 		paths []string
 	}{
-		"unknown field": {doc: strings.Replace(valid, `"version": 1`, `"version": 1, "colour": "red"`, 1), paths: []string{""}},
+		"unknown field":           {doc: strings.Replace(valid, `"version": 1`, `"version": 1, "colour": "red"`, 1), paths: []string{""}},
+		"duration in nanoseconds": {doc: strings.Replace(valid, `"90s"`, `90000000000`, 1), paths: []string{"boot.retryInterval"}},
+		"duration without unit":   {doc: strings.Replace(valid, `"90s"`, `"90"`, 1), paths: []string{"boot.retryInterval"}},
+		"port as text":            {doc: strings.Replace(valid, `8080`, `"8080"`, 1), paths: []string{"boot.httpPort"}},
 		"every problem": {doc: `{"version": 2, "bmc": {"secretsDir": "rel"}, "httpBase": "ftp://x"}`,
 			paths: []string{"version", "boot.interface", "cache.dir", "bmc.secretsDir", "httpBase"}},
 	} {
@@ -61,7 +67,7 @@ func flatten(err error) []error {
 func FuzzDecodeConfig(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "boot": {"interface": "eth0", "mode": "proxy", "serverIP": "10.0.0.1"}, "cache": {"dir": "/c"}}`))
 	f.Add([]byte(`{"version": 1, "ramdisk": {"args": ["console=ttyS0"]}, "bmc": {"secretsDir": "/s"}, "httpBase": "http://x"}`))
-	f.Add([]byte(`{"boot": {"range": {"start": "10.0.0.9", "end": "10.0.0.1"}, "leaseTime": -1}}`))
+	f.Add([]byte(`{"boot": {"range": {"start": "10.0.0.9", "end": "10.0.0.1"}, "leaseTime": "-1m"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := DecodeConfig(data)
 		for _, e := range flatten(err) {

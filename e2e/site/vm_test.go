@@ -186,7 +186,7 @@ func runHelper(work string) error {
 		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"),
 		"boot": map[string]any{"interface": "eth0", "mode": "authoritative", "serverIP": "10.77.0.1",
 			"subnet": "10.77.0.0/24", "range": map[string]string{"start": "10.77.0.100", "end": "10.77.0.150"},
-			"leaseFile": filepath.Join(work, "leases.db"), "ramdiskDir": spec.Ramdisk, "retryInterval": int64(2 * time.Second)},
+			"leaseFile": filepath.Join(work, "leases.db"), "ramdiskDir": spec.Ramdisk, "retryInterval": "2s"},
 		"ramdisk": map[string]any{"args": []string{"console=ttyS0", "panic=-1"}},
 		"cache":   map[string]any{"dir": filepath.Join(work, "cache")},
 	}

@@ -239,7 +239,7 @@ func TestVMHelper(t *testing.T) {
 		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "site-state"),
 		"boot": map[string]any{"interface": "eth0", "mode": "authoritative", "serverIP": siteIP,
 			"subnet": "10.78.0.0/24", "range": map[string]string{"start": "10.78.0.100", "end": "10.78.0.150"},
-			"leaseFile": filepath.Join(work, "leases.db"), "ramdiskDir": s.Ramdisk, "retryInterval": int64(2 * time.Second)},
+			"leaseFile": filepath.Join(work, "leases.db"), "ramdiskDir": s.Ramdisk, "retryInterval": "2s"},
 		"ramdisk": map[string]any{"args": []string{"console=ttyS0", "panic=-1"}},
 		"cache":   map[string]any{"dir": filepath.Join(work, "site-cache")},
 	})
