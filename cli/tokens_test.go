@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
 )
 
@@ -74,5 +75,38 @@ func TestTokensAgainstARealRegistry(t *testing.T) {
 	testkit.JSON(t, admin, nil, "credentials", "create", "--actions", "compute:profiles:read", "--out", reader)
 	if e := testkit.Fails(t, reader, "tokens", "list"); e.Code != "FORBIDDEN" {
 		t.Errorf("a credential without compute:tokens:manage listing tokens: %+v", e)
+	}
+}
+
+// TestRegistryPrunesExpiredTokens: a registry that starts deletes the join tokens that
+// expired more than the retention (30 days) ago, and keeps the others.
+func TestRegistryPrunesExpiredTokens(t *testing.T) {
+	dir := t.TempDir()
+	reg := testkit.StartRegistry(t, dir)
+	var fresh struct{ ID string }
+	testkit.JSON(t, reg.AdminConfig, &fresh, "tokens", "create", "--kind", "site", "--site", "rack-a")
+	reg.Stop()
+
+	// A token minted 32 days ago that lived an hour, written while the registry is down.
+	then := time.Now().Add(-32 * 24 * time.Hour)
+	st, err := store.Open(dir, store.Options{Now: func() time.Time { return then }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old store.JoinToken
+	err = st.Update(func(tx *store.Tx) (err error) {
+		old, _, err = tx.CreateJoinToken(store.TokenRamdisk, "node-1", "rack-a", then.Add(time.Hour))
+		return err
+	})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	reg = testkit.StartRegistry(t, dir)
+	var list struct{ Tokens []struct{ ID string } }
+	testkit.JSON(t, reg.AdminConfig, &list, "tokens", "list")
+	if len(list.Tokens) != 1 || list.Tokens[0].ID != fresh.ID {
+		t.Errorf("tokens after a restart: %+v; want only %s (%s pruned)", list.Tokens, fresh.ID, old.ID)
 	}
 }

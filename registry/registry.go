@@ -77,6 +77,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		return err
 	}
 	defer st.Close()
+	defer startHousekeeping(ctx, st, cfg.Log)()
 	keys, err := pki.LoadOrCreate(cfg.DataDir)
 	if err != nil {
 		return fmt.Errorf("registry PKI: %w", err)

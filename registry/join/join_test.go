@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -349,5 +350,33 @@ func TestMintTokenRefusesRevokedNode(t *testing.T) {
 	})
 	if e := proto.AsError(err); e.Code != proto.Forbidden || e.Details.Reason != "identity-revoked" {
 		t.Fatalf("got %v, want FORBIDDEN identity-revoked", err)
+	}
+}
+
+func TestPruneTokens(t *testing.T) {
+	f := newFixture(t)
+	old, _ := f.mint(t, store.TokenProvisioned, "n1", "", time.Hour) // expires, then ages past retention
+	_, usedSecret := f.mint(t, store.TokenRamdisk, "n2", "", time.Hour)
+	used, _ := request(t, f.keys.JoinEncryptionKey(), "n2", "ramdisk", usedSecret)
+	if _, err := f.svc.Join(context.Background(), used); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(Retention + 2*time.Hour)
+	recent, _ := f.mint(t, store.TokenProvisioned, "n3", "", time.Hour) // not expired yet
+	f.clock.Advance(2 * time.Hour)                                      // expired, within retention
+	var pruned int
+	if err := f.store.Update(func(tx *store.Tx) (err error) { pruned, err = PruneTokens(tx); return err }); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	f.store.View(func(tx *store.Tx) error {
+		all, _, err := tx.JoinTokens(store.Page{})
+		for _, tok := range all {
+			left = append(left, tok.ID)
+		}
+		return err
+	})
+	if pruned != 2 || !slices.Equal(left, []string{recent.ID}) {
+		t.Errorf("pruned %d, left %v; want the expired old and used tokens gone and %s (%s gone) kept", pruned, left, recent.ID, old.ID)
 	}
 }

@@ -19,6 +19,16 @@ var defaultTTL = map[string]time.Duration{
 // MaxTTL is the longest a join token may live.
 const MaxTTL = 30 * 24 * time.Hour
 
+// Retention is how long a join token is kept after it expires, used or not, for
+// `tokens list` to show it; PruneTokens deletes it then.
+const Retention = 30 * 24 * time.Hour
+
+// PruneTokens deletes the join tokens that expired more than Retention ago, and returns
+// how many. The registry runs it when it starts and once a day.
+func PruneTokens(tx *store.Tx) (int, error) {
+	return tx.PruneJoinTokens(tx.Now().Add(-Retention))
+}
+
 // RoleOf is the role a token of kind joins as: provisioned tokens join nodes, ramdisk
 // tokens ramdisks and site tokens site agents.
 func RoleOf(kind string) string {

@@ -109,27 +109,38 @@ func (t *Tx) ConsumeJoinToken(secret string) (JoinToken, error) {
 // DeleteUnusedJoinTokens deletes the unused join tokens minted for node and returns how
 // many; used ones stay, as the record of its joins.
 func (t *Tx) DeleteUnusedJoinTokens(node string) (int, error) {
+	return t.deleteJoinTokens(func(tok JoinToken) bool { return tok.NodeID == node && tok.UsedAt.IsZero() })
+}
+
+// PruneJoinTokens deletes the join tokens, used or not, that expired before cutoff, and
+// returns how many.
+func (t *Tx) PruneJoinTokens(cutoff time.Time) (int, error) {
+	return t.deleteJoinTokens(func(tok JoinToken) bool { return tok.ExpiresAt.Before(cutoff) })
+}
+
+// deleteJoinTokens deletes the join tokens doomed says so of, and returns how many.
+func (t *Tx) deleteJoinTokens(doomed func(JoinToken) bool) (int, error) {
 	b := t.tx.Bucket([]byte(bucketJoinTokens))
 	if b == nil {
 		return 0, nil
 	}
-	var unused [][]byte
+	var keys [][]byte
 	err := b.ForEach(func(k, v []byte) error {
 		var tok JoinToken
 		if err := decode(bucketJoinTokens, k, v, &tok); err != nil {
 			return err
 		}
-		if tok.NodeID == node && tok.UsedAt.IsZero() {
-			unused = append(unused, slices.Clone(k))
+		if doomed(tok) {
+			keys = append(keys, slices.Clone(k))
 		}
 		return nil
 	})
-	for _, k := range unused {
+	for _, k := range keys {
 		if err == nil {
 			err = t.del(bucketJoinTokens, k)
 		}
 	}
-	return len(unused), err
+	return len(keys), err
 }
 
 // JoinTokens lists the join tokens, one page at a time.
