@@ -9,9 +9,9 @@ const AgentALPN = "bc-agent/1"
 // MessageType names the one body a Message carries.
 type MessageType string
 
-// The message types. Hello, ack, inventory, secretRequest and ping go from agent to
-// registry on the session stream, spec and secret (the answer to a secretRequest) from
-// registry to agent on it; command goes from registry to agent on a command stream, and
+// The message types. Hello, ack, inventory, secretRequest, renewRequest and ping go from
+// agent to registry on the session stream, spec, secret (the answer to a secretRequest)
+// and renewal (the answer to a renewRequest) from registry to agent on it; command goes from registry to agent on a command stream, and
 // progress (any number, while it runs) and then result come back on the same stream.
 const (
 	MsgHello         MessageType = "hello"
@@ -23,6 +23,8 @@ const (
 	MsgProgress      MessageType = "progress"
 	MsgSecretRequest MessageType = "secretRequest"
 	MsgSecret        MessageType = "secret"
+	MsgRenewRequest  MessageType = "renewRequest"
+	MsgRenewal       MessageType = "renewal"
 	// MsgPing carries no body: the agent's keep-alive, which the registry ignores.
 	MsgPing MessageType = "ping"
 )
@@ -41,6 +43,8 @@ type Message struct {
 	Progress      *Progress      `json:"progress,omitempty"`
 	SecretRequest *SecretRequest `json:"secretRequest,omitempty"`
 	Secret        *Secret        `json:"secret,omitempty"`
+	RenewRequest  *RenewRequest  `json:"renewRequest,omitempty"`
+	Renewal       *Renewal       `json:"renewal,omitempty"`
 }
 
 // Hello opens a session: what the agent has applied and what it has to report.
@@ -99,6 +103,23 @@ type Secret struct {
 	Error *Error `json:"error,omitempty"`
 }
 
+// RenewRequest asks the registry for a new certificate of the agent's node and role for
+// a new key pair the agent made, before its certificate expires. The registry answers
+// with a Renewal of the same ID on the session stream.
+type RenewRequest struct {
+	ID string `json:"id"`
+	// PublicKey is the new key's public half, PKIX DER.
+	PublicKey []byte `json:"publicKey"`
+}
+
+// Renewal answers a RenewRequest: the new certificate (DER) from the agent CA, or why
+// the agent does not get one.
+type Renewal struct {
+	ID          string `json:"id"`
+	Certificate []byte `json:"certificate,omitempty"`
+	Error       *Error `json:"error,omitempty"`
+}
+
 // DecodeMessage decodes one frame's payload and checks that it carries exactly the body
 // its type names. A malformed message is INVALID_INPUT.
 func DecodeMessage(b []byte) (Message, error) {
@@ -119,6 +140,7 @@ func (m *Message) check() error {
 		{MsgHello, m.Hello != nil}, {MsgSpec, m.Spec != nil}, {MsgAck, m.Ack != nil},
 		{MsgInventory, m.Inventory != nil}, {MsgCommand, m.Command != nil}, {MsgResult, m.Result != nil},
 		{MsgProgress, m.Progress != nil}, {MsgSecretRequest, m.SecretRequest != nil}, {MsgSecret, m.Secret != nil},
+		{MsgRenewRequest, m.RenewRequest != nil}, {MsgRenewal, m.Renewal != nil},
 	} {
 		if b.present {
 			bodies = append(bodies, b.t)
@@ -130,7 +152,7 @@ func (m *Message) check() error {
 			return Errorf(InvalidInput, "a ping carries the bodies %q: send none", bodies).WithPath(string(bodies[0]))
 		}
 		return nil
-	case MsgHello, MsgSpec, MsgAck, MsgInventory, MsgCommand, MsgResult, MsgProgress, MsgSecretRequest, MsgSecret:
+	case MsgHello, MsgSpec, MsgAck, MsgInventory, MsgCommand, MsgResult, MsgProgress, MsgSecretRequest, MsgSecret, MsgRenewRequest, MsgRenewal:
 	default:
 		return Errorf(InvalidInput, "agent message of unknown type %q", m.Type).WithPath("type")
 	}
@@ -171,6 +193,20 @@ func (m *Message) check() error {
 		}
 		if (len(m.Secret.Value) > 0) == (m.Secret.Error != nil) {
 			return Errorf(InvalidInput, "a secret answer carries either a value or an error").WithPath("secret")
+		}
+	case MsgRenewRequest:
+		if err := CheckCommandID(m.RenewRequest.ID); err != nil {
+			return AsError(err).WithPath("renewRequest.id")
+		}
+		if len(m.RenewRequest.PublicKey) == 0 {
+			return Errorf(InvalidInput, "renewRequest without a public key").WithPath("renewRequest.publicKey")
+		}
+	case MsgRenewal:
+		if err := CheckCommandID(m.Renewal.ID); err != nil {
+			return AsError(err).WithPath("renewal.id")
+		}
+		if (len(m.Renewal.Certificate) > 0) == (m.Renewal.Error != nil) {
+			return Errorf(InvalidInput, "a renewal carries either a certificate or an error").WithPath("renewal")
 		}
 	}
 	return nil

@@ -55,8 +55,11 @@ func TestMessageRoundTrip(t *testing.T) {
 		"secret":    {Type: MsgSecret, Secret: &Secret{ID: "secret-1", Value: []byte("abcdef.0123456789abcdef\n\x00")}},
 		"refused":   {Type: MsgSecret, Secret: &Secret{ID: "secret-2", Error: &Error{Code: Forbidden, Message: "not referenced"}}},
 		"ping":      {Type: MsgPing},
+		"renew":     {Type: MsgRenewRequest, RenewRequest: &RenewRequest{ID: "renew-1", PublicKey: []byte{0x30, 0x59, 0x30, 0x13}}},
+		"renewal":   {Type: MsgRenewal, Renewal: &Renewal{ID: "renew-1", Certificate: []byte{0x30, 0x82, 0x01, 0x0a}}},
+		"no renew":  {Type: MsgRenewal, Renewal: &Renewal{ID: "renew-2", Error: &Error{Code: Forbidden, Message: "revoked"}}},
 	}
-	order := []string{"hello", "spec", "ack", "inventory", "command", "result", "request", "secret", "refused", "ping"}
+	order := []string{"hello", "spec", "ack", "inventory", "command", "result", "request", "secret", "refused", "ping", "renew", "renewal", "no renew"}
 	var stream bytes.Buffer
 	for _, name := range order {
 		m := msgs[name]
@@ -114,6 +117,13 @@ func TestDecodeMessage(t *testing.T) {
 		"secret without id":     {in: `{"type":"secret","secret":{"value":"dG9rZW4="}}`, path: "secret.id"},
 		"ping":                  {in: `{"type":"ping"}`},
 		"ping with a body":      {in: `{"type":"ping","ack":{"generation":1}}`, path: "ack"},
+		"renew request":         {in: `{"type":"renewRequest","renewRequest":{"id":"renew-1","publicKey":"MFkw"}}`},
+		"renew without key":     {in: `{"type":"renewRequest","renewRequest":{"id":"renew-1"}}`, path: "renewRequest.publicKey"},
+		"renew without id":      {in: `{"type":"renewRequest","renewRequest":{"publicKey":"MFkw"}}`, path: "renewRequest.id"},
+		"renewal":               {in: `{"type":"renewal","renewal":{"id":"renew-1","certificate":"MIIB"}}`},
+		"renewal refused":       {in: `{"type":"renewal","renewal":{"id":"renew-1","error":{"code":"FORBIDDEN","message":"no"}}}`},
+		"renewal neither":       {in: `{"type":"renewal","renewal":{"id":"renew-1"}}`, path: "renewal"},
+		"renewal without id":    {in: `{"type":"renewal","renewal":{"certificate":"MIIB"}}`, path: "renewal.id"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -176,6 +186,9 @@ func FuzzDecodeMessage(f *testing.F) {
 		`{"type":"secret","secret":{"id":"secret-2","error":{"code":"NOT_FOUND","message":"x"}}}`,
 		`{"type":"secret","secret":{"id":"secret-3","value":"","error":null}}`,
 		`{"type":"ping"}`,
+		`{"type":"renewRequest","renewRequest":{"id":"renew-1","publicKey":"MFkwEwYHKoZIzj0CAQ=="}}`,
+		`{"type":"renewal","renewal":{"id":"renew-1","certificate":"MIIBkTCCATeg"}}`,
+		`{"type":"renewal","renewal":{"id":"renew-2","error":{"code":"FORBIDDEN","message":"revoked"}}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -112,6 +112,11 @@ func (p *agentPlane) secret(node string, role proto.Role, ref string) (value []b
 	return value, err
 }
 
+// renew is the endpoint's Renew: a certificate for the agent's new key (join.Renew).
+func (p *agentPlane) renew(node string, role proto.Role, publicKey []byte) ([]byte, error) {
+	return join.Renew(p.st, p.keys, node, string(role), publicKey)
+}
+
 // session records an agent's session as a join of its role: a rejoin after a plain
 // reboot reconnects without join.join and must count.
 func (p *agentPlane) session(node string, role proto.Role) {
@@ -340,7 +345,7 @@ func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert tls.Certif
 	ep, err := agents.Start(agents.Config{
 		Listen: cfg.AgentListen, Certificate: cert, AgentCAs: keys.AgentCAPool(), Store: st, Log: cfg.Log,
 		OnInventory: p.reportInventory, OnObserved: p.observe, OnSession: p.session, OnProgress: p.progress, Expand: p.expand,
-		Secret: p.secret,
+		Secret: p.secret, Renew: p.renew,
 	})
 	p.ep = ep
 	return p, err

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -76,6 +77,23 @@ func (ca *CA) Pool() *x509.CertPool {
 	p := x509.NewCertPool()
 	p.AddCert(ca.cert)
 	return p
+}
+
+// Certificate is the CA's own certificate.
+func (ca *CA) Certificate() *x509.Certificate { return ca.cert }
+
+// IssueAgent issues an agent certificate (DER) naming node and role for the public key
+// pub, as the registry's agent CA does at a join or a renewal.
+func (ca *CA) IssueAgent(node, role string, pub crypto.PublicKey) ([]byte, error) {
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: node, OrganizationalUnit: []string{role}},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	return x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
 }
 
 // ServerCertificate issues a server certificate for 127.0.0.1 and localhost.

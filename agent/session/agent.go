@@ -85,8 +85,12 @@ type Agent struct {
 	tlsConf  *tls.Config
 	quicConf *quic.Config
 	specs    chan proto.NodeSpec // the latest pushed spec not yet applied
-	cmds     commands
-	wg       sync.WaitGroup
+	tickets  *ticketCache
+
+	certMu sync.Mutex
+	cert   tls.Certificate // the client certificate of the next connection
+	cmds   commands
+	wg     sync.WaitGroup
 
 	mu        sync.Mutex
 	conn      *quic.Conn   // the current connection, nil between connections
@@ -95,10 +99,10 @@ type Agent struct {
 	inventory map[string]json.RawMessage
 	// up is closed once a session's hello is sent, and replaced when the session ends.
 	up chan struct{}
-	// secretCalls are the secret requests awaiting their answer, by id; secretSeq
+	// calls are the requests (secret, renewal) awaiting their answer, by id; callSeq
 	// numbers them.
-	secretCalls map[string]chan proto.Secret
-	secretSeq   uint64
+	calls   map[string]chan *proto.Message
+	callSeq uint64
 }
 
 // New makes an agent session; Run connects it.
@@ -124,19 +128,11 @@ func New(cfg Config) (*Agent, error) {
 		cfg.KeepResults = DefaultKeepResults
 	}
 	a := &Agent{
-		cfg:  cfg,
-		node: leaf.Subject.CommonName,
-		log:  cfg.Log.With("node", leaf.Subject.CommonName),
-		tlsConf: &tls.Config{
-			MinVersion:       tls.VersionTLS13,
-			Certificates:     []tls.Certificate{cfg.Certificate},
-			RootCAs:          cfg.ServerCAs,
-			ServerName:       cfg.ServerName,
-			NextProtos:       []string{proto.AgentALPN},
-			CurvePreferences: []tls.CurveID{tls.X25519},
-			// A reconnect resumes the last session: no certificate to sign or verify.
-			ClientSessionCache: &ticketCache{},
-		},
+		cert:    cfg.Certificate,
+		tickets: &ticketCache{},
+		cfg:     cfg,
+		node:    leaf.Subject.CommonName,
+		log:     cfg.Log.With("node", leaf.Subject.CommonName),
 		quicConf: &quic.Config{
 			HandshakeIdleTimeout:           handshakeTimeout,
 			MaxIdleTimeout:                 4 * cfg.KeepAlive, // keepAlive pings keep it busy
@@ -148,11 +144,25 @@ func New(cfg Config) (*Agent, error) {
 			MaxConnectionReceiveWindow:     16 << 20,
 			DisablePathMTUDiscovery:        true,
 		},
-		specs:       make(chan proto.NodeSpec, 1),
-		observed:    cfg.ObservedGeneration,
-		inventory:   maps.Clone(cfg.Inventory),
-		up:          make(chan struct{}),
-		secretCalls: map[string]chan proto.Secret{},
+		specs:     make(chan proto.NodeSpec, 1),
+		observed:  cfg.ObservedGeneration,
+		inventory: maps.Clone(cfg.Inventory),
+		up:        make(chan struct{}),
+		calls:     map[string]chan *proto.Message{},
+	}
+	if a.cert.Leaf == nil {
+		a.cert.Leaf = leaf
+	}
+	a.tlsConf = &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		// The certificate Renew last installed, else Config.Certificate.
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return a.certificate(), nil },
+		RootCAs:              cfg.ServerCAs,
+		ServerName:           cfg.ServerName,
+		NextProtos:           []string{proto.AgentALPN},
+		CurvePreferences:     []tls.CurveID{tls.X25519},
+		// A reconnect resumes the last session: no certificate to sign or verify.
+		ClientSessionCache: a.tickets,
 	}
 	if a.inventory == nil {
 		a.inventory = map[string]json.RawMessage{}
@@ -275,7 +285,11 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 	for {
 		m, err := proto.ReadMessage(stream)
 		if err == nil && m.Type == proto.MsgSecret {
-			a.secretAnswered(*m.Secret)
+			a.answered(m.Secret.ID, &m)
+			continue
+		}
+		if err == nil && m.Type == proto.MsgRenewal {
+			a.answered(m.Renewal.ID, &m)
 			continue
 		}
 		if err == nil && m.Type != proto.MsgSpec {

@@ -31,13 +31,13 @@ func TestSecretWithoutASession(t *testing.T) {
 		t.Fatalf("without a session: %q, %v; want INVALID_STATE", v, err)
 	}
 
-	answer := make(chan proto.Secret, 1)
+	answer := make(chan *proto.Message, 1)
 	a.mu.Lock()
-	a.secretCalls["secret-9"] = answer
+	a.calls["call-9"] = answer
 	a.sessionEndedLocked()
 	a.mu.Unlock()
-	if ans := <-answer; ans.Error == nil || ans.Error.Code != proto.InvalidState {
-		t.Fatalf("a session that ended: %+v", ans)
+	if ans := <-answer; ans != nil {
+		t.Fatalf("a session that ended answered %+v; want nil, which call reports as INVALID_STATE", ans)
 	}
-	a.secretAnswered(proto.Secret{ID: "secret-9", Value: []byte("late")}) // given up: dropped
+	a.answered("call-9", &proto.Message{Type: proto.MsgSecret, Secret: &proto.Secret{ID: "call-9", Value: []byte("late")}}) // given up: dropped
 }

@@ -51,3 +51,11 @@ func (c *ticketCache) Put(key string, ticket *tls.ClientSessionState) {
 		c.ticket, c.failures = nil, 0
 	}
 }
+
+// forget drops the ticket kept: the next handshake is a full one, which presents the
+// agent's current certificate.
+func (c *ticketCache) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ticket, c.failures = nil, 0
+}

@@ -26,7 +26,7 @@ type env struct {
 	server tls.Certificate
 	dir    string
 	addr   string
-	hooks  agents.Config // OnInventory and OnObserved for the next start
+	hooks  agents.Config // the hooks (and AgentCAs, when set) of the next start
 	st     *store.Store
 	ep     *agents.Endpoint
 }
@@ -59,7 +59,10 @@ func (e *env) start() {
 		e.t.Fatal(err)
 	}
 	cfg := e.hooks
-	cfg.Listen, cfg.Certificate, cfg.AgentCAs, cfg.Store, cfg.Log = e.addr, e.server, e.ca.Pool(), st, testLog(e.t)
+	cfg.Listen, cfg.Certificate, cfg.Store, cfg.Log = e.addr, e.server, st, testLog(e.t)
+	if cfg.AgentCAs == nil {
+		cfg.AgentCAs = e.ca.Pool()
+	}
 	ep, err := agents.Start(cfg)
 	if err != nil {
 		st.Close()

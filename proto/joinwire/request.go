@@ -90,11 +90,8 @@ func (r Request) Parse() (Parsed, error) {
 	if err != nil || len(spki) == 0 || len(spki) > maxPublicKey {
 		return Parsed{}, proto.Errorf(proto.InvalidInput, "publicKey must be the base64 of a SubjectPublicKeyInfo of at most %d bytes", maxPublicKey).WithPath("publicKey")
 	}
-	pub, err := x509.ParsePKIXPublicKey(spki)
+	pub, err := ParseAgentKey(spki)
 	if err != nil {
-		return Parsed{}, proto.Errorf(proto.InvalidInput, "publicKey: %v", err).WithPath("publicKey")
-	}
-	if err := checkAgentKey(pub); err != nil {
 		return Parsed{}, proto.Errorf(proto.InvalidInput, "publicKey: %v", err).WithPath("publicKey")
 	}
 	sealed, err := base64.StdEncoding.DecodeString(r.SealedToken)
@@ -104,15 +101,20 @@ func (r Request) Parse() (Parsed, error) {
 	return Parsed{NodeID: r.NodeID, Role: r.Role, PublicKey: pub, SPKI: spki, Sealed: sealed}, nil
 }
 
-// checkAgentKey accepts the key types an agent certificate may certify.
-func checkAgentKey(pub crypto.PublicKey) error {
+// ParseAgentKey parses a SubjectPublicKeyInfo (DER) of a key type an agent certificate
+// may certify: ECDSA P-256 or Ed25519.
+func ParseAgentKey(spki []byte) (crypto.PublicKey, error) {
+	pub, err := x509.ParsePKIXPublicKey(spki)
+	if err != nil {
+		return nil, err
+	}
 	switch k := pub.(type) {
 	case ed25519.PublicKey:
-		return nil
+		return pub, nil
 	case *ecdsa.PublicKey:
 		if k.Curve == elliptic.P256() {
-			return nil
+			return pub, nil
 		}
 	}
-	return fmt.Errorf("a %T key; agents use ECDSA P-256 or Ed25519", pub)
+	return nil, fmt.Errorf("a %T key; agents use ECDSA P-256 or Ed25519", pub)
 }

@@ -64,6 +64,11 @@ type Config struct {
 	// node in role, or why it does not get it (a *proto.Error). It runs on the agent's
 	// session and must return quickly. Without it every request is UNSUPPORTED.
 	Secret func(node string, role proto.Role, ref string) ([]byte, error)
+	// Renew, if set, answers an agent's renewRequest: a certificate (DER) for the agent
+	// of node in role and the public key it sent (PKIX DER), or why it does not get one (a
+	// *proto.Error). It runs on the agent's session and must return quickly. Without it
+	// every request is UNSUPPORTED.
+	Renew func(node string, role proto.Role, publicKey []byte) ([]byte, error)
 	// Now is the clock of command expiry; time.Now when nil.
 	Now func() time.Time
 	// CommandTTL bounds how long a command nobody collects is kept (DefaultCommandTTL

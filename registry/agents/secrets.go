@@ -21,21 +21,53 @@ func (e *Endpoint) secret(s *session, req *proto.SecretRequest) error {
 			err = proto.Errorf(proto.Internal, "secret %s is empty", req.Ref)
 		}
 	}
-	switch {
-	case err != nil && proto.CodeOf(err) == proto.Internal:
-		e.log.Error("agent secret request", "node", s.node, "role", s.role, "ref", req.Ref, "err", err)
-		ans.Value, ans.Error = nil, proto.Errorf(proto.Internal, "internal error: the registry's log has the details")
-	case err != nil:
-		ans.Value, ans.Error = nil, proto.AsError(err)
-		e.log.Warn("agent secret request refused", "node", s.node, "role", s.role, "ref", req.Ref, "code", ans.Error.Code, "reason", ans.Error.Message)
-	default:
+	if err != nil {
+		ans.Value, ans.Error = nil, e.refusal(s, "agent secret request", err, "ref", req.Ref)
+	} else {
 		e.log.Info("agent secret request", "node", s.node, "role", s.role, "ref", req.Ref, "code", "OK")
 	}
+	return e.answer(s, &proto.Message{Type: proto.MsgSecret, Secret: &ans})
+}
+
+// renew answers an agent's renewRequest with a certificate for its node and role and the
+// key it sent, from Config.Renew, or the error.
+func (e *Endpoint) renew(s *session, req *proto.RenewRequest) error {
+	ans := proto.Renewal{ID: req.ID}
+	var err error
+	if e.cfg.Renew == nil {
+		err = proto.Errorf(proto.Unsupported, "this registry renews no certificates")
+	} else {
+		ans.Certificate, err = e.cfg.Renew(s.node, s.role, req.PublicKey)
+	}
+	if err != nil {
+		ans.Certificate, ans.Error = nil, e.refusal(s, "agent certificate renewal", err)
+	} else {
+		e.log.Info("agent certificate renewed", "node", s.node, "role", s.role)
+	}
+	return e.answer(s, &proto.Message{Type: proto.MsgRenewal, Renewal: &ans})
+}
+
+// refusal logs an agent's request that failed with err and returns what the agent is
+// told: err itself, or for an INTERNAL error only that the registry's log has the details.
+func (e *Endpoint) refusal(s *session, what string, err error, attrs ...any) *proto.Error {
+	attrs = append([]any{"node", s.node, "role", s.role}, attrs...)
+	if proto.CodeOf(err) == proto.Internal {
+		e.log.Error(what, append(attrs, "err", err)...)
+		return proto.Errorf(proto.Internal, "internal error: the registry's log has the details")
+	}
+	pe := proto.AsError(err)
+	e.log.Warn(what+" refused", append(attrs, "code", pe.Code, "reason", pe.Message)...)
+	return pe
+}
+
+// answer writes m on the session stream. A write that fails ends the session, as a
+// failed push does; the agent asks again on its next session.
+func (e *Endpoint) answer(s *session, m *proto.Message) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.stream.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if err := proto.WriteMessage(s.stream, &proto.Message{Type: proto.MsgSecret, Secret: &ans}); err != nil {
-		s.conn.CloseWithError(codeProtocol, "secret answer failed")
+	if err := proto.WriteMessage(s.stream, m); err != nil {
+		s.conn.CloseWithError(codeProtocol, string(m.Type)+" answer failed")
 		return err
 	}
 	return nil

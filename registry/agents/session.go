@@ -110,6 +110,8 @@ func (e *Endpoint) received(s *session, head []byte, err error) {
 		err = e.inventory(s, m.Inventory)
 	case m.Type == proto.MsgSecretRequest:
 		err = e.secret(s, m.SecretRequest)
+	case m.Type == proto.MsgRenewRequest:
+		err = e.renew(s, m.RenewRequest)
 	case m.Type == proto.MsgPing: // the agent's keep-alive: nothing to do
 	default:
 		e.log.Debug("agent sent an unexpected message", "node", s.node, "type", m.Type)

@@ -380,3 +380,33 @@ func TestPruneTokens(t *testing.T) {
 		t.Errorf("pruned %d, left %v; want the expired old and used tokens gone and %s (%s gone) kept", pruned, left, recent.ID, old.ID)
 	}
 }
+
+func TestRenew(t *testing.T) {
+	f := newFixture(t)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki, _ := x509.MarshalPKIXPublicKey(key.Public())
+	der, err := Renew(f.store, f.keys, "rack-a", "site", spki)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert.Subject.CommonName != "rack-a" || !slices.Equal(cert.Subject.OrganizationalUnit, []string{"site"}) || !key.PublicKey.Equal(cert.PublicKey) || cert.CheckSignatureFrom(f.keys.AgentCA) != nil {
+		t.Errorf("renewed certificate: %v, key %v", cert.Subject, cert.PublicKey)
+	}
+
+	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	spki384, _ := x509.MarshalPKIXPublicKey(p384.Public())
+	if _, err := Renew(f.store, f.keys, "rack-a", "site", spki384); proto.CodeOf(err) != proto.InvalidInput {
+		t.Errorf("a P-384 key: got %v, want INVALID_INPUT", err)
+	}
+	node, _ := f.revokedNode(t)
+	if _, err := Renew(f.store, f.keys, node, "node", spki); proto.AsError(err).Details.Reason != "identity-revoked" {
+		t.Errorf("a revoked node: got %v, want FORBIDDEN identity-revoked", err)
+	}
+}
