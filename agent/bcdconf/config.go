@@ -33,6 +33,9 @@ const (
 	ServingCAFile = "serving-ca.crt"
 	// JoinEncryptionFile is the JoinService encryption key as a JWK.
 	JoinEncryptionFile = "join-encryption.jwk"
+	// RenewedFile holds a renewed key and certificate (PEM, mode 0600) while they replace
+	// KeyFile and CertFile (SaveRenewed).
+	RenewedFile = "agent.renewed.pem"
 )
 
 // Version is the version of config.toml this bcd writes and reads.

@@ -3,9 +3,13 @@ package bcdconf
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+
+	"github.com/better-compute/better-compute/fsutil"
 )
 
 // Agent is what an agent mode runs its session with: the config, the agent's client
@@ -25,7 +29,11 @@ func LoadAgent(dir string) (Agent, error) {
 	if c.AgentEndpoint == "" {
 		return Agent{}, fmt.Errorf("%s names no agentEndpoint: join again with a registry that runs the agent endpoint", filepath.Join(dir, ConfigFile))
 	}
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile))
+	certFile, keyFile := filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile)
+	if _, err := os.Stat(filepath.Join(dir, RenewedFile)); err == nil {
+		certFile, keyFile = filepath.Join(dir, RenewedFile), filepath.Join(dir, RenewedFile) // a renewal's save was cut short
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return Agent{}, fmt.Errorf("agent certificate in %s: %w", dir, err)
 	}
@@ -38,4 +46,28 @@ func LoadAgent(dir string) (Agent, error) {
 		return Agent{}, fmt.Errorf("%s holds no certificate", filepath.Join(dir, ServingCAFile))
 	}
 	return Agent{Config: c, Certificate: cert, ServingCAs: pool}, nil
+}
+
+// SaveRenewed keeps a renewed certificate and its key in dir in place of the ones the
+// join wrote. A crash at any point leaves a key and certificate that match: both go
+// first into RenewedFile in one atomic write, which LoadAgent prefers while it exists,
+// then over KeyFile and CertFile, and RenewedFile goes last.
+func SaveRenewed(dir string, cert tls.Certificate) error {
+	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return fmt.Errorf("renewed key: %w", err)
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})
+	renewed := filepath.Join(dir, RenewedFile)
+	if err := fsutil.WriteFileAtomic(renewed, append(slices.Clone(keyPEM), certPEM...), 0o600); err != nil {
+		return err
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, KeyFile), keyPEM, 0o600); err != nil {
+		return err
+	}
+	if err := fsutil.WriteFileAtomic(filepath.Join(dir, CertFile), certPEM, 0o644); err != nil {
+		return err
+	}
+	return os.Remove(renewed)
 }

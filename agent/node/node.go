@@ -9,6 +9,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,6 +74,9 @@ func Run(ctx context.Context, o Options) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	wg.Go(func() { conv.Run(ctx, a.specs, a) })
+	wg.Go(func() {
+		a.session.KeepRenewed(ctx, func(c tls.Certificate) error { return bcdconf.SaveRenewed(o.ConfigDir, c) })
+	})
 	a.session.Run(ctx)
 	cancel()
 	wg.Wait()

@@ -7,6 +7,7 @@ package site
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -79,6 +80,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	log.Info("site agent starting", "node", conf.NodeID, "registry", conf.AgentEndpoint, "httpBase", cfg.HTTPBase)
 	return runAll(ctx,
 		func(ctx context.Context) error { a.session.Run(ctx); return nil },
+		func(ctx context.Context) error {
+			a.session.KeepRenewed(ctx, func(c tls.Certificate) error { return bcdconf.SaveRenewed(cfg.ConfigDir, c) })
+			return nil
+		},
 		func(ctx context.Context) error { return a.cache.Run(ctx) },
 		func(ctx context.Context) error { return srv.Run(ctx) },
 		func(ctx context.Context) error { a.discoveries.report(ctx, a.session.SetInventory); return nil },
