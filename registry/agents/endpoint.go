@@ -2,7 +2,8 @@
 // mutual TLS, ALPN bc-agent/1) that holds one session per agent, pushes each agent its
 // NodeSpec whenever the generation moves, records what the agent has applied and the
 // inventory it reports, relays commands to it, keeping them in the store until they are
-// answered, and answers its requests for secrets and a renewed certificate. docs/agent-plane.md describes the protocol.
+// answered, and answers its requests for secrets and a renewed certificate.
+// docs/agent-plane.md describes the protocol.
 package agents
 
 import (
