@@ -85,15 +85,22 @@ func (ca *CA) Certificate() *x509.Certificate { return ca.cert }
 // IssueAgent issues an agent certificate (DER) naming node and role for the public key
 // pub, as the registry's agent CA does at a join or a renewal.
 func (ca *CA) IssueAgent(node, role string, pub crypto.PublicKey) ([]byte, error) {
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: node, OrganizationalUnit: []string{role}},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	return ca.sign(agentTemplate(node, role), pub)
+}
+
+// ExpiringAgentCertificate is an agent certificate of node and role with ten minutes left
+// of its seventy: one an agent renews at once.
+func (ca *CA) ExpiringAgentCertificate(node, role string) (tls.Certificate, error) {
+	tmpl := agentTemplate(node, role)
+	tmpl.NotAfter = time.Now().Add(10 * time.Minute)
+	return ca.issue(tmpl)
+}
+
+func agentTemplate(node string, ou ...string) *x509.Certificate {
+	return &x509.Certificate{
+		Subject:     pkix.Name{CommonName: node, OrganizationalUnit: ou},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	return x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
 }
 
 // ServerCertificate issues a server certificate for 127.0.0.1 and localhost.
@@ -109,24 +116,30 @@ func (ca *CA) ServerCertificate() (tls.Certificate, error) {
 // AgentCertificate issues an agent's client certificate naming node and the given
 // organizational units (exactly one role, for a well-formed one).
 func (ca *CA) AgentCertificate(node string, ou ...string) (tls.Certificate, error) {
-	return ca.issue(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: node, OrganizationalUnit: ou},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
+	return ca.issue(agentTemplate(node, ou...))
 }
 
+// issue makes a key and a certificate of tmpl for it.
 func (ca *CA) issue(tmpl *x509.Certificate) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	tmpl.SerialNumber, _ = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
-	tmpl.NotBefore = time.Now().Add(-time.Hour)
-	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
+	der, err := ca.sign(tmpl, key.Public())
 	if err != nil {
 		return tls.Certificate{}, err
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// sign certifies pub with tmpl, valid from an hour ago for a day unless tmpl says when
+// it ends.
+func (ca *CA) sign(tmpl *x509.Certificate, pub crypto.PublicKey) ([]byte, error) {
+	tmpl.SerialNumber, _ = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 64))
+	tmpl.NotBefore = time.Now().Add(-time.Hour)
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotAfter = time.Now().Add(24 * time.Hour)
+	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	return x509.CreateCertificate(rand.Reader, tmpl, ca.cert, pub, ca.key)
 }

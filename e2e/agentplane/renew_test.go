@@ -5,18 +5,21 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/testkit"
 )
 
-// TestCertificateRenewal renews a connected agent's certificate over its session, from
-// another CA than its first, and then restarts the registry trusting only that CA: the
-// agent comes back, so its next connection presented the renewed certificate.
+// TestCertificateRenewal gives an agent a certificate with ten minutes left: KeepRenewed
+// renews it over the session at once, from another CA than its first, and saves it; then
+// the registry restarts trusting only that CA, and the agent comes back, so its next
+// connection presented the renewed certificate.
 func TestCertificateRenewal(t *testing.T) {
 	next, err := testkit.NewCA()
 	if err != nil {
@@ -30,20 +33,25 @@ func TestCertificateRenewal(t *testing.T) {
 		return next.IssueAgent(node, string(role), pub)
 	}})
 	e.setSpec("gpu-1", nil)
-	a := e.startAgent("gpu-1", nil)
-	waitFor(t, "the session", func() bool { return e.ep.Sessions() == 1 })
+	expiring, err := e.ca.ExpiringAgentCertificate("gpu-1", string(proto.RoleNode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := e.startAgent("gpu-1", func(c *session.Config) { c.Certificate = expiring })
+	saved := make(chan tls.Certificate, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { a.KeepRenewed(ctx, func(c tls.Certificate) error { saved <- c; return nil }); close(done) }()
+	defer func() { cancel(); <-done }()
 
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
+	var cert tls.Certificate
+	select {
+	case cert = <-saved:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no renewed certificate saved")
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	cert, err := a.Renew(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cert.Leaf.Subject.CommonName != "gpu-1" || cert.Leaf.CheckSignatureFrom(next.Certificate()) != nil || !key.PublicKey.Equal(cert.Leaf.PublicKey) {
+	key, _ := cert.PrivateKey.(*ecdsa.PrivateKey)
+	if cert.Leaf.Subject.CommonName != "gpu-1" || cert.Leaf.CheckSignatureFrom(next.Certificate()) != nil || key == nil || !key.PublicKey.Equal(cert.Leaf.PublicKey) {
 		t.Fatalf("renewed certificate: %v for %v", cert.Leaf.Subject, cert.Leaf.PublicKey)
 	}
 
