@@ -108,7 +108,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		ln.Close()
 		return err
 	}
-	cert, err := keys.ServerCertificate(serverNames(ln.Addr().(*net.TCPAddr)))
+	cert, err := newServingCertificate(keys, serverNames(ln.Addr().(*net.TCPAddr)), time.Now, cfg.Log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -159,7 +159,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	mux.Handle("/", plane.sites.KickAfter(apiSrv))
 	httpsSrv := &http.Server{
 		Handler:           mux,
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13},
+		TLSConfig:         &tls.Config{GetCertificate: cert.get, MinVersion: tls.VersionTLS13},
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
 	}

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -334,7 +333,7 @@ func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile)
 // startAgentPlane starts the agent endpoint on cfg.AgentListen with the registry's
 // serving certificate, trusting the agent CA, and the workflow engine whose relays and
 // joins go through it.
-func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert tls.Certificate, ud *userdata.Renderer, box *secret.Box, registryURL string) (*agentPlane, error) {
+func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert *servingCertificate, ud *userdata.Renderer, box *secret.Box, registryURL string) (*agentPlane, error) {
 	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st), userData: ud, secrets: box, keys: keys, registryURL: registryURL,
 		log: cfg.Log, observed: make(chan struct{}), reported: map[string]bool{}, reportedSignal: make(chan struct{}, 1),
 		sites: site.New(site.Config{Store: st, Log: cfg.Log})}
@@ -343,7 +342,7 @@ func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert tls.Certif
 	}
 	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Log: cfg.Log})
 	ep, err := agents.Start(agents.Config{
-		Listen: cfg.AgentListen, Certificate: cert, AgentCAs: keys.AgentCAPool(), Store: st, Log: cfg.Log,
+		Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: keys.AgentCAPool(), Store: st, Log: cfg.Log,
 		OnInventory: p.reportInventory, OnObserved: p.observe, OnSession: p.session, OnProgress: p.progress, Expand: p.expand,
 		Secret: p.secret, Renew: p.renew,
 	})

@@ -59,13 +59,7 @@ func (a *Agent) certificate() *tls.Certificate {
 // renewalCheck is how often KeepRenewed looks at the certificate's expiry.
 const renewalCheck = time.Hour
 
-// renewDue reports whether a certificate valid from notBefore to notAfter is due for
-// renewal at now: once less than a third of its lifetime is left (122 days of a year's).
-func renewDue(notBefore, notAfter, now time.Time) bool {
-	return notAfter.Sub(now) < notAfter.Sub(notBefore)/3
-}
-
-// KeepRenewed renews the agent's certificate whenever it is due (renewDue), with a new
+// KeepRenewed renews the agent's certificate whenever it is due (proto.RenewDue), with a new
 // ECDSA P-256 key, and hands each new certificate to save, which keeps it where the
 // agent's credentials live, until ctx ends. A renewal that fails is logged and tried
 // again at the next hourly check.
@@ -73,7 +67,7 @@ func (a *Agent) KeepRenewed(ctx context.Context, save func(tls.Certificate) erro
 	t := time.NewTicker(renewalCheck)
 	defer t.Stop()
 	for {
-		if leaf := a.certificate().Leaf; leaf != nil && renewDue(leaf.NotBefore, leaf.NotAfter, time.Now()) {
+		if leaf := a.certificate().Leaf; leaf != nil && proto.RenewDue(leaf.NotBefore, leaf.NotAfter, time.Now()) {
 			a.renewOnce(ctx, leaf.NotAfter, save)
 		}
 		select {

@@ -36,8 +36,10 @@ const (
 type Config struct {
 	// Listen is the UDP address to serve on, host:port.
 	Listen string
-	// Certificate is the registry's server certificate.
-	Certificate tls.Certificate
+	// Certificate is the registry's server certificate. GetCertificate, if set, is asked
+	// for it at each handshake instead (a certificate renewed while the endpoint runs).
+	Certificate    tls.Certificate
+	GetCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	// AgentCAs are the CAs whose client certificates name agents: CommonName the node
 	// id, OrganizationalUnit the role.
 	AgentCAs *x509.CertPool
@@ -134,7 +136,7 @@ func Start(cfg Config) (*Endpoint, error) {
 	key := quic.StatelessResetKey(resetKey)
 	adm := &admission{}
 	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnContext: adm.admit}
-	ln, err := tr.Listen(serverTLS(cfg.Certificate, cfg.AgentCAs, ticketKey), serverQUIC())
+	ln, err := tr.Listen(serverTLS(cfg, ticketKey), serverQUIC())
 	if err != nil {
 		tr.Close()
 		udp.Close()

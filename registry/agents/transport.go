@@ -2,7 +2,6 @@ package agents
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -57,18 +56,21 @@ func serverQUIC() *quic.Config {
 // as for a full handshake. The ticket key comes from the store, so a restarted registry
 // resumes the last one's sessions; whoever holds it could forge a ticket, as whoever
 // holds the agent CA key could forge a certificate: both stay in the data directory.
-func serverTLS(cert tls.Certificate, agentCAs *x509.CertPool, ticketKey [32]byte) *tls.Config {
+func serverTLS(cfg Config, ticketKey [32]byte) *tls.Config {
 	conf := &tls.Config{
 		MinVersion:       tls.VersionTLS13,
-		Certificates:     []tls.Certificate{cert},
+		GetCertificate:   cfg.GetCertificate,
 		ClientAuth:       tls.RequireAndVerifyClientCert,
-		ClientCAs:        agentCAs,
+		ClientCAs:        cfg.AgentCAs,
 		NextProtos:       []string{proto.AgentALPN},
 		CurvePreferences: []tls.CurveID{tls.X25519},
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			_, err := identify(cs)
 			return err
 		},
+	}
+	if cfg.GetCertificate == nil { // crypto/tls asks GetCertificate only without Certificates
+		conf.Certificates = []tls.Certificate{cfg.Certificate}
 	}
 	conf.SetSessionTicketKeys([][32]byte{ticketKey})
 	return conf

@@ -1,4 +1,4 @@
-package session
+package proto
 
 import (
 	"testing"
@@ -18,7 +18,7 @@ func TestRenewDue(t *testing.T) {
 		{244 * 24 * time.Hour, true},  // 121 days left
 		{400 * 24 * time.Hour, true},  // expired
 	} {
-		if got := renewDue(from, until, from.Add(tc.at)); got != tc.want {
+		if got := RenewDue(from, until, from.Add(tc.at)); got != tc.want {
 			t.Errorf("%s after the start: due %v, want %v", tc.at, got, tc.want)
 		}
 	}
