@@ -2,8 +2,8 @@
 // says hello with the generation the agent has applied and its inventory, applies each
 // NodeSpec the registry pushes and acknowledges it, runs relayed commands at most once
 // per id, asks the registry for the secrets a unit needs, renews the agent's certificate
-// before it expires, and reconnects with backoff whenever the link drops. The bcd modes call it as a library; docs/agent-plane.md
-// describes the protocol.
+// before it expires, and reconnects with backoff whenever the link drops. The bcd modes
+// call it as a library; docs/agent-plane.md describes the protocol.
 package session
 
 import (
@@ -32,7 +32,8 @@ type Config struct {
 	Addr string
 	// ServerName is the name the registry's certificate must hold; Addr's host when empty.
 	ServerName string
-	// Certificate is the agent's client certificate, from the registry's agent CA.
+	// Certificate is the agent's client certificate, from the registry's agent CA; Renew
+	// replaces it for later connections.
 	Certificate tls.Certificate
 	// ServerCAs are the CAs trusted for the registry's certificate.
 	ServerCAs *x509.CertPool
@@ -86,11 +87,11 @@ type Agent struct {
 	quicConf *quic.Config
 	specs    chan proto.NodeSpec // the latest pushed spec not yet applied
 	tickets  *ticketCache
+	cmds     commands
+	wg       sync.WaitGroup
 
 	certMu sync.Mutex
 	cert   tls.Certificate // the client certificate of the next connection
-	cmds   commands
-	wg     sync.WaitGroup
 
 	mu        sync.Mutex
 	conn      *quic.Conn   // the current connection, nil between connections
