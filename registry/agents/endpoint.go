@@ -88,6 +88,10 @@ type Endpoint struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// accepting counts the accept loops, setups the connections being set up (serve):
+	// Close waits for both before it closes the transport, so that every agent is told
+	// when to come back.
+	accepting, setups sync.WaitGroup
 	unhook func()
 	adm    *admission
 
@@ -148,7 +152,7 @@ func Start(cfg Config) (*Endpoint, error) {
 	e.calls.init()
 	e.unhook = cfg.Store.OnNodeSpec(e.nodeSpecChanged)
 	for range acceptors {
-		e.wg.Go(e.accept)
+		e.accepting.Go(e.accept)
 	}
 	for range pushWorkers {
 		e.wg.Go(e.pushWorker)
@@ -196,7 +200,9 @@ func (e *Endpoint) Close() error {
 	e.closing.at, e.closing.n = time.Now(), len(e.sessions)
 	e.mu.Unlock()
 	err := e.ln.Close()
+	e.accepting.Wait()
 	e.closeSessions()
+	e.setups.Wait() // each tells its agent to come back (comeBackLater) while it still can
 	if terr := e.tr.Close(); err == nil {
 		err = terr
 	}
@@ -273,7 +279,11 @@ func (e *Endpoint) accept() {
 			return
 		}
 		e.adm.accepted(conn)
-		e.wg.Go(func() { e.serve(conn) })
+		e.setups.Add(1)
+		e.wg.Go(func() {
+			defer e.setups.Done()
+			e.serve(conn)
+		})
 	}
 }
 

@@ -47,7 +47,13 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	stream.SetReadDeadline(time.Now().Add(helloTimeout))
+	stop := context.AfterFunc(e.ctx, func() { stream.SetReadDeadline(time.Now()) }) // Close waits for this
 	m, err := proto.ReadMessage(stream)
+	stop()
+	if err != nil && e.ctx.Err() != nil {
+		e.comeBackLater(conn)
+		return
+	}
 	if err == nil && m.Type != proto.MsgHello {
 		err = proto.Errorf(proto.InvalidInput, "the first message of a session is a hello, not %q", m.Type)
 	}
