@@ -88,12 +88,12 @@ type Endpoint struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	unhook func()
+	adm    *admission
 	// accepting counts the accept loops, setups the connections being set up (serve):
 	// Close waits for both before it closes the transport, so that every agent is told
 	// when to come back.
 	accepting, setups sync.WaitGroup
-	unhook func()
-	adm    *admission
 
 	mu       sync.Mutex
 	sessions map[string]*session
