@@ -22,16 +22,11 @@ import (
 // generation the store holds, and record it as observed.
 func TestKillRegistryMidPush(t *testing.T) {
 	const n = 50
-	e := newEnv(t, agents.Config{})
-	e.stop() // this test's registry runs in a child; keep the CA and directory
-	writeCA(t, e.ca, e.dir)
-	addr := freeUDP(t)
-	env := []string{"BC_DIR=" + e.dir, "BC_ADDR=" + addr}
+	e, env := registryInChild(t)
 	reg := startChild(t, "registry", env...)
 	if got := reg.ask("specs %d r1", n); got != "ok 1" {
 		t.Fatalf("specs: %q", got)
 	}
-	e.addr = addr
 	all := make([]*agent, n)
 	for i := range all {
 		all[i] = e.startAgent(nodeName(i), func(c *session.Config) {
@@ -68,14 +63,9 @@ func TestKillRegistryMidPush(t *testing.T) {
 // agent's next ping with a stateless reset, so the agent is back within about one period,
 // not after its idle timeout of four (8 s).
 func TestCrashNoticedAtNextPing(t *testing.T) {
-	e := newEnv(t, agents.Config{})
-	e.stop() // this test's registry runs in a child; keep the CA and directory
-	writeCA(t, e.ca, e.dir)
-	addr := freeUDP(t)
-	env := []string{"BC_DIR=" + e.dir, "BC_ADDR=" + addr}
+	e, env := registryInChild(t)
 	reg := startChild(t, "registry", env...)
 	reg.ask("specs 1 r1")
-	e.addr = addr
 	e.startAgent(nodeName(0), func(c *session.Config) {
 		c.KeepAlive = 2 * time.Second
 		c.Backoff = session.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}
@@ -95,6 +85,19 @@ func TestCrashNoticedAtNextPing(t *testing.T) {
 	if back := time.Since(killed); back > 6*time.Second {
 		t.Fatalf("the agent was back %v after the crash: it waited for its idle timeout", back.Round(time.Millisecond))
 	}
+}
+
+// registryInChild makes an env whose registry is to run in a child process, which a test
+// can kill: the env's own endpoint is stopped, its CA written for the child, and its
+// agents pointed at a free loopback address. It returns the env and the environment to
+// start the registry child with ("registry").
+func registryInChild(t *testing.T) (*env, []string) {
+	t.Helper()
+	e := newEnv(t, agents.Config{})
+	e.stop()
+	writeCA(t, e.ca, e.dir)
+	e.addr = freeUDP(t)
+	return e, []string{"BC_DIR=" + e.dir, "BC_ADDR=" + e.addr}
 }
 
 func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }

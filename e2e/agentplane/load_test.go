@@ -293,8 +293,40 @@ func bareTLS(b *testing.B, dir string) *tls.Config {
 
 // acceptors are the reconnect peer's goroutines accepting connections, as many as the
 // endpoint's: with one, quic-go's queue of 32 connections to accept filled, and it
-// refused the connections past it after their handshakes.
+// refused the connections past it after their handshakes. With four it still did, once:
+// the dialler dials again a connection that the listener does not confirm.
 const acceptors = 4
+
+// confirmAccepted tells the reconnect peer's dialler that the listener accepted c: it
+// opens a unidirectional stream and writes one byte on it.
+func confirmAccepted(c *quic.Conn) {
+	if s, err := c.OpenUniStream(); err == nil {
+		s.Write([]byte{1})
+		s.Close()
+	}
+}
+
+// dialConfirmed dials until the listener confirms the connection (confirmAccepted), at
+// most five times: quic-go refuses a connection after its handshake while the
+// listener's queue of connections to accept is full.
+func dialConfirmed(tr *quic.Transport, addr net.Addr, conf *tls.Config) (*quic.Conn, error) {
+	for try := 1; ; try++ {
+		c, err := tr.Dial(context.Background(), addr, conf, &quic.Config{DisablePathMTUDiscovery: true})
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = c.AcceptUniStream(ctx)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		c.CloseWithError(0, "")
+		if try == 5 {
+			return nil, fmt.Errorf("the listener did not accept the connection in %d tries: %w", try, err)
+		}
+	}
+}
 
 // maxInFlight bounds the reconnect peer's handshakes in flight, as the endpoint's
 // admission places bound the registry's.
@@ -339,6 +371,7 @@ func resumePeer(b *testing.B, dir string, count int) *phase {
 					resumed.Add(1)
 				}
 				context.AfterFunc(c.Context(), func() { live.Add(-1) })
+				go confirmAccepted(c)
 			}
 		}()
 	}
@@ -381,18 +414,12 @@ func runResumeChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	tr, addr, err := childTransport()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	tr := &quic.Transport{Conn: udp}
 	defer tr.Close()
-	addr, err := net.ResolveUDPAddr("udp", os.Getenv("BC_ADDR"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	conns := make([]*quic.Conn, envInt("BC_COUNT", 1))
 	confs := make([]*tls.Config, len(conns))
 	tickets := make([]*ticketWait, len(conns))
@@ -416,7 +443,7 @@ func runResumeChild() int {
 			places <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-places }()
-				c, err := tr.Dial(context.Background(), addr, confs[i], &quic.Config{DisablePathMTUDiscovery: true})
+				c, err := dialConfirmed(tr, addr, confs[i])
 				if err != nil {
 					failed.Store(&err)
 					return
@@ -557,6 +584,20 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// childTransport is a child process's QUIC transport on one loopback UDP socket, which
+// all its connections share, and the address BC_ADDR they dial.
+func childTransport() (*quic.Transport, *net.UDPAddr, error) {
+	addr, err := net.ResolveUDPAddr("udp", os.Getenv("BC_ADDR"))
+	if err != nil {
+		return nil, nil, err
+	}
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return nil, nil, err
+	}
+	return &quic.Transport{Conn: udp}, addr, nil
+}
+
 // runAgentsChild is a process of BC_COUNT agents, nodes BC_FIRST onwards, dialling
 // BC_ADDR over one shared UDP socket with certificates from the CA in BC_DIR. It runs
 // until stdin closes.
@@ -567,12 +608,11 @@ func runAgentsChild() int {
 		return 1
 	}
 	first, count := envInt("BC_FIRST", 0), envInt("BC_COUNT", 1)
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	tr, _, err := childTransport()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	tr := &quic.Transport{Conn: udp}
 	defer tr.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -612,18 +652,12 @@ func runAgentsChild() int {
 // to BC_ADDR over one shared UDP socket, dialling again any that closes, until stdin
 // closes.
 func runBareChild() int {
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	tr, addr, err := childTransport()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	tr := &quic.Transport{Conn: udp}
 	defer tr.Close()
-	addr, err := net.ResolveUDPAddr("udp", os.Getenv("BC_ADDR"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	conf := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"bare"}}
