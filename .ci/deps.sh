@@ -24,6 +24,9 @@ if ((${#missing[@]})); then
 		printf '#!/bin/sh\nexit 101\n' >"$rcd" && chmod +x "$rcd"
 		trap 'rm -f "$rcd"' EXIT
 	fi
-	apt-get update -q
-	apt-get install -y -q --no-install-recommends "${missing[@]}"
+	# Another apt (a fresh machine's unattended upgrades) may hold the lock: wait for it
+	# rather than fail at once.
+	lock=(-o DPkg::Lock::Timeout=600)
+	apt-get "${lock[@]}" update -q
+	apt-get "${lock[@]}" install -y -q --no-install-recommends "${missing[@]}"
 fi
