@@ -72,7 +72,8 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 				return err
 			}
 			out, err = svc.Enroll(tx, metal.Enrollment{Tenant: tenant, Pool: req.Pool, MACs: req.MACs, ProductUUID: req.ProductUUID,
-				BMC: req.BMC, HardwareProfile: req.HardwareProfile, Labels: req.Labels, Drivers: req.Drivers})
+				BMC: req.BMC, HardwareProfile: req.HardwareProfile, Labels: req.Labels, Drivers: req.Drivers,
+				Platform: c.Tenant == store.RootTenant})
 			return err
 		})
 		return out, err
