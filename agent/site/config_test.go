@@ -2,6 +2,7 @@ package site
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,9 @@ func TestDecodeConfig(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := DecodeConfig([]byte(tc.doc))
+			if strings.Contains(tc.doc, "secretsDir") && !strings.Contains(fmt.Sprint(err), "better-compute secrets put") {
+				t.Errorf("%v: want it to say where the secrets go", err)
+			}
 			for _, p := range tc.paths {
 				found := false
 				for _, e := range flatten(err) {

@@ -131,6 +131,9 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "globex", "--out", globex, "--actions",
 		"compute:nodes:manage,compute:nodes:read,compute:pools:manage,compute:profiles:manage,compute:profiles:read,compute:secrets:manage")
 	testkit.JSON(t, globex, nil, "pools", "create", "own", "--site", "rack-a")
+	if e := testkit.Fails(t, globex, "sites", "update", "rack-a", "--bmc-networks", "0.0.0.0/0"); e.Code != "FORBIDDEN" {
+		t.Errorf("a tenant widening the site's BMC networks: %+v", e)
+	}
 	testkit.JSON(t, globex, nil, "profiles", "create", writeDoc(t, work, setPowerOnly))
 
 	// The attack: the platform's secret by its name, sent to the tenant's server.
