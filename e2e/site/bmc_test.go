@@ -204,6 +204,28 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 		t.Fatalf("power.setPower with the platform's credential: %d, power %s\n%s%s", res.Code, platformBMC.PowerState(), res.Stdout, res.Stderr)
 	}
 
+	// The tenant moves that BMC to its own server: the platform's credential stays behind,
+	// and only the platform binds it again.
+	var moved store.Node
+	testkit.JSON(t, globex, &moved, "nodes", "update-bmc", node.ID, "--bmc-address", evil.URL)
+	if moved.BMC.CredentialRef != "" || moved.PlatformBMC {
+		t.Errorf("the tenant moved a BMC the platform bound and kept its credential: %+v, platform %v", moved.BMC, moved.PlatformBMC)
+	}
+	if e := testkit.Fails(t, globex, "nodes", "update-bmc", node.ID, "--bmc-credential", "secret://platform/rack-bmc"); e.Code != "FORBIDDEN" || e.Details.Path != "bmc.credentialRef" {
+		t.Errorf("the tenant binding the platform's credential again: %+v", e)
+	}
+	if res := testkit.CLI(t, globex, "nodes", "deploy", node.ID, "--profile", "set-power", "--wait"); res.Code == 0 {
+		t.Errorf("power.setPower on the moved BMC succeeded:\n%s", res.Stdout)
+	}
+	testkit.JSON(t, admin, &moved, "nodes", "update-bmc", node.ID, "--tenant", "globex", "--bmc-address", platformBMC.URL,
+		"--bmc-credential", "secret://platform/rack-bmc")
+	if res := testkit.CLI(t, globex, "nodes", "deploy", node.ID, "--profile", "set-power", "--wait"); res.Code != 0 || !moved.PlatformBMC {
+		t.Fatalf("power.setPower once the platform bound its credential again: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	if leaked := evil.leaked("hunter2"); len(leaked) > 0 {
+		t.Fatalf("the tenant's server received a BMC credential:\n%s", strings.Join(leaked, "\n"))
+	}
+
 	// The tenant's own BMC, with its own secret.
 	ownBMC := redfishsim.New(redfishsim.Config{Username: "globex-admin", Password: "globex-pass"})
 	t.Cleanup(ownBMC.Close)

@@ -55,11 +55,6 @@ func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 			return n, proto.Errorf(proto.InvalidInput, "product UUID %q: write 8-4-4-4-12 hex digits", e.ProductUUID).WithPath("productUuid")
 		}
 	}
-	bmc, err := checkBMC(e.BMC, e.Platform)
-	if err != nil {
-		return n, err
-	}
-	n.BMC, n.PlatformBMC = bmc, e.Platform
 	for k, v := range e.Labels {
 		if !labelName.MatchString(k) {
 			return n, proto.Errorf(proto.InvalidInput, "label name %q: letters, digits, '.', '_', '-' and '/', starting with a letter or digit", k).WithPath("labels")
@@ -75,20 +70,13 @@ func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 	if err != nil {
 		return n, proto.AsError(err).WithPath("pool")
 	}
-	site, err := tx.Site(pool.Site)
-	if err != nil {
+	if n.BMC, err = bindBMC(tx, pool, e.BMC, e.Platform); err != nil {
 		return n, err
 	}
-	if err := site.CheckBMCAddress(n.BMC.Address, e.Platform); err != nil {
-		return n, err
-	}
-	hwName, hwPath := e.HardwareProfile, "hardwareProfile"
-	if hwName == "" {
-		hwName, hwPath = pool.Policy.HardwareProfile, "pool"
-	}
-	hw, err := s.cfg.HardwareProfiles.lookup(hwName)
+	n.PlatformBMC = e.Platform
+	hw, err := s.hardwareProfile(pool, e.HardwareProfile)
 	if err != nil {
-		return n, proto.AsError(err).WithPath(hwPath)
+		return n, err
 	}
 	n.DriverOverrides = map[string]store.DriverBinding{}
 	for c, b := range e.Drivers {
