@@ -1,48 +1,27 @@
 package bmc
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/hostunit"
 )
 
 // CredentialRef names a BMC credential without holding it, so that NodeSpecs, bindings
-// and logs carry only the name: secret://NAME (the registry's secret store, resolved by
-// the site) or the absolute path of a credential file, as /PATH or file:///PATH.
+// and logs carry only the name: secret://NAME, a secret of the registry's secret store,
+// which the registry resolves for the machine's tenant and sends with the command that
+// uses it. The site never resolves a reference itself.
 type CredentialRef string
 
-// Check refuses a reference of neither form, or one that seems to hold a secret itself.
+// Check refuses a reference that is not secret://NAME, or one that seems to hold a secret
+// itself. The reference is not echoed: it may be a secret written where its name belongs.
 func (r CredentialRef) Check() error {
-	if name, ok := strings.CutPrefix(string(r), "secret://"); ok {
-		if name == "" || strings.ContainsAny(name, "@:? \t\r\n") {
-			// The value is not echoed: it may be a secret put where its name belongs.
-			return proto.Errorf(proto.InvalidConfig, "credential reference secret://...: the name is empty or holds '@', ':', '?' or spaces; name the secret, never write the secret itself").WithPath("credentialRef")
-		}
-		return nil
+	if !hostunit.IsSecretRef(string(r)) {
+		return proto.Errorf(proto.InvalidConfig, "credential reference: %s; name the secret, never write the secret itself", hostunit.SecretRefRule).WithPath("credentialRef")
 	}
-	if path, ok := r.File(); ok && filepath.IsAbs(path) && filepath.Clean(path) == path {
-		return nil
-	}
-	return proto.Errorf(proto.InvalidConfig, "credential reference %q is neither secret://NAME nor an absolute file path", string(r)).WithPath("credentialRef")
-}
-
-// Secret returns the secret's name of a secret://NAME reference.
-func (r CredentialRef) Secret() (string, bool) {
-	return strings.CutPrefix(string(r), "secret://")
-}
-
-// File returns the path of a file reference (/PATH or file:///PATH).
-func (r CredentialRef) File() (string, bool) {
-	if p, ok := strings.CutPrefix(string(r), "file://"); ok {
-		return p, strings.HasPrefix(p, "/")
-	}
-	return string(r), strings.HasPrefix(string(r), "/")
+	return nil
 }
 
 // Credential is a resolved BMC login. Its password never leaves through fmt, slog or
@@ -80,44 +59,25 @@ func (c Credential) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]string{"username": c.Username, "password": redacted})
 }
 
-// Credentials resolves references into credentials. The site provides it: secret://
-// references through the registry's secret store, file references with FileCredentials.
+// Credentials resolves references into credentials.
 type Credentials interface {
 	Resolve(ctx context.Context, ref CredentialRef) (Credential, error)
 }
 
-// FileCredentials resolves file references. The file holds one JSON object,
-// {"username": "...", "password": "..."}, and must be readable by its owner only.
-type FileCredentials struct{}
+// Attached is the Credentials of one command: the credential the registry sent with it,
+// for the reference it was resolved from and no other. Nothing is read from disk.
+type Attached struct {
+	Ref        CredentialRef
+	Credential Credential
+}
 
-// Resolve reads the credential file ref names.
-func (FileCredentials) Resolve(_ context.Context, ref CredentialRef) (Credential, error) {
+// Resolve returns the attached credential when ref is the one it was resolved from.
+func (a Attached) Resolve(_ context.Context, ref CredentialRef) (Credential, error) {
 	if err := ref.Check(); err != nil {
 		return Credential{}, err
 	}
-	path, ok := ref.File()
-	if !ok {
-		return Credential{}, proto.Errorf(proto.InvalidConfig, "credential reference %s is not a file: the site's secret store resolves it", string(ref)).WithPath("credentialRef")
+	if a.Ref != ref || a.Credential.Username == "" {
+		return Credential{}, proto.Errorf(proto.InvalidConfig, "the command carries no credential for %s: the registry sends the BMC's credential with each command that uses it", string(ref)).WithPath("credentialRef")
 	}
-	info, err := os.Stat(path)
-	if err != nil {
-		return Credential{}, proto.Errorf(proto.InvalidConfig, "credential file: %v", err).WithPath("credentialRef")
-	}
-	if info.Mode().Perm()&0o077 != 0 {
-		return Credential{}, proto.Errorf(proto.InvalidConfig, "credential file %s is readable by others (mode %04o): chmod 600 it", path, info.Mode().Perm()).WithPath("credentialRef")
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Credential{}, proto.Errorf(proto.InvalidConfig, "credential file: %v", err).WithPath("credentialRef")
-	}
-	var f struct {
-		Username string `json:"username"`
-		Password string `json:"password"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil || f.Username == "" || dec.More() {
-		return Credential{}, proto.Errorf(proto.InvalidConfig, "credential file %s is not one JSON object {\"username\", \"password\"} with a user name", path).WithPath("credentialRef")
-	}
-	return NewCredential(f.Username, f.Password), nil
+	return a.Credential, nil
 }

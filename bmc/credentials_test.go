@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,8 +18,9 @@ func TestCredentialRefCheck(t *testing.T) {
 		ok  bool
 	}{
 		"secret":             {ref: "secret://rack-1/bmc-admin", ok: true},
-		"absolute path":      {ref: "/etc/bcd/bmc/rack-1.json", ok: true},
-		"file URL":           {ref: "file:///etc/bcd/bmc/rack-1.json", ok: true},
+		"absolute path":      {ref: "/etc/bcd/bmc/rack-1.json"},
+		"file URL":           {ref: "file:///etc/bcd/bmc/rack-1.json"},
+		"dot-dot":            {ref: "secret://rack-1/../shadow"},
 		"empty":              {ref: ""},
 		"relative path":      {ref: "bmc/rack-1.json"},
 		"unclean path":       {ref: "/etc/bcd/../shadow"},
@@ -64,41 +63,19 @@ func TestCredentialRedacted(t *testing.T) {
 	}
 }
 
-func TestFileCredentials(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string, mode os.FileMode) CredentialRef {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(content), mode); err != nil {
-			t.Fatal(err)
+// TestAttached: a command's credential answers its own reference only.
+func TestAttached(t *testing.T) {
+	a := Attached{Ref: "secret://rack-1/bmc", Credential: NewCredential("operator", "hunter2")}
+	c, err := a.Resolve(context.Background(), "secret://rack-1/bmc")
+	if err != nil || c.Username != "operator" || c.Password() != "hunter2" {
+		t.Fatalf("Resolve = %v, %v", c, err)
+	}
+	for _, ref := range []CredentialRef{"secret://rack-1/other", "/etc/shadow", "file:///etc/shadow"} {
+		if _, err := a.Resolve(context.Background(), ref); proto.CodeOf(err) != proto.InvalidConfig {
+			t.Errorf("Resolve(%s) = %v, want INVALID_CONFIG", ref, err)
 		}
-		return CredentialRef(path)
 	}
-	cases := map[string]struct {
-		ref  CredentialRef
-		user string
-		text string
-	}{
-		"file":            {ref: write("ok.json", `{"username": "operator", "password": "hunter2"}`, 0o600), user: "operator"},
-		"file URL":        {ref: "file://" + write("url.json", `{"username": "operator", "password": "hunter2"}`, 0o400), user: "operator"},
-		"readable by all": {ref: write("open.json", `{"username": "operator", "password": "hunter2"}`, 0o644), text: "chmod 600"},
-		"unknown field":   {ref: write("extra.json", `{"username": "operator", "password": "x", "token": "y"}`, 0o600), text: "not one JSON object"},
-		"no user":         {ref: write("nouser.json", `{"password": "x"}`, 0o600), text: "not one JSON object"},
-		"two objects":     {ref: write("two.json", `{"username": "a"} {"username": "b"}`, 0o600), text: "not one JSON object"},
-		"missing":         {ref: CredentialRef(filepath.Join(dir, "none.json")), text: "no such file"},
-		"secret":          {ref: "secret://rack-1/bmc", text: "secret store"},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			c, err := FileCredentials{}.Resolve(context.Background(), tc.ref)
-			if tc.text == "" {
-				if err != nil || c.Username != tc.user || c.Password() != "hunter2" {
-					t.Fatalf("got %v, %v; want %s", c, err, tc.user)
-				}
-				return
-			}
-			if proto.CodeOf(err) != proto.InvalidConfig || !strings.Contains(err.Error(), tc.text) {
-				t.Fatalf("got %v, want INVALID_CONFIG containing %q", err, tc.text)
-			}
-		})
+	if _, err := (Attached{}).Resolve(context.Background(), "secret://rack-1/bmc"); proto.CodeOf(err) != proto.InvalidConfig {
+		t.Errorf("no credential attached: %v, want INVALID_CONFIG", err)
 	}
 }

@@ -42,6 +42,30 @@ var nodeCommands = []command{{
 		}
 	},
 }, {
+	path:    "nodes update-bmc",
+	usage:   "ID [--bmc-driver D] [--bmc-address A] [--bmc-credential secret://...] [--tenant T]",
+	summary: "bind a node's BMC again: what is given replaces its driver, address or credential reference (\"\" removes it)",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := tenantFlag(fs)
+		req := api.UpdateBMCRequest{}
+		fs.StringVar(&req.Driver, "bmc-driver", "", "the BMC's driver")
+		fs.StringVar(&req.Address, "bmc-address", "", "the BMC's address")
+		fs.Func("bmc-credential", "a secret:// reference to the BMC's credential, never the secret", func(v string) error {
+			req.CredentialRef = &v
+			return nil
+		})
+		return func(x *exec) error {
+			req.TenantID, req.NodeID = *tenant, x.args[0]
+			var out store.Node
+			if err := x.call("metal.updateBmc", req, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []store.Node{out}) })
+			return nil
+		}
+	},
+}, {
 	path:    "nodes get",
 	usage:   "ID [--tenant T]",
 	summary: "show one node: state, BMC, driver bindings, last workflow and failure, host section",

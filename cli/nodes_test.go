@@ -37,7 +37,7 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 	reg := testkit.StartRegistry(t, dir)
 	admin := reg.AdminConfig
 
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "10.0.0.0/24")
 	if e := testkit.Fails(t, admin, "pools", "create", "gpu", "--site", "rack-a",
 		"--policy", writeDoc(t, `{"hardwareProfile": "gpu-redfish", "hugepages": {"pages2m": -1}}`)); e.Code != "INVALID_INPUT" || e.Details.Path != "policy.hugepages.pages2m" {
 		t.Errorf("a pool with a bad unit setting: %+v", e)
@@ -225,7 +225,7 @@ func TestADeployResumesAfterTheRegistryIsKilled(t *testing.T) {
 	}
 	reg := testkit.StartRegistry(t, dir)
 	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "10.0.0.0/24")
 	testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--policy", writeDoc(t, `{"hardwareProfile": "gpu-redfish"}`))
 	var node store.Node
 	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://10.0.0.5")

@@ -13,13 +13,39 @@ import (
 
 var siteCommands = []command{{
 	path:    "sites create",
-	usage:   "NAME",
+	usage:   "NAME [--bmc-networks CIDR[,CIDR]]",
 	summary: "create a site (root tenant credentials only)",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
+		networks := fs.String("bmc-networks", "", "the networks the BMC addresses of the site's nodes must be in, comma-separated CIDRs (default: none, no BMC on the network)")
 		return func(x *exec) error {
 			var s store.Site
-			if err := x.call("sites.create", api.CreateSiteRequest{Name: x.args[0]}, &s); err != nil {
+			if err := x.call("sites.create", api.CreateSiteRequest{Name: x.args[0], BMCNetworks: csv(*networks)}, &s); err != nil {
+				return err
+			}
+			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []store.Site{s}) })
+			return nil
+		}
+	},
+}, {
+	path:    "sites update",
+	usage:   "NAME --bmc-networks CIDR[,CIDR]",
+	summary: "replace what a site admits (root tenant credentials only): its BMC networks (\"\" for none)",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		req := api.UpdateSiteRequest{}
+		fs.Func("bmc-networks", "the networks the BMC addresses of the site's nodes must be in, comma-separated CIDRs", func(v string) error {
+			networks := csv(v)
+			if networks == nil {
+				networks = []string{}
+			}
+			req.BMCNetworks = &networks
+			return nil
+		})
+		return func(x *exec) error {
+			req.SiteID = x.args[0]
+			var s store.Site
+			if err := x.call("sites.update", req, &s); err != nil {
 				return err
 			}
 			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []store.Site{s}) })

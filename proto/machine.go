@@ -23,6 +23,11 @@ type SiteCommand struct {
 	Drivers map[string]DriverBinding `json:"drivers,omitempty"`
 	// Input is the step's input: its `with`, or PrepareRamdisk for boot.prepareRamdisk.
 	Input json.RawMessage `json:"input,omitempty"`
+	// Credential is the login of the machine's BMC for this one command: the registry
+	// resolves the bindings' credential reference in its secret store and attaches it as
+	// it sends the command on the agent's stream (it is never stored with the command).
+	// Nil for a command that does not reach the BMC, or a BMC that takes no credential.
+	Credential *BMCCredential `json:"credential,omitempty"`
 }
 
 // PrepareRamdisk is the input of boot.prepareRamdisk: the site makes the machine's boot

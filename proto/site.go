@@ -1,6 +1,9 @@
 package proto
 
-import "time"
+import (
+	"log/slog"
+	"time"
+)
 
 // The inventory sections a site agent reports beside `images` and `site`.
 const (
@@ -42,3 +45,38 @@ type Discovery struct {
 // IsDigest reports whether s is a SHA-256 as the catalog writes it: 64 lower-case hex
 // digits.
 func IsDigest(s string) bool { return digest.MatchString(s) }
+
+// SiteBMCConcerns maps the kind of each site command that reaches a machine's BMC to the
+// concern of the driver binding it opens. The registry attaches the BMC's credential to
+// these commands only.
+var SiteBMCConcerns = map[string]string{
+	"power.getPower":           "power",
+	"power.setPower":           "power",
+	"inspect.oob":              "power",
+	"management.setBootDevice": "management",
+	"media.insert":             "virtual-media",
+	"media.eject":              "virtual-media",
+}
+
+// BMCCredential is a BMC login as a site command carries it: the reference it was
+// resolved from (the bindings' credentialRef, which the site checks against) and the user
+// name and password. It shows the password only to encoding/json, for the wire: fmt and
+// slog see it redacted.
+type BMCCredential struct {
+	Ref      string `json:"ref"`
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// String shows the reference and user name only.
+func (c BMCCredential) String() string { return c.Ref + " " + c.Username + ":[redacted]" }
+
+// GoString shows the reference and user name only, for %#v.
+func (c BMCCredential) GoString() string {
+	return "proto.BMCCredential{Ref:" + c.Ref + ", Username:" + c.Username + ", Password:[redacted]}"
+}
+
+// LogValue shows the reference and user name only.
+func (c BMCCredential) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("ref", c.Ref), slog.String("username", c.Username), slog.String("password", "[redacted]"))
+}

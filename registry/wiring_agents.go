@@ -73,13 +73,23 @@ func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, com
 }
 
 // expand completes a command as it is delivered: a site's media.insert gets its image
-// resolved (site.ExpandMediaInsert); a deploy.image the user data it names, opened for
-// the ramdisk of the node it was rendered for and no other agent. The document is never
-// stored with the command.
+// resolved (site.ExpandMediaInsert), and a site command that reaches a BMC the BMC's
+// credential, for the agent of the node's site and the address it was bound with
+// (site.ExpandBMC); a deploy.image the user data it names, opened for the ramdisk of the
+// node it was rendered for and no other agent. Neither the credential nor the document is
+// ever stored with the command.
 func (p *agentPlane) expand(node string, role proto.Role, cmd proto.Command) (proto.Command, error) {
-	if role == proto.RoleSite && cmd.Kind == site.CommandMediaInsert {
-		err := p.st.View(func(tx *store.Tx) (err error) { cmd, err = site.ExpandMediaInsert(tx, cmd, nil); return err })
-		return cmd, err
+	if role == proto.RoleSite {
+		err := p.st.View(func(tx *store.Tx) (err error) {
+			if cmd, err = site.ExpandMediaInsert(tx, cmd, nil); err != nil {
+				return err
+			}
+			cmd, err = site.ExpandBMC(tx, p.secrets, node, cmd)
+			return err
+		})
+		if err != nil {
+			return cmd, err
+		}
 	}
 	if cmd.Kind != proto.CommandDeployImage {
 		return cmd, nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 
@@ -36,8 +35,6 @@ type Config struct {
 	Ramdisk RamdiskConfig `json:"ramdisk"`
 	// Cache is the image cache's configuration.
 	Cache CacheConfig `json:"cache"`
-	// BMC is how BMC credentials are found.
-	BMC BMCConfig `json:"bmc"`
 	// HTTPBase is the base URL the site's machines reach its HTTP server at (default
 	// http://boot.serverIP[:boot.httpPort]); reported to the registry in the `site`
 	// inventory section.
@@ -68,14 +65,6 @@ type CacheConfig struct {
 	CAFile string `json:"caFile"`
 }
 
-// BMCConfig says where BMC credentials come from.
-type BMCConfig struct {
-	// SecretsDir holds one credentials file per secret: a binding's credential
-	// reference secret://NAME is read from SecretsDir/NAME. References that are file
-	// paths are read as they are. Each file is {"username", "password"}, mode 0600.
-	SecretsDir string `json:"secretsDir"`
-}
-
 // LoadConfig reads and checks the config file at path.
 func LoadConfig(path string) (Config, error) {
 	data, err := os.ReadFile(path)
@@ -87,6 +76,14 @@ func LoadConfig(path string) (Config, error) {
 
 // DecodeConfig decodes a config, refusing unknown fields, and checks it.
 func DecodeConfig(data []byte) (Config, error) {
+	var old struct {
+		BMC json.RawMessage `json:"bmc"`
+	}
+	if json.Unmarshal(data, &old) == nil && old.BMC != nil {
+		return Config{}, proto.Errorf(proto.InvalidConfig, "site config: the site reads no BMC credentials any more: "+
+			"put each one in the registry (`better-compute secrets put --ref secret://NAME --file FILE`, the platform's in the root tenant; docs/bmc.md), "+
+			"then remove bmc from this file").WithPath("bmc")
+	}
 	var c Config
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -150,9 +147,6 @@ func (c Config) Check() error {
 	}
 	if c.Cache.CapacityBytes < 0 || c.Cache.BandwidthBytesPerSec < 0 || c.Cache.MaxPulls < 0 {
 		bad("cache", "capacityBytes, maxPulls and bandwidthBytesPerSec cannot be negative")
-	}
-	if c.BMC.SecretsDir != "" && !filepath.IsAbs(c.BMC.SecretsDir) {
-		bad("bmc.secretsDir", "secretsDir %q: give an absolute path", c.BMC.SecretsDir)
 	}
 	if !strings.HasPrefix(c.HTTPBase, "http://") {
 		bad("httpBase", "httpBase %q: give the http:// URL machines reach the site at", c.HTTPBase)

@@ -2,6 +2,7 @@ package site
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -30,11 +31,17 @@ func TestDecodeConfig(t *testing.T) {
 		"duration in nanoseconds": {doc: strings.Replace(valid, `"90s"`, `90000000000`, 1), paths: []string{"boot.retryInterval"}},
 		"duration without unit":   {doc: strings.Replace(valid, `"90s"`, `"90"`, 1), paths: []string{"boot.retryInterval"}},
 		"port as text":            {doc: strings.Replace(valid, `8080`, `"8080"`, 1), paths: []string{"boot.httpPort"}},
-		"every problem": {doc: `{"version": 2, "bmc": {"secretsDir": "rel"}, "httpBase": "ftp://x"}`,
-			paths: []string{"version", "boot.interface", "cache.dir", "bmc.secretsDir", "httpBase"}},
+		"every problem": {doc: `{"version": 2, "httpBase": "ftp://x"}`,
+			paths: []string{"version", "boot.interface", "cache.dir", "httpBase"}},
+		// The site resolves no BMC credential: a config that still names a secrets
+		// directory is told where the secrets go now.
+		"a secrets directory": {doc: strings.Replace(valid, `"version": 1`, `"version": 1, "bmc": {"secretsDir": "/etc/bcd/bmc"}`, 1), paths: []string{"bmc"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := DecodeConfig([]byte(tc.doc))
+			if strings.Contains(tc.doc, "secretsDir") && !strings.Contains(fmt.Sprint(err), "better-compute secrets put") {
+				t.Errorf("%v: want it to say where the secrets go", err)
+			}
 			for _, p := range tc.paths {
 				found := false
 				for _, e := range flatten(err) {

@@ -61,7 +61,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer srv.Close()
-	st := &steps{drivers: drivers.Registry(), env: bmc.Env{Credentials: credentials{secretsDir: cfg.BMC.SecretsDir}, Log: log},
+	st := &steps{drivers: drivers.Registry(), env: bmc.Env{Log: log},
 		entries: a.entries, changed: a.signalEntries}
 	info, _ := json.Marshal(proto.SiteInventory{HTTPBase: cfg.HTTPBase})
 	a.session, err = session.New(session.Config{

@@ -11,13 +11,6 @@ import (
 	"github.com/better-compute/better-compute/proto"
 )
 
-// The concerns of a machine's driver bindings that the site's steps open.
-const (
-	concernPower        = "power"
-	concernManagement   = "management"
-	concernVirtualMedia = "virtual-media"
-)
-
 // steps runs the relayed site steps against machines' BMCs.
 type steps struct {
 	drivers bmc.Registry
@@ -30,12 +23,12 @@ type steps struct {
 // handlers are the session handlers of the site's relayed steps, by kind.
 func (s *steps) handlers() map[string]session.Handler {
 	return map[string]session.Handler{
-		"power.getPower":            s.bind(concernPower, s.getPower),
-		"power.setPower":            s.bind(concernPower, s.setPower),
-		"management.setBootDevice":  s.bind(concernManagement, s.setBootDevice),
-		"inspect.oob":               s.bind(concernPower, s.inspect),
-		"media.insert":              s.bind(concernVirtualMedia, s.insert),
-		"media.eject":               s.bind(concernVirtualMedia, s.eject),
+		"power.getPower":            s.bind("power.getPower", s.getPower),
+		"power.setPower":            s.bind("power.setPower", s.setPower),
+		"management.setBootDevice":  s.bind("management.setBootDevice", s.setBootDevice),
+		"inspect.oob":               s.bind("inspect.oob", s.inspect),
+		"media.insert":              s.bind("media.insert", s.insert),
+		"media.eject":               s.bind("media.eject", s.eject),
 		proto.CommandPrepareRamdisk: s.entryStep(s.prepareRamdisk),
 		"boot.cleanUp":              s.entryStep(s.cleanUp),
 	}
@@ -101,8 +94,10 @@ func (s *steps) setEntry(node string, e *proto.BootEntry) error {
 type step func(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error)
 
 // bind makes a session handler of fn: it decodes the SiteCommand, opens the driver the
-// machine binds concern to, runs fn and closes the driver.
-func (s *steps) bind(concern string, fn step) session.Handler {
+// machine binds concern to with the credential the command carries, runs fn and closes
+// the driver. The credential lives as long as the command: it is never written or logged.
+func (s *steps) bind(kind string, fn step) session.Handler {
+	concern := proto.SiteBMCConcerns[kind]
 	return func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
 		var cmd proto.SiteCommand
 		if err := decodeStrict(payload, &cmd); err != nil {
@@ -118,6 +113,11 @@ func (s *steps) bind(concern string, fn step) session.Handler {
 		}
 		env := s.env
 		env.Log = env.Logger().With("node", cmd.Node)
+		// The credential the registry sent with this command, for this command only.
+		env.Credentials = bmc.Attached{}
+		if c := cmd.Credential; c != nil {
+			env.Credentials = bmc.Attached{Ref: bmc.CredentialRef(c.Ref), Credential: bmc.NewCredential(c.Username, c.Password)}
+		}
 		d, err := s.drivers.Open(ctx, b.Driver, cfg, env)
 		if err != nil {
 			return nil, err

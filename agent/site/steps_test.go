@@ -1,10 +1,11 @@
 package site
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,14 +21,15 @@ import (
 
 const mac = "52:54:00:12:34:56"
 
-// fixture is the site's steps against a simulated Redfish BMC, with a secrets
-// directory holding its credential.
+// fixture is the site's steps against a simulated Redfish BMC, whose credential each
+// command carries as the registry attaches it.
 type fixture struct {
-	sim      *redfishsim.Server
-	steps    *steps
-	entries  *entries
-	drivers  map[string]proto.DriverBinding
-	stateDir string
+	sim        *redfishsim.Server
+	steps      *steps
+	entries    *entries
+	drivers    map[string]proto.DriverBinding
+	credential *proto.BMCCredential
+	stateDir   string
 }
 
 func newFixture(t *testing.T, cfg redfishsim.Config) *fixture {
@@ -35,11 +37,6 @@ func newFixture(t *testing.T, cfg redfishsim.Config) *fixture {
 	cfg.Username, cfg.Password = "admin", "hunter2"
 	sim := redfishsim.New(cfg)
 	t.Cleanup(sim.Close)
-	secrets := t.TempDir()
-	cred, _ := json.Marshal(map[string]string{"username": "admin", "password": "hunter2"})
-	if err := os.WriteFile(filepath.Join(secrets, "rack-bmc"), cred, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	pin, err := joinwire.Pin(sim.Certificate.PublicKey)
 	if err != nil {
 		t.Fatal(err)
@@ -47,13 +44,13 @@ func newFixture(t *testing.T, cfg redfishsim.Config) *fixture {
 	conf, _ := json.Marshal(bmc.Config{Address: sim.URL, CredentialRef: "secret://rack-bmc",
 		Options: map[string]string{"tlsPin": pin, "pollInterval": "10ms"}})
 	binding := proto.DriverBinding{Driver: "redfish", Config: conf}
-	f := &fixture{sim: sim, stateDir: t.TempDir(),
+	f := &fixture{sim: sim, stateDir: t.TempDir(), credential: &proto.BMCCredential{Ref: "secret://rack-bmc", Username: "admin", Password: "hunter2"},
 		drivers: map[string]proto.DriverBinding{"power": binding, "management": binding, "virtual-media": binding}}
 	f.entries, err = openEntries(filepath.Join(f.stateDir, entriesFile), RamdiskConfig{Kernel: "vmlinuz", Initrd: "initrd.img", Args: []string{"console=ttyS0"}}, "http://10.0.0.1:8080")
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.steps = &steps{drivers: drivers.Registry(), env: bmc.Env{Credentials: credentials{secretsDir: secrets}}, entries: f.entries, changed: func() {}}
+	f.steps = &steps{drivers: drivers.Registry(), entries: f.entries, changed: func() {}}
 	return f
 }
 
@@ -61,7 +58,7 @@ func newFixture(t *testing.T, cfg redfishsim.Config) *fixture {
 func (f *fixture) run(t *testing.T, kind string, input any) (json.RawMessage, error) {
 	t.Helper()
 	in, _ := json.Marshal(input)
-	payload, _ := json.Marshal(proto.SiteCommand{Node: "gpu-01", Drivers: f.drivers, Input: in})
+	payload, _ := json.Marshal(proto.SiteCommand{Node: "gpu-01", Drivers: f.drivers, Input: in, Credential: f.credential})
 	return f.steps.handlers()[kind](context.Background(), payload)
 }
 
@@ -82,6 +79,30 @@ func TestPowerAndBootDevice(t *testing.T) {
 	}
 	if _, err := f.run(t, "power.setPower", map[string]string{"action": "warp"}); proto.CodeOf(err) != proto.InvalidConfig {
 		t.Fatalf("unknown action: %v, want INVALID_CONFIG", err)
+	}
+}
+
+// TestCredentialOnlyWithTheCommand: the site logs in with the credential a command
+// carries, for that command only; a command without one, or with one of another
+// reference, reaches no BMC, and nothing the site logs holds the password.
+func TestCredentialOnlyWithTheCommand(t *testing.T) {
+	f := newFixture(t, redfishsim.Config{})
+	var logged bytes.Buffer
+	f.steps.env.Log = slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if _, err := f.run(t, "power.setPower", map[string]string{"action": "on"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*proto.BMCCredential{
+		"none":              nil,
+		"another reference": {Ref: "secret://other", Username: "admin", Password: "hunter2"},
+	} {
+		f.credential = c
+		if _, err := f.run(t, "power.getPower", nil); proto.CodeOf(err) != proto.InvalidConfig || proto.AsError(err).Details.Path != "credentialRef" {
+			t.Errorf("%s: %v, want INVALID_CONFIG at credentialRef", name, err)
+		}
+	}
+	if strings.Contains(logged.String(), "hunter2") || logged.Len() == 0 {
+		t.Errorf("the site's log shows the password, or nothing:\n%s", logged.String())
 	}
 }
 

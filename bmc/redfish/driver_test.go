@@ -29,7 +29,8 @@ func TestOpenConfig(t *testing.T) {
 		"no credential":       {mutate: func(c *bmc.Config) { c.CredentialRef = "" }, path: "credentialRef"},
 		"relative credential": {mutate: func(c *bmc.Config) { c.CredentialRef = "bmc.json" }, path: "credentialRef"},
 		"no resolver":         {env: bmc.Env{}, path: "credentialRef", text: "no credential resolver"},
-		"secret in file only": {mutate: func(c *bmc.Config) { c.CredentialRef = "secret://rack-1/bmc" }, path: "credentialRef", text: "secret store"},
+		"absolute path":       {mutate: func(c *bmc.Config) { c.CredentialRef = "/etc/shadow" }, path: "credentialRef"},
+		"another secret":      {mutate: func(c *bmc.Config) { c.CredentialRef = "secret://rack-1/other" }, path: "credentialRef", text: "carries no credential"},
 		"auth":                {mutate: func(c *bmc.Config) { c.Options[optAuth] = "digest" }, path: "options.auth"},
 		"boot mode":           {mutate: func(c *bmc.Config) { c.Options[optBootMode] = "UEFI" }, path: "options.bootMode"},
 		"power timeout":       {mutate: func(c *bmc.Config) { c.Options["powerTimeout"] = "-1s" }, path: "options.powerTimeout"},
@@ -45,7 +46,7 @@ func TestOpenConfig(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(&cfg)
 			}
-			env := bmc.Env{Credentials: bmc.FileCredentials{}}
+			env := bmc.Env{Credentials: credentials}
 			if name == "no resolver" {
 				env = tc.env
 			}
@@ -76,9 +77,8 @@ func TestLogin(t *testing.T) {
 			t.Parallel()
 			sim := newSim(t, redfishsim.Config{})
 			cfg := config(t, sim)
-			cfg.CredentialRef = credentialFile(t, user, tc.password)
 			cfg.Options[optAuth] = tc.auth
-			d, err := Open(context.Background(), cfg, bmc.Env{Credentials: bmc.FileCredentials{}})
+			d, err := Open(context.Background(), cfg, bmc.Env{Credentials: attached(tc.password)})
 			if tc.message != "" {
 				checkErr(t, err, proto.DriverError, tc.message)
 				if strings.Contains(err.Error(), tc.password) {
@@ -130,7 +130,7 @@ func TestTrust(t *testing.T) {
 					cfg.Options[k] = v
 				}
 			}
-			d, err := Open(context.Background(), cfg, bmc.Env{Credentials: bmc.FileCredentials{}})
+			d, err := Open(context.Background(), cfg, bmc.Env{Credentials: credentials})
 			if tc.message == "" {
 				checkErr(t, err, "", "")
 				d.Close()

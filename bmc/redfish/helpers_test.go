@@ -2,9 +2,6 @@ package redfish
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -28,15 +25,14 @@ func newSim(t *testing.T, cfg redfishsim.Config) *redfishsim.Server {
 	return sim
 }
 
-// credentialFile writes a credential file and returns its reference.
-func credentialFile(t *testing.T, username, pass string) bmc.CredentialRef {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "bmc.json")
-	data, _ := json.Marshal(map[string]string{"username": username, "password": pass})
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return bmc.CredentialRef(path)
+// credentialRef is the reference the test credential is attached under.
+const credentialRef bmc.CredentialRef = "secret://rack-1/bmc"
+
+// credentials is the test login, attached as the site attaches a command's credential.
+var credentials = attached(password)
+
+func attached(pass string) bmc.Attached {
+	return bmc.Attached{Ref: credentialRef, Credential: bmc.NewCredential(user, pass)}
 }
 
 // config binds the simulated BMC, trusted by its key's pin, with fast polling.
@@ -48,7 +44,7 @@ func config(t *testing.T, sim *redfishsim.Server) bmc.Config {
 	}
 	return bmc.Config{
 		Address:       strings.TrimPrefix(sim.URL, "https://"),
-		CredentialRef: credentialFile(t, user, password),
+		CredentialRef: credentialRef,
 		Options:       map[string]string{optTLSPin: pin, "pollInterval": "10ms", "powerTimeout": "5s"},
 	}
 }
@@ -56,7 +52,7 @@ func config(t *testing.T, sim *redfishsim.Server) bmc.Config {
 // open opens the driver on cfg and closes it when the test ends.
 func open(t *testing.T, cfg bmc.Config) bmc.Driver {
 	t.Helper()
-	d, err := Open(context.Background(), cfg, bmc.Env{Credentials: bmc.FileCredentials{}})
+	d, err := Open(context.Background(), cfg, bmc.Env{Credentials: credentials})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -74,34 +74,10 @@ func TestSiteLoopback(t *testing.T) {
 	testkit.JSON(t, admin, nil, "images", "register", "--tenant", "root", "--ref", img.Ref, "--kind", "os",
 		"--source", source.URL+"/site-test.raw", "--disk-format", "raw", "--compression", "none",
 		"--sha256", digest, "--size", fmt.Sprint(len(artifact)), "--signer", "platform", "--signature", sig)
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.1/32")
 	testkit.JSON(t, admin, nil, "pools", "create", "prewarm", "--site", "rack-a", "--tenant", "root", "--prewarm", img.Ref)
 
-	// The site agent joins, then runs with its boot server on loopback ports.
-	tokenFile := filepath.Join(work, "rack-a.token")
-	testkit.JSON(t, admin, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
-	confDir := filepath.Join(work, "bcd")
-	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",
-		"--config-dir", confDir, "--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning,
-		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
-		t.Fatalf("bcd join: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
-	}
-	secrets := filepath.Join(work, "secrets")
-	os.MkdirAll(secrets, 0o700)
-	writeFile(t, filepath.Join(secrets, "rack-bmc"), []byte(`{"username": "admin", "password": "hunter2"}`), 0o600)
-	httpPort := freePort(t, "tcp")
-	cfg := map[string]any{
-		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"),
-		"boot": map[string]any{"interface": "lo", "mode": "proxy", "serverIP": "127.0.0.1",
-			"ipxeDir": mkdir(t, work, "ipxe"), "ramdiskDir": mkdir(t, work, "ramdisk"),
-			"dhcpPort": freePort(t, "udp"), "proxyPort": freePort(t, "udp"), "tftpPort": freePort(t, "udp"), "httpPort": httpPort},
-		"cache": map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile},
-		"bmc":   map[string]any{"secretsDir": secrets},
-	}
-	siteConfig := filepath.Join(work, "site.json")
-	data, _ := json.Marshal(cfg)
-	writeFile(t, siteConfig, data, 0o600)
-	startSite(t, siteConfig)
+	httpPort := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})
 
 	// The site pulls the image, reports it, and the registry shows it ready there.
 	var plan image.CachePlan
@@ -132,7 +108,9 @@ func TestSiteLoopback(t *testing.T) {
 		t.Fatalf("curl a range of the cached image: %v, %d bytes", err, len(out))
 	}
 
-	// A workflow's site steps reach the machine's BMC through the registry and the site.
+	// A workflow's site steps reach the machine's BMC through the registry and the site,
+	// with the root tenant's secret.
+	putSecret(t, admin, work, "secret://rack-bmc", `{"username": "admin", "password": "hunter2"}`)
 	testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", "root", "--policy", writeDoc(t, work, `{"hardwareProfile": "sim"}`))
 	var node store.Node
 	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish",
@@ -144,6 +122,40 @@ func TestSiteLoopback(t *testing.T) {
 	if m := sim.Media(); sim.PowerState() != "On" || sim.Boot().Target != "Pxe" || !m.Inserted || m.Image != "https://isos.example/rescue.iso" {
 		t.Fatalf("BMC after the relayed steps: power %s, boot %+v, media %+v", sim.PowerState(), sim.Boot(), m)
 	}
+}
+
+// startSiteAgent joins the site agent of rack-a and runs it (startSite) with its boot
+// server on loopback ports and its cache configured by cache. It returns the port of its
+// HTTP server.
+func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) int {
+	t.Helper()
+	tokenFile := filepath.Join(work, "rack-a.token")
+	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
+	confDir := filepath.Join(work, "bcd")
+	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",
+		"--config-dir", confDir, "--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning,
+		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
+		t.Fatalf("bcd join: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	httpPort := freePort(t, "tcp")
+	cfg := map[string]any{
+		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"),
+		"boot": map[string]any{"interface": "lo", "mode": "proxy", "serverIP": "127.0.0.1",
+			"ipxeDir": mkdir(t, work, "ipxe"), "ramdiskDir": mkdir(t, work, "ramdisk"),
+			"dhcpPort": freePort(t, "udp"), "proxyPort": freePort(t, "udp"), "tftpPort": freePort(t, "udp"), "httpPort": httpPort},
+		"cache": cache,
+	}
+	siteConfig := filepath.Join(work, "site.json")
+	data, _ := json.Marshal(cfg)
+	writeFile(t, siteConfig, data, 0o600)
+	startSite(t, siteConfig)
+	return httpPort
+}
+
+// putSecret puts value as the secret ref of the tenant whose credential config is.
+func putSecret(t *testing.T, config, work, ref, value string) {
+	t.Helper()
+	testkit.JSON(t, config, nil, "secrets", "put", "--ref", ref, "--file", writeDoc(t, work, value))
 }
 
 // startSite runs `bcd site` until the test ends, and shows its log when the test fails.

@@ -23,6 +23,16 @@ type EnrollRequest struct {
 	Drivers map[string]metal.Binding `json:"drivers,omitempty"`
 }
 
+// UpdateBMCRequest is the body of metal.updateBmc: what it gives replaces the node's BMC.
+type UpdateBMCRequest struct {
+	TenantID string `json:"tenantId,omitempty"`
+	NodeID   string `json:"nodeId"`
+	Driver   string `json:"driver,omitempty"`
+	Address  string `json:"address,omitempty"`
+	// CredentialRef replaces the credential reference when given; "" removes it.
+	CredentialRef *string `json:"credentialRef,omitempty"`
+}
+
 // NodeKey names a node.
 type NodeKey struct {
 	TenantID string `json:"tenantId,omitempty"`
@@ -72,7 +82,20 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 				return err
 			}
 			out, err = svc.Enroll(tx, metal.Enrollment{Tenant: tenant, Pool: req.Pool, MACs: req.MACs, ProductUUID: req.ProductUUID,
-				BMC: req.BMC, HardwareProfile: req.HardwareProfile, Labels: req.Labels, Drivers: req.Drivers})
+				BMC: req.BMC, HardwareProfile: req.HardwareProfile, Labels: req.Labels, Drivers: req.Drivers,
+				Platform: c.Tenant == store.RootTenant})
+			return err
+		})
+		return out, err
+	})
+	Handle(s, "metal.updateBmc", ActionNodesManage, func(_ context.Context, c *Caller, req UpdateBMCRequest) (out store.Node, err error) {
+		err = s.store.Update(func(tx *store.Tx) error {
+			tenant, err := c.TenantFor(tx, req.TenantID)
+			if err != nil {
+				return err
+			}
+			out, err = svc.UpdateBMC(tx, metal.BMCUpdate{Tenant: tenant, Node: req.NodeID, Driver: req.Driver, Address: req.Address,
+				CredentialRef: req.CredentialRef, Platform: c.Tenant == store.RootTenant})
 			return err
 		})
 		return out, err

@@ -12,6 +12,15 @@ import (
 // CreateSiteRequest is the body of sites.create.
 type CreateSiteRequest struct {
 	Name string `json:"name"`
+	// BMCNetworks are the CIDRs the BMC addresses of the site's nodes must be in.
+	BMCNetworks []string `json:"bmcNetworks,omitempty"`
+}
+
+// UpdateSiteRequest is the body of sites.update: what it gives replaces the site's.
+type UpdateSiteRequest struct {
+	SiteID string `json:"siteId"`
+	// BMCNetworks replaces the site's BMC networks; [] leaves none.
+	BMCNetworks *[]string `json:"bmcNetworks,omitempty"`
 }
 
 // SiteRequest names one site: the body of sites.cachePlan.
@@ -37,7 +46,7 @@ type SiteInventory struct {
 	Sections []store.InventorySection `json:"sections"`
 }
 
-// registerSites adds sites.create, sites.list, sites.cachePlan, sites.locations and
+// registerSites adds sites.create, sites.update, sites.list, sites.cachePlan, sites.locations and
 // sites.inventory. Sites are the
 // platform's: only the root tenant's credentials reach them.
 func (s *Server) registerSites() {
@@ -51,7 +60,26 @@ func (s *Server) registerSites() {
 		if err := rootOnly(c); err != nil {
 			return site, err
 		}
-		err = s.store.Update(func(tx *store.Tx) (err error) { site, err = tx.CreateSite(req.Name); return err })
+		err = s.store.Update(func(tx *store.Tx) (err error) {
+			if site, err = tx.CreateSite(req.Name); err != nil || req.BMCNetworks == nil {
+				return err
+			}
+			site, err = tx.SetSiteBMCNetworks(site.ID, req.BMCNetworks)
+			return err
+		})
+		return site, err
+	})
+	Handle(s, "sites.update", ActionSitesManage, func(_ context.Context, c *Caller, req UpdateSiteRequest) (site store.Site, err error) {
+		if err := rootOnly(c); err != nil {
+			return site, err
+		}
+		if req.BMCNetworks == nil {
+			return site, proto.Errorf(proto.InvalidInput, "nothing to update: give bmcNetworks").WithPath("bmcNetworks")
+		}
+		err = s.store.Update(func(tx *store.Tx) (err error) {
+			site, err = tx.SetSiteBMCNetworks(req.SiteID, *req.BMCNetworks)
+			return err
+		})
 		return site, err
 	})
 	Handle(s, "sites.list", ActionSitesManage, func(_ context.Context, c *Caller, req ListRequest) (out SiteList, err error) {

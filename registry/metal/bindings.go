@@ -16,8 +16,9 @@ import (
 //  3. The node's own overrides win.
 //
 // A later layer's binding replaces the concern's driver and config, except that a BMC
-// concern keeps the BMC's address and credential reference under the config it is given:
-// they belong to the machine whatever driver speaks to it.
+// concern keeps the BMC's address and credential reference, laid over the config it is
+// given: they belong to the machine whatever driver speaks to it, and its credential is
+// sent to its address only.
 func resolveDriverBindings(bmc store.BMC, hw *HardwareProfile, overrides map[string]Binding) map[string]store.DriverBinding {
 	bmcConfig := map[string]string{"address": bmc.Address}
 	if bmc.CredentialRef != "" {
@@ -43,15 +44,20 @@ func resolveDriverBindings(bmc store.BMC, hw *HardwareProfile, overrides map[str
 	return out
 }
 
-// overlay lays config's fields over base.
+// bmcFields are the fields of a BMC concern's config that only the BMC binds.
+var bmcFields = []string{"address", "credentialRef"}
+
+// overlay lays base's fields over config's.
 func overlay(base map[string]string, config json.RawMessage) json.RawMessage {
-	m := map[string]json.RawMessage{}
+	m, _ := object(config)
+	if m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	for _, f := range bmcFields {
+		delete(m, f)
+	}
 	for k, v := range base {
 		m[k] = mustJSON(v)
-	}
-	var over map[string]json.RawMessage
-	if json.Unmarshal(config, &over) == nil {
-		maps.Copy(m, over)
 	}
 	return mustJSON(m)
 }

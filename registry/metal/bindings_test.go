@@ -15,7 +15,7 @@ import (
 var hardware = HardwareProfiles{
 	"gpu-redfish": {Drivers: map[string]Binding{"power": {Driver: "redfish"}, "management": {Driver: "redfish"},
 		"boot": {Driver: "ipxe"}, "deploy": {Driver: "image-stream"}, "inspect": {Driver: "agent"}}},
-	"gpu-ipmi-power": {Drivers: map[string]Binding{"power": {Driver: "ipmi", Config: json.RawMessage(`{"address":"10.0.0.9","cipher":3}`)}}},
+	"gpu-ipmi-power": {Drivers: map[string]Binding{"power": {Driver: "ipmi", Config: json.RawMessage(`{"cipher":3}`)}}},
 }
 
 func binding(driver, config string) store.DriverBinding {
@@ -50,9 +50,15 @@ func TestResolveDriverBindings(t *testing.T) {
 			want: map[string]store.DriverBinding{"power": binding("redfish", bmcConfig), "management": binding("redfish", bmcConfig),
 				"virtual-media": binding("redfish", bmcConfig), "boot": binding("ipxe", ""), "deploy": binding("image-stream", ""), "inspect": binding("agent", "")},
 		},
-		"a BMC concern keeps the BMC's credential under the profile's config": {
+		"a BMC concern keeps the BMC's address and credential under the profile's config": {
 			bmc: bmc, hw: "gpu-ipmi-power",
-			want: map[string]store.DriverBinding{"power": binding("ipmi", `{"address":"10.0.0.9","cipher":3,"credentialRef":"secret://bmc/n1"}`),
+			want: map[string]store.DriverBinding{"power": binding("ipmi", `{"address":"https://10.0.0.5","cipher":3,"credentialRef":"secret://bmc/n1"}`),
+				"management": binding("redfish", bmcConfig), "virtual-media": binding("redfish", bmcConfig)},
+		},
+		"no layer moves the BMC's address or credential": {
+			bmc:       bmc,
+			overrides: map[string]Binding{"power": {Driver: "redfish", Config: json.RawMessage(`{"address":"https://203.0.113.9","credentialRef":"secret://other","options":{"auth":"basic"}}`)}},
+			want: map[string]store.DriverBinding{"power": binding("redfish", `{"address":"https://10.0.0.5","credentialRef":"secret://bmc/n1","options":{"auth":"basic"}}`),
 				"management": binding("redfish", bmcConfig), "virtual-media": binding("redfish", bmcConfig)},
 		},
 		"per-node overrides win over both": {
@@ -99,10 +105,30 @@ func TestEnrollResolvesBindingsAndRefusesUnknownProfiles(t *testing.T) {
 			e: Enrollment{Pool: "gpu", MACs: mac(5), BMC: bmc, Drivers: map[string]Binding{"cooling": {Driver: "fan"}}}, code: proto.InvalidInput, path: "drivers.cooling"},
 		"a secret instead of its reference": {
 			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "hunter2"}}, code: proto.InvalidInput, path: "bmc.credentialRef"},
+		"a credential file": {
+			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "/etc/shadow"}}, code: proto.InvalidInput, path: "bmc.credentialRef"},
+		"a credential file URL": {
+			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "file:///etc/shadow"}}, code: proto.InvalidInput, path: "bmc.credentialRef"},
+		"a secret reference leaving its tenant": {
+			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "secret://../root/rack-bmc"}}, code: proto.InvalidInput, path: "bmc.credentialRef"},
+		"the platform's credential, bound by a tenant": {
+			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "secret://platform/rack-bmc"}}, code: proto.Forbidden, path: "bmc.credentialRef"},
+		"a BMC outside the site's networks": {
+			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: store.BMC{Driver: "redfish", Address: "https://10.0.1.5", CredentialRef: "secret://bmc/n1"}}, code: proto.InvalidInput, path: "bmc.address"},
+		"a BMC named by a host name": {
+			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: store.BMC{Driver: "redfish", Address: "https://bmc.example:443", CredentialRef: "secret://bmc/n1"}}, code: proto.InvalidInput, path: "bmc.address"},
+		"a socket of the site host, bound by a tenant": {
+			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: store.BMC{Driver: "qmp", Address: "unix:/run/docker.sock"}}, code: proto.InvalidInput, path: "bmc.address"},
+		"a driver config naming another BMC address": {
+			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: bmc, Drivers: map[string]Binding{"power": {Driver: "redfish", Config: json.RawMessage(`{"address":"https://203.0.113.9"}`)}}}, code: proto.InvalidInput, path: "drivers.power.config.address"},
+		"a driver config naming another credential": {
+			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: bmc, Drivers: map[string]Binding{"management": {Driver: "redfish", Config: json.RawMessage(`{"credentialRef":"/etc/shadow"}`)}}}, code: proto.InvalidInput, path: "drivers.management.config.credentialRef"},
 		"a malformed MAC":  {e: Enrollment{Pool: "gpu", MACs: []string{"52:54:00"}, BMC: bmc}, code: proto.InvalidInput, path: "macs[0]"},
 		"a malformed UUID": {e: Enrollment{Pool: "gpu", ProductUUID: "4c4c", BMC: bmc}, code: proto.InvalidInput, path: "productUuid"},
 		"no BMC driver":    {e: Enrollment{Pool: "gpu", MACs: mac(7), BMC: store.BMC{Address: "x"}}, code: proto.InvalidInput, path: "bmc.driver"},
 		"an unknown pool":  {e: Enrollment{Pool: "cpu", MACs: mac(8), BMC: bmc}, code: proto.NotFound, path: "pool"},
+		"the platform binds its own credential and a socket": {
+			e: Enrollment{Pool: "gpu", MACs: mac(9), BMC: store.BMC{Driver: "redfish", Address: "unix:/run/qmp/n9.sock", CredentialRef: "secret://platform/rack-bmc"}, Platform: true}, wantBoot: "ipxe"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -118,7 +144,7 @@ func TestEnrollResolvesBindingsAndRefusesUnknownProfiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n.Drivers["boot"].Driver != tc.wantBoot || n.Drivers["power"].Driver == "" || n.State != store.NodeEnrolled {
+			if n.Drivers["boot"].Driver != tc.wantBoot || n.Drivers["power"].Driver == "" || n.State != store.NodeEnrolled || n.PlatformBMC != tc.e.Platform {
 				t.Errorf("node %+v", n)
 			}
 		})
@@ -127,7 +153,7 @@ func TestEnrollResolvesBindingsAndRefusesUnknownProfiles(t *testing.T) {
 	// file) is refused; TestCheckPoolPolicy refuses a pool naming an unknown one.
 	delete(h.svc.cfg.HardwareProfiles, "gpu-redfish")
 	err := h.store.Update(func(tx *store.Tx) error {
-		_, err := h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: mac(9), BMC: bmc})
+		_, err := h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: mac(8), BMC: bmc})
 		return err
 	})
 	if proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "pool" {
@@ -140,12 +166,13 @@ func TestLoadHardwareProfiles(t *testing.T) {
 		file string
 		path string
 	}{
-		"ok":                             {`{"version":1,"hardwareProfiles":{"gpu-redfish":{"drivers":{"power":"redfish","boot":{"driver":"ipxe","config":{"chain":"x"}}}}}}`, ""},
-		"an unknown field":               {`{"version":1,"profiles":{}}`, ""},
-		"another version":                {`{"version":2,"hardwareProfiles":{}}`, "version"},
-		"an unknown concern":             {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"cooling":"fan"}}}}`, "hardwareProfiles.a.drivers.cooling"},
-		"a bad driver name":              {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":"Redfish"}}}}`, "hardwareProfiles.a.drivers.power"},
-		"a config that is not an object": {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":{"driver":"redfish","config":[]}}}}}`, "hardwareProfiles.a.drivers.power.config"},
+		"ok":                                 {`{"version":1,"hardwareProfiles":{"gpu-redfish":{"drivers":{"power":"redfish","boot":{"driver":"ipxe","config":{"chain":"x"}}}}}}`, ""},
+		"an unknown field":                   {`{"version":1,"profiles":{}}`, ""},
+		"another version":                    {`{"version":2,"hardwareProfiles":{}}`, "version"},
+		"an unknown concern":                 {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"cooling":"fan"}}}}`, "hardwareProfiles.a.drivers.cooling"},
+		"a bad driver name":                  {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":"Redfish"}}}}`, "hardwareProfiles.a.drivers.power"},
+		"a config that is not an object":     {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":{"driver":"redfish","config":[]}}}}}`, "hardwareProfiles.a.drivers.power.config"},
+		"a credential in a hardware profile": {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":{"driver":"redfish","config":{"credentialRef":"/etc/bcd/bmc.json"}}}}}}`, "hardwareProfiles.a.drivers.power.config.credentialRef"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"unicode"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/hostunit"
+	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -25,6 +27,9 @@ type Enrollment struct {
 	Labels          map[string]string
 	// Drivers are per-node bindings that win over the BMC's and the hardware profile's.
 	Drivers map[string]Binding
+	// Platform says that a root-tenant credential enrolls the machine: it may bind the
+	// platform's credential (secret://platform/NAME) and a socket of the site host.
+	Platform bool
 }
 
 var (
@@ -50,11 +55,6 @@ func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 			return n, proto.Errorf(proto.InvalidInput, "product UUID %q: write 8-4-4-4-12 hex digits", e.ProductUUID).WithPath("productUuid")
 		}
 	}
-	bmc, err := checkBMC(e.BMC)
-	if err != nil {
-		return n, err
-	}
-	n.BMC = bmc
 	for k, v := range e.Labels {
 		if !labelName.MatchString(k) {
 			return n, proto.Errorf(proto.InvalidInput, "label name %q: letters, digits, '.', '_', '-' and '/', starting with a letter or digit", k).WithPath("labels")
@@ -70,13 +70,13 @@ func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 	if err != nil {
 		return n, proto.AsError(err).WithPath("pool")
 	}
-	hwName, hwPath := e.HardwareProfile, "hardwareProfile"
-	if hwName == "" {
-		hwName, hwPath = pool.Policy.HardwareProfile, "pool"
+	if n.BMC, err = bindBMC(tx, pool, e.BMC, e.Platform); err != nil {
+		return n, err
 	}
-	hw, err := s.cfg.HardwareProfiles.lookup(hwName)
+	n.PlatformBMC = e.Platform
+	hw, err := s.hardwareProfile(pool, e.HardwareProfile)
 	if err != nil {
-		return n, proto.AsError(err).WithPath(hwPath)
+		return n, err
 	}
 	n.DriverOverrides = map[string]store.DriverBinding{}
 	for c, b := range e.Drivers {
@@ -87,8 +87,9 @@ func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 }
 
 // checkBMC checks a BMC: a driver name, an address, and a credential that is a
-// secret:// reference, never the secret itself.
-func checkBMC(b store.BMC) (store.BMC, error) {
+// secret:// reference, never the secret itself nor a file; the platform's
+// (secret://platform/NAME) only when platform.
+func checkBMC(b store.BMC, platform bool) (store.BMC, error) {
 	if !driverName.MatchString(b.Driver) {
 		return b, proto.Errorf(proto.InvalidInput, "BMC driver %q: a driver name such as redfish or qmp", b.Driver).WithPath("bmc.driver")
 	}
@@ -96,12 +97,25 @@ func checkBMC(b store.BMC) (store.BMC, error) {
 		return b, proto.Errorf(proto.InvalidInput, "BMC address %q: a URL or host:port without spaces", b.Address).WithPath("bmc.address")
 	}
 	if b.CredentialRef != "" {
-		name, ok := strings.CutPrefix(b.CredentialRef, "secret://")
-		if !ok || name == "" || strings.ContainsFunc(name, unicode.IsSpace) {
-			return b, proto.Errorf(proto.InvalidInput, "BMC credential: give a secret:// reference to it, never the secret itself").WithPath("bmc.credentialRef")
+		if err := checkCredentialRef(b.CredentialRef, "bmc.credentialRef"); err != nil {
+			return b, err
+		}
+		if _, ok := secret.PlatformRef(b.CredentialRef); ok && !platform {
+			return b, proto.Errorf(proto.Forbidden, "%s is the platform's credential: only the platform's operator binds it to a machine; put your own with `better-compute secrets put` and name it", b.CredentialRef).
+				WithPath("bmc.credentialRef").WithReason(secret.ReasonPlatformCredential)
 		}
 	}
 	return b, nil
+}
+
+// checkCredentialRef refuses a credential reference that is not a secret:// reference
+// of the registry's secret store (a file path, a file:// URL, the secret itself) as
+// INVALID_INPUT at path, without echoing it.
+func checkCredentialRef(ref, path string) error {
+	if !hostunit.IsSecretRef(ref) {
+		return proto.Errorf(proto.InvalidInput, "BMC credential: give a secret:// reference to a secret of the registry (`better-compute secrets put`), never the secret itself nor a file: it %s", hostunit.SecretRefRule).WithPath(path)
+	}
+	return nil
 }
 
 func indexPath(field string, i int) string { return fmt.Sprintf("%s[%d]", field, i) }

@@ -103,26 +103,34 @@ func parseHardwareProfiles(data []byte) (HardwareProfiles, error) {
 	return f.HardwareProfiles, nil
 }
 
-// checkBindings refuses an unknown concern, a malformed driver name or a config that is
-// not an object, as INVALID_INPUT at path.concern.
+// checkBindings refuses an unknown concern, a malformed driver name, a config that is
+// not an object, or one that names a BMC address or credential (the BMC given at
+// enrollment binds those, see bmcFields), as INVALID_INPUT at path.concern.
 func checkBindings(bindings map[string]Binding, path string) error {
 	for _, c := range slices.Sorted(maps.Keys(bindings)) {
 		b, p := bindings[c], path+"."+c
+		config, isObject := object(b.Config)
 		switch {
 		case !slices.Contains(concerns, c):
 			return proto.Errorf(proto.InvalidInput, "unknown concern %q; the concerns are %v", c, concerns).WithPath(p)
 		case !driverName.MatchString(b.Driver):
 			return proto.Errorf(proto.InvalidInput, "%q is not a driver name: 1 to 63 of a-z, 0-9 and -, starting with a letter or digit", b.Driver).WithPath(p)
-		case len(b.Config) > 0 && !isObject(b.Config):
+		case len(b.Config) > 0 && !isObject:
 			return proto.Errorf(proto.InvalidInput, "a driver's config is a JSON object").WithPath(p + ".config")
+		}
+		for _, f := range bmcFields {
+			if _, ok := config[f]; ok {
+				return proto.Errorf(proto.InvalidInput, "a driver's config names no BMC %s: the machine's BMC (bmc.address, bmc.credentialRef at enrollment) binds it", f).WithPath(p + ".config." + f)
+			}
 		}
 	}
 	return nil
 }
 
-func isObject(raw json.RawMessage) bool {
+// object decodes a JSON object, false when raw is not one.
+func object(raw json.RawMessage) (map[string]json.RawMessage, bool) {
 	var m map[string]json.RawMessage
-	return json.Unmarshal(raw, &m) == nil && m != nil
+	return m, json.Unmarshal(raw, &m) == nil && m != nil
 }
 
 // lookup returns the named hardware profile; "" is none.

@@ -67,6 +67,9 @@ func newHarness(t *testing.T) *harness {
 		if _, err := tx.CreateSite("rack-a"); err != nil {
 			return err
 		}
+		if _, err := tx.SetSiteBMCNetworks("rack-a", []string{"10.0.0.0/24"}); err != nil {
+			return err
+		}
 		policy := store.PoolPolicy{HardwareProfile: "gpu-redfish", Hugepages: json.RawMessage(`{"pages1g":64}`), GPUSharing: json.RawMessage(`{"mode":"mps","replicas":4}`)}
 		if err := h.svc.CheckPoolPolicy(policy); err != nil {
 			return err

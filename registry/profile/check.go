@@ -252,6 +252,7 @@ func (w *walker) drivers(v *jsondoc.Value, p jsondoc.Path) {
 				"driver": func(v *jsondoc.Value, p jsondoc.Path) { d.Driver = w.driverName(v, p) },
 				"config": func(v *jsondoc.Value, p jsondoc.Path) {
 					if w.r.Object(v, p) {
+						w.driverConfig(v, p)
 						d.Config = compact(v.Raw)
 					}
 				},
@@ -260,6 +261,20 @@ func (w *walker) drivers(v *jsondoc.Value, p jsondoc.Path) {
 			w.r.Add(m.Value, mp, "must be a driver name or {driver, config}, not %s", m.Value.Kind)
 		}
 		w.p.drivers[m.Key] = d
+	}
+}
+
+// driverConfig refuses a credentialRef that is not a secret:// reference of the
+// registry's secret store (a file of the site host, the secret itself), without echoing
+// it.
+func (w *walker) driverConfig(v *jsondoc.Value, p jsondoc.Path) {
+	for _, m := range v.Members {
+		if m.Key != "credentialRef" {
+			continue
+		}
+		if s, ok := w.r.String(m.Value, p.Field(m.Key)); ok && !hostunit.IsSecretRef(s) {
+			w.r.Add(m.Value, p.Field(m.Key), "a BMC credential is named by a secret:// reference to a secret of the registry, never a file nor the secret itself: it %s", hostunit.SecretRefRule)
+		}
 	}
 }
 

@@ -40,6 +40,10 @@ type Node struct {
 	// ProductUUID is the SMBIOS product UUID, lower-case.
 	ProductUUID string `json:"productUuid,omitempty"`
 	BMC         BMC    `json:"bmc"`
+	// PlatformBMC says that a root-tenant credential enrolled the node, binding its BMC's
+	// address and credential: only then may the credential be the platform's
+	// (secret://platform/NAME) and the address a socket of the site host.
+	PlatformBMC bool `json:"platformBmc,omitempty"`
 	// HardwareProfile is the node's own hardware profile; "" takes the pool's.
 	HardwareProfile string            `json:"hardwareProfile,omitempty"`
 	Labels          map[string]string `json:"labels,omitempty"`

@@ -12,6 +12,10 @@ import (
 type Site struct {
 	ID        string    `json:"id"`
 	CreatedAt time.Time `json:"createdAt"`
+
+	// BMCNetworks are the networks (CIDRs) the BMC addresses of the site's nodes must be
+	// in; none admits no BMC on the network (sitebmc.go).
+	BMCNetworks []string `json:"bmcNetworks,omitempty"`
 }
 
 const bucketSites = "sites"

@@ -1,0 +1,86 @@
+package metal
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// TestUpdateBMC: a tenant's change of a BMC the platform bound drops the platform's
+// credential; only a root-tenant credential binds it again; every change is checked as
+// an enrollment is, and a refused one changes nothing.
+func TestUpdateBMC(t *testing.T) {
+	h := newHarness(t)
+	var node store.Node
+	err := h.store.Update(func(tx *store.Tx) (err error) {
+		node, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Platform: true,
+			BMC:     store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "secret://platform/rack-bmc"},
+			Drivers: map[string]Binding{"power": {Driver: "redfish", Config: json.RawMessage(`{"options":{"auth":"basic"}}`)}}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(u BMCUpdate) (n store.Node, err error) {
+		u.Tenant, u.Node = "acme", node.ID
+		err = h.store.Update(func(tx *store.Tx) (err error) { n, err = h.svc.UpdateBMC(tx, u); return err })
+		return n, err
+	}
+	ref := func(s string) *string { return &s }
+	for name, tc := range map[string]struct {
+		u          BMCUpdate
+		code       proto.Code
+		path       string
+		tenantNode string
+	}{
+		"the platform's credential, named by a tenant": {u: BMCUpdate{CredentialRef: ref("secret://platform/other")}, code: proto.Forbidden, path: "bmc.credentialRef"},
+		"a credential file":                            {u: BMCUpdate{CredentialRef: ref("/etc/shadow")}, code: proto.InvalidInput, path: "bmc.credentialRef"},
+		"an address outside the site's networks":       {u: BMCUpdate{Address: "https://10.0.1.9"}, code: proto.InvalidInput, path: "bmc.address"},
+		"a host name":                                  {u: BMCUpdate{Address: "https://bmc.example"}, code: proto.InvalidInput, path: "bmc.address"},
+		"another tenant's node":                        {u: BMCUpdate{Address: "https://10.0.0.6"}, code: proto.NotFound, path: "nodeId", tenantNode: "globex"},
+	} {
+		u := tc.u
+		var err error
+		if tc.tenantNode != "" {
+			u.Tenant, u.Node = tc.tenantNode, node.ID
+			err = h.store.Update(func(tx *store.Tx) error { _, err := h.svc.UpdateBMC(tx, u); return err })
+		} else {
+			_, err = update(u)
+		}
+		if proto.CodeOf(err) != tc.code || proto.AsError(err).Details.Path != tc.path {
+			t.Errorf("%s: %v, want %s at %s", name, err, tc.code, tc.path)
+		}
+	}
+	h.store.View(func(tx *store.Tx) (err error) { node, err = tx.Node(node.ID); return err })
+	if node.BMC.CredentialRef != "secret://platform/rack-bmc" || !node.PlatformBMC || node.Rev != 1 {
+		t.Fatalf("a refused change changed the node: %+v", node)
+	}
+
+	// The tenant moves the BMC: the platform's credential does not follow it.
+	moved, err := update(BMCUpdate{Address: "https://10.0.0.7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"address":"https://10.0.0.7","options":{"auth":"basic"}}`
+	if moved.BMC.CredentialRef != "" || moved.PlatformBMC || string(moved.Drivers["power"].Config) != want {
+		t.Fatalf("after the tenant's move: BMC %+v, platform %v, power %s; want no credential and %s", moved.BMC, moved.PlatformBMC, moved.Drivers["power"].Config, want)
+	}
+	// The tenant names its own; the platform binds its own again.
+	if n, err := update(BMCUpdate{CredentialRef: ref("secret://bmc/own")}); err != nil || n.BMC.CredentialRef != "secret://bmc/own" || n.PlatformBMC {
+		t.Fatalf("the tenant's own credential: %+v, %v", n.BMC, err)
+	}
+	n, err := update(BMCUpdate{CredentialRef: ref("secret://platform/rack-bmc"), Platform: true})
+	if err != nil || !n.PlatformBMC || string(n.Drivers["management"].Config) != `{"address":"https://10.0.0.7","credentialRef":"secret://platform/rack-bmc"}` {
+		t.Fatalf("the platform binding again: %+v, %s, %v", n.BMC, n.Drivers["management"].Config, err)
+	}
+	// A node that is deploying keeps its BMC until the workflow ends.
+	h.store.Update(func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node.ID, func(m *store.Node) error { m.State = store.NodeDeploying; return nil })
+		return err
+	})
+	if _, err := update(BMCUpdate{Address: "https://10.0.0.8"}); proto.CodeOf(err) != proto.InvalidState {
+		t.Fatalf("a deploying node: %v, want INVALID_STATE", err)
+	}
+}
