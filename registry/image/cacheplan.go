@@ -24,14 +24,14 @@ type ExcludedImage struct {
 	Pool   string `json:"pool"`
 	Ref    string `json:"ref"`
 	// Reason is "not-found" (the ref resolves to no image the pool's tenant sees), or
-	// the reason VerifyImageForUse gave: "unsigned" or "signature".
+	// the reason VerifyImageForUse gave: "unsigned", "signature" or "untrusted-signer".
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }
 
-// PlanSiteCache resolves every pool's policy.prewarmImages at a site in the pool's
-// tenant (its own image first, then a public one) and keeps the images that pass
-// VerifyImageForUse with v.
+// PlanSiteCache resolves every pool's policy.prewarmImages at a site as the pool's
+// tenant (ResolveImage) and keeps the images that pass VerifyImageForUse for that
+// tenant with v.
 func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 	plan := CachePlan{Site: site, CacheImages: []proto.CacheImage{}, Excluded: []ExcludedImage{}}
 	if _, err := tx.Site(site); err != nil {

@@ -23,7 +23,8 @@ type Pool struct {
 // units that replace a deployed profile's. Each unit field holds the settings of one
 // host-config unit (see docs/host-units.md).
 type PoolPolicy struct {
-	// PrewarmImages are catalog refs (name@version), resolved in the pool's tenant, that
+	// PrewarmImages are catalog refs (name@version, or TENANT/name@version for another
+	// tenant's public image), resolved as the pool's tenant resolves a profile's image, that
 	// the site's cache should hold before any deploy asks for them.
 	PrewarmImages []string `json:"prewarmImages"`
 	// HardwareProfile names the hardware profile of the pool's machines (a node's own
