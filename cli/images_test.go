@@ -171,7 +171,7 @@ func TestImagesAndSignersAgainstARealRegistry(t *testing.T) {
 
 	// Sites and pools: the cache plan keeps the verified pre-warm images and says why
 	// the others are left out.
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-1")
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-1", "--image-sources", "images.example.com")
 	if e := testkit.Fails(t, acme, "sites", "create", "rack-2"); e.Code != "FORBIDDEN" {
 		t.Errorf("acme creating a site: %+v", e)
 	}
@@ -244,7 +244,7 @@ func TestAnotherTenantsImageIsNeitherResolvedNorTrusted(t *testing.T) {
 	}
 
 	// beta's pool pre-warms both spellings: neither is pulled, and the plan says why.
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-1")
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-1", "--image-sources", "images.example.com")
 	testkit.JSON(t, beta, nil, "pools", "create", "gpu", "--site", "rack-1", "--prewarm", "os@1,alpha/os@1")
 	var plan struct {
 		CacheImages []struct{ Ref, Digest string }

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,16 +14,37 @@ import (
 
 var siteCommands = []command{{
 	path:    "sites create",
-	usage:   "NAME",
+	usage:   "NAME [--image-sources HOST[:PORT],*.DOMAIN[:PORT]]",
 	summary: "create a site (root tenant credentials only)",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
+		sources := imageSourcesFlag(fs)
 		return func(x *exec) error {
+			req := api.CreateSiteRequest{Name: x.args[0]}
+			if sources.refs != nil {
+				req.ImageSources = *sources.refs
+			}
 			var s store.Site
-			if err := x.call("sites.create", api.CreateSiteRequest{Name: x.args[0]}, &s); err != nil {
+			if err := x.call("sites.create", req, &s); err != nil {
 				return err
 			}
-			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []store.Site{s}) })
+			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []store.Site{s}); siteSources(w, s) })
+			return nil
+		}
+	},
+}, {
+	path:    "sites update",
+	usage:   "NAME --image-sources HOST[:PORT],*.DOMAIN[:PORT]",
+	summary: "replace a site's settings: the hosts its caches may pull images from (empty: none)",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		sources := imageSourcesFlag(fs)
+		return func(x *exec) error {
+			var s store.Site
+			if err := x.call("sites.update", api.UpdateSiteRequest{SiteID: x.args[0], ImageSources: sources.refs}, &s); err != nil {
+				return err
+			}
+			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []store.Site{s}); siteSources(w, s) })
 			return nil
 		}
 	},
@@ -117,4 +139,20 @@ func siteTable(w *tabwriter.Writer, sites []store.Site) {
 	for _, s := range sites {
 		fmt.Fprintf(w, "%s\t%s\n", s.ID, s.CreatedAt.Format(time.RFC3339))
 	}
+}
+
+// imageSourcesFlag is --image-sources, the site's imageSources.
+func imageSourcesFlag(fs *flag.FlagSet) *listFlag {
+	sources := &listFlag{}
+	fs.Var(sources, "image-sources", "comma-separated host patterns the site's caches may pull images from: HOST, HOST:PORT, *.DOMAIN or *.DOMAIN:PORT (port 443 when left out); none when empty")
+	return sources
+}
+
+// siteSources prints a site's image sources under its table.
+func siteSources(w *tabwriter.Writer, s store.Site) {
+	list := strings.Join(s.ImageSources, ", ")
+	if list == "" {
+		list = "none: its caches pull no image"
+	}
+	fmt.Fprintf(w, "\nimage sources:\t%s\n", list)
 }

@@ -12,6 +12,15 @@ import (
 // CreateSiteRequest is the body of sites.create.
 type CreateSiteRequest struct {
 	Name string `json:"name"`
+	// ImageSources are the host patterns the site's caches may pull images from.
+	ImageSources []string `json:"imageSources,omitempty"`
+}
+
+// UpdateSiteRequest is the body of sites.update: what it holds replaces the site's.
+type UpdateSiteRequest struct {
+	SiteID string `json:"siteId"`
+	// ImageSources, when given, replace the site's image sources ([] allows none).
+	ImageSources *[]string `json:"imageSources,omitempty"`
 }
 
 // SiteRequest names one site: the body of sites.cachePlan.
@@ -37,8 +46,8 @@ type SiteInventory struct {
 	Sections []store.InventorySection `json:"sections"`
 }
 
-// registerSites adds sites.create, sites.list, sites.cachePlan, sites.locations and
-// sites.inventory. Sites are the
+// registerSites adds sites.create, sites.update, sites.list, sites.cachePlan,
+// sites.locations and sites.inventory. Sites are the
 // platform's: only the root tenant's credentials reach them.
 func (s *Server) registerSites() {
 	rootOnly := func(c *Caller) error {
@@ -51,7 +60,29 @@ func (s *Server) registerSites() {
 		if err := rootOnly(c); err != nil {
 			return site, err
 		}
-		err = s.store.Update(func(tx *store.Tx) (err error) { site, err = tx.CreateSite(req.Name); return err })
+		err = s.store.Update(func(tx *store.Tx) (err error) {
+			site, err = tx.CreateSite(req.Name)
+			if err == nil && req.ImageSources != nil {
+				site, err = tx.SetSiteImageSources(site.ID, req.ImageSources)
+			}
+			return err
+		})
+		return site, err
+	})
+	Handle(s, "sites.update", ActionSitesManage, func(_ context.Context, c *Caller, req UpdateSiteRequest) (site store.Site, err error) {
+		if err := rootOnly(c); err != nil {
+			return site, err
+		}
+		if req.ImageSources == nil {
+			return site, proto.Errorf(proto.InvalidInput, "sites.update needs what to change: imageSources").WithPath("imageSources")
+		}
+		err = s.store.Update(func(tx *store.Tx) (err error) {
+			if site, err = tx.Site(req.SiteID); err != nil {
+				return proto.AsError(err).WithPath("siteId")
+			}
+			site, err = tx.SetSiteImageSources(site.ID, *req.ImageSources)
+			return err
+		})
 		return site, err
 	})
 	Handle(s, "sites.list", ActionSitesManage, func(_ context.Context, c *Caller, req ListRequest) (out SiteList, err error) {
