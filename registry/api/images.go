@@ -59,7 +59,7 @@ func (s *Server) registerImages() {
 	})
 	Handle(s, "images.get", ActionImagesRead, func(_ context.Context, c *Caller, req GetImageRequest) (img store.Image, err error) {
 		if (req.ID == "") == (req.Ref == "") {
-			return img, proto.Errorf(proto.InvalidInput, "name the image by id or by ref, not both").WithPath("id")
+			return img, proto.Errorf(proto.InvalidInput, "name the image by its id or by its ref: one of the two").WithPath("id")
 		}
 		err = s.store.View(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
