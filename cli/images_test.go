@@ -242,6 +242,12 @@ func TestAnotherTenantsImageIsNeitherResolvedNorTrusted(t *testing.T) {
 	if e := testkit.Fails(t, beta, "images", "get", "Alpha/os@1"); e.Code != "INVALID_INPUT" || e.Details.Path != "ref" {
 		t.Errorf("a malformed owner: %+v", e)
 	}
+	for _, req := range []api.GetImageRequest{{}, {ID: planted.ID, Ref: "alpha/os@1"}} {
+		err := testkit.Client(t, beta).Call(context.Background(), "images.get", req, nil)
+		if e := proto.AsError(err); err == nil || e.Code != proto.InvalidInput || e.Details.Path != "id" {
+			t.Errorf("images.get of %+v: %v, want INVALID_INPUT at id", req, err)
+		}
+	}
 
 	// beta's pool pre-warms both spellings: neither is pulled, and the plan says why.
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-1", "--image-sources", "images.example.com")
