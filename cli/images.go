@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/better-compute/better-compute/proto"
@@ -65,14 +66,18 @@ var imageCommands = []command{{
 	},
 }, {
 	path:    "images get",
-	usage:   "ID [--tenant T]",
-	summary: "show one image",
+	usage:   "ID|REF [--tenant T]",
+	summary: "show one image, by id or by the ref a profile names it with (name@version, or TENANT/name@version)",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant whose view to read (default: the caller's)")
 		return func(x *exec) error {
+			req := api.GetImageRequest{TenantID: *tenant, ID: x.args[0]}
+			if strings.Contains(req.ID, "@") {
+				req.ID, req.Ref = "", req.ID
+			}
 			var img store.Image
-			if err := x.call("images.get", api.ImageRequest{TenantID: *tenant, ID: x.args[0]}, &img); err != nil {
+			if err := x.call("images.get", req, &img); err != nil {
 				return err
 			}
 			x.print(img, func(w *tabwriter.Writer) {

@@ -171,7 +171,7 @@ func TestImagesAndSignersAgainstARealRegistry(t *testing.T) {
 
 	// Sites and pools: the cache plan keeps the verified pre-warm images and says why
 	// the others are left out.
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-1")
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-1", "--image-sources", "images.example.com")
 	if e := testkit.Fails(t, acme, "sites", "create", "rack-2"); e.Code != "FORBIDDEN" {
 		t.Errorf("acme creating a site: %+v", e)
 	}
@@ -208,5 +208,73 @@ func TestImagesAndSignersAgainstARealRegistry(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(reg.DataDir, "admin.sock")); err != nil {
 		t.Errorf("admin socket: %v", err)
+	}
+}
+
+// A tenant's public image, vouched for only by its own key, is never what another
+// tenant's bare ref names, and is not trusted by another tenant under its qualified
+// name either, unless that tenant's host puts the key on its allowlist.
+func TestAnotherTenantsImageIsNeitherResolvedNorTrusted(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	alphaKey := openssl.Generate(t, openssl.Ed25519)
+	alpha := tenantConf(t, admin, "alpha", "compute:images:publish,compute:images:read")
+	beta := tenantConf(t, admin, "beta", "compute:images:read,compute:pools:manage")
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "alpha", "--id", "alpha-1", "--public-key", alphaKey.PublicPath)
+
+	var planted imageOut
+	testkit.JSON(t, alpha, &planted, "images", "register", "--ref", "os@1", "--source", "https://images.example.com/os-1.raw.zst",
+		"--disk-format", "raw", "--compression", "zstd", "--sha256", artifactDigest, "--size", "1048576",
+		"--signer", "alpha-1", "--signature", signShell(t, alphaKey, "os", "os@1", "raw", "zstd", artifactDigest))
+	testkit.JSON(t, alpha, nil, "images", "promote", planted.ID)
+
+	// Neither beta's nor root's bare ref reaches it; the qualified one does.
+	for name, caller := range map[string]string{"beta": beta, "root": admin} {
+		if e := testkit.Fails(t, caller, "images", "get", "os@1"); e.Code != "NOT_FOUND" || e.Details.Path != "ref" {
+			t.Errorf("%s: images get os@1: %+v, want NOT_FOUND at ref", name, e)
+		}
+		var got imageOut
+		testkit.JSON(t, caller, &got, "images", "get", "alpha/os@1")
+		if got.ID != planted.ID {
+			t.Errorf("%s: alpha/os@1 is %+v", name, got)
+		}
+	}
+	if e := testkit.Fails(t, beta, "images", "get", "Alpha/os@1"); e.Code != "INVALID_INPUT" || e.Details.Path != "ref" {
+		t.Errorf("a malformed owner: %+v", e)
+	}
+	for _, req := range []api.GetImageRequest{{}, {ID: planted.ID, Ref: "alpha/os@1"}} {
+		err := testkit.Client(t, beta).Call(context.Background(), "images.get", req, nil)
+		if e := proto.AsError(err); err == nil || e.Code != proto.InvalidInput || e.Details.Path != "id" {
+			t.Errorf("images.get of %+v: %v, want INVALID_INPUT at id", req, err)
+		}
+	}
+
+	// beta's pool pre-warms both spellings: neither is pulled, and the plan says why.
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-1", "--image-sources", "images.example.com")
+	testkit.JSON(t, beta, nil, "pools", "create", "gpu", "--site", "rack-1", "--prewarm", "os@1,alpha/os@1")
+	var plan struct {
+		CacheImages []struct{ Ref, Digest string }
+		Excluded    []struct{ Ref, Reason, Message string }
+	}
+	testkit.JSON(t, admin, &plan, "sites", "cache-plan", "rack-1")
+	reasons := map[string]string{}
+	for _, e := range plan.Excluded {
+		reasons[e.Ref] = e.Reason
+	}
+	if len(plan.CacheImages) != 0 || reasons["os@1"] != "not-found" || reasons["alpha/os@1"] != "untrusted-signer" {
+		t.Fatalf("beta's cache plan: %+v", plan)
+	}
+	for _, e := range plan.Excluded {
+		if e.Reason == "untrusted-signer" && !strings.Contains(e.Message, `signer "alpha-1" of tenant alpha`) {
+			t.Errorf("the refusal does not say which signer would be needed: %s", e.Message)
+		}
+	}
+
+	// Once beta's host trusts alpha's key, the qualified ref is pre-warmed; the bare one
+	// still names nothing.
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "beta", "--id", "alpha-1", "--public-key", alphaKey.PublicPath)
+	testkit.JSON(t, admin, &plan, "sites", "cache-plan", "rack-1")
+	if len(plan.CacheImages) != 1 || plan.CacheImages[0].Digest != artifactDigest || len(plan.Excluded) != 1 || plan.Excluded[0].Ref != "os@1" {
+		t.Errorf("beta's cache plan once it trusts alpha's key: %+v", plan)
 	}
 }

@@ -104,25 +104,25 @@ var poolCommands = []command{{
 }}
 
 // policyFlags declares --prewarm and --policy.
-func policyFlags(fs *flag.FlagSet) (*prewarmFlag, *string) {
-	prewarm := &prewarmFlag{}
-	fs.Var(prewarm, "prewarm", "comma-separated name@version refs for policy.prewarmImages; they replace the policy file's")
-	policy := fs.String("policy", "", "the policy as JSON: prewarmImages, hardwareProfile, agent, hugepages, kernelModules, cpu, iommu, gpu, kubernetes, gpuSharing")
+func policyFlags(fs *flag.FlagSet) (*listFlag, *string) {
+	prewarm := &listFlag{}
+	fs.Var(prewarm, "prewarm", "comma-separated name@version (or TENANT/name@version) refs for policy.prewarmImages; they replace the policy file's")
+	policy := fs.String("policy", "", "the policy as JSON: prewarmImages, imageSources, hardwareProfile, agent, hugepages, kernelModules, cpu, iommu, gpu, kubernetes, gpuSharing")
 	return prewarm, policy
 }
 
-// prewarmFlag is --prewarm: refs is nil when the flag is not given and an empty list
-// when it is given empty.
-type prewarmFlag struct{ refs *[]string }
+// listFlag is a comma-separated list flag (--prewarm, --image-sources): refs is nil
+// when the flag is not given and an empty list when it is given empty.
+type listFlag struct{ refs *[]string }
 
-func (f *prewarmFlag) String() string {
+func (f *listFlag) String() string {
 	if f.refs == nil {
 		return ""
 	}
 	return strings.Join(*f.refs, ",")
 }
 
-func (f *prewarmFlag) Set(s string) error {
+func (f *listFlag) Set(s string) error {
 	refs := csv(s)
 	if refs == nil {
 		refs = []string{}

@@ -1,12 +1,15 @@
 package cli_test
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
 )
 
@@ -120,7 +123,7 @@ func TestTenantsDoNotSeeEachOthersPrivateProfiles(t *testing.T) {
 		t.Errorf("beta deleted alpha's public profile: %+v", e)
 	}
 	var shared api.ProfileView
-	testkit.JSON(t, confs["beta"], &shared, "profiles", "get", "shared-recipe")
+	testkit.JSON(t, confs["beta"], &shared, "profiles", "get", "alpha/shared-recipe")
 	if shared.TenantID != "alpha" {
 		t.Errorf("public profile: %+v", shared)
 	}
@@ -173,5 +176,139 @@ func TestUpdateAndDelete(t *testing.T) {
 	}
 	if e := testkit.Fails(t, admin, "profiles", "delete", "metal-enroll"); e.Code != "NOT_FOUND" {
 		t.Errorf("deleting a shipped profile: %+v", e)
+	}
+}
+
+// tenantConf makes tenant with a credential of actions and returns its CLI config.
+func tenantConf(t *testing.T, admin, tenant, actions string) string {
+	t.Helper()
+	conf := filepath.Join(t.TempDir(), tenant+".conf")
+	testkit.JSON(t, admin, nil, "tenants", "create", tenant)
+	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tenant, "--actions", actions, "--out", conf)
+	return conf
+}
+
+// eraser is a profile a hostile tenant would like other tenants to run.
+func eraser(id string, version int) string {
+	return fmt.Sprintf(`{"id":%q,"version":%d,"target":"metal","steps":[{"use":"metal.ensureRamdisk"},{"use":"disk.wipe","with":{"mode":"crypto-erase"}},{"use":"metal.revokeIdentity"}]}`, id, version)
+}
+
+// A tenant can neither take a shipped id nor make what another tenant's bare profile
+// name resolves to: another tenant's public profile is reached only by TENANT/ID.
+func TestNoTenantChangesWhatAnotherTenantsProfileNameResolvesTo(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	const actions = "compute:profiles:manage,compute:profiles:read,compute:nodes:manage"
+	alpha := tenantConf(t, admin, "alpha", actions)
+	beta := tenantConf(t, admin, "beta", actions)
+
+	// Shipped ids are reserved, for every tenant, root included.
+	for _, caller := range []string{alpha, admin} {
+		e := testkit.Fails(t, caller, "profiles", "create", writeDoc(t, eraser("metal-inspect", 3)), "--public")
+		if e.Code != "CONFLICT" || e.Details.Path != "id" || e.Details.Reason != "reserved-id" {
+			t.Errorf("creating metal-inspect: %+v, want CONFLICT at id with reason reserved-id", e)
+		}
+	}
+	var shipped api.ProfileView
+	testkit.JSON(t, beta, &shipped, "profiles", "get", "metal-inspect")
+	if shipped.TenantID != "builtin" || shipped.Version != 2 {
+		t.Errorf("beta's metal-inspect: %s@%d of %s, want the shipped one", shipped.ID, shipped.Version, shipped.TenantID)
+	}
+
+	// alpha's public gpu-host is not what beta's (or root's) bare gpu-host names.
+	testkit.JSON(t, alpha, nil, "profiles", "create", writeDoc(t, eraser("gpu-host", 1)), "--public")
+	for name, caller := range map[string]string{"beta": beta, "root": admin} {
+		for _, cmd := range []string{"get", "render", "validate"} {
+			if e := testkit.Fails(t, caller, "profiles", cmd, "gpu-host"); e.Code != "NOT_FOUND" {
+				t.Errorf("%s: profiles %s gpu-host: %+v, want NOT_FOUND", name, cmd, e)
+			}
+		}
+		// metal.deploy resolves the profile before the node: a profile it resolves
+		// makes the missing node the error.
+		if e := testkit.Fails(t, caller, "nodes", "deploy", "node-missing", "--profile", "gpu-host"); e.Code != "NOT_FOUND" || e.Details.Path != "profileId" {
+			t.Errorf("%s: nodes deploy --profile gpu-host: %+v, want NOT_FOUND at profileId", name, e)
+		}
+		var got api.ProfileView
+		testkit.JSON(t, caller, &got, "profiles", "get", "alpha/gpu-host")
+		if got.TenantID != "alpha" || got.ID != "gpu-host" {
+			t.Errorf("%s: alpha/gpu-host is %+v", name, got)
+		}
+		var r api.Rendering
+		testkit.JSON(t, caller, &r, "profiles", "render", "alpha/gpu-host", "--profile-version", "1")
+		if r.TenantID != "alpha" || len(r.Steps) != 3 {
+			t.Errorf("%s: rendering alpha/gpu-host: %+v", name, r)
+		}
+		var v api.Validation
+		testkit.JSON(t, caller, &v, "profiles", "validate", "alpha/gpu-host")
+		if !v.Valid {
+			t.Errorf("%s: validating alpha/gpu-host: %+v", name, v)
+		}
+		if e := testkit.Fails(t, caller, "nodes", "deploy", "node-missing", "--profile", "alpha/gpu-host"); e.Code != "NOT_FOUND" || e.Details.Path != "nodeId" {
+			t.Errorf("%s: nodes deploy --profile alpha/gpu-host: %+v, want the node NOT_FOUND", name, e)
+		}
+	}
+	// A private profile stays private under its qualified name; a malformed owner is
+	// INVALID_INPUT at id; the platform's public profiles resolve by their bare name.
+	testkit.JSON(t, alpha, nil, "profiles", "create", writeDoc(t, eraser("quiet", 1)))
+	if e := testkit.Fails(t, beta, "profiles", "get", "alpha/quiet"); e.Code != "NOT_FOUND" {
+		t.Errorf("beta gets alpha's private profile by its qualified name: %+v", e)
+	}
+	if e := testkit.Fails(t, beta, "profiles", "get", "Alpha/gpu-host"); e.Code != "INVALID_INPUT" || e.Details.Path != "id" {
+		t.Errorf("a malformed owner: %+v", e)
+	}
+	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, eraser("platform-host", 1)), "--public")
+	var platform api.ProfileView
+	testkit.JSON(t, beta, &platform, "profiles", "get", "platform-host")
+	if platform.TenantID != "root" {
+		t.Errorf("beta's platform-host: %+v", platform)
+	}
+	var own api.ProfileView
+	testkit.JSON(t, alpha, &own, "profiles", "get", "builtin/metal-inspect")
+	if own.TenantID != "builtin" {
+		t.Errorf("builtin/metal-inspect: %+v", own)
+	}
+}
+
+// Rows stored before shipped ids were reserved never shadow the shipped profile; their
+// tenant still reaches them by their qualified name, and can delete them.
+func TestStoredRowsWithAShippedIDDoNotShadowIt(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "tenants", "create", "alpha")
+	reg.Stop()
+	st, err := store.Open(reg.DataDir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(func(tx *store.Tx) error {
+		for _, tenant := range []string{"alpha", "root"} {
+			if _, err := tx.CreateProfile(store.ProfileRecord{Tenant: tenant, ID: "metal-inspect", Version: 2, Visibility: store.Public, Document: []byte(eraser("metal-inspect", 2))}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err := errors.Join(err, st.Close()); err != nil {
+		t.Fatal(err)
+	}
+	reg = testkit.StartRegistry(t, reg.DataDir)
+	alpha := filepath.Join(t.TempDir(), "alpha.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "alpha", "--actions", "compute:profiles:manage,compute:profiles:read", "--out", alpha)
+
+	for name, caller := range map[string]string{"alpha": alpha, "root": admin} {
+		var got api.ProfileView
+		testkit.JSON(t, caller, &got, "profiles", "get", "metal-inspect", "--profile-version", "2")
+		if got.TenantID != "builtin" {
+			t.Errorf("%s: metal-inspect@2 is %s's", name, got.TenantID)
+		}
+	}
+	var legacy api.ProfileView
+	testkit.JSON(t, alpha, &legacy, "profiles", "get", "alpha/metal-inspect")
+	if legacy.TenantID != "alpha" {
+		t.Errorf("alpha/metal-inspect: %+v", legacy)
+	}
+	testkit.JSON(t, alpha, nil, "profiles", "delete", "metal-inspect")
+	if e := testkit.Fails(t, alpha, "profiles", "get", "alpha/metal-inspect"); e.Code != "NOT_FOUND" {
+		t.Errorf("after delete: %+v", e)
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,42 +14,41 @@ import (
 
 var siteCommands = []command{{
 	path:    "sites create",
-	usage:   "NAME [--bmc-networks CIDR[,CIDR]]",
+	usage:   "NAME [--bmc-networks CIDR[,CIDR]] [--image-sources HOST[:PORT],*.DOMAIN[:PORT]]",
 	summary: "create a site (root tenant credentials only)",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
-		networks := fs.String("bmc-networks", "", "the networks the BMC addresses of the site's nodes must be in, comma-separated CIDRs (default: none, no BMC on the network)")
+		networks, sources := bmcNetworksFlag(fs), imageSourcesFlag(fs)
 		return func(x *exec) error {
+			req := api.CreateSiteRequest{Name: x.args[0]}
+			if networks.refs != nil {
+				req.BMCNetworks = *networks.refs
+			}
+			if sources.refs != nil {
+				req.ImageSources = *sources.refs
+			}
 			var s store.Site
-			if err := x.call("sites.create", api.CreateSiteRequest{Name: x.args[0], BMCNetworks: csv(*networks)}, &s); err != nil {
+			if err := x.call("sites.create", req, &s); err != nil {
 				return err
 			}
-			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []store.Site{s}) })
+			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []store.Site{s}); siteSettings(w, s) })
 			return nil
 		}
 	},
 }, {
 	path:    "sites update",
-	usage:   "NAME --bmc-networks CIDR[,CIDR]",
-	summary: "replace what a site admits (root tenant credentials only): its BMC networks (\"\" for none)",
+	usage:   "NAME [--bmc-networks CIDR[,CIDR]] [--image-sources HOST[:PORT],*.DOMAIN[:PORT]]",
+	summary: "replace what a site admits (root tenant credentials only): its BMC networks, the hosts its caches may pull images from (\"\" for none); a flag left out keeps its setting",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
-		req := api.UpdateSiteRequest{}
-		fs.Func("bmc-networks", "the networks the BMC addresses of the site's nodes must be in, comma-separated CIDRs", func(v string) error {
-			networks := csv(v)
-			if networks == nil {
-				networks = []string{}
-			}
-			req.BMCNetworks = &networks
-			return nil
-		})
+		networks, sources := bmcNetworksFlag(fs), imageSourcesFlag(fs)
 		return func(x *exec) error {
-			req.SiteID = x.args[0]
 			var s store.Site
+			req := api.UpdateSiteRequest{SiteID: x.args[0], BMCNetworks: networks.refs, ImageSources: sources.refs}
 			if err := x.call("sites.update", req, &s); err != nil {
 				return err
 			}
-			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []store.Site{s}) })
+			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []store.Site{s}); siteSettings(w, s) })
 			return nil
 		}
 	},
@@ -143,4 +143,31 @@ func siteTable(w *tabwriter.Writer, sites []store.Site) {
 	for _, s := range sites {
 		fmt.Fprintf(w, "%s\t%s\n", s.ID, s.CreatedAt.Format(time.RFC3339))
 	}
+}
+
+// imageSourcesFlag is --image-sources, the site's imageSources.
+func imageSourcesFlag(fs *flag.FlagSet) *listFlag {
+	sources := &listFlag{}
+	fs.Var(sources, "image-sources", "comma-separated host patterns the site's caches may pull images from: HOST, HOST:PORT, *.DOMAIN or *.DOMAIN:PORT (port 443 when left out); none when empty")
+	return sources
+}
+
+// bmcNetworksFlag is --bmc-networks, the site's bmcNetworks.
+func bmcNetworksFlag(fs *flag.FlagSet) *listFlag {
+	networks := &listFlag{}
+	fs.Var(networks, "bmc-networks", "comma-separated CIDRs the BMC addresses of the site's nodes must be in; none (no BMC on the network) when empty")
+	return networks
+}
+
+// siteSettings prints what a site admits under its table: its BMC networks and image
+// sources.
+func siteSettings(w *tabwriter.Writer, s store.Site) {
+	or := func(list []string, none string) string {
+		if len(list) == 0 {
+			return none
+		}
+		return strings.Join(list, ", ")
+	}
+	fmt.Fprintf(w, "\nbmc networks:\t%s\n", or(s.BMCNetworks, "none: no BMC on the network"))
+	fmt.Fprintf(w, "image sources:\t%s\n", or(s.ImageSources, "none: its caches pull no image"))
 }

@@ -307,6 +307,68 @@ func TestDeployRefuses(t *testing.T) {
 	}
 }
 
+// TestDeployTrustsOnlyTheDeployingTenantsSigners: tenant alpha plants a public image
+// os@1 signed by its own key. Neither beta's nor root's profile naming os@1 reaches it,
+// and beta naming alpha/os@1 is refused before anything is written, since neither beta
+// nor the platform trusts alpha's key.
+func TestDeployTrustsOnlyTheDeployingTenantsSigners(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots machines end to end")
+	}
+	_, zst := osImage(t)
+	w := newWorld(t)
+	alphaKey := openssl.Generate(t, openssl.Ed25519)
+	for _, tenant := range []string{"alpha", "beta"} {
+		testkit.JSON(t, w.admin, nil, "tenants", "create", tenant)
+	}
+	testkit.JSON(t, w.admin, nil, "signers", "add", "--data-dir", w.reg.DataDir, "--tenant", "alpha", "--id", "alpha-1", "--public-key", alphaKey.PublicPath)
+	w.mu.Lock()
+	w.images["/os@1.raw.zst"] = zst
+	w.mu.Unlock()
+	input := fmt.Sprintf("bc-image-v1\nos\nos@1\nraw\nzstd\n%s\n", sha(zst))
+	var planted store.Image
+	testkit.JSON(t, w.admin, &planted, "images", "register", "--tenant", "alpha", "--ref", "os@1", "--kind", "os", "--source", w.imageURL+"/os@1.raw.zst",
+		"--disk-format", "raw", "--compression", "zstd", "--sha256", sha(zst), "--size", fmt.Sprint(len(zst)),
+		"--signer", "alpha-1", "--signature", base64.StdEncoding.EncodeToString(alphaKey.Sign(t, []byte(input))))
+	testkit.JSON(t, w.admin, nil, "images", "promote", planted.ID, "--tenant", "alpha")
+	testkit.JSON(t, w.admin, nil, "pools", "create", "gpu", "--tenant", "beta", "--site", "rack-a")
+
+	cases := []struct {
+		tenant, image, code, reason string
+	}{
+		{tenant: "beta", image: "os@1", code: "NOT_FOUND"},
+		{tenant: "root", image: "os@1", code: "NOT_FOUND"},
+		{tenant: "beta", image: "alpha/os@1", code: "INVALID_STATE", reason: "untrusted-signer"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.tenant+" "+tc.image, func(t *testing.T) {
+			uuid := fmt.Sprintf("4c4c4544-0042-3510-8052-b4c04f5959%02x", i)
+			m := newMachine(t, uuid, 64<<20)
+			var n store.Node
+			testkit.JSON(t, w.admin, &n, "nodes", "enroll", "--tenant", tc.tenant, "--pool", "gpu", "--mac", fmt.Sprintf("52:54:00:12:36:%02x", i),
+				"--product-uuid", uuid, "--bmc-driver", "qmp", "--bmc-address", "unix:///run/qmp.sock")
+			w.site.add(n.ID, m)
+			prof := fmt.Sprintf("uses-%d", i)
+			testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile(prof, tc.image)), "--tenant", tc.tenant)
+			res := testkit.CLI(t, w.admin, "nodes", "deploy", n.ID, "--profile", prof, "--tenant", tc.tenant, "--wait")
+			if res.Code != 1 || !strings.Contains(res.Stderr+res.Stdout, tc.code) {
+				t.Fatalf("deploy: exit %d, want a %s\n%s\n%s", res.Code, tc.code, res.Stdout, res.Stderr)
+			}
+			var got struct {
+				State   string
+				Failure *store.StepFailure
+			}
+			testkit.JSON(t, w.admin, &got, "nodes", "get", n.ID, "--tenant", tc.tenant)
+			if got.State != store.NodeFailed || got.Failure == nil || string(got.Failure.Error.Code) != tc.code || got.Failure.Error.Details.Reason != tc.reason {
+				t.Errorf("node %s, failure %+v", got.State, got.Failure)
+			}
+			if disk, _ := os.ReadFile(m.disk); !bytes.Equal(disk, make([]byte, len(disk))) {
+				t.Errorf("the disk was written")
+			}
+		})
+	}
+}
+
 func writeFile(t *testing.T, content string) string {
 	p := filepath.Join(t.TempDir(), "doc.json")
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +48,17 @@ func TestSiteLoopback(t *testing.T) {
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(artifact))
 	}))
 	t.Cleanup(source.Close)
+	// A host inside the platform's network that a tenant names as an image source: the
+	// site allows only the source above, so nothing ever connects here.
+	var internalConns atomic.Int64
+	internal := httptest.NewUnstartedServer(http.NotFoundHandler())
+	internal.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			internalConns.Add(1)
+		}
+	}
+	internal.StartTLS()
+	t.Cleanup(internal.Close)
 	work := t.TempDir()
 	caFile := filepath.Join(work, "source-ca.pem")
 	writeFile(t, caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: source.Certificate().Raw}), 0o644)
@@ -74,15 +86,20 @@ func TestSiteLoopback(t *testing.T) {
 	testkit.JSON(t, admin, nil, "images", "register", "--tenant", "root", "--ref", img.Ref, "--kind", "os",
 		"--source", source.URL+"/site-test.raw", "--disk-format", "raw", "--compression", "none",
 		"--sha256", digest, "--size", fmt.Sprint(len(artifact)), "--signer", "platform", "--signature", sig)
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.1/32")
-	testkit.JSON(t, admin, nil, "pools", "create", "prewarm", "--site", "rack-a", "--tenant", "root", "--prewarm", img.Ref)
+	inside := store.Image{Kind: proto.KindOS, Ref: "internal@1", Format: proto.FormatRaw, Compression: proto.CompressionNone, SHA256: hex.EncodeToString(make([]byte, 32))}
+	testkit.JSON(t, admin, nil, "images", "register", "--tenant", "root", "--ref", inside.Ref, "--kind", "os",
+		"--source", internal.URL+"/latest/meta-data", "--disk-format", "raw", "--compression", "none", "--sha256", inside.SHA256, "--size", "1",
+		"--signer", "platform", "--signature", base64.StdEncoding.EncodeToString(key.Sign(t, image.SigningInput(inside))))
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.1/32", "--image-sources", source.Listener.Addr().String())
+	testkit.JSON(t, admin, nil, "pools", "create", "prewarm", "--site", "rack-a", "--tenant", "root", "--prewarm", img.Ref+","+inside.Ref)
 
 	httpPort := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})
 
 	// The site pulls the image, reports it, and the registry shows it ready there.
 	var plan image.CachePlan
 	testkit.JSON(t, admin, &plan, "sites", "cache-plan", "rack-a")
-	if len(plan.CacheImages) != 1 || plan.CacheImages[0].Digest != digest {
+	if len(plan.CacheImages) != 1 || plan.CacheImages[0].Digest != digest ||
+		len(plan.Excluded) != 1 || plan.Excluded[0].Ref != inside.Ref || plan.Excluded[0].Reason != proto.ReasonSourceNotAllowed {
 		t.Fatalf("cache plan %+v", plan)
 	}
 	waitFor(t, "the image ready at rack-a", func() bool {
@@ -102,6 +119,9 @@ func TestSiteLoopback(t *testing.T) {
 	}
 	if want := fmt.Sprintf(`{"httpBase":"http://127.0.0.1:%d"}`, httpPort); sections["site"] != want || sections["bootEntries"] != "[]" {
 		t.Errorf("site agent's inventory %v: want site %s and no boot entries", sections, want)
+	}
+	if bytes.Contains([]byte(sections["images"]), []byte(inside.SHA256)) || internalConns.Load() != 0 {
+		t.Errorf("the site cache took up the image from outside its sources: cache %s, %d connections to its host", sections["images"], internalConns.Load())
 	}
 	out, err := exec.Command("curl", "-sf", "-r", "1000-1999", fmt.Sprintf("http://127.0.0.1:%d/images/sha256/%s", httpPort, digest)).Output()
 	if err != nil || !bytes.Equal(out, artifact[1000:2000]) {

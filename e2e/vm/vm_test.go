@@ -223,7 +223,7 @@ func TestVMHelper(t *testing.T) {
 	testkit.JSON(t, admin, nil, "images", "register", "--tenant", "root", "--ref", "vm-os@1", "--kind", "os",
 		"--source", srv.URL+"/vm-os.raw.zst", "--disk-format", "raw", "--compression", "zstd", "--sha256", digest,
 		"--size", fmt.Sprint(len(zst)), "--signer", "platform", "--signature", base64.StdEncoding.EncodeToString(signer.Sign(t, []byte(input))))
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--image-sources", strings.TrimPrefix(srv.URL, "https://"))
 	testkit.JSON(t, admin, nil, "pools", "create", "vms", "--site", "rack-a", "--prewarm", "vm-os@1")
 
 	// bcd join --role site, then bcd site on the segment.

@@ -14,10 +14,19 @@ type RegisterImageRequest struct {
 	image.RegisterRequest
 }
 
-// ImageRequest names one image: the body of images.get and images.promote.
+// ImageRequest names one image: the body of images.promote.
 type ImageRequest struct {
 	TenantID string `json:"tenantId,omitempty"`
 	ID       string `json:"id"`
+}
+
+// GetImageRequest is the body of images.get: one image by id, or by ref as a profile of
+// the tenant names it (name@version, or TENANT/name@version), resolved as a deploy
+// resolves it.
+type GetImageRequest struct {
+	TenantID string `json:"tenantId,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Ref      string `json:"ref,omitempty"`
 }
 
 // ListImagesRequest is the body of images.list.
@@ -48,13 +57,20 @@ func (s *Server) registerImages() {
 		})
 		return img, err
 	})
-	Handle(s, "images.get", ActionImagesRead, func(_ context.Context, c *Caller, req ImageRequest) (img store.Image, err error) {
+	Handle(s, "images.get", ActionImagesRead, func(_ context.Context, c *Caller, req GetImageRequest) (img store.Image, err error) {
+		if (req.ID == "") == (req.Ref == "") {
+			return img, proto.Errorf(proto.InvalidInput, "name the image by its id or by its ref: one of the two").WithPath("id")
+		}
 		err = s.store.View(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
 			if err != nil {
 				return err
 			}
-			img, err = image.Get(tx, tenant, req.ID)
+			if req.Ref != "" {
+				img, err = image.ResolveImage(tx, tenant, req.Ref)
+			} else {
+				img, err = image.Get(tx, tenant, req.ID)
+			}
 			return err
 		})
 		return img, err

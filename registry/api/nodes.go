@@ -54,7 +54,8 @@ type NodeList struct {
 }
 
 // DeployRequest is the body of metal.deploy: a node and the profile version to deploy,
-// resolved as the tenant sees profiles (its own, then public, then shipped; the latest
+// resolved as profiles.get resolves it (a shipped id, else the tenant's own, else the
+// platform's public one; TENANT/ID for another tenant's public profile; the latest
 // version when left out).
 type DeployRequest struct {
 	TenantID       string `json:"tenantId,omitempty"`

@@ -126,7 +126,8 @@ func (s *Server) registerPools(svc *metal.Service) {
 }
 
 // checkPrewarm refuses a pre-warm list that is too long, repeats a ref or holds one that
-// is not name@version, at path; an absent list becomes an empty one.
+// is not name@version or TENANT/name@version, at path; an absent list becomes an empty
+// one.
 func checkPrewarm(refs *[]string, path string) error {
 	if *refs == nil {
 		*refs = []string{}
@@ -136,7 +137,7 @@ func checkPrewarm(refs *[]string, path string) error {
 	}
 	for i, ref := range *refs {
 		at := indexPath(path, i)
-		if _, err := image.ParseRef(ref); err != nil {
+		if _, _, err := image.ParseUseRef(ref); err != nil {
 			return proto.AsError(err).WithPath(at)
 		}
 		if slices.Contains((*refs)[:i], ref) {

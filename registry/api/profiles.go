@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -161,6 +162,9 @@ func (ps *profiles) create(_ context.Context, c *Caller, req CreateProfileReques
 	if err != nil {
 		return out, err
 	}
+	if ps.isShipped(p.ID()) {
+		return out, proto.Errorf(proto.Conflict, "profile id %s is reserved: a shipped profile has it, for every tenant; give yours another id", p.ID()).WithPath("id").WithReason("reserved-id")
+	}
 	err = ps.srv.store.Update(func(tx *store.Tx) error {
 		tenant, err := c.TenantFor(tx, req.TenantID)
 		if err != nil {
@@ -175,8 +179,17 @@ func (ps *profiles) create(_ context.Context, c *Caller, req CreateProfileReques
 	return out, err
 }
 
-// resolve finds the version a key names as the caller's tenant sees it: its own profile
-// first, then a public stored one, then a shipped one.
+// isShipped reports whether id is the id of a shipped profile: such an id is reserved.
+func (ps *profiles) isShipped(id string) bool {
+	return slices.ContainsFunc(ps.shipped, func(r store.ProfileRecord) bool { return r.ID == id })
+}
+
+// resolve finds the version a key names as the caller's tenant sees it. A bare id is
+// the shipped profile when a shipped one has the id (a stored row with a shipped id
+// never shadows it), else the tenant's own, else a public one of the platform (the
+// root tenant). TENANT/ID names another tenant's public profile (or, with the tenant's
+// own name, its own; builtin/ID a shipped one): no other tenant's profile is ever
+// reached without its owner's name.
 func (ps *profiles) resolve(tx *store.Tx, c *Caller, key ProfileKey) (store.ProfileRecord, error) {
 	tenant, err := c.TenantFor(tx, key.TenantID)
 	if err != nil {
@@ -188,30 +201,56 @@ func (ps *profiles) resolve(tx *store.Tx, c *Caller, key ProfileKey) (store.Prof
 	if key.ProfileVersion < 0 {
 		return store.ProfileRecord{}, proto.Errorf(proto.InvalidInput, "profileVersion must be a positive whole number").WithPath("profileVersion")
 	}
+	owner, id, err := proto.SplitOwner(key.ID)
+	if err != nil {
+		return store.ProfileRecord{}, proto.AsError(err).WithPath("id")
+	}
 	var rec store.ProfileRecord
 	var ok bool
-	if key.ProfileVersion == 0 {
-		rec, ok, err = tx.LatestProfile(tenant, key.ID)
-	} else {
-		rec, ok, err = tx.Profile(tenant, key.ID, key.ProfileVersion)
-		ok = ok && !rec.Deleted
+	switch {
+	case owner == store.BuiltinTenant || owner == "" && ps.isShipped(id):
+		if rec, ok = ps.shippedVersion(id, key.ProfileVersion); ok {
+			return rec, nil
+		}
+	case owner == "" || owner == tenant:
+		if rec, ok, err = ownProfile(tx, tenant, id, key.ProfileVersion); err != nil || ok {
+			return rec, err
+		}
+		if owner == "" && tenant != store.RootTenant {
+			if rec, ok, err = tx.PublicProfile(store.RootTenant, id, key.ProfileVersion); err != nil || ok {
+				return rec, err
+			}
+		}
+	default:
+		if rec, ok, err = tx.PublicProfile(owner, id, key.ProfileVersion); err != nil || ok {
+			return rec, err
+		}
 	}
-	if err != nil || ok {
-		return rec, err
+	return rec, notFoundProfile(key)
+}
+
+// ownProfile is one of tenant's own undeleted versions: the given one, or the latest
+// when version is 0.
+func ownProfile(tx *store.Tx, tenant, id string, version int) (store.ProfileRecord, bool, error) {
+	if version == 0 {
+		return tx.LatestProfile(tenant, id)
 	}
-	if rec, ok, err = tx.PublicProfile(key.ID, key.ProfileVersion); err != nil || ok {
-		return rec, err
-	}
+	rec, ok, err := tx.Profile(tenant, id, version)
+	return rec, ok && !rec.Deleted, err
+}
+
+// shippedVersion is a shipped profile's given version, or its highest when version is 0.
+func (ps *profiles) shippedVersion(id string, version int) (store.ProfileRecord, bool) {
 	var best *store.ProfileRecord
 	for i, s := range ps.shipped {
-		if s.ID == key.ID && (s.Version == key.ProfileVersion || key.ProfileVersion == 0 && (best == nil || s.Version > best.Version)) {
+		if s.ID == id && (s.Version == version || version == 0 && (best == nil || s.Version > best.Version)) {
 			best = &ps.shipped[i]
 		}
 	}
-	if best != nil {
-		return *best, nil
+	if best == nil {
+		return store.ProfileRecord{}, false
 	}
-	return rec, notFoundProfile(key)
+	return *best, true
 }
 
 func notFoundProfile(key ProfileKey) *proto.Error {

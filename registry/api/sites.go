@@ -14,13 +14,18 @@ type CreateSiteRequest struct {
 	Name string `json:"name"`
 	// BMCNetworks are the CIDRs the BMC addresses of the site's nodes must be in.
 	BMCNetworks []string `json:"bmcNetworks,omitempty"`
+	// ImageSources are the host patterns the site's caches may pull images from.
+	ImageSources []string `json:"imageSources,omitempty"`
 }
 
-// UpdateSiteRequest is the body of sites.update: what it gives replaces the site's.
+// UpdateSiteRequest is the body of sites.update: what it gives replaces the site's, and
+// what it leaves out stays.
 type UpdateSiteRequest struct {
 	SiteID string `json:"siteId"`
 	// BMCNetworks replaces the site's BMC networks; [] leaves none.
 	BMCNetworks *[]string `json:"bmcNetworks,omitempty"`
+	// ImageSources, when given, replace the site's image sources ([] allows none).
+	ImageSources *[]string `json:"imageSources,omitempty"`
 }
 
 // SiteRequest names one site: the body of sites.cachePlan.
@@ -46,8 +51,8 @@ type SiteInventory struct {
 	Sections []store.InventorySection `json:"sections"`
 }
 
-// registerSites adds sites.create, sites.update, sites.list, sites.cachePlan, sites.locations and
-// sites.inventory. Sites are the
+// registerSites adds sites.create, sites.update, sites.list, sites.cachePlan,
+// sites.locations and sites.inventory. Sites are the
 // platform's: only the root tenant's credentials reach them.
 func (s *Server) registerSites() {
 	rootOnly := func(c *Caller) error {
@@ -61,10 +66,17 @@ func (s *Server) registerSites() {
 			return site, err
 		}
 		err = s.store.Update(func(tx *store.Tx) (err error) {
-			if site, err = tx.CreateSite(req.Name); err != nil || req.BMCNetworks == nil {
+			if site, err = tx.CreateSite(req.Name); err != nil {
 				return err
 			}
-			site, err = tx.SetSiteBMCNetworks(site.ID, req.BMCNetworks)
+			if req.BMCNetworks != nil {
+				if site, err = tx.SetSiteBMCNetworks(site.ID, req.BMCNetworks); err != nil {
+					return err
+				}
+			}
+			if req.ImageSources != nil {
+				site, err = tx.SetSiteImageSources(site.ID, req.ImageSources)
+			}
 			return err
 		})
 		return site, err
@@ -73,11 +85,21 @@ func (s *Server) registerSites() {
 		if err := rootOnly(c); err != nil {
 			return site, err
 		}
-		if req.BMCNetworks == nil {
-			return site, proto.Errorf(proto.InvalidInput, "nothing to update: give bmcNetworks").WithPath("bmcNetworks")
+		if req.BMCNetworks == nil && req.ImageSources == nil {
+			return site, proto.Errorf(proto.InvalidInput, "sites.update needs what to change: bmcNetworks or imageSources").WithPath("bmcNetworks")
 		}
 		err = s.store.Update(func(tx *store.Tx) (err error) {
-			site, err = tx.SetSiteBMCNetworks(req.SiteID, *req.BMCNetworks)
+			if site, err = tx.Site(req.SiteID); err != nil {
+				return proto.AsError(err).WithPath("siteId")
+			}
+			if req.BMCNetworks != nil {
+				if site, err = tx.SetSiteBMCNetworks(site.ID, *req.BMCNetworks); err != nil {
+					return err
+				}
+			}
+			if req.ImageSources != nil {
+				site, err = tx.SetSiteImageSources(site.ID, *req.ImageSources)
+			}
 			return err
 		})
 		return site, err

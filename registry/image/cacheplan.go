@@ -23,18 +23,22 @@ type ExcludedImage struct {
 	Tenant string `json:"tenantId"`
 	Pool   string `json:"pool"`
 	Ref    string `json:"ref"`
-	// Reason is "not-found" (the ref resolves to no image the pool's tenant sees), or
-	// the reason VerifyImageForUse gave: "unsigned" or "signature".
+	// Reason is "not-found" (the ref resolves to no image the pool's tenant sees), the
+	// reason VerifyImageForUse gave ("unsigned", "signature" or "untrusted-signer"), or
+	// "source-not-allowed" (its source host is outside the site's or the pool's image
+	// sources).
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }
 
-// PlanSiteCache resolves every pool's policy.prewarmImages at a site in the pool's
-// tenant (its own image first, then a public one) and keeps the images that pass
-// VerifyImageForUse with v.
+// PlanSiteCache resolves every pool's policy.prewarmImages at a site as the pool's
+// tenant (ResolveImage) and keeps the images that pass VerifyImageForUse for that
+// tenant with v and whose source host the site's image sources allow (and the pool's,
+// when it narrows them). A site with no image sources pre-warms nothing.
 func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 	plan := CachePlan{Site: site, CacheImages: []proto.CacheImage{}, Excluded: []ExcludedImage{}}
-	if _, err := tx.Site(site); err != nil {
+	st, err := tx.Site(site)
+	if err != nil {
 		return plan, err
 	}
 	pools, err := tx.PoolsAtSite(site)
@@ -47,6 +51,9 @@ func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 			img, err := ResolveImage(tx, p.Tenant, ref)
 			if err == nil {
 				err = VerifyImageForUse(tx, p.Tenant, img, UseOptions{Verifier: v})
+			}
+			if err == nil {
+				err = sourceAllowed(st, p, img)
 			}
 			switch code := proto.CodeOf(err); {
 			case err == nil:
@@ -82,4 +89,18 @@ func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 func SiteCacheImages(tx *store.Tx, site string, v Verifier) ([]proto.CacheImage, error) {
 	plan, err := PlanSiteCache(tx, site, v)
 	return plan.CacheImages, err
+}
+
+// sourceAllowed refuses, as INVALID_STATE with the reason source-not-allowed, an image
+// whose source the site's image sources, or the pool's when it has some, do not allow:
+// the site's caches never fetch it.
+func sourceAllowed(site store.Site, p store.Pool, img store.Image) error {
+	host, port, _ := proto.SourceHost(img.Source)
+	switch {
+	case !proto.ImageSourceAllowed(site.ImageSources, img.Source):
+		return proto.Errorf(proto.InvalidState, "its source host %s:%s is not among site %s's image sources %v: the platform adds it with `sites update %s --image-sources`", host, port, site.ID, site.ImageSources, site.ID).WithReason(proto.ReasonSourceNotAllowed)
+	case len(p.Policy.ImageSources) > 0 && !proto.ImageSourceAllowed(p.Policy.ImageSources, img.Source):
+		return proto.Errorf(proto.InvalidState, "its source host %s:%s is not among pool %s's policy.imageSources %v", host, port, p.Name, p.Policy.ImageSources).WithReason(proto.ReasonSourceNotAllowed)
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package image
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
@@ -27,17 +29,23 @@ func TestPlanSiteCache(t *testing.T) {
 	revokeSigner(t, st, "acme", "acme-gone")
 	// beta's own (unsigned) base@1 shadows the platform's in beta's pools.
 	mustRegister(t, st, "beta", withDigest(osRequest("base@1"), "5"))
+	// acme's public image, vouched for by acme's key only.
+	pub := mustRegister(t, st, "acme", sign(t, withDigest(osRequest("pub@1"), "6"), acmeKey, "acme-1", formP1363))
+	mustUpdate(t, st, func(tx *store.Tx) error { _, err := Promote(tx, "acme", pub.ID); return err })
 
 	mustUpdate(t, st, func(tx *store.Tx) error {
 		for _, s := range []string{"rack-1", "rack-2"} {
 			if _, err := tx.CreateSite(s); err != nil {
 				return err
 			}
+			if _, err := tx.SetSiteImageSources(s, []string{"images.example.com"}); err != nil {
+				return err
+			}
 		}
 		for _, p := range []store.Pool{
 			{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "unsigned@1", "missing@1", "base@1", "revoked@1"}}},
 			{Tenant: "acme", Name: "cpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1"}}},
-			{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "base@1"}}},
+			{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "base@1", "pub@1", "acme/pub@1", "acme/own@1"}}},
 			{Tenant: "acme", Name: "far", Site: "rack-2", Policy: store.PoolPolicy{PrewarmImages: []string{"unsigned@1"}}},
 		} {
 			if _, err := tx.CreatePool(p); err != nil {
@@ -69,6 +77,9 @@ func TestPlanSiteCache(t *testing.T) {
 		{"acme", "gpu", "revoked@1", "signature"},
 		{"beta", "gpu", "own@1", "not-found"}, // acme's private image is not beta's
 		{"beta", "gpu", "base@1", "unsigned"}, // beta's own unsigned base@1 shadows the platform's
+		{"beta", "gpu", "pub@1", "not-found"}, // acme's public image is not what beta's bare ref names
+		{"beta", "gpu", "acme/pub@1", "untrusted-signer"},
+		{"beta", "gpu", "acme/own@1", "not-found"},
 	}
 	if diff := cmp.Diff(wantExcluded, excluded); diff != "" {
 		t.Errorf("excluded (-want +got):\n%s", diff)
@@ -80,4 +91,89 @@ func TestPlanSiteCache(t *testing.T) {
 	}
 	err := st.View(func(tx *store.Tx) error { _, err := PlanSiteCache(tx, "rack-9", Allowlist{}); return err })
 	checkErr(t, err, proto.NotFound, "", "")
+}
+
+// TestPlanSiteCacheSources: a pre-warm image is fetched only from a source host the
+// site's image sources allow, and the pool's when it narrows them; a site without image
+// sources pre-warms nothing.
+func TestPlanSiteCacheSources(t *testing.T) {
+	st := openCatalog(t)
+	platform := openssl.Generate(t, openssl.Ed25519)
+	addSigner(t, st, store.RootTenant, "platform", platform)
+	for i, img := range []struct{ ref, source string }{
+		{"public@1", "https://images.example.com/public.raw.zst"},
+		{"internal@1", "https://10.0.0.9/metadata.raw.zst"},
+		{"mirror@1", "oci://mirror.corp.example:5000/os@sha256:" + digest("3")},
+		{"ported@1", "https://images.example.com:8443/ported.raw.zst"},
+	} {
+		req := osRequest(img.ref)
+		req.Source, req.SHA256 = img.source, digest(fmt.Sprint(i+1))
+		mustRegister(t, st, store.RootTenant, sign(t, req, platform, "platform", formEd25519))
+	}
+	all := []string{"public@1", "internal@1", "mirror@1", "ported@1"}
+	mustUpdate(t, st, func(tx *store.Tx) error {
+		for _, s := range []string{"open", "closed"} {
+			if _, err := tx.CreateSite(s); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.SetSiteImageSources("open", []string{"images.example.com", "*.corp.example:5000"}); err != nil {
+			return err
+		}
+		for _, p := range []store.Pool{
+			{Tenant: store.RootTenant, Name: "wide", Site: "open", Policy: store.PoolPolicy{PrewarmImages: all}},
+			// narrow keeps the mirror only, and cannot widen the site's list to 10.0.0.9.
+			{Tenant: store.RootTenant, Name: "narrow", Site: "open", Policy: store.PoolPolicy{PrewarmImages: all, ImageSources: []string{"mirror.corp.example:5000", "10.0.0.9"}}},
+			{Tenant: store.RootTenant, Name: "shut", Site: "closed", Policy: store.PoolPolicy{PrewarmImages: all}},
+		} {
+			if _, err := tx.CreatePool(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	type ex struct{ Pool, Ref, Reason string }
+	plan := func(site string) (cached []string, excluded []ex) {
+		var p CachePlan
+		if err := st.View(func(tx *store.Tx) (err error) { p, err = PlanSiteCache(tx, site, Allowlist{}); return err }); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range p.CacheImages {
+			cached = append(cached, c.Ref)
+		}
+		for _, e := range p.Excluded {
+			if e.Reason == proto.ReasonSourceNotAllowed && !strings.Contains(e.Message, "source host") {
+				t.Errorf("%s: the message does not name the source host: %s", e.Ref, e.Message)
+			}
+			excluded = append(excluded, ex{e.Pool, e.Ref, e.Reason})
+		}
+		return cached, excluded
+	}
+	cached, excluded := plan("open")
+	if diff := cmp.Diff([]string{"mirror@1", "public@1"}, cached); diff != "" {
+		t.Errorf("open caches (-want +got):\n%s", diff)
+	}
+	const no = proto.ReasonSourceNotAllowed
+	want := []ex{{"narrow", "public@1", no}, {"narrow", "internal@1", no}, {"narrow", "ported@1", no}, {"wide", "internal@1", no}, {"wide", "ported@1", no}}
+	if diff := cmp.Diff(want, excluded); diff != "" {
+		t.Errorf("open leaves out (-want +got):\n%s", diff)
+	}
+	cached, excluded = plan("closed")
+	if len(cached) != 0 || len(excluded) != len(all) {
+		t.Errorf("a site without image sources caches %v, leaves out %v", cached, excluded)
+	}
+	// Bad patterns are refused where they are written, and change nothing.
+	err := st.Update(func(tx *store.Tx) error {
+		_, err := tx.SetSiteImageSources("open", []string{"ok.example", "https://x"})
+		return err
+	})
+	checkErr(t, err, proto.InvalidInput, "imageSources[1]", "")
+	err = st.Update(func(tx *store.Tx) error {
+		_, err := tx.SetPoolPolicy(store.RootTenant, "wide", store.PoolPolicy{ImageSources: []string{"*"}})
+		return err
+	})
+	checkErr(t, err, proto.InvalidInput, "policy.imageSources[0]", "")
+	if cached, _ = plan("open"); len(cached) != 2 {
+		t.Errorf("a refused write changed the plan: %v", cached)
+	}
 }

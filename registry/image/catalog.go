@@ -8,7 +8,6 @@
 package image
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/better-compute/better-compute/proto"
@@ -49,31 +48,36 @@ func Promote(tx *store.Tx, tenant, id string) (store.Image, error) {
 	return tx.PublishImage(id)
 }
 
-// ResolveImage finds the image a ref names for tenant: its own first, then a public
-// one (the platform's before other tenants', then the one promoted first). A ref
-// that resolves to nothing is NOT_FOUND.
+// ResolveImage finds the image a ref names for tenant. A bare name@version is tenant's
+// own image, else a public one of the platform (the root tenant): another tenant's
+// image never becomes what tenant's bare ref names. TENANT/name@version names that
+// tenant's public image (tenant's own when it names itself). A ref that resolves to
+// nothing is NOT_FOUND at "ref". Resolving is not trusting: VerifyImageForUse decides
+// whether tenant may use what a ref resolved to.
 func ResolveImage(tx *store.Tx, tenant, ref string) (store.Image, error) {
-	if _, err := ParseRef(ref); err != nil {
-		return store.Image{}, err
-	}
-	img, err := tx.ImageByRef(tenant, ref)
-	if proto.CodeOf(err) != proto.NotFound {
-		return img, err
-	}
-	public, err := tx.PublicImagesByRef(ref)
+	owner, r, err := ParseUseRef(ref)
 	if err != nil {
 		return store.Image{}, err
 	}
-	if len(public) == 0 {
-		return store.Image{}, proto.Errorf(proto.NotFound, "no image %s in tenant %q or among the public images", ref, tenant).WithPath("ref")
+	var tries []string
+	switch owner {
+	case "":
+		tries = []string{tenant, store.RootTenant}
+	default:
+		tries = []string{owner}
 	}
-	platformFirst := func(img store.Image) int {
-		if img.Tenant == store.RootTenant {
-			return 0
+	for _, in := range tries {
+		img, err := tx.ImageByRef(in, r.String())
+		switch {
+		case proto.CodeOf(err) == proto.NotFound:
+		case err != nil:
+			return img, err
+		case visible(tenant, img):
+			return img, nil
 		}
-		return 1
 	}
-	return slices.MinFunc(public, func(a, b store.Image) int {
-		return cmp.Or(cmp.Compare(platformFirst(a), platformFirst(b)), a.PromotedAt.Compare(b.PromotedAt), cmp.Compare(a.ID, b.ID))
-	}), nil
+	if owner == "" {
+		return store.Image{}, proto.Errorf(proto.NotFound, "no image %s in tenant %q or among the platform's public images (another tenant's public image is named TENANT/%s)", r, tenant, r).WithPath("ref")
+	}
+	return store.Image{}, proto.Errorf(proto.NotFound, "tenant %q has no public image %s", owner, r).WithPath("ref")
 }

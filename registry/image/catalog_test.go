@@ -39,25 +39,33 @@ func TestCrossTenant(t *testing.T) {
 	// acme cannot promote its unsigned image; it can promote the signed one.
 	err := st.Update(func(tx *store.Tx) error { _, err := Promote(tx, "acme", unsigned.ID); return err })
 	checkErr(t, err, proto.InvalidState, "", "unsigned")
-	mustUpdate(t, st, func(tx *store.Tx) error { _, err := Promote(tx, "acme", signed.ID); return err })
+	mustUpdate(t, st, func(tx *store.Tx) (err error) { signed, err = Promote(tx, "acme", signed.ID); return err })
 	st.View(func(tx *store.Tx) error {
 		got, err := Get(tx, "beta", signed.ID)
 		if err != nil || !got.Public {
 			t.Errorf("beta gets the promoted image: %+v, %v", got, err)
 		}
-		if _, err := ResolveImage(tx, "beta", signed.Ref); err != nil {
-			t.Errorf("beta resolves the promoted image: %v", err)
+		// Promoted, it is reached by its owner's name only, and beta trusts no acme key.
+		_, err = ResolveImage(tx, "beta", signed.Ref)
+		checkErr(t, err, proto.NotFound, "ref", "")
+		if got, err := ResolveImage(tx, "beta", "acme/"+signed.Ref); err != nil || got.ID != signed.ID {
+			t.Errorf("beta resolves acme/%s: %+v, %v", signed.Ref, got, err)
 		}
-		checkErr(t, VerifyImageForUse(tx, "beta", got, UseOptions{}), "", "", "")
+		checkErr(t, VerifyImageForUse(tx, "beta", got, UseOptions{}), proto.InvalidState, "", "untrusted-signer")
 		return nil
 	})
+	// Once beta's host puts acme's key on beta's allowlist, under the id the image names,
+	// beta may use it.
+	addSigner(t, st, "beta", "acme-1", key)
+	checkErr(t, verifyForUse(st, "beta", signed, UseOptions{}), "", "", "")
 	// beta still cannot promote it: it is not beta's.
 	err = st.Update(func(tx *store.Tx) error { _, err := Promote(tx, "beta", signed.ID); return err })
 	checkErr(t, err, proto.Forbidden, "", "")
 }
 
-// TestResolveImage checks the order a ref resolves in: the tenant's own image, then
-// the platform's public one, then the public one promoted first.
+// TestResolveImage checks what a ref resolves to: a bare ref is the tenant's own image,
+// then the platform's public one, never another tenant's; TENANT/ref is that tenant's
+// public image.
 func TestResolveImage(t *testing.T) {
 	st := openCatalog(t)
 	mustUpdate(t, st, func(tx *store.Tx) error { _, err := tx.CreateTenant("gamma"); return err })
@@ -72,21 +80,33 @@ func TestResolveImage(t *testing.T) {
 		return img
 	}
 	gammaShared := publish("gamma", "shared@1")
-	publish("beta", "shared@1")
+	betaShared := publish("beta", "shared@1")
 	platformBase := publish(store.RootTenant, "base@1")
 	publish("beta", "base@1")
 	acmeOwn := mustRegister(t, st, "acme", osRequest("base@1"))
+	acmeQuiet := mustRegister(t, st, "acme", osRequest("quiet@1"))
+	platformQuiet := mustRegister(t, st, store.RootTenant, sign(t, osRequest("quiet@2"), keys[store.RootTenant], "k", formEd25519))
 
 	cases := map[string]struct {
 		tenant, ref string
 		want        string
 		code        proto.Code
 	}{
-		"own first":             {tenant: "acme", ref: "base@1", want: acmeOwn.ID},
-		"platform before other": {tenant: "gamma", ref: "base@1", want: platformBase.ID},
-		"promoted first":        {tenant: "acme", ref: "shared@1", want: gammaShared.ID},
-		"missing":               {tenant: "acme", ref: "none@1", code: proto.NotFound},
-		"bad ref":               {tenant: "acme", ref: "Base", code: proto.InvalidInput},
+		"own first":                    {tenant: "acme", ref: "base@1", want: acmeOwn.ID},
+		"own by its own name":          {tenant: "acme", ref: "acme/quiet@1", want: acmeQuiet.ID},
+		"platform before other":        {tenant: "gamma", ref: "base@1", want: platformBase.ID},
+		"platform by name":             {tenant: "gamma", ref: "root/base@1", want: platformBase.ID},
+		"another tenant's, bare":       {tenant: "acme", ref: "shared@1", code: proto.NotFound},
+		"another tenant's, by name":    {tenant: "acme", ref: "gamma/shared@1", want: gammaShared.ID},
+		"another tenant's, other name": {tenant: "acme", ref: "beta/shared@1", want: betaShared.ID},
+		"another's private, by name":   {tenant: "beta", ref: "acme/quiet@1", code: proto.NotFound},
+		"platform's private":           {tenant: "beta", ref: "quiet@2", code: proto.NotFound},
+		"platform's own private":       {tenant: store.RootTenant, ref: "quiet@2", want: platformQuiet.ID},
+		"unknown tenant":               {tenant: "acme", ref: "nobody/shared@1", code: proto.NotFound},
+		"missing":                      {tenant: "acme", ref: "none@1", code: proto.NotFound},
+		"bad ref":                      {tenant: "acme", ref: "Base", code: proto.InvalidInput},
+		"bad owner":                    {tenant: "acme", ref: "Gamma/shared@1", code: proto.InvalidInput},
+		"bad ref after owner":          {tenant: "acme", ref: "gamma/Shared", code: proto.InvalidInput},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

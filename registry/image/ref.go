@@ -36,3 +36,16 @@ func ParseRef(s string) (Ref, error) {
 	}
 	return Ref{Name: name, Version: version}, nil
 }
+
+// ParseUseRef reads a ref as a tenant names an image it uses (a profile's image, a
+// pre-warm list, images.get): name@version, or TENANT/name@version for an image of
+// another tenant. It returns the tenant, "" when none is named, and the ref; anything
+// else is INVALID_INPUT at "ref".
+func ParseUseRef(s string) (string, Ref, error) {
+	owner, name, err := proto.SplitOwner(s)
+	if err != nil {
+		return "", Ref{}, proto.AsError(err).WithPath("ref")
+	}
+	r, err := ParseRef(name)
+	return owner, r, err
+}

@@ -40,11 +40,7 @@ func Register(tx *store.Tx, v Verifier, tenant string, req RegisterRequest) (sto
 	}
 	img.Tenant = tenant
 	if sig != nil {
-		allowlists := []string{tenant, store.RootTenant}
-		if img.Kind == proto.KindRamdisk || tenant == store.RootTenant {
-			allowlists = []string{store.RootTenant}
-		}
-		signerTenant, err := v.Verify(tx, allowlists, img.SignerID, SigningInput(img), sig)
+		signerTenant, err := v.Verify(tx, allowlists(tenant, img.Kind), img.SignerID, SigningInput(img), sig)
 		if err != nil {
 			return store.Image{}, err
 		}

@@ -1,6 +1,8 @@
 package image
 
 import (
+	"slices"
+
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -17,10 +19,13 @@ type UseOptions struct {
 }
 
 // VerifyImageForUse is the check right before a deploy (or a site cache) uses img for
-// tenant: it re-verifies the stored signature against the allowlist that verified it at
-// registration. An image tenant may not see is NOT_FOUND. An unsigned image is
-// INVALID_STATE with reason "unsigned"; a revoked signer, or a catalog row whose signed
-// fields changed since it was signed, is INVALID_STATE with reason "signature".
+// tenant: it re-verifies the stored signature against the allowlists tenant trusts, its
+// own and the platform's (a ramdisk: the platform's only), whoever owns the image. An
+// image tenant may not see is NOT_FOUND. An unsigned image is INVALID_STATE with reason
+// "unsigned"; a revoked signer, or a catalog row whose signed fields changed since it
+// was signed, is INVALID_STATE with reason "signature"; another tenant's image vouched
+// for only by a key neither tenant nor the platform trusts is INVALID_STATE with reason
+// "untrusted-signer", naming the signer tenant's allowlist would need.
 func VerifyImageForUse(tx *store.Tx, tenant string, img store.Image, opts UseOptions) error {
 	if !visible(tenant, img) {
 		return proto.Errorf(proto.NotFound, "image %q not found", img.ID)
@@ -51,11 +56,37 @@ func VerifyImageForUse(tx *store.Tx, tenant string, img store.Image, opts UseOpt
 	if v == nil {
 		v = Allowlist{}
 	}
-	if _, err := v.Verify(tx, []string{img.SignerTenant}, img.SignerID, SigningInput(img), sig); err != nil {
-		if e := proto.AsError(err); e.Code == proto.InvalidInput {
-			return badSignature("%s", e.Message)
+	trusted := allowlists(tenant, img.Kind)
+	if _, err := v.Verify(tx, trusted, img.SignerID, SigningInput(img), sig); err != nil {
+		e := proto.AsError(err)
+		switch {
+		case e.Code != proto.InvalidInput:
+			return err
+		case !slices.Contains(trusted, img.SignerTenant):
+			return untrustedSigner(tx, tenant, img)
 		}
-		return err
+		return badSignature("%s", e.Message)
 	}
 	return nil
+}
+
+// allowlists are the signer allowlists tenant trusts for an image of kind, in the order
+// they are tried: its own, then the platform's; the platform's only for a ramdisk.
+func allowlists(tenant string, kind proto.ImageKind) []string {
+	if kind == proto.KindRamdisk || tenant == store.RootTenant {
+		return []string{store.RootTenant}
+	}
+	return []string{tenant, store.RootTenant}
+}
+
+// untrustedSigner is the refusal of another tenant's image that only that tenant's key
+// vouches for: it names the signer, and its key's fingerprint, that tenant's allowlist
+// (or the platform's) would need.
+func untrustedSigner(tx *store.Tx, tenant string, img store.Image) error {
+	key := ""
+	if s, err := tx.ImageSigner(img.SignerTenant, img.SignerID); err == nil {
+		key = " (key " + s.Fingerprint + ")"
+	}
+	return proto.Errorf(proto.InvalidState, "image %s/%s is signed by signer %q of tenant %s%s, which is on neither tenant %s's allowlist nor the platform's: to trust it, the host adds that key to %s's allowlist as signer %q (`better-compute signers add`), or a platform signer signs the image",
+		img.Tenant, img.Ref, img.SignerID, img.SignerTenant, key, tenant, tenant, img.SignerID).WithReason("untrusted-signer")
 }

@@ -28,13 +28,15 @@ type Image struct {
 
 // Images is the image catalog, as deploy.deploy uses it.
 type Images interface {
-	// Resolve finds ref as tenant sees it: its own image first, then a public one;
-	// NOT_FOUND when neither exists.
+	// Resolve finds ref as tenant names it: its own image, else the platform's public
+	// one; TENANT/name@version for that tenant's public image; NOT_FOUND otherwise.
 	Resolve(ctx context.Context, tenant, ref string) (Image, error)
 	// VerifyForUse re-verifies, right before tenant deploys it, the image's stored
-	// signature against the signer it was verified with; an unsigned image (unless
-	// allowUnsigned lets tenant's own private OS image through), a revoked signer or a
-	// tampered row is INVALID_STATE with the reason unsigned or signature.
+	// signature against tenant's and the platform's allowlists, whoever owns it. An
+	// unsigned image (unless allowUnsigned lets tenant's own private OS image through),
+	// a revoked signer or a tampered row is INVALID_STATE with the reason unsigned or
+	// signature; another tenant's image whose signer neither allowlist has, with the
+	// reason untrusted-signer.
 	VerifyForUse(ctx context.Context, tenant string, img Image, allowUnsigned bool) error
 	// CacheURL is where the site's cache serves the image, "" when it does not hold it.
 	CacheURL(ctx context.Context, site string, img Image) (string, error)

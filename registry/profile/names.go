@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // The shapes of names in a profile.
@@ -21,11 +23,15 @@ var (
 	driverName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 )
 
-// checkImageRef accepts name@version.
+// checkImageRef accepts name@version, or TENANT/name@version for another tenant's image.
 func checkImageRef(ref string) error {
-	name, version, ok := strings.Cut(ref, "@")
+	_, bare, err := proto.SplitOwner(ref)
+	if err != nil {
+		return fmt.Errorf("%q: %s", ref, proto.AsError(err).Message)
+	}
+	name, version, ok := strings.Cut(bare, "@")
 	if !ok || !imageName.MatchString(name) || !imageVersion.MatchString(version) {
-		return fmt.Errorf("%q is not an image reference name@version: a name of 1 to 128 of a-z, 0-9, ., _ and - starting with a letter or digit, then a version of 1 to 64 of A-Z, a-z, 0-9, ., _, + and - starting with a letter or digit", ref)
+		return fmt.Errorf("%q is not an image reference name@version (or TENANT/name@version): a name of 1 to 128 of a-z, 0-9, ., _ and - starting with a letter or digit, then a version of 1 to 64 of A-Z, a-z, 0-9, ., _, + and - starting with a letter or digit", ref)
 	}
 	return nil
 }

@@ -136,23 +136,6 @@ func (t *Tx) ImageByRef(tenant, ref string) (Image, error) {
 	return t.Image(string(id))
 }
 
-// PublicImagesByRef returns the public images of ref, of any tenant, in id order.
-func (t *Tx) PublicImagesByRef(ref string) ([]Image, error) {
-	b := t.tx.Bucket([]byte(bucketImageList))
-	if b == nil {
-		return nil, nil
-	}
-	var out []Image
-	for c := seekIndex(b, append(bytes.Clone(publicScope), ref+"\x00"...), nil); c.key != nil; c.next() {
-		img, err := t.Image(string(c.sortKey()))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, img)
-	}
-	return out, nil
-}
-
 // ImagesByDigest returns every catalog image of an artifact, in any tenant.
 func (t *Tx) ImagesByDigest(digest string) ([]Image, error) {
 	var out []Image

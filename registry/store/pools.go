@@ -23,9 +23,13 @@ type Pool struct {
 // units that replace a deployed profile's. Each unit field holds the settings of one
 // host-config unit (see docs/host-units.md).
 type PoolPolicy struct {
-	// PrewarmImages are catalog refs (name@version), resolved in the pool's tenant, that
+	// PrewarmImages are catalog refs (name@version, or TENANT/name@version for another
+	// tenant's public image), resolved as the pool's tenant resolves a profile's image, that
 	// the site's cache should hold before any deploy asks for them.
 	PrewarmImages []string `json:"prewarmImages"`
+	// ImageSources narrow the site's image sources for this pool's pre-warm images: when
+	// set, a source must match both lists.
+	ImageSources []string `json:"imageSources,omitempty"`
 	// HardwareProfile names the hardware profile of the pool's machines (a node's own
 	// wins).
 	HardwareProfile string `json:"hardwareProfile,omitempty"`
@@ -59,23 +63,24 @@ const (
 
 func poolKey(tenant, name string) []byte { return []byte(tenant + "\x00" + name) }
 
-// checkAgent refuses an agent other than bcd and none.
-func checkAgent(p PoolPolicy) error {
+// checkPolicy refuses an agent other than bcd and none, and image sources that are not
+// host patterns.
+func checkPolicy(p PoolPolicy) error {
 	if a := p.Agent; a != "" && a != AgentBCD && a != AgentNone {
 		return proto.Errorf(proto.InvalidInput, "agent %q: use bcd or none", a).WithPath("policy.agent")
 	}
-	return nil
+	return proto.CheckImageSources(p.ImageSources, "policy.imageSources")
 }
 
 // CreatePool stores a new pool of its tenant at an existing site. A name the tenant
-// uses already is CONFLICT; a site that does not exist is NOT_FOUND. Names and the agent
-// are checked here; the pre-warm refs, the hardware profile and the units' settings are
-// the caller's to check.
+// uses already is CONFLICT; a site that does not exist is NOT_FOUND. Names, the agent
+// and the image sources are checked here; the pre-warm refs, the hardware profile and
+// the units' settings are the caller's to check.
 func (t *Tx) CreatePool(p Pool) (Pool, error) {
 	if err := checkName("pool", p.Name, "name"); err != nil {
 		return Pool{}, err
 	}
-	if err := checkAgent(p.Policy); err != nil {
+	if err := checkPolicy(p.Policy); err != nil {
 		return Pool{}, err
 	}
 	if _, err := t.Tenant(p.Tenant); err != nil {
@@ -94,9 +99,10 @@ func (t *Tx) CreatePool(p Pool) (Pool, error) {
 	return p, t.put(bucketPools, poolKey(p.Tenant, p.Name), p)
 }
 
-// SetPoolPolicy replaces a pool's policy; the agent is checked as CreatePool checks it.
+// SetPoolPolicy replaces a pool's policy; the agent and the image sources are checked
+// as CreatePool checks them.
 func (t *Tx) SetPoolPolicy(tenant, name string, policy PoolPolicy) (Pool, error) {
-	if err := checkAgent(policy); err != nil {
+	if err := checkPolicy(policy); err != nil {
 		return Pool{}, err
 	}
 	p, err := t.Pool(tenant, name)

@@ -118,10 +118,10 @@ func (t *Tx) LatestProfile(tenant, id string) (ProfileRecord, bool, error) {
 	return ProfileRecord{}, false, nil
 }
 
-// PublicProfile returns a public, undeleted version of id stored by any tenant: the
-// given version, or the highest when version is 0. When tenants share an id, the
-// lowest tenant name wins, so the answer is stable.
-func (t *Tx) PublicProfile(id string, version int) (ProfileRecord, bool, error) {
+// PublicProfile returns a public, undeleted version of owner's profile id: the given
+// version, or the highest public one when version is 0. Other tenants reach a profile
+// only this way, by naming its owner.
+func (t *Tx) PublicProfile(owner, id string, version int) (ProfileRecord, bool, error) {
 	prefix := fmt.Appendf(nil, "%s\x00", id)
 	if version > 0 {
 		prefix = binary.BigEndian.AppendUint64(prefix, uint64(version))
@@ -130,20 +130,18 @@ func (t *Tx) PublicProfile(id string, version int) (ProfileRecord, bool, error) 
 	if b == nil {
 		return ProfileRecord{}, false, nil
 	}
-	var best []byte
+	found := 0
 	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		// Keys sort by version: a later key with a higher version replaces the best.
-		if best == nil || !bytes.Equal(k[:len(id)+9], best[:len(id)+9]) {
-			best = bytes.Clone(k)
+		// Keys sort by version: a later key of owner has a higher version.
+		if string(k[len(id)+10:]) == owner {
+			found = int(binary.BigEndian.Uint64(k[len(id)+1 : len(id)+9]))
 		}
 	}
-	if best == nil {
+	if found == 0 {
 		return ProfileRecord{}, false, nil
 	}
-	version = int(binary.BigEndian.Uint64(best[len(id)+1 : len(id)+9]))
-	rec, ok, err := t.Profile(string(best[len(id)+10:]), id, version)
-	return rec, ok, err
+	return t.Profile(owner, id, found)
 }
 
 // ReplaceProfileDocument replaces an unused version's document. A used version is

@@ -62,7 +62,7 @@ func TestProfileLifecycle(t *testing.T) {
 		if latest, _, _ := tx.LatestProfile("acme", "gpu"); latest.Version != 2 {
 			t.Errorf("latest after delete: %d, want 2", latest.Version)
 		}
-		if _, ok, _ := tx.PublicProfile("gpu", 0); ok {
+		if _, ok, _ := tx.PublicProfile("acme", "gpu", 0); ok {
 			t.Errorf("a deleted version is still public")
 		}
 		if _, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "gpu", Version: 3}); proto.CodeOf(err) != proto.Conflict {
@@ -79,13 +79,13 @@ func TestProfileLifecycle(t *testing.T) {
 	})
 }
 
-func TestPublicProfilePicksHighestVersion(t *testing.T) {
+func TestPublicProfileIsTheOwnersHighestPublicVersion(t *testing.T) {
 	s := openTest(t)
 	mustUpdate(t, s, func(tx *Tx) error {
 		for _, r := range []ProfileRecord{
 			{Tenant: "b", ID: "x", Version: 1, Visibility: Public},
 			{Tenant: "a", ID: "x", Version: 2, Visibility: Public},
-			{Tenant: "c", ID: "x", Version: 2, Visibility: Public},
+			{Tenant: "c", ID: "x", Version: 4, Visibility: Public},
 			{Tenant: "a", ID: "x", Version: 3, Visibility: Private},
 			{Tenant: "a", ID: "xy", Version: 9, Visibility: Public},
 		} {
@@ -96,15 +96,20 @@ func TestPublicProfilePicksHighestVersion(t *testing.T) {
 		return nil
 	})
 	s.View(func(tx *Tx) error {
-		rec, ok, err := tx.PublicProfile("x", 0)
+		rec, ok, err := tx.PublicProfile("a", "x", 0)
 		if err != nil || !ok || rec.Version != 2 || rec.Tenant != "a" {
-			t.Errorf("latest public x: %s@%d from %s, %v %v", rec.ID, rec.Version, rec.Tenant, ok, err)
+			t.Errorf("latest public a/x: %s@%d from %s, %v %v", rec.ID, rec.Version, rec.Tenant, ok, err)
 		}
-		if rec, ok, _ := tx.PublicProfile("x", 1); !ok || rec.Tenant != "b" {
-			t.Errorf("public x@1: %+v", rec)
+		if rec, ok, _ := tx.PublicProfile("b", "x", 1); !ok || rec.Tenant != "b" {
+			t.Errorf("public b/x@1: %+v", rec)
 		}
-		if _, ok, _ := tx.PublicProfile("x", 3); ok {
-			t.Errorf("a private version is public")
+		for _, miss := range []struct {
+			owner   string
+			version int
+		}{{"a", 1}, {"a", 3}, {"a", 4}, {"b", 2}, {"d", 0}} {
+			if rec, ok, _ := tx.PublicProfile(miss.owner, "x", miss.version); ok {
+				t.Errorf("%s/x@%d: got %s's version %d", miss.owner, miss.version, rec.Tenant, rec.Version)
+			}
 		}
 		return nil
 	})

@@ -16,6 +16,10 @@ type Site struct {
 	// BMCNetworks are the networks (CIDRs) the BMC addresses of the site's nodes must be
 	// in; none admits no BMC on the network (sitebmc.go).
 	BMCNetworks []string `json:"bmcNetworks,omitempty"`
+
+	// ImageSources are the host patterns the site's caches may pull images from
+	// (proto.CheckImageSources); none allows no source.
+	ImageSources []string `json:"imageSources,omitempty"`
 }
 
 const bucketSites = "sites"
@@ -41,6 +45,20 @@ func (t *Tx) CreateSite(name string) (Site, error) {
 	}
 	s := Site{ID: name, CreatedAt: t.now}
 	return s, t.put(bucketSites, []byte(name), s)
+}
+
+// SetSiteImageSources replaces the host patterns site's caches may pull images from. A
+// bad pattern is INVALID_INPUT at imageSources[i]; a site that does not exist NOT_FOUND.
+func (t *Tx) SetSiteImageSources(id string, patterns []string) (Site, error) {
+	if err := proto.CheckImageSources(patterns, "imageSources"); err != nil {
+		return Site{}, err
+	}
+	s, err := t.Site(id)
+	if err != nil {
+		return s, err
+	}
+	s.ImageSources = patterns
+	return s, t.put(bucketSites, []byte(id), s)
 }
 
 // Site returns one site, NOT_FOUND when it does not exist.

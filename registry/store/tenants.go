@@ -1,7 +1,6 @@
 package store
 
 import (
-	"regexp"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -15,8 +14,6 @@ const RootTenant = "root"
 // credential belongs to it and nothing is stored under it.
 const BuiltinTenant = "builtin"
 
-var tenantName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-
 // Tenant is one isolated owner of profiles, images and nodes. Its id is its name.
 type Tenant struct {
 	ID        string    `json:"id"`
@@ -27,7 +24,7 @@ const bucketTenants = "tenants"
 
 // CheckTenantName refuses a name that cannot be a tenant id.
 func CheckTenantName(name string) error {
-	if !tenantName.MatchString(name) {
+	if !proto.ValidTenantName(name) {
 		return proto.Errorf(proto.InvalidInput, "tenant name %q: use 1 to 63 lower-case letters, digits and hyphens, starting with a letter", name).WithPath("name")
 	}
 	if name == BuiltinTenant {

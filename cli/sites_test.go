@@ -1,0 +1,88 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/better-compute/better-compute/testkit/openssl"
+)
+
+// A site's caches pull only from the hosts its image sources allow, narrowed by a pool's
+// policy.imageSources; a site without any pre-warms nothing. Only the platform sets them.
+func TestSiteImageSources(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	platform := openssl.Generate(t, openssl.Ed25519)
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "root", "--id", "platform-2026", "--public-key", platform.PublicPath)
+	var base imageOut
+	testkit.JSON(t, admin, &base, "images", "register", "--tenant", "root", "--ref", "base@1", "--source", "https://images.example.com/base-1.raw.zst",
+		"--disk-format", "raw", "--compression", "zstd", "--sha256", artifactDigest, "--size", "1048576",
+		"--signer", "platform-2026", "--signature", signShell(t, platform, "os", "base@1", "raw", "zstd", artifactDigest))
+	testkit.JSON(t, admin, nil, "images", "promote", base.ID)
+	acme := tenantConf(t, admin, "acme", "compute:pools:manage,compute:sites:manage")
+
+	if e := testkit.Fails(t, admin, "sites", "create", "rack-1", "--image-sources", "images.example.com,https://internal"); e.Code != "INVALID_INPUT" || e.Details.Path != "imageSources[1]" {
+		t.Errorf("a bad pattern: %+v", e)
+	}
+	var sites struct{ Sites []store.Site }
+	testkit.JSON(t, admin, &sites, "sites", "list")
+	if len(sites.Sites) != 0 {
+		t.Fatalf("a refused site was stored: %+v", sites)
+	}
+	if res := testkit.CLI(t, admin, "sites", "create", "rack-1"); res.Code != 0 || !strings.Contains(res.Stdout, "none: its caches pull no image") {
+		t.Fatalf("sites create: %d %s %s", res.Code, res.Stdout, res.Stderr)
+	}
+	testkit.JSON(t, acme, nil, "pools", "create", "gpu", "--site", "rack-1", "--prewarm", "base@1")
+	type planOut struct {
+		CacheImages []struct{ Ref string }
+		Excluded    []struct{ Ref, Reason, Message string }
+	}
+	plan := func() planOut {
+		var p planOut
+		testkit.JSON(t, admin, &p, "sites", "cache-plan", "rack-1")
+		return p
+	}
+	if p := plan(); len(p.CacheImages) != 0 || len(p.Excluded) != 1 || p.Excluded[0].Reason != "source-not-allowed" || !strings.Contains(p.Excluded[0].Message, "sites update rack-1") {
+		t.Errorf("a site without image sources: %+v", p)
+	}
+
+	// Only the platform changes a site; bad input changes nothing.
+	if e := testkit.Fails(t, acme, "sites", "update", "rack-1", "--image-sources", "images.example.com"); e.Code != "FORBIDDEN" {
+		t.Errorf("a tenant widening the site's image sources: %+v", e)
+	}
+	for args, path := range map[string]string{
+		"rack-9 --image-sources images.example.com": "siteId",
+		"rack-1":                   "imageSources",
+		"rack-1 --image-sources *": "imageSources[0]",
+	} {
+		if e := testkit.Fails(t, admin, append([]string{"sites", "update"}, strings.Fields(args)...)...); e.Details.Path != path {
+			t.Errorf("sites update %s: %+v, want an error at %s", args, e, path)
+		}
+	}
+	if p := plan(); len(p.CacheImages) != 0 {
+		t.Errorf("a refused update changed the plan: %+v", p)
+	}
+	var site store.Site
+	testkit.JSON(t, admin, &site, "sites", "update", "rack-1", "--image-sources", "images.example.com,*.corp.example:5000")
+	if len(site.ImageSources) != 2 {
+		t.Errorf("updated %+v", site)
+	}
+	if p := plan(); len(p.CacheImages) != 1 || len(p.Excluded) != 0 {
+		t.Errorf("after allowing images.example.com: %+v", p)
+	}
+
+	// A pool narrows the site's list; it cannot widen it.
+	if e := testkit.Fails(t, acme, "pools", "update", "gpu", "--policy", writeDoc(t, `{"imageSources": ["images.example.com:99999"]}`)); e.Code != "INVALID_INPUT" || e.Details.Path != "policy.imageSources[0]" {
+		t.Errorf("a bad pool pattern: %+v", e)
+	}
+	testkit.JSON(t, acme, nil, "pools", "update", "gpu", "--policy", writeDoc(t, `{"prewarmImages": ["base@1"], "imageSources": ["mirror.corp.example:5000", "evil.example"]}`))
+	if p := plan(); len(p.CacheImages) != 0 || len(p.Excluded) != 1 || !strings.Contains(p.Excluded[0].Message, "pool gpu") {
+		t.Errorf("a pool narrowing the sources: %+v", p)
+	}
+	testkit.JSON(t, admin, nil, "sites", "update", "rack-1", "--image-sources", "")
+	if p := plan(); len(p.CacheImages) != 0 || len(p.Excluded) != 1 {
+		t.Errorf("after clearing the site's sources: %+v", p)
+	}
+}

@@ -1,0 +1,151 @@
+package proto
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// MaxImageSources bounds a list of image source patterns.
+const MaxImageSources = 64
+
+// ReasonSourceNotAllowed is the reason a pre-warm image whose source host is outside the
+// site's (or the pool's) image sources is left out of a site's cache plan.
+const ReasonSourceNotAllowed = "source-not-allowed"
+
+// dnsName is a lower-case host name: labels of letters, digits and inner hyphens.
+var dnsName = regexp.MustCompile(`^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// sourcePattern is one parsed image source pattern.
+type sourcePattern struct {
+	// suffix is set for *.DOMAIN: the host must end in "."+suffix.
+	suffix string
+	// name is a host name matched exactly; addr an IP address.
+	name string
+	addr netip.Addr
+	// port is the port, "443" when the pattern names none.
+	port string
+}
+
+// parseSourcePattern reads HOST, HOST:PORT, *.DOMAIN or *.DOMAIN:PORT, where HOST is a
+// lower-case host name, an IPv4 address or a bracketed IPv6 address.
+func parseSourcePattern(s string) (sourcePattern, error) {
+	bad := fmt.Errorf("write HOST, HOST:PORT, *.DOMAIN or *.DOMAIN:PORT: a lower-case host name, an IPv4 address or an IPv6 address in brackets, and a port from 1 to 65535 (443 when left out)")
+	if len(s) > 260 {
+		return sourcePattern{}, bad
+	}
+	host, port := s, ""
+	if strings.HasPrefix(s, "[") {
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return sourcePattern{}, bad
+		}
+		host, port = s[1:end], s[end+1:]
+		if port != "" && !strings.HasPrefix(port, ":") {
+			return sourcePattern{}, bad
+		}
+		port = strings.TrimPrefix(port, ":")
+	} else if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		host, port = s[:i], s[i+1:]
+	}
+	p := sourcePattern{port: "443"}
+	if port != "" || strings.HasSuffix(s, ":") {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+			return sourcePattern{}, bad
+		}
+		p.port = port
+	}
+	switch {
+	case strings.HasPrefix(s, "["):
+		addr, err := netip.ParseAddr(host)
+		if err != nil || !addr.Is6() || addr.Zone() != "" {
+			return sourcePattern{}, bad
+		}
+		p.addr = addr.Unmap()
+	case strings.HasPrefix(host, "*."):
+		if !dnsName.MatchString(host[2:]) || len(host) > 255 {
+			return sourcePattern{}, bad
+		}
+		p.suffix = host[2:]
+	default:
+		if addr, err := netip.ParseAddr(host); err == nil {
+			if !addr.Is4() {
+				return sourcePattern{}, bad
+			}
+			p.addr = addr
+		} else if dnsName.MatchString(host) && len(host) <= 253 {
+			p.name = host
+		} else {
+			return sourcePattern{}, bad
+		}
+	}
+	return p, nil
+}
+
+// CheckImageSources refuses a list of image source patterns that is too long, holds a
+// pattern twice or one that is not HOST[:PORT] or *.DOMAIN[:PORT], with INVALID_INPUT at
+// path[i] (at path for the length).
+func CheckImageSources(patterns []string, path string) error {
+	if len(patterns) > MaxImageSources {
+		return Errorf(InvalidInput, "at most %d image source patterns", MaxImageSources).WithPath(path)
+	}
+	for i, s := range patterns {
+		at := fmt.Sprintf("%s[%d]", path, i)
+		if _, err := parseSourcePattern(s); err != nil {
+			return Errorf(InvalidInput, "image source pattern %d: %v", i, err).WithPath(at)
+		}
+		if slices.Contains(patterns[:i], s) {
+			return Errorf(InvalidInput, "image source pattern %d is listed twice", i).WithPath(at)
+		}
+	}
+	return nil
+}
+
+// ImageSourceAllowed reports whether the host and port of source (an https:// or oci://
+// URL, port 443 when it names none) match one of patterns. No pattern allows nothing.
+func ImageSourceAllowed(patterns []string, source string) bool {
+	host, port, ok := SourceHost(source)
+	if !ok {
+		return false
+	}
+	addr, err := netip.ParseAddr(host)
+	isAddr := err == nil
+	for _, s := range patterns {
+		p, err := parseSourcePattern(s)
+		if err != nil || p.port != port {
+			continue
+		}
+		switch {
+		case p.addr.IsValid():
+			if isAddr && addr.Unmap() == p.addr {
+				return true
+			}
+		case p.suffix != "":
+			if !isAddr && strings.HasSuffix(host, "."+p.suffix) && len(host) > len(p.suffix)+1 {
+				return true
+			}
+		case !isAddr && host == p.name:
+			return true
+		}
+	}
+	return false
+}
+
+// SourceHost is the lower-case host (without brackets) and the port (443 when none is
+// given) an https:// or oci:// source is fetched from.
+func SourceHost(source string) (host, port string, ok bool) {
+	u, err := url.Parse(source)
+	if err != nil || u.Scheme != "https" && u.Scheme != "oci" || u.Hostname() == "" {
+		return "", "", false
+	}
+	port = u.Port()
+	if port == "" {
+		port = "443"
+	}
+	return strings.ToLower(u.Hostname()), port, true
+}
