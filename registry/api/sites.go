@@ -86,7 +86,7 @@ func (s *Server) registerSites() {
 			return site, err
 		}
 		if req.BMCNetworks == nil && req.ImageSources == nil {
-			return site, proto.Errorf(proto.InvalidInput, "sites.update needs what to change: bmcNetworks or imageSources").WithPath("bmcNetworks")
+			return site, proto.Errorf(proto.InvalidInput, "sites.update needs what to change: give bmcNetworks (--bmc-networks), imageSources (--image-sources) or both")
 		}
 		err = s.store.Update(func(tx *store.Tx) (err error) {
 			if site, err = tx.Site(req.SiteID); err != nil {
