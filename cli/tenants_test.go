@@ -86,3 +86,43 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		})
 	}
 }
+
+// TestCredentialGrantsOnlyWhatItHolds tries, as a tenant's credential manager, to make a
+// credential with an action it lacks: refused at the path of that action, and nothing
+// is made; what it holds it may grant.
+func TestCredentialGrantsOnlyWhatItHolds(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "tenants", "create", "acme")
+	dir := t.TempDir()
+	manager := filepath.Join(dir, "manager.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "acme", "--actions", "compute:credentials:manage,compute:profiles:read", "--out", manager)
+
+	for name, tc := range map[string]struct{ actions, path string }{
+		"an action it lacks":           {"compute:secrets:manage", "actions[0]"},
+		"after one it holds":           {"compute:profiles:read,compute:secrets:manage", "actions[1]"},
+		"the tenant-wide manage right": {"compute:tenants:manage", "actions[0]"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := filepath.Join(dir, "refused.conf")
+			e := testkit.Fails(t, manager, "credentials", "create", "--actions", tc.actions, "--out", out)
+			if e.Code != "FORBIDDEN" || e.Details.Path != tc.path || !strings.Contains(e.Message, "does not hold") {
+				t.Errorf("granting %s: %+v, want FORBIDDEN at %s", tc.actions, e, tc.path)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("a config was written for a refused credential: %v", err)
+			}
+		})
+	}
+
+	granted := filepath.Join(dir, "granted.conf")
+	var made struct {
+		TenantID string
+		Actions  []string
+	}
+	testkit.JSON(t, manager, &made, "credentials", "create", "--actions", "compute:profiles:read,compute:credentials:manage", "--out", granted)
+	if made.TenantID != "acme" || strings.Join(made.Actions, ",") != "compute:profiles:read,compute:credentials:manage" {
+		t.Errorf("granted what it holds: %+v", made)
+	}
+	testkit.JSON(t, granted, nil, "profiles", "list")
+}
