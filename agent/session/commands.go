@@ -60,6 +60,8 @@ func (a *Agent) serveCommand(ctx context.Context, stream *quic.Stream) {
 	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgResult, Result: &res}); err != nil {
 		a.log.Debug("command result", "command", res.ID, "err", err)
 		stream.CancelWrite(quic.StreamErrorCode(codeProtocol))
+		// The registry resends the command: the answer that reaches it runs after.
+		a.cmds.giveBack(res.ID, after)
 		return
 	}
 	stream.Close()
@@ -178,6 +180,25 @@ func (c *commands) do(ctx context.Context, cmd proto.Command, handlers map[strin
 	after, r.after = r.after, nil
 	r.mu.Unlock()
 	return r.res, after, true
+}
+
+// giveBack hands back the after-reply action of an answer that was not delivered, for
+// the next answer of the same command to take.
+func (c *commands) giveBack(id string, after func()) {
+	if after == nil {
+		return
+	}
+	c.mu.Lock()
+	r := c.runs[id]
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.after == nil {
+		r.after = after
+	}
 }
 
 // execute runs cmd's handler and makes its result.
