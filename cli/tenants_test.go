@@ -205,6 +205,12 @@ func TestCredentialLifecycleAgainstARealRegistry(t *testing.T) {
 			t.Errorf("an unknown id: %+v: must read as another tenant's does", e)
 		}
 		testkit.JSON(t, betaReader.Config, nil, "profiles", "list")
+		// The root tenant's credential manager reaches every tenant's.
+		var revoked cred
+		testkit.JSON(t, rootMgr.Config, &revoked, "credentials", "revoke", betaMgr.ID)
+		if revoked.TenantID != "beta" || revoked.RevokedAt.IsZero() {
+			t.Errorf("root revoking beta's credential: %+v", revoked)
+		}
 	})
 
 	t.Run("a revoked credential is refused at once", func(t *testing.T) {
