@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"strconv"
@@ -35,6 +37,13 @@ var imageCommands = []command{{
 				return proto.Errorf(proto.InvalidInput, "--size must be the artifact's size in bytes, not %q", *size).WithPath("sizeBytes")
 			}
 			req.SizeBytes = n
+			// openssl dgst -sign writes a DER ECDSA signature with a high S about half the
+			// time; the catalog takes only its low-S twin.
+			if sig, err := image.DecodeSignature(req.Signature); req.Signature != "" && err == nil {
+				if low := image.LowS(sig); !bytes.Equal(low, sig) {
+					req.Signature = base64.StdEncoding.EncodeToString(low)
+				}
+			}
 			var img store.Image
 			if err := x.call("images.register", api.RegisterImageRequest{TenantID: *tenant, RegisterRequest: req}, &img); err != nil {
 				return err

@@ -1,7 +1,9 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/better-compute/better-compute/testkit/openssl"
 )
@@ -276,5 +279,62 @@ func TestAnotherTenantsImageIsNeitherResolvedNorTrusted(t *testing.T) {
 	testkit.JSON(t, admin, &plan, "sites", "cache-plan", "rack-1")
 	if len(plan.CacheImages) != 1 || plan.CacheImages[0].Digest != artifactDigest || len(plan.Excluded) != 1 || plan.Excluded[0].Ref != "os@1" {
 		t.Errorf("beta's cache plan once it trusts alpha's key: %+v", plan)
+	}
+}
+
+// TestHighSSignatures registers images with the high-S twins of real openssl
+// signatures: the registry refuses one in either encoding, from any client, saying to
+// normalise to low S; `images register` turns the DER openssl writes into its low-S
+// twin itself, so the README's signing steps work whatever S openssl picked.
+func TestHighSSignatures(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	key := openssl.Generate(t, openssl.P256)
+	testkit.JSON(t, admin, nil, "tenants", "create", "acme")
+	acme := filepath.Join(t.TempDir(), "acme.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "acme", "--actions", "compute:images:publish,compute:images:read", "--out", acme)
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "acme", "--id", "acme-ec", "--public-key", key.PublicPath)
+
+	highOf := func(ref string) []byte {
+		der, err := base64.StdEncoding.DecodeString(signShell(t, key, "os", ref, "raw", "zstd", artifactDigest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return openssl.HighS(t, der)
+	}
+	args := func(ref string, sig []byte) []string {
+		return []string{"images", "register", "--tenant", "acme", "--ref", ref, "--source", "https://images.example.com/x.raw.zst",
+			"--disk-format", "raw", "--compression", "zstd", "--sha256", artifactDigest, "--size", "1024",
+			"--signer", "acme-ec", "--signature", base64.StdEncoding.EncodeToString(sig)}
+	}
+
+	// The registry refuses a high S whoever sends it.
+	high := highOf("acme-api@1")
+	req := api.RegisterImageRequest{TenantID: "acme", RegisterRequest: image.RegisterRequest{Ref: "acme-api@1", Format: proto.FormatRaw,
+		Compression: proto.CompressionZstd, SHA256: artifactDigest, SizeBytes: 1024, Source: "https://images.example.com/x.raw.zst",
+		SignerID: "acme-ec", Signature: base64.StdEncoding.EncodeToString(high)}}
+	err := testkit.Client(t, acme).Call(context.Background(), "images.register", req, nil)
+	if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != "signature" || !strings.Contains(e.Message, "low S") {
+		t.Errorf("a high-S DER signature through the API: %v, want INVALID_INPUT at signature saying to normalise to low S", err)
+	}
+	if e := testkit.Fails(t, acme, args("acme-p1363@1", openssl.P1363(t, highOf("acme-p1363@1")))...); e.Code != "INVALID_INPUT" || e.Details.Path != "signature" || !strings.Contains(e.Message, "low S") {
+		t.Errorf("a high-S P1363 signature: %+v", e)
+	}
+	var none struct{ Images []struct{ Ref string } }
+	testkit.JSON(t, acme, &none, "images", "list")
+	if len(none.Images) != 0 {
+		t.Errorf("refused registrations stored %+v", none.Images)
+	}
+
+	// The CLI sends the low-S twin of a DER signature.
+	high = highOf("acme-cli@1")
+	var img struct {
+		Verified  bool
+		Signature string
+	}
+	testkit.JSON(t, acme, &img, args("acme-cli@1", high)...)
+	stored, _ := base64.StdEncoding.DecodeString(img.Signature)
+	if !img.Verified || bytes.Equal(stored, high) || !bytes.Equal(openssl.HighS(t, stored), high) {
+		t.Errorf("registered %+v: want verified with the low-S twin of the signature given", img)
 	}
 }

@@ -251,3 +251,33 @@ func TestADeployResumesAfterTheRegistryIsKilled(t *testing.T) {
 		t.Errorf("after the restart: node %s, workflow %s %+v", node.State, wf.State, wf.Steps[0])
 	}
 }
+
+// TestEnrollConflictHidesAnotherTenantsNode enrolls, as tenant beta, a machine tenant
+// acme enrolled: CONFLICT, and nothing in the answer names acme's node.
+func TestEnrollConflictHidesAnotherTenantsNode(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	configs := map[string]string{}
+	for _, tn := range []string{"acme", "beta"} {
+		testkit.JSON(t, admin, nil, "tenants", "create", tn)
+		testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", tn)
+		configs[tn] = filepath.Join(t.TempDir(), tn+".conf")
+		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tn, "--actions", "compute:nodes:manage,compute:nodes:read", "--out", configs[tn])
+	}
+	enroll := func(mac string) []string {
+		return []string{"nodes", "enroll", "--pool", "gpu", "--mac", mac, "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2"}
+	}
+	var node store.Node
+	testkit.JSON(t, configs["acme"], &node, enroll("52:54:00:00:00:01")...)
+
+	res := testkit.CLI(t, configs["beta"], append(enroll("52:54:00:00:00:01"), "--format", "json")...)
+	var e testkit.ErrorObject
+	json.Unmarshal([]byte(res.Stdout), &e)
+	if res.Code != 1 || e.Code != "CONFLICT" || e.Details.Path != "macs" || strings.Contains(res.Stdout+res.Stderr, node.ID) || strings.Contains(res.Stdout+res.Stderr, "nd_") {
+		t.Errorf("beta enrolling acme's machine: exit %d\n%s%s\nwant CONFLICT at macs naming no node of acme (%s)", res.Code, res.Stdout, res.Stderr, node.ID)
+	}
+	if e := testkit.Fails(t, configs["acme"], enroll("52:54:00:00:00:01")...); e.Code != "CONFLICT" || !strings.Contains(e.Message, node.ID) {
+		t.Errorf("acme enrolling its own machine again: %+v, want its node named", e)
+	}
+}

@@ -3,7 +3,9 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -46,45 +48,118 @@ var tenantCommands = []command{{
 	},
 }, {
 	path:    "credentials create",
-	usage:   "--tenant T --actions A,B --out FILE",
+	usage:   "--tenant T --actions A,B [--expires 720h|TIME] --out FILE",
 	summary: "create a credential and write a CLI config for it (the secret is shown only there)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the credential belongs to (default: the caller's)")
 		actions := fs.String("actions", "", "comma-separated actions, e.g. compute:profiles:read,compute:images:read")
+		expires := fs.String("expires", "", "when the credential stops working: a duration from now (720h) or an RFC 3339 time (default: never, or when the caller's own credential expires)")
 		outPath := fs.String("out", "", "CLI config file to write, 0600 (required)")
 		return func(x *exec) error {
 			if *outPath == "" {
 				return proto.Errorf(proto.InvalidInput, "credentials create needs --out FILE: the secret is written only there").WithPath("--out")
+			}
+			expiresAt, err := parseExpiry(*expires, time.Now())
+			if err != nil {
+				return err
 			}
 			c, err := x.client()
 			if err != nil {
 				return err
 			}
 			var made api.CreatedCredential
-			if err := c.Call(x.ctx, "credentials.create", api.CreateCredentialRequest{TenantID: *tenant, Actions: csv(*actions)}, &made); err != nil {
+			req := api.CreateCredentialRequest{TenantID: *tenant, Actions: csv(*actions), ExpiresAt: expiresAt}
+			if err := c.Call(x.ctx, "credentials.create", req, &made); err != nil {
 				return err
 			}
 			cfg, err := api.LoadClientConfig(x.configFile())
 			if err != nil {
 				return err
 			}
-			cfg.Credential = made.Credential
+			cfg.Credential = made.Secret
 			if err := api.WriteClientConfig(*outPath, cfg); err != nil {
-				return proto.Errorf(proto.Internal, "credential %s made, but writing %s failed: %v; make another", made.ID, *outPath, err)
+				return proto.Errorf(proto.Internal, "credential %s made, but writing %s failed: %v; revoke it (credentials revoke %s) and make another", made.ID, *outPath, err, made.ID)
 			}
-			made.Credential = "" // shown only in the file
 			row := struct {
-				api.CreatedCredential
+				api.Credential
 				Config string `json:"config"`
-			}{made, *outPath}
+			}{made.Credential, *outPath} // the secret is shown only in the file
 			x.print(row, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "ID\tTENANT\tACTIONS\tCONFIG")
-				fmt.Fprintf(w, "%s\t%s\t%v\t%s\n", made.ID, made.TenantID, made.Actions, *outPath)
+				fmt.Fprintln(w, "ID\tTENANT\tACTIONS\tEXPIRES\tCONFIG")
+				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", made.ID, made.TenantID, made.Actions, orDash(made.ExpiresAt), *outPath)
 			})
 			return nil
 		}
 	},
+}, {
+	path:    "credentials list",
+	usage:   "[--tenant T] [--cursor C]",
+	summary: "list the tenant's credentials, expired and revoked ones too (never their secrets)",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := fs.String("tenant", "", "tenant whose credentials to list (default: the caller's)")
+		cursor := fs.String("cursor", "", "resume after a previous page")
+		return func(x *exec) error {
+			var out api.CredentialList
+			if err := x.call("credentials.list", api.ListCredentialsRequest{TenantID: *tenant, ListRequest: api.ListRequest{Cursor: *cursor}}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				credentialTable(w, out.Credentials)
+				nextPage(w, out.NextCursor)
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "credentials revoke",
+	usage:   "ID",
+	summary: "revoke a credential: it is refused from now on",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		return func(x *exec) error {
+			var out api.Credential
+			if err := x.call("credentials.revoke", api.RevokeCredentialRequest{ID: x.args[0]}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { credentialTable(w, []api.Credential{out}) })
+			return nil
+		}
+	},
 }}
+
+// parseExpiry reads --expires: empty for none, a positive duration counted from now, or
+// an RFC 3339 time.
+func parseExpiry(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return time.Time{}, proto.Errorf(proto.InvalidInput, "--expires %.40q: give a positive duration", s).WithPath("--expires")
+		}
+		return now.Add(d).Truncate(time.Second), nil
+	}
+	at, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, proto.Errorf(proto.InvalidInput, "--expires %.40q: give a duration from now such as 720h, or an RFC 3339 time such as 2027-01-31T00:00:00Z", s).WithPath("--expires")
+	}
+	return at, nil
+}
+
+func credentialTable(w *tabwriter.Writer, rows []api.Credential) {
+	fmt.Fprintln(w, "ID\tTENANT\tACTIONS\tCREATED\tEXPIRES\tREVOKED")
+	for _, c := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.TenantID, strings.Join(c.Actions, ","), c.CreatedAt.Format(time.RFC3339), orDash(c.ExpiresAt), orDash(c.RevokedAt))
+	}
+}
+
+// orDash is t in RFC 3339, or "-" for the zero time.
+func orDash(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}
 
 type tenantRow struct {
 	ID        string `json:"id"`

@@ -3,8 +3,11 @@
 package fsutil
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // WriteFileAtomic writes data to path through a temporary file in the same directory:
@@ -12,7 +15,7 @@ import (
 // never a part, and after a crash the file is one or the other.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempInfix+"*")
 	if err != nil {
 		return err
 	}
@@ -36,6 +39,45 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	return SyncDir(dir)
+}
+
+// tempInfix marks WriteFileAtomic's temporary files: "." + the file's name + tempInfix +
+// the random digits os.CreateTemp puts in place of "*".
+const tempInfix = ".tmp-"
+
+// RemoveTemps removes the temporary files WriteFileAtomic left in dir when its process
+// was killed between creating one and renaming it, and returns their names. Call it
+// only where no other process writes into dir at the time (the registry holds its
+// store's lock when it does).
+func RemoveTemps(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !isTemp(e.Name()) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, err
+		}
+		removed = append(removed, e.Name())
+	}
+	if len(removed) > 0 {
+		return removed, SyncDir(dir)
+	}
+	return nil, nil
+}
+
+// isTemp reports whether name is one WriteFileAtomic gives its temporary files.
+func isTemp(name string) bool {
+	i := strings.LastIndex(name, tempInfix)
+	if i < 2 || !strings.HasPrefix(name, ".") {
+		return false
+	}
+	digits := name[i+len(tempInfix):]
+	return digits != "" && strings.Trim(digits, "0123456789") == ""
 }
 
 // SyncDir fsyncs a directory, so a rename or a new entry in it survives a crash.

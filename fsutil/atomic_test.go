@@ -3,6 +3,7 @@ package fsutil
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -31,5 +32,45 @@ func TestWriteFileAtomicReplacesWholeAndLeavesNoTemp(t *testing.T) {
 func TestWriteFileAtomicMissingDirectory(t *testing.T) {
 	if err := WriteFileAtomic(filepath.Join(t.TempDir(), "no", "f"), nil, 0o600); err == nil {
 		t.Fatal("write into a missing directory succeeded")
+	}
+}
+
+// TestRemoveTemps plants what a kill between WriteFileAtomic's create and rename leaves,
+// beside files of other names, and checks only the leftovers go.
+func TestRemoveTemps(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteFileAtomic(filepath.Join(dir, "kept.key"), []byte("k"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leftovers := []string{".serving-ca.key.tmp-2213987710", ".admin.conf.tmp-1", ".a.tmp-.tmp-42"}
+	others := []string{"kept.key", "serving-ca.key.tmp-1", ".serving-ca.key.tmp-", ".x.tmp-12a", ".tmp-1", "notes.tmp-1"}
+	for _, name := range append(append([]string{}, leftovers...), others[1:]...) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, ".dir.tmp-7"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := RemoveTemps(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	want := slices.Sorted(slices.Values(leftovers))
+	if !slices.Equal(removed, want) {
+		t.Errorf("removed %q, want %q", removed, want)
+	}
+	entries, _ := os.ReadDir(dir)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	want = slices.Sorted(slices.Values(append(others, ".dir.tmp-7")))
+	if !slices.Equal(left, want) {
+		t.Errorf("left %q, want %q", left, want)
+	}
+	if removed, err := RemoveTemps(dir); err != nil || len(removed) != 0 {
+		t.Errorf("a second pass removed %q, %v", removed, err)
 	}
 }

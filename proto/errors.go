@@ -24,7 +24,8 @@ const (
 	Conflict Code = "CONFLICT"
 	// InvalidState: the object exists but is in a state that forbids the operation.
 	InvalidState Code = "INVALID_STATE"
-	// Unauthenticated: no credential, or one the registry does not know.
+	// Unauthenticated: no credential, one the registry does not know, or one expired or
+	// revoked.
 	Unauthenticated Code = "UNAUTHENTICATED"
 	// Forbidden: the credential is valid but lacks the action the method needs.
 	Forbidden Code = "FORBIDDEN"

@@ -252,7 +252,7 @@ func bootstrap(st *store.Store, keys *pki.PKI, info Info) (first bool, err error
 		if _, err := tx.CreateTenant(store.RootTenant); err != nil {
 			return err
 		}
-		_, cfg.Credential, err = tx.CreateCredential(store.RootTenant, []string{api.ActionAll})
+		_, cfg.Credential, err = tx.CreateCredential(store.RootTenant, []string{api.ActionAll}, time.Time{})
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,14 @@ func (a *Agent) acceptCommands(ctx context.Context, conn *quic.Conn) {
 // serveCommand reads one command, runs it (or waits for the run of the same id) and
 // answers its result on the same stream. A command whose handler asked for AfterReply
 // runs that once the registry has read the result (it closes its end of the stream).
+//
+// Every path ends both directions of the stream: QUIC counts a stream against the
+// registry's maxCommands until the agent has finished sending (or reset) and finished
+// receiving (read the registry's close, or stopped reading). One left half open is a
+// command slot lost for the life of the connection.
 func (a *Agent) serveCommand(ctx context.Context, stream *quic.Stream) {
+	// Stops reading if nothing below read the registry's close; a no-op if it did.
+	defer stream.CancelRead(quic.StreamErrorCode(codeNormal))
 	stream.SetReadDeadline(time.Now().Add(ioTimeout))
 	m, err := proto.ReadMessage(stream)
 	if err == nil && m.Type != proto.MsgCommand {
@@ -39,7 +46,6 @@ func (a *Agent) serveCommand(ctx context.Context, stream *quic.Stream) {
 	}
 	if err != nil {
 		a.log.Debug("command stream", "err", err)
-		stream.CancelRead(quic.StreamErrorCode(codeProtocol))
 		stream.CancelWrite(quic.StreamErrorCode(codeProtocol))
 		return
 	}
@@ -51,9 +57,15 @@ func (a *Agent) serveCommand(ctx context.Context, stream *quic.Stream) {
 		return
 	}
 	stream.SetWriteDeadline(time.Now().Add(ioTimeout))
-	err = proto.WriteMessage(stream, &proto.Message{Type: proto.MsgResult, Result: &res})
+	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgResult, Result: &res}); err != nil {
+		a.log.Debug("command result", "command", res.ID, "err", err)
+		stream.CancelWrite(quic.StreamErrorCode(codeProtocol))
+		// The registry resends the command: the answer that reaches it runs after.
+		a.cmds.giveBack(res.ID, after)
+		return
+	}
 	stream.Close()
-	if after == nil || err != nil {
+	if after == nil {
 		return
 	}
 	stream.SetReadDeadline(time.Now().Add(ioTimeout))
@@ -168,6 +180,25 @@ func (c *commands) do(ctx context.Context, cmd proto.Command, handlers map[strin
 	after, r.after = r.after, nil
 	r.mu.Unlock()
 	return r.res, after, true
+}
+
+// giveBack hands back the after-reply action of an answer that was not delivered, for
+// the next answer of the same command to take.
+func (c *commands) giveBack(id string, after func()) {
+	if after == nil {
+		return
+	}
+	c.mu.Lock()
+	r := c.runs[id]
+	c.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.after == nil {
+		r.after = after
+	}
 }
 
 // execute runs cmd's handler and makes its result.

@@ -118,3 +118,31 @@ func TestCommandsForgetCancelledRuns(t *testing.T) {
 		t.Fatalf("resend after the stop: %s, %v, %d runs", res.Result, ok, runs.Load())
 	}
 }
+
+// TestAfterReplyGivenBack: an answer that could not be delivered hands its after-reply
+// action back, and the answer to the registry's resend takes it.
+func TestAfterReplyGivenBack(t *testing.T) {
+	var ran atomic.Int32
+	handlers := map[string]Handler{
+		"kexec": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+			AfterReply(ctx, func() { ran.Add(1) })
+			return json.RawMessage(`"ok"`), nil
+		},
+	}
+	var c commands
+	c.init(8)
+	cmd := proto.Command{ID: "k-1", Kind: "kexec"}
+	_, after, ok := c.do(context.Background(), cmd, handlers, nil)
+	if !ok || after == nil {
+		t.Fatalf("first answer: after %v, ok %v", after != nil, ok)
+	}
+	c.giveBack(cmd.ID, after) // the first answer's write failed
+	_, again, ok := c.do(context.Background(), cmd, handlers, nil)
+	if !ok || again == nil {
+		t.Fatalf("the resend's answer has no after-reply action")
+	}
+	again()
+	if _, third, _ := c.do(context.Background(), cmd, handlers, nil); third != nil || ran.Load() != 1 {
+		t.Fatalf("after ran %d times; a third answer has one: %v", ran.Load(), third != nil)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/quic-go/quic-go"
 )
 
 // Relay sends a command to node's agent and waits for its answer: the result, or the
@@ -96,7 +97,15 @@ func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, err
 	if err != nil {
 		return proto.Result{}, err
 	}
-	defer stream.CancelRead(0)
+	// Both directions end on every path, or the stream counts against the agent's
+	// limit of open command streams for the life of the connection.
+	answered := false
+	defer func() {
+		stream.CancelRead(0) // a no-op once the agent's close was read
+		if !answered {
+			stream.CancelWrite(quic.StreamErrorCode(codeProtocol))
+		}
+	}()
 	stream.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgCommand, Command: &cmd}); err != nil {
 		return proto.Result{}, err
@@ -117,6 +126,7 @@ func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, err
 		if m.Type != proto.MsgResult || m.Result.ID != c.ID {
 			return proto.Result{}, proto.Errorf(proto.InvalidInput, "answer to command %s is a %s of %q", c.ID, m.Type, resultID(m))
 		}
+		answered = true
 		stream.Close()
 		return *m.Result, nil
 	}

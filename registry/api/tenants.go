@@ -57,23 +57,57 @@ type TenantList struct {
 	NextCursor string         `json:"nextCursor,omitempty"`
 }
 
-// CreateCredentialRequest is the body of credentials.create.
+// CreateCredentialRequest is the body of credentials.create. ExpiresAt, when set, must
+// be in the future; a caller whose own credential expires makes only credentials that
+// expire no later (unset, the new one expires with it).
 type CreateCredentialRequest struct {
-	TenantID string   `json:"tenantId"`
-	Actions  []string `json:"actions"`
+	TenantID  string    `json:"tenantId"`
+	Actions   []string  `json:"actions"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+}
+
+// Credential is a credential as the API shows it: never its secret, nor its hash.
+type Credential struct {
+	ID        string    `json:"id"`
+	TenantID  string    `json:"tenantId"`
+	Actions   []string  `json:"actions"`
+	CreatedAt time.Time `json:"createdAt"`
+	// ExpiresAt is when it stops working; absent for never.
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// RevokedAt is when it was revoked; absent while it is not.
+	RevokedAt time.Time `json:"revokedAt,omitzero"`
+}
+
+func credentialView(c store.Credential) Credential {
+	return Credential{ID: c.ID, TenantID: c.Tenant, Actions: c.Actions, CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, RevokedAt: c.RevokedAt}
 }
 
 // CreatedCredential is the answer of credentials.create: the only time the bearer
 // secret is ever shown.
 type CreatedCredential struct {
-	ID         string    `json:"id"`
-	TenantID   string    `json:"tenantId"`
-	Actions    []string  `json:"actions"`
-	CreatedAt  time.Time `json:"createdAt"`
-	Credential string    `json:"credential"`
+	Credential
+	// Secret is the bearer secret.
+	Secret string `json:"credential"`
 }
 
-// registerTenants adds tenants.create, tenants.list and credentials.create.
+// ListCredentialsRequest is the body of credentials.list.
+type ListCredentialsRequest struct {
+	TenantID string `json:"tenantId,omitempty"`
+	ListRequest
+}
+
+// CredentialList is the answer of credentials.list.
+type CredentialList struct {
+	Credentials []Credential `json:"credentials"`
+	NextCursor  string       `json:"nextCursor,omitempty"`
+}
+
+// RevokeCredentialRequest is the body of credentials.revoke.
+type RevokeCredentialRequest struct {
+	ID string `json:"id"`
+}
+
+// registerTenants adds the tenants.* and credentials.* methods.
 func (s *Server) registerTenants() {
 	Handle(s, "tenants.create", ActionTenantsManage, func(_ context.Context, c *Caller, req CreateTenantRequest) (tn store.Tenant, err error) {
 		if c.Tenant != store.RootTenant {
@@ -94,28 +128,112 @@ func (s *Server) registerTenants() {
 		return out, err
 	})
 	Handle(s, "credentials.create", ActionCredentialsManage, func(_ context.Context, c *Caller, req CreateCredentialRequest) (out CreatedCredential, err error) {
-		if len(req.Actions) == 0 {
-			return out, proto.Errorf(proto.InvalidInput, "name at least one action: %v", Actions).WithPath("actions")
-		}
-		for i, a := range req.Actions {
-			if a != ActionAll && !slices.Contains(Actions, a) {
-				return out, proto.Errorf(proto.InvalidInput, "unknown action %q: the actions are %v", a, Actions).WithPath(indexPath("actions", i))
-			}
-			if !c.Can(a) {
-				return out, proto.Errorf(proto.Forbidden, "a credential cannot grant %q, which it does not hold itself", a).WithPath(indexPath("actions", i))
-			}
+		if err := checkGrant(c, req.Actions); err != nil {
+			return out, err
 		}
 		err = s.store.Update(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
 			if err != nil {
 				return err
 			}
-			cred, bearer, err := tx.CreateCredential(tenant, req.Actions)
-			out = CreatedCredential{ID: cred.ID, TenantID: cred.Tenant, Actions: cred.Actions, CreatedAt: cred.CreatedAt, Credential: bearer}
+			expires, err := grantExpiry(tx, c, req.ExpiresAt)
+			if err != nil {
+				return err
+			}
+			cred, bearer, err := tx.CreateCredential(tenant, req.Actions, expires)
+			out = CreatedCredential{Credential: credentialView(cred), Secret: bearer}
 			return err
 		})
 		return out, err
 	})
+	Handle(s, "credentials.list", ActionCredentialsManage, func(_ context.Context, c *Caller, req ListCredentialsRequest) (out CredentialList, err error) {
+		out.Credentials, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Credential, string, error) {
+			creds, next, err := tx.Credentials(tenant, page)
+			views := make([]Credential, len(creds))
+			for i, cred := range creds {
+				views[i] = credentialView(cred)
+			}
+			return views, next, err
+		})
+		return out, err
+	})
+	Handle(s, "credentials.revoke", ActionCredentialsManage, func(_ context.Context, c *Caller, req RevokeCredentialRequest) (out Credential, err error) {
+		err = s.store.Update(func(tx *store.Tx) error {
+			cred, err := tx.Credential(req.ID)
+			if proto.CodeOf(err) == proto.NotFound || (err == nil && c.Tenant != store.RootTenant && cred.Tenant != c.Tenant) {
+				// Another tenant's credential does not exist for the caller.
+				return proto.Errorf(proto.NotFound, "credential %.40q not found", req.ID).WithPath("id")
+			}
+			if err != nil {
+				return err
+			}
+			if cred.ID == c.CredentialID {
+				return proto.Errorf(proto.Forbidden, "credential %s is the one this request authenticates with: revoke it with another credential", cred.ID).WithPath("id")
+			}
+			if err := checkNotLastAdmin(tx, cred); err != nil {
+				return err
+			}
+			cred, err = tx.RevokeCredential(cred.ID)
+			out = credentialView(cred)
+			return err
+		})
+		return out, err
+	})
+}
+
+// checkGrant refuses actions a new credential may not carry: none, an unknown one, `*`
+// (only the admin credential of the first start holds it), or one the caller does not
+// hold itself.
+func checkGrant(c *Caller, actions []string) error {
+	if len(actions) == 0 {
+		return proto.Errorf(proto.InvalidInput, "name at least one action: %v", Actions).WithPath("actions")
+	}
+	for i, a := range actions {
+		switch {
+		case a == ActionAll:
+			return proto.Errorf(proto.InvalidInput, "%q (every action) is held only by the admin credential of the registry's first start and is never granted: name the actions the credential needs, from %v", a, Actions).WithPath(indexPath("actions", i))
+		case !slices.Contains(Actions, a):
+			return proto.Errorf(proto.InvalidInput, "unknown action %.64q: the actions are %v", a, Actions).WithPath(indexPath("actions", i))
+		case !c.Can(a):
+			return proto.Errorf(proto.Forbidden, "a credential cannot grant %q, which it does not hold itself", a).WithPath(indexPath("actions", i))
+		}
+	}
+	return nil
+}
+
+// grantExpiry is when a credential the caller makes expires, asked for requested (zero:
+// none asked). A caller whose own credential expires cannot make one that outlives it:
+// a later expiry is FORBIDDEN, none asked is its own.
+func grantExpiry(tx *store.Tx, c *Caller, requested time.Time) (time.Time, error) {
+	if c.Host {
+		return requested, nil
+	}
+	own, err := tx.Credential(c.CredentialID)
+	if err != nil || own.ExpiresAt.IsZero() {
+		return requested, err
+	}
+	switch {
+	case requested.IsZero():
+		return own.ExpiresAt, nil
+	case requested.After(own.ExpiresAt):
+		return time.Time{}, proto.Errorf(proto.Forbidden, "a credential cannot make one that outlives it: this one expires at %s; ask for that time or an earlier one",
+			own.ExpiresAt.UTC().Format(time.RFC3339)).WithPath("expiresAt")
+	}
+	return requested, nil
+}
+
+// checkNotLastAdmin refuses to revoke the root tenant's last usable credential holding
+// `*` (the admin credential of the first start): nobody could then manage tenants, and
+// `*` is never granted again.
+func checkNotLastAdmin(tx *store.Tx, cred store.Credential) error {
+	if cred.Tenant != store.RootTenant || !slices.Contains(cred.Actions, ActionAll) || !cred.Usable(tx.Now()) {
+		return nil
+	}
+	n, err := tx.UsableHolding(store.RootTenant, ActionAll)
+	if err != nil || n > 1 {
+		return err
+	}
+	return proto.Errorf(proto.Forbidden, "credential %s is the platform's last one holding %q (the admin credential of the first start): revoking it would leave nobody able to manage tenants, so it cannot be revoked", cred.ID, ActionAll).WithPath("id")
 }
 
 func indexPath(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }

@@ -55,6 +55,9 @@ const (
 	formEd25519 sigForm = "ed25519"
 	formDER     sigForm = "ecdsa-der"
 	formP1363   sigForm = "ecdsa-p1363"
+	// The high-S twins of the two ECDSA forms, which the catalog refuses.
+	formDERHighS   sigForm = "ecdsa-der-high-s"
+	formP1363HighS sigForm = "ecdsa-p1363-high-s"
 )
 
 // osRequest is a valid unsigned request for an OS image.
@@ -80,7 +83,10 @@ func signingInputOf(t testing.TB, req RegisterRequest) []byte {
 func sign(t testing.TB, req RegisterRequest, key *openssl.Key, id string, form sigForm) RegisterRequest {
 	t.Helper()
 	sig := key.Sign(t, signingInputOf(t, req))
-	if form == formP1363 {
+	if form == formDERHighS || form == formP1363HighS {
+		sig = openssl.HighS(t, sig)
+	}
+	if form == formP1363 || form == formP1363HighS {
 		sig = openssl.P1363(t, sig)
 	}
 	req.SignerID, req.Signature = id, base64.StdEncoding.EncodeToString(sig)

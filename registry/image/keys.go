@@ -77,17 +77,35 @@ func ParsePublicKey(pemText []byte) (PublicKey, error) {
 }
 
 // Verify reports whether sig is a good signature of input by this key: Ed25519, or
-// ECDSA over SHA-256 as IEEE P1363 (r||s, 64 bytes) or ASN.1 DER.
-func (k PublicKey) Verify(input, sig []byte) bool {
+// ECDSA over SHA-256 as IEEE P1363 (r||s, 64 bytes) or ASN.1 DER. An ECDSA signature
+// that verifies with a high S is INVALID_INPUT at the path "signature": its twin with
+// n - s verifies too, and the catalog takes only the low-S one, so that a signature
+// has one spelling.
+func (k PublicKey) Verify(input, sig []byte) (bool, error) {
 	if k.ed != nil {
-		return len(sig) == ed25519.SignatureSize && ed25519.Verify(k.ed, input, sig)
+		return len(sig) == ed25519.SignatureSize && ed25519.Verify(k.ed, input, sig), nil
 	}
 	digest := sha256.Sum256(input)
+	var s *big.Int
 	if len(sig) == 64 {
-		r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
-		if ecdsa.Verify(k.ec, digest[:], r, s) {
-			return true
+		r, s64 := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
+		if ecdsa.Verify(k.ec, digest[:], r, s64) {
+			s = s64
 		}
 	}
-	return ecdsa.VerifyASN1(k.ec, digest[:], sig)
+	if s == nil && ecdsa.VerifyASN1(k.ec, digest[:], sig) {
+		rs, ok := parseDER(sig)
+		if !ok {
+			return false, nil
+		}
+		s = rs.S
+	}
+	switch {
+	case s == nil:
+		return false, nil
+	case s.Cmp(p256HalfOrder) > 0:
+		return false, proto.Errorf(proto.InvalidInput, "the ECDSA signature has a high S (above half the P-256 group order), which the catalog refuses: "+
+			"normalise it to low S (replace s by n - s; `better-compute images register` does this for the DER form openssl writes)").WithPath("signature")
+	}
+	return true, nil
 }

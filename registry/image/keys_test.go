@@ -5,8 +5,12 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/asn1"
 	"encoding/pem"
+	"fmt"
+	"math/big"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
@@ -90,29 +94,81 @@ func TestSignatureForms(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !k.Verify(input, tc.sig) {
-				t.Fatal("a good signature does not verify")
+			if ok, err := k.Verify(input, tc.sig); !ok || err != nil {
+				t.Fatalf("a good signature does not verify: %v", err)
 			}
 			for bit := range len(tc.sig) * 8 {
 				flipped := bytes.Clone(tc.sig)
 				flipped[bit/8] ^= 1 << (bit % 8)
-				if k.Verify(input, flipped) {
+				if ok, _ := k.Verify(input, flipped); ok {
 					t.Fatalf("signature with bit %d flipped verifies", bit)
 				}
 			}
 			for _, bit := range []int{0, 77, len(input)*8 - 9} {
 				flipped := bytes.Clone(input)
 				flipped[bit/8] ^= 1 << (bit % 8)
-				if k.Verify(flipped, tc.sig) {
+				if ok, _ := k.Verify(flipped, tc.sig); ok {
 					t.Fatalf("input with bit %d flipped verifies", bit)
 				}
 			}
 			other, _ := ParsePublicKey(openssl.Generate(t, tc.key.Algorithm).PublicPEM)
-			if other.Verify(input, tc.sig) {
+			if ok, _ := other.Verify(input, tc.sig); ok {
 				t.Fatal("verifies against another key")
 			}
 		})
 	}
+}
+
+// TestHighSRefused turns real openssl signatures into their high-S twins, (r, n - s),
+// which verify as well: in both encodings the catalog refuses them, saying to
+// normalise to low S, and LowS gives back the signature the catalog takes.
+func TestHighSRefused(t *testing.T) {
+	ec := openssl.Generate(t, openssl.P256)
+	k, err := ParsePublicKey(ec.PublicPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 { // openssl's S is high about half the time: both halves meet HighS
+		input := []byte(fmt.Sprintf("bc-image-v1\nos\nubuntu@%d\nraw\nnone\n%s\n", i, digestA))
+		low := ec.Sign(t, input)
+		high := openssl.HighS(t, low)
+		for form, sig := range map[string][]byte{"der": high, "p1363": openssl.P1363(t, high)} {
+			ok, err := k.Verify(input, sig)
+			if e := proto.AsError(err); ok || e.Code != proto.InvalidInput || e.Details.Path != "signature" || !strings.Contains(e.Message, "low S") {
+				t.Fatalf("%s high-S signature: %v, %v; want INVALID_INPUT at signature saying to normalise to low S", form, ok, err)
+			}
+		}
+		if got := LowS(high); !bytes.Equal(got, low) {
+			t.Fatalf("LowS of the high-S twin: %x, want %x", got, low)
+		}
+		for _, same := range [][]byte{low, openssl.P1363(t, high), []byte("not a signature")} {
+			if got := LowS(same); !bytes.Equal(got, same) {
+				t.Fatalf("LowS changed %x to %x", same, got)
+			}
+		}
+	}
+}
+
+// FuzzLowS: whatever bytes an operator passes, LowS never panics, changes only a DER
+// signature with a high S, and makes one LowS keeps.
+func FuzzLowS(f *testing.F) {
+	f.Add([]byte{0x30, 0x06, 0x02, 0x01, 0x01, 0x02, 0x01, 0x01})
+	high, _ := asn1.Marshal(derSignature{big.NewInt(1), new(big.Int).Sub(p256Order, big.NewInt(1))})
+	f.Add(high)
+	f.Add(make([]byte, 64))
+	f.Fuzz(func(t *testing.T, sig []byte) {
+		out := LowS(sig)
+		if bytes.Equal(out, sig) {
+			return
+		}
+		rs, ok := parseDER(sig)
+		if !ok || rs.S.Cmp(p256HalfOrder) <= 0 {
+			t.Fatalf("LowS changed %x, which is no high-S DER signature", sig)
+		}
+		if low, ok := parseDER(out); !ok || low.S.Cmp(p256HalfOrder) > 0 || low.R.Cmp(rs.R) != 0 || !bytes.Equal(LowS(out), out) {
+			t.Fatalf("LowS(%x) = %x", sig, out)
+		}
+	})
 }
 
 func FuzzParsePublicKey(f *testing.F) {
@@ -133,7 +189,7 @@ func FuzzParsePublicKey(f *testing.F) {
 			t.Fatalf("accepted %q", k.Algorithm)
 		}
 		// A parsed key verifies nothing it did not sign, and never panics.
-		if k.Verify([]byte("x"), make([]byte, 64)) {
+		if ok, _ := k.Verify([]byte("x"), make([]byte, 64)); ok {
 			t.Fatal("a zero signature verifies")
 		}
 	})

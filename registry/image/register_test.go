@@ -135,6 +135,8 @@ func TestRegisterSignatures(t *testing.T) {
 		"another tenant's signer": {sign(t, base, betaKey, "beta-1", formEd25519), "signerId"},
 		"ramdisk, tenant signer":  {sign(t, func() RegisterRequest { r := base; r.Kind = proto.KindRamdisk; return r }(), ed, "acme-ed", formEd25519), "signerId"},
 		"unlisted key":            {sign(t, base, openssl.Generate(t, openssl.Ed25519), "acme-ed", formEd25519), "signature"},
+		"ecdsa der, high S":       {sign(t, base, ec, "acme-ec", formDERHighS), "signature"},
+		"ecdsa p1363, high S":     {sign(t, base, ec, "acme-ec", formP1363HighS), "signature"},
 	}
 	for name, tc := range refused {
 		t.Run(name, func(t *testing.T) {

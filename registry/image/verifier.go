@@ -39,7 +39,11 @@ func (Allowlist) Verify(tx *store.Tx, tenants []string, signerID string, input, 
 		if err != nil {
 			return "", proto.Errorf(proto.Internal, "stored key of signer %q of tenant %q: %w", signerID, tenant, err)
 		}
-		if key.Verify(input, signature) {
+		ok, err := key.Verify(input, signature)
+		if err != nil {
+			return "", err
+		}
+		if ok {
 			return tenant, nil
 		}
 		failure = proto.Errorf(proto.InvalidInput, "the signature does not verify against signer %q of tenant %q (%s): sign the exact signing input with that key", signerID, tenant, key.Fingerprint).WithPath("signature")

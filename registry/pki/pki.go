@@ -57,11 +57,18 @@ type PKI struct {
 }
 
 // LoadOrCreate loads the PKI from dataDir, making what is missing, and writes the pins
-// to DATA_DIR/pins.json.
+// to DATA_DIR/pins.json. It first removes what a start killed in the middle of writing a
+// file left in DATA_DIR and DATA_DIR/pki (.serving-ca.key.tmp-*, .admin.conf.tmp-*):
+// the registry calls it holding the store's lock, so no other registry writes there.
 func LoadOrCreate(dataDir string) (*PKI, error) {
 	dir := filepath.Join(dataDir, Dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
+	}
+	for _, d := range []string{dataDir, dir} {
+		if _, err := fsutil.RemoveTemps(d); err != nil {
+			return nil, fmt.Errorf("remove what an interrupted write left in %s: %w", d, err)
+		}
 	}
 	p := &PKI{}
 	var err error

@@ -89,3 +89,33 @@ func TestIssueAgentCertificate(t *testing.T) {
 		t.Errorf("verified without the agent CA")
 	}
 }
+
+// TestLoadOrCreateRemovesLeftovers plants what a kill during a first start leaves (a
+// key's temporary file in pki/, admin.conf's and pins.json's in the data directory):
+// the next start removes them and keeps everything else.
+func TestLoadOrCreateRemovesLeftovers(t *testing.T) {
+	dataDir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dataDir, Dir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	leftovers := []string{filepath.Join(Dir, ".serving-ca.key.tmp-3141592653"), filepath.Join(Dir, ".secrets.key.tmp-77"),
+		".admin.conf.tmp-1234", ".pins.json.tmp-5"}
+	for _, name := range append(leftovers, "registry.db", "hardware-profiles.json") {
+		if err := os.WriteFile(filepath.Join(dataDir, name), []byte("-----BEGIN PRIVATE KEY-----\npart"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := LoadOrCreate(dataDir); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range leftovers {
+		if _, err := os.Stat(filepath.Join(dataDir, name)); !os.IsNotExist(err) {
+			t.Errorf("%s is still there: %v", name, err)
+		}
+	}
+	for _, name := range []string{"registry.db", "hardware-profiles.json", filepath.Join(Dir, "serving-ca.key"), PinsFile} {
+		if _, err := os.Stat(filepath.Join(dataDir, name)); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

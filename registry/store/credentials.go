@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,13 +14,24 @@ import (
 )
 
 // Credential is a bearer secret of one tenant with the actions it may perform. Only the
-// SHA-256 of its secret is kept: the secret itself is shown once, when it is made.
+// SHA-256 of its secret is kept: the secret itself is shown once, when it is made. A
+// credential that expired or was revoked authenticates nobody; its record stays, so
+// lists show when and the logs' credential ids keep meaning something.
 type Credential struct {
 	ID         string    `json:"id"`
 	Tenant     string    `json:"tenant"`
 	Actions    []string  `json:"actions"`
 	SecretHash string    `json:"secretHash"`
 	CreatedAt  time.Time `json:"createdAt"`
+	// ExpiresAt is when the credential stops working; zero for never.
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// RevokedAt is when it was revoked; zero while it is not.
+	RevokedAt time.Time `json:"revokedAt,omitzero"`
+}
+
+// Usable reports whether the credential authenticates at now: not revoked, not expired.
+func (c Credential) Usable(now time.Time) bool {
+	return c.RevokedAt.IsZero() && (c.ExpiresAt.IsZero() || now.Before(c.ExpiresAt))
 }
 
 const (
@@ -28,11 +40,16 @@ const (
 	credentialPrefix = "bcc_"
 )
 
-// CreateCredential makes a credential for an existing tenant and returns it with the
-// bearer secret, which is not stored and cannot be recovered.
-func (t *Tx) CreateCredential(tenant string, actions []string) (Credential, string, error) {
+// CreateCredential makes a credential for an existing tenant, expiring at expiresAt
+// (zero for never, else a time after now), and returns it with the bearer secret, which
+// is not stored and cannot be recovered.
+func (t *Tx) CreateCredential(tenant string, actions []string, expiresAt time.Time) (Credential, string, error) {
 	if _, err := t.Tenant(tenant); err != nil {
 		return Credential{}, "", err
+	}
+	if !expiresAt.IsZero() && !expiresAt.After(t.now) {
+		return Credential{}, "", proto.Errorf(proto.InvalidInput, "the expiry %s is not in the future (now %s): give a later time or a duration",
+			expiresAt.UTC().Format(time.RFC3339), t.now.UTC().Format(time.RFC3339)).WithPath("expiresAt")
 	}
 	id := randomHex(8)
 	secret := make([]byte, 32)
@@ -43,13 +60,67 @@ func (t *Tx) CreateCredential(tenant string, actions []string) (Credential, stri
 		Actions:    actions,
 		SecretHash: hashSecret(secret),
 		CreatedAt:  t.now,
+		ExpiresAt:  expiresAt,
 	}
 	bearer := credentialPrefix + id + "." + base64.RawURLEncoding.EncodeToString(secret)
 	return c, bearer, t.put(bucketCredentials, []byte(id), c)
 }
 
+// Credential returns one credential, NOT_FOUND when there is none of that id.
+func (t *Tx) Credential(id string) (Credential, error) {
+	var c Credential
+	ok, err := t.get(bucketCredentials, []byte(id), &c)
+	if err == nil && !ok {
+		err = notFound("credential", id)
+	}
+	return c, err
+}
+
+// Credentials lists the tenant's credentials, revoked and expired ones too, in id order,
+// one page at a time. It reads past other tenants' credentials: there are few.
+func (t *Tx) Credentials(tenant string, p Page) ([]Credential, string, error) {
+	var out []Credential
+	next, err := t.scan(bucketCredentials, nil, p, func(k, v []byte) (bool, error) {
+		var c Credential
+		if err := decode(bucketCredentials, k, v, &c); err != nil || c.Tenant != tenant {
+			return false, err
+		}
+		out = append(out, c)
+		return true, nil
+	})
+	return out, next, err
+}
+
+// UsableHolding counts the tenant's usable credentials that carry action itself.
+func (t *Tx) UsableHolding(tenant, action string) (int, error) {
+	n := 0
+	_, _, err := t.walk(bucketCredentials, nil, nil, func() bool { return false }, func(k, v []byte) error {
+		var c Credential
+		if err := decode(bucketCredentials, k, v, &c); err != nil {
+			return err
+		}
+		if c.Tenant == tenant && c.Usable(t.now) && slices.Contains(c.Actions, action) {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// RevokeCredential revokes a credential at once: it authenticates nobody from this
+// transaction on. Revoking a revoked one changes nothing.
+func (t *Tx) RevokeCredential(id string) (Credential, error) {
+	c, err := t.Credential(id)
+	if err != nil || !c.RevokedAt.IsZero() {
+		return c, err
+	}
+	c.RevokedAt = t.now
+	return c, t.put(bucketCredentials, []byte(id), c)
+}
+
 // Authenticate returns the credential a bearer secret names. Anything malformed,
-// unknown or not matching is UNAUTHENTICATED, with the same message.
+// unknown or not matching is UNAUTHENTICATED, with the same message; the holder of a
+// revoked or expired credential's secret is told which, and when.
 func (t *Tx) Authenticate(bearer string) (Credential, error) {
 	denied := proto.Errorf(proto.Unauthenticated, "the credential is not valid: check the config file the CLI uses (--config or BC_CONFIG)")
 	rest, ok := strings.CutPrefix(bearer, credentialPrefix)
@@ -68,6 +139,12 @@ func (t *Tx) Authenticate(bearer string) (Credential, error) {
 	}
 	if !found || subtle.ConstantTimeCompare([]byte(hashSecret(secret)), []byte(c.SecretHash)) != 1 {
 		return Credential{}, denied
+	}
+	switch {
+	case !c.RevokedAt.IsZero():
+		return Credential{}, proto.Errorf(proto.Unauthenticated, "credential %s was revoked at %s: ask for a new one", c.ID, c.RevokedAt.UTC().Format(time.RFC3339))
+	case !c.Usable(t.now):
+		return Credential{}, proto.Errorf(proto.Unauthenticated, "credential %s expired at %s: ask for a new one", c.ID, c.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return c, nil
 }

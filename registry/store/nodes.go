@@ -106,7 +106,8 @@ const (
 )
 
 // CreateNode enrolls a machine in an existing pool of its tenant and returns it with its
-// new id, in state enrolled. A MAC or product UUID enrolled already is CONFLICT.
+// new id, in state enrolled. A MAC or product UUID enrolled already is CONFLICT, naming
+// the node only when it is the same tenant's: another tenant's node ids stay its own.
 func (t *Tx) CreateNode(n Node) (Node, error) {
 	pool, err := t.Pool(n.Tenant, n.Pool)
 	if err != nil {
@@ -123,6 +124,13 @@ func (t *Tx) CreateNode(n Node) (Node, error) {
 			path := "productUuid"
 			if i < len(n.MACs) {
 				path = "macs"
+			}
+			owner, err := t.Node(string(id))
+			if err != nil && proto.CodeOf(err) != proto.NotFound {
+				return n, err
+			}
+			if owner.Tenant != n.Tenant {
+				return n, proto.Errorf(proto.Conflict, "%s is enrolled already, by another tenant: a machine is enrolled once; if it is yours, ask the platform's operators", k).WithPath(path)
 			}
 			return n, proto.Errorf(proto.Conflict, "%s is enrolled already as node %s", k, id).WithPath(path)
 		}

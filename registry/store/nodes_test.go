@@ -1,6 +1,8 @@
 package store
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +53,32 @@ func TestNodeEnrollmentAndLifecycle(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a machine another tenant enrolled is CONFLICT without its node", func(t *testing.T) {
+		mustUpdate(t, s, func(tx *Tx) error {
+			if _, err := tx.CreateTenant("beta"); err != nil {
+				return err
+			}
+			_, err := tx.CreatePool(Pool{Tenant: "beta", Name: "gpu", Site: "rack-a"})
+			return err
+		})
+		for path, node := range map[string]Node{
+			"macs":        {Tenant: "beta", Pool: "gpu", MACs: []string{"52:54:00:00:00:03", "52:54:00:00:00:01"}},
+			"productUuid": {Tenant: "beta", Pool: "gpu", ProductUUID: "4c4c4544-0000-1000-8000-000000000001"},
+		} {
+			err := s.Update(func(tx *Tx) error { _, err := tx.CreateNode(node); return err })
+			if e := proto.AsError(err); e.Code != proto.Conflict || e.Details.Path != path || strings.Contains(e.Message, n.ID) || !strings.Contains(e.Message, "another tenant") {
+				t.Errorf("beta enrolling acme's machine by %s: %v; want CONFLICT at %s without acme's node id", path, err, path)
+			}
+		}
+		// Its own tenant is told which node has the MAC.
+		err := s.Update(func(tx *Tx) error {
+			_, err := tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}})
+			return err
+		})
+		if !strings.Contains(fmt.Sprint(err), n.ID) {
+			t.Errorf("acme enrolling its own machine again: %v, want its node named", err)
+		}
+	})
 
 	moves := []struct {
 		to   string

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
@@ -102,7 +103,7 @@ func TestCredentialsAuthenticate(t *testing.T) {
 		if _, err = tx.CreateTenant("acme"); err != nil {
 			return err
 		}
-		made, bearer, err = tx.CreateCredential("acme", []string{"compute:profiles:read"})
+		made, bearer, err = tx.CreateCredential("acme", []string{"compute:profiles:read"}, time.Time{})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -128,7 +129,7 @@ func TestCredentialsAuthenticate(t *testing.T) {
 		}
 		return nil
 	})
-	if err := s.Update(func(tx *Tx) error { _, _, err := tx.CreateCredential("nobody", nil); return err }); proto.CodeOf(err) != proto.NotFound {
+	if err := s.Update(func(tx *Tx) error { _, _, err := tx.CreateCredential("nobody", nil, time.Time{}); return err }); proto.CodeOf(err) != proto.NotFound {
 		t.Fatalf("credential of a missing tenant: got %v", err)
 	}
 }

@@ -3,6 +3,7 @@
 package openssl
 
 import (
+	"crypto/elliptic"
 	"encoding/asn1"
 	"math/big"
 	"os"
@@ -54,7 +55,9 @@ func Generate(t testing.TB, alg Algorithm) *Key {
 }
 
 // Sign signs input as an operator would: Ed25519 with `openssl pkeyutl -sign -rawin`,
-// ECDSA with `openssl dgst -sha256 -sign` (which writes DER).
+// ECDSA with `openssl dgst -sha256 -sign` (which writes DER, with a high S about half
+// the time). An ECDSA signature comes back in low-S form, as `images register` sends it
+// and the catalog takes it; HighS makes its twin.
 func (k *Key) Sign(t testing.TB, input []byte) []byte {
 	t.Helper()
 	dir := t.TempDir()
@@ -71,16 +74,50 @@ func (k *Key) Sign(t testing.TB, input []byte) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if k.Algorithm != Ed25519 {
+		sig = withS(t, sig, false)
+	}
 	return sig
+}
+
+// HighS turns a DER ECDSA P-256 signature into its high-S twin, (r, n - s) where s is
+// at most n/2: it verifies as well, and the catalog must refuse it.
+func HighS(t testing.TB, der []byte) []byte {
+	t.Helper()
+	return withS(t, der, true)
+}
+
+// withS re-encodes a DER ECDSA P-256 signature with its s in the upper half of the
+// group order (high) or the lower (low), replacing s by n - s where needed.
+func withS(t testing.TB, der []byte, high bool) []byte {
+	t.Helper()
+	rs := parseDER(t, der)
+	n := elliptic.P256().Params().N
+	if isHigh := rs.S.Cmp(new(big.Int).Rsh(n, 1)) > 0; isHigh != high {
+		rs.S.Sub(n, rs.S)
+	}
+	out, err := asn1.Marshal(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+type derSignature struct{ R, S *big.Int }
+
+func parseDER(t testing.TB, der []byte) derSignature {
+	t.Helper()
+	var rs derSignature
+	if rest, err := asn1.Unmarshal(der, &rs); err != nil || len(rest) != 0 {
+		t.Fatalf("not a DER ECDSA signature: %v", err)
+	}
+	return rs
 }
 
 // P1363 turns a DER ECDSA P-256 signature into its IEEE P1363 form, r||s in 64 bytes.
 func P1363(t testing.TB, der []byte) []byte {
 	t.Helper()
-	var rs struct{ R, S *big.Int }
-	if rest, err := asn1.Unmarshal(der, &rs); err != nil || len(rest) != 0 {
-		t.Fatalf("not a DER ECDSA signature: %v", err)
-	}
+	rs := parseDER(t, der)
 	out := make([]byte, 64)
 	rs.R.FillBytes(out[:32])
 	rs.S.FillBytes(out[32:])
