@@ -257,7 +257,7 @@ func TestADeployResumesAfterTheRegistryIsKilled(t *testing.T) {
 func TestEnrollConflictHidesAnotherTenantsNode(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
 	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
 	configs := map[string]string{}
 	for _, tn := range []string{"acme", "beta"} {
 		testkit.JSON(t, admin, nil, "tenants", "create", tn)
