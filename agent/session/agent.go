@@ -178,6 +178,7 @@ func New(cfg Config) (*Agent, error) {
 // now (a certificate not yet trusted, a registry not yet up) may accept it later.
 func (a *Agent) Run(ctx context.Context) {
 	defer a.wg.Wait()
+	ctx = context.WithValue(ctx, agentKey{}, a) // handlers sign with it (SignResult)
 	a.wg.Go(func() { a.applyLoop(ctx) })
 	for attempt := 0; ; attempt++ {
 		established, err := a.connect(ctx)
