@@ -51,6 +51,15 @@ const (
 type DiskWipeResult struct {
 	Mode  string      `json:"mode"`
 	Disks []WipedDisk `json:"disks"`
+	// Skipped are the block devices the wipe leaves out, with the reason: the
+	// ramdisk's own media, removable and virtual media, read-only devices.
+	Skipped []SkippedDisk `json:"skipped,omitempty"`
+}
+
+// SkippedDisk is a block device disk.wipe leaves out.
+type SkippedDisk struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
 }
 
 // WipedDisk is what disk.wipe did to one disk.
