@@ -176,3 +176,15 @@ func verdict(mode string, r proto.DiskWipeResult) (bool, string) {
 	}
 	return true, ""
 }
+
+// Of is the signed result a stored node-signed result carries in its `attestation`
+// field, nil when it carries none.
+func Of(stored json.RawMessage) *proto.SignedResult {
+	var r struct {
+		Attestation *proto.SignedResult `json:"attestation"`
+	}
+	if json.Unmarshal(stored, &r) != nil {
+		return nil
+	}
+	return r.Attestation
+}
