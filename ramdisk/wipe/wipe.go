@@ -230,8 +230,8 @@ type erase struct {
 }
 
 // wipeDisk wipes one disk and reads it back.
-func wipeDisk(ctx context.Context, d Disk, o Options, pct func(int)) proto.WipedDisk {
-	out := proto.WipedDisk{Name: d.Name, Model: d.Model, Serial: d.Serial, SizeBytes: d.SizeBytes, Transport: d.Transport}
+func wipeDisk(ctx context.Context, d Disk, o Options, pct func(int)) (out proto.WipedDisk) {
+	out = proto.WipedDisk{Name: d.Name, Model: d.Model, Serial: d.Serial, SizeBytes: d.SizeBytes, Transport: d.Transport}
 	start := time.Now()
 	defer func() { out.Duration = time.Since(start).Round(time.Millisecond).String() }()
 	pct(0)
@@ -319,7 +319,9 @@ func choose(d Disk, t *disk.Target, size int64, mode string, out *proto.WipedDis
 		refusals = append(refusals, why)
 	}
 	if crypto {
-		refusals = append(refusals, "no cryptographic erase on this device")
+		if len(refusals) == 0 {
+			refusals = append(refusals, "no cryptographic erase on this device")
+		}
 		return nil, strings.Join(refusals, "; ")
 	}
 	// BLKSECDISCARD is tried last: the kernel answers EOPNOTSUPP for a device without it.
