@@ -1,4 +1,4 @@
-package attest
+package attest_test
 
 import (
 	"crypto"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/attest"
 	"github.com/better-compute/better-compute/testkit"
 )
 
@@ -20,7 +21,7 @@ type agentKey struct {
 	key  crypto.Signer
 }
 
-func newAgent(t *testing.T, ca *testkit.CA, node, role string) agentKey {
+func newAgent(t testing.TB, ca *testkit.CA, node, role string) agentKey {
 	t.Helper()
 	c, err := ca.AgentCertificate(node, role)
 	if err != nil {
@@ -29,7 +30,7 @@ func newAgent(t *testing.T, ca *testkit.CA, node, role string) agentKey {
 	return fromTLS(t, c)
 }
 
-func fromTLS(t *testing.T, c tls.Certificate) agentKey {
+func fromTLS(t testing.TB, c tls.Certificate) agentKey {
 	t.Helper()
 	leaf, err := x509.ParseCertificate(c.Certificate[0])
 	if err != nil {
@@ -49,7 +50,7 @@ var goodWipe = proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.
 	wipedDisk("nvme0n1", proto.WipeMethodNVMeFormatUserData), wipedDisk("sda", proto.WipeMethodATASecurityErase)}}
 
 // sign is what the agent answers: result signed by a's key for node and command id.
-func sign(t *testing.T, a agentKey, node, commandID string, result any) json.RawMessage {
+func sign(t testing.TB, a agentKey, node, commandID string, result any) json.RawMessage {
 	t.Helper()
 	body, err := json.Marshal(result)
 	if err != nil {
@@ -69,13 +70,13 @@ func sign(t *testing.T, a agentKey, node, commandID string, result any) json.Raw
 
 // received is what the registry stores for raw, the answer of node-1's ramdisk whose
 // session presented peer.
-func received(t *testing.T, v Verifier, peer *x509.Certificate, cmd proto.Command, raw json.RawMessage) Wipe {
+func received(t *testing.T, v attest.Verifier, peer *x509.Certificate, cmd proto.Command, raw json.RawMessage) attest.Wipe {
 	t.Helper()
 	res := v.Received("node-1", proto.RoleRamdisk, peer, cmd, proto.Result{ID: cmd.ID, Result: raw})
 	if res.Error != nil {
 		t.Fatalf("stored an error: %v", res.Error)
 	}
-	var w Wipe
+	var w attest.Wipe
 	if err := json.Unmarshal(res.Result, &w); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func received(t *testing.T, v Verifier, peer *x509.Certificate, cmd proto.Comman
 
 func TestWipeAttested(t *testing.T) {
 	ca, _ := testkit.NewCA()
-	v := Verifier{AgentCAs: ca.Pool()}
+	v := attest.Verifier{AgentCAs: ca.Pool()}
 	a := newAgent(t, ca, "node-1", "ramdisk")
 	w := received(t, v, a.cert, wipeCmd, sign(t, a, "node-1", wipeCmd.ID, goodWipe))
 	if !w.Attested || w.Reason != "" || len(w.Disks) != 2 {
@@ -112,7 +113,7 @@ func TestWipeAttested(t *testing.T) {
 func TestWipeRefusals(t *testing.T) {
 	ca, _ := testkit.NewCA()
 	other, _ := testkit.NewCA()
-	v := Verifier{AgentCAs: ca.Pool()}
+	v := attest.Verifier{AgentCAs: ca.Pool()}
 	a := newAgent(t, ca, "node-1", "ramdisk")
 	node2 := newAgent(t, ca, "node-2", "ramdisk")
 	site := newAgent(t, ca, "node-1", "site")
@@ -159,7 +160,7 @@ func TestWipeRefusals(t *testing.T) {
 // TestWipeVerdict: a verified signature is not enough; the registry reads the disks.
 func TestWipeVerdict(t *testing.T) {
 	ca, _ := testkit.NewCA()
-	v := Verifier{AgentCAs: ca.Pool()}
+	v := attest.Verifier{AgentCAs: ca.Pool()}
 	a := newAgent(t, ca, "node-1", "ramdisk")
 	unwiped := wipedDisk("vda", "")
 	unwiped.Wiped, unwiped.Unwiped, unwiped.ReadBack = false, "the device offers no secure erase", nil
@@ -193,7 +194,7 @@ func TestWipeVerdict(t *testing.T) {
 // TestOtherKindsPassThrough: results of kinds that are not node-signed, and agent
 // errors, are stored as they are.
 func TestOtherKindsPassThrough(t *testing.T) {
-	v := Verifier{}
+	v := attest.Verifier{}
 	res := proto.Result{ID: "c1", Result: json.RawMessage(`{"sha256":"x"}`)}
 	if got := v.Received("node-1", proto.RoleRamdisk, nil, proto.Command{ID: "c1", Kind: proto.CommandDeployImage}, res); string(got.Result) != string(res.Result) {
 		t.Fatalf("deploy.image: %s", got.Result)
