@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -127,50 +125,13 @@ func TestVMWipeHelper(t *testing.T) {
 	if err := json.Unmarshal(data, &s); err != nil {
 		t.Fatal(err)
 	}
-	regDir := filepath.Join(work, "registry")
-	hwp := filepath.Join(work, "hardware-profiles.json")
-	qmpConfig := map[string]any{"options": map[string]string{"nic": "nic0", "disk": "disk0", "pollInterval": "100ms"}}
-	hwpDoc, _ := json.Marshal(map[string]any{"version": 1, "hardwareProfiles": map[string]any{
-		"lab-qemu": map[string]any{"drivers": map[string]any{
-			"power": map[string]any{"driver": "qmp", "config": qmpConfig}, "management": map[string]any{"driver": "qmp", "config": qmpConfig}}}}})
-	writeFile(t, hwp, string(hwpDoc))
-	reg := testkit.StartRegistry(t, regDir, "--listen", siteIP+":7443", "--agent-listen", siteIP+":7444", "--hardware-profiles", hwp)
+	reg := testkit.StartRegistry(t, filepath.Join(work, "registry"), "--listen", siteIP+":7443", "--agent-listen", siteIP+":7444",
+		"--hardware-profiles", hardwareProfiles(t, work))
 	admin := reg.AdminConfig
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
 	testkit.JSON(t, admin, nil, "pools", "create", "vms", "--site", "rack-a")
-
-	confDir := filepath.Join(work, "site-bcd")
-	tokenFile := filepath.Join(work, "site.token")
-	testkit.JSON(t, admin, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
-	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",
-		"--config-dir", confDir, "--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning,
-		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
-		t.Fatalf("bcd join --role site: %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
-	}
-	siteConf, _ := json.Marshal(map[string]any{
-		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "site-state"),
-		"boot": map[string]any{"interface": "eth0", "mode": "authoritative", "serverIP": siteIP,
-			"subnet": "10.78.0.0/24", "range": map[string]string{"start": "10.78.0.100", "end": "10.78.0.150"},
-			"leaseFile": filepath.Join(work, "leases.db"), "ramdiskDir": s.Ramdisk, "retryInterval": "2s"},
-		"ramdisk": map[string]any{"args": []string{"console=ttyS0", "panic=-1"}},
-		"cache":   map[string]any{"dir": filepath.Join(work, "site-cache")},
-	})
-	siteConfig := filepath.Join(work, "site.json")
-	writeFile(t, siteConfig, string(siteConf))
-	var siteLog netns.SyncBuffer
-	bcdSite := exec.Command(testkit.Binary(t, "bcd"), "site", "--config", siteConfig)
-	bcdSite.Stdout, bcdSite.Stderr = &siteLog, &siteLog
-	bcdSite.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := bcdSite.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		bcdSite.Process.Signal(os.Interrupt)
-		bcdSite.Wait()
-		if t.Failed() {
-			t.Logf("bcd site:\n%s\nregistry:\n%s", siteLog.String(), reg.Stderr)
-		}
-	}()
+	stopSite := startSite(t, work, s.Ramdisk, reg)
+	defer stopSite()
 
 	var n struct{ ID string }
 	testkit.JSON(t, admin, &n, "nodes", "enroll", "--pool", "vms", "--mac", vmMAC, "--product-uuid", vmUUID,

@@ -31,7 +31,8 @@ import (
 // pollEvery is how often a long erase's progress is read and reported.
 const pollEvery = 5 * time.Second
 
-// eraseTimeout bounds one erase command in the kernel: the step's own timeout.
+// eraseTimeout is disk.wipe's step timeout: it bounds a whole Run, and each erase
+// command in the kernel.
 const eraseTimeout = 6 * time.Hour
 
 // Defaults of Options.
@@ -175,9 +176,12 @@ type Options struct {
 
 // Run wipes every disk in o.Mode, all at once, and returns what it did to each. A disk
 // the mode cannot wipe is reported unwiped with the reason; Run never falls back to a
-// weaker method. Cancelling ctx stops each disk at its next step; an erase the device
-// runs in its firmware goes on to its end (no command stops it).
+// weaker method. Cancelling ctx, or the step's 6 hours passing, stops each disk at its
+// next stage; an erase the device runs in its firmware goes on to its end (no command
+// stops it).
 func Run(ctx context.Context, disks []Disk, o Options) proto.DiskWipeResult {
+	ctx, cancel := context.WithTimeout(ctx, eraseTimeout)
+	defer cancel()
 	if o.Blocks == 0 {
 		o.Blocks = DefaultBlocks
 	}

@@ -2,6 +2,7 @@ package wipe
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -238,5 +239,21 @@ func TestATAIdentify(t *testing.T) {
 	sense[8+4] = 0x80
 	if done, _, err := sanitizeState(sense); !done || err != nil {
 		t.Errorf("completed: %v %v", done, err)
+	}
+}
+
+// TestCancelledWipe: a wipe whose step was cancelled before a disk's erase began leaves
+// the disk as it was and reports it unwiped.
+func TestCancelledWipe(t *testing.T) {
+	d, backing := loopDisk(t, 8<<20)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	w := Run(ctx, []Disk{d}, Options{Mode: proto.WipeQuick}).Disks[0]
+	if w.Wiped || w.Unwiped != "cancelled" {
+		t.Errorf("cancelled: %+v", w)
+	}
+	img, _ := os.ReadFile(backing)
+	if !bytes.Equal(img[:8], []byte("bc-wipe!")) {
+		t.Errorf("a cancelled wipe changed the disk")
 	}
 }
