@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -307,12 +308,25 @@ const vmProfile = `{"id": "vm-host", "version": 1, "target": "metal", "role": "h
     {"use": "boot.kexec", "on": "ramdisk", "await": "rejoin", "timeout": "4m"}],
   "cleanup": [{"use": "boot.cleanUp", "on": "site"}]}`
 
-// makeRamdisk runs `make ramdisk` (its packages cached under cacheDir) and returns the
-// directory holding vmlinuz and initrd.img; BC_E2E_RAMDISK names one already built.
+// builtRamdisk is the ramdisk a test of this run built already, so the next one does
+// not build it again.
+var builtRamdisk struct {
+	sync.Mutex
+	dir string
+}
+
+// makeRamdisk runs `make ramdisk` (its packages cached under cacheDir) once per run and
+// returns the directory holding vmlinuz and initrd.img; BC_E2E_RAMDISK names one already
+// built.
 func makeRamdisk(t *testing.T) string {
 	t.Helper()
 	if dir := os.Getenv("BC_E2E_RAMDISK"); dir != "" {
 		return dir // a ramdisk built already, from this tree
+	}
+	builtRamdisk.Lock()
+	defer builtRamdisk.Unlock()
+	if builtRamdisk.dir != "" {
+		return builtRamdisk.dir
 	}
 	for _, tool := range []string{"apt-get", "dpkg-deb", "depmod", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -329,7 +343,8 @@ func makeRamdisk(t *testing.T) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make ramdisk: %v\n%s", err, out)
 	}
-	return filepath.Join(root, "out/ramdisk")
+	builtRamdisk.dir = filepath.Join(root, "out/ramdisk")
+	return builtRamdisk.dir
 }
 
 // startVM starts a VM held off (-S): an e1000 NIC (nic0) on the segment with qemu's
