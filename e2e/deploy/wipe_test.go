@@ -68,8 +68,12 @@ func TestWipeAttestation(t *testing.T) {
 	if node.Wipe == nil || node.Wipe.Attested || node.Wipe.Step != "steps[5]" || node.Wipe.Mode != proto.WipeSecureErase {
 		t.Errorf("nodes get shows the last wipe %+v", node.Wipe)
 	}
-	if out := testkit.CLI(t, w.admin, "workflows", "get", node.Workflow); !strings.Contains(out.Stdout, "not attested: disk disk was not wiped") {
+	if out := testkit.CLI(t, w.admin, "workflows", "get", node.Workflow); !strings.Contains(out.Stdout, "not attested: disk disk was not wiped") ||
+		strings.Count(out.Stdout, " attested") != 2 {
 		t.Errorf("workflows get:\n%s", out.Stdout)
+	}
+	if out := testkit.CLI(t, w.admin, "nodes", "get", id); !strings.Contains(out.Stdout, "last disk wipe (secure-erase, steps[5] of workflow "+node.Workflow+"): NOT attested: disk disk was not wiped") {
+		t.Errorf("nodes get:\n%s", out.Stdout)
 	}
 
 	dir := t.TempDir()
