@@ -306,6 +306,9 @@ func choose(d Disk, t *disk.Target, size int64, mode string, out *proto.WipedDis
 			return zeroSignatures(f, size)
 		}}, ""
 	}
+	if mode != proto.WipeSecureErase && mode != proto.WipeCryptoErase {
+		return nil, fmt.Sprintf("mode %q wipes nothing", mode)
+	}
 	crypto := mode == proto.WipeCryptoErase
 	var refusals []string
 	switch d.Transport {
