@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"sync"
@@ -128,7 +129,15 @@ func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, err
 		}
 		answered = true
 		stream.Close()
-		return *m.Result, nil
+		res := *m.Result
+		if e.cfg.Received != nil {
+			var peer *x509.Certificate
+			if certs := s.conn.ConnectionState().TLS.PeerCertificates; len(certs) > 0 {
+				peer = certs[0]
+			}
+			res = e.cfg.Received(s.node, s.role, peer, cmd, res)
+		}
+		return res, nil
 	}
 }
 
