@@ -11,6 +11,9 @@ packages+=(kea-admin nginx)
 packages+=(zstd qemu-utils e2fsprogs cpio kmod xz-utils)
 # e2e/vm (make e2e): the OS image's partition table.
 packages+=(gdisk)
+# bmc/redfish: OpenStack's Redfish emulator (sushy-tools, from ../shared/tools/sushy-tools) as the real
+# Redfish peer, run by Debian's python3 with its fake driver and basic authentication (bcrypt).
+packages+=(python3 python3-flask python3-requests python3-tenacity python3-bcrypt python3-webob)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// selfSigned makes the certificate a BMC ships with: self-signed, its own key, for the
+// SelfSigned makes the certificate a BMC ships with: self-signed, its own key, for the
 // loopback address.
-func selfSigned() tls.Certificate {
+func SelfSigned() tls.Certificate {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		panic(err)

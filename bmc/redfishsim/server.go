@@ -98,7 +98,7 @@ func New(cfg Config) *Server {
 		boot:     BootOverride{Target: "None", Enabled: "Disabled", Mode: cfg.BootMode},
 		sessions: map[string]string{},
 	}
-	cert := selfSigned()
+	cert := SelfSigned()
 	s.http = httptest.NewUnstartedServer(s.routes())
 	s.http.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	// A client that refuses the certificate is the test's business, not the log's.
