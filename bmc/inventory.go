@@ -5,7 +5,8 @@ import "context"
 // Inspection reads a machine's hardware inventory out of band, for inspect.oob.
 type Inspection interface {
 	// Inspect returns what the BMC knows of the machine. Fields the BMC does not report
-	// are left empty.
+	// are left empty; a part the BMC links but fails to serve is named in Unread, and
+	// the rest is returned all the same.
 	Inspect(ctx context.Context) (Inventory, error)
 }
 
@@ -18,6 +19,16 @@ type Inventory struct {
 	NICs       []NIC      `json:"nics"`
 	Storage    []Drive    `json:"storage"`
 	BMC        Controller `json:"bmc"`
+	// Unread are the parts the BMC links but could not be read, each with the reason.
+	Unread []Unread `json:"unread,omitempty"`
+}
+
+// Unread is a part of the inventory the BMC did not give.
+type Unread struct {
+	// Part is the inventory's field: cpus, memory, nics, storage or bmc.
+	Part string `json:"part"`
+	// Error is what went wrong, in the driver's words.
+	Error string `json:"error"`
 }
 
 // System identifies the machine.

@@ -2,7 +2,10 @@ package redfish
 
 import (
 	"context"
+	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -20,7 +23,8 @@ const Name = "redfish"
 const (
 	// optSystem picks the ComputerSystem by Id when the service has several.
 	optSystem = "system"
-	// optAuth is session (a Redfish session, logged out by Close; the default) or basic.
+	// optAuth is session (a Redfish session, logged out by Close) or basic; by default a
+	// session where the service offers them, else basic.
 	optAuth = "auth"
 	// optCAFile names a PEM file of the CAs the BMC's certificate chains to.
 	optCAFile = "caFile"
@@ -53,7 +57,7 @@ func Open(ctx context.Context, cfg bmc.Config, env bmc.Env) (bmc.Driver, error) 
 	if err != nil {
 		return nil, err
 	}
-	auth, err := bmc.ChoiceOption(o, optAuth, "session", "session", "basic")
+	auth, err := bmc.ChoiceOption(o, optAuth, "", "session", "basic")
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +93,23 @@ func Open(ctx context.Context, cfg bmc.Config, env bmc.Env) (bmc.Driver, error) 
 	case "legacy":
 		d.bootMode = schemas.LegacyBootSourceOverrideMode
 	}
+	if auth == "" || auth == "session" {
+		sessions, err := d.offersSessions(ctx, httpc, endpoint)
+		if err != nil {
+			httpc.CloseIdleConnections()
+			return nil, err
+		}
+		switch {
+		case sessions:
+			auth = "session"
+		case auth == "session":
+			httpc.CloseIdleConnections()
+			return nil, proto.Errorf(proto.InvalidConfig, "the BMC at %s offers no Redfish sessions (its service root links no Sessions): set option auth to basic", host).WithPath("options.auth")
+		default:
+			d.log.Debug("the BMC offers no Redfish sessions: basic authentication")
+			auth = "basic"
+		}
+	}
 	d.client, err = gofish.ConnectContext(ctx, gofish.ClientConfig{
 		Endpoint:          endpoint,
 		Username:          cred.Username,
@@ -110,6 +131,43 @@ func Open(ctx context.Context, cfg bmc.Config, env bmc.Env) (bmc.Driver, error) 
 	}
 	d.log.Debug("logged in", "auth", auth, "user", cred.Username)
 	return d, nil
+}
+
+// maxServiceRoot bounds the service root read before logging in.
+const maxServiceRoot = 1 << 20
+
+// offersSessions reads the service root, which a Redfish service serves without a login,
+// and tells whether it links a session collection (Links.Sessions): BMCs without one
+// (sushy-tools, some older firmware) authenticate every request by basic authentication.
+func (d *driver) offersSessions(ctx context.Context, httpc *http.Client, endpoint string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/redfish/v1/", nil)
+	if err != nil {
+		return false, d.fail(ctx, "read the service root", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return false, d.fail(ctx, "read the service root", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxServiceRoot))
+	if err != nil {
+		return false, d.fail(ctx, "read the service root", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return false, proto.Errorf(proto.DriverError, "redfish %s: read the service root: HTTP %d: %s", d.host, resp.StatusCode, clip(string(body)))
+	}
+	var root struct {
+		Links struct {
+			Sessions struct {
+				ID string `json:"@odata.id"`
+			}
+		}
+	}
+	if err := json.Unmarshal(body, &root); err != nil {
+		return false, proto.Errorf(proto.DriverError, "redfish %s: the service root is not Redfish JSON: %v", d.host, err)
+	}
+	return root.Links.Sessions.ID != "", nil
 }
 
 // endpoint turns a binding's address into the service's base URL and its host.

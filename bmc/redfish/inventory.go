@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/proto"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
 )
@@ -12,7 +13,9 @@ import (
 const mib = 1 << 20
 
 // Inspect reads the system, its processors, memory, Ethernet interfaces and storage
-// drives, and the firmware of the manager that manages it.
+// drives, and the firmware of the manager that manages it. Only the system itself must
+// answer: a part the BMC links but fails to serve (sushy-tools links a Memory collection
+// it answers 404 for) is named in Unread, and what could be read of it is kept.
 func (d *driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 	sys, err := d.system(ctx)
 	if err != nil {
@@ -30,8 +33,8 @@ func (d *driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 		Memory:     bmc.Memory{TotalBytes: int64(gofish.Deref(sys.MemorySummary.TotalSystemMemoryGiB) * 1024 * mib)},
 	}
 	cpus, err := sys.Processors()
-	if err != nil {
-		return bmc.Inventory{}, d.fail(ctx, "read processors", err)
+	if err := d.unread(ctx, &inv, "cpus", "read processors", err); err != nil {
+		return bmc.Inventory{}, err
 	}
 	for _, p := range cpus {
 		if p.ProcessorType != "" && p.ProcessorType != schemas.CPUProcessorType {
@@ -47,8 +50,8 @@ func (d *driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 		})
 	}
 	dimms, err := sys.Memory()
-	if err != nil {
-		return bmc.Inventory{}, d.fail(ctx, "read memory", err)
+	if err := d.unread(ctx, &inv, "memory", "read memory", err); err != nil {
+		return bmc.Inventory{}, err
 	}
 	for _, m := range dimms {
 		inv.Memory.Modules = append(inv.Memory.Modules, bmc.MemoryModule{
@@ -59,8 +62,8 @@ func (d *driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 		})
 	}
 	nics, err := sys.EthernetInterfaces()
-	if err != nil {
-		return bmc.Inventory{}, d.fail(ctx, "read Ethernet interfaces", err)
+	if err := d.unread(ctx, &inv, "nics", "read Ethernet interfaces", err); err != nil {
+		return bmc.Inventory{}, err
 	}
 	for _, n := range nics {
 		mac := n.MACAddress
@@ -70,13 +73,13 @@ func (d *driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 		inv.NICs = append(inv.NICs, bmc.NIC{Name: n.ID, MAC: strings.ToLower(mac), SpeedMbps: gofish.Deref(n.SpeedMbps)})
 	}
 	storage, err := sys.Storage()
-	if err != nil {
-		return bmc.Inventory{}, d.fail(ctx, "read storage", err)
+	if err := d.unread(ctx, &inv, "storage", "read storage", err); err != nil {
+		return bmc.Inventory{}, err
 	}
 	for _, s := range storage {
 		drives, err := s.Drives()
-		if err != nil {
-			return bmc.Inventory{}, d.fail(ctx, "read the drives of storage "+s.ID, err)
+		if err := d.unread(ctx, &inv, "storage", "read the drives of storage "+s.ID, err); err != nil {
+			return bmc.Inventory{}, err
 		}
 		for _, dr := range drives {
 			inv.Storage = append(inv.Storage, bmc.Drive{
@@ -90,11 +93,26 @@ func (d *driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 		}
 	}
 	managers, err := sys.ManagedBy()
-	if err != nil {
-		return bmc.Inventory{}, d.fail(ctx, "read the system's managers", err)
+	if err := d.unread(ctx, &inv, "bmc", "read the system's managers", err); err != nil {
+		return bmc.Inventory{}, err
 	}
 	if len(managers) > 0 {
 		inv.BMC = bmc.Controller{Model: managers[0].Model, FirmwareVersion: managers[0].FirmwareVersion}
 	}
 	return inv, nil
+}
+
+// unread names a part of the inventory the BMC failed to serve in inv.Unread. It
+// returns an error only when the step's context has ended, which ends the inspection.
+func (d *driver) unread(ctx context.Context, inv *bmc.Inventory, part, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	failure := d.fail(ctx, op, err)
+	if bmc.Expired(ctx) {
+		return failure
+	}
+	d.log.Warn("part of the inventory unread", "part", part, "err", failure)
+	inv.Unread = append(inv.Unread, bmc.Unread{Part: part, Error: proto.AsError(failure).Message})
+	return nil
 }

@@ -1,0 +1,353 @@
+package redfish
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/bmc/redfish/redfishtest"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/google/go-cmp/cmp"
+)
+
+// The tests in this file drive the driver against OpenStack's Redfish emulator,
+// sushy-tools (package redfishtest): a Redfish service written by others, with the
+// quirks docs/bmc.md lists under "Real BMCs and their quirks".
+
+// sushyLogin is the emulator's login, attached as the site attaches a command's.
+var sushyLogin = bmc.Attached{Ref: credentialRef, Credential: bmc.NewCredential(redfishtest.Username, redfishtest.Password)}
+
+// sushyConfig binds the emulator, trusted by its key's pin, with the default
+// authentication. The emulator lands a power change 1 to 11 seconds after the reset.
+func sushyConfig(t *testing.T, e *redfishtest.Emulator) bmc.Config {
+	t.Helper()
+	pin, err := joinwire.Pin(e.Certificate.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bmc.Config{
+		Address:       e.Address,
+		CredentialRef: credentialRef,
+		Options:       map[string]string{optTLSPin: pin, "pollInterval": "100ms", "powerTimeout": "40s"},
+	}
+}
+
+func openSushy(t *testing.T, cfg bmc.Config) bmc.Driver {
+	t.Helper()
+	d, err := Open(context.Background(), cfg, bmc.Env{Credentials: sushyLogin})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// resets counts the emulator's ComputerSystem.Reset requests.
+func resets(t *testing.T, e *redfishtest.Emulator) int {
+	t.Helper()
+	n := 0
+	for _, r := range e.Requests(t) {
+		if strings.HasPrefix(r, "POST ") && strings.Contains(r, "/Actions/ComputerSystem.Reset ") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSushyLogin: the emulator has no Redfish sessions; by default the driver sees that
+// in the service root and authenticates by basic authentication, never trying to open a
+// session. Option auth session asks for what the BMC lacks: INVALID_CONFIG. A wrong
+// password is the BMC's 401, without the password in the message.
+func TestSushyLogin(t *testing.T) {
+	e := redfishtest.Start(t, redfishtest.Config{})
+	t.Run("default", func(t *testing.T) {
+		d := openSushy(t, sushyConfig(t, e))
+		if got, err := d.GetPower(context.Background()); err != nil || got != bmc.PowerOff {
+			t.Fatalf("power %s, %v; want off", got, err)
+		}
+		for _, r := range e.Requests(t) {
+			if strings.HasPrefix(r, "POST ") {
+				t.Errorf("the driver posted %s", r)
+			}
+		}
+	})
+	t.Run("basic", func(t *testing.T) {
+		cfg := sushyConfig(t, e)
+		cfg.Options[optAuth] = "basic"
+		openSushy(t, cfg)
+	})
+	t.Run("session", func(t *testing.T) {
+		cfg := sushyConfig(t, e)
+		cfg.Options[optAuth] = "session"
+		_, err := Open(context.Background(), cfg, bmc.Env{Credentials: sushyLogin})
+		checkErr(t, err, proto.InvalidConfig, "offers no Redfish sessions")
+		if got := proto.AsError(err).Details.Path; got != "options.auth" {
+			t.Fatalf("path %q, want options.auth", got)
+		}
+	})
+	t.Run("wrong password", func(t *testing.T) {
+		wrong := bmc.Attached{Ref: credentialRef, Credential: bmc.NewCredential(redfishtest.Username, "guess-Pa55")}
+		_, err := Open(context.Background(), sushyConfig(t, e), bmc.Env{Credentials: wrong})
+		checkErr(t, err, proto.DriverError, "list systems: /redfish/v1/Systems: HTTP 401: Incorrect username or password")
+		if strings.Contains(err.Error(), "guess-Pa55") {
+			t.Fatalf("the error shows the password: %v", err)
+		}
+	})
+}
+
+// TestSushyPower: every power action against the emulator, which offers no PowerCycle
+// (a cycle is ForceOff, then On), lists Nmi but refuses it, and lands each change
+// seconds after accepting the reset.
+func TestSushyPower(t *testing.T) {
+	cases := map[string]struct {
+		initial string
+		action  bmc.PowerAction
+		resets  int
+		state   string
+		code    proto.Code
+		message string
+	}{
+		"on":                       {initial: "Off", action: bmc.ActionOn, resets: 1, state: "On"},
+		"on when on":               {initial: "On", action: bmc.ActionOn, state: "On"},
+		"off":                      {initial: "On", action: bmc.ActionOff, resets: 1, state: "Off"},
+		"off when off":             {initial: "Off", action: bmc.ActionOff, state: "Off"},
+		"graceful-off":             {initial: "On", action: bmc.ActionGracefulOff, resets: 1, state: "Off"},
+		"reset":                    {initial: "On", action: bmc.ActionReset, resets: 1, state: "On"},
+		"reset when off powers on": {initial: "Off", action: bmc.ActionReset, resets: 1, state: "On"},
+		"graceful-restart":         {initial: "On", action: bmc.ActionGracefulRestart, resets: 1, state: "On"},
+		"cycle without PowerCycle": {initial: "On", action: bmc.ActionCycle, resets: 2, state: "On"},
+		"cycle when off powers on": {initial: "Off", action: bmc.ActionCycle, resets: 1, state: "On"},
+		"nmi listed but refused":   {initial: "On", action: bmc.ActionNMI, resets: 1, state: "On", code: proto.DriverError, message: "reset Nmi: HTTP 501: Power state Nmi is not supported"},
+		"unknown action":           {initial: "Off", action: "hibernate", state: "Off", code: proto.InvalidConfig, message: `power action "hibernate"`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := redfishtest.Start(t, redfishtest.Config{PowerState: tc.initial})
+			d := openSushy(t, sushyConfig(t, e))
+			checkErr(t, d.SetPower(context.Background(), tc.action), tc.code, tc.message)
+			if got := resets(t, e); got != tc.resets {
+				t.Errorf("%d resets, want %d", got, tc.resets)
+			}
+			if got := e.System(t).PowerState; got != tc.state {
+				t.Errorf("power state %s, want %s", got, tc.state)
+			}
+			want := map[string]bmc.PowerState{"On": bmc.PowerOn, "Off": bmc.PowerOff}[tc.state]
+			if got, err := d.GetPower(context.Background()); err != nil || got != want {
+				t.Errorf("GetPower %s, %v; want %s", got, err, want)
+			}
+		})
+	}
+}
+
+// TestSushyBootOverride: the emulator keeps every override (a one-time one reads back
+// Continuous) and records a UEFI HTTP boot without a URL as Pxe; the driver takes both.
+// Legacy mode takes UefiHttp out of the targets it allows: UNSUPPORTED.
+func TestSushyBootOverride(t *testing.T) {
+	cases := map[string]struct {
+		bootMode   string
+		device     bmc.BootDevice
+		persistent bool
+		want       redfishtest.Boot
+		code       proto.Code
+		message    string
+	}{
+		"pxe once":        {device: bmc.BootPXE, want: redfishtest.Boot{BootSourceOverrideTarget: "Pxe", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
+		"pxe persistent":  {device: bmc.BootPXE, persistent: true, want: redfishtest.Boot{BootSourceOverrideTarget: "Pxe", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
+		"disk persistent": {device: bmc.BootDisk, persistent: true, want: redfishtest.Boot{BootSourceOverrideTarget: "Hdd", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
+		"cd once":         {device: bmc.BootCD, want: redfishtest.Boot{BootSourceOverrideTarget: "Cd", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
+		"http is pxe":     {device: bmc.BootHTTP, want: redfishtest.Boot{BootSourceOverrideTarget: "Pxe", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
+		"option bootMode": {bootMode: "legacy", device: bmc.BootDisk, want: redfishtest.Boot{BootSourceOverrideTarget: "Hdd", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "Legacy"}},
+		"unknown device":  {device: "floppy", want: redfishtest.Boot{BootSourceOverrideTarget: "Hdd", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}, code: proto.InvalidConfig, message: `boot device "floppy"`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := redfishtest.Start(t, redfishtest.Config{})
+			cfg := sushyConfig(t, e)
+			if tc.bootMode != "" {
+				cfg.Options[optBootMode] = tc.bootMode
+			}
+			d := openSushy(t, cfg)
+			checkErr(t, d.SetBootDevice(context.Background(), tc.device, tc.persistent), tc.code, tc.message)
+			if diff := cmp.Diff(tc.want, e.System(t).Boot); diff != "" {
+				t.Errorf("boot override (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("http in legacy mode", func(t *testing.T) {
+		t.Parallel()
+		e := redfishtest.Start(t, redfishtest.Config{})
+		cfg := sushyConfig(t, e)
+		cfg.Options[optBootMode] = "legacy"
+		d := openSushy(t, cfg)
+		ctx := context.Background()
+		checkErr(t, d.SetBootDevice(ctx, bmc.BootPXE, true), "", "")
+		checkErr(t, d.SetBootDevice(ctx, bmc.BootHTTP, false), proto.Unsupported, "offers no boot override target UefiHttp, only Pxe, Cd, Hdd")
+		want := redfishtest.Boot{BootSourceOverrideTarget: "Pxe", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "Legacy"}
+		if diff := cmp.Diff(want, e.System(t).Boot); diff != "" {
+			t.Errorf("boot override (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// images is a loopback HTTP server of ISO images, recording what it served: the
+// emulator downloads an image when it is inserted.
+type images struct {
+	*httptest.Server
+	mu     sync.Mutex
+	served []string
+}
+
+func newImages(t *testing.T) *images {
+	im := &images{}
+	im.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		im.mu.Lock()
+		im.served = append(im.served, r.URL.Path)
+		im.mu.Unlock()
+		if !strings.HasSuffix(r.URL.Path, ".iso") {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte("CD001 " + r.URL.Path))
+	}))
+	t.Cleanup(im.Close)
+	return im
+}
+
+func (im *images) Served() []string {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	return slices.Clone(im.served)
+}
+
+// cdState is the emulator's virtual CD.
+type cdState struct {
+	Image          string
+	Inserted       bool
+	WriteProtected bool
+}
+
+// TestSushyVirtualMedia: insert and eject through the emulator's virtual CD, which its
+// manager links under the system's path; the emulator downloads each image from the
+// loopback server, and a download that fails is the BMC's refusal.
+func TestSushyVirtualMedia(t *testing.T) {
+	cases := map[string]struct {
+		noMedia bool
+		steps   func(ctx context.Context, d bmc.Driver, url string) error
+		want    cdState
+		served  []string
+		code    proto.Code
+		message string
+	}{
+		"insert": {
+			steps:  func(ctx context.Context, d bmc.Driver, url string) error { return d.Insert(ctx, url+"/a.iso") },
+			want:   cdState{Image: "/a.iso", Inserted: true, WriteProtected: true},
+			served: []string{"/a.iso"},
+		},
+		"insert twice": {
+			steps: func(ctx context.Context, d bmc.Driver, url string) error {
+				if err := d.Insert(ctx, url+"/a.iso"); err != nil {
+					return err
+				}
+				return d.Insert(ctx, url+"/a.iso")
+			},
+			want:   cdState{Image: "/a.iso", Inserted: true, WriteProtected: true},
+			served: []string{"/a.iso"},
+		},
+		"insert replaces": {
+			steps: func(ctx context.Context, d bmc.Driver, url string) error {
+				if err := d.Insert(ctx, url+"/b.iso"); err != nil {
+					return err
+				}
+				return d.Insert(ctx, url+"/a.iso")
+			},
+			want:   cdState{Image: "/a.iso", Inserted: true, WriteProtected: true},
+			served: []string{"/b.iso", "/a.iso"},
+		},
+		"eject": {
+			steps: func(ctx context.Context, d bmc.Driver, url string) error {
+				if err := d.Insert(ctx, url+"/a.iso"); err != nil {
+					return err
+				}
+				return d.Eject(ctx)
+			},
+			served: []string{"/a.iso"},
+		},
+		"eject when empty": {
+			steps: func(ctx context.Context, d bmc.Driver, url string) error { return d.Eject(ctx) },
+		},
+		"image not found": {
+			steps:   func(ctx context.Context, d bmc.Driver, url string) error { return d.Insert(ctx, url+"/missing.img") },
+			served:  []string{"/missing.img"},
+			code:    proto.DriverError,
+			message: "insert media Cd: HTTP 400: Cannot download virtual media: got error 404 from the server",
+		},
+		"insert a file": {
+			steps:   func(ctx context.Context, d bmc.Driver, url string) error { return d.Insert(ctx, "/srv/images/x.iso") },
+			code:    proto.InvalidConfig,
+			message: "not an http or https URL",
+		},
+		"insert without virtual media": {
+			noMedia: true,
+			steps:   func(ctx context.Context, d bmc.Driver, url string) error { return d.Insert(ctx, url+"/a.iso") },
+			code:    proto.Unsupported,
+			message: "offers no virtual CD/DVD",
+		},
+		"eject without virtual media": {
+			noMedia: true,
+			steps:   func(ctx context.Context, d bmc.Driver, url string) error { return d.Eject(ctx) },
+			code:    proto.Unsupported,
+			message: "offers no virtual CD/DVD",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := redfishtest.Start(t, redfishtest.Config{NoVirtualMedia: tc.noMedia})
+			im := newImages(t)
+			d := openSushy(t, sushyConfig(t, e))
+			checkErr(t, tc.steps(context.Background(), d, im.URL), tc.code, tc.message)
+			if diff := cmp.Diff(tc.served, im.Served()); diff != "" {
+				t.Errorf("images served (-want +got):\n%s", diff)
+			}
+			if tc.noMedia {
+				return
+			}
+			var got cdState
+			e.Get(t, "/redfish/v1/Systems/"+redfishtest.SystemID+"/VirtualMedia/Cd", &got)
+			got.Image = strings.TrimPrefix(got.Image, im.URL)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("virtual CD (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSushyInspect: the emulator links a Memory collection it answers 404 for; the
+// inventory holds what it does serve and names memory as unread.
+func TestSushyInspect(t *testing.T) {
+	e := redfishtest.Start(t, redfishtest.Config{PowerState: "On"})
+	d := openSushy(t, sushyConfig(t, e))
+	got, err := d.Inspect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	memory := "/redfish/v1/Systems/" + redfishtest.SystemID + "/Memory"
+	want := bmc.Inventory{
+		System:     bmc.System{Manufacturer: "Sushy Emulator", UUID: redfishtest.SystemID},
+		PowerState: bmc.PowerOn,
+		NICs:       []bmc.NIC{{Name: redfishtest.MAC, MAC: strings.ToLower(redfishtest.MAC)}},
+		BMC:        bmc.Controller{Model: "Joo Janta 200", FirmwareVersion: "1.00"},
+		Unread:     []bmc.Unread{{Part: "memory", Error: "redfish " + e.Address + ": read memory: " + memory + ": HTTP 404: 404 Not Found: The requested URL was not found on the server. If you entered the URL manually please check your spelling and try again."}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("inventory (-want +got):\n%s", diff)
+	}
+}
