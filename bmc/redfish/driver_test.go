@@ -9,12 +9,14 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/bmc/redfish/redfishtest"
 	"github.com/better-compute/better-compute/bmc/redfishsim"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
 )
 
 func TestOpenConfig(t *testing.T) {
-	sim := newSim(t, redfishsim.Config{})
+	e := redfishtest.Start(t, redfishtest.Config{})
 	cases := map[string]struct {
 		mutate func(c *bmc.Config)
 		env    bmc.Env
@@ -38,15 +40,15 @@ func TestOpenConfig(t *testing.T) {
 		"bad pin":             {mutate: func(c *bmc.Config) { c.Options[optTLSPin] = "sha1/abc" }, path: "options.tlsPin"},
 		"pin and CA":          {mutate: func(c *bmc.Config) { c.Options[optCAFile] = "/etc/ssl/certs/ca-certificates.crt" }, path: "options.tlsPin"},
 		"missing CA file":     {mutate: func(c *bmc.Config) { delete(c.Options, optTLSPin); c.Options[optCAFile] = "/nonexistent/ca.pem" }, path: "options.caFile"},
-		"unknown system":      {mutate: func(c *bmc.Config) { c.Options[optSystem] = "2" }, path: "options.system", text: `no system "2"; it has 1`},
+		"unknown system":      {mutate: func(c *bmc.Config) { c.Options[optSystem] = "2" }, path: "options.system", text: `no system "2"; it has ` + redfishtest.SystemID},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			cfg := config(t, sim)
+			cfg := sushyConfig(t, e)
 			if tc.mutate != nil {
 				tc.mutate(&cfg)
 			}
-			env := bmc.Env{Credentials: credentials}
+			env := bmc.Env{Credentials: sushyLogin}
 			if name == "no resolver" {
 				env = tc.env
 			}
@@ -59,14 +61,16 @@ func TestOpenConfig(t *testing.T) {
 	}
 }
 
-// TestLogin: the BMC checks the credential, by session or basic auth; a refusal is
-// DRIVER_ERROR with the BMC's message, and the password appears nowhere in it.
+// TestLogin: a BMC that offers sessions (sushy-tools offers none: TestSushyLogin) checks
+// the credential, by session (the default) or basic auth; a refusal is DRIVER_ERROR with
+// the BMC's message, and the password appears nowhere in it.
 func TestLogin(t *testing.T) {
 	cases := map[string]struct {
 		auth     string
 		password string
 		message  string
 	}{
+		"default is a session":    {password: password},
 		"session":                 {auth: "session", password: password},
 		"basic":                   {auth: "basic", password: password},
 		"session, wrong password": {auth: "session", password: "guess", message: "log in as operator: HTTP 401: While attempting to establish a connection to '/redfish/v1/SessionService/Sessions', the service denied access."},
@@ -77,7 +81,9 @@ func TestLogin(t *testing.T) {
 			t.Parallel()
 			sim := newSim(t, redfishsim.Config{})
 			cfg := config(t, sim)
-			cfg.Options[optAuth] = tc.auth
+			if tc.auth != "" {
+				cfg.Options[optAuth] = tc.auth
+			}
 			d, err := Open(context.Background(), cfg, bmc.Env{Credentials: attached(tc.password)})
 			if tc.message != "" {
 				checkErr(t, err, proto.DriverError, tc.message)
@@ -90,7 +96,7 @@ func TestLogin(t *testing.T) {
 			if _, err := d.GetPower(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			sessions := map[string]int{"session": 1, "basic": 0}[tc.auth]
+			sessions := map[string]int{"": 1, "session": 1, "basic": 0}[tc.auth]
 			if got := sim.Sessions(); got != sessions {
 				t.Fatalf("%d sessions open, want %d", got, sessions)
 			}
@@ -105,10 +111,13 @@ func TestLogin(t *testing.T) {
 // TestTrust: the BMC's certificate is trusted by a CA file or by its key's pin, else
 // the driver does not talk to it.
 func TestTrust(t *testing.T) {
-	sim := newSim(t, redfishsim.Config{})
-	other := newSim(t, redfishsim.Config{})
+	e := redfishtest.Start(t, redfishtest.Config{})
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: sim.Certificate.Raw}), 0o644); err != nil {
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: e.Certificate.Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	otherPin, err := joinwire.Pin(redfishsim.SelfSigned().Leaf.PublicKey)
+	if err != nil {
 		t.Fatal(err)
 	}
 	cases := map[string]struct {
@@ -118,11 +127,11 @@ func TestTrust(t *testing.T) {
 		"pin":           {},
 		"CA file":       {options: map[string]string{optTLSPin: "", optCAFile: caFile}},
 		"system roots":  {options: map[string]string{optTLSPin: ""}, message: "certificate"},
-		"another's pin": {options: map[string]string{optTLSPin: config(t, other).Options[optTLSPin]}, message: "does not match option tlsPin"},
+		"another's pin": {options: map[string]string{optTLSPin: otherPin}, message: "does not match option tlsPin"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			cfg := config(t, sim)
+			cfg := sushyConfig(t, e)
 			for k, v := range tc.options {
 				if v == "" {
 					delete(cfg.Options, k)
@@ -130,7 +139,7 @@ func TestTrust(t *testing.T) {
 					cfg.Options[k] = v
 				}
 			}
-			d, err := Open(context.Background(), cfg, bmc.Env{Credentials: credentials})
+			d, err := Open(context.Background(), cfg, bmc.Env{Credentials: sushyLogin})
 			if tc.message == "" {
 				checkErr(t, err, "", "")
 				d.Close()
