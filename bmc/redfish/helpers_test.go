@@ -38,21 +38,33 @@ func attached(pass string) bmc.Attached {
 // config binds the simulated BMC, trusted by its key's pin, with fast polling.
 func config(t *testing.T, sim *redfishsim.Server) bmc.Config {
 	t.Helper()
-	pin, err := joinwire.Pin(sim.Certificate.PublicKey)
+	return pinned(t, strings.TrimPrefix(sim.URL, "https://"), sim.Certificate.PublicKey, "10ms", "5s")
+}
+
+// pinned binds the BMC at address, trusted by its key's pin, polling as given.
+func pinned(t *testing.T, address string, key any, pollInterval, powerTimeout string) bmc.Config {
+	t.Helper()
+	pin, err := joinwire.Pin(key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return bmc.Config{
-		Address:       strings.TrimPrefix(sim.URL, "https://"),
+		Address:       address,
 		CredentialRef: credentialRef,
-		Options:       map[string]string{optTLSPin: pin, "pollInterval": "10ms", "powerTimeout": "5s"},
+		Options:       map[string]string{optTLSPin: pin, "pollInterval": pollInterval, "powerTimeout": powerTimeout},
 	}
 }
 
-// open opens the driver on cfg and closes it when the test ends.
+// open opens the driver on cfg with the simulator's login.
 func open(t *testing.T, cfg bmc.Config) bmc.Driver {
 	t.Helper()
-	d, err := Open(context.Background(), cfg, bmc.Env{Credentials: credentials})
+	return openAs(t, cfg, credentials)
+}
+
+// openAs opens the driver on cfg with a login and closes it when the test ends.
+func openAs(t *testing.T, cfg bmc.Config, login bmc.Attached) bmc.Driver {
+	t.Helper()
+	d, err := Open(context.Background(), cfg, bmc.Env{Credentials: login})
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/redfish/redfishtest"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -27,25 +26,12 @@ var sushyLogin = bmc.Attached{Ref: credentialRef, Credential: bmc.NewCredential(
 // authentication. The emulator lands a power change 1 to 11 seconds after the reset.
 func sushyConfig(t *testing.T, e *redfishtest.Emulator) bmc.Config {
 	t.Helper()
-	pin, err := joinwire.Pin(e.Certificate.PublicKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bmc.Config{
-		Address:       e.Address,
-		CredentialRef: credentialRef,
-		Options:       map[string]string{optTLSPin: pin, "pollInterval": "100ms", "powerTimeout": "40s"},
-	}
+	return pinned(t, e.Address, e.Certificate.PublicKey, "100ms", "40s")
 }
 
 func openSushy(t *testing.T, cfg bmc.Config) bmc.Driver {
 	t.Helper()
-	d, err := Open(context.Background(), cfg, bmc.Env{Credentials: sushyLogin})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	return openAs(t, cfg, sushyLogin)
 }
 
 // resets counts the emulator's ComputerSystem.Reset requests.
