@@ -48,7 +48,7 @@ func resets(t *testing.T, e *redfishtest.Emulator) int {
 
 // TestSushyLogin: the emulator has no Redfish sessions; by default the driver sees that
 // in the service root and authenticates by basic authentication, never trying to open a
-// session. Option auth session asks for what the BMC lacks: INVALID_CONFIG. A wrong
+// session or deleting one. Option auth session asks for what the BMC lacks: INVALID_CONFIG. A wrong
 // password is the BMC's 401, without the password in the message.
 func TestSushyLogin(t *testing.T) {
 	e := redfishtest.Start(t, redfishtest.Config{})
@@ -57,9 +57,10 @@ func TestSushyLogin(t *testing.T) {
 		if got, err := d.GetPower(context.Background()); err != nil || got != bmc.PowerOff {
 			t.Fatalf("power %s, %v; want off", got, err)
 		}
+		d.Close()
 		for _, r := range e.Requests(t) {
-			if strings.HasPrefix(r, "POST ") {
-				t.Errorf("the driver posted %s", r)
+			if !strings.HasPrefix(r, "GET ") {
+				t.Errorf("the driver sent %s", r)
 			}
 		}
 	})
@@ -335,5 +336,50 @@ func TestSushyInspect(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("inventory (-want +got):\n%s", diff)
+	}
+}
+
+// TestSushyWalk: one driver takes a machine through what a deploy asks of its BMC, each
+// step against the state the one before left: inspect, network boot once, media, a
+// restart, the disk for good, off.
+func TestSushyWalk(t *testing.T) {
+	t.Parallel()
+	e := redfishtest.Start(t, redfishtest.Config{})
+	im := newImages(t)
+	d := openSushy(t, sushyConfig(t, e))
+	ctx := context.Background()
+	// The emulator keeps every override, Continuous, in UEFI mode.
+	state := func(power, target string) redfishtest.System {
+		return redfishtest.System{PowerState: power, Boot: redfishtest.Boot{BootSourceOverrideTarget: target, BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}}
+	}
+	steps := []struct {
+		name string
+		do   func() error
+		want redfishtest.System
+	}{
+		{"inspect", func() error { _, err := d.Inspect(ctx); return err }, state("Off", "Hdd")},
+		{"pxe once", func() error { return d.SetBootDevice(ctx, bmc.BootPXE, false) }, state("Off", "Pxe")},
+		{"on", func() error { return d.SetPower(ctx, bmc.ActionOn) }, state("On", "Pxe")},
+		{"insert", func() error { return d.Insert(ctx, im.URL+"/ramdisk.iso") }, state("On", "Pxe")},
+		{"cd once", func() error { return d.SetBootDevice(ctx, bmc.BootCD, false) }, state("On", "Cd")},
+		{"cycle", func() error { return d.SetPower(ctx, bmc.ActionCycle) }, state("On", "Cd")},
+		{"eject", func() error { return d.Eject(ctx) }, state("On", "Cd")},
+		{"disk persistent", func() error { return d.SetBootDevice(ctx, bmc.BootDisk, true) }, state("On", "Hdd")},
+		{"reset", func() error { return d.SetPower(ctx, bmc.ActionReset) }, state("On", "Hdd")},
+		{"graceful-off", func() error { return d.SetPower(ctx, bmc.ActionGracefulOff) }, state("Off", "Hdd")},
+	}
+	for _, step := range steps {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if diff := cmp.Diff(step.want, e.System(t)); diff != "" {
+			t.Fatalf("after %s (-want +got):\n%s", step.name, diff)
+		}
+	}
+	if got, want := resets(t, e), 5; got != want {
+		t.Errorf("%d resets, want %d (on, cycle as ForceOff and On, reset, graceful-off)", got, want)
+	}
+	if diff := cmp.Diff([]string{"/ramdisk.iso"}, im.Served()); diff != "" {
+		t.Errorf("images served (-want +got):\n%s", diff)
 	}
 }
