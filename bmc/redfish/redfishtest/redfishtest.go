@@ -3,7 +3,8 @@
 // (beside the repository) with its fake driver (systems held in memory, no libvirt, no
 // OpenStack), HTTPS with a self-signed key on a free 127.0.0.1 port, and basic
 // authentication from an htpasswd file with one bcrypt entry. A test that cannot run it
-// (no /usr/bin/python3, or a Python package missing) is skipped, naming what to install.
+// (no /usr/bin/python3, or a Python package missing) is skipped, naming what to install;
+// one without the snapshot fails.
 package redfishtest
 
 import (
@@ -16,6 +17,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -23,7 +25,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -85,7 +89,7 @@ func Start(t testing.TB, cfg Config) *Emulator {
 	t.Helper()
 	src := filepath.Join(moduleRoot(), "..", "shared", "tools", "sushy-tools", "src")
 	if _, err := os.Stat(filepath.Join(src, "sushy_tools", "emulator", "main.py")); err != nil {
-		t.Skipf("the sushy-tools snapshot is not beside the repository (%v)", err)
+		t.Fatalf("the sushy-tools snapshot must be beside the repository, in ../shared/tools/sushy-tools: %v", err)
 	}
 	requirePython(t)
 	cert := redfishsim.SelfSigned()
@@ -107,21 +111,36 @@ func Start(t testing.TB, cfg Config) *Emulator {
 	return nil
 }
 
-// requirePython skips the test unless Debian's python3 imports every module the
-// emulator needs.
+// missing is what Debian's python3 lacks of what the emulator needs, found once.
+var missing = sync.OnceValue(func() string {
+	if _, err := os.Stat(python); err != nil {
+		return fmt.Sprintf("%s is missing (Debian package python3, ", python)
+	}
+	modules := slices.Sorted(maps.Keys(packages))
+	out, err := exec.Command(python, append([]string{"-c", findSpecs}, modules...)...).Output()
+	if err != nil {
+		return fmt.Sprintf("%s fails to look for modules (%v; ", python, err)
+	}
+	var pkgs []string
+	for _, m := range strings.Fields(string(out)) {
+		pkgs = append(pkgs, packages[m])
+	}
+	if len(pkgs) > 0 {
+		return "the Redfish emulator needs the Debian packages " + strings.Join(pkgs, " ") + " ("
+	}
+	return ""
+})
+
+// findSpecs prints the modules among its arguments that python cannot import.
+const findSpecs = `import importlib.util, sys
+print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))`
+
+// requirePython skips the test unless Debian's python3 has every module the emulator
+// needs.
 func requirePython(t testing.TB) {
 	t.Helper()
-	if _, err := os.Stat(python); err != nil {
-		t.Skipf("%s is missing (Debian package python3, installed by .ci/deps.sh)", python)
-	}
-	var missing []string
-	for module, pkg := range packages {
-		if exec.Command(python, "-c", "import "+module).Run() != nil {
-			missing = append(missing, pkg)
-		}
-	}
-	if len(missing) > 0 {
-		t.Skipf("the Redfish emulator needs the Debian packages %s (installed by .ci/deps.sh)", strings.Join(missing, " "))
+	if m := missing(); m != "" {
+		t.Skip(m + "installed by .ci/deps.sh)")
 	}
 }
 
