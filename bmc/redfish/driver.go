@@ -137,8 +137,8 @@ func Open(ctx context.Context, cfg bmc.Config, env bmc.Env) (bmc.Driver, error) 
 const maxServiceRoot = 1 << 20
 
 // offersSessions reads the service root, which a Redfish service serves without a login,
-// and tells whether it links a session collection (Links.Sessions): BMCs without one
-// (sushy-tools, some older firmware) authenticate every request by basic authentication.
+// and tells whether it links a session collection (Links.Sessions): a BMC without one
+// (sushy-tools) authenticates every request by basic authentication.
 func (d *driver) offersSessions(ctx context.Context, httpc *http.Client, endpoint string) (bool, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/redfish/v1/", nil)
 	if err != nil {
@@ -155,7 +155,7 @@ func (d *driver) offersSessions(ctx context.Context, httpc *http.Client, endpoin
 		return false, d.fail(ctx, "read the service root", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return false, proto.Errorf(proto.DriverError, "redfish %s: read the service root: HTTP %d: %s", d.host, resp.StatusCode, clip(string(body)))
+		return false, proto.Errorf(proto.DriverError, "redfish %s: read the service root: HTTP %d: %s", d.host, resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
 	var root struct {
 		Links struct {

@@ -3,9 +3,13 @@ package redfish
 import (
 	"context"
 	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/better-compute/better-compute/bmc"
@@ -146,6 +150,38 @@ func TestTrust(t *testing.T) {
 				return
 			}
 			checkErr(t, err, proto.DriverError, tc.message)
+		})
+	}
+}
+
+// TestServiceRoot: a service root the driver cannot read, before any login, is
+// DRIVER_ERROR naming what is wrong, and no credential is sent.
+func TestServiceRoot(t *testing.T) {
+	cases := map[string]struct {
+		status  int
+		body    string
+		message string
+	}{
+		"unavailable": {status: http.StatusServiceUnavailable, body: "<html>busy</html>", message: "read the service root: HTTP 503: Service Unavailable"},
+		"not JSON":    {status: http.StatusOK, body: "<html>login</html>", message: "the service root is not Redfish JSON"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var authorized atomic.Bool
+			srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Authorization") != "" {
+					authorized.Store(true)
+				}
+				w.WriteHeader(tc.status)
+				io.WriteString(w, tc.body)
+			}))
+			defer srv.Close()
+			cfg := pinned(t, strings.TrimPrefix(srv.URL, "https://"), srv.Certificate().PublicKey, "10ms", "1s")
+			_, err := Open(context.Background(), cfg, bmc.Env{Credentials: credentials})
+			checkErr(t, err, proto.DriverError, tc.message)
+			if authorized.Load() {
+				t.Fatal("the driver sent a credential")
+			}
 		})
 	}
 }
