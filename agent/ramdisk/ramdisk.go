@@ -26,7 +26,7 @@ import (
 	"github.com/better-compute/better-compute/ramdisk/disk"
 	"github.com/better-compute/better-compute/ramdisk/firstboot"
 	"github.com/better-compute/better-compute/ramdisk/gpt"
-	"github.com/better-compute/better-compute/ramdisk/inventory"
+	"github.com/better-compute/better-compute/hardware/inventory"
 	"github.com/better-compute/better-compute/ramdisk/kexec"
 	"github.com/better-compute/better-compute/ramdisk/mount"
 )

@@ -1,4 +1,4 @@
-// Package inventory reads the hardware sections a ramdisk reports for
+// Package inventory reads the hardware sections `bcd ramdisk` and `bcd node` report for
 // inventory.refresh (system, NICs, disks, CPU, memory, GPUs) from sysfs and procfs,
 // under a root that tests point at a tree of their own.
 package inventory
