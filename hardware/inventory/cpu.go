@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,11 +11,25 @@ import (
 	"github.com/better-compute/better-compute/proto"
 )
 
-// CPU reads the `cpu` section from /proc/cpuinfo: the first model name and the number
-// of logical CPUs.
+// CPU reads the `cpu` section from /proc/cpuinfo.
 func CPU(root string) (proto.CPUInfo, error) {
+	f, err := os.Open(filepath.Join(root, "proc/cpuinfo"))
+	if err != nil {
+		return proto.CPUInfo{}, err
+	}
+	defer f.Close()
+	return ParseCPUInfo(f)
+}
+
+// ParseCPUInfo reads /proc/cpuinfo: the first model name, the logical CPUs
+// ("processor" entries), the sockets (distinct "physical id"s) and the cores ("cpu
+// cores" of each socket).
+func ParseCPUInfo(r io.Reader) (proto.CPUInfo, error) {
 	var c proto.CPUInfo
-	err := eachLine(filepath.Join(root, "proc/cpuinfo"), func(key, value string) {
+	physical := map[int]string{} // physical id by logical CPU
+	cores := map[string]int{}    // cpu cores by physical id
+	err := eachLine(r, func(key, value string) {
+		cpu := c.Count - 1
 		switch key {
 		case "processor":
 			c.Count++
@@ -22,31 +37,55 @@ func CPU(root string) (proto.CPUInfo, error) {
 			if c.Model == "" {
 				c.Model = value
 			}
+		case "physical id":
+			if cpu >= 0 {
+				physical[cpu] = value
+			}
+		case "cpu cores":
+			if n, err := strconv.Atoi(value); err == nil && n > 0 && n <= 1<<20 && cpu >= 0 && physical[cpu] != "" {
+				cores[physical[cpu]] = n
+			}
 		}
 	})
+	sockets := map[string]bool{}
+	for _, p := range physical {
+		sockets[p] = true
+	}
+	c.Sockets = len(sockets)
+	for p := range sockets {
+		c.Cores += cores[p]
+	}
 	return c, err
 }
 
 // Memory reads the `memory` section from /proc/meminfo.
 func Memory(root string) (proto.MemoryInfo, error) {
+	f, err := os.Open(filepath.Join(root, "proc/meminfo"))
+	if err != nil {
+		return proto.MemoryInfo{}, err
+	}
+	defer f.Close()
+	return ParseMemInfo(f)
+}
+
+// ParseMemInfo reads /proc/meminfo's MemTotal.
+func ParseMemInfo(r io.Reader) (proto.MemoryInfo, error) {
 	var m proto.MemoryInfo
-	err := eachLine(filepath.Join(root, "proc/meminfo"), func(key, value string) {
+	err := eachLine(r, func(key, value string) {
 		if key == "MemTotal" {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(value, " kB"), 10, 64)
-			m.TotalBytes = kb * 1024
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(value, "kB")), 10, 64)
+			if err == nil && kb > 0 && kb < 1<<53 {
+				m.TotalBytes = kb * 1024
+			}
 		}
 	})
 	return m, err
 }
 
 // eachLine calls fn with every "key: value" line of a proc file.
-func eachLine(path string, fn func(key, value string)) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+func eachLine(r io.Reader, fn func(key, value string)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20) // the flags line of a modern CPU is long
 	for sc.Scan() {
 		if key, value, ok := strings.Cut(sc.Text(), ":"); ok {
 			fn(strings.TrimSpace(key), strings.TrimSpace(value))
