@@ -68,7 +68,7 @@ var nodeCommands = []command{{
 }, {
 	path:    "nodes get",
 	usage:   "ID [--tenant T]",
-	summary: "show one node: state, BMC, driver bindings, last workflow and failure, host section",
+	summary: "show one node: state, BMC, driver bindings, last workflow and failure, host section, last disk wipe",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
@@ -77,7 +77,7 @@ var nodeCommands = []command{{
 			if err := x.call("metal.get", api.NodeKey{TenantID: *tenant, NodeID: x.args[0]}, &out); err != nil {
 				return err
 			}
-			x.print(out, func(w *tabwriter.Writer) { nodeDetail(w, out.Node); agentDetail(w, out.Agent) })
+			x.print(out, func(w *tabwriter.Writer) { nodeDetail(w, out.Node); agentDetail(w, out.Agent); wipeDetail(w, out.Wipe) })
 			return nil
 		}
 	},
@@ -231,6 +231,9 @@ const time100ms = 100 * time.Millisecond
 
 // progressText shows progress detail: bytes written as such, anything else as JSON.
 func progressText(raw json.RawMessage) string {
+	if text, ok := wipeProgressText(raw); ok {
+		return text
+	}
 	var p struct {
 		BytesWritten *int64 `json:"bytesWritten"`
 		SizeBytes    int64  `json:"sizeBytes"`
@@ -335,6 +338,8 @@ func workflowTable(w *tabwriter.Writer, r api.WorkflowView) {
 			detail = progressText(s.Progress)
 		case s.ViaFallback:
 			detail = "succeeded through its fallback"
+		case attestationDetail(s) != "":
+			detail = attestationDetail(s)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.Path(), s.Use, s.On, s.State, len(s.Attempts), duration, dash(detail))
 	}

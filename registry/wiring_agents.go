@@ -9,6 +9,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/attest"
 	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/registry/join"
 	"github.com/better-compute/better-compute/registry/metal"
@@ -354,7 +355,7 @@ func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert *servingCe
 	ep, err := agents.Start(agents.Config{
 		Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: keys.AgentCAPool(), Store: st, Log: cfg.Log,
 		OnInventory: p.reportInventory, OnObserved: p.observe, OnSession: p.session, OnProgress: p.progress, Expand: p.expand,
-		Secret: p.secret, Renew: p.renew,
+		Secret: p.secret, Renew: p.renew, Received: attest.Verifier{AgentCAs: keys.AgentCAPool()}.Received,
 	})
 	p.ep = ep
 	return p, err

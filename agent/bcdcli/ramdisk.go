@@ -17,7 +17,7 @@ var ramdiskMode = Mode{
 		fs.StringVar(&o.Cmdline, "cmdline", "/proc/cmdline", "the kernel command line (bc.registry=, bc.pins=, bc.token=, bc.node=)")
 		fs.StringVar(&o.ConfigDir, "config-dir", "/run/bcd", "where the join writes the key and certificates (a tmpfs)")
 		fs.StringVar(&o.SysRoot, "sys-root", "/", "where /sys and /proc are read from for the inventory")
-		fs.StringVar(&o.Disk, "disk", "", "the disk to write (default: the largest disk)")
+		fs.StringVar(&o.Disk, "disk", "", "the disk to write, and the only one disk.wipe wipes (default: write the largest disk, wipe every disk)")
 		fs.StringVar(&o.BootCommand, "boot-command", "", "run this with the disk's path instead of kexec (machines that cannot kexec)")
 		return func(ctx context.Context, env Env) error {
 			o.Log = slog.New(slog.NewTextHandler(env.Stderr, nil))

@@ -7,6 +7,7 @@
 package ramdisk
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +33,7 @@ import (
 	"github.com/better-compute/better-compute/ramdisk/gpt"
 	"github.com/better-compute/better-compute/ramdisk/kexec"
 	"github.com/better-compute/better-compute/ramdisk/mount"
+	"github.com/better-compute/better-compute/ramdisk/wipe"
 )
 
 // Options are what `bcd ramdisk` runs with.
@@ -40,7 +44,8 @@ type Options struct {
 	ConfigDir string
 	// SysRoot is where sysfs and procfs are read from for the inventory: "/".
 	SysRoot string
-	// Disk is the disk deploy.image writes; "" takes the machine's largest disk.
+	// Disk is the disk deploy.image writes; "" takes the machine's largest disk. Given,
+	// it is also the only disk disk.wipe wipes (every disk of the machine otherwise).
 	Disk string
 	// BootCommand, if set, is run with the disk's path instead of kexec, once the
 	// registry has boot.kexec's answer: for machines (and tests) that cannot kexec.
@@ -67,6 +72,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	only := o.Disk
 	if o.Disk == "" {
 		if o.Disk, err = largestDisk(hw.Disks); err != nil {
 			return err
@@ -81,7 +87,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	a := &agent{opts: o, node: boot.Node, stop: stop}
+	a := &agent{opts: o, node: boot.Node, stop: stop, only: only}
 	a.session, err = session.New(session.Config{
 		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
 		Inventory: inventory.Sections(hw), Log: o.Log,
@@ -130,6 +136,8 @@ type agent struct {
 	node    string
 	session *session.Agent
 	stop    context.CancelFunc
+	// only is the --disk given: the one disk disk.wipe wipes.
+	only string
 
 	mu   sync.Mutex
 	next func() error // what runs once the session ended for boot.kexec
@@ -230,35 +238,51 @@ func (a *agent) loadKernel() error {
 	return err
 }
 
-// wipe is disk.wipe: none does nothing, quick zeroes the partition tables (the first
-// and last MiB) and discards the rest where the disk supports it; the erases need
-// firmware support this ramdisk does not drive yet.
-func (a *agent) wipe(_ context.Context, payload json.RawMessage) (json.RawMessage, error) {
-	var in struct{ Mode string }
+// wipe is disk.wipe: every disk of the machine (ramdisk/wipe picks them, or only the
+// --disk given) wiped in the mode asked, each read back, the result signed with the
+// agent's key. Progress is the percent done per disk.
+func (a *agent) wipe(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+	var in proto.DiskWipe
 	if len(payload) > 0 {
-		if err := json.Unmarshal(payload, &in); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(payload))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in); err != nil {
 			return nil, proto.Errorf(proto.InvalidInput, "disk.wipe: %v", err)
 		}
 	}
-	var discarded bool
-	switch in.Mode {
-	case "none":
-	case "", "quick":
-		t, err := disk.Open(a.opts.Disk)
+	if in.Mode == "" {
+		in.Mode = proto.WipeQuick
+	}
+	if !slices.Contains(proto.WipeModes, in.Mode) {
+		return nil, proto.Errorf(proto.InvalidInput, "disk.wipe mode %q: use one of %s", in.Mode, strings.Join(proto.WipeModes, ", ")).WithPath("mode")
+	}
+	res := proto.DiskWipeResult{Mode: in.Mode, Disks: []proto.WipedDisk{}}
+	if in.Mode != proto.WipeNone {
+		disks, skipped, err := a.wipeDisks()
 		if err != nil {
 			return nil, err
 		}
-		defer t.Close()
-		if err := t.Wipe(); err != nil {
-			return nil, proto.Errorf(proto.DriverError, "disk.wipe: %v", err)
+		res = wipe.Run(ctx, disks, wipe.Options{Mode: in.Mode, Progress: func(p proto.WipeProgress) { session.ReportProgress(ctx, p) }})
+		res.Skipped = skipped
+		for _, d := range res.Disks {
+			a.opts.Log.Info("disk.wipe", "mode", in.Mode, "disk", d.Name, "method", d.Method, "wiped", d.Wiped, "unwiped", d.Unwiped, "duration", d.Duration)
 		}
-		if discarded, err = t.Discard(); err != nil {
-			return nil, proto.Errorf(proto.DriverError, "disk.wipe: %v", err)
-		}
-	default:
-		return nil, proto.Errorf(proto.Unsupported, "disk.wipe mode %q: this ramdisk wipes none and quick", in.Mode).WithPath("mode")
 	}
-	return json.Marshal(map[string]any{"mode": in.Mode, "discarded": discarded, "attested": false})
+	return session.SignResult(ctx, proto.CommandDiskWipe, res)
+}
+
+// wipeDisks are the disks disk.wipe covers: the --disk given alone, else every disk of
+// the inventory ramdisk/wipe keeps, named under SysRoot's dev/.
+func (a *agent) wipeDisks() ([]wipe.Disk, []proto.SkippedDisk, error) {
+	if a.only != "" {
+		return []wipe.Disk{{DiskInfo: proto.DiskInfo{Name: filepath.Base(a.only)}, Path: a.only}}, nil, nil
+	}
+	hw, err := inventory.Read(a.opts.SysRoot)
+	if err != nil {
+		return nil, nil, err
+	}
+	disks, skipped := wipe.Select(a.opts.SysRoot, filepath.Join(a.opts.SysRoot, "dev"), hw.Disks)
+	return disks, skipped, nil
 }
 
 // largestDisk is the device of the largest disk.

@@ -1,9 +1,10 @@
 // Package session is bcd's end of the agent plane: one QUIC session to the registry that
 // says hello with the generation the agent has applied and its inventory, applies each
 // NodeSpec the registry pushes and acknowledges it, runs relayed commands at most once
-// per id, asks the registry for the secrets a unit needs, renews the agent's certificate
-// before it expires, and reconnects with backoff whenever the link drops. The bcd modes
-// call it as a library; docs/agent-plane.md describes the protocol.
+// per id (signing the results that must be proved with the agent's key), asks the
+// registry for the secrets a unit needs, renews the agent's certificate before it
+// expires, and reconnects with backoff whenever the link drops. The bcd modes call it as
+// a library; docs/agent-plane.md describes the protocol.
 package session
 
 import (
@@ -178,6 +179,7 @@ func New(cfg Config) (*Agent, error) {
 // now (a certificate not yet trusted, a registry not yet up) may accept it later.
 func (a *Agent) Run(ctx context.Context) {
 	defer a.wg.Wait()
+	ctx = context.WithValue(ctx, agentKey{}, a) // handlers sign with it (SignResult)
 	a.wg.Go(func() { a.applyLoop(ctx) })
 	for attempt := 0; ; attempt++ {
 		established, err := a.connect(ctx)

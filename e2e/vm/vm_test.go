@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -206,12 +207,7 @@ func TestVMHelper(t *testing.T) {
 	udcDoc, _ := json.Marshal(map[string]any{"controlPlaneUrl": url, "bcdUrl": "https://downloads.example/bcd",
 		"bcdSha256": strings.Repeat("ab", 32), "templates": map[string]string{"vm-first-boot": template}})
 	writeFile(t, udc, string(udcDoc))
-	hwp := filepath.Join(work, "hardware-profiles.json")
-	qmpConfig := map[string]any{"options": map[string]string{"nic": "nic0", "disk": "disk0", "pollInterval": "100ms"}}
-	hwpDoc, _ := json.Marshal(map[string]any{"version": 1, "hardwareProfiles": map[string]any{
-		"lab-qemu": map[string]any{"drivers": map[string]any{
-			"power": map[string]any{"driver": "qmp", "config": qmpConfig}, "management": map[string]any{"driver": "qmp", "config": qmpConfig}}}}})
-	writeFile(t, hwp, string(hwpDoc))
+	hwp := hardwareProfiles(t, work)
 	regArgs := []string{"--listen", siteIP + ":7443", "--agent-listen", siteIP + ":7444", "--userdata-config", udc, "--hardware-profiles", hwp}
 	reg := testkit.StartRegistry(t, regDir, regArgs...)
 	admin := reg.AdminConfig
@@ -227,39 +223,8 @@ func TestVMHelper(t *testing.T) {
 	testkit.JSON(t, admin, nil, "pools", "create", "vms", "--site", "rack-a", "--prewarm", "vm-os@1")
 
 	// bcd join --role site, then bcd site on the segment.
-	confDir := filepath.Join(work, "site-bcd")
-	tokenFile := filepath.Join(work, "site.token")
-	testkit.JSON(t, admin, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
-	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",
-		"--config-dir", confDir, "--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning,
-		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
-		t.Fatalf("bcd join --role site: %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
-	}
-	siteConf, _ := json.Marshal(map[string]any{
-		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "site-state"),
-		"boot": map[string]any{"interface": "eth0", "mode": "authoritative", "serverIP": siteIP,
-			"subnet": "10.78.0.0/24", "range": map[string]string{"start": "10.78.0.100", "end": "10.78.0.150"},
-			"leaseFile": filepath.Join(work, "leases.db"), "ramdiskDir": s.Ramdisk, "retryInterval": "2s"},
-		"ramdisk": map[string]any{"args": []string{"console=ttyS0", "panic=-1"}},
-		"cache":   map[string]any{"dir": filepath.Join(work, "site-cache")},
-	})
-	siteConfig := filepath.Join(work, "site.json")
-	writeFile(t, siteConfig, string(siteConf))
-	var siteLog netns.SyncBuffer
-	bcdSite := exec.Command(testkit.Binary(t, "bcd"), "site", "--config", siteConfig)
-	bcdSite.Env = append(os.Environ(), "SSL_CERT_FILE="+certFile)
-	bcdSite.Stdout, bcdSite.Stderr = &siteLog, &siteLog
-	bcdSite.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := bcdSite.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		bcdSite.Process.Signal(os.Interrupt)
-		bcdSite.Wait()
-		if t.Failed() {
-			t.Logf("bcd site:\n%s\nregistry:\n%s", siteLog.String(), reg.Stderr)
-		}
-	}()
+	stopSite := startSite(t, work, s.Ramdisk, reg, "SSL_CERT_FILE="+certFile)
+	defer stopSite()
 
 	// Wait until the site cache holds the image.
 	ready := false
@@ -343,12 +308,25 @@ const vmProfile = `{"id": "vm-host", "version": 1, "target": "metal", "role": "h
     {"use": "boot.kexec", "on": "ramdisk", "await": "rejoin", "timeout": "4m"}],
   "cleanup": [{"use": "boot.cleanUp", "on": "site"}]}`
 
-// makeRamdisk runs `make ramdisk` (its packages cached under cacheDir) and returns the
-// directory holding vmlinuz and initrd.img; BC_E2E_RAMDISK names one already built.
+// builtRamdisk is the ramdisk a test of this run built already, so the next one does
+// not build it again.
+var builtRamdisk struct {
+	sync.Mutex
+	dir string
+}
+
+// makeRamdisk runs `make ramdisk` (its packages cached under cacheDir) once per run and
+// returns the directory holding vmlinuz and initrd.img; BC_E2E_RAMDISK names one already
+// built.
 func makeRamdisk(t *testing.T) string {
 	t.Helper()
 	if dir := os.Getenv("BC_E2E_RAMDISK"); dir != "" {
 		return dir // a ramdisk built already, from this tree
+	}
+	builtRamdisk.Lock()
+	defer builtRamdisk.Unlock()
+	if builtRamdisk.dir != "" {
+		return builtRamdisk.dir
 	}
 	for _, tool := range []string{"apt-get", "dpkg-deb", "depmod", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -365,7 +343,8 @@ func makeRamdisk(t *testing.T) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make ramdisk: %v\n%s", err, out)
 	}
-	return filepath.Join(root, "out/ramdisk")
+	builtRamdisk.dir = filepath.Join(root, "out/ramdisk")
+	return builtRamdisk.dir
 }
 
 // startVM starts a VM held off (-S): an e1000 NIC (nic0) on the segment with qemu's
@@ -381,5 +360,56 @@ func startVM(t *testing.T, lan *netns.LAN, qmpSock, disk string) string {
 func writeFile(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// hardwareProfiles writes the hardware profile lab-qemu (the qmp driver, with the VM's
+// NIC nic0 and disk disk0) into work and returns its path, for serve --hardware-profiles.
+func hardwareProfiles(t *testing.T, work string) string {
+	hwp := filepath.Join(work, "hardware-profiles.json")
+	qmpConfig := map[string]any{"options": map[string]string{"nic": "nic0", "disk": "disk0", "pollInterval": "100ms"}}
+	hwpDoc, _ := json.Marshal(map[string]any{"version": 1, "hardwareProfiles": map[string]any{
+		"lab-qemu": map[string]any{"drivers": map[string]any{
+			"power": map[string]any{"driver": "qmp", "config": qmpConfig}, "management": map[string]any{"driver": "qmp", "config": qmpConfig}}}}})
+	writeFile(t, hwp, string(hwpDoc))
+	return hwp
+}
+
+// startSite joins a site agent for site rack-a (which must exist) and runs bcd site on
+// the segment, serving the ramdisk in ramdiskDir, with env added to its environment. The
+// function it returns stops it, showing its log and the registry's if the test failed.
+func startSite(t *testing.T, work, ramdiskDir string, reg *testkit.Registry, env ...string) (stop func()) {
+	confDir := filepath.Join(work, "site-bcd")
+	tokenFile := filepath.Join(work, "site.token")
+	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
+	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",
+		"--config-dir", confDir, "--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning,
+		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
+		t.Fatalf("bcd join --role site: %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+	siteConf, _ := json.Marshal(map[string]any{
+		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "site-state"),
+		"boot": map[string]any{"interface": "eth0", "mode": "authoritative", "serverIP": siteIP,
+			"subnet": "10.78.0.0/24", "range": map[string]string{"start": "10.78.0.100", "end": "10.78.0.150"},
+			"leaseFile": filepath.Join(work, "leases.db"), "ramdiskDir": ramdiskDir, "retryInterval": "2s"},
+		"ramdisk": map[string]any{"args": []string{"console=ttyS0", "panic=-1"}},
+		"cache":   map[string]any{"dir": filepath.Join(work, "site-cache")},
+	})
+	siteConfig := filepath.Join(work, "site.json")
+	writeFile(t, siteConfig, string(siteConf))
+	var siteLog netns.SyncBuffer
+	bcdSite := exec.Command(testkit.Binary(t, "bcd"), "site", "--config", siteConfig)
+	bcdSite.Env = append(os.Environ(), env...)
+	bcdSite.Stdout, bcdSite.Stderr = &siteLog, &siteLog
+	bcdSite.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := bcdSite.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		bcdSite.Process.Signal(os.Interrupt)
+		bcdSite.Wait()
+		if t.Failed() {
+			t.Logf("bcd site:\n%s\nregistry:\n%s", siteLog.String(), reg.Stderr)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package agents
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"sync"
@@ -118,7 +119,15 @@ func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, err
 			return proto.Result{}, proto.Errorf(proto.InvalidInput, "answer to command %s is a %s of %q", c.ID, m.Type, resultID(m))
 		}
 		stream.Close()
-		return *m.Result, nil
+		res := *m.Result
+		if e.cfg.Received != nil {
+			var peer *x509.Certificate
+			if certs := s.conn.ConnectionState().TLS.PeerCertificates; len(certs) > 0 {
+				peer = certs[0]
+			}
+			res = e.cfg.Received(s.node, s.role, peer, cmd, res)
+		}
+		return res, nil
 	}
 }
 

@@ -2,8 +2,10 @@ package api
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/attest"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -12,6 +14,19 @@ type NodeView struct {
 	store.Node
 	// Agent is nil until the node has a NodeSpec or its agent reported.
 	Agent *NodeAgent `json:"agent,omitempty"`
+	// Wipe is the last disk.wipe of the node's last workflow, nil when it had none.
+	Wipe *NodeWipe `json:"wipe,omitempty"`
+}
+
+// NodeWipe is a disk.wipe step of a node's workflow as the registry read its signed
+// result (registry/attest): `workflows attestation` prints the signed result itself.
+type NodeWipe struct {
+	WorkflowID string    `json:"workflowId"`
+	Step       string    `json:"step"`
+	Mode       string    `json:"mode,omitempty"`
+	Attested   bool      `json:"attested"`
+	Reason     string    `json:"reason,omitempty"`
+	FinishedAt time.Time `json:"finishedAt"`
 }
 
 // NodeAgent is a node's agent as the registry knows it: the NodeSpec generation it
@@ -55,5 +70,29 @@ func nodeView(tx *store.Tx, n store.Node) (NodeView, error) {
 	if seen {
 		v.Agent = &a
 	}
-	return v, nil
+	v.Wipe, err = lastWipe(tx, n)
+	return v, err
+}
+
+// lastWipe is the last disk.wipe step of n's last workflow that finished with a result.
+func lastWipe(tx *store.Tx, n store.Node) (*NodeWipe, error) {
+	if n.Workflow == "" {
+		return nil, nil
+	}
+	run, err := tx.Run(n.Workflow)
+	if proto.CodeOf(err) == proto.NotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out *NodeWipe
+	for _, s := range run.Steps {
+		var w attest.Wipe
+		if s.Use != proto.CommandDiskWipe || len(s.Result) == 0 || json.Unmarshal(s.Result, &w) != nil {
+			continue
+		}
+		out = &NodeWipe{WorkflowID: run.ID, Step: s.Path(), Mode: w.Mode, Attested: w.Attested, Reason: w.Reason, FinishedAt: s.FinishedAt}
+	}
+	return out, nil
 }

@@ -1,0 +1,53 @@
+package session
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"log/slog"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/testkit"
+)
+
+// TestSignResult checks that a handler's signed result names the agent's node and the
+// command it runs, verifies with the key of the certificate it carries, and that
+// nothing is signed outside a command.
+func TestSignResult(t *testing.T) {
+	ca, err := testkit.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.AgentCertificate("nd_1", "ramdisk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Addr: "127.0.0.1:1", Certificate: cert, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SignResult(t.Context(), proto.CommandDiskWipe, map[string]any{}); err == nil {
+		t.Fatal("signed outside a command")
+	}
+	ctx := context.WithValue(context.WithValue(t.Context(), agentKey{}, a), cmdKey{}, &run{id: "wf_1.3.1"})
+	raw, err := SignResult(ctx, proto.CommandDiskWipe, map[string]any{"disks": []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sr proto.SignedResult
+	if err := json.Unmarshal(raw, &sr); err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(sr.Certificate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proto.VerifyResult(leaf.PublicKey, sr, proto.ResultWant{NodeID: "nd_1", CommandID: "wf_1.3.1", Kind: proto.CommandDiskWipe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(p.Result) != `{"disks":[]}` {
+		t.Errorf("result %s", p.Result)
+	}
+}

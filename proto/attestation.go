@@ -1,0 +1,169 @@
+package proto
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// A node-signed result (docs/agent-plane.md#node-signed-results) is a relayed command's
+// result signed by the agent's own key, the one its agent-CA certificate certifies, so
+// that the registry, and later an auditor with nothing but openssl, can tell that this
+// machine produced it for this one command.
+
+// ResultDomain prefixes the payload in the signed message: the signature is over
+// ResultDomain followed by SignedResult.Payload exactly as carried, so no other signature
+// an agent key makes can pass for a result.
+const ResultDomain = "bc-result-v1\n"
+
+// ResultPayloadVersion is the version of ResultPayload this release signs and accepts.
+const ResultPayloadVersion = 1
+
+// The signature algorithms of a SignedResult, one per kind of agent key.
+const (
+	// SigECDSAP256 is ECDSA on P-256 over the SHA-256 of the message, the signature in
+	// ASN.1 DER (what `openssl dgst -sha256 -verify` checks).
+	SigECDSAP256 = "ecdsa-p256-sha256"
+	// SigEd25519 is Ed25519 over the message itself, the 64-byte signature raw (what
+	// `openssl pkeyutl -verify -rawin` checks).
+	SigEd25519 = "ed25519"
+)
+
+// maxResultPayload bounds the payload a registry reads (the frame bounds it anyway).
+const maxResultPayload = 4 << 20
+
+// ResultPayload is what an agent signs.
+type ResultPayload struct {
+	// Version is ResultPayloadVersion.
+	Version int `json:"version"`
+	// NodeID is the node the agent's certificate names.
+	NodeID string `json:"nodeId"`
+	// CommandID is the id of the relayed command this answers: one attempt of one
+	// workflow step, so a result cannot be replayed for another step or attempt.
+	CommandID string `json:"commandId"`
+	// Kind is the command's kind (disk.wipe, diag.dcgm).
+	Kind string `json:"kind"`
+	// Time is when the agent signed, UTC.
+	Time time.Time `json:"time"`
+	// Result is the command's result, its kind's JSON.
+	Result json.RawMessage `json:"result"`
+}
+
+// SignedResult is a node-signed result as the agent answers it, and as the registry
+// stores it with its step.
+type SignedResult struct {
+	// Payload is the JSON of a ResultPayload, the bytes signed (base64 in JSON).
+	Payload []byte `json:"payload"`
+	// Algorithm is SigECDSAP256 or SigEd25519.
+	Algorithm string `json:"algorithm"`
+	// Signature is over ResultDomain + Payload (base64 in JSON).
+	Signature []byte `json:"signature"`
+	// Certificate is the DER of the agent certificate whose key signed.
+	Certificate []byte `json:"certificate,omitempty"`
+}
+
+// ResultWant is what a verifier expects a payload to say.
+type ResultWant struct {
+	NodeID, CommandID, Kind string
+}
+
+// SignedMessage is what a SignedResult's signature covers: ResultDomain, then payload.
+func SignedMessage(payload []byte) []byte {
+	return append([]byte(ResultDomain), payload...)
+}
+
+// SignResult signs p with signer, an ECDSA P-256 or Ed25519 key. A zero Version is
+// ResultPayloadVersion; a zero Time is now.
+func SignResult(signer crypto.Signer, p ResultPayload) (SignedResult, error) {
+	if p.Version == 0 {
+		p.Version = ResultPayloadVersion
+	}
+	if p.Time.IsZero() {
+		p.Time = time.Now()
+	}
+	p.Time = p.Time.UTC()
+	payload, err := json.Marshal(p)
+	if err != nil {
+		return SignedResult{}, fmt.Errorf("signed result: %w", err)
+	}
+	msg := SignedMessage(payload)
+	var alg string
+	var sig []byte
+	switch pub := signer.Public().(type) {
+	case ed25519.PublicKey:
+		alg = SigEd25519
+		sig, err = signer.Sign(rand.Reader, msg, crypto.Hash(0))
+	case *ecdsa.PublicKey:
+		if pub.Curve != elliptic.P256() {
+			return SignedResult{}, fmt.Errorf("signed result: an ECDSA agent key is on P-256, not %s", pub.Curve.Params().Name)
+		}
+		alg = SigECDSAP256
+		digest := sha256.Sum256(msg)
+		sig, err = signer.Sign(rand.Reader, digest[:], crypto.SHA256)
+	default:
+		return SignedResult{}, fmt.Errorf("signed result: an agent key is ECDSA P-256 or Ed25519, not %T", pub)
+	}
+	if err != nil {
+		return SignedResult{}, fmt.Errorf("signed result: %w", err)
+	}
+	return SignedResult{Payload: payload, Algorithm: alg, Signature: sig}, nil
+}
+
+// VerifyResult checks that sr is signed by the private half of pub and that its payload
+// answers want: its version, node, command id and kind. It returns the payload. Every
+// refusal is a *Error with code FORBIDDEN and details.reason saying which check failed
+// (algorithm, signature, payload, version, node, command, kind).
+func VerifyResult(pub crypto.PublicKey, sr SignedResult, want ResultWant) (ResultPayload, error) {
+	refuse := func(reason, format string, a ...any) (ResultPayload, error) {
+		return ResultPayload{}, Errorf(Forbidden, "signed result: "+format, a...).WithReason(reason)
+	}
+	if len(sr.Payload) > maxResultPayload {
+		return refuse("payload", "the payload is %d bytes, more than %d", len(sr.Payload), maxResultPayload)
+	}
+	msg := SignedMessage(sr.Payload)
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+		if sr.Algorithm != SigEd25519 {
+			return refuse("algorithm", "the algorithm is %q, but the certificate's key is Ed25519", sr.Algorithm)
+		}
+		if !ed25519.Verify(k, msg, sr.Signature) {
+			return refuse("signature", "the signature does not verify with the agent certificate's key")
+		}
+	case *ecdsa.PublicKey:
+		if sr.Algorithm != SigECDSAP256 || k.Curve != elliptic.P256() {
+			return refuse("algorithm", "the algorithm is %q, but the certificate's key is ECDSA on %s", sr.Algorithm, k.Curve.Params().Name)
+		}
+		digest := sha256.Sum256(msg)
+		if !ecdsa.VerifyASN1(k, digest[:], sr.Signature) {
+			return refuse("signature", "the signature does not verify with the agent certificate's key")
+		}
+	default:
+		return refuse("algorithm", "an agent key is ECDSA P-256 or Ed25519, not %T", pub)
+	}
+	var p ResultPayload
+	dec := json.NewDecoder(bytes.NewReader(sr.Payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil || dec.More() {
+		return refuse("payload", "the payload is not a result payload: %v", err)
+	}
+	switch {
+	case p.Version != ResultPayloadVersion:
+		return refuse("version", "payload version %d; this registry reads version %d", p.Version, ResultPayloadVersion)
+	case p.NodeID != want.NodeID:
+		return refuse("node", "signed for node %q, not %q", p.NodeID, want.NodeID)
+	case p.CommandID != want.CommandID:
+		return refuse("command", "signed for command %q, not %q: a result of another step or attempt", p.CommandID, want.CommandID)
+	case p.Kind != want.Kind:
+		return refuse("kind", "signed as a %q result, not %q", p.Kind, want.Kind)
+	case len(p.Result) == 0 || !json.Valid(p.Result):
+		return refuse("payload", "the payload carries no result")
+	}
+	return p, nil
+}

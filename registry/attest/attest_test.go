@@ -1,0 +1,206 @@
+package attest_test
+
+import (
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/attest"
+	"github.com/better-compute/better-compute/testkit"
+)
+
+// agentKey is an agent's certificate and key from ca.
+type agentKey struct {
+	cert *x509.Certificate
+	key  crypto.Signer
+}
+
+func newAgent(t testing.TB, ca *testkit.CA, node, role string) agentKey {
+	t.Helper()
+	c, err := ca.AgentCertificate(node, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fromTLS(t, c)
+}
+
+func fromTLS(t testing.TB, c tls.Certificate) agentKey {
+	t.Helper()
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agentKey{leaf, c.PrivateKey.(crypto.Signer)}
+}
+
+var wipeCmd = proto.Command{ID: "wf_1:main.2:a1", Kind: proto.CommandDiskWipe, Payload: json.RawMessage(`{"mode":"secure-erase"}`)}
+
+func wipedDisk(name, method string) proto.WipedDisk {
+	return proto.WipedDisk{Name: name, SizeBytes: 64 << 20, Method: method, Wiped: true, Bytes: 64 << 20,
+		ReadBack: &proto.ReadBack{Expect: proto.ExpectZeroes, Blocks: 16, BlockSize: 4096, Passed: true}}
+}
+
+var goodWipe = proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.WipedDisk{
+	wipedDisk("nvme0n1", proto.WipeMethodNVMeFormatUserData), wipedDisk("sda", proto.WipeMethodATASecurityErase)}}
+
+// sign is what the agent answers: result signed by a's key for node and command id.
+func sign(t testing.TB, a agentKey, node, commandID string, result any) json.RawMessage {
+	t.Helper()
+	body, err := json.Marshal(result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr, err := proto.SignResult(a.key, proto.ResultPayload{NodeID: node, CommandID: commandID, Kind: proto.CommandDiskWipe, Result: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr.Certificate = a.cert.Raw
+	raw, err := json.Marshal(sr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// received is what the registry stores for raw, the answer of node-1's ramdisk whose
+// session presented peer.
+func received(t *testing.T, v attest.Verifier, peer *x509.Certificate, cmd proto.Command, raw json.RawMessage) attest.Wipe {
+	t.Helper()
+	res := v.Received("node-1", proto.RoleRamdisk, peer, cmd, proto.Result{ID: cmd.ID, Result: raw})
+	if res.Error != nil {
+		t.Fatalf("stored an error: %v", res.Error)
+	}
+	var w attest.Wipe
+	if err := json.Unmarshal(res.Result, &w); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestWipeAttested(t *testing.T) {
+	ca, _ := testkit.NewCA()
+	v := attest.Verifier{AgentCAs: ca.Pool()}
+	a := newAgent(t, ca, "node-1", "ramdisk")
+	w := received(t, v, a.cert, wipeCmd, sign(t, a, "node-1", wipeCmd.ID, goodWipe))
+	if !w.Attested || w.Reason != "" || len(w.Disks) != 2 {
+		t.Fatalf("a good wipe: %+v", w)
+	}
+	// What is stored verifies offline: the certificate is kept beside the signature.
+	cert, err := x509.ParseCertificate(w.Attestation.Certificate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proto.VerifyResult(cert.PublicKey, *w.Attestation, proto.ResultWant{NodeID: "node-1", CommandID: wipeCmd.ID, Kind: proto.CommandDiskWipe}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A certificate the agent CA issued to the same node and role since the session
+	// started (a renewal) verifies too.
+	renewed := newAgent(t, ca, "node-1", "ramdisk")
+	if w := received(t, v, a.cert, wipeCmd, sign(t, renewed, "node-1", wipeCmd.ID, goodWipe)); !w.Attested {
+		t.Fatalf("signed by a renewed certificate: %+v", w)
+	}
+}
+
+// TestWipeRefusals are the attacks on an attested wipe: each one is stored with
+// attested false, the reason, and none of the claimed disks.
+func TestWipeRefusals(t *testing.T) {
+	ca, _ := testkit.NewCA()
+	other, _ := testkit.NewCA()
+	v := attest.Verifier{AgentCAs: ca.Pool()}
+	a := newAgent(t, ca, "node-1", "ramdisk")
+	node2 := newAgent(t, ca, "node-2", "ramdisk")
+	site := newAgent(t, ca, "node-1", "site")
+	stranger := newAgent(t, other, "node-1", "ramdisk")
+
+	good := sign(t, a, "node-1", wipeCmd.ID, goodWipe)
+	var sr proto.SignedResult
+	json.Unmarshal(good, &sr)
+	sr.Payload = []byte(strings.Replace(string(sr.Payload), `"nodeId"`, ` "nodeId"`, 1))
+	tampered, _ := json.Marshal(sr)
+
+	node2Key := sign(t, node2, "node-1", wipeCmd.ID, goodWipe)
+	json.Unmarshal(node2Key, &sr)
+	sr.Certificate = a.cert.Raw // node-2's key, claiming node-1's certificate
+	node2KeyOwnCert := node2Key
+	node2KeyClaimed, _ := json.Marshal(sr)
+
+	_, edKey, _ := ed25519.GenerateKey(rand.Reader)
+	selfSigned := sign(t, agentKey{a.cert, edKey}, "node-1", wipeCmd.ID, goodWipe)
+
+	cases := []struct {
+		name, want string
+		raw        json.RawMessage
+	}{
+		{"tampered payload", "does not verify", tampered},
+		{"signed by another node's key (its own certificate)", "node-2", node2KeyOwnCert},
+		{"signed by another node's key (claiming this node's certificate)", "does not verify", node2KeyClaimed},
+		{"signed by a key this certificate does not certify", "algorithm", selfSigned},
+		{"replayed from another workflow step", "another step", sign(t, a, "node-1", "wf_1:main.0:a1", goodWipe)},
+		{"replayed from another attempt", "another step", sign(t, a, "node-1", "wf_1:main.2:a2", goodWipe)},
+		{"signed for another node", "node-2", sign(t, node2, "node-2", wipeCmd.ID, goodWipe)},
+		{"a site agent's certificate", "site", sign(t, site, "node-1", wipeCmd.ID, goodWipe)},
+		{"a certificate of another CA", "not the agent CA's", sign(t, stranger, "node-1", wipeCmd.ID, goodWipe)},
+		{"unsigned, claiming attested", "not signed", json.RawMessage(`{"attested":true,"mode":"secure-erase","disks":[]}`)},
+	}
+	for _, c := range cases {
+		w := received(t, v, a.cert, wipeCmd, c.raw)
+		if w.Attested || len(w.Disks) != 0 || !strings.Contains(w.Reason, c.want) {
+			t.Errorf("%s: stored %+v; want attested false for %q", c.name, w, c.want)
+		}
+	}
+}
+
+// TestWipeVerdict: a verified signature is not enough; the registry reads the disks.
+func TestWipeVerdict(t *testing.T) {
+	ca, _ := testkit.NewCA()
+	v := attest.Verifier{AgentCAs: ca.Pool()}
+	a := newAgent(t, ca, "node-1", "ramdisk")
+	unwiped := wipedDisk("vda", "")
+	unwiped.Wiped, unwiped.Unwiped, unwiped.ReadBack = false, "the device offers no secure erase", nil
+	failed := wipedDisk("sda", proto.WipeMethodATASecurityErase)
+	failed.ReadBack.Passed, failed.ReadBack.Failure = false, "block at 4096 is not zeroes"
+	noReadBack := wipedDisk("sda", proto.WipeMethodATASecurityErase)
+	noReadBack.ReadBack = nil
+	cases := []struct {
+		name, want string
+		cmd        proto.Command
+		result     proto.DiskWipeResult
+	}{
+		{"a disk unwiped", "no secure erase", wipeCmd, proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.WipedDisk{wipedDisk("nvme0n1", proto.WipeMethodNVMeFormatUserData), unwiped}}},
+		{"a read-back failed", "read-back", wipeCmd, proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.WipedDisk{failed}}},
+		{"no read-back", "not read back", wipeCmd, proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.WipedDisk{noReadBack}}},
+		{"no disks", "no disk", wipeCmd, proto.DiskWipeResult{Mode: proto.WipeSecureErase}},
+		{"a weaker method", "no secure-erase method", wipeCmd, proto.DiskWipeResult{Mode: proto.WipeSecureErase, Disks: []proto.WipedDisk{wipedDisk("vda", proto.WipeMethodSignatures)}}},
+		{"another mode", "not \"crypto-erase\"", proto.Command{ID: wipeCmd.ID, Kind: wipeCmd.Kind, Payload: json.RawMessage(`{"mode":"crypto-erase"}`)}, goodWipe},
+		{"secure erase for crypto-erase", "no crypto-erase method", proto.Command{ID: wipeCmd.ID, Kind: wipeCmd.Kind, Payload: json.RawMessage(`{"mode":"crypto-erase"}`)},
+			proto.DiskWipeResult{Mode: proto.WipeCryptoErase, Disks: []proto.WipedDisk{wipedDisk("nvme0n1", proto.WipeMethodNVMeFormatUserData)}}},
+		{"mode none", "wipes nothing", proto.Command{ID: wipeCmd.ID, Kind: wipeCmd.Kind, Payload: json.RawMessage(`{"mode":"none"}`)}, proto.DiskWipeResult{Mode: proto.WipeNone}},
+	}
+	for _, c := range cases {
+		w := received(t, v, a.cert, c.cmd, sign(t, a, "node-1", c.cmd.ID, c.result))
+		if w.Attested || !strings.Contains(w.Reason, c.want) || w.Attestation == nil {
+			t.Errorf("%s: stored %+v; want attested false for %q", c.name, w, c.want)
+		}
+	}
+}
+
+// TestOtherKindsPassThrough: results of kinds that are not node-signed, and agent
+// errors, are stored as they are.
+func TestOtherKindsPassThrough(t *testing.T) {
+	v := attest.Verifier{}
+	res := proto.Result{ID: "c1", Result: json.RawMessage(`{"sha256":"x"}`)}
+	if got := v.Received("node-1", proto.RoleRamdisk, nil, proto.Command{ID: "c1", Kind: proto.CommandDeployImage}, res); string(got.Result) != string(res.Result) {
+		t.Fatalf("deploy.image: %s", got.Result)
+	}
+	res = proto.Result{ID: "c1", Error: proto.Errorf(proto.Unsupported, "no")}
+	if got := v.Received("node-1", proto.RoleRamdisk, nil, wipeCmd, res); got.Error == nil || got.Error.Code != proto.Unsupported {
+		t.Fatalf("an agent's error: %+v", got)
+	}
+}
