@@ -47,20 +47,29 @@ type DCGMEntityResult struct {
 
 // Failures lists the tests that failed, each with the GPUs (DCGM indices) it failed
 // on; a failure on no GPU in particular (a deployment check of the whole machine) has
-// none.
+// none. A status other than pass, warn and skip, on the test or on one of its results,
+// is a failure: a result is judged on what it says of each GPU, not on its own verdict.
 func (r DCGMResult) Failures() []Failure {
 	var out []Failure
 	for _, t := range r.Tests {
-		if t.Status != DCGMFail {
-			continue
-		}
+		failed := !dcgmOK(t.Status)
 		f := Failure{Name: t.Name}
 		for _, e := range t.Results {
-			if e.Status == DCGMFail && e.Entity == "GPU" {
-				f.GPUs = append(f.GPUs, e.ID)
+			if !dcgmOK(e.Status) {
+				failed = true
+				if e.Entity == "GPU" {
+					f.GPUs = append(f.GPUs, e.ID)
+				}
 			}
 		}
-		out = append(out, f)
+		if failed {
+			out = append(out, f)
+		}
 	}
 	return out
+}
+
+// dcgmOK reports whether a status is one that does not fail a test.
+func dcgmOK(status string) bool {
+	return status == DCGMPass || status == DCGMWarn || status == DCGMSkip
 }

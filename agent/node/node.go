@@ -71,7 +71,7 @@ func Run(ctx context.Context, o Options) error {
 			proto.CommandInventoryRefresh: func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
 				return hw.Command(ctx, payload, a.session.SetInventory)
 			},
-			proto.CommandDiagDCGM: dcgm.Runner{Root: o.Root, Log: o.Log}.Command,
+			proto.CommandDiagDCGM: dcgm.Runner{Root: o.Root, Log: o.Log, Sign: session.SignResult}.Command,
 		},
 	})
 	if err != nil {

@@ -96,7 +96,7 @@ func Run(ctx context.Context, o Options) error {
 			proto.CommandDeployImage:      a.deployImage,
 			proto.CommandBootKexec:        a.kexec,
 			proto.CommandDiskWipe:         a.wipe,
-			proto.CommandDiagDCGM:         dcgm.Runner{Root: o.SysRoot, Log: o.Log}.Command,
+			proto.CommandDiagDCGM:         dcgm.Runner{Root: o.SysRoot, Log: o.Log, Sign: session.SignResult}.Command,
 		},
 	})
 	if err != nil {

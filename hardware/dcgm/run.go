@@ -57,10 +57,13 @@ type Runner struct {
 	Timeout time.Duration
 	// Log receives what the run does.
 	Log *slog.Logger
+	// Sign makes the answer of Command a node-signed result of kind diag.dcgm (the
+	// agent's session.SignResult); nil answers the result unsigned.
+	Sign func(ctx context.Context, kind string, result any) (json.RawMessage, error)
 }
 
 // Command is diag.dcgm's handler: payload is a proto.DiagDCGM, the answer a
-// proto.DCGMResult.
+// proto.DCGMResult, signed with Sign.
 func (r Runner) Command(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
 	var in proto.DiagDCGM
 	if len(payload) > 0 {
@@ -72,7 +75,10 @@ func (r Runner) Command(ctx context.Context, payload json.RawMessage) (json.RawM
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(res)
+	if r.Sign == nil {
+		return json.Marshal(res)
+	}
+	return r.Sign(ctx, proto.CommandDiagDCGM, res)
 }
 
 // Run runs the diagnostic of level (0 is 1). A machine without an NVIDIA GPU, or
