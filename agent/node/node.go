@@ -61,8 +61,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	hw := inventory.Reader{Root: o.Root, Log: o.Log}
 	first, err := hw.Read(ctx)
-	if err != nil {
-		return err
+	if err != nil { // the hardware sections wait for the registry's inventory.refresh
+		o.Log.Warn("reading the hardware inventory", "err", err)
 	}
 	a.session, err = session.New(session.Config{
 		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,

@@ -2,7 +2,9 @@ package inventory
 
 import (
 	"bufio"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +16,9 @@ import (
 // CPU reads the `cpu` section from /proc/cpuinfo.
 func CPU(root string) (proto.CPUInfo, error) {
 	f, err := os.Open(filepath.Join(root, "proc/cpuinfo"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return proto.CPUInfo{}, nil
+	}
 	if err != nil {
 		return proto.CPUInfo{}, err
 	}
@@ -61,6 +66,9 @@ func ParseCPUInfo(r io.Reader) (proto.CPUInfo, error) {
 // Memory reads the `memory` section from /proc/meminfo.
 func Memory(root string) (proto.MemoryInfo, error) {
 	f, err := os.Open(filepath.Join(root, "proc/meminfo"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return proto.MemoryInfo{}, nil
+	}
 	if err != nil {
 		return proto.MemoryInfo{}, err
 	}
