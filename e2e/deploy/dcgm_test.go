@@ -144,6 +144,7 @@ func TestExampleProfileAcceptance(t *testing.T) {
 				if len(gpus) != 1 || gpus[0].Device != "2330" {
 					t.Errorf("nodes inventory --format json: gpus %+v", gpus)
 				}
+				inventoryRefusals(t, w, id)
 				return
 			}
 			if res.Code != 1 || n.State != store.NodeFailed || n.Failure == nil || n.Failure.Use != proto.CommandDiagDCGM ||
@@ -157,5 +158,30 @@ func TestExampleProfileAcceptance(t *testing.T) {
 				t.Errorf("nodes get does not show why:\n%s", out.Stdout)
 			}
 		})
+	}
+}
+
+// inventoryRefusals: a machine's inventory (serials, product UUID, MACs) is its
+// tenant's: another tenant's credential gets NOT_FOUND, naming the root tenant does not
+// help it, and a credential of the node's own tenant without compute:nodes:read is
+// FORBIDDEN.
+func inventoryRefusals(t *testing.T, w *world, id string) {
+	dir := t.TempDir()
+	testkit.JSON(t, w.admin, nil, "tenants", "create", "other")
+	other, noRead := filepath.Join(dir, "other.conf"), filepath.Join(dir, "no-read.conf")
+	testkit.JSON(t, w.admin, nil, "credentials", "create", "--tenant", "other", "--actions", "compute:nodes:read", "--out", other)
+	testkit.JSON(t, w.admin, nil, "credentials", "create", "--tenant", "root", "--actions", "compute:profiles:read", "--out", noRead)
+	for _, c := range []struct {
+		name, conf, code string
+		args             []string
+	}{
+		{"another tenant", other, "NOT_FOUND", nil},
+		{"another tenant naming root", other, "", []string{"--tenant", "root"}},
+		{"no compute:nodes:read", noRead, "FORBIDDEN", nil},
+	} {
+		e := testkit.Fails(t, c.conf, append([]string{"nodes", "inventory", id}, c.args...)...)
+		if c.code != "" && e.Code != c.code || e.Code != "NOT_FOUND" && e.Code != "FORBIDDEN" || strings.Contains(e.Message, "10de") {
+			t.Errorf("%s: %+v", c.name, e)
+		}
 	}
 }
