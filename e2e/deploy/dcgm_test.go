@@ -125,6 +125,10 @@ func TestExampleProfileAcceptance(t *testing.T) {
 				if signed.NodeID != id || signed.Kind != proto.CommandDiagDCGM || !strings.HasPrefix(signed.CommandID, n.Workflow+":") {
 					t.Errorf("signed payload %+v", signed)
 				}
+				// An auditor gets the signed run as a wipe's.
+				if out := testkit.CLI(t, w.admin, "workflows", "attestation", n.Workflow, "--step", "acceptance[0]", "--out", t.TempDir()); out.Code != 0 {
+					t.Errorf("workflows attestation: exit %d\n%s\n%s", out.Code, out.Stdout, out.Stderr)
+				}
 				// The installed OS's agent reported the machine as it sees it, the GPU included.
 				ok := waitFor(t, 10*time.Second, func() bool {
 					out := testkit.CLI(t, w.admin, "nodes", "inventory", id)
