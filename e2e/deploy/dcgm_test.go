@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/hardware/dcgm/dcgmtest"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/attest"
@@ -28,27 +29,16 @@ func gpuNodeRoot(t *testing.T, productUUID string) string {
 	if err := os.WriteFile(filepath.Join(dmi, "product_uuid"), []byte(productUUID+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dev := filepath.Join(root, "sys/bus/pci/devices/0000:17:00.0")
-	if err := os.MkdirAll(dev, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, v := range map[string]string{"vendor": "0x10de\n", "device": "0x2330\n", "class": "0x030200\n"} {
-		if err := os.WriteFile(filepath.Join(dev, name), []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dcgmtest.NvidiaGPU(t, root)
 	return root
 }
 
 // dcgmStandIns is a directory with a stand-in dcgmi that prints the recorded output of
-// a real `dcgmi diag -j` run (../../hardware/dcgm/testdata) and a stand-in nv-hostengine
+// a real `dcgmi diag -j` run (hardware/dcgm/testdata) and a stand-in nv-hostengine
 // that makes its socket and waits to be stopped.
 func dcgmStandIns(t *testing.T, recorded string) string {
 	dir := t.TempDir()
-	out, err := filepath.Abs(filepath.Join("..", "..", "hardware", "dcgm", "testdata", recorded))
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := dcgmtest.Recorded(recorded)
 	scripts := map[string]string{
 		"dcgmi": `case "$*" in "diag -r 1 -j --host unix://"*) cat '` + out + `';; *) echo "unexpected: $*" >&2; exit 2;; esac`,
 		"nv-hostengine": `while [ $# -gt 0 ]; do case "$1" in --domain-socket) sock="$2"; shift;; esac; shift; done

@@ -13,23 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/hardware/dcgm/dcgmtest"
 	"github.com/better-compute/better-compute/proto"
 )
 
-// gpuRoot is a machine's sysfs with one NVIDIA 3D controller (an H100) under a root of
-// its own.
+// gpuRoot is a machine's sysfs with one NVIDIA GPU under a root of its own.
 func gpuRoot(t *testing.T) string {
-	t.Helper()
 	root := t.TempDir()
-	dev := filepath.Join(root, "sys/bus/pci/devices/0000:17:00.0")
-	if err := os.MkdirAll(dev, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, v := range map[string]string{"vendor": "0x10de\n", "device": "0x2330\n", "class": "0x030200\n"} {
-		if err := os.WriteFile(filepath.Join(dev, name), []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dcgmtest.NvidiaGPU(t, root)
 	return root
 }
 
@@ -144,7 +135,7 @@ func TestRunStartsAndStopsHostEngine(t *testing.T) {
 		// dcgmi exits non-zero when a test fails; its JSON is the answer all the same.
 		{"dcgm3-fail.json", 226, false},
 	} {
-		abs, _ := filepath.Abs(filepath.Join("testdata", tc.recorded))
+		abs := dcgmtest.Recorded(tc.recorded)
 		t.Setenv("RECORDED", abs)
 		t.Setenv("EXIT", strconv.Itoa(tc.exit))
 		os.Remove(filepath.Join(state, "engine.stopped"))
@@ -169,7 +160,7 @@ func TestRunUsesARunningHostEngine(t *testing.T) {
 	dir, state := bin(t), t.TempDir()
 	standIn(t, dir, "nv-hostengine", `touch "$STATE/engine.started"; exit 1`)
 	standIn(t, dir, "dcgmi", `echo "$@" > "$STATE/dcgmi.args"; cat "$RECORDED"`)
-	abs, _ := filepath.Abs("testdata/dcgm3-pass.json")
+	abs := dcgmtest.Recorded("dcgm3-pass.json")
 	t.Setenv("STATE", state)
 	t.Setenv("RECORDED", abs)
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -15,15 +15,23 @@ import (
 
 // CPU reads the `cpu` section from /proc/cpuinfo.
 func CPU(root string) (proto.CPUInfo, error) {
-	f, err := os.Open(filepath.Join(root, "proc/cpuinfo"))
+	return readProc(root, "cpuinfo", ParseCPUInfo)
+}
+
+// readProc parses /proc/NAME under root; a root without it (a chroot without procfs)
+// reads as the zero value.
+func readProc[T any](root, name string, parse func(io.Reader) (T, error)) (T, error) {
+	f, err := os.Open(filepath.Join(root, "proc", name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return proto.CPUInfo{}, nil
+		var zero T
+		return zero, nil
 	}
 	if err != nil {
-		return proto.CPUInfo{}, err
+		var zero T
+		return zero, err
 	}
 	defer f.Close()
-	return ParseCPUInfo(f)
+	return parse(f)
 }
 
 // ParseCPUInfo reads /proc/cpuinfo: the first model name, the logical CPUs
@@ -65,15 +73,7 @@ func ParseCPUInfo(r io.Reader) (proto.CPUInfo, error) {
 
 // Memory reads the `memory` section from /proc/meminfo.
 func Memory(root string) (proto.MemoryInfo, error) {
-	f, err := os.Open(filepath.Join(root, "proc/meminfo"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return proto.MemoryInfo{}, nil
-	}
-	if err != nil {
-		return proto.MemoryInfo{}, err
-	}
-	defer f.Close()
-	return ParseMemInfo(f)
+	return readProc(root, "meminfo", ParseMemInfo)
 }
 
 // ParseMemInfo reads /proc/meminfo's MemTotal.
