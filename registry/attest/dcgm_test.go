@@ -27,7 +27,7 @@ func dcgmRun(failing bool) proto.DCGMResult {
 }
 
 // signDCGM is what an agent answers to dcgmCmd: r signed by a's key.
-func signDCGM(t *testing.T, a agentKey, node, commandID string, r proto.DCGMResult) json.RawMessage {
+func signDCGM(t testing.TB, a agentKey, node, commandID string, r proto.DCGMResult) json.RawMessage {
 	t.Helper()
 	body, _ := json.Marshal(r)
 	sr, err := proto.SignResult(a.key, proto.ResultPayload{NodeID: node, CommandID: commandID, Kind: proto.CommandDiagDCGM, Result: body})
@@ -94,4 +94,33 @@ func TestDCGMRefusals(t *testing.T) {
 	if diff := cmp.Diff([]proto.Failure{{Name: "memory", GPUs: []int{1}}}, res.Error.Details.Failed); diff != "" {
 		t.Errorf("details.failed (-want +got):\n%s", diff)
 	}
+}
+
+// FuzzReceivedDCGM feeds the registry's reading of a diag.dcgm result whatever an agent
+// may answer: it never panics, and never lets the step succeed on an answer no key the
+// agent CA certified for node-1 signed; every refusal is DRIVER_ERROR.
+func FuzzReceivedDCGM(f *testing.F) {
+	ca, err := testkit.NewCA()
+	if err != nil {
+		f.Fatal(err)
+	}
+	a := newAgent(f, ca, "node-1", "node")
+	stranger, _ := testkit.NewCA()
+	o := newAgent(f, stranger, "node-1", "node")
+	f.Add([]byte(`{"passed":true,"level":2,"tests":[{"name":"x","status":"pass","results":[]}]}`))
+	f.Add([]byte(`{"payload":"e30=","algorithm":"ecdsa-p256-sha256","signature":""}`))
+	f.Add([]byte(signDCGM(f, o, "node-1", dcgmCmd.ID, dcgmRun(false))))
+	v := attest.Verifier{AgentCAs: ca.Pool()}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) {
+			return
+		}
+		res := v.Received("node-1", proto.RoleNode, a.cert, dcgmCmd, proto.Result{ID: dcgmCmd.ID, Result: raw})
+		if res.Error == nil {
+			t.Fatalf("passed an answer no agent key of node-1 signed: %s", raw)
+		}
+		if res.Error.Code != proto.DriverError {
+			t.Fatalf("refused with %v", res.Error)
+		}
+	})
 }
