@@ -82,10 +82,10 @@ func inventoryDetail(w *tabwriter.Writer, inv api.NodeInventory) {
 		fmt.Fprintf(w, "memory\t%s\n", bytesText(hw.Memory.TotalBytes))
 	}
 	if decoded[proto.SectionDisks] && len(hw.Disks) > 0 {
-		fmt.Fprintln(w, "\nDISK\tSIZE\tTRANSPORT\tROTATIONAL\tDISCARD\tWRITE ZEROES\tMODEL\tSERIAL")
+		fmt.Fprintln(w, "\nDISK\tSIZE\tTRANSPORT\tROTATIONAL\tDISCARD\tWRITE ZEROES\tFIRMWARE ERASE\tMODEL\tSERIAL")
 		for _, d := range hw.Disks {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, bytesText(d.SizeBytes), dash(d.Transport), yesNo(d.Rotational),
-				yesNo(d.Erase.Discard), yesNo(d.Erase.WriteZeroes), dash(d.Model), dash(d.Serial))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, bytesText(d.SizeBytes), dash(d.Transport), yesNo(d.Rotational),
+				yesNo(d.Erase.Discard), yesNo(d.Erase.WriteZeroes), firmwareEraseText(d.Erase.Firmware), dash(d.Model), dash(d.Serial))
 		}
 	}
 	if decoded[proto.SectionNICs] && len(hw.NICs) > 0 {
@@ -108,6 +108,32 @@ func inventoryDetail(w *tabwriter.Writer, inv api.NodeInventory) {
 			fmt.Fprintf(w, "%s\t%s:%s\t%s\t%s\t%d\t%s\t%s\n", g.PCIAddress, g.Vendor, g.Device, dash(g.Name), mem, g.NVLinks, dash(g.DriverVersion), dash(g.UUID))
 		}
 	}
+}
+
+// firmwareEraseText lists what a disk's firmware says it can erase: "-" when nobody
+// asked, "none" when it offers nothing.
+func firmwareEraseText(f *proto.FirmwareErase) string {
+	if f == nil {
+		return "-"
+	}
+	if f.Error != "" {
+		return "unknown (" + f.Error + ")"
+	}
+	var out []string
+	for _, c := range []struct {
+		has  bool
+		name string
+	}{{f.NVMeFormat, "format"}, {f.NVMeFormatCrypto, "crypto format"}, {f.NVMeSanitizeBlock, "sanitize block"},
+		{f.NVMeSanitizeCrypto, "sanitize crypto"}, {f.ATASecurityErase, "security erase"}, {f.ATACryptoScramble, "crypto scramble"},
+		{f.ATAFrozen, "(frozen)"}, {f.ATALocked, "(locked)"}} {
+		if c.has {
+			out = append(out, c.name)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 func yesNo(b bool) string {

@@ -76,6 +76,29 @@ type DiskInfo struct {
 type DiskErase struct {
 	Discard     bool `json:"discard"`
 	WriteZeroes bool `json:"writeZeroes"`
+	// Firmware is what the device's firmware says it can erase, asked by the ramdisk as
+	// disk.wipe asks it; nil where nobody asked (bcd node, whose disks are in use, and
+	// disks that are neither NVMe nor SATA).
+	Firmware *FirmwareErase `json:"firmware,omitempty"`
+}
+
+// FirmwareErase is a disk's firmware erase capabilities: for NVMe, Identify Controller's
+// Format NVM (OACS), cryptographic Format (FNA) and Sanitize actions (SANICAP); for SATA,
+// IDENTIFY DEVICE's security feature set, its frozen and locked states, and SANITIZE
+// CRYPTO SCRAMBLE.
+type FirmwareErase struct {
+	NVMeFormat         bool `json:"nvmeFormat,omitempty"`
+	NVMeFormatCrypto   bool `json:"nvmeFormatCrypto,omitempty"`
+	NVMeSanitizeBlock  bool `json:"nvmeSanitizeBlock,omitempty"`
+	NVMeSanitizeCrypto bool `json:"nvmeSanitizeCrypto,omitempty"`
+	ATASecurityErase   bool `json:"ataSecurityErase,omitempty"`
+	ATACryptoScramble  bool `json:"ataCryptoScramble,omitempty"`
+	// ATAFrozen: the firmware froze the security feature set at boot; ATALocked: a
+	// password the ramdisk does not know locks it. Either refuses a security erase.
+	ATAFrozen bool `json:"ataFrozen,omitempty"`
+	ATALocked bool `json:"ataLocked,omitempty"`
+	// Error is why the device could not be asked.
+	Error string `json:"error,omitempty"`
 }
 
 // CPUInfo is the `cpu` section.

@@ -68,7 +68,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return proto.Errorf(proto.InvalidConfig, "%v", err)
 	}
-	hw, err := inventory.Reader{Root: o.SysRoot, Log: o.Log}.Read(ctx)
+	hw, err := o.inventory().Read(ctx)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,22 @@ type agent struct {
 // inventoryRefresh reads the hardware, refuses a machine that is not the one enrolled,
 // and reports every section.
 func (a *agent) inventoryRefresh(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
-	return inventory.Reader{Root: a.opts.SysRoot, Log: a.opts.Log}.Command(ctx, payload, a.session.SetInventory)
+	return a.opts.inventory().Command(ctx, payload, a.session.SetInventory)
+}
+
+// inventory reads the machine under SysRoot, each disk disk.wipe covers with what its
+// firmware says it can erase.
+func (o Options) inventory() inventory.Reader {
+	return inventory.Reader{Root: o.SysRoot, Log: o.Log, Enrich: func(hw *proto.HardwareInventory) {
+		disks, _ := wipe.Select(o.SysRoot, filepath.Join(o.SysRoot, "dev"), hw.Disks)
+		for _, d := range disks {
+			for i := range hw.Disks {
+				if hw.Disks[i].Name == d.Name {
+					hw.Disks[i].Erase.Firmware = wipe.Firmware(d)
+				}
+			}
+		}
+	}}
 }
 
 // deployImage writes the image, with the user data and this agent's pinned files for

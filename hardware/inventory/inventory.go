@@ -26,6 +26,9 @@ type Reader struct {
 	NvidiaSMI string
 	// Log receives why nvidia-smi said nothing.
 	Log *slog.Logger
+	// Enrich, if set, adds what the agent knows beyond sysfs to each inventory read (the
+	// ramdisk: each disk's firmware erase capabilities).
+	Enrich func(*proto.HardwareInventory)
 }
 
 // smiTimeout bounds one nvidia-smi run.
@@ -37,8 +40,14 @@ const smiTimeout = time.Minute
 // those fields empty.
 func (r Reader) Read(ctx context.Context) (proto.HardwareInventory, error) {
 	hw, err := Read(or(r.Root, "/"))
-	if err != nil || len(hw.GPUs) == 0 {
+	if err != nil {
 		return hw, err
+	}
+	if r.Enrich != nil {
+		r.Enrich(&hw)
+	}
+	if len(hw.GPUs) == 0 {
+		return hw, nil
 	}
 	smi, err := r.smi(ctx, "-q", "-x")
 	if err != nil {

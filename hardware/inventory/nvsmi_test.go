@@ -114,3 +114,15 @@ func TestCommandChecksIdentity(t *testing.T) {
 		t.Errorf("reported %d sections, answered %s", len(reported), out)
 	}
 }
+
+// The agent's Enrich sees every read, before nvidia-smi's part (the ramdisk adds each
+// disk's firmware erase capabilities there).
+func TestReaderEnrich(t *testing.T) {
+	root := tree(t, map[string]string{"sys/block/sda/size": "8\n", "sys/block/sda/device/model": "x\n"})
+	hw, err := Reader{Root: root, Enrich: func(hw *proto.HardwareInventory) {
+		hw.Disks[0].Erase.Firmware = &proto.FirmwareErase{ATASecurityErase: true}
+	}}.Read(t.Context())
+	if err != nil || len(hw.Disks) != 1 || hw.Disks[0].Erase.Firmware == nil || !hw.Disks[0].Erase.Firmware.ATASecurityErase {
+		t.Fatalf("%+v %v", hw.Disks, err)
+	}
+}
