@@ -105,9 +105,13 @@ func (r Runner) Run(ctx context.Context, level int) (proto.DCGMResult, error) {
 		return proto.DCGMResult{}, proto.Errorf(proto.Unsupported,
 			"diag.dcgm: %d NVIDIA GPU(s), but no DCGM (%v): install datacenter-gpu-manager on the OS, or boot a ramdisk that carries it", len(gpus), err).WithReason(ReasonMissing)
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, or(r.Timeout, DefaultTimeout))
 	defer cancel()
 	host, stop, err := r.hostEngine(ctx)
+	if parent.Err() != nil {
+		return proto.DCGMResult{}, parent.Err()
+	}
 	if err != nil {
 		return proto.DCGMResult{}, err
 	}
@@ -121,6 +125,9 @@ func (r Runner) Run(ctx context.Context, level int) (proto.DCGMResult, error) {
 	cmd := command(ctx, dcgmi, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
+	if parent.Err() != nil { // the agent stops: no answer, the registry sends the command again
+		return proto.DCGMResult{}, parent.Err()
+	}
 	if ctx.Err() != nil {
 		return proto.DCGMResult{}, proto.Errorf(proto.Timeout, "diag.dcgm: dcgmi did not finish within %s: stopped", or(r.Timeout, DefaultTimeout))
 	}
@@ -192,7 +199,7 @@ func (r Runner) hostEngine(ctx context.Context) (host string, stop func(), err e
 			return "", nil, proto.Errorf(proto.DriverError, "diag.dcgm: nv-hostengine did not listen within %s: %s", engineStart, tail(stderr.Bytes()))
 		case <-ctx.Done():
 			stop()
-			return "", nil, proto.Errorf(proto.Timeout, "diag.dcgm: stopped while nv-hostengine started")
+			return "", nil, proto.Errorf(proto.Timeout, "diag.dcgm: the run's time ran out while nv-hostengine started")
 		}
 	}
 }
