@@ -3,6 +3,7 @@ package agentplane
 import (
 	"context"
 	"crypto"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"strings"
@@ -22,21 +23,7 @@ import (
 // for a tampered result that claims a pass, one signed by another node's key, a passing
 // run replayed from another workflow step, and an unsigned pass.
 func TestSignedDCGMResults(t *testing.T) {
-	var v attest.Verifier
-	var vmu sync.Mutex
-	e := newEnv(t, agents.Config{Received: func(node string, role proto.Role, peer *x509.Certificate, cmd proto.Command, res proto.Result) proto.Result {
-		vmu.Lock()
-		defer vmu.Unlock()
-		return v.Received(node, role, peer, cmd, res)
-	}})
-	vmu.Lock()
-	v.AgentCAs = e.ca.Pool()
-	vmu.Unlock()
-
-	other, err := e.ca.AgentCertificate("node-2", string(proto.RoleNode))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, other := signingEnv(t)
 	run := func(gpu1 string) proto.DCGMResult {
 		return proto.DCGMResult{Level: 1, Tests: []proto.DCGMTest{{Category: "Hardware", Name: "memory", Status: gpu1,
 			Results: []proto.DCGMEntityResult{{Entity: "GPU", ID: 0, Status: proto.DCGMPass}, {Entity: "GPU", ID: 1, Status: gpu1}}}}}
@@ -105,4 +92,25 @@ func TestSignedDCGMResults(t *testing.T) {
 			t.Errorf("%s: stored %s, %v; want DRIVER_ERROR (signature: %s)", attack, out, err, says)
 		}
 	}
+}
+
+// signingEnv is an agent endpoint that reads node-signed results as serve does
+// (attest.Verifier with its agent CA), and a certificate and key of node-2 an attacking
+// node-1 signs with.
+func signingEnv(t *testing.T) (*env, tls.Certificate) {
+	var v attest.Verifier
+	var vmu sync.Mutex
+	e := newEnv(t, agents.Config{Received: func(node string, role proto.Role, peer *x509.Certificate, cmd proto.Command, res proto.Result) proto.Result {
+		vmu.Lock()
+		defer vmu.Unlock()
+		return v.Received(node, role, peer, cmd, res)
+	}})
+	vmu.Lock()
+	v.AgentCAs = e.ca.Pool()
+	vmu.Unlock()
+	other, err := e.ca.AgentCertificate("node-2", string(proto.RoleNode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, other
 }
