@@ -275,7 +275,11 @@ func nodeTable(w *tabwriter.Writer, nodes []store.Node) {
 func nodeDetail(w *tabwriter.Writer, n store.Node) {
 	nodeTable(w, []store.Node{n})
 	if f := n.Failure; f != nil {
-		fmt.Fprintf(w, "\nfailed at %s %s (workflow %s): %s: %s\n", f.Step, f.Use, f.RunID, f.Error.Code, f.Error.Message)
+		fmt.Fprintf(w, "\nfailed at %s %s (workflow %s): %s: %s", f.Step, f.Use, f.RunID, f.Error.Code, f.Error.Message)
+		if f.Error.Details.Reason != "" {
+			fmt.Fprintf(w, " (reason %s)", f.Error.Details.Reason)
+		}
+		fmt.Fprintln(w)
 	}
 	if p := n.MACProposal; p != nil {
 		fmt.Fprintf(w, "\nPXE discovery proposes MAC %s (seen at site %s since %s)\n", p.MAC, p.Site, p.SeenAt.Format(time.RFC3339))

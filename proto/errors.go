@@ -77,6 +77,16 @@ type Details struct {
 	Path string `json:"path,omitempty"`
 	// Reason is a stable machine-readable reason, for example "signature".
 	Reason string `json:"reason,omitempty"`
+	// Failed lists what failed in a result the registry judged, for example the
+	// diag.dcgm tests that failed and their GPUs.
+	Failed []Failure `json:"failed,omitempty"`
+}
+
+// Failure is one failed check of a judged result: its name, and the GPUs (by index)
+// it failed on, if it concerns GPUs.
+type Failure struct {
+	Name string `json:"name"`
+	GPUs []int  `json:"gpus,omitempty"`
 }
 
 // Error is the one error shape of the project: {code, message, details}.
@@ -122,6 +132,13 @@ func (e *Error) WithPath(path string) *Error {
 func (e *Error) WithReason(reason string) *Error {
 	c := *e
 	c.Details.Reason = reason
+	return &c
+}
+
+// WithFailed returns a copy of e listing what failed.
+func (e *Error) WithFailed(failed []Failure) *Error {
+	c := *e
+	c.Details.Failed = failed
 	return &c
 }
 

@@ -29,6 +29,10 @@ type SystemInfo struct {
 	Vendor      string `json:"vendor,omitempty"`
 	Product     string `json:"product,omitempty"`
 	Serial      string `json:"serial,omitempty"`
+	// BIOSVendor, BIOSVersion and BIOSDate are the firmware's, as SMBIOS gives them.
+	BIOSVendor  string `json:"biosVendor,omitempty"`
+	BIOSVersion string `json:"biosVersion,omitempty"`
+	BIOSDate    string `json:"biosDate,omitempty"`
 }
 
 // NICInfo is one physical network interface in the `nics` section.
@@ -37,6 +41,11 @@ type NICInfo struct {
 	// MAC is lower-case, colon-separated.
 	MAC    string `json:"mac"`
 	Driver string `json:"driver,omitempty"`
+	// PCIAddress is the NIC's PCI function (domain:bus:device.function); empty for a
+	// NIC on another bus.
+	PCIAddress string `json:"pciAddress,omitempty"`
+	// Link is the kernel's operational state: up, down, dormant, ...
+	Link string `json:"link,omitempty"`
 	// SpeedMbps is the negotiated speed; 0 when the link is down or unknown.
 	SpeedMbps int `json:"speedMbps,omitempty"`
 }
@@ -49,6 +58,47 @@ type DiskInfo struct {
 	Rotational bool   `json:"rotational"`
 	Model      string `json:"model,omitempty"`
 	Serial     string `json:"serial,omitempty"`
+	// Transport is the bus the disk hangs on: nvme, sata, sas, virtio, usb, mmc or
+	// scsi (any other SCSI disk); empty when the kernel does not say.
+	Transport string `json:"transport,omitempty"`
+	// Erase is what sysfs says the disk can do to forget its data without writing every
+	// block: Discard (TRIM, deallocate) when its queue takes discards, WriteZeroes when
+	// the device zeroes ranges itself (BLKZEROOUT offloaded). The firmware erases
+	// (NVMe Format and Sanitize, ATA security erase) are not in sysfs: the wipe asks the
+	// device itself.
+	Erase DiskErase `json:"erase"`
+	// ReadOnly and Removable are the kernel's flags of the device.
+	ReadOnly  bool `json:"readOnly,omitempty"`
+	Removable bool `json:"removable,omitempty"`
+}
+
+// DiskErase is a disk's erase capabilities as sysfs shows them.
+type DiskErase struct {
+	Discard     bool `json:"discard"`
+	WriteZeroes bool `json:"writeZeroes"`
+	// Firmware is what the device's firmware says it can erase, asked by the ramdisk as
+	// disk.wipe asks it; nil where nobody asked (bcd node, whose disks are in use, and
+	// disks that are neither NVMe nor SATA).
+	Firmware *FirmwareErase `json:"firmware,omitempty"`
+}
+
+// FirmwareErase is a disk's firmware erase capabilities: for NVMe, Identify Controller's
+// Format NVM (OACS), cryptographic Format (FNA) and Sanitize actions (SANICAP); for SATA,
+// IDENTIFY DEVICE's security feature set, its frozen and locked states, and SANITIZE
+// CRYPTO SCRAMBLE.
+type FirmwareErase struct {
+	NVMeFormat         bool `json:"nvmeFormat,omitempty"`
+	NVMeFormatCrypto   bool `json:"nvmeFormatCrypto,omitempty"`
+	NVMeSanitizeBlock  bool `json:"nvmeSanitizeBlock,omitempty"`
+	NVMeSanitizeCrypto bool `json:"nvmeSanitizeCrypto,omitempty"`
+	ATASecurityErase   bool `json:"ataSecurityErase,omitempty"`
+	ATACryptoScramble  bool `json:"ataCryptoScramble,omitempty"`
+	// ATAFrozen: the firmware froze the security feature set at boot; ATALocked: a
+	// password the ramdisk does not know locks it. Either refuses a security erase.
+	ATAFrozen bool `json:"ataFrozen,omitempty"`
+	ATALocked bool `json:"ataLocked,omitempty"`
+	// Error is why the device could not be asked.
+	Error string `json:"error,omitempty"`
 }
 
 // CPUInfo is the `cpu` section.
@@ -56,6 +106,10 @@ type CPUInfo struct {
 	Model string `json:"model,omitempty"`
 	// Count is the number of logical CPUs.
 	Count int `json:"count"`
+	// Sockets and Cores are the physical packages and cores; 0 where /proc/cpuinfo does
+	// not say (some virtual machines and architectures).
+	Sockets int `json:"sockets,omitempty"`
+	Cores   int `json:"cores,omitempty"`
 }
 
 // MemoryInfo is the `memory` section.
@@ -70,4 +124,11 @@ type GPUInfo struct {
 	// Vendor and Device are the PCI ids, four lower-case hex digits each.
 	Vendor string `json:"vendor"`
 	Device string `json:"device"`
+	// What nvidia-smi says of the GPU, where it runs (the driver is loaded): its name,
+	// UUID, driver version, memory and active NVLinks.
+	Name          string `json:"name,omitempty"`
+	UUID          string `json:"uuid,omitempty"`
+	DriverVersion string `json:"driverVersion,omitempty"`
+	MemoryMiB     int64  `json:"memoryMiB,omitempty"`
+	NVLinks       int    `json:"nvlinks,omitempty"`
 }

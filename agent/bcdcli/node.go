@@ -12,11 +12,11 @@ import (
 var nodeMode = Mode{
 	Name:    "node",
 	Usage:   "[--config-dir DIR] [--root DIR]",
-	Summary: "run the node agent of an installed host: keep its host configuration converged to its NodeSpec",
+	Summary: "run the node agent of an installed host: keep its host configuration converged to its NodeSpec, report its hardware, run diag.dcgm",
 	Define: func(fs *flag.FlagSet) Runner {
 		o := node.Options{}
 		fs.StringVar(&o.ConfigDir, "config-dir", bcdconf.DefaultDir, "the directory `bcd join` wrote")
-		fs.StringVar(&o.Root, "root", "/", "where the host's / is (a chroot)")
+		fs.StringVar(&o.Root, "root", "/", "where the host's / is (a chroot): its files, and the /sys and /proc the inventory and diag.dcgm read")
 		return func(ctx context.Context, env Env) error {
 			o.Log = slog.New(slog.NewTextHandler(env.Stderr, nil))
 			return node.Run(ctx, o)

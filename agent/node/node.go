@@ -4,7 +4,9 @@
 // acknowledged once a pass applied it (no unit failed); each pass's unit results are
 // reported as the `host` inventory section. The last applied NodeSpec is kept in the
 // configuration directory, so a restarted agent converges it again at once and reports
-// its generation in its hello.
+// its generation in its hello. It answers the registry's inventory.refresh and
+// diag.dcgm with the machine's code shared with the ramdisk (hardware/), reading sysfs
+// and procfs under the host's root.
 package node
 
 import (
@@ -22,6 +24,8 @@ import (
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/hardware/dcgm"
+	"github.com/better-compute/better-compute/hardware/inventory"
 	"github.com/better-compute/better-compute/hostconverge"
 	"github.com/better-compute/better-compute/proto"
 )
@@ -55,9 +59,20 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	hw := inventory.Reader{Root: o.Root, Log: o.Log}
+	first, err := hw.Read(ctx)
+	if err != nil { // the hardware sections wait for the registry's inventory.refresh
+		o.Log.Warn("reading the hardware inventory", "err", err)
+	}
 	a.session, err = session.New(session.Config{
 		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
-		ObservedGeneration: last.Generation, Apply: a.apply, Log: o.Log,
+		ObservedGeneration: last.Generation, Apply: a.apply, Log: o.Log, Inventory: inventory.Sections(first),
+		Handlers: map[string]session.Handler{
+			proto.CommandInventoryRefresh: func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+				return hw.Command(ctx, payload, a.session.SetInventory)
+			},
+			proto.CommandDiagDCGM: dcgm.Runner{Root: o.Root, Log: o.Log, Sign: session.SignResult}.Command,
+		},
 	})
 	if err != nil {
 		return err

@@ -1,9 +1,9 @@
 // Package ramdisk is `bcd ramdisk`, the agent of the RAM disk a machine PXE-boots for a
 // deploy: it reads its node id, the registry, the pins and its single-use token from
 // the kernel command line, joins as the node's ramdisk, and runs the commands the
-// registry relays with the ramdisk library (ramdisk/): inventory.refresh with the
-// identity check, deploy.image, boot.kexec, disk.wipe. docs/agent-plane.md lists the
-// payloads.
+// registry relays with the ramdisk library (ramdisk/) and the machine's (hardware/):
+// inventory.refresh with the identity check, deploy.image, boot.kexec, disk.wipe,
+// diag.dcgm. docs/agent-plane.md lists the payloads.
 package ramdisk
 
 import (
@@ -23,13 +23,14 @@ import (
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/agent/join"
 	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/hardware/dcgm"
+	"github.com/better-compute/better-compute/hardware/inventory"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/ramdisk/deploy"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 	"github.com/better-compute/better-compute/ramdisk/firstboot"
 	"github.com/better-compute/better-compute/ramdisk/gpt"
-	"github.com/better-compute/better-compute/ramdisk/inventory"
 	"github.com/better-compute/better-compute/ramdisk/kexec"
 	"github.com/better-compute/better-compute/ramdisk/mount"
 	"github.com/better-compute/better-compute/ramdisk/wipe"
@@ -67,7 +68,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return proto.Errorf(proto.InvalidConfig, "%v", err)
 	}
-	hw, err := inventory.Read(o.SysRoot)
+	hw, err := o.inventory().Read(ctx)
 	if err != nil {
 		return err
 	}
@@ -89,13 +90,13 @@ func Run(ctx context.Context, o Options) error {
 	a := &agent{opts: o, node: boot.Node, stop: stop, only: only}
 	a.session, err = session.New(session.Config{
 		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
-		Inventory: sections(hw), Log: o.Log,
+		Inventory: inventory.Sections(hw), Log: o.Log,
 		Handlers: map[string]session.Handler{
 			proto.CommandInventoryRefresh: a.inventoryRefresh,
 			proto.CommandDeployImage:      a.deployImage,
 			proto.CommandBootKexec:        a.kexec,
 			proto.CommandDiskWipe:         a.wipe,
-			proto.CommandDiagDCGM:         diagDCGM,
+			proto.CommandDiagDCGM:         dcgm.Runner{Root: o.SysRoot, Log: o.Log, Sign: session.SignResult}.Command,
 		},
 	})
 	if err != nil {
@@ -144,24 +145,23 @@ type agent struct {
 
 // inventoryRefresh reads the hardware, refuses a machine that is not the one enrolled,
 // and reports every section.
-func (a *agent) inventoryRefresh(_ context.Context, payload json.RawMessage) (json.RawMessage, error) {
-	var want proto.InventoryRefresh
-	if len(payload) > 0 {
-		if err := json.Unmarshal(payload, &want); err != nil {
-			return nil, proto.Errorf(proto.InvalidInput, "inventory.refresh: %v", err)
+func (a *agent) inventoryRefresh(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+	return a.opts.inventory().Command(ctx, payload, a.session.SetInventory)
+}
+
+// inventory reads the machine under SysRoot, each disk disk.wipe covers with what its
+// firmware says it can erase.
+func (o Options) inventory() inventory.Reader {
+	return inventory.Reader{Root: o.SysRoot, Log: o.Log, Enrich: func(hw *proto.HardwareInventory) {
+		disks, _ := wipe.Select(o.SysRoot, filepath.Join(o.SysRoot, "dev"), hw.Disks)
+		for _, d := range disks {
+			for i := range hw.Disks {
+				if hw.Disks[i].Name == d.Name {
+					hw.Disks[i].Erase.Firmware = wipe.Firmware(d)
+				}
+			}
 		}
-	}
-	hw, err := inventory.Read(a.opts.SysRoot)
-	if err != nil {
-		return nil, err
-	}
-	if err := proto.CheckIdentity(proto.Identity{ProductUUID: want.ProductUUID, MAC: want.MAC}, hw.System, hw.NICs); err != nil {
-		return nil, err
-	}
-	for name, data := range sections(hw) {
-		a.session.SetInventory(name, data)
-	}
-	return json.Marshal(hw)
+	}}
 }
 
 // deployImage writes the image, with the user data and this agent's pinned files for
@@ -298,23 +298,6 @@ func (a *agent) wipeDisks() ([]wipe.Disk, []proto.SkippedDisk, error) {
 	}
 	disks, skipped := wipe.Select(a.opts.SysRoot, filepath.Join(a.opts.SysRoot, "dev"), hw.Disks)
 	return disks, skipped, nil
-}
-
-// diagDCGM is diag.dcgm, which needs NVIDIA's DCGM; the ramdisk carries none.
-func diagDCGM(context.Context, json.RawMessage) (json.RawMessage, error) {
-	return nil, proto.Errorf(proto.Unsupported, "diag.dcgm needs NVIDIA GPUs and DCGM, which this ramdisk does not carry: run it on the node")
-}
-
-// sections are the hardware inventory's sections by name.
-func sections(hw proto.HardwareInventory) map[string]json.RawMessage {
-	out := map[string]json.RawMessage{}
-	for name, v := range map[string]any{proto.SectionSystem: hw.System, proto.SectionNICs: hw.NICs, proto.SectionDisks: hw.Disks,
-		proto.SectionCPU: hw.CPU, proto.SectionMemory: hw.Memory, proto.SectionGPUs: hw.GPUs} {
-		if b, err := json.Marshal(v); err == nil {
-			out[name] = b
-		}
-	}
-	return out
 }
 
 // largestDisk is the device of the largest disk.

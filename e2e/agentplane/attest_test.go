@@ -12,7 +12,6 @@ import (
 
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/attest"
 )
 
@@ -21,21 +20,7 @@ import (
 // answer, and refuses a tampered result, one signed by another node's key, a result
 // replayed from another workflow step, and a bare claim of attested.
 func TestSignedWipeResults(t *testing.T) {
-	var v attest.Verifier
-	var vmu sync.Mutex
-	e := newEnv(t, agents.Config{Received: func(node string, role proto.Role, peer *x509.Certificate, cmd proto.Command, res proto.Result) proto.Result {
-		vmu.Lock()
-		defer vmu.Unlock()
-		return v.Received(node, role, peer, cmd, res)
-	}})
-	vmu.Lock()
-	v.AgentCAs = e.ca.Pool()
-	vmu.Unlock()
-
-	other, err := e.ca.AgentCertificate("node-2", string(proto.RoleNode))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e, other := signingEnv(t)
 	wiped := proto.DiskWipeResult{Mode: proto.WipeQuick, Disks: []proto.WipedDisk{{Name: "vda", SizeBytes: 64 << 20, Method: proto.WipeMethodSignatures,
 		Wiped: true, Bytes: 2 << 20, ReadBack: &proto.ReadBack{Expect: proto.ExpectZeroes, Passed: true}}}}
 	var replayMu sync.Mutex

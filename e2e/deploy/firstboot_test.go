@@ -19,6 +19,9 @@ import (
 const (
 	envFirstBoot = "BC_E2E_FIRSTBOOT" // the directory the installed OS keeps its files in
 	envBCD       = "BC_E2E_BCD"       // the bcd binary
+	// envNodeRoot, when set, is the installed OS's root bcd node runs with (a test's
+	// sysfs with a GPU in it); else a directory of the first boot's own.
+	envNodeRoot = "BC_E2E_NODE_ROOT"
 )
 
 func TestMain(m *testing.M) {
@@ -83,7 +86,10 @@ func firstBoot(dir, diskPath string) error {
 	if err := join.Run(); err != nil {
 		return fmt.Errorf("%q: %w", argv, err)
 	}
-	rootDir := filepath.Join(dir, "root")
+	rootDir := os.Getenv(envNodeRoot)
+	if rootDir == "" {
+		rootDir = filepath.Join(dir, "root")
+	}
 	if err := os.MkdirAll(rootDir, 0o755); err != nil {
 		return err
 	}

@@ -32,6 +32,8 @@ type machine struct {
 	dir         string
 	disk        string
 	productUUID string
+	// env is added to the environment of its ramdisk and of the OS it boots.
+	env []string
 }
 
 // newMachine makes a machine whose firmware reports productUUID and whose disk is an
@@ -252,7 +254,7 @@ func (s *site) setPower(node string, input json.RawMessage) error {
 	}
 	cmd := exec.Command(s.bcd, "ramdisk", "--cmdline", cmdline, "--config-dir", filepath.Join(m.dir, "run-bcd"),
 		"--sys-root", filepath.Join(m.dir, "sys-root"), "--disk", m.disk, "--boot-command", self)
-	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+s.certFile, envFirstBoot+"="+osDir, envBCD+"="+s.bcd)
+	cmd.Env = append(append(os.Environ(), m.env...), "SSL_CERT_FILE="+s.certFile, envFirstBoot+"="+osDir, envBCD+"="+s.bcd)
 	log, err := os.Create(filepath.Join(m.dir, "console.log"))
 	if err != nil {
 		return err

@@ -75,6 +75,7 @@ type DeployStarted struct {
 // enrollment, nodes and deploy.
 func (s *Server) RegisterMetal(svc *metal.Service) {
 	s.registerPools(svc)
+	s.registerInventory()
 	ps := newProfiles(s)
 	Handle(s, "metal.enroll", ActionNodesManage, func(_ context.Context, c *Caller, req EnrollRequest) (out store.Node, err error) {
 		err = s.store.Update(func(tx *store.Tx) error {

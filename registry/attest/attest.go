@@ -31,6 +31,7 @@ type Verifier struct {
 // payload (nil when the signature did not verify) into the result it stores.
 var readers = map[string]func(cmd proto.Command, sr *proto.SignedResult, p *proto.ResultPayload, refused error) (json.RawMessage, error){
 	proto.CommandDiskWipe: readWipe,
+	proto.CommandDiagDCGM: readDCGM,
 }
 
 // Signed reports whether results of kind are node-signed.

@@ -14,5 +14,8 @@ func System(root string) proto.SystemInfo {
 		Vendor:      text(dmi, "sys_vendor"),
 		Product:     text(dmi, "product_name"),
 		Serial:      text(dmi, "product_serial"),
+		BIOSVendor:  text(dmi, "bios_vendor"),
+		BIOSVersion: text(dmi, "bios_version"),
+		BIOSDate:    text(dmi, "bios_date"),
 	}
 }

@@ -1,0 +1,175 @@
+package dcgm
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/google/go-cmp/cmp"
+)
+
+func recorded(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// gpus is the results of one status on GPUs 0 to n-1.
+func gpus(n int, status string) []proto.DCGMEntityResult {
+	out := []proto.DCGMEntityResult{}
+	for i := range n {
+		out = append(out, proto.DCGMEntityResult{Entity: "GPU", ID: i, Status: status})
+	}
+	return out
+}
+
+func TestParseDCGM3(t *testing.T) {
+	res, err := Parse(recorded(t, "dcgm3-pass.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed || res.DCGMVersion != "3.1.0" || len(res.Tests) != 10 {
+		t.Fatalf("passed %v, version %q, %d tests", res.Passed, res.DCGMVersion, len(res.Tests))
+	}
+	// A Deployment check lists its GPUs as "0,1,...,7": one result per GPU.
+	want := proto.DCGMTest{Category: "Deployment", Name: "Denylist", Status: proto.DCGMPass, Results: gpus(8, proto.DCGMPass)}
+	if diff := cmp.Diff(want, res.Tests[0]); diff != "" {
+		t.Errorf("first test (-want +got):\n%s", diff)
+	}
+	// The per-GPU test lists each GPU as a number.
+	want = proto.DCGMTest{Category: "Custom", Name: "software", Status: proto.DCGMPass, Results: gpus(8, proto.DCGMPass)}
+	if diff := cmp.Diff(want, res.Tests[9]); diff != "" {
+		t.Errorf("software (-want +got):\n%s", diff)
+	}
+
+	res, err = Parse(recorded(t, "dcgm3-fail.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed {
+		t.Fatal("a run with failed tests passed")
+	}
+	wantFailures := []proto.Failure{{Name: "Page Retirement/Row Remap", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}, {Name: "software", GPUs: []int{5}}}
+	if diff := cmp.Diff(wantFailures, res.Failures()); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	if w := res.Tests[6].Results[0].Warnings; len(w) != 1 || !strings.Contains(w[0], "row remapping failed") {
+		t.Errorf("warnings %q", w)
+	}
+}
+
+func TestParseDCGM4(t *testing.T) {
+	res, err := Parse(recorded(t, "dcgm4-pass.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Passed || len(res.Tests) != 1 {
+		t.Fatalf("passed %v, %d tests", res.Passed, len(res.Tests))
+	}
+	got := res.Tests[0]
+	if got.Category != "Hardware" || got.Name != "diagnostic" || got.Status != proto.DCGMPass || len(got.Results) != 8 {
+		t.Fatalf("test %+v", got)
+	}
+	if r := got.Results[1]; r.Entity != "GPU" || r.ID != 1 || r.Status != proto.DCGMPass || len(r.Info) != 3 || !strings.Contains(r.Info[2], "GPU 1 calculated") {
+		t.Errorf("GPU 1's result %+v", r)
+	}
+
+	res, err = Parse(recorded(t, "dcgm4-fail.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed {
+		t.Fatal("a run with a failed GPU passed")
+	}
+	if diff := cmp.Diff([]proto.Failure{{Name: "diagnostic", GPUs: []int{2}}}, res.Failures()); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	if w := res.Tests[0].Results[2].Warnings; len(w) != 1 || !strings.Contains(w[0], "619.31 gigaflops") {
+		t.Errorf("GPU 2's warnings %q", w)
+	}
+}
+
+func TestParseStatuses(t *testing.T) {
+	doc := func(summary, result string) string {
+		return `{"DCGM Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [{"name": "software",
+			"results": [{"entity_group": "GPU", "entity_id": 0, "status": "` + result + `"}],
+			"test_summary": {"status": "` + summary + `"}}]}]},
+			"metadata": {"version": "4.2.3", "Driver Version Detected": "580.82.09"}}`
+	}
+	for _, tc := range []struct {
+		summary, result string
+		status          string
+	}{
+		{"Pass", "Pass", proto.DCGMPass},
+		{"Pass", "Warn", proto.DCGMWarn},
+		{"Skip", "Skip", proto.DCGMSkip},
+		// The summary and the results are each enough to fail the test.
+		{"Fail", "Pass", proto.DCGMFail},
+		{"Pass", "Fail", proto.DCGMFail},
+		// A status DCGM may add later is a failure, never a pass.
+		{"Pass", "Inconclusive", proto.DCGMFail},
+	} {
+		res, err := Parse([]byte(doc(tc.summary, tc.result)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Tests[0].Status != tc.status || res.Passed != (tc.status != proto.DCGMFail) {
+			t.Errorf("summary %s, result %s: %s, passed %v", tc.summary, tc.result, res.Tests[0].Status, res.Passed)
+		}
+		if res.DCGMVersion != "4.2.3" || res.DriverVersion != "580.82.09" {
+			t.Errorf("versions %q %q", res.DCGMVersion, res.DriverVersion)
+		}
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	for name, doc := range map[string]string{
+		"not JSON":      "Error: unable to connect to host engine",
+		"another JSON":  `{"health": "ok"}`,
+		"no test":       `{"DCGM Diagnostic": {"test_categories": []}}`,
+		"runtime error": `{"DCGM GPU Diagnostic": {"runtime_error": "Couldn't find the NVVS executable", "version": "3.3.5"}}`,
+		"bad gpu ids":   `{"DCGM GPU Diagnostic": {"test_categories": [{"tests": [{"name": "x", "results": [{"gpu_ids": "0,one", "status": "PASS"}]}]}]}}`,
+	} {
+		if _, err := Parse([]byte(doc)); err == nil {
+			t.Errorf("%s: parsed", name)
+		}
+	}
+}
+
+// FuzzParse: dcgmi's output reaches the parser from the machine; whatever it prints,
+// Parse answers an error or a result whose verdict agrees with its tests.
+func FuzzParse(f *testing.F) {
+	for _, name := range []string{"dcgm3-pass.json", "dcgm3-fail.json", "dcgm4-pass.json", "dcgm4-fail.json"} {
+		f.Add(recorded(f, name))
+	}
+	f.Add([]byte(`{"DCGM GPU Diagnostic": {"test_categories": [null, {"tests": [null, {"results": [null, {"gpu_ids": 3}]}]}]}}`))
+	f.Fuzz(func(t *testing.T, out []byte) {
+		res, err := Parse(out)
+		if err != nil {
+			return
+		}
+		if len(res.Tests) == 0 {
+			t.Fatal("a result without tests")
+		}
+		failed := false
+		for _, tc := range res.Tests {
+			if _, ok := rank[tc.Status]; !ok {
+				t.Fatalf("status %q", tc.Status)
+			}
+			failed = failed || tc.Status == proto.DCGMFail
+			for _, r := range tc.Results {
+				if rank[r.Status] > rank[tc.Status] {
+					t.Fatalf("test %q is %s with a result %s", tc.Name, tc.Status, r.Status)
+				}
+			}
+		}
+		if res.Passed == failed {
+			t.Fatalf("passed %v with failed tests %v", res.Passed, failed)
+		}
+	})
+}

@@ -1,0 +1,281 @@
+package dcgm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/hardware/dcgm/dcgmtest"
+	"github.com/better-compute/better-compute/proto"
+)
+
+// gpuRoot is a machine's sysfs with one NVIDIA GPU under a root of its own.
+func gpuRoot(t *testing.T) string {
+	root := t.TempDir()
+	dcgmtest.NvidiaGPU(t, root)
+	return root
+}
+
+// standIn writes an executable shell script into dir; tests put dir first on PATH.
+func standIn(t *testing.T, dir, name, script string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// closedAddr is a loopback address nothing listens on: where no host engine runs.
+func closedAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// bin is a directory of stand-ins that is the whole PATH of the test, with the tools
+// the scripts use linked in.
+func bin(t *testing.T) string {
+	dir := t.TempDir()
+	for _, tool := range []string{"sh", "cat", "sleep", "rm", "touch", "echo"} {
+		if p, err := hostTool(tool); err == nil {
+			os.Symlink(p, filepath.Join(dir, tool))
+		}
+	}
+	t.Setenv("PATH", dir)
+	return dir
+}
+
+func hostTool(tool string) (string, error) {
+	for _, d := range []string{"/usr/bin", "/bin"} {
+		if _, err := os.Stat(filepath.Join(d, tool)); err == nil {
+			return filepath.Join(d, tool), nil
+		}
+	}
+	return "", os.ErrNotExist
+}
+
+func reasonOf(err error) (proto.Code, string) {
+	e := proto.AsError(err)
+	return e.Code, e.Details.Reason
+}
+
+func TestRunWithoutGPU(t *testing.T) {
+	dir := bin(t)
+	standIn(t, dir, "dcgmi", "exit 0\n")
+	_, err := Runner{Root: t.TempDir()}.Run(t.Context(), 1)
+	if code, reason := reasonOf(err); code != proto.Unsupported || reason != ReasonNoGPU {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestRunWithoutDCGM(t *testing.T) {
+	bin(t) // no dcgmi on PATH
+	_, err := Runner{Root: gpuRoot(t)}.Run(t.Context(), 1)
+	if code, reason := reasonOf(err); code != proto.Unsupported || reason != ReasonMissing {
+		t.Fatalf("%v", err)
+	}
+	if !strings.Contains(err.Error(), "1 NVIDIA GPU") {
+		t.Errorf("the message does not say what was found: %v", err)
+	}
+}
+
+func TestRunRefusesLevels(t *testing.T) {
+	for _, level := range []int{-1, 5} {
+		_, err := Runner{Root: gpuRoot(t)}.Run(t.Context(), level)
+		if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != "level" {
+			t.Errorf("level %d: %v", level, err)
+		}
+	}
+}
+
+// The stand-in host engine writes its pid and its argv, makes its socket, and removes
+// it when stopped; the stand-in dcgmi checks it was pointed at that socket, which exists.
+const hostEngine = `
+while [ $# -gt 0 ]; do
+	case "$1" in --domain-socket) sock="$2"; shift;; esac
+	shift
+done
+echo $$ > "$STATE/engine.pid"
+trap 'rm -f "$sock"; echo stopped > "$STATE/engine.stopped"; exit 0' TERM
+touch "$sock"
+while :; do sleep 1; done
+`
+
+const dcgmiOnSocket = `
+echo "$@" > "$STATE/dcgmi.args"
+case "$*" in *"--host unix://"*) ;; *) echo "not pointed at the started host engine" >&2; exit 3;; esac
+sock="${*##*unix://}"
+[ -e "$sock" ] || { echo "no host engine at $sock" >&2; exit 4; }
+cat "$RECORDED"
+exit "$EXIT"
+`
+
+func TestRunStartsAndStopsHostEngine(t *testing.T) {
+	dir, state := bin(t), t.TempDir()
+	standIn(t, dir, "nv-hostengine", hostEngine)
+	standIn(t, dir, "dcgmi", dcgmiOnSocket)
+	t.Setenv("STATE", state)
+	for _, tc := range []struct {
+		recorded string
+		exit     int
+		passed   bool
+	}{
+		{"dcgm4-pass.json", 0, true},
+		// dcgmi exits non-zero when a test fails; its JSON is the answer all the same.
+		{"dcgm3-fail.json", 226, false},
+	} {
+		abs := dcgmtest.Recorded(tc.recorded)
+		t.Setenv("RECORDED", abs)
+		t.Setenv("EXIT", strconv.Itoa(tc.exit))
+		os.Remove(filepath.Join(state, "engine.stopped"))
+		res, err := Runner{Root: gpuRoot(t), HostEngineAddr: closedAddr(t)}.Run(t.Context(), 2)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.recorded, err)
+		}
+		if res.Passed != tc.passed || res.Level != 2 || len(res.Tests) == 0 {
+			t.Errorf("%s: passed %v, level %d, %d tests", tc.recorded, res.Passed, res.Level, len(res.Tests))
+		}
+		args, _ := os.ReadFile(filepath.Join(state, "dcgmi.args"))
+		if !strings.HasPrefix(string(args), "diag -r 2 -j --host unix://") {
+			t.Errorf("dcgmi ran with %q", args)
+		}
+		if _, err := os.Stat(filepath.Join(state, "engine.stopped")); err != nil {
+			t.Errorf("%s: the started host engine was not stopped", tc.recorded)
+		}
+	}
+}
+
+func TestRunUsesARunningHostEngine(t *testing.T) {
+	dir, state := bin(t), t.TempDir()
+	standIn(t, dir, "nv-hostengine", `touch "$STATE/engine.started"; exit 1`)
+	standIn(t, dir, "dcgmi", `echo "$@" > "$STATE/dcgmi.args"; cat "$RECORDED"`)
+	abs := dcgmtest.Recorded("dcgm3-pass.json")
+	t.Setenv("STATE", state)
+	t.Setenv("RECORDED", abs)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	res, err := Runner{Root: gpuRoot(t), HostEngineAddr: l.Addr().String()}.Run(t.Context(), 1)
+	if err != nil || !res.Passed {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "engine.started")); err == nil {
+		t.Error("a host engine was started beside the running one")
+	}
+	if args, _ := os.ReadFile(filepath.Join(state, "dcgmi.args")); strings.TrimSpace(string(args)) != "diag -r 1 -j --host "+l.Addr().String() {
+		t.Errorf("dcgmi ran with %q", args)
+	}
+}
+
+func TestRunFailures(t *testing.T) {
+	for name, tc := range map[string]struct {
+		engine, dcgmi string
+		code          proto.Code
+		says          string
+	}{
+		"no result":      {hostEngine, `echo "Error: unable to establish a connection to the host engine" >&2; exit 1`, proto.DriverError, "unable to establish"},
+		"engine dies":    {`echo "NVML could not be loaded" >&2; exit 1`, `exit 0`, proto.DriverError, "NVML could not be loaded"},
+		"engine missing": {"", `exit 0`, proto.Unsupported, "nv-hostengine is missing"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := bin(t)
+			t.Setenv("STATE", t.TempDir())
+			if tc.engine != "" {
+				standIn(t, dir, "nv-hostengine", tc.engine)
+			}
+			standIn(t, dir, "dcgmi", tc.dcgmi)
+			_, err := Runner{Root: gpuRoot(t), HostEngineAddr: closedAddr(t)}.Run(t.Context(), 1)
+			if e := proto.AsError(err); e.Code != tc.code || !strings.Contains(e.Message, tc.says) {
+				t.Fatalf("%v", err)
+			}
+		})
+	}
+}
+
+// A cancelled run (the agent stopping, the timeout) kills dcgmi's whole process group:
+// the stand-in starts a child as nvvs would, and neither survives.
+func TestRunCancelKillsTheProcessGroup(t *testing.T) {
+	dir, state := bin(t), t.TempDir()
+	standIn(t, dir, "nv-hostengine", hostEngine)
+	standIn(t, dir, "dcgmi", `sleep 600 & echo $! > "$STATE/child.pid"; echo $$ > "$STATE/dcgmi.pid"; wait`)
+	t.Setenv("STATE", state)
+	for _, how := range []string{"cancel", "timeout"} {
+		os.Remove(filepath.Join(state, "child.pid"))
+		ctx, cancel := context.WithCancel(t.Context())
+		r := Runner{Root: gpuRoot(t), HostEngineAddr: closedAddr(t)}
+		if how == "timeout" {
+			r.Timeout = 2 * time.Second
+		} else {
+			go func() {
+				waitFile(t, filepath.Join(state, "child.pid"))
+				cancel()
+			}()
+		}
+		_, err := r.Run(ctx, 3)
+		cancel()
+		// A timeout is the answer TIMEOUT; the agent stopping gives no answer (the
+		// registry sends the command to its next run).
+		if how == "timeout" && proto.CodeOf(err) != proto.Timeout || how == "cancel" && !errors.Is(err, context.Canceled) {
+			t.Errorf("%s: %v", how, err)
+		}
+		for _, f := range []string{"child.pid", "dcgmi.pid", "engine.pid"} {
+			b, _ := os.ReadFile(filepath.Join(state, f))
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			if pid > 0 && alive(pid) {
+				t.Errorf("%s: %s %d still runs", how, f, pid)
+			}
+		}
+	}
+}
+
+func waitFile(t *testing.T, path string) {
+	for range 600 {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("%s never appeared", path)
+}
+
+// alive reports whether pid runs (a zombie waiting for its reaper does not).
+func alive(pid int) bool {
+	for range 100 { // the kernel reaps a killed process's children shortly after
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil || strings.Contains(string(b), ") Z ") {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return syscall.Kill(pid, 0) == nil
+}
+
+func TestCommand(t *testing.T) {
+	bin(t)
+	_, err := Runner{Root: t.TempDir()}.Command(t.Context(), json.RawMessage(`{"level": "high"}`))
+	if !errors.Is(err, &proto.Error{Code: proto.InvalidInput}) {
+		t.Errorf("%v", err)
+	}
+}

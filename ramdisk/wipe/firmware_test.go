@@ -1,0 +1,26 @@
+package wipe
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A disk the firmware cannot be asked of (a file, as in tests and on a machine whose
+// kernel refuses the ioctl) says why; a disk on another bus is not asked.
+func TestFirmware(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "disk")
+	if err := os.WriteFile(path, make([]byte, 4096), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for transport, says := range map[string]string{"nvme": "NVME_IOCTL_ID", "sata": "ATA IDENTIFY DEVICE"} {
+		got := Firmware(Disk{Path: path, Transport: transport})
+		if got == nil || !strings.Contains(got.Error, says) || got.NVMeFormat || got.ATASecurityErase {
+			t.Errorf("%s on a file: %+v", transport, got)
+		}
+	}
+	if got := Firmware(Disk{Path: path, Transport: "virtio"}); got != nil {
+		t.Errorf("virtio: %+v", got)
+	}
+}
