@@ -12,11 +12,18 @@ const (
 	cdPath      = managerPath + "/VirtualMedia/CD1"
 )
 
-// cd is the state of the manager's virtual CD.
-type cd struct {
+// Media is the state of the manager's virtual CD.
+type Media struct {
 	Image          string
 	Inserted       bool
 	WriteProtected bool
+}
+
+// Media returns the virtual CD as it stands.
+func (s *Server) Media() Media {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.media
 }
 
 // withMedia answers 404 for every virtual media resource of a BMC without any.
@@ -84,13 +91,13 @@ func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "Base.1.8.ResourceInUse", "The change to the requested resource failed because the resource is in use or in transition.")
 		return
 	}
-	s.media = cd{Image: body.Image, Inserted: body.Inserted == nil || *body.Inserted, WriteProtected: body.WriteProtected == nil || *body.WriteProtected}
+	s.media = Media{Image: body.Image, Inserted: body.Inserted == nil || *body.Inserted, WriteProtected: body.WriteProtected == nil || *body.WriteProtected}
 	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) ejectMedia(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.media = cd{}
+	s.media = Media{}
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -71,7 +71,7 @@ type Server struct {
 	mu       sync.Mutex
 	power    power
 	boot     BootOverride
-	media    cd
+	media    Media
 	sessions map[string]string // token -> session id
 	nextID   int
 	resets   []string
