@@ -158,11 +158,11 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	mux.Handle("GET "+joinwire.WellKnownPath, wellKnown)
 	mux.Handle("/", plane.sites.KickAfter(apiSrv))
 	httpsSrv := &http.Server{
-		Handler:           mux,
-		TLSConfig:         &tls.Config{GetCertificate: cert.get, MinVersion: tls.VersionTLS13},
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
+		Handler:   mux,
+		TLSConfig: &tls.Config{GetCertificate: cert.get, MinVersion: tls.VersionTLS13},
+		ErrorLog:  slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
 	}
+	api.BoundServer(httpsSrv)
 	hostSrv := &http.Server{Handler: plane.sites.KickAfter(apiSrv.HostHandler()), ReadHeaderTimeout: 10 * time.Second}
 	runs, stopRuns := context.WithCancel(ctx)
 	defer engine.Wait()

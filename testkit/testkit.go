@@ -8,11 +8,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -124,6 +126,27 @@ func (r *Registry) Stop() {
 		r.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// PeakRSS is the most resident memory the registry's process has used since it started
+// (VmHWM of /proc/PID/status), in bytes.
+func (r *Registry) PeakRSS(t testing.TB) int64 {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("read the registry's memory use: %v", err)
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("VmHWM %q: %v", line, err)
+			}
+			return n << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", r.cmd.Process.Pid)
+	return 0
 }
 
 // Kill stops the registry at once (SIGKILL), as a crash would.

@@ -1,0 +1,195 @@
+package cli_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/testkit"
+)
+
+// hugeBody is the size of the join.join bodies the stranger tests send: what the API read
+// whole into memory before join bodies were capped.
+const hugeBody = 4 << 20
+
+// strangerTLS is the TLS configuration of a stranger that trusts the registry's serving CA
+// and offers the given application protocols.
+func strangerTLS(t *testing.T, reg *testkit.Registry, protos ...string) *tls.Config {
+	t.Helper()
+	cfg, err := api.LoadClientConfig(reg.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(cfg.ServingCA))
+	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: protos, MinVersion: tls.VersionTLS13}
+}
+
+// stillAnswers checks that an authenticated caller is answered while strangers hold the
+// registry's connections.
+func stillAnswers(t *testing.T, reg *testkit.Registry) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out struct{ Tenants []struct{ ID string } }
+	if err := testkit.Client(t, reg.AdminConfig).Call(ctx, "tenants.list", struct{}{}, &out); err != nil || len(out.Tenants) != 1 {
+		t.Fatalf("an authenticated call while strangers hold connections: %v, %+v", err, out)
+	}
+}
+
+// checkPeakRSS fails the test when the registry ever held more than limit bytes resident.
+func checkPeakRSS(t *testing.T, reg *testkit.Registry, limit int64) {
+	t.Helper()
+	peak := reg.PeakRSS(t)
+	t.Logf("registry peak RSS: %d MiB", peak>>20)
+	if peak > limit {
+		t.Errorf("the registry's resident memory reached %d MiB, over %d MiB", peak>>20, limit>>20)
+	}
+}
+
+// slowJoin sends join.join on its own TLS connection with a Content-Length of hugeBody,
+// then writes all of the body but its last byte as fast as the registry takes it, and
+// holds the connection. It returns once it has written that much or the registry has
+// stopped reading.
+func slowJoin(addr string, conf *tls.Config, hold *sync.WaitGroup, conns chan<- io.Closer) {
+	defer hold.Done()
+	c, err := tls.Dial("tcp", addr, conf)
+	if err != nil {
+		return
+	}
+	conns <- c
+	prefix := `{"nodeId":"`
+	if _, err := fmt.Fprintf(c, "POST /v1/join.join HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", addr, hugeBody, prefix); err != nil {
+		return
+	}
+	chunk := []byte(strings.Repeat("a", 64<<10))
+	for left := hugeBody - len(prefix) - 1; left > 0; left -= len(chunk) {
+		if _, err := c.Write(chunk[:min(left, len(chunk))]); err != nil {
+			return
+		}
+	}
+}
+
+func TestJoinSlowBodiesStayUnder256MiB(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	addr := strings.TrimPrefix(reg.URL, "https://")
+	conf := strangerTLS(t, reg, "http/1.1")
+	const strangers = 300
+	var hold sync.WaitGroup
+	conns := make(chan io.Closer, strangers)
+	defer func() {
+		close(conns)
+		for c := range conns {
+			c.Close()
+		}
+	}()
+	hold.Add(strangers)
+	for range strangers {
+		go slowJoin(addr, conf, &hold, conns)
+	}
+	hold.Wait()
+	stillAnswers(t, reg)
+	checkPeakRSS(t, reg, 256<<20)
+}
+
+// heldBody is a request body of hugeBody bytes but one that gives all but the last byte
+// and then waits until released: a stranger's slow upload.
+type heldBody struct {
+	left    int
+	reached func()
+	release <-chan struct{}
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	if b.left <= 1 {
+		b.reached()
+		<-b.release
+		return 0, errors.New("released")
+	}
+	n := min(len(p), b.left-1)
+	for i := range p[:n] {
+		p[i] = 'a'
+	}
+	b.left -= n
+	return n, nil
+}
+
+func TestIdleConnectionsAndHTTP2StreamsStayUnder256MiB(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	addr := strings.TrimPrefix(reg.URL, "https://")
+
+	// 2,000 connections that each ask for the well-known document once and then idle.
+	const idle = 2000
+	conf := strangerTLS(t, reg, "http/1.1")
+	var idlers []io.Closer
+	defer func() {
+		for _, c := range idlers {
+			c.Close()
+		}
+	}()
+	for range idle {
+		c, err := tls.Dial("tcp", addr, conf)
+		if err != nil {
+			t.Fatalf("idle connection %d: %v", len(idlers), err)
+		}
+		idlers = append(idlers, c)
+		fmt.Fprintf(c, "GET /.well-known/better-compute HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	}
+
+	// One HTTP/2 connection with as many join.join streams as the registry lets it open,
+	// each sending all of a huge body but its last byte: the transport dials once, and a
+	// request for which the connection has no stream left fails.
+	const streams = 250
+	h2conf := strangerTLS(t, reg, "h2")
+	var dialed sync.Once
+	tr := &http.Transport{Protocols: new(http.Protocols), DialTLSContext: func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+		err = errors.New("one connection only")
+		dialed.Do(func() { c, err = (&tls.Dialer{Config: h2conf}).DialContext(ctx, network, addr) })
+		return c, err
+	}}
+	tr.Protocols.SetHTTP2(true)
+	defer tr.CloseIdleConnections()
+	if resp, err := tr.RoundTrip(must(http.NewRequest(http.MethodGet, reg.URL+"/.well-known/better-compute", nil))); err != nil || resp.ProtoMajor != 2 {
+		t.Fatalf("HTTP/2 connection: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	release := make(chan struct{})
+	defer close(release)
+	var sent sync.WaitGroup
+	sent.Add(streams)
+	for range streams {
+		go func() {
+			var once sync.Once
+			done := func() { once.Do(sent.Done) }
+			defer done()
+			req := must(http.NewRequest(http.MethodPost, reg.URL+"/v1/join.join", &heldBody{left: hugeBody, reached: done, release: release}))
+			req.ContentLength = hugeBody
+			req.Header.Set("Content-Type", "application/json")
+			if resp, err := tr.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	sent.Wait()
+
+	stillAnswers(t, reg)
+	checkPeakRSS(t, reg, 256<<20)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
