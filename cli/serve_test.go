@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -192,4 +193,80 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// rawCall posts body to method with the admin credential, as a client that builds its own
+// requests would, and returns the status and the error answered (if any).
+func rawCall(t *testing.T, reg *testkit.Registry, method, contentType, body string) (int, testkit.ErrorObject) {
+	t.Helper()
+	cfg, err := api.LoadClientConfig(reg.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := must(http.NewRequest(http.MethodPost, reg.URL+"/v1/"+method, strings.NewReader(body)))
+	req.Header.Set("Authorization", "Bearer "+cfg.Credential)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: strangerTLS(t, reg)}}
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e testkit.ErrorObject
+	if resp.StatusCode != http.StatusOK {
+		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
+			t.Fatalf("%s answered %s: %v", method, resp.Status, err)
+		}
+	}
+	return resp.StatusCode, e
+}
+
+func TestRequestBodiesAreStrict(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", "acme")
+	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", "globex")
+	put := func(tenant string) string {
+		return `"ref":"secret://planted","value":"aGk=","tenantId":"` + tenant + `"`
+	}
+	for name, tc := range map[string]struct {
+		contentType, body string
+		status            int
+		path, says        string
+	}{
+		// A proxy that reads the first tenantId lets the call through for acme; Go's
+		// encoding/json alone takes the last.
+		"duplicate tenantId": {"application/json", `{"tenantId":"acme",` + put("globex") + `}`, 400, "tenantId", "duplicate"},
+		// encoding/json alone matches keys regardless of case, the last one winning.
+		"TenantID beside tenantId": {"application/json", `{"tenantId":"acme","ref":"secret://planted","value":"aGk=","TenantID":"globex"}`, 400, "TenantID", `write "tenantId"`},
+		"TENANTID alone":           {"application/json", `{"TENANTID":"globex","ref":"secret://planted","value":"aGk="}`, 400, "TENANTID", "case-sensitive"},
+		"a number for a string":    {"application/json", `{"tenantId":7,"ref":"secret://planted","value":"aGk="}`, 400, "tenantId", "must be a string, not a number"},
+		"unknown field":            {"application/json", `{` + put("globex") + `,"owner":"acme"}`, 400, "owner", "unknown field"},
+		"text/plain":               {"text/plain", `{` + put("globex") + `}`, 415, "Content-Type", "application/json"},
+		"no Content-Type":          {"", `{` + put("globex") + `}`, 415, "Content-Type", "application/json"},
+		"JSON in another charset":  {"application/json; charset=latin1", `{` + put("globex") + `}`, 415, "Content-Type", "application/json"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			status, e := rawCall(t, reg, "secrets.put", tc.contentType, tc.body)
+			if status != tc.status || e.Code != "INVALID_INPUT" || e.Details.Path != tc.path || !strings.Contains(e.Message, tc.says) {
+				t.Errorf("answered %d %+v; want %d INVALID_INPUT at %s saying %q", status, e, tc.status, tc.path, tc.says)
+			}
+			if strings.Contains(e.Message, "Go ") || strings.Contains(e.Message, "json:") {
+				t.Errorf("the message speaks of the decoder: %q", e.Message)
+			}
+		})
+	}
+	// Nothing was stored for either tenant, and a well-formed call (charset and all) works.
+	for _, tenant := range []string{"acme", "globex"} {
+		var list struct{ Secrets []struct{ Ref string } }
+		testkit.JSON(t, reg.AdminConfig, &list, "secrets", "list", "--tenant", tenant)
+		if len(list.Secrets) != 0 {
+			t.Errorf("tenant %s holds %+v", tenant, list.Secrets)
+		}
+	}
+	if status, e := rawCall(t, reg, "secrets.put", "application/json; charset=UTF-8", `{`+put("acme")+`}`); status != 200 {
+		t.Errorf("a well-formed call: %d %+v", status, e)
+	}
 }

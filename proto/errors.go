@@ -116,6 +116,18 @@ func (e *Error) Is(target error) bool {
 // string argument formatted with %q is quoted by Quote, so that an error never echoes
 // more than a short prefix of an input.
 func Errorf(code Code, format string, args ...any) *Error {
+	err := fmt.Errorf(format, quoteInputs(args)...)
+	return &Error{Code: code, Message: err.Error(), cause: errors.Unwrap(err)}
+}
+
+// Sprintf is fmt.Sprintf, but a string argument formatted with %q is quoted by Quote, as
+// Errorf does: for messages made elsewhere that end up in an error.
+func Sprintf(format string, args ...any) string {
+	return fmt.Sprintf(format, quoteInputs(args)...)
+}
+
+// quoteInputs returns args with each string made an input.
+func quoteInputs(args []any) []any {
 	quoted := make([]any, len(args))
 	for i, a := range args {
 		if s, ok := a.(string); ok {
@@ -123,8 +135,7 @@ func Errorf(code Code, format string, args ...any) *Error {
 		}
 		quoted[i] = a
 	}
-	err := fmt.Errorf(format, quoted...)
-	return &Error{Code: code, Message: err.Error(), cause: errors.Unwrap(err)}
+	return quoted
 }
 
 // MaxQuoted is the most of an input, in bytes, that an error message quotes.

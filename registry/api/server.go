@@ -12,13 +12,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"mime"
 	"net/http"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -119,30 +123,50 @@ func typed[Req, Resp any](f func(ctx context.Context, c *Caller, req Req) (Resp,
 	}
 }
 
-// DecodeStrict decodes one JSON value into v, refusing unknown fields and trailing data,
-// with INVALID_INPUT naming the offending field.
+// bodyLimits bound the parse of a body already within its size limit; a profile document
+// nests at most 32 deep within a request.
+var bodyLimits = jsondoc.Limits{MaxBytes: math.MaxInt, MaxDepth: 64}
+
+// DecodeStrict decodes one JSON value into v strictly, with INVALID_INPUT naming the
+// offending field: the body is RFC 8259 JSON without duplicate keys (jsondoc.Parse), and
+// its keys name v's fields exactly, each value of its field's JSON type (Report.Shape;
+// encoding/json alone would take unknown-case keys and the last of duplicates).
 func DecodeStrict(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("trailing data after the JSON object")
+	root, perr := jsondoc.Parse(body, bodyLimits)
+	if perr != nil {
+		return proto.Errorf(proto.InvalidInput, "the body is not acceptable JSON: %s", perr.Error()).WithPath(string(perr.Path))
 	}
-	if err == nil {
+	var r jsondoc.Report
+	r.Shape(root, "", reflect.TypeOf(v))
+	if r.Len() > 0 {
+		first := r.Problems()[0]
+		return proto.Errorf(proto.InvalidInput, "%s", first.Message).WithPath(string(first.Path))
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		// Only a type that decodes itself can fail here; its error names no Go type.
+		e := proto.Errorf(proto.InvalidInput, "the body: %v", err)
+		if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+			e = proto.Errorf(proto.InvalidInput, "%s cannot be %s", typeErr.Field, typeErr.Value).WithPath(typeErr.Field)
+		}
+		return e
+	}
+	return nil
+}
+
+// checkContentType refuses a body that is not sent as JSON.
+func checkContentType(r *http.Request) error {
+	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	json := err == nil && mediaType == "application/json"
+	for name, value := range params {
+		json = json && name == "charset" && strings.EqualFold(value, "utf-8")
+	}
+	if json {
 		return nil
 	}
-	e := proto.Errorf(proto.InvalidInput, "request body: %v", err)
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		e = proto.Errorf(proto.InvalidInput, "%s must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value).WithPath(typeErr.Field)
-	} else if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		field = strings.Trim(field, `"`)
-		e = proto.Errorf(proto.InvalidInput, "unknown field %q", field).WithPath(field)
-	}
-	return e
+	return proto.Errorf(proto.InvalidInput, "the body is sent as %q: send it as JSON, with Content-Type: application/json (charset utf-8 if any)", r.Header.Get("Content-Type")).WithPath("Content-Type")
 }
 
 // ServeHTTP serves bearer-authenticated calls (the HTTPS listener).
@@ -189,6 +213,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 		}
 		if m.Action != "" && !caller.Can(m.Action) {
 			return proto.Errorf(proto.Forbidden, "%s needs the action %s, which this credential does not have", name, m.Action)
+		}
+		if err := checkContentType(r); err != nil {
+			status = http.StatusUnsupportedMediaType
+			return err
 		}
 		var body []byte
 		if body, status, err = readBody(w, r, name, cmp.Or(m.MaxBody, maxBody)); err != nil {
