@@ -8,12 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/testkit"
@@ -269,4 +275,168 @@ func TestRequestBodiesAreStrict(t *testing.T) {
 	if status, e := rawCall(t, reg, "secrets.put", "application/json; charset=UTF-8", `{`+put("acme")+`}`); status != 200 {
 		t.Errorf("a well-formed call: %d %+v", status, e)
 	}
+}
+
+func TestServeRefusesADataDirectoryOthersCanEnter(t *testing.T) {
+	for _, mode := range []os.FileMode{0o755, 0o750, 0o701} {
+		t.Run(mode.String(), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data")
+			if err := os.Mkdir(dir, mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, mode); err != nil {
+				t.Fatal(err)
+			}
+			e := testkit.Fails(t, "", "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0")
+			if e.Code != "INVALID_CONFIG" || e.Details.Path != "--data-dir" || !strings.Contains(e.Message, "chmod 700 "+dir) {
+				t.Errorf("serve on a data directory of mode %v: %+v", mode, e)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("serve wrote %v into the data directory it refused", entries)
+			}
+		})
+	}
+}
+
+// socketWatch reports, for each entry that appears in dir, its mode at the moment it is
+// seen there, until stop is closed.
+func socketWatch(t *testing.T, dir string) (modes func() map[string][]os.FileMode, stop func()) {
+	t.Helper()
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := syscall.InotifyAddWatch(fd, dir, syscall.IN_CREATE|syscall.IN_MOVED_TO|syscall.IN_ATTRIB); err != nil {
+		t.Fatal(err)
+	}
+	events := os.NewFile(uintptr(fd), "inotify") // non-blocking: Close ends a Read
+	seen := map[string][]os.FileMode{}
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := events.Read(buf)
+			if err != nil || n <= 0 {
+				return
+			}
+			for off := 0; off+syscall.SizeofInotifyEvent <= n; {
+				ev := (*syscall.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				name := strings.TrimRight(string(buf[off+syscall.SizeofInotifyEvent:off+syscall.SizeofInotifyEvent+int(ev.Len)]), "\x00")
+				off += syscall.SizeofInotifyEvent + int(ev.Len)
+				if st, err := os.Lstat(filepath.Join(dir, name)); err == nil {
+					mu.Lock()
+					seen[name] = append(seen[name], st.Mode())
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	return func() map[string][]os.FileMode {
+			mu.Lock()
+			defer mu.Unlock()
+			return maps.Clone(seen)
+		}, func() {
+			events.Close()
+			<-done
+		}
+}
+
+func TestAdminSocketIsNeverOpenToOthers(t *testing.T) {
+	// The most permissive umask: whatever serve makes takes its mode from it.
+	defer syscall.Umask(syscall.Umask(0))
+	parent := t.TempDir()
+
+	// A data directory serve makes itself is 0700.
+	fresh := filepath.Join(parent, "new", "data")
+	reg := testkit.StartRegistry(t, fresh)
+	if st, err := os.Stat(fresh); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("the data directory serve made: %v, %v", st.Mode(), err)
+	}
+	reg.Stop()
+
+	// Each time the socket, or anything else, appears in the data directory, it is open to
+	// no one but its owner.
+	modes, stop := socketWatch(t, fresh)
+	reg = testkit.StartRegistry(t, fresh)
+	sock := filepath.Join(fresh, api.AdminSocket)
+	st, err := os.Lstat(sock)
+	if err != nil || st.Mode().Type() != os.ModeSocket || st.Mode().Perm() != 0o600 {
+		t.Fatalf("admin socket: %v, %v", st.Mode(), err)
+	}
+	stop()
+	seen := modes()
+	if len(seen[api.AdminSocket]) == 0 {
+		t.Fatalf("the socket was never seen appearing: %v", seen)
+	}
+	for name, ms := range seen {
+		for _, m := range ms {
+			if m.Perm()&0o077 != 0 {
+				t.Errorf("%s appeared in the data directory with mode %v", name, m)
+			}
+		}
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(fresh, ".a-*")); len(leftovers) != 0 {
+		t.Errorf("left behind: %v", leftovers)
+	}
+
+	// Another user of the host cannot connect, whatever it tries.
+	if os.Geteuid() != 0 {
+		t.Log("not root: the check that another user cannot connect is left out")
+		return
+	}
+	for _, d := range []string{filepath.Dir(parent), parent, filepath.Dir(fresh)} {
+		if err := os.Chmod(d, 0o755); err != nil { // only the data directory and the socket stand in the way
+			t.Fatal(err)
+		}
+	}
+	if out, err := asNobody(t, sock); err == nil || !strings.Contains(out, "connect: permission denied") {
+		t.Errorf("user nobody connecting to %s: %v: %s", sock, err, out)
+	}
+}
+
+// asNobody runs this test binary as user nobody (65534) to connect to the socket at path.
+func asNobody(t *testing.T, path string) (string, error) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "bc-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyTo := filepath.Join(dir, "cli.test")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copyTo, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(copyTo, "-test.run=^TestConnectHelper$")
+	cmd.Env = []string{"BC_CONNECT=" + path}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestConnectHelper is the process asNobody runs: it connects to BC_CONNECT and asks for
+// the tenants, failing on any refusal.
+func TestConnectHelper(t *testing.T) {
+	path := os.Getenv("BC_CONNECT")
+	if path == "" {
+		t.Skip("runs only as asNobody's child")
+	}
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
 }
