@@ -29,8 +29,8 @@ import (
 // What one caller may cost the registry. Only join.join is public; every other method is
 // refused before its body is read unless its bearer credential authenticates.
 const (
-	// maxBody bounds an authenticated request body: a profile document or a user-data
-	// template (1 MiB each) sent as a JSON string, with room for its escapes.
+	// maxBody bounds an authenticated request body: the largest is a profile document
+	// (at most 1 MiB) sent as a JSON string, with room for its escapes.
 	maxBody = 2 << 20
 	// maxPublic bounds the public calls served at once; one more is answered UNAVAILABLE
 	// at once, with Retry-After, and its connection closed.
@@ -159,11 +159,11 @@ func DecodeStrict(body []byte, v any) error {
 // checkContentType refuses a body that is not sent as JSON.
 func checkContentType(r *http.Request) error {
 	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	json := err == nil && mediaType == "application/json"
+	isJSON := err == nil && mediaType == "application/json"
 	for name, value := range params {
-		json = json && name == "charset" && strings.EqualFold(value, "utf-8")
+		isJSON = isJSON && name == "charset" && strings.EqualFold(value, "utf-8")
 	}
-	if json {
+	if isJSON {
 		return nil
 	}
 	return proto.Errorf(proto.InvalidInput, "the body is sent as %q: send it as JSON, with Content-Type: application/json (charset utf-8 if any)", r.Header.Get("Content-Type")).WithPath("Content-Type")

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // The shapes of names in a profile.
@@ -25,7 +27,7 @@ var (
 func checkImageRef(ref string) error {
 	name, version, ok := strings.Cut(ref, "@")
 	if !ok || !imageName.MatchString(name) || !imageVersion.MatchString(version) {
-		return fmt.Errorf("%q is not an image reference name@version: a name of 1 to 128 of a-z, 0-9, ., _ and - starting with a letter or digit, then a version of 1 to 64 of A-Z, a-z, 0-9, ., _, + and - starting with a letter or digit", ref)
+		return fmt.Errorf("%s is not an image reference name@version: a name of 1 to 128 of a-z, 0-9, ., _ and - starting with a letter or digit, then a version of 1 to 64 of A-Z, a-z, 0-9, ., _, + and - starting with a letter or digit", proto.Quote(ref))
 	}
 	return nil
 }
@@ -41,7 +43,7 @@ func checkHTTPSURL(s string) error {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Opaque != "" || strings.ContainsFunc(s, isSpaceOrControl):
-		return fmt.Errorf("%q is not an https URL", s)
+		return fmt.Errorf("%s is not an https URL", proto.Quote(s))
 	case u.User != nil:
 		return fmt.Errorf("the URL may not carry user info")
 	}
