@@ -277,6 +277,30 @@ func TestRequestBodiesAreStrict(t *testing.T) {
 	}
 }
 
+func TestErrorsQuoteAShortPrefixOfTheInput(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	long := strings.Repeat("N", 4000)
+	for name, tc := range map[string]struct {
+		method, body, path string
+		status             int
+	}{
+		"a join's node id":       {"join.join", `{"nodeId":"` + long + `","role":"node","publicKey":"","sealedToken":""}`, "nodeId", 400},
+		"an unknown field":       {"join.join", `{"` + long + `":1}`, long, 400},
+		"a tenant's name":        {"tenants.create", `{"name":"` + long + `"}`, "name", 400},
+		"a join body over 4 KiB": {"join.join", `{"nodeId":"` + strings.Repeat("N", 5000) + `"}`, "", 413},
+	} {
+		t.Run(name, func(t *testing.T) {
+			status, e := rawCall(t, reg, tc.method, "application/json", tc.body)
+			if status != tc.status || e.Code != "INVALID_INPUT" || e.Details.Path != tc.path {
+				t.Errorf("answered %d %s at %.40s", status, e.Code, e.Details.Path)
+			}
+			if len(e.Message) > 400 || strings.Contains(e.Message, strings.Repeat("N", 129)) {
+				t.Errorf("a message of %d bytes: %.200s…", len(e.Message), e.Message)
+			}
+		})
+	}
+}
+
 func TestServeRefusesADataDirectoryOthersCanEnter(t *testing.T) {
 	for _, mode := range []os.FileMode{0o755, 0o750, 0o701} {
 		t.Run(mode.String(), func(t *testing.T) {
