@@ -2,15 +2,21 @@ package main_test
 
 import (
 	"crypto/ecdh"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -392,4 +398,70 @@ func fetchDocument(t *testing.T, reg *testkit.Registry) []byte {
 		t.Fatalf("well-known document: %s, %v", resp.Status, err)
 	}
 	return body
+}
+
+// busyFront stands in front of the registry with a certificate of its serving CA: it
+// answers the first busy join.join calls as a registry serving as many joins as it takes
+// at once does, and passes everything else through. It returns its URL and the number of
+// join.join calls it has seen.
+func busyFront(t *testing.T, reg *testkit.Registry, busy int) (string, func() int) {
+	t.Helper()
+	ca := readCert(t, filepath.Join(reg.DataDir, "pki", "serving-ca.crt"))
+	keyPEM, err := os.ReadFile(filepath.Join(reg.DataDir, "pki", "serving-ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(keyPEM)
+	caKey, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(7), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}},
+		ca, leafKey.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse(reg.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	var mu sync.Mutex
+	joins := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/"+joinwire.JoinMethod {
+			mu.Lock()
+			joins++
+			n := joins
+			mu.Unlock()
+			if n <= busy {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				w.Write([]byte(`{"code":"UNAVAILABLE","message":"the registry is serving as many join.join calls as it takes at once: try again in 1 s"}`))
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.URL, func() int { mu.Lock(); defer mu.Unlock(); return joins }
+}
+
+func TestJoinWaitsOutABusyRegistry(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	front, joins := busyFront(t, reg, 2)
+	j := newJoiner(t, mint(t, reg, "--kind", "provisioned", "--node-id", "node-1", "--site", "rack-a"))
+	if res := testkit.BCD(t, j.args(front, "node-1", "node", reg.Pins)...); res.Code != 0 {
+		t.Fatalf("bcd join through a busy registry: exit %d\n%s", res.Code, res.Stderr)
+	}
+	if n := joins(); n != 3 {
+		t.Errorf("bcd join sent %d join requests, want 3 (two answered UNAVAILABLE)", n)
+	}
+	if _, err := bcdconf.Load(j.configDir); err != nil {
+		t.Errorf("after the join: %v", err)
+	}
 }

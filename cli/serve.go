@@ -16,7 +16,7 @@ var serveCommands = []command{{
 	usage:   "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images]",
 	summary: "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
-		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket (required)")
+		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
 		agentListen := fs.String("agent-listen", "127.0.0.1:7444", "agents' QUIC endpoint (UDP), as agents dial it")
 		logFormat := fs.String("log-format", "text", "log format on stderr: text or json")

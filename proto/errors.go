@@ -5,7 +5,10 @@ package proto
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
+	"unicode/utf8"
 )
 
 // Code is the machine-readable class of an error. The set is closed: every error that
@@ -37,13 +40,16 @@ const (
 	UnverifiedWipe Code = "UNVERIFIED_WIPE"
 	// Timeout: a step or call ran out of time.
 	Timeout Code = "TIMEOUT"
+	// Unavailable: the registry is too busy to take the call now; try again after the
+	// Retry-After the answer gives.
+	Unavailable Code = "UNAVAILABLE"
 	// Internal: a bug or an unexpected failure of the registry itself.
 	Internal Code = "INTERNAL"
 )
 
 // Codes lists every code, in the order the documentation gives them.
 var Codes = []Code{InvalidConfig, InvalidInput, NotFound, Conflict, InvalidState,
-	Unauthenticated, Forbidden, DriverError, Unsupported, UnverifiedWipe, Timeout, Internal}
+	Unauthenticated, Forbidden, DriverError, Unsupported, UnverifiedWipe, Timeout, Unavailable, Internal}
 
 // HTTPStatus is the status the API answers with for an error of this code.
 func (c Code) HTTPStatus() int {
@@ -66,6 +72,8 @@ func (c Code) HTTPStatus() int {
 		return http.StatusNotImplemented
 	case Timeout:
 		return http.StatusGatewayTimeout
+	case Unavailable:
+		return http.StatusServiceUnavailable
 	default:
 		return http.StatusInternalServerError
 	}
@@ -115,10 +123,58 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Message == "" && t.Code == e.Code
 }
 
-// Errorf makes an error of the given code with a formatted message. A %w verb wraps.
+// Errorf makes an error of the given code with a formatted message. A %w verb wraps. A
+// string argument formatted with %q is quoted by Quote, so that an error never echoes
+// more than a short prefix of an input.
 func Errorf(code Code, format string, args ...any) *Error {
-	err := fmt.Errorf(format, args...)
+	err := fmt.Errorf(format, quoteInputs(args)...)
 	return &Error{Code: code, Message: err.Error(), cause: errors.Unwrap(err)}
+}
+
+// Sprintf is fmt.Sprintf, but a string argument formatted with %q is quoted by Quote, as
+// Errorf does: for messages made elsewhere that end up in an error.
+func Sprintf(format string, args ...any) string {
+	return fmt.Sprintf(format, quoteInputs(args)...)
+}
+
+// quoteInputs returns args with each string made an input.
+func quoteInputs(args []any) []any {
+	quoted := make([]any, len(args))
+	for i, a := range args {
+		if s, ok := a.(string); ok {
+			a = input(s)
+		}
+		quoted[i] = a
+	}
+	return quoted
+}
+
+// MaxQuoted is the most of an input, in bytes, that an error message quotes.
+const MaxQuoted = 128
+
+// Quote is s quoted for a message as %q quotes it, cut after MaxQuoted bytes (at a
+// character boundary) with an ellipsis when it is longer.
+func Quote(s string) string {
+	if len(s) <= MaxQuoted {
+		return strconv.Quote(s)
+	}
+	cut := MaxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut] + "…")
+}
+
+// input is a string argument of Errorf: %q quotes it with Quote, every other verb formats
+// it as the string it is.
+type input string
+
+func (s input) Format(f fmt.State, verb rune) {
+	if verb == 'q' && !f.Flag('#') && !f.Flag('+') {
+		io.WriteString(f, Quote(string(s)))
+		return
+	}
+	fmt.Fprintf(f, fmt.FormatString(f, verb), string(s))
 }
 
 // WithPath returns a copy of e naming the offending field.

@@ -21,15 +21,15 @@ func ParseProductUUID(s string) ([16]byte, error) {
 	}
 	if len(t) == 36 {
 		if t[8] != '-' || t[13] != '-' || t[18] != '-' || t[23] != '-' {
-			return u, fmt.Errorf("product UUID %q: hyphens out of place", s)
+			return u, fmt.Errorf("product UUID %s: hyphens out of place", Quote(s))
 		}
 		t = t[:8] + t[9:13] + t[14:18] + t[19:23] + t[24:]
 	}
 	if len(t) != 32 {
-		return u, fmt.Errorf("product UUID %q is not 32 hex digits", s)
+		return u, fmt.Errorf("product UUID %s is not 32 hex digits", Quote(s))
 	}
 	if _, err := hex.Decode(u[:], []byte(t)); err != nil {
-		return u, fmt.Errorf("product UUID %q is not 32 hex digits", s)
+		return u, fmt.Errorf("product UUID %s is not 32 hex digits", Quote(s))
 	}
 	return u, nil
 }

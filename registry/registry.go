@@ -72,6 +72,9 @@ type Info struct {
 
 // Run serves the registry until ctx ends. ready is called once it is listening.
 func Run(ctx context.Context, cfg Config, ready func(Info)) error {
+	if err := prepareDataDir(cfg.DataDir); err != nil {
+		return err
+	}
 	st, err := store.Open(cfg.DataDir, store.Options{})
 	if err != nil {
 		return err
@@ -114,16 +117,10 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		return err
 	}
 	sockPath := filepath.Join(cfg.DataDir, api.AdminSocket)
-	os.Remove(sockPath)
-	sock, err := net.Listen("unix", sockPath)
+	sock, err := listenAdmin(sockPath)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("admin socket: %w", err)
-	}
-	if err := os.Chmod(sockPath, 0o600); err != nil {
-		ln.Close()
-		sock.Close()
-		return err
 	}
 
 	plane, err := startAgentPlane(cfg, st, keys, cert, userData, box, info.URL)
@@ -158,11 +155,11 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	mux.Handle("GET "+joinwire.WellKnownPath, wellKnown)
 	mux.Handle("/", plane.sites.KickAfter(apiSrv))
 	httpsSrv := &http.Server{
-		Handler:           mux,
-		TLSConfig:         &tls.Config{GetCertificate: cert.get, MinVersion: tls.VersionTLS13},
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
+		Handler:   mux,
+		TLSConfig: &tls.Config{GetCertificate: cert.get, MinVersion: tls.VersionTLS13},
+		ErrorLog:  slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
 	}
+	api.BoundServer(httpsSrv)
 	hostSrv := &http.Server{Handler: plane.sites.KickAfter(apiSrv.HostHandler()), ReadHeaderTimeout: 10 * time.Second}
 	runs, stopRuns := context.WithCancel(ctx)
 	defer engine.Wait()
@@ -194,6 +191,67 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		err = nil
 	}
 	return err
+}
+
+// prepareDataDir makes the data directory, mode 0700, when it does not exist, and refuses
+// one that its group or others can enter: it holds the store, the keys, admin.conf and the
+// admin socket, which acts as root.
+func prepareDataDir(dir string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return proto.Errorf(proto.InvalidConfig, "make the data directory's parent: %v", err).WithPath("--data-dir")
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return proto.Errorf(proto.InvalidConfig, "make the data directory: %v", err).WithPath("--data-dir")
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return proto.Errorf(proto.InvalidConfig, "the data directory: %v", err).WithPath("--data-dir")
+	}
+	if !st.IsDir() {
+		return proto.Errorf(proto.InvalidConfig, "the data directory %s is not a directory", dir).WithPath("--data-dir")
+	}
+	if perm := st.Mode().Perm(); perm&0o011 != 0 {
+		return proto.Errorf(proto.InvalidConfig, "the data directory %s has mode %04o, so its group or others can enter it; it holds the registry's keys, its admin credential and the admin socket: run `chmod 700 %s`", dir, perm, dir).WithPath("--data-dir")
+	}
+	return nil
+}
+
+// adminSocketDirs is the pattern of the directories listenAdmin makes the socket in: short,
+// since a socket's path must fit in 107 bytes.
+const adminSocketDirs = ".a-*"
+
+// listenAdmin listens on the admin socket at path so that no one but this user can
+// connect to it at any moment. A socket takes its mode from the umask when it is made, and
+// the umask is the whole process's (changing it around Listen would race with every other
+// goroutine that makes a file), so the socket is made in a new directory of mode 0700
+// beside path, given mode 0600 there, and only then renamed to path: until the rename no
+// one else can reach it, after it its mode is 0600. A directory left by a start killed in
+// between is removed by the next start.
+func listenAdmin(path string) (net.Listener, error) {
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(path), adminSocketDirs))
+	for _, dir := range stale {
+		os.RemoveAll(dir)
+	}
+	dir, err := os.MkdirTemp(filepath.Dir(path), adminSocketDirs)
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	made := filepath.Join(dir, "s")
+	ln, err := net.Listen("unix", made)
+	if err != nil {
+		return nil, err
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false) // Run removes path when it stops
+	if err := os.Chmod(made, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if err := os.Rename(made, path); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
 }
 
 // newUserData makes the user-data renderer over the secret store; pins left out of the

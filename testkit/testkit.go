@@ -8,11 +8,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -73,18 +76,23 @@ type Registry struct {
 	// Pins are the registry's pins, as `serve` printed them.
 	Pins   joinwire.Pins
 	cmd    *exec.Cmd
+	exited chan struct{}
 	Stderr *bytes.Buffer
 }
 
 // StartRegistry starts `better-compute serve` on a free loopback port in dataDir (a new
 // temporary directory when empty), with any further serve flags, and stops it when the
-// test ends.
+// test ends. The data directory is made mode 0700 first, as serve wants it (t.TempDir
+// makes 0777 less the umask).
 func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry {
 	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	r := &Registry{DataDir: dataDir, AdminConfig: filepath.Join(dataDir, "admin.conf"), Stderr: &bytes.Buffer{}}
+	if err := os.Chmod(dataDir, 0o700); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	r := &Registry{DataDir: dataDir, AdminConfig: filepath.Join(dataDir, "admin.conf"), Stderr: &bytes.Buffer{}, exited: make(chan struct{})}
 	args := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--format", "json"}, serveArgs...)
 	r.cmd = exec.Command(Binary(t, "better-compute"), args...)
 	stdout := &syncBuffer{}
@@ -92,9 +100,10 @@ func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry 
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	go func() { r.cmd.Wait(); close(r.exited) }()
 	t.Cleanup(r.Stop)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	deadline := time.After(20 * time.Second)
+	for {
 		var info struct {
 			URL           string
 			AgentEndpoint string
@@ -104,32 +113,57 @@ func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry 
 			r.URL, r.AgentEndpoint, r.Pins = info.URL, info.AgentEndpoint, info.Pins
 			return r
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-r.exited:
+			t.Fatalf("the registry exited at start (%v); stdout:\n%s\nstderr:\n%s", r.cmd.ProcessState, stdout, r.Stderr)
+		case <-deadline:
+			t.Fatalf("registry did not start; stderr:\n%s", r.Stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	t.Fatalf("registry did not start; stderr:\n%s", r.Stderr)
-	return nil
 }
 
 // Stop stops the registry (SIGTERM) and waits for it.
 func (r *Registry) Stop() {
-	if r.cmd.ProcessState != nil {
+	select {
+	case <-r.exited:
 		return
+	default:
 	}
 	r.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { r.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-r.exited:
 	case <-time.After(10 * time.Second):
 		r.cmd.Process.Kill()
-		<-done
+		<-r.exited
 	}
+}
+
+// PeakRSS is the most resident memory the registry's process has used since it started
+// (VmHWM of /proc/PID/status), in bytes.
+func (r *Registry) PeakRSS(t testing.TB) int64 {
+	t.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid))
+	if err != nil {
+		t.Fatalf("read the registry's memory use: %v", err)
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(kb), "kB")), 10, 64)
+			if err != nil {
+				t.Fatalf("VmHWM %q: %v", line, err)
+			}
+			return n << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", r.cmd.Process.Pid)
+	return 0
 }
 
 // Kill stops the registry at once (SIGKILL), as a crash would.
 func (r *Registry) Kill() {
 	r.cmd.Process.Kill()
-	r.cmd.Wait()
+	<-r.exited
 }
 
 // Result is what one CLI run printed and its exit status.

@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -161,6 +162,12 @@ func localEncryptionKey(dir, pin string) (*ecdh.PublicKey, error) {
 	return key, nil
 }
 
+// busyRetries bounds how often bcd join sends its request again to a registry that
+// answers UNAVAILABLE: serving as many joins as it takes at once, it has read nothing of
+// the request, so the token is unspent. Each wait is the answer's Retry-After (1 to 30
+// seconds).
+const busyRetries = 20
+
 // post sends the join request over TLS verified against the pinned serving CA and
 // returns the body of a successful answer; a refusal is the registry's own error.
 func post(ctx context.Context, server *url.URL, ca *x509.Certificate, req joinwire.Request) ([]byte, error) {
@@ -177,26 +184,46 @@ func post(ctx context.Context, server *url.URL, ca *x509.Certificate, req joinwi
 		return nil, err
 	}
 	u := server.JoinPath("/v1/" + joinwire.JoinMethod)
+	for attempt := 0; ; attempt++ {
+		status, retryAfter, body, err := postOnce(ctx, client, u, reqBody)
+		if err != nil {
+			return nil, err
+		}
+		if status == http.StatusOK {
+			return body, nil
+		}
+		var e proto.Error
+		if json.Unmarshal(body, &e) != nil || e.Code == "" {
+			return nil, proto.Errorf(proto.Internal, "the registry answered the join with status %d: %.200s", status, bytes.TrimSpace(body))
+		}
+		if e.Code != proto.Unavailable || attempt == busyRetries {
+			return nil, proto.Errorf(e.Code, "the registry refused the join: %s", e.Message).WithPath(e.Details.Path).WithReason(e.Details.Reason)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, proto.Errorf(proto.Timeout, "the registry was busy, and the join ran out of time waiting: %v", ctx.Err())
+		case <-time.After(retryAfter):
+		}
+	}
+}
+
+// postOnce sends the join request once and returns the answer's status, Retry-After (1 to
+// 30 seconds) and body.
+func postOnce(ctx context.Context, client *http.Client, u *url.URL, reqBody []byte) (int, time.Duration, []byte, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(reqBody))
 	if err != nil {
-		return nil, err
+		return 0, 0, nil, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(hreq)
 	if err != nil {
-		return nil, proto.Errorf(proto.Internal, "send the join request to %s: %v", u, err)
+		return 0, 0, nil, proto.Errorf(proto.Internal, "send the join request to %s: %v", u, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, joinwire.MaxDocument+1))
 	if err != nil {
-		return nil, proto.Errorf(proto.Internal, "read the answer to the join request: %v", err)
+		return 0, 0, nil, proto.Errorf(proto.Internal, "read the answer to the join request: %v", err)
 	}
-	if resp.StatusCode == http.StatusOK {
-		return body, nil
-	}
-	var e proto.Error
-	if json.Unmarshal(body, &e) != nil || e.Code == "" {
-		return nil, proto.Errorf(proto.Internal, "the registry answered the join with %s: %.200s", resp.Status, bytes.TrimSpace(body))
-	}
-	return nil, proto.Errorf(e.Code, "the registry refused the join: %s", e.Message).WithPath(e.Details.Path).WithReason(e.Details.Reason)
+	seconds, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+	return resp.StatusCode, time.Duration(min(max(seconds, 1), 30)) * time.Second, body, nil
 }

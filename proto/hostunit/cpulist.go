@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // MaxCPU is the highest CPU number a cpulist may name.
@@ -35,11 +37,11 @@ func ParseCPUList(s string) ([]int, error) {
 				return nil, err
 			}
 			if end <= first {
-				return nil, fmt.Errorf("the range %q does not ascend", elem)
+				return nil, fmt.Errorf("the range %s does not ascend", proto.Quote(elem))
 			}
 		}
 		if first <= last {
-			return nil, fmt.Errorf("%q does not come after the CPUs before it; write the list in ascending order without overlaps", elem)
+			return nil, fmt.Errorf("%s does not come after the CPUs before it; write the list in ascending order without overlaps", proto.Quote(elem))
 		}
 		if first == 0 {
 			return nil, errors.New("CPU 0 cannot be isolated: it keeps the kernel's housekeeping work")
@@ -56,7 +58,7 @@ func ParseCPUList(s string) ([]int, error) {
 func cpuNumber(s, elem string) (int, error) {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 || strconv.Itoa(n) != s {
-		return 0, fmt.Errorf("%q is not a CPU number or a range first-last", elem)
+		return 0, fmt.Errorf("%s is not a CPU number or a range first-last", proto.Quote(elem))
 	}
 	if n > MaxCPU {
 		return 0, fmt.Errorf("CPU %d is beyond the highest CPU number, %d", n, MaxCPU)

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/jsondoc"
 )
 
@@ -137,7 +138,7 @@ func checkServerURL(s string) error {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Opaque != "" || strings.Contains(s, " "):
-		return fmt.Errorf("%q is not an https URL of the API server, like https://10.0.0.1:6443", s)
+		return fmt.Errorf("%s is not an https URL of the API server, like https://10.0.0.1:6443", proto.Quote(s))
 	case u.User != nil:
 		return fmt.Errorf("the server URL may not carry user info; the credential is the tokenRef")
 	case u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(s, "?#"):

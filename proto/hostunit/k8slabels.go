@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 var (
@@ -33,10 +35,10 @@ func checkLabelKey(key string) error {
 		prefix, name = "", key
 	}
 	if hasPrefix && (len(prefix) > 253 || !dnsSubdomain.MatchString(prefix)) {
-		return fmt.Errorf("%q: the prefix must be a lower-case DNS subdomain of at most 253 bytes", key)
+		return fmt.Errorf("%s: the prefix must be a lower-case DNS subdomain of at most 253 bytes", proto.Quote(key))
 	}
 	if len(name) > 63 || !labelName.MatchString(name) {
-		return fmt.Errorf("%q: the name must be at most 63 letters, digits, -, _ and ., starting and ending with a letter or digit", key)
+		return fmt.Errorf("%s: the name must be at most 63 letters, digits, -, _ and ., starting and ending with a letter or digit", proto.Quote(key))
 	}
 	return nil
 }
@@ -51,7 +53,7 @@ func checkNodeLabelKey(key string) error {
 		return nil
 	}
 	if prefix == "node-restriction.kubernetes.io" || !isSelfPrefix(prefix) {
-		return fmt.Errorf("%q: a node may not label itself in the %s namespace (node-role labels are set from the cluster)", key, prefix)
+		return fmt.Errorf("%s: a node may not label itself in the %s namespace (node-role labels are set from the cluster)", proto.Quote(key), prefix)
 	}
 	return nil
 }
@@ -79,7 +81,7 @@ func isSelfPrefix(prefix string) bool {
 // -, _ and ., starting and ending with a letter or digit.
 func checkLabelValue(value string) error {
 	if value != "" && (len(value) > 63 || !labelName.MatchString(value)) {
-		return fmt.Errorf("%q is not a label value: at most 63 letters, digits, -, _ and ., starting and ending with a letter or digit", value)
+		return fmt.Errorf("%s is not a label value: at most 63 letters, digits, -, _ and ., starting and ending with a letter or digit", proto.Quote(value))
 	}
 	return nil
 }
@@ -88,12 +90,12 @@ func checkLabelValue(value string) error {
 func checkTaint(taint string) error {
 	kv, effect, ok := cutLast(taint, ":")
 	if !ok {
-		return fmt.Errorf("%q is not a taint key=value:Effect", taint)
+		return fmt.Errorf("%s is not a taint key=value:Effect", proto.Quote(taint))
 	}
 	switch effect {
 	case "NoSchedule", "PreferNoSchedule", "NoExecute":
 	default:
-		return fmt.Errorf("%q: the effect must be NoSchedule, PreferNoSchedule or NoExecute", taint)
+		return fmt.Errorf("%s: the effect must be NoSchedule, PreferNoSchedule or NoExecute", proto.Quote(taint))
 	}
 	key, value, _ := strings.Cut(kv, "=")
 	if err := checkLabelKey(key); err != nil {

@@ -32,6 +32,10 @@ var Roles = []string{RoleSite, RoleRamdisk, RoleNode}
 const (
 	maxPublicKey   = 1024
 	maxSealedToken = 1024
+	// MaxRequest bounds the body of join.join, which anyone may send. The largest request
+	// Parse could accept (a 128-byte node id and both base64 fields at their limits) is
+	// under 3 KiB; a real one, with a P-256 key and a sealed token, is under 600 bytes.
+	MaxRequest = 4 << 10
 )
 
 // nodeID is the shape of a node id: it is an argument on a command line and a systemd
@@ -41,7 +45,7 @@ var nodeID = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
 // CheckNodeID refuses a string that cannot be a node id.
 func CheckNodeID(id string) error {
 	if !nodeID.MatchString(id) {
-		return fmt.Errorf("node id %q: use 1 to 128 lower-case letters, digits, dots, underscores and hyphens, starting with a letter or digit", id)
+		return fmt.Errorf("node id %s: use 1 to 128 lower-case letters, digits, dots, underscores and hyphens, starting with a letter or digit", proto.Quote(id))
 	}
 	return nil
 }
@@ -49,7 +53,7 @@ func CheckNodeID(id string) error {
 // CheckRole refuses an unknown role.
 func CheckRole(role string) error {
 	if !slices.Contains(Roles, role) {
-		return fmt.Errorf("role %q: the roles are %v", role, Roles)
+		return fmt.Errorf("role %s: the roles are %v", proto.Quote(role), Roles)
 	}
 	return nil
 }

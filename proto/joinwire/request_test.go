@@ -8,6 +8,8 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
@@ -55,5 +57,28 @@ func TestRequestParse(t *testing.T) {
 				t.Fatalf("got %v (path %q), want INVALID_INPUT at %s", err, e.Details.Path, tc.path)
 			}
 		})
+	}
+}
+
+func TestLargestRequestFitsMaxRequest(t *testing.T) {
+	b64 := base64.StdEncoding.EncodeToString
+	largest := Request{NodeID: "n" + strings.Repeat("x", 127), Role: RoleRamdisk,
+		PublicKey: b64(make([]byte, maxPublicKey)), SealedToken: b64(make([]byte, maxSealedToken))}
+	data, err := json.Marshal(largest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) > MaxRequest*3/4 {
+		t.Errorf("the largest join request is %d bytes: MaxRequest (%d) leaves too little headroom", len(data), MaxRequest)
+	}
+	if CheckNodeID(largest.NodeID) != nil {
+		t.Errorf("the largest node id is refused")
+	}
+}
+
+func TestARefusedNodeIDIsQuotedShort(t *testing.T) {
+	_, err := Request{NodeID: strings.Repeat("X", MaxRequest)}.Parse()
+	if msg := proto.AsError(err).Message; len(msg) > 300 || !strings.Contains(msg, "XXX…") {
+		t.Errorf("message of %d bytes: %.300s", len(msg), msg)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // Limits bound what one document may cost to parse.
@@ -78,7 +80,7 @@ func (p *parser) errAt(off int, format string, args ...any) *SyntaxError {
 		}
 		i += n
 	}
-	return &SyntaxError{Offset: off, Line: line, Column: col, Path: p.currentPath(), Msg: fmt.Sprintf(format, args...)}
+	return &SyntaxError{Offset: off, Line: line, Column: col, Path: p.currentPath(), Msg: proto.Sprintf(format, args...)}
 }
 
 // describe names the byte at the current position for a message.
@@ -274,7 +276,7 @@ func (p *parser) literal() (*Value, *SyntaxError) {
 	if end-start > 32 {
 		end = start + 32
 	}
-	return nil, p.errAt(start, "unexpected %q, expected a value", p.data[start:end])
+	return nil, p.errAt(start, "unexpected %q, expected a value", string(p.data[start:end]))
 }
 
 func isWordByte(c byte) bool {

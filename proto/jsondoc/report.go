@@ -1,8 +1,9 @@
 package jsondoc
 
 import (
-	"fmt"
 	"slices"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // Problem is one thing wrong with a document: where (Path and the byte Offset that orders
@@ -29,9 +30,10 @@ func (r *Report) AddMissing(obj *Value, p Path, format string, args ...any) {
 	r.AddAt(obj.End-1, p, format, args...)
 }
 
-// AddAt records a problem at a byte offset of the document.
+// AddAt records a problem at a byte offset of the document. A string argument formatted
+// with %q is quoted by proto.Quote: at most a short prefix of it.
 func (r *Report) AddAt(offset int, p Path, format string, args ...any) {
-	r.problems = append(r.problems, Problem{Path: p, Message: fmt.Sprintf(format, args...), Offset: offset})
+	r.problems = append(r.problems, Problem{Path: p, Message: proto.Sprintf(format, args...), Offset: offset})
 }
 
 // Len is the number of problems recorded.

@@ -5,22 +5,65 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"mime"
 	"net/http"
+	"os"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
-// maxBody bounds a request body.
-const maxBody = 4 << 20
+// What one caller may cost the registry. Only join.join is public; every other method is
+// refused before its body is read unless its bearer credential authenticates.
+const (
+	// maxBody bounds an authenticated request body: the largest is a profile document
+	// (at most 1 MiB) sent as a JSON string, with room for its escapes.
+	maxBody = 2 << 20
+	// maxPublic bounds the public calls served at once; one more is answered UNAVAILABLE
+	// at once, with Retry-After, and its connection closed.
+	maxPublic = 64
+	// retryAfter is the Retry-After of that answer, in seconds.
+	retryAfter = 1
+	// publicReadTimeout bounds how long a public call's body may take to arrive.
+	publicReadTimeout = 10 * time.Second
+	// readTimeout bounds how long any request may take to arrive, headers and body;
+	// writeTimeout how long a call may take from its headers to its answer (above
+	// maxWatch); idleTimeout how long a connection may wait for its next request.
+	readTimeout  = time.Minute
+	writeTimeout = time.Minute
+	idleTimeout  = time.Minute
+	// maxStreams bounds the concurrent calls of one HTTP/2 connection, and
+	// maxStreamBuffer what the registry buffers of each one's body before its method
+	// reads it.
+	maxStreams      = 32
+	maxStreamBuffer = 256 << 10
+)
+
+// BoundServer sets the timeouts and the HTTP/2 bounds of the HTTPS server that serves the
+// API, so that neither idle nor slow connections nor one connection's many streams hold
+// the registry's memory.
+func BoundServer(srv *http.Server) {
+	srv.ReadHeaderTimeout = 10 * time.Second
+	srv.ReadTimeout = readTimeout
+	srv.WriteTimeout = writeTimeout
+	srv.IdleTimeout = idleTimeout
+	srv.MaxHeaderBytes = 64 << 10
+	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: maxStreams,
+		MaxReceiveBufferPerStream: maxStreamBuffer, MaxReceiveBufferPerConnection: 1 << 20}
+}
 
 // Method is one API method: the action it needs and what it does.
 type Method struct {
@@ -29,8 +72,11 @@ type Method struct {
 	// HostOnly methods answer only on the admin socket.
 	HostOnly bool
 	// Public methods take no bearer credential: their body carries what authenticates
-	// them (join.join's sealed token).
+	// them (join.join's sealed token). At most maxPublic are served at once, and their
+	// bodies must arrive within publicReadTimeout.
 	Public bool
+	// MaxBody bounds the request body in bytes; 0 is maxBody.
+	MaxBody int
 	// Call decodes the body and does the work.
 	Call func(ctx context.Context, c *Caller, body []byte) (any, error)
 }
@@ -40,11 +86,13 @@ type Server struct {
 	store   *store.Store
 	log     *slog.Logger
 	methods map[string]Method
+	// public holds a token for each public call being served.
+	public chan struct{}
 }
 
 // NewServer makes a server over st with no methods yet.
 func NewServer(st *store.Store, log *slog.Logger) *Server {
-	return &Server{store: st, log: log, methods: map[string]Method{}}
+	return &Server{store: st, log: log, methods: map[string]Method{}, public: make(chan struct{}, maxPublic)}
 }
 
 // Register adds a method under its full name, "service.method".
@@ -75,30 +123,50 @@ func typed[Req, Resp any](f func(ctx context.Context, c *Caller, req Req) (Resp,
 	}
 }
 
-// DecodeStrict decodes one JSON value into v, refusing unknown fields and trailing data,
-// with INVALID_INPUT naming the offending field.
+// bodyLimits bound the parse of a body already within its size limit; a profile document
+// nests at most 32 deep within a request.
+var bodyLimits = jsondoc.Limits{MaxBytes: math.MaxInt, MaxDepth: 64}
+
+// DecodeStrict decodes one JSON value into v strictly, with INVALID_INPUT naming the
+// offending field: the body is RFC 8259 JSON without duplicate keys (jsondoc.Parse), and
+// its keys name v's fields exactly, each value of its field's JSON type (Report.Shape;
+// encoding/json alone would take unknown-case keys and the last of duplicates).
 func DecodeStrict(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("trailing data after the JSON object")
+	root, perr := jsondoc.Parse(body, bodyLimits)
+	if perr != nil {
+		return proto.Errorf(proto.InvalidInput, "the body is not acceptable JSON: %s", perr.Error()).WithPath(string(perr.Path))
 	}
-	if err == nil {
+	var r jsondoc.Report
+	r.Shape(root, "", reflect.TypeOf(v))
+	if r.Len() > 0 {
+		first := r.Problems()[0]
+		return proto.Errorf(proto.InvalidInput, "%s", first.Message).WithPath(string(first.Path))
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		// Only a type that decodes itself can fail here; its error names no Go type.
+		e := proto.Errorf(proto.InvalidInput, "the body: %v", err)
+		if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+			e = proto.Errorf(proto.InvalidInput, "%s cannot be %s", typeErr.Field, typeErr.Value).WithPath(typeErr.Field)
+		}
+		return e
+	}
+	return nil
+}
+
+// checkContentType refuses a body that is not sent as JSON.
+func checkContentType(r *http.Request) error {
+	mediaType, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	isJSON := err == nil && mediaType == "application/json"
+	for name, value := range params {
+		isJSON = isJSON && name == "charset" && strings.EqualFold(value, "utf-8")
+	}
+	if isJSON {
 		return nil
 	}
-	e := proto.Errorf(proto.InvalidInput, "request body: %v", err)
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) {
-		e = proto.Errorf(proto.InvalidInput, "%s must be %s, not %s", typeErr.Field, typeErr.Type, typeErr.Value).WithPath(typeErr.Field)
-	} else if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		field = strings.Trim(field, `"`)
-		e = proto.Errorf(proto.InvalidInput, "unknown field %q", field).WithPath(field)
-	}
-	return e
+	return proto.Errorf(proto.InvalidInput, "the body is sent as %q: send it as JSON, with Content-Type: application/json (charset utf-8 if any)", r.Header.Get("Content-Type")).WithPath("Content-Type")
 }
 
 // ServeHTTP serves bearer-authenticated calls (the HTTPS listener).
@@ -116,6 +184,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 	name, ok := strings.CutPrefix(r.URL.Path, "/v1/")
 	var result any
 	var caller *Caller
+	status := 0
 	err := func() error {
 		if r.Method != http.MethodPost || !ok {
 			return proto.Errorf(proto.NotFound, "no such endpoint: call POST /v1/<service>.<method>")
@@ -126,6 +195,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 		}
 		var err error
 		if m.Public {
+			select {
+			case s.public <- struct{}{}:
+				defer func() { <-s.public }()
+			default:
+				w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+				w.Header().Set("Connection", "close")
+				return proto.Errorf(proto.Unavailable, "the registry is serving as many %s calls as it takes at once: try again in %d s", name, retryAfter)
+			}
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(publicReadTimeout))
 			caller = &Caller{}
 		} else if caller, err = s.authenticate(r, host); err != nil {
 			return err
@@ -136,13 +214,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 		if m.Action != "" && !caller.Can(m.Action) {
 			return proto.Errorf(proto.Forbidden, "%s needs the action %s, which this credential does not have", name, m.Action)
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
-			return proto.Errorf(proto.InvalidInput, "request body: %v", err)
+		if err := checkContentType(r); err != nil {
+			status = http.StatusUnsupportedMediaType
+			return err
+		}
+		var body []byte
+		if body, status, err = readBody(w, r, name, cmp.Or(m.MaxBody, maxBody)); err != nil {
+			return err
 		}
 		result, err = m.Call(r.Context(), caller, body)
 		return err
 	}()
+	if _, known := s.methods[name]; !known {
+		name = proto.Quote(name) // any path a stranger sends, cut short
+	}
 	attrs := []any{"method", name, "duration", time.Since(start)}
 	if caller != nil && caller.CredentialID != "" {
 		attrs = append(attrs, "tenant", caller.Tenant, "credential", caller.CredentialID)
@@ -156,11 +241,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 		} else {
 			s.log.Info("api call", attrs...)
 		}
-		writeJSON(w, e.Code.HTTPStatus(), e)
+		writeJSON(w, cmp.Or(status, e.Code.HTTPStatus()), e)
 		return
 	}
 	s.log.Info("api call", attrs...)
 	writeJSON(w, http.StatusOK, result)
+}
+
+// readBody reads a request body of at most limit bytes. A refusal comes with the HTTP
+// status to answer it with when that is not its code's.
+func readBody(w http.ResponseWriter, r *http.Request, method string, limit int) ([]byte, int, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return nil, http.StatusRequestEntityTooLarge, proto.Errorf(proto.InvalidInput, "the request body is over %d bytes, the most %s takes", limit, method)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, http.StatusRequestTimeout, proto.Errorf(proto.Timeout, "the request body did not arrive in time: send it whole at once")
+	}
+	if err != nil {
+		return nil, 0, proto.Errorf(proto.InvalidInput, "read the request body: %v", err)
+	}
+	return body, 0, nil
 }
 
 func (s *Server) authenticate(r *http.Request, host bool) (*Caller, error) {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // Bounds of a step timeout.
@@ -22,7 +24,7 @@ var durationText = regexp.MustCompile(`^(?:(0|[1-9][0-9]{0,4})h)?(?:(0|[1-9][0-9
 func parseDuration(s string) (time.Duration, error) {
 	m := durationText.FindStringSubmatch(s)
 	if s == "" || m == nil {
-		return 0, fmt.Errorf("%q is not a duration: write whole hours, minutes and seconds like 30s, 15m, 1h or 1h30m", s)
+		return 0, fmt.Errorf("%s is not a duration: write whole hours, minutes and seconds like 30s, 15m, 1h or 1h30m", proto.Quote(s))
 	}
 	var d time.Duration
 	for i, unit := range []time.Duration{time.Hour, time.Minute, time.Second} {

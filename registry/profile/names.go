@@ -31,7 +31,7 @@ func checkImageRef(ref string) error {
 	}
 	name, version, ok := strings.Cut(bare, "@")
 	if !ok || !imageName.MatchString(name) || !imageVersion.MatchString(version) {
-		return fmt.Errorf("%q is not an image reference name@version (or TENANT/name@version): a name of 1 to 128 of a-z, 0-9, ., _ and - starting with a letter or digit, then a version of 1 to 64 of A-Z, a-z, 0-9, ., _, + and - starting with a letter or digit", ref)
+		return fmt.Errorf("%s is not an image reference name@version (or TENANT/name@version): a name of 1 to 128 of a-z, 0-9, ., _ and - starting with a letter or digit, then a version of 1 to 64 of A-Z, a-z, 0-9, ., _, + and - starting with a letter or digit", proto.Quote(ref))
 	}
 	return nil
 }
@@ -47,7 +47,7 @@ func checkHTTPSURL(s string) error {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Opaque != "" || strings.ContainsFunc(s, isSpaceOrControl):
-		return fmt.Errorf("%q is not an https URL", s)
+		return fmt.Errorf("%s is not an https URL", proto.Quote(s))
 	case u.User != nil:
 		return fmt.Errorf("the URL may not carry user info")
 	}

@@ -1,0 +1,38 @@
+package proto
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestErrorfQuotesAShortPrefixOfAnInput(t *testing.T) {
+	long := strings.Repeat("a", 4<<20)
+	wide := "x" + strings.Repeat("é", MaxQuoted) // two bytes each: the cut falls inside one
+	tests := map[string]struct {
+		err  *Error
+		want string
+	}{
+		"short input":        {Errorf(InvalidInput, "node id %q: bad", "n1"), `node id "n1": bad`},
+		"huge input":         {Errorf(InvalidInput, "node id %q: bad", long), `node id "` + long[:MaxQuoted] + `…": bad`},
+		"cut at a character": {Errorf(InvalidInput, "%q", wide), `"` + wide[:MaxQuoted-1] + `…"`},
+		"exactly the limit":  {Errorf(InvalidInput, "%q", long[:MaxQuoted]), `"` + long[:MaxQuoted] + `"`},
+		"escapes":            {Errorf(InvalidInput, "%q", "a\"\n"), `"a\"\n"`},
+		"%s is the message":  {Errorf(InvalidInput, "%s: %d", "a message of any length "+long[:200], 3), "a message of any length " + long[:200] + ": 3"},
+		"width and %v":       {Errorf(InvalidInput, "[%5s] %v", "ab", "cd"), "[   ab] cd"},
+		"not a string":       {Errorf(InvalidInput, "%q", []string{"x"}), `["x"]`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if tc.err.Message != tc.want {
+				got, want := tc.err.Message, tc.want
+				if len(got) > 300 {
+					got = got[:300] + "..."
+				}
+				if len(want) > 300 {
+					want = want[:300] + "..."
+				}
+				t.Errorf("message %q, want %q", got, want)
+			}
+		})
+	}
+}
