@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -83,19 +84,53 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-// enroll enrolls a machine in pool gpu and returns its id.
+// enroll enrolls a machine in pool gpu, waits for its enrollment (and what the pool
+// chains to it) to end, forgets the commands it sent, and returns the node's id.
 func (h *harness) enroll(labels map[string]string) string {
 	h.t.Helper()
 	var n store.Node
+	var run store.Run
 	err := h.store.Update(func(tx *store.Tx) (err error) {
-		n, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Labels: labels,
+		n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Labels: labels,
 			BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "secret://bmc/n1"}})
 		return err
 	})
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	h.svc.Start(run)
+	for id := run.ID; ; id = n.Workflow {
+		if _, n = h.end(id); n.Workflow == id {
+			break
+		}
+	}
+	h.machine.forget()
 	return n.ID
+}
+
+// act makes a request of a node and starts (or aborts) its workflow.
+func (h *harness) act(node string, req Request, o Options) (store.Run, store.Node, error) {
+	h.t.Helper()
+	var run store.Run
+	var n store.Node
+	err := h.store.Update(func(tx *store.Tx) (err error) {
+		run, n, err = h.svc.Act(tx, "acme", node, req, o)
+		return err
+	})
+	if err == nil && run.ID != "" {
+		h.svc.Start(run)
+	}
+	return run, n, err
+}
+
+// node reads a node.
+func (h *harness) node(id string) store.Node {
+	h.t.Helper()
+	var n store.Node
+	if err := h.store.View(func(tx *store.Tx) (err error) { n, err = tx.Node(id); return err }); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
 }
 
 // deploy stores a profile file in acme (unless stored already) and deploys it on the
@@ -183,10 +218,32 @@ type machine struct {
 	answers map[string]func(json.RawMessage) (json.RawMessage, error)
 	// bootsNothing: a power cycle boots no agent.
 	bootsNothing bool
+	// fromDisk: the machine boots its disk for good (metal-unrescue), so a power cycle
+	// boots the installed OS.
+	fromDisk bool
+	// hangs are the kinds of commands the machine never answers: their relay returns
+	// only when its context ends.
+	hangs map[string]bool
 }
 
-func (m *machine) Relay(_ context.Context, target workflow.RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
+// hang makes the machine never answer commands of kind.
+func (m *machine) hang(kind string) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.hangs == nil {
+		m.hangs = map[string]bool{}
+	}
+	m.hangs[kind] = true
+}
+
+func (m *machine) Relay(ctx context.Context, target workflow.RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
+	m.mu.Lock()
+	if m.hangs[kind] {
+		m.got = append(m.got, relayed{ID: id, Kind: kind, Role: target.Role, Input: string(input)})
+		m.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	defer m.mu.Unlock()
 	if out, ok := m.kept[id]; ok {
 		return out, nil
@@ -201,11 +258,18 @@ func (m *machine) Relay(_ context.Context, target workflow.RelayTarget, id, kind
 		var in proto.DeployImage
 		json.Unmarshal(input, &in)
 		out, _ = json.Marshal(proto.DeployImageResult{SHA256: in.SHA256, BytesWritten: in.SizeBytes})
+	case kind == proto.CommandDiskWipe:
+		// What registry/attest stores for a wipe it attested.
+		out = json.RawMessage(`{"attested":true}`)
 	}
 	if err != nil {
 		return nil, err
 	}
 	switch {
+	case kind == "management.setBootDevice":
+		m.fromDisk = strings.Contains(string(input), `"persistent":true`) && strings.Contains(string(input), `"disk"`)
+	case kind == "power.setPower" && string(input) == `{"action":"cycle"}` && m.fromDisk:
+		err = m.joins.Joined(target.NodeID, "node")
 	case kind == "power.setPower" && string(input) == `{"action":"cycle"}` && !m.bootsNothing:
 		err = m.joins.Joined(target.NodeID, "ramdisk")
 	case kind == "boot.kexec" || kind == "power.setPower" && string(input) == `{"action":"graceful-restart"}`:
@@ -216,6 +280,13 @@ func (m *machine) Relay(_ context.Context, target workflow.RelayTarget, id, kind
 	}
 	m.kept[id] = out
 	return out, err
+}
+
+// forget forgets the commands received so far.
+func (m *machine) forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.got = nil
 }
 
 // kinds returns the kinds of the commands received, as "role kind".
