@@ -2,13 +2,19 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/join"
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
@@ -76,7 +82,7 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 	}
 	var node store.Node
 	testkit.JSON(t, admin, &node, enroll("52:54:00:00:00:01", "--label", "gpu.vendor=nvidia")...)
-	if node.State != store.NodeEnrolled || node.Drivers["boot"].Driver != "ipxe" ||
+	if node.State != store.NodeEnrolling || node.Drivers["boot"].Driver != "ipxe" ||
 		compact(t, node.Drivers["power"].Config) != `{"address":"https://10.0.0.5","credentialRef":"secret://bmc/n1"}` {
 		t.Fatalf("enrolled %+v", node)
 	}
@@ -84,6 +90,13 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 		t.Errorf("the same MAC again: %+v", e)
 	}
 	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, joinsAsNode), "--tenant", "root")
+	// An enrolling node does not deploy; once the site has read its BMC it is ready.
+	if e := testkit.Fails(t, admin, "nodes", "deploy", node.ID, "--profile", "joins-as-node"); e.Code != "INVALID_STATE" || e.Details.Reason != store.NodeEnrolling {
+		t.Errorf("deploying an enrolling node: %+v", e)
+	}
+	testkit.JSON(t, admin, nil, "secrets", "put", "--ref", "secret://bmc/n1", "--file", writeDoc(t, `{"username": "admin", "password": "x"}`))
+	answeringSite(t, reg, "rack-a")
+	waitState(t, admin, node.ID, store.NodeReady)
 
 	// Deploy and follow; the workflow waits for the installed OS to join as the node.
 	done := make(chan testkit.Result, 1)
@@ -131,9 +144,16 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 		t.Errorf("workflow %+v", wf)
 	}
 
+	// An active node is released before it deploys again.
+	if e := testkit.Fails(t, admin, "nodes", "deploy", node.ID, "--profile", "joins-as-node"); e.Code != "INVALID_STATE" || e.Details.Reason != store.NodeActive ||
+		!strings.Contains(e.Message, "nodes release "+node.ID) {
+		t.Errorf("deploying an active node: %+v", e)
+	}
+
 	// A deploy whose step fails leaves the node failed with the step and its error.
 	var other store.Node
 	testkit.JSON(t, admin, &other, enroll("52:54:00:00:00:02")...)
+	waitState(t, admin, other.ID, store.NodeReady)
 	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, neverJoins))
 	res = testkit.CLI(t, admin, "nodes", "deploy", other.ID, "--profile", "never-joins", "--wait")
 	if res.Code != 1 || !strings.Contains(res.Stderr, "error: TIMEOUT: steps[0]: wait.agentJoined did not finish within its timeout of 1s") {
@@ -148,9 +168,81 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 	if len(list.Nodes) != 2 {
 		t.Errorf("list: %+v", list)
 	}
-	if res := testkit.CLI(t, admin, "nodes", "get", other.ID); res.Code != 0 || !strings.Contains(res.Stdout, "failed at steps[0] wait.agentJoined") {
+	if res := testkit.CLI(t, admin, "nodes", "get", other.ID); res.Code != 0 || !strings.Contains(res.Stdout, "failed from deploying at steps[0] wait.agentJoined") ||
+		!strings.Contains(res.Stdout, "last transition deploy, workflow "+other.Workflow) {
 		t.Errorf("nodes get table: %s %s", res.Stdout, res.Stderr)
 	}
+	testkit.JSON(t, admin, &list, "nodes", "list", "--state", store.NodeFailed)
+	if len(list.Nodes) != 1 || list.Nodes[0].ID != other.ID {
+		t.Errorf("list --state failed: %+v", list)
+	}
+	if e := testkit.Fails(t, admin, "nodes", "list", "--state", "enrolled"); e.Code != "INVALID_INPUT" || e.Details.Path != "--state" || !strings.Contains(e.Message, "use one of enrolling") {
+		t.Errorf("list --state enrolled: %+v", e)
+	}
+
+	// A third node's deploy waits for an agent that never joins: cancelling it abandons
+	// the wait and fails the node with reason cancelled, at once.
+	var third store.Node
+	testkit.JSON(t, admin, &third, enroll("52:54:00:00:00:03")...)
+	waitState(t, admin, third.ID, store.NodeReady)
+	testkit.JSON(t, admin, nil, "nodes", "deploy", third.ID, "--profile", "joins-as-node")
+	waitStep(t, admin, third.ID, store.StepRunning)
+	if e := testkit.Fails(t, admin, "nodes", "retire", third.ID); e.Code != "INVALID_STATE" || e.Details.Reason != store.NodeDeploying {
+		t.Errorf("a second request while the deploy runs: %+v", e)
+	}
+	res = testkit.CLI(t, admin, "nodes", "cancel", third.ID, "--wait")
+	if res.Code != 1 || !strings.Contains(res.Stderr, "error: INVALID_STATE: steps[0]: workflow") || !strings.Contains(res.Stdout, "node "+third.ID+" is failed") {
+		t.Errorf("nodes cancel --wait: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+	testkit.JSON(t, admin, &third, "nodes", "get", third.ID)
+	if f := third.Failure; third.State != store.NodeFailed || third.FailedFrom != store.NodeDeploying || f == nil || f.Error.Details.Reason != "cancelled" {
+		t.Errorf("cancelled node %s from %s, %+v", third.State, third.FailedFrom, third.Failure)
+	}
+	if e := testkit.Fails(t, admin, "nodes", "cancel", third.ID); e.Code != "INVALID_STATE" || e.Details.Reason != store.NodeFailed {
+		t.Errorf("cancelling a failed node: %+v", e)
+	}
+}
+
+// answeringSite joins a site agent for site that answers the BMC reads of metal-enroll
+// (power.getPower, inspect.oob) with {}: the machine is on, and its BMC tells nothing
+// more. Other site commands are UNSUPPORTED.
+func answeringSite(t *testing.T, reg *testkit.Registry, site string) {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", site, "--out", tokenFile)
+	ctx, cancel := context.WithCancel(context.Background())
+	if _, err := join.Join(ctx, join.Options{Server: reg.URL, TokenFile: tokenFile, NodeID: site, Role: joinwire.RoleSite,
+		Pins: reg.Pins, ConfigDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	creds, err := bcdconf.LoadAgent(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
+	agent, err := session.New(session.Config{Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
+		Handlers: map[string]session.Handler{"power.getPower": on, "inspect.oob": on}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { agent.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// waitState waits until the node is in state.
+func waitState(t *testing.T, config, node, state string) {
+	t.Helper()
+	var n store.Node
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if testkit.JSON(t, config, &n, "nodes", "get", node); n.State == state {
+			return
+		} else if n.State == store.NodeFailed {
+			break
+		}
+	}
+	t.Fatalf("node %s is %s (%+v), never %s", node, n.State, n.Failure, state)
 }
 
 // waitStep waits until the first step of the node's workflow is in state.
@@ -229,6 +321,8 @@ func TestADeployResumesAfterTheRegistryIsKilled(t *testing.T) {
 	testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--policy", writeDoc(t, `{"hardwareProfile": "gpu-redfish"}`))
 	var node store.Node
 	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://10.0.0.5")
+	answeringSite(t, reg, "rack-a")
+	waitState(t, admin, node.ID, store.NodeReady)
 	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, joinsAsNode))
 	var started api.DeployStarted
 	testkit.JSON(t, admin, &started, "nodes", "deploy", node.ID, "--profile", "joins-as-node")

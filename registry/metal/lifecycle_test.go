@@ -394,11 +394,11 @@ func TestCommissionWithoutGPU(t *testing.T) {
 		state    string
 		diagSent int
 	}{
-		"no GPU in the inventory":               {gpus: `null`, state: store.NodeReady},
-		"the machine answers no-gpu":            {answer: proto.Errorf(proto.Unsupported, "no NVIDIA GPU").WithReason(ReasonNoGPU), state: store.NodeReady, diagSent: 1},
-		"a pool that requires GPUs":             {gpus: `[]`, require: true, answer: proto.Errorf(proto.Unsupported, "no NVIDIA GPU").WithReason(ReasonNoGPU), state: store.NodeFailed, diagSent: 1},
-		"a machine with GPUs runs diagnostics":  {gpus: `[{"model":"H100"}]`, state: store.NodeReady, diagSent: 1},
-		"another UNSUPPORTED is not a skip":     {answer: proto.Errorf(proto.Unsupported, "no DCGM"), state: store.NodeFailed, diagSent: 1},
+		"no GPU in the inventory":              {gpus: `null`, state: store.NodeReady},
+		"the machine answers no-gpu":           {answer: proto.Errorf(proto.Unsupported, "no NVIDIA GPU").WithReason(ReasonNoGPU), state: store.NodeReady, diagSent: 1},
+		"a pool that requires GPUs":            {gpus: `[]`, require: true, answer: proto.Errorf(proto.Unsupported, "no NVIDIA GPU").WithReason(ReasonNoGPU), state: store.NodeFailed, diagSent: 1},
+		"a machine with GPUs runs diagnostics": {gpus: `[{"model":"H100"}]`, state: store.NodeReady, diagSent: 1},
+		"another UNSUPPORTED is not a skip":    {answer: proto.Errorf(proto.Unsupported, "no DCGM"), state: store.NodeFailed, diagSent: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
