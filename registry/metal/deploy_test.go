@@ -218,6 +218,18 @@ func TestEnsureRamdisk(t *testing.T) {
 			prepare: func(h *harness, node string) { h.joins.Joined(node, "ramdisk") },
 			want:    []string{"main.1:a1 ramdisk inventory.refresh {}", "cleanup.0:a1 site boot.cleanUp "},
 		},
+		"a ramdisk that joined before the machine was powered off is gone": {
+			prepare: func(h *harness, node string) {
+				h.joins.Joined(node, "ramdisk")
+				h.clock.Advance(time.Second)
+				h.store.Update(func(tx *store.Tx) error {
+					_, err := tx.UpdateNode(node, func(n *store.Node) error { n.PoweredAt = tx.Now(); return nil })
+					return err
+				})
+			},
+			want: []string{"main.0:a1:pxe site management.setBootDevice {\"device\":\"pxe\",\"persistent\":false}", `main.0:a1:prepare site boot.prepareRamdisk {"macs":["52:54:00:00:00:01"],"token":"bcj_test","registry":"https://registry.test","pins":null,"args":["bc.node=NODE"]}`,
+				"main.0:a1:cycle site power.setPower {\"action\":\"cycle\"}", "main.1:a1 ramdisk inventory.refresh {}", "cleanup.0:a1 site boot.cleanUp "},
+		},
 		"a pool whose machines run no agent is inspected out of band": {
 			prepare: func(h *harness, node string) {
 				h.store.Update(func(tx *store.Tx) error {

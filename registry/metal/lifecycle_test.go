@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
@@ -41,6 +42,12 @@ func (h *harness) inState(state string) string {
 		h.machine.bootsNothing = true
 		if _, _, err := h.act(node, req, Options{}); err != nil {
 			h.t.Fatalf("%s: %v", req, err)
+		}
+		// It waits for the ramdisk once it has power-cycled the machine.
+		for deadline := time.Now().Add(10 * time.Second); h.node(node).PoweredAt.IsZero(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				h.t.Fatalf("%s never power-cycled the machine", req)
+			}
 		}
 	}
 	switch state {

@@ -58,6 +58,7 @@ func New(cfg Config) *Service {
 	e.Handle("boot.prepareRamdisk", s.prepareRamdisk)
 	e.Handle("inventory.refresh", s.refreshInventory)
 	e.Handle(proto.CommandDiagDCGM, s.diagDCGM)
+	e.Handle("power.setPower", s.setPower)
 	for req := range transitions {
 		e.OnFinish(string(req), s.ended)
 	}

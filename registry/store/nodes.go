@@ -90,6 +90,9 @@ type Node struct {
 	// Host is the node's desired host section: host-config units in the order bcd
 	// applies them.
 	Host []HostUnit `json:"host,omitempty"`
+	// PoweredAt is when a power action other than on last stopped what ran on the
+	// machine: a ramdisk that joined before it is gone.
+	PoweredAt time.Time `json:"poweredAt,omitzero"`
 	// IdentityRevokedAt is when metal.revokeIdentity ran; zero while the identity holds.
 	IdentityRevokedAt time.Time `json:"identityRevokedAt,omitzero"`
 	// Rev counts the record's changes.
