@@ -179,7 +179,7 @@ func init() {
 						}
 						return nil
 					}
-					return x.follow(*tenant, out.WorkflowID, n.ID, fmt.Sprintf("%s of node %s (%s@%d), node %s", lc.verb, n.ID, out.Profile.ID, out.Profile.Version, n.State))
+					return x.follow(*tenant, out.WorkflowID, n.ID, fmt.Sprintf("%s: node %s is %s, running %s@%d", lc.verb, n.ID, n.State, out.Profile.ID, out.Profile.Version))
 				}
 			}})
 	}

@@ -126,6 +126,9 @@ func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site
 			"management.setBootDevice":  s.handle(s.setBootDevice),
 			"power.setPower":            s.handle(s.setPower),
 			"boot.cleanUp":              s.handle(func(string, json.RawMessage) error { return nil }),
+			// The BMC reads of metal-enroll: the machine is on, and its BMC tells no more.
+			"power.getPower": s.handle(func(string, json.RawMessage) error { return nil }),
+			"inspect.oob":    s.handle(func(string, json.RawMessage) error { return nil }),
 		},
 	})
 	if err != nil {
@@ -220,9 +223,14 @@ func (s *site) setBootDevice(node string, input json.RawMessage) error {
 	return nil
 }
 
-// setPower cycles the machine: whatever ran on it stops, and a PXE boot with a ramdisk
-// entry starts bcd ramdisk with the entry's command line.
+// setPower acts on the machine's power: whatever ran on it stops, and unless the action
+// is off, a PXE boot with a ramdisk entry starts bcd ramdisk with the entry's command
+// line.
 func (s *site) setPower(node string, input json.RawMessage) error {
+	var in struct{ Action string }
+	if err := json.Unmarshal(input, &in); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p := s.procs[node]; p != nil {
@@ -234,7 +242,7 @@ func (s *site) setPower(node string, input json.RawMessage) error {
 	if m == nil {
 		return proto.Errorf(proto.NotFound, "no machine %s at this site", node)
 	}
-	if !ok || entry.Token == "" {
+	if !ok || entry.Token == "" || in.Action == "off" || in.Action == "graceful-off" {
 		return nil
 	}
 	r := boot.Ramdisk{Token: entry.Token, Registry: entry.Registry, Pins: entry.Pins, Args: entry.Args}
