@@ -243,6 +243,7 @@ func TestVMHelper(t *testing.T) {
 	var n struct{ ID string }
 	testkit.JSON(t, admin, &n, "nodes", "enroll", "--pool", "vms", "--mac", vmMAC, "--product-uuid", vmUUID,
 		"--bmc-driver", "qmp", "--bmc-address", s.QMP, "--hardware-profile", "lab-qemu")
+	waitReady(t, admin, n.ID)
 	deployStart := time.Now()
 	res := testkit.CLIShow(t, admin, os.Stdout, "nodes", "deploy", n.ID, "--profile", "vm-host", "--wait")
 	fmt.Printf("DEPLOY exit %d after %s\n", res.Code, time.Since(deployStart).Round(time.Second))
@@ -355,6 +356,21 @@ func startVM(t *testing.T, lan *netns.LAN, qmpSock, disk string) string {
 	return lan.StartVM(t, qmpSock, "-S", "-no-shutdown", "-m", "1024", "-uuid", vmUUID,
 		"-drive", "file="+disk+",if=none,id=d0,format=raw,cache=unsafe", "-device", "virtio-blk-pci,id=disk0,drive=d0",
 		"-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
+}
+
+// waitReady waits until the node's enrollment (metal-enroll, through bcd site and the
+// VM's QMP socket) has made it ready.
+func waitReady(t *testing.T, admin, node string) {
+	t.Helper()
+	var n store.Node
+	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if testkit.JSON(t, admin, &n, "nodes", "get", node); n.State == store.NodeReady {
+			return
+		} else if n.State == store.NodeFailed {
+			break
+		}
+	}
+	t.Fatalf("node %s is %s (%+v), never ready", node, n.State, n.Failure)
 }
 
 func writeFile(t *testing.T, path, content string) {
