@@ -26,6 +26,8 @@ const digest = "6f1ed002ab5595859014ebf0951522d9e3a8e3d0cf4f9f4e8b19f7b9b6a5f2c1
 // renderer and the agents' applied generations.
 type harness struct {
 	t        *testing.T
+	dir      string
+	shutdown func()
 	clock    *clock.Fake
 	store    *store.Store
 	joins    *workflow.JoinLog
@@ -39,29 +41,17 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
-	st, err := store.Open(t.TempDir(), store.Options{Now: h.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.store, h.joins = st, workflow.NewJoinLog(st)
-	h.machine = &machine{joins: h.joins, answers: map[string]func(json.RawMessage) (json.RawMessage, error){}}
+	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
+	h.machine = &machine{answers: map[string]func(json.RawMessage) (json.RawMessage, error){}}
 	h.images = &fakeImages{images: map[string]Image{"ubuntu-24.04-server@2026.09": {
 		ID: "img_1", Tenant: "acme", Ref: "ubuntu-24.04-server@2026.09", Kind: "os", Format: "qcow2", Compression: "none",
 		SHA256: digest, SizeBytes: 3 << 30, Source: "https://images.example/ubuntu.raw.zst"}}}
 	h.userData = &fakeUserData{}
 	h.revoked = &revocations{}
-	engine := workflow.New(workflow.Config{Store: st, Clock: h.clock, Relay: h.machine, Joins: h.joins})
-	h.engine = engine
-	h.svc = New(Config{Store: st, Engine: engine, Joins: h.joins, HardwareProfiles: maps.Clone(hardware),
-		Images: h.images, UserData: h.userData, Generations: fakeGenerations{}, Ramdisk: fakeRamdisk{},
-		Identities: h.revoked})
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := engine.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); engine.Wait(); st.Close() })
-	err = st.Update(func(tx *store.Tx) error {
+	h.boot()
+	t.Cleanup(func() { h.shutdown() })
+	st := h.store
+	err := st.Update(func(tx *store.Tx) error {
 		if _, err := tx.CreateTenant("acme"); err != nil {
 			return err
 		}
@@ -82,6 +72,36 @@ func newHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// boot opens the store and starts the engine and the metal service over it, resuming
+// every running workflow: a registry starting.
+func (h *harness) boot() {
+	st, err := store.Open(h.dir, store.Options{Now: h.clock.Now})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.store, h.joins = st, workflow.NewJoinLog(st)
+	h.machine.mu.Lock()
+	h.machine.joins = h.joins
+	h.machine.mu.Unlock()
+	engine := workflow.New(workflow.Config{Store: st, Clock: h.clock, Relay: h.machine, Joins: h.joins})
+	h.engine = engine
+	h.svc = New(Config{Store: st, Engine: engine, Joins: h.joins, HardwareProfiles: maps.Clone(hardware),
+		Images: h.images, UserData: h.userData, Generations: fakeGenerations{}, Ramdisk: fakeRamdisk{},
+		Identities: h.revoked})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := engine.Resume(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	h.shutdown = func() { cancel(); engine.Wait(); st.Close() }
+}
+
+// restart stops the registry (the engine drops its runs where they are, the store
+// closes) and boots it again.
+func (h *harness) restart() {
+	h.shutdown()
+	h.boot()
 }
 
 // enroll enrolls a machine in pool gpu, waits for its enrollment (and what the pool
@@ -224,6 +244,13 @@ type machine struct {
 	// hangs are the kinds of commands the machine never answers: their relay returns
 	// only when its context ends.
 	hangs map[string]bool
+	// crashAt is the count of the command at which the registry crashes: before the
+	// machine has it, or once it has answered it (crashAfter); 0 for none. crashed is
+	// closed then.
+	crashAt    int
+	crashAfter bool
+	crashed    chan struct{}
+	sent       int
 }
 
 // hang makes the machine never answer commands of kind.
@@ -244,10 +271,33 @@ func (m *machine) Relay(ctx context.Context, target workflow.RelayTarget, id, ki
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	defer m.mu.Unlock()
 	if out, ok := m.kept[id]; ok {
+		m.mu.Unlock()
 		return out, nil
 	}
+	m.sent++
+	crash := m.sent == m.crashAt
+	if crash && !m.crashAfter {
+		m.mu.Unlock()
+		return m.crash(ctx)
+	}
+	out, err := m.answer(target, id, kind, input)
+	m.mu.Unlock()
+	if crash {
+		return m.crash(ctx)
+	}
+	return out, err
+}
+
+// crash tells that the registry crashes now, and holds the relay until it has stopped.
+func (m *machine) crash(ctx context.Context) (json.RawMessage, error) {
+	close(m.crashed)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// answer runs a command on the machine, with m.mu held.
+func (m *machine) answer(target workflow.RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
 	m.got = append(m.got, relayed{ID: id, Kind: kind, Role: target.Role, Input: string(input)})
 	var out json.RawMessage = json.RawMessage(`{}`)
 	var err error
