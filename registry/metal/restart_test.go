@@ -108,3 +108,23 @@ func TestLifecycleSurvivesRestarts(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelSurvivesARestart: a registry that crashes once a cancel has committed, before
+// the attempt was abandoned, resumes the run as cancelled: the rest of its main steps
+// are not run, its cleanup runs once, and the node fails with reason cancelled.
+func TestCancelSurvivesARestart(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeInspecting)
+	err := h.store.Update(func(tx *store.Tx) error { _, _, err := h.svc.Act(tx, "acme", node, Cancel, Options{}); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	n := h.settle(node)
+	if n.State != store.NodeFailed || n.FailedFrom != store.NodeInspecting || n.Failure.Error.Details.Reason != "cancelled" {
+		t.Fatalf("node %s from %s, %+v", n.State, n.FailedFrom, n.Failure)
+	}
+	if diff := cmp.Diff([]string{"site management.setBootDevice", "site boot.prepareRamdisk", "site power.setPower", "site boot.cleanUp"}, h.machine.kinds()); diff != "" {
+		t.Errorf("commands (-want +got):\n%s", diff)
+	}
+}
