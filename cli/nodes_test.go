@@ -11,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/agent/bcdconf"
-	"github.com/better-compute/better-compute/agent/join"
 	"github.com/better-compute/better-compute/agent/session"
-	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
@@ -208,18 +205,8 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 // more. Other site commands are UNSUPPORTED.
 func answeringSite(t *testing.T, reg *testkit.Registry, site string) {
 	t.Helper()
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", site, "--out", tokenFile)
+	creds := testkit.JoinSite(t, reg, site)
 	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := join.Join(ctx, join.Options{Server: reg.URL, TokenFile: tokenFile, NodeID: site, Role: joinwire.RoleSite,
-		Pins: reg.Pins, ConfigDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	creds, err := bcdconf.LoadAgent(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	on := func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
 	agent, err := session.New(session.Config{Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
 		Handlers: map[string]session.Handler{"power.getPower": on, "inspect.oob": on}, Log: slog.New(slog.DiscardHandler)})

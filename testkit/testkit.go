@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/join"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -256,4 +258,22 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// JoinSite joins a site agent for site with a single-use site token, as `bcd join
+// --role site` does, into a new directory, and returns its credentials.
+func JoinSite(t testing.TB, reg *Registry, site string) bcdconf.Agent {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", site, "--out", tokenFile)
+	if _, err := join.Join(context.Background(), join.Options{Server: reg.URL, TokenFile: tokenFile, NodeID: site, Role: joinwire.RoleSite,
+		Pins: reg.Pins, ConfigDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	creds, err := bcdconf.LoadAgent(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return creds
 }

@@ -195,16 +195,22 @@ func sha(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-func TestDeployEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a machine end to end")
-	}
+// hostWorld is a world whose site caches the signed OS image e2e-os@1, with the profile
+// e2e-host deploying it; it returns the image raw.
+func hostWorld(t *testing.T) (*world, []byte) {
 	raw, zst := osImage(t)
 	w := newWorld(t)
 	w.register(t, "e2e-os@1", zst, sha(zst), true)
 	w.site.cache(sha(zst), zst)
 	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
+	return w, raw
+}
 
+func TestDeployEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a machine end to end")
+	}
+	w, raw := hostWorld(t)
 	const uuid = "4c4c4544-0042-3510-8052-b4c04f595831"
 	m := newMachine(t, uuid, int64(len(raw)))
 	id := w.enroll(t, "52:54:00:12:34:01", uuid, m)

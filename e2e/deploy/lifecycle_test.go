@@ -6,11 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/e2e/netns"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
 )
@@ -24,11 +24,7 @@ func TestLifecycleEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a machine end to end")
 	}
-	raw, zst := osImage(t)
-	w := newWorld(t)
-	w.register(t, "e2e-os@1", zst, sha(zst), true)
-	w.site.cache(sha(zst), zst)
-	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
+	w, raw := hostWorld(t)
 	const uuid = "4c4c4544-0042-3510-8052-b4c04f5958b1"
 	m := newMachine(t, uuid, int64(len(raw)))
 
@@ -118,7 +114,7 @@ func TestLifecycleEndToEnd(t *testing.T) {
 	if len(confs) == 0 {
 		t.Fatal("the installed OS kept no bcd configuration")
 	}
-	var logs lockedBuffer
+	var logs netns.SyncBuffer
 	node := exec.Command(testkit.Binary(t, "bcd"), "node", "--config-dir", confs[len(confs)-1], "--root", t.TempDir())
 	node.Stdout, node.Stderr = &logs, &logs
 	node.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -129,22 +125,4 @@ func TestLifecycleEndToEnd(t *testing.T) {
 	if !waitFor(t, 30*time.Second, func() bool { return strings.Contains(logs.String(), "revoked this node's identity") }) {
 		t.Errorf("bcd node of the retired node was not refused:\n%s", logs.String())
 	}
-}
-
-// lockedBuffer is a buffer a process writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -17,12 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/agent/bcdconf"
-	"github.com/better-compute/better-compute/agent/join"
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/boot"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/testkit"
 )
 
@@ -105,18 +102,8 @@ func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site
 	t.Cleanup(srv.Close)
 	s.httpBase = srv.URL
 	siteSection, _ := json.Marshal(proto.SiteInventory{HTTPBase: s.httpBase})
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", name, "--out", tokenFile)
+	creds := testkit.JoinSite(t, reg, name)
 	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := join.Join(ctx, join.Options{Server: reg.URL, TokenFile: tokenFile, NodeID: name, Role: joinwire.RoleSite,
-		Pins: reg.Pins, ConfigDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	creds, err := bcdconf.LoadAgent(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	agent, err := session.New(session.Config{
 		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
 		Inventory: map[string]json.RawMessage{proto.SectionSite: siteSection},

@@ -284,10 +284,7 @@ func TestRevokeIdentityAndWaitGeneration(t *testing.T) {
 	if run, n := h.end(run.ID); run.State != store.RunSucceeded || n.State != store.NodeActive {
 		t.Fatalf("remediate-reboot: run %s, node %s %+v", run.State, n.State, n.Failure)
 	}
-	h.store.Update(func(tx *store.Tx) error {
-		_, err := tx.SetPoolPolicy("acme", "gpu", store.PoolPolicy{Agent: store.AgentNone})
-		return err
-	})
+	h.setPolicy(store.PoolPolicy{Agent: store.AgentNone})
 	if run, _, err = h.act(node, Retire, Options{}); err != nil {
 		t.Fatal(err)
 	}

@@ -108,17 +108,7 @@ func (h *harness) restart() {
 // chains to it) to end, forgets the commands it sent, and returns the node's id.
 func (h *harness) enroll(labels map[string]string) string {
 	h.t.Helper()
-	var n store.Node
-	var run store.Run
-	err := h.store.Update(func(tx *store.Tx) (err error) {
-		n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Labels: labels,
-			BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "secret://bmc/n1"}})
-		return err
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.svc.Start(run)
+	n, run := h.startEnroll("52:54:00:00:00:01", labels)
 	for id := run.ID; ; id = n.Workflow {
 		if _, n = h.end(id); n.Workflow == id {
 			break
@@ -126,6 +116,32 @@ func (h *harness) enroll(labels map[string]string) string {
 	}
 	h.machine.forget()
 	return n.ID
+}
+
+// startEnroll enrolls a machine of mac in pool gpu and starts its enrollment.
+func (h *harness) startEnroll(mac string, labels map[string]string) (store.Node, store.Run) {
+	h.t.Helper()
+	var n store.Node
+	var run store.Run
+	err := h.store.Update(func(tx *store.Tx) (err error) {
+		n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{mac}, Labels: labels,
+			BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "secret://bmc/n1"}})
+		return err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.svc.Start(run)
+	return n, run
+}
+
+// setPolicy replaces pool gpu's policy.
+func (h *harness) setPolicy(policy store.PoolPolicy) {
+	h.t.Helper()
+	err := h.store.Update(func(tx *store.Tx) error { _, err := tx.SetPoolPolicy("acme", "gpu", policy); return err })
+	if err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 // act makes a request of a node and starts (or aborts) its workflow.

@@ -55,14 +55,7 @@ func (h *harness) inState(state string) string {
 	case store.NodeEnrolling:
 		// A second machine whose enrollment never ends: its BMC does not answer.
 		h.machine.hang("power.getPower")
-		var n store.Node
-		var run store.Run
-		h.store.Update(func(tx *store.Tx) (err error) {
-			n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:02"},
-				BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.6"}})
-			return err
-		})
-		h.svc.Start(run)
+		n, _ := h.startEnroll("52:54:00:00:00:02", nil)
 		return n.ID
 	case store.NodeInspecting:
 		hang(Inspect)
@@ -226,20 +219,11 @@ func TestEnrollmentPolicy(t *testing.T) {
 	} {
 		t.Run("enrollment "+policy, func(t *testing.T) {
 			h := newHarness(t)
-			h.store.Update(func(tx *store.Tx) error {
-				_, err := tx.SetPoolPolicy("acme", "gpu", store.PoolPolicy{HardwareProfile: "gpu-redfish", Enrollment: policy})
-				return err
-			})
-			var n store.Node
-			var run store.Run
-			h.store.Update(func(tx *store.Tx) (err error) {
-				n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5"}})
-				return err
-			})
+			h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Enrollment: policy})
+			n, run := h.startEnroll("52:54:00:00:00:01", nil)
 			if n.State != store.NodeEnrolling {
 				t.Fatalf("enrolled as %s", n.State)
 			}
-			h.svc.Start(run)
 			var kinds []string
 			for id := run.ID; ; id = n.Workflow {
 				var r store.Run
@@ -317,10 +301,7 @@ func TestUnverifiedWipe(t *testing.T) {
 func TestOutOfBandPool(t *testing.T) {
 	h := newHarness(t)
 	node := h.inState(store.NodeActive)
-	h.store.Update(func(tx *store.Tx) error {
-		_, err := tx.SetPoolPolicy("acme", "gpu", store.PoolPolicy{Agent: store.AgentNone})
-		return err
-	})
+	h.setPolicy(store.PoolPolicy{Agent: store.AgentNone})
 	h.machine.forget()
 	_, n, err := h.act(node, Rescue, Options{})
 	if err != nil || n.State != store.NodeFailed || n.FailedFrom != store.NodeRescue || n.Failure.Error.Code != proto.Unsupported {

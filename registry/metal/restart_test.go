@@ -49,17 +49,8 @@ func (h *harness) settle(node string) store.Node {
 func lifecycleWalk(t *testing.T, crashAt int, after bool) (states, commands []string) {
 	h := newHarness(t)
 	h.machine.crashAt, h.machine.crashAfter, h.machine.crashed = crashAt, after, make(chan struct{})
-	h.store.Update(func(tx *store.Tx) error {
-		_, err := tx.SetPoolPolicy("acme", "gpu", store.PoolPolicy{HardwareProfile: "gpu-redfish", Enrollment: store.EnrollCommission})
-		return err
-	})
-	var n store.Node
-	var run store.Run
-	h.store.Update(func(tx *store.Tx) (err error) {
-		n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5"}})
-		return err
-	})
-	h.svc.Start(run)
+	h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Enrollment: store.EnrollCommission})
+	n, _ := h.startEnroll("52:54:00:00:00:01", nil)
 	states = append(states, h.settle(n.ID).State)
 	for _, req := range []Request{Deploy, Rescue, Unrescue, Release, Retire} {
 		var err error
