@@ -218,18 +218,19 @@ func answeringSite(t *testing.T, reg *testkit.Registry, site string) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// waitState waits until the node is in state.
-func waitState(t *testing.T, config, node, state string) {
+// waitState waits until the node is in state and returns it.
+func waitState(t *testing.T, config, node, state string) store.Node {
 	t.Helper()
 	var n store.Node
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if testkit.JSON(t, config, &n, "nodes", "get", node); n.State == state {
-			return
+			return n
 		} else if n.State == store.NodeFailed {
 			break
 		}
 	}
 	t.Fatalf("node %s is %s (%+v), never %s", node, n.State, n.Failure, state)
+	return n
 }
 
 // waitStep waits until the first step of the node's workflow is in state.
@@ -360,5 +361,55 @@ func TestEnrollConflictHidesAnotherTenantsNode(t *testing.T) {
 	}
 	if e := testkit.Fails(t, configs["acme"], enroll("52:54:00:00:00:01")...); e.Code != "CONFLICT" || !strings.Contains(e.Message, node.ID) {
 		t.Errorf("acme enrolling its own machine again: %+v, want its node named", e)
+	}
+}
+
+// TestLifecycleRequestsStayInTheTenant: tenant beta, allowed to manage its own nodes,
+// tries every lifecycle request on tenant acme's node, and a credential of acme that
+// may only read nodes tries them on acme's own: NOT_FOUND (naming nothing of acme) and
+// FORBIDDEN, and acme's node does not change.
+func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
+	configs := map[string]string{}
+	for _, c := range []struct{ tenant, name, actions string }{
+		{"acme", "acme", "compute:nodes:manage,compute:nodes:read"},
+		{"acme", "acme-reader", "compute:nodes:read"},
+		{"beta", "beta", "compute:nodes:manage,compute:nodes:read"},
+	} {
+		if c.name == c.tenant {
+			testkit.JSON(t, admin, nil, "tenants", "create", c.tenant)
+			testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", c.tenant)
+		}
+		configs[c.name] = filepath.Join(t.TempDir(), c.name+".conf")
+		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", c.tenant, "--actions", c.actions, "--out", configs[c.name])
+	}
+	var node store.Node
+	testkit.JSON(t, configs["acme"], &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
+	answeringSite(t, reg, "rack-a")
+	before := waitState(t, configs["acme"], node.ID, store.NodeReady)
+	for _, verb := range []string{"inspect", "commission", "release", "retire", "rescue", "unrescue", "retry", "cancel"} {
+		res := testkit.CLI(t, configs["beta"], "nodes", verb, node.ID, "--format", "json")
+		var e testkit.ErrorObject
+		json.Unmarshal([]byte(res.Stdout), &e)
+		if res.Code != 1 || e.Code != "NOT_FOUND" || e.Details.Path != "nodeId" || strings.Contains(res.Stdout+res.Stderr, "ready") {
+			t.Errorf("beta: nodes %s of acme's node: exit %d %s%s, want NOT_FOUND telling nothing of it", verb, res.Code, res.Stdout, res.Stderr)
+		}
+		if e := testkit.Fails(t, configs["acme-reader"], "nodes", verb, node.ID); e.Code != "FORBIDDEN" {
+			t.Errorf("a read-only credential: nodes %s: %+v, want FORBIDDEN", verb, e)
+		}
+	}
+	if e := testkit.Fails(t, configs["beta"], "nodes", "deploy", node.ID, "--profile", "metal-retire"); e.Code != "NOT_FOUND" {
+		t.Errorf("beta deploying metal-retire on acme's node: %+v", e)
+	}
+	var after store.Node
+	testkit.JSON(t, configs["acme"], &after, "nodes", "get", node.ID)
+	if after.State != store.NodeReady || after.Rev != before.Rev || after.Workflow != before.Workflow {
+		t.Errorf("acme's node changed: %s rev %d workflow %s, was rev %d workflow %s", after.State, after.Rev, after.Workflow, before.Rev, before.Workflow)
+	}
+	// A shipped lifecycle profile is no deploy: acme retires through nodes retire.
+	if e := testkit.Fails(t, configs["acme"], "nodes", "deploy", node.ID, "--profile", "metal-retire"); e.Code != "INVALID_INPUT" || !strings.Contains(e.Message, "nodes retire") {
+		t.Errorf("deploying the shipped metal-retire: %+v, want INVALID_INPUT naming nodes retire", e)
 	}
 }
