@@ -335,6 +335,17 @@ func TestOutOfBandPool(t *testing.T) {
 func TestCancel(t *testing.T) {
 	h := newHarness(t)
 	node := h.inState(store.NodeInspecting)
+	// What an agent relay keeps of the attempt the cancel abandons: a command its agent
+	// has not answered; and one of another run.
+	inspecting := h.node(node).Workflow
+	h.store.Update(func(tx *store.Tx) error {
+		for _, id := range []string{inspecting + ":main.0:a1:wait", "wf_0000000000000000:main.0:a1"} {
+			if _, err := tx.EnqueueAgentCommand(node, proto.Command{ID: id, Kind: "inventory.refresh"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	h.clock.BlockUntil(1)
 	run, _, err := h.act(node, Cancel, Options{})
 	if err != nil {
@@ -360,6 +371,18 @@ func TestCancel(t *testing.T) {
 	}
 	if got := h.machine.kinds(); !slices.Contains(got, "site boot.cleanUp") {
 		t.Errorf("cleanup did not run: %v", got)
+	}
+	// The abandoned attempt's command is never delivered to an agent connecting later.
+	var pending []string
+	h.store.View(func(tx *store.Tx) error {
+		cmds, err := tx.PendingAgentCommands(node)
+		for _, c := range cmds {
+			pending = append(pending, c.ID)
+		}
+		return err
+	})
+	if diff := cmp.Diff([]string{"wf_0000000000000000:main.0:a1"}, pending); diff != "" {
+		t.Errorf("pending commands (-want +got):\n%s", diff)
 	}
 	h.machine.bootsNothing = false
 	retry, _, err := h.act(node, Retry, Options{})

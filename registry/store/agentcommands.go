@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -106,6 +107,25 @@ func (t *Tx) PendingAgentCommands(node string) ([]AgentCommand, error) {
 // DeleteAgentCommand forgets a command, once its result is delivered.
 func (t *Tx) DeleteAgentCommand(node, id string) error {
 	return t.del(bucketAgentCommands, commandKey(node, id))
+}
+
+// DropPendingAgentCommands forgets every command not answered yet whose id starts with
+// prefix (a workflow run's, "wf_...:"), whatever agent it was for, and returns how many:
+// an agent that connects later never gets them.
+func (t *Tx) DropPendingAgentCommands(prefix string) (int, error) {
+	var keys [][]byte
+	err := t.eachAgentCommand(nil, func(c AgentCommand) error {
+		if !c.Done && strings.HasPrefix(c.ID, prefix) {
+			keys = append(keys, commandKey(c.Node, c.ID))
+		}
+		return nil
+	})
+	for _, k := range keys {
+		if err == nil {
+			err = t.del(bucketAgentCommands, k)
+		}
+	}
+	return len(keys), err
 }
 
 // ExpireAgentCommands forgets every command made before cutoff, pending or done, and

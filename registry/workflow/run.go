@@ -99,6 +99,7 @@ func (e *Engine) end(run store.Run) error {
 		return err
 	}
 	var ended store.Run
+	dropped := 0
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
 		var err error
 		ended, err = tx.UpdateRun(run.ID, func(r *store.Run) error {
@@ -115,13 +116,17 @@ func (e *Engine) end(run store.Run) error {
 		if err != nil {
 			return err
 		}
+		// A command an abandoned or timed-out attempt left pending is never delivered.
+		if dropped, err = tx.DropPendingAgentCommands(run.ID + ":"); err != nil {
+			return err
+		}
 		return e.finish[run.Kind](tx, ended)
 	})
 	if err != nil {
 		return err
 	}
 	e.notify()
-	e.cfg.Log.Info("workflow ended", "workflow", run.ID, "node", run.Node, "state", ended.State)
+	e.cfg.Log.Info("workflow ended", "workflow", run.ID, "node", run.Node, "state", ended.State, "unansweredCommandsDropped", dropped)
 	return e.startNext(run)
 }
 
