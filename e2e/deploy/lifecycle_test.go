@@ -17,9 +17,10 @@ import (
 
 // TestLifecycleEndToEnd walks one machine through its lifecycle with the real registry,
 // the site, bcd ramdisk and the installed OS's bcd join and bcd node: enroll ->
-// (enrolling) -> ready -> inspect -> commission -> ready -> deploy -> active -> release
-// -> ready -> retire -> retired, each state seen through the CLI; the disk is read back
-// after the wipes, and the installed OS's agent of the retired node is refused.
+// (enrolling) -> ready -> inspect -> commission -> ready -> deploy -> active -> rescue
+// -> (the installed OS boots again) active -> release -> ready -> retire -> retired, each
+// state seen through the CLI; the disk is read back after the wipes, and the installed
+// OS's agent of the retired node is refused.
 func TestLifecycleEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a machine end to end")
@@ -53,6 +54,8 @@ func TestLifecycleEndToEnd(t *testing.T) {
 		{[]string{"commission"}, store.NodeCommissioning, store.NodeReady, "metal-commission@1",
 			[]string{"diag.dcgm ramdisk skipped (the machine reports no GPU", "disk.wipe ramdisk succeeded"}},
 		{[]string{"deploy", "--profile", "e2e-host"}, "", store.NodeActive, "e2e-host@1", []string{"boot.kexec ramdisk succeeded"}},
+		{[]string{"rescue"}, store.NodeRescue, store.NodeRescue, "metal-rescue@1", []string{"metal.ensureRamdisk control-plane succeeded"}},
+		{[]string{"unrescue"}, store.NodeRescue, store.NodeActive, "metal-unrescue@1", []string{"wait.agentJoined control-plane succeeded"}},
 		{[]string{"release", "--wipe", "quick"}, store.NodeReleasing, store.NodeReady, "metal-release@1",
 			[]string{"metal.ensureRamdisk control-plane succeeded", "disk.wipe ramdisk succeeded"}},
 		{[]string{"retire"}, store.NodeRetiring, store.NodeRetired, "metal-retire@1", []string{"metal.revokeIdentity control-plane succeeded"}},

@@ -212,7 +212,7 @@ func (s *site) setBootDevice(node string, input json.RawMessage) error {
 
 // setPower acts on the machine's power: whatever ran on it stops, and unless the action
 // is off, a PXE boot with a ramdisk entry starts bcd ramdisk with the entry's command
-// line.
+// line, and a disk boot the installed OS's bcd node, if an OS was installed.
 func (s *site) setPower(node string, input json.RawMessage) error {
 	var in struct{ Action string }
 	if err := json.Unmarshal(input, &in); err != nil {
@@ -225,11 +225,17 @@ func (s *site) setPower(node string, input json.RawMessage) error {
 		p.Wait()
 		delete(s.procs, node)
 	}
-	m, entry, ok := s.machines[node], s.entries[node], s.boot[node] == "pxe"
+	m, entry := s.machines[node], s.entries[node]
 	if m == nil {
 		return proto.Errorf(proto.NotFound, "no machine %s at this site", node)
 	}
-	if !ok || entry.Token == "" || in.Action == "off" || in.Action == "graceful-off" {
+	if in.Action == "off" || in.Action == "graceful-off" {
+		return nil
+	}
+	if s.boot[node] == "disk" {
+		return s.bootDisk(node, m)
+	}
+	if s.boot[node] != "pxe" || entry.Token == "" {
 		return nil
 	}
 	r := boot.Ramdisk{Token: entry.Token, Registry: entry.Registry, Pins: entry.Pins, Args: entry.Args}
@@ -248,6 +254,22 @@ func (s *site) setPower(node string, input json.RawMessage) error {
 	cmd := exec.Command(s.bcd, "ramdisk", "--cmdline", cmdline, "--config-dir", filepath.Join(m.dir, "run-bcd"),
 		"--sys-root", filepath.Join(m.dir, "sys-root"), "--disk", m.disk, "--boot-command", self)
 	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+s.certFile, envFirstBoot+"="+osDir, envBCD+"="+s.bcd)
+	return s.start(node, m, cmd)
+}
+
+// bootDisk boots the OS installed on the machine, if any: its bcd node with the
+// configuration its first boot's bcd join wrote.
+func (s *site) bootDisk(node string, m *machine) error {
+	confs, _ := filepath.Glob(filepath.Join(m.dir, "os-*", "etc-bcd"))
+	if len(confs) == 0 {
+		return nil
+	}
+	conf := confs[len(confs)-1]
+	return s.start(node, m, exec.Command(s.bcd, "node", "--config-dir", conf, "--root", filepath.Join(filepath.Dir(conf), "root")))
+}
+
+// start runs what the machine boots, with its console in console.log; s.mu is held.
+func (s *site) start(node string, m *machine, cmd *exec.Cmd) error {
 	log, err := os.Create(filepath.Join(m.dir, "console.log"))
 	if err != nil {
 		return err
