@@ -129,3 +129,48 @@ func TestLifecycleEndToEnd(t *testing.T) {
 		t.Errorf("bcd node of the retired node was not refused:\n%s", logs.String())
 	}
 }
+
+// TestReleaseSurvivesAKill kills the registry (SIGKILL) while a release's power-off is
+// at the site, then starts it again: the release resumes, the site's answer to the
+// power-off completes it (no second power-off), the cleanup runs once, and the node is
+// ready.
+func TestReleaseSurvivesAKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a machine end to end")
+	}
+	w, raw := hostWorld(t)
+	const uuid = "4c4c4544-0042-3510-8052-b4c04f5958b2"
+	m := newMachine(t, uuid, int64(len(raw)))
+	id := w.enroll(t, "52:54:00:12:38:02", uuid, m)
+	if res := testkit.CLI(t, w.admin, "nodes", "deploy", id, "--profile", "e2e-host", "--wait"); res.Code != 0 {
+		t.Fatalf("deploy: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+	holding, release := w.site.holdPowerOff()
+	before := len(w.site.commands())
+	var started struct{ WorkflowID string }
+	testkit.JSON(t, w.admin, &started, "nodes", "release", id)
+	select {
+	case <-holding:
+	case <-time.After(time.Minute):
+		t.Fatalf("the release never powered the machine off; site commands %q", w.site.commands()[before:])
+	}
+	w.reg.Kill()
+	release()
+	w.reg = testkit.StartRegistry(t, w.reg.DataDir, w.serveArgs...)
+	n := waitState(t, w.admin, id, store.NodeReady)
+	if n.Workflow != started.WorkflowID {
+		t.Errorf("the node's workflow is %s, want the release %s", n.Workflow, started.WorkflowID)
+	}
+	offs, cleanups := 0, 0
+	for _, c := range w.site.commands()[before:] {
+		switch c {
+		case id + ` {"action":"off"}`:
+			offs++
+		case id + " ":
+			cleanups++
+		}
+	}
+	if offs != 1 || cleanups != 1 {
+		t.Errorf("%d power-offs and %d cleanups reached the site, want 1 and 1: %q", offs, cleanups, w.site.commands()[before:])
+	}
+}

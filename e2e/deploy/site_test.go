@@ -81,6 +81,9 @@ type site struct {
 	entries  map[string]proto.PrepareRamdisk
 	boot     map[string]string // the boot device each machine is set to
 	procs    map[string]*exec.Cmd
+	// held, when set, holds a power-off until it is closed; holding is closed as one
+	// starts.
+	held, holding chan struct{}
 }
 
 func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site {
@@ -181,6 +184,16 @@ func (s *site) handle(fn func(node string, input json.RawMessage) error) session
 	}
 }
 
+// holdPowerOff makes the next power-off wait until the returned release is called; the
+// returned channel is closed once it waits.
+func (s *site) holdPowerOff() (holding <-chan struct{}, release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := make(chan struct{})
+	s.held, s.holding = held, make(chan struct{})
+	return s.holding, func() { close(held) }
+}
+
 // commands are the site commands received so far, "node input" each.
 func (s *site) commands() []string {
 	s.mu.Lock()
@@ -230,6 +243,13 @@ func (s *site) setPower(node string, input json.RawMessage) error {
 		return proto.Errorf(proto.NotFound, "no machine %s at this site", node)
 	}
 	if in.Action == "off" || in.Action == "graceful-off" {
+		if held := s.held; held != nil {
+			s.held = nil
+			close(s.holding)
+			s.mu.Unlock()
+			<-held
+			s.mu.Lock()
+		}
 		return nil
 	}
 	if s.boot[node] == "disk" {
