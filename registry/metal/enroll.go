@@ -47,15 +47,7 @@ func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, store.Run, err
 	if err != nil {
 		return n, store.Run{}, err
 	}
-	pool, err := tx.Pool(n.Tenant, n.Pool)
-	if err != nil {
-		return n, store.Run{}, err
-	}
-	var next Request
-	if chain := chains[pool.Policy.Enrollment]; len(chain) > 0 {
-		next = chain[0]
-	}
-	run, n, err := s.begin(tx, n, Enroll, Options{}, next)
+	run, n, err := s.begin(tx, n, Enroll, Options{}, chainAfter(tx, n, Enroll))
 	return n, run, err
 }
 

@@ -218,7 +218,8 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 }
 
 // retry runs again, from failed, the workflow the node failed in: the same request with
-// the same profile document (a release keeps its wipe mode).
+// the same profile document (a release keeps its wipe mode), followed by what the pool's
+// enrollment chains after it.
 func (s *Service) retry(tx *store.Tx, node store.Node) (store.Run, store.Node, error) {
 	if node.Failure == nil || node.Failure.RunID == "" {
 		return store.Run{}, node, proto.Errorf(proto.InvalidState, "node %s failed in no workflow (%s): release or retire it", node.ID, node.Transition).WithReason(node.State)
@@ -232,7 +233,8 @@ func (s *Service) retry(tx *store.Tx, node store.Node) (store.Run, store.Node, e
 		return store.Run{}, node, proto.Errorf(proto.InvalidState, "workflow %s's profile no longer passes the checks (%v)", failed.ID, err)
 	}
 	rec := store.ProfileRecord{Tenant: failed.Profile.Tenant, ID: failed.Profile.ID, Version: failed.Profile.Version, Document: failed.Document}
-	return s.create(tx, node, Request(failed.Kind), rec, p, "")
+	req := Request(failed.Kind)
+	return s.create(tx, node, req, rec, p, chainAfter(tx, node, req))
 }
 
 // lifecycleProfile is the request that runs the shipped profile id, "" when none does.
@@ -306,12 +308,7 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 	}
 	if node.Next != "" {
 		next := Request(node.Next)
-		var rest Request
-		chain := chains[mustPool(tx, node).Policy.Enrollment]
-		if i := slices.Index(chain, next); i >= 0 && i+1 < len(chain) {
-			rest = chain[i+1]
-		}
-		_, _, err := s.begin(tx, node, next, Options{}, rest)
+		_, _, err := s.begin(tx, node, next, Options{}, chainAfter(tx, node, next))
 		return err
 	}
 	switch req {
@@ -334,10 +331,24 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 	return err
 }
 
-// mustPool is the node's pool, or an empty one when it is gone.
-func mustPool(tx *store.Tx, node store.Node) store.Pool {
-	pool, _ := tx.Pool(node.Tenant, node.Pool)
-	return pool
+// chainAfter is the request the node's pool's policy.enrollment chains after req (after
+// enroll, the chain's first), "" when none.
+func chainAfter(tx *store.Tx, node store.Node, req Request) Request {
+	pool, err := tx.Pool(node.Tenant, node.Pool)
+	if err != nil {
+		return ""
+	}
+	chain := chains[pool.Policy.Enrollment]
+	i := slices.Index(chain, req)
+	if req == Enroll {
+		i = -1
+	} else if i < 0 {
+		return ""
+	}
+	if i+1 < len(chain) {
+		return chain[i+1]
+	}
+	return ""
 }
 
 // unverifiedWipe is the failure a run's disk wipes make: the first disk.wipe step that

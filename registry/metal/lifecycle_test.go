@@ -440,3 +440,25 @@ func TestCommissionWithoutGPU(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryKeepsTheChain: on a pool that commissions its machines, an inspection of the
+// enrollment's chain that failed, retried, goes on to commissioning before the node is
+// ready.
+func TestRetryKeepsTheChain(t *testing.T) {
+	h := newHarness(t)
+	h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Enrollment: store.EnrollCommission})
+	h.machine.answers["inventory.refresh"] = func(json.RawMessage) (json.RawMessage, error) {
+		return nil, proto.Errorf(proto.DriverError, "the ramdisk lost its disk controller")
+	}
+	n, _ := h.startEnroll("52:54:00:00:00:01", nil)
+	if n = h.settle(n.ID); n.State != store.NodeFailed || n.FailedFrom != store.NodeInspecting {
+		t.Fatalf("node %s from %s", n.State, n.FailedFrom)
+	}
+	delete(h.machine.answers, "inventory.refresh")
+	if _, _, err := h.act(n.ID, Retry, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if n = h.settle(n.ID); n.State != store.NodeReady || n.Transition != string(Commission) {
+		t.Errorf("after the retry: %s, last transition %s, %+v", n.State, n.Transition, n.Failure)
+	}
+}
