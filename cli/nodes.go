@@ -70,7 +70,7 @@ var nodeCommands = []command{{
 }, {
 	path:    "nodes get",
 	usage:   "ID [--tenant T]",
-	summary: "show one node: state, BMC, driver bindings, last workflow and failure, host section, last disk wipe",
+	summary: "show one node: state, last transition and workflow, where it failed from and why, BMC, driver bindings, host section, last disk wipe",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
@@ -111,7 +111,7 @@ var nodeCommands = []command{{
 }, {
 	path:    "nodes deploy",
 	usage:   "ID --profile P [--profile-version N] [--wait] [--tenant T]",
-	summary: "deploy a profile on a node; --wait follows the workflow step by step until it ends",
+	summary: "deploy a profile on a ready node; --wait follows the workflow step by step until it ends",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
