@@ -171,12 +171,14 @@ func init() {
 						return err
 					}
 					n := out.Node
-					if !*wait || out.WorkflowID == "" {
+					if f := n.Failure; f != nil && out.WorkflowID == "" {
+						// The request failed the node at once, starting nothing.
+						e := *f.Error
+						e.Message = fmt.Sprintf("node %s is failed (from %s): %s", n.ID, n.FailedFrom, e.Message)
+						return &e
+					}
+					if !*wait {
 						x.print(out, func(w *tabwriter.Writer) { transitionLine(w, lc.verb, out) })
-						if f := n.Failure; f != nil && out.WorkflowID == "" {
-							e := *f.Error
-							return &e
-						}
 						return nil
 					}
 					return x.follow(*tenant, out.WorkflowID, n.ID, fmt.Sprintf("%s: node %s is %s, running %s@%d", lc.verb, n.ID, n.State, out.Profile.ID, out.Profile.Version))
@@ -185,12 +187,10 @@ func init() {
 	}
 }
 
-// transitionLine says what a lifecycle request did.
+// transitionLine says what a lifecycle request started.
 func transitionLine(w *tabwriter.Writer, verb string, out api.TransitionStarted) {
 	n := out.Node
 	switch {
-	case out.WorkflowID == "":
-		fmt.Fprintf(w, "node %s is %s (from %s): %s: %s\n", n.ID, n.State, n.FailedFrom, n.Failure.Error.Code, n.Failure.Error.Message)
 	case verb == "cancel":
 		fmt.Fprintf(w, "cancelling workflow %s of node %s: its cleanup runs, then the node is failed\n", out.WorkflowID, n.ID)
 	default:
