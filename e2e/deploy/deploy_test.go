@@ -206,14 +206,19 @@ func hostWorld(t *testing.T) (*world, []byte) {
 	return w, raw
 }
 
+// readyMachine makes a machine of size bytes reporting productUUID, enrolls it with mac
+// and waits until it is ready.
+func (w *world) readyMachine(t *testing.T, mac, productUUID string, size int) (string, *machine) {
+	m := newMachine(t, productUUID, int64(size))
+	return w.enroll(t, mac, productUUID, m), m
+}
+
 func TestDeployEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a machine end to end")
 	}
 	w, raw := hostWorld(t)
-	const uuid = "4c4c4544-0042-3510-8052-b4c04f595831"
-	m := newMachine(t, uuid, int64(len(raw)))
-	id := w.enroll(t, "52:54:00:12:34:01", uuid, m)
+	id, m := w.readyMachine(t, "52:54:00:12:34:01", "4c4c4544-0042-3510-8052-b4c04f595831", len(raw))
 	enrolled := len(w.site.commands())
 	res := testkit.CLI(t, w.admin, "nodes", "deploy", id, "--profile", "e2e-host", "--wait")
 	console, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))

@@ -139,9 +139,7 @@ func TestReleaseSurvivesAKill(t *testing.T) {
 		t.Skip("boots a machine end to end")
 	}
 	w, raw := hostWorld(t)
-	const uuid = "4c4c4544-0042-3510-8052-b4c04f5958b2"
-	m := newMachine(t, uuid, int64(len(raw)))
-	id := w.enroll(t, "52:54:00:12:38:02", uuid, m)
+	id, _ := w.readyMachine(t, "52:54:00:12:38:02", "4c4c4544-0042-3510-8052-b4c04f5958b2", len(raw))
 	if res := testkit.CLI(t, w.admin, "nodes", "deploy", id, "--profile", "e2e-host", "--wait"); res.Code != 0 {
 		t.Fatalf("deploy: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
 	}

@@ -113,9 +113,20 @@ func (t *Tx) DeleteAgentCommand(node, id string) error {
 // prefix (a workflow run's, "wf_...:"), whatever agent it was for, and returns how many:
 // an agent that connects later never gets them.
 func (t *Tx) DropPendingAgentCommands(prefix string) (int, error) {
+	return t.dropAgentCommands(func(c AgentCommand) bool { return !c.Done && strings.HasPrefix(c.ID, prefix) })
+}
+
+// ExpireAgentCommands forgets every command made before cutoff, pending or done, and
+// returns how many.
+func (t *Tx) ExpireAgentCommands(cutoff time.Time) (int, error) {
+	return t.dropAgentCommands(func(c AgentCommand) bool { return c.CreatedAt.Before(cutoff) })
+}
+
+// dropAgentCommands forgets every command drop holds for and returns how many.
+func (t *Tx) dropAgentCommands(drop func(AgentCommand) bool) (int, error) {
 	var keys [][]byte
 	err := t.eachAgentCommand(nil, func(c AgentCommand) error {
-		if !c.Done && strings.HasPrefix(c.ID, prefix) {
+		if drop(c) {
 			keys = append(keys, commandKey(c.Node, c.ID))
 		}
 		return nil
@@ -126,24 +137,6 @@ func (t *Tx) DropPendingAgentCommands(prefix string) (int, error) {
 		}
 	}
 	return len(keys), err
-}
-
-// ExpireAgentCommands forgets every command made before cutoff, pending or done, and
-// returns how many.
-func (t *Tx) ExpireAgentCommands(cutoff time.Time) (int, error) {
-	var old [][]byte
-	err := t.eachAgentCommand(nil, func(c AgentCommand) error {
-		if c.CreatedAt.Before(cutoff) {
-			old = append(old, commandKey(c.Node, c.ID))
-		}
-		return nil
-	})
-	for _, k := range old {
-		if err == nil {
-			err = t.del(bucketAgentCommands, k)
-		}
-	}
-	return len(old), err
 }
 
 func (t *Tx) eachAgentCommand(prefix []byte, fn func(AgentCommand) error) error {
