@@ -173,7 +173,7 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 	if len(list.Nodes) != 1 || list.Nodes[0].ID != other.ID {
 		t.Errorf("list --state failed: %+v", list)
 	}
-	if e := testkit.Fails(t, admin, "nodes", "list", "--state", "enrolled"); e.Code != "INVALID_INPUT" || e.Details.Path != "--state" || !strings.Contains(e.Message, "use one of enrolling") {
+	if e := testkit.Fails(t, admin, "nodes", "list", "--state", "enrolled"); e.Code != "INVALID_INPUT" || e.Details.Path != "state" || !strings.Contains(e.Message, "use one of enrolling") {
 		t.Errorf("list --state enrolled: %+v", e)
 	}
 

@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/metal"
@@ -170,6 +172,9 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		return out, err
 	})
 	Handle(s, "metal.list", ActionNodesRead, func(_ context.Context, c *Caller, req ListNodesRequest) (out NodeList, err error) {
+		if req.State != "" && !slices.Contains(metal.States(), req.State) {
+			return out, proto.Errorf(proto.InvalidInput, "state %q: use one of %s", req.State, strings.Join(metal.States(), ", ")).WithPath("state")
+		}
 		out.Nodes, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]store.Node, string, error) {
 			return tx.Nodes(tenant, req.Pool, req.State, page)
 		})
