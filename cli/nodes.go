@@ -68,7 +68,7 @@ var nodeCommands = []command{{
 }, {
 	path:    "nodes get",
 	usage:   "ID [--tenant T]",
-	summary: "show one node: state, BMC, driver bindings, last workflow and failure, host section, last disk wipe",
+	summary: "show one node: state, last transition and workflow, where it failed from and why, BMC, driver bindings, host section, last disk wipe",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
@@ -83,15 +83,16 @@ var nodeCommands = []command{{
 	},
 }, {
 	path:    "nodes list",
-	usage:   "[--pool P] [--tenant T] [--cursor C]",
-	summary: "list the tenant's nodes, or one pool's, 200 a page",
+	usage:   "[--pool P] [--state S] [--tenant T] [--cursor C]",
+	summary: "list the tenant's nodes, or one pool's, or those in one state, 200 a page",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		pool := fs.String("pool", "", "list only this pool's nodes")
+		state := fs.String("state", "", "list only the nodes in this state ("+strings.Join(metal.States(), ", ")+")")
 		cursor := fs.String("cursor", "", "resume after a previous page")
 		return func(x *exec) error {
 			var out api.NodeList
-			req := api.ListNodesRequest{TenantID: *tenant, Pool: *pool, ListRequest: api.ListRequest{Cursor: *cursor}}
+			req := api.ListNodesRequest{TenantID: *tenant, Pool: *pool, State: *state, ListRequest: api.ListRequest{Cursor: *cursor}}
 			if err := x.call("metal.list", req, &out); err != nil {
 				return err
 			}
@@ -105,7 +106,7 @@ var nodeCommands = []command{{
 }, {
 	path:    "nodes deploy",
 	usage:   "ID --profile P [--profile-version N] [--wait] [--tenant T]",
-	summary: "deploy a profile on a node; --wait follows the workflow step by step until it ends",
+	summary: "deploy a profile on a ready node; --wait follows the workflow step by step until it ends",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
@@ -124,10 +125,73 @@ var nodeCommands = []command{{
 				})
 				return nil
 			}
-			return x.follow(*tenant, out)
+			return x.follow(*tenant, out.WorkflowID, out.NodeID,
+				fmt.Sprintf("deploying %s@%d on node %s", out.Profile.ID, out.Profile.Version, out.NodeID))
 		}
 	},
 }}
+
+// lifecycleCommands are the node lifecycle's requests, one command each.
+var lifecycleCommands = []struct {
+	verb, method, summary string
+}{
+	{"inspect", "metal.inspect", "inspect a ready node: boot its ramdisk and refresh its inventory (metal-inspect)"},
+	{"commission", "metal.commission", "commission a ready node: GPU diagnostics, a quick wipe, power off (metal-commission)"},
+	{"release", "metal.release", "release an active (or failed) node: wipe its disks and power it off, then it is ready (metal-release)"},
+	{"retire", "metal.retire", "retire a node for good: crypto-erase, power off, revoke its identity (metal-retire)"},
+	{"rescue", "metal.rescue", "boot an active node into its ramdisk for repairs (metal-rescue)"},
+	{"unrescue", "metal.unrescue", "boot a node in rescue back into its installed OS, then it is active (metal-unrescue)"},
+	{"retry", "metal.retry", "run again the workflow a failed node failed in"},
+	{"cancel", "metal.cancel", "cancel a node's running workflow: its attempt is abandoned, its cleanup runs, the node fails (reason cancelled)"},
+}
+
+func init() {
+	for _, lc := range lifecycleCommands {
+		usage := "ID [--wait] [--tenant T]"
+		if lc.verb == "release" {
+			usage = "ID [--wipe none|quick|secure-erase|crypto-erase] [--wait] [--tenant T]"
+		}
+		nodeCommands = append(nodeCommands, command{path: "nodes " + lc.verb, usage: usage, summary: lc.summary, nargs: 1,
+			define: func(fs *flag.FlagSet) func(x *exec) error {
+				tenant := tenantFlag(fs)
+				wait := fs.Bool("wait", false, "follow the workflow until it ends; exit 1 if it fails")
+				req := api.TransitionRequest{}
+				if lc.verb == "release" {
+					fs.StringVar(&req.Wipe, "wipe", "", "the disk wipe mode, replacing metal-release's quick: none, quick, secure-erase, crypto-erase")
+				}
+				return func(x *exec) error {
+					req.TenantID, req.NodeID = *tenant, x.args[0]
+					var out api.TransitionStarted
+					if err := x.call(lc.method, req, &out); err != nil {
+						return err
+					}
+					n := out.Node
+					if f := n.Failure; f != nil && out.WorkflowID == "" {
+						// The request failed the node at once, starting nothing.
+						e := *f.Error
+						e.Message = fmt.Sprintf("node %s is failed (from %s): %s", n.ID, n.FailedFrom, e.Message)
+						return &e
+					}
+					if !*wait {
+						x.print(out, func(w *tabwriter.Writer) { transitionLine(w, lc.verb, out) })
+						return nil
+					}
+					return x.follow(*tenant, out.WorkflowID, n.ID, fmt.Sprintf("%s: node %s is %s, running %s@%d", lc.verb, n.ID, n.State, out.Profile.ID, out.Profile.Version))
+				}
+			}})
+	}
+}
+
+// transitionLine says what a lifecycle request started.
+func transitionLine(w *tabwriter.Writer, verb string, out api.TransitionStarted) {
+	n := out.Node
+	switch {
+	case verb == "cancel":
+		fmt.Fprintf(w, "cancelling workflow %s of node %s: its cleanup runs, then the node is failed\n", out.WorkflowID, n.ID)
+	default:
+		fmt.Fprintf(w, "node %s is %s: workflow %s runs %s@%d\n", n.ID, n.State, out.WorkflowID, out.Profile.ID, out.Profile.Version)
+	}
+}
 
 var workflowCommands = []command{{
 	path:    "workflows get",
@@ -159,11 +223,13 @@ func keyValue(name string, set func(k, v string)) func(string) error {
 	}
 }
 
-// follow prints each change of a deploy's steps until the workflow ends: one line per
-// step state change (step, where it runs, state, duration) and per progress report. With
-// --format json the lines go to stderr and the finished workflow to stdout. A failed
-// workflow is the command's error: its failing step and the step's error.
-func (x *exec) follow(tenant string, started api.DeployStarted) error {
+// follow prints each change of a workflow's steps until it ends, after the headline:
+// one line per step state change (step, where it runs, state, duration) and per progress
+// report, then the node's state. With --format json the lines go to stderr and the
+// finished workflow to stdout. A failed workflow is the command's error: its failing step
+// and the step's error; so is a node that failed at the workflow's end (an unverified
+// wipe).
+func (x *exec) follow(tenant, workflowID, nodeID, headline string) error {
 	c, err := x.client()
 	if err != nil {
 		return err
@@ -172,11 +238,11 @@ func (x *exec) follow(tenant string, started api.DeployStarted) error {
 	if x.format == "json" {
 		lines = x.env.Stderr
 	}
-	fmt.Fprintf(lines, "workflow %s: deploying %s@%d on node %s\n", started.WorkflowID, started.Profile.ID, started.Profile.Version, started.NodeID)
+	fmt.Fprintf(lines, "workflow %s: %s\n", workflowID, headline)
 	seen := map[string]string{}
 	var run api.WorkflowView
 	for run.State == "" || run.State == store.RunRunning {
-		req := api.GetWorkflowRequest{TenantID: tenant, ID: started.WorkflowID, AfterRev: run.Rev}
+		req := api.GetWorkflowRequest{TenantID: tenant, ID: workflowID, AfterRev: run.Rev}
 		if err := c.Call(x.ctx, "workflows.get", req, &run); err != nil {
 			return err
 		}
@@ -189,11 +255,15 @@ func (x *exec) follow(tenant string, started api.DeployStarted) error {
 		}
 	}
 	var node store.Node
-	if err := c.Call(x.ctx, "metal.get", api.NodeKey{TenantID: tenant, NodeID: started.NodeID}, &node); err != nil {
+	if err := c.Call(x.ctx, "metal.get", api.NodeKey{TenantID: tenant, NodeID: nodeID}, &node); err != nil {
 		return err
 	}
 	fmt.Fprintf(lines, "workflow %s %s; node %s is %s\n", run.ID, run.State, node.ID, node.State)
-	if f := run.Failure; f != nil {
+	f := run.Failure
+	if f == nil && node.State == store.NodeFailed && node.Failure != nil && node.Failure.RunID == run.ID {
+		f = node.Failure
+	}
+	if f != nil {
 		e := *f.Error
 		e.Message = f.Step + ": " + e.Message
 		return &e
@@ -274,12 +344,18 @@ func nodeTable(w *tabwriter.Writer, nodes []store.Node) {
 
 func nodeDetail(w *tabwriter.Writer, n store.Node) {
 	nodeTable(w, []store.Node{n})
+	if n.Transition != "" {
+		fmt.Fprintf(w, "\nstate %s; last transition %s, workflow %s\n", n.State, n.Transition, dash(n.Workflow))
+	}
 	if f := n.Failure; f != nil {
-		fmt.Fprintf(w, "\nfailed at %s %s (workflow %s): %s: %s", f.Step, f.Use, f.RunID, f.Error.Code, f.Error.Message)
+		fmt.Fprintf(w, "\nfailed from %s at %s %s (workflow %s): %s: %s", n.FailedFrom, dash(f.Step), dash(f.Use), dash(f.RunID), f.Error.Code, f.Error.Message)
 		if f.Error.Details.Reason != "" {
 			fmt.Fprintf(w, " (reason %s)", f.Error.Details.Reason)
 		}
 		fmt.Fprintln(w)
+	}
+	if f := n.UnverifiedWipe; f != nil {
+		fmt.Fprintf(w, "\nretired with an unverified wipe at %s (workflow %s): %s\n", f.Step, f.RunID, f.Error.Message)
 	}
 	if p := n.MACProposal; p != nil {
 		fmt.Fprintf(w, "\nPXE discovery proposes MAC %s (seen at site %s since %s)\n", p.MAC, p.Site, p.SeenAt.Format(time.RFC3339))

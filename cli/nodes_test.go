@@ -2,13 +2,17 @@ package cli_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
@@ -76,7 +80,7 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 	}
 	var node store.Node
 	testkit.JSON(t, admin, &node, enroll("52:54:00:00:00:01", "--label", "gpu.vendor=nvidia")...)
-	if node.State != store.NodeEnrolled || node.Drivers["boot"].Driver != "ipxe" ||
+	if node.State != store.NodeEnrolling || node.Drivers["boot"].Driver != "ipxe" ||
 		compact(t, node.Drivers["power"].Config) != `{"address":"https://10.0.0.5","credentialRef":"secret://bmc/n1"}` {
 		t.Fatalf("enrolled %+v", node)
 	}
@@ -84,6 +88,13 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 		t.Errorf("the same MAC again: %+v", e)
 	}
 	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, joinsAsNode), "--tenant", "root")
+	// An enrolling node does not deploy; once the site has read its BMC it is ready.
+	if e := testkit.Fails(t, admin, "nodes", "deploy", node.ID, "--profile", "joins-as-node"); e.Code != "INVALID_STATE" || e.Details.Reason != store.NodeEnrolling {
+		t.Errorf("deploying an enrolling node: %+v", e)
+	}
+	testkit.JSON(t, admin, nil, "secrets", "put", "--ref", "secret://bmc/n1", "--file", writeDoc(t, `{"username": "admin", "password": "x"}`))
+	answeringSite(t, reg, "rack-a")
+	waitState(t, admin, node.ID, store.NodeReady)
 
 	// Deploy and follow; the workflow waits for the installed OS to join as the node.
 	done := make(chan testkit.Result, 1)
@@ -131,9 +142,16 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 		t.Errorf("workflow %+v", wf)
 	}
 
+	// An active node is released before it deploys again.
+	if e := testkit.Fails(t, admin, "nodes", "deploy", node.ID, "--profile", "joins-as-node"); e.Code != "INVALID_STATE" || e.Details.Reason != store.NodeActive ||
+		!strings.Contains(e.Message, "nodes release "+node.ID) {
+		t.Errorf("deploying an active node: %+v", e)
+	}
+
 	// A deploy whose step fails leaves the node failed with the step and its error.
 	var other store.Node
 	testkit.JSON(t, admin, &other, enroll("52:54:00:00:00:02")...)
+	waitState(t, admin, other.ID, store.NodeReady)
 	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, neverJoins))
 	res = testkit.CLI(t, admin, "nodes", "deploy", other.ID, "--profile", "never-joins", "--wait")
 	if res.Code != 1 || !strings.Contains(res.Stderr, "error: TIMEOUT: steps[0]: wait.agentJoined did not finish within its timeout of 1s") {
@@ -148,9 +166,75 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 	if len(list.Nodes) != 2 {
 		t.Errorf("list: %+v", list)
 	}
-	if res := testkit.CLI(t, admin, "nodes", "get", other.ID); res.Code != 0 || !strings.Contains(res.Stdout, "failed at steps[0] wait.agentJoined") {
+	if res := testkit.CLI(t, admin, "nodes", "get", other.ID); res.Code != 0 || !strings.Contains(res.Stdout, "failed from deploying at steps[0] wait.agentJoined") ||
+		!strings.Contains(res.Stdout, "last transition deploy, workflow "+other.Workflow) {
 		t.Errorf("nodes get table: %s %s", res.Stdout, res.Stderr)
 	}
+	testkit.JSON(t, admin, &list, "nodes", "list", "--state", store.NodeFailed)
+	if len(list.Nodes) != 1 || list.Nodes[0].ID != other.ID {
+		t.Errorf("list --state failed: %+v", list)
+	}
+	if e := testkit.Fails(t, admin, "nodes", "list", "--state", "enrolled"); e.Code != "INVALID_INPUT" || e.Details.Path != "state" || !strings.Contains(e.Message, "use one of enrolling") {
+		t.Errorf("list --state enrolled: %+v", e)
+	}
+
+	// A third node's deploy waits for an agent that never joins: cancelling it abandons
+	// the wait and fails the node with reason cancelled, at once.
+	var third store.Node
+	testkit.JSON(t, admin, &third, enroll("52:54:00:00:00:03")...)
+	waitState(t, admin, third.ID, store.NodeReady)
+	testkit.JSON(t, admin, nil, "nodes", "deploy", third.ID, "--profile", "joins-as-node")
+	waitStep(t, admin, third.ID, store.StepRunning)
+	if e := testkit.Fails(t, admin, "nodes", "retire", third.ID); e.Code != "INVALID_STATE" || e.Details.Reason != store.NodeDeploying {
+		t.Errorf("a second request while the deploy runs: %+v", e)
+	}
+	res = testkit.CLI(t, admin, "nodes", "cancel", third.ID, "--wait")
+	if res.Code != 1 || !strings.Contains(res.Stderr, "error: INVALID_STATE: steps[0]: workflow") || !strings.Contains(res.Stdout, "node "+third.ID+" is failed") {
+		t.Errorf("nodes cancel --wait: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
+	}
+	testkit.JSON(t, admin, &third, "nodes", "get", third.ID)
+	if f := third.Failure; third.State != store.NodeFailed || third.FailedFrom != store.NodeDeploying || f == nil || f.Error.Details.Reason != "cancelled" {
+		t.Errorf("cancelled node %s from %s, %+v", third.State, third.FailedFrom, third.Failure)
+	}
+	if e := testkit.Fails(t, admin, "nodes", "cancel", third.ID); e.Code != "INVALID_STATE" || e.Details.Reason != store.NodeFailed {
+		t.Errorf("cancelling a failed node: %+v", e)
+	}
+}
+
+// answeringSite joins a site agent for site that answers the BMC reads of metal-enroll
+// (power.getPower, inspect.oob) with {}: the machine is on, and its BMC tells nothing
+// more. Other site commands are UNSUPPORTED.
+func answeringSite(t *testing.T, reg *testkit.Registry, site string) {
+	t.Helper()
+	creds, err := bcdconf.LoadAgent(testkit.JoinSite(t, reg, site))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	on := func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
+	agent, err := session.New(session.Config{Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
+		Handlers: map[string]session.Handler{"power.getPower": on, "inspect.oob": on}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { agent.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// waitState waits until the node is in state and returns it.
+func waitState(t *testing.T, config, node, state string) store.Node {
+	t.Helper()
+	var n store.Node
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if testkit.JSON(t, config, &n, "nodes", "get", node); n.State == state {
+			return n
+		} else if n.State == store.NodeFailed {
+			break
+		}
+	}
+	t.Fatalf("node %s is %s (%+v), never %s", node, n.State, n.Failure, state)
+	return n
 }
 
 // waitStep waits until the first step of the node's workflow is in state.
@@ -229,6 +313,8 @@ func TestADeployResumesAfterTheRegistryIsKilled(t *testing.T) {
 	testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--policy", writeDoc(t, `{"hardwareProfile": "gpu-redfish"}`))
 	var node store.Node
 	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://10.0.0.5")
+	answeringSite(t, reg, "rack-a")
+	waitState(t, admin, node.ID, store.NodeReady)
 	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, joinsAsNode))
 	var started api.DeployStarted
 	testkit.JSON(t, admin, &started, "nodes", "deploy", node.ID, "--profile", "joins-as-node")
@@ -279,5 +365,55 @@ func TestEnrollConflictHidesAnotherTenantsNode(t *testing.T) {
 	}
 	if e := testkit.Fails(t, configs["acme"], enroll("52:54:00:00:00:01")...); e.Code != "CONFLICT" || !strings.Contains(e.Message, node.ID) {
 		t.Errorf("acme enrolling its own machine again: %+v, want its node named", e)
+	}
+}
+
+// TestLifecycleRequestsStayInTheTenant: tenant beta, allowed to manage its own nodes,
+// tries every lifecycle request on tenant acme's node, and a credential of acme that
+// may only read nodes tries them on acme's own: NOT_FOUND (naming nothing of acme) and
+// FORBIDDEN, and acme's node does not change.
+func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
+	configs := map[string]string{}
+	for _, c := range []struct{ tenant, name, actions string }{
+		{"acme", "acme", "compute:nodes:manage,compute:nodes:read"},
+		{"acme", "acme-reader", "compute:nodes:read"},
+		{"beta", "beta", "compute:nodes:manage,compute:nodes:read"},
+	} {
+		if c.name == c.tenant {
+			testkit.JSON(t, admin, nil, "tenants", "create", c.tenant)
+			testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", c.tenant)
+		}
+		configs[c.name] = filepath.Join(t.TempDir(), c.name+".conf")
+		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", c.tenant, "--actions", c.actions, "--out", configs[c.name])
+	}
+	var node store.Node
+	testkit.JSON(t, configs["acme"], &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
+	answeringSite(t, reg, "rack-a")
+	before := waitState(t, configs["acme"], node.ID, store.NodeReady)
+	for _, verb := range []string{"inspect", "commission", "release", "retire", "rescue", "unrescue", "retry", "cancel"} {
+		res := testkit.CLI(t, configs["beta"], "nodes", verb, node.ID, "--format", "json")
+		var e testkit.ErrorObject
+		json.Unmarshal([]byte(res.Stdout), &e)
+		if res.Code != 1 || e.Code != "NOT_FOUND" || e.Details.Path != "nodeId" || strings.Contains(res.Stdout+res.Stderr, "ready") {
+			t.Errorf("beta: nodes %s of acme's node: exit %d %s%s, want NOT_FOUND telling nothing of it", verb, res.Code, res.Stdout, res.Stderr)
+		}
+		if e := testkit.Fails(t, configs["acme-reader"], "nodes", verb, node.ID); e.Code != "FORBIDDEN" {
+			t.Errorf("a read-only credential: nodes %s: %+v, want FORBIDDEN", verb, e)
+		}
+	}
+	if e := testkit.Fails(t, configs["beta"], "nodes", "deploy", node.ID, "--profile", "metal-retire"); e.Code != "NOT_FOUND" {
+		t.Errorf("beta deploying metal-retire on acme's node: %+v", e)
+	}
+	var after store.Node
+	testkit.JSON(t, configs["acme"], &after, "nodes", "get", node.ID)
+	if after.State != store.NodeReady || after.Rev != before.Rev || after.Workflow != before.Workflow {
+		t.Errorf("acme's node changed: %s rev %d workflow %s, was rev %d workflow %s", after.State, after.Rev, after.Workflow, before.Rev, before.Workflow)
+	}
+	// A shipped lifecycle profile is no deploy: acme retires through nodes retire.
+	if e := testkit.Fails(t, configs["acme"], "nodes", "deploy", node.ID, "--profile", "metal-retire"); e.Code != "INVALID_INPUT" || !strings.Contains(e.Message, "nodes retire") {
+		t.Errorf("deploying the shipped metal-retire: %+v, want INVALID_INPUT naming nodes retire", e)
 	}
 }

@@ -291,3 +291,18 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// JoinSite joins a site agent for site with a single-use site token through the real
+// `bcd join --role site`, into a new directory, and returns that configuration directory
+// (bcdconf.LoadAgent reads it).
+func JoinSite(t testing.TB, reg *Registry, site string) string {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", site, "--out", tokenFile)
+	if res := BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", site, "--role", "site", "--config-dir", dir,
+		"--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning, "--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
+		t.Fatalf("bcd join --role site: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	return dir
+}

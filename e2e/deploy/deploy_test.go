@@ -164,13 +164,30 @@ func (w *world) register(t *testing.T, ref string, artifact []byte, digest strin
 	testkit.JSON(t, w.admin, nil, args...)
 }
 
-// enroll enrolls a node with productUUID and gives it machine m.
+// enroll enrolls a node with productUUID, gives it machine m, and waits for its
+// enrollment to make it ready.
 func (w *world) enroll(t *testing.T, mac, productUUID string, m *machine) string {
 	var n store.Node
 	testkit.JSON(t, w.admin, &n, "nodes", "enroll", "--pool", "gpu", "--mac", mac, "--product-uuid", productUUID,
 		"--bmc-driver", "qmp", "--bmc-address", "unix:///run/qmp.sock")
 	w.site.add(n.ID, m)
+	waitState(t, w.admin, n.ID, store.NodeReady)
 	return n.ID
+}
+
+// waitState waits until the node is in state, failing the test if it fails first;
+// extra are further arguments of nodes get.
+func waitState(t *testing.T, admin, node, state string, extra ...string) store.Node {
+	t.Helper()
+	var n store.Node
+	waitFor(t, time.Minute, func() bool {
+		testkit.JSON(t, admin, &n, append([]string{"nodes", "get", node}, extra...)...)
+		return n.State == state || n.State == store.NodeFailed
+	})
+	if n.State != state {
+		t.Fatalf("node %s is %s (%+v), want %s", node, n.State, n.Failure, state)
+	}
+	return n
 }
 
 func sha(b []byte) string {
@@ -178,19 +195,31 @@ func sha(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-func TestDeployEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a machine end to end")
-	}
+// hostWorld is a world whose site caches the signed OS image e2e-os@1, with the profile
+// e2e-host deploying it; it returns the image raw.
+func hostWorld(t *testing.T) (*world, []byte) {
 	raw, zst := osImage(t)
 	w := newWorld(t)
 	w.register(t, "e2e-os@1", zst, sha(zst), true)
 	w.site.cache(sha(zst), zst)
 	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
+	return w, raw
+}
 
-	const uuid = "4c4c4544-0042-3510-8052-b4c04f595831"
-	m := newMachine(t, uuid, int64(len(raw)))
-	id := w.enroll(t, "52:54:00:12:34:01", uuid, m)
+// readyMachine makes a machine of size bytes reporting productUUID, enrolls it with mac
+// and waits until it is ready.
+func (w *world) readyMachine(t *testing.T, mac, productUUID string, size int) (string, *machine) {
+	m := newMachine(t, productUUID, int64(size))
+	return w.enroll(t, mac, productUUID, m), m
+}
+
+func TestDeployEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("boots a machine end to end")
+	}
+	w, raw := hostWorld(t)
+	id, m := w.readyMachine(t, "52:54:00:12:34:01", "4c4c4544-0042-3510-8052-b4c04f595831", len(raw))
+	enrolled := len(w.site.commands())
 	res := testkit.CLI(t, w.admin, "nodes", "deploy", id, "--profile", "e2e-host", "--wait")
 	console, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
 	if res.Code != 0 || !strings.Contains(res.Stdout, "is active") {
@@ -209,7 +238,7 @@ func TestDeployEndToEnd(t *testing.T) {
 	// The site was asked what a deploy asks, in order, and the ramdisk's boot entry
 	// carries a token, the registry and its three pins.
 	var got []string
-	for _, c := range w.site.commands() {
+	for _, c := range w.site.commands()[enrolled:] {
 		got = append(got, strings.TrimPrefix(c, id+" "))
 	}
 	if len(got) != 5 || !strings.Contains(got[0], `"token":"bcj_`) || !strings.Contains(got[0], `"args":["bc.node=`+id+`"]`) {
@@ -348,6 +377,7 @@ func TestDeployTrustsOnlyTheDeployingTenantsSigners(t *testing.T) {
 			testkit.JSON(t, w.admin, &n, "nodes", "enroll", "--tenant", tc.tenant, "--pool", "gpu", "--mac", fmt.Sprintf("52:54:00:12:36:%02x", i),
 				"--product-uuid", uuid, "--bmc-driver", "qmp", "--bmc-address", "unix:///run/qmp.sock")
 			w.site.add(n.ID, m)
+			waitState(t, w.admin, n.ID, store.NodeReady, "--tenant", tc.tenant)
 			prof := fmt.Sprintf("uses-%d", i)
 			testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile(prof, tc.image)), "--tenant", tc.tenant)
 			res := testkit.CLI(t, w.admin, "nodes", "deploy", n.ID, "--profile", prof, "--tenant", tc.tenant, "--wait")
@@ -426,6 +456,8 @@ func TestTamperedCatalogRow(t *testing.T) {
   "image": {"ref": "img@1"}, "steps": [{"use": "deploy.deploy", "on": "ramdisk"}]}`))
 	var n store.Node
 	testkit.JSON(t, reg.AdminConfig, &n, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:12:36:01", "--bmc-driver", "qmp", "--bmc-address", "unix:///q")
+	startSite(t, reg, "rack-a", "")
+	waitState(t, reg.AdminConfig, n.ID, store.NodeReady)
 	res := testkit.CLI(t, reg.AdminConfig, "nodes", "deploy", n.ID, "--profile", "just-deploy", "--wait")
 	if res.Code != 1 || !strings.Contains(res.Stderr+res.Stdout, "INVALID_STATE") {
 		t.Fatalf("deploy of a tampered image: exit %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)

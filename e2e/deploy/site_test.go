@@ -18,11 +18,9 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
-	"github.com/better-compute/better-compute/agent/join"
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/boot"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/testkit"
 )
 
@@ -86,6 +84,9 @@ type site struct {
 	entries  map[string]proto.PrepareRamdisk
 	boot     map[string]string // the boot device each machine is set to
 	procs    map[string]*exec.Cmd
+	// held, when set, holds a power-off until it is closed; holding is closed as one
+	// starts.
+	held, holding chan struct{}
 }
 
 func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site {
@@ -107,18 +108,11 @@ func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site
 	t.Cleanup(srv.Close)
 	s.httpBase = srv.URL
 	siteSection, _ := json.Marshal(proto.SiteInventory{HTTPBase: s.httpBase})
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", name, "--out", tokenFile)
-	ctx, cancel := context.WithCancel(context.Background())
-	if _, err := join.Join(ctx, join.Options{Server: reg.URL, TokenFile: tokenFile, NodeID: name, Role: joinwire.RoleSite,
-		Pins: reg.Pins, ConfigDir: dir}); err != nil {
-		t.Fatal(err)
-	}
-	creds, err := bcdconf.LoadAgent(dir)
+	creds, err := bcdconf.LoadAgent(testkit.JoinSite(t, reg, name))
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	agent, err := session.New(session.Config{
 		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
 		Inventory: map[string]json.RawMessage{proto.SectionSite: siteSection},
@@ -128,6 +122,9 @@ func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site
 			"management.setBootDevice":  s.handle(s.setBootDevice),
 			"power.setPower":            s.handle(s.setPower),
 			"boot.cleanUp":              s.handle(func(string, json.RawMessage) error { return nil }),
+			// The BMC reads of metal-enroll: the machine is on, and its BMC tells no more.
+			"power.getPower": s.handle(func(string, json.RawMessage) error { return nil }),
+			"inspect.oob":    s.handle(func(string, json.RawMessage) error { return nil }),
 		},
 	})
 	if err != nil {
@@ -193,6 +190,16 @@ func (s *site) handle(fn func(node string, input json.RawMessage) error) session
 	}
 }
 
+// holdPowerOff makes the next power-off wait until the returned release is called; the
+// returned channel is closed once it waits.
+func (s *site) holdPowerOff() (holding <-chan struct{}, release func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := make(chan struct{})
+	s.held, s.holding = held, make(chan struct{})
+	return s.holding, func() { close(held) }
+}
+
 // commands are the site commands received so far, "node input" each.
 func (s *site) commands() []string {
 	s.mu.Lock()
@@ -222,9 +229,14 @@ func (s *site) setBootDevice(node string, input json.RawMessage) error {
 	return nil
 }
 
-// setPower cycles the machine: whatever ran on it stops, and a PXE boot with a ramdisk
-// entry starts bcd ramdisk with the entry's command line.
+// setPower acts on the machine's power: whatever ran on it stops, and unless the action
+// is off, a PXE boot with a ramdisk entry starts bcd ramdisk with the entry's command
+// line, and a disk boot the installed OS's bcd node, if an OS was installed.
 func (s *site) setPower(node string, input json.RawMessage) error {
+	var in struct{ Action string }
+	if err := json.Unmarshal(input, &in); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if p := s.procs[node]; p != nil {
@@ -232,11 +244,24 @@ func (s *site) setPower(node string, input json.RawMessage) error {
 		p.Wait()
 		delete(s.procs, node)
 	}
-	m, entry, ok := s.machines[node], s.entries[node], s.boot[node] == "pxe"
+	m, entry := s.machines[node], s.entries[node]
 	if m == nil {
 		return proto.Errorf(proto.NotFound, "no machine %s at this site", node)
 	}
-	if !ok || entry.Token == "" {
+	if in.Action == "off" || in.Action == "graceful-off" {
+		if held := s.held; held != nil {
+			s.held = nil
+			close(s.holding)
+			s.mu.Unlock()
+			<-held
+			s.mu.Lock()
+		}
+		return nil
+	}
+	if s.boot[node] == "disk" {
+		return s.bootDisk(node, m)
+	}
+	if s.boot[node] != "pxe" || entry.Token == "" {
 		return nil
 	}
 	r := boot.Ramdisk{Token: entry.Token, Registry: entry.Registry, Pins: entry.Pins, Args: entry.Args}
@@ -255,6 +280,24 @@ func (s *site) setPower(node string, input json.RawMessage) error {
 	cmd := exec.Command(s.bcd, "ramdisk", "--cmdline", cmdline, "--config-dir", filepath.Join(m.dir, "run-bcd"),
 		"--sys-root", filepath.Join(m.dir, "sys-root"), "--disk", m.disk, "--boot-command", self)
 	cmd.Env = append(append(os.Environ(), m.env...), "SSL_CERT_FILE="+s.certFile, envFirstBoot+"="+osDir, envBCD+"="+s.bcd)
+	return s.start(node, m, cmd)
+}
+
+// bootDisk boots the OS installed on the machine, if any: its bcd node with the
+// configuration its first boot's bcd join wrote.
+func (s *site) bootDisk(node string, m *machine) error {
+	confs, _ := filepath.Glob(filepath.Join(m.dir, "os-*", "etc-bcd"))
+	if len(confs) == 0 {
+		return nil
+	}
+	conf := confs[len(confs)-1]
+	cmd := exec.Command(s.bcd, "node", "--config-dir", conf, "--root", filepath.Join(filepath.Dir(conf), "root"))
+	cmd.Env = append(os.Environ(), m.env...)
+	return s.start(node, m, cmd)
+}
+
+// start runs what the machine boots, with its console in console.log; s.mu is held.
+func (s *site) start(node string, m *machine, cmd *exec.Cmd) error {
 	log, err := os.Create(filepath.Join(m.dir, "console.log"))
 	if err != nil {
 		return err

@@ -96,6 +96,20 @@ func enroll(t *testing.T, config string, req api.EnrollRequest, pin string) (sto
 	return node, err
 }
 
+// waitNode waits until the node is in state, or failed, and returns it.
+func waitNode(t *testing.T, config, id, state string) store.Node {
+	t.Helper()
+	var n store.Node
+	waitFor(t, "node "+id+" "+state, func() bool {
+		testkit.JSON(t, config, &n, "nodes", "get", id)
+		return n.State == state || n.State == store.NodeFailed
+	})
+	if n.State != state {
+		t.Fatalf("node %s is %s (%+v), want %s", id, n.State, n.Failure, state)
+	}
+	return n
+}
+
 // checkError fails unless err is the API error code at path (with reason, when given).
 func checkError(t *testing.T, what string, err error, code proto.Code, path, reason string) {
 	t.Helper()
@@ -149,9 +163,11 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 	if err != nil {
 		t.Fatalf("enrolling a node with its own BMC: %v", err)
 	}
-	res := testkit.CLI(t, globex, "nodes", "deploy", node.ID, "--profile", "set-power", "--wait")
-	if res.Code == 0 || !strings.Contains(res.Stdout+res.Stderr, "NOT_FOUND") || !strings.Contains(res.Stdout+res.Stderr, "tenant globex has no secret secret://rack-bmc") {
-		t.Errorf("power.setPower with another tenant's secret name: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	// Its enrollment reads the BMC (power.getPower): the name resolves in the tenant's own
+	// secrets, where there is none.
+	if n := waitNode(t, globex, node.ID, store.NodeFailed); n.Failure == nil || n.Failure.Error.Code != proto.NotFound ||
+		!strings.Contains(n.Failure.Error.Message, "tenant globex has no secret secret://rack-bmc") {
+		t.Errorf("enrolling with another tenant's secret name: %s %+v", n.State, n.Failure)
 	}
 	_, err = enroll(t, globex, attack("52:54:00:66:00:02", evil.URL, "secret://platform/rack-bmc"), evilPin)
 	checkError(t, "the platform's credential, bound by a tenant", err, proto.Forbidden, "bmc.credentialRef", "platform-credential")
@@ -200,12 +216,12 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 	if node, err = enroll(t, admin, bound, pin); err != nil {
 		t.Fatalf("the platform binding its credential for the tenant: %v", err)
 	}
-	if res := testkit.CLI(t, globex, "nodes", "deploy", node.ID, "--profile", "set-power", "--wait"); res.Code != 0 || platformBMC.PowerState() != "On" {
-		t.Fatalf("power.setPower with the platform's credential: %d, power %s\n%s%s", res.Code, platformBMC.PowerState(), res.Stdout, res.Stderr)
-	}
+	// Its enrollment reads the BMC with the platform's credential.
+	waitNode(t, globex, node.ID, store.NodeReady)
 
 	// The tenant moves that BMC to its own server: the platform's credential stays behind,
-	// and only the platform binds it again.
+	// and only the platform binds it again; then the tenant's deploy, retried, powers the
+	// machine on with it.
 	var moved store.Node
 	testkit.JSON(t, globex, &moved, "nodes", "update-bmc", node.ID, "--bmc-address", evil.URL)
 	if moved.BMC.CredentialRef != "" || moved.PlatformBMC {
@@ -219,8 +235,8 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 	}
 	testkit.JSON(t, admin, &moved, "nodes", "update-bmc", node.ID, "--tenant", "globex", "--bmc-address", platformBMC.URL,
 		"--bmc-credential", "secret://platform/rack-bmc")
-	if res := testkit.CLI(t, globex, "nodes", "deploy", node.ID, "--profile", "set-power", "--wait"); res.Code != 0 || !moved.PlatformBMC {
-		t.Fatalf("power.setPower once the platform bound its credential again: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	if res := testkit.CLI(t, globex, "nodes", "retry", node.ID, "--wait"); res.Code != 0 || !moved.PlatformBMC || platformBMC.PowerState() != "On" {
+		t.Fatalf("power.setPower once the platform bound its credential again: %d, power %s\n%s%s", res.Code, platformBMC.PowerState(), res.Stdout, res.Stderr)
 	}
 	if leaked := evil.leaked("hunter2"); len(leaked) > 0 {
 		t.Fatalf("the tenant's server received a BMC credential:\n%s", strings.Join(leaked, "\n"))
@@ -236,6 +252,7 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 	if node, err = enroll(t, globex, attack("52:54:00:66:00:08", ownBMC.URL, "secret://bmc/own"), pin); err != nil {
 		t.Fatalf("enrolling the tenant's own BMC: %v", err)
 	}
+	waitNode(t, globex, node.ID, store.NodeReady)
 	if res := testkit.CLI(t, globex, "nodes", "deploy", node.ID, "--profile", "set-power", "--wait"); res.Code != 0 || ownBMC.PowerState() != "On" {
 		t.Fatalf("power.setPower with the tenant's own credential: %d, power %s\n%s%s", res.Code, ownBMC.PowerState(), res.Stdout, res.Stderr)
 	}

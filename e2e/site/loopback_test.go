@@ -136,6 +136,7 @@ func TestSiteLoopback(t *testing.T) {
 	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish",
 		"--bmc-address", sim.URL, "--bmc-credential", "secret://rack-bmc")
 	testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, work, powerOn), "--tenant", "root")
+	waitNode(t, admin, node.ID, store.NodeReady)
 	if res := testkit.CLI(t, admin, "nodes", "deploy", node.ID, "--profile", "power-on", "--wait"); res.Code != 0 {
 		t.Fatalf("deploy power-on: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}

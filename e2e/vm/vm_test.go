@@ -50,6 +50,10 @@ const (
 type spec struct {
 	Work, Ramdisk, Image, QMP string
 	RootStart, RootSize       int64
+	// Walk makes the deploy part of a walk through the lifecycle (TestVMLifecycle):
+	// inspect and commission before it, release and retire after it, the outer test
+	// reading the disk back at each mark the helper prints.
+	Walk bool
 }
 
 // TestVMDeploy deploys a qemu VM end to end: `nodes deploy --wait` powers it on through
@@ -57,7 +61,18 @@ type spec struct {
 // image from the site cache to its virtio disk, kexecs into the written OS, whose first
 // boot runs the user data (`bcd join` with the provisioned token, then `bcd node`); the
 // node ends active with its NodeSpec applied.
-func TestVMDeploy(t *testing.T) {
+func TestVMDeploy(t *testing.T) { vmRun(t, false) }
+
+// TestVMLifecycle walks a qemu VM through its lifecycle with the same parts as
+// TestVMDeploy: enroll, inspect, commission, deploy, release, retire, each through the
+// CLI with --wait. The VM's disk is read back from the host after the deploy (the
+// image), after the release (a quick wipe: its first and last MiB zero) and after the
+// retire (qemu's virtio disk cannot crypto-erase: the disk is as the release left it, and
+// the node records the unverified wipe).
+func TestVMLifecycle(t *testing.T) { vmRun(t, true) }
+
+// vmRun runs a VM test: the deploy, or with walk the whole lifecycle.
+func vmRun(t *testing.T, walk bool) {
 	if testing.Short() {
 		t.Skip("boots a VM end to end")
 	}
@@ -96,21 +111,31 @@ func TestVMDeploy(t *testing.T) {
 	qmpSock := filepath.Join(work, "vm.qmp")
 	console := startVM(t, lan, qmpSock, disk)
 
-	s := spec{Work: work, Ramdisk: ramdisk, Image: image, QMP: qmpSock, RootStart: rootStart, RootSize: rootSize}
+	s := spec{Work: work, Ramdisk: ramdisk, Image: image, QMP: qmpSock, RootStart: rootStart, RootSize: rootSize, Walk: walk}
 	data, _ := json.Marshal(s)
 	if err := os.WriteFile(filepath.Join(work, "helper.json"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	limit := 8 * time.Minute
+	if walk {
+		limit = 20 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	helper := siteNS.Command(ctx, os.Args[0], "-test.run=^TestVMHelper$", "-test.v", "-test.timeout=8m")
+	helper := siteNS.Command(ctx, os.Args[0], "-test.run=^TestVMHelper$", "-test.v", "-test.timeout="+limit.String())
 	helper.Env = append(os.Environ(), helperEnv+"="+work)
 	var out netns.SyncBuffer
 	helper.Stdout, helper.Stderr = &out, &out
 	if show {
 		helper.Stdout = io.MultiWriter(&out, os.Stdout)
 	}
-	err = helper.Run()
+	var released []byte
+	if err = helper.Start(); err == nil {
+		if walk {
+			released = walkMarks(t, &out, work, disk, image, rootStart, rootSize)
+		}
+		err = helper.Wait()
+	}
 	b, _ := os.ReadFile(console)
 	if err != nil || !strings.Contains(out.String(), "HELPER-OK") {
 		t.Fatalf("the site side failed: %v\n%s\nVM console:\n%s", err, out.String(), b)
@@ -124,8 +149,27 @@ func TestVMDeploy(t *testing.T) {
 		}
 	}
 
-	// The VM's disk holds the image: byte for byte outside the root partition, whose
-	// file system took the first-boot files and is mounted by the running OS.
+	if !walk {
+		checkImage(t, disk, image, rootStart, rootSize)
+		t.Logf("disk sha256 outside the root partition matches the image; the whole test took %s", time.Since(began).Round(time.Second))
+		return
+	}
+	// The retire's crypto-erase cannot be done by qemu's virtio disk: nothing changed it.
+	retired, err := os.ReadFile(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum(retired) != sum(released) {
+		t.Errorf("the retire changed the disk, though its crypto-erase was reported impossible")
+	}
+	t.Logf("the lifecycle walk took %s", time.Since(began).Round(time.Second))
+}
+
+// checkImage checks that the VM's disk holds the image: byte for byte outside the root
+// partition, whose file system took the first-boot files and is mounted by the running
+// OS.
+func checkImage(t *testing.T, disk, image string, rootStart, rootSize int64) {
+	t.Helper()
 	raw, err := os.ReadFile(image)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +188,41 @@ func TestVMDeploy(t *testing.T) {
 	if bytes.Equal(written[rootStart:rootStart+rootSize], make([]byte, rootSize)) {
 		t.Errorf("the VM's root partition is empty")
 	}
-	t.Logf("disk sha256 outside the root partition matches the image; the whole test took %s", time.Since(began).Round(time.Second))
+}
+
+// walkMarks follows a walking helper: at DEPLOYED it checks the disk holds the image, at
+// RELEASED that the quick wipe zeroed its first and last MiB, answering each with a file
+// the helper waits for; it returns the disk as the release left it.
+func walkMarks(t *testing.T, out *netns.SyncBuffer, work, disk, image string, rootStart, rootSize int64) []byte {
+	t.Helper()
+	mark := func(m string) bool {
+		for end := time.Now().Add(6 * time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
+			if strings.Contains(out.String(), m) {
+				return true
+			}
+			if strings.Contains(out.String(), "--- FAIL") {
+				return false
+			}
+		}
+		return false
+	}
+	if !mark("WALK-DEPLOYED") {
+		return nil
+	}
+	checkImage(t, disk, image, rootStart, rootSize)
+	writeFile(t, filepath.Join(work, "deploy-checked"), "")
+	if !mark("WALK-RELEASED") {
+		return nil
+	}
+	released, err := os.ReadFile(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(released[:1<<20], make([]byte, 1<<20)) || !bytes.Equal(released[len(released)-1<<20:], make([]byte, 1<<20)) {
+		t.Errorf("after the release the disk's first or last MiB holds data")
+	}
+	writeFile(t, filepath.Join(work, "release-checked"), "")
+	return released
 }
 
 func sum(b []byte) string {
@@ -243,6 +321,20 @@ func TestVMHelper(t *testing.T) {
 	var n struct{ ID string }
 	testkit.JSON(t, admin, &n, "nodes", "enroll", "--pool", "vms", "--mac", vmMAC, "--product-uuid", vmUUID,
 		"--bmc-driver", "qmp", "--bmc-address", s.QMP, "--hardware-profile", "lab-qemu")
+	waitReady(t, admin, n.ID)
+	walk := func(want string, args ...string) {
+		t.Helper()
+		began := time.Now()
+		res := testkit.CLIShow(t, admin, os.Stdout, append(append([]string{"nodes"}, args...), "--wait")...)
+		fmt.Printf("%s exit %d after %s\n", strings.ToUpper(args[0]), res.Code, time.Since(began).Round(time.Second))
+		if res.Code != 0 || !strings.Contains(res.Stdout, "; node "+n.ID+" is "+want) {
+			t.Fatalf("nodes %s --wait: exit %d\n%s", args[0], res.Code, res.Stderr)
+		}
+	}
+	if s.Walk {
+		walk(store.NodeReady, "inspect", n.ID)
+		walk(store.NodeReady, "commission", n.ID)
+	}
 	deployStart := time.Now()
 	res := testkit.CLIShow(t, admin, os.Stdout, "nodes", "deploy", n.ID, "--profile", "vm-host", "--wait")
 	fmt.Printf("DEPLOY exit %d after %s\n", res.Code, time.Since(deployStart).Round(time.Second))
@@ -286,6 +378,27 @@ func TestVMHelper(t *testing.T) {
 	// converger applied it for real in the VM's kernel (a failed unit withholds the ack).
 	if len(nodeSpec.Host) != 1 || nodeSpec.Host[0].Unit != "sysctl" {
 		t.Fatalf("the node's NodeSpec host section is %+v, want the profile's sysctl unit", nodeSpec.Host)
+	}
+	if s.Walk {
+		reg = testkit.StartRegistry(t, regDir, regArgs...)
+		answered := func(mark, file string) {
+			fmt.Println(mark)
+			for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+				if _, err := os.Stat(filepath.Join(work, file)); err == nil {
+					return
+				}
+			}
+			t.Fatalf("the outer test never answered %s", mark)
+		}
+		answered("WALK-DEPLOYED", "deploy-checked")
+		walk(store.NodeReady, "release", n.ID, "--wipe", "quick")
+		answered("WALK-RELEASED", "release-checked")
+		walk(store.NodeRetired, "retire", n.ID)
+		testkit.JSON(t, admin, &node, "nodes", "get", n.ID)
+		if node.IdentityRevokedAt.IsZero() || node.UnverifiedWipe == nil {
+			t.Fatalf("the retired node: revoked %v, unverified wipe %+v", node.IdentityRevokedAt, node.UnverifiedWipe)
+		}
+		fmt.Printf("RETIRED with an unverified wipe: %s\n", node.UnverifiedWipe.Error.Message)
 	}
 	fmt.Println("HELPER-OK")
 }
@@ -355,6 +468,21 @@ func startVM(t *testing.T, lan *netns.LAN, qmpSock, disk string) string {
 	return lan.StartVM(t, qmpSock, "-S", "-no-shutdown", "-m", "1024", "-uuid", vmUUID,
 		"-drive", "file="+disk+",if=none,id=d0,format=raw,cache=unsafe", "-device", "virtio-blk-pci,id=disk0,drive=d0",
 		"-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
+}
+
+// waitReady waits until the node's enrollment (metal-enroll, through bcd site and the
+// VM's QMP socket) has made it ready.
+func waitReady(t *testing.T, admin, node string) {
+	t.Helper()
+	var n store.Node
+	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if testkit.JSON(t, admin, &n, "nodes", "get", node); n.State == store.NodeReady {
+			return
+		} else if n.State == store.NodeFailed {
+			break
+		}
+	}
+	t.Fatalf("node %s is %s (%+v), never ready", node, n.State, n.Failure)
 }
 
 func writeFile(t *testing.T, path, content string) {

@@ -24,12 +24,6 @@ import (
 	"github.com/better-compute/better-compute/proto"
 )
 
-// The reasons of diag.dcgm's UNSUPPORTED answers.
-const (
-	ReasonNoGPU   = "no-gpu"
-	ReasonMissing = "dcgm-missing"
-)
-
 // Defaults of Runner.
 const (
 	// DefaultHostEngine is where a running nv-hostengine listens by default.
@@ -98,12 +92,12 @@ func (r Runner) Run(ctx context.Context, level int) (proto.DCGMResult, error) {
 	}
 	if len(gpus) == 0 {
 		return proto.DCGMResult{}, proto.Errorf(proto.Unsupported,
-			"diag.dcgm: this machine has no NVIDIA GPU (no PCI display function of vendor 10de under %s)", filepath.Join(r.root(), "sys/bus/pci/devices")).WithReason(ReasonNoGPU)
+			"diag.dcgm: this machine has no NVIDIA GPU (no PCI display function of vendor 10de under %s)", filepath.Join(r.root(), "sys/bus/pci/devices")).WithReason(proto.ReasonNoGPU)
 	}
 	dcgmi, err := exec.LookPath(or(r.DCGMI, "dcgmi"))
 	if err != nil {
 		return proto.DCGMResult{}, proto.Errorf(proto.Unsupported,
-			"diag.dcgm: %d NVIDIA GPU(s), but no DCGM (%v): install datacenter-gpu-manager on the OS, or boot a ramdisk that carries it", len(gpus), err).WithReason(ReasonMissing)
+			"diag.dcgm: %d NVIDIA GPU(s), but no DCGM (%v): install datacenter-gpu-manager on the OS, or boot a ramdisk that carries it", len(gpus), err).WithReason(proto.ReasonDCGMMissing)
 	}
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, or(r.Timeout, DefaultTimeout))
@@ -153,7 +147,7 @@ func (r Runner) hostEngine(ctx context.Context) (host string, stop func(), err e
 	engine, err := exec.LookPath(or(r.HostEngine, "nv-hostengine"))
 	if err != nil {
 		return "", nil, proto.Errorf(proto.Unsupported,
-			"diag.dcgm: no host engine runs and nv-hostengine is missing (%v): install datacenter-gpu-manager", err).WithReason(ReasonMissing)
+			"diag.dcgm: no host engine runs and nv-hostengine is missing (%v): install datacenter-gpu-manager", err).WithReason(proto.ReasonDCGMMissing)
 	}
 	dir, err := os.MkdirTemp("", "bcd-dcgm-")
 	if err != nil {

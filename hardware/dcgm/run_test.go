@@ -74,7 +74,7 @@ func TestRunWithoutGPU(t *testing.T) {
 	dir := bin(t)
 	standIn(t, dir, "dcgmi", "exit 0\n")
 	_, err := Runner{Root: t.TempDir()}.Run(t.Context(), 1)
-	if code, reason := reasonOf(err); code != proto.Unsupported || reason != ReasonNoGPU {
+	if code, reason := reasonOf(err); code != proto.Unsupported || reason != proto.ReasonNoGPU {
 		t.Fatalf("%v", err)
 	}
 }
@@ -82,7 +82,7 @@ func TestRunWithoutGPU(t *testing.T) {
 func TestRunWithoutDCGM(t *testing.T) {
 	bin(t) // no dcgmi on PATH
 	_, err := Runner{Root: gpuRoot(t)}.Run(t.Context(), 1)
-	if code, reason := reasonOf(err); code != proto.Unsupported || reason != ReasonMissing {
+	if code, reason := reasonOf(err); code != proto.Unsupported || reason != proto.ReasonDCGMMissing {
 		t.Fatalf("%v", err)
 	}
 	if !strings.Contains(err.Error(), "1 NVIDIA GPU") {

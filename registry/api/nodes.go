@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/metal"
@@ -44,6 +46,8 @@ type ListNodesRequest struct {
 	TenantID string `json:"tenantId,omitempty"`
 	// Pool lists one pool's nodes; all the tenant's when left out.
 	Pool string `json:"pool,omitempty"`
+	// State lists the nodes in one state; every state when left out.
+	State string `json:"state,omitempty"`
 	ListRequest
 }
 
@@ -71,23 +75,78 @@ type DeployStarted struct {
 	Profile    store.ProfileRef `json:"profile"`
 }
 
+// TransitionRequest is the body of the lifecycle methods (metal.inspect, metal.release,
+// metal.cancel, ...): a node, and for metal.release the disk wipe mode.
+type TransitionRequest struct {
+	TenantID string `json:"tenantId,omitempty"`
+	NodeID   string `json:"nodeId"`
+	// Wipe replaces the release profile's disk.wipe mode: none, quick, secure-erase or
+	// crypto-erase.
+	Wipe string `json:"wipe,omitempty"`
+}
+
+// TransitionStarted is the answer of the lifecycle methods: the node as the request left
+// it, and the workflow it started (the cancelled one for metal.cancel; none when the
+// request failed the node at once).
+type TransitionStarted struct {
+	WorkflowID string            `json:"workflowId,omitempty"`
+	Profile    *store.ProfileRef `json:"profile,omitempty"`
+	Node       store.Node        `json:"node"`
+}
+
+// lifecycleMethods are the lifecycle methods and their requests.
+var lifecycleMethods = map[string]metal.Request{
+	"metal.inspect": metal.Inspect, "metal.commission": metal.Commission, "metal.release": metal.Release,
+	"metal.retire": metal.Retire, "metal.rescue": metal.Rescue, "metal.unrescue": metal.Unrescue,
+	"metal.retry": metal.Retry, "metal.cancel": metal.Cancel,
+}
+
+// registerLifecycle adds the lifecycle methods: each makes its request of a node as
+// metal's lifecycle table allows, and starts the workflow once it is stored.
+func (s *Server) registerLifecycle(svc *metal.Service) {
+	for method, req := range lifecycleMethods {
+		Handle(s, method, ActionNodesManage, func(_ context.Context, c *Caller, in TransitionRequest) (out TransitionStarted, err error) {
+			var run store.Run
+			err = s.store.Update(func(tx *store.Tx) error {
+				tenant, err := c.TenantFor(tx, in.TenantID)
+				if err != nil {
+					return err
+				}
+				run, out.Node, err = svc.Act(tx, tenant, in.NodeID, req, metal.Options{Wipe: in.Wipe})
+				return err
+			})
+			if err != nil || run.ID == "" {
+				return out, err
+			}
+			svc.Start(run)
+			out.WorkflowID, out.Profile = run.ID, &run.Profile
+			return out, nil
+		})
+	}
+}
+
 // RegisterMetal adds the methods that need metal: pools (metal checks their policy),
 // enrollment, nodes and deploy.
 func (s *Server) RegisterMetal(svc *metal.Service) {
 	s.registerPools(svc)
 	s.registerInventory()
+	s.registerLifecycle(svc)
 	ps := newProfiles(s)
 	Handle(s, "metal.enroll", ActionNodesManage, func(_ context.Context, c *Caller, req EnrollRequest) (out store.Node, err error) {
+		var run store.Run
 		err = s.store.Update(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
 			if err != nil {
 				return err
 			}
-			out, err = svc.Enroll(tx, metal.Enrollment{Tenant: tenant, Pool: req.Pool, MACs: req.MACs, ProductUUID: req.ProductUUID,
+			out, run, err = svc.Enroll(tx, metal.Enrollment{Tenant: tenant, Pool: req.Pool, MACs: req.MACs, ProductUUID: req.ProductUUID,
 				BMC: req.BMC, HardwareProfile: req.HardwareProfile, Labels: req.Labels, Drivers: req.Drivers,
 				Platform: c.Tenant == store.RootTenant})
 			return err
 		})
+		if err == nil {
+			svc.Start(run)
+		}
 		return out, err
 	})
 	Handle(s, "metal.updateBmc", ActionNodesManage, func(_ context.Context, c *Caller, req UpdateBMCRequest) (out store.Node, err error) {
@@ -114,8 +173,11 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		return out, err
 	})
 	Handle(s, "metal.list", ActionNodesRead, func(_ context.Context, c *Caller, req ListNodesRequest) (out NodeList, err error) {
+		if req.State != "" && !slices.Contains(metal.States(), req.State) {
+			return out, proto.Errorf(proto.InvalidInput, "state %q: use one of %s", req.State, strings.Join(metal.States(), ", ")).WithPath("state")
+		}
 		out.Nodes, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]store.Node, string, error) {
-			return tx.Nodes(tenant, req.Pool, page)
+			return tx.Nodes(tenant, req.Pool, req.State, page)
 		})
 		return out, err
 	})

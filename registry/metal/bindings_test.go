@@ -134,7 +134,7 @@ func TestEnrollResolvesBindingsAndRefusesUnknownProfiles(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			tc.e.Tenant = "acme"
 			var n store.Node
-			err := h.store.Update(func(tx *store.Tx) (err error) { n, err = h.svc.Enroll(tx, tc.e); return err })
+			err := h.store.Update(func(tx *store.Tx) (err error) { n, _, err = h.svc.Enroll(tx, tc.e); return err })
 			if tc.code != "" {
 				if proto.CodeOf(err) != tc.code || proto.AsError(err).Details.Path != tc.path {
 					t.Fatalf("got %v, want %s at %s", err, tc.code, tc.path)
@@ -144,7 +144,7 @@ func TestEnrollResolvesBindingsAndRefusesUnknownProfiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n.Drivers["boot"].Driver != tc.wantBoot || n.Drivers["power"].Driver == "" || n.State != store.NodeEnrolled || n.PlatformBMC != tc.e.Platform {
+			if n.Drivers["boot"].Driver != tc.wantBoot || n.Drivers["power"].Driver == "" || n.State != store.NodeEnrolling || n.PlatformBMC != tc.e.Platform {
 				t.Errorf("node %+v", n)
 			}
 		})
@@ -153,7 +153,7 @@ func TestEnrollResolvesBindingsAndRefusesUnknownProfiles(t *testing.T) {
 	// file) is refused; TestCheckPoolPolicy refuses a pool naming an unknown one.
 	delete(h.svc.cfg.HardwareProfiles, "gpu-redfish")
 	err := h.store.Update(func(tx *store.Tx) error {
-		_, err := h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: mac(8), BMC: bmc})
+		_, _, err := h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: mac(8), BMC: bmc})
 		return err
 	})
 	if proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "pool" {

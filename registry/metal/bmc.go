@@ -22,15 +22,21 @@ type BMCUpdate struct {
 // site's BMC networks), and resolves its driver bindings again. The binding becomes the
 // changer's: a change a tenant makes to a BMC the platform bound drops the platform's
 // credential (secret://platform/NAME), which only a root-tenant credential binds again;
-// the tenant names its own, or the node has none. A node that is deploying is
-// INVALID_STATE; another tenant's, NOT_FOUND.
+// the tenant names its own, or the node has none. A node whose workflow runs, or that is
+// retired, is INVALID_STATE; another tenant's, NOT_FOUND.
 func (s *Service) UpdateBMC(tx *store.Tx, u BMCUpdate) (store.Node, error) {
 	n, err := tx.Node(u.Node)
 	if err != nil || n.Tenant != u.Tenant {
 		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found", u.Node).WithPath("nodeId")
 	}
-	if n.State == store.NodeDeploying {
-		return n, proto.Errorf(proto.InvalidState, "node %s is deploying (workflow %s): change its BMC once the workflow has ended", n.ID, n.Workflow)
+	running, err := workflowRunning(tx, n)
+	switch {
+	case err != nil:
+		return n, err
+	case running:
+		return n, proto.Errorf(proto.InvalidState, "node %s is %s (workflow %s): change its BMC once the workflow has ended", n.ID, n.State, n.Workflow).WithReason(n.State)
+	case n.State == store.NodeRetired:
+		return n, proto.Errorf(proto.InvalidState, "node %s is retired: it can only be read", n.ID).WithReason(n.State)
 	}
 	b := n.BMC
 	if u.Driver != "" {

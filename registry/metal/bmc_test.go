@@ -14,8 +14,9 @@ import (
 func TestUpdateBMC(t *testing.T) {
 	h := newHarness(t)
 	var node store.Node
+	var enrolling store.Run
 	err := h.store.Update(func(tx *store.Tx) (err error) {
-		node, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Platform: true,
+		node, enrolling, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Platform: true,
 			BMC:     store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "secret://platform/rack-bmc"},
 			Drivers: map[string]Binding{"power": {Driver: "redfish", Config: json.RawMessage(`{"options":{"auth":"basic"}}`)}}})
 		return err
@@ -28,6 +29,13 @@ func TestUpdateBMC(t *testing.T) {
 		err = h.store.Update(func(tx *store.Tx) (err error) { n, err = h.svc.UpdateBMC(tx, u); return err })
 		return n, err
 	}
+	// A node whose enrollment runs keeps its BMC until the workflow ends.
+	if _, err := update(BMCUpdate{Address: "https://10.0.0.8"}); proto.CodeOf(err) != proto.InvalidState || proto.AsError(err).Details.Reason != store.NodeEnrolling {
+		t.Fatalf("an enrolling node: %v, want INVALID_STATE, reason enrolling", err)
+	}
+	h.svc.Start(enrolling)
+	h.end(enrolling.ID)
+	rev := h.node(node.ID).Rev
 	ref := func(s string) *string { return &s }
 	for name, tc := range map[string]struct {
 		u          BMCUpdate
@@ -54,7 +62,7 @@ func TestUpdateBMC(t *testing.T) {
 		}
 	}
 	h.store.View(func(tx *store.Tx) (err error) { node, err = tx.Node(node.ID); return err })
-	if node.BMC.CredentialRef != "secret://platform/rack-bmc" || !node.PlatformBMC || node.Rev != 1 {
+	if node.BMC.CredentialRef != "secret://platform/rack-bmc" || !node.PlatformBMC || node.Rev != rev {
 		t.Fatalf("a refused change changed the node: %+v", node)
 	}
 
@@ -75,12 +83,12 @@ func TestUpdateBMC(t *testing.T) {
 	if err != nil || !n.PlatformBMC || string(n.Drivers["management"].Config) != `{"address":"https://10.0.0.7","credentialRef":"secret://platform/rack-bmc"}` {
 		t.Fatalf("the platform binding again: %+v, %s, %v", n.BMC, n.Drivers["management"].Config, err)
 	}
-	// A node that is deploying keeps its BMC until the workflow ends.
-	h.store.Update(func(tx *store.Tx) error {
-		_, err := tx.UpdateNode(node.ID, func(m *store.Node) error { m.State = store.NodeDeploying; return nil })
-		return err
-	})
-	if _, err := update(BMCUpdate{Address: "https://10.0.0.8"}); proto.CodeOf(err) != proto.InvalidState {
-		t.Fatalf("a deploying node: %v, want INVALID_STATE", err)
+	// A node whose workflow runs keeps its BMC until the workflow ends.
+	h.machine.bootsNothing = true
+	if _, _, err := h.act(node.ID, Inspect, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := update(BMCUpdate{Address: "https://10.0.0.8"}); proto.CodeOf(err) != proto.InvalidState || proto.AsError(err).Details.Reason != store.NodeInspecting {
+		t.Fatalf("an inspecting node: %v, want INVALID_STATE, reason inspecting", err)
 	}
 }

@@ -4,16 +4,12 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
-	"github.com/better-compute/better-compute/registry/workflow"
 )
-
-// kindDeploy is the workflow kind of metal.deploy.
-const kindDeploy = "deploy"
 
 // Deploy starts deploying a profile version (as the tenant resolved it) on one of the
 // tenant's nodes, in tx: the run is created with the profile's rendered steps, the
 // version is marked used, and the node becomes deploying. Start the returned run once tx
-// has committed. A node that is deploying already is INVALID_STATE; another tenant's node
+// has committed. Only a ready node deploys (the lifecycle table); another tenant's node
 // is NOT_FOUND.
 func (s *Service) Deploy(tx *store.Tx, tenant, nodeID string, rec store.ProfileRecord) (store.Run, error) {
 	node, err := tx.Node(nodeID)
@@ -29,33 +25,17 @@ func (s *Service) Deploy(tx *store.Tx, tenant, nodeID string, rec store.ProfileR
 		return store.Run{}, proto.Errorf(proto.InvalidInput, "profile %s@%d is a %s profile; metal deploys metal profiles", rec.ID, rec.Version, p.Target()).WithPath("profile")
 	case p.Entry() == "adopt":
 		return store.Run{}, proto.Errorf(proto.InvalidInput, "profile %s@%d is an adopt profile, which carries no steps to deploy", rec.ID, rec.Version).WithPath("profile")
+	case rec.Tenant == profile.ShippedTenant && lifecycleProfile(rec.ID) != "":
+		return store.Run{}, proto.Errorf(proto.InvalidInput, "%s@%d runs in the node's lifecycle, not as a deploy: use `nodes %s`", rec.ID, rec.Version, lifecycleProfile(rec.ID)).WithPath("profile")
 	}
-	if node.State == store.NodeDeploying {
-		return store.Run{}, proto.Errorf(proto.InvalidState, "node %s is deploying already (workflow %s): wait for it to end", nodeID, node.Workflow)
-	}
-	run, err := s.cfg.Engine.Create(tx, workflow.NewRun{Kind: kindDeploy, Node: node.ID, Tenant: tenant,
-		Profile: store.ProfileRef{Tenant: rec.Tenant, ID: rec.ID, Version: rec.Version}, Define: p})
-	if err != nil {
-		return run, err
-	}
-	_, err = tx.UpdateNode(node.ID, func(n *store.Node) error {
-		n.State, n.Workflow, n.Failure = store.NodeDeploying, run.ID, nil
-		return nil
-	})
+	run, _, err := s.Act(tx, tenant, nodeID, Deploy, Options{Profile: &rec})
 	return run, err
 }
 
-// deployEnded moves the node out of deploying as the run ended: active with the
-// profile's host config (the pool's units replacing the profile's) as its desired host
-// section, or failed with the step that failed and its error.
+// deployEnded makes the node active as its deploy succeeded, with the profile's host
+// config (the pool's units replacing the profile's) as its desired host section, and
+// its NodeSpec.
 func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
-	if run.State == store.RunFailed {
-		_, err := tx.UpdateNode(run.Node, func(n *store.Node) error {
-			n.State, n.Failure = store.NodeFailed, run.Failure
-			return nil
-		})
-		return err
-	}
 	p, err := profile.Define(run.Document)
 	if err != nil {
 		return err

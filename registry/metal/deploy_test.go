@@ -77,7 +77,18 @@ func TestDeployTheGPUHostProfile(t *testing.T) {
 	if proto.CodeOf(err) != proto.InvalidState {
 		t.Errorf("replacing the deployed version: %v", err)
 	}
-	// A second deploy of an active node runs again; the user data is rendered anew.
+	// An active node is released before it deploys again; the user data is rendered
+	// anew.
+	if _, err := h.deploy(node, "testdata/gpu-host.json"); proto.CodeOf(err) != proto.InvalidState || proto.AsError(err).Details.Reason != store.NodeActive {
+		t.Fatalf("deploying an active node: %v, want INVALID_STATE, reason active", err)
+	}
+	release, _, err := h.act(node, Release, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, n = h.end(release.ID); n.State != store.NodeReady || n.Profile != nil || n.Host != nil {
+		t.Fatalf("released: %s %+v", n.State, n.Failure)
+	}
 	run, err = h.deploy(node, "testdata/gpu-host.json")
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +168,7 @@ func TestDeployRefusals(t *testing.T) {
 	h := newHarness(t)
 	node := h.enroll(nil)
 	h.machine.bootsNothing = true
-	running, err := h.deployShipped(node, "metal-inspect@2")
+	running, _, err := h.act(node, Inspect, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +176,7 @@ func TestDeployRefusals(t *testing.T) {
 		node, file string
 		code       proto.Code
 	}{
-		"a node that is deploying":    {node, "testdata/deploy-only.json", proto.InvalidState},
+		"a node that is inspecting":   {node, "testdata/deploy-only.json", proto.InvalidState},
 		"another tenant's node":       {"nd_0000000000000000", "testdata/deploy-only.json", proto.NotFound},
 		"a profile of another target": {node, "testdata/vps.json", proto.InvalidInput},
 	}
@@ -207,15 +218,26 @@ func TestEnsureRamdisk(t *testing.T) {
 			prepare: func(h *harness, node string) { h.joins.Joined(node, "ramdisk") },
 			want:    []string{"main.1:a1 ramdisk inventory.refresh {}", "cleanup.0:a1 site boot.cleanUp "},
 		},
-		"a pool whose machines run no agent cannot": {
+		"a ramdisk that joined before the machine was powered off is gone": {
+			prepare: func(h *harness, node string) {
+				h.joins.Joined(node, "ramdisk")
+				h.clock.Advance(time.Second)
+				h.store.Update(func(tx *store.Tx) error {
+					_, err := tx.UpdateNode(node, func(n *store.Node) error { n.PoweredAt = tx.Now(); return nil })
+					return err
+				})
+			},
+			want: []string{"main.0:a1:pxe site management.setBootDevice {\"device\":\"pxe\",\"persistent\":false}", `main.0:a1:prepare site boot.prepareRamdisk {"macs":["52:54:00:00:00:01"],"token":"bcj_test","registry":"https://registry.test","pins":null,"args":["bc.node=NODE"]}`,
+				"main.0:a1:cycle site power.setPower {\"action\":\"cycle\"}", "main.1:a1 ramdisk inventory.refresh {}", "cleanup.0:a1 site boot.cleanUp "},
+		},
+		"a pool whose machines run no agent is inspected out of band": {
 			prepare: func(h *harness, node string) {
 				h.store.Update(func(tx *store.Tx) error {
 					_, err := tx.SetPoolPolicy("acme", "gpu", store.PoolPolicy{Agent: store.AgentNone})
 					return err
 				})
 			},
-			want: []string{"cleanup.0:a1 site boot.cleanUp "},
-			code: proto.Unsupported,
+			want: []string{"main.0:a1 site inspect.oob "},
 		},
 	}
 	for name, tc := range cases {
@@ -226,7 +248,7 @@ func TestEnsureRamdisk(t *testing.T) {
 				tc.prepare(h, node)
 			}
 			h.clock.Advance(time.Second)
-			run, err := h.deployShipped(node, "metal-inspect@2")
+			run, _, err := h.act(node, Inspect, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,7 +260,7 @@ func TestEnsureRamdisk(t *testing.T) {
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("commands (-want +got):\n%s", diff)
 			}
-			if tc.code == "" && n.State != store.NodeActive || tc.code != "" && (n.Failure == nil || n.Failure.Error.Code != tc.code) {
+			if tc.code == "" && n.State != store.NodeReady || tc.code != "" && (n.Failure == nil || n.Failure.Error.Code != tc.code) {
 				t.Errorf("node %s, failure %+v", n.State, n.Failure)
 			}
 		})
@@ -255,21 +277,26 @@ func TestRevokeIdentityAndWaitGeneration(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range []string{"metal-retire-oob@1", "remediate-reboot@1"} {
-		run, err := h.deployShipped(node, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if run, n := h.end(run.ID); run.State != store.RunSucceeded || n.State != store.NodeActive {
-			t.Fatalf("%s: run %s, node %s %+v", id, run.State, n.State, n.Failure)
-		}
+	run, err := h.deployShipped(node, "remediate-reboot@1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, n := h.end(run.ID); run.State != store.RunSucceeded || n.State != store.NodeActive {
+		t.Fatalf("remediate-reboot: run %s, node %s %+v", run.State, n.State, n.Failure)
+	}
+	h.setPolicy(store.PoolPolicy{Agent: store.AgentNone})
+	if run, _, err = h.act(node, Retire, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if run, n := h.end(run.ID); run.State != store.RunSucceeded || n.State != store.NodeRetired || run.Profile.ID != "metal-retire-oob" {
+		t.Fatalf("retire: run %s of %s, node %s %+v", run.State, run.Profile.ID, n.State, n.Failure)
 	}
 	var n store.Node
 	h.store.View(func(tx *store.Tx) (err error) { n, err = tx.Node(node); return err })
 	if n.IdentityRevokedAt.IsZero() {
 		t.Error("metal.revokeIdentity did not mark the identity revoked")
 	}
-	err := h.store.Update(func(tx *store.Tx) error { _, err := tx.ConsumeJoinToken(secret); return err })
+	err = h.store.Update(func(tx *store.Tx) error { _, err := tx.ConsumeJoinToken(secret); return err })
 	if e := proto.AsError(err); e.Code != proto.Unauthenticated || e.Details.Reason != "token-invalid" {
 		t.Errorf("the node's unused join token after revocation: %v, want it deleted (token-invalid)", err)
 	}

@@ -37,10 +37,21 @@ var (
 	labelName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,252}$`)
 )
 
-// Enroll stores a new node in state enrolled, with its driver bindings resolved from
-// its BMC, its hardware profile (its own, else the pool's) and its overrides. MACs are
-// stored lower-case and colon-separated, the UUID lower-case.
-func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
+// Enroll stores a new node in state enrolling, with its driver bindings resolved from
+// its BMC, its hardware profile (its own, else the pool's) and its overrides, and creates
+// its metal-enroll workflow (followed by the requests the pool's policy.enrollment
+// chains): Start it once tx has committed. MACs are stored lower-case and
+// colon-separated, the UUID lower-case.
+func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, store.Run, error) {
+	n, err := s.enroll(tx, e)
+	if err != nil {
+		return n, store.Run{}, err
+	}
+	run, n, err := s.begin(tx, n, Enroll, Options{}, chainAfter(tx, n, Enroll))
+	return n, run, err
+}
+
+func (s *Service) enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 	n := store.Node{Tenant: e.Tenant, Pool: e.Pool, HardwareProfile: e.HardwareProfile, Labels: e.Labels}
 	for i, m := range e.MACs {
 		hw, err := net.ParseMAC(m)

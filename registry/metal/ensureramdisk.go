@@ -22,7 +22,7 @@ var ramdiskBoot = []struct {
 }
 
 // ensureRamdisk is metal.ensureRamdisk: nothing when the machine's ramdisk is its agent
-// already; otherwise it boots the machine into the ramdisk through the site agent and
+// already (joined since the machine was last powered off or cycled); otherwise it boots the machine into the ramdisk through the site agent and
 // waits for the ramdisk to join. A pool whose machines run no agent cannot, and is
 // UNSUPPORTED.
 func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
@@ -34,7 +34,7 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 	if pool.Policy.Agent == store.AgentNone {
 		return nil, proto.Errorf(proto.Unsupported, "pool %s runs no agent (agent: none): its machines cannot boot the ramdisk", pool.Name)
 	}
-	connected, err := s.cfg.Joins.Connected(ctx, a.Node.ID, profile.Ramdisk)
+	connected, err := s.ramdiskRuns(ctx, a.Node.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -45,8 +45,8 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 		var err error
 		if c.kind == proto.CommandPrepareRamdisk {
 			_, err = s.relayPrepare(ctx, a, c.sub)
-		} else {
-			_, err = a.Relay(ctx, profile.Site, c.sub, c.kind, c.input)
+		} else if _, err = a.Relay(ctx, profile.Site, c.sub, c.kind, c.input); err == nil && c.kind == "power.setPower" {
+			err = s.powered(a.Node.ID, c.input)
 		}
 		if err != nil {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,8 @@ const digest = "6f1ed002ab5595859014ebf0951522d9e3a8e3d0cf4f9f4e8b19f7b9b6a5f2c1
 // renderer and the agents' applied generations.
 type harness struct {
 	t        *testing.T
+	dir      string
+	shutdown func()
 	clock    *clock.Fake
 	store    *store.Store
 	joins    *workflow.JoinLog
@@ -38,29 +41,17 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
-	st, err := store.Open(t.TempDir(), store.Options{Now: h.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.store, h.joins = st, workflow.NewJoinLog(st)
-	h.machine = &machine{joins: h.joins, answers: map[string]func(json.RawMessage) (json.RawMessage, error){}}
+	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
+	h.machine = &machine{answers: map[string]func(json.RawMessage) (json.RawMessage, error){}}
 	h.images = &fakeImages{images: map[string]Image{"ubuntu-24.04-server@2026.09": {
 		ID: "img_1", Tenant: "acme", Ref: "ubuntu-24.04-server@2026.09", Kind: "os", Format: "qcow2", Compression: "none",
 		SHA256: digest, SizeBytes: 3 << 30, Source: "https://images.example/ubuntu.raw.zst"}}}
 	h.userData = &fakeUserData{}
 	h.revoked = &revocations{}
-	engine := workflow.New(workflow.Config{Store: st, Clock: h.clock, Relay: h.machine, Joins: h.joins})
-	h.engine = engine
-	h.svc = New(Config{Store: st, Engine: engine, Joins: h.joins, HardwareProfiles: maps.Clone(hardware),
-		Images: h.images, UserData: h.userData, Generations: fakeGenerations{}, Ramdisk: fakeRamdisk{},
-		Identities: h.revoked})
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := engine.Resume(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); engine.Wait(); st.Close() })
-	err = st.Update(func(tx *store.Tx) error {
+	h.boot()
+	t.Cleanup(func() { h.shutdown() })
+	st := h.store
+	err := st.Update(func(tx *store.Tx) error {
 		if _, err := tx.CreateTenant("acme"); err != nil {
 			return err
 		}
@@ -83,19 +74,99 @@ func newHarness(t *testing.T) *harness {
 	return h
 }
 
-// enroll enrolls a machine in pool gpu and returns its id.
+// boot opens the store and starts the engine and the metal service over it, resuming
+// every running workflow: a registry starting.
+func (h *harness) boot() {
+	st, err := store.Open(h.dir, store.Options{Now: h.clock.Now})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.store, h.joins = st, workflow.NewJoinLog(st)
+	h.machine.mu.Lock()
+	h.machine.joins = h.joins
+	h.machine.mu.Unlock()
+	engine := workflow.New(workflow.Config{Store: st, Clock: h.clock, Relay: h.machine, Joins: h.joins})
+	h.engine = engine
+	h.svc = New(Config{Store: st, Engine: engine, Joins: h.joins, HardwareProfiles: maps.Clone(hardware),
+		Images: h.images, UserData: h.userData, Generations: fakeGenerations{}, Ramdisk: fakeRamdisk{},
+		Identities: h.revoked})
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := engine.Resume(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	h.shutdown = func() { cancel(); engine.Wait(); st.Close() }
+}
+
+// restart stops the registry (the engine drops its runs where they are, the store
+// closes) and boots it again.
+func (h *harness) restart() {
+	h.shutdown()
+	h.boot()
+}
+
+// enroll enrolls a machine in pool gpu, waits for its enrollment (and what the pool
+// chains to it) to end, forgets the commands it sent, and returns the node's id.
 func (h *harness) enroll(labels map[string]string) string {
 	h.t.Helper()
+	n, run := h.startEnroll("52:54:00:00:00:01", labels)
+	for id := run.ID; ; id = n.Workflow {
+		if _, n = h.end(id); n.Workflow == id {
+			break
+		}
+	}
+	h.machine.forget()
+	return n.ID
+}
+
+// startEnroll enrolls a machine of mac in pool gpu and starts its enrollment.
+func (h *harness) startEnroll(mac string, labels map[string]string) (store.Node, store.Run) {
+	h.t.Helper()
 	var n store.Node
+	var run store.Run
 	err := h.store.Update(func(tx *store.Tx) (err error) {
-		n, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Labels: labels,
+		n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", MACs: []string{mac}, Labels: labels,
 			BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5", CredentialRef: "secret://bmc/n1"}})
 		return err
 	})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return n.ID
+	h.svc.Start(run)
+	return n, run
+}
+
+// setPolicy replaces pool gpu's policy.
+func (h *harness) setPolicy(policy store.PoolPolicy) {
+	h.t.Helper()
+	err := h.store.Update(func(tx *store.Tx) error { _, err := tx.SetPoolPolicy("acme", "gpu", policy); return err })
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// act makes a request of a node and starts (or aborts) its workflow.
+func (h *harness) act(node string, req Request, o Options) (store.Run, store.Node, error) {
+	h.t.Helper()
+	var run store.Run
+	var n store.Node
+	err := h.store.Update(func(tx *store.Tx) (err error) {
+		run, n, err = h.svc.Act(tx, "acme", node, req, o)
+		return err
+	})
+	if err == nil && run.ID != "" {
+		h.svc.Start(run)
+	}
+	return run, n, err
+}
+
+// node reads a node.
+func (h *harness) node(id string) store.Node {
+	h.t.Helper()
+	var n store.Node
+	if err := h.store.View(func(tx *store.Tx) (err error) { n, err = tx.Node(id); return err }); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
 }
 
 // deploy stores a profile file in acme (unless stored already) and deploys it on the
@@ -183,14 +254,66 @@ type machine struct {
 	answers map[string]func(json.RawMessage) (json.RawMessage, error)
 	// bootsNothing: a power cycle boots no agent.
 	bootsNothing bool
+	// fromDisk: the machine boots its disk for good (metal-unrescue), so a power cycle
+	// boots the installed OS.
+	fromDisk bool
+	// hangs are the kinds of commands the machine never answers: their relay returns
+	// only when its context ends.
+	hangs map[string]bool
+	// crashAt is the count of the command at which the registry crashes: before the
+	// machine has it, or once it has answered it (crashAfter); 0 for none. crashed is
+	// closed then.
+	crashAt    int
+	crashAfter bool
+	crashed    chan struct{}
+	sent       int
 }
 
-func (m *machine) Relay(_ context.Context, target workflow.RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
+// hang makes the machine never answer commands of kind.
+func (m *machine) hang(kind string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.hangs == nil {
+		m.hangs = map[string]bool{}
+	}
+	m.hangs[kind] = true
+}
+
+func (m *machine) Relay(ctx context.Context, target workflow.RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
+	m.mu.Lock()
+	if m.hangs[kind] {
+		m.got = append(m.got, relayed{ID: id, Kind: kind, Role: target.Role, Input: string(input)})
+		m.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	if out, ok := m.kept[id]; ok {
+		m.mu.Unlock()
 		return out, nil
 	}
+	m.sent++
+	crash := m.sent == m.crashAt
+	if crash && !m.crashAfter {
+		m.mu.Unlock()
+		return m.crash(ctx)
+	}
+	out, err := m.answer(target, id, kind, input)
+	m.mu.Unlock()
+	if crash {
+		return m.crash(ctx)
+	}
+	return out, err
+}
+
+// crash tells that the registry crashes now, and holds the relay until it has stopped.
+func (m *machine) crash(ctx context.Context) (json.RawMessage, error) {
+	close(m.crashed)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// answer runs a command on the machine, with m.mu held.
+func (m *machine) answer(target workflow.RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
 	m.got = append(m.got, relayed{ID: id, Kind: kind, Role: target.Role, Input: string(input)})
 	var out json.RawMessage = json.RawMessage(`{}`)
 	var err error
@@ -201,11 +324,18 @@ func (m *machine) Relay(_ context.Context, target workflow.RelayTarget, id, kind
 		var in proto.DeployImage
 		json.Unmarshal(input, &in)
 		out, _ = json.Marshal(proto.DeployImageResult{SHA256: in.SHA256, BytesWritten: in.SizeBytes})
+	case kind == proto.CommandDiskWipe:
+		// What registry/attest stores for a wipe it attested.
+		out = json.RawMessage(`{"attested":true}`)
 	}
 	if err != nil {
 		return nil, err
 	}
 	switch {
+	case kind == "management.setBootDevice":
+		m.fromDisk = strings.Contains(string(input), `"persistent":true`) && strings.Contains(string(input), `"disk"`)
+	case kind == "power.setPower" && string(input) == `{"action":"cycle"}` && m.fromDisk:
+		err = m.joins.Joined(target.NodeID, "node")
 	case kind == "power.setPower" && string(input) == `{"action":"cycle"}` && !m.bootsNothing:
 		err = m.joins.Joined(target.NodeID, "ramdisk")
 	case kind == "boot.kexec" || kind == "power.setPower" && string(input) == `{"action":"graceful-restart"}`:
@@ -216,6 +346,13 @@ func (m *machine) Relay(_ context.Context, target workflow.RelayTarget, id, kind
 	}
 	m.kept[id] = out
 	return out, err
+}
+
+// forget forgets the commands received so far.
+func (m *machine) forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.got = nil
 }
 
 // kinds returns the kinds of the commands received, as "role kind".

@@ -3,6 +3,7 @@ package metal
 import (
 	"log/slog"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/workflow"
 )
@@ -56,9 +57,20 @@ func New(cfg Config) *Service {
 	e.Handle("deploy.deploy", s.deployImage)
 	e.Handle("boot.prepareRamdisk", s.prepareRamdisk)
 	e.Handle("inventory.refresh", s.refreshInventory)
-	e.OnFinish(kindDeploy, s.deployEnded)
+	e.Handle(proto.CommandDiagDCGM, s.diagDCGM)
+	e.Handle("power.setPower", s.setPower)
+	for req := range transitions {
+		e.OnFinish(string(req), s.ended)
+	}
 	return s
 }
 
-// Start runs a workflow created in a committed transaction.
-func (s *Service) Start(run store.Run) { s.cfg.Engine.Start(run.ID) }
+// Start runs a workflow created in a committed transaction; for a cancelled one it
+// abandons the attempt it is on.
+func (s *Service) Start(run store.Run) {
+	if run.Cancelled != nil {
+		s.cfg.Engine.Abort(run.ID)
+		return
+	}
+	s.cfg.Engine.Start(run.ID)
+}

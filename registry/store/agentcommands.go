@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -108,22 +109,34 @@ func (t *Tx) DeleteAgentCommand(node, id string) error {
 	return t.del(bucketAgentCommands, commandKey(node, id))
 }
 
+// DropPendingAgentCommands forgets every command not answered yet whose id starts with
+// prefix (a workflow run's, "wf_...:"), whatever agent it was for, and returns how many:
+// an agent that connects later never gets them.
+func (t *Tx) DropPendingAgentCommands(prefix string) (int, error) {
+	return t.dropAgentCommands(func(c AgentCommand) bool { return !c.Done && strings.HasPrefix(c.ID, prefix) })
+}
+
 // ExpireAgentCommands forgets every command made before cutoff, pending or done, and
 // returns how many.
 func (t *Tx) ExpireAgentCommands(cutoff time.Time) (int, error) {
-	var old [][]byte
+	return t.dropAgentCommands(func(c AgentCommand) bool { return c.CreatedAt.Before(cutoff) })
+}
+
+// dropAgentCommands forgets every command drop holds for and returns how many.
+func (t *Tx) dropAgentCommands(drop func(AgentCommand) bool) (int, error) {
+	var keys [][]byte
 	err := t.eachAgentCommand(nil, func(c AgentCommand) error {
-		if c.CreatedAt.Before(cutoff) {
-			old = append(old, commandKey(c.Node, c.ID))
+		if drop(c) {
+			keys = append(keys, commandKey(c.Node, c.ID))
 		}
 		return nil
 	})
-	for _, k := range old {
+	for _, k := range keys {
 		if err == nil {
 			err = t.del(bucketAgentCommands, k)
 		}
 	}
-	return len(old), err
+	return len(keys), err
 }
 
 func (t *Tx) eachAgentCommand(prefix []byte, fn func(AgentCommand) error) error {

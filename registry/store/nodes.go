@@ -9,25 +9,36 @@ import (
 	"github.com/better-compute/better-compute/proto"
 )
 
-// The states of a metal node that this registry drives.
+// The states of a metal node. registry/metal's lifecycle table says which request
+// moves a node from which state, and where the end of its workflow leaves it.
 const (
-	// NodeEnrolled: known by its MACs or product UUID and its BMC; nothing deployed.
-	NodeEnrolled = "enrolled"
+	// NodeEnrolling: metal-enroll runs, reading the machine's power state and BMC.
+	NodeEnrolling = "enrolling"
+	// NodeInspecting: metal-inspect runs.
+	NodeInspecting = "inspecting"
+	// NodeCommissioning: metal-commission runs.
+	NodeCommissioning = "commissioning"
+	// NodeReady: nothing deployed, disks wiped or never used: deployable.
+	NodeReady = "ready"
 	// NodeDeploying: a deploy workflow runs.
 	NodeDeploying = "deploying"
 	// NodeActive: the last deploy succeeded; the node converges to its host section.
 	NodeActive = "active"
-	// NodeFailed: the last deploy failed; Failure says at which step and why.
+	// NodeReleasing: metal-release runs: the disks are wiped.
+	NodeReleasing = "releasing"
+	// NodeRetiring: metal-retire runs.
+	NodeRetiring = "retiring"
+	// NodeRetired: terminal: the identity is revoked.
+	NodeRetired = "retired"
+	// NodeRescue: the machine runs (or boots into, or leaves) the ramdisk for repairs.
+	NodeRescue = "rescue"
+	// NodeFailed: a workflow failed or was cancelled; FailedFrom and Failure say where
+	// and why.
 	NodeFailed = "failed"
+	// nodeEnrolledV1 is the state nodes were enrolled in before the lifecycle: read as
+	// ready, since they were deployable.
+	nodeEnrolledV1 = "enrolled"
 )
-
-// nodeTransitions lists the states each state may move to.
-var nodeTransitions = map[string][]string{
-	NodeEnrolled:  {NodeDeploying},
-	NodeDeploying: {NodeActive, NodeFailed},
-	NodeActive:    {NodeDeploying},
-	NodeFailed:    {NodeDeploying},
-}
 
 // Node is one enrolled machine.
 type Node struct {
@@ -59,14 +70,29 @@ type Node struct {
 	Profile *ProfileRef `json:"profile,omitempty"`
 	// Workflow is the id of the node's last workflow run.
 	Workflow string `json:"workflowId,omitempty"`
-	// Failure is why the last deploy failed; nil unless the node is failed.
+	// Transition is the request that started the last workflow (enroll, inspect,
+	// commission, deploy, release, retire, rescue, unrescue).
+	Transition string `json:"transition,omitempty"`
+	// Next is the request that starts when the running workflow succeeds: enrollment on
+	// a pool that inspects or commissions its machines chains them.
+	Next string `json:"next,omitempty"`
+	// FailedFrom is the state the node failed from; "" unless it is failed.
+	FailedFrom string `json:"failedFrom,omitempty"`
+	// Failure is why the node failed: the workflow, its step and the error; nil unless
+	// the node is failed.
 	Failure *StepFailure `json:"failure,omitempty"`
+	// UnverifiedWipe is the disk wipe of the retire that retired the node when it could
+	// not be attested (or did not run): the retire went on, and this records it.
+	UnverifiedWipe *StepFailure `json:"unverifiedWipe,omitempty"`
 	// MACProposal is the boot MAC PXE discovery proposes for a node enrolled by its
 	// product UUID alone; nil when there is none.
 	MACProposal *MACProposal `json:"macProposal,omitempty"`
 	// Host is the node's desired host section: host-config units in the order bcd
 	// applies them.
 	Host []HostUnit `json:"host,omitempty"`
+	// PoweredAt is when a power action other than on last stopped what ran on the
+	// machine: a ramdisk that joined before it is gone.
+	PoweredAt time.Time `json:"poweredAt,omitzero"`
 	// IdentityRevokedAt is when metal.revokeIdentity ran; zero while the identity holds.
 	IdentityRevokedAt time.Time `json:"identityRevokedAt,omitzero"`
 	// Rev counts the record's changes.
@@ -106,7 +132,7 @@ const (
 )
 
 // CreateNode enrolls a machine in an existing pool of its tenant and returns it with its
-// new id, in state enrolled. A MAC or product UUID enrolled already is CONFLICT, naming
+// new id, in state enrolling unless it gives another. A MAC or product UUID enrolled already is CONFLICT, naming
 // the node only when it is the same tenant's: another tenant's node ids stay its own.
 func (t *Tx) CreateNode(n Node) (Node, error) {
 	pool, err := t.Pool(n.Tenant, n.Pool)
@@ -116,7 +142,10 @@ func (t *Tx) CreateNode(n Node) (Node, error) {
 	if len(n.MACs) == 0 && n.ProductUUID == "" {
 		return n, proto.Errorf(proto.InvalidInput, "a machine is enrolled by its MACs or its product UUID: give one").WithPath("macs")
 	}
-	n.ID, n.Site, n.State, n.Rev = "nd_"+randomHex(8), pool.Site, NodeEnrolled, 1
+	n.ID, n.Site, n.Rev = "nd_"+randomHex(8), pool.Site, 1
+	if n.State == "" {
+		n.State = NodeEnrolling
+	}
 	n.CreatedAt, n.UpdatedAt = t.now, t.now
 	hw := hwKeys(n)
 	for i, k := range hw {
@@ -166,6 +195,9 @@ func (t *Tx) Node(id string) (Node, error) {
 	if err == nil && !ok {
 		err = notFound("node", id)
 	}
+	if n.State == nodeEnrolledV1 {
+		n.State = NodeReady
+	}
 	return n, err
 }
 
@@ -191,8 +223,9 @@ func (t *Tx) CheckIdentity(id string) error {
 	return n.RevokedIdentity()
 }
 
-// Nodes lists tenant's nodes, those of one pool when pool is set, one page at a time.
-func (t *Tx) Nodes(tenant, pool string, p Page) ([]Node, string, error) {
+// Nodes lists tenant's nodes, those of one pool when pool is set and those in one state
+// when state is set, one page at a time.
+func (t *Tx) Nodes(tenant, pool, state string, p Page) ([]Node, string, error) {
 	prefix := tenant + "\x00"
 	if pool != "" {
 		prefix += pool + "\x00"
@@ -200,7 +233,7 @@ func (t *Tx) Nodes(tenant, pool string, p Page) ([]Node, string, error) {
 	out := []Node{}
 	next, err := t.scan(bucketNodesByPool, []byte(prefix), p, func(k, _ []byte) (bool, error) {
 		n, err := t.Node(string(k[bytes.LastIndexByte(k, 0)+1:]))
-		if err != nil {
+		if err != nil || state != "" && n.State != state {
 			return false, err
 		}
 		out = append(out, n)
@@ -209,9 +242,9 @@ func (t *Tx) Nodes(tenant, pool string, p Page) ([]Node, string, error) {
 	return out, next, err
 }
 
-// UpdateNode changes a node through change and stores it. A change of state must follow
-// the node lifecycle (enrolled or active or failed -> deploying -> active or failed),
-// else INVALID_STATE; the id, tenant, pool and hardware keys never change.
+// UpdateNode changes a node through change and stores it. The id, tenant, pool and
+// hardware keys never change; which state may follow which is registry/metal's
+// lifecycle table, the one writer of node states.
 func (t *Tx) UpdateNode(id string, change func(*Node) error) (Node, error) {
 	old, err := t.Node(id)
 	if err != nil {
@@ -223,9 +256,6 @@ func (t *Tx) UpdateNode(id string, change func(*Node) error) (Node, error) {
 	}
 	if n.ID != old.ID || n.Tenant != old.Tenant || n.Pool != old.Pool || !slices.Equal(hwKeys(n), hwKeys(old)) {
 		return old, proto.Errorf(proto.Internal, "node %s: id, tenant, pool and hardware keys are fixed at enrollment", id)
-	}
-	if n.State != old.State && !slices.Contains(nodeTransitions[old.State], n.State) {
-		return old, proto.Errorf(proto.InvalidState, "node %s is %s and cannot become %s", id, old.State, n.State)
 	}
 	n.Rev, n.UpdatedAt = old.Rev+1, t.now
 	return n, t.put(bucketNodes, []byte(id), n)

@@ -32,7 +32,7 @@ func TestNodeEnrollmentAndLifecycle(t *testing.T) {
 		n, err = tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01", "52:54:00:00:00:02"}, ProductUUID: "4c4c4544-0000-1000-8000-000000000001"})
 		return err
 	})
-	if n.State != NodeEnrolled || n.Site != "rack-a" || n.Rev != 1 || len(n.ID) != 19 {
+	if n.State != NodeEnrolling || n.Site != "rack-a" || n.Rev != 1 || len(n.ID) != 19 {
 		t.Fatalf("enrolled %+v", n)
 	}
 	refused := map[string]struct {
@@ -80,28 +80,6 @@ func TestNodeEnrollmentAndLifecycle(t *testing.T) {
 		}
 	})
 
-	moves := []struct {
-		to   string
-		code proto.Code
-	}{
-		{NodeActive, proto.InvalidState},
-		{NodeDeploying, ""},
-		{NodeDeploying, ""}, // not a change of state
-		{NodeEnrolled, proto.InvalidState},
-		{NodeFailed, ""},
-		{NodeDeploying, ""},
-		{NodeActive, ""},
-		{NodeFailed, proto.InvalidState},
-	}
-	for i, m := range moves {
-		err := s.Update(func(tx *Tx) error {
-			_, err := tx.UpdateNode(n.ID, func(n *Node) error { n.State = m.to; return nil })
-			return err
-		})
-		if proto.CodeOf(err) != m.code && !(m.code == "" && err == nil) {
-			t.Errorf("move %d to %s: got %v, want %q", i, m.to, err, m.code)
-		}
-	}
 	err := s.Update(func(tx *Tx) error {
 		_, err := tx.UpdateNode(n.ID, func(n *Node) error { n.MACs = nil; return nil })
 		return err
@@ -119,7 +97,7 @@ func TestNodeEnrollmentAndLifecycle(t *testing.T) {
 	})
 	s.View(func(tx *Tx) error {
 		ids := func(pool string, p Page) []string {
-			nodes, _, err := tx.Nodes("acme", pool, p)
+			nodes, _, err := tx.Nodes("acme", pool, "", p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -135,8 +113,8 @@ func TestNodeEnrollmentAndLifecycle(t *testing.T) {
 		if got := ids("", Page{}); len(got) != 2 {
 			t.Errorf("every pool: %v", got)
 		}
-		first, next, _ := tx.Nodes("acme", "", Page{Limit: 1})
-		second, _, _ := tx.Nodes("acme", "", Page{Limit: 1, Cursor: next})
+		first, next, _ := tx.Nodes("acme", "", "", Page{Limit: 1})
+		second, _, _ := tx.Nodes("acme", "", "", Page{Limit: 1, Cursor: next})
 		if len(first) != 1 || len(second) != 1 || first[0].ID == second[0].ID || next == "" {
 			t.Errorf("pages: %v then %v", first, second)
 		}
@@ -205,6 +183,32 @@ func TestRevokedIdentity(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{otherKept, usedKept}, left, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 			t.Errorf("tokens left (-want +got): the used one and another node's\n%s", diff)
+		}
+		return nil
+	})
+}
+
+// TestEnrolledNodesReadAsReady: a node stored before the lifecycle, in state enrolled,
+// reads as ready (it was deployable then and stays so), and lists under that state.
+func TestEnrolledNodesReadAsReady(t *testing.T) {
+	s := withPool(t)
+	var n Node
+	mustUpdate(t, s, func(tx *Tx) (err error) {
+		if n, err = tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}}); err != nil {
+			return err
+		}
+		n.State = nodeEnrolledV1
+		return tx.put(bucketNodes, []byte(n.ID), n)
+	})
+	s.View(func(tx *Tx) error {
+		got, err := tx.Node(n.ID)
+		if err != nil || got.State != NodeReady {
+			t.Errorf("a node stored as enrolled reads as %q (%v), want ready", got.State, err)
+		}
+		ready, _, _ := tx.Nodes("acme", "", NodeReady, Page{})
+		enrolling, _, _ := tx.Nodes("acme", "", NodeEnrolling, Page{})
+		if len(ready) != 1 || len(enrolling) != 0 {
+			t.Errorf("listed as ready: %d, as enrolling: %d", len(ready), len(enrolling))
 		}
 		return nil
 	})

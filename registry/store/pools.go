@@ -34,7 +34,13 @@ type PoolPolicy struct {
 	// wins).
 	HardwareProfile string `json:"hardwareProfile,omitempty"`
 	// Agent is bcd ("" reads as bcd) or none.
-	Agent         string          `json:"agent,omitempty"`
+	Agent string `json:"agent,omitempty"`
+	// Enrollment is what a machine goes through after enrolling before it is ready:
+	// trust ("" reads as trust), inspect or commission.
+	Enrollment string `json:"enrollment,omitempty"`
+	// RequireGPUs makes commissioning fail on a machine without a GPU; without it
+	// commissioning skips the GPU diagnostics of such a machine.
+	RequireGPUs   bool            `json:"requireGpus,omitempty"`
 	Hugepages     json.RawMessage `json:"hugepages,omitempty"`
 	KernelModules json.RawMessage `json:"kernelModules,omitempty"`
 	CPU           json.RawMessage `json:"cpu,omitempty"`
@@ -55,6 +61,16 @@ const (
 	AgentNone = "none"
 )
 
+// What a pool's machines go through after enrolling (PoolPolicy.Enrollment).
+const (
+	// EnrollTrust: ready once metal-enroll has run (the default).
+	EnrollTrust = "trust"
+	// EnrollInspect: inspected, then ready.
+	EnrollInspect = "inspect"
+	// EnrollCommission: inspected and commissioned, then ready.
+	EnrollCommission = "commission"
+)
+
 const (
 	bucketPools = "pools"
 	// bucketPoolsBySite maps site \0 tenant \0 name to nothing: the pools of a site.
@@ -68,6 +84,9 @@ func poolKey(tenant, name string) []byte { return []byte(tenant + "\x00" + name)
 func checkPolicy(p PoolPolicy) error {
 	if a := p.Agent; a != "" && a != AgentBCD && a != AgentNone {
 		return proto.Errorf(proto.InvalidInput, "agent %q: use bcd or none", a).WithPath("policy.agent")
+	}
+	if e := p.Enrollment; e != "" && e != EnrollTrust && e != EnrollInspect && e != EnrollCommission {
+		return proto.Errorf(proto.InvalidInput, "enrollment %q: use trust, inspect or commission", e).WithPath("policy.enrollment")
 	}
 	return proto.CheckImageSources(p.ImageSources, "policy.imageSources")
 }

@@ -29,8 +29,8 @@ const (
 // restarts resumes it where it was.
 type Run struct {
 	ID string `json:"id"`
-	// Kind names what started the run (deploy), which decides what its end does to the
-	// node.
+	// Kind names the request that started the run (enroll, inspect, deploy, ...), which
+	// decides what its end does to the node.
 	Kind    string     `json:"kind"`
 	Node    string     `json:"nodeId"`
 	Tenant  string     `json:"tenantId"`
@@ -42,6 +42,9 @@ type Run struct {
 	Steps    []RunStep       `json:"steps"`
 	// Failure is the step that failed the run; nil unless the run failed.
 	Failure *StepFailure `json:"failure,omitempty"`
+	// Cancelled is set when the run was cancelled: the step that was running (or next)
+	// and the error the run fails with once its cleanup ran.
+	Cancelled *StepFailure `json:"cancelled,omitempty"`
 	// Rev counts the record's changes; watchers wait for it to move.
 	Rev        int       `json:"rev"`
 	CreatedAt  time.Time `json:"createdAt"`

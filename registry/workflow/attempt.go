@@ -20,7 +20,7 @@ const awaitRejoin = "rejoin"
 // attempt runs one try of a step within its timeout, counted from the attempt's start
 // (so a resumed attempt has what is left of it), and, for await: rejoin, waits for the
 // machine's agent to join once the step's work is done. It returns errStopped when ctx
-// ends.
+// ends, errCancelled when its run is cancelled, and a skip its handler returned.
 func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i int, spec profile.RenderedStep, att store.Attempt) (json.RawMessage, error) {
 	timeout := time.Duration(spec.TimeoutSeconds) * time.Second
 	left := att.StartedAt.Add(timeout).Sub(e.cfg.Clock.Now())
@@ -40,11 +40,16 @@ func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i 
 		}
 	}()
 	result, err := e.work(actx, run, node, i, spec, att)
+	var skipped skip
 	switch {
+	case context.Cause(ctx) == errCancelled:
+		return nil, errCancelled
 	case ctx.Err() != nil:
 		return nil, errStopped
 	case context.Cause(actx) == errTimedOut:
 		return nil, timedOut
+	case errors.As(err, &skipped):
+		return nil, skipped
 	case err != nil:
 		return nil, proto.AsError(err)
 	}

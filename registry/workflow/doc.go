@@ -10,5 +10,7 @@
 // Resume, repeats no step that completed and re-sends the one that was running under
 // the same command id. Step fields (timeout, retries, onFailure, fallback, when,
 // await: rejoin) behave as docs/workflows.md describes; time comes from an injected
-// clock.
+// clock. Cancel marks a run cancelled and Abort abandons the attempt it is on: its main
+// steps stop, its cleanup runs, and it fails. A handler returns Skip for a step that does
+// not apply to the machine.
 package workflow

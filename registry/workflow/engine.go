@@ -52,6 +52,8 @@ type Engine struct {
 	mu      sync.Mutex
 	ctx     context.Context
 	running map[string]bool
+	// aborts abandon the main or acceptance step each run is on, for Cancel.
+	aborts  map[string]context.CancelCauseFunc
 	changed chan struct{}
 	wg      sync.WaitGroup
 }
@@ -68,7 +70,7 @@ func New(cfg Config) *Engine {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Engine{cfg: cfg, handlers: map[string]Handler{}, finish: map[string]FinishFunc{},
-		running: map[string]bool{}, changed: make(chan struct{})}
+		running: map[string]bool{}, aborts: map[string]context.CancelCauseFunc{}, changed: make(chan struct{})}
 }
 
 // Handle registers the handler of a step. A control-plane step needs one; a relayed step

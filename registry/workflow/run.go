@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
@@ -28,6 +29,12 @@ func (e *Engine) drive(ctx context.Context, id string) error {
 		if i < 0 {
 			return e.end(run)
 		}
+		if run.Cancelled != nil && run.Steps[i].Phase != phaseCleanup {
+			if _, err := e.update(id, func(r *store.Run) error { abandon(&r.Steps[i], r.Cancelled, e.cfg.Clock.Now()); return nil }); err != nil {
+				return err
+			}
+			continue
+		}
 		failed, err := failingStep(run)
 		if err != nil {
 			return err
@@ -50,6 +57,19 @@ func (e *Engine) drive(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// abandon ends a step of a cancelled run: one not started is skipped, the one running
+// fails with the cancellation's error, its open attempt with it.
+func abandon(s *store.RunStep, cancelled *store.StepFailure, now time.Time) {
+	if s.State == store.StepPending {
+		s.State, s.Reason = store.StepSkipped, "not run: the workflow was cancelled"
+		return
+	}
+	if n := len(s.Attempts); n > 0 && s.Attempts[n-1].FinishedAt.IsZero() {
+		s.Attempts[n-1].FinishedAt, s.Attempts[n-1].Error = now, cancelled.Error
+	}
+	s.State, s.Error, s.FinishedAt = store.StepFailed, cancelled.Error, now
 }
 
 // failingStep returns the first step that failed and whose onFailure is fail: the step
@@ -79,11 +99,15 @@ func (e *Engine) end(run store.Run) error {
 		return err
 	}
 	var ended store.Run
+	dropped := 0
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
 		var err error
 		ended, err = tx.UpdateRun(run.ID, func(r *store.Run) error {
 			r.State = store.RunSucceeded
-			if failed != nil {
+			switch {
+			case r.Cancelled != nil:
+				r.State, r.Failure = store.RunFailed, r.Cancelled
+			case failed != nil:
 				r.State = store.RunFailed
 				r.Failure = &store.StepFailure{RunID: r.ID, Step: failed.Path(), Use: failed.Use, Error: failed.Error}
 			}
@@ -92,14 +116,32 @@ func (e *Engine) end(run store.Run) error {
 		if err != nil {
 			return err
 		}
+		// A command an abandoned or timed-out attempt left pending is never delivered.
+		if dropped, err = tx.DropPendingAgentCommands(run.ID + ":"); err != nil {
+			return err
+		}
 		return e.finish[run.Kind](tx, ended)
 	})
 	if err != nil {
 		return err
 	}
 	e.notify()
-	e.cfg.Log.Info("workflow ended", "workflow", run.ID, "node", run.Node, "state", ended.State)
-	return nil
+	e.cfg.Log.Info("workflow ended", "workflow", run.ID, "node", run.Node, "state", ended.State, "unansweredCommandsDropped", dropped)
+	return e.startNext(run)
+}
+
+// startNext starts the run the end of run created for its node (the next request of a
+// chain), once the end has committed.
+func (e *Engine) startNext(run store.Run) error {
+	node, err := e.node(run.Node)
+	if err != nil || node.Workflow == run.ID || node.Workflow == "" {
+		return err
+	}
+	next, err := e.load(node.Workflow)
+	if err == nil && next.State == store.RunRunning {
+		e.Start(next.ID)
+	}
+	return err
 }
 
 func (e *Engine) load(id string) (run store.Run, err error) {

@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -15,9 +16,27 @@ import (
 // starts and after it ends. A try that was running when the registry stopped is tried
 // again under the same command id.
 func (e *Engine) runStep(ctx context.Context, id string, i int) error {
+	err := e.runStepOnce(ctx, id, i)
+	if errors.Is(err, errCancelled) {
+		return nil
+	}
+	return err
+}
+
+// runStepOnce is runStep until it ends or its run is cancelled (errCancelled): a main
+// or acceptance step runs in a context Abort cancels.
+func (e *Engine) runStepOnce(ctx context.Context, id string, i int) error {
 	run, err := e.load(id)
 	if err != nil {
 		return err
+	}
+	if run.Steps[i].Phase != phaseCleanup {
+		var done func()
+		ctx, done = e.abortable(ctx, id)
+		defer done()
+		if run, err = e.load(id); err != nil || run.Cancelled != nil {
+			return err
+		}
 	}
 	spec, err := specOf(run.Steps[i])
 	if err != nil {
@@ -84,13 +103,18 @@ func (e *Engine) runStep(ctx context.Context, id string, i int) error {
 			tried = *spec.Fallback
 		}
 		result, failure := e.attempt(ctx, run, node, i, tried, att)
-		if failure == errStopped {
+		if failure == errStopped || failure == errCancelled {
 			return failure
 		}
+		skipped, isSkip := failure.(skip)
 		run, err = e.update(id, func(r *store.Run) error {
 			s := &r.Steps[i]
 			a := &s.Attempts[len(s.Attempts)-1]
 			a.FinishedAt = e.cfg.Clock.Now()
+			if isSkip {
+				s.State, s.Reason, s.FinishedAt = store.StepSkipped, skipped.reason, a.FinishedAt
+				return nil
+			}
 			if failure != nil {
 				a.Error = proto.AsError(failure)
 				return nil
@@ -98,7 +122,7 @@ func (e *Engine) runStep(ctx context.Context, id string, i int) error {
 			s.State, s.Result, s.ViaFallback, s.FinishedAt = store.StepSucceeded, result, a.Fallback, a.FinishedAt
 			return nil
 		})
-		if err != nil || run.Steps[i].State == store.StepSucceeded {
+		if err != nil || run.Steps[i].State != store.StepRunning {
 			return err
 		}
 		e.cfg.Log.Warn("step attempt failed", "workflow", id, "node", node.ID, "step", s.Path(), "use", tried.Use,
@@ -150,6 +174,9 @@ func (e *Engine) sleepUntil(ctx context.Context, t time.Time) error {
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():
+		if context.Cause(ctx) == errCancelled {
+			return errCancelled
+		}
 		return errStopped
 	case <-timer.C():
 		return nil

@@ -1,0 +1,377 @@
+package metal
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/attest"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/workflow"
+)
+
+// Request is what an operator (or enrollment) asks of a node.
+type Request string
+
+// The requests. Each but cancel and retry starts a workflow, whose kind it is.
+const (
+	Enroll     Request = "enroll"
+	Inspect    Request = "inspect"
+	Commission Request = "commission"
+	Deploy     Request = "deploy"
+	Release    Request = "release"
+	Retire     Request = "retire"
+	Rescue     Request = "rescue"
+	Unrescue   Request = "unrescue"
+	// Retry runs again, from failed, the workflow the node failed in.
+	Retry Request = "retry"
+	// Cancel stops the running workflow: the node fails with reason cancelled.
+	Cancel Request = "cancel"
+)
+
+// The lifecycle table: the only place that says which request a node in which state
+// may make, and where it goes. docs/nodes.md draws it.
+var (
+	// allowed lists the requests each state takes. A request while the node's workflow
+	// runs is refused, cancel aside.
+	allowed = map[string][]Request{
+		store.NodeEnrolling:     {Cancel},
+		store.NodeInspecting:    {Cancel},
+		store.NodeCommissioning: {Cancel},
+		store.NodeReady:         {Inspect, Commission, Deploy, Retire},
+		store.NodeDeploying:     {Cancel},
+		store.NodeActive:        {Release, Retire, Rescue},
+		store.NodeReleasing:     {Cancel},
+		store.NodeRetiring:      {Cancel},
+		store.NodeRetired:       nil,
+		store.NodeRescue:        {Unrescue, Retire, Cancel},
+		store.NodeFailed:        {Retry, Release, Retire},
+	}
+	// transitions are what each workflow-starting request runs: the state the node is in
+	// while it runs, the state its success leaves the node in, and the shipped profile
+	// (its out-of-band variant on a pool with agent: none; "" is UNSUPPORTED there).
+	transitions = map[Request]struct {
+		during, succeeded string
+		profile, oob      string
+	}{
+		Enroll:     {store.NodeEnrolling, store.NodeReady, "metal-enroll@1", "metal-enroll@1"},
+		Inspect:    {store.NodeInspecting, store.NodeReady, "metal-inspect@2", "metal-inspect-oob@1"},
+		Commission: {store.NodeCommissioning, store.NodeReady, "metal-commission@1", "metal-commission-oob@1"},
+		Deploy:     {store.NodeDeploying, store.NodeActive, "", ""},
+		Release:    {store.NodeReleasing, store.NodeReady, "metal-release@1", "metal-release-oob@1"},
+		Retire:     {store.NodeRetiring, store.NodeRetired, "metal-retire@1", "metal-retire-oob@1"},
+		Rescue:     {store.NodeRescue, store.NodeRescue, "metal-rescue@1", ""},
+		Unrescue:   {store.NodeRescue, store.NodeActive, "metal-unrescue@1", ""},
+	}
+	// chains are the requests enrollment runs one after the other, by the pool's
+	// policy.enrollment, before the node is ready.
+	chains = map[string][]Request{
+		"":                     nil,
+		store.EnrollTrust:      nil,
+		store.EnrollInspect:    {Inspect},
+		store.EnrollCommission: {Inspect, Commission},
+	}
+)
+
+// States are the node states, in the order docs/nodes.md lists them.
+func States() []string {
+	return []string{store.NodeEnrolling, store.NodeInspecting, store.NodeCommissioning, store.NodeReady, store.NodeDeploying,
+		store.NodeActive, store.NodeReleasing, store.NodeRetiring, store.NodeRetired, store.NodeRescue, store.NodeFailed}
+}
+
+// Requests are the requests an operator makes of an enrolled node.
+func Requests() []Request {
+	return []Request{Inspect, Commission, Deploy, Release, Retire, Rescue, Unrescue, Retry, Cancel}
+}
+
+// Options are what a request takes beside the node.
+type Options struct {
+	// Profile is the profile a deploy runs.
+	Profile *store.ProfileRecord
+	// Wipe is the mode a release's disk.wipe runs with; "" keeps the profile's.
+	Wipe string
+}
+
+// Act makes a request of one of tenant's nodes in tx, as the lifecycle table allows: it
+// creates the request's workflow and moves the node to the state it runs in (cancel
+// marks the running workflow cancelled instead). Start the returned run once tx has
+// committed, and Abort a cancelled one. A request the table does not allow, or any but
+// cancel while a workflow runs, is INVALID_STATE with details.reason the node's state,
+// and changes nothing; another tenant's node is NOT_FOUND.
+func (s *Service) Act(tx *store.Tx, tenant, nodeID string, req Request, o Options) (store.Run, store.Node, error) {
+	node, err := tx.Node(nodeID)
+	if err != nil || node.Tenant != tenant {
+		return store.Run{}, node, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath("nodeId")
+	}
+	running, err := workflowRunning(tx, node)
+	if err != nil {
+		return store.Run{}, node, err
+	}
+	if !slices.Contains(allowed[node.State], req) || running && req != Cancel || !running && req == Cancel {
+		return store.Run{}, node, refusal(node, req, running)
+	}
+	if o.Wipe != "" && !slices.Contains(proto.WipeModes, o.Wipe) {
+		return store.Run{}, node, proto.Errorf(proto.InvalidInput, "wipe mode %q: use one of %s", o.Wipe, strings.Join(proto.WipeModes, ", ")).WithPath("wipe")
+	}
+	if o.Wipe != "" && req != Release {
+		return store.Run{}, node, proto.Errorf(proto.InvalidInput, "a wipe mode goes with a release").WithPath("wipe")
+	}
+	switch req {
+	case Cancel:
+		run, err := s.cfg.Engine.Cancel(tx, node.Workflow)
+		return run, node, err
+	case Retry:
+		return s.retry(tx, node)
+	}
+	return s.begin(tx, node, req, o, "")
+}
+
+// refusal is the INVALID_STATE of a request the node's state does not allow.
+func refusal(node store.Node, req Request, running bool) error {
+	var why string
+	switch {
+	case running && req != Cancel:
+		why = fmt.Sprintf("its workflow %s runs: wait for it to end, or cancel it (`nodes cancel %s`)", node.Workflow, node.ID)
+	case req == Cancel:
+		why = "no workflow of it runs"
+	case node.State == store.NodeRetired:
+		why = "a retired node takes no request; it can only be read"
+	default:
+		var ok []string
+		for _, r := range allowed[node.State] {
+			ok = append(ok, string(r))
+		}
+		why = "it takes " + strings.Join(ok, ", ")
+		if req == Deploy && node.State == store.NodeActive {
+			why += ": release it first (`nodes release " + node.ID + "`), then deploy"
+		}
+	}
+	return proto.Errorf(proto.InvalidState, "node %s is %s and cannot %s: %s", node.ID, node.State, req, why).WithReason(node.State)
+}
+
+// workflowRunning reports whether the node's last workflow still runs.
+func workflowRunning(tx *store.Tx, node store.Node) (bool, error) {
+	if node.Workflow == "" {
+		return false, nil
+	}
+	run, err := tx.Run(node.Workflow)
+	if proto.CodeOf(err) == proto.NotFound {
+		return false, nil
+	}
+	return err == nil && run.State == store.RunRunning, err
+}
+
+// begin creates the workflow of req for node and moves the node to the state it runs in;
+// next is the request that follows it on success. On a pool without agent a request
+// with no out-of-band variant (rescue) fails the node with UNSUPPORTED and creates no run.
+func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, next Request) (store.Run, store.Node, error) {
+	tr := transitions[req]
+	pool, err := tx.Pool(node.Tenant, node.Pool)
+	if err != nil {
+		return store.Run{}, node, err
+	}
+	var rec store.ProfileRecord
+	switch {
+	case req == Deploy:
+		rec = *o.Profile
+	case pool.Policy.Agent == store.AgentNone && tr.oob == "":
+		f := &store.StepFailure{Error: proto.Errorf(proto.Unsupported, "pool %s runs no agent (agent: none): its machines cannot boot the ramdisk to %s", pool.Name, req)}
+		node, err = tx.UpdateNode(node.ID, func(n *store.Node) error {
+			n.State, n.FailedFrom, n.Failure, n.Transition, n.Next = store.NodeFailed, tr.during, f, string(req), ""
+			return nil
+		})
+		return store.Run{}, node, err
+	case pool.Policy.Agent == store.AgentNone:
+		rec = shippedRecord(tr.oob)
+	default:
+		rec = shippedRecord(tr.profile)
+	}
+	p, err := profile.Define(rec.Document)
+	if err != nil {
+		return store.Run{}, node, proto.Errorf(proto.InvalidState, "stored profile %s@%d no longer passes the checks (%v): run `profiles validate`", rec.ID, rec.Version, err)
+	}
+	if o.Wipe != "" {
+		if p, err = withWipeMode(p, o.Wipe); err != nil {
+			return store.Run{}, node, err
+		}
+	}
+	return s.create(tx, node, req, rec, p, next)
+}
+
+// create stores the run of p for node, started by req, and moves the node to the state
+// req runs in.
+func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.ProfileRecord, p *profile.Profile, next Request) (store.Run, store.Node, error) {
+	run, err := s.cfg.Engine.Create(tx, workflow.NewRun{Kind: string(req), Node: node.ID, Tenant: node.Tenant,
+		Profile: store.ProfileRef{Tenant: rec.Tenant, ID: rec.ID, Version: rec.Version}, Define: p})
+	if err != nil {
+		return run, node, err
+	}
+	node, err = tx.UpdateNode(node.ID, func(n *store.Node) error {
+		n.State, n.Workflow, n.Transition, n.Next = transitions[req].during, run.ID, string(req), string(next)
+		n.FailedFrom, n.Failure = "", nil
+		return nil
+	})
+	return run, node, err
+}
+
+// retry runs again, from failed, the workflow the node failed in: the same request with
+// the same profile document (a release keeps its wipe mode), followed by what the pool's
+// enrollment chains after it.
+func (s *Service) retry(tx *store.Tx, node store.Node) (store.Run, store.Node, error) {
+	if node.Failure == nil || node.Failure.RunID == "" {
+		return store.Run{}, node, proto.Errorf(proto.InvalidState, "node %s failed in no workflow (%s): release or retire it", node.ID, node.Transition).WithReason(node.State)
+	}
+	failed, err := tx.Run(node.Failure.RunID)
+	if err != nil {
+		return store.Run{}, node, err
+	}
+	p, err := profile.Define(failed.Document)
+	if err != nil {
+		return store.Run{}, node, proto.Errorf(proto.InvalidState, "workflow %s's profile no longer passes the checks (%v)", failed.ID, err)
+	}
+	rec := store.ProfileRecord{Tenant: failed.Profile.Tenant, ID: failed.Profile.ID, Version: failed.Profile.Version, Document: failed.Document}
+	req := Request(failed.Kind)
+	return s.create(tx, node, req, rec, p, chainAfter(tx, node, req))
+}
+
+// lifecycleProfile is the request that runs the shipped profile id, "" when none does.
+func lifecycleProfile(id string) Request {
+	for req, tr := range transitions {
+		for _, ref := range []string{tr.profile, tr.oob} {
+			if name, _, _ := strings.Cut(ref, "@"); ref != "" && name == id {
+				return req
+			}
+		}
+	}
+	return ""
+}
+
+// shippedRecord is the record of a shipped profile named id@version.
+func shippedRecord(ref string) store.ProfileRecord {
+	for _, p := range profile.Shipped() {
+		if fmt.Sprintf("%s@%d", p.ID(), p.Version()) == ref {
+			return store.ProfileRecord{Tenant: profile.ShippedTenant, ID: p.ID(), Version: p.Version(), Document: p.Document()}
+		}
+	}
+	panic("metal: no shipped profile " + ref)
+}
+
+// withWipeMode is p with every disk.wipe's with.mode replaced by mode: the undeploy's
+// wipe mode replaces the release profile's.
+func withWipeMode(p *profile.Profile, mode string) (*profile.Profile, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(p.Document(), &doc); err != nil {
+		return nil, err
+	}
+	steps, _ := doc["steps"].([]any)
+	for _, st := range steps {
+		if m, ok := st.(map[string]any); ok && m["use"] == proto.CommandDiskWipe {
+			m["with"] = map[string]any{"mode": mode}
+		}
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	return profile.Define(raw)
+}
+
+// ended moves the node as its workflow ended, in the transaction that ends it: to the
+// state the request's success leaves it in (or into the next request of its chain), or
+// to failed with the state it failed from and the failure. A release or commissioning
+// whose disk wipe is not attested fails with UNVERIFIED_WIPE instead of becoming ready;
+// a retire retires, recording such a wipe.
+func (s *Service) ended(tx *store.Tx, run store.Run) error {
+	node, err := tx.Node(run.Node)
+	if err != nil {
+		return err
+	}
+	if node.Workflow != run.ID {
+		return proto.Errorf(proto.Internal, "workflow %s ended, but node %s's workflow is %s", run.ID, node.ID, node.Workflow)
+	}
+	req := Request(run.Kind)
+	tr := transitions[req]
+	failure := run.Failure
+	wipe := unverifiedWipe(run)
+	if failure == nil && wipe != nil && tr.succeeded == store.NodeReady {
+		failure = wipe
+	}
+	if failure != nil {
+		_, err := tx.UpdateNode(node.ID, func(n *store.Node) error {
+			n.State, n.FailedFrom, n.Failure, n.Next = store.NodeFailed, tr.during, failure, ""
+			return nil
+		})
+		return err
+	}
+	if node.Next != "" {
+		next := Request(node.Next)
+		_, _, err := s.begin(tx, node, next, Options{}, chainAfter(tx, node, next))
+		return err
+	}
+	switch req {
+	case Deploy:
+		return s.deployEnded(tx, run)
+	case Retire:
+		_, err := tx.UpdateNode(node.ID, func(n *store.Node) error {
+			n.State, n.UnverifiedWipe, n.Role, n.Profile, n.Host = store.NodeRetired, wipe, "", nil, nil
+			return nil
+		})
+		return err
+	case Release:
+		_, err := tx.UpdateNode(node.ID, func(n *store.Node) error {
+			n.State, n.Role, n.Profile, n.Host = store.NodeReady, "", nil, nil
+			return nil
+		})
+		return err
+	}
+	_, err = tx.UpdateNode(node.ID, func(n *store.Node) error { n.State = tr.succeeded; return nil })
+	return err
+}
+
+// chainAfter is the request the node's pool's policy.enrollment chains after req (after
+// enroll, the chain's first), "" when none.
+func chainAfter(tx *store.Tx, node store.Node, req Request) Request {
+	pool, err := tx.Pool(node.Tenant, node.Pool)
+	if err != nil {
+		return ""
+	}
+	chain := chains[pool.Policy.Enrollment]
+	i := slices.Index(chain, req)
+	if req == Enroll {
+		i = -1
+	} else if i < 0 {
+		return ""
+	}
+	if i+1 < len(chain) {
+		return chain[i+1]
+	}
+	return ""
+}
+
+// unverifiedWipe is the failure a run's disk wipes make: the first disk.wipe step that
+// did not succeed, or whose result registry/attest did not attest; nil when every
+// disk.wipe that ran was attested (or none was in the profile).
+func unverifiedWipe(run store.Run) *store.StepFailure {
+	for _, st := range run.Steps {
+		if st.Use != proto.CommandDiskWipe || st.State == store.StepSkipped && !strings.HasPrefix(st.Reason, "not run") {
+			continue
+		}
+		var w attest.Wipe
+		switch {
+		case st.State != store.StepSucceeded:
+			why := "did not run"
+			if st.Error != nil {
+				why = "failed: " + st.Error.Message
+			}
+			return &store.StepFailure{RunID: run.ID, Step: st.Path(), Use: st.Use,
+				Error: proto.Errorf(proto.UnverifiedWipe, "the disk wipe %s %s: the disks may hold data", st.Path(), why)}
+		case json.Unmarshal(st.Result, &w) != nil || !w.Attested:
+			return &store.StepFailure{RunID: run.ID, Step: st.Path(), Use: st.Use,
+				Error: proto.Errorf(proto.UnverifiedWipe, "the disk wipe %s is not attested (%s): release again with a stronger mode (`nodes release ID --wipe secure-erase`) or retire the node", st.Path(), w.Reason).WithReason("not-attested")}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,464 @@
+package metal
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// inState puts a node in state as the lifecycle leaves it there: a ready node, moved
+// by the table's requests; the working states with their workflow running (the
+// machine's ramdisk never joins, so it runs until cancelled).
+func (h *harness) inState(state string) string {
+	h.t.Helper()
+	node := h.enroll(nil)
+	must := func(req Request) {
+		h.t.Helper()
+		run, _, err := h.act(node, req, Options{})
+		if err != nil {
+			h.t.Fatalf("%s: %v", req, err)
+		}
+		if _, n := h.end(run.ID); n.State == store.NodeFailed {
+			h.t.Fatalf("%s: failed %+v", req, n.Failure)
+		}
+	}
+	deploy := func() {
+		h.t.Helper()
+		run, err := h.deploy(node, "testdata/deploy-only.json")
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.end(run.ID)
+	}
+	hang := func(req Request) {
+		h.t.Helper()
+		h.machine.bootsNothing = true
+		if _, _, err := h.act(node, req, Options{}); err != nil {
+			h.t.Fatalf("%s: %v", req, err)
+		}
+		// It waits for the ramdisk once it has power-cycled the machine.
+		for deadline := time.Now().Add(10 * time.Second); h.node(node).PoweredAt.IsZero(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				h.t.Fatalf("%s never power-cycled the machine", req)
+			}
+		}
+	}
+	switch state {
+	case store.NodeReady:
+	case store.NodeEnrolling:
+		// A second machine whose enrollment never ends: its BMC does not answer.
+		h.machine.hang("power.getPower")
+		n, _ := h.startEnroll("52:54:00:00:00:02", nil)
+		return n.ID
+	case store.NodeInspecting:
+		hang(Inspect)
+	case store.NodeCommissioning:
+		hang(Commission)
+	case store.NodeDeploying:
+		h.machine.hang(proto.CommandDeployImage)
+		if _, err := h.deploy(node, "testdata/deploy-only.json"); err != nil {
+			h.t.Fatal(err)
+		}
+	case store.NodeActive:
+		deploy()
+	case store.NodeReleasing:
+		deploy()
+		h.machine.hang(proto.CommandDiskWipe)
+		hang(Release)
+	case store.NodeRetiring:
+		h.machine.hang(proto.CommandDiskWipe)
+		hang(Retire)
+	case store.NodeRetired:
+		must(Retire)
+	case store.NodeRescue:
+		deploy()
+		must(Rescue)
+	case store.NodeFailed:
+		h.machine.answers["inventory.refresh"] = func(json.RawMessage) (json.RawMessage, error) {
+			return nil, proto.Errorf(proto.DriverError, "machine-identity-mismatch")
+		}
+		run, _, err := h.act(node, Inspect, Options{})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.end(run.ID)
+		delete(h.machine.answers, "inventory.refresh")
+	default:
+		h.t.Fatalf("no way to state %s", state)
+	}
+	if n := h.node(node); n.State != state {
+		h.t.Fatalf("node is %s, want %s", n.State, state)
+	}
+	return node
+}
+
+// TestLifecycleTable makes every request of a node in every state: the request either
+// moves the node to the state the lifecycle says, or is INVALID_STATE with the state
+// as its reason and changes nothing in the store.
+func TestLifecycleTable(t *testing.T) {
+	want := map[string]map[Request]string{
+		store.NodeEnrolling:     {Cancel: store.NodeFailed},
+		store.NodeInspecting:    {Cancel: store.NodeFailed},
+		store.NodeCommissioning: {Cancel: store.NodeFailed},
+		store.NodeReady:         {Inspect: store.NodeInspecting, Commission: store.NodeCommissioning, Deploy: store.NodeDeploying, Retire: store.NodeRetiring},
+		store.NodeDeploying:     {Cancel: store.NodeFailed},
+		store.NodeActive:        {Release: store.NodeReleasing, Retire: store.NodeRetiring, Rescue: store.NodeRescue},
+		store.NodeReleasing:     {Cancel: store.NodeFailed},
+		store.NodeRetiring:      {Cancel: store.NodeFailed},
+		store.NodeRetired:       {},
+		store.NodeRescue:        {Unrescue: store.NodeRescue, Retire: store.NodeRetiring},
+		store.NodeFailed:        {Retry: store.NodeInspecting, Release: store.NodeReleasing, Retire: store.NodeRetiring},
+	}
+	if len(want) != len(States()) {
+		t.Fatalf("the test covers %d states of %d", len(want), len(States()))
+	}
+	for _, state := range States() {
+		for _, req := range Requests() {
+			t.Run(state+" "+string(req), func(t *testing.T) {
+				h := newHarness(t)
+				node := h.inState(state)
+				before := h.node(node)
+				var run store.Run
+				var err error
+				if req == Deploy {
+					run, err = h.deploy(node, "testdata/deploy-only.json")
+				} else {
+					run, _, err = h.act(node, req, Options{})
+				}
+				to, ok := want[state][req]
+				if !ok {
+					if e := proto.AsError(err); err == nil || e.Code != proto.InvalidState || e.Details.Reason != state {
+						t.Fatalf("got %v, want INVALID_STATE with reason %s", err, state)
+					}
+					if diff := cmp.Diff(before, h.node(node), cmpopts.IgnoreUnexported(proto.Error{})); diff != "" {
+						t.Errorf("a refused request changed the node (-before +after):\n%s", diff)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if req == Cancel {
+					h.end(run.ID)
+				}
+				if n := h.node(node); n.State != to {
+					t.Errorf("node is %s, want %s", n.State, to)
+				}
+			})
+		}
+	}
+}
+
+// TestLifecycleWalk walks a node through the states with the shipped profiles: each
+// ends where the lifecycle says, and each ran the profile of its state.
+func TestLifecycleWalk(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	steps := []struct {
+		req     Request
+		o       Options
+		profile string
+		state   string
+	}{
+		{Inspect, Options{}, "metal-inspect", store.NodeReady},
+		{Commission, Options{}, "metal-commission", store.NodeReady},
+		{Deploy, Options{}, "deploy-only", store.NodeActive},
+		{Rescue, Options{}, "metal-rescue", store.NodeRescue},
+		{Unrescue, Options{}, "metal-unrescue", store.NodeActive},
+		{Release, Options{Wipe: proto.WipeSecureErase}, "metal-release", store.NodeReady},
+		{Retire, Options{}, "metal-retire", store.NodeRetired},
+	}
+	for _, s := range steps {
+		var run store.Run
+		var err error
+		if s.req == Deploy {
+			run, err = h.deploy(node, "testdata/deploy-only.json")
+		} else {
+			run, _, err = h.act(node, s.req, s.o)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", s.req, err)
+		}
+		run, n := h.end(run.ID)
+		if n.State != s.state || run.Profile.ID != s.profile || run.Kind != string(s.req) || n.Transition != string(s.req) {
+			t.Fatalf("%s: node %s (%s) after %s of %s, want %s after %s; failure %+v", s.req, n.State, n.Transition, run.Kind, run.Profile.ID, s.state, s.profile, n.Failure)
+		}
+	}
+	// The release wiped in the mode asked, the retire crypto-erased.
+	var modes []string
+	for _, r := range h.machine.received(proto.CommandDiskWipe) {
+		modes = append(modes, r.Input)
+	}
+	if diff := cmp.Diff([]string{`{"mode":"quick"}`, `{"mode":"secure-erase"}`, `{"mode":"crypto-erase"}`}, modes); diff != "" {
+		t.Errorf("disk.wipe inputs (-want +got):\n%s", diff)
+	}
+	if n := h.node(node); n.IdentityRevokedAt.IsZero() || n.UnverifiedWipe != nil || n.Profile != nil {
+		t.Errorf("retired node %+v", n)
+	}
+	// A shipped lifecycle profile does not run as a deploy.
+	other := newHarness(t)
+	if _, err := other.deployShipped(other.enroll(nil), "metal-retire@1"); proto.CodeOf(err) != proto.InvalidInput {
+		t.Errorf("deploying metal-retire: %v, want INVALID_INPUT", err)
+	}
+}
+
+// TestEnrollmentPolicy: a pool's policy.enrollment chains inspection and commissioning
+// after enrollment before the node is ready.
+func TestEnrollmentPolicy(t *testing.T) {
+	for policy, want := range map[string][]string{
+		"":                     {"enroll"},
+		store.EnrollInspect:    {"enroll", "inspect"},
+		store.EnrollCommission: {"enroll", "inspect", "commission"},
+	} {
+		t.Run("enrollment "+policy, func(t *testing.T) {
+			h := newHarness(t)
+			h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Enrollment: policy})
+			n, run := h.startEnroll("52:54:00:00:00:01", nil)
+			if n.State != store.NodeEnrolling {
+				t.Fatalf("enrolled as %s", n.State)
+			}
+			var kinds []string
+			for id := run.ID; ; id = n.Workflow {
+				var r store.Run
+				r, n = h.end(id)
+				kinds = append(kinds, r.Kind)
+				if n.Workflow == id {
+					break
+				}
+			}
+			if diff := cmp.Diff(want, kinds); diff != "" || n.State != store.NodeReady {
+				t.Errorf("node %s %+v, workflows (-want +got):\n%s", n.State, n.Failure, diff)
+			}
+		})
+	}
+}
+
+// TestUnverifiedWipe: a release whose wipe is not attested fails the node with
+// UNVERIFIED_WIPE instead of making it ready; another release in a stronger mode
+// releases it. A retire with such a wipe retires, recording it.
+func TestUnverifiedWipe(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeActive)
+	h.machine.answers[proto.CommandDiskWipe] = func(in json.RawMessage) (json.RawMessage, error) {
+		if string(in) == `{"mode":"quick"}` {
+			return json.RawMessage(`{"attested":false,"reason":"disk sda failed its read-back"}`), nil
+		}
+		return json.RawMessage(`{"attested":true}`), nil
+	}
+	run, _, err := h.act(node, Release, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, n := h.end(run.ID)
+	if run.State != store.RunSucceeded || n.State != store.NodeFailed || n.FailedFrom != store.NodeReleasing ||
+		n.Failure.Error.Code != proto.UnverifiedWipe || n.Failure.Step != "steps[1]" || n.Failure.RunID != run.ID {
+		t.Fatalf("run %s, node %s from %s, failure %+v", run.State, n.State, n.FailedFrom, n.Failure)
+	}
+	if _, err := h.deploy(node, "testdata/deploy-only.json"); proto.CodeOf(err) != proto.InvalidState {
+		t.Errorf("deploying a node with an unverified wipe: %v", err)
+	}
+	if run, _, err = h.act(node, Release, Options{Wipe: proto.WipeCryptoErase}); err != nil {
+		t.Fatal(err)
+	}
+	if _, n = h.end(run.ID); n.State != store.NodeReady || n.Failure != nil {
+		t.Fatalf("a release with a stronger mode: %s %+v", n.State, n.Failure)
+	}
+
+	h.machine.answers[proto.CommandDiskWipe] = func(json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"attested":false,"reason":"the signature does not verify"}`), nil
+	}
+	if run, _, err = h.act(node, Retire, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if run, n = h.end(run.ID); n.State != store.NodeRetired || n.UnverifiedWipe == nil || n.UnverifiedWipe.Error.Code != proto.UnverifiedWipe || n.IdentityRevokedAt.IsZero() {
+		t.Errorf("retire with an unverified wipe: %s, %+v", n.State, n.UnverifiedWipe)
+	}
+	if _, _, err := h.act(node, Release, Options{}); proto.AsError(err).Details.Reason != store.NodeRetired {
+		t.Errorf("releasing a retired node: %v", err)
+	}
+	// A wipe mode goes with a release alone, and must be one of the modes.
+	h2 := newHarness(t)
+	active := h2.inState(store.NodeActive)
+	for _, o := range []struct {
+		req  Request
+		wipe string
+	}{{Release, "shred"}, {Retire, proto.WipeQuick}} {
+		if _, _, err := h2.act(active, o.req, Options{Wipe: o.wipe}); proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "wipe" {
+			t.Errorf("%s --wipe %s: %v, want INVALID_INPUT at wipe", o.req, o.wipe, err)
+		}
+	}
+}
+
+// TestOutOfBandPool: on a pool with agent: none the -oob variants run, and rescue fails
+// the node with UNSUPPORTED.
+func TestOutOfBandPool(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeActive)
+	h.setPolicy(store.PoolPolicy{Agent: store.AgentNone})
+	h.machine.forget()
+	_, n, err := h.act(node, Rescue, Options{})
+	if err != nil || n.State != store.NodeFailed || n.FailedFrom != store.NodeRescue || n.Failure.Error.Code != proto.Unsupported {
+		t.Fatalf("rescue out of band: %v, node %s %+v", err, n.State, n.Failure)
+	}
+	var profiles []string
+	for _, req := range []Request{Release, Inspect, Commission, Retire} {
+		run, _, err := h.act(node, req, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", req, err)
+		}
+		run, n := h.end(run.ID)
+		if n.State == store.NodeFailed {
+			t.Fatalf("%s: %+v", req, n.Failure)
+		}
+		profiles = append(profiles, run.Profile.ID)
+	}
+	if diff := cmp.Diff([]string{"metal-release-oob", "metal-inspect-oob", "metal-commission-oob", "metal-retire-oob"}, profiles); diff != "" {
+		t.Errorf("profiles (-want +got):\n%s", diff)
+	}
+	for _, r := range h.machine.got {
+		if r.Role != profile.Site {
+			t.Errorf("%s went to the %s of a machine without agent", r.Kind, r.Role)
+		}
+	}
+}
+
+// TestCancel: cancelling a workflow abandons the attempt it is on, skips the rest of
+// its main steps, runs its cleanup and fails the node with reason cancelled; a retry
+// runs the workflow again.
+func TestCancel(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeInspecting)
+	// What an agent relay keeps of the attempt the cancel abandons: a command its agent
+	// has not answered; and one of another run.
+	inspecting := h.node(node).Workflow
+	h.store.Update(func(tx *store.Tx) error {
+		for _, id := range []string{inspecting + ":main.0:a1:wait", "wf_0000000000000000:main.0:a1"} {
+			if _, err := tx.EnqueueAgentCommand(node, proto.Command{ID: id, Kind: "inventory.refresh"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	h.clock.BlockUntil(1)
+	run, _, err := h.act(node, Cancel, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.act(node, Cancel, Options{}); proto.CodeOf(err) != proto.InvalidState {
+		t.Errorf("a second cancel: %v", err)
+	}
+	run, n := h.end(run.ID)
+	f := n.Failure
+	if n.State != store.NodeFailed || n.FailedFrom != store.NodeInspecting || f == nil || f.Error.Details.Reason != "cancelled" || f.Step != "steps[0]" {
+		t.Fatalf("node %s from %s, failure %+v", n.State, n.FailedFrom, f)
+	}
+	var states []string
+	for _, s := range run.Steps {
+		states = append(states, s.Path()+" "+s.State)
+	}
+	if diff := cmp.Diff([]string{"steps[0] failed", "steps[1] skipped", "cleanup[0] succeeded"}, states); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+	if a := run.Steps[0].Attempts; len(a) != 1 || a[0].FinishedAt.IsZero() || a[0].Error.Details.Reason != "cancelled" {
+		t.Errorf("the abandoned attempt %+v", a)
+	}
+	if got := h.machine.kinds(); !slices.Contains(got, "site boot.cleanUp") {
+		t.Errorf("cleanup did not run: %v", got)
+	}
+	// The abandoned attempt's command is never delivered to an agent connecting later.
+	var pending []string
+	h.store.View(func(tx *store.Tx) error {
+		cmds, err := tx.PendingAgentCommands(node)
+		for _, c := range cmds {
+			pending = append(pending, c.ID)
+		}
+		return err
+	})
+	if diff := cmp.Diff([]string{"wf_0000000000000000:main.0:a1"}, pending); diff != "" {
+		t.Errorf("pending commands (-want +got):\n%s", diff)
+	}
+	h.machine.bootsNothing = false
+	retry, _, err := h.act(node, Retry, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retry, n = h.end(retry.ID); n.State != store.NodeReady || retry.Kind != string(Inspect) {
+		t.Errorf("retry: %s of %s, node %s %+v", retry.State, retry.Kind, n.State, n.Failure)
+	}
+}
+
+// TestCommissionWithoutGPU: commissioning skips the GPU diagnostics of a machine that
+// reports no GPU, unless the pool requires GPUs; a machine that answers diag.dcgm with
+// UNSUPPORTED no-gpu counts as skipped too.
+func TestCommissionWithoutGPU(t *testing.T) {
+	for name, tc := range map[string]struct {
+		gpus     string
+		require  bool
+		answer   error
+		state    string
+		diagSent int
+	}{
+		"no GPU in the inventory":              {gpus: `null`, state: store.NodeReady},
+		"the machine answers no-gpu":           {answer: proto.Errorf(proto.Unsupported, "no NVIDIA GPU").WithReason(proto.ReasonNoGPU), state: store.NodeReady, diagSent: 1},
+		"a pool that requires GPUs":            {gpus: `[]`, require: true, answer: proto.Errorf(proto.Unsupported, "no NVIDIA GPU").WithReason(proto.ReasonNoGPU), state: store.NodeFailed, diagSent: 1},
+		"a machine with GPUs runs diagnostics": {gpus: `[{"model":"H100"}]`, state: store.NodeReady, diagSent: 1},
+		"another UNSUPPORTED is not a skip":    {answer: proto.Errorf(proto.Unsupported, "no DCGM"), state: store.NodeFailed, diagSent: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			node := h.enroll(nil)
+			h.store.Update(func(tx *store.Tx) error {
+				if tc.gpus != "" {
+					if _, err := tx.PutInventory(node, proto.SectionGPUs, json.RawMessage(tc.gpus)); err != nil {
+						return err
+					}
+				}
+				_, err := tx.SetPoolPolicy("acme", "gpu", store.PoolPolicy{HardwareProfile: "gpu-redfish", RequireGPUs: tc.require})
+				return err
+			})
+			if tc.answer != nil {
+				h.machine.answers[proto.CommandDiagDCGM] = func(json.RawMessage) (json.RawMessage, error) { return nil, tc.answer }
+			}
+			run, _, err := h.act(node, Commission, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, n := h.end(run.ID)
+			if n.State != tc.state || len(h.machine.received(proto.CommandDiagDCGM)) != tc.diagSent {
+				t.Errorf("node %s (%+v), %d diag.dcgm sent; want %s, %d", n.State, n.Failure, len(h.machine.received(proto.CommandDiagDCGM)), tc.state, tc.diagSent)
+			}
+			if tc.state == store.NodeReady && tc.diagSent == 0 && (run.Steps[1].State != store.StepSkipped || run.Steps[1].Reason == "") {
+				t.Errorf("diag.dcgm %s %q", run.Steps[1].State, run.Steps[1].Reason)
+			}
+		})
+	}
+}
+
+// TestRetryKeepsTheChain: on a pool that commissions its machines, an inspection of the
+// enrollment's chain that failed, retried, goes on to commissioning before the node is
+// ready.
+func TestRetryKeepsTheChain(t *testing.T) {
+	h := newHarness(t)
+	h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Enrollment: store.EnrollCommission})
+	h.machine.answers["inventory.refresh"] = func(json.RawMessage) (json.RawMessage, error) {
+		return nil, proto.Errorf(proto.DriverError, "the ramdisk lost its disk controller")
+	}
+	n, _ := h.startEnroll("52:54:00:00:00:01", nil)
+	if n = h.settle(n.ID); n.State != store.NodeFailed || n.FailedFrom != store.NodeInspecting {
+		t.Fatalf("node %s from %s", n.State, n.FailedFrom)
+	}
+	delete(h.machine.answers, "inventory.refresh")
+	if _, _, err := h.act(n.ID, Retry, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if n = h.settle(n.ID); n.State != store.NodeReady || n.Transition != string(Commission) {
+		t.Errorf("after the retry: %s, last transition %s, %+v", n.State, n.Transition, n.Failure)
+	}
+}
