@@ -273,6 +273,31 @@ func TestProxyBesideDnsmasq(t *testing.T) {
 	}
 }
 
+// TestProxyLeavesOtherServersRequests: a PXE client that took dnsmasq's offer broadcasts
+// a DHCPREQUEST naming dnsmasq (option 54); only dnsmasq answers it. The proxy's ACK,
+// without an address, used to arrive first, and a client that takes the first ACK of its
+// transaction would have ended with 0.0.0.0.
+func TestProxyLeavesOtherServersRequests(t *testing.T) {
+	n := newTestNet(t, "dnsmasq")
+	startDnsmasq(t, n)
+	startServer(t, n.server, netConfig(t, Proxy), nil)
+	for _, arch := range []uint16{0, 7} {
+		t.Run(fmt.Sprintf("arch %d", arch), func(t *testing.T) {
+			replies := runProbe(t, n.client, probeSpec{Interface: clientIf, MAC: fmt.Sprintf("02:00:00:00:01:%02x", arch), Arch: arch,
+				UUID: "00112233445566778899aabbccddeeff", Wait: 1500 * time.Millisecond, Select: true})
+			var acks []probeReply
+			for _, r := range replies {
+				if r.Type == "ACK" {
+					acks = append(acks, r)
+				}
+			}
+			if len(acks) != 1 || acks[0].ServerID != "10.99.0.2" || !strings.HasPrefix(acks[0].YourIP, "10.99.0.1") {
+				t.Errorf("ACKs %+v, want dnsmasq's alone, with an address; all replies %+v", acks, replies)
+			}
+		})
+	}
+}
+
 // runProbe runs the PXE probe in ns and returns its replies.
 func runProbe(t *testing.T, ns *netns.NS, spec probeSpec) []probeReply {
 	t.Helper()

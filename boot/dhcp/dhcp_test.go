@@ -151,10 +151,13 @@ func TestProxy(t *testing.T) {
 			want: &summary{Type: "ACK", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "snponly.efi", Option67: "snponly.efi", Vendor: "PXEClient", Option66: "10.9.0.1", ServerID: "10.9.0.1"}},
 		"iPXE discover": {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, ipxe: true, msg: dhcpv4.MessageTypeDiscover},
 			want: &summary{Type: "OFFER", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "http://10.9.0.1/boot/52-54-00-12-34-56.ipxe", Option67: "http://10.9.0.1/boot/52-54-00-12-34-56.ipxe", Vendor: "PXEClient", ServerID: "10.9.0.1"}},
-		"plain client ignored":   {c: client{msg: dhcpv4.MessageTypeDiscover}},
-		"iPXE without PXEClient": {c: client{ipxe: true, msg: dhcpv4.MessageTypeDiscover}},
-		"release ignored":        {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, msg: dhcpv4.MessageTypeRelease}},
-		"unknown arch ignored":   {c: client{arch: archp(iana.EFI_IA32), vendor: pxe, msg: dhcpv4.MessageTypeDiscover}},
+		"request naming the proxy": {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 50), serverID: serverIP},
+			want: &summary{Type: "ACK", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "snponly.efi", Option67: "snponly.efi", Vendor: "PXEClient", Option66: "10.9.0.1", ServerID: "10.9.0.1"}},
+		"request selecting another server": {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 50), serverID: net.IPv4(10, 9, 0, 2)}},
+		"plain client ignored":             {c: client{msg: dhcpv4.MessageTypeDiscover}},
+		"iPXE without PXEClient":           {c: client{ipxe: true, msg: dhcpv4.MessageTypeDiscover}},
+		"release ignored":                  {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, msg: dhcpv4.MessageTypeRelease}},
+		"unknown arch ignored":             {c: client{arch: archp(iana.EFI_IA32), vendor: pxe, msg: dhcpv4.MessageTypeDiscover}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

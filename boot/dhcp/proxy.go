@@ -27,7 +27,16 @@ func (p Proxy) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 	switch req.MessageType() {
 	case dhcpv4.MessageTypeDiscover:
 		t = dhcpv4.MessageTypeOffer
-	case dhcpv4.MessageTypeRequest, dhcpv4.MessageTypeInform:
+	case dhcpv4.MessageTypeRequest:
+		// A DHCPREQUEST that names a server (option 54) selects that server's offer, and
+		// only that server answers it (RFC 2131 section 4.3.2): the one for the DHCP server
+		// beside the proxy is not ours, and an ACK from us, without an address, could be
+		// the one a client takes.
+		if id := req.ServerIdentifier(); id != nil && !id.Equal(p.ServerIP) {
+			return nil, false
+		}
+		t = dhcpv4.MessageTypeAck
+	case dhcpv4.MessageTypeInform:
 		t = dhcpv4.MessageTypeAck
 	default:
 		return nil, false
