@@ -1,8 +1,11 @@
 package boot
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -320,4 +323,95 @@ func TestHTTPSendBuffer(t *testing.T) {
 	if got := sndbuf(-1); got == 2*256<<10 {
 		t.Errorf("send buffer %d without a setting", got)
 	}
+}
+
+// TestHTTPTimeouts: an idle keep-alive connection is closed after httpIdleTimeout, and a
+// client that stops reading a download is let go after httpStallTimeout; a download that
+// keeps moving is never cut (checked by the fetches of the ramdisk over sendfile, here
+// and in every VM test).
+func TestHTTPTimeouts(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.HTTPIdleTimeout, cfg.HTTPStallTimeout = Duration(time.Second), Duration(time.Second)
+	const size = 256 << 20
+	f, err := os.Create(filepath.Join(cfg.RamdiskDir, "big"))
+	if err == nil {
+		err = f.Truncate(size)
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, Deps{Entries: entries{}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, hs, err := s.listenHTTP(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(l)
+	defer hs.Close()
+	get := func(path string) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp4", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: boot\r\n\r\n", path)
+		return c, bufio.NewReader(c)
+	}
+	// ended reads what is left and reports whether the server closed the connection
+	// within 30 s, and how many bytes came.
+	ended := func(c net.Conn, r io.Reader) (bool, int64) {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, err := io.Copy(io.Discard, r)
+		var ne net.Error
+		return !(errors.As(err, &ne) && ne.Timeout()), n
+	}
+
+	t.Run("idle keep-alive", func(t *testing.T) {
+		c, r := get("/ramdisk/vmlinuz")
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if closed, _ := ended(c, r); !closed {
+			t.Error("the idle connection is still open after 30 s")
+		}
+	})
+	t.Run("a moving download completes", func(t *testing.T) {
+		for rng, want := range map[string]int64{"": size, "bytes=1-": size - 1, "bytes=-3000000": 3000000} {
+			req, _ := http.NewRequest("GET", "http://"+l.Addr().String()+"/ramdisk/big", nil)
+			if rng != "" {
+				req.Header.Set("Range", rng)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil || n != want {
+				t.Errorf("range %q: %d bytes (%v), want %d", rng, n, err, want)
+			}
+		}
+	})
+	t.Run("client stops reading", func(t *testing.T) {
+		c, r := get("/ramdisk/big")
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second) // five stall timeouts without reading
+		closed, n := ended(c, resp.Body)
+		if !closed || n >= size {
+			t.Errorf("after 5 s without reading: closed %v, %d of %d bytes sent", closed, n, size)
+		}
+	})
 }

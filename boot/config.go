@@ -118,6 +118,14 @@ type Config struct {
 	// downloads from filling the kernel's TCP memory; one download then moves at most
 	// about this much per round trip (some 2 Gb/s at 1 ms).
 	HTTPSendBuffer int `json:"httpSendBuffer"`
+	// HTTPIdleTimeout is how long an idle keep-alive HTTP connection stays open (default
+	// 60s, at least 1s).
+	HTTPIdleTimeout Duration `json:"httpIdleTimeout"`
+	// HTTPStallTimeout is how long one write of a response, at most httpWriteChunk bytes,
+	// may take before the connection is closed (default 60s, at least 1s): a client that
+	// stops reading is let go, while a download of any size that keeps moving runs as
+	// long as it needs. No deadline bounds a whole response.
+	HTTPStallTimeout Duration `json:"httpStallTimeout"`
 	// RetryInterval is how long a machine without an entry, or whose boot failed, waits
 	// before it asks for its script again (default 10s, at least 1s).
 	RetryInterval Duration `json:"retryInterval"`
@@ -158,6 +166,8 @@ func (c Config) withDefaults() Config {
 	set(&c.TFTPBlockSize, 1468)
 	set(&c.HTTPSendBuffer, 256<<10)
 	setD(&c.LeaseTime, time.Hour)
+	setD(&c.HTTPIdleTimeout, time.Minute)
+	setD(&c.HTTPStallTimeout, time.Minute)
 	setD(&c.RetryInterval, 10*time.Second)
 	setD(&c.DiscoveryInterval, 5*time.Minute)
 	return c
@@ -213,6 +223,11 @@ func (c Config) Check() error {
 	}
 	if c.HTTPSendBuffer != -1 && (c.HTTPSendBuffer < 4096 || c.HTTPSendBuffer > 64<<20) {
 		bad("httpSendBuffer", "send buffer %d is neither -1 nor within 4096-67108864", c.HTTPSendBuffer)
+	}
+	for _, d := range []named[Duration]{{"httpIdleTimeout", c.HTTPIdleTimeout}, {"httpStallTimeout", c.HTTPStallTimeout}} {
+		if d.v < Duration(time.Second) {
+			bad(d.field, "timeout %s is under 1s", d.v)
+		}
 	}
 	if c.RetryInterval < Duration(time.Second) {
 		bad("retryInterval", "retry interval %s is under 1s", c.RetryInterval)

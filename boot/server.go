@@ -196,12 +196,10 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { fail("tftp", ts.Serve(tconn)) })
 	context.AfterFunc(ctx, ts.Shutdown)
 
-	lc := httpListenConfig(s.cfg.HTTPSendBuffer)
-	hl, err := lc.Listen(ctx, "tcp4", netip.AddrPortFrom(s.cfg.ServerIP, uint16(s.cfg.HTTPPort)).String())
+	hl, hs, err := s.listenHTTP(ctx, netip.AddrPortFrom(s.cfg.ServerIP, uint16(s.cfg.HTTPPort)).String())
 	if err != nil {
 		return abort(fmt.Errorf("boot: http: %w", err))
 	}
-	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	wg.Go(func() {
 		if err := hs.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
 			fail("http", err)
