@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -412,6 +413,81 @@ func TestHTTPTimeouts(t *testing.T) {
 		closed, n := ended(c, resp.Body)
 		if !closed || n >= size {
 			t.Errorf("after 5 s without reading: closed %v, %d of %d bytes sent", closed, n, size)
+		}
+	})
+}
+
+// startHTTP serves s's HTTP listener on loopback until the test ends and returns its
+// base URL.
+func startHTTP(t *testing.T, s *Server) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, hs, err := s.listenHTTP(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close(); cancel() })
+	return "http://" + l.Addr().String()
+}
+
+// TestRangeWithCurl asks for ranges of a 10-byte file as curl sends them: a suffix of
+// length 0 is unsatisfiable (416, `bytes */10`), an unknown unit is ignored (200, the
+// whole file), as RFC 9110 has it.
+func TestRangeWithCurl(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl (.ci/deps.sh installs it)")
+	}
+	base := startHTTP(t, newServer(t, entries{}, nil, nil))
+	cases := []struct {
+		name string
+		args []string
+		want string // status and Content-Range
+		body string
+	}{
+		{"suffix of 0", []string{"-r", "-0"}, "416 bytes */10", ""},
+		{"suffix of 00", []string{"-H", "Range: bytes=-00"}, "416 bytes */10", ""},
+		{"a range and a suffix of 0", []string{"-H", "Range: bytes=2-4, -0"}, "206 bytes 2-4/10", "234"},
+		{"unknown unit", []string{"-H", "Range: items=0-1"}, "200 ", "0123456789"},
+		{"unit in capitals", []string{"-H", "Range: Bytes=1-2"}, "206 bytes 1-2/10", "12"},
+		{"suffix", []string{"-r", "-3"}, "206 bytes 7-9/10", "789"},
+		{"past the end", []string{"-r", "10-"}, "416 bytes */10", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"-sS", "-o", "-", "-w", "\n%{http_code} %header{content-range}"}, c.args...)
+			out, err := exec.Command("curl", append(args, base+"/ramdisk/vmlinuz")...).Output()
+			if err != nil {
+				t.Fatalf("curl: %v", err)
+			}
+			i := strings.LastIndexByte(string(out), '\n')
+			body, status := string(out[:i]), string(out[i+1:])
+			if status != c.want || (c.body != "" && body != c.body) {
+				t.Errorf("got %q, body %q; want %q, body %q", status, body, c.want, c.body)
+			}
+		})
+	}
+}
+
+// FuzzMendRange: any Range header is handed on as it is, mended to bytes ranges without
+// a zero suffix, or dropped; it never panics.
+func FuzzMendRange(f *testing.F) {
+	for _, s := range []string{"bytes=-0", "bytes=0-1,-0", "items=1-2", "bytes=", "=", "Bytes = -000 , 5-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got := mendRange(v)
+		if got == "" || got == unsatisfiable {
+			return
+		}
+		set, ok := strings.CutPrefix(got, "bytes=")
+		if !ok {
+			t.Fatalf("%q became %q", v, got)
+		}
+		for _, spec := range strings.Split(set, ",") {
+			if d, ok := strings.CutPrefix(spec, "-"); ok && d != "" && strings.Trim(d, "0") == "" {
+				t.Fatalf("%q kept the zero suffix %q", v, spec)
+			}
 		}
 	})
 }

@@ -104,7 +104,54 @@ func (s *Server) routes() http.Handler {
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, h)
 	}
-	return mux
+	return fixRange(mux)
+}
+
+// unsatisfiable is a Range that no file satisfies: ServeContent answers it 416 with
+// `Content-Range: bytes */SIZE`.
+const unsatisfiable = "bytes=9223372036854775807-"
+
+// fixRange mends two answers of http.ServeContent before any handler sees the request
+// (it changes only the request, so the handlers' ResponseWriter, and sendfile, stay as
+// they are). A Range of another unit than bytes is ignored, as RFC 9110 section 14.2
+// has it: the whole body, 200 (ServeContent answered 416 without Content-Range). A
+// suffix range of length 0 (`-0`) is unsatisfiable (section 14.1.3): it is dropped, and a
+// Range left with none is answered 416 with `bytes */SIZE` (ServeContent answered 206
+// with an empty, malformed Content-Range).
+func fixRange(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("Range"); v != "" {
+			if fixed := mendRange(v); fixed != v {
+				r = r.Clone(r.Context())
+				if fixed == "" {
+					r.Header.Del("Range")
+				} else {
+					r.Header.Set("Range", fixed)
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// mendRange is the Range header fixRange hands on: "" to ignore it.
+func mendRange(v string) string {
+	unit, set, ok := strings.Cut(v, "=")
+	if !ok || !strings.EqualFold(strings.TrimSpace(unit), "bytes") {
+		return ""
+	}
+	var kept []string
+	for _, spec := range strings.Split(set, ",") {
+		spec = strings.TrimSpace(spec)
+		if digits, suffix := strings.CutPrefix(spec, "-"); suffix && digits != "" && strings.Trim(digits, "0") == "" {
+			continue
+		}
+		kept = append(kept, spec)
+	}
+	if len(kept) == 0 {
+		return unsatisfiable
+	}
+	return "bytes=" + strings.Join(kept, ",")
 }
 
 // serveScript answers /boot/<mac>.ipxe with the machine's script. A machine without an
