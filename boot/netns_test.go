@@ -184,8 +184,16 @@ func fetches(t *testing.T, n testNet, srv *bootServer, known string) {
 
 	// Traversal: tftp-hpa reports the error; curl exits non-zero; nothing is written.
 	out := n.client.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "get", "../../../../etc/hostname", filepath.Join(dir, "escape"))
-	if b, _ := os.ReadFile(filepath.Join(dir, "escape")); len(b) > 0 || !strings.Contains(out, "Error") {
-		t.Errorf("traversal over TFTP: output %q, file %q", out, b)
+	if b, _ := os.ReadFile(filepath.Join(dir, "escape")); len(b) > 0 || !strings.Contains(out, "Error code 2: access violation") {
+		t.Errorf("traversal over TFTP: output %q, file %q; want error code 2, access violation", out, b)
+	}
+	out = n.client.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "get", "nothing.efi", filepath.Join(dir, "missing"))
+	if !strings.Contains(out, "Error code 1: file not found") {
+		t.Errorf("missing file over TFTP: output %q, want error code 1, file not found", out)
+	}
+	out = n.client.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "put", filepath.Join(dir, "hpa"), "upload")
+	if !strings.Contains(out, "Error code 2: access violation") {
+		t.Errorf("write over TFTP: output %q, want error code 2, access violation", out)
 	}
 	ctx := context.Background()
 	if b, err := n.client.Command(ctx, "curl", "-sS", "-o", "-", "tftp://"+serverAddr+"/..%2f..%2f..%2fetc%2fhostname").CombinedOutput(); err == nil {
