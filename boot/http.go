@@ -164,8 +164,9 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mac, err := net.ParseMAC(strings.ReplaceAll(name, "-", ":"))
-	if err != nil || len(mac) != 6 {
-		http.Error(w, "not a MAC address: "+name, http.StatusNotFound)
+	if err != nil || !dhcp.MachineMAC(mac) {
+		// No discovery either: a group or all-zero address names no machine.
+		http.Error(w, "not a machine's MAC address: "+name, http.StatusNotFound)
 		return
 	}
 	script := s.script(mac)

@@ -208,6 +208,16 @@ func fetches(t *testing.T, n testNet, srv *bootServer, known string) {
 	if !strings.Contains(script, "\nkernel http://10.99.0.1/ramdisk/vmlinuz initrd=initrd console=ttyS0 bc.token=rt_e2e || goto failed\n") {
 		t.Errorf("ramdisk script:\n%s", script)
 	}
+	// A group or all-zero MAC names no machine: 404, and nothing is discovered.
+	before := len(srv.Discoveries(t))
+	for _, mac := range []string{"ff-ff-ff-ff-ff-ff", "01-00-5e-00-00-fb", "00-00-00-00-00-00"} {
+		if b, err := n.client.Command(ctx, "curl", "-sSf", "http://"+serverAddr+"/boot/"+mac+".ipxe").CombinedOutput(); err == nil {
+			t.Errorf("curl got a script for %s: %q", mac, b)
+		}
+	}
+	if got := srv.Discoveries(t); len(got) != before {
+		t.Errorf("discoveries after impossible MACs: %+v", got[before:])
+	}
 	wait := n.client.Run(t, "curl", "-sSf", "http://"+serverAddr+"/boot/02-00-00-00-00-77.ipxe")
 	if !strings.Contains(wait, "\nsleep 10\n") {
 		t.Errorf("unknown machine's script:\n%s", wait)

@@ -116,6 +116,21 @@ func TestChoose(t *testing.T) {
 	}
 }
 
+// TestClassifyRefusesImpossibleMACs: a request from a group or all-zero hardware
+// address is no machine's and is not answered or discovered.
+func TestClassifyRefusesImpossibleMACs(t *testing.T) {
+	for _, m := range []string{"ff:ff:ff:ff:ff:ff", "01:00:5e:00:00:01", "33:33:00:00:00:01", "00:00:00:00:00:00"} {
+		req := client{arch: archp(iana.INTEL_X86PC), vendor: pxe, msg: dhcpv4.MessageTypeDiscover}.packet(t)
+		req.ClientHWAddr, _ = net.ParseMAC(m)
+		if _, ok := Classify(req); ok {
+			t.Errorf("%s classified as a client", m)
+		}
+	}
+	if !MachineMAC(mac) {
+		t.Errorf("%s refused", mac)
+	}
+}
+
 func TestClassifyUUID(t *testing.T) {
 	c, _ := Classify(client{uuid: true, msg: dhcpv4.MessageTypeDiscover}.packet(t))
 	if diff := cmp.Diff("12345678-1234-5678-1234-56789abcdef0", c.UUID); diff != "" {
