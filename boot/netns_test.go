@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -156,6 +157,33 @@ func TestAuthoritativeWithRealClients(t *testing.T) {
 	}
 
 	t.Run("TFTP and HTTP", func(t *testing.T) { fetches(t, n, srv, known) })
+}
+
+// TestNeverLeasesOwnOrRouterAddress puts the server's own address and the router's
+// inside a range of six, and has busybox udhcpc ask for an address as eight machines:
+// the four other addresses go to the first four, the rest get none, and neither the
+// server's address nor the router's is ever offered.
+func TestNeverLeasesOwnOrRouterAddress(t *testing.T) {
+	n := newTestNet(t, "busybox")
+	cfg := netConfig(t, Authoritative)
+	cfg.Router = netip.MustParseAddr("10.99.0.2")
+	cfg.Range = Range{Start: netip.MustParseAddr("10.99.0.1"), End: netip.MustParseAddr("10.99.0.6")}
+	startServer(t, n.server, cfg, nil)
+	var leased []string
+	for i := range 8 {
+		env := udhcpc(t, n, fmt.Sprintf("02:00:00:00:02:%02x", i))
+		if env == nil {
+			continue
+		}
+		leased = append(leased, env["ip"])
+		if env["router"] != "10.99.0.2" {
+			t.Errorf("lease %s: router %q, want 10.99.0.2", env["ip"], env["router"])
+		}
+	}
+	slices.Sort(leased)
+	if diff := cmp.Diff([]string{"10.99.0.3", "10.99.0.4", "10.99.0.5", "10.99.0.6"}, leased); diff != "" {
+		t.Errorf("addresses leased (-want +got):\n%s", diff)
+	}
 }
 
 // fetches checks TFTP and HTTP with real clients: tftp-hpa and curl.
