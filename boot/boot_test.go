@@ -92,7 +92,24 @@ func TestConfigCheck(t *testing.T) {
 			c.HTTPPort, c.TFTPBlockSize, c.HTTPSendBuffer, c.RetryInterval = 70000, 100, 100, Duration(time.Millisecond)
 		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.httpSendBuffer", "boot.retryInterval"}},
 		"autotuned send buffer": {edit: func(c *Config) { c.HTTPSendBuffer = -1 }},
-		"missing directory":     {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
+		"routed subnets": {edit: func(c *Config) {
+			auth(c)
+			c.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.8.0.0/24"), Range: Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")},
+				Router: netip.MustParseAddr("10.8.0.1"), LeaseTime: Duration(time.Hour)}}
+		}},
+		"routed subnets only": {edit: func(c *Config) {
+			c.Mode, c.LeaseFile = Authoritative, "/tmp/leases.db"
+			c.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.8.0.0/24"), Range: Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")}}}
+		}},
+		"bad routed subnets": {edit: func(c *Config) {
+			auth(c)
+			c.Subnets = []Subnet{
+				{Subnet: netip.MustParsePrefix("10.9.0.128/25"), Range: Range{Start: netip.MustParseAddr("10.9.0.130"), End: netip.MustParseAddr("10.9.0.140")}},
+				{Subnet: netip.MustParsePrefix("10.8.0.0/24"), Range: Range{Start: netip.MustParseAddr("10.8.0.10")}, Router: netip.MustParseAddr("10.7.0.1"),
+					DNS: []netip.Addr{netip.MustParseAddr("::1")}, LeaseTime: Duration(time.Second)},
+			}
+		}, paths: []string{"boot.subnets[0].subnet", "boot.subnets[1].range.end", "boot.subnets[1].router", "boot.subnets[1].dns[0]", "boot.subnets[1].leaseTime"}},
+		"missing directory": {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

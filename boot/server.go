@@ -108,21 +108,30 @@ func (s *Server) makeHandler(clock Clock) error {
 	if s.leases, err = lease.Open(s.cfg.LeaseFile); err != nil {
 		return err
 	}
-	exclude := []netip.Addr{s.cfg.ServerIP}
-	if s.cfg.Router.IsValid() {
-		exclude = append(exclude, s.cfg.Router)
+	a := dhcp.Authoritative{ServerIP: serverIP, Boot: boot, Seen: s.seen, Log: s.log}
+	// The local subnet, when there is one, goes first.
+	local := s.cfg.hasLocal()
+	subs := s.cfg.Subnets
+	if local {
+		subs = append([]Subnet{s.cfg.local()}, subs...)
 	}
-	pool, err := lease.NewPool(s.leases, lease.Range{Start: s.cfg.Range.Start, End: s.cfg.Range.End}, exclude, time.Duration(s.cfg.LeaseTime), clock)
-	if err != nil {
-		return err
-	}
-	a := dhcp.Authoritative{ServerIP: serverIP, Pool: pool, Mask: net.CIDRMask(s.cfg.Subnet.Bits(), 32),
-		Boot: boot, Seen: s.seen, Log: s.log}
-	if s.cfg.Router.IsValid() {
-		a.Router = net.IP(s.cfg.Router.AsSlice())
-	}
-	for _, d := range s.cfg.DNS {
-		a.DNS = append(a.DNS, net.IP(d.AsSlice()))
+	for i, sub := range subs {
+		exclude := []netip.Addr{s.cfg.ServerIP}
+		if sub.Router.IsValid() {
+			exclude = append(exclude, sub.Router)
+		}
+		pool, err := lease.NewPool(s.leases, lease.Range{Start: sub.Range.Start, End: sub.Range.End}, exclude, time.Duration(sub.LeaseTime), clock)
+		if err != nil {
+			return err
+		}
+		d := dhcp.Subnet{Prefix: sub.Subnet, Pool: pool, Local: local && i == 0}
+		if sub.Router.IsValid() {
+			d.Router = net.IP(sub.Router.AsSlice())
+		}
+		for _, dns := range sub.DNS {
+			d.DNS = append(d.DNS, net.IP(dns.AsSlice()))
+		}
+		a.Subnets = append(a.Subnets, d)
 	}
 	s.handler = a.Handle
 	return nil

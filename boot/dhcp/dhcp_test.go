@@ -211,8 +211,8 @@ func newAuthoritative(t testing.TB) (Authoritative, *lease.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Authoritative{ServerIP: serverIP, Pool: pool, Mask: net.CIDRMask(24, 32), Router: serverIP, Boot: boot,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, store
+	return Authoritative{ServerIP: serverIP, Subnets: []Subnet{{Prefix: netip.MustParsePrefix("10.9.0.0/24"), Pool: pool, Router: serverIP, Local: true}},
+		Boot: boot, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, store
 }
 
 // TestNoAckWithoutDurableLease: when the lease can not be written, no DHCPACK goes out.
@@ -348,4 +348,105 @@ func FuzzHandle(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRelayed: with a routed subnet beside the local one, a relayed request is answered
+// from the subnet of its link (option 82 sub-option 5, option 118, giaddr, in that
+// order), with that subnet's address, mask, router and lease time, and the relay agent
+// option echoed; a request of a link served by no subnet is not answered.
+func TestRelayed(t *testing.T) {
+	s, store := newAuthoritative(t)
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.8.0.100"), End: netip.MustParseAddr("10.8.0.120")},
+		[]netip.Addr{netip.MustParseAddr("10.8.0.1")}, 30*time.Minute, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Subnets = append(s.Subnets, Subnet{Prefix: netip.MustParsePrefix("10.8.0.0/23"), Pool: pool, Router: net.IPv4(10, 8, 0, 1)})
+	linkSel := func(ip net.IP) dhcpv4.Modifier {
+		return dhcpv4.WithOption(dhcpv4.OptRelayAgentInfo(dhcpv4.OptGeneric(dhcpv4.LinkSelectionSubOption, ip.To4()),
+			dhcpv4.OptGeneric(dhcpv4.AgentCircuitIDSubOption, []byte("port7"))))
+	}
+	type got struct {
+		// Subnet is the one of the two subnets that holds yiaddr.
+		Type, Subnet, Mask, Router, Giaddr string
+		Lease                              time.Duration
+		Agent                              bool
+	}
+	cases := []struct {
+		name string
+		gw   net.IP
+		mods []dhcpv4.Modifier
+		msg  dhcpv4.MessageType
+		ci   net.IP
+		want *got
+		// again: the client of the case before
+		again bool
+	}{
+		{name: "relayed from the routed subnet", gw: net.IPv4(10, 8, 0, 1), msg: dhcpv4.MessageTypeDiscover,
+			want: &got{"OFFER", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "10.8.0.1", 30 * time.Minute, false}},
+		{name: "relayed from a link nobody serves", gw: net.IPv4(10, 99, 0, 1), msg: dhcpv4.MessageTypeDiscover},
+		{name: "link selection names the routed subnet", gw: net.IPv4(10, 7, 0, 1), mods: []dhcpv4.Modifier{linkSel(net.IPv4(10, 8, 1, 0))},
+			msg: dhcpv4.MessageTypeDiscover, want: &got{"OFFER", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "10.7.0.1", 30 * time.Minute, true}},
+		{name: "link selection before giaddr", gw: net.IPv4(10, 8, 0, 1), mods: []dhcpv4.Modifier{linkSel(net.IPv4(10, 99, 0, 0))},
+			msg: dhcpv4.MessageTypeDiscover},
+		{name: "subnet selection", gw: net.IPv4(10, 7, 0, 1), mods: []dhcpv4.Modifier{dhcpv4.WithGeneric(dhcpv4.OptionSubnetSelection, []byte{10, 8, 0, 9})},
+			msg: dhcpv4.MessageTypeDiscover, want: &got{"OFFER", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "10.7.0.1", 30 * time.Minute, false}},
+		{name: "subnet selection without a relay is not looked at", mods: []dhcpv4.Modifier{dhcpv4.WithGeneric(dhcpv4.OptionSubnetSelection, []byte{10, 8, 0, 9})},
+			msg: dhcpv4.MessageTypeDiscover, want: &got{"OFFER", "10.9.0.0/24", "255.255.255.0", "10.9.0.1", "0.0.0.0", time.Hour, false}},
+		{name: "relayed request", gw: net.IPv4(10, 8, 0, 1), mods: []dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 8, 0, 110)))},
+			msg: dhcpv4.MessageTypeRequest, want: &got{"ACK", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "10.8.0.1", 30 * time.Minute, false}},
+		{name: "renewal straight to the server", ci: net.IPv4(10, 8, 0, 110), msg: dhcpv4.MessageTypeRequest, again: true,
+			want: &got{"ACK", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "0.0.0.0", 30 * time.Minute, false}},
+		{name: "renewal of an address nobody serves", ci: net.IPv4(10, 99, 0, 5), msg: dhcpv4.MessageTypeRequest},
+		{name: "local client", msg: dhcpv4.MessageTypeDiscover, want: &got{"OFFER", "10.9.0.0/24", "255.255.255.0", "10.9.0.1", "0.0.0.0", time.Hour, false}},
+	}
+	hw := net.HardwareAddr{0x52, 0x54, 0, 0, 1, 0}
+	for _, c := range cases {
+		if !c.again {
+			hw = append(net.HardwareAddr(nil), hw...)
+			hw[5]++
+		}
+		t.Run(c.name, func(t *testing.T) {
+			mods := append([]dhcpv4.Modifier{dhcpv4.WithMessageType(c.msg), dhcpv4.WithHwAddr(hw)}, c.mods...)
+			if c.gw != nil {
+				mods = append(mods, dhcpv4.WithGatewayIP(c.gw))
+			}
+			if c.ci != nil {
+				mods = append(mods, dhcpv4.WithClientIP(c.ci))
+			}
+			req, err := dhcpv4.New(mods...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, ok := s.Handle(req)
+			if c.want == nil {
+				if ok {
+					t.Fatalf("answered %s", resp.Summary())
+				}
+				return
+			}
+			if !ok {
+				t.Fatal("no answer")
+			}
+			g := got{Type: resp.MessageType().String(), Subnet: resp.YourIPAddr.String(), Mask: net.IP(resp.SubnetMask()).String(),
+				Giaddr: resp.GatewayIPAddr.String(), Lease: resp.IPAddressLeaseTime(0), Agent: resp.RelayAgentInfo() != nil}
+			for _, p := range []string{"10.8.0.0/23", "10.9.0.0/24"} {
+				if netip.MustParsePrefix(p).Contains(addr(resp.YourIPAddr)) {
+					g.Subnet = p
+				}
+			}
+			if r := resp.Router(); len(r) == 1 {
+				g.Router = r[0].String()
+			}
+			if diff := cmp.Diff(*c.want, g); diff != "" {
+				t.Errorf("reply (-want +got):\n%s", diff)
+			}
+			if c.gw != nil {
+				if d := Destination(req, resp, &net.UDPAddr{IP: c.gw, Port: 67}).String(); d != c.gw.String()+":67" {
+					t.Errorf("sent to %s, want the relay at %s:67", d, c.gw)
+				}
+			}
+		})
+	}
 }
