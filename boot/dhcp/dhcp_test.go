@@ -331,7 +331,17 @@ func FuzzHandle(f *testing.F) {
 	} {
 		f.Add(c.packet(f).ToBytes())
 	}
-	auth, _ := newAuthoritative(f)
+	relayed := client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeDiscover}.packet(f)
+	relayed.GatewayIPAddr = net.IPv4(10, 8, 0, 1)
+	relayed.UpdateOption(dhcpv4.OptRelayAgentInfo(dhcpv4.OptGeneric(dhcpv4.LinkSelectionSubOption, []byte{10, 8, 0, 0})))
+	relayed.UpdateOption(dhcpv4.OptGeneric(dhcpv4.OptionSubnetSelection, []byte{10, 8, 0, 0}))
+	f.Add(relayed.ToBytes())
+	auth, store := newAuthoritative(f)
+	routed, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")}, nil, time.Hour, clock.NewFake(time.Unix(1e9, 0)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	auth.Subnets = append(auth.Subnets, Subnet{Prefix: netip.MustParsePrefix("10.8.0.0/24"), Pool: routed})
 	proxy := Proxy{ServerIP: serverIP, Boot: boot, Seen: func(Client) {}}
 	peer := &net.UDPAddr{IP: net.IPv4zero, Port: 68}
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -271,3 +271,34 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// FuzzCheck feeds any datagram to the gate's check: it never panics, never lets through
+// anything but a read request of a file it can open, and answers only with the three
+// codes it uses.
+func FuzzCheck(f *testing.F) {
+	dir := f.TempDir()
+	must(f, os.WriteFile(filepath.Join(dir, "ipxe.efi"), []byte("efi"), 0o644))
+	for _, d := range []string{"\x00\x01ipxe.efi\x00octet\x00", "\x00\x01../x\x00octet\x00blksize\x001468\x00", "\x00\x02a\x00octet\x00",
+		"\x00\x05\x00\x01x\x00", "\x00\x03\x00\x01", "\x00\x01ipxe.efi"} {
+		f.Add([]byte(d))
+	}
+	s, err := New(dir, Options{}, slog.New(slog.DiscardHandler))
+	must(f, err)
+	from := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1069}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) < 2 {
+			return
+		}
+		code, msg, refused := s.check(b, from)
+		if !refused {
+			fields := bytes.SplitN(b[2:], []byte{0}, 3)
+			if binary.BigEndian.Uint16(b) != 1 || len(fields) < 3 || strings.TrimLeft(string(fields[0]), "/") != "ipxe.efi" {
+				t.Fatalf("let %q through", b)
+			}
+			return
+		}
+		if code != 0 && code != 1 && code != 2 && code != 4 || len(errorDatagram(code, msg)) > 512 {
+			t.Fatalf("%q refused with code %d, %q", b, code, msg)
+		}
+	})
+}
