@@ -512,3 +512,16 @@ func FuzzMendRange(f *testing.F) {
 		}
 	})
 }
+
+// TestSubnetLeaseTimeDefault: a routed subnet without a lease time takes the top-level
+// one, and the defaults leave the caller's config as it was.
+func TestSubnetLeaseTimeDefault(t *testing.T) {
+	c := Config{LeaseTime: Duration(2 * time.Hour), Subnets: []Subnet{{}, {LeaseTime: Duration(time.Minute)}}}
+	d := c.withDefaults()
+	if d.Subnets[0].LeaseTime != c.LeaseTime || d.Subnets[1].LeaseTime != Duration(time.Minute) {
+		t.Errorf("lease times %s, %s; want 2h, 1m", d.Subnets[0].LeaseTime, d.Subnets[1].LeaseTime)
+	}
+	if c.Subnets[0].LeaseTime != 0 {
+		t.Error("withDefaults changed the caller's subnets")
+	}
+}
