@@ -23,25 +23,12 @@ import (
 // address, which it then fetches through the router by TFTP (tftp-hpa) and HTTP (curl);
 // a client on the segment nobody serves gets nothing.
 func TestRoutedThroughRelay(t *testing.T) {
-	n := newTestNet(t, "busybox", "dhcrelay", "tftp", "curl")
-	router := netns.New(t, "router")
-	n.lan.Attach(t, router, "up0", "10.99.0.254/24", "")
-	rack, other := netns.NewLAN(t), netns.NewLAN(t)
-	rack.Attach(t, router, "rack0", "10.98.0.1/24", "")
-	other.Attach(t, router, "rack1", "10.97.0.1/24", "")
-	router.Run(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-	n.server.Run(t, "ip", "route", "add", "10.96.0.0/14", "via", "10.99.0.254")
-	rackClient, otherClient := netns.New(t, "rackc"), netns.New(t, "otherc")
-	rack.Attach(t, rackClient, clientIf, "", "02:00:00:00:03:01")
-	other.Attach(t, otherClient, clientIf, "", "02:00:00:00:03:02")
-
-	cfg := netConfig(t, Authoritative)
-	cfg.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.98.0.0/24"),
-		Range:  Range{Start: netip.MustParseAddr("10.98.0.50"), End: netip.MustParseAddr("10.98.0.60")},
-		Router: netip.MustParseAddr("10.98.0.1"), DNS: []netip.Addr{netip.MustParseAddr("10.98.0.53")}, LeaseTime: Duration(30 * time.Minute)}}
+	r := newRoutedNet(t, "busybox", "tftp", "curl")
+	n, rack, other, rackClient, otherClient := r.testNet, r.rack, r.other, r.rackClient, r.otherClient
+	cfg := r.config(t)
 	known := "02:00:00:00:03:03"
 	startServer(t, n.server, cfg, map[string]Entry{known: {Kind: KindDisk}})
-	startRelay(t, router, "10.99.0.1", "up0", "rack0", "rack1")
+	r.startRelay(t)
 
 	pxe := []string{"-V", "PXEClient:Arch:00000:UNDI:003016", "-x", "0x5d:0000"}
 	behind := testNet{lan: rack, server: n.server, client: rackClient}
@@ -81,6 +68,79 @@ func TestRoutedThroughRelay(t *testing.T) {
 	// The segment no subnet covers gets no answer.
 	if env := udhcpc(t, testNet{lan: other, server: n.server, client: otherClient}, "02:00:00:00:03:02", pxe...); env != nil {
 		t.Errorf("a client of 10.97.0.0/24, which no subnet covers, got a lease: %v", env)
+	}
+}
+
+// routedNet is the routed layout of TestRoutedThroughRelay: the server's segment
+// (10.99.0.0/24), a router namespace on it (10.99.0.254) forwarding to the rack segment
+// 10.98.0.0/24 (router 10.98.0.1) and the segment 10.97.0.0/24 (10.97.0.1), with a client
+// namespace on each of the two.
+type routedNet struct {
+	testNet
+	router                  *netns.NS
+	rack, other             *netns.LAN
+	rackClient, otherClient *netns.NS
+}
+
+func newRoutedNet(t *testing.T, tools ...string) routedNet {
+	t.Helper()
+	r := routedNet{testNet: newTestNet(t, append(tools, "dhcrelay")...)}
+	r.router = netns.New(t, "router")
+	r.lan.Attach(t, r.router, "up0", "10.99.0.254/24", "")
+	r.rack, r.other = netns.NewLAN(t), netns.NewLAN(t)
+	r.rack.Attach(t, r.router, "rack0", "10.98.0.1/24", "")
+	r.other.Attach(t, r.router, "rack1", "10.97.0.1/24", "")
+	r.router.Run(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	r.server.Run(t, "ip", "route", "add", "10.96.0.0/14", "via", "10.99.0.254")
+	r.rackClient, r.otherClient = netns.New(t, "rackc"), netns.New(t, "otherc")
+	r.rack.Attach(t, r.rackClient, clientIf, "", "02:00:00:00:03:01")
+	r.other.Attach(t, r.otherClient, clientIf, "", "02:00:00:00:03:02")
+	return r
+}
+
+// config is an authoritative config of the server's segment with the rack segment as
+// a routed subnet (range 10.98.0.50-60, DNS 10.98.0.53, leases of 30 minutes).
+func (r routedNet) config(t *testing.T) Config {
+	cfg := netConfig(t, Authoritative)
+	cfg.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.98.0.0/24"),
+		Range:  Range{Start: netip.MustParseAddr("10.98.0.50"), End: netip.MustParseAddr("10.98.0.60")},
+		Router: netip.MustParseAddr("10.98.0.1"), DNS: []netip.Addr{netip.MustParseAddr("10.98.0.53")}, LeaseTime: Duration(30 * time.Minute)}}
+	return cfg
+}
+
+// startRelay runs dhcrelay on the router, between both rack segments and the server.
+func (r routedNet) startRelay(t *testing.T) {
+	startRelay(t, r.router, serverAddr, "up0", "rack0", "rack1")
+}
+
+// TestVMBootsRamdiskThroughRelay PXE-boots a qemu VM on the rack segment, behind the
+// relay and the router, into the test ramdisk: its iPXE ROM's DHCP goes through
+// dhcrelay, and its script, kernel and initrd come from the server's address through the
+// router.
+func TestVMBootsRamdiskThroughRelay(t *testing.T) {
+	netns.Require(t, "qemu-system-x86_64")
+	if _, err := os.Stat(vmROM); err != nil {
+		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
+	}
+	dir := ramdiskImage(t)
+	r := newRoutedNet(t)
+	cfg := r.config(t)
+	cfg.RamdiskDir = dir
+	startServer(t, r.server, cfg, map[string]Entry{vmMAC: {Kind: KindRamdisk, Ramdisk: Ramdisk{Kernel: "vmlinuz", Initrd: "initrd.img",
+		Token: "rt_routed", Args: []string{"console=ttyS0", "panic=-1"}}}})
+	r.startRelay(t)
+	console := startVM(t, testNet{lan: r.rack, server: r.server, client: r.rackClient})
+	start := time.Now()
+	var line string
+	waitFor(t, 180*time.Second, console, func() bool {
+		b, _ := os.ReadFile(console)
+		_, rest, ok := strings.Cut(string(b), marker)
+		line, _, _ = strings.Cut(rest, "\n")
+		return ok && strings.Contains(rest, "\n")
+	})
+	t.Logf("ramdisk up behind the relay after %s", time.Since(start).Round(time.Second))
+	if want := "initrd=initrd console=ttyS0 panic=-1 bc.token=rt_routed"; strings.TrimSpace(line) != want {
+		t.Errorf("ramdisk command line\n got: %q\nwant: %q", line, want)
 	}
 }
 
