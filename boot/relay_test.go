@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -169,5 +170,75 @@ func startRelay(t *testing.T, ns *netns.NS, server, upstream string, downstream 
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(log.String(), "Sending on") && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// dhclientScript records each of dhclient's reasons with its address in the file OUT
+// (dhclient clears the environment of its script), and configures the address and
+// default route on BOUND as dhclient-script would.
+const dhclientScript = `#!/bin/sh
+echo "$reason $new_ip_address $new_routers $new_dhcp_lease_time" >> OUT
+case "$reason" in
+BOUND) ip addr add "$new_ip_address/24" dev "$interface" && ip route add default via "$new_routers" ;;
+esac
+exit 0
+`
+
+// TestDhclientRenewsThroughRouter: ISC dhclient behind the relay binds an address of the
+// rack's subnet (leases of a minute), then renews it at T1, unicast to the server
+// through the router: the server answers from the subnet of the client's address, and
+// dhclient reports RENEW, not the REBIND that follows an unanswered renewal. (dhcrelay
+// on the router also relays the renewal it sees pass, so the server gets it twice, once
+// straight with ciaddr and once relayed with giaddr, and answers both; TestRelayed
+// covers the straight one alone.)
+func TestDhclientRenewsThroughRouter(t *testing.T) {
+	r := newRoutedNet(t, "dhclient")
+	cfg := r.config(t)
+	cfg.Subnets[0].LeaseTime = Duration(time.Minute)
+	startServer(t, r.server, cfg, nil)
+	r.startRelay(t)
+	dir := t.TempDir()
+	script, out := filepath.Join(dir, "script"), filepath.Join(dir, "events")
+	if err := os.WriteFile(script, []byte(strings.Replace(dhclientScript, "OUT", out, 1)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "dhclient.conf"), nil, 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := r.rackClient.Command(ctx, "dhclient", "-4", "-d", "-v", "-cf", filepath.Join(dir, "dhclient.conf"), "-lf", filepath.Join(dir, "leases"),
+		"-pf", filepath.Join(dir, "pid"), "-sf", script, clientIf)
+	var log netns.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("dhclient:\n%s", log.String())
+		}
+	})
+	events := func() []string {
+		b, _ := os.ReadFile(out)
+		return strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	deadline := time.Now().Add(100 * time.Second)
+	for !slices.ContainsFunc(events(), func(e string) bool { return strings.HasPrefix(e, "RENEW ") || strings.HasPrefix(e, "REBIND ") }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no renewal in 100 s; events %q", events())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	ev := events()
+	var bound string
+	for _, e := range ev {
+		if f := strings.Fields(e); len(f) >= 3 && (f[0] == "BOUND" || f[0] == "RENEW" || f[0] == "REBIND") {
+			if bound == "" {
+				bound = f[1]
+			}
+			if f[0] == "REBIND" || f[1] != bound || f[2] != "10.98.0.1" || !strings.HasPrefix(f[1], "10.98.0.") {
+				t.Errorf("event %q; want BOUND then RENEW of one address of 10.98.0.0/24 with router 10.98.0.1 (all: %q)", e, ev)
+			}
+		}
 	}
 }
