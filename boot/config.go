@@ -270,9 +270,11 @@ func (c Config) Check() error {
 }
 
 // hasLocal reports whether the server leases addresses on its own segment: it does
-// unless the config leaves the local subnet out and lists routed Subnets.
+// unless the config leaves every field of the local subnet out (LeaseTime, which has a
+// default, aside) and lists routed Subnets.
 func (c Config) hasLocal() bool {
-	return c.Subnet.IsValid() || c.Range.Start.IsValid() || c.Range.End.IsValid() || len(c.Subnets) == 0
+	return c.Subnet.IsValid() || c.Range.Start.IsValid() || c.Range.End.IsValid() || c.Router.IsValid() || len(c.DNS) > 0 ||
+		len(c.Subnets) == 0
 }
 
 // local is the local subnet as a Subnet.
