@@ -101,6 +101,10 @@ func TestConfigCheck(t *testing.T) {
 			c.Mode, c.LeaseFile = Authoritative, "/tmp/leases.db"
 			c.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.8.0.0/24"), Range: Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")}}}
 		}},
+		"local router without a local subnet": {edit: func(c *Config) {
+			c.Mode, c.LeaseFile, c.Router = Authoritative, "/tmp/leases.db", netip.MustParseAddr("10.9.0.254")
+			c.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.8.0.0/24"), Range: Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")}}}
+		}, paths: []string{"boot.subnet", "boot.range.start", "boot.range.end"}},
 		"bad routed subnets": {edit: func(c *Config) {
 			auth(c)
 			c.Subnets = []Subnet{
