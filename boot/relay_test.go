@@ -132,13 +132,7 @@ func TestVMBootsRamdiskThroughRelay(t *testing.T) {
 	r.startRelay(t)
 	console := startVM(t, testNet{lan: r.rack, server: r.server, client: r.rackClient})
 	start := time.Now()
-	var line string
-	waitFor(t, 180*time.Second, console, func() bool {
-		b, _ := os.ReadFile(console)
-		_, rest, ok := strings.Cut(string(b), marker)
-		line, _, _ = strings.Cut(rest, "\n")
-		return ok && strings.Contains(rest, "\n")
-	})
+	line := ramdiskCommandLine(t, console)
 	t.Logf("ramdisk up behind the relay after %s", time.Since(start).Round(time.Second))
 	if want := "initrd=initrd console=ttyS0 panic=-1 bc.token=rt_routed"; strings.TrimSpace(line) != want {
 		t.Errorf("ramdisk command line\n got: %q\nwant: %q", line, want)
