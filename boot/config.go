@@ -222,6 +222,9 @@ func (c Config) Check() error {
 	case Authoritative:
 		c.checkAuthoritative(bad)
 	case Proxy:
+		if c.ProxyPort == c.DHCPPort {
+			bad("proxyPort", "the boot-server port %d is the DHCP port: give it a port of its own (default 4011)", c.ProxyPort)
+		}
 	default:
 		bad("mode", "mode %q: want \"authoritative\" or \"proxy\"", c.Mode)
 	}

@@ -53,6 +53,8 @@ type Server struct {
 	ramdiskRoot *os.Root
 	leases      *lease.Store
 	handler     dhcp.Handler
+	// bootServer answers the proxyDHCP port 4011 (proxy mode only).
+	bootServer dhcp.Handler
 	extra       map[string]http.Handler
 }
 
@@ -101,7 +103,8 @@ func (s *Server) makeHandler(clock Clock) error {
 	serverIP := net.IP(s.cfg.ServerIP.AsSlice())
 	boot := dhcp.Boot{Files: files, TFTPServer: serverIP, HTTPBase: s.baseURL}
 	if s.cfg.Mode == Proxy {
-		s.handler = dhcp.Proxy{ServerIP: serverIP, Boot: boot, Seen: s.seen}.Handle
+		p := dhcp.Proxy{ServerIP: serverIP, Boot: boot, Seen: s.seen}
+		s.handler, s.bootServer = p.Handle, p.HandleBootServer
 		return nil
 	}
 	var err error
@@ -145,7 +148,7 @@ func (s *Server) seen(c dhcp.Client) {
 	s.discover.record(Discovery{MAC: c.MAC, UUID: c.UUID, Arch: uint16(c.Arch), HasArch: c.HasArch, Source: "dhcp"})
 }
 
-// DHCPHandler is the server's DHCP handler, a plain function of the request.
+// DHCPHandler is the server's DHCP handler of port 67, a plain function of the request.
 func (s *Server) DHCPHandler() dhcp.Handler { return s.handler }
 
 // HTTPHandler answers scripts (/boot/<mac>.ipxe), ramdisk files (/ramdisk/<name>),
@@ -179,17 +182,17 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Wait()
 		return err
 	}
-	ports := []int{s.cfg.DHCPPort}
+	handlers := map[int]dhcp.Handler{s.cfg.DHCPPort: s.handler}
 	if s.cfg.Mode == Proxy {
-		ports = append(ports, s.cfg.ProxyPort)
+		handlers[s.cfg.ProxyPort] = s.bootServer
 	}
-	for _, port := range ports {
+	for port, h := range handlers {
 		conn, err := server4.NewIPv4UDPConn(s.cfg.Interface, &net.UDPAddr{Port: port})
 		if err != nil {
 			return abort(fmt.Errorf("boot: dhcp on %s port %d: %w", s.cfg.Interface, port, err))
 		}
 		s.growReadBuffer(conn, "dhcp")
-		wg.Go(func() { fail("dhcp", dhcp.Serve(ctx, conn, s.handler, s.log)) })
+		wg.Go(func() { fail("dhcp", dhcp.Serve(ctx, conn, h, s.log)) })
 	}
 
 	tconn, err := net.ListenPacket("udp4", netip.AddrPortFrom(s.cfg.ServerIP, uint16(s.cfg.TFTPPort)).String())

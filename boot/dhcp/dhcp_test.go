@@ -159,26 +159,34 @@ func TestProxy(t *testing.T) {
 	cases := map[string]struct {
 		c    client
 		want *summary
+		// bootServer sends the request to port 4011 (HandleBootServer), not 67.
+		bootServer bool
 	}{
 		"BIOS discover": {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, uuid: true, msg: dhcpv4.MessageTypeDiscover},
 			want: &summary{Type: "OFFER", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "undionly.kpxe", Option67: "undionly.kpxe", Vendor: "PXEClient", Option66: "10.9.0.1", ServerID: "10.9.0.1", UUID: true}},
-		"UEFI request on 4011": {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 50)},
+		"UEFI request on 4011": {bootServer: true, c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 50)},
 			want: &summary{Type: "ACK", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "snponly.efi", Option67: "snponly.efi", Vendor: "PXEClient", Option66: "10.9.0.1", ServerID: "10.9.0.1"}},
 		"iPXE discover": {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, ipxe: true, msg: dhcpv4.MessageTypeDiscover},
 			want: &summary{Type: "OFFER", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "http://10.9.0.1/boot/52-54-00-12-34-56.ipxe", Option67: "http://10.9.0.1/boot/52-54-00-12-34-56.ipxe", Vendor: "PXEClient", ServerID: "10.9.0.1"}},
 		"request naming the proxy": {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 50), serverID: serverIP},
 			want: &summary{Type: "ACK", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "snponly.efi", Option67: "snponly.efi", Vendor: "PXEClient", Option66: "10.9.0.1", ServerID: "10.9.0.1"}},
-		"request selecting another server": {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 50), serverID: net.IPv4(10, 9, 0, 2)}},
-		"plain client ignored":             {c: client{msg: dhcpv4.MessageTypeDiscover}},
-		"iPXE without PXEClient":           {c: client{ipxe: true, msg: dhcpv4.MessageTypeDiscover}},
-		"release ignored":                  {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, msg: dhcpv4.MessageTypeRelease}},
-		"unknown arch ignored":             {c: client{arch: archp(iana.EFI_IA32), vendor: pxe, msg: dhcpv4.MessageTypeDiscover}},
+		"request selecting another server":         {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 50), serverID: net.IPv4(10, 9, 0, 2)}},
+		"request selecting another server on 4011": {bootServer: true, c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 50), serverID: net.IPv4(10, 9, 0, 2)}},
+		"request without a server on 67":           {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 50)}},
+		"plain client ignored":                     {c: client{msg: dhcpv4.MessageTypeDiscover}},
+		"iPXE without PXEClient":                   {c: client{ipxe: true, msg: dhcpv4.MessageTypeDiscover}},
+		"release ignored":                          {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, msg: dhcpv4.MessageTypeRelease}},
+		"unknown arch ignored":                     {c: client{arch: archp(iana.EFI_IA32), vendor: pxe, msg: dhcpv4.MessageTypeDiscover}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var seen []Client
 			p := Proxy{ServerIP: serverIP, Boot: boot, Seen: func(c Client) { seen = append(seen, c) }}
-			resp, ok := p.Handle(tc.c.packet(t))
+			handle := p.Handle
+			if tc.bootServer {
+				handle = p.HandleBootServer
+			}
+			resp, ok := handle(tc.c.packet(t))
 			if tc.want == nil {
 				if ok {
 					t.Fatalf("answered %s", resp.Summary())
@@ -349,7 +357,7 @@ func FuzzHandle(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, h := range []Handler{auth.Handle, proxy.Handle} {
+		for _, h := range []Handler{auth.Handle, proxy.Handle, proxy.HandleBootServer} {
 			if resp, ok := h(req); ok {
 				if _, err := dhcpv4.FromBytes(resp.ToBytes()); err != nil {
 					t.Fatalf("reply does not parse: %v", err)
