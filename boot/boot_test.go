@@ -91,7 +91,11 @@ func TestConfigCheck(t *testing.T) {
 		"bad numbers": {edit: func(c *Config) {
 			c.HTTPPort, c.TFTPBlockSize, c.HTTPSendBuffer, c.RetryInterval = 70000, 100, 100, Duration(time.Millisecond)
 		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.httpSendBuffer", "boot.retryInterval"}},
-		"autotuned send buffer": {edit: func(c *Config) { c.HTTPSendBuffer = -1 }},
+		"autotuned send buffer":       {edit: func(c *Config) { c.HTTPSendBuffer = -1 }},
+		"proxy port is the DHCP port": {edit: func(c *Config) { c.ProxyPort = 67 }, paths: []string{"boot.proxyPort"}},
+		"short HTTP timeouts": {edit: func(c *Config) {
+			c.HTTPIdleTimeout, c.HTTPStallTimeout = Duration(time.Millisecond), Duration(-time.Second)
+		}, paths: []string{"boot.httpIdleTimeout", "boot.httpStallTimeout"}},
 		"routed subnets": {edit: func(c *Config) {
 			auth(c)
 			c.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.8.0.0/24"), Range: Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")},

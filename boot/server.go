@@ -55,7 +55,7 @@ type Server struct {
 	handler     dhcp.Handler
 	// bootServer answers the proxyDHCP port 4011 (proxy mode only).
 	bootServer dhcp.Handler
-	extra       map[string]http.Handler
+	extra      map[string]http.Handler
 }
 
 // New checks cfg (INVALID_CONFIG with the field's path) and prepares a server.
