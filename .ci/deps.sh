@@ -5,6 +5,8 @@ packages=(ca-certificates openssl curl kmod)
 # boot/: network namespaces (nftables drops datagrams for the loss test), real DHCP/TFTP clients, dnsmasq as the peer DHCP server, the
 # iPXE binaries, qemu with its iPXE ROMs, and what scripts/ramdisk-test-image.sh uses.
 packages+=(iproute2 nftables busybox-static tftp-hpa dnsmasq-base ipxe qemu-system-x86 ipxe-qemu cpio gzip)
+# boot/ routed layout: ISC's DHCP relay agent between the server's segment and the racks', and ISC's client behind it.
+packages+=(isc-dhcp-relay isc-dhcp-client)
 # boot/ benchmarks: perfdhcp (kea-admin) drives DHCP; nginx serves the peer's boot files.
 packages+=(kea-admin nginx)
 # The ramdisk's tests, benchmark and `make ramdisk`.

@@ -1,14 +1,18 @@
 package boot
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -87,8 +91,33 @@ func TestConfigCheck(t *testing.T) {
 		"bad numbers": {edit: func(c *Config) {
 			c.HTTPPort, c.TFTPBlockSize, c.HTTPSendBuffer, c.RetryInterval = 70000, 100, 100, Duration(time.Millisecond)
 		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.httpSendBuffer", "boot.retryInterval"}},
-		"autotuned send buffer": {edit: func(c *Config) { c.HTTPSendBuffer = -1 }},
-		"missing directory":     {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
+		"autotuned send buffer":       {edit: func(c *Config) { c.HTTPSendBuffer = -1 }},
+		"proxy port is the DHCP port": {edit: func(c *Config) { c.ProxyPort = 67 }, paths: []string{"boot.proxyPort"}},
+		"short HTTP timeouts": {edit: func(c *Config) {
+			c.HTTPIdleTimeout, c.HTTPStallTimeout = Duration(time.Millisecond), Duration(-time.Second)
+		}, paths: []string{"boot.httpIdleTimeout", "boot.httpStallTimeout"}},
+		"routed subnets": {edit: func(c *Config) {
+			auth(c)
+			c.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.8.0.0/24"), Range: Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")},
+				Router: netip.MustParseAddr("10.8.0.1"), LeaseTime: Duration(time.Hour)}}
+		}},
+		"routed subnets only": {edit: func(c *Config) {
+			c.Mode, c.LeaseFile = Authoritative, "/tmp/leases.db"
+			c.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.8.0.0/24"), Range: Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")}}}
+		}},
+		"local router without a local subnet": {edit: func(c *Config) {
+			c.Mode, c.LeaseFile, c.Router = Authoritative, "/tmp/leases.db", netip.MustParseAddr("10.9.0.254")
+			c.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.8.0.0/24"), Range: Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")}}}
+		}, paths: []string{"boot.subnet", "boot.range.start", "boot.range.end"}},
+		"bad routed subnets": {edit: func(c *Config) {
+			auth(c)
+			c.Subnets = []Subnet{
+				{Subnet: netip.MustParsePrefix("10.9.0.128/25"), Range: Range{Start: netip.MustParseAddr("10.9.0.130"), End: netip.MustParseAddr("10.9.0.140")}},
+				{Subnet: netip.MustParsePrefix("10.8.0.0/24"), Range: Range{Start: netip.MustParseAddr("10.8.0.10")}, Router: netip.MustParseAddr("10.7.0.1"),
+					DNS: []netip.Addr{netip.MustParseAddr("::1")}, LeaseTime: Duration(time.Second)},
+			}
+		}, paths: []string{"boot.subnets[0].subnet", "boot.subnets[1].range.end", "boot.subnets[1].router", "boot.subnets[1].dns[0]", "boot.subnets[1].leaseTime"}},
+		"missing directory": {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -144,6 +173,10 @@ func TestHTTP(t *testing.T) {
 		"unsafe entry waits": {path: "/boot/52-54-00-00-00-04.ipxe", status: 200, lines: []string{"sleep 10", "chain --replace --autofree http://10.9.0.1/boot/52-54-00-00-00-04.ipxe"}},
 		"unknown waits":      {path: "/boot/52-54-00-00-00-09.ipxe", status: 200, lines: []string{"sleep 10", "chain --replace --autofree http://10.9.0.1/boot/52-54-00-00-00-09.ipxe"}},
 		"not a MAC":          {path: "/boot/nothing.ipxe", status: 404},
+		"broadcast MAC":      {path: "/boot/ff-ff-ff-ff-ff-ff.ipxe", status: 404},
+		"multicast MAC":      {path: "/boot/01-00-5e-00-00-01.ipxe", status: 404},
+		"all-zero MAC":       {path: "/boot/00-00-00-00-00-00.ipxe", status: 404},
+		"long MAC":           {path: "/boot/02-00-00-00-00-00-00-01.ipxe", status: 404},
 		"not a script":       {path: "/boot/52-54-00-00-00-01", status: 404},
 		"ramdisk file":       {path: "/ramdisk/vmlinuz", status: 200, lines: []string{"0123456789"}},
 		"ipxe binary":        {path: "/ipxe/snponly.efi", status: 200, lines: []string{"efi"}},
@@ -319,5 +352,184 @@ func TestHTTPSendBuffer(t *testing.T) {
 	}
 	if got := sndbuf(-1); got == 2*256<<10 {
 		t.Errorf("send buffer %d without a setting", got)
+	}
+}
+
+// TestHTTPTimeouts: an idle keep-alive connection is closed after httpIdleTimeout, and a
+// client that stops reading a download is let go after httpStallTimeout; a download that
+// keeps moving is never cut (checked by the fetches of the ramdisk over sendfile, here
+// and in every VM test).
+func TestHTTPTimeouts(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.HTTPIdleTimeout, cfg.HTTPStallTimeout = Duration(time.Second), Duration(time.Second)
+	const size = 256 << 20
+	f, err := os.Create(filepath.Join(cfg.RamdiskDir, "big"))
+	if err == nil {
+		err = f.Truncate(size)
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(cfg, Deps{Entries: entries{}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l, hs, err := s.listenHTTP(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(l)
+	defer hs.Close()
+	get := func(path string) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp4", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: boot\r\n\r\n", path)
+		return c, bufio.NewReader(c)
+	}
+	// ended reads what is left and reports whether the server closed the connection
+	// within 30 s, and how many bytes came.
+	ended := func(c net.Conn, r io.Reader) (bool, int64) {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, err := io.Copy(io.Discard, r)
+		var ne net.Error
+		return !(errors.As(err, &ne) && ne.Timeout()), n
+	}
+
+	t.Run("idle keep-alive", func(t *testing.T) {
+		c, r := get("/ramdisk/vmlinuz")
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if closed, _ := ended(c, r); !closed {
+			t.Error("the idle connection is still open after 30 s")
+		}
+	})
+	t.Run("a moving download completes", func(t *testing.T) {
+		for rng, want := range map[string]int64{"": size, "bytes=1-": size - 1, "bytes=-3000000": 3000000} {
+			req, _ := http.NewRequest("GET", "http://"+l.Addr().String()+"/ramdisk/big", nil)
+			if rng != "" {
+				req.Header.Set("Range", rng)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil || n != want {
+				t.Errorf("range %q: %d bytes (%v), want %d", rng, n, err, want)
+			}
+		}
+	})
+	t.Run("client stops reading", func(t *testing.T) {
+		c, r := get("/ramdisk/big")
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second) // five stall timeouts without reading
+		closed, n := ended(c, resp.Body)
+		if !closed || n >= size {
+			t.Errorf("after 5 s without reading: closed %v, %d of %d bytes sent", closed, n, size)
+		}
+	})
+}
+
+// startHTTP serves s's HTTP listener on loopback until the test ends and returns its
+// base URL.
+func startHTTP(t *testing.T, s *Server) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l, hs, err := s.listenHTTP(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(l)
+	t.Cleanup(func() { hs.Close(); cancel() })
+	return "http://" + l.Addr().String()
+}
+
+// TestRangeWithCurl asks for ranges of a 10-byte file as curl sends them: a suffix of
+// length 0 is unsatisfiable (416, `bytes */10`), an unknown unit is ignored (200, the
+// whole file), as RFC 9110 has it.
+func TestRangeWithCurl(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("needs curl (.ci/deps.sh installs it)")
+	}
+	base := startHTTP(t, newServer(t, entries{}, nil, nil))
+	cases := []struct {
+		name string
+		args []string
+		want string // status and Content-Range
+		body string
+	}{
+		{"suffix of 0", []string{"-r", "-0"}, "416 bytes */10", ""},
+		{"suffix of 00", []string{"-H", "Range: bytes=-00"}, "416 bytes */10", ""},
+		{"a range and a suffix of 0", []string{"-H", "Range: bytes=2-4, -0"}, "206 bytes 2-4/10", "234"},
+		{"unknown unit", []string{"-H", "Range: items=0-1"}, "200 ", "0123456789"},
+		{"unit in capitals", []string{"-H", "Range: Bytes=1-2"}, "206 bytes 1-2/10", "12"},
+		{"suffix", []string{"-r", "-3"}, "206 bytes 7-9/10", "789"},
+		{"past the end", []string{"-r", "10-"}, "416 bytes */10", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"-sS", "-o", "-", "-w", "\n%{http_code} %header{content-range}"}, c.args...)
+			out, err := exec.Command("curl", append(args, base+"/ramdisk/vmlinuz")...).Output()
+			if err != nil {
+				t.Fatalf("curl: %v", err)
+			}
+			i := strings.LastIndexByte(string(out), '\n')
+			body, status := string(out[:i]), string(out[i+1:])
+			if status != c.want || (c.body != "" && body != c.body) {
+				t.Errorf("got %q, body %q; want %q, body %q", status, body, c.want, c.body)
+			}
+		})
+	}
+}
+
+// FuzzMendRange: any Range header is handed on as it is, mended to bytes ranges without
+// a zero suffix, or dropped; it never panics.
+func FuzzMendRange(f *testing.F) {
+	for _, s := range []string{"bytes=-0", "bytes=0-1,-0", "items=1-2", "bytes=", "=", "Bytes = -000 , 5-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got := mendRange(v)
+		if got == "" || got == unsatisfiable {
+			return
+		}
+		set, ok := strings.CutPrefix(got, "bytes=")
+		if !ok {
+			t.Fatalf("%q became %q", v, got)
+		}
+		for _, spec := range strings.Split(set, ",") {
+			if d, ok := strings.CutPrefix(spec, "-"); ok && d != "" && strings.Trim(d, "0") == "" {
+				t.Fatalf("%q kept the zero suffix %q", v, spec)
+			}
+		}
+	})
+}
+
+// TestSubnetLeaseTimeDefault: a routed subnet without a lease time takes the top-level
+// one, and the defaults leave the caller's config as it was.
+func TestSubnetLeaseTimeDefault(t *testing.T) {
+	c := Config{LeaseTime: Duration(2 * time.Hour), Subnets: []Subnet{{}, {LeaseTime: Duration(time.Minute)}}}
+	d := c.withDefaults()
+	if d.Subnets[0].LeaseTime != c.LeaseTime || d.Subnets[1].LeaseTime != Duration(time.Minute) {
+		t.Errorf("lease times %s, %s; want 2h, 1m", d.Subnets[0].LeaseTime, d.Subnets[1].LeaseTime)
+	}
+	if c.Subnets[0].LeaseTime != 0 {
+		t.Error("withDefaults changed the caller's subnets")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -59,6 +60,22 @@ type Range struct {
 	End netip.Addr `json:"end"`
 }
 
+// Subnet is a routed provisioning subnet, reached through DHCP relay agents. Its
+// machines reach the boot server's TFTP and HTTP at Config.ServerIP, through their
+// router.
+type Subnet struct {
+	// Subnet is the network, for example 10.1.0.0/24; its mask goes to clients.
+	Subnet netip.Prefix `json:"subnet"`
+	// Range is the addresses leased, inside Subnet. Required.
+	Range Range `json:"range"`
+	// Router is the subnet's default gateway (option 3); none when zero. Never leased.
+	Router netip.Addr `json:"router"`
+	// DNS is the name servers given to clients (option 6); none when empty.
+	DNS []netip.Addr `json:"dns"`
+	// LeaseTime is how long a lease lasts (default Config.LeaseTime).
+	LeaseTime Duration `json:"leaseTime"`
+}
+
 // Config is the boot server's configuration. Fields left zero take the defaults of
 // withDefaults; Check says what is wrong with the rest.
 type Config struct {
@@ -70,8 +87,11 @@ type Config struct {
 	// ServerIP is this host's IPv4 address on Interface. TFTP and HTTP listen on it, and
 	// every URL and next-server the boot server hands out names it. Required.
 	ServerIP netip.Addr `json:"serverIP"`
-	// Subnet is the provisioning network, for example 10.0.0.0/24: its mask goes to
-	// clients (option 1), and Range and Router must lie inside it. Authoritative only.
+	// Subnet is the provisioning network of Interface, for example 10.0.0.0/24: its mask
+	// goes to clients (option 1), and Range and Router must lie inside it. It, Range,
+	// Router, DNS and LeaseTime are the local subnet, whose clients ask without a relay
+	// agent; a site that leases only to Subnets leaves Subnet and Range out.
+	// Authoritative only.
 	Subnet netip.Prefix `json:"subnet"`
 	// Range is the addresses leased to clients; ServerIP is never leased even when
 	// inside. Authoritative only, required there.
@@ -84,6 +104,11 @@ type Config struct {
 	DNS []netip.Addr `json:"dns"`
 	// LeaseTime is how long a lease lasts (default 1h). Authoritative only.
 	LeaseTime Duration `json:"leaseTime"`
+	// Subnets are the routed provisioning subnets: machines behind DHCP relay agents,
+	// each subnet with its own range, router, DNS and lease time. A relayed request is
+	// answered from the subnet that holds its link's address (option 82 sub-option 5,
+	// else option 118, else giaddr), and not at all when none does. Authoritative only.
+	Subnets []Subnet `json:"subnets"`
 	// LeaseFile is the bbolt file leases are kept in across restarts. Authoritative
 	// only, required there.
 	LeaseFile string `json:"leaseFile"`
@@ -118,6 +143,14 @@ type Config struct {
 	// downloads from filling the kernel's TCP memory; one download then moves at most
 	// about this much per round trip (some 2 Gb/s at 1 ms).
 	HTTPSendBuffer int `json:"httpSendBuffer"`
+	// HTTPIdleTimeout is how long an idle keep-alive HTTP connection stays open (default
+	// 60s, at least 1s).
+	HTTPIdleTimeout Duration `json:"httpIdleTimeout"`
+	// HTTPStallTimeout is how long one write of a response, at most httpWriteChunk bytes,
+	// may take before the connection is closed (default 60s, at least 1s): a client that
+	// stops reading is let go, while a download of any size that keeps moving runs as
+	// long as it needs. No deadline bounds a whole response.
+	HTTPStallTimeout Duration `json:"httpStallTimeout"`
 	// RetryInterval is how long a machine without an entry, or whose boot failed, waits
 	// before it asks for its script again (default 10s, at least 1s).
 	RetryInterval Duration `json:"retryInterval"`
@@ -158,6 +191,14 @@ func (c Config) withDefaults() Config {
 	set(&c.TFTPBlockSize, 1468)
 	set(&c.HTTPSendBuffer, 256<<10)
 	setD(&c.LeaseTime, time.Hour)
+	c.Subnets = slices.Clone(c.Subnets)
+	for i := range c.Subnets {
+		if c.Subnets[i].LeaseTime == 0 {
+			c.Subnets[i].LeaseTime = c.LeaseTime
+		}
+	}
+	setD(&c.HTTPIdleTimeout, time.Minute)
+	setD(&c.HTTPStallTimeout, time.Minute)
 	setD(&c.RetryInterval, 10*time.Second)
 	setD(&c.DiscoveryInterval, 5*time.Minute)
 	return c
@@ -181,6 +222,9 @@ func (c Config) Check() error {
 	case Authoritative:
 		c.checkAuthoritative(bad)
 	case Proxy:
+		if c.ProxyPort == c.DHCPPort {
+			bad("proxyPort", "the boot-server port %d is the DHCP port: give it a port of its own (default 4011)", c.ProxyPort)
+		}
 	default:
 		bad("mode", "mode %q: want \"authoritative\" or \"proxy\"", c.Mode)
 	}
@@ -214,6 +258,11 @@ func (c Config) Check() error {
 	if c.HTTPSendBuffer != -1 && (c.HTTPSendBuffer < 4096 || c.HTTPSendBuffer > 64<<20) {
 		bad("httpSendBuffer", "send buffer %d is neither -1 nor within 4096-67108864", c.HTTPSendBuffer)
 	}
+	for _, d := range []named[Duration]{{"httpIdleTimeout", c.HTTPIdleTimeout}, {"httpStallTimeout", c.HTTPStallTimeout}} {
+		if d.v < Duration(time.Second) {
+			bad(d.field, "timeout %s is under 1s", d.v)
+		}
+	}
 	if c.RetryInterval < Duration(time.Second) {
 		bad("retryInterval", "retry interval %s is under 1s", c.RetryInterval)
 	}
@@ -223,42 +272,79 @@ func (c Config) Check() error {
 	return errors.Join(errs...)
 }
 
+// hasLocal reports whether the server leases addresses on its own segment: it does
+// unless the config leaves every field of the local subnet out (LeaseTime, which has a
+// default, aside) and lists routed Subnets.
+func (c Config) hasLocal() bool {
+	return c.Subnet.IsValid() || c.Range.Start.IsValid() || c.Range.End.IsValid() || c.Router.IsValid() || len(c.DNS) > 0 ||
+		len(c.Subnets) == 0
+}
+
+// local is the local subnet as a Subnet.
+func (c Config) local() Subnet {
+	return Subnet{Subnet: c.Subnet, Range: c.Range, Router: c.Router, DNS: c.DNS, LeaseTime: c.LeaseTime}
+}
+
 // checkAuthoritative checks the fields only the authoritative mode uses.
 func (c Config) checkAuthoritative(bad func(field, format string, args ...any)) {
-	subnet := c.Subnet.IsValid() && c.Subnet.Addr().Is4()
-	if !subnet {
-		bad("subnet", "the provisioning subnet is required in authoritative mode, for example 10.0.0.0/24")
+	type named struct {
+		prefix string // of the paths of the subnet's fields
+		sub    Subnet
 	}
-	outside := func(a netip.Addr) bool { return subnet && !c.Subnet.Contains(a) }
-	if c.ServerIP.Is4() && outside(c.ServerIP) {
-		bad("serverIP", "%s is outside the subnet %s", c.ServerIP, c.Subnet)
-	}
-	switch {
-	case !c.Range.Start.Is4():
-		bad("range.start", "the first address of the range is required in authoritative mode")
-	case outside(c.Range.Start):
-		bad("range.start", "%s is outside the subnet %s", c.Range.Start, c.Subnet)
-	}
-	switch {
-	case !c.Range.End.Is4():
-		bad("range.end", "the last address of the range is required in authoritative mode")
-	case outside(c.Range.End):
-		bad("range.end", "%s is outside the subnet %s", c.Range.End, c.Subnet)
-	case c.Range.Start.Is4() && c.Range.End.Less(c.Range.Start):
-		bad("range.end", "%s comes before the range's start %s", c.Range.End, c.Range.Start)
-	}
-	if c.Router.IsValid() && (!c.Router.Is4() || outside(c.Router)) {
-		bad("router", "%s is not an IPv4 address of the subnet %s", c.Router, c.Subnet)
-	}
-	for i, d := range c.DNS {
-		if !d.Is4() {
-			bad(fmt.Sprintf("dns[%d]", i), "%s is not an IPv4 address", d)
+	var all []named
+	if c.hasLocal() {
+		all = append(all, named{"", c.local()})
+		if c.Subnet.IsValid() && c.ServerIP.Is4() && !c.Subnet.Contains(c.ServerIP) {
+			bad("serverIP", "%s is outside the subnet %s", c.ServerIP, c.Subnet)
 		}
 	}
-	if c.LeaseTime < Duration(time.Minute) {
-		bad("leaseTime", "lease time %s is under a minute", c.LeaseTime)
+	for i, sub := range c.Subnets {
+		all = append(all, named{fmt.Sprintf("subnets[%d].", i), sub})
+	}
+	for i, a := range all {
+		a.sub.check(a.prefix, bad)
+		for _, b := range all[:i] {
+			if a.sub.Subnet.IsValid() && b.sub.Subnet.IsValid() && a.sub.Subnet.Overlaps(b.sub.Subnet) {
+				bad(a.prefix+"subnet", "%s overlaps %s: each address belongs to one subnet", a.sub.Subnet, b.sub.Subnet)
+			}
+		}
 	}
 	if c.LeaseFile == "" {
 		bad("leaseFile", "the lease file is required in authoritative mode")
+	}
+}
+
+// check checks one subnet, naming its fields below prefix ("" for the local subnet,
+// "subnets[i]." for a routed one).
+func (sub Subnet) check(prefix string, bad func(field, format string, args ...any)) {
+	valid := sub.Subnet.IsValid() && sub.Subnet.Addr().Is4()
+	if !valid {
+		bad(prefix+"subnet", "the provisioning subnet is required in authoritative mode, for example 10.0.0.0/24")
+	}
+	outside := func(a netip.Addr) bool { return valid && !sub.Subnet.Contains(a) }
+	switch {
+	case !sub.Range.Start.Is4():
+		bad(prefix+"range.start", "the first address of the range is required in authoritative mode")
+	case outside(sub.Range.Start):
+		bad(prefix+"range.start", "%s is outside the subnet %s", sub.Range.Start, sub.Subnet)
+	}
+	switch {
+	case !sub.Range.End.Is4():
+		bad(prefix+"range.end", "the last address of the range is required in authoritative mode")
+	case outside(sub.Range.End):
+		bad(prefix+"range.end", "%s is outside the subnet %s", sub.Range.End, sub.Subnet)
+	case sub.Range.Start.Is4() && sub.Range.End.Less(sub.Range.Start):
+		bad(prefix+"range.end", "%s comes before the range's start %s", sub.Range.End, sub.Range.Start)
+	}
+	if sub.Router.IsValid() && (!sub.Router.Is4() || outside(sub.Router)) {
+		bad(prefix+"router", "%s is not an IPv4 address of the subnet %s", sub.Router, sub.Subnet)
+	}
+	for i, d := range sub.DNS {
+		if !d.Is4() {
+			bad(fmt.Sprintf("%sdns[%d]", prefix, i), "%s is not an IPv4 address", d)
+		}
+	}
+	if sub.LeaseTime < Duration(time.Minute) {
+		bad(prefix+"leaseTime", "lease time %s is under a minute", sub.LeaseTime)
 	}
 }

@@ -1,8 +1,11 @@
 package boot
 
 import (
+	"context"
 	"errors"
+	"io"
 	"io/fs"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +17,84 @@ import (
 	"github.com/better-compute/better-compute/boot/tftp"
 )
 
+// listenHTTP listens on addr with the configured send buffer and returns the server that
+// serves the listener. Its timeouts are per step, never per response: 10 s for a
+// request's header, HTTPIdleTimeout for an idle keep-alive connection, HTTPStallTimeout
+// for each write (stallConn). An http.Server WriteTimeout or ReadTimeout would bound
+// the whole response (ReadTimeout also cancels the request's context once it passes
+// while the response is still being written), and cut off every download of an image
+// that takes longer.
+func (s *Server) listenHTTP(ctx context.Context, addr string) (net.Listener, *http.Server, error) {
+	lc := httpListenConfig(s.cfg.HTTPSendBuffer)
+	l, err := lc.Listen(ctx, "tcp4", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Duration(s.cfg.HTTPIdleTimeout)}
+	return stallListener{Listener: l, stall: time.Duration(s.cfg.HTTPStallTimeout)}, hs, nil
+}
+
+// stallListener hands out its TCP connections as stallConns.
+type stallListener struct {
+	net.Listener
+	stall time.Duration
+}
+
+func (l stallListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok && err == nil {
+		return &stallConn{TCPConn: tc, stall: l.stall}, nil
+	}
+	return c, err
+}
+
+// httpWriteChunk is the most a stallConn sends under one write deadline.
+const httpWriteChunk = 1 << 20
+
+// stallConn is an HTTP connection each of whose writes, of at most httpWriteChunk bytes,
+// must finish within stall, so that a client that stops reading is let go however long
+// the response. It keeps the TCP connection's ReadFrom, and so sendfile: the file is
+// handed over httpWriteChunk bytes at a time, each under a fresh deadline.
+type stallConn struct {
+	*net.TCPConn
+	stall time.Duration
+}
+
+func (c *stallConn) Write(b []byte) (int, error) {
+	var n int
+	for len(b) > 0 {
+		c.SetWriteDeadline(time.Now().Add(c.stall))
+		k, err := c.TCPConn.Write(b[:min(len(b), httpWriteChunk)])
+		n += k
+		if err != nil {
+			return n, err
+		}
+		b = b[k:]
+	}
+	return n, nil
+}
+
+// ReadFrom sends r in chunks. A *io.LimitedReader (ServeContent's io.CopyN) is unwrapped
+// so that the chunks still reach sendfile, which sees through one level of it.
+func (c *stallConn) ReadFrom(r io.Reader) (int64, error) {
+	lr, ok := r.(*io.LimitedReader)
+	if !ok {
+		lr = &io.LimitedReader{R: r, N: math.MaxInt64}
+	}
+	var total int64
+	for lr.N > 0 {
+		chunk := &io.LimitedReader{R: lr.R, N: min(lr.N, httpWriteChunk)}
+		c.SetWriteDeadline(time.Now().Add(c.stall))
+		n, err := c.TCPConn.ReadFrom(chunk)
+		total += n
+		lr.N -= n
+		if err != nil || chunk.N > 0 { // failed, or the source ended
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 // routes are the HTTP paths the boot server answers.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
@@ -23,7 +104,54 @@ func (s *Server) routes() http.Handler {
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, h)
 	}
-	return mux
+	return fixRange(mux)
+}
+
+// unsatisfiable is a Range that no file satisfies: ServeContent answers it 416 with
+// `Content-Range: bytes */SIZE`.
+const unsatisfiable = "bytes=9223372036854775807-"
+
+// fixRange mends two answers of http.ServeContent before any handler sees the request
+// (it changes only the request, so the handlers' ResponseWriter, and sendfile, stay as
+// they are). A Range of another unit than bytes is ignored, as RFC 9110 section 14.2
+// has it: the whole body, 200 (ServeContent answered 416 without Content-Range). A
+// suffix range of length 0 (`-0`) is unsatisfiable (section 14.1.3): it is dropped, and a
+// Range left with none is answered 416 with `bytes */SIZE` (ServeContent answered 206
+// with an empty, malformed Content-Range).
+func fixRange(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("Range"); v != "" {
+			if fixed := mendRange(v); fixed != v {
+				r = r.Clone(r.Context())
+				if fixed == "" {
+					r.Header.Del("Range")
+				} else {
+					r.Header.Set("Range", fixed)
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// mendRange is the Range header fixRange hands on: "" to ignore it.
+func mendRange(v string) string {
+	unit, set, ok := strings.Cut(v, "=")
+	if !ok || !strings.EqualFold(strings.TrimSpace(unit), "bytes") {
+		return ""
+	}
+	var kept []string
+	for _, spec := range strings.Split(set, ",") {
+		spec = strings.TrimSpace(spec)
+		if digits, suffix := strings.CutPrefix(spec, "-"); suffix && digits != "" && strings.Trim(digits, "0") == "" {
+			continue
+		}
+		kept = append(kept, spec)
+	}
+	if len(kept) == 0 {
+		return unsatisfiable
+	}
+	return "bytes=" + strings.Join(kept, ",")
 }
 
 // serveScript answers /boot/<mac>.ipxe with the machine's script. A machine without an
@@ -36,8 +164,9 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mac, err := net.ParseMAC(strings.ReplaceAll(name, "-", ":"))
-	if err != nil || len(mac) != 6 {
-		http.Error(w, "not a MAC address: "+name, http.StatusNotFound)
+	if err != nil || !dhcp.MachineMAC(mac) {
+		// No discovery either: a group or all-zero address names no machine.
+		http.Error(w, "not a machine's MAC address: "+name, http.StatusNotFound)
 		return
 	}
 	script := s.script(mac)

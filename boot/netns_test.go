@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,6 +159,33 @@ func TestAuthoritativeWithRealClients(t *testing.T) {
 	t.Run("TFTP and HTTP", func(t *testing.T) { fetches(t, n, srv, known) })
 }
 
+// TestNeverLeasesOwnOrRouterAddress puts the server's own address and the router's
+// inside a range of six, and has busybox udhcpc ask for an address as eight machines:
+// the four other addresses go to the first four, the rest get none, and neither the
+// server's address nor the router's is ever offered.
+func TestNeverLeasesOwnOrRouterAddress(t *testing.T) {
+	n := newTestNet(t, "busybox")
+	cfg := netConfig(t, Authoritative)
+	cfg.Router = netip.MustParseAddr("10.99.0.2")
+	cfg.Range = Range{Start: netip.MustParseAddr("10.99.0.1"), End: netip.MustParseAddr("10.99.0.6")}
+	startServer(t, n.server, cfg, nil)
+	var leased []string
+	for i := range 8 {
+		env := udhcpc(t, n, fmt.Sprintf("02:00:00:00:02:%02x", i))
+		if env == nil {
+			continue
+		}
+		leased = append(leased, env["ip"])
+		if env["router"] != "10.99.0.2" {
+			t.Errorf("lease %s: router %q, want 10.99.0.2", env["ip"], env["router"])
+		}
+	}
+	slices.Sort(leased)
+	if diff := cmp.Diff([]string{"10.99.0.3", "10.99.0.4", "10.99.0.5", "10.99.0.6"}, leased); diff != "" {
+		t.Errorf("addresses leased (-want +got):\n%s", diff)
+	}
+}
+
 // fetches checks TFTP and HTTP with real clients: tftp-hpa and curl.
 func fetches(t *testing.T, n testNet, srv *bootServer, known string) {
 	netns.Require(t, "tftp", "curl")
@@ -184,8 +212,16 @@ func fetches(t *testing.T, n testNet, srv *bootServer, known string) {
 
 	// Traversal: tftp-hpa reports the error; curl exits non-zero; nothing is written.
 	out := n.client.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "get", "../../../../etc/hostname", filepath.Join(dir, "escape"))
-	if b, _ := os.ReadFile(filepath.Join(dir, "escape")); len(b) > 0 || !strings.Contains(out, "Error") {
-		t.Errorf("traversal over TFTP: output %q, file %q", out, b)
+	if b, _ := os.ReadFile(filepath.Join(dir, "escape")); len(b) > 0 || !strings.Contains(out, "Error code 2: access violation") {
+		t.Errorf("traversal over TFTP: output %q, file %q; want error code 2, access violation", out, b)
+	}
+	out = n.client.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "get", "nothing.efi", filepath.Join(dir, "missing"))
+	if !strings.Contains(out, "Error code 1: file not found") {
+		t.Errorf("missing file over TFTP: output %q, want error code 1, file not found", out)
+	}
+	out = n.client.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "put", filepath.Join(dir, "hpa"), "upload")
+	if !strings.Contains(out, "Error code 2: access violation") {
+		t.Errorf("write over TFTP: output %q, want error code 2, access violation", out)
 	}
 	ctx := context.Background()
 	if b, err := n.client.Command(ctx, "curl", "-sS", "-o", "-", "tftp://"+serverAddr+"/..%2f..%2f..%2fetc%2fhostname").CombinedOutput(); err == nil {
@@ -199,6 +235,16 @@ func fetches(t *testing.T, n testNet, srv *bootServer, known string) {
 	script := n.client.Run(t, "curl", "-sSf", "http://"+serverAddr+"/boot/"+strings.ReplaceAll(known, ":", "-")+".ipxe")
 	if !strings.Contains(script, "\nkernel http://10.99.0.1/ramdisk/vmlinuz initrd=initrd console=ttyS0 bc.token=rt_e2e || goto failed\n") {
 		t.Errorf("ramdisk script:\n%s", script)
+	}
+	// A group or all-zero MAC names no machine: 404, and nothing is discovered.
+	before := len(srv.Discoveries(t))
+	for _, mac := range []string{"ff-ff-ff-ff-ff-ff", "01-00-5e-00-00-fb", "00-00-00-00-00-00"} {
+		if b, err := n.client.Command(ctx, "curl", "-sSf", "http://"+serverAddr+"/boot/"+mac+".ipxe").CombinedOutput(); err == nil {
+			t.Errorf("curl got a script for %s: %q", mac, b)
+		}
+	}
+	if got := srv.Discoveries(t); len(got) != before {
+		t.Errorf("discoveries after impossible MACs: %+v", got[before:])
 	}
 	wait := n.client.Run(t, "curl", "-sSf", "http://"+serverAddr+"/boot/02-00-00-00-00-77.ipxe")
 	if !strings.Contains(wait, "\nsleep 10\n") {
@@ -270,6 +316,31 @@ func TestProxyBesideDnsmasq(t *testing.T) {
 	n.client.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "get", "snponly.efi", filepath.Join(dir, "snponly.efi"))
 	if st, err := os.Stat(filepath.Join(dir, "snponly.efi")); err != nil || st.Size() == 0 {
 		t.Errorf("snponly.efi not fetched: %v", err)
+	}
+}
+
+// TestProxyLeavesOtherServersRequests: a PXE client that took dnsmasq's offer broadcasts
+// a DHCPREQUEST naming dnsmasq (option 54); only dnsmasq answers it. The proxy's ACK,
+// without an address, used to arrive first, and a client that takes the first ACK of its
+// transaction would have ended with 0.0.0.0.
+func TestProxyLeavesOtherServersRequests(t *testing.T) {
+	n := newTestNet(t, "dnsmasq")
+	startDnsmasq(t, n)
+	startServer(t, n.server, netConfig(t, Proxy), nil)
+	for _, arch := range []uint16{0, 7} {
+		t.Run(fmt.Sprintf("arch %d", arch), func(t *testing.T) {
+			replies := runProbe(t, n.client, probeSpec{Interface: clientIf, MAC: fmt.Sprintf("02:00:00:00:01:%02x", arch), Arch: arch,
+				UUID: "00112233445566778899aabbccddeeff", Wait: 1500 * time.Millisecond, Select: true})
+			var acks []probeReply
+			for _, r := range replies {
+				if r.Type == "ACK" {
+					acks = append(acks, r)
+				}
+			}
+			if len(acks) != 1 || acks[0].ServerID != "10.99.0.2" || !strings.HasPrefix(acks[0].YourIP, "10.99.0.1") {
+				t.Errorf("ACKs %+v, want dnsmasq's alone, with an address; all replies %+v", acks, replies)
+			}
+		})
 	}
 }
 

@@ -31,6 +31,9 @@ type probeSpec struct {
 	ProxyArch uint16
 	// ClientIP is the interface's address, the request's ciaddr.
 	ClientIP string
+	// Select broadcasts, after the offers, the DHCPREQUEST of a client that took the
+	// first offer holding an address: option 54 names that offer's server.
+	Select bool
 }
 
 // probeReply is one reply the probe received.
@@ -95,6 +98,7 @@ func probe(spec probeSpec) error {
 	if _, err := conn.WriteTo(disc.ToBytes(), &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ServerPort}); err != nil {
 		return err
 	}
+	var offers []*dhcpv4.DHCPv4
 	read := func(until time.Time, xid dhcpv4.TransactionID, port int) error {
 		conn.SetReadDeadline(until)
 		buf := make([]byte, 1500)
@@ -120,10 +124,31 @@ func probe(spec probeSpec) error {
 				out.ServerID = id.String()
 			}
 			json.NewEncoder(os.Stdout).Encode(out)
+			offers = append(offers, r)
 		}
 	}
 	if err := read(time.Now().Add(spec.Wait), disc.TransactionID, dhcpv4.ServerPort); err != nil {
 		return err
+	}
+	if spec.Select {
+		var chosen *dhcpv4.DHCPv4
+		for _, o := range offers {
+			if o.MessageType() == dhcpv4.MessageTypeOffer && !o.YourIPAddr.IsUnspecified() && chosen == nil {
+				chosen = o
+			}
+		}
+		if chosen == nil {
+			return fmt.Errorf("no offer with an address among %d replies", len(offers))
+		}
+		req := pxe(dhcpv4.MessageTypeRequest, spec.Arch, dhcpv4.WithTransactionID(disc.TransactionID),
+			dhcpv4.WithOption(dhcpv4.OptServerIdentifier(chosen.ServerIdentifier())),
+			dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(chosen.YourIPAddr)))
+		if _, err := conn.WriteTo(req.ToBytes(), &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ServerPort}); err != nil {
+			return err
+		}
+		if err := read(time.Now().Add(spec.Wait), req.TransactionID, dhcpv4.ServerPort); err != nil {
+			return err
+		}
 	}
 	if spec.Proxy == "" {
 		return nil

@@ -53,7 +53,9 @@ type Server struct {
 	ramdiskRoot *os.Root
 	leases      *lease.Store
 	handler     dhcp.Handler
-	extra       map[string]http.Handler
+	// bootServer answers the proxyDHCP port 4011 (proxy mode only).
+	bootServer dhcp.Handler
+	extra      map[string]http.Handler
 }
 
 // New checks cfg (INVALID_CONFIG with the field's path) and prepares a server.
@@ -101,28 +103,38 @@ func (s *Server) makeHandler(clock Clock) error {
 	serverIP := net.IP(s.cfg.ServerIP.AsSlice())
 	boot := dhcp.Boot{Files: files, TFTPServer: serverIP, HTTPBase: s.baseURL}
 	if s.cfg.Mode == Proxy {
-		s.handler = dhcp.Proxy{ServerIP: serverIP, Boot: boot, Seen: s.seen}.Handle
+		p := dhcp.Proxy{ServerIP: serverIP, Boot: boot, Seen: s.seen}
+		s.handler, s.bootServer = p.Handle, p.HandleBootServer
 		return nil
 	}
 	var err error
 	if s.leases, err = lease.Open(s.cfg.LeaseFile); err != nil {
 		return err
 	}
-	exclude := []netip.Addr{s.cfg.ServerIP}
-	if s.cfg.Router.IsValid() {
-		exclude = append(exclude, s.cfg.Router)
+	a := dhcp.Authoritative{ServerIP: serverIP, Boot: boot, Seen: s.seen, Log: s.log}
+	// The local subnet, when there is one, goes first.
+	local := s.cfg.hasLocal()
+	subs := s.cfg.Subnets
+	if local {
+		subs = append([]Subnet{s.cfg.local()}, subs...)
 	}
-	pool, err := lease.NewPool(s.leases, lease.Range{Start: s.cfg.Range.Start, End: s.cfg.Range.End}, exclude, time.Duration(s.cfg.LeaseTime), clock)
-	if err != nil {
-		return err
-	}
-	a := dhcp.Authoritative{ServerIP: serverIP, Pool: pool, Mask: net.CIDRMask(s.cfg.Subnet.Bits(), 32),
-		Boot: boot, Seen: s.seen, Log: s.log}
-	if s.cfg.Router.IsValid() {
-		a.Router = net.IP(s.cfg.Router.AsSlice())
-	}
-	for _, d := range s.cfg.DNS {
-		a.DNS = append(a.DNS, net.IP(d.AsSlice()))
+	for i, sub := range subs {
+		exclude := []netip.Addr{s.cfg.ServerIP}
+		if sub.Router.IsValid() {
+			exclude = append(exclude, sub.Router)
+		}
+		pool, err := lease.NewPool(s.leases, lease.Range{Start: sub.Range.Start, End: sub.Range.End}, exclude, time.Duration(sub.LeaseTime), clock)
+		if err != nil {
+			return err
+		}
+		d := dhcp.Subnet{Prefix: sub.Subnet, Pool: pool, Local: local && i == 0}
+		if sub.Router.IsValid() {
+			d.Router = net.IP(sub.Router.AsSlice())
+		}
+		for _, dns := range sub.DNS {
+			d.DNS = append(d.DNS, net.IP(dns.AsSlice()))
+		}
+		a.Subnets = append(a.Subnets, d)
 	}
 	s.handler = a.Handle
 	return nil
@@ -136,7 +148,7 @@ func (s *Server) seen(c dhcp.Client) {
 	s.discover.record(Discovery{MAC: c.MAC, UUID: c.UUID, Arch: uint16(c.Arch), HasArch: c.HasArch, Source: "dhcp"})
 }
 
-// DHCPHandler is the server's DHCP handler, a plain function of the request.
+// DHCPHandler is the server's DHCP handler of port 67, a plain function of the request.
 func (s *Server) DHCPHandler() dhcp.Handler { return s.handler }
 
 // HTTPHandler answers scripts (/boot/<mac>.ipxe), ramdisk files (/ramdisk/<name>),
@@ -170,17 +182,17 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Wait()
 		return err
 	}
-	ports := []int{s.cfg.DHCPPort}
+	handlers := map[int]dhcp.Handler{s.cfg.DHCPPort: s.handler}
 	if s.cfg.Mode == Proxy {
-		ports = append(ports, s.cfg.ProxyPort)
+		handlers[s.cfg.ProxyPort] = s.bootServer
 	}
-	for _, port := range ports {
+	for port, h := range handlers {
 		conn, err := server4.NewIPv4UDPConn(s.cfg.Interface, &net.UDPAddr{Port: port})
 		if err != nil {
 			return abort(fmt.Errorf("boot: dhcp on %s port %d: %w", s.cfg.Interface, port, err))
 		}
 		s.growReadBuffer(conn, "dhcp")
-		wg.Go(func() { fail("dhcp", dhcp.Serve(ctx, conn, s.handler, s.log)) })
+		wg.Go(func() { fail("dhcp", dhcp.Serve(ctx, conn, h, s.log)) })
 	}
 
 	tconn, err := net.ListenPacket("udp4", netip.AddrPortFrom(s.cfg.ServerIP, uint16(s.cfg.TFTPPort)).String())
@@ -196,12 +208,10 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Go(func() { fail("tftp", ts.Serve(tconn)) })
 	context.AfterFunc(ctx, ts.Shutdown)
 
-	lc := httpListenConfig(s.cfg.HTTPSendBuffer)
-	hl, err := lc.Listen(ctx, "tcp4", netip.AddrPortFrom(s.cfg.ServerIP, uint16(s.cfg.HTTPPort)).String())
+	hl, hs, err := s.listenHTTP(ctx, netip.AddrPortFrom(s.cfg.ServerIP, uint16(s.cfg.HTTPPort)).String())
 	if err != nil {
 		return abort(fmt.Errorf("boot: http: %w", err))
 	}
-	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	wg.Go(func() {
 		if err := hs.Serve(hl); !errors.Is(err, http.ErrServerClosed) {
 			fail("http", err)

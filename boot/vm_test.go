@@ -77,13 +77,7 @@ func TestVMBootsRamdisk(t *testing.T) {
 				}
 				srv.SetEntries(t, entry)
 			}
-			var line string
-			waitFor(t, 180*time.Second, console, func() bool {
-				b, _ := os.ReadFile(console)
-				_, rest, ok := strings.Cut(string(b), marker)
-				line, _, _ = strings.Cut(rest, "\n")
-				return ok && strings.Contains(rest, "\n")
-			})
+			line := ramdiskCommandLine(t, console)
 			t.Logf("ramdisk up after %s", time.Since(start).Round(time.Second))
 			want := "initrd=initrd console=ttyS0 panic=-1 bc.registry=https://registry.test:7443 bc.pins=sha256/AAAA,sha256/BBBB,sha256/CCCC bc.token=rt_vm"
 			if strings.TrimSpace(line) != want {
@@ -99,6 +93,20 @@ func startVM(t *testing.T, n testNet) string {
 	t.Helper()
 	return n.lan.StartVM(t, "", "-m", "256", "-no-reboot", "-boot", "order=n", "-uuid", vmUUID,
 		"-device", "e1000,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
+}
+
+// ramdiskCommandLine waits up to 180 s for the test ramdisk's console line and returns
+// the command line it prints.
+func ramdiskCommandLine(t *testing.T, console string) string {
+	t.Helper()
+	var line string
+	waitFor(t, 180*time.Second, console, func() bool {
+		b, _ := os.ReadFile(console)
+		_, rest, ok := strings.Cut(string(b), marker)
+		line, _, _ = strings.Cut(rest, "\n")
+		return ok && strings.Contains(rest, "\n")
+	})
+	return line
 }
 
 // waitFor polls cond until it holds, failing the test after d.

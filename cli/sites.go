@@ -110,7 +110,7 @@ var siteCommands = []command{{
 			x.print(out, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "IMAGE\tDIGEST\tSTATE\tSIZE\tLAST USED")
 				for _, l := range out.Locations {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", l.ImageID, l.Digest, l.State, l.SizeBytes, l.LastUsed.Format(time.RFC3339))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", l.ImageID, l.Digest, l.State, l.SizeBytes, orDash(l.LastUsed))
 				}
 			})
 			return nil

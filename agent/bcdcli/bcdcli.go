@@ -97,17 +97,33 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return 2
 	}
 	if err := run(ctx, env); err != nil {
-		e := proto.AsError(err)
-		fmt.Fprintf(env.Stderr, "bcd %s: error: %s: %s\n", args[0], e.Code, e.Message)
-		if e.Details.Path != "" {
-			fmt.Fprintf(env.Stderr, "  at: %s\n", e.Details.Path)
-		}
-		if e.Details.Reason != "" {
-			fmt.Fprintf(env.Stderr, "  reason: %s\n", e.Details.Reason)
+		for _, err := range joined(err) {
+			e := proto.AsError(err)
+			fmt.Fprintf(env.Stderr, "bcd %s: error: %s: %s\n", args[0], e.Code, e.Message)
+			if e.Details.Path != "" {
+				fmt.Fprintf(env.Stderr, "  at: %s\n", e.Details.Path)
+			}
+			if e.Details.Reason != "" {
+				fmt.Fprintf(env.Stderr, "  reason: %s\n", e.Details.Reason)
+			}
 		}
 		return 1
 	}
 	return 0
+}
+
+// joined is every error err joins (errors.Join, nested as a config's parts join their
+// own), in order; err alone when it joins none.
+func joined(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, joined(e)...)
+	}
+	return out
 }
 
 func printHelp(w io.Writer) {

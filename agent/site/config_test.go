@@ -57,6 +57,33 @@ func TestDecodeConfig(t *testing.T) {
 	}
 }
 
+// TestDecodeRoutedConfig: a site serving routed rack subnets beside its own segment
+// decodes, and an overlapping subnet is refused
+// at its path.
+func TestDecodeRoutedConfig(t *testing.T) {
+	dir := t.TempDir()
+	doc := `{"version": 1, "cache": {"dir": "` + dir + `"}, "boot": {"interface": "eth0", "mode": "authoritative", "serverIP": "10.20.0.2",
+	  "ipxeDir": "` + dir + `", "ramdiskDir": "` + dir + `", "leaseFile": "` + dir + `/leases.db", "leaseTime": "2h",
+	  "subnet": "10.20.0.0/24", "range": {"start": "10.20.0.100", "end": "10.20.0.199"},
+	  "subnets": [{"subnet": "10.21.0.0/24", "range": {"start": "10.21.0.50", "end": "10.21.0.250"}, "router": "10.21.0.1", "leaseTime": "30m"},
+	              {"subnet": "SECOND", "range": {"start": "10.22.0.10", "end": "10.22.0.20"}}]}}`
+	c, err := DecodeConfig([]byte(strings.Replace(doc, "SECOND", "10.22.0.0/24", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Boot.Subnets) != 2 || c.Boot.Subnets[0].LeaseTime != boot.Duration(30*time.Minute) {
+		t.Errorf("routed subnets %+v", c.Boot.Subnets)
+	}
+	_, err = DecodeConfig([]byte(strings.Replace(strings.Replace(doc, "SECOND", "10.20.0.128/25", 1), "10.22.0.", "10.20.0.2", 2)))
+	var paths []string
+	for _, e := range flatten(err) {
+		paths = append(paths, proto.AsError(e).Details.Path)
+	}
+	if len(paths) != 1 || paths[0] != "boot.subnets[1].subnet" {
+		t.Errorf("overlapping subnet: %v", err)
+	}
+}
+
 // flatten lists the errors joined in err.
 func flatten(err error) []error {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {

@@ -10,28 +10,79 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
 
-// Authoritative is the DHCP server of a range: it leases addresses from Pool and adds
-// boot information for network-boot clients.
-type Authoritative struct {
-	// ServerIP is this server's address (option 54, and the default router's absence).
-	ServerIP net.IP
-	Pool     *lease.Pool
-	// Mask is the subnet mask (option 1).
-	Mask net.IPMask
+// Subnet is a network the authoritative server leases addresses in.
+type Subnet struct {
+	// Prefix is the network; its mask is option 1.
+	Prefix netip.Prefix
+	Pool   *lease.Pool
 	// Router (option 3) and DNS (option 6) are left out when empty.
 	Router net.IP
 	DNS    []net.IP
-	Boot   Boot
+	// Local marks the server's own segment: the requests that come without a relay
+	// agent and without a client address are answered from it.
+	Local bool
+}
+
+// Authoritative is the DHCP server of its subnets: it leases addresses from their pools
+// and adds boot information for network-boot clients.
+type Authoritative struct {
+	// ServerIP is this server's address (option 54 and siaddr).
+	ServerIP net.IP
+	// Subnets are the local subnet, if any, and the routed ones; they do not overlap.
+	Subnets []Subnet
+	Boot    Boot
 	// Seen is told of every network-boot client that asks; nil for none.
 	Seen func(Client)
 	Log  *slog.Logger
 }
 
+// subnet is the subnet a request is answered from (RFC 2131 section 4.3.1), nil for
+// none: a relayed request's is the subnet of its link, a request from a client that has
+// an address (a renewal sent straight to the server) the subnet of that address, any
+// other the local subnet.
+func (s Authoritative) subnet(req *dhcpv4.DHCPv4) *Subnet {
+	var at netip.Addr
+	switch {
+	case addr(req.GatewayIPAddr).IsValid():
+		at = link(req)
+	case addr(req.ClientIPAddr).IsValid():
+		at = addr(req.ClientIPAddr)
+	}
+	for i := range s.Subnets {
+		sub := &s.Subnets[i]
+		if at.IsValid() && sub.Prefix.Contains(at) || !at.IsValid() && sub.Local {
+			return sub
+		}
+	}
+	return nil
+}
+
+// link is the address of the link a relayed request came from: the link selection
+// sub-option of option 82 (RFC 3527), else the subnet selection option 118 (RFC 3011),
+// else giaddr. Both options count only in a relayed request.
+func link(req *dhcpv4.DHCPv4) netip.Addr {
+	if rai := req.RelayAgentInfo(); rai != nil {
+		if a := addr(net.IP(rai.Get(dhcpv4.LinkSelectionSubOption))); a.IsValid() {
+			return a
+		}
+	}
+	if a := addr(net.IP(req.GetOneOption(dhcpv4.OptionSubnetSelection))); a.IsValid() {
+		return a
+	}
+	return addr(req.GatewayIPAddr)
+}
+
 // Handle answers one request. A DHCPREQUEST is acknowledged only once its lease is on
-// disk, so Handle may wait for the lease file's next commit.
+// disk, so Handle may wait for the lease file's next commit. A request of no subnet of
+// the server's (relayed from a link it does not serve) is not answered.
 func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 	c, ok := Classify(req)
 	if !ok {
+		return nil, false
+	}
+	sub := s.subnet(req)
+	if sub == nil {
+		s.Log.Debug("dhcp request of no subnet served here", "mac", c.MAC.String(), "giaddr", req.GatewayIPAddr.String(), "ciaddr", req.ClientIPAddr.String())
 		return nil, false
 	}
 	mac := c.MAC.String()
@@ -43,12 +94,12 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 	}
 	switch req.MessageType() {
 	case dhcpv4.MessageTypeDiscover:
-		ip, err := s.Pool.Offer(mac, addr(req.RequestedIPAddress()))
+		ip, err := sub.Pool.Offer(mac, addr(req.RequestedIPAddress()))
 		if err != nil {
 			s.Log.Warn("no address to offer", "mac", mac, "err", err)
 			return nil, false
 		}
-		return s.answer(req, c, dhcpv4.MessageTypeOffer, ip)
+		return s.answer(req, c, sub, dhcpv4.MessageTypeOffer, ip)
 	case dhcpv4.MessageTypeRequest:
 		if id := req.ServerIdentifier(); id != nil && !id.Equal(s.ServerIP) {
 			return nil, false // the client chose another server's offer
@@ -60,38 +111,38 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 		if !ip.IsValid() {
 			return nil, false
 		}
-		if _, err := s.Pool.Ack(mac, ip); err != nil {
+		if _, err := sub.Pool.Ack(mac, ip); err != nil {
 			if errors.Is(err, lease.ErrNotYours) {
 				return s.nak(req)
 			}
 			s.Log.Error("lease not stored: no DHCPACK sent", "mac", mac, "ip", ip, "err", err)
 			return nil, false
 		}
-		return s.answer(req, c, dhcpv4.MessageTypeAck, ip)
+		return s.answer(req, c, sub, dhcpv4.MessageTypeAck, ip)
 	case dhcpv4.MessageTypeRelease:
-		if err := s.Pool.Release(mac, addr(req.ClientIPAddr)); err != nil && !errors.Is(err, lease.ErrNotYours) {
+		if err := sub.Pool.Release(mac, addr(req.ClientIPAddr)); err != nil && !errors.Is(err, lease.ErrNotYours) {
 			s.Log.Error("release not stored", "mac", mac, "err", err)
 		}
 		return nil, false
 	case dhcpv4.MessageTypeDecline:
-		if err := s.Pool.Decline(mac, addr(req.RequestedIPAddress())); err != nil && !errors.Is(err, lease.ErrNotYours) {
+		if err := sub.Pool.Decline(mac, addr(req.RequestedIPAddress())); err != nil && !errors.Is(err, lease.ErrNotYours) {
 			s.Log.Error("decline not stored", "mac", mac, "err", err)
 		}
 		return nil, false
 	case dhcpv4.MessageTypeInform:
-		return s.answer(req, c, dhcpv4.MessageTypeAck, netip.Addr{})
+		return s.answer(req, c, sub, dhcpv4.MessageTypeAck, netip.Addr{})
 	}
 	return nil, false
 }
 
 // answer builds an offer or acknowledgement of ip (none for DHCPINFORM).
-func (s Authoritative) answer(req *dhcpv4.DHCPv4, c Client, t dhcpv4.MessageType, ip netip.Addr) (*dhcpv4.DHCPv4, bool) {
+func (s Authoritative) answer(req *dhcpv4.DHCPv4, c Client, sub *Subnet, t dhcpv4.MessageType, ip netip.Addr) (*dhcpv4.DHCPv4, bool) {
 	resp, ok := reply(req, t, s.ServerIP)
 	if !ok {
 		return nil, false
 	}
 	if ip.IsValid() {
-		ttl := s.Pool.TTL()
+		ttl := sub.Pool.TTL()
 		resp.YourIPAddr = net.IP(ip.AsSlice())
 		resp.UpdateOption(dhcpv4.OptIPAddressLeaseTime(ttl))
 		resp.UpdateOption(dhcpv4.OptRenewTimeValue(ttl / 2))
@@ -99,12 +150,12 @@ func (s Authoritative) answer(req *dhcpv4.DHCPv4, c Client, t dhcpv4.MessageType
 	} else {
 		resp.ClientIPAddr = req.ClientIPAddr
 	}
-	resp.UpdateOption(dhcpv4.OptSubnetMask(s.Mask))
-	if s.Router != nil {
-		resp.UpdateOption(dhcpv4.OptRouter(s.Router))
+	resp.UpdateOption(dhcpv4.OptSubnetMask(net.CIDRMask(sub.Prefix.Bits(), 32)))
+	if sub.Router != nil {
+		resp.UpdateOption(dhcpv4.OptRouter(sub.Router))
 	}
-	if len(s.DNS) > 0 {
-		resp.UpdateOption(dhcpv4.OptDNS(s.DNS...))
+	if len(sub.DNS) > 0 {
+		resp.UpdateOption(dhcpv4.OptDNS(sub.DNS...))
 	}
 	if a, ok := s.Boot.Choose(c); ok {
 		addBoot(resp, req, a, s.Boot.TFTPServer)

@@ -35,10 +35,16 @@ type Client struct {
 // Netboot reports whether the client asks to boot from the network.
 func (c Client) Netboot() bool { return c.PXE || c.HTTPBoot || c.IPXE }
 
+// MachineMAC reports whether mac can be a machine's own: 6 bytes, neither all zero nor
+// a group address (multicast, broadcast included: the low bit of the first byte).
+func MachineMAC(mac net.HardwareAddr) bool {
+	return len(mac) == 6 && mac[0]&1 == 0 && !slices.Equal(mac, make(net.HardwareAddr, 6))
+}
+
 // Classify reads a request's client; ok is false for anything but an Ethernet request
-// with a 6-byte hardware address.
+// from a MachineMAC.
 func Classify(req *dhcpv4.DHCPv4) (c Client, ok bool) {
-	if req.OpCode != dhcpv4.OpcodeBootRequest || req.HWType != iana.HWTypeEthernet || len(req.ClientHWAddr) != 6 {
+	if req.OpCode != dhcpv4.OpcodeBootRequest || req.HWType != iana.HWTypeEthernet || !MachineMAC(req.ClientHWAddr) {
 		return Client{}, false
 	}
 	c.MAC = append(net.HardwareAddr(nil), req.ClientHWAddr...)

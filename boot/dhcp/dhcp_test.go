@@ -116,6 +116,21 @@ func TestChoose(t *testing.T) {
 	}
 }
 
+// TestClassifyRefusesImpossibleMACs: a request from a group or all-zero hardware
+// address is no machine's and is not answered or discovered.
+func TestClassifyRefusesImpossibleMACs(t *testing.T) {
+	for _, m := range []string{"ff:ff:ff:ff:ff:ff", "01:00:5e:00:00:01", "33:33:00:00:00:01", "00:00:00:00:00:00"} {
+		req := client{arch: archp(iana.INTEL_X86PC), vendor: pxe, msg: dhcpv4.MessageTypeDiscover}.packet(t)
+		req.ClientHWAddr, _ = net.ParseMAC(m)
+		if _, ok := Classify(req); ok {
+			t.Errorf("%s classified as a client", m)
+		}
+	}
+	if !MachineMAC(mac) {
+		t.Errorf("%s refused", mac)
+	}
+}
+
 func TestClassifyUUID(t *testing.T) {
 	c, _ := Classify(client{uuid: true, msg: dhcpv4.MessageTypeDiscover}.packet(t))
 	if diff := cmp.Diff("12345678-1234-5678-1234-56789abcdef0", c.UUID); diff != "" {
@@ -144,23 +159,34 @@ func TestProxy(t *testing.T) {
 	cases := map[string]struct {
 		c    client
 		want *summary
+		// bootServer sends the request to port 4011 (HandleBootServer), not 67.
+		bootServer bool
 	}{
 		"BIOS discover": {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, uuid: true, msg: dhcpv4.MessageTypeDiscover},
 			want: &summary{Type: "OFFER", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "undionly.kpxe", Option67: "undionly.kpxe", Vendor: "PXEClient", Option66: "10.9.0.1", ServerID: "10.9.0.1", UUID: true}},
-		"UEFI request on 4011": {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 50)},
+		"UEFI request on 4011": {bootServer: true, c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 50)},
 			want: &summary{Type: "ACK", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "snponly.efi", Option67: "snponly.efi", Vendor: "PXEClient", Option66: "10.9.0.1", ServerID: "10.9.0.1"}},
 		"iPXE discover": {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, ipxe: true, msg: dhcpv4.MessageTypeDiscover},
 			want: &summary{Type: "OFFER", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "http://10.9.0.1/boot/52-54-00-12-34-56.ipxe", Option67: "http://10.9.0.1/boot/52-54-00-12-34-56.ipxe", Vendor: "PXEClient", ServerID: "10.9.0.1"}},
-		"plain client ignored":   {c: client{msg: dhcpv4.MessageTypeDiscover}},
-		"iPXE without PXEClient": {c: client{ipxe: true, msg: dhcpv4.MessageTypeDiscover}},
-		"release ignored":        {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, msg: dhcpv4.MessageTypeRelease}},
-		"unknown arch ignored":   {c: client{arch: archp(iana.EFI_IA32), vendor: pxe, msg: dhcpv4.MessageTypeDiscover}},
+		"request naming the proxy": {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 50), serverID: serverIP},
+			want: &summary{Type: "ACK", YourIP: "0.0.0.0", ServerIP: "10.9.0.1", File: "snponly.efi", Option67: "snponly.efi", Vendor: "PXEClient", Option66: "10.9.0.1", ServerID: "10.9.0.1"}},
+		"request selecting another server":         {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 50), serverID: net.IPv4(10, 9, 0, 2)}},
+		"request selecting another server on 4011": {bootServer: true, c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 50), serverID: net.IPv4(10, 9, 0, 2)}},
+		"request without a server on 67":           {c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 50)}},
+		"plain client ignored":                     {c: client{msg: dhcpv4.MessageTypeDiscover}},
+		"iPXE without PXEClient":                   {c: client{ipxe: true, msg: dhcpv4.MessageTypeDiscover}},
+		"release ignored":                          {c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe, msg: dhcpv4.MessageTypeRelease}},
+		"unknown arch ignored":                     {c: client{arch: archp(iana.EFI_IA32), vendor: pxe, msg: dhcpv4.MessageTypeDiscover}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var seen []Client
 			p := Proxy{ServerIP: serverIP, Boot: boot, Seen: func(c Client) { seen = append(seen, c) }}
-			resp, ok := p.Handle(tc.c.packet(t))
+			handle := p.Handle
+			if tc.bootServer {
+				handle = p.HandleBootServer
+			}
+			resp, ok := handle(tc.c.packet(t))
 			if tc.want == nil {
 				if ok {
 					t.Fatalf("answered %s", resp.Summary())
@@ -193,8 +219,8 @@ func newAuthoritative(t testing.TB) (Authoritative, *lease.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Authoritative{ServerIP: serverIP, Pool: pool, Mask: net.CIDRMask(24, 32), Router: serverIP, Boot: boot,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, store
+	return Authoritative{ServerIP: serverIP, Subnets: []Subnet{{Prefix: netip.MustParsePrefix("10.9.0.0/24"), Pool: pool, Router: serverIP, Local: true}},
+		Boot: boot, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, store
 }
 
 // TestNoAckWithoutDurableLease: when the lease can not be written, no DHCPACK goes out.
@@ -313,7 +339,17 @@ func FuzzHandle(f *testing.F) {
 	} {
 		f.Add(c.packet(f).ToBytes())
 	}
-	auth, _ := newAuthoritative(f)
+	relayed := client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007", msg: dhcpv4.MessageTypeDiscover}.packet(f)
+	relayed.GatewayIPAddr = net.IPv4(10, 8, 0, 1)
+	relayed.UpdateOption(dhcpv4.OptRelayAgentInfo(dhcpv4.OptGeneric(dhcpv4.LinkSelectionSubOption, []byte{10, 8, 0, 0})))
+	relayed.UpdateOption(dhcpv4.OptGeneric(dhcpv4.OptionSubnetSelection, []byte{10, 8, 0, 0}))
+	f.Add(relayed.ToBytes())
+	auth, store := newAuthoritative(f)
+	routed, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")}, nil, time.Hour, clock.NewFake(time.Unix(1e9, 0)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	auth.Subnets = append(auth.Subnets, Subnet{Prefix: netip.MustParsePrefix("10.8.0.0/24"), Pool: routed})
 	proxy := Proxy{ServerIP: serverIP, Boot: boot, Seen: func(Client) {}}
 	peer := &net.UDPAddr{IP: net.IPv4zero, Port: 68}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -321,7 +357,7 @@ func FuzzHandle(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for _, h := range []Handler{auth.Handle, proxy.Handle} {
+		for _, h := range []Handler{auth.Handle, proxy.Handle, proxy.HandleBootServer} {
 			if resp, ok := h(req); ok {
 				if _, err := dhcpv4.FromBytes(resp.ToBytes()); err != nil {
 					t.Fatalf("reply does not parse: %v", err)
@@ -330,4 +366,105 @@ func FuzzHandle(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRelayed: with a routed subnet beside the local one, a relayed request is answered
+// from the subnet of its link (option 82 sub-option 5, option 118, giaddr, in that
+// order), with that subnet's address, mask, router and lease time, and the relay agent
+// option echoed; a request of a link served by no subnet is not answered.
+func TestRelayed(t *testing.T) {
+	s, store := newAuthoritative(t)
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.8.0.100"), End: netip.MustParseAddr("10.8.0.120")},
+		[]netip.Addr{netip.MustParseAddr("10.8.0.1")}, 30*time.Minute, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Subnets = append(s.Subnets, Subnet{Prefix: netip.MustParsePrefix("10.8.0.0/23"), Pool: pool, Router: net.IPv4(10, 8, 0, 1)})
+	linkSel := func(ip net.IP) dhcpv4.Modifier {
+		return dhcpv4.WithOption(dhcpv4.OptRelayAgentInfo(dhcpv4.OptGeneric(dhcpv4.LinkSelectionSubOption, ip.To4()),
+			dhcpv4.OptGeneric(dhcpv4.AgentCircuitIDSubOption, []byte("port7"))))
+	}
+	type got struct {
+		// Subnet is the one of the two subnets that holds yiaddr.
+		Type, Subnet, Mask, Router, Giaddr string
+		Lease                              time.Duration
+		Agent                              bool
+	}
+	cases := []struct {
+		name string
+		gw   net.IP
+		mods []dhcpv4.Modifier
+		msg  dhcpv4.MessageType
+		ci   net.IP
+		want *got
+		// again: the client of the case before
+		again bool
+	}{
+		{name: "relayed from the routed subnet", gw: net.IPv4(10, 8, 0, 1), msg: dhcpv4.MessageTypeDiscover,
+			want: &got{"OFFER", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "10.8.0.1", 30 * time.Minute, false}},
+		{name: "relayed from a link nobody serves", gw: net.IPv4(10, 99, 0, 1), msg: dhcpv4.MessageTypeDiscover},
+		{name: "link selection names the routed subnet", gw: net.IPv4(10, 7, 0, 1), mods: []dhcpv4.Modifier{linkSel(net.IPv4(10, 8, 1, 0))},
+			msg: dhcpv4.MessageTypeDiscover, want: &got{"OFFER", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "10.7.0.1", 30 * time.Minute, true}},
+		{name: "link selection before giaddr", gw: net.IPv4(10, 8, 0, 1), mods: []dhcpv4.Modifier{linkSel(net.IPv4(10, 99, 0, 0))},
+			msg: dhcpv4.MessageTypeDiscover},
+		{name: "subnet selection", gw: net.IPv4(10, 7, 0, 1), mods: []dhcpv4.Modifier{dhcpv4.WithGeneric(dhcpv4.OptionSubnetSelection, []byte{10, 8, 0, 9})},
+			msg: dhcpv4.MessageTypeDiscover, want: &got{"OFFER", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "10.7.0.1", 30 * time.Minute, false}},
+		{name: "subnet selection without a relay is not looked at", mods: []dhcpv4.Modifier{dhcpv4.WithGeneric(dhcpv4.OptionSubnetSelection, []byte{10, 8, 0, 9})},
+			msg: dhcpv4.MessageTypeDiscover, want: &got{"OFFER", "10.9.0.0/24", "255.255.255.0", "10.9.0.1", "0.0.0.0", time.Hour, false}},
+		{name: "relayed request", gw: net.IPv4(10, 8, 0, 1), mods: []dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 8, 0, 110)))},
+			msg: dhcpv4.MessageTypeRequest, want: &got{"ACK", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "10.8.0.1", 30 * time.Minute, false}},
+		{name: "renewal straight to the server", ci: net.IPv4(10, 8, 0, 110), msg: dhcpv4.MessageTypeRequest, again: true,
+			want: &got{"ACK", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "0.0.0.0", 30 * time.Minute, false}},
+		{name: "renewal of an address nobody serves", ci: net.IPv4(10, 99, 0, 5), msg: dhcpv4.MessageTypeRequest},
+		{name: "local client", msg: dhcpv4.MessageTypeDiscover, want: &got{"OFFER", "10.9.0.0/24", "255.255.255.0", "10.9.0.1", "0.0.0.0", time.Hour, false}},
+	}
+	hw := net.HardwareAddr{0x52, 0x54, 0, 0, 1, 0}
+	for _, c := range cases {
+		if !c.again {
+			hw = append(net.HardwareAddr(nil), hw...)
+			hw[5]++
+		}
+		t.Run(c.name, func(t *testing.T) {
+			mods := append([]dhcpv4.Modifier{dhcpv4.WithMessageType(c.msg), dhcpv4.WithHwAddr(hw)}, c.mods...)
+			if c.gw != nil {
+				mods = append(mods, dhcpv4.WithGatewayIP(c.gw))
+			}
+			if c.ci != nil {
+				mods = append(mods, dhcpv4.WithClientIP(c.ci))
+			}
+			req, err := dhcpv4.New(mods...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, ok := s.Handle(req)
+			if c.want == nil {
+				if ok {
+					t.Fatalf("answered %s", resp.Summary())
+				}
+				return
+			}
+			if !ok {
+				t.Fatal("no answer")
+			}
+			g := got{Type: resp.MessageType().String(), Subnet: resp.YourIPAddr.String(), Mask: net.IP(resp.SubnetMask()).String(),
+				Giaddr: resp.GatewayIPAddr.String(), Lease: resp.IPAddressLeaseTime(0), Agent: resp.RelayAgentInfo() != nil}
+			for _, p := range []string{"10.8.0.0/23", "10.9.0.0/24"} {
+				if netip.MustParsePrefix(p).Contains(addr(resp.YourIPAddr)) {
+					g.Subnet = p
+				}
+			}
+			if r := resp.Router(); len(r) == 1 {
+				g.Router = r[0].String()
+			}
+			if diff := cmp.Diff(*c.want, g); diff != "" {
+				t.Errorf("reply (-want +got):\n%s", diff)
+			}
+			if c.gw != nil {
+				if d := Destination(req, resp, &net.UDPAddr{IP: c.gw, Port: 67}).String(); d != c.gw.String()+":67" {
+					t.Errorf("sent to %s, want the relay at %s:67", d, c.gw)
+				}
+			}
+		})
+	}
 }

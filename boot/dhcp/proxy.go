@@ -8,7 +8,8 @@ import (
 
 // Proxy is a proxyDHCP server: beside another DHCP server that hands out addresses, it
 // answers network-boot clients with boot information only (no address), on port 67 to
-// their DHCPDISCOVER and on port 4011 to the DHCPREQUEST some firmware sends it after.
+// their DHCPDISCOVER (Handle) and on port 4011 to the DHCPREQUEST some firmware sends it
+// after (HandleBootServer).
 type Proxy struct {
 	// ServerIP is this server's address (option 54).
 	ServerIP net.IP
@@ -17,8 +18,30 @@ type Proxy struct {
 	Seen func(Client)
 }
 
-// Handle answers one request.
+// Handle answers one request on port 67. A DHCPREQUEST there is answered only when its
+// option 54 names this server: one that names another server selects that server's
+// offer, and one without it (INIT-REBOOT, a renewal) is for the server that holds the
+// client's lease, which a proxy never is (RFC 2131 section 4.3.2). An acknowledgement
+// from the proxy, without an address, could otherwise be the one a client takes.
 func (p Proxy) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
+	if req.MessageType() == dhcpv4.MessageTypeRequest && !req.ServerIdentifier().Equal(p.ServerIP) {
+		return nil, false
+	}
+	return p.answer(req)
+}
+
+// HandleBootServer answers one request on the boot-server port 4011, where firmware
+// sends its DHCPREQUEST to the proxy alone, with or without option 54; one whose option
+// 54 names another server is not answered.
+func (p Proxy) HandleBootServer(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
+	if id := req.ServerIdentifier(); id != nil && !id.Equal(p.ServerIP) {
+		return nil, false
+	}
+	return p.answer(req)
+}
+
+// answer answers a request the port's rule let through.
+func (p Proxy) answer(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 	c, ok := Classify(req)
 	if !ok || !(c.PXE || c.HTTPBoot) {
 		return nil, false

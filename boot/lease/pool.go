@@ -51,8 +51,9 @@ type Pool struct {
 	next   netip.Addr
 }
 
-// NewPool loads the leases of store and hands out addresses of rng, never one of exclude
-// (the server's own address), for ttl each.
+// NewPool loads the leases of store in rng and hands out addresses of rng, never one of
+// exclude (the server's own address), for ttl each. Pools of ranges that do not overlap
+// may share a store.
 func NewPool(store *Store, rng Range, exclude []netip.Addr, ttl time.Duration, clock Clock) (*Pool, error) {
 	if !rng.Start.Is4() || !rng.End.Is4() || rng.End.Less(rng.Start) {
 		return nil, fmt.Errorf("lease: range %s-%s is not an IPv4 range", rng.Start, rng.End)
@@ -67,6 +68,9 @@ func NewPool(store *Store, rng Range, exclude []netip.Addr, ttl time.Duration, c
 		return nil, err
 	}
 	for _, l := range all {
+		if !rng.Contains(l.IP) {
+			continue
+		}
 		p.byIP[l.IP] = l
 		if l.MAC == Declined {
 			continue

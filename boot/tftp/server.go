@@ -1,13 +1,15 @@
 package tftp
 
 import (
-	"context"
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"io/fs"
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/pin/tftp/v3"
@@ -58,9 +60,11 @@ func New(dir string, opts Options, log *slog.Logger) (*Server, error) {
 	return s, nil
 }
 
-// Serve answers requests on conn until Shutdown.
+// Serve answers requests on conn until Shutdown. The requests the server refuses are
+// answered before pin/tftp sees them (gate), with the codes of RFC 1350, since pin/tftp
+// sends every error it answers with code 1, "file not found", and the error's own text.
 func (s *Server) Serve(conn net.PacketConn) error {
-	return s.srv.Serve(conn)
+	return s.srv.Serve(gate{PacketConn: conn, s: s})
 }
 
 // Shutdown stops serving, waits for transfers in flight, and closes the root.
@@ -69,18 +73,92 @@ func (s *Server) Shutdown() {
 	s.root.Close()
 }
 
-// read answers one read request. A client that asked for tsize gets the file's size in
-// the option acknowledgement; UEFI firmware asks for it first and then aborts, which the
-// hook logs as a size probe rather than a failure.
+// The TFTP opcodes and error codes (RFC 1350) the gate uses.
+const (
+	opRRQ            = 1
+	opWRQ            = 2
+	opERROR          = 5
+	errNotFound      = 1
+	errAccess        = 2
+	errIllegal       = 4
+	maxErrorDatagram = 512
+)
+
+// gate is the listening socket as pin/tftp reads it: a read request the server will not
+// serve, a write request, and anything else that is not a read request are answered
+// here, from the listening port, with a fixed message (the reason, which may hold system
+// call text, goes only to the log), and pin/tftp never sees them. pin/tftp reads a gate
+// through ReadFrom, without IP_PKTINFO, so each transfer's socket is bound to the
+// wildcard address and the kernel picks its source address by route: the address of
+// the interface towards the client.
+type gate struct {
+	net.PacketConn
+	s *Server
+}
+
+func (g gate) ReadFrom(p []byte) (int, net.Addr, error) {
+	for {
+		n, from, err := g.PacketConn.ReadFrom(p)
+		if err != nil || n < 2 {
+			return n, from, err
+		}
+		code, msg, refused := g.s.check(p[:n], from)
+		if !refused {
+			return n, from, nil
+		}
+		if code != 0 {
+			g.PacketConn.WriteTo(errorDatagram(code, msg), from)
+		}
+	}
+}
+
+// check says whether the server refuses a datagram that came to the listening port,
+// and with which error code and message; code 0 is a refusal without answer.
+func (s *Server) check(b []byte, from net.Addr) (code uint16, msg string, refused bool) {
+	switch binary.BigEndian.Uint16(b) {
+	case opRRQ:
+	case opWRQ:
+		s.log.Info("tftp write request refused", "client", from.String())
+		return errAccess, "access violation: this server is read-only", true
+	case opERROR:
+		return 0, "", true // never answer an error, lest two peers loop
+	default:
+		return errIllegal, "illegal TFTP operation: only read requests come to this port", true
+	}
+	fields := bytes.SplitN(b[2:], []byte{0}, 3)
+	if len(fields) < 3 || len(fields[0]) == 0 || len(fields[1]) == 0 {
+		return errIllegal, "illegal TFTP operation: a read request is a file name and a mode, each ended by a NUL", true
+	}
+	name := string(fields[0])
+	f, err := Open(s.root, name)
+	if err == nil {
+		f.Close()
+		return 0, "", false
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		s.log.Info("tftp request refused", "file", name, "client", from.String(), "err", err)
+		return errNotFound, "file not found", true
+	}
+	s.log.Warn("tftp request refused", "file", name, "client", from.String(), "err", err)
+	return errAccess, "access violation: only plain names of regular files in the boot directory are served", true
+}
+
+// errorDatagram is an ERROR datagram of code with msg.
+func errorDatagram(code uint16, msg string) []byte {
+	b := binary.BigEndian.AppendUint16(nil, opERROR)
+	b = binary.BigEndian.AppendUint16(b, code)
+	return append(append(b, msg[:min(len(msg), maxErrorDatagram-5)]...), 0)
+}
+
+// read answers one read request the gate let through. A client that asked for tsize
+// gets the file's size in the option acknowledgement; UEFI firmware asks for it first
+// and then aborts, which the hook logs as a size probe rather than a failure. pin/tftp
+// sends the text of the error read returns: it never carries the system's.
 func (s *Server) read(name string, rf io.ReaderFrom) error {
 	f, err := Open(s.root, name)
-	if err != nil {
-		level := slog.LevelWarn
-		if errors.Is(err, fs.ErrNotExist) {
-			level = slog.LevelInfo
-		}
-		s.log.Log(context.Background(), level, "tftp request refused", "file", name, "err", err)
-		return err
+	if err != nil { // the file went away or changed since the gate looked
+		s.log.Warn("tftp request refused", "file", name, "err", err)
+		return errors.New("file not found")
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil {
@@ -99,7 +177,15 @@ func (h hook) OnSuccess(st tftp.TransferStats) {
 	h.log.Info("tftp sent", "file", st.Filename, "client", st.RemoteAddr.String(), "blksize", st.Opts["blksize"], "datagrams", st.DatagramsSent, "duration", st.Duration)
 }
 
+// OnFailure logs a failed transfer. pin/tftp puts a client's error message into err
+// with its ending NUL, which is dropped here, as is the error of reading the listening
+// socket once it is closed (no file: the server is shutting down).
 func (h hook) OnFailure(st tftp.TransferStats, err error) {
+	if st.Filename == "" {
+		h.log.Debug("tftp listener", "err", err)
+		return
+	}
+	err = errors.New(strings.ReplaceAll(err.Error(), "\x00", ""))
 	if _, probe := st.Opts["tsize"]; probe && st.DatagramsSent <= 1 {
 		h.log.Info("tftp size probe", "file", st.Filename, "client", st.RemoteAddr.String(), "err", err)
 		return

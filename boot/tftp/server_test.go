@@ -181,6 +181,78 @@ func TestSizeProbe(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if l := logs.String(); strings.Contains(l, `\x00`) || strings.Contains(l, "\x00") {
+		t.Errorf("the log carries the client's NUL:\n%s", l)
+	}
+}
+
+// TestRefusals sends what the server refuses to its port and reads the ERROR it answers:
+// the code of RFC 1350 and a message with no system call text in it.
+func TestRefusals(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "ipxe.efi"), []byte("efi"), 0o644))
+	must(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	must(t, os.Symlink("/etc/hostname", filepath.Join(dir, "out")))
+	addr, logs := serve(t, dir, Options{})
+	server, _ := net.ResolveUDPAddr("udp4", addr)
+	rq := func(op uint16, fields ...string) []byte {
+		b := binary.BigEndian.AppendUint16(nil, op)
+		for _, f := range fields {
+			b = append(append(b, f...), 0)
+		}
+		return b
+	}
+	cases := map[string]struct {
+		datagram []byte
+		code     uint16
+	}{
+		"traversal":            {rq(1, "../secret", "octet"), 2},
+		"link out of the root": {rq(1, "out", "octet"), 2},
+		"directory":            {rq(1, "sub", "octet"), 2},
+		"backslash":            {rq(1, "a\\b", "octet"), 2},
+		"missing":              {rq(1, "snponly.efi", "octet"), 1},
+		"write request":        {rq(2, "ipxe.efi", "octet"), 2},
+		"no mode":              {rq(1, "ipxe.efi"), 4},
+		"data to the port":     {append(binary.BigEndian.AppendUint16(nil, 3), 0, 1, 'x'), 4},
+		"acknowledgement":      {binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 4), 1), 4},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+			must(t, err)
+			defer conn.Close()
+			_, err = conn.WriteTo(c.datagram, server)
+			must(t, err)
+			conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			buf := make([]byte, 1500)
+			n, _, err := conn.ReadFrom(buf)
+			must(t, err)
+			if op := binary.BigEndian.Uint16(buf); op != 5 || n < 5 || buf[n-1] != 0 {
+				t.Fatalf("answer %q, want an ERROR datagram", buf[:n])
+			}
+			msg := string(buf[4 : n-1])
+			if code := binary.BigEndian.Uint16(buf[2:]); code != c.code {
+				t.Errorf("error code %d (%q), want %d", code, msg, c.code)
+			}
+			for _, leak := range []string{"openat", "path escapes", "no such file", "tftp:", "/"} {
+				if strings.Contains(msg, leak) {
+					t.Errorf("message %q holds %q", msg, leak)
+				}
+			}
+		})
+	}
+	// An error sent to the port is not answered.
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	must(t, err)
+	defer conn.Close()
+	conn.WriteTo(rq(5, "\x00\x01boom"), server)
+	conn.SetReadDeadline(time.Now().Add(time.Second))
+	if n, _, err := conn.ReadFrom(make([]byte, 1500)); err == nil {
+		t.Errorf("an ERROR was answered (%d bytes)", n)
+	}
+	if !strings.Contains(logs.String(), "path escapes") {
+		t.Errorf("the log lacks the reason of the refusal:\n%s", logs)
+	}
 }
 
 type lockedBuffer struct {
@@ -198,4 +270,35 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// FuzzCheck feeds any datagram to the gate's check: it never panics, never lets through
+// anything but a read request of a file it can open, and answers only with the three
+// codes it uses.
+func FuzzCheck(f *testing.F) {
+	dir := f.TempDir()
+	must(f, os.WriteFile(filepath.Join(dir, "ipxe.efi"), []byte("efi"), 0o644))
+	for _, d := range []string{"\x00\x01ipxe.efi\x00octet\x00", "\x00\x01../x\x00octet\x00blksize\x001468\x00", "\x00\x02a\x00octet\x00",
+		"\x00\x05\x00\x01x\x00", "\x00\x03\x00\x01", "\x00\x01ipxe.efi"} {
+		f.Add([]byte(d))
+	}
+	s, err := New(dir, Options{}, slog.New(slog.DiscardHandler))
+	must(f, err)
+	from := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1069}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) < 2 {
+			return
+		}
+		code, msg, refused := s.check(b, from)
+		if !refused {
+			fields := bytes.SplitN(b[2:], []byte{0}, 3)
+			if binary.BigEndian.Uint16(b) != 1 || len(fields) < 3 || strings.TrimLeft(string(fields[0]), "/") != "ipxe.efi" {
+				t.Fatalf("let %q through", b)
+			}
+			return
+		}
+		if code != 0 && code != 1 && code != 2 && code != 4 || len(errorDatagram(code, msg)) > 512 {
+			t.Fatalf("%q refused with code %d, %q", b, code, msg)
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,6 +108,11 @@ func TestSiteLoopback(t *testing.T) {
 		testkit.JSON(t, admin, &locs, "sites", "locations", "rack-a")
 		return len(locs.Locations) == 1 && locs.Locations[0].Digest == digest && locs.Locations[0].State == proto.CacheReady
 	})
+	// Never used yet: the table's LAST USED is "-", not the zero time's year 1.
+	if res := testkit.CLI(t, admin, "sites", "locations", "rack-a"); res.Code != 0 || !strings.Contains(res.Stdout, "ready") ||
+		strings.Contains(res.Stdout, "0001-01-01") || !strings.HasSuffix(strings.TrimSpace(res.Stdout), " -") {
+		t.Errorf("sites locations table (exit %d):\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
 	var inv struct {
 		Sections []store.InventorySection
 	}
