@@ -86,6 +86,10 @@ type HostUnit struct {
 type SiteSpec struct {
 	// CacheImages are the images the site cache pulls and keeps.
 	CacheImages []CacheImage `json:"cacheImages,omitempty"`
+	// ImageSources are the host patterns of the site's `imageSources`: the site agent
+	// pulls no cache image whose source is outside them (ImageSourceAllowed), whatever
+	// CacheImages lists.
+	ImageSources []string `json:"imageSources,omitempty"`
 	// BootEntries say how each known machine boots.
 	BootEntries []BootEntry `json:"bootEntries,omitempty"`
 }

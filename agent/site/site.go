@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -132,7 +133,26 @@ func (a *agent) apply(_ context.Context, spec proto.NodeSpec) error {
 	}
 	a.entries.setStanding(s.BootEntries)
 	a.signalEntries()
-	return a.cache.SetDesired(s.CacheImages)
+	images, refused := allowedImages(s)
+	return errors.Join(refused, a.cache.SetDesired(images))
+}
+
+// allowedImages are the cache images of a site section whose source is among its image
+// sources. The registry plans none other; the site checks again, so that no plan, stale
+// or wrong, makes it fetch from a host the platform did not list. Each image left out is
+// an INVALID_CONFIG at its source.
+func allowedImages(s proto.SiteSpec) ([]proto.CacheImage, error) {
+	var keep []proto.CacheImage
+	var refused []error
+	for i, img := range s.CacheImages {
+		if !proto.ImageSourceAllowed(s.ImageSources, img.Source) {
+			refused = append(refused, proto.Errorf(proto.InvalidConfig, "image %s: its source's host is not among the site's image sources %v, so the site does not fetch it", img.Ref, s.ImageSources).
+				WithPath(fmt.Sprintf("site.cacheImages[%d].source", i)))
+			continue
+		}
+		keep = append(keep, img)
+	}
+	return keep, errors.Join(refused...)
 }
 
 // reportImages is the cache's Reporter: the `images` inventory section.

@@ -124,10 +124,15 @@ func (s *Service) refreshAll() {
 	}
 }
 
-// Refresh writes the NodeSpec of site's agent with the site's cache plan, keeping its
-// standing boot entries. The generation moves only when the content changed.
+// Refresh writes the NodeSpec of site's agent with the site's cache plan and image
+// sources, keeping its standing boot entries. The generation moves only when the content
+// changed.
 func Refresh(tx *store.Tx, site string, v image.Verifier) (proto.NodeSpec, error) {
 	images, err := image.SiteCacheImages(tx, site, v)
+	if err != nil {
+		return proto.NodeSpec{}, err
+	}
+	record, err := tx.Site(site)
 	if err != nil {
 		return proto.NodeSpec{}, err
 	}
@@ -141,6 +146,6 @@ func Refresh(tx *store.Tx, site string, v image.Verifier) (proto.NodeSpec, error
 	if spec.Site == nil {
 		spec.Site = &proto.SiteSpec{}
 	}
-	spec.Site.CacheImages = images
+	spec.Site.CacheImages, spec.Site.ImageSources = images, record.ImageSources
 	return tx.SetNodeSpec(spec)
 }
