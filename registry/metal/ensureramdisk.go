@@ -10,6 +10,9 @@ import (
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
+// stepEnsureRamdisk is the step that boots the machine into the ramdisk.
+const stepEnsureRamdisk = "metal.ensureRamdisk"
+
 // ramdiskBoot is what metal.ensureRamdisk relays to the site, in order: one-time PXE,
 // the ramdisk's boot entry (its input made by relayPrepare), a power cycle.
 var ramdiskBoot = []struct {
@@ -56,4 +59,26 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 		return nil, err
 	}
 	return json.RawMessage(`{"booted":true}`), nil
+}
+
+// noRamdisk is the relay guard of a run whose metal.ensureRamdisk failed: a command for
+// the ramdisk fails at once with UNAVAILABLE (reason no-ramdisk) unless a ramdisk runs
+// on the machine after all, since nothing in the run booted one and the command would
+// wait its step's whole timeout for it (a retire's disk.wipe, six hours) before the
+// steps after it (power off, metal.revokeIdentity) run.
+func (s *Service) noRamdisk(ctx context.Context, a *workflow.Attempt, role string) error {
+	if role != profile.Ramdisk {
+		return nil
+	}
+	for _, st := range a.Run.Steps {
+		if st.Use != stepEnsureRamdisk || st.State != store.StepFailed {
+			continue
+		}
+		if runs, err := s.ramdiskRuns(ctx, a.Node.ID); err != nil || runs {
+			return err
+		}
+		return proto.Errorf(proto.Unavailable, "%s goes to the ramdisk, and this workflow's metal.ensureRamdisk (%s) failed: no ramdisk runs on the machine to take it",
+			a.Step.Use, st.Path()).WithReason("no-ramdisk")
+	}
+	return nil
 }

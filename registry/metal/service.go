@@ -49,7 +49,8 @@ func New(cfg Config) *Service {
 	}
 	s := &Service{cfg: cfg}
 	e := cfg.Engine
-	e.Handle("metal.ensureRamdisk", s.ensureRamdisk)
+	e.Handle(stepEnsureRamdisk, s.ensureRamdisk)
+	e.GuardRelays(s.noRamdisk)
 	e.Handle("metal.revokeIdentity", s.revokeIdentity)
 	e.Handle("userdata.render", s.renderUserData)
 	e.Handle("wait.agentJoined", s.waitAgentJoined)
