@@ -68,7 +68,7 @@ var nodeCommands = []command{{
 }, {
 	path:    "nodes get",
 	usage:   "ID [--tenant T]",
-	summary: "show one node: state, last transition and workflow, where it failed from and why, BMC, driver bindings, host section, last disk wipe",
+	summary: "show one node: state, last transition and workflow, where it failed from and why, last remediation and why, BMC, driver bindings, host section, last disk wipe",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
@@ -165,21 +165,46 @@ func init() {
 					if err := x.call(lc.method, req, &out); err != nil {
 						return err
 					}
-					n := out.Node
-					if f := n.Failure; f != nil && out.WorkflowID == "" {
-						// The request failed the node at once, starting nothing.
-						e := *f.Error
-						e.Message = fmt.Sprintf("node %s is failed (from %s): %s", n.ID, n.FailedFrom, e.Message)
-						return &e
-					}
-					if !*wait {
-						x.print(out, func(w *tabwriter.Writer) { transitionLine(w, lc.verb, out) })
-						return nil
-					}
-					return x.follow(*tenant, out.WorkflowID, n.ID, fmt.Sprintf("%s: node %s is %s, running %s@%d", lc.verb, n.ID, n.State, out.Profile.ID, out.Profile.Version))
+					return x.transitioned(lc.verb, *tenant, *wait, out)
 				}
 			}})
 	}
+	nodeCommands = append(nodeCommands, command{path: "nodes remediate",
+		usage:   "ID --profile remediate-reboot|remediate-gpu-reset [--reason R] [--wait] [--tenant T]",
+		summary: "remediate an active node with a shipped remediation profile (metal.remediate); the reason is recorded on the node",
+		nargs:   1,
+		define: func(fs *flag.FlagSet) func(x *exec) error {
+			tenant := tenantFlag(fs)
+			wait := fs.Bool("wait", false, "follow the workflow until it ends; exit 1 if it fails")
+			req := api.RemediateRequest{}
+			fs.StringVar(&req.Profile, "profile", "", "the remediation profile: remediate-reboot or remediate-gpu-reset (required)")
+			fs.StringVar(&req.Reason, "reason", "", "why, recorded on the node (at most 256 bytes; default: an operator asked)")
+			return func(x *exec) error {
+				req.TenantID, req.NodeID = *tenant, x.args[0]
+				var out api.TransitionStarted
+				if err := x.call("metal.remediate", req, &out); err != nil {
+					return err
+				}
+				return x.transitioned("remediate", *tenant, *wait, out)
+			}
+		}})
+}
+
+// transitioned shows what a lifecycle request started, or follows its workflow with
+// wait; a request that failed the node at once is the node's error.
+func (x *exec) transitioned(verb, tenant string, wait bool, out api.TransitionStarted) error {
+	n := out.Node
+	if f := n.Failure; f != nil && out.WorkflowID == "" {
+		// The request failed the node at once, starting nothing.
+		e := *f.Error
+		e.Message = fmt.Sprintf("node %s is failed (from %s): %s", n.ID, n.FailedFrom, e.Message)
+		return &e
+	}
+	if !wait {
+		x.print(out, func(w *tabwriter.Writer) { transitionLine(w, verb, out) })
+		return nil
+	}
+	return x.follow(tenant, out.WorkflowID, n.ID, fmt.Sprintf("%s: node %s is %s, running %s@%d", verb, n.ID, n.State, out.Profile.ID, out.Profile.Version))
 }
 
 // transitionLine says what a lifecycle request started.
@@ -362,6 +387,13 @@ func nodeDetail(w *tabwriter.Writer, n store.Node) {
 	}
 	if n.Profile != nil {
 		fmt.Fprintf(w, "\ndeployed %s@%d (tenant %s) as %s\n", n.Profile.ID, n.Profile.Version, n.Profile.Tenant, n.Role)
+	}
+	if r := n.Remediation; r != nil {
+		by := "requested"
+		if r.Automatic {
+			by = "automatic (pool policy.remediation)"
+		}
+		fmt.Fprintf(w, "\nlast remediation %s@%d at %s, %s, workflow %s: %s\n", r.Profile.ID, r.Profile.Version, r.At.Format(time.RFC3339), by, r.Workflow, r.Reason)
 	}
 	fmt.Fprintln(w, "\nCONCERN\tDRIVER\tCONFIG")
 	concerns := make([]string, 0, len(n.Drivers))

@@ -73,6 +73,11 @@ func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, com
 	return p.ep.Relay(ctx, agent, proto.Command{ID: commandID, Kind: kind, Payload: payload})
 }
 
+// NodeAgentConnected is metal.Presence: whether node's installed OS agent has a session.
+func (p *agentPlane) NodeAgentConnected(node string) bool {
+	return p.ep.Connected(node, proto.RoleNode)
+}
+
 // expand completes a command as it is delivered: a site's media.insert gets its image
 // resolved (site.ExpandMediaInsert), and a site command that reaches a BMC the BMC's
 // credential, for the agent of the node's site and the address it was bound with

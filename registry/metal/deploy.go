@@ -1,6 +1,8 @@
 package metal
 
 import (
+	"slices"
+
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
@@ -27,6 +29,8 @@ func (s *Service) Deploy(tx *store.Tx, tenant, nodeID string, rec store.ProfileR
 		return store.Run{}, proto.Errorf(proto.InvalidInput, "profile %s@%d is an adopt profile, which carries no steps to deploy", rec.ID, rec.Version).WithPath("profile")
 	case rec.Tenant == profile.ShippedTenant && lifecycleProfile(rec.ID) != "":
 		return store.Run{}, proto.Errorf(proto.InvalidInput, "%s@%d runs in the node's lifecycle, not as a deploy: use `nodes %s`", rec.ID, rec.Version, lifecycleProfile(rec.ID)).WithPath("profile")
+	case rec.Tenant == profile.ShippedTenant && slices.Contains(remediationProfiles, rec.ID):
+		return store.Run{}, proto.Errorf(proto.InvalidInput, "%s@%d remediates an active node, not as a deploy: use `nodes remediate %s --profile %s`", rec.ID, rec.Version, nodeID, rec.ID).WithPath("profile")
 	}
 	run, _, err := s.Act(tx, tenant, nodeID, Deploy, Options{Profile: &rec})
 	return run, err

@@ -68,6 +68,12 @@ func (h *harness) inState(state string) string {
 		}
 	case store.NodeActive:
 		deploy()
+	case store.NodeRemediating:
+		deploy()
+		h.machine.hang("power.setPower")
+		if _, _, err := h.remediate(node, ProfileRemediateReboot, ""); err != nil {
+			h.t.Fatal(err)
+		}
 	case store.NodeReleasing:
 		deploy()
 		h.machine.hang(proto.CommandDiskWipe)
@@ -109,7 +115,8 @@ func TestLifecycleTable(t *testing.T) {
 		store.NodeCommissioning: {Cancel: store.NodeFailed},
 		store.NodeReady:         {Inspect: store.NodeInspecting, Commission: store.NodeCommissioning, Deploy: store.NodeDeploying, Retire: store.NodeRetiring},
 		store.NodeDeploying:     {Cancel: store.NodeFailed},
-		store.NodeActive:        {Release: store.NodeReleasing, Retire: store.NodeRetiring, Rescue: store.NodeRescue},
+		store.NodeActive:        {Release: store.NodeReleasing, Retire: store.NodeRetiring, Rescue: store.NodeRescue, Remediate: store.NodeRemediating},
+		store.NodeRemediating:   {Cancel: store.NodeFailed},
 		store.NodeReleasing:     {Cancel: store.NodeFailed},
 		store.NodeRetiring:      {Cancel: store.NodeFailed},
 		store.NodeRetired:       {},
@@ -127,9 +134,12 @@ func TestLifecycleTable(t *testing.T) {
 				before := h.node(node)
 				var run store.Run
 				var err error
-				if req == Deploy {
+				switch req {
+				case Deploy:
 					run, err = h.deploy(node, "testdata/deploy-only.json")
-				} else {
+				case Remediate:
+					run, _, err = h.remediate(node, ProfileRemediateReboot, "")
+				default:
 					run, _, err = h.act(node, req, Options{})
 				}
 				to, ok := want[state][req]

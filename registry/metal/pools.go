@@ -40,12 +40,16 @@ func PoolUnits(policy store.PoolPolicy) []store.HostUnit {
 }
 
 // CheckPoolPolicy checks the part of a pool's policy that metal reads: the hardware
-// profile must be one the registry knows and each unit must pass its unit's checks. A
+// profile must be one the registry knows, policy.remediation's durations must parse, and
+// each unit must pass its unit's checks. A
 // problem is INVALID_INPUT at its path under policy (policy.hugepages.pages1g). The
 // store checks the agent, and the API the pre-warm refs.
 func (s *Service) CheckPoolPolicy(policy store.PoolPolicy) error {
 	if _, err := s.cfg.HardwareProfiles.lookup(policy.HardwareProfile); err != nil {
 		return proto.AsError(err).WithPath("policy.hardwareProfile")
+	}
+	if err := checkRemediationPolicy(policy.Remediation); err != nil {
+		return err
 	}
 	for _, u := range poolUnits {
 		raw := u.get(&policy)

@@ -33,12 +33,17 @@ type Config struct {
 	// Identities ends the agent sessions of a node metal.revokeIdentity revoked; without
 	// it an open session lasts until the agent reconnects, which is then refused.
 	Identities Identities
-	Log        *slog.Logger
+	// Presence tells whether a node's installed OS agent is connected, for the
+	// automatic remediation of a pool's policy.remediation.agentGoneAfter; without it
+	// that rule never fires.
+	Presence Presence
+	Log      *slog.Logger
 }
 
 // Service is metal's node lifecycle.
 type Service struct {
-	cfg Config
+	cfg    Config
+	absent absences
 }
 
 // New returns the service and registers its steps, and what the end of a deploy does,

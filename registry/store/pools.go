@@ -51,6 +51,20 @@ type PoolPolicy struct {
 	Kubernetes json.RawMessage `json:"kubernetes,omitempty"`
 	// GPUSharing holds gpu-sharing: a pool shared by mps or timeslice.
 	GPUSharing json.RawMessage `json:"gpuSharing,omitempty"`
+	// Remediation is when the registry remediates the pool's active nodes by itself;
+	// nil never.
+	Remediation *RemediationPolicy `json:"remediation,omitempty"`
+}
+
+// RemediationPolicy is a pool's automatic health remediation (registry/metal checks
+// the durations).
+type RemediationPolicy struct {
+	// AgentGoneAfter: an active node whose installed OS's agent has had no session for
+	// this long (a duration like 15m) is remediated with remediate-reboot; "" never.
+	AgentGoneAfter string `json:"agentGoneAfter,omitempty"`
+	// Backoff is the least time between two automatic remediations of a node (1h when
+	// "").
+	Backoff string `json:"backoff,omitempty"`
 }
 
 // Agents a pool's machines run.
