@@ -66,6 +66,23 @@ var nodeCommands = []command{{
 		}
 	},
 }, {
+	path:    "nodes confirm-mac",
+	usage:   "ID --mac M [--tenant T]",
+	summary: "bind the MAC PXE discovery proposed for a node enrolled by its product UUID alone (metal.confirmMac)",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := tenantFlag(fs)
+		mac := fs.String("mac", "", "the proposed MAC, as `nodes get` shows it (required)")
+		return func(x *exec) error {
+			var out store.Node
+			if err := x.call("metal.confirmMac", api.ConfirmMACRequest{TenantID: *tenant, NodeID: x.args[0], MAC: *mac}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []store.Node{out}) })
+			return nil
+		}
+	},
+}, {
 	path:    "nodes get",
 	usage:   "ID [--tenant T]",
 	summary: "show one node: state, last transition and workflow, where it failed from and why, last remediation and why, BMC, driver bindings, host section, last disk wipe",
@@ -383,7 +400,10 @@ func nodeDetail(w *tabwriter.Writer, n store.Node) {
 		fmt.Fprintf(w, "\nretired with an unverified wipe at %s (workflow %s): %s\n", f.Step, f.RunID, f.Error.Message)
 	}
 	if p := n.MACProposal; p != nil {
-		fmt.Fprintf(w, "\nPXE discovery proposes MAC %s (seen at site %s since %s)\n", p.MAC, p.Site, p.SeenAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "\nPXE discovery proposes MAC %s (seen at site %s since %s): `nodes confirm-mac %s --mac %s` binds it\n", p.MAC, p.Site, p.SeenAt.Format(time.RFC3339), n.ID, p.MAC)
+	}
+	if n.BoundMAC != "" {
+		fmt.Fprintf(w, "\nMAC %s was bound from PXE discovery; inventory.refresh requires the machine's NICs to include it\n", n.BoundMAC)
 	}
 	if n.Profile != nil {
 		fmt.Fprintf(w, "\ndeployed %s@%d (tenant %s) as %s\n", n.Profile.ID, n.Profile.Version, n.Profile.Tenant, n.Role)

@@ -394,7 +394,7 @@ func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
 	answeringSite(t, reg, "rack-a")
 	before := waitState(t, configs["acme"], node.ID, store.NodeReady)
 	for _, args := range [][]string{{"inspect"}, {"commission"}, {"release"}, {"retire"}, {"rescue"}, {"unrescue"}, {"retry"}, {"cancel"},
-		{"remediate", "--profile", "remediate-reboot"}} {
+		{"remediate", "--profile", "remediate-reboot"}, {"confirm-mac", "--mac", "52:54:00:00:00:01"}} {
 		verb := args[0]
 		res := testkit.CLI(t, configs["beta"], append([]string{"nodes", verb, node.ID, "--format", "json"}, args[1:]...)...)
 		var e testkit.ErrorObject

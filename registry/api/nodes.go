@@ -96,6 +96,14 @@ type RemediateRequest struct {
 	Reason         string `json:"reason,omitempty"`
 }
 
+// ConfirmMACRequest is the body of metal.confirmMac: a node enrolled by its product UUID
+// alone and the MAC PXE discovery proposed for it.
+type ConfirmMACRequest struct {
+	TenantID string `json:"tenantId,omitempty"`
+	NodeID   string `json:"nodeId"`
+	MAC      string `json:"mac"`
+}
+
 // TransitionStarted is the answer of the lifecycle methods: the node as the request left
 // it, and the workflow it started (the cancelled one for metal.cancel; none when the
 // request failed the node at once).
@@ -175,6 +183,17 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		if err == nil {
 			svc.Start(run)
 		}
+		return out, err
+	})
+	Handle(s, "metal.confirmMac", ActionNodesManage, func(_ context.Context, c *Caller, req ConfirmMACRequest) (out store.Node, err error) {
+		err = s.store.Update(func(tx *store.Tx) error {
+			tenant, err := c.TenantFor(tx, req.TenantID)
+			if err != nil {
+				return err
+			}
+			out, err = svc.ConfirmMAC(tx, tenant, req.NodeID, req.MAC)
+			return err
+		})
 		return out, err
 	})
 	Handle(s, "metal.updateBmc", ActionNodesManage, func(_ context.Context, c *Caller, req UpdateBMCRequest) (out store.Node, err error) {

@@ -25,8 +25,9 @@ var ramdiskBoot = []struct {
 }
 
 // ensureRamdisk is metal.ensureRamdisk: nothing when the machine's ramdisk is its agent
-// already (joined since the machine was last powered off or cycled); otherwise it boots the machine into the ramdisk through the site agent and
-// waits for the ramdisk to join. A pool whose machines run no agent cannot, and is
+// already (joined since the machine was last powered off or cycled); otherwise it boots
+// the machine into the ramdisk through the site agent and waits for the ramdisk to join.
+// A machine known only by its product UUID first gets its MAC (discoverMAC). A pool whose machines run no agent cannot, and is
 // UNSUPPORTED.
 func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	var pool store.Pool
@@ -43,6 +44,11 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 	}
 	if connected {
 		return json.RawMessage(`{"booted":false}`), nil
+	}
+	if len(a.Node.MACs) == 0 {
+		if a.Node, err = s.discoverMAC(ctx, a); err != nil {
+			return nil, err
+		}
 	}
 	for _, c := range ramdiskBoot {
 		var err error

@@ -3,6 +3,8 @@ package store
 import (
 	"strings"
 	"time"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // MACProposal is a MAC a site agent saw network-booting with a node's product UUID.
@@ -36,4 +38,34 @@ func (t *Tx) ProposeMAC(id string, p MACProposal) (bool, error) {
 	}
 	_, err = t.UpdateNode(id, func(n *Node) error { n.MACProposal = &p; return nil })
 	return err == nil, err
+}
+
+// BindMAC makes the MAC PXE discovery proposed for a node enrolled by its product UUID
+// alone the node's boot MAC: it becomes its one MAC (a hardware key, so no other node
+// can enroll it) and its BoundMAC, and the proposal goes. A node that has MACs already,
+// or whose proposal is not mac, is INVALID_STATE; a MAC another node holds is CONFLICT,
+// naming no node.
+func (t *Tx) BindMAC(id, mac string) (Node, error) {
+	old, err := t.Node(id)
+	if err != nil {
+		return old, err
+	}
+	switch {
+	case len(old.MACs) > 0:
+		return old, proto.Errorf(proto.InvalidState, "node %s has its MACs already (%s): nothing to confirm", id, strings.Join(old.MACs, ", ")).WithReason("has-mac")
+	case old.MACProposal == nil:
+		return old, proto.Errorf(proto.InvalidState, "PXE discovery proposes no MAC for node %s: power-cycle the machine into PXE (a workflow's metal.ensureRamdisk does) and wait for `nodes get` to show a proposal", id).WithReason("no-proposal")
+	case old.MACProposal.MAC != mac:
+		return old, proto.Errorf(proto.InvalidInput, "PXE discovery proposes MAC %s for node %s, not %s: confirm the proposed one", old.MACProposal.MAC, id, mac).WithPath("mac")
+	}
+	if t.getRaw(bucketNodesByHW, []byte("mac:"+mac)) != nil {
+		return old, proto.Errorf(proto.Conflict, "MAC %s is enrolled already: a machine is enrolled once", mac).WithPath("mac")
+	}
+	if err := t.putRaw(bucketNodesByHW, []byte("mac:"+mac), []byte(id)); err != nil {
+		return old, err
+	}
+	n := old
+	n.MACs, n.BoundMAC, n.MACProposal = []string{mac}, mac, nil
+	n.Rev, n.UpdatedAt = old.Rev+1, t.now
+	return n, t.put(bucketNodes, []byte(id), n)
 }

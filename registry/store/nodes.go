@@ -90,6 +90,10 @@ type Node struct {
 	// MACProposal is the boot MAC PXE discovery proposes for a node enrolled by its
 	// product UUID alone; nil when there is none.
 	MACProposal *MACProposal `json:"macProposal,omitempty"`
+	// BoundMAC is the MAC PXE discovery proposed and that was bound (metal.confirmMac, or
+	// at once on a pool with policy.trustProvisioningNetwork): one of MACs, which
+	// inventory.refresh requires the machine's NICs to include.
+	BoundMAC string `json:"boundMac,omitempty"`
 	// Remediation is the node's last remediation: what ran, why and who asked; nil when
 	// none ran.
 	Remediation *Remediation `json:"remediation,omitempty"`

@@ -38,6 +38,9 @@ type PoolPolicy struct {
 	// Enrollment is what a machine goes through after enrolling before it is ready:
 	// trust ("" reads as trust), inspect or commission.
 	Enrollment string `json:"enrollment,omitempty"`
+	// TrustProvisioningNetwork binds at once the MAC PXE discovery proposes for a node
+	// enrolled by its product UUID alone; without it metal.confirmMac binds it.
+	TrustProvisioningNetwork bool `json:"trustProvisioningNetwork,omitempty"`
 	// RequireGPUs makes commissioning fail on a machine without a GPU; without it
 	// commissioning skips the GPU diagnostics of such a machine.
 	RequireGPUs   bool            `json:"requireGpus,omitempty"`
