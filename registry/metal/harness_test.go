@@ -258,6 +258,8 @@ func (h *harness) end(id string) (store.Run, store.Node) {
 // relayed is one command the machine's agents received.
 type relayed struct {
 	ID, Kind, Role, Input string
+	// Target is where the engine addressed it.
+	Target workflow.RelayTarget
 }
 
 // machine stands for a machine, its BMC and its agents: it answers each command once
@@ -331,7 +333,7 @@ func (m *machine) crash(ctx context.Context) (json.RawMessage, error) {
 
 // answer runs a command on the machine, with m.mu held.
 func (m *machine) answer(target workflow.RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
-	m.got = append(m.got, relayed{ID: id, Kind: kind, Role: target.Role, Input: string(input)})
+	m.got = append(m.got, relayed{ID: id, Kind: kind, Role: target.Role, Input: string(input), Target: target})
 	var out json.RawMessage = json.RawMessage(`{}`)
 	var err error
 	switch {

@@ -54,6 +54,9 @@ type PoolPolicy struct {
 	Kubernetes json.RawMessage `json:"kubernetes,omitempty"`
 	// GPUSharing holds gpu-sharing: a pool shared by mps or timeslice.
 	GPUSharing json.RawMessage `json:"gpuSharing,omitempty"`
+	// MIGLayout is the layout a mig-layout unit with from: "pool" takes: "all" or a GPU
+	// index to GPU instance profiles, as the unit's layout.
+	MIGLayout json.RawMessage `json:"migLayout,omitempty"`
 	// Remediation is when the registry remediates the pool's active nodes by itself;
 	// nil never.
 	Remediation *RemediationPolicy `json:"remediation,omitempty"`
