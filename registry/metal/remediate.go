@@ -152,9 +152,47 @@ func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 	if s.cfg.Presence == nil {
 		return nil, nil
 	}
+	due, err := s.agentsGone()
+	if err != nil {
+		return nil, err
+	}
 	var started []store.Run
-	err := s.cfg.Store.Update(func(tx *store.Tx) error {
-		started = nil
+	for _, d := range due {
+		var run store.Run
+		err := s.cfg.Store.Update(func(tx *store.Tx) error {
+			n, err := tx.Node(d.node)
+			if err != nil || n.State != store.NodeActive || n.Remediation != nil && tx.Now().Sub(n.Remediation.At) < d.backoff {
+				return err
+			}
+			run, _, err = s.remediate(tx, n.Tenant, n.ID, ProfileRemediateReboot, 0, d.reason, true)
+			return err
+		})
+		if err != nil {
+			s.cfg.Log.Error("automatic remediation", "node", d.node, "err", err)
+			continue
+		}
+		if run.ID != "" {
+			s.cfg.Log.Warn("remediating a node", "node", d.node, "workflow", run.ID, "profile", ProfileRemediateReboot, "reason", d.reason)
+			s.Start(run)
+			started = append(started, run)
+		}
+	}
+	return started, nil
+}
+
+// goneNode is an active node whose agent has been gone for its pool's agentGoneAfter.
+type goneNode struct {
+	node, reason string
+	backoff      time.Duration
+}
+
+// agentsGone reads, without writing, the active nodes of the pools with
+// policy.remediation.agentGoneAfter, records which agents it finds gone since when, and
+// returns the nodes due for a remediation: gone long enough, none running, the last
+// remediation older than the backoff.
+func (s *Service) agentsGone() ([]goneNode, error) {
+	var due []goneNode
+	err := s.cfg.Store.View(func(tx *store.Tx) error {
 		now := tx.Now()
 		s.absent.mu.Lock()
 		defer s.absent.mu.Unlock()
@@ -186,15 +224,8 @@ func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 				if running, err := workflowRunning(tx, n); err != nil || running {
 					return err
 				}
-				reason := fmt.Sprintf("agent-gone: the node agent has had no session since %s (policy.remediation.agentGoneAfter %s)",
-					since.UTC().Format(time.RFC3339), pool.Policy.Remediation.AgentGoneAfter)
-				run, _, err := s.remediate(tx, n.Tenant, n.ID, ProfileRemediateReboot, 0, reason, true)
-				if err != nil {
-					s.cfg.Log.Error("automatic remediation", "node", n.ID, "err", err)
-					return nil
-				}
-				s.cfg.Log.Warn("remediating a node", "node", n.ID, "workflow", run.ID, "profile", ProfileRemediateReboot, "reason", reason)
-				started = append(started, run)
+				due = append(due, goneNode{node: n.ID, backoff: backoff, reason: fmt.Sprintf("agent-gone: the node agent has had no session since %s (policy.remediation.agentGoneAfter %s)",
+					since.UTC().Format(time.RFC3339), pool.Policy.Remediation.AgentGoneAfter)})
 				return nil
 			})
 		})
@@ -205,13 +236,7 @@ func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 		}
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	for _, run := range started {
-		s.Start(run)
-	}
-	return started, nil
+	return due, err
 }
 
 // eachPool calls fn with every pool of every site.
