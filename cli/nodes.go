@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -67,15 +68,17 @@ var nodeCommands = []command{{
 	},
 }, {
 	path:    "nodes confirm-mac",
-	usage:   "ID --mac M [--tenant T]",
+	usage:   "ID --mac M [--force] [--tenant T]",
 	summary: "bind the MAC PXE discovery proposed for a node enrolled by its product UUID alone (metal.confirmMac)",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		mac := fs.String("mac", "", "the proposed MAC, as `nodes get` shows it (required)")
+		force := fs.Bool("force", false, "bind it although the machine's BMC does not list it among its NICs (a boot NIC the BMC does not see)")
 		return func(x *exec) error {
 			var out store.Node
-			if err := x.call("metal.confirmMac", api.ConfirmMACRequest{TenantID: *tenant, NodeID: x.args[0], MAC: *mac}, &out); err != nil {
+			req := api.ConfirmMACRequest{TenantID: *tenant, NodeID: x.args[0], MAC: *mac, Force: *force}
+			if err := x.call("metal.confirmMac", req, &out); err != nil {
 				return err
 			}
 			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []store.Node{out}) })
@@ -401,6 +404,9 @@ func nodeDetail(w *tabwriter.Writer, n store.Node) {
 	}
 	if p := n.MACProposal; p != nil {
 		fmt.Fprintf(w, "\nPXE discovery proposes MAC %s (seen at site %s since %s): `nodes confirm-mac %s --mac %s` binds it\n", p.MAC, p.Site, p.SeenAt.Format(time.RFC3339), n.ID, p.MAC)
+		if len(n.BMCMACs) > 0 && !slices.Contains(n.BMCMACs, p.MAC) {
+			fmt.Fprintf(w, "the machine's BMC lists the NICs %s and not %s: check which machine sent it\n", strings.Join(n.BMCMACs, ", "), p.MAC)
+		}
 	}
 	if n.BoundMAC != "" {
 		fmt.Fprintf(w, "\nMAC %s was bound from PXE discovery; inventory.refresh requires the machine's NICs to include it\n", n.BoundMAC)

@@ -102,6 +102,9 @@ type ConfirmMACRequest struct {
 	TenantID string `json:"tenantId,omitempty"`
 	NodeID   string `json:"nodeId"`
 	MAC      string `json:"mac"`
+	// Force binds a MAC the machine's BMC does not list among its NICs: a boot NIC the
+	// BMC does not see.
+	Force bool `json:"force,omitempty"`
 }
 
 // TransitionStarted is the answer of the lifecycle methods: the node as the request left
@@ -191,7 +194,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 			if err != nil {
 				return err
 			}
-			out, err = svc.ConfirmMAC(tx, tenant, req.NodeID, req.MAC)
+			out, err = svc.ConfirmMAC(tx, tenant, req.NodeID, req.MAC, req.Force)
 			return err
 		})
 		return out, err

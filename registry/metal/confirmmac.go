@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -29,9 +30,10 @@ func parseMAC(m, path string) (string, error) {
 // ConfirmMAC is metal.confirmMac: it binds, in tx, the MAC PXE discovery proposed for one
 // of tenant's nodes enrolled by its product UUID alone, which must be mac. Another
 // tenant's node is NOT_FOUND; a retired node, one with MACs already or without a
-// proposal is INVALID_STATE; another MAC is INVALID_INPUT at mac; a MAC another node
+// proposal is INVALID_STATE; another MAC, or one the machine's BMC does not list among
+// its NICs (when it lists any) unless force, is INVALID_INPUT at mac; a MAC another node
 // holds is CONFLICT. Nothing changes on a refusal.
-func (s *Service) ConfirmMAC(tx *store.Tx, tenant, nodeID, mac string) (store.Node, error) {
+func (s *Service) ConfirmMAC(tx *store.Tx, tenant, nodeID, mac string, force bool) (store.Node, error) {
 	node, err := tx.Node(nodeID)
 	if err != nil || node.Tenant != tenant {
 		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath("nodeId")
@@ -42,7 +44,7 @@ func (s *Service) ConfirmMAC(tx *store.Tx, tenant, nodeID, mac string) (store.No
 	if node.State == store.NodeRetired {
 		return node, refusal(node, "confirm a MAC", false)
 	}
-	return tx.BindMAC(node.ID, mac)
+	return tx.BindMAC(node.ID, mac, force)
 }
 
 // discoverMAC is metal.ensureRamdisk's first part for a node enrolled by its product
@@ -81,4 +83,31 @@ func (s *Service) discoverMAC(ctx context.Context, a *workflow.Attempt) (store.N
 		case <-tick.C:
 		}
 	}
+}
+
+// inspectOOB is inspect.oob: relayed to the site as it is; the MACs of the NICs the
+// BMC lists are recorded on the node (BMCMACs), against which a MAC PXE discovery
+// proposes is checked before it is bound.
+func (s *Service) inspectOOB(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
+	out, err := a.Relay(ctx, a.Step.On, "", a.Step.Use, a.Step.With)
+	if err != nil {
+		return nil, err
+	}
+	var inv struct {
+		NICs []struct{ MAC string } `json:"nics"`
+	}
+	if json.Unmarshal(out, &inv) != nil || len(inv.NICs) == 0 {
+		return out, nil
+	}
+	var macs []string
+	for _, n := range inv.NICs {
+		if hw, err := net.ParseMAC(n.MAC); err == nil && !slices.Contains(macs, hw.String()) {
+			macs = append(macs, hw.String())
+		}
+	}
+	slices.Sort(macs)
+	return out, s.cfg.Store.Update(func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(a.Node.ID, func(n *store.Node) error { n.BMCMACs = macs; return nil })
+		return err
+	})
 }

@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestConfirmMAC(t *testing.T) {
 	h.end(run.ID)
 	confirm := func(tenant, mac string) (store.Node, error) {
 		var out store.Node
-		err := h.store.Update(func(tx *store.Tx) (err error) { out, err = h.svc.ConfirmMAC(tx, tenant, n.ID, mac); return err })
+		err := h.store.Update(func(tx *store.Tx) (err error) { out, err = h.svc.ConfirmMAC(tx, tenant, n.ID, mac, false); return err })
 		return out, err
 	}
 	if _, err := confirm("acme", "52:54:00:00:00:07"); proto.AsError(err).Details.Reason != "no-proposal" {
@@ -107,5 +108,55 @@ func TestConfirmMAC(t *testing.T) {
 	})
 	if proto.CodeOf(err) != proto.Conflict {
 		t.Errorf("enrolling the bound MAC again: %v", err)
+	}
+}
+
+// TestConfirmMACAgainstTheBMC: enrollment's inspect.oob records the NICs the BMC lists;
+// a proposed MAC that is none of them (another machine on the provisioning network
+// sending this one's product UUID) is refused, and bound only with force.
+func TestConfirmMACAgainstTheBMC(t *testing.T) {
+	h := newHarness(t)
+	h.machine.answers["inspect.oob"] = func(json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"system":{"uuid":"4C4C4544-0042-3510-8052-B4C04F5958B1"},"nics":[{"mac":"52:54:00:00:00:0A"},{"mac":"52:54:00:00:00:09"},{"mac":"junk"}]}`), nil
+	}
+	var n store.Node
+	var run store.Run
+	err := h.store.Update(func(tx *store.Tx) (err error) {
+		n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", ProductUUID: "4c4c4544-0042-3510-8052-b4c04f5958b1",
+			BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5"}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.svc.Start(run)
+	if _, n = h.end(run.ID); strings.Join(n.BMCMACs, " ") != "52:54:00:00:00:09 52:54:00:00:00:0a" {
+		t.Fatalf("the BMC's NICs on the node: %v", n.BMCMACs)
+	}
+	confirm := func(mac string, force bool) (store.Node, error) {
+		var out store.Node
+		err := h.store.Update(func(tx *store.Tx) (err error) { out, err = h.svc.ConfirmMAC(tx, "acme", n.ID, mac, force); return err })
+		return out, err
+	}
+	propose := func(mac string) {
+		t.Helper()
+		if err := h.store.Update(func(tx *store.Tx) error {
+			_, err := tx.ProposeMAC(n.ID, store.MACProposal{MAC: mac, Site: "rack-a", SeenAt: tx.Now()})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	propose("52:54:00:00:00:66")
+	_, err = confirm("52:54:00:00:00:66", false)
+	if e := proto.AsError(err); err == nil || e.Code != proto.InvalidInput || e.Details.Path != "mac" || e.Details.Reason != "not-listed-by-bmc" {
+		t.Fatalf("confirming a MAC the BMC does not list: %v", err)
+	}
+	if got := h.node(n.ID); len(got.MACs) != 0 || got.MACProposal == nil {
+		t.Fatalf("the refusal changed the node: %+v", got)
+	}
+	got, err := confirm("52:54:00:00:00:66", true)
+	if err != nil || got.BoundMAC != "52:54:00:00:00:66" {
+		t.Fatalf("with force: %v, bound %q", err, got.BoundMAC)
 	}
 }

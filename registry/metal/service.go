@@ -65,6 +65,7 @@ func New(cfg Config) *Service {
 	e.Handle("inventory.refresh", s.refreshInventory)
 	e.Handle(proto.CommandDiagDCGM, s.diagDCGM)
 	e.Handle("power.setPower", s.setPower)
+	e.Handle("inspect.oob", s.inspectOOB)
 	for req := range transitions {
 		e.OnFinish(string(req), s.ended)
 	}

@@ -45,7 +45,7 @@ func (s *Service) discoveries(r report) {
 			if err != nil || !pool.Policy.TrustProvisioningNetwork {
 				continue
 			}
-			if _, err := tx.BindMAC(n.ID, d.MAC); err != nil {
+			if _, err := tx.BindMAC(n.ID, d.MAC, false); err != nil {
 				s.cfg.Log.Warn("binding the proposed MAC", "node", n.ID, "mac", d.MAC, "err", err)
 				continue
 			}

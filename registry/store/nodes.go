@@ -90,6 +90,10 @@ type Node struct {
 	// MACProposal is the boot MAC PXE discovery proposes for a node enrolled by its
 	// product UUID alone; nil when there is none.
 	MACProposal *MACProposal `json:"macProposal,omitempty"`
+	// BMCMACs are the MACs of the NICs the machine's BMC listed at its last inspect.oob
+	// (lower-case, sorted); a MAC PXE discovery proposes is bound only when it is one of
+	// them, when there are any.
+	BMCMACs []string `json:"bmcMacs,omitempty"`
 	// BoundMAC is the MAC PXE discovery proposed and that was bound (metal.confirmMac, or
 	// at once on a pool with policy.trustProvisioningNetwork): one of MACs, which
 	// inventory.refresh requires the machine's NICs to include.
