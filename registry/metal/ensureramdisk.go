@@ -27,8 +27,8 @@ var ramdiskBoot = []struct {
 // ensureRamdisk is metal.ensureRamdisk: nothing when the machine's ramdisk is its agent
 // already (joined since the machine was last powered off or cycled); otherwise it boots
 // the machine into the ramdisk through the site agent and waits for the ramdisk to join.
-// A machine known only by its product UUID first gets its MAC (discoverMAC). A pool whose machines run no agent cannot, and is
-// UNSUPPORTED.
+// A machine known only by its product UUID first gets its MAC (discoverMAC). A pool
+// whose machines run no agent cannot, and is UNSUPPORTED.
 func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	var pool store.Pool
 	err := s.cfg.Store.View(func(tx *store.Tx) (err error) { pool, err = tx.Pool(a.Node.Tenant, a.Node.Pool); return err })
