@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -66,9 +67,28 @@ var nodeCommands = []command{{
 		}
 	},
 }, {
+	path:    "nodes confirm-mac",
+	usage:   "ID --mac M [--force] [--tenant T]",
+	summary: "bind the MAC PXE discovery proposed for a node enrolled by its product UUID alone (metal.confirmMac)",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		tenant := tenantFlag(fs)
+		mac := fs.String("mac", "", "the proposed MAC, as `nodes get` shows it (required)")
+		force := fs.Bool("force", false, "bind it although the machine's BMC does not list it among its NICs (a boot NIC the BMC does not see)")
+		return func(x *exec) error {
+			var out store.Node
+			req := api.ConfirmMACRequest{TenantID: *tenant, NodeID: x.args[0], MAC: *mac, Force: *force}
+			if err := x.call("metal.confirmMac", req, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []store.Node{out}) })
+			return nil
+		}
+	},
+}, {
 	path:    "nodes get",
 	usage:   "ID [--tenant T]",
-	summary: "show one node: state, last transition and workflow, where it failed from and why, BMC, driver bindings, host section, last disk wipe",
+	summary: "show one node: state, last transition and workflow, where it failed from and why, last remediation and why, BMC, driver bindings, host section, last disk wipe",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
@@ -165,21 +185,46 @@ func init() {
 					if err := x.call(lc.method, req, &out); err != nil {
 						return err
 					}
-					n := out.Node
-					if f := n.Failure; f != nil && out.WorkflowID == "" {
-						// The request failed the node at once, starting nothing.
-						e := *f.Error
-						e.Message = fmt.Sprintf("node %s is failed (from %s): %s", n.ID, n.FailedFrom, e.Message)
-						return &e
-					}
-					if !*wait {
-						x.print(out, func(w *tabwriter.Writer) { transitionLine(w, lc.verb, out) })
-						return nil
-					}
-					return x.follow(*tenant, out.WorkflowID, n.ID, fmt.Sprintf("%s: node %s is %s, running %s@%d", lc.verb, n.ID, n.State, out.Profile.ID, out.Profile.Version))
+					return x.transitioned(lc.verb, *tenant, *wait, out)
 				}
 			}})
 	}
+	nodeCommands = append(nodeCommands, command{path: "nodes remediate",
+		usage:   "ID --profile remediate-reboot|remediate-gpu-reset [--reason R] [--wait] [--tenant T]",
+		summary: "remediate an active node with a shipped remediation profile (metal.remediate); the reason is recorded on the node",
+		nargs:   1,
+		define: func(fs *flag.FlagSet) func(x *exec) error {
+			tenant := tenantFlag(fs)
+			wait := fs.Bool("wait", false, "follow the workflow until it ends; exit 1 if it fails")
+			req := api.RemediateRequest{}
+			fs.StringVar(&req.Profile, "profile", "", "the remediation profile: remediate-reboot or remediate-gpu-reset (required)")
+			fs.StringVar(&req.Reason, "reason", "", "why, recorded on the node (at most 256 bytes; default: an operator asked)")
+			return func(x *exec) error {
+				req.TenantID, req.NodeID = *tenant, x.args[0]
+				var out api.TransitionStarted
+				if err := x.call("metal.remediate", req, &out); err != nil {
+					return err
+				}
+				return x.transitioned("remediate", *tenant, *wait, out)
+			}
+		}})
+}
+
+// transitioned shows what a lifecycle request started, or follows its workflow with
+// wait; a request that failed the node at once is the node's error.
+func (x *exec) transitioned(verb, tenant string, wait bool, out api.TransitionStarted) error {
+	n := out.Node
+	if f := n.Failure; f != nil && out.WorkflowID == "" {
+		// The request failed the node at once, starting nothing.
+		e := *f.Error
+		e.Message = fmt.Sprintf("node %s is failed (from %s): %s", n.ID, n.FailedFrom, e.Message)
+		return &e
+	}
+	if !wait {
+		x.print(out, func(w *tabwriter.Writer) { transitionLine(w, verb, out) })
+		return nil
+	}
+	return x.follow(tenant, out.WorkflowID, n.ID, fmt.Sprintf("%s: node %s is %s, running %s@%d", verb, n.ID, n.State, out.Profile.ID, out.Profile.Version))
 }
 
 // transitionLine says what a lifecycle request started.
@@ -358,10 +403,23 @@ func nodeDetail(w *tabwriter.Writer, n store.Node) {
 		fmt.Fprintf(w, "\nretired with an unverified wipe at %s (workflow %s): %s\n", f.Step, f.RunID, f.Error.Message)
 	}
 	if p := n.MACProposal; p != nil {
-		fmt.Fprintf(w, "\nPXE discovery proposes MAC %s (seen at site %s since %s)\n", p.MAC, p.Site, p.SeenAt.Format(time.RFC3339))
+		fmt.Fprintf(w, "\nPXE discovery proposes MAC %s (seen at site %s since %s): `nodes confirm-mac %s --mac %s` binds it\n", p.MAC, p.Site, p.SeenAt.Format(time.RFC3339), n.ID, p.MAC)
+		if len(n.BMCMACs) > 0 && !slices.Contains(n.BMCMACs, p.MAC) {
+			fmt.Fprintf(w, "the machine's BMC lists the NICs %s and not %s: check which machine sent it\n", strings.Join(n.BMCMACs, ", "), p.MAC)
+		}
+	}
+	if n.BoundMAC != "" {
+		fmt.Fprintf(w, "\nMAC %s was bound from PXE discovery; inventory.refresh requires the machine's NICs to include it\n", n.BoundMAC)
 	}
 	if n.Profile != nil {
 		fmt.Fprintf(w, "\ndeployed %s@%d (tenant %s) as %s\n", n.Profile.ID, n.Profile.Version, n.Profile.Tenant, n.Role)
+	}
+	if r := n.Remediation; r != nil {
+		by := "requested"
+		if r.Automatic {
+			by = "automatic (pool policy.remediation)"
+		}
+		fmt.Fprintf(w, "\nlast remediation %s@%d at %s, %s, workflow %s: %s\n", r.Profile.ID, r.Profile.Version, r.At.Format(time.RFC3339), by, r.Workflow, r.Reason)
 	}
 	fmt.Fprintln(w, "\nCONCERN\tDRIVER\tCONFIG")
 	concerns := make([]string, 0, len(n.Drivers))

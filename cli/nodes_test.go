@@ -393,16 +393,22 @@ func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
 	testkit.JSON(t, configs["acme"], &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
 	answeringSite(t, reg, "rack-a")
 	before := waitState(t, configs["acme"], node.ID, store.NodeReady)
-	for _, verb := range []string{"inspect", "commission", "release", "retire", "rescue", "unrescue", "retry", "cancel"} {
-		res := testkit.CLI(t, configs["beta"], "nodes", verb, node.ID, "--format", "json")
+	for _, args := range [][]string{{"inspect"}, {"commission"}, {"release"}, {"retire"}, {"rescue"}, {"unrescue"}, {"retry"}, {"cancel"},
+		{"remediate", "--profile", "remediate-reboot"}, {"confirm-mac", "--mac", "52:54:00:00:00:01"}} {
+		verb := args[0]
+		res := testkit.CLI(t, configs["beta"], append([]string{"nodes", verb, node.ID, "--format", "json"}, args[1:]...)...)
 		var e testkit.ErrorObject
 		json.Unmarshal([]byte(res.Stdout), &e)
 		if res.Code != 1 || e.Code != "NOT_FOUND" || e.Details.Path != "nodeId" || strings.Contains(res.Stdout+res.Stderr, "ready") {
 			t.Errorf("beta: nodes %s of acme's node: exit %d %s%s, want NOT_FOUND telling nothing of it", verb, res.Code, res.Stdout, res.Stderr)
 		}
-		if e := testkit.Fails(t, configs["acme-reader"], "nodes", verb, node.ID); e.Code != "FORBIDDEN" {
+		if e := testkit.Fails(t, configs["acme-reader"], append([]string{"nodes", verb, node.ID}, args[1:]...)...); e.Code != "FORBIDDEN" {
 			t.Errorf("a read-only credential: nodes %s: %+v, want FORBIDDEN", verb, e)
 		}
+	}
+	// Acme's own node is ready, not active: nothing to remediate.
+	if e := testkit.Fails(t, configs["acme"], "nodes", "remediate", node.ID, "--profile", "remediate-reboot"); e.Code != "INVALID_STATE" || e.Details.Reason != store.NodeReady {
+		t.Errorf("remediating a ready node: %+v, want INVALID_STATE reason ready", e)
 	}
 	if e := testkit.Fails(t, configs["beta"], "nodes", "deploy", node.ID, "--profile", "metal-retire"); e.Code != "NOT_FOUND" {
 		t.Errorf("beta deploying metal-retire on acme's node: %+v", e)

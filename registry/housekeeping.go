@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/registry/join"
+	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -37,6 +39,35 @@ func startHousekeeping(ctx context.Context, st *store.Store, log *slog.Logger) (
 				return
 			case <-t.C:
 				prune()
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// remediationInterval is how often the registry looks for nodes its pools' policy
+// remediates: an agent gone counts from the first check that finds it gone, so it is
+// also how late a remediation may come.
+const remediationInterval = time.Minute
+
+// startRemediation runs metal's automatic health remediation (the pools'
+// policy.remediation) every remediationInterval on clk until ctx ends; stop ends it and
+// waits.
+func startRemediation(ctx context.Context, clk clock.Clock, svc *metal.Service, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := svc.RemediateAgentsGone(); err != nil {
+				log.Error("automatic remediation", "err", err)
+			}
+			t := clk.NewTimer(remediationInterval)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
 			}
 		}
 	}()

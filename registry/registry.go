@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
@@ -142,7 +143,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	joins, engine := plane.joins, plane.engine
 	metalSvc := metal.New(metal.Config{Store: st, Engine: engine, Joins: joins, HardwareProfiles: hardware,
 		Images: catalog{st}, AllowUnsignedImages: cfg.AllowUnsignedImages, UserData: renderer{st, userData}, Generations: plane,
-		Ramdisk: plane, Identities: plane.ep, Log: cfg.Log})
+		Ramdisk: plane, Identities: plane.ep, Presence: plane, Log: cfg.Log})
 
 	apiSrv := api.NewServer(st, cfg.Log)
 	apiSrv.RegisterAll()
@@ -164,6 +165,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	runs, stopRuns := context.WithCancel(ctx)
 	defer engine.Wait()
 	defer stopRuns()
+	defer startRemediation(runs, clock.Real{}, metalSvc, cfg.Log)()
 	go plane.recordInventory(runs)
 	go plane.sites.Run(runs)
 	if err := engine.Resume(runs); err != nil {

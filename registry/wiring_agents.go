@@ -55,22 +55,39 @@ type agentPlane struct {
 func siteAgent(site string) string { return site }
 
 // Relay is workflow.Relay over the endpoint: a site step goes to the site agent as a
-// SiteCommand naming the machine and its driver bindings; a ramdisk or node step goes
+// SiteCommand naming the machine and its driver bindings (metal.CommandDrivers: the
+// run's profile's over the node's for the step's own operation); a ramdisk or node step goes
 // to the machine's own agent. The command id passes through, so a resend dedupes.
 func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, commandID, kind string, input json.RawMessage) (json.RawMessage, error) {
 	agent, payload := target.NodeID, input
 	if target.Role == profile.Site {
 		var node store.Node
-		err := p.st.View(func(tx *store.Tx) (err error) { node, err = tx.Node(target.NodeID); return err })
+		var run store.Run
+		err := p.st.View(func(tx *store.Tx) (err error) {
+			if node, err = tx.Node(target.NodeID); err != nil || target.Run == "" {
+				return err
+			}
+			run, err = tx.Run(target.Run)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
-		if payload, err = json.Marshal(proto.SiteCommand{Node: node.ID, Drivers: metal.NodeSpec(node).Drivers, Input: input}); err != nil {
+		drivers, err := metal.CommandDrivers(node, run, target.Step, kind)
+		if err != nil {
+			return nil, err
+		}
+		if payload, err = json.Marshal(proto.SiteCommand{Node: node.ID, Drivers: drivers, Input: input}); err != nil {
 			return nil, err
 		}
 		agent = siteAgent(target.SiteID)
 	}
 	return p.ep.Relay(ctx, agent, proto.Command{ID: commandID, Kind: kind, Payload: payload})
+}
+
+// NodeAgentConnected is metal.Presence: whether node's installed OS agent has a session.
+func (p *agentPlane) NodeAgentConnected(node string) bool {
+	return p.ep.Connected(node, proto.RoleNode)
 }
 
 // expand completes a command as it is delivered: a site's media.insert gets its image

@@ -18,9 +18,9 @@ import (
 // TestLifecycleEndToEnd walks one machine through its lifecycle with the real registry,
 // the site, bcd ramdisk and the installed OS's bcd join and bcd node: enroll ->
 // (enrolling) -> ready -> inspect -> commission -> ready -> deploy -> active -> rescue
-// -> (the installed OS boots again) active -> release -> ready -> retire -> retired, each
-// state seen through the CLI; the disk is read back after the wipes, and the installed
-// OS's agent of the retired node is refused.
+// -> (the installed OS boots again) active -> remediate (a restart) -> active -> release
+// -> ready -> retire -> retired, each state seen through the CLI; the disk is read back
+// after the wipes, and the installed OS's agent of the retired node is refused.
 func TestLifecycleEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a machine end to end")
@@ -56,6 +56,8 @@ func TestLifecycleEndToEnd(t *testing.T) {
 		{[]string{"deploy", "--profile", "e2e-host"}, "", store.NodeActive, "e2e-host@1", []string{"boot.kexec ramdisk succeeded"}},
 		{[]string{"rescue"}, store.NodeRescue, store.NodeRescue, "metal-rescue@1", []string{"metal.ensureRamdisk control-plane succeeded"}},
 		{[]string{"unrescue"}, store.NodeRescue, store.NodeActive, "metal-unrescue@1", []string{"wait.agentJoined control-plane succeeded"}},
+		{[]string{"remediate", "--profile", "remediate-reboot", "--reason", "checking the walk"}, store.NodeRemediating, store.NodeActive, "remediate-reboot@1",
+			[]string{"power.setPower site succeeded", "wait.generationObserved control-plane succeeded"}},
 		{[]string{"release", "--wipe", "quick"}, store.NodeReleasing, store.NodeReady, "metal-release@1",
 			[]string{"metal.ensureRamdisk control-plane succeeded", "disk.wipe ramdisk succeeded"}},
 		{[]string{"retire"}, store.NodeRetiring, store.NodeRetired, "metal-retire@1", []string{"metal.revokeIdentity control-plane succeeded"}},
@@ -78,6 +80,9 @@ func TestLifecycleEndToEnd(t *testing.T) {
 		got := testkit.CLI(t, w.admin, "nodes", "get", id)
 		if !strings.Contains(got.Stdout, "state "+s.after+"; last transition "+s.args[0]+", workflow wf_") {
 			t.Errorf("nodes get after %s:\n%s", s.args[0], got.Stdout)
+		}
+		if s.args[0] == "remediate" && (!strings.Contains(got.Stdout, "last remediation remediate-reboot@1") || !strings.Contains(got.Stdout, ": checking the walk")) {
+			t.Errorf("nodes get does not show the remediation and its reason:\n%s", got.Stdout)
 		}
 		var listed struct{ Nodes []store.Node }
 		testkit.JSON(t, w.admin, &listed, "nodes", "list", "--state", s.after)

@@ -300,6 +300,12 @@ func (e *Endpoint) Revoked(node string) {
 	}
 }
 
+// Connected reports whether node's agent of role has a session now.
+func (e *Endpoint) Connected(node string, role proto.Role) bool {
+	s := e.session(node)
+	return s != nil && s.role == role
+}
+
 // session returns the connected session of node, if any.
 func (e *Endpoint) session(node string) *session {
 	e.mu.Lock()

@@ -85,6 +85,28 @@ type TransitionRequest struct {
 	Wipe string `json:"wipe,omitempty"`
 }
 
+// RemediateRequest is the body of metal.remediate: an active node, the shipped
+// remediation profile to run on it (remediate-reboot or remediate-gpu-reset; the latest
+// version when profileVersion is left out), and why, recorded on the node.
+type RemediateRequest struct {
+	TenantID       string `json:"tenantId,omitempty"`
+	NodeID         string `json:"nodeId"`
+	Profile        string `json:"profile"`
+	ProfileVersion int    `json:"profileVersion,omitempty"`
+	Reason         string `json:"reason,omitempty"`
+}
+
+// ConfirmMACRequest is the body of metal.confirmMac: a node enrolled by its product UUID
+// alone and the MAC PXE discovery proposed for it.
+type ConfirmMACRequest struct {
+	TenantID string `json:"tenantId,omitempty"`
+	NodeID   string `json:"nodeId"`
+	MAC      string `json:"mac"`
+	// Force binds a MAC the machine's BMC does not list among its NICs: a boot NIC the
+	// BMC does not see.
+	Force bool `json:"force,omitempty"`
+}
+
 // TransitionStarted is the answer of the lifecycle methods: the node as the request left
 // it, and the workflow it started (the cancelled one for metal.cancel; none when the
 // request failed the node at once).
@@ -123,6 +145,23 @@ func (s *Server) registerLifecycle(svc *metal.Service) {
 			return out, nil
 		})
 	}
+	Handle(s, "metal.remediate", ActionNodesManage, func(_ context.Context, c *Caller, in RemediateRequest) (out TransitionStarted, err error) {
+		var run store.Run
+		err = s.store.Update(func(tx *store.Tx) error {
+			tenant, err := c.TenantFor(tx, in.TenantID)
+			if err != nil {
+				return err
+			}
+			run, out.Node, err = svc.Remediate(tx, tenant, in.NodeID, in.Profile, in.ProfileVersion, in.Reason)
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+		svc.Start(run)
+		out.WorkflowID, out.Profile = run.ID, &run.Profile
+		return out, nil
+	})
 }
 
 // RegisterMetal adds the methods that need metal: pools (metal checks their policy),
@@ -147,6 +186,17 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		if err == nil {
 			svc.Start(run)
 		}
+		return out, err
+	})
+	Handle(s, "metal.confirmMac", ActionNodesManage, func(_ context.Context, c *Caller, req ConfirmMACRequest) (out store.Node, err error) {
+		err = s.store.Update(func(tx *store.Tx) error {
+			tenant, err := c.TenantFor(tx, req.TenantID)
+			if err != nil {
+				return err
+			}
+			out, err = svc.ConfirmMAC(tx, tenant, req.NodeID, req.MAC, req.Force)
+			return err
+		})
 		return out, err
 	})
 	Handle(s, "metal.updateBmc", ActionNodesManage, func(_ context.Context, c *Caller, req UpdateBMCRequest) (out store.Node, err error) {

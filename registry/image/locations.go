@@ -1,7 +1,6 @@
 package image
 
 import (
-	"cmp"
 	"maps"
 	"regexp"
 	"slices"
@@ -76,7 +75,7 @@ var stateRank = map[proto.ImageCacheState]int{proto.CacheReady: 0, proto.CachePu
 
 // syncSite derives the site's image locations from its agents' last reports: every
 // catalog image whose digest an agent holds is at the site in the best state any agent
-// has it in; a location no agent holds any more is dropped unless a deploy pins it.
+// has it in; a location no agent holds any more is dropped.
 func syncSite(tx *store.Tx, site string) error {
 	reports, err := tx.SiteCacheReports(site)
 	if err != nil {
@@ -115,7 +114,7 @@ func syncSite(tx *store.Tx, site string) error {
 		return err
 	}
 	for _, loc := range locs {
-		if !at[loc.ImageID] && len(loc.Pins) == 0 {
+		if !at[loc.ImageID] {
 			if err := tx.DeleteImageLocation(site, loc.ImageID); err != nil {
 				return err
 			}
@@ -125,7 +124,7 @@ func syncSite(tx *store.Tx, site string) error {
 }
 
 // RecordImageLocation records that a site's cache holds an image in state, keeping the
-// location's pins and its latest use.
+// location's latest use.
 func RecordImageLocation(tx *store.Tx, site, imageID string, state proto.ImageCacheState, sizeBytes int64, lastUsed time.Time) (store.ImageLocation, error) {
 	loc, err := tx.ImageLocation(site, imageID)
 	if err != nil && proto.CodeOf(err) != proto.NotFound {
@@ -138,98 +137,8 @@ func RecordImageLocation(tx *store.Tx, site, imageID string, state proto.ImageCa
 	return tx.PutImageLocation(loc)
 }
 
-// Touch is what a deploy does to an image location besides marking it used now.
-type Touch struct {
-	// Pin names a deploy that starts streaming the image from the site's cache: the
-	// location is kept, and never offered for eviction, until that deploy unpins it.
-	Pin string
-	// Unpin names a deploy that finished streaming it.
-	Unpin string
-}
-
-// TouchImageLocation marks an image at a site as used now, and pins or unpins it for a
-// deploy. An image the site's cache does not hold is NOT_FOUND.
-func TouchImageLocation(tx *store.Tx, site, imageID string, t Touch) (store.ImageLocation, error) {
-	loc, err := tx.ImageLocation(site, imageID)
-	if err != nil {
-		return loc, err
-	}
-	loc.LastUsed = tx.Now()
-	if t.Pin != "" && !slices.Contains(loc.Pins, t.Pin) {
-		loc.Pins = append(loc.Pins, t.Pin)
-		slices.Sort(loc.Pins)
-	}
-	if t.Unpin != "" {
-		loc.Pins = slices.DeleteFunc(loc.Pins, func(p string) bool { return p == t.Unpin })
-	}
-	if loc, err = tx.PutImageLocation(loc); err != nil || t.Unpin == "" {
-		return loc, err
-	}
-	// An unpinned location that no agent holds any more goes now.
-	return loc, syncSite(tx, site)
-}
-
 // ImagesCachedAt returns the locations of the images ready at a site.
 func ImagesCachedAt(tx *store.Tx, site string) ([]store.ImageLocation, error) {
 	locs, err := tx.ImageLocations(site)
 	return slices.DeleteFunc(locs, func(l store.ImageLocation) bool { return l.State != proto.CacheReady }), err
-}
-
-// Eviction is one artifact a site's cache may remove to free space.
-type Eviction struct {
-	Digest    string    `json:"digest"`
-	SizeBytes int64     `json:"sizeBytes"`
-	LastUsed  time.Time `json:"lastUsed,omitzero"`
-	// ImageIDs are the catalog images of the artifact.
-	ImageIDs []string `json:"imageIds"`
-}
-
-// EvictionCandidates picks the artifacts a site's cache should remove to free bytes:
-// ready ones, least recently used first (then by digest), until their sizes add up to
-// bytes. An artifact pinned by a deploy, or whose digest is in inUse, is never picked.
-// When the candidates cannot free bytes, all of them are returned.
-func EvictionCandidates(tx *store.Tx, site string, bytes int64, inUse []string) ([]Eviction, error) {
-	if bytes <= 0 {
-		return nil, nil
-	}
-	locs, err := tx.ImageLocations(site)
-	if err != nil {
-		return nil, err
-	}
-	byDigest := map[string]*Eviction{}
-	blocked := map[string]bool{}
-	for _, d := range inUse {
-		blocked[d] = true
-	}
-	for _, l := range locs {
-		if l.State != proto.CacheReady || len(l.Pins) > 0 {
-			blocked[l.Digest] = true
-		}
-		e := byDigest[l.Digest]
-		if e == nil {
-			e = &Eviction{Digest: l.Digest}
-			byDigest[l.Digest] = e
-		}
-		e.SizeBytes = max(e.SizeBytes, l.SizeBytes)
-		if l.LastUsed.After(e.LastUsed) {
-			e.LastUsed = l.LastUsed
-		}
-		e.ImageIDs = append(e.ImageIDs, l.ImageID)
-	}
-	var all []Eviction
-	for d, e := range byDigest {
-		if !blocked[d] {
-			all = append(all, *e)
-		}
-	}
-	slices.SortFunc(all, func(a, b Eviction) int {
-		return cmp.Or(a.LastUsed.Compare(b.LastUsed), cmp.Compare(a.Digest, b.Digest))
-	})
-	var freed int64
-	for i, e := range all {
-		if freed += e.SizeBytes; freed >= bytes {
-			return all[:i+1], nil
-		}
-	}
-	return all, nil
 }

@@ -43,7 +43,7 @@ func newSiteFixture(t *testing.T) *siteFixture {
 	return f
 }
 
-// locations returns the site's locations as fixture name -> state, with "+pinned".
+// locations returns the site's locations as fixture name -> state.
 func (f *siteFixture) locations(t *testing.T) map[string]string {
 	t.Helper()
 	names := map[string]string{}
@@ -58,9 +58,6 @@ func (f *siteFixture) locations(t *testing.T) map[string]string {
 		}
 		for _, l := range locs {
 			out[names[l.ImageID]] = string(l.State)
-			if len(l.Pins) > 0 {
-				out[names[l.ImageID]] += "+pinned"
-			}
 		}
 		return nil
 	})
@@ -71,14 +68,11 @@ func entry(d string, state proto.ImageCacheState) proto.ImageCacheEntry {
 	return proto.ImageCacheEntry{Digest: digest(d), State: state, SizeBytes: 100}
 }
 
-// step is one event at the site: an agent's report, an agent leaving, or a deploy's
-// pin or unpin.
+// step is one event at the site: an agent's report, or an agent leaving.
 type step struct {
 	agent   string
 	entries []proto.ImageCacheEntry
 	leave   bool
-	pin     string
-	unpin   string
 }
 
 func (f *siteFixture) run(t *testing.T, s step) (changed bool, err error) {
@@ -86,12 +80,6 @@ func (f *siteFixture) run(t *testing.T, s step) (changed bool, err error) {
 		switch {
 		case s.leave:
 			return DropSiteAgent(tx, "rack-1", s.agent)
-		case s.pin != "":
-			_, err = TouchImageLocation(tx, "rack-1", f.ids[s.pin], Touch{Pin: "deploy-1"})
-			return err
-		case s.unpin != "":
-			_, err = TouchImageLocation(tx, "rack-1", f.ids[s.unpin], Touch{Unpin: "deploy-1"})
-			return err
 		}
 		changed, err = RecordSiteCacheReport(tx, "rack-1", s.agent, s.entries)
 		return err
@@ -143,31 +131,6 @@ func TestSiteLocationReconciliation(t *testing.T) {
 				{agent: "a1", entries: nil},
 			},
 			want: map[string]string{"b": "pulling"},
-		},
-		"a pinned image survives the drop": {
-			steps: []step{
-				{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", R)}},
-				{pin: "b"},
-				{agent: "a1", entries: nil},
-			},
-			want: map[string]string{"b": "ready+pinned"},
-		},
-		"unpinned after the drop, it goes": {
-			steps: []step{
-				{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", R), entry("c", R)}},
-				{pin: "b"},
-				{agent: "a1", entries: []proto.ImageCacheEntry{entry("c", R)}},
-				{unpin: "b"},
-			},
-			want: map[string]string{"c": "ready"},
-		},
-		"unpinned while held, it stays": {
-			steps: []step{
-				{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", R)}},
-				{pin: "b"},
-				{unpin: "b"},
-			},
-			want: map[string]string{"b": "ready"},
 		},
 		"an agent that leaves takes its cache along": {
 			steps: []step{
@@ -223,74 +186,22 @@ func TestSiteCacheReportChecks(t *testing.T) {
 	}
 	err := f.st.Update(func(tx *store.Tx) error { _, err := RecordSiteCacheReport(tx, "rack-9", "a1", nil); return err })
 	checkErr(t, err, proto.NotFound, "", "")
-	err = f.st.Update(func(tx *store.Tx) error { _, err := TouchImageLocation(tx, "rack-1", f.ids["c"], Touch{}); return err })
-	checkErr(t, err, proto.NotFound, "", "")
 }
 
-func TestEvictionCandidates(t *testing.T) {
-	// a (shared with a2): used at hour 1, 10 bytes; b: hour 3, 20 bytes; c: hour 2 on one
-	// agent and hour 4 on another, 30 bytes; d: never used, 5 bytes; f: pulling.
-	setup := func(t *testing.T) *siteFixture {
-		f := newSiteFixture(t)
-		at := func(h int) time.Time { return f.now.Add(time.Duration(h-100) * time.Hour) }
-		for _, s := range []step{{agent: "a1", entries: []proto.ImageCacheEntry{
-			{Digest: digest("a"), State: proto.CacheReady, SizeBytes: 10, LastUsed: at(1)},
-			{Digest: digest("b"), State: proto.CacheReady, SizeBytes: 20, LastUsed: at(3)},
-			{Digest: digest("c"), State: proto.CacheReady, SizeBytes: 30, LastUsed: at(2)},
-			{Digest: digest("d"), State: proto.CacheReady, SizeBytes: 5},
-			{Digest: digest("f"), State: proto.CachePulling, SizeBytes: 50},
-		}}, {agent: "a2", entries: []proto.ImageCacheEntry{{Digest: digest("c"), State: proto.CacheReady, SizeBytes: 30, LastUsed: at(4)}}}} {
-			if _, err := f.run(t, s); err != nil {
-				t.Fatal(err)
-			}
+// TestImagesCachedAt: the ready locations of a site, every image of a shared artifact.
+func TestImagesCachedAt(t *testing.T) {
+	f := newSiteFixture(t)
+	for _, s := range []step{{agent: "a1", entries: []proto.ImageCacheEntry{
+		{Digest: digest("a"), State: proto.CacheReady, SizeBytes: 10},
+		{Digest: digest("b"), State: proto.CacheReady, SizeBytes: 20},
+		{Digest: digest("c"), State: proto.CacheReady, SizeBytes: 30},
+		{Digest: digest("d"), State: proto.CacheReady, SizeBytes: 5},
+		{Digest: digest("f"), State: proto.CachePulling, SizeBytes: 50},
+	}}} {
+		if _, err := f.run(t, s); err != nil {
+			t.Fatal(err)
 		}
-		return f
 	}
-	cases := map[string]struct {
-		bytes  int64
-		inUse  []string
-		pinned string
-		want   []string
-	}{
-		"nothing to free":                  {bytes: 0, want: nil},
-		"never used goes first":            {bytes: 5, want: []string{"d"}},
-		"until enough is freed":            {bytes: 6, want: []string{"d", "a"}},
-		"exactly enough":                   {bytes: 15, want: []string{"d", "a"}},
-		"latest use across agents":         {bytes: 16, want: []string{"d", "a", "b"}},
-		"everything evictable, not enough": {bytes: 1000, want: []string{"d", "a", "b", "c"}},
-		"in use is skipped":                {bytes: 16, inUse: []string{digest("a")}, want: []string{"d", "b"}},
-		"pinned is skipped":                {bytes: 1000, pinned: "b", want: []string{"d", "a", "c"}},
-		"pinned through a shared artifact": {bytes: 1000, pinned: "a2", want: []string{"d", "b", "c"}},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			f := setup(t)
-			if tc.pinned != "" {
-				if _, err := f.run(t, step{pin: tc.pinned}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var got []Eviction
-			err := f.st.View(func(tx *store.Tx) (err error) {
-				got, err = EvictionCandidates(tx, "rack-1", tc.bytes, tc.inUse)
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var digests []string
-			for _, e := range got {
-				digests = append(digests, e.Digest[:1])
-				if e.Digest == digest("a") && len(e.ImageIDs) != 2 {
-					t.Errorf("the shared artifact names %v, want both images", e.ImageIDs)
-				}
-			}
-			if diff := cmp.Diff(tc.want, digests); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
-	}
-	f := setup(t)
 	var ready []store.ImageLocation
 	f.st.View(func(tx *store.Tx) (err error) { ready, err = ImagesCachedAt(tx, "rack-1"); return err })
 	if len(ready) != 5 {

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -20,27 +22,74 @@ import (
 // given: they belong to the machine whatever driver speaks to it, and its credential is
 // sent to its address only.
 func resolveDriverBindings(bmc store.BMC, hw *HardwareProfile, overrides map[string]Binding) map[string]store.DriverBinding {
-	bmcConfig := map[string]string{"address": bmc.Address}
-	if bmc.CredentialRef != "" {
-		bmcConfig["credentialRef"] = bmc.CredentialRef
-	}
 	out := map[string]store.DriverBinding{}
 	for _, c := range bmcConcerns {
-		out[c] = store.DriverBinding{Driver: bmc.Driver, Config: mustJSON(bmcConfig)}
-	}
-	layer := func(bindings map[string]Binding) {
-		for _, c := range slices.Sorted(maps.Keys(bindings)) {
-			b := bindings[c]
-			if slices.Contains(bmcConcerns, c) {
-				b.Config = overlay(bmcConfig, b.Config)
-			}
-			out[c] = store.DriverBinding(b)
-		}
+		out[c] = store.DriverBinding{Driver: bmc.Driver, Config: mustJSON(bmcConfig(bmc))}
 	}
 	if hw != nil {
-		layer(hw.Drivers)
+		layerBindings(out, bmc, hw.Drivers)
 	}
-	layer(overrides)
+	layerBindings(out, bmc, overrides)
+	return out
+}
+
+// bmcConfig is what a BMC binds in the config of its concerns: its address and
+// credential reference.
+func bmcConfig(bmc store.BMC) map[string]string {
+	c := map[string]string{"address": bmc.Address}
+	if bmc.CredentialRef != "" {
+		c["credentialRef"] = bmc.CredentialRef
+	}
+	return c
+}
+
+// layerBindings lays bindings over out, concern by concern, a BMC concern keeping bmc's
+// address and credential reference.
+func layerBindings(out map[string]store.DriverBinding, bmc store.BMC, bindings map[string]Binding) {
+	for _, c := range slices.Sorted(maps.Keys(bindings)) {
+		b := bindings[c]
+		if slices.Contains(bmcConcerns, c) {
+			b.Config = overlay(bmcConfig(bmc), b.Config)
+		}
+		out[c] = store.DriverBinding(b)
+	}
+}
+
+// CommandDrivers are the driver bindings a site command for node carries. A command
+// that is the operation a step of the run names itself (its kind is the step's use)
+// takes the run's profile's drivers over the node's, concern by concern; any other
+// command (metal.ensureRamdisk's own) the node's. Either way a BMC concern keeps the
+// address and credential reference the node's BMC bound: a profile never names them.
+func CommandDrivers(node store.Node, run store.Run, step, kind string) (map[string]proto.DriverBinding, error) {
+	out := maps.Clone(node.Drivers)
+	if step == kind && run.Document != nil {
+		p, err := profile.Define(run.Document)
+		if err != nil {
+			return nil, proto.Errorf(proto.Internal, "workflow %s: its profile no longer defines: %v", run.ID, err)
+		}
+		if drivers := p.Drivers(); len(drivers) > 0 {
+			if out == nil {
+				out = map[string]store.DriverBinding{}
+			}
+			bindings := map[string]Binding{}
+			for c, d := range drivers {
+				bindings[c] = Binding{Driver: d.Driver, Config: d.Config}
+			}
+			layerBindings(out, node.BMC, bindings)
+		}
+	}
+	return protoBindings(out), nil
+}
+
+// protoBindings are bindings as NodeSpecs and site commands carry them; nil for none.
+func protoBindings(bindings map[string]store.DriverBinding) map[string]proto.DriverBinding {
+	var out map[string]proto.DriverBinding
+	for concern, b := range bindings {
+		if out == nil {
+			out = map[string]proto.DriverBinding{}
+		}
+		out[concern] = proto.DriverBinding{Driver: b.Driver, Config: b.Config}
+	}
 	return out
 }
 

@@ -2,8 +2,10 @@ package metal
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
@@ -191,5 +193,47 @@ func TestLoadHardwareProfiles(t *testing.T) {
 				t.Fatalf("got %v, want INVALID_CONFIG at %q", err, tc.path)
 			}
 		})
+	}
+}
+
+// TestProfileDriversBindItsOwnSteps: a profile's drivers bind the site operations its
+// steps name (power.setPower), over the node's, while metal.ensureRamdisk's own commands
+// keep the node's bindings; the BMC's address and credential reference stay the node's
+// whatever the profile's config names.
+func TestProfileDriversBindItsOwnSteps(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	h.machine.forget()
+	run, err := h.deploy(node, "testdata/with-drivers.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, n := h.end(run.ID)
+	if run.State != store.RunSucceeded {
+		t.Fatalf("run %s: %+v", run.State, n.Failure)
+	}
+	got := map[string]string{}
+	for _, r := range h.machine.got {
+		if r.Role != "site" {
+			continue
+		}
+		drivers, err := CommandDrivers(n, run, r.Target.Step, r.Kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[strings.TrimPrefix(r.ID, run.ID+":")] = fmt.Sprintf("%s %s %s", drivers["power"].Driver, drivers["power"].Config, drivers["boot"].Driver)
+	}
+	want := map[string]string{
+		"main.0:a1:pxe":     `redfish {"address":"https://10.0.0.5","credentialRef":"secret://bmc/n1"} ipxe`,
+		"main.0:a1:prepare": `redfish {"address":"https://10.0.0.5","credentialRef":"secret://bmc/n1"} ipxe`,
+		"main.0:a1:cycle":   `redfish {"address":"https://10.0.0.5","credentialRef":"secret://bmc/n1"} ipxe`,
+		"main.1:a1":         `ipmi {"address":"https://10.0.0.5","credentialRef":"secret://bmc/n1","port":623} uefi-http`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("power and boot bindings of each site command (-want +got):\n%s", diff)
+	}
+	// The node's own bindings did not change.
+	if n.Drivers["power"].Driver != "redfish" || n.Drivers["boot"].Driver != "ipxe" {
+		t.Errorf("the node's bindings changed: %+v", n.Drivers)
 	}
 }

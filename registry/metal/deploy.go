@@ -1,6 +1,8 @@
 package metal
 
 import (
+	"slices"
+
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
@@ -27,6 +29,15 @@ func (s *Service) Deploy(tx *store.Tx, tenant, nodeID string, rec store.ProfileR
 		return store.Run{}, proto.Errorf(proto.InvalidInput, "profile %s@%d is an adopt profile, which carries no steps to deploy", rec.ID, rec.Version).WithPath("profile")
 	case rec.Tenant == profile.ShippedTenant && lifecycleProfile(rec.ID) != "":
 		return store.Run{}, proto.Errorf(proto.InvalidInput, "%s@%d runs in the node's lifecycle, not as a deploy: use `nodes %s`", rec.ID, rec.Version, lifecycleProfile(rec.ID)).WithPath("profile")
+	case rec.Tenant == profile.ShippedTenant && slices.Contains(remediationProfiles, rec.ID):
+		return store.Run{}, proto.Errorf(proto.InvalidInput, "%s@%d remediates an active node, not as a deploy: use `nodes remediate %s --profile %s`", rec.ID, rec.Version, nodeID, rec.ID).WithPath("profile")
+	}
+	pool, err := tx.Pool(node.Tenant, node.Pool)
+	if err != nil {
+		return store.Run{}, err
+	}
+	if err := checkMIGFromPool(p, pool); err != nil {
+		return store.Run{}, err
 	}
 	run, _, err := s.Act(tx, tenant, nodeID, Deploy, Options{Profile: &rec})
 	return run, err
@@ -63,13 +74,7 @@ func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
 // NodeSpec is the desired state of node's installed agent: its labels, its driver
 // bindings and its host section.
 func NodeSpec(node store.Node) proto.NodeSpec {
-	spec := proto.NodeSpec{Node: node.ID, Role: proto.RoleNode, Labels: node.Labels}
-	for concern, b := range node.Drivers {
-		if spec.Drivers == nil {
-			spec.Drivers = map[string]proto.DriverBinding{}
-		}
-		spec.Drivers[concern] = proto.DriverBinding{Driver: b.Driver, Config: b.Config}
-	}
+	spec := proto.NodeSpec{Node: node.ID, Role: proto.RoleNode, Labels: node.Labels, Drivers: protoBindings(node.Drivers)}
 	for _, u := range node.Host {
 		spec.Host = append(spec.Host, proto.HostUnit{Unit: u.Unit, Settings: u.Settings})
 	}

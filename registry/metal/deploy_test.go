@@ -277,8 +277,13 @@ func TestRevokeIdentityAndWaitGeneration(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	run, err := h.deployShipped(node, "remediate-reboot@1")
+	run, err := h.deploy(node, "testdata/deploy-only.json")
 	if err != nil {
+		t.Fatal(err)
+	}
+	h.end(run.ID)
+	h.machine.forget()
+	if run, _, err = h.remediate(node, ProfileRemediateReboot, ""); err != nil {
 		t.Fatal(err)
 	}
 	if run, n := h.end(run.ID); run.State != store.RunSucceeded || n.State != store.NodeActive {

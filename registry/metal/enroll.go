@@ -2,7 +2,6 @@ package metal
 
 import (
 	"fmt"
-	"net"
 	"regexp"
 	"strings"
 	"unicode"
@@ -54,11 +53,11 @@ func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, store.Run, err
 func (s *Service) enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 	n := store.Node{Tenant: e.Tenant, Pool: e.Pool, HardwareProfile: e.HardwareProfile, Labels: e.Labels}
 	for i, m := range e.MACs {
-		hw, err := net.ParseMAC(m)
-		if err != nil || len(hw) != 6 {
-			return n, proto.Errorf(proto.InvalidInput, "MAC %q: write six hex pairs, 52:54:00:12:34:56", m).WithPath(indexPath("macs", i))
+		mac, err := parseMAC(m, indexPath("macs", i))
+		if err != nil {
+			return n, err
 		}
-		n.MACs = append(n.MACs, hw.String())
+		n.MACs = append(n.MACs, mac)
 	}
 	if e.ProductUUID != "" {
 		n.ProductUUID = strings.ToLower(e.ProductUUID)

@@ -10,6 +10,9 @@ import (
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
+// stepEnsureRamdisk is the step that boots the machine into the ramdisk.
+const stepEnsureRamdisk = "metal.ensureRamdisk"
+
 // ramdiskBoot is what metal.ensureRamdisk relays to the site, in order: one-time PXE,
 // the ramdisk's boot entry (its input made by relayPrepare), a power cycle.
 var ramdiskBoot = []struct {
@@ -22,9 +25,10 @@ var ramdiskBoot = []struct {
 }
 
 // ensureRamdisk is metal.ensureRamdisk: nothing when the machine's ramdisk is its agent
-// already (joined since the machine was last powered off or cycled); otherwise it boots the machine into the ramdisk through the site agent and
-// waits for the ramdisk to join. A pool whose machines run no agent cannot, and is
-// UNSUPPORTED.
+// already (joined since the machine was last powered off or cycled); otherwise it boots
+// the machine into the ramdisk through the site agent and waits for the ramdisk to join.
+// A machine known only by its product UUID first gets its MAC (discoverMAC). A pool
+// whose machines run no agent cannot, and is UNSUPPORTED.
 func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	var pool store.Pool
 	err := s.cfg.Store.View(func(tx *store.Tx) (err error) { pool, err = tx.Pool(a.Node.Tenant, a.Node.Pool); return err })
@@ -41,6 +45,11 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 	if connected {
 		return json.RawMessage(`{"booted":false}`), nil
 	}
+	if len(a.Node.MACs) == 0 {
+		if a.Node, err = s.discoverMAC(ctx, a); err != nil {
+			return nil, err
+		}
+	}
 	for _, c := range ramdiskBoot {
 		var err error
 		if c.kind == proto.CommandPrepareRamdisk {
@@ -56,4 +65,26 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 		return nil, err
 	}
 	return json.RawMessage(`{"booted":true}`), nil
+}
+
+// noRamdisk is the relay guard of a run whose metal.ensureRamdisk failed: a command for
+// the ramdisk fails at once with UNAVAILABLE (reason no-ramdisk) unless a ramdisk runs
+// on the machine after all, since nothing in the run booted one and the command would
+// wait its step's whole timeout for it (a retire's disk.wipe, six hours) before the
+// steps after it (power off, metal.revokeIdentity) run.
+func (s *Service) noRamdisk(ctx context.Context, a *workflow.Attempt, role string) error {
+	if role != profile.Ramdisk {
+		return nil
+	}
+	for _, st := range a.Run.Steps {
+		if st.Use != stepEnsureRamdisk || st.State != store.StepFailed {
+			continue
+		}
+		if runs, err := s.ramdiskRuns(ctx, a.Node.ID); err != nil || runs {
+			return err
+		}
+		return proto.Errorf(proto.Unavailable, "%s goes to the ramdisk, and this workflow's metal.ensureRamdisk (%s) failed: no ramdisk runs on the machine to take it",
+			a.Step.Use, st.Path()).WithReason("no-ramdisk")
+	}
+	return nil
 }

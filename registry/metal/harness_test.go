@@ -37,6 +37,7 @@ type harness struct {
 	images   *fakeImages
 	userData *fakeUserData
 	revoked  *revocations
+	presence *presence
 }
 
 func newHarness(t *testing.T) *harness {
@@ -48,6 +49,7 @@ func newHarness(t *testing.T) *harness {
 		SHA256: digest, SizeBytes: 3 << 30, Source: "https://images.example/ubuntu.raw.zst"}}}
 	h.userData = &fakeUserData{}
 	h.revoked = &revocations{}
+	h.presence = &presence{}
 	h.boot()
 	t.Cleanup(func() { h.shutdown() })
 	st := h.store
@@ -89,7 +91,7 @@ func (h *harness) boot() {
 	h.engine = engine
 	h.svc = New(Config{Store: st, Engine: engine, Joins: h.joins, HardwareProfiles: maps.Clone(hardware),
 		Images: h.images, UserData: h.userData, Generations: fakeGenerations{}, Ramdisk: fakeRamdisk{},
-		Identities: h.revoked})
+		Identities: h.revoked, Presence: h.presence})
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := engine.Resume(ctx); err != nil {
 		h.t.Fatal(err)
@@ -154,6 +156,21 @@ func (h *harness) act(node string, req Request, o Options) (store.Run, store.Nod
 		return err
 	})
 	if err == nil && run.ID != "" {
+		h.svc.Start(run)
+	}
+	return run, n, err
+}
+
+// remediate runs a remediation profile on a node and starts its workflow.
+func (h *harness) remediate(node, profileID, reason string) (store.Run, store.Node, error) {
+	h.t.Helper()
+	var run store.Run
+	var n store.Node
+	err := h.store.Update(func(tx *store.Tx) (err error) {
+		run, n, err = h.svc.Remediate(tx, "acme", node, profileID, 0, reason)
+		return err
+	})
+	if err == nil {
 		h.svc.Start(run)
 	}
 	return run, n, err
@@ -241,6 +258,8 @@ func (h *harness) end(id string) (store.Run, store.Node) {
 // relayed is one command the machine's agents received.
 type relayed struct {
 	ID, Kind, Role, Input string
+	// Target is where the engine addressed it.
+	Target workflow.RelayTarget
 }
 
 // machine stands for a machine, its BMC and its agents: it answers each command once
@@ -314,7 +333,7 @@ func (m *machine) crash(ctx context.Context) (json.RawMessage, error) {
 
 // answer runs a command on the machine, with m.mu held.
 func (m *machine) answer(target workflow.RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
-	m.got = append(m.got, relayed{ID: id, Kind: kind, Role: target.Role, Input: string(input)})
+	m.got = append(m.got, relayed{ID: id, Kind: kind, Role: target.Role, Input: string(input), Target: target})
 	var out json.RawMessage = json.RawMessage(`{}`)
 	var err error
 	switch {
@@ -338,7 +357,7 @@ func (m *machine) answer(target workflow.RelayTarget, id, kind string, input jso
 		err = m.joins.Joined(target.NodeID, "node")
 	case kind == "power.setPower" && string(input) == `{"action":"cycle"}` && !m.bootsNothing:
 		err = m.joins.Joined(target.NodeID, "ramdisk")
-	case kind == "boot.kexec" || kind == "power.setPower" && string(input) == `{"action":"graceful-restart"}`:
+	case kind == "boot.kexec" || kind == "power.setPower" && (string(input) == `{"action":"graceful-restart"}` || string(input) == `{"action":"on"}`):
 		err = m.joins.Joined(target.NodeID, "node")
 	}
 	if m.kept == nil {
@@ -438,4 +457,25 @@ type fakeRamdisk struct{}
 
 func (fakeRamdisk) Prepare(_ context.Context, node store.Node) (proto.PrepareRamdisk, error) {
 	return proto.PrepareRamdisk{MACs: node.MACs, Token: "bcj_test", Registry: "https://registry.test", Args: []string{"bc.node=" + node.ID}}, nil
+}
+
+// presence says which nodes' installed OS agents have a session.
+type presence struct {
+	mu        sync.Mutex
+	connected map[string]bool
+}
+
+func (p *presence) set(node string, connected bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.connected == nil {
+		p.connected = map[string]bool{}
+	}
+	p.connected[node] = connected
+}
+
+func (p *presence) NodeAgentConnected(node string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.connected[node]
 }

@@ -26,6 +26,8 @@ const (
 	Retire     Request = "retire"
 	Rescue     Request = "rescue"
 	Unrescue   Request = "unrescue"
+	// Remediate runs a remediation profile on an active node (Service.Remediate).
+	Remediate Request = "remediate"
 	// Retry runs again, from failed, the workflow the node failed in.
 	Retry Request = "retry"
 	// Cancel stops the running workflow: the node fails with reason cancelled.
@@ -43,7 +45,8 @@ var (
 		store.NodeCommissioning: {Cancel},
 		store.NodeReady:         {Inspect, Commission, Deploy, Retire},
 		store.NodeDeploying:     {Cancel},
-		store.NodeActive:        {Release, Retire, Rescue},
+		store.NodeActive:        {Release, Retire, Rescue, Remediate},
+		store.NodeRemediating:   {Cancel},
 		store.NodeReleasing:     {Cancel},
 		store.NodeRetiring:      {Cancel},
 		store.NodeRetired:       nil,
@@ -65,6 +68,7 @@ var (
 		Retire:     {store.NodeRetiring, store.NodeRetired, "metal-retire@1", "metal-retire-oob@1"},
 		Rescue:     {store.NodeRescue, store.NodeRescue, "metal-rescue@1", ""},
 		Unrescue:   {store.NodeRescue, store.NodeActive, "metal-unrescue@1", ""},
+		Remediate:  {store.NodeRemediating, store.NodeActive, "", ""},
 	}
 	// chains are the requests enrollment runs one after the other, by the pool's
 	// policy.enrollment, before the node is ready.
@@ -79,17 +83,17 @@ var (
 // States are the node states, in the order docs/nodes.md lists them.
 func States() []string {
 	return []string{store.NodeEnrolling, store.NodeInspecting, store.NodeCommissioning, store.NodeReady, store.NodeDeploying,
-		store.NodeActive, store.NodeReleasing, store.NodeRetiring, store.NodeRetired, store.NodeRescue, store.NodeFailed}
+		store.NodeActive, store.NodeRemediating, store.NodeReleasing, store.NodeRetiring, store.NodeRetired, store.NodeRescue, store.NodeFailed}
 }
 
 // Requests are the requests an operator makes of an enrolled node.
 func Requests() []Request {
-	return []Request{Inspect, Commission, Deploy, Release, Retire, Rescue, Unrescue, Retry, Cancel}
+	return []Request{Inspect, Commission, Deploy, Release, Retire, Rescue, Unrescue, Remediate, Retry, Cancel}
 }
 
 // Options are what a request takes beside the node.
 type Options struct {
-	// Profile is the profile a deploy runs.
+	// Profile is the profile a deploy or a remediation runs.
 	Profile *store.ProfileRecord
 	// Wipe is the mode a release's disk.wipe runs with; "" keeps the profile's.
 	Wipe string
@@ -175,7 +179,7 @@ func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, n
 	}
 	var rec store.ProfileRecord
 	switch {
-	case req == Deploy:
+	case req == Deploy || req == Remediate:
 		rec = *o.Profile
 	case pool.Policy.Agent == store.AgentNone && tr.oob == "":
 		f := &store.StepFailure{Error: proto.Errorf(proto.Unsupported, "pool %s runs no agent (agent: none): its machines cannot boot the ramdisk to %s", pool.Name, req)}

@@ -68,6 +68,12 @@ func (h *harness) inState(state string) string {
 		}
 	case store.NodeActive:
 		deploy()
+	case store.NodeRemediating:
+		deploy()
+		h.machine.hang("power.setPower")
+		if _, _, err := h.remediate(node, ProfileRemediateReboot, ""); err != nil {
+			h.t.Fatal(err)
+		}
 	case store.NodeReleasing:
 		deploy()
 		h.machine.hang(proto.CommandDiskWipe)
@@ -109,7 +115,8 @@ func TestLifecycleTable(t *testing.T) {
 		store.NodeCommissioning: {Cancel: store.NodeFailed},
 		store.NodeReady:         {Inspect: store.NodeInspecting, Commission: store.NodeCommissioning, Deploy: store.NodeDeploying, Retire: store.NodeRetiring},
 		store.NodeDeploying:     {Cancel: store.NodeFailed},
-		store.NodeActive:        {Release: store.NodeReleasing, Retire: store.NodeRetiring, Rescue: store.NodeRescue},
+		store.NodeActive:        {Release: store.NodeReleasing, Retire: store.NodeRetiring, Rescue: store.NodeRescue, Remediate: store.NodeRemediating},
+		store.NodeRemediating:   {Cancel: store.NodeFailed},
 		store.NodeReleasing:     {Cancel: store.NodeFailed},
 		store.NodeRetiring:      {Cancel: store.NodeFailed},
 		store.NodeRetired:       {},
@@ -127,9 +134,12 @@ func TestLifecycleTable(t *testing.T) {
 				before := h.node(node)
 				var run store.Run
 				var err error
-				if req == Deploy {
+				switch req {
+				case Deploy:
 					run, err = h.deploy(node, "testdata/deploy-only.json")
-				} else {
+				case Remediate:
+					run, _, err = h.remediate(node, ProfileRemediateReboot, "")
+				default:
 					run, _, err = h.act(node, req, Options{})
 				}
 				to, ok := want[state][req]
@@ -460,5 +470,44 @@ func TestRetryKeepsTheChain(t *testing.T) {
 	}
 	if n = h.settle(n.ID); n.State != store.NodeReady || n.Transition != string(Commission) {
 		t.Errorf("after the retry: %s, last transition %s, %+v", n.State, n.Transition, n.Failure)
+	}
+}
+
+// TestRetireWithoutRamdisk: a retire whose machine never boots its ramdisk does not wait
+// for it beyond metal.ensureRamdisk's 20 minutes: the disk wipe fails at once with
+// UNAVAILABLE (no-ramdisk) and sends nothing, the machine is powered off, the identity
+// revoked and the node retired with the wipe recorded as unverified.
+func TestRetireWithoutRamdisk(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	h.machine.bootsNothing = true
+	h.machine.hang(proto.CommandDiskWipe)
+	run, _, err := h.act(node, Retire, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); h.node(node).PoweredAt.IsZero(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the retire never power-cycled the machine")
+		}
+	}
+	h.clock.BlockUntil(1)
+	h.clock.Advance(20 * time.Minute)
+	run, n := h.end(run.ID)
+	if n.State != store.NodeRetired || n.IdentityRevokedAt.IsZero() {
+		t.Fatalf("node %s, identity revoked at %v", n.State, n.IdentityRevokedAt)
+	}
+	wipe := run.Steps[1]
+	if e := wipe.Error; wipe.State != store.StepFailed || e == nil || e.Code != proto.Unavailable || e.Details.Reason != "no-ramdisk" {
+		t.Errorf("disk.wipe %s: %+v", wipe.State, wipe.Error)
+	}
+	if got := h.machine.received(proto.CommandDiskWipe); len(got) != 0 {
+		t.Errorf("disk.wipe was sent to an absent ramdisk: %+v", got)
+	}
+	if got := h.machine.received("power.setPower"); len(got) != 2 || got[1].Input != `{"action":"off"}` {
+		t.Errorf("power commands %+v, want the cycle then off", got)
+	}
+	if n.UnverifiedWipe == nil || n.UnverifiedWipe.Error.Code != proto.UnverifiedWipe {
+		t.Errorf("the retired node's unverified wipe %+v", n.UnverifiedWipe)
 	}
 }

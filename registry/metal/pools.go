@@ -2,6 +2,7 @@ package metal
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/hostunit"
@@ -40,12 +41,24 @@ func PoolUnits(policy store.PoolPolicy) []store.HostUnit {
 }
 
 // CheckPoolPolicy checks the part of a pool's policy that metal reads: the hardware
-// profile must be one the registry knows and each unit must pass its unit's checks. A
+// profile must be one the registry knows, policy.remediation's durations must parse,
+// policy.migLayout must be a mig-layout unit's layout, and each unit must pass its unit's
+// checks. A
 // problem is INVALID_INPUT at its path under policy (policy.hugepages.pages1g). The
 // store checks the agent, and the API the pre-warm refs.
 func (s *Service) CheckPoolPolicy(policy store.PoolPolicy) error {
 	if _, err := s.cfg.HardwareProfiles.lookup(policy.HardwareProfile); err != nil {
 		return proto.AsError(err).WithPath("policy.hardwareProfile")
+	}
+	if err := checkRemediationPolicy(policy.Remediation); err != nil {
+		return err
+	}
+	if policy.MIGLayout != nil {
+		doc := mustJSON(map[string]json.RawMessage{"layout": policy.MIGLayout})
+		if problems := hostunit.Validate(hostunit.UnitMIGLayout, doc); len(problems) > 0 {
+			path := "policy.migLayout" + strings.TrimPrefix(string(problems[0].Path), "layout")
+			return proto.Errorf(proto.InvalidInput, "policy.migLayout (the mig-layout unit's layout): %s", problems[0].Message).WithPath(path)
+		}
 	}
 	for _, u := range poolUnits {
 		raw := u.get(&policy)

@@ -44,7 +44,7 @@ func (s *Service) relayPrepare(ctx context.Context, a *workflow.Attempt, sub str
 // refreshInventory is inventory.refresh: it relays the enrolled identity to the agent
 // the step runs on, which checks it against the machine it runs on.
 func (s *Service) refreshInventory(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
-	input, err := json.Marshal(proto.InventoryRefresh{ProductUUID: a.Node.ProductUUID})
+	input, err := json.Marshal(proto.InventoryRefresh{ProductUUID: a.Node.ProductUUID, MAC: a.Node.BoundMAC})
 	if err != nil {
 		return nil, err
 	}

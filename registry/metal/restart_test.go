@@ -52,11 +52,14 @@ func lifecycleWalk(t *testing.T, crashAt int, after bool) (states, commands []st
 	h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Enrollment: store.EnrollCommission})
 	n, _ := h.startEnroll("52:54:00:00:00:01", nil)
 	states = append(states, h.settle(n.ID).State)
-	for _, req := range []Request{Deploy, Rescue, Unrescue, Release, Retire} {
+	for _, req := range []Request{Deploy, Rescue, Unrescue, Remediate, Release, Retire} {
 		var err error
-		if req == Deploy {
+		switch req {
+		case Deploy:
 			_, err = h.deploy(n.ID, "testdata/deploy-only.json")
-		} else {
+		case Remediate:
+			_, _, err = h.remediate(n.ID, ProfileRemediateReboot, "")
+		default:
 			_, _, err = h.act(n.ID, req, Options{})
 		}
 		if err != nil {
@@ -77,10 +80,10 @@ func lifecycleWalk(t *testing.T, crashAt int, after bool) (states, commands []st
 
 // TestLifecycleSurvivesRestarts crashes the registry before and after every command of
 // a walk through the whole lifecycle (enrollment chaining inspection and commissioning,
-// deploy, rescue, unrescue, release, retire): after the restart the node ends each
+// deploy, rescue, unrescue, remediate, release, retire): after the restart the node ends each
 // transition in the state the table says, and no command runs twice.
 func TestLifecycleSurvivesRestarts(t *testing.T) {
-	wantStates := []string{store.NodeReady, store.NodeActive, store.NodeRescue, store.NodeActive, store.NodeReady, store.NodeRetired}
+	wantStates := []string{store.NodeReady, store.NodeActive, store.NodeRescue, store.NodeActive, store.NodeActive, store.NodeReady, store.NodeRetired}
 	states, commands := lifecycleWalk(t, 0, false)
 	if diff := cmp.Diff(wantStates, states); diff != "" {
 		t.Fatalf("states without a crash (-want +got):\n%s", diff)

@@ -33,12 +33,17 @@ type Config struct {
 	// Identities ends the agent sessions of a node metal.revokeIdentity revoked; without
 	// it an open session lasts until the agent reconnects, which is then refused.
 	Identities Identities
-	Log        *slog.Logger
+	// Presence tells whether a node's installed OS agent is connected, for the
+	// automatic remediation of a pool's policy.remediation.agentGoneAfter; without it
+	// that rule never fires.
+	Presence Presence
+	Log      *slog.Logger
 }
 
 // Service is metal's node lifecycle.
 type Service struct {
-	cfg Config
+	cfg    Config
+	absent absences
 }
 
 // New returns the service and registers its steps, and what the end of a deploy does,
@@ -49,7 +54,8 @@ func New(cfg Config) *Service {
 	}
 	s := &Service{cfg: cfg}
 	e := cfg.Engine
-	e.Handle("metal.ensureRamdisk", s.ensureRamdisk)
+	e.Handle(stepEnsureRamdisk, s.ensureRamdisk)
+	e.GuardRelays(s.noRamdisk)
 	e.Handle("metal.revokeIdentity", s.revokeIdentity)
 	e.Handle("userdata.render", s.renderUserData)
 	e.Handle("wait.agentJoined", s.waitAgentJoined)
@@ -59,6 +65,7 @@ func New(cfg Config) *Service {
 	e.Handle("inventory.refresh", s.refreshInventory)
 	e.Handle(proto.CommandDiagDCGM, s.diagDCGM)
 	e.Handle("power.setPower", s.setPower)
+	e.Handle("inspect.oob", s.inspectOOB)
 	for req := range transitions {
 		e.OnFinish(string(req), s.ended)
 	}

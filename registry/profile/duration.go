@@ -20,8 +20,9 @@ const (
 // whole number without leading zeros: 30s, 15m, 1h, 1h30m, 90m.
 var durationText = regexp.MustCompile(`^(?:(0|[1-9][0-9]{0,4})h)?(?:(0|[1-9][0-9]{0,4})m)?(?:(0|[1-9][0-9]{0,4})s)?$`)
 
-// parseDuration parses a step timeout, from 1s to 24h.
-func parseDuration(s string) (time.Duration, error) {
+// ParseDuration parses a duration as profiles and pool policies write it (a step
+// timeout, a remediation backoff), from 1s to 24h.
+func ParseDuration(s string) (time.Duration, error) {
 	m := durationText.FindStringSubmatch(s)
 	if s == "" || m == nil {
 		return 0, fmt.Errorf("%s is not a duration: write whole hours, minutes and seconds like 30s, 15m, 1h or 1h30m", proto.Quote(s))
@@ -39,7 +40,7 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// formatDuration writes a duration the way parseDuration reads it, in its shortest
+// formatDuration writes a duration the way ParseDuration reads it, in its shortest
 // form: 1h30m, 45s, 2h.
 func formatDuration(d time.Duration) string {
 	var b strings.Builder

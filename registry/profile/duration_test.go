@@ -24,7 +24,7 @@ func TestDuration(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := parseDuration(tc.in)
+			got, err := ParseDuration(tc.in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -35,7 +35,7 @@ func TestDuration(t *testing.T) {
 	}
 	for _, bad := range []string{"", "0s", "0h0m0s", "24h1s", "86401s", "30", "1.5h", "-1m", "1d", "1m1h", "1h 30m", "01m", "1H", "99999999h", "1hh"} {
 		t.Run("refuses "+bad, func(t *testing.T) {
-			if d, err := parseDuration(bad); err == nil {
+			if d, err := ParseDuration(bad); err == nil {
 				t.Errorf("accepted as %v", d)
 			}
 		})

@@ -97,7 +97,7 @@ func (w *walker) step(v *jsondoc.Value, p jsondoc.Path, phase string, index int,
 			if !ok {
 				return
 			}
-			d, err := parseDuration(text)
+			d, err := ParseDuration(text)
 			if err != nil {
 				w.r.Add(v, p, "%v", err)
 			}

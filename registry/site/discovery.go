@@ -10,7 +10,8 @@ import (
 )
 
 // discoveries proposes, for each machine a site agent reports with a product UUID, its
-// MAC to the node of the agent's site enrolled with that UUID and no MAC.
+// MAC to the node of the agent's site enrolled with that UUID and no MAC, and binds it at
+// once when the node's pool trusts its provisioning network.
 func (s *Service) discoveries(r report) {
 	var list []proto.Discovery
 	if err := json.Unmarshal(r.data, &list); err != nil {
@@ -36,9 +37,19 @@ func (s *Service) discoveries(r report) {
 			if err != nil {
 				return err
 			}
-			if changed {
-				s.cfg.Log.Info("PXE discovery proposes a MAC", "node", n.ID, "mac", d.MAC, "site", n.Site)
+			if !changed {
+				continue
 			}
+			s.cfg.Log.Info("PXE discovery proposes a MAC", "node", n.ID, "mac", d.MAC, "site", n.Site)
+			pool, err := tx.Pool(n.Tenant, n.Pool)
+			if err != nil || !pool.Policy.TrustProvisioningNetwork {
+				continue
+			}
+			if _, err := tx.BindMAC(n.ID, d.MAC, false); err != nil {
+				s.cfg.Log.Warn("binding the proposed MAC", "node", n.ID, "mac", d.MAC, "err", err)
+				continue
+			}
+			s.cfg.Log.Info("bound the proposed MAC: the pool trusts its provisioning network", "node", n.ID, "mac", d.MAC)
 		}
 		return nil
 	})

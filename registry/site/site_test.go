@@ -99,3 +99,63 @@ func TestDiscoveryProposesMAC(t *testing.T) {
 		t.Fatalf("proposal %+v, want %+v", node.MACProposal, want)
 	}
 }
+
+// TestDiscoveryBindsOnATrustedNetwork: on a pool with policy.trustProvisioningNetwork
+// the proposed MAC is bound at once (the node's MAC and boundMac); on another pool it
+// stays a proposal, and a MAC another node holds, or one the machine's BMC does not list
+// among its NICs, is never bound.
+func TestDiscoveryBindsOnATrustedNetwork(t *testing.T) {
+	st := openStore(t)
+	const uuidA, uuidB, uuidC, uuidD = "12345678-9abc-def0-1122-334455667788", "22345678-9abc-def0-1122-334455667788", "32345678-9abc-def0-1122-334455667788", "42345678-9abc-def0-1122-334455667788"
+	var trusted, plain, taken, listed store.Node
+	err := st.Update(func(tx *store.Tx) (err error) {
+		if _, err = tx.CreatePool(store.Pool{Tenant: "acme", Name: "trusted", Site: "rack-a", Policy: store.PoolPolicy{TrustProvisioningNetwork: true}}); err != nil {
+			return err
+		}
+		if trusted, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "trusted", ProductUUID: uuidA}); err != nil {
+			return err
+		}
+		if taken, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "trusted", ProductUUID: uuidC}); err != nil {
+			return err
+		}
+		if listed, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "trusted", ProductUUID: uuidD, BMCMACs: []string{"52:54:00:00:00:05"}}); err != nil {
+			return err
+		}
+		if _, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:03"}}); err != nil {
+			return err
+		}
+		plain, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "gpu", ProductUUID: uuidB})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Config{Store: st, Log: slog.New(slog.DiscardHandler)})
+	seen := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
+	data, _ := json.Marshal([]proto.Discovery{
+		{MAC: "52:54:00:00:00:01", ProductUUID: uuidA, FirstSeen: seen, LastSeen: seen},
+		{MAC: "52:54:00:00:00:02", ProductUUID: uuidB, FirstSeen: seen, LastSeen: seen},
+		{MAC: "52:54:00:00:00:03", ProductUUID: uuidC, FirstSeen: seen, LastSeen: seen},
+		{MAC: "52:54:00:00:00:04", ProductUUID: uuidD, FirstSeen: seen, LastSeen: seen},
+	})
+	s.discoveries(report{"rack-a", data})
+	st.View(func(tx *store.Tx) error {
+		trusted, _ = tx.Node(trusted.ID)
+		plain, _ = tx.Node(plain.ID)
+		taken, _ = tx.Node(taken.ID)
+		listed, _ = tx.Node(listed.ID)
+		return nil
+	})
+	if trusted.BoundMAC != "52:54:00:00:00:01" || len(trusted.MACs) != 1 || trusted.MACs[0] != trusted.BoundMAC || trusted.MACProposal != nil {
+		t.Errorf("the trusted pool's node: macs %v, bound %q, proposal %+v", trusted.MACs, trusted.BoundMAC, trusted.MACProposal)
+	}
+	if plain.BoundMAC != "" || len(plain.MACs) != 0 || plain.MACProposal == nil {
+		t.Errorf("the other pool's node: macs %v, bound %q, proposal %+v", plain.MACs, plain.BoundMAC, plain.MACProposal)
+	}
+	if taken.BoundMAC != "" || len(taken.MACs) != 0 {
+		t.Errorf("a MAC another node holds was bound: macs %v", taken.MACs)
+	}
+	if listed.BoundMAC != "" || len(listed.MACs) != 0 || listed.MACProposal == nil {
+		t.Errorf("a MAC the BMC does not list was bound: macs %v, proposal %+v", listed.MACs, listed.MACProposal)
+	}
+}

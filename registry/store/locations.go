@@ -9,18 +9,16 @@ import (
 )
 
 // ImageLocation says that a site's cache holds (or is pulling, or evicting) the artifact
-// of a catalog image. Rows are derived from the site agents' cache reports; deploys
-// touch them when they use the image and pin them while they stream it.
+// of a catalog image. Rows are derived from the site agents' cache reports alone: the
+// site's cache decides what to evict, never the registry (docs/images.md).
 type ImageLocation struct {
 	Site      string                `json:"siteId"`
 	ImageID   string                `json:"imageId"`
 	Digest    string                `json:"digest"`
 	State     proto.ImageCacheState `json:"state"`
 	SizeBytes int64                 `json:"sizeBytes"`
-	// LastUsed is the latest use, reported by an agent or recorded by a deploy.
-	LastUsed time.Time `json:"lastUsed,omitzero"`
-	// Pins name the deploys streaming the image now; a pinned row is never dropped.
-	Pins      []string  `json:"pins,omitempty"`
+	// LastUsed is the latest use the site's agents reported.
+	LastUsed  time.Time `json:"lastUsed,omitzero"`
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 
@@ -75,15 +73,10 @@ func (t *Tx) ImageLocations(site string) ([]ImageLocation, error) {
 	return out, nil
 }
 
-// DeleteImageLocation drops a location. A pinned one is INVALID_STATE: a deploy is
-// streaming it.
+// DeleteImageLocation drops a location.
 func (t *Tx) DeleteImageLocation(site, imageID string) error {
-	loc, err := t.ImageLocation(site, imageID)
-	if err != nil {
+	if _, err := t.ImageLocation(site, imageID); err != nil {
 		return err
-	}
-	if len(loc.Pins) > 0 {
-		return proto.Errorf(proto.InvalidState, "image %s at site %q is pinned by %v", imageID, site, loc.Pins)
 	}
 	return t.del(bucketImageLocations, locationKey(site, imageID))
 }

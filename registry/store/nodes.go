@@ -30,6 +30,9 @@ const (
 	NodeRetiring = "retiring"
 	// NodeRetired: terminal: the identity is revoked.
 	NodeRetired = "retired"
+	// NodeRemediating: a remediation profile (remediate-reboot, remediate-gpu-reset) runs
+	// on an active node; its success makes it active again.
+	NodeRemediating = "remediating"
 	// NodeRescue: the machine runs (or boots into, or leaves) the ramdisk for repairs.
 	NodeRescue = "rescue"
 	// NodeFailed: a workflow failed or was cancelled; FailedFrom and Failure say where
@@ -87,6 +90,17 @@ type Node struct {
 	// MACProposal is the boot MAC PXE discovery proposes for a node enrolled by its
 	// product UUID alone; nil when there is none.
 	MACProposal *MACProposal `json:"macProposal,omitempty"`
+	// BMCMACs are the MACs of the NICs the machine's BMC listed at its last inspect.oob
+	// (lower-case, sorted); a MAC PXE discovery proposes is bound only when it is one of
+	// them, when there are any.
+	BMCMACs []string `json:"bmcMacs,omitempty"`
+	// BoundMAC is the MAC PXE discovery proposed and that was bound (metal.confirmMac, or
+	// at once on a pool with policy.trustProvisioningNetwork): one of MACs, which
+	// inventory.refresh requires the machine's NICs to include.
+	BoundMAC string `json:"boundMac,omitempty"`
+	// Remediation is the node's last remediation: what ran, why and who asked; nil when
+	// none ran.
+	Remediation *Remediation `json:"remediation,omitempty"`
 	// Host is the node's desired host section: host-config units in the order bcd
 	// applies them.
 	Host []HostUnit `json:"host,omitempty"`
@@ -99,6 +113,17 @@ type Node struct {
 	Rev       int       `json:"rev"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Remediation is one remediation of a node.
+type Remediation struct {
+	Profile  ProfileRef `json:"profile"`
+	Workflow string     `json:"workflowId"`
+	// Reason says why it ran: the operator's words, or the pool policy's rule.
+	Reason string `json:"reason"`
+	// Automatic is true when the pool's policy.remediation started it.
+	Automatic bool      `json:"automatic,omitempty"`
+	At        time.Time `json:"at"`
 }
 
 // BMC is how the site agent reaches a machine's baseboard management controller. The

@@ -38,6 +38,9 @@ type PoolPolicy struct {
 	// Enrollment is what a machine goes through after enrolling before it is ready:
 	// trust ("" reads as trust), inspect or commission.
 	Enrollment string `json:"enrollment,omitempty"`
+	// TrustProvisioningNetwork binds at once the MAC PXE discovery proposes for a node
+	// enrolled by its product UUID alone; without it metal.confirmMac binds it.
+	TrustProvisioningNetwork bool `json:"trustProvisioningNetwork,omitempty"`
 	// RequireGPUs makes commissioning fail on a machine without a GPU; without it
 	// commissioning skips the GPU diagnostics of such a machine.
 	RequireGPUs   bool            `json:"requireGpus,omitempty"`
@@ -51,6 +54,23 @@ type PoolPolicy struct {
 	Kubernetes json.RawMessage `json:"kubernetes,omitempty"`
 	// GPUSharing holds gpu-sharing: a pool shared by mps or timeslice.
 	GPUSharing json.RawMessage `json:"gpuSharing,omitempty"`
+	// MIGLayout is the layout a mig-layout unit with from: "pool" takes: "all" or a GPU
+	// index to GPU instance profiles, as the unit's layout.
+	MIGLayout json.RawMessage `json:"migLayout,omitempty"`
+	// Remediation is when the registry remediates the pool's active nodes by itself;
+	// nil never.
+	Remediation *RemediationPolicy `json:"remediation,omitempty"`
+}
+
+// RemediationPolicy is a pool's automatic health remediation (registry/metal checks
+// the durations).
+type RemediationPolicy struct {
+	// AgentGoneAfter: an active node whose installed OS's agent has had no session for
+	// this long (a duration like 15m) is remediated with remediate-reboot; "" never.
+	AgentGoneAfter string `json:"agentGoneAfter,omitempty"`
+	// Backoff is the least time between two automatic remediations of a node (1h when
+	// "").
+	Backoff string `json:"backoff,omitempty"`
 }
 
 // Agents a pool's machines run.

@@ -84,7 +84,8 @@ func TestSitesAndPools(t *testing.T) {
 	})
 }
 
-func TestPinnedLocationIsNeverDropped(t *testing.T) {
+// TestImageLocationChecks: a location in an unknown state is refused; one is dropped.
+func TestImageLocationChecks(t *testing.T) {
 	s := withTenants(t, "acme")
 	var id string
 	if err := s.Update(func(tx *Tx) error {
@@ -96,21 +97,24 @@ func TestPinnedLocationIsNeverDropped(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = tx.PutImageLocation(ImageLocation{Site: "rack-1", ImageID: id, State: proto.CacheReady, Pins: []string{"deploy-1"}})
+		_, err = tx.PutImageLocation(ImageLocation{Site: "rack-1", ImageID: id, State: proto.CacheReady})
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	err := s.Update(func(tx *Tx) error { return tx.DeleteImageLocation("rack-1", id) })
-	if proto.CodeOf(err) != proto.InvalidState {
-		t.Fatalf("dropping a pinned location: %v, want INVALID_STATE", err)
-	}
-	err = s.Update(func(tx *Tx) error {
+	err := s.Update(func(tx *Tx) error {
 		_, err := tx.PutImageLocation(ImageLocation{Site: "rack-1", ImageID: id, State: "lost"})
 		return err
 	})
 	if proto.CodeOf(err) != proto.InvalidInput {
 		t.Fatalf("unknown state: %v, want INVALID_INPUT", err)
+	}
+	if err := s.Update(func(tx *Tx) error { return tx.DeleteImageLocation("rack-1", id) }); err != nil {
+		t.Fatal(err)
+	}
+	err = s.View(func(tx *Tx) error { _, err := tx.ImageLocation("rack-1", id); return err })
+	if proto.CodeOf(err) != proto.NotFound {
+		t.Errorf("the dropped location: %v, want NOT_FOUND", err)
 	}
 }
 

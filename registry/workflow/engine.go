@@ -48,6 +48,7 @@ type Engine struct {
 	cfg      Config
 	handlers map[string]Handler
 	finish   map[string]FinishFunc
+	guards   []RelayGuard
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -76,6 +77,14 @@ func New(cfg Config) *Engine {
 // Handle registers the handler of a step. A control-plane step needs one; a relayed step
 // without one is relayed as it is (its use is the command's kind, its with the input).
 func (e *Engine) Handle(step string, h Handler) { e.handlers[step] = h }
+
+// RelayGuard decides, before an attempt relays a command to its node's agent of role,
+// whether the command may go: an error fails the relay at once, and the command is
+// neither stored nor sent.
+type RelayGuard func(ctx context.Context, a *Attempt, role string) error
+
+// GuardRelays registers a guard every relay of an attempt passes first.
+func (e *Engine) GuardRelays(g RelayGuard) { e.guards = append(e.guards, g) }
 
 // OnFinish registers what the end of a run of kind does.
 func (e *Engine) OnFinish(kind string, fn FinishFunc) { e.finish[kind] = fn }

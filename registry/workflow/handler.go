@@ -36,7 +36,12 @@ func (a *Attempt) Profile() (*profile.Profile, error) { return runProfile(a.Run)
 // Relay sends a command to the agent of role for this attempt's node and returns its
 // answer. sub tells apart the commands of one attempt ("" for a step's one command); the
 // command id is the attempt's with sub appended, so a resumed attempt resends the same
-// ids.
+// ids. A guard registered with GuardRelays may refuse it first.
 func (a *Attempt) Relay(ctx context.Context, role, sub, kind string, input json.RawMessage) (json.RawMessage, error) {
-	return a.engine.relay(ctx, a.Run.ID, a.Node, role, subCommandID(a.CommandID, sub), kind, input)
+	for _, g := range a.engine.guards {
+		if err := g(ctx, a, role); err != nil {
+			return nil, err
+		}
+	}
+	return a.engine.relay(ctx, a.Run.ID, a.Node, a.Step.Use, role, subCommandID(a.CommandID, sub), kind, input)
 }

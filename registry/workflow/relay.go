@@ -25,6 +25,12 @@ type RelayTarget struct {
 	NodeID string
 	SiteID string
 	Role   string
+	// Run is the workflow run the command is for.
+	Run string
+	// Step is the use of the step the command is for: a command whose kind is the
+	// step's use is the operation the profile names itself; another is one a handler
+	// sends for its own step (metal.ensureRamdisk's power cycle).
+	Step string
 }
 
 // relayStep is the handler of every step without one of its own: it relays the step,
@@ -33,11 +39,11 @@ func relayStep(ctx context.Context, a *Attempt) (json.RawMessage, error) {
 	return a.Relay(ctx, a.Step.On, "", a.Step.Use, a.Step.With)
 }
 
-func (e *Engine) relay(ctx context.Context, run string, node store.Node, role, id, kind string, input json.RawMessage) (json.RawMessage, error) {
+func (e *Engine) relay(ctx context.Context, run string, node store.Node, step, role, id, kind string, input json.RawMessage) (json.RawMessage, error) {
 	if e.cfg.Relay == nil {
 		return nil, proto.Errorf(proto.Unsupported, "%s runs on the %s agent, and this registry has no agent relay", kind, role)
 	}
-	target := RelayTarget{NodeID: node.ID, Role: role}
+	target := RelayTarget{NodeID: node.ID, Role: role, Run: run, Step: step}
 	if role == profile.Site {
 		target.SiteID = node.Site
 	}

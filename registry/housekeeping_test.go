@@ -1,0 +1,70 @@
+package registry
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/clock"
+	"github.com/better-compute/better-compute/registry/metal"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/workflow"
+)
+
+// gone is a metal.Presence in which no node agent has a session.
+type gone struct{}
+
+func (gone) NodeAgentConnected(string) bool { return false }
+
+// TestRemediationRunsOnTheClock: the registry's remediation loop checks at once and
+// then every remediationInterval of its clock, so an active node of a pool with
+// policy.remediation.agentGoneAfter whose agent stays gone is remediated one interval
+// after the first check found it gone.
+func TestRemediationRunsOnTheClock(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	st, err := store.Open(t.TempDir(), store.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	engine := workflow.New(workflow.Config{Store: st, Clock: clk})
+	svc := metal.New(metal.Config{Store: st, Engine: engine, Presence: gone{}})
+	var node store.Node
+	err = st.Update(func(tx *store.Tx) (err error) {
+		if _, err = tx.CreateTenant("acme"); err != nil {
+			return err
+		}
+		if _, err = tx.CreateSite("rack-a"); err != nil {
+			return err
+		}
+		policy := store.PoolPolicy{Remediation: &store.RemediationPolicy{AgentGoneAfter: "1m"}}
+		if _, err = tx.CreatePool(store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: policy}); err != nil {
+			return err
+		}
+		if node, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, State: store.NodeActive}); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := startRemediation(context.Background(), clk, svc, slog.New(slog.DiscardHandler))
+	defer stop()
+	state := func() string {
+		var n store.Node
+		st.View(func(tx *store.Tx) (err error) { n, err = tx.Node(node.ID); return err })
+		return n.State
+	}
+	clk.BlockUntil(1) // the first check ran and found the agent gone
+	if s := state(); s != store.NodeActive {
+		t.Fatalf("remediated at the first check: %s", s)
+	}
+	clk.Advance(remediationInterval)
+	for deadline := time.Now().Add(10 * time.Second); state() != store.NodeRemediating; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("one interval later the node is %s, want remediating", state())
+		}
+	}
+}

@@ -1,0 +1,273 @@
+package metal
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// The shipped remediation profiles: the only ones metal.remediate runs.
+const (
+	ProfileRemediateReboot   = "remediate-reboot"
+	ProfileRemediateGPUReset = "remediate-gpu-reset"
+)
+
+// remediationProfiles are the profiles metal.remediate takes.
+var remediationProfiles = []string{ProfileRemediateReboot, ProfileRemediateGPUReset}
+
+// Bounds and default of a pool's policy.remediation.
+const (
+	minAgentGoneAfter  = time.Minute
+	minBackoff         = time.Minute
+	defaultBackoff     = time.Hour
+	maxRemediateReason = 256
+)
+
+// Presence tells whether a machine's installed OS agent (bcd node) has a session now.
+type Presence interface {
+	NodeAgentConnected(node string) bool
+}
+
+// Remediate starts a remediation profile (remediate-reboot or remediate-gpu-reset, the
+// latest shipped version when version is 0; another is INVALID_INPUT at profileVersion) on one of tenant's nodes in tx, as the
+// lifecycle table allows (from active), and records on the node why: reason, or that an
+// operator asked when it is "". Start the returned run once tx has committed. Another
+// tenant's node is NOT_FOUND; any other profile is INVALID_INPUT at profile; a pool
+// without agent, whose machines never rejoin, is UNSUPPORTED.
+func (s *Service) Remediate(tx *store.Tx, tenant, nodeID, profileID string, version int, reason string) (store.Run, store.Node, error) {
+	return s.remediate(tx, tenant, nodeID, profileID, version, reason, false)
+}
+
+func (s *Service) remediate(tx *store.Tx, tenant, nodeID, profileID string, version int, reason string, automatic bool) (store.Run, store.Node, error) {
+	node, err := tx.Node(nodeID)
+	if err != nil || node.Tenant != tenant {
+		return store.Run{}, node, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath("nodeId")
+	}
+	if !slices.Contains(remediationProfiles, profileID) {
+		return store.Run{}, node, proto.Errorf(proto.InvalidInput, "%s is not a remediation profile: use one of %s", proto.Quote(profileID), strings.Join(remediationProfiles, ", ")).WithPath("profile")
+	}
+	rec, ok := remediationRecord(profileID, version)
+	if !ok {
+		return store.Run{}, node, proto.Errorf(proto.InvalidInput, "%s ships no version %d: leave the version out for the latest", profileID, version).WithPath("profileVersion")
+	}
+	if len(reason) > maxRemediateReason {
+		return store.Run{}, node, proto.Errorf(proto.InvalidInput, "the reason is %d bytes: say it in at most %d", len(reason), maxRemediateReason).WithPath("reason")
+	}
+	if strings.ContainsFunc(reason, unicode.IsControl) || !utf8.ValidString(reason) {
+		return store.Run{}, node, proto.Errorf(proto.InvalidInput, "the reason holds control characters or is not UTF-8: write it on one line of text").WithPath("reason")
+	}
+	if reason == "" {
+		reason = "an operator asked"
+	}
+	pool, err := tx.Pool(node.Tenant, node.Pool)
+	if err != nil {
+		return store.Run{}, node, err
+	}
+	if pool.Policy.Agent == store.AgentNone && node.State == store.NodeActive {
+		return store.Run{}, node, proto.Errorf(proto.Unsupported, "pool %s runs no agent (agent: none): its machines never rejoin, which remediation waits for", pool.Name)
+	}
+	run, node, err := s.Act(tx, tenant, nodeID, Remediate, Options{Profile: &rec})
+	if err != nil {
+		return run, node, err
+	}
+	node, err = tx.UpdateNode(node.ID, func(n *store.Node) error {
+		n.Remediation = &store.Remediation{Profile: run.Profile, Workflow: run.ID, Reason: reason, Automatic: automatic, At: tx.Now()}
+		return nil
+	})
+	return run, node, err
+}
+
+// remediationRecord is the shipped remediation profile id at version (the latest when
+// 0).
+func remediationRecord(id string, version int) (store.ProfileRecord, bool) {
+	var rec store.ProfileRecord
+	for _, p := range profile.Shipped() {
+		if p.ID() == id && (p.Version() == version || version == 0 && p.Version() > rec.Version) {
+			rec = store.ProfileRecord{Tenant: profile.ShippedTenant, ID: p.ID(), Version: p.Version(), Document: p.Document()}
+		}
+	}
+	return rec, rec.ID != ""
+}
+
+// checkRemediationPolicy checks a pool's policy.remediation: durations as profiles write
+// them, agentGoneAfter and backoff at least a minute.
+func checkRemediationPolicy(r *store.RemediationPolicy) error {
+	if r == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		field, value string
+		least        time.Duration
+	}{{"agentGoneAfter", r.AgentGoneAfter, minAgentGoneAfter}, {"backoff", r.Backoff, minBackoff}} {
+		if f.value == "" {
+			continue
+		}
+		d, err := profile.ParseDuration(f.value)
+		if err == nil && d < f.least {
+			err = fmt.Errorf("%s is less than %s", f.value, f.least)
+		}
+		if err != nil {
+			return proto.Errorf(proto.InvalidInput, "policy.remediation.%s: %v", f.field, err).WithPath("policy.remediation." + f.field)
+		}
+	}
+	return nil
+}
+
+// remediationRules are a checked policy.remediation's durations.
+func remediationRules(r *store.RemediationPolicy) (gone, backoff time.Duration) {
+	backoff = defaultBackoff
+	if r == nil || r.AgentGoneAfter == "" {
+		return 0, backoff
+	}
+	gone, _ = profile.ParseDuration(r.AgentGoneAfter)
+	if r.Backoff != "" {
+		backoff, _ = profile.ParseDuration(r.Backoff)
+	}
+	return gone, backoff
+}
+
+// absences remembers since when each active node's installed OS agent has been seen
+// without a session, by the checks of RemediateAgentsGone. It is memory only: after a
+// registry restart every absence is counted again from the first check.
+type absences struct {
+	mu    sync.Mutex
+	since map[string]time.Time
+}
+
+// RemediateAgentsGone is the automatic health remediation, run by the registry's
+// housekeeping every minute or so: on every pool with policy.remediation.agentGoneAfter,
+// an active node whose installed OS agent has had no session at each check for at least
+// that long, and whose last remediation is older than the backoff, gets remediate-reboot
+// with the reason recorded on the node. It returns the runs it started. Without a
+// Presence it does nothing.
+func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
+	if s.cfg.Presence == nil {
+		return nil, nil
+	}
+	due, err := s.agentsGone()
+	if err != nil {
+		return nil, err
+	}
+	var started []store.Run
+	for _, d := range due {
+		var run store.Run
+		err := s.cfg.Store.Update(func(tx *store.Tx) error {
+			n, err := tx.Node(d.node)
+			if err != nil || n.State != store.NodeActive || n.Remediation != nil && tx.Now().Sub(n.Remediation.At) < d.backoff {
+				return err
+			}
+			run, _, err = s.remediate(tx, n.Tenant, n.ID, ProfileRemediateReboot, 0, d.reason, true)
+			return err
+		})
+		if err != nil {
+			s.cfg.Log.Error("automatic remediation", "node", d.node, "err", err)
+			continue
+		}
+		if run.ID != "" {
+			s.cfg.Log.Warn("remediating a node", "node", d.node, "workflow", run.ID, "profile", ProfileRemediateReboot, "reason", d.reason)
+			s.Start(run)
+			started = append(started, run)
+		}
+	}
+	return started, nil
+}
+
+// goneNode is an active node whose agent has been gone for its pool's agentGoneAfter.
+type goneNode struct {
+	node, reason string
+	backoff      time.Duration
+}
+
+// agentsGone reads, without writing, the active nodes of the pools with
+// policy.remediation.agentGoneAfter, records which agents it finds gone since when, and
+// returns the nodes due for a remediation: gone long enough, none running, the last
+// remediation older than the backoff.
+func (s *Service) agentsGone() ([]goneNode, error) {
+	var due []goneNode
+	err := s.cfg.Store.View(func(tx *store.Tx) error {
+		now := tx.Now()
+		s.absent.mu.Lock()
+		defer s.absent.mu.Unlock()
+		if s.absent.since == nil {
+			s.absent.since = map[string]time.Time{}
+		}
+		seen := map[string]bool{}
+		err := eachPool(tx, func(pool store.Pool) error {
+			gone, backoff := remediationRules(pool.Policy.Remediation)
+			if gone == 0 || pool.Policy.Agent == store.AgentNone {
+				return nil
+			}
+			return eachPage(func(pg store.Page) ([]store.Node, string, error) {
+				return tx.Nodes(pool.Tenant, pool.Name, store.NodeActive, pg)
+			}, func(n store.Node) error {
+				seen[n.ID] = true
+				if s.cfg.Presence.NodeAgentConnected(n.ID) {
+					delete(s.absent.since, n.ID)
+					return nil
+				}
+				since, ok := s.absent.since[n.ID]
+				if !ok {
+					s.absent.since[n.ID] = now
+					return nil
+				}
+				if now.Sub(since) < gone || n.Remediation != nil && now.Sub(n.Remediation.At) < backoff {
+					return nil
+				}
+				if running, err := workflowRunning(tx, n); err != nil || running {
+					return err
+				}
+				due = append(due, goneNode{node: n.ID, backoff: backoff, reason: fmt.Sprintf("agent-gone: the node agent has had no session since %s (policy.remediation.agentGoneAfter %s)",
+					since.UTC().Format(time.RFC3339), pool.Policy.Remediation.AgentGoneAfter)})
+				return nil
+			})
+		})
+		for id := range s.absent.since {
+			if !seen[id] {
+				delete(s.absent.since, id)
+			}
+		}
+		return err
+	})
+	return due, err
+}
+
+// eachPool calls fn with every pool of every site.
+func eachPool(tx *store.Tx, fn func(store.Pool) error) error {
+	return eachPage(tx.Sites, func(site store.Site) error {
+		pools, err := tx.PoolsAtSite(site.ID)
+		for _, p := range pools {
+			if err != nil {
+				break
+			}
+			err = fn(p)
+		}
+		return err
+	})
+}
+
+// eachPage calls fn with every item of every page list returns.
+func eachPage[T any](list func(store.Page) ([]T, string, error), fn func(T) error) error {
+	for pg := (store.Page{}); ; {
+		items, next, err := list(pg)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		pg.Cursor = next
+	}
+}

@@ -1,0 +1,168 @@
+package metal
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// active deploys a machine of mac in pool gpu and returns the active node's id.
+func (h *harness) active(mac string) string {
+	h.t.Helper()
+	n, run := h.startEnroll(mac, nil)
+	h.end(run.ID)
+	dep, err := h.deploy(n.ID, "testdata/deploy-only.json")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, n := h.end(dep.ID); n.State != store.NodeActive {
+		h.t.Fatalf("node %s after its deploy: %+v", n.State, n.Failure)
+	}
+	return n.ID
+}
+
+// TestRemediate: an operator remediates an active node with a shipped remediation
+// profile; the node remediates and is active again, its profile and host section kept,
+// the reason recorded. Any other profile, or another tenant's node, is refused and
+// changes nothing.
+func TestRemediate(t *testing.T) {
+	h := newHarness(t)
+	node := h.active("52:54:00:00:00:01")
+	before := h.node(node)
+	for _, tc := range []struct {
+		node, profile string
+		code          proto.Code
+		path          string
+	}{
+		{node, "metal-release", proto.InvalidInput, "profile"},
+		{node, "deploy-only", proto.InvalidInput, "profile"},
+		{"nd_0000000000000000", ProfileRemediateReboot, proto.NotFound, "nodeId"},
+	} {
+		_, _, err := h.remediate(tc.node, tc.profile, "")
+		if e := proto.AsError(err); err == nil || e.Code != tc.code || e.Details.Path != tc.path {
+			t.Errorf("remediate %s with %s: %v, want %s at %s", tc.node, tc.profile, err, tc.code, tc.path)
+		}
+	}
+	err := h.store.Update(func(tx *store.Tx) error {
+		_, _, err := h.svc.Remediate(tx, "acme", node, ProfileRemediateReboot, 9, "")
+		return err
+	})
+	if e := proto.AsError(err); err == nil || e.Details.Path != "profileVersion" {
+		t.Errorf("remediate-reboot@9: %v", err)
+	}
+	for _, reason := range []string{strings.Repeat("x", 257), "gone\n\x1b[2J", "\xff"} {
+		if _, _, err := h.remediate(node, ProfileRemediateReboot, reason); proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "reason" {
+			t.Errorf("reason %q: %v", reason, err)
+		}
+	}
+	if n := h.node(node); n.Rev != before.Rev {
+		t.Errorf("refused remediations changed the node: rev %d -> %d", before.Rev, n.Rev)
+	}
+	run, n, err := h.remediate(node, ProfileRemediateGPUReset, "XID 79 on GPU 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.State != store.NodeRemediating || n.Remediation == nil || n.Remediation.Reason != "XID 79 on GPU 3" || n.Remediation.Automatic || n.Remediation.Workflow != run.ID {
+		t.Fatalf("node %s, remediation %+v", n.State, n.Remediation)
+	}
+	if _, err := h.deploy(node, "testdata/deploy-only.json"); proto.CodeOf(err) != proto.InvalidState {
+		t.Errorf("a deploy while remediating: %v", err)
+	}
+	run, n = h.end(run.ID)
+	if run.State != store.RunSucceeded || n.State != store.NodeActive || n.Profile == nil || n.Profile.ID != before.Profile.ID || len(n.Host) != len(before.Host) {
+		t.Fatalf("run %s, node %s, profile %+v, failure %+v", run.State, n.State, n.Profile, n.Failure)
+	}
+	if run.Profile.ID != ProfileRemediateGPUReset {
+		t.Errorf("ran %s", run.Profile.ID)
+	}
+	// A remediation profile is no deploy.
+	if _, err := h.deployShipped(node, "remediate-reboot@1"); proto.CodeOf(err) != proto.InvalidInput {
+		t.Errorf("metal.deploy of remediate-reboot: %v", err)
+	}
+	// A pool without agent has no agent to rejoin.
+	h.setPolicy(store.PoolPolicy{Agent: store.AgentNone})
+	if _, _, err := h.remediate(node, ProfileRemediateReboot, ""); proto.CodeOf(err) != proto.Unsupported {
+		t.Errorf("remediate on an agent: none pool: %v", err)
+	}
+}
+
+// TestRemediateAgentGone: on a pool with policy.remediation, an active node whose agent
+// has been gone for agentGoneAfter is remediated with remediate-reboot, the reason on
+// the node, and not again before the backoff; a connected node, and a node of a pool
+// without the policy, never are.
+func TestRemediateAgentGone(t *testing.T) {
+	h := newHarness(t)
+	gone := h.active("52:54:00:00:00:01")
+	here := h.active("52:54:00:00:00:02")
+	if err := h.store.Update(func(tx *store.Tx) error {
+		_, err := tx.CreatePool(store.Pool{Tenant: "acme", Name: "quiet", Site: "rack-a"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	policy := store.PoolPolicy{HardwareProfile: "gpu-redfish", Remediation: &store.RemediationPolicy{AgentGoneAfter: "15m", Backoff: "1h"}}
+	if err := h.svc.CheckPoolPolicy(policy); err != nil {
+		t.Fatal(err)
+	}
+	h.setPolicy(policy)
+	h.presence.set(here, true)
+	check := func(want ...string) {
+		t.Helper()
+		runs, err := h.svc.RemediateAgentsGone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range runs {
+			got = append(got, r.Node)
+			if r, n := h.end(r.ID); r.State != store.RunSucceeded || n.State != store.NodeActive {
+				t.Fatalf("remediation %s: node %s %+v", r.State, n.State, n.Failure)
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("at %s remediated %v, want %v", h.clock.Now().Format(time.TimeOnly), got, want)
+		}
+	}
+	check() // the first check sees the agent gone
+	h.clock.Advance(14 * time.Minute)
+	check()
+	h.clock.Advance(time.Minute)
+	check(gone)
+	r := h.node(gone).Remediation
+	if r == nil || !r.Automatic || r.Profile.ID != ProfileRemediateReboot || !strings.HasPrefix(r.Reason, "agent-gone:") || !r.At.Equal(h.clock.Now()) {
+		t.Fatalf("the recorded remediation %+v", r)
+	}
+	// Still gone: not again within the backoff.
+	h.clock.Advance(59 * time.Minute)
+	check()
+	h.clock.Advance(time.Minute)
+	check(gone)
+	// Back: nothing.
+	h.presence.set(gone, true)
+	h.clock.Advance(2 * time.Hour)
+	check()
+	if h.node(here).Remediation != nil {
+		t.Error("a connected node was remediated")
+	}
+}
+
+// TestRemediationPolicy: policy.remediation's durations are checked with their path.
+func TestRemediationPolicy(t *testing.T) {
+	h := newHarness(t)
+	for _, tc := range []struct {
+		r    store.RemediationPolicy
+		path string
+	}{
+		{store.RemediationPolicy{AgentGoneAfter: "30s"}, "policy.remediation.agentGoneAfter"},
+		{store.RemediationPolicy{AgentGoneAfter: "15 minutes"}, "policy.remediation.agentGoneAfter"},
+		{store.RemediationPolicy{AgentGoneAfter: "15m", Backoff: "25h"}, "policy.remediation.backoff"},
+	} {
+		err := h.svc.CheckPoolPolicy(store.PoolPolicy{Remediation: &tc.r})
+		if e := proto.AsError(err); err == nil || e.Code != proto.InvalidInput || e.Details.Path != tc.path {
+			t.Errorf("%+v: %v, want INVALID_INPUT at %s", tc.r, err, tc.path)
+		}
+	}
+}
