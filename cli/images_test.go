@@ -182,6 +182,11 @@ func TestImagesAndSignersAgainstARealRegistry(t *testing.T) {
 	if e := testkit.Fails(t, acme, "pools", "create", "cpu", "--site", "rack-1", "--prewarm", "Bad"); e.Code != "INVALID_INPUT" || e.Details.Path != "policy.prewarmImages[0]" {
 		t.Errorf("bad pre-warm ref: %+v", e)
 	}
+	badExtras := filepath.Join(t.TempDir(), "policy.json")
+	os.WriteFile(badExtras, []byte(`{"ramdiskExtras":["nvidia-dcgm@1","Bad"]}`), 0o600)
+	if e := testkit.Fails(t, acme, "pools", "create", "cpu", "--site", "rack-1", "--policy", badExtras); e.Code != "INVALID_INPUT" || e.Details.Path != "policy.ramdiskExtras[1]" {
+		t.Errorf("bad ramdisk extra ref: %+v", e)
+	}
 	testkit.JSON(t, acme, nil, "pools", "update", "gpu", "--prewarm", "ubuntu-24.04-server@2026.09,acme-dev@1,acme-gpu@1,none@1")
 	var pool struct {
 		Policy struct{ PrewarmImages []string }

@@ -107,7 +107,7 @@ var poolCommands = []command{{
 func policyFlags(fs *flag.FlagSet) (*listFlag, *string) {
 	prewarm := &listFlag{}
 	fs.Var(prewarm, "prewarm", "comma-separated name@version (or TENANT/name@version) refs for policy.prewarmImages; they replace the policy file's")
-	policy := fs.String("policy", "", "the policy as JSON: prewarmImages, imageSources, hardwareProfile, agent, hugepages, kernelModules, cpu, iommu, gpu, kubernetes, gpuSharing")
+	policy := fs.String("policy", "", "a JSON file holding the policy: prewarmImages, ramdiskExtras, imageSources, hardwareProfile, agent, hugepages, kernelModules, cpu, iommu, gpu, kubernetes, gpuSharing")
 	return prewarm, policy
 }
 
