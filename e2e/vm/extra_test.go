@@ -3,12 +3,9 @@ package vm
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/e2e/netns"
 	"github.com/better-compute/better-compute/hardware/dcgm/dcgmtest"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -47,15 +43,7 @@ func TestVMRamdiskExtra(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a VM")
 	}
-	netns.Require(t, "qemu-system-x86_64", "cpio")
-	if _, err := os.Stat(vmROM); err != nil {
-		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
-	}
-	ramdisk := makeRamdisk(t)
-	work := t.TempDir()
-	lan := netns.NewLAN(t)
-	siteNS := netns.New(t, "site")
-	lan.Attach(t, siteNS, "eth0", siteIP+"/24", "")
+	ramdisk, work, lan, siteNS := vmSegment(t)
 	disk := filepath.Join(work, "disk.raw")
 	f, err := os.Create(disk)
 	if err == nil {
@@ -69,21 +57,11 @@ func TestVMRamdiskExtra(t *testing.T) {
 	console := lan.StartVM(t, qmpSock, "-S", "-no-shutdown", "-m", "1024", "-uuid", vmUUID, "-vga", "std",
 		"-drive", "file="+disk+",if=none,id=d0,format=raw,cache=unsafe", "-device", "virtio-blk-pci,id=disk0,drive=d0",
 		"-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
-	data, _ := json.Marshal(spec{Work: work, Ramdisk: ramdisk, QMP: qmpSock})
-	writeFile(t, filepath.Join(work, "extra.json"), string(data))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	helper := siteNS.Command(ctx, os.Args[0], "-test.run=^TestVMRamdiskExtraHelper$", "-test.v", "-test.timeout=10m")
-	helper.Env = append(os.Environ(), extraHelperEnv+"="+work)
-	var out netns.SyncBuffer
-	helper.Stdout, helper.Stderr = &out, &out
-	if os.Getenv(showEnv) != "" {
-		helper.Stdout = io.MultiWriter(&out, os.Stdout)
-	}
-	err = helper.Run()
-	b, _ := os.ReadFile(console)
-	if err != nil || !strings.Contains(out.String(), "HELPER-OK") {
-		t.Fatalf("the site side failed: %v\n%s\nVM console:\n%s", err, out.String(), b)
+	out := runHelper(t, siteNS, "TestVMRamdiskExtraHelper", extraHelperEnv, work, console,
+		spec{Work: work, Ramdisk: ramdisk, QMP: qmpSock}, 10*time.Minute)
+	b, err := os.ReadFile(console)
+	if err != nil {
+		t.Fatal(err)
 	}
 	// The first boot ran without the extra, the second with it: its hook ran once, in
 	// the ramdisk, and found the stand-in dcgmi on the ramdisk's PATH.
@@ -95,16 +73,14 @@ func TestVMRamdiskExtra(t *testing.T) {
 			t.Logf("VM console: %s", line)
 		}
 	}
-	t.Logf("site side:\n%s", out.String())
+	t.Logf("site side:\n%s", out)
 }
 
-// extraInitrd is the stand-in extra initrd: a gzip-compressed newc archive holding
-// /usr/bin/dcgmi (printing recorded), /usr/bin/nv-hostengine and the hook
-// /etc/ramdisk.d/50-standin-gpu.
+// extraInitrd is the stand-in extra initrd: /usr/bin/dcgmi (printing recorded),
+// /usr/bin/nv-hostengine and the hook /etc/ramdisk.d/50-standin-gpu.
 func extraInitrd(t *testing.T, recorded []byte) []byte {
 	t.Helper()
-	dir := t.TempDir()
-	files := map[string]string{
+	return cpioGz(t, map[string]string{
 		"usr/share/standin/diag.json": string(recorded),
 		"usr/bin/dcgmi": "#!/bin/sh\n" +
 			`case "$*" in "diag -r 1 -j --host unix://"*) cat /usr/share/standin/diag.json;; *) echo "unexpected: $*" >&2; exit 2;; esac` + "\n",
@@ -122,7 +98,15 @@ func extraInitrd(t *testing.T, recorded []byte) []byte {
 			"\techo \"" + extraMark + " dcgmi=$(command -v dcgmi) gpu=${dev##*/} vendor=$(cat \"$dev/vendor\")\"\n" +
 			"\tbreak\n" +
 			"done\n",
-	}
+	})
+}
+
+// cpioGz is a gzip-compressed newc archive of files (path: content), each executable,
+// with their directories listed before them (the kernel makes no parent directory
+// itself).
+func cpioGz(t *testing.T, files map[string]string) []byte {
+	t.Helper()
+	dir := t.TempDir()
 	for name, content := range files {
 		path := filepath.Join(dir, name)
 		mkdir(t, filepath.Dir(path))
@@ -130,7 +114,6 @@ func extraInitrd(t *testing.T, recorded []byte) []byte {
 			t.Fatal(err)
 		}
 	}
-	// Directories before their files: the kernel makes no parent directory itself.
 	cmd := exec.Command("sh", "-c", "find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet -R 0:0")
 	cmd.Dir = dir
 	var archive bytes.Buffer
@@ -143,6 +126,84 @@ func extraInitrd(t *testing.T, recorded []byte) []byte {
 	w.Write(archive.Bytes())
 	w.Close()
 	return gz.Bytes()
+}
+
+// serveExtra serves an extra initrd over HTTPS on loopback until the test ends, and
+// returns its URL, the server's host:port (the site's image source) and its certificate
+// file (for bcd site's SSL_CERT_FILE).
+func serveExtra(t *testing.T, work string, extra []byte) (url, host, certFile string) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(extra))
+	}))
+	var err error
+	srv.Listener, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	certFile = filepath.Join(work, "images.pem")
+	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
+	return srv.URL + "/extra.cpio.gz", srv.Listener.Addr().String(), certFile
+}
+
+// registerExtra registers the extra initrd at url as ref, kind ramdisk, signed by a
+// new platform signer, and returns its digest.
+func registerExtra(t *testing.T, reg *testkit.Registry, ref, url string, extra []byte) string {
+	t.Helper()
+	digest := sum(extra)
+	signer := openssl.Generate(t, openssl.Ed25519)
+	testkit.JSON(t, reg.AdminConfig, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "root", "--id", "platform", "--public-key", signer.PublicPath)
+	input := fmt.Sprintf("bc-image-v1\nramdisk\n%s\nraw\nnone\n%s\n", ref, digest)
+	testkit.JSON(t, reg.AdminConfig, nil, "images", "register", "--tenant", "root", "--ref", ref, "--kind", "ramdisk",
+		"--source", url, "--disk-format", "raw", "--compression", "none", "--sha256", digest,
+		"--size", fmt.Sprint(len(extra)), "--signer", "platform", "--signature", base64.StdEncoding.EncodeToString(signer.Sign(t, []byte(input))))
+	return digest
+}
+
+// extraSite registers extra as ref (serveExtra, registerExtra), starts bcd site for site
+// rack-a, whose image sources allow the extra's server, with pool vms (naming the extra
+// in policy.ramdiskExtras when named is set), creates profile, and enrolls the VM (QMP
+// at qmp) in the pool; it returns the admin's CLI config, the extra's digest and the
+// ready node's id. A named extra is in the site's cache when it returns.
+func extraSite(t *testing.T, work, ramdisk, qmp, ref string, extra []byte, named bool, profile string) (admin, digest, node string) {
+	t.Helper()
+	url, host, certFile := serveExtra(t, work, extra)
+	reg := testkit.StartRegistry(t, filepath.Join(work, "registry"), "--listen", siteIP+":7443", "--agent-listen", siteIP+":7444",
+		"--hardware-profiles", hardwareProfiles(t, work))
+	admin = reg.AdminConfig
+	digest = registerExtra(t, reg, ref, url, extra)
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--image-sources", host)
+	policy := filepath.Join(work, "policy.json")
+	writeFile(t, policy, "{}")
+	if named {
+		writeFile(t, policy, `{"ramdiskExtras": ["`+ref+`"]}`)
+	}
+	testkit.JSON(t, admin, nil, "pools", "create", "vms", "--site", "rack-a", "--policy", policy)
+	t.Cleanup(startSite(t, work, ramdisk, reg, "SSL_CERT_FILE="+certFile))
+	if named {
+		waitCached(t, admin, digest)
+	}
+	var n struct{ ID string }
+	testkit.JSON(t, admin, &n, "nodes", "enroll", "--pool", "vms", "--mac", vmMAC, "--product-uuid", vmUUID,
+		"--bmc-driver", "qmp", "--bmc-address", qmp, "--hardware-profile", "lab-qemu")
+	waitReady(t, admin, n.ID)
+	writeFile(t, filepath.Join(work, "profile.json"), profile)
+	testkit.JSON(t, admin, nil, "profiles", "create", filepath.Join(work, "profile.json"))
+	return admin, digest, n.ID
+}
+
+// waitCached waits until site rack-a's cache holds digest.
+func waitCached(t *testing.T, admin, digest string) {
+	t.Helper()
+	for end := time.Now().Add(90 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		out := testkit.CLI(t, admin, "sites", "locations", "rack-a", "--format", "json")
+		if strings.Contains(out.Stdout, digest) && strings.Contains(out.Stdout, `"ready"`) {
+			return
+		}
+	}
+	t.Fatalf("the site cache never held the extra initrd %s", digest)
 }
 
 // dcgmProfile boots the ramdisk anew (so that its boot entry is made now, with the
@@ -159,63 +220,19 @@ const dcgmProfile = `{"id": "ramdisk-dcgm", "version": 1, "target": "metal", "ro
 // TestVMRamdiskExtraHelper is the site side of TestVMRamdiskExtra, in the site's
 // namespace: the extra initrd's HTTPS source, the registry, bcd site and the runs.
 func TestVMRamdiskExtraHelper(t *testing.T) {
-	work := os.Getenv(extraHelperEnv)
-	if work == "" {
-		t.Skip("the helper of TestVMRamdiskExtra")
-	}
-	data, err := os.ReadFile(filepath.Join(work, "extra.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var s spec
-	if err := json.Unmarshal(data, &s); err != nil {
-		t.Fatal(err)
-	}
+	work := helperSpec(t, extraHelperEnv, &s)
 	recorded, err := os.ReadFile(dcgmtest.Recorded("dcgm4-pass.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	extra := extraInitrd(t, recorded)
-	digest := sum(extra)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(extra))
-	}))
-	srv.Listener, err = net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.StartTLS()
-	defer srv.Close()
-	certFile := filepath.Join(work, "images.pem")
-	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
-
-	regDir := filepath.Join(work, "registry")
-	reg := testkit.StartRegistry(t, regDir, "--listen", siteIP+":7443", "--agent-listen", siteIP+":7444",
-		"--hardware-profiles", hardwareProfiles(t, work))
-	admin := reg.AdminConfig
-	signer := openssl.Generate(t, openssl.Ed25519)
-	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", regDir, "--tenant", "root", "--id", "platform", "--public-key", signer.PublicPath)
-	input := fmt.Sprintf("bc-image-v1\nramdisk\ndcgm-standin@1\nraw\nnone\n%s\n", digest)
-	testkit.JSON(t, admin, nil, "images", "register", "--tenant", "root", "--ref", "dcgm-standin@1", "--kind", "ramdisk",
-		"--source", srv.URL+"/dcgm-standin.cpio.gz", "--disk-format", "raw", "--compression", "none", "--sha256", digest,
-		"--size", fmt.Sprint(len(extra)), "--signer", "platform", "--signature", base64.StdEncoding.EncodeToString(signer.Sign(t, []byte(input))))
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--image-sources", strings.TrimPrefix(srv.URL, "https://"))
-	testkit.JSON(t, admin, nil, "pools", "create", "vms", "--site", "rack-a")
-	stopSite := startSite(t, work, s.Ramdisk, reg, "SSL_CERT_FILE="+certFile)
-	defer stopSite()
-
-	var n struct{ ID string }
-	testkit.JSON(t, admin, &n, "nodes", "enroll", "--pool", "vms", "--mac", vmMAC, "--product-uuid", vmUUID,
-		"--bmc-driver", "qmp", "--bmc-address", s.QMP, "--hardware-profile", "lab-qemu")
-	waitReady(t, admin, n.ID)
-	writeFile(t, filepath.Join(work, "profile.json"), dcgmProfile)
-	testkit.JSON(t, admin, nil, "profiles", "create", filepath.Join(work, "profile.json"))
+	admin, digest, id := extraSite(t, work, s.Ramdisk, s.QMP, "dcgm-standin@1", extraInitrd(t, recorded), false, dcgmProfile)
 
 	// Without the extra: the ramdisk sees no GPU.
 	began := time.Now()
-	res := testkit.CLIShow(t, admin, os.Stdout, "nodes", "deploy", n.ID, "--profile", "ramdisk-dcgm", "--wait")
+	res := testkit.CLIShow(t, admin, os.Stdout, "nodes", "deploy", id, "--profile", "ramdisk-dcgm", "--wait")
 	var node api.NodeView
-	testkit.JSON(t, admin, &node, "nodes", "get", n.ID)
+	testkit.JSON(t, admin, &node, "nodes", "get", id)
 	if res.Code == 0 || node.Failure == nil || node.Failure.Error.Code != proto.Unsupported || node.Failure.Error.Details.Reason != proto.ReasonNoGPU {
 		t.Fatalf("diag.dcgm on the ramdisk without the extra: exit %d, node %s %+v\n%s", res.Code, node.State, node.Failure, res.Stderr)
 	}
@@ -225,28 +242,15 @@ func TestVMRamdiskExtraHelper(t *testing.T) {
 	policy := filepath.Join(work, "policy.json")
 	writeFile(t, policy, `{"ramdiskExtras": ["dcgm-standin@1"]}`)
 	testkit.JSON(t, admin, nil, "pools", "update", "vms", "--policy", policy)
-	ready := false
-	for end := time.Now().Add(90 * time.Second); !ready && time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
-		out := testkit.CLI(t, admin, "sites", "locations", "rack-a", "--format", "json")
-		ready = strings.Contains(out.Stdout, digest) && strings.Contains(out.Stdout, `"ready"`)
-	}
-	if !ready {
-		t.Fatalf("the site cache never held the extra initrd")
-	}
+	waitCached(t, admin, digest)
 	began = time.Now()
-	res = testkit.CLIShow(t, admin, os.Stdout, "nodes", "retry", n.ID, "--wait")
-	testkit.JSON(t, admin, &node, "nodes", "get", n.ID)
+	res = testkit.CLIShow(t, admin, os.Stdout, "nodes", "retry", id, "--wait")
+	testkit.JSON(t, admin, &node, "nodes", "get", id)
 	if res.Code != 0 {
 		t.Fatalf("diag.dcgm on the ramdisk with the extra: exit %d, node %s %+v\n%s", res.Code, node.State, node.Failure, res.Stderr)
 	}
-	var run api.WorkflowView
-	testkit.JSON(t, admin, &run, "workflows", "get", node.Workflow)
 	var stored attest.DCGM
-	for _, step := range run.Steps {
-		if step.Use == proto.CommandDiagDCGM {
-			err = json.Unmarshal(step.Result, &stored)
-		}
-	}
+	err = stepResult(t, admin, id, proto.CommandDiagDCGM, &stored)
 	if err != nil || !stored.Passed || len(stored.Tests) == 0 || stored.Attestation == nil {
 		t.Fatalf("diag.dcgm stored %+v (%v)", stored, err)
 	}
