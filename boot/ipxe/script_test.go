@@ -93,18 +93,23 @@ func TestRenderRefusesUnsafeValues(t *testing.T) {
 // FuzzRender checks that whatever an entry holds, a rendered script has exactly the lines
 // of its kind: no value can add a line or a command.
 func FuzzRender(f *testing.F) {
-	f.Add("ramdisk", "http://s/k", "http://s/i", "console=ttyS0", "http://s/iso")
-	f.Add("sanboot", "http://s/k", "", "", "http://s/iso\nshell")
-	f.Add("ramdisk", "http://s/k", "http://s/i", "a=${x}", "")
-	f.Add("wait", "", "", "", "")
-	f.Fuzz(func(t *testing.T, kind, kernel, initrd, arg, iso string) {
+	f.Add("ramdisk", "http://s/k", "http://s/i", "console=ttyS0", "http://s/iso", "")
+	f.Add("sanboot", "http://s/k", "", "", "http://s/iso\nshell", "")
+	f.Add("ramdisk", "http://s/k", "http://s/i", "a=${x}", "", "")
+	f.Add("ramdisk", "http://s/k", "http://s/i", "a=b", "", "http://s/e\nshell")
+	f.Add("ramdisk", "http://s/k", "http://s/i", "a=b", "", "http://s/e")
+	f.Add("wait", "", "", "", "", "")
+	f.Fuzz(func(t *testing.T, kind, kernel, initrd, arg, iso, extra string) {
 		s := Script{Kind: Kind(kind), MAC: "52:54:00:12:34:56", Self: self, Kernel: kernel, Initrd: initrd, Args: []string{arg}, ISO: iso, Retry: time.Second}
+		if extra != "" {
+			s.Extras = []string{extra}
+		}
 		out, err := Render(s)
 		if err != nil {
 			return
 		}
 		lines := bytes.Count(out, []byte("\n"))
-		want := map[Kind]int{Ramdisk: 9, Disk: 3, Sanboot: 7, Wait: 5}[s.Kind]
+		want := map[Kind]int{Ramdisk: 9 + len(s.Extras), Disk: 3, Sanboot: 7, Wait: 5}[s.Kind]
 		if lines != want {
 			t.Fatalf("%s script has %d lines, want %d:\n%s", kind, lines, want, out)
 		}
