@@ -214,6 +214,24 @@ func TestImagesAndSignersAgainstARealRegistry(t *testing.T) {
 	if res.Code != 0 || !strings.Contains(res.Stdout, "LEFT OUT") {
 		t.Errorf("cache plan table: %s %s", res.Stdout, res.Stderr)
 	}
+	// An OS image, the platform's or acme's own, is never an extra initrd of acme's
+	// ramdisk boots, however it is signed.
+	extras := filepath.Join(t.TempDir(), "extras.json")
+	os.WriteFile(extras, []byte(`{"ramdiskExtras":["ubuntu-24.04-server@2026.09","acme-gpu@1"]}`), 0o600)
+	testkit.JSON(t, acme, nil, "pools", "create", "extras", "--site", "rack-1", "--policy", extras)
+	var extrasPlan struct {
+		Excluded []struct{ Pool, Ref, Reason string }
+	}
+	testkit.JSON(t, admin, &extrasPlan, "sites", "cache-plan", "rack-1")
+	var notRamdisk []string
+	for _, e := range extrasPlan.Excluded {
+		if e.Pool == "extras" && e.Reason == "not-ramdisk" {
+			notRamdisk = append(notRamdisk, e.Ref)
+		}
+	}
+	if len(notRamdisk) != 2 {
+		t.Errorf("OS images as extra initrds: left out %+v", extrasPlan.Excluded)
+	}
 	if _, err := os.Stat(filepath.Join(reg.DataDir, "admin.sock")); err != nil {
 		t.Errorf("admin socket: %v", err)
 	}

@@ -104,7 +104,8 @@ cat >"$root/init" <<SCRIPT
 #!/bin/sh
 # The ramdisk's init: file systems, drivers, a DHCP lease, then bcd in ramdisk mode
 # reading the kernel command line (which carries the ramdisk token, registry and pins).
-# The kernel starts init without a PATH; bcd looks up programs (dcgmi) in it.
+# The kernel starts init without a PATH (busybox's shell would export a default of its
+# own): this one says where bcd looks up programs (dcgmi, nv-hostengine).
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
