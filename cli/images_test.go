@@ -232,6 +232,9 @@ func TestImagesAndSignersAgainstARealRegistry(t *testing.T) {
 	if len(notRamdisk) != 2 {
 		t.Errorf("OS images as extra initrds: left out %+v", extrasPlan.Excluded)
 	}
+	if res := testkit.CLI(t, acme, "pools", "get", "extras"); !strings.Contains(res.Stdout, "RAMDISK EXTRAS  ubuntu-24.04-server@2026.09,acme-gpu@1") {
+		t.Errorf("pools get extras:\n%s", res.Stdout)
+	}
 	if _, err := os.Stat(filepath.Join(reg.DataDir, "admin.sock")); err != nil {
 		t.Errorf("admin socket: %v", err)
 	}

@@ -152,9 +152,13 @@ func poolTable(w *tabwriter.Writer, pools []store.Pool) {
 	}
 }
 
-// poolDetail is one pool: its row, then the host units its policy sets.
+// poolDetail is one pool: its row, its ramdisk boots' extra initrds, then the host
+// units its policy sets.
 func poolDetail(w *tabwriter.Writer, p store.Pool) {
 	poolTable(w, []store.Pool{p})
+	if len(p.Policy.RamdiskExtras) > 0 {
+		fmt.Fprintf(w, "\nRAMDISK EXTRAS\t%s\n", strings.Join(p.Policy.RamdiskExtras, ","))
+	}
 	if units := metal.PoolUnits(p.Policy); len(units) > 0 {
 		fmt.Fprintln(w, "\nHOST UNIT\tSETTINGS")
 		for _, u := range units {
