@@ -51,7 +51,7 @@ deps:
 ## e2e: the VM deployed end to end, walked through its lifecycle, and its disks wiped in every mode (root, qemu; builds `make ramdisk`), docs/e2e.md
 .PHONY: e2e
 e2e:
-	$(GO) test -count=1 -v -timeout 30m -run '^(TestVMDeploy|TestVMLifecycle|TestVMWipe)$$' ./e2e/vm/
+	$(GO) test -count=1 -v -timeout 30m -run '^(TestVMDeploy|TestVMLifecycle|TestVMWipe|TestVMRamdiskExtra)$$' ./e2e/vm/
 
 ## ramdisk-test-image: the kernel and busybox initramfs the VM boot test PXE-boots (cached)
 ramdisk-test-image:

@@ -51,6 +51,9 @@ type Ramdisk struct {
 	Pins []string
 	// Args are further kernel arguments, for example "console=ttyS0,115200".
 	Args []string
+	// Extras are the http:// URLs of extra initrds, loaded after Initrd in order: the
+	// kernel unpacks each over the files of the ones before.
+	Extras []string
 }
 
 // CommandLine is the kernel command line of a ramdisk boot: Args, then bc.registry,

@@ -196,6 +196,7 @@ func (s *Server) script(mac net.HardwareAddr) ipxe.Script {
 		sc.Kind = ipxe.Ramdisk
 		sc.Kernel = s.ramdiskURL(e.Ramdisk.Kernel)
 		sc.Initrd = s.ramdiskURL(e.Ramdisk.Initrd)
+		sc.Extras = e.Ramdisk.Extras
 		sc.Args = e.Ramdisk.CommandLine()
 	case KindDisk:
 		sc.Kind = ipxe.Disk

@@ -182,6 +182,11 @@ func TestImagesAndSignersAgainstARealRegistry(t *testing.T) {
 	if e := testkit.Fails(t, acme, "pools", "create", "cpu", "--site", "rack-1", "--prewarm", "Bad"); e.Code != "INVALID_INPUT" || e.Details.Path != "policy.prewarmImages[0]" {
 		t.Errorf("bad pre-warm ref: %+v", e)
 	}
+	badExtras := filepath.Join(t.TempDir(), "policy.json")
+	os.WriteFile(badExtras, []byte(`{"ramdiskExtras":["nvidia-dcgm@1","Bad"]}`), 0o600)
+	if e := testkit.Fails(t, acme, "pools", "create", "cpu", "--site", "rack-1", "--policy", badExtras); e.Code != "INVALID_INPUT" || e.Details.Path != "policy.ramdiskExtras[1]" {
+		t.Errorf("bad ramdisk extra ref: %+v", e)
+	}
 	testkit.JSON(t, acme, nil, "pools", "update", "gpu", "--prewarm", "ubuntu-24.04-server@2026.09,acme-dev@1,acme-gpu@1,none@1")
 	var pool struct {
 		Policy struct{ PrewarmImages []string }
@@ -208,6 +213,27 @@ func TestImagesAndSignersAgainstARealRegistry(t *testing.T) {
 	res = testkit.CLI(t, admin, "sites", "cache-plan", "rack-1")
 	if res.Code != 0 || !strings.Contains(res.Stdout, "LEFT OUT") {
 		t.Errorf("cache plan table: %s %s", res.Stdout, res.Stderr)
+	}
+	// An OS image, the platform's or acme's own, is never an extra initrd of acme's
+	// ramdisk boots, however it is signed.
+	extras := filepath.Join(t.TempDir(), "extras.json")
+	os.WriteFile(extras, []byte(`{"ramdiskExtras":["ubuntu-24.04-server@2026.09","acme-gpu@1"]}`), 0o600)
+	testkit.JSON(t, acme, nil, "pools", "create", "extras", "--site", "rack-1", "--policy", extras)
+	var extrasPlan struct {
+		Excluded []struct{ Pool, Ref, Reason string }
+	}
+	testkit.JSON(t, admin, &extrasPlan, "sites", "cache-plan", "rack-1")
+	var notRamdisk []string
+	for _, e := range extrasPlan.Excluded {
+		if e.Pool == "extras" && e.Reason == "not-ramdisk" {
+			notRamdisk = append(notRamdisk, e.Ref)
+		}
+	}
+	if len(notRamdisk) != 2 {
+		t.Errorf("OS images as extra initrds: left out %+v", extrasPlan.Excluded)
+	}
+	if res := testkit.CLI(t, acme, "pools", "get", "extras"); !strings.Contains(res.Stdout, "RAMDISK EXTRAS  ubuntu-24.04-server@2026.09,acme-gpu@1") {
+		t.Errorf("pools get extras:\n%s", res.Stdout)
 	}
 	if _, err := os.Stat(filepath.Join(reg.DataDir, "admin.sock")); err != nil {
 		t.Errorf("admin socket: %v", err)

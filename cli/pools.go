@@ -107,7 +107,7 @@ var poolCommands = []command{{
 func policyFlags(fs *flag.FlagSet) (*listFlag, *string) {
 	prewarm := &listFlag{}
 	fs.Var(prewarm, "prewarm", "comma-separated name@version (or TENANT/name@version) refs for policy.prewarmImages; they replace the policy file's")
-	policy := fs.String("policy", "", "the policy as JSON: prewarmImages, imageSources, hardwareProfile, agent, hugepages, kernelModules, cpu, iommu, gpu, kubernetes, gpuSharing")
+	policy := fs.String("policy", "", "a JSON file holding the policy: prewarmImages, ramdiskExtras, imageSources, hardwareProfile, agent, hugepages, kernelModules, cpu, iommu, gpu, kubernetes, gpuSharing")
 	return prewarm, policy
 }
 
@@ -152,9 +152,13 @@ func poolTable(w *tabwriter.Writer, pools []store.Pool) {
 	}
 }
 
-// poolDetail is one pool: its row, then the host units its policy sets.
+// poolDetail is one pool: its row, its ramdisk boots' extra initrds, then the host
+// units its policy sets.
 func poolDetail(w *tabwriter.Writer, p store.Pool) {
 	poolTable(w, []store.Pool{p})
+	if len(p.Policy.RamdiskExtras) > 0 {
+		fmt.Fprintf(w, "\nRAMDISK EXTRAS\t%s\n", strings.Join(p.Policy.RamdiskExtras, ","))
+	}
 	if units := metal.PoolUnits(p.Policy); len(units) > 0 {
 		fmt.Fprintln(w, "\nHOST UNIT\tSETTINGS")
 		for _, u := range units {

@@ -13,6 +13,22 @@ const (
 // ImageKinds lists every kind.
 var ImageKinds = []ImageKind{KindOS, KindRamdisk}
 
+// The reasons an extra initrd of a ramdisk boot is refused: ReasonNotRamdisk, an image
+// of another kind; ReasonNotCached: an extra initrd the site's cache does not hold ready yet.
+const (
+	ReasonNotRamdisk = "not-ramdisk"
+	ReasonNotCached  = "not-cached"
+)
+
+// CheckRamdiskExtra refuses, as INVALID_STATE with the reason not-ramdisk, an image ref
+// of kind as an extra initrd unless it is of kind ramdisk.
+func CheckRamdiskExtra(ref string, kind ImageKind) error {
+	if kind == KindRamdisk {
+		return nil
+	}
+	return Errorf(InvalidState, "image %s is of kind %s, and only an image of kind ramdisk, signed by a platform signer, may be an extra initrd of a ramdisk boot", ref, kind).WithReason(ReasonNotRamdisk)
+}
+
 // ImageFormat is how an image's bytes are laid out once decompressed.
 type ImageFormat string
 

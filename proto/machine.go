@@ -50,6 +50,19 @@ type PrepareRamdisk struct {
 	Pins []string `json:"pins"`
 	// Args are further kernel arguments; they carry bc.node=<node id>.
 	Args []string `json:"args,omitempty"`
+	// Extras are the extra initrds the boot appends after the ramdisk's own, in order:
+	// the pool's policy.ramdiskExtras, each a verified catalog image of kind ramdisk the
+	// site's cache holds.
+	Extras []RamdiskExtra `json:"extras,omitempty"`
+}
+
+// RamdiskExtra is an extra initrd of a ramdisk boot: a catalog image of kind ramdisk,
+// served from the site's cache by its digest.
+type RamdiskExtra struct {
+	// Ref is the catalog ref the pool names, for the operator to read.
+	Ref string `json:"ref"`
+	// Digest is the image's SHA-256, 64 lower-case hex digits.
+	Digest string `json:"digest"`
 }
 
 // InventoryRefresh is the input of inventory.refresh: the identity the registry enrolled

@@ -137,6 +137,8 @@ type RamdiskBoot struct {
 	Registry string `json:"registry"`
 	// Pins are the registry's three pins, sha256/<base64> each (bc.pins=).
 	Pins []string `json:"pins"`
+	// Extras are extra initrds from the site's cache, appended after Initrd in order.
+	Extras []RamdiskExtra `json:"extras,omitempty"`
 }
 
 // Sanboot is an ISO booted from the site cache by digest.
@@ -221,6 +223,11 @@ func (e *BootEntry) validate(p string) error {
 	case BootRamdisk:
 		if e.Ramdisk == nil || e.Ramdisk.Token == "" || e.Ramdisk.Registry == "" || len(e.Ramdisk.Pins) != 3 {
 			return bad(".ramdisk", "a ramdisk entry needs the ramdisk's token, the registry's URL and its three pins")
+		}
+		for j, x := range e.Ramdisk.Extras {
+			if !digest.MatchString(x.Digest) {
+				return bad(fmt.Sprintf(".ramdisk.extras[%d].digest", j), "extra initrd %q: its digest %q is not 64 lower-case hex digits", x.Ref, x.Digest)
+			}
 		}
 	case BootSanboot:
 		if e.Sanboot == nil || !digest.MatchString(e.Sanboot.Image) {

@@ -12,9 +12,12 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
 	apt-get install -y -q --no-install-recommends nginx
 	if [ -n "$made" ]; then rm -f "$rcd"; fi
 fi
-go test -run='^$' -bench=. -skip='^BenchmarkAgentSessions$' -benchtime=1x ./... | grep -E '^(Benchmark|ok|FAIL|---)' || true
+go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkVMWipe)$' -benchtime=1x ./... | grep -E '^(Benchmark|ok|FAIL|---)' || true
 # A converged host-config pass needs more than one iteration to be measured.
 go test -run='^$' -bench='^BenchmarkConvergedPass$' -benchmem -benchtime=500x ./hostconverge/ | grep -E '^(Benchmark|ok|FAIL|---)' || true
+# disk.wipe on a qemu VM's NVMe, SATA and virtio disks beside blkdiscard and dd of the
+# same disks, run in the same ramdisk (five boots of the VM; several minutes, root).
+go test -run='^$' -bench='^BenchmarkVMWipe$' -benchtime=1x -timeout=45m ./e2e/vm | grep -E '^(Benchmark|ok|FAIL|---|\s+bench_test)' || true
 # The agent plane at scale: BC_LOAD_AGENTS sessions (10,000 by default) in agent
 # processes against one registry endpoint; prints its figures (a few minutes).
 go test -run='^$' -bench='^BenchmarkAgentSessions$' -benchtime=1x -timeout=60m ./e2e/agentplane

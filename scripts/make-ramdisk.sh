@@ -104,11 +104,16 @@ cat >"$root/init" <<SCRIPT
 #!/bin/sh
 # The ramdisk's init: file systems, drivers, a DHCP lease, then bcd in ramdisk mode
 # reading the kernel command line (which carries the ramdisk token, registry and pins).
+# The kernel starts init without a PATH (busybox's shell would export a default of its
+# own): this one says where bcd looks up programs (dcgmi, nv-hostengine).
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /run
 for m in ${modules[*]}; do modprobe -q "\$m" 2>/dev/null; done
+# An extra initrd's hooks (loading its driver's modules, say), in name order.
+for hook in /etc/ramdisk.d/*; do [ -x "\$hook" ] && "\$hook"; done
 ip link set lo up
 for dev in /sys/class/net/*; do
 	name=\${dev##*/}

@@ -199,7 +199,8 @@ func (t *entries) convert(pe proto.BootEntry) boot.Entry {
 		return boot.Entry{Kind: boot.KindRamdisk, Ramdisk: boot.Ramdisk{
 			Kernel: t.ramdiskFile(r.Kernel, t.ramdisk.Kernel), Initrd: t.ramdiskFile(r.Initrd, t.ramdisk.Initrd),
 			Token: r.Token, Registry: r.Registry, Pins: r.Pins,
-			Args: append(slices.Clone(t.ramdisk.Args), r.Args...),
+			Args:   append(slices.Clone(t.ramdisk.Args), r.Args...),
+			Extras: t.extraURLs(r.Extras),
 		}}
 	case proto.BootSanboot:
 		return boot.Entry{Kind: boot.KindSanboot, ISO: t.cacheURL(pe.Sanboot.Image)}
@@ -218,6 +219,15 @@ func (t *entries) ramdiskFile(name, def string) string {
 		return t.cacheURL(name)
 	}
 	return name
+}
+
+// extraURLs are the site cache's URLs of a ramdisk boot's extra initrds, in order.
+func (t *entries) extraURLs(extras []proto.RamdiskExtra) []string {
+	var urls []string
+	for _, x := range extras {
+		urls = append(urls, t.cacheURL(x.Digest))
+	}
+	return urls
 }
 
 func (t *entries) cacheURL(digest string) string {

@@ -56,7 +56,7 @@ func (s *steps) prepareRamdisk(cmd proto.SiteCommand) (any, error) {
 		return nil, proto.Errorf(proto.InvalidInput, "boot.prepareRamdisk: %v", err).WithPath("input")
 	}
 	e := proto.BootEntry{Node: cmd.Node, MACs: in.MACs, ProductUUID: in.ProductUUID, Kind: proto.BootRamdisk,
-		Ramdisk: &proto.RamdiskBoot{Kernel: in.Kernel, Initrd: in.Initrd, Args: in.Args, Token: in.Token, Registry: in.Registry, Pins: in.Pins}}
+		Ramdisk: &proto.RamdiskBoot{Kernel: in.Kernel, Initrd: in.Initrd, Args: in.Args, Token: in.Token, Registry: in.Registry, Pins: in.Pins, Extras: in.Extras}}
 	if err := s.setEntry(cmd.Node, &e); err != nil {
 		return nil, err
 	}

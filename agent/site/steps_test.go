@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"log/slog"
 	"net"
+	"net/http/httptest"
+	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -173,5 +177,48 @@ func TestRamdiskEntryOutlivesRestart(t *testing.T) {
 	}
 	if _, err := f.run(t, proto.CommandPrepareRamdisk, proto.PrepareRamdisk{MACs: []string{mac}}); proto.CodeOf(err) != proto.InvalidInput {
 		t.Errorf("a ramdisk entry without token: %v, want INVALID_INPUT", err)
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// TestRamdiskExtrasInScript: the extra initrds boot.prepareRamdisk names come out of
+// the boot server's iPXE script as `initrd` lines after the ramdisk's own, each the site
+// cache's URL of its digest; an extra that is no digest is refused.
+func TestRamdiskExtrasInScript(t *testing.T) {
+	f := newFixture(t, redfishsim.Config{})
+	in := proto.PrepareRamdisk{MACs: []string{mac}, Token: "bcj_a.b", Registry: "https://r:7443",
+		Pins: []string{"sha256/a", "sha256/b", "sha256/c"}, Args: []string{"bc.node=gpu-01"},
+		Extras: []proto.RamdiskExtra{{Ref: "nvidia-dcgm@2026.09", Digest: strings.Repeat("ab", 32)}, {Ref: "site-tools@1", Digest: strings.Repeat("cd", 32)}}}
+	if _, err := f.run(t, proto.CommandPrepareRamdisk, in); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	srv, err := boot.New(boot.Config{Interface: "bc0", Mode: boot.Proxy, ServerIP: netip.MustParseAddr("10.0.0.1"), IPXEDir: dir, RamdiskDir: dir},
+		boot.Deps{Entries: f.entries, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rec := httptest.NewRecorder()
+	srv.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/boot/52-54-00-12-34-56.ipxe", nil))
+	golden := filepath.Join("testdata", "ramdisk-extras.ipxe")
+	if *update {
+		if err := os.WriteFile(golden, rec.Body.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if diff := cmp.Diff(string(want), rec.Body.String()); diff != "" {
+		t.Errorf("script differs from %s (-want +got):\n%s", golden, diff)
+	}
+
+	in.Extras = append(in.Extras, proto.RamdiskExtra{Ref: "evil@1", Digest: "../../etc/shadow"})
+	_, err = f.run(t, proto.CommandPrepareRamdisk, in)
+	if proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "bootEntry.ramdisk.extras[2].digest" {
+		t.Fatalf("an extra that is no digest: %v, want INVALID_INPUT at bootEntry.ramdisk.extras[2].digest", err)
 	}
 }

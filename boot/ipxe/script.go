@@ -37,6 +37,8 @@ type Script struct {
 	Self string
 	// Kernel and Initrd are the ramdisk's URLs (Ramdisk).
 	Kernel, Initrd string
+	// Extras are the URLs of extra initrds loaded after Initrd, in order (Ramdisk).
+	Extras []string
 	// Args are the kernel command line, one word each (Ramdisk).
 	Args []string
 	// ISO is the URL sanboot boots (Sanboot).
@@ -47,8 +49,12 @@ type Script struct {
 }
 
 // initrdName is the name the initrd gets inside iPXE; the kernel's `initrd=` argument
-// names it, which UEFI kernels need and BIOS kernels ignore.
-const initrdName = "initrd"
+// names it, which UEFI kernels need and BIOS kernels ignore. Extra initrds are named
+// extraName + their index, and named by `initrd=` arguments of their own in order.
+const (
+	initrdName = "initrd"
+	extraName  = "extra"
+)
 
 // Render returns the script's text, or INVALID_INPUT naming the field that holds a value
 // that could change the script's structure.
@@ -65,9 +71,16 @@ func Render(s Script) ([]byte, error) {
 	fmt.Fprintf(&b, "# better-compute: %s for %s\n", s.Kind, s.MAC)
 	switch s.Kind {
 	case Ramdisk:
-		args := append([]string{"initrd=" + initrdName}, s.Args...)
+		args := []string{"initrd=" + initrdName}
+		for i := range s.Extras {
+			args = append(args, fmt.Sprintf("initrd=%s%d", extraName, i))
+		}
+		args = append(args, s.Args...)
 		fmt.Fprintf(&b, "kernel %s %s || goto failed\n", s.Kernel, strings.Join(args, " "))
 		fmt.Fprintf(&b, "initrd --name %s %s || goto failed\n", initrdName, s.Initrd)
+		for i, x := range s.Extras {
+			fmt.Fprintf(&b, "initrd --name %s%d %s || goto failed\n", extraName, i, x)
+		}
 		b.WriteString("boot || goto failed\n")
 	case Disk:
 		b.WriteString("exit\n")
@@ -96,6 +109,9 @@ func (s Script) check() error {
 		fields = append(fields, field{"self", s.Self}, field{"kernel", s.Kernel}, field{"initrd", s.Initrd})
 		for i, a := range s.Args {
 			fields = append(fields, field{fmt.Sprintf("args[%d]", i), a})
+		}
+		for i, x := range s.Extras {
+			fields = append(fields, field{fmt.Sprintf("extras[%d]", i), x})
 		}
 	case Sanboot:
 		fields = append(fields, field{"self", s.Self}, field{"iso", s.ISO})

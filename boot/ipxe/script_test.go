@@ -24,6 +24,10 @@ func TestRenderGolden(t *testing.T) {
 			Kernel: "http://10.9.0.1/ramdisk/vmlinuz", Initrd: "http://10.9.0.1/ramdisk/initrd.img",
 			Args:  []string{"console=ttyS0", "bc.token=rt_abc", "bc.registry=https://registry.example:7443", "bc.pins=sha256/AAA+/=,sha256/BBB="},
 			Retry: 10 * time.Second},
+		"ramdisk-extras": {Kind: Ramdisk, MAC: "52:54:00:12:34:56", Self: self,
+			Kernel: "http://10.9.0.1/ramdisk/vmlinuz", Initrd: "http://10.9.0.1/ramdisk/initrd.img",
+			Extras: []string{"http://10.9.0.1:8080/images/sha256/" + strings.Repeat("ab", 32), "http://10.9.0.1:8080/images/sha256/" + strings.Repeat("cd", 32)},
+			Args:   []string{"console=ttyS0", "bc.token=rt_abc"}, Retry: 10 * time.Second},
 		"disk":    {Kind: Disk, MAC: "52:54:00:12:34:56"},
 		"sanboot": {Kind: Sanboot, MAC: "52:54:00:12:34:56", Self: self, ISO: "http://10.9.0.1/cache/sha256/0123abcd", Retry: 5 * time.Second},
 		"wait":    {Kind: Wait, MAC: "52:54:00:12:34:56", Self: self, Retry: 10 * time.Second},
@@ -64,6 +68,9 @@ func TestRenderRefusesUnsafeValues(t *testing.T) {
 		"and operator":             {func(s *Script) { s.Initrd = "http://s/i&&shell" }, "initrd"},
 		"carriage return in a URL": {func(s *Script) { s.Kernel = "http://s/k\rshell" }, "kernel"},
 		"empty initrd":             {func(s *Script) { s.Initrd = "" }, "initrd"},
+		"operator in an extra":     {func(s *Script) { s.Extras = []string{"http://s/x", "http://s/e||shell"} }, "extras[1]"},
+		"newline in an extra":      {func(s *Script) { s.Extras = []string{"http://s/e\nshell"} }, "extras[0]"},
+		"empty extra":              {func(s *Script) { s.Extras = []string{""} }, "extras[0]"},
 		"quote":                    {func(s *Script) { s.Args = []string{`a="b"`} }, "args[0]"},
 		"non-ASCII":                {func(s *Script) { s.Args = []string{"é"} }, "args[0]"},
 		"unknown kind":             {func(s *Script) { s.Kind = "shell" }, "kind"},
@@ -86,18 +93,23 @@ func TestRenderRefusesUnsafeValues(t *testing.T) {
 // FuzzRender checks that whatever an entry holds, a rendered script has exactly the lines
 // of its kind: no value can add a line or a command.
 func FuzzRender(f *testing.F) {
-	f.Add("ramdisk", "http://s/k", "http://s/i", "console=ttyS0", "http://s/iso")
-	f.Add("sanboot", "http://s/k", "", "", "http://s/iso\nshell")
-	f.Add("ramdisk", "http://s/k", "http://s/i", "a=${x}", "")
-	f.Add("wait", "", "", "", "")
-	f.Fuzz(func(t *testing.T, kind, kernel, initrd, arg, iso string) {
+	f.Add("ramdisk", "http://s/k", "http://s/i", "console=ttyS0", "http://s/iso", "")
+	f.Add("sanboot", "http://s/k", "", "", "http://s/iso\nshell", "")
+	f.Add("ramdisk", "http://s/k", "http://s/i", "a=${x}", "", "")
+	f.Add("ramdisk", "http://s/k", "http://s/i", "a=b", "", "http://s/e\nshell")
+	f.Add("ramdisk", "http://s/k", "http://s/i", "a=b", "", "http://s/e")
+	f.Add("wait", "", "", "", "", "")
+	f.Fuzz(func(t *testing.T, kind, kernel, initrd, arg, iso, extra string) {
 		s := Script{Kind: Kind(kind), MAC: "52:54:00:12:34:56", Self: self, Kernel: kernel, Initrd: initrd, Args: []string{arg}, ISO: iso, Retry: time.Second}
+		if extra != "" {
+			s.Extras = []string{extra}
+		}
 		out, err := Render(s)
 		if err != nil {
 			return
 		}
 		lines := bytes.Count(out, []byte("\n"))
-		want := map[Kind]int{Ramdisk: 9, Disk: 3, Sanboot: 7, Wait: 5}[s.Kind]
+		want := map[Kind]int{Ramdisk: 9 + len(s.Extras), Disk: 3, Sanboot: 7, Wait: 5}[s.Kind]
 		if lines != want {
 			t.Fatalf("%s script has %d lines, want %d:\n%s", kind, lines, want, out)
 		}

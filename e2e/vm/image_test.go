@@ -1,8 +1,6 @@
 package vm
 
 import (
-	"bytes"
-	"compress/gzip"
 	"fmt"
 	"os"
 	"os/exec"
@@ -70,7 +68,7 @@ func buildOSImage(t *testing.T, path, ramdiskDir, bcd, busybox string) (start, s
 	if err != nil {
 		t.Fatal(err)
 	}
-	initrd = append(initrd, initCPIO(t, osInit)...)
+	initrd = append(initrd, cpioGz(t, map[string]string{"init": osInit})...)
 	if err := os.WriteFile(filepath.Join(tree, "boot/initrd.img"), initrd, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -94,26 +92,6 @@ func buildOSImage(t *testing.T, path, ramdiskDir, bcd, busybox string) (start, s
 	run(t, "mkfs.ext4", "-q", "-F", "-L", "root", "-d", tree, part, strconv.FormatInt(size/1024, 10)+"k")
 	run(t, "dd", "if="+part, "of="+path, "bs=1M", "seek="+strconv.FormatInt(start>>20, 10), "conv=notrunc,fsync", "status=none")
 	return start, size
-}
-
-// initCPIO is a gzip-compressed newc archive holding only /init.
-func initCPIO(t *testing.T, init string) []byte {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "init"), []byte(init), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0")
-	cmd.Dir, cmd.Stdin = dir, strings.NewReader("init\n")
-	var archive bytes.Buffer
-	cmd.Stdout = &archive
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("cpio: %v", err)
-	}
-	var gz bytes.Buffer
-	w := gzip.NewWriter(&gz)
-	w.Write(archive.Bytes())
-	w.Close()
-	return gz.Bytes()
 }
 
 func sector(t *testing.T, out, label string) int64 {

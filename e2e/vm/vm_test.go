@@ -24,6 +24,7 @@ import (
 
 	"github.com/better-compute/better-compute/e2e/netns"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/better-compute/better-compute/testkit/openssl"
@@ -237,14 +238,8 @@ func TestVMHelper(t *testing.T) {
 	if work == "" {
 		t.Skip("the helper of TestVMDeploy")
 	}
-	data, err := os.ReadFile(filepath.Join(work, "helper.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var s spec
-	if err := json.Unmarshal(data, &s); err != nil {
-		t.Fatal(err)
-	}
+	readSpec(t, filepath.Join(work, "helper.json"), &s)
 	began := time.Now()
 	zst, err := os.ReadFile(s.Image + ".zst")
 	if err != nil {
@@ -431,7 +426,7 @@ var builtRamdisk struct {
 // makeRamdisk runs `make ramdisk` (its packages cached under cacheDir) once per run and
 // returns the directory holding vmlinuz and initrd.img; BC_E2E_RAMDISK names one already
 // built.
-func makeRamdisk(t *testing.T) string {
+func makeRamdisk(t testing.TB) string {
 	t.Helper()
 	if dir := os.Getenv("BC_E2E_RAMDISK"); dir != "" {
 		return dir // a ramdisk built already, from this tree
@@ -485,7 +480,7 @@ func waitReady(t *testing.T, admin, node string) {
 	t.Fatalf("node %s is %s (%+v), never ready", node, n.State, n.Failure)
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -540,4 +535,85 @@ func startSite(t *testing.T, work, ramdiskDir string, reg *testkit.Registry, env
 			t.Logf("bcd site:\n%s\nregistry:\n%s", siteLog.String(), reg.Stderr)
 		}
 	}
+}
+
+// runHelper hands s to the test binary's helper test (work/spec.json), runs it in ns with
+// env set to work, within timeout, and returns its output; it fails the test, showing
+// the VM's console, unless the helper printed HELPER-OK.
+func runHelper(t testing.TB, ns *netns.NS, test, env, work, console string, s any, timeout time.Duration) string {
+	t.Helper()
+	data, _ := json.Marshal(s)
+	writeFile(t, filepath.Join(work, "spec.json"), string(data))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	helper := ns.Command(ctx, os.Args[0], "-test.run=^"+test+"$", "-test.v", "-test.timeout="+timeout.String())
+	helper.Env = append(os.Environ(), env+"="+work)
+	var out netns.SyncBuffer
+	helper.Stdout, helper.Stderr = &out, &out
+	if os.Getenv(showEnv) != "" {
+		helper.Stdout = io.MultiWriter(&out, os.Stdout)
+	}
+	if err := helper.Run(); err != nil || !strings.Contains(out.String(), "HELPER-OK") {
+		c, _ := os.ReadFile(console)
+		t.Fatalf("the site side failed: %v\n%s\nVM console:\n%s", err, out.String(), c)
+	}
+	return out.String()
+}
+
+// vmSegment is what a VM test needs first (it skips without qemu, cpio or qemu's iPXE
+// ROMs): the ramdisk, a work directory, the provisioning segment and the site's
+// namespace on it at siteIP.
+func vmSegment(t testing.TB) (ramdisk, work string, lan *netns.LAN, siteNS *netns.NS) {
+	t.Helper()
+	netns.Require(t, "qemu-system-x86_64", "cpio")
+	if _, err := os.Stat(vmROM); err != nil {
+		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
+	}
+	ramdisk = makeRamdisk(t)
+	work = t.TempDir()
+	lan = netns.NewLAN(t)
+	siteNS = netns.New(t, "site")
+	lan.Attach(t, siteNS, "eth0", siteIP+"/24", "")
+	return ramdisk, work, lan, siteNS
+}
+
+// helperSpec is the start of a helper test: it skips unless env names the work
+// directory runHelper handed it, reads the spec there into v and returns the directory.
+func helperSpec(t *testing.T, env string, v any) string {
+	t.Helper()
+	work := os.Getenv(env)
+	if work == "" {
+		t.Skip("a helper of another test, which runs it")
+	}
+	readSpec(t, filepath.Join(work, "spec.json"), v)
+	return work
+}
+
+// readSpec reads what the outer test handed its helper from file into v.
+func readSpec(t *testing.T, file string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err == nil {
+		err = json.Unmarshal(data, v)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stepResult decodes into v the result of the step of node's last workflow that uses
+// use (the last such step).
+func stepResult(t *testing.T, admin, node, use string, v any) error {
+	t.Helper()
+	var n api.NodeView
+	testkit.JSON(t, admin, &n, "nodes", "get", node)
+	var run api.WorkflowView
+	testkit.JSON(t, admin, &run, "workflows", "get", n.Workflow)
+	err := fmt.Errorf("workflow %s has no %s step", n.Workflow, use)
+	for _, step := range run.Steps {
+		if step.Use == use {
+			err = json.Unmarshal(step.Result, v)
+		}
+	}
+	return err
 }

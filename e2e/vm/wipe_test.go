@@ -2,10 +2,8 @@ package vm
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,53 +42,39 @@ func TestVMWipe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a VM")
 	}
-	netns.Require(t, "qemu-system-x86_64", "cpio")
-	if _, err := os.Stat(vmROM); err != nil {
-		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
-	}
-	ramdisk := makeRamdisk(t)
-	work := t.TempDir()
-	lan := netns.NewLAN(t)
-	siteNS := netns.New(t, "site")
-	lan.Attach(t, siteNS, "eth0", siteIP+"/24", "")
-	disks := map[string]string{}
+	ramdisk, work, lan, siteNS := vmSegment(t)
+	qmpSock := filepath.Join(work, "vm.qmp")
+	disks, console := startWipeVM(t, lan, work, qmpSock, wipeDiskSize)
+	out := runHelper(t, siteNS, "TestVMWipeHelper", wipeHelperEnv, work, console,
+		wipeSpec{Work: work, Ramdisk: ramdisk, QMP: qmpSock, Disks: disks}, 10*time.Minute)
+	t.Logf("site side:\n%s", out)
+}
+
+// startWipeVM starts a VM held off (-S) with an NVMe disk, a SATA disk on AHCI and a
+// virtio disk of size bytes each, backed by files in work (returned by transport), and
+// returns them and the file its console goes to.
+func startWipeVM(t testing.TB, lan *netns.LAN, work, qmpSock string, size int64) (disks map[string]string, console string) {
+	disks = map[string]string{}
 	for _, tr := range []string{"nvme", "sata", "virtio"} {
 		disks[tr] = filepath.Join(work, tr+".raw")
 		f, err := os.Create(disks[tr])
 		if err == nil {
-			err = f.Truncate(wipeDiskSize)
+			err = f.Truncate(size)
 			f.Close()
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	qmpSock := filepath.Join(work, "vm.qmp")
 	drive := func(id, file string) string {
 		return "file=" + file + ",if=none,id=" + id + ",format=raw,cache=unsafe,discard=unmap"
 	}
-	console := lan.StartVM(t, qmpSock, "-S", "-no-shutdown", "-m", "1024", "-uuid", vmUUID,
+	console = lan.StartVM(t, qmpSock, "-S", "-no-shutdown", "-m", "1024", "-uuid", vmUUID,
 		"-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC,
 		"-drive", drive("d0", disks["virtio"]), "-device", "virtio-blk-pci,id=disk0,drive=d0",
 		"-drive", drive("n0", disks["nvme"]), "-device", "nvme,id=nvme0,serial=bcwipe0,drive=n0",
 		"-drive", drive("s0", disks["sata"]), "-device", "ahci,id=ahci0", "-device", "ide-hd,id=sata0,drive=s0,bus=ahci0.0")
-	data, _ := json.Marshal(wipeSpec{Work: work, Ramdisk: ramdisk, QMP: qmpSock, Disks: disks})
-	writeFile(t, filepath.Join(work, "wipe.json"), string(data))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	helper := siteNS.Command(ctx, os.Args[0], "-test.run=^TestVMWipeHelper$", "-test.v", "-test.timeout=10m")
-	helper.Env = append(os.Environ(), wipeHelperEnv+"="+work)
-	var out netns.SyncBuffer
-	helper.Stdout, helper.Stderr = &out, &out
-	if os.Getenv(showEnv) != "" {
-		helper.Stdout = io.MultiWriter(&out, os.Stdout)
-	}
-	err := helper.Run()
-	b, _ := os.ReadFile(console)
-	if err != nil || !strings.Contains(out.String(), "HELPER-OK") {
-		t.Fatalf("the site side failed: %v\n%s\nVM console:\n%s", err, out.String(), b)
-	}
-	t.Logf("site side:\n%s", out.String())
+	return disks, console
 }
 
 // wipeProfile boots the ramdisk unless it runs already, and wipes in mode.
@@ -113,18 +97,8 @@ func pattern(transport string) []byte {
 // TestVMWipeHelper is the site side of TestVMWipe, in the site's namespace: registry, bcd
 // site, and the wipes.
 func TestVMWipeHelper(t *testing.T) {
-	work := os.Getenv(wipeHelperEnv)
-	if work == "" {
-		t.Skip("the helper of TestVMWipe")
-	}
-	data, err := os.ReadFile(filepath.Join(work, "wipe.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var s wipeSpec
-	if err := json.Unmarshal(data, &s); err != nil {
-		t.Fatal(err)
-	}
+	work := helperSpec(t, wipeHelperEnv, &s)
 	reg := testkit.StartRegistry(t, filepath.Join(work, "registry"), "--listen", siteIP+":7443", "--agent-listen", siteIP+":7444",
 		"--hardware-profiles", hardwareProfiles(t, work))
 	admin := reg.AdminConfig

@@ -10,8 +10,12 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 )
 
-// maxPrewarm bounds a pool's policy.prewarmImages.
-const maxPrewarm = 64
+// maxPrewarm bounds a pool's policy.prewarmImages, maxRamdiskExtras its
+// policy.ramdiskExtras.
+const (
+	maxPrewarm       = 64
+	maxRamdiskExtras = 8
+)
 
 // CreatePoolRequest is the body of pools.create.
 type CreatePoolRequest struct {
@@ -54,7 +58,7 @@ type PoolList struct {
 // the names, the site and the agent.
 func (s *Server) registerPools(svc *metal.Service) {
 	Handle(s, "pools.create", ActionPoolsManage, func(_ context.Context, c *Caller, req CreatePoolRequest) (p store.Pool, err error) {
-		if err := checkPrewarm(&req.Policy.PrewarmImages, "policy.prewarmImages"); err != nil {
+		if err := checkPolicyRefs(&req.Policy, "policy."); err != nil {
 			return p, err
 		}
 		if err := svc.CheckPoolPolicy(req.Policy); err != nil {
@@ -86,7 +90,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 			return p, proto.Errorf(proto.InvalidInput, "pools.update needs a policy, a pre-warm list or both").WithPath("policy")
 		}
 		if req.Policy != nil {
-			if err := checkPrewarm(&req.Policy.PrewarmImages, "policy.prewarmImages"); err != nil {
+			if err := checkPolicyRefs(req.Policy, "policy."); err != nil {
 				return p, err
 			}
 			if err := svc.CheckPoolPolicy(*req.Policy); err != nil {
@@ -125,6 +129,15 @@ func (s *Server) registerPools(svc *metal.Service) {
 	})
 }
 
+// checkPolicyRefs checks the catalog refs of a policy (checkPrewarm, and the ramdisk
+// extras alike) at their paths under prefix.
+func checkPolicyRefs(p *store.PoolPolicy, prefix string) error {
+	if err := checkPrewarm(&p.PrewarmImages, prefix+"prewarmImages"); err != nil {
+		return err
+	}
+	return checkRefs(p.RamdiskExtras, prefix+"ramdiskExtras", maxRamdiskExtras, "extra initrds")
+}
+
 // checkPrewarm refuses a pre-warm list that is too long, repeats a ref or holds one that
 // is not name@version or TENANT/name@version, at path; an absent list becomes an empty
 // one.
@@ -132,15 +145,21 @@ func checkPrewarm(refs *[]string, path string) error {
 	if *refs == nil {
 		*refs = []string{}
 	}
-	if len(*refs) > maxPrewarm {
-		return proto.Errorf(proto.InvalidInput, "a pool pre-warms at most %d images", maxPrewarm).WithPath(path)
+	return checkRefs(*refs, path, maxPrewarm, "pre-warm images")
+}
+
+// checkRefs refuses a list of refs longer than limit (of what), with a ref listed twice
+// or one that is not name@version or TENANT/name@version, at path.
+func checkRefs(refs []string, path string, limit int, what string) error {
+	if len(refs) > limit {
+		return proto.Errorf(proto.InvalidInput, "a pool has at most %d %s", limit, what).WithPath(path)
 	}
-	for i, ref := range *refs {
+	for i, ref := range refs {
 		at := indexPath(path, i)
 		if _, _, err := image.ParseUseRef(ref); err != nil {
 			return proto.AsError(err).WithPath(at)
 		}
-		if slices.Contains((*refs)[:i], ref) {
+		if slices.Contains(refs[:i], ref) {
 			return proto.Errorf(proto.InvalidInput, "%s is listed twice", ref).WithPath(at)
 		}
 	}

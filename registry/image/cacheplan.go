@@ -24,17 +24,18 @@ type ExcludedImage struct {
 	Pool   string `json:"pool"`
 	Ref    string `json:"ref"`
 	// Reason is "not-found" (the ref resolves to no image the pool's tenant sees), the
-	// reason VerifyImageForUse gave ("unsigned", "signature" or "untrusted-signer"), or
+	// reason VerifyImageForUse gave ("unsigned", "signature" or "untrusted-signer"),
 	// "source-not-allowed" (its source host is outside the site's or the pool's image
-	// sources).
+	// sources), or "not-ramdisk" (a ramdisk extra whose image is of another kind).
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }
 
-// PlanSiteCache resolves every pool's policy.prewarmImages at a site as the pool's
-// tenant (ResolveImage) and keeps the images that pass VerifyImageForUse for that
-// tenant with v and whose source host the site's image sources allow (and the pool's,
-// when it narrows them). A site with no image sources pre-warms nothing.
+// PlanSiteCache resolves every pool's policy.prewarmImages and policy.ramdiskExtras at
+// a site as the pool's tenant (ResolveImage) and keeps the images that pass
+// VerifyImageForUse for that tenant with v (a ramdisk extra: VerifyRamdiskExtra) and
+// whose source host the site's image sources allow (and the pool's, when it narrows
+// them). A site with no image sources pre-warms nothing.
 func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 	plan := CachePlan{Site: site, CacheImages: []proto.CacheImage{}, Excluded: []ExcludedImage{}}
 	st, err := tx.Site(site)
@@ -47,9 +48,14 @@ func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 	}
 	digests := map[string]bool{}
 	for _, p := range pools {
-		for _, ref := range p.Policy.PrewarmImages {
+		extra := len(p.Policy.PrewarmImages)
+		for i, ref := range append(slices.Clone(p.Policy.PrewarmImages), p.Policy.RamdiskExtras...) {
 			img, err := ResolveImage(tx, p.Tenant, ref)
-			if err == nil {
+			switch {
+			case err != nil:
+			case i >= extra:
+				err = VerifyRamdiskExtra(tx, p.Tenant, img, v)
+			default:
 				err = VerifyImageForUse(tx, p.Tenant, img, UseOptions{Verifier: v})
 			}
 			if err == nil {

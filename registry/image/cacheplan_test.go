@@ -177,3 +177,68 @@ func TestPlanSiteCacheSources(t *testing.T) {
 		t.Errorf("a refused write changed the plan: %v", cached)
 	}
 }
+
+// TestPlanSiteCacheRamdiskExtras: a pool's ramdisk extras are cached only when each is
+// an image of kind ramdisk a platform signer vouches for: a tenant's own signed OS image,
+// an unsigned ramdisk row and a ramdisk row signed by a tenant's key are each left out
+// with the reason.
+func TestPlanSiteCacheRamdiskExtras(t *testing.T) {
+	st := openCatalog(t)
+	platform := openssl.Generate(t, openssl.Ed25519)
+	acmeKey := openssl.Generate(t, openssl.P256)
+	addSigner(t, st, store.RootTenant, "platform", platform)
+	addSigner(t, st, "acme", "acme-1", acmeKey)
+	ramdisk := func(ref, d string) RegisterRequest {
+		req := osRequest(ref)
+		req.Kind, req.Compression, req.SHA256 = proto.KindRamdisk, proto.CompressionNone, digest(d)
+		return req
+	}
+	dcgm := mustRegister(t, st, store.RootTenant, sign(t, ramdisk("nvidia-dcgm@2026.09", "1"), platform, "platform", formEd25519))
+	mustUpdate(t, st, func(tx *store.Tx) error { _, err := Promote(tx, store.RootTenant, dcgm.ID); return err })
+	own := osRequest("own-initrd@1")
+	own.SHA256 = digest("2")
+	mustRegister(t, st, "acme", sign(t, own, acmeKey, "acme-1", formP1363))
+	// Rows Register never makes, as a restored or edited catalog could hold them.
+	tenantSigned := ramdisk("tenant-initrd@1", "4")
+	tenantSigned = sign(t, tenantSigned, acmeKey, "acme-1", formP1363)
+	mustUpdate(t, st, func(tx *store.Tx) error {
+		for _, req := range []RegisterRequest{ramdisk("unsigned-initrd@1", "3"), tenantSigned} {
+			img, _, err := validate(req)
+			if err != nil {
+				return err
+			}
+			img.Tenant = "acme"
+			if img.SignerID != "" {
+				img.Signature, img.SignerTenant, img.Verified = req.Signature, "acme", true
+			}
+			if _, err := tx.CreateImage(img); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.CreateSite("rack-1"); err != nil {
+			return err
+		}
+		if _, err := tx.SetSiteImageSources("rack-1", []string{"images.example.com"}); err != nil {
+			return err
+		}
+		_, err := tx.CreatePool(store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{
+			RamdiskExtras: []string{"nvidia-dcgm@2026.09", "own-initrd@1", "unsigned-initrd@1", "tenant-initrd@1"}}})
+		return err
+	})
+	var plan CachePlan
+	if err := st.View(func(tx *store.Tx) (err error) { plan, err = PlanSiteCache(tx, "rack-1", Allowlist{}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	want := []proto.CacheImage{{Ref: "nvidia-dcgm@2026.09", Digest: digest("1"), Source: dcgm.Source, SizeBytes: dcgm.SizeBytes, Format: proto.FormatRaw, Compression: proto.CompressionNone}}
+	if diff := cmp.Diff(want, plan.CacheImages); diff != "" {
+		t.Errorf("cache images (-want +got):\n%s", diff)
+	}
+	var excluded []string
+	for _, e := range plan.Excluded {
+		excluded = append(excluded, e.Ref+" "+e.Reason)
+	}
+	wantExcluded := []string{"own-initrd@1 not-ramdisk", "unsigned-initrd@1 unsigned", "tenant-initrd@1 signature"}
+	if diff := cmp.Diff(wantExcluded, excluded); diff != "" {
+		t.Errorf("excluded (-want +got):\n%s", diff)
+	}
+}

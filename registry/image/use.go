@@ -70,6 +70,17 @@ func VerifyImageForUse(tx *store.Tx, tenant string, img store.Image, opts UseOpt
 	return nil
 }
 
+// VerifyRamdiskExtra is VerifyImageForUse for an image a pool names as an extra
+// initrd of its ramdisk boots (policy.ramdiskExtras): it must be of kind ramdisk (else
+// INVALID_STATE with the reason not-ramdisk), and then it is verified as every ramdisk
+// is, against the platform's signers only and never let through unsigned.
+func VerifyRamdiskExtra(tx *store.Tx, tenant string, img store.Image, v Verifier) error {
+	if err := proto.CheckRamdiskExtra(img.Ref, img.Kind); err != nil {
+		return err
+	}
+	return VerifyImageForUse(tx, tenant, img, UseOptions{Verifier: v})
+}
+
 // allowlists are the signer allowlists tenant trusts for an image of kind, in the order
 // they are tried: its own, then the platform's; the platform's only for a ramdisk.
 func allowlists(tenant string, kind proto.ImageKind) []string {

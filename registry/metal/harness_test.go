@@ -402,6 +402,8 @@ type fakeImages struct {
 	verifyErr error
 	// verified lists the refs VerifyForUse was asked about, with allowUnsigned.
 	verified []string
+	// uncached are the refs the site's cache does not hold.
+	uncached map[string]bool
 }
 
 func (f *fakeImages) Resolve(_ context.Context, tenant, ref string) (Image, error) {
@@ -418,6 +420,9 @@ func (f *fakeImages) VerifyForUse(_ context.Context, tenant string, img Image, a
 }
 
 func (f *fakeImages) CacheURL(_ context.Context, site string, img Image) (string, error) {
+	if f.uncached[img.Ref] {
+		return "", nil
+	}
 	return "http://" + site + ".cache/sha256/" + img.SHA256, nil
 }
 

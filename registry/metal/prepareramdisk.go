@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
@@ -24,21 +25,67 @@ func (s *Service) prepareRamdisk(ctx context.Context, a *workflow.Attempt) (json
 	return s.relayPrepare(ctx, a, "")
 }
 
-// relayPrepare relays boot.prepareRamdisk under sub. The token is minted anew on every
-// try; a resent command keeps its first answer, and an unused token expires.
+// relayPrepare relays boot.prepareRamdisk under sub, with the pool's extra initrds. The
+// token is minted anew on every try; a resent command keeps its first answer, and an
+// unused token expires.
 func (s *Service) relayPrepare(ctx context.Context, a *workflow.Attempt, sub string) (json.RawMessage, error) {
 	if s.cfg.Ramdisk == nil {
 		return nil, proto.Errorf(proto.Unsupported, "boot.prepareRamdisk needs ramdisk join tokens, which this registry does not mint")
+	}
+	extras, err := s.ramdiskExtras(ctx, a.Node)
+	if err != nil {
+		return nil, err
 	}
 	in, err := s.cfg.Ramdisk.Prepare(ctx, a.Node)
 	if err != nil {
 		return nil, err
 	}
+	in.Extras = extras
 	input, err := json.Marshal(in)
 	if err != nil {
 		return nil, err
 	}
 	return a.Relay(ctx, profile.Site, sub, proto.CommandPrepareRamdisk, input)
+}
+
+// ramdiskExtras are the extra initrds of node's ramdisk boots: its pool's
+// policy.ramdiskExtras, each resolved as the pool's tenant resolves it, of kind ramdisk,
+// verified as every ramdisk is (a platform signer's signature; never unsigned) and held
+// ready by the site's cache. The first that is not fails the step with why (reason
+// not-ramdisk, unsigned, signature, untrusted-signer or not-cached), at its path, and
+// the machine is not booted.
+func (s *Service) ramdiskExtras(ctx context.Context, node store.Node) ([]proto.RamdiskExtra, error) {
+	var pool store.Pool
+	err := s.cfg.Store.View(func(tx *store.Tx) (err error) { pool, err = tx.Pool(node.Tenant, node.Pool); return err })
+	if err != nil || len(pool.Policy.RamdiskExtras) == 0 {
+		return nil, err
+	}
+	if s.cfg.Images == nil {
+		return nil, proto.Errorf(proto.Unsupported, "pool %s names extra initrds, and this registry has no image catalog to verify them", pool.Name)
+	}
+	var out []proto.RamdiskExtra
+	for i, ref := range pool.Policy.RamdiskExtras {
+		path := fmt.Sprintf("policy.ramdiskExtras[%d]", i)
+		img, err := s.cfg.Images.Resolve(ctx, node.Tenant, ref)
+		if err == nil {
+			err = proto.CheckRamdiskExtra(img.Ref, proto.ImageKind(img.Kind))
+		}
+		if err == nil {
+			err = s.cfg.Images.VerifyForUse(ctx, node.Tenant, img, false)
+		}
+		if err != nil {
+			return nil, proto.AsError(err).WithPath(path)
+		}
+		url, err := s.cfg.Images.CacheURL(ctx, node.Site, img)
+		if err != nil {
+			return nil, err
+		}
+		if url == "" {
+			return nil, proto.Errorf(proto.InvalidState, "site %s's cache does not hold pool %s's extra initrd %s yet: the site fetches it as it pre-warms images (`sites cache-plan %s` shows whether it is planned); retry once it is cached", node.Site, pool.Name, ref, node.Site).WithPath(path).WithReason(proto.ReasonNotCached)
+		}
+		out = append(out, proto.RamdiskExtra{Ref: img.Ref, Digest: img.SHA256})
+	}
+	return out, nil
 }
 
 // refreshInventory is inventory.refresh: it relays the enrolled identity to the agent

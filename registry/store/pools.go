@@ -30,6 +30,11 @@ type PoolPolicy struct {
 	// ImageSources narrow the site's image sources for this pool's pre-warm images: when
 	// set, a source must match both lists.
 	ImageSources []string `json:"imageSources,omitempty"`
+	// RamdiskExtras are catalog refs of images of kind ramdisk, resolved as the pool's
+	// tenant resolves a pre-warm ref: extra initrds (the NVIDIA driver and DCGM, say) that
+	// every ramdisk boot of the pool's machines appends after the ramdisk's own, in this
+	// order. The site's cache holds them as it holds pre-warm images.
+	RamdiskExtras []string `json:"ramdiskExtras,omitempty"`
 	// HardwareProfile names the hardware profile of the pool's machines (a node's own
 	// wins).
 	HardwareProfile string `json:"hardwareProfile,omitempty"`
