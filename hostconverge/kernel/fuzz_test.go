@@ -57,3 +57,20 @@ func FuzzParseRanges(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseProcModules(f *testing.F) {
+	for _, s := range []string{"nvidia 54947840 120 nvidia_uvm,nvidia_modeset, Live 0x0\nib_umad 40960 0 - Live 0x0\n", "", "\n\n", " x\n", "a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		lines := strings.Split(s, "\n")
+		for name := range ParseProcModules(s) {
+			if name == "" || strings.ContainsAny(name, " \n") {
+				t.Fatalf("module name %q", name)
+			}
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, name+" ") || l == name }) {
+				t.Fatalf("%q begins no line", name)
+			}
+		}
+	})
+}
