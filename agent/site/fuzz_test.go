@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/better-compute/better-compute/boot"
 	"github.com/better-compute/better-compute/proto"
@@ -85,8 +86,8 @@ func FuzzPrepareRamdisk(f *testing.F) {
 		}
 		s := &steps{entries: es, changed: func() {}}
 		payload, err := json.Marshal(proto.SiteCommand{Node: node, Input: input})
-		if err != nil {
-			return // input is not JSON: the registry cannot relay it
+		if err != nil || !utf8.ValidString(node) {
+			return // the registry relays JSON only, and node ids are ASCII
 		}
 		if _, err := s.handlers()[proto.CommandPrepareRamdisk](t.Context(), payload); err != nil {
 			if c := proto.CodeOf(err); c != proto.InvalidInput && c != proto.InvalidConfig {
