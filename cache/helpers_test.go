@@ -58,7 +58,7 @@ type source struct {
 	delay     time.Duration // hold each response this long before its body
 }
 
-func newSource(t *testing.T) *source {
+func newSource(t testing.TB) *source {
 	s := &source{files: map[string][]byte{}}
 	s.srv = httptest.NewTLSServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
@@ -139,7 +139,7 @@ func (c *countingWriter) Write(b []byte) (int, error) {
 
 // harness is a cache opened in a temporary directory and running.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	c       *Cache
 	cfg     Config
 	cancel  context.CancelFunc
@@ -166,7 +166,7 @@ func (r *reports) latest() []proto.ImageCacheEntry {
 }
 
 // start opens and runs a cache with cfg (Dir defaults to a temporary directory).
-func start(t *testing.T, cfg Config) *harness {
+func start(t testing.TB, cfg Config) *harness {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
@@ -222,7 +222,7 @@ func (h *harness) waitState(d string, st proto.ImageCacheState) proto.ImageCache
 }
 
 // waitFor polls cond; the deadline only keeps a broken test from hanging.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {

@@ -18,7 +18,7 @@ import (
 )
 
 // readyCache is a running cache holding a, pulled from a loopback source.
-func readyCache(t *testing.T, a artifact, cfg Config) *harness {
+func readyCache(t testing.TB, a artifact, cfg Config) *harness {
 	t.Helper()
 	src := newSource(t)
 	url := src.add("/a", a.data)

@@ -94,8 +94,12 @@ func installs(replaces []string, pkgs ...string) func(h *fakeHost) {
 		if err != nil {
 			h.t.Fatal(err)
 		}
+		installed, err := debpkg.ParseStatus(data)
+		if err != nil {
+			h.t.Fatal(err)
+		}
 		var list []string
-		for name, version := range debpkg.ParseStatus(data) {
+		for name, version := range installed {
 			if !slices.ContainsFunc(replaces, func(p string) bool { return strings.HasPrefix(name, p) }) {
 				list = append(list, name+"="+version)
 			}

@@ -164,6 +164,11 @@ func (m *Message) check() error {
 		if _, unnamed := m.Hello.Inventory[""]; unnamed {
 			return Errorf(InvalidInput, "hello with an unnamed inventory section").WithPath("hello.inventory")
 		}
+	case MsgSpec:
+		// The agent's ack names the generation it answers, and 0 is none applied.
+		if m.Spec.Generation < 1 {
+			return Errorf(InvalidInput, "spec of generation %d: generations count from 1", m.Spec.Generation).WithPath("spec.generation")
+		}
 	case MsgInventory:
 		if m.Inventory.Section == "" {
 			return Errorf(InvalidInput, "inventory message without a section").WithPath("inventory.section")

@@ -149,18 +149,25 @@ func quoteInputs(args []any) []any {
 	return quoted
 }
 
-// MaxQuoted is the most of an input, in bytes, that an error message quotes.
+// MaxQuoted is the most of an input that an error message quotes: bytes of its quoted
+// form, between the quotes (an invalid byte quoted as \xe0 counts four).
 const MaxQuoted = 128
 
-// Quote is s quoted for a message as %q quotes it, cut after MaxQuoted bytes (at a
-// character boundary) with an ellipsis when it is longer.
+// Quote is s quoted for a message as %q quotes it, cut (at a character boundary, with an
+// ellipsis) where its quoted form would pass MaxQuoted bytes.
 func Quote(s string) string {
-	if len(s) <= MaxQuoted {
-		return strconv.Quote(s)
+	q := strconv.Quote(s)
+	if len(q) <= MaxQuoted+2 {
+		return q
 	}
-	cut := MaxQuoted
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	cut, width := 0, 0
+	for cut < len(s) {
+		_, size := utf8.DecodeRuneInString(s[cut:])
+		w := len(strconv.Quote(s[cut:cut+size])) - 2
+		if width+w > MaxQuoted {
+			break
+		}
+		cut, width = cut+size, width+w
 	}
 	return strconv.Quote(s[:cut] + "…")
 }

@@ -17,6 +17,9 @@ func TestErrorfQuotesAShortPrefixOfAnInput(t *testing.T) {
 		"cut at a character": {Errorf(InvalidInput, "%q", wide), `"` + wide[:MaxQuoted-1] + `…"`},
 		"exactly the limit":  {Errorf(InvalidInput, "%q", long[:MaxQuoted]), `"` + long[:MaxQuoted] + `"`},
 		"escapes":            {Errorf(InvalidInput, "%q", "a\"\n"), `"a\"\n"`},
+		// 50 bytes, 200 quoted: the quoted form is what is bounded.
+		"escaped bytes":      {Errorf(InvalidInput, "%q", strings.Repeat("\xe0", 50)), `"` + strings.Repeat(`\xe0`, MaxQuoted/4) + `…"`},
+		"escapes at the cut": {Errorf(InvalidInput, "%q", long[:MaxQuoted-1]+"\n"), `"` + long[:MaxQuoted-1] + `…"`},
 		"%s is the message":  {Errorf(InvalidInput, "%s: %d", "a message of any length "+long[:200], 3), "a message of any length " + long[:200] + ": 3"},
 		"width and %v":       {Errorf(InvalidInput, "[%5s] %v", "ab", "cd"), "[   ab] cd"},
 		"not a string":       {Errorf(InvalidInput, "%q", []string{"x"}), `["x"]`},

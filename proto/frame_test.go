@@ -93,37 +93,40 @@ func TestDecodeMessage(t *testing.T) {
 		in   string
 		path string // empty: valid
 	}{
-		"ack":                   {in: `{"type":"ack","ack":{"generation":2}}`},
-		"unknown field":         {in: `{"type":"ack","ack":{"generation":2,"later":1},"extra":true}`},
-		"not json":              {in: `{`, path: "-"},
-		"unknown type":          {in: `{"type":"bogus"}`, path: "type"},
-		"no body":               {in: `{"type":"hello"}`, path: "hello"},
-		"two bodies":            {in: `{"type":"ack","ack":{},"hello":{}}`, path: "ack"},
-		"other body":            {in: `{"type":"ack","hello":{}}`, path: "ack"},
-		"hello unnamed section": {in: `{"type":"hello","hello":{"inventory":{"":1}}}`, path: "hello.inventory"},
-		"inventory unnamed":     {in: `{"type":"inventory","inventory":{"data":1}}`, path: "inventory.section"},
-		"command without id":    {in: `{"type":"command","command":{"kind":"x"}}`, path: "command.id"},
-		"command with slash":    {in: `{"type":"command","command":{"id":"a/b","kind":"x"}}`, path: "command.id"},
-		"result without id":     {in: `{"type":"result","result":{}}`, path: "result.id"},
-		"null body":             {in: `{"type":"spec","spec":null}`, path: "spec"},
-		"secret request":        {in: `{"type":"secretRequest","secretRequest":{"id":"secret-1","ref":"secret://k8s/join"}}`},
-		"request without id":    {in: `{"type":"secretRequest","secretRequest":{"ref":"secret://k8s/join"}}`, path: "secretRequest.id"},
-		"request without ref":   {in: `{"type":"secretRequest","secretRequest":{"id":"secret-1"}}`, path: "secretRequest.ref"},
-		"secret value":          {in: `{"type":"secret","secret":{"id":"secret-1","value":"dG9rZW4="}}`},
-		"secret error":          {in: `{"type":"secret","secret":{"id":"secret-1","error":{"code":"FORBIDDEN","message":"no"}}}`},
-		"secret neither":        {in: `{"type":"secret","secret":{"id":"secret-1"}}`, path: "secret"},
-		"secret both":           {in: `{"type":"secret","secret":{"id":"secret-1","value":"dG9rZW4=","error":{"code":"FORBIDDEN"}}}`, path: "secret"},
-		"secret value not b64":  {in: `{"type":"secret","secret":{"id":"secret-1","value":"!!"}}`, path: "-"},
-		"secret without id":     {in: `{"type":"secret","secret":{"value":"dG9rZW4="}}`, path: "secret.id"},
-		"ping":                  {in: `{"type":"ping"}`},
-		"ping with a body":      {in: `{"type":"ping","ack":{"generation":1}}`, path: "ack"},
-		"renew request":         {in: `{"type":"renewRequest","renewRequest":{"id":"renew-1","publicKey":"MFkw"}}`},
-		"renew without key":     {in: `{"type":"renewRequest","renewRequest":{"id":"renew-1"}}`, path: "renewRequest.publicKey"},
-		"renew without id":      {in: `{"type":"renewRequest","renewRequest":{"publicKey":"MFkw"}}`, path: "renewRequest.id"},
-		"renewal":               {in: `{"type":"renewal","renewal":{"id":"renew-1","certificate":"MIIB"}}`},
-		"renewal refused":       {in: `{"type":"renewal","renewal":{"id":"renew-1","error":{"code":"FORBIDDEN","message":"no"}}}`},
-		"renewal neither":       {in: `{"type":"renewal","renewal":{"id":"renew-1"}}`, path: "renewal"},
-		"renewal without id":    {in: `{"type":"renewal","renewal":{"certificate":"MIIB"}}`, path: "renewal.id"},
+		"ack":                       {in: `{"type":"ack","ack":{"generation":2}}`},
+		"unknown field":             {in: `{"type":"ack","ack":{"generation":2,"later":1},"extra":true}`},
+		"not json":                  {in: `{`, path: "-"},
+		"unknown type":              {in: `{"type":"bogus"}`, path: "type"},
+		"no body":                   {in: `{"type":"hello"}`, path: "hello"},
+		"two bodies":                {in: `{"type":"ack","ack":{},"hello":{}}`, path: "ack"},
+		"other body":                {in: `{"type":"ack","hello":{}}`, path: "ack"},
+		"hello unnamed section":     {in: `{"type":"hello","hello":{"inventory":{"":1}}}`, path: "hello.inventory"},
+		"inventory unnamed":         {in: `{"type":"inventory","inventory":{"data":1}}`, path: "inventory.section"},
+		"command without id":        {in: `{"type":"command","command":{"kind":"x"}}`, path: "command.id"},
+		"command with slash":        {in: `{"type":"command","command":{"id":"a/b","kind":"x"}}`, path: "command.id"},
+		"result without id":         {in: `{"type":"result","result":{}}`, path: "result.id"},
+		"null body":                 {in: `{"type":"spec","spec":null}`, path: "spec"},
+		"spec":                      {in: `{"type":"spec","spec":{"node":"n1","role":"node","generation":1}}`},
+		"spec without a generation": {in: `{"type":"spec","spec":{"node":"n1","role":"node"}}`, path: "spec.generation"},
+		"spec generation negative":  {in: `{"type":"spec","spec":{"node":"n1","role":"node","generation":-1}}`, path: "spec.generation"},
+		"secret request":            {in: `{"type":"secretRequest","secretRequest":{"id":"secret-1","ref":"secret://k8s/join"}}`},
+		"request without id":        {in: `{"type":"secretRequest","secretRequest":{"ref":"secret://k8s/join"}}`, path: "secretRequest.id"},
+		"request without ref":       {in: `{"type":"secretRequest","secretRequest":{"id":"secret-1"}}`, path: "secretRequest.ref"},
+		"secret value":              {in: `{"type":"secret","secret":{"id":"secret-1","value":"dG9rZW4="}}`},
+		"secret error":              {in: `{"type":"secret","secret":{"id":"secret-1","error":{"code":"FORBIDDEN","message":"no"}}}`},
+		"secret neither":            {in: `{"type":"secret","secret":{"id":"secret-1"}}`, path: "secret"},
+		"secret both":               {in: `{"type":"secret","secret":{"id":"secret-1","value":"dG9rZW4=","error":{"code":"FORBIDDEN"}}}`, path: "secret"},
+		"secret value not b64":      {in: `{"type":"secret","secret":{"id":"secret-1","value":"!!"}}`, path: "-"},
+		"secret without id":         {in: `{"type":"secret","secret":{"value":"dG9rZW4="}}`, path: "secret.id"},
+		"ping":                      {in: `{"type":"ping"}`},
+		"ping with a body":          {in: `{"type":"ping","ack":{"generation":1}}`, path: "ack"},
+		"renew request":             {in: `{"type":"renewRequest","renewRequest":{"id":"renew-1","publicKey":"MFkw"}}`},
+		"renew without key":         {in: `{"type":"renewRequest","renewRequest":{"id":"renew-1"}}`, path: "renewRequest.publicKey"},
+		"renew without id":          {in: `{"type":"renewRequest","renewRequest":{"publicKey":"MFkw"}}`, path: "renewRequest.id"},
+		"renewal":                   {in: `{"type":"renewal","renewal":{"id":"renew-1","certificate":"MIIB"}}`},
+		"renewal refused":           {in: `{"type":"renewal","renewal":{"id":"renew-1","error":{"code":"FORBIDDEN","message":"no"}}}`},
+		"renewal neither":           {in: `{"type":"renewal","renewal":{"id":"renew-1"}}`, path: "renewal"},
+		"renewal without id":        {in: `{"type":"renewal","renewal":{"certificate":"MIIB"}}`, path: "renewal.id"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -199,6 +202,9 @@ func FuzzDecodeMessage(f *testing.F) {
 				t.Fatalf("error of code %s: %v", CodeOf(err), err)
 			}
 			return
+		}
+		if m.Spec != nil && m.Spec.Generation < 1 {
+			t.Fatalf("accepted a spec of generation %d, which no ack can name", m.Spec.Generation)
 		}
 		var buf bytes.Buffer
 		if err := WriteMessage(&buf, &m); err != nil {

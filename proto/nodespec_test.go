@@ -1,7 +1,9 @@
 package proto
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -47,4 +49,59 @@ func TestNodeSpecValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzNodeSpecValidate checks any NodeSpec the registry could push: Validate refuses it as
+// INVALID_CONFIG with a path, or it is still valid after a JSON round trip; each boot
+// entry's Check agrees with Validate, as INVALID_INPUT at bootEntry.
+func FuzzNodeSpecValidate(f *testing.F) {
+	sum := strings.Repeat("ab", 32)
+	for _, s := range []string{
+		`{"node":"gpu-01","role":"node","generation":3,"host":[{"unit":"sysctl","settings":{"vm.swappiness":1}}],"drivers":{"power":{"driver":"redfish"}}}`,
+		`{"node":"s","role":"site","site":{"cacheImages":[{"ref":"u@1","digest":"` + sum + `","source":"https://x/y","format":"raw"}]}}`,
+		`{"node":"s","role":"site","site":{"bootEntries":[{"node":"m","macs":["52:54:00:ab:cd:ef"],"kind":"ramdisk","ramdisk":{"token":"bcj_x.y","registry":"https://r:7443","pins":["sha256/a","sha256/b","sha256/c"]}}]}}`,
+		`{"node":"s","role":"site","site":{"bootEntries":[{"node":"m","macs":["52:54:00:AB:cd:ef"],"kind":"sanboot","sanboot":{"image":"` + sum + `"}}]}}`,
+		`{"node":"Rack:A","role":"ramdisk","generation":-1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		var spec NodeSpec
+		if json.Unmarshal(doc, &spec) != nil {
+			return
+		}
+		err := spec.Validate()
+		if err != nil {
+			if e := AsError(err); e.Code != InvalidConfig || e.Details.Path == "" {
+				t.Fatalf("error %v is not INVALID_CONFIG with a path", err)
+			}
+		} else {
+			text, err := json.Marshal(&spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var again NodeSpec
+			if err := json.Unmarshal(text, &again); err != nil {
+				t.Fatal(err)
+			}
+			if err := again.Validate(); err != nil {
+				t.Fatalf("%s is valid, its encoding %s is not: %v", doc, text, err)
+			}
+		}
+		if spec.Site == nil {
+			return
+		}
+		for i, e := range spec.Site.BootEntries {
+			err := e.Check()
+			other := e.validate(fmt.Sprintf("site.bootEntries[%d]", i))
+			if (err == nil) != (other == nil) {
+				t.Fatalf("Check %v disagrees with Validate %v", err, other)
+			}
+			if err != nil {
+				if pe := AsError(err); pe.Code != InvalidInput || !strings.HasPrefix(pe.Details.Path, "bootEntry") {
+					t.Fatalf("Check error %v is not INVALID_INPUT at bootEntry", err)
+				}
+			}
+		}
+	})
 }

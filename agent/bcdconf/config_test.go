@@ -69,3 +69,36 @@ func TestDecodeRefuses(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDecode reads any config.toml: an accepted one passes Check and encodes to a document
+// that decodes to the same config.
+func FuzzDecode(f *testing.F) {
+	good, err := Encode(sample())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(good)
+	f.Add([]byte(strings.Replace(string(good), "role = 'node'", "role = 'site'\nsite = 'lab-1'", 1)))
+	f.Add([]byte("version = 1\nserver = 'https://x'\nnodeId = 'n'\nrole = 'node'\n"))
+	f.Add([]byte("version = 1\nversion = 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Decode(data)
+		if err != nil {
+			return
+		}
+		if err := c.Check(); err != nil {
+			t.Fatalf("Decode accepted what Check refuses: %v", err)
+		}
+		text, err := Encode(c)
+		if err != nil {
+			t.Fatalf("Encode of an accepted config: %v", err)
+		}
+		again, err := Decode(text)
+		if err != nil {
+			t.Fatalf("%s does not decode: %v", text, err)
+		}
+		if diff := cmp.Diff(c, again); diff != "" {
+			t.Fatalf("config changes through Encode (-first +again):\n%s", diff)
+		}
+	})
+}

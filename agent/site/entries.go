@@ -3,6 +3,7 @@ package site
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"os"
@@ -45,7 +46,12 @@ func openEntries(file string, ramdisk RamdiskConfig, httpBase string) (*entries,
 		if err := json.Unmarshal(data, &list); err != nil {
 			return nil, proto.Errorf(proto.InvalidConfig, "boot entries file %s: %v (remove it to start without relayed entries)", file, err)
 		}
-		for _, e := range list {
+		for i, e := range list {
+			if err := e.Check(); err != nil {
+				pe := proto.AsError(err)
+				return nil, proto.Errorf(proto.InvalidConfig, "boot entries file %s: entry %d: %s (remove the file to start without relayed entries)", file, i, pe.Message).
+					WithPath(fmt.Sprintf("[%d]%s", i, strings.TrimPrefix(pe.Details.Path, "bootEntry")))
+			}
 			t.relayed[e.Node] = e
 		}
 	}

@@ -73,8 +73,9 @@ func FuzzSysfs(f *testing.F) {
 	f.Add("4c4c4544-0035-4410-8052-b2c04f4a4d32\n", "7501476528\n", "25000\n", "0x10de\n", "0x030200\n", "../devices/pci0000:00/0000:00:17.0/ata3/host2/target2:0:0/2:0:0:0/block/sda")
 	f.Add("", "-1", "-1", "0x10de", "", "")
 	f.Add("\x00", "36028797018963968", "99999999999999999999", "10de", "0x0302", "nvme/usb1/virtio2/end_device-1")
+	// One tree for every input: each writes the same files over the last one's.
+	root := f.TempDir()
 	f.Fuzz(func(t *testing.T, uuid, size, speed, vendor, class, link string) {
-		root := t.TempDir()
 		for path, v := range map[string]string{
 			"sys/class/dmi/id/product_uuid":           uuid,
 			"sys/block/sda/size":                      size,

@@ -25,7 +25,11 @@ func Installed(p *hostenv.Pass) (map[string]string, error) {
 	if err != nil || !found {
 		return map[string]string{}, err
 	}
-	return ParseStatus(data), nil
+	pkgs, err := ParseStatus(data)
+	if err != nil {
+		return nil, proto.Errorf(proto.DriverError, "%s: %v", StatusFile, err)
+	}
+	return pkgs, nil
 }
 
 // Install installs packages with apt-get (after refreshing the package lists) and records

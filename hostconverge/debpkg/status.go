@@ -3,16 +3,21 @@ package debpkg
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"strings"
 )
 
 // StatusFile is where dpkg records the installed packages.
 const StatusFile = "/var/lib/dpkg/status"
 
+// maxStatusLine bounds the lines of the status file ParseStatus reads: each is shorter.
+const maxStatusLine = 1 << 20
+
 // ParseStatus reads a dpkg status file and returns the version of each installed package
 // (status "install ok installed", or held: "hold ok installed"), by name. Stanzas that
-// are not installed, and lines it does not understand, are passed over.
-func ParseStatus(data []byte) map[string]string {
+// are not installed, and lines it does not understand, are passed over. A line of
+// maxStatusLine bytes or more is an error, not the end of the list.
+func ParseStatus(data []byte) (map[string]string, error) {
 	installed := map[string]string{}
 	var name, version, status string
 	flush := func() {
@@ -22,8 +27,10 @@ func ParseStatus(data []byte) map[string]string {
 		name, version, status = "", "", ""
 	}
 	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 1<<20)
+	sc.Buffer(nil, maxStatusLine)
+	n := 0
 	for sc.Scan() {
+		n++
 		line := sc.Text()
 		if strings.TrimSpace(line) == "" {
 			flush()
@@ -43,8 +50,11 @@ func ParseStatus(data []byte) map[string]string {
 			status = value
 		}
 	}
+	if sc.Err() != nil {
+		return nil, fmt.Errorf("line %d is %d bytes or longer", n+1, maxStatusLine)
+	}
 	flush()
-	return installed
+	return installed, nil
 }
 
 // Upstream returns the upstream part of a Debian version: without the epoch ("1:") and

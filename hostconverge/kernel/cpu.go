@@ -89,9 +89,9 @@ func checkPresent(p *hostenv.Pass, isolate string) error {
 	if err != nil || !found {
 		return err
 	}
-	present, ok := ParseRanges(string(data))
-	if !ok {
-		return proto.Errorf(proto.DriverError, "%s holds %q, not a CPU list", PresentCPUs, strings.TrimSpace(string(data)))
+	present, err := ParseRanges(string(data))
+	if err != nil {
+		return proto.Errorf(proto.DriverError, "%s is not a CPU list: %v", PresentCPUs, err)
 	}
 	want, _ := hostunit.ParseCPUList(isolate)
 	var absent []int

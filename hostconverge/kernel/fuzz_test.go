@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/better-compute/better-compute/proto/hostunit"
 )
 
 // The kernel files these parsers read are the host's; a broken or hostile one must not
@@ -34,18 +36,41 @@ func FuzzBracketed(f *testing.F) {
 }
 
 func FuzzParseRanges(f *testing.F) {
-	for _, s := range []string{"0-63,128-191", "0", "", "1-0", "0-65536"} {
+	for _, s := range []string{"0-63,128-191", "0", "", "1-0", "0-65536", "0-8191,0-8191"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		ns, ok := ParseRanges(s)
-		if !ok || len(ns) == 0 || !slices.IsSorted(ns) {
+		ns, err := ParseRanges(s)
+		if err != nil || len(ns) == 0 {
+			return
+		}
+		if len(ns) > hostunit.MaxCPU+1 || slices.Max(ns) > hostunit.MaxCPU {
+			t.Fatalf("%q gives %d numbers up to %d", s, len(ns), slices.Max(ns))
+		}
+		if !slices.IsSorted(ns) {
 			return
 		}
 		unique := slices.Compact(slices.Clone(ns))
-		again, ok := ParseRanges(FormatRanges(unique))
-		if !ok || !slices.Equal(again, unique) {
-			t.Fatalf("%q does not survive formatting: %v", s, again)
+		again, err := ParseRanges(FormatRanges(unique))
+		if err != nil || !slices.Equal(again, unique) {
+			t.Fatalf("%q does not survive formatting: %v %v", s, again, err)
+		}
+	})
+}
+
+func FuzzParseProcModules(f *testing.F) {
+	for _, s := range []string{"nvidia 54947840 120 nvidia_uvm,nvidia_modeset, Live 0x0\nib_umad 40960 0 - Live 0x0\n", "", "\n\n", " x\n", "a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		lines := strings.Split(s, "\n")
+		for name := range ParseProcModules(s) {
+			if name == "" || strings.ContainsAny(name, " \n") {
+				t.Fatalf("module name %q", name)
+			}
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, name+" ") || l == name }) {
+				t.Fatalf("%q begins no line", name)
+			}
 		}
 	})
 }

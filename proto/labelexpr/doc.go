@@ -24,8 +24,9 @@
 // # Limits
 //
 // An expression is at most MaxLen bytes, names and values at most MaxNameLen bytes, and
-// groups and negations nest at most MaxDepth deep. Errors are *SyntaxError with the
-// column of the problem.
+// groups and negations nest at most MaxDepth deep, both as written and in canonical form
+// (below), so that what Parse accepts it accepts again as String writes it. Errors are
+// *SyntaxError with the column of the problem.
 //
 // String writes the canonical form (&& for the comma, single spaces around && and ||,
 // parentheses only where needed); parsing it gives back the same expression.

@@ -27,8 +27,25 @@ func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("label expression, column %d: %s", e.Column, e.Msg)
 }
 
-// Parse parses a label expression. The error is a *SyntaxError.
+// Parse parses a label expression. The error is a *SyntaxError. An expression is refused
+// when its canonical text (String) would break a limit, though it is written within them
+// (commas widened to " && ", "!a=b" parenthesised): whatever Parse accepts, it accepts
+// again as String writes it.
 func Parse(s string) (Expr, error) {
+	e, err := parse(s)
+	if err != nil {
+		return Expr{}, err
+	}
+	if text := e.String(); text != s {
+		if _, err := parse(text); err != nil {
+			return Expr{}, &SyntaxError{Column: 1, Msg: "in canonical form (&& for a comma, a space either side of && and ||, !(a=b) for !a=b) it is " + err.(*SyntaxError).Msg}
+		}
+	}
+	return e, nil
+}
+
+// parse parses s within the limits, as it is written.
+func parse(s string) (Expr, error) {
 	p := &parser{s: s}
 	if len(s) > MaxLen {
 		return Expr{}, p.errAt(0, "longer than %d bytes", MaxLen)

@@ -77,6 +77,10 @@ func TestParseErrors(t *testing.T) {
 		"too deep":           {strings.Repeat("(", MaxDepth+1) + "a" + strings.Repeat(")", MaxDepth+1), MaxDepth + 1, "nested more than 32 deep"},
 		"too many negations": {strings.Repeat("!", MaxDepth+1) + "a", MaxDepth + 1, "nested more than 32 deep"},
 		"invalid utf-8":      {"a='\xff'", 1, "not valid UTF-8"},
+		// 601 bytes as written, 1501 with " && " for each comma.
+		"canonical too long": {strings.Repeat("a,", 300) + "a", 1, "in canonical form (&& for a comma, a space either side of && and ||, !(a=b) for !a=b) it is longer than 1024 bytes"},
+		// 32 deep as written, 33 with !a=b written !(a=b).
+		"canonical too deep": {canonicallyDeeper(), 1, "in canonical form (&& for a comma, a space either side of && and ||, !(a=b) for !a=b) it is nested more than 32 deep"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -160,4 +164,14 @@ func TestText(t *testing.T) {
 	if err := got.When.UnmarshalText([]byte("a &")); err == nil {
 		t.Error("UnmarshalText accepted a bad expression")
 	}
+}
+
+// canonicallyDeeper is an expression nested MaxDepth deep whose canonical form is nested
+// one deeper: MaxDepth-1 groups around a negated comparison.
+func canonicallyDeeper() string {
+	s := "!a=b"
+	for range MaxDepth - 1 {
+		s = "a && (b || " + s + ")"
+	}
+	return s
 }

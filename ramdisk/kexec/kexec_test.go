@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -157,5 +158,43 @@ func FuzzParseEntry(f *testing.F) {
 		if err == nil && e.Linux == "" {
 			t.Fatal("an entry without a kernel was accepted")
 		}
+	})
+}
+
+// FuzzGrubCmdline reads any grub.cfg: the arguments found are the fields after the kernel
+// of one linux line, without GRUB variables, on one line.
+func FuzzGrubCmdline(f *testing.F) {
+	f.Add("menuentry 'Ubuntu' {\n\tlinux /boot/vmlinuz-6.8 root=UUID=1 ro $vt_handoff quiet\n\tinitrd /boot/initrd.img\n}\n")
+	f.Add("linuxefi /vmlinuz\n")
+	f.Add("linux\n")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, cfg string) {
+		args, ok := GrubCmdline(cfg)
+		if !ok {
+			if args != "" {
+				t.Fatalf("no linux line, yet %q", args)
+			}
+			return
+		}
+		if strings.ContainsAny(args, "$\n") {
+			t.Fatalf("arguments %q hold a variable or a line break", args)
+		}
+		// The arguments are those of the first linux line, in order, some left out.
+		for line := range strings.Lines(cfg) {
+			f := strings.Fields(line)
+			if len(f) < 2 || (f[0] != "linux" && f[0] != "linuxefi") {
+				continue
+			}
+			rest := f[2:]
+			for _, a := range strings.Fields(args) {
+				i := slices.Index(rest, a)
+				if i < 0 {
+					t.Fatalf("%q are not arguments of the first linux line %q", args, line)
+				}
+				rest = rest[i+1:]
+			}
+			return
+		}
+		t.Fatal("found arguments without a linux line")
 	})
 }

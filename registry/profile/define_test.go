@@ -172,6 +172,7 @@ func TestDefineRefuses(t *testing.T) {
 		"when syntax":             {steps(`{"use": "power.getPower", "when": "a &"}`), "steps[0].when"},
 		"when empty":              {steps(`{"use": "power.getPower", "when": ""}`), "steps[0].when"},
 		"when not a string":       {steps(`{"use": "power.getPower", "when": true}`), "steps[0].when"},
+		"when canonically long":   {steps(`{"use": "power.getPower", "when": "` + strings.Repeat("a,", 300) + `a"}`), "steps[0].when"},
 		"acceptance step":         {metal(`"acceptance": [{"use": "diag.dcgm", "with": {"level": 9}}]`), "acceptance[0].with.level"},
 		"cleanup step":            {metal(`"cleanup": [{"use": "boot.cleanUp", "on": "node"}]`), "cleanup[0].on"},
 		// User data and deploy.

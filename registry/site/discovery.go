@@ -3,6 +3,7 @@ package site
 import (
 	"encoding/hex"
 	"encoding/json"
+	"net"
 	"strings"
 
 	"github.com/better-compute/better-compute/proto"
@@ -23,6 +24,14 @@ func (s *Service) discoveries(r report) {
 			if d.ProductUUID == "" {
 				continue
 			}
+			// What a site reports is checked like what an operator enrolls: a MAC of six
+			// bytes, kept in one spelling.
+			hw, err := net.ParseMAC(d.MAC)
+			if err != nil || len(hw) != 6 {
+				s.cfg.Log.Warn("discovery with a malformed MAC left out", "node", r.node, "mac", proto.Quote(d.MAC))
+				continue
+			}
+			d.MAC = hw.String()
 			n, err := nodeByUUID(tx, d.ProductUUID)
 			if proto.CodeOf(err) == proto.NotFound {
 				continue

@@ -10,7 +10,7 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 )
 
-func openStore(t *testing.T) *store.Store {
+func openStore(t testing.TB) *store.Store {
 	t.Helper()
 	st, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {
