@@ -2,8 +2,6 @@ package agentplane
 
 import (
 	"context"
-	"crypto"
-	"crypto/x509"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -37,12 +35,7 @@ func TestSignedWipeResults(t *testing.T) {
 				defer replayMu.Unlock()
 				return earlier, nil
 			case "other-key":
-				body, _ := json.Marshal(wiped)
-				leaf, _ := x509.ParseCertificate(other.Certificate[0])
-				sr, err := proto.SignResult(other.PrivateKey.(crypto.Signer), proto.ResultPayload{NodeID: "node-1", CommandID: commandOf(p), Kind: proto.CommandDiskWipe, Result: body})
-				sr.Certificate = leaf.Raw
-				out, _ := json.Marshal(sr)
-				return out, err
+				return signedBy(other, commandOf(p), proto.CommandDiskWipe, wiped)
 			}
 			out, err := session.SignResult(ctx, proto.CommandDiskWipe, wiped)
 			if in.Attack == "tamper" {

@@ -49,12 +49,7 @@ func TestSignedDCGMResults(t *testing.T) {
 			case "claim":
 				return json.Marshal(passed)
 			case "other-key":
-				body, _ := json.Marshal(passed)
-				leaf, _ := x509.ParseCertificate(other.Certificate[0])
-				sr, err := proto.SignResult(other.PrivateKey.(crypto.Signer), proto.ResultPayload{NodeID: "node-1", CommandID: commandOf(p), Kind: proto.CommandDiagDCGM, Result: body})
-				sr.Certificate = leaf.Raw
-				out, _ := json.Marshal(sr)
-				return out, err
+				return signedBy(other, commandOf(p), proto.CommandDiagDCGM, passed)
 			}
 			out, err := session.SignResult(ctx, proto.CommandDiagDCGM, failed)
 			if in.Attack == "tamper" {
@@ -92,6 +87,25 @@ func TestSignedDCGMResults(t *testing.T) {
 			t.Errorf("%s: stored %s, %v; want DRIVER_ERROR (signature: %s)", attack, out, err, says)
 		}
 	}
+}
+
+// signedBy is result as node-1's answer to the command, signed with the key and
+// certificate of another node: what an attacking node-1 holding node-2's key sends.
+func signedBy(other tls.Certificate, commandID, kind string, result any) (json.RawMessage, error) {
+	body, err := json.Marshal(result)
+	if err != nil {
+		return nil, err
+	}
+	leaf, err := x509.ParseCertificate(other.Certificate[0])
+	if err != nil {
+		return nil, err
+	}
+	sr, err := proto.SignResult(other.PrivateKey.(crypto.Signer), proto.ResultPayload{NodeID: "node-1", CommandID: commandID, Kind: kind, Result: body})
+	if err != nil {
+		return nil, err
+	}
+	sr.Certificate = leaf.Raw
+	return json.Marshal(sr)
 }
 
 // signingEnv is an agent endpoint that reads node-signed results as serve does
