@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	}
 	joins, engine := plane.joins, plane.engine
 	metalSvc := metal.New(metal.Config{Store: st, Engine: engine, Joins: joins, HardwareProfiles: hardware,
-		Images: catalog{st}, AllowUnsignedImages: cfg.AllowUnsignedImages, UserData: renderer{st, userData}, Generations: plane,
+		Images: catalog{st}, AllowUnsignedImages: cfg.AllowUnsignedImages, UserData: renderer{st, userData}, Generations: plane.ep,
 		Ramdisk: plane, Identities: plane.ep, Presence: plane, Log: cfg.Log})
 
 	apiSrv := api.NewServer(st, cfg.Log)
@@ -166,7 +166,6 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	defer engine.Wait()
 	defer stopRuns()
 	defer startRemediation(runs, clock.Real{}, metalSvc, cfg.Log)()
-	go plane.recordInventory(runs)
 	go plane.sites.Run(runs)
 	if err := engine.Resume(runs); err != nil {
 		ln.Close()

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
@@ -72,43 +71,5 @@ func TestUserDataGoesOnlyToTheNodesRamdisk(t *testing.T) {
 	other := proto.Command{ID: "c1", Kind: "boot.kexec"}
 	if got, err := p.expand("nd_2", proto.RoleNode, other); err != nil || got.Kind != other.Kind {
 		t.Errorf("another command: %+v %v", got, err)
-	}
-}
-
-func TestWaitObserved(t *testing.T) {
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	p := &agentPlane{st: st, observed: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
-	if err := p.WaitObserved(t.Context(), "nd_1"); err != nil {
-		t.Fatalf("a node without a NodeSpec: %v", err)
-	}
-	err = st.Update(func(tx *store.Tx) error {
-		_, err := tx.SetNodeSpec(proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.WaitObserved(t.Context(), "nd_1") }()
-	select {
-	case err := <-done:
-		t.Fatalf("returned %v before the agent applied generation 1", err)
-	case <-time.After(100 * time.Millisecond):
-	}
-	if err := st.Update(func(tx *store.Tx) error { return tx.RecordObservedGeneration("nd_1", 1) }); err != nil {
-		t.Fatal(err)
-	}
-	p.observe("nd_1", 1)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("still waiting after the agent applied generation 1")
 	}
 }

@@ -110,6 +110,8 @@ type Endpoint struct {
 
 	push  pushQueue
 	calls calls
+	// observe wakes WaitObserved.
+	observe observedSignal
 }
 
 // Start listens on cfg.Listen and serves agents until Close.

@@ -222,8 +222,8 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		if err != nil {
 			return err
 		}
-		if observedMoved && e.cfg.OnObserved != nil {
-			e.cfg.OnObserved(s.node, h.ObservedGeneration)
+		if observedMoved {
+			e.observed(s.node, h.ObservedGeneration)
 		}
 		for _, section := range changed {
 			e.inventoryChanged(s.node, section, h.Inventory[section])
@@ -278,8 +278,8 @@ func (e *Endpoint) ack(s *session, a *proto.Ack) error {
 		return e.cfg.Store.Batch(func(tx *store.Tx) error { return tx.RecordApplyFailure(s.node, a.Generation, a.Error) })
 	}
 	err := e.cfg.Store.Batch(func(tx *store.Tx) error { return tx.RecordObservedGeneration(s.node, a.Generation) })
-	if err == nil && e.cfg.OnObserved != nil {
-		e.cfg.OnObserved(s.node, a.Generation)
+	if err == nil {
+		e.observed(s.node, a.Generation)
 	}
 	return err
 }

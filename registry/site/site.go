@@ -1,14 +1,16 @@
 // Package site is the registry's side of the site agents: each site agent's NodeSpec,
 // whose site.cacheImages are the verified images the site's pools pre-warm (kept up to
-// date as pools, the catalog and signers change), and PXE discovery: the MAC a site
-// agent saw booting with the product UUID of a node enrolled without one becomes the
-// node's MAC proposal. docs/site.md describes both.
+// date as pools, the catalog and signers change), PXE discovery (the MAC a site agent
+// saw booting with the product UUID of a node enrolled without one becomes the node's
+// MAC proposal), the site caches' reports recorded as image locations, and the commands
+// relayed to a site agent. docs/site.md describes them.
 package site
 
 import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -38,6 +40,12 @@ type Service struct {
 	cfg  Config
 	kick chan struct{}
 	reps chan report
+
+	// reported holds the site agents whose cache report changed and is not recorded in
+	// the image locations yet; reportedSignal wakes Run.
+	reportedMu     sync.Mutex
+	reported       map[string]bool
+	reportedSignal chan struct{}
 }
 
 // report is an inventory section a site agent reported, queued for the store.
@@ -51,7 +59,8 @@ func New(cfg Config) *Service {
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultInterval
 	}
-	return &Service{cfg: cfg, kick: make(chan struct{}, 1), reps: make(chan report, 64)}
+	return &Service{cfg: cfg, kick: make(chan struct{}, 1), reps: make(chan report, 64),
+		reported: map[string]bool{}, reportedSignal: make(chan struct{}, 1)}
 }
 
 // Kick asks for every site agent's NodeSpec to be recomputed soon: after a write to a
@@ -65,7 +74,8 @@ func (s *Service) Kick() {
 
 // Inventory is the agent endpoint's inventory hook for the sections of site agents: a
 // `site` section (an agent connected or moved) recomputes the NodeSpecs, a
-// `discoveries` section is queued for the MAC proposals. It never blocks.
+// `discoveries` section is queued for the MAC proposals, an `images` section (the
+// cache's report) is noted for the image locations. It never blocks.
 func (s *Service) Inventory(node, section string, data json.RawMessage) {
 	switch section {
 	case proto.SectionSite:
@@ -76,11 +86,33 @@ func (s *Service) Inventory(node, section string, data json.RawMessage) {
 		default:
 			s.cfg.Log.Warn("discoveries queue full; the agent's next report carries them", "node", node)
 		}
+	case proto.SectionImages:
+		s.reportedMu.Lock()
+		s.reported[node] = true
+		s.reportedMu.Unlock()
+		select {
+		case s.reportedSignal <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// recordCacheReports keeps the image locations in line with the latest reports of the
+// site caches noted since the last call, read from the store.
+func (s *Service) recordCacheReports() {
+	s.reportedMu.Lock()
+	nodes := s.reported
+	s.reported = map[string]bool{}
+	s.reportedMu.Unlock()
+	for node := range nodes {
+		if err := s.cfg.Store.Update(func(tx *store.Tx) error { return recordCacheReport(tx, node) }); err != nil {
+			s.cfg.Log.Warn("site cache report", "node", node, "err", err)
+		}
 	}
 }
 
 // Run recomputes the site agents' NodeSpecs now, on every Kick and every Interval, and
-// records discoveries, until ctx ends.
+// records discoveries and cache reports, until ctx ends.
 func (s *Service) Run(ctx context.Context) {
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
@@ -95,6 +127,8 @@ func (s *Service) Run(ctx context.Context) {
 			s.refreshAll()
 		case r := <-s.reps:
 			s.discoveries(r)
+		case <-s.reportedSignal:
+			s.recordCacheReports()
 		}
 	}
 }

@@ -40,3 +40,28 @@ func (r *Renderer) Fetch(tx *store.Tx, ref, callerNodeID, callerRole string) (Do
 	}
 	return doc, nil
 }
+
+// Deliver completes a command as it is delivered to the agent of node in role: a
+// deploy.image that names user data gets the document (Fetch: only the ramdisk of the
+// node it was rendered for, anyone else is FORBIDDEN); any other command passes as it
+// is. The document is never stored with the command.
+func (r *Renderer) Deliver(tx *store.Tx, node string, role proto.Role, cmd proto.Command) (proto.Command, error) {
+	if cmd.Kind != proto.CommandDeployImage {
+		return cmd, nil
+	}
+	var in proto.DeployImage
+	if err := json.Unmarshal(cmd.Payload, &in); err != nil {
+		return cmd, proto.Errorf(proto.Internal, "deploy.image payload: %v", err)
+	}
+	if in.UserDataRef == "" {
+		return cmd, nil
+	}
+	doc, err := r.Fetch(tx, in.UserDataRef, node, string(role))
+	if err != nil {
+		return cmd, err
+	}
+	in.UserData = doc.Data
+	payload, err := json.Marshal(in)
+	cmd.Payload = payload
+	return cmd, err
+}

@@ -1,0 +1,47 @@
+package agents
+
+import (
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+func TestWaitObserved(t *testing.T) {
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e := &Endpoint{cfg: Config{Store: st}}
+	if err := e.WaitObserved(t.Context(), "nd_1"); err != nil {
+		t.Fatalf("a node without a NodeSpec: %v", err)
+	}
+	err = st.Update(func(tx *store.Tx) error {
+		_, err := tx.SetNodeSpec(proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.WaitObserved(t.Context(), "nd_1") }()
+	select {
+	case err := <-done:
+		t.Fatalf("returned %v before the agent applied generation 1", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := st.Update(func(tx *store.Tx) error { return tx.RecordObservedGeneration("nd_1", 1) }); err != nil {
+		t.Fatal(err)
+	}
+	e.observed("nd_1", 1)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("still waiting after the agent applied generation 1")
+	}
+}

@@ -1,0 +1,82 @@
+package site
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/metal"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// Command is the payload a site step of run (empty for a command no run sent) relays
+// to the site agent for node: a SiteCommand naming the machine and its driver bindings
+// (metal.CommandDrivers: the run's profile's over the node's for the step's own
+// operation) around the step's input.
+func Command(tx *store.Tx, node, run, step, kind string, input json.RawMessage) (json.RawMessage, error) {
+	n, err := tx.Node(node)
+	if err != nil {
+		return nil, err
+	}
+	var r store.Run
+	if run != "" {
+		if r, err = tx.Run(run); err != nil {
+			return nil, err
+		}
+	}
+	drivers, err := metal.CommandDrivers(n, r, step, kind)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(proto.SiteCommand{Node: n.ID, Drivers: drivers, Input: input})
+}
+
+// CacheURL is image at site's cache when the site holds it ready, "" otherwise: the site
+// agent's httpBase (its `site` inventory section) + /images/sha256/<digest>.
+func CacheURL(tx *store.Tx, site, image, digest string) (string, error) {
+	loc, err := tx.ImageLocation(site, image)
+	if proto.CodeOf(err) == proto.NotFound || (err == nil && loc.State != proto.CacheReady) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	inv, err := tx.Inventory(Agent(site))
+	if err != nil {
+		return "", err
+	}
+	var url string
+	for _, s := range inv {
+		var si proto.SiteInventory
+		if s.Section == proto.SectionSite && json.Unmarshal(s.Data, &si) == nil && si.HTTPBase != "" {
+			url = strings.TrimSuffix(si.HTTPBase, "/") + "/images/sha256/" + digest
+		}
+	}
+	return url, nil
+}
+
+// recordCacheReport records the site agent's stored `images` section as its site's
+// cache report.
+func recordCacheReport(tx *store.Tx, node string) error {
+	site, err := tx.Site(node)
+	if err != nil {
+		return err
+	}
+	inv, err := tx.Inventory(node)
+	if err != nil {
+		return err
+	}
+	for _, s := range inv {
+		if s.Section != proto.SectionImages {
+			continue
+		}
+		var entries []proto.ImageCacheEntry
+		if err := json.Unmarshal(s.Data, &entries); err != nil {
+			return proto.Errorf(proto.InvalidInput, "the images section does not decode: %v", err)
+		}
+		_, err = image.RecordSiteCacheReport(tx, site.ID, node, entries)
+		return err
+	}
+	return nil
+}
