@@ -154,14 +154,14 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	apiSrv.RegisterWorkflows(engine)
 	mux := http.NewServeMux()
 	mux.Handle("GET "+joinwire.WellKnownPath, wellKnown)
-	mux.Handle("/", plane.sites.KickAfter(apiSrv))
+	mux.Handle("/", apiSrv)
 	httpsSrv := &http.Server{
 		Handler:   mux,
 		TLSConfig: &tls.Config{GetCertificate: cert.get, MinVersion: tls.VersionTLS13},
 		ErrorLog:  slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
 	}
 	api.BoundServer(httpsSrv)
-	hostSrv := &http.Server{Handler: plane.sites.KickAfter(apiSrv.HostHandler()), ReadHeaderTimeout: 10 * time.Second}
+	hostSrv := &http.Server{Handler: apiSrv.HostHandler(), ReadHeaderTimeout: 10 * time.Second}
 	runs, stopRuns := context.WithCancel(ctx)
 	defer engine.Wait()
 	defer stopRuns()

@@ -63,8 +63,13 @@ func New(cfg Config) *Service {
 		reported: map[string]bool{}, reportedSignal: make(chan struct{}, 1)}
 }
 
-// Kick asks for every site agent's NodeSpec to be recomputed soon: after a write to a
-// pool, an image or a signer, or when a site agent connects.
+// planInputs are the buckets a site's cache plan is computed from: a commit that writes
+// one of them, however it was made, recomputes every site agent's NodeSpec.
+var planInputs = []store.Bucket{store.BucketSites, store.BucketPools, store.BucketImages, store.BucketImageSigners}
+
+// Kick asks for every site agent's NodeSpec to be recomputed soon: after a commit that
+// wrote a site, a pool, an image or a signer (Run hooks it on the store), or when a site
+// agent connects.
 func (s *Service) Kick() {
 	select {
 	case s.kick <- struct{}{}:
@@ -111,9 +116,11 @@ func (s *Service) recordCacheReports() {
 	}
 }
 
-// Run recomputes the site agents' NodeSpecs now, on every Kick and every Interval, and
+// Run recomputes the site agents' NodeSpecs now, after every commit that wrote what the
+// cache plans are computed from, on every Kick and every Interval, and
 // records discoveries and cache reports, until ctx ends.
 func (s *Service) Run(ctx context.Context) {
+	defer s.cfg.Store.OnWrite(s.Kick, planInputs...)()
 	t := time.NewTicker(s.cfg.Interval)
 	defer t.Stop()
 	s.refreshAll()

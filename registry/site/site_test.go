@@ -159,3 +159,44 @@ func TestDiscoveryBindsOnATrustedNetwork(t *testing.T) {
 		t.Errorf("a MAC the BMC does not list was bound: macs %v, proposal %+v", listed.MACs, listed.MACProposal)
 	}
 }
+
+// TestStoreWritesRecomputePlans checks that the site agents' NodeSpecs follow the store,
+// not the API: a write made straight through the store (as a workflow or any renamed
+// method makes it) recomputes them long before the periodic recomputation.
+func TestStoreWritesRecomputePlans(t *testing.T) {
+	st := openStore(t)
+	specs := make(chan proto.NodeSpec, 16)
+	defer st.OnNodeSpec(func(node string, _ int64) {
+		st.View(func(tx *store.Tx) error {
+			spec, err := tx.NodeSpec(node)
+			specs <- spec
+			return err
+		})
+	})()
+	s := New(Config{Store: st, Interval: time.Hour, Log: slog.New(slog.DiscardHandler)})
+	go s.Run(t.Context())
+	next := func(what string) proto.NodeSpec {
+		t.Helper()
+		select {
+		case spec := <-specs:
+			return spec
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the site agent's NodeSpec was not recomputed", what)
+			return proto.NodeSpec{}
+		}
+	}
+	if spec := next("start"); spec.Generation != 1 {
+		t.Fatalf("first NodeSpec: %+v", spec)
+	}
+	err := st.Update(func(tx *store.Tx) error {
+		_, err := tx.SetSiteImageSources("rack-a", []string{"images.example"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := next("a site written through the store")
+	if spec.Generation != 2 || len(spec.Site.ImageSources) != 1 {
+		t.Fatalf("after the write: %+v", spec)
+	}
+}

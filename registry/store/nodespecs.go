@@ -4,18 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
-	"sync"
 
 	"github.com/better-compute/better-compute/proto"
 )
 
 const bucketNodeSpecs = "nodespecs"
-
-// watchers are the hooks told about committed NodeSpec changes.
-type watchers struct {
-	mu       sync.Mutex
-	nodeSpec []*func(node string, generation int64)
-}
 
 // OnNodeSpec registers fn to be called after every commit that changed a node's spec,
 // with the node id and the new generation, until the returned cancel is called. fn runs

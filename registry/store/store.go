@@ -32,7 +32,7 @@ var ErrLocked = errors.New("the store is open in another process")
 type Store struct {
 	db  *bolt.DB
 	now func() time.Time
-	// watch holds the hooks called after commits (nodespecs.go).
+	// watch holds the hooks called after commits (watch.go, nodespecs.go).
 	watch watchers
 }
 
@@ -93,6 +93,8 @@ type Tx struct {
 	tx    *bolt.Tx
 	now   time.Time
 	store *Store
+	// scheduled are the OnWrite hooks this transaction already set to run on commit.
+	scheduled map[*writeWatch]bool
 }
 
 // Now is the time the transaction began, as the store's clock tells it.
@@ -132,6 +134,7 @@ func (t *Tx) put(bucket string, key []byte, v any) error {
 	if err != nil {
 		return err
 	}
+	t.wrote(bucket)
 	return b.Put(key, raw)
 }
 
@@ -141,6 +144,7 @@ func (t *Tx) putRaw(bucket string, key, value []byte) error {
 	if err != nil {
 		return err
 	}
+	t.wrote(bucket)
 	return b.Put(key, value)
 }
 
@@ -159,6 +163,7 @@ func (t *Tx) del(bucket string, key []byte) error {
 	if b == nil {
 		return nil
 	}
+	t.wrote(bucket)
 	return b.Delete(key)
 }
 

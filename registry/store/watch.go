@@ -1,0 +1,67 @@
+package store
+
+import (
+	"slices"
+	"sync"
+)
+
+// Bucket names a kind of record whose writes OnWrite hooks learn of.
+type Bucket string
+
+// The buckets OnWrite watches. A write of a record's indexes always comes with a write
+// of the record itself, so watching the record's bucket is enough.
+const (
+	BucketSites        Bucket = bucketSites
+	BucketPools        Bucket = bucketPools
+	BucketImages       Bucket = bucketImages
+	BucketImageSigners Bucket = bucketImageSigners
+)
+
+// watchers are the hooks told about commits.
+type watchers struct {
+	mu       sync.Mutex
+	nodeSpec []*func(node string, generation int64)
+	writes   []*writeWatch
+}
+
+// writeWatch is an OnWrite hook and the buckets it watches.
+type writeWatch struct {
+	buckets []Bucket
+	fn      func()
+}
+
+// OnWrite registers fn to be called after every commit that wrote (created, changed
+// or deleted) a record of one of buckets, however the write was made (an API method,
+// a workflow, a test), until the returned cancel is called. A read-only transaction,
+// or a commit that wrote none of buckets, never calls it. fn runs on the committing
+// goroutine after the store's locks are released, so it must return quickly (signal,
+// do not work).
+func (s *Store) OnWrite(fn func(), buckets ...Bucket) (cancel func()) {
+	w := &writeWatch{buckets: slices.Clone(buckets), fn: fn}
+	s.watch.mu.Lock()
+	defer s.watch.mu.Unlock()
+	s.watch.writes = append(s.watch.writes, w)
+	return func() {
+		s.watch.mu.Lock()
+		defer s.watch.mu.Unlock()
+		s.watch.writes = slices.DeleteFunc(s.watch.writes, func(o *writeWatch) bool { return o == w })
+	}
+}
+
+// wrote schedules, once per transaction, the OnWrite hooks watching bucket for after
+// the commit.
+func (t *Tx) wrote(bucket string) {
+	t.store.watch.mu.Lock()
+	hooks := t.store.watch.writes
+	t.store.watch.mu.Unlock()
+	for _, w := range hooks {
+		if t.scheduled[w] || !slices.Contains(w.buckets, Bucket(bucket)) {
+			continue
+		}
+		if t.scheduled == nil {
+			t.scheduled = map[*writeWatch]bool{}
+		}
+		t.scheduled[w] = true
+		t.tx.OnCommit(w.fn)
+	}
+}
