@@ -15,8 +15,8 @@ import (
 const housekeepingInterval = 24 * time.Hour
 
 // startHousekeeping prunes the join tokens past their retention now, and again every
-// housekeepingInterval until ctx ends; stop ends it and waits.
-func startHousekeeping(ctx context.Context, st *store.Store, log *slog.Logger) (stop func()) {
+// housekeepingInterval on clk until ctx ends; stop ends it and waits.
+func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, log *slog.Logger) (stop func()) {
 	prune := func() {
 		var n int
 		err := st.Update(func(tx *store.Tx) (err error) { n, err = join.PruneTokens(tx); return err })
@@ -31,13 +31,13 @@ func startHousekeeping(ctx context.Context, st *store.Store, log *slog.Logger) (
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(housekeepingInterval)
-		defer t.Stop()
 		for {
+			t := clk.NewTimer(housekeepingInterval)
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return
-			case <-t.C:
+			case <-t.C():
 				prune()
 			}
 		}

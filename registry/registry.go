@@ -54,6 +54,9 @@ type Config struct {
 	// UserData is what user data is rendered with; its pins default to the registry's
 	// own.
 	UserData userdata.Config
+	// Clock is the registry's one clock: records, certificates, workflow timeouts,
+	// command expiry and every periodic task follow it. clock.Real when nil.
+	Clock clock.Clock
 }
 
 // Info describes a running registry, for the operator.
@@ -76,13 +79,16 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err := prepareDataDir(cfg.DataDir); err != nil {
 		return err
 	}
-	st, err := store.Open(cfg.DataDir, store.Options{})
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	st, err := store.Open(cfg.DataDir, store.Options{Now: cfg.Clock.Now})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	defer startHousekeeping(ctx, st, cfg.Log)()
-	keys, err := pki.LoadOrCreate(cfg.DataDir)
+	defer startHousekeeping(ctx, cfg.Clock, st, cfg.Log)()
+	keys, err := pki.LoadOrCreate(cfg.DataDir, cfg.Clock)
 	if err != nil {
 		return fmt.Errorf("registry PKI: %w", err)
 	}
@@ -112,7 +118,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		ln.Close()
 		return err
 	}
-	cert, err := newServingCertificate(keys, serverNames(ln.Addr().(*net.TCPAddr)), time.Now, cfg.Log)
+	cert, err := newServingCertificate(keys, serverNames(ln.Addr().(*net.TCPAddr)), cfg.Clock.Now, cfg.Log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -165,7 +171,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	runs, stopRuns := context.WithCancel(ctx)
 	defer engine.Wait()
 	defer stopRuns()
-	defer startRemediation(runs, clock.Real{}, metalSvc, cfg.Log)()
+	defer startRemediation(runs, cfg.Clock, metalSvc, cfg.Log)()
 	go plane.sites.Run(runs)
 	if err := engine.Resume(runs); err != nil {
 		ln.Close()

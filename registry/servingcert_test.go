@@ -5,13 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/registry/pki"
 )
 
 // TestServingCertificateRenewed: the serving certificate stays the same until 30 days of
 // its 90 are left, and is issued again, from the same CA, at the next handshake after.
 func TestServingCertificateRenewed(t *testing.T) {
-	keys, err := pki.LoadOrCreate(t.TempDir())
+	keys, err := pki.LoadOrCreate(t.TempDir(), clock.Real{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -183,15 +183,15 @@ func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile)
 // joins go through it.
 func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert *servingCertificate, ud *userdata.Renderer, box *secret.Box, registryURL string) (*agentPlane, error) {
 	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st), userData: ud, secrets: box, keys: keys, registryURL: registryURL,
-		log: cfg.Log, sites: site.New(site.Config{Store: st, Log: cfg.Log})}
+		log: cfg.Log, sites: site.New(site.Config{Store: st, Clock: cfg.Clock, Log: cfg.Log})}
 	if cfg.UserData.ControlPlaneURL != "" {
 		p.registryURL = cfg.UserData.ControlPlaneURL
 	}
-	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Log: cfg.Log})
+	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Clock: cfg.Clock, Log: cfg.Log})
 	ep, err := agents.Start(agents.Config{
 		Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: keys.AgentCAPool(), Store: st, Log: cfg.Log,
 		OnInventory: p.sites.Inventory, OnSession: p.session, OnProgress: p.progress, Expand: p.expand,
-		Secret: p.secret, Renew: p.renew, Received: attest.Verifier{AgentCAs: keys.AgentCAPool()}.Received,
+		Secret: p.secret, Renew: p.renew, Now: cfg.Clock.Now, Received: attest.Verifier{AgentCAs: keys.AgentCAPool()}.Received,
 	})
 	p.ep = ep
 	return p, err

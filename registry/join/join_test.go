@@ -37,7 +37,7 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	keys, err := pki.LoadOrCreate(t.TempDir())
+	keys, err := pki.LoadOrCreate(t.TempDir(), clock.Real{})
 	if err != nil {
 		t.Fatal(err)
 	}

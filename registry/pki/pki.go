@@ -54,13 +54,19 @@ type PKI struct {
 	joinSigning    ed25519.PrivateKey
 	joinEncryption *ecdh.PrivateKey
 	pins           joinwire.Pins
+	// clock stamps what the PKI issues.
+	clock Clock
 }
+
+// Clock tells the time certificates are stamped with: the registry's clock.Clock.
+type Clock interface{ Now() time.Time }
 
 // LoadOrCreate loads the PKI from dataDir, making what is missing, and writes the pins
 // to DATA_DIR/pins.json. It first removes what a start killed in the middle of writing a
 // file left in DATA_DIR and DATA_DIR/pki (.serving-ca.key.tmp-*, .admin.conf.tmp-*):
 // the registry calls it holding the store's lock, so no other registry writes there.
-func LoadOrCreate(dataDir string) (*PKI, error) {
+// Every certificate it makes or issues is valid from clk's time.
+func LoadOrCreate(dataDir string, clk Clock) (*PKI, error) {
 	dir := filepath.Join(dataDir, Dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -70,12 +76,12 @@ func LoadOrCreate(dataDir string) (*PKI, error) {
 			return nil, fmt.Errorf("remove what an interrupted write left in %s: %w", d, err)
 		}
 	}
-	p := &PKI{}
+	p := &PKI{clock: clk}
 	var err error
-	if p.ServingCA, p.servingCAKey, p.ServingCAPEM, err = loadOrCreateCA(dir, "serving-ca", "better-compute serving CA"); err != nil {
+	if p.ServingCA, p.servingCAKey, p.ServingCAPEM, err = loadOrCreateCA(dir, "serving-ca", "better-compute serving CA", clk.Now()); err != nil {
 		return nil, err
 	}
-	if p.AgentCA, p.agentCAKey, p.AgentCAPEM, err = loadOrCreateCA(dir, "agent-ca", "better-compute agent CA"); err != nil {
+	if p.AgentCA, p.agentCAKey, p.AgentCAPEM, err = loadOrCreateCA(dir, "agent-ca", "better-compute agent CA", clk.Now()); err != nil {
 		return nil, err
 	}
 	signing, err := loadOrCreateKey(filepath.Join(dir, "join-signing.key"), func() (any, error) {
@@ -149,11 +155,12 @@ const agentCertificateLifetime = 365 * 24 * time.Hour
 // Subject CommonName is the node id, OrganizationalUnit is [role], and the only
 // extended key usage is client authentication.
 func (p *PKI) IssueAgentCertificate(nodeID, role string, pub crypto.PublicKey) ([]byte, error) {
+	now := p.clock.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{role}},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(agentCertificateLifetime),
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(agentCertificateLifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
@@ -167,11 +174,12 @@ func (p *PKI) ServerCertificate(hosts []string) (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, err
 	}
+	now := p.clock.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: "better-compute registry"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(90 * 24 * time.Hour),
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(90 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
@@ -232,11 +240,11 @@ func writePins(path string, pins joinwire.Pins) error {
 }
 
 // loadOrCreateCA reads name.crt and name.key from dir, or makes a self-signed CA.
-func loadOrCreateCA(dir, name, commonName string) (*x509.Certificate, crypto.Signer, []byte, error) {
+func loadOrCreateCA(dir, name, commonName string, now time.Time) (*x509.Certificate, crypto.Signer, []byte, error) {
 	certPath, keyPath := filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	certPEM, err := os.ReadFile(certPath)
 	if errors.Is(err, fs.ErrNotExist) {
-		return createCA(certPath, keyPath, commonName)
+		return createCA(certPath, keyPath, commonName, now)
 	}
 	if err != nil {
 		return nil, nil, nil, err
@@ -256,7 +264,7 @@ func loadOrCreateCA(dir, name, commonName string) (*x509.Certificate, crypto.Sig
 	return cert, pair.PrivateKey.(crypto.Signer), certPEM, nil
 }
 
-func createCA(certPath, keyPath, commonName string) (*x509.Certificate, crypto.Signer, []byte, error) {
+func createCA(certPath, keyPath, commonName string, now time.Time) (*x509.Certificate, crypto.Signer, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, nil, err
@@ -264,8 +272,8 @@ func createCA(certPath, keyPath, commonName string) (*x509.Certificate, crypto.S
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: commonName},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,

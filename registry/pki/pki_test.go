@@ -9,14 +9,16 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/google/go-cmp/cmp"
 )
 
 func TestLoadOrCreateKeepsKeysAndWritesPins(t *testing.T) {
 	dir := t.TempDir()
-	first, err := LoadOrCreate(dir)
+	first, err := LoadOrCreate(dir, clock.Real{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +48,7 @@ func TestLoadOrCreateKeepsKeysAndWritesPins(t *testing.T) {
 			t.Errorf("%s: %v, want mode 0600", name, err)
 		}
 	}
-	again, err := LoadOrCreate(dir)
+	again, err := LoadOrCreate(dir, clock.Real{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func TestLoadOrCreateKeepsKeysAndWritesPins(t *testing.T) {
 }
 
 func TestIssueAgentCertificate(t *testing.T) {
-	p, err := LoadOrCreate(t.TempDir())
+	p, err := LoadOrCreate(t.TempDir(), clock.Real{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestLoadOrCreateRemovesLeftovers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := LoadOrCreate(dataDir); err != nil {
+	if _, err := LoadOrCreate(dataDir, clock.Real{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range leftovers {
@@ -117,5 +119,49 @@ func TestLoadOrCreateRemovesLeftovers(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dataDir, name)); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestCertificatesCarryTheClocksTime checks that the PKI stamps what it makes with the
+// registry's clock, as the serving certificate's renewal reads it: the CAs made at the
+// clock's start, an agent's and the registry's certificates issued after it moved.
+func TestCertificatesCarryTheClocksTime(t *testing.T) {
+	start := time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	p, err := LoadOrCreate(t.TempDir(), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ca := range map[string]*x509.Certificate{"serving CA": p.ServingCA, "agent CA": p.AgentCA} {
+		if !ca.NotBefore.Equal(start.Add(-time.Hour)) {
+			t.Errorf("%s valid from %v, want an hour before the clock's %v", name, ca.NotBefore, start)
+		}
+	}
+	clk.Advance(400 * 24 * time.Hour)
+	moved := clk.Now()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, err := p.IssueAgentCertificate("node-1", joinwire.RoleNode, key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := p.ServerCertificate([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*x509.Certificate{"agent": agent, "server": server} {
+		if !c.NotBefore.Equal(moved.Add(-time.Hour)) {
+			t.Errorf("%s certificate valid from %v, want an hour before the moved clock's %v", name, c.NotBefore, moved)
+		}
+	}
+	if _, err := agent.Verify(x509.VerifyOptions{Roots: p.AgentCAPool(), CurrentTime: moved, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("at the clock's time, the agent certificate does not verify: %v", err)
 	}
 }

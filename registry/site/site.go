@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/registry/store"
@@ -30,8 +31,10 @@ type Config struct {
 	Store *store.Store
 	// Verifier checks pre-warmed images; nil is the signer allowlists.
 	Verifier image.Verifier
-	// Interval is how often every site is recomputed (DefaultInterval when zero).
+	// Interval is how often every site is recomputed (DefaultInterval when zero), on
+	// Clock (clock.Real when nil).
 	Interval time.Duration
+	Clock    clock.Clock
 	Log      *slog.Logger
 }
 
@@ -58,6 +61,9 @@ type report struct {
 func New(cfg Config) *Service {
 	if cfg.Interval == 0 {
 		cfg.Interval = DefaultInterval
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
 	}
 	return &Service{cfg: cfg, kick: make(chan struct{}, 1), reps: make(chan report, 64),
 		reported: map[string]bool{}, reportedSignal: make(chan struct{}, 1)}
@@ -121,15 +127,16 @@ func (s *Service) recordCacheReports() {
 // records discoveries and cache reports, until ctx ends.
 func (s *Service) Run(ctx context.Context) {
 	defer s.cfg.Store.OnWrite(s.Kick, planInputs...)()
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
 	s.refreshAll()
+	t := s.cfg.Clock.NewTimer(s.cfg.Interval)
+	defer func() { t.Stop() }()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			s.refreshAll()
+			t = s.cfg.Clock.NewTimer(s.cfg.Interval)
 		case <-s.kick:
 			s.refreshAll()
 		case r := <-s.reps:
