@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/quic-go/quic-go"
 )
@@ -63,6 +64,10 @@ type Config struct {
 	// KeepResults is how many recent command results are remembered to answer a resent
 	// command without running it again (DefaultKeepResults when zero).
 	KeepResults int
+	// Clock times the reconnect backoff, the keep-alive pings and the renewal checks, and
+	// stamps signed results; clock.Real when nil. QUIC's own deadlines and timeouts run
+	// on the system clock.
+	Clock clock.Clock
 }
 
 // Defaults of Config.
@@ -128,6 +133,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.KeepResults == 0 {
 		cfg.KeepResults = DefaultKeepResults
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
 	}
 	a := &Agent{
 		cert:    cfg.Certificate,
@@ -202,12 +210,12 @@ func (a *Agent) Run(ctx context.Context) {
 			}
 		}
 		a.log.Info("registry session lost, reconnecting", "err", err, "attempt", attempt+1, "in", delay)
-		t := time.NewTimer(delay)
+		t := a.cfg.Clock.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -318,13 +326,13 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 // left the agent waiting for its idle timeout; a ping's packet is answered, and the
 // agent learns at once that its session is gone.
 func (a *Agent) keepAlive(conn *quic.Conn) {
-	t := time.NewTicker(a.cfg.KeepAlive)
-	defer t.Stop()
 	for {
+		t := a.cfg.Clock.NewTimer(a.cfg.KeepAlive)
 		select {
 		case <-conn.Context().Done():
+			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 			a.mu.Lock()
 			a.sendLocked(&proto.Message{Type: proto.MsgPing})
 			a.mu.Unlock()

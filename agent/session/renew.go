@@ -59,21 +59,22 @@ func (a *Agent) certificate() *tls.Certificate {
 // renewalCheck is how often KeepRenewed looks at the certificate's expiry.
 const renewalCheck = time.Hour
 
-// KeepRenewed renews the agent's certificate whenever it is due (proto.RenewDue), with a new
+// KeepRenewed renews the agent's certificate whenever it is due (proto.RenewDue on the
+// session's clock), with a new
 // ECDSA P-256 key, and hands each new certificate to save, which keeps it where the
 // agent's credentials live, until ctx ends. A renewal that fails is logged and tried
 // again at the next hourly check.
 func (a *Agent) KeepRenewed(ctx context.Context, save func(tls.Certificate) error) {
-	t := time.NewTicker(renewalCheck)
-	defer t.Stop()
 	for {
-		if leaf := a.certificate().Leaf; leaf != nil && proto.RenewDue(leaf.NotBefore, leaf.NotAfter, time.Now()) {
+		if leaf := a.certificate().Leaf; leaf != nil && proto.RenewDue(leaf.NotBefore, leaf.NotAfter, a.cfg.Clock.Now()) {
 			a.renewOnce(ctx, leaf.NotAfter, save)
 		}
+		t := a.cfg.Clock.NewTimer(renewalCheck)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

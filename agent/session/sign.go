@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto"
 	"encoding/json"
-	"time"
 
 	"github.com/better-compute/better-compute/proto"
 )
@@ -31,7 +30,7 @@ func SignResult(ctx context.Context, kind string, result any) (json.RawMessage, 
 	if !ok {
 		return nil, proto.Errorf(proto.Internal, "the agent's key (%T) cannot sign", cert.PrivateKey)
 	}
-	sr, err := proto.SignResult(signer, proto.ResultPayload{NodeID: a.node, CommandID: r.id, Kind: kind, Time: time.Now(), Result: body})
+	sr, err := proto.SignResult(signer, proto.ResultPayload{NodeID: a.node, CommandID: r.id, Kind: kind, Time: a.cfg.Clock.Now(), Result: body})
 	if err != nil {
 		return nil, err
 	}
