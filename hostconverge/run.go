@@ -19,19 +19,18 @@ type Clock interface {
 	NewTimer(d time.Duration) clock.Timer
 }
 
-// Reporter receives what Run does; the agent session implements it.
+// Reporter receives what Run does; the node agent implements it, and decides from the
+// reports when a generation is acknowledged (Applied tells a pass that applied it).
 type Reporter interface {
 	// Report receives the results of every pass, drift corrections included.
 	Report(generation int64, results []UnitResult)
-	// Applied acknowledges a generation, once: its first pass without a failed unit.
-	Applied(generation int64)
 }
 
 // Run converges the specs it receives until ctx ends: a pass as soon as a spec arrives
 // (the newest, when several wait), then one every period to set drift back. Each pass is
-// reported; a generation is acknowledged after its first pass in which no unit failed.
-// Failed units are tried again on the period. Run waits for a first spec before its first
-// pass; once specs is closed it keeps converging the last one. It returns ctx's error.
+// reported. Failed units are tried again on the period. Run waits for a first spec
+// before its first pass; once specs is closed it keeps converging the last one. It
+// returns ctx's error.
 func (c *Converger) Run(ctx context.Context, specs <-chan Spec, r Reporter) error {
 	clk, period := c.Clock, c.Period
 	if clk == nil {
@@ -41,11 +40,9 @@ func (c *Converger) Run(ctx context.Context, specs <-chan Spec, r Reporter) erro
 		period = DefaultPeriod
 	}
 	var (
-		spec     Spec
-		have     bool
-		acked    int64 // the generation acknowledged last, valid once ackedAny
-		ackedAny bool
-		timer    clock.Timer // the period, from the end of the last pass
+		spec  Spec
+		have  bool
+		timer clock.Timer // the period, from the end of the last pass
 	)
 	defer func() {
 		if timer != nil {
@@ -79,10 +76,6 @@ func (c *Converger) Run(ctx context.Context, specs <-chan Spec, r Reporter) erro
 			return ctx.Err()
 		}
 		r.Report(spec.Generation, results)
-		if (!ackedAny || acked != spec.Generation) && Applied(results) {
-			r.Applied(spec.Generation)
-			acked, ackedAny = spec.Generation, true
-		}
 		timer = clk.NewTimer(period)
 	}
 }

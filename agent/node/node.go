@@ -110,7 +110,7 @@ type agent struct {
 	pending proto.NodeSpec
 	// firstPass waits, per generation, for the results of its first pass.
 	firstPass map[int64]chan []hostconverge.UnitResult
-	// acked is the generation acknowledged last, by apply or by Applied.
+	// acked is the generation acknowledged last: saved, and told to the session.
 	acked int64
 }
 
@@ -120,8 +120,8 @@ func newAgent(configDir string, log *slog.Logger) *agent {
 }
 
 // apply is the session's Apply: it hands the spec to the converger and waits for its
-// first pass. A pass with a failed unit is an error; the converger tries again on its
-// period and Applied acknowledges the generation then.
+// first pass. A pass with a failed unit, or a spec that cannot be saved, is an error; the
+// converger tries again on its period and Report acknowledges the generation then.
 func (a *agent) apply(ctx context.Context, spec proto.NodeSpec) error {
 	first := make(chan []hostconverge.UnitResult, 1)
 	a.mu.Lock()
@@ -140,12 +140,21 @@ func (a *agent) apply(ctx context.Context, spec proto.NodeSpec) error {
 		if !hostconverge.Applied(results) {
 			return failedUnits(results)
 		}
-		return a.save(spec)
+		if err := a.save(spec); err != nil {
+			return err
+		}
+		a.mu.Lock()
+		a.acked = spec.Generation // the session acknowledges it as apply returns
+		a.mu.Unlock()
+		return nil
 	}
 }
 
-// Report is hostconverge.Reporter: every pass's results become the `host` inventory
-// section, and the first pass of a generation answers apply.
+// Report is hostconverge.Reporter, and the one place that decides when a generation is
+// acknowledged. Every pass's results become the `host` inventory section. The first pass
+// of a generation answers apply, which the session acknowledges as it returns; a later
+// pass that applies the generation being applied, not acknowledged yet (its first pass
+// failed, or it could not be saved), saves and acknowledges it.
 func (a *agent) Report(generation int64, results []hostconverge.UnitResult) {
 	inv := proto.HostInventory{Generation: generation, Units: []json.RawMessage{}}
 	for _, r := range results {
@@ -158,31 +167,23 @@ func (a *agent) Report(generation int64, results []hostconverge.UnitResult) {
 	a.mu.Lock()
 	first := a.firstPass[generation]
 	delete(a.firstPass, generation)
-	if first != nil && hostconverge.Applied(results) {
-		a.acked = generation // apply acknowledges it
-	}
+	spec := a.pending
+	late := first == nil && spec.Generation == generation && a.acked != generation && hostconverge.Applied(results)
 	a.mu.Unlock()
 	if first != nil {
 		first <- results
+		return
 	}
-}
-
-// Applied is hostconverge.Reporter: a generation whose first pass failed is
-// acknowledged once a later pass applies it.
-func (a *agent) Applied(generation int64) {
-	a.mu.Lock()
-	spec, acked := a.pending, a.acked
-	if spec.Generation == generation {
-		a.acked = generation
-	}
-	a.mu.Unlock()
-	if acked == generation || spec.Generation != generation {
+	if !late {
 		return
 	}
 	if err := a.save(spec); err != nil {
-		a.log.Error("saving the applied NodeSpec", "generation", generation, "err", err)
+		a.log.Error("saving the applied NodeSpec; the next pass tries again", "generation", generation, "err", err)
 		return
 	}
+	a.mu.Lock()
+	a.acked = generation
+	a.mu.Unlock()
 	a.session.Acknowledge(generation)
 }
 

@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/hostconverge"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/testkit"
@@ -56,5 +58,62 @@ func TestApplyAcknowledgesOnlyAppliedGenerations(t *testing.T) {
 	}
 	if g := saved(); g != 1 {
 		t.Errorf("saved generation %d after a failed pass, want 1", g)
+	}
+}
+
+// TestAppliedGenerationIsAcknowledgedOnceSaved checks that the node agent alone decides
+// when a generation is acknowledged: a generation whose first pass applied but could not
+// be saved is not acknowledged, and a later pass that applies it saves and acknowledges
+// it, however long the state file stayed unwritable.
+func TestAppliedGenerationIsAcknowledgedOnceSaved(t *testing.T) {
+	ca, err := testkit.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.AgentCertificate("nd_1", "node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	a := newAgent(dir, log)
+	if a.session, err = session.New(session.Config{Addr: "127.0.0.1:1", Certificate: cert, Log: log}); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	ctx, cancel := context.WithCancel(t.Context())
+	conv := &hostconverge.Converger{Root: t.TempDir(), Runner: hostconverge.ExecRunner{}, Log: log, Clock: clk, Period: time.Minute}
+	done := make(chan struct{})
+	go func() { conv.Run(ctx, a.specs, a); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// The state file cannot be written: a directory stands in its place.
+	state := filepath.Join(dir, StateFile)
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.apply(ctx, proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode, Generation: 1}); err == nil {
+		t.Fatal("applied a spec it could not save")
+	}
+	clk.BlockUntil(1)
+	if g := a.session.ObservedGeneration(); g != 0 {
+		t.Fatalf("acknowledged generation %d before it was saved", g)
+	}
+	// The next pass, once the state file can be written, acknowledges it.
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	clk.BlockUntil(1)
+	if g := a.session.ObservedGeneration(); g != 1 {
+		t.Fatalf("acknowledged generation %d after a pass applied and saved it, want 1", g)
+	}
+	var saved proto.NodeSpec
+	b, err := os.ReadFile(state)
+	if err == nil {
+		err = json.Unmarshal(b, &saved)
+	}
+	if err != nil || saved.Generation != 1 {
+		t.Fatalf("saved %+v, %v", saved, err)
 	}
 }
