@@ -7,7 +7,6 @@
 package ramdisk
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"github.com/better-compute/better-compute/hardware/inventory"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/ramdisk/deploy"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 	"github.com/better-compute/better-compute/ramdisk/firstboot"
@@ -259,10 +259,8 @@ func (a *agent) loadKernel() error {
 func (a *agent) wipe(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
 	var in proto.DiskWipe
 	if len(payload) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(payload))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&in); err != nil {
-			return nil, proto.Errorf(proto.InvalidInput, "disk.wipe: %v", err)
+		if err := (jsondoc.Decoder{Name: "disk.wipe's input"}).Decode(payload, &in); err != nil {
+			return nil, err
 		}
 	}
 	if in.Mode == "" {

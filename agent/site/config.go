@@ -1,7 +1,6 @@
 package site
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/boot"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/jsondoc"
 )
 
 // Version is the version of the site config this bcd reads.
@@ -71,11 +71,17 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return Config{}, proto.Errorf(proto.InvalidConfig, "site config: %v", err)
 	}
-	return DecodeConfig(data)
+	return decodeConfig(jsondoc.Decoder{Name: path, File: true, Code: proto.InvalidConfig}, data)
 }
 
-// DecodeConfig decodes a config, refusing unknown fields, and checks it.
+// DecodeConfig decodes a config strictly (jsondoc.Decoder) and checks it.
 func DecodeConfig(data []byte) (Config, error) {
+	return decodeConfig(jsondoc.Decoder{Name: "site config", Code: proto.InvalidConfig}, data)
+}
+
+// decodeConfig decodes a config with d and checks it. A duration given as other than
+// text is told how to write it.
+func decodeConfig(d jsondoc.Decoder, data []byte) (Config, error) {
 	var old struct {
 		BMC json.RawMessage `json:"bmc"`
 	}
@@ -85,26 +91,14 @@ func DecodeConfig(data []byte) (Config, error) {
 			"then remove bmc from this file").WithPath("bmc")
 	}
 	var c Config
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return Config{}, decodeError(err)
+	if err := d.Decode(data, &c); err != nil {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Type == reflect.TypeFor[boot.Duration]() {
+			return Config{}, proto.Errorf(proto.InvalidConfig, `%s: %s is %s, not a duration: write it as text such as "90s", "10m" or "1h"`, d.Name, te.Field, te.Value).WithPath(te.Field)
+		}
+		return Config{}, err
 	}
 	c = c.withDefaults()
 	return c, c.Check()
-}
-
-// decodeError is a decoding error as INVALID_CONFIG, with the path of the field whose
-// value is of the wrong type.
-func decodeError(err error) error {
-	te, ok := errors.AsType[*json.UnmarshalTypeError](err)
-	if !ok || te.Field == "" {
-		return proto.Errorf(proto.InvalidConfig, "site config: %v", err)
-	}
-	if te.Type == reflect.TypeFor[boot.Duration]() {
-		return proto.Errorf(proto.InvalidConfig, `site config: %s is %s, not a duration: write it as text such as "90s", "10m" or "1h"`, te.Field, te.Value).WithPath(te.Field)
-	}
-	return proto.Errorf(proto.InvalidConfig, "site config: %s: cannot use a JSON %s as %s", te.Field, te.Value, te.Type).WithPath(te.Field)
 }
 
 // withDefaults is the one place the site config's defaults are set.

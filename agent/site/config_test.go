@@ -3,6 +3,8 @@ package site
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +29,7 @@ func TestDecodeConfig(t *testing.T) {
 		doc   string
 		paths []string
 	}{
-		"unknown field":           {doc: strings.Replace(valid, `"version": 1`, `"version": 1, "colour": "red"`, 1), paths: []string{""}},
+		"unknown field":           {doc: strings.Replace(valid, `"version": 1`, `"version": 1, "colour": "red"`, 1), paths: []string{"colour"}},
 		"duration in nanoseconds": {doc: strings.Replace(valid, `"90s"`, `90000000000`, 1), paths: []string{"boot.retryInterval"}},
 		"duration without unit":   {doc: strings.Replace(valid, `"90s"`, `"90"`, 1), paths: []string{"boot.retryInterval"}},
 		"port as text":            {doc: strings.Replace(valid, `8080`, `"8080"`, 1), paths: []string{"boot.httpPort"}},
@@ -52,6 +54,31 @@ func TestDecodeConfig(t *testing.T) {
 				if !found {
 					t.Errorf("no INVALID_CONFIG at %q in %v", p, err)
 				}
+			}
+		})
+	}
+}
+
+// TestLoadConfigSaysWhereInTheFile: a mistake in the config file is refused with its
+// path, and the file, line and column where it stands.
+func TestLoadConfigSaysWhereInTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "site.json")
+	for name, tc := range map[string]struct {
+		doc, path, where string
+	}{
+		"unknown field": {"{\n  \"version\": 1,\n  \"colour\": \"red\"\n}\n", "colour", ":3:3: "},
+		"wrong type":    {"{\n  \"version\": \"1\"\n}\n", "version", ":2:14: "},
+		"duplicate key": {"{\"version\": 1,\n \"version\": 1}", "version", ":2:2: "},
+		"not JSON":      {"{\n  \"version\": 1,\n}", "", ":3:1: "},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := os.WriteFile(path, []byte(tc.doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := LoadConfig(path)
+			e := proto.AsError(err)
+			if e.Code != proto.InvalidConfig || e.Details.Path != tc.path || !strings.HasPrefix(e.Message, path+tc.where) {
+				t.Errorf("%v: want INVALID_CONFIG at %q starting %s%s", err, tc.path, path, tc.where)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/jsondoc"
 )
 
 // steps runs the relayed site steps against machines' BMCs.
@@ -38,8 +39,8 @@ func (s *steps) handlers() map[string]session.Handler {
 func (s *steps) entryStep(fn func(cmd proto.SiteCommand) (any, error)) session.Handler {
 	return func(_ context.Context, payload json.RawMessage) (json.RawMessage, error) {
 		var cmd proto.SiteCommand
-		if err := decodeStrict(payload, &cmd); err != nil {
-			return nil, proto.Errorf(proto.InvalidInput, "site command: %v", err)
+		if err := decodeStrict(jsondoc.Decoder{Name: "the site command"}, payload, &cmd); err != nil {
+			return nil, err
 		}
 		out, err := fn(cmd)
 		if err != nil {
@@ -52,8 +53,8 @@ func (s *steps) entryStep(fn func(cmd proto.SiteCommand) (any, error)) session.H
 // prepareRamdisk makes the machine's entry a ramdisk boot.
 func (s *steps) prepareRamdisk(cmd proto.SiteCommand) (any, error) {
 	var in proto.PrepareRamdisk
-	if err := decodeStrict(cmd.Input, &in); err != nil {
-		return nil, proto.Errorf(proto.InvalidInput, "boot.prepareRamdisk: %v", err).WithPath("input")
+	if err := decodeStrict(jsondoc.Decoder{Name: "boot.prepareRamdisk's input", At: "input"}, cmd.Input, &in); err != nil {
+		return nil, err
 	}
 	e := proto.BootEntry{Node: cmd.Node, MACs: in.MACs, ProductUUID: in.ProductUUID, Kind: proto.BootRamdisk,
 		Ramdisk: &proto.RamdiskBoot{Kernel: in.Kernel, Initrd: in.Initrd, Args: in.Args, Token: in.Token, Registry: in.Registry, Pins: in.Pins, Extras: in.Extras}}
@@ -100,16 +101,17 @@ func (s *steps) bind(kind string, fn step) session.Handler {
 	concern := proto.SiteBMCConcerns[kind]
 	return func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
 		var cmd proto.SiteCommand
-		if err := decodeStrict(payload, &cmd); err != nil {
-			return nil, proto.Errorf(proto.InvalidInput, "site command: %v", err)
+		if err := decodeStrict(jsondoc.Decoder{Name: "the site command"}, payload, &cmd); err != nil {
+			return nil, err
 		}
 		b, ok := cmd.Drivers[concern]
 		if !ok {
 			return nil, proto.Errorf(proto.InvalidConfig, "node %s has no %s driver binding", cmd.Node, concern).WithPath("drivers." + concern)
 		}
 		var cfg bmc.Config
-		if err := decodeStrict(b.Config, &cfg); err != nil {
-			return nil, proto.Errorf(proto.InvalidConfig, "node %s: the %s binding's config: %v", cmd.Node, concern, err).WithPath("drivers." + concern + ".config")
+		dec := jsondoc.Decoder{Name: "node " + cmd.Node + ": the " + concern + " binding's config", Code: proto.InvalidConfig, At: jsondoc.Path("drivers." + concern + ".config")}
+		if err := decodeStrict(dec, b.Config, &cfg); err != nil {
+			return nil, err
 		}
 		env := s.env
 		env.Log = env.Logger().With("node", cmd.Node)
@@ -140,8 +142,8 @@ func (s *steps) setPower(ctx context.Context, cmd proto.SiteCommand, d bmc.Drive
 	var in struct {
 		Action string `json:"action"`
 	}
-	if err := decodeStrict(cmd.Input, &in); err != nil {
-		return nil, proto.Errorf(proto.InvalidInput, "power.setPower: %v", err).WithPath("with")
+	if err := decodeStrict(jsondoc.Decoder{Name: "power.setPower's with", At: "with"}, cmd.Input, &in); err != nil {
+		return nil, err
 	}
 	action, err := bmc.ParsePowerAction(in.Action)
 	if err != nil {
@@ -162,8 +164,8 @@ func (s *steps) setBootDevice(ctx context.Context, cmd proto.SiteCommand, d bmc.
 		Device     string `json:"device"`
 		Persistent bool   `json:"persistent"`
 	}
-	if err := decodeStrict(cmd.Input, &in); err != nil {
-		return nil, proto.Errorf(proto.InvalidInput, "management.setBootDevice: %v", err).WithPath("with")
+	if err := decodeStrict(jsondoc.Decoder{Name: "management.setBootDevice's with", At: "with"}, cmd.Input, &in); err != nil {
+		return nil, err
 	}
 	device, err := bmc.ParseBootDevice(in.Device)
 	if err != nil {
@@ -197,8 +199,8 @@ func (s *steps) inspect(ctx context.Context, _ proto.SiteCommand, d bmc.Driver) 
 // setBootDevice cd sets pxe.
 func (s *steps) insert(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
 	var in proto.MediaInsert
-	if err := decodeStrict(cmd.Input, &in); err != nil {
-		return nil, proto.Errorf(proto.InvalidInput, "media.insert: %v", err).WithPath("with")
+	if err := decodeStrict(jsondoc.Decoder{Name: "media.insert's with", At: "with"}, cmd.Input, &in); err != nil {
+		return nil, err
 	}
 	err := d.Insert(ctx, in.URL)
 	if proto.CodeOf(err) == proto.Unsupported && in.Digest != "" {
@@ -236,12 +238,10 @@ func (s *steps) eject(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) 
 	return map[string]bool{"ejected": true}, nil
 }
 
-// decodeStrict decodes one JSON value into v, refusing unknown fields; empty is {}.
-func decodeStrict(data json.RawMessage, v any) error {
+// decodeStrict decodes one JSON value into v with d; empty is {}.
+func decodeStrict(d jsondoc.Decoder, data json.RawMessage, v any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		data = json.RawMessage("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	return d.Decode(data, v)
 }

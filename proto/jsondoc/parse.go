@@ -70,16 +70,7 @@ func (p *parser) currentPath() Path {
 }
 
 func (p *parser) errAt(off int, format string, args ...any) *SyntaxError {
-	line, col := 1, 1
-	for i := 0; i < off && i < len(p.data); {
-		r, n := utf8.DecodeRune(p.data[i:])
-		if r == '\n' {
-			line, col = line+1, 1
-		} else {
-			col++
-		}
-		i += n
-	}
+	line, col := Position(p.data, off)
 	return &SyntaxError{Offset: off, Line: line, Column: col, Path: p.currentPath(), Msg: proto.Sprintf(format, args...)}
 }
 

@@ -20,3 +20,14 @@ func (p Path) Field(name string) Path {
 func (p Path) Index(i int) Path {
 	return p + "[" + Path(strconv.Itoa(i)) + "]"
 }
+
+// Under returns the path q, a path inside the value at p, as a path of p's document.
+func (p Path) Under(q Path) Path {
+	switch {
+	case q == "":
+		return p
+	case q[0] == '[':
+		return p + q
+	}
+	return p.Field(string(q))
+}

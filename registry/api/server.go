@@ -16,7 +16,6 @@ import (
 	"mime"
 	"net/http"
 	"os"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -127,33 +126,13 @@ func typed[Req, Resp any](f func(ctx context.Context, c *Caller, req Req) (Resp,
 // nests at most 32 deep within a request.
 var bodyLimits = jsondoc.Limits{MaxBytes: math.MaxInt, MaxDepth: 64}
 
-// DecodeStrict decodes one JSON value into v strictly, with INVALID_INPUT naming the
-// offending field: the body is RFC 8259 JSON without duplicate keys (jsondoc.Parse), and
-// its keys name v's fields exactly, each value of its field's JSON type (Report.Shape;
-// encoding/json alone would take unknown-case keys and the last of duplicates).
+// DecodeStrict decodes one JSON value into v with the strict decoder (jsondoc.Decoder),
+// INVALID_INPUT naming the offending field; an empty body is {}.
 func DecodeStrict(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
-	root, perr := jsondoc.Parse(body, bodyLimits)
-	if perr != nil {
-		return proto.Errorf(proto.InvalidInput, "the body is not acceptable JSON: %s", perr.Error()).WithPath(string(perr.Path))
-	}
-	var r jsondoc.Report
-	r.Shape(root, "", reflect.TypeOf(v))
-	if r.Len() > 0 {
-		first := r.Problems()[0]
-		return proto.Errorf(proto.InvalidInput, "%s", first.Message).WithPath(string(first.Path))
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		// Only a type that decodes itself can fail here; its error names no Go type.
-		e := proto.Errorf(proto.InvalidInput, "the body: %v", err)
-		if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-			e = proto.Errorf(proto.InvalidInput, "%s cannot be %s", typeErr.Field, typeErr.Value).WithPath(typeErr.Field)
-		}
-		return e
-	}
-	return nil
+	return jsondoc.Decoder{Name: "the body", Limits: bodyLimits}.Decode(body, v)
 }
 
 // checkContentType refuses a body that is not sent as JSON.

@@ -169,7 +169,8 @@ func TestLoadHardwareProfiles(t *testing.T) {
 		path string
 	}{
 		"ok":                                 {`{"version":1,"hardwareProfiles":{"gpu-redfish":{"drivers":{"power":"redfish","boot":{"driver":"ipxe","config":{"chain":"x"}}}}}}`, ""},
-		"an unknown field":                   {`{"version":1,"profiles":{}}`, ""},
+		"an unknown field":                   {`{"version":1,"profiles":{}}`, "profiles"},
+		"a duplicate profile":                {`{"version":1,"hardwareProfiles":{"a":{},"a":{}}}`, "hardwareProfiles.a"},
 		"another version":                    {`{"version":2,"hardwareProfiles":{}}`, "version"},
 		"an unknown concern":                 {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"cooling":"fan"}}}}`, "hardwareProfiles.a.drivers.cooling"},
 		"a bad driver name":                  {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":"Redfish"}}}}`, "hardwareProfiles.a.drivers.power"},
@@ -189,8 +190,8 @@ func TestLoadHardwareProfiles(t *testing.T) {
 				}
 				return
 			}
-			if proto.CodeOf(err) != proto.InvalidConfig || proto.AsError(err).Details.Path != tc.path {
-				t.Fatalf("got %v, want INVALID_CONFIG at %q", err, tc.path)
+			if proto.CodeOf(err) != proto.InvalidConfig || proto.AsError(err).Details.Path != tc.path || !strings.Contains(err.Error(), path) {
+				t.Fatalf("got %v, want INVALID_CONFIG at %q naming the file", err, tc.path)
 			}
 		})
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/jsondoc"
 )
 
 // FuzzParseHardwareProfiles checks that any file either is refused with INVALID_CONFIG or
@@ -20,7 +21,7 @@ func FuzzParseHardwareProfiles(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		hp, err := parseHardwareProfiles(data)
+		hp, err := parseHardwareProfiles(jsondoc.Decoder{Name: "hw.json", File: true, Code: proto.InvalidConfig}, data)
 		if err != nil {
 			if proto.CodeOf(err) != proto.InvalidConfig {
 				t.Fatalf("refused with %v", err)
@@ -31,7 +32,7 @@ func FuzzParseHardwareProfiles(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := parseHardwareProfiles(text)
+		again, err := parseHardwareProfiles(jsondoc.Decoder{Name: "hw.json", File: true, Code: proto.InvalidConfig}, text)
 		if err != nil {
 			t.Fatalf("%s does not parse back: %v", text, err)
 		}

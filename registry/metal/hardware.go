@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -69,25 +70,31 @@ func LoadHardwareProfiles(path string) (HardwareProfiles, error) {
 	if err != nil {
 		return nil, proto.Errorf(proto.InvalidConfig, "hardware profiles: %v", err)
 	}
-	hp, err := parseHardwareProfiles(data)
+	hp, err := parseHardwareProfiles(jsondoc.Decoder{Name: path, File: true, Code: proto.InvalidConfig}, data)
 	if err != nil {
-		e := proto.AsError(err)
-		return nil, proto.Errorf(proto.InvalidConfig, "hardware profiles %s: %s", path, e.Message).WithPath(e.Details.Path)
+		return nil, err
 	}
 	return hp, nil
 }
 
-// parseHardwareProfiles reads the text of a hardware profiles file.
-func parseHardwareProfiles(data []byte) (HardwareProfiles, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
+// parseHardwareProfiles reads the text of a hardware profiles file with d, which names
+// it: a problem is INVALID_CONFIG with the path of the offending field, and the file's
+// name (and where in it, when the text does not decode).
+func parseHardwareProfiles(d jsondoc.Decoder, data []byte) (HardwareProfiles, error) {
 	var f hardwareFile
-	if err := dec.Decode(&f); err != nil {
-		return nil, proto.Errorf(proto.InvalidConfig, "%v", err)
+	if err := d.Decode(data, &f); err != nil {
+		return nil, err
 	}
-	if dec.More() {
-		return nil, proto.Errorf(proto.InvalidConfig, "trailing data after the JSON object")
+	hp, err := checkHardwareFile(f)
+	if err != nil {
+		e := proto.AsError(err)
+		return nil, proto.Errorf(proto.InvalidConfig, "hardware profiles %s: %s", d.Name, e.Message).WithPath(e.Details.Path)
 	}
+	return hp, nil
+}
+
+// checkHardwareFile checks a decoded hardware profiles file.
+func checkHardwareFile(f hardwareFile) (HardwareProfiles, error) {
 	if f.Version != 1 {
 		return nil, proto.Errorf(proto.InvalidConfig, "version %d; this registry reads version 1", f.Version).WithPath("version")
 	}

@@ -1,11 +1,10 @@
 package secret
 
 import (
-	"bytes"
-	"encoding/json"
 	"strings"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -51,10 +50,8 @@ func (b *Box) ForBMC(tx *store.Tx, n store.Node) (*proto.BMCCredential, error) {
 		Username string `json:"username"`
 		Password string `json:"password"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(value))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&login); err != nil || login.Username == "" || dec.More() {
-		// The value is not quoted: it is the secret.
+	if err := (jsondoc.Decoder{}).Decode(value, &login); err != nil || login.Username == "" {
+		// Neither the value nor the decoder's message is quoted: it is the secret.
 		return nil, proto.Errorf(proto.InvalidConfig, "the secret %s of tenant %s is not one JSON object {\"username\", \"password\"} with a user name: put it again with `better-compute secrets put`", name, tenant)
 	}
 	return &proto.BMCCredential{Ref: ref, Username: login.Username, Password: login.Password}, nil

@@ -1,11 +1,11 @@
 package site
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -32,10 +32,8 @@ func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto
 		Image    string `json:"image"`
 		FromStep string `json:"fromStep"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(sc.Input))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&with); err != nil {
-		return cmd, proto.Errorf(proto.InvalidInput, "media.insert: %v", err).WithPath("with")
+	if err := (jsondoc.Decoder{Name: "media.insert's with", At: "with"}).Decode(sc.Input, &with); err != nil {
+		return cmd, err
 	}
 	var in proto.MediaInsert
 	switch {

@@ -33,7 +33,7 @@ func TestExpandMediaInsert(t *testing.T) {
 	}{
 		"url":             {kind: CommandMediaInsert, with: `{"url":"https://isos.example/x.iso"}`, want: `{"url":"https://isos.example/x.iso"}`},
 		"plain http":      {kind: CommandMediaInsert, with: `{"url":"http://isos.example/x.iso"}`, code: proto.InvalidInput, path: "with"},
-		"unknown field":   {kind: CommandMediaInsert, with: `{"uri":"https://x"}`, code: proto.InvalidInput, path: "with"},
+		"unknown field":   {kind: CommandMediaInsert, with: `{"uri":"https://x"}`, code: proto.InvalidInput, path: "with.uri"},
 		"fromStep":        {kind: CommandMediaInsert, with: `{"fromStep":"steps[0]"}`, want: `{"url":"https://isos.example/n1.iso"}`},
 		"fromStep no url": {kind: CommandMediaInsert, with: `{"fromStep":"steps[1]"}`, code: proto.InvalidInput, path: "with.fromStep"},
 		"unknown image":   {kind: CommandMediaInsert, with: `{"image":"nope@1"}`, code: proto.NotFound, path: "with.image"},
