@@ -15,6 +15,7 @@ import (
 	"github.com/better-compute/better-compute/cache"
 	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/jsondoc"
 )
 
 // entries is how the site boots each machine, as the boot server asks for it, by MAC.
@@ -43,8 +44,9 @@ func openEntries(file string, ramdisk RamdiskConfig, httpBase string) (*entries,
 		return nil, err
 	default:
 		var list []proto.BootEntry
-		if err := json.Unmarshal(data, &list); err != nil {
-			return nil, proto.Errorf(proto.InvalidConfig, "boot entries file %s: %v (remove it to start without relayed entries)", file, err)
+		if err := (jsondoc.Decoder{Name: file, File: true, Code: proto.InvalidConfig}).Decode(data, &list); err != nil {
+			e := proto.AsError(err)
+			return nil, proto.Errorf(proto.InvalidConfig, "boot entries file %s (remove the file to start without relayed entries)", e.Message).WithPath(e.Details.Path)
 		}
 		for i, e := range list {
 			if err := e.Check(); err != nil {

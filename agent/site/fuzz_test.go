@@ -116,6 +116,7 @@ func TestOpenEntriesRefusesBadEntry(t *testing.T) {
 		"ramdisk without ramdisk": {`[{"node":"m","macs":["52:54:00:12:34:56"],"kind":"disk"},{"node":"n","macs":["52:54:00:12:34:57"],"kind":"ramdisk"}]`, "[1].ramdisk", "entry 1: a ramdisk entry needs"},
 		"sanboot without image":   {`[{"node":"m","macs":["52:54:00:12:34:56"],"kind":"sanboot"}]`, "[0].sanboot", "entry 0: a sanboot entry needs"},
 		"bad mac":                 {`[{"node":"m","macs":["6"],"kind":"disk"}]`, "[0].macs[0]", `MAC "6"`},
+		"unknown field":           {"[\n {\"node\":\"m\",\"macs\":[\"52:54:00:12:34:56\"],\"kind\":\"disk\",\"colour\":1}]", "[0].colour", entriesFile + `:2:57: unknown field "colour"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), entriesFile)

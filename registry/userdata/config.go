@@ -1,8 +1,6 @@
 package userdata
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/registry/join"
 )
 
@@ -170,28 +169,18 @@ type fileConfig struct {
 	TokenTTLSeconds int64             `json:"tokenTtlSeconds"`
 }
 
-// fileFields and pinFields are the exact member names of the file and of its pins.
-var (
-	fileFields = []string{"controlPlaneUrl", "bcdUrl", "bcdSha256", "pins", "templates", "tokenTtlSeconds"}
-	pinFields  = []string{"servingCaPin", "joinSigningPin", "joinEncryptionPin"}
-)
-
 // ParseConfig reads a configuration file's JSON: the fields of Config, with templates
-// as texts. Unknown fields (names match exactly), and templates that do not parse, are
-// INVALID_CONFIG naming them; the values are checked by Check.
+// as texts. It is decoded strictly (jsondoc.Decoder: unknown fields, names that match
+// only in case, duplicate keys and wrong types are INVALID_CONFIG naming them), and
+// templates that do not parse are INVALID_CONFIG naming them; the values are checked by
+// Check.
 func ParseConfig(data []byte) (Config, error) {
-	var members struct {
-		Pins json.RawMessage `json:"pins"`
-	}
-	json.Unmarshal(data, &members)
-	if err := exactFields(data, configPath, fileFields); err != nil {
-		return Config{}, err
-	}
-	if err := exactFields(members.Pins, configPath+".pins", pinFields); err != nil {
-		return Config{}, err
-	}
+	return parseConfig(jsondoc.Decoder{Name: "user-data configuration", Code: proto.InvalidConfig, At: configPath}, data)
+}
+
+func parseConfig(d jsondoc.Decoder, data []byte) (Config, error) {
 	var f fileConfig
-	if err := decodeStrict(data, &f); err != nil {
+	if err := d.Decode(data, &f); err != nil {
 		return Config{}, err
 	}
 	cfg := Config{ControlPlaneURL: f.ControlPlaneURL, BcdURL: f.BcdURL, BcdSHA256: f.BcdSHA256, Pins: f.Pins, TokenTTLSeconds: f.TokenTTLSeconds}
@@ -209,50 +198,11 @@ func ParseConfig(data []byte) (Config, error) {
 	return cfg, nil
 }
 
-// decodeStrict decodes one JSON object into f, refusing wrong types and trailing data
-// (exactFields has refused unknown fields).
-func decodeStrict(data []byte, f *fileConfig) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(f)
-	if err == nil && dec.More() {
-		err = errors.New("trailing data after the JSON object")
-	}
-	if err == nil {
-		return nil
-	}
-	e := proto.Errorf(proto.InvalidConfig, "user-data configuration: %v", err)
-	if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && typeErr.Field != "" {
-		e = e.WithPath(configPath + "." + typeErr.Field)
-	}
-	return e
-}
-
-// exactFields refuses a member of the object raw (when it is one) whose name is not
-// exactly one of names: JSON decoding alone would take controlPlaneURL for
-// controlPlaneUrl.
-func exactFields(raw json.RawMessage, path string, names []string) error {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
-		return nil
-	}
-	for _, k := range slices.Sorted(maps.Keys(obj)) {
-		if !slices.Contains(names, k) {
-			return unknownField(path, k, names)
-		}
-	}
-	return nil
-}
-
-func unknownField(path, field string, names []string) error {
-	return proto.Errorf(proto.InvalidConfig, "user-data configuration: unknown field %q; the fields are %s", field, strings.Join(names, ", ")).WithPath(path + "." + field)
-}
-
 // LoadConfig reads and parses a configuration file.
 func LoadConfig(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, proto.Errorf(proto.InvalidConfig, "user-data configuration: %v", err)
 	}
-	return ParseConfig(data)
+	return parseConfig(jsondoc.Decoder{Name: path, File: true, Code: proto.InvalidConfig, At: configPath}, data)
 }

@@ -112,6 +112,7 @@ func TestParseConfig(t *testing.T) {
 		"bad template":     {file: `{"templates": {"t.yaml": "id: {{nodeid}}"}}`, path: "userData.templates.t.yaml"},
 		"unclosed":         {file: `{"templates": {"t.yaml": "id: {{nodeId"}}`, path: "userData.templates.t.yaml"},
 		"trailing":         {file: `{} {}`, path: "-"},
+		"duplicate key":    {file: `{"bcdUrl": "https://a.example/bcd", "bcdUrl": "https://b.example/bcd"}`, path: "userData.bcdUrl"},
 		"not json":         {file: `controlPlaneUrl: x`, path: "-"},
 		"template as list": {file: `{"templates": ["x"]}`, path: "userData.templates"},
 	}
