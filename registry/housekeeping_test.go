@@ -9,6 +9,7 @@ import (
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
@@ -23,15 +24,11 @@ func (gone) NodeAgentConnected(string) bool { return false }
 // after the first check found it gone.
 func TestRemediationRunsOnTheClock(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	st, err := store.Open(t.TempDir(), store.Options{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, store.Options{Now: clk.Now})
 	engine := workflow.New(workflow.Config{Store: st, Clock: clk})
 	svc := metal.New(metal.Config{Store: st, Engine: engine, Presence: gone{}})
 	var node store.Node
-	err = st.Update(func(tx *store.Tx) (err error) {
+	err := st.Update(func(tx *store.Tx) (err error) {
 		if _, err = tx.CreateTenant("acme"); err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/registry/userdata"
 )
 
@@ -17,13 +18,8 @@ import (
 // deploy.image: the user data it names goes to the ramdisk of its node, and to no other
 // agent; the stored command never holds it.
 func TestUserDataGoesOnlyToTheNodesRamdisk(t *testing.T) {
-	dir := t.TempDir()
-	st, err := store.Open(dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	box, err := secret.LoadOrCreate(dir)
+	st := storetest.Open(t, store.Options{})
+	box, err := secret.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

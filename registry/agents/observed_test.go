@@ -6,19 +6,16 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
 func TestWaitObserved(t *testing.T) {
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, store.Options{})
 	e := &Endpoint{cfg: Config{Store: st}}
 	if err := e.WaitObserved(t.Context(), "nd_1"); err != nil {
 		t.Fatalf("a node without a NodeSpec: %v", err)
 	}
-	err = st.Update(func(tx *store.Tx) error {
+	err := st.Update(func(tx *store.Tx) error {
 		_, err := tx.SetNodeSpec(proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode})
 		return err
 	})

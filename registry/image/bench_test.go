@@ -11,6 +11,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
 // catalogRows is the size of the catalog BenchmarkList pages through.
@@ -28,7 +29,7 @@ func BenchmarkList(b *testing.B) {
 	}{{"acme", false, 50_000}, {store.RootTenant, true, 30_000}, {"beta", false, 20_000}}
 	for _, sc := range scopes {
 		for start := 0; start < sc.n; start += 10_000 {
-			mustUpdate(b, st, func(tx *store.Tx) error {
+			storetest.Update(b, st, func(tx *store.Tx) error {
 				for i := start; i < start+10_000; i++ {
 					img := store.Image{Tenant: sc.tenant, Ref: fmt.Sprintf("image-%06d@1", i*7%catalogRows), Kind: proto.KindOS,
 						Format: proto.FormatRaw, Compression: proto.CompressionZstd, SHA256: digestA, SizeBytes: 1 << 30,
@@ -66,7 +67,7 @@ func BenchmarkRegister(b *testing.B) {
 	st := openCatalog(b)
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	der, _ := x509.MarshalPKIXPublicKey(pub)
-	mustUpdate(b, st, func(tx *store.Tx) error {
+	storetest.Update(b, st, func(tx *store.Tx) error {
 		_, err := AddSigner(tx, "acme", "acme-1", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
 		return err
 	})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/testkit/openssl"
 	"github.com/google/go-cmp/cmp"
 )
@@ -22,7 +23,7 @@ func TestPlanSiteCache(t *testing.T) {
 
 	withDigest := func(req RegisterRequest, d string) RegisterRequest { req.SHA256 = digest(d); return req }
 	base := mustRegister(t, st, store.RootTenant, sign(t, withDigest(osRequest("base@1"), "1"), platform, "platform", formEd25519))
-	mustUpdate(t, st, func(tx *store.Tx) error { _, err := Promote(tx, store.RootTenant, base.ID); return err })
+	storetest.Update(t, st, func(tx *store.Tx) error { _, err := Promote(tx, store.RootTenant, base.ID); return err })
 	own := mustRegister(t, st, "acme", sign(t, withDigest(osRequest("own@1"), "2"), acmeKey, "acme-1", formP1363))
 	mustRegister(t, st, "acme", withDigest(osRequest("unsigned@1"), "3"))
 	mustRegister(t, st, "acme", sign(t, withDigest(osRequest("revoked@1"), "4"), gone, "acme-gone", formEd25519))
@@ -31,9 +32,9 @@ func TestPlanSiteCache(t *testing.T) {
 	mustRegister(t, st, "beta", withDigest(osRequest("base@1"), "5"))
 	// acme's public image, vouched for by acme's key only.
 	pub := mustRegister(t, st, "acme", sign(t, withDigest(osRequest("pub@1"), "6"), acmeKey, "acme-1", formP1363))
-	mustUpdate(t, st, func(tx *store.Tx) error { _, err := Promote(tx, "acme", pub.ID); return err })
+	storetest.Update(t, st, func(tx *store.Tx) error { _, err := Promote(tx, "acme", pub.ID); return err })
 
-	mustUpdate(t, st, func(tx *store.Tx) error {
+	storetest.Update(t, st, func(tx *store.Tx) error {
 		for _, s := range []string{"rack-1", "rack-2"} {
 			if _, err := tx.CreateSite(s); err != nil {
 				return err
@@ -111,7 +112,7 @@ func TestPlanSiteCacheSources(t *testing.T) {
 		mustRegister(t, st, store.RootTenant, sign(t, req, platform, "platform", formEd25519))
 	}
 	all := []string{"public@1", "internal@1", "mirror@1", "ported@1"}
-	mustUpdate(t, st, func(tx *store.Tx) error {
+	storetest.Update(t, st, func(tx *store.Tx) error {
 		for _, s := range []string{"open", "closed"} {
 			if _, err := tx.CreateSite(s); err != nil {
 				return err
@@ -194,14 +195,14 @@ func TestPlanSiteCacheRamdiskExtras(t *testing.T) {
 		return req
 	}
 	dcgm := mustRegister(t, st, store.RootTenant, sign(t, ramdisk("nvidia-dcgm@2026.09", "1"), platform, "platform", formEd25519))
-	mustUpdate(t, st, func(tx *store.Tx) error { _, err := Promote(tx, store.RootTenant, dcgm.ID); return err })
+	storetest.Update(t, st, func(tx *store.Tx) error { _, err := Promote(tx, store.RootTenant, dcgm.ID); return err })
 	own := osRequest("own-initrd@1")
 	own.SHA256 = digest("2")
 	mustRegister(t, st, "acme", sign(t, own, acmeKey, "acme-1", formP1363))
 	// Rows Register never makes, as a restored or edited catalog could hold them.
 	tenantSigned := ramdisk("tenant-initrd@1", "4")
 	tenantSigned = sign(t, tenantSigned, acmeKey, "acme-1", formP1363)
-	mustUpdate(t, st, func(tx *store.Tx) error {
+	storetest.Update(t, st, func(tx *store.Tx) error {
 		for _, req := range []RegisterRequest{ramdisk("unsigned-initrd@1", "3"), tenantSigned} {
 			img, _, err := validate(req)
 			if err != nil {

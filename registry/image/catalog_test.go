@@ -5,6 +5,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/testkit/openssl"
 	"github.com/google/go-cmp/cmp"
 )
@@ -39,7 +40,7 @@ func TestCrossTenant(t *testing.T) {
 	// acme cannot promote its unsigned image; it can promote the signed one.
 	err := st.Update(func(tx *store.Tx) error { _, err := Promote(tx, "acme", unsigned.ID); return err })
 	checkErr(t, err, proto.InvalidState, "", "unsigned")
-	mustUpdate(t, st, func(tx *store.Tx) (err error) { signed, err = Promote(tx, "acme", signed.ID); return err })
+	storetest.Update(t, st, func(tx *store.Tx) (err error) { signed, err = Promote(tx, "acme", signed.ID); return err })
 	st.View(func(tx *store.Tx) error {
 		got, err := Get(tx, "beta", signed.ID)
 		if err != nil || !got.Public {
@@ -68,7 +69,7 @@ func TestCrossTenant(t *testing.T) {
 // public image.
 func TestResolveImage(t *testing.T) {
 	st := openCatalog(t)
-	mustUpdate(t, st, func(tx *store.Tx) error { _, err := tx.CreateTenant("gamma"); return err })
+	storetest.Update(t, st, func(tx *store.Tx) error { _, err := tx.CreateTenant("gamma"); return err })
 	keys := map[string]*openssl.Key{}
 	for _, tn := range []string{store.RootTenant, "acme", "beta", "gamma"} {
 		keys[tn] = openssl.Generate(t, openssl.Ed25519)
@@ -76,7 +77,7 @@ func TestResolveImage(t *testing.T) {
 	}
 	publish := func(tenant, ref string) store.Image {
 		img := mustRegister(t, st, tenant, sign(t, osRequest(ref), keys[tenant], "k", formEd25519))
-		mustUpdate(t, st, func(tx *store.Tx) (err error) { img, err = Promote(tx, tenant, img.ID); return err })
+		storetest.Update(t, st, func(tx *store.Tx) (err error) { img, err = Promote(tx, tenant, img.ID); return err })
 		return img
 	}
 	gammaShared := publish("gamma", "shared@1")

@@ -6,6 +6,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/testkit/openssl"
 )
 
@@ -15,12 +16,8 @@ func openCatalog(t testing.TB) *store.Store { t.Helper(); return openCatalogWith
 // openCatalogWith is openCatalog with store options, such as a clock.
 func openCatalogWith(t testing.TB, opts store.Options) *store.Store {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	mustUpdate(t, st, func(tx *store.Tx) error {
+	st := storetest.Open(t, opts)
+	storetest.Update(t, st, func(tx *store.Tx) error {
 		for _, tn := range []string{store.RootTenant, "acme", "beta"} {
 			if _, err := tx.CreateTenant(tn); err != nil {
 				return err
@@ -31,21 +28,14 @@ func openCatalogWith(t testing.TB, opts store.Options) *store.Store {
 	return st
 }
 
-func mustUpdate(t testing.TB, st *store.Store, fn func(tx *store.Tx) error) {
-	t.Helper()
-	if err := st.Update(fn); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func addSigner(t testing.TB, st *store.Store, tenant, id string, key *openssl.Key) {
 	t.Helper()
-	mustUpdate(t, st, func(tx *store.Tx) error { _, err := AddSigner(tx, tenant, id, key.PublicPEM); return err })
+	storetest.Update(t, st, func(tx *store.Tx) error { _, err := AddSigner(tx, tenant, id, key.PublicPEM); return err })
 }
 
 func revokeSigner(t testing.TB, st *store.Store, tenant, id string) {
 	t.Helper()
-	mustUpdate(t, st, func(tx *store.Tx) error { _, err := tx.RevokeImageSigner(tenant, id); return err })
+	storetest.Update(t, st, func(tx *store.Tx) error { _, err := tx.RevokeImageSigner(tenant, id); return err })
 }
 
 // sigForm is how a test encodes an openssl signature.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -25,7 +26,7 @@ func newSiteFixture(t *testing.T) *siteFixture {
 	t.Helper()
 	f := &siteFixture{ids: map[string]string{}, now: time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)}
 	f.st = openCatalogWith(t, store.Options{Now: func() time.Time { return f.now }})
-	mustUpdate(t, f.st, func(tx *store.Tx) error {
+	storetest.Update(t, f.st, func(tx *store.Tx) error {
 		if _, err := tx.CreateSite("rack-1"); err != nil {
 			return err
 		}

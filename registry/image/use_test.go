@@ -6,6 +6,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/testkit/openssl"
 )
 
@@ -35,7 +36,7 @@ func TestVerifyImageForUse(t *testing.T) {
 	// beta's allowlist under the same id.
 	addSigner(t, st, "beta", "acme-ec", ec)
 	promote := func(img store.Image) store.Image {
-		mustUpdate(t, st, func(tx *store.Tx) (err error) { img, err = Promote(tx, "acme", img.ID); return err })
+		storetest.Update(t, st, func(tx *store.Tx) (err error) { img, err = Promote(tx, "acme", img.ID); return err })
 		return img
 	}
 	publicEd := promote(mustRegister(t, st, "acme", sign(t, osRequest("public-ed@1"), ed, "acme-ed", formEd25519)))

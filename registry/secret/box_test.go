@@ -8,6 +8,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
 func TestSealedAtRestAndOpenedWithTheSameKey(t *testing.T) {
@@ -70,11 +71,7 @@ func TestCiphertextBoundToRefAndNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, store.Options{})
 	err = st.Update(func(tx *store.Tx) error {
 		ref, err := box.Put(tx, "userdata", "n1", []byte("doc"))
 		if err != nil {

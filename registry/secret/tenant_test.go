@@ -8,6 +8,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
 // k8sJoin is a host section with one k8s-join unit naming ref.
@@ -187,11 +188,7 @@ func TestTenantSecrets(t *testing.T) {
 // openTest opens a store in a temporary directory and a box over a fixed key.
 func openTest(t *testing.T) (*store.Store, *Box) {
 	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := storetest.Open(t, store.Options{})
 	box, err := New(bytes.Repeat([]byte{7}, keySize))
 	if err != nil {
 		t.Fatal(err)

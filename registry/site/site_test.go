@@ -8,30 +8,11 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
-func openStore(t testing.TB) *store.Store {
-	t.Helper()
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	err = st.Update(func(tx *store.Tx) error {
-		if _, err := tx.CreateTenant("acme"); err != nil {
-			return err
-		}
-		if _, err := tx.CreateSite("rack-a"); err != nil {
-			return err
-		}
-		_, err := tx.CreatePool(store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
+// openStore opens a store holding tenant acme, site rack-a and acme's pool gpu there.
+func openStore(t testing.TB) *store.Store { return storetest.Filled(t, store.Options{}) }
 
 func TestRefreshMovesGenerationOnChangeOnly(t *testing.T) {
 	st := openStore(t)

@@ -17,7 +17,12 @@ func openTest(t *testing.T) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		if err := s.Check(); err != nil {
+			t.Errorf("the store is not consistent: %v", err)
+		}
+		s.Close()
+	})
 	return s
 }
 

@@ -7,16 +7,13 @@ import (
 
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/google/go-cmp/cmp"
 )
 
 func TestJoinLog(t *testing.T) {
 	fake := clock.NewFake(epoch)
-	st, err := store.Open(t.TempDir(), store.Options{Now: fake.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := storetest.Open(t, store.Options{Now: fake.Now})
 	log := NewJoinLog(st)
 	join := func(role string) {
 		fake.Advance(time.Minute)

@@ -1,0 +1,59 @@
+// Package storetest opens registry stores for tests: in the test's temporary directory,
+// closed when the test ends after Store.Check found the store consistent, and, with
+// Filled, holding the usual tenant, site and pool.
+package storetest
+
+import (
+	"testing"
+
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// The usual tenant, site and pool Filled makes: pool Pool of tenant Tenant at site Site.
+const (
+	Tenant = "acme"
+	Site   = "rack-a"
+	Pool   = "gpu"
+)
+
+// Open opens a store with opts in a new temporary directory of t. When t ends, the
+// store must pass Store.Check (the test fails otherwise) and is closed.
+func Open(t testing.TB, opts store.Options) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := st.Check(); err != nil {
+			t.Errorf("the store is not consistent: %v", err)
+		}
+		st.Close()
+	})
+	return st
+}
+
+// Filled is Open, with tenant Tenant, site Site and pool Pool of Tenant at Site made.
+func Filled(t testing.TB, opts store.Options) *store.Store {
+	t.Helper()
+	st := Open(t, opts)
+	Update(t, st, func(tx *store.Tx) error {
+		if _, err := tx.CreateTenant(Tenant); err != nil {
+			return err
+		}
+		if _, err := tx.CreateSite(Site); err != nil {
+			return err
+		}
+		_, err := tx.CreatePool(store.Pool{Tenant: Tenant, Name: Pool, Site: Site})
+		return err
+	})
+	return st
+}
+
+// Update runs fn in a read-write transaction of st and fails t when it fails.
+func Update(t testing.TB, st *store.Store, fn func(*store.Tx) error) {
+	t.Helper()
+	if err := st.Update(fn); err != nil {
+		t.Fatal(err)
+	}
+}
