@@ -23,6 +23,7 @@ import (
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/hardware/dcgm"
 	"github.com/better-compute/better-compute/hardware/inventory"
@@ -43,6 +44,9 @@ type Options struct {
 	Runner hostconverge.Runner
 	// Log receives the agent's structured logs.
 	Log *slog.Logger
+	// Clock is the agent's one clock: its session's (reconnects, keep-alive, renewal)
+	// and its converger's period. clock.Real when nil.
+	Clock clock.Clock
 }
 
 // Run runs the node agent until ctx ends.
@@ -64,8 +68,11 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil { // the hardware sections wait for the registry's inventory.refresh
 		o.Log.Warn("reading the hardware inventory", "err", err)
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
 	a.session, err = session.New(session.Config{
-		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
+		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs, Clock: o.Clock,
 		ObservedGeneration: last.Generation, Apply: a.apply, Log: o.Log, Inventory: inventory.Sections(first),
 		Handlers: map[string]session.Handler{
 			proto.CommandInventoryRefresh: func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
@@ -84,7 +91,7 @@ func Run(ctx context.Context, o Options) error {
 	if runner == nil {
 		runner = hostconverge.ExecRunner{}
 	}
-	conv := &hostconverge.Converger{Root: o.Root, Runner: runner, Secrets: a.session, Log: o.Log}
+	conv := &hostconverge.Converger{Root: o.Root, Runner: runner, Secrets: a.session, Clock: o.Clock, Log: o.Log}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
