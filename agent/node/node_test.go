@@ -16,10 +16,11 @@ import (
 	"github.com/better-compute/better-compute/testkit"
 )
 
-// TestApplyAcknowledgesOnlyAppliedGenerations runs apply against the real converger
-// under a temporary root: a spec whose pass applies is saved and acknowledged, one with a
-// unit bcd does not know is refused with its error and the saved spec stays.
-func TestApplyAcknowledgesOnlyAppliedGenerations(t *testing.T) {
+// startAgent makes a node agent in a temporary config dir, its session never connected,
+// and runs the real converger under a temporary root on clk, with a period of a minute,
+// until the test ends. It returns the agent, its config dir and the test's context.
+func startAgent(t *testing.T, clk clock.Clock) (*agent, string, context.Context) {
+	t.Helper()
 	ca, err := testkit.NewCA()
 	if err != nil {
 		t.Fatal(err)
@@ -31,14 +32,22 @@ func TestApplyAcknowledgesOnlyAppliedGenerations(t *testing.T) {
 	dir := t.TempDir()
 	log := slog.New(slog.DiscardHandler)
 	a := newAgent(dir, log)
-	if a.session, err = session.New(session.Config{Addr: "127.0.0.1:1", Certificate: cert, Log: log}); err != nil {
+	if a.session, err = session.New(session.Config{Addr: "127.0.0.1:1", Certificate: cert, Clock: clk, Log: log}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	conv := &hostconverge.Converger{Root: t.TempDir(), Runner: hostconverge.ExecRunner{}, Log: log}
+	conv := &hostconverge.Converger{Root: t.TempDir(), Runner: hostconverge.ExecRunner{}, Log: log, Clock: clk, Period: time.Minute}
 	done := make(chan struct{})
 	go func() { conv.Run(ctx, a.specs, a); close(done) }()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
+	return a, dir, ctx
+}
+
+// TestApplyAcknowledgesOnlyAppliedGenerations runs apply against the real converger
+// under a temporary root: a spec whose pass applies is saved and acknowledged, one with a
+// unit bcd does not know is refused with its error and the saved spec stays.
+func TestApplyAcknowledgesOnlyAppliedGenerations(t *testing.T) {
+	a, dir, ctx := startAgent(t, clock.Real{})
 
 	if err := a.apply(ctx, proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode, Generation: 1}); err != nil {
 		t.Fatalf("an empty host section: %v", err)
@@ -52,7 +61,7 @@ func TestApplyAcknowledgesOnlyAppliedGenerations(t *testing.T) {
 	if g := saved(); g != 1 {
 		t.Errorf("saved generation %d, want 1", g)
 	}
-	err = a.apply(ctx, proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode, Generation: 2, Host: []proto.HostUnit{{Unit: "frobnicate"}}})
+	err := a.apply(ctx, proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode, Generation: 2, Host: []proto.HostUnit{{Unit: "frobnicate"}}})
 	if proto.CodeOf(err) != proto.Unsupported {
 		t.Errorf("an unknown unit: %v, want UNSUPPORTED", err)
 	}
@@ -66,26 +75,8 @@ func TestApplyAcknowledgesOnlyAppliedGenerations(t *testing.T) {
 // be saved is not acknowledged, and a later pass that applies it saves and acknowledges
 // it, however long the state file stayed unwritable.
 func TestAppliedGenerationIsAcknowledgedOnceSaved(t *testing.T) {
-	ca, err := testkit.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.AgentCertificate("nd_1", "node")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	log := slog.New(slog.DiscardHandler)
-	a := newAgent(dir, log)
-	if a.session, err = session.New(session.Config{Addr: "127.0.0.1:1", Certificate: cert, Log: log}); err != nil {
-		t.Fatal(err)
-	}
 	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	ctx, cancel := context.WithCancel(t.Context())
-	conv := &hostconverge.Converger{Root: t.TempDir(), Runner: hostconverge.ExecRunner{}, Log: log, Clock: clk, Period: time.Minute}
-	done := make(chan struct{})
-	go func() { conv.Run(ctx, a.specs, a); close(done) }()
-	defer func() { cancel(); <-done }()
+	a, dir, ctx := startAgent(t, clk)
 
 	// The state file cannot be written: a directory stands in its place.
 	state := filepath.Join(dir, StateFile)

@@ -3,33 +3,19 @@ package session
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/testkit"
 )
 
 // TestSessionRunsOnItsClock checks that the session's waits and stamps follow its
 // clock: a signed result carries the clock's time, and the reconnect backoff waits on
 // the clock (nothing listens at the registry's address, so every dial fails).
 func TestSessionRunsOnItsClock(t *testing.T) {
-	ca, err := testkit.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.AgentCertificate("nd_1", "ramdisk")
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := clock.NewFake(time.Date(2031, 3, 1, 12, 0, 0, 0, time.UTC))
-	a, err := New(Config{Addr: "127.0.0.1:1", Certificate: cert, Clock: clk, Log: slog.New(slog.DiscardHandler),
-		Backoff: Backoff{Min: time.Hour, Max: time.Hour}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newTestAgent(t, "ramdisk", Config{Clock: clk, Backoff: Backoff{Min: time.Hour, Max: time.Hour}})
 
 	ctx := context.WithValue(context.WithValue(t.Context(), agentKey{}, a), cmdKey{}, &run{id: "wf_1.3.1"})
 	raw, err := SignResult(ctx, proto.CommandDiskWipe, map[string]any{})

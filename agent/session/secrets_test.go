@@ -2,29 +2,16 @@ package session
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/testkit"
 )
 
 // TestSecretWithoutASession checks that Secret fails clearly when the agent has no
 // session, and that a session that ends fails the requests waiting on it.
 func TestSecretWithoutASession(t *testing.T) {
-	ca, err := testkit.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.AgentCertificate("nd_1", "node")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(Config{Addr: "127.0.0.1:1", Certificate: cert, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newTestAgent(t, "node", Config{})
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	if v, err := a.Secret(ctx, "secret://k8s/join"); proto.CodeOf(err) != proto.InvalidState || v != nil {

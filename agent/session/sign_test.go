@@ -11,22 +11,30 @@ import (
 	"github.com/better-compute/better-compute/testkit"
 )
 
-// TestSignResult checks that a handler's signed result names the agent's node and the
-// command it runs, verifies with the key of the certificate it carries, and that
-// nothing is signed outside a command.
-func TestSignResult(t *testing.T) {
+// newTestAgent makes the session of agent nd_1 in role with cfg, its certificate from a
+// new agent CA, its registry at an address where nothing listens.
+func newTestAgent(t *testing.T, role string, cfg Config) *Agent {
+	t.Helper()
 	ca, err := testkit.NewCA()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := ca.AgentCertificate("nd_1", "ramdisk")
+	if cfg.Certificate, err = ca.AgentCertificate("nd_1", role); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Addr, cfg.Log = "127.0.0.1:1", slog.New(slog.DiscardHandler)
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Config{Addr: "127.0.0.1:1", Certificate: cert, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return a
+}
+
+// TestSignResult checks that a handler's signed result names the agent's node and the
+// command it runs, verifies with the key of the certificate it carries, and that
+// nothing is signed outside a command.
+func TestSignResult(t *testing.T) {
+	a := newTestAgent(t, "ramdisk", Config{})
 	if _, err := SignResult(t.Context(), proto.CommandDiskWipe, map[string]any{}); err == nil {
 		t.Fatal("signed outside a command")
 	}
