@@ -50,8 +50,8 @@ type Config struct {
 	// OnInventory, if set, is called after an inventory section that changed is stored.
 	// It runs on the agent's session and must return quickly (queue, do not work).
 	OnInventory func(node, section string, data json.RawMessage)
-	// OnObserved, if set, is called after an agent's applied generation is recorded, so
-	// that a workflow can wait for a NodeSpec to take effect. It must return quickly.
+	// OnObserved, if set, is called after an agent's applied generation is recorded (and
+	// WaitObserved's waiters are woken). It must return quickly.
 	OnObserved func(node string, generation int64)
 	// OnSession, if set, is called once an agent's hello is recorded: the agent of node
 	// in role is connected (a join, a reconnect or a reboot). It must return quickly.
