@@ -149,7 +149,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	joins, engine := plane.joins, plane.engine
 	metalSvc := metal.New(metal.Config{Store: st, Engine: engine, Joins: joins, HardwareProfiles: hardware,
 		Images: catalog{st}, AllowUnsignedImages: cfg.AllowUnsignedImages, UserData: renderer{st, userData}, Generations: plane.ep,
-		Ramdisk: plane, Identities: plane.ep, Presence: plane, Log: cfg.Log})
+		Ramdisk: plane, Identities: plane.ep, Presence: plane, Clock: cfg.Clock, Log: cfg.Log})
 
 	apiSrv := api.NewServer(st, cfg.Log)
 	apiSrv.RegisterAll()

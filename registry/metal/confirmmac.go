@@ -67,8 +67,6 @@ func (s *Service) discoverMAC(ctx context.Context, a *workflow.Attempt) (store.N
 		}
 	}
 	s.cfg.Log.Info("waiting for the MAC PXE discovery proposes to be bound: `nodes confirm-mac`", "workflow", a.Run.ID, "node", a.Node.ID)
-	tick := time.NewTicker(macPoll)
-	defer tick.Stop()
 	for {
 		var node store.Node
 		if err := s.cfg.Store.View(func(tx *store.Tx) (err error) { node, err = tx.Node(a.Node.ID); return err }); err != nil {
@@ -77,10 +75,12 @@ func (s *Service) discoverMAC(ctx context.Context, a *workflow.Attempt) (store.N
 		if len(node.MACs) > 0 {
 			return node, nil
 		}
+		t := s.cfg.Clock.NewTimer(macPoll)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return node, ctx.Err()
-		case <-tick.C:
+		case <-t.C():
 		}
 	}
 }

@@ -3,6 +3,7 @@ package metal
 import (
 	"log/slog"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/workflow"
@@ -38,6 +39,9 @@ type Config struct {
 	// that rule never fires.
 	Presence Presence
 	Log      *slog.Logger
+	// Clock times the waits of metal's own steps (a MAC discovery's polling); clock.Real
+	// when nil.
+	Clock clock.Clock
 }
 
 // Service is metal's node lifecycle.
@@ -51,6 +55,9 @@ type Service struct {
 func New(cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
 	}
 	s := &Service{cfg: cfg}
 	e := cfg.Engine
