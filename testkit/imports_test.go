@@ -20,10 +20,12 @@ type rule struct {
 // rules are the one-way import flow of docs/ARCHITECTURE.md.
 var rules = []rule{
 	{"proto", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "fetch", "clock", "testkit"}, "proto is the shared leaf: it imports nothing of the project but proto"},
-	{"fsutil", []string{"proto", "registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fetch", "clock", "testkit"}, "fsutil is a leaf"},
+	{"fsutil", []string{"proto", "jsondoc", "labelexpr", "registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fetch", "clock", "testkit"}, "fsutil is a leaf"},
 	{"fetch", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "clock", "testkit"}, "fetch is a shared agent-side leaf: it imports nothing of the project but proto"},
 	{"hardware", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "fetch", "cli", "fsutil", "clock", "testkit"}, "hardware is a shared agent-side leaf: it imports nothing of the project but proto"},
-	{"clock", []string{"proto", "registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "fetch", "testkit"}, "clock is a shared leaf of the registry and the agents: it imports nothing of the project"},
+	{"jsondoc", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "fetch", "clock", "labelexpr", "testkit"}, "jsondoc is a general library: it imports nothing of the project but proto"},
+	{"labelexpr", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "fetch", "clock", "jsondoc", "testkit"}, "labelexpr is a general library: it imports nothing of the project but proto"},
+	{"clock", []string{"proto", "registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "fetch", "jsondoc", "labelexpr", "testkit"}, "clock is a shared leaf of the registry and the agents: it imports nothing of the project"},
 	{"registry", []string{"agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "fetch", "cli", "testkit"}, "the registry never imports agent-side rooms"},
 	{"registry/attest", []string{"registry/store", "registry/workflow", "registry/metal", "registry/agents", "registry/api"}, "registry/attest reads signed results from proto alone, so the agent endpoint and the CLI both use it"},
 	{"agent", []string{"registry", "cli", "testkit"}, "agent-side rooms never import the registry"},

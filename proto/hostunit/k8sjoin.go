@@ -6,8 +6,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/jsondoc"
 )
 
 // K8sJoin joins the host to a Kubernetes cluster as a worker node.

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/better-compute/better-compute/proto/jsondoc"
+	"github.com/better-compute/better-compute/jsondoc"
 )
 
 // Places a step runs.

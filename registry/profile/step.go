@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/better-compute/better-compute/proto/jsondoc"
-	"github.com/better-compute/better-compute/proto/labelexpr"
+	"github.com/better-compute/better-compute/jsondoc"
+	"github.com/better-compute/better-compute/labelexpr"
 )
 
 // The phases of a profile, in the order they run, with the field that holds each.
