@@ -30,6 +30,7 @@ import (
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/proto/joinwire"
 )
 
@@ -144,7 +145,7 @@ func readToken(path string) (string, error) {
 // localEncryptionKey reads join-encryption.jwk from the config directory, if there is
 // one (the ramdisk installs it into the OS it writes); it must match the pin.
 func localEncryptionKey(dir, pin string) (*ecdh.PublicKey, error) {
-	path := filepath.Join(dir, bcdconf.JoinEncryptionFile)
+	path := filepath.Join(dir, bcdargv.JoinEncryptionFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

@@ -26,6 +26,7 @@ import (
 	"github.com/better-compute/better-compute/hardware/dcgm"
 	"github.com/better-compute/better-compute/hardware/inventory"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/ramdisk/deploy"
 	"github.com/better-compute/better-compute/ramdisk/disk"
@@ -174,10 +175,10 @@ func (a *agent) deployImage(ctx context.Context, payload json.RawMessage) (json.
 	files := firstboot.Files{UserData: in.UserData, Kind: in.UserDataKind, InstanceID: a.node}
 	if len(in.UserData) > 0 {
 		var err error
-		if files.Config, err = os.ReadFile(filepath.Join(a.opts.ConfigDir, bcdconf.ConfigFile)); err != nil {
+		if files.Config, err = os.ReadFile(filepath.Join(a.opts.ConfigDir, bcdargv.ConfigFile)); err != nil {
 			return nil, err
 		}
-		if files.JoinEncryptionKey, err = os.ReadFile(filepath.Join(a.opts.ConfigDir, bcdconf.JoinEncryptionFile)); err != nil {
+		if files.JoinEncryptionKey, err = os.ReadFile(filepath.Join(a.opts.ConfigDir, bcdargv.JoinEncryptionFile)); err != nil {
 			return nil, err
 		}
 	}

@@ -9,9 +9,9 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/boot"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/bcdargv"
 )
 
 // Version is the version of the site config this bcd reads.
@@ -110,7 +110,7 @@ func decodeError(err error) error {
 // withDefaults is the one place the site config's defaults are set.
 func (c Config) withDefaults() Config {
 	if c.ConfigDir == "" {
-		c.ConfigDir = bcdconf.DefaultDir
+		c.ConfigDir = bcdargv.ConfigDir
 	}
 	if c.StateDir == "" {
 		c.StateDir = "/var/lib/bcd/site"
