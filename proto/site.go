@@ -42,10 +42,6 @@ type Discovery struct {
 	LastSeen  time.Time `json:"lastSeen"`
 }
 
-// IsDigest reports whether s is a SHA-256 as the catalog writes it: 64 lower-case hex
-// digits.
-func IsDigest(s string) bool { return digest.MatchString(s) }
-
 // SiteBMCConcerns maps the kind of each site command that reaches a machine's BMC to the
 // concern of the driver binding it opens. The registry attaches the BMC's credential to
 // these commands only.

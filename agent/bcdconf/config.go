@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/pelletier/go-toml/v2"
@@ -64,8 +65,8 @@ func (c Config) Check() error {
 	if u, err := url.Parse(c.Server); err != nil || u.Scheme != "https" || u.Host == "" {
 		return fmt.Errorf("server %q is not an https:// URL", c.Server)
 	}
-	if err := joinwire.CheckNodeID(c.NodeID); err != nil {
-		return fmt.Errorf("nodeId: %v", err)
+	if err := proto.CheckNodeID(c.NodeID); err != nil {
+		return fmt.Errorf("nodeId: %s", proto.AsError(err).Message)
 	}
 	if err := joinwire.CheckRole(c.Role); err != nil {
 		return fmt.Errorf("role: %v", err)

@@ -49,8 +49,8 @@ func (o Options) check() (*url.URL, error) {
 	if o.TokenFile == "" {
 		return nil, proto.Errorf(proto.InvalidConfig, "--token-file is missing: name the file that holds the join token").WithPath("--token-file")
 	}
-	if err := joinwire.CheckNodeID(o.NodeID); err != nil {
-		return nil, proto.Errorf(proto.InvalidConfig, "--node-id: %v", err).WithPath("--node-id")
+	if err := proto.CheckNodeID(o.NodeID); err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "--node-id: %s", proto.AsError(err).Message).WithPath("--node-id")
 	}
 	if err := joinwire.CheckRole(o.Role); err != nil {
 		return nil, proto.Errorf(proto.InvalidConfig, "--role: %v", err).WithPath("--role")

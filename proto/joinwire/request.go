@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"fmt"
-	"regexp"
 	"slices"
 
 	"github.com/better-compute/better-compute/proto"
@@ -37,18 +36,6 @@ const (
 	// under 3 KiB; a real one, with a P-256 key and a sealed token, is under 600 bytes.
 	MaxRequest = 4 << 10
 )
-
-// nodeID is the shape of a node id: it is an argument on a command line and a systemd
-// unit, a certificate's CommonName and part of the sealing AAD.
-var nodeID = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
-
-// CheckNodeID refuses a string that cannot be a node id.
-func CheckNodeID(id string) error {
-	if !nodeID.MatchString(id) {
-		return fmt.Errorf("node id %s: use 1 to 128 lower-case letters, digits, dots, underscores and hyphens, starting with a letter or digit", proto.Quote(id))
-	}
-	return nil
-}
 
 // CheckRole refuses an unknown role.
 func CheckRole(role string) error {
@@ -84,8 +71,8 @@ type Parsed struct {
 
 // Parse checks the request's fields, with INVALID_INPUT naming the first bad one.
 func (r Request) Parse() (Parsed, error) {
-	if err := CheckNodeID(r.NodeID); err != nil {
-		return Parsed{}, proto.Errorf(proto.InvalidInput, "%v", err).WithPath("nodeId")
+	if err := proto.CheckNodeID(r.NodeID); err != nil {
+		return Parsed{}, proto.AsError(err).WithPath("nodeId")
 	}
 	if err := CheckRole(r.Role); err != nil {
 		return Parsed{}, proto.Errorf(proto.InvalidInput, "%v", err).WithPath("role")

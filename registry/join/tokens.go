@@ -72,8 +72,8 @@ func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (stor
 			nodeID = site
 		}
 	}
-	if err := joinwire.CheckNodeID(nodeID); err != nil {
-		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "%v", err).WithPath("nodeId")
+	if err := proto.CheckNodeID(nodeID); err != nil {
+		return store.JoinToken{}, "", proto.AsError(err).WithPath("nodeId")
 	}
 	if err := tx.CheckIdentity(nodeID); err != nil {
 		return store.JoinToken{}, "", err
