@@ -26,20 +26,20 @@ func TestRegistryOpen(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	for _, a := range PowerActions {
-		if got, err := ParsePowerAction(string(a)); err != nil || got != a {
-			t.Errorf("ParsePowerAction(%s) = %s, %v", a, got, err)
+	for _, a := range proto.PowerActions {
+		if got, err := proto.ParsePowerAction(string(a)); err != nil || got != a {
+			t.Errorf("proto.ParsePowerAction(%s) = %s, %v", a, got, err)
 		}
 	}
-	for _, d := range BootDevices {
-		if got, err := ParseBootDevice(string(d)); err != nil || got != d {
-			t.Errorf("ParseBootDevice(%s) = %s, %v", d, got, err)
+	for _, d := range proto.BootDevices {
+		if got, err := proto.ParseBootDevice(string(d)); err != nil || got != d {
+			t.Errorf("proto.ParseBootDevice(%s) = %s, %v", d, got, err)
 		}
 	}
-	if _, err := ParsePowerAction("On"); proto.CodeOf(err) != proto.InvalidConfig {
-		t.Errorf("ParsePowerAction(On): %v", err)
+	if _, err := proto.ParsePowerAction("On"); proto.CodeOf(err) != proto.InvalidConfig {
+		t.Errorf("proto.ParsePowerAction(On): %v", err)
 	}
-	if _, err := ParseBootDevice("usb"); proto.CodeOf(err) != proto.InvalidConfig {
-		t.Errorf("ParseBootDevice(usb): %v", err)
+	if _, err := proto.ParseBootDevice("usb"); proto.CodeOf(err) != proto.InvalidConfig {
+		t.Errorf("proto.ParseBootDevice(usb): %v", err)
 	}
 }

@@ -23,7 +23,7 @@ func (s *states) GetPower(context.Context) (PowerState, error) {
 	return s.seq[i], s.err
 }
 
-func (s *states) SetPower(context.Context, PowerAction) error { return nil }
+func (s *states) SetPower(context.Context, proto.PowerAction) error { return nil }
 
 func TestWaitPower(t *testing.T) {
 	timing := Timing{Timeout: 100 * time.Millisecond, Interval: time.Millisecond}

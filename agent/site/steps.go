@@ -143,7 +143,7 @@ func (s *steps) setPower(ctx context.Context, cmd proto.SiteCommand, d bmc.Drive
 	if err := decodeStrict(cmd.Input, &in); err != nil {
 		return nil, proto.Errorf(proto.InvalidInput, "power.setPower: %v", err).WithPath("with")
 	}
-	action, err := bmc.ParsePowerAction(in.Action)
+	action, err := proto.ParsePowerAction(in.Action)
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func (s *steps) setPower(ctx context.Context, cmd proto.SiteCommand, d bmc.Drive
 		return nil, err
 	}
 	s.env.Logger().Info("power set", "node", cmd.Node, "action", string(action))
-	return map[string]bmc.PowerAction{"action": action}, nil
+	return map[string]proto.PowerAction{"action": action}, nil
 }
 
 // setBootDevice sets the boot device; cd on a machine whose boot entry is a sanboot (an
@@ -165,17 +165,17 @@ func (s *steps) setBootDevice(ctx context.Context, cmd proto.SiteCommand, d bmc.
 	if err := decodeStrict(cmd.Input, &in); err != nil {
 		return nil, proto.Errorf(proto.InvalidInput, "management.setBootDevice: %v", err).WithPath("with")
 	}
-	device, err := bmc.ParseBootDevice(in.Device)
+	device, err := proto.ParseBootDevice(in.Device)
 	if err != nil {
 		return nil, err
 	}
-	if device == bmc.BootCD && s.entries.kind(cmd.Node) == proto.BootSanboot {
-		device = bmc.BootPXE
+	if device == proto.BootDeviceCD && s.entries.kind(cmd.Node) == proto.BootSanboot {
+		device = proto.BootDevicePXE
 	}
 	if err := d.SetBootDevice(ctx, device, in.Persistent); err != nil {
 		return nil, err
 	}
-	if device == bmc.BootDisk && s.entries.relayedKind(cmd.Node) != "" {
+	if device == proto.BootDeviceDisk && s.entries.relayedKind(cmd.Node) != "" {
 		// A machine that network-boots again all the same (a one-time device a guest's
 		// own reboot uses once more) is sent on to its disk.
 		macs, uuid := s.entries.identity(cmd.Node)

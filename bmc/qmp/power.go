@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/proto"
 )
 
 // runStates maps qemu's run states (query-status) to power states. A VM is on while
@@ -62,8 +63,8 @@ func (d *driver) GetPower(ctx context.Context) (bmc.PowerState, error) {
 //
 // A restart (reset, graceful-restart, cycle) of a VM that is off is on. Every power-on
 // resets the VM first, so that it boots afresh with the boot order set since.
-func (d *driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
-	if _, err := bmc.ParsePowerAction(string(action)); err != nil {
+func (d *driver) SetPower(ctx context.Context, action proto.PowerAction) error {
+	if _, err := proto.ParsePowerAction(string(action)); err != nil {
 		return err
 	}
 	var state bmc.PowerState
@@ -74,17 +75,17 @@ func (d *driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
 		on, off := state == bmc.PowerOn, state == bmc.PowerOff
 		d.log.Info("power", "action", string(action), "state", string(state))
 		switch {
-		case action == bmc.ActionNMI:
+		case action == proto.PowerActionNMI:
 			return c.execute("inject-nmi", nil, nil)
-		case action == bmc.ActionOn && on, (action == bmc.ActionOff || action == bmc.ActionGracefulOff) && off:
+		case action == proto.PowerActionOn && on, (action == proto.PowerActionOff || action == proto.PowerActionGracefulOff) && off:
 			return nil
-		case action == bmc.ActionOff:
+		case action == proto.PowerActionOff:
 			return c.execute("stop", nil, nil)
-		case action == bmc.ActionGracefulOff, action == bmc.ActionGracefulRestart && !off:
+		case action == proto.PowerActionGracefulOff, action == proto.PowerActionGracefulRestart && !off:
 			return c.execute("system_powerdown", nil, nil)
-		case action == bmc.ActionReset && on:
+		case action == proto.PowerActionReset && on:
 			return d.reset(c)
-		case action == bmc.ActionCycle && !off:
+		case action == proto.PowerActionCycle && !off:
 			if err := c.execute("stop", nil, nil); err != nil {
 				return err
 			}
@@ -95,9 +96,9 @@ func (d *driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
 		return err
 	}
 	switch action {
-	case bmc.ActionGracefulOff:
+	case proto.PowerActionGracefulOff:
 		return bmc.WaitPower(ctx, d, bmc.PowerOff, d.timing)
-	case bmc.ActionGracefulRestart:
+	case proto.PowerActionGracefulRestart:
 		if err := bmc.WaitPower(ctx, d, bmc.PowerOff, d.timing); err != nil {
 			return err
 		}

@@ -11,14 +11,14 @@ import (
 )
 
 // resetTypes maps each power action to the ComputerSystem.Reset type that performs it.
-var resetTypes = map[bmc.PowerAction]schemas.ResetType{
-	bmc.ActionOn:              schemas.OnResetType,
-	bmc.ActionOff:             schemas.ForceOffResetType,
-	bmc.ActionGracefulOff:     schemas.GracefulShutdownResetType,
-	bmc.ActionReset:           schemas.ForceRestartResetType,
-	bmc.ActionGracefulRestart: schemas.GracefulRestartResetType,
-	bmc.ActionCycle:           schemas.PowerCycleResetType,
-	bmc.ActionNMI:             schemas.NmiResetType,
+var resetTypes = map[proto.PowerAction]schemas.ResetType{
+	proto.PowerActionOn:              schemas.OnResetType,
+	proto.PowerActionOff:             schemas.ForceOffResetType,
+	proto.PowerActionGracefulOff:     schemas.GracefulShutdownResetType,
+	proto.PowerActionReset:           schemas.ForceRestartResetType,
+	proto.PowerActionGracefulRestart: schemas.GracefulRestartResetType,
+	proto.PowerActionCycle:           schemas.PowerCycleResetType,
+	proto.PowerActionNMI:             schemas.NmiResetType,
 }
 
 // powerStates maps Redfish's PowerState to the project's.
@@ -50,10 +50,10 @@ func (d *driver) GetPower(ctx context.Context) (bmc.PowerState, error) {
 // leads to: on for on and the restarts, off for off and graceful-off. An action whose
 // state holds already is done; a restart of a machine that is off powers it on. A cycle
 // on a BMC that does not offer PowerCycle is ForceOff, then On.
-func (d *driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
+func (d *driver) SetPower(ctx context.Context, action proto.PowerAction) error {
 	want, ok := resetTypes[action]
 	if !ok {
-		_, err := bmc.ParsePowerAction(string(action))
+		_, err := proto.ParsePowerAction(string(action))
 		return err
 	}
 	sys, err := d.system(ctx)
@@ -68,20 +68,20 @@ func (d *driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
 	}
 	state := powerState(sys.PowerState)
 	switch {
-	case action == bmc.ActionOn && state == bmc.PowerOn,
-		(action == bmc.ActionOff || action == bmc.ActionGracefulOff) && state == bmc.PowerOff:
+	case action == proto.PowerActionOn && state == bmc.PowerOn,
+		(action == proto.PowerActionOff || action == proto.PowerActionGracefulOff) && state == bmc.PowerOff:
 		return nil
 	case action.Restarts() && state == bmc.PowerOff:
 		return d.reset(ctx, sys, offered, schemas.OnResetType, bmc.PowerOn)
-	case action == bmc.ActionCycle && len(offered) > 0 && !slices.Contains(offered, schemas.PowerCycleResetType):
+	case action == proto.PowerActionCycle && len(offered) > 0 && !slices.Contains(offered, schemas.PowerCycleResetType):
 		d.log.Debug("the BMC offers no PowerCycle: ForceOff, then On")
 		if err := d.reset(ctx, sys, offered, schemas.ForceOffResetType, bmc.PowerOff); err != nil {
 			return err
 		}
 		return d.reset(ctx, sys, offered, schemas.OnResetType, bmc.PowerOn)
-	case action == bmc.ActionNMI:
+	case action == proto.PowerActionNMI:
 		return d.reset(ctx, sys, offered, want, "")
-	case action == bmc.ActionOff || action == bmc.ActionGracefulOff:
+	case action == proto.PowerActionOff || action == proto.PowerActionGracefulOff:
 		return d.reset(ctx, sys, offered, want, bmc.PowerOff)
 	default:
 		return d.reset(ctx, sys, offered, want, bmc.PowerOn)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/jsondoc"
+	"github.com/better-compute/better-compute/proto"
 )
 
 // Places a step runs.
@@ -49,14 +50,14 @@ type input struct {
 var catalog = []stepSpec{
 	{name: "power.getPower", runs: []string{Site}, timeout: 2 * time.Minute},
 	{name: "power.setPower", runs: []string{Site}, timeout: 5 * time.Minute,
-		inputs: []input{{name: "action", required: true, check: oneOf("on", "off", "graceful-off", "reset", "graceful-restart", "cycle", "nmi")}},
+		inputs: []input{{name: "action", required: true, check: oneOf(proto.PowerActions...)}},
 		awaits: func(with *jsondoc.Value) bool {
 			action := with.Get("action")
-			return action != nil && slices.Contains([]string{"on", "reset", "graceful-restart", "cycle"}, action.Text)
+			return action != nil && proto.PowerAction(action.Text).Boots()
 		}},
 	{name: "management.setBootDevice", runs: []string{Site}, timeout: 2 * time.Minute,
 		inputs: []input{
-			{name: "device", required: true, check: oneOf("pxe", "http", "disk", "cd")},
+			{name: "device", required: true, check: oneOf(proto.BootDevices...)},
 			{name: "persistent", def: false, check: boolean},
 		}},
 	{name: "inspect.oob", runs: []string{Site}, timeout: 5 * time.Minute},
@@ -75,7 +76,7 @@ var catalog = []stepSpec{
 	{name: "diag.dcgm", runs: []string{Ramdisk, Node}, timeout: time.Hour,
 		inputs: []input{{name: "level", def: 1, check: wholeIn(1, 4)}}},
 	{name: "disk.wipe", runs: []string{Ramdisk}, timeout: 6 * time.Hour,
-		inputs: []input{{name: "mode", def: "quick", check: oneOf("none", "quick", "secure-erase", "crypto-erase")}}},
+		inputs: []input{{name: "mode", def: proto.WipeQuick, check: oneOf(proto.WipeModes...)}}},
 	{name: "deploy.deploy", runs: []string{Ramdisk}, timeout: time.Hour,
 		inputs: []input{{name: "image", check: imageRef}}},
 	{name: "boot.kexec", runs: []string{Ramdisk}, timeout: 15 * time.Minute,
@@ -116,8 +117,18 @@ func stepNames() []string {
 	return names
 }
 
-func oneOf(values ...string) func(*walker, *jsondoc.Value, jsondoc.Path) {
-	return func(w *walker, v *jsondoc.Value, p jsondoc.Path) { w.r.Enum(v, p, values...) }
+// oneOf checks that a value is one of the values of one of proto's enums.
+func oneOf[T ~string](values ...T) func(*walker, *jsondoc.Value, jsondoc.Path) {
+	return func(w *walker, v *jsondoc.Value, p jsondoc.Path) { w.r.Enum(v, p, texts(values)...) }
+}
+
+// texts is an enum's values as text.
+func texts[T ~string](values []T) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
 }
 
 func wholeIn(min, max int64) func(*walker, *jsondoc.Value, jsondoc.Path) {

@@ -293,8 +293,10 @@ func (w *walker) image(v *jsondoc.Value, p jsondoc.Path) {
 			imageRef(w, v, p)
 			img.Ref = v.Text
 		},
-		"format":      func(v *jsondoc.Value, p jsondoc.Path) { img.Format, _ = w.r.Enum(v, p, "raw", "qcow2", "iso") },
-		"compression": func(v *jsondoc.Value, p jsondoc.Path) { img.Compression, _ = w.r.Enum(v, p, "none", "zstd", "gzip") },
+		"format": func(v *jsondoc.Value, p jsondoc.Path) { img.Format, _ = w.r.Enum(v, p, texts(proto.ImageFormats)...) },
+		"compression": func(v *jsondoc.Value, p jsondoc.Path) {
+			img.Compression, _ = w.r.Enum(v, p, texts(proto.Compressions)...)
+		},
 	}, "ref")
 	w.p.image = img
 }
