@@ -23,14 +23,14 @@ type steps struct {
 // handlers are the session handlers of the site's relayed steps, by kind.
 func (s *steps) handlers() map[string]session.Handler {
 	return map[string]session.Handler{
-		"power.getPower":            s.bind("power.getPower", s.getPower),
-		"power.setPower":            s.bind("power.setPower", s.setPower),
-		"management.setBootDevice":  s.bind("management.setBootDevice", s.setBootDevice),
-		"inspect.oob":               s.bind("inspect.oob", s.inspect),
-		"media.insert":              s.bind("media.insert", s.insert),
-		"media.eject":               s.bind("media.eject", s.eject),
+		proto.CommandGetPower:       s.bind(proto.CommandGetPower, s.getPower),
+		proto.CommandSetPower:       s.bind(proto.CommandSetPower, s.setPower),
+		proto.CommandSetBootDevice:  s.bind(proto.CommandSetBootDevice, s.setBootDevice),
+		proto.CommandInspectOOB:     s.bind(proto.CommandInspectOOB, s.inspect),
+		proto.CommandMediaInsert:    s.bind(proto.CommandMediaInsert, s.insert),
+		proto.CommandMediaEject:     s.bind(proto.CommandMediaEject, s.eject),
 		proto.CommandPrepareRamdisk: s.entryStep(s.prepareRamdisk),
-		"boot.cleanUp":              s.entryStep(s.cleanUp),
+		proto.CommandBootCleanUp:    s.entryStep(s.cleanUp),
 	}
 }
 
@@ -137,13 +137,11 @@ func (s *steps) getPower(ctx context.Context, _ proto.SiteCommand, d bmc.Driver)
 }
 
 func (s *steps) setPower(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
-	var in struct {
-		Action string `json:"action"`
-	}
+	var in proto.SetPower
 	if err := decodeStrict(cmd.Input, &in); err != nil {
 		return nil, proto.Errorf(proto.InvalidInput, "power.setPower: %v", err).WithPath("with")
 	}
-	action, err := proto.ParsePowerAction(in.Action)
+	action, err := proto.ParsePowerAction(string(in.Action))
 	if err != nil {
 		return nil, err
 	}
@@ -158,14 +156,11 @@ func (s *steps) setPower(ctx context.Context, cmd proto.SiteCommand, d bmc.Drive
 // ISO media.insert could not mount) sets pxe, so that the machine boots the ISO from the
 // site cache, and disk turns a machine's relayed entry into a disk entry (iPXE exits).
 func (s *steps) setBootDevice(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
-	var in struct {
-		Device     string `json:"device"`
-		Persistent bool   `json:"persistent"`
-	}
+	var in proto.SetBootDevice
 	if err := decodeStrict(cmd.Input, &in); err != nil {
 		return nil, proto.Errorf(proto.InvalidInput, "management.setBootDevice: %v", err).WithPath("with")
 	}
-	device, err := proto.ParseBootDevice(in.Device)
+	device, err := proto.ParseBootDevice(string(in.Device))
 	if err != nil {
 		return nil, err
 	}

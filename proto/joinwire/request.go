@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"fmt"
-	"slices"
 
 	"github.com/better-compute/better-compute/proto"
 )
@@ -17,15 +16,13 @@ import (
 // credential (the sealed token authenticates it).
 const JoinMethod = "join.join"
 
-// The roles an agent joins as; each is the OrganizationalUnit of its certificate.
+// The roles an agent joins as, as the join request spells them: proto's roles (each is
+// the OrganizationalUnit of the agent's certificate).
 const (
-	RoleSite    = "site"
-	RoleRamdisk = "ramdisk"
-	RoleNode    = "node"
+	RoleSite    = string(proto.RoleSite)
+	RoleRamdisk = string(proto.RoleRamdisk)
+	RoleNode    = string(proto.RoleNode)
 )
-
-// Roles lists the roles.
-var Roles = []string{RoleSite, RoleRamdisk, RoleNode}
 
 // Limits on what a join request carries.
 const (
@@ -39,8 +36,8 @@ const (
 
 // CheckRole refuses an unknown role.
 func CheckRole(role string) error {
-	if !slices.Contains(Roles, role) {
-		return fmt.Errorf("role %s: the roles are %v", proto.Quote(role), Roles)
+	if !proto.Role(role).Valid() {
+		return fmt.Errorf("role %s: the roles are %v", proto.Quote(role), proto.Roles)
 	}
 	return nil
 }

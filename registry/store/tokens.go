@@ -15,10 +15,11 @@ import (
 const (
 	// TokenProvisioned joins one installed node; userdata.render mints it.
 	TokenProvisioned = "provisioned"
-	// TokenRamdisk joins one node's ramdisk; one is minted per ramdisk boot.
-	TokenRamdisk = "ramdisk"
-	// TokenSite joins one site (rack) agent; an operator makes it.
-	TokenSite = "site"
+	// TokenRamdisk joins one node's ramdisk (proto.RoleRamdisk); one is minted per
+	// ramdisk boot.
+	TokenRamdisk = string(proto.RoleRamdisk)
+	// TokenSite joins one site (rack) agent (proto.RoleSite); an operator makes it.
+	TokenSite = string(proto.RoleSite)
 )
 
 // TokenKinds lists the kinds of join token.
