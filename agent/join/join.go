@@ -158,7 +158,7 @@ func localEncryptionKey(dir, pin string) (*ecdh.PublicKey, error) {
 		return nil, proto.Errorf(proto.InvalidConfig, "%s: %v", path, err)
 	}
 	if !joinwire.MatchPin(pin, key) {
-		return nil, proto.Errorf(proto.Unauthenticated, "%s does not match --join-encryption-pin: refusing to seal the token to it", path).WithPath("--join-encryption-pin").WithReason("pin-mismatch")
+		return nil, proto.Errorf(proto.Unauthenticated, "%s does not match --join-encryption-pin: refusing to seal the token to it", path).WithPath("--join-encryption-pin").WithReason(proto.ReasonPinMismatch)
 	}
 	return key, nil
 }

@@ -281,7 +281,7 @@ func (a *agent) wipe(ctx context.Context, payload json.RawMessage) (json.RawMess
 		res = wipe.Run(ctx, disks, wipe.Options{Mode: in.Mode, Progress: func(p proto.WipeProgress) { session.ReportProgress(ctx, p) }})
 		res.Skipped = skipped
 		for _, d := range res.Disks {
-			a.opts.Log.Info("disk.wipe", "mode", in.Mode, "disk", d.Name, "method", d.Method, "wiped", d.Wiped, "unwiped", d.Unwiped, "duration", d.Duration)
+			a.opts.Log.Info(proto.CommandDiskWipe, "mode", in.Mode, "disk", d.Name, "method", d.Method, "wiped", d.Wiped, "unwiped", d.Unwiped, "duration", d.Duration)
 		}
 	}
 	return session.SignResult(ctx, proto.CommandDiskWipe, res)

@@ -41,20 +41,6 @@ type Input struct {
 	FirstBoot firstboot.Files
 }
 
-// The reasons a failed deploy.image gives in its error details.
-const (
-	// ReasonDigestMismatch: the artifact's digest differs from the catalog's.
-	ReasonDigestMismatch = "digest-mismatch"
-	// ReasonUnavailable: no location delivered the artifact.
-	ReasonUnavailable = "image-unavailable"
-	// ReasonCorrupt: the artifact matches its digest but does not decode as its format.
-	ReasonCorrupt = "image-corrupt"
-	// ReasonDiskWrite: the disk refused a write, or the image does not fit on it.
-	ReasonDiskWrite = "disk-write"
-	// ReasonFirstBoot: the first-boot files could not be installed into the written OS.
-	ReasonFirstBoot = "first-boot"
-)
-
 // Progress is a snapshot of a running deploy, for the CLI's --wait view.
 type Progress struct {
 	// Location is "cache" or "source".
@@ -143,7 +129,7 @@ func Image(ctx context.Context, in Input, opts Options) (Result, error) {
 	}
 	t, err := disk.Open(in.Target)
 	if err != nil {
-		return Result{}, proto.Errorf(proto.DriverError, "open the target disk: %w", err).WithReason(ReasonDiskWrite)
+		return Result{}, proto.Errorf(proto.DriverError, "open the target disk: %w", err).WithReason(proto.ReasonDiskWrite)
 	}
 	defer t.Close()
 	var locs []location
@@ -202,9 +188,9 @@ func (w *writing) firstThatDelivers(ctx context.Context, locs []location) (Resul
 		w.opts.Log.Warn("image location failed", "location", loc.name, "url", loc.url, "err", next.err)
 		failures = append(failures, fmt.Errorf("%s: %w", loc.name, next.err))
 	}
-	reason := ReasonUnavailable
+	reason := proto.ReasonImageUnavailable
 	if errors.Is(failures[len(failures)-1], errDigest) {
-		reason = ReasonDigestMismatch
+		reason = proto.ReasonDigestMismatch
 	}
 	return Result{}, proto.Errorf(proto.DriverError, "%w", errors.Join(failures...)).WithReason(reason)
 }
@@ -228,10 +214,10 @@ func install(t *disk.Target, files firstboot.Files) error {
 		err = firstboot.Install(t.File(), sector, files)
 	}
 	if errors.Is(err, firstboot.ErrUnsupported) {
-		return proto.Errorf(proto.Unsupported, "installing the user data: %w", err).WithReason(ReasonFirstBoot)
+		return proto.Errorf(proto.Unsupported, "installing the user data: %w", err).WithReason(proto.ReasonFirstBoot)
 	}
 	if err != nil {
-		return proto.Errorf(proto.DriverError, "installing the user data: %w", err).WithReason(ReasonFirstBoot)
+		return proto.Errorf(proto.DriverError, "installing the user data: %w", err).WithReason(proto.ReasonFirstBoot)
 	}
 	return nil
 }

@@ -112,7 +112,7 @@ func checkBMC(b store.BMC, platform bool) (store.BMC, error) {
 		}
 		if _, ok := secret.PlatformRef(b.CredentialRef); ok && !platform {
 			return b, proto.Errorf(proto.Forbidden, "%s is the platform's credential: only the platform's operator binds it to a machine; put your own with `better-compute secrets put` and name it", b.CredentialRef).
-				WithPath("bmc.credentialRef").WithReason(secret.ReasonPlatformCredential)
+				WithPath("bmc.credentialRef").WithReason(proto.ReasonPlatformCredential)
 		}
 	}
 	return b, nil

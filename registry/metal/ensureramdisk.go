@@ -91,7 +91,7 @@ func (s *Service) noRamdisk(ctx context.Context, a *workflow.Attempt, role strin
 			return err
 		}
 		return proto.Errorf(proto.Unavailable, "%s goes to the ramdisk, and this workflow's metal.ensureRamdisk (%s) failed: no ramdisk runs on the machine to take it",
-			a.Step.Use, st.Path()).WithReason("no-ramdisk")
+			a.Step.Use, st.Path()).WithReason(proto.ReasonNoRamdisk)
 	}
 	return nil
 }
