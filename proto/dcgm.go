@@ -6,7 +6,6 @@ type DiagDCGM struct {
 	Level int `json:"level,omitempty"`
 }
 
-
 // The statuses of a DCGM test and of each of its results, lower-case whatever DCGM
 // version spelled them.
 const (

@@ -7,7 +7,6 @@ import (
 	"strings"
 )
 
-
 // ParseProductUUID reads an SMBIOS product UUID in any of its spellings: 32 hex digits
 // in either case, with the usual hyphens or none, optionally in braces.
 func ParseProductUUID(s string) ([16]byte, error) {

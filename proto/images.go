@@ -13,7 +13,6 @@ const (
 // ImageKinds lists every kind.
 var ImageKinds = []ImageKind{KindOS, KindRamdisk}
 
-
 // CheckRamdiskExtra refuses, as INVALID_STATE with the reason not-ramdisk, an image ref
 // of kind as an extra initrd unless it is of kind ramdisk.
 func CheckRamdiskExtra(ref string, kind ImageKind) error {

@@ -13,7 +13,6 @@ import (
 // MaxImageSources bounds a list of image source patterns.
 const MaxImageSources = 64
 
-
 // dnsName is a lower-case host name: labels of letters, digits and inner hyphens.
 var dnsName = regexp.MustCompile(`^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
 

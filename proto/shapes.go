@@ -20,6 +20,10 @@ var (
 	// (ubuntu-24.04-server@2026.09), as the catalog registers and resolves it.
 	imageName    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
 	imageVersion = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	// driverName is a driver a binding names (redfish, qmp, ipxe, image-stream).
+	driverName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	// templateName is a user-data template a profile names (bcd-host.yaml.hbs).
+	templateName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
 	// digest is a SHA-256 as the catalog writes it: 64 lower-case hex digits.
 	digest = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
@@ -41,6 +45,14 @@ func CheckCommandID(id string) error {
 	}
 	return nil
 }
+
+// IsDriverName reports whether s can name a driver: 1 to 63 lower-case letters, digits
+// and '-', starting with a letter or digit.
+func IsDriverName(s string) bool { return driverName.MatchString(s) }
+
+// IsTemplateName reports whether s can name a user-data template: 1 to 128 lower-case
+// letters, digits, '.', '_' and '-', starting with a letter or digit.
+func IsTemplateName(s string) bool { return templateName.MatchString(s) }
 
 // IsDigest reports whether s is a SHA-256 as the catalog writes it: 64 lower-case hex
 // digits.

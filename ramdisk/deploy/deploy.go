@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 
 	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
@@ -90,8 +89,6 @@ type Result struct {
 	ZeroesKnown bool `json:"zeroesKnown"`
 }
 
-var digestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 // Check refuses an input deploy.image cannot act on, with INVALID_INPUT.
 func (in Input) Check() error {
 	bad := func(path, format string, args ...any) error {
@@ -100,7 +97,7 @@ func (in Input) Check() error {
 	switch {
 	case in.CacheURL == "" && in.SourceURL == "":
 		return bad("sourceUrl", "no location to stream the image from")
-	case !digestRE.MatchString(in.Digest):
+	case !proto.IsDigest(in.Digest):
 		return bad("digest", "digest %q is not 64 lower-case hex digits", in.Digest)
 	case in.Format != proto.FormatRaw && in.Format != proto.FormatQcow2:
 		return bad("format", "format %q cannot be written to a disk; raw and qcow2 can", in.Format)

@@ -280,7 +280,7 @@ func (w *walker) driverConfig(v *jsondoc.Value, p jsondoc.Path) {
 
 func (w *walker) driverName(v *jsondoc.Value, p jsondoc.Path) string {
 	s, ok := w.r.String(v, p)
-	if ok && !driverName.MatchString(s) {
+	if ok && !proto.IsDriverName(s) {
 		w.r.Add(v, p, "%q is not a driver name: 1 to 63 of a-z, 0-9 and -, starting with a letter or digit", s)
 	}
 	return s
@@ -317,7 +317,7 @@ func (w *walker) userDataField(v *jsondoc.Value, p jsondoc.Path) {
 			if !ok {
 				return
 			}
-			if !templateName.MatchString(s) {
+			if !proto.IsTemplateName(s) {
 				w.r.Add(t, tp, "%q is not a template name: 1 to 128 of a-z, 0-9, ., _ and -, starting with a letter or digit", s)
 				return
 			}

@@ -9,15 +9,9 @@ import (
 	"github.com/better-compute/better-compute/proto"
 )
 
-// The shapes of names in a profile.
-var (
-	// profileID: lower-case letters, digits, dots, underscores and hyphens.
-	profileID = regexp.MustCompile(`^[a-z0-9._-]{1,128}$`)
-	// templateName is a registered user-data template (bcd-host.yaml.hbs).
-	templateName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
-	// driverName is a driver (redfish, ipxe, image-stream).
-	driverName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-)
+// profileID is the shape of a profile's id: lower-case letters, digits, dots,
+// underscores and hyphens. The other names a profile holds have proto's shapes.
+var profileID = regexp.MustCompile(`^[a-z0-9._-]{1,128}$`)
 
 // checkImageRef accepts name@version, or TENANT/name@version for another tenant's image,
 // in the catalog's shape (proto.ParseImageRef).
