@@ -2,6 +2,20 @@ package proto
 
 import "slices"
 
+// PowerState is a machine's power as its BMC reports it: the result of power.getPower.
+type PowerState string
+
+// The power states.
+const (
+	PowerStateOn          PowerState = "on"
+	PowerStateOff         PowerState = "off"
+	PowerStatePoweringOn  PowerState = "powering-on"
+	PowerStatePoweringOff PowerState = "powering-off"
+	PowerStatePaused      PowerState = "paused"
+	// PowerStateUnknown: the BMC reported nothing, or something no driver knows.
+	PowerStateUnknown PowerState = "unknown"
+)
+
 // PowerAction is what power.setPower asks of a machine.
 type PowerAction string
 

@@ -66,23 +66,27 @@ type StepKind struct {
 	// Input is a zero value of the typed input the agent decodes (the step's `with`, or
 	// what the registry makes of it), nil for a step that takes none.
 	Input any
+	// Result is a zero value of the typed result the agent answers with (a SignedResult
+	// over DCGMResult or DiskWipeResult for the node-signed ones), nil where the registry
+	// makes the step's result itself or it is not typed yet.
+	Result any
 }
 
 // Steps is the table of step kinds, in the order the documentation gives them. The
 // registry's profile catalog is derived from it, and the agents handle its kinds.
 var Steps = []StepKind{
-	{Kind: CommandGetPower, Runs: []Place{PlaceSite}, BMCConcern: "power"},
-	{Kind: CommandSetPower, Runs: []Place{PlaceSite}, BMCConcern: "power", Input: SetPower{}},
-	{Kind: CommandSetBootDevice, Runs: []Place{PlaceSite}, BMCConcern: "management", Input: SetBootDevice{}},
+	{Kind: CommandGetPower, Runs: []Place{PlaceSite}, BMCConcern: "power", Result: GetPowerResult{}},
+	{Kind: CommandSetPower, Runs: []Place{PlaceSite}, BMCConcern: "power", Input: SetPower{}, Result: SetPower{}},
+	{Kind: CommandSetBootDevice, Runs: []Place{PlaceSite}, BMCConcern: "management", Input: SetBootDevice{}, Result: SetBootDevice{}},
 	{Kind: CommandInspectOOB, Runs: []Place{PlaceSite}, BMCConcern: "power"},
-	{Kind: CommandMediaInsert, Runs: []Place{PlaceSite}, BMCConcern: "virtual-media", Input: MediaInsert{}},
-	{Kind: CommandMediaEject, Runs: []Place{PlaceSite}, BMCConcern: "virtual-media"},
-	{Kind: CommandPrepareRamdisk, Runs: []Place{PlaceSite}, Input: PrepareRamdisk{}},
-	{Kind: CommandBootCleanUp, Runs: []Place{PlaceSite}},
+	{Kind: CommandMediaInsert, Runs: []Place{PlaceSite}, BMCConcern: "virtual-media", Input: MediaInsert{}, Result: MediaInsertResult{}},
+	{Kind: CommandMediaEject, Runs: []Place{PlaceSite}, BMCConcern: "virtual-media", Result: MediaEjectResult{}},
+	{Kind: CommandPrepareRamdisk, Runs: []Place{PlaceSite}, Input: PrepareRamdisk{}, Result: PrepareRamdiskResult{}},
+	{Kind: CommandBootCleanUp, Runs: []Place{PlaceSite}, Result: BootCleanUpResult{}},
 	{Kind: StepEnsureRamdisk, Runs: []Place{PlaceControlPlane}},
 	{Kind: CommandInventoryRefresh, Runs: []Place{PlaceRamdisk, PlaceNode}, Input: InventoryRefresh{}},
-	{Kind: CommandDiagDCGM, Runs: []Place{PlaceRamdisk, PlaceNode}, Input: DiagDCGM{}},
-	{Kind: CommandDiskWipe, Runs: []Place{PlaceRamdisk}, Input: DiskWipe{}},
+	{Kind: CommandDiagDCGM, Runs: []Place{PlaceRamdisk, PlaceNode}, Input: DiagDCGM{}, Result: SignedResult{}},
+	{Kind: CommandDiskWipe, Runs: []Place{PlaceRamdisk}, Input: DiskWipe{}, Result: SignedResult{}},
 	{Kind: StepDeploy, Runs: []Place{PlaceRamdisk}},
 	{Kind: CommandBootKexec, Runs: []Place{PlaceRamdisk}},
 	{Kind: StepRenderUserData, Runs: []Place{PlaceControlPlane}},
@@ -123,4 +127,33 @@ type SetPower struct {
 type SetBootDevice struct {
 	Device     BootDevice `json:"device"`
 	Persistent bool       `json:"persistent"`
+}
+
+// GetPowerResult is the result of power.getPower.
+type GetPowerResult struct {
+	State PowerState `json:"state"`
+}
+
+// MediaInsertResult is the result of media.insert: the URL the BMC mounted or, on a BMC
+// without virtual media, the digest of the ISO the machine boots by sanboot from the
+// site cache.
+type MediaInsertResult struct {
+	Mounted string `json:"mounted,omitempty"`
+	Sanboot string `json:"sanboot,omitempty"`
+}
+
+// MediaEjectResult is the result of media.eject.
+type MediaEjectResult struct {
+	Ejected bool `json:"ejected"`
+}
+
+// PrepareRamdiskResult is the result of boot.prepareRamdisk: the machine's boot entry.
+type PrepareRamdiskResult struct {
+	Kind BootKind `json:"kind"`
+	MACs []string `json:"macs"`
+}
+
+// BootCleanUpResult is the result of boot.cleanUp.
+type BootCleanUpResult struct {
+	Removed bool `json:"removed"`
 }

@@ -60,7 +60,7 @@ func (s *steps) prepareRamdisk(cmd proto.SiteCommand) (any, error) {
 	if err := s.setEntry(cmd.Node, &e); err != nil {
 		return nil, err
 	}
-	return map[string]any{"kind": e.Kind, "macs": e.MACs}, nil
+	return proto.PrepareRamdiskResult{Kind: e.Kind, MACs: e.MACs}, nil
 }
 
 // cleanUp removes the machine's relayed entry; its standing entry, if any, applies again.
@@ -68,7 +68,7 @@ func (s *steps) cleanUp(cmd proto.SiteCommand) (any, error) {
 	if err := s.setEntry(cmd.Node, nil); err != nil {
 		return nil, err
 	}
-	return map[string]bool{"removed": true}, nil
+	return proto.BootCleanUpResult{Removed: true}, nil
 }
 
 // setEntry checks and sets (or, nil, removes) a machine's relayed entry.
@@ -133,7 +133,7 @@ func (s *steps) bind(kind string, fn step) session.Handler {
 
 func (s *steps) getPower(ctx context.Context, _ proto.SiteCommand, d bmc.Driver) (any, error) {
 	state, err := d.GetPower(ctx)
-	return map[string]bmc.PowerState{"state": state}, err
+	return proto.GetPowerResult{State: state}, err
 }
 
 func (s *steps) setPower(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
@@ -149,7 +149,7 @@ func (s *steps) setPower(ctx context.Context, cmd proto.SiteCommand, d bmc.Drive
 		return nil, err
 	}
 	s.env.Logger().Info("power set", "node", cmd.Node, "action", string(action))
-	return map[string]proto.PowerAction{"action": action}, nil
+	return proto.SetPower{Action: action}, nil
 }
 
 // setBootDevice sets the boot device; cd on a machine whose boot entry is a sanboot (an
@@ -179,7 +179,7 @@ func (s *steps) setBootDevice(ctx context.Context, cmd proto.SiteCommand, d bmc.
 		}
 	}
 	s.env.Logger().Info("boot device set", "node", cmd.Node, "device", string(device), "persistent", in.Persistent)
-	return map[string]any{"device": device, "persistent": in.Persistent}, nil
+	return proto.SetBootDevice{Device: device, Persistent: in.Persistent}, nil
 }
 
 func (s *steps) inspect(ctx context.Context, _ proto.SiteCommand, d bmc.Driver) (any, error) {
@@ -208,13 +208,13 @@ func (s *steps) insert(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver)
 		if err := s.setEntry(cmd.Node, &e); err != nil {
 			return nil, err
 		}
-		return map[string]string{"sanboot": in.Digest}, nil
+		return proto.MediaInsertResult{Sanboot: in.Digest}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	s.env.Logger().Info("media inserted", slog.String("node", cmd.Node), slog.String("url", in.URL))
-	return map[string]string{"mounted": in.URL}, nil
+	return proto.MediaInsertResult{Mounted: in.URL}, nil
 }
 
 // eject ejects the virtual media, or removes the sanboot entry that stands in for it.
@@ -223,12 +223,12 @@ func (s *steps) eject(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) 
 		if err := s.setEntry(cmd.Node, nil); err != nil {
 			return nil, err
 		}
-		return map[string]bool{"ejected": true}, nil
+		return proto.MediaEjectResult{Ejected: true}, nil
 	}
 	if err := d.Eject(ctx); err != nil {
 		return nil, err
 	}
-	return map[string]bool{"ejected": true}, nil
+	return proto.MediaEjectResult{Ejected: true}, nil
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields; empty is {}.

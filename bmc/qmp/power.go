@@ -12,26 +12,26 @@ import (
 // (prelaunch, under -S), was stopped (paused: the driver's forced off), powered itself
 // off (shutdown, under -no-shutdown), or halted on an error. Migration states are
 // unknown.
-var runStates = map[string]bmc.PowerState{
-	"running":        bmc.PowerOn,
-	"suspended":      bmc.PowerOn,
-	"prelaunch":      bmc.PowerOff,
-	"paused":         bmc.PowerOff,
-	"shutdown":       bmc.PowerOff,
-	"guest-panicked": bmc.PowerOff,
-	"internal-error": bmc.PowerOff,
-	"io-error":       bmc.PowerOff,
-	"watchdog":       bmc.PowerOff,
+var runStates = map[string]proto.PowerState{
+	"running":        proto.PowerStateOn,
+	"suspended":      proto.PowerStateOn,
+	"prelaunch":      proto.PowerStateOff,
+	"paused":         proto.PowerStateOff,
+	"shutdown":       proto.PowerStateOff,
+	"guest-panicked": proto.PowerStateOff,
+	"internal-error": proto.PowerStateOff,
+	"io-error":       proto.PowerStateOff,
+	"watchdog":       proto.PowerStateOff,
 }
 
-func powerState(status string) bmc.PowerState {
+func powerState(status string) proto.PowerState {
 	if p, ok := runStates[status]; ok {
 		return p
 	}
-	return bmc.PowerUnknown
+	return proto.PowerStateUnknown
 }
 
-func status(c *conn) (bmc.PowerState, error) {
+func status(c *conn) (proto.PowerState, error) {
 	var st struct {
 		Status string `json:"status"`
 	}
@@ -42,8 +42,8 @@ func status(c *conn) (bmc.PowerState, error) {
 }
 
 // GetPower maps query-status.
-func (d *driver) GetPower(ctx context.Context) (bmc.PowerState, error) {
-	var p bmc.PowerState
+func (d *driver) GetPower(ctx context.Context) (proto.PowerState, error) {
+	var p proto.PowerState
 	err := d.session(ctx, "query-status", func(c *conn) (err error) {
 		p, err = status(c)
 		return err
@@ -67,12 +67,12 @@ func (d *driver) SetPower(ctx context.Context, action proto.PowerAction) error {
 	if _, err := proto.ParsePowerAction(string(action)); err != nil {
 		return err
 	}
-	var state bmc.PowerState
+	var state proto.PowerState
 	err := d.session(ctx, string(action), func(c *conn) (err error) {
 		if state, err = status(c); err != nil {
 			return err
 		}
-		on, off := state == bmc.PowerOn, state == bmc.PowerOff
+		on, off := state == proto.PowerStateOn, state == proto.PowerStateOff
 		d.log.Info("power", "action", string(action), "state", string(state))
 		switch {
 		case action == proto.PowerActionNMI:
@@ -92,14 +92,14 @@ func (d *driver) SetPower(ctx context.Context, action proto.PowerAction) error {
 		}
 		return d.powerOn(c)
 	})
-	if err != nil || state == bmc.PowerOff {
+	if err != nil || state == proto.PowerStateOff {
 		return err
 	}
 	switch action {
 	case proto.PowerActionGracefulOff:
-		return bmc.WaitPower(ctx, d, bmc.PowerOff, d.timing)
+		return bmc.WaitPower(ctx, d, proto.PowerStateOff, d.timing)
 	case proto.PowerActionGracefulRestart:
-		if err := bmc.WaitPower(ctx, d, bmc.PowerOff, d.timing); err != nil {
+		if err := bmc.WaitPower(ctx, d, proto.PowerStateOff, d.timing); err != nil {
 			return err
 		}
 		return d.session(ctx, "power on", d.powerOn)

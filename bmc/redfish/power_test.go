@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/redfishsim"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
@@ -64,12 +63,12 @@ func TestGetPower(t *testing.T) {
 	cases := map[string]struct {
 		initial string
 		action  proto.PowerAction
-		want    bmc.PowerState
+		want    proto.PowerState
 	}{
-		"powering on":  {initial: "Off", action: proto.PowerActionOn, want: bmc.PowerPoweringOn},
-		"powering off": {initial: "On", action: proto.PowerActionOff, want: bmc.PowerPoweringOff},
-		"paused":       {initial: "Paused", want: bmc.PowerPaused},
-		"unknown":      {initial: "Sleeping", want: bmc.PowerUnknown},
+		"powering on":  {initial: "Off", action: proto.PowerActionOn, want: proto.PowerStatePoweringOn},
+		"powering off": {initial: "On", action: proto.PowerActionOff, want: proto.PowerStatePoweringOff},
+		"paused":       {initial: "Paused", want: proto.PowerStatePaused},
+		"unknown":      {initial: "Sleeping", want: proto.PowerStateUnknown},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -54,7 +54,7 @@ func TestSushyLogin(t *testing.T) {
 	e := redfishtest.Start(t, redfishtest.Config{})
 	t.Run("default", func(t *testing.T) {
 		d := openSushy(t, sushyConfig(t, e))
-		if got, err := d.GetPower(context.Background()); err != nil || got != bmc.PowerOff {
+		if got, err := d.GetPower(context.Background()); err != nil || got != proto.PowerStateOff {
 			t.Fatalf("power %s, %v; want off", got, err)
 		}
 		d.Close()
@@ -125,7 +125,7 @@ func TestSushyPower(t *testing.T) {
 			if got := e.System(t).PowerState; got != tc.state {
 				t.Errorf("power state %s, want %s", got, tc.state)
 			}
-			want := map[string]bmc.PowerState{"On": bmc.PowerOn, "Off": bmc.PowerOff}[tc.state]
+			want := map[string]proto.PowerState{"On": proto.PowerStateOn, "Off": proto.PowerStateOff}[tc.state]
 			if got, err := d.GetPower(context.Background()); err != nil || got != want {
 				t.Errorf("GetPower %s, %v; want %s", got, err, want)
 			}
@@ -329,7 +329,7 @@ func TestSushyInspect(t *testing.T) {
 	memory := "/redfish/v1/Systems/" + redfishtest.SystemID + "/Memory"
 	want := bmc.Inventory{
 		System:     bmc.System{Manufacturer: "Sushy Emulator", UUID: redfishtest.SystemID},
-		PowerState: bmc.PowerOn,
+		PowerState: proto.PowerStateOn,
 		NICs:       []bmc.NIC{{Name: redfishtest.MAC, MAC: strings.ToLower(redfishtest.MAC)}},
 		BMC:        bmc.Controller{Model: "Joo Janta 200", FirmwareVersion: "1.00"},
 		Unread:     []bmc.Unread{{Part: "memory", Error: "redfish " + e.Address + ": read memory: " + memory + ": HTTP 404: 404 Not Found: The requested URL was not found on the server. If you entered the URL manually please check your spelling and try again."}},
