@@ -20,6 +20,9 @@ var (
 	// (ubuntu-24.04-server@2026.09), as the catalog registers and resolves it.
 	imageName    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
 	imageVersion = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	// objectName is a tenant id, a site's or a pool's name: 1 to 63 lower-case letters,
+	// digits and hyphens, starting with a letter.
+	objectName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
 	// driverName is a driver a binding names (redfish, qmp, ipxe, image-stream).
 	driverName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 	// templateName is a user-data template a profile names (bcd-host.yaml.hbs).
@@ -45,6 +48,10 @@ func CheckCommandID(id string) error {
 	}
 	return nil
 }
+
+// IsObjectName reports whether s can be a tenant id, a site's or a pool's name: 1 to 63
+// lower-case letters, digits and hyphens, starting with a letter.
+func IsObjectName(s string) bool { return objectName.MatchString(s) }
 
 // IsDriverName reports whether s can name a driver: 1 to 63 lower-case letters, digits
 // and '-', starting with a letter or digit.
