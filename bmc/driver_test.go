@@ -24,22 +24,3 @@ func TestRegistryOpen(t *testing.T) {
 		t.Fatalf("open ipmi: %v", err)
 	}
 }
-
-func TestParse(t *testing.T) {
-	for _, a := range proto.PowerActions {
-		if got, err := proto.ParsePowerAction(string(a)); err != nil || got != a {
-			t.Errorf("proto.ParsePowerAction(%s) = %s, %v", a, got, err)
-		}
-	}
-	for _, d := range proto.BootDevices {
-		if got, err := proto.ParseBootDevice(string(d)); err != nil || got != d {
-			t.Errorf("proto.ParseBootDevice(%s) = %s, %v", d, got, err)
-		}
-	}
-	if _, err := proto.ParsePowerAction("On"); proto.CodeOf(err) != proto.InvalidConfig {
-		t.Errorf("proto.ParsePowerAction(On): %v", err)
-	}
-	if _, err := proto.ParseBootDevice("usb"); proto.CodeOf(err) != proto.InvalidConfig {
-		t.Errorf("proto.ParseBootDevice(usb): %v", err)
-	}
-}
