@@ -24,22 +24,3 @@ func TestRegistryOpen(t *testing.T) {
 		t.Fatalf("open ipmi: %v", err)
 	}
 }
-
-func TestParse(t *testing.T) {
-	for _, a := range PowerActions {
-		if got, err := ParsePowerAction(string(a)); err != nil || got != a {
-			t.Errorf("ParsePowerAction(%s) = %s, %v", a, got, err)
-		}
-	}
-	for _, d := range BootDevices {
-		if got, err := ParseBootDevice(string(d)); err != nil || got != d {
-			t.Errorf("ParseBootDevice(%s) = %s, %v", d, got, err)
-		}
-	}
-	if _, err := ParsePowerAction("On"); proto.CodeOf(err) != proto.InvalidConfig {
-		t.Errorf("ParsePowerAction(On): %v", err)
-	}
-	if _, err := ParseBootDevice("usb"); proto.CodeOf(err) != proto.InvalidConfig {
-		t.Errorf("ParseBootDevice(usb): %v", err)
-	}
-}

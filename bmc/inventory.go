@@ -1,6 +1,10 @@
 package bmc
 
-import "context"
+import (
+	"context"
+
+	"github.com/better-compute/better-compute/proto"
+)
 
 // Inspection reads a machine's hardware inventory out of band, for inspect.oob.
 type Inspection interface {
@@ -12,13 +16,13 @@ type Inspection interface {
 
 // Inventory is a machine as its BMC describes it.
 type Inventory struct {
-	System     System     `json:"system"`
-	PowerState PowerState `json:"powerState"`
-	CPUs       []CPU      `json:"cpus"`
-	Memory     Memory     `json:"memory"`
-	NICs       []NIC      `json:"nics"`
-	Storage    []Drive    `json:"storage"`
-	BMC        Controller `json:"bmc"`
+	System     System           `json:"system"`
+	PowerState proto.PowerState `json:"powerState"`
+	CPUs       []CPU            `json:"cpus"`
+	Memory     Memory           `json:"memory"`
+	NICs       []NIC            `json:"nics"`
+	Storage    []Drive          `json:"storage"`
+	BMC        Controller       `json:"bmc"`
 	// Unread are the parts the BMC links but could not be read, each with the reason.
 	Unread []Unread `json:"unread,omitempty"`
 }

@@ -37,11 +37,11 @@ func TimingOptions(options map[string]string) (Timing, error) {
 
 // WaitPower polls p until it reports want. It is TIMEOUT, naming the state the machine
 // is left in, when t.Timeout passes or ctx ends first.
-func WaitPower(ctx context.Context, p Power, want PowerState, t Timing) error {
+func WaitPower(ctx context.Context, p Power, want proto.PowerState, t Timing) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, t.Timeout)
 	defer cancel()
-	var last PowerState
+	var last proto.PowerState
 	for {
 		got, err := p.GetPower(ctx)
 		switch {

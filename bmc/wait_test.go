@@ -12,18 +12,18 @@ import (
 
 // states is a Power that reports a sequence of states, then the last one forever.
 type states struct {
-	seq   []PowerState
+	seq   []proto.PowerState
 	err   error
 	reads int
 }
 
-func (s *states) GetPower(context.Context) (PowerState, error) {
+func (s *states) GetPower(context.Context) (proto.PowerState, error) {
 	i := min(s.reads, len(s.seq)-1)
 	s.reads++
 	return s.seq[i], s.err
 }
 
-func (s *states) SetPower(context.Context, PowerAction) error { return nil }
+func (s *states) SetPower(context.Context, proto.PowerAction) error { return nil }
 
 func TestWaitPower(t *testing.T) {
 	timing := Timing{Timeout: 100 * time.Millisecond, Interval: time.Millisecond}
@@ -33,14 +33,14 @@ func TestWaitPower(t *testing.T) {
 		text  string
 		reads int
 	}{
-		"at once":    {p: &states{seq: []PowerState{PowerOn}}, reads: 1},
-		"later":      {p: &states{seq: []PowerState{PowerOff, PowerPoweringOn, PowerOn}}, reads: 3},
-		"never":      {p: &states{seq: []PowerState{PowerPoweringOn}}, code: proto.Timeout, text: "the machine is still powering-on, not on"},
-		"read fails": {p: &states{seq: []PowerState{""}, err: proto.Errorf(proto.DriverError, "BMC busy")}, code: proto.DriverError, text: "BMC busy", reads: 1},
+		"at once":    {p: &states{seq: []proto.PowerState{proto.PowerStateOn}}, reads: 1},
+		"later":      {p: &states{seq: []proto.PowerState{proto.PowerStateOff, proto.PowerStatePoweringOn, proto.PowerStateOn}}, reads: 3},
+		"never":      {p: &states{seq: []proto.PowerState{proto.PowerStatePoweringOn}}, code: proto.Timeout, text: "the machine is still powering-on, not on"},
+		"read fails": {p: &states{seq: []proto.PowerState{""}, err: proto.Errorf(proto.DriverError, "BMC busy")}, code: proto.DriverError, text: "BMC busy", reads: 1},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			err := WaitPower(context.Background(), tc.p, PowerOn, timing)
+			err := WaitPower(context.Background(), tc.p, proto.PowerStateOn, timing)
 			if tc.code == "" && err != nil || tc.code != "" && (proto.CodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.text)) {
 				t.Fatalf("got %v, want %s %q", err, tc.code, tc.text)
 			}

@@ -22,7 +22,7 @@ func (c *Cache) SetDesired(list []proto.CacheImage) error {
 	wanted := make(map[string]bool, len(list))
 	for i, img := range list {
 		at := fmt.Sprintf("site.cacheImages[%d]", i)
-		if !fetch.ValidDigest(img.Digest) {
+		if !proto.IsDigest(img.Digest) {
 			errs = append(errs, proto.Errorf(proto.InvalidConfig, "digest %q is not 64 lower-case hex digits", img.Digest).WithPath(at+".digest"))
 			continue
 		}

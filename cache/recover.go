@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
 )
 
@@ -94,7 +93,7 @@ func listDigests(dir string) (map[string]int64, error) {
 	out := make(map[string]int64, len(des))
 	for _, de := range des {
 		out[de.Name()] = -1
-		if !fetch.ValidDigest(de.Name()) || !de.Type().IsRegular() {
+		if !proto.IsDigest(de.Name()) || !de.Type().IsRegular() {
 			continue
 		}
 		fi, err := de.Info()

@@ -45,7 +45,7 @@ func (c *Cache) schedule(ctx context.Context) <-chan time.Time {
 		}
 		if !c.makeRoom(e, max(img.SizeBytes, e.progress.Load())) {
 			c.fail(e, proto.Errorf(proto.InvalidState, "cache full: %d bytes do not fit in %d, even after evicting every unpinned, unused image no longer desired",
-				img.SizeBytes, c.cfg.CapacityBytes-c.usedBytes(e)).WithReason("capacity"))
+				img.SizeBytes, c.cfg.CapacityBytes-c.usedBytes(e)).WithReason(proto.ReasonCapacity))
 			e.noRoom = true
 			continue
 		}

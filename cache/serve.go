@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
 )
 
@@ -23,7 +22,7 @@ func (c *Cache) Handler() http.Handler { return http.HandlerFunc(c.serveImage) }
 
 func (c *Cache) serveImage(w http.ResponseWriter, r *http.Request) {
 	d, ok := strings.CutPrefix(r.URL.Path, ImagePathPrefix)
-	if !ok || !fetch.ValidDigest(d) {
+	if !ok || !proto.IsDigest(d) {
 		writeError(w, proto.Errorf(proto.NotFound, "no image at %s: the path is %sDIGEST, 64 lower-case hex digits", r.URL.Path, ImagePathPrefix))
 		return
 	}

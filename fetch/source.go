@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // Kind says how a source is reached.
@@ -45,11 +47,7 @@ type Source struct {
 var (
 	ociRepoRe = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$`)
 	ociHostRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
-	hexRe     = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
-
-// ValidDigest reports whether d is 64 lower-case hex digits.
-func ValidDigest(d string) bool { return hexRe.MatchString(d) }
 
 // Parse checks a source and says how to reach it: `https://HOST[:PORT]/PATH[?QUERY]` or
 // `oci://REGISTRY[:PORT]/REPOSITORY@sha256:DIGEST`.
@@ -137,7 +135,7 @@ func parseOCI(rest string) (Source, error) {
 		return Source{}, fmt.Errorf("oci repository %q does not follow the distribution grammar", repo)
 	}
 	hex, ok := strings.CutPrefix(digest, "sha256:")
-	if !ok || !ValidDigest(hex) {
+	if !ok || !proto.IsDigest(hex) {
 		return Source{}, fmt.Errorf("oci digest %q is not sha256: and 64 lower-case hex digits", digest)
 	}
 	u := &url.URL{Scheme: "https", Host: hostport, Path: "/v2/" + repo + "/blobs/sha256:" + hex}

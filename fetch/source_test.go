@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -73,7 +74,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q) gave a URL %v that is not https with a host", s, src.URL)
 		}
 		if src.Kind == OCI {
-			if !ValidDigest(src.Digest) || !strings.HasSuffix(s, "@sha256:"+src.Digest) {
+			if !proto.IsDigest(src.Digest) || !strings.HasSuffix(s, "@sha256:"+src.Digest) {
 				t.Fatalf("Parse(%q) gave digest %q", s, src.Digest)
 			}
 			if again, err := Parse("oci://" + src.URL.Host + "/" + src.Repository + "@sha256:" + src.Digest); err != nil || again.URL.String() != src.URL.String() {

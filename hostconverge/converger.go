@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/hostconverge/hostenv"
+	"github.com/better-compute/better-compute/labelexpr"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/hostunit"
-	"github.com/better-compute/better-compute/proto/labelexpr"
 )
 
 // Runner runs the host's programs; see hostenv.Runner. ExecRunner is the real one.

@@ -216,11 +216,3 @@ func (m *Message) check() error {
 	}
 	return nil
 }
-
-// CheckCommandID refuses an id that cannot name a command: the same set as node ids.
-func CheckCommandID(id string) error {
-	if !nodeID.MatchString(id) {
-		return Errorf(InvalidInput, "command id %q: use 1 to 128 letters, digits, '.', '_', ':' and '-', starting with a letter or digit", id)
-	}
-	return nil
-}

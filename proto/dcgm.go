@@ -6,13 +6,6 @@ type DiagDCGM struct {
 	Level int `json:"level,omitempty"`
 }
 
-// The reasons of diag.dcgm's UNSUPPORTED answers: the agent's, which the registry reads
-// (a commissioning skips diag.dcgm on a machine without GPU where its pool allows it).
-const (
-	ReasonNoGPU       = "no-gpu"
-	ReasonDCGMMissing = "dcgm-missing"
-)
-
 // The statuses of a DCGM test and of each of its results, lower-case whatever DCGM
 // version spelled them.
 const (

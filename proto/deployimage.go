@@ -1,9 +1,5 @@
 package proto
 
-// CommandDeployImage is the command deploy.deploy relays to a machine's ramdisk: write
-// one catalog image to the disk.
-const CommandDeployImage = "deploy.image"
-
 // DeployImage is the input of deploy.image. The ramdisk tries CacheURL first, falls
 // back to Source, and reports the SHA-256 of what it read; the registry checks it
 // against SHA256.

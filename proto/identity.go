@@ -7,10 +7,6 @@ import (
 	"strings"
 )
 
-// ReasonIdentityMismatch is the reason of the DRIVER_ERROR a machine gets when the one
-// that booted is not the one enrolled.
-const ReasonIdentityMismatch = "machine-identity-mismatch"
-
 // ParseProductUUID reads an SMBIOS product UUID in any of its spellings: 32 hex digits
 // in either case, with the usual hyphens or none, optionally in braces.
 func ParseProductUUID(s string) ([16]byte, error) {

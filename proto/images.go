@@ -13,13 +13,6 @@ const (
 // ImageKinds lists every kind.
 var ImageKinds = []ImageKind{KindOS, KindRamdisk}
 
-// The reasons an extra initrd of a ramdisk boot is refused: ReasonNotRamdisk, an image
-// of another kind; ReasonNotCached: an extra initrd the site's cache does not hold ready yet.
-const (
-	ReasonNotRamdisk = "not-ramdisk"
-	ReasonNotCached  = "not-cached"
-)
-
 // CheckRamdiskExtra refuses, as INVALID_STATE with the reason not-ramdisk, an image ref
 // of kind as an extra initrd unless it is of kind ramdisk.
 func CheckRamdiskExtra(ref string, kind ImageKind) error {

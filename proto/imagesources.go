@@ -13,10 +13,6 @@ import (
 // MaxImageSources bounds a list of image source patterns.
 const MaxImageSources = 64
 
-// ReasonSourceNotAllowed is the reason a pre-warm image whose source host is outside the
-// site's (or the pool's) image sources is left out of a site's cache plan.
-const ReasonSourceNotAllowed = "source-not-allowed"
-
 // dnsName is a lower-case host name: labels of letters, digits and inner hyphens.
 var dnsName = regexp.MustCompile(`^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$`)
 

@@ -2,17 +2,6 @@ package proto
 
 import "encoding/json"
 
-// The kinds of the commands a deploy relays beside deploy.image. Site commands act on a
-// machine through its BMC or boot entry and carry a SiteCommand; the others go to the
-// machine's own agent (its ramdisk or its installed OS).
-const (
-	CommandPrepareRamdisk   = "boot.prepareRamdisk"
-	CommandInventoryRefresh = "inventory.refresh"
-	CommandBootKexec        = "boot.kexec"
-	CommandDiskWipe         = "disk.wipe"
-	CommandDiagDCGM         = "diag.dcgm"
-)
-
 // SiteCommand is the payload of every command relayed to a site agent: the machine it
 // acts on and the step's input.
 type SiteCommand struct {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"regexp"
 )
 
 // Role is what an agent is: the role its client certificate names (in the
@@ -32,18 +31,6 @@ func (r Role) Valid() bool {
 		}
 	}
 	return false
-}
-
-var nodeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-
-// CheckNodeID refuses a string that cannot be a node id: 1 to 128 letters, digits, '.',
-// '_', ':' and '-', starting with a letter or digit. Node ids key records and name agents
-// in their certificates, so the set is kept small and free of separators.
-func CheckNodeID(id string) error {
-	if !nodeID.MatchString(id) {
-		return Errorf(InvalidInput, "node id %q: use 1 to 128 letters, digits, '.', '_', ':' and '-', starting with a letter or digit", id)
-	}
-	return nil
 }
 
 // NodeSpec is the desired state of one agent's node, pushed over its session whenever
@@ -145,9 +132,6 @@ type RamdiskBoot struct {
 type Sanboot struct {
 	Image string `json:"image"`
 }
-
-// digest is a SHA-256 as the catalog writes it: 64 lower-case hex digits.
-var digest = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // Validate returns the first problem of the spec as INVALID_CONFIG with the path of the
 // offending field, or nil.

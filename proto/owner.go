@@ -1,16 +1,11 @@
 package proto
 
 import (
-	"regexp"
 	"strings"
 )
 
-// tenantName is the shape of a tenant id: 1 to 63 lower-case letters, digits and
-// hyphens, starting with a letter.
-var tenantName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-
-// ValidTenantName reports whether s has the shape of a tenant id.
-func ValidTenantName(s string) bool { return tenantName.MatchString(s) }
+// ValidTenantName reports whether s has the shape of a tenant id (IsObjectName).
+func ValidTenantName(s string) bool { return IsObjectName(s) }
 
 // SplitOwner reads a name that may be qualified by the tenant that owns it, TENANT/NAME
 // (acme/gpu-host, acme/os@1): it returns the tenant and the name, or "" and s itself

@@ -42,22 +42,6 @@ type Discovery struct {
 	LastSeen  time.Time `json:"lastSeen"`
 }
 
-// IsDigest reports whether s is a SHA-256 as the catalog writes it: 64 lower-case hex
-// digits.
-func IsDigest(s string) bool { return digest.MatchString(s) }
-
-// SiteBMCConcerns maps the kind of each site command that reaches a machine's BMC to the
-// concern of the driver binding it opens. The registry attaches the BMC's credential to
-// these commands only.
-var SiteBMCConcerns = map[string]string{
-	"power.getPower":           "power",
-	"power.setPower":           "power",
-	"inspect.oob":              "power",
-	"management.setBootDevice": "management",
-	"media.insert":             "virtual-media",
-	"media.eject":              "virtual-media",
-}
-
 // BMCCredential is a BMC login as a site command carries it: the reference it was
 // resolved from (the bindings' credentialRef, which the site checks against) and the user
 // name and password. It shows the password only to encoding/json, for the wire: fmt and

@@ -146,7 +146,7 @@ func (c catalog) VerifyForUse(_ context.Context, tenant string, img metal.Image,
 			return err
 		}
 		if row.SHA256 != img.SHA256 || row.Source != img.Source {
-			return proto.Errorf(proto.InvalidState, "image %s changed while it was being deployed", img.Ref).WithReason("signature")
+			return proto.Errorf(proto.InvalidState, "image %s changed while it was being deployed", img.Ref).WithReason(proto.ReasonSignature)
 		}
 		return image.VerifyImageForUse(tx, tenant, row, image.UseOptions{AllowUnsigned: allowUnsigned})
 	})

@@ -11,17 +11,15 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/pelletier/go-toml/v2"
 )
 
-// DefaultDir is where bcd keeps its configuration unless told otherwise.
-const DefaultDir = "/etc/bcd"
-
-// The files of the configuration directory.
+// The files of the configuration directory besides bcdargv.ConfigFile and
+// bcdargv.JoinEncryptionFile; the directory is bcdargv.ConfigDir unless told otherwise.
 const (
-	// ConfigFile is config.toml.
-	ConfigFile = "config.toml"
 	// KeyFile is the agent's private key, PKCS#8 PEM, mode 0600.
 	KeyFile = "agent.key"
 	// CertFile is the agent's client certificate, PEM, from the agent CA.
@@ -31,8 +29,6 @@ const (
 	// ServingCAFile is the registry's serving CA certificate, PEM: what the registry's
 	// HTTPS and QUIC certificates chain to.
 	ServingCAFile = "serving-ca.crt"
-	// JoinEncryptionFile is the JoinService encryption key as a JWK.
-	JoinEncryptionFile = "join-encryption.jwk"
 	// RenewedFile holds a renewed key and certificate (PEM, mode 0600) while they replace
 	// KeyFile and CertFile (SaveRenewed).
 	RenewedFile = "agent.renewed.pem"
@@ -69,8 +65,8 @@ func (c Config) Check() error {
 	if u, err := url.Parse(c.Server); err != nil || u.Scheme != "https" || u.Host == "" {
 		return fmt.Errorf("server %q is not an https:// URL", c.Server)
 	}
-	if err := joinwire.CheckNodeID(c.NodeID); err != nil {
-		return fmt.Errorf("nodeId: %v", err)
+	if err := proto.CheckNodeID(c.NodeID); err != nil {
+		return fmt.Errorf("nodeId: %s", proto.AsError(err).Message)
 	}
 	if err := joinwire.CheckRole(c.Role); err != nil {
 		return fmt.Errorf("role: %v", err)
@@ -113,7 +109,7 @@ func Decode(data []byte) (Config, error) {
 
 // Load reads dir/config.toml.
 func Load(dir string) (Config, error) {
-	path := filepath.Join(dir, ConfigFile)
+	path := filepath.Join(dir, bcdargv.ConfigFile)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, err

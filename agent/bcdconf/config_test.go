@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -30,14 +31,14 @@ func TestWriteAndLoad(t *testing.T) {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
 	modes := map[string]os.FileMode{}
-	for _, name := range []string{ConfigFile, KeyFile, CertFile, AgentCAFile, ServingCAFile, JoinEncryptionFile} {
+	for _, name := range []string{bcdargv.ConfigFile, KeyFile, CertFile, AgentCAFile, ServingCAFile, bcdargv.JoinEncryptionFile} {
 		st, err := os.Stat(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		modes[name] = st.Mode().Perm()
 	}
-	want := map[string]os.FileMode{ConfigFile: 0o644, KeyFile: 0o600, CertFile: 0o644, AgentCAFile: 0o644, ServingCAFile: 0o644, JoinEncryptionFile: 0o644}
+	want := map[string]os.FileMode{bcdargv.ConfigFile: 0o644, KeyFile: 0o600, CertFile: 0o644, AgentCAFile: 0o644, ServingCAFile: 0o644, bcdargv.JoinEncryptionFile: 0o644}
 	if diff := cmp.Diff(want, modes); diff != "" {
 		t.Errorf("modes (-want +got):\n%s", diff)
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto/bcdargv"
 )
 
 // Agent is what an agent mode runs its session with: the config, the agent's client
@@ -27,7 +28,7 @@ func LoadAgent(dir string) (Agent, error) {
 		return Agent{}, fmt.Errorf("%w (run `bcd join` first)", err)
 	}
 	if c.AgentEndpoint == "" {
-		return Agent{}, fmt.Errorf("%s names no agentEndpoint: join again with a registry that runs the agent endpoint", filepath.Join(dir, ConfigFile))
+		return Agent{}, fmt.Errorf("%s names no agentEndpoint: join again with a registry that runs the agent endpoint", filepath.Join(dir, bcdargv.ConfigFile))
 	}
 	certFile, keyFile := filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile)
 	if _, err := os.Stat(filepath.Join(dir, RenewedFile)); err == nil {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto/bcdargv"
 )
 
 // Bundle is everything a join leaves in the configuration directory.
@@ -38,8 +39,8 @@ func Write(dir string, b Bundle) error {
 		{CertFile, b.Certificate, 0o644},
 		{AgentCAFile, b.AgentCA, 0o644},
 		{ServingCAFile, b.ServingCA, 0o644},
-		{JoinEncryptionFile, b.JoinEncryptionKey, 0o644},
-		{ConfigFile, conf, 0o644},
+		{bcdargv.JoinEncryptionFile, b.JoinEncryptionKey, 0o644},
+		{bcdargv.ConfigFile, conf, 0o644},
 	}
 	for _, f := range files {
 		if err := fsutil.WriteFileAtomic(filepath.Join(dir, f.name), f.data, f.perm); err != nil {

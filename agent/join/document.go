@@ -61,7 +61,7 @@ func trust(body []byte, peer []*x509.Certificate, host string, pins joinwire.Pin
 		return joinwire.Anchors{}, proto.Errorf(proto.InvalidInput, "%v", err)
 	}
 	mismatch := func(flag, what string) error {
-		return proto.Errorf(proto.Unauthenticated, "%s does not match the %s in the registry's well-known document: refusing to trust it (compare the pin with pins.json in the registry's data directory)", flag, what).WithPath(flag).WithReason("pin-mismatch")
+		return proto.Errorf(proto.Unauthenticated, "%s does not match the %s in the registry's well-known document: refusing to trust it (compare the pin with pins.json in the registry's data directory)", flag, what).WithPath(flag).WithReason(proto.ReasonPinMismatch)
 	}
 	if !joinwire.MatchPin(pins.ServingCA, a.ServingCA.PublicKey) {
 		return joinwire.Anchors{}, mismatch("--serving-ca-pin", "serving CA")
@@ -73,7 +73,7 @@ func trust(body []byte, peer []*x509.Certificate, host string, pins joinwire.Pin
 		return joinwire.Anchors{}, mismatch("--join-encryption-pin", "join encryption key")
 	}
 	if len(peer) == 0 {
-		return joinwire.Anchors{}, proto.Errorf(proto.Unauthenticated, "the registry presented no certificate").WithReason("server-certificate")
+		return joinwire.Anchors{}, proto.Errorf(proto.Unauthenticated, "the registry presented no certificate").WithReason(proto.ReasonServerCertificate)
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(a.ServingCA)
@@ -82,7 +82,7 @@ func trust(body []byte, peer []*x509.Certificate, host string, pins joinwire.Pin
 		inter.AddCert(c)
 	}
 	if _, err := peer[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: host, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-		return joinwire.Anchors{}, proto.Errorf(proto.Unauthenticated, "the registry's TLS certificate does not chain to the pinned serving CA of its well-known document: %v", err).WithReason("server-certificate")
+		return joinwire.Anchors{}, proto.Errorf(proto.Unauthenticated, "the registry's TLS certificate does not chain to the pinned serving CA of its well-known document: %v", err).WithReason(proto.ReasonServerCertificate)
 	}
 	return a, nil
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/proto/joinwire"
 )
 
@@ -144,7 +145,7 @@ func readToken(path string) (string, error) {
 // localEncryptionKey reads join-encryption.jwk from the config directory, if there is
 // one (the ramdisk installs it into the OS it writes); it must match the pin.
 func localEncryptionKey(dir, pin string) (*ecdh.PublicKey, error) {
-	path := filepath.Join(dir, bcdconf.JoinEncryptionFile)
+	path := filepath.Join(dir, bcdargv.JoinEncryptionFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -157,7 +158,7 @@ func localEncryptionKey(dir, pin string) (*ecdh.PublicKey, error) {
 		return nil, proto.Errorf(proto.InvalidConfig, "%s: %v", path, err)
 	}
 	if !joinwire.MatchPin(pin, key) {
-		return nil, proto.Errorf(proto.Unauthenticated, "%s does not match --join-encryption-pin: refusing to seal the token to it", path).WithPath("--join-encryption-pin").WithReason("pin-mismatch")
+		return nil, proto.Errorf(proto.Unauthenticated, "%s does not match --join-encryption-pin: refusing to seal the token to it", path).WithPath("--join-encryption-pin").WithReason(proto.ReasonPinMismatch)
 	}
 	return key, nil
 }

@@ -4,8 +4,8 @@ import (
 	"flag"
 	"net/url"
 
-	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/proto/joinwire"
 )
 
@@ -36,7 +36,7 @@ func Flags(fs *flag.FlagSet) *Options {
 	fs.StringVar(&o.Pins.ServingCA, "serving-ca-pin", "", "pin of the registry's serving CA, sha256/<base64> (required)")
 	fs.StringVar(&o.Pins.JoinSigning, "join-signing-pin", "", "pin of the JoinResponse signing key (required)")
 	fs.StringVar(&o.Pins.JoinEncryption, "join-encryption-pin", "", "pin of the JoinService encryption key (required)")
-	fs.StringVar(&o.ConfigDir, "config-dir", bcdconf.DefaultDir, "directory for the key, certificates and config.toml")
+	fs.StringVar(&o.ConfigDir, "config-dir", bcdargv.ConfigDir, "directory for the key, certificates and config.toml")
 	return o
 }
 
@@ -49,8 +49,8 @@ func (o Options) check() (*url.URL, error) {
 	if o.TokenFile == "" {
 		return nil, proto.Errorf(proto.InvalidConfig, "--token-file is missing: name the file that holds the join token").WithPath("--token-file")
 	}
-	if err := joinwire.CheckNodeID(o.NodeID); err != nil {
-		return nil, proto.Errorf(proto.InvalidConfig, "--node-id: %v", err).WithPath("--node-id")
+	if err := proto.CheckNodeID(o.NodeID); err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "--node-id: %s", proto.AsError(err).Message).WithPath("--node-id")
 	}
 	if err := joinwire.CheckRole(o.Role); err != nil {
 		return nil, proto.Errorf(proto.InvalidConfig, "--role: %v", err).WithPath("--role")

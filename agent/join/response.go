@@ -17,7 +17,7 @@ import (
 // in a client certificate that chains to the agent CA it carries.
 func acceptResponse(body []byte, signing ed25519.PublicKey, nodeID, role string, pub crypto.PublicKey) (joinwire.Payload, error) {
 	bad := func(format string, args ...any) (joinwire.Payload, error) {
-		return joinwire.Payload{}, proto.Errorf(proto.Unauthenticated, "JoinResponse: "+format, args...).WithReason("join-response")
+		return joinwire.Payload{}, proto.Errorf(proto.Unauthenticated, "JoinResponse: "+format, args...).WithReason(proto.ReasonJoinResponse)
 	}
 	var r joinwire.Response
 	if err := json.Unmarshal(body, &r); err != nil {

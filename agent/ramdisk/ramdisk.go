@@ -24,9 +24,10 @@ import (
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/hardware/dcgm"
 	"github.com/better-compute/better-compute/hardware/inventory"
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/proto/joinwire"
-	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/ramdisk/deploy"
 	"github.com/better-compute/better-compute/ramdisk/disk"
 	"github.com/better-compute/better-compute/ramdisk/firstboot"
@@ -174,10 +175,10 @@ func (a *agent) deployImage(ctx context.Context, payload json.RawMessage) (json.
 	files := firstboot.Files{UserData: in.UserData, Kind: in.UserDataKind, InstanceID: a.node}
 	if len(in.UserData) > 0 {
 		var err error
-		if files.Config, err = os.ReadFile(filepath.Join(a.opts.ConfigDir, bcdconf.ConfigFile)); err != nil {
+		if files.Config, err = os.ReadFile(filepath.Join(a.opts.ConfigDir, bcdargv.ConfigFile)); err != nil {
 			return nil, err
 		}
-		if files.JoinEncryptionKey, err = os.ReadFile(filepath.Join(a.opts.ConfigDir, bcdconf.JoinEncryptionFile)); err != nil {
+		if files.JoinEncryptionKey, err = os.ReadFile(filepath.Join(a.opts.ConfigDir, bcdargv.JoinEncryptionFile)); err != nil {
 			return nil, err
 		}
 	}
@@ -278,7 +279,7 @@ func (a *agent) wipe(ctx context.Context, payload json.RawMessage) (json.RawMess
 		res = wipe.Run(ctx, disks, wipe.Options{Mode: in.Mode, Progress: func(p proto.WipeProgress) { session.ReportProgress(ctx, p) }})
 		res.Skipped = skipped
 		for _, d := range res.Disks {
-			a.opts.Log.Info("disk.wipe", "mode", in.Mode, "disk", d.Name, "method", d.Method, "wiped", d.Wiped, "unwiped", d.Unwiped, "duration", d.Duration)
+			a.opts.Log.Info(proto.CommandDiskWipe, "mode", in.Mode, "disk", d.Name, "method", d.Method, "wiped", d.Wiped, "unwiped", d.Unwiped, "duration", d.Duration)
 		}
 	}
 	return session.SignResult(ctx, proto.CommandDiskWipe, res)

@@ -8,10 +8,10 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/boot"
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/jsondoc"
+	"github.com/better-compute/better-compute/proto/bcdargv"
 )
 
 // Version is the version of the site config this bcd reads.
@@ -104,7 +104,7 @@ func decodeConfig(d jsondoc.Decoder, data []byte) (Config, error) {
 // withDefaults is the one place the site config's defaults are set.
 func (c Config) withDefaults() Config {
 	if c.ConfigDir == "" {
-		c.ConfigDir = bcdconf.DefaultDir
+		c.ConfigDir = bcdargv.ConfigDir
 	}
 	if c.StateDir == "" {
 		c.StateDir = "/var/lib/bcd/site"

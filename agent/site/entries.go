@@ -14,8 +14,8 @@ import (
 	"github.com/better-compute/better-compute/boot"
 	"github.com/better-compute/better-compute/cache"
 	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/jsondoc"
 )
 
 // entries is how the site boots each machine, as the boot server asks for it, by MAC.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/jsondoc"
 )
 
 // steps runs the relayed site steps against machines' BMCs.
@@ -24,14 +24,14 @@ type steps struct {
 // handlers are the session handlers of the site's relayed steps, by kind.
 func (s *steps) handlers() map[string]session.Handler {
 	return map[string]session.Handler{
-		"power.getPower":            s.bind("power.getPower", s.getPower),
-		"power.setPower":            s.bind("power.setPower", s.setPower),
-		"management.setBootDevice":  s.bind("management.setBootDevice", s.setBootDevice),
-		"inspect.oob":               s.bind("inspect.oob", s.inspect),
-		"media.insert":              s.bind("media.insert", s.insert),
-		"media.eject":               s.bind("media.eject", s.eject),
+		proto.CommandGetPower:       s.bind(proto.CommandGetPower, s.getPower),
+		proto.CommandSetPower:       s.bind(proto.CommandSetPower, s.setPower),
+		proto.CommandSetBootDevice:  s.bind(proto.CommandSetBootDevice, s.setBootDevice),
+		proto.CommandInspectOOB:     s.bind(proto.CommandInspectOOB, s.inspect),
+		proto.CommandMediaInsert:    s.bind(proto.CommandMediaInsert, s.insert),
+		proto.CommandMediaEject:     s.bind(proto.CommandMediaEject, s.eject),
 		proto.CommandPrepareRamdisk: s.entryStep(s.prepareRamdisk),
-		"boot.cleanUp":              s.entryStep(s.cleanUp),
+		proto.CommandBootCleanUp:    s.entryStep(s.cleanUp),
 	}
 }
 
@@ -61,7 +61,7 @@ func (s *steps) prepareRamdisk(cmd proto.SiteCommand) (any, error) {
 	if err := s.setEntry(cmd.Node, &e); err != nil {
 		return nil, err
 	}
-	return map[string]any{"kind": e.Kind, "macs": e.MACs}, nil
+	return proto.PrepareRamdiskResult{Kind: e.Kind, MACs: e.MACs}, nil
 }
 
 // cleanUp removes the machine's relayed entry; its standing entry, if any, applies again.
@@ -69,7 +69,7 @@ func (s *steps) cleanUp(cmd proto.SiteCommand) (any, error) {
 	if err := s.setEntry(cmd.Node, nil); err != nil {
 		return nil, err
 	}
-	return map[string]bool{"removed": true}, nil
+	return proto.BootCleanUpResult{Removed: true}, nil
 }
 
 // setEntry checks and sets (or, nil, removes) a machine's relayed entry.
@@ -135,17 +135,15 @@ func (s *steps) bind(kind string, fn step) session.Handler {
 
 func (s *steps) getPower(ctx context.Context, _ proto.SiteCommand, d bmc.Driver) (any, error) {
 	state, err := d.GetPower(ctx)
-	return map[string]bmc.PowerState{"state": state}, err
+	return proto.GetPowerResult{State: state}, err
 }
 
 func (s *steps) setPower(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
-	var in struct {
-		Action string `json:"action"`
-	}
+	var in proto.SetPower
 	if err := decodeStrict(jsondoc.Decoder{Name: "power.setPower's with", At: "with"}, cmd.Input, &in); err != nil {
 		return nil, err
 	}
-	action, err := bmc.ParsePowerAction(in.Action)
+	action, err := proto.ParsePowerAction(string(in.Action))
 	if err != nil {
 		return nil, err
 	}
@@ -153,31 +151,28 @@ func (s *steps) setPower(ctx context.Context, cmd proto.SiteCommand, d bmc.Drive
 		return nil, err
 	}
 	s.env.Logger().Info("power set", "node", cmd.Node, "action", string(action))
-	return map[string]bmc.PowerAction{"action": action}, nil
+	return proto.SetPower{Action: action}, nil
 }
 
 // setBootDevice sets the boot device; cd on a machine whose boot entry is a sanboot (an
 // ISO media.insert could not mount) sets pxe, so that the machine boots the ISO from the
 // site cache, and disk turns a machine's relayed entry into a disk entry (iPXE exits).
 func (s *steps) setBootDevice(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
-	var in struct {
-		Device     string `json:"device"`
-		Persistent bool   `json:"persistent"`
-	}
+	var in proto.SetBootDevice
 	if err := decodeStrict(jsondoc.Decoder{Name: "management.setBootDevice's with", At: "with"}, cmd.Input, &in); err != nil {
 		return nil, err
 	}
-	device, err := bmc.ParseBootDevice(in.Device)
+	device, err := proto.ParseBootDevice(string(in.Device))
 	if err != nil {
 		return nil, err
 	}
-	if device == bmc.BootCD && s.entries.kind(cmd.Node) == proto.BootSanboot {
-		device = bmc.BootPXE
+	if device == proto.BootDeviceCD && s.entries.kind(cmd.Node) == proto.BootSanboot {
+		device = proto.BootDevicePXE
 	}
 	if err := d.SetBootDevice(ctx, device, in.Persistent); err != nil {
 		return nil, err
 	}
-	if device == bmc.BootDisk && s.entries.relayedKind(cmd.Node) != "" {
+	if device == proto.BootDeviceDisk && s.entries.relayedKind(cmd.Node) != "" {
 		// A machine that network-boots again all the same (a one-time device a guest's
 		// own reboot uses once more) is sent on to its disk.
 		macs, uuid := s.entries.identity(cmd.Node)
@@ -186,7 +181,7 @@ func (s *steps) setBootDevice(ctx context.Context, cmd proto.SiteCommand, d bmc.
 		}
 	}
 	s.env.Logger().Info("boot device set", "node", cmd.Node, "device", string(device), "persistent", in.Persistent)
-	return map[string]any{"device": device, "persistent": in.Persistent}, nil
+	return proto.SetBootDevice{Device: device, Persistent: in.Persistent}, nil
 }
 
 func (s *steps) inspect(ctx context.Context, _ proto.SiteCommand, d bmc.Driver) (any, error) {
@@ -215,13 +210,13 @@ func (s *steps) insert(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver)
 		if err := s.setEntry(cmd.Node, &e); err != nil {
 			return nil, err
 		}
-		return map[string]string{"sanboot": in.Digest}, nil
+		return proto.MediaInsertResult{Sanboot: in.Digest}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	s.env.Logger().Info("media inserted", slog.String("node", cmd.Node), slog.String("url", in.URL))
-	return map[string]string{"mounted": in.URL}, nil
+	return proto.MediaInsertResult{Mounted: in.URL}, nil
 }
 
 // eject ejects the virtual media, or removes the sanboot entry that stands in for it.
@@ -230,12 +225,12 @@ func (s *steps) eject(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) 
 		if err := s.setEntry(cmd.Node, nil); err != nil {
 			return nil, err
 		}
-		return map[string]bool{"ejected": true}, nil
+		return proto.MediaEjectResult{Ejected: true}, nil
 	}
 	if err := d.Eject(ctx); err != nil {
 		return nil, err
 	}
-	return map[string]bool{"ejected": true}, nil
+	return proto.MediaEjectResult{Ejected: true}, nil
 }
 
 // decodeStrict decodes one JSON value into v with d; empty is {}.

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -220,5 +221,24 @@ func TestRamdiskExtrasInScript(t *testing.T) {
 	_, err = f.run(t, proto.CommandPrepareRamdisk, in)
 	if proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "bootEntry.ramdisk.extras[2].digest" {
 		t.Fatalf("an extra that is no digest: %v, want INVALID_INPUT at bootEntry.ramdisk.extras[2].digest", err)
+	}
+}
+
+// The site handles every step proto says runs on a site, and nothing else.
+func TestHandlesProtosSiteSteps(t *testing.T) {
+	var want []string
+	for _, k := range proto.Steps {
+		if k.Runs[0] == proto.PlaceSite {
+			want = append(want, k.Kind)
+		}
+	}
+	var got []string
+	for kind := range (&steps{}).handlers() {
+		got = append(got, kind)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("site handlers (-proto +site):\n%s", diff)
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"context"
 	"slices"
 
-	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/proto"
 )
 
 // The boot order is the managed devices' bootindex properties, which qemu lets a client
@@ -47,19 +47,19 @@ func setBootIndex(c *conn, id string, i int) error {
 
 // bootOptions maps each boot device to the option naming the device behind it. qemu's
 // NIC ROM (iPXE) boots over PXE or HTTP as the DHCP answer says, so both are the NIC.
-var bootOptions = map[bmc.BootDevice]string{
-	bmc.BootPXE:  optNIC,
-	bmc.BootHTTP: optNIC,
-	bmc.BootDisk: optDisk,
-	bmc.BootCD:   optCD,
+var bootOptions = map[proto.BootDevice]string{
+	proto.BootDevicePXE:  optNIC,
+	proto.BootDeviceHTTP: optNIC,
+	proto.BootDeviceDisk: optDisk,
+	proto.BootDeviceCD:   optCD,
 }
 
 // SetBootDevice rewrites the managed devices' bootindex: the device first in the
 // persistent order, or first at the next reset only.
-func (d *driver) SetBootDevice(ctx context.Context, device bmc.BootDevice, persistent bool) error {
+func (d *driver) SetBootDevice(ctx context.Context, device proto.BootDevice, persistent bool) error {
 	opt, ok := bootOptions[device]
 	if !ok {
-		_, err := bmc.ParseBootDevice(string(device))
+		_, err := proto.ParseBootDevice(string(device))
 		return err
 	}
 	target, err := d.option(opt, "device to boot "+string(device)+" from")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
 )
@@ -25,51 +24,51 @@ func TestBootOrderVM(t *testing.T) {
 	}{
 		{
 			name:    "disk persistent",
-			do:      func() error { return d.SetBootDevice(ctx, bmc.BootDisk, true) },
+			do:      func() error { return d.SetBootDevice(ctx, proto.BootDeviceDisk, true) },
 			indexes: map[string]int{"disk0": 10, "nic0": 20, "cd0": 30},
 		},
 		{
 			name:    "pxe once",
-			do:      func() error { return d.SetBootDevice(ctx, bmc.BootPXE, false) },
+			do:      func() error { return d.SetBootDevice(ctx, proto.BootDevicePXE, false) },
 			indexes: map[string]int{"disk0": 10, "nic0": 2, "cd0": 30},
 		},
 		{
 			name:    "on boots the NIC",
-			do:      func() error { return d.SetPower(ctx, bmc.ActionOn) },
+			do:      func() error { return d.SetPower(ctx, proto.PowerActionOn) },
 			indexes: map[string]int{"disk0": 10, "nic0": 7, "cd0": 30},
 			boots:   []string{"ROM"},
 		},
 		{
 			name:    "reset boots the disk",
-			do:      func() error { return d.SetPower(ctx, bmc.ActionReset) },
+			do:      func() error { return d.SetPower(ctx, proto.PowerActionReset) },
 			indexes: map[string]int{"disk0": 10, "nic0": 20, "cd0": 30},
 			boots:   []string{"ROM", "Hard Disk"},
 		},
 		{
 			name:    "cd once",
-			do:      func() error { return d.SetBootDevice(ctx, bmc.BootCD, false) },
+			do:      func() error { return d.SetBootDevice(ctx, proto.BootDeviceCD, false) },
 			indexes: map[string]int{"disk0": 10, "nic0": 20, "cd0": 3},
 		},
 		{
 			name:    "cycle boots the CD",
-			do:      func() error { return d.SetPower(ctx, bmc.ActionCycle) },
+			do:      func() error { return d.SetPower(ctx, proto.PowerActionCycle) },
 			indexes: map[string]int{"disk0": 10, "nic0": 20, "cd0": 8},
 			boots:   []string{"ROM", "Hard Disk", "DVD/CD"},
 		},
 		{
 			name:    "http persistent is the NIC",
-			do:      func() error { return d.SetBootDevice(ctx, bmc.BootHTTP, true) },
+			do:      func() error { return d.SetBootDevice(ctx, proto.BootDeviceHTTP, true) },
 			indexes: map[string]int{"disk0": 20, "nic0": 10, "cd0": 30},
 		},
 		{
 			name:    "reset boots the NIC",
-			do:      func() error { return d.SetPower(ctx, bmc.ActionReset) },
+			do:      func() error { return d.SetPower(ctx, proto.PowerActionReset) },
 			indexes: map[string]int{"disk0": 20, "nic0": 10, "cd0": 30},
 			boots:   []string{"ROM", "Hard Disk", "DVD/CD", "ROM"},
 		},
 		{
 			name:    "reset boots the NIC again",
-			do:      func() error { return d.SetPower(ctx, bmc.ActionReset) },
+			do:      func() error { return d.SetPower(ctx, proto.PowerActionReset) },
 			indexes: map[string]int{"disk0": 20, "nic0": 10, "cd0": 30},
 			boots:   []string{"ROM", "Hard Disk", "DVD/CD", "ROM", "ROM"},
 		},
@@ -97,7 +96,7 @@ func TestBootDeviceUnbound(t *testing.T) {
 	cfg := v.config()
 	delete(cfg.Options, optCD)
 	d := v.open(t, cfg)
-	err := d.SetBootDevice(context.Background(), bmc.BootCD, true)
+	err := d.SetBootDevice(context.Background(), proto.BootDeviceCD, true)
 	if proto.CodeOf(err) != proto.Unsupported {
 		t.Fatalf("cd without option cd: %v", err)
 	}

@@ -17,20 +17,20 @@ func TestGracefulPower(t *testing.T) {
 		status   string
 		restarts bool
 		refuse   map[string]string
-		action   bmc.PowerAction
+		action   proto.PowerAction
 		commands []string
 		after    string
 		code     proto.Code
 		message  string
 	}{
-		"graceful-off":                  {status: "running", action: bmc.ActionGracefulOff, commands: []string{"system_powerdown"}, after: "shutdown"},
-		"graceful-restart":              {status: "running", action: bmc.ActionGracefulRestart, commands: []string{"system_powerdown", "system_reset", "cont"}, after: "running"},
-		"on after a guest shutdown":     {status: "shutdown", action: bmc.ActionOn, commands: []string{"system_reset", "cont"}, after: "running"},
-		"reset after a guest panic":     {status: "guest-panicked", action: bmc.ActionReset, commands: []string{"system_reset", "cont"}, after: "running"},
-		"graceful-off of a paused VM":   {status: "paused", action: bmc.ActionGracefulOff, after: "paused"},
-		"guest ignores the button":      {status: "running", restarts: true, action: bmc.ActionGracefulOff, commands: []string{"system_powerdown"}, after: "running", code: proto.Timeout, message: "the machine is still on, not off"},
-		"qemu refuses":                  {status: "running", refuse: map[string]string{"inject-nmi": "Injecting an NMI is not supported here"}, action: bmc.ActionNMI, after: "running", code: proto.DriverError, message: "nmi: Injecting an NMI is not supported here"},
-		"migrating is unknown, then on": {status: "inmigrate", action: bmc.ActionOn, commands: []string{"system_reset", "cont"}, after: "running"},
+		"graceful-off":                  {status: "running", action: proto.PowerActionGracefulOff, commands: []string{"system_powerdown"}, after: "shutdown"},
+		"graceful-restart":              {status: "running", action: proto.PowerActionGracefulRestart, commands: []string{"system_powerdown", "system_reset", "cont"}, after: "running"},
+		"on after a guest shutdown":     {status: "shutdown", action: proto.PowerActionOn, commands: []string{"system_reset", "cont"}, after: "running"},
+		"reset after a guest panic":     {status: "guest-panicked", action: proto.PowerActionReset, commands: []string{"system_reset", "cont"}, after: "running"},
+		"graceful-off of a paused VM":   {status: "paused", action: proto.PowerActionGracefulOff, after: "paused"},
+		"guest ignores the button":      {status: "running", restarts: true, action: proto.PowerActionGracefulOff, commands: []string{"system_powerdown"}, after: "running", code: proto.Timeout, message: "the machine is still on, not off"},
+		"qemu refuses":                  {status: "running", refuse: map[string]string{"inject-nmi": "Injecting an NMI is not supported here"}, action: proto.PowerActionNMI, after: "running", code: proto.DriverError, message: "nmi: Injecting an NMI is not supported here"},
+		"migrating is unknown, then on": {status: "inmigrate", action: proto.PowerActionOn, commands: []string{"system_reset", "cont"}, after: "running"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

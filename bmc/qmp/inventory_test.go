@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -23,7 +24,7 @@ func TestInspectVM(t *testing.T) {
 	got.System.Model, got.BMC.FirmwareVersion = "", ""
 	want := bmc.Inventory{
 		System:     bmc.System{Manufacturer: "QEMU", UUID: uuid},
-		PowerState: bmc.PowerOff,
+		PowerState: proto.PowerStateOff,
 		CPUs: []bmc.CPU{
 			{Socket: "0", Model: "x86_64", Cores: 2, Threads: 2},
 			{Socket: "1", Model: "x86_64", Cores: 2, Threads: 2},

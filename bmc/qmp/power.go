@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/proto"
 )
 
 // runStates maps qemu's run states (query-status) to power states. A VM is on while
@@ -11,26 +12,26 @@ import (
 // (prelaunch, under -S), was stopped (paused: the driver's forced off), powered itself
 // off (shutdown, under -no-shutdown), or halted on an error. Migration states are
 // unknown.
-var runStates = map[string]bmc.PowerState{
-	"running":        bmc.PowerOn,
-	"suspended":      bmc.PowerOn,
-	"prelaunch":      bmc.PowerOff,
-	"paused":         bmc.PowerOff,
-	"shutdown":       bmc.PowerOff,
-	"guest-panicked": bmc.PowerOff,
-	"internal-error": bmc.PowerOff,
-	"io-error":       bmc.PowerOff,
-	"watchdog":       bmc.PowerOff,
+var runStates = map[string]proto.PowerState{
+	"running":        proto.PowerStateOn,
+	"suspended":      proto.PowerStateOn,
+	"prelaunch":      proto.PowerStateOff,
+	"paused":         proto.PowerStateOff,
+	"shutdown":       proto.PowerStateOff,
+	"guest-panicked": proto.PowerStateOff,
+	"internal-error": proto.PowerStateOff,
+	"io-error":       proto.PowerStateOff,
+	"watchdog":       proto.PowerStateOff,
 }
 
-func powerState(status string) bmc.PowerState {
+func powerState(status string) proto.PowerState {
 	if p, ok := runStates[status]; ok {
 		return p
 	}
-	return bmc.PowerUnknown
+	return proto.PowerStateUnknown
 }
 
-func status(c *conn) (bmc.PowerState, error) {
+func status(c *conn) (proto.PowerState, error) {
 	var st struct {
 		Status string `json:"status"`
 	}
@@ -41,8 +42,8 @@ func status(c *conn) (bmc.PowerState, error) {
 }
 
 // GetPower maps query-status.
-func (d *driver) GetPower(ctx context.Context) (bmc.PowerState, error) {
-	var p bmc.PowerState
+func (d *driver) GetPower(ctx context.Context) (proto.PowerState, error) {
+	var p proto.PowerState
 	err := d.session(ctx, "query-status", func(c *conn) (err error) {
 		p, err = status(c)
 		return err
@@ -62,43 +63,43 @@ func (d *driver) GetPower(ctx context.Context) (bmc.PowerState, error) {
 //
 // A restart (reset, graceful-restart, cycle) of a VM that is off is on. Every power-on
 // resets the VM first, so that it boots afresh with the boot order set since.
-func (d *driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
-	if _, err := bmc.ParsePowerAction(string(action)); err != nil {
+func (d *driver) SetPower(ctx context.Context, action proto.PowerAction) error {
+	if _, err := proto.ParsePowerAction(string(action)); err != nil {
 		return err
 	}
-	var state bmc.PowerState
+	var state proto.PowerState
 	err := d.session(ctx, string(action), func(c *conn) (err error) {
 		if state, err = status(c); err != nil {
 			return err
 		}
-		on, off := state == bmc.PowerOn, state == bmc.PowerOff
+		on, off := state == proto.PowerStateOn, state == proto.PowerStateOff
 		d.log.Info("power", "action", string(action), "state", string(state))
 		switch {
-		case action == bmc.ActionNMI:
+		case action == proto.PowerActionNMI:
 			return c.execute("inject-nmi", nil, nil)
-		case action == bmc.ActionOn && on, (action == bmc.ActionOff || action == bmc.ActionGracefulOff) && off:
+		case action == proto.PowerActionOn && on, (action == proto.PowerActionOff || action == proto.PowerActionGracefulOff) && off:
 			return nil
-		case action == bmc.ActionOff:
+		case action == proto.PowerActionOff:
 			return c.execute("stop", nil, nil)
-		case action == bmc.ActionGracefulOff, action == bmc.ActionGracefulRestart && !off:
+		case action == proto.PowerActionGracefulOff, action == proto.PowerActionGracefulRestart && !off:
 			return c.execute("system_powerdown", nil, nil)
-		case action == bmc.ActionReset && on:
+		case action == proto.PowerActionReset && on:
 			return d.reset(c)
-		case action == bmc.ActionCycle && !off:
+		case action == proto.PowerActionCycle && !off:
 			if err := c.execute("stop", nil, nil); err != nil {
 				return err
 			}
 		}
 		return d.powerOn(c)
 	})
-	if err != nil || state == bmc.PowerOff {
+	if err != nil || state == proto.PowerStateOff {
 		return err
 	}
 	switch action {
-	case bmc.ActionGracefulOff:
-		return bmc.WaitPower(ctx, d, bmc.PowerOff, d.timing)
-	case bmc.ActionGracefulRestart:
-		if err := bmc.WaitPower(ctx, d, bmc.PowerOff, d.timing); err != nil {
+	case proto.PowerActionGracefulOff:
+		return bmc.WaitPower(ctx, d, proto.PowerStateOff, d.timing)
+	case proto.PowerActionGracefulRestart:
+		if err := bmc.WaitPower(ctx, d, proto.PowerStateOff, d.timing); err != nil {
 			return err
 		}
 		return d.session(ctx, "power on", d.powerOn)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/proto"
 )
 
@@ -15,29 +14,29 @@ func TestPowerVM(t *testing.T) {
 	d := v.open(t, v.config())
 	steps := []struct {
 		name     string
-		action   bmc.PowerAction
+		action   proto.PowerAction
 		code     proto.Code
 		runState string
-		power    bmc.PowerState
+		power    proto.PowerState
 	}{
-		{name: "held before start", runState: "prelaunch", power: bmc.PowerOff},
-		{name: "on", action: bmc.ActionOn, runState: "running", power: bmc.PowerOn},
-		{name: "on when on", action: bmc.ActionOn, runState: "running", power: bmc.PowerOn},
-		{name: "off", action: bmc.ActionOff, runState: "paused", power: bmc.PowerOff},
-		{name: "off when off", action: bmc.ActionOff, runState: "paused", power: bmc.PowerOff},
-		{name: "graceful-off when off", action: bmc.ActionGracefulOff, runState: "paused", power: bmc.PowerOff},
-		{name: "reset when off", action: bmc.ActionReset, runState: "running", power: bmc.PowerOn},
-		{name: "reset", action: bmc.ActionReset, runState: "running", power: bmc.PowerOn},
-		{name: "cycle", action: bmc.ActionCycle, runState: "running", power: bmc.PowerOn},
-		{name: "nmi", action: bmc.ActionNMI, runState: "running", power: bmc.PowerOn},
+		{name: "held before start", runState: "prelaunch", power: proto.PowerStateOff},
+		{name: "on", action: proto.PowerActionOn, runState: "running", power: proto.PowerStateOn},
+		{name: "on when on", action: proto.PowerActionOn, runState: "running", power: proto.PowerStateOn},
+		{name: "off", action: proto.PowerActionOff, runState: "paused", power: proto.PowerStateOff},
+		{name: "off when off", action: proto.PowerActionOff, runState: "paused", power: proto.PowerStateOff},
+		{name: "graceful-off when off", action: proto.PowerActionGracefulOff, runState: "paused", power: proto.PowerStateOff},
+		{name: "reset when off", action: proto.PowerActionReset, runState: "running", power: proto.PowerStateOn},
+		{name: "reset", action: proto.PowerActionReset, runState: "running", power: proto.PowerStateOn},
+		{name: "cycle", action: proto.PowerActionCycle, runState: "running", power: proto.PowerStateOn},
+		{name: "nmi", action: proto.PowerActionNMI, runState: "running", power: proto.PowerStateOn},
 		// The firmware, with no OS behind it, ignores the ACPI power button.
-		{name: "graceful-off ignored", action: bmc.ActionGracefulOff, code: proto.Timeout, runState: "running", power: bmc.PowerOn},
-		{name: "graceful-restart ignored", action: bmc.ActionGracefulRestart, code: proto.Timeout, runState: "running", power: bmc.PowerOn},
-		{name: "off again", action: bmc.ActionOff, runState: "paused", power: bmc.PowerOff},
-		{name: "graceful-restart when off", action: bmc.ActionGracefulRestart, runState: "running", power: bmc.PowerOn},
-		{name: "graceful-off, forced", action: bmc.ActionOff, runState: "paused", power: bmc.PowerOff},
-		{name: "cycle when off", action: bmc.ActionCycle, runState: "running", power: bmc.PowerOn},
-		{name: "unknown action", action: "suspend", code: proto.InvalidConfig, runState: "running", power: bmc.PowerOn},
+		{name: "graceful-off ignored", action: proto.PowerActionGracefulOff, code: proto.Timeout, runState: "running", power: proto.PowerStateOn},
+		{name: "graceful-restart ignored", action: proto.PowerActionGracefulRestart, code: proto.Timeout, runState: "running", power: proto.PowerStateOn},
+		{name: "off again", action: proto.PowerActionOff, runState: "paused", power: proto.PowerStateOff},
+		{name: "graceful-restart when off", action: proto.PowerActionGracefulRestart, runState: "running", power: proto.PowerStateOn},
+		{name: "graceful-off, forced", action: proto.PowerActionOff, runState: "paused", power: proto.PowerStateOff},
+		{name: "cycle when off", action: proto.PowerActionCycle, runState: "running", power: proto.PowerStateOn},
+		{name: "unknown action", action: "suspend", code: proto.InvalidConfig, runState: "running", power: proto.PowerStateOn},
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {

@@ -5,17 +5,16 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/stmcginnis/gofish/schemas"
 )
 
 // bootTargets maps each boot device to its BootSourceOverrideTarget.
-var bootTargets = map[bmc.BootDevice]schemas.BootSource{
-	bmc.BootPXE:  schemas.PxeBootSource,
-	bmc.BootHTTP: schemas.UefiHTTPBootSource,
-	bmc.BootDisk: schemas.HddBootSource,
-	bmc.BootCD:   schemas.CdBootSource,
+var bootTargets = map[proto.BootDevice]schemas.BootSource{
+	proto.BootDevicePXE:  schemas.PxeBootSource,
+	proto.BootDeviceHTTP: schemas.UefiHTTPBootSource,
+	proto.BootDeviceDisk: schemas.HddBootSource,
+	proto.BootDeviceCD:   schemas.CdBootSource,
 }
 
 // SetBootDevice sets the system's boot override: the device's target, Enabled Once or
@@ -23,10 +22,10 @@ var bootTargets = map[bmc.BootDevice]schemas.BootSource{
 // for every target when given). It reads the override back, since a BMC may accept a
 // PATCH it does not apply; see sameEnabled and sameTarget for what a BMC may report
 // instead of what was asked.
-func (d *driver) SetBootDevice(ctx context.Context, device bmc.BootDevice, persistent bool) error {
+func (d *driver) SetBootDevice(ctx context.Context, device proto.BootDevice, persistent bool) error {
 	target, ok := bootTargets[device]
 	if !ok {
-		_, err := bmc.ParseBootDevice(string(device))
+		_, err := proto.ParseBootDevice(string(device))
 		return err
 	}
 	sys, err := d.system(ctx)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/redfishsim"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
@@ -19,17 +18,17 @@ func TestSetBootDevice(t *testing.T) {
 	cases := map[string]struct {
 		sim        redfishsim.Config
 		bootMode   string
-		device     bmc.BootDevice
+		device     proto.BootDevice
 		persistent bool
 		want       redfishsim.BootOverride
 		code       proto.Code
 		message    string
 	}{
-		"pxe once":            {device: bmc.BootPXE, want: redfishsim.BootOverride{Target: "Pxe", Enabled: "Once", Mode: "UEFI"}},
-		"pxe persistent":      {device: bmc.BootPXE, persistent: true, want: redfishsim.BootOverride{Target: "Pxe", Enabled: "Continuous", Mode: "UEFI"}},
-		"http sets UEFI":      {sim: redfishsim.Config{BootMode: "Legacy"}, device: bmc.BootHTTP, want: redfishsim.BootOverride{Target: "UefiHttp", Enabled: "Once", Mode: "UEFI"}},
-		"pxe keeps legacy":    {sim: redfishsim.Config{BootMode: "Legacy"}, device: bmc.BootPXE, want: redfishsim.BootOverride{Target: "Pxe", Enabled: "Once", Mode: "Legacy"}},
-		"http is UEFI always": {bootMode: "legacy", device: bmc.BootHTTP, want: redfishsim.BootOverride{Target: "UefiHttp", Enabled: "Once", Mode: "UEFI"}},
+		"pxe once":            {device: proto.BootDevicePXE, want: redfishsim.BootOverride{Target: "Pxe", Enabled: "Once", Mode: "UEFI"}},
+		"pxe persistent":      {device: proto.BootDevicePXE, persistent: true, want: redfishsim.BootOverride{Target: "Pxe", Enabled: "Continuous", Mode: "UEFI"}},
+		"http sets UEFI":      {sim: redfishsim.Config{BootMode: "Legacy"}, device: proto.BootDeviceHTTP, want: redfishsim.BootOverride{Target: "UefiHttp", Enabled: "Once", Mode: "UEFI"}},
+		"pxe keeps legacy":    {sim: redfishsim.Config{BootMode: "Legacy"}, device: proto.BootDevicePXE, want: redfishsim.BootOverride{Target: "Pxe", Enabled: "Once", Mode: "Legacy"}},
+		"http is UEFI always": {bootMode: "legacy", device: proto.BootDeviceHTTP, want: redfishsim.BootOverride{Target: "UefiHttp", Enabled: "Once", Mode: "UEFI"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -92,13 +91,13 @@ func TestBootOnce(t *testing.T) {
 	d := open(t, config(t, sim))
 	ctx := context.Background()
 	steps := []func() error{
-		func() error { return d.SetBootDevice(ctx, bmc.BootPXE, false) },
-		func() error { return d.SetPower(ctx, bmc.ActionCycle) },
-		func() error { return d.SetPower(ctx, bmc.ActionReset) },
-		func() error { return d.SetBootDevice(ctx, bmc.BootCD, true) },
-		func() error { return d.SetPower(ctx, bmc.ActionOff) },
-		func() error { return d.SetPower(ctx, bmc.ActionOn) },
-		func() error { return d.SetPower(ctx, bmc.ActionGracefulRestart) },
+		func() error { return d.SetBootDevice(ctx, proto.BootDevicePXE, false) },
+		func() error { return d.SetPower(ctx, proto.PowerActionCycle) },
+		func() error { return d.SetPower(ctx, proto.PowerActionReset) },
+		func() error { return d.SetBootDevice(ctx, proto.BootDeviceCD, true) },
+		func() error { return d.SetPower(ctx, proto.PowerActionOff) },
+		func() error { return d.SetPower(ctx, proto.PowerActionOn) },
+		func() error { return d.SetPower(ctx, proto.PowerActionGracefulRestart) },
 	}
 	for i, step := range steps {
 		if err := step(); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/redfishsim"
+	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -27,7 +28,7 @@ func TestInspect(t *testing.T) {
 			UUID:         redfishsim.UUID,
 			BIOSVersion:  redfishsim.BIOSVersion,
 		},
-		PowerState: bmc.PowerOn,
+		PowerState: proto.PowerStateOn,
 		CPUs:       []bmc.CPU{cpu1, cpu2},
 		Memory: bmc.Memory{TotalBytes: redfishsim.MemoryGiB << 30, Modules: []bmc.MemoryModule{
 			{Locator: "A1", CapacityBytes: redfishsim.DIMMCapacityMiB << 20, Type: "DDR5", SpeedMHz: 4800},

@@ -11,34 +11,34 @@ import (
 )
 
 // resetTypes maps each power action to the ComputerSystem.Reset type that performs it.
-var resetTypes = map[bmc.PowerAction]schemas.ResetType{
-	bmc.ActionOn:              schemas.OnResetType,
-	bmc.ActionOff:             schemas.ForceOffResetType,
-	bmc.ActionGracefulOff:     schemas.GracefulShutdownResetType,
-	bmc.ActionReset:           schemas.ForceRestartResetType,
-	bmc.ActionGracefulRestart: schemas.GracefulRestartResetType,
-	bmc.ActionCycle:           schemas.PowerCycleResetType,
-	bmc.ActionNMI:             schemas.NmiResetType,
+var resetTypes = map[proto.PowerAction]schemas.ResetType{
+	proto.PowerActionOn:              schemas.OnResetType,
+	proto.PowerActionOff:             schemas.ForceOffResetType,
+	proto.PowerActionGracefulOff:     schemas.GracefulShutdownResetType,
+	proto.PowerActionReset:           schemas.ForceRestartResetType,
+	proto.PowerActionGracefulRestart: schemas.GracefulRestartResetType,
+	proto.PowerActionCycle:           schemas.PowerCycleResetType,
+	proto.PowerActionNMI:             schemas.NmiResetType,
 }
 
 // powerStates maps Redfish's PowerState to the project's.
-var powerStates = map[schemas.PowerState]bmc.PowerState{
-	schemas.OnPowerState:          bmc.PowerOn,
-	schemas.OffPowerState:         bmc.PowerOff,
-	schemas.PoweringOnPowerState:  bmc.PowerPoweringOn,
-	schemas.PoweringOffPowerState: bmc.PowerPoweringOff,
-	schemas.PausedPowerState:      bmc.PowerPaused,
+var powerStates = map[schemas.PowerState]proto.PowerState{
+	schemas.OnPowerState:          proto.PowerStateOn,
+	schemas.OffPowerState:         proto.PowerStateOff,
+	schemas.PoweringOnPowerState:  proto.PowerStatePoweringOn,
+	schemas.PoweringOffPowerState: proto.PowerStatePoweringOff,
+	schemas.PausedPowerState:      proto.PowerStatePaused,
 }
 
-func powerState(s schemas.PowerState) bmc.PowerState {
+func powerState(s schemas.PowerState) proto.PowerState {
 	if p, ok := powerStates[s]; ok {
 		return p
 	}
-	return bmc.PowerUnknown
+	return proto.PowerStateUnknown
 }
 
 // GetPower reads the system's PowerState.
-func (d *driver) GetPower(ctx context.Context) (bmc.PowerState, error) {
+func (d *driver) GetPower(ctx context.Context) (proto.PowerState, error) {
 	sys, err := d.system(ctx)
 	if err != nil {
 		return "", err
@@ -50,10 +50,10 @@ func (d *driver) GetPower(ctx context.Context) (bmc.PowerState, error) {
 // leads to: on for on and the restarts, off for off and graceful-off. An action whose
 // state holds already is done; a restart of a machine that is off powers it on. A cycle
 // on a BMC that does not offer PowerCycle is ForceOff, then On.
-func (d *driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
+func (d *driver) SetPower(ctx context.Context, action proto.PowerAction) error {
 	want, ok := resetTypes[action]
 	if !ok {
-		_, err := bmc.ParsePowerAction(string(action))
+		_, err := proto.ParsePowerAction(string(action))
 		return err
 	}
 	sys, err := d.system(ctx)
@@ -68,30 +68,30 @@ func (d *driver) SetPower(ctx context.Context, action bmc.PowerAction) error {
 	}
 	state := powerState(sys.PowerState)
 	switch {
-	case action == bmc.ActionOn && state == bmc.PowerOn,
-		(action == bmc.ActionOff || action == bmc.ActionGracefulOff) && state == bmc.PowerOff:
+	case action == proto.PowerActionOn && state == proto.PowerStateOn,
+		(action == proto.PowerActionOff || action == proto.PowerActionGracefulOff) && state == proto.PowerStateOff:
 		return nil
-	case action.Restarts() && state == bmc.PowerOff:
-		return d.reset(ctx, sys, offered, schemas.OnResetType, bmc.PowerOn)
-	case action == bmc.ActionCycle && len(offered) > 0 && !slices.Contains(offered, schemas.PowerCycleResetType):
+	case action.Restarts() && state == proto.PowerStateOff:
+		return d.reset(ctx, sys, offered, schemas.OnResetType, proto.PowerStateOn)
+	case action == proto.PowerActionCycle && len(offered) > 0 && !slices.Contains(offered, schemas.PowerCycleResetType):
 		d.log.Debug("the BMC offers no PowerCycle: ForceOff, then On")
-		if err := d.reset(ctx, sys, offered, schemas.ForceOffResetType, bmc.PowerOff); err != nil {
+		if err := d.reset(ctx, sys, offered, schemas.ForceOffResetType, proto.PowerStateOff); err != nil {
 			return err
 		}
-		return d.reset(ctx, sys, offered, schemas.OnResetType, bmc.PowerOn)
-	case action == bmc.ActionNMI:
+		return d.reset(ctx, sys, offered, schemas.OnResetType, proto.PowerStateOn)
+	case action == proto.PowerActionNMI:
 		return d.reset(ctx, sys, offered, want, "")
-	case action == bmc.ActionOff || action == bmc.ActionGracefulOff:
-		return d.reset(ctx, sys, offered, want, bmc.PowerOff)
+	case action == proto.PowerActionOff || action == proto.PowerActionGracefulOff:
+		return d.reset(ctx, sys, offered, want, proto.PowerStateOff)
 	default:
-		return d.reset(ctx, sys, offered, want, bmc.PowerOn)
+		return d.reset(ctx, sys, offered, want, proto.PowerStateOn)
 	}
 }
 
 // reset posts one reset type, refused beforehand as UNSUPPORTED when the BMC lists the
 // types it offers without it, then waits until the system is in state then (no wait
 // when then is empty).
-func (d *driver) reset(ctx context.Context, sys *schemas.ComputerSystem, offered []schemas.ResetType, rt schemas.ResetType, then bmc.PowerState) error {
+func (d *driver) reset(ctx context.Context, sys *schemas.ComputerSystem, offered []schemas.ResetType, rt schemas.ResetType, then proto.PowerState) error {
 	if len(offered) > 0 && !slices.Contains(offered, rt) {
 		names := make([]string, len(offered))
 		for i, o := range offered {

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/redfishsim"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
@@ -19,21 +18,21 @@ func TestSetPower(t *testing.T) {
 	noNMI := []string{"On", "ForceOff", "GracefulShutdown", "ForceRestart", "GracefulRestart", "PowerCycle"}
 	cases := map[string]struct {
 		sim     redfishsim.Config
-		action  bmc.PowerAction
+		action  proto.PowerAction
 		resets  []string
 		state   string
 		boots   []string
 		code    proto.Code
 		message string
 	}{
-		"graceful-off ignored by the OS":   {sim: redfishsim.Config{PowerState: "On", IgnoreGracefulShutdown: true}, action: bmc.ActionGracefulOff, resets: []string{"GracefulShutdown"}, state: "On", code: proto.Timeout, message: "the machine is still on, not off"},
-		"cycle":                            {sim: redfishsim.Config{PowerState: "On"}, action: bmc.ActionCycle, resets: []string{"PowerCycle"}, state: "On", boots: []string{"Hdd"}},
-		"cycle without PowerCycle in info": {sim: redfishsim.Config{PowerState: "On", ResetTypes: noCycle, Advertise: redfishsim.InActionInfo}, action: bmc.ActionCycle, resets: []string{"ForceOff", "On"}, state: "On", boots: []string{"Hdd"}},
-		"cycle refused, unlisted":          {sim: redfishsim.Config{PowerState: "On", ResetTypes: noCycle, Advertise: redfishsim.Unlisted}, action: bmc.ActionCycle, state: "On", code: proto.DriverError, message: "HTTP 400: The value 'PowerCycle' for the parameter ResetType in the action ComputerSystem.Reset is not in the list of acceptable values."},
-		"nmi":                              {sim: redfishsim.Config{PowerState: "On"}, action: bmc.ActionNMI, resets: []string{"Nmi"}, state: "On"},
-		"nmi not offered":                  {sim: redfishsim.Config{PowerState: "On", ResetTypes: noNMI}, action: bmc.ActionNMI, state: "On", code: proto.Unsupported, message: "offers no reset type Nmi"},
-		"nmi not offered, in info":         {sim: redfishsim.Config{PowerState: "On", ResetTypes: noNMI, Advertise: redfishsim.InActionInfo}, action: bmc.ActionNMI, state: "On", code: proto.Unsupported, message: "offers no reset type Nmi"},
-		"nmi refused, unlisted":            {sim: redfishsim.Config{PowerState: "On", ResetTypes: noNMI, Advertise: redfishsim.Unlisted}, action: bmc.ActionNMI, state: "On", code: proto.DriverError, message: "The value 'Nmi' for the parameter ResetType"},
+		"graceful-off ignored by the OS":   {sim: redfishsim.Config{PowerState: "On", IgnoreGracefulShutdown: true}, action: proto.PowerActionGracefulOff, resets: []string{"GracefulShutdown"}, state: "On", code: proto.Timeout, message: "the machine is still on, not off"},
+		"cycle":                            {sim: redfishsim.Config{PowerState: "On"}, action: proto.PowerActionCycle, resets: []string{"PowerCycle"}, state: "On", boots: []string{"Hdd"}},
+		"cycle without PowerCycle in info": {sim: redfishsim.Config{PowerState: "On", ResetTypes: noCycle, Advertise: redfishsim.InActionInfo}, action: proto.PowerActionCycle, resets: []string{"ForceOff", "On"}, state: "On", boots: []string{"Hdd"}},
+		"cycle refused, unlisted":          {sim: redfishsim.Config{PowerState: "On", ResetTypes: noCycle, Advertise: redfishsim.Unlisted}, action: proto.PowerActionCycle, state: "On", code: proto.DriverError, message: "HTTP 400: The value 'PowerCycle' for the parameter ResetType in the action ComputerSystem.Reset is not in the list of acceptable values."},
+		"nmi":                              {sim: redfishsim.Config{PowerState: "On"}, action: proto.PowerActionNMI, resets: []string{"Nmi"}, state: "On"},
+		"nmi not offered":                  {sim: redfishsim.Config{PowerState: "On", ResetTypes: noNMI}, action: proto.PowerActionNMI, state: "On", code: proto.Unsupported, message: "offers no reset type Nmi"},
+		"nmi not offered, in info":         {sim: redfishsim.Config{PowerState: "On", ResetTypes: noNMI, Advertise: redfishsim.InActionInfo}, action: proto.PowerActionNMI, state: "On", code: proto.Unsupported, message: "offers no reset type Nmi"},
+		"nmi refused, unlisted":            {sim: redfishsim.Config{PowerState: "On", ResetTypes: noNMI, Advertise: redfishsim.Unlisted}, action: proto.PowerActionNMI, state: "On", code: proto.DriverError, message: "The value 'Nmi' for the parameter ResetType"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -63,13 +62,13 @@ func TestSetPower(t *testing.T) {
 func TestGetPower(t *testing.T) {
 	cases := map[string]struct {
 		initial string
-		action  bmc.PowerAction
-		want    bmc.PowerState
+		action  proto.PowerAction
+		want    proto.PowerState
 	}{
-		"powering on":  {initial: "Off", action: bmc.ActionOn, want: bmc.PowerPoweringOn},
-		"powering off": {initial: "On", action: bmc.ActionOff, want: bmc.PowerPoweringOff},
-		"paused":       {initial: "Paused", want: bmc.PowerPaused},
-		"unknown":      {initial: "Sleeping", want: bmc.PowerUnknown},
+		"powering on":  {initial: "Off", action: proto.PowerActionOn, want: proto.PowerStatePoweringOn},
+		"powering off": {initial: "On", action: proto.PowerActionOff, want: proto.PowerStatePoweringOff},
+		"paused":       {initial: "Paused", want: proto.PowerStatePaused},
+		"unknown":      {initial: "Sleeping", want: proto.PowerStateUnknown},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

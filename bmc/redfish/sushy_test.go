@@ -54,7 +54,7 @@ func TestSushyLogin(t *testing.T) {
 	e := redfishtest.Start(t, redfishtest.Config{})
 	t.Run("default", func(t *testing.T) {
 		d := openSushy(t, sushyConfig(t, e))
-		if got, err := d.GetPower(context.Background()); err != nil || got != bmc.PowerOff {
+		if got, err := d.GetPower(context.Background()); err != nil || got != proto.PowerStateOff {
 			t.Fatalf("power %s, %v; want off", got, err)
 		}
 		d.Close()
@@ -94,23 +94,23 @@ func TestSushyLogin(t *testing.T) {
 func TestSushyPower(t *testing.T) {
 	cases := map[string]struct {
 		initial string
-		action  bmc.PowerAction
+		action  proto.PowerAction
 		resets  int
 		state   string
 		code    proto.Code
 		message string
 	}{
-		"on":                       {initial: "Off", action: bmc.ActionOn, resets: 1, state: "On"},
-		"on when on":               {initial: "On", action: bmc.ActionOn, state: "On"},
-		"off":                      {initial: "On", action: bmc.ActionOff, resets: 1, state: "Off"},
-		"off when off":             {initial: "Off", action: bmc.ActionOff, state: "Off"},
-		"graceful-off":             {initial: "On", action: bmc.ActionGracefulOff, resets: 1, state: "Off"},
-		"reset":                    {initial: "On", action: bmc.ActionReset, resets: 1, state: "On"},
-		"reset when off powers on": {initial: "Off", action: bmc.ActionReset, resets: 1, state: "On"},
-		"graceful-restart":         {initial: "On", action: bmc.ActionGracefulRestart, resets: 1, state: "On"},
-		"cycle without PowerCycle": {initial: "On", action: bmc.ActionCycle, resets: 2, state: "On"},
-		"cycle when off powers on": {initial: "Off", action: bmc.ActionCycle, resets: 1, state: "On"},
-		"nmi listed but refused":   {initial: "On", action: bmc.ActionNMI, resets: 1, state: "On", code: proto.DriverError, message: "reset Nmi: HTTP 501: Power state Nmi is not supported"},
+		"on":                       {initial: "Off", action: proto.PowerActionOn, resets: 1, state: "On"},
+		"on when on":               {initial: "On", action: proto.PowerActionOn, state: "On"},
+		"off":                      {initial: "On", action: proto.PowerActionOff, resets: 1, state: "Off"},
+		"off when off":             {initial: "Off", action: proto.PowerActionOff, state: "Off"},
+		"graceful-off":             {initial: "On", action: proto.PowerActionGracefulOff, resets: 1, state: "Off"},
+		"reset":                    {initial: "On", action: proto.PowerActionReset, resets: 1, state: "On"},
+		"reset when off powers on": {initial: "Off", action: proto.PowerActionReset, resets: 1, state: "On"},
+		"graceful-restart":         {initial: "On", action: proto.PowerActionGracefulRestart, resets: 1, state: "On"},
+		"cycle without PowerCycle": {initial: "On", action: proto.PowerActionCycle, resets: 2, state: "On"},
+		"cycle when off powers on": {initial: "Off", action: proto.PowerActionCycle, resets: 1, state: "On"},
+		"nmi listed but refused":   {initial: "On", action: proto.PowerActionNMI, resets: 1, state: "On", code: proto.DriverError, message: "reset Nmi: HTTP 501: Power state Nmi is not supported"},
 		"unknown action":           {initial: "Off", action: "hibernate", state: "Off", code: proto.InvalidConfig, message: `power action "hibernate"`},
 	}
 	for name, tc := range cases {
@@ -125,7 +125,7 @@ func TestSushyPower(t *testing.T) {
 			if got := e.System(t).PowerState; got != tc.state {
 				t.Errorf("power state %s, want %s", got, tc.state)
 			}
-			want := map[string]bmc.PowerState{"On": bmc.PowerOn, "Off": bmc.PowerOff}[tc.state]
+			want := map[string]proto.PowerState{"On": proto.PowerStateOn, "Off": proto.PowerStateOff}[tc.state]
 			if got, err := d.GetPower(context.Background()); err != nil || got != want {
 				t.Errorf("GetPower %s, %v; want %s", got, err, want)
 			}
@@ -139,18 +139,18 @@ func TestSushyPower(t *testing.T) {
 func TestSushyBootOverride(t *testing.T) {
 	cases := map[string]struct {
 		bootMode   string
-		device     bmc.BootDevice
+		device     proto.BootDevice
 		persistent bool
 		want       redfishtest.Boot
 		code       proto.Code
 		message    string
 	}{
-		"pxe once":        {device: bmc.BootPXE, want: redfishtest.Boot{BootSourceOverrideTarget: "Pxe", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
-		"pxe persistent":  {device: bmc.BootPXE, persistent: true, want: redfishtest.Boot{BootSourceOverrideTarget: "Pxe", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
-		"disk persistent": {device: bmc.BootDisk, persistent: true, want: redfishtest.Boot{BootSourceOverrideTarget: "Hdd", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
-		"cd once":         {device: bmc.BootCD, want: redfishtest.Boot{BootSourceOverrideTarget: "Cd", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
-		"http is pxe":     {device: bmc.BootHTTP, want: redfishtest.Boot{BootSourceOverrideTarget: "Pxe", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
-		"option bootMode": {bootMode: "legacy", device: bmc.BootDisk, want: redfishtest.Boot{BootSourceOverrideTarget: "Hdd", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "Legacy"}},
+		"pxe once":        {device: proto.BootDevicePXE, want: redfishtest.Boot{BootSourceOverrideTarget: "Pxe", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
+		"pxe persistent":  {device: proto.BootDevicePXE, persistent: true, want: redfishtest.Boot{BootSourceOverrideTarget: "Pxe", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
+		"disk persistent": {device: proto.BootDeviceDisk, persistent: true, want: redfishtest.Boot{BootSourceOverrideTarget: "Hdd", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
+		"cd once":         {device: proto.BootDeviceCD, want: redfishtest.Boot{BootSourceOverrideTarget: "Cd", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
+		"http is pxe":     {device: proto.BootDeviceHTTP, want: redfishtest.Boot{BootSourceOverrideTarget: "Pxe", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}},
+		"option bootMode": {bootMode: "legacy", device: proto.BootDeviceDisk, want: redfishtest.Boot{BootSourceOverrideTarget: "Hdd", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "Legacy"}},
 		"unknown device":  {device: "floppy", want: redfishtest.Boot{BootSourceOverrideTarget: "Hdd", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "UEFI"}, code: proto.InvalidConfig, message: `boot device "floppy"`},
 	}
 	for name, tc := range cases {
@@ -175,8 +175,8 @@ func TestSushyBootOverride(t *testing.T) {
 		cfg.Options[optBootMode] = "legacy"
 		d := openSushy(t, cfg)
 		ctx := context.Background()
-		checkErr(t, d.SetBootDevice(ctx, bmc.BootPXE, true), "", "")
-		checkErr(t, d.SetBootDevice(ctx, bmc.BootHTTP, false), proto.Unsupported, "offers no boot override target UefiHttp, only Pxe, Cd, Hdd")
+		checkErr(t, d.SetBootDevice(ctx, proto.BootDevicePXE, true), "", "")
+		checkErr(t, d.SetBootDevice(ctx, proto.BootDeviceHTTP, false), proto.Unsupported, "offers no boot override target UefiHttp, only Pxe, Cd, Hdd")
 		want := redfishtest.Boot{BootSourceOverrideTarget: "Pxe", BootSourceOverrideEnabled: "Continuous", BootSourceOverrideMode: "Legacy"}
 		if diff := cmp.Diff(want, e.System(t).Boot); diff != "" {
 			t.Errorf("boot override (-want +got):\n%s", diff)
@@ -329,7 +329,7 @@ func TestSushyInspect(t *testing.T) {
 	memory := "/redfish/v1/Systems/" + redfishtest.SystemID + "/Memory"
 	want := bmc.Inventory{
 		System:     bmc.System{Manufacturer: "Sushy Emulator", UUID: redfishtest.SystemID},
-		PowerState: bmc.PowerOn,
+		PowerState: proto.PowerStateOn,
 		NICs:       []bmc.NIC{{Name: redfishtest.MAC, MAC: strings.ToLower(redfishtest.MAC)}},
 		BMC:        bmc.Controller{Model: "Joo Janta 200", FirmwareVersion: "1.00"},
 		Unread:     []bmc.Unread{{Part: "memory", Error: "redfish " + e.Address + ": read memory: " + memory + ": HTTP 404: 404 Not Found: The requested URL was not found on the server. If you entered the URL manually please check your spelling and try again."}},
@@ -358,15 +358,15 @@ func TestSushyWalk(t *testing.T) {
 		want redfishtest.System
 	}{
 		{"inspect", func() error { _, err := d.Inspect(ctx); return err }, state("Off", "Hdd")},
-		{"pxe once", func() error { return d.SetBootDevice(ctx, bmc.BootPXE, false) }, state("Off", "Pxe")},
-		{"on", func() error { return d.SetPower(ctx, bmc.ActionOn) }, state("On", "Pxe")},
+		{"pxe once", func() error { return d.SetBootDevice(ctx, proto.BootDevicePXE, false) }, state("Off", "Pxe")},
+		{"on", func() error { return d.SetPower(ctx, proto.PowerActionOn) }, state("On", "Pxe")},
 		{"insert", func() error { return d.Insert(ctx, im.URL+"/ramdisk.iso") }, state("On", "Pxe")},
-		{"cd once", func() error { return d.SetBootDevice(ctx, bmc.BootCD, false) }, state("On", "Cd")},
-		{"cycle", func() error { return d.SetPower(ctx, bmc.ActionCycle) }, state("On", "Cd")},
+		{"cd once", func() error { return d.SetBootDevice(ctx, proto.BootDeviceCD, false) }, state("On", "Cd")},
+		{"cycle", func() error { return d.SetPower(ctx, proto.PowerActionCycle) }, state("On", "Cd")},
 		{"eject", func() error { return d.Eject(ctx) }, state("On", "Cd")},
-		{"disk persistent", func() error { return d.SetBootDevice(ctx, bmc.BootDisk, true) }, state("On", "Hdd")},
-		{"reset", func() error { return d.SetPower(ctx, bmc.ActionReset) }, state("On", "Hdd")},
-		{"graceful-off", func() error { return d.SetPower(ctx, bmc.ActionGracefulOff) }, state("Off", "Hdd")},
+		{"disk persistent", func() error { return d.SetBootDevice(ctx, proto.BootDeviceDisk, true) }, state("On", "Hdd")},
+		{"reset", func() error { return d.SetPower(ctx, proto.PowerActionReset) }, state("On", "Hdd")},
+		{"graceful-off", func() error { return d.SetPower(ctx, proto.PowerActionGracefulOff) }, state("Off", "Hdd")},
 	}
 	for _, step := range steps {
 		if err := step.do(); err != nil {

@@ -123,7 +123,7 @@ func (s Script) check() error {
 	}
 	for _, f := range fields {
 		if err := CheckWord(f.value); err != nil {
-			return proto.Errorf(proto.InvalidInput, "%s: %v", f.path, err).WithPath(f.path).WithReason("unsafe-script-value")
+			return proto.Errorf(proto.InvalidInput, "%s: %v", f.path, err).WithPath(f.path).WithReason(proto.ReasonUnsafeScriptValue)
 		}
 	}
 	return nil

@@ -185,7 +185,7 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 	}
 	for _, address := range []string{"https://127.0.0.3", "https://localhost:" + strings.Split(evil.URL, ":")[2], "unix:/run/docker.sock"} {
 		_, err = enroll(t, globex, attack("52:54:00:66:00:05", address, "secret://rack-bmc"), evilPin)
-		checkError(t, "BMC address "+address, err, proto.InvalidInput, "bmc.address", store.ReasonBMCAddressNotAllowed)
+		checkError(t, "BMC address "+address, err, proto.InvalidInput, "bmc.address", proto.ReasonBMCAddressNotAllowed)
 	}
 	redirect := attack("52:54:00:66:00:06", "https://127.0.0.1", "secret://rack-bmc")
 	redirect.Drivers = map[string]metal.Binding{"power": {Driver: "redfish", Config: []byte(`{"address": "` + evil.URL + `"}`)}}

@@ -1,7 +1,8 @@
 // Package bcdargv is the exact argv the user-data templates run bcd with (the
 // specification's bcdJoinArgv and bcdNodeArgv). The registry's templates and bcd's own
 // tests both use it, and those tests parse it with bcd's flag definitions, so the two
-// can never drift apart.
+// can never drift apart. It also names bcd's configuration directory and the files in it
+// that user data and the ramdisk's first boot install (configdir.go).
 package bcdargv
 
 import "github.com/better-compute/better-compute/proto/joinwire"
@@ -11,7 +12,7 @@ const Path = "/usr/local/bin/bcd"
 
 // TokenFile is where user data writes the join token (0600); bcd join removes it once
 // joined.
-const TokenFile = "/etc/bcd/join-token"
+const TokenFile = ConfigDir + "/join-token"
 
 // Join is the argv that joins an installed node: `bcd join --server URL --token-file
 // /etc/bcd/join-token --node-id ID` and the three pins. Without pins (the zero Pins) the

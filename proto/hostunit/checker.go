@@ -4,8 +4,8 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/better-compute/better-compute/proto/jsondoc"
-	"github.com/better-compute/better-compute/proto/labelexpr"
+	"github.com/better-compute/better-compute/jsondoc"
+	"github.com/better-compute/better-compute/labelexpr"
 )
 
 // checker is a report with the checks the units share.

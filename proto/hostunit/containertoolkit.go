@@ -1,6 +1,6 @@
 package hostunit
 
-import "github.com/better-compute/better-compute/proto/jsondoc"
+import "github.com/better-compute/better-compute/jsondoc"
 
 // ContainerToolkit installs the NVIDIA container toolkit so containers can use the GPUs.
 type ContainerToolkit struct {

@@ -1,7 +1,7 @@
 package hostunit
 
 import (
-	"github.com/better-compute/better-compute/proto/jsondoc"
+	"github.com/better-compute/better-compute/jsondoc"
 )
 
 // CPU sets the frequency governor and isolates CPUs from the scheduler. Isolation takes

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/better-compute/better-compute/proto/labelexpr"
+	"github.com/better-compute/better-compute/labelexpr"
 )
 
 func TestDecode(t *testing.T) {

@@ -1,6 +1,6 @@
 package hostunit
 
-import "github.com/better-compute/better-compute/proto/jsondoc"
+import "github.com/better-compute/better-compute/jsondoc"
 
 // FabricManager runs the NVIDIA fabric manager that NVSwitch systems need. It has no
 // settings but when (typically "nvswitch").

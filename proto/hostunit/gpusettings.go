@@ -1,6 +1,6 @@
 package hostunit
 
-import "github.com/better-compute/better-compute/proto/jsondoc"
+import "github.com/better-compute/better-compute/jsondoc"
 
 // GPUSettings sets every GPU's power limit and ECC mode. A field left out is left as the
 // GPU has it; an ECC change takes effect after a reboot.

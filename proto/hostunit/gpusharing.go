@@ -1,6 +1,6 @@
 package hostunit
 
-import "github.com/better-compute/better-compute/proto/jsondoc"
+import "github.com/better-compute/better-compute/jsondoc"
 
 // GPUSharing shares each GPU between several workloads.
 type GPUSharing struct {

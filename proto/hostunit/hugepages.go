@@ -3,7 +3,7 @@ package hostunit
 import (
 	"strconv"
 
-	"github.com/better-compute/better-compute/proto/jsondoc"
+	"github.com/better-compute/better-compute/jsondoc"
 )
 
 // Hugepages reserves huge pages and sets transparent huge pages. A field left out is left

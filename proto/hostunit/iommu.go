@@ -1,6 +1,6 @@
 package hostunit
 
-import "github.com/better-compute/better-compute/proto/jsondoc"
+import "github.com/better-compute/better-compute/jsondoc"
 
 // IOMMU sets the IOMMU mode on the kernel command line; it takes effect after a reboot.
 type IOMMU struct {

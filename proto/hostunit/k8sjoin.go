@@ -6,8 +6,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/jsondoc"
 )
 
 // K8sJoin joins the host to a Kubernetes cluster as a worker node.
@@ -56,10 +56,7 @@ const (
 	maxTaints     = 64
 )
 
-var (
-	lowerHex64        = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	kubernetesVersion = regexp.MustCompile(`^v(0|[1-9][0-9]?)\.(0|[1-9][0-9]{0,2})(\.(0|[1-9][0-9]{0,3}))?$`)
-)
+var kubernetesVersion = regexp.MustCompile(`^v(0|[1-9][0-9]?)\.(0|[1-9][0-9]{0,2})(\.(0|[1-9][0-9]{0,3}))?$`)
 
 func checkK8sJoin(c checker, v *jsondoc.Value, p jsondoc.Path) {
 	c.fields(v, p, map[string]jsondoc.Check{
@@ -76,7 +73,7 @@ func checkK8sJoin(c checker, v *jsondoc.Value, p jsondoc.Path) {
 			case !ok:
 			case strings.HasPrefix(s, "sha256:"):
 				c.Add(v, p, "write the 64 hex digits without the sha256: prefix")
-			case !lowerHex64.MatchString(s):
+			case !proto.IsDigest(s):
 				c.Add(v, p, "must be 64 lower-case hex digits (the SHA-256 of the cluster CA's public key)")
 			}
 		},

@@ -3,7 +3,7 @@ package hostunit
 import (
 	"strings"
 
-	"github.com/better-compute/better-compute/proto/jsondoc"
+	"github.com/better-compute/better-compute/jsondoc"
 )
 
 // KernelModules loads kernel modules at boot and sets their options (modules-load.d and

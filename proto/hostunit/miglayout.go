@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"strconv"
 
-	"github.com/better-compute/better-compute/proto/jsondoc"
+	"github.com/better-compute/better-compute/jsondoc"
 )
 
 // MIGLayout partitions GPUs into Multi-Instance GPU instances. Exactly one of From and

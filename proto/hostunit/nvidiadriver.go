@@ -1,6 +1,6 @@
 package hostunit
 
-import "github.com/better-compute/better-compute/proto/jsondoc"
+import "github.com/better-compute/better-compute/jsondoc"
 
 // NvidiaDriver installs the NVIDIA GPU driver of one branch.
 type NvidiaDriver struct {

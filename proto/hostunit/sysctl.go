@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/better-compute/better-compute/proto/jsondoc"
+	"github.com/better-compute/better-compute/jsondoc"
 )
 
 // Sysctl sets kernel parameters (/proc/sys). Its settings are sysctl names with scalar

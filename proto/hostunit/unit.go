@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/better-compute/better-compute/jsondoc"
+	"github.com/better-compute/better-compute/labelexpr"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/jsondoc"
-	"github.com/better-compute/better-compute/proto/labelexpr"
 )
 
 // The unit names.

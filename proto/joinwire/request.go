@@ -8,8 +8,6 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"fmt"
-	"regexp"
-	"slices"
 
 	"github.com/better-compute/better-compute/proto"
 )
@@ -18,15 +16,13 @@ import (
 // credential (the sealed token authenticates it).
 const JoinMethod = "join.join"
 
-// The roles an agent joins as; each is the OrganizationalUnit of its certificate.
+// The roles an agent joins as, as the join request spells them: proto's roles (each is
+// the OrganizationalUnit of the agent's certificate).
 const (
-	RoleSite    = "site"
-	RoleRamdisk = "ramdisk"
-	RoleNode    = "node"
+	RoleSite    = string(proto.RoleSite)
+	RoleRamdisk = string(proto.RoleRamdisk)
+	RoleNode    = string(proto.RoleNode)
 )
-
-// Roles lists the roles.
-var Roles = []string{RoleSite, RoleRamdisk, RoleNode}
 
 // Limits on what a join request carries.
 const (
@@ -38,22 +34,10 @@ const (
 	MaxRequest = 4 << 10
 )
 
-// nodeID is the shape of a node id: it is an argument on a command line and a systemd
-// unit, a certificate's CommonName and part of the sealing AAD.
-var nodeID = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
-
-// CheckNodeID refuses a string that cannot be a node id.
-func CheckNodeID(id string) error {
-	if !nodeID.MatchString(id) {
-		return fmt.Errorf("node id %s: use 1 to 128 lower-case letters, digits, dots, underscores and hyphens, starting with a letter or digit", proto.Quote(id))
-	}
-	return nil
-}
-
 // CheckRole refuses an unknown role.
 func CheckRole(role string) error {
-	if !slices.Contains(Roles, role) {
-		return fmt.Errorf("role %s: the roles are %v", proto.Quote(role), Roles)
+	if !proto.Role(role).Valid() {
+		return fmt.Errorf("role %s: the roles are %v", proto.Quote(role), proto.Roles)
 	}
 	return nil
 }
@@ -84,8 +68,8 @@ type Parsed struct {
 
 // Parse checks the request's fields, with INVALID_INPUT naming the first bad one.
 func (r Request) Parse() (Parsed, error) {
-	if err := CheckNodeID(r.NodeID); err != nil {
-		return Parsed{}, proto.Errorf(proto.InvalidInput, "%v", err).WithPath("nodeId")
+	if err := proto.CheckNodeID(r.NodeID); err != nil {
+		return Parsed{}, proto.AsError(err).WithPath("nodeId")
 	}
 	if err := CheckRole(r.Role); err != nil {
 		return Parsed{}, proto.Errorf(proto.InvalidInput, "%v", err).WithPath("role")

@@ -71,7 +71,7 @@ func TestLargestRequestFitsMaxRequest(t *testing.T) {
 	if len(data) > MaxRequest*3/4 {
 		t.Errorf("the largest join request is %d bytes: MaxRequest (%d) leaves too little headroom", len(data), MaxRequest)
 	}
-	if CheckNodeID(largest.NodeID) != nil {
+	if proto.CheckNodeID(largest.NodeID) != nil {
 		t.Errorf("the largest node id is refused")
 	}
 }

@@ -72,7 +72,7 @@ func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
 	}
 	if ferr != nil {
 		return Result{}, proto.Errorf(proto.DriverError, "the image matches its digest but is not valid %s/%s: %w",
-			w.in.Format, w.in.Compression, ferr).WithReason(ReasonCorrupt)
+			w.in.Format, w.in.Compression, ferr).WithReason(proto.ReasonImageCorrupt)
 	}
 	if err := w.target.Finish(length); err != nil {
 		return Result{}, diskError(err)
@@ -83,5 +83,5 @@ func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
 }
 
 func diskError(err error) error {
-	return proto.Errorf(proto.DriverError, "writing the disk: %w", err).WithReason(ReasonDiskWrite)
+	return proto.Errorf(proto.DriverError, "writing the disk: %w", err).WithReason(proto.ReasonDiskWrite)
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 
 	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
@@ -40,20 +39,6 @@ type Input struct {
 	// config.toml and join-encryption.jwk. Empty installs nothing and mounts nothing.
 	FirstBoot firstboot.Files
 }
-
-// The reasons a failed deploy.image gives in its error details.
-const (
-	// ReasonDigestMismatch: the artifact's digest differs from the catalog's.
-	ReasonDigestMismatch = "digest-mismatch"
-	// ReasonUnavailable: no location delivered the artifact.
-	ReasonUnavailable = "image-unavailable"
-	// ReasonCorrupt: the artifact matches its digest but does not decode as its format.
-	ReasonCorrupt = "image-corrupt"
-	// ReasonDiskWrite: the disk refused a write, or the image does not fit on it.
-	ReasonDiskWrite = "disk-write"
-	// ReasonFirstBoot: the first-boot files could not be installed into the written OS.
-	ReasonFirstBoot = "first-boot"
-)
 
 // Progress is a snapshot of a running deploy, for the CLI's --wait view.
 type Progress struct {
@@ -104,8 +89,6 @@ type Result struct {
 	ZeroesKnown bool `json:"zeroesKnown"`
 }
 
-var digestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 // Check refuses an input deploy.image cannot act on, with INVALID_INPUT.
 func (in Input) Check() error {
 	bad := func(path, format string, args ...any) error {
@@ -114,7 +97,7 @@ func (in Input) Check() error {
 	switch {
 	case in.CacheURL == "" && in.SourceURL == "":
 		return bad("sourceUrl", "no location to stream the image from")
-	case !digestRE.MatchString(in.Digest):
+	case !proto.IsDigest(in.Digest):
 		return bad("digest", "digest %q is not 64 lower-case hex digits", in.Digest)
 	case in.Format != proto.FormatRaw && in.Format != proto.FormatQcow2:
 		return bad("format", "format %q cannot be written to a disk; raw and qcow2 can", in.Format)
@@ -143,7 +126,7 @@ func Image(ctx context.Context, in Input, opts Options) (Result, error) {
 	}
 	t, err := disk.Open(in.Target)
 	if err != nil {
-		return Result{}, proto.Errorf(proto.DriverError, "open the target disk: %w", err).WithReason(ReasonDiskWrite)
+		return Result{}, proto.Errorf(proto.DriverError, "open the target disk: %w", err).WithReason(proto.ReasonDiskWrite)
 	}
 	defer t.Close()
 	var locs []location
@@ -202,9 +185,9 @@ func (w *writing) firstThatDelivers(ctx context.Context, locs []location) (Resul
 		w.opts.Log.Warn("image location failed", "location", loc.name, "url", loc.url, "err", next.err)
 		failures = append(failures, fmt.Errorf("%s: %w", loc.name, next.err))
 	}
-	reason := ReasonUnavailable
+	reason := proto.ReasonImageUnavailable
 	if errors.Is(failures[len(failures)-1], errDigest) {
-		reason = ReasonDigestMismatch
+		reason = proto.ReasonDigestMismatch
 	}
 	return Result{}, proto.Errorf(proto.DriverError, "%w", errors.Join(failures...)).WithReason(reason)
 }
@@ -228,10 +211,10 @@ func install(t *disk.Target, files firstboot.Files) error {
 		err = firstboot.Install(t.File(), sector, files)
 	}
 	if errors.Is(err, firstboot.ErrUnsupported) {
-		return proto.Errorf(proto.Unsupported, "installing the user data: %w", err).WithReason(ReasonFirstBoot)
+		return proto.Errorf(proto.Unsupported, "installing the user data: %w", err).WithReason(proto.ReasonFirstBoot)
 	}
 	if err != nil {
-		return proto.Errorf(proto.DriverError, "installing the user data: %w", err).WithReason(ReasonFirstBoot)
+		return proto.Errorf(proto.DriverError, "installing the user data: %w", err).WithReason(proto.ReasonFirstBoot)
 	}
 	return nil
 }

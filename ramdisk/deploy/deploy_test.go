@@ -195,13 +195,13 @@ func TestImageFailures(t *testing.T) {
 	}{
 		"wrong digest": {func(s *fetchtest.Server) Input {
 			return Input{SourceURL: s.Put("/img", art), Digest: digest([]byte("other")), Format: proto.FormatRaw, Compression: proto.CompressionZstd}
-		}, proto.DriverError, ReasonDigestMismatch, true},
+		}, proto.DriverError, proto.ReasonDigestMismatch, true},
 		"nowhere to be found": {func(s *fetchtest.Server) Input {
 			return Input{CacheURL: s.URL + "/no", SourceURL: s.URL + "/nope", Digest: digest(art), Format: proto.FormatRaw, Compression: proto.CompressionZstd}
-		}, proto.DriverError, ReasonUnavailable, false},
+		}, proto.DriverError, proto.ReasonImageUnavailable, false},
 		"not zstd": {func(s *fetchtest.Server) Input {
 			return Input{SourceURL: s.Put("/img", raw), Digest: digest(raw), Format: proto.FormatRaw, Compression: proto.CompressionZstd}
-		}, proto.DriverError, ReasonCorrupt, true},
+		}, proto.DriverError, proto.ReasonImageCorrupt, true},
 		"compressed qcow2 clusters": {func(s *fetchtest.Server) Input {
 			img := qcow2Of(t, raw, "-c")
 			return Input{SourceURL: s.Put("/img", img), Digest: digest(img), Format: proto.FormatQcow2, Compression: proto.CompressionNone}
@@ -403,7 +403,7 @@ func TestImageMissingTarget(t *testing.T) {
 	target := filepath.Join(t.TempDir(), "nvme9n1")
 	_, err := Image(context.Background(), Input{SourceURL: s.Put("/img", []byte("x")), Digest: digest([]byte("x")),
 		Format: proto.FormatRaw, Compression: proto.CompressionNone, Target: target}, fast)
-	if e := proto.AsError(err); e.Code != proto.DriverError || e.Details.Reason != ReasonDiskWrite {
+	if e := proto.AsError(err); e.Code != proto.DriverError || e.Details.Reason != proto.ReasonDiskWrite {
 		t.Fatalf("Image onto a missing disk: %v", err)
 	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {

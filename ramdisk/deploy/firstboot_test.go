@@ -150,7 +150,7 @@ func TestImageLargerThanDisk(t *testing.T) {
 	target := loopTarget(t, 2<<20, false)
 	_, err := Image(context.Background(), Input{SourceURL: s.Put("/img", raw), Digest: digest(raw), Format: proto.FormatRaw,
 		Compression: proto.CompressionNone, Target: target}, fast)
-	if e := proto.AsError(err); e.Code != proto.DriverError || e.Details.Reason != ReasonDiskWrite {
+	if e := proto.AsError(err); e.Code != proto.DriverError || e.Details.Reason != proto.ReasonDiskWrite {
 		t.Fatalf("Image: %v, want DRIVER_ERROR disk-write", err)
 	}
 	got, _ := os.ReadFile(target)

@@ -19,8 +19,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto/bcdargv"
 )
 
 // The user-data kinds.
@@ -74,7 +74,7 @@ func CloudInit(root string, f Files) error {
 			return err
 		}
 	}
-	return bcdFiles(filepath.Join(root, bcdconf.DefaultDir), f)
+	return bcdFiles(filepath.Join(root, bcdargv.ConfigDir), f)
 }
 
 // bcdFiles writes config.toml and join-encryption.jwk into dir, as `bcd join` would.
@@ -85,7 +85,7 @@ func bcdFiles(dir string, f Files) error {
 	if err := privateDir(dir); err != nil {
 		return err
 	}
-	for name, data := range map[string][]byte{bcdconf.JoinEncryptionFile: f.JoinEncryptionKey, bcdconf.ConfigFile: f.Config} {
+	for name, data := range map[string][]byte{bcdargv.JoinEncryptionFile: f.JoinEncryptionKey, bcdargv.ConfigFile: f.Config} {
 		if len(data) == 0 {
 			continue
 		}

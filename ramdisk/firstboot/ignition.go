@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto/bcdargv"
 )
 
 // IgnitionConfig returns the Ignition document with bcd's files added to its
@@ -25,9 +25,9 @@ func IgnitionConfig(doc []byte, f Files) ([]byte, error) {
 		return nil, fmt.Errorf("%w: Ignition config version %q; spec 3 is needed", ErrUnsupported, v)
 	}
 	add := map[string][]byte{}
-	for name, data := range map[string][]byte{bcdconf.ConfigFile: f.Config, bcdconf.JoinEncryptionFile: f.JoinEncryptionKey} {
+	for name, data := range map[string][]byte{bcdargv.ConfigFile: f.Config, bcdargv.JoinEncryptionFile: f.JoinEncryptionKey} {
 		if len(data) > 0 {
-			add[path.Join(bcdconf.DefaultDir, name)] = data
+			add[path.Join(bcdargv.ConfigDir, name)] = data
 		}
 	}
 	if len(add) == 0 {
@@ -48,7 +48,7 @@ func IgnitionConfig(doc []byte, f Files) ([]byte, error) {
 		}
 		files = append(files, e)
 	}
-	for _, p := range []string{path.Join(bcdconf.DefaultDir, bcdconf.ConfigFile), path.Join(bcdconf.DefaultDir, bcdconf.JoinEncryptionFile)} {
+	for _, p := range []string{path.Join(bcdargv.ConfigDir, bcdargv.ConfigFile), path.Join(bcdargv.ConfigDir, bcdargv.JoinEncryptionFile)} {
 		if data := add[p]; data != nil {
 			files = append(files, map[string]any{
 				"path": p, "mode": 0o644, "overwrite": true,

@@ -163,7 +163,7 @@ func (ps *profiles) create(_ context.Context, c *Caller, req CreateProfileReques
 		return out, err
 	}
 	if ps.isShipped(p.ID()) {
-		return out, proto.Errorf(proto.Conflict, "profile id %s is reserved: a shipped profile has it, for every tenant; give yours another id", p.ID()).WithPath("id").WithReason("reserved-id")
+		return out, proto.Errorf(proto.Conflict, "profile id %s is reserved: a shipped profile has it, for every tenant; give yours another id", p.ID()).WithPath("id").WithReason(proto.ReasonReservedID)
 	}
 	err = ps.srv.store.Update(func(tx *store.Tx) error {
 		tenant, err := c.TenantFor(tx, req.TenantID)

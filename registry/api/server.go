@@ -20,8 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/registry/store"
 )
 

@@ -61,7 +61,7 @@ func (v Verifier) Received(node string, role proto.Role, peer *x509.Certificate,
 func (v Verifier) Verify(node string, role proto.Role, peer *x509.Certificate, cmd proto.Command, raw json.RawMessage) (*proto.SignedResult, *proto.ResultPayload, error) {
 	var sr proto.SignedResult
 	if err := json.Unmarshal(raw, &sr); err != nil || len(sr.Payload) == 0 {
-		return nil, nil, proto.Errorf(proto.Forbidden, "the %s result is not signed: a node-signed result is {payload, algorithm, signature, certificate}", cmd.Kind).WithReason("unsigned")
+		return nil, nil, proto.Errorf(proto.Forbidden, "the %s result is not signed: a node-signed result is {payload, algorithm, signature, certificate}", cmd.Kind).WithReason(proto.ReasonUnsigned)
 	}
 	cert, err := v.certificate(node, role, peer, sr.Certificate)
 	if err != nil {
@@ -80,25 +80,25 @@ func (v Verifier) Verify(node string, role proto.Role, peer *x509.Certificate, c
 // or the one the result carries when the agent CAs issued it for node in role now.
 func (v Verifier) certificate(node string, role proto.Role, peer *x509.Certificate, carried []byte) (*x509.Certificate, error) {
 	if peer == nil {
-		return nil, proto.Errorf(proto.Forbidden, "no agent certificate to verify the signed result with").WithReason("certificate")
+		return nil, proto.Errorf(proto.Forbidden, "no agent certificate to verify the signed result with").WithReason(proto.ReasonCertificate)
 	}
 	if len(carried) == 0 || string(carried) == string(peer.Raw) {
 		return peer, nil
 	}
 	c, err := x509.ParseCertificate(carried)
 	if err != nil {
-		return nil, proto.Errorf(proto.Forbidden, "the signed result's certificate: %v", err).WithReason("certificate")
+		return nil, proto.Errorf(proto.Forbidden, "the signed result's certificate: %v", err).WithReason(proto.ReasonCertificate)
 	}
 	now := time.Now
 	if v.Now != nil {
 		now = v.Now
 	}
 	if _, err := c.Verify(x509.VerifyOptions{Roots: v.AgentCAs, CurrentTime: now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		return nil, proto.Errorf(proto.Forbidden, "the signed result's certificate is not the agent CA's: %v", err).WithReason("certificate")
+		return nil, proto.Errorf(proto.Forbidden, "the signed result's certificate is not the agent CA's: %v", err).WithReason(proto.ReasonCertificate)
 	}
 	if c.Subject.CommonName != node || len(c.Subject.OrganizationalUnit) != 1 || c.Subject.OrganizationalUnit[0] != string(role) {
 		return nil, proto.Errorf(proto.Forbidden, "the signed result's certificate names %s %q, not the %s of node %s",
-			c.Subject.OrganizationalUnit, c.Subject.CommonName, role, node).WithReason("certificate")
+			c.Subject.OrganizationalUnit, c.Subject.CommonName, role, node).WithReason(proto.ReasonCertificate)
 	}
 	return c, nil
 }

@@ -21,11 +21,11 @@ type DCGM struct {
 // GPU; the failing tests and their GPU indices are in the error's details.failed.
 func readDCGM(cmd proto.Command, sr *proto.SignedResult, p *proto.ResultPayload, refused error) (json.RawMessage, error) {
 	if refused != nil {
-		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the result is not node-signed by this machine: %v", refused).WithReason("signature")
+		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the result is not node-signed by this machine: %v", refused).WithReason(proto.ReasonSignature)
 	}
 	var r proto.DCGMResult
 	if err := json.Unmarshal(p.Result, &r); err != nil {
-		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the signed result is not a DCGM result: %v", err).WithReason("result")
+		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the signed result is not a DCGM result: %v", err).WithReason(proto.ReasonResult)
 	}
 	var asked proto.DiagDCGM
 	if len(cmd.Payload) > 0 {
@@ -38,9 +38,9 @@ func readDCGM(cmd proto.Command, sr *proto.SignedResult, p *proto.ResultPayload,
 	}
 	switch {
 	case r.Level != asked.Level:
-		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the machine ran level %d, not %d", r.Level, asked.Level).WithReason("level")
+		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the machine ran level %d, not %d", r.Level, asked.Level).WithReason(proto.ReasonLevel)
 	case len(r.Tests) == 0:
-		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the machine reported no test").WithReason("tests-failed")
+		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the machine reported no test").WithReason(proto.ReasonTestsFailed)
 	}
 	if failed := r.Failures(); len(failed) > 0 {
 		var names []string
@@ -56,7 +56,7 @@ func readDCGM(cmd proto.Command, sr *proto.SignedResult, p *proto.ResultPayload,
 			names = append(names, fmt.Sprintf("%s (GPU %s)", f.Name, strings.Join(gpus, ", ")))
 		}
 		return nil, proto.Errorf(proto.DriverError, "diag.dcgm level %d: %d of %d tests failed: %s", r.Level, len(failed), len(r.Tests), strings.Join(names, "; ")).
-			WithReason("tests-failed").WithFailed(failed)
+			WithReason(proto.ReasonTestsFailed).WithFailed(failed)
 	}
 	r.Passed = true
 	return json.Marshal(DCGM{DCGMResult: r, Attestation: sr})

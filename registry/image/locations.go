@@ -2,7 +2,6 @@ package image
 
 import (
 	"maps"
-	"regexp"
 	"slices"
 	"strconv"
 	"time"
@@ -14,17 +13,12 @@ import (
 // maxCacheEntries bounds one agent's cache report.
 const maxCacheEntries = 4096
 
-var (
-	digestHex = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	agentID   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
-)
-
 // RecordSiteCacheReport keeps the `images` inventory section a site agent reported
 // and, when it differs from the agent's last report, brings the site's image locations
 // in line with every agent's last report, in the same transaction. It reports whether
 // the report changed. A malformed report is INVALID_INPUT naming the bad entry.
 func RecordSiteCacheReport(tx *store.Tx, site, agent string, entries []proto.ImageCacheEntry) (bool, error) {
-	if !agentID.MatchString(agent) {
+	if proto.CheckNodeID(agent) != nil {
 		return false, proto.Errorf(proto.InvalidInput, "agent id %q is not one the registry issues", agent).WithPath("agentId")
 	}
 	if err := checkEntries(entries); err != nil {
@@ -55,7 +49,7 @@ func checkEntries(entries []proto.ImageCacheEntry) error {
 	for i, e := range entries {
 		path := "images[" + strconv.Itoa(i) + "]"
 		switch {
-		case !digestHex.MatchString(e.Digest):
+		case !proto.IsDigest(e.Digest):
 			return proto.Errorf(proto.InvalidInput, "digest must be 64 lower-case hex digits").WithPath(path + ".digest")
 		case seen[e.Digest]:
 			return proto.Errorf(proto.InvalidInput, "digest %s is reported twice", e.Digest).WithPath(path + ".digest")

@@ -31,7 +31,7 @@ func VerifyImageForUse(tx *store.Tx, tenant string, img store.Image, opts UseOpt
 		return proto.Errorf(proto.NotFound, "image %q not found", img.ID)
 	}
 	badSignature := func(format string, args ...any) error {
-		return proto.Errorf(proto.InvalidState, "image %s cannot be used: "+format, append([]any{img.Ref}, args...)...).WithReason("signature")
+		return proto.Errorf(proto.InvalidState, "image %s cannot be used: "+format, append([]any{img.Ref}, args...)...).WithReason(proto.ReasonSignature)
 	}
 	if img.Signature == "" && img.SignerID == "" {
 		switch {
@@ -40,7 +40,7 @@ func VerifyImageForUse(tx *store.Tx, tenant string, img store.Image, opts UseOpt
 		case opts.AllowUnsigned && img.Kind == proto.KindOS && img.Tenant == tenant:
 			return nil
 		}
-		return proto.Errorf(proto.InvalidState, "image %s is not signed: register a signed version", img.Ref).WithReason("unsigned")
+		return proto.Errorf(proto.InvalidState, "image %s is not signed: register a signed version", img.Ref).WithReason(proto.ReasonUnsigned)
 	}
 	switch {
 	case !img.Verified:
@@ -99,5 +99,5 @@ func untrustedSigner(tx *store.Tx, tenant string, img store.Image) error {
 		key = " (key " + s.Fingerprint + ")"
 	}
 	return proto.Errorf(proto.InvalidState, "image %s/%s is signed by signer %q of tenant %s%s, which is on neither tenant %s's allowlist nor the platform's: to trust it, the host adds that key to %s's allowlist as signer %q (`better-compute signers add`), or a platform signer signs the image",
-		img.Tenant, img.Ref, img.SignerID, img.SignerTenant, key, tenant, tenant, img.SignerID).WithReason("untrusted-signer")
+		img.Tenant, img.Ref, img.SignerID, img.SignerTenant, key, tenant, tenant, img.SignerID).WithReason(proto.ReasonUntrustedSigner)
 }

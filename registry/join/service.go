@@ -47,10 +47,10 @@ func (s *Service) Join(_ context.Context, req joinwire.Request) (joinwire.Respon
 			return err
 		}
 		if role := RoleOf(tok.Kind); role != p.Role {
-			return proto.Errorf(proto.Forbidden, "join token %s is a %s token, which joins role %s, not %s", tok.ID, tok.Kind, role, p.Role).WithReason("role")
+			return proto.Errorf(proto.Forbidden, "join token %s is a %s token, which joins role %s, not %s", tok.ID, tok.Kind, role, p.Role).WithReason(proto.ReasonRole)
 		}
 		if tok.NodeID != p.NodeID {
-			return proto.Errorf(proto.Forbidden, "join token %s was minted for node %q; refusing to admit it as %q", tok.ID, tok.NodeID, p.NodeID).WithReason("identity")
+			return proto.Errorf(proto.Forbidden, "join token %s was minted for node %q; refusing to admit it as %q", tok.ID, tok.NodeID, p.NodeID).WithReason(proto.ReasonIdentity)
 		}
 		if err := tx.CheckIdentity(p.NodeID); err != nil {
 			return err
@@ -86,7 +86,7 @@ func (s *Service) open(req joinwire.Request) (joinwire.Parsed, string, error) {
 	}
 	token, err := joinwire.OpenToken(s.keys.JoinDecrypter(), joinwire.AAD(p.NodeID, p.Role, p.SPKI), p.Sealed)
 	if errors.Is(err, joinwire.ErrUnsealed) {
-		return p, "", proto.Errorf(proto.Unauthenticated, "the sealed token does not open with this registry's join encryption key for node %q, role %s: check --join-encryption-pin", p.NodeID, p.Role).WithReason("sealed-token")
+		return p, "", proto.Errorf(proto.Unauthenticated, "the sealed token does not open with this registry's join encryption key for node %q, role %s: check --join-encryption-pin", p.NodeID, p.Role).WithReason(proto.ReasonSealedToken)
 	}
 	return p, token, err
 }

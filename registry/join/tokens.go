@@ -1,7 +1,6 @@
 package join
 
 import (
-	"regexp"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -43,8 +42,6 @@ func RoleOf(kind string) string {
 	return ""
 }
 
-var siteName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-
 // MintToken makes a single-use join token of kind for one node and returns it with its
 // secret, shown only now. A ttl of 0 takes the kind's default (provisioned 2h, ramdisk
 // 1h, site 24h). A site token needs the site, and its node id defaults to the site's
@@ -61,7 +58,7 @@ func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (stor
 	if ttl < time.Second || ttl > MaxTTL {
 		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "a join token lives 1 second to %s, not %s", MaxTTL, ttl).WithPath("ttlSeconds")
 	}
-	if site != "" && !siteName.MatchString(site) {
+	if site != "" && !proto.IsObjectName(site) {
 		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "site %q: use 1 to 63 lower-case letters, digits and hyphens, starting with a letter", site).WithPath("site")
 	}
 	if kind == store.TokenSite {
@@ -72,8 +69,8 @@ func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (stor
 			nodeID = site
 		}
 	}
-	if err := joinwire.CheckNodeID(nodeID); err != nil {
-		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "%v", err).WithPath("nodeId")
+	if err := proto.CheckNodeID(nodeID); err != nil {
+		return store.JoinToken{}, "", proto.AsError(err).WithPath("nodeId")
 	}
 	if err := tx.CheckIdentity(nodeID); err != nil {
 		return store.JoinToken{}, "", err

@@ -54,15 +54,18 @@ func (s *Service) ConfirmMAC(tx *store.Tx, tenant, nodeID, mac string, force boo
 // provisioning network) and returns the node with it.
 func (s *Service) discoverMAC(ctx context.Context, a *workflow.Attempt) (store.Node, error) {
 	if a.Node.MACProposal == nil {
-		for _, c := range []struct{ sub, kind, input string }{
-			{"discover-pxe", "management.setBootDevice", `{"device":"pxe","persistent":false}`},
-			{"discover-cycle", "power.setPower", `{"action":"cycle"}`},
+		for _, c := range []struct {
+			sub, kind string
+			input     json.RawMessage
+		}{
+			{"discover-pxe", proto.CommandSetBootDevice, pxeOnce},
+			{"discover-cycle", proto.CommandSetPower, powerCycle},
 		} {
-			if _, err := a.Relay(ctx, profile.Site, c.sub, c.kind, json.RawMessage(c.input)); err != nil {
+			if _, err := a.Relay(ctx, profile.Site, c.sub, c.kind, c.input); err != nil {
 				return a.Node, err
 			}
 		}
-		if err := s.powered(a.Node.ID, json.RawMessage(`{"action":"cycle"}`)); err != nil {
+		if err := s.powered(a.Node.ID, powerCycle); err != nil {
 			return a.Node, err
 		}
 	}

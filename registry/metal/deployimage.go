@@ -71,7 +71,7 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 			img.Compression = own.Compression
 		}
 	}
-	if img.Format == "iso" {
+	if proto.ImageFormat(img.Format) == proto.FormatISO {
 		return nil, proto.Errorf(proto.InvalidInput, "image %s is an iso, which deploy.deploy cannot write to disk: boot it with media.insert", img.Ref).WithPath("with.image")
 	}
 	if err := s.cfg.Images.VerifyForUse(ctx, a.Node.Tenant, img, s.cfg.AllowUnsignedImages); err != nil {
@@ -104,7 +104,7 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 		return nil, proto.Errorf(proto.DriverError, "the ramdisk's answer to deploy.image does not decode: %v", err)
 	}
 	if out.SHA256 != img.SHA256 {
-		return nil, proto.Errorf(proto.DriverError, "the ramdisk wrote an artifact whose digest is %q, not the catalog's %s: the disk is not the image", out.SHA256, img.SHA256).WithReason("digest-mismatch")
+		return nil, proto.Errorf(proto.DriverError, "the ramdisk wrote an artifact whose digest is %q, not the catalog's %s: the disk is not the image", out.SHA256, img.SHA256).WithReason(proto.ReasonDigestMismatch)
 	}
 	return raw, nil
 }

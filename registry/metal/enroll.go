@@ -100,7 +100,7 @@ func (s *Service) enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 // secret:// reference, never the secret itself nor a file; the platform's
 // (secret://platform/NAME) only when platform.
 func checkBMC(b store.BMC, platform bool) (store.BMC, error) {
-	if !driverName.MatchString(b.Driver) {
+	if !proto.IsDriverName(b.Driver) {
 		return b, proto.Errorf(proto.InvalidInput, "BMC driver %q: a driver name such as redfish or qmp", b.Driver).WithPath("bmc.driver")
 	}
 	if b.Address == "" || len(b.Address) > 1024 || strings.ContainsFunc(b.Address, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
@@ -112,7 +112,7 @@ func checkBMC(b store.BMC, platform bool) (store.BMC, error) {
 		}
 		if _, ok := secret.PlatformRef(b.CredentialRef); ok && !platform {
 			return b, proto.Errorf(proto.Forbidden, "%s is the platform's credential: only the platform's operator binds it to a machine; put your own with `better-compute secrets put` and name it", b.CredentialRef).
-				WithPath("bmc.credentialRef").WithReason(secret.ReasonPlatformCredential)
+				WithPath("bmc.credentialRef").WithReason(proto.ReasonPlatformCredential)
 		}
 	}
 	return b, nil

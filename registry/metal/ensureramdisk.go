@@ -11,7 +11,7 @@ import (
 )
 
 // stepEnsureRamdisk is the step that boots the machine into the ramdisk.
-const stepEnsureRamdisk = "metal.ensureRamdisk"
+const stepEnsureRamdisk = proto.StepEnsureRamdisk
 
 // ramdiskBoot is what metal.ensureRamdisk relays to the site, in order: one-time PXE,
 // the ramdisk's boot entry (its input made by relayPrepare), a power cycle.
@@ -19,10 +19,17 @@ var ramdiskBoot = []struct {
 	sub, kind string
 	input     json.RawMessage
 }{
-	{"pxe", "management.setBootDevice", json.RawMessage(`{"device":"pxe","persistent":false}`)},
+	{"pxe", proto.CommandSetBootDevice, pxeOnce},
 	{"prepare", proto.CommandPrepareRamdisk, nil},
-	{"cycle", "power.setPower", json.RawMessage(`{"action":"cycle"}`)},
+	{"cycle", proto.CommandSetPower, powerCycle},
 }
+
+// The inputs of the site commands that boot a machine into PXE: a one-time PXE boot
+// device, then a power cycle.
+var (
+	pxeOnce    = mustJSON(proto.SetBootDevice{Device: proto.BootDevicePXE})
+	powerCycle = mustJSON(proto.SetPower{Action: proto.PowerActionCycle})
+)
 
 // ensureRamdisk is metal.ensureRamdisk: nothing when the machine's ramdisk is its agent
 // already (joined since the machine was last powered off or cycled); otherwise it boots
@@ -54,7 +61,7 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 		var err error
 		if c.kind == proto.CommandPrepareRamdisk {
 			_, err = s.relayPrepare(ctx, a, c.sub)
-		} else if _, err = a.Relay(ctx, profile.Site, c.sub, c.kind, c.input); err == nil && c.kind == "power.setPower" {
+		} else if _, err = a.Relay(ctx, profile.Site, c.sub, c.kind, c.input); err == nil && c.kind == proto.CommandSetPower {
 			err = s.powered(a.Node.ID, c.input)
 		}
 		if err != nil {
@@ -84,7 +91,7 @@ func (s *Service) noRamdisk(ctx context.Context, a *workflow.Attempt, role strin
 			return err
 		}
 		return proto.Errorf(proto.Unavailable, "%s goes to the ramdisk, and this workflow's metal.ensureRamdisk (%s) failed: no ramdisk runs on the machine to take it",
-			a.Step.Use, st.Path()).WithReason("no-ramdisk")
+			a.Step.Use, st.Path()).WithReason(proto.ReasonNoRamdisk)
 	}
 	return nil
 }

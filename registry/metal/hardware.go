@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"maps"
 	"os"
-	"regexp"
 	"slices"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -18,9 +17,6 @@ var concerns = []string{"power", "management", "virtual-media", "boot", "deploy"
 
 // bmcConcerns are the concerns the BMC given at enrollment binds.
 var bmcConcerns = []string{"power", "management", "virtual-media"}
-
-// driverName is the shape of a driver name (redfish, qmp, ipxe, image-stream).
-var driverName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // HardwareProfile is the driver choices a kind of machine shares.
 type HardwareProfile struct {
@@ -100,7 +96,7 @@ func checkHardwareFile(f hardwareFile) (HardwareProfiles, error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.HardwareProfiles)) {
 		p := "hardwareProfiles." + name
-		if !driverName.MatchString(name) {
+		if !proto.IsDriverName(name) {
 			return nil, proto.Errorf(proto.InvalidConfig, "hardware profile name %q: 1 to 63 of a-z, 0-9 and -, starting with a letter or digit", name).WithPath(p)
 		}
 		if err := checkBindings(f.HardwareProfiles[name].Drivers, p+".drivers"); err != nil {
@@ -120,7 +116,7 @@ func checkBindings(bindings map[string]Binding, path string) error {
 		switch {
 		case !slices.Contains(concerns, c):
 			return proto.Errorf(proto.InvalidInput, "unknown concern %q; the concerns are %v", c, concerns).WithPath(p)
-		case !driverName.MatchString(b.Driver):
+		case !proto.IsDriverName(b.Driver):
 			return proto.Errorf(proto.InvalidInput, "%q is not a driver name: 1 to 63 of a-z, 0-9 and -, starting with a letter or digit", b.Driver).WithPath(p)
 		case len(b.Config) > 0 && !isObject:
 			return proto.Errorf(proto.InvalidInput, "a driver's config is a JSON object").WithPath(p + ".config")

@@ -374,7 +374,7 @@ func unverifiedWipe(run store.Run) *store.StepFailure {
 				Error: proto.Errorf(proto.UnverifiedWipe, "the disk wipe %s %s: the disks may hold data", st.Path(), why)}
 		case json.Unmarshal(st.Result, &w) != nil || !w.Attested:
 			return &store.StepFailure{RunID: run.ID, Step: st.Path(), Use: st.Use,
-				Error: proto.Errorf(proto.UnverifiedWipe, "the disk wipe %s is not attested (%s): release again with a stronger mode (`nodes release ID --wipe secure-erase`) or retire the node", st.Path(), w.Reason).WithReason("not-attested")}
+				Error: proto.Errorf(proto.UnverifiedWipe, "the disk wipe %s is not attested (%s): release again with a stronger mode (`nodes release ID --wipe secure-erase`) or retire the node", st.Path(), w.Reason).WithReason(proto.ReasonNotAttested)}
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/workflow"
@@ -22,8 +23,8 @@ func (s *Service) setPower(ctx context.Context, a *workflow.Attempt) (json.RawMe
 // powered records, after a power action with input succeeded, that the machine's
 // agent stopped unless the action was on.
 func (s *Service) powered(node string, input json.RawMessage) error {
-	var in struct{ Action string }
-	if json.Unmarshal(input, &in) != nil || in.Action == "on" {
+	var in proto.SetPower
+	if json.Unmarshal(input, &in) != nil || in.Action == proto.PowerActionOn {
 		return nil
 	}
 	return s.cfg.Store.Update(func(tx *store.Tx) error {

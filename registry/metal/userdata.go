@@ -24,7 +24,7 @@ type UserDataResult struct {
 	JoinTokenID string `json:"joinTokenId"`
 }
 
-const stepRender = "userdata.render"
+const stepRender = proto.StepRenderUserData
 
 // renderUserData is userdata.render.
 func (s *Service) renderUserData(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {

@@ -4,27 +4,30 @@ import (
 	"slices"
 	"time"
 
-	"github.com/better-compute/better-compute/proto/jsondoc"
+	"github.com/better-compute/better-compute/jsondoc"
+	"github.com/better-compute/better-compute/proto"
 )
 
-// Places a step runs.
+// Places a step runs: proto's places, as text.
 const (
 	// Site: relayed to the site agent of the machine's rack (its BMC and boot server).
-	Site = "site"
+	Site = string(proto.PlaceSite)
 	// Ramdisk: relayed to the agent of the RAM disk the machine booted.
-	Ramdisk = "ramdisk"
+	Ramdisk = string(proto.PlaceRamdisk)
 	// Node: relayed to the agent of the installed OS.
-	Node = "node"
+	Node = string(proto.PlaceNode)
 	// ControlPlane: run by the registry itself.
-	ControlPlane = "control-plane"
+	ControlPlane = string(proto.PlaceControlPlane)
 )
 
-var places = []string{Site, Ramdisk, Node, ControlPlane}
+var places = texts(proto.Places)
 
-// stepSpec is one step of the catalog: where it can run, its input, its default timeout.
+// stepSpec is one step of the catalog: proto's step kind (its name and where it can
+// run), and what a profile adds to it: the checks of its input, its default timeout.
 type stepSpec struct {
 	name string
 	// runs lists the places the step can run; the first is where it runs by default.
+	// placed fills it in from proto.Steps.
 	runs    []string
 	timeout time.Duration
 	// inputs are the fields of the step's with, in the order the documentation gives them.
@@ -45,60 +48,73 @@ type input struct {
 	check func(w *walker, v *jsondoc.Value, p jsondoc.Path)
 }
 
-// The steps of the catalog.
-var catalog = []stepSpec{
-	{name: "power.getPower", runs: []string{Site}, timeout: 2 * time.Minute},
-	{name: "power.setPower", runs: []string{Site}, timeout: 5 * time.Minute,
-		inputs: []input{{name: "action", required: true, check: oneOf("on", "off", "graceful-off", "reset", "graceful-restart", "cycle", "nmi")}},
+// The steps of the catalog: one for each of proto.Steps, in its order.
+var catalog = placed([]stepSpec{
+	{name: proto.CommandGetPower, timeout: 2 * time.Minute},
+	{name: proto.CommandSetPower, timeout: 5 * time.Minute,
+		inputs: []input{{name: "action", required: true, check: oneOf(proto.PowerActions...)}},
 		awaits: func(with *jsondoc.Value) bool {
 			action := with.Get("action")
-			return action != nil && slices.Contains([]string{"on", "reset", "graceful-restart", "cycle"}, action.Text)
+			return action != nil && proto.PowerAction(action.Text).Boots()
 		}},
-	{name: "management.setBootDevice", runs: []string{Site}, timeout: 2 * time.Minute,
+	{name: proto.CommandSetBootDevice, timeout: 2 * time.Minute,
 		inputs: []input{
-			{name: "device", required: true, check: oneOf("pxe", "http", "disk", "cd")},
+			{name: "device", required: true, check: oneOf(proto.BootDevices...)},
 			{name: "persistent", def: false, check: boolean},
 		}},
-	{name: "inspect.oob", runs: []string{Site}, timeout: 5 * time.Minute},
-	{name: "media.insert", runs: []string{Site}, timeout: 30 * time.Minute,
+	{name: proto.CommandInspectOOB, timeout: 5 * time.Minute},
+	{name: proto.CommandMediaInsert, timeout: 30 * time.Minute,
 		inputs: []input{
 			{name: "url", check: httpsURL},
 			{name: "fromStep", check: (*walker).fromStep},
 			{name: "image", check: imageRef},
 		},
 		exactlyOne: []string{"url", "fromStep", "image"}},
-	{name: "media.eject", runs: []string{Site}, timeout: 5 * time.Minute},
-	{name: "boot.prepareRamdisk", runs: []string{Site}, timeout: 2 * time.Minute},
-	{name: "boot.cleanUp", runs: []string{Site}, timeout: 2 * time.Minute},
-	{name: "metal.ensureRamdisk", runs: []string{ControlPlane}, timeout: 20 * time.Minute},
-	{name: "inventory.refresh", runs: []string{Ramdisk, Node}, timeout: 10 * time.Minute},
-	{name: "diag.dcgm", runs: []string{Ramdisk, Node}, timeout: time.Hour,
+	{name: proto.CommandMediaEject, timeout: 5 * time.Minute},
+	{name: proto.CommandPrepareRamdisk, timeout: 2 * time.Minute},
+	{name: proto.CommandBootCleanUp, timeout: 2 * time.Minute},
+	{name: proto.StepEnsureRamdisk, timeout: 20 * time.Minute},
+	{name: proto.CommandInventoryRefresh, timeout: 10 * time.Minute},
+	{name: proto.CommandDiagDCGM, timeout: time.Hour,
 		inputs: []input{{name: "level", def: 1, check: wholeIn(1, 4)}}},
-	{name: "disk.wipe", runs: []string{Ramdisk}, timeout: 6 * time.Hour,
-		inputs: []input{{name: "mode", def: "quick", check: oneOf("none", "quick", "secure-erase", "crypto-erase")}}},
-	{name: "deploy.deploy", runs: []string{Ramdisk}, timeout: time.Hour,
+	{name: proto.CommandDiskWipe, timeout: 6 * time.Hour,
+		inputs: []input{{name: "mode", def: proto.WipeQuick, check: oneOf(proto.WipeModes...)}}},
+	{name: proto.StepDeploy, timeout: time.Hour,
 		inputs: []input{{name: "image", check: imageRef}}},
-	{name: "boot.kexec", runs: []string{Ramdisk}, timeout: 15 * time.Minute,
+	{name: proto.CommandBootKexec, timeout: 15 * time.Minute,
 		awaits: func(*jsondoc.Value) bool { return true }},
-	{name: "userdata.render", runs: []string{ControlPlane}, timeout: 2 * time.Minute},
-	{name: "wait.agentJoined", runs: []string{ControlPlane}, timeout: 15 * time.Minute,
-		inputs: []input{{name: "role", required: true, check: oneOf(Node, Ramdisk, Site)}}},
-	{name: "wait.generationObserved", runs: []string{ControlPlane}, timeout: 10 * time.Minute},
-	{name: "metal.revokeIdentity", runs: []string{ControlPlane}, timeout: 5 * time.Minute},
-}
+	{name: proto.StepRenderUserData, timeout: 2 * time.Minute},
+	{name: proto.StepWaitAgentJoined, timeout: 15 * time.Minute,
+		inputs: []input{{name: "role", required: true, check: oneOf(proto.RoleNode, proto.RoleRamdisk, proto.RoleSite)}}},
+	{name: proto.StepWaitGenerationObserved, timeout: 10 * time.Minute},
+	{name: proto.StepRevokeIdentity, timeout: 5 * time.Minute},
+})
 
 // Names the rules across steps refer to.
 const (
-	stepDeploy        = "deploy.deploy"
-	stepRender        = "userdata.render"
-	stepEnsureRamdisk = "metal.ensureRamdisk"
-	stepAgentJoined   = "wait.agentJoined"
-	stepKexec         = "boot.kexec"
+	stepDeploy        = proto.StepDeploy
+	stepRender        = proto.StepRenderUserData
+	stepEnsureRamdisk = proto.StepEnsureRamdisk
+	stepAgentJoined   = proto.StepWaitAgentJoined
+	stepKexec         = proto.CommandBootKexec
 	inputImage        = "image"
 	awaitRejoin       = "rejoin"
 	onFailureFail     = "fail"
 	onFailureContinue = "continue"
 )
+
+// placed fills in each step's places from proto.Steps. A step proto does not define is a
+// fault of the build, and stops the registry at once.
+func placed(specs []stepSpec) []stepSpec {
+	for i := range specs {
+		kind, ok := proto.LookupStep(specs[i].name)
+		if !ok {
+			panic("profile catalog: proto defines no step " + specs[i].name)
+		}
+		specs[i].runs = texts(kind.Runs)
+	}
+	return specs
+}
 
 func lookupStep(name string) (*stepSpec, bool) {
 	i := slices.IndexFunc(catalog, func(s stepSpec) bool { return s.name == name })
@@ -116,8 +132,18 @@ func stepNames() []string {
 	return names
 }
 
-func oneOf(values ...string) func(*walker, *jsondoc.Value, jsondoc.Path) {
-	return func(w *walker, v *jsondoc.Value, p jsondoc.Path) { w.r.Enum(v, p, values...) }
+// oneOf checks that a value is one of the values of one of proto's enums.
+func oneOf[T ~string](values ...T) func(*walker, *jsondoc.Value, jsondoc.Path) {
+	return func(w *walker, v *jsondoc.Value, p jsondoc.Path) { w.r.Enum(v, p, texts(values)...) }
+}
+
+// texts is an enum's values as text.
+func texts[T ~string](values []T) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
 }
 
 func wholeIn(min, max int64) func(*walker, *jsondoc.Value, jsondoc.Path) {

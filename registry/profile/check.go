@@ -8,9 +8,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/hostunit"
-	"github.com/better-compute/better-compute/proto/jsondoc"
 )
 
 // Limits of a profile document.
@@ -280,7 +280,7 @@ func (w *walker) driverConfig(v *jsondoc.Value, p jsondoc.Path) {
 
 func (w *walker) driverName(v *jsondoc.Value, p jsondoc.Path) string {
 	s, ok := w.r.String(v, p)
-	if ok && !driverName.MatchString(s) {
+	if ok && !proto.IsDriverName(s) {
 		w.r.Add(v, p, "%q is not a driver name: 1 to 63 of a-z, 0-9 and -, starting with a letter or digit", s)
 	}
 	return s
@@ -293,8 +293,10 @@ func (w *walker) image(v *jsondoc.Value, p jsondoc.Path) {
 			imageRef(w, v, p)
 			img.Ref = v.Text
 		},
-		"format":      func(v *jsondoc.Value, p jsondoc.Path) { img.Format, _ = w.r.Enum(v, p, "raw", "qcow2", "iso") },
-		"compression": func(v *jsondoc.Value, p jsondoc.Path) { img.Compression, _ = w.r.Enum(v, p, "none", "zstd", "gzip") },
+		"format": func(v *jsondoc.Value, p jsondoc.Path) { img.Format, _ = w.r.Enum(v, p, texts(proto.ImageFormats)...) },
+		"compression": func(v *jsondoc.Value, p jsondoc.Path) {
+			img.Compression, _ = w.r.Enum(v, p, texts(proto.Compressions)...)
+		},
 	}, "ref")
 	w.p.image = img
 }
@@ -315,7 +317,7 @@ func (w *walker) userDataField(v *jsondoc.Value, p jsondoc.Path) {
 			if !ok {
 				return
 			}
-			if !templateName.MatchString(s) {
+			if !proto.IsTemplateName(s) {
 				w.r.Add(t, tp, "%q is not a template name: 1 to 128 of a-z, 0-9, ., _ and -, starting with a letter or digit", s)
 				return
 			}

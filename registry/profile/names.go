@@ -9,29 +9,19 @@ import (
 	"github.com/better-compute/better-compute/proto"
 )
 
-// The shapes of names in a profile.
-var (
-	// profileID: lower-case letters, digits, dots, underscores and hyphens.
-	profileID = regexp.MustCompile(`^[a-z0-9._-]{1,128}$`)
-	// imageName and imageVersion make an image reference name@version
-	// (ubuntu-24.04-server@2026.09).
-	imageName    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
-	imageVersion = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
-	// templateName is a registered user-data template (bcd-host.yaml.hbs).
-	templateName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
-	// driverName is a driver (redfish, ipxe, image-stream).
-	driverName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-)
+// profileID is the shape of a profile's id: lower-case letters, digits, dots,
+// underscores and hyphens. The other names a profile holds have proto's shapes.
+var profileID = regexp.MustCompile(`^[a-z0-9._-]{1,128}$`)
 
-// checkImageRef accepts name@version, or TENANT/name@version for another tenant's image.
+// checkImageRef accepts name@version, or TENANT/name@version for another tenant's image,
+// in the catalog's shape (proto.ParseImageRef).
 func checkImageRef(ref string) error {
 	_, bare, err := proto.SplitOwner(ref)
 	if err != nil {
 		return fmt.Errorf("%q: %s", ref, proto.AsError(err).Message)
 	}
-	name, version, ok := strings.Cut(bare, "@")
-	if !ok || !imageName.MatchString(name) || !imageVersion.MatchString(version) {
-		return fmt.Errorf("%s is not an image reference name@version (or TENANT/name@version): a name of 1 to 128 of a-z, 0-9, ., _ and - starting with a letter or digit, then a version of 1 to 64 of A-Z, a-z, 0-9, ., _, + and - starting with a letter or digit", proto.Quote(ref))
+	if _, err := proto.ParseImageRef(bare); err != nil {
+		return fmt.Errorf("%s is not an image reference name@version (or TENANT/name@version): a name of 1 to 128 and a version of 1 to 64 of a-z, 0-9, ., _ and -, each starting with a letter or digit", proto.Quote(ref))
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/better-compute/better-compute/proto/labelexpr"
+	"github.com/better-compute/better-compute/labelexpr"
 )
 
 // Profile is a defined profile. It cannot be changed: every accessor returns a copy.

@@ -6,8 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/better-compute/better-compute/proto/jsondoc"
-	"github.com/better-compute/better-compute/proto/labelexpr"
+	"github.com/better-compute/better-compute/jsondoc"
+	"github.com/better-compute/better-compute/labelexpr"
+	"github.com/better-compute/better-compute/proto"
 )
 
 // The phases of a profile, in the order they run, with the field that holds each.
@@ -280,7 +281,7 @@ func (w *walker) crossStepRules() {
 			rendered = true
 		}
 	}
-	if format := w.root.Get("image").Get("format"); deploysProfileImage && format != nil && format.Text == "iso" {
+	if format := w.root.Get("image").Get("format"); deploysProfileImage && format != nil && proto.ImageFormat(format.Text) == proto.FormatISO {
 		w.r.Add(format, "image.format", "deploy.deploy cannot write an iso to disk; boot an iso with media.insert, or name a raw or qcow2 image")
 	}
 }

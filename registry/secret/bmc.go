@@ -3,18 +3,14 @@ package secret
 import (
 	"strings"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
 // platformPrefix starts a BMC credential reference to a secret of the root tenant, the
 // platform's: secret://platform/NAME names the root tenant's secret://NAME.
 const platformPrefix = "secret://platform/"
-
-// ReasonPlatformCredential is the reason of a refused platform credential: only a
-// root-tenant credential binds one to a machine.
-const ReasonPlatformCredential = "platform-credential"
 
 // PlatformRef returns the root tenant's reference a platform reference
 // (secret://platform/NAME) stands for, secret://NAME, and whether ref is one.
@@ -38,7 +34,7 @@ func (b *Box) ForBMC(tx *store.Tx, n store.Node) (*proto.BMCCredential, error) {
 	if root, ok := PlatformRef(ref); ok {
 		if !n.PlatformBMC {
 			return nil, proto.Errorf(proto.Forbidden, "node %s names the platform's credential %s, which the platform did not bind to it", n.ID, ref).
-				WithReason(ReasonPlatformCredential)
+				WithReason(proto.ReasonPlatformCredential)
 		}
 		tenant, name = store.RootTenant, root
 	}

@@ -122,7 +122,7 @@ func TestExpandBMC(t *testing.T) {
 		_, err := ExpandBMC(tx, box, "rack-a", command(nodes["own"], "power.setPower", "https://10.20.0.5"))
 		return err
 	})
-	if proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != store.ReasonBMCAddressNotAllowed {
-		t.Fatalf("an address outside the site's networks: %v, want FORBIDDEN, reason %s", err, store.ReasonBMCAddressNotAllowed)
+	if proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != proto.ReasonBMCAddressNotAllowed {
+		t.Fatalf("an address outside the site's networks: %v, want FORBIDDEN, reason %s", err, proto.ReasonBMCAddressNotAllowed)
 	}
 }

@@ -4,14 +4,11 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/registry/store"
 )
-
-// CommandMediaInsert is the kind of media.insert.
-const CommandMediaInsert = "media.insert"
 
 // ExpandMediaInsert completes a media.insert command for the site agent: the step's
 // `with` ({url}, {fromStep} or {image}) becomes a proto.MediaInsert. fromStep takes the
@@ -20,7 +17,7 @@ const CommandMediaInsert = "media.insert"
 // carries its digest and the machine's MACs, so that a BMC without virtual media boots
 // it by sanboot from the site cache. Other commands pass unchanged.
 func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto.Command, error) {
-	if cmd.Kind != CommandMediaInsert {
+	if cmd.Kind != proto.CommandMediaInsert {
 		return cmd, nil
 	}
 	var sc proto.SiteCommand

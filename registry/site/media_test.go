@@ -31,12 +31,12 @@ func TestExpandMediaInsert(t *testing.T) {
 		code       proto.Code
 		path       string
 	}{
-		"url":             {kind: CommandMediaInsert, with: `{"url":"https://isos.example/x.iso"}`, want: `{"url":"https://isos.example/x.iso"}`},
-		"plain http":      {kind: CommandMediaInsert, with: `{"url":"http://isos.example/x.iso"}`, code: proto.InvalidInput, path: "with"},
-		"unknown field":   {kind: CommandMediaInsert, with: `{"uri":"https://x"}`, code: proto.InvalidInput, path: "with.uri"},
-		"fromStep":        {kind: CommandMediaInsert, with: `{"fromStep":"steps[0]"}`, want: `{"url":"https://isos.example/n1.iso"}`},
-		"fromStep no url": {kind: CommandMediaInsert, with: `{"fromStep":"steps[1]"}`, code: proto.InvalidInput, path: "with.fromStep"},
-		"unknown image":   {kind: CommandMediaInsert, with: `{"image":"nope@1"}`, code: proto.NotFound, path: "with.image"},
+		"url":             {kind: proto.CommandMediaInsert, with: `{"url":"https://isos.example/x.iso"}`, want: `{"url":"https://isos.example/x.iso"}`},
+		"plain http":      {kind: proto.CommandMediaInsert, with: `{"url":"http://isos.example/x.iso"}`, code: proto.InvalidInput, path: "with"},
+		"unknown field":   {kind: proto.CommandMediaInsert, with: `{"uri":"https://x"}`, code: proto.InvalidInput, path: "with.uri"},
+		"fromStep":        {kind: proto.CommandMediaInsert, with: `{"fromStep":"steps[0]"}`, want: `{"url":"https://isos.example/n1.iso"}`},
+		"fromStep no url": {kind: proto.CommandMediaInsert, with: `{"fromStep":"steps[1]"}`, code: proto.InvalidInput, path: "with.fromStep"},
+		"unknown image":   {kind: proto.CommandMediaInsert, with: `{"image":"nope@1"}`, code: proto.NotFound, path: "with.image"},
 		"another command": {kind: "power.setPower", with: `{"action":"on"}`, want: `{"action":"on"}`},
 	} {
 		t.Run(name, func(t *testing.T) {

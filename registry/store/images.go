@@ -101,7 +101,7 @@ func (t *Tx) PublishImage(id string) (Image, error) {
 // index in step (old is the stored version, nil for a new image).
 func (t *Tx) putImage(img Image, old *Image) error {
 	if img.Public && !img.Verified {
-		return proto.Errorf(proto.InvalidState, "image %s is not signed by a trusted signer, so it stays private to its tenant", img.Ref).WithReason("unsigned")
+		return proto.Errorf(proto.InvalidState, "image %s is not signed by a trusted signer, so it stays private to its tenant", img.Ref).WithReason(proto.ReasonUnsigned)
 	}
 	if img.Verified && (img.Signature == "" || img.SignerID == "" || img.SignerTenant == "") {
 		return proto.Errorf(proto.Internal, "image %s: a verified image must record its signature, signer and the allowlist that verified it", img.Ref)

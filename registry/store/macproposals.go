@@ -54,14 +54,14 @@ func (t *Tx) BindMAC(id, mac string, unlisted bool) (Node, error) {
 	}
 	switch {
 	case len(old.MACs) > 0:
-		return old, proto.Errorf(proto.InvalidState, "node %s has its MACs already (%s): nothing to confirm", id, strings.Join(old.MACs, ", ")).WithReason("has-mac")
+		return old, proto.Errorf(proto.InvalidState, "node %s has its MACs already (%s): nothing to confirm", id, strings.Join(old.MACs, ", ")).WithReason(proto.ReasonHasMAC)
 	case old.MACProposal == nil:
-		return old, proto.Errorf(proto.InvalidState, "PXE discovery proposes no MAC for node %s: power-cycle the machine into PXE (a workflow's metal.ensureRamdisk does) and wait for `nodes get` to show a proposal", id).WithReason("no-proposal")
+		return old, proto.Errorf(proto.InvalidState, "PXE discovery proposes no MAC for node %s: power-cycle the machine into PXE (a workflow's metal.ensureRamdisk does) and wait for `nodes get` to show a proposal", id).WithReason(proto.ReasonNoProposal)
 	case old.MACProposal.MAC != mac:
 		return old, proto.Errorf(proto.InvalidInput, "PXE discovery proposes MAC %s for node %s, not %s: confirm the proposed one", old.MACProposal.MAC, id, mac).WithPath("mac")
 	case len(old.BMCMACs) > 0 && !slices.Contains(old.BMCMACs, mac) && !unlisted:
 		return old, proto.Errorf(proto.InvalidInput, "the BMC of node %s lists the NICs %s, and not %s: another machine on the provisioning network may have sent its product UUID; check which machine has %s, and confirm it with force only if it is this one's boot NIC the BMC does not list",
-			id, strings.Join(old.BMCMACs, ", "), mac, mac).WithPath("mac").WithReason("not-listed-by-bmc")
+			id, strings.Join(old.BMCMACs, ", "), mac, mac).WithPath("mac").WithReason(proto.ReasonNotListedByBMC)
 	}
 	if t.getRaw(bucketNodesByHW, []byte("mac:"+mac)) != nil {
 		return old, proto.Errorf(proto.Conflict, "MAC %s is enrolled already: a machine is enrolled once", mac).WithPath("mac")

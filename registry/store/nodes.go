@@ -232,7 +232,7 @@ func (n Node) RevokedIdentity() error {
 	if n.IdentityRevokedAt.IsZero() {
 		return nil
 	}
-	return proto.Errorf(proto.Forbidden, "the identity of node %s was revoked on %s (metal.revokeIdentity): a retired machine does not join or connect again as this node", n.ID, n.IdentityRevokedAt.Format(time.RFC3339)).WithReason("identity-revoked")
+	return proto.Errorf(proto.Forbidden, "the identity of node %s was revoked on %s (metal.revokeIdentity): a retired machine does not join or connect again as this node", n.ID, n.IdentityRevokedAt.Format(time.RFC3339)).WithReason(proto.ReasonIdentityRevoked)
 }
 
 // CheckIdentity is the RevokedIdentity of node id; an id no node has (a site agent's)

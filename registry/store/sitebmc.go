@@ -13,10 +13,6 @@ import (
 // MaxBMCNetworks bounds a site's BMC networks.
 const MaxBMCNetworks = 64
 
-// ReasonBMCAddressNotAllowed is the reason of a BMC address the node's site does not
-// admit.
-const ReasonBMCAddressNotAllowed = "bmc-address-not-allowed"
-
 // CheckBMCNetworks refuses a list of BMC networks that is not at most MaxBMCNetworks
 // CIDRs in their canonical form (10.20.0.0/16, fd00:20::/48; no address bits past the
 // prefix), none twice, as INVALID_INPUT at bmcNetworks[i].
@@ -70,7 +66,7 @@ func (t *Tx) SetSiteBMCNetworks(id string, networks []string) (Site, error) {
 //     no network address.
 func (s Site) CheckBMCAddress(address string, platform bool) error {
 	refuse := func(format string, args ...any) error {
-		return proto.Errorf(proto.InvalidInput, format, args...).WithPath("bmc.address").WithReason(ReasonBMCAddressNotAllowed)
+		return proto.Errorf(proto.InvalidInput, format, args...).WithPath("bmc.address").WithReason(proto.ReasonBMCAddressNotAllowed)
 	}
 	if strings.HasPrefix(address, "/") || strings.HasPrefix(address, "unix:") {
 		if platform {

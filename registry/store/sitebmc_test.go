@@ -68,8 +68,8 @@ func TestSiteBMCNetworks(t *testing.T) {
 		if err == nil {
 			continue
 		}
-		if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != "bmc.address" || e.Details.Reason != ReasonBMCAddressNotAllowed {
-			t.Errorf("%s: %v, want INVALID_INPUT at bmc.address, reason %s", name, err, ReasonBMCAddressNotAllowed)
+		if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != "bmc.address" || e.Details.Reason != proto.ReasonBMCAddressNotAllowed {
+			t.Errorf("%s: %v, want INVALID_INPUT at bmc.address, reason %s", name, err, proto.ReasonBMCAddressNotAllowed)
 		}
 	}
 	if err := (Site{ID: "rack-c"}).CheckBMCAddress("10.20.3.4", true); err == nil {

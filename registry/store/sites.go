@@ -1,7 +1,6 @@
 package store
 
 import (
-	"regexp"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -24,12 +23,9 @@ type Site struct {
 
 const bucketSites = "sites"
 
-// objectName is the charset of site and pool names.
-var objectName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-
-// checkName refuses a site or pool name outside the charset.
+// checkName refuses a site or pool name outside proto's shape of names.
 func checkName(kind, name, path string) error {
-	if !objectName.MatchString(name) {
+	if !proto.IsObjectName(name) {
 		return proto.Errorf(proto.InvalidInput, "%s name %q: use 1 to 63 lower-case letters, digits and hyphens, starting with a letter", kind, name).WithPath(path)
 	}
 	return nil

@@ -15,10 +15,11 @@ import (
 const (
 	// TokenProvisioned joins one installed node; userdata.render mints it.
 	TokenProvisioned = "provisioned"
-	// TokenRamdisk joins one node's ramdisk; one is minted per ramdisk boot.
-	TokenRamdisk = "ramdisk"
-	// TokenSite joins one site (rack) agent; an operator makes it.
-	TokenSite = "site"
+	// TokenRamdisk joins one node's ramdisk (proto.RoleRamdisk); one is minted per
+	// ramdisk boot.
+	TokenRamdisk = string(proto.RoleRamdisk)
+	// TokenSite joins one site (rack) agent (proto.RoleSite); an operator makes it.
+	TokenSite = string(proto.RoleSite)
 )
 
 // TokenKinds lists the kinds of join token.
@@ -78,7 +79,7 @@ func (t *Tx) CreateJoinToken(kind, nodeID, site string, expiresAt time.Time) (Jo
 // consume it, so of any number of racing joins exactly one gets the token; a caller that
 // refuses the token afterwards fails its transaction and leaves it unused.
 func (t *Tx) ConsumeJoinToken(secret string) (JoinToken, error) {
-	denied := proto.Errorf(proto.Unauthenticated, "the join token is not valid: mint a new one").WithReason("token-invalid")
+	denied := proto.Errorf(proto.Unauthenticated, "the join token is not valid: mint a new one").WithReason(proto.ReasonTokenInvalid)
 	rest, ok := strings.CutPrefix(strings.TrimSpace(secret), joinTokenPrefix)
 	if !ok {
 		return JoinToken{}, denied
@@ -97,10 +98,10 @@ func (t *Tx) ConsumeJoinToken(secret string) (JoinToken, error) {
 		return JoinToken{}, denied
 	}
 	if !tok.UsedAt.IsZero() {
-		return JoinToken{}, proto.Errorf(proto.Unauthenticated, "join token %s was already used at %s: a token works once, mint a new one", tok.ID, tok.UsedAt.Format(time.RFC3339)).WithReason("token-used")
+		return JoinToken{}, proto.Errorf(proto.Unauthenticated, "join token %s was already used at %s: a token works once, mint a new one", tok.ID, tok.UsedAt.Format(time.RFC3339)).WithReason(proto.ReasonTokenUsed)
 	}
 	if !t.now.Before(tok.ExpiresAt) {
-		return JoinToken{}, proto.Errorf(proto.Unauthenticated, "join token %s expired at %s: mint a new one", tok.ID, tok.ExpiresAt.Format(time.RFC3339)).WithReason("token-expired")
+		return JoinToken{}, proto.Errorf(proto.Unauthenticated, "join token %s expired at %s: mint a new one", tok.ID, tok.ExpiresAt.Format(time.RFC3339)).WithReason(proto.ReasonTokenExpired)
 	}
 	tok.UsedAt = t.now
 	return tok, t.put(bucketJoinTokens, []byte(tok.ID), tok)

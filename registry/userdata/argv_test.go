@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/agent/bcdcli"
-	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/agent/join"
 	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/proto/joinwire"
@@ -94,7 +93,7 @@ func TestRenderedArgvParsesWithBcdFlags(t *testing.T) {
 			if err := fs.Parse(joinArgv[2:]); err != nil || fs.NArg() != 0 {
 				t.Fatalf("parse %q: %v, left %q", joinArgv, err, fs.Args())
 			}
-			want := join.Options{Server: tc.cfg.ControlPlaneURL, TokenFile: bcdargv.TokenFile, NodeID: "gpu_01", Role: joinwire.RoleNode, ConfigDir: bcdconf.DefaultDir}
+			want := join.Options{Server: tc.cfg.ControlPlaneURL, TokenFile: bcdargv.TokenFile, NodeID: "gpu_01", Role: joinwire.RoleNode, ConfigDir: bcdargv.ConfigDir}
 			if tc.cfg.Pins != nil {
 				want.Pins = *tc.cfg.Pins
 			}

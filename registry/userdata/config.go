@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
-	"github.com/better-compute/better-compute/proto/jsondoc"
 	"github.com/better-compute/better-compute/registry/join"
 )
 
@@ -46,14 +46,9 @@ const configPath = "userData"
 // maxURLLen bounds the URLs.
 const maxURLLen = 2048
 
-var (
-	sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	// templateName is the shape of a template name a profile may give.
-	templateName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
-	// plainURLChars are the characters a controlPlaneUrl may hold: none that a shell,
-	// systemd (% specifiers, $ variables, quotes, backslashes) or YAML reads specially.
-	plainURLChars = regexp.MustCompile(`^[A-Za-z0-9._~:/\[\]-]+$`)
-)
+// plainURLChars are the characters a controlPlaneUrl may hold: none that a shell,
+// systemd (% specifiers, $ variables, quotes, backslashes) or YAML reads specially.
+var plainURLChars = regexp.MustCompile(`^[A-Za-z0-9._~:/\[\]-]+$`)
 
 // Check refuses a configuration the registry cannot render with, INVALID_CONFIG naming
 // the first offending field (userData.bcdUrl, userData.pins.joinSigningPin, ...).
@@ -68,7 +63,7 @@ func (c Config) Check() error {
 			return fieldError("bcdUrl", err)
 		}
 	}
-	if c.BcdSHA256 != "" && !sha256Hex.MatchString(c.BcdSHA256) {
+	if c.BcdSHA256 != "" && !proto.IsDigest(c.BcdSHA256) {
 		return fieldError("bcdSha256", fmt.Errorf("%q is not a SHA-256 digest: give 64 lower-case hex digits", c.BcdSHA256))
 	}
 	if c.Pins != nil {
@@ -149,7 +144,7 @@ func checkPins(p joinwire.Pins) error {
 func checkTemplateEntry(name string, t Template) error {
 	field := "templates." + name
 	switch {
-	case !templateName.MatchString(name):
+	case !proto.IsTemplateName(name):
 		return fieldError(field, fmt.Errorf("%q is not a template name: 1 to 128 of a-z, 0-9, ., _ and -, starting with a letter or digit", name))
 	case shipped[name] != nil:
 		return fieldError(field, fmt.Errorf("%s is a shipped template: give yours another name", name))

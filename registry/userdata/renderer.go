@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/join"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/secret"
@@ -101,8 +100,8 @@ func (r *Renderer) Preview(ud profile.UserData, nodeID string) ([]byte, error) {
 // template checks what Render and Preview are given and finds the template: a missing
 // template, or a configuration without the URLs and the digest, is INVALID_CONFIG.
 func (r *Renderer) template(ud profile.UserData, nodeID string) (Template, error) {
-	if err := joinwire.CheckNodeID(nodeID); err != nil {
-		return nil, proto.Errorf(proto.InvalidInput, "%v", err).WithPath("nodeId")
+	if err := proto.CheckNodeID(nodeID); err != nil {
+		return nil, proto.AsError(err).WithPath("nodeId")
 	}
 	t, ok := r.templates[ud.Template]
 	if !ok {

@@ -87,7 +87,7 @@ func (e *Engine) work(ctx context.Context, run store.Run, node store.Node, i int
 // awaitRole is the agent a step's rejoin waits for: the installed OS's after boot.kexec,
 // whichever agent the machine boots after a power action.
 func awaitRole(spec profile.RenderedStep) string {
-	if spec.Use == "boot.kexec" {
+	if spec.Use == proto.CommandBootKexec {
 		return profile.Node
 	}
 	return ""

@@ -8,9 +8,6 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 )
 
-// ReasonCancelled is the reason of the error a cancelled run fails with.
-const ReasonCancelled = "cancelled"
-
 // errCancelled is the cause an attempt's context is cancelled with when its run is.
 var errCancelled = errors.New("the workflow was cancelled")
 
@@ -21,7 +18,7 @@ var errCancelled = errors.New("the workflow was cancelled")
 func (e *Engine) Cancel(tx *store.Tx, id string) (store.Run, error) {
 	return tx.UpdateRun(id, func(r *store.Run) error {
 		if r.Cancelled != nil {
-			return proto.Errorf(proto.InvalidState, "workflow %s is being cancelled already: its cleanup runs", id).WithReason(ReasonCancelled)
+			return proto.Errorf(proto.InvalidState, "workflow %s is being cancelled already: its cleanup runs", id).WithReason(proto.ReasonCancelled)
 		}
 		f := &store.StepFailure{RunID: id}
 		for _, s := range r.Steps {
@@ -30,7 +27,7 @@ func (e *Engine) Cancel(tx *store.Tx, id string) (store.Run, error) {
 				break
 			}
 		}
-		f.Error = proto.Errorf(proto.InvalidState, "workflow %s was cancelled at %s (%s)", id, f.Step, f.Use).WithReason(ReasonCancelled)
+		f.Error = proto.Errorf(proto.InvalidState, "workflow %s was cancelled at %s (%s)", id, f.Step, f.Use).WithReason(proto.ReasonCancelled)
 		r.Cancelled = f
 		return nil
 	})

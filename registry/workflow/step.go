@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/better-compute/better-compute/labelexpr"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/proto/labelexpr"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
 )

@@ -1,0 +1,86 @@
+package proto
+
+import "slices"
+
+// PowerState is a machine's power as its BMC reports it: the result of power.getPower.
+type PowerState string
+
+// The power states.
+const (
+	PowerStateOn          PowerState = "on"
+	PowerStateOff         PowerState = "off"
+	PowerStatePoweringOn  PowerState = "powering-on"
+	PowerStatePoweringOff PowerState = "powering-off"
+	PowerStatePaused      PowerState = "paused"
+	// PowerStateUnknown: the BMC reported nothing, or something no driver knows.
+	PowerStateUnknown PowerState = "unknown"
+)
+
+// PowerAction is what power.setPower asks of a machine.
+type PowerAction string
+
+// The seven power actions of power.setPower.
+const (
+	// PowerActionOn powers the machine on; nothing happens when it is on.
+	PowerActionOn PowerAction = "on"
+	// PowerActionOff cuts power at once; nothing happens when it is off.
+	PowerActionOff PowerAction = "off"
+	// PowerActionGracefulOff asks the OS to shut down and waits until the machine is off.
+	PowerActionGracefulOff PowerAction = "graceful-off"
+	// PowerActionReset restarts the machine at once.
+	PowerActionReset PowerAction = "reset"
+	// PowerActionGracefulRestart asks the OS to restart.
+	PowerActionGracefulRestart PowerAction = "graceful-restart"
+	// PowerActionCycle powers the machine off, then on.
+	PowerActionCycle PowerAction = "cycle"
+	// PowerActionNMI raises a non-maskable interrupt (a crash dump on most OSes).
+	PowerActionNMI PowerAction = "nmi"
+)
+
+// PowerActions lists the actions in the order the documentation gives them.
+var PowerActions = []PowerAction{PowerActionOn, PowerActionOff, PowerActionGracefulOff, PowerActionReset,
+	PowerActionGracefulRestart, PowerActionCycle, PowerActionNMI}
+
+// ParsePowerAction returns the action s names, or INVALID_CONFIG at "action".
+func ParsePowerAction(s string) (PowerAction, error) {
+	if a := PowerAction(s); slices.Contains(PowerActions, a) {
+		return a, nil
+	}
+	return "", Errorf(InvalidConfig, "power action %q is not one of on, off, graceful-off, reset, graceful-restart, cycle, nmi", s).WithPath("action")
+}
+
+// Restarts reports whether the action boots the machine afresh: reset, graceful-restart
+// and cycle do, and on a machine that is off each of them powers it on.
+func (a PowerAction) Restarts() bool {
+	return a == PowerActionReset || a == PowerActionGracefulRestart || a == PowerActionCycle
+}
+
+// Boots reports whether the machine runs its boot afterwards, so a step that asked for
+// the action can await its rejoin: on, and every action that Restarts.
+func (a PowerAction) Boots() bool { return a == PowerActionOn || a.Restarts() }
+
+// BootDevice is where management.setBootDevice makes a machine boot from.
+type BootDevice string
+
+// The boot devices.
+const (
+	// BootDevicePXE: the network, by PXE.
+	BootDevicePXE BootDevice = "pxe"
+	// BootDeviceHTTP: the network, by UEFI HTTP boot.
+	BootDeviceHTTP BootDevice = "http"
+	// BootDeviceDisk: the first local disk.
+	BootDeviceDisk BootDevice = "disk"
+	// BootDeviceCD: the CD/DVD drive, virtual media included.
+	BootDeviceCD BootDevice = "cd"
+)
+
+// BootDevices lists the devices in the order the documentation gives them.
+var BootDevices = []BootDevice{BootDevicePXE, BootDeviceHTTP, BootDeviceDisk, BootDeviceCD}
+
+// ParseBootDevice returns the device s names, or INVALID_CONFIG at "device".
+func ParseBootDevice(s string) (BootDevice, error) {
+	if d := BootDevice(s); slices.Contains(BootDevices, d) {
+		return d, nil
+	}
+	return "", Errorf(InvalidConfig, "boot device %q is not one of pxe, http, disk, cd", s).WithPath("device")
+}

@@ -1,0 +1,159 @@
+package proto
+
+import "slices"
+
+// Place is where a profile step runs: relayed to one of the agents (a role), or run by
+// the registry itself.
+type Place string
+
+// The places.
+const (
+	// PlaceSite: relayed to the site agent of the machine's rack (its BMC and boot server).
+	PlaceSite = Place(RoleSite)
+	// PlaceRamdisk: relayed to the agent of the RAM disk the machine booted.
+	PlaceRamdisk = Place(RoleRamdisk)
+	// PlaceNode: relayed to the agent of the installed OS.
+	PlaceNode = Place(RoleNode)
+	// PlaceControlPlane: run by the registry itself.
+	PlaceControlPlane Place = "control-plane"
+)
+
+// Places lists every place.
+var Places = []Place{PlaceSite, PlaceRamdisk, PlaceNode, PlaceControlPlane}
+
+// The kinds of the steps a profile names and of the commands the registry relays to
+// agents for them. A relayed kind is both a step's `use` and its command's kind.
+const (
+	// Site commands: each carries a SiteCommand whose Input is the step's input.
+	CommandGetPower       = "power.getPower"
+	CommandSetPower       = "power.setPower"
+	CommandSetBootDevice  = "management.setBootDevice"
+	CommandInspectOOB     = "inspect.oob"
+	CommandMediaInsert    = "media.insert"
+	CommandMediaEject     = "media.eject"
+	CommandPrepareRamdisk = "boot.prepareRamdisk"
+	CommandBootCleanUp    = "boot.cleanUp"
+
+	// Commands to the machine's own agent (its ramdisk or its installed OS).
+	CommandInventoryRefresh = "inventory.refresh"
+	CommandDiagDCGM         = "diag.dcgm"
+	CommandDiskWipe         = "disk.wipe"
+	CommandBootKexec        = "boot.kexec"
+	// CommandDeployImage is the command deploy.deploy relays to a machine's ramdisk:
+	// write one catalog image to the disk (DeployImage).
+	CommandDeployImage = "deploy.image"
+
+	// Steps the registry runs (they may relay commands of the kinds above).
+	StepEnsureRamdisk          = "metal.ensureRamdisk"
+	StepDeploy                 = "deploy.deploy"
+	StepRenderUserData         = "userdata.render"
+	StepWaitAgentJoined        = "wait.agentJoined"
+	StepWaitGenerationObserved = "wait.generationObserved"
+	StepRevokeIdentity         = "metal.revokeIdentity"
+)
+
+// StepKind is one kind of step: where it can run and, for a relayed one, what its
+// command carries.
+type StepKind struct {
+	// Kind is the step's `use` (and, when relayed, its command's kind).
+	Kind string
+	// Runs lists the places the step can run; the first is where it runs by default.
+	Runs []Place
+	// BMCConcern is, for a site command that reaches the machine's BMC, the concern of
+	// the driver binding it opens (power, management, virtual-media); the registry
+	// attaches the BMC's credential to these commands only.
+	BMCConcern string
+	// Input is a zero value of the typed input the agent decodes (the step's `with`, or
+	// what the registry makes of it), nil for a step that takes none.
+	Input any
+	// Result is a zero value of the typed result the agent answers with (a SignedResult
+	// over DCGMResult or DiskWipeResult for the node-signed ones), nil where the registry
+	// makes the step's result itself or it is not typed yet.
+	Result any
+}
+
+// Steps is the table of step kinds, in the order the documentation gives them. The
+// registry's profile catalog is derived from it, and the agents handle its kinds.
+var Steps = []StepKind{
+	{Kind: CommandGetPower, Runs: []Place{PlaceSite}, BMCConcern: "power", Result: GetPowerResult{}},
+	{Kind: CommandSetPower, Runs: []Place{PlaceSite}, BMCConcern: "power", Input: SetPower{}, Result: SetPower{}},
+	{Kind: CommandSetBootDevice, Runs: []Place{PlaceSite}, BMCConcern: "management", Input: SetBootDevice{}, Result: SetBootDevice{}},
+	{Kind: CommandInspectOOB, Runs: []Place{PlaceSite}, BMCConcern: "power"},
+	{Kind: CommandMediaInsert, Runs: []Place{PlaceSite}, BMCConcern: "virtual-media", Input: MediaInsert{}, Result: MediaInsertResult{}},
+	{Kind: CommandMediaEject, Runs: []Place{PlaceSite}, BMCConcern: "virtual-media", Result: MediaEjectResult{}},
+	{Kind: CommandPrepareRamdisk, Runs: []Place{PlaceSite}, Input: PrepareRamdisk{}, Result: PrepareRamdiskResult{}},
+	{Kind: CommandBootCleanUp, Runs: []Place{PlaceSite}, Result: BootCleanUpResult{}},
+	{Kind: StepEnsureRamdisk, Runs: []Place{PlaceControlPlane}},
+	{Kind: CommandInventoryRefresh, Runs: []Place{PlaceRamdisk, PlaceNode}, Input: InventoryRefresh{}},
+	{Kind: CommandDiagDCGM, Runs: []Place{PlaceRamdisk, PlaceNode}, Input: DiagDCGM{}, Result: SignedResult{}},
+	{Kind: CommandDiskWipe, Runs: []Place{PlaceRamdisk}, Input: DiskWipe{}, Result: SignedResult{}},
+	{Kind: StepDeploy, Runs: []Place{PlaceRamdisk}},
+	{Kind: CommandBootKexec, Runs: []Place{PlaceRamdisk}},
+	{Kind: StepRenderUserData, Runs: []Place{PlaceControlPlane}},
+	{Kind: StepWaitAgentJoined, Runs: []Place{PlaceControlPlane}},
+	{Kind: StepWaitGenerationObserved, Runs: []Place{PlaceControlPlane}},
+	{Kind: StepRevokeIdentity, Runs: []Place{PlaceControlPlane}},
+}
+
+// LookupStep returns the step kind named kind.
+func LookupStep(kind string) (StepKind, bool) {
+	i := slices.IndexFunc(Steps, func(s StepKind) bool { return s.Kind == kind })
+	if i < 0 {
+		return StepKind{}, false
+	}
+	return Steps[i], true
+}
+
+// SiteBMCConcerns maps the kind of each site command that reaches a machine's BMC to the
+// concern of the driver binding it opens (Steps' BMCConcern). The registry attaches the
+// BMC's credential to these commands only.
+var SiteBMCConcerns = func() map[string]string {
+	m := map[string]string{}
+	for _, s := range Steps {
+		if s.BMCConcern != "" {
+			m[s.Kind] = s.BMCConcern
+		}
+	}
+	return m
+}()
+
+// SetPower is the input of power.setPower.
+type SetPower struct {
+	Action PowerAction `json:"action"`
+}
+
+// SetBootDevice is the input of management.setBootDevice: the device, at the next boot
+// only or, persistent, at every boot.
+type SetBootDevice struct {
+	Device     BootDevice `json:"device"`
+	Persistent bool       `json:"persistent"`
+}
+
+// GetPowerResult is the result of power.getPower.
+type GetPowerResult struct {
+	State PowerState `json:"state"`
+}
+
+// MediaInsertResult is the result of media.insert: the URL the BMC mounted or, on a BMC
+// without virtual media, the digest of the ISO the machine boots by sanboot from the
+// site cache.
+type MediaInsertResult struct {
+	Mounted string `json:"mounted,omitempty"`
+	Sanboot string `json:"sanboot,omitempty"`
+}
+
+// MediaEjectResult is the result of media.eject.
+type MediaEjectResult struct {
+	Ejected bool `json:"ejected"`
+}
+
+// PrepareRamdiskResult is the result of boot.prepareRamdisk: the machine's boot entry.
+type PrepareRamdiskResult struct {
+	Kind BootKind `json:"kind"`
+	MACs []string `json:"macs"`
+}
+
+// BootCleanUpResult is the result of boot.cleanUp.
+type BootCleanUpResult struct {
+	Removed bool `json:"removed"`
+}

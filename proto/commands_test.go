@@ -1,0 +1,50 @@
+package proto
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// The typed inputs and results keep the bytes the wire carried before they were typed.
+func TestStepBodiesKeepTheirWire(t *testing.T) {
+	for name, tc := range map[string]struct {
+		v    any
+		want string
+	}{
+		"one-time pxe":     {SetBootDevice{Device: BootDevicePXE}, `{"device":"pxe","persistent":false}`},
+		"power cycle":      {SetPower{Action: PowerActionCycle}, `{"action":"cycle"}`},
+		"power state":      {GetPowerResult{State: PowerStateOn}, `{"state":"on"}`},
+		"mounted":          {MediaInsertResult{Mounted: "https://isos.example/x.iso"}, `{"mounted":"https://isos.example/x.iso"}`},
+		"sanboot":          {MediaInsertResult{Sanboot: "ab"}, `{"sanboot":"ab"}`},
+		"ejected":          {MediaEjectResult{Ejected: true}, `{"ejected":true}`},
+		"removed":          {BootCleanUpResult{Removed: true}, `{"removed":true}`},
+		"ramdisk boot set": {PrepareRamdiskResult{Kind: BootRamdisk, MACs: []string{"52:54:00:12:34:56"}}, `{"kind":"ramdisk","macs":["52:54:00:12:34:56"]}`},
+	} {
+		got, err := json.Marshal(tc.v)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%s: %s, %v; want %s", name, got, err, tc.want)
+		}
+	}
+}
+
+func TestStepsTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range Steps {
+		if seen[s.Kind] {
+			t.Errorf("%s twice", s.Kind)
+		}
+		seen[s.Kind] = true
+		if len(s.Runs) == 0 {
+			t.Errorf("%s runs nowhere", s.Kind)
+		}
+		if s.BMCConcern != "" && (len(s.Runs) != 1 || s.Runs[0] != PlaceSite) {
+			t.Errorf("%s reaches a BMC but runs on %v, not on the site alone", s.Kind, s.Runs)
+		}
+		if k, ok := LookupStep(s.Kind); !ok || k.Kind != s.Kind {
+			t.Errorf("LookupStep(%s) = %v, %v", s.Kind, k, ok)
+		}
+	}
+	if _, ok := LookupStep("power.warp"); ok {
+		t.Errorf("LookupStep found a kind proto does not define")
+	}
+}

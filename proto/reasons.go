@@ -1,0 +1,126 @@
+package proto
+
+// The reasons an Error may carry in details.reason, beside its code: stable,
+// machine-readable, and each defined once here for the side that sets it and the side
+// that reads it. A reason refines a code; it never replaces one.
+const (
+	// Joining: the agent's side (bcd join).
+
+	// ReasonPinMismatch (UNAUTHENTICATED): a pin given to bcd join does not match the
+	// key the registry's well-known document or the config directory holds.
+	ReasonPinMismatch = "pin-mismatch"
+	// ReasonServerCertificate (UNAUTHENTICATED): the registry's TLS certificate is
+	// missing or does not chain to the pinned serving CA.
+	ReasonServerCertificate = "server-certificate"
+	// ReasonJoinResponse (UNAUTHENTICATED): the signed JoinResponse does not verify, or
+	// does not issue what was asked.
+	ReasonJoinResponse = "join-response"
+
+	// Joining: the registry's side (join.join).
+
+	// ReasonTokenInvalid (UNAUTHENTICATED): no join token has this secret.
+	ReasonTokenInvalid = "token-invalid"
+	// ReasonTokenUsed (UNAUTHENTICATED): the join token was used already.
+	ReasonTokenUsed = "token-used"
+	// ReasonTokenExpired (UNAUTHENTICATED): the join token expired.
+	ReasonTokenExpired = "token-expired"
+	// ReasonSealedToken (UNAUTHENTICATED): the sealed token does not open with the
+	// registry's join encryption key for the node and role it names.
+	ReasonSealedToken = "sealed-token"
+	// ReasonRole (FORBIDDEN): the token's kind joins another role than the one asked.
+	ReasonRole = "role"
+	// ReasonIdentity (FORBIDDEN): the token was minted for another node.
+	ReasonIdentity = "identity"
+	// ReasonIdentityRevoked (FORBIDDEN): the node's identity was revoked
+	// (metal.revokeIdentity); it neither joins nor connects again.
+	ReasonIdentityRevoked = "identity-revoked"
+
+	// Images.
+
+	// ReasonSignature (INVALID_STATE, DRIVER_ERROR): a signature does not verify, or what
+	// it covers changed: an image's, or a node-signed result's.
+	ReasonSignature = "signature"
+	// ReasonUnsigned (INVALID_STATE, FORBIDDEN): an image has no trusted signature (so it
+	// cannot be used or made public), or a result that must be node-signed is not.
+	ReasonUnsigned = "unsigned"
+	// ReasonUntrustedSigner (INVALID_STATE): the image's signer is on neither the
+	// tenant's allowlist nor the platform's.
+	ReasonUntrustedSigner = "untrusted-signer"
+	// ReasonSourceNotAllowed: a pre-warm image whose source host is outside the site's
+	// (or the pool's) image sources is left out of a site's cache plan.
+	ReasonSourceNotAllowed = "source-not-allowed"
+	// ReasonNotRamdisk: an extra initrd of a ramdisk boot is an image of another kind.
+	ReasonNotRamdisk = "not-ramdisk"
+	// ReasonNotCached: an extra initrd of a ramdisk boot the site's cache does not hold
+	// ready yet.
+	ReasonNotCached = "not-cached"
+	// ReasonCapacity (INVALID_STATE): the site cache cannot fit an image, even after
+	// evicting every image it may.
+	ReasonCapacity = "capacity"
+
+	// deploy.image and deploy.deploy.
+
+	// ReasonDigestMismatch (DRIVER_ERROR): the artifact's digest differs from the
+	// catalog's.
+	ReasonDigestMismatch = "digest-mismatch"
+	// ReasonImageUnavailable: no location delivered the artifact.
+	ReasonImageUnavailable = "image-unavailable"
+	// ReasonImageCorrupt: the artifact matches its digest but does not decode as its
+	// format.
+	ReasonImageCorrupt = "image-corrupt"
+	// ReasonDiskWrite: the disk refused a write, or the image does not fit on it.
+	ReasonDiskWrite = "disk-write"
+	// ReasonFirstBoot: the first-boot files could not be installed into the written OS.
+	ReasonFirstBoot = "first-boot"
+
+	// Machines and workflows.
+
+	// ReasonIdentityMismatch (DRIVER_ERROR): the machine that booted is not the one
+	// enrolled.
+	ReasonIdentityMismatch = "machine-identity-mismatch"
+	// ReasonNoRamdisk (UNAVAILABLE): a command for the ramdisk, in a run whose
+	// metal.ensureRamdisk failed.
+	ReasonNoRamdisk = "no-ramdisk"
+	// ReasonCancelled: the error a cancelled run fails with.
+	ReasonCancelled = "cancelled"
+	// ReasonNotAttested (UNVERIFIED_WIPE): a release's disk wipe is not attested.
+	ReasonNotAttested = "not-attested"
+	// ReasonHasMAC (INVALID_STATE): nodes confirm-mac on a node that has its MACs.
+	ReasonHasMAC = "has-mac"
+	// ReasonNoProposal (INVALID_STATE): nodes confirm-mac while PXE discovery proposes no
+	// MAC for the node.
+	ReasonNoProposal = "no-proposal"
+	// ReasonNotListedByBMC (INVALID_INPUT): the MAC to confirm is not among the NICs the
+	// machine's BMC lists.
+	ReasonNotListedByBMC = "not-listed-by-bmc"
+	// ReasonPlatformCredential: only a root-tenant credential binds a platform BMC
+	// credential to a machine.
+	ReasonPlatformCredential = "platform-credential"
+	// ReasonBMCAddressNotAllowed: a BMC address the node's site does not admit.
+	ReasonBMCAddressNotAllowed = "bmc-address-not-allowed"
+	// ReasonUnsafeScriptValue (INVALID_INPUT): a value would change the structure of an
+	// iPXE script.
+	ReasonUnsafeScriptValue = "unsafe-script-value"
+
+	// diag.dcgm.
+
+	// ReasonNoGPU (UNSUPPORTED): the machine has no NVIDIA GPU (a commissioning skips
+	// diag.dcgm where its pool allows it).
+	ReasonNoGPU = "no-gpu"
+	// ReasonDCGMMissing (UNSUPPORTED): DCGM is not installed where the agent runs.
+	ReasonDCGMMissing = "dcgm-missing"
+	// ReasonResult (DRIVER_ERROR): a signed result is not the result of its command.
+	ReasonResult = "result"
+	// ReasonLevel (DRIVER_ERROR): the machine ran another diagnostic level than asked.
+	ReasonLevel = "level"
+	// ReasonTestsFailed (DRIVER_ERROR): a diagnostic test failed, or none ran.
+	ReasonTestsFailed = "tests-failed"
+	// ReasonCertificate (FORBIDDEN): the certificate of a node-signed result is missing,
+	// not the agent CA's, or names another node or role.
+	ReasonCertificate = "certificate"
+
+	// Profiles.
+
+	// ReasonReservedID (CONFLICT): a shipped profile has the id, for every tenant.
+	ReasonReservedID = "reserved-id"
+)
