@@ -15,7 +15,6 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/attest"
-	"github.com/better-compute/better-compute/registry/store"
 )
 
 // The files `workflows attestation` writes.
@@ -109,7 +108,7 @@ func writeAttestation(dir string, sr *proto.SignedResult) (map[string]string, er
 }
 
 // attestedOf is the registry's verdict on a step's signed result, if it gives one.
-func attestedOf(s store.RunStep) *bool {
+func attestedOf(s api.RunStep) *bool {
 	var r struct {
 		Attested *bool `json:"attested"`
 	}
@@ -159,7 +158,7 @@ func verifyCommands(alg string) []string {
 
 // attestationDetail is how `workflows get` shows a step with a node-signed result: the
 // registry's verdict, and why not when it is not attested.
-func attestationDetail(s store.RunStep) string {
+func attestationDetail(s api.RunStep) string {
 	var r struct {
 		Attested *bool  `json:"attested"`
 		Reason   string `json:"reason"`

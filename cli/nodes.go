@@ -34,11 +34,11 @@ var nodeCommands = []command{{
 		fs.Func("driver", "a per-node driver binding concern=driver (repeat)", keyValue("driver", func(k, v string) { req.Drivers[k] = metal.Binding{Driver: v} }))
 		return func(x *exec) error {
 			req.TenantID, req.MACs = *tenant, csv(*macs)
-			var out store.Node
+			var out api.Node
 			if err := x.call("metal.enroll", req, &out); err != nil {
 				return err
 			}
-			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []store.Node{out}) })
+			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []api.Node{out}) })
 			return nil
 		}
 	},
@@ -58,11 +58,11 @@ var nodeCommands = []command{{
 		})
 		return func(x *exec) error {
 			req.TenantID, req.NodeID = *tenant, x.args[0]
-			var out store.Node
+			var out api.Node
 			if err := x.call("metal.updateBmc", req, &out); err != nil {
 				return err
 			}
-			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []store.Node{out}) })
+			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []api.Node{out}) })
 			return nil
 		}
 	},
@@ -76,12 +76,12 @@ var nodeCommands = []command{{
 		mac := fs.String("mac", "", "the proposed MAC, as `nodes get` shows it (required)")
 		force := fs.Bool("force", false, "bind it although the machine's BMC does not list it among its NICs (a boot NIC the BMC does not see)")
 		return func(x *exec) error {
-			var out store.Node
+			var out api.Node
 			req := api.ConfirmMACRequest{TenantID: *tenant, NodeID: x.args[0], MAC: *mac, Force: *force}
 			if err := x.call("metal.confirmMac", req, &out); err != nil {
 				return err
 			}
-			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []store.Node{out}) })
+			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []api.Node{out}) })
 			return nil
 		}
 	},
@@ -299,7 +299,7 @@ func (x *exec) follow(tenant, workflowID, nodeID, headline string) error {
 			}
 		}
 	}
-	var node store.Node
+	var node api.Node
 	if err := c.Call(x.ctx, "metal.get", api.NodeKey{TenantID: tenant, NodeID: nodeID}, &node); err != nil {
 		return err
 	}
@@ -320,7 +320,7 @@ func (x *exec) follow(tenant, workflowID, nodeID, headline string) error {
 }
 
 // stepLine is how follow shows a step's state.
-func stepLine(s store.RunStep) string {
+func stepLine(s api.RunStep) string {
 	line := fmt.Sprintf("%-16s %-26s %-14s %s", s.Path(), s.Use, s.On, s.State)
 	switch {
 	case s.State == store.StepSkipped:
@@ -379,7 +379,7 @@ func bytesText(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-func nodeTable(w *tabwriter.Writer, nodes []store.Node) {
+func nodeTable(w *tabwriter.Writer, nodes []api.Node) {
 	fmt.Fprintln(w, "NODE\tPOOL\tSITE\tSTATE\tMACS\tPRODUCT UUID\tBMC\tWORKFLOW")
 	for _, n := range nodes {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s %s\t%s\n", n.ID, n.Pool, n.Site, n.State, dash(strings.Join(n.MACs, ",")),
@@ -387,8 +387,8 @@ func nodeTable(w *tabwriter.Writer, nodes []store.Node) {
 	}
 }
 
-func nodeDetail(w *tabwriter.Writer, n store.Node) {
-	nodeTable(w, []store.Node{n})
+func nodeDetail(w *tabwriter.Writer, n api.Node) {
+	nodeTable(w, []api.Node{n})
 	if n.Transition != "" {
 		fmt.Fprintf(w, "\nstate %s; last transition %s, workflow %s\n", n.State, n.Transition, dash(n.Workflow))
 	}

@@ -157,7 +157,7 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	attack := func(mac, address, ref string) api.EnrollRequest {
-		return api.EnrollRequest{Pool: "own", MACs: []string{mac}, BMC: store.BMC{Driver: "redfish", Address: address, CredentialRef: ref}}
+		return api.EnrollRequest{Pool: "own", MACs: []string{mac}, BMC: api.BMC{Driver: "redfish", Address: address, CredentialRef: ref}}
 	}
 	node, err := enroll(t, globex, attack("52:54:00:66:00:01", evil.URL, "secret://rack-bmc"), evilPin)
 	if err != nil {

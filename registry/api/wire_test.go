@@ -75,10 +75,10 @@ func fullRunStep() store.RunStep {
 func wireAnswers() map[string]any {
 	n := fullNode()
 	return map[string]any{
-		"metal.list":     NodeList{Nodes: []store.Node{n}, NextCursor: "bmRfMQ"},
-		"metal.get":      NodeView{Node: n, Agent: &NodeAgent{}, Wipe: &NodeWipe{WorkflowID: "wf_1", Step: "wipe", Mode: "quick", Attested: true}},
-		"metal.enroll":   n,
-		"metal.retire":   TransitionStarted{WorkflowID: "wf_2", Profile: n.Profile, Node: n},
+		"metal.list":     NodeList{Nodes: nodesOf([]store.Node{n}), NextCursor: "bmRfMQ"},
+		"metal.get":      NodeView{Node: nodeOf(n), Agent: &NodeAgent{}, Wipe: &NodeWipe{WorkflowID: "wf_1", Step: "wipe", Mode: "quick", Attested: true}},
+		"metal.enroll":   nodeOf(n),
+		"metal.retire":   TransitionStarted{WorkflowID: "wf_2", Profile: refOf(n.Profile), Node: nodeOf(n)},
 		"sites.create":   store.Site{ID: "rack-a", CreatedAt: at, BMCNetworks: []string{"127.0.0.0/8"}, ImageSources: []string{"https://images.example/"}},
 		"pools.get":      fullPool(),
 		"pools.list":     PoolList{Pools: []store.Pool{fullPool()}},
@@ -88,7 +88,7 @@ func wireAnswers() map[string]any {
 		"signers.list":   SignerList{Signers: []store.ImageSigner{fullSigner()}},
 		"tenants.create": store.Tenant{ID: "acme", CreatedAt: at},
 		"tenants.list":   TenantList{Tenants: []store.Tenant{{ID: "acme", CreatedAt: at}}},
-		"workflows.get":  WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: *n.Profile, State: "failed", Steps: []store.RunStep{fullRunStep()}, Failure: n.Failure, Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
+		"workflows.get":  WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: ProfileRef(*n.Profile), State: "failed", Steps: stepsOf([]store.RunStep{fullRunStep()}), Failure: failureOf(n.Failure), Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
 	}
 }
 
