@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -40,6 +41,14 @@ func fullNode() store.Node {
 		Host:        []store.HostUnit{{Unit: "kernel.modules", Settings: json.RawMessage(`{"load":["vfio"]}`)}},
 		PoweredAt:   at, IdentityRevokedAt: later, Rev: 7, CreatedAt: at, UpdatedAt: later,
 	}
+}
+
+func fullSite() store.Site {
+	return store.Site{ID: "rack-a", CreatedAt: at, BMCNetworks: []string{"127.0.0.0/8"}, ImageSources: []string{"https://images.example/"}}
+}
+
+func inventorySection() store.InventorySection {
+	return store.InventorySection{Node: "nd_0123456789abcdef", Section: "gpus", Data: json.RawMessage(`[{"model":"H100"}]`), UpdatedAt: at}
 }
 
 func fullPool() store.Pool {
@@ -75,20 +84,25 @@ func fullRunStep() store.RunStep {
 func wireAnswers() map[string]any {
 	n := fullNode()
 	return map[string]any{
-		"metal.list":     NodeList{Nodes: nodesOf([]store.Node{n}), NextCursor: "bmRfMQ"},
-		"metal.get":      NodeView{Node: nodeOf(n), Agent: &NodeAgent{}, Wipe: &NodeWipe{WorkflowID: "wf_1", Step: "wipe", Mode: "quick", Attested: true}},
-		"metal.enroll":   nodeOf(n),
-		"metal.retire":   TransitionStarted{WorkflowID: "wf_2", Profile: refOf(n.Profile), Node: nodeOf(n)},
-		"sites.create":   store.Site{ID: "rack-a", CreatedAt: at, BMCNetworks: []string{"127.0.0.0/8"}, ImageSources: []string{"https://images.example/"}},
-		"pools.get":      fullPool(),
-		"pools.list":     PoolList{Pools: []store.Pool{fullPool()}},
-		"images.get":     fullImage(),
-		"images.list":    ImageList{Images: []store.Image{fullImage()}},
-		"signers.add":    fullSigner(),
-		"signers.list":   SignerList{Signers: []store.ImageSigner{fullSigner()}},
-		"tenants.create": store.Tenant{ID: "acme", CreatedAt: at},
-		"tenants.list":   TenantList{Tenants: []store.Tenant{{ID: "acme", CreatedAt: at}}},
-		"workflows.get":  WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: ProfileRef(*n.Profile), State: "failed", Steps: stepsOf([]store.RunStep{fullRunStep()}), Failure: failureOf(n.Failure), Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
+		"metal.list":      NodeList{Nodes: nodesOf([]store.Node{n}), NextCursor: "bmRfMQ"},
+		"metal.get":       NodeView{Node: nodeOf(n), Agent: &NodeAgent{}, Wipe: &NodeWipe{WorkflowID: "wf_1", Step: "wipe", Mode: "quick", Attested: true}},
+		"metal.enroll":    nodeOf(n),
+		"metal.retire":    TransitionStarted{WorkflowID: "wf_2", Profile: refOf(n.Profile), Node: nodeOf(n)},
+		"sites.create":    fullSite(),
+		"sites.list":      SiteList{Sites: []store.Site{fullSite()}, NextCursor: "cmFjay1h"},
+		"sites.locations": SiteLocations{Locations: []store.ImageLocation{{Site: "rack-a", ImageID: "im_1", Digest: fullImage().SHA256, State: proto.ImageCacheState("ready"), SizeBytes: 1 << 30, LastUsed: at, UpdatedAt: later}}},
+		"sites.inventory": SiteInventory{Agent: "site-rack-a", Sections: []store.InventorySection{inventorySection()}},
+		"sites.cachePlan": image.CachePlan{Site: "rack-a", CacheImages: []proto.CacheImage{{Ref: "ubuntu@24.04"}}, Excluded: []image.ExcludedImage{{Tenant: "acme", Pool: "gpu", Ref: "old@1", Reason: "unsigned", Message: "old@1 is not signed"}}},
+		"metal.inventory": NodeInventory{NodeID: n.ID, Sections: []store.InventorySection{inventorySection()}},
+		"pools.get":       fullPool(),
+		"pools.list":      PoolList{Pools: []store.Pool{fullPool()}},
+		"images.get":      fullImage(),
+		"images.list":     ImageList{Images: []store.Image{fullImage()}},
+		"signers.add":     fullSigner(),
+		"signers.list":    SignerList{Signers: []store.ImageSigner{fullSigner()}},
+		"tenants.create":  store.Tenant{ID: "acme", CreatedAt: at},
+		"tenants.list":    TenantList{Tenants: []store.Tenant{{ID: "acme", CreatedAt: at}}},
+		"workflows.get":   WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: ProfileRef(*n.Profile), State: "failed", Steps: stepsOf([]store.RunStep{fullRunStep()}), Failure: failureOf(n.Failure), Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
 	}
 }
 
