@@ -132,7 +132,7 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 	reg := testkit.StartRegistry(t, dataDir, "--agent-listen", "127.0.0.1:0")
 	admin := reg.AdminConfig
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.1/32")
-	var site store.Site
+	var site api.Site
 	testkit.JSON(t, admin, &site, "sites", "update", "rack-a", "--bmc-networks", "127.0.0.1/32,127.0.0.2/32")
 	if len(site.BMCNetworks) != 2 {
 		t.Fatalf("sites update: %+v", site)
