@@ -58,6 +58,7 @@ func fullPool() store.Pool {
 		Hugepages: json.RawMessage(`{"1G":8}`), KernelModules: json.RawMessage(`["vfio"]`), CPU: json.RawMessage(`{"isolated":"2-7"}`),
 		IOMMU: json.RawMessage(`{"mode":"pt"}`), GPU: json.RawMessage(`{"persistence":true}`), Kubernetes: json.RawMessage(`{"join":"x"}`),
 		GPUSharing: json.RawMessage(`{"mode":"mps"}`), MIGLayout: json.RawMessage(`{"all":"1g.10gb"}`),
+		Remediation: &store.RemediationPolicy{AgentGoneAfter: "15m", Backoff: "2h"},
 	}}
 }
 
