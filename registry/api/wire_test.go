@@ -96,7 +96,7 @@ func wireAnswers() map[string]any {
 		"sites.cachePlan": cachePlanOf(image.CachePlan{Site: "rack-a", CacheImages: []proto.CacheImage{{Ref: "ubuntu@24.04"}}, Excluded: []image.ExcludedImage{{Tenant: "acme", Pool: "gpu", Ref: "old@1", Reason: "unsigned", Message: "old@1 is not signed"}}}),
 		"metal.inventory": NodeInventory{NodeID: n.ID, Sections: sectionsOf([]store.InventorySection{inventorySection()})},
 		"pools.get":       fullPool(),
-		"pools.list":      PoolList{Pools: []store.Pool{fullPool()}},
+		"pools.list":      PoolList{Pools: poolsOf([]store.Pool{fullPool()})},
 		"images.get":      fullImage(),
 		"images.list":     ImageList{Images: []store.Image{fullImage()}},
 		"signers.add":     fullSigner(),
