@@ -25,7 +25,7 @@ func (s *Server) registerInventory() {
 			}
 			out.NodeID = n.ID
 			sections, err := tx.Inventory(n.ID)
-			out.Sections = sectionsOf(sections)
+			out.Sections = viewsOf(sections, sectionOf)
 			return err
 		})
 		return out, err

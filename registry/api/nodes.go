@@ -235,7 +235,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		}
 		out.Nodes, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Node, string, error) {
 			nodes, next, err := tx.Nodes(tenant, req.Pool, req.State, page)
-			return nodesOf(nodes), next, err
+			return viewsOf(nodes, nodeOf), next, err
 		})
 		return out, err
 	})

@@ -133,7 +133,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 	Handle(s, "pools.list", ActionPoolsManage, func(_ context.Context, c *Caller, req ListPoolsRequest) (out PoolList, err error) {
 		out.Pools, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Pool, string, error) {
 			pools, next, err := tx.Pools(tenant, page)
-			return poolsOf(pools), next, err
+			return viewsOf(pools, poolOf), next, err
 		})
 		return out, err
 	})

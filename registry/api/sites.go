@@ -116,7 +116,7 @@ func (s *Server) registerSites() {
 		}
 		err = s.store.View(func(tx *store.Tx) error {
 			sites, next, err := tx.Sites(page)
-			out.Sites, out.NextCursor = sitesOf(sites), next
+			out.Sites, out.NextCursor = viewsOf(sites, siteOf), next
 			return err
 		})
 		return out, err
@@ -144,7 +144,7 @@ func (s *Server) registerSites() {
 				return proto.AsError(err).WithPath("siteId")
 			}
 			locs, err := tx.ImageLocations(req.SiteID)
-			out.Locations = locationsOf(locs)
+			out.Locations = viewsOf(locs, locationOf)
 			return err
 		})
 		return out, err
@@ -159,7 +159,7 @@ func (s *Server) registerSites() {
 				return proto.AsError(err).WithPath("siteId")
 			}
 			sections, err := tx.Inventory(out.Agent)
-			out.Sections = sectionsOf(sections)
+			out.Sections = viewsOf(sections, sectionOf)
 			return err
 		})
 		return out, err

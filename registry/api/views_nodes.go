@@ -138,14 +138,6 @@ func nodeOf(n store.Node) Node {
 	return v
 }
 
-func nodesOf(ns []store.Node) []Node {
-	out := make([]Node, 0, len(ns))
-	for _, n := range ns {
-		out = append(out, nodeOf(n))
-	}
-	return out
-}
-
 func bindingsOf(bs map[string]store.DriverBinding) map[string]DriverBinding {
 	if bs == nil {
 		return nil

@@ -99,11 +99,3 @@ func policyOf(s store.PoolPolicy) PoolPolicy {
 func poolOf(p store.Pool) Pool {
 	return Pool{Tenant: p.Tenant, Name: p.Name, Site: p.Site, Policy: policyOf(p.Policy), CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt}
 }
-
-func poolsOf(ps []store.Pool) []Pool {
-	out := make([]Pool, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, poolOf(p))
-	}
-	return out
-}

@@ -57,29 +57,9 @@ type ExcludedImage struct {
 
 func siteOf(s store.Site) Site { return Site(s) }
 
-func sitesOf(ss []store.Site) []Site {
-	out := make([]Site, 0, len(ss))
-	for _, s := range ss {
-		out = append(out, siteOf(s))
-	}
-	return out
-}
+func locationOf(l store.ImageLocation) ImageLocation { return ImageLocation(l) }
 
-func locationsOf(ls []store.ImageLocation) []ImageLocation {
-	out := make([]ImageLocation, 0, len(ls))
-	for _, l := range ls {
-		out = append(out, ImageLocation(l))
-	}
-	return out
-}
-
-func sectionsOf(ss []store.InventorySection) []InventorySection {
-	out := make([]InventorySection, 0, len(ss))
-	for _, s := range ss {
-		out = append(out, InventorySection(s))
-	}
-	return out
-}
+func sectionOf(s store.InventorySection) InventorySection { return InventorySection(s) }
 
 func cachePlanOf(p image.CachePlan) CachePlan {
 	v := CachePlan{Site: p.Site, CacheImages: p.CacheImages, Excluded: make([]ExcludedImage, 0, len(p.Excluded))}

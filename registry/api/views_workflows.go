@@ -47,15 +47,11 @@ type Attempt struct {
 	Error      *proto.Error `json:"error,omitempty"`
 }
 
-func stepsOf(steps []store.RunStep) []RunStep {
-	out := make([]RunStep, 0, len(steps))
-	for _, s := range steps {
-		v := RunStep{Phase: s.Phase, Index: s.Index, Use: s.Use, On: s.On, Spec: s.Spec, State: s.State, Reason: s.Reason,
-			ViaFallback: s.ViaFallback, Result: s.Result, Error: s.Error, Progress: s.Progress, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
-		for _, a := range s.Attempts {
-			v.Attempts = append(v.Attempts, Attempt(a))
-		}
-		out = append(out, v)
+func stepOf(s store.RunStep) RunStep {
+	v := RunStep{Phase: s.Phase, Index: s.Index, Use: s.Use, On: s.On, Spec: s.Spec, State: s.State, Reason: s.Reason,
+		ViaFallback: s.ViaFallback, Result: s.Result, Error: s.Error, Progress: s.Progress, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
+	for _, a := range s.Attempts {
+		v.Attempts = append(v.Attempts, Attempt(a))
 	}
-	return out
+	return v
 }

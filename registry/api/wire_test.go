@@ -85,25 +85,25 @@ func fullRunStep() store.RunStep {
 func wireAnswers() map[string]any {
 	n := fullNode()
 	return map[string]any{
-		"metal.list":      NodeList{Nodes: nodesOf([]store.Node{n}), NextCursor: "bmRfMQ"},
+		"metal.list":      NodeList{Nodes: viewsOf([]store.Node{n}, nodeOf), NextCursor: "bmRfMQ"},
 		"metal.get":       NodeView{Node: nodeOf(n), Agent: &NodeAgent{}, Wipe: &NodeWipe{WorkflowID: "wf_1", Step: "wipe", Mode: "quick", Attested: true}},
 		"metal.enroll":    nodeOf(n),
 		"metal.retire":    TransitionStarted{WorkflowID: "wf_2", Profile: refOf(n.Profile), Node: nodeOf(n)},
 		"sites.create":    fullSite(),
-		"sites.list":      SiteList{Sites: sitesOf([]store.Site{fullSite()}), NextCursor: "cmFjay1h"},
-		"sites.locations": SiteLocations{Locations: locationsOf([]store.ImageLocation{{Site: "rack-a", ImageID: "im_1", Digest: fullImage().SHA256, State: proto.ImageCacheState("ready"), SizeBytes: 1 << 30, LastUsed: at, UpdatedAt: later}})},
-		"sites.inventory": SiteInventory{Agent: "site-rack-a", Sections: sectionsOf([]store.InventorySection{inventorySection()})},
+		"sites.list":      SiteList{Sites: viewsOf([]store.Site{fullSite()}, siteOf), NextCursor: "cmFjay1h"},
+		"sites.locations": SiteLocations{Locations: viewsOf([]store.ImageLocation{{Site: "rack-a", ImageID: "im_1", Digest: fullImage().SHA256, State: proto.ImageCacheState("ready"), SizeBytes: 1 << 30, LastUsed: at, UpdatedAt: later}}, locationOf)},
+		"sites.inventory": SiteInventory{Agent: "site-rack-a", Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
 		"sites.cachePlan": cachePlanOf(image.CachePlan{Site: "rack-a", CacheImages: []proto.CacheImage{{Ref: "ubuntu@24.04"}}, Excluded: []image.ExcludedImage{{Tenant: "acme", Pool: "gpu", Ref: "old@1", Reason: "unsigned", Message: "old@1 is not signed"}}}),
-		"metal.inventory": NodeInventory{NodeID: n.ID, Sections: sectionsOf([]store.InventorySection{inventorySection()})},
+		"metal.inventory": NodeInventory{NodeID: n.ID, Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
 		"pools.get":       fullPool(),
-		"pools.list":      PoolList{Pools: poolsOf([]store.Pool{fullPool()})},
+		"pools.list":      PoolList{Pools: viewsOf([]store.Pool{fullPool()}, poolOf)},
 		"images.get":      fullImage(),
 		"images.list":     ImageList{Images: []store.Image{fullImage()}},
 		"signers.add":     fullSigner(),
 		"signers.list":    SignerList{Signers: []store.ImageSigner{fullSigner()}},
 		"tenants.create":  store.Tenant{ID: "acme", CreatedAt: at},
 		"tenants.list":    TenantList{Tenants: []store.Tenant{{ID: "acme", CreatedAt: at}}},
-		"workflows.get":   WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: ProfileRef(*n.Profile), State: "failed", Steps: stepsOf([]store.RunStep{fullRunStep()}), Failure: failureOf(n.Failure), Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
+		"workflows.get":   WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: ProfileRef(*n.Profile), State: "failed", Steps: viewsOf([]store.RunStep{fullRunStep()}, stepOf), Failure: failureOf(n.Failure), Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
 	}
 }
 

@@ -58,6 +58,6 @@ func (s *Server) RegisterWorkflows(eng *workflow.Engine) {
 			return out, err
 		}
 		return WorkflowView{ID: run.ID, Kind: run.Kind, NodeID: run.Node, TenantID: run.Tenant, Profile: ProfileRef(run.Profile), State: run.State,
-			Steps: stepsOf(run.Steps), Failure: failureOf(run.Failure), Rev: run.Rev, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt, FinishedAt: run.FinishedAt}, nil
+			Steps: viewsOf(run.Steps, stepOf), Failure: failureOf(run.Failure), Rev: run.Rev, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt, FinishedAt: run.FinishedAt}, nil
 	})
 }
