@@ -101,8 +101,8 @@ func wireAnswers() map[string]any {
 		"images.list":     ImageList{Images: viewsOf([]store.Image{fullImage()}, imageOf)},
 		"signers.add":     signerOf(fullSigner()),
 		"signers.list":    SignerList{Signers: viewsOf([]store.ImageSigner{fullSigner()}, signerOf)},
-		"tenants.create":  store.Tenant{ID: "acme", CreatedAt: at},
-		"tenants.list":    TenantList{Tenants: []store.Tenant{{ID: "acme", CreatedAt: at}}},
+		"tenants.create":  tenantOf(store.Tenant{ID: "acme", CreatedAt: at}),
+		"tenants.list":    TenantList{Tenants: viewsOf([]store.Tenant{{ID: "acme", CreatedAt: at}}, tenantOf)},
 		"workflows.get":   WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: ProfileRef(*n.Profile), State: "failed", Steps: viewsOf([]store.RunStep{fullRunStep()}, stepOf), Failure: failureOf(n.Failure), Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
 	}
 }
