@@ -22,7 +22,7 @@ type EnrollRequest struct {
 	HardwareProfile string            `json:"hardwareProfile,omitempty"`
 	Labels          map[string]string `json:"labels,omitempty"`
 	// Drivers are per-node bindings by concern: a driver name or {driver, config}.
-	Drivers map[string]metal.Binding `json:"drivers,omitempty"`
+	Drivers map[string]Binding `json:"drivers,omitempty"`
 }
 
 // UpdateBMCRequest is the body of metal.updateBmc: what it gives replaces the node's BMC.
@@ -183,7 +183,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 				return err
 			}
 			n, r, err := svc.Enroll(tx, metal.Enrollment{Tenant: tenant, Pool: req.Pool, MACs: req.MACs, ProductUUID: req.ProductUUID,
-				BMC: store.BMC(req.BMC), HardwareProfile: req.HardwareProfile, Labels: req.Labels, Drivers: req.Drivers,
+				BMC: store.BMC(req.BMC), HardwareProfile: req.HardwareProfile, Labels: req.Labels, Drivers: bindings(req.Drivers),
 				Platform: c.Tenant == store.RootTenant})
 			out, run = nodeOf(n), r
 			return err
@@ -272,4 +272,16 @@ func tenantNode(tx *store.Tx, c *Caller, req NodeKey) (store.Node, error) {
 		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found", req.NodeID).WithPath("nodeId")
 	}
 	return n, nil
+}
+
+// bindings are a request's driver bindings as metal takes them.
+func bindings(in map[string]Binding) map[string]metal.Binding {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]metal.Binding, len(in))
+	for concern, b := range in {
+		out[concern] = metal.Binding(b)
+	}
+	return out
 }

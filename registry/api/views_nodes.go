@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -164,3 +165,29 @@ func failureOf(f *store.StepFailure) *StepFailure {
 	v := StepFailure(*f)
 	return &v
 }
+
+// Binding is a per-node driver binding as metal.enroll takes it: a driver name, or
+// {driver, config}.
+type Binding DriverBinding
+
+// UnmarshalJSON reads a binding as metal reads one.
+func (b *Binding) UnmarshalJSON(data []byte) error {
+	var m metal.Binding
+	if err := m.UnmarshalJSON(data); err != nil {
+		return err
+	}
+	*b = Binding(m)
+	return nil
+}
+
+// NodeStates are the states a node can be in, as metal.list's state names them.
+func NodeStates() []string { return metal.States() }
+
+// The states of nodes, runs and steps that clients following an answer look for.
+const (
+	NodeFailed  = store.NodeFailed
+	RunRunning  = store.RunRunning
+	StepPending = store.StepPending
+	StepRunning = store.StepRunning
+	StepSkipped = store.StepSkipped
+)
