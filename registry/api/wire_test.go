@@ -11,6 +11,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -51,6 +52,13 @@ func inventorySection() store.InventorySection {
 	return store.InventorySection{Node: "nd_0123456789abcdef", Section: "gpus", Data: json.RawMessage(`[{"model":"H100"}]`), UpdatedAt: at}
 }
 
+func renderedStep() profile.RenderedStep {
+	fallback := profile.RenderedStep{Phase: "main", Index: 2, Use: "media.insert", On: "site", With: json.RawMessage(`{"image":"rescue@1"}`),
+		Timeout: "5m", TimeoutSeconds: 300, Retries: 1, OnFailure: "fail"}
+	return profile.RenderedStep{Phase: "main", Index: 2, Use: "deploy.image", On: "ramdisk", With: json.RawMessage(`{"image":"ubuntu@24.04"}`),
+		Timeout: "30m", TimeoutSeconds: 1800, Retries: 2, Await: "agent", OnFailure: "fallback", Fallback: &fallback, When: "gpu && rack=a"}
+}
+
 func fullPool() store.Pool {
 	return store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a", CreatedAt: at, UpdatedAt: later, Policy: store.PoolPolicy{
 		PrewarmImages: []string{"ubuntu@24.04"}, ImageSources: []string{"https://images.example/"}, RamdiskExtras: []string{"nvidia@550"},
@@ -85,25 +93,27 @@ func fullRunStep() store.RunStep {
 func wireAnswers() map[string]any {
 	n := fullNode()
 	return map[string]any{
-		"metal.list":      NodeList{Nodes: viewsOf([]store.Node{n}, nodeOf), NextCursor: "bmRfMQ"},
-		"metal.get":       NodeView{Node: nodeOf(n), Agent: &NodeAgent{}, Wipe: &NodeWipe{WorkflowID: "wf_1", Step: "wipe", Mode: "quick", Attested: true}},
-		"metal.enroll":    nodeOf(n),
-		"metal.retire":    TransitionStarted{WorkflowID: "wf_2", Profile: refOf(n.Profile), Node: nodeOf(n)},
-		"sites.create":    fullSite(),
-		"sites.list":      SiteList{Sites: viewsOf([]store.Site{fullSite()}, siteOf), NextCursor: "cmFjay1h"},
-		"sites.locations": SiteLocations{Locations: viewsOf([]store.ImageLocation{{Site: "rack-a", ImageID: "im_1", Digest: fullImage().SHA256, State: proto.ImageCacheState("ready"), SizeBytes: 1 << 30, LastUsed: at, UpdatedAt: later}}, locationOf)},
-		"sites.inventory": SiteInventory{Agent: "site-rack-a", Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
-		"sites.cachePlan": cachePlanOf(image.CachePlan{Site: "rack-a", CacheImages: []proto.CacheImage{{Ref: "ubuntu@24.04"}}, Excluded: []image.ExcludedImage{{Tenant: "acme", Pool: "gpu", Ref: "old@1", Reason: "unsigned", Message: "old@1 is not signed"}}}),
-		"metal.inventory": NodeInventory{NodeID: n.ID, Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
-		"pools.get":       fullPool(),
-		"pools.list":      PoolList{Pools: viewsOf([]store.Pool{fullPool()}, poolOf)},
-		"images.get":      imageOf(fullImage()),
-		"images.list":     ImageList{Images: viewsOf([]store.Image{fullImage()}, imageOf)},
-		"signers.add":     signerOf(fullSigner()),
-		"signers.list":    SignerList{Signers: viewsOf([]store.ImageSigner{fullSigner()}, signerOf)},
-		"tenants.create":  tenantOf(store.Tenant{ID: "acme", CreatedAt: at}),
-		"tenants.list":    TenantList{Tenants: viewsOf([]store.Tenant{{ID: "acme", CreatedAt: at}}, tenantOf)},
-		"workflows.get":   WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: ProfileRef(*n.Profile), State: "failed", Steps: viewsOf([]store.RunStep{fullRunStep()}, stepOf), Failure: failureOf(n.Failure), Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
+		"metal.list":        NodeList{Nodes: viewsOf([]store.Node{n}, nodeOf), NextCursor: "bmRfMQ"},
+		"metal.get":         NodeView{Node: nodeOf(n), Agent: &NodeAgent{}, Wipe: &NodeWipe{WorkflowID: "wf_1", Step: "wipe", Mode: "quick", Attested: true}},
+		"metal.enroll":      nodeOf(n),
+		"metal.retire":      TransitionStarted{WorkflowID: "wf_2", Profile: refOf(n.Profile), Node: nodeOf(n)},
+		"sites.create":      fullSite(),
+		"sites.list":        SiteList{Sites: viewsOf([]store.Site{fullSite()}, siteOf), NextCursor: "cmFjay1h"},
+		"sites.locations":   SiteLocations{Locations: viewsOf([]store.ImageLocation{{Site: "rack-a", ImageID: "im_1", Digest: fullImage().SHA256, State: proto.ImageCacheState("ready"), SizeBytes: 1 << 30, LastUsed: at, UpdatedAt: later}}, locationOf)},
+		"sites.inventory":   SiteInventory{Agent: "site-rack-a", Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
+		"sites.cachePlan":   cachePlanOf(image.CachePlan{Site: "rack-a", CacheImages: []proto.CacheImage{{Ref: "ubuntu@24.04"}}, Excluded: []image.ExcludedImage{{Tenant: "acme", Pool: "gpu", Ref: "old@1", Reason: "unsigned", Message: "old@1 is not signed"}}}),
+		"metal.inventory":   NodeInventory{NodeID: n.ID, Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
+		"profiles.render":   Rendering{TenantID: "builtin", ID: "ubuntu-host", Version: 3, Steps: []profile.RenderedStep{renderedStep()}},
+		"profiles.validate": Validation{Valid: false, Issues: []profile.Issue{{Path: "steps[2].timeout", Code: proto.InvalidInput, Message: "timeout \"9x\": use a duration like 10m"}}},
+		"pools.get":         fullPool(),
+		"pools.list":        PoolList{Pools: viewsOf([]store.Pool{fullPool()}, poolOf)},
+		"images.get":        imageOf(fullImage()),
+		"images.list":       ImageList{Images: viewsOf([]store.Image{fullImage()}, imageOf)},
+		"signers.add":       signerOf(fullSigner()),
+		"signers.list":      SignerList{Signers: viewsOf([]store.ImageSigner{fullSigner()}, signerOf)},
+		"tenants.create":    tenantOf(store.Tenant{ID: "acme", CreatedAt: at}),
+		"tenants.list":      TenantList{Tenants: viewsOf([]store.Tenant{{ID: "acme", CreatedAt: at}}, tenantOf)},
+		"workflows.get":     WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: ProfileRef(*n.Profile), State: "failed", Steps: viewsOf([]store.RunStep{fullRunStep()}, stepOf), Failure: failureOf(n.Failure), Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
 	}
 }
 
