@@ -14,7 +14,6 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/attest"
 )
 
 // The files `workflows attestation` writes.
@@ -56,7 +55,7 @@ var attestationCommands = []command{{
 				return proto.Errorf(proto.NotFound, "workflow %s has no step %s: `workflows get %s` lists them", run.ID, want, run.ID).WithPath("step")
 			}
 			s := run.Steps[i]
-			sr := attest.Of(s.Result)
+			sr := s.Attestation()
 			if sr == nil {
 				return proto.Errorf(proto.NotFound, "step %s (%s) of workflow %s has no node-signed result", want, s.Use, run.ID).WithPath("step")
 			}

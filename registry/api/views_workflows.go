@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/attest"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -32,6 +33,10 @@ type RunStep struct {
 
 // Path names the step as profiles do: steps[N], acceptance[N] or cleanup[N].
 func (s RunStep) Path() string { return store.RunStep{Phase: s.Phase, Index: s.Index}.Path() }
+
+// Attestation is the node-signed result the step's result carries, nil when it carries
+// none (registry/attest reads it).
+func (s RunStep) Attestation() *proto.SignedResult { return attest.Of(s.Result) }
 
 // Attempt is one try of a step or of its fallback.
 type Attempt struct {
