@@ -14,8 +14,6 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/attest"
-	"github.com/better-compute/better-compute/registry/store"
 )
 
 // The files `workflows attestation` writes.
@@ -57,7 +55,7 @@ var attestationCommands = []command{{
 				return proto.Errorf(proto.NotFound, "workflow %s has no step %s: `workflows get %s` lists them", run.ID, want, run.ID).WithPath("step")
 			}
 			s := run.Steps[i]
-			sr := attest.Of(s.Result)
+			sr := s.Attestation()
 			if sr == nil {
 				return proto.Errorf(proto.NotFound, "step %s (%s) of workflow %s has no node-signed result", want, s.Use, run.ID).WithPath("step")
 			}
@@ -109,7 +107,7 @@ func writeAttestation(dir string, sr *proto.SignedResult) (map[string]string, er
 }
 
 // attestedOf is the registry's verdict on a step's signed result, if it gives one.
-func attestedOf(s store.RunStep) *bool {
+func attestedOf(s api.RunStep) *bool {
 	var r struct {
 		Attested *bool `json:"attested"`
 	}
@@ -159,7 +157,7 @@ func verifyCommands(alg string) []string {
 
 // attestationDetail is how `workflows get` shows a step with a node-signed result: the
 // registry's verdict, and why not when it is not attested.
-func attestationDetail(s store.RunStep) string {
+func attestationDetail(s api.RunStep) string {
 	var r struct {
 		Attested *bool  `json:"attested"`
 		Reason   string `json:"reason"`

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"bytes"
-	"encoding/base64"
 	"flag"
 	"fmt"
 	"strconv"
@@ -11,8 +9,6 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/image"
-	"github.com/better-compute/better-compute/registry/store"
 )
 
 var imageCommands = []command{{
@@ -21,7 +17,7 @@ var imageCommands = []command{{
 	summary: "register an image by digest; signed with --signer and --signature (together), else private and unverified",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the image belongs to (default: the caller's)")
-		var req image.RegisterRequest
+		var req api.RegisterImageRequest
 		fs.StringVar(&req.Ref, "ref", "", "name@version, unique in the tenant (required)")
 		fs.StringVar(&req.Source, "source", "", "https:// or oci:// URL the artifact is pulled from (required)")
 		fs.Func("disk-format", "raw, qcow2 or iso (required)", func(s string) error { req.Format = proto.ImageFormat(s); return nil })
@@ -37,18 +33,12 @@ var imageCommands = []command{{
 				return proto.Errorf(proto.InvalidInput, "--size must be the artifact's size in bytes, not %q", *size).WithPath("sizeBytes")
 			}
 			req.SizeBytes = n
-			// openssl dgst -sign writes a DER ECDSA signature with a high S about half the
-			// time; the catalog takes only its low-S twin.
-			if sig, err := image.DecodeSignature(req.Signature); req.Signature != "" && err == nil {
-				if low := image.LowS(sig); !bytes.Equal(low, sig) {
-					req.Signature = base64.StdEncoding.EncodeToString(low)
-				}
-			}
-			var img store.Image
-			if err := x.call("images.register", api.RegisterImageRequest{TenantID: *tenant, RegisterRequest: req}, &img); err != nil {
+			req.TenantID, req.Signature = *tenant, api.LowSSignature(req.Signature)
+			var img api.Image
+			if err := x.call("images.register", req, &img); err != nil {
 				return err
 			}
-			x.print(img, func(w *tabwriter.Writer) { imageTable(w, []store.Image{img}) })
+			x.print(img, func(w *tabwriter.Writer) { imageTable(w, []api.Image{img}) })
 			return nil
 		}
 	},
@@ -85,12 +75,12 @@ var imageCommands = []command{{
 			if strings.Contains(req.ID, "@") {
 				req.ID, req.Ref = "", req.ID
 			}
-			var img store.Image
+			var img api.Image
 			if err := x.call("images.get", req, &img); err != nil {
 				return err
 			}
 			x.print(img, func(w *tabwriter.Writer) {
-				imageTable(w, []store.Image{img})
+				imageTable(w, []api.Image{img})
 				fmt.Fprintf(w, "\nsha256:\t%s\nsize:\t%d\nsource:\t%s\nsigner:\t%s\n", img.SHA256, img.SizeBytes, img.Source, signerOf(img))
 			})
 			return nil
@@ -104,24 +94,24 @@ var imageCommands = []command{{
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant that owns the image (default: the caller's)")
 		return func(x *exec) error {
-			var img store.Image
+			var img api.Image
 			if err := x.call("images.promote", api.ImageRequest{TenantID: *tenant, ID: x.args[0]}, &img); err != nil {
 				return err
 			}
-			x.print(img, func(w *tabwriter.Writer) { imageTable(w, []store.Image{img}) })
+			x.print(img, func(w *tabwriter.Writer) { imageTable(w, []api.Image{img}) })
 			return nil
 		}
 	},
 }}
 
-func imageTable(w *tabwriter.Writer, imgs []store.Image) {
+func imageTable(w *tabwriter.Writer, imgs []api.Image) {
 	fmt.Fprintln(w, "ID\tTENANT\tREF\tKIND\tFORMAT\tCOMPRESSION\tVERIFIED\tPUBLIC")
 	for _, i := range imgs {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%v\n", i.ID, i.Tenant, i.Ref, i.Kind, i.Format, i.Compression, i.Verified, i.Public)
 	}
 }
 
-func signerOf(img store.Image) string {
+func signerOf(img api.Image) string {
 	if img.SignerID == "" {
 		return "none (unsigned)"
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/better-compute/better-compute/testkit/openssl"
 )
@@ -336,9 +335,9 @@ func TestHighSSignatures(t *testing.T) {
 
 	// The registry refuses a high S whoever sends it.
 	high := highOf("acme-api@1")
-	req := api.RegisterImageRequest{TenantID: "acme", RegisterRequest: image.RegisterRequest{Ref: "acme-api@1", Format: proto.FormatRaw,
+	req := api.RegisterImageRequest{TenantID: "acme", Ref: "acme-api@1", Format: proto.FormatRaw,
 		Compression: proto.CompressionZstd, SHA256: artifactDigest, SizeBytes: 1024, Source: "https://images.example.com/x.raw.zst",
-		SignerID: "acme-ec", Signature: base64.StdEncoding.EncodeToString(high)}}
+		SignerID: "acme-ec", Signature: base64.StdEncoding.EncodeToString(high)}
 	err := testkit.Client(t, acme).Call(context.Background(), "images.register", req, nil)
 	if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != "signature" || !strings.Contains(e.Message, "low S") {
 		t.Errorf("a high-S DER signature through the API: %v, want INVALID_INPUT at signature saying to normalise to low S", err)

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/metal"
-	"github.com/better-compute/better-compute/registry/store"
 )
 
 var nodeCommands = []command{{
@@ -22,7 +20,7 @@ var nodeCommands = []command{{
 	summary: "enroll a machine in a pool with its MACs or product UUID and its BMC",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
-		req := api.EnrollRequest{Labels: map[string]string{}, Drivers: map[string]metal.Binding{}}
+		req := api.EnrollRequest{Labels: map[string]string{}, Drivers: map[string]api.Binding{}}
 		fs.StringVar(&req.Pool, "pool", "", "the pool (required)")
 		macs := fs.String("mac", "", "the machine's boot MACs, comma-separated")
 		fs.StringVar(&req.ProductUUID, "product-uuid", "", "the machine's SMBIOS product UUID")
@@ -31,14 +29,14 @@ var nodeCommands = []command{{
 		fs.StringVar(&req.BMC.CredentialRef, "bmc-credential", "", "a secret:// reference to the BMC's credential, never the secret")
 		fs.StringVar(&req.HardwareProfile, "hardware-profile", "", "the node's hardware profile (default: the pool's)")
 		fs.Func("label", "a label k=v (repeat)", keyValue("label", func(k, v string) { req.Labels[k] = v }))
-		fs.Func("driver", "a per-node driver binding concern=driver (repeat)", keyValue("driver", func(k, v string) { req.Drivers[k] = metal.Binding{Driver: v} }))
+		fs.Func("driver", "a per-node driver binding concern=driver (repeat)", keyValue("driver", func(k, v string) { req.Drivers[k] = api.Binding{Driver: v} }))
 		return func(x *exec) error {
 			req.TenantID, req.MACs = *tenant, csv(*macs)
-			var out store.Node
+			var out api.Node
 			if err := x.call("metal.enroll", req, &out); err != nil {
 				return err
 			}
-			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []store.Node{out}) })
+			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []api.Node{out}) })
 			return nil
 		}
 	},
@@ -58,11 +56,11 @@ var nodeCommands = []command{{
 		})
 		return func(x *exec) error {
 			req.TenantID, req.NodeID = *tenant, x.args[0]
-			var out store.Node
+			var out api.Node
 			if err := x.call("metal.updateBmc", req, &out); err != nil {
 				return err
 			}
-			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []store.Node{out}) })
+			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []api.Node{out}) })
 			return nil
 		}
 	},
@@ -76,12 +74,12 @@ var nodeCommands = []command{{
 		mac := fs.String("mac", "", "the proposed MAC, as `nodes get` shows it (required)")
 		force := fs.Bool("force", false, "bind it although the machine's BMC does not list it among its NICs (a boot NIC the BMC does not see)")
 		return func(x *exec) error {
-			var out store.Node
+			var out api.Node
 			req := api.ConfirmMACRequest{TenantID: *tenant, NodeID: x.args[0], MAC: *mac, Force: *force}
 			if err := x.call("metal.confirmMac", req, &out); err != nil {
 				return err
 			}
-			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []store.Node{out}) })
+			x.print(out, func(w *tabwriter.Writer) { nodeTable(w, []api.Node{out}) })
 			return nil
 		}
 	},
@@ -108,7 +106,7 @@ var nodeCommands = []command{{
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		pool := fs.String("pool", "", "list only this pool's nodes")
-		state := fs.String("state", "", "list only the nodes in this state ("+strings.Join(metal.States(), ", ")+")")
+		state := fs.String("state", "", "list only the nodes in this state ("+strings.Join(api.NodeStates(), ", ")+")")
 		cursor := fs.String("cursor", "", "resume after a previous page")
 		return func(x *exec) error {
 			var out api.NodeList
@@ -286,26 +284,26 @@ func (x *exec) follow(tenant, workflowID, nodeID, headline string) error {
 	fmt.Fprintf(lines, "workflow %s: %s\n", workflowID, headline)
 	seen := map[string]string{}
 	var run api.WorkflowView
-	for run.State == "" || run.State == store.RunRunning {
+	for run.State == "" || run.State == api.RunRunning {
 		req := api.GetWorkflowRequest{TenantID: tenant, ID: workflowID, AfterRev: run.Rev}
 		if err := c.Call(x.ctx, "workflows.get", req, &run); err != nil {
 			return err
 		}
 		for _, s := range run.Steps {
 			key, line := s.Path(), stepLine(s)
-			if s.State != store.StepPending && seen[key] != line {
+			if s.State != api.StepPending && seen[key] != line {
 				fmt.Fprintln(lines, line)
 				seen[key] = line
 			}
 		}
 	}
-	var node store.Node
+	var node api.Node
 	if err := c.Call(x.ctx, "metal.get", api.NodeKey{TenantID: tenant, NodeID: nodeID}, &node); err != nil {
 		return err
 	}
 	fmt.Fprintf(lines, "workflow %s %s; node %s is %s\n", run.ID, run.State, node.ID, node.State)
 	f := run.Failure
-	if f == nil && node.State == store.NodeFailed && node.Failure != nil && node.Failure.RunID == run.ID {
+	if f == nil && node.State == api.NodeFailed && node.Failure != nil && node.Failure.RunID == run.ID {
 		f = node.Failure
 	}
 	if f != nil {
@@ -320,10 +318,10 @@ func (x *exec) follow(tenant, workflowID, nodeID, headline string) error {
 }
 
 // stepLine is how follow shows a step's state.
-func stepLine(s store.RunStep) string {
+func stepLine(s api.RunStep) string {
 	line := fmt.Sprintf("%-16s %-26s %-14s %s", s.Path(), s.Use, s.On, s.State)
 	switch {
-	case s.State == store.StepSkipped:
+	case s.State == api.StepSkipped:
 		line += "  (" + s.Reason + ")"
 	case !s.FinishedAt.IsZero():
 		line += "  " + s.FinishedAt.Sub(s.StartedAt).Round(time100ms).String()
@@ -331,7 +329,7 @@ func stepLine(s store.RunStep) string {
 	if s.Error != nil {
 		line += "  " + string(s.Error.Code) + ": " + s.Error.Message
 	}
-	if s.State == store.StepRunning {
+	if s.State == api.StepRunning {
 		if n := len(s.Attempts); n > 1 {
 			line += fmt.Sprintf("  attempt %d", n)
 		}
@@ -379,7 +377,7 @@ func bytesText(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-func nodeTable(w *tabwriter.Writer, nodes []store.Node) {
+func nodeTable(w *tabwriter.Writer, nodes []api.Node) {
 	fmt.Fprintln(w, "NODE\tPOOL\tSITE\tSTATE\tMACS\tPRODUCT UUID\tBMC\tWORKFLOW")
 	for _, n := range nodes {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s %s\t%s\n", n.ID, n.Pool, n.Site, n.State, dash(strings.Join(n.MACs, ",")),
@@ -387,8 +385,8 @@ func nodeTable(w *tabwriter.Writer, nodes []store.Node) {
 	}
 }
 
-func nodeDetail(w *tabwriter.Writer, n store.Node) {
-	nodeTable(w, []store.Node{n})
+func nodeDetail(w *tabwriter.Writer, n api.Node) {
+	nodeTable(w, []api.Node{n})
 	if n.Transition != "" {
 		fmt.Fprintf(w, "\nstate %s; last transition %s, workflow %s\n", n.State, n.Transition, dash(n.Workflow))
 	}
@@ -472,7 +470,7 @@ func workflowTable(w *tabwriter.Writer, r api.WorkflowView) {
 		switch {
 		case s.Error != nil:
 			detail = string(s.Error.Code) + ": " + s.Error.Message
-		case len(s.Progress) > 0 && s.State == store.StepRunning:
+		case len(s.Progress) > 0 && s.State == api.StepRunning:
 			detail = progressText(s.Progress)
 		case s.ViaFallback:
 			detail = "succeeded through its fallback"

@@ -8,8 +8,6 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/metal"
-	"github.com/better-compute/better-compute/registry/store"
 )
 
 var poolCommands = []command{{
@@ -31,7 +29,7 @@ var poolCommands = []command{{
 			if prewarm.refs != nil {
 				req.Policy.PrewarmImages = *prewarm.refs
 			}
-			var p store.Pool
+			var p api.Pool
 			if err := x.call("pools.create", req, &p); err != nil {
 				return err
 			}
@@ -47,7 +45,7 @@ var poolCommands = []command{{
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the pool belongs to (default: the caller's)")
 		return func(x *exec) error {
-			var p store.Pool
+			var p api.Pool
 			if err := x.call("pools.get", api.PoolRequest{TenantID: *tenant, Name: x.args[0]}, &p); err != nil {
 				return err
 			}
@@ -69,12 +67,12 @@ var poolCommands = []command{{
 			}
 			req := api.UpdatePoolRequest{TenantID: *tenant, Name: x.args[0], PrewarmImages: prewarm.refs}
 			if *policy != "" {
-				req.Policy = &store.PoolPolicy{}
+				req.Policy = &api.PoolPolicy{}
 				if err := readPolicy(*policy, req.Policy); err != nil {
 					return err
 				}
 			}
-			var p store.Pool
+			var p api.Pool
 			if err := x.call("pools.update", req, &p); err != nil {
 				return err
 			}
@@ -132,7 +130,7 @@ func (f *listFlag) Set(s string) error {
 }
 
 // readPolicy reads a policy file strictly: an unknown field is INVALID_INPUT.
-func readPolicy(path string, p *store.PoolPolicy) error {
+func readPolicy(path string, p *api.PoolPolicy) error {
 	data, err := readFile(path)
 	if err != nil {
 		return err
@@ -140,12 +138,12 @@ func readPolicy(path string, p *store.PoolPolicy) error {
 	return api.DecodeStrict(data, p)
 }
 
-func poolTable(w *tabwriter.Writer, pools []store.Pool) {
+func poolTable(w *tabwriter.Writer, pools []api.Pool) {
 	fmt.Fprintln(w, "TENANT\tPOOL\tSITE\tHARDWARE PROFILE\tAGENT\tPREWARM")
 	for _, p := range pools {
 		agent := p.Policy.Agent
 		if agent == "" {
-			agent = store.AgentBCD
+			agent = api.AgentBCD
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Tenant, p.Name, p.Site, dash(p.Policy.HardwareProfile), agent,
 			dash(strings.Join(p.Policy.PrewarmImages, ",")))
@@ -154,12 +152,12 @@ func poolTable(w *tabwriter.Writer, pools []store.Pool) {
 
 // poolDetail is one pool: its row, its ramdisk boots' extra initrds, then the host
 // units its policy sets.
-func poolDetail(w *tabwriter.Writer, p store.Pool) {
-	poolTable(w, []store.Pool{p})
+func poolDetail(w *tabwriter.Writer, p api.Pool) {
+	poolTable(w, []api.Pool{p})
 	if len(p.Policy.RamdiskExtras) > 0 {
 		fmt.Fprintf(w, "\nRAMDISK EXTRAS\t%s\n", strings.Join(p.Policy.RamdiskExtras, ","))
 	}
-	if units := metal.PoolUnits(p.Policy); len(units) > 0 {
+	if units := p.Policy.Units(); len(units) > 0 {
 		fmt.Fprintln(w, "\nHOST UNIT\tSETTINGS")
 		for _, u := range units {
 			fmt.Fprintf(w, "%s\t%s\n", u.Unit, u.Settings)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/profile"
 )
 
 var profileCommands = []command{{
@@ -233,7 +232,7 @@ func renderTable(w *tabwriter.Writer, r api.Rendering) {
 	}
 }
 
-func renderRow(w *tabwriter.Writer, s profile.RenderedStep, prefix string) {
+func renderRow(w *tabwriter.Writer, s api.RenderedStep, prefix string) {
 	fmt.Fprintf(w, "%s\t%d\t%s%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Phase, s.Index, prefix, s.Use, s.On,
 		s.Timeout, s.Retries, s.OnFailure, dash(s.Await), dash(s.When), dash(string(s.With)))
 }

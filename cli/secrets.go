@@ -10,7 +10,6 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/secret"
 )
 
 var secretCommands = []command{{
@@ -96,12 +95,12 @@ func readSecret(x *exec, path string) ([]byte, error) {
 		defer f.Close()
 		r = f
 	}
-	value, err := io.ReadAll(io.LimitReader(r, secret.MaxValue+1))
+	value, err := io.ReadAll(io.LimitReader(r, api.MaxSecretValue+1))
 	if err != nil {
 		return nil, proto.Errorf(proto.InvalidInput, "read %s: %v", path, err).WithPath("--file")
 	}
-	if len(value) > secret.MaxValue {
-		return nil, proto.Errorf(proto.InvalidInput, "%s holds more than %d bytes, the most a secret may be", path, secret.MaxValue).WithPath("--file")
+	if len(value) > api.MaxSecretValue {
+		return nil, proto.Errorf(proto.InvalidInput, "%s holds more than %d bytes, the most a secret may be", path, api.MaxSecretValue).WithPath("--file")
 	}
 	return value, nil
 }

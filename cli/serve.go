@@ -8,7 +8,6 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry"
-	"github.com/better-compute/better-compute/registry/userdata"
 )
 
 var serveCommands = []command{{
@@ -35,7 +34,7 @@ var serveCommands = []command{{
 				AllowUnsignedImages: *allowUnsigned, Log: slog.New(h)}
 			if *userDataConfig != "" {
 				var err error
-				if cfg.UserData, err = userdata.LoadConfig(*userDataConfig); err != nil {
+				if cfg.UserData, err = registry.LoadUserData(*userDataConfig); err != nil {
 					return err
 				}
 			}

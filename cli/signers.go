@@ -8,7 +8,6 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/store"
 )
 
 // Signer commands act through the admin socket of a running registry on this host:
@@ -30,11 +29,11 @@ var signerCommands = []command{{
 			if err != nil {
 				return err
 			}
-			var s store.ImageSigner
+			var s api.ImageSigner
 			if err := hostCall(x, *dataDir, "signers.add", api.AddSignerRequest{TenantID: *tenant, ID: *id, PublicKey: string(pem)}, &s); err != nil {
 				return err
 			}
-			x.print(s, func(w *tabwriter.Writer) { signerTable(w, []store.ImageSigner{s}) })
+			x.print(s, func(w *tabwriter.Writer) { signerTable(w, []api.ImageSigner{s}) })
 			return nil
 		}
 	},
@@ -47,11 +46,11 @@ var signerCommands = []command{{
 		tenant := fs.String("tenant", "", "tenant whose allowlist changes (required)")
 		id := fs.String("id", "", "signer id (required)")
 		return func(x *exec) error {
-			var s store.ImageSigner
+			var s api.ImageSigner
 			if err := hostCall(x, *dataDir, "signers.revoke", api.SignerRequest{TenantID: *tenant, ID: *id}, &s); err != nil {
 				return err
 			}
-			x.print(s, func(w *tabwriter.Writer) { signerTable(w, []store.ImageSigner{s}) })
+			x.print(s, func(w *tabwriter.Writer) { signerTable(w, []api.ImageSigner{s}) })
 			return nil
 		}
 	},
@@ -85,11 +84,11 @@ func hostCall(x *exec, dataDir, method string, req, resp any) error {
 	return api.NewHostClient(dataDir).Call(x.ctx, method, req, resp)
 }
 
-func signerTable(w *tabwriter.Writer, signers []store.ImageSigner) {
+func signerTable(w *tabwriter.Writer, signers []api.ImageSigner) {
 	fmt.Fprintln(w, "TENANT\tID\tALGORITHM\tFINGERPRINT\tADDED\tREVOKED")
 	for _, s := range signers {
 		revoked := "-"
-		if s.Revoked() {
+		if !s.RevokedAt.IsZero() {
 			revoked = s.RevokedAt.Format(time.RFC3339)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Tenant, s.ID, s.Algorithm, s.Fingerprint, s.AddedAt.Format(time.RFC3339), revoked)

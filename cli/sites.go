@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/image"
-	"github.com/better-compute/better-compute/registry/store"
 )
 
 var siteCommands = []command{{
@@ -27,11 +25,11 @@ var siteCommands = []command{{
 			if sources.refs != nil {
 				req.ImageSources = *sources.refs
 			}
-			var s store.Site
+			var s api.Site
 			if err := x.call("sites.create", req, &s); err != nil {
 				return err
 			}
-			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []store.Site{s}); siteSettings(w, s) })
+			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []api.Site{s}); siteSettings(w, s) })
 			return nil
 		}
 	},
@@ -43,12 +41,12 @@ var siteCommands = []command{{
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		networks, sources := bmcNetworksFlag(fs), imageSourcesFlag(fs)
 		return func(x *exec) error {
-			var s store.Site
+			var s api.Site
 			req := api.UpdateSiteRequest{SiteID: x.args[0], BMCNetworks: networks.refs, ImageSources: sources.refs}
 			if err := x.call("sites.update", req, &s); err != nil {
 				return err
 			}
-			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []store.Site{s}); siteSettings(w, s) })
+			x.print(s, func(w *tabwriter.Writer) { siteTable(w, []api.Site{s}); siteSettings(w, s) })
 			return nil
 		}
 	},
@@ -77,7 +75,7 @@ var siteCommands = []command{{
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		return func(x *exec) error {
-			var plan image.CachePlan
+			var plan api.CachePlan
 			if err := x.call("sites.cachePlan", api.SiteRequest{SiteID: x.args[0]}, &plan); err != nil {
 				return err
 			}
@@ -138,7 +136,7 @@ var siteCommands = []command{{
 	},
 }}
 
-func siteTable(w *tabwriter.Writer, sites []store.Site) {
+func siteTable(w *tabwriter.Writer, sites []api.Site) {
 	fmt.Fprintln(w, "SITE\tCREATED")
 	for _, s := range sites {
 		fmt.Fprintf(w, "%s\t%s\n", s.ID, s.CreatedAt.Format(time.RFC3339))
@@ -161,7 +159,7 @@ func bmcNetworksFlag(fs *flag.FlagSet) *listFlag {
 
 // siteSettings prints what a site admits under its table: its BMC networks and image
 // sources.
-func siteSettings(w *tabwriter.Writer, s store.Site) {
+func siteSettings(w *tabwriter.Writer, s api.Site) {
 	or := func(list []string, none string) string {
 		if len(list) == 0 {
 			return none

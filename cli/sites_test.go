@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/better-compute/better-compute/testkit/openssl"
 )
@@ -26,7 +26,7 @@ func TestSiteImageSources(t *testing.T) {
 	if e := testkit.Fails(t, admin, "sites", "create", "rack-1", "--image-sources", "images.example.com,https://internal"); e.Code != "INVALID_INPUT" || e.Details.Path != "imageSources[1]" {
 		t.Errorf("a bad pattern: %+v", e)
 	}
-	var sites struct{ Sites []store.Site }
+	var sites struct{ Sites []api.Site }
 	testkit.JSON(t, admin, &sites, "sites", "list")
 	if len(sites.Sites) != 0 {
 		t.Fatalf("a refused site was stored: %+v", sites)
@@ -64,7 +64,7 @@ func TestSiteImageSources(t *testing.T) {
 	if p := plan(); len(p.CacheImages) != 0 {
 		t.Errorf("a refused update changed the plan: %+v", p)
 	}
-	var site store.Site
+	var site api.Site
 	testkit.JSON(t, admin, &site, "sites", "update", "rack-1", "--image-sources", "images.example.com,*.corp.example:5000")
 	if len(site.ImageSources) != 2 {
 		t.Errorf("updated %+v", site)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,20 @@ var rules = []rule{
 	{"cli", []string{"testkit"}, "binaries never carry test helpers"},
 }
 
+// only says which packages of a room the packages under a prefix may import: none of
+// the room's others.
+type only struct {
+	from  string
+	room  string
+	allow []string
+	why   string
+}
+
+// onlies are the rooms reached through one door.
+var onlies = []only{
+	{"cli", "registry", []string{"registry", "registry/api"}, "the CLI reads the registry's answers as registry/api's views (and proto), never as storage rows or another room's types; serve runs the registry through its root (registry.Run)"},
+}
+
 func under(pkg, room string) bool { return pkg == room || strings.HasPrefix(pkg, room+"/") }
 
 // TestImportRules checks every package's imports (tests excluded) against the rules.
@@ -79,6 +94,11 @@ func TestImportRules(t *testing.T) {
 			dep, ok := strings.CutPrefix(imp, module)
 			if !ok {
 				continue
+			}
+			for _, o := range onlies {
+				if under(pkg, o.from) && under(dep, o.room) && !slices.Contains(o.allow, dep) {
+					t.Errorf("%s imports %s: %s", pkg, dep, o.why)
+				}
 			}
 			for _, r := range rules {
 				if !under(pkg, r.from) {

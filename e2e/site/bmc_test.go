@@ -19,7 +19,6 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
 )
@@ -89,8 +88,8 @@ const setPowerOnly = `{"id": "set-power", "version": 1, "target": "metal",
 // by pin: a tenant may set a driver's options, never its address or credential.
 func enroll(t *testing.T, config string, req api.EnrollRequest, pin string) (store.Node, error) {
 	t.Helper()
-	opts := metal.Binding{Driver: req.BMC.Driver, Config: []byte(`{"options": {"tlsPin": "` + pin + `", "auth": "basic", "pollInterval": "20ms"}}`)}
-	req.Drivers = map[string]metal.Binding{"power": opts, "management": opts, "virtual-media": opts}
+	opts := api.Binding{Driver: req.BMC.Driver, Config: []byte(`{"options": {"tlsPin": "` + pin + `", "auth": "basic", "pollInterval": "20ms"}}`)}
+	req.Drivers = map[string]api.Binding{"power": opts, "management": opts, "virtual-media": opts}
 	var node store.Node
 	err := testkit.Client(t, config).Call(context.Background(), "metal.enroll", req, &node)
 	return node, err
@@ -132,7 +131,7 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 	reg := testkit.StartRegistry(t, dataDir, "--agent-listen", "127.0.0.1:0")
 	admin := reg.AdminConfig
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.1/32")
-	var site store.Site
+	var site api.Site
 	testkit.JSON(t, admin, &site, "sites", "update", "rack-a", "--bmc-networks", "127.0.0.1/32,127.0.0.2/32")
 	if len(site.BMCNetworks) != 2 {
 		t.Fatalf("sites update: %+v", site)
@@ -157,7 +156,7 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	attack := func(mac, address, ref string) api.EnrollRequest {
-		return api.EnrollRequest{Pool: "own", MACs: []string{mac}, BMC: store.BMC{Driver: "redfish", Address: address, CredentialRef: ref}}
+		return api.EnrollRequest{Pool: "own", MACs: []string{mac}, BMC: api.BMC{Driver: "redfish", Address: address, CredentialRef: ref}}
 	}
 	node, err := enroll(t, globex, attack("52:54:00:66:00:01", evil.URL, "secret://rack-bmc"), evilPin)
 	if err != nil {
@@ -188,7 +187,7 @@ func TestTenantCannotSendPlatformBMCCredentialAnywhere(t *testing.T) {
 		checkError(t, "BMC address "+address, err, proto.InvalidInput, "bmc.address", proto.ReasonBMCAddressNotAllowed)
 	}
 	redirect := attack("52:54:00:66:00:06", "https://127.0.0.1", "secret://rack-bmc")
-	redirect.Drivers = map[string]metal.Binding{"power": {Driver: "redfish", Config: []byte(`{"address": "` + evil.URL + `"}`)}}
+	redirect.Drivers = map[string]api.Binding{"power": {Driver: "redfish", Config: []byte(`{"address": "` + evil.URL + `"}`)}}
 	err = testkit.Client(t, globex).Call(context.Background(), "metal.enroll", redirect, &node)
 	checkError(t, "a driver config naming another address", err, proto.InvalidInput, "drivers.power.config.address", "")
 	shadow := strings.Replace(setPowerOnly, `"steps"`, `"drivers": {"power": {"driver": "redfish", "config": {"credentialRef": "/etc/shadow"}}}, "steps"`, 1)

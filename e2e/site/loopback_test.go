@@ -24,6 +24,7 @@ import (
 	"github.com/better-compute/better-compute/e2e/netns"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
@@ -97,14 +98,14 @@ func TestSiteLoopback(t *testing.T) {
 	httpPort := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})
 
 	// The site pulls the image, reports it, and the registry shows it ready there.
-	var plan image.CachePlan
+	var plan api.CachePlan
 	testkit.JSON(t, admin, &plan, "sites", "cache-plan", "rack-a")
 	if len(plan.CacheImages) != 1 || plan.CacheImages[0].Digest != digest ||
 		len(plan.Excluded) != 1 || plan.Excluded[0].Ref != inside.Ref || plan.Excluded[0].Reason != proto.ReasonSourceNotAllowed {
 		t.Fatalf("cache plan %+v", plan)
 	}
 	waitFor(t, "the image ready at rack-a", func() bool {
-		var locs struct{ Locations []store.ImageLocation }
+		var locs struct{ Locations []api.ImageLocation }
 		testkit.JSON(t, admin, &locs, "sites", "locations", "rack-a")
 		return len(locs.Locations) == 1 && locs.Locations[0].Digest == digest && locs.Locations[0].State == proto.CacheReady
 	})
@@ -114,7 +115,7 @@ func TestSiteLoopback(t *testing.T) {
 		t.Errorf("sites locations table (exit %d):\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
 	var inv struct {
-		Sections []store.InventorySection
+		Sections []api.InventorySection
 	}
 	testkit.JSON(t, admin, &inv, "sites", "inventory", "rack-a")
 	sections := map[string]string{}

@@ -8,10 +8,19 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 )
 
-// RegisterImageRequest is the body of images.register.
+// RegisterImageRequest is the body of images.register: the image by digest, signed when
+// signerId and signature are given (together).
 type RegisterImageRequest struct {
-	TenantID string `json:"tenantId,omitempty"`
-	image.RegisterRequest
+	TenantID    string            `json:"tenantId,omitempty"`
+	Ref         string            `json:"ref"`
+	Kind        proto.ImageKind   `json:"kind,omitempty"`
+	Format      proto.ImageFormat `json:"format"`
+	Compression proto.Compression `json:"compression,omitempty"`
+	SHA256      string            `json:"sha256"`
+	SizeBytes   int64             `json:"sizeBytes"`
+	Source      string            `json:"source"`
+	SignerID    string            `json:"signerId,omitempty"`
+	Signature   string            `json:"signature,omitempty"`
 }
 
 // ImageRequest names one image: the body of images.promote.
@@ -38,58 +47,64 @@ type ListImagesRequest struct {
 
 // ImageList is the answer of images.list.
 type ImageList struct {
-	Images     []store.Image `json:"images"`
-	NextCursor string        `json:"nextCursor,omitempty"`
+	Images     []Image `json:"images"`
+	NextCursor string  `json:"nextCursor,omitempty"`
 }
 
 // registerImages adds images.register, images.get, images.list and images.promote,
 // verifying signatures with the offline allowlists.
 func (s *Server) registerImages() {
 	verifier := image.Allowlist{}
-	Handle(s, "images.register", ActionImagesPublish, func(_ context.Context, c *Caller, req RegisterImageRequest) (img store.Image, err error) {
+	Handle(s, "images.register", ActionImagesPublish, func(_ context.Context, c *Caller, req RegisterImageRequest) (out Image, err error) {
 		err = s.store.Update(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
 			if err != nil {
 				return err
 			}
-			img, err = image.Register(tx, verifier, tenant, req.RegisterRequest)
+			img, err := image.Register(tx, verifier, tenant, image.RegisterRequest{Ref: req.Ref, Kind: req.Kind, Format: req.Format,
+				Compression: req.Compression, SHA256: req.SHA256, SizeBytes: req.SizeBytes, Source: req.Source, SignerID: req.SignerID, Signature: req.Signature})
+			out = imageOf(img)
 			return err
 		})
-		return img, err
+		return out, err
 	})
-	Handle(s, "images.get", ActionImagesRead, func(_ context.Context, c *Caller, req GetImageRequest) (img store.Image, err error) {
+	Handle(s, "images.get", ActionImagesRead, func(_ context.Context, c *Caller, req GetImageRequest) (out Image, err error) {
 		if (req.ID == "") == (req.Ref == "") {
-			return img, proto.Errorf(proto.InvalidInput, "name the image by its id or by its ref: one of the two").WithPath("id")
+			return out, proto.Errorf(proto.InvalidInput, "name the image by its id or by its ref: one of the two").WithPath("id")
 		}
 		err = s.store.View(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
 			if err != nil {
 				return err
 			}
+			var img store.Image
 			if req.Ref != "" {
 				img, err = image.ResolveImage(tx, tenant, req.Ref)
 			} else {
 				img, err = image.Get(tx, tenant, req.ID)
 			}
+			out = imageOf(img)
 			return err
-		})
-		return img, err
-	})
-	Handle(s, "images.list", ActionImagesRead, func(_ context.Context, c *Caller, req ListImagesRequest) (out ImageList, err error) {
-		out.Images, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]store.Image, string, error) {
-			return image.List(tx, tenant, req.Kind, page)
 		})
 		return out, err
 	})
-	Handle(s, "images.promote", ActionImagesPublish, func(_ context.Context, c *Caller, req ImageRequest) (img store.Image, err error) {
+	Handle(s, "images.list", ActionImagesRead, func(_ context.Context, c *Caller, req ListImagesRequest) (out ImageList, err error) {
+		out.Images, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Image, string, error) {
+			images, next, err := image.List(tx, tenant, req.Kind, page)
+			return viewsOf(images, imageOf), next, err
+		})
+		return out, err
+	})
+	Handle(s, "images.promote", ActionImagesPublish, func(_ context.Context, c *Caller, req ImageRequest) (out Image, err error) {
 		err = s.store.Update(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
 			if err != nil {
 				return err
 			}
-			img, err = image.Promote(tx, tenant, req.ID)
+			img, err := image.Promote(tx, tenant, req.ID)
+			out = imageOf(img)
 			return err
 		})
-		return img, err
+		return out, err
 	})
 }

@@ -11,8 +11,8 @@ import (
 // cpu, memory, disks, nics, gpus, and bcd node's host convergence), each as the agent
 // sent it last, with when.
 type NodeInventory struct {
-	NodeID   string                   `json:"nodeId"`
-	Sections []store.InventorySection `json:"sections"`
+	NodeID   string             `json:"nodeId"`
+	Sections []InventorySection `json:"sections"`
 }
 
 // registerInventory adds metal.inventory.
@@ -24,10 +24,8 @@ func (s *Server) registerInventory() {
 				return err
 			}
 			out.NodeID = n.ID
-			out.Sections, err = tx.Inventory(n.ID)
-			if out.Sections == nil {
-				out.Sections = []store.InventorySection{}
-			}
+			sections, err := tx.Inventory(n.ID)
+			out.Sections = viewsOf(sections, sectionOf)
 			return err
 		})
 		return out, err

@@ -11,7 +11,7 @@ import (
 
 // NodeView is what metal.get answers: the node and what its agent reports.
 type NodeView struct {
-	store.Node
+	Node
 	// Agent is nil until the node has a NodeSpec or its agent reported.
 	Agent *NodeAgent `json:"agent,omitempty"`
 	// Wipe is the last disk.wipe of the node's last workflow, nil when it had none.
@@ -41,7 +41,7 @@ type NodeAgent struct {
 
 // nodeView adds the agent's report to n.
 func nodeView(tx *store.Tx, n store.Node) (NodeView, error) {
-	v := NodeView{Node: n}
+	v := NodeView{Node: nodeOf(n)}
 	var a NodeAgent
 	seen := false
 	spec, err := tx.NodeSpec(n.ID)

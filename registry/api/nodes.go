@@ -15,14 +15,14 @@ type EnrollRequest struct {
 	TenantID string `json:"tenantId,omitempty"`
 	Pool     string `json:"pool"`
 	// MACs or ProductUUID name the machine; one of them is needed.
-	MACs        []string  `json:"macs,omitempty"`
-	ProductUUID string    `json:"productUuid,omitempty"`
-	BMC         store.BMC `json:"bmc"`
+	MACs        []string `json:"macs,omitempty"`
+	ProductUUID string   `json:"productUuid,omitempty"`
+	BMC         BMC      `json:"bmc"`
 	// HardwareProfile is the node's own; the pool's applies when it is left out.
 	HardwareProfile string            `json:"hardwareProfile,omitempty"`
 	Labels          map[string]string `json:"labels,omitempty"`
 	// Drivers are per-node bindings by concern: a driver name or {driver, config}.
-	Drivers map[string]metal.Binding `json:"drivers,omitempty"`
+	Drivers map[string]Binding `json:"drivers,omitempty"`
 }
 
 // UpdateBMCRequest is the body of metal.updateBmc: what it gives replaces the node's BMC.
@@ -53,8 +53,8 @@ type ListNodesRequest struct {
 
 // NodeList is the answer of metal.list.
 type NodeList struct {
-	Nodes      []store.Node `json:"nodes"`
-	NextCursor string       `json:"nextCursor,omitempty"`
+	Nodes      []Node `json:"nodes"`
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
 // DeployRequest is the body of metal.deploy: a node and the profile version to deploy,
@@ -70,9 +70,9 @@ type DeployRequest struct {
 
 // DeployStarted is the answer of metal.deploy.
 type DeployStarted struct {
-	WorkflowID string           `json:"workflowId"`
-	NodeID     string           `json:"nodeId"`
-	Profile    store.ProfileRef `json:"profile"`
+	WorkflowID string     `json:"workflowId"`
+	NodeID     string     `json:"nodeId"`
+	Profile    ProfileRef `json:"profile"`
 }
 
 // TransitionRequest is the body of the lifecycle methods (metal.inspect, metal.release,
@@ -111,9 +111,9 @@ type ConfirmMACRequest struct {
 // it, and the workflow it started (the cancelled one for metal.cancel; none when the
 // request failed the node at once).
 type TransitionStarted struct {
-	WorkflowID string            `json:"workflowId,omitempty"`
-	Profile    *store.ProfileRef `json:"profile,omitempty"`
-	Node       store.Node        `json:"node"`
+	WorkflowID string      `json:"workflowId,omitempty"`
+	Profile    *ProfileRef `json:"profile,omitempty"`
+	Node       Node        `json:"node"`
 }
 
 // lifecycleMethods are the lifecycle methods and their requests.
@@ -134,14 +134,16 @@ func (s *Server) registerLifecycle(svc *metal.Service) {
 				if err != nil {
 					return err
 				}
-				run, out.Node, err = svc.Act(tx, tenant, in.NodeID, req, metal.Options{Wipe: in.Wipe})
+				var n store.Node
+				run, n, err = svc.Act(tx, tenant, in.NodeID, req, metal.Options{Wipe: in.Wipe})
+				out.Node = nodeOf(n)
 				return err
 			})
 			if err != nil || run.ID == "" {
 				return out, err
 			}
 			svc.Start(run)
-			out.WorkflowID, out.Profile = run.ID, &run.Profile
+			out.WorkflowID, out.Profile = run.ID, refOf(&run.Profile)
 			return out, nil
 		})
 	}
@@ -152,14 +154,16 @@ func (s *Server) registerLifecycle(svc *metal.Service) {
 			if err != nil {
 				return err
 			}
-			run, out.Node, err = svc.Remediate(tx, tenant, in.NodeID, in.Profile, in.ProfileVersion, in.Reason)
+			var n store.Node
+			run, n, err = svc.Remediate(tx, tenant, in.NodeID, in.Profile, in.ProfileVersion, in.Reason)
+			out.Node = nodeOf(n)
 			return err
 		})
 		if err != nil {
 			return out, err
 		}
 		svc.Start(run)
-		out.WorkflowID, out.Profile = run.ID, &run.Profile
+		out.WorkflowID, out.Profile = run.ID, refOf(&run.Profile)
 		return out, nil
 	})
 }
@@ -171,16 +175,17 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 	s.registerInventory()
 	s.registerLifecycle(svc)
 	ps := newProfiles(s)
-	Handle(s, "metal.enroll", ActionNodesManage, func(_ context.Context, c *Caller, req EnrollRequest) (out store.Node, err error) {
+	Handle(s, "metal.enroll", ActionNodesManage, func(_ context.Context, c *Caller, req EnrollRequest) (out Node, err error) {
 		var run store.Run
 		err = s.store.Update(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
 			if err != nil {
 				return err
 			}
-			out, run, err = svc.Enroll(tx, metal.Enrollment{Tenant: tenant, Pool: req.Pool, MACs: req.MACs, ProductUUID: req.ProductUUID,
-				BMC: req.BMC, HardwareProfile: req.HardwareProfile, Labels: req.Labels, Drivers: req.Drivers,
+			n, r, err := svc.Enroll(tx, metal.Enrollment{Tenant: tenant, Pool: req.Pool, MACs: req.MACs, ProductUUID: req.ProductUUID,
+				BMC: store.BMC(req.BMC), HardwareProfile: req.HardwareProfile, Labels: req.Labels, Drivers: bindings(req.Drivers),
 				Platform: c.Tenant == store.RootTenant})
+			out, run = nodeOf(n), r
 			return err
 		})
 		if err == nil {
@@ -188,25 +193,27 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		}
 		return out, err
 	})
-	Handle(s, "metal.confirmMac", ActionNodesManage, func(_ context.Context, c *Caller, req ConfirmMACRequest) (out store.Node, err error) {
+	Handle(s, "metal.confirmMac", ActionNodesManage, func(_ context.Context, c *Caller, req ConfirmMACRequest) (out Node, err error) {
 		err = s.store.Update(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
 			if err != nil {
 				return err
 			}
-			out, err = svc.ConfirmMAC(tx, tenant, req.NodeID, req.MAC, req.Force)
+			n, err := svc.ConfirmMAC(tx, tenant, req.NodeID, req.MAC, req.Force)
+			out = nodeOf(n)
 			return err
 		})
 		return out, err
 	})
-	Handle(s, "metal.updateBmc", ActionNodesManage, func(_ context.Context, c *Caller, req UpdateBMCRequest) (out store.Node, err error) {
+	Handle(s, "metal.updateBmc", ActionNodesManage, func(_ context.Context, c *Caller, req UpdateBMCRequest) (out Node, err error) {
 		err = s.store.Update(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
 			if err != nil {
 				return err
 			}
-			out, err = svc.UpdateBMC(tx, metal.BMCUpdate{Tenant: tenant, Node: req.NodeID, Driver: req.Driver, Address: req.Address,
+			n, err := svc.UpdateBMC(tx, metal.BMCUpdate{Tenant: tenant, Node: req.NodeID, Driver: req.Driver, Address: req.Address,
 				CredentialRef: req.CredentialRef, Platform: c.Tenant == store.RootTenant})
+			out = nodeOf(n)
 			return err
 		})
 		return out, err
@@ -226,8 +233,9 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		if req.State != "" && !slices.Contains(metal.States(), req.State) {
 			return out, proto.Errorf(proto.InvalidInput, "state %q: use one of %s", req.State, strings.Join(metal.States(), ", ")).WithPath("state")
 		}
-		out.Nodes, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]store.Node, string, error) {
-			return tx.Nodes(tenant, req.Pool, req.State, page)
+		out.Nodes, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Node, string, error) {
+			nodes, next, err := tx.Nodes(tenant, req.Pool, req.State, page)
+			return viewsOf(nodes, nodeOf), next, err
 		})
 		return out, err
 	})
@@ -249,7 +257,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 			return out, err
 		}
 		svc.Start(run)
-		return DeployStarted{WorkflowID: run.ID, NodeID: run.Node, Profile: run.Profile}, nil
+		return DeployStarted{WorkflowID: run.ID, NodeID: run.Node, Profile: ProfileRef(run.Profile)}, nil
 	})
 }
 
@@ -264,4 +272,16 @@ func tenantNode(tx *store.Tx, c *Caller, req NodeKey) (store.Node, error) {
 		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found", req.NodeID).WithPath("nodeId")
 	}
 	return n, nil
+}
+
+// bindings are a request's driver bindings as metal takes them.
+func bindings(in map[string]Binding) map[string]metal.Binding {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]metal.Binding, len(in))
+	for concern, b := range in {
+		out[concern] = metal.Binding(b)
+	}
+	return out
 }

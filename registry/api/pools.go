@@ -19,10 +19,10 @@ const (
 
 // CreatePoolRequest is the body of pools.create.
 type CreatePoolRequest struct {
-	TenantID string           `json:"tenantId,omitempty"`
-	Name     string           `json:"name"`
-	SiteID   string           `json:"siteId"`
-	Policy   store.PoolPolicy `json:"policy"`
+	TenantID string     `json:"tenantId,omitempty"`
+	Name     string     `json:"name"`
+	SiteID   string     `json:"siteId"`
+	Policy   PoolPolicy `json:"policy"`
 }
 
 // PoolRequest names one pool: the body of pools.get.
@@ -35,10 +35,10 @@ type PoolRequest struct {
 // policy; PrewarmImages then replaces its pre-warm list and keeps the rest. One of them
 // is needed.
 type UpdatePoolRequest struct {
-	TenantID      string            `json:"tenantId,omitempty"`
-	Name          string            `json:"name"`
-	Policy        *store.PoolPolicy `json:"policy,omitempty"`
-	PrewarmImages *[]string         `json:"prewarmImages,omitempty"`
+	TenantID      string      `json:"tenantId,omitempty"`
+	Name          string      `json:"name"`
+	Policy        *PoolPolicy `json:"policy,omitempty"`
+	PrewarmImages *[]string   `json:"prewarmImages,omitempty"`
 }
 
 // ListPoolsRequest is the body of pools.list.
@@ -49,57 +49,63 @@ type ListPoolsRequest struct {
 
 // PoolList is the answer of pools.list.
 type PoolList struct {
-	Pools      []store.Pool `json:"pools"`
-	NextCursor string       `json:"nextCursor,omitempty"`
+	Pools      []Pool `json:"pools"`
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
 // registerPools adds pools.create, pools.get, pools.update and pools.list. Metal checks
 // the hardware profile and the units of a policy, the API its pre-warm refs, the store
 // the names, the site and the agent.
 func (s *Server) registerPools(svc *metal.Service) {
-	Handle(s, "pools.create", ActionPoolsManage, func(_ context.Context, c *Caller, req CreatePoolRequest) (p store.Pool, err error) {
-		if err := checkPolicyRefs(&req.Policy, "policy."); err != nil {
-			return p, err
+	Handle(s, "pools.create", ActionPoolsManage, func(_ context.Context, c *Caller, req CreatePoolRequest) (out Pool, err error) {
+		policy := req.Policy.stored()
+		if err := checkPolicyRefs(&policy, "policy."); err != nil {
+			return out, err
 		}
-		if err := svc.CheckPoolPolicy(req.Policy); err != nil {
-			return p, err
+		if err := svc.CheckPoolPolicy(policy); err != nil {
+			return out, err
 		}
 		err = s.store.Update(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
 			if err != nil {
 				return err
 			}
-			p, err = tx.CreatePool(store.Pool{Tenant: tenant, Name: req.Name, Site: req.SiteID, Policy: req.Policy})
+			p, err := tx.CreatePool(store.Pool{Tenant: tenant, Name: req.Name, Site: req.SiteID, Policy: policy})
+			out = poolOf(p)
 			return err
 		})
-		return p, err
+		return out, err
 	})
-	Handle(s, "pools.get", ActionPoolsManage, func(_ context.Context, c *Caller, req PoolRequest) (p store.Pool, err error) {
+	Handle(s, "pools.get", ActionPoolsManage, func(_ context.Context, c *Caller, req PoolRequest) (out Pool, err error) {
 		err = s.store.View(func(tx *store.Tx) error {
 			tenant, err := c.TenantFor(tx, req.TenantID)
 			if err != nil {
 				return err
 			}
-			p, err = tx.Pool(tenant, req.Name)
+			p, err := tx.Pool(tenant, req.Name)
+			out = poolOf(p)
 			return err
 		})
-		return p, err
+		return out, err
 	})
-	Handle(s, "pools.update", ActionPoolsManage, func(_ context.Context, c *Caller, req UpdatePoolRequest) (p store.Pool, err error) {
+	Handle(s, "pools.update", ActionPoolsManage, func(_ context.Context, c *Caller, req UpdatePoolRequest) (out Pool, err error) {
 		if req.Policy == nil && req.PrewarmImages == nil {
-			return p, proto.Errorf(proto.InvalidInput, "pools.update needs a policy, a pre-warm list or both").WithPath("policy")
+			return out, proto.Errorf(proto.InvalidInput, "pools.update needs a policy, a pre-warm list or both").WithPath("policy")
 		}
+		var given *store.PoolPolicy
 		if req.Policy != nil {
-			if err := checkPolicyRefs(req.Policy, "policy."); err != nil {
-				return p, err
+			policy := req.Policy.stored()
+			if err := checkPolicyRefs(&policy, "policy."); err != nil {
+				return out, err
 			}
-			if err := svc.CheckPoolPolicy(*req.Policy); err != nil {
-				return p, err
+			if err := svc.CheckPoolPolicy(policy); err != nil {
+				return out, err
 			}
+			given = &policy
 		}
 		if req.PrewarmImages != nil {
 			if err := checkPrewarm(req.PrewarmImages, "prewarmImages"); err != nil {
-				return p, err
+				return out, err
 			}
 		}
 		err = s.store.Update(func(tx *store.Tx) error {
@@ -112,19 +118,23 @@ func (s *Server) registerPools(svc *metal.Service) {
 				return err
 			}
 			policy := old.Policy
-			if req.Policy != nil {
-				policy = *req.Policy
+			if given != nil {
+				policy = *given
 			}
 			if req.PrewarmImages != nil {
 				policy.PrewarmImages = *req.PrewarmImages
 			}
-			p, err = tx.SetPoolPolicy(tenant, req.Name, policy)
+			p, err := tx.SetPoolPolicy(tenant, req.Name, policy)
+			out = poolOf(p)
 			return err
 		})
-		return p, err
+		return out, err
 	})
 	Handle(s, "pools.list", ActionPoolsManage, func(_ context.Context, c *Caller, req ListPoolsRequest) (out PoolList, err error) {
-		out.Pools, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, (*store.Tx).Pools)
+		out.Pools, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Pool, string, error) {
+			pools, next, err := tx.Pools(tenant, page)
+			return viewsOf(pools, poolOf), next, err
+		})
 		return out, err
 	})
 }

@@ -84,16 +84,16 @@ type ValidateProfileRequest struct {
 
 // Validation is the answer of profiles.validate: every problem at once.
 type Validation struct {
-	Valid  bool            `json:"valid"`
-	Issues []profile.Issue `json:"issues"`
+	Valid  bool    `json:"valid"`
+	Issues []Issue `json:"issues"`
 }
 
 // Rendering is the answer of profiles.render.
 type Rendering struct {
-	TenantID string                 `json:"tenantId"`
-	ID       string                 `json:"id"`
-	Version  int                    `json:"version"`
-	Steps    []profile.RenderedStep `json:"steps"`
+	TenantID string         `json:"tenantId"`
+	ID       string         `json:"id"`
+	Version  int            `json:"version"`
+	Steps    []RenderedStep `json:"steps"`
 }
 
 // UpdateProfileRequest is the body of profiles.update: a replacement document (whose id
@@ -296,10 +296,7 @@ func (ps *profiles) validate(_ context.Context, c *Caller, req ValidateProfileRe
 			return out, err
 		}
 	}
-	out.Issues = profile.Check(doc)
-	if out.Issues == nil {
-		out.Issues = []profile.Issue{}
-	}
+	out.Issues = viewsOf(profile.Check(doc), issueOf)
 	out.Valid = len(out.Issues) == 0
 	return out, nil
 }
@@ -314,7 +311,7 @@ func (ps *profiles) render(_ context.Context, c *Caller, key ProfileKey) (out Re
 	if err != nil {
 		return out, proto.Errorf(proto.InvalidState, "stored profile %s no longer passes the checks (%v): run `profiles validate`", profileLabel(rec.ID, rec.Version), err)
 	}
-	return Rendering{TenantID: rec.Tenant, ID: rec.ID, Version: rec.Version, Steps: profile.Render(p)}, nil
+	return Rendering{TenantID: rec.Tenant, ID: rec.ID, Version: rec.Version, Steps: viewsOf(profile.Render(p), renderedOf)}, nil
 }
 
 func (ps *profiles) update(_ context.Context, c *Caller, req UpdateProfileRequest) (out ProfileView, err error) {

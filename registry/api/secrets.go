@@ -8,8 +8,11 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 )
 
+// MaxSecretValue bounds a secret's value: a bootstrap token or a credential, not a file.
+const MaxSecretValue = secret.MaxValue
+
 // PutSecretRequest is the body of secrets.put: the tenant's secret ref and its value
-// (base64 in JSON), at most secret.MaxValue bytes.
+// (base64 in JSON), at most MaxSecretValue bytes.
 type PutSecretRequest struct {
 	TenantID string `json:"tenantId,omitempty"`
 	Ref      string `json:"ref"`

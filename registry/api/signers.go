@@ -30,32 +30,34 @@ type ListSignersRequest struct {
 
 // SignerList is the answer of signers.list.
 type SignerList struct {
-	Signers    []store.ImageSigner `json:"signers"`
-	NextCursor string              `json:"nextCursor,omitempty"`
+	Signers    []ImageSigner `json:"signers"`
+	NextCursor string        `json:"nextCursor,omitempty"`
 }
 
 // registerSigners adds the host-only signers.add, signers.revoke and signers.list:
 // the allowlists decide which images every tenant trusts, so nothing on the network
 // may change them.
 func (s *Server) registerSigners() {
-	HandleHost(s, "signers.add", func(_ context.Context, c *Caller, req AddSignerRequest) (out store.ImageSigner, err error) {
+	HandleHost(s, "signers.add", func(_ context.Context, c *Caller, req AddSignerRequest) (out ImageSigner, err error) {
 		err = s.store.Update(func(tx *store.Tx) error {
 			tenant, err := signerTenant(tx, c, req.TenantID)
 			if err != nil {
 				return err
 			}
-			out, err = image.AddSigner(tx, tenant, req.ID, []byte(req.PublicKey))
+			signer, err := image.AddSigner(tx, tenant, req.ID, []byte(req.PublicKey))
+			out = signerOf(signer)
 			return err
 		})
 		return out, err
 	})
-	HandleHost(s, "signers.revoke", func(_ context.Context, c *Caller, req SignerRequest) (out store.ImageSigner, err error) {
+	HandleHost(s, "signers.revoke", func(_ context.Context, c *Caller, req SignerRequest) (out ImageSigner, err error) {
 		err = s.store.Update(func(tx *store.Tx) error {
 			tenant, err := signerTenant(tx, c, req.TenantID)
 			if err != nil {
 				return err
 			}
-			out, err = tx.RevokeImageSigner(tenant, req.ID)
+			signer, err := tx.RevokeImageSigner(tenant, req.ID)
+			out = signerOf(signer)
 			return err
 		})
 		return out, err
@@ -72,12 +74,10 @@ func (s *Server) registerSigners() {
 					return err
 				}
 			}
-			out.Signers, out.NextCursor, err = tx.ImageSigners(tenant, page)
+			signers, next, err := tx.ImageSigners(tenant, page)
+			out.Signers, out.NextCursor = viewsOf(signers, signerOf), next
 			return err
 		})
-		if out.Signers == nil {
-			out.Signers = []store.ImageSigner{}
-		}
 		return out, err
 	})
 }

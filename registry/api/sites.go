@@ -35,20 +35,20 @@ type SiteRequest struct {
 
 // SiteList is the answer of sites.list.
 type SiteList struct {
-	Sites      []store.Site `json:"sites"`
-	NextCursor string       `json:"nextCursor,omitempty"`
+	Sites      []Site `json:"sites"`
+	NextCursor string `json:"nextCursor,omitempty"`
 }
 
 // SiteLocations is the answer of sites.locations: the images the site's caches hold.
 type SiteLocations struct {
-	Locations []store.ImageLocation `json:"locations"`
+	Locations []ImageLocation `json:"locations"`
 }
 
 // SiteInventory is the answer of sites.inventory: what the site's agent last reported,
 // section by section (site, images, bootEntries, discoveries).
 type SiteInventory struct {
-	Agent    string                   `json:"agent"`
-	Sections []store.InventorySection `json:"sections"`
+	Agent    string             `json:"agent"`
+	Sections []InventorySection `json:"sections"`
 }
 
 // registerSites adds sites.create, sites.update, sites.list, sites.cachePlan,
@@ -61,9 +61,10 @@ func (s *Server) registerSites() {
 		}
 		return nil
 	}
-	Handle(s, "sites.create", ActionSitesManage, func(_ context.Context, c *Caller, req CreateSiteRequest) (site store.Site, err error) {
+	Handle(s, "sites.create", ActionSitesManage, func(_ context.Context, c *Caller, req CreateSiteRequest) (out Site, err error) {
+		var site store.Site
 		if err := rootOnly(c); err != nil {
-			return site, err
+			return out, err
 		}
 		err = s.store.Update(func(tx *store.Tx) (err error) {
 			if site, err = tx.CreateSite(req.Name); err != nil {
@@ -79,14 +80,15 @@ func (s *Server) registerSites() {
 			}
 			return err
 		})
-		return site, err
+		return siteOf(site), err
 	})
-	Handle(s, "sites.update", ActionSitesManage, func(_ context.Context, c *Caller, req UpdateSiteRequest) (site store.Site, err error) {
+	Handle(s, "sites.update", ActionSitesManage, func(_ context.Context, c *Caller, req UpdateSiteRequest) (out Site, err error) {
+		var site store.Site
 		if err := rootOnly(c); err != nil {
-			return site, err
+			return out, err
 		}
 		if req.BMCNetworks == nil && req.ImageSources == nil {
-			return site, proto.Errorf(proto.InvalidInput, "sites.update needs what to change: give bmcNetworks (--bmc-networks), imageSources (--image-sources) or both")
+			return out, proto.Errorf(proto.InvalidInput, "sites.update needs what to change: give bmcNetworks (--bmc-networks), imageSources (--image-sources) or both")
 		}
 		err = s.store.Update(func(tx *store.Tx) (err error) {
 			if site, err = tx.Site(req.SiteID); err != nil {
@@ -102,7 +104,7 @@ func (s *Server) registerSites() {
 			}
 			return err
 		})
-		return site, err
+		return siteOf(site), err
 	})
 	Handle(s, "sites.list", ActionSitesManage, func(_ context.Context, c *Caller, req ListRequest) (out SiteList, err error) {
 		if err := rootOnly(c); err != nil {
@@ -112,15 +114,17 @@ func (s *Server) registerSites() {
 		if err != nil {
 			return out, err
 		}
-		err = s.store.View(func(tx *store.Tx) (err error) { out.Sites, out.NextCursor, err = tx.Sites(page); return err })
-		if out.Sites == nil {
-			out.Sites = []store.Site{}
-		}
+		err = s.store.View(func(tx *store.Tx) error {
+			sites, next, err := tx.Sites(page)
+			out.Sites, out.NextCursor = viewsOf(sites, siteOf), next
+			return err
+		})
 		return out, err
 	})
-	Handle(s, "sites.cachePlan", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (plan image.CachePlan, err error) {
+	Handle(s, "sites.cachePlan", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (out CachePlan, err error) {
+		var plan image.CachePlan
 		if err := rootOnly(c); err != nil {
-			return plan, err
+			return out, err
 		}
 		err = s.store.View(func(tx *store.Tx) (err error) {
 			plan, err = image.PlanSiteCache(tx, req.SiteID, image.Allowlist{})
@@ -129,7 +133,7 @@ func (s *Server) registerSites() {
 			}
 			return err
 		})
-		return plan, err
+		return cachePlanOf(plan), err
 	})
 	Handle(s, "sites.locations", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (out SiteLocations, err error) {
 		if err := rootOnly(c); err != nil {
@@ -139,12 +143,10 @@ func (s *Server) registerSites() {
 			if _, err := tx.Site(req.SiteID); err != nil {
 				return proto.AsError(err).WithPath("siteId")
 			}
-			out.Locations, err = tx.ImageLocations(req.SiteID)
+			locs, err := tx.ImageLocations(req.SiteID)
+			out.Locations = viewsOf(locs, locationOf)
 			return err
 		})
-		if out.Locations == nil {
-			out.Locations = []store.ImageLocation{}
-		}
 		return out, err
 	})
 	Handle(s, "sites.inventory", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (out SiteInventory, err error) {
@@ -156,12 +158,10 @@ func (s *Server) registerSites() {
 			if _, err := tx.Site(req.SiteID); err != nil {
 				return proto.AsError(err).WithPath("siteId")
 			}
-			out.Sections, err = tx.Inventory(out.Agent)
+			sections, err := tx.Inventory(out.Agent)
+			out.Sections = viewsOf(sections, sectionOf)
 			return err
 		})
-		if out.Sections == nil {
-			out.Sections = []store.InventorySection{}
-		}
 		return out, err
 	})
 }

@@ -53,8 +53,8 @@ func tenantPage[T any](st *store.Store, c *Caller, tenantID string, req ListRequ
 
 // TenantList is the answer of tenants.list.
 type TenantList struct {
-	Tenants    []store.Tenant `json:"tenants"`
-	NextCursor string         `json:"nextCursor,omitempty"`
+	Tenants    []Tenant `json:"tenants"`
+	NextCursor string   `json:"nextCursor,omitempty"`
 }
 
 // CreateCredentialRequest is the body of credentials.create. ExpiresAt, when set, must
@@ -109,12 +109,16 @@ type RevokeCredentialRequest struct {
 
 // registerTenants adds the tenants.* and credentials.* methods.
 func (s *Server) registerTenants() {
-	Handle(s, "tenants.create", ActionTenantsManage, func(_ context.Context, c *Caller, req CreateTenantRequest) (tn store.Tenant, err error) {
+	Handle(s, "tenants.create", ActionTenantsManage, func(_ context.Context, c *Caller, req CreateTenantRequest) (out Tenant, err error) {
 		if c.Tenant != store.RootTenant {
-			return tn, proto.Errorf(proto.Forbidden, "only the root tenant's credentials create tenants")
+			return out, proto.Errorf(proto.Forbidden, "only the root tenant's credentials create tenants")
 		}
-		err = s.store.Update(func(tx *store.Tx) (err error) { tn, err = tx.CreateTenant(req.Name); return err })
-		return tn, err
+		err = s.store.Update(func(tx *store.Tx) error {
+			tn, err := tx.CreateTenant(req.Name)
+			out = tenantOf(tn)
+			return err
+		})
+		return out, err
 	})
 	Handle(s, "tenants.list", ActionTenantsManage, func(_ context.Context, c *Caller, req ListRequest) (out TenantList, err error) {
 		if c.Tenant != store.RootTenant {
@@ -124,7 +128,11 @@ func (s *Server) registerTenants() {
 		if err != nil {
 			return out, err
 		}
-		err = s.store.View(func(tx *store.Tx) (err error) { out.Tenants, out.NextCursor, err = tx.Tenants(page); return err })
+		err = s.store.View(func(tx *store.Tx) error {
+			tenants, next, err := tx.Tenants(page)
+			out.Tenants, out.NextCursor = viewsOf(tenants, tenantOf), next
+			return err
+		})
 		return out, err
 	})
 	Handle(s, "credentials.create", ActionCredentialsManage, func(_ context.Context, c *Caller, req CreateCredentialRequest) (out CreatedCredential, err error) {

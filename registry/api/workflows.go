@@ -21,18 +21,18 @@ type GetWorkflowRequest struct {
 // WorkflowView is a workflow run as the API shows it: the run without its profile
 // document.
 type WorkflowView struct {
-	ID         string             `json:"id"`
-	Kind       string             `json:"kind"`
-	NodeID     string             `json:"nodeId"`
-	TenantID   string             `json:"tenantId"`
-	Profile    store.ProfileRef   `json:"profile"`
-	State      string             `json:"state"`
-	Steps      []store.RunStep    `json:"steps"`
-	Failure    *store.StepFailure `json:"failure,omitempty"`
-	Rev        int                `json:"rev"`
-	CreatedAt  time.Time          `json:"createdAt"`
-	UpdatedAt  time.Time          `json:"updatedAt"`
-	FinishedAt time.Time          `json:"finishedAt,omitzero"`
+	ID         string       `json:"id"`
+	Kind       string       `json:"kind"`
+	NodeID     string       `json:"nodeId"`
+	TenantID   string       `json:"tenantId"`
+	Profile    ProfileRef   `json:"profile"`
+	State      string       `json:"state"`
+	Steps      []RunStep    `json:"steps"`
+	Failure    *StepFailure `json:"failure,omitempty"`
+	Rev        int          `json:"rev"`
+	CreatedAt  time.Time    `json:"createdAt"`
+	UpdatedAt  time.Time    `json:"updatedAt"`
+	FinishedAt time.Time    `json:"finishedAt,omitzero"`
 }
 
 // maxWatch bounds how long workflows.get waits for a change.
@@ -57,7 +57,7 @@ func (s *Server) RegisterWorkflows(eng *workflow.Engine) {
 		if err != nil {
 			return out, err
 		}
-		return WorkflowView{ID: run.ID, Kind: run.Kind, NodeID: run.Node, TenantID: run.Tenant, Profile: run.Profile, State: run.State,
-			Steps: run.Steps, Failure: run.Failure, Rev: run.Rev, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt, FinishedAt: run.FinishedAt}, nil
+		return WorkflowView{ID: run.ID, Kind: run.Kind, NodeID: run.Node, TenantID: run.Tenant, Profile: ProfileRef(run.Profile), State: run.State,
+			Steps: viewsOf(run.Steps, stepOf), Failure: failureOf(run.Failure), Rev: run.Rev, CreatedAt: run.CreatedAt, UpdatedAt: run.UpdatedAt, FinishedAt: run.FinishedAt}, nil
 	})
 }

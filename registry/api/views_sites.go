@@ -1,0 +1,70 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// Site is a site as the API shows it.
+type Site struct {
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"createdAt"`
+	// BMCNetworks are the CIDRs the BMC addresses of the site's nodes must be in.
+	BMCNetworks []string `json:"bmcNetworks,omitempty"`
+	// ImageSources are the host patterns the site's caches may pull images from.
+	ImageSources []string `json:"imageSources,omitempty"`
+}
+
+// ImageLocation is an image held by a site's cache.
+type ImageLocation struct {
+	Site      string                `json:"siteId"`
+	ImageID   string                `json:"imageId"`
+	Digest    string                `json:"digest"`
+	State     proto.ImageCacheState `json:"state"`
+	SizeBytes int64                 `json:"sizeBytes"`
+	LastUsed  time.Time             `json:"lastUsed,omitzero"`
+	UpdatedAt time.Time             `json:"updatedAt"`
+}
+
+// InventorySection is one inventory section an agent reported, as it sent it last.
+type InventorySection struct {
+	Node      string          `json:"node"`
+	Section   string          `json:"section"`
+	Data      json.RawMessage `json:"data"`
+	UpdatedAt time.Time       `json:"updatedAt"`
+}
+
+// CachePlan is what a site's cache should hold, and which pre-warm refs were left out.
+type CachePlan struct {
+	Site        string             `json:"siteId"`
+	CacheImages []proto.CacheImage `json:"cacheImages"`
+	Excluded    []ExcludedImage    `json:"excluded"`
+}
+
+// ExcludedImage is a pool's pre-warm ref that is not in the site's cache plan, and why
+// (not-found, unsigned, signature, untrusted-signer, source-not-allowed, not-ramdisk).
+type ExcludedImage struct {
+	Tenant  string `json:"tenantId"`
+	Pool    string `json:"pool"`
+	Ref     string `json:"ref"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+func siteOf(s store.Site) Site { return Site(s) }
+
+func locationOf(l store.ImageLocation) ImageLocation { return ImageLocation(l) }
+
+func sectionOf(s store.InventorySection) InventorySection { return InventorySection(s) }
+
+func cachePlanOf(p image.CachePlan) CachePlan {
+	v := CachePlan{Site: p.Site, CacheImages: p.CacheImages, Excluded: make([]ExcludedImage, 0, len(p.Excluded))}
+	for _, e := range p.Excluded {
+		v.Excluded = append(v.Excluded, ExcludedImage(e))
+	}
+	return v
+}
