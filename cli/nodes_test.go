@@ -60,11 +60,18 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 		flags []string
 		path  string
 	}{
-		"an unknown agent":   {[]string{"--policy", writeDoc(t, `{"agent": "ipmi"}`)}, "policy.agent"},
-		"a bad pre-warm ref": {[]string{"--prewarm", "Bad"}, "prewarmImages[0]"},
+		"an unknown agent":              {[]string{"--policy", writeDoc(t, `{"agent": "ipmi"}`)}, "policy.agent"},
+		"a bad pre-warm ref":            {[]string{"--prewarm", "Bad"}, "prewarmImages[0]"},
+		"a policy file's unknown field": {[]string{"--policy", writeDoc(t, "{\n  \"agent\": \"bcd\",\n  \"colour\": \"red\"\n}")}, "colour"},
+		"a policy file's duplicate key": {[]string{"--policy", writeDoc(t, "{\n  \"agent\": \"bcd\",\n  \"agent\": \"none\"\n}")}, "agent"},
 	} {
-		if e := testkit.Fails(t, admin, append([]string{"pools", "update", "gpu"}, tc.flags...)...); e.Code != "INVALID_INPUT" || e.Details.Path != tc.path {
+		e := testkit.Fails(t, admin, append([]string{"pools", "update", "gpu"}, tc.flags...)...)
+		if e.Code != "INVALID_INPUT" || e.Details.Path != tc.path {
 			t.Errorf("pools update, %s: %+v", name, e)
+		}
+		// A problem of the file says where in it: FILE:3:3.
+		if strings.HasPrefix(name, "a policy file's") && !strings.Contains(e.Message, ".json:3:3") {
+			t.Errorf("pools update, %s: %q does not say the file's line and column", name, e.Message)
 		}
 	}
 	if res := testkit.CLI(t, admin, "pools", "get", "gpu"); res.Code != 0 || !strings.Contains(res.Stdout, "gpu-redfish") ||

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -135,7 +136,7 @@ func readPolicy(path string, p *api.PoolPolicy) error {
 	if err != nil {
 		return err
 	}
-	return api.DecodeStrict(data, p)
+	return jsondoc.Decoder{Name: path, File: true}.Decode(data, p)
 }
 
 func poolTable(w *tabwriter.Writer, pools []api.Pool) {
