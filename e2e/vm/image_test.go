@@ -59,13 +59,16 @@ exec sh
 // images operators deploy: a root partition (partition 1, the x86-64 root type, named
 // root) holding an ext4 file system with busybox, a static bcd at /usr/local/bin/bcd,
 // and /boot/vmlinuz and /boot/initrd.img (the ramdisk's kernel, and its initramfs with
-// osInit as /init); an EFI system partition (partition 2) holding GRUB as the fallback
-// loader \EFI\BOOT\BOOTX64.EFI; and a BIOS boot partition (partition 3) holding GRUB's
-// core image, which GRUB's boot sector in the protective MBR loads (installBIOSBoot).
-// Both loaders boot the root partition's kernel with bc.loader=grub-efi or grub-pc on
-// its command line. It returns the root partition's byte range.
+// osInit as /init); an EFI system partition (partition 2) holding, as Debian's cloud
+// images do, Debian's signed shim as the fallback loader \EFI\BOOT\BOOTX64.EFI, the
+// signed GRUB it starts next to it and GRUB's configuration at \EFI\debian\grub.cfg;
+// and a BIOS boot partition (partition 3) holding GRUB's core image, which GRUB's boot
+// sector in the protective MBR loads (installBIOSBoot). Both GRUBs boot the root
+// partition's kernel with bc.loader=grub-efi or grub-pc on its command line. It
+// returns the root partition's byte range.
 func buildOSImage(t *testing.T, path, ramdiskDir, bcd, busybox string) (start, size int64) {
 	t.Helper()
+	shim, grubEFI := signedLoaders(t)
 	tree := filepath.Join(t.TempDir(), "root")
 	for _, d := range []string{"bin", "boot", "dev", "proc", "sys", "tmp", "run", "etc/kernel", "usr/local/bin", "var/lib/cloud", "root"} {
 		mkdir(t, filepath.Join(tree, d))
@@ -108,8 +111,8 @@ func buildOSImage(t *testing.T, path, ramdiskDir, bcd, busybox string) (start, s
 	run(t, "mkfs.ext4", "-q", "-F", "-L", "root", "-d", tree, part, strconv.FormatInt(size/1024, 10)+"k")
 	writeAt(t, path, part, start)
 
-	// GRUB for both firmwares, from Debian's grub-efi-amd64-bin and grub-pc-bin, with
-	// the menu entry built in: no grub.cfg, no boot entry in the firmware's variables.
+	// No boot entry in the firmware's variables: UEFI firmware starts the fallback
+	// loader, BIOS the MBR's boot code.
 	dir := t.TempDir()
 	menu := func(loader string) string {
 		file := filepath.Join(dir, loader+".cfg")
@@ -117,21 +120,49 @@ func buildOSImage(t *testing.T, path, ramdiskDir, bcd, busybox string) (start, s
 			"linux /boot/vmlinuz console=ttyS0 panic=-1 bc.loader="+loader+"\ninitrd /boot/initrd.img\nboot\n")
 		return file
 	}
-	modules := []string{"part_gpt", "ext2", "search", "search_label", "linux", "normal", "echo"}
-	efi := filepath.Join(dir, "BOOTX64.EFI")
-	run(t, "grub-mkimage", append([]string{"-O", "x86_64-efi", "-o", efi, "-c", menu("grub-efi"), "-p", "/EFI/BOOT", "fat"}, modules...)...)
 	espStart, _ := partition(t, path, 2)
 	esp := filepath.Join(dir, "esp.vfat")
 	run(t, "mkfs.vfat", "-C", "-n", "ESP", esp, strconv.Itoa(espSize>>10))
-	run(t, "mmd", "-i", esp, "::/EFI", "::/EFI/BOOT")
-	run(t, "mcopy", "-i", esp, efi, "::/EFI/BOOT/BOOTX64.EFI")
+	run(t, "mmd", "-i", esp, "::/EFI", "::/EFI/BOOT", "::/EFI/debian")
+	run(t, "mcopy", "-i", esp, shim, "::/EFI/BOOT/BOOTX64.EFI")
+	run(t, "mcopy", "-i", esp, grubEFI, "::/EFI/BOOT/grubx64.efi")
+	run(t, "mcopy", "-i", esp, menu("grub-efi"), "::/EFI/debian/grub.cfg")
 	writeAt(t, path, esp, espStart)
 
+	// GRUB for BIOS, from Debian's grub-pc-bin, with the menu entry built in.
 	core := filepath.Join(dir, "core.img")
-	run(t, "grub-mkimage", append([]string{"-O", "i386-pc", "-o", core, "-c", menu("grub-pc"), "-p", "(hd0,gpt1)/boot/grub", "biosdisk"}, modules...)...)
+	run(t, "grub-mkimage", "-O", "i386-pc", "-o", core, "-c", menu("grub-pc"), "-p", "(hd0,gpt1)/boot/grub",
+		"biosdisk", "part_gpt", "ext2", "search", "search_label", "linux", "normal", "echo")
 	biosStart, biosSize := partition(t, path, 3)
 	installBIOSBoot(t, path, core, biosStart, biosSize)
 	return start, size
+}
+
+// signedLoaders returns Debian's shim signed by Microsoft (shim-signed) and GRUB signed
+// by Debian (grub-efi-amd64-signed's monolithic grubx64.efi, which reads
+// \EFI\debian\grub.cfg), downloaded once into cacheDir and unpacked, not installed
+// (their packages would set up the host's own boot).
+func signedLoaders(t *testing.T) (shim, grub string) {
+	t.Helper()
+	dir := filepath.Join(cacheDir, "signed-loaders")
+	shim = filepath.Join(dir, "usr/lib/shim/shimx64.efi.signed")
+	grub = filepath.Join(dir, "usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed")
+	if _, err := os.Stat(grub); err == nil {
+		if _, err := os.Stat(shim); err == nil {
+			return shim, grub
+		}
+	}
+	debs := t.TempDir()
+	cmd := exec.Command("apt-get", "download", "-q", "shim-signed", "grub-efi-amd64-signed")
+	cmd.Dir = debs
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("needs Debian's shim-signed and grub-efi-amd64-signed (apt-get download): %v\n%s", err, out)
+	}
+	found, _ := filepath.Glob(filepath.Join(debs, "*.deb"))
+	for _, deb := range found {
+		run(t, "dpkg-deb", "-x", deb, dir)
+	}
+	return shim, grub
 }
 
 // espSize is the size of the test image's EFI system partition.
