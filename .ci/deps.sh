@@ -11,8 +11,10 @@ packages+=(isc-dhcp-relay isc-dhcp-client)
 packages+=(kea-admin nginx)
 # The ramdisk's tests, benchmark and `make ramdisk`.
 packages+=(zstd qemu-utils e2fsprogs cpio kmod xz-utils)
-# e2e/vm (make e2e): the OS image's partition table.
-packages+=(gdisk)
+# e2e/vm (make e2e): the OS image's partition table, its BIOS boot loader (GRUB by grub-mkimage), its EFI
+# system partition (FAT, written without mounting), and the UEFI firmware with and without Secure Boot. The
+# signed shim and GRUB (shim-signed, grub-efi-amd64-signed) the tests download and unpack, not install.
+packages+=(gdisk grub-pc-bin dosfstools mtools ovmf)
 # bmc/redfish: OpenStack's Redfish emulator (sushy-tools, from ../shared/tools/sushy-tools) as the real
 # Redfish peer, run by Debian's python3 with its fake driver and basic authentication (bcrypt).
 packages+=(python3 python3-flask python3-requests python3-tenacity python3-bcrypt python3-webob)

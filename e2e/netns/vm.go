@@ -4,12 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
 
-// StartVM runs a qemu VM in the switch namespace: TCG, one CPU, no display, its serial
-// console written to the file it returns, and a netdev "n0" on a new tap "tap0" on the
+// StartVM runs a qemu VM in the switch namespace: TCG, one CPU, no display, the pc
+// machine unless args name another (-machine q35), its serial console written to the
+// file it returns, and a netdev "n0" on a new tap "tap0" on the
 // bridge, which the caller's args attach a NIC to (with memory, UUID, boot order and
 // disks). With qmpSock set, the VM serves QMP there, and StartVM returns once the socket
 // exists, since a BMC driver dials it next. The VM stops when the test ends; a failed
@@ -18,8 +20,11 @@ func (l *LAN) StartVM(t testing.TB, qmpSock string, args ...string) (console str
 	t.Helper()
 	l.AddTap(t, "tap0")
 	console = filepath.Join(t.TempDir(), "console.log")
-	argv := []string{"-machine", "pc", "-accel", "tcg", "-smp", "1", "-display", "none", "-monitor", "none",
+	argv := []string{"-accel", "tcg", "-smp", "1", "-display", "none", "-monitor", "none",
 		"-serial", "file:" + console, "-netdev", "tap,id=n0,ifname=tap0,script=no,downscript=no"}
+	if !slices.Contains(args, "-machine") {
+		argv = append(argv, "-machine", "pc")
+	}
 	if qmpSock != "" {
 		argv = append(argv, "-qmp", "unix:"+qmpSock+",server=on,wait=off")
 	}

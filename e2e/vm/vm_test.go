@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/bmc/qmp"
 	"github.com/better-compute/better-compute/e2e/netns"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -45,12 +47,32 @@ const (
 	showEnv = "BC_E2E_SHOW"
 	// cacheDir keeps the downloaded packages `make ramdisk` unpacks between runs.
 	cacheDir = "/var/cache/better-compute-test"
+	// ovmfCode and ovmfVars are the UEFI firmware of Debian's ovmf (4 MiB flash, no
+	// Secure Boot) and its empty variable store, which each UEFI VM gets a copy of.
+	ovmfCode = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+	ovmfVars = "/usr/share/OVMF/OVMF_VARS_4M.fd"
 )
+
+// Firmware is what a VM test boots with.
+const (
+	// bios is SeaBIOS on qemu's pc machine.
+	bios = "bios"
+	// uefi is OVMF on qemu's q35 machine.
+	uefi = "uefi"
+)
+
+// loaders are the boot loaders buildOSImage installs, by the firmware that starts them,
+// as the loader's kernel command line names them (bc.loader=).
+var loaders = map[string]string{bios: "grub-pc", uefi: "grub-efi"}
 
 // spec is what the outer test hands its helper.
 type spec struct {
 	Work, Ramdisk, Image, QMP string
 	RootStart, RootSize       int64
+	// Firmware, when set, makes the deploy end with a power cycle through the VM's BMC
+	// driver, after which the VM boots its written disk with this firmware alone; the
+	// VM's serial console is written to Console.
+	Firmware, Console string
 	// Walk makes the deploy part of a walk through the lifecycle (TestVMLifecycle):
 	// inspect and commission before it, release and retire after it, the outer test
 	// reading the disk back at each mark the helper prints.
@@ -61,8 +83,20 @@ type spec struct {
 // QMP, it PXE-boots the `make ramdisk` ramdisk from bcd site, which writes the signed
 // image from the site cache to its virtio disk, kexecs into the written OS, whose first
 // boot runs the user data (`bcd join` with the provisioned token, then `bcd node`); the
-// node ends active with its NodeSpec applied.
-func TestVMDeploy(t *testing.T) { vmRun(t, false) }
+// node ends active with its NodeSpec applied. Then the VM is power-cycled through its
+// BMC driver and SeaBIOS boots the written disk (GRUB from its BIOS boot partition), whose
+// bcd node connects to the registry again.
+func TestVMDeploy(t *testing.T) { vmRun(t, false, bios) }
+
+// TestVMDeployUEFI is TestVMDeploy on a q35 VM with OVMF: the e1000's iPXE ROM
+// PXE-boots the ramdisk as an EFI program, and after the power cycle the firmware boots
+// the written disk's fallback loader \EFI\BOOT\BOOTX64.EFI, with no boot entry written.
+func TestVMDeployUEFI(t *testing.T) {
+	if _, err := os.Stat(ovmfCode); err != nil {
+		t.Skipf("needs OVMF (ovmf): %v", err)
+	}
+	vmRun(t, false, uefi)
+}
 
 // TestVMLifecycle walks a qemu VM through its lifecycle with the same parts as
 // TestVMDeploy: enroll, inspect, commission, deploy, release, retire, each through the
@@ -70,14 +104,15 @@ func TestVMDeploy(t *testing.T) { vmRun(t, false) }
 // image), after the release (a quick wipe: its first and last MiB zero) and after the
 // retire (qemu's virtio disk cannot crypto-erase: the disk is as the release left it, and
 // the node records the unverified wipe).
-func TestVMLifecycle(t *testing.T) { vmRun(t, true) }
+func TestVMLifecycle(t *testing.T) { vmRun(t, true, bios) }
 
-// vmRun runs a VM test: the deploy, or with walk the whole lifecycle.
-func vmRun(t *testing.T, walk bool) {
+// vmRun runs a VM test on firmware: the deploy and the written disk's boot, or with walk
+// the whole lifecycle.
+func vmRun(t *testing.T, walk bool, firmware string) {
 	if testing.Short() {
 		t.Skip("boots a VM end to end")
 	}
-	netns.Require(t, "qemu-system-x86_64", "sgdisk", "mkfs.ext4", "zstd", "openssl", "cpio", "dd")
+	netns.Require(t, "qemu-system-x86_64", "sgdisk", "mkfs.ext4", "zstd", "openssl", "cpio", "grub-mkimage", "mkfs.vfat", "mcopy")
 	show := os.Getenv(showEnv) != ""
 	if _, err := os.Stat(vmROM); err != nil {
 		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
@@ -110,9 +145,12 @@ func vmRun(t *testing.T, walk bool) {
 		t.Fatal(err)
 	}
 	qmpSock := filepath.Join(work, "vm.qmp")
-	console := startVM(t, lan, qmpSock, disk)
+	console := startVM(t, lan, qmpSock, disk, firmware)
 
 	s := spec{Work: work, Ramdisk: ramdisk, Image: image, QMP: qmpSock, RootStart: rootStart, RootSize: rootSize, Walk: walk}
+	if !walk {
+		s.Firmware, s.Console = firmware, console
+	}
 	data, _ := json.Marshal(s)
 	if err := os.WriteFile(filepath.Join(work, "helper.json"), data, 0o600); err != nil {
 		t.Fatal(err)
@@ -144,7 +182,11 @@ func vmRun(t *testing.T, walk bool) {
 	if !show {
 		t.Logf("site side:\n%s", out.String())
 	}
-	for _, marker := range []string{"BC-OS-UP", "BC-OS-JOINED"} {
+	markers := []string{"BC-OS-UP", "BC-OS-JOINED"}
+	if s.Firmware != "" {
+		markers = append(markers, "BC-OS-BOOTED-AGAIN firmware="+firmware)
+	}
+	for _, marker := range markers {
 		if !strings.Contains(string(b), marker) {
 			t.Errorf("the VM's console has no %q:\n%s", marker, b)
 		}
@@ -374,6 +416,9 @@ func TestVMHelper(t *testing.T) {
 	if len(nodeSpec.Host) != 1 || nodeSpec.Host[0].Unit != "sysctl" {
 		t.Fatalf("the node's NodeSpec host section is %+v, want the profile's sysctl unit", nodeSpec.Host)
 	}
+	if s.Firmware != "" {
+		diskBoot(t, s, regDir, regArgs, n.ID, nodeSpec.Generation)
+	}
 	if s.Walk {
 		reg = testkit.StartRegistry(t, regDir, regArgs...)
 		answered := func(mark, file string) {
@@ -412,7 +457,7 @@ const vmProfile = `{"id": "vm-host", "version": 1, "target": "metal", "role": "h
     {"use": "wait.agentJoined", "with": {"role": "ramdisk"}, "timeout": "4m"},
     {"use": "inventory.refresh", "on": "ramdisk", "timeout": "1m"},
     {"use": "deploy.deploy", "on": "ramdisk", "timeout": "3m"},
-    {"use": "management.setBootDevice", "on": "site", "with": {"device": "disk"}},
+    {"use": "management.setBootDevice", "on": "site", "with": {"device": "disk", "persistent": true}},
     {"use": "boot.kexec", "on": "ramdisk", "await": "rejoin", "timeout": "4m"}],
   "cleanup": [{"use": "boot.cleanUp", "on": "site"}]}`
 
@@ -455,14 +500,73 @@ func makeRamdisk(t testing.TB) string {
 	return builtRamdisk.dir
 }
 
-// startVM starts a VM held off (-S): an e1000 NIC (nic0) on the segment with qemu's
-// iPXE ROM, a virtio disk (disk0) backed by disk, its QMP socket at qmpSock; it returns
-// the file its serial console goes to.
-func startVM(t *testing.T, lan *netns.LAN, qmpSock, disk string) string {
+// startVM starts a VM held off (-S) on firmware: an e1000 NIC (nic0) on the segment with
+// qemu's iPXE ROM, a virtio disk (disk0) backed by disk, its QMP socket at qmpSock; it
+// returns the file its serial console goes to. A UEFI VM is a q35 machine with OVMF and
+// a variable store of its own next to disk.
+func startVM(t *testing.T, lan *netns.LAN, qmpSock, disk, firmware string) string {
 	t.Helper()
-	return lan.StartVM(t, qmpSock, "-S", "-no-shutdown", "-m", "1024", "-uuid", vmUUID,
-		"-drive", "file="+disk+",if=none,id=d0,format=raw,cache=unsafe", "-device", "virtio-blk-pci,id=disk0,drive=d0",
-		"-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
+	args := []string{"-S", "-no-shutdown", "-m", "1024", "-uuid", vmUUID,
+		"-drive", "file=" + disk + ",if=none,id=d0,format=raw,cache=unsafe", "-device", "virtio-blk-pci,id=disk0,drive=d0",
+		"-device", "e1000,id=nic0,netdev=n0,romfile=" + vmROM + ",mac=" + vmMAC}
+	if firmware == uefi {
+		vars := disk + ".vars.fd"
+		copyFile(t, ovmfVars, vars, 0o600)
+		args = append(args, "-machine", "q35",
+			"-drive", "if=pflash,format=raw,readonly=on,file="+ovmfCode, "-drive", "if=pflash,format=raw,file="+vars)
+	}
+	return lan.StartVM(t, qmpSock, args...)
+}
+
+// diskBoot power-cycles the deployed VM through its BMC driver (qmp, as bcd site opens
+// it) and checks that it boots its written disk by its firmware alone: the OS's init
+// reports the firmware and the loader that started it (the deploy's kexec starts no
+// loader), and its bcd node connects to the registry again. The registry is stopped
+// when diskBoot starts and ends: it forgets what the agent applied before the cycle and
+// starts after it, so only the agent of the booted disk can report it again.
+func diskBoot(t *testing.T, s spec, regDir string, regArgs []string, node string, generation int64) {
+	t.Helper()
+	began := time.Now()
+	st, err := store.Open(regDir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(func(tx *store.Tx) error { return tx.RecordObservedGeneration(node, 0) })
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	d, err := qmp.Open(ctx, bmc.Config{Address: s.QMP, Options: map[string]string{"nic": "nic0", "disk": "disk0"}}, bmc.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.SetPower(ctx, bmc.ActionCycle); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("BC-OS-BOOTED-AGAIN firmware=%s cmdline: BOOT_IMAGE=/boot/vmlinuz console=ttyS0 panic=-1 bc.loader=%s", s.Firmware, loaders[s.Firmware])
+	booted := false
+	for ; !booted && ctx.Err() == nil; time.Sleep(time.Second) {
+		b, _ := os.ReadFile(s.Console)
+		booted = strings.Contains(string(b), want)
+	}
+	if !booted {
+		t.Fatalf("after the power cycle the VM's console never showed %q", want)
+	}
+	fmt.Printf("DISK-BOOTED (%s) after %s\n", s.Firmware, time.Since(began).Round(time.Second))
+	reg := testkit.StartRegistry(t, regDir, regArgs...)
+	defer reg.Stop()
+	var n api.NodeView
+	for ctx.Err() == nil {
+		if testkit.JSON(t, reg.AdminConfig, &n, "nodes", "get", node); n.Agent != nil && n.Agent.ObservedGeneration == generation {
+			fmt.Printf("REJOINED: bcd node on the booted disk reports generation %d after %s\n", generation, time.Since(began).Round(time.Second))
+			return
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Fatalf("bcd node on the booted disk never reported the NodeSpec it applied: %+v", n.Agent)
 }
 
 // waitReady waits until the node's enrollment (metal-enroll, through bcd site and the
