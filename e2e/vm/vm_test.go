@@ -543,7 +543,7 @@ func diskBoot(t *testing.T, s spec, regDir string, regArgs []string, node string
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := d.SetPower(ctx, bmc.ActionCycle); err != nil {
+	if err := d.SetPower(ctx, proto.PowerActionCycle); err != nil {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("BC-OS-BOOTED-AGAIN firmware=%s cmdline: BOOT_IMAGE=/boot/vmlinuz console=ttyS0 panic=-1 bc.loader=%s", s.Firmware, loaders[s.Firmware])
