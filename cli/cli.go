@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -250,4 +251,19 @@ func csv(s string) []string {
 		}
 	}
 	return out
+}
+
+// checkNewFile refuses, before anything is made, a path a secret cannot be written to
+// as a new file: one that exists (it may hold the only copy of another credential, such
+// as admin.conf), or whose directory does not exist. The error is INVALID_INPUT at flag
+// and says what to do; nothing was made on the registry.
+func checkNewFile(path, flag string) error {
+	if _, err := os.Lstat(path); err == nil {
+		return proto.Errorf(proto.InvalidInput, "%s exists, and it may hold another credential: name a new file, or move that one away first; nothing was made", path).WithPath(flag)
+	}
+	dir := filepath.Dir(path)
+	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+		return proto.Errorf(proto.InvalidInput, "%s: the directory %s does not exist: make it first (mkdir -p %s); nothing was made", path, dir, dir).WithPath(flag)
+	}
+	return nil
 }

@@ -59,6 +59,9 @@ var tenantCommands = []command{{
 			if *outPath == "" {
 				return proto.Errorf(proto.InvalidInput, "credentials create needs --out FILE: the secret is written only there").WithPath("--out")
 			}
+			if err := checkNewFile(*outPath, "--out"); err != nil {
+				return err
+			}
 			expiresAt, err := parseExpiry(*expires, time.Now())
 			if err != nil {
 				return err

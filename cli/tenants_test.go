@@ -290,3 +290,39 @@ func TestCredentialLifecycleAgainstARealRegistry(t *testing.T) {
 		}
 	})
 }
+
+// TestCredentialsCreateNeverOverwrites: --out naming an existing file (admin.conf, the
+// only root credential) or a file in a missing directory is refused before anything is
+// made: the file keeps its credential, and the tenant has no new one.
+func TestCredentialsCreateNeverOverwrites(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	before, err := os.ReadFile(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		t.Helper()
+		var out struct{ Credentials []struct{ ID string } }
+		testkit.JSON(t, admin, &out, "credentials", "list")
+		return len(out.Credentials)
+	}
+	n := count()
+	for name, out := range map[string]string{
+		"admin.conf itself":     admin,
+		"a missing directory":   filepath.Join(t.TempDir(), "missing", "reader.conf"),
+		"a directory, not file": t.TempDir(),
+	} {
+		e := testkit.Fails(t, admin, "credentials", "create", "--actions", "compute:profiles:read", "--out", out)
+		if e.Code != "INVALID_INPUT" || e.Details.Path != "--out" || !strings.Contains(e.Message, "nothing was made") {
+			t.Errorf("%s: %+v, want INVALID_INPUT at --out saying nothing was made", name, e)
+		}
+	}
+	if after, _ := os.ReadFile(admin); string(after) != string(before) {
+		t.Errorf("admin.conf changed")
+	}
+	if got := count(); got != n {
+		t.Errorf("refused creates made credentials: %d, want %d", got, n)
+	}
+	testkit.JSON(t, admin, nil, "tenants", "list") // the admin credential still works
+}
