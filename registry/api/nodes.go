@@ -127,45 +127,39 @@ var lifecycleMethods = map[string]metal.Request{
 // metal's lifecycle table allows, and starts the workflow once it is stored.
 func (s *Server) registerLifecycle(svc *metal.Service) {
 	for method, req := range lifecycleMethods {
-		Handle(s, method, ActionNodesManage, func(_ context.Context, c *Caller, in TransitionRequest) (out TransitionStarted, err error) {
-			var run store.Run
-			err = s.store.Update(func(tx *store.Tx) error {
-				tenant, err := c.TenantFor(tx, in.TenantID)
-				if err != nil {
-					return err
-				}
-				var n store.Node
-				run, n, err = svc.Act(tx, tenant, in.NodeID, req, metal.Options{Wipe: in.Wipe})
-				out.Node = nodeOf(n)
-				return err
+		Handle(s, method, ActionNodesManage, func(_ context.Context, c *Caller, in TransitionRequest) (TransitionStarted, error) {
+			return s.transition(svc, c, in.TenantID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
+				return svc.Act(tx, tenant, in.NodeID, req, metal.Options{Wipe: in.Wipe})
 			})
-			if err != nil || run.ID == "" {
-				return out, err
-			}
-			svc.Start(run)
-			out.WorkflowID, out.Profile = run.ID, refOf(&run.Profile)
-			return out, nil
 		})
 	}
-	Handle(s, "metal.remediate", ActionNodesManage, func(_ context.Context, c *Caller, in RemediateRequest) (out TransitionStarted, err error) {
-		var run store.Run
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, in.TenantID)
-			if err != nil {
-				return err
-			}
-			var n store.Node
-			run, n, err = svc.Remediate(tx, tenant, in.NodeID, in.Profile, in.ProfileVersion, in.Reason)
-			out.Node = nodeOf(n)
-			return err
+	Handle(s, "metal.remediate", ActionNodesManage, func(_ context.Context, c *Caller, in RemediateRequest) (TransitionStarted, error) {
+		return s.transition(svc, c, in.TenantID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
+			return svc.Remediate(tx, tenant, in.NodeID, in.Profile, in.ProfileVersion, in.Reason)
 		})
-		if err != nil {
-			return out, err
-		}
-		svc.Start(run)
-		out.WorkflowID, out.Profile = run.ID, refOf(&run.Profile)
-		return out, nil
 	})
+}
+
+// transition makes a lifecycle request (act) of a node of the caller's tenant in one
+// transaction, then starts the workflow it stored, if any.
+func (s *Server) transition(svc *metal.Service, c *Caller, tenantID string, act func(tx *store.Tx, tenant string) (store.Run, store.Node, error)) (out TransitionStarted, err error) {
+	var run store.Run
+	err = s.store.Update(func(tx *store.Tx) error {
+		tenant, err := c.TenantFor(tx, tenantID)
+		if err != nil {
+			return err
+		}
+		var n store.Node
+		run, n, err = act(tx, tenant)
+		out.Node = nodeOf(n)
+		return err
+	})
+	if err != nil || run.ID == "" {
+		return out, err
+	}
+	svc.Start(run)
+	out.WorkflowID, out.Profile = run.ID, refOf(&run.Profile)
+	return out, nil
 }
 
 // RegisterMetal adds the methods that need metal: pools (metal checks their policy),
