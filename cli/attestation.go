@@ -171,24 +171,6 @@ func attestationDetail(s api.RunStep) string {
 	return "not attested: " + r.Reason
 }
 
-// wipeProgressText shows disk.wipe's progress: the percent done of each disk.
-func wipeProgressText(raw json.RawMessage) (string, bool) {
-	var p proto.WipeProgress
-	if json.Unmarshal(raw, &p) != nil || p.Percent == nil {
-		return "", false
-	}
-	names := make([]string, 0, len(p.Percent))
-	for n := range p.Percent {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	parts := make([]string, len(names))
-	for i, n := range names {
-		parts[i] = fmt.Sprintf("%s %d%%", n, p.Percent[n])
-	}
-	return p.Mode + ": " + strings.Join(parts, ", "), true
-}
-
 // wipeDetail shows the last disk.wipe of a node's last workflow.
 func wipeDetail(w *tabwriter.Writer, wp *api.NodeWipe) {
 	if wp == nil {

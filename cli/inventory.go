@@ -79,12 +79,12 @@ func inventoryDetail(w *tabwriter.Writer, inv api.NodeInventory) {
 		fmt.Fprintf(w, "CPU\t%s: %d sockets, %d cores, %d logical CPUs\n", dash(c.Model), c.Sockets, c.Cores, c.Count)
 	}
 	if decoded[proto.SectionMemory] {
-		fmt.Fprintf(w, "memory\t%s\n", bytesText(hw.Memory.TotalBytes))
+		fmt.Fprintf(w, "memory\t%s\n", api.BytesText(hw.Memory.TotalBytes))
 	}
 	if decoded[proto.SectionDisks] && len(hw.Disks) > 0 {
 		fmt.Fprintln(w, "\nDISK\tSIZE\tTRANSPORT\tROTATIONAL\tDISCARD\tWRITE ZEROES\tFIRMWARE ERASE\tMODEL\tSERIAL")
 		for _, d := range hw.Disks {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, bytesText(d.SizeBytes), dash(d.Transport), yesNo(d.Rotational),
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Name, api.BytesText(d.SizeBytes), dash(d.Transport), yesNo(d.Rotational),
 				yesNo(d.Erase.Discard), yesNo(d.Erase.WriteZeroes), firmwareEraseText(d.Erase.Firmware), dash(d.Model), dash(d.Serial))
 		}
 	}
@@ -103,7 +103,7 @@ func inventoryDetail(w *tabwriter.Writer, inv api.NodeInventory) {
 		for _, g := range hw.GPUs {
 			mem := "-"
 			if g.MemoryMiB > 0 {
-				mem = bytesText(g.MemoryMiB << 20)
+				mem = api.BytesText(g.MemoryMiB << 20)
 			}
 			fmt.Fprintf(w, "%s\t%s:%s\t%s\t%s\t%d\t%s\t%s\n", g.PCIAddress, g.Vendor, g.Device, dash(g.Name), mem, g.NVLinks, dash(g.DriverVersion), dash(g.UUID))
 		}

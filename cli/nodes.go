@@ -334,48 +334,13 @@ func stepLine(s api.RunStep) string {
 			line += fmt.Sprintf("  attempt %d", n)
 		}
 		if len(s.Progress) > 0 {
-			line += "  " + progressText(s.Progress)
+			line += "  " + api.ProgressText(s.Progress)
 		}
 	}
 	return line
 }
 
 const time100ms = 100 * time.Millisecond
-
-// progressText shows progress detail: bytes written as such, anything else as JSON.
-func progressText(raw json.RawMessage) string {
-	if text, ok := wipeProgressText(raw); ok {
-		return text
-	}
-	var p struct {
-		BytesWritten *int64 `json:"bytesWritten"`
-		SizeBytes    int64  `json:"sizeBytes"`
-		Read         *int64 `json:"read"`
-	}
-	if json.Unmarshal(raw, &p) != nil || p.BytesWritten == nil {
-		return string(raw)
-	}
-	if p.Read != nil && p.SizeBytes > 0 {
-		return fmt.Sprintf("%s of %s read, %s written", bytesText(*p.Read), bytesText(p.SizeBytes), bytesText(*p.BytesWritten))
-	}
-	if p.SizeBytes > 0 {
-		return fmt.Sprintf("%s of %s written", bytesText(*p.BytesWritten), bytesText(p.SizeBytes))
-	}
-	return bytesText(*p.BytesWritten) + " written"
-}
-
-func bytesText(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
 
 func nodeTable(w *tabwriter.Writer, nodes []api.Node) {
 	fmt.Fprintln(w, "NODE\tPOOL\tSITE\tSTATE\tMACS\tPRODUCT UUID\tBMC\tWORKFLOW")
@@ -471,7 +436,7 @@ func workflowTable(w *tabwriter.Writer, r api.WorkflowView) {
 		case s.Error != nil:
 			detail = string(s.Error.Code) + ": " + s.Error.Message
 		case len(s.Progress) > 0 && s.State == api.StepRunning:
-			detail = progressText(s.Progress)
+			detail = api.ProgressText(s.Progress)
 		case s.ViaFallback:
 			detail = "succeeded through its fallback"
 		case attestationDetail(s) != "":

@@ -107,7 +107,8 @@ type RevokeCredentialRequest struct {
 	ID string `json:"id"`
 }
 
-// registerTenants adds the tenants.* and credentials.* methods.
+// registerTenants adds the tenants.* and credentials.* methods. credentials.whoami needs
+// no action: any credential may read its own record (tenant, actions, expiry).
 func (s *Server) registerTenants() {
 	Handle(s, "tenants.create", ActionTenantsManage, func(_ context.Context, c *Caller, req CreateTenantRequest) (out Tenant, err error) {
 		if c.Tenant != store.RootTenant {
@@ -165,6 +166,14 @@ func (s *Server) registerTenants() {
 		})
 		return out, err
 	})
+	s.Register("credentials.whoami", Method{Call: typed(func(_ context.Context, c *Caller, _ struct{}) (out Credential, err error) {
+		err = s.store.View(func(tx *store.Tx) error {
+			cred, err := tx.Credential(c.CredentialID)
+			out = credentialView(cred)
+			return err
+		})
+		return out, err
+	})})
 	Handle(s, "credentials.revoke", ActionCredentialsManage, func(_ context.Context, c *Caller, req RevokeCredentialRequest) (out Credential, err error) {
 		err = s.store.Update(func(tx *store.Tx) error {
 			cred, err := tx.Credential(req.ID)
