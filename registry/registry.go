@@ -18,6 +18,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/console"
 	"github.com/better-compute/better-compute/registry/join"
 	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/pki"
@@ -161,6 +162,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+joinwire.WellKnownPath, wellKnown)
 	mux.Handle("/", apiSrv)
+	mux.Handle(console.Path, console.New(console.Config{API: apiSrv, Log: cfg.Log, Now: cfg.Clock.Now}))
 	httpsSrv := &http.Server{
 		Handler:   mux,
 		TLSConfig: &tls.Config{GetCertificate: cert.get, MinVersion: tls.VersionTLS13},

@@ -57,6 +57,7 @@ type only struct {
 // onlies are the rooms reached through one door.
 var onlies = []only{
 	{"cli", "registry", []string{"registry", "registry/api"}, "the CLI reads the registry's answers as registry/api's views (and proto), never as storage rows or another room's types; serve runs the registry through its root (registry.Run)"},
+	{"registry/console", "registry", []string{"registry/api"}, "the console shows only what the API answers the signed-in credential: it reaches the registry through registry/api's handler and views, never the store or another room"},
 }
 
 func under(pkg, room string) bool { return pkg == room || strings.HasPrefix(pkg, room+"/") }

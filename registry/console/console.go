@@ -1,0 +1,255 @@
+// Package console is the registry's operator console in the browser, served at /ui/ on
+// the API's HTTPS listener: sign in with a credential's secret, then see the sites,
+// pools, nodes, a node's inventory, attestations and workflow timeline (live while it
+// runs), and the images, and deploy, release or cancel with confirmation. Every page is
+// built from the API's answers, called in-process through the API's own handler as the
+// signed-in credential: the console holds no rule of who may see or do what.
+package console
+
+import (
+	"context"
+	"embed"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+)
+
+// Path is where the console is served.
+const Path = "/ui/"
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed assets
+var assetFiles embed.FS
+
+// maxForm bounds a form's body.
+const maxForm = 64 << 10
+
+// Config is what the console is made with.
+type Config struct {
+	// API is the API's handler (the HTTPS listener's): every page calls it as the
+	// signed-in credential.
+	API http.Handler
+	Log *slog.Logger
+	// Now is the time sessions expire by; time.Now when nil.
+	Now func() time.Time
+}
+
+// Console serves /ui/.
+type Console struct {
+	api      http.Handler
+	log      *slog.Logger
+	now      func() time.Time
+	sessions *sessions
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+}
+
+// New makes the console.
+func New(cfg Config) *Console {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Console{api: cfg.API, log: cfg.Log, now: cfg.Now, sessions: newSessions(cfg.Now), pages: parsePages(), mux: http.NewServeMux()}
+	assets, _ := fs.Sub(assetFiles, "assets")
+	c.mux.Handle("GET /ui/assets/", http.StripPrefix("/ui/assets/", http.FileServerFS(assets)))
+	c.mux.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/nodes", http.StatusSeeOther) })
+	c.mux.HandleFunc("GET /ui/signin", c.signinForm)
+	c.mux.HandleFunc("POST /ui/signin", c.signin)
+	c.mux.HandleFunc("POST /ui/signout", c.form(c.signout))
+	c.mux.HandleFunc("GET /ui/nodes", c.page(c.nodes))
+	c.mux.HandleFunc("GET /ui/nodes/{id}", c.page(c.node))
+	c.mux.HandleFunc("GET /ui/nodes/{id}/live", c.live)
+	c.mux.HandleFunc("GET /ui/nodes/{id}/{action}", c.page(c.confirm))
+	c.mux.HandleFunc("POST /ui/nodes/{id}/{action}", c.form(c.act))
+	c.mux.HandleFunc("GET /ui/sites", c.page(c.sites))
+	c.mux.HandleFunc("GET /ui/pools", c.page(c.pools))
+	c.mux.HandleFunc("GET /ui/images", c.page(c.images))
+	c.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+		c.render(w, r, http.StatusNotFound, "error", nil, view{Title: "Not found",
+			Err: proto.Errorf(proto.NotFound, "no console page %s: the pages are Nodes, Sites, Pools and Images", proto.Quote(r.URL.Path))})
+	})
+	return c
+}
+
+// ServeHTTP serves the console with headers that keep its pages to themselves: only its
+// own scripts, styles and forms, never framed, never cached, no referrer.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Strict-Transport-Security", "max-age=31536000")
+	c.mux.ServeHTTP(w, r)
+}
+
+// view is what every page's layout shows, with the page's own data.
+type view struct {
+	Title string
+	// Nav is the section of the navigation the page belongs to.
+	Nav string
+	// Tenant, Credential and CSRF are the session's; empty when signed out.
+	Tenant, Credential, CSRF string
+	// Err is the API's answer when it refused the page's call.
+	Err  *proto.Error
+	Data any
+}
+
+// call calls an API method as the session's credential.
+func (c *Console) call(ctx context.Context, s *session, method string, req, resp any) error {
+	return api.NewHandlerClient(c.api, s.credential).Call(ctx, method, req, resp)
+}
+
+// page serves a page to a signed-in browser, sending any other to the sign-in page.
+func (c *Console) page(h func(w http.ResponseWriter, r *http.Request, s *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s := c.sessions.of(r)
+		if s == nil {
+			http.Redirect(w, r, "/ui/signin", http.StatusSeeOther)
+			return
+		}
+		h(w, r, s)
+	}
+}
+
+// form serves a state-changing form of a signed-in browser: from the console's own
+// origin, carrying the token of the session its cookie names. Anything else is refused
+// before the form is read further.
+func (c *Console) form(h func(w http.ResponseWriter, r *http.Request, s *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		s := c.sessions.of(r)
+		var err *proto.Error
+		switch {
+		case !sameOrigin(r):
+			err = proto.Errorf(proto.Forbidden, "the form was not sent from this console's own pages (Origin %s): open the console at https://%s/ui/ and submit it there", proto.Quote(r.Header.Get("Origin")), r.Host)
+		case s == nil:
+			err = proto.Errorf(proto.Unauthenticated, "not signed in, or the session expired: sign in again")
+		case !tokenMatches(r.PostFormValue("csrf"), s.csrf):
+			err = proto.Errorf(proto.Forbidden, "the form's token is not this session's: reload the page and submit it again")
+		}
+		if err != nil {
+			c.log.Info("console form refused", "path", proto.Quote(r.URL.Path), "code", err.Code)
+			c.render(w, r, err.Code.HTTPStatus(), "error", nil, view{Title: "Refused", Err: err})
+			return
+		}
+		h(w, r, s)
+	}
+}
+
+// refused answers a page whose API call failed: a credential the API no longer takes
+// ends the session.
+func (c *Console) refused(w http.ResponseWriter, r *http.Request, s *session, title string, err error) {
+	e := proto.AsError(err)
+	if e.Code == proto.Unauthenticated {
+		c.sessions.end(r)
+		clearCookie(w, SessionCookie)
+	}
+	c.render(w, r, e.Code.HTTPStatus(), "error", s, view{Title: title, Err: e})
+}
+
+// render writes page name with v, filled in with the session's.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, s *session, v view) {
+	if s != nil {
+		v.Tenant, v.Credential, v.CSRF = s.tenant, s.credentialID, s.csrf
+	}
+	var b strings.Builder
+	if err := c.pages[name].ExecuteTemplate(&b, "layout", v); err != nil {
+		c.log.Error("console page", "page", name, "err", err)
+		http.Error(w, "internal error: the registry's log has the details", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write([]byte(b.String()))
+}
+
+// signinForm shows the sign-in page with a fresh token, which its cookie carries too.
+func (c *Console) signinForm(w http.ResponseWriter, r *http.Request) {
+	if c.sessions.of(r) != nil {
+		http.Redirect(w, r, "/ui/nodes", http.StatusSeeOther)
+		return
+	}
+	c.showSignin(w, r, http.StatusOK, nil)
+}
+
+func (c *Console) showSignin(w http.ResponseWriter, r *http.Request, status int, err *proto.Error) {
+	token := randomToken()
+	setCookie(w, signinCookie, token, signinLifetime)
+	c.render(w, r, status, "signin", nil, view{Title: "Sign in", CSRF: token, Err: err})
+}
+
+// signin takes a credential's secret (or the whole credential file), asks the API whose
+// it is, and starts a session for it.
+func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	cookie, _ := r.Cookie(signinCookie)
+	switch {
+	case !sameOrigin(r):
+		c.showSignin(w, r, http.StatusForbidden, proto.Errorf(proto.Forbidden, "the sign-in form was not sent from this console's own page: sign in at https://%s/ui/signin", r.Host))
+		return
+	case cookie == nil || !tokenMatches(r.PostFormValue("csrf"), cookie.Value):
+		c.showSignin(w, r, http.StatusForbidden, proto.Errorf(proto.Forbidden, "the sign-in form expired or is not this browser's: sign in again"))
+		return
+	}
+	secret, err := credentialOf(r.PostFormValue("credential"))
+	if err != nil {
+		c.showSignin(w, r, http.StatusBadRequest, proto.AsError(err))
+		return
+	}
+	s := &session{credential: secret, csrf: randomToken()}
+	var who api.Credential
+	if err := c.call(r.Context(), s, "credentials.whoami", struct{}{}, &who); err != nil {
+		e := proto.AsError(err)
+		c.log.Info("console sign-in refused", "code", e.Code)
+		c.showSignin(w, r, e.Code.HTTPStatus(), e)
+		return
+	}
+	now := c.now()
+	s.tenant, s.credentialID, s.expires = who.TenantID, who.ID, now.Add(SessionLifetime)
+	if !who.ExpiresAt.IsZero() && who.ExpiresAt.Before(s.expires) {
+		s.expires = who.ExpiresAt
+	}
+	setCookie(w, SessionCookie, c.sessions.start(s), s.expires.Sub(now))
+	clearCookie(w, signinCookie)
+	c.log.Info("console sign-in", "tenant", s.tenant, "credential", s.credentialID, "expires", s.expires)
+	http.Redirect(w, r, "/ui/nodes", http.StatusSeeOther)
+}
+
+// credentialOf is the secret a sign-in names: the secret itself, or a credential file
+// (admin.conf, credentials create --out) pasted whole.
+func credentialOf(field string) (string, error) {
+	field = strings.TrimSpace(field)
+	if !strings.HasPrefix(field, "{") {
+		if field == "" {
+			return "", proto.Errorf(proto.InvalidInput, "give the credential: the value of \"credential\" in its file, or the whole file").WithPath("credential")
+		}
+		return field, nil
+	}
+	var cfg api.ClientConfig
+	if err := api.DecodeStrict([]byte(field), &cfg); err != nil {
+		e := proto.AsError(err)
+		return "", proto.Errorf(proto.InvalidInput, "the pasted credential file: %s", e.Message).WithPath("credential")
+	}
+	if cfg.Credential == "" {
+		return "", proto.Errorf(proto.InvalidInput, "the pasted file has no \"credential\": paste a file written by `credentials create --out`").WithPath("credential")
+	}
+	return cfg.Credential, nil
+}
+
+// signout ends the session.
+func (c *Console) signout(w http.ResponseWriter, r *http.Request, s *session) {
+	c.sessions.end(r)
+	clearCookie(w, SessionCookie)
+	c.log.Info("console sign-out", "tenant", s.tenant, "credential", s.credentialID)
+	http.Redirect(w, r, "/ui/signin", http.StatusSeeOther)
+}

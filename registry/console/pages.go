@@ -1,0 +1,241 @@
+package console
+
+import (
+	"cmp"
+	"net/http"
+	"net/url"
+	"slices"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+)
+
+// pageSize is how many rows a list page asks the API for.
+const pageSize = 100
+
+// nodesData is the nodes page: one page of metal.list, filtered as the query asks.
+type nodesData struct {
+	State, Pool, Cursor string
+	States              []string
+	// Pools are the tenant's pools for the filter, when the credential may list them.
+	Pools []string
+	Nodes []api.Node
+	// Counts are the nodes of the page by state, in the order of States.
+	Counts     []stateCount
+	NextCursor string
+}
+
+type stateCount struct {
+	State string
+	N     int
+}
+
+// nodes lists the tenant's nodes, by state and pool as the filters ask; find goes to a
+// node's page.
+func (c *Console) nodes(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	if find := q.Get("find"); find != "" {
+		http.Redirect(w, r, "/ui/nodes/"+url.PathEscape(find), http.StatusSeeOther)
+		return
+	}
+	d := nodesData{State: q.Get("state"), Pool: q.Get("pool"), Cursor: q.Get("cursor"), States: api.NodeStates()}
+	var pools api.PoolList
+	if c.call(r.Context(), s, "pools.list", api.ListPoolsRequest{ListRequest: api.ListRequest{Limit: pageSize}}, &pools) == nil {
+		for _, p := range pools.Pools {
+			d.Pools = append(d.Pools, p.Name)
+		}
+	}
+	var list api.NodeList
+	err := c.call(r.Context(), s, "metal.list", api.ListNodesRequest{State: d.State, Pool: d.Pool, ListRequest: api.ListRequest{Cursor: d.Cursor, Limit: pageSize}}, &list)
+	v := view{Title: "Nodes", Nav: "nodes", Data: &d}
+	if err != nil {
+		if proto.CodeOf(err) == proto.Unauthenticated {
+			c.refused(w, r, s, "Nodes", err)
+			return
+		}
+		v.Err = proto.AsError(err)
+		c.render(w, r, v.Err.Code.HTTPStatus(), "nodes", s, v)
+		return
+	}
+	d.Nodes, d.NextCursor = list.Nodes, list.NextCursor
+	slices.SortStableFunc(d.Nodes, func(a, b api.Node) int {
+		return cmp.Compare(slices.Index(d.States, a.State), slices.Index(d.States, b.State))
+	})
+	for _, st := range d.States {
+		n := 0
+		for _, node := range d.Nodes {
+			if node.State == st {
+				n++
+			}
+		}
+		if n > 0 {
+			d.Counts = append(d.Counts, stateCount{st, n})
+		}
+	}
+	c.render(w, r, http.StatusOK, "nodes", s, v)
+}
+
+// nodeData is a node's page.
+type nodeData struct {
+	Node api.NodeView
+	// Inventory is metal.inventory's sections; InventoryErr its refusal.
+	Inventory    []section
+	InventoryErr *proto.Error
+	Live         *liveData
+	Attestations []attestation
+	// Actions are the state-changing requests the page offers; the API decides whether
+	// the node's state allows each.
+	Actions []string
+}
+
+// node shows one node: metal.get, metal.inventory and its last workflow.
+func (c *Console) node(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	var d nodeData
+	if err := c.call(r.Context(), s, "metal.get", api.NodeKey{NodeID: id}, &d.Node); err != nil {
+		c.refused(w, r, s, "Node "+id, err)
+		return
+	}
+	var inv api.NodeInventory
+	if err := c.call(r.Context(), s, "metal.inventory", api.NodeKey{NodeID: id}, &inv); err != nil {
+		d.InventoryErr = proto.AsError(err)
+	}
+	d.Inventory = sectionsOf(inv.Sections)
+	live, err := c.liveOf(r, s, d.Node.Node)
+	if err != nil {
+		c.refused(w, r, s, "Node "+id, err)
+		return
+	}
+	d.Live = live
+	if live.Run != nil {
+		d.Attestations = attestationsOf(d.Node, *live.Run)
+	}
+	d.Actions = actionNames
+	c.render(w, r, http.StatusOK, "node", s, view{Title: "Node " + id, Nav: "nodes", Data: &d})
+}
+
+// The state-changing requests the console offers, each asked for confirmation.
+const (
+	actionDeploy  = "deploy"
+	actionRelease = "release"
+	actionCancel  = "cancel"
+)
+
+var actionNames = []string{actionDeploy, actionRelease, actionCancel}
+
+// confirmData is the confirmation page of a request on a node.
+type confirmData struct {
+	Node     string
+	Action   string
+	Profiles []api.ProfileView
+	// Profile and Wipe are what the form asked, shown again when the API refused it.
+	Profile   string
+	Wipe      string
+	WipeModes []string
+}
+
+// confirm asks before a request that changes a node.
+func (c *Console) confirm(w http.ResponseWriter, r *http.Request, s *session) {
+	c.showConfirm(w, r, s, http.StatusOK, nil)
+}
+
+func (c *Console) showConfirm(w http.ResponseWriter, r *http.Request, s *session, status int, refusal *proto.Error) {
+	d := confirmData{Node: r.PathValue("id"), Action: r.PathValue("action"), Profile: r.PostFormValue("profile"), Wipe: r.PostFormValue("wipe"),
+		WipeModes: proto.WipeModes}
+	if !slices.Contains(actionNames, d.Action) {
+		c.render(w, r, http.StatusNotFound, "error", s, view{Title: "Not found", Nav: "nodes",
+			Err: proto.Errorf(proto.NotFound, "no request %s: the console deploys, releases and cancels", proto.Quote(d.Action))})
+		return
+	}
+	if d.Action == actionDeploy {
+		var list api.ProfileList
+		if c.call(r.Context(), s, "profiles.list", api.ListProfilesRequest{ListRequest: api.ListRequest{Limit: pageSize}}, &list) == nil {
+			d.Profiles = list.Profiles
+		}
+	}
+	c.render(w, r, status, "confirm", s, view{Title: d.Action + " " + d.Node, Nav: "nodes", Err: refusal, Data: &d})
+}
+
+// act makes the confirmed request through the API and goes back to the node's page,
+// where the workflow it started runs live; a refusal shows the API's answer.
+func (c *Console) act(w http.ResponseWriter, r *http.Request, s *session) {
+	id, action := r.PathValue("id"), r.PathValue("action")
+	var err error
+	switch action {
+	case actionDeploy:
+		err = c.call(r.Context(), s, "metal.deploy", api.DeployRequest{NodeID: id, ProfileID: r.PostFormValue("profile")}, &api.DeployStarted{})
+	case actionRelease:
+		err = c.call(r.Context(), s, "metal.release", api.TransitionRequest{NodeID: id, Wipe: r.PostFormValue("wipe")}, &api.TransitionStarted{})
+	case actionCancel:
+		err = c.call(r.Context(), s, "metal.cancel", api.TransitionRequest{NodeID: id}, &api.TransitionStarted{})
+	default:
+		c.showConfirm(w, r, s, http.StatusNotFound, nil)
+		return
+	}
+	if err != nil {
+		e := proto.AsError(err)
+		if e.Code == proto.Unauthenticated {
+			c.refused(w, r, s, action, err)
+			return
+		}
+		c.showConfirm(w, r, s, e.Code.HTTPStatus(), e)
+		return
+	}
+	c.log.Info("console request", "request", action, "node", id, "tenant", s.tenant, "credential", s.credentialID)
+	http.Redirect(w, r, "/ui/nodes/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// siteData is one site with what its agent reported and its cache holds.
+type siteData struct {
+	Site      api.Site
+	Agent     string
+	Sections  []section
+	Locations []api.ImageLocation
+	Err       *proto.Error
+}
+
+// sites lists the sites (the platform's: the API answers only root-tenant credentials)
+// with each one's agent and cache.
+func (c *Console) sites(w http.ResponseWriter, r *http.Request, s *session) {
+	var list api.SiteList
+	if err := c.call(r.Context(), s, "sites.list", api.ListRequest{Limit: pageSize}, &list); err != nil {
+		c.refused(w, r, s, "Sites", err)
+		return
+	}
+	var out []siteData
+	for _, site := range list.Sites {
+		d := siteData{Site: site}
+		var inv api.SiteInventory
+		var locs api.SiteLocations
+		err := c.call(r.Context(), s, "sites.inventory", api.SiteRequest{SiteID: site.ID}, &inv)
+		if err == nil {
+			err = c.call(r.Context(), s, "sites.locations", api.SiteRequest{SiteID: site.ID}, &locs)
+		}
+		if err != nil {
+			d.Err = proto.AsError(err)
+		}
+		d.Agent, d.Sections, d.Locations = inv.Agent, sectionsOf(inv.Sections), locs.Locations
+		out = append(out, d)
+	}
+	c.render(w, r, http.StatusOK, "sites", s, view{Title: "Sites", Nav: "sites", Data: out})
+}
+
+// pools lists the tenant's pools.
+func (c *Console) pools(w http.ResponseWriter, r *http.Request, s *session) {
+	var list api.PoolList
+	if err := c.call(r.Context(), s, "pools.list", api.ListPoolsRequest{ListRequest: api.ListRequest{Limit: pageSize, Cursor: r.URL.Query().Get("cursor")}}, &list); err != nil {
+		c.refused(w, r, s, "Pools", err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "pools", s, view{Title: "Pools", Nav: "pools", Data: &list})
+}
+
+// images lists the catalog's images the credential may see, with their verification.
+func (c *Console) images(w http.ResponseWriter, r *http.Request, s *session) {
+	var list api.ImageList
+	if err := c.call(r.Context(), s, "images.list", api.ListImagesRequest{ListRequest: api.ListRequest{Limit: pageSize, Cursor: r.URL.Query().Get("cursor")}}, &list); err != nil {
+		c.refused(w, r, s, "Images", err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "images", s, view{Title: "Images", Nav: "images", Data: &list})
+}
