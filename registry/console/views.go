@@ -95,4 +95,3 @@ func parsePages() map[string]*template.Template {
 	}
 	return pages
 }
-

@@ -1,0 +1,339 @@
+package console_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/console"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
+)
+
+// browser is a plain HTTP client of the console that behaves as a browser on its pages:
+// a cookie jar, and the console's own Origin on every POST unless told otherwise.
+type browser struct {
+	t      *testing.T
+	base   string
+	client *http.Client
+}
+
+func newBrowser(t *testing.T, reg *testkit.Registry) *browser {
+	cfg, err := api.LoadClientConfig(reg.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(cfg.ServingCA))
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, base: reg.URL, client: &http.Client{Jar: jar,
+		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// page is an answer of the console.
+type page struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (b *browser) do(method, path string, form url.Values, header map[string]string) page {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, b.base+path, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return page{resp.StatusCode, resp.Header, string(data)}
+}
+
+func (b *browser) get(path string) page { return b.do(http.MethodGet, path, nil, nil) }
+
+// post sends a form from the console's own origin.
+func (b *browser) post(path string, form url.Values) page {
+	return b.do(http.MethodPost, path, form, map[string]string{"Origin": b.base})
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf is the form token of the page at path.
+func (b *browser) csrf(path string) string {
+	b.t.Helper()
+	p := b.get(path)
+	m := csrfField.FindStringSubmatch(p.body)
+	if m == nil {
+		b.t.Fatalf("%s (%d) has no form token:\n%s", path, p.status, p.body)
+	}
+	return m[1]
+}
+
+// signIn signs in with the credential of config and returns the sign-in's answer.
+func (b *browser) signIn(config string) page {
+	b.t.Helper()
+	cfg, err := api.LoadClientConfig(config)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return b.post("/ui/signin", url.Values{"credential": {cfg.Credential}, "csrf": {b.csrf("/ui/signin")}})
+}
+
+func (b *browser) cookie(name string) *http.Cookie {
+	u, _ := url.Parse(b.base)
+	for _, c := range b.client.Jar.Cookies(u) {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func sessionCookieOf(t *testing.T, p page) *http.Cookie {
+	t.Helper()
+	for _, line := range p.header.Values("Set-Cookie") {
+		c, err := http.ParseSetCookie(line)
+		if err == nil && c.Name == console.SessionCookie && c.Value != "" {
+			return c
+		}
+	}
+	t.Fatalf("no session cookie set (%d): %v\n%s", p.status, p.header.Values("Set-Cookie"), p.body)
+	return nil
+}
+
+// TestSessionCookie: signing in sets a session cookie the browser keeps to this host,
+// over HTTPS, from the console's own pages, out of scripts' reach, for at most the
+// documented lifetime or the credential's, holding a random id and not the credential;
+// signing out ends the session on the registry, so the old cookie opens nothing.
+func TestSessionCookie(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	b := newBrowser(t, reg)
+	if p := b.get("/ui/nodes"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/signin" {
+		t.Fatalf("a page without a session: %d %s", p.status, p.header.Get("Location"))
+	}
+	p := b.signIn(reg.AdminConfig)
+	c := sessionCookieOf(t, p)
+	if !c.HttpOnly || !c.Secure || c.SameSite != http.SameSiteStrictMode || c.Path != "/" || c.Domain != "" ||
+		c.MaxAge <= 0 || c.MaxAge > int(console.SessionLifetime.Seconds()) || !strings.HasPrefix(c.Name, "__Host-") {
+		t.Errorf("session cookie %q", c.String())
+	}
+	cfg, _ := api.LoadClientConfig(reg.AdminConfig)
+	if strings.Contains(c.Value, cfg.Credential) || len(c.Value) < 43 {
+		t.Errorf("the session cookie %q is not a random id apart from the credential", c.Value)
+	}
+	if p := b.get("/ui/nodes"); p.status != http.StatusOK || !strings.Contains(p.body, `id="tenant">root<`) {
+		t.Fatalf("nodes after sign-in: %d\n%s", p.status, p.body)
+	}
+
+	// A credential that expires sooner ends the session with it.
+	short := filepath.Join(t.TempDir(), "short.conf")
+	testkit.JSON(t, reg.AdminConfig, nil, "credentials", "create", "--tenant", "root", "--actions", "compute:nodes:read", "--expires", "1h", "--out", short)
+	if c := sessionCookieOf(t, newBrowser(t, reg).signIn(short)); c.MaxAge > 3600 || c.MaxAge < 3500 {
+		t.Errorf("a session of a credential expiring in 1h lasts %d s", c.MaxAge)
+	}
+
+	old := b.cookie(console.SessionCookie)
+	if p := b.post("/ui/signout", url.Values{"csrf": {b.csrf("/ui/nodes")}}); p.status != http.StatusSeeOther {
+		t.Fatalf("sign out: %d\n%s", p.status, p.body)
+	}
+	if b.cookie(console.SessionCookie) != nil {
+		t.Errorf("the session cookie outlived the sign-out")
+	}
+	replay := newBrowser(t, reg)
+	u, _ := url.Parse(reg.URL)
+	replay.client.Jar.SetCookies(u, []*http.Cookie{old})
+	if p := replay.get("/ui/nodes"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/signin" {
+		t.Errorf("the signed-out session's cookie still opens the console: %d", p.status)
+	}
+}
+
+// TestSignInRefusals: a wrong secret, a revoked credential, and a sign-in form posted
+// from another site or without its token make no session.
+func TestSignInRefusals(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	revoked := filepath.Join(t.TempDir(), "revoked.conf")
+	var cred api.CreatedCredential
+	testkit.JSON(t, reg.AdminConfig, &cred, "credentials", "create", "--tenant", "root", "--actions", "compute:nodes:read", "--out", revoked)
+	testkit.JSON(t, reg.AdminConfig, nil, "credentials", "revoke", cred.ID)
+	cases := map[string]func(b *browser) page{
+		"a wrong secret": func(b *browser) page {
+			return b.post("/ui/signin", url.Values{"credential": {"bc_not-a-credential"}, "csrf": {b.csrf("/ui/signin")}})
+		},
+		"a revoked credential": func(b *browser) page { return b.signIn(revoked) },
+		"a form from another site": func(b *browser) page {
+			cfg, _ := api.LoadClientConfig(reg.AdminConfig)
+			return b.do(http.MethodPost, "/ui/signin", url.Values{"credential": {cfg.Credential}, "csrf": {b.csrf("/ui/signin")}},
+				map[string]string{"Origin": "https://attacker.example", "Sec-Fetch-Site": "cross-site"})
+		},
+		"a form without its token": func(b *browser) page {
+			cfg, _ := api.LoadClientConfig(reg.AdminConfig)
+			b.csrf("/ui/signin")
+			return b.post("/ui/signin", url.Values{"credential": {cfg.Credential}})
+		},
+	}
+	for name, try := range cases {
+		t.Run(name, func(t *testing.T) {
+			b := newBrowser(t, reg)
+			p := try(b)
+			if p.status != http.StatusUnauthorized && p.status != http.StatusForbidden {
+				t.Errorf("status %d\n%s", p.status, p.body)
+			}
+			if b.cookie(console.SessionCookie) != nil {
+				t.Errorf("a session was made")
+			}
+			if p := b.get("/ui/nodes"); p.status != http.StatusSeeOther {
+				t.Errorf("the console opened: %d", p.status)
+			}
+		})
+	}
+}
+
+// twoTenants is a registry where tenant acme and tenant beta each have a node, and
+// acme's credential may read and manage nodes.
+func twoTenants(t *testing.T) (reg *testkit.Registry, acme string, acmeNode, betaNode store.Node) {
+	reg = testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	for _, tenant := range []string{"acme", "beta"} {
+		testkit.JSON(t, admin, nil, "tenants", "create", tenant)
+		testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--tenant", tenant, "--site", "rack-a")
+	}
+	acme = filepath.Join(t.TempDir(), "acme.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "acme", "--actions", "compute:nodes:read,compute:nodes:manage,compute:pools:manage", "--out", acme)
+	testkit.JSON(t, admin, &acmeNode, "nodes", "enroll", "--tenant", "acme", "--pool", "gpu", "--mac", "52:54:00:aa:00:01", "--bmc-driver", "qmp", "--bmc-address", "unix:///run/a.sock")
+	testkit.JSON(t, admin, &betaNode, "nodes", "enroll", "--tenant", "beta", "--pool", "gpu", "--mac", "52:54:00:bb:00:01", "--bmc-driver", "qmp", "--bmc-address", "unix:///run/b.sock")
+	return reg, acme, acmeNode, betaNode
+}
+
+// TestAnotherTenantsNodeIsNotThere: tenant acme, signed in, never sees beta's node: not
+// in its list, and beta's node's page, live stream and forms answer exactly as a node
+// that does not exist.
+func TestAnotherTenantsNodeIsNotThere(t *testing.T) {
+	reg, acme, acmeNode, betaNode := twoTenants(t)
+	b := newBrowser(t, reg)
+	if p := b.signIn(acme); p.status != http.StatusSeeOther {
+		t.Fatalf("sign in: %d\n%s", p.status, p.body)
+	}
+	list := b.get("/ui/nodes")
+	if list.status != http.StatusOK || !strings.Contains(list.body, acmeNode.ID) || strings.Contains(list.body, betaNode.ID) {
+		t.Errorf("acme's node list (%d) shows %s: %v, %s: %v", list.status, acmeNode.ID, strings.Contains(list.body, acmeNode.ID),
+			betaNode.ID, strings.Contains(list.body, betaNode.ID))
+	}
+	if p := b.get("/ui/nodes/" + acmeNode.ID); p.status != http.StatusOK || !strings.Contains(p.body, "52:54:00:aa:00:01") {
+		t.Errorf("acme's own node: %d", p.status)
+	}
+	const missing = "nd_00000000deadbeef"
+	token := b.csrf("/ui/nodes/" + acmeNode.ID + "/release")
+	for _, path := range []string{"/ui/nodes/%s", "/ui/nodes/%s/live", "/ui/nodes/%s/release"} {
+		theirs := b.get(strings.Replace(path, "%s", betaNode.ID, 1))
+		none := b.get(strings.Replace(path, "%s", missing, 1))
+		if path == "/ui/nodes/%s/release" {
+			theirs = b.post("/ui/nodes/"+betaNode.ID+"/release", url.Values{"csrf": {token}})
+			none = b.post("/ui/nodes/"+missing+"/release", url.Values{"csrf": {token}})
+		}
+		if theirs.status != http.StatusNotFound || theirs.status != none.status ||
+			strings.ReplaceAll(theirs.body, betaNode.ID, "ID") != strings.ReplaceAll(none.body, missing, "ID") {
+			t.Errorf("%s: beta's node answers %d\n%s\nand a missing one %d\n%s", path, theirs.status, theirs.body, none.status, none.body)
+		}
+		if strings.Contains(theirs.body, "52:54:00:bb:00:01") {
+			t.Errorf("%s shows beta's node's MAC", path)
+		}
+	}
+	var n store.Node
+	testkit.JSON(t, reg.AdminConfig, &n, "nodes", "get", betaNode.ID, "--tenant", "beta")
+	if n.Rev != betaNode.Rev || n.State != betaNode.State {
+		t.Errorf("beta's node changed: %s rev %d, was %s rev %d", n.State, n.Rev, betaNode.State, betaNode.Rev)
+	}
+}
+
+// TestFormsRefuseCrossSiteRequests: a state-changing form is refused unless it comes
+// from the console's own origin with the token of the session its cookie names: not
+// from another site (with or without the token), not without its token, not with the
+// token of another session; the node stays as it was. The same form from the page
+// itself reaches the API.
+func TestFormsRefuseCrossSiteRequests(t *testing.T) {
+	reg, acme, acmeNode, _ := twoTenants(t)
+	victim, other := newBrowser(t, reg), newBrowser(t, reg)
+	victim.signIn(acme)
+	other.signIn(acme)
+	path := "/ui/nodes/" + acmeNode.ID + "/release"
+	own, others := victim.csrf(path), other.csrf(path)
+	if own == others {
+		t.Fatalf("two sessions share a form token")
+	}
+	cases := map[string]struct {
+		form   url.Values
+		header map[string]string
+	}{
+		"another site, no token":            {url.Values{}, map[string]string{"Origin": "https://attacker.example", "Sec-Fetch-Site": "cross-site"}},
+		"another site, the session token":   {url.Values{"csrf": {own}}, map[string]string{"Origin": "https://attacker.example"}},
+		"no Origin":                         {url.Values{"csrf": {own}}, nil},
+		"a same-site page of another port":  {url.Values{"csrf": {own}}, map[string]string{"Origin": "https://127.0.0.1:1"}},
+		"the page, no token":                {url.Values{}, map[string]string{"Origin": reg.URL}},
+		"the page, another session's token": {url.Values{"csrf": {others}}, map[string]string{"Origin": reg.URL}},
+		"a fetch from another site with Origin forged by a proxy": {url.Values{"csrf": {own}},
+			map[string]string{"Origin": reg.URL, "Sec-Fetch-Site": "cross-site"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := victim.do(http.MethodPost, path, tc.form, tc.header)
+			if p.status != http.StatusForbidden || !strings.Contains(p.body, "FORBIDDEN") {
+				t.Errorf("status %d\n%s", p.status, p.body)
+			}
+		})
+	}
+	var n store.Node
+	testkit.JSON(t, reg.AdminConfig, &n, "nodes", "get", acmeNode.ID, "--tenant", "acme")
+	if n.Rev != acmeNode.Rev {
+		t.Fatalf("a refused form changed the node: rev %d, was %d", n.Rev, acmeNode.Rev)
+	}
+	// From the page with its token the request reaches the API, which answers for the
+	// node's state (an enrolling node is not released).
+	p := victim.post(path, url.Values{"csrf": {own}})
+	if p.status == http.StatusForbidden || !strings.Contains(p.body, "INVALID_STATE") {
+		t.Errorf("the confirmed release: %d\n%s", p.status, p.body)
+	}
+}
+
+// TestSessionEndsWhenTheCredentialDoes: revoking the credential a session signed in
+// with closes the console to it at its next page, as it does the API.
+func TestSessionEndsWhenTheCredentialDoes(t *testing.T) {
+	reg, acme, _, _ := twoTenants(t)
+	b := newBrowser(t, reg)
+	b.signIn(acme)
+	if p := b.get("/ui/nodes"); p.status != http.StatusOK {
+		t.Fatalf("nodes: %d", p.status)
+	}
+	var creds api.CredentialList
+	testkit.JSON(t, reg.AdminConfig, &creds, "credentials", "list", "--tenant", "acme")
+	testkit.JSON(t, reg.AdminConfig, nil, "credentials", "revoke", creds.Credentials[0].ID)
+	p := b.get("/ui/nodes")
+	if p.status != http.StatusUnauthorized || !strings.Contains(p.body, "UNAUTHENTICATED") {
+		t.Errorf("a revoked credential's session: %d\n%s", p.status, p.body)
+	}
+	if p := b.get("/ui/nodes"); p.status != http.StatusSeeOther {
+		t.Errorf("the session outlived its credential: %d", p.status)
+	}
+}
