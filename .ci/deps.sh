@@ -18,6 +18,8 @@ packages+=(gdisk grub-pc-bin dosfstools mtools ovmf)
 # bmc/redfish: OpenStack's Redfish emulator (sushy-tools, from ../shared/tools/sushy-tools) as the real
 # Redfish peer, run by Debian's python3 with its fake driver and basic authentication (bcrypt).
 packages+=(python3 python3-flask python3-requests python3-tenacity python3-bcrypt python3-webob)
+# registry/console and e2e/deploy: the console's tests drive a headless Chromium (chromedp), with a font to render its pages.
+packages+=(chromium fonts-dejavu-core)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

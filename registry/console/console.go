@@ -80,13 +80,13 @@ func New(cfg Config) *Console {
 }
 
 // ServeHTTP serves the console with headers that keep its pages to themselves: only its
-// own scripts, styles and forms, never framed, never cached, no referrer.
+// own scripts, styles and forms, never framed, never cached, no referrer to other sites.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // no-referrer would make browsers send Origin: null on the console's own forms
 	h.Set("Cache-Control", "no-store")
 	h.Set("Strict-Transport-Security", "max-age=31536000")
 	c.mux.ServeHTTP(w, r)

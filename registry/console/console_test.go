@@ -18,15 +18,15 @@ import (
 	"github.com/better-compute/better-compute/testkit"
 )
 
-// browser is a plain HTTP client of the console that behaves as a browser on its pages:
+// client is a plain HTTP client of the console that behaves as a browser on its pages:
 // a cookie jar, and the console's own Origin on every POST unless told otherwise.
-type browser struct {
+type client struct {
 	t      *testing.T
 	base   string
 	client *http.Client
 }
 
-func newBrowser(t *testing.T, reg *testkit.Registry) *browser {
+func newClient(t *testing.T, reg *testkit.Registry) *client {
 	cfg, err := api.LoadClientConfig(reg.AdminConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func newBrowser(t *testing.T, reg *testkit.Registry) *browser {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM([]byte(cfg.ServingCA))
 	jar, _ := cookiejar.New(nil)
-	return &browser{t: t, base: reg.URL, client: &http.Client{Jar: jar,
+	return &client{t: t, base: reg.URL, client: &http.Client{Jar: jar,
 		Transport:     &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
@@ -46,7 +46,7 @@ type page struct {
 	body   string
 }
 
-func (b *browser) do(method, path string, form url.Values, header map[string]string) page {
+func (b *client) do(method, path string, form url.Values, header map[string]string) page {
 	b.t.Helper()
 	var body io.Reader
 	if form != nil {
@@ -71,17 +71,17 @@ func (b *browser) do(method, path string, form url.Values, header map[string]str
 	return page{resp.StatusCode, resp.Header, string(data)}
 }
 
-func (b *browser) get(path string) page { return b.do(http.MethodGet, path, nil, nil) }
+func (b *client) get(path string) page { return b.do(http.MethodGet, path, nil, nil) }
 
 // post sends a form from the console's own origin.
-func (b *browser) post(path string, form url.Values) page {
+func (b *client) post(path string, form url.Values) page {
 	return b.do(http.MethodPost, path, form, map[string]string{"Origin": b.base})
 }
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // csrf is the form token of the page at path.
-func (b *browser) csrf(path string) string {
+func (b *client) csrf(path string) string {
 	b.t.Helper()
 	p := b.get(path)
 	m := csrfField.FindStringSubmatch(p.body)
@@ -92,7 +92,7 @@ func (b *browser) csrf(path string) string {
 }
 
 // signIn signs in with the credential of config and returns the sign-in's answer.
-func (b *browser) signIn(config string) page {
+func (b *client) signIn(config string) page {
 	b.t.Helper()
 	cfg, err := api.LoadClientConfig(config)
 	if err != nil {
@@ -101,7 +101,7 @@ func (b *browser) signIn(config string) page {
 	return b.post("/ui/signin", url.Values{"credential": {cfg.Credential}, "csrf": {b.csrf("/ui/signin")}})
 }
 
-func (b *browser) cookie(name string) *http.Cookie {
+func (b *client) cookie(name string) *http.Cookie {
 	u, _ := url.Parse(b.base)
 	for _, c := range b.client.Jar.Cookies(u) {
 		if c.Name == name {
@@ -129,7 +129,7 @@ func sessionCookieOf(t *testing.T, p page) *http.Cookie {
 // signing out ends the session on the registry, so the old cookie opens nothing.
 func TestSessionCookie(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
-	b := newBrowser(t, reg)
+	b := newClient(t, reg)
 	if p := b.get("/ui/nodes"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/signin" {
 		t.Fatalf("a page without a session: %d %s", p.status, p.header.Get("Location"))
 	}
@@ -150,7 +150,7 @@ func TestSessionCookie(t *testing.T) {
 	// A credential that expires sooner ends the session with it.
 	short := filepath.Join(t.TempDir(), "short.conf")
 	testkit.JSON(t, reg.AdminConfig, nil, "credentials", "create", "--tenant", "root", "--actions", "compute:nodes:read", "--expires", "1h", "--out", short)
-	if c := sessionCookieOf(t, newBrowser(t, reg).signIn(short)); c.MaxAge > 3600 || c.MaxAge < 3500 {
+	if c := sessionCookieOf(t, newClient(t, reg).signIn(short)); c.MaxAge > 3600 || c.MaxAge < 3500 {
 		t.Errorf("a session of a credential expiring in 1h lasts %d s", c.MaxAge)
 	}
 
@@ -161,7 +161,7 @@ func TestSessionCookie(t *testing.T) {
 	if b.cookie(console.SessionCookie) != nil {
 		t.Errorf("the session cookie outlived the sign-out")
 	}
-	replay := newBrowser(t, reg)
+	replay := newClient(t, reg)
 	u, _ := url.Parse(reg.URL)
 	replay.client.Jar.SetCookies(u, []*http.Cookie{old})
 	if p := replay.get("/ui/nodes"); p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/signin" {
@@ -177,17 +177,17 @@ func TestSignInRefusals(t *testing.T) {
 	var cred api.CreatedCredential
 	testkit.JSON(t, reg.AdminConfig, &cred, "credentials", "create", "--tenant", "root", "--actions", "compute:nodes:read", "--out", revoked)
 	testkit.JSON(t, reg.AdminConfig, nil, "credentials", "revoke", cred.ID)
-	cases := map[string]func(b *browser) page{
-		"a wrong secret": func(b *browser) page {
+	cases := map[string]func(b *client) page{
+		"a wrong secret": func(b *client) page {
 			return b.post("/ui/signin", url.Values{"credential": {"bc_not-a-credential"}, "csrf": {b.csrf("/ui/signin")}})
 		},
-		"a revoked credential": func(b *browser) page { return b.signIn(revoked) },
-		"a form from another site": func(b *browser) page {
+		"a revoked credential": func(b *client) page { return b.signIn(revoked) },
+		"a form from another site": func(b *client) page {
 			cfg, _ := api.LoadClientConfig(reg.AdminConfig)
 			return b.do(http.MethodPost, "/ui/signin", url.Values{"credential": {cfg.Credential}, "csrf": {b.csrf("/ui/signin")}},
 				map[string]string{"Origin": "https://attacker.example", "Sec-Fetch-Site": "cross-site"})
 		},
-		"a form without its token": func(b *browser) page {
+		"a form without its token": func(b *client) page {
 			cfg, _ := api.LoadClientConfig(reg.AdminConfig)
 			b.csrf("/ui/signin")
 			return b.post("/ui/signin", url.Values{"credential": {cfg.Credential}})
@@ -195,7 +195,7 @@ func TestSignInRefusals(t *testing.T) {
 	}
 	for name, try := range cases {
 		t.Run(name, func(t *testing.T) {
-			b := newBrowser(t, reg)
+			b := newClient(t, reg)
 			p := try(b)
 			if p.status != http.StatusUnauthorized && p.status != http.StatusForbidden {
 				t.Errorf("status %d\n%s", p.status, p.body)
@@ -232,7 +232,7 @@ func twoTenants(t *testing.T) (reg *testkit.Registry, acme string, acmeNode, bet
 // that does not exist.
 func TestAnotherTenantsNodeIsNotThere(t *testing.T) {
 	reg, acme, acmeNode, betaNode := twoTenants(t)
-	b := newBrowser(t, reg)
+	b := newClient(t, reg)
 	if p := b.signIn(acme); p.status != http.StatusSeeOther {
 		t.Fatalf("sign in: %d\n%s", p.status, p.body)
 	}
@@ -275,7 +275,7 @@ func TestAnotherTenantsNodeIsNotThere(t *testing.T) {
 // itself reaches the API.
 func TestFormsRefuseCrossSiteRequests(t *testing.T) {
 	reg, acme, acmeNode, _ := twoTenants(t)
-	victim, other := newBrowser(t, reg), newBrowser(t, reg)
+	victim, other := newClient(t, reg), newClient(t, reg)
 	victim.signIn(acme)
 	other.signIn(acme)
 	path := "/ui/nodes/" + acmeNode.ID + "/release"
@@ -321,7 +321,7 @@ func TestFormsRefuseCrossSiteRequests(t *testing.T) {
 // with closes the console to it at its next page, as it does the API.
 func TestSessionEndsWhenTheCredentialDoes(t *testing.T) {
 	reg, acme, _, _ := twoTenants(t)
-	b := newBrowser(t, reg)
+	b := newClient(t, reg)
 	b.signIn(acme)
 	if p := b.get("/ui/nodes"); p.status != http.StatusOK {
 		t.Fatalf("nodes: %d", p.status)

@@ -1,0 +1,135 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/console"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/better-compute/better-compute/testkit/browser"
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+)
+
+// sessionCookie is the session cookie as Chromium keeps it.
+func sessionCookie(t *testing.T, ctx context.Context) *network.Cookie {
+	t.Helper()
+	cookies, err := chromedp.Run(ctx, func(ctx context.Context, tg *chromedp.Target) ([]*network.Cookie, error) {
+		res, err := cdp.Call(ctx, tg, network.GetCookies, network.GetCookiesParams{})
+		return res.Cookies, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cookies {
+		if c.Name == console.SessionCookie {
+			return c
+		}
+	}
+	return nil
+}
+
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("%s: %v", sel, err)
+	}
+	return s
+}
+
+// TestChromiumSignInFindANodeAndNoOtherTenant: in a real Chromium, tenant acme signs in
+// with its credential, finds its node by id and opens its page; Chromium keeps the
+// session cookie HttpOnly, Secure and SameSite=Strict, out of the page's scripts; beta's
+// node never appears, and its URL opened directly shows what a node that does not exist
+// shows.
+func TestChromiumSignInFindANodeAndNoOtherTenant(t *testing.T) {
+	reg, acme, acmeNode, betaNode := twoTenants(t)
+	ctx := browser.Start(t, reg.URL)
+	cfg, _ := api.LoadClientConfig(acme)
+	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	c := sessionCookie(t, ctx)
+	if c == nil || !c.HTTPOnly || !c.Secure || c.SameSite != network.CookieSameSiteStrict || c.Session {
+		t.Errorf("Chromium keeps the session cookie as %+v", c)
+	}
+	if js, err := chromedp.Run(ctx, chromedp.Evaluate[string]("document.cookie")); err != nil || js != "" {
+		t.Errorf("the page's scripts read the cookies %q (%v)", js, err)
+	}
+
+	if got := text(t, ctx, "#nodes"); !strings.Contains(got, acmeNode.ID) || strings.Contains(got, betaNode.ID) {
+		t.Errorf("acme's nodes:\n%s", got)
+	}
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("find"), acmeNode.ID), chromedp.Submit(chromedp.ID("find")),
+		chromedp.WaitVisible(chromedp.ID("node-state"))); err != nil {
+		t.Fatalf("find a node: %v", err)
+	}
+	if loc, _ := chromedp.Run(ctx, chromedp.Location()); loc != reg.URL+"/ui/nodes/"+acmeNode.ID {
+		t.Errorf("finding %s opened %s", acmeNode.ID, loc)
+	}
+	if got := text(t, ctx, "main"); !strings.Contains(got, "52:54:00:aa:00:01") || !strings.Contains(got, "enrolling") {
+		t.Errorf("acme's node page:\n%s", got)
+	}
+
+	open := func(id string) string {
+		if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/nodes/"+id), chromedp.WaitVisible(chromedp.ID("error"))); err != nil {
+			t.Fatalf("open %s: %v", id, err)
+		}
+		return text(t, ctx, "main")
+	}
+	const missing = "nd_00000000deadbeef"
+	theirs, none := open(betaNode.ID), open(missing)
+	if strings.ReplaceAll(theirs, betaNode.ID, "ID") != strings.ReplaceAll(none, missing, "ID") || !strings.Contains(theirs, "NOT_FOUND") {
+		t.Errorf("beta's node shows\n%s\na missing node\n%s", theirs, none)
+	}
+	if strings.Contains(theirs, "52:54:00:bb:00:01") {
+		t.Errorf("beta's node page shows its MAC")
+	}
+}
+
+// TestChromiumRefusesACrossSiteForm: a page of another site (127.0.0.2) that a signed-in
+// operator opens posts the release form to the console by itself. Chromium sends no
+// session cookie with it (SameSite=Strict), and the console refuses it for its Origin
+// and its missing token: the node stays as it was.
+func TestChromiumRefusesACrossSiteForm(t *testing.T) {
+	reg, acme, acmeNode, _ := twoTenants(t)
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 on this host's loopback: %v", err)
+	}
+	attacker := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/ui/nodes/%s/release"><input name="wipe" value="none"></form>
+<script>document.getElementById("f").submit()</script>`, reg.URL, acmeNode.ID)
+	})}
+	go attacker.Serve(ln)
+	t.Cleanup(func() { attacker.Close() })
+
+	ctx := browser.Start(t, reg.URL)
+	cfg, _ := api.LoadClientConfig(acme)
+	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+ln.Addr().String()+"/"), chromedp.WaitVisible(chromedp.ID("error"))); err != nil {
+		t.Fatalf("the attacker's page: %v", err)
+	}
+	if got := text(t, ctx, "#error"); !strings.Contains(got, "FORBIDDEN") {
+		t.Errorf("the cross-site form shows %q", got)
+	}
+	var n store.Node
+	testkit.JSON(t, reg.AdminConfig, &n, "nodes", "get", acmeNode.ID, "--tenant", "acme")
+	if n.Rev != acmeNode.Rev {
+		t.Errorf("the cross-site form changed the node: rev %d, was %d", n.Rev, acmeNode.Rev)
+	}
+	// The operator's session still works: the refusal ended nothing.
+	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/nodes"), chromedp.WaitVisible(chromedp.ID("tenant"))); err != nil {
+		t.Errorf("the console after the refusal: %v", err)
+	}
+}
