@@ -53,6 +53,11 @@ deps:
 e2e:
 	$(GO) test -count=1 -v -timeout 30m -run '^(TestVMDeploy|TestVMDeployUEFI|TestVMImageSecureBoot|TestVMLifecycle|TestVMWipe|TestVMRamdiskExtra)$$' ./e2e/vm/
 
+## screenshots: the console's main pages (sign-in, nodes, a node deploying and deployed, sites) into docs/screenshots/, from a loopback deploy in headless Chromium
+.PHONY: screenshots
+screenshots:
+	BC_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -v -run '^TestConsoleFollowsADeployLive$$' ./e2e/deploy/
+
 ## ramdisk-test-image: the kernel and busybox initramfs the VM boot test PXE-boots (cached)
 ramdisk-test-image:
 	./scripts/ramdisk-test-image.sh

@@ -55,7 +55,7 @@ func (c *Console) liveOf(r *http.Request, s *session, node api.Node) (*liveData,
 }
 
 func (c *Console) liveAfter(r *http.Request, s *session, node, workflow string, afterRev int) (*liveData, error) {
-	d := &liveData{Node: node, At: c.now()}
+	d := &liveData{Node: node}
 	if workflow == "" {
 		return d, nil
 	}
@@ -63,6 +63,7 @@ func (c *Console) liveAfter(r *http.Request, s *session, node, workflow string, 
 	if err := c.call(r.Context(), s, "workflows.get", api.GetWorkflowRequest{ID: workflow, AfterRev: afterRev}, &run); err != nil {
 		return nil, err
 	}
+	d.At = c.now()
 	d.Run, d.Running = &run, run.State == api.RunRunning
 	for _, st := range run.Steps {
 		d.Steps = append(d.Steps, c.stepRowOf(st))
