@@ -337,3 +337,30 @@ func TestSessionEndsWhenTheCredentialDoes(t *testing.T) {
 		t.Errorf("the session outlived its credential: %d", p.status)
 	}
 }
+
+// TestPagesAreTheAPIsAnswers: each page shows what the API answers the signed-in
+// credential, refusals included: sites are the platform's, so acme's credential gets the
+// API's FORBIDDEN where the admin sees rack-a; acme's pools are its own; a credential
+// without compute:images:read gets the API's refusal of the images.
+func TestPagesAreTheAPIsAnswers(t *testing.T) {
+	reg, acme, _, _ := twoTenants(t)
+	b := newClient(t, reg)
+	b.signIn(acme)
+	if p := b.get("/ui/sites"); p.status != http.StatusForbidden || !strings.Contains(p.body, "FORBIDDEN") {
+		t.Errorf("acme's sites page: %d\n%s", p.status, p.body)
+	}
+	if p := b.get("/ui/pools"); p.status != http.StatusOK || !strings.Contains(p.body, "<td>acme</td>") || strings.Contains(p.body, "<td>beta</td>") {
+		t.Errorf("acme's pools page: %d\n%s", p.status, p.body)
+	}
+	if p := b.get("/ui/images"); p.status != http.StatusForbidden || !strings.Contains(p.body, "compute:images:read") {
+		t.Errorf("acme's images page: %d\n%s", p.status, p.body)
+	}
+	admin := newClient(t, reg)
+	admin.signIn(reg.AdminConfig)
+	if p := admin.get("/ui/sites"); p.status != http.StatusOK || !strings.Contains(p.body, `id="site-rack-a"`) {
+		t.Errorf("the admin's sites page: %d\n%s", p.status, p.body)
+	}
+	if p := admin.get("/ui/nodes?state=sleeping"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "INVALID_INPUT") {
+		t.Errorf("a state metal.list does not know: %d\n%s", p.status, p.body)
+	}
+}
