@@ -38,17 +38,7 @@ func TestConsoleFollowsADeployLive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a machine end to end")
 	}
-	raw, zst := osImage(t)
-	w := newWorld(t)
-	w.register(t, "e2e-os@1", zst, sha(zst), true)
-	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
-	const uuid = "4c4c4544-0042-3510-8052-b4c04f5958c1"
-	m := newMachine(t, uuid, int64(len(raw)))
-	id := w.enroll(t, "52:54:00:12:38:01", uuid, m)
-	gate, requested := make(chan struct{}), make(chan struct{})
-	w.mu.Lock()
-	w.gate, w.requested = gate, requested
-	w.mu.Unlock()
+	w, id, m, gate, requested := heldDeploy(t, "52:54:00:12:38:01", "4c4c4544-0042-3510-8052-b4c04f5958c1")
 	released := false
 	defer func() {
 		if !released {

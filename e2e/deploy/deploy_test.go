@@ -468,6 +468,24 @@ func TestTamperedCatalogRow(t *testing.T) {
 	}
 }
 
+// heldDeploy is a world with the profile e2e-host, whose signed image e2e-os@1 the site's
+// cache does not hold, and a ready machine for it, enrolled with mac and productUUID.
+// The image server holds its first answer halfway until gate is closed; requested is
+// closed when that answer starts.
+func heldDeploy(t *testing.T, mac, productUUID string) (w *world, id string, m *machine, gate, requested chan struct{}) {
+	raw, zst := osImage(t)
+	w = newWorld(t)
+	w.register(t, "e2e-os@1", zst, sha(zst), true)
+	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
+	m = newMachine(t, productUUID, int64(len(raw)))
+	id = w.enroll(t, mac, productUUID, m)
+	gate, requested = make(chan struct{}), make(chan struct{})
+	w.mu.Lock()
+	w.gate, w.requested = gate, requested
+	w.mu.Unlock()
+	return w, id, m, gate, requested
+}
+
 // TestDeploySurvivesARegistryRestart stops the registry while the ramdisk streams the
 // image and starts it again on the same data and addresses: the run resumes, the
 // ramdisk answers the resent deploy.image from the write it finished, and the deploy
@@ -476,17 +494,7 @@ func TestDeploySurvivesARegistryRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("boots a machine end to end")
 	}
-	raw, zst := osImage(t)
-	w := newWorld(t)
-	w.register(t, "e2e-os@1", zst, sha(zst), true)
-	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
-	const uuid = "4c4c4544-0042-3510-8052-b4c04f5958aa"
-	m := newMachine(t, uuid, int64(len(raw)))
-	id := w.enroll(t, "52:54:00:12:37:01", uuid, m)
-	gate, requested := make(chan struct{}), make(chan struct{})
-	w.mu.Lock()
-	w.gate, w.requested = gate, requested
-	w.mu.Unlock()
+	w, id, m, gate, requested := heldDeploy(t, "52:54:00:12:37:01", "4c4c4544-0042-3510-8052-b4c04f5958aa")
 
 	var started api.DeployStarted
 	testkit.JSON(t, w.admin, &started, "nodes", "deploy", id, "--profile", "e2e-host")
