@@ -129,4 +129,10 @@ func TestConsoleFollowsADeployLive(t *testing.T) {
 		t.Errorf("the sites page shows no report of rack-a's agent:\n%s", got)
 	}
 	browser.Screenshot(t, ctx, "sites")
+	if err := chromedp.Do(ctx, chromedp.Navigate(w.reg.URL+"/ui/images"), chromedp.WaitVisible(chromedp.ID("images"))); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("images"))); !strings.Contains(got, "e2e-os@1") || !strings.Contains(got, "signature verified") {
+		t.Errorf("the images page:\n%s", got)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -48,12 +49,8 @@ type event struct {
 	Detail string
 }
 
-// liveOf reads node's last workflow as the session's credential: workflows.get, with
-// afterRev waiting for the next change.
-func (c *Console) liveOf(r *http.Request, s *session, node api.Node) (*liveData, error) {
-	return c.liveAfter(r, s, node.ID, node.Workflow, 0)
-}
-
+// liveAfter reads a node's workflow as the session's credential: workflows.get, waiting
+// with afterRev for the run's next change.
 func (c *Console) liveAfter(r *http.Request, s *session, node, workflow string, afterRev int) (*liveData, error) {
 	d := &liveData{Node: node}
 	if workflow == "" {
@@ -109,20 +106,12 @@ func percentOf(raw json.RawMessage) int {
 		return -1
 	}
 	if len(p.Percent) > 0 {
-		return slices.Min(slicesOf(p.Percent))
+		return slices.Min(slices.Collect(maps.Values(p.Percent)))
 	}
 	if p.SizeBytes > 0 {
 		return int(min(100, p.Read*100/p.SizeBytes))
 	}
 	return -1
-}
-
-func slicesOf(m map[string]int) []int {
-	out := make([]int, 0, len(m))
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }
 
 // eventsOf is the node's event log as the API shows it today: the steps of its last

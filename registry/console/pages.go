@@ -101,7 +101,7 @@ func (c *Console) node(w http.ResponseWriter, r *http.Request, s *session) {
 		d.InventoryErr = proto.AsError(err)
 	}
 	d.Inventory = sectionsOf(inv.Sections)
-	live, err := c.liveOf(r, s, d.Node.Node)
+	live, err := c.liveAfter(r, s, d.Node.ID, d.Node.Workflow, 0)
 	if err != nil {
 		c.refused(w, r, s, "Node "+id, err)
 		return
