@@ -1,6 +1,8 @@
 package console_test
 
 import (
+	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -362,5 +364,44 @@ func TestPagesAreTheAPIsAnswers(t *testing.T) {
 	}
 	if p := admin.get("/ui/nodes?state=sleeping"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "INVALID_INPUT") {
 		t.Errorf("a state metal.list does not know: %d\n%s", p.status, p.body)
+	}
+}
+
+// TestLiveStreamsPerSessionAreBounded: a session follows at most 8 running workflows at
+// once; the 9th stream is refused (429) until one closes.
+func TestLiveStreamsPerSessionAreBounded(t *testing.T) {
+	reg, acme, acmeNode, _ := twoTenants(t)
+	b := newClient(t, reg)
+	b.signIn(acme)
+	open := func() (*http.Response, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, reg.URL+"/ui/nodes/"+acmeNode.ID+"/live", nil)
+		resp, err := b.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, cancel
+	}
+	var cancels []context.CancelFunc
+	defer func() {
+		for _, c := range cancels {
+			c()
+		}
+	}()
+	for i := range 8 {
+		resp, cancel := open()
+		cancels = append(cancels, cancel)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("stream %d: %d %s", i+1, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+		if line != "event: update\n" {
+			t.Fatalf("stream %d begins %q", i+1, line)
+		}
+	}
+	resp, cancel := open()
+	cancel()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("a 9th stream: %d", resp.StatusCode)
 	}
 }
