@@ -182,6 +182,9 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 			c.log.Error("console live block", "err", err)
 			return
 		}
+		// The listener's read and write timeouts bound a call; a stream renews them at
+		// every event it sends.
+		rc.SetReadDeadline(time.Now().Add(time.Minute))
 		rc.SetWriteDeadline(time.Now().Add(time.Minute))
 		if err := writeEvent(w, "update", b.Bytes()); err != nil || rc.Flush() != nil {
 			return
