@@ -69,20 +69,20 @@ func TestRanges(t *testing.T) {
 		"single":        {"0", []int{0}, ""},
 		"none":          {"\n", nil, ""},
 		"highest":       {"8190-8191", []int{8190, 8191}, ""},
-		"backward":      {"3-1", nil, `"3-1" is not a number or an ascending range`},
-		"word":          {"a-b", nil, `"a-b" is not a number`},
-		"negative":      {"-1", nil, `"-1" is not a number`},
+		"backward":      {"3-1", nil, `the range "3-1" does not ascend`},
+		"word":          {"a-b", nil, `"a-b" is not a CPU number`},
+		"negative":      {"-1", nil, `"-1" is not a CPU number`},
 		"beyond":        {"8192", nil, "8192 is beyond the highest CPU number, 8191"},
 		"largest int":   {"9223372036854775807", nil, "9223372036854775807 is beyond the highest CPU number"},
 		"to largest":    {"0-9223372036854775807", nil, "9223372036854775807 is beyond the highest CPU number"},
 		"all":           {"0-8191", all, ""},
-		"all twice":     {"0-8191,0-8191", nil, "the list names more than 8192 numbers"},
-		"one too many":  {"0-8191,5", nil, "the list names more than 8192 numbers"},
-		"many repeated": {strings.Repeat("0-4095,", 3) + "0", nil, "the list names more than 8192 numbers"},
+		"all twice":     {"0-8191,0-8191", nil, "ascending order without overlaps"},
+		"one too many":  {"0-8191,5", nil, "ascending order without overlaps"},
+		"many repeated": {strings.Repeat("0-4095,", 3) + "0", nil, "ascending order without overlaps"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := ParseRanges(tc.in)
+			got, err := hostunit.ParseCPURanges(tc.in)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one containing %q", err, tc.err)
