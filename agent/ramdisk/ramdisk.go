@@ -218,7 +218,7 @@ func (a *agent) kexec(ctx context.Context, _ json.RawMessage) (json.RawMessage, 
 		a.mu.Unlock()
 		a.stop()
 	})
-	return json.RawMessage(`{}`), nil
+	return json.Marshal(proto.BootKexecResult{})
 }
 
 // loadKernel finds the kernel of the OS on the disk and loads it for kexec.
