@@ -96,7 +96,7 @@ func TestWipeAttested(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := proto.VerifyResult(cert.PublicKey, *w.Attestation, proto.ResultWant{NodeID: "node-1", CommandID: wipeCmd.ID, Kind: proto.CommandDiskWipe}); err != nil {
+	if _, err := attest.VerifyResult(cert.PublicKey, *w.Attestation, attest.ResultWant{NodeID: "node-1", CommandID: wipeCmd.ID, Kind: proto.CommandDiskWipe}); err != nil {
 		t.Fatal(err)
 	}
 
