@@ -13,8 +13,8 @@ import (
 // TestDeployProgressFollowsTheClock: deploy.image reports its first progress, then one
 // about every progressEvery of the agent's clock, not of the system's.
 func TestDeployProgressFollowsTheClock(t *testing.T) {
-	fake := clock.NewFake(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))
 	var got []int64
+	fake := clock.NewFake(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))
 	progress := progressReporter(fake, func(p proto.DeployImageProgress) { got = append(got, p.BytesWritten) })
 	step := func(written int64, advance time.Duration) {
 		fake.Advance(advance)
