@@ -35,6 +35,9 @@ const (
 	SigEd25519 = "ed25519"
 )
 
+// MaxResultPayload bounds the payload a registry reads (the frame bounds it anyway).
+const MaxResultPayload = 4 << 20
+
 // ResultPayload is what an agent signs.
 type ResultPayload struct {
 	// Version is ResultPayloadVersion.
@@ -63,6 +66,11 @@ type SignedResult struct {
 	Signature []byte `json:"signature"`
 	// Certificate is the DER of the agent certificate whose key signed.
 	Certificate []byte `json:"certificate,omitempty"`
+}
+
+// ResultWant is what a verifier expects a payload to say.
+type ResultWant struct {
+	NodeID, CommandID, Kind string
 }
 
 // SignedMessage is what a SignedResult's signature covers: ResultDomain, then payload.

@@ -99,7 +99,7 @@ func TestWipeAttested(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := attest.VerifyResult(cert.PublicKey, *w.Attestation, attest.ResultWant{NodeID: "node-1", CommandID: wipeCmd.ID, Kind: proto.CommandDiskWipe}); err != nil {
+	if _, err := attest.VerifyResult(cert.PublicKey, *w.Attestation, proto.ResultWant{NodeID: "node-1", CommandID: wipeCmd.ID, Kind: proto.CommandDiskWipe}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -221,9 +221,9 @@ func agentKeys(t *testing.T) map[string]crypto.Signer {
 	return map[string]crypto.Signer{proto.SigECDSAP256: ec, proto.SigEd25519: ed}
 }
 
-var wantResult = attest.ResultWant{NodeID: "node-1", CommandID: "wf-1.s3.a1", Kind: proto.CommandDiskWipe}
+var wantResult = proto.ResultWant{NodeID: "node-1", CommandID: "wf-1.s3.a1", Kind: proto.CommandDiskWipe}
 
-func signed(t *testing.T, k crypto.Signer, w attest.ResultWant) proto.SignedResult {
+func signed(t *testing.T, k crypto.Signer, w proto.ResultWant) proto.SignedResult {
 	t.Helper()
 	sr, err := proto.SignResult(k, proto.ResultPayload{NodeID: w.NodeID, CommandID: w.CommandID, Kind: w.Kind,
 		Time: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), Result: json.RawMessage(`{"disks":[]}`)})
@@ -264,14 +264,14 @@ func TestSignedResultRefusals(t *testing.T) {
 		cases := []struct {
 			name   string
 			sr     proto.SignedResult
-			w      attest.ResultWant
+			w      proto.ResultWant
 			reason string
 		}{
 			{"tampered payload", tampered, wantResult, "signature"},
 			{"other node's key", other, wantResult, "signature"},
-			{"replayed from another step", good, attest.ResultWant{wantResult.NodeID, "wf-1.s5.a1", wantResult.Kind}, "command"},
-			{"another node", good, attest.ResultWant{"node-2", wantResult.CommandID, wantResult.Kind}, "node"},
-			{"another kind", good, attest.ResultWant{wantResult.NodeID, wantResult.CommandID, proto.CommandDiagDCGM}, "kind"},
+			{"replayed from another step", good, proto.ResultWant{NodeID: wantResult.NodeID, CommandID: "wf-1.s5.a1", Kind: wantResult.Kind}, "command"},
+			{"another node", good, proto.ResultWant{NodeID: "node-2", CommandID: wantResult.CommandID, Kind: wantResult.Kind}, "node"},
+			{"another kind", good, proto.ResultWant{NodeID: wantResult.NodeID, CommandID: wantResult.CommandID, Kind: proto.CommandDiagDCGM}, "kind"},
 			{"another algorithm", otherAlg, wantResult, "algorithm"},
 			{"no signature", proto.SignedResult{Payload: good.Payload, Algorithm: alg}, wantResult, "signature"},
 		}

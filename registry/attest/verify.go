@@ -12,24 +12,16 @@ import (
 	"github.com/better-compute/better-compute/proto"
 )
 
-// maxResultPayload bounds the payload a registry reads (the frame bounds it anyway).
-const maxResultPayload = 4 << 20
-
-// ResultWant is what a verifier expects a payload to say.
-type ResultWant struct {
-	NodeID, CommandID, Kind string
-}
-
 // VerifyResult checks that sr is signed by the private half of pub and that its payload
 // answers want: its version, node, command id and kind. It returns the payload. Every
 // refusal is a *proto.Error with code FORBIDDEN and details.reason saying which check failed
 // (algorithm, signature, payload, version, node, command, kind).
-func VerifyResult(pub crypto.PublicKey, sr proto.SignedResult, want ResultWant) (proto.ResultPayload, error) {
+func VerifyResult(pub crypto.PublicKey, sr proto.SignedResult, want proto.ResultWant) (proto.ResultPayload, error) {
 	refuse := func(reason, format string, a ...any) (proto.ResultPayload, error) {
 		return proto.ResultPayload{}, proto.Errorf(proto.Forbidden, "signed result: "+format, a...).WithReason(reason)
 	}
-	if len(sr.Payload) > maxResultPayload {
-		return refuse("payload", "the payload is %d bytes, more than %d", len(sr.Payload), maxResultPayload)
+	if len(sr.Payload) > proto.MaxResultPayload {
+		return refuse("payload", "the payload is %d bytes, more than %d", len(sr.Payload), proto.MaxResultPayload)
 	}
 	msg := proto.SignedMessage(sr.Payload)
 	switch k := pub.(type) {
@@ -52,7 +44,7 @@ func VerifyResult(pub crypto.PublicKey, sr proto.SignedResult, want ResultWant) 
 		return refuse("algorithm", "an agent key is ECDSA P-256 or Ed25519, not %T", pub)
 	}
 	var p proto.ResultPayload
-	if err := (jsondoc.Decoder{Name: "the signed payload", Limits: jsondoc.Limits{MaxBytes: maxResultPayload, MaxDepth: jsondoc.DefaultLimits.MaxDepth}}).Decode(sr.Payload, &p); err != nil {
+	if err := (jsondoc.Decoder{Name: "the signed payload", Limits: jsondoc.Limits{MaxBytes: proto.MaxResultPayload, MaxDepth: jsondoc.DefaultLimits.MaxDepth}}).Decode(sr.Payload, &p); err != nil {
 		return refuse("payload", "the payload is not a result payload: %v", err)
 	}
 	switch {
