@@ -140,18 +140,11 @@ func (p *parser) enter() *SyntaxError {
 }
 
 func (p *parser) object() (*Value, *SyntaxError) {
-	if err := p.enter(); err != nil {
-		return nil, err
+	v, done, err := p.open(Object, '}')
+	if err != nil || done {
+		return v, err
 	}
-	p.pos++ // {
-	v := &Value{Kind: Object}
 	var seen map[string]bool
-	p.space()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
-		p.depth--
-		return v, nil
-	}
 	base := p.currentPath()
 	for {
 		p.space()
@@ -188,34 +181,18 @@ func (p *parser) object() (*Value, *SyntaxError) {
 		}
 		p.path = p.path[:len(p.path)-1]
 		v.Members = append(v.Members, Member{Key: key, KeyOffset: keyOff, Value: mv})
-		p.space()
-		if p.pos >= len(p.data) {
-			return nil, p.errAt(p.pos, "unexpected end of document, expected , or }")
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			p.depth--
+		if done, err := p.next('}'); err != nil {
+			return nil, err
+		} else if done {
 			return v, nil
-		default:
-			return nil, p.errAt(p.pos, "unexpected %s, expected , or }", p.describe())
 		}
 	}
 }
 
 func (p *parser) array() (*Value, *SyntaxError) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	p.pos++ // [
-	v := &Value{Kind: Array}
-	p.space()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
-		p.depth--
-		return v, nil
+	v, done, err := p.open(Array, ']')
+	if err != nil || done {
+		return v, err
 	}
 	base := p.currentPath()
 	for {
@@ -230,21 +207,50 @@ func (p *parser) array() (*Value, *SyntaxError) {
 		}
 		p.path = p.path[:len(p.path)-1]
 		v.Items = append(v.Items, item)
-		p.space()
-		if p.pos >= len(p.data) {
-			return nil, p.errAt(p.pos, "unexpected end of document, expected , or ]")
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
-			p.depth--
+		if done, err := p.next(']'); err != nil {
+			return nil, err
+		} else if done {
 			return v, nil
-		default:
-			return nil, p.errAt(p.pos, "unexpected %s, expected , or ]", p.describe())
 		}
 	}
+}
+
+// open enters the object or array whose opening byte is next, and reports whether end,
+// its closing byte, follows at once (an empty one, ended). The value is nil on an error.
+func (p *parser) open(kind Kind, end byte) (*Value, bool, *SyntaxError) {
+	if err := p.enter(); err != nil {
+		return nil, false, err
+	}
+	p.pos++
+	p.space()
+	return &Value{Kind: kind}, p.closes(end), nil
+}
+
+// closes consumes end, the closing byte of the container being read, and leaves the
+// container, if it comes next.
+func (p *parser) closes(end byte) bool {
+	if p.pos < len(p.data) && p.data[p.pos] == end {
+		p.pos++
+		p.depth--
+		return true
+	}
+	return false
+}
+
+// next reads what follows a member or an item: a comma (another follows), or end,
+// which ends the container (true).
+func (p *parser) next(end byte) (bool, *SyntaxError) {
+	p.space()
+	switch {
+	case p.pos < len(p.data) && p.data[p.pos] == ',':
+		p.pos++
+		return false, nil
+	case p.closes(end):
+		return true, nil
+	case p.pos >= len(p.data):
+		return false, p.errAt(p.pos, "unexpected end of document, expected , or %c", end)
+	}
+	return false, p.errAt(p.pos, "unexpected %s, expected , or %c", p.describe(), end)
 }
 
 func (p *parser) literal() (*Value, *SyntaxError) {

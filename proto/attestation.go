@@ -1,7 +1,6 @@
 package proto
 
 import (
-	"bytes"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -36,8 +35,8 @@ const (
 	SigEd25519 = "ed25519"
 )
 
-// maxResultPayload bounds the payload a registry reads (the frame bounds it anyway).
-const maxResultPayload = 4 << 20
+// MaxResultPayload bounds the payload a registry reads (the frame bounds it anyway).
+const MaxResultPayload = 4 << 20
 
 // ResultPayload is what an agent signs.
 type ResultPayload struct {
@@ -114,56 +113,4 @@ func SignResult(signer crypto.Signer, p ResultPayload) (SignedResult, error) {
 		return SignedResult{}, fmt.Errorf("signed result: %w", err)
 	}
 	return SignedResult{Payload: payload, Algorithm: alg, Signature: sig}, nil
-}
-
-// VerifyResult checks that sr is signed by the private half of pub and that its payload
-// answers want: its version, node, command id and kind. It returns the payload. Every
-// refusal is a *Error with code FORBIDDEN and details.reason saying which check failed
-// (algorithm, signature, payload, version, node, command, kind).
-func VerifyResult(pub crypto.PublicKey, sr SignedResult, want ResultWant) (ResultPayload, error) {
-	refuse := func(reason, format string, a ...any) (ResultPayload, error) {
-		return ResultPayload{}, Errorf(Forbidden, "signed result: "+format, a...).WithReason(reason)
-	}
-	if len(sr.Payload) > maxResultPayload {
-		return refuse("payload", "the payload is %d bytes, more than %d", len(sr.Payload), maxResultPayload)
-	}
-	msg := SignedMessage(sr.Payload)
-	switch k := pub.(type) {
-	case ed25519.PublicKey:
-		if sr.Algorithm != SigEd25519 {
-			return refuse("algorithm", "the algorithm is %q, but the certificate's key is Ed25519", sr.Algorithm)
-		}
-		if !ed25519.Verify(k, msg, sr.Signature) {
-			return refuse("signature", "the signature does not verify with the agent certificate's key")
-		}
-	case *ecdsa.PublicKey:
-		if sr.Algorithm != SigECDSAP256 || k.Curve != elliptic.P256() {
-			return refuse("algorithm", "the algorithm is %q, but the certificate's key is ECDSA on %s", sr.Algorithm, k.Curve.Params().Name)
-		}
-		digest := sha256.Sum256(msg)
-		if !ecdsa.VerifyASN1(k, digest[:], sr.Signature) {
-			return refuse("signature", "the signature does not verify with the agent certificate's key")
-		}
-	default:
-		return refuse("algorithm", "an agent key is ECDSA P-256 or Ed25519, not %T", pub)
-	}
-	var p ResultPayload
-	dec := json.NewDecoder(bytes.NewReader(sr.Payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil || dec.More() {
-		return refuse("payload", "the payload is not a result payload: %v", err)
-	}
-	switch {
-	case p.Version != ResultPayloadVersion:
-		return refuse("version", "payload version %d; this registry reads version %d", p.Version, ResultPayloadVersion)
-	case p.NodeID != want.NodeID:
-		return refuse("node", "signed for node %q, not %q", p.NodeID, want.NodeID)
-	case p.CommandID != want.CommandID:
-		return refuse("command", "signed for command %q, not %q: a result of another step or attempt", p.CommandID, want.CommandID)
-	case p.Kind != want.Kind:
-		return refuse("kind", "signed as a %q result, not %q", p.Kind, want.Kind)
-	case len(p.Result) == 0 || !json.Valid(p.Result):
-		return refuse("payload", "the payload carries no result")
-	}
-	return p, nil
 }

@@ -1,6 +1,9 @@
 package proto
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Place is where a profile step runs: relayed to one of the agents (a role), or run by
 // the registry itself.
@@ -66,9 +69,10 @@ type StepKind struct {
 	// Input is a zero value of the typed input the agent decodes (the step's `with`, or
 	// what the registry makes of it), nil for a step that takes none.
 	Input any
-	// Result is a zero value of the typed result the agent answers with (a SignedResult
-	// over DCGMResult or DiskWipeResult for the node-signed ones), nil where the registry
-	// makes the step's result itself or it is not typed yet.
+	// Result is a zero value of the typed result the step answers with: the agent's
+	// answer for a relayed command (a SignedResult over DCGMResult or DiskWipeResult for
+	// the node-signed ones), what the registry records for a step it runs; nil for a
+	// step that answers nothing (wait.generationObserved).
 	Result any
 }
 
@@ -78,21 +82,21 @@ var Steps = []StepKind{
 	{Kind: CommandGetPower, Runs: []Place{PlaceSite}, BMCConcern: "power", Result: GetPowerResult{}},
 	{Kind: CommandSetPower, Runs: []Place{PlaceSite}, BMCConcern: "power", Input: SetPower{}, Result: SetPower{}},
 	{Kind: CommandSetBootDevice, Runs: []Place{PlaceSite}, BMCConcern: "management", Input: SetBootDevice{}, Result: SetBootDevice{}},
-	{Kind: CommandInspectOOB, Runs: []Place{PlaceSite}, BMCConcern: "power"},
+	{Kind: CommandInspectOOB, Runs: []Place{PlaceSite}, BMCConcern: "power", Result: OOBInventory{}},
 	{Kind: CommandMediaInsert, Runs: []Place{PlaceSite}, BMCConcern: "virtual-media", Input: MediaInsert{}, Result: MediaInsertResult{}},
 	{Kind: CommandMediaEject, Runs: []Place{PlaceSite}, BMCConcern: "virtual-media", Result: MediaEjectResult{}},
 	{Kind: CommandPrepareRamdisk, Runs: []Place{PlaceSite}, Input: PrepareRamdisk{}, Result: PrepareRamdiskResult{}},
 	{Kind: CommandBootCleanUp, Runs: []Place{PlaceSite}, Result: BootCleanUpResult{}},
-	{Kind: StepEnsureRamdisk, Runs: []Place{PlaceControlPlane}},
-	{Kind: CommandInventoryRefresh, Runs: []Place{PlaceRamdisk, PlaceNode}, Input: InventoryRefresh{}},
+	{Kind: StepEnsureRamdisk, Runs: []Place{PlaceControlPlane}, Result: EnsureRamdiskResult{}},
+	{Kind: CommandInventoryRefresh, Runs: []Place{PlaceRamdisk, PlaceNode}, Input: InventoryRefresh{}, Result: HardwareInventory{}},
 	{Kind: CommandDiagDCGM, Runs: []Place{PlaceRamdisk, PlaceNode}, Input: DiagDCGM{}, Result: SignedResult{}},
 	{Kind: CommandDiskWipe, Runs: []Place{PlaceRamdisk}, Input: DiskWipe{}, Result: SignedResult{}},
-	{Kind: StepDeploy, Runs: []Place{PlaceRamdisk}},
-	{Kind: CommandBootKexec, Runs: []Place{PlaceRamdisk}},
-	{Kind: StepRenderUserData, Runs: []Place{PlaceControlPlane}},
-	{Kind: StepWaitAgentJoined, Runs: []Place{PlaceControlPlane}},
+	{Kind: StepDeploy, Runs: []Place{PlaceRamdisk}, Result: DeployImageResult{}},
+	{Kind: CommandBootKexec, Runs: []Place{PlaceRamdisk}, Result: BootKexecResult{}},
+	{Kind: StepRenderUserData, Runs: []Place{PlaceControlPlane}, Result: UserDataRendered{}},
+	{Kind: StepWaitAgentJoined, Runs: []Place{PlaceControlPlane}, Input: WaitAgentJoined{}, Result: WaitAgentJoined{}},
 	{Kind: StepWaitGenerationObserved, Runs: []Place{PlaceControlPlane}},
-	{Kind: StepRevokeIdentity, Runs: []Place{PlaceControlPlane}},
+	{Kind: StepRevokeIdentity, Runs: []Place{PlaceControlPlane}, Result: RevokeIdentityResult{}},
 }
 
 // LookupStep returns the step kind named kind.
@@ -156,4 +160,36 @@ type PrepareRamdiskResult struct {
 // BootCleanUpResult is the result of boot.cleanUp.
 type BootCleanUpResult struct {
 	Removed bool `json:"removed"`
+}
+
+// BootKexecResult is the result of boot.kexec: empty, answered once the written OS's
+// kernel is loaded; the machine boots it when the registry has the answer.
+type BootKexecResult struct{}
+
+// EnsureRamdiskResult is the result of metal.ensureRamdisk: whether the step booted the
+// ramdisk (false: one ran on the machine already).
+type EnsureRamdiskResult struct {
+	Booted bool `json:"booted"`
+}
+
+// UserDataRendered is the result of userdata.render, kept in the run for deploy.deploy:
+// never the document or the token, only where the sealed document is, its kind and the
+// id of the join token minted for it.
+type UserDataRendered struct {
+	UserDataRef string `json:"userDataRef"`
+	Kind        string `json:"kind"`
+	JoinTokenID string `json:"joinTokenId"`
+}
+
+// WaitAgentJoined is the input of wait.agentJoined, the agent (ramdisk or node) whose
+// join it waits for, and its result.
+type WaitAgentJoined struct {
+	Role Role `json:"role"`
+}
+
+// RevokeIdentityResult is the result of metal.revokeIdentity: when the node's agent
+// identities were revoked, and how many unused join tokens of the node were deleted.
+type RevokeIdentityResult struct {
+	RevokedAt         time.Time `json:"revokedAt"`
+	JoinTokensDeleted int       `json:"joinTokensDeleted"`
 }

@@ -13,6 +13,7 @@ var commandBodies = []any{
 	SiteCommand{}, PrepareRamdisk{}, MediaInsert{}, Discovery{}, SiteInventory{}, InventoryRefresh{},
 	HostInventory{}, HardwareInventory{}, DeployImage{}, DeployImageResult{}, DeployImageProgress{},
 	DiskWipe{}, DiskWipeResult{}, WipeProgress{}, DiagDCGM{}, DCGMResult{}, ImageCacheEntry{},
+	OOBInventory{}, EnsureRamdiskResult{}, WaitAgentJoined{}, RevokeIdentityResult{}, UserDataRendered{},
 }
 
 // FuzzCommandBodies decodes any JSON into each typed body, strictly (unknown fields

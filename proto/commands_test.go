@@ -19,6 +19,20 @@ func TestStepBodiesKeepTheirWire(t *testing.T) {
 		"ejected":          {MediaEjectResult{Ejected: true}, `{"ejected":true}`},
 		"removed":          {BootCleanUpResult{Removed: true}, `{"removed":true}`},
 		"ramdisk boot set": {PrepareRamdiskResult{Kind: BootRamdisk, MACs: []string{"52:54:00:12:34:56"}}, `{"kind":"ramdisk","macs":["52:54:00:12:34:56"]}`},
+		"kexec loaded":     {BootKexecResult{}, `{}`},
+		"ramdisk booted":   {EnsureRamdiskResult{Booted: true}, `{"booted":true}`},
+		"ramdisk ran":      {EnsureRamdiskResult{}, `{"booted":false}`},
+		"agent joined":     {WaitAgentJoined{Role: RoleNode}, `{"role":"node"}`},
+		"revoked":          {RevokeIdentityResult{JoinTokensDeleted: 2}, `{"revokedAt":"0001-01-01T00:00:00Z","joinTokensDeleted":2}`},
+		"user data rendered": {UserDataRendered{UserDataRef: "secret://userdata/n1/1", Kind: "cloud-init", JoinTokenID: "tok1"},
+			`{"userDataRef":"secret://userdata/n1/1","kind":"cloud-init","joinTokenId":"tok1"}`},
+		"bmc inventory": {OOBInventory{System: OOBSystem{Manufacturer: "QEMU", UUID: "u"}, PowerState: PowerStateOn,
+			CPUs: []OOBCPU{{Socket: "0", Model: "x", Cores: 2}}, Memory: OOBMemory{TotalBytes: 1 << 20, Modules: []OOBMemoryModule{{CapacityBytes: 1 << 20}}},
+			NICs: []OOBNIC{{Name: "nic0", MAC: "52:54:00:aa:bb:cc"}}, Storage: []OOBDrive{{Name: "disk0", CapacityBytes: 1}},
+			BMC: OOBController{Model: "QEMU QMP"}, Unread: []OOBUnread{{Part: "memory", Error: "e"}}},
+			`{"system":{"manufacturer":"QEMU","uuid":"u"},"powerState":"on","cpus":[{"socket":"0","model":"x","cores":2}],` +
+				`"memory":{"totalBytes":1048576,"modules":[{"capacityBytes":1048576}]},"nics":[{"name":"nic0","mac":"52:54:00:aa:bb:cc"}],` +
+				`"storage":[{"name":"disk0","capacityBytes":1}],"bmc":{"model":"QEMU QMP"},"unread":[{"part":"memory","error":"e"}]}`},
 	} {
 		got, err := json.Marshal(tc.v)
 		if err != nil || string(got) != tc.want {
@@ -39,6 +53,9 @@ func TestStepsTable(t *testing.T) {
 		}
 		if s.BMCConcern != "" && (len(s.Runs) != 1 || s.Runs[0] != PlaceSite) {
 			t.Errorf("%s reaches a BMC but runs on %v, not on the site alone", s.Kind, s.Runs)
+		}
+		if s.Result == nil && s.Kind != StepWaitGenerationObserved {
+			t.Errorf("%s has no typed result", s.Kind)
 		}
 		if k, ok := LookupStep(s.Kind); !ok || k.Kind != s.Kind {
 			t.Errorf("LookupStep(%s) = %v, %v", s.Kind, k, ok)

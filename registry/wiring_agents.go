@@ -165,17 +165,16 @@ type renderer struct {
 	r  *userdata.Renderer
 }
 
-func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile) (metal.UserDataResult, error) {
+func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile) (out proto.UserDataRendered, err error) {
 	ud, ok := p.UserData()
 	if !ok {
-		return metal.UserDataResult{}, proto.Errorf(proto.InvalidConfig, "profile %s has no userData to render", p.ID())
+		return out, proto.Errorf(proto.InvalidConfig, "profile %s has no userData to render", p.ID())
 	}
-	var out userdata.Rendered
-	err := r.st.Update(func(tx *store.Tx) (err error) {
+	err = r.st.Update(func(tx *store.Tx) (err error) {
 		out, err = r.r.Render(tx, ud, userdata.Node{ID: node.ID, Site: node.Site})
 		return err
 	})
-	return metal.UserDataResult{UserDataRef: out.UserDataRef, Kind: out.Kind, JoinTokenID: out.JoinTokenID}, err
+	return out, err
 }
 
 // startAgentPlane starts the agent endpoint on cfg.AgentListen with the registry's

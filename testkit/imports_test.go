@@ -28,7 +28,7 @@ var rules = []rule{
 	{"labelexpr", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "fetch", "clock", "jsondoc", "testkit"}, "labelexpr is a general library: it imports nothing of the project but proto"},
 	{"clock", []string{"proto", "registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "fetch", "jsondoc", "labelexpr", "testkit"}, "clock is a shared leaf of the registry and the agents: it imports nothing of the project"},
 	{"registry", []string{"agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "fetch", "cli", "testkit"}, "the registry never imports agent-side rooms"},
-	{"registry/attest", []string{"registry/store", "registry/workflow", "registry/metal", "registry/agents", "registry/api"}, "registry/attest reads signed results from proto alone, so the agent endpoint and the CLI both use it"},
+	{"registry/attest", []string{"registry/store", "registry/workflow", "registry/metal", "registry/agents", "registry/api"}, "registry/attest reads signed results from proto (and jsondoc, its strict decoder) alone, so the agent endpoint and the CLI both use it"},
 	{"agent", []string{"registry", "cli", "testkit"}, "agent-side rooms never import the registry"},
 	{"boot", []string{"registry", "cli", "testkit"}, "agent-side rooms never import the registry"},
 	{"boot", []string{"agent"}, "a library never imports an agent mode: what both need lives in proto or a shared leaf"},

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/proto/joinwire"
@@ -88,7 +89,7 @@ func Join(ctx context.Context, o Options) (Result, error) {
 		PublicKey:   base64.StdEncoding.EncodeToString(spki),
 		SealedToken: base64.StdEncoding.EncodeToString(sealed),
 	}
-	answer, err := post(ctx, server, anchors.ServingCA, req)
+	answer, err := post(ctx, server, anchors.ServingCA, req, o.Clock)
 	if err != nil {
 		return Result{}, err
 	}
@@ -170,8 +171,12 @@ func localEncryptionKey(dir, pin string) (*ecdh.PublicKey, error) {
 const busyRetries = 20
 
 // post sends the join request over TLS verified against the pinned serving CA and
-// returns the body of a successful answer; a refusal is the registry's own error.
-func post(ctx context.Context, server *url.URL, ca *x509.Certificate, req joinwire.Request) ([]byte, error) {
+// returns the body of a successful answer; a refusal is the registry's own error. A busy
+// registry's refusal is retried after its Retry-After on clk (clock.Real when nil).
+func post(ctx context.Context, server *url.URL, ca *x509.Certificate, req joinwire.Request, clk clock.Clock) ([]byte, error) {
+	if clk == nil {
+		clk = clock.Real{}
+	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
 	client := &http.Client{
@@ -203,7 +208,7 @@ func post(ctx context.Context, server *url.URL, ca *x509.Certificate, req joinwi
 		select {
 		case <-ctx.Done():
 			return nil, proto.Errorf(proto.Timeout, "the registry was busy, and the join ran out of time waiting: %v", ctx.Err())
-		case <-time.After(retryAfter):
+		case <-clk.After(retryAfter):
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"net/url"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/proto/joinwire"
@@ -23,6 +24,8 @@ type Options struct {
 	Pins joinwire.Pins
 	// ConfigDir is where the key, certificates and config.toml are written.
 	ConfigDir string
+	// Clock times the retries of a join a busy registry refused. clock.Real when nil.
+	Clock clock.Clock
 }
 
 // Flags declares `bcd join`'s flags on fs and returns the options they fill. The

@@ -22,6 +22,7 @@ import (
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/agent/join"
 	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/hardware/dcgm"
 	"github.com/better-compute/better-compute/hardware/inventory"
 	"github.com/better-compute/better-compute/jsondoc"
@@ -53,6 +54,10 @@ type Options struct {
 	BootCommand string
 	// Log receives the agent's structured logs.
 	Log *slog.Logger
+	// Clock is the agent's one clock: its session's (reconnects, keep-alive, renewal,
+	// the time in signed results), its join's retries and deploy.image's progress
+	// reports. clock.Real when nil.
+	Clock clock.Clock
 }
 
 // progressEvery is how often deploy.image reports its progress.
@@ -64,6 +69,9 @@ func Run(ctx context.Context, o Options) error {
 	raw, err := os.ReadFile(o.Cmdline)
 	if err != nil {
 		return proto.Errorf(proto.InvalidConfig, "kernel command line: %v", err)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
 	}
 	boot, err := ParseCmdline(string(raw))
 	if err != nil {
@@ -79,7 +87,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	if err := joinRegistry(ctx, o.ConfigDir, boot); err != nil {
+	if err := joinRegistry(ctx, o.ConfigDir, boot, o.Clock); err != nil {
 		return err
 	}
 	creds, err := bcdconf.LoadAgent(o.ConfigDir)
@@ -90,7 +98,7 @@ func Run(ctx context.Context, o Options) error {
 	defer stop()
 	a := &agent{opts: o, node: boot.Node, stop: stop, only: only}
 	a.session, err = session.New(session.Config{
-		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
+		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs, Clock: o.Clock,
 		Inventory: inventory.Sections(hw), Log: o.Log,
 		Handlers: map[string]session.Handler{
 			proto.CommandInventoryRefresh: a.inventoryRefresh,
@@ -115,7 +123,7 @@ func Run(ctx context.Context, o Options) error {
 
 // joinRegistry joins as boot.Node's ramdisk with the token of this boot, unless the
 // config dir holds that join already (bcd ramdisk restarted: the token is spent).
-func joinRegistry(ctx context.Context, dir string, boot Boot) error {
+func joinRegistry(ctx context.Context, dir string, boot Boot, clk clock.Clock) error {
 	if c, err := bcdconf.Load(dir); err == nil && c.NodeID == boot.Node && c.Role == joinwire.RoleRamdisk && c.Server == boot.Registry {
 		return nil
 	}
@@ -127,7 +135,7 @@ func joinRegistry(ctx context.Context, dir string, boot Boot) error {
 		return err
 	}
 	_, err := join.Join(ctx, join.Options{Server: boot.Registry, TokenFile: tokenFile, NodeID: boot.Node,
-		Role: joinwire.RoleRamdisk, Pins: boot.Pins, ConfigDir: dir})
+		Role: joinwire.RoleRamdisk, Pins: boot.Pins, ConfigDir: dir, Clock: clk})
 	return err
 }
 
@@ -182,21 +190,26 @@ func (a *agent) deployImage(ctx context.Context, payload json.RawMessage) (json.
 			return nil, err
 		}
 	}
-	var last time.Time
 	res, err := deploy.Image(ctx, deploy.Input{CacheURL: in.CacheURL, SourceURL: in.Source, Digest: in.SHA256,
 		Format: proto.ImageFormat(in.Format), Compression: proto.Compression(in.Compression), SizeBytes: in.SizeBytes,
 		Target: a.opts.Disk, FirstBoot: files,
-	}, deploy.Options{Log: a.opts.Log, Progress: func(p deploy.Progress) {
-		if time.Since(last) >= progressEvery {
-			last = time.Now()
-			session.ReportProgress(ctx, proto.DeployImageProgress{Location: p.Location, Read: p.Read, SizeBytes: max(p.Total, 0),
-				BytesWritten: p.Written, Skipped: p.Skipped})
-		}
-	}})
+	}, deploy.Options{Log: a.opts.Log, Progress: progressReporter(a.opts.Clock, func(p proto.DeployImageProgress) { session.ReportProgress(ctx, p) })})
 	if err != nil {
 		return nil, err
 	}
 	return json.Marshal(proto.DeployImageResult{SHA256: res.Digest, BytesWritten: res.Written})
+}
+
+// progressReporter is deploy.image's progress: report is given the first progress and
+// then one about every progressEvery on clk.
+func progressReporter(clk clock.Clock, report func(proto.DeployImageProgress)) func(deploy.Progress) {
+	var last time.Time
+	return func(p deploy.Progress) {
+		if now := clk.Now(); last.IsZero() || now.Sub(last) >= progressEvery {
+			last = now
+			report(proto.DeployImageProgress{Location: p.Location, Read: p.Read, SizeBytes: max(p.Total, 0), BytesWritten: p.Written, Skipped: p.Skipped})
+		}
+	}
 }
 
 // kexec loads the written OS's kernel and answers; once the registry has the answer,
@@ -218,7 +231,7 @@ func (a *agent) kexec(ctx context.Context, _ json.RawMessage) (json.RawMessage, 
 		a.mu.Unlock()
 		a.stop()
 	})
-	return json.RawMessage(`{}`), nil
+	return json.Marshal(proto.BootKexecResult{})
 }
 
 // loadKernel finds the kernel of the OS on the disk and loads it for kexec.

@@ -51,11 +51,17 @@ func TestSignResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proto.VerifyResult(leaf.PublicKey, sr, proto.ResultWant{NodeID: "nd_1", CommandID: "wf_1.3.1", Kind: proto.CommandDiskWipe})
-	if err != nil {
+	// Checked as an auditor checks it, with the certificate alone (the registry's
+	// verifier, registry/attest, has its own tests).
+	alg := map[string]x509.SignatureAlgorithm{proto.SigEd25519: x509.PureEd25519, proto.SigECDSAP256: x509.ECDSAWithSHA256}[sr.Algorithm]
+	if err := leaf.CheckSignature(alg, proto.SignedMessage(sr.Payload), sr.Signature); err != nil {
+		t.Fatalf("%s signature: %v", sr.Algorithm, err)
+	}
+	var p proto.ResultPayload
+	if err := json.Unmarshal(sr.Payload, &p); err != nil {
 		t.Fatal(err)
 	}
-	if string(p.Result) != `{"disks":[]}` {
-		t.Errorf("result %s", p.Result)
+	if p.Version != proto.ResultPayloadVersion || p.NodeID != "nd_1" || p.CommandID != "wf_1.3.1" || p.Kind != proto.CommandDiskWipe || string(p.Result) != `{"disks":[]}` {
+		t.Errorf("payload %+v", p)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/better-compute/better-compute/boot"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/bcdargv"
@@ -39,6 +40,10 @@ type Config struct {
 	// http://boot.serverIP[:boot.httpPort]); reported to the registry in the `site`
 	// inventory section.
 	HTTPBase string `json:"httpBase"`
+	// Clock is the agent's one clock, never read from the file: its session's
+	// (reconnects, keep-alive, renewal), the boot server's (leases, discoveries) and the
+	// cache's (retries of failed pulls, last use, bandwidth). clock.Real when nil.
+	Clock clock.Clock `json:"-"`
 }
 
 // RamdiskConfig names the ramdisk files of boot.ramdiskDir.

@@ -37,36 +37,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return proto.Errorf(proto.InvalidConfig, "%s joined as a %s agent, not a site agent", cfg.ConfigDir, conf.Role).WithPath("configDir")
 	}
 	log = log.With("site", conf.Site)
-
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return proto.Errorf(proto.InvalidConfig, "state directory: %v", err).WithPath("stateDir")
-	}
-	a := &agent{discoveries: newDiscoveries(), entriesChanged: make(chan struct{}, 1)}
-	if a.entries, err = openEntries(filepath.Join(cfg.StateDir, entriesFile), cfg.Ramdisk, cfg.HTTPBase); err != nil {
-		return err
-	}
-	cacheCfg := cache.Config{Dir: cfg.Cache.Dir, CapacityBytes: cfg.Cache.CapacityBytes, MaxPulls: cfg.Cache.MaxPulls,
-		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, Reporter: cache.ReporterFunc(a.reportImages), Logger: log}
-	if cfg.Cache.CAFile != "" {
-		if cacheCfg.RootCAs, err = loadCAs(cfg.Cache.CAFile); err != nil {
-			return err
-		}
-	}
-	if a.cache, err = cache.Open(cacheCfg); err != nil {
-		return err
-	}
-	defer a.cache.Close()
-	srv, err := boot.New(cfg.Boot, boot.Deps{Entries: a.entries, Discoveries: a.discoveries, Log: log,
-		Handlers: map[string]http.Handler{cache.ImagePathPrefix: a.cache.Handler()}})
+	a, srv, err := open(cfg, log)
 	if err != nil {
 		return err
 	}
+	defer a.cache.Close()
 	defer srv.Close()
 	st := &steps{drivers: drivers.Registry(), env: bmc.Env{Log: log},
 		entries: a.entries, changed: a.signalEntries}
 	info, _ := json.Marshal(proto.SiteInventory{HTTPBase: cfg.HTTPBase})
 	a.session, err = session.New(session.Config{
-		Addr: conf.AgentEndpoint, Certificate: id.Certificate, ServerCAs: id.ServingCAs,
+		Addr: conf.AgentEndpoint, Certificate: id.Certificate, ServerCAs: id.ServingCAs, Clock: cfg.Clock,
 		// The NodeSpec is applied in memory only: a restarted site asks for it again.
 		ObservedGeneration: 0,
 		Inventory: map[string]json.RawMessage{proto.SectionSite: info, proto.SectionImages: a.imagesSection(a.cache.Entries()),
@@ -90,6 +71,37 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		func(ctx context.Context) error { a.discoveries.report(ctx, a.session.SetInventory); return nil },
 		func(ctx context.Context) error { a.reportEntries(ctx); return nil },
 	)
+}
+
+// open opens the parts of the site agent its session drives, all on cfg.Clock: the
+// relayed boot entries, the image cache and the boot server with the cache mounted on
+// its HTTP listener. The caller closes the cache and the server.
+func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, nil, proto.Errorf(proto.InvalidConfig, "state directory: %v", err).WithPath("stateDir")
+	}
+	a := &agent{discoveries: newDiscoveries(), entriesChanged: make(chan struct{}, 1)}
+	var err error
+	if a.entries, err = openEntries(filepath.Join(cfg.StateDir, entriesFile), cfg.Ramdisk, cfg.HTTPBase); err != nil {
+		return nil, nil, err
+	}
+	cacheCfg := cache.Config{Dir: cfg.Cache.Dir, CapacityBytes: cfg.Cache.CapacityBytes, MaxPulls: cfg.Cache.MaxPulls,
+		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, Reporter: cache.ReporterFunc(a.reportImages), Logger: log, Clock: cfg.Clock}
+	if cfg.Cache.CAFile != "" {
+		if cacheCfg.RootCAs, err = loadCAs(cfg.Cache.CAFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	if a.cache, err = cache.Open(cacheCfg); err != nil {
+		return nil, nil, err
+	}
+	srv, err := boot.New(cfg.Boot, boot.Deps{Entries: a.entries, Discoveries: a.discoveries, Log: log, Clock: cfg.Clock,
+		Handlers: map[string]http.Handler{cache.ImagePathPrefix: a.cache.Handler()}})
+	if err != nil {
+		a.cache.Close()
+		return nil, nil, err
+	}
+	return a, srv, nil
 }
 
 // entriesFile is the state file of the relayed boot entries.

@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/proto"
 )
 
 // Inspect reads what qemu knows of the VM: its UUID (-uuid), machine type, vCPUs by
 // socket, memory, the MAC of the NIC (option nic), its fixed disks, and qemu's version
 // as the BMC firmware.
-func (d *driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
-	var inv bmc.Inventory
+func (d *driver) Inspect(ctx context.Context) (proto.OOBInventory, error) {
+	var inv proto.OOBInventory
 	err := d.session(ctx, "inspect", func(c *conn) (err error) {
 		inv, err = d.inspect(c)
 		return err
@@ -20,8 +20,8 @@ func (d *driver) Inspect(ctx context.Context) (bmc.Inventory, error) {
 	return inv, err
 }
 
-func (d *driver) inspect(c *conn) (bmc.Inventory, error) {
-	inv := bmc.Inventory{System: bmc.System{Manufacturer: "QEMU"}, BMC: bmc.Controller{Model: "QEMU QMP"}}
+func (d *driver) inspect(c *conn) (proto.OOBInventory, error) {
+	inv := proto.OOBInventory{System: proto.OOBSystem{Manufacturer: "QEMU"}, BMC: proto.OOBController{Model: "QEMU QMP"}}
 	var err error
 	if inv.PowerState, err = status(c); err != nil {
 		return inv, err
@@ -56,7 +56,7 @@ func (d *driver) inspect(c *conn) (bmc.Inventory, error) {
 		i, ok := sockets[p.Socket]
 		if !ok {
 			i, sockets[p.Socket] = len(inv.CPUs), len(inv.CPUs)
-			inv.CPUs = append(inv.CPUs, bmc.CPU{Socket: fmt.Sprint(p.Socket), Model: cpu.Target})
+			inv.CPUs = append(inv.CPUs, proto.OOBCPU{Socket: fmt.Sprint(p.Socket), Model: cpu.Target})
 		}
 		inv.CPUs[i].Threads++
 		if core := [3]int{p.Socket, p.Die, p.Core}; !cores[core] {
@@ -77,7 +77,7 @@ func (d *driver) inspect(c *conn) (bmc.Inventory, error) {
 		if err := c.execute("qom-get", map[string]any{"path": peripheral(nic), "property": "mac"}, &mac); err != nil {
 			return inv, err
 		}
-		inv.NICs = append(inv.NICs, bmc.NIC{Name: nic, MAC: strings.ToLower(mac)})
+		inv.NICs = append(inv.NICs, proto.OOBNIC{Name: nic, MAC: strings.ToLower(mac)})
 	}
 	devices, err := queryBlock(c)
 	if err != nil {
@@ -85,7 +85,7 @@ func (d *driver) inspect(c *conn) (bmc.Inventory, error) {
 	}
 	for _, b := range devices {
 		if !b.Removable && b.Inserted != nil {
-			inv.Storage = append(inv.Storage, bmc.Drive{Name: b.name(), CapacityBytes: b.Inserted.Image.VirtualSize})
+			inv.Storage = append(inv.Storage, proto.OOBDrive{Name: b.name(), CapacityBytes: b.Inserted.Image.VirtualSize})
 		}
 	}
 	var version struct {

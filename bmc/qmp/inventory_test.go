@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
 )
@@ -22,17 +21,17 @@ func TestInspectVM(t *testing.T) {
 		t.Errorf("model %q, firmware %q: want a q35 machine type and qemu's version", got.System.Model, got.BMC.FirmwareVersion)
 	}
 	got.System.Model, got.BMC.FirmwareVersion = "", ""
-	want := bmc.Inventory{
-		System:     bmc.System{Manufacturer: "QEMU", UUID: uuid},
+	want := proto.OOBInventory{
+		System:     proto.OOBSystem{Manufacturer: "QEMU", UUID: uuid},
 		PowerState: proto.PowerStateOff,
-		CPUs: []bmc.CPU{
+		CPUs: []proto.OOBCPU{
 			{Socket: "0", Model: "x86_64", Cores: 2, Threads: 2},
 			{Socket: "1", Model: "x86_64", Cores: 2, Threads: 2},
 		},
-		Memory:  bmc.Memory{TotalBytes: 64 << 20},
-		NICs:    []bmc.NIC{{Name: "nic0", MAC: "52:54:00:aa:bb:cc"}},
-		Storage: []bmc.Drive{{Name: "disk0", CapacityBytes: 1 << 20}},
-		BMC:     bmc.Controller{Model: "QEMU QMP"},
+		Memory:  proto.OOBMemory{TotalBytes: 64 << 20},
+		NICs:    []proto.OOBNIC{{Name: "nic0", MAC: "52:54:00:aa:bb:cc"}},
+		Storage: []proto.OOBDrive{{Name: "disk0", CapacityBytes: 1 << 20}},
+		BMC:     proto.OOBController{Model: "QEMU QMP"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("inventory (-want +got):\n%s", diff)

@@ -327,12 +327,12 @@ func TestSushyInspect(t *testing.T) {
 		t.Fatal(err)
 	}
 	memory := "/redfish/v1/Systems/" + redfishtest.SystemID + "/Memory"
-	want := bmc.Inventory{
-		System:     bmc.System{Manufacturer: "Sushy Emulator", UUID: redfishtest.SystemID},
+	want := proto.OOBInventory{
+		System:     proto.OOBSystem{Manufacturer: "Sushy Emulator", UUID: redfishtest.SystemID},
 		PowerState: proto.PowerStateOn,
-		NICs:       []bmc.NIC{{Name: redfishtest.MAC, MAC: strings.ToLower(redfishtest.MAC)}},
-		BMC:        bmc.Controller{Model: "Joo Janta 200", FirmwareVersion: "1.00"},
-		Unread:     []bmc.Unread{{Part: "memory", Error: "redfish " + e.Address + ": read memory: " + memory + ": HTTP 404: 404 Not Found: The requested URL was not found on the server. If you entered the URL manually please check your spelling and try again."}},
+		NICs:       []proto.OOBNIC{{Name: redfishtest.MAC, MAC: strings.ToLower(redfishtest.MAC)}},
+		BMC:        proto.OOBController{Model: "Joo Janta 200", FirmwareVersion: "1.00"},
+		Unread:     []proto.OOBUnread{{Part: "memory", Error: "redfish " + e.Address + ": read memory: " + memory + ": HTTP 404: 404 Not Found: The requested URL was not found on the server. If you entered the URL manually please check your spelling and try again."}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("inventory (-want +got):\n%s", diff)

@@ -60,13 +60,19 @@ func serial(disk string) string {
 
 // transport names a disk's bus from the path of its device in sysfs (the block
 // directory links into /sys/devices/...): the first bus the path passes, from the
-// disk up.
+// disk up. A disk behind a SAS or SCSI host that answers as an ATA device (vendor
+// "ATA": a SATA disk on a SAS HBA) is sata: its ATA commands reach it through the
+// host's translation, and disk.wipe erases it with them.
 func transport(disk string) string {
 	target, err := os.Readlink(disk)
 	if err != nil {
 		return ""
 	}
-	return TransportOf(target)
+	t := TransportOf(target)
+	if (t == "sas" || t == "scsi") && text(disk, "device", "vendor") == "ATA" {
+		return "sata"
+	}
+	return t
 }
 
 // TransportOf is the bus of a disk whose sysfs device path is path.

@@ -167,3 +167,32 @@ func TestReadWithoutProc(t *testing.T) {
 		t.Fatalf("%+v %v", hw, err)
 	}
 }
+
+// TestDiskTransport: a disk's transport is the bus its sysfs path passes, except that a
+// disk on a SAS or SCSI host answering as an ATA device is sata, as disk.wipe reaches
+// it with ATA commands (the inventory said sas where the wipe said sata).
+func TestDiskTransport(t *testing.T) {
+	sas := "pci0000:00/0000:00:03.0/0000:02:00.0/host0/port-0:0/expander-0:0/port-0:0:1/end_device-0:0:1/target0:0:1/0:0:1:0/block/"
+	files := map[string]string{}
+	disk := func(name, path, vendor string) {
+		files["sys/devices/"+path+name+"/size"] = "2048\n"
+		files["sys/devices/"+path+name+"/device/vendor"] = vendor
+		files["sys/block/"+name] = "->../devices/" + path + name
+	}
+	disk("sda", sas, "ATA     \n")
+	disk("sdb", sas, "SEAGATE \n")
+	disk("sdc", "pci0000:00/0000:00:05.0/virtio2/host3/target3:0:0/3:0:0:0/block/", "QEMU    \n")
+	disk("sdd", "pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/host4/target4:0:0/4:0:0:0/block/", "ATA     \n")
+	disks, err := Disks(tree(t, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range disks {
+		got[d.Name] = d.Transport
+	}
+	want := map[string]string{"sda": "sata", "sdb": "sas", "sdc": "virtio", "sdd": "usb"}
+	if diff := gocmp.Diff(want, got); diff != "" {
+		t.Errorf("transports (-want +got):\n%s", diff)
+	}
+}

@@ -89,7 +89,7 @@ func checkPresent(p *hostenv.Pass, isolate string) error {
 	if err != nil || !found {
 		return err
 	}
-	present, err := ParseRanges(string(data))
+	present, err := hostunit.ParseCPURanges(string(data))
 	if err != nil {
 		return proto.Errorf(proto.DriverError, "%s is not a CPU list: %v", PresentCPUs, err)
 	}

@@ -40,7 +40,7 @@ func FuzzParseRanges(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		ns, err := ParseRanges(s)
+		ns, err := hostunit.ParseCPURanges(s)
 		if err != nil || len(ns) == 0 {
 			return
 		}
@@ -51,7 +51,7 @@ func FuzzParseRanges(f *testing.F) {
 			return
 		}
 		unique := slices.Compact(slices.Clone(ns))
-		again, err := ParseRanges(FormatRanges(unique))
+		again, err := hostunit.ParseCPURanges(FormatRanges(unique))
 		if err != nil || !slices.Equal(again, unique) {
 			t.Fatalf("%q does not survive formatting: %v %v", s, again, err)
 		}

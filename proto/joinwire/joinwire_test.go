@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -107,10 +108,17 @@ func TestJWK(t *testing.T) {
 		"unknown field": `{"kty":"OKP","crv":"X25519","x":"` + x + `","d":"AAAA"}`,
 		"trailing":      `{"kty":"OKP","crv":"X25519","x":"` + x + `"} {}`,
 		"not json":      `kty=OKP`,
+		// encoding/json took the last of two keys, another reader may take the first.
+		"x twice": `{"kty":"OKP","crv":"X25519","x":"AAAA","x":"` + x + `"}`,
 	} {
 		if _, err := ParseJWK([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// A field the JWK does not have is named by its path.
+	_, err = ParseJWK([]byte(`{"kty":"OKP","crv":"X25519","x":"` + x + `","d":"AAAA"}`))
+	if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != "d" {
+		t.Errorf("unknown field: %v (path %q), want INVALID_INPUT at d", err, e.Details.Path)
 	}
 }
 

@@ -1,12 +1,11 @@
 package joinwire
 
 import (
-	"bytes"
 	"crypto/ecdh"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
+
+	"github.com/better-compute/better-compute/jsondoc"
 )
 
 // JWK is an X25519 public key as a JSON Web Key (RFC 8037):
@@ -39,16 +38,12 @@ func (j JWK) PublicKey() (*ecdh.PublicKey, error) {
 }
 
 // ParseJWK reads a JWK file such as join-encryption.jwk: one JSON object with exactly
-// the fields kty, crv and x.
+// the fields kty, crv and x. A document that is not one is INVALID_INPUT at the
+// offending field (jsondoc's strict decoding).
 func ParseJWK(data []byte) (*ecdh.PublicKey, error) {
 	var j JWK
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		return nil, fmt.Errorf("JWK: %v", err)
-	}
-	if dec.More() {
-		return nil, errors.New("JWK: trailing data after the JSON object")
+	if err := (jsondoc.Decoder{Name: "the JWK"}).Decode(data, &j); err != nil {
+		return nil, err
 	}
 	return j.PublicKey()
 }

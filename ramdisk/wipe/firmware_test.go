@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // A disk the firmware cannot be asked of (a file, as in tests and on a machine whose
@@ -15,12 +17,12 @@ func TestFirmware(t *testing.T) {
 		t.Fatal(err)
 	}
 	for transport, says := range map[string]string{"nvme": "NVME_IOCTL_ID", "sata": "ATA IDENTIFY DEVICE"} {
-		got := Firmware(Disk{Path: path, Transport: transport})
+		got := Firmware(Disk{Path: path, DiskInfo: proto.DiskInfo{Transport: transport}})
 		if got == nil || !strings.Contains(got.Error, says) || got.NVMeFormat || got.ATASecurityErase {
 			t.Errorf("%s on a file: %+v", transport, got)
 		}
 	}
-	if got := Firmware(Disk{Path: path, Transport: "virtio"}); got != nil {
+	if got := Firmware(Disk{Path: path, DiskInfo: proto.DiskInfo{Transport: "virtio"}}); got != nil {
 		t.Errorf("virtio: %+v", got)
 	}
 }

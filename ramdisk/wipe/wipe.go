@@ -43,25 +43,26 @@ const (
 
 // Disk is one disk a wipe covers.
 type Disk struct {
+	// DiskInfo is the disk as the inventory reads it; its Transport (nvme, sata,
+	// virtio, usb, ...) picks the erase commands.
 	proto.DiskInfo
 	// Path is its block device, /dev/<name>.
 	Path string
-	// Transport is nvme, sata, virtio, usb, scsi or "".
-	Transport string
 	// Controller is an NVMe namespace's controller character device (/dev/nvme0), ""
 	// otherwise or when it has none of its own.
 	Controller string
 }
 
-// Select is the disks of the inventory a wipe covers, reading sysfs and procfs under
-// root and naming devices under dev, and the devices it leaves out with the reason.
+// Select is the disks of the inventory (as hardware/inventory reads them) a wipe covers,
+// reading sysfs and procfs under root and naming devices under dev, and the devices it
+// leaves out with the reason.
 func Select(root, dev string, disks []proto.DiskInfo) ([]Disk, []proto.SkippedDisk) {
 	mounted := mountedDisks(root)
 	var out []Disk
 	var skipped []proto.SkippedDisk
 	for _, d := range disks {
 		sys := filepath.Join(root, "sys/block", d.Name)
-		t := transport(root, d.Name)
+		t := d.Transport
 		reason := ""
 		switch {
 		case virtualName.MatchString(d.Name):
@@ -81,7 +82,7 @@ func Select(root, dev string, disks []proto.DiskInfo) ([]Disk, []proto.SkippedDi
 			skipped = append(skipped, proto.SkippedDisk{Name: d.Name, Reason: reason})
 			continue
 		}
-		w := Disk{DiskInfo: d, Path: filepath.Join(dev, d.Name), Transport: t}
+		w := Disk{DiskInfo: d, Path: filepath.Join(dev, d.Name)}
 		if t == "nvme" {
 			if link, err := os.Readlink(filepath.Join(sys, "device")); err == nil && nvmeController.MatchString(filepath.Base(link)) {
 				w.Controller = filepath.Join(dev, filepath.Base(link))
@@ -96,26 +97,6 @@ var (
 	virtualName    = regexp.MustCompile(`^(loop|ram|zram|sr|fd|nbd|dm-|md)[0-9]`)
 	nvmeController = regexp.MustCompile(`^nvme[0-9]+$`)
 )
-
-// transport is the bus a disk hangs on, as sysfs shows it.
-func transport(root, name string) string {
-	switch {
-	case strings.HasPrefix(name, "nvme"):
-		return "nvme"
-	case strings.HasPrefix(name, "vd"):
-		return "virtio"
-	}
-	link, _ := filepath.EvalSymlinks(filepath.Join(root, "sys/block", name))
-	switch {
-	case strings.Contains(link, "/usb"):
-		return "usb"
-	case readText(filepath.Join(root, "sys/block", name, "device"), "vendor") == "ATA":
-		return "sata"
-	case strings.HasPrefix(name, "sd"):
-		return "scsi"
-	}
-	return ""
-}
 
 // mountedDisks are the disks (by kernel name) holding a mounted filesystem or an active
 // swap: the media the ramdisk itself runs from, if any.

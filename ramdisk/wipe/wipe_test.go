@@ -153,8 +153,9 @@ func TestSelect(t *testing.T) {
 	write("proc/self/mountinfo", "22 1 8:33 / /run/media rw - vfat /dev/sdc1 rw\n25 1 0:21 / /proc rw - proc proc rw\n")
 
 	var inv []proto.DiskInfo
+	transports := map[string]string{"nvme0n1": "nvme", "sda": "sata", "sdb": "usb", "sdc": "sata", "sr0": "sata", "vda": "virtio", "vdb": "virtio"}
 	for _, n := range []string{"loop0", "nvme0n1", "sda", "sdb", "sdc", "sr0", "vda", "vdb"} {
-		inv = append(inv, proto.DiskInfo{Name: n, SizeBytes: 64 << 20})
+		inv = append(inv, proto.DiskInfo{Name: n, SizeBytes: 64 << 20, Transport: transports[n]})
 	}
 	disks, skipped := Select(root, "/dev", inv)
 	got := map[string]Disk{}

@@ -128,38 +128,48 @@ var lifecycleMethods = map[string]metal.Request{
 func (s *Server) registerLifecycle(svc *metal.Service) {
 	for method, req := range lifecycleMethods {
 		Handle(s, method, ActionNodesManage, func(_ context.Context, c *Caller, in TransitionRequest) (TransitionStarted, error) {
-			return s.transition(svc, c, in.TenantID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
+			return s.lifecycle(svc, c, in.TenantID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
 				return svc.Act(tx, tenant, in.NodeID, req, metal.Options{Wipe: in.Wipe})
 			})
 		})
 	}
 	Handle(s, "metal.remediate", ActionNodesManage, func(_ context.Context, c *Caller, in RemediateRequest) (TransitionStarted, error) {
-		return s.transition(svc, c, in.TenantID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
+		return s.lifecycle(svc, c, in.TenantID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
 			return svc.Remediate(tx, tenant, in.NodeID, in.Profile, in.ProfileVersion, in.Reason)
 		})
 	})
 }
 
-// transition makes a lifecycle request (act) of a node of the caller's tenant in one
-// transaction, then starts the workflow it stored, if any.
-func (s *Server) transition(svc *metal.Service, c *Caller, tenantID string, act func(tx *store.Tx, tenant string) (store.Run, store.Node, error)) (out TransitionStarted, err error) {
-	var run store.Run
+// lifecycle makes a lifecycle request (act) through transition and answers with the
+// node as the request left it and the workflow it started.
+func (s *Server) lifecycle(svc *metal.Service, c *Caller, tenantID string, act func(tx *store.Tx, tenant string) (store.Run, store.Node, error)) (out TransitionStarted, err error) {
+	run, err := s.transition(svc, c, tenantID, func(tx *store.Tx, tenant string) (store.Run, error) {
+		run, n, err := act(tx, tenant)
+		out.Node = nodeOf(n)
+		return run, err
+	})
+	if err == nil && run.ID != "" {
+		out.WorkflowID, out.Profile = run.ID, refOf(&run.Profile)
+	}
+	return out, err
+}
+
+// transition makes a request of a node (act: a lifecycle request, a deploy) for the
+// caller's tenant in one transaction, then starts the workflow it stored, if any.
+func (s *Server) transition(svc *metal.Service, c *Caller, tenantID string, act func(tx *store.Tx, tenant string) (store.Run, error)) (run store.Run, err error) {
 	err = s.store.Update(func(tx *store.Tx) error {
 		tenant, err := c.TenantFor(tx, tenantID)
 		if err != nil {
 			return err
 		}
-		var n store.Node
-		run, n, err = act(tx, tenant)
-		out.Node = nodeOf(n)
+		run, err = act(tx, tenant)
 		return err
 	})
 	if err != nil || run.ID == "" {
-		return out, err
+		return run, err
 	}
 	svc.Start(run)
-	out.WorkflowID, out.Profile = run.ID, refOf(&run.Profile)
-	return out, nil
+	return run, nil
 }
 
 // RegisterMetal adds the methods that need metal: pools (metal checks their policy),
@@ -233,24 +243,17 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		})
 		return out, err
 	})
-	Handle(s, "metal.deploy", ActionNodesManage, func(_ context.Context, c *Caller, req DeployRequest) (out DeployStarted, err error) {
-		var run store.Run
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+	Handle(s, "metal.deploy", ActionNodesManage, func(_ context.Context, c *Caller, req DeployRequest) (DeployStarted, error) {
+		run, err := s.transition(svc, c, req.TenantID, func(tx *store.Tx, tenant string) (store.Run, error) {
 			rec, err := ps.resolve(tx, c, ProfileKey{TenantID: req.TenantID, ID: req.ProfileID, ProfileVersion: req.ProfileVersion})
 			if err != nil {
-				return proto.AsError(err).WithPath("profileId")
+				return store.Run{}, proto.AsError(err).WithPath("profileId")
 			}
-			run, err = svc.Deploy(tx, tenant, req.NodeID, rec)
-			return err
+			return svc.Deploy(tx, tenant, req.NodeID, rec)
 		})
 		if err != nil {
-			return out, err
+			return DeployStarted{}, err
 		}
-		svc.Start(run)
 		return DeployStarted{WorkflowID: run.ID, NodeID: run.Node, Profile: ProfileRef(run.Profile)}, nil
 	})
 }

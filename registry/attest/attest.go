@@ -69,7 +69,7 @@ func (v Verifier) Verify(node string, role proto.Role, peer *x509.Certificate, c
 		return &sr, nil, err
 	}
 	sr.Certificate = cert.Raw
-	p, err := proto.VerifyResult(cert.PublicKey, sr, proto.ResultWant{NodeID: node, CommandID: cmd.ID, Kind: cmd.Kind})
+	p, err := VerifyResult(cert.PublicKey, sr, proto.ResultWant{NodeID: node, CommandID: cmd.ID, Kind: cmd.Kind})
 	if err != nil {
 		return &sr, nil, err
 	}

@@ -96,9 +96,7 @@ func (s *Service) inspectOOB(ctx context.Context, a *workflow.Attempt) (json.Raw
 	if err != nil {
 		return nil, err
 	}
-	var inv struct {
-		NICs []struct{ MAC string } `json:"nics"`
-	}
+	var inv proto.OOBInventory
 	if json.Unmarshal(out, &inv) != nil || len(inv.NICs) == 0 {
 		return out, nil
 	}

@@ -50,7 +50,7 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 		return nil, err
 	}
 	if connected {
-		return json.RawMessage(`{"booted":false}`), nil
+		return json.Marshal(proto.EnsureRamdiskResult{Booted: false})
 	}
 	if len(a.Node.MACs) == 0 {
 		if a.Node, err = s.discoverMAC(ctx, a); err != nil {
@@ -71,7 +71,7 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 	if err := s.cfg.Joins.WaitJoined(ctx, a.Node.ID, profile.Ramdisk, a.StartedAt); err != nil {
 		return nil, err
 	}
-	return json.RawMessage(`{"booted":true}`), nil
+	return json.Marshal(proto.EnsureRamdiskResult{Booted: true})
 }
 
 // noRamdisk is the relay guard of a run whose metal.ensureRamdisk failed: a command for

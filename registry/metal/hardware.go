@@ -1,7 +1,6 @@
 package metal
 
 import (
-	"bytes"
 	"encoding/json"
 	"maps"
 	"os"
@@ -33,13 +32,11 @@ func (b *Binding) UnmarshalJSON(data []byte) error {
 		*b = Binding{}
 		return json.Unmarshal(data, &b.Driver)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var full struct {
 		Driver string          `json:"driver"`
 		Config json.RawMessage `json:"config"`
 	}
-	if err := dec.Decode(&full); err != nil {
+	if err := (jsondoc.Decoder{Name: "the binding"}).Decode(data, &full); err != nil {
 		return err
 	}
 	*b = Binding{Driver: full.Driver, Config: full.Config}

@@ -428,10 +428,10 @@ func (f *fakeImages) CacheURL(_ context.Context, site string, img Image) (string
 
 type fakeUserData struct{ calls int }
 
-func (f *fakeUserData) Render(_ context.Context, node store.Node, p *profile.Profile) (UserDataResult, error) {
+func (f *fakeUserData) Render(_ context.Context, node store.Node, p *profile.Profile) (proto.UserDataRendered, error) {
 	f.calls++
 	ud, _ := p.UserData()
-	return UserDataResult{UserDataRef: fmt.Sprintf("secret://userdata/%s/%d", node.ID, f.calls), Kind: ud.Kind, JoinTokenID: "tok1"}, nil
+	return proto.UserDataRendered{UserDataRef: fmt.Sprintf("secret://userdata/%s/%d", node.ID, f.calls), Kind: ud.Kind, JoinTokenID: "tok1"}, nil
 }
 
 // fakeGenerations says every agent has applied its NodeSpec.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/workflow"
 )
@@ -42,8 +43,5 @@ func (s *Service) revokeIdentity(_ context.Context, a *workflow.Attempt) (json.R
 	if s.cfg.Identities != nil {
 		s.cfg.Identities.Revoked(a.Node.ID)
 	}
-	return json.Marshal(struct {
-		RevokedAt         time.Time `json:"revokedAt"`
-		JoinTokensDeleted int       `json:"joinTokensDeleted"`
-	}{at, deleted})
+	return json.Marshal(proto.RevokeIdentityResult{RevokedAt: at, JoinTokensDeleted: deleted})
 }

@@ -14,14 +14,7 @@ import (
 type UserData interface {
 	// Render mints the node's provisioned join token, renders the profile's template,
 	// stores the document in the secret store and returns only its reference.
-	Render(ctx context.Context, node store.Node, p *profile.Profile) (UserDataResult, error)
-}
-
-// UserDataResult is userdata.render's result, kept in the run for deploy.deploy.
-type UserDataResult struct {
-	UserDataRef string `json:"userDataRef"`
-	Kind        string `json:"kind"`
-	JoinTokenID string `json:"joinTokenId"`
+	Render(ctx context.Context, node store.Node, p *profile.Profile) (proto.UserDataRendered, error)
 }
 
 const stepRender = proto.StepRenderUserData
@@ -44,8 +37,8 @@ func (s *Service) renderUserData(ctx context.Context, a *workflow.Attempt) (json
 
 // renderedUserData returns the result of the run's last userdata.render that succeeded,
 // false when none did.
-func renderedUserData(run store.Run) (UserDataResult, bool, error) {
-	var res UserDataResult
+func renderedUserData(run store.Run) (proto.UserDataRendered, bool, error) {
+	var res proto.UserDataRendered
 	for i := len(run.Steps) - 1; i >= 0; i-- {
 		s := run.Steps[i]
 		if s.Use != stepRender || s.State != store.StepSucceeded {

@@ -18,14 +18,14 @@ type Generations interface {
 // waitAgentJoined is wait.agentJoined: it waits until the node's agent of with.role has
 // joined since the run started.
 func (s *Service) waitAgentJoined(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
-	var with struct{ Role string }
+	var with proto.WaitAgentJoined
 	if err := json.Unmarshal(a.Step.With, &with); err != nil {
 		return nil, proto.Errorf(proto.Internal, "wait.agentJoined: with does not decode: %w", err)
 	}
-	if err := s.cfg.Joins.WaitJoined(ctx, a.Node.ID, with.Role, a.Run.CreatedAt); err != nil {
+	if err := s.cfg.Joins.WaitJoined(ctx, a.Node.ID, string(with.Role), a.Run.CreatedAt); err != nil {
 		return nil, err
 	}
-	return json.Marshal(map[string]string{"role": with.Role})
+	return json.Marshal(proto.WaitAgentJoined{Role: with.Role})
 }
 
 // waitGenerationObserved is wait.generationObserved: it waits until the node's agent

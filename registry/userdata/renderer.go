@@ -53,38 +53,30 @@ type Node struct {
 	Site string
 }
 
-// Rendered is what Render returns: never the document or the token, only where the
-// document is kept and which token it carries.
-type Rendered struct {
-	UserDataRef string `json:"userDataRef"`
-	Kind        string `json:"kind"`
-	JoinTokenID string `json:"joinTokenId"`
-}
-
 // Render mints a single-use provisioned join token for the node, renders ud's
 // template with it, seals the document into the secret store (replacing the node's
-// earlier one) and returns its reference. A re-run mints another token; the unused one
+// earlier one) and returns its reference (userdata.render's result). A re-run mints another token; the unused one
 // simply expires. Everything is written in tx, so a failure leaves nothing behind.
-func (r *Renderer) Render(tx *store.Tx, ud profile.UserData, node Node) (Rendered, error) {
+func (r *Renderer) Render(tx *store.Tx, ud profile.UserData, node Node) (proto.UserDataRendered, error) {
 	t, err := r.template(ud, node.ID)
 	if err != nil {
-		return Rendered{}, err
+		return proto.UserDataRendered{}, err
 	}
 	ttl := time.Duration(r.cfg.TokenTTLSeconds) * time.Second
 	tok, bearer, err := join.MintToken(tx, store.TokenProvisioned, node.ID, node.Site, ttl)
 	if err != nil {
-		return Rendered{}, err
+		return proto.UserDataRendered{}, err
 	}
 	doc, err := r.render(t, ud.Template, node.ID, bearer)
 	if err != nil {
-		return Rendered{}, err
+		return proto.UserDataRendered{}, err
 	}
 	payload, err := json.Marshal(Document{Kind: ud.Kind, Data: doc})
 	if err != nil {
-		return Rendered{}, err
+		return proto.UserDataRendered{}, err
 	}
 	ref, err := r.box.Put(tx, Purpose, node.ID, payload)
-	return Rendered{UserDataRef: ref, Kind: ud.Kind, JoinTokenID: tok.ID}, err
+	return proto.UserDataRendered{UserDataRef: ref, Kind: ud.Kind, JoinTokenID: tok.ID}, err
 }
 
 // Preview renders the document node would boot with, its join token replaced by

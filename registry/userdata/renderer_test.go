@@ -71,7 +71,7 @@ func newFixture(t *testing.T, cfg userdata.Config) *fixture {
 
 func (fx *fixture) advance(d time.Duration) { fx.mu.Lock(); fx.now = fx.now.Add(d); fx.mu.Unlock() }
 
-func (fx *fixture) render(ud profile.UserData, node userdata.Node) (out userdata.Rendered, err error) {
+func (fx *fixture) render(ud profile.UserData, node userdata.Node) (out proto.UserDataRendered, err error) {
 	err = fx.st.Update(func(tx *store.Tx) (err error) { out, err = fx.r.Render(tx, ud, node); return err })
 	return out, err
 }
