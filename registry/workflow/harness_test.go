@@ -13,6 +13,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -41,23 +42,8 @@ func newHarness(t *testing.T, labels map[string]string) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch), agent: newFakeAgent(), finished: map[string]int{}}
 	h.open()
-	err := h.store.Update(func(tx *store.Tx) error {
-		if _, err := tx.CreateTenant("acme"); err != nil {
-			return err
-		}
-		if _, err := tx.CreateSite("rack-a"); err != nil {
-			return err
-		}
-		if _, err := tx.CreatePool(store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
-			return err
-		}
-		n, err := tx.CreateNode(store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Labels: labels})
-		h.node = n.ID
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.Fill(t, h.store)
+	h.node = storetest.Node(t, h.store, store.Node{MACs: []string{"52:54:00:00:00:01"}, Labels: labels}).ID
 	t.Cleanup(h.stop)
 	return h
 }
