@@ -67,8 +67,8 @@ func TestExampleProfileAcceptance(t *testing.T) {
 	}
 	_, zst := osImage(t)
 	w := newWorld(t)
-	w.register(t, "ubuntu-24.04-server@2026.09", zst, sha(zst), true)
-	w.site.cache(sha(zst), zst)
+	w.register(t, "ubuntu-24.04-server@2026.09", zst, testkit.Digest(zst), true)
+	w.site.cache(testkit.Digest(zst), zst)
 	testkit.JSON(t, w.admin, nil, "profiles", "create", filepath.Join("..", "..", "examples", "ubuntu-gpu-host.json"))
 
 	cases := []struct {
