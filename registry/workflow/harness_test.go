@@ -152,6 +152,15 @@ func (h *harness) attemptsDone(id string, i, n int) store.Run {
 	})
 }
 
+// backOff waits until step 0 of run id has finished tries attempts, then moves the clock
+// by the backoff after the n-th failed try, once the engine waits on it.
+func (h *harness) backOff(id string, tries, n int) {
+	h.t.Helper()
+	h.attemptsDone(id, 0, tries)
+	h.clock.BlockUntil(1)
+	h.clock.Advance(backoff(n))
+}
+
 // summary writes a run as one line per step: path, use, state, attempts and error
 // code, the way the table tests compare it.
 func summary(r store.Run) string {
