@@ -58,7 +58,12 @@ type world struct {
 	gate, requested chan struct{}
 }
 
+// newWorld starts the world; under -short it skips the test, which boots machines end
+// to end.
 func newWorld(t *testing.T) *world {
+	if testing.Short() {
+		t.Skip("boots machines end to end")
+	}
 	w := &world{signer: openssl.Generate(t, openssl.Ed25519), images: map[string][]byte{}}
 	certFile := filepath.Join(t.TempDir(), "images.pem")
 	srv := testkit.ServeTLS(t, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
@@ -170,8 +175,8 @@ func waitState(t *testing.T, admin, node, state string, extra ...string) store.N
 // hostWorld is a world whose site caches the signed OS image e2e-os@1, with the profile
 // e2e-host deploying it; it returns the image raw.
 func hostWorld(t *testing.T) (*world, []byte) {
-	raw, zst := osImage(t)
 	w := newWorld(t)
+	raw, zst := osImage(t)
 	w.register(t, "e2e-os@1", zst, testkit.Digest(zst), true)
 	w.site.cache(testkit.Digest(zst), zst)
 	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
@@ -186,9 +191,6 @@ func (w *world) readyMachine(t *testing.T, mac, productUUID string, size int) (s
 }
 
 func TestDeployEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a machine end to end")
-	}
 	w, raw := hostWorld(t)
 	id, m := w.readyMachine(t, "52:54:00:12:34:01", "4c4c4544-0042-3510-8052-b4c04f595831", len(raw))
 	enrolled := len(w.site.commands())
@@ -253,11 +255,8 @@ func TestDeployEndToEnd(t *testing.T) {
 }
 
 func TestDeployRefuses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots machines end to end")
-	}
-	_, zst := osImage(t)
 	w := newWorld(t)
+	_, zst := osImage(t)
 	w.register(t, "good@1", zst, testkit.Digest(zst), true)
 	w.register(t, "wrong-digest@1", zst, strings.Repeat("0", 64), true)
 	w.register(t, "unsigned@1", zst, testkit.Digest(zst), false)
@@ -313,11 +312,8 @@ func TestDeployRefuses(t *testing.T) {
 // and beta naming alpha/os@1 is refused before anything is written, since neither beta
 // nor the platform trusts alpha's key.
 func TestDeployTrustsOnlyTheDeployingTenantsSigners(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots machines end to end")
-	}
-	_, zst := osImage(t)
 	w := newWorld(t)
+	_, zst := osImage(t)
 	alphaKey := openssl.Generate(t, openssl.Ed25519)
 	for _, tenant := range []string{"alpha", "beta"} {
 		testkit.JSON(t, w.admin, nil, "tenants", "create", tenant)
@@ -439,11 +435,8 @@ func TestTamperedCatalogRow(t *testing.T) {
 // ramdisk answers the resent deploy.image from the write it finished, and the deploy
 // ends as if nothing happened.
 func TestDeploySurvivesARegistryRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a machine end to end")
-	}
-	raw, zst := osImage(t)
 	w := newWorld(t)
+	raw, zst := osImage(t)
 	w.register(t, "e2e-os@1", zst, testkit.Digest(zst), true)
 	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
 	const uuid = "4c4c4544-0042-3510-8052-b4c04f5958aa"
