@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -107,4 +109,26 @@ func RegisterImage(t testing.TB, config string, img Image, v any) {
 		args = append(args, "--signer", img.SignerID, "--signature", base64.StdEncoding.EncodeToString(img.Signer.Sign(t, img.SigningInput())))
 	}
 	JSON(t, config, v, args...)
+}
+
+// StartBCD runs bcd with args, env added to its environment, until stop is called:
+// stop interrupts it, waits for it to end and, when the test failed, logs what it wrote.
+// bcd is killed when the test process dies.
+func StartBCD(t testing.TB, env []string, args ...string) (stop func()) {
+	t.Helper()
+	cmd := exec.Command(Binary(t, "bcd"), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("bcd %s:\n%s", args[0], out.String())
+		}
+	}
 }
