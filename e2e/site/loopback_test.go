@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/bmc/redfishsim"
-	"github.com/better-compute/better-compute/e2e/netns"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
@@ -146,14 +145,7 @@ func TestSiteLoopback(t *testing.T) {
 // HTTP server.
 func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) int {
 	t.Helper()
-	tokenFile := filepath.Join(work, "rack-a.token")
-	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
-	confDir := filepath.Join(work, "bcd")
-	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",
-		"--config-dir", confDir, "--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning,
-		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
-		t.Fatalf("bcd join: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
-	}
+	confDir := testkit.JoinSite(t, reg, "rack-a")
 	httpPort := testkit.FreePort(t, "tcp")
 	cfg := map[string]any{
 		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"),
@@ -178,19 +170,7 @@ func putSecret(t *testing.T, config, work, ref, value string) {
 // startSite runs `bcd site` until the test ends, and shows its log when the test fails.
 func startSite(t *testing.T, config string) {
 	t.Helper()
-	cmd := exec.Command(testkit.Binary(t, "bcd"), "site", "--config", config)
-	var logs netns.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("bcd site:\n%s", logs.String())
-		}
-	})
+	t.Cleanup(testkit.StartBCD(t, nil, "site", "--config", config))
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
