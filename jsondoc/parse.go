@@ -139,19 +139,47 @@ func (p *parser) enter() *SyntaxError {
 	return nil
 }
 
-func (p *parser) object() (*Value, *SyntaxError) {
+// open enters the object or array whose opening bracket is at p.pos, and reports whether
+// close follows at once: an empty one, left again.
+func (p *parser) open(close byte) (empty bool, err *SyntaxError) {
 	if err := p.enter(); err != nil {
-		return nil, err
+		return false, err
 	}
-	p.pos++ // {
-	v := &Value{Kind: Object}
-	var seen map[string]bool
+	p.pos++
 	p.space()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+	if p.pos < len(p.data) && p.data[p.pos] == close {
 		p.pos++
 		p.depth--
-		return v, nil
+		return true, nil
 	}
+	return false, nil
+}
+
+// next reads what follows a member or an item: a comma before the next, or close, which
+// leaves the object or array (done).
+func (p *parser) next(close byte) (done bool, err *SyntaxError) {
+	p.space()
+	if p.pos >= len(p.data) {
+		return false, p.errAt(p.pos, "unexpected end of document, expected , or %c", close)
+	}
+	switch p.data[p.pos] {
+	case ',':
+		p.pos++
+		return false, nil
+	case close:
+		p.pos++
+		p.depth--
+		return true, nil
+	}
+	return false, p.errAt(p.pos, "unexpected %s, expected , or %c", p.describe(), close)
+}
+
+func (p *parser) object() (*Value, *SyntaxError) {
+	v := &Value{Kind: Object}
+	if empty, err := p.open('}'); empty || err != nil {
+		return v, err
+	}
+	var seen map[string]bool
 	base := p.currentPath()
 	for {
 		p.space()
@@ -188,34 +216,16 @@ func (p *parser) object() (*Value, *SyntaxError) {
 		}
 		p.path = p.path[:len(p.path)-1]
 		v.Members = append(v.Members, Member{Key: key, KeyOffset: keyOff, Value: mv})
-		p.space()
-		if p.pos >= len(p.data) {
-			return nil, p.errAt(p.pos, "unexpected end of document, expected , or }")
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case '}':
-			p.pos++
-			p.depth--
-			return v, nil
-		default:
-			return nil, p.errAt(p.pos, "unexpected %s, expected , or }", p.describe())
+		if done, err := p.next('}'); done || err != nil {
+			return v, err
 		}
 	}
 }
 
 func (p *parser) array() (*Value, *SyntaxError) {
-	if err := p.enter(); err != nil {
-		return nil, err
-	}
-	p.pos++ // [
 	v := &Value{Kind: Array}
-	p.space()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
-		p.depth--
-		return v, nil
+	if empty, err := p.open(']'); empty || err != nil {
+		return v, err
 	}
 	base := p.currentPath()
 	for {
@@ -230,19 +240,8 @@ func (p *parser) array() (*Value, *SyntaxError) {
 		}
 		p.path = p.path[:len(p.path)-1]
 		v.Items = append(v.Items, item)
-		p.space()
-		if p.pos >= len(p.data) {
-			return nil, p.errAt(p.pos, "unexpected end of document, expected , or ]")
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-		case ']':
-			p.pos++
-			p.depth--
-			return v, nil
-		default:
-			return nil, p.errAt(p.pos, "unexpected %s, expected , or ]", p.describe())
+		if done, err := p.next(']'); done || err != nil {
+			return v, err
 		}
 	}
 }
