@@ -132,3 +132,16 @@ func StartBCD(t testing.TB, env []string, args ...string) (stop func()) {
 		}
 	}
 }
+
+// SparseFile makes path a sparse file of size bytes, a disk for a VM or a machine.
+func SparseFile(t testing.TB, path string, size int64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err == nil {
+		err = f.Truncate(size)
+		f.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
