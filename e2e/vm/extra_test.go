@@ -41,14 +41,7 @@ func TestVMRamdiskExtra(t *testing.T) {
 	}
 	ramdisk, work, lan, siteNS := vmSegment(t)
 	disk := filepath.Join(work, "disk.raw")
-	f, err := os.Create(disk)
-	if err == nil {
-		err = f.Truncate(64 << 20)
-		f.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.SparseFile(t, disk, 64<<20)
 	qmpSock := filepath.Join(work, "vm.qmp")
 	console := lan.StartVM(t, qmpSock, "-S", "-no-shutdown", "-m", "1024", "-uuid", vmUUID, "-vga", "std",
 		"-drive", "file="+disk+",if=none,id=d0,format=raw,cache=unsafe", "-device", "virtio-blk-pci,id=disk0,drive=d0",

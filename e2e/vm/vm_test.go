@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -130,14 +129,7 @@ func vmRun(t *testing.T, walk bool, firmware string) {
 	siteNS := netns.New(t, "site")
 	lan.Attach(t, siteNS, "eth0", siteIP+"/24", "")
 	disk := filepath.Join(work, "vm-disk.raw")
-	f, err := os.Create(disk)
-	if err == nil {
-		err = f.Truncate(imageSize)
-		f.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.SparseFile(t, disk, imageSize)
 	qmpSock := filepath.Join(work, "vm.qmp")
 	console := startVM(t, lan, qmpSock, disk, firmware)
 
@@ -585,14 +577,7 @@ func hardwareProfiles(t *testing.T, work string) string {
 // the segment, serving the ramdisk in ramdiskDir, with env added to its environment. The
 // function it returns stops it, showing its log and the registry's if the test failed.
 func startSite(t *testing.T, work, ramdiskDir string, reg *testkit.Registry, env ...string) (stop func()) {
-	confDir := filepath.Join(work, "site-bcd")
-	tokenFile := filepath.Join(work, "site.token")
-	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
-	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",
-		"--config-dir", confDir, "--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning,
-		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
-		t.Fatalf("bcd join --role site: %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
-	}
+	confDir := testkit.JoinSite(t, reg, "rack-a")
 	siteConf, _ := json.Marshal(map[string]any{
 		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "site-state"),
 		"boot": map[string]any{"interface": "eth0", "mode": "authoritative", "serverIP": siteIP,
@@ -603,19 +588,11 @@ func startSite(t *testing.T, work, ramdiskDir string, reg *testkit.Registry, env
 	})
 	siteConfig := filepath.Join(work, "site.json")
 	writeFile(t, siteConfig, string(siteConf))
-	var siteLog netns.SyncBuffer
-	bcdSite := exec.Command(testkit.Binary(t, "bcd"), "site", "--config", siteConfig)
-	bcdSite.Env = append(os.Environ(), env...)
-	bcdSite.Stdout, bcdSite.Stderr = &siteLog, &siteLog
-	bcdSite.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := bcdSite.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stopSite := testkit.StartBCD(t, env, "site", "--config", siteConfig)
 	return func() {
-		bcdSite.Process.Signal(os.Interrupt)
-		bcdSite.Wait()
+		stopSite()
 		if t.Failed() {
-			t.Logf("bcd site:\n%s\nregistry:\n%s", siteLog.String(), reg.Stderr)
+			t.Logf("registry:\n%s", reg.Stderr)
 		}
 	}
 }
