@@ -22,6 +22,17 @@ func TestOpen(t *testing.T) {
 		Requests  []string // each request's Range and If-Range
 		Err       string
 	}
+	// wholeUnlessRanged answers the whole data to a request without a Range, and as ranged
+	// answers to one with a Range.
+	wholeUnlessRanged := func(ranged func(w http.ResponseWriter)) func(http.ResponseWriter, *http.Request) {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Range") == "" {
+				io.WriteString(w, data)
+				return
+			}
+			ranged(w)
+		}
+	}
 	for name, tc := range map[string]struct {
 		offset    int64
 		validator string
@@ -60,15 +71,11 @@ func TestOpen(t *testing.T) {
 		},
 		"a 206 from elsewhere is retried whole": {
 			offset: 10,
-			answer: func(w http.ResponseWriter, r *http.Request) {
-				if r.Header.Get("Range") == "" {
-					io.WriteString(w, data)
-					return
-				}
+			answer: wholeUnlessRanged(func(w http.ResponseWriter) {
 				w.Header().Set("Content-Range", "bytes 0-15/16")
 				w.WriteHeader(http.StatusPartialContent)
 				io.WriteString(w, data)
-			},
+			}),
 			want: result{Body: data, Total: 16, Requests: []string{"bytes=10-|", "|"}},
 		},
 		"416 when every byte is there": {
@@ -81,14 +88,10 @@ func TestOpen(t *testing.T) {
 		},
 		"416 for a longer partial is retried whole": {
 			offset: 20,
-			answer: func(w http.ResponseWriter, r *http.Request) {
-				if r.Header.Get("Range") == "" {
-					io.WriteString(w, data)
-					return
-				}
+			answer: wholeUnlessRanged(func(w http.ResponseWriter) {
 				w.Header().Set("Content-Range", "bytes */16")
 				w.WriteHeader(http.StatusRequestedRangeNotSatisfiable)
-			},
+			}),
 			want: result{Body: data, Total: 16, Requests: []string{"bytes=20-|", "|"}},
 		},
 		"an error status": {

@@ -26,23 +26,7 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 			log.Info("join tokens pruned", "count", n, "expiredMoreThan", join.Retention.String())
 		}
 	}
-	prune()
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			t := clk.NewTimer(housekeepingInterval)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C():
-				prune()
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
+	return every(ctx, clk, housekeepingInterval, prune)
 }
 
 // remediationInterval is how often the registry looks for nodes its pools' policy
@@ -54,15 +38,23 @@ const remediationInterval = time.Minute
 // policy.remediation) every remediationInterval on clk until ctx ends; stop ends it and
 // waits.
 func startRemediation(ctx context.Context, clk clock.Clock, svc *metal.Service, log *slog.Logger) (stop func()) {
+	return every(ctx, clk, remediationInterval, func() {
+		if _, err := svc.RemediateAgentsGone(); err != nil {
+			log.Error("automatic remediation", "err", err)
+		}
+	})
+}
+
+// every calls fn at once and then each interval on clk, in a goroutine of its own,
+// until ctx ends; stop ends it and waits for a call in progress.
+func every(ctx context.Context, clk clock.Clock, interval time.Duration, fn func()) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
-			if _, err := svc.RemediateAgentsGone(); err != nil {
-				log.Error("automatic remediation", "err", err)
-			}
-			t := clk.NewTimer(remediationInterval)
+			fn()
+			t := clk.NewTimer(interval)
 			select {
 			case <-ctx.Done():
 				t.Stop()

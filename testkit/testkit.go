@@ -1,7 +1,9 @@
 // Package testkit runs the project's real binaries for tests: it builds them once per
 // test process, starts `better-compute serve` on loopback in a temporary data directory,
 // and runs CLI and bcd commands against it; it also makes test CAs and certificates for
-// the agent plane. Only tests import it.
+// the agent plane, and holds the fixtures the end-to-end tests share (HTTPS image
+// sources, signed images registered through the CLI, sparse disks). Only tests import
+// it.
 package testkit
 
 import (

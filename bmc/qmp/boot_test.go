@@ -14,6 +14,12 @@ func TestBootOrderVM(t *testing.T) {
 	v := startVM(t)
 	d := v.open(t, v.config())
 	ctx := context.Background()
+	setBoot := func(device proto.BootDevice, persistent bool) func() error {
+		return func() error { return d.SetBootDevice(ctx, device, persistent) }
+	}
+	power := func(action proto.PowerAction) func() error {
+		return func() error { return d.SetPower(ctx, action) }
+	}
 	steps := []struct {
 		name string
 		do   func() error
@@ -24,51 +30,51 @@ func TestBootOrderVM(t *testing.T) {
 	}{
 		{
 			name:    "disk persistent",
-			do:      func() error { return d.SetBootDevice(ctx, proto.BootDeviceDisk, true) },
+			do:      setBoot(proto.BootDeviceDisk, true),
 			indexes: map[string]int{"disk0": 10, "nic0": 20, "cd0": 30},
 		},
 		{
 			name:    "pxe once",
-			do:      func() error { return d.SetBootDevice(ctx, proto.BootDevicePXE, false) },
+			do:      setBoot(proto.BootDevicePXE, false),
 			indexes: map[string]int{"disk0": 10, "nic0": 2, "cd0": 30},
 		},
 		{
 			name:    "on boots the NIC",
-			do:      func() error { return d.SetPower(ctx, proto.PowerActionOn) },
+			do:      power(proto.PowerActionOn),
 			indexes: map[string]int{"disk0": 10, "nic0": 7, "cd0": 30},
 			boots:   []string{"ROM"},
 		},
 		{
 			name:    "reset boots the disk",
-			do:      func() error { return d.SetPower(ctx, proto.PowerActionReset) },
+			do:      power(proto.PowerActionReset),
 			indexes: map[string]int{"disk0": 10, "nic0": 20, "cd0": 30},
 			boots:   []string{"ROM", "Hard Disk"},
 		},
 		{
 			name:    "cd once",
-			do:      func() error { return d.SetBootDevice(ctx, proto.BootDeviceCD, false) },
+			do:      setBoot(proto.BootDeviceCD, false),
 			indexes: map[string]int{"disk0": 10, "nic0": 20, "cd0": 3},
 		},
 		{
 			name:    "cycle boots the CD",
-			do:      func() error { return d.SetPower(ctx, proto.PowerActionCycle) },
+			do:      power(proto.PowerActionCycle),
 			indexes: map[string]int{"disk0": 10, "nic0": 20, "cd0": 8},
 			boots:   []string{"ROM", "Hard Disk", "DVD/CD"},
 		},
 		{
 			name:    "http persistent is the NIC",
-			do:      func() error { return d.SetBootDevice(ctx, proto.BootDeviceHTTP, true) },
+			do:      setBoot(proto.BootDeviceHTTP, true),
 			indexes: map[string]int{"disk0": 20, "nic0": 10, "cd0": 30},
 		},
 		{
 			name:    "reset boots the NIC",
-			do:      func() error { return d.SetPower(ctx, proto.PowerActionReset) },
+			do:      power(proto.PowerActionReset),
 			indexes: map[string]int{"disk0": 20, "nic0": 10, "cd0": 30},
 			boots:   []string{"ROM", "Hard Disk", "DVD/CD", "ROM"},
 		},
 		{
 			name:    "reset boots the NIC again",
-			do:      func() error { return d.SetPower(ctx, proto.PowerActionReset) },
+			do:      power(proto.PowerActionReset),
 			indexes: map[string]int{"disk0": 20, "nic0": 10, "cd0": 30},
 			boots:   []string{"ROM", "Hard Disk", "DVD/CD", "ROM", "ROM"},
 		},

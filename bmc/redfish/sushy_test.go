@@ -225,74 +225,39 @@ type cdState struct {
 // manager links under the system's path; the emulator downloads each image from the
 // loopback server, and a download that fails is the BMC's refusal.
 func TestSushyVirtualMedia(t *testing.T) {
+	// A step acts on the virtual CD; url is the image server's.
+	type step func(ctx context.Context, d bmc.Driver, url string) error
+	insert := func(path string) step {
+		return func(ctx context.Context, d bmc.Driver, url string) error { return d.Insert(ctx, url+path) }
+	}
+	eject := func(ctx context.Context, d bmc.Driver, _ string) error { return d.Eject(ctx) }
 	cases := map[string]struct {
 		noMedia bool
-		steps   func(ctx context.Context, d bmc.Driver, url string) error
+		// steps run in turn until one fails.
+		steps   []step
 		want    cdState
 		served  []string
 		code    proto.Code
 		message string
 	}{
-		"insert": {
-			steps:  func(ctx context.Context, d bmc.Driver, url string) error { return d.Insert(ctx, url+"/a.iso") },
-			want:   cdState{Image: "/a.iso", Inserted: true, WriteProtected: true},
-			served: []string{"/a.iso"},
-		},
-		"insert twice": {
-			steps: func(ctx context.Context, d bmc.Driver, url string) error {
-				if err := d.Insert(ctx, url+"/a.iso"); err != nil {
-					return err
-				}
-				return d.Insert(ctx, url+"/a.iso")
-			},
-			want:   cdState{Image: "/a.iso", Inserted: true, WriteProtected: true},
-			served: []string{"/a.iso"},
-		},
-		"insert replaces": {
-			steps: func(ctx context.Context, d bmc.Driver, url string) error {
-				if err := d.Insert(ctx, url+"/b.iso"); err != nil {
-					return err
-				}
-				return d.Insert(ctx, url+"/a.iso")
-			},
-			want:   cdState{Image: "/a.iso", Inserted: true, WriteProtected: true},
-			served: []string{"/b.iso", "/a.iso"},
-		},
-		"eject": {
-			steps: func(ctx context.Context, d bmc.Driver, url string) error {
-				if err := d.Insert(ctx, url+"/a.iso"); err != nil {
-					return err
-				}
-				return d.Eject(ctx)
-			},
-			served: []string{"/a.iso"},
-		},
-		"eject when empty": {
-			steps: func(ctx context.Context, d bmc.Driver, url string) error { return d.Eject(ctx) },
-		},
+		"insert":           {steps: []step{insert("/a.iso")}, want: cdState{Image: "/a.iso", Inserted: true, WriteProtected: true}, served: []string{"/a.iso"}},
+		"insert twice":     {steps: []step{insert("/a.iso"), insert("/a.iso")}, want: cdState{Image: "/a.iso", Inserted: true, WriteProtected: true}, served: []string{"/a.iso"}},
+		"insert replaces":  {steps: []step{insert("/b.iso"), insert("/a.iso")}, want: cdState{Image: "/a.iso", Inserted: true, WriteProtected: true}, served: []string{"/b.iso", "/a.iso"}},
+		"eject":            {steps: []step{insert("/a.iso"), eject}, served: []string{"/a.iso"}},
+		"eject when empty": {steps: []step{eject}},
 		"image not found": {
-			steps:   func(ctx context.Context, d bmc.Driver, url string) error { return d.Insert(ctx, url+"/missing.img") },
+			steps:   []step{insert("/missing.img")},
 			served:  []string{"/missing.img"},
 			code:    proto.DriverError,
 			message: "insert media Cd: HTTP 400: Cannot download virtual media: got error 404 from the server",
 		},
 		"insert a file": {
-			steps:   func(ctx context.Context, d bmc.Driver, url string) error { return d.Insert(ctx, "/srv/images/x.iso") },
+			steps:   []step{func(ctx context.Context, d bmc.Driver, _ string) error { return d.Insert(ctx, "/srv/images/x.iso") }},
 			code:    proto.InvalidConfig,
 			message: "not an http or https URL",
 		},
-		"insert without virtual media": {
-			noMedia: true,
-			steps:   func(ctx context.Context, d bmc.Driver, url string) error { return d.Insert(ctx, url+"/a.iso") },
-			code:    proto.Unsupported,
-			message: "offers no virtual CD/DVD",
-		},
-		"eject without virtual media": {
-			noMedia: true,
-			steps:   func(ctx context.Context, d bmc.Driver, url string) error { return d.Eject(ctx) },
-			code:    proto.Unsupported,
-			message: "offers no virtual CD/DVD",
-		},
+		"insert without virtual media": {noMedia: true, steps: []step{insert("/a.iso")}, code: proto.Unsupported, message: "offers no virtual CD/DVD"},
+		"eject without virtual media":  {noMedia: true, steps: []step{eject}, code: proto.Unsupported, message: "offers no virtual CD/DVD"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -300,7 +265,13 @@ func TestSushyVirtualMedia(t *testing.T) {
 			e := redfishtest.Start(t, redfishtest.Config{NoVirtualMedia: tc.noMedia})
 			im := newImages(t)
 			d := openSushy(t, sushyConfig(t, e))
-			checkErr(t, tc.steps(context.Background(), d, im.URL), tc.code, tc.message)
+			var err error
+			for _, step := range tc.steps {
+				if err = step(context.Background(), d, im.URL); err != nil {
+					break
+				}
+			}
+			checkErr(t, err, tc.code, tc.message)
 			if diff := cmp.Diff(tc.served, im.Served()); diff != "" {
 				t.Errorf("images served (-want +got):\n%s", diff)
 			}

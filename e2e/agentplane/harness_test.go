@@ -16,6 +16,7 @@ import (
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
+	"github.com/quic-go/quic-go"
 )
 
 // env is a registry's agent endpoint on loopback over a store in a temporary directory,
@@ -157,12 +158,25 @@ func (e *env) startAgent(node string, edit func(*session.Config)) *agent {
 // waitFor polls cond until it holds, failing the test after 20 s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	testkit.WaitFor(t, what, 20*time.Second, 5*time.Millisecond, cond)
+}
+
+// dialRefused dials addr over QUIC with conf and returns why the agent endpoint refused
+// the connection, or nil when it kept it. TLS 1.3 lets the client finish before the
+// server has checked its certificate: a refusal then closes the connection right after.
+func dialRefused(addr string, conf *tls.Config) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, addr, conf, nil)
+	if err != nil {
+		return err
+	}
+	defer conn.CloseWithError(0, "")
+	select {
+	case <-conn.Context().Done():
+		return context.Cause(conn.Context())
+	case <-time.After(300 * time.Millisecond):
+		return nil
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
 	"github.com/quic-go/quic-go"
 )
 
@@ -256,17 +257,7 @@ func barePeer(b *testing.B, dir string, count int) perSession {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var live atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept(context.Background())
-			if err != nil {
-				return
-			}
-			live.Add(1)
-			context.AfterFunc(c.Context(), func() { live.Add(-1) })
-		}
-	}()
+	live := acceptCounted(ln, 1, nil)
 	before := sampleMemory()
 	c := startChild(b, "bare", "BC_DIR="+dir, "BC_ADDR="+ln.Addr().String(), "BC_COUNT="+strconv.Itoa(count))
 	waitLong(b, "bare connections", func() bool { return live.Load() == int64(count) })
@@ -278,8 +269,31 @@ func barePeer(b *testing.B, dir string, count int) perSession {
 	return after.minus(before).per(count)
 }
 
-// bareTLS is the bare peer's server TLS: the test server certificate, any ALPN "bare".
-func bareTLS(b *testing.B, dir string) *tls.Config {
+// acceptCounted accepts ln's connections in n goroutines, each handed to accepted (when
+// not nil), until ln closes, and returns the count of those still open.
+func acceptCounted(ln *quic.Listener, n int, accepted func(*quic.Conn)) *atomic.Int64 {
+	var live atomic.Int64
+	for range n {
+		go func() {
+			for {
+				c, err := ln.Accept(context.Background())
+				if err != nil {
+					return
+				}
+				live.Add(1)
+				context.AfterFunc(c.Context(), func() { live.Add(-1) })
+				if accepted != nil {
+					accepted(c)
+				}
+			}
+		}()
+	}
+	return &live
+}
+
+// peerCA reads the test CA of dir and returns it with a server certificate it issued,
+// for the peers standing in for the endpoint.
+func peerCA(b *testing.B, dir string) (*testkit.CA, tls.Certificate) {
 	ca, err := readCA(dir)
 	if err != nil {
 		b.Fatal(err)
@@ -288,6 +302,12 @@ func bareTLS(b *testing.B, dir string) *tls.Config {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return ca, cert
+}
+
+// bareTLS is the bare peer's server TLS: the test server certificate, any ALPN "bare".
+func bareTLS(b *testing.B, dir string) *tls.Config {
+	_, cert := peerCA(b, dir)
 	return &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"bare"}}
 }
 
@@ -338,14 +358,7 @@ const maxInFlight = 128
 // dialling again, until the listener has every connection back. The phase's CPU is
 // this process's and the child's, as the restart's is the registry's and the agents'.
 func resumePeer(b *testing.B, dir string, count int) *phase {
-	ca, err := readCA(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cert, err := ca.ServerCertificate()
-	if err != nil {
-		b.Fatal(err)
-	}
+	ca, cert := peerCA(b, dir)
 	conf := &tls.Config{
 		MinVersion:       tls.VersionTLS13,
 		Certificates:     []tls.Certificate{cert},
@@ -358,23 +371,13 @@ func resumePeer(b *testing.B, dir string, count int) *phase {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var live, resumed atomic.Int64
-	for range acceptors {
-		go func() {
-			for {
-				c, err := ln.Accept(context.Background())
-				if err != nil {
-					return
-				}
-				live.Add(1)
-				if c.ConnectionState().TLS.DidResume {
-					resumed.Add(1)
-				}
-				context.AfterFunc(c.Context(), func() { live.Add(-1) })
-				go confirmAccepted(c)
-			}
-		}()
-	}
+	var resumed atomic.Int64
+	live := acceptCounted(ln, acceptors, func(c *quic.Conn) {
+		if c.ConnectionState().TLS.DidResume {
+			resumed.Add(1)
+		}
+		go confirmAccepted(c)
+	})
 	c := startChild(b, "resume", "BC_DIR="+dir, "BC_ADDR="+ln.Addr().String(), "BC_COUNT="+strconv.Itoa(count))
 	waitLong(b, "the peer's first connections", func() bool { return live.Load() == int64(count) })
 	if got := c.ask("close"); got != "" {
@@ -568,13 +571,7 @@ func kib(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
 // waitLong polls cond for up to 10 minutes.
 func waitLong(b testing.TB, what string, cond func() bool) {
 	b.Helper()
-	deadline := time.Now().Add(10 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			b.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitFor(b, what, 10*time.Minute, 10*time.Millisecond, cond)
 }
 
 func envInt(name string, def int) int {

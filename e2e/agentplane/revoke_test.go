@@ -9,6 +9,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/quic-go/quic-go"
 )
 
@@ -17,28 +18,12 @@ import (
 // unexpired, certificate is refused the same way and never registered.
 func TestRevokedIdentity(t *testing.T) {
 	e := newEnv(t, agents.Config{})
-	var node string
-	err := e.st.Update(func(tx *store.Tx) error {
-		if _, err := tx.CreateSite("rack-a"); err != nil {
-			return err
-		}
-		if _, err := tx.CreateTenant("acme"); err != nil {
-			return err
-		}
-		if _, err := tx.CreatePool(store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
-			return err
-		}
-		n, err := tx.CreateNode(store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}})
-		node = n.ID
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.Fill(t, e.st)
+	node := storetest.Node(t, e.st, store.Node{MACs: []string{"52:54:00:00:00:01"}}).ID
 	live := helloOverQUIC(t, e, node)
 	waitFor(t, "the session", func() bool { return e.ep.Sessions() == 1 })
 
-	err = e.st.Update(func(tx *store.Tx) error {
+	err := e.st.Update(func(tx *store.Tx) error {
 		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.IdentityRevokedAt = tx.Now(); return nil })
 		return err
 	})

@@ -1,18 +1,15 @@
 package agentplane
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/testkit"
-	"github.com/quic-go/quic-go"
 )
 
 // TestServeAcceptsAgents starts the real `better-compute serve`: its agent endpoint
@@ -41,18 +38,8 @@ func TestServeAcceptsAgents(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
 			conf := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: serving, ServerName: "127.0.0.1", NextProtos: []string{proto.AgentALPN}}
-			conn, err := quic.DialAddr(ctx, reg.AgentEndpoint, conf, nil)
-			if err == nil {
-				defer conn.CloseWithError(0, "")
-				select {
-				case <-conn.Context().Done():
-					err = context.Cause(conn.Context())
-				case <-time.After(300 * time.Millisecond):
-				}
-			}
+			err = dialRefused(reg.AgentEndpoint, conf)
 			if accepted := err == nil; accepted != tc.accepted {
 				t.Fatalf("accepted %v (%v), want %v", accepted, err, tc.accepted)
 			}

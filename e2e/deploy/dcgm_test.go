@@ -62,13 +62,10 @@ while :; do sleep 1; done`,
 // node is failed with DRIVER_ERROR naming the test and the GPU; without DCGM, it is
 // failed with UNSUPPORTED dcgm-missing, the reason shown by nodes get.
 func TestExampleProfileAcceptance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots machines end to end")
-	}
-	_, zst := osImage(t)
 	w := newWorld(t)
-	w.register(t, "ubuntu-24.04-server@2026.09", zst, sha(zst), true)
-	w.site.cache(sha(zst), zst)
+	_, zst := osImage(t)
+	w.register(t, "ubuntu-24.04-server@2026.09", zst, testkit.Digest(zst), true)
+	w.site.cache(testkit.Digest(zst), zst)
 	testkit.JSON(t, w.admin, nil, "profiles", "create", filepath.Join("..", "..", "examples", "ubuntu-gpu-host.json"))
 
 	cases := []struct {

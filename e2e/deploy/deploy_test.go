@@ -2,15 +2,9 @@ package deploy
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,9 +58,15 @@ type world struct {
 	gate, requested chan struct{}
 }
 
+// newWorld starts the world; under -short it skips the test, which boots machines end
+// to end.
 func newWorld(t *testing.T) *world {
+	if testing.Short() {
+		t.Skip("boots machines end to end")
+	}
 	w := &world{signer: openssl.Generate(t, openssl.Ed25519), images: map[string][]byte{}}
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	certFile := filepath.Join(t.TempDir(), "images.pem")
+	srv := testkit.ServeTLS(t, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.mu.Lock()
 		b, ok := w.images[r.URL.Path]
 		gate, requested := w.gate, w.requested
@@ -88,22 +88,17 @@ func newWorld(t *testing.T) *world {
 			return
 		}
 		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(b))
-	}))
-	t.Cleanup(srv.Close)
+	}), certFile)
 	w.imageURL = srv.URL
-	certFile := filepath.Join(t.TempDir(), "images.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	port := freePort(t)
+	port := fmt.Sprint(testkit.FreePort(t, "tcp"))
 	url := "https://127.0.0.1:" + port
 	udc := filepath.Join(dir, "userdata.json")
 	if err := os.WriteFile(udc, []byte(fmt.Sprintf(`{"controlPlaneUrl": %q, "bcdUrl": "https://downloads.example/bcd", "bcdSha256": %q}`,
 		url, strings.Repeat("ab", 32))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.serveArgs = []string{"--listen", "127.0.0.1:" + port, "--agent-listen", "127.0.0.1:" + freeUDPPort(t), "--userdata-config", udc}
+	w.serveArgs = []string{"--listen", "127.0.0.1:" + port, "--agent-listen", fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "udp")), "--userdata-config", udc}
 	w.reg = testkit.StartRegistry(t, dir, w.serveArgs...)
 	w.admin = w.reg.AdminConfig
 	testkit.JSON(t, w.admin, nil, "sites", "create", "rack-a")
@@ -111,24 +106,6 @@ func newWorld(t *testing.T) *world {
 	testkit.JSON(t, w.admin, nil, "signers", "add", "--data-dir", w.reg.DataDir, "--tenant", "root", "--id", "platform", "--public-key", w.signer.PublicPath)
 	w.site = startSite(t, w.reg, "rack-a", certFile)
 	return w
-}
-
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
-}
-
-func freeUDPPort(t *testing.T) string {
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return fmt.Sprint(c.LocalAddr().(*net.UDPAddr).Port)
 }
 
 // osImage makes a small GPT disk image with an EFI and a root partition and returns
@@ -149,19 +126,24 @@ func osImage(t *testing.T) (raw, zst []byte) {
 	return raw, zst
 }
 
-// register serves artifact and registers it as ref with digest (signed unless unsigned).
-func (w *world) register(t *testing.T, ref string, artifact []byte, digest string, signed bool) {
+// image serves artifact as the source of ref, an image of root with digest, raw and
+// zstd-compressed, and returns it to register, signed by the platform.
+func (w *world) image(ref string, artifact []byte, digest string) testkit.Image {
 	path := "/" + ref + ".raw.zst"
 	w.mu.Lock()
 	w.images[path] = artifact
 	w.mu.Unlock()
-	args := []string{"images", "register", "--tenant", "root", "--ref", ref, "--kind", "os", "--source", w.imageURL + path,
-		"--disk-format", "raw", "--compression", "zstd", "--sha256", digest, "--size", fmt.Sprint(len(artifact))}
-	if signed {
-		input := fmt.Sprintf("bc-image-v1\nos\n%s\nraw\nzstd\n%s\n", ref, digest)
-		args = append(args, "--signer", "platform", "--signature", base64.StdEncoding.EncodeToString(w.signer.Sign(t, []byte(input))))
+	return testkit.Image{Tenant: "root", Ref: ref, Kind: "os", Source: w.imageURL + path, Format: "raw", Compression: "zstd",
+		SHA256: digest, Size: int64(len(artifact)), SignerID: "platform", Signer: w.signer}
+}
+
+// register serves artifact and registers it as ref with digest (signed unless unsigned).
+func (w *world) register(t *testing.T, ref string, artifact []byte, digest string, signed bool) {
+	img := w.image(ref, artifact, digest)
+	if !signed {
+		img.Signer = nil
 	}
-	testkit.JSON(t, w.admin, nil, args...)
+	testkit.RegisterImage(t, w.admin, img, nil)
 }
 
 // enroll enrolls a node with productUUID, gives it machine m, and waits for its
@@ -190,18 +172,13 @@ func waitState(t *testing.T, admin, node, state string, extra ...string) store.N
 	return n
 }
 
-func sha(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
 // hostWorld is a world whose site caches the signed OS image e2e-os@1, with the profile
 // e2e-host deploying it; it returns the image raw.
 func hostWorld(t *testing.T) (*world, []byte) {
-	raw, zst := osImage(t)
 	w := newWorld(t)
-	w.register(t, "e2e-os@1", zst, sha(zst), true)
-	w.site.cache(sha(zst), zst)
+	raw, zst := osImage(t)
+	w.register(t, "e2e-os@1", zst, testkit.Digest(zst), true)
+	w.site.cache(testkit.Digest(zst), zst)
 	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
 	return w, raw
 }
@@ -214,9 +191,6 @@ func (w *world) readyMachine(t *testing.T, mac, productUUID string, size int) (s
 }
 
 func TestDeployEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a machine end to end")
-	}
 	w, raw := hostWorld(t)
 	id, m := w.readyMachine(t, "52:54:00:12:34:01", "4c4c4544-0042-3510-8052-b4c04f595831", len(raw))
 	enrolled := len(w.site.commands())
@@ -260,7 +234,7 @@ func TestDeployEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	const rootStart, rootEnd = 4096 * 512, (4096 + 32768) * 512 // gpttest.OSImage's root
-	if len(disk) != len(raw) || sha(disk[:rootStart]) != sha(raw[:rootStart]) || sha(disk[rootEnd:]) != sha(raw[rootEnd:]) {
+	if len(disk) != len(raw) || testkit.Digest(disk[:rootStart]) != testkit.Digest(raw[:rootStart]) || testkit.Digest(disk[rootEnd:]) != testkit.Digest(raw[rootEnd:]) {
 		t.Errorf("the disk does not hold the image")
 	}
 
@@ -281,14 +255,11 @@ func TestDeployEndToEnd(t *testing.T) {
 }
 
 func TestDeployRefuses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots machines end to end")
-	}
-	_, zst := osImage(t)
 	w := newWorld(t)
-	w.register(t, "good@1", zst, sha(zst), true)
+	_, zst := osImage(t)
+	w.register(t, "good@1", zst, testkit.Digest(zst), true)
 	w.register(t, "wrong-digest@1", zst, strings.Repeat("0", 64), true)
-	w.register(t, "unsigned@1", zst, sha(zst), false)
+	w.register(t, "unsigned@1", zst, testkit.Digest(zst), false)
 	cases := map[string]struct {
 		image       string
 		machineUUID string
@@ -341,24 +312,17 @@ func TestDeployRefuses(t *testing.T) {
 // and beta naming alpha/os@1 is refused before anything is written, since neither beta
 // nor the platform trusts alpha's key.
 func TestDeployTrustsOnlyTheDeployingTenantsSigners(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots machines end to end")
-	}
-	_, zst := osImage(t)
 	w := newWorld(t)
+	_, zst := osImage(t)
 	alphaKey := openssl.Generate(t, openssl.Ed25519)
 	for _, tenant := range []string{"alpha", "beta"} {
 		testkit.JSON(t, w.admin, nil, "tenants", "create", tenant)
 	}
 	testkit.JSON(t, w.admin, nil, "signers", "add", "--data-dir", w.reg.DataDir, "--tenant", "alpha", "--id", "alpha-1", "--public-key", alphaKey.PublicPath)
-	w.mu.Lock()
-	w.images["/os@1.raw.zst"] = zst
-	w.mu.Unlock()
-	input := fmt.Sprintf("bc-image-v1\nos\nos@1\nraw\nzstd\n%s\n", sha(zst))
+	img := w.image("os@1", zst, testkit.Digest(zst))
+	img.Tenant, img.SignerID, img.Signer = "alpha", "alpha-1", alphaKey
 	var planted store.Image
-	testkit.JSON(t, w.admin, &planted, "images", "register", "--tenant", "alpha", "--ref", "os@1", "--kind", "os", "--source", w.imageURL+"/os@1.raw.zst",
-		"--disk-format", "raw", "--compression", "zstd", "--sha256", sha(zst), "--size", fmt.Sprint(len(zst)),
-		"--signer", "alpha-1", "--signature", base64.StdEncoding.EncodeToString(alphaKey.Sign(t, []byte(input))))
+	testkit.RegisterImage(t, w.admin, img, &planted)
 	testkit.JSON(t, w.admin, nil, "images", "promote", planted.ID, "--tenant", "alpha")
 	testkit.JSON(t, w.admin, nil, "pools", "create", "gpu", "--tenant", "beta", "--site", "rack-a")
 
@@ -425,10 +389,8 @@ func TestTamperedCatalogRow(t *testing.T) {
 	testkit.JSON(t, reg.AdminConfig, nil, "signers", "add", "--data-dir", dir, "--tenant", "root", "--id", "platform", "--public-key", signer.PublicPath)
 	digest := strings.Repeat("1", 64)
 	var img struct{ ID string }
-	input := fmt.Sprintf("bc-image-v1\nos\nimg@1\nraw\nzstd\n%s\n", digest)
-	testkit.JSON(t, reg.AdminConfig, &img, "images", "register", "--tenant", "root", "--ref", "img@1", "--kind", "os",
-		"--source", "https://images.example/img.raw.zst", "--disk-format", "raw", "--compression", "zstd", "--sha256", digest,
-		"--size", "100", "--signer", "platform", "--signature", base64.StdEncoding.EncodeToString(signer.Sign(t, []byte(input))))
+	testkit.RegisterImage(t, reg.AdminConfig, testkit.Image{Tenant: "root", Ref: "img@1", Kind: "os", Source: "https://images.example/img.raw.zst",
+		Format: "raw", Compression: "zstd", SHA256: digest, Size: 100, SignerID: "platform", Signer: signer}, &img)
 	reg.Stop()
 
 	db, err := bbolt.Open(filepath.Join(dir, "registry.db"), 0o600, nil)
@@ -475,7 +437,7 @@ func TestTamperedCatalogRow(t *testing.T) {
 func heldDeploy(t *testing.T, mac, productUUID string) (w *world, id string, m *machine, gate, requested chan struct{}) {
 	raw, zst := osImage(t)
 	w = newWorld(t)
-	w.register(t, "e2e-os@1", zst, sha(zst), true)
+	w.register(t, "e2e-os@1", zst, testkit.Digest(zst), true)
 	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
 	m = newMachine(t, productUUID, int64(len(raw)))
 	id = w.enroll(t, mac, productUUID, m)
@@ -491,9 +453,6 @@ func heldDeploy(t *testing.T, mac, productUUID string) (w *world, id string, m *
 // ramdisk answers the resent deploy.image from the write it finished, and the deploy
 // ends as if nothing happened.
 func TestDeploySurvivesARegistryRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a machine end to end")
-	}
 	w, id, m, gate, requested := heldDeploy(t, "52:54:00:12:37:01", "4c4c4544-0042-3510-8052-b4c04f5958aa")
 
 	var started api.DeployStarted

@@ -22,9 +22,6 @@ import (
 // -> ready -> retire -> retired, each state seen through the CLI; the disk is read back
 // after the wipes, and the installed OS's agent of the retired node is refused.
 func TestLifecycleEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a machine end to end")
-	}
 	w, raw := hostWorld(t)
 	const uuid = "4c4c4544-0042-3510-8052-b4c04f5958b1"
 	m := newMachine(t, uuid, int64(len(raw)))
@@ -140,9 +137,6 @@ func TestLifecycleEndToEnd(t *testing.T) {
 // power-off completes it (no second power-off), the cleanup runs once, and the node is
 // ready.
 func TestReleaseSurvivesAKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a machine end to end")
-	}
 	w, raw := hostWorld(t)
 	id, _ := w.readyMachine(t, "52:54:00:12:38:02", "4c4c4544-0042-3510-8052-b4c04f5958b2", len(raw))
 	if res := testkit.CLI(t, w.admin, "nodes", "deploy", id, "--profile", "e2e-host", "--wait"); res.Code != 0 {

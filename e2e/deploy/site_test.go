@@ -54,14 +54,7 @@ func newMachine(t *testing.T, productUUID string, size int64) *machine {
 			t.Fatal(err)
 		}
 	}
-	f, err := os.Create(m.disk)
-	if err == nil {
-		err = f.Truncate(size)
-		f.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.SparseFile(t, m.disk, size)
 	return m
 }
 

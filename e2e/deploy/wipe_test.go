@@ -33,9 +33,6 @@ const wipeProfile = `{"id": "wipe-test", "version": 1, "target": "metal", "role"
 // last wipe, and `workflows attestation` writes files the openssl command line verifies
 // against the registry's agent CA, and refuses once a byte of the payload changes.
 func TestWipeAttestation(t *testing.T) {
-	if testing.Short() {
-		t.Skip("boots a machine end to end")
-	}
 	w := newWorld(t)
 	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, wipeProfile))
 	const uuid = "4c4c4544-0042-3510-8052-b4c04f5959a1"

@@ -26,7 +26,7 @@ func TestOutOfBandLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	bmcOptions := fmt.Sprintf(`{"driver": "redfish", "config": {"options": {"tlsPin": %q, "pollInterval": "20ms"}}}`, pin)
-	writeFile(t, filepath.Join(dataDir, "hardware-profiles.json"), []byte(`{"version": 1, "hardwareProfiles": {"sim": {"drivers": {
+	testkit.WriteFile(t, filepath.Join(dataDir, "hardware-profiles.json"), []byte(`{"version": 1, "hardwareProfiles": {"sim": {"drivers": {
 		"power": `+bmcOptions+`, "management": `+bmcOptions+`, "virtual-media": `+bmcOptions+`}}}}`), 0o600)
 	reg := testkit.StartRegistry(t, dataDir, "--agent-listen", "127.0.0.1:0")
 	admin := reg.AdminConfig

@@ -3,11 +3,7 @@ package site
 import (
 	"bytes"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,11 +17,9 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/bmc/redfishsim"
-	"github.com/better-compute/better-compute/e2e/netns"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/better-compute/better-compute/testkit/openssl"
@@ -44,12 +38,12 @@ func TestSiteLoopback(t *testing.T) {
 	// The image's source: a loopback HTTPS server holding a 1 MiB artifact.
 	artifact := make([]byte, 1<<20)
 	rand.Read(artifact)
-	sum := sha256.Sum256(artifact)
-	digest := hex.EncodeToString(sum[:])
-	source := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	digest := testkit.Digest(artifact)
+	work := t.TempDir()
+	caFile := filepath.Join(work, "source-ca.pem")
+	source := testkit.ServeTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(artifact))
-	}))
-	t.Cleanup(source.Close)
+	}), caFile)
 	// A host inside the platform's network that a tenant names as an image source: the
 	// site allows only the source above, so nothing ever connects here.
 	var internalConns atomic.Int64
@@ -61,9 +55,6 @@ func TestSiteLoopback(t *testing.T) {
 	}
 	internal.StartTLS()
 	t.Cleanup(internal.Close)
-	work := t.TempDir()
-	caFile := filepath.Join(work, "source-ca.pem")
-	writeFile(t, caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: source.Certificate().Raw}), 0o644)
 
 	// The machine's BMC, trusted by its key's pin through the hardware profile.
 	sim := redfishsim.New(redfishsim.Config{Username: "admin", Password: "hunter2"})
@@ -74,7 +65,7 @@ func TestSiteLoopback(t *testing.T) {
 	}
 	dataDir := t.TempDir()
 	bmcOptions := fmt.Sprintf(`{"driver": "redfish", "config": {"options": {"tlsPin": %q, "pollInterval": "20ms"}}}`, pin)
-	writeFile(t, filepath.Join(dataDir, "hardware-profiles.json"), []byte(`{"version": 1, "hardwareProfiles": {"sim": {"drivers": {
+	testkit.WriteFile(t, filepath.Join(dataDir, "hardware-profiles.json"), []byte(`{"version": 1, "hardwareProfiles": {"sim": {"drivers": {
 		"power": `+bmcOptions+`, "management": `+bmcOptions+`, "virtual-media": `+bmcOptions+`}}}}`), 0o600)
 
 	reg := testkit.StartRegistry(t, dataDir, "--agent-listen", "127.0.0.1:0")
@@ -83,15 +74,12 @@ func TestSiteLoopback(t *testing.T) {
 	// A signed image that a pool of the site pre-warms.
 	key := openssl.Generate(t, openssl.Ed25519)
 	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "root", "--id", "platform", "--public-key", key.PublicPath)
-	img := store.Image{Kind: proto.KindOS, Ref: "site-test@1", Format: proto.FormatRaw, Compression: proto.CompressionNone, SHA256: digest}
-	sig := base64.StdEncoding.EncodeToString(key.Sign(t, image.SigningInput(img)))
-	testkit.JSON(t, admin, nil, "images", "register", "--tenant", "root", "--ref", img.Ref, "--kind", "os",
-		"--source", source.URL+"/site-test.raw", "--disk-format", "raw", "--compression", "none",
-		"--sha256", digest, "--size", fmt.Sprint(len(artifact)), "--signer", "platform", "--signature", sig)
-	inside := store.Image{Kind: proto.KindOS, Ref: "internal@1", Format: proto.FormatRaw, Compression: proto.CompressionNone, SHA256: hex.EncodeToString(make([]byte, 32))}
-	testkit.JSON(t, admin, nil, "images", "register", "--tenant", "root", "--ref", inside.Ref, "--kind", "os",
-		"--source", internal.URL+"/latest/meta-data", "--disk-format", "raw", "--compression", "none", "--sha256", inside.SHA256, "--size", "1",
-		"--signer", "platform", "--signature", base64.StdEncoding.EncodeToString(key.Sign(t, image.SigningInput(inside))))
+	img := testkit.Image{Tenant: "root", Ref: "site-test@1", Kind: "os", Source: source.URL + "/site-test.raw", Format: "raw",
+		Compression: "none", SHA256: digest, Size: int64(len(artifact)), SignerID: "platform", Signer: key}
+	testkit.RegisterImage(t, admin, img, nil)
+	inside := img
+	inside.Ref, inside.Source, inside.SHA256, inside.Size = "internal@1", internal.URL+"/latest/meta-data", strings.Repeat("00", 32), 1
+	testkit.RegisterImage(t, admin, inside, nil)
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.1/32", "--image-sources", source.Listener.Addr().String())
 	testkit.JSON(t, admin, nil, "pools", "create", "prewarm", "--site", "rack-a", "--tenant", "root", "--prewarm", img.Ref+","+inside.Ref)
 
@@ -157,25 +145,18 @@ func TestSiteLoopback(t *testing.T) {
 // HTTP server.
 func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) int {
 	t.Helper()
-	tokenFile := filepath.Join(work, "rack-a.token")
-	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
-	confDir := filepath.Join(work, "bcd")
-	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",
-		"--config-dir", confDir, "--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning,
-		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
-		t.Fatalf("bcd join: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
-	}
-	httpPort := freePort(t, "tcp")
+	confDir := testkit.JoinSite(t, reg, "rack-a")
+	httpPort := testkit.FreePort(t, "tcp")
 	cfg := map[string]any{
 		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"),
 		"boot": map[string]any{"interface": "lo", "mode": "proxy", "serverIP": "127.0.0.1",
 			"ipxeDir": mkdir(t, work, "ipxe"), "ramdiskDir": mkdir(t, work, "ramdisk"),
-			"dhcpPort": freePort(t, "udp"), "proxyPort": freePort(t, "udp"), "tftpPort": freePort(t, "udp"), "httpPort": httpPort},
+			"dhcpPort": testkit.FreePort(t, "udp"), "proxyPort": testkit.FreePort(t, "udp"), "tftpPort": testkit.FreePort(t, "udp"), "httpPort": httpPort},
 		"cache": cache,
 	}
 	siteConfig := filepath.Join(work, "site.json")
 	data, _ := json.Marshal(cfg)
-	writeFile(t, siteConfig, data, 0o600)
+	testkit.WriteFile(t, siteConfig, data, 0o600)
 	startSite(t, siteConfig)
 	return httpPort
 }
@@ -189,48 +170,12 @@ func putSecret(t *testing.T, config, work, ref, value string) {
 // startSite runs `bcd site` until the test ends, and shows its log when the test fails.
 func startSite(t *testing.T, config string) {
 	t.Helper()
-	cmd := exec.Command(testkit.Binary(t, "bcd"), "site", "--config", config)
-	var logs netns.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("bcd site:\n%s", logs.String())
-		}
-	})
+	t.Cleanup(testkit.StartBCD(t, nil, "site", "--config", config))
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-func freePort(t *testing.T, network string) int {
-	t.Helper()
-	if network == "udp" {
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	}
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	testkit.WaitFor(t, what, time.Minute, 250*time.Millisecond, ok)
 }
 
 func mkdir(t *testing.T, parent, name string) string {
@@ -240,13 +185,6 @@ func mkdir(t *testing.T, parent, name string) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-func writeFile(t *testing.T, path string, data []byte, perm os.FileMode) {
-	t.Helper()
-	if err := os.WriteFile(path, data, perm); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func writeDoc(t *testing.T, dir, doc string) string {

@@ -61,7 +61,7 @@ func TestSiteBootsVM(t *testing.T) {
 
 	spec := helperSpec{Work: work, Ramdisk: ramdisk, BCD: testkit.Binary(t, "bcd"), QMP: qmpSock}
 	data, _ := json.Marshal(spec)
-	writeFile(t, filepath.Join(work, "helper.json"), data, 0o600)
+	testkit.WriteFile(t, filepath.Join(work, "helper.json"), data, 0o600)
 	ctx, cancel := context.WithCancel(context.Background())
 	helper := siteNS.Command(ctx, os.Args[0], "-test.run=^TestSiteVMHelper$", "-test.v")
 	helper.Env = append(os.Environ(), helperEnv+"="+work)

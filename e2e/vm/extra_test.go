@@ -3,12 +3,8 @@ package vm
 import (
 	"bytes"
 	"compress/gzip"
-	"encoding/base64"
-	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,14 +41,7 @@ func TestVMRamdiskExtra(t *testing.T) {
 	}
 	ramdisk, work, lan, siteNS := vmSegment(t)
 	disk := filepath.Join(work, "disk.raw")
-	f, err := os.Create(disk)
-	if err == nil {
-		err = f.Truncate(64 << 20)
-		f.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.SparseFile(t, disk, 64<<20)
 	qmpSock := filepath.Join(work, "vm.qmp")
 	console := lan.StartVM(t, qmpSock, "-S", "-no-shutdown", "-m", "1024", "-uuid", vmUUID, "-vga", "std",
 		"-drive", "file="+disk+",if=none,id=d0,format=raw,cache=unsafe", "-device", "virtio-blk-pci,id=disk0,drive=d0",
@@ -133,18 +122,10 @@ func cpioGz(t *testing.T, files map[string]string) []byte {
 // file (for bcd site's SSL_CERT_FILE).
 func serveExtra(t *testing.T, work string, extra []byte) (url, host, certFile string) {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(extra))
-	}))
-	var err error
-	srv.Listener, err = net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
 	certFile = filepath.Join(work, "images.pem")
-	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
+	srv := testkit.ServeTLS(t, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(extra))
+	}), certFile)
 	return srv.URL + "/extra.cpio.gz", srv.Listener.Addr().String(), certFile
 }
 
@@ -152,13 +133,11 @@ func serveExtra(t *testing.T, work string, extra []byte) (url, host, certFile st
 // new platform signer, and returns its digest.
 func registerExtra(t *testing.T, reg *testkit.Registry, ref, url string, extra []byte) string {
 	t.Helper()
-	digest := sum(extra)
+	digest := testkit.Digest(extra)
 	signer := openssl.Generate(t, openssl.Ed25519)
 	testkit.JSON(t, reg.AdminConfig, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "root", "--id", "platform", "--public-key", signer.PublicPath)
-	input := fmt.Sprintf("bc-image-v1\nramdisk\n%s\nraw\nnone\n%s\n", ref, digest)
-	testkit.JSON(t, reg.AdminConfig, nil, "images", "register", "--tenant", "root", "--ref", ref, "--kind", "ramdisk",
-		"--source", url, "--disk-format", "raw", "--compression", "none", "--sha256", digest,
-		"--size", fmt.Sprint(len(extra)), "--signer", "platform", "--signature", base64.StdEncoding.EncodeToString(signer.Sign(t, []byte(input))))
+	testkit.RegisterImage(t, reg.AdminConfig, testkit.Image{Tenant: "root", Ref: ref, Kind: "ramdisk", Source: url,
+		Format: "raw", Compression: "none", SHA256: digest, Size: int64(len(extra)), SignerID: "platform", Signer: signer}, nil)
 	return digest
 }
 

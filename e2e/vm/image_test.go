@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/better-compute/better-compute/testkit"
 )
 
 // imageSize is the size of the test's OS disk image.
@@ -93,14 +95,7 @@ func buildOSImage(t *testing.T, path, ramdiskDir, bcd, busybox string) (start, s
 		t.Fatal(err)
 	}
 
-	f, err := os.Create(path)
-	if err == nil {
-		err = f.Truncate(imageSize)
-		f.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.SparseFile(t, path, imageSize)
 	// The BIOS boot partition fills the gap before the first MiB, as on cloud images.
 	run(t, "sgdisk", "-a", "1",
 		"-n", "3:34:2047", "-t", "3:21686148-6449-6e6f-744e-656564454649", "-c", "3:bios",

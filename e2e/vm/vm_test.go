@@ -3,22 +3,15 @@ package vm
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -136,14 +129,7 @@ func vmRun(t *testing.T, walk bool, firmware string) {
 	siteNS := netns.New(t, "site")
 	lan.Attach(t, siteNS, "eth0", siteIP+"/24", "")
 	disk := filepath.Join(work, "vm-disk.raw")
-	f, err := os.Create(disk)
-	if err == nil {
-		err = f.Truncate(imageSize)
-		f.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.SparseFile(t, disk, imageSize)
 	qmpSock := filepath.Join(work, "vm.qmp")
 	console := startVM(t, lan, qmpSock, disk, firmware)
 
@@ -202,7 +188,7 @@ func vmRun(t *testing.T, walk bool, firmware string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum(retired) != sum(released) {
+	if testkit.Digest(retired) != testkit.Digest(released) {
 		t.Errorf("the retire changed the disk, though its crypto-erase was reported impossible")
 	}
 	t.Logf("the lifecycle walk took %s", time.Since(began).Round(time.Second))
@@ -225,7 +211,7 @@ func checkImage(t *testing.T, disk, image string, rootStart, rootSize int64) {
 		t.Fatalf("the disk is %d bytes, the image %d", len(written), len(raw))
 	}
 	written = written[:len(raw)]
-	if sum(written[:rootStart]) != sum(raw[:rootStart]) || sum(written[rootStart+rootSize:]) != sum(raw[rootStart+rootSize:]) {
+	if testkit.Digest(written[:rootStart]) != testkit.Digest(raw[:rootStart]) || testkit.Digest(written[rootStart+rootSize:]) != testkit.Digest(raw[rootStart+rootSize:]) {
 		t.Errorf("the VM's disk does not hold the image outside its root partition")
 	}
 	if bytes.Equal(written[rootStart:rootStart+rootSize], make([]byte, rootSize)) {
@@ -268,11 +254,6 @@ func walkMarks(t *testing.T, out *netns.SyncBuffer, work, disk, image string, ro
 	return released
 }
 
-func sum(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
 // TestVMHelper is the site side of TestVMDeploy; it runs only as its helper, in the
 // site's namespace: registry, image server, bcd site and the operator's CLI.
 func TestVMHelper(t *testing.T) {
@@ -287,24 +268,17 @@ func TestVMHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	digest := sum(zst)
+	digest := testkit.Digest(zst)
 
 	// The image's source: HTTPS from the namespace, trusted by bcd site.
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+	certFile := filepath.Join(work, "images.pem")
+	srv := testkit.ServeTLS(t, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/vm-os.raw.zst" {
 			http.NotFound(rw, r)
 			return
 		}
 		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(zst))
-	}))
-	srv.Listener, err = net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.StartTLS()
-	defer srv.Close()
-	certFile := filepath.Join(work, "images.pem")
-	writeFile(t, certFile, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
+	}), certFile)
 
 	// The registry, on the site's segment.
 	regDir := filepath.Join(work, "registry")
@@ -330,10 +304,8 @@ func TestVMHelper(t *testing.T) {
 	// The signed image, registered with its source and pre-warmed at the site.
 	signer := openssl.Generate(t, openssl.Ed25519)
 	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", regDir, "--tenant", "root", "--id", "platform", "--public-key", signer.PublicPath)
-	input := fmt.Sprintf("bc-image-v1\nos\nvm-os@1\nraw\nzstd\n%s\n", digest)
-	testkit.JSON(t, admin, nil, "images", "register", "--tenant", "root", "--ref", "vm-os@1", "--kind", "os",
-		"--source", srv.URL+"/vm-os.raw.zst", "--disk-format", "raw", "--compression", "zstd", "--sha256", digest,
-		"--size", fmt.Sprint(len(zst)), "--signer", "platform", "--signature", base64.StdEncoding.EncodeToString(signer.Sign(t, []byte(input))))
+	testkit.RegisterImage(t, admin, testkit.Image{Tenant: "root", Ref: "vm-os@1", Kind: "os", Source: srv.URL + "/vm-os.raw.zst",
+		Format: "raw", Compression: "zstd", SHA256: digest, Size: int64(len(zst)), SignerID: "platform", Signer: signer}, nil)
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--image-sources", strings.TrimPrefix(srv.URL, "https://"))
 	testkit.JSON(t, admin, nil, "pools", "create", "vms", "--site", "rack-a", "--prewarm", "vm-os@1")
 
@@ -585,9 +557,8 @@ func waitReady(t *testing.T, admin, node string) {
 }
 
 func writeFile(t testing.TB, path, content string) {
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	t.Helper()
+	testkit.WriteFile(t, path, []byte(content), 0o600)
 }
 
 // hardwareProfiles writes the hardware profile lab-qemu (the qmp driver, with the VM's
@@ -606,14 +577,7 @@ func hardwareProfiles(t *testing.T, work string) string {
 // the segment, serving the ramdisk in ramdiskDir, with env added to its environment. The
 // function it returns stops it, showing its log and the registry's if the test failed.
 func startSite(t *testing.T, work, ramdiskDir string, reg *testkit.Registry, env ...string) (stop func()) {
-	confDir := filepath.Join(work, "site-bcd")
-	tokenFile := filepath.Join(work, "site.token")
-	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
-	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",
-		"--config-dir", confDir, "--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning,
-		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
-		t.Fatalf("bcd join --role site: %d\n%s\n%s", res.Code, res.Stdout, res.Stderr)
-	}
+	confDir := testkit.JoinSite(t, reg, "rack-a")
 	siteConf, _ := json.Marshal(map[string]any{
 		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "site-state"),
 		"boot": map[string]any{"interface": "eth0", "mode": "authoritative", "serverIP": siteIP,
@@ -624,19 +588,11 @@ func startSite(t *testing.T, work, ramdiskDir string, reg *testkit.Registry, env
 	})
 	siteConfig := filepath.Join(work, "site.json")
 	writeFile(t, siteConfig, string(siteConf))
-	var siteLog netns.SyncBuffer
-	bcdSite := exec.Command(testkit.Binary(t, "bcd"), "site", "--config", siteConfig)
-	bcdSite.Env = append(os.Environ(), env...)
-	bcdSite.Stdout, bcdSite.Stderr = &siteLog, &siteLog
-	bcdSite.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := bcdSite.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stopSite := testkit.StartBCD(t, env, "site", "--config", siteConfig)
 	return func() {
-		bcdSite.Process.Signal(os.Interrupt)
-		bcdSite.Wait()
+		stopSite()
 		if t.Failed() {
-			t.Logf("bcd site:\n%s\nregistry:\n%s", siteLog.String(), reg.Stderr)
+			t.Logf("registry:\n%s", reg.Stderr)
 		}
 	}
 }

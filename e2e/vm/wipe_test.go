@@ -57,14 +57,7 @@ func startWipeVM(t testing.TB, lan *netns.LAN, work, qmpSock string, size int64)
 	disks = map[string]string{}
 	for _, tr := range []string{"nvme", "sata", "virtio"} {
 		disks[tr] = filepath.Join(work, tr+".raw")
-		f, err := os.Create(disks[tr])
-		if err == nil {
-			err = f.Truncate(size)
-			f.Close()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		testkit.SparseFile(t, disks[tr], size)
 	}
 	drive := func(id, file string) string {
 		return "file=" + file + ",if=none,id=" + id + ",format=raw,cache=unsafe,discard=unmap"

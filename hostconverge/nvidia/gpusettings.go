@@ -18,13 +18,9 @@ var settingsQuery = []string{"--query-gpu=index,power.limit,power.min_limit,powe
 // outside the GPU's own range), and the ECC mode, which the GPU takes at its next reset,
 // so that a pending or running mode other than the unit's records a reboot.
 func GPUSettings(ctx context.Context, p *hostenv.Pass, s *hostunit.GPUSettings) error {
-	out, err := p.Run(ctx, "nvidia-smi", settingsQuery...)
+	rows, err := queryGPUs(ctx, p, settingsQuery, 6, "settings")
 	if err != nil {
 		return err
-	}
-	rows, ok := ParseCSV(string(out), 6)
-	if !ok || len(rows) == 0 {
-		return proto.Errorf(proto.DriverError, "nvidia-smi answered the settings query with %q", firstLine(out))
 	}
 	var errs []error
 	for _, row := range rows {

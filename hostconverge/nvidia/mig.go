@@ -24,13 +24,9 @@ func MIGLayout(ctx context.Context, p *hostenv.Pass, s *hostunit.MIGLayout) erro
 	if s.From != "" {
 		return proto.Errorf(proto.InvalidConfig, "mig-layout reached bcd with from: %q unresolved; the registry puts the pool's policy.migLayout in the NodeSpec as a layout", s.From).WithPath("from")
 	}
-	out, err := p.Run(ctx, "nvidia-smi", migModeQuery...)
+	rows, err := queryGPUs(ctx, p, migModeQuery, 3, "MIG mode")
 	if err != nil {
 		return err
-	}
-	rows, ok := ParseCSV(string(out), 3)
-	if !ok || len(rows) == 0 {
-		return proto.Errorf(proto.DriverError, "nvidia-smi answered the MIG mode query with %q", firstLine(out))
 	}
 	if err := checkLayoutGPUs(s.Layout, rows); err != nil {
 		return err

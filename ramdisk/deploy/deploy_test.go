@@ -88,7 +88,15 @@ func digest(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
+// fileDigest is the sha256 of what path holds.
 func fileDigest(t testing.TB, path string) string {
+	t.Helper()
+	return prefixDigest(t, path, -1)
+}
+
+// prefixDigest is the sha256 of the first n bytes of path, which must all be there, or
+// of all it holds for a negative n.
+func prefixDigest(t testing.TB, path string, n int64) string {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -96,7 +104,12 @@ func fileDigest(t testing.TB, path string) string {
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if n < 0 {
+		_, err = io.Copy(h, f)
+	} else {
+		_, err = io.CopyN(h, f, n)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return hex.EncodeToString(h.Sum(nil))

@@ -3,9 +3,6 @@ package deploy
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -43,21 +40,6 @@ func loopTarget(t *testing.T, size int64, solid bool) string {
 		}
 	}
 	return loop.Path()
-}
-
-// prefixDigest is the sha256 of the first n bytes of path.
-func prefixDigest(t *testing.T, path string, n int64) string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.CopyN(h, f, n); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // seeded reads the cloud-init user data back from the written disk's root partition.

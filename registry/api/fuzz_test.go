@@ -14,6 +14,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
 // FuzzServe sends any request to the API over a real store, on the admin socket (every
@@ -21,11 +22,7 @@ import (
 // success or a proto error whose HTTP status is its code's, never INTERNAL; a path
 // that names no method, or a method other than POST, is NOT_FOUND.
 func FuzzServe(f *testing.F) {
-	st, err := store.Open(f.TempDir(), store.Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { st.Close() })
+	st := storetest.Open(f, store.Options{})
 	s := NewServer(st, slog.New(slog.DiscardHandler))
 	s.RegisterAll()
 	host := s.HostHandler()

@@ -14,12 +14,9 @@ import (
 
 func TestPlanSiteCache(t *testing.T) {
 	st := openCatalog(t)
-	platform := openssl.Generate(t, openssl.Ed25519)
-	acmeKey := openssl.Generate(t, openssl.P256)
-	gone := openssl.Generate(t, openssl.Ed25519)
-	addSigner(t, st, store.RootTenant, "platform", platform)
-	addSigner(t, st, "acme", "acme-1", acmeKey)
-	addSigner(t, st, "acme", "acme-gone", gone)
+	platform := newSigner(t, st, store.RootTenant, "platform", openssl.Ed25519)
+	acmeKey := newSigner(t, st, "acme", "acme-1", openssl.P256)
+	gone := newSigner(t, st, "acme", "acme-gone", openssl.Ed25519)
 
 	withDigest := func(req RegisterRequest, d string) RegisterRequest { req.SHA256 = digest(d); return req }
 	base := mustRegister(t, st, store.RootTenant, sign(t, withDigest(osRequest("base@1"), "1"), platform, "platform", formEd25519))
@@ -99,8 +96,7 @@ func TestPlanSiteCache(t *testing.T) {
 // sources pre-warms nothing.
 func TestPlanSiteCacheSources(t *testing.T) {
 	st := openCatalog(t)
-	platform := openssl.Generate(t, openssl.Ed25519)
-	addSigner(t, st, store.RootTenant, "platform", platform)
+	platform := newSigner(t, st, store.RootTenant, "platform", openssl.Ed25519)
 	for i, img := range []struct{ ref, source string }{
 		{"public@1", "https://images.example.com/public.raw.zst"},
 		{"internal@1", "https://10.0.0.9/metadata.raw.zst"},
@@ -185,10 +181,8 @@ func TestPlanSiteCacheSources(t *testing.T) {
 // with the reason.
 func TestPlanSiteCacheRamdiskExtras(t *testing.T) {
 	st := openCatalog(t)
-	platform := openssl.Generate(t, openssl.Ed25519)
-	acmeKey := openssl.Generate(t, openssl.P256)
-	addSigner(t, st, store.RootTenant, "platform", platform)
-	addSigner(t, st, "acme", "acme-1", acmeKey)
+	platform := newSigner(t, st, store.RootTenant, "platform", openssl.Ed25519)
+	acmeKey := newSigner(t, st, "acme", "acme-1", openssl.P256)
 	ramdisk := func(ref, d string) RegisterRequest {
 		req := osRequest(ref)
 		req.Kind, req.Compression, req.SHA256 = proto.KindRamdisk, proto.CompressionNone, digest(d)

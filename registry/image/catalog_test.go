@@ -14,8 +14,7 @@ import (
 // use acme's private images, signed or not, and sees acme's once promoted.
 func TestCrossTenant(t *testing.T) {
 	st := openCatalog(t)
-	key := openssl.Generate(t, openssl.Ed25519)
-	addSigner(t, st, "acme", "acme-1", key)
+	key := newSigner(t, st, "acme", "acme-1", openssl.Ed25519)
 	signed := mustRegister(t, st, "acme", sign(t, osRequest("private@1"), key, "acme-1", formEd25519))
 	unsigned := mustRegister(t, st, "acme", osRequest("unsigned@1"))
 

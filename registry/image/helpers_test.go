@@ -28,6 +28,14 @@ func openCatalogWith(t testing.TB, opts store.Options) *store.Store {
 	return st
 }
 
+// newSigner makes a key of alg and adds it as signer id of tenant.
+func newSigner(t testing.TB, st *store.Store, tenant, id string, alg openssl.Algorithm) *openssl.Key {
+	t.Helper()
+	key := openssl.Generate(t, alg)
+	addSigner(t, st, tenant, id, key)
+	return key
+}
+
 func addSigner(t testing.TB, st *store.Store, tenant, id string, key *openssl.Key) {
 	t.Helper()
 	storetest.Update(t, st, func(tx *store.Tx) error { _, err := AddSigner(tx, tenant, id, key.PublicPEM); return err })

@@ -23,8 +23,7 @@ func TestSigningInputBytes(t *testing.T) {
 // its path, and nothing is stored.
 func TestRegisterFieldRules(t *testing.T) {
 	st := openCatalog(t)
-	key := openssl.Generate(t, openssl.Ed25519)
-	addSigner(t, st, "acme", "acme-1", key)
+	key := newSigner(t, st, "acme", "acme-1", openssl.Ed25519)
 	good := osRequest("ubuntu@1")
 	with := func(f func(r *RegisterRequest)) RegisterRequest { r := good; f(&r); return r }
 	cases := map[string]struct {
@@ -77,16 +76,11 @@ func TestRegisterFieldRules(t *testing.T) {
 // and refuses each kind of tampering between signing and registering.
 func TestRegisterSignatures(t *testing.T) {
 	st := openCatalog(t)
-	ed := openssl.Generate(t, openssl.Ed25519)
-	ec := openssl.Generate(t, openssl.P256)
-	platform := openssl.Generate(t, openssl.Ed25519)
-	betaKey := openssl.Generate(t, openssl.Ed25519)
-	revoked := openssl.Generate(t, openssl.P256)
-	addSigner(t, st, "acme", "acme-ed", ed)
-	addSigner(t, st, "acme", "acme-ec", ec)
-	addSigner(t, st, store.RootTenant, "platform-2026", platform)
-	addSigner(t, st, "beta", "beta-1", betaKey)
-	addSigner(t, st, "acme", "acme-old", revoked)
+	ed := newSigner(t, st, "acme", "acme-ed", openssl.Ed25519)
+	ec := newSigner(t, st, "acme", "acme-ec", openssl.P256)
+	platform := newSigner(t, st, store.RootTenant, "platform-2026", openssl.Ed25519)
+	betaKey := newSigner(t, st, "beta", "beta-1", openssl.Ed25519)
+	revoked := newSigner(t, st, "acme", "acme-old", openssl.P256)
 	revokeSigner(t, st, "acme", "acme-old")
 
 	n := 0

@@ -14,15 +14,11 @@ import (
 // tampered with after registration, signers revoked, and unsigned images.
 func TestVerifyImageForUse(t *testing.T) {
 	st := openCatalog(t)
-	ed := openssl.Generate(t, openssl.Ed25519)
-	ec := openssl.Generate(t, openssl.P256)
-	platform := openssl.Generate(t, openssl.P256)
-	betaKey := openssl.Generate(t, openssl.Ed25519)
-	addSigner(t, st, "acme", "acme-ed", ed)
-	addSigner(t, st, "acme", "acme-ec", ec)
+	ed := newSigner(t, st, "acme", "acme-ed", openssl.Ed25519)
+	ec := newSigner(t, st, "acme", "acme-ec", openssl.P256)
+	platform := newSigner(t, st, store.RootTenant, "platform-2026", openssl.P256)
+	newSigner(t, st, "beta", "acme-ed", openssl.Ed25519) // same id, another tenant, another key
 	addSigner(t, st, "acme", "acme-gone", ec)
-	addSigner(t, st, store.RootTenant, "platform-2026", platform)
-	addSigner(t, st, "beta", "acme-ed", betaKey) // same id, another tenant, another key
 
 	signedEd := mustRegister(t, st, "acme", sign(t, osRequest("ed@1"), ed, "acme-ed", formEd25519))
 	signedP1363 := mustRegister(t, st, "acme", sign(t, osRequest("p1363@1"), ec, "acme-ec", formP1363))

@@ -57,39 +57,29 @@ func (f *fixture) mint(t testing.TB, kind, nodeID, site string, ttl time.Duratio
 // the token.
 func (f *fixture) revokedNode(t testing.TB) (node, secret string) {
 	t.Helper()
-	err := f.store.Update(func(tx *store.Tx) error {
-		if _, err := tx.CreateSite("rack-a"); err != nil {
-			return err
-		}
-		if _, err := tx.CreateTenant("acme"); err != nil {
-			return err
-		}
-		if _, err := tx.CreatePool(store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
-			return err
-		}
-		n, err := tx.CreateNode(store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}})
-		node = n.ID
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.Fill(t, f.store)
+	node = storetest.Node(t, f.store, store.Node{MACs: []string{"52:54:00:00:00:01"}}).ID
 	_, secret = f.mint(t, store.TokenProvisioned, node, "rack-a", 0)
-	err = f.store.Update(func(tx *store.Tx) error {
+	storetest.Update(t, f.store, func(tx *store.Tx) error {
 		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.IdentityRevokedAt = tx.Now(); return nil })
 		return err
 	})
-	if err != nil {
+	return node, secret
+}
+
+// tokens lists every join token of the store.
+func (f *fixture) tokens(t testing.TB) []store.JoinToken {
+	t.Helper()
+	var all []store.JoinToken
+	if err := f.store.View(func(tx *store.Tx) (err error) { all, _, err = tx.JoinTokens(store.Page{}); return err }); err != nil {
 		t.Fatal(err)
 	}
-	return node, secret
+	return all
 }
 
 func (f *fixture) token(t testing.TB, id string) store.JoinToken {
 	t.Helper()
-	var all []store.JoinToken
-	f.store.View(func(tx *store.Tx) (err error) { all, _, err = tx.JoinTokens(store.Page{}); return err })
-	for _, tok := range all {
+	for _, tok := range f.tokens(t) {
 		if tok.ID == id {
 			return tok
 		}
@@ -140,9 +130,23 @@ func TestJoinAdmits(t *testing.T) {
 
 func TestJoinRefuses(t *testing.T) {
 	other, _ := ecdh.X25519().GenerateKey(rand.Reader)
+	// provisioned mints the token most cases send: a provisioned one for node n1.
+	provisioned := func(t *testing.T, f *fixture) (string, string) {
+		_, secret := f.mint(t, store.TokenProvisioned, "n1", "", 0)
+		return "n1", secret
+	}
 	cases := map[string]struct {
-		// build mints what it needs and returns the request.
-		build  func(t *testing.T, f *fixture) joinwire.Request
+		// token makes what the request carries and returns the node it is for and its
+		// secret; provisioned where nil.
+		token func(t *testing.T, f *fixture) (node, secret string)
+		// claim is the node id the request claims (token's where empty), role its role
+		// ("node" where empty); sealTo the key the token is sealed to (the registry's
+		// where nil).
+		claim, role string
+		sealTo      *ecdh.PublicKey
+		// before runs before the request is made, edit changes it once sealed.
+		before func(t *testing.T, f *fixture, node, secret string)
+		edit   func(t *testing.T, f *fixture, req *joinwire.Request, secret string)
 		code   proto.Code
 		reason string
 		path   string
@@ -150,105 +154,82 @@ func TestJoinRefuses(t *testing.T) {
 		keeps bool
 	}{
 		"second use": {
-			build: func(t *testing.T, f *fixture) joinwire.Request {
-				_, secret := f.mint(t, store.TokenProvisioned, "n1", "", 0)
-				first, _ := request(t, f.keys.JoinEncryptionKey(), "n1", "node", secret)
+			before: func(t *testing.T, f *fixture, node, secret string) {
+				first, _ := request(t, f.keys.JoinEncryptionKey(), node, "node", secret)
 				if _, err := f.svc.Join(context.Background(), first); err != nil {
 					t.Fatal(err)
 				}
-				req, _ := request(t, f.keys.JoinEncryptionKey(), "n1", "node", secret)
-				return req
 			},
 			code: proto.Unauthenticated, reason: "token-used",
 		},
 		"expired": {
-			build: func(t *testing.T, f *fixture) joinwire.Request {
-				_, secret := f.mint(t, store.TokenProvisioned, "n1", "", 0)
-				f.clock.Advance(2 * time.Hour)
-				req, _ := request(t, f.keys.JoinEncryptionKey(), "n1", "node", secret)
-				return req
-			},
-			code: proto.Unauthenticated, reason: "token-expired", keeps: true,
+			before: func(t *testing.T, f *fixture, node, secret string) { f.clock.Advance(2 * time.Hour) },
+			code:   proto.Unauthenticated, reason: "token-expired", keeps: true,
 		},
-		"another node id": {
-			build: func(t *testing.T, f *fixture) joinwire.Request {
-				_, secret := f.mint(t, store.TokenProvisioned, "n1", "", 0)
-				req, _ := request(t, f.keys.JoinEncryptionKey(), "n2", "node", secret)
-				return req
-			},
-			code: proto.Forbidden, reason: "identity", keeps: true,
-		},
+		"another node id": {claim: "n2", code: proto.Forbidden, reason: "identity", keeps: true},
 		"site token as a node": {
-			build: func(t *testing.T, f *fixture) joinwire.Request {
+			token: func(t *testing.T, f *fixture) (string, string) {
 				_, secret := f.mint(t, store.TokenSite, "", "rack-a", 0)
-				req, _ := request(t, f.keys.JoinEncryptionKey(), "rack-a", "node", secret)
-				return req
+				return "rack-a", secret
 			},
 			code: proto.Forbidden, reason: "role", keeps: true,
 		},
-		"sealed to another key": {
-			build: func(t *testing.T, f *fixture) joinwire.Request {
-				_, secret := f.mint(t, store.TokenProvisioned, "n1", "", 0)
-				req, _ := request(t, other.PublicKey(), "n1", "node", secret)
-				return req
-			},
-			code: proto.Unauthenticated, reason: "sealed-token", keeps: true,
-		},
+		"sealed to another key": {sealTo: other.PublicKey(), code: proto.Unauthenticated, reason: "sealed-token", keeps: true},
 		"sealed for another node": {
-			build: func(t *testing.T, f *fixture) joinwire.Request {
-				_, secret := f.mint(t, store.TokenProvisioned, "n1", "", 0)
-				req, _ := request(t, f.keys.JoinEncryptionKey(), "n1", "node", secret)
-				req.NodeID = "n2"
-				return req
-			},
+			edit: func(t *testing.T, f *fixture, req *joinwire.Request, secret string) { req.NodeID = "n2" },
 			code: proto.Unauthenticated, reason: "sealed-token", keeps: true,
 		},
 		"key swapped": {
-			build: func(t *testing.T, f *fixture) joinwire.Request {
-				_, secret := f.mint(t, store.TokenProvisioned, "n1", "", 0)
-				req, _ := request(t, f.keys.JoinEncryptionKey(), "n1", "node", secret)
-				swap, _ := request(t, f.keys.JoinEncryptionKey(), "n1", "node", secret)
+			edit: func(t *testing.T, f *fixture, req *joinwire.Request, secret string) {
+				swap, _ := request(t, f.keys.JoinEncryptionKey(), req.NodeID, req.Role, secret)
 				req.PublicKey = swap.PublicKey
-				return req
 			},
 			code: proto.Unauthenticated, reason: "sealed-token", keeps: true,
 		},
 		"not a token": {
-			build: func(t *testing.T, f *fixture) joinwire.Request {
-				req, _ := request(t, f.keys.JoinEncryptionKey(), "n1", "node", "hello")
-				return req
-			},
-			code: proto.Unauthenticated, reason: "token-invalid",
+			token: func(*testing.T, *fixture) (string, string) { return "n1", "hello" },
+			code:  proto.Unauthenticated, reason: "token-invalid",
 		},
 		"revoked node": {
-			build: func(t *testing.T, f *fixture) joinwire.Request {
-				node, secret := f.revokedNode(t)
-				req, _ := request(t, f.keys.JoinEncryptionKey(), node, "node", secret)
-				return req
-			},
-			code: proto.Forbidden, reason: "identity-revoked", keeps: true,
+			token: func(t *testing.T, f *fixture) (string, string) { return f.revokedNode(t) },
+			code:  proto.Forbidden, reason: "identity-revoked", keeps: true,
 		},
 		"bad role": {
-			build: func(t *testing.T, f *fixture) joinwire.Request {
-				req, _ := request(t, f.keys.JoinEncryptionKey(), "n1", "root", "x")
-				return req
-			},
-			code: proto.InvalidInput, path: "role",
+			token: func(*testing.T, *fixture) (string, string) { return "n1", "x" },
+			role:  "root", code: proto.InvalidInput, path: "role",
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
-			req := tc.build(t, f)
+			token, claim, role, sealTo := tc.token, tc.claim, tc.role, tc.sealTo
+			if token == nil {
+				token = provisioned
+			}
+			node, secret := token(t, f)
+			if claim == "" {
+				claim = node
+			}
+			if role == "" {
+				role = "node"
+			}
+			if sealTo == nil {
+				sealTo = f.keys.JoinEncryptionKey()
+			}
+			if tc.before != nil {
+				tc.before(t, f, node, secret)
+			}
+			req, _ := request(t, sealTo, claim, role, secret)
+			if tc.edit != nil {
+				tc.edit(t, f, &req, secret)
+			}
 			_, err := f.svc.Join(context.Background(), req)
 			e := proto.AsError(err)
 			if e.Code != tc.code || e.Details.Reason != tc.reason || e.Details.Path != tc.path {
 				t.Fatalf("got %v (reason %q, path %q), want %s %q %q", err, e.Details.Reason, e.Details.Path, tc.code, tc.reason, tc.path)
 			}
 			if tc.keeps {
-				var all []store.JoinToken
-				f.store.View(func(tx *store.Tx) (err error) { all, _, err = tx.JoinTokens(store.Page{}); return err })
-				for _, tok := range all {
+				for _, tok := range f.tokens(t) {
 					if !tok.UsedAt.IsZero() {
 						t.Errorf("a refused join consumed token %s", tok.ID)
 					}
@@ -366,13 +347,9 @@ func TestPruneTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	var left []string
-	f.store.View(func(tx *store.Tx) error {
-		all, _, err := tx.JoinTokens(store.Page{})
-		for _, tok := range all {
-			left = append(left, tok.ID)
-		}
-		return err
-	})
+	for _, tok := range f.tokens(t) {
+		left = append(left, tok.ID)
+	}
 	if pruned != 2 || !slices.Equal(left, []string{recent.ID}) {
 		t.Errorf("pruned %d, left %v; want the expired old and used tokens gone and %s (%s gone) kept", pruned, left, recent.ID, old.ID)
 	}

@@ -99,6 +99,14 @@ func TestDeployTheGPUHostProfile(t *testing.T) {
 }
 
 func TestDeployImageRefusals(t *testing.T) {
+	// ubuntu changes the catalog's ubuntu image as edit says.
+	ubuntu := func(edit func(img *Image)) func(h *harness) {
+		return func(h *harness) {
+			img := h.images.images["ubuntu-24.04-server@2026.09"]
+			edit(&img)
+			h.images.images[img.Ref] = img
+		}
+	}
 	cases := map[string]struct {
 		prepare func(h *harness)
 		code    proto.Code
@@ -107,12 +115,8 @@ func TestDeployImageRefusals(t *testing.T) {
 		sent int
 	}{
 		"an iso cannot be written to disk": {
-			prepare: func(h *harness) {
-				img := h.images.images["ubuntu-24.04-server@2026.09"]
-				img.Format = "iso"
-				h.images.images[img.Ref] = img
-			},
-			code: proto.InvalidInput,
+			prepare: ubuntu(func(img *Image) { img.Format = "iso" }),
+			code:    proto.InvalidInput,
 		},
 		"an image that does not verify is never sent": {
 			prepare: func(h *harness) {
@@ -121,12 +125,8 @@ func TestDeployImageRefusals(t *testing.T) {
 			code: proto.InvalidState, reason: "unsigned",
 		},
 		"an image the tenant cannot see": {
-			prepare: func(h *harness) {
-				img := h.images.images["ubuntu-24.04-server@2026.09"]
-				img.Tenant = "other"
-				h.images.images[img.Ref] = img
-			},
-			code: proto.NotFound,
+			prepare: ubuntu(func(img *Image) { img.Tenant = "other" }),
+			code:    proto.NotFound,
 		},
 		"a digest other than the catalog's": {
 			prepare: func(h *harness) {

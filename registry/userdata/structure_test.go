@@ -279,26 +279,11 @@ func deref[T any](p *T) T {
 
 // withVar returns v with the variable name set to value.
 func withVar(v Vars, name, value string) Vars {
-	switch name {
-	case "nodeId":
-		v.NodeID = value
-	case "hostname":
-		v.Hostname = value
-	case "joinToken":
-		v.JoinToken = value
-	case "controlPlaneUrl":
-		v.ControlPlaneURL = value
-	case "bcdUrl":
-		v.BcdURL = value
-	case "bcdSha256":
-		v.BcdSHA256 = value
-	case "servingCaPin":
-		v.Pins.ServingCA = value
-	case "joinSigningPin":
-		v.Pins.JoinSigning = value
-	case "joinEncryptionPin":
-		v.Pins.JoinEncryption = value
+	f := v.field(name)
+	if f == nil {
+		panic("no template variable " + name)
 	}
+	*f = value
 	return v
 }
 

@@ -29,27 +29,36 @@ var VarNames = []string{"nodeId", "hostname", "joinToken", "controlPlaneUrl", "b
 // Lookup returns the value of the variable a template names, "" when it has none, and
 // false for a name that is no variable.
 func (v Vars) Lookup(name string) (string, bool) {
-	switch name {
-	case "nodeId":
-		return v.NodeID, true
-	case "hostname":
-		return v.Hostname, true
-	case "joinToken":
-		return v.JoinToken, true
-	case "controlPlaneUrl":
-		return v.ControlPlaneURL, true
-	case "bcdUrl":
-		return v.BcdURL, true
-	case "bcdSha256":
-		return v.BcdSHA256, true
-	case "servingCaPin":
-		return v.Pins.ServingCA, true
-	case "joinSigningPin":
-		return v.Pins.JoinSigning, true
-	case "joinEncryptionPin":
-		return v.Pins.JoinEncryption, true
+	if f := v.field(name); f != nil {
+		return *f, true
 	}
 	return "", false
+}
+
+// field is the field of v that holds the variable a template names, nil for a name that
+// is no variable.
+func (v *Vars) field(name string) *string {
+	switch name {
+	case "nodeId":
+		return &v.NodeID
+	case "hostname":
+		return &v.Hostname
+	case "joinToken":
+		return &v.JoinToken
+	case "controlPlaneUrl":
+		return &v.ControlPlaneURL
+	case "bcdUrl":
+		return &v.BcdURL
+	case "bcdSha256":
+		return &v.BcdSHA256
+	case "servingCaPin":
+		return &v.Pins.ServingCA
+	case "joinSigningPin":
+		return &v.Pins.JoinSigning
+	case "joinEncryptionPin":
+		return &v.Pins.JoinEncryption
+	}
+	return nil
 }
 
 // hostnameOf is the hostname of a node: its id with "_" turned into "-".

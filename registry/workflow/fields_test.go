@@ -71,12 +71,8 @@ func TestStepFields(t *testing.T) {
 			doc:    doc(`{"use":"power.getPower","retries":2}`, "", ""),
 			script: map[string][]outcome{"power.getPower": {fail, fail, ok}},
 			drive: func(h *harness, id string) {
-				h.attemptsDone(id, 0, 1)
-				h.clock.BlockUntil(1)
-				h.clock.Advance(backoff(1))
-				h.attemptsDone(id, 0, 2)
-				h.clock.BlockUntil(1)
-				h.clock.Advance(backoff(2))
+				h.backOff(id, 1, 1)
+				h.backOff(id, 2, 2)
 			},
 			want: "succeeded\nsteps[0] power.getPower succeeded tries=3",
 			ran:  []string{"main.0:a1 power.getPower", "main.0:a2 power.getPower", "main.0:a3 power.getPower"},
@@ -85,9 +81,7 @@ func TestStepFields(t *testing.T) {
 			doc:    doc(`{"use":"power.getPower","retries":1}`, "", ""),
 			script: map[string][]outcome{"power.getPower": {fail}},
 			drive: func(h *harness, id string) {
-				h.attemptsDone(id, 0, 1)
-				h.clock.BlockUntil(1)
-				h.clock.Advance(backoff(1))
+				h.backOff(id, 1, 1)
 			},
 			want: "failed at steps[0] DRIVER_ERROR\nsteps[0] power.getPower failed tries=2 DRIVER_ERROR",
 			ran:  []string{"main.0:a1 power.getPower", "main.0:a2 power.getPower"},
@@ -115,12 +109,8 @@ func TestStepFields(t *testing.T) {
 			doc:    doc(`{"use":"power.setPower","with":{"action":"graceful-off"},"retries":1,"fallback":{"use":"power.setPower","with":{"action":"off"},"retries":1}}`, "", ""),
 			script: map[string][]outcome{"power.setPower": {fail, fail, fail, ok}},
 			drive: func(h *harness, id string) {
-				h.attemptsDone(id, 0, 1)
-				h.clock.BlockUntil(1)
-				h.clock.Advance(backoff(1))
-				h.attemptsDone(id, 0, 3)
-				h.clock.BlockUntil(1)
-				h.clock.Advance(backoff(1))
+				h.backOff(id, 1, 1)
+				h.backOff(id, 3, 1)
 			},
 			want: "succeeded\nsteps[0] power.setPower succeeded tries=4 via-fallback",
 			ran:  []string{"main.0:a1 power.setPower", "main.0:a2 power.setPower", "main.0:f1 power.setPower", "main.0:f2 power.setPower"},
@@ -226,12 +216,8 @@ func TestRetryWaitsItsBackoffFromTheFailedTry(t *testing.T) {
 	h := newHarness(t, nil)
 	h.agent.script = map[string][]outcome{"power.getPower": {fail, fail, ok}}
 	id := h.start(doc(`{"use":"power.getPower","retries":2}`, "", ""))
-	h.attemptsDone(id, 0, 1)
-	h.clock.BlockUntil(1)
-	h.clock.Advance(backoff(1))
-	h.attemptsDone(id, 0, 2)
-	h.clock.BlockUntil(1)
-	h.clock.Advance(backoff(2))
+	h.backOff(id, 1, 1)
+	h.backOff(id, 2, 2)
 	run := h.waitEnd(id)
 	var gaps []time.Duration
 	a := run.Steps[0].Attempts
@@ -276,9 +262,7 @@ func TestControlPlaneHandlerGetsTheAttempt(t *testing.T) {
 		return json.RawMessage(`{"revoked":true}`), nil
 	})
 	id := h.start(doc(`{"use":"metal.revokeIdentity","retries":1}`, "", ""))
-	h.attemptsDone(id, 0, 1)
-	h.clock.BlockUntil(1)
-	h.clock.Advance(backoff(1))
+	h.backOff(id, 1, 1)
 	run := h.waitEnd(id)
 	want := []string{id + ":main.0:a1", h.node, "t", id + ":main.0:a2", h.node, "t"}
 	if diff := cmp.Diff(want, seen); diff != "" {

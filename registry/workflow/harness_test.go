@@ -13,6 +13,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
 var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -41,23 +42,8 @@ func newHarness(t *testing.T, labels map[string]string) *harness {
 	t.Helper()
 	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch), agent: newFakeAgent(), finished: map[string]int{}}
 	h.open()
-	err := h.store.Update(func(tx *store.Tx) error {
-		if _, err := tx.CreateTenant("acme"); err != nil {
-			return err
-		}
-		if _, err := tx.CreateSite("rack-a"); err != nil {
-			return err
-		}
-		if _, err := tx.CreatePool(store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
-			return err
-		}
-		n, err := tx.CreateNode(store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Labels: labels})
-		h.node = n.ID
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.Fill(t, h.store)
+	h.node = storetest.Node(t, h.store, store.Node{MACs: []string{"52:54:00:00:00:01"}, Labels: labels}).ID
 	t.Cleanup(h.stop)
 	return h
 }
@@ -164,6 +150,15 @@ func (h *harness) attemptsDone(id string, i, n int) store.Run {
 		}
 		return done >= n
 	})
+}
+
+// backOff waits until step 0 of run id has finished tries attempts, then moves the clock
+// by the backoff after the n-th failed try, once the engine waits on it.
+func (h *harness) backOff(id string, tries, n int) {
+	h.t.Helper()
+	h.attemptsDone(id, 0, tries)
+	h.clock.BlockUntil(1)
+	h.clock.Advance(backoff(n))
 }
 
 // summary writes a run as one line per step: path, use, state, attempts and error

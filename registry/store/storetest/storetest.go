@@ -1,6 +1,7 @@
 // Package storetest opens registry stores for tests: in the test's temporary directory,
 // closed when the test ends after Store.Check found the store consistent, and, with
-// Filled, holding the usual tenant, site and pool.
+// Filled (or Fill, for a store opened elsewhere), holding the usual tenant, site and
+// pool, where Node adds nodes.
 package storetest
 
 import (
@@ -37,6 +38,14 @@ func Open(t testing.TB, opts store.Options) *store.Store {
 func Filled(t testing.TB, opts store.Options) *store.Store {
 	t.Helper()
 	st := Open(t, opts)
+	Fill(t, st)
+	return st
+}
+
+// Fill makes tenant Tenant, site Site and pool Pool of Tenant at Site in st, however st
+// was opened.
+func Fill(t testing.TB, st *store.Store) {
+	t.Helper()
 	Update(t, st, func(tx *store.Tx) error {
 		if _, err := tx.CreateTenant(Tenant); err != nil {
 			return err
@@ -47,7 +56,17 @@ func Filled(t testing.TB, opts store.Options) *store.Store {
 		_, err := tx.CreatePool(store.Pool{Tenant: Tenant, Name: Pool, Site: Site})
 		return err
 	})
-	return st
+}
+
+// Node makes n in st, in pool Pool of Tenant where n names no tenant and pool, and
+// returns it as stored (with its id).
+func Node(t testing.TB, st *store.Store, n store.Node) store.Node {
+	t.Helper()
+	if n.Tenant == "" && n.Pool == "" {
+		n.Tenant, n.Pool = Tenant, Pool
+	}
+	Update(t, st, func(tx *store.Tx) (err error) { n, err = tx.CreateNode(n); return err })
+	return n
 }
 
 // Update runs fn in a read-write transaction of st and fails t when it fails.
