@@ -7,15 +7,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+	flag "github.com/spf13/pflag"
+
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -40,6 +45,9 @@ type command struct {
 	// nargs is the number of positional arguments the command takes; -1 means zero
 	// or one.
 	nargs int
+	// hostOnly: the command reaches the registry of this host through its --data-dir
+	// (serve, signers), so --config does not apply to it.
+	hostOnly bool
 	// define declares the command's flags on fs and returns what runs it.
 	define func(fs *flag.FlagSet) func(x *exec) error
 }
@@ -50,111 +58,146 @@ func commands() []command {
 		siteCommands, poolCommands, tokenCommands, secretCommands, userDataCommands, nodeCommands, inventoryCommands, workflowCommands, attestationCommands)
 }
 
+// groupSummaries says what each group of commands (the first word of their paths) is for.
+var groupSummaries = map[string]string{
+	"tenants":     "tenants: who owns nodes, profiles, images and credentials",
+	"credentials": "credentials: the bearer secrets the CLI calls the registry with",
+	"profiles":    "profiles: the workflows a node runs, as versioned documents",
+	"images":      "images: the OS and ramdisk images a deploy writes, by digest",
+	"signers":     "image signers: the keys whose signatures verify images (host only)",
+	"sites":       "sites: racks with a site agent, their BMC networks and image caches",
+	"pools":       "pools: groups of nodes with one site and one policy",
+	"tokens":      "join tokens: single-use tokens that admit an agent",
+	"secrets":     "secrets: values node agents fetch by secret:// reference",
+	"userdata":    "user data: what a cloud-init or Ignition machine boots with",
+	"nodes":       "nodes: enrolment, deploys, lifecycle and inventory of machines",
+	"workflows":   "workflows: the runs of profiles on nodes, step by step",
+}
+
+// globals are the flags every command that calls the registry takes.
+type globals struct {
+	format, config string
+}
+
+// Root is the command tree of better-compute, its commands running with env.
+func Root(env Env) *cobra.Command {
+	root, _ := newRoot(env)
+	return root
+}
+
+func newRoot(env Env) (*cobra.Command, *globals) {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "better-compute",
+		Short: "the registry (serve) and the operator's command line of better-compute",
+		Long: "better-compute runs the registry (`better-compute serve`) and calls its API: tenants, " +
+			"credentials, profiles, images, sites, pools, join tokens, secrets, nodes and workflows. " +
+			"A command prints a table, or JSON with --format json; it exits 0 when done, 1 when the " +
+			"call failed and 2 when the command line is wrong.",
+	}
+	root.PersistentFlags().StringVar(&g.config, "config", "", "the CLI config `FILE` (default $BC_CONFIG; serve writes DATA_DIR/admin.conf)")
+	root.PersistentFlags().StringVar(&g.format, "format", "table", "output `FORMAT`, table or json")
+	root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	groups := map[string]*cobra.Command{}
+	for _, cmd := range commands() {
+		words := strings.Fields(cmd.path)
+		parent := root
+		for i, w := range words[:len(words)-1] {
+			key := strings.Join(words[:i+1], " ")
+			if groups[key] == nil {
+				groups[key] = cmdline.Group(w, groupSummaries[key])
+				parent.AddCommand(groups[key])
+			}
+			parent = groups[key]
+		}
+		parent.AddCommand(leaf(cmd, env, g))
+	}
+	cmdline.Setup(root)
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	return root, g
+}
+
+// leaf is the cobra command of one table entry.
+func leaf(cmd command, env Env, g *globals) *cobra.Command {
+	words := strings.Fields(cmd.path)
+	c := &cobra.Command{
+		Use:   strings.TrimSpace(words[len(words)-1] + " " + cmd.usage),
+		Short: cmd.summary,
+		Args:  cmdline.Args(cmd.nargs, argNames(cmd.usage)),
+	}
+	if cmd.hostOnly {
+		cmdline.Applies(c, "format")
+	}
+	run := cmd.define(c.Flags())
+	c.Flags().VisitAll(func(f *flag.Flag) {
+		if strings.HasSuffix(f.Usage, "(required)") {
+			cmdline.Require(c.Flags(), f.Name) // the help says so: a command line without it is wrong
+		}
+	})
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if g.format != "table" && g.format != "json" {
+			return cmdline.Usagef("--format", "--format must be table or json, not %q", g.format)
+		}
+		return run(&exec{ctx: c.Context(), env: env, args: args, format: g.format, configPath: g.config})
+	}
+	return c
+}
+
+// argNames is the positional arguments a usage line starts with, such as NAME or ID|REF.
+func argNames(usage string) string {
+	var names []string
+	for _, w := range strings.Fields(usage) {
+		if strings.ContainsAny(w[:1], "-[(|") {
+			break
+		}
+		names = append(names, w)
+	}
+	return strings.Join(names, " ")
+}
+
 // Run runs the command line args (without the program name) and returns the exit
 // status: 0 done, 1 the call failed, 2 the command line is wrong.
 func Run(ctx context.Context, args []string, env Env) int {
-	cmds := commands()
-	cmd, rest := find(cmds, args)
-	if cmd == nil {
-		printHelp(env.Stderr, cmds, args)
-		if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-			return 0
-		}
-		return 2
-	}
-	fs := flag.NewFlagSet("better-compute "+cmd.path, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	x := &exec{ctx: ctx, env: env}
-	fs.StringVar(&x.format, "format", "table", "output format: table or json")
-	fs.StringVar(&x.configPath, "config", "", "CLI config file (default $BC_CONFIG)")
-	runner := cmd.define(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, "usage: better-compute %s %s\n\n%s\n\nflags:\n", cmd.path, cmd.usage, cmd.summary)
-		fs.PrintDefaults()
-	}
-	positional, err := parseInterleaved(fs, rest)
-	if errors.Is(err, flag.ErrHelp) {
+	root, g := newRoot(env)
+	c, err := cmdline.Execute(ctx, root, args)
+	switch {
+	case err == nil:
 		return 0
-	}
-	if err != nil {
-		return 2
-	}
-	if x.format != "table" && x.format != "json" {
-		fmt.Fprintf(env.Stderr, "--format must be table or json, not %q\n", x.format)
-		return 2
-	}
-	if len(positional) != cmd.nargs && !(cmd.nargs == -1 && len(positional) <= 1) {
-		want := fmt.Sprint(cmd.nargs)
-		if cmd.nargs == -1 {
-			want = "at most 1"
-		}
-		fmt.Fprintf(env.Stderr, "better-compute %s takes %s argument(s), got %d\n", cmd.path, want, len(positional))
-		fs.Usage()
-		return 2
-	}
-	x.args = positional
-	if err := runner(x); err != nil {
-		if !errors.Is(err, errReported) {
-			x.printError(err)
-		}
+	case errors.Is(err, errReported):
 		return 1
+	case cmdline.Shown(err):
+		return 2
 	}
-	return 0
+	format := g.format
+	if jsonAsked(args) {
+		format = "json" // a usage error may come before --format is parsed
+	}
+	printError(env, format, err)
+	if cmdline.IsUsage(err) {
+		if c.Name() == "help" {
+			c = c.Root()
+		}
+		if format != "json" {
+			fmt.Fprintf(env.Stderr, "run `%s --help` for its usage\n", c.CommandPath())
+		}
+		return 2
+	}
+	return 1
 }
 
-// find picks the command whose path is the longest prefix of args.
-func find(cmds []command, args []string) (*command, []string) {
-	var best *command
-	var rest []string
-	for i := range cmds {
-		words := strings.Fields(cmds[i].path)
-		if len(args) >= len(words) && slices.Equal(args[:len(words)], words) {
-			if best == nil || len(words) > len(strings.Fields(best.path)) {
-				best, rest = &cmds[i], args[len(words):]
-			}
+// jsonAsked reports whether the command line asks for --format json.
+func jsonAsked(args []string) bool {
+	for i, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--format=json" || a == "--format" && i+1 < len(args) && args[i+1] == "json" {
+			return true
 		}
 	}
-	return best, rest
-}
-
-// parseInterleaved parses flags that may come before, between or after positional
-// arguments, as in `profiles create FILE --tenant T`.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-func printHelp(w io.Writer, cmds []command, args []string) {
-	prefix := strings.Join(args, " ")
-	if prefix == "help" || strings.HasPrefix(prefix, "-") {
-		prefix = ""
-	}
-	var matched []command
-	for _, c := range cmds {
-		if strings.HasPrefix(c.path, prefix) {
-			matched = append(matched, c)
-		}
-	}
-	if len(matched) == 0 {
-		fmt.Fprintf(w, "unknown command %q\n\n", prefix)
-		matched = cmds
-	}
-	fmt.Fprintln(w, "usage: better-compute COMMAND [flags]    (COMMAND -h shows its flags)")
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	for _, c := range matched {
-		fmt.Fprintf(tw, "  %s %s\t%s\n", c.path, c.usage, c.summary)
-	}
-	tw.Flush()
+	return false
 }
 
 // errReported fails a command whose output already says why (profiles validate with
@@ -215,20 +258,20 @@ func (x *exec) print(v any, table func(t *tabwriter.Writer)) {
 
 // printError reports a failure: the error object on stdout with --format json, else
 // code, message, path and reason on stderr.
-func (x *exec) printError(err error) {
+func printError(env Env, format string, err error) {
 	e := proto.AsError(err)
-	if x.format == "json" {
-		enc := json.NewEncoder(x.env.Stdout)
+	if format == "json" {
+		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(e)
 		return
 	}
-	fmt.Fprintf(x.env.Stderr, "error: %s: %s\n", e.Code, e.Message)
+	fmt.Fprintf(env.Stderr, "error: %s: %s\n", e.Code, e.Message)
 	if e.Details.Path != "" {
-		fmt.Fprintf(x.env.Stderr, "  path: %s\n", e.Details.Path)
+		fmt.Fprintf(env.Stderr, "  path: %s\n", e.Details.Path)
 	}
 	if e.Details.Reason != "" {
-		fmt.Fprintf(x.env.Stderr, "  reason: %s\n", e.Details.Reason)
+		fmt.Fprintf(env.Stderr, "  reason: %s\n", e.Details.Reason)
 	}
 }
 
@@ -236,7 +279,13 @@ func (x *exec) printError(err error) {
 // cannot be read.
 func readFile(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
-	if err != nil {
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, syscall.EISDIR):
+		return nil, proto.Errorf(proto.InvalidInput, "%s is a directory: name the file itself", path)
+	case errors.As(err, &pe):
+		return nil, proto.Errorf(proto.InvalidInput, "read %s: %v", path, pe.Err)
+	case err != nil:
 		return nil, proto.Errorf(proto.InvalidInput, "read %s: %v", path, err)
 	}
 	return data, nil

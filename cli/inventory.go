@@ -2,11 +2,12 @@ package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"

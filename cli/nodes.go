@@ -2,13 +2,14 @@ package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/registry/api"
 )

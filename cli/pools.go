@@ -1,10 +1,11 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
@@ -120,6 +121,9 @@ func (f *listFlag) String() string {
 	}
 	return strings.Join(*f.refs, ",")
 }
+
+// Type names the value in help.
+func (f *listFlag) Type() string { return "list" }
 
 func (f *listFlag) Set(s string) error {
 	refs := csv(s)

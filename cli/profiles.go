@@ -2,12 +2,13 @@ package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
-	"github.com/better-compute/better-compute/proto"
+	flag "github.com/spf13/pflag"
+
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/registry/api"
 )
 
@@ -91,8 +92,10 @@ var profileCommands = []command{{
 				req.Document = doc
 			case *file == "" && len(x.args) == 1:
 				req.ProfileKey = key(x)
+			case *file == "" && len(x.args) == 0:
+				return cmdline.Usagef("ID", "profiles validate needs a profile: the ID of a stored one, or --file FILE for a document not yet stored")
 			default:
-				return proto.Errorf(proto.InvalidInput, "name a stored profile (ID) or a document (--file FILE), not both")
+				return cmdline.Usagef("--file", "profiles validate takes the ID of a stored profile or --file FILE, not both")
 			}
 			var out api.Validation
 			if err := x.call("profiles.validate", req, &out); err != nil {

@@ -1,12 +1,13 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"text/tabwriter"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"

@@ -1,19 +1,21 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"log/slog"
 	"text/tabwriter"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry"
 )
 
 var serveCommands = []command{{
-	path:    "serve",
-	usage:   "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images]",
-	summary: "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
+	path:     "serve",
+	hostOnly: true,
+	usage:    "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images]",
+	summary:  "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")

@@ -1,11 +1,12 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/registry/api"
 )

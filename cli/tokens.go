@@ -1,11 +1,16 @@
 package cli
 
 import (
-	"flag"
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
+	flag "github.com/spf13/pflag"
+
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -19,16 +24,17 @@ var tokenCommands = []command{{
 		kind := fs.String("kind", "", "provisioned, ramdisk or site (required)")
 		nodeID := fs.String("node-id", "", "the node the token admits (a site token defaults it to the site)")
 		site := fs.String("site", "", "the site (required for a site token)")
-		ttl := fs.Duration("ttl", 0, "lifetime in whole seconds, e.g. 24h (default: provisioned 2h, ramdisk 1h, site 24h)")
+		ttl := &secondsFlag{}
+		fs.Var(ttl, "ttl", "lifetime in whole seconds, like 5s, 90m or 24h; a bare number is seconds (default: provisioned 2h, ramdisk 1h, site 24h)")
 		outPath := fs.String("out", "", "write the token secret to this file (0600) instead of printing it")
 		return func(x *exec) error {
-			if *kind == "" {
-				return proto.Errorf(proto.InvalidInput, "tokens create needs --kind provisioned, ramdisk or site").WithPath("--kind")
+			switch {
+			case *kind == "site" && *site == "":
+				return cmdline.Usagef("--site", "tokens create --kind site needs --site S: the site whose agent the token admits")
+			case *kind != "site" && *nodeID == "":
+				return cmdline.Usagef("--node-id", "tokens create --kind %s needs --node-id ID: the node the token admits", *kind)
 			}
-			if *ttl < 0 || *ttl%time.Second != 0 {
-				return proto.Errorf(proto.InvalidInput, "--ttl must be a positive whole number of seconds, not %s", *ttl).WithPath("--ttl")
-			}
-			req := api.CreateTokenRequest{Kind: *kind, NodeID: *nodeID, Site: *site, TTLSeconds: int64(*ttl / time.Second)}
+			req := api.CreateTokenRequest{Kind: *kind, NodeID: *nodeID, Site: *site, TTLSeconds: int64(ttl.d / time.Second)}
 			var made api.CreatedToken
 			if err := x.call("tokens.create", req, &made); err != nil {
 				return err
@@ -72,6 +78,32 @@ var tokenCommands = []command{{
 		}
 	},
 }}
+
+// secondsFlag is a lifetime in whole seconds: a duration such as 5s, 90m or 24h, or a bare
+// number of seconds.
+type secondsFlag struct{ d time.Duration }
+
+func (f *secondsFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if n, nerr := strconv.ParseInt(s, 10, 64); nerr == nil && n <= int64(math.MaxInt64/time.Second) {
+		d, err = time.Duration(n)*time.Second, nil
+	}
+	if err != nil || d <= 0 || d%time.Second != 0 {
+		return errors.New("give a lifetime in whole seconds, like 5s, 90m or 24h (a bare number is seconds)")
+	}
+	f.d = d
+	return nil
+}
+
+func (f *secondsFlag) String() string {
+	if f.d == 0 {
+		return ""
+	}
+	return f.d.String()
+}
+
+// Type names the value in help.
+func (f *secondsFlag) Type() string { return "duration" }
 
 func tokenTable(w *tabwriter.Writer, rows []api.Token) {
 	fmt.Fprintln(w, "ID\tKIND\tNODE\tSITE\tEXPIRES\tUSED")

@@ -1,8 +1,9 @@
 package cli
 
 import (
-	"flag"
 	"io"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
