@@ -301,6 +301,7 @@ func helpCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			target.InitDefaultHelpFlag() // listed among its flags, as with --help
 			fmt.Fprint(c.OutOrStdout(), helpText(target))
 			return nil
 		},
