@@ -11,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -213,21 +212,21 @@ type exec struct {
 	configPath string
 }
 
-// configFile is the CLI config's path: --config, else $BC_CONFIG.
-func (x *exec) configFile() string {
-	if x.configPath != "" {
-		return x.configPath
+// config reads the CLI config: --config, else $BC_CONFIG.
+func (x *exec) config() (api.ClientConfig, error) {
+	path := x.configPath
+	if path == "" {
+		path = x.env.Getenv("BC_CONFIG")
 	}
-	return x.env.Getenv("BC_CONFIG")
+	if path == "" {
+		return api.ClientConfig{}, proto.Errorf(proto.InvalidConfig, "no CLI config: pass --config FILE or set BC_CONFIG (`serve` writes DATA_DIR/admin.conf)")
+	}
+	return api.LoadClientConfig(path)
 }
 
 // client makes the API client from the CLI config.
 func (x *exec) client() (*api.Client, error) {
-	path := x.configFile()
-	if path == "" {
-		return nil, proto.Errorf(proto.InvalidConfig, "no CLI config: pass --config FILE or set BC_CONFIG (`serve` writes DATA_DIR/admin.conf)")
-	}
-	cfg, err := api.LoadClientConfig(path)
+	cfg, err := x.config()
 	if err != nil {
 		return nil, err
 	}
@@ -300,19 +299,4 @@ func csv(s string) []string {
 		}
 	}
 	return out
-}
-
-// checkNewFile refuses, before anything is made, a path a secret cannot be written to
-// as a new file: one that exists (it may hold the only copy of another credential, such
-// as admin.conf), or whose directory does not exist. The error is INVALID_INPUT at flag
-// and says what to do; nothing was made on the registry.
-func checkNewFile(path, flag string) error {
-	if _, err := os.Lstat(path); err == nil {
-		return proto.Errorf(proto.InvalidInput, "%s exists, and it may hold another credential: name a new file, or move that one away first; nothing was made", path).WithPath(flag)
-	}
-	dir := filepath.Dir(path)
-	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-		return proto.Errorf(proto.InvalidInput, "%s: the directory %s does not exist: make it first (mkdir -p %s); nothing was made", path, dir, dir).WithPath(flag)
-	}
-	return nil
 }

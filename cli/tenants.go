@@ -49,25 +49,26 @@ var tenantCommands = []command{{
 	},
 }, {
 	path:    "credentials create",
-	usage:   "--tenant T --actions A,B [--expires 720h|TIME] --out FILE",
+	usage:   "--tenant T --actions A,B [--expires 720h|TIME] --out FILE [--force]",
 	summary: "create a credential and write a CLI config for it (the secret is shown only there)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the credential belongs to (default: the caller's)")
 		actions := fs.String("actions", "", "comma-separated actions, e.g. compute:profiles:read,compute:images:read")
 		expires := fs.String("expires", "", "when the credential stops working: a duration from now (720h) or an RFC 3339 time (default: never, or when the caller's own credential expires)")
-		outPath := fs.String("out", "", "CLI config file to write, 0600 (required)")
+		out := outFlags(fs, "the CLI config file to write, 0600; a new file unless --force (required)")
 		return func(x *exec) error {
-			if *outPath == "" {
-				return proto.Errorf(proto.InvalidInput, "credentials create needs --out FILE: the secret is written only there").WithPath("--out")
-			}
-			if err := checkNewFile(*outPath, "--out"); err != nil {
+			if err := out.check(); err != nil {
 				return err
 			}
 			expiresAt, err := parseExpiry(*expires, time.Now())
 			if err != nil {
 				return err
 			}
-			c, err := x.client()
+			cfg, err := x.config()
+			if err != nil {
+				return err
+			}
+			c, err := api.NewClient(cfg)
 			if err != nil {
 				return err
 			}
@@ -76,21 +77,17 @@ var tenantCommands = []command{{
 			if err := c.Call(x.ctx, "credentials.create", req, &made); err != nil {
 				return err
 			}
-			cfg, err := api.LoadClientConfig(x.configFile())
-			if err != nil {
-				return err
-			}
 			cfg.Credential = made.Secret
-			if err := api.WriteClientConfig(*outPath, cfg); err != nil {
-				return proto.Errorf(proto.Internal, "credential %s made, but writing %s failed: %v; revoke it (credentials revoke %s) and make another", made.ID, *outPath, err, made.ID)
+			if err := out.write(api.EncodeClientConfig(cfg)); err != nil {
+				return revokeMinted(x, c, "credential", made.ID, "credentials.revoke", api.RevokeCredentialRequest{ID: made.ID}, err)
 			}
 			row := struct {
 				api.Credential
 				Config string `json:"config"`
-			}{made.Credential, *outPath} // the secret is shown only in the file
+			}{made.Credential, *out.path} // the secret is shown only in the file
 			x.print(row, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tTENANT\tACTIONS\tEXPIRES\tCONFIG")
-				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", made.ID, made.TenantID, made.Actions, orDash(made.ExpiresAt), *outPath)
+				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", made.ID, made.TenantID, made.Actions, orDash(made.ExpiresAt), *out.path)
 			})
 			return nil
 		}

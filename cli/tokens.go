@@ -11,14 +11,12 @@ import (
 	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/cmdline"
-	"github.com/better-compute/better-compute/fsutil"
-	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
 
 var tokenCommands = []command{{
 	path:    "tokens create",
-	usage:   "--kind site --site S [--node-id ID] [--ttl 24h] [--out FILE]",
+	usage:   "--kind provisioned|ramdisk|site [--node-id ID] [--site S] [--ttl 24h] [--out FILE [--force]]",
 	summary: "mint a single-use join token for one agent; its secret is shown (or written) only now",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		kind := fs.String("kind", "", "provisioned, ramdisk or site (required)")
@@ -26,7 +24,7 @@ var tokenCommands = []command{{
 		site := fs.String("site", "", "the site (required for a site token)")
 		ttl := &secondsFlag{}
 		fs.Var(ttl, "ttl", "lifetime in whole seconds, like 5s, 90m or 24h; a bare number is seconds (default: provisioned 2h, ramdisk 1h, site 24h)")
-		outPath := fs.String("out", "", "write the token secret to this file (0600) instead of printing it")
+		out := outFlags(fs, "write the token secret to this file, 0600, instead of printing it; a new file unless --force")
 		return func(x *exec) error {
 			switch {
 			case *kind == "site" && *site == "":
@@ -34,28 +32,55 @@ var tokenCommands = []command{{
 			case *kind != "site" && *nodeID == "":
 				return cmdline.Usagef("--node-id", "tokens create --kind %s needs --node-id ID: the node the token admits", *kind)
 			}
-			req := api.CreateTokenRequest{Kind: *kind, NodeID: *nodeID, Site: *site, TTLSeconds: int64(ttl.d / time.Second)}
-			var made api.CreatedToken
-			if err := x.call("tokens.create", req, &made); err != nil {
+			if *out.path != "" {
+				if err := out.check(); err != nil {
+					return err
+				}
+			}
+			c, err := x.client()
+			if err != nil {
 				return err
 			}
-			if *outPath != "" {
-				if err := fsutil.WriteFileAtomic(*outPath, []byte(made.Secret+"\n"), 0o600); err != nil {
-					return proto.Errorf(proto.Internal, "token %s minted, but writing %s failed: %v; mint another", made.ID, *outPath, err)
+			req := api.CreateTokenRequest{Kind: *kind, NodeID: *nodeID, Site: *site, TTLSeconds: int64(ttl.d / time.Second)}
+			var made api.CreatedToken
+			if err := c.Call(x.ctx, "tokens.create", req, &made); err != nil {
+				return err
+			}
+			if *out.path != "" {
+				if err := out.write([]byte(made.Secret + "\n")); err != nil {
+					return revokeMinted(x, c, "join token", made.ID, "tokens.revoke", api.RevokeTokenRequest{ID: made.ID}, err)
 				}
 				made.Secret = "" // shown only in the file
 			}
 			row := struct {
 				api.CreatedToken
 				Out string `json:"out,omitempty"`
-			}{made, *outPath}
+			}{made, *out.path}
 			x.print(row, func(w *tabwriter.Writer) {
 				tokenTable(w, []api.Token{made.Token})
-				if *outPath != "" {
-					fmt.Fprintf(w, "\nthe token secret is in %s; it is not shown again\n", *outPath)
+				if *out.path != "" {
+					fmt.Fprintf(w, "\nthe token secret is in %s; it is not shown again\n", *out.path)
 				} else {
 					fmt.Fprintf(w, "\ntoken (shown only now): %s\n", made.Secret)
 				}
+			})
+			return nil
+		}
+	},
+}, {
+	path:    "tokens revoke",
+	usage:   "ID",
+	summary: "revoke an unused join token: no agent joins with it from now on",
+	nargs:   1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		return func(x *exec) error {
+			var out api.Token
+			if err := x.call("tokens.revoke", api.RevokeTokenRequest{ID: x.args[0]}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				tokenTable(w, []api.Token{out})
+				fmt.Fprintln(w, "\nrevoked: no agent joins with it from now on")
 			})
 			return nil
 		}

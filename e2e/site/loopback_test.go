@@ -157,7 +157,7 @@ func TestSiteLoopback(t *testing.T) {
 // HTTP server.
 func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) int {
 	t.Helper()
-	tokenFile := filepath.Join(work, "rack-a.token")
+	tokenFile := filepath.Join(t.TempDir(), "rack-a.token") // a new file: --out refuses one that exists
 	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
 	confDir := filepath.Join(work, "bcd")
 	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",

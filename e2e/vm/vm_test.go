@@ -607,7 +607,7 @@ func hardwareProfiles(t *testing.T, work string) string {
 // function it returns stops it, showing its log and the registry's if the test failed.
 func startSite(t *testing.T, work, ramdiskDir string, reg *testkit.Registry, env ...string) (stop func()) {
 	confDir := filepath.Join(work, "site-bcd")
-	tokenFile := filepath.Join(work, "site.token")
+	tokenFile := filepath.Join(t.TempDir(), "site.token") // a new file: --out refuses one that exists
 	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
 	if res := testkit.BCD(t, "join", "--server", reg.URL, "--token-file", tokenFile, "--node-id", "rack-a", "--role", "site",
 		"--config-dir", confDir, "--serving-ca-pin", reg.Pins.ServingCA, "--join-signing-pin", reg.Pins.JoinSigning,

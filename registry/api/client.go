@@ -37,12 +37,14 @@ type ClientConfig struct {
 
 // WriteClientConfig writes cfg to path, readable by its owner only.
 func WriteClientConfig(path string, cfg ClientConfig) error {
+	return fsutil.WriteFileAtomic(path, EncodeClientConfig(cfg), 0o600)
+}
+
+// EncodeClientConfig is the file WriteClientConfig writes: cfg as version 1.
+func EncodeClientConfig(cfg ClientConfig) []byte {
 	cfg.Version = 1
-	data, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(path, append(data, '\n'), 0o600)
+	data, _ := json.MarshalIndent(cfg, "", "  ") // strings and an int: it cannot fail
+	return append(data, '\n')
 }
 
 // LoadClientConfig reads a config file written by WriteClientConfig.
