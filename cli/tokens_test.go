@@ -27,6 +27,13 @@ func TestTokensAgainstARealRegistry(t *testing.T) {
 		t.Errorf("a 48h token expires in %s", left)
 	}
 
+	// A bare number is seconds, as the help says.
+	var bare struct{ CreatedAt, ExpiresAt time.Time }
+	testkit.JSON(t, admin, &bare, "tokens", "create", "--kind", "ramdisk", "--node-id", "n1", "--ttl", "5")
+	if life := bare.ExpiresAt.Sub(bare.CreatedAt); life != 5*time.Second {
+		t.Errorf("--ttl 5 made a token living %s, want 5s", life)
+	}
+
 	out := filepath.Join(t.TempDir(), "token")
 	var written struct{ ID, Token, Out string }
 	testkit.JSON(t, admin, &written, "tokens", "create", "--kind", "provisioned", "--node-id", "node-1", "--out", out)
