@@ -29,6 +29,7 @@ var attestationCommands = []command{{
 	path:    "workflows attestation",
 	usage:   "ID --step STEP --out DIR [--force] [--tenant T]",
 	summary: "write a step's node-signed result (payload, signature, the agent's certificate) to DIR and print the openssl commands that verify it offline",
+	long:    "write a step's node-signed result into DIR (`payload.json`, `message`, `signature`, `certificate.pem`) and print the openssl commands that verify it offline against the registry's agent CA; STEP as `workflows get` names it (`steps[4]`) or N for `steps[N]` (docs/nodes.md). Files DIR holds already are refused unless `--force`",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)

@@ -41,6 +41,9 @@ type command struct {
 	usage string
 	// summary is one line for the command list.
 	summary string
+	// long, when set, is what the command's help and the command reference say of it in
+	// place of the summary: its rules, states and defaults (code in backticks).
+	long string
 	// nargs is the number of positional arguments the command takes; -1 means zero
 	// or one.
 	nargs int
@@ -124,6 +127,7 @@ func leaf(cmd command, env Env, g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   strings.TrimSpace(words[len(words)-1] + " " + cmd.usage),
 		Short: cmd.summary,
+		Long:  cmd.long,
 		Args:  cmdline.Args(cmd.nargs, argNames(cmd.usage)),
 	}
 	if cmd.hostOnly {

@@ -14,8 +14,13 @@ import (
 var serveCommands = []command{{
 	path:     "serve",
 	hostOnly: true,
-	usage:    "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images]",
+	usage:    "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--log-format text|json]",
 	summary:  "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
+	long: "run the registry and its agents' QUIC endpoint; prints its URL, agent endpoint and pins; " +
+		"resumes running workflows. `DIR` is made 0700 and refused when its group or others can " +
+		"enter it. `--allow-unsigned-images` lets a tenant deploy its own unsigned OS images " +
+		"(development only). `--userdata-config`: controlPlaneUrl, bcdUrl, bcdSha256, pins, " +
+		"templates, tokenTtlSeconds (docs/userdata.md); `--hardware-profiles`: docs/nodes.md",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")

@@ -30,6 +30,7 @@ var tenantCommands = []command{{
 }, {
 	path:    "tenants list",
 	summary: "list tenants",
+	long:    "list tenants, 200 a page",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		cursor := fs.String("cursor", "", "resume after a previous page")
 		return func(x *exec) error {
@@ -51,6 +52,7 @@ var tenantCommands = []command{{
 	path:    "credentials create",
 	usage:   "--tenant T --actions A,B [--expires 720h|TIME] --out FILE [--force]",
 	summary: "create a credential and write a CLI config for it (the secret is shown only there)",
+	long:    "make a credential and its CLI config; `--expires` a duration from now or an RFC 3339 time (default: never, or with the caller's own expiry). `FILE` is written whole, mode 0600, and must be new unless `--force` (an existing file may be the only copy of another credential, say `admin.conf`), in a directory that exists and can be written: else `INVALID_INPUT` at `--out` before anything is made; a write that fails after that revokes the credential again",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the credential belongs to (default: the caller's)")
 		actions := fs.String("actions", "", "comma-separated actions, e.g. compute:profiles:read,compute:images:read")
@@ -96,6 +98,7 @@ var tenantCommands = []command{{
 	path:    "credentials list",
 	usage:   "[--tenant T] [--cursor C]",
 	summary: "list the tenant's credentials, expired and revoked ones too (never their secrets)",
+	long:    "the tenant's credentials, expired and revoked too: id, tenant, actions, created, expires, revoked (never secrets), 200 a page",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant whose credentials to list (default: the caller's)")
 		cursor := fs.String("cursor", "", "resume after a previous page")
@@ -116,6 +119,7 @@ var tenantCommands = []command{{
 	usage:   "ID",
 	summary: "revoke a credential: it is refused from now on",
 	nargs:   1,
+	long:    "revoke a credential of the caller's tenant (root: of any tenant); refused at once from then on",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		return func(x *exec) error {
 			var out api.Credential

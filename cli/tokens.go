@@ -18,6 +18,7 @@ var tokenCommands = []command{{
 	path:    "tokens create",
 	usage:   "--kind provisioned|ramdisk|site [--node-id ID] [--site S] [--ttl 24h] [--out FILE [--force]]",
 	summary: "mint a single-use join token for one agent; its secret is shown (or written) only now",
+	long:    "mint a single-use join token; its secret is printed, or written to `--out FILE`, only now. FILE is written whole, mode 0600, and must be new unless `--force`; it is checked before the token is minted, and a write that fails after that revokes the token again. `--ttl` is whole seconds: `90s`, `30m`, `24h`, or a bare number of seconds",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		kind := fs.String("kind", "", "provisioned, ramdisk or site (required)")
 		nodeID := fs.String("node-id", "", "the node the token admits (a site token defaults it to the site)")
@@ -88,6 +89,7 @@ var tokenCommands = []command{{
 }, {
 	path:    "tokens list",
 	summary: "list join tokens (never their secrets)",
+	long:    "list join tokens: id, kind, node, site, expiry, used; never the secret",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		cursor := fs.String("cursor", "", "resume after a previous page")
 		return func(x *exec) error {

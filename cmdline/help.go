@@ -10,9 +10,11 @@ import (
 
 // helpText is a command's help: what it does, then its usage.
 func helpText(c *cobra.Command) string {
-	about := c.Long
-	if about == "" {
-		about = c.Short
+	about := c.Short
+	if c.Long != "" && about != "" {
+		about += "\n\n" + c.Long
+	} else if c.Long != "" {
+		about = c.Long
 	}
 	var b strings.Builder
 	if about != "" {
@@ -32,7 +34,7 @@ func usageText(c *cobra.Command) string {
 	if container {
 		fmt.Fprintf(&b, "  %s COMMAND [flags]\n", c.CommandPath())
 	} else {
-		b.WriteString(Wrap(UseLine(c), "  ", "      "))
+		b.WriteString(wrapTokens(useTokens(UseLine(c)), "  ", "      "))
 	}
 	if container {
 		b.WriteString("\nCommands:\n")
@@ -109,21 +111,47 @@ func Globals(c *cobra.Command) *pflag.FlagSet {
 func Wrap(text, first, rest string) string {
 	var b strings.Builder
 	for _, para := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
-		line := first
-		empty := true
-		for _, word := range strings.Fields(para) {
-			if !empty && len(line)+1+len(word) > Width {
-				b.WriteString(line + "\n")
-				line, empty = rest, true
-			}
-			if !empty {
-				line += " "
-			}
-			line += word
-			empty = false
-		}
-		b.WriteString(strings.TrimRight(line, " ") + "\n")
+		b.WriteString(wrapTokens(strings.Fields(para), first, rest))
 		first = rest
 	}
+	return b.String()
+}
+
+// useTokens splits a usage line into words, keeping each bracketed group ([--tenant T],
+// (--file F | --visibility V)) and each flag with its value (--site S) whole, so a line
+// never breaks inside one.
+func useTokens(line string) []string {
+	var out []string
+	depth := 0
+	for _, w := range strings.Fields(line) {
+		n := len(out)
+		if depth > 0 || n > 0 && strings.HasPrefix(out[n-1], "--") && !strings.Contains(out[n-1], " ") && !strings.ContainsAny(w[:1], "-[(|") {
+			out[n-1] += " " + w
+		} else {
+			out = append(out, w)
+		}
+		depth += strings.Count(w, "[") + strings.Count(w, "(") - strings.Count(w, "]") - strings.Count(w, ")")
+		depth = max(depth, 0)
+	}
+	return out
+}
+
+// wrapTokens lays tokens out on lines of at most Width columns, joined by spaces: the
+// first line starts with first, the others with rest.
+func wrapTokens(tokens []string, first, rest string) string {
+	var b strings.Builder
+	line, empty := first, true
+	for _, tok := range tokens {
+		if !empty && len(line)+1+len(tok) > Width {
+			b.WriteString(line + "\n")
+			line, empty = rest, true
+		}
+		if !empty {
+			line += " "
+		}
+		line += tok
+		empty = false
+	}
+	b.WriteString(strings.TrimRight(line, " ") + "\n")
 	return b.String()
 }
