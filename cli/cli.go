@@ -31,6 +31,17 @@ type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	// Program is the command the binary was run as (bin/better-compute), for the commands
+	// it suggests; empty says better-compute.
+	Program string
+}
+
+// program is the command the binary was run as.
+func (env Env) program() string {
+	if env.Program == "" {
+		return "better-compute"
+	}
+	return env.Program
 }
 
 // command is one leaf of the command tree, such as "profiles create".
@@ -179,11 +190,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 	}
 	printError(env, format, err)
 	if cmdline.IsUsage(err) {
-		if c.Name() == "help" {
-			c = c.Root()
-		}
 		if format != "json" {
-			fmt.Fprintf(env.Stderr, "run `%s --help` for its usage\n", c.CommandPath())
+			fmt.Fprintln(env.Stderr, cmdline.HelpHint(c))
 		}
 		return 2
 	}

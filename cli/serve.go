@@ -56,7 +56,7 @@ var serveCommands = []command{{
 					fmt.Fprintf(w, "  --serving-ca-pin\t%s\n", info.Pins.ServingCA)
 					fmt.Fprintf(w, "  --join-signing-pin\t%s\n", info.Pins.JoinSigning)
 					fmt.Fprintf(w, "  --join-encryption-pin\t%s\n", info.Pins.JoinEncryption)
-					fmt.Fprintf(w, "try: BC_CONFIG=%s better-compute profiles list\n", info.AdminConfig)
+					fmt.Fprintf(w, "try: BC_CONFIG=%s %s profiles list\n", info.AdminConfig, x.env.program())
 				})
 			})
 		}

@@ -168,6 +168,14 @@ func Execute(ctx context.Context, root *cobra.Command, args []string) (*cobra.Co
 	return root.ExecuteContextC(ctx)
 }
 
+// HelpHint is the line that follows a usage error of c: where its usage is.
+func HelpHint(c *cobra.Command) string {
+	if c.Name() == "help" && c.HasParent() {
+		c = c.Parent() // help's own usage is not what was asked for
+	}
+	return fmt.Sprintf("run `%s --help` for its usage", c.CommandPath())
+}
+
 // helpAndFail prints the help of a command that needs a command after it, and fails as a
 // usage error already shown.
 func helpAndFail(c *cobra.Command, _ []string) error {

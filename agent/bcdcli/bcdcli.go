@@ -5,6 +5,7 @@ package bcdcli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -87,43 +88,37 @@ func newRoot(env Env, chosen *Runner) *cobra.Command {
 // and its flags, no positional arguments. Usage problems are written to stderr;
 // flag.ErrHelp is a help shown on request, nothing to run.
 func Parse(args []string, stderr io.Writer) (Runner, error) {
+	run, _, err := parse(context.Background(), args, Env{Stdout: stderr, Stderr: stderr})
+	return run, err
+}
+
+// parse runs bcd's command tree on args up to the choice of a mode, and returns what runs
+// it and its command; a usage error is printed to env.Stderr.
+func parse(ctx context.Context, args []string, env Env) (Runner, *cobra.Command, error) {
 	var run Runner
-	root := newRoot(Env{Stdout: stderr, Stderr: stderr}, &run)
-	c, err := cmdline.Execute(context.Background(), root, args)
+	c, err := cmdline.Execute(ctx, newRoot(env, &run), args)
 	switch {
 	case err != nil && !cmdline.Shown(err):
-		printError(stderr, "bcd", err)
-		if c.Name() == "help" {
-			c = root
-		}
-		fmt.Fprintf(stderr, "run `%s --help` for its usage\n", c.CommandPath())
-		return nil, err
+		printError(env.Stderr, "bcd", err)
+		fmt.Fprintln(env.Stderr, cmdline.HelpHint(c))
+		return nil, c, err
 	case err != nil:
-		return nil, err
+		return nil, c, err
 	case run == nil:
-		return nil, flag.ErrHelp
+		return nil, c, flag.ErrHelp
 	}
-	return run, nil
+	return run, c, nil
 }
 
 // Run runs bcd's command line and returns the exit status: 0 done, 1 the mode failed,
 // 2 the command line is wrong.
 func Run(ctx context.Context, args []string, env Env) int {
-	var run Runner
-	root := newRoot(env, &run)
-	c, err := cmdline.Execute(ctx, root, args)
+	run, c, err := parse(ctx, args, env)
 	switch {
-	case err != nil && !cmdline.Shown(err):
-		printError(env.Stderr, "bcd", err)
-		if c.Name() == "help" {
-			c = root
-		}
-		fmt.Fprintf(env.Stderr, "run `%s --help` for its usage\n", c.CommandPath())
-		return 2
+	case errors.Is(err, flag.ErrHelp):
+		return 0
 	case err != nil:
 		return 2
-	case run == nil:
-		return 0 // help, on request
 	}
 	if err := run(ctx, env); err != nil {
 		for _, err := range joined(err) {
