@@ -233,7 +233,12 @@ func (x *exec) config() (api.ClientConfig, error) {
 	if path == "" {
 		return api.ClientConfig{}, proto.Errorf(proto.InvalidConfig, "no CLI config: pass --config FILE or set BC_CONFIG (`serve` writes DATA_DIR/admin.conf)")
 	}
-	return api.LoadClientConfig(path)
+	cfg, err := api.LoadClientConfig(path)
+	if info, serr := os.Stat(path); err == nil && serr == nil && info.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(x.env.Stderr, "warning: %s holds a credential and others on this host may read or change it (mode %04o): chmod 600 %s\n",
+			path, info.Mode().Perm(), path)
+	}
+	return cfg, err
 }
 
 // client makes the API client from the CLI config.
