@@ -229,7 +229,7 @@ func flagError(c *cobra.Command, err error) error {
 func similarFlags(c *cobra.Command, typed string) []string {
 	var out []string
 	c.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Hidden || (f.Name == "config" || f.Name == "format") && !applies(c, f.Name) {
+		if f.Hidden || c.InheritedFlags().Lookup(f.Name) != nil && !applies(c, f.Name) {
 			return
 		}
 		if strings.HasPrefix(f.Name, typed) || levenshtein(typed, f.Name) <= 2 {
