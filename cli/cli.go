@@ -1,6 +1,8 @@
 // Package cli is the operator's command line: `better-compute serve` and the commands
-// that call the registry's API. Each command declares its flags and turns them into one
-// API call; output is a table for people or JSON (--format json) for scripts.
+// that call the registry's API. Each command is one entry of a table (a command with its
+// path, usage, summary and define, which declares its flags and turns them into one API
+// call); Root builds the cobra tree from the table through cmdline. Output is a table for
+// people or JSON (--format json) for scripts.
 package cli
 
 import (
