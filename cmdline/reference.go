@@ -37,7 +37,7 @@ func Table(w io.Writer, root *cobra.Command, page string) {
 	fmt.Fprintln(w, "| --- | --- |")
 	for _, c := range Commands(root) {
 		use := strings.TrimSuffix(strings.TrimPrefix(UseLine(c), root.Name()+" "), " [flags]")
-		fmt.Fprintf(w, "| [`%s`](%s#%s) | %s |\n", cell(use), page, Anchor(c), cell(about(c)))
+		fmt.Fprintf(w, "| [`%s`](%s#%s) | %s |\n", cell(use), page, Anchor(c), prose(about(c)))
 	}
 }
 
@@ -73,9 +73,10 @@ func Reference(w io.Writer, root *cobra.Command) {
 	}
 }
 
-// about is what a command does: its long description, else its summary.
+// about is what a command does in one paragraph: its long description, else (or when
+// that runs over several lines) its summary.
 func about(c *cobra.Command) string {
-	if c.Long != "" {
+	if c.Long != "" && !strings.Contains(strings.TrimSpace(c.Long), "\n") {
 		return c.Long
 	}
 	return c.Short
@@ -98,11 +99,16 @@ func flagTable(w io.Writer, fs *pflag.FlagSet) {
 		default:
 			usage += fmt.Sprintf(" (default `%s`)", f.DefValue)
 		}
-		fmt.Fprintf(w, "| `--%s%s` | %s |\n", f.Name, name, cell(usage))
+		fmt.Fprintf(w, "| `--%s%s` | %s |\n", f.Name, name, prose(usage))
 	})
 }
 
-// cell makes text fit in a markdown table cell.
+// cell makes code fit in a markdown table cell.
 func cell(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ")
+}
+
+// prose makes text fit in a markdown table cell, an angle bracket shown as one.
+func prose(s string) string {
+	return strings.ReplaceAll(cell(s), "<", "&lt;")
 }
