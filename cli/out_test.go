@@ -154,7 +154,8 @@ func TestOutWriteFailureRevokesWhatWasMade(t *testing.T) {
 }
 
 // TestTokensRevoke: an unused token is revoked and gone; another tenant's credential,
-// even holding compute:tokens:manage, cannot revoke one.
+// even holding compute:tokens:manage, and a root credential without that action cannot
+// revoke one.
 func TestTokensRevoke(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
 	admin := reg.AdminConfig
@@ -167,8 +168,13 @@ func TestTokensRevoke(t *testing.T) {
 	if e := testkit.Fails(t, acme, "tokens", "revoke", made.ID); e.Code != "FORBIDDEN" {
 		t.Errorf("another tenant revoking a join token: %+v, want FORBIDDEN", e)
 	}
+	reader := filepath.Join(t.TempDir(), "reader.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--actions", "compute:profiles:read", "--out", reader)
+	if e := testkit.Fails(t, reader, "tokens", "revoke", made.ID); e.Code != "FORBIDDEN" {
+		t.Errorf("a root credential without compute:tokens:manage revoking a join token: %+v, want FORBIDDEN", e)
+	}
 	if ids := tokenIDs(t, admin); len(ids) != 1 || ids[0] != made.ID {
-		t.Fatalf("tokens after the refused revoke: %v", ids)
+		t.Fatalf("tokens after the refused revokes: %v", ids)
 	}
 
 	testkit.JSON(t, admin, nil, "tokens", "revoke", made.ID)
