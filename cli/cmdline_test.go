@@ -40,6 +40,7 @@ func TestMissingFlagIsAUsageError(t *testing.T) {
 		"images get with two":                {[]string{"images", "get", "a", "b"}, "ID|REF"},
 		"serve without --data-dir":           {[]string{"serve"}, "--data-dir"},
 		"a --ttl that is not whole seconds":  {[]string{"tokens", "create", "--kind", "ramdisk", "--node-id", "n1", "--ttl", "1.5s"}, "--ttl"},
+		"--force without --out":              {[]string{"tokens", "create", "--kind", "ramdisk", "--node-id", "n1", "--force"}, "--force"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := testkit.UsageFails(t, noConfig, tc.args...)

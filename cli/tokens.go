@@ -33,10 +33,13 @@ var tokenCommands = []command{{
 			case *kind != "site" && *nodeID == "":
 				return cmdline.Usagef("--node-id", "tokens create --kind %s needs --node-id ID: the node the token admits", *kind)
 			}
-			if *out.path != "" {
+			switch {
+			case *out.path != "":
 				if err := out.check(); err != nil {
 					return err
 				}
+			case *out.force:
+				return cmdline.Usagef("--force", "--force goes with --out FILE: it lets that file replace one that exists")
 			}
 			c, err := x.client()
 			if err != nil {

@@ -153,6 +153,10 @@ func (c *Client) unreachable(err error) error {
 	if errors.As(err, &ue) {
 		cause = ue.Err
 	}
+	var oe *net.OpError
+	if errors.As(cause, &oe) {
+		cause = oe.Err // without the address the message names already
+	}
 	if c.socket != "" {
 		return proto.Errorf(proto.Unavailable, "no registry answers on the admin socket %s (%v): is `better-compute serve --data-dir %s` running on this host? "+
 			"--data-dir must be that registry's data directory", c.socket, cause, filepath.Dir(c.socket))
