@@ -1,16 +1,10 @@
 package cli_test
 
 import (
-	"bytes"
-	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
-
-	"github.com/better-compute/better-compute/cli"
 	"github.com/better-compute/better-compute/testkit"
 )
 
@@ -102,30 +96,6 @@ func filterFlags(args []string) []string {
 		}
 	}
 	return out
-}
-
-// TestHelpFitsAHundredColumns renders the help of every command and checks each line.
-func TestHelpFitsAHundredColumns(t *testing.T) {
-	var visit func(c *cobra.Command)
-	visit = func(c *cobra.Command) {
-		path := strings.Fields(c.CommandPath())[1:]
-		var out bytes.Buffer
-		code := cli.Run(context.Background(), append(path, "--help"), cli.Env{Stdout: &out, Stderr: &out, Getenv: os.Getenv})
-		if code != 0 {
-			t.Errorf("%s --help: exit %d\n%s", c.CommandPath(), code, out.String())
-		}
-		for _, line := range strings.Split(out.String(), "\n") {
-			if len(line) > 100 {
-				t.Errorf("%s --help: a line of %d columns:\n%s", c.CommandPath(), len(line), line)
-			}
-		}
-		for _, sub := range c.Commands() {
-			if !sub.Hidden {
-				visit(sub)
-			}
-		}
-	}
-	visit(cli.Root(cli.Env{}))
 }
 
 // TestGlobalFlags: --config and --format are taken before the command as after it, listed
