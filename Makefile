@@ -38,6 +38,15 @@ bench:
 ramdisk:
 	./scripts/make-ramdisk.sh
 
+## docs: docs/commands.md and the README's command table, generated from the command trees
+.PHONY: docs man
+docs:
+	$(GO) run ./scripts/gendocs
+
+## man: the man pages of better-compute and bcd, generated from the command trees, into out/man/
+man:
+	$(GO) run ./scripts/gendocs -man out/man
+
 ## lint: formatting, vet, and the import rules of docs/ARCHITECTURE.md
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && echo "gofmt: files above need formatting" && exit 1)

@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"encoding/pem"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -26,13 +27,15 @@ const (
 
 var attestationCommands = []command{{
 	path:    "workflows attestation",
-	usage:   "ID --step STEP --out DIR [--tenant T]",
+	usage:   "ID --step STEP --out DIR [--force] [--tenant T]",
 	summary: "write a step's node-signed result (payload, signature, the agent's certificate) to DIR and print the openssl commands that verify it offline",
+	long:    "write a step's node-signed result into DIR (`payload.json`, `message`, `signature`, `certificate.pem`) and print the openssl commands that verify it offline against the registry's agent CA; STEP as `workflows get` names it (`steps[4]`) or N for `steps[N]` (docs/nodes.md). Files DIR holds already are refused unless `--force`",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		step := fs.String("step", "", "the step as `workflows get` names it (steps[4], cleanup[0]), or N for steps[N] (required)")
 		out := fs.String("out", "", "the directory to write the files to; made if missing (required)")
+		force := fs.Bool("force", false, "replace the files when the directory holds them (by default they are refused)")
 		return func(x *exec) error {
 			if *step == "" || *out == "" {
 				return proto.Errorf(proto.InvalidInput, "--step and --out are required")
@@ -59,7 +62,7 @@ var attestationCommands = []command{{
 			if sr == nil {
 				return proto.Errorf(proto.NotFound, "step %s (%s) of workflow %s has no node-signed result", want, s.Use, run.ID).WithPath("step")
 			}
-			files, err := writeAttestation(*out, sr)
+			files, err := writeAttestation(*out, sr, *force)
 			if err != nil {
 				return err
 			}
@@ -81,13 +84,14 @@ type attestationView struct {
 }
 
 // writeAttestation writes sr's payload, the signed message, the signature and the
-// certificate into dir, and returns their paths by role.
-func writeAttestation(dir string, sr *proto.SignedResult) (map[string]string, error) {
+// certificate into dir, and returns their paths by role. Files dir holds already are
+// refused, before any is written, unless force.
+func writeAttestation(dir string, sr *proto.SignedResult, force bool) (map[string]string, error) {
 	if len(sr.Certificate) == 0 {
 		return nil, proto.Errorf(proto.InvalidState, "the signed result is stored without its certificate: the registry refused it before it had one (see the step's reason)")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, proto.Errorf(proto.InvalidInput, "--out %s: %v", dir, err).WithPath("out")
+		return nil, proto.Errorf(proto.InvalidInput, "--out %s: %v", dir, unwrapPath(err)).WithPath("--out")
 	}
 	files := map[string][]byte{
 		attPayload:     sr.Payload,
@@ -95,11 +99,16 @@ func writeAttestation(dir string, sr *proto.SignedResult) (map[string]string, er
 		attSignature:   sr.Signature,
 		attCertificate: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: sr.Certificate}),
 	}
+	for name := range files {
+		if err := checkOut(filepath.Join(dir, name), force); err != nil {
+			return nil, err
+		}
+	}
 	paths := map[string]string{}
 	for name, data := range files {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			return nil, proto.Errorf(proto.InvalidInput, "--out %s: %v", dir, err).WithPath("out")
+		if err := writeOut(p, data, force); err != nil {
+			return nil, err
 		}
 		paths[strings.TrimSuffix(strings.TrimSuffix(name, ".json"), ".pem")] = p
 	}

@@ -41,8 +41,15 @@ func TestAttestationVerifiesWithOpenSSL(t *testing.T) {
 		}
 		sr.Certificate = cert
 		dir := t.TempDir()
-		if _, err := writeAttestation(dir, &sr); err != nil {
+		if _, err := writeAttestation(dir, &sr, false); err != nil {
 			t.Fatal(err)
+		}
+		// Into a directory that holds the files already: refused unless --force.
+		if _, err := writeAttestation(dir, &sr, false); proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "--out" {
+			t.Errorf("%s: writing over the files: %v, want INVALID_INPUT at --out", sr.Algorithm, err)
+		}
+		if _, err := writeAttestation(dir, &sr, true); err != nil {
+			t.Errorf("%s: writing over the files with --force: %v", sr.Algorithm, err)
 		}
 		caPEM, _, _ := ca.PEM()
 		otherPEM, _, _ := other.PEM()

@@ -1,21 +1,27 @@
 // Package cli is the operator's command line: `better-compute serve` and the commands
-// that call the registry's API. Each command declares its flags and turns them into one
-// API call; output is a table for people or JSON (--format json) for scripts.
+// that call the registry's API. Each command is one entry of a table (a command with its
+// path, usage, summary and define, which declares its flags and turns them into one API
+// call); Root builds the cobra tree from the table through cmdline. Output is a table for
+// people or JSON (--format json) for scripts.
 package cli
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+	flag "github.com/spf13/pflag"
+
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -27,6 +33,17 @@ type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	// Program is the command the binary was run as (bin/better-compute), for the commands
+	// it suggests; empty says better-compute.
+	Program string
+}
+
+// program is the command the binary was run as.
+func (env Env) program() string {
+	if env.Program == "" {
+		return "better-compute"
+	}
+	return env.Program
 }
 
 // command is one leaf of the command tree, such as "profiles create".
@@ -37,9 +54,15 @@ type command struct {
 	usage string
 	// summary is one line for the command list.
 	summary string
+	// long, when set, is what the command's help and the command reference say of it in
+	// place of the summary: its rules, states and defaults (code in backticks).
+	long string
 	// nargs is the number of positional arguments the command takes; -1 means zero
 	// or one.
 	nargs int
+	// hostOnly: the command reaches the registry of this host through its --data-dir
+	// (serve, signers), so --config does not apply to it.
+	hostOnly bool
 	// define declares the command's flags on fs and returns what runs it.
 	define func(fs *flag.FlagSet) func(x *exec) error
 }
@@ -50,111 +73,144 @@ func commands() []command {
 		siteCommands, poolCommands, tokenCommands, secretCommands, userDataCommands, nodeCommands, inventoryCommands, workflowCommands, attestationCommands)
 }
 
+// groupSummaries says what each group of commands (the first word of their paths) is for.
+var groupSummaries = map[string]string{
+	"tenants":     "tenants: who owns nodes, profiles, images and credentials",
+	"credentials": "credentials: the bearer secrets the CLI calls the registry with",
+	"profiles":    "profiles: the workflows a node runs, as versioned documents",
+	"images":      "images: the OS and ramdisk images a deploy writes, by digest",
+	"signers":     "image signers: the keys whose signatures verify images (host only)",
+	"sites":       "sites: racks with a site agent, their BMC networks and image caches",
+	"pools":       "pools: groups of nodes with one site and one policy",
+	"tokens":      "join tokens: single-use tokens that admit an agent",
+	"secrets":     "secrets: values node agents fetch by secret:// reference",
+	"userdata":    "user data: what a cloud-init or Ignition machine boots with",
+	"nodes":       "nodes: enrolment, deploys, lifecycle and inventory of machines",
+	"workflows":   "workflows: the runs of profiles on nodes, step by step",
+}
+
+// globals are the flags every command that calls the registry takes.
+type globals struct {
+	format, config string
+}
+
+// Root is the command tree of better-compute, its commands running with env.
+func Root(env Env) *cobra.Command {
+	root, _ := newRoot(env)
+	return root
+}
+
+func newRoot(env Env) (*cobra.Command, *globals) {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:   "better-compute",
+		Short: "the registry (serve) and the operator's command line of better-compute",
+		Long: "better-compute runs the registry (`better-compute serve`) and calls its API: tenants, " +
+			"credentials, profiles, images, sites, pools, join tokens, secrets, nodes and workflows. " +
+			"A command prints a table, or JSON with --format json; it exits 0 when done, 1 when the " +
+			"call failed and 2 when the command line is wrong.",
+	}
+	root.PersistentFlags().StringVar(&g.config, "config", "", "the CLI config `FILE` (default $BC_CONFIG; serve writes DATA_DIR/admin.conf)")
+	root.PersistentFlags().StringVar(&g.format, "format", "table", "output `FORMAT`, table or json")
+	root.RegisterFlagCompletionFunc("format", cobra.FixedCompletions([]string{"table", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	groups := map[string]*cobra.Command{}
+	for _, cmd := range commands() {
+		words := strings.Fields(cmd.path)
+		parent := root
+		for i, w := range words[:len(words)-1] {
+			key := strings.Join(words[:i+1], " ")
+			if groups[key] == nil {
+				groups[key] = cmdline.Group(w, groupSummaries[key])
+				parent.AddCommand(groups[key])
+			}
+			parent = groups[key]
+		}
+		parent.AddCommand(leaf(cmd, env, g))
+	}
+	cmdline.Setup(root)
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	return root, g
+}
+
+// leaf is the cobra command of one table entry.
+func leaf(cmd command, env Env, g *globals) *cobra.Command {
+	words := strings.Fields(cmd.path)
+	c := &cobra.Command{
+		Use:   strings.TrimSpace(words[len(words)-1] + " " + cmd.usage),
+		Short: cmd.summary,
+		Long:  cmd.long,
+		Args:  cmdline.Args(cmd.nargs, argNames(cmd.usage)),
+	}
+	if cmd.hostOnly {
+		cmdline.Applies(c, "format")
+	}
+	run := cmd.define(c.Flags())
+	c.Flags().VisitAll(func(f *flag.Flag) {
+		if strings.HasSuffix(f.Usage, "(required)") {
+			cmdline.Require(c.Flags(), f.Name) // the help says so: a command line without it is wrong
+		}
+	})
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if g.format != "table" && g.format != "json" {
+			return cmdline.Usagef("--format", "--format must be table or json, not %q", g.format)
+		}
+		return run(&exec{ctx: c.Context(), env: env, args: args, format: g.format, configPath: g.config})
+	}
+	return c
+}
+
+// argNames is the positional arguments a usage line starts with, such as NAME or ID|REF.
+func argNames(usage string) string {
+	var names []string
+	for _, w := range strings.Fields(usage) {
+		if strings.ContainsAny(w[:1], "-[(|") {
+			break
+		}
+		names = append(names, w)
+	}
+	return strings.Join(names, " ")
+}
+
 // Run runs the command line args (without the program name) and returns the exit
 // status: 0 done, 1 the call failed, 2 the command line is wrong.
 func Run(ctx context.Context, args []string, env Env) int {
-	cmds := commands()
-	cmd, rest := find(cmds, args)
-	if cmd == nil {
-		printHelp(env.Stderr, cmds, args)
-		if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-			return 0
-		}
-		return 2
-	}
-	fs := flag.NewFlagSet("better-compute "+cmd.path, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	x := &exec{ctx: ctx, env: env}
-	fs.StringVar(&x.format, "format", "table", "output format: table or json")
-	fs.StringVar(&x.configPath, "config", "", "CLI config file (default $BC_CONFIG)")
-	runner := cmd.define(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, "usage: better-compute %s %s\n\n%s\n\nflags:\n", cmd.path, cmd.usage, cmd.summary)
-		fs.PrintDefaults()
-	}
-	positional, err := parseInterleaved(fs, rest)
-	if errors.Is(err, flag.ErrHelp) {
+	root, g := newRoot(env)
+	c, err := cmdline.Execute(ctx, root, args)
+	switch {
+	case err == nil:
 		return 0
-	}
-	if err != nil {
-		return 2
-	}
-	if x.format != "table" && x.format != "json" {
-		fmt.Fprintf(env.Stderr, "--format must be table or json, not %q\n", x.format)
-		return 2
-	}
-	if len(positional) != cmd.nargs && !(cmd.nargs == -1 && len(positional) <= 1) {
-		want := fmt.Sprint(cmd.nargs)
-		if cmd.nargs == -1 {
-			want = "at most 1"
-		}
-		fmt.Fprintf(env.Stderr, "better-compute %s takes %s argument(s), got %d\n", cmd.path, want, len(positional))
-		fs.Usage()
-		return 2
-	}
-	x.args = positional
-	if err := runner(x); err != nil {
-		if !errors.Is(err, errReported) {
-			x.printError(err)
-		}
+	case errors.Is(err, errReported):
 		return 1
+	case cmdline.Shown(err):
+		return 2
 	}
-	return 0
+	format := g.format
+	if jsonAsked(args) {
+		format = "json" // a usage error may come before --format is parsed
+	}
+	printError(env, format, err)
+	if cmdline.IsUsage(err) {
+		if format != "json" {
+			fmt.Fprintln(env.Stderr, cmdline.HelpHint(c))
+		}
+		return 2
+	}
+	return 1
 }
 
-// find picks the command whose path is the longest prefix of args.
-func find(cmds []command, args []string) (*command, []string) {
-	var best *command
-	var rest []string
-	for i := range cmds {
-		words := strings.Fields(cmds[i].path)
-		if len(args) >= len(words) && slices.Equal(args[:len(words)], words) {
-			if best == nil || len(words) > len(strings.Fields(best.path)) {
-				best, rest = &cmds[i], args[len(words):]
-			}
+// jsonAsked reports whether the command line asks for --format json.
+func jsonAsked(args []string) bool {
+	for i, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--format=json" || a == "--format" && i+1 < len(args) && args[i+1] == "json" {
+			return true
 		}
 	}
-	return best, rest
-}
-
-// parseInterleaved parses flags that may come before, between or after positional
-// arguments, as in `profiles create FILE --tenant T`.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
-
-func printHelp(w io.Writer, cmds []command, args []string) {
-	prefix := strings.Join(args, " ")
-	if prefix == "help" || strings.HasPrefix(prefix, "-") {
-		prefix = ""
-	}
-	var matched []command
-	for _, c := range cmds {
-		if strings.HasPrefix(c.path, prefix) {
-			matched = append(matched, c)
-		}
-	}
-	if len(matched) == 0 {
-		fmt.Fprintf(w, "unknown command %q\n\n", prefix)
-		matched = cmds
-	}
-	fmt.Fprintln(w, "usage: better-compute COMMAND [flags]    (COMMAND -h shows its flags)")
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	for _, c := range matched {
-		fmt.Fprintf(tw, "  %s %s\t%s\n", c.path, c.usage, c.summary)
-	}
-	tw.Flush()
+	return false
 }
 
 // errReported fails a command whose output already says why (profiles validate with
@@ -170,21 +226,26 @@ type exec struct {
 	configPath string
 }
 
-// configFile is the CLI config's path: --config, else $BC_CONFIG.
-func (x *exec) configFile() string {
-	if x.configPath != "" {
-		return x.configPath
+// config reads the CLI config: --config, else $BC_CONFIG.
+func (x *exec) config() (api.ClientConfig, error) {
+	path := x.configPath
+	if path == "" {
+		path = x.env.Getenv("BC_CONFIG")
 	}
-	return x.env.Getenv("BC_CONFIG")
+	if path == "" {
+		return api.ClientConfig{}, proto.Errorf(proto.InvalidConfig, "no CLI config: pass --config FILE or set BC_CONFIG (`serve` writes DATA_DIR/admin.conf)")
+	}
+	cfg, err := api.LoadClientConfig(path)
+	if info, serr := os.Stat(path); err == nil && serr == nil && info.Mode().Perm()&0o077 != 0 {
+		fmt.Fprintf(x.env.Stderr, "warning: %s holds a credential and others on this host may read or change it (mode %04o): chmod 600 %s\n",
+			path, info.Mode().Perm(), path)
+	}
+	return cfg, err
 }
 
 // client makes the API client from the CLI config.
 func (x *exec) client() (*api.Client, error) {
-	path := x.configFile()
-	if path == "" {
-		return nil, proto.Errorf(proto.InvalidConfig, "no CLI config: pass --config FILE or set BC_CONFIG (`serve` writes DATA_DIR/admin.conf)")
-	}
-	cfg, err := api.LoadClientConfig(path)
+	cfg, err := x.config()
 	if err != nil {
 		return nil, err
 	}
@@ -215,20 +276,20 @@ func (x *exec) print(v any, table func(t *tabwriter.Writer)) {
 
 // printError reports a failure: the error object on stdout with --format json, else
 // code, message, path and reason on stderr.
-func (x *exec) printError(err error) {
+func printError(env Env, format string, err error) {
 	e := proto.AsError(err)
-	if x.format == "json" {
-		enc := json.NewEncoder(x.env.Stdout)
+	if format == "json" {
+		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(e)
 		return
 	}
-	fmt.Fprintf(x.env.Stderr, "error: %s: %s\n", e.Code, e.Message)
+	fmt.Fprintf(env.Stderr, "error: %s: %s\n", e.Code, e.Message)
 	if e.Details.Path != "" {
-		fmt.Fprintf(x.env.Stderr, "  path: %s\n", e.Details.Path)
+		fmt.Fprintf(env.Stderr, "  path: %s\n", e.Details.Path)
 	}
 	if e.Details.Reason != "" {
-		fmt.Fprintf(x.env.Stderr, "  reason: %s\n", e.Details.Reason)
+		fmt.Fprintf(env.Stderr, "  reason: %s\n", e.Details.Reason)
 	}
 }
 
@@ -236,7 +297,13 @@ func (x *exec) printError(err error) {
 // cannot be read.
 func readFile(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
-	if err != nil {
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, syscall.EISDIR):
+		return nil, proto.Errorf(proto.InvalidInput, "%s is a directory: name the file itself", path)
+	case errors.As(err, &pe):
+		return nil, proto.Errorf(proto.InvalidInput, "read %s: %v", path, pe.Err)
+	case err != nil:
 		return nil, proto.Errorf(proto.InvalidInput, "read %s: %v", path, err)
 	}
 	return data, nil
@@ -251,19 +318,4 @@ func csv(s string) []string {
 		}
 	}
 	return out
-}
-
-// checkNewFile refuses, before anything is made, a path a secret cannot be written to
-// as a new file: one that exists (it may hold the only copy of another credential, such
-// as admin.conf), or whose directory does not exist. The error is INVALID_INPUT at flag
-// and says what to do; nothing was made on the registry.
-func checkNewFile(path, flag string) error {
-	if _, err := os.Lstat(path); err == nil {
-		return proto.Errorf(proto.InvalidInput, "%s exists, and it may hold another credential: name a new file, or move that one away first; nothing was made", path).WithPath(flag)
-	}
-	dir := filepath.Dir(path)
-	if info, err := os.Stat(dir); err != nil || !info.IsDir() {
-		return proto.Errorf(proto.InvalidInput, "%s: the directory %s does not exist: make it first (mkdir -p %s); nothing was made", path, dir, dir).WithPath(flag)
-	}
-	return nil
 }

@@ -1,11 +1,12 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -67,7 +68,9 @@ var imageCommands = []command{{
 	path:    "images get",
 	usage:   "ID|REF [--tenant T]",
 	summary: "show one image, by id or by the ref a profile names it with (name@version, or TENANT/name@version)",
-	nargs:   1,
+	long: "show one image, by id or by ref as a deploy resolves it (`os@1`, or `acme/os@1` for " +
+		"another tenant's public image)",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant whose view to read (default: the caller's)")
 		return func(x *exec) error {

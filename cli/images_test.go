@@ -66,7 +66,7 @@ func TestImagesAndSignersAgainstARealRegistry(t *testing.T) {
 	if e := testkit.Fails(t, admin, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "acme", "--id", "acme-rsa", "--public-key", rsa.PublicPath); e.Code != "INVALID_INPUT" || e.Details.Path != "publicKey" {
 		t.Errorf("rsa signer: %+v", e)
 	}
-	if e := testkit.Fails(t, admin, "signers", "add", "--data-dir", reg.DataDir, "--id", "x", "--public-key", platform.PublicPath); e.Code != "INVALID_INPUT" || e.Details.Path != "tenantId" {
+	if e := testkit.UsageFails(t, admin, "signers", "add", "--data-dir", reg.DataDir, "--id", "x", "--public-key", platform.PublicPath); e.Code != "INVALID_INPUT" || e.Details.Path != "--tenant" {
 		t.Errorf("signer without tenant: %+v", e)
 	}
 	// Nothing on the network reaches a host-only method, not even the admin credential.

@@ -2,11 +2,12 @@ package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -16,7 +17,11 @@ var inventoryCommands = []command{{
 	path:    "nodes inventory",
 	usage:   "ID [--tenant T]",
 	summary: "show a node's hardware as its agents report it: system and BIOS, CPUs, memory, disks, NICs, GPUs",
-	nargs:   1,
+	long: "the node's hardware as its ramdisk and `bcd node` report it: system and BIOS, CPUs, " +
+		"memory, disks (transport, discard, firmware erases), NICs (PCI address, link, speed), " +
+		"NVIDIA GPUs (name, memory, driver, NVLinks where nvidia-smi runs); `--format json` prints " +
+		"every section with when it was reported (docs/nodes.md)",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		return func(x *exec) error {

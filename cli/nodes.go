@@ -2,13 +2,14 @@ package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -18,6 +19,10 @@ var nodeCommands = []command{{
 	usage: "--pool P (--mac M[,M] | --product-uuid U) --bmc-driver D --bmc-address A [--bmc-credential secret://...] " +
 		"[--hardware-profile H] [--label k=v ...] [--driver concern=driver ...] [--tenant T]",
 	summary: "enroll a machine in a pool with its MACs or product UUID and its BMC",
+	long: "enroll a machine; its driver bindings come from the BMC, the hardware profile and the " +
+		"overrides. The BMC's address must be an IP address in the site's BMC networks; its " +
+		"credential a `secret://` reference to the tenant's secret, or `secret://platform/NAME` " +
+		"(the root tenant's, root-tenant credentials only) (docs/nodes.md)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		req := api.EnrollRequest{Labels: map[string]string{}, Drivers: map[string]api.Binding{}}
@@ -44,7 +49,9 @@ var nodeCommands = []command{{
 	path:    "nodes update-bmc",
 	usage:   "ID [--bmc-driver D] [--bmc-address A] [--bmc-credential secret://...] [--tenant T]",
 	summary: "bind a node's BMC again: what is given replaces its driver, address or credential reference (\"\" removes it)",
-	nargs:   1,
+	long: "bind a node's BMC again under the rules of enrollment; a tenant's change drops a " +
+		"credential the platform bound (`secret://platform/...`), which only root binds again",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		req := api.UpdateBMCRequest{}
@@ -68,7 +75,10 @@ var nodeCommands = []command{{
 	path:    "nodes confirm-mac",
 	usage:   "ID --mac M [--force] [--tenant T]",
 	summary: "bind the MAC PXE discovery proposed for a node enrolled by its product UUID alone (metal.confirmMac)",
-	nargs:   1,
+	long: "bind the MAC PXE discovery proposed (`nodes get` shows it) for a node enrolled by its " +
+		"product UUID alone; a pool with `policy.trustProvisioningNetwork` binds it at once. A MAC " +
+		"the machine's BMC does not list among its NICs is refused unless `--force` (docs/nodes.md)",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		mac := fs.String("mac", "", "the proposed MAC, as `nodes get` shows it (required)")
@@ -87,7 +97,12 @@ var nodeCommands = []command{{
 	path:    "nodes get",
 	usage:   "ID [--tenant T]",
 	summary: "show one node: state, last transition and workflow, where it failed from and why, last remediation and why, BMC, driver bindings, host section, last disk wipe",
-	nargs:   1,
+	long: "one node: state, its last transition and workflow, its last remediation and why, BMC, " +
+		"driver bindings, PXE discovery's MAC proposal or the MAC it bound, the state it failed " +
+		"from and why, a retire's unverified wipe, host section; its agent's applied NodeSpec " +
+		"generation and last host convergence; the last disk wipe of its last workflow and whether " +
+		"the registry attested it",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		return func(x *exec) error {
@@ -125,7 +140,10 @@ var nodeCommands = []command{{
 	path:    "nodes deploy",
 	usage:   "ID --profile P [--profile-version N] [--wait] [--tenant T]",
 	summary: "deploy a profile on a ready node; --wait follows the workflow step by step until it ends",
-	nargs:   1,
+	long: "deploy a profile on a `ready` node; `--wait` prints each step's state changes and " +
+		"progress, and exits 1 if the workflow fails. An `active` node is refused " +
+		"(`INVALID_STATE`): release it first",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		prof := fs.String("profile", "", "the profile to deploy (required)")
@@ -151,16 +169,16 @@ var nodeCommands = []command{{
 
 // lifecycleCommands are the node lifecycle's requests, one command each.
 var lifecycleCommands = []struct {
-	verb, method, summary string
+	verb, method, summary, long string
 }{
-	{"inspect", "metal.inspect", "inspect a ready node: boot its ramdisk and refresh its inventory (metal-inspect)"},
-	{"commission", "metal.commission", "commission a ready node: GPU diagnostics, a quick wipe, power off (metal-commission)"},
-	{"release", "metal.release", "release an active (or failed) node: wipe its disks and power it off, then it is ready (metal-release)"},
-	{"retire", "metal.retire", "retire a node for good: crypto-erase, power off, revoke its identity (metal-retire)"},
-	{"rescue", "metal.rescue", "boot an active node into its ramdisk for repairs (metal-rescue)"},
-	{"unrescue", "metal.unrescue", "boot a node in rescue back into its installed OS, then it is active (metal-unrescue)"},
-	{"retry", "metal.retry", "run again the workflow a failed node failed in"},
-	{"cancel", "metal.cancel", "cancel a node's running workflow: its attempt is abandoned, its cleanup runs, the node fails (reason cancelled)"},
+	{"inspect", "metal.inspect", "inspect a ready node: boot its ramdisk and refresh its inventory (metal-inspect)", "`ready` -> `inspecting` (metal-inspect@2: boot the ramdisk, refresh the inventory) -> `ready` (docs/nodes.md)"},
+	{"commission", "metal.commission", "commission a ready node: GPU diagnostics, a quick wipe, power off (metal-commission)", "`ready` -> `commissioning` (metal-commission@1: GPU diagnostics, quick wipe, power off) -> `ready`"},
+	{"release", "metal.release", "release an active (or failed) node: wipe its disks and power it off, then it is ready (metal-release)", "`active` or `failed` -> `releasing` (metal-release@1, its wipe in the mode given, quick by default) -> `ready`, or `failed` with `UNVERIFIED_WIPE` when the registry did not attest the wipe"},
+	{"retire", "metal.retire", "retire a node for good: crypto-erase, power off, revoke its identity (metal-retire)", "`ready`, `active`, `rescue` or `failed` -> `retiring` (metal-retire@1) -> `retired`: identity revoked, nothing but reading it any more. A machine whose ramdisk never boots does not hold the retire up: its wipe fails at once (`UNAVAILABLE`, `no-ramdisk`) and is recorded as unverified"},
+	{"rescue", "metal.rescue", "boot an active node into its ramdisk for repairs (metal-rescue)", "`active` -> `rescue` (metal-rescue@1: the machine runs its ramdisk); `UNSUPPORTED` on a pool with `agent: none`"},
+	{"unrescue", "metal.unrescue", "boot a node in rescue back into its installed OS, then it is active (metal-unrescue)", "`rescue` -> (metal-unrescue@1: boot the disk, wait for the node's agent) -> `active`"},
+	{"retry", "metal.retry", "run again the workflow a failed node failed in", "`failed` -> the workflow it failed in, again, with the same profile document"},
+	{"cancel", "metal.cancel", "cancel a node's running workflow: its attempt is abandoned, its cleanup runs, the node fails (reason cancelled)", "stop a node's running workflow: the attempt is abandoned, its cleanup runs, the node is `failed` with reason `cancelled`"},
 }
 
 func init() {
@@ -169,7 +187,7 @@ func init() {
 		if lc.verb == "release" {
 			usage = "ID [--wipe none|quick|secure-erase|crypto-erase] [--wait] [--tenant T]"
 		}
-		nodeCommands = append(nodeCommands, command{path: "nodes " + lc.verb, usage: usage, summary: lc.summary, nargs: 1,
+		nodeCommands = append(nodeCommands, command{path: "nodes " + lc.verb, usage: usage, summary: lc.summary, long: lc.long, nargs: 1,
 			define: func(fs *flag.FlagSet) func(x *exec) error {
 				tenant := tenantFlag(fs)
 				wait := fs.Bool("wait", false, "follow the workflow until it ends; exit 1 if it fails")
@@ -190,6 +208,7 @@ func init() {
 	nodeCommands = append(nodeCommands, command{path: "nodes remediate",
 		usage:   "ID --profile remediate-reboot|remediate-gpu-reset [--reason R] [--wait] [--tenant T]",
 		summary: "remediate an active node with a shipped remediation profile (metal.remediate); the reason is recorded on the node",
+		long:    "`active` -> `remediating` (the remediation profile: a restart or a GPU power cycle, the host config again) -> `active`; the reason is recorded on the node. A pool's `policy.remediation.agentGoneAfter` starts `remediate-reboot` by itself (docs/nodes.md)",
 		nargs:   1,
 		define: func(fs *flag.FlagSet) func(x *exec) error {
 			tenant := tenantFlag(fs)
@@ -240,7 +259,9 @@ var workflowCommands = []command{{
 	path:    "workflows get",
 	usage:   "ID [--tenant T]",
 	summary: "show a workflow run: its steps with their state, attempts, errors and progress",
-	nargs:   1,
+	long: "a workflow run: every step's state, tries, duration, error or progress, and for a " +
+		"node-signed step (`disk.wipe`) `attested` or why not (docs/workflows.md)",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		return func(x *exec) error {

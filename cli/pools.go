@@ -1,10 +1,11 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
@@ -15,7 +16,13 @@ var poolCommands = []command{{
 	path:    "pools create",
 	usage:   "NAME --site S [--prewarm REF,REF] [--policy POLICY.json] [--tenant T]",
 	summary: "create a pool of the tenant at a site, with its policy: pre-warm images, hardware profile, agent, host units",
-	nargs:   1,
+	long: "create a pool at a site with its policy: pre-warm images, hardware profile, agent, what " +
+		"its machines go through after enrolling (`enrollment`), whether commissioning requires " +
+		"GPUs (`requireGpus`), whether PXE discovery's MACs bind at once " +
+		"(`trustProvisioningNetwork`), the MIG layout `from: pool` takes (`migLayout`), automatic " +
+		"health remediation (`remediation`), extra initrds of its ramdisk boots (`ramdiskExtras`: " +
+		"the NVIDIA driver and DCGM), host units (docs/nodes.md)",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the pool belongs to (default: the caller's)")
 		site := fs.String("site", "", "site of the pool (required)")
@@ -42,7 +49,9 @@ var poolCommands = []command{{
 	path:    "pools get",
 	usage:   "NAME [--tenant T]",
 	summary: "show one pool and its policy",
-	nargs:   1,
+	long: "show one pool and its policy: its row, its ramdisk boots' extra initrds, the host units it " +
+		"sets",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the pool belongs to (default: the caller's)")
 		return func(x *exec) error {
@@ -120,6 +129,9 @@ func (f *listFlag) String() string {
 	}
 	return strings.Join(*f.refs, ",")
 }
+
+// Type names the value in help.
+func (f *listFlag) Type() string { return "list" }
 
 func (f *listFlag) Set(s string) error {
 	refs := csv(s)

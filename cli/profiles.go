@@ -2,12 +2,13 @@ package cli
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
-	"github.com/better-compute/better-compute/proto"
+	flag "github.com/spf13/pflag"
+
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/registry/api"
 )
 
@@ -15,7 +16,9 @@ var profileCommands = []command{{
 	path:    "profiles create",
 	usage:   "FILE [--tenant T] [--public]",
 	summary: "store a new profile version from a JSON document (private unless --public)",
-	nargs:   1,
+	long: "store a new profile version (private by default); an existing version, or a shipped id, is " +
+		"`CONFLICT`",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		public := fs.Bool("public", false, "make the version visible to every tenant")
@@ -37,7 +40,9 @@ var profileCommands = []command{{
 	path:    "profiles get",
 	usage:   "ID [--tenant T] [--profile-version N]",
 	summary: "show one profile version with its document (the latest by default)",
-	nargs:   1,
+	long: "one version with its document; the latest by default. `ID`, here and in `validate`, " +
+		"`render` and `nodes deploy --profile`, may be `TENANT/ID`: another tenant's public profile",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		key := profileKeyFlags(fs)
 		return func(x *exec) error {
@@ -77,6 +82,7 @@ var profileCommands = []command{{
 	usage:   "ID [--tenant T] [--profile-version N] | --file FILE",
 	summary: "report every problem of a stored version, or of a document not yet stored",
 	nargs:   -1,
+	long:    "every problem at once, each with its path; exits 1 when there are any",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		key := profileKeyFlags(fs)
 		file := fs.String("file", "", "check this document instead of a stored version")
@@ -91,8 +97,10 @@ var profileCommands = []command{{
 				req.Document = doc
 			case *file == "" && len(x.args) == 1:
 				req.ProfileKey = key(x)
+			case *file == "" && len(x.args) == 0:
+				return cmdline.Usagef("ID", "profiles validate needs a profile: the ID of a stored one, or --file FILE for a document not yet stored")
 			default:
-				return proto.Errorf(proto.InvalidInput, "name a stored profile (ID) or a document (--file FILE), not both")
+				return cmdline.Usagef("--file", "profiles validate takes the ID of a stored profile or --file FILE, not both")
 			}
 			var out api.Validation
 			if err := x.call("profiles.validate", req, &out); err != nil {
@@ -118,6 +126,7 @@ var profileCommands = []command{{
 	path:    "profiles render",
 	usage:   "ID [--tenant T] [--profile-version N]",
 	summary: "show the expanded steps a workflow of this profile would run",
+	long:    "the steps a workflow would run: where, timeout, retries, input with defaults",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		key := profileKeyFlags(fs)
@@ -138,6 +147,7 @@ var profileCommands = []command{{
 	usage:   "ID (--file F | --visibility private|public) [--tenant T] [--profile-version N] [--if-version REV]",
 	summary: "replace an unused version's document, or change a version's visibility",
 	nargs:   1,
+	long:    "replace an unused version's document, or change visibility",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		key := profileKeyFlags(fs)
 		file := fs.String("file", "", "replacement document (its id and version name the row)")

@@ -1,12 +1,13 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"text/tabwriter"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -16,6 +17,11 @@ var secretCommands = []command{{
 	path:    "secrets put",
 	usage:   "--ref secret://NAME --file FILE|- [--tenant T]",
 	summary: "store (or replace) a secret of the tenant that node agents whose host units name it get, such as a k8s-join tokenRef; never shown again",
+	long: "store or replace a secret of the tenant (at most 64 KiB, byte for byte; `-` reads standard " +
+		"input), sealed at rest; only a node agent whose NodeSpec's host units name it (a " +
+		"`k8s-join` `tokenRef`) gets it (docs/host-config.md), or, as a BMC login `{\"username\", " +
+		"\"password\"}`, the site agent with each BMC command of a node whose `bmc.credentialRef` " +
+		"names it (docs/bmc.md)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the secret belongs to (default: the caller's)")
 		ref := fs.String("ref", "", "the secret's name, secret://... as units name it (required)")
@@ -61,6 +67,7 @@ var secretCommands = []command{{
 	path:    "secrets delete",
 	usage:   "--ref secret://NAME [--tenant T]",
 	summary: "delete a secret of the tenant; nodes that name it no longer get it",
+	long:    "delete a secret of the tenant; nodes naming it get `NOT_FOUND`",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the secret belongs to (default: the caller's)")
 		ref := fs.String("ref", "", "the secret's name (required)")

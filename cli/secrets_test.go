@@ -73,25 +73,26 @@ func TestSecretsAgainstARealRegistry(t *testing.T) {
 		args   []string
 		code   string
 		path   string
+		exit   int // 1: the registry refuses the call; 2: the command line is wrong, nothing is called
 	}{
-		"no file":                  {admin, []string{"put", "--ref", "secret://k8s/x"}, "INVALID_INPUT", "--file"},
-		"missing file":             {admin, []string{"put", "--ref", "secret://k8s/x", "--file", filepath.Join(dir, "nope")}, "INVALID_INPUT", "--file"},
-		"too large":                {admin, []string{"put", "--ref", "secret://k8s/x", "--file", big}, "INVALID_INPUT", "--file"},
-		"empty":                    {admin, []string{"put", "--ref", "secret://k8s/x", "--file", empty}, "INVALID_INPUT", "value"},
-		"no ref":                   {admin, []string{"put", "--file", file}, "INVALID_INPUT", "ref"},
-		"a plain name":             {admin, []string{"put", "--ref", "k8s/x", "--file", file}, "INVALID_INPUT", "ref"},
-		"dot dot":                  {admin, []string{"put", "--ref", "secret://k8s/../x", "--file", file}, "INVALID_INPUT", "ref"},
-		"replace over another's":   {admin, []string{"put", "--ref", "secret://k8s/prod-join", "--file", file, "--tenant", "nobody"}, "NOT_FOUND", "tenantId"},
-		"acme puts for root":       {acme, []string{"put", "--ref", "secret://k8s/prod-join", "--file", file, "--tenant", "root"}, "NOT_FOUND", "tenantId"},
-		"acme deletes root's":      {acme, []string{"delete", "--ref", "secret://k8s/prod-join", "--tenant", "root"}, "NOT_FOUND", "tenantId"},
-		"acme deletes by its name": {acme, []string{"delete", "--ref", "secret://k8s/prod-join"}, "NOT_FOUND", "ref"},
-		"acme lists root's":        {acme, []string{"list", "--tenant", "root"}, "NOT_FOUND", "tenantId"},
-		"without the action":       {reader, []string{"put", "--ref", "secret://k8s/x", "--file", file}, "FORBIDDEN", ""},
-		"delete a bad ref":         {admin, []string{"delete", "--ref", "k8s"}, "INVALID_INPUT", "ref"},
-		"delete an unknown ref":    {admin, []string{"delete", "--ref", "secret://k8s/unknown"}, "NOT_FOUND", "ref"},
+		"no file":                  {admin, []string{"put", "--ref", "secret://k8s/x"}, "INVALID_INPUT", "--file", 2},
+		"missing file":             {admin, []string{"put", "--ref", "secret://k8s/x", "--file", filepath.Join(dir, "nope")}, "INVALID_INPUT", "--file", 1},
+		"too large":                {admin, []string{"put", "--ref", "secret://k8s/x", "--file", big}, "INVALID_INPUT", "--file", 1},
+		"empty":                    {admin, []string{"put", "--ref", "secret://k8s/x", "--file", empty}, "INVALID_INPUT", "value", 1},
+		"no ref":                   {admin, []string{"put", "--file", file}, "INVALID_INPUT", "--ref", 2},
+		"a plain name":             {admin, []string{"put", "--ref", "k8s/x", "--file", file}, "INVALID_INPUT", "ref", 1},
+		"dot dot":                  {admin, []string{"put", "--ref", "secret://k8s/../x", "--file", file}, "INVALID_INPUT", "ref", 1},
+		"replace over another's":   {admin, []string{"put", "--ref", "secret://k8s/prod-join", "--file", file, "--tenant", "nobody"}, "NOT_FOUND", "tenantId", 1},
+		"acme puts for root":       {acme, []string{"put", "--ref", "secret://k8s/prod-join", "--file", file, "--tenant", "root"}, "NOT_FOUND", "tenantId", 1},
+		"acme deletes root's":      {acme, []string{"delete", "--ref", "secret://k8s/prod-join", "--tenant", "root"}, "NOT_FOUND", "tenantId", 1},
+		"acme deletes by its name": {acme, []string{"delete", "--ref", "secret://k8s/prod-join"}, "NOT_FOUND", "ref", 1},
+		"acme lists root's":        {acme, []string{"list", "--tenant", "root"}, "NOT_FOUND", "tenantId", 1},
+		"without the action":       {reader, []string{"put", "--ref", "secret://k8s/x", "--file", file}, "FORBIDDEN", "", 1},
+		"delete a bad ref":         {admin, []string{"delete", "--ref", "k8s"}, "INVALID_INPUT", "ref", 1},
+		"delete an unknown ref":    {admin, []string{"delete", "--ref", "secret://k8s/unknown"}, "NOT_FOUND", "ref", 1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := testkit.Fails(t, tc.config, append([]string{"secrets"}, tc.args...)...)
+			e := testkit.FailsExit(t, tc.exit, tc.config, append([]string{"secrets"}, tc.args...)...)
 			if e.Code != tc.code || e.Details.Path != tc.path {
 				t.Errorf("got %+v, want %s at %q", e, tc.code, tc.path)
 			}

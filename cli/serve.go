@@ -1,19 +1,26 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"log/slog"
 	"text/tabwriter"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry"
 )
 
 var serveCommands = []command{{
-	path:    "serve",
-	usage:   "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images]",
-	summary: "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
+	path:     "serve",
+	hostOnly: true,
+	usage:    "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--log-format text|json]",
+	summary:  "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
+	long: "run the registry and its agents' QUIC endpoint; prints its URL, agent endpoint and pins; " +
+		"resumes running workflows. `DIR` is made 0700 and refused when its group or others can " +
+		"enter it. `--allow-unsigned-images` lets a tenant deploy its own unsigned OS images " +
+		"(development only). `--userdata-config`: controlPlaneUrl, bcdUrl, bcdSha256, pins, " +
+		"templates, tokenTtlSeconds (docs/userdata.md); `--hardware-profiles`: docs/nodes.md",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
@@ -49,7 +56,7 @@ var serveCommands = []command{{
 					fmt.Fprintf(w, "  --serving-ca-pin\t%s\n", info.Pins.ServingCA)
 					fmt.Fprintf(w, "  --join-signing-pin\t%s\n", info.Pins.JoinSigning)
 					fmt.Fprintf(w, "  --join-encryption-pin\t%s\n", info.Pins.JoinEncryption)
-					fmt.Fprintf(w, "try: BC_CONFIG=%s better-compute profiles list\n", info.AdminConfig)
+					fmt.Fprintf(w, "try: BC_CONFIG=%s %s profiles list\n", info.AdminConfig, x.env.program())
 				})
 			})
 		}

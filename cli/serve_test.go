@@ -488,3 +488,33 @@ func TestServeRemovesLeftoversOfAKilledStart(t *testing.T) {
 	}
 	testkit.JSON(t, again.AdminConfig, nil, "tenants", "list")
 }
+
+// TestServeSuggestsTheBinaryAsRun: serve's first lines end with a command to try, naming
+// the binary as it was run (bin/better-compute from a checkout), not a bare name that may
+// not be on PATH.
+func TestServeSuggestsTheBinaryAsRun(t *testing.T) {
+	bin := testkit.Binary(t, "better-compute")
+	dir := filepath.Join(t.TempDir(), "data")
+	cmd := exec.Command(bin, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	want := fmt.Sprintf("try: BC_CONFIG=%s %s profiles list", filepath.Join(dir, "admin.conf"), bin)
+	var printed strings.Builder
+	buf := make([]byte, 4096)
+	for !strings.Contains(printed.String(), "profiles list") {
+		n, err := stdout.Read(buf)
+		printed.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("serve's output ended (%v) before its suggestion:\n%s", err, printed.String())
+		}
+	}
+	if !strings.Contains(printed.String(), want) {
+		t.Errorf("serve does not suggest %q:\n%s", want, printed.String())
+	}
+}

@@ -1,10 +1,11 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"text/tabwriter"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -13,9 +14,10 @@ import (
 // Signer commands act through the admin socket of a running registry on this host:
 // there is no network API method that changes an allowlist.
 var signerCommands = []command{{
-	path:    "signers add",
-	usage:   "--data-dir DIR --tenant T --id ID --public-key FILE.pem",
-	summary: "put an Ed25519 or ECDSA P-256 key on a tenant's image-signer allowlist (root: the platform's); host only",
+	path:     "signers add",
+	hostOnly: true,
+	usage:    "--data-dir DIR --tenant T --id ID --public-key FILE.pem",
+	summary:  "put an Ed25519 or ECDSA P-256 key on a tenant's image-signer allowlist (root: the platform's); host only",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "the registry's data directory (required)")
 		tenant := fs.String("tenant", "", "tenant whose allowlist changes; root for a platform signer (required)")
@@ -38,9 +40,10 @@ var signerCommands = []command{{
 		}
 	},
 }, {
-	path:    "signers revoke",
-	usage:   "--data-dir DIR --tenant T --id ID",
-	summary: "revoke a signer: its images keep verified but no longer deploy; host only",
+	path:     "signers revoke",
+	hostOnly: true,
+	usage:    "--data-dir DIR --tenant T --id ID",
+	summary:  "revoke a signer: its images keep verified but no longer deploy; host only",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "the registry's data directory (required)")
 		tenant := fs.String("tenant", "", "tenant whose allowlist changes (required)")
@@ -55,9 +58,10 @@ var signerCommands = []command{{
 		}
 	},
 }, {
-	path:    "signers list",
-	usage:   "--data-dir DIR [--tenant T] [--cursor C]",
-	summary: "list image signers, revoked ones included; host only",
+	path:     "signers list",
+	hostOnly: true,
+	usage:    "--data-dir DIR [--tenant T] [--cursor C]",
+	summary:  "list image signers, revoked ones included; host only",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "the registry's data directory (required)")
 		tenant := fs.String("tenant", "", "only this tenant's signers (default: every tenant's)")

@@ -1,11 +1,12 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -14,7 +15,10 @@ var siteCommands = []command{{
 	path:    "sites create",
 	usage:   "NAME [--bmc-networks CIDR[,CIDR]] [--image-sources HOST[:PORT],*.DOMAIN[:PORT]]",
 	summary: "create a site (root tenant credentials only)",
-	nargs:   1,
+	long: "create a site; `--bmc-networks`: the networks its nodes' BMC addresses must be in (none: " +
+		"no BMC on the network, docs/bmc.md); `--image-sources`: the hosts its caches may pull " +
+		"images from (`HOST[:PORT]`, `*.DOMAIN[:PORT]`; none by default)",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		networks, sources := bmcNetworksFlag(fs), imageSourcesFlag(fs)
 		return func(x *exec) error {
@@ -98,7 +102,9 @@ var siteCommands = []command{{
 	path:    "sites locations",
 	usage:   "NAME",
 	summary: "show the images the site's caches hold, as its site agents report them (pulling, ready, failed, evicting)",
-	nargs:   1,
+	long: "the images the site's caches hold, by state (`pulling`, `ready`, `failed`, `evicting`), as " +
+		"its site agent reports them, with their last use (`-` for never)",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		return func(x *exec) error {
 			var out api.SiteLocations
@@ -119,6 +125,7 @@ var siteCommands = []command{{
 	usage:   "NAME",
 	summary: "show what the site's agent last reported: its HTTP base, cache, boot entries (tokens left out) and PXE discoveries",
 	nargs:   1,
+	long:    "what the site's agent last reported: `site` (its HTTP base), `images`, `bootEntries` (tokens left out), `discoveries`",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		return func(x *exec) error {
 			var out api.SiteInventory

@@ -1,11 +1,12 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -29,6 +30,7 @@ var tenantCommands = []command{{
 }, {
 	path:    "tenants list",
 	summary: "list tenants",
+	long:    "list tenants, 200 a page",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		cursor := fs.String("cursor", "", "resume after a previous page")
 		return func(x *exec) error {
@@ -48,25 +50,27 @@ var tenantCommands = []command{{
 	},
 }, {
 	path:    "credentials create",
-	usage:   "--tenant T --actions A,B [--expires 720h|TIME] --out FILE",
+	usage:   "--tenant T --actions A,B [--expires 720h|TIME] --out FILE [--force]",
 	summary: "create a credential and write a CLI config for it (the secret is shown only there)",
+	long:    "make a credential and its CLI config; `--expires` a duration from now or an RFC 3339 time (default: never, or with the caller's own expiry). `FILE` is written whole, mode 0600, and must be new unless `--force` (an existing file may be the only copy of another credential, say `admin.conf`), in a directory that exists and can be written: else `INVALID_INPUT` at `--out` before anything is made; a write that fails after that revokes the credential again",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the credential belongs to (default: the caller's)")
 		actions := fs.String("actions", "", "comma-separated actions, e.g. compute:profiles:read,compute:images:read")
 		expires := fs.String("expires", "", "when the credential stops working: a duration from now (720h) or an RFC 3339 time (default: never, or when the caller's own credential expires)")
-		outPath := fs.String("out", "", "CLI config file to write, 0600 (required)")
+		out := outFlags(fs, "the CLI config file to write, 0600; a new file unless --force (required)")
 		return func(x *exec) error {
-			if *outPath == "" {
-				return proto.Errorf(proto.InvalidInput, "credentials create needs --out FILE: the secret is written only there").WithPath("--out")
-			}
-			if err := checkNewFile(*outPath, "--out"); err != nil {
+			if err := out.check(); err != nil {
 				return err
 			}
 			expiresAt, err := parseExpiry(*expires, time.Now())
 			if err != nil {
 				return err
 			}
-			c, err := x.client()
+			cfg, err := x.config()
+			if err != nil {
+				return err
+			}
+			c, err := api.NewClient(cfg)
 			if err != nil {
 				return err
 			}
@@ -75,21 +79,17 @@ var tenantCommands = []command{{
 			if err := c.Call(x.ctx, "credentials.create", req, &made); err != nil {
 				return err
 			}
-			cfg, err := api.LoadClientConfig(x.configFile())
-			if err != nil {
-				return err
-			}
 			cfg.Credential = made.Secret
-			if err := api.WriteClientConfig(*outPath, cfg); err != nil {
-				return proto.Errorf(proto.Internal, "credential %s made, but writing %s failed: %v; revoke it (credentials revoke %s) and make another", made.ID, *outPath, err, made.ID)
+			if err := out.write(api.EncodeClientConfig(cfg)); err != nil {
+				return revokeMinted(x, c, "credential", made.ID, "credentials.revoke", api.RevokeCredentialRequest{ID: made.ID}, err)
 			}
 			row := struct {
 				api.Credential
 				Config string `json:"config"`
-			}{made.Credential, *outPath} // the secret is shown only in the file
+			}{made.Credential, *out.path} // the secret is shown only in the file
 			x.print(row, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tTENANT\tACTIONS\tEXPIRES\tCONFIG")
-				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", made.ID, made.TenantID, made.Actions, orDash(made.ExpiresAt), *outPath)
+				fmt.Fprintf(w, "%s\t%s\t%v\t%s\t%s\n", made.ID, made.TenantID, made.Actions, orDash(made.ExpiresAt), *out.path)
 			})
 			return nil
 		}
@@ -98,6 +98,7 @@ var tenantCommands = []command{{
 	path:    "credentials list",
 	usage:   "[--tenant T] [--cursor C]",
 	summary: "list the tenant's credentials, expired and revoked ones too (never their secrets)",
+	long:    "the tenant's credentials, expired and revoked too: id, tenant, actions, created, expires, revoked (never secrets), 200 a page",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant whose credentials to list (default: the caller's)")
 		cursor := fs.String("cursor", "", "resume after a previous page")
@@ -118,6 +119,7 @@ var tenantCommands = []command{{
 	usage:   "ID",
 	summary: "revoke a credential: it is refused from now on",
 	nargs:   1,
+	long:    "revoke a credential of the caller's tenant (root: of any tenant); refused at once from then on",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		return func(x *exec) error {
 			var out api.Credential

@@ -27,6 +27,13 @@ func TestTokensAgainstARealRegistry(t *testing.T) {
 		t.Errorf("a 48h token expires in %s", left)
 	}
 
+	// A bare number is seconds, as the help says.
+	var bare struct{ CreatedAt, ExpiresAt time.Time }
+	testkit.JSON(t, admin, &bare, "tokens", "create", "--kind", "ramdisk", "--node-id", "n1", "--ttl", "5")
+	if life := bare.ExpiresAt.Sub(bare.CreatedAt); life != 5*time.Second {
+		t.Errorf("--ttl 5 made a token living %s, want 5s", life)
+	}
+
 	out := filepath.Join(t.TempDir(), "token")
 	var written struct{ ID, Token, Out string }
 	testkit.JSON(t, admin, &written, "tokens", "create", "--kind", "provisioned", "--node-id", "node-1", "--out", out)
@@ -49,16 +56,18 @@ func TestTokensAgainstARealRegistry(t *testing.T) {
 		args []string
 		code string
 		path string
+		exit int // 1: the registry refuses the call; 2: the command line is wrong, nothing is called
 	}{
-		"no kind":           {[]string{"--node-id", "n1"}, "INVALID_INPUT", "--kind"},
-		"unknown kind":      {[]string{"--kind", "root", "--node-id", "n1"}, "INVALID_INPUT", "kind"},
-		"site without site": {[]string{"--kind", "site"}, "INVALID_INPUT", "site"},
-		"node without node": {[]string{"--kind", "provisioned"}, "INVALID_INPUT", "nodeId"},
-		"ttl too long":      {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "800h"}, "INVALID_INPUT", "ttlSeconds"},
-		"ttl fraction":      {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "1500ms"}, "INVALID_INPUT", "--ttl"},
+		"no kind":           {[]string{"--node-id", "n1"}, "INVALID_INPUT", "--kind", 2},
+		"unknown kind":      {[]string{"--kind", "root", "--node-id", "n1"}, "INVALID_INPUT", "kind", 1},
+		"site without site": {[]string{"--kind", "site"}, "INVALID_INPUT", "--site", 2},
+		"node without node": {[]string{"--kind", "provisioned"}, "INVALID_INPUT", "--node-id", 2},
+		"ttl too long":      {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "800h"}, "INVALID_INPUT", "ttlSeconds", 1},
+		"ttl fraction":      {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "1500ms"}, "INVALID_INPUT", "--ttl", 2},
+		"ttl zero":          {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "0"}, "INVALID_INPUT", "--ttl", 2},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := testkit.Fails(t, admin, append([]string{"tokens", "create"}, tc.args...)...)
+			e := testkit.FailsExit(t, tc.exit, admin, append([]string{"tokens", "create"}, tc.args...)...)
 			if e.Code != tc.code || e.Details.Path != tc.path {
 				t.Errorf("got %+v, want %s at %s", e, tc.code, tc.path)
 			}

@@ -1,8 +1,9 @@
 package cli
 
 import (
-	"flag"
 	"io"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -12,6 +13,7 @@ var userDataCommands = []command{{
 	path:    "userdata preview",
 	usage:   "--profile ID --node NODE [--tenant T] [--profile-version N]",
 	summary: "print the user data a node would boot with, its join token redacted; mints and stores nothing",
+	long:    "print the user data the node would boot with, its join token redacted; mints and stores nothing",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		id := fs.String("profile", "", "profile whose userData to render (required)")

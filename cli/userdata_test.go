@@ -74,18 +74,19 @@ func TestUserDataPreviewAgainstARealRegistry(t *testing.T) {
 		args   []string
 		code   string
 		path   string
+		exit   int // 1: the registry refuses the call; 2: the command line is wrong, nothing is called
 	}{
-		"no node":         {admin, []string{"--profile", "flatcar-host"}, "INVALID_INPUT", "--node"},
-		"no profile":      {admin, []string{"--node", "n1"}, "INVALID_INPUT", "--profile"},
-		"bad node id":     {admin, []string{"--profile", "flatcar-host", "--node", "N1;reboot"}, "INVALID_INPUT", "nodeId"},
-		"unknown profile": {admin, []string{"--profile", "nope", "--node", "n1"}, "NOT_FOUND", ""},
-		"unknown version": {admin, []string{"--profile", "flatcar-host", "--profile-version", "1", "--node", "n1"}, "NOT_FOUND", ""},
-		"no userData":     {admin, []string{"--profile", "metal-enroll", "--node", "n1"}, "INVALID_INPUT", "id"},
-		"without action":  {forbidden, []string{"--profile", "flatcar-host", "--node", "n1"}, "FORBIDDEN", ""},
-		"unknown tenant":  {admin, []string{"--tenant", "nobody", "--profile", "flatcar-host", "--node", "n1"}, "NOT_FOUND", "tenantId"},
+		"no node":         {admin, []string{"--profile", "flatcar-host"}, "INVALID_INPUT", "--node", 2},
+		"no profile":      {admin, []string{"--node", "n1"}, "INVALID_INPUT", "--profile", 2},
+		"bad node id":     {admin, []string{"--profile", "flatcar-host", "--node", "N1;reboot"}, "INVALID_INPUT", "nodeId", 1},
+		"unknown profile": {admin, []string{"--profile", "nope", "--node", "n1"}, "NOT_FOUND", "", 1},
+		"unknown version": {admin, []string{"--profile", "flatcar-host", "--profile-version", "1", "--node", "n1"}, "NOT_FOUND", "", 1},
+		"no userData":     {admin, []string{"--profile", "metal-enroll", "--node", "n1"}, "INVALID_INPUT", "id", 1},
+		"without action":  {forbidden, []string{"--profile", "flatcar-host", "--node", "n1"}, "FORBIDDEN", "", 1},
+		"unknown tenant":  {admin, []string{"--tenant", "nobody", "--profile", "flatcar-host", "--node", "n1"}, "NOT_FOUND", "tenantId", 1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := testkit.Fails(t, tc.config, append([]string{"userdata", "preview"}, tc.args...)...)
+			e := testkit.FailsExit(t, tc.exit, tc.config, append([]string{"userdata", "preview"}, tc.args...)...)
 			if e.Code != tc.code || e.Details.Path != tc.path {
 				t.Errorf("got %+v, want %s at %q", e, tc.code, tc.path)
 			}

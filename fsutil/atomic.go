@@ -14,6 +14,20 @@ import (
 // write, fsync, rename, fsync the directory. A reader sees the old file or the new one,
 // never a part, and after a crash the file is one or the other.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeThroughTemp(path, data, perm, os.Rename)
+}
+
+// WriteFileNew is WriteFileAtomic for a file that must not exist: the temporary file is
+// linked to path, which fails with fs.ErrExist when path exists by then, whatever made
+// it, and leaves it as it was.
+func WriteFileNew(path string, data []byte, perm os.FileMode) error {
+	return writeThroughTemp(path, data, perm, os.Link)
+}
+
+// writeThroughTemp writes data whole to a temporary file beside path, fsyncs it, puts it
+// at path with place (rename or link), and fsyncs the directory. The temporary file is
+// gone afterwards, whatever failed.
+func writeThroughTemp(path string, data []byte, perm os.FileMode, place func(tmp, path string) error) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempInfix+"*")
 	if err != nil {
@@ -35,10 +49,22 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := place(tmp.Name(), path); err != nil {
 		return err
 	}
 	return SyncDir(dir)
+}
+
+// CanCreateIn checks that WriteFileAtomic and WriteFileNew can make their temporary file
+// in dir, by making one and removing it: the error is os.CreateTemp's (fs.ErrNotExist
+// for a missing directory, fs.ErrPermission for one the process cannot write).
+func CanCreateIn(dir string) error {
+	probe, err := os.CreateTemp(dir, ".probe"+tempInfix+"*")
+	if err != nil {
+		return err
+	}
+	probe.Close()
+	return os.Remove(probe.Name())
 }
 
 // tempInfix marks WriteFileAtomic's temporary files: "." + the file's name + tempInfix +

@@ -1,6 +1,8 @@
 package fsutil
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +28,36 @@ func TestWriteFileAtomicReplacesWholeAndLeavesNoTemp(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Errorf("directory holds %d entries, want only the file", len(entries))
+	}
+}
+
+// TestWriteFileNewRefusesAnExistingFile: a file that exists stays as it was, and no
+// temporary file is left beside it; a new one is written whole with its mode.
+func TestWriteFileNewRefusesAnExistingFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "admin.conf")
+	if err := os.WriteFile(path, []byte("the only root credential"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileNew(path, []byte("another"), 0o600); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("over an existing file: %v, want fs.ErrExist", err)
+	}
+	if got, _ := os.ReadFile(path); string(got) != "the only root credential" {
+		t.Errorf("the existing file now holds %q", got)
+	}
+	fresh := filepath.Join(dir, "reader.conf")
+	if err := WriteFileNew(fresh, []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(fresh); string(got) != "new" {
+		t.Errorf("the new file holds %q", got)
+	}
+	if st, _ := os.Stat(fresh); st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", st.Mode().Perm())
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("directory holds %d entries, want the two files only", len(entries))
 	}
 }
 

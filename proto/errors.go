@@ -40,8 +40,9 @@ const (
 	UnverifiedWipe Code = "UNVERIFIED_WIPE"
 	// Timeout: a step or call ran out of time.
 	Timeout Code = "TIMEOUT"
-	// Unavailable: the registry is too busy to take the call now; try again after the
-	// Retry-After the answer gives.
+	// Unavailable: the registry cannot take the call now: it is too busy (try again
+	// after the Retry-After the answer gives), or a client cannot reach it (connection
+	// refused, no answer in time, no admin socket): start it, or fix the address.
 	Unavailable Code = "UNAVAILABLE"
 	// Internal: a bug or an unexpected failure of the registry itself.
 	Internal Code = "INTERNAL"

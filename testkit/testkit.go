@@ -238,13 +238,27 @@ func JSON(t testing.TB, config string, v any, args ...string) {
 	}
 }
 
-// Fails runs a CLI command with --format json that must fail, and returns the error
-// object it printed.
+// Fails runs a CLI command with --format json that must fail (exit 1), and returns the
+// error object it printed.
 func Fails(t testing.TB, config string, args ...string) ErrorObject {
 	t.Helper()
+	return FailsExit(t, 1, config, args...)
+}
+
+// UsageFails runs a CLI command with --format json whose command line is wrong (exit 2),
+// and returns the error object it printed.
+func UsageFails(t testing.TB, config string, args ...string) ErrorObject {
+	t.Helper()
+	return FailsExit(t, 2, config, args...)
+}
+
+// FailsExit runs a CLI command with --format json that must exit with exit (1: the call
+// failed, 2: the command line is wrong), and returns the error object it printed.
+func FailsExit(t testing.TB, exit int, config string, args ...string) ErrorObject {
+	t.Helper()
 	res := CLI(t, config, append(args, "--format", "json")...)
-	if res.Code != 1 {
-		t.Fatalf("better-compute %s: exit %d, want 1\nstdout: %s\nstderr: %s", strings.Join(args, " "), res.Code, res.Stdout, res.Stderr)
+	if res.Code != exit {
+		t.Fatalf("better-compute %s: exit %d, want %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), res.Code, exit, res.Stdout, res.Stderr)
 	}
 	var e ErrorObject
 	if err := json.Unmarshal([]byte(res.Stdout), &e); err != nil {

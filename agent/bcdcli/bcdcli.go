@@ -9,8 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"strings"
 
+	"github.com/spf13/cobra"
+
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/proto"
 )
 
@@ -49,67 +52,93 @@ func Lookup(name string) (Mode, bool) {
 	return Mode{}, false
 }
 
-// errUsage marks a command line that is wrong; the details went to stderr.
-var errUsage = errors.New("usage")
+// Root is bcd's command tree; its modes run with env.
+func Root(env Env) *cobra.Command {
+	var run Runner
+	return newRoot(env, &run)
+}
+
+// newRoot is bcd's command tree, each mode's command setting chosen to what runs it.
+func newRoot(env Env, chosen *Runner) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "bcd",
+		Short: "the agent of better-compute on machines and sites",
+		Long: "bcd joins the registry with a single-use token (`bcd join`), then runs as a node's agent " +
+			"(`bcd node`), the deploy ramdisk's (`bcd ramdisk`) or a rack's site agent (`bcd site`). " +
+			"It exits 0 when done, 1 when the mode failed and 2 when the command line is wrong.",
+	}
+	for _, m := range Modes() {
+		gofs := flag.NewFlagSet("bcd "+m.Name, flag.ContinueOnError)
+		run := m.Define(gofs)
+		c := &cobra.Command{Use: strings.TrimSpace(m.Name + " " + m.Usage), Short: m.Summary, Args: cmdline.Args(0, "")}
+		c.Flags().AddGoFlagSet(gofs)
+		c.RunE = func(*cobra.Command, []string) error {
+			*chosen = run
+			return nil
+		}
+		root.AddCommand(c)
+	}
+	cmdline.Setup(root)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	return root
+}
 
 // Parse reads a command line (without the program name) with bcd's own flags: the mode
-// and its flags, no positional arguments. Usage problems are written to stderr.
+// and its flags, no positional arguments. Usage problems are written to stderr;
+// flag.ErrHelp is a help shown on request, nothing to run.
 func Parse(args []string, stderr io.Writer) (Runner, error) {
-	if len(args) == 0 {
-		printHelp(stderr)
-		return nil, errUsage
+	run, _, err := parse(context.Background(), args, Env{Stdout: stderr, Stderr: stderr})
+	return run, err
+}
+
+// parse runs bcd's command tree on args up to the choice of a mode, and returns what runs
+// it and its command; a usage error is printed to env.Stderr.
+func parse(ctx context.Context, args []string, env Env) (Runner, *cobra.Command, error) {
+	var run Runner
+	c, err := cmdline.Execute(ctx, newRoot(env, &run), args)
+	switch {
+	case err != nil && !cmdline.Shown(err):
+		printError(env.Stderr, "bcd", err)
+		fmt.Fprintln(env.Stderr, cmdline.HelpHint(c))
+		return nil, c, err
+	case err != nil:
+		return nil, c, err
+	case run == nil:
+		return nil, c, flag.ErrHelp
 	}
-	m, ok := Lookup(args[0])
-	if !ok {
-		if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-			printHelp(stderr)
-			return nil, flag.ErrHelp
-		}
-		fmt.Fprintf(stderr, "unknown mode %q\n\n", args[0])
-		printHelp(stderr)
-		return nil, errUsage
-	}
-	fs := flag.NewFlagSet("bcd "+m.Name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: bcd %s %s\n\n%s\n\nflags:\n", m.Name, m.Usage, m.Summary)
-		fs.PrintDefaults()
-	}
-	run := m.Define(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return nil, err
-	}
-	if fs.NArg() != 0 {
-		fmt.Fprintf(stderr, "bcd %s takes no arguments, got %q\n", m.Name, fs.Args())
-		return nil, errUsage
-	}
-	return run, nil
+	return run, c, nil
 }
 
 // Run runs bcd's command line and returns the exit status: 0 done, 1 the mode failed,
 // 2 the command line is wrong.
 func Run(ctx context.Context, args []string, env Env) int {
-	run, err := Parse(args, env.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
+	run, c, err := parse(ctx, args, env)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		return 0
-	}
-	if err != nil {
+	case err != nil:
 		return 2
 	}
 	if err := run(ctx, env); err != nil {
 		for _, err := range joined(err) {
-			e := proto.AsError(err)
-			fmt.Fprintf(env.Stderr, "bcd %s: error: %s: %s\n", args[0], e.Code, e.Message)
-			if e.Details.Path != "" {
-				fmt.Fprintf(env.Stderr, "  at: %s\n", e.Details.Path)
-			}
-			if e.Details.Reason != "" {
-				fmt.Fprintf(env.Stderr, "  reason: %s\n", e.Details.Reason)
-			}
+			printError(env.Stderr, c.CommandPath(), err)
 		}
 		return 1
 	}
 	return 0
+}
+
+// printError writes one error: who says it, code, message, path and reason.
+func printError(w io.Writer, who string, err error) {
+	e := proto.AsError(err)
+	fmt.Fprintf(w, "%s: error: %s: %s\n", who, e.Code, e.Message)
+	if e.Details.Path != "" {
+		fmt.Fprintf(w, "  at: %s\n", e.Details.Path)
+	}
+	if e.Details.Reason != "" {
+		fmt.Fprintf(w, "  reason: %s\n", e.Details.Reason)
+	}
 }
 
 // joined is every error err joins (errors.Join, nested as a config's parts join their
@@ -124,14 +153,4 @@ func joined(err error) []error {
 		out = append(out, joined(e)...)
 	}
 	return out
-}
-
-func printHelp(w io.Writer) {
-	fmt.Fprintln(w, "usage: bcd MODE [flags]    (MODE -h shows its flags)")
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	for _, m := range Modes() {
-		fmt.Fprintf(tw, "  %s\t%s\n", m.Name, m.Summary)
-	}
-	tw.Flush()
 }

@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,16 +39,20 @@ type ClientConfig struct {
 	ServingCA string `json:"servingCA"`
 	// Credential is the bearer secret.
 	Credential string `json:"credential"`
+	// path is the file LoadClientConfig read, for messages.
+	path string
 }
 
 // WriteClientConfig writes cfg to path, readable by its owner only.
 func WriteClientConfig(path string, cfg ClientConfig) error {
+	return fsutil.WriteFileAtomic(path, EncodeClientConfig(cfg), 0o600)
+}
+
+// EncodeClientConfig is the file WriteClientConfig writes: cfg as version 1.
+func EncodeClientConfig(cfg ClientConfig) []byte {
 	cfg.Version = 1
-	data, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(path, append(data, '\n'), 0o600)
+	data, _ := json.MarshalIndent(cfg, "", "  ") // strings and an int: it cannot fail
+	return append(data, '\n')
 }
 
 // LoadClientConfig reads a config file written by WriteClientConfig.
@@ -59,6 +68,7 @@ func LoadClientConfig(path string) (ClientConfig, error) {
 	if cfg.Version != 1 || cfg.Server == "" || cfg.Credential == "" {
 		return cfg, proto.Errorf(proto.InvalidConfig, "%s: not a version 1 config with server and credential", path)
 	}
+	cfg.path = path
 	return cfg, nil
 }
 
@@ -67,20 +77,53 @@ type Client struct {
 	base   string
 	bearer string
 	http   *http.Client
+	// config is the CLI config file the client was made from; "" when it was not read
+	// from a file.
+	config string
+	// ca is the serving CA the client trusts; nil for the admin socket.
+	ca *x509.Certificate
+	// socket is the admin socket a host client dials; "" for HTTPS.
+	socket string
 }
+
+// Transport timeouts: how long a registry may take to accept the connection and to
+// finish the TLS handshake before it counts as out of reach.
+const (
+	dialTimeout      = 10 * time.Second
+	handshakeTimeout = 10 * time.Second
+)
 
 // NewClient makes a client that trusts only the config's serving CA.
 func NewClient(cfg ClientConfig) (*Client, error) {
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(cfg.ServingCA)) {
-		return nil, proto.Errorf(proto.InvalidConfig, "the config's servingCA holds no PEM certificate").WithPath("servingCA")
+	block, _ := pem.Decode([]byte(cfg.ServingCA))
+	var ca *x509.Certificate
+	if block != nil {
+		ca, _ = x509.ParseCertificate(block.Bytes)
 	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}}
+	if ca == nil || !pool.AppendCertsFromPEM([]byte(cfg.ServingCA)) {
+		return nil, proto.Errorf(proto.InvalidConfig, "the servingCA of %s holds no PEM certificate", configName(cfg.path)).WithPath("servingCA")
+	}
+	tr := &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13},
+		DialContext:         (&net.Dialer{Timeout: dialTimeout}).DialContext,
+		TLSHandshakeTimeout: handshakeTimeout,
+	}
 	return &Client{
 		base:   strings.TrimRight(cfg.Server, "/"),
 		bearer: cfg.Credential,
 		http:   &http.Client{Transport: tr, Timeout: 5 * time.Minute},
+		config: cfg.path,
+		ca:     ca,
 	}, nil
+}
+
+// configName names a CLI config file in messages.
+func configName(path string) string {
+	if path == "" {
+		return "the CLI config"
+	}
+	return path
 }
 
 // NewHostClient makes a client for the admin socket of the registry whose data
@@ -91,7 +134,48 @@ func NewHostClient(dataDir string) *Client {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
 	}}
-	return &Client{base: "http://admin", http: &http.Client{Transport: tr, Timeout: 5 * time.Minute}}
+	return &Client{base: "http://admin", http: &http.Client{Transport: tr, Timeout: 5 * time.Minute}, socket: sock}
+}
+
+// unreachable says why a call did not reach the registry, and what to do: a server
+// whose certificate the config's CA does not accept is INVALID_CONFIG at servingCA,
+// naming both certificates; anything else (refused, no answer in time, no socket) is
+// UNAVAILABLE.
+func (c *Client) unreachable(err error) error {
+	var cve *tls.CertificateVerificationError
+	if errors.As(err, &cve) && len(cve.UnverifiedCertificates) > 0 {
+		leaf := cve.UnverifiedCertificates[0]
+		return proto.Errorf(proto.InvalidConfig, "the server at %s is not the registry %s was written for: its certificate (subject %q, issuer %q, sha256 %s) "+
+			"is not accepted by the config's servingCA (subject %q, sha256 %s): %v. Use the admin.conf (or a credentials create --out file) of the registry at %s, "+
+			"or set the config's server to the registry that wrote it",
+			c.base, configName(c.config), leaf.Subject, leaf.Issuer, fingerprint(leaf), c.ca.Subject, fingerprint(c.ca), cve.Err, c.base).WithPath("servingCA")
+	}
+	cause := err
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		cause = ue.Err
+	}
+	var oe *net.OpError
+	if errors.As(cause, &oe) {
+		cause = oe.Err // without the address the message names already
+	}
+	if c.socket != "" {
+		return proto.Errorf(proto.Unavailable, "no registry answers on the admin socket %s (%v): is `better-compute serve --data-dir %s` running on this host? "+
+			"--data-dir must be that registry's data directory", c.socket, cause, filepath.Dir(c.socket))
+	}
+	var ne net.Error
+	what := "cannot reach"
+	if errors.As(err, &ne) && ne.Timeout() {
+		what = "no answer in time from"
+	}
+	return proto.Errorf(proto.Unavailable, "%s the registry at %s (%v): is `better-compute serve` running there, and is that the server %s names? Try again once it is",
+		what, c.base, cause, configName(c.config))
+}
+
+// fingerprint is the SHA-256 of a certificate, hex.
+func fingerprint(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.Raw)
+	return hex.EncodeToString(sum[:])
 }
 
 // NewHandlerClient makes a client that calls the API served by h in this process, with
@@ -151,17 +235,18 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	}
 	hresp, err := c.http.Do(hreq)
 	if err != nil {
-		return proto.Errorf(proto.Internal, "cannot reach the registry at %s: %v (is `better-compute serve` running?)", c.base, err)
+		return c.unreachable(err)
 	}
 	defer hresp.Body.Close()
 	data, err := io.ReadAll(hresp.Body)
 	if err != nil {
-		return err
+		return c.unreachable(err)
 	}
 	if hresp.StatusCode != http.StatusOK {
 		var e proto.Error
 		if json.Unmarshal(data, &e) != nil || e.Code == "" {
-			return proto.Errorf(proto.Internal, "registry answered %s: %s", hresp.Status, bytes.TrimSpace(data))
+			return proto.Errorf(proto.Unavailable, "the server at %s answered %s, not as a registry answers (%.200q): is the server of %s a better-compute registry, and is nothing in between failing?",
+				c.base, hresp.Status, bytes.TrimSpace(data), configName(c.config))
 		}
 		return &e
 	}
@@ -169,7 +254,7 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 		return nil
 	}
 	if err := json.Unmarshal(data, resp); err != nil {
-		return fmt.Errorf("decode the answer to %s: %w", method, err)
+		return proto.Errorf(proto.Unsupported, "the answer of %s to %s does not decode (%v): are the CLI and the registry of one version?", c.base, method, err)
 	}
 	return nil
 }

@@ -48,7 +48,12 @@ type TokenList struct {
 	NextCursor string  `json:"nextCursor,omitempty"`
 }
 
-// registerTokens adds tokens.create and tokens.list. Join tokens admit agents to the
+// RevokeTokenRequest is the body of tokens.revoke.
+type RevokeTokenRequest struct {
+	ID string `json:"id"`
+}
+
+// registerTokens adds tokens.create, tokens.list and tokens.revoke. Join tokens admit agents to the
 // platform, so only the root tenant's credentials handle them.
 func (s *Server) registerTokens() {
 	rootOnly := func(c *Caller, method string) error {
@@ -67,6 +72,17 @@ func (s *Server) registerTokens() {
 		err = s.store.Update(func(tx *store.Tx) error {
 			tok, secret, err := join.MintToken(tx, req.Kind, req.NodeID, req.Site, time.Duration(req.TTLSeconds)*time.Second)
 			out = CreatedToken{Token: tokenView(tok), Secret: secret}
+			return err
+		})
+		return out, err
+	})
+	Handle(s, "tokens.revoke", ActionTokensManage, func(_ context.Context, c *Caller, req RevokeTokenRequest) (out Token, err error) {
+		if err := rootOnly(c, "revoke"); err != nil {
+			return out, err
+		}
+		err = s.store.Update(func(tx *store.Tx) error {
+			tok, err := tx.RevokeJoinToken(req.ID)
+			out = tokenView(tok)
 			return err
 		})
 		return out, err

@@ -107,6 +107,23 @@ func (t *Tx) ConsumeJoinToken(secret string) (JoinToken, error) {
 	return tok, t.put(bucketJoinTokens, []byte(tok.ID), tok)
 }
 
+// RevokeJoinToken deletes the unused join token id, so no agent joins with it, and
+// returns it. An unknown id is NOT_FOUND; a used token stays, as the record of its join,
+// and is INVALID_STATE.
+func (t *Tx) RevokeJoinToken(id string) (JoinToken, error) {
+	var tok JoinToken
+	found, err := t.get(bucketJoinTokens, []byte(id), &tok)
+	switch {
+	case err != nil:
+		return tok, err
+	case !found:
+		return tok, proto.Errorf(proto.NotFound, "join token %q not found: `tokens list` shows them", id).WithPath("id")
+	case !tok.UsedAt.IsZero():
+		return tok, proto.Errorf(proto.InvalidState, "join token %s was used at %s: its agent joined; revoke that agent's identity instead", tok.ID, tok.UsedAt.Format(time.RFC3339)).WithPath("id")
+	}
+	return tok, t.del(bucketJoinTokens, []byte(id))
+}
+
 // DeleteUnusedJoinTokens deletes the unused join tokens minted for node and returns how
 // many; used ones stay, as the record of its joins.
 func (t *Tx) DeleteUnusedJoinTokens(node string) (int, error) {

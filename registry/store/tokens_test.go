@@ -89,3 +89,44 @@ func TestCreateJoinTokenInvariants(t *testing.T) {
 		})
 	}
 }
+
+// TestRevokeJoinToken: a revoked token no longer joins; a used one stays, the record of
+// its join; an unknown id is NOT_FOUND.
+func TestRevokeJoinToken(t *testing.T) {
+	s := openTest(t)
+	now := time.Now()
+	var unused, used JoinToken
+	var unusedSecret, usedSecret string
+	if err := s.Update(func(tx *Tx) (err error) {
+		if unused, unusedSecret, err = tx.CreateJoinToken(TokenSite, "rack-a", "rack-a", now.Add(time.Hour)); err != nil {
+			return err
+		}
+		if used, usedSecret, err = tx.CreateJoinToken(TokenProvisioned, "node-1", "", now.Add(time.Hour)); err != nil {
+			return err
+		}
+		_, err = tx.ConsumeJoinToken(usedSecret)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	revoke := func(id string) error {
+		return s.Update(func(tx *Tx) error { _, err := tx.RevokeJoinToken(id); return err })
+	}
+	if err := revoke(unused.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(func(tx *Tx) error { _, err := tx.ConsumeJoinToken(unusedSecret); return err }); proto.CodeOf(err) != proto.Unauthenticated {
+		t.Errorf("joining with a revoked token: %v, want UNAUTHENTICATED", err)
+	}
+	if err := revoke(unused.ID); proto.CodeOf(err) != proto.NotFound {
+		t.Errorf("revoking it again: %v, want NOT_FOUND", err)
+	}
+	if err := revoke(used.ID); proto.CodeOf(err) != proto.InvalidState {
+		t.Errorf("revoking a used token: %v, want INVALID_STATE", err)
+	}
+	var left []JoinToken
+	s.View(func(tx *Tx) (err error) { left, _, err = tx.JoinTokens(Page{Limit: 10}); return err })
+	if len(left) != 1 || left[0].ID != used.ID {
+		t.Errorf("tokens left: %+v, want the used one only", left)
+	}
+}

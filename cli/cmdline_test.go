@@ -1,0 +1,183 @@
+package cli_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/testkit"
+)
+
+// noConfig is a CLI config that does not exist: a command that got as far as calling the
+// registry would fail with INVALID_CONFIG (exit 1), so exit 2 shows the command line was
+// refused before any call.
+const noConfig = "/nonexistent/cli.conf"
+
+// TestMissingFlagIsAUsageError: a command line without a flag or argument the command
+// needs is refused before anything is called, exit 2, INVALID_INPUT at that flag or
+// argument, with a message naming it.
+func TestMissingFlagIsAUsageError(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args []string
+		path string
+	}{
+		"pools create without --site":        {[]string{"pools", "create", "gpu"}, "--site"},
+		"nodes deploy without --profile":     {[]string{"nodes", "deploy", "nd_1"}, "--profile"},
+		"provisioned token without node":     {[]string{"tokens", "create", "--kind", "provisioned"}, "--node-id"},
+		"ramdisk token without node":         {[]string{"tokens", "create", "--kind", "ramdisk"}, "--node-id"},
+		"site token without site":            {[]string{"tokens", "create", "--kind", "site"}, "--site"},
+		"token without kind":                 {[]string{"tokens", "create", "--site", "rack-a"}, "--kind"},
+		"profiles validate without anything": {[]string{"profiles", "validate"}, "ID"},
+		"profiles validate with both":        {[]string{"profiles", "validate", "p", "--file", "p.json"}, "--file"},
+		"credentials create without --out":   {[]string{"credentials", "create", "--actions", "compute:profiles:read"}, "--out"},
+		"tenants create without a name":      {[]string{"tenants", "create"}, "NAME"},
+		"images get with two":                {[]string{"images", "get", "a", "b"}, "ID|REF"},
+		"serve without --data-dir":           {[]string{"serve"}, "--data-dir"},
+		"a --ttl that is not whole seconds":  {[]string{"tokens", "create", "--kind", "ramdisk", "--node-id", "n1", "--ttl", "1.5s"}, "--ttl"},
+		"--force without --out":              {[]string{"tokens", "create", "--kind", "ramdisk", "--node-id", "n1", "--force"}, "--force"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := testkit.UsageFails(t, noConfig, tc.args...)
+			if e.Code != "INVALID_INPUT" || e.Details.Path != tc.path || !strings.Contains(e.Message, tc.path) {
+				t.Errorf("%+v, want INVALID_INPUT at %s, naming it", e, tc.path)
+			}
+			res := testkit.CLI(t, noConfig, tc.args...)
+			if res.Code != 2 || !strings.Contains(res.Stderr, "error: INVALID_INPUT: ") || !strings.Contains(res.Stderr, "--help` for its usage") {
+				t.Errorf("as a table: exit %d, stderr %q", res.Code, res.Stderr)
+			}
+		})
+	}
+}
+
+// TestFileThatIsADirectory: a file argument naming a directory says so, once.
+func TestFileThatIsADirectory(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"profiles", "validate", "--file", dir}, {"profiles", "create", dir}} {
+		e := testkit.Fails(t, noConfig, args...)
+		if e.Code != "INVALID_INPUT" || e.Message != dir+" is a directory: name the file itself" {
+			t.Errorf("%v: %+v", args, e)
+		}
+	}
+}
+
+// TestHelp: every way of asking for help exits 0 and shows the command's usage on
+// stdout; no command at all, or a group without its command, shows help and exits 2.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"--help"}, {"-h"}, {"help"},
+		{"help", "serve"}, {"serve", "--help"}, {"serve", "-h"},
+		{"profiles", "--help"}, {"help", "profiles"},
+		{"help", "profiles", "create"}, {"profiles", "create", "-h"}, {"profiles", "create", "--help", "--tenant", "x"},
+		{"completion", "--help"},
+	} {
+		res := testkit.CLI(t, noConfig, args...)
+		want := strings.Join(append([]string{"better-compute"}, filterFlags(args)...), " ")
+		if res.Code != 0 || !strings.Contains(res.Stdout, "Usage:\n  "+want) {
+			t.Errorf("%v: exit %d, stdout does not show the usage of %q:\n%s%s", args, res.Code, want, res.Stdout, res.Stderr)
+		}
+	}
+	for _, args := range [][]string{nil, {"profiles"}, {"completion"}} {
+		res := testkit.CLI(t, noConfig, args...)
+		if res.Code != 2 || !strings.Contains(res.Stderr, "Usage:\n") || !strings.Contains(res.Stderr, "Commands:\n") {
+			t.Errorf("%v: exit %d, want 2 and the help on stderr:\n%s", args, res.Code, res.Stderr)
+		}
+	}
+}
+
+// filterFlags drops "help" and the flags from a command line, leaving the command's path.
+func filterFlags(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			break
+		}
+		if a != "help" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// TestGlobalFlags: --config and --format are taken before the command as after it, listed
+// and taken only where they apply (serve and the host-only signers read --data-dir, not a
+// CLI config).
+func TestGlobalFlags(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "before.conf")
+	for _, args := range [][]string{
+		{"--config", missing, "tenants", "list"},
+		{"tenants", "--config", missing, "list"},
+		{"tenants", "list", "--config=" + missing},
+	} {
+		res := testkit.CLI(t, "", append([]string{"--format", "json"}, args...)...)
+		if res.Code != 1 || !strings.Contains(res.Stdout, `"code": "INVALID_CONFIG"`) || !strings.Contains(res.Stdout, missing) {
+			t.Errorf("%v: exit %d, want the config it names read (INVALID_CONFIG naming it) and the error as JSON:\n%s%s", args, res.Code, res.Stdout, res.Stderr)
+		}
+	}
+	for _, cmd := range [][]string{{"serve"}, {"signers", "list"}} {
+		res := testkit.CLI(t, noConfig, append(cmd, "-h")...)
+		if res.Code != 0 || strings.Contains(res.Stdout, "--config") || !strings.Contains(res.Stdout, "--format") {
+			t.Errorf("%v -h lists --config, or not --format:\n%s", cmd, res.Stdout)
+		}
+		e := testkit.UsageFails(t, noConfig, append([]string{"--config", "x.conf"}, append(cmd, "--data-dir", t.TempDir())...)...)
+		if e.Details.Path != "--config" || !strings.Contains(e.Message, "--config does not apply to better-compute "+strings.Join(cmd, " ")) {
+			t.Errorf("%v --config: %+v", cmd, e)
+		}
+	}
+	if res := testkit.CLI(t, noConfig, "tenants", "list", "-h"); !strings.Contains(res.Stdout, "Global flags:\n      --config FILE") {
+		t.Errorf("tenants list -h does not list --config:\n%s", res.Stdout)
+	}
+	if res := testkit.CLI(t, noConfig, "tenants", "list", "--format", "yaml"); res.Code != 2 || !strings.Contains(res.Stderr, "--format must be table or json") {
+		t.Errorf("--format yaml: exit %d, %s", res.Code, res.Stderr)
+	}
+}
+
+// TestSuggestions: a mistyped command or flag is a usage error (exit 2) that says what
+// was meant.
+func TestSuggestions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"tenants", "lst"}, `unknown command "lst" for "better-compute tenants"; did you mean "list"?`},
+		{[]string{"tenant", "list"}, `unknown command "tenant" for "better-compute"; did you mean "tenants"?`},
+		{[]string{"profiles", "valdate", "x"}, `did you mean "validate"?`},
+		{[]string{"help", "tenants", "lst"}, `did you mean "list"?`},
+		{[]string{"tenants", "list", "--curso", "x"}, `unknown flag: --curso; did you mean "--cursor"?`},
+		{[]string{"frobnicate"}, `unknown command "frobnicate" for "better-compute"`},
+	} {
+		res := testkit.CLI(t, noConfig, tc.args...)
+		if res.Code != 2 || !strings.Contains(res.Stderr, tc.says) {
+			t.Errorf("%v: exit %d, stderr does not say %q:\n%s", tc.args, res.Code, tc.says, res.Stderr)
+		}
+	}
+}
+
+// TestCompletion: the completion script of each shell, and the completions the script
+// asks the binary for.
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		res := testkit.CLI(t, noConfig, "completion", shell)
+		if res.Code != 0 || !strings.Contains(res.Stdout, "better-compute") || len(res.Stdout) < 1000 {
+			t.Errorf("completion %s: exit %d, %d bytes\n%s", shell, res.Code, len(res.Stdout), res.Stderr)
+		}
+	}
+	if res := testkit.CLI(t, noConfig, "completion", "tcsh"); res.Code != 2 {
+		t.Errorf("completion tcsh: exit %d, want 2", res.Code)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"__complete", "tenants", "l"}, []string{"list\t"}},
+		{[]string{"__complete", "ten"}, []string{"tenants\t"}},
+		{[]string{"__complete", "tokens", "create", "--format", ""}, []string{"table", "json"}},
+		{[]string{"__complete", "pools", "create", "gpu", "--"}, []string{"--site\t"}},
+	} {
+		res := testkit.CLI(t, noConfig, tc.args...)
+		for _, w := range tc.want {
+			if res.Code != 0 || !strings.Contains(res.Stdout, w) {
+				t.Errorf("%v: exit %d, no %q in:\n%s", tc.args, res.Code, w, res.Stdout)
+			}
+		}
+	}
+}

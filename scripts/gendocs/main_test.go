@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
+
+	"github.com/better-compute/better-compute/cmdline"
+)
+
+// TestGeneratedDocsAreCurrent fails when docs/commands.md or the README's command table
+// is not what the command trees generate: run `make docs` and commit the result.
+func TestGeneratedDocsAreCurrent(t *testing.T) {
+	checked, err := os.ReadFile("../../docs/commands.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(reference()), string(checked)); diff != "" {
+		t.Errorf("docs/commands.md is stale: run `make docs` (-generated +checked in):\n%s", diff)
+	}
+	current, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := readme(current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), string(current)); diff != "" {
+		t.Errorf("README.md's command table is stale: run `make docs` (-generated +checked in):\n%s", diff)
+	}
+}
+
+// TestManPages writes the man pages and checks there is one for every command of both
+// binaries, naming its flags.
+func TestManPages(t *testing.T) {
+	dir := t.TempDir()
+	if err := run("../..", dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range roots() {
+		for _, c := range cmdline.Commands(root) {
+			name := strings.ReplaceAll(c.CommandPath(), " ", "-") + ".1"
+			page, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Errorf("no man page for %s: %v", c.CommandPath(), err)
+				continue
+			}
+			c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+				if !bytes.Contains(page, []byte("--"+f.Name)) {
+					t.Errorf("%s does not name --%s", name, f.Name)
+				}
+			})
+		}
+	}
+}
