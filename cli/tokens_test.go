@@ -14,6 +14,7 @@ import (
 func TestTokensAgainstARealRegistry(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
 	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
 
 	var printed struct {
 		ID, Kind, NodeID, Site, Token string
@@ -50,12 +51,14 @@ func TestTokensAgainstARealRegistry(t *testing.T) {
 		code string
 		path string
 	}{
-		"no kind":           {[]string{"--node-id", "n1"}, "INVALID_INPUT", "--kind"},
-		"unknown kind":      {[]string{"--kind", "root", "--node-id", "n1"}, "INVALID_INPUT", "kind"},
-		"site without site": {[]string{"--kind", "site"}, "INVALID_INPUT", "site"},
-		"node without node": {[]string{"--kind", "provisioned"}, "INVALID_INPUT", "nodeId"},
-		"ttl too long":      {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "800h"}, "INVALID_INPUT", "ttlSeconds"},
-		"ttl fraction":      {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "1500ms"}, "INVALID_INPUT", "--ttl"},
+		"no kind":                 {[]string{"--node-id", "n1"}, "INVALID_INPUT", "--kind"},
+		"unknown kind":            {[]string{"--kind", "root", "--node-id", "n1"}, "INVALID_INPUT", "kind"},
+		"site without site":       {[]string{"--kind", "site"}, "INVALID_INPUT", "site"},
+		"node without node":       {[]string{"--kind", "provisioned"}, "INVALID_INPUT", "nodeId"},
+		"ttl too long":            {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "800h"}, "INVALID_INPUT", "ttlSeconds"},
+		"ttl fraction":            {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "1500ms"}, "INVALID_INPUT", "--ttl"},
+		"unknown site":            {[]string{"--kind", "site", "--site", "rack-z"}, "NOT_FOUND", "site"},
+		"ramdisk at unknown site": {[]string{"--kind", "ramdisk", "--node-id", "n1", "--site", "rack-z"}, "NOT_FOUND", "site"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := testkit.Fails(t, admin, append([]string{"tokens", "create"}, tc.args...)...)
@@ -63,6 +66,10 @@ func TestTokensAgainstARealRegistry(t *testing.T) {
 				t.Errorf("got %+v, want %s at %s", e, tc.code, tc.path)
 			}
 		})
+	}
+
+	if res := testkit.CLI(t, admin, "tokens", "list"); strings.Count(res.Stdout, "\n") != 3 || strings.Contains(res.Stdout, "rack-z") {
+		t.Errorf("tokens after the refusals, want the two minted only:\n%s", res.Stdout)
 	}
 
 	testkit.JSON(t, admin, nil, "tenants", "create", "acme")
@@ -83,6 +90,7 @@ func TestTokensAgainstARealRegistry(t *testing.T) {
 func TestRegistryPrunesExpiredTokens(t *testing.T) {
 	dir := t.TempDir()
 	reg := testkit.StartRegistry(t, dir)
+	testkit.JSON(t, reg.AdminConfig, nil, "sites", "create", "rack-a")
 	var fresh struct{ ID string }
 	testkit.JSON(t, reg.AdminConfig, &fresh, "tokens", "create", "--kind", "site", "--site", "rack-a")
 	reg.Stop()

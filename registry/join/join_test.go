@@ -38,6 +38,9 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := st.Update(func(tx *store.Tx) error { _, err := tx.CreateSite("rack-a"); return err }); err != nil {
+		t.Fatal(err)
+	}
 	log := slog.New(slog.DiscardHandler)
 	return &fixture{svc: NewService(st, keys, "127.0.0.1:7444", log), store: st, keys: keys, clock: clk}
 }
@@ -58,9 +61,6 @@ func (f *fixture) mint(t testing.TB, kind, nodeID, site string, ttl time.Duratio
 func (f *fixture) revokedNode(t testing.TB) (node, secret string) {
 	t.Helper()
 	err := f.store.Update(func(tx *store.Tx) error {
-		if _, err := tx.CreateSite("rack-a"); err != nil {
-			return err
-		}
 		if _, err := tx.CreateTenant("acme"); err != nil {
 			return err
 		}
@@ -228,6 +228,19 @@ func TestJoinRefuses(t *testing.T) {
 			},
 			code: proto.Forbidden, reason: "identity-revoked", keeps: true,
 		},
+		"site that does not exist": {
+			// A token minted before MintToken checked the site, written straight to the store.
+			build: func(t *testing.T, f *fixture) joinwire.Request {
+				var secret string
+				f.store.Update(func(tx *store.Tx) (err error) {
+					_, secret, err = tx.CreateJoinToken(store.TokenSite, "rack-z", "rack-z", tx.Now().Add(time.Hour))
+					return err
+				})
+				req, _ := request(t, f.keys.JoinEncryptionKey(), "rack-z", "site", secret)
+				return req
+			},
+			code: proto.NotFound, path: "site", keeps: true,
+		},
 		"bad role": {
 			build: func(t *testing.T, f *fixture) joinwire.Request {
 				req, _ := request(t, f.keys.JoinEncryptionKey(), "n1", "root", "x")
@@ -301,6 +314,7 @@ func TestMintToken(t *testing.T) {
 		kind, node, site string
 		ttl              time.Duration
 		want             minted
+		code             proto.Code // INVALID_INPUT unless given
 		path             string
 	}{
 		"provisioned default 2h": {kind: "provisioned", node: "n1", want: minted{"provisioned", "n1", "", now.Add(2 * time.Hour)}},
@@ -314,6 +328,8 @@ func TestMintToken(t *testing.T) {
 		"bad node id":            {kind: "provisioned", node: "n 1", path: "nodeId"},
 		"ttl too long":           {kind: "provisioned", node: "n1", ttl: 31 * 24 * time.Hour, path: "ttlSeconds"},
 		"ttl negative":           {kind: "provisioned", node: "n1", ttl: -time.Hour, path: "ttlSeconds"},
+		"unknown site":           {kind: "site", site: "rack-z", code: proto.NotFound, path: "site"},
+		"ramdisk unknown site":   {kind: "ramdisk", node: "n1", site: "rack-z", code: proto.NotFound, path: "site"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -323,8 +339,12 @@ func TestMintToken(t *testing.T) {
 				return err
 			})
 			if tc.path != "" {
-				if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != tc.path {
-					t.Fatalf("got %v, want INVALID_INPUT at %s", err, tc.path)
+				code := tc.code
+				if code == "" {
+					code = proto.InvalidInput
+				}
+				if e := proto.AsError(err); e.Code != code || e.Details.Path != tc.path {
+					t.Fatalf("got %v, want %s at %s", err, code, tc.path)
 				}
 				return
 			}
