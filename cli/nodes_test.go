@@ -85,6 +85,10 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 	if e := testkit.Fails(t, admin, enroll("52:54:00:00:00:01", "--hardware-profile", "nope")...); e.Code != "INVALID_INPUT" || e.Details.Path != "hardwareProfile" {
 		t.Errorf("an unknown hardware profile: %+v", e)
 	}
+	// A driver no site has (the MAC is then free: the refusal stored nothing).
+	if e := testkit.Fails(t, admin, enroll("52:54:00:00:00:01", "--bmc-driver", "ipmi")...); e.Code != "INVALID_INPUT" || e.Details.Path != "bmc.driver" || !strings.Contains(e.Message, "redfish, qmp") {
+		t.Errorf("an unknown BMC driver: %+v, want INVALID_INPUT at bmc.driver listing redfish, qmp", e)
+	}
 	var node store.Node
 	testkit.JSON(t, admin, &node, enroll("52:54:00:00:00:01", "--label", "gpu.vendor=nvidia")...)
 	if node.State != store.NodeEnrolling || node.Drivers["boot"].Driver != "ipxe" ||
