@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -433,4 +434,73 @@ func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
 	if e := testkit.Fails(t, configs["acme"], "nodes", "deploy", node.ID, "--profile", "metal-retire"); e.Code != "INVALID_INPUT" || !strings.Contains(e.Message, "nodes retire") {
 		t.Errorf("deploying the shipped metal-retire: %+v, want INVALID_INPUT naming nodes retire", e)
 	}
+}
+
+// TestNotFoundSaysWhoseForRootOnly: the root tenant's admin naming another tenant's node,
+// workflow or profile is told which tenant has it and the flag to add; tenant beta naming
+// acme's gets exactly the answer of an id that does not exist, command by command.
+func TestNotFoundSaysWhoseForRootOnly(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
+	configs := map[string]string{}
+	for _, tn := range []string{"acme", "beta"} {
+		testkit.JSON(t, admin, nil, "tenants", "create", tn)
+		testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", tn)
+		configs[tn] = filepath.Join(t.TempDir(), tn+".conf")
+		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tn, "--out", configs[tn],
+			"--actions", "compute:nodes:manage,compute:nodes:read,compute:profiles:manage,compute:profiles:read")
+	}
+	var node store.Node
+	testkit.JSON(t, configs["acme"], &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
+	testkit.JSON(t, configs["acme"], nil, "profiles", "create", writeDoc(t, joinsAsNode))
+	if node.Workflow == "" {
+		t.Fatalf("enrolled %+v without a workflow", node)
+	}
+	// Each command names one of acme's objects by id, ID; none is the same for an id
+	// that no tenant has.
+	commands := map[string]struct {
+		args []string
+		id   string
+		none string
+	}{
+		"nodes get":       {[]string{"nodes", "get", "ID"}, node.ID, "nd_0123456789abcdef"},
+		"nodes inventory": {[]string{"nodes", "inventory", "ID"}, node.ID, "nd_0123456789abcdef"},
+		"nodes release":   {[]string{"nodes", "release", "ID"}, node.ID, "nd_0123456789abcdef"},
+		"nodes deploy":    {[]string{"nodes", "deploy", "ID", "--profile", "metal-inspect"}, node.ID, "nd_0123456789abcdef"},
+		"workflows get":   {[]string{"workflows", "get", "ID"}, node.Workflow, "wf_0123456789abcdef"},
+		"profiles render": {[]string{"profiles", "render", "ID"}, "joins-as-node", "joins-as-nobody"},
+		"profiles get":    {[]string{"profiles", "get", "ID"}, "joins-as-node", "joins-as-nobody"},
+	}
+	with := func(args []string, id string) []string {
+		out := slices.Clone(args)
+		out[slices.Index(out, "ID")] = id
+		return out
+	}
+	for name, cmd := range commands {
+		t.Run(name, func(t *testing.T) {
+			for _, tenant := range []string{"", "beta"} { // root's own tenant, and root acting for beta
+				args := with(cmd.args, cmd.id)
+				if tenant != "" {
+					args = append(args, "--tenant", tenant)
+				}
+				if e := testkit.Fails(t, admin, args...); e.Code != "NOT_FOUND" || !strings.HasSuffix(e.Message, "; tenant acme has it: add --tenant acme") {
+					t.Errorf("root %v: %+v, want NOT_FOUND saying to add --tenant acme", args, e)
+				}
+			}
+			if e := testkit.Fails(t, admin, with(cmd.args, cmd.none)...); e.Code != "NOT_FOUND" || strings.Contains(e.Message, "tenant") && strings.Contains(e.Message, "has it") {
+				t.Errorf("root, an id nobody has: %+v, want a plain NOT_FOUND", e)
+			}
+			theirs := testkit.CLI(t, configs["beta"], append(with(cmd.args, cmd.id), "--format", "json")...)
+			nobodys := testkit.CLI(t, configs["beta"], append(with(cmd.args, cmd.none), "--format", "json")...)
+			if theirs.Code != 1 || strings.Contains(theirs.Stdout+theirs.Stderr, "acme") ||
+				strings.ReplaceAll(theirs.Stdout, cmd.id, "X") != strings.ReplaceAll(nobodys.Stdout, cmd.none, "X") ||
+				strings.ReplaceAll(theirs.Stderr, cmd.id, "X") != strings.ReplaceAll(nobodys.Stderr, cmd.none, "X") {
+				t.Errorf("beta naming acme's %s: exit %d\n%s%s\nnaming none: exit %d\n%s%s", cmd.id, theirs.Code, theirs.Stdout, theirs.Stderr, nobodys.Code, nobodys.Stdout, nobodys.Stderr)
+			}
+		})
+	}
+	// The flag the hint names works.
+	testkit.JSON(t, admin, nil, "nodes", "get", node.ID, "--tenant", "acme")
+	testkit.JSON(t, admin, nil, "profiles", "render", "joins-as-node", "--tenant", "acme")
 }

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/better-compute/better-compute/proto"
@@ -60,4 +62,31 @@ func (c *Caller) TenantFor(tx *store.Tx, requested string) (string, error) {
 		return "", proto.AsError(err).WithPath("tenantId")
 	}
 	return requested, nil
+}
+
+// elsewhere adds to err, a NOT_FOUND at path of an object a request named in tenant,
+// what the root tenant's callers need when another tenant owns the object: whose it is
+// and the flag that reaches it. owner returns that tenant ("" when none has the object);
+// it runs only for such a caller and error. Every other caller gets err as it is, so to
+// a tenant another tenant's object stays indistinguishable from one that does not exist.
+func (c *Caller) elsewhere(err error, path, tenant string, owner func() string) error {
+	e, ok := errors.AsType[*proto.Error](err)
+	if !ok || c.Tenant != store.RootTenant || e.Code != proto.NotFound || e.Details.Path != path {
+		return err
+	}
+	o := owner()
+	if o == "" || o == tenant {
+		return err
+	}
+	hinted := *e
+	hinted.Message += fmt.Sprintf("; tenant %s has it: add --tenant %s", o, o)
+	return &hinted
+}
+
+// nodeOwner is the tenant of node id, "" when there is none.
+func nodeOwner(tx *store.Tx, id string) func() string {
+	return func() string {
+		n, _ := tx.Node(id)
+		return n.Tenant
+	}
 }

@@ -128,21 +128,21 @@ var lifecycleMethods = map[string]metal.Request{
 func (s *Server) registerLifecycle(svc *metal.Service) {
 	for method, req := range lifecycleMethods {
 		Handle(s, method, ActionNodesManage, func(_ context.Context, c *Caller, in TransitionRequest) (TransitionStarted, error) {
-			return s.transition(svc, c, in.TenantID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
+			return s.transition(svc, c, in.TenantID, in.NodeID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
 				return svc.Act(tx, tenant, in.NodeID, req, metal.Options{Wipe: in.Wipe})
 			})
 		})
 	}
 	Handle(s, "metal.remediate", ActionNodesManage, func(_ context.Context, c *Caller, in RemediateRequest) (TransitionStarted, error) {
-		return s.transition(svc, c, in.TenantID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
+		return s.transition(svc, c, in.TenantID, in.NodeID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
 			return svc.Remediate(tx, tenant, in.NodeID, in.Profile, in.ProfileVersion, in.Reason)
 		})
 	})
 }
 
-// transition makes a lifecycle request (act) of a node of the caller's tenant in one
-// transaction, then starts the workflow it stored, if any.
-func (s *Server) transition(svc *metal.Service, c *Caller, tenantID string, act func(tx *store.Tx, tenant string) (store.Run, store.Node, error)) (out TransitionStarted, err error) {
+// transition makes a lifecycle request (act) of node, a node of the caller's tenant, in
+// one transaction, then starts the workflow it stored, if any.
+func (s *Server) transition(svc *metal.Service, c *Caller, tenantID, node string, act func(tx *store.Tx, tenant string) (store.Run, store.Node, error)) (out TransitionStarted, err error) {
 	var run store.Run
 	err = s.store.Update(func(tx *store.Tx) error {
 		tenant, err := c.TenantFor(tx, tenantID)
@@ -152,7 +152,7 @@ func (s *Server) transition(svc *metal.Service, c *Caller, tenantID string, act 
 		var n store.Node
 		run, n, err = act(tx, tenant)
 		out.Node = nodeOf(n)
-		return err
+		return c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, node))
 	})
 	if err != nil || run.ID == "" {
 		return out, err
@@ -195,7 +195,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 			}
 			n, err := svc.ConfirmMAC(tx, tenant, req.NodeID, req.MAC, req.Force)
 			out = nodeOf(n)
-			return err
+			return c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, req.NodeID))
 		})
 		return out, err
 	})
@@ -208,7 +208,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 			n, err := svc.UpdateBMC(tx, metal.BMCUpdate{Tenant: tenant, Node: req.NodeID, Driver: req.Driver, Address: req.Address,
 				CredentialRef: req.CredentialRef, Platform: c.Tenant == store.RootTenant})
 			out = nodeOf(n)
-			return err
+			return c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, req.NodeID))
 		})
 		return out, err
 	})
@@ -245,7 +245,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 				return proto.AsError(err).WithPath("profileId")
 			}
 			run, err = svc.Deploy(tx, tenant, req.NodeID, rec)
-			return err
+			return c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, req.NodeID))
 		})
 		if err != nil {
 			return out, err
@@ -255,7 +255,8 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 	})
 }
 
-// tenantNode returns one of the caller's tenant's nodes; another tenant's is NOT_FOUND.
+// tenantNode returns one of the caller's tenant's nodes; another tenant's is NOT_FOUND
+// (saying whose it is to the root tenant's callers only: Caller.elsewhere).
 func tenantNode(tx *store.Tx, c *Caller, req NodeKey) (store.Node, error) {
 	tenant, err := c.TenantFor(tx, req.TenantID)
 	if err != nil {
@@ -263,7 +264,7 @@ func tenantNode(tx *store.Tx, c *Caller, req NodeKey) (store.Node, error) {
 	}
 	n, err := tx.Node(req.NodeID)
 	if err != nil || n.Tenant != tenant {
-		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found", req.NodeID).WithPath("nodeId")
+		return store.Node{}, c.elsewhere(proto.Errorf(proto.NotFound, "node %q not found", req.NodeID).WithPath("nodeId"), "nodeId", tenant, func() string { return n.Tenant })
 	}
 	return n, nil
 }
