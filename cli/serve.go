@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"text/tabwriter"
 
 	"github.com/better-compute/better-compute/proto"
@@ -49,7 +50,7 @@ var serveCommands = []command{{
 					fmt.Fprintf(w, "  --serving-ca-pin\t%s\n", info.Pins.ServingCA)
 					fmt.Fprintf(w, "  --join-signing-pin\t%s\n", info.Pins.JoinSigning)
 					fmt.Fprintf(w, "  --join-encryption-pin\t%s\n", info.Pins.JoinEncryption)
-					fmt.Fprintf(w, "try: BC_CONFIG=%s better-compute profiles list\n", info.AdminConfig)
+					fmt.Fprintf(w, "try: BC_CONFIG=%s %s profiles list\n", info.AdminConfig, os.Args[0]) // as this binary was run
 				})
 			})
 		}

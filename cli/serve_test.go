@@ -488,3 +488,42 @@ func TestServeRemovesLeftoversOfAKilledStart(t *testing.T) {
 	}
 	testkit.JSON(t, again.AdminConfig, nil, "tenants", "list")
 }
+
+// TestServeSuggestsTheBinaryAsRun: serve's "try:" line names the binary the way it was
+// run (./better-compute here, bin/better-compute from a clone), and runs as written.
+func TestServeSuggestsTheBinaryAsRun(t *testing.T) {
+	bin := testkit.Binary(t, "better-compute")
+	cmd := exec.Command("./better-compute", "serve", "--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0")
+	cmd.Dir = filepath.Dir(bin)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() })
+	var try string
+	for line, buf := "", make([]byte, 1); ; {
+		if _, err := out.Read(buf); err != nil {
+			t.Fatalf("serve's output ended before its try: line: %v", err)
+		}
+		if line += string(buf); buf[0] == '\n' {
+			if strings.HasPrefix(line, "try: ") {
+				try = strings.TrimSpace(strings.TrimPrefix(line, "try: "))
+				break
+			}
+			line = ""
+		}
+	}
+	fields := strings.Fields(try)
+	if len(fields) != 4 || fields[1] != "./better-compute" || !strings.HasPrefix(fields[0], "BC_CONFIG=") {
+		t.Fatalf("try: %q, want BC_CONFIG=... ./better-compute profiles list", try)
+	}
+	run := exec.Command(fields[1], fields[2:]...)
+	run.Dir, run.Env = cmd.Dir, append(os.Environ(), fields[0])
+	if b, err := run.CombinedOutput(); err != nil || !strings.Contains(string(b), "metal-inspect") {
+		t.Errorf("the suggested command: %v\n%s", err, b)
+	}
+}

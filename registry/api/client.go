@@ -6,10 +6,12 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -66,6 +68,9 @@ type Client struct {
 	base   string
 	bearer string
 	http   *http.Client
+	// where names what the client reaches, for messages: the registry's URL, or the
+	// admin socket and its data directory.
+	where string
 }
 
 // NewClient makes a client that trusts only the config's serving CA.
@@ -75,10 +80,12 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, proto.Errorf(proto.InvalidConfig, "the config's servingCA holds no PEM certificate").WithPath("servingCA")
 	}
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}}
+	base := strings.TrimRight(cfg.Server, "/")
 	return &Client{
-		base:   strings.TrimRight(cfg.Server, "/"),
+		base:   base,
 		bearer: cfg.Credential,
 		http:   &http.Client{Transport: tr, Timeout: 5 * time.Minute},
+		where:  "the registry at " + base,
 	}, nil
 }
 
@@ -90,7 +97,8 @@ func NewHostClient(dataDir string) *Client {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
 	}}
-	return &Client{base: "http://admin", http: &http.Client{Transport: tr, Timeout: 5 * time.Minute}}
+	return &Client{base: "http://admin", http: &http.Client{Transport: tr, Timeout: 5 * time.Minute},
+		where: fmt.Sprintf("the admin socket %s of a registry running with --data-dir %s", sock, dataDir)}
 }
 
 // Call invokes method with req and decodes the answer into resp (which may be nil).
@@ -110,7 +118,10 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	}
 	hresp, err := c.http.Do(hreq)
 	if err != nil {
-		return proto.Errorf(proto.Internal, "cannot reach the registry at %s: %v (is `better-compute serve` running?)", c.base, err)
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err // the dial's own words, without the method's internal URL
+		}
+		return proto.Errorf(proto.Internal, "cannot reach %s: %v (is `better-compute serve` running?)", c.where, err)
 	}
 	defer hresp.Body.Close()
 	data, err := io.ReadAll(hresp.Body)
