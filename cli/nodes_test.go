@@ -353,16 +353,7 @@ func TestADeployResumesAfterTheRegistryIsKilled(t *testing.T) {
 // TestEnrollConflictHidesAnotherTenantsNode enrolls, as tenant beta, a machine tenant
 // acme enrolled: CONFLICT, and nothing in the answer names acme's node.
 func TestEnrollConflictHidesAnotherTenantsNode(t *testing.T) {
-	reg := testkit.StartRegistry(t, "")
-	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
-	configs := map[string]string{}
-	for _, tn := range []string{"acme", "beta"} {
-		testkit.JSON(t, admin, nil, "tenants", "create", tn)
-		testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", tn)
-		configs[tn] = filepath.Join(t.TempDir(), tn+".conf")
-		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tn, "--actions", "compute:nodes:manage,compute:nodes:read", "--out", configs[tn])
-	}
+	configs := acmeAndBeta(t, testkit.StartRegistry(t, "").AdminConfig, "compute:nodes:manage,compute:nodes:read")
 	enroll := func(mac string) []string {
 		return []string{"nodes", "enroll", "--pool", "gpu", "--mac", mac, "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2"}
 	}
@@ -440,17 +431,8 @@ func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
 // workflow or profile is told which tenant has it and the flag to add; tenant beta naming
 // acme's gets exactly the answer of an id that does not exist, command by command.
 func TestNotFoundSaysWhoseForRootOnly(t *testing.T) {
-	reg := testkit.StartRegistry(t, "")
-	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
-	configs := map[string]string{}
-	for _, tn := range []string{"acme", "beta"} {
-		testkit.JSON(t, admin, nil, "tenants", "create", tn)
-		testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", tn)
-		configs[tn] = filepath.Join(t.TempDir(), tn+".conf")
-		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tn, "--out", configs[tn],
-			"--actions", "compute:nodes:manage,compute:nodes:read,compute:profiles:manage,compute:profiles:read")
-	}
+	admin := testkit.StartRegistry(t, "").AdminConfig
+	configs := acmeAndBeta(t, admin, "compute:nodes:manage,compute:nodes:read,compute:profiles:manage,compute:profiles:read")
 	var node store.Node
 	testkit.JSON(t, configs["acme"], &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
 	testkit.JSON(t, configs["acme"], nil, "profiles", "create", writeDoc(t, joinsAsNode))
@@ -503,4 +485,20 @@ func TestNotFoundSaysWhoseForRootOnly(t *testing.T) {
 	// The flag the hint names works.
 	testkit.JSON(t, admin, nil, "nodes", "get", node.ID, "--tenant", "acme")
 	testkit.JSON(t, admin, nil, "profiles", "render", "joins-as-node", "--tenant", "acme")
+}
+
+// acmeAndBeta makes, on the registry of the admin config, site rack-a (BMC network
+// 127.0.0.2/32) and tenants acme and beta, each with a pool gpu there and a credential
+// holding actions; it returns the credentials' configs by tenant.
+func acmeAndBeta(t *testing.T, admin, actions string) map[string]string {
+	t.Helper()
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
+	configs := map[string]string{}
+	for _, tn := range []string{"acme", "beta"} {
+		testkit.JSON(t, admin, nil, "tenants", "create", tn)
+		testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", tn)
+		configs[tn] = filepath.Join(t.TempDir(), tn+".conf")
+		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tn, "--actions", actions, "--out", configs[tn])
+	}
+	return configs
 }
