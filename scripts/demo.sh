@@ -120,8 +120,8 @@ pids=()
 if ! wait "$test_pid"; then
 	end_phase
 	echo
-	echo "The VM run failed; its log is $dir/vm-test.log. Its end:"
-	tail -n 40 "$dir/vm-test.log" | sed 's/^/   /'
+	echo "The VM run failed; its log is $dir/vm-test.log. What failed:"
+	grep -E '_test\.go:[0-9]+: |--- FAIL' "$dir/vm-test.log" | head -n 20 | sed 's/^ */   /'
 	exit 1
 fi
 
