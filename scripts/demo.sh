@@ -41,10 +41,11 @@ step() {
 live() {
 	local label=$1 log=$2 pid start=$SECONDS last=-1 line
 	shift 2
-	"$@" >"$log" 2>&1 &
+	: >"$log" # there before the first look at it, whenever the command starts
+	"$@" >>"$log" 2>&1 &
 	pid=$!
 	while kill -0 "$pid" 2>/dev/null; do
-		line=$(tail -n 1 "$log" 2>/dev/null | tr -d '\r' | cut -c1-70)
+		line=$(tail -n 1 "$log" | tr -d '\r' | cut -c1-70) || line=
 		if ((tty)); then
 			printf '\r\033[K   %s %3d s  %s' "$label" $((SECONDS - start)) "$line"
 		elif (((SECONDS - start) / 10 != last)); then
