@@ -428,11 +428,16 @@ func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
 }
 
 // TestNotFoundSaysWhoseForRootOnly: the root tenant's admin naming another tenant's node,
-// workflow or profile is told which tenant has it and the flag to add; tenant beta naming
+// workflow, profile, pool or image is told which tenant has it and the flag to add; tenant beta naming
 // acme's gets exactly the answer of an id that does not exist, command by command.
 func TestNotFoundSaysWhoseForRootOnly(t *testing.T) {
 	admin := testkit.StartRegistry(t, "").AdminConfig
-	configs := acmeAndBeta(t, admin, "compute:nodes:manage,compute:nodes:read,compute:profiles:manage,compute:profiles:read")
+	configs := acmeAndBeta(t, admin, "compute:nodes:manage,compute:nodes:read,compute:profiles:manage,compute:profiles:read,"+
+		"compute:pools:manage,compute:images:publish,compute:images:read")
+	testkit.JSON(t, admin, nil, "pools", "create", "train", "--site", "rack-a", "--tenant", "acme")
+	var img struct{ ID string }
+	testkit.JSON(t, configs["acme"], &img, "images", "register", "--ref", "acme-os@1", "--source", "https://images.example.com/acme-os.raw",
+		"--disk-format", "raw", "--sha256", strings.Repeat("ab", 32), "--size", "1")
 	var node store.Node
 	testkit.JSON(t, configs["acme"], &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
 	testkit.JSON(t, configs["acme"], nil, "profiles", "create", writeDoc(t, joinsAsNode))
@@ -453,6 +458,10 @@ func TestNotFoundSaysWhoseForRootOnly(t *testing.T) {
 		"workflows get":   {[]string{"workflows", "get", "ID"}, node.Workflow, "wf_0123456789abcdef"},
 		"profiles render": {[]string{"profiles", "render", "ID"}, "joins-as-node", "joins-as-nobody"},
 		"profiles get":    {[]string{"profiles", "get", "ID"}, "joins-as-node", "joins-as-nobody"},
+		"pools get":       {[]string{"pools", "get", "ID"}, "train", "walk"},
+		"pools update":    {[]string{"pools", "update", "ID", "--prewarm", "acme-os@1"}, "train", "walk"},
+		"images get":      {[]string{"images", "get", "ID"}, img.ID, "img_0123456789abcdef"},
+		"images promote":  {[]string{"images", "promote", "ID"}, img.ID, "img_0123456789abcdef"},
 	}
 	with := func(args []string, id string) []string {
 		out := slices.Clone(args)

@@ -90,3 +90,38 @@ func nodeOwner(tx *store.Tx, id string) func() string {
 		return n.Tenant
 	}
 }
+
+// firstTenant is the first tenant, by name, for which has holds; "" when none does.
+func firstTenant(tx *store.Tx, has func(tenant string) bool) string {
+	page := store.Page{}
+	for {
+		tenants, next, err := tx.Tenants(page)
+		if err != nil {
+			return ""
+		}
+		for _, tn := range tenants {
+			if has(tn.ID) {
+				return tn.ID
+			}
+		}
+		if next == "" {
+			return ""
+		}
+		page.Cursor = next
+	}
+}
+
+// poolOwner is the first tenant with a pool of that name, "" when none has.
+func poolOwner(tx *store.Tx, name string) func() string {
+	return func() string {
+		return firstTenant(tx, func(tn string) bool { _, err := tx.Pool(tn, name); return err == nil })
+	}
+}
+
+// imageOwner is the tenant of image id, "" when there is none.
+func imageOwner(tx *store.Tx, id string) func() string {
+	return func() string {
+		img, _ := tx.Image(id)
+		return img.Tenant
+	}
+}

@@ -230,30 +230,10 @@ func (ps *profiles) resolve(tx *store.Tx, c *Caller, key ProfileKey) (store.Prof
 		if owner != "" {
 			return ""
 		}
-		return ownerOfProfile(tx, id, key.ProfileVersion)
+		return firstTenant(tx, func(tn string) bool { _, ok, _ := ownProfile(tx, tn, id, key.ProfileVersion); return ok })
 	})
 }
 
-// ownerOfProfile is the first tenant, by name, that has its own undeleted profile id (of
-// the given version, or any when version is 0); "" when none has.
-func ownerOfProfile(tx *store.Tx, id string, version int) string {
-	page := store.Page{}
-	for {
-		tenants, next, err := tx.Tenants(page)
-		if err != nil {
-			return ""
-		}
-		for _, tn := range tenants {
-			if _, ok, _ := ownProfile(tx, tn.ID, id, version); ok {
-				return tn.ID
-			}
-		}
-		if next == "" {
-			return ""
-		}
-		page.Cursor = next
-	}
-}
 
 // ownProfile is one of tenant's own undeleted versions: the given one, or the latest
 // when version is 0.
