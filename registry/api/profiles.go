@@ -234,7 +234,6 @@ func (ps *profiles) resolve(tx *store.Tx, c *Caller, key ProfileKey) (store.Prof
 	})
 }
 
-
 // ownProfile is one of tenant's own undeleted versions: the given one, or the latest
 // when version is 0.
 func ownProfile(tx *store.Tx, tenant, id string, version int) (store.ProfileRecord, bool, error) {
