@@ -6,15 +6,19 @@ BIN       := bin
 FUZZTIME  ?= 5000x
 export CGO_ENABLED := 0
 
-.PHONY: all build demo test test-go fuzz bench lint deps clean ramdisk-test-image
+.PHONY: all build demo test test-go fuzz bench lint deps clean ramdisk-test-image help
 
 all: build
+
+## help: this list: each target and what it does (from the `## target:` comments here)
+help:
+	@awk '/^## [a-z0-9-]+: / { name = $$2; sub(/:$$/, "", name); text = $$0; sub(/^## [a-z0-9-]+: /, "", text); printf "make %-19s %s\n", name, text }' $(firstword $(MAKEFILE_LIST))
 
 ## build: the two static binaries into bin/
 build:
 	$(GO) build -o $(BIN)/ ./better-compute ./bcd
 
-## demo: the README's first command: a registry on an embedded store, walked through
+## demo: the README's first command: a registry on an embedded store walked through, then (root) a VM provisioned end to end, told as numbered phases
 demo: build
 	./scripts/demo.sh
 
@@ -71,5 +75,6 @@ screenshots:
 ramdisk-test-image:
 	./scripts/ramdisk-test-image.sh
 
+## clean: remove bin/
 clean:
 	rm -rf $(BIN)

@@ -79,6 +79,7 @@ func otherPin(t *testing.T) string {
 
 func TestJoinWritesConfigAndRemovesToken(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
+	testkit.JSON(t, reg.AdminConfig, nil, "sites", "create", "rack-a")
 	j := newJoiner(t, mint(t, reg, "--kind", "provisioned", "--node-id", "node-1", "--site", "rack-a"))
 	res := testkit.BCD(t, j.args(reg.URL, "node-1", "node", reg.Pins)...)
 	if res.Code != 0 {
@@ -144,6 +145,7 @@ func TestJoinWritesConfigAndRemovesToken(t *testing.T) {
 
 func TestJoinRefuses(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
+	testkit.JSON(t, reg.AdminConfig, nil, "sites", "create", "rack-b")
 	forged := forgedDocumentServer(t, reg)
 	foreignTLS := foreignTLSServer(t, reg)
 	encKey, _ := ecdh.X25519().GenerateKey(rand.Reader)
@@ -453,6 +455,7 @@ func busyFront(t *testing.T, reg *testkit.Registry, busy int) (string, func() in
 
 func TestJoinWaitsOutABusyRegistry(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
+	testkit.JSON(t, reg.AdminConfig, nil, "sites", "create", "rack-a")
 	front, joins := busyFront(t, reg, 2)
 	j := newJoiner(t, mint(t, reg, "--kind", "provisioned", "--node-id", "node-1", "--site", "rack-a"))
 	if res := testkit.BCD(t, j.args(front, "node-1", "node", reg.Pins)...); res.Code != 0 {

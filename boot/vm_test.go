@@ -3,6 +3,7 @@ package boot
 import (
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +16,10 @@ const (
 	// vmROM is the e1000 iPXE ROM of Debian's ipxe-qemu.
 	vmROM  = "/usr/lib/ipxe/qemu/efi-e1000.rom"
 	vmUUID = "12345678-9abc-def0-1122-334455667788"
-	// marker is what the test ramdisk's /init prints on the serial console.
-	marker = "BC-RAMDISK-UP cmdline: "
+	// marker starts the line of the test ramdisk's /init on the serial console, and
+	// endMarker the line after it, which gives its length.
+	marker    = "BC-RAMDISK-UP cmdline: "
+	endMarker = "BC-RAMDISK-END "
 )
 
 // ramdiskImage builds (or finds in its cache) the test ramdisk and returns its directory.
@@ -80,7 +83,7 @@ func TestVMBootsRamdisk(t *testing.T) {
 			line := ramdiskCommandLine(t, console)
 			t.Logf("ramdisk up after %s", time.Since(start).Round(time.Second))
 			want := "initrd=initrd console=ttyS0 panic=-1 bc.registry=https://registry.test:7443 bc.pins=sha256/AAAA,sha256/BBBB,sha256/CCCC bc.token=rt_vm"
-			if strings.TrimSpace(line) != want {
+			if line != want {
 				t.Errorf("ramdisk command line\n got: %q\nwant: %q", line, want)
 			}
 		})
@@ -96,17 +99,41 @@ func startVM(t *testing.T, n testNet) string {
 }
 
 // ramdiskCommandLine waits up to 180 s for the test ramdisk's console line and returns
-// the command line it prints.
+// the command line it prints (framedLine).
 func ramdiskCommandLine(t *testing.T, console string) string {
 	t.Helper()
 	var line string
 	waitFor(t, 180*time.Second, console, func() bool {
 		b, _ := os.ReadFile(console)
-		_, rest, ok := strings.Cut(string(b), marker)
-		line, _, _ = strings.Cut(rest, "\n")
-		return ok && strings.Contains(rest, "\n")
+		var ok bool
+		line, ok = framedLine(string(b))
+		return ok
 	})
 	return line
+}
+
+// framedLine finds in a console's output the first copy of the ramdisk's command line
+// that arrived whole: the marker's line followed by the end marker's line giving its
+// length. The ramdisk silences the kernel's console messages before it prints, but a
+// message already on its way may still land inside a copy; it changes that copy's length
+// (or breaks its end line), so the copy is skipped and the next one read.
+func framedLine(out string) (string, bool) {
+	for rest := out; ; {
+		_, after, ok := strings.Cut(rest, marker)
+		if !ok {
+			return "", false
+		}
+		rest = after
+		line, next, ok := strings.Cut(after, "\n")
+		length, _, whole := strings.Cut(strings.TrimPrefix(next, endMarker), "\n")
+		if !ok || !whole {
+			return "", false // not all printed yet
+		}
+		line = strings.TrimSuffix(line, "\r")
+		if strings.HasPrefix(next, endMarker) && strings.TrimSpace(length) == strconv.Itoa(len(line)) {
+			return line, true
+		}
+	}
 }
 
 // waitFor polls cond until it holds, failing the test after d.

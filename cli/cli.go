@@ -235,12 +235,7 @@ func (x *exec) config() (api.ClientConfig, error) {
 	if path == "" {
 		return api.ClientConfig{}, proto.Errorf(proto.InvalidConfig, "no CLI config: pass --config FILE or set BC_CONFIG (`serve` writes DATA_DIR/admin.conf)")
 	}
-	cfg, err := api.LoadClientConfig(path)
-	if info, serr := os.Stat(path); err == nil && serr == nil && info.Mode().Perm()&0o077 != 0 {
-		fmt.Fprintf(x.env.Stderr, "warning: %s holds a credential and others on this host may read or change it (mode %04o): chmod 600 %s\n",
-			path, info.Mode().Perm(), path)
-	}
-	return cfg, err
+	return api.LoadClientConfig(path) // refuses a file others may use: it holds a credential
 }
 
 // client makes the API client from the CLI config.

@@ -63,8 +63,16 @@ func TestImagesAndSignersAgainstARealRegistry(t *testing.T) {
 	}
 	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "acme", "--id", "acme-1", "--public-key", acmeKey.PublicPath)
 	rsa := openssl.Generate(t, openssl.RSA)
-	if e := testkit.Fails(t, admin, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "acme", "--id", "acme-rsa", "--public-key", rsa.PublicPath); e.Code != "INVALID_INPUT" || e.Details.Path != "publicKey" {
+	if e := testkit.Fails(t, admin, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "acme", "--id", "acme-rsa", "--public-key", rsa.PublicPath); e.Code != "INVALID_INPUT" || e.Details.Path != "publicKey" ||
+		!strings.Contains(e.Message, "RSA keys are not accepted: use ECDSA P-256 or Ed25519") {
 		t.Errorf("rsa signer: %+v", e)
+	}
+	// A data directory where no registry runs: the message names its socket and the
+	// directory, never an internal URL.
+	wrong := t.TempDir()
+	if res := testkit.CLI(t, admin, "signers", "list", "--data-dir", wrong); res.Code != 1 || strings.Contains(res.Stderr, "http://admin") ||
+		!strings.Contains(res.Stderr, filepath.Join(wrong, "admin.sock")) || !strings.Contains(res.Stderr, "--data-dir "+wrong) {
+		t.Errorf("signers list --data-dir %s: exit %d\n%s", wrong, res.Code, res.Stderr)
 	}
 	if e := testkit.UsageFails(t, admin, "signers", "add", "--data-dir", reg.DataDir, "--id", "x", "--public-key", platform.PublicPath); e.Code != "INVALID_INPUT" || e.Details.Path != "--tenant" {
 		t.Errorf("signer without tenant: %+v", e)

@@ -29,7 +29,7 @@ var nodeCommands = []command{{
 		fs.StringVar(&req.Pool, "pool", "", "the pool (required)")
 		macs := fs.String("mac", "", "the machine's boot MACs, comma-separated")
 		fs.StringVar(&req.ProductUUID, "product-uuid", "", "the machine's SMBIOS product UUID")
-		fs.StringVar(&req.BMC.Driver, "bmc-driver", "", "the BMC's driver: redfish, qmp, ... (required)")
+		fs.StringVar(&req.BMC.Driver, "bmc-driver", "", "the BMC's driver: redfish or qmp (required)")
 		fs.StringVar(&req.BMC.Address, "bmc-address", "", "the BMC's address (required)")
 		fs.StringVar(&req.BMC.CredentialRef, "bmc-credential", "", "a secret:// reference to the BMC's credential, never the secret")
 		fs.StringVar(&req.HardwareProfile, "hardware-profile", "", "the node's hardware profile (default: the pool's)")
@@ -55,7 +55,7 @@ var nodeCommands = []command{{
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		req := api.UpdateBMCRequest{}
-		fs.StringVar(&req.Driver, "bmc-driver", "", "the BMC's driver")
+		fs.StringVar(&req.Driver, "bmc-driver", "", "the BMC's driver: redfish or qmp")
 		fs.StringVar(&req.Address, "bmc-address", "", "the BMC's address")
 		fs.Func("bmc-credential", "a secret:// reference to the BMC's credential, never the secret", func(v string) error {
 			req.CredentialRef = &v

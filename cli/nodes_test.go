@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,10 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 	}
 	if e := testkit.Fails(t, admin, enroll("52:54:00:00:00:01", "--hardware-profile", "nope")...); e.Code != "INVALID_INPUT" || e.Details.Path != "hardwareProfile" {
 		t.Errorf("an unknown hardware profile: %+v", e)
+	}
+	// A driver no site has (the MAC is then free: the refusal stored nothing).
+	if e := testkit.Fails(t, admin, enroll("52:54:00:00:00:01", "--bmc-driver", "ipmi")...); e.Code != "INVALID_INPUT" || e.Details.Path != "bmc.driver" || !strings.Contains(e.Message, "redfish, qmp") {
+		t.Errorf("an unknown BMC driver: %+v, want INVALID_INPUT at bmc.driver listing redfish, qmp", e)
 	}
 	var node store.Node
 	testkit.JSON(t, admin, &node, enroll("52:54:00:00:00:01", "--label", "gpu.vendor=nvidia")...)
@@ -348,16 +353,7 @@ func TestADeployResumesAfterTheRegistryIsKilled(t *testing.T) {
 // TestEnrollConflictHidesAnotherTenantsNode enrolls, as tenant beta, a machine tenant
 // acme enrolled: CONFLICT, and nothing in the answer names acme's node.
 func TestEnrollConflictHidesAnotherTenantsNode(t *testing.T) {
-	reg := testkit.StartRegistry(t, "")
-	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
-	configs := map[string]string{}
-	for _, tn := range []string{"acme", "beta"} {
-		testkit.JSON(t, admin, nil, "tenants", "create", tn)
-		testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", tn)
-		configs[tn] = filepath.Join(t.TempDir(), tn+".conf")
-		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tn, "--actions", "compute:nodes:manage,compute:nodes:read", "--out", configs[tn])
-	}
+	configs := acmeAndBeta(t, testkit.StartRegistry(t, "").AdminConfig, "compute:nodes:manage,compute:nodes:read")
 	enroll := func(mac string) []string {
 		return []string{"nodes", "enroll", "--pool", "gpu", "--mac", mac, "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2"}
 	}
@@ -429,4 +425,89 @@ func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
 	if e := testkit.Fails(t, configs["acme"], "nodes", "deploy", node.ID, "--profile", "metal-retire"); e.Code != "INVALID_INPUT" || !strings.Contains(e.Message, "nodes retire") {
 		t.Errorf("deploying the shipped metal-retire: %+v, want INVALID_INPUT naming nodes retire", e)
 	}
+}
+
+// TestNotFoundSaysWhoseForRootOnly: the root tenant's admin naming another tenant's node,
+// workflow, profile, pool or image is told which tenant has it and the flag to add; tenant beta naming
+// acme's gets exactly the answer of an id that does not exist, command by command.
+func TestNotFoundSaysWhoseForRootOnly(t *testing.T) {
+	admin := testkit.StartRegistry(t, "").AdminConfig
+	configs := acmeAndBeta(t, admin, "compute:nodes:manage,compute:nodes:read,compute:profiles:manage,compute:profiles:read,"+
+		"compute:pools:manage,compute:images:publish,compute:images:read")
+	testkit.JSON(t, admin, nil, "pools", "create", "train", "--site", "rack-a", "--tenant", "acme")
+	var img struct{ ID string }
+	testkit.JSON(t, configs["acme"], &img, "images", "register", "--ref", "acme-os@1", "--source", "https://images.example.com/acme-os.raw",
+		"--disk-format", "raw", "--sha256", strings.Repeat("ab", 32), "--size", "1")
+	var node store.Node
+	testkit.JSON(t, configs["acme"], &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
+	testkit.JSON(t, configs["acme"], nil, "profiles", "create", writeDoc(t, joinsAsNode))
+	if node.Workflow == "" {
+		t.Fatalf("enrolled %+v without a workflow", node)
+	}
+	// Each command names one of acme's objects by id, ID; none is the same for an id
+	// that no tenant has.
+	commands := map[string]struct {
+		args []string
+		id   string
+		none string
+	}{
+		"nodes get":       {[]string{"nodes", "get", "ID"}, node.ID, "nd_0123456789abcdef"},
+		"nodes inventory": {[]string{"nodes", "inventory", "ID"}, node.ID, "nd_0123456789abcdef"},
+		"nodes release":   {[]string{"nodes", "release", "ID"}, node.ID, "nd_0123456789abcdef"},
+		"nodes deploy":    {[]string{"nodes", "deploy", "ID", "--profile", "metal-inspect"}, node.ID, "nd_0123456789abcdef"},
+		"workflows get":   {[]string{"workflows", "get", "ID"}, node.Workflow, "wf_0123456789abcdef"},
+		"profiles render": {[]string{"profiles", "render", "ID"}, "joins-as-node", "joins-as-nobody"},
+		"profiles get":    {[]string{"profiles", "get", "ID"}, "joins-as-node", "joins-as-nobody"},
+		"pools get":       {[]string{"pools", "get", "ID"}, "train", "walk"},
+		"pools update":    {[]string{"pools", "update", "ID", "--prewarm", "acme-os@1"}, "train", "walk"},
+		"images get":      {[]string{"images", "get", "ID"}, img.ID, "img_0123456789abcdef"},
+		"images promote":  {[]string{"images", "promote", "ID"}, img.ID, "img_0123456789abcdef"},
+	}
+	with := func(args []string, id string) []string {
+		out := slices.Clone(args)
+		out[slices.Index(out, "ID")] = id
+		return out
+	}
+	for name, cmd := range commands {
+		t.Run(name, func(t *testing.T) {
+			for _, tenant := range []string{"", "beta"} { // root's own tenant, and root acting for beta
+				args := with(cmd.args, cmd.id)
+				if tenant != "" {
+					args = append(args, "--tenant", tenant)
+				}
+				if e := testkit.Fails(t, admin, args...); e.Code != "NOT_FOUND" || !strings.HasSuffix(e.Message, "; tenant acme has it: add --tenant acme") {
+					t.Errorf("root %v: %+v, want NOT_FOUND saying to add --tenant acme", args, e)
+				}
+			}
+			if e := testkit.Fails(t, admin, with(cmd.args, cmd.none)...); e.Code != "NOT_FOUND" || strings.Contains(e.Message, "tenant") && strings.Contains(e.Message, "has it") {
+				t.Errorf("root, an id nobody has: %+v, want a plain NOT_FOUND", e)
+			}
+			theirs := testkit.CLI(t, configs["beta"], append(with(cmd.args, cmd.id), "--format", "json")...)
+			nobodys := testkit.CLI(t, configs["beta"], append(with(cmd.args, cmd.none), "--format", "json")...)
+			if theirs.Code != 1 || strings.Contains(theirs.Stdout+theirs.Stderr, "acme") ||
+				strings.ReplaceAll(theirs.Stdout, cmd.id, "X") != strings.ReplaceAll(nobodys.Stdout, cmd.none, "X") ||
+				strings.ReplaceAll(theirs.Stderr, cmd.id, "X") != strings.ReplaceAll(nobodys.Stderr, cmd.none, "X") {
+				t.Errorf("beta naming acme's %s: exit %d\n%s%s\nnaming none: exit %d\n%s%s", cmd.id, theirs.Code, theirs.Stdout, theirs.Stderr, nobodys.Code, nobodys.Stdout, nobodys.Stderr)
+			}
+		})
+	}
+	// The flag the hint names works.
+	testkit.JSON(t, admin, nil, "nodes", "get", node.ID, "--tenant", "acme")
+	testkit.JSON(t, admin, nil, "profiles", "render", "joins-as-node", "--tenant", "acme")
+}
+
+// acmeAndBeta makes, on the registry of the admin config, site rack-a (BMC network
+// 127.0.0.2/32) and tenants acme and beta, each with a pool gpu there and a credential
+// holding actions; it returns the credentials' configs by tenant.
+func acmeAndBeta(t *testing.T, admin, actions string) map[string]string {
+	t.Helper()
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
+	configs := map[string]string{}
+	for _, tn := range []string{"acme", "beta"} {
+		testkit.JSON(t, admin, nil, "tenants", "create", tn)
+		testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", tn)
+		configs[tn] = filepath.Join(t.TempDir(), tn+".conf")
+		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tn, "--actions", actions, "--out", configs[tn])
+	}
+	return configs
 }

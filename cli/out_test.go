@@ -29,6 +29,7 @@ func tokenIDs(t *testing.T, admin string) []string {
 func TestOutRefusesAnExistingFileUnlessForce(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
 	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a") // site tokens name a site that exists
 	dir := t.TempDir()
 	existing := filepath.Join(dir, "kept")
 	if err := os.WriteFile(existing, []byte("another credential\n"), 0o644); err != nil {
@@ -100,6 +101,7 @@ func tempFiles(t *testing.T, dir string) []string {
 func TestOutWriteFailureRevokesWhatWasMade(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
 	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a") // site tokens name a site that exists
 	bin := testkit.Binary(t, "better-compute")
 	limited := func(args ...string) (exit int, e testkit.ErrorObject) {
 		t.Helper()
@@ -159,6 +161,7 @@ func TestOutWriteFailureRevokesWhatWasMade(t *testing.T) {
 func TestTokensRevoke(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
 	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a") // site tokens name a site that exists
 	var made struct{ ID string }
 	testkit.JSON(t, admin, &made, "tokens", "create", "--kind", "site", "--site", "rack-a")
 

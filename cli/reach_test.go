@@ -8,7 +8,6 @@ import (
 	"encoding/pem"
 	"net"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -140,21 +139,3 @@ func TestTLSMismatchNamesBothCertificates(t *testing.T) {
 	testkit.JSON(t, mine.AdminConfig, nil, "tenants", "list") // the config, pointed right, works
 }
 
-// TestConfigOthersMayReadIsWarnedAbout: a CLI config that group or others may read or
-// write works, with a warning on stderr saying what to do; stdout (JSON here) stays
-// clean. One only its owner reads gets no warning.
-func TestConfigOthersMayReadIsWarnedAbout(t *testing.T) {
-	reg := testkit.StartRegistry(t, "")
-	config := configFor(t, reg.AdminConfig, reg.URL)
-	if res := testkit.CLI(t, config, "tenants", "list"); res.Code != 0 || strings.Contains(res.Stderr, "warning") {
-		t.Errorf("a 0600 config: exit %d, stderr %q", res.Code, res.Stderr)
-	}
-	if err := os.Chmod(config, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res := testkit.CLI(t, config, "tenants", "list", "--format", "json")
-	want := "warning: " + config + " holds a credential and others on this host may read or change it (mode 0644): chmod 600 " + config
-	if res.Code != 0 || !strings.Contains(res.Stderr, want) || strings.Contains(res.Stdout, "warning") {
-		t.Errorf("a 0644 config: exit %d, stderr %q, want %q", res.Code, res.Stderr, want)
-	}
-}

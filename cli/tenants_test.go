@@ -326,3 +326,19 @@ func TestCredentialsCreateNeverOverwrites(t *testing.T) {
 	}
 	testkit.JSON(t, admin, nil, "tenants", "list") // the admin credential still works
 }
+
+// TestCLIRefusesAConfigOthersCanRead: a CLI config (it holds a credential) that its group
+// or others may read is refused before anything is sent, naming the file and the chmod
+// that fixes it; made private again, it works.
+func TestCLIRefusesAConfigOthersCanRead(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	if err := os.Chmod(reg.AdminConfig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := testkit.Fails(t, reg.AdminConfig, "tenants", "list")
+	if e.Code != "INVALID_CONFIG" || !strings.Contains(e.Message, reg.AdminConfig+" is mode 0644") || !strings.Contains(e.Message, "chmod 600 "+reg.AdminConfig) {
+		t.Errorf("admin.conf 0644: %+v", e)
+	}
+	os.Chmod(reg.AdminConfig, 0o600)
+	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "list")
+}

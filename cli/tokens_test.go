@@ -14,6 +14,7 @@ import (
 func TestTokensAgainstARealRegistry(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
 	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
 
 	var printed struct {
 		ID, Kind, NodeID, Site, Token string
@@ -58,13 +59,15 @@ func TestTokensAgainstARealRegistry(t *testing.T) {
 		path string
 		exit int // 1: the registry refuses the call; 2: the command line is wrong, nothing is called
 	}{
-		"no kind":           {[]string{"--node-id", "n1"}, "INVALID_INPUT", "--kind", 2},
-		"unknown kind":      {[]string{"--kind", "root", "--node-id", "n1"}, "INVALID_INPUT", "kind", 1},
-		"site without site": {[]string{"--kind", "site"}, "INVALID_INPUT", "--site", 2},
-		"node without node": {[]string{"--kind", "provisioned"}, "INVALID_INPUT", "--node-id", 2},
-		"ttl too long":      {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "800h"}, "INVALID_INPUT", "ttlSeconds", 1},
-		"ttl fraction":      {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "1500ms"}, "INVALID_INPUT", "--ttl", 2},
-		"ttl zero":          {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "0"}, "INVALID_INPUT", "--ttl", 2},
+		"no kind":                 {[]string{"--node-id", "n1"}, "INVALID_INPUT", "--kind", 2},
+		"unknown kind":            {[]string{"--kind", "root", "--node-id", "n1"}, "INVALID_INPUT", "kind", 1},
+		"site without site":       {[]string{"--kind", "site"}, "INVALID_INPUT", "--site", 2},
+		"node without node":       {[]string{"--kind", "provisioned"}, "INVALID_INPUT", "--node-id", 2},
+		"ttl too long":            {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "800h"}, "INVALID_INPUT", "ttlSeconds", 1},
+		"ttl fraction":            {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "1500ms"}, "INVALID_INPUT", "--ttl", 2},
+		"ttl zero":                {[]string{"--kind", "ramdisk", "--node-id", "n1", "--ttl", "0"}, "INVALID_INPUT", "--ttl", 2},
+		"unknown site":            {[]string{"--kind", "site", "--site", "rack-z"}, "NOT_FOUND", "site", 1},
+		"ramdisk at unknown site": {[]string{"--kind", "ramdisk", "--node-id", "n1", "--site", "rack-z"}, "NOT_FOUND", "site", 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := testkit.FailsExit(t, tc.exit, admin, append([]string{"tokens", "create"}, tc.args...)...)
@@ -72,6 +75,10 @@ func TestTokensAgainstARealRegistry(t *testing.T) {
 				t.Errorf("got %+v, want %s at %s", e, tc.code, tc.path)
 			}
 		})
+	}
+
+	if res := testkit.CLI(t, admin, "tokens", "list"); strings.Count(res.Stdout, "\n") != 4 || strings.Contains(res.Stdout, "rack-z") {
+		t.Errorf("tokens after the refusals, want the three minted only:\n%s", res.Stdout)
 	}
 
 	testkit.JSON(t, admin, nil, "tenants", "create", "acme")
@@ -92,6 +99,7 @@ func TestTokensAgainstARealRegistry(t *testing.T) {
 func TestRegistryPrunesExpiredTokens(t *testing.T) {
 	dir := t.TempDir()
 	reg := testkit.StartRegistry(t, dir)
+	testkit.JSON(t, reg.AdminConfig, nil, "sites", "create", "rack-a")
 	var fresh struct{ ID string }
 	testkit.JSON(t, reg.AdminConfig, &fresh, "tokens", "create", "--kind", "site", "--site", "rack-a")
 	reg.Stop()

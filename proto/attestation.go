@@ -107,7 +107,7 @@ func SignResult(signer crypto.Signer, p ResultPayload) (SignedResult, error) {
 		digest := sha256.Sum256(msg)
 		sig, err = signer.Sign(rand.Reader, digest[:], crypto.SHA256)
 	default:
-		return SignedResult{}, fmt.Errorf("signed result: an agent key is ECDSA P-256 or Ed25519, not %T", pub)
+		return SignedResult{}, fmt.Errorf("signed result: an agent key is ECDSA P-256 or Ed25519, not %s", KeyAlgorithm(pub))
 	}
 	if err != nil {
 		return SignedResult{}, fmt.Errorf("signed result: %w", err)

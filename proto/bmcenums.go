@@ -2,6 +2,15 @@ package proto
 
 import "slices"
 
+// The BMC drivers bcd site has (bmc/drivers), by the names enrolments give them.
+const (
+	BMCDriverRedfish = "redfish"
+	BMCDriverQMP     = "qmp"
+)
+
+// BMCDrivers lists the BMC drivers an enrolment may name.
+var BMCDrivers = []string{BMCDriverRedfish, BMCDriverQMP}
+
 // PowerState is a machine's power as its BMC reports it: the result of power.getPower.
 type PowerState string
 

@@ -6,10 +6,10 @@ cd "$(dirname "$0")/.."
 # The package's service is kept from starting while it is installed.
 if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -q
+	apt-get -o DPkg::Lock::Timeout=600 update -q
 	rcd=/usr/sbin/policy-rc.d made=
 	if [ ! -e "$rcd" ]; then printf '#!/bin/sh\nexit 101\n' >"$rcd" && chmod +x "$rcd" && made=1; fi
-	apt-get install -y -q --no-install-recommends nginx
+	apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends nginx
 	if [ -n "$made" ]; then rm -f "$rcd"; fi
 fi
 go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkVMWipe)$' -benchtime=1x ./... | grep -E '^(Benchmark|ok|FAIL|---)' || true

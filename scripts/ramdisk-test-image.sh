@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the RAM disk the VM boot test PXE-boots: Debian's kernel (downloaded as a
-# package, not installed) and a busybox initramfs whose /init prints a marker line and
-# the kernel command line to the serial console, then powers the VM off. The result is
+# package, not installed) and a busybox initramfs whose /init silences the kernel's
+# console messages, prints the kernel command line to the serial console framed by a
+# marker and its length (three times), then powers the VM off. The result is
 # cached in $BC_TEST_CACHE (default /var/cache/better-compute-test/ramdisk), so later
 # runs are quick. Prints the directory holding vmlinuz and initrd.img.
 set -euo pipefail
@@ -13,7 +14,7 @@ trap 'rm -rf "$work"' EXIT
 if [[ ! -s $cache/vmlinuz ]]; then
 	kernel_pkg() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'; }
 	pkg=$(kernel_pkg)
-	[[ -n $pkg ]] || { apt-get update -q >&2 && pkg=$(kernel_pkg); }
+	[[ -n $pkg ]] || { apt-get -o DPkg::Lock::Timeout=600 update -q >&2 && pkg=$(kernel_pkg); }
 	[[ -n $pkg ]] || { echo "no kernel package behind linux-image-amd64 (run apt-get update)" >&2; exit 1; }
 	(cd "$work" && apt-get download -q "$pkg" >&2)
 	dpkg-deb -x "$work"/"$pkg"_*.deb "$work/root"
@@ -29,7 +30,14 @@ if [[ ! -s $cache/initrd.img || $0 -nt $cache/initrd.img ]]; then
 #!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t devtmpfs dev /dev 2>/dev/null
-echo "BC-RAMDISK-UP cmdline: $(/bin/busybox cat /proc/cmdline)" >/dev/console
+# Only emergencies reach the console from here on, so no kernel message lands inside
+# the lines below; each copy is followed by its length, so one that a message split
+# anyway is told apart, and the reader takes the next.
+echo 1 4 1 7 >/proc/sys/kernel/printk
+read -r cmdline </proc/cmdline
+for copy in 1 2 3; do
+	printf 'BC-RAMDISK-UP cmdline: %s\nBC-RAMDISK-END %d\n' "$cmdline" "${#cmdline}" >/dev/console
+done
 /bin/busybox poweroff -f
 INIT
 	chmod 755 "$root/init"

@@ -177,33 +177,41 @@ type Result struct {
 // CLI runs `better-compute args...` with BC_CONFIG set to config.
 func CLI(t testing.TB, config string, args ...string) Result {
 	t.Helper()
-	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, nil, nil)
+	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, nil, nil, runLimit)
 }
 
 // CLIInput is CLI with stdin as the command's standard input.
 func CLIInput(t testing.TB, config string, stdin io.Reader, args ...string) Result {
 	t.Helper()
-	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, stdin, nil)
+	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, stdin, nil, runLimit)
 }
 
 // CLIShow is CLI with what the command prints copied to show as it comes, for a run a
-// person watches (a long `nodes deploy --wait`).
+// person watches (a long `nodes deploy --wait`): it may run for showLimit, as a workflow
+// on a loaded machine's VM does.
 func CLIShow(t testing.TB, config string, show io.Writer, args ...string) Result {
 	t.Helper()
-	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, nil, show)
+	return run(t, "better-compute", []string{"BC_CONFIG=" + config}, args, nil, show, showLimit)
 }
 
 // BCD runs `bcd args...`.
 func BCD(t testing.TB, args ...string) Result {
 	t.Helper()
-	return run(t, "bcd", nil, args, nil, nil)
+	return run(t, "bcd", nil, args, nil, nil, runLimit)
 }
 
+// runLimit bounds a command's run: a guard against a hang, not a measure. showLimit is
+// CLIShow's, for commands that follow a workflow to its end.
+const (
+	runLimit  = 2 * time.Minute
+	showLimit = 10 * time.Minute
+)
+
 // run runs a project binary with extra environment variables and stdin (none when nil),
-// copying its output to show when show is not nil.
-func run(t testing.TB, name string, env, args []string, stdin io.Reader, show io.Writer) Result {
+// copying its output to show when show is not nil, for at most limit.
+func run(t testing.TB, name string, env, args []string, stdin io.Reader, show io.Writer, limit time.Duration) Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, Binary(t, name), args...)
 	cmd.Env = append(os.Environ(), env...)

@@ -21,7 +21,8 @@ type Agent struct {
 	ServingCAs  *x509.CertPool
 }
 
-// LoadAgent reads a joined configuration directory.
+// LoadAgent reads a joined configuration directory. A private key its group or others
+// may use is refused (fsutil.ReadPrivate), as ssh refuses one.
 func LoadAgent(dir string) (Agent, error) {
 	c, err := Load(dir)
 	if err != nil {
@@ -34,7 +35,15 @@ func LoadAgent(dir string) (Agent, error) {
 	if _, err := os.Stat(filepath.Join(dir, RenewedFile)); err == nil {
 		certFile, keyFile = filepath.Join(dir, RenewedFile), filepath.Join(dir, RenewedFile) // a renewal's save was cut short
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	keyPEM, err := fsutil.ReadPrivate(keyFile) // refused when others may read the key
+	if err != nil {
+		return Agent{}, err
+	}
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return Agent{}, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return Agent{}, fmt.Errorf("agent certificate in %s: %w", dir, err)
 	}

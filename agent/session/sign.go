@@ -28,7 +28,7 @@ func SignResult(ctx context.Context, kind string, result any) (json.RawMessage, 
 	cert := a.certificate()
 	signer, ok := cert.PrivateKey.(crypto.Signer)
 	if !ok {
-		return nil, proto.Errorf(proto.Internal, "the agent's key (%T) cannot sign", cert.PrivateKey)
+		return nil, proto.Errorf(proto.Internal, "the agent's key (%s) cannot sign", proto.KeyAlgorithm(cert.PrivateKey))
 	}
 	sr, err := proto.SignResult(signer, proto.ResultPayload{NodeID: a.node, CommandID: r.id, Kind: kind, Time: a.cfg.Clock.Now(), Result: body})
 	if err != nil {

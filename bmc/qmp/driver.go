@@ -14,7 +14,7 @@ import (
 )
 
 // Name is the driver's name in bindings and hardware profiles.
-const Name = "qmp"
+const Name = proto.BMCDriverQMP
 
 // The options naming the VM's boot devices by their qdev id (-device ...,id=ID).
 const (

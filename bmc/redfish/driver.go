@@ -17,7 +17,7 @@ import (
 )
 
 // Name is the driver's name in bindings and hardware profiles.
-const Name = "redfish"
+const Name = proto.BMCDriverRedfish
 
 // The options a binding may give the driver.
 const (

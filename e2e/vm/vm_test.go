@@ -121,9 +121,13 @@ func vmRun(t *testing.T, walk bool, firmware string) {
 	ramdisk := makeRamdisk(t)
 	work := t.TempDir()
 	image := filepath.Join(work, "os.raw")
+	story("phase: Build the OS image: a raw disk with a GPT, GRUB, a Debian kernel, busybox and bcd, compressed with zstd")
 	rootStart, rootSize := buildOSImage(t, image, ramdisk, testkit.Binary(t, "bcd"), busybox)
 	run(t, "zstd", "-q", "-f", "-3", image, "-o", image+".zst")
 	t.Logf("ramdisk and image ready after %s", time.Since(began).Round(time.Second))
+	if raw, zst := fileSize(image), fileSize(image+".zst"); raw > 0 {
+		story("   %s, %d MiB, compressed to %.1f MiB", filepath.Base(image), raw>>20, float64(zst)/(1<<20))
+	}
 
 	lan := netns.NewLAN(t)
 	siteNS := netns.New(t, "site")
@@ -181,6 +185,7 @@ func vmRun(t *testing.T, walk bool, firmware string) {
 	if !walk {
 		checkImage(t, disk, image, rootStart, rootSize)
 		t.Logf("disk sha256 outside the root partition matches the image; the whole test took %s", time.Since(began).Round(time.Second))
+		story("   read back from the host: the VM's disk holds the image byte for byte outside its root partition")
 		return
 	}
 	// The retire's crypto-erase cannot be done by qemu's virtio disk: nothing changed it.
@@ -298,8 +303,10 @@ func TestVMHelper(t *testing.T) {
 	writeFile(t, udc, string(udcDoc))
 	hwp := hardwareProfiles(t, work)
 	regArgs := []string{"--listen", siteIP + ":7443", "--agent-listen", siteIP + ":7444", "--userdata-config", udc, "--hardware-profiles", hwp}
+	story("phase: The site: the registry and bcd site in the site's network namespace, a signed image registered and pre-warmed into the site cache")
 	reg := testkit.StartRegistry(t, regDir, regArgs...)
 	admin := reg.AdminConfig
+	story("   registry at %s", url)
 
 	// The signed image, registered with its source and pre-warmed at the site.
 	signer := openssl.Generate(t, openssl.Ed25519)
@@ -308,10 +315,12 @@ func TestVMHelper(t *testing.T) {
 		Format: "raw", Compression: "zstd", SHA256: digest, Size: int64(len(zst)), SignerID: "platform", Signer: signer}, nil)
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--image-sources", strings.TrimPrefix(srv.URL, "https://"))
 	testkit.JSON(t, admin, nil, "pools", "create", "vms", "--site", "rack-a", "--prewarm", "vm-os@1")
+	story("   image vm-os@1 registered: %.1f MiB of zstd, sha256 %s..., signed by the platform's Ed25519 key; site rack-a, pool vms pre-warming it", float64(len(zst))/(1<<20), digest[:12])
 
 	// bcd join --role site, then bcd site on the segment.
 	stopSite := startSite(t, work, s.Ramdisk, reg, "SSL_CERT_FILE="+certFile)
 	defer stopSite()
+	story("   bcd site joined as rack-a with a single-use site token; it serves DHCP, TFTP and iPXE on the segment")
 
 	// Wait until the site cache holds the image.
 	ready := false
@@ -323,14 +332,17 @@ func TestVMHelper(t *testing.T) {
 		t.Fatalf("the site cache never held the image")
 	}
 	fmt.Printf("PREWARMED after %s\n", time.Since(began).Round(time.Second))
+	story("   the site cache holds vm-os@1, its digest checked, %s after the registry started", time.Since(began).Round(time.Second))
 
 	// The VM, enrolled with its QMP socket as its BMC, deployed.
 	writeFile(t, filepath.Join(work, "profile.json"), vmProfile)
 	testkit.JSON(t, admin, nil, "profiles", "create", filepath.Join(work, "profile.json"))
+	story("phase: Enroll the VM: its MAC, SMBIOS UUID and QMP socket as its BMC; the enrolment workflow reads the BMC through bcd site")
 	var n struct{ ID string }
 	testkit.JSON(t, admin, &n, "nodes", "enroll", "--pool", "vms", "--mac", vmMAC, "--product-uuid", vmUUID,
 		"--bmc-driver", "qmp", "--bmc-address", s.QMP, "--hardware-profile", "lab-qemu")
 	waitReady(t, admin, n.ID)
+	story("   node %s is ready", n.ID)
 	walk := func(want string, args ...string) {
 		t.Helper()
 		began := time.Now()
@@ -345,7 +357,9 @@ func TestVMHelper(t *testing.T) {
 		walk(store.NodeReady, "commission", n.ID)
 	}
 	deployStart := time.Now()
-	res := testkit.CLIShow(t, admin, os.Stdout, "nodes", "deploy", n.ID, "--profile", "vm-host", "--wait")
+	story("phase: Deploy: the VM PXE-boots the ramdisk, which streams the image from the site cache onto its disk and checks its digest, then kexecs into it; the OS joins with its single-use token and runs bcd node")
+	story("   $ better-compute nodes deploy %s --profile vm-host --wait", n.ID)
+	res := testkit.CLIShow(t, admin, io.MultiWriter(os.Stdout, &storyWriter{}), "nodes", "deploy", n.ID, "--profile", "vm-host", "--wait")
 	fmt.Printf("DEPLOY exit %d after %s\n", res.Code, time.Since(deployStart).Round(time.Second))
 	if res.Code != 0 || !strings.Contains(res.Stdout, "is active") {
 		t.Fatalf("nodes deploy --wait: exit %d", res.Code)
@@ -383,6 +397,7 @@ func TestVMHelper(t *testing.T) {
 	if node.State != store.NodeActive || status.ObservedGeneration < 1 || status.ObservedGeneration != nodeSpec.Generation {
 		t.Fatalf("node %s is not active with its NodeSpec applied", n.ID)
 	}
+	story("   node %s is active; bcd node on it applied NodeSpec generation %d (the profile's sysctl unit)", node.ID, status.ObservedGeneration)
 	// The generation bcd node acknowledged carries the profile's host section: the host
 	// converger applied it for real in the VM's kernel (a failed unit withholds the ack).
 	if len(nodeSpec.Host) != 1 || nodeSpec.Host[0].Unit != "sysctl" {
@@ -412,7 +427,35 @@ func TestVMHelper(t *testing.T) {
 		}
 		fmt.Printf("RETIRED with an unverified wipe: %s\n", node.UnverifiedWipe.Error.Message)
 	}
+	if keep := os.Getenv(keepEnv); keep != "" {
+		reg.Stop()
+		keepRegistry(t, regDir, hwp, keep)
+	}
 	fmt.Println("HELPER-OK")
+}
+
+// keepEnv, when set (by `make demo`), names a directory the helper leaves a copy of its
+// registry's data directory in, with the hardware profiles, for `serve` to start on
+// afterwards and show what the run made.
+const keepEnv = "BC_E2E_KEEP"
+
+// keepRegistry copies the stopped registry's data directory into keep, and the hardware
+// profiles file as keep/hardware-profiles.json, where serve finds it.
+func keepRegistry(t *testing.T, regDir, hwp, keep string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "-a", regDir+"/.", keep).CombinedOutput(); err != nil {
+		t.Fatalf("keep the registry: %v\n%s", err, out)
+	}
+	copyFile(t, hwp, filepath.Join(keep, "hardware-profiles.json"), 0o600)
+}
+
+// fileSize is the size of the file at path, 0 when it cannot be read.
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
 }
 
 // vmProfile deploys vm-os@1 with the custom first-boot template through the site, the
@@ -515,6 +558,7 @@ func diskBoot(t *testing.T, s spec, regDir string, regArgs []string, node string
 		t.Fatal(err)
 	}
 	defer d.Close()
+	story("phase: Boot the written disk: a power cycle through the VM's BMC driver; the firmware boots GRUB from the disk, whose bcd node reports to the registry again")
 	if err := d.SetPower(ctx, proto.PowerActionCycle); err != nil {
 		t.Fatal(err)
 	}
@@ -528,12 +572,14 @@ func diskBoot(t *testing.T, s spec, regDir string, regArgs []string, node string
 		t.Fatalf("after the power cycle the VM's console never showed %q", want)
 	}
 	fmt.Printf("DISK-BOOTED (%s) after %s\n", s.Firmware, time.Since(began).Round(time.Second))
+	story("   the VM booted its disk by its firmware (%s, GRUB) after %s", s.Firmware, time.Since(began).Round(time.Second))
 	reg := testkit.StartRegistry(t, regDir, regArgs...)
 	defer reg.Stop()
 	var n api.NodeView
 	for ctx.Err() == nil {
 		if testkit.JSON(t, reg.AdminConfig, &n, "nodes", "get", node); n.Agent != nil && n.Agent.ObservedGeneration == generation {
 			fmt.Printf("REJOINED: bcd node on the booted disk reports generation %d after %s\n", generation, time.Since(began).Round(time.Second))
+			story("   bcd node on the booted disk is back and reports generation %d", generation)
 			return
 		}
 		time.Sleep(2 * time.Second)

@@ -104,5 +104,5 @@ func ParseAgentKey(spki []byte) (crypto.PublicKey, error) {
 			return pub, nil
 		}
 	}
-	return nil, fmt.Errorf("a %T key; agents use ECDSA P-256 or Ed25519", pub)
+	return nil, fmt.Errorf("an %s key; agents use ECDSA P-256 or Ed25519", proto.KeyAlgorithm(pub))
 }

@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // WellKnownPath is where the registry serves its well-known document, unauthenticated,
@@ -102,7 +104,7 @@ func ParseSigningKeyPEM(s string) (ed25519.PublicKey, error) {
 	}
 	key, ok := pub.(ed25519.PublicKey)
 	if !ok {
-		return nil, fmt.Errorf("a %T key; the join signing key is Ed25519", pub)
+		return nil, fmt.Errorf("an %s key; the join signing key is Ed25519", proto.KeyAlgorithm(pub))
 	}
 	return key, nil
 }

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/better-compute/better-compute/proto"
@@ -60,4 +62,66 @@ func (c *Caller) TenantFor(tx *store.Tx, requested string) (string, error) {
 		return "", proto.AsError(err).WithPath("tenantId")
 	}
 	return requested, nil
+}
+
+// elsewhere adds to err, a NOT_FOUND at path of an object a request named in tenant,
+// what the root tenant's callers need when another tenant owns the object: whose it is
+// and the flag that reaches it. owner returns that tenant ("" when none has the object);
+// it runs only for such a caller and error. Every other caller gets err as it is, so to
+// a tenant another tenant's object stays indistinguishable from one that does not exist.
+func (c *Caller) elsewhere(err error, path, tenant string, owner func() string) error {
+	e, ok := errors.AsType[*proto.Error](err)
+	if !ok || c.Tenant != store.RootTenant || e.Code != proto.NotFound || e.Details.Path != path {
+		return err
+	}
+	o := owner()
+	if o == "" || o == tenant {
+		return err
+	}
+	hinted := *e
+	hinted.Message += fmt.Sprintf("; tenant %s has it: add --tenant %s", o, o)
+	return &hinted
+}
+
+// nodeOwner is the tenant of node id, "" when there is none.
+func nodeOwner(tx *store.Tx, id string) func() string {
+	return func() string {
+		n, _ := tx.Node(id)
+		return n.Tenant
+	}
+}
+
+// firstTenant is the first tenant, by name, for which has holds; "" when none does.
+func firstTenant(tx *store.Tx, has func(tenant string) bool) string {
+	page := store.Page{}
+	for {
+		tenants, next, err := tx.Tenants(page)
+		if err != nil {
+			return ""
+		}
+		for _, tn := range tenants {
+			if has(tn.ID) {
+				return tn.ID
+			}
+		}
+		if next == "" {
+			return ""
+		}
+		page.Cursor = next
+	}
+}
+
+// poolOwner is the first tenant with a pool of that name, "" when none has.
+func poolOwner(tx *store.Tx, name string) func() string {
+	return func() string {
+		return firstTenant(tx, func(tn string) bool { _, err := tx.Pool(tn, name); return err == nil })
+	}
+}
+
+// imageOwner is the tenant of image id, "" when there is none.
+func imageOwner(tx *store.Tx, id string) func() string {
+	return func() string {
+		img, _ := tx.Image(id)
+		return img.Tenant
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -55,10 +54,14 @@ func EncodeClientConfig(cfg ClientConfig) []byte {
 	return append(data, '\n')
 }
 
-// LoadClientConfig reads a config file written by WriteClientConfig.
+// LoadClientConfig reads a config file written by WriteClientConfig. A file its group or
+// others may use is refused (INVALID_CONFIG, fsutil.ReadPrivate): it holds a credential.
 func LoadClientConfig(path string) (ClientConfig, error) {
 	var cfg ClientConfig
-	data, err := os.ReadFile(path)
+	data, err := fsutil.ReadPrivate(path) // it holds a credential
+	if errors.Is(err, fsutil.ErrExposed) {
+		return cfg, proto.Errorf(proto.InvalidConfig, "the CLI config %v", err)
+	}
 	if err != nil {
 		return cfg, proto.Errorf(proto.InvalidConfig, "read the CLI config: %v (pass --config FILE or set BC_CONFIG; `serve` writes DATA_DIR/admin.conf)", err)
 	}

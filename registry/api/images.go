@@ -82,6 +82,7 @@ func (s *Server) registerImages() {
 				img, err = image.ResolveImage(tx, tenant, req.Ref)
 			} else {
 				img, err = image.Get(tx, tenant, req.ID)
+				err = c.elsewhere(err, "", tenant, imageOwner(tx, req.ID))
 			}
 			out = imageOf(img)
 			return err
@@ -103,7 +104,7 @@ func (s *Server) registerImages() {
 			}
 			img, err := image.Promote(tx, tenant, req.ID)
 			out = imageOf(img)
-			return err
+			return c.elsewhere(err, "", tenant, imageOwner(tx, req.ID))
 		})
 		return out, err
 	})

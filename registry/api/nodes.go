@@ -128,25 +128,26 @@ var lifecycleMethods = map[string]metal.Request{
 func (s *Server) registerLifecycle(svc *metal.Service) {
 	for method, req := range lifecycleMethods {
 		Handle(s, method, ActionNodesManage, func(_ context.Context, c *Caller, in TransitionRequest) (TransitionStarted, error) {
-			return s.lifecycle(svc, c, in.TenantID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
+			return s.lifecycle(svc, c, in.TenantID, in.NodeID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
 				return svc.Act(tx, tenant, in.NodeID, req, metal.Options{Wipe: in.Wipe})
 			})
 		})
 	}
 	Handle(s, "metal.remediate", ActionNodesManage, func(_ context.Context, c *Caller, in RemediateRequest) (TransitionStarted, error) {
-		return s.lifecycle(svc, c, in.TenantID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
+		return s.lifecycle(svc, c, in.TenantID, in.NodeID, func(tx *store.Tx, tenant string) (store.Run, store.Node, error) {
 			return svc.Remediate(tx, tenant, in.NodeID, in.Profile, in.ProfileVersion, in.Reason)
 		})
 	})
 }
 
 // lifecycle makes a lifecycle request (act) through transition and answers with the
-// node as the request left it and the workflow it started.
-func (s *Server) lifecycle(svc *metal.Service, c *Caller, tenantID string, act func(tx *store.Tx, tenant string) (store.Run, store.Node, error)) (out TransitionStarted, err error) {
+// node as the request left it and the workflow it started. A root caller asking about
+// another tenant's node is told whose it is.
+func (s *Server) lifecycle(svc *metal.Service, c *Caller, tenantID, node string, act func(tx *store.Tx, tenant string) (store.Run, store.Node, error)) (out TransitionStarted, err error) {
 	run, err := s.transition(svc, c, tenantID, func(tx *store.Tx, tenant string) (store.Run, error) {
 		run, n, err := act(tx, tenant)
 		out.Node = nodeOf(n)
-		return run, err
+		return run, c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, node))
 	})
 	if err == nil && run.ID != "" {
 		out.WorkflowID, out.Profile = run.ID, refOf(&run.Profile)
@@ -205,7 +206,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 			}
 			n, err := svc.ConfirmMAC(tx, tenant, req.NodeID, req.MAC, req.Force)
 			out = nodeOf(n)
-			return err
+			return c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, req.NodeID))
 		})
 		return out, err
 	})
@@ -218,7 +219,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 			n, err := svc.UpdateBMC(tx, metal.BMCUpdate{Tenant: tenant, Node: req.NodeID, Driver: req.Driver, Address: req.Address,
 				CredentialRef: req.CredentialRef, Platform: c.Tenant == store.RootTenant})
 			out = nodeOf(n)
-			return err
+			return c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, req.NodeID))
 		})
 		return out, err
 	})
@@ -249,7 +250,8 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 			if err != nil {
 				return store.Run{}, proto.AsError(err).WithPath("profileId")
 			}
-			return svc.Deploy(tx, tenant, req.NodeID, rec)
+			run, err := svc.Deploy(tx, tenant, req.NodeID, rec)
+			return run, c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, req.NodeID))
 		})
 		if err != nil {
 			return DeployStarted{}, err
@@ -258,7 +260,8 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 	})
 }
 
-// tenantNode returns one of the caller's tenant's nodes; another tenant's is NOT_FOUND.
+// tenantNode returns one of the caller's tenant's nodes; another tenant's is NOT_FOUND
+// (saying whose it is to the root tenant's callers only: Caller.elsewhere).
 func tenantNode(tx *store.Tx, c *Caller, req NodeKey) (store.Node, error) {
 	tenant, err := c.TenantFor(tx, req.TenantID)
 	if err != nil {
@@ -266,7 +269,7 @@ func tenantNode(tx *store.Tx, c *Caller, req NodeKey) (store.Node, error) {
 	}
 	n, err := tx.Node(req.NodeID)
 	if err != nil || n.Tenant != tenant {
-		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found", req.NodeID).WithPath("nodeId")
+		return store.Node{}, c.elsewhere(proto.Errorf(proto.NotFound, "node %q not found", req.NodeID).WithPath("nodeId"), "nodeId", tenant, func() string { return n.Tenant })
 	}
 	return n, nil
 }

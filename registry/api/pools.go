@@ -84,7 +84,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 			}
 			p, err := tx.Pool(tenant, req.Name)
 			out = poolOf(p)
-			return err
+			return c.elsewhere(err, "", tenant, poolOwner(tx, req.Name))
 		})
 		return out, err
 	})
@@ -115,7 +115,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 			}
 			old, err := tx.Pool(tenant, req.Name)
 			if err != nil {
-				return err
+				return c.elsewhere(err, "", tenant, poolOwner(tx, req.Name))
 			}
 			policy := old.Policy
 			if given != nil {

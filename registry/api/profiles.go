@@ -226,7 +226,12 @@ func (ps *profiles) resolve(tx *store.Tx, c *Caller, key ProfileKey) (store.Prof
 			return rec, err
 		}
 	}
-	return rec, notFoundProfile(key)
+	return rec, c.elsewhere(notFoundProfile(key), "", tenant, func() string {
+		if owner != "" {
+			return ""
+		}
+		return firstTenant(tx, func(tn string) bool { _, ok, _ := ownProfile(tx, tn, id, key.ProfileVersion); return ok })
+	})
 }
 
 // ownProfile is one of tenant's own undeleted versions: the given one, or the latest

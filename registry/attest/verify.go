@@ -41,7 +41,7 @@ func VerifyResult(pub crypto.PublicKey, sr proto.SignedResult, want proto.Result
 			return refuse("signature", "the signature does not verify with the agent certificate's key")
 		}
 	default:
-		return refuse("algorithm", "an agent key is ECDSA P-256 or Ed25519, not %T", pub)
+		return refuse("algorithm", "an agent key is ECDSA P-256 or Ed25519, not %s", proto.KeyAlgorithm(pub))
 	}
 	var p proto.ResultPayload
 	if err := (jsondoc.Decoder{Name: "the signed payload", Limits: jsondoc.Limits{MaxBytes: proto.MaxResultPayload, MaxDepth: jsondoc.DefaultLimits.MaxDepth}}).Decode(sr.Payload, &p); err != nil {

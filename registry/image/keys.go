@@ -71,7 +71,7 @@ func ParsePublicKey(pemText []byte) (PublicKey, error) {
 		}
 		pk.Algorithm, pk.ec = AlgECDSAP256, k
 	default:
-		return bad("%T keys are not accepted: use Ed25519 or ECDSA P-256", key)
+		return bad("%s keys are not accepted: use ECDSA P-256 or Ed25519", proto.KeyAlgorithm(key))
 	}
 	return pk, nil
 }

@@ -26,12 +26,13 @@ func TestParsePublicKey(t *testing.T) {
 	cases := map[string]struct {
 		pem []byte
 		alg string
+		msg string // the refusal's message, when it matters
 	}{
 		"ed25519":              {pem: ed.PublicPEM, alg: AlgEd25519},
 		"p256":                 {pem: p256.PublicPEM, alg: AlgECDSAP256},
 		"p256 with crlf":       {pem: bytes.ReplaceAll(p256.PublicPEM, []byte("\n"), []byte("\r\n")), alg: AlgECDSAP256},
 		"p384 refused":         {pem: p384.PublicPEM},
-		"rsa refused":          {pem: rsa.PublicPEM},
+		"rsa refused":          {pem: rsa.PublicPEM, msg: "RSA keys are not accepted: use ECDSA P-256 or Ed25519"},
 		"private key refused":  {pem: privatePEM(ed)},
 		"two blocks":           {pem: append(bytes.Clone(ed.PublicPEM), p256.PublicPEM...)},
 		"text before":          {pem: append([]byte("key:\n"), ed.PublicPEM...)},
@@ -52,6 +53,9 @@ func TestParsePublicKey(t *testing.T) {
 			if tc.alg == "" {
 				if e := proto.AsError(err); err == nil || e.Code != proto.InvalidInput || e.Details.Path != "publicKey" {
 					t.Fatalf("got %+v, %v; want INVALID_INPUT at publicKey", k, err)
+				}
+				if tc.msg != "" && !strings.HasSuffix(proto.AsError(err).Message, tc.msg) {
+					t.Errorf("refused with %q, want it to end %q", proto.AsError(err).Message, tc.msg)
 				}
 				return
 			}

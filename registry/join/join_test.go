@@ -33,7 +33,7 @@ type fixture struct {
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	clk := clock.NewFake(time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC))
-	st := storetest.Open(t, store.Options{Now: clk.Now})
+	st := storetest.Filled(t, store.Options{Now: clk.Now}) // site rack-a: tokens name a site that exists
 	keys, err := pki.LoadOrCreate(t.TempDir(), clock.Real{})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,6 @@ func (f *fixture) mint(t testing.TB, kind, nodeID, site string, ttl time.Duratio
 // the token.
 func (f *fixture) revokedNode(t testing.TB) (node, secret string) {
 	t.Helper()
-	storetest.Fill(t, f.store)
 	node = storetest.Node(t, f.store, store.Node{MACs: []string{"52:54:00:00:00:01"}}).ID
 	_, secret = f.mint(t, store.TokenProvisioned, node, "rack-a", 0)
 	storetest.Update(t, f.store, func(tx *store.Tx) error {
@@ -194,6 +193,18 @@ func TestJoinRefuses(t *testing.T) {
 			token: func(t *testing.T, f *fixture) (string, string) { return f.revokedNode(t) },
 			code:  proto.Forbidden, reason: "identity-revoked", keeps: true,
 		},
+		"site that does not exist": {
+			// A token minted before MintToken checked the site, written straight to the store.
+			token: func(t *testing.T, f *fixture) (string, string) {
+				var secret string
+				storetest.Update(t, f.store, func(tx *store.Tx) (err error) {
+					_, secret, err = tx.CreateJoinToken(store.TokenSite, "rack-z", "rack-z", tx.Now().Add(time.Hour))
+					return err
+				})
+				return "rack-z", secret
+			},
+			role: "site", code: proto.NotFound, path: "site", keeps: true,
+		},
 		"bad role": {
 			token: func(*testing.T, *fixture) (string, string) { return "n1", "x" },
 			role:  "root", code: proto.InvalidInput, path: "role",
@@ -282,6 +293,7 @@ func TestMintToken(t *testing.T) {
 		kind, node, site string
 		ttl              time.Duration
 		want             minted
+		code             proto.Code // INVALID_INPUT unless given
 		path             string
 	}{
 		"provisioned default 2h": {kind: "provisioned", node: "n1", want: minted{"provisioned", "n1", "", now.Add(2 * time.Hour)}},
@@ -295,6 +307,8 @@ func TestMintToken(t *testing.T) {
 		"bad node id":            {kind: "provisioned", node: "n 1", path: "nodeId"},
 		"ttl too long":           {kind: "provisioned", node: "n1", ttl: 31 * 24 * time.Hour, path: "ttlSeconds"},
 		"ttl negative":           {kind: "provisioned", node: "n1", ttl: -time.Hour, path: "ttlSeconds"},
+		"unknown site":           {kind: "site", site: "rack-z", code: proto.NotFound, path: "site"},
+		"ramdisk unknown site":   {kind: "ramdisk", node: "n1", site: "rack-z", code: proto.NotFound, path: "site"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -304,8 +318,12 @@ func TestMintToken(t *testing.T) {
 				return err
 			})
 			if tc.path != "" {
-				if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != tc.path {
-					t.Fatalf("got %v, want INVALID_INPUT at %s", err, tc.path)
+				code := tc.code
+				if code == "" {
+					code = proto.InvalidInput
+				}
+				if e := proto.AsError(err); e.Code != code || e.Details.Path != tc.path {
+					t.Fatalf("got %v, want %s at %s", err, code, tc.path)
 				}
 				return
 			}

@@ -33,7 +33,8 @@ func NewService(st *store.Store, keys *pki.PKI, agentEndpoint string, log *slog.
 
 // Join admits one agent: it opens the sealed token with the JoinService key, consumes
 // the token, checks that its kind joins the claimed role and that it was minted for the
-// claimed node, and issues the agent's certificate, all in one transaction. Any refusal
+// claimed node, and that the site it names exists, and issues the agent's certificate,
+// all in one transaction. Any refusal
 // leaves the token as it was.
 func (s *Service) Join(_ context.Context, req joinwire.Request) (joinwire.Response, error) {
 	p, token, err := s.open(req)
@@ -54,6 +55,12 @@ func (s *Service) Join(_ context.Context, req joinwire.Request) (joinwire.Respon
 		}
 		if err := tx.CheckIdentity(p.NodeID); err != nil {
 			return err
+		}
+		if tok.Site != "" {
+			// A token minted before sites were checked at minting may name none.
+			if _, err := tx.Site(tok.Site); err != nil {
+				return siteNotFound(err, tok.Site)
+			}
 		}
 		der, err := s.keys.IssueAgentCertificate(p.NodeID, p.Role, p.PublicKey)
 		if err != nil {

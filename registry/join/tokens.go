@@ -46,7 +46,8 @@ func RoleOf(kind string) string {
 // secret, shown only now. A ttl of 0 takes the kind's default (provisioned 2h, ramdisk
 // 1h, site 24h). A site token needs the site, and its node id defaults to the site's
 // name; the others need the node id. Minting again makes another token: the unused one
-// simply expires. A node whose identity is revoked gets none (FORBIDDEN).
+// simply expires. A node whose identity is revoked gets none (FORBIDDEN). The site, when
+// given, must exist (NOT_FOUND at site: `sites create` it first).
 func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (store.JoinToken, string, error) {
 	def, ok := defaultTTL[kind]
 	if !ok {
@@ -60,6 +61,11 @@ func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (stor
 	}
 	if site != "" && !proto.IsObjectName(site) {
 		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "site %q: use 1 to 63 lower-case letters, digits and hyphens, starting with a letter", site).WithPath("site")
+	}
+	if site != "" {
+		if _, err := tx.Site(site); err != nil {
+			return store.JoinToken{}, "", siteNotFound(err, site)
+		}
 	}
 	if kind == store.TokenSite {
 		if site == "" {
@@ -76,4 +82,13 @@ func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (stor
 		return store.JoinToken{}, "", err
 	}
 	return tx.CreateJoinToken(kind, nodeID, site, tx.Now().Add(ttl))
+}
+
+// siteNotFound turns the store's NOT_FOUND of site into one at path site that says what
+// to do; other errors pass unchanged.
+func siteNotFound(err error, site string) error {
+	if proto.CodeOf(err) != proto.NotFound {
+		return err
+	}
+	return proto.Errorf(proto.NotFound, "site %q does not exist: create it first (sites create %s)", site, site).WithPath("site")
 }

@@ -125,10 +125,11 @@ func TestEnrollResolvesBindingsAndRefusesUnknownProfiles(t *testing.T) {
 			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: bmc, Drivers: map[string]Binding{"power": {Driver: "redfish", Config: json.RawMessage(`{"address":"https://203.0.113.9"}`)}}}, code: proto.InvalidInput, path: "drivers.power.config.address"},
 		"a driver config naming another credential": {
 			e: Enrollment{Pool: "gpu", MACs: mac(6), BMC: bmc, Drivers: map[string]Binding{"management": {Driver: "redfish", Config: json.RawMessage(`{"credentialRef":"/etc/shadow"}`)}}}, code: proto.InvalidInput, path: "drivers.management.config.credentialRef"},
-		"a malformed MAC":  {e: Enrollment{Pool: "gpu", MACs: []string{"52:54:00"}, BMC: bmc}, code: proto.InvalidInput, path: "macs[0]"},
-		"a malformed UUID": {e: Enrollment{Pool: "gpu", ProductUUID: "4c4c", BMC: bmc}, code: proto.InvalidInput, path: "productUuid"},
-		"no BMC driver":    {e: Enrollment{Pool: "gpu", MACs: mac(7), BMC: store.BMC{Address: "x"}}, code: proto.InvalidInput, path: "bmc.driver"},
-		"an unknown pool":  {e: Enrollment{Pool: "cpu", MACs: mac(8), BMC: bmc}, code: proto.NotFound, path: "pool"},
+		"a malformed MAC":       {e: Enrollment{Pool: "gpu", MACs: []string{"52:54:00"}, BMC: bmc}, code: proto.InvalidInput, path: "macs[0]"},
+		"a malformed UUID":      {e: Enrollment{Pool: "gpu", ProductUUID: "4c4c", BMC: bmc}, code: proto.InvalidInput, path: "productUuid"},
+		"no BMC driver":         {e: Enrollment{Pool: "gpu", MACs: mac(7), BMC: store.BMC{Address: "x"}}, code: proto.InvalidInput, path: "bmc.driver"},
+		"an unknown BMC driver": {e: Enrollment{Pool: "gpu", MACs: mac(7), BMC: store.BMC{Driver: "ipmi", Address: "https://10.0.0.5"}}, code: proto.InvalidInput, path: "bmc.driver"},
+		"an unknown pool":       {e: Enrollment{Pool: "cpu", MACs: mac(8), BMC: bmc}, code: proto.NotFound, path: "pool"},
 		"the platform binds its own credential and a socket": {
 			e: Enrollment{Pool: "gpu", MACs: mac(9), BMC: store.BMC{Driver: "redfish", Address: "unix:/run/qmp/n9.sock", CredentialRef: "secret://platform/rack-bmc"}, Platform: true}, wantBoot: "ipxe"},
 	}

@@ -3,6 +3,7 @@ package metal
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -96,12 +97,12 @@ func (s *Service) enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 	return tx.CreateNode(n)
 }
 
-// checkBMC checks a BMC: a driver name, an address, and a credential that is a
+// checkBMC checks a BMC: a driver bcd site has (proto.BMCDrivers), an address, and a credential that is a
 // secret:// reference, never the secret itself nor a file; the platform's
 // (secret://platform/NAME) only when platform.
 func checkBMC(b store.BMC, platform bool) (store.BMC, error) {
-	if !proto.IsDriverName(b.Driver) {
-		return b, proto.Errorf(proto.InvalidInput, "BMC driver %q: a driver name such as redfish or qmp", b.Driver).WithPath("bmc.driver")
+	if !slices.Contains(proto.BMCDrivers, b.Driver) {
+		return b, proto.Errorf(proto.InvalidInput, "BMC driver %q does not exist: use one of %s", b.Driver, strings.Join(proto.BMCDrivers, ", ")).WithPath("bmc.driver")
 	}
 	if b.Address == "" || len(b.Address) > 1024 || strings.ContainsFunc(b.Address, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		return b, proto.Errorf(proto.InvalidInput, "BMC address %q: a URL or host:port without spaces", b.Address).WithPath("bmc.address")

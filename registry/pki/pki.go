@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 )
 
@@ -99,10 +100,10 @@ func LoadOrCreate(dataDir string, clk Clock) (*PKI, error) {
 	}
 	var ok bool
 	if p.joinSigning, ok = signing.(ed25519.PrivateKey); !ok {
-		return nil, fmt.Errorf("%s: a %T key, not Ed25519", filepath.Join(dir, "join-signing.key"), signing)
+		return nil, fmt.Errorf("%s: an %s key, not Ed25519", filepath.Join(dir, "join-signing.key"), proto.KeyAlgorithm(signing))
 	}
 	if p.joinEncryption, ok = encryption.(*ecdh.PrivateKey); !ok || p.joinEncryption.Curve() != ecdh.X25519() {
-		return nil, fmt.Errorf("%s: a %T key, not X25519", filepath.Join(dir, "join-encryption.key"), encryption)
+		return nil, fmt.Errorf("%s: an %s key, not X25519", filepath.Join(dir, "join-encryption.key"), proto.KeyAlgorithm(encryption))
 	}
 	if err := p.makePins(); err != nil {
 		return nil, err
