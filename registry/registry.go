@@ -56,6 +56,11 @@ type Config struct {
 	// UserData is what user data is rendered with; its pins default to the registry's
 	// own.
 	UserData userdata.Config
+	// KEKFile, if set, names the key-encryption key file: the registry's keys are then
+	// kept sealed with it in the store, shared by every registry on that store, instead
+	// of in DATA_DIR/pki. The first start makes the file when it is missing
+	// (docs/security.md).
+	KEKFile string
 	// Clock is the registry's one clock: records, certificates, workflow timeouts,
 	// command expiry and every periodic task follow it. clock.Real when nil.
 	Clock clock.Clock
@@ -83,6 +88,7 @@ type Registry struct {
 	cfg      Config
 	info     Info
 	st       *store.Store
+	keys     keys
 	plane    *agentPlane
 	metal    *metal.Service
 	ln, sock net.Listener
@@ -125,14 +131,11 @@ func New(cfg Config) (_ *Registry, err error) {
 	if r.st, err = store.Open(cfg.DataDir, store.Options{Now: cfg.Clock.Now}); err != nil {
 		return nil, err
 	}
-	keys, err := pki.LoadOrCreate(cfg.DataDir, cfg.Clock)
-	if err != nil {
-		return nil, fmt.Errorf("registry PKI: %w", err)
-	}
-	box, err := secret.LoadOrCreate(filepath.Join(cfg.DataDir, pki.Dir))
-	if err != nil {
+	if r.keys, err = loadKeys(cfg, r.st); err != nil {
 		return nil, err
 	}
+	k := r.keys
+	keys, box := k.pki, k.box
 	userData, err := newUserData(cfg, keys, box)
 	if err != nil {
 		return nil, err
@@ -162,7 +165,7 @@ func New(cfg Config) (_ *Registry, err error) {
 	if r.sock, err = listenAdmin(r.sockPath); err != nil {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
-	if r.plane, err = startAgentPlane(cfg, r.st, keys, cert, userData, box, r.info.URL); err != nil {
+	if r.plane, err = startAgentPlane(cfg, r.st, k, cert, userData, r.info.URL); err != nil {
 		return nil, err
 	}
 	udp := r.plane.ep.Addr().(*net.UDPAddr)
