@@ -165,7 +165,11 @@ func New(cfg Config) (_ *Registry, err error) {
 	if r.sock, err = listenAdmin(r.sockPath); err != nil {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
-	if r.plane, err = startAgentPlane(cfg, r.st, k, cert, userData, r.info.URL); err != nil {
+	replica, err := replicaName(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if r.plane, err = startAgentPlane(cfg, r.st, k, cert, userData, r.info.URL, replica); err != nil {
 		return nil, err
 	}
 	udp := r.plane.ep.Addr().(*net.UDPAddr)

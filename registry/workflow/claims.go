@@ -1,0 +1,102 @@
+package workflow
+
+import (
+	"context"
+
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// claim takes the run's claim for this engine: true when it holds it now (or runs
+// without Claims), false when another registry drives the run.
+func (e *Engine) claim(id string) bool {
+	if e.cfg.Claims == nil {
+		return true
+	}
+	var ok bool
+	err := e.cfg.Store.Update(func(tx *store.Tx) (err error) {
+		ok, err = tx.ClaimRun(id, e.cfg.Claims.Owner, e.cfg.Claims.TTL)
+		return err
+	})
+	if err != nil {
+		e.cfg.Log.Error("claiming a workflow", "workflow", id, "err", err)
+	}
+	return err == nil && ok
+}
+
+// release gives up the run's claim, once this engine stopped driving it: another
+// registry may take it at once.
+func (e *Engine) release(id string) {
+	if e.cfg.Claims == nil {
+		return
+	}
+	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.ReleaseRun(id, e.cfg.Claims.Owner) }); err != nil {
+		e.cfg.Log.Warn("releasing a workflow's claim", "workflow", id, "err", err)
+	}
+}
+
+// fence is in every transaction that drives a run: it renews this engine's claim, or
+// fails with errClaimLost when another registry holds it, so that a registry that lost
+// a run (paused past its claim's expiry) changes nothing of it.
+func (e *Engine) fence(tx *store.Tx, id string) error {
+	if e.cfg.Claims == nil {
+		return nil
+	}
+	ok, err := tx.ClaimRun(id, e.cfg.Claims.Owner, e.cfg.Claims.TTL)
+	if err == nil && !ok {
+		err = errClaimLost
+	}
+	return err
+}
+
+// keepClaims renews the claims of the runs this engine drives, in one transaction, and
+// starts the runs no registry drives (their claim expired: the registry that drove them
+// died), every third of the claims' TTL until ctx ends. A run whose claim another
+// registry took is stopped where it is.
+func (e *Engine) keepClaims(ctx context.Context) {
+	for {
+		t := e.cfg.Clock.NewTimer(e.cfg.Claims.TTL / 3)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		e.mu.Lock()
+		driving := make(map[string]context.CancelCauseFunc, len(e.running))
+		for id, stop := range e.running {
+			driving[id] = stop
+		}
+		e.mu.Unlock()
+		lost, err := e.renew(driving)
+		if err != nil {
+			e.cfg.Log.Error("renewing the workflows' claims", "err", err)
+			continue
+		}
+		for _, id := range lost {
+			driving[id](errClaimLost)
+		}
+		if err := e.startAll(); err != nil {
+			e.cfg.Log.Error("looking for workflows to take over", "err", err)
+		}
+	}
+}
+
+// renew renews the claims of the runs driving names in one transaction (none when it
+// names none), and returns those another registry holds.
+func (e *Engine) renew(driving map[string]context.CancelCauseFunc) (lost []string, err error) {
+	if len(driving) == 0 {
+		return nil, nil
+	}
+	err = e.cfg.Store.Update(func(tx *store.Tx) error {
+		lost = lost[:0]
+		for id := range driving {
+			if err := e.fence(tx, id); err == errClaimLost {
+				lost = append(lost, id)
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return lost, err
+}
