@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/better-compute/better-compute/proto"
@@ -12,7 +13,7 @@ import (
 
 var serveCommands = []command{{
 	path:    "serve",
-	usage:   "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE]",
+	usage:   "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...]",
 	summary: "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
@@ -22,6 +23,7 @@ var serveCommands = []command{{
 		userDataConfig := fs.String("userdata-config", "", "JSON file: controlPlaneUrl, bcdUrl, bcdSha256, pins, templates, tokenTtlSeconds (docs/userdata.md)")
 		hardware := fs.String("hardware-profiles", "", "hardware profiles file (default DIR/hardware-profiles.json when it exists)")
 		allowUnsigned := fs.Bool("allow-unsigned-images", false, "let a tenant deploy its own unsigned OS images: for development only")
+		agentEndpoints := fs.String("agent-endpoints", "", "agent endpoints advertised to agents, HOST:PORT,...: every replica's, the same list on each (default: this registry's own)")
 		kekFile := fs.String("kek-file", "", "key-encryption key file (0600): the registry's keys are kept sealed with it in the store, shared by every registry on that store; made on first start, copied by the operator to the others (docs/security.md)")
 		return func(x *exec) error {
 			if *dataDir == "" {
@@ -31,7 +33,11 @@ var serveCommands = []command{{
 			if *logFormat == "json" {
 				h = slog.NewJSONHandler(x.env.Stderr, nil)
 			}
-			cfg := registry.Config{DataDir: *dataDir, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
+			var endpoints []string
+			if *agentEndpoints != "" {
+				endpoints = strings.Split(*agentEndpoints, ",")
+			}
+			cfg := registry.Config{AgentEndpoints: endpoints, DataDir: *dataDir, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
 				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, Log: slog.New(h)}
 			if *userDataConfig != "" {
 				var err error

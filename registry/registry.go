@@ -45,6 +45,10 @@ type Config struct {
 	// AgentListen is the agents' QUIC endpoint, host:port on UDP, as the well-known
 	// document and JoinResponses tell agents to dial it.
 	AgentListen string
+	// AgentEndpoints are the agent endpoints advertised to agents, host:port each: every
+	// replica's, the same list on each, so that an agent whose replica is gone connects
+	// to another. Empty advertises this registry's own endpoint alone.
+	AgentEndpoints []string
 	// HardwareProfiles is the hardware profiles file; "" reads
 	// DATA_DIR/hardware-profiles.json when it exists.
 	HardwareProfiles string
@@ -76,6 +80,9 @@ type Info struct {
 	FirstStart bool
 	// AgentEndpoint is the agents' QUIC endpoint as agents on this host dial it.
 	AgentEndpoint string
+	// AgentEndpoints are the agent endpoints the registry advertises to agents
+	// (Config.AgentEndpoints, else AgentEndpoint).
+	AgentEndpoints []string
 	// Pins are what `bcd join` must be given to trust this registry; also in PinsFile.
 	Pins     joinwire.Pins
 	PinsFile string
@@ -112,6 +119,9 @@ var ErrClosed = errors.New("the registry is closed")
 // endpoint, which accepts agents from now on. Nothing else runs before Serve; Close
 // releases what New took, whether Serve ran or not.
 func New(cfg Config) (_ *Registry, err error) {
+	if err := joinwire.CheckEndpoints(cfg.AgentEndpoints); err != nil {
+		return nil, proto.Errorf(proto.InvalidInput, "agent endpoints%v (list host:port,host:port)", err).WithPath("--agent-endpoints")
+	}
 	if err := prepareDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -174,7 +184,11 @@ func New(cfg Config) (_ *Registry, err error) {
 	}
 	udp := r.plane.ep.Addr().(*net.UDPAddr)
 	r.info.AgentEndpoint = clientAddr(udp.IP, udp.Port)
-	joinSvc := join.NewService(r.st, keys, r.info.AgentEndpoint, cfg.Log)
+	r.info.AgentEndpoints = cfg.AgentEndpoints
+	if len(r.info.AgentEndpoints) == 0 {
+		r.info.AgentEndpoints = []string{r.info.AgentEndpoint}
+	}
+	joinSvc := join.NewService(r.st, keys, r.info.AgentEndpoints, cfg.Log)
 	wellKnown, err := joinSvc.WellKnownHandler()
 	if err != nil {
 		return nil, err

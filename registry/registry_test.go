@@ -10,9 +10,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -113,5 +116,31 @@ func TestNewServeClose(t *testing.T) {
 	serve(t, third)
 	if _, err := wellKnown(third); err != nil {
 		t.Errorf("the third start: %v", err)
+	}
+}
+
+// TestAgentEndpointsAdvertised: the well-known document lists the agent endpoints the
+// registry is given (every replica's), its own first endpoint as agentEndpoint; a list
+// with an entry that is not host:port is refused, naming the flag, before anything
+// starts.
+func TestAgentEndpointsAdvertised(t *testing.T) {
+	endpoints := []string{"127.0.0.1:7444", "127.0.0.2:7444", "[::1]:7444"}
+	r := newTestRegistry(t, Config{AgentEndpoints: endpoints})
+	serve(t, r)
+	doc, err := wellKnown(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.AgentEndpoint != endpoints[0] || !slices.Equal(doc.AgentEndpoints, endpoints) {
+		t.Errorf("well-known endpoints %q %q, want %q", doc.AgentEndpoint, doc.AgentEndpoints, endpoints)
+	}
+
+	dir := filepath.Join(t.TempDir(), "data")
+	_, err = New(Config{DataDir: dir, Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0", AgentEndpoints: []string{"127.0.0.1:7444", "registry-2"}})
+	if pe, ok := err.(*proto.Error); !ok || pe.Code != proto.InvalidInput || pe.Details.Path != "--agent-endpoints" || !strings.Contains(pe.Message, "[1]") {
+		t.Errorf("New with a bad endpoint: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused start made its data directory: %v", err)
 	}
 }
