@@ -157,6 +157,15 @@ func TestSiteLoopback(t *testing.T) {
 // HTTP server.
 func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) int {
 	t.Helper()
+	return startSitePorts(t, reg, work, cache).http
+}
+
+// sitePorts are the loopback ports of a site agent's boot server.
+type sitePorts struct{ http, tftp, proxy int }
+
+// startSitePorts is startSiteAgent, returning every port of the boot server.
+func startSitePorts(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) sitePorts {
+	t.Helper()
 	tokenFile := filepath.Join(work, "rack-a.token")
 	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
 	confDir := filepath.Join(work, "bcd")
@@ -165,19 +174,19 @@ func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[
 		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
 		t.Fatalf("bcd join: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
-	httpPort := freePort(t, "tcp")
+	ports := sitePorts{http: freePort(t, "tcp"), tftp: freePort(t, "udp"), proxy: freePort(t, "udp")}
 	cfg := map[string]any{
 		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"),
 		"boot": map[string]any{"interface": "lo", "mode": "proxy", "serverIP": "127.0.0.1",
 			"ipxeDir": mkdir(t, work, "ipxe"), "ramdiskDir": mkdir(t, work, "ramdisk"),
-			"dhcpPort": freePort(t, "udp"), "proxyPort": freePort(t, "udp"), "tftpPort": freePort(t, "udp"), "httpPort": httpPort},
+			"dhcpPort": freePort(t, "udp"), "proxyPort": ports.proxy, "tftpPort": ports.tftp, "httpPort": ports.http},
 		"cache": cache,
 	}
 	siteConfig := filepath.Join(work, "site.json")
 	data, _ := json.Marshal(cfg)
 	writeFile(t, siteConfig, data, 0o600)
 	startSite(t, siteConfig)
-	return httpPort
+	return ports
 }
 
 // putSecret puts value as the secret ref of the tenant whose credential config is.
