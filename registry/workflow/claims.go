@@ -75,7 +75,7 @@ func (e *Engine) keepClaims(ctx context.Context) {
 		for _, id := range lost {
 			driving[id](errClaimLost)
 		}
-		if err := e.startAll(); err != nil {
+		if err := e.startUnclaimed(); err != nil {
 			e.cfg.Log.Error("looking for workflows to take over", "err", err)
 		}
 	}
@@ -99,4 +99,34 @@ func (e *Engine) renew(driving map[string]context.CancelCauseFunc) (lost []strin
 		return nil
 	})
 	return lost, err
+}
+
+// startUnclaimed starts the running runs of the store whose claim no other registry
+// holds: those it reads as held are left alone, without a write.
+func (e *Engine) startUnclaimed() error {
+	var free []string
+	err := e.cfg.Store.View(func(tx *store.Tx) error {
+		ids, err := tx.RunningRuns()
+		if err != nil {
+			return err
+		}
+		free = free[:0]
+		for _, id := range ids {
+			c, held, err := tx.RunClaim(id)
+			if err != nil {
+				return err
+			}
+			if !held || c.Owner == e.cfg.Claims.Owner || !tx.Now().Before(c.Expires) {
+				free = append(free, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range free {
+		e.Start(id)
+	}
+	return nil
 }
