@@ -3,7 +3,9 @@
 // registry presents on HTTPS and QUIC; the CLI trusts that CA through its config file.
 // The join keys (the JoinResponse signing key and the JoinService encryption key) and
 // the agent CA, which issues the agents' client certificates, live beside it; the pins
-// of the three keys an agent checks are written to DATA_DIR/pins.json.
+// of the three keys an agent checks are written to DATA_DIR/pins.json. Registries that
+// share a store keep these keys in it instead, sealed with a key-encryption key that each
+// reads from a file of its own (sealed.go).
 package pki
 
 import (
