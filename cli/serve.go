@@ -52,6 +52,9 @@ var serveCommands = []command{{
 					if info.FirstStart {
 						fmt.Fprintf(w, "first start: the admin credential is in %s; keep it safe\n", info.AdminConfig)
 					}
+					if info.KEKMade {
+						fmt.Fprintf(w, "the registry's keys are sealed with the new key-encryption key %s: copy it (mode 0600) to every other registry on this store, and keep a copy safe\n", info.KEKFile)
+					}
 					fmt.Fprintf(w, "pins for bcd join (also in %s):\n", info.PinsFile)
 					fmt.Fprintf(w, "  --serving-ca-pin\t%s\n", info.Pins.ServingCA)
 					fmt.Fprintf(w, "  --join-signing-pin\t%s\n", info.Pins.JoinSigning)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/pki"
@@ -16,11 +17,13 @@ import (
 )
 
 // keys are the registry's keys: its PKI, the secret box, and the agent endpoint's own
-// keys (nil when the endpoint keeps them in the store, as without a KEK).
+// keys (nil when the endpoint keeps them in the store, as without a KEK). kekMade is set
+// when this start made the KEK file.
 type keys struct {
 	pki      *pki.PKI
 	box      *secret.Box
 	endpoint *agents.Keys
+	kekMade  bool
 }
 
 // The names of the keys sealed beside the PKI.
@@ -56,6 +59,11 @@ func loadKeys(cfg Config, st *store.Store) (keys, error) {
 	}
 	_, statErr := os.Stat(cfg.KEKFile)
 	created := !have && errors.Is(statErr, fs.ErrNotExist)
+	// What a start killed while writing left in DATA_DIR (pki.LoadOrCreate does it
+	// without a KEK).
+	if _, err := fsutil.RemoveTemps(cfg.DataDir); err != nil {
+		return keys{}, fmt.Errorf("remove what an interrupted write left in %s: %w", cfg.DataDir, err)
+	}
 	kek, err := pki.LoadOrCreateKEK(cfg.KEKFile, !have)
 	if errors.Is(err, fs.ErrNotExist) {
 		return keys{}, proto.Errorf(proto.InvalidConfig, "the store holds the registry's keys sealed with key-encryption key %s, and %s does not exist: copy the key-encryption key file of a registry that runs on this store there (mode 0600)", sealed.KEK, cfg.KEKFile).WithPath("--kek-file")
@@ -77,7 +85,7 @@ func loadKeys(cfg Config, st *store.Store) (keys, error) {
 		}
 		return keys{}, proto.Errorf(proto.InvalidConfig, "%v", err).WithPath("--kek-file")
 	}
-	k := keys{pki: p, endpoint: &agents.Keys{}}
+	k := keys{pki: p, endpoint: &agents.Keys{}, kekMade: created}
 	for name, to := range map[string][]byte{sealedStatelessReset: k.endpoint.StatelessReset[:], sealedSessionTickets: k.endpoint.SessionTickets[:]} {
 		if len(named[name]) != len(to) {
 			return keys{}, fmt.Errorf("the store's sealed keys hold no %s key", name)

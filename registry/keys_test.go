@@ -76,8 +76,8 @@ func TestSealedKeysShareOneRegistry(t *testing.T) {
 	dirA := filepath.Join(t.TempDir(), "a")
 	kek := filepath.Join(t.TempDir(), "kek")
 	a := newTestRegistry(t, Config{DataDir: dirA, KEKFile: kek})
-	if st, err := os.Stat(kek); err != nil || st.Mode().Perm() != 0o600 {
-		t.Fatalf("the KEK file: %v, want mode 0600", err)
+	if st, err := os.Stat(kek); err != nil || st.Mode().Perm() != 0o600 || !a.Info().KEKMade {
+		t.Fatalf("the KEK file: %v, want mode 0600 and Info saying it was made (%+v)", err, a.Info())
 	}
 	putSecret(t, a, "s3cret-value")
 	pinsA, caA, endpointA := a.Info().Pins, a.keys.pki.AgentCAPEM, *a.keys.endpoint
@@ -103,7 +103,15 @@ func TestSealedKeysShareOneRegistry(t *testing.T) {
 	dirB := copyStore(t, dirA)
 	kekB := filepath.Join(t.TempDir(), "kek")
 	copyFile(t, kek, kekB)
+	leftover := filepath.Join(dirB, ".admin.conf.tmp-314")
+	copyFile(t, kek, leftover) // what a start killed while writing admin.conf left
 	b := newTestRegistry(t, Config{DataDir: dirB, KEKFile: kekB})
+	if b.Info().KEKMade {
+		t.Errorf("the second replica says it made the KEK file it was given")
+	}
+	if _, err := os.Stat(leftover); err == nil {
+		t.Errorf("a killed start's leftover is still in the data directory")
+	}
 	if b.Info().Pins != pinsA || !bytes.Equal(b.keys.pki.AgentCAPEM, caA) || *b.keys.endpoint != endpointA {
 		t.Errorf("the second replica has other keys: pins %+v, want %+v", b.Info().Pins, pinsA)
 	}

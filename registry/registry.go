@@ -78,6 +78,10 @@ type Info struct {
 	AdminConfig string
 	// FirstStart is true when this start made the root tenant and its admin credential.
 	FirstStart bool
+	// KEKFile is the key-encryption key file the registry's keys are sealed with, when
+	// they are; KEKMade is true when this start made it.
+	KEKFile string `json:",omitempty"`
+	KEKMade bool   `json:",omitempty"`
 	// AgentEndpoint is the agents' QUIC endpoint as agents on this host dial it.
 	AgentEndpoint string
 	// AgentEndpoints are the agent endpoints the registry advertises to agents
@@ -164,6 +168,7 @@ func New(cfg Config) (_ *Registry, err error) {
 		Pins:        keys.Pins(),
 		PinsFile:    filepath.Join(cfg.DataDir, pki.PinsFile),
 	}
+	r.info.KEKFile, r.info.KEKMade = cfg.KEKFile, k.kekMade
 	if r.info.FirstStart, err = bootstrap(r.st, keys, r.info); err != nil {
 		return nil, err
 	}
