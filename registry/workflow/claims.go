@@ -67,13 +67,16 @@ func (e *Engine) keepClaims(ctx context.Context) {
 			driving[id] = stop
 		}
 		e.mu.Unlock()
-		lost, err := e.renew(driving)
+		lost, cancelled, err := e.renew(driving)
 		if err != nil {
 			e.cfg.Log.Error("renewing the workflows' claims", "err", err)
 			continue
 		}
 		for _, id := range lost {
 			driving[id](errClaimLost)
+		}
+		for _, id := range cancelled {
+			e.Abort(id)
 		}
 		if err := e.startUnclaimed(); err != nil {
 			e.cfg.Log.Error("looking for workflows to take over", "err", err)
@@ -82,23 +85,33 @@ func (e *Engine) keepClaims(ctx context.Context) {
 }
 
 // renew renews the claims of the runs driving names in one transaction (none when it
-// names none), and returns those another registry holds.
-func (e *Engine) renew(driving map[string]context.CancelCauseFunc) (lost []string, err error) {
+// names none), and returns those another registry holds, and those cancelled: a cancel
+// another registry took (its Abort reaches only the attempts it drives itself) abandons
+// the attempt here within a third of the claims' TTL.
+func (e *Engine) renew(driving map[string]context.CancelCauseFunc) (lost, cancelled []string, err error) {
 	if len(driving) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
-		lost = lost[:0]
+		lost, cancelled = lost[:0], cancelled[:0]
 		for id := range driving {
 			if err := e.fence(tx, id); err == errClaimLost {
 				lost = append(lost, id)
+				continue
 			} else if err != nil {
 				return err
+			}
+			run, err := tx.Run(id)
+			if err != nil {
+				return err
+			}
+			if run.Cancelled != nil {
+				cancelled = append(cancelled, id)
 			}
 		}
 		return nil
 	})
-	return lost, err
+	return lost, cancelled, err
 }
 
 // startUnclaimed starts the running runs of the store whose claim no other registry

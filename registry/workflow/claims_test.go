@@ -113,3 +113,29 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestCancelThroughAnotherRegistry: a run cancelled through a registry that does not
+// drive it (its Abort finds no attempt there) has its running attempt abandoned by the
+// registry that drives it at its next renewal of the claims; its cleanup runs, and it
+// fails cancelled.
+func TestCancelThroughAnotherRegistry(t *testing.T) {
+	h := newHarness(t, nil)
+	h.cancel()
+	h.engine.Wait()
+	a, _ := h.replica("a", h.clock)
+	b, _ := h.replica("b", clock.NewFake(epoch))
+	h.engine = a
+	h.agent.script = map[string][]outcome{"power.getPower": {hold}}
+	id := h.start(doc(`{"use":"power.getPower"}`, "", `{"use":"media.eject"}`))
+	h.agent.waitRunning(t, attemptID(id, "main", 0, false, 1))
+	err := h.store.Update(func(tx *store.Tx) error { _, err := b.Cancel(tx, id); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Abort(id)
+	h.clock.Advance(10 * time.Second)
+	run := h.waitEnd(id)
+	if run.State != store.RunFailed || run.Failure == nil || run.Steps[1].State != store.StepSucceeded {
+		t.Fatalf("run: %s", summary(run))
+	}
+}
