@@ -138,4 +138,3 @@ func TestTLSMismatchNamesBothCertificates(t *testing.T) {
 	}
 	testkit.JSON(t, mine.AdminConfig, nil, "tenants", "list") // the config, pointed right, works
 }
-

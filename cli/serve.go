@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 
 	flag "github.com/spf13/pflag"
@@ -14,13 +15,14 @@ import (
 var serveCommands = []command{{
 	path:     "serve",
 	hostOnly: true,
-	usage:    "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--log-format text|json]",
+	usage:    "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--log-format text|json]",
 	summary:  "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	long: "run the registry and its agents' QUIC endpoint; prints its URL, agent endpoint and pins; " +
 		"resumes running workflows. `DIR` is made 0700 and refused when its group or others can " +
 		"enter it. `--allow-unsigned-images` lets a tenant deploy its own unsigned OS images " +
 		"(development only). `--userdata-config`: controlPlaneUrl, bcdUrl, bcdSha256, pins, " +
-		"templates, tokenTtlSeconds (docs/userdata.md); `--hardware-profiles`: docs/nodes.md",
+		"templates, tokenTtlSeconds (docs/userdata.md); `--hardware-profiles`: docs/nodes.md; " +
+		"`--kek-file` seals the keys in the store for several registries on one store, `--agent-endpoints` the agent endpoints of every replica (docs/ARCHITECTURE.md#replicas)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
@@ -29,6 +31,8 @@ var serveCommands = []command{{
 		userDataConfig := fs.String("userdata-config", "", "JSON file: controlPlaneUrl, bcdUrl, bcdSha256, pins, templates, tokenTtlSeconds (docs/userdata.md)")
 		hardware := fs.String("hardware-profiles", "", "hardware profiles file (default DIR/hardware-profiles.json when it exists)")
 		allowUnsigned := fs.Bool("allow-unsigned-images", false, "let a tenant deploy its own unsigned OS images: for development only")
+		agentEndpoints := fs.String("agent-endpoints", "", "agent endpoints advertised to agents, HOST:PORT,...: every replica's, the same list on each (default: this registry's own)")
+		kekFile := fs.String("kek-file", "", "key-encryption key file (0600): the registry's keys are kept sealed with it in the store, shared by every registry on that store; made on first start, copied by the operator to the others (docs/security.md)")
 		return func(x *exec) error {
 			if *dataDir == "" {
 				return proto.Errorf(proto.InvalidInput, "serve needs --data-dir DIR").WithPath("--data-dir")
@@ -37,8 +41,12 @@ var serveCommands = []command{{
 			if *logFormat == "json" {
 				h = slog.NewJSONHandler(x.env.Stderr, nil)
 			}
-			cfg := registry.Config{DataDir: *dataDir, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
-				AllowUnsignedImages: *allowUnsigned, Log: slog.New(h)}
+			var endpoints []string
+			if *agentEndpoints != "" {
+				endpoints = strings.Split(*agentEndpoints, ",")
+			}
+			cfg := registry.Config{AgentEndpoints: endpoints, DataDir: *dataDir, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
+				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, Log: slog.New(h)}
 			if *userDataConfig != "" {
 				var err error
 				if cfg.UserData, err = registry.LoadUserData(*userDataConfig); err != nil {
@@ -51,6 +59,9 @@ var serveCommands = []command{{
 					fmt.Fprintf(w, "agents' endpoint on udp %s\n", info.AgentEndpoint)
 					if info.FirstStart {
 						fmt.Fprintf(w, "first start: the admin credential is in %s; keep it safe\n", info.AdminConfig)
+					}
+					if info.KEKMade {
+						fmt.Fprintf(w, "the registry's keys are sealed with the new key-encryption key %s: copy it (mode 0600) to every other registry on this store, and keep a copy safe\n", info.KEKFile)
 					}
 					fmt.Fprintf(w, "pins for bcd join (also in %s):\n", info.PinsFile)
 					fmt.Fprintf(w, "  --serving-ca-pin\t%s\n", info.Pins.ServingCA)

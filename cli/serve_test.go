@@ -518,3 +518,33 @@ func TestServeSuggestsTheBinaryAsRun(t *testing.T) {
 		t.Errorf("serve does not suggest %q:\n%s", want, printed.String())
 	}
 }
+
+// TestServeWithAKEKFile runs `serve --kek-file` as a process: the first start makes the
+// file (0600) and keeps no key in DATA_DIR/pki, and a later start with another
+// key-encryption key, or with the file readable by others, is refused at --kek-file,
+// naming what to do.
+func TestServeWithAKEKFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	kek := filepath.Join(t.TempDir(), "kek")
+	reg := testkit.StartRegistry(t, dir, "--kek-file", kek)
+	reg.Stop()
+	if st, err := os.Stat(kek); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the KEK file: %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "pki")); len(entries) != 0 {
+		t.Errorf("keys in the clear in the data directory: %v", entries)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	if err := os.WriteFile(other, []byte("better-compute-kek-v1:"+strings.Repeat("5a", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := testkit.Fails(t, "", "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--kek-file", other)
+	if e.Code != "INVALID_CONFIG" || e.Details.Path != "--kek-file" || !strings.Contains(e.Message, "copy the key-encryption key file") {
+		t.Errorf("serve with another KEK: %+v", e)
+	}
+	os.Chmod(kek, 0o640)
+	e = testkit.Fails(t, "", "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--kek-file", kek)
+	if e.Code != "INVALID_CONFIG" || e.Details.Path != "--kek-file" || !strings.Contains(e.Message, "chmod 600") {
+		t.Errorf("serve with a KEK file others can read: %+v", e)
+	}
+}

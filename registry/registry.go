@@ -1,5 +1,6 @@
 // Package registry assembles the central registry from its rooms: the store, the PKI,
-// the API and its methods, the workflow engine, and the listeners. `better-compute serve` calls Run.
+// the API and its methods, the workflow engine, and the listeners. `better-compute serve` calls Run;
+// tests start several registries in one process with New, Serve and Close.
 package registry
 
 import (
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/better-compute/better-compute/clock"
@@ -44,6 +46,10 @@ type Config struct {
 	// AgentListen is the agents' QUIC endpoint, host:port on UDP, as the well-known
 	// document and JoinResponses tell agents to dial it.
 	AgentListen string
+	// AgentEndpoints are the agent endpoints advertised to agents, host:port each: every
+	// replica's, the same list on each, so that an agent whose replica is gone connects
+	// to another. Empty advertises this registry's own endpoint alone.
+	AgentEndpoints []string
 	// HardwareProfiles is the hardware profiles file; "" reads
 	// DATA_DIR/hardware-profiles.json when it exists.
 	HardwareProfiles string
@@ -55,6 +61,11 @@ type Config struct {
 	// UserData is what user data is rendered with; its pins default to the registry's
 	// own.
 	UserData userdata.Config
+	// KEKFile, if set, names the key-encryption key file: the registry's keys are then
+	// kept sealed with it in the store, shared by every registry on that store, instead
+	// of in DATA_DIR/pki. The first start makes the file when it is missing
+	// (docs/security.md).
+	KEKFile string
 	// Clock is the registry's one clock: records, certificates, workflow timeouts,
 	// command expiry and every periodic task follow it. clock.Real when nil.
 	Clock clock.Clock
@@ -68,138 +79,255 @@ type Info struct {
 	AdminConfig string
 	// FirstStart is true when this start made the root tenant and its admin credential.
 	FirstStart bool
+	// KEKFile is the key-encryption key file the registry's keys are sealed with, when
+	// they are; KEKMade is true when this start made it.
+	KEKFile string `json:",omitempty"`
+	KEKMade bool   `json:",omitempty"`
 	// AgentEndpoint is the agents' QUIC endpoint as agents on this host dial it.
 	AgentEndpoint string
+	// AgentEndpoints are the agent endpoints the registry advertises to agents
+	// (Config.AgentEndpoints, else AgentEndpoint).
+	AgentEndpoints []string
 	// Pins are what `bcd join` must be given to trust this registry; also in PinsFile.
 	Pins     joinwire.Pins
 	PinsFile string
 }
 
-// Run serves the registry until ctx ends. ready is called once it is listening.
-func Run(ctx context.Context, cfg Config, ready func(Info)) error {
+// Registry is one registry process's parts: its store, keys, listeners, agent endpoint
+// and workflow engine. New opens and listens, Serve serves, Close stops what New and
+// Serve started and releases the store; tests start several in one process.
+type Registry struct {
+	cfg      Config
+	info     Info
+	st       *store.Store
+	keys     keys
+	plane    *agentPlane
+	metal    *metal.Service
+	ln, sock net.Listener
+	sockPath string
+	httpsSrv *http.Server
+	hostSrv  *http.Server
+
+	mu sync.Mutex
+	// serving is set while Serve runs; stop ends it, done is closed when it returned.
+	serving bool
+	stop    context.CancelFunc
+	done    chan struct{}
+	closed  bool
+}
+
+// ErrClosed is what Serve returns on a registry Close has closed.
+var ErrClosed = errors.New("the registry is closed")
+
+// New opens the store and the registry's keys in cfg.DataDir, makes the root tenant and
+// admin.conf on first start, and listens: the HTTPS API, the admin socket and the agent
+// endpoint, which accepts agents from now on. Nothing else runs before Serve; Close
+// releases what New took, whether Serve ran or not.
+func New(cfg Config) (_ *Registry, err error) {
+	if err := joinwire.CheckEndpoints(cfg.AgentEndpoints); err != nil {
+		return nil, proto.Errorf(proto.InvalidInput, "agent endpoints%v (list host:port,host:port)", err).WithPath("--agent-endpoints")
+	}
 	if err := prepareDataDir(cfg.DataDir); err != nil {
-		return err
+		return nil, err
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
-	st, err := store.Open(cfg.DataDir, store.Options{Now: cfg.Clock.Now})
-	if err != nil {
-		return err
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	defer st.Close()
-	defer startHousekeeping(ctx, cfg.Clock, st, cfg.Log)()
-	keys, err := pki.LoadOrCreate(cfg.DataDir, cfg.Clock)
-	if err != nil {
-		return fmt.Errorf("registry PKI: %w", err)
+	r := &Registry{cfg: cfg, done: make(chan struct{})}
+	// Until New succeeds, what it made is released here.
+	defer func() {
+		if err != nil {
+			r.release()
+		}
+	}()
+	if r.st, err = store.Open(cfg.DataDir, store.Options{Now: cfg.Clock.Now}); err != nil {
+		return nil, err
 	}
-	box, err := secret.LoadOrCreate(filepath.Join(cfg.DataDir, pki.Dir))
-	if err != nil {
-		return err
+	if r.keys, err = loadKeys(cfg, r.st); err != nil {
+		return nil, err
 	}
+	k := r.keys
+	keys, box := k.pki, k.box
 	userData, err := newUserData(cfg, keys, box)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hardware, err := loadHardwareProfiles(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return proto.Errorf(proto.InvalidConfig, "listen on %s: %v (pick another --listen address)", cfg.Listen, err)
+	if r.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "listen on %s: %v (pick another --listen address)", cfg.Listen, err)
 	}
-	info := Info{
-		URL:         "https://" + clientAddr(ln.Addr().(*net.TCPAddr).IP, ln.Addr().(*net.TCPAddr).Port),
+	tcp := r.ln.Addr().(*net.TCPAddr)
+	r.info = Info{
+		URL:         "https://" + clientAddr(tcp.IP, tcp.Port),
 		AdminConfig: filepath.Join(cfg.DataDir, AdminConfig),
 		Pins:        keys.Pins(),
 		PinsFile:    filepath.Join(cfg.DataDir, pki.PinsFile),
 	}
-	if info.FirstStart, err = bootstrap(st, keys, info); err != nil {
-		ln.Close()
-		return err
+	r.info.KEKFile, r.info.KEKMade = cfg.KEKFile, k.kekMade
+	if r.info.FirstStart, err = bootstrap(r.st, keys, r.info); err != nil {
+		return nil, err
 	}
-	cert, err := newServingCertificate(keys, serverNames(ln.Addr().(*net.TCPAddr)), cfg.Clock.Now, cfg.Log)
+	cert, err := newServingCertificate(keys, serverNames(tcp), cfg.Clock.Now, cfg.Log)
 	if err != nil {
-		ln.Close()
-		return err
+		return nil, err
 	}
-	sockPath := filepath.Join(cfg.DataDir, api.AdminSocket)
-	sock, err := listenAdmin(sockPath)
+	r.sockPath = filepath.Join(cfg.DataDir, api.AdminSocket)
+	if r.sock, err = listenAdmin(r.sockPath); err != nil {
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	replica, err := replicaName(cfg.DataDir)
 	if err != nil {
-		ln.Close()
-		return fmt.Errorf("admin socket: %w", err)
+		return nil, err
 	}
-
-	plane, err := startAgentPlane(cfg, st, keys, cert, userData, box, info.URL)
-	if err != nil {
-		ln.Close()
-		sock.Close()
-		return err
+	if r.plane, err = startAgentPlane(cfg, r.st, k, cert, userData, r.info.URL, replica); err != nil {
+		return nil, err
 	}
-	defer plane.ep.Close()
-	udp := plane.ep.Addr().(*net.UDPAddr)
-	info.AgentEndpoint = clientAddr(udp.IP, udp.Port)
-	joinSvc := join.NewService(st, keys, info.AgentEndpoint, cfg.Log)
+	udp := r.plane.ep.Addr().(*net.UDPAddr)
+	r.info.AgentEndpoint = clientAddr(udp.IP, udp.Port)
+	r.info.AgentEndpoints = cfg.AgentEndpoints
+	if len(r.info.AgentEndpoints) == 0 {
+		r.info.AgentEndpoints = []string{r.info.AgentEndpoint}
+	}
+	joinSvc := join.NewService(r.st, keys, r.info.AgentEndpoints, cfg.Log)
 	wellKnown, err := joinSvc.WellKnownHandler()
 	if err != nil {
-		ln.Close()
-		sock.Close()
-		return err
+		return nil, err
 	}
-	joins, engine := plane.joins, plane.engine
-	metalSvc := metal.New(metal.Config{Store: st, Engine: engine, Joins: joins, HardwareProfiles: hardware,
-		Images: catalog{st}, AllowUnsignedImages: cfg.AllowUnsignedImages, UserData: renderer{st, userData}, Generations: plane.ep,
-		Ramdisk: plane, Identities: plane.ep, Presence: plane, Clock: cfg.Clock, Log: cfg.Log})
+	engine := r.plane.engine
+	r.metal = metal.New(metal.Config{Store: r.st, Engine: engine, Joins: r.plane.joins, HardwareProfiles: hardware,
+		Images: catalog{r.st}, AllowUnsignedImages: cfg.AllowUnsignedImages, UserData: renderer{r.st, userData}, Generations: r.plane.ep,
+		Ramdisk: r.plane, Identities: r.plane.ep, Presence: r.plane, Clock: cfg.Clock, Log: cfg.Log})
 
-	apiSrv := api.NewServer(st, cfg.Log)
+	apiSrv := api.NewServer(r.st, cfg.Log)
 	apiSrv.RegisterAll()
-	apiSrv.RegisterJoin(recordJoins{joinSvc, joins, cfg.Log})
+	apiSrv.RegisterJoin(recordJoins{joinSvc, r.plane.joins, cfg.Log})
 	apiSrv.RegisterUserData(userData)
 	apiSrv.RegisterSecrets(box)
-	apiSrv.RegisterMetal(metalSvc)
+	apiSrv.RegisterMetal(r.metal)
 	apiSrv.RegisterWorkflows(engine)
 	mux := http.NewServeMux()
 	mux.Handle("GET "+joinwire.WellKnownPath, wellKnown)
 	mux.Handle("/", apiSrv)
 	mux.Handle(console.Path, console.New(console.Config{API: apiSrv, Log: cfg.Log, Now: cfg.Clock.Now}))
-	httpsSrv := &http.Server{
+	r.httpsSrv = &http.Server{
 		Handler:   mux,
 		TLSConfig: &tls.Config{GetCertificate: cert.get, MinVersion: tls.VersionTLS13},
 		ErrorLog:  slog.NewLogLogger(cfg.Log.Handler(), slog.LevelWarn),
 	}
-	api.BoundServer(httpsSrv)
-	hostSrv := &http.Server{Handler: apiSrv.HostHandler(), ReadHeaderTimeout: 10 * time.Second}
-	runs, stopRuns := context.WithCancel(ctx)
-	defer engine.Wait()
-	defer stopRuns()
-	defer startRemediation(runs, cfg.Clock, metalSvc, cfg.Log)()
-	go plane.sites.Run(runs)
-	if err := engine.Resume(runs); err != nil {
-		ln.Close()
-		sock.Close()
+	api.BoundServer(r.httpsSrv)
+	r.hostSrv = &http.Server{Handler: apiSrv.HostHandler(), ReadHeaderTimeout: 10 * time.Second}
+	return r, nil
+}
+
+// Info describes the registry New started.
+func (r *Registry) Info() Info { return r.info }
+
+// Serve serves the API and the admin socket, resumes the store's running workflows and
+// runs the periodic tasks, until ctx ends or Close is called; it then stops them, and
+// the workflows where they are, and returns nil. It runs once per registry.
+func (r *Registry) Serve(ctx context.Context) (err error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	if r.serving {
+		r.mu.Unlock()
+		return errors.New("the registry serves already: Serve runs once")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r.serving, r.stop = true, cancel
+	r.mu.Unlock()
+	defer close(r.done)
+	cfg, engine := r.cfg, r.plane.engine
+	stopHousekeeping := startHousekeeping(ctx, cfg.Clock, r.st, cfg.Log)
+	stopRemediation := startRemediation(ctx, cfg.Clock, r.metal, cfg.Log)
+	var sites sync.WaitGroup
+	sites.Go(func() { r.plane.sites.Run(ctx) })
+	// The runs and the periodic tasks stop before Serve returns.
+	defer func() {
+		cancel()
+		stopRemediation()
+		sites.Wait()
+		engine.Wait()
+		stopHousekeeping()
+	}()
+	if err := engine.Resume(ctx); err != nil {
 		return err
 	}
 	errc := make(chan error, 2)
-	go func() { errc <- httpsSrv.ServeTLS(ln, "", "") }()
-	go func() { errc <- hostSrv.Serve(sock) }()
-	cfg.Log.Info("registry serving", "url", info.URL, "dataDir", cfg.DataDir, "adminSocket", sockPath)
-	if ready != nil {
-		ready(info)
-	}
+	go func() { errc <- r.httpsSrv.ServeTLS(r.ln, "", "") }()
+	go func() { errc <- r.hostSrv.Serve(r.sock) }()
+	cfg.Log.Info("registry serving", "url", r.info.URL, "dataDir", cfg.DataDir, "adminSocket", r.sockPath)
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	httpsSrv.Shutdown(shutdown)
-	hostSrv.Shutdown(shutdown)
-	os.Remove(sockPath)
+	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	r.httpsSrv.Shutdown(shutdown)
+	r.hostSrv.Shutdown(shutdown)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// Close stops Serve, and waits for it, closes the listeners and the agent endpoint
+// (telling each agent when to come back), removes the admin socket and releases the
+// store. It may be called more than once, with or without Serve.
+func (r *Registry) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	serving, stop := r.serving, r.stop
+	r.mu.Unlock()
+	if serving {
+		stop()
+		<-r.done
+	}
+	return r.release()
+}
+
+// release closes what New opened, in the reverse order.
+func (r *Registry) release() error {
+	if r.plane != nil && r.plane.ep != nil {
+		r.plane.ep.Close()
+	}
+	if r.sock != nil {
+		r.sock.Close()
+		os.Remove(r.sockPath)
+	}
+	if r.ln != nil {
+		r.ln.Close()
+	}
+	if r.st != nil {
+		return r.st.Close()
+	}
+	return nil
+}
+
+// Run serves the registry until ctx ends (New, then Serve, then Close). ready is called
+// once it is listening.
+func Run(ctx context.Context, cfg Config, ready func(Info)) error {
+	r, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if ready != nil {
+		ready(r.Info())
+	}
+	return r.Serve(ctx)
 }
 
 // prepareDataDir makes the data directory, mode 0700, when it does not exist, and refuses

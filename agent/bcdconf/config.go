@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/bcdargv"
@@ -45,6 +46,9 @@ type Config struct {
 	Server string `toml:"server"`
 	// AgentEndpoint is the registry's QUIC endpoint, host:port on UDP.
 	AgentEndpoint string `toml:"agentEndpoint,omitempty"`
+	// AgentEndpoints are the QUIC endpoints of every replica of the registry: the agent
+	// connects to another when its replica is gone.
+	AgentEndpoints []string `toml:"agentEndpoints,omitempty"`
 	// NodeID is the node this agent is; its certificate's CommonName.
 	NodeID string `toml:"nodeId"`
 	// Role is site, ramdisk or node; its certificate's OrganizationalUnit.
@@ -71,12 +75,27 @@ func (c Config) Check() error {
 	if err := joinwire.CheckRole(c.Role); err != nil {
 		return fmt.Errorf("role: %v", err)
 	}
+	if err := joinwire.CheckEndpoints(c.AgentEndpoints); err != nil {
+		return fmt.Errorf("agentEndpoints%v", err)
+	}
 	for name, pin := range map[string]string{"servingCaPin": c.ServingCAPin, "joinSigningPin": c.JoinSigningPin, "joinEncryptionPin": c.JoinEncryptionPin} {
 		if err := joinwire.CheckPin(pin); err != nil {
 			return fmt.Errorf("%s: %v", name, err)
 		}
 	}
 	return nil
+}
+
+// Endpoints are the registry's agent endpoints: AgentEndpoint, then the other
+// replicas' of AgentEndpoints.
+func (c Config) Endpoints() []string {
+	out := []string{c.AgentEndpoint}
+	for _, e := range c.AgentEndpoints {
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // header starts every config.toml bcd writes.

@@ -14,7 +14,8 @@ const pin = "sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
 
 func sample() Config {
 	return Config{Version: 1, Server: "https://registry.example:7443", AgentEndpoint: "registry.example:7444", NodeID: "node-1", Role: "node",
-		ServingCAPin: pin, JoinSigningPin: pin, JoinEncryptionPin: pin}
+		AgentEndpoints: []string{"registry.example:7444", "registry-2.example:7444"},
+		ServingCAPin:   pin, JoinSigningPin: pin, JoinEncryptionPin: pin}
 }
 
 func TestWriteAndLoad(t *testing.T) {
@@ -44,6 +45,15 @@ func TestWriteAndLoad(t *testing.T) {
 	}
 }
 
+// TestEndpoints: the agent's endpoints are agentEndpoint, then the other replicas' of
+// agentEndpoints, each once.
+func TestEndpoints(t *testing.T) {
+	want := []string{"registry.example:7444", "registry-2.example:7444"}
+	if diff := cmp.Diff(want, sample().Endpoints()); diff != "" {
+		t.Errorf("endpoints (-want +got):\n%s", diff)
+	}
+}
+
 func TestDecodeRefuses(t *testing.T) {
 	good, err := Encode(sample())
 	if err != nil {
@@ -57,6 +67,7 @@ func TestDecodeRefuses(t *testing.T) {
 		"bad pin":      strings.Replace(string(good), "servingCaPin = 'sha256/", "servingCaPin = 'md5/", 1),
 		"bad node id":  strings.Replace(string(good), "nodeId = 'node-1'", "nodeId = 'Node 1'", 1),
 		"not toml":     "version = ",
+		"bad endpoint": strings.Replace(string(good), "'registry-2.example:7444'", "'registry-2.example'", 1),
 		"missing pins": "version = 1\nserver = 'https://x'\nnodeId = 'n'\nrole = 'node'\n",
 	}
 	for name, data := range cases {

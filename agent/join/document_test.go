@@ -71,5 +71,8 @@ func FuzzTrustDocument(f *testing.F) {
 		if !a.ServingCA.Equal(fx.ca) || !a.JoinSigningKey.Equal(fx.signing.Public()) || !a.JoinEncryptionKey.Equal(fx.enc.PublicKey()) {
 			t.Fatal("trusted a document whose keys are not the pinned ones")
 		}
+		if err := joinwire.CheckEndpoints(a.AgentEndpoints); err != nil {
+			t.Fatalf("trusted a document whose agentEndpoints are not host:port: %v", err)
+		}
 	})
 }

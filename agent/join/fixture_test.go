@@ -54,7 +54,8 @@ func (f *fixture) document(t testing.TB) joinwire.WellKnown {
 		t.Fatal(err)
 	}
 	return joinwire.WellKnown{Version: 1, ServingCA: pemCert(f.ca), JoinSigningKey: signing,
-		JoinEncryptionKey: joinwire.NewJWK(f.enc.PublicKey()), AgentEndpoint: "registry.test:7444"}
+		JoinEncryptionKey: joinwire.NewJWK(f.enc.PublicKey()), AgentEndpoint: "registry.test:7444",
+		AgentEndpoints: []string{"registry.test:7444", "registry-2.test:7444"}}
 }
 
 // response is what the registry answers a join of nodeID/role for pub, signed by signer.

@@ -109,6 +109,7 @@ func Join(ctx context.Context, o Options) (Result, error) {
 		Version:           bcdconf.Version,
 		Server:            strings.TrimRight(server.String(), "/"),
 		AgentEndpoint:     payload.AgentEndpoint,
+		AgentEndpoints:    payload.AgentEndpoints,
 		NodeID:            payload.NodeID,
 		Role:              payload.Role,
 		Site:              payload.Site,

@@ -35,6 +35,9 @@ func acceptResponse(body []byte, signing ed25519.PublicKey, nodeID, role string,
 			return bad("agentEndpoint: %v", err)
 		}
 	}
+	if err := joinwire.CheckEndpoints(p.AgentEndpoints); err != nil {
+		return bad("agentEndpoints%v", err)
+	}
 	ca, err := joinwire.ParseCertificatePEM(p.AgentCA)
 	if err != nil || !ca.IsCA {
 		return bad("agentCa is not one CA certificate")

@@ -72,7 +72,7 @@ func Run(ctx context.Context, o Options) error {
 		o.Clock = clock.Real{}
 	}
 	a.session, err = session.New(session.Config{
-		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs, Clock: o.Clock,
+		Addrs: creds.Config.Endpoints(), Certificate: creds.Certificate, ServerCAs: creds.ServingCAs, Clock: o.Clock,
 		ObservedGeneration: last.Generation, Apply: a.apply, Log: o.Log, Inventory: inventory.Sections(first),
 		Handlers: map[string]session.Handler{
 			proto.CommandInventoryRefresh: func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {

@@ -98,7 +98,7 @@ func Run(ctx context.Context, o Options) error {
 	defer stop()
 	a := &agent{opts: o, node: boot.Node, stop: stop, only: only}
 	a.session, err = session.New(session.Config{
-		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs, Clock: o.Clock,
+		Addrs: creds.Config.Endpoints(), Certificate: creds.Certificate, ServerCAs: creds.ServingCAs, Clock: o.Clock,
 		Inventory: inventory.Sections(hw), Log: o.Log,
 		Handlers: map[string]session.Handler{
 			proto.CommandInventoryRefresh: a.inventoryRefresh,

@@ -15,7 +15,9 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,7 +34,14 @@ type Handler func(ctx context.Context, payload json.RawMessage) (json.RawMessage
 type Config struct {
 	// Addr is the registry's agent endpoint, host:port (UDP).
 	Addr string
-	// ServerName is the name the registry's certificate must hold; Addr's host when empty.
+	// Addrs are more agent endpoints of the same registry, its replicas'. The agent
+	// connects to one of Addr and Addrs chosen at random, and to the next whenever a
+	// connection fails or drops: an agent whose replica is gone is back on another after
+	// one backoff, resuming its TLS session there when the replicas share their session
+	// ticket key.
+	Addrs []string
+	// ServerName is the name the registry's certificate must hold; each endpoint's own
+	// host when empty.
 	ServerName string
 	// Certificate is the agent's client certificate, from the registry's agent CA; Renew
 	// replaces it for later connections.
@@ -89,12 +98,15 @@ type Agent struct {
 	cfg      Config
 	node     string // the node id, as the certificate names it
 	log      *slog.Logger
-	tlsConf  *tls.Config
 	quicConf *quic.Config
-	specs    chan proto.NodeSpec // the latest pushed spec not yet applied
-	tickets  *ticketCache
-	cmds     commands
-	wg       sync.WaitGroup
+	// endpoints are the registry's agent endpoints; next is the one the next connection
+	// dials (Run's alone).
+	endpoints []endpoint
+	next      int
+	specs     chan proto.NodeSpec // the latest pushed spec not yet applied
+	tickets   *ticketCache
+	cmds      commands
+	wg        sync.WaitGroup
 
 	certMu sync.Mutex
 	cert   tls.Certificate // the client certificate of the next connection
@@ -120,13 +132,6 @@ func New(cfg Config) (*Agent, error) {
 	leaf, err := x509.ParseCertificate(cfg.Certificate.Certificate[0])
 	if err != nil {
 		return nil, proto.Errorf(proto.InvalidConfig, "agent certificate: %v", err)
-	}
-	host, _, err := net.SplitHostPort(cfg.Addr)
-	if err != nil {
-		return nil, proto.Errorf(proto.InvalidConfig, "registry agent endpoint %q: %v (use host:port)", cfg.Addr, err)
-	}
-	if cfg.ServerName == "" {
-		cfg.ServerName = host
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive
@@ -163,17 +168,20 @@ func New(cfg Config) (*Agent, error) {
 	if a.cert.Leaf == nil {
 		a.cert.Leaf = leaf
 	}
-	a.tlsConf = &tls.Config{
+	tlsConf := &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		// The certificate Renew last installed, else Config.Certificate.
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return a.certificate(), nil },
 		RootCAs:              cfg.ServerCAs,
-		ServerName:           cfg.ServerName,
 		NextProtos:           []string{proto.AgentALPN},
 		CurvePreferences:     []tls.CurveID{tls.X25519},
 		// A reconnect resumes the last session: no certificate to sign or verify.
 		ClientSessionCache: a.tickets,
 	}
+	if a.endpoints, err = endpoints(cfg, tlsConf); err != nil {
+		return nil, err
+	}
+	a.next = rand.IntN(len(a.endpoints))
 	if a.inventory == nil {
 		a.inventory = map[string]json.RawMessage{}
 	}
@@ -346,15 +354,52 @@ const (
 	codeProtocol = quic.ApplicationErrorCode(proto.CloseProtocol)
 )
 
-func (a *Agent) dial(ctx context.Context) (*quic.Conn, error) {
-	if a.cfg.Transport == nil {
-		return quic.DialAddr(ctx, a.cfg.Addr, a.tlsConf, a.quicConf)
+// endpoint is one of the registry's agent endpoints, and the TLS configuration that
+// dials it (its ServerName).
+type endpoint struct {
+	addr string
+	tls  *tls.Config
+}
+
+// endpoints are Config.Addr and Config.Addrs, each once, with the TLS configuration of
+// each.
+func endpoints(cfg Config, base *tls.Config) ([]endpoint, error) {
+	var out []endpoint
+	for _, addr := range append([]string{cfg.Addr}, cfg.Addrs...) {
+		if addr == "" || slices.ContainsFunc(out, func(e endpoint) bool { return e.addr == addr }) {
+			continue
+		}
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, proto.Errorf(proto.InvalidConfig, "registry agent endpoint %q: %v (use host:port)", addr, err)
+		}
+		conf := base.Clone()
+		conf.ServerName = cfg.ServerName
+		if conf.ServerName == "" {
+			conf.ServerName = host
+		}
+		out = append(out, endpoint{addr: addr, tls: conf})
 	}
-	addr, err := net.ResolveUDPAddr("udp", a.cfg.Addr)
+	if len(out) == 0 {
+		return nil, proto.Errorf(proto.InvalidConfig, "no registry agent endpoint: join again with a registry that runs the agent endpoint")
+	}
+	return out, nil
+}
+
+// dial connects to the endpoint next names, and moves next on to the following one, for
+// the connection after this one: whether this one fails now or drops later, the next
+// is made to another replica.
+func (a *Agent) dial(ctx context.Context) (*quic.Conn, error) {
+	ep := a.endpoints[a.next]
+	a.next = (a.next + 1) % len(a.endpoints)
+	if a.cfg.Transport == nil {
+		return quic.DialAddr(ctx, ep.addr, ep.tls, a.quicConf)
+	}
+	addr, err := net.ResolveUDPAddr("udp", ep.addr)
 	if err != nil {
 		return nil, err
 	}
-	return a.cfg.Transport.Dial(ctx, addr, a.tlsConf, a.quicConf)
+	return a.cfg.Transport.Dial(ctx, addr, ep.tls, a.quicConf)
 }
 
 // sendLocked writes m on the session stream, if there is one; a.mu is held. A failed

@@ -17,34 +17,32 @@ const keepTicketFailures = 5
 // ticket the registry can no longer read costs nothing (the registry ignores it and
 // does a full handshake); one that makes handshakes fail is given up after
 // keepTicketFailures failures in a row.
+//
+// The one ticket is offered at every endpoint of the registry, whatever its name (the
+// cache key): the replicas of one registry share their session ticket key, so one
+// resumes the session another issued, and crypto/tls offers a ticket only to a server
+// whose name the certificate of the ticket's session holds.
 type ticketCache struct {
 	mu       sync.Mutex
-	key      string
 	ticket   *tls.ClientSessionState
 	failures int
 }
 
-// Get returns the ticket kept for key.
-func (c *ticketCache) Get(key string) (*tls.ClientSessionState, bool) {
+// Get returns the ticket kept.
+func (c *ticketCache) Get(string) (*tls.ClientSessionState, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ticket == nil || c.key != key {
-		return nil, false
-	}
-	return c.ticket, true
+	return c.ticket, c.ticket != nil
 }
 
 // Put keeps a new ticket, or counts a request to forget the ticket (crypto/tls's way of
 // saying a handshake failed or the ticket expired) and forgets it after
 // keepTicketFailures of them in a row.
-func (c *ticketCache) Put(key string, ticket *tls.ClientSessionState) {
+func (c *ticketCache) Put(_ string, ticket *tls.ClientSessionState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ticket != nil {
-		c.key, c.ticket, c.failures = key, ticket, 0
-		return
-	}
-	if key != c.key {
+		c.ticket, c.failures = ticket, 0
 		return
 	}
 	if c.failures++; c.failures >= keepTicketFailures {

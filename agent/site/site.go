@@ -47,7 +47,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		entries: a.entries, changed: a.signalEntries}
 	info, _ := json.Marshal(proto.SiteInventory{HTTPBase: cfg.HTTPBase})
 	a.session, err = session.New(session.Config{
-		Addr: conf.AgentEndpoint, Certificate: id.Certificate, ServerCAs: id.ServingCAs, Clock: cfg.Clock,
+		Addrs: conf.Endpoints(), Certificate: id.Certificate, ServerCAs: id.ServingCAs, Clock: cfg.Clock,
 		// The NodeSpec is applied in memory only: a restarted site asks for it again.
 		ObservedGeneration: 0,
 		Inventory: map[string]json.RawMessage{proto.SectionSite: info, proto.SectionImages: a.imagesSection(a.cache.Entries()),

@@ -145,20 +145,29 @@ func TestSiteLoopback(t *testing.T) {
 // HTTP server.
 func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) int {
 	t.Helper()
+	return startSitePorts(t, reg, work, cache).http
+}
+
+// sitePorts are the loopback ports of a site agent's boot server.
+type sitePorts struct{ http, tftp, proxy int }
+
+// startSitePorts is startSiteAgent, returning every port of the boot server.
+func startSitePorts(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) sitePorts {
+	t.Helper()
 	confDir := testkit.JoinSite(t, reg, "rack-a")
-	httpPort := testkit.FreePort(t, "tcp")
+	ports := sitePorts{http: testkit.FreePort(t, "tcp"), tftp: testkit.FreePort(t, "udp"), proxy: testkit.FreePort(t, "udp")}
 	cfg := map[string]any{
 		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"),
 		"boot": map[string]any{"interface": "lo", "mode": "proxy", "serverIP": "127.0.0.1",
 			"ipxeDir": mkdir(t, work, "ipxe"), "ramdiskDir": mkdir(t, work, "ramdisk"),
-			"dhcpPort": testkit.FreePort(t, "udp"), "proxyPort": testkit.FreePort(t, "udp"), "tftpPort": testkit.FreePort(t, "udp"), "httpPort": httpPort},
+			"dhcpPort": testkit.FreePort(t, "udp"), "proxyPort": ports.proxy, "tftpPort": ports.tftp, "httpPort": ports.http},
 		"cache": cache,
 	}
 	siteConfig := filepath.Join(work, "site.json")
 	data, _ := json.Marshal(cfg)
 	testkit.WriteFile(t, siteConfig, data, 0o600)
 	startSite(t, siteConfig)
-	return httpPort
+	return ports
 }
 
 // putSecret puts value as the secret ref of the tenant whose credential config is.

@@ -24,6 +24,9 @@ type Payload struct {
 	AgentCA string `json:"agentCa"`
 	// AgentEndpoint is the agents' QUIC endpoint, host:port on UDP.
 	AgentEndpoint string `json:"agentEndpoint,omitempty"`
+	// AgentEndpoints are the agent endpoints of every replica of the registry, as the
+	// well-known document lists them.
+	AgentEndpoints []string `json:"agentEndpoints,omitempty"`
 }
 
 // Response is the answer of join.join: a payload and the signature of the JoinResponse

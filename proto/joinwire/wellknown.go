@@ -40,6 +40,10 @@ type WellKnown struct {
 	// AgentEndpoint is the agents' QUIC endpoint, host:port on UDP; empty when the
 	// registry runs no agent endpoint.
 	AgentEndpoint string `json:"agentEndpoint,omitempty"`
+	// AgentEndpoints are the agent endpoints of every replica of the registry, host:port
+	// on UDP, AgentEndpoint among them; an agent whose replica is gone connects to
+	// another. Empty from a registry that advertises only AgentEndpoint.
+	AgentEndpoints []string `json:"agentEndpoints,omitempty"`
 }
 
 // Anchors are the keys a well-known document carries, decoded.
@@ -48,6 +52,7 @@ type Anchors struct {
 	JoinSigningKey    ed25519.PublicKey
 	JoinEncryptionKey *ecdh.PublicKey
 	AgentEndpoint     string
+	AgentEndpoints    []string
 }
 
 // ParseWellKnown decodes a well-known document and its keys. Fields it does not know
@@ -79,8 +84,32 @@ func ParseWellKnown(data []byte) (Anchors, error) {
 			return Anchors{}, fmt.Errorf("well-known document agentEndpoint: %v", err)
 		}
 	}
-	a.AgentEndpoint = doc.AgentEndpoint
+	if err := CheckEndpoints(doc.AgentEndpoints); err != nil {
+		return Anchors{}, fmt.Errorf("well-known document agentEndpoints%v", err)
+	}
+	a.AgentEndpoint, a.AgentEndpoints = doc.AgentEndpoint, doc.AgentEndpoints
 	return a, nil
+}
+
+// MaxEndpoints bounds how many agent endpoints a registry advertises.
+const MaxEndpoints = 64
+
+// CheckEndpoints checks a list of agent endpoints, each host:port; an error starts with
+// the offending entry's index, [i].
+func CheckEndpoints(endpoints []string) error {
+	if len(endpoints) > MaxEndpoints {
+		return fmt.Errorf(": %d endpoints, at most %d", len(endpoints), MaxEndpoints)
+	}
+	for i, e := range endpoints {
+		host, port, err := net.SplitHostPort(e)
+		if err == nil && (host == "" || port == "") {
+			err = errors.New("needs a host and a port")
+		}
+		if err != nil {
+			return fmt.Errorf("[%d]: %q: %v", i, e, err)
+		}
+	}
+	return nil
 }
 
 // SigningKeyPEM is the PEM SubjectPublicKeyInfo of a JoinResponse signing key.

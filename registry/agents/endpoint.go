@@ -82,6 +82,17 @@ type Config struct {
 	// CommandTTL bounds how long a command nobody collects is kept (DefaultCommandTTL
 	// when zero).
 	CommandTTL time.Duration
+	// Keys, if set, are the endpoint's keys as the registry's replicas share them, sealed
+	// (registry/pki). Without them the endpoint keeps its keys in the store, in the clear
+	// (store.Tx.AgentKey); with them it removes those.
+	Keys *Keys
+}
+
+// Keys are the endpoint's own keys: its QUIC stateless reset key and its TLS session
+// ticket key. Every endpoint that has them answers the others' agents as their own: a
+// reset for a connection it does not hold, a resumption of a session another issued.
+type Keys struct {
+	StatelessReset, SessionTickets [32]byte
 }
 
 // Endpoint is a running agent endpoint.
@@ -124,11 +135,20 @@ func Start(cfg Config) (*Endpoint, error) {
 	}
 	var resetKey, ticketKey [32]byte
 	err := cfg.Store.Update(func(tx *store.Tx) (err error) {
-		if resetKey, err = tx.AgentKey(keyStatelessReset); err != nil {
-			return err
-		}
-		if ticketKey, err = tx.AgentKey(keySessionTickets); err != nil {
-			return err
+		if cfg.Keys != nil {
+			resetKey, ticketKey = cfg.Keys.StatelessReset, cfg.Keys.SessionTickets
+			for _, name := range []string{keyStatelessReset, keySessionTickets} {
+				if err := tx.DropAgentKey(name); err != nil {
+					return err
+				}
+			}
+		} else {
+			if resetKey, err = tx.AgentKey(keyStatelessReset); err != nil {
+				return err
+			}
+			if ticketKey, err = tx.AgentKey(keySessionTickets); err != nil {
+				return err
+			}
 		}
 		_, err = tx.ExpireAgentCommands(cfg.Now().Add(-cfg.CommandTTL))
 		return err

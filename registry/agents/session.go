@@ -231,9 +231,10 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	}
 	if haveSpec {
 		s.wmu.Lock()
-		if spec.Generation < s.sent {
+		if spec.Generation < h.ObservedGeneration && s.sent == h.ObservedGeneration {
 			// The agent is ahead of the store (a store restored from a backup): the
-			// store is the truth, send it.
+			// store is the truth, send it. A newer spec pushed since the hello was read
+			// (s.sent moved) is not: the spec read here is older than it.
 			s.sent = 0
 		}
 		s.wmu.Unlock()

@@ -39,7 +39,7 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	return &fixture{svc: NewService(st, keys, "127.0.0.1:7444", log), store: st, keys: keys, clock: clk}
+	return &fixture{svc: NewService(st, keys, []string{"127.0.0.1:7444"}, log), store: st, keys: keys, clock: clk}
 }
 
 func (f *fixture) mint(t testing.TB, kind, nodeID, site string, ttl time.Duration) (store.JoinToken, string) {

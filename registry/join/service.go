@@ -19,16 +19,24 @@ import (
 
 // Service is the JoinService.
 type Service struct {
-	store         *store.Store
-	keys          *pki.PKI
-	agentEndpoint string
-	log           *slog.Logger
+	store *store.Store
+	keys  *pki.PKI
+	// agentEndpoint is the first of the agent endpoints, the others are the rest of
+	// them, when there are more.
+	agentEndpoint  string
+	agentEndpoints []string
+	log            *slog.Logger
 }
 
-// NewService makes the JoinService. agentEndpoint is the agents' QUIC endpoint,
-// host:port, as agents should dial it.
-func NewService(st *store.Store, keys *pki.PKI, agentEndpoint string, log *slog.Logger) *Service {
-	return &Service{store: st, keys: keys, agentEndpoint: agentEndpoint, log: log}
+// NewService makes the JoinService. agentEndpoints are the agents' QUIC endpoints,
+// host:port, as agents should dial them: this registry's, or every replica's (at least
+// one).
+func NewService(st *store.Store, keys *pki.PKI, agentEndpoints []string, log *slog.Logger) *Service {
+	s := &Service{store: st, keys: keys, agentEndpoint: agentEndpoints[0], log: log}
+	if len(agentEndpoints) > 1 {
+		s.agentEndpoints = agentEndpoints
+	}
+	return s
 }
 
 // Join admits one agent: it opens the sealed token with the JoinService key, consumes
@@ -67,12 +75,13 @@ func (s *Service) Join(_ context.Context, req joinwire.Request) (joinwire.Respon
 			return err
 		}
 		resp, err = joinwire.SignResponse(s.keys.JoinSigner(), joinwire.Payload{
-			NodeID:        p.NodeID,
-			Role:          p.Role,
-			Site:          tok.Site,
-			Certificate:   string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-			AgentCA:       string(s.keys.AgentCAPEM),
-			AgentEndpoint: s.agentEndpoint,
+			NodeID:         p.NodeID,
+			Role:           p.Role,
+			Site:           tok.Site,
+			Certificate:    string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+			AgentCA:        string(s.keys.AgentCAPEM),
+			AgentEndpoint:  s.agentEndpoint,
+			AgentEndpoints: s.agentEndpoints,
 		})
 		return err
 	})

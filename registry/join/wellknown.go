@@ -19,6 +19,7 @@ func (s *Service) wellKnown() (joinwire.WellKnown, error) {
 		JoinSigningKey:    signing,
 		JoinEncryptionKey: joinwire.NewJWK(s.keys.JoinEncryptionKey()),
 		AgentEndpoint:     s.agentEndpoint,
+		AgentEndpoints:    s.agentEndpoints,
 	}, nil
 }
 

@@ -3,7 +3,9 @@
 // registry presents on HTTPS and QUIC; the CLI trusts that CA through its config file.
 // The join keys (the JoinResponse signing key and the JoinService encryption key) and
 // the agent CA, which issues the agents' client certificates, live beside it; the pins
-// of the three keys an agent checks are written to DATA_DIR/pins.json.
+// of the three keys an agent checks are written to DATA_DIR/pins.json. Registries that
+// share a store keep these keys in it instead, sealed with a key-encryption key that each
+// reads from a file of its own (sealed.go).
 package pki
 
 import (
@@ -85,33 +87,49 @@ func LoadOrCreate(dataDir string, clk Clock) (*PKI, error) {
 	if p.AgentCA, p.agentCAKey, p.AgentCAPEM, err = loadOrCreateCA(dir, "agent-ca", "better-compute agent CA", clk.Now()); err != nil {
 		return nil, err
 	}
-	signing, err := loadOrCreateKey(filepath.Join(dir, "join-signing.key"), func() (any, error) {
-		_, k, err := ed25519.GenerateKey(rand.Reader)
-		return k, err
-	})
+	signing, err := loadOrCreateKey(filepath.Join(dir, "join-signing.key"), newJoinSigningKey)
 	if err != nil {
 		return nil, err
 	}
-	encryption, err := loadOrCreateKey(filepath.Join(dir, "join-encryption.key"), func() (any, error) {
-		return ecdh.X25519().GenerateKey(rand.Reader)
-	})
+	encryption, err := loadOrCreateKey(filepath.Join(dir, "join-encryption.key"), newJoinEncryptionKey)
 	if err != nil {
 		return nil, err
 	}
-	var ok bool
-	if p.joinSigning, ok = signing.(ed25519.PrivateKey); !ok {
-		return nil, fmt.Errorf("%s: an %s key, not Ed25519", filepath.Join(dir, "join-signing.key"), proto.KeyAlgorithm(signing))
-	}
-	if p.joinEncryption, ok = encryption.(*ecdh.PrivateKey); !ok || p.joinEncryption.Curve() != ecdh.X25519() {
-		return nil, fmt.Errorf("%s: an %s key, not X25519", filepath.Join(dir, "join-encryption.key"), proto.KeyAlgorithm(encryption))
-	}
-	if err := p.makePins(); err != nil {
+	if err := p.setJoinKeys(signing, encryption, dir); err != nil {
 		return nil, err
 	}
-	if err := writePins(filepath.Join(dataDir, PinsFile), p.pins); err != nil {
-		return nil, fmt.Errorf("write the pins: %w", err)
+	if err := p.WritePins(dataDir); err != nil {
+		return nil, err
 	}
 	return p, nil
+}
+
+// WritePins writes the pins to DATA_DIR/pins.json, for the operator to hand to bcd join.
+func (p *PKI) WritePins(dataDir string) error {
+	if err := writePins(filepath.Join(dataDir, PinsFile), p.pins); err != nil {
+		return fmt.Errorf("write the pins: %w", err)
+	}
+	return nil
+}
+
+func newJoinSigningKey() (any, error) {
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	return k, err
+}
+
+func newJoinEncryptionKey() (any, error) { return ecdh.X25519().GenerateKey(rand.Reader) }
+
+// setJoinKeys takes the join keys, checking their kinds (where says where they were
+// read), and makes the pins.
+func (p *PKI) setJoinKeys(signing, encryption any, where string) error {
+	var ok bool
+	if p.joinSigning, ok = signing.(ed25519.PrivateKey); !ok {
+		return fmt.Errorf("%s: the join signing key is an %s key, not Ed25519", where, proto.KeyAlgorithm(signing))
+	}
+	if p.joinEncryption, ok = encryption.(*ecdh.PrivateKey); !ok || p.joinEncryption.Curve() != ecdh.X25519() {
+		return fmt.Errorf("%s: the join encryption key is an %s key, not X25519", where, proto.KeyAlgorithm(encryption))
+	}
+	return p.makePins()
 }
 
 func (p *PKI) makePins() (err error) {
@@ -207,24 +225,16 @@ func loadOrCreateKey(path string, generate func() (any, error)) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		der, err := x509.MarshalPKCS8PrivateKey(key)
+		keyPEM, err := privateKeyPEM(key)
 		if err != nil {
 			return nil, err
 		}
-		return key, fsutil.WriteFileAtomic(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+		return key, fsutil.WriteFileAtomic(path, keyPEM, 0o600)
 	}
 	if err != nil {
 		return nil, err
 	}
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("%s: not a PEM PRIVATE KEY", path)
-	}
-	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return key, nil
+	return parsePrivateKeyPEM(path, data)
 }
 
 // writePins writes pins.json (0644: pins are public), unless it already says the same.
@@ -254,21 +264,49 @@ func loadOrCreateCA(dir, name, commonName string, now time.Time) (*x509.Certific
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	cert, key, err := parseCA(certPath, certPEM, keyPEM)
+	return cert, key, certPEM, err
+}
+
+// parseCA reads a CA's PEM certificate and key; name says where they were read, in errors.
+func parseCA(name string, certPEM, keyPEM []byte) (*x509.Certificate, crypto.Signer, error) {
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: %w", certPath, err)
+		return nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	cert, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return cert, pair.PrivateKey.(crypto.Signer), certPEM, nil
+	key, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: a %T key cannot sign", name, pair.PrivateKey)
+	}
+	return cert, key, nil
 }
 
 func createCA(certPath, keyPath, commonName string, now time.Time) (*x509.Certificate, crypto.Signer, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, key, certPEM, keyPEM, err := newCA(commonName, now)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	// The key lands first: a crash between the two writes leaves no certificate without
+	// its key, and the next start makes both again.
+	if err := fsutil.WriteFileAtomic(keyPath, keyPEM, 0o600); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := fsutil.WriteFileAtomic(certPath, certPEM, 0o644); err != nil {
+		return nil, nil, nil, err
+	}
+	return cert, key, certPEM, nil
+}
+
+// newCA makes a self-signed CA valid for ten years from now, in memory: its
+// certificate, its key, and both as PEM.
+func newCA(commonName string, now time.Time) (cert *x509.Certificate, key crypto.Signer, certPEM, keyPEM []byte, err error) {
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
@@ -279,28 +317,39 @@ func createCA(certPath, keyPath, commonName string, now time.Time) (*x509.Certif
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, ecKey.Public(), ecKey)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	cert, err := x509.ParseCertificate(der)
+	if cert, err = x509.ParseCertificate(der); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if keyPEM, err = privateKeyPEM(ecKey); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return cert, ecKey, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM, nil
+}
+
+// privateKeyPEM is key as a PKCS#8 PEM PRIVATE KEY.
+func privateKeyPEM(key any) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// parsePrivateKeyPEM reads a PKCS#8 PEM PRIVATE KEY; name says whose, in errors.
+func parsePrivateKeyPEM(name string, data []byte) (any, error) {
+	block, _ := pem.Decode(data)
+	if block == nil || block.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("%s: not a PEM PRIVATE KEY", name)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	// The key lands first: a crash between the two writes leaves no certificate without
-	// its key, and the next start makes both again.
-	if err := fsutil.WriteFileAtomic(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return nil, nil, nil, err
-	}
-	if err := fsutil.WriteFileAtomic(certPath, certPEM, 0o644); err != nil {
-		return nil, nil, nil, err
-	}
-	return cert, key, certPEM, nil
+	return key, nil
 }
 
 func serial() *big.Int {

@@ -29,11 +29,19 @@ type Box struct {
 
 // LoadOrCreate loads the key from dir/secrets.key, making it on first use.
 func LoadOrCreate(dir string) (*Box, error) {
+	key, err := LoadOrCreateKey(dir)
+	if err != nil {
+		return nil, err
+	}
+	return New(key)
+}
+
+// LoadOrCreateKey reads the key dir/secrets.key, making it on first use.
+func LoadOrCreateKey(dir string) ([]byte, error) {
 	path := filepath.Join(dir, KeyFile)
 	key, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		key = make([]byte, keySize)
-		rand.Read(key)
+		key = NewKey()
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
 		}
@@ -45,7 +53,14 @@ func LoadOrCreate(dir string) (*Box, error) {
 	if len(key) != keySize {
 		return nil, fmt.Errorf("secret key %s: %d bytes, want %d (restore it from a backup: the secrets sealed with it cannot be opened without it)", path, len(key), keySize)
 	}
-	return New(key)
+	return key, nil
+}
+
+// NewKey makes a new random key for New.
+func NewKey() []byte {
+	key := make([]byte, keySize)
+	rand.Read(key)
+	return key
 }
 
 // New makes a box over a 32-byte key.

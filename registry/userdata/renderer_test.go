@@ -16,6 +16,7 @@ import (
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/registry/userdata"
 	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
@@ -59,6 +60,7 @@ func newFixture(t *testing.T, cfg userdata.Config) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fx.st.Close() })
+	storetest.Fill(t, fx.st) // site rack-a: join tokens name a site that exists
 	box, err := secret.LoadOrCreate(filepath.Join(fx.dataDir, "pki"))
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -27,7 +28,29 @@ type Config struct {
 	// its fallback; DefaultBackoff when nil.
 	Backoff func(n int) time.Duration
 	Log     *slog.Logger
+	// Claims, if set, makes the engine drive a run only while it holds the run's claim
+	// in the store (store.Tx.ClaimRun): of the registries sharing one store exactly one
+	// drives each run, and another takes a run over once the claim of the one that
+	// drove it expires. Without it the engine drives every running run of its store.
+	Claims *Claims
 }
+
+// Claims is what an engine claims the runs it drives as.
+type Claims struct {
+	// Owner names this registry among those sharing its store; a restarted registry
+	// that keeps its name takes its runs back at once.
+	Owner string
+	// TTL is how long a claim holds unrenewed: how long the runs of a registry that died
+	// wait for another (DefaultClaimTTL when zero). The engine renews its claims every
+	// third of it, and in every transaction that drives a run.
+	TTL time.Duration
+}
+
+// DefaultClaimTTL is Claims.TTL's default.
+const DefaultClaimTTL = 30 * time.Second
+
+// errClaimLost stops driving a run whose claim another registry holds now.
+var errClaimLost = errors.New("another registry drives the workflow now")
 
 // DefaultBackoff waits 10 seconds after a first failed try and doubles each time, up to
 // 5 minutes.
@@ -50,9 +73,11 @@ type Engine struct {
 	finish   map[string]FinishFunc
 	guards   []RelayGuard
 
-	mu      sync.Mutex
-	ctx     context.Context
-	running map[string]bool
+	mu  sync.Mutex
+	ctx context.Context
+	// running stops each run this engine drives, with errClaimLost when its claim is
+	// lost.
+	running map[string]context.CancelCauseFunc
 	// aborts abandon the main or acceptance step each run is on, for Cancel.
 	aborts  map[string]context.CancelCauseFunc
 	changed chan struct{}
@@ -70,8 +95,13 @@ func New(cfg Config) *Engine {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Claims != nil && cfg.Claims.TTL == 0 {
+		claims := *cfg.Claims
+		claims.TTL = DefaultClaimTTL
+		cfg.Claims = &claims
+	}
 	return &Engine{cfg: cfg, handlers: map[string]Handler{}, finish: map[string]FinishFunc{},
-		running: map[string]bool{}, aborts: map[string]context.CancelCauseFunc{}, changed: make(chan struct{})}
+		running: map[string]context.CancelCauseFunc{}, aborts: map[string]context.CancelCauseFunc{}, changed: make(chan struct{})}
 }
 
 // Handle registers the handler of a step. A control-plane step needs one; a relayed step
@@ -124,11 +154,23 @@ func (e *Engine) Create(tx *store.Tx, req NewRun) (store.Run, error) {
 
 // Resume starts every running run of the store, and makes ctx the context of every run
 // started from now on: when it ends, runs stop where they are, to be resumed by the
-// next Resume.
+// next Resume. With Claims it also renews the engine's claims, and starts the runs whose
+// claim another registry let expire, every third of the claims' TTL until ctx ends.
 func (e *Engine) Resume(ctx context.Context) error {
 	e.mu.Lock()
 	e.ctx = ctx
 	e.mu.Unlock()
+	if err := e.startAll(); err != nil {
+		return err
+	}
+	if e.cfg.Claims != nil {
+		e.wg.Go(func() { e.keepClaims(ctx) })
+	}
+	return nil
+}
+
+// startAll starts every running run of the store that this engine does not drive yet.
+func (e *Engine) startAll() error {
 	var ids []string
 	if err := e.cfg.Store.View(func(tx *store.Tx) (err error) { ids, err = tx.RunningRuns(); return err }); err != nil {
 		return err
@@ -139,25 +181,32 @@ func (e *Engine) Resume(ctx context.Context) error {
 	return nil
 }
 
-// Start runs a stored run in the background, unless it runs already. It does nothing
-// before Resume.
+// Start runs a stored run in the background, unless it runs already, or (with Claims)
+// another registry holds its claim. It does nothing before Resume.
 func (e *Engine) Start(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.ctx == nil || e.running[id] {
+	if e.ctx == nil || e.running[id] != nil {
 		return
 	}
-	e.running[id] = true
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		if err := e.drive(e.ctx, id); err != nil && e.ctx.Err() == nil {
-			e.cfg.Log.Error("workflow stopped", "workflow", id, "err", err)
+	ctx, stop := context.WithCancelCause(e.ctx)
+	e.running[id] = stop
+	e.wg.Go(func() {
+		if e.claim(id) {
+			err := e.drive(ctx, id)
+			switch {
+			case errors.Is(err, errClaimLost) || context.Cause(ctx) == errClaimLost:
+				e.cfg.Log.Warn("workflow taken over by another registry", "workflow", id)
+			case err != nil && ctx.Err() == nil:
+				e.cfg.Log.Error("workflow stopped", "workflow", id, "err", err)
+			}
 		}
 		e.mu.Lock()
 		delete(e.running, id)
 		e.mu.Unlock()
-	}()
+		stop(nil)
+		e.release(id)
+	})
 }
 
 // Wait returns once every run started has stopped: finished, or stopped by the end of

@@ -101,6 +101,9 @@ func (e *Engine) end(run store.Run) error {
 	var ended store.Run
 	dropped := 0
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
+		if err := e.fence(tx, run.ID); err != nil {
+			return err
+		}
 		var err error
 		ended, err = tx.UpdateRun(run.ID, func(r *store.Run) error {
 			r.State = store.RunSucceeded
@@ -149,9 +152,24 @@ func (e *Engine) load(id string) (run store.Run, err error) {
 	return run, err
 }
 
-// update changes a running run in its own transaction and wakes its watchers.
-func (e *Engine) update(id string, change func(*store.Run) error) (run store.Run, err error) {
-	err = e.cfg.Store.Update(func(tx *store.Tx) error { run, err = tx.UpdateRun(id, change); return err })
+// update changes a running run as its driver, in its own transaction, and wakes its
+// watchers: with Claims, only while this engine holds the run's claim.
+func (e *Engine) update(id string, change func(*store.Run) error) (store.Run, error) {
+	return e.write(id, true, change)
+}
+
+// write changes a running run in its own transaction, as its driver (fenced: see fence)
+// or not, and wakes its watchers.
+func (e *Engine) write(id string, driver bool, change func(*store.Run) error) (run store.Run, err error) {
+	err = e.cfg.Store.Update(func(tx *store.Tx) error {
+		if driver {
+			if err := e.fence(tx, id); err != nil {
+				return err
+			}
+		}
+		run, err = tx.UpdateRun(id, change)
+		return err
+	})
 	if err == nil {
 		e.notify()
 	}

@@ -43,7 +43,8 @@ func (e *Engine) ReportProgress(commandID string, detail json.RawMessage) error 
 	if err != nil {
 		return err
 	}
-	_, err = e.update(id, func(r *store.Run) error {
+	// The agent may be connected to another registry than the run's driver.
+	_, err = e.write(id, false, func(r *store.Run) error {
 		for i := range r.Steps {
 			s := &r.Steps[i]
 			if s.Phase == phase && s.Index == index && s.State == store.StepRunning {

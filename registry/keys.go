@@ -1,0 +1,138 @@
+package registry
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/pki"
+	"github.com/better-compute/better-compute/registry/secret"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// keys are the registry's keys: its PKI, the secret box, and the agent endpoint's own
+// keys (nil when the endpoint keeps them in the store, as without a KEK). kekMade is set
+// when this start made the KEK file.
+type keys struct {
+	pki      *pki.PKI
+	box      *secret.Box
+	endpoint *agents.Keys
+	kekMade  bool
+}
+
+// The names of the keys sealed beside the PKI.
+const (
+	sealedSecrets        = "secrets"
+	sealedStatelessReset = "agent-stateless-reset"
+	sealedSessionTickets = "agent-session-tickets"
+)
+
+// loadKeys loads the registry's keys. Without cfg.KEKFile they are files in
+// DATA_DIR/pki, made on first start. With it they are sealed in the store with the KEK
+// that file holds: the first replica to start makes the KEK file (when it does not
+// exist) and seals the keys (those DATA_DIR/pki holds, when it holds a serving CA, so
+// the pins stay; else new ones), and every replica opens them from the store. A replica
+// whose KEK file is missing or another than the one the keys were sealed with refuses to
+// start, and so does a registry without a KEK file on a store that holds sealed keys.
+func loadKeys(cfg Config, st *store.Store) (keys, error) {
+	var sealed store.SealedKeys
+	var have bool
+	if err := st.View(func(tx *store.Tx) (err error) { sealed, have, err = tx.SealedKeys(); return err }); err != nil {
+		return keys{}, err
+	}
+	if cfg.KEKFile == "" {
+		if have {
+			return keys{}, proto.Errorf(proto.InvalidConfig, "the store holds the registry's keys sealed with key-encryption key %s: start with --kek-file naming a copy of that key's file", sealed.KEK).WithPath("--kek-file")
+		}
+		p, err := pki.LoadOrCreate(cfg.DataDir, cfg.Clock)
+		if err != nil {
+			return keys{}, fmt.Errorf("registry PKI: %w", err)
+		}
+		box, err := secret.LoadOrCreate(filepath.Join(cfg.DataDir, pki.Dir))
+		return keys{pki: p, box: box}, err
+	}
+	_, statErr := os.Stat(cfg.KEKFile)
+	created := !have && errors.Is(statErr, fs.ErrNotExist)
+	// What a start killed while writing left in DATA_DIR (pki.LoadOrCreate does it
+	// without a KEK).
+	if _, err := fsutil.RemoveTemps(cfg.DataDir); err != nil {
+		return keys{}, fmt.Errorf("remove what an interrupted write left in %s: %w", cfg.DataDir, err)
+	}
+	kek, err := pki.LoadOrCreateKEK(cfg.KEKFile, !have)
+	if errors.Is(err, fs.ErrNotExist) {
+		return keys{}, proto.Errorf(proto.InvalidConfig, "the store holds the registry's keys sealed with key-encryption key %s, and %s does not exist: copy the key-encryption key file of a registry that runs on this store there (mode 0600)", sealed.KEK, cfg.KEKFile).WithPath("--kek-file")
+	}
+	if err != nil {
+		return keys{}, proto.Errorf(proto.InvalidConfig, "%v", err).WithPath("--kek-file")
+	}
+	if !have {
+		if sealed, err = sealNewKeys(cfg, st, kek); err != nil {
+			return keys{}, err
+		}
+	}
+	p, named, err := pki.Open(kek, pki.Sealed{KEK: sealed.KEK, Ciphertext: sealed.Ciphertext}, cfg.Clock)
+	if err != nil {
+		if created && sealed.KEK != kek.ID() {
+			// Another replica sealed its keys first, with its own new KEK: the one this
+			// start made opens nothing.
+			os.Remove(cfg.KEKFile)
+		}
+		return keys{}, proto.Errorf(proto.InvalidConfig, "%v", err).WithPath("--kek-file")
+	}
+	k := keys{pki: p, endpoint: &agents.Keys{}, kekMade: created}
+	for name, to := range map[string][]byte{sealedStatelessReset: k.endpoint.StatelessReset[:], sealedSessionTickets: k.endpoint.SessionTickets[:]} {
+		if len(named[name]) != len(to) {
+			return keys{}, fmt.Errorf("the store's sealed keys hold no %s key", name)
+		}
+		copy(to, named[name])
+	}
+	if k.box, err = secret.New(named[sealedSecrets]); err != nil {
+		return keys{}, fmt.Errorf("the store's sealed keys: %w", err)
+	}
+	return k, p.WritePins(cfg.DataDir)
+}
+
+// sealNewKeys seals the registry's keys with kek into the store, unless another replica
+// sealed its own first, and returns what the store holds. The keys are those of
+// DATA_DIR/pki when it holds a serving CA (a registry moving to sealed keys keeps its
+// pins and its secrets), else new ones; the agent endpoint's keys are always new, since
+// the ones the store kept were in the clear.
+func sealNewKeys(cfg Config, st *store.Store, kek *pki.KEK) (store.SealedKeys, error) {
+	var p *pki.PKI
+	var secretsKey []byte
+	var err error
+	pkiDir := filepath.Join(cfg.DataDir, pki.Dir)
+	if _, statErr := os.Stat(filepath.Join(pkiDir, "serving-ca.crt")); statErr == nil {
+		if p, err = pki.LoadOrCreate(cfg.DataDir, cfg.Clock); err != nil {
+			return store.SealedKeys{}, fmt.Errorf("registry PKI: %w", err)
+		}
+		if secretsKey, err = secret.LoadOrCreateKey(pkiDir); err != nil {
+			return store.SealedKeys{}, err
+		}
+		cfg.Log.Info("the registry's keys in the data directory are sealed into the store; remove them from there once they are backed up", "dir", pkiDir)
+	} else {
+		if p, err = pki.Generate(cfg.Clock); err != nil {
+			return store.SealedKeys{}, err
+		}
+		secretsKey = secret.NewKey()
+	}
+	named := map[string][]byte{sealedSecrets: secretsKey, sealedStatelessReset: make([]byte, 32), sealedSessionTickets: make([]byte, 32)}
+	rand.Read(named[sealedStatelessReset])
+	rand.Read(named[sealedSessionTickets])
+	s, err := pki.Seal(kek, p, named)
+	if err != nil {
+		return store.SealedKeys{}, err
+	}
+	rec := store.SealedKeys{KEK: s.KEK, Ciphertext: s.Ciphertext}
+	err = st.Update(func(tx *store.Tx) error { return tx.PutSealedKeys(rec) })
+	if proto.CodeOf(err) == proto.Conflict {
+		err = st.View(func(tx *store.Tx) (err error) { rec, _, err = tx.SealedKeys(); return err })
+	}
+	return rec, err
+}

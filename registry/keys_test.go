@@ -1,0 +1,215 @@
+package registry
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/pki"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// copyStore copies the store file of a closed registry's data directory into a new
+// data directory: what a second replica of a shared store reads.
+func copyStore(t *testing.T, from string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(from, store.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(to, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(to, store.FileName), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return to
+}
+
+// copyFile copies a file, mode 0600.
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putSecret seals a tenant's secret with r's secret key.
+func putSecret(t *testing.T, r *Registry, value string) {
+	t.Helper()
+	err := r.st.Update(func(tx *store.Tx) error {
+		if _, err := tx.CreateTenant("acme"); err != nil {
+			return err
+		}
+		_, _, err := r.keys.box.PutTenant(tx, "acme", "secret://k8s/join", []byte(value))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// getSecret opens the tenant's secret with r's secret key.
+func getSecret(r *Registry) (value []byte, err error) {
+	err = r.st.View(func(tx *store.Tx) (err error) {
+		value, err = r.keys.box.GetTenant(tx, "acme", "secret://k8s/join")
+		return err
+	})
+	return value, err
+}
+
+// TestSealedKeysShareOneRegistry: with a KEK file the first start makes the file (0600)
+// and seals the registry's keys into the store, none of them in the clear there or in
+// DATA_DIR/pki; a second replica reading the same store with a copy of the file has the
+// same keys: the same pins, agent CA and session keys, and it opens the secrets the
+// first sealed.
+func TestSealedKeysShareOneRegistry(t *testing.T) {
+	dirA := filepath.Join(t.TempDir(), "a")
+	kek := filepath.Join(t.TempDir(), "kek")
+	a := newTestRegistry(t, Config{DataDir: dirA, KEKFile: kek})
+	if st, err := os.Stat(kek); err != nil || st.Mode().Perm() != 0o600 || !a.Info().KEKMade {
+		t.Fatalf("the KEK file: %v, want mode 0600 and Info saying it was made (%+v)", err, a.Info())
+	}
+	putSecret(t, a, "s3cret-value")
+	pinsA, caA, endpointA := a.Info().Pins, a.keys.pki.AgentCAPEM, *a.keys.endpoint
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"serving-ca.key", "agent-ca.key", "join-signing.key", "join-encryption.key", "secrets.key"} {
+		if _, err := os.Stat(filepath.Join(dirA, pki.Dir, name)); err == nil {
+			t.Errorf("%s is in the data directory in the clear", name)
+		}
+	}
+	db, err := os.ReadFile(filepath.Join(dirA, store.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, secret := range map[string][]byte{"a PEM private key": []byte("PRIVATE KEY"), "the session ticket key": endpointA.SessionTickets[:],
+		"the stateless reset key": endpointA.StatelessReset[:], "the tenant's secret": []byte("s3cret-value")} {
+		if bytes.Contains(db, secret) {
+			t.Errorf("the store holds %s in the clear", what)
+		}
+	}
+
+	dirB := copyStore(t, dirA)
+	kekB := filepath.Join(t.TempDir(), "kek")
+	copyFile(t, kek, kekB)
+	leftover := filepath.Join(dirB, ".admin.conf.tmp-314")
+	copyFile(t, kek, leftover) // what a start killed while writing admin.conf left
+	b := newTestRegistry(t, Config{DataDir: dirB, KEKFile: kekB})
+	if b.Info().KEKMade {
+		t.Errorf("the second replica says it made the KEK file it was given")
+	}
+	if _, err := os.Stat(leftover); err == nil {
+		t.Errorf("a killed start's leftover is still in the data directory")
+	}
+	if b.Info().Pins != pinsA || !bytes.Equal(b.keys.pki.AgentCAPEM, caA) || *b.keys.endpoint != endpointA {
+		t.Errorf("the second replica has other keys: pins %+v, want %+v", b.Info().Pins, pinsA)
+	}
+	if got, err := getSecret(b); err != nil || string(got) != "s3cret-value" {
+		t.Errorf("the second replica opens the first's secret as %q, %v", got, err)
+	}
+}
+
+// TestSealedKeysRefusedWithoutTheirKEK: a replica of a store whose keys are sealed
+// refuses to start, saying what to do, given another KEK, no KEK file where it names
+// one, a KEK file others can read, or no KEK at all; it makes no key of its own.
+func TestSealedKeysRefusedWithoutTheirKEK(t *testing.T) {
+	dirA := filepath.Join(t.TempDir(), "a")
+	kek := filepath.Join(t.TempDir(), "kek")
+	a := newTestRegistry(t, Config{DataDir: dirA, KEKFile: kek})
+	a.Close()
+	other := filepath.Join(t.TempDir(), "other")
+	if _, err := pki.CreateKEK(other); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(t.TempDir(), "kek-0644")
+	copyFile(t, kek, open)
+	os.Chmod(open, 0o644)
+	missing := filepath.Join(t.TempDir(), "missing")
+	for name, c := range map[string]struct {
+		kekFile string
+		want    string
+	}{
+		"another KEK":        {other, "copy the key-encryption key file of a registry that runs on this store"},
+		"a missing file":     {missing, "does not exist: copy the key-encryption key file"},
+		"a file others read": {open, "chmod 600"},
+		"no --kek-file":      {"", "start with --kek-file"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := copyStore(t, dirA)
+			_, err := New(Config{DataDir: dir, KEKFile: c.kekFile, Listen: "127.0.0.1:0", AgentListen: "127.0.0.1:0"})
+			if proto.CodeOf(err) != proto.InvalidConfig || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("New: %v, want INVALID_CONFIG saying %q", err, c.want)
+			}
+			if pe, _ := err.(*proto.Error); pe == nil || pe.Details.Path != "--kek-file" {
+				t.Errorf("the error names no --kek-file: %#v", err)
+			}
+			if _, err := os.Stat(missing); err == nil {
+				t.Errorf("a KEK file was made for a store whose keys are sealed")
+			}
+			if entries, _ := os.ReadDir(filepath.Join(dir, pki.Dir)); len(entries) > 0 {
+				t.Errorf("keys of its own were made: %v", entries)
+			}
+		})
+	}
+}
+
+// TestKEKSealsTheDataDirectorysKeys: a registry that ran without a KEK, started with
+// one, seals the keys of its data directory: its pins stay, the secrets sealed before
+// still open, and the agent endpoint's keys the store kept in the clear are gone.
+func TestKEKSealsTheDataDirectorysKeys(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	plain := newTestRegistry(t, Config{DataDir: dir})
+	putSecret(t, plain, "kept")
+	pins := plain.Info().Pins
+	plain.Close()
+	before := clearTicketKey(t, dir)
+
+	sealed := newTestRegistry(t, Config{DataDir: dir, KEKFile: filepath.Join(t.TempDir(), "kek")})
+	if sealed.Info().Pins != pins {
+		t.Errorf("pins changed: %+v, want %+v", sealed.Info().Pins, pins)
+	}
+	if got, err := getSecret(sealed); err != nil || string(got) != "kept" {
+		t.Errorf("the secret sealed before: %q, %v", got, err)
+	}
+	if sealed.keys.endpoint.SessionTickets == before {
+		t.Errorf("the sealed session ticket key is the one the store held in the clear")
+	}
+	sealed.Close()
+	if clearTicketKey(t, dir) == before {
+		t.Errorf("the store still holds the session ticket key in the clear")
+	}
+}
+
+// clearTicketKey is the session ticket key the store of a closed registry keeps in the
+// clear: a new random one when it keeps none (AgentKey makes one, and the transaction
+// is rolled back).
+func clearTicketKey(t *testing.T, dir string) (key [32]byte) {
+	t.Helper()
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rollback := errors.New("rollback")
+	err = st.Update(func(tx *store.Tx) (err error) {
+		if key, err = tx.AgentKey("agent-session-ticket-key"); err != nil {
+			return err
+		}
+		return rollback
+	})
+	if err != rollback {
+		t.Fatal(err)
+	}
+	return key
+}

@@ -1,0 +1,215 @@
+package pki
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+)
+
+// Registries that share one store (replicas) share their keys sealed in it: the PKI and
+// the other rooms' secret keys travel as one bundle, encrypted (AES-256-GCM) with a
+// key-encryption key (KEK) that each replica reads from a file of its own and that the
+// store never holds. Whoever reads the store without the KEK learns none of the keys.
+
+// kekSize is the KEK's length: an AES-256 key.
+const kekSize = 32
+
+// kekPrefix starts a KEK file's one line, which is the key in hex after it.
+const kekPrefix = "better-compute-kek-v1:"
+
+// KEK is a key-encryption key: what seals the registry's keys in the store.
+type KEK struct {
+	aead cipher.AEAD
+	id   string
+}
+
+// ID names the KEK without revealing it (a hash of it): the sealed keys record the ID of
+// the KEK they were sealed with, so a replica given another one says which it needs.
+func (k *KEK) ID() string { return k.id }
+
+func newKEK(key []byte) (*KEK, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(append([]byte("better-compute kek id\x00"), key...))
+	return &KEK{aead: aead, id: "kek_" + hex.EncodeToString(sum[:8])}, nil
+}
+
+// LoadKEK reads the KEK file at path. The file must be a regular file that no one but its
+// owner can read or write (mode 0600 or stricter): the KEK opens every key of the
+// registry.
+func LoadKEK(path string) (*KEK, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("the key-encryption key %s is not a regular file", path)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return nil, fmt.Errorf("the key-encryption key %s has mode %04o, so its group or others can read or change it; it opens every key of the registry: run `chmod 600 %s`", path, perm, path)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	text, ok := strings.CutPrefix(strings.TrimSpace(string(data)), kekPrefix)
+	key, hexErr := hex.DecodeString(text)
+	if !ok || hexErr != nil || len(key) != kekSize {
+		return nil, fmt.Errorf("%s is not a key-encryption key (one line: %s and %d hex digits); copy the file the first registry made", path, kekPrefix, 2*kekSize)
+	}
+	return newKEK(key)
+}
+
+// CreateKEK makes a new KEK and writes it to path (mode 0600), which must not exist.
+func CreateKEK(path string) (*KEK, error) {
+	key := make([]byte, kekSize)
+	rand.Read(key)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	_, err = fmt.Fprintf(f, "%s%s\n", kekPrefix, hex.EncodeToString(key))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	return newKEK(key)
+}
+
+// LoadOrCreateKEK reads the KEK file at path, or makes it when it does not exist and
+// create is true.
+func LoadOrCreateKEK(path string, create bool) (*KEK, error) {
+	k, err := LoadKEK(path)
+	if create && errors.Is(err, fs.ErrNotExist) {
+		return CreateKEK(path)
+	}
+	return k, err
+}
+
+// Sealed is the registry's keys sealed with a KEK: what the store keeps.
+type Sealed struct {
+	// KEK is the ID of the KEK they are sealed with.
+	KEK string
+	// Ciphertext is the nonce, then the sealed bundle.
+	Ciphertext []byte
+}
+
+// bundle is what is sealed: the PKI's keys and certificates as PEM, and other rooms'
+// keys by name.
+type bundle struct {
+	ServingCA         string            `json:"servingCa"`
+	ServingCAKey      string            `json:"servingCaKey"`
+	AgentCA           string            `json:"agentCa"`
+	AgentCAKey        string            `json:"agentCaKey"`
+	JoinSigningKey    string            `json:"joinSigningKey"`
+	JoinEncryptionKey string            `json:"joinEncryptionKey"`
+	Keys              map[string][]byte `json:"keys"`
+}
+
+// sealedAD binds a ciphertext to what it is, and to the KEK's ID.
+func sealedAD(kekID string) []byte {
+	return []byte("better-compute sealed registry keys v1\x00" + kekID)
+}
+
+// Generate makes a new PKI in memory; nothing is written until it is sealed.
+func Generate(clk Clock) (*PKI, error) {
+	p := &PKI{clock: clk}
+	var err error
+	if p.ServingCA, p.servingCAKey, p.ServingCAPEM, _, err = newCA("better-compute serving CA", clk.Now()); err != nil {
+		return nil, err
+	}
+	if p.AgentCA, p.agentCAKey, p.AgentCAPEM, _, err = newCA("better-compute agent CA", clk.Now()); err != nil {
+		return nil, err
+	}
+	signing, err := newJoinSigningKey()
+	if err != nil {
+		return nil, err
+	}
+	encryption, err := newJoinEncryptionKey()
+	if err != nil {
+		return nil, err
+	}
+	return p, p.setJoinKeys(signing, encryption, "a new PKI")
+}
+
+// Seal seals the PKI and keys (other rooms' secret keys, by name) with kek.
+func Seal(kek *KEK, p *PKI, keys map[string][]byte) (Sealed, error) {
+	b := bundle{ServingCA: string(p.ServingCAPEM), AgentCA: string(p.AgentCAPEM), Keys: keys}
+	for _, k := range []struct {
+		to  *string
+		key any
+	}{{&b.ServingCAKey, p.servingCAKey}, {&b.AgentCAKey, p.agentCAKey}, {&b.JoinSigningKey, p.joinSigning}, {&b.JoinEncryptionKey, p.joinEncryption}} {
+		keyPEM, err := privateKeyPEM(k.key)
+		if err != nil {
+			return Sealed{}, err
+		}
+		*k.to = string(keyPEM)
+	}
+	plain, err := json.Marshal(b)
+	if err != nil {
+		return Sealed{}, err
+	}
+	nonce := make([]byte, kek.aead.NonceSize())
+	rand.Read(nonce)
+	return Sealed{KEK: kek.id, Ciphertext: kek.aead.Seal(nonce, nonce, plain, sealedAD(kek.id))}, nil
+}
+
+// Open opens sealed keys with kek: the PKI, its certificates issued on clk, and the
+// other rooms' keys. A KEK other than the one they were sealed with is refused, naming
+// the one they need.
+func Open(kek *KEK, s Sealed, clk Clock) (*PKI, map[string][]byte, error) {
+	if s.KEK != kek.id {
+		return nil, nil, fmt.Errorf("the store's keys are sealed with key-encryption key %s, and this one is %s: copy the key-encryption key file of a registry that runs on this store", s.KEK, kek.id)
+	}
+	n := kek.aead.NonceSize()
+	if len(s.Ciphertext) < n {
+		return nil, nil, errors.New("the store's sealed keys are cut short: restore the store from a backup")
+	}
+	plain, err := kek.aead.Open(nil, s.Ciphertext[:n], s.Ciphertext[n:], sealedAD(s.KEK))
+	if err != nil {
+		return nil, nil, fmt.Errorf("the store's sealed keys do not open with key-encryption key %s (the record was changed, or the key file is not the one that sealed them): %w", kek.id, err)
+	}
+	var b bundle
+	if err := json.Unmarshal(plain, &b); err != nil {
+		return nil, nil, fmt.Errorf("the store's sealed keys: %w", err)
+	}
+	p := &PKI{clock: clk, ServingCAPEM: []byte(b.ServingCA), AgentCAPEM: []byte(b.AgentCA)}
+	if p.ServingCA, p.servingCAKey, err = parseCA("the sealed serving CA", p.ServingCAPEM, []byte(b.ServingCAKey)); err != nil {
+		return nil, nil, err
+	}
+	if p.AgentCA, p.agentCAKey, err = parseCA("the sealed agent CA", p.AgentCAPEM, []byte(b.AgentCAKey)); err != nil {
+		return nil, nil, err
+	}
+	signing, err := parsePrivateKeyPEM("the sealed join signing key", []byte(b.JoinSigningKey))
+	if err != nil {
+		return nil, nil, err
+	}
+	encryption, err := parsePrivateKeyPEM("the sealed join encryption key", []byte(b.JoinEncryptionKey))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := p.setJoinKeys(signing, encryption, "the sealed keys"); err != nil {
+		return nil, nil, err
+	}
+	return p, b.Keys, nil
+}

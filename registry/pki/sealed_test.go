@@ -1,0 +1,86 @@
+package pki
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/clock"
+)
+
+// TestSealOpen: sealed keys open with their KEK to the same keys, and not with another
+// KEK or once a byte of them changed.
+func TestSealOpen(t *testing.T) {
+	dir := t.TempDir()
+	kek, err := CreateKEK(filepath.Join(dir, "kek"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Generate(clock.Real{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Seal(kek, p, map[string][]byte{"secrets": bytes.Repeat([]byte{7}, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(s.Ciphertext, p.ServingCAPEM[30:60]) || bytes.Contains(s.Ciphertext, []byte("PRIVATE KEY")) {
+		t.Errorf("the sealed keys hold PEM in the clear")
+	}
+	loaded, err := LoadKEK(filepath.Join(dir, "kek"))
+	if err != nil || loaded.ID() != kek.ID() {
+		t.Fatalf("LoadKEK: %v, %v", loaded, err)
+	}
+	opened, named, err := Open(loaded, s, clock.Real{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opened.Pins() != p.Pins() || !bytes.Equal(opened.AgentCAPEM, p.AgentCAPEM) || !bytes.Equal(named["secrets"], bytes.Repeat([]byte{7}, 32)) {
+		t.Errorf("opened other keys than were sealed")
+	}
+	if _, err := opened.IssueAgentCertificate("nd_1", "node", p.JoinSigningKey()); err != nil {
+		t.Errorf("the opened agent CA does not issue: %v", err)
+	}
+
+	other, err := CreateKEK(filepath.Join(dir, "other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Open(other, s, clock.Real{}); err == nil || !strings.Contains(err.Error(), kek.ID()) {
+		t.Errorf("another KEK: %v, want an error naming %s", err, kek.ID())
+	}
+	// Another KEK that claims the ID of the right one still opens nothing.
+	other.id = kek.ID()
+	if _, _, err := Open(other, s, clock.Real{}); err == nil {
+		t.Errorf("another KEK under the right ID opened the keys")
+	}
+	tampered := Sealed{KEK: s.KEK, Ciphertext: bytes.Clone(s.Ciphertext)}
+	tampered.Ciphertext[len(tampered.Ciphertext)/2] ^= 1
+	if _, _, err := Open(kek, tampered, clock.Real{}); err == nil {
+		t.Errorf("changed sealed keys opened")
+	}
+	if _, err := CreateKEK(filepath.Join(dir, "kek")); err == nil {
+		t.Errorf("CreateKEK replaced an existing KEK file")
+	}
+}
+
+// FuzzLoadKEK: a KEK file the operator gives is read without panicking, and accepted
+// only as one line of the prefix and 64 hex digits.
+func FuzzLoadKEK(f *testing.F) {
+	f.Add([]byte(kekPrefix + strings.Repeat("ab", 32) + "\n"))
+	f.Add([]byte(kekPrefix + strings.Repeat("ab", 31)))
+	f.Add([]byte(strings.Repeat("ab", 32)))
+	f.Add([]byte{})
+	path := filepath.Join(f.TempDir(), "kek")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		k, err := LoadKEK(path)
+		if err == nil && (k == nil || !strings.HasPrefix(strings.TrimSpace(string(data)), kekPrefix) || len(strings.TrimSpace(string(data))) != len(kekPrefix)+64) {
+			t.Errorf("accepted %q", data)
+		}
+	})
+}

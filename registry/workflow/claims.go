@@ -1,0 +1,145 @@
+package workflow
+
+import (
+	"context"
+
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// claim takes the run's claim for this engine: true when it holds it now (or runs
+// without Claims), false when another registry drives the run.
+func (e *Engine) claim(id string) bool {
+	if e.cfg.Claims == nil {
+		return true
+	}
+	var ok bool
+	err := e.cfg.Store.Update(func(tx *store.Tx) (err error) {
+		ok, err = tx.ClaimRun(id, e.cfg.Claims.Owner, e.cfg.Claims.TTL)
+		return err
+	})
+	if err != nil {
+		e.cfg.Log.Error("claiming a workflow", "workflow", id, "err", err)
+	}
+	return err == nil && ok
+}
+
+// release gives up the run's claim, once this engine stopped driving it: another
+// registry may take it at once.
+func (e *Engine) release(id string) {
+	if e.cfg.Claims == nil {
+		return
+	}
+	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.ReleaseRun(id, e.cfg.Claims.Owner) }); err != nil {
+		e.cfg.Log.Warn("releasing a workflow's claim", "workflow", id, "err", err)
+	}
+}
+
+// fence is in every transaction that drives a run: it renews this engine's claim, or
+// fails with errClaimLost when another registry holds it, so that a registry that lost
+// a run (paused past its claim's expiry) changes nothing of it.
+func (e *Engine) fence(tx *store.Tx, id string) error {
+	if e.cfg.Claims == nil {
+		return nil
+	}
+	ok, err := tx.ClaimRun(id, e.cfg.Claims.Owner, e.cfg.Claims.TTL)
+	if err == nil && !ok {
+		err = errClaimLost
+	}
+	return err
+}
+
+// keepClaims renews the claims of the runs this engine drives, in one transaction, and
+// starts the runs no registry drives (their claim expired: the registry that drove them
+// died), every third of the claims' TTL until ctx ends. A run whose claim another
+// registry took is stopped where it is.
+func (e *Engine) keepClaims(ctx context.Context) {
+	for {
+		t := e.cfg.Clock.NewTimer(e.cfg.Claims.TTL / 3)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		e.mu.Lock()
+		driving := make(map[string]context.CancelCauseFunc, len(e.running))
+		for id, stop := range e.running {
+			driving[id] = stop
+		}
+		e.mu.Unlock()
+		lost, cancelled, err := e.renew(driving)
+		if err != nil {
+			e.cfg.Log.Error("renewing the workflows' claims", "err", err)
+			continue
+		}
+		for _, id := range lost {
+			driving[id](errClaimLost)
+		}
+		for _, id := range cancelled {
+			e.Abort(id)
+		}
+		if err := e.startUnclaimed(); err != nil {
+			e.cfg.Log.Error("looking for workflows to take over", "err", err)
+		}
+	}
+}
+
+// renew renews the claims of the runs driving names in one transaction (none when it
+// names none), and returns those another registry holds, and those cancelled: a cancel
+// another registry took (its Abort reaches only the attempts it drives itself) abandons
+// the attempt here within a third of the claims' TTL.
+func (e *Engine) renew(driving map[string]context.CancelCauseFunc) (lost, cancelled []string, err error) {
+	if len(driving) == 0 {
+		return nil, nil, nil
+	}
+	err = e.cfg.Store.Update(func(tx *store.Tx) error {
+		lost, cancelled = lost[:0], cancelled[:0]
+		for id := range driving {
+			if err := e.fence(tx, id); err == errClaimLost {
+				lost = append(lost, id)
+				continue
+			} else if err != nil {
+				return err
+			}
+			run, err := tx.Run(id)
+			if err != nil {
+				return err
+			}
+			if run.Cancelled != nil {
+				cancelled = append(cancelled, id)
+			}
+		}
+		return nil
+	})
+	return lost, cancelled, err
+}
+
+// startUnclaimed starts the running runs of the store whose claim no other registry
+// holds: those it reads as held are left alone, without a write.
+func (e *Engine) startUnclaimed() error {
+	var free []string
+	err := e.cfg.Store.View(func(tx *store.Tx) error {
+		ids, err := tx.RunningRuns()
+		if err != nil {
+			return err
+		}
+		free = free[:0]
+		for _, id := range ids {
+			c, held, err := tx.RunClaim(id)
+			if err != nil {
+				return err
+			}
+			if !held || c.Owner == e.cfg.Claims.Owner || !tx.Now().Before(c.Expires) {
+				free = append(free, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range free {
+		e.Start(id)
+	}
+	return nil
+}
