@@ -52,6 +52,8 @@ type Event struct {
 	Duration time.Duration `json:"duration,omitempty"`
 	// Error is a failure's code, reason and message.
 	Error *proto.Error `json:"error,omitempty"`
+	// Detail says why a step was skipped, or why a result is not attested.
+	Detail string `json:"detail,omitempty"`
 }
 
 const (

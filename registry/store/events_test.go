@@ -85,7 +85,10 @@ func TestEventsPageInOrderPerNodeAndWorkflow(t *testing.T) {
 		t.Fatalf("n1's cursor on n10: %v, want INVALID_INPUT", err)
 	}
 	var after []Event
-	mustUpdate(t, s, func(tx *Tx) (err error) { after, _, err = tx.Events("n1", "", Page{Cursor: EventCursor("n1", 5)}); return err })
+	mustUpdate(t, s, func(tx *Tx) (err error) {
+		after, _, err = tx.Events("n1", "", Page{Cursor: EventCursor("n1", 5)})
+		return err
+	})
 	if len(after) != 2 || after[0].Seq != 6 {
 		t.Fatalf("after seq 5: %v", after)
 	}

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -26,7 +27,9 @@ type Config struct {
 	// Backoff is the wait before the next try after the n-th failed try of a step or
 	// its fallback; DefaultBackoff when nil.
 	Backoff func(n int) time.Duration
-	Log     *slog.Logger
+	// Observer is told of the steps and runs that end; none when nil.
+	Observer Observer
+	Log      *slog.Logger
 }
 
 // DefaultBackoff waits 10 seconds after a first failed try and doubles each time, up to
@@ -119,7 +122,13 @@ func (e *Engine) Create(tx *store.Tx, req NewRun) (store.Run, error) {
 			return store.Run{}, err
 		}
 	}
-	return tx.CreateRun(run)
+	run, err := tx.CreateRun(run)
+	if err != nil {
+		return run, err
+	}
+	_, err = tx.AppendEvent(store.Event{Node: run.Node, Tenant: run.Tenant, Kind: store.EventWorkflowStarted, Workflow: run.ID,
+		Detail: fmt.Sprintf("%s: %s/%s@%d", run.Kind, run.Profile.Tenant, run.Profile.ID, run.Profile.Version)})
+	return run, err
 }
 
 // Resume starts every running run of the store, and makes ctx the context of every run

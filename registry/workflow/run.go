@@ -98,11 +98,11 @@ func (e *Engine) end(run store.Run) error {
 	if err != nil {
 		return err
 	}
-	var ended store.Run
+	var old, ended store.Run
 	dropped := 0
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
 		var err error
-		ended, err = tx.UpdateRun(run.ID, func(r *store.Run) error {
+		old, ended, err = updateRun(tx, run.ID, func(r *store.Run) error {
 			r.State = store.RunSucceeded
 			switch {
 			case r.Cancelled != nil:
@@ -126,6 +126,7 @@ func (e *Engine) end(run store.Run) error {
 		return err
 	}
 	e.notify()
+	e.observe(old, ended)
 	e.cfg.Log.Info("workflow ended", "workflow", run.ID, "node", run.Node, "state", ended.State, "unansweredCommandsDropped", dropped)
 	return e.startNext(run)
 }
@@ -151,9 +152,11 @@ func (e *Engine) load(id string) (run store.Run, err error) {
 
 // update changes a running run in its own transaction and wakes its watchers.
 func (e *Engine) update(id string, change func(*store.Run) error) (run store.Run, err error) {
-	err = e.cfg.Store.Update(func(tx *store.Tx) error { run, err = tx.UpdateRun(id, change); return err })
+	var old store.Run
+	err = e.cfg.Store.Update(func(tx *store.Tx) error { old, run, err = updateRun(tx, id, change); return err })
 	if err == nil {
 		e.notify()
+		e.observe(old, run)
 	}
 	return run, err
 }
