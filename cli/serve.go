@@ -12,12 +12,13 @@ import (
 
 var serveCommands = []command{{
 	path:    "serve",
-	usage:   "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images]",
+	usage:   "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images]",
 	summary: "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
 		agentListen := fs.String("agent-listen", "127.0.0.1:7444", "agents' QUIC endpoint (UDP), as agents dial it")
+		metricsListen := fs.String("metrics-listen", "", "serve Prometheus metrics at http://HOST:PORT/metrics, without credential (default: none)")
 		logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 		userDataConfig := fs.String("userdata-config", "", "JSON file: controlPlaneUrl, bcdUrl, bcdSha256, pins, templates, tokenTtlSeconds (docs/userdata.md)")
 		hardware := fs.String("hardware-profiles", "", "hardware profiles file (default DIR/hardware-profiles.json when it exists)")
@@ -30,7 +31,7 @@ var serveCommands = []command{{
 			if *logFormat == "json" {
 				h = slog.NewJSONHandler(x.env.Stderr, nil)
 			}
-			cfg := registry.Config{DataDir: *dataDir, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
+			cfg := registry.Config{DataDir: *dataDir, Listen: *listen, AgentListen: *agentListen, MetricsListen: *metricsListen, HardwareProfiles: *hardware,
 				AllowUnsignedImages: *allowUnsigned, Log: slog.New(h)}
 			if *userDataConfig != "" {
 				var err error
@@ -42,6 +43,9 @@ var serveCommands = []command{{
 				x.print(info, func(w *tabwriter.Writer) {
 					fmt.Fprintf(w, "registry listening on %s\n", info.URL)
 					fmt.Fprintf(w, "agents' endpoint on udp %s\n", info.AgentEndpoint)
+					if info.MetricsURL != "" {
+						fmt.Fprintf(w, "metrics at %s\n", info.MetricsURL)
+					}
 					if info.FirstStart {
 						fmt.Fprintf(w, "first start: the admin credential is in %s; keep it safe\n", info.AdminConfig)
 					}

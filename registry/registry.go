@@ -54,6 +54,9 @@ type Config struct {
 	// UserData is what user data is rendered with; its pins default to the registry's
 	// own.
 	UserData userdata.Config
+	// MetricsListen is the address /metrics is served on over HTTP, without credential
+	// (nothing in it is secret), host:port; "" serves no metrics.
+	MetricsListen string
 	// Clock is the registry's one clock: records, certificates, workflow timeouts,
 	// command expiry and every periodic task follow it. clock.Real when nil.
 	Clock clock.Clock
@@ -72,6 +75,9 @@ type Info struct {
 	// Pins are what `bcd join` must be given to trust this registry; also in PinsFile.
 	Pins     joinwire.Pins
 	PinsFile string
+	// MetricsURL is where Prometheus scrapes the registry's metrics; "" when it serves
+	// none.
+	MetricsURL string `json:",omitempty"`
 }
 
 // Run serves the registry until ctx ends. ready is called once it is listening.
@@ -130,13 +136,26 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		return fmt.Errorf("admin socket: %w", err)
 	}
 
-	plane, err := startAgentPlane(cfg, st, keys, cert, userData, box, info.URL)
+	var plane *agentPlane
+	obs := newMetrics(st, func() *agentPlane { return plane }, cfg.Log)
+	plane, err = startAgentPlane(cfg, st, keys, cert, userData, box, info.URL, obs)
 	if err != nil {
 		ln.Close()
 		sock.Close()
 		return err
 	}
 	defer plane.ep.Close()
+	metricsAddr, stopMetrics, err := serveMetrics(cfg.MetricsListen, obs, cfg.Log)
+	if err != nil {
+		ln.Close()
+		sock.Close()
+		return err
+	}
+	defer stopMetrics()
+	if metricsAddr != nil {
+		tcp := metricsAddr.(*net.TCPAddr)
+		info.MetricsURL = "http://" + clientAddr(tcp.IP, tcp.Port) + "/metrics"
+	}
 	udp := plane.ep.Addr().(*net.UDPAddr)
 	info.AgentEndpoint = clientAddr(udp.IP, udp.Port)
 	joinSvc := join.NewService(st, keys, info.AgentEndpoint, cfg.Log)
@@ -152,6 +171,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		Ramdisk: plane, Identities: plane.ep, Presence: plane, Clock: cfg.Clock, Log: cfg.Log})
 
 	apiSrv := api.NewServer(st, cfg.Log)
+	apiSrv.Observe(obs)
 	apiSrv.RegisterAll()
 	apiSrv.RegisterJoin(recordJoins{joinSvc, joins, cfg.Log})
 	apiSrv.RegisterUserData(userData)

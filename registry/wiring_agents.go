@@ -181,13 +181,13 @@ func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile)
 // startAgentPlane starts the agent endpoint on cfg.AgentListen with the registry's
 // serving certificate, trusting the agent CA, and the workflow engine whose relays and
 // joins go through it.
-func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert *servingCertificate, ud *userdata.Renderer, box *secret.Box, registryURL string) (*agentPlane, error) {
+func startAgentPlane(cfg Config, st *store.Store, keys *pki.PKI, cert *servingCertificate, ud *userdata.Renderer, box *secret.Box, registryURL string, obs workflow.Observer) (*agentPlane, error) {
 	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st), userData: ud, secrets: box, keys: keys, registryURL: registryURL,
 		log: cfg.Log, sites: site.New(site.Config{Store: st, Clock: cfg.Clock, Log: cfg.Log})}
 	if cfg.UserData.ControlPlaneURL != "" {
 		p.registryURL = cfg.UserData.ControlPlaneURL
 	}
-	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Clock: cfg.Clock, Log: cfg.Log})
+	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Clock: cfg.Clock, Observer: obs, Log: cfg.Log})
 	ep, err := agents.Start(agents.Config{
 		Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: keys.AgentCAPool(), Store: st, Log: cfg.Log,
 		OnInventory: p.sites.Inventory, OnSession: p.session, OnProgress: p.progress, Expand: p.expand,

@@ -59,6 +59,10 @@ var onlies = []only{
 	{"cli", "registry", []string{"registry", "registry/api"}, "the CLI reads the registry's answers as registry/api's views (and proto), never as storage rows or another room's types; serve runs the registry through its root (registry.Run)"},
 }
 
+// prometheusRooms are the packages that may import the Prometheus client: each side's
+// metrics room defines the collectors, the others count through interfaces.
+var prometheusRooms = []string{"registry/metrics", "agent/metrics"}
+
 func under(pkg, room string) bool { return pkg == room || strings.HasPrefix(pkg, room+"/") }
 
 // TestImportRules checks every package's imports (tests excluded) against the rules.
@@ -91,6 +95,9 @@ func TestImportRules(t *testing.T) {
 			t.Errorf("%s has no package doc comment: say what the room is for", pkg)
 		}
 		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, "github.com/prometheus/") && !slices.Contains(prometheusRooms, pkg) {
+				t.Errorf("%s imports %s: only %v define metrics; count through an interface of your room", pkg, imp, prometheusRooms)
+			}
 			dep, ok := strings.CutPrefix(imp, module)
 			if !ok {
 				continue

@@ -73,6 +73,9 @@ type Registry struct {
 	URL         string
 	// AgentEndpoint is the agents' QUIC endpoint, host:port on UDP.
 	AgentEndpoint string
+	// MetricsURL is where the registry serves its metrics, when started with
+	// --metrics-listen.
+	MetricsURL string
 	// Pins are the registry's pins, as `serve` printed them.
 	Pins   joinwire.Pins
 	cmd    *exec.Cmd
@@ -107,10 +110,11 @@ func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry 
 		var info struct {
 			URL           string
 			AgentEndpoint string
+			MetricsURL    string
 			Pins          joinwire.Pins
 		}
 		if json.NewDecoder(strings.NewReader(stdout.String())).Decode(&info) == nil && info.URL != "" {
-			r.URL, r.AgentEndpoint, r.Pins = info.URL, info.AgentEndpoint, info.Pins
+			r.URL, r.AgentEndpoint, r.MetricsURL, r.Pins = info.URL, info.AgentEndpoint, info.MetricsURL, info.Pins
 			return r
 		}
 		select {
