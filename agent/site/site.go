@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/metrics"
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/drivers"
@@ -42,11 +43,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return proto.Errorf(proto.InvalidConfig, "state directory: %v", err).WithPath("stateDir")
 	}
 	a := &agent{discoveries: newDiscoveries(), entriesChanged: make(chan struct{}, 1)}
+	obs := metrics.NewSite(func() cache.Usage { return a.cache.Usage() }, func() bool { return a.session.Connected() })
 	if a.entries, err = openEntries(filepath.Join(cfg.StateDir, entriesFile), cfg.Ramdisk, cfg.HTTPBase); err != nil {
 		return err
 	}
 	cacheCfg := cache.Config{Dir: cfg.Cache.Dir, CapacityBytes: cfg.Cache.CapacityBytes, MaxPulls: cfg.Cache.MaxPulls,
-		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, Reporter: cache.ReporterFunc(a.reportImages), Logger: log}
+		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, Reporter: cache.ReporterFunc(a.reportImages), Logger: log, Observer: obs}
 	if cfg.Cache.CAFile != "" {
 		if cacheCfg.RootCAs, err = loadCAs(cfg.Cache.CAFile); err != nil {
 			return err
@@ -56,7 +58,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer a.cache.Close()
-	srv, err := boot.New(cfg.Boot, boot.Deps{Entries: a.entries, Discoveries: a.discoveries, Log: log,
+	srv, err := boot.New(cfg.Boot, boot.Deps{Entries: a.entries, Discoveries: a.discoveries, Log: log, Observer: obs,
 		Handlers: map[string]http.Handler{cache.ImagePathPrefix: a.cache.Handler()}})
 	if err != nil {
 		return err
@@ -77,6 +79,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	})
 	if err != nil {
 		return err
+	}
+	if cfg.MetricsListen != "" {
+		stop, err := metrics.Serve(cfg.MetricsListen, "metricsListen", obs.Gatherer(), log)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	log.Info("site agent starting", "node", conf.NodeID, "registry", conf.AgentEndpoint, "httpBase", cfg.HTTPBase)
 	return runAll(ctx,
