@@ -165,12 +165,12 @@ func (n *Node) Pass(results []hostconverge.UnitResult) {
 }
 
 // Serve answers /metrics on addr (HTTP, no credential: nothing in it is secret) with
-// g's metrics until stop is called. It fails with INVALID_CONFIG at path when addr
-// cannot be listened on.
-func Serve(addr, path string, g prometheus.Gatherer, log *slog.Logger) (stop func(), err error) {
+// g's metrics until stop is called, and returns the address it listens on. It fails
+// with INVALID_CONFIG at path when addr cannot be listened on.
+func Serve(addr, path string, g prometheus.Gatherer, log *slog.Logger) (_ net.Addr, stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, proto.Errorf(proto.InvalidConfig, "listen on %s: %v (pick another address)", addr, err).WithPath(path)
+		return nil, nil, proto.Errorf(proto.InvalidConfig, "listen on %s: %v (pick another address)", addr, err).WithPath(path)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
@@ -178,5 +178,5 @@ func Serve(addr, path string, g prometheus.Gatherer, log *slog.Logger) (stop fun
 		IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go srv.Serve(ln)
 	log.Info("metrics listening", "url", "http://"+ln.Addr().String()+"/metrics")
-	return func() { srv.Close() }, nil
+	return ln.Addr(), func() { srv.Close() }, nil
 }

@@ -81,7 +81,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	if cfg.MetricsListen != "" {
-		stop, err := metrics.Serve(cfg.MetricsListen, "metricsListen", obs.Gatherer(), log)
+		_, stop, err := metrics.Serve(cfg.MetricsListen, "metricsListen", obs.Gatherer(), log)
 		if err != nil {
 			return err
 		}
