@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -309,4 +310,32 @@ func JoinSite(t testing.TB, reg *Registry, site string) string {
 		t.Fatalf("bcd join --role site: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
 	return dir
+}
+
+// Scrape reads the Prometheus text at url into its samples, keyed by series as the text
+// writes them (name{label="value",...}, labels in name order), and returns the text too.
+func Scrape(t testing.TB, url string) (map[string]float64, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape %s: %s %v\n%s", url, resp.Status, err, body)
+	}
+	samples := map[string]float64{}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("scrape %s: %q: %v", url, line, err)
+		}
+		samples[line[:i]] = v
+	}
+	return samples, string(body)
 }
