@@ -95,7 +95,8 @@ func TestSiteLoopback(t *testing.T) {
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.1/32", "--image-sources", source.Listener.Addr().String())
 	testkit.JSON(t, admin, nil, "pools", "create", "prewarm", "--site", "rack-a", "--tenant", "root", "--prewarm", img.Ref+","+inside.Ref)
 
-	httpPort := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})
+	sa := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})
+	httpPort := sa.httpPort
 
 	// The site pulls the image, reports it, and the registry shows it ready there.
 	var plan api.CachePlan
@@ -134,6 +135,7 @@ func TestSiteLoopback(t *testing.T) {
 	if err != nil || !bytes.Equal(out, artifact[1000:2000]) {
 		t.Fatalf("curl a range of the cached image: %v, %d bytes", err, len(out))
 	}
+	siteMetricsMove(t, sa, digest, len(artifact))
 
 	// A workflow's site steps reach the machine's BMC through the registry and the site,
 	// with the root tenant's secret.
@@ -152,10 +154,17 @@ func TestSiteLoopback(t *testing.T) {
 	}
 }
 
+// siteAgent is where a site agent started by startSiteAgent listens.
+type siteAgent struct {
+	httpPort, tftpPort, dhcpPort int
+	// ipxeDir is the directory TFTP serves.
+	ipxeDir    string
+	metricsURL string
+}
+
 // startSiteAgent joins the site agent of rack-a and runs it (startSite) with its boot
-// server on loopback ports and its cache configured by cache. It returns the port of its
-// HTTP server.
-func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) int {
+// server and its metrics on loopback ports and its cache configured by cache.
+func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) siteAgent {
 	t.Helper()
 	tokenFile := filepath.Join(work, "rack-a.token")
 	testkit.JSON(t, reg.AdminConfig, nil, "tokens", "create", "--kind", "site", "--site", "rack-a", "--out", tokenFile)
@@ -165,19 +174,22 @@ func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[
 		"--join-encryption-pin", reg.Pins.JoinEncryption); res.Code != 0 {
 		t.Fatalf("bcd join: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
-	httpPort := freePort(t, "tcp")
+	sa := siteAgent{httpPort: freePort(t, "tcp"), tftpPort: freePort(t, "udp"), dhcpPort: freePort(t, "udp"), ipxeDir: mkdir(t, work, "ipxe")}
+	metricsListen := fmt.Sprintf("127.0.0.1:%d", freePort(t, "tcp"))
+	sa.metricsURL = "http://" + metricsListen + "/metrics"
 	cfg := map[string]any{
 		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"),
 		"boot": map[string]any{"interface": "lo", "mode": "proxy", "serverIP": "127.0.0.1",
-			"ipxeDir": mkdir(t, work, "ipxe"), "ramdiskDir": mkdir(t, work, "ramdisk"),
-			"dhcpPort": freePort(t, "udp"), "proxyPort": freePort(t, "udp"), "tftpPort": freePort(t, "udp"), "httpPort": httpPort},
-		"cache": cache,
+			"ipxeDir": sa.ipxeDir, "ramdiskDir": mkdir(t, work, "ramdisk"),
+			"dhcpPort": sa.dhcpPort, "proxyPort": freePort(t, "udp"), "tftpPort": sa.tftpPort, "httpPort": sa.httpPort},
+		"cache":         cache,
+		"metricsListen": metricsListen,
 	}
 	siteConfig := filepath.Join(work, "site.json")
 	data, _ := json.Marshal(cfg)
 	writeFile(t, siteConfig, data, 0o600)
 	startSite(t, siteConfig)
-	return httpPort
+	return sa
 }
 
 // putSecret puts value as the secret ref of the tenant whose credential config is.
