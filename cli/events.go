@@ -88,7 +88,10 @@ func eventLine(w io.Writer, e api.Event) {
 	if e.From != "" {
 		change = e.From + " -> " + e.To
 	}
-	if e.Detail != "" {
+	switch {
+	case e.Detail != "" && change == "":
+		change = e.Detail
+	case e.Detail != "":
 		change += " (" + e.Detail + ")"
 	}
 	took, failure := "", ""
