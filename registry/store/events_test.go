@@ -9,18 +9,7 @@ import (
 
 // eventsStore is a store whose clock the test moves.
 func eventsStore(t *testing.T, now *time.Time) *Store {
-	t.Helper()
-	s, err := Open(t.TempDir(), Options{Now: func() time.Time { return *now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Check(); err != nil {
-			t.Errorf("the store is not consistent: %v", err)
-		}
-		s.Close()
-	})
-	return s
+	return openTest(t, Options{Now: func() time.Time { return *now }})
 }
 
 func appendEvents(t *testing.T, s *Store, node string, n int, workflow func(i int) string) {
