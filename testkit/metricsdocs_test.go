@@ -32,6 +32,7 @@ func TestDocsNameOnlyRealMetrics(t *testing.T) {
 	reg.APIRequest("metal.get", "OK", time.Millisecond)
 	reg.StepEnded("deploy.deploy", "succeeded", time.Second)
 	reg.WorkflowEnded("deploy", "custom", "succeeded", time.Second)
+	reg.DeployStreamed("cache", 1, 1)
 	site := agentmetrics.NewSite(func() cache.Usage { return cache.Usage{} }, func() bool { return true })
 	site.DHCPReply("offer")
 	site.TFTPTransfer(true, 1)

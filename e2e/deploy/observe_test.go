@@ -60,6 +60,12 @@ func TestDeployMovesTheMetricsAndWritesItsEvents(t *testing.T) {
 			t.Errorf("%s did not move over the deploy (%v to %v)", series, before[series], after[series])
 		}
 	}
+	if got := moved(`better_compute_deploy_read_bytes_total{location="cache"}`); got <= 0 || got > float64(len(raw)) {
+		t.Errorf("the deploy stream read %v bytes from the cache", got)
+	}
+	if moved(`better_compute_deploy_written_bytes_total`) <= 0 {
+		t.Errorf("the deploy stream wrote nothing to the disk")
+	}
 	if after[`better_compute_agent_sessions{role="site"}`] != 1 || after[`better_compute_agent_sessions{role="node"}`] != 1 {
 		t.Errorf("agent sessions after the deploy: site %v, node %v; want 1 each", after[`better_compute_agent_sessions{role="site"}`], after[`better_compute_agent_sessions{role="node"}`])
 	}

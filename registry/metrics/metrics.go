@@ -49,6 +49,8 @@ type Registry struct {
 	workflowDur *prometheus.HistogramVec
 	steps       *prometheus.CounterVec
 	stepDur     *prometheus.HistogramVec
+	deployRead  *prometheus.CounterVec
+	deployWrote prometheus.Counter
 }
 
 // stepBuckets span a step's duration, from a control-plane step's milliseconds to an
@@ -72,8 +74,12 @@ func New(src Sources) *Registry {
 			Help: "Workflow steps ended, by step kind and outcome (succeeded, failed, skipped)."}, []string{"step", "outcome"}),
 		stepDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "workflow", Name: "step_duration_seconds",
 			Help: "Time from a step's start to its end, all its attempts included, by step kind.", Buckets: stepBuckets}, []string{"step"}),
+		deployRead: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "deploy", Name: "read_bytes_total",
+			Help: "Bytes of OS images the ramdisks' deploy.image read, as their progress reports tell, by where the image streamed from (cache, source)."}, []string{"location"}),
+		deployWrote: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "deploy", Name: "written_bytes_total",
+			Help: "Bytes the ramdisks' deploy.image wrote to disks (zeros left out), as their progress reports tell."}),
 	}
-	m.reg.MustRegister(m.apiRequests, m.apiDuration, m.workflows, m.workflowDur, m.steps, m.stepDur,
+	m.reg.MustRegister(m.apiRequests, m.apiDuration, m.workflows, m.workflowDur, m.steps, m.stepDur, m.deployRead, m.deployWrote,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), sources{src})
 	return m
 }
@@ -105,6 +111,12 @@ func (m *Registry) StepEnded(use, outcome string, took time.Duration) {
 func (m *Registry) WorkflowEnded(kind, profile, outcome string, took time.Duration) {
 	m.workflows.WithLabelValues(kind, profile, outcome).Inc()
 	m.workflowDur.WithLabelValues(kind).Observe(took.Seconds())
+}
+
+// DeployStreamed counts what a deploy.image progress report adds.
+func (m *Registry) DeployStreamed(location string, read, written int64) {
+	m.deployRead.WithLabelValues(location).Add(float64(read))
+	m.deployWrote.Add(float64(written))
 }
 
 // sources is the collector of the metrics read at each scrape.

@@ -22,6 +22,7 @@ func full() *Registry {
 	m.APIRequest("metal.list", "OK", 3*time.Millisecond)
 	m.StepEnded("deploy.image", "succeeded", 2*time.Minute)
 	m.WorkflowEnded("deploy", "custom", "succeeded", 3*time.Minute)
+	m.DeployStreamed("cache", 100, 80)
 	return m
 }
 

@@ -8,12 +8,15 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 )
 
-// Observer is told of every step and run that ends, after the transaction recording it
-// committed: the registry's metrics. Its labels are bounded: a step's kind, a run's kind,
+// Observer is told of every step and run that ends, and of the deploy stream's progress,
+// after the transaction recording it committed: the registry's metrics. Its labels are bounded: a step's kind, a run's kind,
 // and its profile's id only for a shipped profile (CustomProfile for a tenant's own).
 type Observer interface {
 	StepEnded(use, outcome string, took time.Duration)
 	WorkflowEnded(kind, profile, outcome string, took time.Duration)
+	// DeployStreamed is what a deploy.image progress report adds: bytes of the image
+	// read from location (cache or source) and written to the disk.
+	DeployStreamed(location string, read, written int64)
 }
 
 // CustomProfile is the profile label of runs of a tenant's own profile.

@@ -61,3 +61,26 @@ func TestRunEventsSayWhatChanged(t *testing.T) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestDeployStreamedCountsWhatEachReportAdds: a deploy.image progress report adds the
+// bytes it read and wrote past the report before it; a report behind it (a restarted
+// stream) adds nothing; a location no ramdisk sends is "other"; other progress is none.
+func TestDeployStreamedCountsWhatEachReportAdds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		before, now   string
+		location      string
+		read, written int64
+	}{
+		"the first report": {``, `{"location":"cache","read":100,"bytesWritten":80}`, proto.DeployFromCache, 100, 80},
+		"a later report":   {`{"location":"cache","read":100,"bytesWritten":80}`, `{"location":"cache","read":250,"bytesWritten":200}`, proto.DeployFromCache, 150, 120},
+		"a restart":        {`{"location":"cache","read":250,"bytesWritten":200}`, `{"location":"source","read":50,"bytesWritten":0}`, proto.DeployFromSource, 0, 0},
+		"an odd location":  {``, `{"location":"node-42","read":10}`, "other", 10, 0},
+		"a disk wipe's":    {``, `{"disk":"nvme0n1","done":10}`, "", 0, 0},
+		"not JSON":         {``, `nope`, "", 0, 0},
+	} {
+		location, read, written := deployStreamed(json.RawMessage(tc.before), json.RawMessage(tc.now))
+		if location != tc.location || read != tc.read || written != tc.written {
+			t.Errorf("%s: %q %d %d, want %q %d %d", name, location, read, written, tc.location, tc.read, tc.written)
+		}
+	}
+}
