@@ -173,7 +173,7 @@ func Serve(addr, path string, g prometheus.Gatherer, log *slog.Logger) (_ net.Ad
 		return nil, nil, proto.Errorf(proto.InvalidConfig, "listen on %s: %v (pick another address)", addr, err).WithPath(path)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{MaxRequestsInFlight: 2}))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
 		IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go srv.Serve(ln)

@@ -84,9 +84,14 @@ func New(src Sources) *Registry {
 	return m
 }
 
-// Handler serves the metrics in Prometheus's text format.
+// MaxScrapes bounds the scrapes served at once; one more is answered 503 at once, so
+// whoever reaches the listener cannot make the registry count its nodes over and over
+// in parallel.
+const MaxScrapes = 2
+
+// Handler serves the metrics in Prometheus's text format, MaxScrapes at once.
 func (m *Registry) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, MaxRequestsInFlight: MaxScrapes})
 }
 
 // Gatherer is what the collectors gather from, for tests that lint the metrics.

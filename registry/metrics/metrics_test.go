@@ -2,7 +2,10 @@ package metrics
 
 import (
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,5 +63,37 @@ better_compute_agent_sessions{role="site"} 1
 		"better_compute_agent_handshakes_total", "better_compute_nodes", "better_compute_agent_sessions")
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// TestScrapesAreBounded: while MaxScrapes scrapes are being answered (their count of the
+// nodes held up), one more is refused at once with 503, and answered once they are done.
+func TestScrapesAreBounded(t *testing.T) {
+	inside, release := make(chan struct{}), make(chan struct{})
+	m := New(Sources{NodesByState: func() (map[string]int, error) {
+		inside <- struct{}{}
+		<-release
+		return map[string]int{}, nil
+	}, Log: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	var held sync.WaitGroup
+	for range MaxScrapes {
+		held.Go(func() {
+			if resp, err := http.Get(srv.URL); err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("a scrape within the bound: %v %v", resp, err)
+			}
+		})
+		<-inside
+	}
+	resp, err := http.Get(srv.URL)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("one scrape over the bound: %v %v, want 503", resp, err)
+	}
+	close(release)
+	held.Wait()
+	go func() { <-inside }()
+	if resp, err := http.Get(srv.URL); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("a scrape once the others are done: %v %v", resp, err)
 	}
 }
