@@ -86,13 +86,16 @@ func TestScrapesAreBounded(t *testing.T) {
 		})
 		<-inside
 	}
-	resp, err := http.Get(srv.URL)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(srv.URL)
 	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("one scrape over the bound: %v %v, want 503", resp, err)
+		t.Errorf("one scrape over the bound: %v %v, want 503 at once", resp, err)
 	}
 	close(release)
 	held.Wait()
-	go func() { <-inside }()
+	go func() {
+		for range inside {
+		}
+	}()
 	if resp, err := http.Get(srv.URL); err != nil || resp.StatusCode != http.StatusOK {
 		t.Errorf("a scrape once the others are done: %v %v", resp, err)
 	}
