@@ -35,6 +35,9 @@ func TestMetricsListenerServesOnlyMetricsWithNothingSecret(t *testing.T) {
 		samples[`better_compute_api_requests_total{code="OK",method="metal.enroll"}`] != 1 {
 		t.Errorf("the metrics do not show the enrolled node, the site and the call that enrolled it:\n%s", text)
 	}
+	if n, ok := samples[`better_compute_nodes{state="retired"}`]; !ok || n != 0 {
+		t.Errorf("a state no node is in is %v (shown: %v), want 0", n, ok)
+	}
 	secrets := []string{node.ID, "acme"}
 	for _, c := range []string{admin, conf} {
 		cfg, err := api.LoadClientConfig(c)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/metrics"
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -46,9 +47,13 @@ func newMetrics(st *store.Store, plane func() *agentPlane, log *slog.Logger) *me
 	})
 }
 
-// nodesByState counts every tenant's nodes by state.
+// nodesByState counts every tenant's nodes by state, every state of the lifecycle
+// present (0 when no node is in it), so a series never vanishes as its last node moves.
 func nodesByState(st *store.Store) (map[string]int, error) {
 	out := map[string]int{}
+	for _, s := range metal.States() {
+		out[s] = 0
+	}
 	err := st.View(func(tx *store.Tx) error {
 		var tenants []store.Tenant
 		err := allPages(func(p store.Page) (string, error) {
