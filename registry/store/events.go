@@ -133,7 +133,8 @@ func (t *Tx) PruneEvents() (int, error) {
 		eventHead
 	}
 	var heads []head
-	_, err := t.scan(bucketEventHeads, nil, Page{Limit: -1}, func(k, v []byte) (bool, error) {
+	// The callback keeps no entry, so the page never fills and scan visits every head.
+	_, err := t.scan(bucketEventHeads, nil, Page{}, func(k, v []byte) (bool, error) {
 		var h eventHead
 		if err := decode(bucketEventHeads, k, v, &h); err != nil {
 			return false, err
