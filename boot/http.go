@@ -98,11 +98,11 @@ func (c *stallConn) ReadFrom(r io.Reader) (int64, error) {
 // routes are the HTTP paths the boot server answers.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /boot/{script}", s.serveScript)
-	mux.Handle("GET /ramdisk/{file...}", serveFiles(s.ramdiskRoot, "file"))
-	mux.Handle("GET /ipxe/{file...}", serveFiles(s.ipxeRoot, "file"))
+	mux.Handle("GET /boot/{script}", observeHTTP("script", http.HandlerFunc(s.serveScript), s.observer))
+	mux.Handle("GET /ramdisk/{file...}", observeHTTP("ramdisk", serveFiles(s.ramdiskRoot, "file"), s.observer))
+	mux.Handle("GET /ipxe/{file...}", observeHTTP("ipxe", serveFiles(s.ipxeRoot, "file"), s.observer))
 	for pattern, h := range s.extra {
-		mux.Handle(pattern, h)
+		mux.Handle(pattern, observeHTTP("image", h, s.observer))
 	}
 	return fixRange(mux)
 }

@@ -37,8 +37,12 @@ type Deps struct {
 	// Clock is the time source; nil is the system clock.
 	Clock Clock
 	// Handlers are further paths (http.ServeMux patterns) the HTTP listener answers
-	// beside the server's own, such as the site cache's /images/sha256/.
+	// beside the server's own, such as the site cache's /images/sha256/; the Observer
+	// counts their answers as kind "image".
 	Handlers map[string]http.Handler
+	// Observer is told of the DHCP replies and drops, TFTP transfers and HTTP answers;
+	// nil tells no one.
+	Observer Observer
 }
 
 // Server is a configured boot server. New checks the configuration and opens the lease
@@ -56,6 +60,7 @@ type Server struct {
 	// bootServer answers the proxyDHCP port 4011 (proxy mode only).
 	bootServer dhcp.Handler
 	extra      map[string]http.Handler
+	observer   Observer
 }
 
 // New checks cfg (INVALID_CONFIG with the field's path) and prepares a server.
@@ -73,7 +78,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.Real{}
 	}
-	s := &Server{cfg: cfg, entries: deps.Entries, log: deps.Log, extra: deps.Handlers,
+	s := &Server{cfg: cfg, entries: deps.Entries, log: deps.Log, extra: deps.Handlers, observer: deps.Observer,
 		discover: newDiscoverer(deps.Discoveries, deps.Clock, time.Duration(cfg.DiscoveryInterval))}
 	s.baseURL = "http://" + cfg.ServerIP.String()
 	if cfg.HTTPPort != 80 {
@@ -90,6 +95,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err := s.makeHandler(deps.Clock); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if s.observer != nil {
+		s.handler = observeDHCP(s.handler, s.observer)
+		if s.bootServer != nil {
+			s.bootServer = observeDHCP(s.bootServer, s.observer)
+		}
 	}
 	return s, nil
 }
@@ -112,6 +123,9 @@ func (s *Server) makeHandler(clock Clock) error {
 		return err
 	}
 	a := dhcp.Authoritative{ServerIP: serverIP, Boot: boot, Seen: s.seen, Log: s.log}
+	if s.observer != nil {
+		a.Exhausted = s.observer.DHCPPoolExhausted
+	}
 	// The local subnet, when there is one, goes first.
 	local := s.cfg.hasLocal()
 	subs := s.cfg.Subnets
@@ -200,7 +214,11 @@ func (s *Server) Run(ctx context.Context) error {
 		return abort(fmt.Errorf("boot: tftp: %w", err))
 	}
 	s.growReadBuffer(tconn, "tftp")
-	ts, err := tftp.New(s.cfg.IPXEDir, tftp.Options{MaxBlockSize: s.tftpBlockSize()}, s.log)
+	topts := tftp.Options{MaxBlockSize: s.tftpBlockSize()}
+	if s.observer != nil {
+		topts.Sent = s.observer.TFTPTransfer
+	}
+	ts, err := tftp.New(s.cfg.IPXEDir, topts, s.log)
 	if err != nil {
 		tconn.Close()
 		return abort(err)

@@ -44,6 +44,8 @@ type Config struct {
 	Clock clock.Clock
 	// Logger gets one line per pull, verification, failure and eviction. Default discards.
 	Logger *slog.Logger
+	// Observer is told of image requests, pulls and evictions; nil tells no one.
+	Observer Observer
 }
 
 // The defaults.

@@ -148,4 +148,7 @@ func (c *Cache) evict(e *entry) {
 	delete(c.entries, d)
 	delete(c.dirty, d)
 	c.cfg.Logger.Info("cache: evicted", "digest", d, "bytes", e.rec.SizeBytes)
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.Evicted(e.rec.SizeBytes)
+	}
 }

@@ -150,6 +150,9 @@ func (c *Cache) stream(ctx context.Context, e *entry, p *partial, src fetch.Sour
 				return true, err
 			}
 			e.progress.Store(p.n)
+			if c.cfg.Observer != nil {
+				c.cfg.Observer.PullProgress(int64(k))
+			}
 		}
 		if rerr == io.EOF {
 			// Bytes from before a resume are in the file: a wrong digest may be theirs.

@@ -88,6 +88,16 @@ func (c *Cache) pullDone(e *entry, size int64, err error, stopped bool) {
 	e.busy, e.cancel = false, nil
 	c.running--
 	d := e.rec.Digest
+	if o := c.cfg.Observer; o != nil {
+		switch {
+		case err == nil:
+			o.PullEnded("ready")
+		case stopped || !c.wanted[d]:
+			o.PullEnded("stopped")
+		default:
+			o.PullEnded("failed")
+		}
+	}
 	switch {
 	case err == nil:
 		e.rec.State, e.rec.SizeBytes, e.rec.Error, e.rec.FailedAt, e.rec.Validator = proto.CacheReady, size, "", time.Time{}, ""

@@ -32,6 +32,9 @@ func (c *Cache) serveImage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := c.acquire(d, r.Method == http.MethodGet)
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.ImageRequested(f != nil)
+	}
 	if f == nil {
 		writeError(w, proto.Errorf(proto.NotFound, "image sha256:%s is not ready in this cache", d))
 		return

@@ -15,7 +15,7 @@ import (
 var serveCommands = []command{{
 	path:     "serve",
 	hostOnly: true,
-	usage:    "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--log-format text|json]",
+	usage:    "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--log-format text|json]",
 	summary:  "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	long: "run the registry and its agents' QUIC endpoint; prints its URL, agent endpoint and pins; " +
 		"resumes running workflows. `DIR` is made 0700 and refused when its group or others can " +
@@ -27,6 +27,7 @@ var serveCommands = []command{{
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
 		agentListen := fs.String("agent-listen", "127.0.0.1:7444", "agents' QUIC endpoint (UDP), as agents dial it")
+		metricsListen := fs.String("metrics-listen", "", "serve Prometheus metrics at http://HOST:PORT/metrics, without credential (default: none)")
 		logFormat := fs.String("log-format", "text", "log format on stderr: text or json")
 		userDataConfig := fs.String("userdata-config", "", "JSON file: controlPlaneUrl, bcdUrl, bcdSha256, pins, templates, tokenTtlSeconds (docs/userdata.md)")
 		hardware := fs.String("hardware-profiles", "", "hardware profiles file (default DIR/hardware-profiles.json when it exists)")
@@ -46,7 +47,7 @@ var serveCommands = []command{{
 				endpoints = strings.Split(*agentEndpoints, ",")
 			}
 			cfg := registry.Config{AgentEndpoints: endpoints, DataDir: *dataDir, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
-				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, Log: slog.New(h)}
+				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, MetricsListen: *metricsListen, Log: slog.New(h)}
 			if *userDataConfig != "" {
 				var err error
 				if cfg.UserData, err = registry.LoadUserData(*userDataConfig); err != nil {
@@ -57,6 +58,9 @@ var serveCommands = []command{{
 				x.print(info, func(w *tabwriter.Writer) {
 					fmt.Fprintf(w, "registry listening on %s\n", info.URL)
 					fmt.Fprintf(w, "agents' endpoint on udp %s\n", info.AgentEndpoint)
+					if info.MetricsURL != "" {
+						fmt.Fprintf(w, "metrics at %s\n", info.MetricsURL)
+					}
 					if info.FirstStart {
 						fmt.Fprintf(w, "first start: the admin credential is in %s; keep it safe\n", info.AdminConfig)
 					}

@@ -35,9 +35,15 @@ type DeployImageResult struct {
 	BytesWritten int64 `json:"bytesWritten"`
 }
 
+// Where deploy.image streams an image from: the site's cache, else the image's source.
+const (
+	DeployFromCache  = "cache"
+	DeployFromSource = "source"
+)
+
 // DeployImageProgress is the progress detail of a running deploy.image.
 type DeployImageProgress struct {
-	// Location is where the image streams from: cache or source.
+	// Location is where the image streams from: DeployFromCache or DeployFromSource.
 	Location string `json:"location"`
 	// Read of SizeBytes bytes of the artifact as stored have arrived (SizeBytes 0 when
 	// unknown).

@@ -14,8 +14,8 @@ import (
 // housekeepingInterval is how often the registry prunes what it keeps only for a while.
 const housekeepingInterval = 24 * time.Hour
 
-// startHousekeeping prunes the join tokens past their retention now, and again every
-// housekeepingInterval on clk until ctx ends; stop ends it and waits.
+// startHousekeeping prunes the join tokens and the events past their retention now, and
+// again every housekeepingInterval on clk until ctx ends; stop ends it and waits.
 func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, log *slog.Logger) (stop func()) {
 	prune := func() {
 		var n int
@@ -24,6 +24,12 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 			log.Error("prune join tokens", "err", err)
 		} else if n > 0 {
 			log.Info("join tokens pruned", "count", n, "expiredMoreThan", join.Retention.String())
+		}
+		err = st.Update(func(tx *store.Tx) (err error) { n, err = tx.PruneEvents(); return err })
+		if err != nil {
+			log.Error("prune events", "err", err)
+		} else if n > 0 {
+			log.Info("events pruned", "count", n, "olderThan", store.EventMaxAge.String())
 		}
 	}
 	return every(ctx, clk, housekeepingInterval, prune)

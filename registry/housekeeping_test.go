@@ -65,3 +65,47 @@ func TestRemediationRunsOnTheClock(t *testing.T) {
 		}
 	}
 }
+
+// TestHousekeepingPrunesOldEvents: an event older than store.EventMaxAge is gone after
+// the housekeeping pass that follows on the registry's clock; a newer one stays.
+func TestHousekeepingPrunesOldEvents(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	st := storetest.Open(t, store.Options{Now: clk.Now})
+	appendEvent := func() {
+		err := st.Update(func(tx *store.Tx) error {
+			_, err := tx.AppendEvent(store.Event{Node: "nd_1", Tenant: "acme", Kind: store.EventNodeState, To: store.NodeReady})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seqs := func() (out []uint64) {
+		st.View(func(tx *store.Tx) error {
+			evs, _, err := tx.Events("nd_1", "", store.Page{})
+			for _, e := range evs {
+				out = append(out, e.Seq)
+			}
+			return err
+		})
+		return out
+	}
+	appendEvent()
+	clk.Advance(store.EventMaxAge - housekeepingInterval/2)
+	appendEvent()
+	stop := startHousekeeping(context.Background(), clk, st, slog.New(slog.DiscardHandler))
+	defer stop()
+	clk.BlockUntil(1)
+	if got := seqs(); len(got) != 2 {
+		t.Fatalf("events before any is too old: %v", got)
+	}
+	clk.Advance(housekeepingInterval)
+	for deadline := time.Now().Add(10 * time.Second); len(seqs()) != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("events one pass later: %v, want only seq 2", seqs())
+		}
+	}
+	if got := seqs(); got[0] != 2 {
+		t.Fatalf("kept %v, want seq 2", got)
+	}
+}

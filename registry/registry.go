@@ -66,6 +66,9 @@ type Config struct {
 	// of in DATA_DIR/pki. The first start makes the file when it is missing
 	// (docs/security.md).
 	KEKFile string
+	// MetricsListen is the address /metrics is served on over HTTP, without credential
+	// (nothing in it is secret), host:port; "" serves no metrics.
+	MetricsListen string
 	// Clock is the registry's one clock: records, certificates, workflow timeouts,
 	// command expiry and every periodic task follow it. clock.Real when nil.
 	Clock clock.Clock
@@ -91,6 +94,9 @@ type Info struct {
 	// Pins are what `bcd join` must be given to trust this registry; also in PinsFile.
 	Pins     joinwire.Pins
 	PinsFile string
+	// MetricsURL is where Prometheus scrapes the registry's metrics; "" when it serves
+	// none.
+	MetricsURL string `json:",omitempty"`
 }
 
 // Registry is one registry process's parts: its store, keys, listeners, agent endpoint
@@ -107,6 +113,8 @@ type Registry struct {
 	sockPath string
 	httpsSrv *http.Server
 	hostSrv  *http.Server
+	// stopMetrics stops the metrics listener (a no-op when there is none).
+	stopMetrics func()
 
 	mu sync.Mutex
 	// serving is set while Serve runs; stop ends it, done is closed when it returned.
@@ -185,8 +193,20 @@ func New(cfg Config) (_ *Registry, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.plane, err = startAgentPlane(cfg, r.st, k, cert, userData, r.info.URL, replica); err != nil {
+	var plane *agentPlane
+	obs := newMetrics(r.st, func() *agentPlane { return plane }, cfg.Log)
+	if plane, err = startAgentPlane(cfg, r.st, k, cert, userData, r.info.URL, replica, obs); err != nil {
 		return nil, err
+	}
+	r.plane = plane
+	metricsAddr, stopMetrics, err := serveMetrics(cfg.MetricsListen, obs, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	r.stopMetrics = stopMetrics
+	if metricsAddr != nil {
+		tcp := metricsAddr.(*net.TCPAddr)
+		r.info.MetricsURL = "http://" + clientAddr(tcp.IP, tcp.Port) + "/metrics"
 	}
 	udp := r.plane.ep.Addr().(*net.UDPAddr)
 	r.info.AgentEndpoint = clientAddr(udp.IP, udp.Port)
@@ -205,6 +225,7 @@ func New(cfg Config) (_ *Registry, err error) {
 		Ramdisk: r.plane, Identities: r.plane.ep, Presence: r.plane, Clock: cfg.Clock, Log: cfg.Log})
 
 	apiSrv := api.NewServer(r.st, cfg.Log)
+	apiSrv.Observe(obs)
 	apiSrv.RegisterAll()
 	apiSrv.RegisterJoin(recordJoins{joinSvc, r.plane.joins, cfg.Log})
 	apiSrv.RegisterUserData(userData)
@@ -300,6 +321,9 @@ func (r *Registry) Close() error {
 
 // release closes what New opened, in the reverse order.
 func (r *Registry) release() error {
+	if r.stopMetrics != nil {
+		r.stopMetrics()
+	}
 	if r.plane != nil && r.plane.ep != nil {
 		r.plane.ep.Close()
 	}

@@ -181,13 +181,13 @@ func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile)
 // serving certificate, trusting the agent CA, and the workflow engine whose relays and
 // joins go through it. replica names this registry among those sharing its store: the
 // workflows it drives are claimed in its name.
-func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertificate, ud *userdata.Renderer, registryURL, replica string) (*agentPlane, error) {
+func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertificate, ud *userdata.Renderer, registryURL, replica string, obs workflow.Observer) (*agentPlane, error) {
 	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st), userData: ud, secrets: k.box, keys: k.pki, registryURL: registryURL,
 		log: cfg.Log, sites: site.New(site.Config{Store: st, Clock: cfg.Clock, Log: cfg.Log})}
 	if cfg.UserData.ControlPlaneURL != "" {
 		p.registryURL = cfg.UserData.ControlPlaneURL
 	}
-	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Clock: cfg.Clock, Log: cfg.Log,
+	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Clock: cfg.Clock, Observer: obs, Log: cfg.Log,
 		Claims: &workflow.Claims{Owner: replica}})
 	ep, err := agents.Start(agents.Config{
 		Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: k.pki.AgentCAPool(), Store: st, Log: cfg.Log, Keys: k.endpoint,

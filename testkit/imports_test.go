@@ -61,6 +61,10 @@ var onlies = []only{
 	{"registry/console", "registry", []string{"registry/api"}, "the console shows only what the API answers the signed-in credential: it reaches the registry through registry/api's handler and views, never the store or another room"},
 }
 
+// prometheusRooms are the packages that may import the Prometheus client: each side's
+// metrics room defines the collectors, the others count through interfaces.
+var prometheusRooms = []string{"registry/metrics", "agent/metrics"}
+
 func under(pkg, room string) bool { return pkg == room || strings.HasPrefix(pkg, room+"/") }
 
 // TestImportRules checks every package's imports (tests excluded) against the rules.
@@ -93,6 +97,9 @@ func TestImportRules(t *testing.T) {
 			t.Errorf("%s has no package doc comment: say what the room is for", pkg)
 		}
 		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, "github.com/prometheus/") && !slices.Contains(prometheusRooms, pkg) {
+				t.Errorf("%s imports %s: only %v define metrics; count through an interface of your room", pkg, imp, prometheusRooms)
+			}
 			dep, ok := strings.CutPrefix(imp, module)
 			if !ok {
 				continue

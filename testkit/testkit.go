@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,6 +76,9 @@ type Registry struct {
 	URL         string
 	// AgentEndpoint is the agents' QUIC endpoint, host:port on UDP.
 	AgentEndpoint string
+	// MetricsURL is where the registry serves its metrics, when started with
+	// --metrics-listen.
+	MetricsURL string
 	// Pins are the registry's pins, as `serve` printed them.
 	Pins   joinwire.Pins
 	cmd    *exec.Cmd
@@ -109,10 +113,11 @@ func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry 
 		var info struct {
 			URL           string
 			AgentEndpoint string
+			MetricsURL    string
 			Pins          joinwire.Pins
 		}
 		if json.NewDecoder(strings.NewReader(stdout.String())).Decode(&info) == nil && info.URL != "" {
-			r.URL, r.AgentEndpoint, r.Pins = info.URL, info.AgentEndpoint, info.Pins
+			r.URL, r.AgentEndpoint, r.MetricsURL, r.Pins = info.URL, info.AgentEndpoint, info.MetricsURL, info.Pins
 			return r
 		}
 		select {
@@ -329,4 +334,32 @@ func JoinSite(t testing.TB, reg *Registry, site string) string {
 		t.Fatalf("bcd join --role site: %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
 	return dir
+}
+
+// Scrape reads the Prometheus text at url into its samples, keyed by series as the text
+// writes them (name{label="value",...}, labels in name order), and returns the text too.
+func Scrape(t testing.TB, url string) (map[string]float64, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape %s: %s %v\n%s", url, resp.Status, err, body)
+	}
+	samples := map[string]float64{}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("scrape %s: %q: %v", url, line, err)
+		}
+		samples[line[:i]] = v
+	}
+	return samples, string(body)
 }

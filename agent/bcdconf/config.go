@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -59,6 +60,10 @@ type Config struct {
 	ServingCAPin      string `toml:"servingCaPin"`
 	JoinSigningPin    string `toml:"joinSigningPin"`
 	JoinEncryptionPin string `toml:"joinEncryptionPin"`
+	// MetricsListen is the address, host:port, `bcd node` serves its Prometheus metrics
+	// on at /metrics over HTTP, without credential; empty (the default) serves none. The
+	// operator adds it; bcd join never writes it, and bcd keeps it when it saves the file.
+	MetricsListen string `toml:"metricsListen,omitempty"`
 }
 
 // Check refuses a config with a missing or malformed field.
@@ -82,6 +87,9 @@ func (c Config) Check() error {
 		if err := joinwire.CheckPin(pin); err != nil {
 			return fmt.Errorf("%s: %v", name, err)
 		}
+	}
+	if _, _, err := net.SplitHostPort(c.MetricsListen); c.MetricsListen != "" && err != nil {
+		return fmt.Errorf("metricsListen %q: give host:port, such as 127.0.0.1:9465", c.MetricsListen)
 	}
 	return nil
 }

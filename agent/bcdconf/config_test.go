@@ -60,15 +60,16 @@ func TestDecodeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]string{
-		"unknown key":  string(good) + "extra = 1\n",
-		"version 2":    strings.Replace(string(good), "version = 1", "version = 2", 1),
-		"http server":  strings.Replace(string(good), "https://", "http://", 1),
-		"bad role":     strings.Replace(string(good), "role = 'node'", "role = 'boss'", 1),
-		"bad pin":      strings.Replace(string(good), "servingCaPin = 'sha256/", "servingCaPin = 'md5/", 1),
-		"bad node id":  strings.Replace(string(good), "nodeId = 'node-1'", "nodeId = 'Node 1'", 1),
-		"not toml":     "version = ",
-		"bad endpoint": strings.Replace(string(good), "'registry-2.example:7444'", "'registry-2.example'", 1),
-		"missing pins": "version = 1\nserver = 'https://x'\nnodeId = 'n'\nrole = 'node'\n",
+		"unknown key":                  string(good) + "extra = 1\n",
+		"version 2":                    strings.Replace(string(good), "version = 1", "version = 2", 1),
+		"http server":                  strings.Replace(string(good), "https://", "http://", 1),
+		"bad role":                     strings.Replace(string(good), "role = 'node'", "role = 'boss'", 1),
+		"bad pin":                      strings.Replace(string(good), "servingCaPin = 'sha256/", "servingCaPin = 'md5/", 1),
+		"bad node id":                  strings.Replace(string(good), "nodeId = 'node-1'", "nodeId = 'Node 1'", 1),
+		"not toml":                     "version = ",
+		"bad endpoint":                 strings.Replace(string(good), "'registry-2.example:7444'", "'registry-2.example'", 1),
+		"missing pins":                 "version = 1\nserver = 'https://x'\nnodeId = 'n'\nrole = 'node'\n",
+		"metricsListen without a port": string(good) + "metricsListen = '127.0.0.1'\n",
 	}
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -113,4 +114,21 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("config changes through Encode (-first +again):\n%s", diff)
 		}
 	})
+}
+
+// TestMetricsListenIsKept: a config.toml the operator gave metricsListen decodes with it,
+// and bcd writes it back when it saves the file.
+func TestMetricsListenIsKept(t *testing.T) {
+	good, err := Encode(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Decode(append(good, "metricsListen = '127.0.0.1:9465'\n"...))
+	if err != nil || c.MetricsListen != "127.0.0.1:9465" {
+		t.Fatalf("decoded %+v, %v", c, err)
+	}
+	again, err := Encode(c)
+	if err != nil || !strings.Contains(string(again), "metricsListen = '127.0.0.1:9465'") {
+		t.Fatalf("encoded %s, %v", again, err)
+	}
 }

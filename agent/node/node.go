@@ -22,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/metrics"
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/fsutil"
@@ -91,6 +92,14 @@ func Run(ctx context.Context, o Options) error {
 	if runner == nil {
 		runner = hostconverge.ExecRunner{}
 	}
+	if addr := creds.Config.MetricsListen; addr != "" {
+		a.metrics = metrics.NewNode(a.session.Connected)
+		_, stop, err := metrics.Serve(addr, "metricsListen", a.metrics.Gatherer(), o.Log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	conv := &hostconverge.Converger{Root: o.Root, Runner: runner, Secrets: a.session, Clock: o.Clock, Log: o.Log}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -108,6 +117,8 @@ func Run(ctx context.Context, o Options) error {
 // agent joins the session and the converger.
 type agent struct {
 	session *session.Agent
+	// metrics counts the converger's passes; nil when bcd node serves no metrics.
+	metrics *metrics.Node
 	state   string
 	log     *slog.Logger
 	specs   chan hostconverge.Spec
@@ -163,6 +174,9 @@ func (a *agent) apply(ctx context.Context, spec proto.NodeSpec) error {
 // pass that applies the generation being applied, not acknowledged yet (its first pass
 // failed, or it could not be saved), saves and acknowledges it.
 func (a *agent) Report(generation int64, results []hostconverge.UnitResult) {
+	if a.metrics != nil {
+		a.metrics.Pass(results)
+	}
 	inv := proto.HostInventory{Generation: generation, Units: []json.RawMessage{}}
 	for _, r := range results {
 		b, _ := json.Marshal(r)

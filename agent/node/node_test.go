@@ -6,14 +6,17 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/agent/metrics"
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/hostconverge"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/testkit"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // startAgent makes a node agent in a temporary config dir, its session never connected,
@@ -106,5 +109,31 @@ func TestAppliedGenerationIsAcknowledgedOnceSaved(t *testing.T) {
 	}
 	if err != nil || saved.Generation != 1 {
 		t.Fatalf("saved %+v, %v", saved, err)
+	}
+}
+
+// TestPassesAreCounted: with metrics, each converger pass the agent is told of is
+// counted, a pass with a unit bcd does not know as a failed one under that unit, and the
+// session's state is shown (never connected here).
+func TestPassesAreCounted(t *testing.T) {
+	a, _, ctx := startAgent(t, clock.Real{})
+	a.metrics = metrics.NewNode(a.session.Connected)
+	a.apply(ctx, proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode, Generation: 1})
+	a.apply(ctx, proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode, Generation: 2, Host: []proto.HostUnit{{Unit: "frobnicate"}}})
+	want := `
+# HELP bcd_hostconverge_failures_total Units that failed in a pass, by unit and code.
+# TYPE bcd_hostconverge_failures_total counter
+bcd_hostconverge_failures_total{code="UNSUPPORTED",unit="frobnicate"} 1
+# HELP bcd_hostconverge_passes_total Host converger passes, by result (applied: no unit failed, failed).
+# TYPE bcd_hostconverge_passes_total counter
+bcd_hostconverge_passes_total{result="applied"} 1
+bcd_hostconverge_passes_total{result="failed"} 1
+# HELP bcd_session_connected 1 while the agent holds its session with the registry, else 0.
+# TYPE bcd_session_connected gauge
+bcd_session_connected 0
+`
+	if err := testutil.GatherAndCompare(a.metrics.Gatherer(), strings.NewReader(want), "bcd_hostconverge_failures_total",
+		"bcd_hostconverge_passes_total", "bcd_session_connected"); err != nil {
+		t.Error(err)
 	}
 }

@@ -240,6 +240,13 @@ func closedBy(err error) (proto.CloseCode, string) {
 	return proto.CloseNormal, ""
 }
 
+// Connected reports whether the agent holds a session with the registry now.
+func (a *Agent) Connected() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.conn != nil
+}
+
 // ObservedGeneration is the NodeSpec generation the agent has applied.
 func (a *Agent) ObservedGeneration() int64 {
 	a.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"reflect"
 	"strings"
@@ -40,6 +41,9 @@ type Config struct {
 	// http://boot.serverIP[:boot.httpPort]); reported to the registry in the `site`
 	// inventory section.
 	HTTPBase string `json:"httpBase"`
+	// MetricsListen is the address, host:port, bcd site serves its Prometheus metrics
+	// on at /metrics over HTTP, without credential; empty (the default) serves none.
+	MetricsListen string `json:"metricsListen"`
 	// Clock is the agent's one clock, never read from the file: its session's
 	// (reconnects, keep-alive, renewal), the boot server's (leases, discoveries) and the
 	// cache's (retries of failed pulls, last use, bandwidth). clock.Real when nil.
@@ -149,6 +153,9 @@ func (c Config) Check() error {
 	}
 	if !strings.HasPrefix(c.HTTPBase, "http://") {
 		bad("httpBase", "httpBase %q: give the http:// URL machines reach the site at", c.HTTPBase)
+	}
+	if _, _, err := net.SplitHostPort(c.MetricsListen); c.MetricsListen != "" && err != nil {
+		bad("metricsListen", "metricsListen %q: give host:port, such as 127.0.0.1:9464", c.MetricsListen)
 	}
 	return errors.Join(errs...)
 }

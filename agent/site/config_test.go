@@ -33,6 +33,7 @@ func TestDecodeConfig(t *testing.T) {
 		"duration in nanoseconds": {doc: strings.Replace(valid, `"90s"`, `90000000000`, 1), paths: []string{"boot.retryInterval"}},
 		"duration without unit":   {doc: strings.Replace(valid, `"90s"`, `"90"`, 1), paths: []string{"boot.retryInterval"}},
 		"port as text":            {doc: strings.Replace(valid, `8080`, `"8080"`, 1), paths: []string{"boot.httpPort"}},
+		"metrics without a port":  {doc: strings.Replace(valid, `"version": 1`, `"version": 1, "metricsListen": "127.0.0.1"`, 1), paths: []string{"metricsListen"}},
 		"every problem": {doc: `{"version": 2, "httpBase": "ftp://x"}`,
 			paths: []string{"version", "boot.interface", "cache.dir", "httpBase"}},
 		// The site resolves no BMC credential: a config that still names a secrets

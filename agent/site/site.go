@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/metrics"
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/drivers"
@@ -59,6 +60,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	if cfg.MetricsListen != "" {
+		_, stop, err := metrics.Serve(cfg.MetricsListen, "metricsListen", a.metrics.Gatherer(), log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	log.Info("site agent starting", "node", conf.NodeID, "registry", conf.AgentEndpoint, "httpBase", cfg.HTTPBase)
 	return runAll(ctx,
 		func(ctx context.Context) error { a.session.Run(ctx); return nil },
@@ -75,18 +83,20 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 // open opens the parts of the site agent its session drives, all on cfg.Clock: the
 // relayed boot entries, the image cache and the boot server with the cache mounted on
-// its HTTP listener. The caller closes the cache and the server.
+// its HTTP listener, the cache and the boot server counting into the agent's metrics.
+// The caller closes the cache and the server.
 func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, nil, proto.Errorf(proto.InvalidConfig, "state directory: %v", err).WithPath("stateDir")
 	}
 	a := &agent{discoveries: newDiscoveries(), entriesChanged: make(chan struct{}, 1)}
+	a.metrics = metrics.NewSite(func() cache.Usage { return a.cache.Usage() }, func() bool { return a.session.Connected() })
 	var err error
 	if a.entries, err = openEntries(filepath.Join(cfg.StateDir, entriesFile), cfg.Ramdisk, cfg.HTTPBase); err != nil {
 		return nil, nil, err
 	}
 	cacheCfg := cache.Config{Dir: cfg.Cache.Dir, CapacityBytes: cfg.Cache.CapacityBytes, MaxPulls: cfg.Cache.MaxPulls,
-		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, Reporter: cache.ReporterFunc(a.reportImages), Logger: log, Clock: cfg.Clock}
+		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, Reporter: cache.ReporterFunc(a.reportImages), Logger: log, Clock: cfg.Clock, Observer: a.metrics}
 	if cfg.Cache.CAFile != "" {
 		if cacheCfg.RootCAs, err = loadCAs(cfg.Cache.CAFile); err != nil {
 			return nil, nil, err
@@ -95,7 +105,7 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 	if a.cache, err = cache.Open(cacheCfg); err != nil {
 		return nil, nil, err
 	}
-	srv, err := boot.New(cfg.Boot, boot.Deps{Entries: a.entries, Discoveries: a.discoveries, Log: log, Clock: cfg.Clock,
+	srv, err := boot.New(cfg.Boot, boot.Deps{Entries: a.entries, Discoveries: a.discoveries, Log: log, Clock: cfg.Clock, Observer: a.metrics,
 		Handlers: map[string]http.Handler{cache.ImagePathPrefix: a.cache.Handler()}})
 	if err != nil {
 		a.cache.Close()
@@ -114,6 +124,8 @@ type agent struct {
 	entries        *entries
 	discoveries    *discoveries
 	entriesChanged chan struct{}
+	// metrics counts what the boot server and the cache do, served on metricsListen.
+	metrics *metrics.Site
 }
 
 // signalEntries tells reportEntries that the boot entries changed.

@@ -33,7 +33,10 @@ type Authoritative struct {
 	Boot    Boot
 	// Seen is told of every network-boot client that asks; nil for none.
 	Seen func(Client)
-	Log  *slog.Logger
+	// Exhausted is told of a DHCPDISCOVER left unanswered because its subnet's range has
+	// no free address; nil for none.
+	Exhausted func()
+	Log       *slog.Logger
 }
 
 // subnet is the subnet a request is answered from (RFC 2131 section 4.3.1), nil for
@@ -97,6 +100,9 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 		ip, err := sub.Pool.Offer(mac, addr(req.RequestedIPAddress()))
 		if err != nil {
 			s.Log.Warn("no address to offer", "mac", mac, "err", err)
+			if errors.Is(err, lease.ErrExhausted) && s.Exhausted != nil {
+				s.Exhausted()
+			}
 			return nil, false
 		}
 		return s.answer(req, c, sub, dhcpv4.MessageTypeOffer, ip)

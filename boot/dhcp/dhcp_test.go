@@ -468,3 +468,36 @@ func TestRelayed(t *testing.T) {
 		})
 	}
 }
+
+// TestExhaustedPoolIsTold: a DHCPDISCOVER that finds every address of its range leased
+// goes unanswered, and Exhausted is told of it (bcd site counts it); a discover that
+// gets an offer is not.
+func TestExhaustedPoolIsTold(t *testing.T) {
+	s, _ := newAuthoritative(t)
+	exhausted := 0
+	s.Exhausted = func() { exhausted++ }
+	packet := func(last byte, mods ...dhcpv4.Modifier) *dhcpv4.DHCPv4 {
+		p, err := dhcpv4.New(append([]dhcpv4.Modifier{dhcpv4.WithHwAddr(net.HardwareAddr{0x52, 0x54, 0, 0, 1, last})}, mods...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for i, ip := range []net.IP{net.IPv4(10, 9, 0, 100), net.IPv4(10, 9, 0, 101)} {
+		if _, ok := s.Handle(packet(byte(i), dhcpv4.WithMessageType(dhcpv4.MessageTypeDiscover))); !ok {
+			t.Fatalf("no offer for client %d", i)
+		}
+		if _, ok := s.Handle(packet(byte(i), dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest), dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(ip)))); !ok {
+			t.Fatalf("no ack of %s", ip)
+		}
+	}
+	if exhausted != 0 {
+		t.Fatalf("told of %d exhausted pools while it had addresses", exhausted)
+	}
+	if resp, ok := s.Handle(packet(9, dhcpv4.WithMessageType(dhcpv4.MessageTypeDiscover))); ok {
+		t.Fatalf("a third client got %s from a range of two", resp.Summary())
+	}
+	if exhausted != 1 {
+		t.Errorf("told of %d exhausted pools, want 1", exhausted)
+	}
+}

@@ -23,6 +23,9 @@ type Options struct {
 	MaxBlockSize int
 	// Timeout is the wait for an acknowledgement before a block is resent (default 2 s).
 	Timeout time.Duration
+	// Sent is told of each read that ended: sent whole or not, and the bytes sent. Nil
+	// tells no one.
+	Sent func(ok bool, bytes int64)
 }
 
 // Server is a read-only TFTP server over one directory. It sends one block per
@@ -33,6 +36,7 @@ type Server struct {
 	root *os.Root
 	srv  *tftp.Server
 	log  *slog.Logger
+	sent func(ok bool, bytes int64)
 }
 
 // New returns a server of the files under dir.
@@ -41,7 +45,7 @@ func New(dir string, opts Options, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{root: root, log: log}
+	s := &Server{root: root, log: log, sent: opts.Sent}
 	s.srv = tftp.NewServer(s.read, nil)
 	if opts.MaxBlockSize == 0 {
 		opts.MaxBlockSize = 1468
@@ -166,7 +170,10 @@ func (s *Server) read(name string, rf io.ReaderFrom) error {
 			ot.SetSize(st.Size())
 		}
 	}
-	_, err = rf.ReadFrom(f)
+	n, err := rf.ReadFrom(f)
+	if s.sent != nil {
+		s.sent(err == nil, n)
+	}
 	return err
 }
 

@@ -98,7 +98,8 @@ func newWorld(t *testing.T) *world {
 		url, strings.Repeat("ab", 32))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.serveArgs = []string{"--listen", "127.0.0.1:" + port, "--agent-listen", fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "udp")), "--userdata-config", udc}
+	w.serveArgs = []string{"--listen", "127.0.0.1:" + port, "--agent-listen", fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "udp")), "--userdata-config", udc,
+		"--metrics-listen", "127.0.0.1:0"}
 	w.reg = testkit.StartRegistry(t, dir, w.serveArgs...)
 	w.admin = w.reg.AdminConfig
 	testkit.JSON(t, w.admin, nil, "sites", "create", "rack-a")

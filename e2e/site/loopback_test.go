@@ -83,7 +83,8 @@ func TestSiteLoopback(t *testing.T) {
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.1/32", "--image-sources", source.Listener.Addr().String())
 	testkit.JSON(t, admin, nil, "pools", "create", "prewarm", "--site", "rack-a", "--tenant", "root", "--prewarm", img.Ref+","+inside.Ref)
 
-	httpPort := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})
+	sa := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})
+	httpPort := sa.httpPort
 
 	// The site pulls the image, reports it, and the registry shows it ready there.
 	var plan api.CachePlan
@@ -122,6 +123,7 @@ func TestSiteLoopback(t *testing.T) {
 	if err != nil || !bytes.Equal(out, artifact[1000:2000]) {
 		t.Fatalf("curl a range of the cached image: %v, %d bytes", err, len(out))
 	}
+	siteMetricsMove(t, sa, digest, len(artifact))
 
 	// A workflow's site steps reach the machine's BMC through the registry and the site,
 	// with the root tenant's secret.
@@ -140,34 +142,36 @@ func TestSiteLoopback(t *testing.T) {
 	}
 }
 
-// startSiteAgent joins the site agent of rack-a and runs it (startSite) with its boot
-// server on loopback ports and its cache configured by cache. It returns the port of its
-// HTTP server.
-func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) int {
-	t.Helper()
-	return startSitePorts(t, reg, work, cache).http
+// siteAgent is where a site agent started by startSiteAgent listens.
+type siteAgent struct {
+	httpPort, tftpPort, dhcpPort, proxyPort int
+	// ipxeDir is the directory TFTP serves.
+	ipxeDir    string
+	metricsURL string
 }
 
-// sitePorts are the loopback ports of a site agent's boot server.
-type sitePorts struct{ http, tftp, proxy int }
-
-// startSitePorts is startSiteAgent, returning every port of the boot server.
-func startSitePorts(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) sitePorts {
+// startSiteAgent joins the site agent of rack-a and runs it (startSite) with its boot
+// server and its metrics on loopback ports and its cache configured by cache.
+func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[string]any) siteAgent {
 	t.Helper()
 	confDir := testkit.JoinSite(t, reg, "rack-a")
-	ports := sitePorts{http: testkit.FreePort(t, "tcp"), tftp: testkit.FreePort(t, "udp"), proxy: testkit.FreePort(t, "udp")}
+	sa := siteAgent{httpPort: testkit.FreePort(t, "tcp"), tftpPort: testkit.FreePort(t, "udp"), dhcpPort: testkit.FreePort(t, "udp"),
+		proxyPort: testkit.FreePort(t, "udp"), ipxeDir: mkdir(t, work, "ipxe")}
+	metricsListen := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "tcp"))
+	sa.metricsURL = "http://" + metricsListen + "/metrics"
 	cfg := map[string]any{
 		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"),
 		"boot": map[string]any{"interface": "lo", "mode": "proxy", "serverIP": "127.0.0.1",
-			"ipxeDir": mkdir(t, work, "ipxe"), "ramdiskDir": mkdir(t, work, "ramdisk"),
-			"dhcpPort": testkit.FreePort(t, "udp"), "proxyPort": ports.proxy, "tftpPort": ports.tftp, "httpPort": ports.http},
-		"cache": cache,
+			"ipxeDir": sa.ipxeDir, "ramdiskDir": mkdir(t, work, "ramdisk"),
+			"dhcpPort": sa.dhcpPort, "proxyPort": sa.proxyPort, "tftpPort": sa.tftpPort, "httpPort": sa.httpPort},
+		"cache":         cache,
+		"metricsListen": metricsListen,
 	}
 	siteConfig := filepath.Join(work, "site.json")
 	data, _ := json.Marshal(cfg)
 	testkit.WriteFile(t, siteConfig, data, 0o600)
 	startSite(t, siteConfig)
-	return ports
+	return sa
 }
 
 // putSecret puts value as the secret ref of the tenant whose credential config is.

@@ -73,7 +73,7 @@ func TestSiteWorksWhileTheRegistryIsDown(t *testing.T) {
 	testkit.WriteFile(t, filepath.Join(mkdir(t, work, "state"), "boot-entries.json"), []byte(`[{"node": "known-1", "macs": ["`+known+`"], "kind": "disk"}]`), 0o600)
 	ipxeBinary := []byte("an iPXE binary for the test")
 	testkit.WriteFile(t, filepath.Join(mkdir(t, work, "ipxe"), "undionly.kpxe"), ipxeBinary, 0o644)
-	ports := startSitePorts(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})
+	ports := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})
 	location := func() proto.ImageCacheState {
 		var locs struct{ Locations []api.ImageLocation }
 		testkit.JSON(t, admin, &locs, "sites", "locations", "rack-a")
@@ -86,22 +86,22 @@ func TestSiteWorksWhileTheRegistryIsDown(t *testing.T) {
 
 	reg.Stop()
 	close(gate)
-	imageURL := fmt.Sprintf("http://127.0.0.1:%d/images/sha256/%s", ports.http, digest)
+	imageURL := fmt.Sprintf("http://127.0.0.1:%d/images/sha256/%s", ports.httpPort, digest)
 	waitFor(t, "the image served by the site", func() bool {
 		out, err := exec.Command("curl", "-sf", "-r", "1000-1999", imageURL).Output()
 		return err == nil && bytes.Equal(out, artifact[1000:2000])
 	})
-	if out, err := exec.Command("curl", "-sf", fmt.Sprintf("tftp://127.0.0.1:%d/undionly.kpxe", ports.tftp)).Output(); err != nil || !bytes.Equal(out, ipxeBinary) {
+	if out, err := exec.Command("curl", "-sf", fmt.Sprintf("tftp://127.0.0.1:%d/undionly.kpxe", ports.tftpPort)).Output(); err != nil || !bytes.Equal(out, ipxeBinary) {
 		t.Errorf("TFTP with the registry down: %v, %q", err, out)
 	}
-	script, err := exec.Command("curl", "-sf", fmt.Sprintf("http://127.0.0.1:%d/boot/%s.ipxe", ports.http, strings.ReplaceAll(known, ":", "-"))).Output()
+	script, err := exec.Command("curl", "-sf", fmt.Sprintf("http://127.0.0.1:%d/boot/%s.ipxe", ports.httpPort, strings.ReplaceAll(known, ":", "-"))).Output()
 	if err != nil || !strings.Contains(string(script), "exit") {
 		t.Errorf("the known machine's boot script with the registry down: %v\n%s", err, script)
 	}
-	if file, err := proxyDHCP(ports.proxy, known); err != nil || file != "undionly.kpxe" {
+	if file, err := proxyDHCP(ports.proxyPort, known); err != nil || file != "undionly.kpxe" {
 		t.Errorf("proxyDHCP with the registry down: boot file %q, %v", file, err)
 	}
-	if _, err := exec.Command("curl", "-sf", fmt.Sprintf("http://127.0.0.1:%d/boot/%s.ipxe", ports.http, strings.ReplaceAll(unknown, ":", "-"))).Output(); err != nil {
+	if _, err := exec.Command("curl", "-sf", fmt.Sprintf("http://127.0.0.1:%d/boot/%s.ipxe", ports.httpPort, strings.ReplaceAll(unknown, ":", "-"))).Output(); err != nil {
 		t.Errorf("an unknown machine's boot script with the registry down: %v", err)
 	}
 

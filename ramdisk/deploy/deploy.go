@@ -130,7 +130,7 @@ func Image(ctx context.Context, in Input, opts Options) (Result, error) {
 	}
 	defer t.Close()
 	var locs []location
-	for _, l := range []location{{"cache", in.CacheURL}, {"source", in.SourceURL}} {
+	for _, l := range []location{{proto.DeployFromCache, in.CacheURL}, {proto.DeployFromSource, in.SourceURL}} {
 		if l.url != "" {
 			locs = append(locs, l)
 		}

@@ -121,6 +121,9 @@ type Endpoint struct {
 
 	push  pushQueue
 	calls calls
+	// pushes, acks and ackFailures count NodeSpecs pushed and agents' acks, for
+	// monitoring (Pushes).
+	pushes, acks, ackFailures atomic.Int64
 	// observe wakes WaitObserved.
 	observe observedSignal
 }
@@ -195,6 +198,29 @@ func (e *Endpoint) Sessions() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.sessions)
+}
+
+// SessionsByRole is the number of agents connected now, by role.
+func (e *Endpoint) SessionsByRole() map[proto.Role]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[proto.Role]int{}
+	for _, s := range e.sessions {
+		out[s.role]++
+	}
+	return out
+}
+
+// PushCounts counts the NodeSpecs the endpoint pushed and the agents' acks since Start.
+type PushCounts struct {
+	// Pushed were written to an agent's session; Acked were applied by the agent,
+	// Failed were refused by it (its ack carried an error).
+	Pushed, Acked, Failed int64
+}
+
+// Pushes returns the endpoint's push and ack counts, for monitoring.
+func (e *Endpoint) Pushes() PushCounts {
+	return PushCounts{Pushed: e.pushes.Load(), Acked: e.acks.Load(), Failed: e.ackFailures.Load()}
 }
 
 // Handshakes counts the endpoint's connection attempts since Start.

@@ -133,5 +133,6 @@ func (e *Endpoint) send(s *session, spec proto.NodeSpec) {
 		s.conn.CloseWithError(codeProtocol, "NodeSpec push failed")
 		return
 	}
+	e.pushes.Add(1)
 	s.sent = spec.Generation
 }

@@ -275,9 +275,11 @@ func changedSections(tx *store.Tx, node string, inv map[string]json.RawMessage) 
 // ack records the outcome of the agent's apply.
 func (e *Endpoint) ack(s *session, a *proto.Ack) error {
 	if a.Error != nil {
+		e.ackFailures.Add(1)
 		e.log.Warn("agent failed to apply its NodeSpec", "node", s.node, "generation", a.Generation, "err", a.Error)
 		return e.cfg.Store.Batch(func(tx *store.Tx) error { return tx.RecordApplyFailure(s.node, a.Generation, a.Error) })
 	}
+	e.acks.Add(1)
 	err := e.cfg.Store.Batch(func(tx *store.Tx) error { return tx.RecordObservedGeneration(s.node, a.Generation) })
 	if err == nil {
 		e.observed(s.node, a.Generation)

@@ -35,6 +35,7 @@ func FuzzServe(f *testing.F) {
 		{"POST", "images.get", `{"ref":"os@2026.09+Build1"}`},
 		{"POST", "images.list", `{"cursor":"!!","limit":201}`},
 		{"POST", "credentials.create", `{"tenantId":"acme","actions":["*"],"name":"x"}`},
+		{"POST", "metal.events", `{"nodeId":"nd_1","afterSeq":3,"cursor":"AAAA","wait":true}`},
 		{"GET", "tenants.list", ``},
 		{"POST", "no.such", `{}`},
 		{"POST", "tenants.create", `{"name":"a","name":"b"}`},
@@ -85,6 +86,7 @@ var requestTypes = []any{
 	RegisterImageRequest{}, GetImageRequest{}, ListImagesRequest{}, AddSignerRequest{}, PutSecretRequest{},
 	EnrollRequest{}, UpdateBMCRequest{}, ListNodesRequest{}, DeployRequest{}, TransitionRequest{},
 	CreatePoolRequest{}, UpdatePoolRequest{}, PreviewUserDataRequest{}, GetWorkflowRequest{},
+	EventsRequest{},
 }
 
 // FuzzDecodeStrict decodes any body into each request type: a refusal is INVALID_INPUT,

@@ -10,4 +10,5 @@ func (s *Server) RegisterAll() {
 	s.registerImages()
 	s.registerSigners()
 	s.registerSites()
+	s.registerEvents()
 }

@@ -87,7 +87,19 @@ type Server struct {
 	methods map[string]Method
 	// public holds a token for each public call being served.
 	public chan struct{}
+	// observer is told of every call answered; none when nil.
+	observer RequestObserver
 }
+
+// RequestObserver is told of every call the server answers: the method (a registered
+// one, else "unknown"), the answer's code (OK or the error's) and how long it took. The
+// registry's metrics are one.
+type RequestObserver interface {
+	APIRequest(method, code string, took time.Duration)
+}
+
+// Observe makes o the server's request observer.
+func (s *Server) Observe(o RequestObserver) { s.observer = o }
 
 // NewServer makes a server over st with no methods yet.
 func NewServer(st *store.Store, log *slog.Logger) *Server {
@@ -204,10 +216,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 		result, err = m.Call(r.Context(), caller, body)
 		return err
 	}()
+	method := name
 	if _, known := s.methods[name]; !known {
-		name = proto.Quote(name) // any path a stranger sends, cut short
+		name, method = proto.Quote(name), "unknown" // any path a stranger sends, cut short
 	}
-	attrs := []any{"method", name, "duration", time.Since(start)}
+	took := time.Since(start)
+	if s.observer != nil {
+		code := "OK"
+		if err != nil {
+			code = string(proto.AsError(err).Code)
+		}
+		s.observer.APIRequest(method, code, took)
+	}
+	attrs := []any{"method", name, "duration", took}
 	if caller != nil && caller.CredentialID != "" {
 		attrs = append(attrs, "tenant", caller.Tenant, "credential", caller.CredentialID)
 	}

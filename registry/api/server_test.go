@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 )
@@ -79,5 +81,38 @@ func TestBodiesOverTheirMethodsLimitAreRefused(t *testing.T) {
 	status, _, e = call(t, srv, strings.Repeat("m", 10000), "application/json", "{}")
 	if status != http.StatusNotFound || len(e.Message) > 200 {
 		t.Errorf("an unknown method of 10,000 bytes: %d, a message of %d bytes", status, len(e.Message))
+	}
+}
+
+// seen is a RequestObserver recording the labels it is given.
+type seen struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (s *seen) APIRequest(method, code string, _ time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, method+" "+code)
+}
+
+// TestObserverLabelsStayBounded: the observer (the registry's metrics) is told of every
+// call with its method and code; a stranger's made-up method names, whatever they are,
+// are all "unknown", so no caller can add a series to the registry's metrics.
+func TestObserverLabelsStayBounded(t *testing.T) {
+	s := NewServer(nil, slog.New(slog.DiscardHandler))
+	s.Register("test.ok", Method{Public: true, Call: func(context.Context, *Caller, []byte) (any, error) { return struct{}{}, nil }})
+	obs := &seen{}
+	s.Observe(obs)
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	call(t, srv, "test.ok", "application/json", "{}")
+	call(t, srv, "test.ok", "text/plain", "{}")
+	for i := range 3 {
+		call(t, srv, fmt.Sprintf("made.up%d", i), "application/json", "{}")
+	}
+	want := []string{"test.ok OK", "test.ok INVALID_INPUT", "unknown NOT_FOUND", "unknown NOT_FOUND", "unknown NOT_FOUND"}
+	if strings.Join(obs.calls, ", ") != strings.Join(want, ", ") {
+		t.Errorf("observed %q, want %q", obs.calls, want)
 	}
 }

@@ -113,7 +113,9 @@ func wireAnswers() map[string]any {
 		"signers.list":      SignerList{Signers: viewsOf([]store.ImageSigner{fullSigner()}, signerOf)},
 		"tenants.create":    tenantOf(store.Tenant{ID: "acme", CreatedAt: at}),
 		"tenants.list":      TenantList{Tenants: viewsOf([]store.Tenant{{ID: "acme", CreatedAt: at}}, tenantOf)},
-		"workflows.get":     WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: ProfileRef(*n.Profile), State: "failed", Steps: viewsOf([]store.RunStep{fullRunStep()}, stepOf), Failure: failureOf(n.Failure), Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
+		"metal.events": EventList{Events: viewsOf([]store.Event{{Node: n.ID, Tenant: "acme", Seq: 7, At: at, Kind: store.EventStepEnded, Workflow: "wf_1", Step: "steps[2]", Use: "deploy.image",
+			To: "failed", Duration: 90 * time.Second, Error: proto.Errorf(proto.Unavailable, "the site agent is not connected"), Detail: "retried"}}, eventOf), NextCursor: "bmRfMQ"},
+		"workflows.get": WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: ProfileRef(*n.Profile), State: "failed", Steps: viewsOf([]store.RunStep{fullRunStep()}, stepOf), Failure: failureOf(n.Failure), Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
 	}
 }
 

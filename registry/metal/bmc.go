@@ -65,7 +65,7 @@ func (s *Service) UpdateBMC(tx *store.Tx, u BMCUpdate) (store.Node, error) {
 	for c, o := range n.DriverOverrides {
 		overrides[c] = Binding(o)
 	}
-	return tx.UpdateNode(n.ID, func(m *store.Node) error {
+	return updateNode(tx, n.ID, func(m *store.Node) error {
 		m.BMC, m.PlatformBMC, m.Drivers = b, u.Platform, resolveDriverBindings(b, hw, overrides)
 		return nil
 	})

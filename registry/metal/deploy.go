@@ -59,7 +59,7 @@ func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
 	if err != nil {
 		return err
 	}
-	node, err = tx.UpdateNode(run.Node, func(n *store.Node) error {
+	node, err = updateNode(tx, run.Node, func(n *store.Node) error {
 		ref := run.Profile
 		n.State, n.Failure, n.Profile, n.Role, n.Host = store.NodeActive, nil, &ref, p.Role(), hostSection(p, pool.Policy)
 		return nil

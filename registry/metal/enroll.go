@@ -94,7 +94,10 @@ func (s *Service) enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 		n.DriverOverrides[c] = store.DriverBinding(b)
 	}
 	n.Drivers = resolveDriverBindings(n.BMC, hw, e.Drivers)
-	return tx.CreateNode(n)
+	if n, err = tx.CreateNode(n); err != nil {
+		return n, err
+	}
+	return n, stateEvent(tx, "", n)
 }
 
 // checkBMC checks a BMC: a driver bcd site has (proto.BMCDrivers), an address, and a credential that is a

@@ -183,7 +183,7 @@ func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, n
 		rec = *o.Profile
 	case pool.Policy.Agent == store.AgentNone && tr.oob == "":
 		f := &store.StepFailure{Error: proto.Errorf(proto.Unsupported, "pool %s runs no agent (agent: none): its machines cannot boot the ramdisk to %s", pool.Name, req)}
-		node, err = tx.UpdateNode(node.ID, func(n *store.Node) error {
+		node, err = updateNode(tx, node.ID, func(n *store.Node) error {
 			n.State, n.FailedFrom, n.Failure, n.Transition, n.Next = store.NodeFailed, tr.during, f, string(req), ""
 			return nil
 		})
@@ -213,7 +213,7 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 	if err != nil {
 		return run, node, err
 	}
-	node, err = tx.UpdateNode(node.ID, func(n *store.Node) error {
+	node, err = updateNode(tx, node.ID, func(n *store.Node) error {
 		n.State, n.Workflow, n.Transition, n.Next = transitions[req].during, run.ID, string(req), string(next)
 		n.FailedFrom, n.Failure = "", nil
 		return nil
@@ -304,7 +304,7 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 		failure = wipe
 	}
 	if failure != nil {
-		_, err := tx.UpdateNode(node.ID, func(n *store.Node) error {
+		_, err := updateNode(tx, node.ID, func(n *store.Node) error {
 			n.State, n.FailedFrom, n.Failure, n.Next = store.NodeFailed, tr.during, failure, ""
 			return nil
 		})
@@ -319,19 +319,19 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 	case Deploy:
 		return s.deployEnded(tx, run)
 	case Retire:
-		_, err := tx.UpdateNode(node.ID, func(n *store.Node) error {
+		_, err := updateNode(tx, node.ID, func(n *store.Node) error {
 			n.State, n.UnverifiedWipe, n.Role, n.Profile, n.Host = store.NodeRetired, wipe, "", nil, nil
 			return nil
 		})
 		return err
 	case Release:
-		_, err := tx.UpdateNode(node.ID, func(n *store.Node) error {
+		_, err := updateNode(tx, node.ID, func(n *store.Node) error {
 			n.State, n.Role, n.Profile, n.Host = store.NodeReady, "", nil, nil
 			return nil
 		})
 		return err
 	}
-	_, err = tx.UpdateNode(node.ID, func(n *store.Node) error { n.State = tr.succeeded; return nil })
+	_, err = updateNode(tx, node.ID, func(n *store.Node) error { n.State = tr.succeeded; return nil })
 	return err
 }
 

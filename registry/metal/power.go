@@ -28,7 +28,7 @@ func (s *Service) powered(node string, input json.RawMessage) error {
 		return nil
 	}
 	return s.cfg.Store.Update(func(tx *store.Tx) error {
-		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.PoweredAt = tx.Now(); return nil })
+		_, err := updateNode(tx, node, func(n *store.Node) error { n.PoweredAt = tx.Now(); return nil })
 		return err
 	})
 }

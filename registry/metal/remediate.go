@@ -78,7 +78,7 @@ func (s *Service) remediate(tx *store.Tx, tenant, nodeID, profileID string, vers
 	if err != nil {
 		return run, node, err
 	}
-	node, err = tx.UpdateNode(node.ID, func(n *store.Node) error {
+	node, err = updateNode(tx, node.ID, func(n *store.Node) error {
 		n.Remediation = &store.Remediation{Profile: run.Profile, Workflow: run.ID, Reason: reason, Automatic: automatic, At: tx.Now()}
 		return nil
 	})

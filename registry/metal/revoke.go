@@ -24,7 +24,7 @@ func (s *Service) revokeIdentity(_ context.Context, a *workflow.Attempt) (json.R
 	var at time.Time
 	var deleted int
 	err := s.cfg.Store.Update(func(tx *store.Tx) error {
-		n, err := tx.UpdateNode(a.Node.ID, func(n *store.Node) error {
+		n, err := updateNode(tx, a.Node.ID, func(n *store.Node) error {
 			if n.IdentityRevokedAt.IsZero() {
 				n.IdentityRevokedAt = tx.Now()
 			}

@@ -12,7 +12,8 @@ import (
 // recordBuckets hold records (the schema byte, then JSON); the other buckets hold index
 // entries or raw keys.
 var recordBuckets = []string{bucketTenants, bucketSites, bucketPools, bucketNodes, bucketImages, bucketImageSigners,
-	bucketRuns, bucketNodeSpecs, bucketCredentials, bucketJoinTokens, bucketImageLocations, bucketSiteCacheReports}
+	bucketRuns, bucketNodeSpecs, bucketCredentials, bucketJoinTokens, bucketImageLocations, bucketSiteCacheReports,
+	bucketEvents, bucketEventHeads}
 
 // index is an index bucket and the record each of its entries names.
 type index struct {

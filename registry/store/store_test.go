@@ -10,10 +10,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// openTest opens a store in a fresh directory and closes it when the test ends.
-func openTest(t *testing.T) *Store {
+// openTest opens a store in a fresh directory (with the first of opts, if any) and
+// closes it when the test ends.
+func openTest(t *testing.T, opts ...Options) *Store {
 	t.Helper()
-	s, err := Open(t.TempDir(), Options{})
+	s, err := Open(t.TempDir(), append(opts, Options{})[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -27,7 +28,9 @@ type Config struct {
 	// Backoff is the wait before the next try after the n-th failed try of a step or
 	// its fallback; DefaultBackoff when nil.
 	Backoff func(n int) time.Duration
-	Log     *slog.Logger
+	// Observer is told of the steps and runs that end; none when nil.
+	Observer Observer
+	Log      *slog.Logger
 	// Claims, if set, makes the engine drive a run only while it holds the run's claim
 	// in the store (store.Tx.ClaimRun): of the registries sharing one store exactly one
 	// drives each run, and another takes a run over once the claim of the one that
@@ -149,7 +152,13 @@ func (e *Engine) Create(tx *store.Tx, req NewRun) (store.Run, error) {
 			return store.Run{}, err
 		}
 	}
-	return tx.CreateRun(run)
+	run, err := tx.CreateRun(run)
+	if err != nil {
+		return run, err
+	}
+	_, err = tx.AppendEvent(store.Event{Node: run.Node, Tenant: run.Tenant, Kind: store.EventWorkflowStarted, Workflow: run.ID,
+		Detail: fmt.Sprintf("%s: %s/%s@%d", run.Kind, run.Profile.Tenant, run.Profile.ID, run.Profile.Version)})
+	return run, err
 }
 
 // Resume starts every running run of the store, and makes ctx the context of every run

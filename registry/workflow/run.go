@@ -98,14 +98,14 @@ func (e *Engine) end(run store.Run) error {
 	if err != nil {
 		return err
 	}
-	var ended store.Run
+	var old, ended store.Run
 	dropped := 0
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
 		if err := e.fence(tx, run.ID); err != nil {
 			return err
 		}
 		var err error
-		ended, err = tx.UpdateRun(run.ID, func(r *store.Run) error {
+		old, ended, err = updateRun(tx, run.ID, func(r *store.Run) error {
 			r.State = store.RunSucceeded
 			switch {
 			case r.Cancelled != nil:
@@ -129,6 +129,7 @@ func (e *Engine) end(run store.Run) error {
 		return err
 	}
 	e.notify()
+	e.observe(old, ended)
 	e.cfg.Log.Info("workflow ended", "workflow", run.ID, "node", run.Node, "state", ended.State, "unansweredCommandsDropped", dropped)
 	return e.startNext(run)
 }
@@ -159,19 +160,21 @@ func (e *Engine) update(id string, change func(*store.Run) error) (store.Run, er
 }
 
 // write changes a running run in its own transaction, as its driver (fenced: see fence)
-// or not, and wakes its watchers.
+// or not, writes the events of the change, and wakes its watchers.
 func (e *Engine) write(id string, driver bool, change func(*store.Run) error) (run store.Run, err error) {
+	var old store.Run
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
 		if driver {
 			if err := e.fence(tx, id); err != nil {
 				return err
 			}
 		}
-		run, err = tx.UpdateRun(id, change)
+		old, run, err = updateRun(tx, id, change)
 		return err
 	})
 	if err == nil {
 		e.notify()
+		e.observe(old, run)
 	}
 	return run, err
 }

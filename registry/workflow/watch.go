@@ -43,16 +43,40 @@ func (e *Engine) ReportProgress(commandID string, detail json.RawMessage) error 
 	if err != nil {
 		return err
 	}
+	var location string
+	var read, written int64
 	// The agent may be connected to another registry than the run's driver.
 	_, err = e.write(id, false, func(r *store.Run) error {
 		for i := range r.Steps {
 			s := &r.Steps[i]
 			if s.Phase == phase && s.Index == index && s.State == store.StepRunning {
+				location, read, written = deployStreamed(s.Progress, detail)
 				s.Progress = detail
 				return nil
 			}
 		}
 		return proto.Errorf(proto.NotFound, "command %s is not of a running step", commandID)
 	})
+	if err == nil && location != "" && e.cfg.Observer != nil {
+		e.cfg.Observer.DeployStreamed(location, read, written)
+	}
 	return err
+}
+
+// deployStreamed is what a deploy.image's progress report adds to the one before it:
+// the bytes of the image read and written to the disk, and where the image streams from
+// (proto.DeployFromCache or proto.DeployFromSource; "other" for anything else an agent
+// says, so the metrics' labels stay bounded). Any other progress is "". A report behind
+// the one before (the stream restarted) adds nothing until it passes it.
+func deployStreamed(before, now json.RawMessage) (location string, read, written int64) {
+	var old, cur proto.DeployImageProgress
+	if json.Unmarshal(now, &cur) != nil || cur.Location == "" {
+		return "", 0, 0
+	}
+	json.Unmarshal(before, &old)
+	location = cur.Location
+	if location != proto.DeployFromCache && location != proto.DeployFromSource {
+		location = "other"
+	}
+	return location, max(cur.Read-old.Read, 0), max(cur.BytesWritten-old.BytesWritten, 0)
 }

@@ -1,0 +1,123 @@
+package registry
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/metal"
+	"github.com/better-compute/better-compute/registry/metrics"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// newMetrics makes the registry's collectors, reading the store and the agent plane at
+// each scrape (the plane is started after them, and scraped only once it runs).
+func newMetrics(st *store.Store, plane func() *agentPlane, log *slog.Logger) *metrics.Registry {
+	return metrics.New(metrics.Sources{
+		NodesByState: func() (map[string]int, error) { return nodesByState(st) },
+		Sites: func() (n int, err error) {
+			err = st.View(func(tx *store.Tx) error {
+				return allPages(func(p store.Page) (string, error) {
+					sites, next, err := tx.Sites(p)
+					n += len(sites)
+					return next, err
+				})
+			})
+			return n, err
+		},
+		AgentSessions: func() map[string]int {
+			out := map[string]int{}
+			for role, n := range plane().ep.SessionsByRole() {
+				out[string(role)] = n
+			}
+			return out
+		},
+		Handshakes: func() (full, resumed, refused int64) {
+			h := plane().ep.Handshakes()
+			return h.Accepted - h.Resumed, h.Resumed, h.Refused
+		},
+		Pushes: func() (pushed, acked, failed int64) {
+			p := plane().ep.Pushes()
+			return p.Pushed, p.Acked, p.Failed
+		},
+		Log: log,
+	})
+}
+
+// nodesByState counts every tenant's nodes by state, every state of the lifecycle
+// present (0 when no node is in it), so a series never vanishes as its last node moves.
+func nodesByState(st *store.Store) (map[string]int, error) {
+	out := map[string]int{}
+	for _, s := range metal.States() {
+		out[s] = 0
+	}
+	err := st.View(func(tx *store.Tx) error {
+		var tenants []store.Tenant
+		err := allPages(func(p store.Page) (string, error) {
+			page, next, err := tx.Tenants(p)
+			tenants = append(tenants, page...)
+			return next, err
+		})
+		if err != nil {
+			return err
+		}
+		for _, tn := range tenants {
+			err := allPages(func(p store.Page) (string, error) {
+				nodes, next, err := tx.Nodes(tn.ID, "", "", p)
+				for _, n := range nodes {
+					out[n.State]++
+				}
+				return next, err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// allPages calls page with each page of a list until the last.
+func allPages(page func(store.Page) (string, error)) error {
+	p := store.Page{}
+	for {
+		next, err := page(p)
+		if err != nil {
+			return err
+		}
+		if next == "" {
+			return nil
+		}
+		p.Cursor = next
+	}
+}
+
+// serveMetrics serves m at /metrics on addr (HTTP, no credential: nothing in it is
+// secret) until stop is called; "" serves none.
+func serveMetrics(addr string, m *metrics.Registry, log *slog.Logger) (_ net.Addr, stop func(), _ error) {
+	if addr == "" {
+		return nil, func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, proto.Errorf(proto.InvalidConfig, "listen on %s: %v (pick another --metrics-listen address)", addr, err).WithPath("--metrics-listen")
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
+		IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	go func() {
+		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Error("metrics listener", "err", err)
+		}
+	}()
+	return ln.Addr(), func() {
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}, nil
+}

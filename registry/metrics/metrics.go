@@ -1,0 +1,181 @@
+// Package metrics is the registry's Prometheus metrics: every collector's name, type and
+// labels are defined here and nowhere else, and this is the one package of the registry
+// that imports the Prometheus client. The rooms count through small interfaces they
+// declare themselves (api.RequestObserver, workflow.Observer), which *Registry
+// satisfies, or expose counts the collectors read at each scrape (Sources).
+//
+// Labels are bounded: an API method is one the registry serves (others are "unknown"),
+// a code is one of proto's, a step a step kind, a profile a shipped profile's id or
+// "custom"; no label ever holds a node, tenant or credential id.
+package metrics
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// namespace prefixes every metric of the registry.
+const namespace = "better_compute"
+
+// Sources are what the registry's gauges and the agent plane's counters are read from at
+// each scrape. A nil source is left out.
+type Sources struct {
+	// NodesByState counts the nodes of every tenant by state.
+	NodesByState func() (map[string]int, error)
+	// Sites counts the sites.
+	Sites func() (int, error)
+	// AgentSessions counts the agents connected now, by role.
+	AgentSessions func() map[string]int
+	// Handshakes counts the agent endpoint's handshakes: completed in full, resumed,
+	// refused at admission.
+	Handshakes func() (full, resumed, refused int64)
+	// Pushes counts NodeSpecs pushed to agents, and agents' acks: applied, failed.
+	Pushes func() (pushed, acked, failed int64)
+	// Log receives the errors a source returns.
+	Log *slog.Logger
+}
+
+// Registry holds the registry's collectors.
+type Registry struct {
+	reg         *prometheus.Registry
+	apiRequests *prometheus.CounterVec
+	apiDuration *prometheus.HistogramVec
+	workflows   *prometheus.CounterVec
+	workflowDur *prometheus.HistogramVec
+	steps       *prometheus.CounterVec
+	stepDur     *prometheus.HistogramVec
+	deployRead  *prometheus.CounterVec
+	deployWrote prometheus.Counter
+}
+
+// stepBuckets span a step's duration, from a control-plane step's milliseconds to an
+// image write's half hour.
+var stepBuckets = []float64{0.01, 0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600}
+
+// New makes the registry's collectors over src, with the Go runtime's and the process's.
+func New(src Sources) *Registry {
+	m := &Registry{
+		reg: prometheus.NewRegistry(),
+		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "api", Name: "requests_total",
+			Help: "API calls answered, by method and answer code (OK or proto's error code)."}, []string{"method", "code"}),
+		apiDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "api", Name: "request_duration_seconds",
+			Help: "Time from an API call's headers to its answer, by method.", Buckets: prometheus.DefBuckets}, []string{"method"}),
+		workflows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "workflow", Name: "runs_total",
+			Help: "Workflow runs ended, by kind (the request that started them), profile (a shipped profile's id, or custom) and outcome."},
+			[]string{"kind", "profile", "outcome"}),
+		workflowDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "workflow", Name: "run_duration_seconds",
+			Help: "Time from a workflow run's start to its end, by kind.", Buckets: stepBuckets}, []string{"kind"}),
+		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "workflow", Name: "steps_total",
+			Help: "Workflow steps ended, by step kind and outcome (succeeded, failed, skipped)."}, []string{"step", "outcome"}),
+		stepDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "workflow", Name: "step_duration_seconds",
+			Help: "Time from a step's start to its end, all its attempts included, by step kind.", Buckets: stepBuckets}, []string{"step"}),
+		deployRead: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "deploy", Name: "read_bytes_total",
+			Help: "Bytes of OS images the ramdisks' deploy.image read, as their progress reports tell, by where the image streamed from (cache, source)."}, []string{"location"}),
+		deployWrote: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "deploy", Name: "written_bytes_total",
+			Help: "Bytes the ramdisks' deploy.image wrote to disks (zeros left out), as their progress reports tell."}),
+	}
+	m.reg.MustRegister(m.apiRequests, m.apiDuration, m.workflows, m.workflowDur, m.steps, m.stepDur, m.deployRead, m.deployWrote,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), sources{src})
+	return m
+}
+
+// MaxScrapes bounds the scrapes served at once; one more is answered 503 at once, so
+// whoever reaches the listener cannot make the registry count its nodes over and over
+// in parallel.
+const MaxScrapes = 2
+
+// Handler serves the metrics in Prometheus's text format, MaxScrapes at once.
+func (m *Registry) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, MaxRequestsInFlight: MaxScrapes})
+}
+
+// Gatherer is what the collectors gather from, for tests that lint the metrics.
+func (m *Registry) Gatherer() prometheus.Gatherer { return m.reg }
+
+// APIRequest counts one API call: its method (a registered one, else "unknown"), its
+// answer's code and how long it took.
+func (m *Registry) APIRequest(method, code string, took time.Duration) {
+	m.apiRequests.WithLabelValues(method, code).Inc()
+	m.apiDuration.WithLabelValues(method).Observe(took.Seconds())
+}
+
+// StepEnded counts a workflow step that ended.
+func (m *Registry) StepEnded(use, outcome string, took time.Duration) {
+	m.steps.WithLabelValues(use, outcome).Inc()
+	if took > 0 {
+		m.stepDur.WithLabelValues(use).Observe(took.Seconds())
+	}
+}
+
+// WorkflowEnded counts a workflow run that ended.
+func (m *Registry) WorkflowEnded(kind, profile, outcome string, took time.Duration) {
+	m.workflows.WithLabelValues(kind, profile, outcome).Inc()
+	m.workflowDur.WithLabelValues(kind).Observe(took.Seconds())
+}
+
+// DeployStreamed counts what a deploy.image progress report adds.
+func (m *Registry) DeployStreamed(location string, read, written int64) {
+	m.deployRead.WithLabelValues(location).Add(float64(read))
+	m.deployWrote.Add(float64(written))
+}
+
+// sources is the collector of the metrics read at each scrape.
+type sources struct{ src Sources }
+
+var (
+	nodesDesc = prometheus.NewDesc(namespace+"_nodes", "Nodes of every tenant, by state.", []string{"state"}, nil)
+	sitesDesc = prometheus.NewDesc(namespace+"_sites", "Sites the registry knows.", nil, nil)
+	sessDesc  = prometheus.NewDesc(namespace+"_agent_sessions", "Agents connected to the agent endpoint now, by role.", []string{"role"}, nil)
+	handDesc  = prometheus.NewDesc(namespace+"_agent_handshakes_total",
+		"Agents' connection attempts: full (a new TLS session), resumed (a resumed TLS session), refused (at admission, too many in flight).", []string{"result"}, nil)
+	pushDesc = prometheus.NewDesc(namespace+"_agent_nodespec_pushes_total", "NodeSpecs pushed to agents.", nil, nil)
+	ackDesc  = prometheus.NewDesc(namespace+"_agent_nodespec_acks_total", "Agents' acks of a NodeSpec, by result (applied, failed).", []string{"result"}, nil)
+)
+
+func (s sources) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{nodesDesc, sitesDesc, sessDesc, handDesc, pushDesc, ackDesc} {
+		ch <- d
+	}
+}
+
+func (s sources) Collect(ch chan<- prometheus.Metric) {
+	src := s.src
+	if src.NodesByState != nil {
+		if counts, err := src.NodesByState(); err != nil {
+			src.Log.Error("metrics: count nodes", "err", err)
+		} else {
+			for state, n := range counts {
+				ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(n), state)
+			}
+		}
+	}
+	if src.Sites != nil {
+		if n, err := src.Sites(); err != nil {
+			src.Log.Error("metrics: count sites", "err", err)
+		} else {
+			ch <- prometheus.MustNewConstMetric(sitesDesc, prometheus.GaugeValue, float64(n))
+		}
+	}
+	if src.AgentSessions != nil {
+		for role, n := range src.AgentSessions() {
+			ch <- prometheus.MustNewConstMetric(sessDesc, prometheus.GaugeValue, float64(n), role)
+		}
+	}
+	if src.Handshakes != nil {
+		full, resumed, refused := src.Handshakes()
+		for result, n := range map[string]int64{"full": full, "resumed": resumed, "refused": refused} {
+			ch <- prometheus.MustNewConstMetric(handDesc, prometheus.CounterValue, float64(n), result)
+		}
+	}
+	if src.Pushes != nil {
+		pushed, acked, failed := src.Pushes()
+		ch <- prometheus.MustNewConstMetric(pushDesc, prometheus.CounterValue, float64(pushed))
+		ch <- prometheus.MustNewConstMetric(ackDesc, prometheus.CounterValue, float64(acked), "applied")
+		ch <- prometheus.MustNewConstMetric(ackDesc, prometheus.CounterValue, float64(failed), "failed")
+	}
+}

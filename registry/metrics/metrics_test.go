@@ -1,0 +1,102 @@
+package metrics
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// full is a registry whose every metric has a sample.
+func full() *Registry {
+	m := New(Sources{
+		NodesByState:  func() (map[string]int, error) { return map[string]int{"ready": 2, "active": 1}, nil },
+		Sites:         func() (int, error) { return 1, nil },
+		AgentSessions: func() map[string]int { return map[string]int{"site": 1, "node": 3} },
+		Handshakes:    func() (int64, int64, int64) { return 4, 2, 1 },
+		Pushes:        func() (int64, int64, int64) { return 5, 4, 1 },
+		Log:           slog.New(slog.DiscardHandler),
+	})
+	m.APIRequest("metal.list", "OK", 3*time.Millisecond)
+	m.StepEnded("deploy.image", "succeeded", 2*time.Minute)
+	m.WorkflowEnded("deploy", "custom", "succeeded", 3*time.Minute)
+	m.DeployStreamed("cache", 100, 80)
+	return m
+}
+
+// TestMetricsPassTheLint: promlint (names with units and _total, help on every metric,
+// no reserved labels) finds nothing to say of any of the registry's metrics.
+func TestMetricsPassTheLint(t *testing.T) {
+	problems, err := testutil.GatherAndLint(full().Gatherer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestSourcesAreReadAtEachScrape: the gauges and the agent plane's counters show what
+// the sources say.
+func TestSourcesAreReadAtEachScrape(t *testing.T) {
+	want := `
+# HELP better_compute_agent_handshakes_total Agents' connection attempts: full (a new TLS session), resumed (a resumed TLS session), refused (at admission, too many in flight).
+# TYPE better_compute_agent_handshakes_total counter
+better_compute_agent_handshakes_total{result="full"} 4
+better_compute_agent_handshakes_total{result="refused"} 1
+better_compute_agent_handshakes_total{result="resumed"} 2
+# HELP better_compute_nodes Nodes of every tenant, by state.
+# TYPE better_compute_nodes gauge
+better_compute_nodes{state="active"} 1
+better_compute_nodes{state="ready"} 2
+# HELP better_compute_agent_sessions Agents connected to the agent endpoint now, by role.
+# TYPE better_compute_agent_sessions gauge
+better_compute_agent_sessions{role="node"} 3
+better_compute_agent_sessions{role="site"} 1
+`
+	err := testutil.GatherAndCompare(full().Gatherer(), strings.NewReader(want),
+		"better_compute_agent_handshakes_total", "better_compute_nodes", "better_compute_agent_sessions")
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// TestScrapesAreBounded: while MaxScrapes scrapes are being answered (their count of the
+// nodes held up), one more is refused at once with 503, and answered once they are done.
+func TestScrapesAreBounded(t *testing.T) {
+	inside, release := make(chan struct{}), make(chan struct{})
+	m := New(Sources{NodesByState: func() (map[string]int, error) {
+		inside <- struct{}{}
+		<-release
+		return map[string]int{}, nil
+	}, Log: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	var held sync.WaitGroup
+	for range MaxScrapes {
+		held.Go(func() {
+			if resp, err := http.Get(srv.URL); err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("a scrape within the bound: %v %v", resp, err)
+			}
+		})
+		<-inside
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(srv.URL)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("one scrape over the bound: %v %v, want 503 at once", resp, err)
+	}
+	close(release)
+	held.Wait()
+	go func() {
+		for range inside {
+		}
+	}()
+	if resp, err := http.Get(srv.URL); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("a scrape once the others are done: %v %v", resp, err)
+	}
+}

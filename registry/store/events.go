@@ -1,0 +1,171 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// The kinds of events.
+const (
+	// EventNodeState is a node moving from one state to another.
+	EventNodeState = "node.state"
+	// EventWorkflowStarted and EventWorkflowEnded bound a workflow run.
+	EventWorkflowStarted = "workflow.started"
+	EventWorkflowEnded   = "workflow.ended"
+	// EventStepStarted and EventStepEnded bound a step of a run; an ended step has its
+	// duration, and its error when it failed.
+	EventStepStarted = "step.started"
+	EventStepEnded   = "step.ended"
+	// EventAttestation is a step whose result the node signed (disk.wipe, diag.dcgm)
+	// verified and recorded.
+	EventAttestation = "attestation"
+)
+
+// Event retention: a node keeps its last EventsPerNode events, and none older than
+// EventMaxAge once housekeeping prunes (PruneEvents).
+const (
+	EventsPerNode = 1000
+	EventMaxAge   = 30 * 24 * time.Hour
+)
+
+// Event is one entry of a node's append-only event log. Seq counts the node's events
+// from 1 and never repeats, so a reader resumes after the last one it saw.
+type Event struct {
+	Node   string    `json:"nodeId"`
+	Tenant string    `json:"tenantId"`
+	Seq    uint64    `json:"seq"`
+	At     time.Time `json:"at"`
+	Kind   string    `json:"kind"`
+	// Workflow is the run the event belongs to, "" for none.
+	Workflow string `json:"workflowId,omitempty"`
+	// Step and Use name a step event's step (steps[2]) and its kind (deploy.image).
+	Step string `json:"step,omitempty"`
+	Use  string `json:"use,omitempty"`
+	// From and To are a node's states (node.state); To alone is a step's or a run's
+	// outcome (succeeded, failed, skipped).
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+	// Duration is how long the step or run took, for the .ended kinds.
+	Duration time.Duration `json:"duration,omitempty"`
+	// Error is a failure's code, reason and message.
+	Error *proto.Error `json:"error,omitempty"`
+	// Detail says why a step was skipped, or why a result is not attested.
+	Detail string `json:"detail,omitempty"`
+}
+
+const (
+	// bucketEvents holds the events: node NUL seq (8 bytes, big endian) -> Event.
+	bucketEvents = "events"
+	// bucketEventHeads holds each node's log bounds: node -> eventHead.
+	bucketEventHeads = "event_heads"
+)
+
+// BucketEvents is the events' bucket, for OnWrite hooks that follow a node's log.
+const BucketEvents Bucket = bucketEvents
+
+// eventHead is where a node's log starts and ends: its events are Oldest to Next-1.
+type eventHead struct {
+	Oldest uint64 `json:"oldest"`
+	Next   uint64 `json:"next"`
+}
+
+func eventPrefix(node string) []byte { return []byte(node + "\x00") }
+
+func eventKey(node string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(eventPrefix(node), seq)
+}
+
+// AppendEvent adds e to its node's log, stamped with the transaction's time and the
+// node's next seq, and drops the node's oldest events past EventsPerNode.
+func (t *Tx) AppendEvent(e Event) (Event, error) {
+	if e.Node == "" || e.Tenant == "" || e.Kind == "" {
+		return e, fmt.Errorf("store: an event needs its node, tenant and kind")
+	}
+	var h eventHead
+	if _, err := t.get(bucketEventHeads, []byte(e.Node), &h); err != nil {
+		return e, err
+	}
+	if h.Next == 0 {
+		h = eventHead{Oldest: 1, Next: 1}
+	}
+	e.Seq, e.At = h.Next, t.now
+	if err := t.put(bucketEvents, eventKey(e.Node, e.Seq), e); err != nil {
+		return e, err
+	}
+	h.Next++
+	for ; h.Next-h.Oldest > EventsPerNode; h.Oldest++ {
+		if err := t.del(bucketEvents, eventKey(e.Node, h.Oldest)); err != nil {
+			return e, err
+		}
+	}
+	return e, t.put(bucketEventHeads, []byte(e.Node), h)
+}
+
+// EventCursor is the cursor that lists a node's events after seq.
+func EventCursor(node string, seq uint64) string { return EncodeCursor(eventKey(node, seq)) }
+
+// Events returns a page of node's events in order, only workflow's when it is not "".
+func (t *Tx) Events(node, workflow string, p Page) ([]Event, string, error) {
+	var out []Event
+	next, err := t.scan(bucketEvents, eventPrefix(node), p, func(k, v []byte) (bool, error) {
+		var e Event
+		if err := decode(bucketEvents, k, v, &e); err != nil {
+			return false, err
+		}
+		if workflow != "" && e.Workflow != workflow {
+			return false, nil
+		}
+		out = append(out, e)
+		return true, nil
+	})
+	return out, next, err
+}
+
+// PruneEvents drops the events older than EventMaxAge, oldest first, and returns how
+// many it dropped.
+func (t *Tx) PruneEvents() (int, error) {
+	cutoff := t.now.Add(-EventMaxAge)
+	type head struct {
+		node string
+		eventHead
+	}
+	var heads []head
+	// The callback keeps no entry, so the page never fills and scan visits every head.
+	_, err := t.scan(bucketEventHeads, nil, Page{}, func(k, v []byte) (bool, error) {
+		var h eventHead
+		if err := decode(bucketEventHeads, k, v, &h); err != nil {
+			return false, err
+		}
+		heads = append(heads, head{string(k), h})
+		return false, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	dropped := 0
+	for _, h := range heads {
+		oldest := h.Oldest
+		for ; oldest < h.Next; oldest++ {
+			var e Event
+			if _, err := t.get(bucketEvents, eventKey(h.node, oldest), &e); err != nil {
+				return dropped, err
+			}
+			if !e.At.Before(cutoff) {
+				break
+			}
+			if err := t.del(bucketEvents, eventKey(h.node, oldest)); err != nil {
+				return dropped, err
+			}
+			dropped++
+		}
+		if oldest != h.Oldest {
+			if err := t.put(bucketEventHeads, []byte(h.node), eventHead{Oldest: oldest, Next: h.Next}); err != nil {
+				return dropped, err
+			}
+		}
+	}
+	return dropped, nil
+}

@@ -1,0 +1,86 @@
+package workflow
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// TestRunEventsSayWhatChanged: a change of a run becomes the events of what it did: a
+// step started, a step ended with its outcome, duration, error or skip reason, a wipe's
+// attestation verdict, the run's end; a change that moved nothing (a new attempt) writes
+// none.
+func TestRunEventsSayWhatChanged(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	fail := proto.Errorf(proto.DriverError, "the BMC refused").WithReason("bmc")
+	old := store.Run{ID: "wf_1", Node: "nd_1", Tenant: "acme", State: store.RunRunning, CreatedAt: at, Steps: []store.RunStep{
+		{Phase: "main", Index: 0, Use: "power.setPower", State: store.StepPending},
+		{Phase: "main", Index: 1, Use: "disk.wipe", State: store.StepRunning, StartedAt: at},
+		{Phase: "main", Index: 2, Use: "disk.wipe", State: store.StepRunning, StartedAt: at},
+		{Phase: "main", Index: 3, Use: "diag.dcgm", State: store.StepPending},
+		{Phase: "cleanup", Index: 0, Use: "boot.cleanUp", State: store.StepRunning, StartedAt: at},
+	}}
+	if got := runEvents(old, old); len(got) != 0 {
+		t.Fatalf("no change wrote %v", got)
+	}
+	run := old
+	run.Steps = append([]store.RunStep(nil), old.Steps...)
+	run.Steps[0].State, run.Steps[0].StartedAt = store.StepRunning, at
+	run.Steps[1].State, run.Steps[1].FinishedAt, run.Steps[1].Result = store.StepSucceeded, at.Add(90*time.Second), json.RawMessage(`{"attested":false,"reason":"no read-back"}`)
+	run.Steps[2].State, run.Steps[2].FinishedAt, run.Steps[2].Result = store.StepSucceeded, at.Add(time.Minute), json.RawMessage(`{"attested":true}`)
+	run.Steps[3].State, run.Steps[3].Reason = store.StepSkipped, "when gpu does not hold"
+	run.Steps[4].State, run.Steps[4].FinishedAt, run.Steps[4].Error = store.StepFailed, at.Add(time.Second), fail
+	run.State, run.FinishedAt = store.RunFailed, at.Add(2*time.Minute)
+	run.Failure = &store.StepFailure{RunID: "wf_1", Step: "cleanup[0]", Use: "boot.cleanUp", Error: fail}
+	var got []string
+	for _, e := range runEvents(old, run) {
+		if e.Node != "nd_1" || e.Tenant != "acme" || e.Workflow != "wf_1" {
+			t.Errorf("event %+v is not of the run's node and tenant", e)
+		}
+		line := strings.Join([]string{e.Kind, e.Step, e.Use, e.To, e.Duration.String(), e.Detail}, " ")
+		if e.Error != nil {
+			line += " " + string(e.Error.Code) + "/" + e.Error.Details.Reason
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		"step.started steps[0] power.setPower  0s ",
+		"step.ended steps[1] disk.wipe succeeded 1m30s ",
+		"attestation steps[1] disk.wipe not attested 0s no read-back",
+		"step.ended steps[2] disk.wipe succeeded 1m0s ",
+		"attestation steps[2] disk.wipe attested 0s ",
+		"step.ended steps[3] diag.dcgm skipped 0s when gpu does not hold",
+		"step.ended cleanup[0] boot.cleanUp failed 1s  DRIVER_ERROR/bmc",
+		"workflow.ended cleanup[0] boot.cleanUp failed 2m0s  DRIVER_ERROR/bmc",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestDeployStreamedCountsWhatEachReportAdds: a deploy.image progress report adds the
+// bytes it read and wrote past the report before it; a report behind it (a restarted
+// stream) adds nothing; a location no ramdisk sends is "other"; other progress is none.
+func TestDeployStreamedCountsWhatEachReportAdds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		before, now   string
+		location      string
+		read, written int64
+	}{
+		"the first report": {``, `{"location":"cache","read":100,"bytesWritten":80}`, proto.DeployFromCache, 100, 80},
+		"a later report":   {`{"location":"cache","read":100,"bytesWritten":80}`, `{"location":"cache","read":250,"bytesWritten":200}`, proto.DeployFromCache, 150, 120},
+		"a restart":        {`{"location":"cache","read":250,"bytesWritten":200}`, `{"location":"source","read":50,"bytesWritten":0}`, proto.DeployFromSource, 0, 0},
+		"an odd location":  {``, `{"location":"node-42","read":10}`, "other", 10, 0},
+		"a disk wipe's":    {``, `{"disk":"nvme0n1","done":10}`, "", 0, 0},
+		"not JSON":         {``, `nope`, "", 0, 0},
+	} {
+		location, read, written := deployStreamed(json.RawMessage(tc.before), json.RawMessage(tc.now))
+		if location != tc.location || read != tc.read || written != tc.written {
+			t.Errorf("%s: %q %d %d, want %q %d %d", name, location, read, written, tc.location, tc.read, tc.written)
+		}
+	}
+}
