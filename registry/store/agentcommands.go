@@ -140,11 +140,7 @@ func (t *Tx) dropAgentCommands(drop func(AgentCommand) bool) (int, error) {
 }
 
 func (t *Tx) eachAgentCommand(prefix []byte, fn func(AgentCommand) error) error {
-	b := t.tx.Bucket([]byte(bucketAgentCommands))
-	if b == nil {
-		return nil
-	}
-	c := b.Cursor()
+	c := t.kv.cursor(bucketAgentCommands)
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var cmd AgentCommand
 		if err := decode(bucketAgentCommands, k, v, &cmd); err != nil {

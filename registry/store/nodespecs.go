@@ -54,7 +54,7 @@ func (t *Tx) SetNodeSpec(spec proto.NodeSpec) (proto.NodeSpec, error) {
 	hooks := t.store.watch.nodeSpec
 	t.store.watch.mu.Unlock()
 	for _, fn := range hooks {
-		t.tx.OnCommit(func() { (*fn)(spec.Node, spec.Generation) })
+		t.kv.onCommit(func() { (*fn)(spec.Node, spec.Generation) })
 	}
 	return spec, nil
 }

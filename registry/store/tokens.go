@@ -121,21 +121,18 @@ func (t *Tx) PruneJoinTokens(cutoff time.Time) (int, error) {
 
 // deleteJoinTokens deletes the join tokens doomed says so of, and returns how many.
 func (t *Tx) deleteJoinTokens(doomed func(JoinToken) bool) (int, error) {
-	b := t.tx.Bucket([]byte(bucketJoinTokens))
-	if b == nil {
-		return 0, nil
-	}
 	var keys [][]byte
-	err := b.ForEach(func(k, v []byte) error {
+	c := t.kv.cursor(bucketJoinTokens)
+	for k, v := c.First(); k != nil; k, v = c.Next() {
 		var tok JoinToken
 		if err := decode(bucketJoinTokens, k, v, &tok); err != nil {
-			return err
+			return 0, err
 		}
 		if doomed(tok) {
 			keys = append(keys, slices.Clone(k))
 		}
-		return nil
-	})
+	}
+	var err error
 	for _, k := range keys {
 		if err == nil {
 			err = t.del(bucketJoinTokens, k)

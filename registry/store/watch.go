@@ -62,6 +62,6 @@ func (t *Tx) wrote(bucket string) {
 			t.scheduled = map[*writeWatch]bool{}
 		}
 		t.scheduled[w] = true
-		t.tx.OnCommit(w.fn)
+		t.kv.onCommit(w.fn)
 	}
 }
