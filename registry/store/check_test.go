@@ -8,48 +8,50 @@ import (
 // TestCheck checks that a store filled through its write paths is consistent, and that
 // Check finds an index entry whose record is gone and a record of another schema.
 func TestCheck(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{}) // not openTest: this store is damaged on purpose
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	err = s.Update(func(tx *Tx) error {
-		if _, err := tx.CreateTenant("acme"); err != nil {
-			return err
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, err := open(t, Options{}) // not openTest: this store is damaged on purpose
+		if err != nil {
+			t.Fatal(err)
 		}
-		if _, err := tx.CreateSite("rack-a"); err != nil {
+		defer s.Close()
+		err = s.Update(func(tx *Tx) error {
+			if _, err := tx.CreateTenant("acme"); err != nil {
+				return err
+			}
+			if _, err := tx.CreateSite("rack-a"); err != nil {
+				return err
+			}
+			if _, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
+				return err
+			}
+			if _, err := tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, ProductUUID: "4c4c4544-0000-1000-8000-000000000001"}); err != nil {
+				return err
+			}
+			if _, err := tx.CreateImage(testImage("acme", "os@1", true)); err != nil {
+				return err
+			}
+			_, err := tx.CreateRun(Run{Kind: "deploy", Node: "nd_1", Steps: []RunStep{{Phase: "main", Index: 0}}})
 			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if _, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
-			return err
+		if err := s.Check(); err != nil {
+			t.Fatalf("a store written through its write paths: %v", err)
 		}
-		if _, err := tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, ProductUUID: "4c4c4544-0000-1000-8000-000000000001"}); err != nil {
-			return err
+		err = s.Update(func(tx *Tx) error {
+			if err := tx.putRaw(bucketPoolsBySite, []byte("rack-a\x00acme\x00gone"), nil); err != nil {
+				return err
+			}
+			return tx.putRaw(bucketSites, []byte("rack-b"), []byte(`{"id":"rack-b"}`))
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if _, err := tx.CreateImage(testImage("acme", "os@1", true)); err != nil {
-			return err
+		err = s.Check()
+		if err == nil || !strings.Contains(err.Error(), `pools_by_site/"rack-a\x00acme\x00gone" names pools/"acme\x00gone"`) ||
+			!strings.Contains(err.Error(), `sites/"rack-b" is not a record`) {
+			t.Fatalf("got %v, want the dangling index entry and the record of another schema", err)
 		}
-		_, err := tx.CreateRun(Run{Kind: "deploy", Node: "nd_1", Steps: []RunStep{{Phase: "main", Index: 0}}})
-		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Check(); err != nil {
-		t.Fatalf("a store written through its write paths: %v", err)
-	}
-	err = s.Update(func(tx *Tx) error {
-		if err := tx.putRaw(bucketPoolsBySite, []byte("rack-a\x00acme\x00gone"), nil); err != nil {
-			return err
-		}
-		return tx.putRaw(bucketSites, []byte("rack-b"), []byte(`{"id":"rack-b"}`))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.Check()
-	if err == nil || !strings.Contains(err.Error(), `pools_by_site/"rack-a\x00acme\x00gone" names pools/"acme\x00gone"`) ||
-		!strings.Contains(err.Error(), `sites/"rack-b" is not a record`) {
-		t.Fatalf("got %v, want the dangling index entry and the record of another schema", err)
-	}
 }

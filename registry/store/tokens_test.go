@@ -10,82 +10,86 @@ import (
 )
 
 func TestJoinTokenConsumedOnceUntilExpiry(t *testing.T) {
-	now := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	s, err := Open(t.TempDir(), Options{Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	mint := func() (tok JoinToken, secret string) {
-		t.Helper()
-		if err := s.Update(func(tx *Tx) (err error) {
-			tok, secret, err = tx.CreateJoinToken(TokenProvisioned, "node-1", "", now.Add(time.Hour))
-			return err
-		}); err != nil {
+	eachBackend(t, func(t *testing.T, open opener) {
+		now := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
+		var mu sync.Mutex
+		clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		s, err := open(t, Options{Now: clock})
+		if err != nil {
 			t.Fatal(err)
 		}
-		return tok, secret
-	}
-	consume := func(secret string) (tok JoinToken, err error) {
-		err = s.Update(func(tx *Tx) (err error) { tok, err = tx.ConsumeJoinToken(secret); return err })
-		return tok, err
-	}
-	made, secret := mint()
-	got, err := consume(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	made.UsedAt = now
-	if diff := cmp.Diff(made, got); diff != "" {
-		t.Errorf("consumed token (-want +got):\n%s", diff)
-	}
-	_, expiring := mint()
-	cases := map[string]struct {
-		secret string
-		reason string
-		later  time.Duration
-	}{
-		"used":         {secret, "token-used", 0},
-		"wrong secret": {secret[:len(secret)-2] + "AA", "token-invalid", 0},
-		"no prefix":    {secret[4:], "token-invalid", 0},
-		"unknown id":   {"bcj_0000000000000000.AAAA", "token-invalid", 0},
-		"expired":      {expiring, "token-expired", time.Hour},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			mu.Lock()
-			now = now.Add(tc.later)
-			mu.Unlock()
-			_, err := consume(tc.secret)
-			if e := proto.AsError(err); e.Code != proto.Unauthenticated || e.Details.Reason != tc.reason {
-				t.Fatalf("got %v (reason %q), want UNAUTHENTICATED %s", err, e.Details.Reason, tc.reason)
+		defer s.Close()
+		mint := func() (tok JoinToken, secret string) {
+			t.Helper()
+			if err := s.Update(func(tx *Tx) (err error) {
+				tok, secret, err = tx.CreateJoinToken(TokenProvisioned, "node-1", "", now.Add(time.Hour))
+				return err
+			}); err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
+			return tok, secret
+		}
+		consume := func(secret string) (tok JoinToken, err error) {
+			err = s.Update(func(tx *Tx) (err error) { tok, err = tx.ConsumeJoinToken(secret); return err })
+			return tok, err
+		}
+		made, secret := mint()
+		got, err := consume(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		made.UsedAt = now
+		if diff := cmp.Diff(made, got); diff != "" {
+			t.Errorf("consumed token (-want +got):\n%s", diff)
+		}
+		_, expiring := mint()
+		cases := map[string]struct {
+			secret string
+			reason string
+			later  time.Duration
+		}{
+			"used":         {secret, "token-used", 0},
+			"wrong secret": {secret[:len(secret)-2] + "AA", "token-invalid", 0},
+			"no prefix":    {secret[4:], "token-invalid", 0},
+			"unknown id":   {"bcj_0000000000000000.AAAA", "token-invalid", 0},
+			"expired":      {expiring, "token-expired", time.Hour},
+		}
+		for name, tc := range cases {
+			t.Run(name, func(t *testing.T) {
+				mu.Lock()
+				now = now.Add(tc.later)
+				mu.Unlock()
+				_, err := consume(tc.secret)
+				if e := proto.AsError(err); e.Code != proto.Unauthenticated || e.Details.Reason != tc.reason {
+					t.Fatalf("got %v (reason %q), want UNAUTHENTICATED %s", err, e.Details.Reason, tc.reason)
+				}
+			})
+		}
+	})
 }
 
 func TestCreateJoinTokenInvariants(t *testing.T) {
-	s := openTest(t)
-	cases := map[string]struct {
-		kind, node string
-		expires    time.Duration
-		path       string
-	}{
-		"unknown kind": {"admin", "n1", time.Hour, "kind"},
-		"no node":      {TokenSite, "", time.Hour, "nodeId"},
-		"past expiry":  {TokenRamdisk, "n1", -time.Second, "ttlSeconds"},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			err := s.Update(func(tx *Tx) error {
-				_, _, err := tx.CreateJoinToken(tc.kind, tc.node, "", tx.Now().Add(tc.expires))
-				return err
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		cases := map[string]struct {
+			kind, node string
+			expires    time.Duration
+			path       string
+		}{
+			"unknown kind": {"admin", "n1", time.Hour, "kind"},
+			"no node":      {TokenSite, "", time.Hour, "nodeId"},
+			"past expiry":  {TokenRamdisk, "n1", -time.Second, "ttlSeconds"},
+		}
+		for name, tc := range cases {
+			t.Run(name, func(t *testing.T) {
+				err := s.Update(func(tx *Tx) error {
+					_, _, err := tx.CreateJoinToken(tc.kind, tc.node, "", tx.Now().Add(tc.expires))
+					return err
+				})
+				if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != tc.path {
+					t.Fatalf("got %v, want INVALID_INPUT at %s", err, tc.path)
+				}
 			})
-			if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != tc.path {
-				t.Fatalf("got %v, want INVALID_INPUT at %s", err, tc.path)
-			}
-		})
-	}
+		}
+	})
 }

@@ -1,8 +1,12 @@
 package store
 
 import (
+	"bytes"
+	"log/slog"
 	"slices"
 	"sync"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // Bucket names a kind of record whose writes OnWrite hooks learn of.
@@ -63,5 +67,47 @@ func (t *Tx) wrote(bucket string) {
 		}
 		t.scheduled[w] = true
 		t.kv.onCommit(w.fn)
+	}
+}
+
+// remoteCommit tells the hooks of a commit another replica made (etcd): the OnWrite
+// hooks of the buckets it wrote, and the OnNodeSpec hooks of every NodeSpec it put.
+// After lost events, every OnWrite hook runs and every NodeSpec is told again.
+func (s *Store) remoteCommit(c remoteCommit) {
+	s.watch.mu.Lock()
+	writes, nodeSpec := s.watch.writes, s.watch.nodeSpec
+	s.watch.mu.Unlock()
+	for _, w := range writes {
+		if c.lost || slices.ContainsFunc(w.buckets, func(b Bucket) bool { return slices.Contains(c.buckets, string(b)) }) {
+			w.fn()
+		}
+	}
+	if len(nodeSpec) == 0 {
+		return
+	}
+	if c.lost {
+		err := s.kv.view(func(tx kvTx) error {
+			cur := tx.cursor(bucketNodeSpecs)
+			for k, v := cur.First(); k != nil; k, v = cur.Next() {
+				c.puts = append(c.puts, remotePut{bucket: bucketNodeSpecs, key: bytes.Clone(k), value: bytes.Clone(v)})
+			}
+			return nil
+		})
+		if err != nil {
+			slog.Warn("store: after lost watch events, the NodeSpecs could not be read again", "err", err)
+		}
+	}
+	for _, p := range c.puts {
+		if p.bucket != bucketNodeSpecs {
+			continue
+		}
+		var spec proto.NodeSpec
+		if err := decode(p.bucket, p.key, p.value, &spec); err != nil {
+			slog.Warn("store: a NodeSpec another replica wrote", "err", err)
+			continue
+		}
+		for _, fn := range nodeSpec {
+			(*fn)(spec.Node, spec.Generation)
+		}
 	}
 }

@@ -11,58 +11,60 @@ import (
 // hears of every committed write of the buckets it watches, once per transaction, and
 // of nothing else: reads, writes of other buckets, rolled back writes.
 func TestOnWrite(t *testing.T) {
-	s := openTest(t)
-	var calls atomic.Int64
-	cancel := s.OnWrite(func() { calls.Add(1) }, BucketSites, BucketPools)
-	expect := func(what string, want int64) {
-		t.Helper()
-		if got := calls.Load(); got != want {
-			t.Fatalf("%s: %d calls, want %d", what, got, want)
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		var calls atomic.Int64
+		cancel := s.OnWrite(func() { calls.Add(1) }, BucketSites, BucketPools)
+		expect := func(what string, want int64) {
+			t.Helper()
+			if got := calls.Load(); got != want {
+				t.Fatalf("%s: %d calls, want %d", what, got, want)
+			}
 		}
-	}
-	err := s.Update(func(tx *Tx) error {
-		if _, err := tx.CreateTenant("acme"); err != nil {
+		err := s.Update(func(tx *Tx) error {
+			if _, err := tx.CreateTenant("acme"); err != nil {
+				return err
+			}
+			if _, err := tx.CreateSite("rack-a"); err != nil {
+				return err
+			}
+			_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"})
 			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if _, err := tx.CreateSite("rack-a"); err != nil {
+		expect("a site and a pool written in one transaction", 1)
+		s.View(func(tx *Tx) error {
+			_, err := tx.Site("rack-a")
+			_, _ = tx.PoolsAtSite("rack-a")
 			return err
-		}
-		_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"})
-		return err
+		})
+		s.Update(func(tx *Tx) error {
+			_, err := tx.Site("rack-a")
+			return err
+		})
+		expect("reads", 1)
+		s.Update(func(tx *Tx) error {
+			_, err := tx.SetNodeSpec(proto.NodeSpec{Node: "rack-a", Role: proto.RoleSite})
+			return err
+		})
+		expect("a write of another bucket", 1)
+		s.Update(func(tx *Tx) error {
+			tx.SetSiteImageSources("rack-a", []string{"https://images.example"})
+			return proto.Errorf(proto.Internal, "roll back")
+		})
+		expect("a rolled back write", 1)
+		s.Batch(func(tx *Tx) error {
+			_, err := tx.SetPoolPolicy("acme", "gpu", PoolPolicy{PrewarmImages: []string{"ubuntu@24.04"}})
+			return err
+		})
+		expect("a batched pool write", 2)
+		cancel()
+		s.Update(func(tx *Tx) error {
+			_, err := tx.SetSiteImageSources("rack-a", nil)
+			return err
+		})
+		expect("after cancel", 2)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect("a site and a pool written in one transaction", 1)
-	s.View(func(tx *Tx) error {
-		_, err := tx.Site("rack-a")
-		_, _ = tx.PoolsAtSite("rack-a")
-		return err
-	})
-	s.Update(func(tx *Tx) error {
-		_, err := tx.Site("rack-a")
-		return err
-	})
-	expect("reads", 1)
-	s.Update(func(tx *Tx) error {
-		_, err := tx.SetNodeSpec(proto.NodeSpec{Node: "rack-a", Role: proto.RoleSite})
-		return err
-	})
-	expect("a write of another bucket", 1)
-	s.Update(func(tx *Tx) error {
-		tx.SetSiteImageSources("rack-a", []string{"https://images.example"})
-		return proto.Errorf(proto.Internal, "roll back")
-	})
-	expect("a rolled back write", 1)
-	s.Batch(func(tx *Tx) error {
-		_, err := tx.SetPoolPolicy("acme", "gpu", PoolPolicy{PrewarmImages: []string{"ubuntu@24.04"}})
-		return err
-	})
-	expect("a batched pool write", 2)
-	cancel()
-	s.Update(func(tx *Tx) error {
-		_, err := tx.SetSiteImageSources("rack-a", nil)
-		return err
-	})
-	expect("after cancel", 2)
 }
