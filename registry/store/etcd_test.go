@@ -1,0 +1,193 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
+)
+
+// replicas opens n stores on one etcd prefix, each with its own client, as n registry
+// replicas would.
+func replicas(t *testing.T, n int) []*Store {
+	t.Helper()
+	cfg := EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}
+	var out []*Store
+	for range n {
+		s, err := OpenEtcd(cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		out = append(out, s)
+	}
+	t.Cleanup(func() {
+		if err := out[0].Check(); err != nil {
+			t.Errorf("the store is not consistent: %v", err)
+		}
+	})
+	return out
+}
+
+// raced runs fn on every store at once: each first run of fn stops after its reads and
+// writes, before its commit, until every store's fn got there, so all of them read the
+// same state and all but one commit must find a conflict.
+func raced(stores []*Store, fn func(tx *Tx) error) []error {
+	var ready sync.WaitGroup
+	ready.Add(len(stores))
+	errs := make([]error, len(stores))
+	var done sync.WaitGroup
+	for i, s := range stores {
+		done.Go(func() {
+			first := true
+			errs[i] = s.Update(func(tx *Tx) error {
+				err := fn(tx)
+				if first {
+					first = false
+					ready.Done()
+					ready.Wait()
+				}
+				return err
+			})
+		})
+	}
+	done.Wait()
+	return errs
+}
+
+// TestEtcdReplicasConsumeJoinTokenOnce races three replicas (three etcd clients) to
+// consume one join token, each having read it unused: exactly one is admitted, the others
+// are told the token was used.
+func TestEtcdReplicasConsumeJoinTokenOnce(t *testing.T) {
+	stores := replicas(t, 3)
+	for round := range 5 {
+		var secret string
+		if err := stores[0].Update(func(tx *Tx) (err error) {
+			_, secret, err = tx.CreateJoinToken(TokenProvisioned, fmt.Sprintf("node-%d", round), "", tx.Now().Add(time.Hour))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		errs := raced(stores, func(tx *Tx) error { _, err := tx.ConsumeJoinToken(secret); return err })
+		admitted := 0
+		for i, err := range errs {
+			if err == nil {
+				admitted++
+			} else if e := proto.AsError(err); e.Code != proto.Unauthenticated || e.Details.Reason != proto.ReasonTokenUsed {
+				t.Errorf("round %d, replica %d: got %v, want UNAUTHENTICATED token-used", round, i, err)
+			}
+		}
+		if admitted != 1 {
+			t.Fatalf("round %d: %d replicas consumed the token, want exactly 1", round, admitted)
+		}
+	}
+}
+
+// TestEtcdScannedRangeConflicts races three replicas that each create a tenant only when
+// a scan finds none: a record inserted into a range another transaction scanned is a
+// conflict too, so exactly one tenant exists afterwards.
+func TestEtcdScannedRangeConflicts(t *testing.T) {
+	stores := replicas(t, 3)
+	var mu sync.Mutex
+	next := 0
+	errs := raced(stores, func(tx *Tx) error {
+		got, _, err := tx.Tenants(Page{})
+		if err != nil || len(got) > 0 {
+			return err
+		}
+		mu.Lock()
+		next++
+		name := fmt.Sprintf("first%d", next)
+		mu.Unlock()
+		_, err = tx.CreateTenant(name)
+		return err
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	stores[1].View(func(tx *Tx) error {
+		got, _, err := tx.Tenants(Page{})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("tenants after the race: %v, %v; want exactly one", got, err)
+		}
+		return nil
+	})
+}
+
+// TestEtcdRemoteCommitFiresHooks checks that a replica's OnWrite and OnNodeSpec hooks learn
+// of commits another replica made.
+func TestEtcdRemoteCommitFiresHooks(t *testing.T) {
+	stores := replicas(t, 2)
+	local, remote := stores[0], stores[1]
+	wrote := make(chan struct{}, 10)
+	defer local.OnWrite(func() { wrote <- struct{}{} }, BucketSites)()
+	type gen struct {
+		node string
+		gen  int64
+	}
+	specs := make(chan gen, 10)
+	defer local.OnNodeSpec(func(node string, g int64) { specs <- gen{node, g} })()
+
+	if err := remote.Update(func(tx *Tx) error { _, err := tx.CreateSite("rack-a"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wrote:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the site another replica created never reached this replica's OnWrite hook")
+	}
+	for want := int64(1); want <= 2; want++ {
+		if err := remote.Update(func(tx *Tx) error {
+			_, err := tx.SetNodeSpec(proto.NodeSpec{Node: "nd_1", Role: proto.RoleSite, Labels: map[string]string{"gen": fmt.Sprint(want)}})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-specs:
+			if got != (gen{"nd_1", want}) {
+				t.Fatalf("hook got %v, want nd_1 generation %d", got, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("generation %d another replica set never reached this replica's OnNodeSpec hook", want)
+		}
+	}
+}
+
+// TestEtcdLargeTransactions checks the bound of one transaction: more writes than etcd
+// takes in a flat transaction commit (nested), and a transaction beyond any bound is
+// refused with a clear error and writes nothing.
+func TestEtcdLargeTransactions(t *testing.T) {
+	s := replicas(t, 1)[0]
+	write := func(n int, name string) error {
+		return s.Update(func(tx *Tx) error {
+			for i := range n {
+				if err := tx.putRaw(bucketImageList, fmt.Appendf(nil, "%s%05d", name, i), []byte("x")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := write(1000, "ok"); err != nil {
+		t.Fatalf("1000 writes in one transaction: %v", err)
+	}
+	if err := write(5000, "big"); !errors.Is(err, errTooLarge) {
+		t.Fatalf("5000 writes: got %v, want the transaction refused as too large", err)
+	}
+	s.View(func(tx *Tx) error {
+		c := tx.kv.cursor(bucketImageList)
+		n := 0
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			n++
+		}
+		if n != 1000 {
+			t.Errorf("%d keys stored, want the 1000 of the transaction that fit", n)
+		}
+		return nil
+	})
+}
