@@ -14,28 +14,7 @@ func TestCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer s.Close()
-		err = s.Update(func(tx *Tx) error {
-			if _, err := tx.CreateTenant("acme"); err != nil {
-				return err
-			}
-			if _, err := tx.CreateSite("rack-a"); err != nil {
-				return err
-			}
-			if _, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
-				return err
-			}
-			if _, err := tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, ProductUUID: "4c4c4544-0000-1000-8000-000000000001"}); err != nil {
-				return err
-			}
-			if _, err := tx.CreateImage(testImage("acme", "os@1", true)); err != nil {
-				return err
-			}
-			_, err := tx.CreateRun(Run{Kind: "deploy", Node: "nd_1", Steps: []RunStep{{Phase: "main", Index: 0}}})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		fillForCheck(t, s)
 		if err := s.Check(); err != nil {
 			t.Fatalf("a store written through its write paths: %v", err)
 		}
@@ -54,4 +33,31 @@ func TestCheck(t *testing.T) {
 			t.Fatalf("got %v, want the dangling index entry and the record of another schema", err)
 		}
 	})
+}
+
+// fillForCheck writes a tenant, site, pool, node, image and run through the write paths.
+func fillForCheck(t *testing.T, s *Store) {
+	t.Helper()
+	err := s.Update(func(tx *Tx) error {
+		if _, err := tx.CreateTenant("acme"); err != nil {
+			return err
+		}
+		if _, err := tx.CreateSite("rack-a"); err != nil {
+			return err
+		}
+		if _, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
+			return err
+		}
+		if _, err := tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, ProductUUID: "4c4c4544-0000-1000-8000-000000000001"}); err != nil {
+			return err
+		}
+		if _, err := tx.CreateImage(testImage("acme", "os@1", true)); err != nil {
+			return err
+		}
+		_, err := tx.CreateRun(Run{Kind: "deploy", Node: "nd_1", Steps: []RunStep{{Phase: "main", Index: 0}}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -57,9 +57,6 @@ type EtcdConfig struct {
 	Timeout time.Duration
 }
 
-// ErrEtcdNotEmpty is returned by CopyTo when the etcd prefix already holds keys.
-var ErrEtcdNotEmpty = errors.New("the etcd prefix already holds keys")
-
 // errTooLarge is a transaction etcd would refuse for its size.
 var errTooLarge = errors.New("store: the transaction is too large for one etcd transaction")
 
@@ -328,7 +325,7 @@ func (t *etcdTx) buckets() []string {
 		if name, _, rec := strings.Cut(rest, "/"); rec {
 			seen[name], from = true, t.b.prefix+name+"0"
 		} else {
-			from = string(resp.Kvs[0].Key) + "\x00"
+			seen[name], from = true, string(resp.Kvs[0].Key)+"\x00"
 		}
 	}
 	for full, v := range t.writes {
