@@ -46,7 +46,7 @@ type command struct {
 
 // commands is every command, in the order help lists them.
 func commands() []command {
-	return slices.Concat(serveCommands, tenantCommands, profileCommands, imageCommands, signerCommands,
+	return slices.Concat(serveCommands, storeCommands, tenantCommands, profileCommands, imageCommands, signerCommands,
 		siteCommands, poolCommands, tokenCommands, secretCommands, userDataCommands, nodeCommands, inventoryCommands, workflowCommands, attestationCommands)
 }
 

@@ -36,8 +36,11 @@ const HardwareProfilesFile = "hardware-profiles.json"
 
 // Config is what `serve` is started with.
 type Config struct {
-	// DataDir holds the store, the PKI, admin.conf and the admin socket.
+	// DataDir holds the store (unless Store names etcd), the PKI, admin.conf and the
+	// admin socket.
 	DataDir string
+	// Store says where the records are: DATA_DIR/registry.db when zero.
+	Store StoreConfig
 	// Listen is the HTTPS API's address, host:port.
 	Listen string
 	// AgentListen is the agents' QUIC endpoint, host:port on UDP, as the well-known
@@ -82,7 +85,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
-	st, err := store.Open(cfg.DataDir, store.Options{Now: cfg.Clock.Now})
+	st, err := cfg.Store.openStore(cfg.DataDir, store.Options{Now: cfg.Clock.Now})
 	if err != nil {
 		return err
 	}
