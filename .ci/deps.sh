@@ -18,6 +18,9 @@ packages+=(gdisk grub-pc-bin dosfstools mtools ovmf)
 # bmc/redfish: OpenStack's Redfish emulator (sushy-tools, from ../shared/tools/sushy-tools) as the real
 # Redfish peer, run by Debian's python3 with its fake driver and basic authentication (bcrypt).
 packages+=(python3 python3-flask python3-requests python3-tenacity python3-bcrypt python3-webob)
+# registry/store: the etcd store's tests start a real three-member cluster of Debian's etcd (3.4, which
+# serves the v3 API the client of go.etcd.io/etcd/client/v3 speaks).
+packages+=(etcd-server)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
