@@ -32,6 +32,7 @@ type Cluster struct {
 	procs     []*exec.Cmd
 	args      [][]string
 	dir       string
+	pki       *pkiFiles
 }
 
 // Binary returns the etcd binary's path, skipping t when there is none (failing it in CI).
@@ -50,12 +51,37 @@ func Binary(t testing.TB) string {
 // Start starts a cluster in t's temporary directory and stops it when t ends.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
-	c, err := start(Binary(t), t.TempDir())
+	c, err := start(Binary(t), t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Stop)
 	return c
+}
+
+// TLSFiles are the PEM files of a cluster started by StartTLS.
+type TLSFiles struct {
+	// CA issued the members' and the client's certificates.
+	CA string
+	// ClientCert and ClientKey are a client certificate the members accept.
+	ClientCert, ClientKey string
+}
+
+// StartTLS is Start with the client URLs on https, the members' certificates issued by a
+// new CA, and client certificates of that CA required (--client-cert-auth).
+func StartTLS(t testing.TB) (*Cluster, TLSFiles) {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := writePKI(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := start(Binary(t), dir, &files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c, files.TLSFiles
 }
 
 var (
@@ -77,7 +103,7 @@ func Shared(t testing.TB) *Cluster {
 			sharedErr = err
 			return
 		}
-		shared, sharedErr = start(bin, dir)
+		shared, sharedErr = start(bin, dir, nil)
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
@@ -98,18 +124,22 @@ func Prefix(t testing.TB) string {
 	return fmt.Sprintf("test/%s/%d", strings.ReplaceAll(t.Name(), "/", "_"), prefixes.Add(1))
 }
 
-func start(bin, dir string) (*Cluster, error) {
+func start(bin, dir string, pki *pkiFiles) (*Cluster, error) {
 	ports, err := freePorts(2 * Members)
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{dir: dir}
+	c := &Cluster{dir: dir, pki: pki}
+	scheme := "http"
+	if pki != nil {
+		scheme = "https"
+	}
 	var initial []string
 	for i := range Members {
 		initial = append(initial, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, ports[2*i+1]))
 	}
 	for i := range Members {
-		client, peer := fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]), fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
+		client, peer := fmt.Sprintf("%s://127.0.0.1:%d", scheme, ports[2*i]), fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1])
 		c.Endpoints = append(c.Endpoints, client)
 		c.args = append(c.args, []string{
 			"--name", fmt.Sprintf("m%d", i), "--data-dir", filepath.Join(dir, fmt.Sprintf("m%d", i)),
@@ -118,6 +148,9 @@ func start(bin, dir string) (*Cluster, error) {
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", filepath.Base(dir), "--logger", "zap", "--log-outputs", filepath.Join(dir, fmt.Sprintf("m%d.log", i)),
 		})
+		if pki != nil {
+			c.args[i] = append(c.args[i], "--cert-file", pki.serverCert, "--key-file", pki.serverKey, "--client-cert-auth", "--trusted-ca-file", pki.CA)
+		}
 	}
 	c.procs = make([]*exec.Cmd, Members)
 	for i := range Members {
@@ -163,7 +196,14 @@ func (c *Cluster) waitReady() error {
 }
 
 func (c *Cluster) ping(ep string) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: []string{ep}, DialTimeout: time.Second, Logger: zap.NewNop()}
+	if c.pki != nil {
+		var err error
+		if cfg.TLS, err = c.pki.clientTLS(); err != nil {
+			return err
+		}
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return err
 	}
