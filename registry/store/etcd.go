@@ -624,7 +624,11 @@ func (b *etcdBackend) handleEvents(events []*clientv3.Event, next int64, fn func
 func (b *etcdBackend) decodeCommit(events []*clientv3.Event) (remoteCommit, bool) {
 	var c remoteCommit
 	for _, ev := range events {
-		name, key, rec := strings.Cut(string(ev.Kv.Key[len(b.prefix):]), "/")
+		rest, ok := strings.CutPrefix(string(ev.Kv.Key), b.prefix)
+		if !ok {
+			continue
+		}
+		name, key, rec := strings.Cut(rest, "/")
 		switch {
 		case !rec && ev.Type == clientv3.EventTypePut:
 			if bytes.Equal(ev.Kv.Value, b.id) {
