@@ -191,3 +191,38 @@ func TestEtcdLargeTransactions(t *testing.T) {
 		return nil
 	})
 }
+
+// TestEtcdMemberKilled kills etcd members one at a time under two replicas: with two of
+// three members up, every write is committed and read back, and the other replica's hooks
+// still learn of it (its watch moves to a member that is up).
+func TestEtcdMemberKilled(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	cfg := EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "killed"}
+	var stores []*Store
+	for range 2 {
+		s, err := OpenEtcd(cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	wrote := make(chan struct{}, 100)
+	defer stores[0].OnWrite(func() { wrote <- struct{}{} }, BucketSites)()
+	for victim := range etcdtest.Members {
+		cluster.Kill(victim)
+		site := fmt.Sprintf("rack-%d", victim)
+		if err := stores[1].Update(func(tx *Tx) error { _, err := tx.CreateSite(site); return err }); err != nil {
+			t.Fatalf("member %d down: %v", victim, err)
+		}
+		if err := stores[0].View(func(tx *Tx) error { _, err := tx.Site(site); return err }); err != nil {
+			t.Fatalf("member %d down, the site the other replica made: %v", victim, err)
+		}
+		select {
+		case <-wrote:
+		case <-time.After(time.Minute):
+			t.Fatalf("member %d down: the other replica's write never reached the hook", victim)
+		}
+		cluster.Restart(t, victim)
+	}
+}

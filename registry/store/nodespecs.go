@@ -13,7 +13,8 @@ const bucketNodeSpecs = "nodespecs"
 // OnNodeSpec registers fn to be called after every commit that changed a node's spec,
 // with the node id and the new generation, until the returned cancel is called. fn runs
 // on the committing goroutine after the store's locks are released, so it must return
-// quickly (signal, do not work).
+// quickly (signal, do not work). On etcd it also runs for every NodeSpec another replica
+// changed, on the store's watch goroutine: at least once, in commit order.
 func (s *Store) OnNodeSpec(fn func(node string, generation int64)) (cancel func()) {
 	s.watch.mu.Lock()
 	defer s.watch.mu.Unlock()

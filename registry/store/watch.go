@@ -39,7 +39,8 @@ type writeWatch struct {
 // a workflow, a test), until the returned cancel is called. A read-only transaction,
 // or a commit that wrote none of buckets, never calls it. fn runs on the committing
 // goroutine after the store's locks are released, so it must return quickly (signal,
-// do not work).
+// do not work). On etcd it also runs after every commit of another replica that wrote
+// one of buckets, on the store's watch goroutine: at least once, in commit order.
 func (s *Store) OnWrite(fn func(), buckets ...Bucket) (cancel func()) {
 	w := &writeWatch{buckets: slices.Clone(buckets), fn: fn}
 	s.watch.mu.Lock()
