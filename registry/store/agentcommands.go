@@ -35,6 +35,16 @@ func (c AgentCommand) Command() proto.Command {
 
 func commandKey(node, id string) []byte { return []byte(node + "/" + id) }
 
+// OnAgentCommand registers fn to be called after every commit that enqueued or completed
+// a relayed command, with the command as stored, until the returned cancel is called.
+// fn runs on the committing goroutine after the store's locks are released, so it must
+// return quickly (signal, do not work). On etcd it also runs for every command another
+// replica enqueued or completed, on the store's watch goroutine: at least once, in commit
+// order. Deleting a command does not call it.
+func (s *Store) OnAgentCommand(fn func(AgentCommand)) (cancel func()) {
+	return s.watch.agentCommand.add(fn)
+}
+
 // EnqueueAgentCommand records a command for node's agent and returns it as stored. A
 // command of the same id that exists already is returned as it is (pending or done),
 // unless its kind or payload differ, which is CONFLICT.
@@ -66,7 +76,16 @@ func (t *Tx) EnqueueAgentCommand(node string, cmd proto.Command) (AgentCommand, 
 		}
 		return old, nil
 	}
-	return c, t.put(bucketAgentCommands, commandKey(node, cmd.ID), c)
+	return c, t.putAgentCommand(c)
+}
+
+// putAgentCommand stores c and tells the OnAgentCommand hooks of it after the commit.
+func (t *Tx) putAgentCommand(c AgentCommand) error {
+	if err := t.put(bucketAgentCommands, commandKey(c.Node, c.ID), c); err != nil {
+		return err
+	}
+	t.store.watch.agentCommand.afterCommit(t, c)
+	return nil
 }
 
 // CompleteAgentCommand records the agent's answer to a command and returns the command.
@@ -78,7 +97,7 @@ func (t *Tx) CompleteAgentCommand(node string, res proto.Result) (AgentCommand, 
 		return c, err
 	}
 	c.Done, c.Result, c.Error, c.DoneAt = true, res.Result, res.Error, t.now
-	return c, t.put(bucketAgentCommands, commandKey(node, res.ID), c)
+	return c, t.putAgentCommand(c)
 }
 
 // AgentCommand returns one command, NOT_FOUND when it is not stored.

@@ -87,3 +87,35 @@ func TestAgentCommandLifecycle(t *testing.T) {
 		}
 	})
 }
+
+// TestOnAgentCommand checks that the OnAgentCommand hooks learn of a command enqueued and
+// of its answer, once each, after the commit and never for a transaction that failed, and
+// that a cancelled hook learns nothing more.
+func TestOnAgentCommand(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		var got []string
+		cancel := s.OnAgentCommand(func(c AgentCommand) { got = append(got, c.Node+"/"+c.ID+map[bool]string{true: " done"}[c.Done]) })
+		cmd := proto.Command{ID: "c1", Kind: "disk.wipe"}
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", cmd); return err })
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", cmd); return err }) // the same again: nothing written
+		failed := s.Update(func(tx *Tx) error {
+			if _, err := tx.EnqueueAgentCommand("n1", proto.Command{ID: "c2", Kind: "disk.wipe"}); err != nil {
+				return err
+			}
+			return proto.Errorf(proto.Internal, "rolled back")
+		})
+		if failed == nil {
+			t.Fatal("the failing transaction committed")
+		}
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.CompleteAgentCommand("n1", proto.Result{ID: "c1"}); return err })
+		if diff := cmp.Diff([]string{"n1/c1", "n1/c1 done"}, got); diff != "" {
+			t.Fatalf("hook calls (-want +got):\n%s", diff)
+		}
+		cancel()
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.Command{ID: "c3", Kind: "disk.wipe"}); return err })
+		if len(got) != 2 {
+			t.Fatalf("a cancelled hook was called: %v", got)
+		}
+	})
+}

@@ -140,6 +140,22 @@ func TestEtcdRemoteCommitFiresHooks(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the site another replica created never reached this replica's OnWrite hook")
 	}
+	commands := make(chan AgentCommand, 10)
+	defer local.OnAgentCommand(func(c AgentCommand) { commands <- c })()
+	if err := remote.Update(func(tx *Tx) error {
+		_, err := tx.EnqueueAgentCommand("nd_1", proto.Command{ID: "c1", Kind: "disk.wipe"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-commands:
+		if c.Node != "nd_1" || c.ID != "c1" || c.Kind != "disk.wipe" || c.Done {
+			t.Fatalf("hook got %+v, want nd_1's pending command c1", c)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command another replica enqueued never reached this replica's OnAgentCommand hook")
+	}
 	for want := int64(1); want <= 2; want++ {
 		if err := remote.Update(func(tx *Tx) error {
 			_, err := tx.SetNodeSpec(proto.NodeSpec{Node: "nd_1", Role: proto.RoleSite, Labels: map[string]string{"gen": fmt.Sprint(want)}})
