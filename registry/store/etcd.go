@@ -217,12 +217,22 @@ func (t *etcdTx) rangeAt(key, end string, opts ...clientv3.OpOption) *clientv3.G
 	if end != "" {
 		opts = append(opts, clientv3.WithRange(end))
 	}
-	if t.rev != 0 {
-		opts = append(opts, clientv3.WithRev(t.rev))
-	}
 	ctx, cancel := t.b.rpc()
 	defer cancel()
-	resp, err := t.b.cli.Get(ctx, key, opts...)
+	var resp *clientv3.GetResponse
+	var err error
+	if t.rev != 0 {
+		// The revision is one the cluster agreed on, and what it holds never changes: any
+		// member that has applied it answers alone (serializable), with no round of the
+		// cluster; one that is behind says so, and the cluster answers.
+		opts = append(opts, clientv3.WithRev(t.rev))
+		resp, err = t.b.cli.Get(ctx, key, append(opts, clientv3.WithSerializable())...)
+		if errors.Is(err, rpctypes.ErrFutureRev) {
+			resp, err = t.b.cli.Get(ctx, key, opts...)
+		}
+	} else {
+		resp, err = t.b.cli.Get(ctx, key, opts...)
+	}
 	if err != nil {
 		t.err = fmt.Errorf("store: etcd: %w", err)
 		return nil
