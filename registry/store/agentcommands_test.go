@@ -113,7 +113,10 @@ func TestOnAgentCommand(t *testing.T) {
 			t.Fatalf("hook calls (-want +got):\n%s", diff)
 		}
 		cancel()
-		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.Command{ID: "c3", Kind: "disk.wipe"}); return err })
+		mustUpdate(t, s, func(tx *Tx) error {
+			_, err := tx.EnqueueAgentCommand("n1", proto.Command{ID: "c3", Kind: "disk.wipe"})
+			return err
+		})
 		if len(got) != 2 {
 			t.Fatalf("a cancelled hook was called: %v", got)
 		}
