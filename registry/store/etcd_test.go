@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -240,5 +241,38 @@ func TestEtcdMemberKilled(t *testing.T) {
 			t.Fatalf("member %d down: the other replica's write never reached the hook", victim)
 		}
 		cluster.Restart(t, victim)
+	}
+}
+
+// TestEtcdCheckLayout checks that Check finds records written under the prefix without
+// their bucket's generation key (by something other than the store: transactions that
+// scanned the bucket would not see the write as a conflict) and empty record keys.
+func TestEtcdCheckLayout(t *testing.T) {
+	s := replicas(t, 1)[0]
+	if err := s.Update(func(tx *Tx) error { _, err := tx.CreateTenant("acme"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatalf("a store written through its write paths: %v", err)
+	}
+	b := s.kv.(*etcdBackend)
+	ctx, cancel := b.rpc()
+	defer cancel()
+	for _, k := range []string{b.recKey("stray", []byte("k")), b.recKey(bucketTenants, nil)} {
+		if _, err := b.cli.Put(ctx, k, "\x01{}"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := s.Check()
+	if err == nil || !strings.Contains(err.Error(), "bucket stray holds records but no generation key") ||
+		!strings.Contains(err.Error(), "has an empty record key") {
+		t.Fatalf("got %v, want the bucket without a generation key and the empty record key", err)
+	}
+	// Leave the store consistent for the check replicas runs when the test ends.
+	if _, err := b.cli.Delete(ctx, b.recKey("stray", []byte("k"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.cli.Delete(ctx, b.recKey(bucketTenants, nil)); err != nil {
+		t.Fatal(err)
 	}
 }
