@@ -276,3 +276,52 @@ func TestEtcdCheckLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEtcdCompactedSnapshotRunsAgain compacts etcd's history past a transaction's
+// snapshot while it runs: its next read cannot be answered at that revision, so it runs
+// again on a new snapshot and commits what that one says.
+func TestEtcdCompactedSnapshotRunsAgain(t *testing.T) {
+	stores := replicas(t, 2)
+	s, other := stores[0], stores[1]
+	b := s.kv.(*etcdBackend)
+	runs := 0
+	err := s.Update(func(tx *Tx) error {
+		runs++
+		if _, err := tx.Tenant("acme"); proto.CodeOf(err) != proto.NotFound && err != nil {
+			return err
+		}
+		if runs == 1 {
+			// Another replica writes, and the history up to its write is compacted away.
+			if err := other.Update(func(tx *Tx) error { _, err := tx.CreateSite("rack-a"); return err }); err != nil {
+				return err
+			}
+			ctx, cancel := b.rpc()
+			defer cancel()
+			resp, err := b.cli.Get(ctx, "x")
+			if err != nil {
+				return err
+			}
+			if _, err := b.cli.Compact(ctx, resp.Header.Revision); err != nil {
+				return err
+			}
+		}
+		sites, _, err := tx.Sites(Page{})
+		if err != nil {
+			return err
+		}
+		_, err = tx.CreateTenant(fmt.Sprintf("seen%d", len(sites)))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs != 2 {
+		t.Fatalf("the transaction ran %d times, want 2 (again after the compaction)", runs)
+	}
+	s.View(func(tx *Tx) error {
+		if _, err := tx.Tenant("seen1"); err != nil {
+			t.Errorf("the second run saw the site: %v", err)
+		}
+		return nil
+	})
+}
