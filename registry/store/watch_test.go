@@ -1,10 +1,12 @@
 package store
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestOnWrite checks the commit hook a derived view (the site cache plans) hangs on: it
@@ -66,5 +68,29 @@ func TestOnWrite(t *testing.T) {
 			return err
 		})
 		expect("after cancel", 2)
+	})
+}
+
+// TestLostRemoteCommits checks what the hooks learn when a watch lost events (it fell
+// behind etcd's compaction): every OnWrite hook runs, and every stored NodeSpec and
+// relayed command is told again.
+func TestLostRemoteCommits(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		mustUpdate(t, s, func(tx *Tx) error {
+			if _, err := tx.SetNodeSpec(proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode}); err != nil {
+				return err
+			}
+			_, err := tx.EnqueueAgentCommand("nd_1", proto.Command{ID: "c1", Kind: "disk.wipe"})
+			return err
+		})
+		var got []string
+		defer s.OnWrite(func() { got = append(got, "write") }, BucketImages)()
+		defer s.OnNodeSpec(func(node string, gen int64) { got = append(got, fmt.Sprintf("spec %s %d", node, gen)) })()
+		defer s.OnAgentCommand(func(c AgentCommand) { got = append(got, "command "+c.Node+"/"+c.ID) })()
+		s.remoteCommit(remoteCommit{lost: true})
+		if diff := cmp.Diff([]string{"write", "spec nd_1 1", "command nd_1/c1"}, got); diff != "" {
+			t.Fatalf("hook calls (-want +got):\n%s", diff)
+		}
 	})
 }
