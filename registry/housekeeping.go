@@ -18,12 +18,20 @@ const housekeepingInterval = 24 * time.Hour
 // housekeepingInterval on clk until ctx ends; stop ends it and waits.
 func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, log *slog.Logger) (stop func()) {
 	prune := func() {
-		var n int
-		err := st.Update(func(tx *store.Tx) (err error) { n, err = join.PruneTokens(tx); return err })
-		if err != nil {
-			log.Error("prune join tokens", "err", err)
-		} else if n > 0 {
-			log.Info("join tokens pruned", "count", n, "expiredMoreThan", join.Retention.String())
+		total := 0
+		for {
+			var n int
+			err := st.Update(func(tx *store.Tx) (err error) { n, err = join.PruneTokens(tx); return err })
+			if err != nil {
+				log.Error("prune join tokens", "err", err)
+				break
+			}
+			if total += n; n < store.MaxPruned {
+				break
+			}
+		}
+		if total > 0 {
+			log.Info("join tokens pruned", "count", total, "expiredMoreThan", join.Retention.String())
 		}
 	}
 	prune()

@@ -127,12 +127,15 @@ func Start(cfg Config) (*Endpoint, error) {
 		if resetKey, err = tx.AgentKey(keyStatelessReset); err != nil {
 			return err
 		}
-		if ticketKey, err = tx.AgentKey(keySessionTickets); err != nil {
-			return err
-		}
-		_, err = tx.ExpireAgentCommands(cfg.Now().Add(-cfg.CommandTTL))
+		ticketKey, err = tx.AgentKey(keySessionTickets)
 		return err
 	})
+	for n := store.MaxPruned; err == nil && n == store.MaxPruned; {
+		err = cfg.Store.Update(func(tx *store.Tx) (err error) {
+			n, err = tx.ExpireAgentCommands(cfg.Now().Add(-cfg.CommandTTL))
+			return err
+		})
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -132,24 +133,34 @@ func (t *Tx) DeleteAgentCommand(node, id string) error {
 // prefix (a workflow run's, "wf_...:"), whatever agent it was for, and returns how many:
 // an agent that connects later never gets them.
 func (t *Tx) DropPendingAgentCommands(prefix string) (int, error) {
-	return t.dropAgentCommands(func(c AgentCommand) bool { return !c.Done && strings.HasPrefix(c.ID, prefix) })
+	return t.dropAgentCommands(0, func(c AgentCommand) bool { return !c.Done && strings.HasPrefix(c.ID, prefix) })
 }
 
-// ExpireAgentCommands forgets every command made before cutoff, pending or done, and
-// returns how many.
+// ExpireAgentCommands forgets the commands made before cutoff, pending or done, at most
+// MaxPruned of them, and returns how many.
 func (t *Tx) ExpireAgentCommands(cutoff time.Time) (int, error) {
-	return t.dropAgentCommands(func(c AgentCommand) bool { return c.CreatedAt.Before(cutoff) })
+	return t.dropAgentCommands(MaxPruned, func(c AgentCommand) bool { return c.CreatedAt.Before(cutoff) })
 }
 
-// dropAgentCommands forgets every command drop holds for and returns how many.
-func (t *Tx) dropAgentCommands(drop func(AgentCommand) bool) (int, error) {
+// errEnough ends a walk that found what it was allowed to take.
+var errEnough = errors.New("enough")
+
+// dropAgentCommands forgets every command drop holds for, at most limit of them unless
+// it is 0, and returns how many.
+func (t *Tx) dropAgentCommands(limit int, drop func(AgentCommand) bool) (int, error) {
 	var keys [][]byte
 	err := t.eachAgentCommand(nil, func(c AgentCommand) error {
 		if drop(c) {
 			keys = append(keys, commandKey(c.Node, c.ID))
 		}
+		if len(keys) == limit {
+			return errEnough
+		}
 		return nil
 	})
+	if err == errEnough {
+		err = nil
+	}
 	for _, k := range keys {
 		if err == nil {
 			err = t.del(bucketAgentCommands, k)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -91,5 +92,48 @@ func TestCreateJoinTokenInvariants(t *testing.T) {
 				}
 			})
 		}
+	})
+}
+
+// TestPruneJoinTokensBounded checks that one prune deletes at most MaxPruned tokens, so
+// its transaction fits etcd's bounds, and that calling again deletes the rest and keeps
+// the tokens still within their retention.
+func TestPruneJoinTokensBounded(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		now := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
+		s, err := open(t, Options{Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		for batch := range 3 {
+			mustUpdate(t, s, func(tx *Tx) error {
+				for i := range MaxPruned/2 + 3 {
+					if _, _, err := tx.CreateJoinToken(TokenRamdisk, fmt.Sprintf("n%d-%d", batch, i), "", now.Add(time.Hour)); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		mustUpdate(t, s, func(tx *Tx) error { _, _, err := tx.CreateJoinToken(TokenRamdisk, "late", "", now.Add(3*time.Hour)); return err })
+		prune := func() (n int) {
+			mustUpdate(t, s, func(tx *Tx) (err error) { n, err = tx.PruneJoinTokens(now.Add(2 * time.Hour)); return err })
+			return n
+		}
+		total := 3 * (MaxPruned/2 + 3)
+		if n := prune(); n != MaxPruned {
+			t.Fatalf("first prune deleted %d, want %d", n, MaxPruned)
+		}
+		if n := prune(); n != total-MaxPruned {
+			t.Fatalf("second prune deleted %d, want the %d left", n, total-MaxPruned)
+		}
+		s.View(func(tx *Tx) error {
+			toks, _, err := tx.JoinTokens(Page{})
+			if err != nil || len(toks) != 1 || toks[0].NodeID != "late" {
+				t.Fatalf("tokens left: %v, %v; want only the one within retention", toks, err)
+			}
+			return nil
+		})
 	})
 }
