@@ -18,6 +18,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The etcd key layout (docs/store.md). Under the prefix P:
@@ -35,9 +37,10 @@ const (
 	// etcdMaxTxnOps is etcd's default --max-txn-ops: no transaction the store sends has
 	// more compares, nor more writes (generation keys included).
 	etcdMaxTxnOps = 128
-	// etcdMaxTxnBytes bounds the keys and values one transaction writes, under etcd's
-	// default --max-request-bytes (1.5 MiB) with room for the request's framing.
-	etcdMaxTxnBytes = 1400 << 10
+	// etcdMaxSend is the largest request the client sends: etcd's own bound
+	// (--max-request-bytes, 1.5 MiB by default) is what refuses a transaction, so a
+	// cluster that raises it takes larger ones.
+	etcdMaxSend = 64 << 20
 	// etcdPage is how many keys a cursor reads at once.
 	etcdPage = 256
 	// etcdMaxAttempts bounds how often a transaction runs again after conflicts.
@@ -102,7 +105,7 @@ func openEtcd(cfg EtcdConfig) (*etcdBackend, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, TLS: cfg.TLS, DialTimeout: cfg.Timeout, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, TLS: cfg.TLS, DialTimeout: cfg.Timeout, Logger: zap.NewNop(), MaxCallSendMsgSize: etcdMaxSend})
 	if err != nil {
 		return nil, fmt.Errorf("store: etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
@@ -377,13 +380,15 @@ func (t *etcdTx) commit() (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if size > etcdMaxTxnBytes {
-		return false, fmt.Errorf("%w: it writes %d bytes, at most %d fit under etcd's --max-request-bytes", errTooLarge, size, etcdMaxTxnBytes)
-	}
 	ctx, cancel := t.b.rpc()
 	defer cancel()
 	resp, err := t.b.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
-	if err != nil {
+	switch {
+	case errors.Is(err, rpctypes.ErrRequestTooLarge) || status.Code(err) == codes.ResourceExhausted:
+		return false, fmt.Errorf("%w: it writes %d bytes of keys and values, more than the cluster's --max-request-bytes takes (1.5 MiB by default)", errTooLarge, size)
+	case errors.Is(err, rpctypes.ErrTooManyOps):
+		return false, fmt.Errorf("%w: the cluster's --max-txn-ops is below etcd's default %d, which the store needs", errTooLarge, etcdMaxTxnOps)
+	case err != nil:
 		return false, fmt.Errorf("store: etcd commit: %w", err)
 	}
 	return resp.Succeeded, nil

@@ -175,8 +175,8 @@ func TestEtcdRemoteCommitFiresHooks(t *testing.T) {
 	}
 }
 
-// TestEtcdLargeTransactions checks the bound of one transaction: more writes than etcd
-// takes in a flat transaction commit (nested), and a transaction beyond any bound is
+// TestEtcdLargeTransactions checks the bounds of one transaction: more writes than etcd
+// takes in a flat transaction commit (nested), and one with too many writes or bytes is
 // refused with a clear error and writes nothing.
 func TestEtcdLargeTransactions(t *testing.T) {
 	s := replicas(t, 1)[0]
@@ -195,6 +195,12 @@ func TestEtcdLargeTransactions(t *testing.T) {
 	}
 	if err := write(5000, "big"); !errors.Is(err, errTooLarge) {
 		t.Fatalf("5000 writes: got %v, want the transaction refused as too large", err)
+	}
+	for _, size := range []int{1700 << 10, 3 << 20} {
+		huge := s.Update(func(tx *Tx) error { return tx.putRaw(bucketImageList, []byte("huge"), make([]byte, size)) })
+		if !errors.Is(huge, errTooLarge) || !strings.Contains(huge.Error(), "--max-request-bytes") {
+			t.Fatalf("%d bytes in one transaction: got %v, want it refused as larger than etcd's request bound", size, huge)
+		}
 	}
 	s.View(func(tx *Tx) error {
 		c := tx.kv.cursor(bucketImageList)

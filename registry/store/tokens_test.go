@@ -116,7 +116,10 @@ func TestPruneJoinTokensBounded(t *testing.T) {
 				return nil
 			})
 		}
-		mustUpdate(t, s, func(tx *Tx) error { _, _, err := tx.CreateJoinToken(TokenRamdisk, "late", "", now.Add(3*time.Hour)); return err })
+		mustUpdate(t, s, func(tx *Tx) error {
+			_, _, err := tx.CreateJoinToken(TokenRamdisk, "late", "", now.Add(3*time.Hour))
+			return err
+		})
 		prune := func() (n int) {
 			mustUpdate(t, s, func(tx *Tx) (err error) { n, err = tx.PruneJoinTokens(now.Add(2 * time.Hour)); return err })
 			return n
