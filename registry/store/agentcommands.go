@@ -153,7 +153,7 @@ func (t *Tx) dropAgentCommands(limit int, drop func(AgentCommand) bool) (int, er
 		if drop(c) {
 			keys = append(keys, commandKey(c.Node, c.ID))
 		}
-		if len(keys) == limit {
+		if limit > 0 && len(keys) == limit {
 			return errEnough
 		}
 		return nil

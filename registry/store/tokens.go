@@ -137,7 +137,7 @@ func (t *Tx) deleteJoinTokens(limit int, doomed func(JoinToken) bool) (int, erro
 		if doomed(tok) {
 			keys = append(keys, slices.Clone(k))
 		}
-		if len(keys) == limit {
+		if limit > 0 && len(keys) == limit {
 			break
 		}
 	}
