@@ -35,7 +35,8 @@ const (
 	// DefaultEtcdPrefix is the prefix the records live under when none is given.
 	DefaultEtcdPrefix = "better-compute"
 	// etcdMaxTxnOps is etcd's default --max-txn-ops: no transaction the store sends has
-	// more compares, nor more writes (generation keys included).
+	// more compares, nor more operations at one level (more writes go in nested
+	// transactions, nestOps).
 	etcdMaxTxnOps = 128
 	// etcdMaxSend is the largest request the client sends: etcd's own bound
 	// (--max-request-bytes, 1.5 MiB by default) is what refuses a transaction, so a
@@ -64,9 +65,9 @@ type EtcdConfig struct {
 var errTooLarge = errors.New("store: the transaction is too large for one etcd transaction")
 
 // OpenEtcd opens the store held in an etcd cluster, as one replica among any number that
-// share it. The OnWrite and OnNodeSpec hooks of this Store learn of every commit, this
-// replica's (on the committing goroutine, as with bbolt) and other replicas' (from an
-// etcd watch, at least once, in commit order).
+// share it. The OnWrite, OnNodeSpec and OnAgentCommand hooks of this Store learn of
+// every commit, this replica's (on the committing goroutine, as with bbolt) and other
+// replicas' (from an etcd watch, at least once, in commit order).
 func OpenEtcd(cfg EtcdConfig, opts Options) (*Store, error) {
 	opts.defaults()
 	b, err := openEtcd(cfg)
