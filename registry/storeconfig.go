@@ -73,8 +73,12 @@ func (sc StoreConfig) etcd() (store.EtcdConfig, error) {
 	return cfg, nil
 }
 
-// CopySummary is what CopyStore copied.
-type CopySummary = store.CopyStats
+// CopySummary is what CopyStore copied and read back equal, as `store copy` prints it.
+type CopySummary struct {
+	Buckets int   `json:"buckets"`
+	Records int   `json:"records"`
+	Bytes   int64 `json:"bytes"`
+}
 
 // CopyStore copies the bbolt store of a stopped registry's data directory into an empty
 // etcd prefix, reads every record back and compares it; progress is told of each
@@ -94,5 +98,6 @@ func CopyStore(dataDir string, to StoreConfig, progress func(bucket string, reco
 		return CopySummary{}, err
 	}
 	defer dst.Close()
-	return src.CopyTo(dst, progress)
+	stats, err := src.CopyTo(dst, progress)
+	return CopySummary{Buckets: stats.Buckets, Records: stats.Records, Bytes: stats.Bytes}, err
 }
