@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -22,10 +23,13 @@ func TestStoreCopyThenServeOnEtcd(t *testing.T) {
 	}
 	reg.Stop()
 
+	res := testkit.CLI(t, reg.AdminConfig, "store", "copy", "--from-data-dir", reg.DataDir, "--to-etcd-endpoints", endpoints, "--to-etcd-prefix", "moved", "--format", "json")
 	var sum struct{ Buckets, Records int }
-	testkit.JSON(t, reg.AdminConfig, &sum, "store", "copy", "--from-data-dir", reg.DataDir, "--to-etcd-endpoints", endpoints, "--to-etcd-prefix", "moved")
-	if sum.Records == 0 || sum.Buckets == 0 {
-		t.Fatalf("copy summary %+v", sum)
+	if err := json.Unmarshal([]byte(res.Stdout), &sum); res.Code != 0 || err != nil || sum.Records == 0 || sum.Buckets == 0 {
+		t.Fatalf("store copy: exit %d, summary %+v (%v)\n%s%s", res.Code, sum, err, res.Stdout, res.Stderr)
+	}
+	if !strings.Contains(res.Stderr, "copied tenants: ") {
+		t.Fatalf("store copy's progress does not name the tenants:\n%s", res.Stderr)
 	}
 	e := testkit.Fails(t, reg.AdminConfig, "store", "copy", "--from-data-dir", reg.DataDir, "--to-etcd-endpoints", endpoints, "--to-etcd-prefix", "moved")
 	if !strings.Contains(e.Message, "not empty") {
