@@ -73,7 +73,7 @@ func (s *Store) Update(fn func(*Tx) error) error {
 // Batch is Update for many concurrent small writers: calls from several goroutines are
 // coalesced into one transaction and one fsync. fn may run more than once (when another
 // call of the batch fails), so it must do the same thing each time; it returns only after
-// its writes are committed.
+// its writes are committed. On etcd, Batch is Update (each call its own transaction).
 func (s *Store) Batch(fn func(*Tx) error) error {
 	return s.kv.batch(func(kv kvTx) error { return fn(s.tx(kv)) })
 }
