@@ -20,6 +20,9 @@ packages+=(gdisk grub-pc-bin dosfstools mtools ovmf)
 packages+=(python3 python3-flask python3-requests python3-tenacity python3-bcrypt python3-webob)
 # registry/console and e2e/deploy: the console's tests drive a headless Chromium (chromedp), with a font to render its pages.
 packages+=(chromium fonts-dejavu-core)
+# registry/store: the etcd store's tests start a real three-member cluster of Debian's etcd (3.4, which
+# serves the v3 API the client of go.etcd.io/etcd/client/v3 speaks).
+packages+=(etcd-server)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -69,7 +69,7 @@ type command struct {
 
 // commands is every command, in the order help lists them.
 func commands() []command {
-	return slices.Concat(serveCommands, tenantCommands, profileCommands, imageCommands, signerCommands,
+	return slices.Concat(serveCommands, storeCommands, tenantCommands, profileCommands, imageCommands, signerCommands,
 		siteCommands, poolCommands, tokenCommands, secretCommands, userDataCommands, nodeCommands, eventCommands, inventoryCommands, workflowCommands, attestationCommands)
 }
 

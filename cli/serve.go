@@ -15,14 +15,15 @@ import (
 var serveCommands = []command{{
 	path:     "serve",
 	hostOnly: true,
-	usage:    "--data-dir DIR [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--log-format text|json]",
+	usage:    "--data-dir DIR [--store bbolt|etcd --etcd-endpoints URL,URL,URL [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE]] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--log-format text|json]",
 	summary:  "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	long: "run the registry and its agents' QUIC endpoint; prints its URL, agent endpoint and pins; " +
 		"resumes running workflows. `DIR` is made 0700 and refused when its group or others can " +
 		"enter it. `--allow-unsigned-images` lets a tenant deploy its own unsigned OS images " +
 		"(development only). `--userdata-config`: controlPlaneUrl, bcdUrl, bcdSha256, pins, " +
 		"templates, tokenTtlSeconds (docs/userdata.md); `--hardware-profiles`: docs/nodes.md; " +
-		"`--kek-file` seals the keys in the store for several registries on one store, `--agent-endpoints` the agent endpoints of every replica (docs/ARCHITECTURE.md#replicas)",
+		"`--kek-file` seals the keys in the store for several registries on one store, `--agent-endpoints` the agent endpoints of every replica (docs/ARCHITECTURE.md#replicas); " +
+		"`--store etcd` keeps the records in an etcd cluster instead of DIR/registry.db (docs/store.md)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
@@ -34,6 +35,8 @@ var serveCommands = []command{{
 		allowUnsigned := fs.Bool("allow-unsigned-images", false, "let a tenant deploy its own unsigned OS images: for development only")
 		agentEndpoints := fs.String("agent-endpoints", "", "agent endpoints advertised to agents, HOST:PORT,...: every replica's, the same list on each (default: this registry's own)")
 		kekFile := fs.String("kek-file", "", "key-encryption key file (0600): the registry's keys are kept sealed with it in the store, shared by every registry on that store; made on first start, copied by the operator to the others (docs/security.md)")
+		backend := fs.String("store", "bbolt", "where the records are: bbolt (DIR/registry.db) or etcd (--etcd-endpoints; docs/store.md)")
+		etcd := defineEtcd(fs, "etcd-endpoints", "etcd-prefix")
 		return func(x *exec) error {
 			if *dataDir == "" {
 				return proto.Errorf(proto.InvalidInput, "serve needs --data-dir DIR").WithPath("--data-dir")
@@ -46,7 +49,9 @@ var serveCommands = []command{{
 			if *agentEndpoints != "" {
 				endpoints = strings.Split(*agentEndpoints, ",")
 			}
-			cfg := registry.Config{AgentEndpoints: endpoints, DataDir: *dataDir, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
+			sc := etcd()
+			sc.Backend = *backend
+			cfg := registry.Config{AgentEndpoints: endpoints, DataDir: *dataDir, Store: sc, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
 				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, MetricsListen: *metricsListen, Log: slog.New(h)}
 			if *userDataConfig != "" {
 				var err error
@@ -74,6 +79,54 @@ var serveCommands = []command{{
 					fmt.Fprintf(w, "try: BC_CONFIG=%s %s profiles list\n", info.AdminConfig, x.env.program())
 				})
 			})
+		}
+	},
+}}
+
+// defineEtcd defines the flags naming an etcd store: its endpoints and prefix (under the
+// flag names given) and the TLS files.
+func defineEtcd(fs *flag.FlagSet, endpointsFlag, prefixFlag string) func() registry.StoreConfig {
+	endpoints := fs.String(endpointsFlag, "", "the etcd cluster's client URLs, comma-separated (https:// with TLS)")
+	prefix := fs.String(prefixFlag, "better-compute", "key prefix of the records in etcd")
+	ca := fs.String("etcd-ca", "", "PEM file of the CA etcd's certificates are checked against")
+	cert := fs.String("etcd-cert", "", "PEM file of the client certificate presented to etcd (with --etcd-key)")
+	key := fs.String("etcd-key", "", "PEM file of the client certificate's key")
+	return func() registry.StoreConfig {
+		sc := registry.StoreConfig{EtcdPrefix: *prefix, EtcdCA: *ca, EtcdCert: *cert, EtcdKey: *key}
+		for _, ep := range strings.Split(*endpoints, ",") {
+			if ep = strings.TrimSpace(ep); ep != "" {
+				sc.EtcdEndpoints = append(sc.EtcdEndpoints, ep)
+			}
+		}
+		return sc
+	}
+}
+
+var storeCommands = []command{{
+	path:    "store copy",
+	usage:   "--from-data-dir DIR --to-etcd-endpoints URL,URL,URL [--to-etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE]",
+	summary: "copy a stopped registry's bbolt store into an empty etcd prefix, then read every record back and compare it",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		from := fs.String("from-data-dir", "", "data directory of the stopped registry whose DIR/registry.db is copied (required)")
+		etcd := defineEtcd(fs, "to-etcd-endpoints", "to-etcd-prefix")
+		return func(x *exec) error {
+			if *from == "" {
+				return proto.Errorf(proto.InvalidInput, "store copy needs --from-data-dir DIR").WithPath("--from-data-dir")
+			}
+			to := etcd()
+			if len(to.EtcdEndpoints) == 0 {
+				return proto.Errorf(proto.InvalidInput, "store copy needs --to-etcd-endpoints URL,URL,URL").WithPath("--to-etcd-endpoints")
+			}
+			sum, err := registry.CopyStore(*from, to, func(bucket string, records int) {
+				fmt.Fprintf(x.env.Stderr, "copied %s: %d records\n", bucket, records)
+			})
+			if err != nil {
+				return err
+			}
+			x.print(sum, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "copied and read back %d records (%d bytes) in %d buckets to prefix %s\n", sum.Records, sum.Bytes, sum.Buckets, to.EtcdPrefix)
+			})
+			return nil
 		}
 	},
 }}

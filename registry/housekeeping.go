@@ -18,14 +18,23 @@ const housekeepingInterval = 24 * time.Hour
 // again every housekeepingInterval on clk until ctx ends; stop ends it and waits.
 func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, log *slog.Logger) (stop func()) {
 	prune := func() {
-		var n int
-		err := st.Update(func(tx *store.Tx) (err error) { n, err = join.PruneTokens(tx); return err })
-		if err != nil {
-			log.Error("prune join tokens", "err", err)
-		} else if n > 0 {
-			log.Info("join tokens pruned", "count", n, "expiredMoreThan", join.Retention.String())
+		total := 0
+		for {
+			var n int
+			err := st.Update(func(tx *store.Tx) (err error) { n, err = join.PruneTokens(tx); return err })
+			if err != nil {
+				log.Error("prune join tokens", "err", err)
+				break
+			}
+			if total += n; n < store.MaxPruned {
+				break
+			}
 		}
-		err = st.Update(func(tx *store.Tx) (err error) { n, err = tx.PruneEvents(); return err })
+		if total > 0 {
+			log.Info("join tokens pruned", "count", total, "expiredMoreThan", join.Retention.String())
+		}
+		var n int
+		err := st.Update(func(tx *store.Tx) (err error) { n, err = tx.PruneEvents(); return err })
 		if err != nil {
 			log.Error("prune events", "err", err)
 		} else if n > 0 {

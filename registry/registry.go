@@ -39,8 +39,11 @@ const HardwareProfilesFile = "hardware-profiles.json"
 
 // Config is what `serve` is started with.
 type Config struct {
-	// DataDir holds the store, the PKI, admin.conf and the admin socket.
+	// DataDir holds the store (unless Store names etcd), the PKI, admin.conf and the
+	// admin socket.
 	DataDir string
+	// Store says where the records are: DATA_DIR/registry.db when zero.
+	Store StoreConfig
 	// Listen is the HTTPS API's address, host:port.
 	Listen string
 	// AgentListen is the agents' QUIC endpoint, host:port on UDP, as the well-known
@@ -151,7 +154,7 @@ func New(cfg Config) (_ *Registry, err error) {
 			r.release()
 		}
 	}()
-	if r.st, err = store.Open(cfg.DataDir, store.Options{Now: cfg.Clock.Now}); err != nil {
+	if r.st, err = cfg.Store.openStore(cfg.DataDir, store.Options{Now: cfg.Clock.Now}); err != nil {
 		return nil, err
 	}
 	if r.keys, err = loadKeys(cfg, r.st); err != nil {

@@ -153,9 +153,14 @@ func Start(cfg Config) (*Endpoint, error) {
 				return err
 			}
 		}
-		_, err = tx.ExpireAgentCommands(cfg.Now().Add(-cfg.CommandTTL))
 		return err
 	})
+	for n := store.MaxPruned; err == nil && n == store.MaxPruned; {
+		err = cfg.Store.Update(func(tx *store.Tx) (err error) {
+			n, err = tx.ExpireAgentCommands(cfg.Now().Add(-cfg.CommandTTL))
+			return err
+		})
+	}
 	if err != nil {
 		return nil, err
 	}

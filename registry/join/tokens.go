@@ -22,8 +22,9 @@ const MaxTTL = 30 * 24 * time.Hour
 // `tokens list` to show it; PruneTokens deletes it then.
 const Retention = 30 * 24 * time.Hour
 
-// PruneTokens deletes the join tokens that expired more than Retention ago, and returns
-// how many. The registry runs it when it starts and once a day.
+// PruneTokens deletes the join tokens that expired more than Retention ago, at most
+// store.MaxPruned of them, and returns how many. The registry runs it when it starts and
+// once a day, in new transactions until it deletes fewer.
 func PruneTokens(tx *store.Tx) (int, error) {
 	return tx.PruneJoinTokens(tx.Now().Add(-Retention))
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -35,6 +36,16 @@ func (c AgentCommand) Command() proto.Command {
 
 func commandKey(node, id string) []byte { return []byte(node + "/" + id) }
 
+// OnAgentCommand registers fn to be called after every commit that enqueued or completed
+// a relayed command, with the command as stored, until the returned cancel is called.
+// fn runs on the committing goroutine after the store's locks are released, so it must
+// return quickly (signal, do not work). On etcd it also runs for every command another
+// replica enqueued or completed, on the store's watch goroutine: at least once, in commit
+// order. Deleting a command does not call it.
+func (s *Store) OnAgentCommand(fn func(AgentCommand)) (cancel func()) {
+	return s.watch.agentCommand.add(fn)
+}
+
 // EnqueueAgentCommand records a command for node's agent and returns it as stored. A
 // command of the same id that exists already is returned as it is (pending or done),
 // unless its kind or payload differ, which is CONFLICT.
@@ -66,7 +77,16 @@ func (t *Tx) EnqueueAgentCommand(node string, cmd proto.Command) (AgentCommand, 
 		}
 		return old, nil
 	}
-	return c, t.put(bucketAgentCommands, commandKey(node, cmd.ID), c)
+	return c, t.putAgentCommand(c)
+}
+
+// putAgentCommand stores c and tells the OnAgentCommand hooks of it after the commit.
+func (t *Tx) putAgentCommand(c AgentCommand) error {
+	if err := t.put(bucketAgentCommands, commandKey(c.Node, c.ID), c); err != nil {
+		return err
+	}
+	t.store.watch.agentCommand.afterCommit(t, c)
+	return nil
 }
 
 // CompleteAgentCommand records the agent's answer to a command and returns the command.
@@ -78,7 +98,7 @@ func (t *Tx) CompleteAgentCommand(node string, res proto.Result) (AgentCommand, 
 		return c, err
 	}
 	c.Done, c.Result, c.Error, c.DoneAt = true, res.Result, res.Error, t.now
-	return c, t.put(bucketAgentCommands, commandKey(node, res.ID), c)
+	return c, t.putAgentCommand(c)
 }
 
 // AgentCommand returns one command, NOT_FOUND when it is not stored.
@@ -113,24 +133,34 @@ func (t *Tx) DeleteAgentCommand(node, id string) error {
 // prefix (a workflow run's, "wf_...:"), whatever agent it was for, and returns how many:
 // an agent that connects later never gets them.
 func (t *Tx) DropPendingAgentCommands(prefix string) (int, error) {
-	return t.dropAgentCommands(func(c AgentCommand) bool { return !c.Done && strings.HasPrefix(c.ID, prefix) })
+	return t.dropAgentCommands(0, func(c AgentCommand) bool { return !c.Done && strings.HasPrefix(c.ID, prefix) })
 }
 
-// ExpireAgentCommands forgets every command made before cutoff, pending or done, and
-// returns how many.
+// ExpireAgentCommands forgets the commands made before cutoff, pending or done, at most
+// MaxPruned of them, and returns how many.
 func (t *Tx) ExpireAgentCommands(cutoff time.Time) (int, error) {
-	return t.dropAgentCommands(func(c AgentCommand) bool { return c.CreatedAt.Before(cutoff) })
+	return t.dropAgentCommands(MaxPruned, func(c AgentCommand) bool { return c.CreatedAt.Before(cutoff) })
 }
 
-// dropAgentCommands forgets every command drop holds for and returns how many.
-func (t *Tx) dropAgentCommands(drop func(AgentCommand) bool) (int, error) {
+// errEnough ends a walk that found what it was allowed to take.
+var errEnough = errors.New("enough")
+
+// dropAgentCommands forgets every command drop holds for, at most limit of them unless
+// it is 0, and returns how many.
+func (t *Tx) dropAgentCommands(limit int, drop func(AgentCommand) bool) (int, error) {
 	var keys [][]byte
 	err := t.eachAgentCommand(nil, func(c AgentCommand) error {
 		if drop(c) {
 			keys = append(keys, commandKey(c.Node, c.ID))
 		}
+		if limit > 0 && len(keys) == limit {
+			return errEnough
+		}
 		return nil
 	})
+	if err == errEnough {
+		err = nil
+	}
 	for _, k := range keys {
 		if err == nil {
 			err = t.del(bucketAgentCommands, k)
@@ -140,11 +170,7 @@ func (t *Tx) dropAgentCommands(drop func(AgentCommand) bool) (int, error) {
 }
 
 func (t *Tx) eachAgentCommand(prefix []byte, fn func(AgentCommand) error) error {
-	b := t.tx.Bucket([]byte(bucketAgentCommands))
-	if b == nil {
-		return nil
-	}
-	c := b.Cursor()
+	c := t.kv.cursor(bucketAgentCommands)
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var cmd AgentCommand
 		if err := decode(bucketAgentCommands, k, v, &cmd); err != nil {

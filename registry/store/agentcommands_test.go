@@ -13,75 +13,112 @@ import (
 var ignoreTimes = cmpopts.IgnoreTypes(time.Time{})
 
 func TestAgentCommandLifecycle(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	s, err := Open(t.TempDir(), Options{Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	wipe := proto.Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{ "disk": "sda" }`)}
-	enqueue := []struct {
-		name string
-		node string
-		cmd  proto.Command
-		code proto.Code
-	}{
-		{"new", "n1", wipe, ""},
-		{"same again", "n1", proto.Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sda"}`)}, ""},
-		{"same id other payload", "n1", proto.Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sdb"}`)}, proto.Conflict},
-		{"same id other node", "n2", wipe, ""},
-		{"bad id", "n1", proto.Command{ID: "", Kind: "x"}, proto.InvalidInput},
-		{"no kind", "n1", proto.Command{ID: "c9"}, proto.InvalidInput},
-		{"bad payload", "n1", proto.Command{ID: "c9", Kind: "x", Payload: json.RawMessage(`{`)}, proto.InvalidInput},
-		{"second", "n1", proto.Command{ID: "c2", Kind: "inventory"}, ""},
-	}
-	for _, tc := range enqueue {
-		now = now.Add(time.Second)
-		err := s.Update(func(tx *Tx) error { _, err := tx.EnqueueAgentCommand(tc.node, tc.cmd); return err })
-		if tc.code != "" && proto.CodeOf(err) != tc.code || tc.code == "" && err != nil {
-			t.Fatalf("%s: got %v, want %q", tc.name, err, tc.code)
+	eachBackend(t, func(t *testing.T, open opener) {
+		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		s, err := open(t, Options{Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	pending := func(node string) []string {
-		var ids []string
-		s.View(func(tx *Tx) error {
-			cs, err := tx.PendingAgentCommands(node)
-			for _, c := range cs {
-				ids = append(ids, c.ID)
+		defer s.Close()
+		wipe := proto.Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{ "disk": "sda" }`)}
+		enqueue := []struct {
+			name string
+			node string
+			cmd  proto.Command
+			code proto.Code
+		}{
+			{"new", "n1", wipe, ""},
+			{"same again", "n1", proto.Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sda"}`)}, ""},
+			{"same id other payload", "n1", proto.Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sdb"}`)}, proto.Conflict},
+			{"same id other node", "n2", wipe, ""},
+			{"bad id", "n1", proto.Command{ID: "", Kind: "x"}, proto.InvalidInput},
+			{"no kind", "n1", proto.Command{ID: "c9"}, proto.InvalidInput},
+			{"bad payload", "n1", proto.Command{ID: "c9", Kind: "x", Payload: json.RawMessage(`{`)}, proto.InvalidInput},
+			{"second", "n1", proto.Command{ID: "c2", Kind: "inventory"}, ""},
+		}
+		for _, tc := range enqueue {
+			now = now.Add(time.Second)
+			err := s.Update(func(tx *Tx) error { _, err := tx.EnqueueAgentCommand(tc.node, tc.cmd); return err })
+			if tc.code != "" && proto.CodeOf(err) != tc.code || tc.code == "" && err != nil {
+				t.Fatalf("%s: got %v, want %q", tc.name, err, tc.code)
 			}
+		}
+		pending := func(node string) []string {
+			var ids []string
+			s.View(func(tx *Tx) error {
+				cs, err := tx.PendingAgentCommands(node)
+				for _, c := range cs {
+					ids = append(ids, c.ID)
+				}
+				return err
+			})
+			return ids
+		}
+		if diff := cmp.Diff([]string{"c1", "c2"}, pending("n1")); diff != "" {
+			t.Fatalf("pending (-want +got):\n%s", diff)
+		}
+		res := proto.Result{ID: "c1", Result: json.RawMessage(`{"wiped":true}`)}
+		s.Update(func(tx *Tx) error { _, err := tx.CompleteAgentCommand("n1", res); return err })
+		var done AgentCommand
+		s.Update(func(tx *Tx) (err error) {
+			done, err = tx.CompleteAgentCommand("n1", proto.Result{ID: "c1", Error: &proto.Error{Code: proto.Internal}})
 			return err
 		})
-		return ids
-	}
-	if diff := cmp.Diff([]string{"c1", "c2"}, pending("n1")); diff != "" {
-		t.Fatalf("pending (-want +got):\n%s", diff)
-	}
-	res := proto.Result{ID: "c1", Result: json.RawMessage(`{"wiped":true}`)}
-	s.Update(func(tx *Tx) error { _, err := tx.CompleteAgentCommand("n1", res); return err })
-	var done AgentCommand
-	s.Update(func(tx *Tx) (err error) {
-		done, err = tx.CompleteAgentCommand("n1", proto.Result{ID: "c1", Error: &proto.Error{Code: proto.Internal}})
-		return err
+		want := AgentCommand{Node: "n1", ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sda"}`), Done: true, Result: res.Result}
+		if diff := cmp.Diff(want, done, ignoreTimes); diff != "" {
+			t.Errorf("the first answer wins (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"c2"}, pending("n1")); diff != "" {
+			t.Errorf("pending after c1 (-want +got):\n%s", diff)
+		}
+		s.Update(func(tx *Tx) error { return tx.DeleteAgentCommand("n1", "c1") })
+		if err := s.Update(func(tx *Tx) error { _, err := tx.CompleteAgentCommand("n1", res); return err }); proto.CodeOf(err) != proto.NotFound {
+			t.Errorf("answer to a delivered command: got %v, want NOT_FOUND", err)
+		}
+		// n2's c1 was made 4s after the start, n1's c2 8s after: a cutoff between them
+		// expires only n2's.
+		var n int
+		s.Update(func(tx *Tx) (err error) {
+			n, err = tx.ExpireAgentCommands(time.Date(2026, 1, 2, 3, 4, 11, 0, time.UTC))
+			return err
+		})
+		if n != 1 || len(pending("n2")) != 0 || len(pending("n1")) != 1 {
+			t.Errorf("expired %d; pending n1 %v, n2 %v", n, pending("n1"), pending("n2"))
+		}
 	})
-	want := AgentCommand{Node: "n1", ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sda"}`), Done: true, Result: res.Result}
-	if diff := cmp.Diff(want, done, ignoreTimes); diff != "" {
-		t.Errorf("the first answer wins (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff([]string{"c2"}, pending("n1")); diff != "" {
-		t.Errorf("pending after c1 (-want +got):\n%s", diff)
-	}
-	s.Update(func(tx *Tx) error { return tx.DeleteAgentCommand("n1", "c1") })
-	if err := s.Update(func(tx *Tx) error { _, err := tx.CompleteAgentCommand("n1", res); return err }); proto.CodeOf(err) != proto.NotFound {
-		t.Errorf("answer to a delivered command: got %v, want NOT_FOUND", err)
-	}
-	// n2's c1 was made 4s after the start, n1's c2 8s after: a cutoff between them
-	// expires only n2's.
-	var n int
-	s.Update(func(tx *Tx) (err error) {
-		n, err = tx.ExpireAgentCommands(time.Date(2026, 1, 2, 3, 4, 11, 0, time.UTC))
-		return err
+}
+
+// TestOnAgentCommand checks that the OnAgentCommand hooks learn of a command enqueued and
+// of its answer, once each, after the commit and never for a transaction that failed, and
+// that a cancelled hook learns nothing more.
+func TestOnAgentCommand(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		var got []string
+		cancel := s.OnAgentCommand(func(c AgentCommand) { got = append(got, c.Node+"/"+c.ID+map[bool]string{true: " done"}[c.Done]) })
+		cmd := proto.Command{ID: "c1", Kind: "disk.wipe"}
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", cmd); return err })
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", cmd); return err }) // the same again: nothing written
+		failed := s.Update(func(tx *Tx) error {
+			if _, err := tx.EnqueueAgentCommand("n1", proto.Command{ID: "c2", Kind: "disk.wipe"}); err != nil {
+				return err
+			}
+			return proto.Errorf(proto.Internal, "rolled back")
+		})
+		if failed == nil {
+			t.Fatal("the failing transaction committed")
+		}
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.CompleteAgentCommand("n1", proto.Result{ID: "c1"}); return err })
+		if diff := cmp.Diff([]string{"n1/c1", "n1/c1 done"}, got); diff != "" {
+			t.Fatalf("hook calls (-want +got):\n%s", diff)
+		}
+		cancel()
+		mustUpdate(t, s, func(tx *Tx) error {
+			_, err := tx.EnqueueAgentCommand("n1", proto.Command{ID: "c3", Kind: "disk.wipe"})
+			return err
+		})
+		if len(got) != 2 {
+			t.Fatalf("a cancelled hook was called: %v", got)
+		}
 	})
-	if n != 1 || len(pending("n2")) != 0 || len(pending("n1")) != 1 {
-		t.Errorf("expired %d; pending n1 %v, n2 %v", n, pending("n1"), pending("n2"))
-	}
 }

@@ -58,13 +58,9 @@ func (t *Tx) DeleteSiteCacheReport(site, agentID string) (bool, error) {
 
 // SiteCacheReports returns the last report of every agent of a site, by agent id.
 func (t *Tx) SiteCacheReports(site string) ([]SiteCacheReport, error) {
-	b := t.tx.Bucket([]byte(bucketSiteCacheReports))
-	if b == nil {
-		return nil, nil
-	}
 	prefix := []byte(site + "\x00")
 	var out []SiteCacheReport
-	c := b.Cursor()
+	c := t.kv.cursor(bucketSiteCacheReports)
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var r SiteCacheReport
 		if err := decode(bucketSiteCacheReports, k, v, &r); err != nil {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // recordBuckets hold records (the schema byte, then JSON); the other buckets hold index
@@ -34,38 +32,28 @@ var indexes = []index{
 	{bucketRunningRuns, bucketRuns, func(k, _ []byte) []byte { return k }},
 }
 
-// Check verifies the store as a whole: the file's pages and free list (bbolt's own
-// check), every record of the record buckets readable by this registry's schema, and
-// every index entry naming a record that exists. It returns every problem found, joined.
+// Check verifies the store as a whole: the backend's own consistency (bbolt: the file's
+// pages and free list; etcd: every key under the prefix in the key layout), every record
+// of the record buckets readable by this registry's schema, and every index entry naming
+// a record that exists. It returns every problem found, joined.
 func (s *Store) Check() error {
-	var errs []error
-	err := s.db.View(func(tx *bolt.Tx) error {
-		for err := range tx.Check() {
-			errs = append(errs, fmt.Errorf("store file: %w", err))
-		}
+	errs := s.kv.check()
+	err := s.kv.view(func(tx kvTx) error {
 		for _, name := range recordBuckets {
-			b := tx.Bucket([]byte(name))
-			if b == nil {
-				continue
-			}
-			b.ForEach(func(k, v []byte) error {
+			c := tx.cursor(name)
+			for k, v := c.First(); k != nil; k, v = c.Next() {
 				if len(v) == 0 || v[0] != schemaVersion || !json.Valid(v[1:]) {
 					errs = append(errs, fmt.Errorf("store: %s/%q is not a record of schema %d", name, k, schemaVersion))
 				}
-				return nil
-			})
+			}
 		}
 		for _, ix := range indexes {
-			b, records := tx.Bucket([]byte(ix.bucket)), tx.Bucket([]byte(ix.records))
-			if b == nil {
-				continue
-			}
-			b.ForEach(func(k, v []byte) error {
-				if target := ix.target(k, v); records == nil || records.Get(target) == nil {
+			c := tx.cursor(ix.bucket)
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				if target := ix.target(k, v); tx.get(ix.records, target) == nil {
 					errs = append(errs, fmt.Errorf("store: %s/%q names %s/%q, which does not exist", ix.bucket, k, ix.records, target))
 				}
-				return nil
-			})
+			}
 		}
 		return nil
 	})

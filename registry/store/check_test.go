@@ -8,12 +8,37 @@ import (
 // TestCheck checks that a store filled through its write paths is consistent, and that
 // Check finds an index entry whose record is gone and a record of another schema.
 func TestCheck(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{}) // not openTest: this store is damaged on purpose
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	err = s.Update(func(tx *Tx) error {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, err := open(t, Options{}) // not openTest: this store is damaged on purpose
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		fillForCheck(t, s)
+		if err := s.Check(); err != nil {
+			t.Fatalf("a store written through its write paths: %v", err)
+		}
+		err = s.Update(func(tx *Tx) error {
+			if err := tx.putRaw(bucketPoolsBySite, []byte("rack-a\x00acme\x00gone"), nil); err != nil {
+				return err
+			}
+			return tx.putRaw(bucketSites, []byte("rack-b"), []byte(`{"id":"rack-b"}`))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Check()
+		if err == nil || !strings.Contains(err.Error(), `pools_by_site/"rack-a\x00acme\x00gone" names pools/"acme\x00gone"`) ||
+			!strings.Contains(err.Error(), `sites/"rack-b" is not a record`) {
+			t.Fatalf("got %v, want the dangling index entry and the record of another schema", err)
+		}
+	})
+}
+
+// fillForCheck writes a tenant, site, pool, node, image and run through the write paths.
+func fillForCheck(t *testing.T, s *Store) {
+	t.Helper()
+	err := s.Update(func(tx *Tx) error {
 		if _, err := tx.CreateTenant("acme"); err != nil {
 			return err
 		}
@@ -34,22 +59,5 @@ func TestCheck(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := s.Check(); err != nil {
-		t.Fatalf("a store written through its write paths: %v", err)
-	}
-	err = s.Update(func(tx *Tx) error {
-		if err := tx.putRaw(bucketPoolsBySite, []byte("rack-a\x00acme\x00gone"), nil); err != nil {
-			return err
-		}
-		return tx.putRaw(bucketSites, []byte("rack-b"), []byte(`{"id":"rack-b"}`))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.Check()
-	if err == nil || !strings.Contains(err.Error(), `pools_by_site/"rack-a\x00acme\x00gone" names pools/"acme\x00gone"`) ||
-		!strings.Contains(err.Error(), `sites/"rack-b" is not a record`) {
-		t.Fatalf("got %v, want the dangling index entry and the record of another schema", err)
 	}
 }

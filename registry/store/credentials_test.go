@@ -10,163 +10,165 @@ import (
 )
 
 func TestCredentialLifecycle(t *testing.T) {
-	now := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
-	s, err := Open(t.TempDir(), Options{Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	type made struct {
-		Credential
-		bearer string
-	}
-	create := func(tenant string, expires time.Time, actions ...string) (m made, err error) {
-		err = s.Update(func(tx *Tx) (err error) {
-			m.Credential, m.bearer, err = tx.CreateCredential(tenant, actions, expires)
-			return err
-		})
-		return m, err
-	}
-	must := func(m made, err error) made {
-		t.Helper()
+	eachBackend(t, func(t *testing.T, open opener) {
+		now := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
+		s, err := open(t, Options{Now: func() time.Time { return now }})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m
-	}
-	authenticate := func(bearer string) (c Credential, err error) {
-		s.View(func(tx *Tx) error { c, err = tx.Authenticate(bearer); return err })
-		return c, err
-	}
-	s.Update(func(tx *Tx) error {
-		for _, tn := range []string{"acme", "beta", RootTenant} {
-			if _, err := tx.CreateTenant(tn); err != nil {
+		t.Cleanup(func() { s.Close() })
+		type made struct {
+			Credential
+			bearer string
+		}
+		create := func(tenant string, expires time.Time, actions ...string) (m made, err error) {
+			err = s.Update(func(tx *Tx) (err error) {
+				m.Credential, m.bearer, err = tx.CreateCredential(tenant, actions, expires)
 				return err
-			}
+			})
+			return m, err
 		}
-		return nil
-	})
-
-	expiring := must(create("acme", now.Add(time.Hour), "compute:profiles:read"))
-	lasting := must(create("acme", time.Time{}, "compute:profiles:read"))
-	other := must(create("beta", time.Time{}, "compute:profiles:read"))
-	admin := must(create(RootTenant, time.Time{}, "*"))
-
-	t.Run("an expiry not in the future is refused and nothing is made", func(t *testing.T) {
-		for _, at := range []time.Time{now, now.Add(-time.Second)} {
-			_, err := create("acme", at, "compute:profiles:read")
-			if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != "expiresAt" {
-				t.Errorf("expiry %s: %v, want INVALID_INPUT at expiresAt", at, err)
+		must := func(m made, err error) made {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
 			}
+			return m
 		}
-		s.View(func(tx *Tx) error {
-			if got, _, _ := tx.Credentials("acme", Page{}); len(got) != 2 {
-				t.Errorf("acme has %d credentials, want 2", len(got))
+		authenticate := func(bearer string) (c Credential, err error) {
+			s.View(func(tx *Tx) error { c, err = tx.Authenticate(bearer); return err })
+			return c, err
+		}
+		s.Update(func(tx *Tx) error {
+			for _, tn := range []string{"acme", "beta", RootTenant} {
+				if _, err := tx.CreateTenant(tn); err != nil {
+					return err
+				}
 			}
 			return nil
 		})
-	})
 
-	t.Run("an expired credential authenticates nobody", func(t *testing.T) {
-		if c, err := authenticate(expiring.bearer); err != nil || c.ExpiresAt != now.Add(time.Hour) {
-			t.Fatalf("before its expiry: %+v, %v", c, err)
-		}
-		now = now.Add(time.Hour)
-		_, err := authenticate(expiring.bearer)
-		if proto.CodeOf(err) != proto.Unauthenticated || !strings.Contains(err.Error(), "expired at 2026-09-01T13:00:00Z") {
-			t.Errorf("at its expiry: %v, want UNAUTHENTICATED saying it expired", err)
-		}
-		if _, err := authenticate(lasting.bearer); err != nil {
-			t.Errorf("a credential without expiry: %v", err)
-		}
-	})
+		expiring := must(create("acme", now.Add(time.Hour), "compute:profiles:read"))
+		lasting := must(create("acme", time.Time{}, "compute:profiles:read"))
+		other := must(create("beta", time.Time{}, "compute:profiles:read"))
+		admin := must(create(RootTenant, time.Time{}, "*"))
 
-	t.Run("a revoked credential authenticates nobody, and revoking again changes nothing", func(t *testing.T) {
-		var revoked Credential
-		if err := s.Update(func(tx *Tx) (err error) { revoked, err = tx.RevokeCredential(lasting.ID); return err }); err != nil {
-			t.Fatal(err)
-		}
-		if revoked.RevokedAt != now {
-			t.Errorf("revoked at %s, want %s", revoked.RevokedAt, now)
-		}
-		_, err := authenticate(lasting.bearer)
-		if proto.CodeOf(err) != proto.Unauthenticated || !strings.Contains(err.Error(), "revoked") {
-			t.Errorf("after revoking: %v, want UNAUTHENTICATED saying it was revoked", err)
-		}
-		// A wrong secret for a revoked credential learns nothing of it.
-		_, err = authenticate(lasting.bearer[:len(lasting.bearer)-2] + "AA")
-		if proto.CodeOf(err) != proto.Unauthenticated || strings.Contains(err.Error(), lasting.ID) {
-			t.Errorf("a forged secret of a revoked credential: %v", err)
-		}
-		now = now.Add(time.Minute)
-		s.Update(func(tx *Tx) (err error) { revoked, err = tx.RevokeCredential(lasting.ID); return err })
-		if revoked.RevokedAt != now.Add(-time.Minute) {
-			t.Errorf("revoking again moved the time to %s", revoked.RevokedAt)
-		}
-		err = s.Update(func(tx *Tx) error { _, err := tx.RevokeCredential("0000000000000000"); return err })
-		if proto.CodeOf(err) != proto.NotFound {
-			t.Errorf("revoking an unknown id: %v", err)
-		}
-	})
+		t.Run("an expiry not in the future is refused and nothing is made", func(t *testing.T) {
+			for _, at := range []time.Time{now, now.Add(-time.Second)} {
+				_, err := create("acme", at, "compute:profiles:read")
+				if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != "expiresAt" {
+					t.Errorf("expiry %s: %v, want INVALID_INPUT at expiresAt", at, err)
+				}
+			}
+			s.View(func(tx *Tx) error {
+				if got, _, _ := tx.Credentials("acme", Page{}); len(got) != 2 {
+					t.Errorf("acme has %d credentials, want 2", len(got))
+				}
+				return nil
+			})
+		})
 
-	t.Run("a tenant's list holds its own credentials only, across pages", func(t *testing.T) {
-		want := []string{expiring.ID, lasting.ID}
-		for i := range 30 {
-			tenant := "beta"
-			if i%3 == 0 {
-				tenant = "acme"
+		t.Run("an expired credential authenticates nobody", func(t *testing.T) {
+			if c, err := authenticate(expiring.bearer); err != nil || c.ExpiresAt != now.Add(time.Hour) {
+				t.Fatalf("before its expiry: %+v, %v", c, err)
 			}
-			if m := must(create(tenant, time.Time{}, "compute:profiles:read")); tenant == "acme" {
-				want = append(want, m.ID)
+			now = now.Add(time.Hour)
+			_, err := authenticate(expiring.bearer)
+			if proto.CodeOf(err) != proto.Unauthenticated || !strings.Contains(err.Error(), "expired at 2026-09-01T13:00:00Z") {
+				t.Errorf("at its expiry: %v, want UNAUTHENTICATED saying it expired", err)
 			}
-		}
-		slices.Sort(want)
-		var got []string
-		page := Page{Limit: 4}
-		for pages := 0; ; pages++ {
-			if pages > len(want) {
-				t.Fatal("the pages never end")
+			if _, err := authenticate(lasting.bearer); err != nil {
+				t.Errorf("a credential without expiry: %v", err)
 			}
-			var creds []Credential
-			var next string
-			if err := s.View(func(tx *Tx) (err error) { creds, next, err = tx.Credentials("acme", page); return err }); err != nil {
+		})
+
+		t.Run("a revoked credential authenticates nobody, and revoking again changes nothing", func(t *testing.T) {
+			var revoked Credential
+			if err := s.Update(func(tx *Tx) (err error) { revoked, err = tx.RevokeCredential(lasting.ID); return err }); err != nil {
 				t.Fatal(err)
 			}
-			for _, c := range creds {
-				if c.Tenant != "acme" {
-					t.Errorf("acme's list holds %s of %s", c.ID, c.Tenant)
-				}
-				got = append(got, c.ID)
+			if revoked.RevokedAt != now {
+				t.Errorf("revoked at %s, want %s", revoked.RevokedAt, now)
 			}
-			if next == "" {
-				break
+			_, err := authenticate(lasting.bearer)
+			if proto.CodeOf(err) != proto.Unauthenticated || !strings.Contains(err.Error(), "revoked") {
+				t.Errorf("after revoking: %v, want UNAUTHENTICATED saying it was revoked", err)
 			}
-			page.Cursor = next
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("acme's credentials %v, want %v", got, want)
-		}
-		if slices.Contains(got, other.ID) {
-			t.Errorf("beta's credential in acme's list")
-		}
-	})
+			// A wrong secret for a revoked credential learns nothing of it.
+			_, err = authenticate(lasting.bearer[:len(lasting.bearer)-2] + "AA")
+			if proto.CodeOf(err) != proto.Unauthenticated || strings.Contains(err.Error(), lasting.ID) {
+				t.Errorf("a forged secret of a revoked credential: %v", err)
+			}
+			now = now.Add(time.Minute)
+			s.Update(func(tx *Tx) (err error) { revoked, err = tx.RevokeCredential(lasting.ID); return err })
+			if revoked.RevokedAt != now.Add(-time.Minute) {
+				t.Errorf("revoking again moved the time to %s", revoked.RevokedAt)
+			}
+			err = s.Update(func(tx *Tx) error { _, err := tx.RevokeCredential("0000000000000000"); return err })
+			if proto.CodeOf(err) != proto.NotFound {
+				t.Errorf("revoking an unknown id: %v", err)
+			}
+		})
 
-	t.Run("usable holders of an action", func(t *testing.T) {
-		count := func(tenant, action string) int {
-			var n int
-			s.View(func(tx *Tx) (err error) { n, err = tx.UsableHolding(tenant, action); return err })
-			return n
-		}
-		if n := count(RootTenant, "*"); n != 1 {
-			t.Errorf("root holders of *: %d, want 1", n)
-		}
-		// acme: one expired, one revoked, ten made above.
-		if n := count("acme", "compute:profiles:read"); n != 10 {
-			t.Errorf("acme's usable readers: %d, want 10", n)
-		}
-		s.Update(func(tx *Tx) error { _, err := tx.RevokeCredential(admin.ID); return err })
-		if n := count(RootTenant, "*"); n != 0 {
-			t.Errorf("root holders of * after revoking: %d", n)
-		}
+		t.Run("a tenant's list holds its own credentials only, across pages", func(t *testing.T) {
+			want := []string{expiring.ID, lasting.ID}
+			for i := range 30 {
+				tenant := "beta"
+				if i%3 == 0 {
+					tenant = "acme"
+				}
+				if m := must(create(tenant, time.Time{}, "compute:profiles:read")); tenant == "acme" {
+					want = append(want, m.ID)
+				}
+			}
+			slices.Sort(want)
+			var got []string
+			page := Page{Limit: 4}
+			for pages := 0; ; pages++ {
+				if pages > len(want) {
+					t.Fatal("the pages never end")
+				}
+				var creds []Credential
+				var next string
+				if err := s.View(func(tx *Tx) (err error) { creds, next, err = tx.Credentials("acme", page); return err }); err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range creds {
+					if c.Tenant != "acme" {
+						t.Errorf("acme's list holds %s of %s", c.ID, c.Tenant)
+					}
+					got = append(got, c.ID)
+				}
+				if next == "" {
+					break
+				}
+				page.Cursor = next
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("acme's credentials %v, want %v", got, want)
+			}
+			if slices.Contains(got, other.ID) {
+				t.Errorf("beta's credential in acme's list")
+			}
+		})
+
+		t.Run("usable holders of an action", func(t *testing.T) {
+			count := func(tenant, action string) int {
+				var n int
+				s.View(func(tx *Tx) (err error) { n, err = tx.UsableHolding(tenant, action); return err })
+				return n
+			}
+			if n := count(RootTenant, "*"); n != 1 {
+				t.Errorf("root holders of *: %d, want 1", n)
+			}
+			// acme: one expired, one revoked, ten made above.
+			if n := count("acme", "compute:profiles:read"); n != 10 {
+				t.Errorf("acme's usable readers: %d, want 10", n)
+			}
+			s.Update(func(tx *Tx) error { _, err := tx.RevokeCredential(admin.ID); return err })
+			if n := count(RootTenant, "*"); n != 0 {
+				t.Errorf("root holders of * after revoking: %d", n)
+			}
+		})
 	})
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // eventsStore is a store whose clock the test moves.
-func eventsStore(t *testing.T, now *time.Time) *Store {
-	return openTest(t, Options{Now: func() time.Time { return *now }})
+func eventsStore(t *testing.T, open opener, now *time.Time) *Store {
+	return openTest(t, open, Options{Now: func() time.Time { return *now }})
 }
 
 func appendEvents(t *testing.T, s *Store, node string, n int, workflow func(i int) string) {
@@ -43,74 +43,78 @@ func allEvents(t *testing.T, s *Store, node, workflow string, limit int) (pages 
 }
 
 func TestEventsPageInOrderPerNodeAndWorkflow(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	s := eventsStore(t, &now)
-	appendEvents(t, s, "n1", 7, func(i int) string { return []string{"wf_a", "wf_b"}[i%2] })
-	appendEvents(t, s, "n10", 3, func(int) string { return "wf_c" })
+	eachBackend(t, func(t *testing.T, open opener) {
+		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		s := eventsStore(t, open, &now)
+		appendEvents(t, s, "n1", 7, func(i int) string { return []string{"wf_a", "wf_b"}[i%2] })
+		appendEvents(t, s, "n10", 3, func(int) string { return "wf_c" })
 
-	pages := allEvents(t, s, "n1", "", 3)
-	if len(pages) != 3 || len(pages[0]) != 3 || len(pages[2]) != 1 {
-		t.Fatalf("n1's events in pages of 3: %v", pages)
-	}
-	var seq uint64
-	for _, page := range pages {
-		for _, e := range page {
-			if e.Node != "n1" || e.Seq != seq+1 || !e.At.Equal(now) {
-				t.Fatalf("event %+v after seq %d: want n1's next, stamped %v", e, seq, now)
-			}
-			seq = e.Seq
+		pages := allEvents(t, s, "n1", "", 3)
+		if len(pages) != 3 || len(pages[0]) != 3 || len(pages[2]) != 1 {
+			t.Fatalf("n1's events in pages of 3: %v", pages)
 		}
-	}
-	wfB := allEvents(t, s, "n1", "wf_b", 2)
-	if got := len(wfB[0]) + len(wfB[1]); got != 3 || wfB[0][0].Seq != 2 || wfB[1][0].Seq != 6 {
-		t.Fatalf("wf_b's events: %v, want seqs 2, 4, 6", wfB)
-	}
-	// A cursor made for one node does not list another's.
-	err := s.View(func(tx *Tx) error {
-		_, _, err := tx.Events("n10", "", Page{Cursor: EventCursor("n1", 2)})
-		return err
+		var seq uint64
+		for _, page := range pages {
+			for _, e := range page {
+				if e.Node != "n1" || e.Seq != seq+1 || !e.At.Equal(now) {
+					t.Fatalf("event %+v after seq %d: want n1's next, stamped %v", e, seq, now)
+				}
+				seq = e.Seq
+			}
+		}
+		wfB := allEvents(t, s, "n1", "wf_b", 2)
+		if got := len(wfB[0]) + len(wfB[1]); got != 3 || wfB[0][0].Seq != 2 || wfB[1][0].Seq != 6 {
+			t.Fatalf("wf_b's events: %v, want seqs 2, 4, 6", wfB)
+		}
+		// A cursor made for one node does not list another's.
+		err := s.View(func(tx *Tx) error {
+			_, _, err := tx.Events("n10", "", Page{Cursor: EventCursor("n1", 2)})
+			return err
+		})
+		if proto.CodeOf(err) != proto.InvalidInput {
+			t.Fatalf("n1's cursor on n10: %v, want INVALID_INPUT", err)
+		}
+		var after []Event
+		mustUpdate(t, s, func(tx *Tx) (err error) {
+			after, _, err = tx.Events("n1", "", Page{Cursor: EventCursor("n1", 5)})
+			return err
+		})
+		if len(after) != 2 || after[0].Seq != 6 {
+			t.Fatalf("after seq 5: %v", after)
+		}
 	})
-	if proto.CodeOf(err) != proto.InvalidInput {
-		t.Fatalf("n1's cursor on n10: %v, want INVALID_INPUT", err)
-	}
-	var after []Event
-	mustUpdate(t, s, func(tx *Tx) (err error) {
-		after, _, err = tx.Events("n1", "", Page{Cursor: EventCursor("n1", 5)})
-		return err
-	})
-	if len(after) != 2 || after[0].Seq != 6 {
-		t.Fatalf("after seq 5: %v", after)
-	}
 }
 
 func TestEventsKeepTheLastPerNodeAndPruneByAge(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	s := eventsStore(t, &now)
-	appendEvents(t, s, "n1", EventsPerNode+5, func(int) string { return "" })
-	pages := allEvents(t, s, "n1", "", 0)
-	var got []Event
-	for _, p := range pages {
-		got = append(got, p...)
-	}
-	if len(got) != EventsPerNode || got[0].Seq != 6 || got[len(got)-1].Seq != EventsPerNode+5 {
-		t.Fatalf("kept %d events, seqs %d..%d: want the last %d", len(got), got[0].Seq, got[len(got)-1].Seq, EventsPerNode)
-	}
+	eachBackend(t, func(t *testing.T, open opener) {
+		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		s := eventsStore(t, open, &now)
+		appendEvents(t, s, "n1", EventsPerNode+5, func(int) string { return "" })
+		pages := allEvents(t, s, "n1", "", 0)
+		var got []Event
+		for _, p := range pages {
+			got = append(got, p...)
+		}
+		if len(got) != EventsPerNode || got[0].Seq != 6 || got[len(got)-1].Seq != EventsPerNode+5 {
+			t.Fatalf("kept %d events, seqs %d..%d: want the last %d", len(got), got[0].Seq, got[len(got)-1].Seq, EventsPerNode)
+		}
 
-	now = now.Add(EventMaxAge)
-	appendEvents(t, s, "n1", 2, func(int) string { return "" })
-	appendEvents(t, s, "n2", 1, func(int) string { return "" })
-	now = now.Add(time.Second)
-	var dropped int
-	mustUpdate(t, s, func(tx *Tx) (err error) { dropped, err = tx.PruneEvents(); return err })
-	if dropped != EventsPerNode-2 { // the two new ones pushed two old ones out
-		t.Fatalf("pruned %d, want the %d older than %v", dropped, EventsPerNode-2, EventMaxAge)
-	}
-	left := allEvents(t, s, "n1", "", 0)[0]
-	if len(left) != 2 || left[0].Seq != EventsPerNode+6 {
-		t.Fatalf("left %v, want the two recent ones, their seqs going on", left)
-	}
-	appendEvents(t, s, "n1", 1, func(int) string { return "" })
-	if last := allEvents(t, s, "n1", "", 0)[0]; last[len(last)-1].Seq != EventsPerNode+8 {
-		t.Fatalf("a seq was reused after pruning: %v", last)
-	}
+		now = now.Add(EventMaxAge)
+		appendEvents(t, s, "n1", 2, func(int) string { return "" })
+		appendEvents(t, s, "n2", 1, func(int) string { return "" })
+		now = now.Add(time.Second)
+		var dropped int
+		mustUpdate(t, s, func(tx *Tx) (err error) { dropped, err = tx.PruneEvents(); return err })
+		if dropped != EventsPerNode-2 { // the two new ones pushed two old ones out
+			t.Fatalf("pruned %d, want the %d older than %v", dropped, EventsPerNode-2, EventMaxAge)
+		}
+		left := allEvents(t, s, "n1", "", 0)[0]
+		if len(left) != 2 || left[0].Seq != EventsPerNode+6 {
+			t.Fatalf("left %v, want the two recent ones, their seqs going on", left)
+		}
+		appendEvents(t, s, "n1", 1, func(int) string { return "" })
+		if last := allEvents(t, s, "n1", "", 0)[0]; last[len(last)-1].Seq != EventsPerNode+8 {
+			t.Fatalf("a seq was reused after pruning: %v", last)
+		}
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
-	bolt "go.etcd.io/bbolt"
 )
 
 // Image is one entry of the image catalog: where an artifact lives, what it is, and
@@ -140,11 +139,7 @@ func (t *Tx) ImageByRef(tenant, ref string) (Image, error) {
 func (t *Tx) ImagesByDigest(digest string) ([]Image, error) {
 	var out []Image
 	prefix := []byte(digest + "\x00")
-	b := t.tx.Bucket([]byte(bucketImageDigests))
-	if b == nil {
-		return nil, nil
-	}
-	c := b.Cursor()
+	c := t.kv.cursor(bucketImageDigests)
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		img, err := t.Image(string(k[len(prefix):]))
 		if err != nil {
@@ -165,12 +160,8 @@ func (t *Tx) Images(tenant string, kind proto.ImageKind, p Page) ([]Image, strin
 			return nil, "", err
 		}
 	}
-	b := t.tx.Bucket([]byte(bucketImageList))
-	if b == nil {
-		return nil, "", nil
-	}
-	own := seekIndex(b, tenantScope(tenant), after)
-	pub := seekIndex(b, publicScope, after)
+	own := t.seekIndex(bucketImageList, tenantScope(tenant), after)
+	pub := t.seekIndex(bucketImageList, publicScope, after)
 	var out []Image
 	for {
 		c := own
@@ -198,14 +189,14 @@ func (t *Tx) Images(tenant string, kind proto.ImageKind, p Page) ([]Image, strin
 
 // indexCursor walks the keys of one scope of an index in order.
 type indexCursor struct {
-	c          *bolt.Cursor
+	c          cursor
 	prefix     []byte
 	key, value []byte
 }
 
 // seekIndex starts a walk of prefix at the first key whose sort key is after after.
-func seekIndex(b *bolt.Bucket, prefix, after []byte) *indexCursor {
-	ic := &indexCursor{c: b.Cursor(), prefix: prefix}
+func (t *Tx) seekIndex(bucket string, prefix, after []byte) *indexCursor {
+	ic := &indexCursor{c: t.kv.cursor(bucket), prefix: prefix}
 	start := append(bytes.Clone(prefix), after...)
 	ic.key, ic.value = ic.c.Seek(start)
 	if after != nil && bytes.Equal(ic.key, start) {

@@ -47,11 +47,7 @@ func (t *Tx) PutInventory(node, section string, data json.RawMessage) (changed b
 func (t *Tx) Inventory(node string) ([]InventorySection, error) {
 	var out []InventorySection
 	prefix := []byte(node + "/")
-	b := t.tx.Bucket([]byte(bucketInventory))
-	if b == nil {
-		return nil, nil
-	}
-	c := b.Cursor()
+	c := t.kv.cursor(bucketInventory)
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var s InventorySection
 		if err := decode(bucketInventory, k, v, &s); err != nil {

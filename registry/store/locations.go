@@ -56,13 +56,9 @@ func (t *Tx) ImageLocation(site, imageID string) (ImageLocation, error) {
 
 // ImageLocations returns every location at a site, ordered by image id.
 func (t *Tx) ImageLocations(site string) ([]ImageLocation, error) {
-	b := t.tx.Bucket([]byte(bucketImageLocations))
-	if b == nil {
-		return nil, nil
-	}
 	prefix := []byte(site + "\x00")
 	var out []ImageLocation
-	c := b.Cursor()
+	c := t.kv.cursor(bucketImageLocations)
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var loc ImageLocation
 		if err := decode(bucketImageLocations, k, v, &loc); err != nil {

@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"encoding/json"
-	"slices"
 
 	"github.com/better-compute/better-compute/proto"
 )
@@ -13,16 +12,10 @@ const bucketNodeSpecs = "nodespecs"
 // OnNodeSpec registers fn to be called after every commit that changed a node's spec,
 // with the node id and the new generation, until the returned cancel is called. fn runs
 // on the committing goroutine after the store's locks are released, so it must return
-// quickly (signal, do not work).
+// quickly (signal, do not work). On etcd it also runs for every NodeSpec another replica
+// changed, on the store's watch goroutine: at least once, in commit order.
 func (s *Store) OnNodeSpec(fn func(node string, generation int64)) (cancel func()) {
-	s.watch.mu.Lock()
-	defer s.watch.mu.Unlock()
-	s.watch.nodeSpec = append(s.watch.nodeSpec, &fn)
-	return func() {
-		s.watch.mu.Lock()
-		defer s.watch.mu.Unlock()
-		s.watch.nodeSpec = slices.DeleteFunc(s.watch.nodeSpec, func(f *func(string, int64)) bool { return f == &fn })
-	}
+	return s.watch.nodeSpec.add(func(spec proto.NodeSpec) { fn(spec.Node, spec.Generation) })
 }
 
 // SetNodeSpec stores spec as its node's desired state and returns it as stored. The
@@ -50,12 +43,7 @@ func (t *Tx) SetNodeSpec(spec proto.NodeSpec) (proto.NodeSpec, error) {
 	if err := t.put(bucketNodeSpecs, []byte(spec.Node), spec); err != nil {
 		return proto.NodeSpec{}, err
 	}
-	t.store.watch.mu.Lock()
-	hooks := t.store.watch.nodeSpec
-	t.store.watch.mu.Unlock()
-	for _, fn := range hooks {
-		t.tx.OnCommit(func() { (*fn)(spec.Node, spec.Generation) })
-	}
+	t.store.watch.nodeSpec.afterCommit(t, spec)
 	return spec, nil
 }
 

@@ -183,13 +183,9 @@ func (t *Tx) Pools(tenant string, pg Page) ([]Pool, string, error) {
 
 // PoolsAtSite returns every pool of every tenant at site, ordered by tenant and name.
 func (t *Tx) PoolsAtSite(site string) ([]Pool, error) {
-	b := t.tx.Bucket([]byte(bucketPoolsBySite))
-	if b == nil {
-		return nil, nil
-	}
 	prefix := []byte(site + "\x00")
 	var out []Pool
-	c := b.Cursor()
+	c := t.kv.cursor(bucketPoolsBySite)
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		tenant, name, _ := bytes.Cut(k[len(prefix):], []byte{0})
 		p, err := t.Pool(string(tenant), string(name))

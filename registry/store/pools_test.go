@@ -10,122 +10,128 @@ import (
 )
 
 func TestSitesAndPools(t *testing.T) {
-	s := withTenants(t, "acme", "beta")
-	steps := []struct {
-		name string
-		do   func(tx *Tx) error
-		code proto.Code
-		path string
-	}{
-		{"site", func(tx *Tx) error { _, err := tx.CreateSite("rack-1"); return err }, "", ""},
-		{"site again", func(tx *Tx) error { _, err := tx.CreateSite("rack-1"); return err }, proto.Conflict, "name"},
-		{"bad site name", func(tx *Tx) error { _, err := tx.CreateSite("Rack_1"); return err }, proto.InvalidInput, "name"},
-		{"pool", func(tx *Tx) error {
-			_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-1"})
-			return err
-		}, "", ""},
-		{"same name, other tenant", func(tx *Tx) error {
-			_, err := tx.CreatePool(Pool{Tenant: "beta", Name: "gpu", Site: "rack-1"})
-			return err
-		}, "", ""},
-		{"pool again", func(tx *Tx) error {
-			_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-1"})
-			return err
-		}, proto.Conflict, "name"},
-		{"missing site", func(tx *Tx) error {
-			_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "cpu", Site: "rack-9"})
-			return err
-		}, proto.NotFound, "siteId"},
-		{"missing tenant", func(tx *Tx) error {
-			_, err := tx.CreatePool(Pool{Tenant: "nobody", Name: "cpu", Site: "rack-1"})
-			return err
-		}, proto.NotFound, ""},
-		{"policy", func(tx *Tx) error {
-			_, err := tx.SetPoolPolicy("acme", "gpu", PoolPolicy{PrewarmImages: []string{"a@1"}})
-			return err
-		}, "", ""},
-		{"policy of a missing pool", func(tx *Tx) error { _, err := tx.SetPoolPolicy("acme", "cpu", PoolPolicy{}); return err }, proto.NotFound, ""},
-		{"an unknown agent", func(tx *Tx) error {
-			_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "cpu", Site: "rack-1", Policy: PoolPolicy{Agent: "ipmi"}})
-			return err
-		}, proto.InvalidInput, "policy.agent"},
-		{"an unknown agent set later", func(tx *Tx) error {
-			_, err := tx.SetPoolPolicy("acme", "gpu", PoolPolicy{PrewarmImages: []string{"b@1"}, Agent: "ipmi"})
-			return err
-		}, proto.InvalidInput, "policy.agent"},
-		{"agent none", func(tx *Tx) error {
-			_, err := tx.CreatePool(Pool{Tenant: "beta", Name: "bare", Site: "rack-1", Policy: PoolPolicy{Agent: AgentNone}})
-			return err
-		}, "", ""},
-		{"bad pool name", func(tx *Tx) error {
-			_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "GPU", Site: "rack-1"})
-			return err
-		}, proto.InvalidInput, "name"},
-	}
-	for _, st := range steps {
-		err := s.Update(st.do)
-		if st.code == "" && err != nil || st.code != "" && (proto.CodeOf(err) != st.code || proto.AsError(err).Details.Path != st.path) {
-			t.Fatalf("%s: got %v, want %q at %q", st.name, err, st.code, st.path)
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := withTenants(t, open, "acme", "beta")
+		steps := []struct {
+			name string
+			do   func(tx *Tx) error
+			code proto.Code
+			path string
+		}{
+			{"site", func(tx *Tx) error { _, err := tx.CreateSite("rack-1"); return err }, "", ""},
+			{"site again", func(tx *Tx) error { _, err := tx.CreateSite("rack-1"); return err }, proto.Conflict, "name"},
+			{"bad site name", func(tx *Tx) error { _, err := tx.CreateSite("Rack_1"); return err }, proto.InvalidInput, "name"},
+			{"pool", func(tx *Tx) error {
+				_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-1"})
+				return err
+			}, "", ""},
+			{"same name, other tenant", func(tx *Tx) error {
+				_, err := tx.CreatePool(Pool{Tenant: "beta", Name: "gpu", Site: "rack-1"})
+				return err
+			}, "", ""},
+			{"pool again", func(tx *Tx) error {
+				_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-1"})
+				return err
+			}, proto.Conflict, "name"},
+			{"missing site", func(tx *Tx) error {
+				_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "cpu", Site: "rack-9"})
+				return err
+			}, proto.NotFound, "siteId"},
+			{"missing tenant", func(tx *Tx) error {
+				_, err := tx.CreatePool(Pool{Tenant: "nobody", Name: "cpu", Site: "rack-1"})
+				return err
+			}, proto.NotFound, ""},
+			{"policy", func(tx *Tx) error {
+				_, err := tx.SetPoolPolicy("acme", "gpu", PoolPolicy{PrewarmImages: []string{"a@1"}})
+				return err
+			}, "", ""},
+			{"policy of a missing pool", func(tx *Tx) error { _, err := tx.SetPoolPolicy("acme", "cpu", PoolPolicy{}); return err }, proto.NotFound, ""},
+			{"an unknown agent", func(tx *Tx) error {
+				_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "cpu", Site: "rack-1", Policy: PoolPolicy{Agent: "ipmi"}})
+				return err
+			}, proto.InvalidInput, "policy.agent"},
+			{"an unknown agent set later", func(tx *Tx) error {
+				_, err := tx.SetPoolPolicy("acme", "gpu", PoolPolicy{PrewarmImages: []string{"b@1"}, Agent: "ipmi"})
+				return err
+			}, proto.InvalidInput, "policy.agent"},
+			{"agent none", func(tx *Tx) error {
+				_, err := tx.CreatePool(Pool{Tenant: "beta", Name: "bare", Site: "rack-1", Policy: PoolPolicy{Agent: AgentNone}})
+				return err
+			}, "", ""},
+			{"bad pool name", func(tx *Tx) error {
+				_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "GPU", Site: "rack-1"})
+				return err
+			}, proto.InvalidInput, "name"},
 		}
-	}
-	s.View(func(tx *Tx) error {
-		pools, err := tx.PoolsAtSite("rack-1")
-		if err != nil {
-			t.Fatal(err)
+		for _, st := range steps {
+			err := s.Update(st.do)
+			if st.code == "" && err != nil || st.code != "" && (proto.CodeOf(err) != st.code || proto.AsError(err).Details.Path != st.path) {
+				t.Fatalf("%s: got %v, want %q at %q", st.name, err, st.code, st.path)
+			}
 		}
-		var got []string
-		for _, p := range pools {
-			got = append(got, p.Tenant+"/"+p.Name+" "+strings.Join(p.Policy.PrewarmImages, ","))
-		}
-		if diff := cmp.Diff([]string{"acme/gpu a@1", "beta/bare ", "beta/gpu "}, got); diff != "" {
-			t.Errorf("pools at rack-1 (-want +got):\n%s", diff)
-		}
-		return nil
+		s.View(func(tx *Tx) error {
+			pools, err := tx.PoolsAtSite("rack-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range pools {
+				got = append(got, p.Tenant+"/"+p.Name+" "+strings.Join(p.Policy.PrewarmImages, ","))
+			}
+			if diff := cmp.Diff([]string{"acme/gpu a@1", "beta/bare ", "beta/gpu "}, got); diff != "" {
+				t.Errorf("pools at rack-1 (-want +got):\n%s", diff)
+			}
+			return nil
+		})
 	})
 }
 
 // TestImageLocationChecks: a location in an unknown state is refused; one is dropped.
 func TestImageLocationChecks(t *testing.T) {
-	s := withTenants(t, "acme")
-	var id string
-	if err := s.Update(func(tx *Tx) error {
-		if _, err := tx.CreateSite("rack-1"); err != nil {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := withTenants(t, open, "acme")
+		var id string
+		if err := s.Update(func(tx *Tx) error {
+			if _, err := tx.CreateSite("rack-1"); err != nil {
+				return err
+			}
+			img, err := tx.CreateImage(testImage("acme", "a@1", false))
+			id = img.ID
+			if err != nil {
+				return err
+			}
+			_, err = tx.PutImageLocation(ImageLocation{Site: "rack-1", ImageID: id, State: proto.CacheReady})
 			return err
+		}); err != nil {
+			t.Fatal(err)
 		}
-		img, err := tx.CreateImage(testImage("acme", "a@1", false))
-		id = img.ID
-		if err != nil {
+		err := s.Update(func(tx *Tx) error {
+			_, err := tx.PutImageLocation(ImageLocation{Site: "rack-1", ImageID: id, State: "lost"})
 			return err
+		})
+		if proto.CodeOf(err) != proto.InvalidInput {
+			t.Fatalf("unknown state: %v, want INVALID_INPUT", err)
 		}
-		_, err = tx.PutImageLocation(ImageLocation{Site: "rack-1", ImageID: id, State: proto.CacheReady})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	err := s.Update(func(tx *Tx) error {
-		_, err := tx.PutImageLocation(ImageLocation{Site: "rack-1", ImageID: id, State: "lost"})
-		return err
+		if err := s.Update(func(tx *Tx) error { return tx.DeleteImageLocation("rack-1", id) }); err != nil {
+			t.Fatal(err)
+		}
+		err = s.View(func(tx *Tx) error { _, err := tx.ImageLocation("rack-1", id); return err })
+		if proto.CodeOf(err) != proto.NotFound {
+			t.Errorf("the dropped location: %v, want NOT_FOUND", err)
+		}
 	})
-	if proto.CodeOf(err) != proto.InvalidInput {
-		t.Fatalf("unknown state: %v, want INVALID_INPUT", err)
-	}
-	if err := s.Update(func(tx *Tx) error { return tx.DeleteImageLocation("rack-1", id) }); err != nil {
-		t.Fatal(err)
-	}
-	err = s.View(func(tx *Tx) error { _, err := tx.ImageLocation("rack-1", id); return err })
-	if proto.CodeOf(err) != proto.NotFound {
-		t.Errorf("the dropped location: %v, want NOT_FOUND", err)
-	}
 }
 
 func TestNewIDSortsByTime(t *testing.T) {
-	t0 := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
-	prev := newID("img_", t0)
-	for _, d := range []time.Duration{time.Millisecond, time.Second, 24 * time.Hour, 50 * 365 * 24 * time.Hour} {
-		next := newID("img_", t0.Add(d))
-		if next <= prev {
-			t.Errorf("id at +%v (%s) does not sort after %s", d, next, prev)
+	eachBackend(t, func(t *testing.T, open opener) {
+		t0 := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
+		prev := newID("img_", t0)
+		for _, d := range []time.Duration{time.Millisecond, time.Second, 24 * time.Hour, 50 * 365 * 24 * time.Hour} {
+			next := newID("img_", t0.Add(d))
+			if next <= prev {
+				t.Errorf("id at +%v (%s) does not sort after %s", d, next, prev)
+			}
+			prev = next
 		}
-		prev = next
-	}
+	})
 }

@@ -94,11 +94,7 @@ func (t *Tx) Profile(tenant, id string, version int) (ProfileRecord, bool, error
 // deleted.
 func (t *Tx) LatestProfile(tenant, id string) (ProfileRecord, bool, error) {
 	prefix := fmt.Appendf(nil, "%s\x00%s\x00", tenant, id)
-	b := t.tx.Bucket([]byte(bucketProfiles))
-	if b == nil {
-		return ProfileRecord{}, false, nil
-	}
-	c := b.Cursor()
+	c := t.kv.cursor(bucketProfiles)
 	// Seek past the last version, then walk back over deleted ones.
 	k, v := c.Seek(append(bytes.Clone(prefix), 0xff))
 	if k == nil {
@@ -126,12 +122,8 @@ func (t *Tx) PublicProfile(owner, id string, version int) (ProfileRecord, bool, 
 	if version > 0 {
 		prefix = binary.BigEndian.AppendUint64(prefix, uint64(version))
 	}
-	b := t.tx.Bucket([]byte(bucketPublicProfiles))
-	if b == nil {
-		return ProfileRecord{}, false, nil
-	}
 	found := 0
-	c := b.Cursor()
+	c := t.kv.cursor(bucketPublicProfiles)
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		// Keys sort by version: a later key of owner has a higher version.
 		if string(k[len(id)+10:]) == owner {
@@ -176,11 +168,9 @@ func (t *Tx) DeleteProfile(tenant, id string, version int) ([]int, error) {
 		versions = []int{version}
 	} else {
 		prefix := fmt.Appendf(nil, "%s\x00%s\x00", tenant, id)
-		if b := t.tx.Bucket([]byte(bucketProfiles)); b != nil {
-			c := b.Cursor()
-			for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-				versions = append(versions, int(binary.BigEndian.Uint64(k[len(prefix):])))
-			}
+		c := t.kv.cursor(bucketProfiles)
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			versions = append(versions, int(binary.BigEndian.Uint64(k[len(prefix):])))
 		}
 	}
 	var hid []int
@@ -318,11 +308,7 @@ func (t *Tx) ListProfiles(tenant string, shipped []ProfileRecord, p Page) ([]Pro
 // nil) until full reports true. It returns the last key visited and whether entries
 // remain.
 func (t *Tx) walk(bucket string, prefix, after []byte, full func() bool, fn func(k, v []byte) error) ([]byte, bool, error) {
-	b := t.tx.Bucket([]byte(bucket))
-	if b == nil {
-		return nil, false, nil
-	}
-	c := b.Cursor()
+	c := t.kv.cursor(bucket)
 	k, v := c.Seek(prefix)
 	if after != nil {
 		k, v = c.Seek(after)

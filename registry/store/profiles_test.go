@@ -20,162 +20,168 @@ func profileDoc(id string, v int) json.RawMessage {
 }
 
 func TestProfileLifecycle(t *testing.T) {
-	s := openTest(t)
-	mustUpdate(t, s, func(tx *Tx) error {
-		for _, v := range []int{1, 2, 3} {
-			if _, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "gpu", Version: v, Document: profileDoc("gpu", v)}); err != nil {
-				return err
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		mustUpdate(t, s, func(tx *Tx) error {
+			for _, v := range []int{1, 2, 3} {
+				if _, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "gpu", Version: v, Document: profileDoc("gpu", v)}); err != nil {
+					return err
+				}
 			}
-		}
-		return nil
-	})
-	s.Update(func(tx *Tx) error {
-		if _, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "gpu", Version: 2}); proto.CodeOf(err) != proto.Conflict {
-			t.Errorf("existing version: got %v, want CONFLICT", err)
-		}
-		latest, ok, err := tx.LatestProfile("acme", "gpu")
-		if err != nil || !ok || latest.Version != 3 {
-			t.Errorf("latest: %+v %v %v", latest.Version, ok, err)
-		}
-		// A guard on the row version.
-		if _, err := tx.ReplaceProfileDocument("acme", "gpu", 3, 7, profileDoc("gpu", 3)); proto.CodeOf(err) != proto.Conflict {
-			t.Errorf("stale --if-version: got %v", err)
-		}
-		rec, err := tx.ReplaceProfileDocument("acme", "gpu", 3, 1, profileDoc("gpu", 3))
-		if err != nil || rec.Rev != 2 {
-			t.Errorf("replace: rev %d, %v", rec.Rev, err)
-		}
-		// Used versions are immutable, but may change visibility.
-		if err := tx.MarkProfileUsed("acme", "gpu", 3); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ReplaceProfileDocument("acme", "gpu", 3, 0, profileDoc("gpu", 3)); proto.CodeOf(err) != proto.InvalidState {
-			t.Errorf("replace a used version: got %v, want INVALID_STATE", err)
-		}
-		if _, err := tx.SetProfileVisibility("acme", "gpu", 3, 0, Public); err != nil {
-			t.Errorf("visibility of a used version: %v", err)
-		}
-		// Deleting the latest falls back to the one before.
-		if _, err := tx.DeleteProfile("acme", "gpu", 3); err != nil {
-			t.Fatal(err)
-		}
-		if latest, _, _ := tx.LatestProfile("acme", "gpu"); latest.Version != 2 {
-			t.Errorf("latest after delete: %d, want 2", latest.Version)
-		}
-		if _, ok, _ := tx.PublicProfile("acme", "gpu", 0); ok {
-			t.Errorf("a deleted version is still public")
-		}
-		if _, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "gpu", Version: 3}); proto.CodeOf(err) != proto.Conflict {
-			t.Errorf("reuse of a deleted version: got %v, want CONFLICT", err)
-		}
-		hid, err := tx.DeleteProfile("acme", "gpu", 0)
-		if err != nil || len(hid) != 2 {
-			t.Errorf("delete all: %v %v", hid, err)
-		}
-		if _, err := tx.DeleteProfile("acme", "gpu", 0); proto.CodeOf(err) != proto.NotFound {
-			t.Errorf("delete again: got %v", err)
-		}
-		return nil
+			return nil
+		})
+		s.Update(func(tx *Tx) error {
+			if _, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "gpu", Version: 2}); proto.CodeOf(err) != proto.Conflict {
+				t.Errorf("existing version: got %v, want CONFLICT", err)
+			}
+			latest, ok, err := tx.LatestProfile("acme", "gpu")
+			if err != nil || !ok || latest.Version != 3 {
+				t.Errorf("latest: %+v %v %v", latest.Version, ok, err)
+			}
+			// A guard on the row version.
+			if _, err := tx.ReplaceProfileDocument("acme", "gpu", 3, 7, profileDoc("gpu", 3)); proto.CodeOf(err) != proto.Conflict {
+				t.Errorf("stale --if-version: got %v", err)
+			}
+			rec, err := tx.ReplaceProfileDocument("acme", "gpu", 3, 1, profileDoc("gpu", 3))
+			if err != nil || rec.Rev != 2 {
+				t.Errorf("replace: rev %d, %v", rec.Rev, err)
+			}
+			// Used versions are immutable, but may change visibility.
+			if err := tx.MarkProfileUsed("acme", "gpu", 3); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.ReplaceProfileDocument("acme", "gpu", 3, 0, profileDoc("gpu", 3)); proto.CodeOf(err) != proto.InvalidState {
+				t.Errorf("replace a used version: got %v, want INVALID_STATE", err)
+			}
+			if _, err := tx.SetProfileVisibility("acme", "gpu", 3, 0, Public); err != nil {
+				t.Errorf("visibility of a used version: %v", err)
+			}
+			// Deleting the latest falls back to the one before.
+			if _, err := tx.DeleteProfile("acme", "gpu", 3); err != nil {
+				t.Fatal(err)
+			}
+			if latest, _, _ := tx.LatestProfile("acme", "gpu"); latest.Version != 2 {
+				t.Errorf("latest after delete: %d, want 2", latest.Version)
+			}
+			if _, ok, _ := tx.PublicProfile("acme", "gpu", 0); ok {
+				t.Errorf("a deleted version is still public")
+			}
+			if _, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "gpu", Version: 3}); proto.CodeOf(err) != proto.Conflict {
+				t.Errorf("reuse of a deleted version: got %v, want CONFLICT", err)
+			}
+			hid, err := tx.DeleteProfile("acme", "gpu", 0)
+			if err != nil || len(hid) != 2 {
+				t.Errorf("delete all: %v %v", hid, err)
+			}
+			if _, err := tx.DeleteProfile("acme", "gpu", 0); proto.CodeOf(err) != proto.NotFound {
+				t.Errorf("delete again: got %v", err)
+			}
+			return nil
+		})
 	})
 }
 
 func TestPublicProfileIsTheOwnersHighestPublicVersion(t *testing.T) {
-	s := openTest(t)
-	mustUpdate(t, s, func(tx *Tx) error {
-		for _, r := range []ProfileRecord{
-			{Tenant: "b", ID: "x", Version: 1, Visibility: Public},
-			{Tenant: "a", ID: "x", Version: 2, Visibility: Public},
-			{Tenant: "c", ID: "x", Version: 4, Visibility: Public},
-			{Tenant: "a", ID: "x", Version: 3, Visibility: Private},
-			{Tenant: "a", ID: "xy", Version: 9, Visibility: Public},
-		} {
-			if _, err := tx.CreateProfile(r); err != nil {
-				return err
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		mustUpdate(t, s, func(tx *Tx) error {
+			for _, r := range []ProfileRecord{
+				{Tenant: "b", ID: "x", Version: 1, Visibility: Public},
+				{Tenant: "a", ID: "x", Version: 2, Visibility: Public},
+				{Tenant: "c", ID: "x", Version: 4, Visibility: Public},
+				{Tenant: "a", ID: "x", Version: 3, Visibility: Private},
+				{Tenant: "a", ID: "xy", Version: 9, Visibility: Public},
+			} {
+				if _, err := tx.CreateProfile(r); err != nil {
+					return err
+				}
 			}
-		}
-		return nil
-	})
-	s.View(func(tx *Tx) error {
-		rec, ok, err := tx.PublicProfile("a", "x", 0)
-		if err != nil || !ok || rec.Version != 2 || rec.Tenant != "a" {
-			t.Errorf("latest public a/x: %s@%d from %s, %v %v", rec.ID, rec.Version, rec.Tenant, ok, err)
-		}
-		if rec, ok, _ := tx.PublicProfile("b", "x", 1); !ok || rec.Tenant != "b" {
-			t.Errorf("public b/x@1: %+v", rec)
-		}
-		for _, miss := range []struct {
-			owner   string
-			version int
-		}{{"a", 1}, {"a", 3}, {"a", 4}, {"b", 2}, {"d", 0}} {
-			if rec, ok, _ := tx.PublicProfile(miss.owner, "x", miss.version); ok {
-				t.Errorf("%s/x@%d: got %s's version %d", miss.owner, miss.version, rec.Tenant, rec.Version)
+			return nil
+		})
+		s.View(func(tx *Tx) error {
+			rec, ok, err := tx.PublicProfile("a", "x", 0)
+			if err != nil || !ok || rec.Version != 2 || rec.Tenant != "a" {
+				t.Errorf("latest public a/x: %s@%d from %s, %v %v", rec.ID, rec.Version, rec.Tenant, ok, err)
 			}
-		}
-		return nil
+			if rec, ok, _ := tx.PublicProfile("b", "x", 1); !ok || rec.Tenant != "b" {
+				t.Errorf("public b/x@1: %+v", rec)
+			}
+			for _, miss := range []struct {
+				owner   string
+				version int
+			}{{"a", 1}, {"a", 3}, {"a", 4}, {"b", 2}, {"d", 0}} {
+				if rec, ok, _ := tx.PublicProfile(miss.owner, "x", miss.version); ok {
+					t.Errorf("%s/x@%d: got %s's version %d", miss.owner, miss.version, rec.Tenant, rec.Version)
+				}
+			}
+			return nil
+		})
 	})
 }
 
 func TestListProfilesPhasesAndPages(t *testing.T) {
-	s := openTest(t)
-	mustUpdate(t, s, func(tx *Tx) error {
-		for i := range 250 {
-			if _, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: fmt.Sprintf("own-%03d", i), Version: 1}); err != nil {
-				return err
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		mustUpdate(t, s, func(tx *Tx) error {
+			for i := range 250 {
+				if _, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: fmt.Sprintf("own-%03d", i), Version: 1}); err != nil {
+					return err
+				}
 			}
-		}
-		for i := range 30 {
-			vis := Public
-			if i%2 == 1 {
-				vis = Private
+			for i := range 30 {
+				vis := Public
+				if i%2 == 1 {
+					vis = Private
+				}
+				if _, err := tx.CreateProfile(ProfileRecord{Tenant: "other", ID: fmt.Sprintf("theirs-%02d", i), Version: 1, Visibility: vis}); err != nil {
+					return err
+				}
 			}
-			if _, err := tx.CreateProfile(ProfileRecord{Tenant: "other", ID: fmt.Sprintf("theirs-%02d", i), Version: 1, Visibility: vis}); err != nil {
-				return err
-			}
-		}
-		_, err := tx.DeleteProfile("acme", "own-000", 1)
-		return err
-	})
-	shipped := make([]ProfileRecord, 160)
-	for i := range shipped {
-		shipped[i] = ProfileRecord{Tenant: BuiltinTenant, ID: fmt.Sprintf("ship-%03d", i), Version: 1}
-	}
-	var got []ProfileRecord
-	cursor, pages := "", 0
-	for {
-		var page []ProfileRecord
-		var err error
-		s.View(func(tx *Tx) error {
-			page, cursor, err = tx.ListProfiles("acme", shipped, Page{Cursor: cursor})
-			return nil
+			_, err := tx.DeleteProfile("acme", "own-000", 1)
+			return err
 		})
-		if err != nil {
-			t.Fatal(err)
+		shipped := make([]ProfileRecord, 160)
+		for i := range shipped {
+			shipped[i] = ProfileRecord{Tenant: BuiltinTenant, ID: fmt.Sprintf("ship-%03d", i), Version: 1}
 		}
-		if len(page) > MaxPage {
-			t.Fatalf("page of %d", len(page))
+		var got []ProfileRecord
+		cursor, pages := "", 0
+		for {
+			var page []ProfileRecord
+			var err error
+			s.View(func(tx *Tx) error {
+				page, cursor, err = tx.ListProfiles("acme", shipped, Page{Cursor: cursor})
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) > MaxPage {
+				t.Fatalf("page of %d", len(page))
+			}
+			got = append(got, page...)
+			pages++
+			if cursor == "" {
+				break
+			}
 		}
-		got = append(got, page...)
-		pages++
-		if cursor == "" {
-			break
+		// 249 own (one deleted) + 15 public of another tenant + 160 shipped.
+		if len(got) != 249+15+160 || pages != 3 {
+			t.Fatalf("got %d profiles in %d pages", len(got), pages)
 		}
-	}
-	// 249 own (one deleted) + 15 public of another tenant + 160 shipped.
-	if len(got) != 249+15+160 || pages != 3 {
-		t.Fatalf("got %d profiles in %d pages", len(got), pages)
-	}
-	seen := map[string]bool{}
-	for _, r := range got {
-		key := r.Tenant + "/" + r.ID
-		if seen[key] {
-			t.Fatalf("%s listed twice", key)
+		seen := map[string]bool{}
+		for _, r := range got {
+			key := r.Tenant + "/" + r.ID
+			if seen[key] {
+				t.Fatalf("%s listed twice", key)
+			}
+			seen[key] = true
+			if r.Tenant == "other" && r.Visibility != Public {
+				t.Fatalf("private profile of another tenant listed: %s", key)
+			}
 		}
-		seen[key] = true
-		if r.Tenant == "other" && r.Visibility != Public {
-			t.Fatalf("private profile of another tenant listed: %s", key)
+		if got[0].ID != "own-001" || got[249].Tenant != "other" || got[264].Tenant != BuiltinTenant {
+			t.Errorf("order: %s %s %s", got[0].ID, got[249].Tenant, got[264].Tenant)
 		}
-	}
-	if got[0].ID != "own-001" || got[249].Tenant != "other" || got[264].Tenant != BuiltinTenant {
-		t.Errorf("order: %s %s %s", got[0].ID, got[249].Tenant, got[264].Tenant)
-	}
+	})
 }

@@ -1,5 +1,7 @@
-// Package store is the registry's persistence: one bbolt file in the data directory,
-// opened by one process, every transaction fsynced before it is acknowledged.
+// Package store is the registry's persistence, over one of two backends: one bbolt file
+// in the data directory (the default), opened by one process, every transaction fsynced
+// before it is acknowledged; or an etcd cluster several registry replicas share
+// (OpenEtcd, etcd.go). Both give the same serializable transactions.
 //
 // Records are JSON after a one-byte schema version. Buckets are made on
 // first write, so each entity lives in its own file here with the invariants of its write
@@ -11,16 +13,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
-	bolt "go.etcd.io/bbolt"
 )
-
-// FileName is the name of the store's file inside the data directory.
-const FileName = "registry.db"
 
 // schemaVersion is the first byte of every record.
 const schemaVersion = 1
@@ -30,13 +26,13 @@ var ErrLocked = errors.New("the store is open in another process")
 
 // Store is an open registry store.
 type Store struct {
-	db  *bolt.DB
+	kv  backend
 	now func() time.Time
 	// watch holds the hooks called after commits (watch.go, nodespecs.go).
 	watch watchers
 }
 
-// Options tune Open. The zero value is fine.
+// Options tune Open and OpenEtcd. The zero value is fine.
 type Options struct {
 	// Now is the clock records are stamped with; time.Now when nil.
 	Now func() time.Time
@@ -44,53 +40,54 @@ type Options struct {
 	LockTimeout time.Duration
 }
 
-// Open opens (or creates) the store in dataDir.
-func Open(dataDir string, opts Options) (*Store, error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
+func (o *Options) defaults() {
+	if o.LockTimeout == 0 {
+		o.LockTimeout = time.Second
 	}
-	if opts.LockTimeout == 0 {
-		opts.LockTimeout = time.Second
+	if o.Now == nil {
+		o.Now = time.Now
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	path := filepath.Join(dataDir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: opts.LockTimeout})
-	if errors.Is(err, bolt.ErrTimeout) {
-		return nil, fmt.Errorf("%s: %w (stop the other registry first)", path, ErrLocked)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	return &Store{db: db, now: opts.Now}, nil
 }
 
-// Close releases the file.
-func (s *Store) Close() error { return s.db.Close() }
+// Open opens (or creates) the bbolt store in dataDir.
+func Open(dataDir string, opts Options) (*Store, error) {
+	opts.defaults()
+	kv, err := openBbolt(dataDir, opts.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{kv: kv, now: opts.Now}, nil
+}
 
-// Update runs fn in a read-write transaction, committed (and fsynced) only when fn
-// returns nil. Nothing fn wrote is kept when it fails.
+// Close releases the file (bbolt) or the connection (etcd).
+func (s *Store) Close() error { return s.kv.close() }
+
+// Update runs fn in a read-write transaction, committed (and, on bbolt, fsynced) only
+// when fn returns nil. Nothing fn wrote is kept when it fails. On etcd, fn runs again
+// when another writer changed what it read before it committed, so it must do the same
+// thing each time.
 func (s *Store) Update(fn func(*Tx) error) error {
-	return s.db.Update(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now(), store: s}) })
+	return s.kv.update(func(kv kvTx) error { return fn(s.tx(kv)) })
 }
 
 // Batch is Update for many concurrent small writers: calls from several goroutines are
 // coalesced into one transaction and one fsync. fn may run more than once (when another
 // call of the batch fails), so it must do the same thing each time; it returns only after
-// its writes are committed.
+// its writes are committed. On etcd, Batch is Update (each call its own transaction).
 func (s *Store) Batch(fn func(*Tx) error) error {
-	return s.db.Batch(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now(), store: s}) })
+	return s.kv.batch(func(kv kvTx) error { return fn(s.tx(kv)) })
 }
 
 // View runs fn in a read-only transaction.
 func (s *Store) View(fn func(*Tx) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{tx: btx, now: s.now(), store: s}) })
+	return s.kv.view(func(kv kvTx) error { return fn(s.tx(kv)) })
 }
+
+func (s *Store) tx(kv kvTx) *Tx { return &Tx{kv: kv, now: s.now(), store: s} }
 
 // Tx is one transaction. Its methods are the only way records are read and written.
 type Tx struct {
-	tx    *bolt.Tx
+	kv    kvTx
 	now   time.Time
 	store *Store
 	// scheduled are the OnWrite hooks this transaction already set to run on commit.
@@ -102,11 +99,7 @@ func (t *Tx) Now() time.Time { return t.now }
 
 // get decodes the record at key into v and reports whether it was there.
 func (t *Tx) get(bucket string, key []byte, v any) (bool, error) {
-	b := t.tx.Bucket([]byte(bucket))
-	if b == nil {
-		return false, nil
-	}
-	raw := b.Get(key)
+	raw := t.kv.get(bucket, key)
 	if raw == nil {
 		return false, nil
 	}
@@ -129,42 +122,25 @@ func (t *Tx) put(bucket string, key []byte, v any) error {
 	if err != nil {
 		return err
 	}
-	raw := append([]byte{schemaVersion}, rec...)
-	b, err := t.tx.CreateBucketIfNotExists([]byte(bucket))
-	if err != nil {
-		return err
-	}
 	t.wrote(bucket)
-	return b.Put(key, raw)
+	return t.kv.put(bucket, key, append([]byte{schemaVersion}, rec...))
 }
 
 // putRaw writes an index entry (no schema byte) at key.
 func (t *Tx) putRaw(bucket string, key, value []byte) error {
-	b, err := t.tx.CreateBucketIfNotExists([]byte(bucket))
-	if err != nil {
-		return err
-	}
 	t.wrote(bucket)
-	return b.Put(key, value)
+	return t.kv.put(bucket, key, value)
 }
 
 // getRaw reads an index entry.
 func (t *Tx) getRaw(bucket string, key []byte) []byte {
-	b := t.tx.Bucket([]byte(bucket))
-	if b == nil {
-		return nil
-	}
-	return b.Get(key)
+	return t.kv.get(bucket, key)
 }
 
 // del removes key; a missing key or bucket is not an error.
 func (t *Tx) del(bucket string, key []byte) error {
-	b := t.tx.Bucket([]byte(bucket))
-	if b == nil {
-		return nil
-	}
 	t.wrote(bucket)
-	return b.Delete(key)
+	return t.kv.del(bucket, key)
 }
 
 // notFound is the NOT_FOUND error for a missing object of the given kind.

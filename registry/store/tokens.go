@@ -127,32 +127,38 @@ func (t *Tx) RevokeJoinToken(id string) (JoinToken, error) {
 // DeleteUnusedJoinTokens deletes the unused join tokens minted for node and returns how
 // many; used ones stay, as the record of its joins.
 func (t *Tx) DeleteUnusedJoinTokens(node string) (int, error) {
-	return t.deleteJoinTokens(func(tok JoinToken) bool { return tok.NodeID == node && tok.UsedAt.IsZero() })
+	return t.deleteJoinTokens(0, func(tok JoinToken) bool { return tok.NodeID == node && tok.UsedAt.IsZero() })
 }
 
-// PruneJoinTokens deletes the join tokens, used or not, that expired before cutoff, and
-// returns how many.
+// MaxPruned is the most records PruneJoinTokens or ExpireAgentCommands deletes in one
+// transaction, which keeps it within etcd's bounds (docs/store.md): a caller told
+// MaxPruned calls again, in a new transaction, for the rest.
+const MaxPruned = 1000
+
+// PruneJoinTokens deletes the join tokens, used or not, that expired before cutoff, at
+// most MaxPruned of them, and returns how many.
 func (t *Tx) PruneJoinTokens(cutoff time.Time) (int, error) {
-	return t.deleteJoinTokens(func(tok JoinToken) bool { return tok.ExpiresAt.Before(cutoff) })
+	return t.deleteJoinTokens(MaxPruned, func(tok JoinToken) bool { return tok.ExpiresAt.Before(cutoff) })
 }
 
-// deleteJoinTokens deletes the join tokens doomed says so of, and returns how many.
-func (t *Tx) deleteJoinTokens(doomed func(JoinToken) bool) (int, error) {
-	b := t.tx.Bucket([]byte(bucketJoinTokens))
-	if b == nil {
-		return 0, nil
-	}
+// deleteJoinTokens deletes the join tokens doomed says so of, at most limit of them
+// unless it is 0, and returns how many.
+func (t *Tx) deleteJoinTokens(limit int, doomed func(JoinToken) bool) (int, error) {
 	var keys [][]byte
-	err := b.ForEach(func(k, v []byte) error {
+	c := t.kv.cursor(bucketJoinTokens)
+	for k, v := c.First(); k != nil; k, v = c.Next() {
 		var tok JoinToken
 		if err := decode(bucketJoinTokens, k, v, &tok); err != nil {
-			return err
+			return 0, err
 		}
 		if doomed(tok) {
 			keys = append(keys, slices.Clone(k))
 		}
-		return nil
-	})
+		if limit > 0 && len(keys) == limit {
+			break
+		}
+	}
+	var err error
 	for _, k := range keys {
 		if err == nil {
 			err = t.del(bucketJoinTokens, k)

@@ -1,8 +1,12 @@
 package store
 
 import (
+	"bytes"
+	"log/slog"
 	"slices"
 	"sync"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // Bucket names a kind of record whose writes OnWrite hooks learn of.
@@ -19,9 +23,58 @@ const (
 
 // watchers are the hooks told about commits.
 type watchers struct {
-	mu       sync.Mutex
-	nodeSpec []*func(node string, generation int64)
-	writes   []*writeWatch
+	mu     sync.Mutex
+	writes []*writeWatch
+	// nodeSpec and agentCommand are told of each NodeSpec and relayed command written.
+	nodeSpec     recordHooks[proto.NodeSpec]
+	agentCommand recordHooks[AgentCommand]
+}
+
+// recordHooks are the hooks told of each record of one kind a commit put.
+type recordHooks[T any] struct {
+	mu  sync.Mutex
+	fns []*func(T)
+}
+
+// add registers fn until the returned cancel is called.
+func (h *recordHooks[T]) add(fn func(T)) (cancel func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fns = append(h.fns, &fn)
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.fns = slices.DeleteFunc(h.fns, func(f *func(T)) bool { return f == &fn })
+	}
+}
+
+func (h *recordHooks[T]) list() []*func(T) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fns
+}
+
+// afterCommit has the hooks told of rec once t commits.
+func (h *recordHooks[T]) afterCommit(t *Tx, rec T) {
+	for _, fn := range h.list() {
+		t.kv.onCommit(func() { (*fn)(rec) })
+	}
+}
+
+// tell decodes a record another replica put and tells the hooks of it.
+func (h *recordHooks[T]) tell(p remotePut) {
+	fns := h.list()
+	if len(fns) == 0 {
+		return
+	}
+	var rec T
+	if err := decode(p.bucket, p.key, p.value, &rec); err != nil {
+		slog.Warn("store: a record another replica wrote", "err", err)
+		return
+	}
+	for _, fn := range fns {
+		(*fn)(rec)
+	}
 }
 
 // writeWatch is an OnWrite hook and the buckets it watches.
@@ -35,7 +88,8 @@ type writeWatch struct {
 // a workflow, a test), until the returned cancel is called. A read-only transaction,
 // or a commit that wrote none of buckets, never calls it. fn runs on the committing
 // goroutine after the store's locks are released, so it must return quickly (signal,
-// do not work).
+// do not work). On etcd it also runs after every commit of another replica that wrote
+// one of buckets, on the store's watch goroutine: at least once, in commit order.
 func (s *Store) OnWrite(fn func(), buckets ...Bucket) (cancel func()) {
 	w := &writeWatch{buckets: slices.Clone(buckets), fn: fn}
 	s.watch.mu.Lock()
@@ -62,6 +116,43 @@ func (t *Tx) wrote(bucket string) {
 			t.scheduled = map[*writeWatch]bool{}
 		}
 		t.scheduled[w] = true
-		t.tx.OnCommit(w.fn)
+		t.kv.onCommit(w.fn)
+	}
+}
+
+// remoteCommit tells the hooks of a commit another replica made (etcd): the OnWrite
+// hooks of the buckets it wrote, and the OnNodeSpec and OnAgentCommand hooks of every
+// NodeSpec and relayed command it put. After lost events, every OnWrite hook runs and
+// every stored NodeSpec and command is told again.
+func (s *Store) remoteCommit(c remoteCommit) {
+	s.watch.mu.Lock()
+	writes := s.watch.writes
+	s.watch.mu.Unlock()
+	for _, w := range writes {
+		if c.lost || slices.ContainsFunc(w.buckets, func(b Bucket) bool { return slices.Contains(c.buckets, string(b)) }) {
+			w.fn()
+		}
+	}
+	if c.lost {
+		err := s.kv.view(func(tx kvTx) error {
+			for _, bucket := range []string{bucketNodeSpecs, bucketAgentCommands} {
+				cur := tx.cursor(bucket)
+				for k, v := cur.First(); k != nil; k, v = cur.Next() {
+					c.puts = append(c.puts, remotePut{bucket: bucket, key: bytes.Clone(k), value: bytes.Clone(v)})
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			slog.Warn("store: after lost watch events, the NodeSpecs and commands could not be read again", "err", err)
+		}
+	}
+	for _, p := range c.puts {
+		switch p.bucket {
+		case bucketNodeSpecs:
+			s.watch.nodeSpec.tell(p)
+		case bucketAgentCommands:
+			s.watch.agentCommand.tell(p)
+		}
 	}
 }

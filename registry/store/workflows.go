@@ -194,13 +194,9 @@ func (t *Tx) UpdateRun(id string, change func(*Run) error) (Run, error) {
 // to resume them.
 func (t *Tx) RunningRuns() ([]string, error) {
 	var ids []string
-	b := t.tx.Bucket([]byte(bucketRunningRuns))
-	if b == nil {
-		return nil, nil
-	}
-	err := b.ForEach(func(k, _ []byte) error {
+	c := t.kv.cursor(bucketRunningRuns)
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		ids = append(ids, string(k))
-		return nil
-	})
-	return ids, err
+	}
+	return ids, nil
 }

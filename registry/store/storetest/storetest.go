@@ -1,13 +1,15 @@
-// Package storetest opens registry stores for tests: in the test's temporary directory,
-// closed when the test ends after Store.Check found the store consistent, and, with
-// Filled (or Fill, for a store opened elsewhere), holding the usual tenant, site and
-// pool, where Node adds nodes.
+// Package storetest opens registry stores for tests: in the test's temporary directory
+// (bbolt) or under a prefix of its own in a shared real etcd cluster (OpenEtcd), closed
+// when the test ends after Store.Check found the store consistent, and, with Filled (or
+// Fill, for a store opened elsewhere), holding the usual tenant, site and pool, where
+// Node adds nodes. Backends runs a test on both.
 package storetest
 
 import (
 	"testing"
 
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
 
 // The usual tenant, site and pool Filled makes: pool Pool of tenant Tenant at site Site.
@@ -17,11 +19,31 @@ const (
 	Pool   = "gpu"
 )
 
-// Open opens a store with opts in a new temporary directory of t. When t ends, the
+// Open opens a bbolt store with opts in a new temporary directory of t. When t ends, the
 // store must pass Store.Check (the test fails otherwise) and is closed.
 func Open(t testing.TB, opts store.Options) *store.Store {
 	t.Helper()
 	st, err := store.Open(t.TempDir(), opts)
+	return checked(t, st, err)
+}
+
+// OpenEtcd is Open on etcd: a new prefix in the test binary's shared three-member
+// cluster (etcdtest.Shared; the package's TestMain should call etcdtest.StopShared).
+func OpenEtcd(t testing.TB, opts store.Options) *store.Store {
+	t.Helper()
+	st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, opts)
+	return checked(t, st, err)
+}
+
+// Backends are the store backends, by name, for tests that run on each.
+var Backends = []struct {
+	Name string
+	Open func(t testing.TB, opts store.Options) *store.Store
+}{{"bbolt", Open}, {"etcd", OpenEtcd}}
+
+// checked fails t on err, else checks and closes st when t ends.
+func checked(t testing.TB, st *store.Store, err error) *store.Store {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}

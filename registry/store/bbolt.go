@@ -1,0 +1,103 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// FileName is the name of the store's file inside the data directory.
+const FileName = "registry.db"
+
+// bboltBackend is one bbolt file: each bucket a top-level bbolt bucket, each key and
+// value stored as they are.
+type bboltBackend struct{ db *bolt.DB }
+
+func openBbolt(dataDir string, lockTimeout time.Duration) (*bboltBackend, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	path := filepath.Join(dataDir, FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	if errors.Is(err, bolt.ErrTimeout) {
+		return nil, fmt.Errorf("%s: %w (stop the other registry first)", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return &bboltBackend{db: db}, nil
+}
+
+func (b *bboltBackend) update(fn func(kvTx) error) error {
+	return b.db.Update(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+}
+
+func (b *bboltBackend) batch(fn func(kvTx) error) error {
+	return b.db.Batch(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+}
+
+func (b *bboltBackend) view(fn func(kvTx) error) error {
+	return b.db.View(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
+}
+
+func (b *bboltBackend) check() []error {
+	var errs []error
+	err := b.db.View(func(tx *bolt.Tx) error {
+		for err := range tx.Check() {
+			errs = append(errs, fmt.Errorf("store file: %w", err))
+		}
+		return nil
+	})
+	return append(errs, err)
+}
+
+func (b *bboltBackend) close() error { return b.db.Close() }
+
+type boltTx struct{ tx *bolt.Tx }
+
+func (t boltTx) get(bucket string, key []byte) []byte {
+	b := t.tx.Bucket([]byte(bucket))
+	if b == nil {
+		return nil
+	}
+	return b.Get(key)
+}
+
+func (t boltTx) put(bucket string, key, value []byte) error {
+	b, err := t.tx.CreateBucketIfNotExists([]byte(bucket))
+	if err != nil {
+		return err
+	}
+	return b.Put(key, value)
+}
+
+func (t boltTx) del(bucket string, key []byte) error {
+	b := t.tx.Bucket([]byte(bucket))
+	if b == nil {
+		return nil
+	}
+	return b.Delete(key)
+}
+
+func (t boltTx) cursor(bucket string) cursor {
+	b := t.tx.Bucket([]byte(bucket))
+	if b == nil {
+		return emptyCursor{}
+	}
+	return b.Cursor()
+}
+
+func (t boltTx) buckets() []string {
+	var names []string
+	t.tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+		names = append(names, string(name))
+		return nil
+	})
+	return names
+}
+
+func (t boltTx) onCommit(fn func()) { t.tx.OnCommit(fn) }

@@ -1,0 +1,48 @@
+package store
+
+import (
+	"strings"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// FuzzDecodeCommit reads what an etcd watch delivers under the prefix, whatever another
+// writer put there: keys in or out of the layout and any value. Decoding never panics, a
+// commit marked with this replica's id is its own, and the hooks decode the records of
+// another's or log them.
+func FuzzDecodeCommit(f *testing.F) {
+	f.Add([]byte("p/nodespecs/nd_1"), []byte("\x01{\"node\":\"nd_1\",\"generation\":2}"), []byte("p/nodespecs"), []byte("other"))
+	f.Add([]byte("p/agent-commands/n1/c1"), []byte("\x01{}"), []byte("p/agent-commands"), []byte("me"))
+	f.Add([]byte("q/x"), []byte{}, []byte("p"), []byte{})
+	f.Add([]byte("p/"), []byte("\x02"), []byte("p/sites/"), []byte("me"))
+	f.Fuzz(func(t *testing.T, key, value, key2, value2 []byte) {
+		b := &etcdBackend{prefix: "p/", id: []byte("me")}
+		events := []*clientv3.Event{
+			{Type: clientv3.EventTypePut, Kv: &mvccpb.KeyValue{Key: key, Value: value, ModRevision: 7}},
+			{Type: clientv3.EventTypePut, Kv: &mvccpb.KeyValue{Key: key2, Value: value2, ModRevision: 7}},
+			{Type: clientv3.EventTypeDelete, Kv: &mvccpb.KeyValue{Key: key, ModRevision: 8}},
+		}
+		s := &Store{kv: b}
+		s.OnNodeSpec(func(string, int64) {})
+		s.OnAgentCommand(func(AgentCommand) {})
+		s.OnWrite(func() {}, BucketSites)
+		commits := 0
+		next := b.handleEvents(events, 1, func(c remoteCommit) { commits++; s.remoteCommit(c) })
+		if next != 9 {
+			t.Fatalf("next revision %d, want 9", next)
+		}
+		// Revision 7 is this replica's when one of its puts is a generation key
+		// (P/<bucket>) holding its id; revision 8 (a delete) is always another's.
+		own := ownGen(key, value) || ownGen(key2, value2)
+		if want := map[bool]int{true: 1, false: 2}[own]; commits != want {
+			t.Fatalf("%d commits handed to the hooks, want %d (own: %v)", commits, want, own)
+		}
+	})
+}
+
+func ownGen(key, value []byte) bool {
+	rest, inPrefix := strings.CutPrefix(string(key), "p/")
+	return inPrefix && !strings.Contains(rest, "/") && string(value) == "me"
+}

@@ -1,0 +1,333 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
+)
+
+// replicas opens n stores on one etcd prefix, each with its own client, as n registry
+// replicas would.
+func replicas(t *testing.T, n int) []*Store {
+	t.Helper()
+	cfg := EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}
+	var out []*Store
+	for range n {
+		s, err := OpenEtcd(cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		out = append(out, s)
+	}
+	t.Cleanup(func() {
+		if err := out[0].Check(); err != nil {
+			t.Errorf("the store is not consistent: %v", err)
+		}
+	})
+	return out
+}
+
+// raced runs fn on every store at once: each first run of fn stops after its reads and
+// writes, before its commit, until every store's fn got there, so all of them read the
+// same state and all but one commit must find a conflict.
+func raced(stores []*Store, fn func(tx *Tx) error) []error {
+	var ready sync.WaitGroup
+	ready.Add(len(stores))
+	errs := make([]error, len(stores))
+	var done sync.WaitGroup
+	for i, s := range stores {
+		done.Go(func() {
+			first := true
+			errs[i] = s.Update(func(tx *Tx) error {
+				err := fn(tx)
+				if first {
+					first = false
+					ready.Done()
+					ready.Wait()
+				}
+				return err
+			})
+		})
+	}
+	done.Wait()
+	return errs
+}
+
+// TestEtcdReplicasConsumeJoinTokenOnce races three replicas (three etcd clients) to
+// consume one join token, each having read it unused: exactly one is admitted, the others
+// are told the token was used.
+func TestEtcdReplicasConsumeJoinTokenOnce(t *testing.T) {
+	stores := replicas(t, 3)
+	for round := range 5 {
+		var secret string
+		if err := stores[0].Update(func(tx *Tx) (err error) {
+			_, secret, err = tx.CreateJoinToken(TokenProvisioned, fmt.Sprintf("node-%d", round), "", tx.Now().Add(time.Hour))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		errs := raced(stores, func(tx *Tx) error { _, err := tx.ConsumeJoinToken(secret); return err })
+		admitted := 0
+		for i, err := range errs {
+			if err == nil {
+				admitted++
+			} else if e := proto.AsError(err); e.Code != proto.Unauthenticated || e.Details.Reason != proto.ReasonTokenUsed {
+				t.Errorf("round %d, replica %d: got %v, want UNAUTHENTICATED token-used", round, i, err)
+			}
+		}
+		if admitted != 1 {
+			t.Fatalf("round %d: %d replicas consumed the token, want exactly 1", round, admitted)
+		}
+	}
+}
+
+// TestEtcdScannedRangeConflicts races three replicas that each create a tenant only when
+// a scan finds none: a record inserted into a range another transaction scanned is a
+// conflict too, so exactly one tenant exists afterwards.
+func TestEtcdScannedRangeConflicts(t *testing.T) {
+	stores := replicas(t, 3)
+	var mu sync.Mutex
+	next := 0
+	errs := raced(stores, func(tx *Tx) error {
+		got, _, err := tx.Tenants(Page{})
+		if err != nil || len(got) > 0 {
+			return err
+		}
+		mu.Lock()
+		next++
+		name := fmt.Sprintf("first%d", next)
+		mu.Unlock()
+		_, err = tx.CreateTenant(name)
+		return err
+	})
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	stores[1].View(func(tx *Tx) error {
+		got, _, err := tx.Tenants(Page{})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("tenants after the race: %v, %v; want exactly one", got, err)
+		}
+		return nil
+	})
+}
+
+// TestEtcdRemoteCommitFiresHooks checks that a replica's OnWrite and OnNodeSpec hooks learn
+// of commits another replica made.
+func TestEtcdRemoteCommitFiresHooks(t *testing.T) {
+	stores := replicas(t, 2)
+	local, remote := stores[0], stores[1]
+	wrote := make(chan struct{}, 10)
+	defer local.OnWrite(func() { wrote <- struct{}{} }, BucketSites)()
+	type gen struct {
+		node string
+		gen  int64
+	}
+	specs := make(chan gen, 10)
+	defer local.OnNodeSpec(func(node string, g int64) { specs <- gen{node, g} })()
+
+	if err := remote.Update(func(tx *Tx) error { _, err := tx.CreateSite("rack-a"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wrote:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the site another replica created never reached this replica's OnWrite hook")
+	}
+	commands := make(chan AgentCommand, 10)
+	defer local.OnAgentCommand(func(c AgentCommand) { commands <- c })()
+	if err := remote.Update(func(tx *Tx) error {
+		_, err := tx.EnqueueAgentCommand("nd_1", proto.Command{ID: "c1", Kind: "disk.wipe"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-commands:
+		if c.Node != "nd_1" || c.ID != "c1" || c.Kind != "disk.wipe" || c.Done {
+			t.Fatalf("hook got %+v, want nd_1's pending command c1", c)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command another replica enqueued never reached this replica's OnAgentCommand hook")
+	}
+	for want := int64(1); want <= 2; want++ {
+		if err := remote.Update(func(tx *Tx) error {
+			_, err := tx.SetNodeSpec(proto.NodeSpec{Node: "nd_1", Role: proto.RoleSite, Labels: map[string]string{"gen": fmt.Sprint(want)}})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-specs:
+			if got != (gen{"nd_1", want}) {
+				t.Fatalf("hook got %v, want nd_1 generation %d", got, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("generation %d another replica set never reached this replica's OnNodeSpec hook", want)
+		}
+	}
+}
+
+// TestEtcdLargeTransactions checks the bounds of one transaction: more writes than etcd
+// takes in a flat transaction commit (nested), and one with too many writes or bytes is
+// refused with a clear error and writes nothing.
+func TestEtcdLargeTransactions(t *testing.T) {
+	s := replicas(t, 1)[0]
+	write := func(n int, name string) error {
+		return s.Update(func(tx *Tx) error {
+			for i := range n {
+				if err := tx.putRaw(bucketImageList, fmt.Appendf(nil, "%s%05d", name, i), []byte("x")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := write(1000, "ok"); err != nil {
+		t.Fatalf("1000 writes in one transaction: %v", err)
+	}
+	if err := write(5000, "big"); !errors.Is(err, errTooLarge) {
+		t.Fatalf("5000 writes: got %v, want the transaction refused as too large", err)
+	}
+	for _, size := range []int{1700 << 10, 3 << 20} {
+		huge := s.Update(func(tx *Tx) error { return tx.putRaw(bucketImageList, []byte("huge"), make([]byte, size)) })
+		if !errors.Is(huge, errTooLarge) || !strings.Contains(huge.Error(), "--max-request-bytes") {
+			t.Fatalf("%d bytes in one transaction: got %v, want it refused as larger than etcd's request bound", size, huge)
+		}
+	}
+	s.View(func(tx *Tx) error {
+		c := tx.kv.cursor(bucketImageList)
+		n := 0
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			n++
+		}
+		if n != 1000 {
+			t.Errorf("%d keys stored, want the 1000 of the transaction that fit", n)
+		}
+		return nil
+	})
+}
+
+// TestEtcdMemberKilled kills etcd members one at a time under two replicas: with two of
+// three members up, every write is committed and read back, and the other replica's hooks
+// still learn of it (its watch moves to a member that is up).
+func TestEtcdMemberKilled(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	cfg := EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "killed"}
+	var stores []*Store
+	for range 2 {
+		s, err := OpenEtcd(cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	wrote := make(chan struct{}, 100)
+	defer stores[0].OnWrite(func() { wrote <- struct{}{} }, BucketSites)()
+	for victim := range etcdtest.Members {
+		cluster.Kill(victim)
+		site := fmt.Sprintf("rack-%d", victim)
+		if err := stores[1].Update(func(tx *Tx) error { _, err := tx.CreateSite(site); return err }); err != nil {
+			t.Fatalf("member %d down: %v", victim, err)
+		}
+		if err := stores[0].View(func(tx *Tx) error { _, err := tx.Site(site); return err }); err != nil {
+			t.Fatalf("member %d down, the site the other replica made: %v", victim, err)
+		}
+		select {
+		case <-wrote:
+		case <-time.After(time.Minute):
+			t.Fatalf("member %d down: the other replica's write never reached the hook", victim)
+		}
+		cluster.Restart(t, victim)
+	}
+}
+
+// TestEtcdCheckLayout checks that Check finds records written under the prefix without
+// their bucket's generation key (by something other than the store: transactions that
+// scanned the bucket would not see the write as a conflict) and empty record keys.
+func TestEtcdCheckLayout(t *testing.T) {
+	s := replicas(t, 1)[0]
+	if err := s.Update(func(tx *Tx) error { _, err := tx.CreateTenant("acme"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatalf("a store written through its write paths: %v", err)
+	}
+	b := s.kv.(*etcdBackend)
+	ctx, cancel := b.rpc()
+	defer cancel()
+	for _, k := range []string{b.recKey("stray", []byte("k")), b.recKey(bucketTenants, nil)} {
+		if _, err := b.cli.Put(ctx, k, "\x01{}"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := s.Check()
+	if err == nil || !strings.Contains(err.Error(), "bucket stray holds records but no generation key") ||
+		!strings.Contains(err.Error(), "has an empty record key") {
+		t.Fatalf("got %v, want the bucket without a generation key and the empty record key", err)
+	}
+	// Leave the store consistent for the check replicas runs when the test ends.
+	if _, err := b.cli.Delete(ctx, b.recKey("stray", []byte("k"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.cli.Delete(ctx, b.recKey(bucketTenants, nil)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEtcdCompactedSnapshotRunsAgain compacts etcd's history past a transaction's
+// snapshot while it runs: its next read cannot be answered at that revision, so it runs
+// again on a new snapshot and commits what that one says.
+func TestEtcdCompactedSnapshotRunsAgain(t *testing.T) {
+	stores := replicas(t, 2)
+	s, other := stores[0], stores[1]
+	b := s.kv.(*etcdBackend)
+	runs := 0
+	err := s.Update(func(tx *Tx) error {
+		runs++
+		if _, err := tx.Tenant("acme"); proto.CodeOf(err) != proto.NotFound && err != nil {
+			return err
+		}
+		if runs == 1 {
+			// Another replica writes, and the history up to its write is compacted away.
+			if err := other.Update(func(tx *Tx) error { _, err := tx.CreateSite("rack-a"); return err }); err != nil {
+				return err
+			}
+			ctx, cancel := b.rpc()
+			defer cancel()
+			resp, err := b.cli.Get(ctx, "x")
+			if err != nil {
+				return err
+			}
+			if _, err := b.cli.Compact(ctx, resp.Header.Revision); err != nil {
+				return err
+			}
+		}
+		sites, _, err := tx.Sites(Page{})
+		if err != nil {
+			return err
+		}
+		_, err = tx.CreateTenant(fmt.Sprintf("seen%d", len(sites)))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs != 2 {
+		t.Fatalf("the transaction ran %d times, want 2 (again after the compaction)", runs)
+	}
+	s.View(func(tx *Tx) error {
+		if _, err := tx.Tenant("seen1"); err != nil {
+			t.Errorf("the second run saw the site: %v", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,103 @@
+package registry
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// StoreConfig says where the registry's records are: the bbolt file DATA_DIR/registry.db
+// (the zero value), or an etcd cluster several replicas share (docs/store.md).
+type StoreConfig struct {
+	// Backend is "bbolt" (or "") or "etcd".
+	Backend string
+	// EtcdEndpoints are the etcd cluster's client URLs.
+	EtcdEndpoints []string
+	// EtcdPrefix is the key prefix the records live under (store.DefaultEtcdPrefix when "").
+	EtcdPrefix string
+	// EtcdCA, EtcdCert and EtcdKey are PEM files: the CA the members' certificates are
+	// checked against, and the client's certificate and key; all optional.
+	EtcdCA, EtcdCert, EtcdKey string
+}
+
+// openStore opens the store sc names, the bbolt one in dataDir by default.
+func (sc StoreConfig) openStore(dataDir string, opts store.Options) (*store.Store, error) {
+	switch sc.Backend {
+	case "", "bbolt":
+		return store.Open(dataDir, opts)
+	case "etcd":
+		cfg, err := sc.etcd()
+		if err != nil {
+			return nil, err
+		}
+		return store.OpenEtcd(cfg, opts)
+	}
+	return nil, proto.Errorf(proto.InvalidInput, "store %q is neither bbolt nor etcd", sc.Backend).WithPath("--store")
+}
+
+// etcd is the etcd store's configuration, its TLS files read.
+func (sc StoreConfig) etcd() (store.EtcdConfig, error) {
+	cfg := store.EtcdConfig{Endpoints: sc.EtcdEndpoints, Prefix: sc.EtcdPrefix}
+	if len(cfg.Endpoints) == 0 {
+		return cfg, proto.Errorf(proto.InvalidInput, "the etcd store needs its cluster's client URLs: give --etcd-endpoints URL,URL,URL").WithPath("--etcd-endpoints")
+	}
+	if sc.EtcdCA == "" && sc.EtcdCert == "" && sc.EtcdKey == "" {
+		return cfg, nil
+	}
+	cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	if sc.EtcdCA != "" {
+		pem, err := os.ReadFile(sc.EtcdCA)
+		if err != nil {
+			return cfg, proto.Errorf(proto.InvalidInput, "etcd CA: %v", err).WithPath("--etcd-ca")
+		}
+		cfg.TLS.RootCAs = x509.NewCertPool()
+		if !cfg.TLS.RootCAs.AppendCertsFromPEM(pem) {
+			return cfg, proto.Errorf(proto.InvalidInput, "etcd CA %s holds no PEM certificate", sc.EtcdCA).WithPath("--etcd-ca")
+		}
+	}
+	if (sc.EtcdCert == "") != (sc.EtcdKey == "") {
+		return cfg, proto.Errorf(proto.InvalidInput, "give both --etcd-cert and --etcd-key, or neither").WithPath("--etcd-key")
+	}
+	if sc.EtcdCert != "" {
+		pair, err := tls.LoadX509KeyPair(sc.EtcdCert, sc.EtcdKey)
+		if err != nil {
+			return cfg, proto.Errorf(proto.InvalidInput, "etcd client certificate: %v", err).WithPath("--etcd-cert")
+		}
+		cfg.TLS.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+// CopySummary is what CopyStore copied and read back equal, as `store copy` prints it.
+type CopySummary struct {
+	Buckets int   `json:"buckets"`
+	Records int   `json:"records"`
+	Bytes   int64 `json:"bytes"`
+}
+
+// CopyStore copies the bbolt store of a stopped registry's data directory into an empty
+// etcd prefix, reads every record back and compares it; progress is told of each
+// bucket copied.
+func CopyStore(dataDir string, to StoreConfig, progress func(bucket string, records int)) (CopySummary, error) {
+	if _, err := os.Stat(filepath.Join(dataDir, store.FileName)); err != nil {
+		return CopySummary{}, proto.Errorf(proto.InvalidInput, "no store in %s: %v", dataDir, err).WithPath("--from-data-dir")
+	}
+	src, err := store.Open(dataDir, store.Options{})
+	if err != nil {
+		return CopySummary{}, fmt.Errorf("%w (stop the registry before copying its store)", err)
+	}
+	defer src.Close()
+	to.Backend = "etcd"
+	dst, err := to.openStore("", store.Options{})
+	if err != nil {
+		return CopySummary{}, err
+	}
+	defer dst.Close()
+	stats, err := src.CopyTo(dst, progress)
+	return CopySummary{Buckets: stats.Buckets, Records: stats.Records, Bytes: stats.Bytes}, err
+}
