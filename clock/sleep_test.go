@@ -34,6 +34,9 @@ func TestSleepWaitsItsTimeOrTheContext(t *testing.T) {
 		t.Errorf("Sleep left %d timers waiting", f.Waiters())
 	}
 
+	if err := Sleep(ctx, Real{}, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sleep on an ended context: %v, want context.Canceled", err)
+	}
 	if err := Sleep(context.Background(), f, 0); err != nil {
 		t.Errorf("Sleep of 0: %v", err)
 	}
