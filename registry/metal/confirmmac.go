@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
@@ -78,12 +79,8 @@ func (s *Service) discoverMAC(ctx context.Context, a *workflow.Attempt) (store.N
 		if len(node.MACs) > 0 {
 			return node, nil
 		}
-		t := s.cfg.Clock.NewTimer(macPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return node, ctx.Err()
-		case <-t.C():
+		if err := clock.Sleep(ctx, s.cfg.Clock, macPoll); err != nil {
+			return node, err
 		}
 	}
 }
