@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -197,6 +198,13 @@ func entries(dir string) ([]string, error) {
 		names = append(names, de.Name())
 	}
 	return names, nil
+}
+
+// devices lists the entries of a sysfs class directory that a device backs (they have a
+// device link; virtual ones have none), sorted; none when the directory is missing.
+func devices(dir string) ([]string, error) {
+	names, err := entries(dir)
+	return slices.DeleteFunc(names, func(name string) bool { return !exists(dir, name, "device") }), err
 }
 
 // exists reports whether path exists (a symlink counts as itself).
