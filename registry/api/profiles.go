@@ -307,9 +307,9 @@ func (ps *profiles) render(_ context.Context, c *Caller, key ProfileKey) (out Re
 	if err != nil {
 		return out, err
 	}
-	p, err := profile.Define(rec.Document)
+	p, err := profile.DefineStored(rec.ID, rec.Version, rec.Document)
 	if err != nil {
-		return out, proto.Errorf(proto.InvalidState, "stored profile %s no longer passes the checks (%v): run `profiles validate`", profileLabel(rec.ID, rec.Version), err)
+		return out, err
 	}
 	return Rendering{TenantID: rec.Tenant, ID: rec.ID, Version: rec.Version, Steps: viewsOf(profile.Render(p), renderedOf)}, nil
 }
