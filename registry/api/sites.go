@@ -110,14 +110,9 @@ func (s *Server) registerSites() {
 		if err := rootOnly(c); err != nil {
 			return out, err
 		}
-		page, err := req.Page()
-		if err != nil {
-			return out, err
-		}
-		err = s.store.View(func(tx *store.Tx) error {
+		out.Sites, out.NextCursor, err = listPage(s.store, req, func(tx *store.Tx, page store.Page) ([]Site, string, error) {
 			sites, next, err := tx.Sites(page)
-			out.Sites, out.NextCursor = viewsOf(sites, siteOf), next
-			return err
+			return viewsOf(sites, siteOf), next, err
 		})
 		return out, err
 	})

@@ -29,26 +29,33 @@ func (r ListRequest) Page() (store.Page, error) {
 	return store.Page{Cursor: r.Cursor, Limit: r.Limit}, nil
 }
 
-// tenantPage reads one page of a tenant's list for the caller: the paging checked, the
-// tenant resolved for the caller (another tenant is NOT_FOUND), and list run in one read
+// listPage reads one page of a list: the paging checked, and list run in one read
 // transaction. An empty page is an empty slice, which JSON shows as [], never null.
-func tenantPage[T any](st *store.Store, c *Caller, tenantID string, req ListRequest, list func(tx *store.Tx, tenant string, page store.Page) ([]T, string, error)) (items []T, next string, err error) {
+func listPage[T any](st *store.Store, req ListRequest, list func(tx *store.Tx, page store.Page) ([]T, string, error)) (items []T, next string, err error) {
 	page, err := req.Page()
 	if err != nil {
 		return nil, "", err
 	}
 	err = st.View(func(tx *store.Tx) error {
-		tenant, err := c.TenantFor(tx, tenantID)
-		if err != nil {
-			return err
-		}
-		items, next, err = list(tx, tenant, page)
+		items, next, err = list(tx, page)
 		return err
 	})
 	if items == nil {
 		items = []T{}
 	}
 	return items, next, err
+}
+
+// tenantPage reads one page of a tenant's list for the caller as listPage does, the
+// tenant resolved for the caller in the same transaction (another tenant is NOT_FOUND).
+func tenantPage[T any](st *store.Store, c *Caller, tenantID string, req ListRequest, list func(tx *store.Tx, tenant string, page store.Page) ([]T, string, error)) ([]T, string, error) {
+	return listPage(st, req, func(tx *store.Tx, page store.Page) ([]T, string, error) {
+		tenant, err := c.TenantFor(tx, tenantID)
+		if err != nil {
+			return nil, "", err
+		}
+		return list(tx, tenant, page)
+	})
 }
 
 // TenantList is the answer of tenants.list.
@@ -125,14 +132,9 @@ func (s *Server) registerTenants() {
 		if c.Tenant != store.RootTenant {
 			return out, proto.Errorf(proto.Forbidden, "only the root tenant's credentials list tenants")
 		}
-		page, err := req.Page()
-		if err != nil {
-			return out, err
-		}
-		err = s.store.View(func(tx *store.Tx) error {
+		out.Tenants, out.NextCursor, err = listPage(s.store, req, func(tx *store.Tx, page store.Page) ([]Tenant, string, error) {
 			tenants, next, err := tx.Tenants(page)
-			out.Tenants, out.NextCursor = viewsOf(tenants, tenantOf), next
-			return err
+			return viewsOf(tenants, tenantOf), next, err
 		})
 		return out, err
 	})
