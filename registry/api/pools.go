@@ -65,11 +65,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 		if err := svc.CheckPoolPolicy(policy); err != nil {
 			return out, err
 		}
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			p, err := tx.CreatePool(store.Pool{Tenant: tenant, Name: req.Name, Site: req.SiteID, Policy: policy})
 			out = poolOf(p)
 			return err
@@ -77,11 +73,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 		return out, err
 	})
 	Handle(s, "pools.get", ActionPoolsManage, func(_ context.Context, c *Caller, req PoolRequest) (out Pool, err error) {
-		err = s.store.View(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.View, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			p, err := tx.Pool(tenant, req.Name)
 			out = poolOf(p)
 			return err
@@ -108,11 +100,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 				return out, err
 			}
 		}
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			old, err := tx.Pool(tenant, req.Name)
 			if err != nil {
 				return err

@@ -29,6 +29,19 @@ func (r ListRequest) Page() (store.Page, error) {
 	return store.Page{Cursor: r.Cursor, Limit: r.Limit}, nil
 }
 
+// inTenant runs fn in the transaction txn opens (the store's View or Update) with the
+// caller's tenant for tenantID resolved in it: another tenant is NOT_FOUND, and fn does
+// not run.
+func inTenant(txn func(func(*store.Tx) error) error, c *Caller, tenantID string, fn func(tx *store.Tx, tenant string) error) error {
+	return txn(func(tx *store.Tx) error {
+		tenant, err := c.TenantFor(tx, tenantID)
+		if err != nil {
+			return err
+		}
+		return fn(tx, tenant)
+	})
+}
+
 // listPage reads one page of a list: the paging checked, and list run in one read
 // transaction. An empty page is an empty slice, which JSON shows as [], never null.
 func listPage[T any](st *store.Store, req ListRequest, list func(tx *store.Tx, page store.Page) ([]T, string, error)) (items []T, next string, err error) {
@@ -142,11 +155,7 @@ func (s *Server) registerTenants() {
 		if err := checkGrant(c, req.Actions); err != nil {
 			return out, err
 		}
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			expires, err := grantExpiry(tx, c, req.ExpiresAt)
 			if err != nil {
 				return err
