@@ -154,3 +154,29 @@ func TestListsPageAlike(t *testing.T) {
 		t.Errorf("tenants.list by another tenant: %v, want FORBIDDEN", err)
 	}
 }
+
+// TestAnUnknownSiteIsNotFoundAtSiteID: every sites call that names a site answers one
+// that does not exist NOT_FOUND at siteId.
+func TestAnUnknownSiteIsNotFoundAtSiteID(t *testing.T) {
+	st, s := serve(t)
+	var root string
+	storetest.Update(t, st, func(tx *store.Tx) (err error) {
+		if _, err = tx.CreateTenant(store.RootTenant); err != nil {
+			return err
+		}
+		_, root, err = tx.CreateCredential(store.RootTenant, []string{ActionSitesManage}, time.Now().Add(time.Hour))
+		return err
+	})
+	for method, body := range map[string]any{
+		"sites.update":    map[string]any{"siteId": "rack-9", "imageSources": []string{}},
+		"sites.locations": SiteRequest{SiteID: "rack-9"},
+		"sites.inventory": SiteRequest{SiteID: "rack-9"},
+		"sites.cachePlan": SiteRequest{SiteID: "rack-9"},
+	} {
+		var out map[string]any
+		err := NewHandlerClient(s, root).Call(context.Background(), method, body, &out)
+		if e := proto.AsError(err); e.Code != proto.NotFound || e.Details.Path != "siteId" {
+			t.Errorf("%s of an unknown site: %v, want NOT_FOUND at siteId", method, err)
+		}
+	}
+}
