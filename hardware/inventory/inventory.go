@@ -5,6 +5,7 @@
 package inventory
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -40,7 +41,7 @@ const smiTimeout = time.Minute
 // NVLinks. nvidia-smi failing (no driver loaded, as on a ramdisk without one) leaves
 // those fields empty.
 func (r Reader) Read(ctx context.Context) (proto.HardwareInventory, error) {
-	hw, err := Read(or(r.Root, "/"))
+	hw, err := Read(cmp.Or(r.Root, "/"))
 	if err != nil {
 		return hw, err
 	}
@@ -87,7 +88,7 @@ func MergeSMI(gpus []proto.GPUInfo, smi SMI, nvlinks map[string]int) {
 func (r Reader) smi(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, smiTimeout)
 	defer cancel()
-	return exec.CommandContext(ctx, or(r.NvidiaSMI, "nvidia-smi"), args...).Output()
+	return exec.CommandContext(ctx, cmp.Or(r.NvidiaSMI, "nvidia-smi"), args...).Output()
 }
 
 func (r Reader) log() *slog.Logger {
@@ -130,13 +131,6 @@ func Sections(hw proto.HardwareInventory) map[string]json.RawMessage {
 		}
 	}
 	return out
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 // Read reads every section under root ("/" on a machine). A file that is missing or
