@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/registry/metal"
@@ -153,7 +154,7 @@ func checkRefs(refs []string, path string, limit int, what string) error {
 		return proto.Errorf(proto.InvalidInput, "a pool has at most %d %s", limit, what).WithPath(path)
 	}
 	for i, ref := range refs {
-		at := indexPath(path, i)
+		at := string(jsondoc.Path(path).Index(i))
 		if _, _, err := image.ParseUseRef(ref); err != nil {
 			return proto.AsError(err).WithPath(at)
 		}

@@ -3,9 +3,9 @@ package api
 import (
 	"context"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -217,13 +217,14 @@ func checkGrant(c *Caller, actions []string) error {
 		return proto.Errorf(proto.InvalidInput, "name at least one action: %v", Actions).WithPath("actions")
 	}
 	for i, a := range actions {
+		at := string(jsondoc.Path("actions").Index(i))
 		switch {
 		case a == ActionAll:
-			return proto.Errorf(proto.InvalidInput, "%q (every action) is held only by the admin credential of the registry's first start and is never granted: name the actions the credential needs, from %v", a, Actions).WithPath(indexPath("actions", i))
+			return proto.Errorf(proto.InvalidInput, "%q (every action) is held only by the admin credential of the registry's first start and is never granted: name the actions the credential needs, from %v", a, Actions).WithPath(at)
 		case !slices.Contains(Actions, a):
-			return proto.Errorf(proto.InvalidInput, "unknown action %.64q: the actions are %v", a, Actions).WithPath(indexPath("actions", i))
+			return proto.Errorf(proto.InvalidInput, "unknown action %.64q: the actions are %v", a, Actions).WithPath(at)
 		case !c.Can(a):
-			return proto.Errorf(proto.Forbidden, "a credential cannot grant %q, which it does not hold itself", a).WithPath(indexPath("actions", i))
+			return proto.Errorf(proto.Forbidden, "a credential cannot grant %q, which it does not hold itself", a).WithPath(at)
 		}
 	}
 	return nil
@@ -263,5 +264,3 @@ func checkNotLastAdmin(tx *store.Tx, cred store.Credential) error {
 	}
 	return proto.Errorf(proto.Forbidden, "credential %s is the platform's last one holding %q (the admin credential of the first start): revoking it would leave nobody able to manage tenants, so it cannot be revoked", cred.ID, ActionAll).WithPath("id")
 }
-
-func indexPath(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
