@@ -1,11 +1,11 @@
 package metal
 
 import (
-	"fmt"
 	"regexp"
 	"strings"
 	"unicode"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/hostunit"
 	"github.com/better-compute/better-compute/registry/secret"
@@ -53,7 +53,7 @@ func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, store.Run, err
 func (s *Service) enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 	n := store.Node{Tenant: e.Tenant, Pool: e.Pool, HardwareProfile: e.HardwareProfile, Labels: e.Labels}
 	for i, m := range e.MACs {
-		mac, err := parseMAC(m, indexPath("macs", i))
+		mac, err := parseMAC(m, string(jsondoc.Path("macs").Index(i)))
 		if err != nil {
 			return n, err
 		}
@@ -127,5 +127,3 @@ func checkCredentialRef(ref, path string) error {
 	}
 	return nil
 }
-
-func indexPath(field string, i int) string { return fmt.Sprintf("%s[%d]", field, i) }
