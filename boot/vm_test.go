@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/e2e/netns"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 const (
@@ -69,7 +70,7 @@ func TestVMBootsRamdisk(t *testing.T) {
 			console := startVM(t, n)
 			start := time.Now()
 			if mode == Authoritative {
-				waitFor(t, 120*time.Second, console, func() bool { return len(srv.Discoveries(t)) > 0 })
+				testkit.WaitFor(t, "the VM's discovery", 120*time.Second, 250*time.Millisecond, func() bool { return len(srv.Discoveries(t)) > 0 })
 				d := srv.Discoveries(t)[0]
 				t.Logf("discovered after %s: MAC %s, UUID %s (qemu -uuid %s), arch %d", time.Since(start).Round(time.Second), d.MAC, d.UUID, vmUUID, d.Arch)
 				if d.MAC.String() != vmMAC || !d.HasArch || d.Arch != 0 || d.UUID != vmUUID {
@@ -100,23 +101,11 @@ func startVM(t *testing.T, n testNet) string {
 func ramdiskCommandLine(t *testing.T, console string) string {
 	t.Helper()
 	var line string
-	waitFor(t, 180*time.Second, console, func() bool {
+	testkit.WaitFor(t, "the ramdisk's command line on the console", 180*time.Second, 250*time.Millisecond, func() bool {
 		b, _ := os.ReadFile(console)
 		_, rest, ok := strings.Cut(string(b), marker)
 		line, _, _ = strings.Cut(rest, "\n")
 		return ok && strings.Contains(rest, "\n")
 	})
 	return line
-}
-
-// waitFor polls cond until it holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, console string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s", d)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
