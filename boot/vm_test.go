@@ -2,7 +2,6 @@ package boot
 
 import (
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -20,25 +19,6 @@ const (
 	marker = "BC-RAMDISK-UP cmdline: "
 )
 
-// ramdiskImage builds (or finds in its cache) the test ramdisk and returns its directory.
-func ramdiskImage(t *testing.T) string {
-	t.Helper()
-	for _, tool := range []string{"apt-get", "dpkg-deb", "cpio", "gzip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s to build the test ramdisk", tool)
-		}
-	}
-	out, err := exec.Command("../scripts/ramdisk-test-image.sh").Output()
-	if err != nil {
-		msg := err.Error()
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg += "\n" + string(ee.Stderr)
-		}
-		t.Fatalf("scripts/ramdisk-test-image.sh: %s", msg)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // TestVMBootsRamdisk PXE-boots a qemu VM (TCG, its built-in iPXE ROM, a tap device on
 // the test segment) from the boot server alone into the test ramdisk, and reads the
 // ramdisk's console line. In authoritative mode the VM starts without an entry: it is
@@ -50,7 +30,7 @@ func TestVMBootsRamdisk(t *testing.T) {
 	if _, err := os.Stat(vmROM); err != nil {
 		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
 	}
-	dir := ramdiskImage(t)
+	dir := testkit.RamdiskImage(t)
 	entry := map[string]Entry{vmMAC: {Kind: KindRamdisk, Ramdisk: Ramdisk{Kernel: "vmlinuz", Initrd: "initrd.img",
 		Token: "rt_vm", Registry: "https://registry.test:7443", Pins: []string{"sha256/AAAA", "sha256/BBBB", "sha256/CCCC"},
 		Args: []string{"console=ttyS0", "panic=-1"}}}}
