@@ -11,8 +11,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -146,25 +144,4 @@ func SparseFile(t testing.TB, path string, size int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// RamdiskImage builds (or finds in its cache) the test ramdisk with
-// scripts/ramdisk-test-image.sh and returns its directory; the test is skipped on a
-// machine without the tools that build it.
-func RamdiskImage(t testing.TB) string {
-	t.Helper()
-	for _, tool := range []string{"apt-get", "dpkg-deb", "cpio", "gzip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s to build the test ramdisk", tool)
-		}
-	}
-	out, err := exec.Command(filepath.Join(moduleRoot(), "scripts", "ramdisk-test-image.sh")).Output()
-	if err != nil {
-		msg := err.Error()
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg += "\n" + string(ee.Stderr)
-		}
-		t.Fatalf("scripts/ramdisk-test-image.sh: %s", msg)
-	}
-	return strings.TrimSpace(string(out))
 }
