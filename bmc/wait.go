@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 )
 
@@ -52,25 +53,13 @@ func WaitPower(ctx context.Context, p Power, want proto.PowerState, t Timing) er
 		case !Expired(ctx):
 			return err
 		}
-		if Expired(ctx) || Sleep(ctx, t.Interval) != nil {
+		if Expired(ctx) || clock.Sleep(ctx, clock.Real{}, t.Interval) != nil {
 			waited := time.Since(start).Round(time.Millisecond)
 			if last == "" {
 				return proto.Errorf(proto.Timeout, "waited %s for the machine to be %s: %v", waited, want, err)
 			}
 			return proto.Errorf(proto.Timeout, "the machine is still %s, not %s, after %s", last, want, waited)
 		}
-	}
-}
-
-// Sleep waits for d, or less when ctx ends first, returning ctx's error then.
-func Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/testkit"
 	"github.com/google/go-cmp/cmp"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
@@ -363,14 +364,7 @@ func TestHTTPTimeouts(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.HTTPIdleTimeout, cfg.HTTPStallTimeout = Duration(time.Second), Duration(time.Second)
 	const size = 256 << 20
-	f, err := os.Create(filepath.Join(cfg.RamdiskDir, "big"))
-	if err == nil {
-		err = f.Truncate(size)
-		f.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	testkit.SparseFile(t, filepath.Join(cfg.RamdiskDir, "big"), size)
 	s, err := New(cfg, Deps{Entries: entries{}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/better-compute/better-compute/boot/lease"
 	"github.com/better-compute/better-compute/e2e/netns"
+	"github.com/better-compute/better-compute/testkit"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -123,7 +124,7 @@ func TestVMBootsRamdiskThroughRelay(t *testing.T) {
 	if _, err := os.Stat(vmROM); err != nil {
 		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
 	}
-	dir := ramdiskImage(t)
+	dir := testkit.RamdiskImage(t)
 	r := newRoutedNet(t)
 	cfg := r.config(t)
 	cfg.RamdiskDir = dir

@@ -2,13 +2,13 @@ package boot
 
 import (
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/e2e/netns"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 const (
@@ -22,25 +22,6 @@ const (
 	endMarker = "BC-RAMDISK-END "
 )
 
-// ramdiskImage builds (or finds in its cache) the test ramdisk and returns its directory.
-func ramdiskImage(t *testing.T) string {
-	t.Helper()
-	for _, tool := range []string{"apt-get", "dpkg-deb", "cpio", "gzip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s to build the test ramdisk", tool)
-		}
-	}
-	out, err := exec.Command("../scripts/ramdisk-test-image.sh").Output()
-	if err != nil {
-		msg := err.Error()
-		if ee, ok := err.(*exec.ExitError); ok {
-			msg += "\n" + string(ee.Stderr)
-		}
-		t.Fatalf("scripts/ramdisk-test-image.sh: %s", msg)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // TestVMBootsRamdisk PXE-boots a qemu VM (TCG, its built-in iPXE ROM, a tap device on
 // the test segment) from the boot server alone into the test ramdisk, and reads the
 // ramdisk's console line. In authoritative mode the VM starts without an entry: it is
@@ -52,7 +33,7 @@ func TestVMBootsRamdisk(t *testing.T) {
 	if _, err := os.Stat(vmROM); err != nil {
 		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
 	}
-	dir := ramdiskImage(t)
+	dir := testkit.RamdiskImage(t)
 	entry := map[string]Entry{vmMAC: {Kind: KindRamdisk, Ramdisk: Ramdisk{Kernel: "vmlinuz", Initrd: "initrd.img",
 		Token: "rt_vm", Registry: "https://registry.test:7443", Pins: []string{"sha256/AAAA", "sha256/BBBB", "sha256/CCCC"},
 		Args: []string{"console=ttyS0", "panic=-1"}}}}
@@ -72,7 +53,7 @@ func TestVMBootsRamdisk(t *testing.T) {
 			console := startVM(t, n)
 			start := time.Now()
 			if mode == Authoritative {
-				waitFor(t, 120*time.Second, console, func() bool { return len(srv.Discoveries(t)) > 0 })
+				testkit.WaitFor(t, "the VM's discovery", 120*time.Second, 250*time.Millisecond, func() bool { return len(srv.Discoveries(t)) > 0 })
 				d := srv.Discoveries(t)[0]
 				t.Logf("discovered after %s: MAC %s, UUID %s (qemu -uuid %s), arch %d", time.Since(start).Round(time.Second), d.MAC, d.UUID, vmUUID, d.Arch)
 				if d.MAC.String() != vmMAC || !d.HasArch || d.Arch != 0 || d.UUID != vmUUID {
@@ -103,7 +84,7 @@ func startVM(t *testing.T, n testNet) string {
 func ramdiskCommandLine(t *testing.T, console string) string {
 	t.Helper()
 	var line string
-	waitFor(t, 180*time.Second, console, func() bool {
+	testkit.WaitFor(t, "the ramdisk's command line on the console", 180*time.Second, 250*time.Millisecond, func() bool {
 		b, _ := os.ReadFile(console)
 		var ok bool
 		line, ok = framedLine(string(b))
@@ -133,17 +114,5 @@ func framedLine(out string) (string, bool) {
 		if strings.HasPrefix(next, endMarker) && strings.TrimSpace(length) == strconv.Itoa(len(line)) {
 			return line, true
 		}
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after d.
-func waitFor(t *testing.T, d time.Duration, console string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s", d)
-		}
-		time.Sleep(250 * time.Millisecond)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 // newFakeClock is the clock tests move by hand.
@@ -224,13 +225,7 @@ func (h *harness) waitState(d string, st proto.ImageCacheState) proto.ImageCache
 // waitFor polls cond; the deadline only keeps a broken test from hanging.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, what, 60*time.Second, 5*time.Millisecond, cond)
 }
 
 // image is the desired-list entry for an artifact served at url.

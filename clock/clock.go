@@ -2,7 +2,8 @@
 // reads the time or waits (step timeouts, retry backoff, leases, periods, bandwidth)
 // takes a Clock, or a smaller interface of its own that a Clock satisfies: Real in the
 // binaries, Fake in tests, which advance it by hand and can wait until the code under
-// test is waiting on it. It imports nothing of the project.
+// test is waiting on it. Sleep waits on a Clock until a duration passes or a context
+// ends. It imports nothing of the project.
 package clock
 
 import "time"

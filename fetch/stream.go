@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/better-compute/better-compute/clock"
 )
 
 // StreamOptions tune a Stream. The zero value is usable.
@@ -175,7 +177,7 @@ func (s *Stream) Read(p []byte) (int, error) {
 			return 0, fmt.Errorf("GET %s: gave up after %d failed resumes at byte %d", redact(s.src.URL), failures, s.off)
 		}
 		failures++
-		if err := sleep(s.ctx, time.Duration(failures)*s.opts.RetryDelay); err != nil {
+		if err := clock.Sleep(s.ctx, clock.Real{}, time.Duration(failures)*s.opts.RetryDelay); err != nil {
 			return 0, err
 		}
 		s.resumes++
@@ -211,18 +213,4 @@ func (s *Stream) Close() error {
 	s.abort()
 	s.drop()
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -22,7 +22,7 @@ type rule struct {
 var rules = []rule{
 	{"proto", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "fetch", "clock", "testkit"}, "proto is the shared leaf: it imports nothing of the project but proto"},
 	{"fsutil", []string{"proto", "jsondoc", "labelexpr", "registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fetch", "clock", "testkit"}, "fsutil is a leaf"},
-	{"fetch", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "clock", "testkit"}, "fetch is a shared agent-side leaf: it imports nothing of the project but proto"},
+	{"fetch", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "testkit"}, "fetch is a shared agent-side leaf: it imports nothing of the project but proto and clock"},
 	{"hardware", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "fetch", "cli", "fsutil", "clock", "testkit"}, "hardware is a shared agent-side leaf: it imports nothing of the project but proto"},
 	{"jsondoc", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "fetch", "clock", "labelexpr", "testkit"}, "jsondoc is a general library: it imports nothing of the project but proto"},
 	{"labelexpr", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "fetch", "clock", "jsondoc", "testkit"}, "labelexpr is a general library: it imports nothing of the project but proto"},

@@ -69,6 +69,27 @@ func moduleRoot() string {
 	return filepath.Dir(filepath.Dir(file))
 }
 
+// RamdiskImage builds (or finds in its cache) the test ramdisk with
+// scripts/ramdisk-test-image.sh and returns its directory; the test is skipped on a
+// machine without the tools that build it.
+func RamdiskImage(t testing.TB) string {
+	t.Helper()
+	for _, tool := range []string{"apt-get", "dpkg-deb", "cpio", "gzip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s to build the test ramdisk", tool)
+		}
+	}
+	out, err := exec.Command(filepath.Join(moduleRoot(), "scripts", "ramdisk-test-image.sh")).Output()
+	if err != nil {
+		msg := err.Error()
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg += "\n" + string(ee.Stderr)
+		}
+		t.Fatalf("scripts/ramdisk-test-image.sh: %s", msg)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // Registry is a running `better-compute serve`.
 type Registry struct {
 	DataDir     string

@@ -218,12 +218,8 @@ func (a *Agent) Run(ctx context.Context) {
 			}
 		}
 		a.log.Info("registry session lost, reconnecting", "err", err, "attempt", attempt+1, "in", delay)
-		t := a.cfg.Clock.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if clock.Sleep(ctx, a.cfg.Clock, delay) != nil {
 			return
-		case <-t.C():
 		}
 	}
 }
@@ -341,17 +337,10 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 // left the agent waiting for its idle timeout; a ping's packet is answered, and the
 // agent learns at once that its session is gone.
 func (a *Agent) keepAlive(conn *quic.Conn) {
-	for {
-		t := a.cfg.Clock.NewTimer(a.cfg.KeepAlive)
-		select {
-		case <-conn.Context().Done():
-			t.Stop()
-			return
-		case <-t.C():
-			a.mu.Lock()
-			a.sendLocked(&proto.Message{Type: proto.MsgPing})
-			a.mu.Unlock()
-		}
+	for clock.Sleep(conn.Context(), a.cfg.Clock, a.cfg.KeepAlive) == nil {
+		a.mu.Lock()
+		a.sendLocked(&proto.Message{Type: proto.MsgPing})
+		a.mu.Unlock()
 	}
 }
 

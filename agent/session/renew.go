@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 )
 
@@ -69,12 +70,8 @@ func (a *Agent) KeepRenewed(ctx context.Context, save func(tls.Certificate) erro
 		if leaf := a.certificate().Leaf; leaf != nil && proto.RenewDue(leaf.NotBefore, leaf.NotAfter, a.cfg.Clock.Now()) {
 			a.renewOnce(ctx, leaf.NotAfter, save)
 		}
-		t := a.cfg.Clock.NewTimer(renewalCheck)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if clock.Sleep(ctx, a.cfg.Clock, renewalCheck) != nil {
 			return
-		case <-t.C():
 		}
 	}
 }

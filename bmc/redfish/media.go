@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"slices"
 
-	"github.com/better-compute/better-compute/bmc"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/schemas"
@@ -108,7 +108,7 @@ func (d *driver) waitMedia(ctx context.Context, id string, done func(*schemas.Vi
 		if done(vm) {
 			return nil
 		}
-		if bmc.Sleep(ctx, d.timing.Interval) != nil {
+		if clock.Sleep(ctx, clock.Real{}, d.timing.Interval) != nil {
 			return proto.Errorf(proto.Timeout, "redfish %s: virtual media %s still shows inserted %v, image %q", d.host, vm.ID, gofish.Deref(vm.Inserted), vm.Image)
 		}
 	}

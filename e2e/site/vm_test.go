@@ -51,7 +51,7 @@ func TestSiteBootsVM(t *testing.T) {
 	if _, err := os.Stat(vmROM); err != nil {
 		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
 	}
-	ramdisk := ramdiskImage(t)
+	ramdisk := testkit.RamdiskImage(t)
 	lan := netns.NewLAN(t)
 	siteNS := netns.New(t, "site")
 	lan.Attach(t, siteNS, "eth0", "10.77.0.1/24", "")
@@ -276,21 +276,6 @@ func writeSiteIdentity(ca *testkit.CA, dir, endpoint string) error {
 		ServingCA:         caPEM,
 		JoinEncryptionKey: []byte("{}"),
 	})
-}
-
-// ramdiskImage builds (or finds in its cache) the test ramdisk and returns its directory.
-func ramdiskImage(t *testing.T) string {
-	t.Helper()
-	for _, tool := range []string{"apt-get", "dpkg-deb", "cpio", "gzip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s to build the test ramdisk", tool)
-		}
-	}
-	out, err := exec.Command("../../scripts/ramdisk-test-image.sh").Output()
-	if err != nil {
-		t.Fatalf("scripts/ramdisk-test-image.sh: %v", err)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // startVM starts a VM held off (-S) that boots from its e1000 NIC on the segment, with

@@ -8,6 +8,7 @@ package dcgm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 
@@ -94,13 +95,13 @@ func (r Runner) Run(ctx context.Context, level int) (proto.DCGMResult, error) {
 		return proto.DCGMResult{}, proto.Errorf(proto.Unsupported,
 			"diag.dcgm: this machine has no NVIDIA GPU (no PCI display function of vendor 10de under %s)", filepath.Join(r.root(), "sys/bus/pci/devices")).WithReason(proto.ReasonNoGPU)
 	}
-	dcgmi, err := exec.LookPath(or(r.DCGMI, "dcgmi"))
+	dcgmi, err := exec.LookPath(cmp.Or(r.DCGMI, "dcgmi"))
 	if err != nil {
 		return proto.DCGMResult{}, proto.Errorf(proto.Unsupported,
 			"diag.dcgm: %d NVIDIA GPU(s), but no DCGM (%v): install datacenter-gpu-manager on the OS, or boot a ramdisk that carries it", len(gpus), err).WithReason(proto.ReasonDCGMMissing)
 	}
 	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, or(r.Timeout, DefaultTimeout))
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(r.Timeout, DefaultTimeout))
 	defer cancel()
 	host, stop, err := r.hostEngine(ctx)
 	if parent.Err() != nil {
@@ -123,7 +124,7 @@ func (r Runner) Run(ctx context.Context, level int) (proto.DCGMResult, error) {
 		return proto.DCGMResult{}, parent.Err()
 	}
 	if ctx.Err() != nil {
-		return proto.DCGMResult{}, proto.Errorf(proto.Timeout, "diag.dcgm: dcgmi did not finish within %s: stopped", or(r.Timeout, DefaultTimeout))
+		return proto.DCGMResult{}, proto.Errorf(proto.Timeout, "diag.dcgm: dcgmi did not finish within %s: stopped", cmp.Or(r.Timeout, DefaultTimeout))
 	}
 	res, err := Parse(stdout.Bytes())
 	if err != nil {
@@ -140,11 +141,11 @@ func (r Runner) Run(ctx context.Context, level int) (proto.DCGMResult, error) {
 // stops the started engine.
 func (r Runner) hostEngine(ctx context.Context) (host string, stop func(), err error) {
 	d := net.Dialer{Timeout: time.Second}
-	if c, err := d.DialContext(ctx, "tcp", or(r.HostEngineAddr, DefaultHostEngine)); err == nil {
+	if c, err := d.DialContext(ctx, "tcp", cmp.Or(r.HostEngineAddr, DefaultHostEngine)); err == nil {
 		c.Close()
-		return or(r.HostEngineAddr, DefaultHostEngine), func() {}, nil
+		return cmp.Or(r.HostEngineAddr, DefaultHostEngine), func() {}, nil
 	}
-	engine, err := exec.LookPath(or(r.HostEngine, "nv-hostengine"))
+	engine, err := exec.LookPath(cmp.Or(r.HostEngine, "nv-hostengine"))
 	if err != nil {
 		return "", nil, proto.Errorf(proto.Unsupported,
 			"diag.dcgm: no host engine runs and nv-hostengine is missing (%v): install datacenter-gpu-manager", err).WithReason(proto.ReasonDCGMMissing)
@@ -208,21 +209,13 @@ func command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-func (r Runner) root() string { return or(r.Root, "/") }
+func (r Runner) root() string { return cmp.Or(r.Root, "/") }
 
 func (r Runner) log() *slog.Logger {
 	if r.Log == nil {
 		return slog.New(slog.DiscardHandler)
 	}
 	return r.Log
-}
-
-func or[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
 
 // limited keeps the first maxOutput bytes written to it and drops the rest.

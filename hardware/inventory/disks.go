@@ -13,15 +13,12 @@ import (
 // device-mapper and other virtual devices have no device link), sorted by name.
 func Disks(root string) ([]proto.DiskInfo, error) {
 	dir := filepath.Join(root, "sys/block")
-	names, err := entries(dir)
+	names, err := devices(dir)
 	if err != nil {
 		return nil, err
 	}
 	disks := []proto.DiskInfo{}
 	for _, name := range names {
-		if !exists(dir, name, "device") {
-			continue
-		}
 		disks = append(disks, proto.DiskInfo{
 			Name:       name,
 			SizeBytes:  sectors(number(dir, name, "size")),

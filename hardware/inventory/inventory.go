@@ -5,12 +5,14 @@
 package inventory
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +41,7 @@ const smiTimeout = time.Minute
 // NVLinks. nvidia-smi failing (no driver loaded, as on a ramdisk without one) leaves
 // those fields empty.
 func (r Reader) Read(ctx context.Context) (proto.HardwareInventory, error) {
-	hw, err := Read(or(r.Root, "/"))
+	hw, err := Read(cmp.Or(r.Root, "/"))
 	if err != nil {
 		return hw, err
 	}
@@ -86,7 +88,7 @@ func MergeSMI(gpus []proto.GPUInfo, smi SMI, nvlinks map[string]int) {
 func (r Reader) smi(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, smiTimeout)
 	defer cancel()
-	return exec.CommandContext(ctx, or(r.NvidiaSMI, "nvidia-smi"), args...).Output()
+	return exec.CommandContext(ctx, cmp.Or(r.NvidiaSMI, "nvidia-smi"), args...).Output()
 }
 
 func (r Reader) log() *slog.Logger {
@@ -129,13 +131,6 @@ func Sections(hw proto.HardwareInventory) map[string]json.RawMessage {
 		}
 	}
 	return out
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 // Read reads every section under root ("/" on a machine). A file that is missing or
@@ -197,6 +192,13 @@ func entries(dir string) ([]string, error) {
 		names = append(names, de.Name())
 	}
 	return names, nil
+}
+
+// devices lists the entries of a sysfs class directory that a device backs (they have a
+// device link; virtual ones have none), sorted; none when the directory is missing.
+func devices(dir string) ([]string, error) {
+	names, err := entries(dir)
+	return slices.DeleteFunc(names, func(name string) bool { return !exists(dir, name, "device") }), err
 }
 
 // exists reports whether path exists (a symlink counts as itself).

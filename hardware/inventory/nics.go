@@ -12,15 +12,12 @@ import (
 // bridges and other virtual interfaces have none), sorted by name.
 func NICs(root string) ([]proto.NICInfo, error) {
 	dir := filepath.Join(root, "sys/class/net")
-	names, err := entries(dir)
+	names, err := devices(dir)
 	if err != nil {
 		return nil, err
 	}
 	nics := []proto.NICInfo{}
 	for _, name := range names {
-		if !exists(dir, name, "device") {
-			continue
-		}
 		nic := proto.NICInfo{Name: name, MAC: strings.ToLower(text(dir, name, "address")), Link: text(dir, name, "operstate")}
 		if target, err := os.Readlink(filepath.Join(dir, name, "device", "driver")); err == nil {
 			nic.Driver = filepath.Base(target)

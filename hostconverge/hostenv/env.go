@@ -93,6 +93,22 @@ func programError(ctx context.Context, name string, args []string, err error) er
 	return proto.Errorf(proto.DriverError, "%s: %w", cmd, err)
 }
 
+// EnsureService has systemd run unit: enabled and started when it is not both, else
+// restarted when restartFor gives a reason ("its new package"), each recorded as a
+// correction; nothing is done to a unit enabled and active with no reason to restart.
+func (p *Pass) EnsureService(ctx context.Context, unit, restartFor string) error {
+	enabled, active, err := p.ServiceState(ctx, unit)
+	switch {
+	case err != nil:
+		return err
+	case enabled != "enabled" || active != "active":
+		_, err = p.Change(ctx, "enabled and started "+unit+" (it was "+enabled+", "+active+")", "systemctl", "enable", "--now", unit)
+	case restartFor != "":
+		_, err = p.Change(ctx, "restarted "+unit+" for "+restartFor, "systemctl", "restart", unit)
+	}
+	return err
+}
+
 // ServiceState returns how systemd has a unit: its is-enabled state (enabled, disabled,
 // not-found, ...) and its is-active state (active, inactive, failed, ...). systemctl
 // answers a unit that is not enabled or not active with a non-zero status and the state

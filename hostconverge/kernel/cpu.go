@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"errors"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -75,7 +76,7 @@ func setGovernors(p *hostenv.Pass, want string) error {
 		}
 		changed[cur] = append(changed[cur], cpu)
 	}
-	for _, old := range sortedKeys(changed) {
+	for _, old := range slices.Sorted(maps.Keys(changed)) {
 		cpus := changed[old]
 		slices.Sort(cpus)
 		p.Corrected("set the governor of CPUs %s %s -> %s", FormatRanges(cpus), old, want)

@@ -3,6 +3,7 @@ package kernel
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 
@@ -56,7 +57,7 @@ func Modules(ctx context.Context, p *hostenv.Pass, s *hostunit.KernelModules) er
 			errs = append(errs, err)
 		}
 	}
-	for _, module := range sortedKeys(s.Options) {
+	for _, module := range slices.Sorted(maps.Keys(s.Options)) {
 		c := hostunit.CanonicalModule(module)
 		if !loadedBefore[c] {
 			continue
@@ -129,7 +130,7 @@ func renderModprobe(options map[string]string) []byte {
 	}
 	var b strings.Builder
 	b.WriteString(header("kernel-modules"))
-	for _, module := range sortedKeys(options) {
+	for _, module := range slices.Sorted(maps.Keys(options)) {
 		b.WriteString("options " + module + " " + strings.Join(strings.Fields(options[module]), " ") + "\n")
 	}
 	return []byte(b.String())
@@ -149,13 +150,4 @@ func ensureOrRemove(p *hostenv.Pass, name string, data []byte) error {
 		_, err = p.EnsureFile(name, data, 0o644)
 	}
 	return err
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

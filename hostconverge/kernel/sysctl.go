@@ -3,6 +3,8 @@ package kernel
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/better-compute/better-compute/hostconverge/hostenv"
@@ -18,7 +20,7 @@ const SysctlConf = "/etc/sysctl.d/90-better-compute.conf"
 // sets each live value under /proc/sys that differs. A sysctl this kernel lacks fails the
 // unit after the others are set.
 func Sysctl(ctx context.Context, p *hostenv.Pass, s *hostunit.Sysctl) error {
-	names := sortedKeys(s.Values)
+	names := slices.Sorted(maps.Keys(s.Values))
 	for _, name := range names {
 		if why := hostunit.RefusedSysctl(name, s.Values[name]); why != "" {
 			return proto.Errorf(proto.InvalidConfig, "%s", why).WithPath(name)

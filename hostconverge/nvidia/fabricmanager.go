@@ -49,14 +49,9 @@ func FabricManager(ctx context.Context, p *hostenv.Pass, _ *hostunit.FabricManag
 		p.RebootFor("the fabric manager %s starts once the driver %s is loaded", version, version)
 		return nil
 	}
-	enabled, active, err := p.ServiceState(ctx, FabricManagerService)
-	switch {
-	case err != nil:
-		return err
-	case enabled != "enabled" || active != "active":
-		_, err = p.Change(ctx, "enabled and started "+FabricManagerService+" (it was "+enabled+", "+active+")", "systemctl", "enable", "--now", FabricManagerService)
-	case installedNow:
-		_, err = p.Change(ctx, "restarted "+FabricManagerService+" for its new package", "systemctl", "restart", FabricManagerService)
+	restartFor := ""
+	if installedNow {
+		restartFor = "its new package"
 	}
-	return err
+	return p.EnsureService(ctx, FabricManagerService, restartFor)
 }

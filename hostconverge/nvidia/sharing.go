@@ -71,16 +71,11 @@ func ensureMPS(ctx context.Context, p *hostenv.Pass, replicas int) error {
 			return err
 		}
 	}
-	enabled, active, err := p.ServiceState(ctx, MPSService)
-	switch {
-	case err != nil:
-		return err
-	case enabled != "enabled" || active != "active":
-		_, err = p.Change(ctx, "enabled and started "+MPSService+" (it was "+enabled+", "+active+")", "systemctl", "enable", "--now", MPSService)
-	case changed:
-		_, err = p.Change(ctx, "restarted "+MPSService+" for its new settings", "systemctl", "restart", MPSService)
+	restartFor := ""
+	if changed {
+		restartFor = "its new settings"
 	}
-	return err
+	return p.EnsureService(ctx, MPSService, restartFor)
 }
 
 // removeMPS stops, disables and removes the MPS service when its file is there.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,8 +12,6 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/registry/store"
-	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
 // FuzzServe sends any request to the API over a real store, on the admin socket (every
@@ -22,9 +19,7 @@ import (
 // success or a proto error whose HTTP status is its code's, never INTERNAL; a path
 // that names no method, or a method other than POST, is NOT_FOUND.
 func FuzzServe(f *testing.F) {
-	st := storetest.Open(f, store.Options{})
-	s := NewServer(st, slog.New(slog.DiscardHandler))
-	s.RegisterAll()
+	_, s := serve(f)
 	host := s.HostHandler()
 	for _, c := range []struct{ method, name, body string }{
 		{"POST", "tenants.list", `{}`},

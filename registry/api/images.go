@@ -56,11 +56,7 @@ type ImageList struct {
 func (s *Server) registerImages() {
 	verifier := image.Allowlist{}
 	Handle(s, "images.register", ActionImagesPublish, func(_ context.Context, c *Caller, req RegisterImageRequest) (out Image, err error) {
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			img, err := image.Register(tx, verifier, tenant, image.RegisterRequest{Ref: req.Ref, Kind: req.Kind, Format: req.Format,
 				Compression: req.Compression, SHA256: req.SHA256, SizeBytes: req.SizeBytes, Source: req.Source, SignerID: req.SignerID, Signature: req.Signature})
 			out = imageOf(img)
@@ -72,12 +68,9 @@ func (s *Server) registerImages() {
 		if (req.ID == "") == (req.Ref == "") {
 			return out, proto.Errorf(proto.InvalidInput, "name the image by its id or by its ref: one of the two").WithPath("id")
 		}
-		err = s.store.View(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.View, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			var img store.Image
+			var err error
 			if req.Ref != "" {
 				img, err = image.ResolveImage(tx, tenant, req.Ref)
 			} else {
@@ -97,11 +90,7 @@ func (s *Server) registerImages() {
 		return out, err
 	})
 	Handle(s, "images.promote", ActionImagesPublish, func(_ context.Context, c *Caller, req ImageRequest) (out Image, err error) {
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			img, err := image.Promote(tx, tenant, req.ID)
 			out = imageOf(img)
 			return c.elsewhere(err, "", tenant, imageOwner(tx, req.ID))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/registry/metal"
@@ -65,11 +66,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 		if err := svc.CheckPoolPolicy(policy); err != nil {
 			return out, err
 		}
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			p, err := tx.CreatePool(store.Pool{Tenant: tenant, Name: req.Name, Site: req.SiteID, Policy: policy})
 			out = poolOf(p)
 			return err
@@ -77,11 +74,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 		return out, err
 	})
 	Handle(s, "pools.get", ActionPoolsManage, func(_ context.Context, c *Caller, req PoolRequest) (out Pool, err error) {
-		err = s.store.View(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.View, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			p, err := tx.Pool(tenant, req.Name)
 			out = poolOf(p)
 			return c.elsewhere(err, "", tenant, poolOwner(tx, req.Name))
@@ -108,11 +101,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 				return out, err
 			}
 		}
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			old, err := tx.Pool(tenant, req.Name)
 			if err != nil {
 				return c.elsewhere(err, "", tenant, poolOwner(tx, req.Name))
@@ -165,7 +154,7 @@ func checkRefs(refs []string, path string, limit int, what string) error {
 		return proto.Errorf(proto.InvalidInput, "a pool has at most %d %s", limit, what).WithPath(path)
 	}
 	for i, ref := range refs {
-		at := indexPath(path, i)
+		at := string(jsondoc.Path(path).Index(i))
 		if _, _, err := image.ParseUseRef(ref); err != nil {
 			return proto.AsError(err).WithPath(at)
 		}

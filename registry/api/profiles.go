@@ -165,11 +165,7 @@ func (ps *profiles) create(_ context.Context, c *Caller, req CreateProfileReques
 	if ps.isShipped(p.ID()) {
 		return out, proto.Errorf(proto.Conflict, "profile id %s is reserved: a shipped profile has it, for every tenant; give yours another id", p.ID()).WithPath("id").WithReason(proto.ReasonReservedID)
 	}
-	err = ps.srv.store.Update(func(tx *store.Tx) error {
-		tenant, err := c.TenantFor(tx, req.TenantID)
-		if err != nil {
-			return err
-		}
+	err = inTenant(ps.srv.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 		rec, err := tx.CreateProfile(store.ProfileRecord{
 			Tenant: tenant, ID: p.ID(), Version: p.Version(), Visibility: req.Visibility, Document: p.Document(),
 		})
@@ -312,9 +308,9 @@ func (ps *profiles) render(_ context.Context, c *Caller, key ProfileKey) (out Re
 	if err != nil {
 		return out, err
 	}
-	p, err := profile.Define(rec.Document)
+	p, err := profile.DefineStored(rec.ID, rec.Version, rec.Document)
 	if err != nil {
-		return out, proto.Errorf(proto.InvalidState, "stored profile %s no longer passes the checks (%v): run `profiles validate`", profileLabel(rec.ID, rec.Version), err)
+		return out, err
 	}
 	return Rendering{TenantID: rec.Tenant, ID: rec.ID, Version: rec.Version, Steps: viewsOf(profile.Render(p), renderedOf)}, nil
 }
@@ -333,12 +329,9 @@ func (ps *profiles) update(_ context.Context, c *Caller, req UpdateProfileReques
 			return out, proto.Errorf(proto.InvalidInput, "the document is %s, not the version named by the request", profileLabel(p.ID(), p.Version())).WithPath("id")
 		}
 	}
-	err = ps.srv.store.Update(func(tx *store.Tx) error {
-		tenant, err := c.TenantFor(tx, req.TenantID)
-		if err != nil {
-			return err
-		}
+	err = inTenant(ps.srv.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 		var rec store.ProfileRecord
+		var err error
 		if hasDoc {
 			rec, err = tx.ReplaceProfileDocument(tenant, p.ID(), p.Version(), req.IfVersion, p.Document())
 		} else {

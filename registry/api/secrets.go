@@ -68,11 +68,7 @@ type DeletedSecret struct {
 // agents whose NodeSpec names a secret get it, over the agent plane.
 func (s *Server) RegisterSecrets(box *secret.Box) {
 	Handle(s, "secrets.put", ActionSecretsManage, func(_ context.Context, c *Caller, req PutSecretRequest) (out PutSecret, err error) {
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			sec, replaced, err := box.PutTenant(tx, tenant, req.Ref, req.Value)
 			out = PutSecret{Secret: secretView(sec), Replaced: replaced}
 			return err
@@ -94,11 +90,7 @@ func (s *Server) RegisterSecrets(box *secret.Box) {
 		if err := secret.CheckRef(req.Ref); err != nil {
 			return out, err
 		}
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			out = DeletedSecret{TenantID: tenant, Ref: req.Ref}
 			return tx.DeleteTenantSecret(tenant, req.Ref)
 		})

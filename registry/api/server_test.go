@@ -14,7 +14,18 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 )
+
+// serve opens a store for t and an API server over it with every method registered.
+func serve(t testing.TB) (*store.Store, *Server) {
+	t.Helper()
+	st := storetest.Open(t, store.Options{})
+	s := NewServer(st, slog.New(slog.DiscardHandler))
+	s.RegisterAll()
+	return st, s
+}
 
 // call posts body to method on srv and returns the status, the Retry-After header and the
 // error answered.
@@ -114,5 +125,92 @@ func TestObserverLabelsStayBounded(t *testing.T) {
 	want := []string{"test.ok OK", "test.ok INVALID_INPUT", "unknown NOT_FOUND", "unknown NOT_FOUND", "unknown NOT_FOUND"}
 	if strings.Join(obs.calls, ", ") != strings.Join(want, ", ") {
 		t.Errorf("observed %q, want %q", obs.calls, want)
+	}
+}
+
+// TestListsPageAlike: every list reached through listPage answers an empty page as []
+// (never null), refuses a limit beyond the largest page as INVALID_INPUT at limit, and
+// the root-only lists answer another tenant's credential FORBIDDEN.
+func TestListsPageAlike(t *testing.T) {
+	st, s := serve(t)
+	actions := []string{ActionTenantsManage, ActionSitesManage, ActionTokensManage}
+	var root, acme string
+	storetest.Update(t, st, func(tx *store.Tx) (err error) {
+		for _, tenant := range []string{store.RootTenant, "acme"} {
+			if _, err = tx.CreateTenant(tenant); err != nil {
+				return err
+			}
+		}
+		if _, root, err = tx.CreateCredential(store.RootTenant, actions, time.Now().Add(time.Hour)); err != nil {
+			return err
+		}
+		_, acme, err = tx.CreateCredential("acme", actions, time.Now().Add(time.Hour))
+		return err
+	})
+	lists := map[string]struct {
+		h        http.Handler
+		key      string
+		rootOnly bool
+	}{
+		"sites.list":   {s, "sites", true},
+		"tokens.list":  {s, "tokens", true},
+		"signers.list": {s.HostHandler(), "signers", false},
+	}
+	for method, l := range lists {
+		t.Run(method, func(t *testing.T) {
+			c := NewHandlerClient(l.h, root)
+			var got map[string]any
+			if err := c.Call(context.Background(), method, struct{}{}, &got); err != nil {
+				t.Fatal(err)
+			}
+			if items, ok := got[l.key].([]any); !ok || len(items) != 0 {
+				t.Errorf("an empty page: %s is %#v, want []", l.key, got[l.key])
+			}
+			err := c.Call(context.Background(), method, map[string]int{"limit": store.MaxPage + 1}, &got)
+			if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != "limit" {
+				t.Errorf("a limit beyond the largest page: %v, want INVALID_INPUT at limit", err)
+			}
+			if l.rootOnly {
+				if err := NewHandlerClient(l.h, acme).Call(context.Background(), method, struct{}{}, &got); proto.CodeOf(err) != proto.Forbidden {
+					t.Errorf("another tenant's credential: %v, want FORBIDDEN", err)
+				}
+			}
+		})
+	}
+	var tenants TenantList
+	if err := NewHandlerClient(s, root).Call(context.Background(), "tenants.list", struct{}{}, &tenants); err != nil || len(tenants.Tenants) == 0 {
+		t.Errorf("tenants.list: %+v, %v", tenants, err)
+	}
+	if err := NewHandlerClient(s, root).Call(context.Background(), "tenants.list", map[string]int{"limit": store.MaxPage + 1}, &tenants); proto.CodeOf(err) != proto.InvalidInput {
+		t.Errorf("tenants.list beyond the largest page: %v, want INVALID_INPUT", err)
+	}
+	if err := NewHandlerClient(s, acme).Call(context.Background(), "tenants.list", struct{}{}, &tenants); proto.CodeOf(err) != proto.Forbidden {
+		t.Errorf("tenants.list by another tenant: %v, want FORBIDDEN", err)
+	}
+}
+
+// TestAnUnknownSiteIsNotFoundAtSiteID: every sites call that names a site answers one
+// that does not exist NOT_FOUND at siteId.
+func TestAnUnknownSiteIsNotFoundAtSiteID(t *testing.T) {
+	st, s := serve(t)
+	var root string
+	storetest.Update(t, st, func(tx *store.Tx) (err error) {
+		if _, err = tx.CreateTenant(store.RootTenant); err != nil {
+			return err
+		}
+		_, root, err = tx.CreateCredential(store.RootTenant, []string{ActionSitesManage}, time.Now().Add(time.Hour))
+		return err
+	})
+	for method, body := range map[string]any{
+		"sites.update":    map[string]any{"siteId": "rack-9", "imageSources": []string{}},
+		"sites.locations": SiteRequest{SiteID: "rack-9"},
+		"sites.inventory": SiteRequest{SiteID: "rack-9"},
+		"sites.cachePlan": SiteRequest{SiteID: "rack-9"},
+	} {
+		var out map[string]any
+		err := NewHandlerClient(s, root).Call(context.Background(), method, body, &out)
+		if e := proto.AsError(err); e.Code != proto.NotFound || e.Details.Path != "siteId" {
+			t.Errorf("%s of an unknown site: %v, want NOT_FOUND at siteId", method, err)
+		}
 	}
 }

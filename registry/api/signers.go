@@ -63,20 +63,16 @@ func (s *Server) registerSigners() {
 		return out, err
 	})
 	HandleHost(s, "signers.list", func(_ context.Context, c *Caller, req ListSignersRequest) (out SignerList, err error) {
-		page, err := req.Page()
-		if err != nil {
-			return out, err
-		}
-		err = s.store.View(func(tx *store.Tx) error {
+		out.Signers, out.NextCursor, err = listPage(s.store, req.ListRequest, func(tx *store.Tx, page store.Page) ([]ImageSigner, string, error) {
 			tenant := ""
 			if req.TenantID != "" {
+				var err error
 				if tenant, err = c.TenantFor(tx, req.TenantID); err != nil {
-					return err
+					return nil, "", err
 				}
 			}
 			signers, next, err := tx.ImageSigners(tenant, page)
-			out.Signers, out.NextCursor = viewsOf(signers, signerOf), next
-			return err
+			return viewsOf(signers, signerOf), next, err
 		})
 		return out, err
 	})

@@ -91,8 +91,8 @@ func (s *Server) registerSites() {
 			return out, proto.Errorf(proto.InvalidInput, "sites.update needs what to change: give bmcNetworks (--bmc-networks), imageSources (--image-sources) or both")
 		}
 		err = s.store.Update(func(tx *store.Tx) (err error) {
-			if site, err = tx.Site(req.SiteID); err != nil {
-				return proto.AsError(err).WithPath("siteId")
+			if site, err = requestedSite(tx, req.SiteID); err != nil {
+				return err
 			}
 			if req.BMCNetworks != nil {
 				if site, err = tx.SetSiteBMCNetworks(site.ID, *req.BMCNetworks); err != nil {
@@ -110,14 +110,9 @@ func (s *Server) registerSites() {
 		if err := rootOnly(c); err != nil {
 			return out, err
 		}
-		page, err := req.Page()
-		if err != nil {
-			return out, err
-		}
-		err = s.store.View(func(tx *store.Tx) error {
+		out.Sites, out.NextCursor, err = listPage(s.store, req, func(tx *store.Tx, page store.Page) ([]Site, string, error) {
 			sites, next, err := tx.Sites(page)
-			out.Sites, out.NextCursor = viewsOf(sites, siteOf), next
-			return err
+			return viewsOf(sites, siteOf), next, err
 		})
 		return out, err
 	})
@@ -140,8 +135,8 @@ func (s *Server) registerSites() {
 			return out, err
 		}
 		err = s.store.View(func(tx *store.Tx) (err error) {
-			if _, err := tx.Site(req.SiteID); err != nil {
-				return proto.AsError(err).WithPath("siteId")
+			if _, err := requestedSite(tx, req.SiteID); err != nil {
+				return err
 			}
 			locs, err := tx.ImageLocations(req.SiteID)
 			out.Locations = viewsOf(locs, locationOf)
@@ -155,8 +150,8 @@ func (s *Server) registerSites() {
 		}
 		out.Agent = site.Agent(req.SiteID)
 		err = s.store.View(func(tx *store.Tx) (err error) {
-			if _, err := tx.Site(req.SiteID); err != nil {
-				return proto.AsError(err).WithPath("siteId")
+			if _, err := requestedSite(tx, req.SiteID); err != nil {
+				return err
 			}
 			sections, err := tx.Inventory(out.Agent)
 			out.Sections = viewsOf(sections, sectionOf)
@@ -164,4 +159,14 @@ func (s *Server) registerSites() {
 		})
 		return out, err
 	})
+}
+
+// requestedSite reads the site a request names by siteId; an unknown one is NOT_FOUND
+// at siteId.
+func requestedSite(tx *store.Tx, id string) (store.Site, error) {
+	site, err := tx.Site(id)
+	if err != nil {
+		return site, proto.AsError(err).WithPath("siteId")
+	}
+	return site, nil
 }

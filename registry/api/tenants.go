@@ -3,9 +3,9 @@ package api
 import (
 	"context"
 	"slices"
-	"strconv"
 	"time"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -29,26 +29,46 @@ func (r ListRequest) Page() (store.Page, error) {
 	return store.Page{Cursor: r.Cursor, Limit: r.Limit}, nil
 }
 
-// tenantPage reads one page of a tenant's list for the caller: the paging checked, the
-// tenant resolved for the caller (another tenant is NOT_FOUND), and list run in one read
+// inTenant runs fn in the transaction txn opens (the store's View or Update) with the
+// caller's tenant for tenantID resolved in it: another tenant is NOT_FOUND, and fn does
+// not run.
+func inTenant(txn func(func(*store.Tx) error) error, c *Caller, tenantID string, fn func(tx *store.Tx, tenant string) error) error {
+	return txn(func(tx *store.Tx) error {
+		tenant, err := c.TenantFor(tx, tenantID)
+		if err != nil {
+			return err
+		}
+		return fn(tx, tenant)
+	})
+}
+
+// listPage reads one page of a list: the paging checked, and list run in one read
 // transaction. An empty page is an empty slice, which JSON shows as [], never null.
-func tenantPage[T any](st *store.Store, c *Caller, tenantID string, req ListRequest, list func(tx *store.Tx, tenant string, page store.Page) ([]T, string, error)) (items []T, next string, err error) {
+func listPage[T any](st *store.Store, req ListRequest, list func(tx *store.Tx, page store.Page) ([]T, string, error)) (items []T, next string, err error) {
 	page, err := req.Page()
 	if err != nil {
 		return nil, "", err
 	}
 	err = st.View(func(tx *store.Tx) error {
-		tenant, err := c.TenantFor(tx, tenantID)
-		if err != nil {
-			return err
-		}
-		items, next, err = list(tx, tenant, page)
+		items, next, err = list(tx, page)
 		return err
 	})
 	if items == nil {
 		items = []T{}
 	}
 	return items, next, err
+}
+
+// tenantPage reads one page of a tenant's list for the caller as listPage does, the
+// tenant resolved for the caller in the same transaction (another tenant is NOT_FOUND).
+func tenantPage[T any](st *store.Store, c *Caller, tenantID string, req ListRequest, list func(tx *store.Tx, tenant string, page store.Page) ([]T, string, error)) ([]T, string, error) {
+	return listPage(st, req, func(tx *store.Tx, page store.Page) ([]T, string, error) {
+		tenant, err := c.TenantFor(tx, tenantID)
+		if err != nil {
+			return nil, "", err
+		}
+		return list(tx, tenant, page)
+	})
 }
 
 // TenantList is the answer of tenants.list.
@@ -125,14 +145,9 @@ func (s *Server) registerTenants() {
 		if c.Tenant != store.RootTenant {
 			return out, proto.Errorf(proto.Forbidden, "only the root tenant's credentials list tenants")
 		}
-		page, err := req.Page()
-		if err != nil {
-			return out, err
-		}
-		err = s.store.View(func(tx *store.Tx) error {
+		out.Tenants, out.NextCursor, err = listPage(s.store, req, func(tx *store.Tx, page store.Page) ([]Tenant, string, error) {
 			tenants, next, err := tx.Tenants(page)
-			out.Tenants, out.NextCursor = viewsOf(tenants, tenantOf), next
-			return err
+			return viewsOf(tenants, tenantOf), next, err
 		})
 		return out, err
 	})
@@ -140,11 +155,7 @@ func (s *Server) registerTenants() {
 		if err := checkGrant(c, req.Actions); err != nil {
 			return out, err
 		}
-		err = s.store.Update(func(tx *store.Tx) error {
-			tenant, err := c.TenantFor(tx, req.TenantID)
-			if err != nil {
-				return err
-			}
+		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			expires, err := grantExpiry(tx, c, req.ExpiresAt)
 			if err != nil {
 				return err
@@ -206,13 +217,14 @@ func checkGrant(c *Caller, actions []string) error {
 		return proto.Errorf(proto.InvalidInput, "name at least one action: %v", Actions).WithPath("actions")
 	}
 	for i, a := range actions {
+		at := string(jsondoc.Path("actions").Index(i))
 		switch {
 		case a == ActionAll:
-			return proto.Errorf(proto.InvalidInput, "%q (every action) is held only by the admin credential of the registry's first start and is never granted: name the actions the credential needs, from %v", a, Actions).WithPath(indexPath("actions", i))
+			return proto.Errorf(proto.InvalidInput, "%q (every action) is held only by the admin credential of the registry's first start and is never granted: name the actions the credential needs, from %v", a, Actions).WithPath(at)
 		case !slices.Contains(Actions, a):
-			return proto.Errorf(proto.InvalidInput, "unknown action %.64q: the actions are %v", a, Actions).WithPath(indexPath("actions", i))
+			return proto.Errorf(proto.InvalidInput, "unknown action %.64q: the actions are %v", a, Actions).WithPath(at)
 		case !c.Can(a):
-			return proto.Errorf(proto.Forbidden, "a credential cannot grant %q, which it does not hold itself", a).WithPath(indexPath("actions", i))
+			return proto.Errorf(proto.Forbidden, "a credential cannot grant %q, which it does not hold itself", a).WithPath(at)
 		}
 	}
 	return nil
@@ -252,5 +264,3 @@ func checkNotLastAdmin(tx *store.Tx, cred store.Credential) error {
 	}
 	return proto.Errorf(proto.Forbidden, "credential %s is the platform's last one holding %q (the admin credential of the first start): revoking it would leave nobody able to manage tenants, so it cannot be revoked", cred.ID, ActionAll).WithPath("id")
 }
-
-func indexPath(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }

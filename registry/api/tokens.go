@@ -91,21 +91,10 @@ func (s *Server) registerTokens() {
 		if err := rootOnly(c, "list"); err != nil {
 			return out, err
 		}
-		page, err := req.Page()
-		if err != nil {
-			return out, err
-		}
-		err = s.store.View(func(tx *store.Tx) error {
+		out.Tokens, out.NextCursor, err = listPage(s.store, req, func(tx *store.Tx, page store.Page) ([]Token, string, error) {
 			toks, next, err := tx.JoinTokens(page)
-			out.NextCursor = next
-			for _, t := range toks {
-				out.Tokens = append(out.Tokens, tokenView(t))
-			}
-			return err
+			return viewsOf(toks, tokenView), next, err
 		})
-		if out.Tokens == nil {
-			out.Tokens = []Token{}
-		}
 		return out, err
 	})
 }

@@ -45,9 +45,9 @@ func (s *Server) RegisterUserData(u UserDataPreviewer) {
 		if err != nil {
 			return out, err
 		}
-		p, err := profile.Define(rec.Document)
+		p, err := profile.DefineStored(rec.ID, rec.Version, rec.Document)
 		if err != nil {
-			return out, proto.Errorf(proto.InvalidState, "stored profile %s no longer passes the checks (%v): run `profiles validate`", profileLabel(rec.ID, rec.Version), err)
+			return out, err
 		}
 		ud, ok := p.UserData()
 		if !ok {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +15,7 @@ import (
 // record through the in-process client, never its secret; an unknown secret and a revoked
 // credential are UNAUTHENTICATED through it as over the network.
 func TestWhoamiThroughTheHandlerClient(t *testing.T) {
-	st := storetest.Open(t, store.Options{})
-	s := NewServer(st, slog.New(slog.DiscardHandler))
-	s.RegisterAll()
+	st, s := serve(t)
 	var cred store.Credential
 	var secret string
 	expires := time.Now().Add(time.Hour).UTC().Truncate(time.Second)

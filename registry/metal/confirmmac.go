@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/workflow"
 )
@@ -47,6 +47,13 @@ func (s *Service) ConfirmMAC(tx *store.Tx, tenant, nodeID, mac string, force boo
 	return tx.BindMAC(node.ID, mac, force)
 }
 
+// discoverBoot is what discoverMAC relays to the site, in order: one-time PXE with no
+// boot entry for the machine, and a power cycle.
+var discoverBoot = []siteCommand{
+	{"discover-pxe", proto.CommandSetBootDevice, pxeOnce},
+	{"discover-cycle", proto.CommandSetPower, powerCycle},
+}
+
 // discoverMAC is metal.ensureRamdisk's first part for a node enrolled by its product
 // UUID alone: unless PXE discovery proposed a MAC already, it power-cycles the machine
 // into PXE with no boot entry, so that the site agent lists it, then waits until the
@@ -54,18 +61,7 @@ func (s *Service) ConfirmMAC(tx *store.Tx, tenant, nodeID, mac string, force boo
 // provisioning network) and returns the node with it.
 func (s *Service) discoverMAC(ctx context.Context, a *workflow.Attempt) (store.Node, error) {
 	if a.Node.MACProposal == nil {
-		for _, c := range []struct {
-			sub, kind string
-			input     json.RawMessage
-		}{
-			{"discover-pxe", proto.CommandSetBootDevice, pxeOnce},
-			{"discover-cycle", proto.CommandSetPower, powerCycle},
-		} {
-			if _, err := a.Relay(ctx, profile.Site, c.sub, c.kind, c.input); err != nil {
-				return a.Node, err
-			}
-		}
-		if err := s.powered(a.Node.ID, powerCycle); err != nil {
+		if err := s.relaySite(ctx, a, discoverBoot); err != nil {
 			return a.Node, err
 		}
 	}
@@ -78,12 +74,8 @@ func (s *Service) discoverMAC(ctx context.Context, a *workflow.Attempt) (store.N
 		if len(node.MACs) > 0 {
 			return node, nil
 		}
-		t := s.cfg.Clock.NewTimer(macPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return node, ctx.Err()
-		case <-t.C():
+		if err := clock.Sleep(ctx, s.cfg.Clock, macPoll); err != nil {
+			return node, err
 		}
 	}
 }

@@ -18,9 +18,9 @@ func (s *Service) Deploy(tx *store.Tx, tenant, nodeID string, rec store.ProfileR
 	if err != nil || node.Tenant != tenant {
 		return store.Run{}, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath("nodeId")
 	}
-	p, err := profile.Define(rec.Document)
+	p, err := profile.DefineStored(rec.ID, rec.Version, rec.Document)
 	if err != nil {
-		return store.Run{}, proto.Errorf(proto.InvalidState, "stored profile %s@%d no longer passes the checks (%v): run `profiles validate`", rec.ID, rec.Version, err)
+		return store.Run{}, err
 	}
 	switch {
 	case p.Target() != profile.TargetMetal:

@@ -1,12 +1,12 @@
 package metal
 
 import (
-	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 	"unicode"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/hostunit"
 	"github.com/better-compute/better-compute/registry/secret"
@@ -54,7 +54,7 @@ func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, store.Run, err
 func (s *Service) enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 	n := store.Node{Tenant: e.Tenant, Pool: e.Pool, HardwareProfile: e.HardwareProfile, Labels: e.Labels}
 	for i, m := range e.MACs {
-		mac, err := parseMAC(m, indexPath("macs", i))
+		mac, err := parseMAC(m, string(jsondoc.Path("macs").Index(i)))
 		if err != nil {
 			return n, err
 		}
@@ -131,5 +131,3 @@ func checkCredentialRef(ref, path string) error {
 	}
 	return nil
 }
-
-func indexPath(field string, i int) string { return fmt.Sprintf("%s[%d]", field, i) }

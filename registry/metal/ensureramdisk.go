@@ -13,15 +13,36 @@ import (
 // stepEnsureRamdisk is the step that boots the machine into the ramdisk.
 const stepEnsureRamdisk = proto.StepEnsureRamdisk
 
-// ramdiskBoot is what metal.ensureRamdisk relays to the site, in order: one-time PXE,
-// the ramdisk's boot entry (its input made by relayPrepare), a power cycle.
-var ramdiskBoot = []struct {
+// siteCommand is one command a step of metal relays to the node's site: its sub-command
+// name within the step, its kind and its input.
+type siteCommand struct {
 	sub, kind string
 	input     json.RawMessage
-}{
+}
+
+// ramdiskBoot is what metal.ensureRamdisk relays to the site, in order: one-time PXE,
+// the ramdisk's boot entry (its input made by relayPrepare), a power cycle.
+var ramdiskBoot = []siteCommand{
 	{"pxe", proto.CommandSetBootDevice, pxeOnce},
 	{"prepare", proto.CommandPrepareRamdisk, nil},
 	{"cycle", proto.CommandSetPower, powerCycle},
+}
+
+// relaySite relays cmds to the node's site in order, stopping at the first that fails:
+// a ramdisk boot entry through relayPrepare, and a power change recorded once done.
+func (s *Service) relaySite(ctx context.Context, a *workflow.Attempt, cmds []siteCommand) error {
+	for _, c := range cmds {
+		var err error
+		if c.kind == proto.CommandPrepareRamdisk {
+			_, err = s.relayPrepare(ctx, a, c.sub)
+		} else if _, err = a.Relay(ctx, profile.Site, c.sub, c.kind, c.input); err == nil && c.kind == proto.CommandSetPower {
+			err = s.powered(a.Node.ID, c.input)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // The inputs of the site commands that boot a machine into PXE: a one-time PXE boot
@@ -57,16 +78,8 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 			return nil, err
 		}
 	}
-	for _, c := range ramdiskBoot {
-		var err error
-		if c.kind == proto.CommandPrepareRamdisk {
-			_, err = s.relayPrepare(ctx, a, c.sub)
-		} else if _, err = a.Relay(ctx, profile.Site, c.sub, c.kind, c.input); err == nil && c.kind == proto.CommandSetPower {
-			err = s.powered(a.Node.ID, c.input)
-		}
-		if err != nil {
-			return nil, err
-		}
+	if err := s.relaySite(ctx, a, ramdiskBoot); err != nil {
+		return nil, err
 	}
 	if err := s.cfg.Joins.WaitJoined(ctx, a.Node.ID, profile.Ramdisk, a.StartedAt); err != nil {
 		return nil, err

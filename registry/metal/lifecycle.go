@@ -193,9 +193,9 @@ func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, n
 	default:
 		rec = shippedRecord(tr.profile)
 	}
-	p, err := profile.Define(rec.Document)
+	p, err := profile.DefineStored(rec.ID, rec.Version, rec.Document)
 	if err != nil {
-		return store.Run{}, node, proto.Errorf(proto.InvalidState, "stored profile %s@%d no longer passes the checks (%v): run `profiles validate`", rec.ID, rec.Version, err)
+		return store.Run{}, node, err
 	}
 	if o.Wipe != "" {
 		if p, err = withWipeMode(p, o.Wipe); err != nil {

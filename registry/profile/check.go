@@ -53,6 +53,17 @@ func Define(doc []byte) (*Profile, error) {
 	return p, nil
 }
 
+// DefineStored defines again the stored version of profile id: one that no longer passes
+// the checks (they have grown stricter since it was stored) is INVALID_STATE, saying to
+// run `profiles validate`.
+func DefineStored(id string, version int, doc []byte) (*Profile, error) {
+	p, err := Define(doc)
+	if err != nil {
+		return nil, proto.Errorf(proto.InvalidState, "stored profile %s@%d no longer passes the checks (%v): run `profiles validate`", id, version, err)
+	}
+	return p, nil
+}
+
 // Check checks a profile document and returns every problem, in document order (at most
 // the first 1000); none when Define would accept it.
 func Check(doc []byte) []Issue {

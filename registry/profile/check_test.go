@@ -66,3 +66,22 @@ func TestCheckBoundsTheIssues(t *testing.T) {
 		t.Errorf("%d issues, want %d", got, maxIssues)
 	}
 }
+
+// TestDefineStoredRefusesAStoredProfileTheChecksNoLongerPass: a stored version that the
+// checks refuse today is INVALID_STATE naming it and what to run, never INVALID_CONFIG
+// (the caller's input is not at fault); one that passes is defined as Define defines it.
+func TestDefineStoredRefusesAStoredProfileTheChecksNoLongerPass(t *testing.T) {
+	_, err := DefineStored("old-host", 3, []byte(`{"id": "old-host", "version": 3, "target": "metal", "steps": [{"use": "power.dance"}]}`))
+	if e := proto.AsError(err); e.Code != proto.InvalidState || !strings.Contains(e.Message, "stored profile old-host@3 no longer passes the checks") || !strings.Contains(e.Message, "`profiles validate`") {
+		t.Fatalf("a stored profile the checks refuse: %v, want INVALID_STATE naming old-host@3", err)
+	}
+	doc := readFile(t, "testdata/ubuntu-gpu-host.json")
+	want, err := Define([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DefineStored(want.ID(), want.Version(), []byte(doc))
+	if err != nil || got.ID() != want.ID() || got.Version() != want.Version() {
+		t.Fatalf("a stored profile that passes: %v, %v", got, err)
+	}
+}

@@ -10,18 +10,18 @@ import (
 // CloudInitTemplate is the name of the shipped cloud-init template.
 const CloudInitTemplate = "bcd-host.yaml.hbs"
 
-// bcdService is the unit that runs the node agent once the node has joined.
-var bcdService = `[Unit]
-Description=better-compute node agent
-After=network-online.target bcd-join.service
-Wants=network-online.target
-[Service]
-ExecStart=` + strings.Join(bcdargv.Node(), " ") + `
-Restart=always
-RestartSec=5
-[Install]
-WantedBy=multi-user.target
-`
+// nodeUnit is bcd.service, the unit that runs the node agent once the node has joined,
+// in both templates; requires are the units it needs started first (Ignition's
+// bcd-join.service; cloud-init joins in runcmd, before the unit is enabled).
+func nodeUnit(requires ...string) string {
+	var b strings.Builder
+	b.WriteString("[Unit]\nDescription=better-compute node agent\nWants=network-online.target\nAfter=network-online.target bcd-join.service\n")
+	for _, r := range requires {
+		b.WriteString("Requires=" + r + "\n")
+	}
+	b.WriteString("[Service]\nExecStart=" + strings.Join(bcdargv.Node(), " ") + "\nRestart=always\nRestartSec=5\n[Install]\nWantedBy=multi-user.target\n")
+	return b.String()
+}
 
 // cloudInit renders bcd-host.yaml.hbs: the token in a 0600 file, bcd.service, bcd
 // downloaded and its digest checked, the join, then the node agent started. Every
@@ -38,7 +38,7 @@ func cloudInit(v Vars) ([]byte, error) {
 	b.WriteString("  - path: /etc/systemd/system/bcd.service\n")
 	b.WriteString("    permissions: '0644'\n")
 	b.WriteString("    content: |\n")
-	for line := range strings.Lines(bcdService) {
+	for line := range strings.Lines(nodeUnit()) {
 		b.WriteString("      " + line)
 	}
 	b.WriteString("runcmd:\n")

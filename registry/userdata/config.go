@@ -154,14 +154,10 @@ func checkTemplateEntry(name string, t Template) error {
 	return nil
 }
 
-// fileConfig is the configuration file's shape: templates are texts.
+// fileConfig is the configuration file's shape: Config's fields, with templates as texts.
 type fileConfig struct {
-	ControlPlaneURL string            `json:"controlPlaneUrl"`
-	BcdURL          string            `json:"bcdUrl"`
-	BcdSHA256       string            `json:"bcdSha256"`
-	Pins            *joinwire.Pins    `json:"pins"`
-	Templates       map[string]string `json:"templates"`
-	TokenTTLSeconds int64             `json:"tokenTtlSeconds"`
+	Config
+	Templates map[string]string `json:"templates"`
 }
 
 // ParseConfig reads a configuration file's JSON: the fields of Config, with templates
@@ -178,7 +174,7 @@ func parseConfig(d jsondoc.Decoder, data []byte) (Config, error) {
 	if err := d.Decode(data, &f); err != nil {
 		return Config{}, err
 	}
-	cfg := Config{ControlPlaneURL: f.ControlPlaneURL, BcdURL: f.BcdURL, BcdSHA256: f.BcdSHA256, Pins: f.Pins, TokenTTLSeconds: f.TokenTTLSeconds}
+	cfg := f.Config
 	for _, name := range slices.Sorted(maps.Keys(f.Templates)) {
 		t, err := ParseTemplate(f.Templates[name])
 		if err != nil {

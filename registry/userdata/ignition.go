@@ -42,18 +42,7 @@ ExecStart=` + strings.Join(bcdargv.Join(v.ControlPlaneURL, v.NodeID, v.Pins), " 
 [Install]
 WantedBy=multi-user.target
 `
-	nodeUnit := `[Unit]
-Description=better-compute node agent
-Wants=network-online.target
-After=network-online.target bcd-join.service
-Requires=bcd-join.service
-[Service]
-ExecStart=` + strings.Join(bcdargv.Node(), " ") + `
-Restart=always
-RestartSec=5
-[Install]
-WantedBy=multi-user.target
-`
+	agentUnit := nodeUnit("bcd-join.service")
 	cfg := types.Config{
 		Ignition: types.Ignition{Version: types.MaxVersion.String()},
 		Storage: types.Storage{Files: []types.File{
@@ -77,7 +66,7 @@ WantedBy=multi-user.target
 		}},
 		Systemd: types.Systemd{Units: []types.Unit{
 			{Name: "bcd-join.service", Enabled: ptr(true), Contents: &joinUnit},
-			{Name: "bcd.service", Enabled: ptr(true), Contents: &nodeUnit},
+			{Name: "bcd.service", Enabled: ptr(true), Contents: &agentUnit},
 		}},
 	}
 	raw, err := json.Marshal(cfg)

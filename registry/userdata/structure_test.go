@@ -93,7 +93,7 @@ func wantCloudConfig(v Vars) cloudConfig {
 			Path        string `yaml:"path"`
 			Permissions string `yaml:"permissions"`
 			Content     string `yaml:"content"`
-		}{"/etc/systemd/system/bcd.service", "0644", bcdService})
+		}{"/etc/systemd/system/bcd.service", "0644", nodeUnit()})
 	cc.Runcmd = [][]string{
 		{"sh", "-c", downloadCommand(v.BcdURL, v.BcdSHA256)},
 		bcdargv.Join(v.ControlPlaneURL, v.NodeID, v.Pins),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/labelexpr"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
@@ -170,17 +171,13 @@ func (e *Engine) sleepUntil(ctx context.Context, t time.Time) error {
 	if d <= 0 {
 		return nil
 	}
-	timer := e.cfg.Clock.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		if context.Cause(ctx) == errCancelled {
-			return errCancelled
-		}
-		return errStopped
-	case <-timer.C():
+	if clock.Sleep(ctx, e.cfg.Clock, d) == nil {
 		return nil
 	}
+	if context.Cause(ctx) == errCancelled {
+		return errCancelled
+	}
+	return errStopped
 }
 
 // when evaluates a step's canonical label expression ("" always holds).
