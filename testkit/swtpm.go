@@ -1,0 +1,93 @@
+package testkit
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// SWTPM is a software TPM 2.0 (Debian's swtpm, .ci/deps.sh) serving raw TPM commands on
+// a unix socket in the test's temporary directory, its state in that directory.
+type SWTPM struct {
+	// Dir holds the TPM's state; Socket takes TPM commands, Ctrl swtpm's control
+	// commands.
+	Dir, Socket, Ctrl string
+}
+
+// StartSWTPM starts swtpm, initialised and started up, and stops it when the test ends.
+func StartSWTPM(t testing.TB) *SWTPM {
+	t.Helper()
+	if _, err := exec.LookPath("swtpm"); err != nil {
+		t.Fatalf("swtpm is not installed (.ci/deps.sh installs swtpm): %v", err)
+	}
+	dir := t.TempDir()
+	s := &SWTPM{Dir: dir, Socket: filepath.Join(dir, "server"), Ctrl: filepath.Join(dir, "ctrl")}
+	cmd := exec.Command("swtpm", "socket", "--tpm2", "--tpmstate", "dir="+dir,
+		"--server", "type=unixio,path="+s.Socket, "--ctrl", "type=unixio,path="+s.Ctrl,
+		"--flags", "not-need-init,startup-clear")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("swtpm: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return s
+}
+
+// Dial connects to the TPM: a command channel whose event log is eventLog, closed when
+// the test ends (swtpm serves one connection at a time).
+func (s *SWTPM) Dial(t testing.TB, eventLog []byte) *TPMChannel {
+	t.Helper()
+	var c net.Conn
+	WaitFor(t, "swtpm's socket", 10*time.Second, 20*time.Millisecond, func() bool {
+		var err error
+		c, err = net.Dial("unix", s.Socket)
+		return err == nil
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return &TPMChannel{conn: c, log: eventLog}
+}
+
+// TPMChannel is a connection to a software TPM that reads each response whole, with the
+// event log its machine would have.
+type TPMChannel struct {
+	conn    net.Conn
+	log     []byte
+	pending []byte
+}
+
+// Write sends a command.
+func (c *TPMChannel) Write(p []byte) (int, error) { return c.conn.Write(p) }
+
+// Read returns the response: its header (tag, then its size), then the rest.
+func (c *TPMChannel) Read(p []byte) (int, error) {
+	if len(c.pending) == 0 {
+		head := make([]byte, 6)
+		if _, err := io.ReadFull(c.conn, head); err != nil {
+			return 0, err
+		}
+		size := binary.BigEndian.Uint32(head[2:])
+		if size < 6 || size > 1<<20 {
+			return 0, io.ErrUnexpectedEOF
+		}
+		c.pending = make([]byte, size)
+		copy(c.pending, head)
+		if _, err := io.ReadFull(c.conn, c.pending[6:]); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
+}
+
+// Close closes the connection.
+func (c *TPMChannel) Close() error { return c.conn.Close() }
+
+// MeasurementLog returns the event log given to Dial.
+func (c *TPMChannel) MeasurementLog() ([]byte, error) { return c.log, nil }
