@@ -1,9 +1,10 @@
-package testkit
+package tpmboot
 
 import (
 	"encoding/binary"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -16,6 +17,7 @@ type SWTPM struct {
 	// Dir holds the TPM's state; Socket takes TPM commands, Ctrl swtpm's control
 	// commands.
 	Dir, Socket, Ctrl string
+	cmd               *exec.Cmd
 }
 
 // StartSWTPM starts swtpm, initialised and started up, and stops it when the test ends.
@@ -26,17 +28,33 @@ func StartSWTPM(t testing.TB) *SWTPM {
 	}
 	dir := t.TempDir()
 	s := &SWTPM{Dir: dir, Socket: filepath.Join(dir, "server"), Ctrl: filepath.Join(dir, "ctrl")}
-	cmd := exec.Command("swtpm", "socket", "--tpm2", "--tpmstate", "dir="+dir,
+	s.start(t)
+	t.Cleanup(s.stop)
+	return s
+}
+
+// Reboot restarts the TPM as a machine's power cycle does: its keys and seeds stay, its
+// PCRs start anew.
+func (s *SWTPM) Reboot(t testing.TB) {
+	t.Helper()
+	s.stop()
+	s.start(t)
+}
+
+func (s *SWTPM) start(t testing.TB) {
+	t.Helper()
+	_ = os.Remove(s.Socket)
+	s.cmd = exec.Command("swtpm", "socket", "--tpm2", "--tpmstate", "dir="+s.Dir,
 		"--server", "type=unixio,path="+s.Socket, "--ctrl", "type=unixio,path="+s.Ctrl,
 		"--flags", "not-need-init,startup-clear")
-	if err := cmd.Start(); err != nil {
+	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("swtpm: %v", err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return s
+}
+
+func (s *SWTPM) stop() {
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
 }
 
 // Dial connects to the TPM: a command channel whose event log is eventLog, closed when
@@ -44,11 +62,15 @@ func StartSWTPM(t testing.TB) *SWTPM {
 func (s *SWTPM) Dial(t testing.TB, eventLog []byte) *TPMChannel {
 	t.Helper()
 	var c net.Conn
-	WaitFor(t, "swtpm's socket", 10*time.Second, 20*time.Millisecond, func() bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var err error
-		c, err = net.Dial("unix", s.Socket)
-		return err == nil
-	})
+		if c, err = net.Dial("unix", s.Socket); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("swtpm's socket: %v", err)
+		}
+	}
 	t.Cleanup(func() { _ = c.Close() })
 	return &TPMChannel{conn: c, log: eventLog}
 }
