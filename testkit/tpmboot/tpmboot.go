@@ -139,6 +139,18 @@ func Reboot(t testing.TB, sw *SWTPM, events []Event, log []byte) *tpm.TPM {
 	}
 	ch := sw.Dial(t, log)
 	extend(t, ch, events)
+	return open(t, ch)
+}
+
+// Open opens sw's TPM again, its machine reporting log: as bcd ramdisk opens its TPM
+// for each command and closes it after.
+func Open(t testing.TB, sw *SWTPM, log []byte) *tpm.TPM {
+	t.Helper()
+	return open(t, sw.Dial(t, log))
+}
+
+func open(t testing.TB, ch *TPMChannel) *tpm.TPM {
+	t.Helper()
 	m, err := tpm.OpenChannel(ch)
 	if err != nil {
 		t.Fatal(err)
