@@ -47,7 +47,7 @@ type command struct {
 // commands is every command, in the order help lists them.
 func commands() []command {
 	return slices.Concat(serveCommands, tenantCommands, profileCommands, imageCommands, signerCommands,
-		siteCommands, poolCommands, tokenCommands, secretCommands, userDataCommands, nodeCommands, inventoryCommands, workflowCommands, attestationCommands)
+		siteCommands, poolCommands, tokenCommands, secretCommands, userDataCommands, nodeCommands, inventoryCommands, measuredBootCommands, workflowCommands, attestationCommands)
 }
 
 // Run runs the command line args (without the program name) and returns the exit
