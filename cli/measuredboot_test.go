@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,22 +13,8 @@ import (
 // credential that manages its nodes; another tenant learns nothing of it (NOT_FOUND),
 // and a node without a verified boot has nothing to accept.
 func TestMeasuredBootThroughTheCLI(t *testing.T) {
-	reg := testkit.StartRegistry(t, "")
+	reg, configs := acmeAndBeta(t)
 	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
-	configs := map[string]string{}
-	for _, c := range []struct{ tenant, name, actions string }{
-		{"acme", "acme", "compute:nodes:manage,compute:nodes:read"},
-		{"acme", "acme-reader", "compute:nodes:read"},
-		{"beta", "beta", "compute:nodes:manage,compute:nodes:read"},
-	} {
-		if c.name == c.tenant {
-			testkit.JSON(t, admin, nil, "tenants", "create", c.tenant)
-			testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", c.tenant)
-		}
-		configs[c.name] = filepath.Join(t.TempDir(), c.name+".conf")
-		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", c.tenant, "--actions", c.actions, "--out", configs[c.name])
-	}
 	if e := testkit.Fails(t, admin, "pools", "update", "gpu", "--tenant", "acme",
 		"--policy", writeDoc(t, `{"measuredBoot": {"mode": "golden", "pcrs": [4], "golden": {"4": "00"}}}`)); e.Code != "INVALID_INPUT" || e.Details.Path != "policy.measuredBoot.golden.4" {
 		t.Errorf("a golden value that is not a SHA-256: %+v", e)
