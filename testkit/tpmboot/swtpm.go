@@ -17,17 +17,30 @@ type SWTPM struct {
 	// Dir holds the TPM's state; Socket takes TPM commands, Ctrl swtpm's control
 	// commands.
 	Dir, Socket, Ctrl string
-	cmd               *exec.Cmd
+	// vm: the TPM of a qemu VM, which connects to Ctrl and initialises it at each reset.
+	vm  bool
+	cmd *exec.Cmd
 }
 
 // StartSWTPM starts swtpm, initialised and started up, and stops it when the test ends.
 func StartSWTPM(t testing.TB) *SWTPM {
+	return startSWTPM(t, false)
+}
+
+// StartForVM starts swtpm as a qemu VM's TPM: qemu's tpm-emulator connects to Ctrl
+// (-chardev socket,path=Ctrl) and initialises the TPM at each reset of the machine, whose
+// firmware then measures into it.
+func StartForVM(t testing.TB) *SWTPM {
+	return startSWTPM(t, true)
+}
+
+func startSWTPM(t testing.TB, vm bool) *SWTPM {
 	t.Helper()
 	if _, err := exec.LookPath("swtpm"); err != nil {
 		t.Fatalf("swtpm is not installed (.ci/deps.sh installs swtpm): %v", err)
 	}
 	dir := t.TempDir()
-	s := &SWTPM{Dir: dir, Socket: filepath.Join(dir, "server"), Ctrl: filepath.Join(dir, "ctrl")}
+	s := &SWTPM{Dir: dir, Socket: filepath.Join(dir, "server"), Ctrl: filepath.Join(dir, "ctrl"), vm: vm}
 	s.start(t)
 	t.Cleanup(s.stop)
 	return s
@@ -44,9 +57,11 @@ func (s *SWTPM) Reboot(t testing.TB) {
 func (s *SWTPM) start(t testing.TB) {
 	t.Helper()
 	_ = os.Remove(s.Socket)
-	s.cmd = exec.Command("swtpm", "socket", "--tpm2", "--tpmstate", "dir="+s.Dir,
-		"--server", "type=unixio,path="+s.Socket, "--ctrl", "type=unixio,path="+s.Ctrl,
-		"--flags", "not-need-init,startup-clear")
+	args := []string{"socket", "--tpm2", "--tpmstate", "dir=" + s.Dir, "--ctrl", "type=unixio,path=" + s.Ctrl}
+	if !s.vm {
+		args = append(args, "--server", "type=unixio,path="+s.Socket, "--flags", "not-need-init,startup-clear")
+	}
+	s.cmd = exec.Command("swtpm", args...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("swtpm: %v", err)
 	}
