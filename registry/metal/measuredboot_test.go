@@ -237,3 +237,44 @@ func TestMeasuredBootGolden(t *testing.T) {
 		}
 	}
 }
+
+// attest.boot is the attestation as a step of its own: skipped under policy off, its
+// result the verdict and the verified boot otherwise.
+func TestAttestBootStep(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	doc := []byte(`{"id": "attest-only", "version": 1, "target": "metal", "steps": [{"use": "attest.boot"}]}`)
+	run := func() store.RunStep {
+		t.Helper()
+		if s := h.node(node).State; s == store.NodeActive || s == store.NodeFailed {
+			release, _, err := h.act(node, Release, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.end(release.ID)
+		}
+		r, err := h.deployRecord(node, func(tx *store.Tx) (store.ProfileRecord, error) {
+			rec, ok, err := tx.Profile("acme", "attest-only", 1)
+			if err != nil || ok {
+				return rec, err
+			}
+			return tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: "attest-only", Version: 1, Document: doc})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, n := h.end(r.ID)
+		if n.State != store.NodeActive {
+			t.Fatalf("node %s %+v", n.State, n.Failure)
+		}
+		return r.Steps[0]
+	}
+	if s := run(); s.State != store.StepSkipped || !strings.Contains(s.Reason, "measured-boot policy is off") {
+		t.Fatalf("under off: %s %q", s.State, s.Reason)
+	}
+	h.withTPM("kernel 6.1", proto.MeasuredBootRecord)
+	var res proto.AttestBootResult
+	if s := run(); s.State != store.StepSucceeded || json.Unmarshal(s.Result, &res) != nil || res.Verdict != proto.VerdictRecorded || res.Mode != proto.MeasuredBootRecord || len(res.Boot.Events) == 0 {
+		t.Fatalf("under record: %s %s", s.State, s.Result)
+	}
+}
