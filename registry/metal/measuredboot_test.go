@@ -239,7 +239,8 @@ func TestMeasuredBootGolden(t *testing.T) {
 }
 
 // attest.boot is the attestation as a step of its own: skipped under policy off, its
-// result the verdict and the verified boot otherwise.
+// result the verdict and the verified boot otherwise; under record a boot that differs
+// from the baseline is recorded as a mismatch and passes.
 func TestAttestBootStep(t *testing.T) {
 	h := newHarness(t)
 	node := h.enroll(nil)
@@ -272,9 +273,17 @@ func TestAttestBootStep(t *testing.T) {
 	if s := run(); s.State != store.StepSkipped || !strings.Contains(s.Reason, "measured-boot policy is off") {
 		t.Fatalf("under off: %s %q", s.State, s.Reason)
 	}
-	h.withTPM("kernel 6.1", proto.MeasuredBootRecord)
+	tm := h.withTPM("kernel 6.1", proto.MeasuredBootRecord)
 	var res proto.AttestBootResult
 	if s := run(); s.State != store.StepSucceeded || json.Unmarshal(s.Result, &res) != nil || res.Verdict != proto.VerdictRecorded || res.Mode != proto.MeasuredBootRecord || len(res.Boot.Events) == 0 {
 		t.Fatalf("under record: %s %s", s.State, s.Result)
+	}
+	// Under record, a boot that differs from an accepted baseline is recorded, not refused.
+	if err := h.store.Update(func(tx *store.Tx) error { _, err := AcceptBoot(tx, node, "cred_ops"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	tm.reboot(t, "kernel 6.2")
+	if s := run(); s.State != store.StepSucceeded || json.Unmarshal(s.Result, &res) != nil || res.Verdict != proto.VerdictMismatch || len(res.Mismatches) != 1 {
+		t.Fatalf("another kernel under record: %s %s", s.State, s.Result)
 	}
 }
