@@ -15,6 +15,8 @@ packages+=(zstd qemu-utils e2fsprogs cpio kmod xz-utils)
 # system partition (FAT, written without mounting), and the UEFI firmware with and without Secure Boot. The
 # signed shim and GRUB (shim-signed, grub-efi-amd64-signed) the tests download and unpack, not install.
 packages+=(gdisk grub-pc-bin dosfstools mtools ovmf)
+# Measured boot (registry/measuredboot, hardware/tpm, e2e/vm): Debian's software TPM 2.0, its tests' machines and qemu's.
+packages+=(swtpm swtpm-tools)
 # bmc/redfish: OpenStack's Redfish emulator (sushy-tools, from ../shared/tools/sushy-tools) as the real
 # Redfish peer, run by Debian's python3 with its fake driver and basic authentication (bcrypt).
 packages+=(python3 python3-flask python3-requests python3-tenacity python3-bcrypt python3-webob)

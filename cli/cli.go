@@ -70,7 +70,7 @@ type command struct {
 // commands is every command, in the order help lists them.
 func commands() []command {
 	return slices.Concat(serveCommands, storeCommands, tenantCommands, profileCommands, imageCommands, signerCommands,
-		siteCommands, poolCommands, tokenCommands, secretCommands, userDataCommands, nodeCommands, eventCommands, inventoryCommands, workflowCommands, attestationCommands)
+		siteCommands, poolCommands, tokenCommands, secretCommands, userDataCommands, nodeCommands, eventCommands, inventoryCommands, measuredBootCommands, workflowCommands, attestationCommands)
 }
 
 // groupSummaries says what each group of commands (the first word of their paths) is for.

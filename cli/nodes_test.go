@@ -371,11 +371,10 @@ func TestEnrollConflictHidesAnotherTenantsNode(t *testing.T) {
 	}
 }
 
-// TestLifecycleRequestsStayInTheTenant: tenant beta, allowed to manage its own nodes,
-// tries every lifecycle request on tenant acme's node, and a credential of acme that
-// may only read nodes tries them on acme's own: NOT_FOUND (naming nothing of acme) and
-// FORBIDDEN, and acme's node does not change.
-func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
+// acmeAndBeta starts a registry with site rack-a and tenants acme and beta, each with a
+// pool gpu there, and the CLI configs of three credentials: acme and beta, which manage
+// and read their nodes, and acme-reader, which only reads acme's.
+func acmeAndBeta(t *testing.T) (*testkit.Registry, map[string]string) {
 	reg := testkit.StartRegistry(t, "")
 	admin := reg.AdminConfig
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
@@ -392,6 +391,15 @@ func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
 		configs[c.name] = filepath.Join(t.TempDir(), c.name+".conf")
 		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", c.tenant, "--actions", c.actions, "--out", configs[c.name])
 	}
+	return reg, configs
+}
+
+// TestLifecycleRequestsStayInTheTenant: tenant beta, allowed to manage its own nodes,
+// tries every lifecycle request on tenant acme's node, and a credential of acme that
+// may only read nodes tries them on acme's own: NOT_FOUND (naming nothing of acme) and
+// FORBIDDEN, and acme's node does not change.
+func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
+	reg, configs := acmeAndBeta(t)
 	var node store.Node
 	testkit.JSON(t, configs["acme"], &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
 	answeringSite(t, reg, "rack-a")

@@ -91,6 +91,7 @@ var Steps = []StepKind{
 	{Kind: CommandInventoryRefresh, Runs: []Place{PlaceRamdisk, PlaceNode}, Input: InventoryRefresh{}, Result: HardwareInventory{}},
 	{Kind: CommandDiagDCGM, Runs: []Place{PlaceRamdisk, PlaceNode}, Input: DiagDCGM{}, Result: SignedResult{}},
 	{Kind: CommandDiskWipe, Runs: []Place{PlaceRamdisk}, Input: DiskWipe{}, Result: SignedResult{}},
+	{Kind: StepAttestBoot, Runs: []Place{PlaceRamdisk}, Result: AttestBootResult{}},
 	{Kind: StepDeploy, Runs: []Place{PlaceRamdisk}, Result: DeployImageResult{}},
 	{Kind: CommandBootKexec, Runs: []Place{PlaceRamdisk}, Result: BootKexecResult{}},
 	{Kind: StepRenderUserData, Runs: []Place{PlaceControlPlane}, Result: UserDataRendered{}},

@@ -119,6 +119,21 @@ const (
 	// not the agent CA's, or names another node or role.
 	ReasonCertificate = "certificate"
 
+	// Measured boot (attest.boot, docs/attestation.md).
+
+	// ReasonMeasurementMismatch (DRIVER_ERROR): the boot's measurements differ from the
+	// node's baseline or the pool's golden values; the message names the events.
+	ReasonMeasurementMismatch = "measurement-mismatch"
+	// ReasonNoTPM (UNSUPPORTED): the machine has no TPM 2.0, and its pool's measured-boot
+	// policy is not off.
+	ReasonNoTPM = "no-tpm"
+	// ReasonQuote (DRIVER_ERROR): a quote does not verify with the node's AK, is not over
+	// the registry's nonce, or its event log does not replay to its PCRs.
+	ReasonQuote = "quote"
+	// ReasonActivation (DRIVER_ERROR): the TPM could not prove that the AK lives beside
+	// the EK (activation of credential), or the EK is not the one enrolled.
+	ReasonActivation = "activation"
+
 	// Profiles.
 
 	// ReasonReservedID (CONFLICT): a shipped profile has the id, for every tenant.

@@ -111,6 +111,8 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /run
+# The firmware's TPM event log, for measured boot's tpm.quote.
+mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
 for m in ${modules[*]}; do modprobe -q "\$m" 2>/dev/null; done
 # An extra initrd's hooks (loading its driver's modules, say), in name order.
 for hook in /etc/ramdisk.d/*; do [ -x "\$hook" ] && "\$hook"; done

@@ -3,7 +3,8 @@
 // the kernel command line, joins as the node's ramdisk, and runs the commands the
 // registry relays with the ramdisk library (ramdisk/) and the machine's (hardware/):
 // inventory.refresh with the identity check, deploy.image, boot.kexec, disk.wipe,
-// diag.dcgm. docs/agent-plane.md lists the payloads.
+// diag.dcgm, and measured boot's tpm.enroll, tpm.activate and tpm.quote over the
+// machine's TPM (hardware/tpm). docs/agent-plane.md lists the payloads.
 package ramdisk
 
 import (
@@ -11,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +27,7 @@ import (
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/hardware/dcgm"
 	"github.com/better-compute/better-compute/hardware/inventory"
+	"github.com/better-compute/better-compute/hardware/tpm"
 	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/bcdargv"
@@ -97,16 +100,17 @@ func Run(ctx context.Context, o Options) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	a := &agent{opts: o, node: boot.Node, stop: stop, only: only}
+	handlers := map[string]session.Handler{
+		proto.CommandInventoryRefresh: a.inventoryRefresh,
+		proto.CommandDeployImage:      a.deployImage,
+		proto.CommandBootKexec:        a.kexec,
+		proto.CommandDiskWipe:         a.wipe,
+		proto.CommandDiagDCGM:         dcgm.Runner{Root: o.SysRoot, Log: o.Log, Sign: session.SignResult}.Command,
+	}
+	maps.Copy(handlers, tpmHandlers(tpm.Open))
 	a.session, err = session.New(session.Config{
 		Addrs: creds.Config.Endpoints(), Certificate: creds.Certificate, ServerCAs: creds.ServingCAs, Clock: o.Clock,
-		Inventory: inventory.Sections(hw), Log: o.Log,
-		Handlers: map[string]session.Handler{
-			proto.CommandInventoryRefresh: a.inventoryRefresh,
-			proto.CommandDeployImage:      a.deployImage,
-			proto.CommandBootKexec:        a.kexec,
-			proto.CommandDiskWipe:         a.wipe,
-			proto.CommandDiagDCGM:         dcgm.Runner{Root: o.SysRoot, Log: o.Log, Sign: session.SignResult}.Command,
-		},
+		Inventory: inventory.Sections(hw), Log: o.Log, Handlers: handlers,
 	})
 	if err != nil {
 		return err

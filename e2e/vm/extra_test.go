@@ -182,7 +182,7 @@ func waitCached(t *testing.T, admin, digest string) {
 			return
 		}
 	}
-	t.Fatalf("the site cache never held the extra initrd %s", digest)
+	t.Fatalf("the site cache never held %s", digest)
 }
 
 // dcgmProfile boots the ramdisk anew (so that its boot entry is made now, with the

@@ -178,6 +178,7 @@ func (s *Server) transition(svc *metal.Service, c *Caller, tenantID string, act 
 func (s *Server) RegisterMetal(svc *metal.Service) {
 	s.registerPools(svc)
 	s.registerInventory()
+	s.registerAttestation()
 	s.registerLifecycle(svc)
 	ps := newProfiles(s)
 	Handle(s, "metal.enroll", ActionNodesManage, func(_ context.Context, c *Caller, req EnrollRequest) (out Node, err error) {

@@ -54,6 +54,17 @@ type PoolPolicy struct {
 	// Remediation is when the registry remediates the pool's active nodes by itself;
 	// nil never.
 	Remediation *RemediationPolicy `json:"remediation,omitempty"`
+	// MeasuredBoot is the pool's measured-boot policy (docs/attestation.md); nil is off.
+	MeasuredBoot *MeasuredBootPolicy `json:"measuredBoot,omitempty"`
+}
+
+// MeasuredBootPolicy is a pool's measured-boot policy: mode off, record, tofu or golden;
+// the PCRs compared (0, 2, 4 and 7 when none); golden's values, a PCR's index to its
+// SHA-256 value in hex.
+type MeasuredBootPolicy struct {
+	Mode   string            `json:"mode,omitempty"`
+	PCRs   []int             `json:"pcrs,omitempty"`
+	Golden map[string]string `json:"golden,omitempty"`
 }
 
 // RemediationPolicy is a pool's automatic health remediation: durations like 15m.
@@ -81,6 +92,10 @@ func (p PoolPolicy) stored() store.PoolPolicy {
 		r := store.RemediationPolicy(*p.Remediation)
 		s.Remediation = &r
 	}
+	if p.MeasuredBoot != nil {
+		m := store.MeasuredBootPolicy(*p.MeasuredBoot)
+		s.MeasuredBoot = &m
+	}
 	return s
 }
 
@@ -92,6 +107,10 @@ func policyOf(s store.PoolPolicy) PoolPolicy {
 	if s.Remediation != nil {
 		r := RemediationPolicy(*s.Remediation)
 		p.Remediation = &r
+	}
+	if s.MeasuredBoot != nil {
+		m := MeasuredBootPolicy(*s.MeasuredBoot)
+		p.MeasuredBoot = &m
 	}
 	return p
 }

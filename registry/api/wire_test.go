@@ -66,8 +66,18 @@ func fullPool() store.Pool {
 		Hugepages: json.RawMessage(`{"1G":8}`), KernelModules: json.RawMessage(`["vfio"]`), CPU: json.RawMessage(`{"isolated":"2-7"}`),
 		IOMMU: json.RawMessage(`{"mode":"pt"}`), GPU: json.RawMessage(`{"persistence":true}`), Kubernetes: json.RawMessage(`{"join":"x"}`),
 		GPUSharing: json.RawMessage(`{"mode":"mps"}`), MIGLayout: json.RawMessage(`{"all":"1g.10gb"}`),
-		Remediation: &store.RemediationPolicy{AgentGoneAfter: "15m", Backoff: "2h"},
+		Remediation:  &store.RemediationPolicy{AgentGoneAfter: "15m", Backoff: "2h"},
+		MeasuredBoot: &store.MeasuredBootPolicy{Mode: "golden", PCRs: []int{4}, Golden: map[string]string{"4": "ab" + string(bytes.Repeat([]byte("0"), 62))}},
 	}}
+}
+
+func fullNodeTPM() store.NodeTPM {
+	pcrs := []proto.PCRValue{{Index: 4, Digest: bytes.Repeat([]byte{0xab}, 32)}}
+	events := []proto.BootEvent{{PCR: 4, Type: "EV_EFI_BOOT_SERVICES_APPLICATION", Digest: "cd" + string(bytes.Repeat([]byte("0"), 62)), Description: `image \vmlinuz`}}
+	return store.NodeTPM{Node: "nd_0123456789abcdef", EKPublic: []byte("ek"), EKCertificate: []byte("cert"), AKPublic: []byte("ak"), AKBlob: []byte("blob"), EnrolledAt: at,
+		Baseline: &store.BootBaseline{PCRs: pcrs, Events: events, SetAt: at, AcceptedBy: "cred_1"},
+		Last: &proto.AttestBootResult{Mode: "tofu", Verdict: "mismatch", Mismatches: []string{"PCR 4 is ab…"}, VerifiedAt: later,
+			Boot: proto.MeasuredBoot{PCRs: pcrs, Events: events, SecureBoot: proto.SecureBootState{Enabled: true, Authorities: []string{"CN=db"}, Problem: "x"}}}}
 }
 
 func fullImage() store.Image {
@@ -102,6 +112,7 @@ func wireAnswers() map[string]any {
 		"sites.locations":   SiteLocations{Locations: viewsOf([]store.ImageLocation{{Site: "rack-a", ImageID: "im_1", Digest: fullImage().SHA256, State: proto.ImageCacheState("ready"), SizeBytes: 1 << 30, LastUsed: at, UpdatedAt: later}}, locationOf)},
 		"sites.inventory":   SiteInventory{Agent: "site-rack-a", Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
 		"sites.cachePlan":   cachePlanOf(image.CachePlan{Site: "rack-a", CacheImages: []proto.CacheImage{{Ref: "ubuntu@24.04"}}, Excluded: []image.ExcludedImage{{Tenant: "acme", Pool: "gpu", Ref: "old@1", Reason: "unsigned", Message: "old@1 is not signed"}}}),
+		"metal.attestation": attestationOf(n.ID, fullNodeTPM(), true),
 		"metal.inventory":   NodeInventory{NodeID: n.ID, Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
 		"profiles.render":   Rendering{TenantID: "builtin", ID: "ubuntu-host", Version: 3, Steps: viewsOf([]profile.RenderedStep{renderedStep()}, renderedOf)},
 		"profiles.validate": Validation{Valid: false, Issues: viewsOf([]profile.Issue{{Path: "steps[2].timeout", Code: proto.InvalidInput, Message: "timeout \"9x\": use a duration like 10m"}}, issueOf)},

@@ -46,7 +46,10 @@ type Images interface {
 // owner's tenant (the profile's format and compression override the catalog's for the
 // profile's own image), refuses an iso, verifies the image for use, and only then
 // relays deploy.image to the ramdisk with the user-data reference userdata.render
-// returned. A digest that differs from the catalog's fails with DRIVER_ERROR.
+// returned. Before deploy.image, where the pool's measured-boot policy is not off, the
+// machine attests its boot (attest): a boot the policy refuses never gets the image, nor
+// the user data and join token that come with it. A digest that differs from the
+// catalog's fails with DRIVER_ERROR.
 func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	if s.cfg.Images == nil {
 		return nil, proto.Errorf(proto.Unsupported, "deploy.deploy needs the image catalog, which this registry does not have")
@@ -93,6 +96,9 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 	in.UserDataRef, in.UserDataKind = ud.UserDataRef, ud.Kind
 	input, err := json.Marshal(in)
 	if err != nil {
+		return nil, err
+	}
+	if _, err := s.attest(ctx, a); err != nil {
 		return nil, err
 	}
 	raw, err := a.Relay(ctx, profile.Ramdisk, "image", proto.CommandDeployImage, input)

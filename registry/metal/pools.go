@@ -53,6 +53,9 @@ func (s *Service) CheckPoolPolicy(policy store.PoolPolicy) error {
 	if err := checkRemediationPolicy(policy.Remediation); err != nil {
 		return err
 	}
+	if err := checkMeasuredBootPolicy(policy.MeasuredBoot); err != nil {
+		return err
+	}
 	if policy.MIGLayout != nil {
 		doc := mustJSON(map[string]json.RawMessage{"layout": policy.MIGLayout})
 		if problems := hostunit.Validate(hostunit.UnitMIGLayout, doc); len(problems) > 0 {

@@ -89,11 +89,24 @@ func (s *Service) ramdiskExtras(ctx context.Context, node store.Node) ([]proto.R
 }
 
 // refreshInventory is inventory.refresh: it relays the enrolled identity to the agent
-// the step runs on, which checks it against the machine it runs on.
+// the step runs on, which checks it against the machine it runs on. On a ramdisk whose
+// node has no TPM enrolled, where the pool's measured-boot policy is not off, it then
+// enrolls the TPM (enrollTPM): first contact, at inspection.
 func (s *Service) refreshInventory(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	input, err := json.Marshal(proto.InventoryRefresh{ProductUUID: a.Node.ProductUUID, MAC: a.Node.BoundMAC})
 	if err != nil {
 		return nil, err
 	}
-	return a.Relay(ctx, a.Step.On, "", proto.CommandInventoryRefresh, input)
+	out, err := a.Relay(ctx, a.Step.On, "", proto.CommandInventoryRefresh, input)
+	if err != nil || a.Step.On != profile.Ramdisk {
+		return out, err
+	}
+	policy, _, enrolled, err := s.measuredBootState(a.Node)
+	if err != nil || enrolled || bootMode(policy) == proto.MeasuredBootOff {
+		return out, err
+	}
+	if _, err := s.enrollTPM(ctx, a); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -67,6 +67,7 @@ func New(cfg Config) *Service {
 	e.Handle(proto.StepRenderUserData, s.renderUserData)
 	e.Handle(proto.StepWaitAgentJoined, s.waitAgentJoined)
 	e.Handle(proto.StepWaitGenerationObserved, s.waitGenerationObserved)
+	e.Handle(proto.StepAttestBoot, s.attestBoot)
 	e.Handle(proto.StepDeploy, s.deployImage)
 	e.Handle(proto.CommandPrepareRamdisk, s.prepareRamdisk)
 	e.Handle(proto.CommandInventoryRefresh, s.refreshInventory)

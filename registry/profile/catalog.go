@@ -79,6 +79,7 @@ var catalog = placed([]stepSpec{
 		inputs: []input{{name: "level", def: 1, check: wholeIn(1, 4)}}},
 	{name: proto.CommandDiskWipe, timeout: 6 * time.Hour,
 		inputs: []input{{name: "mode", def: proto.WipeQuick, check: oneOf(proto.WipeModes...)}}},
+	{name: proto.StepAttestBoot, timeout: 5 * time.Minute},
 	{name: proto.StepDeploy, timeout: time.Hour,
 		inputs: []input{{name: "image", check: imageRef}}},
 	{name: proto.CommandBootKexec, timeout: 15 * time.Minute,

@@ -65,6 +65,8 @@ type PoolPolicy struct {
 	// Remediation is when the registry remediates the pool's active nodes by itself;
 	// nil never.
 	Remediation *RemediationPolicy `json:"remediation,omitempty"`
+	// MeasuredBoot is the pool's measured-boot policy; nil is off.
+	MeasuredBoot *MeasuredBootPolicy `json:"measuredBoot,omitempty"`
 }
 
 // RemediationPolicy is a pool's automatic health remediation (registry/metal checks

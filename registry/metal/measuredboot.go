@@ -1,0 +1,237 @@
+package metal
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/measuredboot"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/workflow"
+)
+
+// checkMeasuredBootPolicy refuses a mode it does not know, a PCR outside 0-23, and golden
+// values that are not one SHA-256 value in hex for each compared PCR.
+func checkMeasuredBootPolicy(p *store.MeasuredBootPolicy) error {
+	if p == nil {
+		return nil
+	}
+	if p.Mode != "" && !slices.Contains(proto.MeasuredBootModes, p.Mode) {
+		return proto.Errorf(proto.InvalidInput, "measured-boot mode %q is none of %s", p.Mode, strings.Join(proto.MeasuredBootModes, ", ")).WithPath("policy.measuredBoot.mode")
+	}
+	for i, pcr := range p.PCRs {
+		if pcr < 0 || pcr > 23 {
+			return proto.Errorf(proto.InvalidInput, "PCR %d: a TPM's PCRs are 0 to 23", pcr).WithPath(fmt.Sprintf("policy.measuredBoot.pcrs[%d]", i))
+		}
+	}
+	if p.Mode != proto.MeasuredBootGolden {
+		if len(p.Golden) > 0 {
+			return proto.Errorf(proto.InvalidInput, "golden values are for mode golden, not %q: drop them or set mode golden", p.Mode).WithPath("policy.measuredBoot.golden")
+		}
+		return nil
+	}
+	pcrs := bootPCRs(p)
+	for k, v := range p.Golden {
+		path := "policy.measuredBoot.golden." + k
+		idx, err := strconv.Atoi(k)
+		if err != nil || !slices.Contains(pcrs, idx) {
+			return proto.Errorf(proto.InvalidInput, "golden value for %q: a key is the index of a compared PCR (%v)", k, pcrs).WithPath(path)
+		}
+		if b, err := hex.DecodeString(v); err != nil || len(b) != 32 {
+			return proto.Errorf(proto.InvalidInput, "golden value of PCR %s is not a SHA-256 value in hex (64 hex digits)", k).WithPath(path)
+		}
+	}
+	for _, pcr := range pcrs {
+		if _, ok := p.Golden[strconv.Itoa(pcr)]; !ok {
+			return proto.Errorf(proto.InvalidInput, "mode golden compares PCR %d and has no golden value for it: give one, or leave it out of pcrs", pcr).WithPath("policy.measuredBoot.golden")
+		}
+	}
+	return nil
+}
+
+func bootPCRs(p *store.MeasuredBootPolicy) []int {
+	if p == nil || len(p.PCRs) == 0 {
+		return proto.DefaultBootPCRs
+	}
+	return p.PCRs
+}
+
+func bootMode(p *store.MeasuredBootPolicy) string {
+	if p == nil || p.Mode == "" {
+		return proto.MeasuredBootOff
+	}
+	return p.Mode
+}
+
+// measuredBootState is what an attestation reads of the store.
+func (s *Service) measuredBootState(node store.Node) (policy *store.MeasuredBootPolicy, rec store.NodeTPM, enrolled bool, err error) {
+	err = s.cfg.Store.View(func(tx *store.Tx) error {
+		pool, err := tx.Pool(node.Tenant, node.Pool)
+		if err != nil {
+			return err
+		}
+		policy = pool.Policy.MeasuredBoot
+		rec, enrolled, err = tx.NodeTPM(node.ID)
+		return err
+	})
+	return policy, rec, enrolled, err
+}
+
+// enrollTPM asks the ramdisk for its TPM's EK and a new AK, proves by activation of a
+// credential that the AK lives beside the EK, and records both on the node.
+func (s *Service) enrollTPM(ctx context.Context, a *workflow.Attempt) (store.NodeTPM, error) {
+	raw, err := a.Relay(ctx, profile.Ramdisk, "tpm-enroll", proto.CommandTPMEnroll, json.RawMessage(`{}`))
+	if err != nil {
+		return store.NodeTPM{}, err
+	}
+	var e proto.TPMEnrollResult
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return store.NodeTPM{}, proto.Errorf(proto.DriverError, "the ramdisk's answer to tpm.enroll does not decode: %v", err).WithReason(proto.ReasonActivation)
+	}
+	secret, in, err := measuredboot.Challenge(e)
+	if err != nil {
+		return store.NodeTPM{}, err
+	}
+	raw, err = a.Relay(ctx, profile.Ramdisk, "tpm-activate", proto.CommandTPMActivate, mustJSON(in))
+	if err != nil {
+		return store.NodeTPM{}, err
+	}
+	var out proto.TPMActivateResult
+	if json.Unmarshal(raw, &out) != nil || subtle.ConstantTimeCompare(out.Secret, secret) != 1 {
+		return store.NodeTPM{}, proto.Errorf(proto.DriverError, "the machine's TPM did not activate the credential made for its EK and AK: the AK is not proven to live in that TPM").WithReason(proto.ReasonActivation)
+	}
+	rec := store.NodeTPM{Node: a.Node.ID, EKPublic: e.EKPublic, EKCertificate: e.EKCertificate, AKPublic: e.AKPublic, AKBlob: e.AKBlob}
+	err = s.cfg.Store.Update(func(tx *store.Tx) error {
+		if _, ok, err := tx.NodeTPM(a.Node.ID); err != nil || ok {
+			return err
+		}
+		return tx.PutNodeTPM(rec)
+	})
+	if err != nil {
+		return store.NodeTPM{}, err
+	}
+	s.cfg.Log.Info("measured boot: TPM enrolled", "node", a.Node.ID, "ekCertificate", len(e.EKCertificate) > 0)
+	_, rec, _, err = s.measuredBootState(a.Node)
+	return rec, err
+}
+
+// attestBoot is attest.boot: the measured-boot attestation of the pool's policy (skipped
+// when it is off).
+func (s *Service) attestBoot(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
+	res, err := s.attest(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, workflow.Skip(fmt.Sprintf("pool %s's measured-boot policy is off", a.Node.Pool))
+	}
+	return mustJSON(res), nil
+}
+
+// attest runs the pool's measured-boot policy on the node's ramdisk: enrollment where the
+// node has none, a quote of the policy's PCRs (and 7) over a fresh nonce with the event
+// log, verified with the node's AK and replayed, then the policy's verdict, recorded on
+// the node. A boot that differs under tofu or golden is DRIVER_ERROR with the reason
+// measurement-mismatch. Policy off: nil, nothing asked.
+func (s *Service) attest(ctx context.Context, a *workflow.Attempt) (*proto.AttestBootResult, error) {
+	policy, rec, enrolled, err := s.measuredBootState(a.Node)
+	if err != nil {
+		return nil, err
+	}
+	mode := bootMode(policy)
+	if mode == proto.MeasuredBootOff {
+		return nil, nil
+	}
+	if !enrolled {
+		if rec, err = s.enrollTPM(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	pcrs := bootPCRs(policy)
+	nonce := make([]byte, 32)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	raw, err := a.Relay(ctx, profile.Ramdisk, "tpm-quote", proto.CommandTPMQuote,
+		mustJSON(proto.TPMQuote{AKBlob: rec.AKBlob, Nonce: nonce, PCRs: measuredboot.QuotedPCRs(pcrs)}))
+	if err != nil {
+		return nil, err
+	}
+	var q proto.TPMQuoteResult
+	if err := json.Unmarshal(raw, &q); err != nil {
+		return nil, proto.Errorf(proto.DriverError, "the ramdisk's answer to tpm.quote does not decode: %v", err).WithReason(proto.ReasonQuote)
+	}
+	boot, err := measuredboot.Verify(rec.AKPublic, nonce, pcrs, q)
+	if err != nil {
+		s.cfg.Log.Warn("measured boot: quote refused", "node", a.Node.ID, "err", err)
+		return nil, err
+	}
+	res := &proto.AttestBootResult{Mode: mode, Boot: boot, VerifiedAt: s.cfg.Clock.Now().UTC()}
+	err = s.cfg.Store.Update(func(tx *store.Tx) error {
+		cur, _, err := tx.NodeTPM(a.Node.ID)
+		if err != nil {
+			return err
+		}
+		switch {
+		case mode == proto.MeasuredBootGolden:
+			res.Mismatches = measuredboot.Compare(pcrs, goldenValues(policy), nil, boot)
+		case cur.Baseline != nil:
+			res.Mismatches = measuredboot.Compare(pcrs, cur.Baseline.PCRs, cur.Baseline.Events, boot)
+		}
+		switch {
+		case mode == proto.MeasuredBootTOFU && cur.Baseline == nil:
+			res.Verdict = proto.VerdictBaseline
+			cur.Baseline = &store.BootBaseline{PCRs: boot.PCRs, Events: boot.Events, SetAt: res.VerifiedAt}
+		case len(res.Mismatches) > 0:
+			res.Verdict = proto.VerdictMismatch
+		case mode == proto.MeasuredBootRecord && cur.Baseline == nil:
+			res.Verdict = proto.VerdictRecorded
+		default:
+			res.Verdict = proto.VerdictMatch
+		}
+		cur.Last = res
+		return tx.PutNodeTPM(cur)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.cfg.Log.Info("measured boot: boot verified", "node", a.Node.ID, "mode", mode, "verdict", res.Verdict)
+	if res.Verdict == proto.VerdictMismatch && mode != proto.MeasuredBootRecord {
+		return nil, proto.Errorf(proto.DriverError, "the machine's boot differs from what pool %s's measured-boot policy (%s) expects: %s. If the change is expected, accept this boot as the node's baseline with `nodes attest accept %s`",
+			a.Node.Pool, mode, strings.Join(res.Mismatches, "; "), a.Node.ID).WithReason(proto.ReasonMeasurementMismatch)
+	}
+	return res, nil
+}
+
+func goldenValues(p *store.MeasuredBootPolicy) []proto.PCRValue {
+	var out []proto.PCRValue
+	for k, v := range p.Golden {
+		idx, _ := strconv.Atoi(k)
+		b, _ := hex.DecodeString(v)
+		out = append(out, proto.PCRValue{Index: idx, Digest: b})
+	}
+	return out
+}
+
+// AcceptBoot makes the node's last verified boot its baseline: what later boots must
+// match under tofu, and what record compares with. A node without a verified boot is
+// INVALID_STATE.
+func AcceptBoot(tx *store.Tx, node, by string) (store.NodeTPM, error) {
+	rec, ok, err := tx.NodeTPM(node)
+	if err != nil {
+		return rec, err
+	}
+	if !ok || rec.Last == nil {
+		return rec, proto.Errorf(proto.InvalidState, "node %s has no verified boot to accept: its pool's measured-boot policy must be on and a deploy (or attest.boot) run first", node)
+	}
+	rec.Baseline = &store.BootBaseline{PCRs: rec.Last.Boot.PCRs, Events: rec.Last.Boot.Events, SetAt: tx.Now(), AcceptedBy: by}
+	return rec, tx.PutNodeTPM(rec)
+}

@@ -1,0 +1,289 @@
+package metal
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/better-compute/better-compute/hardware/tpm"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit/tpmboot"
+)
+
+// tpmMachine is the harness machine's TPM: a software TPM its ramdisk answers tpm.enroll,
+// tpm.activate and tpm.quote with, as bcd ramdisk does (hardware/tpm).
+type tpmMachine struct {
+	sw  *tpmboot.SWTPM
+	tpm *tpm.TPM
+	// quoted holds each answer to tpm.quote.
+	quoted []json.RawMessage
+}
+
+// answer decodes a command's input into I, runs do and encodes its result.
+func answer[I, O any](do func(I) (O, error)) func(json.RawMessage) (json.RawMessage, error) {
+	return func(raw json.RawMessage) (json.RawMessage, error) {
+		var in I
+		if err := json.Unmarshal(raw, &in); err != nil {
+			return nil, err
+		}
+		out, err := do(in)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
+	}
+}
+
+// withTPM gives the harness machine a TPM that booted kernel, and sets the pool's
+// measured-boot policy to mode.
+func (h *harness) withTPM(kernel, mode string) *tpmMachine {
+	h.t.Helper()
+	tm := &tpmMachine{}
+	tm.tpm, tm.sw = tpmboot.Machine(h.t, tpmboot.Boot(kernel), nil)
+	h.machine.answers[proto.CommandTPMEnroll] = answer(func(struct{}) (proto.TPMEnrollResult, error) { return tm.tpm.Enroll() })
+	h.machine.answers[proto.CommandTPMActivate] = answer(func(in proto.TPMActivate) (proto.TPMActivateResult, error) { return tm.tpm.Activate(in) })
+	quote := answer(func(in proto.TPMQuote) (proto.TPMQuoteResult, error) { return tm.tpm.Quote(in) })
+	h.machine.answers[proto.CommandTPMQuote] = func(in json.RawMessage) (json.RawMessage, error) {
+		out, err := quote(in)
+		tm.quoted = append(tm.quoted, out)
+		return out, err
+	}
+	h.measuredBoot(&store.MeasuredBootPolicy{Mode: mode})
+	return tm
+}
+
+func (h *harness) measuredBoot(p *store.MeasuredBootPolicy) {
+	h.t.Helper()
+	err := h.store.Update(func(tx *store.Tx) error {
+		pool, err := tx.Pool("acme", "gpu")
+		if err != nil {
+			return err
+		}
+		pool.Policy.MeasuredBoot = p
+		if err := h.svc.CheckPoolPolicy(pool.Policy); err != nil {
+			return err
+		}
+		_, err = tx.SetPoolPolicy("acme", "gpu", pool.Policy)
+		return err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// reboot boots the machine again with kernel.
+func (tm *tpmMachine) reboot(t *testing.T, kernel string) {
+	tm.tpm.Close()
+	tm.tpm = tpmboot.Reboot(t, tm.sw, tpmboot.Boot(kernel), nil)
+}
+
+// deployOnce deploys deploy-only on the node (released first when active or failed) and returns
+// the ended run's node.
+func (h *harness) deployOnce(node string) store.Node {
+	h.t.Helper()
+	if s := h.node(node).State; s == store.NodeActive || s == store.NodeFailed {
+		release, _, err := h.act(node, Release, Options{})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		h.end(release.ID)
+	}
+	h.machine.forget()
+	run, err := h.deploy(node, "testdata/deploy-only.json")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	_, n := h.end(run.ID)
+	return n
+}
+
+func (h *harness) nodeTPM(node string) store.NodeTPM {
+	h.t.Helper()
+	var rec store.NodeTPM
+	if err := h.store.View(func(tx *store.Tx) (err error) { rec, _, err = tx.NodeTPM(node); return err }); err != nil {
+		h.t.Fatal(err)
+	}
+	return rec
+}
+
+// Under tofu the first verified boot becomes the baseline, enrolled and quoted before
+// deploy.image; the same boot again passes without enrolling again; a boot of another
+// kernel is refused before deploy.image with the kernel's event named, until the
+// operator accepts it.
+func TestMeasuredBootTOFU(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	tm := h.withTPM("kernel 6.1", proto.MeasuredBootTOFU)
+
+	n := h.deployOnce(node)
+	want := []string{"ramdisk tpm.enroll", "ramdisk tpm.activate", "ramdisk tpm.quote", "ramdisk deploy.image"}
+	if diff := cmp.Diff(want, h.machine.kinds()); diff != "" || n.State != store.NodeActive {
+		t.Fatalf("first boot: node %s %+v, commands (-want +got):\n%s", n.State, n.Failure, diff)
+	}
+	rec := h.nodeTPM(node)
+	if rec.Baseline == nil || rec.Last == nil || rec.Last.Verdict != proto.VerdictBaseline || len(rec.EKPublic) == 0 {
+		t.Fatalf("after the first boot: %+v", rec)
+	}
+
+	tm.reboot(t, "kernel 6.1")
+	n = h.deployOnce(node)
+	if diff := cmp.Diff([]string{"ramdisk tpm.quote", "ramdisk deploy.image"}, h.machine.kinds()); diff != "" || n.State != store.NodeActive {
+		t.Fatalf("second boot: node %s %+v, commands (-want +got):\n%s", n.State, n.Failure, diff)
+	}
+	if v := h.nodeTPM(node).Last.Verdict; v != proto.VerdictMatch {
+		t.Fatalf("second boot's verdict %s", v)
+	}
+
+	tm.reboot(t, "kernel 6.2 with a rootkit")
+	n = h.deployOnce(node)
+	if n.State != store.NodeFailed || n.Failure == nil || n.Failure.Error.Code != proto.DriverError ||
+		n.Failure.Error.Details.Reason != proto.ReasonMeasurementMismatch || !strings.Contains(n.Failure.Error.Message, `new event EV_EFI_BOOT_SERVICES_APPLICATION`) ||
+		!strings.Contains(n.Failure.Error.Message, `image \vmlinuz`) || !strings.Contains(n.Failure.Error.Message, "nodes attest accept "+node) {
+		t.Fatalf("another kernel: node %s, failure %+v", n.State, n.Failure)
+	}
+	if sent := h.machine.received(proto.CommandDeployImage); len(sent) != 0 {
+		t.Fatalf("deploy.image was sent to a machine whose boot differs: %+v", sent)
+	}
+	if v := h.nodeTPM(node).Last.Verdict; v != proto.VerdictMismatch {
+		t.Fatalf("refused boot's verdict %s", v)
+	}
+
+	if err := h.store.Update(func(tx *store.Tx) error { _, err := AcceptBoot(tx, node, "cred_ops"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if n = h.deployOnce(node); n.State != store.NodeActive {
+		t.Fatalf("after accepting the new boot: node %s %+v", n.State, n.Failure)
+	}
+}
+
+// A machine that answers tpm.quote with an earlier answer (a quote over an old nonce) is
+// refused before deploy.image.
+func TestMeasuredBootReplayedQuote(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	tm := h.withTPM("kernel 6.1", proto.MeasuredBootTOFU)
+	if n := h.deployOnce(node); n.State != store.NodeActive {
+		t.Fatalf("first boot: %s %+v", n.State, n.Failure)
+	}
+	old := tm.quoted[0]
+	h.machine.answers[proto.CommandTPMQuote] = func(json.RawMessage) (json.RawMessage, error) { return old, nil }
+	n := h.deployOnce(node)
+	if n.State != store.NodeFailed || n.Failure.Error.Code != proto.DriverError || n.Failure.Error.Details.Reason != proto.ReasonQuote {
+		t.Fatalf("replayed quote: node %s %+v", n.State, n.Failure)
+	}
+	if len(h.machine.received(proto.CommandDeployImage)) != 0 {
+		t.Fatal("deploy.image was sent after a replayed quote")
+	}
+}
+
+// A machine without a TPM fails a pool whose policy is not off with UNSUPPORTED, and
+// gets no image; under off it is never asked.
+func TestMeasuredBootWithoutTPM(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	h.machine.answers[proto.CommandTPMEnroll] = func(json.RawMessage) (json.RawMessage, error) {
+		return nil, proto.Errorf(proto.Unsupported, "this machine has no TPM 2.0").WithReason(proto.ReasonNoTPM)
+	}
+	h.measuredBoot(&store.MeasuredBootPolicy{Mode: proto.MeasuredBootRecord})
+	n := h.deployOnce(node)
+	if n.State != store.NodeFailed || n.Failure.Error.Code != proto.Unsupported || n.Failure.Error.Details.Reason != proto.ReasonNoTPM ||
+		len(h.machine.received(proto.CommandDeployImage)) != 0 {
+		t.Fatalf("no TPM under record: node %s %+v", n.State, n.Failure)
+	}
+	h.measuredBoot(nil)
+	if n := h.deployOnce(node); n.State != store.NodeActive || len(h.machine.received(proto.CommandTPMEnroll)) != 0 {
+		t.Fatalf("no TPM under off: node %s %+v, %v", n.State, n.Failure, h.machine.kinds())
+	}
+}
+
+// Golden values other than the boot's refuse it; the policy's own checks refuse what is
+// not a policy, with the path.
+func TestMeasuredBootGolden(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	h.withTPM("kernel 6.1", proto.MeasuredBootTOFU)
+	golden := map[string]string{"4": strings.Repeat("ab", 32)}
+	h.measuredBoot(&store.MeasuredBootPolicy{Mode: proto.MeasuredBootGolden, PCRs: []int{4}, Golden: golden})
+	n := h.deployOnce(node)
+	if n.State != store.NodeFailed || n.Failure.Error.Details.Reason != proto.ReasonMeasurementMismatch || !strings.Contains(n.Failure.Error.Message, "PCR 4 is ") {
+		t.Fatalf("golden: node %s %+v", n.State, n.Failure)
+	}
+	golden["4"] = hex.EncodeToString(h.nodeTPM(node).Last.Boot.PCRs[0].Digest)
+	h.measuredBoot(&store.MeasuredBootPolicy{Mode: proto.MeasuredBootGolden, PCRs: []int{4}, Golden: golden})
+	if n := h.deployOnce(node); n.State != store.NodeActive || h.nodeTPM(node).Last.Verdict != proto.VerdictMatch {
+		t.Fatalf("the boot's own values as golden: node %s %+v", n.State, n.Failure)
+	}
+
+	bad := map[string]struct {
+		policy store.MeasuredBootPolicy
+		path   string
+	}{
+		"an unknown mode":               {store.MeasuredBootPolicy{Mode: "strict"}, "policy.measuredBoot.mode"},
+		"a PCR a TPM does not have":     {store.MeasuredBootPolicy{Mode: "tofu", PCRs: []int{0, 24}}, "policy.measuredBoot.pcrs[1]"},
+		"golden values for tofu":        {store.MeasuredBootPolicy{Mode: "tofu", Golden: golden}, "policy.measuredBoot.golden"},
+		"a golden value that is no hex": {store.MeasuredBootPolicy{Mode: "golden", PCRs: []int{4}, Golden: map[string]string{"4": "zz"}}, "policy.measuredBoot.golden.4"},
+		"a golden value of a PCR not compared": {store.MeasuredBootPolicy{Mode: "golden", PCRs: []int{4},
+			Golden: map[string]string{"4": golden["4"], "7": golden["4"]}}, "policy.measuredBoot.golden.7"},
+		"a compared PCR without golden value": {store.MeasuredBootPolicy{Mode: "golden"}, "policy.measuredBoot.golden"},
+	}
+	for name, tc := range bad {
+		err := h.svc.CheckPoolPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", MeasuredBoot: &tc.policy})
+		if e := proto.AsError(err); err == nil || e.Code != proto.InvalidInput || e.Details.Path != tc.path {
+			t.Errorf("%s: %v (path %q), want INVALID_INPUT at %s", name, err, e.Details.Path, tc.path)
+		}
+	}
+}
+
+// attest.boot is the attestation as a step of its own: skipped under policy off, its
+// result the verdict and the verified boot otherwise; under record a boot that differs
+// from the baseline is recorded as a mismatch and passes.
+func TestAttestBootStep(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	doc := []byte(`{"id": "attest-only", "version": 1, "target": "metal", "steps": [{"use": "attest.boot"}]}`)
+	run := func() store.RunStep {
+		t.Helper()
+		if s := h.node(node).State; s == store.NodeActive || s == store.NodeFailed {
+			release, _, err := h.act(node, Release, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.end(release.ID)
+		}
+		r, err := h.deployRecord(node, func(tx *store.Tx) (store.ProfileRecord, error) {
+			rec, ok, err := tx.Profile("acme", "attest-only", 1)
+			if err != nil || ok {
+				return rec, err
+			}
+			return tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: "attest-only", Version: 1, Document: doc})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, n := h.end(r.ID)
+		if n.State != store.NodeActive {
+			t.Fatalf("node %s %+v", n.State, n.Failure)
+		}
+		return r.Steps[0]
+	}
+	if s := run(); s.State != store.StepSkipped || !strings.Contains(s.Reason, "measured-boot policy is off") {
+		t.Fatalf("under off: %s %q", s.State, s.Reason)
+	}
+	tm := h.withTPM("kernel 6.1", proto.MeasuredBootRecord)
+	var res proto.AttestBootResult
+	if s := run(); s.State != store.StepSucceeded || json.Unmarshal(s.Result, &res) != nil || res.Verdict != proto.VerdictRecorded || res.Mode != proto.MeasuredBootRecord || len(res.Boot.Events) == 0 {
+		t.Fatalf("under record: %s %s", s.State, s.Result)
+	}
+	// Under record, a boot that differs from an accepted baseline is recorded, not refused.
+	if err := h.store.Update(func(tx *store.Tx) error { _, err := AcceptBoot(tx, node, "cred_ops"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	tm.reboot(t, "kernel 6.2")
+	if s := run(); s.State != store.StepSucceeded || json.Unmarshal(s.Result, &res) != nil || res.Verdict != proto.VerdictMismatch || len(res.Mismatches) != 1 {
+		t.Fatalf("another kernel under record: %s %s", s.State, s.Result)
+	}
+}
