@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -88,7 +89,8 @@ type nodeData struct {
 	Actions []string
 }
 
-// node shows one node: metal.get, metal.inventory and its last workflow.
+// node shows one node: metal.get, metal.inventory, its last workflow and a page of its
+// events, the newest or those before ?before=.
 func (c *Console) node(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	var d nodeData
@@ -101,7 +103,13 @@ func (c *Console) node(w http.ResponseWriter, r *http.Request, s *session) {
 		d.InventoryErr = proto.AsError(err)
 	}
 	d.Inventory = sectionsOf(inv.Sections)
-	live, err := c.liveAfter(r, s, d.Node.ID, d.Node.Workflow, 0)
+	before, err := strconv.ParseUint(cmp.Or(r.URL.Query().Get("before"), "0"), 10, 64)
+	if err != nil {
+		c.render(w, r, http.StatusBadRequest, "error", s, view{Title: "Node " + id, Nav: "nodes",
+			Err: proto.Errorf(proto.InvalidInput, "before must be an event's seq, a whole number: follow the page's older and newer links").WithPath("before")})
+		return
+	}
+	live, err := c.liveOf(r.Context(), s, d.Node.ID, d.Node.Workflow, before)
 	if err != nil {
 		c.refused(w, r, s, "Node "+id, err)
 		return
