@@ -47,7 +47,9 @@ type SiteLocations struct {
 // SiteInventory is the answer of sites.inventory: what the site's agent last reported,
 // section by section (site, images, bootEntries, discoveries).
 type SiteInventory struct {
-	Agent    string             `json:"agent"`
+	Agent string `json:"agent"`
+	// Session is whether the agent is connected.
+	Session  *SiteAgent         `json:"session"`
 	Sections []InventorySection `json:"sections"`
 }
 
@@ -116,8 +118,16 @@ func (s *Server) registerSites() {
 		}
 		err = s.store.View(func(tx *store.Tx) error {
 			sites, next, err := tx.Sites(page)
+			if err != nil {
+				return err
+			}
 			out.Sites, out.NextCursor = viewsOf(sites, siteOf), next
-			return err
+			for i := range out.Sites {
+				if out.Sites[i].Agent, err = siteAgentOf(tx, out.Sites[i].ID); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 		return out, err
 	})
@@ -157,6 +167,9 @@ func (s *Server) registerSites() {
 		err = s.store.View(func(tx *store.Tx) (err error) {
 			if _, err := tx.Site(req.SiteID); err != nil {
 				return proto.AsError(err).WithPath("siteId")
+			}
+			if out.Session, err = siteAgentOf(tx, req.SiteID); err != nil {
+				return err
 			}
 			sections, err := tx.Inventory(out.Agent)
 			out.Sections = viewsOf(sections, sectionOf)

@@ -195,8 +195,9 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, s *session) {
 
 // siteData is one site with what its agent reported and its cache holds.
 type siteData struct {
-	Site      api.Site
-	Agent     string
+	Site api.Site
+	// Agent is whether the site's agent is connected (sites.inventory).
+	Agent     *api.SiteAgent
 	Sections  []section
 	Locations []api.ImageLocation
 	Err       *proto.Error
@@ -222,7 +223,7 @@ func (c *Console) sites(w http.ResponseWriter, r *http.Request, s *session) {
 		if err != nil {
 			d.Err = proto.AsError(err)
 		}
-		d.Agent, d.Sections, d.Locations = inv.Agent, sectionsOf(inv.Sections), locs.Locations
+		d.Agent, d.Sections, d.Locations = inv.Session, sectionsOf(inv.Sections), locs.Locations
 		out = append(out, d)
 	}
 	c.render(w, r, http.StatusOK, "sites", s, view{Title: "Sites", Nav: "sites", Data: out})
