@@ -57,7 +57,7 @@ var siteCommands = []command{{
 }, {
 	path:    "sites list",
 	usage:   "[--cursor C]",
-	summary: "list sites",
+	summary: "list sites, each with whether its agent is connected, since when and when it was last seen",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		cursor := fs.String("cursor", "", "resume after a previous page")
 		return func(x *exec) error {
