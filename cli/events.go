@@ -85,25 +85,9 @@ func printEvents(out io.Writer, format string, events []api.Event) {
 
 // eventLine is one event of the table.
 func eventLine(w io.Writer, e api.Event) {
-	change := e.To
-	if e.From != "" {
-		change = e.From + " -> " + e.To
-	}
-	switch {
-	case e.Detail != "" && change == "":
-		change = e.Detail
-	case e.Detail != "":
-		change += " (" + e.Detail + ")"
-	}
-	took, failure := "", ""
+	took := ""
 	if e.DurationSeconds > 0 {
-		took = time.Duration(e.DurationSeconds * float64(time.Second)).Round(time100ms).String()
+		took = e.Took().String()
 	}
-	if e.Error != nil {
-		failure = string(e.Error.Code) + ": " + e.Error.Message
-		if e.Error.Details.Reason != "" {
-			failure += " (reason " + e.Error.Details.Reason + ")"
-		}
-	}
-	fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.At.Format(time.RFC3339), e.Kind, e.WorkflowID, e.Step, e.Use, change, took, failure)
+	fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.At.Format(time.RFC3339), e.Kind, e.WorkflowID, e.Step, e.Use, e.ChangeText(), took, e.ErrorText())
 }

@@ -13,7 +13,7 @@ import (
 // credential that manages its nodes; another tenant learns nothing of it (NOT_FOUND),
 // and a node without a verified boot has nothing to accept.
 func TestMeasuredBootThroughTheCLI(t *testing.T) {
-	reg, configs := acmeAndBeta(t)
+	reg, configs := acmeBetaAndReader(t)
 	admin := reg.AdminConfig
 	if e := testkit.Fails(t, admin, "pools", "update", "gpu", "--tenant", "acme",
 		"--policy", writeDoc(t, `{"measuredBoot": {"mode": "golden", "pcrs": [4], "golden": {"4": "00"}}}`)); e.Code != "INVALID_INPUT" || e.Details.Path != "policy.measuredBoot.golden.4" {

@@ -371,26 +371,14 @@ func TestEnrollConflictHidesAnotherTenantsNode(t *testing.T) {
 	}
 }
 
-// acmeAndBeta starts a registry with site rack-a and tenants acme and beta, each with a
-// pool gpu there, and the CLI configs of three credentials: acme and beta, which manage
-// and read their nodes, and acme-reader, which only reads acme's.
-func acmeAndBeta(t *testing.T) (*testkit.Registry, map[string]string) {
+// acmeBetaAndReader starts a registry with site rack-a and tenants acme and beta, each
+// with a pool gpu there, and the CLI configs of three credentials: acme and beta, which
+// manage and read their nodes, and acme-reader, which only reads acme's.
+func acmeBetaAndReader(t *testing.T) (*testkit.Registry, map[string]string) {
 	reg := testkit.StartRegistry(t, "")
-	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
-	configs := map[string]string{}
-	for _, c := range []struct{ tenant, name, actions string }{
-		{"acme", "acme", "compute:nodes:manage,compute:nodes:read"},
-		{"acme", "acme-reader", "compute:nodes:read"},
-		{"beta", "beta", "compute:nodes:manage,compute:nodes:read"},
-	} {
-		if c.name == c.tenant {
-			testkit.JSON(t, admin, nil, "tenants", "create", c.tenant)
-			testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a", "--tenant", c.tenant)
-		}
-		configs[c.name] = filepath.Join(t.TempDir(), c.name+".conf")
-		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", c.tenant, "--actions", c.actions, "--out", configs[c.name])
-	}
+	configs := acmeAndBeta(t, reg.AdminConfig, "compute:nodes:manage,compute:nodes:read")
+	configs["acme-reader"] = filepath.Join(t.TempDir(), "acme-reader.conf")
+	testkit.JSON(t, reg.AdminConfig, nil, "credentials", "create", "--tenant", "acme", "--actions", "compute:nodes:read", "--out", configs["acme-reader"])
 	return reg, configs
 }
 
@@ -399,7 +387,7 @@ func acmeAndBeta(t *testing.T) (*testkit.Registry, map[string]string) {
 // may only read nodes tries them on acme's own: NOT_FOUND (naming nothing of acme) and
 // FORBIDDEN, and acme's node does not change.
 func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
-	reg, configs := acmeAndBeta(t)
+	reg, configs := acmeBetaAndReader(t)
 	var node store.Node
 	testkit.JSON(t, configs["acme"], &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
 	answeringSite(t, reg, "rack-a")

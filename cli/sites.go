@@ -57,7 +57,7 @@ var siteCommands = []command{{
 }, {
 	path:    "sites list",
 	usage:   "[--cursor C]",
-	summary: "list sites",
+	summary: "list sites, each with whether its agent is connected, since when and when it was last seen",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		cursor := fs.String("cursor", "", "resume after a previous page")
 		return func(x *exec) error {
@@ -144,9 +144,16 @@ var siteCommands = []command{{
 }}
 
 func siteTable(w *tabwriter.Writer, sites []api.Site) {
-	fmt.Fprintln(w, "SITE\tCREATED")
+	fmt.Fprintln(w, "SITE\tCREATED\tAGENT\tSINCE\tLAST SEEN")
 	for _, s := range sites {
-		fmt.Fprintf(w, "%s\t%s\n", s.ID, s.CreatedAt.Format(time.RFC3339))
+		agent, since, seen := "never connected", "", ""
+		if a := s.Agent; a != nil && !a.Since.IsZero() {
+			agent, since, seen = "disconnected", a.Since.Format(time.RFC3339), a.LastSeen.Format(time.RFC3339)
+			if a.Connected {
+				agent = "connected"
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.CreatedAt.Format(time.RFC3339), agent, since, seen)
 	}
 }
 

@@ -3,8 +3,11 @@ package registry
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -16,8 +19,9 @@ import (
 // newMetrics makes the registry's collectors, reading the store and the agent plane at
 // each scrape (the plane is started after them, and scraped only once it runs).
 func newMetrics(st *store.Store, plane func() *agentPlane, log *slog.Logger) *metrics.Registry {
+	nodes := newNodeCounts(st, func() (map[string]int, error) { return nodesByState(st) })
 	return metrics.New(metrics.Sources{
-		NodesByState: func() (map[string]int, error) { return nodesByState(st) },
+		NodesByState: nodes.get,
 		Sites: func() (n int, err error) {
 			err = st.View(func(tx *store.Tx) error {
 				return allPages(func(p store.Page) (string, error) {
@@ -45,6 +49,41 @@ func newMetrics(st *store.Store, plane func() *agentPlane, log *slog.Logger) *me
 		},
 		Log: log,
 	})
+}
+
+// nodeCounts is every tenant's nodes counted by state, counted again only after a
+// commit wrote a node: the store's OnWrite hook on its nodes marks the count stale, on
+// etcd for the commits of every registry sharing the store too. A scrape of a fleet whose
+// nodes did not change since the last one reads nothing.
+type nodeCounts struct {
+	count func() (map[string]int, error)
+	stale atomic.Bool
+	mu    sync.Mutex
+	last  map[string]int
+}
+
+// newNodeCounts counts with count, hooked to st's node writes for the store's life.
+func newNodeCounts(st *store.Store, count func() (map[string]int, error)) *nodeCounts {
+	c := &nodeCounts{count: count}
+	c.stale.Store(true)
+	st.OnWrite(func() { c.stale.Store(true) }, store.BucketNodes)
+	return c
+}
+
+// get is the count, counted again when a node was written since the last. The mark is
+// cleared before counting: a write that commits after the count's read marks it again.
+func (c *nodeCounts) get() (map[string]int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stale.Swap(false) {
+		counts, err := c.count()
+		if err != nil {
+			c.stale.Store(true)
+			return nil, err
+		}
+		c.last = counts
+	}
+	return maps.Clone(c.last), nil
 }
 
 // nodesByState counts every tenant's nodes by state, every state of the lifecycle

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
@@ -93,14 +94,29 @@ func (p *agentPlane) renew(node string, role proto.Role, publicKey []byte) ([]by
 	return join.Renew(p.st, p.keys, node, string(role), publicKey)
 }
 
-// session records an agent's session as a join of its role: a rejoin after a plain
-// reboot reconnects without join.join and must count.
-func (p *agentPlane) session(node string, role proto.Role) {
+// session records an agent's session: a site agent's in the store (the sites' view
+// shows whether it is connected), a machine's as a join of its role (a rejoin after a
+// plain reboot reconnects without join.join and must count).
+func (p *agentPlane) session(node string, role proto.Role, opened time.Time) {
 	if role == proto.RoleSite {
+		if err := p.st.Update(func(tx *store.Tx) error { return tx.OpenAgentSession(node, string(role), opened) }); err != nil {
+			p.log.Error("recording a site agent's session", "site", node, "err", err)
+		}
 		return
 	}
 	if err := p.joins.Joined(node, string(role)); err != nil {
 		p.log.Error("recording an agent session", "node", node, "role", role, "err", err)
+	}
+}
+
+// sessionEnd records that a site agent's session ended, unless a newer one replaced it.
+// Machines' agents are left out: there are many, and a reconnect of one writes nothing.
+func (p *agentPlane) sessionEnd(node string, role proto.Role, opened time.Time) {
+	if role != proto.RoleSite {
+		return
+	}
+	if err := p.st.Update(func(tx *store.Tx) error { return tx.CloseAgentSession(node, opened) }); err != nil {
+		p.log.Warn("recording the end of a site agent's session", "site", node, "err", err)
 	}
 }
 
@@ -191,7 +207,7 @@ func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertifica
 		Claims: &workflow.Claims{Owner: replica}})
 	ep, err := agents.Start(agents.Config{
 		Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: k.pki.AgentCAPool(), Store: st, Log: cfg.Log, Keys: k.endpoint,
-		OnInventory: p.sites.Inventory, OnSession: p.session, OnProgress: p.progress, Expand: p.expand,
+		OnInventory: p.sites.Inventory, OnSession: p.session, OnSessionEnd: p.sessionEnd, OnProgress: p.progress, Expand: p.expand,
 		Secret: p.secret, Renew: p.renew, Now: cfg.Clock.Now, Received: attest.Verifier{AgentCAs: k.pki.AgentCAPool()}.Received,
 	})
 	p.ep = ep

@@ -14,14 +14,17 @@ import (
 )
 
 // recordLive makes the node page record, in the tab's sessionStorage (which outlives a
-// reload), every state of the timeline's rows that a live update brings: only the
-// server-sent events change #live without a reload.
+// reload), every state of the timeline's rows and every row of the event log that a
+// live update brings: only the server-sent events change #live without a reload.
 const recordLive = `(() => {
   const live = document.getElementById("live");
   new MutationObserver(() => {
     const seen = JSON.parse(sessionStorage.getItem("seen") || "[]");
     for (const r of live.querySelectorAll("#timeline tr.step")) {
       seen.push(r.cells[1].textContent + " " + r.className.replace("step ", ""));
+    }
+    for (const r of live.querySelectorAll("#events tr.event")) {
+      seen.push("event " + r.dataset.kind + " " + r.cells[4].textContent.trim().split(" ").pop() + " " + r.cells[5].textContent);
     }
     sessionStorage.setItem("seen", JSON.stringify(seen));
   }).observe(live, {childList: true, subtree: true});
@@ -32,7 +35,8 @@ const recordLive = `(() => {
 // operator would: the node's page, Deploy, the profile, the confirmation. The node's
 // page then follows the workflow live: the image server holds the image halfway, the
 // page shows deploy.deploy running, and once the image flows its end arrives on the same
-// page, without a reload, before the node shows active. With BC_SCREENSHOTS set (make
+// page, without a reload, before the node shows active, and so do the step's events in
+// the node's event log. With BC_SCREENSHOTS set (make
 // screenshots) it writes the console's main pages there.
 func TestConsoleFollowsADeployLive(t *testing.T) {
 	if testing.Short() {
@@ -97,7 +101,8 @@ func TestConsoleFollowsADeployLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"deploy.deploy running", "deploy.deploy succeeded", "boot.kexec succeeded"} {
+	for _, want := range []string{"deploy.deploy running", "deploy.deploy succeeded", "boot.kexec succeeded",
+		"event step.started deploy.deploy ", "event step.ended deploy.deploy succeeded", "event step.ended boot.kexec succeeded"} {
 		if !strings.Contains(strings.Join(seen, "\n"), want) {
 			t.Errorf("the page's live updates never showed %q; they showed:\n%s", want, strings.Join(seen, "\n"))
 		}
@@ -125,8 +130,8 @@ func TestConsoleFollowsADeployLive(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(w.reg.URL+"/ui/sites"), chromedp.WaitVisible(chromedp.ID("site-rack-a"))); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("site-rack-a"))); !strings.Contains(got, "site reported") {
-		t.Errorf("the sites page shows no report of rack-a's agent:\n%s", got)
+	if got, _ := chromedp.Run(ctx, chromedp.Text(chromedp.ID("site-rack-a"))); !strings.Contains(got, "site reported") || !strings.Contains(got, "rack-a · connected since") {
+		t.Errorf("the sites page shows no report of rack-a's agent, or not that it is connected:\n%s", got)
 	}
 	browser.Screenshot(t, ctx, "sites")
 	if err := chromedp.Do(ctx, chromedp.Navigate(w.reg.URL+"/ui/images"), chromedp.WaitVisible(chromedp.ID("images"))); err != nil {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -148,6 +149,8 @@ type siteAgent struct {
 	// ipxeDir is the directory TFTP serves.
 	ipxeDir    string
 	metricsURL string
+	// stop stops the agent before the test ends.
+	stop func()
 }
 
 // startSiteAgent joins the site agent of rack-a and runs it (startSite) with its boot
@@ -170,7 +173,7 @@ func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[
 	siteConfig := filepath.Join(work, "site.json")
 	data, _ := json.Marshal(cfg)
 	testkit.WriteFile(t, siteConfig, data, 0o600)
-	startSite(t, siteConfig)
+	sa.stop = startSite(t, siteConfig)
 	return sa
 }
 
@@ -180,10 +183,13 @@ func putSecret(t *testing.T, config, work, ref, value string) {
 	testkit.JSON(t, config, nil, "secrets", "put", "--ref", ref, "--file", writeDoc(t, work, value))
 }
 
-// startSite runs `bcd site` until the test ends, and shows its log when the test fails.
-func startSite(t *testing.T, config string) {
+// startSite runs `bcd site` until the test ends or stop, and shows its log when the
+// test fails.
+func startSite(t *testing.T, config string) (stop func()) {
 	t.Helper()
-	t.Cleanup(testkit.StartBCD(t, nil, "site", "--config", config))
+	stop = sync.OnceFunc(testkit.StartBCD(t, nil, "site", "--config", config))
+	t.Cleanup(stop)
+	return stop
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {

@@ -54,8 +54,12 @@ type Config struct {
 	// WaitObserved's waiters are woken). It must return quickly.
 	OnObserved func(node string, generation int64)
 	// OnSession, if set, is called once an agent's hello is recorded: the agent of node
-	// in role is connected (a join, a reconnect or a reboot). It must return quickly.
-	OnSession func(node string, role proto.Role)
+	// in role is connected (a join, a reconnect or a reboot) since opened, when its
+	// session opened. It must return quickly.
+	OnSession func(node string, role proto.Role, opened time.Time)
+	// OnSessionEnd, if set, is called when the session of node's agent opened at opened
+	// ends, unless a newer session of the same node replaced it. It must return quickly.
+	OnSessionEnd func(node string, role proto.Role, opened time.Time)
 	// OnProgress, if set, is called with each progress report an agent sends for a
 	// command it runs. It must return quickly.
 	OnProgress func(node, commandID string, detail json.RawMessage)

@@ -18,6 +18,8 @@ type session struct {
 	identity
 	conn   *quic.Conn
 	stream *quic.Stream
+	// opened is when the agent's hello was read.
+	opened time.Time
 
 	// wmu serialises writes on the session stream and guards sent.
 	wmu sync.Mutex
@@ -74,7 +76,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		conn.CloseWithError(codeShutdown, "registry failed to read the node")
 		return
 	}
-	s := &session{identity: id, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration}
+	s := &session{identity: id, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now()}
 	if !e.register(s) {
 		return
 	}
@@ -165,12 +167,17 @@ func (e *Endpoint) comeBackLater(conn *quic.Conn) {
 	conn.CloseWithError(codeShutdown, proto.ShutdownReason(returnDelay(closing.n, closing.n, time.Since(closing.at))))
 }
 
-// unregister forgets s, unless a newer session replaced it already.
+// unregister forgets s, unless a newer session replaced it already, and tells
+// OnSessionEnd when it was the node's session.
 func (e *Endpoint) unregister(s *session) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.sessions[s.node] == s {
+	ended := e.sessions[s.node] == s
+	if ended {
 		delete(e.sessions, s.node)
+	}
+	e.mu.Unlock()
+	if ended && e.cfg.OnSessionEnd != nil {
+		e.cfg.OnSessionEnd(s.node, s.role, s.opened)
 	}
 }
 
@@ -244,7 +251,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		e.spawn(func() { e.deliver(s, c) })
 	}
 	if e.cfg.OnSession != nil {
-		e.cfg.OnSession(s.node, s.role)
+		e.cfg.OnSession(s.node, s.role, s.opened)
 	}
 	return nil
 }

@@ -26,6 +26,9 @@ type EventsRequest struct {
 type EventList struct {
 	Events     []Event `json:"events"`
 	NextCursor string  `json:"nextCursor,omitempty"`
+	// LastSeq is the seq of the node's newest event (0 when it has none), whatever the
+	// page: afterSeq lastSeq-n lists the newest n events, to read the log backwards.
+	LastSeq uint64 `json:"lastSeq"`
 }
 
 // registerEvents adds metal.events.
@@ -64,7 +67,11 @@ func (s *Server) registerEvents() {
 					}
 				}
 				events, next, err := tx.Events(n.ID, req.WorkflowID, page)
-				out = EventList{Events: viewsOf(events, eventOf), NextCursor: next}
+				if err != nil {
+					return err
+				}
+				last, err := tx.LastEventSeq(n.ID)
+				out = EventList{Events: viewsOf(events, eventOf), NextCursor: next, LastSeq: last}
 				return err
 			})
 			if err != nil || len(out.Events) > 0 || !req.Wait {
@@ -99,4 +106,39 @@ type Event struct {
 func eventOf(e store.Event) Event {
 	return Event{Seq: e.Seq, At: e.At, Kind: e.Kind, NodeID: e.Node, WorkflowID: e.Workflow, Step: e.Step, Use: e.Use,
 		From: e.From, To: e.To, DurationSeconds: e.Duration.Seconds(), Error: e.Error, Detail: e.Detail}
+}
+
+// What a client shows of an event: the CLI's table and the console's node page alike.
+
+// ChangeText is what the event changed: a node's move (from -> to), a step's or run's
+// outcome, with the detail that explains it.
+func (e Event) ChangeText() string {
+	change := e.To
+	if e.From != "" {
+		change = e.From + " -> " + e.To
+	}
+	switch {
+	case e.Detail != "" && change == "":
+		change = e.Detail
+	case e.Detail != "":
+		change += " (" + e.Detail + ")"
+	}
+	return change
+}
+
+// Took is an ended step's or run's duration, rounded to 100 ms; 0 for other events.
+func (e Event) Took() time.Duration {
+	return time.Duration(e.DurationSeconds * float64(time.Second)).Round(100 * time.Millisecond)
+}
+
+// ErrorText is a failure's code, message and reason; "" when the event has no error.
+func (e Event) ErrorText() string {
+	if e.Error == nil {
+		return ""
+	}
+	failure := string(e.Error.Code) + ": " + e.Error.Message
+	if e.Error.Details.Reason != "" {
+		failure += " (reason " + e.Error.Details.Reason + ")"
+	}
+	return failure
 }

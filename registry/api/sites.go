@@ -47,7 +47,9 @@ type SiteLocations struct {
 // SiteInventory is the answer of sites.inventory: what the site's agent last reported,
 // section by section (site, images, bootEntries, discoveries).
 type SiteInventory struct {
-	Agent    string             `json:"agent"`
+	Agent string `json:"agent"`
+	// Session is whether the agent is connected.
+	Session  *SiteAgent         `json:"session"`
 	Sections []InventorySection `json:"sections"`
 }
 
@@ -112,7 +114,16 @@ func (s *Server) registerSites() {
 		}
 		out.Sites, out.NextCursor, err = listPage(s.store, req, func(tx *store.Tx, page store.Page) ([]Site, string, error) {
 			sites, next, err := tx.Sites(page)
-			return viewsOf(sites, siteOf), next, err
+			if err != nil {
+				return nil, "", err
+			}
+			views := viewsOf(sites, siteOf)
+			for i := range views {
+				if views[i].Agent, err = siteAgentOf(tx, views[i].ID); err != nil {
+					return nil, "", err
+				}
+			}
+			return views, next, nil
 		})
 		return out, err
 	})
@@ -151,6 +162,9 @@ func (s *Server) registerSites() {
 		out.Agent = site.Agent(req.SiteID)
 		err = s.store.View(func(tx *store.Tx) (err error) {
 			if _, err := requestedSite(tx, req.SiteID); err != nil {
+				return err
+			}
+			if out.Session, err = siteAgentOf(tx, req.SiteID); err != nil {
 				return err
 			}
 			sections, err := tx.Inventory(out.Agent)

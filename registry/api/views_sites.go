@@ -6,6 +6,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/site"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -17,6 +18,31 @@ type Site struct {
 	BMCNetworks []string `json:"bmcNetworks,omitempty"`
 	// ImageSources are the host patterns the site's caches may pull images from.
 	ImageSources []string `json:"imageSources,omitempty"`
+	// Agent is whether the site's agent is connected (sites.list).
+	Agent *SiteAgent `json:"agent,omitempty"`
+}
+
+// SiteAgent is whether a site's agent (bcd site) is connected, as the registry holding
+// its session recorded it in the store at the session's hello and end: every registry
+// sharing the store answers the same.
+type SiteAgent struct {
+	ID        string `json:"id"`
+	Connected bool   `json:"connected"`
+	// Since is when its session opened: the open one's when connected, else the last
+	// one's; zero when it never connected.
+	Since time.Time `json:"since,omitzero"`
+	// LastSeen is its session's hello, or its end when it is not connected.
+	LastSeen time.Time `json:"lastSeen,omitzero"`
+}
+
+// siteAgentOf reads whether the agent of site is connected.
+func siteAgentOf(tx *store.Tx, siteID string) (*SiteAgent, error) {
+	a := &SiteAgent{ID: site.Agent(siteID)}
+	s, ok, err := tx.AgentSession(a.ID)
+	if ok {
+		a.Connected, a.Since, a.LastSeen = s.Connected, s.OpenedAt, s.LastSeen
+	}
+	return a, err
 }
 
 // ImageLocation is an image held by a site's cache.
@@ -55,7 +81,9 @@ type ExcludedImage struct {
 	Message string `json:"message"`
 }
 
-func siteOf(s store.Site) Site { return Site(s) }
+func siteOf(s store.Site) Site {
+	return Site{ID: s.ID, CreatedAt: s.CreatedAt, BMCNetworks: s.BMCNetworks, ImageSources: s.ImageSources}
+}
 
 func locationOf(l store.ImageLocation) ImageLocation { return ImageLocation(l) }
 

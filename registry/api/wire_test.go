@@ -48,6 +48,13 @@ func fullSite() store.Site {
 	return store.Site{ID: "rack-a", CreatedAt: at, BMCNetworks: []string{"127.0.0.0/8"}, ImageSources: []string{"https://images.example/"}}
 }
 
+// siteWithAgent is a site as sites.list shows it, its agent's session recorded.
+func siteWithAgent() Site {
+	s := siteOf(fullSite())
+	s.Agent = &SiteAgent{ID: "rack-a", Connected: true, Since: at, LastSeen: later}
+	return s
+}
+
 func inventorySection() store.InventorySection {
 	return store.InventorySection{Node: "nd_0123456789abcdef", Section: "gpus", Data: json.RawMessage(`[{"model":"H100"}]`), UpdatedAt: at}
 }
@@ -108,9 +115,9 @@ func wireAnswers() map[string]any {
 		"metal.enroll":      nodeOf(n),
 		"metal.retire":      TransitionStarted{WorkflowID: "wf_2", Profile: refOf(n.Profile), Node: nodeOf(n)},
 		"sites.create":      fullSite(),
-		"sites.list":        SiteList{Sites: viewsOf([]store.Site{fullSite()}, siteOf), NextCursor: "cmFjay1h"},
+		"sites.list":        SiteList{Sites: []Site{siteWithAgent()}, NextCursor: "cmFjay1h"},
 		"sites.locations":   SiteLocations{Locations: viewsOf([]store.ImageLocation{{Site: "rack-a", ImageID: "im_1", Digest: fullImage().SHA256, State: proto.ImageCacheState("ready"), SizeBytes: 1 << 30, LastUsed: at, UpdatedAt: later}}, locationOf)},
-		"sites.inventory":   SiteInventory{Agent: "site-rack-a", Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
+		"sites.inventory":   SiteInventory{Agent: "site-rack-a", Session: siteWithAgent().Agent, Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
 		"sites.cachePlan":   cachePlanOf(image.CachePlan{Site: "rack-a", CacheImages: []proto.CacheImage{{Ref: "ubuntu@24.04"}}, Excluded: []image.ExcludedImage{{Tenant: "acme", Pool: "gpu", Ref: "old@1", Reason: "unsigned", Message: "old@1 is not signed"}}}),
 		"metal.attestation": attestationOf(n.ID, fullNodeTPM(), true),
 		"metal.inventory":   NodeInventory{NodeID: n.ID, Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
@@ -125,7 +132,7 @@ func wireAnswers() map[string]any {
 		"tenants.create":    tenantOf(store.Tenant{ID: "acme", CreatedAt: at}),
 		"tenants.list":      TenantList{Tenants: viewsOf([]store.Tenant{{ID: "acme", CreatedAt: at}}, tenantOf)},
 		"metal.events": EventList{Events: viewsOf([]store.Event{{Node: n.ID, Tenant: "acme", Seq: 7, At: at, Kind: store.EventStepEnded, Workflow: "wf_1", Step: "steps[2]", Use: "deploy.image",
-			To: "failed", Duration: 90 * time.Second, Error: proto.Errorf(proto.Unavailable, "the site agent is not connected"), Detail: "retried"}}, eventOf), NextCursor: "bmRfMQ"},
+			To: "failed", Duration: 90 * time.Second, Error: proto.Errorf(proto.Unavailable, "the site agent is not connected"), Detail: "retried"}}, eventOf), NextCursor: "bmRfMQ", LastSeq: 9},
 		"workflows.get": WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: ProfileRef(*n.Profile), State: "failed", Steps: viewsOf([]store.RunStep{fullRunStep()}, stepOf), Failure: failureOf(n.Failure), Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
 	}
 }

@@ -243,12 +243,13 @@ func TestAnotherTenantsNodeIsNotThere(t *testing.T) {
 		t.Errorf("acme's node list (%d) shows %s: %v, %s: %v", list.status, acmeNode.ID, strings.Contains(list.body, acmeNode.ID),
 			betaNode.ID, strings.Contains(list.body, betaNode.ID))
 	}
-	if p := b.get("/ui/nodes/" + acmeNode.ID); p.status != http.StatusOK || !strings.Contains(p.body, "52:54:00:aa:00:01") {
-		t.Errorf("acme's own node: %d", p.status)
+	if p := b.get("/ui/nodes/" + acmeNode.ID); p.status != http.StatusOK || !strings.Contains(p.body, "52:54:00:aa:00:01") ||
+		!strings.Contains(p.body, `data-kind="node.state"`) {
+		t.Errorf("acme's own node, with its event log: %d\n%s", p.status, p.body)
 	}
 	const missing = "nd_00000000deadbeef"
 	token := b.csrf("/ui/nodes/" + acmeNode.ID + "/release")
-	for _, path := range []string{"/ui/nodes/%s", "/ui/nodes/%s/live", "/ui/nodes/%s/release"} {
+	for _, path := range []string{"/ui/nodes/%s", "/ui/nodes/%s?before=2", "/ui/nodes/%s/live", "/ui/nodes/%s/release"} {
 		theirs := b.get(strings.Replace(path, "%s", betaNode.ID, 1))
 		none := b.get(strings.Replace(path, "%s", missing, 1))
 		if path == "/ui/nodes/%s/release" {
@@ -348,7 +349,7 @@ func TestPagesAreTheAPIsAnswers(t *testing.T) {
 	reg, acme, _, _ := twoTenants(t)
 	b := newClient(t, reg)
 	b.signIn(acme)
-	if p := b.get("/ui/sites"); p.status != http.StatusForbidden || !strings.Contains(p.body, "FORBIDDEN") {
+	if p := b.get("/ui/sites"); p.status != http.StatusForbidden || !strings.Contains(p.body, "FORBIDDEN") || strings.Contains(p.body, "connected") {
 		t.Errorf("acme's sites page: %d\n%s", p.status, p.body)
 	}
 	if p := b.get("/ui/pools"); p.status != http.StatusOK || !strings.Contains(p.body, "<td>acme</td>") || strings.Contains(p.body, "<td>beta</td>") {
@@ -359,7 +360,7 @@ func TestPagesAreTheAPIsAnswers(t *testing.T) {
 	}
 	admin := newClient(t, reg)
 	admin.signIn(reg.AdminConfig)
-	if p := admin.get("/ui/sites"); p.status != http.StatusOK || !strings.Contains(p.body, `id="site-rack-a"`) {
+	if p := admin.get("/ui/sites"); p.status != http.StatusOK || !strings.Contains(p.body, `id="site-rack-a"`) || !strings.Contains(p.body, "never connected") {
 		t.Errorf("the admin's sites page: %d\n%s", p.status, p.body)
 	}
 	if p := admin.get("/ui/nodes?state=sleeping"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "INVALID_INPUT") {

@@ -2,28 +2,36 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
 
-// liveData is a node's workflow timeline and its events: the block the live stream
-// renders again at every change of the run.
+// liveData is a node's workflow timeline and a page of its event log: the block the
+// live stream renders again at every change of the run and every new event.
 type liveData struct {
 	Node string
 	// Run is the node's last workflow; nil when it never ran one.
 	Run   *api.WorkflowView
 	Steps []stepRow
-	// Events are the node's events, newest last.
-	Events []event
-	// Running is set while the run runs: the page follows the live stream.
+	// Events are a page of the node's event log (metal.events), newest last.
+	Events []api.Event
+	// LastSeq is the seq of the node's newest event: the live stream follows the log
+	// after it.
+	LastSeq uint64
+	// Older and Newer are the ?before= of the pages of older and newer events, 0 for
+	// none; Newest links the newest page when this one is an older one.
+	Older, Newer uint64
+	Newest       bool
+	// Running is set while the run runs and the page shows the newest events: the page
+	// follows the live stream.
 	Running bool
 	// At is when the block was rendered.
 	At time.Time
@@ -49,23 +57,53 @@ type event struct {
 	Detail string
 }
 
-// liveAfter reads a node's workflow as the session's credential: workflows.get, waiting
-// with afterRev for the run's next change.
-func (c *Console) liveAfter(r *http.Request, s *session, node, workflow string, afterRev int) (*liveData, error) {
+// eventsPage is how many events a node's page shows.
+const eventsPage = 50
+
+// liveOf reads a node's block as the session's credential: its workflow (workflows.get)
+// and the page of its event log (metal.events) that ends before seq before, the newest
+// page when before is 0.
+func (c *Console) liveOf(ctx context.Context, s *session, node, workflow string, before uint64) (*liveData, error) {
 	d := &liveData{Node: node}
-	if workflow == "" {
-		return d, nil
+	if workflow != "" {
+		var run api.WorkflowView
+		if err := c.call(ctx, s, "workflows.get", api.GetWorkflowRequest{ID: workflow}, &run); err != nil {
+			return nil, err
+		}
+		d.Run, d.Running = &run, run.State == api.RunRunning && before == 0
+		for _, st := range run.Steps {
+			d.Steps = append(d.Steps, c.stepRowOf(st))
+		}
 	}
-	var run api.WorkflowView
-	if err := c.call(r.Context(), s, "workflows.get", api.GetWorkflowRequest{ID: workflow, AfterRev: afterRev}, &run); err != nil {
+	// The log's newest seq first, then the page that ends at end: the events after
+	// end-eventsPage.
+	var head api.EventList
+	if err := c.call(ctx, s, "metal.events", api.EventsRequest{NodeID: node, ListRequest: api.ListRequest{Limit: 1}}, &head); err != nil {
 		return nil, err
 	}
-	d.At = c.now()
-	d.Run, d.Running = &run, run.State == api.RunRunning
-	for _, st := range run.Steps {
-		d.Steps = append(d.Steps, c.stepRowOf(st))
+	d.LastSeq = head.LastSeq
+	end := d.LastSeq
+	if before > 0 && before <= end {
+		end = before - 1
 	}
-	d.Events = eventsOf(run)
+	if end > 0 {
+		start := end - min(end, eventsPage)
+		var page api.EventList
+		if err := c.call(ctx, s, "metal.events", api.EventsRequest{NodeID: node, AfterSeq: start, ListRequest: api.ListRequest{Limit: int(end - start)}}, &page); err != nil {
+			return nil, err
+		}
+		d.Events = page.Events
+		if len(d.Events) > 0 && d.Events[0].Seq > 1 {
+			d.Older = d.Events[0].Seq
+		}
+	}
+	if end < d.LastSeq {
+		d.Newest = true
+		if end+eventsPage < d.LastSeq {
+			d.Newer = end + eventsPage + 1
+		}
+	}
+	d.At = c.now()
 	return d, nil
 }
 
@@ -114,41 +152,11 @@ func percentOf(raw json.RawMessage) int {
 	return -1
 }
 
-// eventsOf is the node's event log as the API shows it today: the steps of its last
-// workflow, each start and end with its time and duration. This is the one place the
-// console reads events; the template block "events" shows them.
-func eventsOf(run api.WorkflowView) []event {
-	out := []event{{At: run.CreatedAt, What: "workflow " + run.Kind + " started", Detail: run.ID + " " + run.Profile.ID + "@" + fmt.Sprint(run.Profile.Version)}}
-	for _, s := range run.Steps {
-		if !s.StartedAt.IsZero() {
-			out = append(out, event{At: s.StartedAt, What: s.Path() + " " + s.Use + " started"})
-		}
-		if !s.FinishedAt.IsZero() {
-			e := event{At: s.FinishedAt, What: s.Path() + " " + s.Use + " " + s.State}
-			if !s.StartedAt.IsZero() {
-				e.Detail = "after " + durationText(s.FinishedAt.Sub(s.StartedAt))
-			}
-			if s.Error != nil {
-				e.Detail = strings.TrimSpace(e.Detail + " " + string(s.Error.Code) + ": " + s.Error.Message)
-			}
-			out = append(out, e)
-		}
-	}
-	if !run.FinishedAt.IsZero() {
-		e := event{At: run.FinishedAt, What: "workflow " + run.Kind + " " + run.State}
-		if f := run.Failure; f != nil && f.Error != nil {
-			e.Detail = f.Step + " " + string(f.Error.Code) + ": " + f.Error.Message
-		}
-		out = append(out, e)
-	}
-	slices.SortStableFunc(out, func(a, b event) int { return a.At.Compare(b.At) })
-	return out
-}
-
-// live streams a node's timeline block as server-sent events while its workflow runs:
-// an "update" event with the block's HTML at every change of the run (and at least every
-// 25 seconds, so the running step's time moves), then "end" once the run ended. Every
-// read is the API's workflows.get as the session's credential.
+// live streams a node's block as server-sent events while its workflow runs: an
+// "update" event with the block's HTML at every change of the run (workflows.get with
+// afterRev) and every new event of the node's log (metal.events with afterSeq and
+// wait), and at least every 25 seconds so the running step's time moves; then "end"
+// once the run ended. Every read is the API's, as the session's credential.
 func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 	s := c.sessions.of(r)
 	if s == nil {
@@ -166,17 +174,30 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, string(e.Code)+": "+e.Message, e.Code.HTTPStatus())
 		return
 	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	d, err := c.liveOf(ctx, s, node.ID, node.Workflow, 0)
+	if err != nil {
+		e := proto.AsError(err)
+		http.Error(w, string(e.Code)+": "+e.Message, e.Code.HTTPStatus())
+		return
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	rc := http.NewResponseController(w)
-	rev := 0
+	changed, failed := make(chan struct{}, 1), make(chan error, 2)
+	if d.Running {
+		go c.follow(ctx, changed, failed, func(rev int) (int, error) {
+			var run api.WorkflowView
+			err := c.call(ctx, s, "workflows.get", api.GetWorkflowRequest{ID: node.Workflow, AfterRev: rev}, &run)
+			return run.Rev, err
+		}, d.Run.Rev)
+		go c.follow(ctx, changed, failed, func(seq int) (int, error) {
+			var l api.EventList
+			err := c.call(ctx, s, "metal.events", api.EventsRequest{NodeID: node.ID, AfterSeq: uint64(seq), Wait: true, ListRequest: api.ListRequest{Limit: 1}}, &l)
+			return int(l.LastSeq), err
+		}, int(d.LastSeq))
+	}
 	for {
-		d, err := c.liveAfter(r, s, node.ID, node.Workflow, rev)
-		if err != nil {
-			if r.Context().Err() == nil {
-				c.log.Info("console live stream ends", "node", node.ID, "code", proto.CodeOf(err))
-			}
-			return
-		}
 		var b bytes.Buffer
 		if err := c.pages["node"].ExecuteTemplate(&b, "live", d); err != nil {
 			c.log.Error("console live block", "err", err)
@@ -189,12 +210,42 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 		if err := writeEvent(w, "update", b.Bytes()); err != nil || rc.Flush() != nil {
 			return
 		}
-		if d.Run == nil || !d.Running {
+		if !d.Running {
 			writeEvent(w, "end", nil)
 			rc.Flush()
 			return
 		}
-		rev = d.Run.Rev
+		select {
+		case <-changed:
+		case err := <-failed:
+			if ctx.Err() == nil {
+				c.log.Info("console live stream ends", "node", node.ID, "code", proto.CodeOf(err))
+			}
+			return
+		}
+		if d, err = c.liveOf(ctx, s, node.ID, node.Workflow, 0); err != nil {
+			if ctx.Err() == nil {
+				c.log.Info("console live stream ends", "node", node.ID, "code", proto.CodeOf(err))
+			}
+			return
+		}
+	}
+}
+
+// follow calls next with the last position it returned (a run's rev, a log's seq)
+// until ctx ends, each call waiting for the next change; each answer, a change or a
+// wait that ran out, signals changed, and an error ends it on failed.
+func (c *Console) follow(ctx context.Context, changed chan<- struct{}, failed chan<- error, next func(after int) (int, error), after int) {
+	for ctx.Err() == nil {
+		var err error
+		if after, err = next(after); err != nil {
+			failed <- err
+			return
+		}
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 
 // TestTimelineShowsProgressAndDurations: the live block shows a finished step's
 // duration, a running step's time so far and its progress as the agent reported it (a
-// bar and the bytes), and the step's events.
+// bar and the bytes), and a page of the node's events with its link to older ones.
 func TestTimelineShowsProgressAndDurations(t *testing.T) {
 	start := time.Date(2026, 9, 1, 10, 0, 0, 0, time.UTC)
 	c := &Console{now: func() time.Time { return start.Add(90 * time.Second) }, pages: parsePages()}
@@ -22,7 +22,13 @@ func TestTimelineShowsProgressAndDurations(t *testing.T) {
 		{Phase: "main", Index: 1, Use: "deploy.deploy", On: "ramdisk", State: api.StepRunning, StartedAt: start.Add(2 * time.Second), Progress: progress,
 			Attempts: []api.Attempt{{N: 1}, {N: 2}}},
 	}}
-	d := &liveData{Node: "nd_1", Run: &run, Running: true, At: c.now(), Events: eventsOf(run)}
+	events := []api.Event{
+		{Seq: 7, At: start, Kind: "step.started", WorkflowID: "wf_1", Step: "steps[0]", Use: "userdata.render"},
+		{Seq: 8, At: start.Add(1500 * time.Millisecond), Kind: "step.ended", WorkflowID: "wf_1", Step: "steps[0]", Use: "userdata.render", To: "succeeded", DurationSeconds: 1.5},
+		{Seq: 9, At: start.Add(1600 * time.Millisecond), Kind: "step.ended", WorkflowID: "wf_1", Step: "steps[1]", Use: "inventory.refresh", To: "succeeded", DurationSeconds: 0.016},
+		{Seq: 10, At: start.Add(2 * time.Second), Kind: "step.started", WorkflowID: "wf_1", Step: "steps[1]", Use: "deploy.deploy"},
+	}
+	d := &liveData{Node: "nd_1", Run: &run, Running: true, At: c.now(), Events: events, LastSeq: 10, Older: 7}
 	for _, s := range run.Steps {
 		d.Steps = append(d.Steps, c.stepRowOf(s))
 	}
@@ -31,7 +37,9 @@ func TestTimelineShowsProgressAndDurations(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"1.5s", "1m28s", `<progress max="100" value="50"></progress>`, "512.0 MiB of 1.0 GiB read, 600.0 MiB written",
-		"attempt 2", "steps[0] userdata.render succeeded", "after 1.5s", "steps[1] deploy.deploy started"} {
+		"attempt 2",
+		`<tr class="event" data-seq="8" data-kind="step.ended"><td>8</td>`, "<td>succeeded</td><td>1.5s</td>", "<td>succeeded</td><td>16ms</td>", `data-seq="10" data-kind="step.started"`,
+		`href="/ui/nodes/nd_1?before=7">← older events</a>`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("the live block lacks %q:\n%s", want, b.String())
 		}

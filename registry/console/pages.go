@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -88,7 +89,8 @@ type nodeData struct {
 	Actions []string
 }
 
-// node shows one node: metal.get, metal.inventory and its last workflow.
+// node shows one node: metal.get, metal.inventory, its last workflow and a page of its
+// events, the newest or those before ?before=.
 func (c *Console) node(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	var d nodeData
@@ -101,7 +103,13 @@ func (c *Console) node(w http.ResponseWriter, r *http.Request, s *session) {
 		d.InventoryErr = proto.AsError(err)
 	}
 	d.Inventory = sectionsOf(inv.Sections)
-	live, err := c.liveAfter(r, s, d.Node.ID, d.Node.Workflow, 0)
+	before, err := strconv.ParseUint(cmp.Or(r.URL.Query().Get("before"), "0"), 10, 64)
+	if err != nil {
+		c.render(w, r, http.StatusBadRequest, "error", s, view{Title: "Node " + id, Nav: "nodes",
+			Err: proto.Errorf(proto.InvalidInput, "before must be an event's seq, a whole number: follow the page's older and newer links").WithPath("before")})
+		return
+	}
+	live, err := c.liveOf(r.Context(), s, d.Node.ID, d.Node.Workflow, before)
 	if err != nil {
 		c.refused(w, r, s, "Node "+id, err)
 		return
@@ -187,8 +195,9 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, s *session) {
 
 // siteData is one site with what its agent reported and its cache holds.
 type siteData struct {
-	Site      api.Site
-	Agent     string
+	Site api.Site
+	// Agent is whether the site's agent is connected (sites.inventory).
+	Agent     *api.SiteAgent
 	Sections  []section
 	Locations []api.ImageLocation
 	Err       *proto.Error
@@ -214,7 +223,7 @@ func (c *Console) sites(w http.ResponseWriter, r *http.Request, s *session) {
 		if err != nil {
 			d.Err = proto.AsError(err)
 		}
-		d.Agent, d.Sections, d.Locations = inv.Agent, sectionsOf(inv.Sections), locs.Locations
+		d.Agent, d.Sections, d.Locations = inv.Session, sectionsOf(inv.Sections), locs.Locations
 		out = append(out, d)
 	}
 	c.render(w, r, http.StatusOK, "sites", s, view{Title: "Sites", Nav: "sites", Data: out})

@@ -85,6 +85,8 @@ var funcs = template.FuncMap{
 		return s
 	},
 	"json": func(raw json.RawMessage) string { return indented(raw) },
+	// seconds is an event's duration as the timeline shows a step's.
+	"seconds": func(s float64) string { return durationText(time.Duration(s * float64(time.Second))) },
 }
 
 // parsePages parses each page with the layout it fills.

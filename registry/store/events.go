@@ -107,6 +107,16 @@ func (t *Tx) AppendEvent(e Event) (Event, error) {
 // EventCursor is the cursor that lists a node's events after seq.
 func EventCursor(node string, seq uint64) string { return EncodeCursor(eventKey(node, seq)) }
 
+// LastEventSeq is the seq of node's newest event, 0 when it has none: a reader pages
+// back from it (the events after LastEventSeq-n are the newest n).
+func (t *Tx) LastEventSeq(node string) (uint64, error) {
+	var h eventHead
+	if _, err := t.get(bucketEventHeads, []byte(node), &h); err != nil || h.Next == 0 {
+		return 0, err
+	}
+	return h.Next - 1, nil
+}
+
 // Events returns a page of node's events in order, only workflow's when it is not "".
 func (t *Tx) Events(node, workflow string, p Page) ([]Event, string, error) {
 	var out []Event

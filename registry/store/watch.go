@@ -16,6 +16,7 @@ type Bucket string
 // of the record itself, so watching the record's bucket is enough.
 const (
 	BucketSites        Bucket = bucketSites
+	BucketNodes        Bucket = bucketNodes
 	BucketPools        Bucket = bucketPools
 	BucketImages       Bucket = bucketImages
 	BucketImageSigners Bucket = bucketImageSigners

@@ -1,0 +1,44 @@
+package store
+
+import "time"
+
+// AgentSession is the last session of an agent as the registry that held it recorded
+// it: when it opened, whether it is still open, and when the agent was last seen (the
+// session's hello, or its end). It is kept in the store rather than in a registry's
+// memory so that every registry sharing the store answers the same.
+type AgentSession struct {
+	Node string `json:"node"`
+	Role string `json:"role"`
+	// OpenedAt is when the session opened, by the clock of the registry holding it: a
+	// session's end is recorded only while the record is still that session's.
+	OpenedAt  time.Time `json:"openedAt"`
+	Connected bool      `json:"connected"`
+	LastSeen  time.Time `json:"lastSeen"`
+}
+
+const bucketAgentSessions = "agent_sessions"
+
+// OpenAgentSession records that node's agent of role opened a session at opened,
+// replacing the record of any older one.
+func (t *Tx) OpenAgentSession(node, role string, opened time.Time) error {
+	return t.put(bucketAgentSessions, []byte(node), AgentSession{Node: node, Role: role, OpenedAt: opened, Connected: true, LastSeen: t.now})
+}
+
+// CloseAgentSession records that the session of node's agent opened at opened ended,
+// unless a newer session (on this registry or another sharing the store) replaced it.
+func (t *Tx) CloseAgentSession(node string, opened time.Time) error {
+	s, ok, err := t.AgentSession(node)
+	if err != nil || !ok || !s.OpenedAt.Equal(opened) {
+		return err
+	}
+	s.Connected, s.LastSeen = false, t.now
+	return t.put(bucketAgentSessions, []byte(node), s)
+}
+
+// AgentSession returns the last session of node's agent, and false when it never had one
+// recorded.
+func (t *Tx) AgentSession(node string) (AgentSession, bool, error) {
+	var s AgentSession
+	ok, err := t.get(bucketAgentSessions, []byte(node), &s)
+	return s, ok, err
+}
