@@ -3,25 +3,33 @@
 # package, not installed) and a busybox initramfs whose /init silences the kernel's
 # console messages, prints the kernel command line to the serial console framed by a
 # marker and its length (three times), then powers the VM off. The result is
-# cached in $BC_TEST_CACHE (default /var/cache/better-compute-test/ramdisk), so later
-# runs are quick. Prints the directory holding vmlinuz and initrd.img.
+# cached in $BC_TEST_CACHE (default /var/cache/better-compute-test): the kernel in
+# ramdisk/, the initramfs in ramdisk-HASH/ named by this script's content, so checkouts of
+# different versions of it never build over each other's. Later runs are quick. Prints
+# the directory holding vmlinuz and initrd.img.
 set -euo pipefail
-cache=${BC_TEST_CACHE:-/var/cache/better-compute-test}/ramdisk
+base=${BC_TEST_CACHE:-/var/cache/better-compute-test}
+kernel=$base/ramdisk
+cache=$base/ramdisk-$(sha256sum "$0" | cut -c1-16)
 busybox=/bin/busybox
-mkdir -p "$cache"
+mkdir -p "$kernel" "$cache"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-if [[ ! -s $cache/vmlinuz ]]; then
+if [[ ! -s $kernel/vmlinuz ]]; then
 	kernel_pkg() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'; }
 	pkg=$(kernel_pkg)
 	[[ -n $pkg ]] || { apt-get -o DPkg::Lock::Timeout=600 update -q >&2 && pkg=$(kernel_pkg); }
 	[[ -n $pkg ]] || { echo "no kernel package behind linux-image-amd64 (run apt-get update)" >&2; exit 1; }
 	(cd "$work" && apt-get download -q "$pkg" >&2)
 	dpkg-deb -x "$work"/"$pkg"_*.deb "$work/root"
-	cp "$work"/root/boot/vmlinuz-* "$cache/vmlinuz.tmp"
+	cp "$work"/root/boot/vmlinuz-* "$kernel/vmlinuz.tmp"
+	mv "$kernel/vmlinuz.tmp" "$kernel/vmlinuz"
+fi
+if [[ ! -s $cache/vmlinuz ]]; then
+	cp "$kernel/vmlinuz" "$cache/vmlinuz.tmp"
 	mv "$cache/vmlinuz.tmp" "$cache/vmlinuz"
 fi
-if [[ ! -s $cache/initrd.img || $0 -nt $cache/initrd.img ]]; then
+if [[ ! -s $cache/initrd.img ]]; then
 	[[ $(ldd "$busybox" 2>&1) == *"not a dynamic"* ]] || { echo "$busybox is not static: install busybox-static" >&2; exit 1; }
 	root=$work/initramfs
 	mkdir -p "$root"/{bin,dev,proc,sys}
