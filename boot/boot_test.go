@@ -118,6 +118,9 @@ func TestConfigCheck(t *testing.T) {
 			}
 		}, paths: []string{"boot.subnets[0].subnet", "boot.subnets[1].range.end", "boot.subnets[1].router", "boot.subnets[1].dns[0]", "boot.subnets[1].leaseTime"}},
 		"missing directory": {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
+		"relative signed chain": {edit: func(c *Config) { c.ShimFile, c.GRUBFile = "shimx64.efi", "../grubx64.efi" },
+			paths: []string{"boot.shimFile", "boot.grubFile"}},
+		"missing signed chain": {edit: func(c *Config) { c.ShimFile = "/nonexistent/shimx64.efi" }},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -124,6 +124,16 @@ type Config struct {
 	// ARM64Binary is the file for arm64 UEFI, architectures 11 and 19 (default
 	// ipxe-arm64.efi). Such clients are answered only when the file is in IPXEDir.
 	ARM64Binary string `json:"arm64Binary"`
+	// ShimFile is the first stage of the signed chain that machines booting under UEFI
+	// Secure Boot are given instead of iPXE (Entry.SecureBoot): shim signed by Microsoft,
+	// served by TFTP as secureboot/shimx64.efi and by HTTP at /secureboot/shimx64.efi
+	// (default /usr/lib/shim/shimx64.efi.signed, Debian's shim-signed).
+	ShimFile string `json:"shimFile"`
+	// GRUBFile is the network GRUB shim starts, signed by the key shim trusts, served
+	// beside shim as secureboot/grubx64.efi, the name shim asks for (default
+	// /usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed, Debian's
+	// grub-efi-amd64-signed).
+	GRUBFile string `json:"grubFile"`
 	// RamdiskDir holds the ramdisk kernels and initrds served at /ramdisk/<name>; an
 	// entry's kernel or initrd given as a plain name is a file here. Required.
 	RamdiskDir string `json:"ramdiskDir"`
@@ -184,6 +194,8 @@ func (c Config) withDefaults() Config {
 	setS(&c.BIOSBinary, "undionly.kpxe")
 	setS(&c.UEFIBinary, "snponly.efi")
 	setS(&c.ARM64Binary, "ipxe-arm64.efi")
+	setS(&c.ShimFile, "/usr/lib/shim/shimx64.efi.signed")
+	setS(&c.GRUBFile, "/usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed")
 	set(&c.DHCPPort, 67)
 	set(&c.ProxyPort, 4011)
 	set(&c.TFTPPort, 69)
@@ -244,6 +256,11 @@ func (c Config) Check() error {
 		field, name := b.field, b.v
 		if filepath.Base(name) != name || name == "." || name == ".." {
 			bad(field, "%q must be a file name inside ipxeDir", name)
+		}
+	}
+	for _, f := range []named[string]{{"shimFile", c.ShimFile}, {"grubFile", c.GRUBFile}} {
+		if !filepath.IsAbs(f.v) {
+			bad(f.field, "%q must be an absolute path", f.v)
 		}
 	}
 	for _, p := range []named[int]{{"dhcpPort", c.DHCPPort}, {"proxyPort", c.ProxyPort}, {"tftpPort", c.TFTPPort}, {"httpPort", c.HTTPPort}} {

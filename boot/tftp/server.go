@@ -23,6 +23,11 @@ type Options struct {
 	MaxBlockSize int
 	// Timeout is the wait for an acknowledgement before a block is resent (default 2 s).
 	Timeout time.Duration
+	// Extra serves names that are not files of the directory (a file elsewhere, or text
+	// made on the spot): it is asked first, with the name as Resolve returns it, and
+	// opens the content anew for every request; ok false leaves the name to the
+	// directory. Nil for none.
+	Extra func(name string) (f io.ReadSeekCloser, ok bool, err error)
 }
 
 // Server is a read-only TFTP server over one directory. It sends one block per
@@ -30,9 +35,10 @@ type Options struct {
 // stalls for good after one lost block with clients that do not negotiate a window
 // (docs/boot.md has the measurements), so it stays off.
 type Server struct {
-	root *os.Root
-	srv  *tftp.Server
-	log  *slog.Logger
+	root  *os.Root
+	extra func(string) (io.ReadSeekCloser, bool, error)
+	srv   *tftp.Server
+	log   *slog.Logger
 }
 
 // New returns a server of the files under dir.
@@ -41,7 +47,7 @@ func New(dir string, opts Options, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{root: root, log: log}
+	s := &Server{root: root, extra: opts.Extra, log: log}
 	s.srv = tftp.NewServer(s.read, nil)
 	if opts.MaxBlockSize == 0 {
 		opts.MaxBlockSize = 1468
@@ -130,7 +136,7 @@ func (s *Server) check(b []byte, from net.Addr) (code uint16, msg string, refuse
 		return errIllegal, "illegal TFTP operation: a read request is a file name and a mode, each ended by a NUL", true
 	}
 	name := string(fields[0])
-	f, err := Open(s.root, name)
+	f, err := s.open(name)
 	if err == nil {
 		f.Close()
 		return 0, "", false
@@ -155,19 +161,33 @@ func errorDatagram(code uint16, msg string) []byte {
 // and then aborts, which the hook logs as a size probe rather than a failure. pin/tftp
 // sends the text of the error read returns: it never carries the system's.
 func (s *Server) read(name string, rf io.ReaderFrom) error {
-	f, err := Open(s.root, name)
+	f, err := s.open(name)
 	if err != nil { // the file went away or changed since the gate looked
 		s.log.Warn("tftp request refused", "file", name, "err", err)
 		return errors.New("file not found")
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil {
+	if size, err := f.Seek(0, io.SeekEnd); err == nil {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return errors.New("file not readable")
+		}
 		if ot, ok := rf.(tftp.OutgoingTransfer); ok {
-			ot.SetSize(st.Size())
+			ot.SetSize(size)
 		}
 	}
 	_, err = rf.ReadFrom(f)
 	return err
+}
+
+// open opens what a requested name serves: an Extra name's content, else the
+// directory's file.
+func (s *Server) open(name string) (io.ReadSeekCloser, error) {
+	if rel, err := Resolve(name); err == nil && s.extra != nil {
+		if f, ok, err := s.extra(rel); ok {
+			return f, err
+		}
+	}
+	return Open(s.root, name)
 }
 
 // hook logs each transfer's end.
