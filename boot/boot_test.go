@@ -45,7 +45,7 @@ type sink struct {
 func (s *sink) Discovered(d Discovery) { s.mu.Lock(); defer s.mu.Unlock(); s.got = append(s.got, d) }
 
 // testConfig is a valid proxy-mode config over fresh directories.
-func testConfig(t *testing.T) Config {
+func testConfig(t testing.TB) Config {
 	t.Helper()
 	dir := t.TempDir()
 	for _, d := range []string{"ipxe", "ramdisk"} {
