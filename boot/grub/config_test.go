@@ -61,21 +61,21 @@ func TestRenderRefuses(t *testing.T) {
 		edit func(*ipxe.Script)
 		path string
 	}{
-		"command separator":       {func(s *ipxe.Script) { s.Args = []string{"a=b;reboot"} }, "args[0]"},
-		"newline":                 {func(s *ipxe.Script) { s.Args = []string{"a=b\nreboot"} }, "args[0]"},
-		"variable expansion":      {func(s *ipxe.Script) { s.Args = []string{"x=${prefix}"} }, "args[0]"},
-		"block":                   {func(s *ipxe.Script) { s.Args = []string{"{"} }, "args[0]"},
-		"comment":                 {func(s *ipxe.Script) { s.Args = []string{"#x"} }, "args[0]"},
-		"quote":                   {func(s *ipxe.Script) { s.Args = []string{"a='b'"} }, "args[0]"},
-		"pipe in the kernel path": {func(s *ipxe.Script) { s.Kernel = base + "/ramdisk/k|x" }, "kernel"},
-		"device in the initrd":    {func(s *ipxe.Script) { s.Initrd = base + "/(memdisk)/i" }, "initrd"},
-		"kernel of another host":  {func(s *ipxe.Script) { s.Kernel = "http://10.9.0.2/ramdisk/k" }, "kernel"},
+		"command separator":                      {func(s *ipxe.Script) { s.Args = []string{"a=b;reboot"} }, "args[0]"},
+		"newline":                                {func(s *ipxe.Script) { s.Args = []string{"a=b\nreboot"} }, "args[0]"},
+		"variable expansion":                     {func(s *ipxe.Script) { s.Args = []string{"x=${prefix}"} }, "args[0]"},
+		"block":                                  {func(s *ipxe.Script) { s.Args = []string{"{"} }, "args[0]"},
+		"comment":                                {func(s *ipxe.Script) { s.Args = []string{"#x"} }, "args[0]"},
+		"quote":                                  {func(s *ipxe.Script) { s.Args = []string{"a='b'"} }, "args[0]"},
+		"pipe in the kernel path":                {func(s *ipxe.Script) { s.Kernel = base + "/ramdisk/k|x" }, "kernel"},
+		"device in the initrd":                   {func(s *ipxe.Script) { s.Initrd = base + "/(memdisk)/i" }, "initrd"},
+		"kernel of another host":                 {func(s *ipxe.Script) { s.Kernel = "http://10.9.0.2/ramdisk/k" }, "kernel"},
 		"extra from the cache of another server": {func(s *ipxe.Script) { s.Extras = []string{"http://10.9.0.1:8080/images/sha256/ab"} }, "extras[0]"},
-		"https kernel":  {func(s *ipxe.Script) { s.Kernel = "https://10.9.0.1/ramdisk/k" }, "kernel"},
-		"empty initrd":  {func(s *ipxe.Script) { s.Initrd = "" }, "initrd"},
-		"bad MAC":       {func(s *ipxe.Script) { s.MAC = "52:54;reboot" }, "mac"},
-		"sanboot":       {func(s *ipxe.Script) { s.Kind = ipxe.Sanboot; s.ISO = base + "/x.iso" }, "kind"},
-		"unknown kind":  {func(s *ipxe.Script) { s.Kind = "shell" }, "kind"},
+		"https kernel":                           {func(s *ipxe.Script) { s.Kernel = "https://10.9.0.1/ramdisk/k" }, "kernel"},
+		"empty initrd":                           {func(s *ipxe.Script) { s.Initrd = "" }, "initrd"},
+		"bad MAC":                                {func(s *ipxe.Script) { s.MAC = "52:54;reboot" }, "mac"},
+		"sanboot":                                {func(s *ipxe.Script) { s.Kind = ipxe.Sanboot; s.ISO = base + "/x.iso" }, "kind"},
+		"unknown kind":                           {func(s *ipxe.Script) { s.Kind = "shell" }, "kind"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
