@@ -69,13 +69,20 @@ func (s *Server) grubConfig(name string) ([]byte, error) {
 		return nil, fs.ErrNotExist // no discovery either: it names no machine
 	}
 	script := s.script(mac, "tftp")
-	out, err := grub.Render(script, s.baseURL)
+	out, err := grub.Render(script, s.tftpPath)
 	if err != nil {
 		s.log.Error("boot entry can not be rendered for GRUB; the machine waits", "mac", mac.String(), "err", err)
 		script = ipxe.Script{Kind: ipxe.Wait, MAC: mac.String(), Retry: script.Retry}
-		out, err = grub.Render(script, s.baseURL)
+		out, err = grub.Render(script, s.tftpPath)
 	}
 	return out, err
+}
+
+// tftpPath is the TFTP path of a URL of ramdiskDir's file: chainFile serves them at
+// the same path as HTTP. Other URLs (the site cache's extra initrds) have none.
+func (s *Server) tftpPath(url string) (string, bool) {
+	name, ok := strings.CutPrefix(url, s.baseURL+"/ramdisk/")
+	return "/ramdisk/" + name, ok
 }
 
 // nopCloser is a ReadSeeker whose Close does nothing.

@@ -30,12 +30,12 @@ const Entry = "# better-compute: each machine's configuration is /boot/<mac>.gru
 // ${net_default_mac} (lower case, colons).
 func Path(mac string) string { return "boot/" + mac + ".grub" }
 
-// Render returns the GRUB configuration of s, whose URLs must be files of the boot
-// server at base (http://host[:port]) that its TFTP server serves at the same paths, or
-// INVALID_INPUT naming the field whose value can not go into it. A Sanboot script is
+// Render returns the GRUB configuration of s, or INVALID_INPUT naming the field whose
+// value can not go into it. tftp gives the TFTP path at which the boot server serves the
+// file of a URL of s, ok false for one it does not serve so. A Sanboot script is
 // refused: GRUB has no counterpart of iPXE's sanboot.
-func Render(s ipxe.Script, base string) ([]byte, error) {
-	paths, err := check(s, base)
+func Render(s ipxe.Script, tftp func(url string) (path string, ok bool)) ([]byte, error) {
+	paths, err := check(s, tftp)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func Render(s ipxe.Script, base string) ([]byte, error) {
 // check refuses a script GRUB can not boot or whose values could change the
 // configuration's structure. It returns the paths of a ramdisk's kernel, initrd and
 // extra initrds, in order.
-func check(s ipxe.Script, base string) (paths []string, err error) {
+func check(s ipxe.Script, tftp func(string) (string, bool)) (paths []string, err error) {
 	type field struct{ path, value string }
 	fields := []field{{"mac", s.MAC}}
 	var urls []field
@@ -83,13 +83,13 @@ func check(s ipxe.Script, base string) (paths []string, err error) {
 		return nil, proto.Errorf(proto.InvalidInput, "unknown script kind %q: want ramdisk, disk or wait", s.Kind).WithPath("kind")
 	}
 	for _, u := range urls {
-		p, ok := strings.CutPrefix(u.value, base+"/")
+		p, ok := tftp(u.value)
 		if !ok {
-			return nil, proto.Errorf(proto.InvalidInput, "%s: %q is not a file of this boot server (%s/...): GRUB loads files by TFTP from it alone", u.path, u.value, base).
+			return nil, proto.Errorf(proto.InvalidInput, "%s: %q is not a file the boot server serves by TFTP, and GRUB loads files by TFTP from it alone", u.path, u.value).
 				WithPath(u.path).WithReason(proto.ReasonUnsafeScriptValue)
 		}
 		fields = append(fields, field{u.path, p})
-		paths = append(paths, "/"+p)
+		paths = append(paths, p)
 	}
 	for _, f := range fields {
 		if err := CheckWord(f.value); err != nil {

@@ -22,6 +22,12 @@ const (
 	mac  = "52:54:00:12:34:56"
 )
 
+// tftp serves the files below base's /ramdisk/ at the same path.
+func tftp(url string) (string, bool) {
+	name, ok := strings.CutPrefix(url, base+"/ramdisk/")
+	return "/ramdisk/" + name, ok
+}
+
 func TestRenderGolden(t *testing.T) {
 	cases := map[string]ipxe.Script{
 		"ramdisk": {Kind: ipxe.Ramdisk, MAC: mac, Kernel: base + "/ramdisk/vmlinuz", Initrd: base + "/ramdisk/initrd.img",
@@ -34,7 +40,7 @@ func TestRenderGolden(t *testing.T) {
 	}
 	for name, s := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := Render(s, base)
+			got, err := Render(s, tftp)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,27 +67,27 @@ func TestRenderRefuses(t *testing.T) {
 		edit func(*ipxe.Script)
 		path string
 	}{
-		"command separator":                      {func(s *ipxe.Script) { s.Args = []string{"a=b;reboot"} }, "args[0]"},
-		"newline":                                {func(s *ipxe.Script) { s.Args = []string{"a=b\nreboot"} }, "args[0]"},
-		"variable expansion":                     {func(s *ipxe.Script) { s.Args = []string{"x=${prefix}"} }, "args[0]"},
-		"block":                                  {func(s *ipxe.Script) { s.Args = []string{"{"} }, "args[0]"},
-		"comment":                                {func(s *ipxe.Script) { s.Args = []string{"#x"} }, "args[0]"},
-		"quote":                                  {func(s *ipxe.Script) { s.Args = []string{"a='b'"} }, "args[0]"},
-		"pipe in the kernel path":                {func(s *ipxe.Script) { s.Kernel = base + "/ramdisk/k|x" }, "kernel"},
-		"device in the initrd":                   {func(s *ipxe.Script) { s.Initrd = base + "/(memdisk)/i" }, "initrd"},
-		"kernel of another host":                 {func(s *ipxe.Script) { s.Kernel = "http://10.9.0.2/ramdisk/k" }, "kernel"},
-		"extra from the cache of another server": {func(s *ipxe.Script) { s.Extras = []string{"http://10.9.0.1:8080/images/sha256/ab"} }, "extras[0]"},
-		"https kernel":                           {func(s *ipxe.Script) { s.Kernel = "https://10.9.0.1/ramdisk/k" }, "kernel"},
-		"empty initrd":                           {func(s *ipxe.Script) { s.Initrd = "" }, "initrd"},
-		"bad MAC":                                {func(s *ipxe.Script) { s.MAC = "52:54;reboot" }, "mac"},
-		"sanboot":                                {func(s *ipxe.Script) { s.Kind = ipxe.Sanboot; s.ISO = base + "/x.iso" }, "kind"},
-		"unknown kind":                           {func(s *ipxe.Script) { s.Kind = "shell" }, "kind"},
+		"command separator":         {func(s *ipxe.Script) { s.Args = []string{"a=b;reboot"} }, "args[0]"},
+		"newline":                   {func(s *ipxe.Script) { s.Args = []string{"a=b\nreboot"} }, "args[0]"},
+		"variable expansion":        {func(s *ipxe.Script) { s.Args = []string{"x=${prefix}"} }, "args[0]"},
+		"block":                     {func(s *ipxe.Script) { s.Args = []string{"{"} }, "args[0]"},
+		"comment":                   {func(s *ipxe.Script) { s.Args = []string{"#x"} }, "args[0]"},
+		"quote":                     {func(s *ipxe.Script) { s.Args = []string{"a='b'"} }, "args[0]"},
+		"pipe in the kernel path":   {func(s *ipxe.Script) { s.Kernel = base + "/ramdisk/k|x" }, "kernel"},
+		"device in the initrd":      {func(s *ipxe.Script) { s.Initrd = base + "/(memdisk)/i" }, "initrd"},
+		"kernel of another host":    {func(s *ipxe.Script) { s.Kernel = "http://10.9.0.2/ramdisk/k" }, "kernel"},
+		"extra from the site cache": {func(s *ipxe.Script) { s.Extras = []string{base + "/images/sha256/ab"} }, "extras[0]"},
+		"https kernel":              {func(s *ipxe.Script) { s.Kernel = "https://10.9.0.1/ramdisk/k" }, "kernel"},
+		"empty initrd":              {func(s *ipxe.Script) { s.Initrd = "" }, "initrd"},
+		"bad MAC":                   {func(s *ipxe.Script) { s.MAC = "52:54;reboot" }, "mac"},
+		"sanboot":                   {func(s *ipxe.Script) { s.Kind = ipxe.Sanboot; s.ISO = base + "/x.iso" }, "kind"},
+		"unknown kind":              {func(s *ipxe.Script) { s.Kind = "shell" }, "kind"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := ok
 			c.edit(&s)
-			_, err := Render(s, base)
+			_, err := Render(s, tftp)
 			if !errors.Is(err, &proto.Error{Code: proto.InvalidInput}) {
 				t.Fatalf("got %v, want INVALID_INPUT", err)
 			}
@@ -107,7 +113,7 @@ func FuzzRender(f *testing.F) {
 		if extra != "" {
 			s.Extras = []string{extra}
 		}
-		out, err := Render(s, base)
+		out, err := Render(s, tftp)
 		if err != nil {
 			return
 		}
