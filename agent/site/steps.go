@@ -57,7 +57,7 @@ func (s *steps) prepareRamdisk(cmd proto.SiteCommand) (any, error) {
 		return nil, err
 	}
 	e := proto.BootEntry{Node: cmd.Node, MACs: in.MACs, ProductUUID: in.ProductUUID, Kind: proto.BootRamdisk,
-		Ramdisk: &proto.RamdiskBoot{Kernel: in.Kernel, Initrd: in.Initrd, Args: in.Args, Token: in.Token, Registry: in.Registry, Pins: in.Pins, Extras: in.Extras},
+		Ramdisk:    &proto.RamdiskBoot{Kernel: in.Kernel, Initrd: in.Initrd, Args: in.Args, Token: in.Token, Registry: in.Registry, Pins: in.Pins, Extras: in.Extras},
 		SecureBoot: in.SecureBoot}
 	if err := s.setEntry(cmd.Node, &e); err != nil {
 		return nil, err
