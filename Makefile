@@ -48,10 +48,10 @@ lint:
 deps:
 	./.ci/deps.sh
 
-## e2e: the VM deployed end to end and booting its written disk under BIOS and UEFI, the image under Secure Boot, walked through its lifecycle, and its disks wiped in every mode (root, qemu; builds `make ramdisk`), docs/e2e.md
+## e2e: the VM deployed end to end and booting its written disk under BIOS, UEFI and UEFI Secure Boot, the image under Secure Boot, walked through its lifecycle, and its disks wiped in every mode (root, qemu; builds `make ramdisk`), docs/e2e.md
 .PHONY: e2e
 e2e:
-	$(GO) test -count=1 -v -timeout 30m -run '^(TestVMDeploy|TestVMDeployUEFI|TestVMImageSecureBoot|TestVMLifecycle|TestVMWipe|TestVMRamdiskExtra)$$' ./e2e/vm/
+	$(GO) test -count=1 -v -timeout 30m -run '^(TestVMDeploy|TestVMDeployUEFI|TestVMDeploySecureBoot|TestVMImageSecureBoot|TestVMLifecycle|TestVMWipe|TestVMRamdiskExtra)$$' ./e2e/vm/
 
 ## ramdisk-test-image: the kernel and busybox initramfs the VM boot test PXE-boots (cached)
 ramdisk-test-image:

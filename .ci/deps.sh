@@ -13,7 +13,8 @@ packages+=(kea-admin nginx)
 packages+=(zstd qemu-utils e2fsprogs cpio kmod xz-utils)
 # e2e/vm (make e2e): the OS image's partition table, its BIOS boot loader (GRUB by grub-mkimage), its EFI
 # system partition (FAT, written without mounting), and the UEFI firmware with and without Secure Boot. The
-# signed shim and GRUB (shim-signed, grub-efi-amd64-signed) the tests download and unpack, not install.
+# signed shim and GRUBs (shim-signed, grub-efi-amd64-signed: the disk GRUB and the network GRUB the site serves
+# Secure Boot machines) the tests download and unpack, not install.
 packages+=(gdisk grub-pc-bin dosfstools mtools ovmf)
 # bmc/redfish: OpenStack's Redfish emulator (sushy-tools, from ../shared/tools/sushy-tools) as the real
 # Redfish peer, run by Debian's python3 with its fake driver and basic authentication (bcrypt).

@@ -22,15 +22,21 @@ type Loaders struct {
 	NetGRUB string
 }
 
+// CachedLoaders are where SignedLoaders keeps the loaders, whether they are there yet
+// or not.
+func CachedLoaders() Loaders {
+	return Loaders{Shim: filepath.Join(LoaderCache, "usr/lib/shim/shimx64.efi.signed"),
+		GRUB:    filepath.Join(LoaderCache, "usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed"),
+		NetGRUB: filepath.Join(LoaderCache, "usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed")}
+}
+
 // SignedLoaders returns Debian's signed shim and GRUBs, downloaded once into
 // LoaderCache by `apt-get download` and unpacked, not installed (their packages would
 // set up the host's own boot). It skips the test when they can not be had.
 func SignedLoaders(t testing.TB) Loaders {
 	t.Helper()
 	dir := LoaderCache
-	l := Loaders{Shim: filepath.Join(dir, "usr/lib/shim/shimx64.efi.signed"),
-		GRUB:    filepath.Join(dir, "usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed"),
-		NetGRUB: filepath.Join(dir, "usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed")}
+	l := CachedLoaders()
 	have := func() bool {
 		for _, f := range []string{l.Shim, l.GRUB, l.NetGRUB} {
 			if _, err := os.Stat(f); err != nil {
