@@ -7,6 +7,8 @@ packages=(ca-certificates openssl curl kmod)
 packages+=(iproute2 nftables busybox-static tftp-hpa dnsmasq-base ipxe qemu-system-x86 ipxe-qemu cpio gzip)
 # boot/ routed layout: ISC's DHCP relay agent between the server's segment and the racks', and ISC's client behind it.
 packages+=(isc-dhcp-relay isc-dhcp-client)
+# boot/tftp: atftp, a TFTP client that negotiates RFC 7440 windowsize.
+packages+=(atftp)
 # boot/ benchmarks: perfdhcp (kea-admin) drives DHCP; nginx serves the peer's boot files.
 packages+=(kea-admin nginx)
 # The ramdisk's tests, benchmark and `make ramdisk`.

@@ -89,8 +89,8 @@ func TestConfigCheck(t *testing.T) {
 		"IPv6 DNS":                     {edit: func(c *Config) { auth(c); c.DNS = []netip.Addr{netip.MustParseAddr("::1")} }, paths: []string{"boot.dns[0]"}},
 		"binary outside the directory": {edit: func(c *Config) { c.UEFIBinary = "../ipxe.efi" }, paths: []string{"boot.uefiBinary"}},
 		"bad numbers": {edit: func(c *Config) {
-			c.HTTPPort, c.TFTPBlockSize, c.HTTPSendBuffer, c.RetryInterval = 70000, 100, 100, Duration(time.Millisecond)
-		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.httpSendBuffer", "boot.retryInterval"}},
+			c.HTTPPort, c.TFTPBlockSize, c.TFTPWindowSize, c.HTTPSendBuffer, c.RetryInterval = 70000, 100, 65, 100, Duration(time.Millisecond)
+		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.tftpWindowSize", "boot.httpSendBuffer", "boot.retryInterval"}},
 		"autotuned send buffer":       {edit: func(c *Config) { c.HTTPSendBuffer = -1 }},
 		"proxy port is the DHCP port": {edit: func(c *Config) { c.ProxyPort = 67 }, paths: []string{"boot.proxyPort"}},
 		"short HTTP timeouts": {edit: func(c *Config) {

@@ -148,6 +148,10 @@ type Config struct {
 	// TFTPBlockSize is the largest blksize a TFTP client may negotiate (default 1468, one
 	// Ethernet frame); at least 512.
 	TFTPBlockSize int `json:"tftpBlockSize"`
+	// TFTPWindowSize is the largest windowsize (RFC 7440) a TFTP client may negotiate:
+	// blocks sent per acknowledgement (default 8, 1-64). Clients that do not ask get
+	// one block per acknowledgement.
+	TFTPWindowSize int `json:"tftpWindowSize"`
 	// HTTPSendBuffer is the send buffer of each HTTP connection in bytes (default 256 KiB;
 	// -1 leaves it to the kernel's autotuning). A fixed buffer keeps a storm's thousand
 	// downloads from filling the kernel's TCP memory; one download then moves at most
@@ -201,6 +205,7 @@ func (c Config) withDefaults() Config {
 	set(&c.TFTPPort, 69)
 	set(&c.HTTPPort, 80)
 	set(&c.TFTPBlockSize, 1468)
+	set(&c.TFTPWindowSize, 8)
 	set(&c.HTTPSendBuffer, 256<<10)
 	setD(&c.LeaseTime, time.Hour)
 	c.Subnets = slices.Clone(c.Subnets)
@@ -271,6 +276,9 @@ func (c Config) Check() error {
 	}
 	if c.TFTPBlockSize < 512 || c.TFTPBlockSize > 65464 {
 		bad("tftpBlockSize", "block size %d is outside 512-65464", c.TFTPBlockSize)
+	}
+	if c.TFTPWindowSize < 1 || c.TFTPWindowSize > 64 {
+		bad("tftpWindowSize", "window size %d is outside 1-64", c.TFTPWindowSize)
 	}
 	if c.HTTPSendBuffer != -1 && (c.HTTPSendBuffer < 4096 || c.HTTPSendBuffer > 64<<20) {
 		bad("httpSendBuffer", "send buffer %d is neither -1 nor within 4096-67108864", c.HTTPSendBuffer)

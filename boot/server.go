@@ -216,7 +216,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return abort(fmt.Errorf("boot: tftp: %w", err))
 	}
 	s.growReadBuffer(tconn, "tftp")
-	ts, err := tftp.New(s.cfg.IPXEDir, tftp.Options{MaxBlockSize: s.tftpBlockSize(), Extra: s.chainFile}, s.log)
+	ts, err := tftp.New(s.cfg.IPXEDir, tftp.Options{MaxBlockSize: s.tftpBlockSize(), MaxWindow: s.cfg.TFTPWindowSize, Extra: s.chainFile}, s.log)
 	if err != nil {
 		tconn.Close()
 		return abort(err)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pin/tftp/v3"
@@ -23,6 +24,9 @@ type Options struct {
 	MaxBlockSize int
 	// Timeout is the wait for an acknowledgement before a block is resent (default 2 s).
 	Timeout time.Duration
+	// MaxWindow caps the windowsize a client may negotiate (RFC 7440; default 8): a
+	// client that asks for one gets up to this many blocks per acknowledgement.
+	MaxWindow int
 	// Extra serves names that are not files of the directory (a file elsewhere, or text
 	// made on the spot): it is asked first, with the name as Resolve returns it, and
 	// opens the content anew for every request; ok false leaves the name to the
@@ -30,15 +34,21 @@ type Options struct {
 	Extra func(name string) (f io.ReadSeekCloser, ok bool, err error)
 }
 
-// Server is a read-only TFTP server over one directory. It sends one block per
-// acknowledgement: pin/tftp has no RFC 7440 windowsize, and its sender anticipation
-// stalls for good after one lost block with clients that do not negotiate a window
-// (docs/boot.md has the measurements), so it stays off.
+// Server is a read-only TFTP server over one directory. A client that negotiates an RFC
+// 7440 windowsize is served by the server's own windowed sender (sendWindowed), since
+// pin/tftp has none; any other gets pin/tftp's one block per acknowledgement (its
+// sender anticipation stalls for good after one lost block with clients that do not
+// negotiate a window, docs/boot.md has the measurements, so it stays off).
 type Server struct {
-	root  *os.Root
-	extra func(string) (io.ReadSeekCloser, bool, error)
-	srv   *tftp.Server
-	log   *slog.Logger
+	root      *os.Root
+	extra     func(string) (io.ReadSeekCloser, bool, error)
+	srv       *tftp.Server
+	log       *slog.Logger
+	maxBlock  int
+	maxWindow int
+	timeout   time.Duration
+	// windowed are the windowed transfers in flight.
+	windowed sync.WaitGroup
 }
 
 // New returns a server of the files under dir.
@@ -55,6 +65,10 @@ func New(dir string, opts Options, log *slog.Logger) (*Server, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Second
 	}
+	if opts.MaxWindow == 0 {
+		opts.MaxWindow = 8
+	}
+	s.maxBlock, s.maxWindow, s.timeout = opts.MaxBlockSize, opts.MaxWindow, opts.Timeout
 	s.srv.SetBlockSize(opts.MaxBlockSize)
 	// pin/tftp's own cap looks up the interface each request came in on, by the index
 	// in its IP_PKTINFO; now and then that index is 0 (about 5 of 300 requests read at
@@ -76,6 +90,7 @@ func (s *Server) Serve(conn net.PacketConn) error {
 // Shutdown stops serving, waits for transfers in flight, and closes the root.
 func (s *Server) Shutdown() {
 	s.srv.Shutdown()
+	s.windowed.Wait()
 	s.root.Close()
 }
 
@@ -109,13 +124,32 @@ func (g gate) ReadFrom(p []byte) (int, net.Addr, error) {
 			return n, from, err
 		}
 		code, msg, refused := g.s.check(p[:n], from)
-		if !refused {
+		if !refused && !g.s.window(p[:n], from) {
 			return n, from, nil
 		}
 		if code != 0 {
 			g.PacketConn.WriteTo(errorDatagram(code, msg), from)
 		}
 	}
+}
+
+// window starts a windowed transfer for a read request that negotiates a windowsize
+// (RFC 7440) in octet mode, and reports whether it did; pin/tftp serves the others.
+func (s *Server) window(b []byte, from net.Addr) bool {
+	client, ok := from.(*net.UDPAddr)
+	if !ok || binary.BigEndian.Uint16(b) != opRRQ {
+		return false
+	}
+	r, err := parseRequest(b[2:])
+	if err != nil || r.mode != "octet" || !negotiate(r, s.maxBlock, s.maxWindow, 0).agreed("windowsize") {
+		return false
+	}
+	f, err := s.open(r.name)
+	if err != nil {
+		return false // pin/tftp answers it
+	}
+	s.windowed.Go(func() { s.sendWindowed(r, f, client) })
+	return true
 }
 
 // check says whether the server refuses a datagram that came to the listening port,
