@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +180,13 @@ func TestVMBootsRamdiskSecureBoot(t *testing.T) {
 	}
 	log := srv.log.String()
 	const sent = `msg="tftp sent" file=`
+	// OVMF's PXE asks for a window (RFC 7440) for shim, and so does shim for GRUB
+	// through it: both go by the windowed sender.
+	for _, f := range []string{shimName, grubName} {
+		if !regexp.MustCompile(`msg="tftp sent" file=` + f + ` client=\S+ blksize=\d+ windowsize=\d+ `).MatchString(log) {
+			t.Errorf("%s went without a window", f)
+		}
+	}
 	for _, w := range []string{sent + shimName, sent + grubName, sent + "/" + grub.EntryName,
 		sent + "/" + grub.Path(vmMAC), sent + "/ramdisk/vmlinuz", sent + "/ramdisk/initrd.img"} {
 		if !strings.Contains(log, w) {

@@ -113,7 +113,7 @@ func (s *Server) sendWindowed(r request, f io.ReadSeekCloser, client *net.UDPAdd
 	defer f.Close()
 	began := time.Now()
 	logFail := func(err error) {
-		s.log.Warn("tftp transfer failed", "file", r.name, "client", client.String(), "windowsize", r.opt("windowsize"), "err", err)
+		s.log.Warn("tftp transfer failed", "file", r.name, "client", client.IP.String(), "windowsize", r.opt("windowsize"), "err", err)
 	}
 	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
@@ -176,7 +176,7 @@ func (s *Server) sendWindowed(r request, f io.ReadSeekCloser, client *net.UDPAdd
 			retries++
 		case err != nil:
 			if acked < 0 && r.opt("tsize") != "" {
-				s.log.Info("tftp size probe", "file", r.name, "client", client.String(), "err", err)
+				s.log.Info("tftp size probe", "file", r.name, "client", client.IP.String(), "err", err)
 			} else {
 				logFail(err)
 			}
@@ -186,7 +186,7 @@ func (s *Server) sendWindowed(r request, f io.ReadSeekCloser, client *net.UDPAdd
 			acked, retries = next, 0
 		}
 	}
-	s.log.Info("tftp sent", "file", r.name, "client", client.String(), "blksize", w.blksize, "windowsize", w.window,
+	s.log.Info("tftp sent", "file", r.name, "client", client.IP.String(), "blksize", w.blksize, "windowsize", w.window,
 		"datagrams", datagrams, "acks", acks, "duration", time.Since(began))
 }
 
