@@ -61,10 +61,10 @@ lint:
 deps:
 	./.ci/deps.sh
 
-## e2e: the VM deployed end to end and booting its written disk under BIOS and UEFI, the image under Secure Boot, walked through its lifecycle, its disks wiped in every mode, and its measured boot attested (root, qemu; builds `make ramdisk`), docs/e2e.md
+## e2e: the VM deployed end to end and booting its written disk under BIOS, UEFI and UEFI Secure Boot, the image under Secure Boot, walked through its lifecycle, its disks wiped in every mode, and its measured boot attested (root, qemu; builds `make ramdisk`), docs/e2e.md
 .PHONY: e2e
 e2e:
-	$(GO) test -count=1 -v -timeout 40m -run '^(TestVMDeploy|TestVMDeployUEFI|TestVMImageSecureBoot|TestVMLifecycle|TestVMWipe|TestVMRamdiskExtra|TestVMMeasuredBoot)$$' ./e2e/vm/
+	$(GO) test -count=1 -v -timeout 40m -run '^(TestVMDeploy|TestVMDeployUEFI|TestVMDeploySecureBoot|TestVMImageSecureBoot|TestVMLifecycle|TestVMWipe|TestVMRamdiskExtra|TestVMMeasuredBoot)$$' ./e2e/vm/
 
 ## screenshots: the console's main pages (sign-in, nodes, a node deploying and deployed, sites) into docs/screenshots/, from a loopback deploy in headless Chromium
 .PHONY: screenshots

@@ -7,13 +7,16 @@ packages=(ca-certificates openssl curl kmod)
 packages+=(iproute2 nftables busybox-static tftp-hpa dnsmasq-base ipxe qemu-system-x86 ipxe-qemu cpio gzip)
 # boot/ routed layout: ISC's DHCP relay agent between the server's segment and the racks', and ISC's client behind it.
 packages+=(isc-dhcp-relay isc-dhcp-client)
+# boot/tftp: atftp, a TFTP client that negotiates RFC 7440 windowsize.
+packages+=(atftp)
 # boot/ benchmarks: perfdhcp (kea-admin) drives DHCP; nginx serves the peer's boot files.
 packages+=(kea-admin nginx)
 # The ramdisk's tests, benchmark and `make ramdisk`.
 packages+=(zstd qemu-utils e2fsprogs cpio kmod xz-utils)
 # e2e/vm (make e2e): the OS image's partition table, its BIOS boot loader (GRUB by grub-mkimage), its EFI
 # system partition (FAT, written without mounting), and the UEFI firmware with and without Secure Boot. The
-# signed shim and GRUB (shim-signed, grub-efi-amd64-signed) the tests download and unpack, not install.
+# signed shim and GRUBs (shim-signed, grub-efi-amd64-signed: the disk GRUB and the network GRUB the site serves
+# Secure Boot machines) the tests download and unpack, not install.
 packages+=(gdisk grub-pc-bin dosfstools mtools ovmf)
 # Measured boot (registry/measuredboot, hardware/tpm, e2e/vm): Debian's software TPM 2.0, its tests' machines and qemu's.
 packages+=(swtpm swtpm-tools)

@@ -46,7 +46,7 @@ type sink struct {
 func (s *sink) Discovered(d Discovery) { s.mu.Lock(); defer s.mu.Unlock(); s.got = append(s.got, d) }
 
 // testConfig is a valid proxy-mode config over fresh directories.
-func testConfig(t *testing.T) Config {
+func testConfig(t testing.TB) Config {
 	t.Helper()
 	dir := t.TempDir()
 	for _, d := range []string{"ipxe", "ramdisk"} {
@@ -90,8 +90,8 @@ func TestConfigCheck(t *testing.T) {
 		"IPv6 DNS":                     {edit: func(c *Config) { auth(c); c.DNS = []netip.Addr{netip.MustParseAddr("::1")} }, paths: []string{"boot.dns[0]"}},
 		"binary outside the directory": {edit: func(c *Config) { c.UEFIBinary = "../ipxe.efi" }, paths: []string{"boot.uefiBinary"}},
 		"bad numbers": {edit: func(c *Config) {
-			c.HTTPPort, c.TFTPBlockSize, c.HTTPSendBuffer, c.RetryInterval = 70000, 100, 100, Duration(time.Millisecond)
-		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.httpSendBuffer", "boot.retryInterval"}},
+			c.HTTPPort, c.TFTPBlockSize, c.TFTPWindowSize, c.HTTPSendBuffer, c.RetryInterval = 70000, 100, 65, 100, Duration(time.Millisecond)
+		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.tftpWindowSize", "boot.httpSendBuffer", "boot.retryInterval"}},
 		"autotuned send buffer":       {edit: func(c *Config) { c.HTTPSendBuffer = -1 }},
 		"proxy port is the DHCP port": {edit: func(c *Config) { c.ProxyPort = 67 }, paths: []string{"boot.proxyPort"}},
 		"short HTTP timeouts": {edit: func(c *Config) {
@@ -119,6 +119,9 @@ func TestConfigCheck(t *testing.T) {
 			}
 		}, paths: []string{"boot.subnets[0].subnet", "boot.subnets[1].range.end", "boot.subnets[1].router", "boot.subnets[1].dns[0]", "boot.subnets[1].leaseTime"}},
 		"missing directory": {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
+		"relative signed chain": {edit: func(c *Config) { c.ShimFile, c.GRUBFile = "shimx64.efi", "../grubx64.efi" },
+			paths: []string{"boot.shimFile", "boot.grubFile"}},
+		"missing signed chain": {edit: func(c *Config) { c.ShimFile = "/nonexistent/shimx64.efi" }},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -124,6 +124,16 @@ type Config struct {
 	// ARM64Binary is the file for arm64 UEFI, architectures 11 and 19 (default
 	// ipxe-arm64.efi). Such clients are answered only when the file is in IPXEDir.
 	ARM64Binary string `json:"arm64Binary"`
+	// ShimFile is the first stage of the signed chain that machines booting under UEFI
+	// Secure Boot are given instead of iPXE (Entry.SecureBoot): shim signed by Microsoft,
+	// served by TFTP as secureboot/shimx64.efi and by HTTP at /secureboot/shimx64.efi
+	// (default /usr/lib/shim/shimx64.efi.signed, Debian's shim-signed).
+	ShimFile string `json:"shimFile"`
+	// GRUBFile is the network GRUB shim starts, signed by the key shim trusts, served
+	// beside shim as secureboot/grubx64.efi, the name shim asks for (default
+	// /usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed, Debian's
+	// grub-efi-amd64-signed).
+	GRUBFile string `json:"grubFile"`
 	// RamdiskDir holds the ramdisk kernels and initrds served at /ramdisk/<name>; an
 	// entry's kernel or initrd given as a plain name is a file here. Required.
 	RamdiskDir string `json:"ramdiskDir"`
@@ -138,6 +148,10 @@ type Config struct {
 	// TFTPBlockSize is the largest blksize a TFTP client may negotiate (default 1468, one
 	// Ethernet frame); at least 512.
 	TFTPBlockSize int `json:"tftpBlockSize"`
+	// TFTPWindowSize is the largest windowsize (RFC 7440) a TFTP client may negotiate:
+	// blocks sent per acknowledgement (default 8, 1-64). Clients that do not ask get
+	// one block per acknowledgement.
+	TFTPWindowSize int `json:"tftpWindowSize"`
 	// HTTPSendBuffer is the send buffer of each HTTP connection in bytes (default 256 KiB;
 	// -1 leaves it to the kernel's autotuning). A fixed buffer keeps a storm's thousand
 	// downloads from filling the kernel's TCP memory; one download then moves at most
@@ -184,11 +198,14 @@ func (c Config) withDefaults() Config {
 	setS(&c.BIOSBinary, "undionly.kpxe")
 	setS(&c.UEFIBinary, "snponly.efi")
 	setS(&c.ARM64Binary, "ipxe-arm64.efi")
+	setS(&c.ShimFile, "/usr/lib/shim/shimx64.efi.signed")
+	setS(&c.GRUBFile, "/usr/lib/grub/x86_64-efi-signed/grubnetx64.efi.signed")
 	set(&c.DHCPPort, 67)
 	set(&c.ProxyPort, 4011)
 	set(&c.TFTPPort, 69)
 	set(&c.HTTPPort, 80)
 	set(&c.TFTPBlockSize, 1468)
+	set(&c.TFTPWindowSize, 8)
 	set(&c.HTTPSendBuffer, 256<<10)
 	setD(&c.LeaseTime, time.Hour)
 	c.Subnets = slices.Clone(c.Subnets)
@@ -246,6 +263,11 @@ func (c Config) Check() error {
 			bad(field, "%q must be a file name inside ipxeDir", name)
 		}
 	}
+	for _, f := range []named[string]{{"shimFile", c.ShimFile}, {"grubFile", c.GRUBFile}} {
+		if !filepath.IsAbs(f.v) {
+			bad(f.field, "%q must be an absolute path", f.v)
+		}
+	}
 	for _, p := range []named[int]{{"dhcpPort", c.DHCPPort}, {"proxyPort", c.ProxyPort}, {"tftpPort", c.TFTPPort}, {"httpPort", c.HTTPPort}} {
 		field, port := p.field, p.v
 		if port < 1 || port > 65535 {
@@ -254,6 +276,9 @@ func (c Config) Check() error {
 	}
 	if c.TFTPBlockSize < 512 || c.TFTPBlockSize > 65464 {
 		bad("tftpBlockSize", "block size %d is outside 512-65464", c.TFTPBlockSize)
+	}
+	if c.TFTPWindowSize < 1 || c.TFTPWindowSize > 64 {
+		bad("tftpWindowSize", "window size %d is outside 1-64", c.TFTPWindowSize)
 	}
 	if c.HTTPSendBuffer != -1 && (c.HTTPSendBuffer < 4096 || c.HTTPSendBuffer > 64<<20) {
 		bad("httpSendBuffer", "send buffer %d is neither -1 nor within 4096-67108864", c.HTTPSendBuffer)

@@ -34,6 +34,11 @@ type Entry struct {
 	Ramdisk Ramdisk
 	// ISO is the http:// URL of the ISO that KindSanboot boots, in the site cache.
 	ISO string
+	// SecureBoot says the machine boots with UEFI Secure Boot on, so its firmware would
+	// refuse iPXE: x86-64 UEFI firmware is given the signed chain instead (shim, which
+	// starts GRUB, which loads /boot/<mac>.grub: the same boot in GRUB's language).
+	// KindSanboot has no GRUB counterpart.
+	SecureBoot bool
 }
 
 // Ramdisk is a ramdisk boot: a kernel, an initrd and the command line that lets the

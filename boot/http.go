@@ -169,7 +169,7 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a machine's MAC address: "+name, http.StatusNotFound)
 		return
 	}
-	script := s.script(mac)
+	script := s.script(mac, "http")
 	out, err := ipxe.Render(script)
 	if err != nil {
 		s.log.Error("boot entry can not be rendered; the machine waits", "mac", mac.String(), "err", err)
@@ -182,12 +182,13 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
-// script is the script a machine gets now.
-func (s *Server) script(mac net.HardwareAddr) ipxe.Script {
+// script is the script a machine gets now; one without an entry is reported for
+// discovery with source, "http" or "tftp".
+func (s *Server) script(mac net.HardwareAddr, source string) ipxe.Script {
 	sc := ipxe.Script{MAC: mac.String(), Self: s.baseURL + dhcp.ScriptPath(mac), Retry: time.Duration(s.cfg.RetryInterval)}
 	e, ok := s.entries.Entry(mac)
 	if !ok {
-		s.discover.record(Discovery{MAC: mac, Source: "http"})
+		s.discover.record(Discovery{MAC: mac, Source: source})
 		sc.Kind = ipxe.Wait
 		return sc
 	}

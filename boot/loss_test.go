@@ -9,11 +9,13 @@ import (
 	"time"
 )
 
-// TestTFTPUnderLoss fetches snponly.efi with tftp-hpa and curl while the client's
-// namespace drops 1% of the datagrams it receives (nftables), and checks that every copy
-// is whole: a lost block costs one retransmission timeout, never the transfer.
+// TestTFTPUnderLoss fetches snponly.efi with tftp-hpa, curl and atftp (which negotiates
+// an RFC 7440 window of 8 blocks) while the client's namespace drops 1% of the
+// datagrams it receives (nftables), and checks that every copy is whole: a lost block
+// costs one retransmission timeout, or atftp's acknowledgement of the blocks it holds
+// in order, never the transfer.
 func TestTFTPUnderLoss(t *testing.T) {
-	n := newTestNet(t, "tftp", "curl", "nft")
+	n := newTestNet(t, "tftp", "curl", "nft", "atftp")
 	n.client.Run(t, "ip", "addr", "add", "10.99.0.250/24", "dev", clientIf)
 	n.client.Run(t, "nft", "add", "table", "inet", "loss")
 	n.client.Run(t, "nft", "add chain inet loss in { type filter hook input priority 0; }")
@@ -30,6 +32,7 @@ func TestTFTPUnderLoss(t *testing.T) {
 	}{
 		{"tftp-hpa", []string{"tftp", "-m", "binary", serverAddr, "-c", "get", "snponly.efi", filepath.Join(dir, "tftp-hpa")}},
 		{"curl", []string{"curl", "-sS", "--tftp-blksize", "1468", "-o", filepath.Join(dir, "curl"), "tftp://" + serverAddr + "/snponly.efi"}},
+		{"atftp", []string{"atftp", "--option", "windowsize 8", "--option", "blksize 1468", "--get", "-r", "snponly.efi", "-l", filepath.Join(dir, "atftp"), serverAddr}},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		start := time.Now()

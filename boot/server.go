@@ -61,6 +61,8 @@ type Server struct {
 	bootServer dhcp.Handler
 	extra      map[string]http.Handler
 	observer   Observer
+	// hasChain: ShimFile and GRUBFile were there at New.
+	hasChain bool
 }
 
 // New checks cfg (INVALID_CONFIG with the field's path) and prepares a server.
@@ -111,8 +113,11 @@ func (s *Server) makeHandler(clock Clock) error {
 	if _, err := os.Stat(filepath.Join(s.cfg.IPXEDir, s.cfg.ARM64Binary)); err == nil {
 		files.ARM64 = s.cfg.ARM64Binary
 	}
+	if s.hasChain = s.signed(); s.hasChain {
+		files.Shim = shimName
+	}
 	serverIP := net.IP(s.cfg.ServerIP.AsSlice())
-	boot := dhcp.Boot{Files: files, TFTPServer: serverIP, HTTPBase: s.baseURL}
+	boot := dhcp.Boot{Files: files, TFTPServer: serverIP, HTTPBase: s.baseURL, SecureBoot: s.secureBoot}
 	if s.cfg.Mode == Proxy {
 		p := dhcp.Proxy{ServerIP: serverIP, Boot: boot, Seen: s.seen}
 		s.handler, s.bootServer = p.Handle, p.HandleBootServer
@@ -152,6 +157,17 @@ func (s *Server) makeHandler(clock Clock) error {
 	}
 	s.handler = a.Handle
 	return nil
+}
+
+// secureBoot reports whether mac's entry boots under Secure Boot.
+// A machine that does while the chain is missing is logged: it gets no boot file.
+func (s *Server) secureBoot(mac net.HardwareAddr) bool {
+	e, ok := s.entries.Entry(mac)
+	if ok && e.SecureBoot && !s.hasChain {
+		s.log.Warn("machine boots under Secure Boot, and the signed chain is missing: it gets no boot file; install shim-signed and grub-efi-amd64-signed or set boot.shimFile and boot.grubFile",
+			"mac", mac.String(), "shimFile", s.cfg.ShimFile, "grubFile", s.cfg.GRUBFile)
+	}
+	return ok && e.SecureBoot
 }
 
 // seen records a network-boot client that has no entry.
@@ -214,7 +230,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return abort(fmt.Errorf("boot: tftp: %w", err))
 	}
 	s.growReadBuffer(tconn, "tftp")
-	topts := tftp.Options{MaxBlockSize: s.tftpBlockSize()}
+	topts := tftp.Options{MaxBlockSize: s.tftpBlockSize(), MaxWindow: s.cfg.TFTPWindowSize, Extra: s.chainFile}
 	if s.observer != nil {
 		topts.Sent = s.observer.TFTPTransfer
 	}

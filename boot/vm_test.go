@@ -2,11 +2,14 @@ package boot
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/boot/grub"
 	"github.com/better-compute/better-compute/e2e/netns"
 	"github.com/better-compute/better-compute/testkit"
 )
@@ -114,5 +117,79 @@ func framedLine(out string) (string, bool) {
 		if strings.HasPrefix(next, endMarker) && strings.TrimSpace(length) == strconv.Itoa(len(line)) {
 			return line, true
 		}
+	}
+}
+
+// The Secure Boot firmware of Debian's ovmf, and its variable store with Microsoft's
+// keys enrolled and Secure Boot on.
+const (
+	ovmfSecureCode = "/usr/share/OVMF/OVMF_CODE_4M.secboot.fd"
+	ovmfMSVars     = "/usr/share/OVMF/OVMF_VARS_4M.ms.fd"
+)
+
+// TestVMBootsRamdiskSecureBoot PXE-boots a q35 VM with OVMF's Secure Boot firmware and
+// Microsoft's keys into the test ramdisk through the signed chain: the firmware loads
+// shim by TFTP and verifies it (Microsoft's signature), shim loads Debian's network GRUB
+// beside it and verifies it (Debian's), GRUB loads grub/grub.cfg, the machine's
+// boot/<mac>.grub and the kernel and initrd it names, all by TFTP, and verifies the
+// kernel through shim before it boots it; the kernel runs locked down.
+func TestVMBootsRamdiskSecureBoot(t *testing.T) {
+	netns.Require(t, "qemu-system-x86_64")
+	for _, f := range []string{ovmfSecureCode, ovmfMSVars} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("needs OVMF with Secure Boot (ovmf): %v", err)
+		}
+	}
+	loaders := netns.SignedLoaders(t)
+	dir := testkit.RamdiskImage(t)
+	n := newTestNet(t)
+	cfg := netConfig(t, Authoritative)
+	cfg.RamdiskDir, cfg.ShimFile, cfg.GRUBFile = dir, loaders.Shim, loaders.NetGRUB
+	cfg.RetryInterval = Duration(2 * time.Second)
+	srv := startServer(t, n.server, cfg, map[string]Entry{vmMAC: {Kind: KindRamdisk, SecureBoot: true, Ramdisk: Ramdisk{
+		Kernel: "vmlinuz", Initrd: "initrd.img", Token: "rt_vm", Registry: "https://registry.test:7443",
+		Pins: []string{"sha256/AAAA", "sha256/BBBB", "sha256/CCCC"}, Args: []string{"console=ttyS0", "panic=-1"}}}})
+	vars := filepath.Join(t.TempDir(), "vars.fd")
+	b, err := os.ReadFile(ovmfMSVars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(vars, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	console := n.lan.StartVM(t, "", "-machine", "q35,smm=on", "-m", "512", "-no-reboot", "-boot", "order=n", "-uuid", vmUUID,
+		"-global", "driver=cfi.pflash01,property=secure,value=on",
+		"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+ovmfSecureCode, "-drive", "if=pflash,format=raw,unit=1,file="+vars,
+		"-device", "virtio-net-pci,netdev=n0,romfile=,mac="+vmMAC)
+	line := ramdiskCommandLine(t, console)
+	t.Logf("ramdisk up after %s", time.Since(start).Round(time.Second))
+	want := "console=ttyS0 panic=-1 bc.registry=https://registry.test:7443 bc.pins=sha256/AAAA,sha256/BBBB,sha256/CCCC bc.token=rt_vm"
+	if got := strings.TrimSpace(line); got != "BOOT_IMAGE=/ramdisk/vmlinuz "+want {
+		t.Errorf("ramdisk command line\n got: %q\nwant: %q after GRUB's BOOT_IMAGE", got, want)
+	}
+	out, _ := os.ReadFile(console)
+	for _, w := range []string{"secureboot: Secure boot enabled", "Kernel is locked down from EFI Secure Boot"} {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("the console has no %q", w)
+		}
+	}
+	log := srv.log.String()
+	const sent = `msg="tftp sent" file=`
+	// OVMF's PXE asks for a window (RFC 7440) for shim, and so does shim for GRUB
+	// through it: both go by the windowed sender.
+	for _, f := range []string{shimName, grubName} {
+		if !regexp.MustCompile(`msg="tftp sent" file=` + f + ` client=\S+ blksize=\d+ windowsize=\d+ `).MatchString(log) {
+			t.Errorf("%s went without a window", f)
+		}
+	}
+	for _, w := range []string{sent + shimName, sent + grubName, sent + "/" + grub.EntryName,
+		sent + "/" + grub.Path(vmMAC), sent + "/ramdisk/vmlinuz", sent + "/ramdisk/initrd.img"} {
+		if !strings.Contains(log, w) {
+			t.Errorf("the server's log has no %q", w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("console:\n%s", out)
 	}
 }

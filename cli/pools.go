@@ -115,7 +115,7 @@ var poolCommands = []command{{
 func policyFlags(fs *flag.FlagSet) (*listFlag, *string) {
 	prewarm := &listFlag{}
 	fs.Var(prewarm, "prewarm", "comma-separated name@version (or TENANT/name@version) refs for policy.prewarmImages; they replace the policy file's")
-	policy := fs.String("policy", "", "a JSON file holding the policy: prewarmImages, ramdiskExtras, imageSources, hardwareProfile, agent, hugepages, kernelModules, cpu, iommu, gpu, kubernetes, gpuSharing")
+	policy := fs.String("policy", "", "a JSON file holding the policy: prewarmImages, ramdiskExtras, secureBoot, imageSources, hardwareProfile, agent, hugepages, kernelModules, cpu, iommu, gpu, kubernetes, gpuSharing")
 	return prewarm, policy
 }
 
@@ -169,6 +169,9 @@ func poolDetail(w *tabwriter.Writer, p api.Pool) {
 	poolTable(w, []api.Pool{p})
 	if len(p.Policy.RamdiskExtras) > 0 {
 		fmt.Fprintf(w, "\nRAMDISK EXTRAS\t%s\n", strings.Join(p.Policy.RamdiskExtras, ","))
+	}
+	if p.Policy.SecureBoot {
+		fmt.Fprintf(w, "\nSECURE BOOT\tthe ramdisk boots through the signed chain (shim, GRUB)\n")
 	}
 	if units := p.Policy.Units(); len(units) > 0 {
 		fmt.Fprintln(w, "\nHOST UNIT\tSETTINGS")

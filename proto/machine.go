@@ -43,6 +43,9 @@ type PrepareRamdisk struct {
 	// the pool's policy.ramdiskExtras, each a verified catalog image of kind ramdisk the
 	// site's cache holds.
 	Extras []RamdiskExtra `json:"extras,omitempty"`
+	// SecureBoot: the machine boots with UEFI Secure Boot on (its pool's
+	// policy.secureBoot), so the site boots it through the signed chain.
+	SecureBoot bool `json:"secureBoot,omitempty"`
 }
 
 // RamdiskExtra is an extra initrd of a ramdisk boot: a catalog image of kind ramdisk,

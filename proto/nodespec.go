@@ -106,6 +106,10 @@ type BootEntry struct {
 	Kind    BootKind     `json:"kind"`
 	Ramdisk *RamdiskBoot `json:"ramdisk,omitempty"`
 	Sanboot *Sanboot     `json:"sanboot,omitempty"`
+	// SecureBoot: the machine boots with UEFI Secure Boot on, so the site hands its
+	// x86-64 UEFI firmware the signed chain (shim, GRUB and a GRUB configuration)
+	// rather than iPXE, which the firmware would refuse.
+	SecureBoot bool `json:"secureBoot,omitempty"`
 }
 
 // RamdiskBoot is the deploy RAM disk a machine boots: its kernel and initrd, and what

@@ -91,19 +91,20 @@ func (t *entries) relayedKind(node string) proto.BootKind {
 	return t.relayed[node].Kind
 }
 
-// identity is the MACs and product UUID the site knows node by, from its entries.
-func (t *entries) identity(node string) ([]string, string) {
+// identity is the MACs and product UUID the site knows node by, from its entries, and
+// whether it boots under Secure Boot.
+func (t *entries) identity(node string) (macs []string, uuid string, secureBoot bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if e, ok := t.relayed[node]; ok {
-		return e.MACs, e.ProductUUID
+		return e.MACs, e.ProductUUID, e.SecureBoot
 	}
 	for _, e := range t.standing {
 		if e.Node == node {
-			return e.MACs, e.ProductUUID
+			return e.MACs, e.ProductUUID, e.SecureBoot
 		}
 	}
-	return nil, ""
+	return nil, "", false
 }
 
 // setStanding makes list the NodeSpec's entries.
@@ -201,6 +202,13 @@ func (t *entries) add(byMAC map[string]boot.Entry, pe proto.BootEntry) {
 
 // convert is the boot server's entry for a checked entry.
 func (t *entries) convert(pe proto.BootEntry) boot.Entry {
+	e := t.convertKind(pe)
+	e.SecureBoot = pe.SecureBoot
+	return e
+}
+
+// convertKind is the boot server's entry of pe's kind.
+func (t *entries) convertKind(pe proto.BootEntry) boot.Entry {
 	switch pe.Kind {
 	case proto.BootRamdisk:
 		r := pe.Ramdisk

@@ -57,7 +57,8 @@ func (s *steps) prepareRamdisk(cmd proto.SiteCommand) (any, error) {
 		return nil, err
 	}
 	e := proto.BootEntry{Node: cmd.Node, MACs: in.MACs, ProductUUID: in.ProductUUID, Kind: proto.BootRamdisk,
-		Ramdisk: &proto.RamdiskBoot{Kernel: in.Kernel, Initrd: in.Initrd, Args: in.Args, Token: in.Token, Registry: in.Registry, Pins: in.Pins, Extras: in.Extras}}
+		Ramdisk:    &proto.RamdiskBoot{Kernel: in.Kernel, Initrd: in.Initrd, Args: in.Args, Token: in.Token, Registry: in.Registry, Pins: in.Pins, Extras: in.Extras},
+		SecureBoot: in.SecureBoot}
 	if err := s.setEntry(cmd.Node, &e); err != nil {
 		return nil, err
 	}
@@ -175,8 +176,8 @@ func (s *steps) setBootDevice(ctx context.Context, cmd proto.SiteCommand, d bmc.
 	if device == proto.BootDeviceDisk && s.entries.relayedKind(cmd.Node) != "" {
 		// A machine that network-boots again all the same (a one-time device a guest's
 		// own reboot uses once more) is sent on to its disk.
-		macs, uuid := s.entries.identity(cmd.Node)
-		if err := s.setEntry(cmd.Node, &proto.BootEntry{Node: cmd.Node, MACs: macs, ProductUUID: uuid, Kind: proto.BootDisk}); err != nil {
+		macs, uuid, secure := s.entries.identity(cmd.Node)
+		if err := s.setEntry(cmd.Node, &proto.BootEntry{Node: cmd.Node, MACs: macs, ProductUUID: uuid, Kind: proto.BootDisk, SecureBoot: secure}); err != nil {
 			return nil, err
 		}
 	}
@@ -200,13 +201,14 @@ func (s *steps) insert(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver)
 	err := d.Insert(ctx, in.URL)
 	if proto.CodeOf(err) == proto.Unsupported && in.Digest != "" {
 		macs, uuid := in.MACs, in.ProductUUID
+		knownMACs, knownUUID, secure := s.entries.identity(cmd.Node)
 		if len(macs) == 0 {
-			macs, uuid = s.entries.identity(cmd.Node)
+			macs, uuid = knownMACs, knownUUID
 		}
 		if len(macs) == 0 {
 			return nil, proto.Errorf(proto.Unsupported, "node %s: the BMC has no virtual media, and and no MAC is known to boot the ISO by sanboot from the site cache", cmd.Node)
 		}
-		e := proto.BootEntry{Node: cmd.Node, MACs: macs, ProductUUID: uuid, Kind: proto.BootSanboot, Sanboot: &proto.Sanboot{Image: in.Digest}}
+		e := proto.BootEntry{Node: cmd.Node, MACs: macs, ProductUUID: uuid, Kind: proto.BootSanboot, Sanboot: &proto.Sanboot{Image: in.Digest}, SecureBoot: secure}
 		if err := s.setEntry(cmd.Node, &e); err != nil {
 			return nil, err
 		}

@@ -181,6 +181,34 @@ func TestRamdiskEntryOutlivesRestart(t *testing.T) {
 	}
 }
 
+// TestSecureBootEntry: a ramdisk boot prepared for a machine under Secure Boot makes
+// its boot server entry say so, across a restart of the site and after the deploy sets
+// the disk as its boot device, so that its firmware keeps getting the signed chain.
+func TestSecureBootEntry(t *testing.T) {
+	f := newFixture(t, redfishsim.Config{})
+	in := proto.PrepareRamdisk{MACs: []string{mac}, Token: "bcj_a.b", Registry: "https://r:7443",
+		Pins: []string{"sha256/a", "sha256/b", "sha256/c"}, SecureBoot: true}
+	if _, err := f.run(t, proto.CommandPrepareRamdisk, in); err != nil {
+		t.Fatal(err)
+	}
+	hw, _ := net.ParseMAC(mac)
+	reopened, err := openEntries(filepath.Join(f.stateDir, entriesFile), f.entries.ramdisk, f.entries.httpBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tab := range map[string]*entries{"running": f.entries, "restarted": reopened} {
+		if e, _ := tab.Entry(hw); e.Kind != boot.KindRamdisk || !e.SecureBoot {
+			t.Errorf("%s: entry %+v, want a ramdisk boot under Secure Boot", name, e)
+		}
+	}
+	if _, err := f.run(t, "management.setBootDevice", map[string]any{"device": "disk"}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := f.entries.Entry(hw); e.Kind != boot.KindDisk || !e.SecureBoot {
+		t.Errorf("after setBootDevice disk: %+v, want a disk entry under Secure Boot", e)
+	}
+}
+
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // TestRamdiskExtrasInScript: the extra initrds boot.prepareRamdisk names come out of

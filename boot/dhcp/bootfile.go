@@ -16,6 +16,11 @@ type Files struct {
 	UEFI string
 	// ARM64 is for arm64 UEFI, architectures 11 and 19; empty when there is none.
 	ARM64 string
+	// Shim is the signed chain's first stage for x86-64 UEFI PXE clients that boot
+	// under Secure Boot (Boot.SecureBoot), in place of UEFI: its TFTP name; empty when
+	// the server has none, and such machines get no boot file. UEFI HTTP boot gets none
+	// either: the chain's GRUB speaks TFTP only.
+	Shim string
 }
 
 // Boot is how the server answers a client that boots from the network.
@@ -26,6 +31,9 @@ type Boot struct {
 	// HTTPBase is the boot server's base URL, "http://10.0.0.1" or "http://10.0.0.1:8080":
 	// scripts are at /boot/<mac>.ipxe, binaries for HTTP boot at /ipxe/<file>.
 	HTTPBase string
+	// SecureBoot reports whether a machine boots under UEFI Secure Boot, and so is given
+	// Files.Shim rather than iPXE; nil for none.
+	SecureBoot func(net.HardwareAddr) bool
 }
 
 // Answer is the boot part of a reply.
@@ -46,21 +54,24 @@ func ScriptPath(mac net.HardwareAddr) string {
 // Choose picks what the client boots next, or ok false when the server has nothing for
 // it (not a network boot, or an architecture without a binary).
 func (b Boot) Choose(c Client) (a Answer, ok bool) {
+	secure := b.SecureBoot != nil && b.SecureBoot(c.MAC)
 	switch {
 	case c.IPXE:
 		a = Answer{File: b.HTTPBase + ScriptPath(c.MAC)}
 	case c.HTTPBoot:
-		file := ""
-		switch c.Arch {
-		case iana.EFI_X86_64_HTTP:
-			file = b.Files.UEFI
-		case iana.EFI_ARM64_HTTP:
-			file = b.Files.ARM64
+		path := ""
+		switch {
+		case secure:
+			// Nothing: the signed chain's GRUB speaks TFTP only.
+		case c.Arch == iana.EFI_X86_64_HTTP && b.Files.UEFI != "":
+			path = "ipxe/" + b.Files.UEFI
+		case c.Arch == iana.EFI_ARM64_HTTP && b.Files.ARM64 != "":
+			path = "ipxe/" + b.Files.ARM64
 		}
-		if file == "" {
+		if path == "" {
 			return Answer{}, false
 		}
-		return Answer{File: b.HTTPBase + "/ipxe/" + file, VendorClass: "HTTPClient"}, true
+		return Answer{File: b.HTTPBase + "/" + path, VendorClass: "HTTPClient"}, true
 	case c.PXE && c.HasArch:
 		file := ""
 		switch c.Arch {
@@ -68,6 +79,9 @@ func (b Boot) Choose(c Client) (a Answer, ok bool) {
 			file = b.Files.BIOS
 		case iana.EFI_X86_64, iana.EFI_BC:
 			file = b.Files.UEFI
+			if secure {
+				file = b.Files.Shim
+			}
 		case iana.EFI_ARM64:
 			file = b.Files.ARM64
 		}

@@ -108,6 +108,32 @@ func TestChoose(t *testing.T) {
 			}
 		})
 	}
+	// A machine that boots under Secure Boot gets shim where others get iPXE, and
+	// nothing by HTTP boot or without shim; its other architectures are as before.
+	secure := boot
+	secure.Files.Shim = "secureboot/shimx64.efi"
+	secure.SecureBoot = func(mac net.HardwareAddr) bool { return mac.String() == "52:54:00:12:34:56" }
+	noShim := secure
+	noShim.Files.Shim = ""
+	for _, sc := range []struct {
+		boot Boot
+		c    client
+		want Answer
+		none bool
+	}{
+		{boot: secure, c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007"}, want: Answer{File: "secureboot/shimx64.efi", TFTP: true, VendorClass: "PXEClient"}},
+		{boot: secure, c: client{arch: archp(iana.EFI_BC), vendor: "PXEClient:Arch:00009"}, want: Answer{File: "secureboot/shimx64.efi", TFTP: true, VendorClass: "PXEClient"}},
+		{boot: secure, c: client{arch: archp(iana.INTEL_X86PC), vendor: pxe}, want: Answer{File: "undionly.kpxe", TFTP: true, VendorClass: "PXEClient"}},
+		{boot: secure, c: client{arch: archp(iana.EFI_X86_64_HTTP), vendor: "HTTPClient:Arch:00016"}, none: true},
+		{boot: noShim, c: client{arch: archp(iana.EFI_X86_64), vendor: "PXEClient:Arch:00007"}, none: true},
+	} {
+		sc.c.msg = dhcpv4.MessageTypeDiscover
+		c, _ := Classify(sc.c.packet(t))
+		got, ok := sc.boot.Choose(c)
+		if ok == sc.none || got != sc.want {
+			t.Errorf("Secure Boot machine, arch %v, shim %q: got %+v (%v), want %+v (none: %v)", c.Arch, sc.boot.Files.Shim, got, ok, sc.want, sc.none)
+		}
+	}
 	noARM := boot
 	noARM.Files.ARM64 = ""
 	c, _ := Classify(client{arch: archp(iana.EFI_ARM64), vendor: "PXEClient", msg: dhcpv4.MessageTypeDiscover}.packet(t))

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pin/tftp/v3"
@@ -26,17 +27,32 @@ type Options struct {
 	// Sent is told of each read that ended: sent whole or not, and the bytes sent. Nil
 	// tells no one.
 	Sent func(ok bool, bytes int64)
+	// MaxWindow caps the windowsize a client may negotiate (RFC 7440; default 8): a
+	// client that asks for one gets up to this many blocks per acknowledgement.
+	MaxWindow int
+	// Extra serves names that are not files of the directory (a file elsewhere, or text
+	// made on the spot): it is asked first, with the name as Resolve returns it, and
+	// opens the content anew for every request; ok false leaves the name to the
+	// directory. Nil for none.
+	Extra func(name string) (f io.ReadSeekCloser, ok bool, err error)
 }
 
-// Server is a read-only TFTP server over one directory. It sends one block per
-// acknowledgement: pin/tftp has no RFC 7440 windowsize, and its sender anticipation
-// stalls for good after one lost block with clients that do not negotiate a window
-// (docs/boot.md has the measurements), so it stays off.
+// Server is a read-only TFTP server over one directory. A client that negotiates an RFC
+// 7440 windowsize is served by the server's own windowed sender (sendWindowed), since
+// pin/tftp has none; any other gets pin/tftp's one block per acknowledgement (its
+// sender anticipation stalls for good after one lost block with clients that do not
+// negotiate a window, docs/boot.md has the measurements, so it stays off).
 type Server struct {
-	root *os.Root
-	srv  *tftp.Server
-	log  *slog.Logger
-	sent func(ok bool, bytes int64)
+	root      *os.Root
+	extra     func(string) (io.ReadSeekCloser, bool, error)
+	srv       *tftp.Server
+	log       *slog.Logger
+	maxBlock  int
+	maxWindow int
+	timeout   time.Duration
+	// windowed are the windowed transfers in flight.
+	windowed sync.WaitGroup
+	sent     func(ok bool, bytes int64)
 }
 
 // New returns a server of the files under dir.
@@ -45,7 +61,7 @@ func New(dir string, opts Options, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{root: root, log: log, sent: opts.Sent}
+	s := &Server{root: root, extra: opts.Extra, log: log, sent: opts.Sent}
 	s.srv = tftp.NewServer(s.read, nil)
 	if opts.MaxBlockSize == 0 {
 		opts.MaxBlockSize = 1468
@@ -53,6 +69,10 @@ func New(dir string, opts Options, log *slog.Logger) (*Server, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Second
 	}
+	if opts.MaxWindow == 0 {
+		opts.MaxWindow = 8
+	}
+	s.maxBlock, s.maxWindow, s.timeout = opts.MaxBlockSize, opts.MaxWindow, opts.Timeout
 	s.srv.SetBlockSize(opts.MaxBlockSize)
 	// pin/tftp's own cap looks up the interface each request came in on, by the index
 	// in its IP_PKTINFO; now and then that index is 0 (about 5 of 300 requests read at
@@ -74,6 +94,7 @@ func (s *Server) Serve(conn net.PacketConn) error {
 // Shutdown stops serving, waits for transfers in flight, and closes the root.
 func (s *Server) Shutdown() {
 	s.srv.Shutdown()
+	s.windowed.Wait()
 	s.root.Close()
 }
 
@@ -107,13 +128,32 @@ func (g gate) ReadFrom(p []byte) (int, net.Addr, error) {
 			return n, from, err
 		}
 		code, msg, refused := g.s.check(p[:n], from)
-		if !refused {
+		if !refused && !g.s.window(p[:n], from) {
 			return n, from, nil
 		}
 		if code != 0 {
 			g.PacketConn.WriteTo(errorDatagram(code, msg), from)
 		}
 	}
+}
+
+// window starts a windowed transfer for a read request that negotiates a windowsize
+// (RFC 7440) in octet mode, and reports whether it did; pin/tftp serves the others.
+func (s *Server) window(b []byte, from net.Addr) bool {
+	client, ok := from.(*net.UDPAddr)
+	if !ok || binary.BigEndian.Uint16(b) != opRRQ {
+		return false
+	}
+	r, err := parseRequest(b[2:])
+	if err != nil || r.mode != "octet" || !negotiate(r, s.maxBlock, s.maxWindow, 0).agreed("windowsize") {
+		return false
+	}
+	f, err := s.open(r.name)
+	if err != nil {
+		return false // pin/tftp answers it
+	}
+	s.windowed.Go(func() { s.sendWindowed(r, f, client) })
+	return true
 }
 
 // check says whether the server refuses a datagram that came to the listening port,
@@ -134,7 +174,7 @@ func (s *Server) check(b []byte, from net.Addr) (code uint16, msg string, refuse
 		return errIllegal, "illegal TFTP operation: a read request is a file name and a mode, each ended by a NUL", true
 	}
 	name := string(fields[0])
-	f, err := Open(s.root, name)
+	f, err := s.open(name)
 	if err == nil {
 		f.Close()
 		return 0, "", false
@@ -159,15 +199,18 @@ func errorDatagram(code uint16, msg string) []byte {
 // and then aborts, which the hook logs as a size probe rather than a failure. pin/tftp
 // sends the text of the error read returns: it never carries the system's.
 func (s *Server) read(name string, rf io.ReaderFrom) error {
-	f, err := Open(s.root, name)
+	f, err := s.open(name)
 	if err != nil { // the file went away or changed since the gate looked
 		s.log.Warn("tftp request refused", "file", name, "err", err)
 		return errors.New("file not found")
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil {
+	if size, err := f.Seek(0, io.SeekEnd); err == nil {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return errors.New("file not readable")
+		}
 		if ot, ok := rf.(tftp.OutgoingTransfer); ok {
-			ot.SetSize(st.Size())
+			ot.SetSize(size)
 		}
 	}
 	n, err := rf.ReadFrom(f)
@@ -175,6 +218,17 @@ func (s *Server) read(name string, rf io.ReaderFrom) error {
 		s.sent(err == nil, n)
 	}
 	return err
+}
+
+// open opens what a requested name serves: an Extra name's content, else the
+// directory's file.
+func (s *Server) open(name string) (io.ReadSeekCloser, error) {
+	if rel, err := Resolve(name); err == nil && s.extra != nil {
+		if f, ok, err := s.extra(rel); ok {
+			return f, err
+		}
+	}
+	return Open(s.root, name)
 }
 
 // hook logs each transfer's end.

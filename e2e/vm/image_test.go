@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/e2e/netns"
 	"github.com/better-compute/better-compute/testkit"
 )
 
@@ -70,7 +71,8 @@ exec sh
 // returns the root partition's byte range.
 func buildOSImage(t *testing.T, path, ramdiskDir, bcd, busybox string) (start, size int64) {
 	t.Helper()
-	shim, grubEFI := signedLoaders(t)
+	loaders := netns.SignedLoaders(t)
+	shim, grubEFI := loaders.Shim, loaders.GRUB
 	tree := filepath.Join(t.TempDir(), "root")
 	for _, d := range []string{"bin", "boot", "dev", "proc", "sys", "tmp", "run", "etc/kernel", "usr/local/bin", "var/lib/cloud", "root"} {
 		mkdir(t, filepath.Join(tree, d))
@@ -131,33 +133,6 @@ func buildOSImage(t *testing.T, path, ramdiskDir, bcd, busybox string) (start, s
 	biosStart, biosSize := partition(t, path, 3)
 	installBIOSBoot(t, path, core, biosStart, biosSize)
 	return start, size
-}
-
-// signedLoaders returns Debian's shim signed by Microsoft (shim-signed) and GRUB signed
-// by Debian (grub-efi-amd64-signed's monolithic grubx64.efi, which reads
-// \EFI\debian\grub.cfg), downloaded once into cacheDir and unpacked, not installed
-// (their packages would set up the host's own boot).
-func signedLoaders(t *testing.T) (shim, grub string) {
-	t.Helper()
-	dir := filepath.Join(cacheDir, "signed-loaders")
-	shim = filepath.Join(dir, "usr/lib/shim/shimx64.efi.signed")
-	grub = filepath.Join(dir, "usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed")
-	if _, err := os.Stat(grub); err == nil {
-		if _, err := os.Stat(shim); err == nil {
-			return shim, grub
-		}
-	}
-	debs := t.TempDir()
-	cmd := exec.Command("apt-get", "download", "-q", "shim-signed", "grub-efi-amd64-signed")
-	cmd.Dir = debs
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("needs Debian's shim-signed and grub-efi-amd64-signed (apt-get download): %v\n%s", err, out)
-	}
-	found, _ := filepath.Glob(filepath.Join(debs, "*.deb"))
-	for _, deb := range found {
-		run(t, "dpkg-deb", "-x", deb, dir)
-	}
-	return shim, grub
 }
 
 // espSize is the size of the test image's EFI system partition.

@@ -52,11 +52,17 @@ const (
 	bios = "bios"
 	// uefi is OVMF on qemu's q35 machine.
 	uefi = "uefi"
+	// secureBoot is OVMF with Secure Boot on and Microsoft's keys enrolled, on q35 with
+	// SMM; its machines are in a pool with policy.secureBoot.
+	secureBoot = "uefi-secureboot"
 )
 
 // loaders are the boot loaders buildOSImage installs, by the firmware that starts them,
 // as the loader's kernel command line names them (bc.loader=).
-var loaders = map[string]string{bios: "grub-pc", uefi: "grub-efi"}
+var loaders = map[string]string{bios: "grub-pc", uefi: "grub-efi", secureBoot: "grub-efi"}
+
+// reported is the firmware the written OS's init reports (firmware=), by the firmware.
+var reported = map[string]string{bios: bios, uefi: uefi, secureBoot: uefi}
 
 // spec is what the outer test hands its helper.
 type spec struct {
@@ -89,6 +95,22 @@ func TestVMDeployUEFI(t *testing.T) {
 		t.Skipf("needs OVMF (ovmf): %v", err)
 	}
 	vmRun(t, false, uefi)
+}
+
+// TestVMDeploySecureBoot is TestVMDeploy under UEFI Secure Boot (OVMF with Microsoft's
+// keys), in a pool with policy.secureBoot: the firmware PXE-boots the signed chain the
+// site serves (shim, Debian's network GRUB, the GRUB configuration the site makes for
+// the machine), GRUB boots the ramdisk's signed kernel, which runs locked down; the
+// ramdisk writes the image and boots it with kexec_file_load, the one kexec a
+// locked-down kernel allows, for the image's kernel signed by Debian; after the power
+// cycle the firmware boots the written disk's shim, GRUB and kernel.
+func TestVMDeploySecureBoot(t *testing.T) {
+	for _, f := range []string{ovmfSecureCode, ovmfMSVars} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("needs OVMF with Secure Boot (ovmf): %v", err)
+		}
+	}
+	vmRun(t, false, secureBoot)
 }
 
 // TestVMLifecycle walks a qemu VM through its lifecycle with the same parts as
@@ -174,7 +196,14 @@ func vmRun(t *testing.T, walk bool, firmware string) {
 	}
 	markers := []string{"BC-OS-UP", "BC-OS-JOINED"}
 	if s.Firmware != "" {
-		markers = append(markers, "BC-OS-BOOTED-AGAIN firmware="+firmware)
+		markers = append(markers, "BC-OS-BOOTED-AGAIN firmware="+reported[firmware])
+	}
+	if firmware == secureBoot {
+		// The ramdisk's kernel ran locked down, and the OS came up after it by kexec.
+		locked, up := strings.Index(string(b), "Kernel is locked down from EFI Secure Boot"), strings.Index(string(b), "BC-OS-UP")
+		if locked < 0 || up < locked || !strings.Contains(string(b), "secureboot: Secure boot enabled") {
+			t.Errorf("the VM's console does not show the ramdisk's kernel locked down under Secure Boot before the OS came up:\n%s", b)
+		}
 	}
 	for _, marker := range markers {
 		if !strings.Contains(string(b), marker) {
@@ -314,7 +343,12 @@ func TestVMHelper(t *testing.T) {
 	testkit.RegisterImage(t, admin, testkit.Image{Tenant: "root", Ref: "vm-os@1", Kind: "os", Source: srv.URL + "/vm-os.raw.zst",
 		Format: "raw", Compression: "zstd", SHA256: digest, Size: int64(len(zst)), SignerID: "platform", Signer: signer}, nil)
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--image-sources", strings.TrimPrefix(srv.URL, "https://"))
-	testkit.JSON(t, admin, nil, "pools", "create", "vms", "--site", "rack-a", "--prewarm", "vm-os@1")
+	pool := []string{"pools", "create", "vms", "--site", "rack-a", "--prewarm", "vm-os@1"}
+	if s.Firmware == secureBoot {
+		writeFile(t, filepath.Join(work, "policy.json"), `{"secureBoot": true}`)
+		pool = append(pool, "--policy", filepath.Join(work, "policy.json"))
+	}
+	testkit.JSON(t, admin, nil, pool...)
 	story("   image vm-os@1 registered: %.1f MiB of zstd, sha256 %s..., signed by the platform's Ed25519 key; site rack-a, pool vms pre-warming it", float64(len(zst))/(1<<20), digest[:12])
 
 	// bcd join --role site, then bcd site on the segment.
@@ -518,17 +552,30 @@ func makeRamdisk(t testing.TB) string {
 // startVM starts a VM held off (-S) on firmware: an e1000 NIC (nic0) on the segment with
 // qemu's iPXE ROM, a virtio disk (disk0) backed by disk, its QMP socket at qmpSock; it
 // returns the file its serial console goes to. A UEFI VM is a q35 machine with OVMF and
-// a variable store of its own next to disk.
+// a variable store of its own next to disk. A Secure Boot VM's NIC is virtio-net without
+// an option ROM, driven by OVMF's own driver: the e1000's iPXE ROM would boot iPXE
+// itself (OVMF lets option ROMs run), not the firmware's PXE and the signed chain.
 func startVM(t *testing.T, lan *netns.LAN, qmpSock, disk, firmware string) string {
 	t.Helper()
 	args := []string{"-S", "-no-shutdown", "-m", "1024", "-uuid", vmUUID,
-		"-drive", "file=" + disk + ",if=none,id=d0,format=raw,cache=unsafe", "-device", "virtio-blk-pci,id=disk0,drive=d0",
-		"-device", "e1000,id=nic0,netdev=n0,romfile=" + vmROM + ",mac=" + vmMAC}
-	if firmware == uefi {
+		"-drive", "file=" + disk + ",if=none,id=d0,format=raw,cache=unsafe", "-device", "virtio-blk-pci,id=disk0,drive=d0"}
+	if firmware == secureBoot {
+		args = append(args, "-device", "virtio-net-pci,id=nic0,netdev=n0,romfile=,mac="+vmMAC)
+	} else {
+		args = append(args, "-device", "e1000,id=nic0,netdev=n0,romfile="+vmROM+",mac="+vmMAC)
+	}
+	code, varsTemplate := ovmfCode, ovmfVars
+	switch firmware {
+	case uefi:
+		args = append(args, "-machine", "q35")
+	case secureBoot:
+		code, varsTemplate = ovmfSecureCode, ovmfMSVars
+		args = append(args, "-machine", "q35,smm=on", "-global", "driver=cfi.pflash01,property=secure,value=on")
+	}
+	if firmware != bios {
 		vars := disk + ".vars.fd"
-		copyFile(t, ovmfVars, vars, 0o600)
-		args = append(args, "-machine", "q35",
-			"-drive", "if=pflash,format=raw,readonly=on,file="+ovmfCode, "-drive", "if=pflash,format=raw,file="+vars)
+		copyFile(t, varsTemplate, vars, 0o600)
+		args = append(args, "-drive", "if=pflash,format=raw,readonly=on,file="+code, "-drive", "if=pflash,format=raw,file="+vars)
 	}
 	return lan.StartVM(t, qmpSock, args...)
 }
@@ -562,7 +609,7 @@ func diskBoot(t *testing.T, s spec, regDir string, regArgs []string, node string
 	if err := d.SetPower(ctx, proto.PowerActionCycle); err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("BC-OS-BOOTED-AGAIN firmware=%s cmdline: BOOT_IMAGE=/boot/vmlinuz console=ttyS0 panic=-1 bc.loader=%s", s.Firmware, loaders[s.Firmware])
+	want := fmt.Sprintf("BC-OS-BOOTED-AGAIN firmware=%s cmdline: BOOT_IMAGE=/boot/vmlinuz console=ttyS0 panic=-1 bc.loader=%s", reported[s.Firmware], loaders[s.Firmware])
 	booted := false
 	for ; !booted && ctx.Err() == nil; time.Sleep(time.Second) {
 		b, _ := os.ReadFile(s.Console)
@@ -624,11 +671,13 @@ func hardwareProfiles(t *testing.T, work string) string {
 // function it returns stops it, showing its log and the registry's if the test failed.
 func startSite(t *testing.T, work, ramdiskDir string, reg *testkit.Registry, env ...string) (stop func()) {
 	confDir := testkit.JoinSite(t, reg, "rack-a")
+	signed := netns.CachedLoaders() // the signed chain, for machines under Secure Boot
 	siteConf, _ := json.Marshal(map[string]any{
 		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "site-state"),
 		"boot": map[string]any{"interface": "eth0", "mode": "authoritative", "serverIP": siteIP,
 			"subnet": "10.78.0.0/24", "range": map[string]string{"start": "10.78.0.100", "end": "10.78.0.150"},
-			"leaseFile": filepath.Join(work, "leases.db"), "ramdiskDir": ramdiskDir, "retryInterval": "2s"},
+			"leaseFile": filepath.Join(work, "leases.db"), "ramdiskDir": ramdiskDir, "retryInterval": "2s",
+			"shimFile": signed.Shim, "grubFile": signed.NetGRUB},
 		"ramdisk": map[string]any{"args": []string{"console=ttyS0", "panic=-1"}},
 		"cache":   map[string]any{"dir": filepath.Join(work, "site-cache")},
 	})

@@ -33,6 +33,9 @@ type PoolPolicy struct {
 	// RamdiskExtras are catalog refs of ramdisk images every ramdisk boot of the pool's
 	// machines appends after the ramdisk's own, in this order.
 	RamdiskExtras []string `json:"ramdiskExtras,omitempty"`
+	// SecureBoot: the pool's machines boot with UEFI Secure Boot on, so the site boots
+	// their ramdisk through the signed chain (shim, GRUB) instead of iPXE.
+	SecureBoot bool `json:"secureBoot,omitempty"`
 	// HardwareProfile names the hardware profile of the pool's machines.
 	HardwareProfile string `json:"hardwareProfile,omitempty"`
 	// Agent is bcd ("" reads as bcd) or none.
@@ -84,7 +87,7 @@ func (p PoolPolicy) Units() []HostUnit {
 
 // stored is the policy as the store keeps it.
 func (p PoolPolicy) stored() store.PoolPolicy {
-	s := store.PoolPolicy{PrewarmImages: p.PrewarmImages, ImageSources: p.ImageSources, RamdiskExtras: p.RamdiskExtras,
+	s := store.PoolPolicy{PrewarmImages: p.PrewarmImages, ImageSources: p.ImageSources, RamdiskExtras: p.RamdiskExtras, SecureBoot: p.SecureBoot,
 		HardwareProfile: p.HardwareProfile, Agent: p.Agent, Enrollment: p.Enrollment, TrustProvisioningNetwork: p.TrustProvisioningNetwork,
 		RequireGPUs: p.RequireGPUs, Hugepages: p.Hugepages, KernelModules: p.KernelModules, CPU: p.CPU, IOMMU: p.IOMMU, GPU: p.GPU,
 		Kubernetes: p.Kubernetes, GPUSharing: p.GPUSharing, MIGLayout: p.MIGLayout}
@@ -100,7 +103,7 @@ func (p PoolPolicy) stored() store.PoolPolicy {
 }
 
 func policyOf(s store.PoolPolicy) PoolPolicy {
-	p := PoolPolicy{PrewarmImages: s.PrewarmImages, ImageSources: s.ImageSources, RamdiskExtras: s.RamdiskExtras,
+	p := PoolPolicy{PrewarmImages: s.PrewarmImages, ImageSources: s.ImageSources, RamdiskExtras: s.RamdiskExtras, SecureBoot: s.SecureBoot,
 		HardwareProfile: s.HardwareProfile, Agent: s.Agent, Enrollment: s.Enrollment, TrustProvisioningNetwork: s.TrustProvisioningNetwork,
 		RequireGPUs: s.RequireGPUs, Hugepages: s.Hugepages, KernelModules: s.KernelModules, CPU: s.CPU, IOMMU: s.IOMMU, GPU: s.GPU,
 		Kubernetes: s.Kubernetes, GPUSharing: s.GPUSharing, MIGLayout: s.MIGLayout}

@@ -68,7 +68,7 @@ func renderedStep() profile.RenderedStep {
 
 func fullPool() store.Pool {
 	return store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a", CreatedAt: at, UpdatedAt: later, Policy: store.PoolPolicy{
-		PrewarmImages: []string{"ubuntu@24.04"}, ImageSources: []string{"https://images.example/"}, RamdiskExtras: []string{"nvidia@550"},
+		PrewarmImages: []string{"ubuntu@24.04"}, ImageSources: []string{"https://images.example/"}, RamdiskExtras: []string{"nvidia@550"}, SecureBoot: true,
 		HardwareProfile: "h100", Agent: "bcd", Enrollment: "commission", TrustProvisioningNetwork: true, RequireGPUs: true,
 		Hugepages: json.RawMessage(`{"1G":8}`), KernelModules: json.RawMessage(`["vfio"]`), CPU: json.RawMessage(`{"isolated":"2-7"}`),
 		IOMMU: json.RawMessage(`{"mode":"pt"}`), GPU: json.RawMessage(`{"persistence":true}`), Kubernetes: json.RawMessage(`{"join":"x"}`),

@@ -25,14 +25,19 @@ func (s *Service) prepareRamdisk(ctx context.Context, a *workflow.Attempt) (json
 	return s.relayPrepare(ctx, a, "")
 }
 
-// relayPrepare relays boot.prepareRamdisk under sub, with the pool's extra initrds. The
+// relayPrepare relays boot.prepareRamdisk under sub, with the pool's extra initrds and
+// its Secure Boot setting. The
 // token is minted anew on every try; a resent command keeps its first answer, and an
 // unused token expires.
 func (s *Service) relayPrepare(ctx context.Context, a *workflow.Attempt, sub string) (json.RawMessage, error) {
 	if s.cfg.Ramdisk == nil {
 		return nil, proto.Errorf(proto.Unsupported, "boot.prepareRamdisk needs ramdisk join tokens, which this registry does not mint")
 	}
-	extras, err := s.ramdiskExtras(ctx, a.Node)
+	var pool store.Pool
+	if err := s.cfg.Store.View(func(tx *store.Tx) (err error) { pool, err = tx.Pool(a.Node.Tenant, a.Node.Pool); return err }); err != nil {
+		return nil, err
+	}
+	extras, err := s.ramdiskExtras(ctx, a.Node, pool)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +45,7 @@ func (s *Service) relayPrepare(ctx context.Context, a *workflow.Attempt, sub str
 	if err != nil {
 		return nil, err
 	}
-	in.Extras = extras
+	in.Extras, in.SecureBoot = extras, pool.Policy.SecureBoot
 	input, err := json.Marshal(in)
 	if err != nil {
 		return nil, err
@@ -54,11 +59,9 @@ func (s *Service) relayPrepare(ctx context.Context, a *workflow.Attempt, sub str
 // ready by the site's cache. The first that is not fails the step with why (reason
 // not-ramdisk, unsigned, signature, untrusted-signer or not-cached), at its path, and
 // the machine is not booted.
-func (s *Service) ramdiskExtras(ctx context.Context, node store.Node) ([]proto.RamdiskExtra, error) {
-	var pool store.Pool
-	err := s.cfg.Store.View(func(tx *store.Tx) (err error) { pool, err = tx.Pool(node.Tenant, node.Pool); return err })
-	if err != nil || len(pool.Policy.RamdiskExtras) == 0 {
-		return nil, err
+func (s *Service) ramdiskExtras(ctx context.Context, node store.Node, pool store.Pool) ([]proto.RamdiskExtra, error) {
+	if len(pool.Policy.RamdiskExtras) == 0 {
+		return nil, nil
 	}
 	if s.cfg.Images == nil {
 		return nil, proto.Errorf(proto.Unsupported, "pool %s names extra initrds, and this registry has no image catalog to verify them", pool.Name)

@@ -90,3 +90,30 @@ func TestRamdiskExtras(t *testing.T) {
 		})
 	}
 }
+
+// TestRamdiskSecureBoot: a pool's policy.secureBoot goes into boot.prepareRamdisk, so
+// that the site boots the machine through the signed chain; a pool without it asks
+// for iPXE as before.
+func TestRamdiskSecureBoot(t *testing.T) {
+	for _, secure := range []bool{true, false} {
+		h := newHarness(t)
+		node := h.enroll(nil)
+		h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", SecureBoot: secure})
+		run, _, err := h.act(node, Inspect, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.end(run.ID)
+		prepared := h.machine.received(proto.CommandPrepareRamdisk)
+		if len(prepared) != 1 {
+			t.Fatalf("boot.prepareRamdisk sent %d times", len(prepared))
+		}
+		var in proto.PrepareRamdisk
+		if err := json.Unmarshal([]byte(prepared[0].Input), &in); err != nil {
+			t.Fatalf("%v: %s", err, prepared[0].Input)
+		}
+		if in.SecureBoot != secure {
+			t.Errorf("pool with secureBoot %v: boot.prepareRamdisk says %v", secure, in.SecureBoot)
+		}
+	}
+}

@@ -35,6 +35,10 @@ type PoolPolicy struct {
 	// every ramdisk boot of the pool's machines appends after the ramdisk's own, in this
 	// order. The site's cache holds them as it holds pre-warm images.
 	RamdiskExtras []string `json:"ramdiskExtras,omitempty"`
+	// SecureBoot says the pool's machines boot with UEFI Secure Boot on: their ramdisk
+	// boots go through the signed chain the site serves (shim, GRUB, the signed kernel)
+	// rather than iPXE, which their firmware would refuse.
+	SecureBoot bool `json:"secureBoot,omitempty"`
 	// HardwareProfile names the hardware profile of the pool's machines (a node's own
 	// wins).
 	HardwareProfile string `json:"hardwareProfile,omitempty"`
