@@ -128,7 +128,7 @@ func (s *Server) sendWindowed(r request, f io.ReadSeekCloser, client *net.UDPAdd
 	defer conn.Close()
 	w := negotiate(r, s.maxBlock, s.maxWindow, size)
 	blocks := size/int64(w.blksize) + 1 // the last is shorter than blksize, maybe empty
-	acked := int64(-1) // -1: the OACK is not acknowledged yet (its ACK is block 0)
+	acked := int64(-1)                  // -1: the OACK is not acknowledged yet (its ACK is block 0)
 	if s.sent != nil {
 		// Told as pin/tftp's transfers are: whole or not, and the bytes acknowledged.
 		defer func() { s.sent(acked == blocks, min(max(acked, 0)*int64(w.blksize), size)) }()
