@@ -26,6 +26,10 @@ import (
 // DefaultCommandTTL is how long a relayed command is kept when nobody collects it.
 const DefaultCommandTTL = 24 * time.Hour
 
+// DefaultAckTimeout is how long a pushed NodeSpec waits for its acknowledgement in the
+// push window.
+const DefaultAckTimeout = 30 * time.Second
+
 // The names of the endpoint's secrets in the store.
 const (
 	keyStatelessReset = "agent-stateless-reset-key"
@@ -82,6 +86,11 @@ type Config struct {
 	// CommandTTL bounds how long a command nobody collects is kept (DefaultCommandTTL
 	// when zero).
 	CommandTTL time.Duration
+	// AckTimeout is how long a pushed NodeSpec holds its place in the push window
+	// without an acknowledgement (DefaultAckTimeout when zero). An agent's
+	// acknowledgement comes after its apply: a push still unacknowledged then gives its
+	// place to another, and the window is halved as for a late acknowledgement.
+	AckTimeout time.Duration
 	// Keys, if set, are the endpoint's keys as the registry's replicas share them, sealed
 	// (registry/pki). Without them the endpoint keeps its keys in the store, in the clear
 	// (store.Tx.AgentKey); with them it removes those.
@@ -119,8 +128,10 @@ type Endpoint struct {
 		n  int
 	}
 
-	push  pushQueue
-	calls calls
+	push pushQueue
+	// window bounds the pushes written and not yet acknowledged.
+	window *window
+	calls  calls
 	// pushes, acks and ackFailures count NodeSpecs pushed and agents' acks, for
 	// monitoring (Pushes).
 	pushes, acks, ackFailures atomic.Int64
@@ -135,6 +146,9 @@ func Start(cfg Config) (*Endpoint, error) {
 	}
 	if cfg.CommandTTL == 0 {
 		cfg.CommandTTL = DefaultCommandTTL
+	}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = DefaultAckTimeout
 	}
 	var resetKey, ticketKey [32]byte
 	err := cfg.Store.Update(func(tx *store.Tx) (err error) {
@@ -184,6 +198,7 @@ func Start(cfg Config) (*Endpoint, error) {
 	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[string]*session{}}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
+	e.window = newWindow(time.Now)
 	e.calls.init()
 	e.unhook = cfg.Store.OnNodeSpec(e.nodeSpecChanged)
 	for range acceptors {
