@@ -27,10 +27,13 @@ const (
 )
 
 // ShutdownReason is the reason phrase of a CloseShutdown. It asks the agent to reconnect
-// after delay: a registry that stops tells its whole fleet at once, and gives each agent
-// its own moment so that the fleet returns at the rate at which it can take them back.
-func ShutdownReason(delay time.Duration) string {
-	return fmt.Sprintf("registry shutting down; reconnect in %dms", delay.Milliseconds())
+// after delay, and says that the stream of returning agents ends after streamEnd: a
+// registry that stops tells its whole fleet at once, and gives each agent its own moment
+// so that the fleet returns at the rate at which it can take them back. An agent refused
+// on its return comes back after the stream's end. Agents that read only the delay read
+// the new phrase as the old one.
+func ShutdownReason(delay, streamEnd time.Duration) string {
+	return fmt.Sprintf("registry shutting down; reconnect in %dms; stream ends in %dms", delay.Milliseconds(), streamEnd.Milliseconds())
 }
 
 // ShutdownDelay reads the delay back from a CloseShutdown's reason phrase; ok is false
@@ -41,4 +44,14 @@ func ShutdownDelay(reason string) (delay time.Duration, ok bool) {
 		return 0, false
 	}
 	return time.Duration(ms) * time.Millisecond, true
+}
+
+// ShutdownStreamEnd reads when the stream of returning agents ends from a CloseShutdown's
+// reason phrase; ok is false when the phrase does not say (an older registry's).
+func ShutdownStreamEnd(reason string) (streamEnd time.Duration, ok bool) {
+	var delay, end int64
+	if _, err := fmt.Sscanf(reason, "registry shutting down; reconnect in %dms; stream ends in %dms", &delay, &end); err != nil || end < 0 {
+		return 0, false
+	}
+	return time.Duration(end) * time.Millisecond, true
 }

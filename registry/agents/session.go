@@ -170,7 +170,7 @@ func (e *Endpoint) comeBackLater(conn *quic.Conn) {
 	e.mu.Lock()
 	closing := e.closing
 	e.mu.Unlock()
-	conn.CloseWithError(codeShutdown, proto.ShutdownReason(returnDelay(closing.n, closing.n, time.Since(closing.at))))
+	conn.CloseWithError(codeShutdown, closing.reason(closing.n))
 }
 
 // unregister forgets s, unless a newer session replaced it already.
