@@ -29,7 +29,7 @@ var errBusy = errors.New("too many handshakes in flight")
 // and handshakeTime (ns) sum the time from first packet to acceptance.
 type admission struct {
 	limit, inFlight, refused, admitted, resumed, abandoned atomic.Int64
-	handshakes, handshakeTime                                atomic.Int64
+	handshakes, handshakeTime                              atomic.Int64
 }
 
 type ticketKey struct{}
