@@ -48,11 +48,11 @@ func TestAdapt(t *testing.T) {
 	}{
 		"saturated: 90% of what the machine completed while it refused": {
 			plan, returnMeasure{accepted: 10000, refused: 2000, saturatedAccepted: 1200, saturated: 2 * time.Second, meanHandshake: 50 * time.Millisecond},
-			540, 64, 600,
+			540, 81, 600,
 		},
 		"kept up for over a second: asks 25% more": {
 			plan, returnMeasure{accepted: 10000, refused: 50, saturatedAccepted: 100, saturated: sample, meanHandshake: 60 * time.Millisecond},
-			1250, 150, 0,
+			1250, maxAdmission, 0,
 		},
 		"a fleet too small to tell: the rate stays": {
 			store.AgentReturn{Rate: 1000, Admission: 128, Told: 300}, returnMeasure{accepted: 300},
@@ -64,11 +64,11 @@ func TestAdapt(t *testing.T) {
 		},
 		"a stall: never below the floor": {
 			plan, returnMeasure{accepted: 10000, refused: 90000, saturated: 5 * time.Second, meanHandshake: time.Second},
-			minRate, maxAdmission, 0,
+			minRate, 110, 0,
 		},
 		"a fast machine: never above the cap": {
 			store.AgentReturn{Rate: maxRate, Admission: 128, Told: 100000}, returnMeasure{accepted: 100000, meanHandshake: time.Millisecond},
-			maxRate, 64, 0,
+			maxRate, maxAdmission, 0,
 		},
 	}
 	for name, tc := range cases {

@@ -15,6 +15,9 @@ const (
 	defaultAdmission, minAdmission, maxAdmission = 128, 64, 192
 	// sample is the period at which a return is measured.
 	sample = 100 * time.Millisecond
+	// stallRoom is the stall the admission bound leaves room for: a handshake's steps
+	// waiting 100 ms for the processor filled 64 places at 900 a second (benchmarks.md).
+	stallRoom = 100 * time.Millisecond
 )
 
 // returnMeasure is what a return did: the agents told, the handshakes completed and
@@ -32,8 +35,9 @@ type returnMeasure struct {
 // return did. A return that saturated the machine (refusals past 1% of the fleet) sets
 // the stream at 90% of the handshakes completed a second while it was saturated: what
 // the machine did. One that was not saturated and ran for a second or more at the planned
-// rate asks 25% more next time. The admission bound is twice the handshakes in flight
-// the stream keeps at the measured handshake time (Little's law), within its bounds.
+// rate asks 25% more next time. The admission bound is the handshakes in flight the
+// stream keeps at the measured handshake time (Little's law) and room for what arrives
+// during a stall of stallRoom, within its bounds.
 func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 	next := plan
 	next.Told, next.MeasuredRate = 0, 0
@@ -47,7 +51,7 @@ func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 	}
 	next.Rate = min(max(next.Rate, minRate), maxRate)
 	if m.meanHandshake > 0 {
-		next.Admission = int(math.Ceil(2 * next.Rate * m.meanHandshake.Seconds()))
+		next.Admission = int(math.Round(next.Rate * (m.meanHandshake + stallRoom).Seconds()))
 	}
 	next.Admission = min(max(next.Admission, minAdmission), maxAdmission)
 	return next
@@ -90,15 +94,15 @@ func (e *Endpoint) measureReturn(plan store.AgentReturn) {
 		m.meanHandshake = time.Duration(e.adm.handshakeTime.Load() / n)
 	}
 	next := adapt(plan, m)
-	e.mu.Lock()
-	e.plan = next
-	e.mu.Unlock()
-	e.adm.limit.Store(int64(next.Admission))
 	e.log.Info("agents returned", "told", plan.Told, "rate", plan.Rate, "accepted", m.accepted, "refused", m.refused,
 		"saturatedRate", next.MeasuredRate, "meanHandshake", m.meanHandshake, "nextRate", next.Rate, "admission", next.Admission)
 	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(next) }); err != nil {
 		e.log.Error("store the agents' return plan", "err", err)
 	}
+	e.mu.Lock()
+	e.plan = next
+	e.mu.Unlock()
+	e.adm.limit.Store(int64(next.Admission))
 }
 
 // Return is the endpoint's plan for its fleet's next return: the stream and admission
