@@ -2,6 +2,7 @@ package proto
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -40,18 +41,30 @@ func ShutdownReason(delay, streamEnd time.Duration) string {
 // when the phrase names none.
 func ShutdownDelay(reason string) (delay time.Duration, ok bool) {
 	var ms int64
-	if _, err := fmt.Sscanf(reason, "registry shutting down; reconnect in %dms", &ms); err != nil || ms < 0 {
+	if _, err := fmt.Sscanf(reason, "registry shutting down; reconnect in %dms", &ms); err != nil {
 		return 0, false
 	}
-	return time.Duration(ms) * time.Millisecond, true
+	return millis(ms)
 }
 
 // ShutdownStreamEnd reads when the stream of returning agents ends from a CloseShutdown's
 // reason phrase; ok is false when the phrase does not say (an older registry's).
 func ShutdownStreamEnd(reason string) (streamEnd time.Duration, ok bool) {
 	var delay, end int64
-	if _, err := fmt.Sscanf(reason, "registry shutting down; reconnect in %dms; stream ends in %dms", &delay, &end); err != nil || end < 0 {
+	if _, err := fmt.Sscanf(reason, "registry shutting down; reconnect in %dms; stream ends in %dms", &delay, &end); err != nil {
 		return 0, false
 	}
-	return time.Duration(end) * time.Millisecond, true
+	if _, ok := millis(delay); !ok {
+		return 0, false
+	}
+	return millis(end)
+}
+
+// millis is ms milliseconds; ok is false for a negative count or one past what a
+// Duration holds.
+func millis(ms int64) (time.Duration, bool) {
+	if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }

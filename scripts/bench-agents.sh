@@ -19,6 +19,7 @@ cat "$work"/run* | awk -v runs="$runs" '
 /^BenchmarkAgentSessions/ {
 	for (i = 3; i < NF; i += 2) {
 		unit = $(i + 1)
+		if (unit == "ns/op") continue
 		if (!(unit in n)) order[++units] = unit
 		v[unit, ++n[unit]] = $i
 	}
