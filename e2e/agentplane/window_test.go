@@ -2,7 +2,6 @@ package agentplane
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -90,7 +89,8 @@ func TestPushWindowReleases(t *testing.T) {
 	t.Run("write fails", func(t *testing.T) {
 		// An agent that stops reading its session stream: the registry's next write on
 		// it fails (STOP_SENDING), and the session ends.
-		conn, stream := rawSession(t, e, "deaf")
+		conn, stream := sessionOverQUIC(t, e, "deaf")
+		waitFor(t, "deaf connected", func() bool { return e.ep.Connected("deaf", proto.RoleNode) })
 		stream.CancelRead(0)
 		time.Sleep(300 * time.Millisecond) // for the STOP_SENDING to arrive
 		pushed := e.ep.Pushes().Pushed
@@ -203,31 +203,4 @@ func setSpecs(t *testing.T, st *store.Store, n int, format string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// rawSession dials the endpoint as node's agent by hand, opens the session stream and
-// says hello (generation 0), and returns the connection and the stream.
-func rawSession(t *testing.T, e *env, node string) (*quic.Conn, *quic.Stream) {
-	t.Helper()
-	cert, err := e.ca.AgentCertificate(node, string(proto.RoleNode))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conf := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: e.ca.Pool(), ServerName: "127.0.0.1", NextProtos: []string{proto.AgentALPN}}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	conn, err := quic.DialAddr(ctx, e.addr, conf, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.CloseWithError(0, "") })
-	stream, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &proto.Hello{}}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, node+" connected", func() bool { return e.ep.Connected(node, proto.RoleNode) })
-	return conn, stream
 }
