@@ -1,9 +1,11 @@
 // Package agents is the registry's end of the agent plane: a QUIC endpoint (TLS 1.3,
 // mutual TLS, ALPN bc-agent/1) that holds one session per agent, pushes each agent its
-// NodeSpec whenever the generation moves, records what the agent has applied and the
-// inventory it reports, relays commands to it, keeping them in the store until they are
-// answered, and answers its requests for secrets and a renewed certificate.
-// docs/agent-plane.md describes the protocol.
+// NodeSpec whenever the generation moves (within a window of pushes not yet
+// acknowledged, sized from the acknowledgements), records what the agent has applied and
+// the inventory it reports, relays commands to it, keeping them in the store until they
+// are answered, and answers its requests for secrets and a renewed certificate. A
+// stopping endpoint asks its fleet back in a stream at the rate the last return it
+// measured supports. docs/agent-plane.md describes the protocol.
 package agents
 
 import (
