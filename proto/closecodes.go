@@ -2,6 +2,7 @@ package proto
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -27,17 +28,42 @@ const (
 )
 
 // ShutdownReason is the reason phrase of a CloseShutdown. It asks the agent to reconnect
-// after delay: a registry that stops tells its whole fleet at once, and gives each agent
-// its own moment so that the fleet returns at the rate at which it can take them back.
-func ShutdownReason(delay time.Duration) string {
-	return fmt.Sprintf("registry shutting down; reconnect in %dms", delay.Milliseconds())
+// after delay, and says that the stream of returning agents ends after streamEnd: a
+// registry that stops tells its whole fleet at once, and gives each agent its own moment
+// so that the fleet returns at the rate at which it can take them back. An agent refused
+// on its return comes back after the stream's end. Agents that read only the delay read
+// the new phrase as the old one.
+func ShutdownReason(delay, streamEnd time.Duration) string {
+	return fmt.Sprintf("registry shutting down; reconnect in %dms; stream ends in %dms", delay.Milliseconds(), streamEnd.Milliseconds())
 }
 
 // ShutdownDelay reads the delay back from a CloseShutdown's reason phrase; ok is false
 // when the phrase names none.
 func ShutdownDelay(reason string) (delay time.Duration, ok bool) {
 	var ms int64
-	if _, err := fmt.Sscanf(reason, "registry shutting down; reconnect in %dms", &ms); err != nil || ms < 0 {
+	if _, err := fmt.Sscanf(reason, "registry shutting down; reconnect in %dms", &ms); err != nil {
+		return 0, false
+	}
+	return millis(ms)
+}
+
+// ShutdownStreamEnd reads when the stream of returning agents ends from a CloseShutdown's
+// reason phrase; ok is false when the phrase does not say (an older registry's).
+func ShutdownStreamEnd(reason string) (streamEnd time.Duration, ok bool) {
+	var delay, end int64
+	if _, err := fmt.Sscanf(reason, "registry shutting down; reconnect in %dms; stream ends in %dms", &delay, &end); err != nil {
+		return 0, false
+	}
+	if _, ok := millis(delay); !ok {
+		return 0, false
+	}
+	return millis(end)
+}
+
+// millis is ms milliseconds; ok is false for a negative count or one past what a
+// Duration holds.
+func millis(ms int64) (time.Duration, bool) {
+	if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
 		return 0, false
 	}
 	return time.Duration(ms) * time.Millisecond, true

@@ -11,12 +11,14 @@ func TestShutdownDelay(t *testing.T) {
 		want   time.Duration
 		ok     bool
 	}{
-		"round trip":   {ShutdownReason(7500 * time.Millisecond), 7500 * time.Millisecond, true},
-		"zero":         {ShutdownReason(0), 0, true},
+		"round trip":   {ShutdownReason(7500*time.Millisecond, 9*time.Second), 7500 * time.Millisecond, true},
+		"zero":         {ShutdownReason(0, 0), 0, true},
+		"without end":  {"registry shutting down; reconnect in 5ms", 5 * time.Millisecond, true},
 		"other reason": {"replaced by a newer session", 0, false},
 		"empty":        {"", 0, false},
 		"negative":     {"registry shutting down; reconnect in -5ms", 0, false},
 		"older phrase": {"registry shutting down; reconnect within 5000ms", 0, false},
+		"overflow":     {"registry shutting down; reconnect in 9223372036854775807ms", 0, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -26,4 +28,52 @@ func TestShutdownDelay(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestShutdownStreamEnd(t *testing.T) {
+	cases := map[string]struct {
+		reason string
+		want   time.Duration
+		ok     bool
+	}{
+		"round trip":          {ShutdownReason(7500*time.Millisecond, 9*time.Second), 9 * time.Second, true},
+		"an older registry's": {"registry shutting down; reconnect in 5ms", 0, false},
+		"negative":            {"registry shutting down; reconnect in 5ms; stream ends in -1ms", 0, false},
+		"other reason":        {"replaced by a newer session", 0, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := ShutdownStreamEnd(tc.reason)
+			if got != tc.want || ok != tc.ok {
+				t.Fatalf("got %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// FuzzShutdownReason reads any close reason a registry could send: a phrase read at all
+// gives no negative wait, and a phrase the registry writes reads back as written.
+func FuzzShutdownReason(f *testing.F) {
+	f.Add("registry shutting down; reconnect in 5ms; stream ends in 90ms")
+	f.Add("registry shutting down; reconnect in 5ms")
+	f.Add("registry shutting down; reconnect in 9223372036854775807ms; stream ends in -1ms")
+	f.Add("replaced by a newer session of the same node")
+	f.Fuzz(func(t *testing.T, reason string) {
+		delay, okDelay := ShutdownDelay(reason)
+		end, okEnd := ShutdownStreamEnd(reason)
+		if (okDelay && delay < 0) || (okEnd && end < 0) {
+			t.Fatalf("%q: delay %v, stream end %v: a negative wait", reason, delay, end)
+		}
+		if okEnd && !okDelay {
+			t.Fatalf("%q: a stream end without a delay", reason)
+		}
+		if okDelay && okEnd {
+			again := ShutdownReason(delay, end)
+			d2, _ := ShutdownDelay(again)
+			e2, _ := ShutdownStreamEnd(again)
+			if d2 != delay || e2 != end {
+				t.Fatalf("%q read as %v, %v; written again as %q, read as %v, %v", reason, delay, end, again, d2, e2)
+			}
+		}
+	})
 }

@@ -20,5 +20,6 @@ go test -run='^$' -bench='^BenchmarkConvergedPass$' -benchmem -benchtime=500x ./
 # same disks, run in the same ramdisk (five boots of the VM; several minutes, root).
 go test -run='^$' -bench='^BenchmarkVMWipe$' -benchtime=1x -timeout=45m ./e2e/vm | grep -E '^(Benchmark|ok|FAIL|---|\s+bench_test)' || true
 # The agent plane at scale: BC_LOAD_AGENTS sessions (10,000 by default) in agent
-# processes against one registry endpoint; prints its figures (a few minutes).
-go test -run='^$' -bench='^BenchmarkAgentSessions$' -benchtime=1x -timeout=60m ./e2e/agentplane
+# processes against one registry endpoint, AGENTS_RUNS times (5); prints each run's
+# figures and their spread (a few minutes a run).
+./scripts/bench-agents.sh

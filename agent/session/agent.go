@@ -197,15 +197,21 @@ func (a *Agent) Run(ctx context.Context) {
 	defer a.wg.Wait()
 	ctx = context.WithValue(ctx, agentKey{}, a) // handlers sign with it (SignResult)
 	a.wg.Go(func() { a.applyLoop(ctx) })
+	var ret returnStream // the stream a stopping registry last put this agent in
 	for attempt := 0; ; attempt++ {
 		established, err := a.connect(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if established {
-			attempt = 0
+			attempt, ret = 0, returnStream{}
 		}
 		delay := a.cfg.Backoff.Delay(attempt)
+		if !established {
+			if d, ok := ret.reslot(a.cfg.Clock.Now(), a.cfg.Backoff); ok {
+				delay = d
+			}
+		}
 		switch code, reason := closedBy(err); {
 		case code == proto.CloseReplaced:
 			delay = a.cfg.Backoff.Delay(maxAttempt)
@@ -216,12 +222,45 @@ func (a *Agent) Run(ctx context.Context) {
 			if d, ok := proto.ShutdownDelay(reason); ok {
 				delay = d
 			}
+			if end, ok := proto.ShutdownStreamEnd(reason); ok {
+				ret = returnStream{end: a.cfg.Clock.Now().Add(end), spread: max(minReslotSpread, end/4), left: maxReslots}
+			}
 		}
 		a.log.Info("registry session lost, reconnecting", "err", err, "attempt", attempt+1, "in", delay)
 		if clock.Sleep(ctx, a.cfg.Clock, delay) != nil {
 			return
 		}
 	}
+}
+
+// returnStream is the stream of returning agents a stopping registry named: when it ends,
+// over how long an agent refused on its return spreads its next try after that, and how
+// many more times it re-slots itself so.
+type returnStream struct {
+	end    time.Time
+	spread time.Duration
+	left   int
+}
+
+// Re-slotting after a refused return: the least spread, and the tries re-slotted before
+// the backoff decides again.
+const (
+	minReslotSpread = time.Second
+	maxReslots      = 3
+)
+
+// reslot is the wait of an agent whose attempt to return failed (refused at admission,
+// or timed out) at now: it comes back after the stream it was told of ends, at a random
+// moment within the spread, rather than on top of the stream and with a growing backoff;
+// after the stream's end (a registry that took longer to restart than the stream lasted),
+// at a random moment within the spread from now. ok is false without a stream named, or
+// after maxReslots re-slotted tries (the backoff decides).
+func (r *returnStream) reslot(now time.Time, b Backoff) (time.Duration, bool) {
+	if r.left == 0 {
+		return 0, false
+	}
+	r.left--
+	return max(r.end.Sub(now), 0) + b.within(r.spread), true
 }
 
 // maxAttempt is an attempt number whose delay is the backoff's longest.

@@ -38,3 +38,21 @@ func TestBackoffWithin(t *testing.T) {
 		t.Fatalf("got %v, want 2s", got)
 	}
 }
+
+func TestReslotAfterTheStream(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := returnStream{end: now.Add(8 * time.Second), spread: 2 * time.Second, left: 2}
+	b := Backoff{Rand: func() float64 { return 0.5 }}
+	if got, ok := r.reslot(now, b); !ok || got != 9*time.Second {
+		t.Fatalf("refused within the stream: %v, %v; want 9s (its end and half the spread)", got, ok)
+	}
+	if got, ok := r.reslot(now.Add(20*time.Second), b); !ok || got != time.Second {
+		t.Fatalf("refused after the stream ended: %v, %v; want 1s (half the spread from now)", got, ok)
+	}
+	if _, ok := r.reslot(now, b); ok {
+		t.Fatal("re-slotted past the limit, want the backoff to decide")
+	}
+	if _, ok := (&returnStream{}).reslot(now, b); ok {
+		t.Fatal("no stream named: re-slotted, want the backoff to decide")
+	}
+}

@@ -123,11 +123,19 @@ func (a *agent) lastApplied() proto.NodeSpec {
 // ends. edit adjusts its config: the address, handlers, apply.
 func (e *env) startAgent(node string, edit func(*session.Config)) *agent {
 	e.t.Helper()
+	a, stop := e.runAgent(node, edit)
+	e.t.Cleanup(stop)
+	return a
+}
+
+// runAgent runs an agent as startAgent does, until stop (which waits for it to end).
+func (e *env) runAgent(node string, edit func(*session.Config)) (a *agent, stop func()) {
+	e.t.Helper()
 	cert, err := e.ca.AgentCertificate(node, string(proto.RoleNode))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	a := &agent{}
+	a = &agent{}
 	cfg := session.Config{
 		Addr:        e.addr,
 		Certificate: cert,
@@ -151,8 +159,7 @@ func (e *env) startAgent(node string, edit func(*session.Config)) *agent {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { a.Run(ctx); close(done) }()
-	e.t.Cleanup(func() { cancel(); <-done })
-	return a
+	return a, func() { cancel(); <-done }
 }
 
 // waitFor polls cond until it holds, failing the test after 20 s.

@@ -42,8 +42,11 @@ import (
 //     acknowledged the new generation;
 //   - memory per session: the registry's heap in use, goroutine stacks and RSS after a
 //     GC, less what it held before the agents came, divided by the sessions;
-//   - reconnects: the endpoint is closed (agents are told) and a new one started on the
-//     same store and address; from then until every agent is back.
+//   - the push window: the most pushes in flight, and its size after the push;
+//   - reconnects, twice: the endpoint is closed (agents are told when to come back) and a
+//     new one started on the same store and address; from then until every agent is
+//     back. The first return is told the plan an endpoint starts with, the second the
+//     plan the first return's measure made (agents.Endpoint.Return).
 //
 // Two peers, each BC_LOAD_PEERS bare quic-go connections (2,000 by default) from one
 // child process to a bare listener in this process, measured before the agents start:
@@ -110,18 +113,14 @@ func BenchmarkAgentSessions(b *testing.B) {
 	push.end()
 	stopProfile()
 
-	dropsBefore := udpReceiveDrops()
-	closing := time.Now()
-	e.stop()
-	closed := time.Since(closing)
-	stopProfile = profileCPU(b, "restart.pprof", children[0])
-	e.start()
-	restart := startPhase(children)
-	back := quantiles{n: n}
-	waitLong(b, "every agent back", func() bool { return back.observe(e.ep.Sessions(), restart.start) })
-	restart.end()
-	stopProfile()
-	drops := udpReceiveDrops() - dropsBefore
+	window := e.ep.PushWindow()
+
+	// Two returns: the first at the plan an endpoint starts with, the second at the plan
+	// the first one's measure made (agents.Endpoint.Return).
+	var returns [2]*restartRun
+	for i := range returns {
+		returns[i] = restartAll(b, e, n, children, fmt.Sprintf("restart%d.pprof", i+1))
+	}
 	for _, c := range children {
 		c.stop()
 	}
@@ -130,24 +129,81 @@ func BenchmarkAgentSessions(b *testing.B) {
 	fmt.Printf("agent plane: %d sessions, agents in %d processes; peer: %d idle quic-go connections of the default configuration\n", n, len(children), peers)
 	connect.print("connect", n, "hello and acknowledgement of generation 1")
 	push.print("push", n, "NodeSpec change of every node until every agent acknowledged it")
-	restart.print("restart", n, fmt.Sprintf("endpoint closed in %.2fs, started again; until every agent is back", closed.Seconds()))
-	hs := e.ep.Handshakes()
-	fmt.Printf("  agents back after the restart: %s; handshakes: %d, %d of them resumed, %d refused at admission, %d abandoned\n", &back, hs.Accepted, hs.Resumed, hs.Refused, hs.Abandoned)
+	fmt.Printf("  push window: at most %d pushes in flight, size %d after the push, %d acknowledgements late, halved %d times\n", window.MaxInFlight, window.Size, window.Late, window.Halvings)
 	resume.print("peer", peers, fmt.Sprintf("bare quic-go connections closed and dialled again, %d at a time, each resuming", maxInFlight))
-	fmt.Printf("  restart/peer: reconnects a second %.2f, CPU a reconnect (both ends) %.2f\n",
-		resume.wall.Seconds()*float64(n)/(restart.wall.Seconds()*float64(peers)), (restart.cpu+restart.agents).Seconds()*float64(peers)/((resume.cpu+resume.agents).Seconds()*float64(n)))
-	fmt.Printf("  UDP datagrams the host dropped for full receive buffers during the restart: %d\n", drops)
+	peerRate, peerCPU := float64(peers)/resume.wall.Seconds(), resume.cpu.Seconds()/float64(peers)
+	for i, r := range returns {
+		r.print(fmt.Sprintf("restart%d", i+1), n)
+		fmt.Printf("  restart%d/peer: reconnects a second %.2f, registry CPU a reconnect / listener CPU a handshake %.2f, CPU a reconnect (both ends) %.2f\n", i+1,
+			r.rate()/peerRate, r.phase.cpu.Seconds()/float64(n)/peerCPU, (r.phase.cpu+r.phase.agents).Seconds()*float64(peers)/((resume.cpu+resume.agents).Seconds()*float64(n)))
+	}
 	fmt.Printf("  memory per session:  live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(s.alloc), kib(s.heap), kib(s.stack), kib(s.heap+s.stack), kib(s.rss), s.goroutines)
 	fmt.Printf("  peer per connection: live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(peer.alloc), kib(peer.heap), kib(peer.stack), kib(peer.heap+peer.stack), kib(peer.rss), peer.goroutines)
 	fmt.Printf("  session/peer: in use+stacks %.2f, RSS %.2f\n", (s.heap+s.stack)/(peer.heap+peer.stack), s.rss/peer.rss)
+	last := returns[len(returns)-1]
 	b.ReportMetric(connect.wall.Seconds(), "connect-s")
 	b.ReportMetric(push.wall.Seconds(), "push-s")
-	b.ReportMetric(float64(n)/restart.wall.Seconds(), "reconnects/s")
-	b.ReportMetric(float64(peers)/resume.wall.Seconds(), "peer-reconnects/s")
-	b.ReportMetric(restart.cpu.Seconds()*1000/float64(n), "registry-CPU-ms/reconnect")
+	b.ReportMetric(push.cpu.Seconds()*1000/float64(n), "push-registry-CPU-ms/session")
+	b.ReportMetric(float64(window.MaxInFlight), "push-window-max")
+	b.ReportMetric(returns[0].rate()/peerRate, "first-return/peer")
+	b.ReportMetric(last.rate(), "reconnects/s")
+	b.ReportMetric(peerRate, "peer-reconnects/s")
+	b.ReportMetric(last.rate()/peerRate, "return/peer")
+	b.ReportMetric(float64(last.hs.Refused), "refused")
+	b.ReportMetric(last.back.at[len(last.back.at)-1].Seconds()/last.back.at[2].Seconds(), "all/p99-time")
+	b.ReportMetric(last.phase.cpu.Seconds()*1000/float64(n), "registry-CPU-ms/reconnect")
+	b.ReportMetric(last.phase.cpu.Seconds()/float64(n)/peerCPU, "reconnect-CPU/peer")
 	b.ReportMetric(s.heap+s.stack, "heap+stack-B/session")
 	b.ReportMetric(s.rss, "RSS-B/session")
 	b.ReportMetric((s.heap+s.stack)/(peer.heap+peer.stack), "ratio-to-quic-go")
+}
+
+// restartRun is one return of the fleet after a restart: its phase, when the agents
+// were back, the new endpoint's handshakes and plan, how long the close took and the
+// UDP datagrams the host dropped meanwhile.
+type restartRun struct {
+	phase *phase
+	back  quantiles
+	hs    agents.Handshakes
+	// told is the plan the fleet was told and the endpoint started with, plan the one
+	// the endpoint made of the return.
+	told, plan store.AgentReturn
+	closed     time.Duration
+	drops      int
+}
+
+// restartAll stops the endpoint (its agents are told when to come back), starts it again
+// on the same store and address, and measures until every agent is back and the
+// endpoint has measured the return.
+func restartAll(b *testing.B, e *env, n int, children []*child, profile string) *restartRun {
+	r := &restartRun{back: quantiles{n: n}}
+	dropsBefore := udpReceiveDrops()
+	closing := time.Now()
+	e.stop()
+	r.closed = time.Since(closing)
+	stopProfile := profileCPU(b, profile, children[0])
+	e.start()
+	r.told = e.ep.Return()
+	r.phase = startPhase(children)
+	waitLong(b, "every agent back", func() bool { return r.back.observe(e.ep.Sessions(), r.phase.start) })
+	r.phase.end()
+	stopProfile()
+	r.drops = udpReceiveDrops() - dropsBefore
+	r.hs = e.ep.Handshakes()
+	waitLong(b, "the return measured", func() bool { return e.ep.Return().Told == 0 })
+	r.plan = e.ep.Return()
+	return r
+}
+
+// rate is the return's reconnects a second.
+func (r *restartRun) rate() float64 { return float64(r.back.n) / r.phase.wall.Seconds() }
+
+func (r *restartRun) print(name string, n int) {
+	r.phase.print(name, n, fmt.Sprintf("endpoint closed in %.2fs, started again; until every agent is back; told a stream of %.0f a second, %d admission places", r.closed.Seconds(), r.told.Rate, r.told.Admission))
+	fmt.Printf("  %s: agents back %s; handshakes: %d, %d of them resumed, %d refused at admission, %d abandoned; %d UDP datagrams dropped for full receive buffers\n",
+		name, &r.back, r.hs.Accepted, r.hs.Resumed, r.hs.Refused, r.hs.Abandoned, r.drops)
+	fmt.Printf("  %s: measured %.0f handshakes a second while refusing (0: never saturated), mean handshake %v; next return at %.0f a second, %d admission places\n",
+		name, r.plan.MeasuredRate, r.plan.MeanHandshake.Round(time.Microsecond), r.plan.Rate, r.plan.Admission)
 }
 
 // quantiles records when the share of n sessions that are connected first reached half,

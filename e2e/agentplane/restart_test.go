@@ -146,6 +146,13 @@ func (m *toldMoment) get(t *testing.T) time.Time {
 // session stream).
 func helloOverQUIC(t *testing.T, e *env, node string) *quic.Conn {
 	t.Helper()
+	conn, _ := sessionOverQUIC(t, e, node)
+	return conn
+}
+
+// sessionOverQUIC is helloOverQUIC, returning the session stream too.
+func sessionOverQUIC(t *testing.T, e *env, node string) (*quic.Conn, *quic.Stream) {
+	t.Helper()
 	conn := dialQUIC(t, e, node)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -156,7 +163,7 @@ func helloOverQUIC(t *testing.T, e *env, node string) *quic.Conn {
 	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &proto.Hello{}}); err != nil {
 		t.Fatal(err)
 	}
-	return conn
+	return conn, stream
 }
 
 // dialQUIC connects to the registry as node over bare QUIC: a handshake with the node's

@@ -5,27 +5,32 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quic-go/quic-go"
 )
 
-// maxHandshakes bounds the connections between their first packet and their acceptance
-// by the endpoint. Past it, an attempt is refused at its first packet, before any
-// cryptography, and the agent retries after its backoff. The bound is what two cores
-// keep busy with little queueing: a reconnect storm is then served at the rate the
-// registry completes handshakes. It leaves room for a returning fleet's stream of 900 a
-// second (reconnectRate) when a handshake's steps wait 100 ms for the processor; at
-// 64, such waits filled it and refused a part of the stream, and those agents' backoff
-// made the tail of the return. With many hundreds in flight, their goroutines starved
-// the goroutine that reads the UDP socket, the socket's buffer overflowed, and
-// handshakes timed out with their work done.
-const maxHandshakes = 128
+// The admission bound (admission.limit) is on the connections between their first
+// packet and their acceptance by the endpoint. Past it, an attempt is refused at its
+// first packet, before any cryptography, and the agent comes back after the stream of
+// returning agents ends, or after its backoff. The bound is what the cores keep busy with
+// little queueing: a reconnect storm is then served at the rate the registry completes
+// handshakes. It starts at 128 (defaultAdmission: on two cores, room for a stream of 900
+// a second when a handshake's steps wait 100 ms for the processor; at 64, such waits
+// filled it) and follows the measured handshake time after each return (adapt), at most
+// 192: with many hundreds in flight, their goroutines starved the goroutine that reads
+// the UDP socket, the socket's buffer overflowed, and handshakes timed out with their
+// work done.
 
-// errBusy refuses a connection attempt while maxHandshakes are in flight.
+// errBusy refuses a connection attempt while the admission bound is in flight.
 var errBusy = errors.New("too many handshakes in flight")
 
-// admission counts the handshakes in flight.
-type admission struct{ inFlight, refused, admitted, resumed, abandoned atomic.Int64 }
+// admission counts the handshakes in flight, up to limit, and those that ended; handshakes
+// and handshakeTime (ns) sum the time from first packet to acceptance.
+type admission struct {
+	limit, inFlight, refused, admitted, resumed, abandoned atomic.Int64
+	handshakes, handshakeTime                              atomic.Int64
+}
 
 type ticketKey struct{}
 
@@ -33,6 +38,7 @@ type ticketKey struct{}
 type ticket struct {
 	once sync.Once
 	a    *admission
+	at   time.Time
 }
 
 func (t *ticket) release() { t.once.Do(func() { t.a.inFlight.Add(-1) }) }
@@ -47,15 +53,15 @@ func (t *ticket) abandon() {
 }
 
 // admit is the transport's ConnContext: it admits a new connection while fewer than
-// maxHandshakes are in flight, and gives its place back when the endpoint accepts it or
+// limit are in flight, and gives its place back when the endpoint accepts it or
 // the connection ends before that.
 func (a *admission) admit(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
-	if a.inFlight.Add(1) > maxHandshakes {
+	if a.inFlight.Add(1) > a.limit.Load() {
 		a.inFlight.Add(-1)
 		a.refused.Add(1)
 		return nil, errBusy
 	}
-	t := &ticket{a: a}
+	t := &ticket{a: a, at: time.Now()}
 	context.AfterFunc(ctx, t.abandon)
 	return context.WithValue(ctx, ticketKey{}, t), nil
 }
@@ -67,6 +73,8 @@ func (a *admission) accepted(conn *quic.Conn) {
 		a.resumed.Add(1)
 	}
 	if t, ok := conn.Context().Value(ticketKey{}).(*ticket); ok {
+		a.handshakes.Add(1)
+		a.handshakeTime.Add(int64(time.Since(t.at)))
 		t.release()
 	}
 }

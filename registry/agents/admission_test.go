@@ -8,6 +8,8 @@ import (
 
 func TestAdmission(t *testing.T) {
 	var a admission
+	a.limit.Store(defaultAdmission)
+	const maxHandshakes = defaultAdmission
 	var cancels []context.CancelFunc
 	var admitted []context.Context
 	for range maxHandshakes {

@@ -1,9 +1,11 @@
 // Package agents is the registry's end of the agent plane: a QUIC endpoint (TLS 1.3,
 // mutual TLS, ALPN bc-agent/1) that holds one session per agent, pushes each agent its
-// NodeSpec whenever the generation moves, records what the agent has applied and the
-// inventory it reports, relays commands to it, keeping them in the store until they are
-// answered, and answers its requests for secrets and a renewed certificate.
-// docs/agent-plane.md describes the protocol.
+// NodeSpec whenever the generation moves (within a window of pushes not yet
+// acknowledged, sized from the acknowledgements), records what the agent has applied and
+// the inventory it reports, relays commands to it, keeping them in the store until they
+// are answered, and answers its requests for secrets and a renewed certificate. A
+// stopping endpoint asks its fleet back in a stream at the rate the last return it
+// measured supports. docs/agent-plane.md describes the protocol.
 package agents
 
 import (
@@ -25,6 +27,10 @@ import (
 
 // DefaultCommandTTL is how long a relayed command is kept when nobody collects it.
 const DefaultCommandTTL = 24 * time.Hour
+
+// DefaultAckTimeout is how long a pushed NodeSpec waits for its acknowledgement in the
+// push window.
+const DefaultAckTimeout = 30 * time.Second
 
 // The names of the endpoint's secrets in the store.
 const (
@@ -86,10 +92,23 @@ type Config struct {
 	// CommandTTL bounds how long a command nobody collects is kept (DefaultCommandTTL
 	// when zero).
 	CommandTTL time.Duration
+	// AckTimeout is how long a pushed NodeSpec holds its place in the push window
+	// without an acknowledgement (DefaultAckTimeout when zero). An agent's
+	// acknowledgement comes after its apply: a push still unacknowledged then gives its
+	// place to another, and the window is halved as for a late acknowledgement.
+	AckTimeout time.Duration
 	// Keys, if set, are the endpoint's keys as the registry's replicas share them, sealed
 	// (registry/pki). Without them the endpoint keeps its keys in the store, in the clear
 	// (store.Tx.AgentKey); with them it removes those.
 	Keys *Keys
+}
+
+// closingState is when Close began, how many sessions it had to tell, and the stream
+// it asks of them (a second).
+type closingState struct {
+	at   time.Time
+	n    int
+	rate float64
 }
 
 // Keys are the endpoint's own keys: its QUIC stateless reset key and its TLS session
@@ -117,14 +136,17 @@ type Endpoint struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	// closing is when Close began, and how many sessions it had to tell.
-	closing struct {
-		at time.Time
-		n  int
-	}
+	// closing is when Close began, how many sessions it had to tell, and the stream it
+	// asks of them (a second).
+	closing closingState
+	// plan is the return plan: the stream the next stop asks for, the admission bound,
+	// and what the last measured return did.
+	plan store.AgentReturn
 
-	push  pushQueue
-	calls calls
+	push pushQueue
+	// window bounds the pushes written and not yet acknowledged.
+	window *window
+	calls  calls
 	// pushes, acks and ackFailures count NodeSpecs pushed and agents' acks, for
 	// monitoring (Pushes).
 	pushes, acks, ackFailures atomic.Int64
@@ -140,8 +162,17 @@ func Start(cfg Config) (*Endpoint, error) {
 	if cfg.CommandTTL == 0 {
 		cfg.CommandTTL = DefaultCommandTTL
 	}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = DefaultAckTimeout
+	}
 	var resetKey, ticketKey [32]byte
+	var plan store.AgentReturn
 	err := cfg.Store.Update(func(tx *store.Tx) (err error) {
+		stored, ok, err := tx.AgentReturn()
+		if err != nil {
+			return err
+		}
+		plan = startPlan(stored, ok)
 		if cfg.Keys != nil {
 			resetKey, ticketKey = cfg.Keys.StatelessReset, cfg.Keys.SessionTickets
 			for _, name := range []string{keyStatelessReset, keySessionTickets} {
@@ -178,6 +209,7 @@ func Start(cfg Config) (*Endpoint, error) {
 	}
 	key := quic.StatelessResetKey(resetKey)
 	adm := &admission{}
+	adm.limit.Store(int64(plan.Admission))
 	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnContext: adm.admit}
 	ln, err := tr.Listen(serverTLS(cfg, ticketKey), serverQUIC())
 	if err != nil {
@@ -185,9 +217,10 @@ func Start(cfg Config) (*Endpoint, error) {
 		udp.Close()
 		return nil, err
 	}
-	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[string]*session{}}
+	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[string]*session{}, plan: plan}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
+	e.window = newWindow(time.Now)
 	e.calls.init()
 	e.unhook = cfg.Store.OnNodeSpec(e.nodeSpecChanged)
 	for range acceptors {
@@ -195,6 +228,9 @@ func Start(cfg Config) (*Endpoint, error) {
 	}
 	for range pushWorkers {
 		e.wg.Go(e.pushWorker)
+	}
+	if plan.Told > 0 {
+		e.wg.Go(func() { e.measureReturn(plan) })
 	}
 	return e, nil
 }
@@ -259,7 +295,7 @@ func (e *Endpoint) Close() error {
 	e.unhook()
 	e.mu.Lock()
 	e.cancel() // under mu: spawn starts nothing and register registers nothing after this
-	e.closing.at, e.closing.n = time.Now(), len(e.sessions)
+	e.closing.at, e.closing.n, e.closing.rate = time.Now(), len(e.sessions), e.plan.Rate
 	e.mu.Unlock()
 	err := e.ln.Close()
 	e.accepting.Wait()
@@ -273,20 +309,27 @@ func (e *Endpoint) Close() error {
 	if terr := e.tr.Conn.Close(); err == nil && !errors.Is(terr, net.ErrClosed) {
 		err = terr
 	}
+	e.mu.Lock()
+	plan := e.plan
+	plan.Told, plan.StoppedAt = e.closing.n, e.closing.at
+	e.mu.Unlock()
+	if perr := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(plan) }); err == nil {
+		err = perr
+	}
 	return err
 }
 
-// closeSessions tells every connected agent that the registry is going away and when to
-// come back (returnDelay), so that the fleet returns in a steady stream at reconnectRate
-// rather than as a herd. It closes closers connections at a time (a close waits for its
-// connection to wind down).
+// closeSessions tells every connected agent that the registry is going away, when to
+// come back (returnDelay) and when the stream of returning agents ends, so that the fleet
+// returns in a steady stream at the planned rate rather than as a herd. It closes closers
+// connections at a time (a close waits for its connection to wind down).
 func (e *Endpoint) closeSessions() {
 	e.mu.Lock()
 	conns := make(chan *quic.Conn, len(e.sessions))
 	for _, s := range e.sessions {
 		conns <- s.conn
 	}
-	n, start := e.closing.n, e.closing.at
+	closing := e.closing
 	e.mu.Unlock()
 	close(conns)
 	var told atomic.Int64
@@ -295,19 +338,26 @@ func (e *Endpoint) closeSessions() {
 		wg.Go(func() {
 			for c := range conns {
 				k := int(told.Add(1) - 1)
-				c.CloseWithError(codeShutdown, proto.ShutdownReason(returnDelay(n, k, time.Since(start))))
+				c.CloseWithError(codeShutdown, closing.reason(k))
 			}
 		})
 	}
 	wg.Wait()
 }
 
+// reason is the close reason of the k-th agent told: its moment (returnDelay) and the
+// stream's end (that of the n-th), from now.
+func (c closingState) reason(k int) string {
+	elapsed := time.Since(c.at)
+	return proto.ShutdownReason(returnDelay(c.n, k, elapsed, c.rate), returnDelay(c.n, c.n, elapsed, c.rate))
+}
+
 // returnDelay is how long the k-th agent told of n, told at elapsed since the close
-// began, is asked to wait: until its own moment, k/reconnectRate after the time telling
-// all n takes (n/closeRate), so that the stream starts once a registry restarted at once
+// began, is asked to wait: until its own moment, k/rate after the time telling all n
+// takes (n/closeRate), so that the stream starts once a registry restarted at once
 // listens again, and at most maxReturn after the close began.
-func returnDelay(n, k int, elapsed time.Duration) time.Duration {
-	at := time.Duration(n)*time.Second/closeRate + time.Duration(k)*time.Second/reconnectRate
+func returnDelay(n, k int, elapsed time.Duration, rate float64) time.Duration {
+	at := time.Duration(n)*time.Second/closeRate + time.Duration(float64(k)/rate*float64(time.Second))
 	return max(0, min(at, maxReturn)-elapsed)
 }
 
@@ -317,12 +367,6 @@ const (
 	// closeRate is about how many sessions a second Close winds down on two cores
 	// (10,000 in 0.9 to 1.7 s).
 	closeRate = 8000
-	// reconnectRate is the rate at which a closing endpoint asks its fleet to come back:
-	// what the registry and its agents complete together on the two cores of the
-	// benchmark, with some room (README, "Agent plane figures"). At 1,000 a second the
-	// stream ran so close to what the machine does that passing delays filled the
-	// admission places, and the refused agents' backoff stretched the return.
-	reconnectRate = 900
 	// maxReturn caps the wait an agent is asked for.
 	maxReturn = 10 * time.Minute
 )

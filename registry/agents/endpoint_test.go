@@ -3,12 +3,14 @@ package agents
 import (
 	"testing"
 	"time"
+
+	"github.com/better-compute/better-compute/registry/store"
 )
 
 func TestReturnDelay(t *testing.T) {
-	const n = 10000
+	const n, rate = 10000, 900
 	base := n * time.Second / closeRate
-	slot := func(k int) time.Duration { return time.Duration(k) * time.Second / reconnectRate }
+	slot := func(k int) time.Duration { return time.Duration(float64(k) / rate * float64(time.Second)) }
 	cases := map[string]struct {
 		k       int
 		elapsed time.Duration
@@ -22,12 +24,59 @@ func TestReturnDelay(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := returnDelay(n, tc.k, tc.elapsed); got != tc.want {
+			if got := returnDelay(n, tc.k, tc.elapsed, rate); got != tc.want {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
 	}
-	if got := returnDelay(10_000_000, 9_999_999, 0); got != maxReturn {
+	if got := returnDelay(10_000_000, 9_999_999, 0, rate); got != maxReturn {
 		t.Fatalf("a huge fleet: got %v, want the cap %v", got, maxReturn)
+	}
+	if fast, slow := returnDelay(n, n, 0, 2*rate), returnDelay(n, n, 0, rate); fast >= slow {
+		t.Fatalf("the stream ends after %v at twice the rate, %v at the rate: a faster stream ends sooner", fast, slow)
+	}
+}
+
+func TestAdapt(t *testing.T) {
+	plan := store.AgentReturn{Rate: 1000, Admission: 128, Told: 10000}
+	cases := map[string]struct {
+		plan         store.AgentReturn
+		m            returnMeasure
+		rate         float64
+		admission    int
+		measuredRate float64
+	}{
+		"saturated: 90% of what the machine completed while it refused": {
+			plan, returnMeasure{accepted: 10000, refused: 2000, saturatedAccepted: 1200, saturated: 2 * time.Second, meanHandshake: 50 * time.Millisecond},
+			540, 81, 600,
+		},
+		"kept up for over a second: asks 25% more": {
+			plan, returnMeasure{accepted: 10000, refused: 50, saturatedAccepted: 100, saturated: sample, meanHandshake: 60 * time.Millisecond},
+			1250, maxAdmission, 0,
+		},
+		"a fleet too small to tell: the rate stays": {
+			store.AgentReturn{Rate: 1000, Admission: 128, Told: 300}, returnMeasure{accepted: 300},
+			1000, 128, 0,
+		},
+		"not all back: the rate stays": {
+			plan, returnMeasure{accepted: 9000},
+			1000, 128, 0,
+		},
+		"a stall: never below the floor": {
+			plan, returnMeasure{accepted: 10000, refused: 90000, saturated: 5 * time.Second, meanHandshake: time.Second},
+			minRate, 110, 0,
+		},
+		"a fast machine: never above the cap": {
+			store.AgentReturn{Rate: maxRate, Admission: 128, Told: 100000}, returnMeasure{accepted: 100000, meanHandshake: time.Millisecond},
+			maxRate, maxAdmission, 0,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := adapt(tc.plan, tc.m)
+			if got.Rate != tc.rate || got.Admission != tc.admission || got.MeasuredRate != tc.measuredRate || got.Told != 0 {
+				t.Fatalf("got rate %v, admission %d, measured %v, told %d; want %v, %d, %v, 0", got.Rate, got.Admission, got.MeasuredRate, got.Told, tc.rate, tc.admission, tc.measuredRate)
+			}
+		})
 	}
 }

@@ -119,20 +119,88 @@ func (e *Endpoint) pushWorker() {
 }
 
 // send pushes spec to the agent of s unless it has that generation or a newer one
-// already. A write that fails or stalls ends the session; the agent reconnects and its
-// hello brings it up to date.
+// already. The push takes a place in the window first (waiting for one), unless the
+// session holds one for an older push not yet acknowledged, which this one supersedes
+// and takes over. A write that fails or stalls ends the session; the agent reconnects
+// and its hello brings it up to date.
 func (e *Endpoint) send(s *session, spec proto.NodeSpec) {
-	s.wmu.Lock()
+	var sl *slot
+	for {
+		s.wmu.Lock()
+		if spec.Generation <= s.sent || s.ended {
+			s.wmu.Unlock()
+			if sl != nil {
+				e.window.end(sl, pushUnused)
+			}
+			return
+		}
+		if sl != nil || s.pending != nil {
+			break
+		}
+		s.wmu.Unlock()
+		if sl = e.window.acquire(e.ctx.Done(), s.conn.Context().Done()); sl == nil {
+			return // the endpoint is closing or the session ended
+		}
+	}
 	defer s.wmu.Unlock()
-	if spec.Generation <= s.sent {
-		return
+	if p := s.pending; p != nil { // superseded: this push takes its place
+		p.timer.Stop()
+		s.pending = nil
+		if sl != nil {
+			e.window.end(sl, pushUnused)
+		}
+		sl = p.slot
 	}
 	s.stream.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if err := proto.WriteMessage(s.stream, &proto.Message{Type: proto.MsgSpec, Spec: &spec}); err != nil {
+		e.window.end(sl, pushFailed)
 		e.log.Debug("push NodeSpec", "node", s.node, "generation", spec.Generation, "err", err)
 		s.conn.CloseWithError(codeProtocol, "NodeSpec push failed")
 		return
 	}
+	e.window.sent(sl)
 	e.pushes.Add(1)
 	s.sent = spec.Generation
+	p := &pendingPush{slot: sl, generation: spec.Generation}
+	p.timer = time.AfterFunc(e.cfg.AckTimeout, func() { e.pushDone(s, p, pushTimedOut) })
+	s.pending = p
 }
+
+// pendingPush is a session's push written and not yet acknowledged, holding its place in
+// the window until an acknowledgement, the ack timeout or the session's end.
+type pendingPush struct {
+	slot       *slot
+	generation int64
+	timer      *time.Timer
+}
+
+// pushDone ends p, if it is still s's pending push, and gives its place back.
+func (e *Endpoint) pushDone(s *session, p *pendingPush, how pushEnd) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.pending == p {
+		e.endPendingLocked(s, how)
+	}
+}
+
+// acknowledged ends s's pending push when the agent acknowledged its generation or a
+// newer one (an ack of an older generation is not an answer to it).
+func (e *Endpoint) acknowledged(s *session, generation int64) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.pending != nil && generation >= s.pending.generation {
+		e.endPendingLocked(s, pushAcked)
+	}
+}
+
+// endPendingLocked ends s's pending push, if any; s.wmu is held.
+func (e *Endpoint) endPendingLocked(s *session, how pushEnd) {
+	if p := s.pending; p != nil {
+		p.timer.Stop()
+		s.pending = nil
+		e.window.end(p.slot, how)
+	}
+}
+
+// PushWindow returns the state of the window on pushes not yet acknowledged.
+func (e *Endpoint) PushWindow() PushWindow { return e.window.state() }

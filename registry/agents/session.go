@@ -21,11 +21,15 @@ type session struct {
 	// opened is when the agent's hello was read.
 	opened time.Time
 
-	// wmu serialises writes on the session stream and guards sent.
+	// wmu serialises writes on the session stream and guards sent, pending and ended.
 	wmu sync.Mutex
 	// sent is the generation the agent has, as far as the endpoint knows: the one its
 	// hello reported, then each one pushed.
 	sent int64
+	// pending is the push written and not yet acknowledged, holding a place in the
+	// endpoint's window; ended is set once the session ended (nothing more is pushed).
+	pending *pendingPush
+	ended   bool
 }
 
 // serve starts one agent connection: it waits for the hello, refuses a node whose
@@ -137,6 +141,10 @@ func (e *Endpoint) received(s *session, head []byte, err error) {
 func (e *Endpoint) end(s *session, code quic.ApplicationErrorCode, why string) {
 	s.conn.CloseWithError(code, why)
 	e.unregister(s)
+	s.wmu.Lock()
+	s.ended = true
+	e.endPendingLocked(s, pushEnded)
+	s.wmu.Unlock()
 }
 
 // register makes s the session of its node, closing an older one. Once the endpoint is
@@ -164,7 +172,7 @@ func (e *Endpoint) comeBackLater(conn *quic.Conn) {
 	e.mu.Lock()
 	closing := e.closing
 	e.mu.Unlock()
-	conn.CloseWithError(codeShutdown, proto.ShutdownReason(returnDelay(closing.n, closing.n, time.Since(closing.at))))
+	conn.CloseWithError(codeShutdown, closing.reason(closing.n))
 }
 
 // unregister forgets s, unless a newer session replaced it already, and tells
@@ -281,6 +289,7 @@ func changedSections(tx *store.Tx, node string, inv map[string]json.RawMessage) 
 
 // ack records the outcome of the agent's apply.
 func (e *Endpoint) ack(s *session, a *proto.Ack) error {
+	e.acknowledged(s, a.Generation)
 	if a.Error != nil {
 		e.ackFailures.Add(1)
 		e.log.Warn("agent failed to apply its NodeSpec", "node", s.node, "generation", a.Generation, "err", a.Error)

@@ -1,0 +1,102 @@
+package agentplane
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// TestReturnAdapts restarts a registry whose stored plan asks 200 agents back far faster
+// than its admission bound takes them: attempts are refused, each refused agent comes
+// back after the stream's end (their backoff is an hour: none would be back otherwise),
+// and the registry plans the next return from the handshakes it completed while it
+// refused, and stores the plan, which the next stop tells the fleet and the next
+// endpoint starts from.
+func TestReturnAdapts(t *testing.T) {
+	const n = 200
+	e := newEnv(t, agents.Config{})
+	e.stop()
+	// Room for every agent's first (full) handshake; the bound shrinks before the return.
+	seed := store.AgentReturn{Rate: 20000, Admission: n}
+	putPlan(t, e, seed)
+	e.start()
+	for i := range n {
+		e.startAgent(fmt.Sprintf("back-%03d", i), func(c *session.Config) {
+			c.KeepAlive = 5 * time.Second
+			c.Backoff = session.Backoff{Min: time.Hour, Max: time.Hour}
+		})
+		if i%20 == 19 { // a few full handshakes at a time: a first dial that failed would wait an hour
+			waitFor(t, "the agents connected", func() bool { return e.ep.Sessions() == i+1 })
+		}
+	}
+
+	e.stop()
+	stopped := readPlan(t, e)
+	if stopped.Told != n || stopped.Rate != seed.Rate {
+		t.Fatalf("plan stored at the stop: %+v, want %d told at %v a second", stopped, n, seed.Rate)
+	}
+	stopped.Admission = 16
+	putPlan(t, e, stopped)
+	e.start()
+	waitFor(t, "every agent back", func() bool { return e.ep.Sessions() == n })
+	if hs := e.ep.Handshakes(); hs.Refused == 0 {
+		t.Fatalf("handshakes %+v: want attempts refused past the bound of %d", hs, stopped.Admission)
+	}
+	waitFor(t, "the return measured", func() bool { return e.ep.Return().Accepted > 0 })
+	next := e.ep.Return()
+	if next.MeasuredRate <= 0 || next.Rate >= seed.Rate || next.Rate != max(100, 0.9*next.MeasuredRate) {
+		t.Fatalf("next plan %+v: want 90%% of the rate measured while refusing, below the %v asked", next, seed.Rate)
+	}
+	if next.Admission < 64 || next.Admission > 192 || next.Refused == 0 || next.Told != 0 {
+		t.Fatalf("next plan %+v: want an admission bound of 64 to 192, the refusals counted, no return pending", next)
+	}
+	if got := readPlan(t, e); got.Rate != next.Rate || got.Admission != next.Admission {
+		t.Fatalf("stored plan %+v, want the measured one %+v", got, next)
+	}
+
+	// The next stop asks for the adapted stream, and the next endpoint starts from it.
+	e.stop()
+	if got := readPlan(t, e); got.Told != n || got.Rate != next.Rate {
+		t.Fatalf("plan stored at the next stop: %+v, want %d told at %v a second", got, n, next.Rate)
+	}
+	e.start()
+	if got := e.ep.Return(); got.Rate != next.Rate || got.Admission != next.Admission {
+		t.Fatalf("restarted endpoint's plan %+v, want the stored one", got)
+	}
+	waitFor(t, "every agent back again", func() bool { return e.ep.Sessions() == n })
+}
+
+// putPlan stores plan in the stopped env's store.
+func putPlan(t *testing.T, e *env, plan store.AgentReturn) {
+	t.Helper()
+	st, err := store.Open(e.dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(plan) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readPlan reads the plan from the env's store, running or stopped.
+func readPlan(t *testing.T, e *env) store.AgentReturn {
+	t.Helper()
+	st := e.st
+	if st == nil {
+		var err error
+		if st, err = store.Open(e.dir, store.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+	}
+	var plan store.AgentReturn
+	if err := st.View(func(tx *store.Tx) (err error) { plan, _, err = tx.AgentReturn(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}

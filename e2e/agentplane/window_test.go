@@ -1,0 +1,206 @@
+package agentplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/quic-go/quic-go"
+)
+
+// holdApply is an Apply that waits for g's next release, or for the agent's end.
+func holdApply(g *gate) func(context.Context, proto.NodeSpec) error {
+	return func(ctx context.Context, _ proto.NodeSpec) error {
+		released := make(chan struct{})
+		go func() { g.wait(); close(released) }()
+		select {
+		case <-released:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// waitWindowEmpty waits for the endpoint's push window to hold no push and no waiter.
+func waitWindowEmpty(t *testing.T, ep *agents.Endpoint) {
+	t.Helper()
+	waitFor(t, "the push window back to zero", func() bool {
+		w := ep.PushWindow()
+		return w.InFlight == 0 && w.Waiting == 0
+	})
+}
+
+// TestPushWindowReleases pushes NodeSpecs that end in every way a push ends and checks
+// that each gives its place in the window back: a slot leaked would stall later pushes.
+func TestPushWindowReleases(t *testing.T) {
+	e := newEnv(t, agents.Config{})
+
+	t.Run("acknowledged", func(t *testing.T) {
+		e.setSpec("acked", nil)
+		e.startAgent("acked", nil)
+		waitFor(t, "the ack", func() bool { return e.status("acked").ObservedGeneration == 1 })
+		waitWindowEmpty(t, e.ep)
+	})
+	t.Run("acknowledged with an error", func(t *testing.T) {
+		e.setSpec("refuses", nil)
+		e.startAgent("refuses", func(c *session.Config) {
+			c.Apply = func(context.Context, proto.NodeSpec) error { return errors.New("disk full") }
+		})
+		waitFor(t, "the failed ack", func() bool { return e.status("refuses").FailedGeneration == 1 })
+		waitWindowEmpty(t, e.ep)
+	})
+	t.Run("superseded by a newer generation", func(t *testing.T) {
+		var g gate
+		g.init()
+		e.setSpec("slow", nil)
+		e.startAgent("slow", func(c *session.Config) { c.Apply = holdApply(&g) })
+		waitFor(t, "the first push", func() bool { return e.ep.PushWindow().InFlight == 1 })
+		pushed := e.ep.Pushes().Pushed
+		e.setSpec("slow", map[string]string{"round": "2"})
+		waitFor(t, "the newer push", func() bool { return e.ep.Pushes().Pushed == pushed+1 })
+		if got := e.ep.PushWindow().InFlight; got != 1 {
+			t.Fatalf("%d pushes in flight for one agent, want 1: the newer push takes the older one's place", got)
+		}
+		g.release()
+		waitFor(t, "generation 2 in apply", func() bool { return g.inside() == 1 })
+		g.release()
+		waitFor(t, "generation 2 applied", func() bool { return e.status("slow").ObservedGeneration == 2 })
+		waitWindowEmpty(t, e.ep)
+	})
+	t.Run("session ends mid-push", func(t *testing.T) {
+		var g gate
+		g.init()
+		defer g.release()
+		e.setSpec("leaves", nil)
+		_, stop := e.runAgent("leaves", func(c *session.Config) { c.Apply = holdApply(&g) })
+		waitFor(t, "the push", func() bool { return e.ep.PushWindow().InFlight == 1 })
+		stop()
+		waitWindowEmpty(t, e.ep)
+	})
+	t.Run("write fails", func(t *testing.T) {
+		// An agent that stops reading its session stream: the registry's next write on
+		// it fails (STOP_SENDING), and the session ends.
+		conn, stream := sessionOverQUIC(t, e, "deaf")
+		waitFor(t, "deaf connected", func() bool { return e.ep.Connected("deaf", proto.RoleNode) })
+		stream.CancelRead(0)
+		time.Sleep(300 * time.Millisecond) // for the STOP_SENDING to arrive
+		pushed := e.ep.Pushes().Pushed
+		e.setSpec("deaf", nil)
+		select {
+		case <-conn.Context().Done():
+		case <-time.After(20 * time.Second):
+			t.Fatal("the registry kept the session after its push failed")
+		}
+		if ae, ok := errors.AsType[*quic.ApplicationError](context.Cause(conn.Context())); !ok || ae.ErrorMessage != "NodeSpec push failed" {
+			t.Fatalf("session closed with %v, want the failed push", context.Cause(conn.Context()))
+		}
+		waitWindowEmpty(t, e.ep)
+		if got := e.ep.Pushes().Pushed; got != pushed {
+			t.Fatalf("%d pushes counted, want none: the write failed", got-pushed)
+		}
+	})
+	t.Run("many sessions end mid-push", func(t *testing.T) {
+		// 120 agents, more than the window's 64 places, half of them stopping at random
+		// moments while a change for all is pushed and acknowledged.
+		const n = 120
+		stops := make([]func(), n)
+		for i := range n {
+			node := fmt.Sprintf("fleet-%03d", i)
+			_, stops[i] = e.runAgent(node, func(c *session.Config) {
+				c.KeepAlive = 5 * time.Second
+				c.Apply = func(ctx context.Context, _ proto.NodeSpec) error {
+					select { // an apply of up to 50 ms
+					case <-time.After(time.Duration(rand.IntN(50)) * time.Millisecond):
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+			})
+		}
+		var wg sync.WaitGroup
+		for i := 0; i < n; i += 2 {
+			wg.Go(func() {
+				time.Sleep(time.Duration(rand.IntN(200)) * time.Millisecond)
+				stops[i]()
+			})
+		}
+		setSpecs(t, e.st, n, "fleet-%03d")
+		wg.Wait()
+		for i := 1; i < n; i += 2 {
+			node := fmt.Sprintf("fleet-%03d", i)
+			waitFor(t, node+" applied", func() bool { return e.status(node).ObservedGeneration == 1 })
+			defer stops[i]()
+		}
+		waitWindowEmpty(t, e.ep)
+	})
+}
+
+// TestPushWindowTimeout pushes to an agent that never acknowledges: the push gives its
+// place back after the ack timeout, and counts as late.
+func TestPushWindowTimeout(t *testing.T) {
+	e := newEnv(t, agents.Config{AckTimeout: 300 * time.Millisecond})
+	var g gate
+	g.init()
+	defer g.release()
+	e.setSpec("stuck", nil)
+	e.startAgent("stuck", func(c *session.Config) { c.Apply = holdApply(&g) })
+	waitFor(t, "the push", func() bool { return e.ep.Pushes().Pushed == 1 })
+	waitWindowEmpty(t, e.ep)
+	if w := e.ep.PushWindow(); w.Late != 1 || w.Halvings != 1 {
+		t.Fatalf("window %+v: want the timed-out push counted late and the window halved", w)
+	}
+	if !e.ep.Connected("stuck", proto.RoleNode) {
+		t.Fatal("the session of an agent slow to apply was ended")
+	}
+}
+
+// TestPushWindowSmallerThanFleet pushes a change for 300 agents, who acknowledge it
+// all, while the window holds fewer pushes than that at any moment.
+func TestPushWindowSmallerThanFleet(t *testing.T) {
+	const n = 300
+	e := newEnv(t, agents.Config{})
+	for i := range n {
+		e.startAgent(fmt.Sprintf("many-%03d", i), func(c *session.Config) { c.KeepAlive = 5 * time.Second })
+	}
+	waitFor(t, "every agent connected", func() bool { return e.ep.Sessions() == n })
+	setSpecs(t, e.st, n, "many-%03d")
+	for i := range n {
+		node := fmt.Sprintf("many-%03d", i)
+		waitFor(t, node+" applied", func() bool { return e.status(node).ObservedGeneration == 1 })
+	}
+	waitWindowEmpty(t, e.ep)
+	w := e.ep.PushWindow()
+	if w.MaxInFlight >= n || w.MaxInFlight == 0 {
+		t.Fatalf("at most %d pushes in flight for %d agents, want some and fewer than the fleet", w.MaxInFlight, n)
+	}
+	if got := e.ep.Pushes().Pushed; got != n {
+		t.Fatalf("%d pushes, want one for each of %d agents", got, n)
+	}
+	t.Logf("window: %+v", w)
+}
+
+// setSpecs sets a NodeSpec for nodes 0..n-1 named by format, in one transaction.
+func setSpecs(t *testing.T, st *store.Store, n int, format string) {
+	t.Helper()
+	err := st.Update(func(tx *store.Tx) error {
+		for i := range n {
+			if _, err := tx.SetNodeSpec(proto.NodeSpec{Node: fmt.Sprintf(format, i), Role: proto.RoleNode}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,114 @@
+package agents
+
+import (
+	"math"
+	"time"
+
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// The return plan's starting point and bounds. An endpoint with nothing stored starts
+// from defaultRate and defaultAdmission (what two cores did in the benchmark) and adapts
+// them after each return it measures (adapt).
+const (
+	defaultRate, minRate, maxRate                = 900, 100, 20000
+	defaultAdmission, minAdmission, maxAdmission = 128, 64, 192
+	// sample is the period at which a return is measured.
+	sample = 100 * time.Millisecond
+	// stallRoom is the stall the admission bound leaves room for: a handshake's steps
+	// waiting 100 ms for the processor filled 64 places at 900 a second (benchmarks.md).
+	stallRoom = 100 * time.Millisecond
+)
+
+// returnMeasure is what a return did: the agents told, the handshakes completed and
+// refused, those completed during the samples in which attempts were refused (the
+// machine saturated) and how long those samples lasted, and the mean time from an
+// attempt's first packet to its acceptance.
+type returnMeasure struct {
+	accepted, refused int64
+	saturatedAccepted int64
+	saturated         time.Duration
+	meanHandshake     time.Duration
+}
+
+// adapt is the plan for the next return, from the one the fleet was told and what its
+// return did. A return that saturated the machine (refusals past 1% of the fleet) sets
+// the stream at 90% of the handshakes completed a second while it was saturated: what
+// the machine did. One that was not saturated and ran for a second or more at the planned
+// rate asks 25% more next time. The admission bound is the handshakes in flight the
+// stream keeps at the measured handshake time (Little's law) and room for what arrives
+// during a stall of stallRoom, within its bounds.
+func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
+	next := plan
+	next.Told, next.MeasuredRate = 0, 0
+	next.Accepted, next.Refused, next.MeanHandshake = m.accepted, m.refused, m.meanHandshake
+	switch {
+	case m.refused*100 > int64(plan.Told) && m.saturated > 0:
+		next.MeasuredRate = float64(m.saturatedAccepted) / m.saturated.Seconds()
+		next.Rate = 0.9 * next.MeasuredRate
+	case float64(plan.Told) >= plan.Rate && m.accepted*100 >= int64(plan.Told)*95:
+		next.Rate = 1.25 * plan.Rate
+	}
+	next.Rate = min(max(next.Rate, minRate), maxRate)
+	if m.meanHandshake > 0 {
+		next.Admission = int(math.Round(next.Rate * (m.meanHandshake + stallRoom).Seconds()))
+	}
+	next.Admission = min(max(next.Admission, minAdmission), maxAdmission)
+	return next
+}
+
+// startPlan is the plan an endpoint starts with: the stored one, or the defaults.
+func startPlan(stored store.AgentReturn, ok bool) store.AgentReturn {
+	if !ok || stored.Rate <= 0 || stored.Admission <= 0 {
+		return store.AgentReturn{Rate: defaultRate, Admission: defaultAdmission, Told: stored.Told, StoppedAt: stored.StoppedAt}
+	}
+	return stored
+}
+
+// measureReturn measures the return of the agents the last stop told to come back, until
+// they are all back or three times the planned stream and 30 s have passed, then plans
+// the next return with what it found (adapt), sets the admission bound, and stores the
+// plan. A stop during the return leaves the plan as it was.
+func (e *Endpoint) measureReturn(plan store.AgentReturn) {
+	stream := time.Duration(float64(plan.Told) / plan.Rate * float64(time.Second))
+	deadline := time.Now().Add(3*stream + 30*time.Second)
+	tick := time.NewTicker(sample)
+	defer tick.Stop()
+	var m returnMeasure
+	lastAccepted, lastRefused := e.adm.admitted.Load(), e.adm.refused.Load()
+	for lastAccepted < int64(plan.Told) && time.Now().Before(deadline) {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		accepted, refused := e.adm.admitted.Load(), e.adm.refused.Load()
+		if refused > lastRefused {
+			m.saturatedAccepted += accepted - lastAccepted
+			m.saturated += sample
+		}
+		lastAccepted, lastRefused = accepted, refused
+	}
+	m.accepted, m.refused = lastAccepted, lastRefused
+	if n := e.adm.handshakes.Load(); n > 0 {
+		m.meanHandshake = time.Duration(e.adm.handshakeTime.Load() / n)
+	}
+	next := adapt(plan, m)
+	e.log.Info("agents returned", "told", plan.Told, "rate", plan.Rate, "accepted", m.accepted, "refused", m.refused,
+		"saturatedRate", next.MeasuredRate, "meanHandshake", m.meanHandshake, "nextRate", next.Rate, "admission", next.Admission)
+	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(next) }); err != nil {
+		e.log.Error("store the agents' return plan", "err", err)
+	}
+	e.mu.Lock()
+	e.plan = next
+	e.mu.Unlock()
+	e.adm.limit.Store(int64(next.Admission))
+}
+
+// Return is the endpoint's plan for its fleet's next return: the stream and admission
+// bound in use, and what the last measured return did.
+func (e *Endpoint) Return() store.AgentReturn {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.plan
+}

@@ -1,0 +1,120 @@
+package agents
+
+import (
+	"testing"
+	"time"
+)
+
+// fakeNow is a clock the window tests move by hand.
+type fakeNow struct{ t time.Time }
+
+func (f *fakeNow) now() time.Time { return f.t }
+
+func TestWindowSizedByAcks(t *testing.T) {
+	clk := &fakeNow{t: time.Unix(0, 0)}
+	w := newWindow(clk.now)
+	closed := make(chan struct{})
+	close(closed)
+	var slots []*slot
+	for range initialWindow {
+		sl := w.acquire(nil, nil)
+		if sl == nil {
+			t.Fatal("refused a place below the window's size")
+		}
+		slots = append(slots, sl)
+	}
+	if sl := w.acquire(closed, nil); sl != nil {
+		t.Fatal("gave a place past the window's size")
+	}
+	if got := w.state(); got.InFlight != initialWindow || got.Waiting != 0 {
+		t.Fatalf("full window: %+v, want %d in flight and no waiter left", got, initialWindow)
+	}
+
+	// Timely acks widen it by one each (below its threshold).
+	clk.t = clk.t.Add(ackTarget / 2)
+	w.end(slots[0], pushAcked)
+	w.end(slots[1], pushAcked)
+	if got := w.state(); got.Size != initialWindow+2 || got.InFlight != initialWindow-2 {
+		t.Fatalf("after two timely acks: %+v, want size %d, %d in flight", got, initialWindow+2, initialWindow-2)
+	}
+	// Ends that say nothing of the agents' pace leave its size alone.
+	w.end(slots[2], pushEnded)
+	w.end(slots[3], pushFailed)
+	w.end(slots[4], pushUnused)
+	if got := w.state(); got.Size != initialWindow+2 || got.InFlight != initialWindow-5 {
+		t.Fatalf("after ended, failed and unused pushes: %+v, want size %d, %d in flight", got, initialWindow+2, initialWindow-5)
+	}
+
+	// A late ack halves it, once for every push written before the halving.
+	clk.t = clk.t.Add(2 * ackTarget)
+	w.end(slots[5], pushAcked)
+	w.end(slots[6], pushTimedOut)
+	if got := w.state(); got.Size != (initialWindow+2)/2 || got.Halvings != 1 || got.Late != 2 {
+		t.Fatalf("after a late ack and a timeout of the same round: %+v, want size %d, one halving, two late", got, (initialWindow+2)/2)
+	}
+	// A push written after the halving that times out halves it again, never below
+	// minWindow.
+	for _, sl := range slots[7:] {
+		w.end(sl, pushUnused)
+	}
+	sl := w.acquire(nil, nil)
+	w.end(sl, pushTimedOut)
+	if got := w.state(); got.Size != minWindow || got.Halvings != 2 || got.InFlight != 0 {
+		t.Fatalf("after a later timeout: %+v, want size %d, two halvings, none in flight", got, minWindow)
+	}
+
+	// Above the threshold a timely ack widens it by one per window of acks.
+	for range 2 * minWindow {
+		sl := w.acquire(nil, nil)
+		w.end(sl, pushAcked)
+	}
+	if got := w.state(); got.Size != minWindow+1 && got.Size != minWindow+2 {
+		t.Fatalf("after %d timely acks above the threshold: size %d, want about %d", 2*minWindow, got.Size, minWindow+2)
+	}
+	if got := w.state(); got.MaxInFlight != initialWindow {
+		t.Fatalf("most in flight %d, want %d", got.MaxInFlight, initialWindow)
+	}
+}
+
+func TestWindowWaitersInOrder(t *testing.T) {
+	w := newWindow(time.Now)
+	w.size = 1
+	first := w.acquire(nil, nil)
+	got := make(chan int, 2)
+	stop := make(chan struct{})
+	for i := range 2 {
+		go func() {
+			if sl := w.acquire(nil, nil); sl != nil {
+				got <- i
+				w.end(sl, pushEnded)
+			}
+		}()
+		waitWaiting(t, w, i+1)
+	}
+	// A waiter that gives up is not given a place, and takes none.
+	gaveUp := make(chan *slot)
+	go func() { gaveUp <- w.acquire(stop, nil) }()
+	waitWaiting(t, w, 3)
+	close(stop)
+	if sl := <-gaveUp; sl != nil {
+		t.Fatal("a waiter that stopped was given a place")
+	}
+	w.end(first, pushEnded) // leaves the size at one: one waiter at a time
+	if a, b := <-got, <-got; a != 0 || b != 1 {
+		t.Fatalf("places given in the order %d, %d, want 0, 1", a, b)
+	}
+	if st := w.state(); st.InFlight != 0 || st.Waiting != 0 {
+		t.Fatalf("after all ended: %+v, want none in flight or waiting", st)
+	}
+}
+
+func waitWaiting(t *testing.T, w *window, n int) {
+	t.Helper()
+	for range 2000 {
+		if w.state().Waiting == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("%d waiting, want %d", w.state().Waiting, n)
+}

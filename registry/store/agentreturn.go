@@ -1,0 +1,38 @@
+package store
+
+import "time"
+
+const bucketAgentReturn = "agent-return"
+
+// AgentReturn is what the agent endpoint learnt of its fleet's return after a restart,
+// and what it asked of the fleet when it last stopped: the next endpoint on this store
+// plans its return with it.
+type AgentReturn struct {
+	// Rate is the stream of returning agents, a second, that the next stop asks for.
+	Rate float64 `json:"rate"`
+	// Admission bounds the handshakes in flight.
+	Admission int `json:"admission"`
+	// Told is how many agents the last stop told to come back (0 when none did), at
+	// Rate; StoppedAt is when.
+	Told      int       `json:"told"`
+	StoppedAt time.Time `json:"stoppedAt"`
+	// MeasuredRate, Accepted, Refused and MeanHandshake are what the last measured return
+	// did: the handshakes a second completed while the machine was saturated (attempts
+	// were refused), or 0 if it never was; the handshakes completed and refused; and the
+	// mean time from an attempt's first packet to its acceptance.
+	MeasuredRate  float64       `json:"measuredRate,omitempty"`
+	Accepted      int64         `json:"accepted,omitempty"`
+	Refused       int64         `json:"refused,omitempty"`
+	MeanHandshake time.Duration `json:"meanHandshake,omitempty"`
+}
+
+// AgentReturn returns the endpoint's stored return plan; ok is false when none is stored.
+func (t *Tx) AgentReturn() (r AgentReturn, ok bool, err error) {
+	ok, err = t.get(bucketAgentReturn, []byte("plan"), &r)
+	return r, ok, err
+}
+
+// PutAgentReturn stores the endpoint's return plan.
+func (t *Tx) PutAgentReturn(r AgentReturn) error {
+	return t.put(bucketAgentReturn, []byte("plan"), r)
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs the agent-plane benchmark (BenchmarkAgentSessions, e2e/agentplane) AGENTS_RUNS times
+# in a row (5 by default), each in a process of its own, prints each run, then the spread
+# (min/median/max over the runs) of its figures. BC_LOAD_AGENTS and the benchmark's other
+# variables pass through (docs/benchmarks.md, "The agent plane").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${AGENTS_RUNS:-5}
+case $runs in '' | *[!0-9]* | 0) echo "AGENTS_RUNS=$runs: give a number of runs, 1 or more" >&2; exit 2 ;; esac
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+go test -c -o "$work/agentplane.test" ./e2e/agentplane
+for i in $(seq 1 "$runs"); do
+	echo "== agent plane, run $i of $runs"
+	(cd e2e/agentplane && "$work/agentplane.test" -test.run='^$' -test.bench='^BenchmarkAgentSessions$' -test.benchtime=1x -test.timeout=60m) | tee "$work/run$i"
+done
+# Each run's figures are the value-unit pairs of its benchmark line.
+cat "$work"/run* | awk -v runs="$runs" '
+/^BenchmarkAgentSessions/ {
+	for (i = 3; i < NF; i += 2) {
+		unit = $(i + 1)
+		if (unit == "ns/op") continue
+		if (!(unit in n)) order[++units] = unit
+		v[unit, ++n[unit]] = $i
+	}
+}
+END {
+	printf "== agent plane: spread over %d runs (min / median / max)\n", runs
+	for (u = 1; u <= units; u++) {
+		unit = order[u]; k = n[unit]
+		for (i = 1; i <= k; i++) s[i] = v[unit, i] + 0
+		for (i = 2; i <= k; i++) for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
+		med = (k % 2) ? s[(k + 1) / 2] : (s[k / 2] + s[k / 2 + 1]) / 2
+		printf "  %-30s %12.4g %12.4g %12.4g  (%d runs)\n", unit, s[1], med, s[k], k
+	}
+}'
