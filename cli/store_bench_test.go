@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +26,8 @@ func BenchmarkAPIWrites(b *testing.B) {
 		reg  *testkit.Registry
 	}{
 		{"bbolt", testkit.StartRegistry(b, "")},
-		{"etcd", testkit.StartRegistry(b, "", "--store", "etcd", "--etcd-endpoints", strings.Join(cluster.Endpoints, ","))},
+		{"etcd", testkit.StartRegistry(b, "", "--store", "etcd", "--etcd-endpoints", strings.Join(cluster.Endpoints, ","),
+			"--kek-file", filepath.Join(b.TempDir(), "kek"))},
 	}
 	rates := make([]float64, len(backends))
 	for i := range b.N {
