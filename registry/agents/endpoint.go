@@ -185,7 +185,16 @@ func Start(cfg Config) (*Endpoint, error) {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
 	e.calls.init()
-	e.unhook = cfg.Store.OnNodeSpec(e.nodeSpecChanged)
+	// The hooks hear of this registry's commits and (on etcd) the other replicas': a
+	// NodeSpec or a command for an agent whose session is here, an answer or an applied
+	// generation someone here waits for.
+	unhook := []func(){cfg.Store.OnNodeSpec(e.nodeSpecChanged), cfg.Store.OnAgentCommand(e.commandChanged),
+		cfg.Store.OnWrite(e.observe.notify, store.BucketAgentStatus)}
+	e.unhook = func() {
+		for _, fn := range unhook {
+			fn()
+		}
+	}
 	for range acceptors {
 		e.accepting.Go(e.accept)
 	}

@@ -24,6 +24,33 @@ type session struct {
 	// sent is the generation the agent has, as far as the endpoint knows: the one its
 	// hello reported, then each one pushed.
 	sent int64
+
+	// cmu guards sending: the ids of the commands on their way to the agent on this
+	// session, each sent once however many registries' commits tell of it.
+	cmu     sync.Mutex
+	sending map[string]bool
+}
+
+// startSending reports whether command id is to be sent now (it is not on its way on
+// this session already) and marks it on its way.
+func (s *session) startSending(id string) bool {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if s.sending[id] {
+		return false
+	}
+	if s.sending == nil {
+		s.sending = map[string]bool{}
+	}
+	s.sending[id] = true
+	return true
+}
+
+// doneSending marks command id no longer on its way.
+func (s *session) doneSending(id string) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	delete(s.sending, id)
 }
 
 // serve starts one agent connection: it waits for the hello, refuses a node whose
@@ -241,7 +268,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		e.send(s, spec)
 	}
 	for _, c := range pending {
-		e.spawn(func() { e.deliver(s, c) })
+		e.sendCommand(c)
 	}
 	if e.cfg.OnSession != nil {
 		e.cfg.OnSession(s.node, s.role)

@@ -31,19 +31,25 @@ type JoinLog struct {
 	changed chan struct{}
 }
 
-// NewJoinLog returns a JoinLog over st.
+// NewJoinLog returns a JoinLog over st. Every commit that records a join, this
+// registry's or (on etcd) another replica's, wakes the waiters.
 func NewJoinLog(st *store.Store) *JoinLog {
-	return &JoinLog{store: st, changed: make(chan struct{})}
+	l := &JoinLog{store: st, changed: make(chan struct{})}
+	st.OnWrite(l.wake, store.BucketAgentJoins)
+	return l
 }
 
 // Joined records that node's agent of role joined now.
 func (l *JoinLog) Joined(node, role string) error {
-	err := l.store.Update(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role); return err })
+	return l.store.Update(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role); return err })
+}
+
+// wake wakes everyone waiting for a join.
+func (l *JoinLog) wake() {
 	l.mu.Lock()
 	close(l.changed)
 	l.changed = make(chan struct{})
 	l.mu.Unlock()
-	return err
 }
 
 // WaitJoined returns once node's agent of role has joined at or after since.
