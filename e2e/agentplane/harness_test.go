@@ -28,8 +28,10 @@ type env struct {
 	dir    string
 	addr   string
 	hooks  agents.Config // the hooks (and AgentCAs, when set) of the next start
-	st     *store.Store
-	ep     *agents.Endpoint
+	// open opens the store of each start; a bbolt store in dir when nil.
+	open func() (*store.Store, error)
+	st   *store.Store
+	ep   *agents.Endpoint
 }
 
 func newEnv(t testing.TB, hooks agents.Config) *env {
@@ -55,7 +57,11 @@ func newEnv(t testing.TB, hooks agents.Config) *env {
 // start opens the store and starts the endpoint on the address of the last one.
 func (e *env) start() {
 	e.t.Helper()
-	st, err := store.Open(e.dir, store.Options{})
+	open := e.open
+	if open == nil {
+		open = func() (*store.Store, error) { return store.Open(e.dir, store.Options{}) }
+	}
+	st, err := open()
 	if err != nil {
 		e.t.Fatal(err)
 	}
