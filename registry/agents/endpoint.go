@@ -56,6 +56,10 @@ type Config struct {
 	// OnSession, if set, is called once an agent's hello is recorded: the agent of node
 	// in role is connected (a join, a reconnect or a reboot). It must return quickly.
 	OnSession func(node string, role proto.Role)
+	// OnSessionEnd, if set, is called when the session of node's agent in role ended at
+	// at while the endpoint runs (not when Close ends it, nor when a newer session of the
+	// node replaced it). It runs on the agent's session.
+	OnSessionEnd func(node string, role proto.Role, at time.Time)
 	// OnProgress, if set, is called with each progress report an agent sends for a
 	// command it runs. It must return quickly.
 	OnProgress func(node, commandID string, detail json.RawMessage)

@@ -192,12 +192,17 @@ func (e *Endpoint) comeBackLater(conn *quic.Conn) {
 	conn.CloseWithError(codeShutdown, proto.ShutdownReason(returnDelay(closing.n, closing.n, time.Since(closing.at))))
 }
 
-// unregister forgets s, unless a newer session replaced it already.
+// unregister forgets s, unless a newer session replaced it already, and tells
+// OnSessionEnd that it ended unless the endpoint is closing.
 func (e *Endpoint) unregister(s *session) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	ended := e.sessions[s.node] == s && e.ctx.Err() == nil
 	if e.sessions[s.node] == s {
 		delete(e.sessions, s.node)
+	}
+	e.mu.Unlock()
+	if ended && e.cfg.OnSessionEnd != nil {
+		e.cfg.OnSessionEnd(s.node, s.role, e.cfg.Now())
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 func TestJoinLog(t *testing.T) {
 	fake := clock.NewFake(epoch)
 	st := storetest.Open(t, store.Options{Now: fake.Now})
-	log := NewJoinLog(st)
+	log := NewJoinLog(st, "")
 	join := func(role string) {
 		fake.Advance(time.Minute)
 		if err := log.Joined("nd_1", role); err != nil {
@@ -68,4 +68,45 @@ func TestJoinLog(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestConnectedElsewhere: two registries' join logs on one store, as two replicas: the
+// node agent whose session one recorded is connected for the other, not for itself
+// (its own sessions it knows); once the session ends there it is not; an end older than
+// a newer join (the agent came back at once) leaves the newer join alone, as does the
+// end another replica saw of its own session; a ramdisk join after it means the
+// machine left its installed OS.
+func TestConnectedElsewhere(t *testing.T) {
+	fake := clock.NewFake(epoch)
+	st := storetest.Open(t, store.Options{Now: fake.Now})
+	a, b := NewJoinLog(st, "rg_a"), NewJoinLog(st, "rg_b")
+	elsewhere := func(l *JoinLog) bool {
+		var ok bool
+		err := st.View(func(tx *store.Tx) (err error) { ok, err = l.ConnectedElsewhere(tx, "nd_1", "node"); return err })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	step := func(what string, err error, wantA, wantB bool) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gotA, gotB := elsewhere(a), elsewhere(b); gotA != wantA || gotB != wantB {
+			t.Errorf("%s: connected elsewhere for rg_a %v, for rg_b %v; want %v, %v", what, gotA, gotB, wantA, wantB)
+		}
+	}
+	step("no join", nil, false, false)
+	ended := fake.Now()
+	fake.Advance(time.Second)
+	step("a session at rg_a", a.Joined("nd_1", "node"), false, true)
+	step("an end at rg_a older than the join", a.Left("nd_1", "node", ended), false, true)
+	step("an end at rg_b of a session it does not hold", b.Left("nd_1", "node", fake.Now()), false, true)
+	fake.Advance(time.Second)
+	step("the session at rg_a ended", a.Left("nd_1", "node", fake.Now()), false, false)
+	fake.Advance(time.Second)
+	step("a session at rg_b", b.Joined("nd_1", "node"), true, false)
+	fake.Advance(time.Second)
+	step("the machine's ramdisk joined since", b.Joined("nd_1", "ramdisk"), false, false)
 }
