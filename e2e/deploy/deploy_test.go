@@ -479,7 +479,16 @@ func (w *world) hold(t *testing.T, mac, productUUID string) (id string, m *machi
 // ends as if nothing happened.
 func TestDeploySurvivesARegistryRestart(t *testing.T) {
 	w, id, m, gate, requested := heldDeploy(t, "52:54:00:12:37:01", "4c4c4544-0042-3510-8052-b4c04f5958aa")
+	started := w.deployHeld(t, id, m, requested)
+	w.reg.Stop()
+	close(gate)
+	w.reg = testkit.StartRegistry(t, w.reg.DataDir, w.serveArgs...)
+	w.resumed(t, id, started.WorkflowID, m, time.Minute)
+}
 
+// deployHeld deploys e2e-host on node id (a machine of hold) and returns once the
+// ramdisk asks the image server for the held image.
+func (w *world) deployHeld(t *testing.T, id string, m *machine, requested chan struct{}) api.DeployStarted {
 	var started api.DeployStarted
 	testkit.JSON(t, w.admin, &started, "nodes", "deploy", id, "--profile", "e2e-host")
 	select {
@@ -488,26 +497,27 @@ func TestDeploySurvivesARegistryRestart(t *testing.T) {
 		console, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
 		t.Fatalf("the ramdisk never asked for the image; console:\n%s", console)
 	}
-	w.reg.Stop()
-	close(gate)
-	w.reg = testkit.StartRegistry(t, w.reg.DataDir, w.serveArgs...)
+	return started
+}
 
+// resumed waits up to d for node id's deploy, run workflow, to end, and checks that it
+// made the node active with deploy.deploy's one attempt resumed rather than run again.
+func (w *world) resumed(t *testing.T, id, workflow string, m *machine, d time.Duration) {
+	t.Helper()
 	var n store.Node
-	ended := waitFor(t, time.Minute, func() bool {
+	ended := waitFor(t, d, func() bool {
 		testkit.JSON(t, w.admin, &n, "nodes", "get", id)
 		return n.State != store.NodeDeploying
 	})
+	var run api.WorkflowView
+	testkit.JSON(t, w.admin, &run, "workflows", "get", workflow)
 	if !ended || n.State != store.NodeActive {
-		var run api.WorkflowView
-		testkit.JSON(t, w.admin, &run, "workflows", "get", started.WorkflowID)
 		console, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
 		t.Fatalf("node %s, failure %+v\nrun %+v\nconsole:\n%s", n.State, n.Failure, run, console)
 	}
-	var run api.WorkflowView
-	testkit.JSON(t, w.admin, &run, "workflows", "get", started.WorkflowID)
 	for _, step := range run.Steps {
 		if step.Use == "deploy.deploy" && len(step.Attempts) != 1 {
-			t.Errorf("deploy.deploy took %d attempts; the restart should resume the one", len(step.Attempts))
+			t.Errorf("deploy.deploy took %d attempts; it should be resumed, not run again", len(step.Attempts))
 		}
 	}
 }

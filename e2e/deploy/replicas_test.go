@@ -4,14 +4,10 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/registry/api"
-	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/testkit"
 )
@@ -26,62 +22,28 @@ import (
 func TestDeploySurvivesAReplicaKill(t *testing.T) {
 	w, certFile := newImageWorld(t)
 	cluster := etcdtest.Start(t)
-	var listen, agents []string
+	var listen []string
 	for range 3 {
 		listen = append(listen, fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "tcp")))
-		agents = append(agents, fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "udp")))
 	}
 	udc := userDataConfig(t, "https://"+frontOf(t, listen))
-	firstKEK := filepath.Join(t.TempDir(), "kek")
-	var reg [3]*testkit.Registry
-	for i := range reg {
-		dir, kek := t.TempDir(), firstKEK
-		if i > 0 {
-			kek = filepath.Join(t.TempDir(), "kek")
-			copyFile(t, firstKEK, kek)
-			copyFile(t, reg[0].AdminConfig, filepath.Join(dir, "admin.conf"))
-		}
-		reg[i] = testkit.StartRegistry(t, dir, "--listen", listen[i], "--agent-listen", agents[i], "--userdata-config", udc,
-			"--store", "etcd", "--etcd-endpoints", strings.Join(cluster.Endpoints, ","), "--kek-file", kek,
-			"--agent-endpoints", strings.Join(agents, ","))
-	}
+	reg := testkit.StartReplicas(t, cluster.Endpoints, 3, func(i int) []string {
+		return []string{"--listen", listen[i], "--userdata-config", udc}
+	})
 	w.reg = reg[0]
 	w.setUp(t, certFile)
 	id, m, gate, requested := w.hold(t, "52:54:00:12:39:01", "4c4c4544-0042-3510-8052-b4c04f5959a1")
 
-	var started api.DeployStarted
-	testkit.JSON(t, w.admin, &started, "nodes", "deploy", id, "--profile", "e2e-host")
-	select {
-	case <-requested:
-	case <-time.After(time.Minute):
-		console, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
-		t.Fatalf("the ramdisk never asked for the image; console:\n%s", console)
-	}
+	started := w.deployHeld(t, id, m, requested)
 	reg[0].Kill()
 	cluster.Kill(2)
 	close(gate)
 	w.admin = reg[1].AdminConfig
-
-	var n store.Node
 	// The run waits for its claim to expire (30 s), the agents for their sessions with
 	// the killed replica to time out.
-	ended := waitFor(t, 3*time.Minute, func() bool {
-		testkit.JSON(t, w.admin, &n, "nodes", "get", id)
-		return n.State != store.NodeDeploying
-	})
-	var run api.WorkflowView
-	testkit.JSON(t, w.admin, &run, "workflows", "get", started.WorkflowID)
-	if !ended || n.State != store.NodeActive {
-		console, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
-		t.Fatalf("node %s, failure %+v\nrun %+v\nconsole:\n%s", n.State, n.Failure, run, console)
-	}
+	w.resumed(t, id, started.WorkflowID, m, 3*time.Minute)
 	if !strings.Contains(reg[1].Stderr.String()+reg[2].Stderr.String(), `msg="workflow ended" workflow=`+started.WorkflowID) {
 		t.Errorf("no replica left ended the run")
-	}
-	for _, step := range run.Steps {
-		if step.Use == "deploy.deploy" && len(step.Attempts) != 1 {
-			t.Errorf("deploy.deploy took %d attempts; the replica that took the run over should resume the one", len(step.Attempts))
-		}
 	}
 }
 
@@ -115,13 +77,4 @@ func frontOf(t *testing.T, backends []string) string {
 		}
 	}()
 	return ln.Addr().String()
-}
-
-// copyFile copies from to to, mode 0600.
-func copyFile(t *testing.T, from, to string) {
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.WriteFile(t, to, b, 0o600)
 }
