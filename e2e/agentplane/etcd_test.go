@@ -14,31 +14,32 @@ import (
 	"github.com/better-compute/better-compute/testkit"
 )
 
-// etcdReplicas are two agent endpoints, each over its own client of one etcd store (a
-// real three-member cluster), sharing their CA, certificate and endpoint keys: two
+// etcdReplicas are n agent endpoints, each over its own client of one etcd store (a
+// real three-member cluster), sharing their CA, certificate and endpoint keys: n
 // replicas of one registry.
-func etcdReplicas(t *testing.T) [2]*env {
+func etcdReplicas(t testing.TB, n int) []*env {
 	t.Helper()
 	cluster := etcdtest.Start(t)
 	cfg := store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "agentplane"}
 	open := func() (*store.Store, error) { return store.OpenEtcd(cfg, store.Options{}) }
-	first := &env{t: t, dir: t.TempDir(), addr: "127.0.0.1:0", open: open}
-	var err error
-	if first.ca, err = testkit.NewCA(); err != nil {
+	ca, err := testkit.NewCA()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if first.server, err = first.ca.ServerCertificate(); err != nil {
+	server, err := ca.ServerCertificate()
+	if err != nil {
 		t.Fatal(err)
 	}
-	second := &env{t: t, ca: first.ca, server: first.server, dir: t.TempDir(), addr: "127.0.0.1:0", open: open}
-	r := [2]*env{first, second}
-	for _, e := range r {
+	r := make([]*env, n)
+	for i := range r {
+		e := &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0", open: open}
 		e.start()
 		t.Cleanup(func() {
 			if e.ep != nil {
 				e.stop()
 			}
 		})
+		r[i] = e
 	}
 	return r
 }
@@ -49,7 +50,7 @@ func etcdReplicas(t *testing.T) [2]*env {
 // NodeSpec the other replica writes is pushed by the session's replica, and the other's
 // WaitObserved returns once the agent applied it.
 func TestRelayThroughAnotherReplica(t *testing.T) {
-	r := etcdReplicas(t)
+	r := etcdReplicas(t, 2)
 	holder, driver := r[0], r[1]
 	var count runs
 	holder.startAgent("gpu-1", func(c *session.Config) {
