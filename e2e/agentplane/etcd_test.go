@@ -11,7 +11,6 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
-	"github.com/better-compute/better-compute/testkit"
 )
 
 // etcdReplicas are n agent endpoints, each over its own client of one etcd store (a
@@ -22,24 +21,10 @@ func etcdReplicas(t testing.TB, n int) []*env {
 	cluster := etcdtest.Start(t)
 	cfg := store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "agentplane"}
 	open := func() (*store.Store, error) { return store.OpenEtcd(cfg, store.Options{}) }
-	ca, err := testkit.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ca.ServerCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, server := newCA(t)
 	r := make([]*env, n)
 	for i := range r {
-		e := &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0", open: open}
-		e.start()
-		t.Cleanup(func() {
-			if e.ep != nil {
-				e.stop()
-			}
-		})
-		r[i] = e
+		r[i] = startEnv(t, &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0", open: open})
 	}
 	return r
 }

@@ -36,6 +36,13 @@ type env struct {
 
 func newEnv(t testing.TB, hooks agents.Config) *env {
 	t.Helper()
+	ca, server := newCA(t)
+	return startEnv(t, &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0", hooks: hooks})
+}
+
+// newCA is a new agent CA and a server certificate it issued.
+func newCA(t testing.TB) (*testkit.CA, tls.Certificate) {
+	t.Helper()
 	ca, err := testkit.NewCA()
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +51,12 @@ func newEnv(t testing.TB, hooks agents.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0", hooks: hooks}
+	return ca, server
+}
+
+// startEnv starts e, and stops it when the test ends.
+func startEnv(t testing.TB, e *env) *env {
+	t.Helper()
 	e.start()
 	t.Cleanup(func() {
 		if e.ep != nil {
