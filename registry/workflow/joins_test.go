@@ -2,11 +2,13 @@ package workflow
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/google/go-cmp/cmp"
 )
@@ -109,4 +111,39 @@ func TestConnectedElsewhere(t *testing.T) {
 	step("a session at rg_b", b.Joined("nd_1", "node"), true, false)
 	fake.Advance(time.Second)
 	step("the machine's ramdisk joined since", b.Joined("nd_1", "ramdisk"), false, false)
+}
+
+// TestWaitJoinedWakesAtAnotherReplicasJoin: a driver waiting for a rejoin on one replica
+// wakes when the agent's join is recorded by another replica of the same etcd store.
+func TestWaitJoinedWakesAtAnotherReplicasJoin(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	cfg := store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "joins"}
+	var logs [2]*JoinLog
+	for i := range logs {
+		st, err := store.OpenEtcd(cfg, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		logs[i] = NewJoinLog(st, fmt.Sprintf("rg_%d", i))
+	}
+	since := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- logs[0].WaitJoined(t.Context(), "nd_1", "node", since) }()
+	select {
+	case err := <-done:
+		t.Fatalf("returned %v before any join", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := logs[1].Joined("nd_1", "node"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the driver's replica still waits after the other replica recorded the join")
+	}
 }
