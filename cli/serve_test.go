@@ -548,3 +548,18 @@ func TestServeWithAKEKFile(t *testing.T) {
 		t.Errorf("serve with a KEK file others can read: %+v", e)
 	}
 }
+
+// TestServeOnEtcdNeedsAKEKFile: `serve --store etcd` without --kek-file is refused at
+// --kek-file before it touches the store or the data directory (the cluster it names
+// is never dialled), saying that the replicas share the keys sealed in the store.
+func TestServeOnEtcdNeedsAKEKFile(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	e := testkit.Fails(t, "", "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
+		"--store", "etcd", "--etcd-endpoints", "http://127.0.0.1:1")
+	if e.Code != "INVALID_CONFIG" || e.Details.Path != "--kek-file" || !strings.Contains(e.Message, "sealed") {
+		t.Errorf("serve --store etcd without --kek-file: %+v", e)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the refused start made its data directory: %v", err)
+	}
+}

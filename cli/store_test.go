@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,7 +40,8 @@ func TestStoreCopyThenServeOnEtcd(t *testing.T) {
 		t.Fatalf("copy from a directory without a store: %+v", e)
 	}
 
-	onEtcd := testkit.StartRegistry(t, reg.DataDir, "--store", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "moved")
+	onEtcd := testkit.StartRegistry(t, reg.DataDir, "--store", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "moved",
+		"--kek-file", filepath.Join(t.TempDir(), "kek"))
 	var tenants struct{ Tenants []struct{ ID string } }
 	testkit.JSON(t, onEtcd.AdminConfig, &tenants, "tenants", "list")
 	var ids []string

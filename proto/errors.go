@@ -42,7 +42,9 @@ const (
 	Timeout Code = "TIMEOUT"
 	// Unavailable: the registry cannot take the call now: it is too busy (try again
 	// after the Retry-After the answer gives), or a client cannot reach it (connection
-	// refused, no answer in time, no admin socket): start it, or fix the address.
+	// refused, no answer in time, no admin socket): start it, or fix the address; or the
+	// registry's etcd cluster did not answer (a write's outcome is then unknown: read it
+	// back before trying again).
 	Unavailable Code = "UNAVAILABLE"
 	// Internal: a bug or an unexpected failure of the registry itself.
 	Internal Code = "INTERNAL"

@@ -16,7 +16,7 @@ import (
 // gone is a metal.Presence in which no node agent has a session.
 type gone struct{}
 
-func (gone) NodeAgentConnected(string) bool { return false }
+func (gone) NodeAgentConnected(*store.Tx, string) bool { return false }
 
 // TestRemediationRunsOnTheClock: the registry's remediation loop checks at once and
 // then every remediationInterval of its clock, so an active node of a pool with

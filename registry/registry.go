@@ -138,6 +138,9 @@ func New(cfg Config) (_ *Registry, err error) {
 	if err := joinwire.CheckEndpoints(cfg.AgentEndpoints); err != nil {
 		return nil, proto.Errorf(proto.InvalidInput, "agent endpoints%v (list host:port,host:port)", err).WithPath("--agent-endpoints")
 	}
+	if cfg.Store.Backend == "etcd" && cfg.KEKFile == "" {
+		return nil, proto.Errorf(proto.InvalidConfig, "a registry on the etcd store needs --kek-file: the replicas sharing the store share the registry's keys sealed in it, and the key-encryption key that opens them is read from that file (copy one file to every replica)").WithPath("--kek-file")
+	}
 	if err := prepareDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}

@@ -58,9 +58,17 @@ func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, com
 	return p.ep.Relay(ctx, agent, proto.Command{ID: commandID, Kind: kind, Payload: payload})
 }
 
-// NodeAgentConnected is metal.Presence: whether node's installed OS agent has a session.
-func (p *agentPlane) NodeAgentConnected(node string) bool {
-	return p.ep.Connected(node, proto.RoleNode)
+// NodeAgentConnected is metal.Presence: whether node's installed OS agent has a session
+// here, or, as the joins in tx say, with another replica.
+func (p *agentPlane) NodeAgentConnected(tx *store.Tx, node string) bool {
+	if p.ep.Connected(node, proto.RoleNode) {
+		return true
+	}
+	elsewhere, err := p.joins.ConnectedElsewhere(tx, node, string(proto.RoleNode))
+	if err != nil {
+		p.log.Warn("reading whether a node agent holds a session with another replica", "node", node, "err", err)
+	}
+	return elsewhere
 }
 
 // expand completes a command as it is delivered: for a site agent, its media.insert
@@ -109,14 +117,18 @@ func (p *agentPlane) session(node string, role proto.Role, opened time.Time) {
 	}
 }
 
-// sessionEnd records that a site agent's session ended, unless a newer one replaced it.
-// Machines' agents are left out: there are many, and a reconnect of one writes nothing.
-func (p *agentPlane) sessionEnd(node string, role proto.Role, opened time.Time) {
-	if role != proto.RoleSite {
+// sessionEnded records that an agent's session here ended: a site agent's as its
+// connection state (unless a newer session replaced it), a machine's agent's in its joins,
+// so that the other replicas no longer count it as connected (NodeAgentConnected).
+func (p *agentPlane) sessionEnded(node string, role proto.Role, opened, at time.Time) {
+	if role == proto.RoleSite {
+		if err := p.st.Update(func(tx *store.Tx) error { return tx.CloseAgentSession(node, opened) }); err != nil {
+			p.log.Warn("recording the end of a site agent's session", "site", node, "err", err)
+		}
 		return
 	}
-	if err := p.st.Update(func(tx *store.Tx) error { return tx.CloseAgentSession(node, opened) }); err != nil {
-		p.log.Warn("recording the end of a site agent's session", "site", node, "err", err)
+	if err := p.joins.Left(node, string(role), at); err != nil {
+		p.log.Error("recording the end of an agent session", "node", node, "role", role, "err", err)
 	}
 }
 
@@ -198,7 +210,7 @@ func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile)
 // joins go through it. replica names this registry among those sharing its store: the
 // workflows it drives are claimed in its name.
 func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertificate, ud *userdata.Renderer, registryURL, replica string, obs workflow.Observer) (*agentPlane, error) {
-	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st), userData: ud, secrets: k.box, keys: k.pki, registryURL: registryURL,
+	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st, replica), userData: ud, secrets: k.box, keys: k.pki, registryURL: registryURL,
 		log: cfg.Log, sites: site.New(site.Config{Store: st, Clock: cfg.Clock, Log: cfg.Log})}
 	if cfg.UserData.ControlPlaneURL != "" {
 		p.registryURL = cfg.UserData.ControlPlaneURL
@@ -207,7 +219,7 @@ func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertifica
 		Claims: &workflow.Claims{Owner: replica}})
 	ep, err := agents.Start(agents.Config{
 		Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: k.pki.AgentCAPool(), Store: st, Log: cfg.Log, Keys: k.endpoint,
-		OnInventory: p.sites.Inventory, OnSession: p.session, OnSessionEnd: p.sessionEnd, OnProgress: p.progress, Expand: p.expand,
+		OnInventory: p.sites.Inventory, OnSession: p.session, OnSessionEnd: p.sessionEnded, OnProgress: p.progress, Expand: p.expand,
 		Secret: p.secret, Renew: p.renew, Now: cfg.Clock.Now, Received: attest.Verifier{AgentCAs: k.pki.AgentCAPool()}.Received,
 	})
 	p.ep = ep

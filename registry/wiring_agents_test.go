@@ -5,13 +5,16 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/registry/userdata"
+	"github.com/better-compute/better-compute/registry/workflow"
 )
 
 // TestUserDataGoesOnlyToTheNodesRamdisk checks what the endpoint delivers of a
@@ -68,4 +71,31 @@ func TestUserDataGoesOnlyToTheNodesRamdisk(t *testing.T) {
 	if got, err := p.expand("nd_2", proto.RoleNode, other); err != nil || got.Kind != other.Kind {
 		t.Errorf("another command: %+v %v", got, err)
 	}
+}
+
+// TestNodeAgentConnectedAtAnotherReplica: remediation's presence counts a node agent
+// whose session another replica recorded as connected, though this registry holds no
+// session of it, until that replica records the session's end; a join this registry
+// recorded without a session here (it ended, or this registry restarted) is not.
+func TestNodeAgentConnectedAtAnotherReplica(t *testing.T) {
+	st := storetest.Open(t, store.Options{})
+	here, there := workflow.NewJoinLog(st, "rg_here"), workflow.NewJoinLog(st, "rg_there")
+	p := &agentPlane{st: st, ep: &agents.Endpoint{}, joins: here, log: slog.New(slog.DiscardHandler)}
+	connected := func() (ok bool) {
+		st.View(func(tx *store.Tx) error { ok = p.NodeAgentConnected(tx, "nd_1"); return nil })
+		return ok
+	}
+	step := func(what string, err error, want bool) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := connected(); got != want {
+			t.Errorf("%s: connected %v, want %v", what, got, want)
+		}
+	}
+	step("no join", nil, false)
+	step("a session at the other replica", there.Joined("nd_1", "node"), true)
+	step("its end there", there.Left("nd_1", "node", time.Now()), false)
+	step("a join recorded here, no session here", here.Joined("nd_1", "node"), false)
 }

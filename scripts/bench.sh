@@ -12,7 +12,7 @@ if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
 	apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends nginx
 	if [ -n "$made" ]; then rm -f "$rcd"; fi
 fi
-# BenchmarkAPIWrites (cli) starts a three-member etcd cluster (Debian's etcd-server) beside a registry on bbolt.
+# BenchmarkAPI (cli) starts a three-member etcd cluster (Debian's etcd-server) and three replicas on it beside a registry on bbolt.
 go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkVMWipe)$' -benchtime=1x ./... | grep -E '^(Benchmark|ok|FAIL|---)' || true
 # A converged host-config pass needs more than one iteration to be measured.
 go test -run='^$' -bench='^BenchmarkConvergedPass$' -benchmem -benchtime=500x ./hostconverge/ | grep -E '^(Benchmark|ok|FAIL|---)' || true

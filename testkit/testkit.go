@@ -151,6 +151,46 @@ func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry 
 	}
 }
 
+// StartReplicas starts n registries on the etcd cluster of etcdEndpoints as the README
+// ("Running three registries") runs them: the first makes the key-encryption key file;
+// each other starts in a data directory of its own with a copy of that file and of the
+// first one's admin.conf; all are given every replica's agent endpoint (loopback UDP
+// ports picked here). serveArgs, if set, gives replica i's further serve flags.
+func StartReplicas(t testing.TB, etcdEndpoints []string, n int, serveArgs func(i int) []string) []*Registry {
+	t.Helper()
+	agents := make([]string, n)
+	for i := range agents {
+		agents[i] = fmt.Sprintf("127.0.0.1:%d", FreePort(t, "udp"))
+	}
+	firstKEK := filepath.Join(t.TempDir(), "kek")
+	regs := make([]*Registry, n)
+	for i := range regs {
+		dir, kek := t.TempDir(), firstKEK
+		if i > 0 {
+			kek = filepath.Join(t.TempDir(), "kek")
+			copyFile(t, firstKEK, kek)
+			copyFile(t, regs[0].AdminConfig, filepath.Join(dir, "admin.conf"))
+		}
+		args := []string{"--agent-listen", agents[i], "--store", "etcd", "--etcd-endpoints", strings.Join(etcdEndpoints, ","),
+			"--kek-file", kek, "--agent-endpoints", strings.Join(agents, ",")}
+		if serveArgs != nil {
+			args = append(args, serveArgs(i)...)
+		}
+		regs[i] = StartRegistry(t, dir, args...)
+	}
+	return regs
+}
+
+// copyFile copies from to to, mode 0600.
+func copyFile(t testing.TB, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	WriteFile(t, to, b, 0o600)
+}
+
 // Stop stops the registry (SIGTERM) and waits for it.
 func (r *Registry) Stop() {
 	select {

@@ -28,11 +28,20 @@ type env struct {
 	dir    string
 	addr   string
 	hooks  agents.Config // the hooks (and AgentCAs, when set) of the next start
-	st     *store.Store
-	ep     *agents.Endpoint
+	// open opens the store of each start; a bbolt store in dir when nil.
+	open func() (*store.Store, error)
+	st   *store.Store
+	ep   *agents.Endpoint
 }
 
 func newEnv(t testing.TB, hooks agents.Config) *env {
+	t.Helper()
+	ca, server := newCA(t)
+	return startEnv(t, &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0", hooks: hooks})
+}
+
+// newCA is a new agent CA and a server certificate it issued.
+func newCA(t testing.TB) (*testkit.CA, tls.Certificate) {
 	t.Helper()
 	ca, err := testkit.NewCA()
 	if err != nil {
@@ -42,7 +51,12 @@ func newEnv(t testing.TB, hooks agents.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0", hooks: hooks}
+	return ca, server
+}
+
+// startEnv starts e, and stops it when the test ends.
+func startEnv(t testing.TB, e *env) *env {
+	t.Helper()
 	e.start()
 	t.Cleanup(func() {
 		if e.ep != nil {
@@ -55,7 +69,11 @@ func newEnv(t testing.TB, hooks agents.Config) *env {
 // start opens the store and starts the endpoint on the address of the last one.
 func (e *env) start() {
 	e.t.Helper()
-	st, err := store.Open(e.dir, store.Options{})
+	open := e.open
+	if open == nil {
+		open = func() (*store.Store, error) { return store.Open(e.dir, store.Options{}) }
+	}
+	st, err := open()
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -61,6 +61,40 @@ type world struct {
 // newWorld starts the world; under -short it skips the test, which boots machines end
 // to end.
 func newWorld(t *testing.T) *world {
+	w, certFile := newImageWorld(t)
+	dir := t.TempDir()
+	port := fmt.Sprint(testkit.FreePort(t, "tcp"))
+	udc := userDataConfig(t, "https://127.0.0.1:"+port)
+	w.serveArgs = []string{"--listen", "127.0.0.1:" + port, "--agent-listen", fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "udp")), "--userdata-config", udc,
+		"--metrics-listen", "127.0.0.1:0"}
+	w.reg = testkit.StartRegistry(t, dir, w.serveArgs...)
+	w.setUp(t, certFile)
+	return w
+}
+
+// userDataConfig writes a --userdata-config naming url as the control plane.
+func userDataConfig(t *testing.T, url string) string {
+	udc := filepath.Join(t.TempDir(), "userdata.json")
+	if err := os.WriteFile(udc, []byte(fmt.Sprintf(`{"controlPlaneUrl": %q, "bcdUrl": "https://downloads.example/bcd", "bcdSha256": %q}`,
+		url, strings.Repeat("ab", 32))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return udc
+}
+
+// setUp gives the world's registry w.reg its site, pool and platform signer, and starts
+// the site agent.
+func (w *world) setUp(t *testing.T, certFile string) {
+	w.admin = w.reg.AdminConfig
+	testkit.JSON(t, w.admin, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, w.admin, nil, "pools", "create", "gpu", "--site", "rack-a")
+	testkit.JSON(t, w.admin, nil, "signers", "add", "--data-dir", w.reg.DataDir, "--tenant", "root", "--id", "platform", "--public-key", w.signer.PublicPath)
+	w.site = startSite(t, w.reg, "rack-a", certFile)
+}
+
+// newImageWorld is a world without its registry yet: its signer and image server, whose
+// certificate is in the returned file. Under -short it skips the test.
+func newImageWorld(t *testing.T) (*world, string) {
 	if testing.Short() {
 		t.Skip("boots machines end to end")
 	}
@@ -90,23 +124,7 @@ func newWorld(t *testing.T) *world {
 		http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(b))
 	}), certFile)
 	w.imageURL = srv.URL
-	dir := t.TempDir()
-	port := fmt.Sprint(testkit.FreePort(t, "tcp"))
-	url := "https://127.0.0.1:" + port
-	udc := filepath.Join(dir, "userdata.json")
-	if err := os.WriteFile(udc, []byte(fmt.Sprintf(`{"controlPlaneUrl": %q, "bcdUrl": "https://downloads.example/bcd", "bcdSha256": %q}`,
-		url, strings.Repeat("ab", 32))), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	w.serveArgs = []string{"--listen", "127.0.0.1:" + port, "--agent-listen", fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "udp")), "--userdata-config", udc,
-		"--metrics-listen", "127.0.0.1:0"}
-	w.reg = testkit.StartRegistry(t, dir, w.serveArgs...)
-	w.admin = w.reg.AdminConfig
-	testkit.JSON(t, w.admin, nil, "sites", "create", "rack-a")
-	testkit.JSON(t, w.admin, nil, "pools", "create", "gpu", "--site", "rack-a")
-	testkit.JSON(t, w.admin, nil, "signers", "add", "--data-dir", w.reg.DataDir, "--tenant", "root", "--id", "platform", "--public-key", w.signer.PublicPath)
-	w.site = startSite(t, w.reg, "rack-a", certFile)
-	return w
+	return w, certFile
 }
 
 // osImage makes a small GPT disk image with an EFI and a root partition and returns
@@ -436,8 +454,14 @@ func TestTamperedCatalogRow(t *testing.T) {
 // The image server holds its first answer halfway until gate is closed; requested is
 // closed when that answer starts.
 func heldDeploy(t *testing.T, mac, productUUID string) (w *world, id string, m *machine, gate, requested chan struct{}) {
-	raw, zst := osImage(t)
 	w = newWorld(t)
+	id, m, gate, requested = w.hold(t, mac, productUUID)
+	return w, id, m, gate, requested
+}
+
+// hold gives w the profile, image and held image server of heldDeploy, and its machine.
+func (w *world) hold(t *testing.T, mac, productUUID string) (id string, m *machine, gate, requested chan struct{}) {
+	raw, zst := osImage(t)
 	w.register(t, "e2e-os@1", zst, testkit.Digest(zst), true)
 	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
 	m = newMachine(t, productUUID, int64(len(raw)))
@@ -446,7 +470,7 @@ func heldDeploy(t *testing.T, mac, productUUID string) (w *world, id string, m *
 	w.mu.Lock()
 	w.gate, w.requested = gate, requested
 	w.mu.Unlock()
-	return w, id, m, gate, requested
+	return id, m, gate, requested
 }
 
 // TestDeploySurvivesARegistryRestart stops the registry while the ramdisk streams the
@@ -455,7 +479,16 @@ func heldDeploy(t *testing.T, mac, productUUID string) (w *world, id string, m *
 // ends as if nothing happened.
 func TestDeploySurvivesARegistryRestart(t *testing.T) {
 	w, id, m, gate, requested := heldDeploy(t, "52:54:00:12:37:01", "4c4c4544-0042-3510-8052-b4c04f5958aa")
+	started := w.deployHeld(t, id, m, requested)
+	w.reg.Stop()
+	close(gate)
+	w.reg = testkit.StartRegistry(t, w.reg.DataDir, w.serveArgs...)
+	w.resumed(t, id, started.WorkflowID, m, time.Minute)
+}
 
+// deployHeld deploys e2e-host on node id (a machine of hold) and returns once the
+// ramdisk asks the image server for the held image.
+func (w *world) deployHeld(t *testing.T, id string, m *machine, requested chan struct{}) api.DeployStarted {
 	var started api.DeployStarted
 	testkit.JSON(t, w.admin, &started, "nodes", "deploy", id, "--profile", "e2e-host")
 	select {
@@ -464,26 +497,27 @@ func TestDeploySurvivesARegistryRestart(t *testing.T) {
 		console, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
 		t.Fatalf("the ramdisk never asked for the image; console:\n%s", console)
 	}
-	w.reg.Stop()
-	close(gate)
-	w.reg = testkit.StartRegistry(t, w.reg.DataDir, w.serveArgs...)
+	return started
+}
 
+// resumed waits up to d for node id's deploy, run workflow, to end, and checks that it
+// made the node active with deploy.deploy's one attempt resumed rather than run again.
+func (w *world) resumed(t *testing.T, id, workflow string, m *machine, d time.Duration) {
+	t.Helper()
 	var n store.Node
-	ended := waitFor(t, time.Minute, func() bool {
+	ended := waitFor(t, d, func() bool {
 		testkit.JSON(t, w.admin, &n, "nodes", "get", id)
 		return n.State != store.NodeDeploying
 	})
+	var run api.WorkflowView
+	testkit.JSON(t, w.admin, &run, "workflows", "get", workflow)
 	if !ended || n.State != store.NodeActive {
-		var run api.WorkflowView
-		testkit.JSON(t, w.admin, &run, "workflows", "get", started.WorkflowID)
 		console, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
 		t.Fatalf("node %s, failure %+v\nrun %+v\nconsole:\n%s", n.State, n.Failure, run, console)
 	}
-	var run api.WorkflowView
-	testkit.JSON(t, w.admin, &run, "workflows", "get", started.WorkflowID)
 	for _, step := range run.Steps {
 		if step.Use == "deploy.deploy" && len(step.Attempts) != 1 {
-			t.Errorf("deploy.deploy took %d attempts; the restart should resume the one", len(step.Attempts))
+			t.Errorf("deploy.deploy took %d attempts; it should be resumed, not run again", len(step.Attempts))
 		}
 	}
 }

@@ -107,7 +107,7 @@ func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	agent, err := session.New(session.Config{
-		Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
+		Addr: creds.Config.AgentEndpoint, Addrs: creds.Config.Endpoints(), Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
 		Inventory: map[string]json.RawMessage{proto.SectionSite: siteSection},
 		Log:       slog.New(slog.DiscardHandler),
 		Handlers: map[string]session.Handler{

@@ -63,9 +63,11 @@ type Config struct {
 	// in role is connected (a join, a reconnect or a reboot) since opened, when its
 	// session opened. It must return quickly.
 	OnSession func(node string, role proto.Role, opened time.Time)
-	// OnSessionEnd, if set, is called when the session of node's agent opened at opened
-	// ends, unless a newer session of the same node replaced it. It must return quickly.
-	OnSessionEnd func(node string, role proto.Role, opened time.Time)
+	// OnSessionEnd, if set, is called when the session of node's agent in role, opened at
+	// opened, ended at at while the endpoint runs (not when Close ends it: the agent moves
+	// to another registry; nor when a newer session of the node replaced it). It runs on
+	// the agent's session.
+	OnSessionEnd func(node string, role proto.Role, opened, at time.Time)
 	// OnProgress, if set, is called with each progress report an agent sends for a
 	// command it runs. It must return quickly.
 	OnProgress func(node, commandID string, detail json.RawMessage)
@@ -222,7 +224,16 @@ func Start(cfg Config) (*Endpoint, error) {
 	e.push.init()
 	e.window = newWindow(time.Now)
 	e.calls.init()
-	e.unhook = cfg.Store.OnNodeSpec(e.nodeSpecChanged)
+	// The hooks hear of this registry's commits and (on etcd) the other replicas': a
+	// NodeSpec or a command for an agent whose session is here, an answer or an applied
+	// generation someone here waits for.
+	unhook := []func(){cfg.Store.OnNodeSpec(e.nodeSpecChanged), cfg.Store.OnAgentCommand(e.commandChanged),
+		cfg.Store.OnWrite(e.observe.notify, store.BucketAgentStatus)}
+	e.unhook = func() {
+		for _, fn := range unhook {
+			fn()
+		}
+	}
 	for range acceptors {
 		e.accepting.Go(e.accept)
 	}

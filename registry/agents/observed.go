@@ -9,6 +9,7 @@ import (
 )
 
 // observedSignal wakes whoever waits for an agent's generation; the zero value is ready.
+// Every commit of an agent status notifies it (Start).
 type observedSignal struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced whenever an agent applies a generation
@@ -34,10 +35,9 @@ func (o *observedSignal) notify() {
 	}
 }
 
-// observed records that node's agent applied generation: waiters wake and the
-// OnObserved hook hears of it.
+// observed tells the OnObserved hook that node's agent applied generation. (WaitObserved's
+// waiters wake at the commit of any agent status, whichever replica made it.)
 func (e *Endpoint) observed(node string, generation int64) {
-	e.observe.notify()
 	if e.cfg.OnObserved != nil {
 		e.cfg.OnObserved(node, generation)
 	}

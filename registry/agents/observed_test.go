@@ -9,9 +9,12 @@ import (
 	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
+// TestWaitObserved: WaitObserved returns at once for a node without a NodeSpec, waits
+// while the agent has not applied it, and wakes at the commit that records it applied.
 func TestWaitObserved(t *testing.T) {
 	st := storetest.Open(t, store.Options{})
 	e := &Endpoint{cfg: Config{Store: st}}
+	defer st.OnWrite(e.observe.notify, store.BucketAgentStatus)() // as Start does
 	if err := e.WaitObserved(t.Context(), "nd_1"); err != nil {
 		t.Fatalf("a node without a NodeSpec: %v", err)
 	}
@@ -32,7 +35,6 @@ func TestWaitObserved(t *testing.T) {
 	if err := st.Update(func(tx *store.Tx) error { return tx.RecordObservedGeneration("nd_1", 1) }); err != nil {
 		t.Fatal(err)
 	}
-	e.observed("nd_1", 1)
 	select {
 	case err := <-done:
 		if err != nil {

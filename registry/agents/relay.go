@@ -27,8 +27,15 @@ func (e *Endpoint) Relay(ctx context.Context, node string, cmd proto.Command) (j
 	}
 	cl, first := e.calls.join(node, cmd.ID)
 	defer e.calls.leave(node, cmd.ID, cl)
-	var c store.AgentCommand
+	var (
+		c       store.AgentCommand
+		existed bool
+	)
 	err := e.cfg.Store.Update(func(tx *store.Tx) (err error) {
+		_, err = tx.AgentCommand(node, cmd.ID)
+		if existed = err == nil; !existed && proto.CodeOf(err) != proto.NotFound {
+			return err
+		}
 		c, err = tx.EnqueueAgentCommand(node, cmd)
 		return err
 	})
@@ -38,11 +45,12 @@ func (e *Endpoint) Relay(ctx context.Context, node string, cmd proto.Command) (j
 	switch {
 	case c.Done:
 		e.calls.complete(c)
-	case first:
-		if s := e.session(node); s != nil {
-			pending := c
-			e.spawn(func() { e.deliver(s, pending) })
-		}
+	case first && existed:
+		// A command enqueued now reaches the hook (commandChanged) of whichever
+		// registry holds the agent's session; one enqueued before (by a registry that
+		// drove the step before this one, or before a restart) is sent again here if
+		// the session is here.
+		e.sendCommand(c)
 	}
 	select {
 	case <-cl.done:
@@ -62,16 +70,17 @@ func (e *Endpoint) Relay(ctx context.Context, node string, cmd proto.Command) (j
 }
 
 // deliver sends a command on a new stream of s and records the answer. If the link
-// drops first, the command stays pending and the agent's next hello sends it again.
+// drops first, the command stays pending and the agent's next hello sends it again. The
+// commit of the answer wakes whoever waits for it, here or at another replica
+// (commandChanged).
 func (e *Endpoint) deliver(s *session, c store.AgentCommand) {
 	res, err := e.exchange(s, c)
 	if err != nil {
 		e.log.Debug("relay", "node", s.node, "command", c.ID, "err", err)
 		return
 	}
-	var done store.AgentCommand
-	err = e.cfg.Store.Update(func(tx *store.Tx) (err error) {
-		done, err = tx.CompleteAgentCommand(s.node, res)
+	err = e.cfg.Store.Update(func(tx *store.Tx) error {
+		_, err := tx.CompleteAgentCommand(s.node, res)
 		return err
 	})
 	switch {
@@ -79,9 +88,31 @@ func (e *Endpoint) deliver(s *session, c store.AgentCommand) {
 		// Answered and delivered already (sent twice across a reconnect).
 	case err != nil:
 		e.log.Error("record command result", "node", s.node, "command", c.ID, "err", err)
-	default:
-		e.calls.complete(done)
 	}
+}
+
+// commandChanged is the store's hook for relayed commands, this registry's commits and
+// (on etcd) the other replicas': an answered command wakes the Relay calls waiting for
+// it here, a pending one is sent if its agent's session is here.
+func (e *Endpoint) commandChanged(c store.AgentCommand) {
+	if c.Done {
+		e.calls.complete(c)
+		return
+	}
+	e.sendCommand(c)
+}
+
+// sendCommand delivers a pending command to its agent if the agent's session is here
+// and the command is not on its way on that session already.
+func (e *Endpoint) sendCommand(c store.AgentCommand) {
+	s := e.session(c.Node)
+	if s == nil || !s.startSending(c.ID) {
+		return
+	}
+	e.spawn(func() {
+		defer s.doneSending(c.ID)
+		e.deliver(s, c)
+	})
 }
 
 // exchange sends c, completed by Expand, on a new stream and reads its answer. A

@@ -30,6 +30,33 @@ type session struct {
 	// endpoint's window; ended is set once the session ended (nothing more is pushed).
 	pending *pendingPush
 	ended   bool
+
+	// cmu guards sending: the ids of the commands on their way to the agent on this
+	// session, each sent once however many registries' commits tell of it.
+	cmu     sync.Mutex
+	sending map[string]bool
+}
+
+// startSending reports whether command id is to be sent now (it is not on its way on
+// this session already) and marks it on its way.
+func (s *session) startSending(id string) bool {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if s.sending[id] {
+		return false
+	}
+	if s.sending == nil {
+		s.sending = map[string]bool{}
+	}
+	s.sending[id] = true
+	return true
+}
+
+// doneSending marks command id no longer on its way.
+func (s *session) doneSending(id string) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	delete(s.sending, id)
 }
 
 // serve starts one agent connection: it waits for the hello, refuses a node whose
@@ -176,16 +203,16 @@ func (e *Endpoint) comeBackLater(conn *quic.Conn) {
 }
 
 // unregister forgets s, unless a newer session replaced it already, and tells
-// OnSessionEnd when it was the node's session.
+// OnSessionEnd that it ended unless the endpoint is closing.
 func (e *Endpoint) unregister(s *session) {
 	e.mu.Lock()
-	ended := e.sessions[s.node] == s
-	if ended {
+	ended := e.sessions[s.node] == s && e.ctx.Err() == nil
+	if e.sessions[s.node] == s {
 		delete(e.sessions, s.node)
 	}
 	e.mu.Unlock()
 	if ended && e.cfg.OnSessionEnd != nil {
-		e.cfg.OnSessionEnd(s.node, s.role, s.opened)
+		e.cfg.OnSessionEnd(s.node, s.role, s.opened, e.cfg.Now())
 	}
 }
 
@@ -256,7 +283,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		e.send(s, spec)
 	}
 	for _, c := range pending {
-		e.spawn(func() { e.deliver(s, c) })
+		e.sendCommand(c)
 	}
 	if e.cfg.OnSession != nil {
 		e.cfg.OnSession(s.node, s.role, s.opened)

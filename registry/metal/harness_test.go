@@ -83,7 +83,7 @@ func (h *harness) boot() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.store, h.joins = st, workflow.NewJoinLog(st)
+	h.store, h.joins = st, workflow.NewJoinLog(st, "")
 	h.machine.mu.Lock()
 	h.machine.joins = h.joins
 	h.machine.mu.Unlock()
@@ -479,7 +479,7 @@ func (p *presence) set(node string, connected bool) {
 	p.connected[node] = connected
 }
 
-func (p *presence) NodeAgentConnected(node string) bool {
+func (p *presence) NodeAgentConnected(_ *store.Tx, node string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.connected[node]

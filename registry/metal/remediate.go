@@ -31,9 +31,10 @@ const (
 	maxRemediateReason = 256
 )
 
-// Presence tells whether a machine's installed OS agent (bcd node) has a session now.
+// Presence tells whether a machine's installed OS agent (bcd node) has a session now,
+// with this registry or, as tx reads the store, with another replica.
 type Presence interface {
-	NodeAgentConnected(node string) bool
+	NodeAgentConnected(tx *store.Tx, node string) bool
 }
 
 // Remediate starts a remediation profile (remediate-reboot or remediate-gpu-reset, the
@@ -209,7 +210,7 @@ func (s *Service) agentsGone() ([]goneNode, error) {
 				return tx.Nodes(pool.Tenant, pool.Name, store.NodeActive, pg)
 			}, func(n store.Node) error {
 				seen[n.ID] = true
-				if s.cfg.Presence.NodeAgentConnected(n.ID) {
+				if s.cfg.Presence.NodeAgentConnected(tx, n.ID) {
 					delete(s.absent.since, n.ID)
 					return nil
 				}

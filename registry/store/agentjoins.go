@@ -8,15 +8,36 @@ type AgentJoin struct {
 	Node     string    `json:"node"`
 	Role     string    `json:"role"`
 	JoinedAt time.Time `json:"joinedAt"`
+	// Replica is the registry that recorded the join (its replica id; "" in a join
+	// recorded before registries named themselves).
+	Replica string `json:"replica,omitempty"`
+	// LeftAt is when the agent's session of this join ended while its registry ran;
+	// zero while the session lasts, and when its registry stopped or died first.
+	LeftAt time.Time `json:"leftAt,omitzero"`
 }
 
 const bucketAgentJoins = "agent_joins"
 
-// RecordAgentJoin records that node's agent of role joined now.
-func (t *Tx) RecordAgentJoin(node, role string) (AgentJoin, error) {
-	j := AgentJoin{Node: node, Role: role, JoinedAt: t.now}
-	return j, t.put(bucketAgentJoins, []byte(node+"\x00"+role), j)
+// RecordAgentJoin records that node's agent of role joined now, at replica.
+func (t *Tx) RecordAgentJoin(node, role, replica string) (AgentJoin, error) {
+	j := AgentJoin{Node: node, Role: role, JoinedAt: t.now, Replica: replica}
+	return j, t.put(bucketAgentJoins, agentJoinKey(node, role), j)
 }
+
+// RecordAgentLeft records that the session of node's agent of role that replica held
+// ended at endedAt. A join recorded after endedAt (a new session, here or at another
+// replica) or by another replica is left as it is.
+func (t *Tx) RecordAgentLeft(node, role, replica string, endedAt time.Time) error {
+	var j AgentJoin
+	ok, err := t.get(bucketAgentJoins, agentJoinKey(node, role), &j)
+	if err != nil || !ok || j.Replica != replica || !j.LeftAt.IsZero() || j.JoinedAt.After(endedAt) {
+		return err
+	}
+	j.LeftAt = endedAt
+	return t.put(bucketAgentJoins, agentJoinKey(node, role), j)
+}
+
+func agentJoinKey(node, role string) []byte { return []byte(node + "\x00" + role) }
 
 // AgentJoins returns the last join of each role of node's agents, by role.
 func (t *Tx) AgentJoins(node string) (map[string]AgentJoin, error) {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/better-compute/better-compute/proto"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -238,7 +239,7 @@ func (t *etcdTx) rangeAt(key, end string, opts ...clientv3.OpOption) *clientv3.G
 		resp, err = t.b.cli.Get(ctx, key, opts...)
 	}
 	if err != nil {
-		t.err = fmt.Errorf("store: etcd: %w", err)
+		t.err = proto.Errorf(proto.Unavailable, "the store's etcd cluster did not answer a read (%w): nothing was written; try again once a majority of its members answer", err)
 		return nil
 	}
 	if t.rev == 0 {
@@ -390,7 +391,7 @@ func (t *etcdTx) commit() (bool, error) {
 	case errors.Is(err, rpctypes.ErrTooManyOps):
 		return false, fmt.Errorf("%w: the cluster's --max-txn-ops is below etcd's default %d, which the store needs", errTooLarge, etcdMaxTxnOps)
 	case err != nil:
-		return false, fmt.Errorf("store: etcd commit: %w", err)
+		return false, proto.Errorf(proto.Unavailable, "the store's etcd cluster did not confirm the commit (%w): the write may have been made or not; read it back before trying again", err)
 	}
 	return resp.Succeeded, nil
 }

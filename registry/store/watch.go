@@ -20,6 +20,12 @@ const (
 	BucketPools        Bucket = bucketPools
 	BucketImages       Bucket = bucketImages
 	BucketImageSigners Bucket = bucketImageSigners
+	// BucketRuns are the workflow runs, BucketAgentStatus what each agent last applied,
+	// BucketAgentJoins when each agent last joined: what waits for a run, an agent's
+	// generation or a rejoin watch, whichever replica wrote it.
+	BucketRuns        Bucket = bucketRuns
+	BucketAgentStatus Bucket = bucketAgentStatus
+	BucketAgentJoins  Bucket = bucketAgentJoins
 )
 
 // watchers are the hooks told about commits.

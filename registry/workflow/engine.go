@@ -103,8 +103,12 @@ func New(cfg Config) *Engine {
 		claims.TTL = DefaultClaimTTL
 		cfg.Claims = &claims
 	}
-	return &Engine{cfg: cfg, handlers: map[string]Handler{}, finish: map[string]FinishFunc{},
+	e := &Engine{cfg: cfg, handlers: map[string]Handler{}, finish: map[string]FinishFunc{},
 		running: map[string]context.CancelCauseFunc{}, aborts: map[string]context.CancelCauseFunc{}, changed: make(chan struct{})}
+	// Every commit that writes a run, this registry's or (on etcd) another's, wakes
+	// its watchers.
+	cfg.Store.OnWrite(e.notify, store.BucketRuns)
+	return e
 }
 
 // Handle registers the handler of a step. A control-plane step needs one; a relayed step

@@ -26,24 +26,51 @@ var machineRoles = []string{"ramdisk", "node"}
 // registry still knows it) and wakes whoever waits. Until agent sessions report their
 // connections, the machine's agent is the one that joined last.
 type JoinLog struct {
-	store   *store.Store
+	store *store.Store
+	// replica is the registry recording the joins (store.AgentJoin.Replica).
+	replica string
 	mu      sync.Mutex
 	changed chan struct{}
 }
 
-// NewJoinLog returns a JoinLog over st.
-func NewJoinLog(st *store.Store) *JoinLog {
-	return &JoinLog{store: st, changed: make(chan struct{})}
+// NewJoinLog returns the JoinLog of registry replica over st. Every commit that records
+// a join, this registry's or (on etcd) another replica's, wakes the waiters.
+func NewJoinLog(st *store.Store, replica string) *JoinLog {
+	l := &JoinLog{store: st, replica: replica, changed: make(chan struct{})}
+	st.OnWrite(l.wake, store.BucketAgentJoins)
+	return l
 }
 
 // Joined records that node's agent of role joined now.
 func (l *JoinLog) Joined(node, role string) error {
-	err := l.store.Update(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role); return err })
+	return l.store.Update(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role, l.replica); return err })
+}
+
+// Left records that the session of node's agent of role this registry held ended at
+// endedAt (store.Tx.RecordAgentLeft).
+func (l *JoinLog) Left(node, role string, endedAt time.Time) error {
+	return l.store.Update(func(tx *store.Tx) error { return tx.RecordAgentLeft(node, role, l.replica, endedAt) })
+}
+
+// ConnectedElsewhere reports whether, as tx reads the joins, node's agent of role is the
+// machine's agent and holds a session with another registry replica: its last join was
+// recorded by another named replica, and that replica has not seen the session end. (A
+// replica that died with the machine's agent leaves it so until the agent joins again.)
+func (l *JoinLog) ConnectedElsewhere(tx *store.Tx, node, role string) (bool, error) {
+	joins, err := tx.AgentJoins(node)
+	if err != nil {
+		return false, err
+	}
+	j, ok := current(joins, role)
+	return ok && j.Replica != "" && j.Replica != l.replica && j.LeftAt.IsZero(), nil
+}
+
+// wake wakes everyone waiting for a join.
+func (l *JoinLog) wake() {
 	l.mu.Lock()
 	close(l.changed)
 	l.changed = make(chan struct{})
 	l.mu.Unlock()
-	return err
 }
 
 // WaitJoined returns once node's agent of role has joined at or after since.
@@ -76,16 +103,23 @@ func (l *JoinLog) Connected(_ context.Context, node, role string) (bool, error) 
 	if err != nil {
 		return false, err
 	}
+	_, ok := current(joins, role)
+	return ok, nil
+}
+
+// current is the last join of role among a node's joins, if role's agent joined after
+// the machine's other agent.
+func current(joins map[string]store.AgentJoin, role string) (store.AgentJoin, bool) {
 	j, ok := joins[role]
 	if !ok {
-		return false, nil
+		return j, false
 	}
 	for _, other := range machineRoles {
 		if o, ok := joins[other]; ok && other != role && o.JoinedAt.After(j.JoinedAt) {
-			return false, nil
+			return j, false
 		}
 	}
-	return true, nil
+	return j, true
 }
 
 func (l *JoinLog) joins(node string) (joins map[string]store.AgentJoin, err error) {

@@ -2,11 +2,13 @@ package workflow
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/google/go-cmp/cmp"
 )
@@ -14,7 +16,7 @@ import (
 func TestJoinLog(t *testing.T) {
 	fake := clock.NewFake(epoch)
 	st := storetest.Open(t, store.Options{Now: fake.Now})
-	log := NewJoinLog(st)
+	log := NewJoinLog(st, "")
 	join := func(role string) {
 		fake.Advance(time.Minute)
 		if err := log.Joined("nd_1", role); err != nil {
@@ -67,5 +69,81 @@ func TestJoinLog(t *testing.T) {
 	join("node")
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConnectedElsewhere: two registries' join logs on one store, as two replicas: the
+// node agent whose session one recorded is connected for the other, not for itself
+// (its own sessions it knows); once the session ends there it is not; an end older than
+// a newer join (the agent came back at once) leaves the newer join alone, as does the
+// end another replica saw of its own session; a ramdisk join after it means the
+// machine left its installed OS.
+func TestConnectedElsewhere(t *testing.T) {
+	fake := clock.NewFake(epoch)
+	st := storetest.Open(t, store.Options{Now: fake.Now})
+	a, b := NewJoinLog(st, "rg_a"), NewJoinLog(st, "rg_b")
+	elsewhere := func(l *JoinLog) bool {
+		var ok bool
+		err := st.View(func(tx *store.Tx) (err error) { ok, err = l.ConnectedElsewhere(tx, "nd_1", "node"); return err })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	step := func(what string, err error, wantA, wantB bool) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gotA, gotB := elsewhere(a), elsewhere(b); gotA != wantA || gotB != wantB {
+			t.Errorf("%s: connected elsewhere for rg_a %v, for rg_b %v; want %v, %v", what, gotA, gotB, wantA, wantB)
+		}
+	}
+	step("no join", nil, false, false)
+	ended := fake.Now()
+	fake.Advance(time.Second)
+	step("a session at rg_a", a.Joined("nd_1", "node"), false, true)
+	step("an end at rg_a older than the join", a.Left("nd_1", "node", ended), false, true)
+	step("an end at rg_b of a session it does not hold", b.Left("nd_1", "node", fake.Now()), false, true)
+	fake.Advance(time.Second)
+	step("the session at rg_a ended", a.Left("nd_1", "node", fake.Now()), false, false)
+	fake.Advance(time.Second)
+	step("a session at rg_b", b.Joined("nd_1", "node"), true, false)
+	fake.Advance(time.Second)
+	step("the machine's ramdisk joined since", b.Joined("nd_1", "ramdisk"), false, false)
+}
+
+// TestWaitJoinedWakesAtAnotherReplicasJoin: a driver waiting for a rejoin on one replica
+// wakes when the agent's join is recorded by another replica of the same etcd store.
+func TestWaitJoinedWakesAtAnotherReplicasJoin(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	cfg := store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "joins"}
+	var logs [2]*JoinLog
+	for i := range logs {
+		st, err := store.OpenEtcd(cfg, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		logs[i] = NewJoinLog(st, fmt.Sprintf("rg_%d", i))
+	}
+	since := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- logs[0].WaitJoined(t.Context(), "nd_1", "node", since) }()
+	select {
+	case err := <-done:
+		t.Fatalf("returned %v before any join", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := logs[1].Joined("nd_1", "node"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the driver's replica still waits after the other replica recorded the join")
 	}
 }

@@ -128,7 +128,6 @@ func (e *Engine) end(run store.Run) error {
 	if err != nil {
 		return err
 	}
-	e.notify()
 	e.observe(old, ended)
 	e.cfg.Log.Info("workflow ended", "workflow", run.ID, "node", run.Node, "state", ended.State, "unansweredCommandsDropped", dropped)
 	return e.startNext(run)
@@ -160,7 +159,7 @@ func (e *Engine) update(id string, change func(*store.Run) error) (store.Run, er
 }
 
 // write changes a running run in its own transaction, as its driver (fenced: see fence)
-// or not, writes the events of the change, and wakes its watchers.
+// or not, and writes the events of the change; its commit wakes the run's watchers.
 func (e *Engine) write(id string, driver bool, change func(*store.Run) error) (run store.Run, err error) {
 	var old store.Run
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
@@ -173,7 +172,6 @@ func (e *Engine) write(id string, driver bool, change func(*store.Run) error) (r
 		return err
 	})
 	if err == nil {
-		e.notify()
 		e.observe(old, run)
 	}
 	return run, err
