@@ -8,6 +8,7 @@ import (
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 // TestReturnAdapts restarts a registry whose stored plan asks 200 agents back far faster
@@ -42,7 +43,9 @@ func TestReturnAdapts(t *testing.T) {
 	stopped.Admission = 16
 	putPlan(t, e, stopped)
 	e.start()
-	waitFor(t, "every agent back", func() bool { return e.ep.Sessions() == n })
+	// Agents whose backoff is an hour come back only by re-slotting after the stream: on a
+	// loaded machine that takes longer than waitFor's 20 s.
+	testkit.WaitFor(t, "every agent back", 2*time.Minute, 5*time.Millisecond, func() bool { return e.ep.Sessions() == n })
 	if hs := e.ep.Handshakes(); hs.Refused == 0 {
 		t.Fatalf("handshakes %+v: want attempts refused past the bound of %d", hs, stopped.Admission)
 	}
