@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -174,12 +175,14 @@ func medianRun(rs []run) run {
 //     (zero runs seeked over, as deploy.image skips them) and syncs the target, after
 //     zeroing it as deploy.image does;
 //   - the decode limit is `zstd -d` of the same artifact from tmpfs to /dev/null: the
-//     slowest single stage, which the writer can approach but not beat;
+//     slowest single stage, which the writer can approach but not beat; beside it the
+//     Go decoder deploy.image uses, alone, from memory to io.Discard, which says how
+//     much of the gap is the decoder's own;
 //   - the targets are a file on tmpfs and, as root, a loop device over a file on the
 //     machine's disk.
 //
-// Each target gets BC_BENCH_PAIRS rounds (5 by default) of deploy.image, the peer and
-// the decode limit, their order alternating; the figures are the medians of the ratios
+// Each target gets BC_BENCH_PAIRS rounds (5 by default) of deploy.image, the peer, the
+// decode limit and the decoder alone, their order reversed every other round; the figures are the medians of the ratios
 // within rounds, with their minimum and maximum. What the two sides wrote must be
 // byte-identical.
 func BenchmarkDeployImage(b *testing.B) {
@@ -231,7 +234,7 @@ func BenchmarkDeployImage(b *testing.B) {
 				t.prepare, url, shm, t.peer, shm, want, t.peer)
 			limitScript := fmt.Sprintf("zstd -d -q -c %s >/dev/null", artPath)
 			in := Input{SourceURL: url, Digest: want, Format: proto.FormatRaw, Compression: proto.CompressionZstd, Target: t.ours}
-			var ours, peer, limit []run
+			var ours, peer, limit, goDecode []run
 			var res Result
 			for i := range pairs {
 				sides := []func(){
@@ -245,6 +248,18 @@ func BenchmarkDeployImage(b *testing.B) {
 					},
 					func() { peer = append(peer, shell(b, peerScript)) },
 					func() { limit = append(limit, shell(b, limitScript)) },
+					func() {
+						cpu, start := selfCPU(), time.Now()
+						d, err := newZstdReader(bytes.NewReader(art), zstdConcurrency)
+						if err == nil {
+							_, err = io.Copy(io.Discard, d)
+							d.Close()
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+						goDecode = append(goDecode, run{time.Since(start), selfCPU() - cpu})
+					},
 				}
 				if i%2 == 1 {
 					slices.Reverse(sides)
@@ -261,13 +276,15 @@ func BenchmarkDeployImage(b *testing.B) {
 				vsPeer[i] = peer[i].wall.Seconds() / ours[i].wall.Seconds()
 				vsLimit[i] = ours[i].wall.Seconds() / limit[i].wall.Seconds()
 			}
-			o, p, l := medianRun(ours), medianRun(peer), medianRun(limit)
+			o, p, l, g := medianRun(ours), medianRun(peer), medianRun(limit), medianRun(goDecode)
 			pm, plo, phi := spread(vsPeer)
 			lm, llo, lhi := spread(vsLimit)
 			b.Logf("%s: deploy.image %.2fs (%.2fs CPU), peer %.2fs (%.2fs CPU), decode limit %.2fs (%.2fs CPU); medians of %d rounds",
 				t.name, o.wall.Seconds(), o.cpu.Seconds(), p.wall.Seconds(), p.cpu.Seconds(), l.wall.Seconds(), l.cpu.Seconds(), pairs)
 			b.Logf("%s: peer/deploy.image %.2f (min %.2f, max %.2f; above 1: deploy.image faster); deploy.image/decode limit %.2f (min %.2f, max %.2f)",
 				t.name, pm, plo, phi, lm, llo, lhi)
+			b.Logf("%s: the decoder deploy.image uses, alone (from memory to io.Discard): %.2fs (%.2fs CPU), %.2fx the CPU of zstd -d",
+				t.name, g.wall.Seconds(), g.cpu.Seconds(), g.cpu.Seconds()/l.cpu.Seconds())
 			b.Logf("%s: wrote %d MiB, skipped %d MiB of zeros; output byte-identical to the peer's", t.name, res.Written>>20, res.Skipped>>20)
 			key := strings.Fields(t.name)[0]
 			b.ReportMetric(pm, "x-peer-"+key)
