@@ -1,11 +1,14 @@
 package deploy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/fetch/fetchtest"
 	"github.com/better-compute/better-compute/proto"
 )
 
@@ -125,6 +127,44 @@ func loopTargets(b *testing.B, dir string, size int64) (ours, peer string, err e
 	return devs[0], devs[1], nil
 }
 
+// serveApart serves the file at path over HTTP on loopback from a process of its own
+// (this test binary, running TestBenchFileServer), so that serving takes none of the
+// processors of the process deploy.image runs in, as it takes none of the peer's; it
+// returns the file's URL.
+func serveApart(b *testing.B, path string) string {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchFileServer$")
+	cmd.Env = append(os.Environ(), "BC_BENCH_SERVE="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the file server: %v", err)
+	}
+	return "http://" + strings.TrimSpace(line) + "/" + filepath.Base(path)
+}
+
+// TestBenchFileServer is the file server of serveApart, run only in the process it
+// starts: it serves BC_BENCH_SERVE's directory on a loopback port it prints, until
+// killed.
+func TestBenchFileServer(t *testing.T) {
+	path := os.Getenv("BC_BENCH_SERVE")
+	if path == "" {
+		t.Skip("run by BenchmarkDeployImage only")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println(l.Addr())
+	t.Fatal(http.Serve(l, http.FileServer(http.Dir(filepath.Dir(path)))))
+}
+
 // run is one timed run: its wall time and the CPU time it used.
 type run struct{ wall, cpu time.Duration }
 
@@ -210,7 +250,7 @@ func BenchmarkDeployImage(b *testing.B) {
 	want := digest(art)
 	imgDigest := fileDigest(b, img)
 	os.Remove(img)
-	url := fetchtest.New(b).Put("/img.raw.zst", art)
+	url := serveApart(b, artPath)
 	b.Logf("artifact: %d MiB as zstd -3 (%.1f%% of the image)", len(art)>>20, 100*float64(len(art))/float64(size))
 
 	targets := []benchTarget{{name: "tmpfs file", ours: filepath.Join(shm, "ours"), peer: filepath.Join(shm, "peer"), prepare: ": >" + filepath.Join(shm, "peer")}}
