@@ -23,7 +23,7 @@ go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkVMWipe|Bench
 # zstd -d --sparse and zstd -d to /dev/null, five alternating rounds on tmpfs and (root) a
 # loop device over a file on disk; prints the medians of the ratios with min and max.
 # BC_BENCH_IMAGE_MIB and BC_BENCH_PAIRS change the image's size and the rounds.
-go test -run='^$' -bench='^BenchmarkDeployImage$' -benchtime=1x -timeout=30m ./ramdisk/deploy/ | grep -E '^(Benchmark|ok|FAIL|---|\s+bench_test)' || true
+go test -v -run='^$' -bench='^BenchmarkDeployImage$' -benchtime=1x -timeout=30m ./ramdisk/deploy/ | grep -E '^(Benchmark|ok|FAIL|---|\s+bench_test)' || true
 # A converged host-config pass needs more than one iteration to be measured.
 go test -run='^$' -bench='^BenchmarkConvergedPass$' -benchmem -benchtime=500x ./hostconverge/ | grep -E '^(Benchmark|ok|FAIL|---)' || true
 # disk.wipe on a qemu VM's NVMe, SATA and virtio disks beside blkdiscard and dd of the
