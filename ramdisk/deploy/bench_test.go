@@ -101,7 +101,8 @@ type benchTarget struct {
 
 // loopTargets makes two loop devices of size bytes over sparse files in dir, marked
 // non-rotational as an NVMe disk is, so that deploy.image zeroes them with BLKZEROOUT
-// (the loop driver punches holes in the file) and skips zeros, as on an NVMe disk.
+// (the loop driver zeroes the range of its file with fallocate) and skips zeros, as on
+// an NVMe disk.
 func loopTargets(b *testing.B, dir string, size int64) (ours, peer string, err error) {
 	var devs []string
 	for _, name := range []string{"ours.loop", "peer.loop"} {
