@@ -2,18 +2,28 @@
 # Runs each benchmark beside its named peer and prints the ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The site cache's serving benchmark runs nginx beside it (its own config, on loopback).
-# The package's service is kept from starting while it is installed.
-if ! command -v nginx >/dev/null 2>&1 && [ ! -x /usr/sbin/nginx ]; then
+# The peers and tools the benchmarks run, installed where missing: nginx beside the site
+# cache (its own config, on loopback; the package's service is kept from starting while
+# it is installed), and for deploy.image curl, openssl, zstd and mkfs.ext4 (e2fsprogs).
+missing=()
+for tool in nginx:nginx curl:curl openssl:openssl zstd:zstd mkfs.ext4:e2fsprogs; do
+	if ! command -v "${tool%%:*}" >/dev/null 2>&1 && [ ! -x "/usr/sbin/${tool%%:*}" ]; then missing+=("${tool#*:}"); fi
+done
+if ((${#missing[@]})); then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get -o DPkg::Lock::Timeout=600 update -q
 	rcd=/usr/sbin/policy-rc.d made=
 	if [ ! -e "$rcd" ]; then printf '#!/bin/sh\nexit 101\n' >"$rcd" && chmod +x "$rcd" && made=1; fi
-	apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends nginx
+	apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}"
 	if [ -n "$made" ]; then rm -f "$rcd"; fi
 fi
 # BenchmarkAPI (cli) starts a three-member etcd cluster (Debian's etcd-server) and three replicas on it beside a registry on bbolt.
-go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkVMWipe)$' -benchtime=1x ./... | grep -E '^(Benchmark|ok|FAIL|---)' || true
+go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkVMWipe|BenchmarkDeployImage)$' -benchtime=1x ./... | grep -E '^(Benchmark|ok|FAIL|---)' || true
+# deploy.image of an ext4 image built from /usr files, beside curl | tee >(openssl dgst) |
+# zstd -d --sparse and zstd -d to /dev/null, five alternating rounds on tmpfs and (root) a
+# loop device over a file on disk; prints the medians of the ratios with min and max.
+# BC_BENCH_IMAGE_MIB and BC_BENCH_PAIRS change the image's size and the rounds.
+go test -v -run='^$' -bench='^BenchmarkDeployImage$' -benchtime=1x -timeout=30m ./ramdisk/deploy/ | grep -E '^(Benchmark|ok|FAIL|---|\s+bench_test)' || true
 # A converged host-config pass needs more than one iteration to be measured.
 go test -run='^$' -bench='^BenchmarkConvergedPass$' -benchmem -benchtime=500x ./hostconverge/ | grep -E '^(Benchmark|ok|FAIL|---)' || true
 # disk.wipe on a qemu VM's NVMe, SATA and virtio disks beside blkdiscard and dd of the

@@ -1,132 +1,334 @@
 package deploy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/fetch/fetchtest"
 	"github.com/better-compute/better-compute/proto"
-	"github.com/klauspost/compress/zstd"
 )
 
-// benchImage is n bytes like an OS image, quickly made: runs of 4 KiB to 1 MiB of
-// text, of repeated 512-byte chunks, of random bytes and of zeros (about 40%).
-func benchImage(n int) []byte {
-	r := rand.New(rand.NewPCG(42, 42))
-	text := diskImage(4<<20, 7) // its zero runs are skipped below
-	text = bytes.ReplaceAll(text, []byte{0}, nil)
-	b := make([]byte, n)
-	for off := 0; off < n; {
-		run := min(n-off, 4096*(1+r.IntN(256)))
-		switch k := r.IntN(20); {
-		case k < 8: // zeros: already there
-		case k < 12:
-			src := r.IntN(len(text) - run)
-			copy(b[off:off+run], text[src:])
-		case k < 15:
-			chunk := b[off : off+min(512, run)]
-			for i := range chunk {
-				chunk[i] = byte(r.Uint32())
-			}
-			for i := len(chunk); i < run; i += copy(b[off+i:off+run], chunk) {
-			}
-		default:
-			for i := off; i < off+run; i += 8 {
-				v := r.Uint64()
-				for j := 0; j < 8 && i+j < off+run; j++ {
-					b[i+j] = byte(v >> (8 * j))
-				}
-			}
-		}
-		off += run
+// benchEnv is a positive integer from the environment, or def.
+func benchEnv(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
 	}
-	return b
+	return def
 }
 
-// BenchmarkDeployImage streams a 1 GiB zstd image from loopback HTTP to a file, against
-// `curl -s URL | zstd -d | dd of=FILE bs=4M` of the same image in the same run, which
-// checks no digest and writes every zero. The files live on tmpfs (/dev/shm), where a
-// fresh file reads zeros and fsync costs nothing, so that the pipelines are measured
-// rather than this machine's virtual disk. Each side runs five times, alternately; the
-// medians are compared.
-func BenchmarkDeployImage(b *testing.B) {
-	for _, tool := range []string{"curl", "zstd", "dd"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			b.Skipf("%s is not installed (make deps)", tool)
+// buildFSImage makes what an OS image is: an ext4 file system of size bytes, filled to
+// about 60% with regular files copied from /usr, and compresses it with the zstd tool
+// at its default level (-3). It returns the image's and the artifact's paths.
+func buildFSImage(b *testing.B, dir string, size int64) (img, art string) {
+	b.Helper()
+	tree := filepath.Join(dir, "tree")
+	want, have := size*6/10, int64(0)
+	err := filepath.WalkDir("/usr", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || have >= want {
+			return fs.SkipDir
 		}
-	}
-	const size = 1 << 30
-	raw := benchImage(size)
-	var zeros int
-	for i := 0; i < len(raw); i += 4096 {
-		if bytes.Count(raw[i:i+4096], []byte{0}) == 4096 {
-			zeros += 4096
+		if !d.Type().IsRegular() {
+			return nil
 		}
-	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault))
+		dst := filepath.Join(tree, path)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		n, err := copyFile(path, dst)
+		if err == nil {
+			have += n
+		}
+		return nil // an unreadable file is left out
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	art := enc.EncodeAll(raw, nil)
-	raw = nil
-	s := fetchtest.New(b)
-	url := s.Put("/img.raw.zst", art)
+	defer os.RemoveAll(tree)
+	img, art = filepath.Join(dir, "image.raw"), filepath.Join(dir, "image.raw.zst")
+	for _, argv := range [][]string{
+		{"mkfs.ext4", "-q", "-F", "-d", tree, img, strconv.FormatInt(size>>10, 10) + "k"},
+		{"zstd", "-q", "-f", "-3", "-T0", img, "-o", art},
+	} {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+		}
+	}
+	b.Logf("image: ext4 of %d MiB holding %d MiB of files from /usr", size>>20, have>>20)
+	return img, art
+}
+
+func copyFile(src, dst string) (int64, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// benchTarget is where one side of a pair writes: a file on tmpfs, or a loop device
+// over a file on the machine's disk.
+type benchTarget struct {
+	name       string
+	ours, peer string
+	// prepare is the peer's first step: it makes its target read zeros, as deploy.image
+	// does with its own (a file cut to nothing, a device zeroed with BLKZEROOUT), so that
+	// `zstd --sparse` may seek over zero runs as deploy.image skips them.
+	prepare string
+}
+
+// loopTargets makes two loop devices of size bytes over sparse files in dir, marked
+// non-rotational as an NVMe disk is, so that deploy.image zeroes them with BLKZEROOUT
+// (the loop driver zeroes the range of its file with fallocate) and skips zeros, as on
+// an NVMe disk.
+func loopTargets(b *testing.B, dir string, size int64) (ours, peer string, err error) {
+	var devs []string
+	for _, name := range []string{"ours.loop", "peer.loop"} {
+		file := filepath.Join(dir, name)
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			return "", "", err
+		}
+		if err := os.Truncate(file, size); err != nil {
+			return "", "", err
+		}
+		out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
+		if err != nil {
+			return "", "", fmt.Errorf("losetup: %v: %s", err, out)
+		}
+		dev := strings.TrimSpace(string(out))
+		b.Cleanup(func() { exec.Command("losetup", "-d", dev).Run() })
+		rot := filepath.Join("/sys/block", filepath.Base(dev), "queue", "rotational")
+		if err := os.WriteFile(rot, []byte("0"), 0); err != nil {
+			return "", "", err
+		}
+		devs = append(devs, dev)
+	}
+	return devs[0], devs[1], nil
+}
+
+// serveApart serves the file at path over HTTP on loopback from a process of its own
+// (this test binary, running TestBenchFileServer), so that serving takes none of the
+// processors of the process deploy.image runs in, as it takes none of the peer's; it
+// returns the file's URL.
+func serveApart(b *testing.B, path string) string {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchFileServer$")
+	cmd.Env = append(os.Environ(), "BC_BENCH_SERVE="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the file server: %v", err)
+	}
+	return "http://" + strings.TrimSpace(line) + "/" + filepath.Base(path)
+}
+
+// TestBenchFileServer is the file server of serveApart, run only in the process it
+// starts: it serves BC_BENCH_SERVE's directory on a loopback port it prints, until
+// killed.
+func TestBenchFileServer(t *testing.T) {
+	path := os.Getenv("BC_BENCH_SERVE")
+	if path == "" {
+		t.Skip("run by BenchmarkDeployImage only")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println(l.Addr())
+	t.Fatal(http.Serve(l, http.FileServer(http.Dir(filepath.Dir(path)))))
+}
+
+// run is one timed run: its wall time and the CPU time it used.
+type run struct{ wall, cpu time.Duration }
+
+func selfCPU() time.Duration {
+	var u syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &u)
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+}
+
+// shell runs a bash script, timed; its CPU time is the script's and its children's.
+func shell(b *testing.B, script string) run {
+	b.Helper()
+	start := time.Now()
+	cmd := exec.Command("bash", "-o", "pipefail", "-e", "-c", script)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	wall := time.Since(start)
+	return run{wall, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
+}
+
+// spread is the median, minimum and maximum of v.
+func spread(v []float64) (med, lo, hi float64) {
+	s := slices.Sorted(slices.Values(v))
+	return s[len(s)/2], s[0], s[len(s)-1]
+}
+
+func medianRun(rs []run) run {
+	w := make([]time.Duration, len(rs))
+	c := make([]time.Duration, len(rs))
+	for i, r := range rs {
+		w[i], c[i] = r.wall, r.cpu
+	}
+	slices.Sort(w)
+	slices.Sort(c)
+	return run{w[len(w)/2], c[len(c)/2]}
+}
+
+// BenchmarkDeployImage streams a realistic image with deploy.image and compares it with
+// the standard tools doing the same work, measured in the same run:
+//
+//   - the image is an ext4 file system (BC_BENCH_IMAGE_MIB, 2048 by default) about 60%
+//     full of files copied from /usr, compressed by `zstd -3`, served over HTTP on
+//     loopback;
+//   - the peer fetches it with curl, hashes it with openssl (SHA extensions, like Go's
+//     sha256) beside the decoding and checks the digest, decodes with `zstd -d --sparse`
+//     (zero runs seeked over, as deploy.image skips them) and syncs the target, after
+//     zeroing it as deploy.image does;
+//   - the decode limit is `zstd -d` of the same artifact from tmpfs to /dev/null: the
+//     slowest single stage, which the writer can approach but not beat; beside it the
+//     Go decoder deploy.image uses, alone, from memory to io.Discard, which says how
+//     much of the gap is the decoder's own;
+//   - the targets are a file on tmpfs and, as root, a loop device over a file on the
+//     machine's disk.
+//
+// Each target gets BC_BENCH_PAIRS rounds (5 by default) of deploy.image, the peer, the
+// decode limit and the decoder alone, their order reversed every other round; the figures are the medians of the ratios
+// within rounds, with their minimum and maximum. What the two sides wrote must be
+// byte-identical.
+func BenchmarkDeployImage(b *testing.B) {
+	for _, tool := range []string{"bash", "curl", "openssl", "tee", "zstd", "mkfs.ext4", "sync"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			b.Skipf("%s is not installed (.ci/deps.sh)", tool)
+		}
+	}
+	size := int64(benchEnv("BC_BENCH_IMAGE_MIB", 2048)) << 20
+	pairs := benchEnv("BC_BENCH_PAIRS", 5)
 	dir := b.TempDir()
+	shm := dir
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		if dir, err = os.MkdirTemp("/dev/shm", "bc-bench-"); err != nil {
+		var err error
+		if shm, err = os.MkdirTemp("/dev/shm", "bc-bench-"); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { os.RemoveAll(dir) })
+		b.Cleanup(func() { os.RemoveAll(shm) })
 	}
-	in := Input{SourceURL: url, Digest: digest(art), Format: proto.FormatRaw, Compression: proto.CompressionZstd, Target: filepath.Join(dir, "ours")}
-	peerFile := filepath.Join(dir, "peer")
-	b.Logf("image %d MiB, %.0f%% zeros; artifact %d MiB (zstd)", size>>20, 100*float64(zeros)/size, len(art)>>20)
+	img, artPath := buildFSImage(b, shm, size)
+	art, err := os.ReadFile(artPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	want := digest(art)
+	imgDigest := fileDigest(b, img)
+	os.Remove(img)
+	url := serveApart(b, artPath)
+	b.Logf("artifact: %d MiB as zstd -3 (%.1f%% of the image)", len(art)>>20, 100*float64(len(art))/float64(size))
 
-	var ours, peer []time.Duration
-	var res Result
+	// deploy.image opens an existing target and creates none.
+	if err := os.WriteFile(filepath.Join(shm, "ours"), nil, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	targets := []benchTarget{{name: "tmpfs file", ours: filepath.Join(shm, "ours"), peer: filepath.Join(shm, "peer"), prepare: ": >" + filepath.Join(shm, "peer")}}
+	if os.Geteuid() != 0 {
+		b.Log("not root: no loop device target")
+	} else if ours, peer, err := loopTargets(b, dir, size); err != nil {
+		b.Logf("no loop device target: %v", err)
+	} else {
+		targets = append(targets, benchTarget{name: "loop device on disk", ours: ours, peer: peer, prepare: "blkdiscard -z " + peer})
+	}
+
 	for b.Loop() {
-		for range 5 {
-			if err := os.WriteFile(in.Target, nil, 0o600); err != nil {
-				b.Fatal(err)
+		for _, t := range targets {
+			peerScript := fmt.Sprintf("%s\nd=$(curl -sSf %s | tee >(openssl dgst -sha256 -r | cut -d' ' -f1 >%s/peer.sha256) | zstd -d -q --sparse -f -o %s; wait $!; cat %s/peer.sha256)\n"+
+				"[ \"$d\" = %s ] || { echo digest mismatch: $d; exit 1; }\nsync %s",
+				t.prepare, url, shm, t.peer, shm, want, t.peer)
+			limitScript := fmt.Sprintf("zstd -d -q -c %s >/dev/null", artPath)
+			in := Input{SourceURL: url, Digest: want, Format: proto.FormatRaw, Compression: proto.CompressionZstd, Target: t.ours}
+			var ours, peer, limit, goDecode []run
+			var res Result
+			for i := range pairs {
+				sides := []func(){
+					func() {
+						cpu, start := selfCPU(), time.Now()
+						var err error
+						if res, err = Image(context.Background(), in, Options{}); err != nil {
+							b.Fatal(err)
+						}
+						ours = append(ours, run{time.Since(start), selfCPU() - cpu})
+					},
+					func() { peer = append(peer, shell(b, peerScript)) },
+					func() { limit = append(limit, shell(b, limitScript)) },
+					func() {
+						cpu, start := selfCPU(), time.Now()
+						d, err := newZstdReader(bytes.NewReader(art), zstdConcurrency)
+						if err == nil {
+							_, err = io.Copy(io.Discard, d)
+							d.Close()
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+						goDecode = append(goDecode, run{time.Since(start), selfCPU() - cpu})
+					},
+				}
+				if i%2 == 1 {
+					slices.Reverse(sides)
+				}
+				for _, side := range sides {
+					side()
+				}
 			}
-			start := time.Now()
-			if res, err = Image(context.Background(), in, Options{}); err != nil {
-				b.Fatal(err)
+			if got, gotPeer := prefixDigest(b, t.ours, size), prefixDigest(b, t.peer, size); got != imgDigest || gotPeer != imgDigest {
+				b.Fatalf("%s: deploy.image wrote %s, the peer %s; the image is %s", t.name, got, gotPeer, imgDigest)
 			}
-			ours = append(ours, time.Since(start))
-			os.Remove(peerFile)
-			start = time.Now()
-			cmd := exec.Command("bash", "-o", "pipefail", "-c",
-				fmt.Sprintf("curl -s %s | zstd -d | dd of=%s bs=4M status=none", url, peerFile))
-			if out, err := cmd.CombinedOutput(); err != nil {
-				b.Fatalf("peer: %v\n%s", err, out)
+			vsPeer, vsLimit := make([]float64, pairs), make([]float64, pairs)
+			for i := range pairs {
+				vsPeer[i] = peer[i].wall.Seconds() / ours[i].wall.Seconds()
+				vsLimit[i] = ours[i].wall.Seconds() / limit[i].wall.Seconds()
 			}
-			peer = append(peer, time.Since(start))
+			o, p, l, g := medianRun(ours), medianRun(peer), medianRun(limit), medianRun(goDecode)
+			pm, plo, phi := spread(vsPeer)
+			lm, llo, lhi := spread(vsLimit)
+			b.Logf("%s: deploy.image %.2fs (%.2fs CPU), peer %.2fs (%.2fs CPU), decode limit %.2fs (%.2fs CPU); medians of %d rounds",
+				t.name, o.wall.Seconds(), o.cpu.Seconds(), p.wall.Seconds(), p.cpu.Seconds(), l.wall.Seconds(), l.cpu.Seconds(), pairs)
+			b.Logf("%s: peer/deploy.image %.2f (min %.2f, max %.2f; above 1: deploy.image faster); deploy.image/decode limit %.2f (min %.2f, max %.2f)",
+				t.name, pm, plo, phi, lm, llo, lhi)
+			b.Logf("%s: the decoder deploy.image uses, alone (from memory to io.Discard): %.2fs (%.2fs CPU), %.2fx the CPU of zstd -d",
+				t.name, g.wall.Seconds(), g.cpu.Seconds(), g.cpu.Seconds()/l.cpu.Seconds())
+			b.Logf("%s: wrote %d MiB, skipped %d MiB of zeros; output byte-identical to the peer's", t.name, res.Written>>20, res.Skipped>>20)
+			key := strings.Fields(t.name)[0]
+			b.ReportMetric(pm, "x-peer-"+key)
+			b.ReportMetric(lm, "x-limit-"+key)
 		}
 	}
-	st, err := os.Stat(peerFile)
-	if err != nil || st.Size() != size {
-		b.Fatalf("the peer wrote %v bytes: %v", st.Size(), err)
-	}
-	if fileDigest(b, peerFile) != fileDigest(b, in.Target) {
-		b.Fatal("the peer's file and ours differ")
-	}
-	slices.Sort(ours)
-	slices.Sort(peer)
-	o, p := ours[len(ours)/2], peer[len(peer)/2]
-	b.ReportMetric(float64(size)/o.Seconds()/1e6, "MB/s")
-	b.ReportMetric(float64(size)/p.Seconds()/1e6, "peer-MB/s")
-	b.ReportMetric(p.Seconds()/o.Seconds(), "x-peer-speed")
-	b.ReportMetric(float64(res.Written)/(1<<20), "MiB-written")
-	b.ReportMetric(float64(st.Size())/(1<<20), "peer-MiB-written")
-	b.Logf("deploy.image %.2fs (runs %v), peer %.2fs (runs %v); wrote %d MiB and skipped %d MiB of zeros, the peer wrote %d MiB",
-		o.Seconds(), ours, p.Seconds(), peer, res.Written>>20, res.Skipped>>20, st.Size()>>20)
 }

@@ -18,9 +18,10 @@ const (
 	// zstdMaxWindow refuses frames that need more memory than a ramdisk should give:
 	// 128 MiB covers every level and `zstd --long` up to its default of 27.
 	zstdMaxWindow = 128 << 20
-	// zstdConcurrency decodes blocks on a goroutine of their own while the previous
-	// block's output is written.
-	zstdConcurrency = 2
+	// zstdConcurrency is 1: the decoder runs on the copying goroutine, which is already
+	// apart from the hashing and the writing ones. Measured on a 1.2 GiB ext4 image, a
+	// concurrent decoder (2 or 4) took about 10% more CPU for no faster stream.
+	zstdConcurrency = 1
 )
 
 // errTooLarge marks an image that does not fit on the disk.
@@ -32,8 +33,7 @@ func (w *writing) decode(src io.Reader, out *disk.Writer) (int64, error) {
 	var r io.Reader
 	switch w.in.Compression {
 	case proto.CompressionZstd:
-		d, err := zstd.NewReader(src, zstd.WithDecoderConcurrency(cmp.Or(w.opts.ZstdConcurrency, zstdConcurrency)),
-			zstd.WithDecoderLowmem(false), zstd.WithDecoderMaxWindow(zstdMaxWindow))
+		d, err := newZstdReader(src, cmp.Or(w.opts.ZstdConcurrency, zstdConcurrency))
 		if err != nil {
 			return 0, err
 		}
@@ -62,6 +62,15 @@ func (w *writing) decode(src io.Reader, out *disk.Writer) (int64, error) {
 		return 0, fmt.Errorf("%w: %d bytes for %d", errTooLarge, out.End(), capacity)
 	}
 	return out.End(), nil
+}
+
+// newZstdReader is the zstd decoder deploy.image streams through.
+func newZstdReader(src io.Reader, concurrency int) (*zstd.Decoder, error) {
+	return zstd.NewReader(src, zstd.WithDecoderConcurrency(concurrency),
+		// The frames' own checksums (xxhash64 of the output, about 5% of the CPU) are
+		// checked as zstd -d checks them: an artifact broken before it was digested and
+		// signed is refused (IMAGE_CORRUPT), not written.
+		zstd.WithDecoderLowmem(false), zstd.WithDecoderMaxWindow(zstdMaxWindow))
 }
 
 // qcowSink lays a qcow2 image's guest disk onto the writer.
