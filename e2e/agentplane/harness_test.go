@@ -200,7 +200,7 @@ func dialRefused(addr string, conf *tls.Config) error {
 	select {
 	case <-conn.Context().Done():
 		return context.Cause(conn.Context())
-	case <-time.After(300 * time.Millisecond):
+	case <-time.After(3 * time.Second): // a refusal comes at once; a loaded machine may take a while
 		return nil
 	}
 }
