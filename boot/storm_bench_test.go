@@ -77,8 +77,10 @@ func BenchmarkBootStorm(b *testing.B) {
 // rack's range, and the TFTP reads and downloads go through the router.
 func BenchmarkBootStormRouted(b *testing.B) {
 	netns.Require(b, "dnsmasq", "nginx", "dhcrelay")
-	srvNS, cliNS, cfg := routedBenchNet(b)
-	newStorm(b, cfg, dnsmasqRackRange).bench(b, srvNS, cliNS, 0, "routed-")
+	srvNS, router, cliNS, cfg := routedBenchNet(b)
+	st := newStorm(b, cfg, dnsmasqRackRange)
+	st.relay = router
+	st.bench(b, srvNS, cliNS, 0, "routed-")
 }
 
 // BenchmarkBootStormWindow is the storm of BenchmarkBootStorm with firmware that asks
@@ -100,6 +102,8 @@ type storm struct {
 	entries map[string]Entry
 	// dhcpRange is dnsmasq's range arguments, for the segment the machines are on.
 	dhcpRange []string
+	// relay is the router namespace of a routed storm, whose UDP drops are logged.
+	relay *netns.NS
 }
 
 // newStorm writes the storm's files into cfg's directories (a script at cfg's server
@@ -135,7 +139,9 @@ func newStorm(b *testing.B, cfg Config, dhcpRange []string) *storm {
 func (st *storm) run(b *testing.B, srvNS, cliNS *netns.NS, window int) (ours, peer pxeStormResult) {
 	b.Helper()
 	srv := startServer(b, srvNS, st.cfg, st.entries)
+	drops := st.relayDrops(b)
 	ours = runPXEStorm(b, cliNS, "boot server", st.clients, window)
+	st.logRelayDrops(b, "boot server", drops)
 	srv.stop()
 
 	base := "http://" + serverAddr
@@ -144,10 +150,46 @@ func (st *storm) run(b *testing.B, srvNS, cliNS *netns.NS, window int) (ours, pe
 		"--enable-tftp", "--tftp-root="+st.cfg.IPXEDir, fmt.Sprintf("--tftp-max=%d", 2*st.clients))...)
 	stopHTTP := runNginx(b, srvNS, st.cfg.RamdiskDir)
 	time.Sleep(500 * time.Millisecond)
+	drops = st.relayDrops(b)
 	peer = runPXEStorm(b, cliNS, "dnsmasq+nginx", st.clients, window)
+	st.logRelayDrops(b, "dnsmasq+nginx", drops)
 	stopHTTP()
 	stopDHCP()
 	return ours, peer
+}
+
+// relayDrops is how many UDP datagrams the relay's namespace dropped so far for a full
+// receive buffer (RcvbufErrors of its /proc/net/snmp); 0 without a relay.
+func (st *storm) relayDrops(b *testing.B) int {
+	b.Helper()
+	if st.relay == nil {
+		return 0
+	}
+	var head []string
+	for line := range strings.Lines(st.relay.Run(b, "cat", "/proc/net/snmp")) {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if head == nil {
+			head = f
+			continue
+		}
+		if i := slices.Index(head, "RcvbufErrors"); i > 0 && i < len(f) {
+			n, _ := strconv.Atoi(f[i])
+			return n
+		}
+	}
+	b.Fatal("no Udp RcvbufErrors in the relay's /proc/net/snmp")
+	return 0
+}
+
+// logRelayDrops logs the relay's drops since before, during the storm against peer.
+func (st *storm) logRelayDrops(b *testing.B, peer string, before int) {
+	b.Helper()
+	if st.relay != nil {
+		b.Logf("%s: the relay's namespace dropped %d UDP datagrams on full receive buffers", peer, st.relayDrops(b)-before)
+	}
 }
 
 // bench runs the storm b.N times (window as run has it) and reports each run's figures,
@@ -175,12 +217,13 @@ func (st *storm) bench(b *testing.B, srvNS, cliNS *netns.NS, window int, prefix 
 // routedBenchNet is benchNet's server segment (the server at 10.99.0.1/16) with a router
 // namespace on it (10.99.0.254) forwarding to a rack segment, 10.98.0.0/16 (router
 // 10.98.0.1), on which the client's namespace is 10.98.0.250 with its default route
-// through the router; dhcrelay on the router relays the rack's DHCP to the server. The
+// through the router; dhcrelay on the router relays the rack's DHCP to the server (the
+// router's namespace is returned for its drop counters). The
 // config serves the rack as a routed subnet leasing 51,200 addresses.
-func routedBenchNet(b *testing.B) (srvNS, cliNS *netns.NS, cfg Config) {
+func routedBenchNet(b *testing.B) (srvNS, router, cliNS *netns.NS, cfg Config) {
 	b.Helper()
 	lan, srvNS, cfg := benchServer(b)
-	router := netns.New(b, "router")
+	router = netns.New(b, "router")
 	lan.Attach(b, router, "up0", "10.99.0.254/16", "")
 	rack := netns.NewLAN(b)
 	rack.Attach(b, router, "rack0", "10.98.0.1/16", "")
@@ -193,7 +236,7 @@ func routedBenchNet(b *testing.B) (srvNS, cliNS *netns.NS, cfg Config) {
 		Range:  Range{Start: netip.MustParseAddr("10.98.1.0"), End: netip.MustParseAddr("10.98.200.255")},
 		Router: netip.MustParseAddr("10.98.0.1")}}
 	startRelay(b, router, serverAddr, "up0", "rack0")
-	return srvNS, cliNS, cfg
+	return srvNS, router, cliNS, cfg
 }
 
 // dnsmasqRackRange is dnsmasqRange for routedBenchNet's rack segment: dnsmasq answers a
