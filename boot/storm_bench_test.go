@@ -812,7 +812,7 @@ func tftpReadWindow(addr, name string, window int) (n int64, agreed int, err err
 		k, from, err := conn.ReadFromUDP(buf)
 		if err != nil {
 			if tries++; tries > 5 {
-				return n, agreed, fmt.Errorf("no datagram after %d tries (block %d): %w", tries, expected, err)
+				return n, agreed, fmt.Errorf("nothing from the server in %d waits (block %d): %w", tries, expected, err)
 			}
 			if err := send(last); err != nil {
 				return n, agreed, err
@@ -827,16 +827,18 @@ func tftpReadWindow(addr, name string, window int) (n int64, agreed int, err err
 		switch {
 		case op == 5: // ERROR
 			return n, agreed, fmt.Errorf("error %d: %s", arg, bytes.TrimRight(body, "\x00"))
-		case op == 6 && peer == nil: // OACK
-			peer = from
-			f := bytes.Split(bytes.TrimSuffix(buf[2:k], []byte{0}), []byte{0})
-			for i := 0; i+1 < len(f); i += 2 {
-				v, _ := strconv.Atoi(string(f[i+1]))
-				switch strings.ToLower(string(f[i])) {
-				case "blksize":
-					blksize = v
-				case "windowsize":
-					agreed = v
+		case op == 6 && expected == 1: // OACK, or the same again when its acknowledgement was lost
+			if peer == nil {
+				peer = from
+				f := bytes.Split(bytes.TrimSuffix(buf[2:k], []byte{0}), []byte{0})
+				for i := 0; i+1 < len(f); i += 2 {
+					v, _ := strconv.Atoi(string(f[i+1]))
+					switch strings.ToLower(string(f[i])) {
+					case "blksize":
+						blksize = v
+					case "windowsize":
+						agreed = v
+					}
 				}
 			}
 			if err := send(ack(0)); err != nil {
