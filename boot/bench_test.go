@@ -37,15 +37,23 @@ func BenchmarkDHCPExchanges(b *testing.B) {
 // client's at 10.99.0.250/16, and an authoritative config leasing 51,200 addresses.
 func benchNet(b *testing.B) (srvNS, cliNS *netns.NS, cfg Config) {
 	b.Helper()
-	lan := netns.NewLAN(b)
-	srvNS, cliNS = netns.New(b, "boot"), netns.New(b, "bench")
-	lan.Attach(b, srvNS, serverIf, serverAddr+"/16", "")
+	lan, srvNS, cfg := benchServer(b)
+	cliNS = netns.New(b, "bench")
 	lan.Attach(b, cliNS, clientIf, "10.99.0.250/16", "")
+	return srvNS, cliNS, cfg
+}
+
+// benchServer is benchNet's segment with only the server's namespace on it.
+func benchServer(b *testing.B) (lan *netns.LAN, srvNS *netns.NS, cfg Config) {
+	b.Helper()
+	lan = netns.NewLAN(b)
+	srvNS = netns.New(b, "boot")
+	lan.Attach(b, srvNS, serverIf, serverAddr+"/16", "")
 	cfg = Config{Interface: serverIf, Mode: Authoritative, ServerIP: netip.MustParseAddr(serverAddr), IPXEDir: b.TempDir(),
 		RamdiskDir: b.TempDir(), Subnet: netip.MustParsePrefix("10.99.0.0/16"),
 		Range:     Range{Start: netip.MustParseAddr("10.99.1.0"), End: netip.MustParseAddr("10.99.200.255")},
 		LeaseFile: filepath.Join(b.TempDir(), "leases.db")}
-	return srvNS, cliNS, cfg
+	return lan, srvNS, cfg
 }
 
 // dnsmasqRange makes dnsmasq lease the same addresses as benchNet's config, without

@@ -142,7 +142,7 @@ func TestVMBootsRamdiskThroughRelay(t *testing.T) {
 
 // startRelay runs ISC's dhcrelay in ns, relaying between the downstream interfaces and
 // the server reached through upstream, until the test ends.
-func startRelay(t *testing.T, ns *netns.NS, server, upstream string, downstream ...string) {
+func startRelay(t testing.TB, ns *netns.NS, server, upstream string, downstream ...string) {
 	t.Helper()
 	args := []string{"-4", "-d", "--no-pid", "-iu", upstream}
 	for _, d := range downstream {

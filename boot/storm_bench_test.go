@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,8 +32,19 @@ import (
 	"github.com/better-compute/better-compute/e2e/netns"
 )
 
-// stormClients is how many machines boot at once in BenchmarkBootStorm.
-const stormClients = 1000
+// stormClients is how many machines boot at once in the storm benchmarks: 1,000, or
+// BC_STORM_CLIENTS (a smaller storm checks a change quickly).
+func stormClients(b *testing.B) int {
+	s := os.Getenv("BC_STORM_CLIENTS")
+	if s == "" {
+		return 1000
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > 50000 {
+		b.Fatalf("BC_STORM_CLIENTS=%q: want a number of machines from 1 to 50000", s)
+	}
+	return n
+}
 
 // The files of a storm: undionly.kpxe the size of Debian's (74,213 bytes), a kernel
 // and an initrd.
@@ -55,6 +68,49 @@ const pxeStormHelper = "pxestorm"
 func BenchmarkBootStorm(b *testing.B) {
 	netns.Require(b, "dnsmasq", "nginx")
 	srvNS, cliNS, cfg := benchNet(b)
+	newStorm(b, cfg, dnsmasqRange).bench(b, srvNS, cliNS, 0, "")
+}
+
+// BenchmarkBootStormRouted is the storm of BenchmarkBootStorm with the machines on a
+// rack segment (10.98.0.0/16) behind a router namespace, whose ISC dhcrelay relays
+// their DHCP to the server's segment (10.99.0.0/16): both servers answer from the
+// rack's range, and the TFTP reads and downloads go through the router.
+func BenchmarkBootStormRouted(b *testing.B) {
+	netns.Require(b, "dnsmasq", "nginx", "dhcrelay")
+	srvNS, router, cliNS, cfg := routedBenchNet(b)
+	st := newStorm(b, cfg, dnsmasqRackRange)
+	st.relay = router
+	st.bench(b, srvNS, cliNS, 0, "routed-")
+}
+
+// BenchmarkBootStormWindow is the storm of BenchmarkBootStorm with firmware that asks
+// for an RFC 7440 windowsize of 8 blocks for its TFTP read, as UEFI firmware asks for
+// 4. dnsmasq (2.90) does not know the option and leaves it out of its OACK, so its
+// machines read one block per acknowledgement. window-tftp-windowed and
+// window-dnsmasq-tftp-windowed count, for each server, the machines whose read went
+// windowed.
+func BenchmarkBootStormWindow(b *testing.B) {
+	netns.Require(b, "dnsmasq", "nginx")
+	srvNS, cliNS, cfg := benchNet(b)
+	newStorm(b, cfg, dnsmasqRange).bench(b, srvNS, cliNS, 8, "window-")
+}
+
+// storm is a storm's files and entries, ready to run against both servers.
+type storm struct {
+	cfg     Config
+	clients int
+	entries map[string]Entry
+	// dhcpRange is dnsmasq's range arguments, for the segment the machines are on.
+	dhcpRange []string
+	// relay is the router namespace of a routed storm, whose UDP drops are logged.
+	relay *netns.NS
+}
+
+// newStorm writes the storm's files into cfg's directories (a script at cfg's server
+// address for nginx to serve) and gives every machine a ramdisk entry.
+func newStorm(b *testing.B, cfg Config, dhcpRange []string) *storm {
+	b.Helper()
+	st := &storm{cfg: cfg, clients: stormClients(b), entries: map[string]Entry{}, dhcpRange: dhcpRange}
 	dir := cfg.RamdiskDir
 	for path, size := range map[string]int{
 		filepath.Join(cfg.IPXEDir, "undionly.kpxe"): stormIPXESize,
@@ -70,32 +126,122 @@ func BenchmarkBootStorm(b *testing.B) {
 	if err := os.WriteFile(filepath.Join(dir, "boot.ipxe"), []byte(script), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	entries := map[string]Entry{}
-	for i := range stormClients {
-		entries[stormMAC(i).String()] = Entry{Kind: KindRamdisk,
+	for i := range st.clients {
+		st.entries[stormMAC(i).String()] = Entry{Kind: KindRamdisk,
 			Ramdisk: Ramdisk{Kernel: "vmlinuz", Initrd: "initrd.img", Token: "rt_storm", Args: []string{"console=ttyS0"}}}
 	}
-	for range b.N {
-		srv := startServer(b, srvNS, cfg, entries)
-		ours := runPXEStorm(b, cliNS, "boot server")
-		srv.stop()
+	return st
+}
 
-		stopDHCP := runDnsmasq(b, srvNS, serverIf, append(dnsmasqRange, "--dhcp-userclass=set:ipxe,iPXE",
-			"--dhcp-boot=tag:ipxe,"+base+"/ramdisk/boot.ipxe", "--dhcp-boot=tag:!ipxe,undionly.kpxe",
-			"--enable-tftp", "--tftp-root="+cfg.IPXEDir, fmt.Sprintf("--tftp-max=%d", 2*stormClients))...)
-		stopHTTP := runNginx(b, srvNS, dir)
-		time.Sleep(500 * time.Millisecond)
-		peer := runPXEStorm(b, cliNS, "dnsmasq+nginx")
-		stopHTTP()
-		stopDHCP()
+// run has the machines of cliNS boot against the boot server in srvNS, then against
+// dnsmasq and nginx there, their firmware asking for a TFTP window of window blocks
+// (none when 0).
+func (st *storm) run(b *testing.B, srvNS, cliNS *netns.NS, window int) (ours, peer pxeStormResult) {
+	b.Helper()
+	srv := startServer(b, srvNS, st.cfg, st.entries)
+	drops := st.relayDrops(b)
+	ours = runPXEStorm(b, cliNS, "boot server", st.clients, window)
+	st.logRelayDrops(b, "boot server", drops)
+	srv.stop()
 
-		b.ReportMetric(ours.Last.Seconds(), "last-s")
-		b.ReportMetric(peer.Last.Seconds(), "dnsmasq+nginx-last-s")
-		b.ReportMetric(peer.Last.Seconds()/ours.Last.Seconds(), "ratio-vs-dnsmasq+nginx")
-		b.ReportMetric(ours.P50.Seconds(), "p50-s")
-		b.ReportMetric(peer.P50.Seconds(), "dnsmasq+nginx-p50-s")
+	base := "http://" + serverAddr
+	stopDHCP := runDnsmasq(b, srvNS, serverIf, append(slices.Clone(st.dhcpRange), "--dhcp-userclass=set:ipxe,iPXE",
+		"--dhcp-boot=tag:ipxe,"+base+"/ramdisk/boot.ipxe", "--dhcp-boot=tag:!ipxe,undionly.kpxe",
+		"--enable-tftp", "--tftp-root="+st.cfg.IPXEDir, fmt.Sprintf("--tftp-max=%d", 2*st.clients))...)
+	stopHTTP := runNginx(b, srvNS, st.cfg.RamdiskDir)
+	time.Sleep(500 * time.Millisecond)
+	drops = st.relayDrops(b)
+	peer = runPXEStorm(b, cliNS, "dnsmasq+nginx", st.clients, window)
+	st.logRelayDrops(b, "dnsmasq+nginx", drops)
+	stopHTTP()
+	stopDHCP()
+	return ours, peer
+}
+
+// relayDrops is how many UDP datagrams the relay's namespace dropped so far for a full
+// receive buffer (RcvbufErrors of its /proc/net/snmp); 0 without a relay.
+func (st *storm) relayDrops(b *testing.B) int {
+	b.Helper()
+	if st.relay == nil {
+		return 0
+	}
+	var head []string
+	for line := range strings.Lines(st.relay.Run(b, "cat", "/proc/net/snmp")) {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if head == nil {
+			head = f
+			continue
+		}
+		if i := slices.Index(head, "RcvbufErrors"); i > 0 && i < len(f) {
+			n, _ := strconv.Atoi(f[i])
+			return n
+		}
+	}
+	b.Fatal("no Udp RcvbufErrors in the relay's /proc/net/snmp")
+	return 0
+}
+
+// logRelayDrops logs the relay's drops since before, during the storm against peer.
+func (st *storm) logRelayDrops(b *testing.B, peer string, before int) {
+	b.Helper()
+	if st.relay != nil {
+		b.Logf("%s: the relay's namespace dropped %d UDP datagrams on full receive buffers", peer, st.relayDrops(b)-before)
 	}
 }
+
+// bench runs the storm b.N times (window as run has it) and reports each run's figures,
+// their names after prefix. With a window, it also reports how many reads each server
+// agreed to a window for, and errs unless the boot server agreed for every machine.
+func (st *storm) bench(b *testing.B, srvNS, cliNS *netns.NS, window int, prefix string) {
+	for range b.N {
+		ours, peer := st.run(b, srvNS, cliNS, window)
+		b.ReportMetric(ours.Last.Seconds(), prefix+"last-s")
+		b.ReportMetric(peer.Last.Seconds(), prefix+"dnsmasq+nginx-last-s")
+		b.ReportMetric(peer.Last.Seconds()/ours.Last.Seconds(), prefix+"ratio-vs-dnsmasq+nginx")
+		b.ReportMetric(ours.P50.Seconds(), prefix+"p50-s")
+		b.ReportMetric(peer.P50.Seconds(), prefix+"dnsmasq+nginx-p50-s")
+		if window == 0 {
+			continue
+		}
+		if ours.Windowed != ours.Booted {
+			b.Errorf("boot server: %d of %d TFTP reads went windowed, want all", ours.Windowed, ours.Booted)
+		}
+		b.ReportMetric(float64(ours.Windowed), prefix+"tftp-windowed")
+		b.ReportMetric(float64(peer.Windowed), prefix+"dnsmasq-tftp-windowed")
+	}
+}
+
+// routedBenchNet is benchNet's server segment (the server at 10.99.0.1/16) with a router
+// namespace on it (10.99.0.254) forwarding to a rack segment, 10.98.0.0/16 (router
+// 10.98.0.1), on which the client's namespace is 10.98.0.250 with its default route
+// through the router; dhcrelay on the router relays the rack's DHCP to the server (the
+// router's namespace is returned for its drop counters). The
+// config serves the rack as a routed subnet leasing 51,200 addresses.
+func routedBenchNet(b *testing.B) (srvNS, router, cliNS *netns.NS, cfg Config) {
+	b.Helper()
+	lan, srvNS, cfg := benchServer(b)
+	router = netns.New(b, "router")
+	lan.Attach(b, router, "up0", "10.99.0.254/16", "")
+	rack := netns.NewLAN(b)
+	rack.Attach(b, router, "rack0", "10.98.0.1/16", "")
+	router.Run(b, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	srvNS.Run(b, "ip", "route", "add", "10.98.0.0/16", "via", "10.99.0.254")
+	cliNS = netns.New(b, "rackc")
+	rack.Attach(b, cliNS, clientIf, "10.98.0.250/16", "")
+	cliNS.Run(b, "ip", "route", "add", "default", "via", "10.98.0.1")
+	cfg.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.98.0.0/16"),
+		Range:  Range{Start: netip.MustParseAddr("10.98.1.0"), End: netip.MustParseAddr("10.98.200.255")},
+		Router: netip.MustParseAddr("10.98.0.1")}}
+	startRelay(b, router, serverAddr, "up0", "rack0")
+	return srvNS, router, cliNS, cfg
+}
+
+// dnsmasqRackRange is dnsmasqRange for routedBenchNet's rack segment: dnsmasq answers a
+// relayed request from the range of its giaddr's subnet.
+var dnsmasqRackRange = []string{"--dhcp-range=10.98.1.0,10.98.200.255,255.255.0.0,1h", "--dhcp-lease-max=100000", "--quiet-dhcp"}
 
 // stormMAC is the hardware address of the storm's machine i.
 func stormMAC(i int) net.HardwareAddr {
@@ -107,6 +253,8 @@ type pxeStormSpec struct {
 	Interface string
 	Clients   int
 	Timeout   time.Duration
+	// Window is the TFTP windowsize (RFC 7440) the firmware asks for; none when 0.
+	Window int
 }
 
 // pxeStormResult is what a storm measured. Every time is since the storm's start.
@@ -115,6 +263,8 @@ type pxeStormResult struct {
 	// Restarts is how many boots failed and started again; Errors holds the first
 	// few reasons.
 	Restarts int
+	// Windowed is how many machines' TFTP reads the server agreed to a window for.
+	Windowed int
 	// Last is when the last machine had everything; P50 when half of them had.
 	Last, P50 time.Duration
 	// DHCP, TFTP and IPXE are when the last machine finished its firmware's DHCP, its
@@ -125,9 +275,9 @@ type pxeStormResult struct {
 }
 
 // runPXEStorm runs a storm from ns and fails the benchmark unless every machine booted.
-func runPXEStorm(b *testing.B, ns *netns.NS, peer string) pxeStormResult {
+func runPXEStorm(b *testing.B, ns *netns.NS, peer string, clients, window int) pxeStormResult {
 	b.Helper()
-	spec, _ := json.Marshal(pxeStormSpec{Interface: clientIf, Clients: stormClients, Timeout: 5 * time.Minute})
+	spec, _ := json.Marshal(pxeStormSpec{Interface: clientIf, Clients: clients, Timeout: 5 * time.Minute, Window: window})
 	specFile := filepath.Join(b.TempDir(), "storm.json")
 	if err := os.WriteFile(specFile, spec, 0o644); err != nil {
 		b.Fatal(err)
@@ -142,10 +292,10 @@ func runPXEStorm(b *testing.B, ns *netns.NS, peer string) pxeStormResult {
 		b.Fatalf("storm: %v\n%s%s", err, out, stderr.String())
 	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	b.Logf("%s: %d booted, %d failed, %d restarts, last at %v (p50 %v; last DHCP %v, TFTP %v, iPXE DHCP %v), %d MiB %v", peer,
-		r.Booted, r.Failed, r.Restarts, ms(r.Last), ms(r.P50), ms(r.DHCP), ms(r.TFTP), ms(r.IPXE), r.Bytes>>20, r.Errors)
+	b.Logf("%s: %d booted, %d failed, %d restarts, %d TFTP reads windowed, last at %v (p50 %v; last DHCP %v, TFTP %v, iPXE DHCP %v), %d MiB %v", peer,
+		r.Booted, r.Failed, r.Restarts, r.Windowed, ms(r.Last), ms(r.P50), ms(r.DHCP), ms(r.TFTP), ms(r.IPXE), r.Bytes>>20, r.Errors)
 	if r.Failed > 0 {
-		b.Errorf("%s: %d of %d machines failed to boot: %v", peer, r.Failed, stormClients, r.Errors)
+		b.Errorf("%s: %d of %d machines failed to boot: %v", peer, r.Failed, clients, r.Errors)
 	}
 	return r
 }
@@ -227,6 +377,9 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 			}
 			res.Booted++
 			res.Bytes += m.bytes
+			if m.window > 1 {
+				res.Windowed++
+			}
 			res.DHCP, res.TFTP, res.IPXE = max(res.DHCP, m.dhcp), max(res.TFTP, m.tftp), max(res.IPXE, m.ipxe)
 			times = append(times, m.done)
 		})
@@ -244,6 +397,8 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 type pxeMachine struct {
 	dhcp, tftp, ipxe, done time.Duration
 	bytes                  int64
+	// window is the TFTP window its server agreed to (1: one block per acknowledgement).
+	window int
 }
 
 // boot is one machine's boot, from power-on to having its kernel and initrd: the UDP
@@ -254,7 +409,7 @@ func (m *pxeMachine) boot(ctx context.Context, udp *stormUDP, client *http.Clien
 		return err
 	}
 	at := func(ns int64) time.Duration { return time.Unix(0, ns).Sub(start) }
-	m.dhcp, m.tftp, m.ipxe, m.bytes = at(r.DHCP), at(r.TFTP), at(r.IPXE), r.Bytes
+	m.dhcp, m.tftp, m.ipxe, m.bytes, m.window = at(r.DHCP), at(r.TFTP), at(r.IPXE), r.Bytes, r.Window
 	mac := stormMAC(i)
 	get := func(url string, body func(io.Reader) error) error {
 		r, err := http.NewRequestWithContext(ctx, "GET", url, nil)
@@ -339,12 +494,14 @@ const pxeStormUDPHelper = "pxestorm-udp"
 
 // firmwareResult is the UDP part of one machine's boot, as the child reports it: the
 // wall-clock times (Unix nanoseconds) it finished its firmware's DHCP, its TFTP read
-// and its iPXE DHCP, the bytes it read by TFTP, and the URL iPXE was given.
+// and its iPXE DHCP, the bytes it read by TFTP and the window they came in, and the
+// URL iPXE was given.
 type firmwareResult struct {
 	I                int
 	Err              string
 	DHCP, TFTP, IPXE int64
 	Bytes            int64
+	Window           int
 	Script           string
 }
 
@@ -474,7 +631,7 @@ func pxeStormUDPMain() int {
 			continue
 		}
 		wg.Go(func() {
-			r := firmware(mux, stormMAC(i))
+			r := firmware(mux, stormMAC(i), spec.Window)
 			r.I = i
 			mu.Lock()
 			enc.Encode(r)
@@ -486,8 +643,9 @@ func pxeStormUDPMain() int {
 }
 
 // firmware is a machine's UDP part: DHCP as BIOS PXE firmware, the TFTP read of the boot
-// file it was given, and DHCP again as iPXE.
-func firmware(mux *dhcpMux, mac net.HardwareAddr) (r firmwareResult) {
+// file it was given (asking for a window of window blocks unless 0), and DHCP again as
+// iPXE.
+func firmware(mux *dhcpMux, mac net.HardwareAddr, window int) (r firmwareResult) {
 	fail := func(err error) firmwareResult { r.Err = err.Error(); return r }
 	pxe := []dhcpv4.Modifier{dhcpv4.WithHwAddr(mac), dhcpv4.WithBroadcast(true),
 		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00000:UNDI:002001")),
@@ -504,7 +662,14 @@ func firmware(mux *dhcpMux, mac net.HardwareAddr) (r firmwareResult) {
 	if next == nil || next.IsUnspecified() {
 		next = ack.ServerIdentifier()
 	}
-	n, err := tftpRead(net.JoinHostPort(next.String(), "69"), ack.BootFileName)
+	addr := net.JoinHostPort(next.String(), "69")
+	var n int64
+	if window > 0 {
+		n, r.Window, err = tftpReadWindow(addr, ack.BootFileName, window)
+	} else {
+		n, err = tftpRead(addr, ack.BootFileName)
+		r.Window = 1
+	}
 	if err != nil {
 		return fail(fmt.Errorf("%s: TFTP %s from %s: %w", mac, ack.BootFileName, next, err))
 	}
@@ -596,6 +761,113 @@ func tftpRead(addr, name string) (int64, error) {
 		return 0, err
 	}
 	return wt.WriteTo(io.Discard)
+}
+
+// tftpReadWindow reads name from the TFTP server at addr as firmware that knows RFC 7440
+// does: it asks for blksize 1468, tsize and a windowsize of window blocks, acknowledges
+// the last block of each window (or of the file), and at a gap or at the start of a
+// window sent again, the last block it holds in order (once for the rest of that
+// window); after 2 s without a datagram it
+// sends its last acknowledgement again, five times at most. It returns the file's
+// length and the window the server agreed to (1 when its OACK leaves the option out).
+func tftpReadWindow(addr, name string, window int) (n int64, agreed int, err error) {
+	to, err := net.ResolveUDPAddr("udp4", addr)
+	if err != nil {
+		return 0, 0, err
+	}
+	conn, err := net.ListenUDP("udp4", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close()
+	req := binary.BigEndian.AppendUint16(nil, 1) // RRQ
+	for _, f := range []string{name, "octet", "blksize", "1468", "tsize", "0", "windowsize", strconv.Itoa(window)} {
+		req = append(append(req, f...), 0)
+	}
+	ack := func(block uint16) []byte { return binary.BigEndian.AppendUint16([]byte{0, 4}, block) }
+	var (
+		peer     *net.UDPAddr // the server's transfer address, once it answered
+		last     = req        // what to send again after a timeout
+		blksize  = 512
+		expected = uint16(1)
+		inWindow int
+		gapAck   time.Time // when a gap or a window sent again was last acknowledged
+		buf      = make([]byte, 65536)
+	)
+	agreed = 1
+	send := func(b []byte) error {
+		last = b
+		dst := peer
+		if dst == nil {
+			dst = to
+		}
+		_, err := conn.WriteToUDP(b, dst)
+		return err
+	}
+	if err := send(req); err != nil {
+		return 0, 0, err
+	}
+	for tries := 0; ; {
+		conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		k, from, err := conn.ReadFromUDP(buf)
+		if err != nil {
+			if tries++; tries > 5 {
+				return n, agreed, fmt.Errorf("nothing from the server in %d waits (block %d): %w", tries, expected, err)
+			}
+			if err := send(last); err != nil {
+				return n, agreed, err
+			}
+			continue
+		}
+		if k < 4 || peer != nil && from.String() != peer.String() {
+			continue
+		}
+		tries = 0
+		op, arg, body := binary.BigEndian.Uint16(buf), binary.BigEndian.Uint16(buf[2:]), buf[4:k]
+		switch {
+		case op == 5: // ERROR
+			return n, agreed, fmt.Errorf("error %d: %s", arg, bytes.TrimRight(body, "\x00"))
+		case op == 6 && expected == 1: // OACK, or the same again when its acknowledgement was lost
+			if peer == nil {
+				peer = from
+				f := bytes.Split(bytes.TrimSuffix(buf[2:k], []byte{0}), []byte{0})
+				for i := 0; i+1 < len(f); i += 2 {
+					v, _ := strconv.Atoi(string(f[i+1]))
+					switch strings.ToLower(string(f[i])) {
+					case "blksize":
+						blksize = v
+					case "windowsize":
+						agreed = v
+					}
+				}
+			}
+			if err := send(ack(0)); err != nil {
+				return n, agreed, err
+			}
+		case op == 3 && arg == expected: // DATA, the next block
+			peer = from
+			n += int64(len(body))
+			expected++
+			inWindow++
+			if len(body) < blksize || inWindow == agreed {
+				inWindow = 0
+				if err := send(ack(expected - 1)); err != nil {
+					return n, agreed, err
+				}
+			}
+			if len(body) < blksize {
+				return n, agreed, nil
+			}
+		case op == 3 && peer != nil && time.Since(gapAck) > 200*time.Millisecond:
+			// A gap, or a window sent again from a block already held (its
+			// acknowledgement was lost): the server starts again after the last block
+			// held in order. The rest of the same window is not acknowledged again.
+			gapAck, inWindow = time.Now(), 0
+			if err := send(ack(expected - 1)); err != nil {
+				return n, agreed, err
+			}
+		}
+	}
 }
 
 // runNginx serves dir at /ramdisk/ on serverAddr:80 inside ns with nginx, and returns a
