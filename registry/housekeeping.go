@@ -18,24 +18,12 @@ const housekeepingInterval = 24 * time.Hour
 // again every housekeepingInterval on clk until ctx ends; stop ends it and waits.
 func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, log *slog.Logger) (stop func()) {
 	prune := func() {
-		total := 0
-		for {
-			var n int
-			err := st.Update(func(tx *store.Tx) (err error) { n, err = join.PruneTokens(tx); return err })
-			if err != nil {
-				log.Error("prune join tokens", "err", err)
-				break
-			}
-			if total += n; n < store.MaxPruned {
-				break
-			}
+		if n, err := st.Prune(join.PruneTokens); err != nil {
+			log.Error("prune join tokens", "err", err)
+		} else if n > 0 {
+			log.Info("join tokens pruned", "count", n, "expiredMoreThan", join.Retention.String())
 		}
-		if total > 0 {
-			log.Info("join tokens pruned", "count", total, "expiredMoreThan", join.Retention.String())
-		}
-		var n int
-		err := st.Update(func(tx *store.Tx) (err error) { n, err = tx.PruneEvents(); return err })
-		if err != nil {
+		if n, err := st.Prune((*store.Tx).PruneEvents); err != nil {
 			log.Error("prune events", "err", err)
 		} else if n > 0 {
 			log.Info("events pruned", "count", n, "olderThan", store.EventMaxAge.String())

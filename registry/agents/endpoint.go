@@ -192,11 +192,8 @@ func Start(cfg Config) (*Endpoint, error) {
 		}
 		return err
 	})
-	for n := store.MaxPruned; err == nil && n == store.MaxPruned; {
-		err = cfg.Store.Update(func(tx *store.Tx) (err error) {
-			n, err = tx.ExpireAgentCommands(cfg.Now().Add(-cfg.CommandTTL))
-			return err
-		})
+	if err == nil {
+		_, err = cfg.Store.Prune(func(tx *store.Tx) (int, error) { return tx.ExpireAgentCommands(cfg.Now().Add(-cfg.CommandTTL)) })
 	}
 	if err != nil {
 		return nil, err

@@ -134,8 +134,9 @@ func (t *Tx) Events(node, workflow string, p Page) ([]Event, string, error) {
 	return out, next, err
 }
 
-// PruneEvents drops the events older than EventMaxAge, oldest first, and returns how
-// many it dropped.
+// PruneEvents drops the events older than EventMaxAge, oldest first, at most MaxPruned of
+// them, and returns how many it dropped: a caller that got MaxPruned calls again, in a new
+// transaction, for the rest (one transaction stays within etcd's bounds).
 func (t *Tx) PruneEvents() (int, error) {
 	cutoff := t.now.Add(-EventMaxAge)
 	type head struct {
@@ -158,7 +159,7 @@ func (t *Tx) PruneEvents() (int, error) {
 	dropped := 0
 	for _, h := range heads {
 		oldest := h.Oldest
-		for ; oldest < h.Next; oldest++ {
+		for ; oldest < h.Next && dropped < MaxPruned; oldest++ {
 			var e Event
 			if _, err := t.get(bucketEvents, eventKey(h.node, oldest), &e); err != nil {
 				return dropped, err

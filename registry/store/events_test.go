@@ -118,3 +118,37 @@ func TestEventsKeepTheLastPerNodeAndPruneByAge(t *testing.T) {
 		}
 	})
 }
+
+// TestPruneEventsInBoundedTransactions: a backlog of old events larger than MaxPruned is
+// pruned MaxPruned a transaction, oldest first, and Store.Prune runs transactions until
+// none is left; the recent events stay.
+func TestPruneEventsInBoundedTransactions(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		s := eventsStore(t, open, &now)
+		nodes := []string{"n1", "n2", "n3"}
+		for _, n := range nodes {
+			appendEvents(t, s, n, 600, func(int) string { return "" })
+		}
+		now = now.Add(EventMaxAge + time.Second)
+		appendEvents(t, s, "n2", 1, func(int) string { return "" })
+		var first int
+		mustUpdate(t, s, func(tx *Tx) (err error) { first, err = tx.PruneEvents(); return err })
+		if first != MaxPruned {
+			t.Fatalf("one transaction pruned %d, want %d", first, MaxPruned)
+		}
+		rest, err := s.Prune((*Tx).PruneEvents)
+		if err != nil || first+rest != 3*600 {
+			t.Fatalf("Prune: %d then %d (%v), want %d in all", first, rest, err, 3*600)
+		}
+		for _, n := range nodes {
+			want := 0
+			if n == "n2" {
+				want = 1
+			}
+			if left := allEvents(t, s, n, "", 0)[0]; len(left) != want {
+				t.Errorf("%s keeps %d events, want %d", n, len(left), want)
+			}
+		}
+	})
+}

@@ -130,10 +130,25 @@ func (t *Tx) DeleteUnusedJoinTokens(node string) (int, error) {
 	return t.deleteJoinTokens(0, func(tok JoinToken) bool { return tok.NodeID == node && tok.UsedAt.IsZero() })
 }
 
-// MaxPruned is the most records PruneJoinTokens or ExpireAgentCommands deletes in one
-// transaction, which keeps it within etcd's bounds (docs/store.md): a caller told
-// MaxPruned calls again, in a new transaction, for the rest.
+// MaxPruned is the most records PruneJoinTokens, ExpireAgentCommands or PruneEvents
+// deletes in one transaction, which keeps it within etcd's bounds (docs/store.md): a
+// caller told MaxPruned calls again, in a new transaction, for the rest (Prune).
 const MaxPruned = 1000
+
+// Prune runs prune (PruneJoinTokens, ExpireAgentCommands, PruneEvents...) in transactions
+// of its own until one deletes fewer than MaxPruned records, and returns how many it
+// deleted in all.
+func (s *Store) Prune(prune func(*Tx) (int, error)) (total int, err error) {
+	for {
+		var n int
+		if err := s.Update(func(tx *Tx) (err error) { n, err = prune(tx); return err }); err != nil {
+			return total, err
+		}
+		if total += n; n < MaxPruned {
+			return total, nil
+		}
+	}
+}
 
 // PruneJoinTokens deletes the join tokens, used or not, that expired before cutoff, at
 // most MaxPruned of them, and returns how many.
