@@ -47,6 +47,11 @@ func TestWindowsizeWithAtftp(t *testing.T) {
 			t.Fatalf("atftp %v got %d bytes, not the file's %d", tc.opts, len(got), len(payload))
 		}
 	}
+	// A transfer's line is logged once the server saw its last acknowledgement, which may
+	// come after the client has gone.
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(logs.String(), `msg="tftp sent"`) < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	log := logs.String()
 	m := regexp.MustCompile(`msg="tftp sent" file=snponly.efi client=\S+ blksize=1468 windowsize=8 datagrams=(\d+) acks=(\d+)`).FindStringSubmatch(log)
 	if m == nil {
