@@ -199,12 +199,11 @@ func New(cfg Config) (_ *Registry, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var plane *agentPlane
-	obs := newMetrics(r.st, func() *agentPlane { return plane }, cfg.Log)
-	if plane, err = startAgentPlane(cfg, r.st, k, cert, userData, r.info.URL, replica, obs); err != nil {
+	obs := newMetrics(r.st, func() *agentPlane { return r.plane }, cfg.Log)
+	// Assigned even when it fails: release closes what it started.
+	if r.plane, err = startAgentPlane(cfg, r.st, k, cert, userData, r.info.URL, replica, obs); err != nil {
 		return nil, err
 	}
-	r.plane = plane
 	metricsAddr, stopMetrics, err := serveMetrics(cfg.MetricsListen, obs, cfg.Log)
 	if err != nil {
 		return nil, err
