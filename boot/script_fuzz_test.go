@@ -60,7 +60,8 @@ func FuzzScriptPath(f *testing.F) {
 		}
 		base, hasSuffix := strings.CutSuffix(name, ".ipxe")
 		mac, err := net.ParseMAC(strings.ReplaceAll(base, "-", ":"))
-		if !hasSuffix || err != nil || len(mac) != 6 {
+		if !hasSuffix || err != nil || len(mac) != 6 || !dhcp.MachineMAC(mac) {
+			// Not a script's path, or a group or all-zero address: no machine's.
 			if rec.Code != http.StatusNotFound {
 				t.Fatalf("%q is not a script's path, yet answers %d", p, rec.Code)
 			}
