@@ -106,12 +106,15 @@ type Info struct {
 // and workflow engine. New opens and listens, Serve serves, Close stops what New and
 // Serve started and releases the store; tests start several in one process.
 type Registry struct {
-	cfg      Config
-	info     Info
-	st       *store.Store
-	keys     keys
-	plane    *agentPlane
-	metal    *metal.Service
+	cfg   Config
+	info  Info
+	st    *store.Store
+	keys  keys
+	plane *agentPlane
+	metal *metal.Service
+	// holder is this run of the registry: its replica id and start, whose lease the
+	// store holds while it runs (lease.go).
+	holder   store.Holder
 	ln, sock net.Listener
 	sockPath string
 	httpsSrv *http.Server
@@ -199,9 +202,13 @@ func New(cfg Config) (_ *Registry, err error) {
 	if err != nil {
 		return nil, err
 	}
+	r.holder = store.Holder{Replica: replica, Started: cfg.Clock.Now().Round(0)}
+	if err := takeLease(r.st, r.holder); err != nil {
+		return nil, err
+	}
 	obs := newMetrics(r.st, func() *agentPlane { return r.plane }, cfg.Log)
 	// Assigned even when it fails: release closes what it started.
-	if r.plane, err = startAgentPlane(cfg, r.st, k, cert, userData, r.info.URL, replica, obs); err != nil {
+	if r.plane, err = startAgentPlane(cfg, r.st, k, cert, userData, r.info.URL, r.holder, obs); err != nil {
 		return nil, err
 	}
 	metricsAddr, stopMetrics, err := serveMetrics(cfg.MetricsListen, obs, cfg.Log)
@@ -273,6 +280,7 @@ func (r *Registry) Serve(ctx context.Context) (err error) {
 	defer close(r.done)
 	cfg, engine := r.cfg, r.plane.engine
 	stopHousekeeping := startHousekeeping(ctx, cfg.Clock, r.st, cfg.Log)
+	stopLease := keepLease(ctx, cfg.Clock, r.st, r.holder, cfg.Log)
 	stopRemediation := startRemediation(ctx, cfg.Clock, r.metal, cfg.Log)
 	var sites sync.WaitGroup
 	sites.Go(func() { r.plane.sites.Run(ctx) })
@@ -283,6 +291,7 @@ func (r *Registry) Serve(ctx context.Context) (err error) {
 		sites.Wait()
 		engine.Wait()
 		stopHousekeeping()
+		stopLease()
 	}()
 	if err := engine.Resume(ctx); err != nil {
 		return err
@@ -340,6 +349,11 @@ func (r *Registry) release() error {
 		r.ln.Close()
 	}
 	if r.st != nil {
+		if r.holder.Replica != "" {
+			if err := releaseLease(r.st, r.holder); err != nil {
+				r.cfg.Log.Warn("releasing this registry's lease", "err", err)
+			}
+		}
 		return r.st.Close()
 	}
 	return nil

@@ -32,6 +32,8 @@ type agentPlane struct {
 	userData *userdata.Renderer
 	secrets  *secret.Box
 	keys     *pki.PKI
+	// holder is this run of the registry, recorded with the sessions it holds.
+	holder store.Holder
 	// registryURL is the base URL ramdisks join at.
 	registryURL string
 	log         *slog.Logger
@@ -107,7 +109,7 @@ func (p *agentPlane) renew(node string, role proto.Role, publicKey []byte) ([]by
 // plain reboot reconnects without join.join and must count).
 func (p *agentPlane) session(node string, role proto.Role, opened time.Time) {
 	if role == proto.RoleSite {
-		if err := p.st.Update(func(tx *store.Tx) error { return tx.OpenAgentSession(node, string(role), opened) }); err != nil {
+		if err := p.st.Update(func(tx *store.Tx) error { return tx.OpenAgentSession(node, string(role), p.holder, opened) }); err != nil {
 			p.log.Error("recording a site agent's session", "site", node, "err", err)
 		}
 		return
@@ -207,16 +209,17 @@ func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile)
 
 // startAgentPlane starts the agent endpoint on cfg.AgentListen with the registry's
 // serving certificate, trusting the agent CA, and the workflow engine whose relays and
-// joins go through it. replica names this registry among those sharing its store: the
-// workflows it drives are claimed in its name.
-func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertificate, ud *userdata.Renderer, registryURL, replica string, obs workflow.Observer) (*agentPlane, error) {
-	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st, replica), userData: ud, secrets: k.box, keys: k.pki, registryURL: registryURL,
+// joins go through it. holder names this run of the registry among those sharing its
+// store: the workflows it drives are claimed in its replica's name, the sessions it
+// holds recorded as its.
+func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertificate, ud *userdata.Renderer, registryURL string, holder store.Holder, obs workflow.Observer) (*agentPlane, error) {
+	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st, holder), holder: holder, userData: ud, secrets: k.box, keys: k.pki, registryURL: registryURL,
 		log: cfg.Log, sites: site.New(site.Config{Store: st, Clock: cfg.Clock, Log: cfg.Log})}
 	if cfg.UserData.ControlPlaneURL != "" {
 		p.registryURL = cfg.UserData.ControlPlaneURL
 	}
 	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Clock: cfg.Clock, Observer: obs, Log: cfg.Log,
-		Claims: &workflow.Claims{Owner: replica}})
+		Claims: &workflow.Claims{Owner: holder.Replica}})
 	ep, err := agents.Start(agents.Config{
 		Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: k.pki.AgentCAPool(), Store: st, Log: cfg.Log, Keys: k.endpoint,
 		OnInventory: p.sites.Inventory, OnSession: p.session, OnSessionEnd: p.sessionEnded, OnProgress: p.progress, Expand: p.expand,

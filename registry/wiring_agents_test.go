@@ -79,7 +79,13 @@ func TestUserDataGoesOnlyToTheNodesRamdisk(t *testing.T) {
 // recorded without a session here (it ended, or this registry restarted) is not.
 func TestNodeAgentConnectedAtAnotherReplica(t *testing.T) {
 	st := storetest.Open(t, store.Options{})
-	here, there := workflow.NewJoinLog(st, "rg_here"), workflow.NewJoinLog(st, "rg_there")
+	hereRun, thereRun := store.Holder{Replica: "rg_here", Started: time.Now()}, store.Holder{Replica: "rg_there", Started: time.Now()}
+	for _, h := range []store.Holder{hereRun, thereRun} {
+		if err := takeLease(st, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	here, there := workflow.NewJoinLog(st, hereRun), workflow.NewJoinLog(st, thereRun)
 	p := &agentPlane{st: st, ep: &agents.Endpoint{}, joins: here, log: slog.New(slog.DiscardHandler)}
 	connected := func() (ok bool) {
 		st.View(func(tx *store.Tx) error { ok = p.NodeAgentConnected(tx, "nd_1"); return nil })
@@ -97,5 +103,7 @@ func TestNodeAgentConnectedAtAnotherReplica(t *testing.T) {
 	step("no join", nil, false)
 	step("a session at the other replica", there.Joined("nd_1", "node"), true)
 	step("its end there", there.Left("nd_1", "node", time.Now()), false)
+	step("a new session there", there.Joined("nd_1", "node"), true)
+	step("the other replica stopped", releaseLease(st, thereRun), false)
 	step("a join recorded here, no session here", here.Joined("nd_1", "node"), false)
 }

@@ -18,15 +18,7 @@ func TestSitesShowWhetherTheirAgentIsConnected(t *testing.T) {
 	reg := testkit.StartRegistry(t, t.TempDir(), "--agent-listen", "127.0.0.1:0")
 	admin := reg.AdminConfig
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
-	agent := func() api.SiteAgent {
-		t.Helper()
-		var list api.SiteList
-		testkit.JSON(t, admin, &list, "sites", "list")
-		if len(list.Sites) != 1 || list.Sites[0].Agent == nil {
-			t.Fatalf("sites list shows no agent: %+v", list.Sites)
-		}
-		return *list.Sites[0].Agent
-	}
+	agent := func() api.SiteAgent { return listedAgent(t, admin) }
 	// inventory checks that sites inventory says what sites list said last.
 	inventory := func(want api.SiteAgent) {
 		t.Helper()
@@ -75,4 +67,38 @@ func TestSitesShowWhetherTheirAgentIsConnected(t *testing.T) {
 			t.Errorf("a tenant's %v: exit %d\n%s", args, res.Code, out)
 		}
 	}
+}
+
+// TestSiteAgentGoneWithItsRegistry: a registry killed while it held a site agent's
+// session never records the session's end. When the agent is gone too by the time the
+// registry is back (it stopped while the registry was down), the restarted registry
+// says the site's agent is disconnected, last seen at its session's hello: the session
+// was that registry run's, and a new run holds none of the old one's sessions.
+func TestSiteAgentGoneWithItsRegistry(t *testing.T) {
+	work, dataDir := t.TempDir(), t.TempDir()
+	reg := testkit.StartRegistry(t, dataDir, "--agent-listen", "127.0.0.1:0")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	agent := func() api.SiteAgent { return listedAgent(t, admin) }
+	sa := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache")})
+	waitFor(t, "rack-a's agent connected", func() bool { return agent().Connected })
+	up := agent()
+
+	reg.Kill()
+	sa.stop()
+	testkit.StartRegistry(t, dataDir, "--agent-listen", reg.AgentEndpoint)
+	if a := agent(); a.Connected || !a.Since.Equal(up.Since) || !a.LastSeen.Equal(up.LastSeen) {
+		t.Errorf("after its registry was killed and the agent stopped, the restarted registry shows rack-a's agent %+v (before the kill %+v)", a, up)
+	}
+}
+
+// listedAgent is the agent of the one site sites list shows through admin.
+func listedAgent(t *testing.T, admin string) api.SiteAgent {
+	t.Helper()
+	var list api.SiteList
+	testkit.JSON(t, admin, &list, "sites", "list")
+	if len(list.Sites) != 1 || list.Sites[0].Agent == nil {
+		t.Fatalf("sites list shows no agent: %+v", list.Sites)
+	}
+	return *list.Sites[0].Agent
 }

@@ -23,15 +23,17 @@ type Site struct {
 }
 
 // SiteAgent is whether a site's agent (bcd site) is connected, as the registry holding
-// its session recorded it in the store at the session's hello and end: every registry
-// sharing the store answers the same.
+// its session recorded it in the store at the session's hello and end, and while that
+// registry's lease holds (a registry that died took its sessions with it): every
+// registry sharing the store answers the same.
 type SiteAgent struct {
 	ID        string `json:"id"`
 	Connected bool   `json:"connected"`
 	// Since is when its session opened: the open one's when connected, else the last
 	// one's; zero when it never connected.
 	Since time.Time `json:"since,omitzero"`
-	// LastSeen is its session's hello, or its end when it is not connected.
+	// LastSeen is its session's hello, or its end when it is not connected (the hello
+	// when its registry died holding it).
 	LastSeen time.Time `json:"lastSeen,omitzero"`
 }
 
@@ -39,9 +41,11 @@ type SiteAgent struct {
 func siteAgentOf(tx *store.Tx, siteID string) (*SiteAgent, error) {
 	a := &SiteAgent{ID: site.Agent(siteID)}
 	s, ok, err := tx.AgentSession(a.ID)
-	if ok {
-		a.Connected, a.Since, a.LastSeen = s.Connected, s.OpenedAt, s.LastSeen
+	if err != nil || !ok {
+		return a, err
 	}
+	a.Since, a.LastSeen = s.OpenedAt, s.LastSeen
+	a.Connected, err = s.Live(tx)
 	return a, err
 }
 

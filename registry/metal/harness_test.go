@@ -83,7 +83,7 @@ func (h *harness) boot() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.store, h.joins = st, workflow.NewJoinLog(st, "")
+	h.store, h.joins = st, workflow.NewJoinLog(st, store.Holder{})
 	h.machine.mu.Lock()
 	h.machine.joins = h.joins
 	h.machine.mu.Unlock()

@@ -8,9 +8,9 @@ type AgentJoin struct {
 	Node     string    `json:"node"`
 	Role     string    `json:"role"`
 	JoinedAt time.Time `json:"joinedAt"`
-	// Replica is the registry that recorded the join (its replica id; "" in a join
-	// recorded before registries named themselves).
-	Replica string `json:"replica,omitempty"`
+	// Holder is the run of the registry replica that recorded the join: the join's
+	// session lasts at most as long as its lease (Tx.Holds).
+	Holder
 	// LeftAt is when the agent's session of this join ended while its registry ran;
 	// zero while the session lasts, and when its registry stopped or died first.
 	LeftAt time.Time `json:"leftAt,omitzero"`
@@ -18,19 +18,19 @@ type AgentJoin struct {
 
 const bucketAgentJoins = "agent_joins"
 
-// RecordAgentJoin records that node's agent of role joined now, at replica.
-func (t *Tx) RecordAgentJoin(node, role, replica string) (AgentJoin, error) {
-	j := AgentJoin{Node: node, Role: role, JoinedAt: t.now, Replica: replica}
+// RecordAgentJoin records that node's agent of role joined now, at holder.
+func (t *Tx) RecordAgentJoin(node, role string, holder Holder) (AgentJoin, error) {
+	j := AgentJoin{Node: node, Role: role, JoinedAt: t.now, Holder: holder}
 	return j, t.put(bucketAgentJoins, agentJoinKey(node, role), j)
 }
 
-// RecordAgentLeft records that the session of node's agent of role that replica held
+// RecordAgentLeft records that the session of node's agent of role that holder held
 // ended at endedAt. A join recorded after endedAt (a new session, here or at another
-// replica) or by another replica is left as it is.
-func (t *Tx) RecordAgentLeft(node, role, replica string, endedAt time.Time) error {
+// replica) or by another holder is left as it is.
+func (t *Tx) RecordAgentLeft(node, role string, holder Holder, endedAt time.Time) error {
 	var j AgentJoin
 	ok, err := t.get(bucketAgentJoins, agentJoinKey(node, role), &j)
-	if err != nil || !ok || j.Replica != replica || !j.LeftAt.IsZero() || j.JoinedAt.After(endedAt) {
+	if err != nil || !ok || !j.Is(holder) || !j.LeftAt.IsZero() || j.JoinedAt.After(endedAt) {
 		return err
 	}
 	j.LeftAt = endedAt

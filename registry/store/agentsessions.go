@@ -11,17 +11,30 @@ type AgentSession struct {
 	Role string `json:"role"`
 	// OpenedAt is when the session opened, by the clock of the registry holding it: a
 	// session's end is recorded only while the record is still that session's.
-	OpenedAt  time.Time `json:"openedAt"`
+	OpenedAt time.Time `json:"openedAt"`
+	// Connected is whether the session was still open when last recorded: it is open
+	// only while its Holder's lease holds too (Live).
 	Connected bool      `json:"connected"`
 	LastSeen  time.Time `json:"lastSeen"`
+	// Holder is the run of the registry replica that held the session.
+	Holder
 }
 
 const bucketAgentSessions = "agent_sessions"
 
-// OpenAgentSession records that node's agent of role opened a session at opened,
-// replacing the record of any older one.
-func (t *Tx) OpenAgentSession(node, role string, opened time.Time) error {
-	return t.put(bucketAgentSessions, []byte(node), AgentSession{Node: node, Role: role, OpenedAt: opened, Connected: true, LastSeen: t.now})
+// OpenAgentSession records that node's agent of role opened a session at opened with
+// holder, replacing the record of any older one.
+func (t *Tx) OpenAgentSession(node, role string, holder Holder, opened time.Time) error {
+	return t.put(bucketAgentSessions, []byte(node), AgentSession{Node: node, Role: role, OpenedAt: opened, Connected: true, LastSeen: t.now, Holder: holder})
+}
+
+// Live reports whether s is open as tx reads it: recorded open by a holder whose lease
+// holds. A session whose registry died, or restarted, without recording its end is not.
+func (s AgentSession) Live(tx *Tx) (bool, error) {
+	if !s.Connected {
+		return false, nil
+	}
+	return tx.Holds(s.Holder)
 }
 
 // CloseAgentSession records that the session of node's agent opened at opened ended,

@@ -55,7 +55,7 @@ func (h *harness) open() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.store, h.joins = st, NewJoinLog(st, "")
+	h.store, h.joins = st, NewJoinLog(st, store.Holder{})
 	h.engine = New(Config{Store: st, Clock: h.clock, Relay: h.agent, Joins: h.joins, Backoff: backoff})
 	h.engine.OnFinish("test", func(_ *store.Tx, run store.Run) error {
 		h.mu.Lock()

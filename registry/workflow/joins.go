@@ -27,42 +27,46 @@ var machineRoles = []string{"ramdisk", "node"}
 // connections, the machine's agent is the one that joined last.
 type JoinLog struct {
 	store *store.Store
-	// replica is the registry recording the joins (store.AgentJoin.Replica).
-	replica string
+	// holder is the run of the registry recording the joins (store.AgentJoin.Holder).
+	holder  store.Holder
 	mu      sync.Mutex
 	changed chan struct{}
 }
 
-// NewJoinLog returns the JoinLog of registry replica over st. Every commit that records
-// a join, this registry's or (on etcd) another replica's, wakes the waiters.
-func NewJoinLog(st *store.Store, replica string) *JoinLog {
-	l := &JoinLog{store: st, replica: replica, changed: make(chan struct{})}
+// NewJoinLog returns the JoinLog of the registry run holder over st. Every commit that
+// records a join, this registry's or (on etcd) another replica's, wakes the waiters.
+func NewJoinLog(st *store.Store, holder store.Holder) *JoinLog {
+	l := &JoinLog{store: st, holder: holder, changed: make(chan struct{})}
 	st.OnWrite(l.wake, store.BucketAgentJoins)
 	return l
 }
 
 // Joined records that node's agent of role joined now.
 func (l *JoinLog) Joined(node, role string) error {
-	return l.store.Update(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role, l.replica); return err })
+	return l.store.Update(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role, l.holder); return err })
 }
 
 // Left records that the session of node's agent of role this registry held ended at
 // endedAt (store.Tx.RecordAgentLeft).
 func (l *JoinLog) Left(node, role string, endedAt time.Time) error {
-	return l.store.Update(func(tx *store.Tx) error { return tx.RecordAgentLeft(node, role, l.replica, endedAt) })
+	return l.store.Update(func(tx *store.Tx) error { return tx.RecordAgentLeft(node, role, l.holder, endedAt) })
 }
 
 // ConnectedElsewhere reports whether, as tx reads the joins, node's agent of role is the
 // machine's agent and holds a session with another registry replica: its last join was
-// recorded by another named replica, and that replica has not seen the session end. (A
-// replica that died with the machine's agent leaves it so until the agent joins again.)
+// recorded by another replica, that replica has not seen the session end, and the run
+// of it that recorded the join still holds its lease (store.Tx.Holds): a replica that
+// died, or restarted, took the session with it.
 func (l *JoinLog) ConnectedElsewhere(tx *store.Tx, node, role string) (bool, error) {
 	joins, err := tx.AgentJoins(node)
 	if err != nil {
 		return false, err
 	}
 	j, ok := current(joins, role)
-	return ok && j.Replica != "" && j.Replica != l.replica && j.LeftAt.IsZero(), nil
+	if !ok || j.Replica == "" || j.Replica == l.holder.Replica || !j.LeftAt.IsZero() {
+		return false, nil
+	}
+	return tx.Holds(j.Holder)
 }
 
 // wake wakes everyone waiting for a join.

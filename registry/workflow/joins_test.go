@@ -16,7 +16,7 @@ import (
 func TestJoinLog(t *testing.T) {
 	fake := clock.NewFake(epoch)
 	st := storetest.Open(t, store.Options{Now: fake.Now})
-	log := NewJoinLog(st, "")
+	log := NewJoinLog(st, store.Holder{})
 	join := func(role string) {
 		fake.Advance(time.Minute)
 		if err := log.Joined("nd_1", role); err != nil {
@@ -77,11 +77,21 @@ func TestJoinLog(t *testing.T) {
 // (its own sessions it knows); once the session ends there it is not; an end older than
 // a newer join (the agent came back at once) leaves the newer join alone, as does the
 // end another replica saw of its own session; a ramdisk join after it means the
-// machine left its installed OS.
+// machine left its installed OS. A session of a replica whose lease lapsed (it died), or
+// of an earlier run of a replica that restarted, is not connected anywhere.
 func TestConnectedElsewhere(t *testing.T) {
 	fake := clock.NewFake(epoch)
 	st := storetest.Open(t, store.Options{Now: fake.Now})
-	a, b := NewJoinLog(st, "rg_a"), NewJoinLog(st, "rg_b")
+	holderA, holderB := store.Holder{Replica: "rg_a", Started: epoch}, store.Holder{Replica: "rg_b", Started: epoch}
+	lease := func(h store.Holder) error {
+		return st.Update(func(tx *store.Tx) error { return tx.RenewLease(h, 10*time.Second) })
+	}
+	for _, h := range []store.Holder{holderA, holderB} {
+		if err := lease(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := NewJoinLog(st, holderA), NewJoinLog(st, holderB)
 	elsewhere := func(l *JoinLog) bool {
 		var ok bool
 		err := st.View(func(tx *store.Tx) (err error) { ok, err = l.ConnectedElsewhere(tx, "nd_1", "node"); return err })
@@ -111,6 +121,16 @@ func TestConnectedElsewhere(t *testing.T) {
 	step("a session at rg_b", b.Joined("nd_1", "node"), true, false)
 	fake.Advance(time.Second)
 	step("the machine's ramdisk joined since", b.Joined("nd_1", "ramdisk"), false, false)
+	fake.Advance(time.Second)
+	step("rg_b renewed its lease", lease(holderB), false, false)
+	step("a session at rg_b again", b.Joined("nd_1", "node"), true, false)
+	fake.Advance(9 * time.Second)
+	step("rg_b's lease not renewed for 9 s of 10", nil, true, false)
+	fake.Advance(time.Second)
+	step("rg_b's lease lapsed: it died holding the session", nil, false, false)
+	step("rg_b renewed its lease late", lease(holderB), true, false)
+	restarted := store.Holder{Replica: "rg_b", Started: fake.Now()}
+	step("rg_b restarted: its new run took the lease", lease(restarted), false, false)
 }
 
 // TestWaitJoinedWakesAtAnotherReplicasJoin: a driver waiting for a rejoin on one replica
@@ -125,7 +145,7 @@ func TestWaitJoinedWakesAtAnotherReplicasJoin(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		logs[i] = NewJoinLog(st, fmt.Sprintf("rg_%d", i))
+		logs[i] = NewJoinLog(st, store.Holder{Replica: fmt.Sprintf("rg_%d", i), Started: time.Now()})
 	}
 	since := time.Now()
 	done := make(chan error, 1)

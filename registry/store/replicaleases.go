@@ -1,0 +1,64 @@
+package store
+
+import (
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// Holder names one run of a registry replica: its replica id and when that run started.
+// The agent sessions and joins a replica records carry their holder, and count as live
+// only while that holder's lease holds (Tx.Holds): a replica that died, or restarted,
+// takes the sessions it held with it, even when no one saw them end.
+type Holder struct {
+	// Replica is the registry's replica id ("" in records made before registries named
+	// themselves).
+	Replica string `json:"replica,omitempty"`
+	// Started is when this run of the replica started (zero in records made before
+	// replicas held leases).
+	Started time.Time `json:"replicaStarted,omitzero"`
+}
+
+// Is reports whether h and o name the same run of the same replica.
+func (h Holder) Is(o Holder) bool { return h.Replica == o.Replica && h.Started.Equal(o.Started) }
+
+// ReplicaLease says that a run of a registry replica is up: which run (Started), and
+// until when the lease holds unrenewed (Expires, on the registry's clock).
+type ReplicaLease struct {
+	Started time.Time `json:"started"`
+	Expires time.Time `json:"expires"`
+}
+
+// bucketReplicaLeases holds the leases: replica id -> ReplicaLease.
+const bucketReplicaLeases = "replica_leases"
+
+// RenewLease makes h's lease hold until ttl from the transaction's time, replacing the
+// lease of an earlier run of the same replica.
+func (t *Tx) RenewLease(h Holder, ttl time.Duration) error {
+	if h.Replica == "" || h.Started.IsZero() || ttl <= 0 {
+		return proto.Errorf(proto.Internal, "a replica lease needs a replica, its start and a lifetime")
+	}
+	return t.put(bucketReplicaLeases, []byte(h.Replica), ReplicaLease{Started: h.Started, Expires: t.now.Add(ttl)})
+}
+
+// ReleaseLease drops h's lease (a replica stopping); the lease of another run of the
+// replica stays.
+func (t *Tx) ReleaseLease(h Holder) error {
+	var l ReplicaLease
+	ok, err := t.get(bucketReplicaLeases, []byte(h.Replica), &l)
+	if err != nil || !ok || !l.Started.Equal(h.Started) {
+		return err
+	}
+	return t.del(bucketReplicaLeases, []byte(h.Replica))
+}
+
+// Holds reports whether h's lease holds at the transaction's time: h's replica holds a
+// lease, of the run h names, not expired.
+func (t *Tx) Holds(h Holder) (bool, error) {
+	if h.Replica == "" || h.Started.IsZero() {
+		return false, nil
+	}
+	var l ReplicaLease
+	ok, err := t.get(bucketReplicaLeases, []byte(h.Replica), &l)
+	return err == nil && ok && l.Started.Equal(h.Started) && t.now.Before(l.Expires), err
+}
