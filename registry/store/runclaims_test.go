@@ -1,31 +1,37 @@
-package store_test
+package store
 
 import (
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/clock"
-	"github.com/better-compute/better-compute/registry/store"
-	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
 // TestRunClaimExclusive: a run's claim is its owner's until it expires on the store's
 // clock, renewals extend it, another owner takes it only after it expired, and only its
 // holder releases it.
 func TestRunClaimExclusive(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) { testRunClaimExclusive(t, open) })
+}
+
+func testRunClaimExclusive(t *testing.T, open opener) {
 	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	st := storetest.Open(t, store.Options{Now: clk.Now})
+	st, err := open(t, Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
 	claim := func(owner string) bool {
 		t.Helper()
 		var ok bool
-		if err := st.Update(func(tx *store.Tx) (err error) { ok, err = tx.ClaimRun("wf_1", owner, 30*time.Second); return err }); err != nil {
+		if err := st.Update(func(tx *Tx) (err error) { ok, err = tx.ClaimRun("wf_1", owner, 30*time.Second); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return ok
 	}
 	release := func(owner string) {
 		t.Helper()
-		if err := st.Update(func(tx *store.Tx) error { return tx.ReleaseRun("wf_1", owner) }); err != nil {
+		if err := st.Update(func(tx *Tx) error { return tx.ReleaseRun("wf_1", owner) }); err != nil {
 			t.Fatal(err)
 		}
 	}
