@@ -427,14 +427,21 @@ func endpoints(cfg Config, base *tls.Config) ([]endpoint, error) {
 func (a *Agent) dial(ctx context.Context) (*quic.Conn, error) {
 	ep := a.endpoints[a.next]
 	a.next = (a.next + 1) % len(a.endpoints)
+	var conn *quic.Conn
+	var err error
 	if a.cfg.Transport == nil {
-		return quic.DialAddr(ctx, ep.addr, ep.tls, a.quicConf)
+		conn, err = quic.DialAddr(ctx, ep.addr, ep.tls, a.quicConf)
+	} else {
+		var addr *net.UDPAddr
+		if addr, err = net.ResolveUDPAddr("udp", ep.addr); err != nil {
+			return nil, err
+		}
+		conn, err = a.cfg.Transport.Dial(ctx, addr, ep.tls, a.quicConf)
 	}
-	addr, err := net.ResolveUDPAddr("udp", ep.addr)
-	if err != nil {
-		return nil, err
+	if err != nil && refusedOrUnanswered(err) {
+		a.tickets.notTheTicket()
 	}
-	return a.cfg.Transport.Dial(ctx, addr, ep.tls, a.quicConf)
+	return conn, err
 }
 
 // sendLocked writes m on the session stream, if there is one; a.mu is held. A failed

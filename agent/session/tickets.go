@@ -1,8 +1,12 @@
 package session
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"sync"
+
+	"github.com/quic-go/quic-go"
 )
 
 // keepTicketFailures is how many failed handshakes in a row an agent keeps its session
@@ -16,7 +20,9 @@ const keepTicketFailures = 5
 // full handshake, several times the work on both sides, which makes the storm worse. A
 // ticket the registry can no longer read costs nothing (the registry ignores it and
 // does a full handshake); one that makes handshakes fail is given up after
-// keepTicketFailures failures in a row.
+// keepTicketFailures failures in a row. Attempts the registry refused at admission or
+// never answered do not count (notTheTicket): in a return past what the registry
+// handles, an agent may be refused many times in a row.
 //
 // The one ticket is offered at every endpoint of the registry, whatever its name (the
 // cache key): the replicas of one registry share their session ticket key, so one
@@ -48,6 +54,28 @@ func (c *ticketCache) Put(_ string, ticket *tls.ClientSessionState) {
 	if c.failures++; c.failures >= keepTicketFailures {
 		c.ticket, c.failures = nil, 0
 	}
+}
+
+// notTheTicket takes back the failure crypto/tls counted for an attempt that failed for
+// a reason the ticket has no part in (refusedOrUnanswered): a refusing registry must not
+// cost a returning agent its ticket, however often it refuses.
+func (c *ticketCache) notTheTicket() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failures = max(c.failures-1, 0)
+}
+
+// refusedOrUnanswered reports whether a dial failed before the registry looked at the
+// agent's ticket: refused at admission (the registry's first-packet refusal, too many
+// handshakes in flight) or never answered (the handshake timed out, the dial was
+// cancelled). A TLS alert or any other answer of the registry is not.
+func refusedOrUnanswered(err error) bool {
+	if te, ok := errors.AsType[*quic.TransportError](err); ok {
+		return te.Remote && te.ErrorCode == quic.ConnectionRefused
+	}
+	_, idle := errors.AsType[*quic.IdleTimeoutError](err)
+	_, handshake := errors.AsType[*quic.HandshakeTimeoutError](err)
+	return idle || handshake || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // forget drops the ticket kept: the next handshake is a full one, which presents the

@@ -1,0 +1,91 @@
+package session
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/quic-go/quic-go"
+)
+
+// TestRefusalsKeepTheTicket: an agent refused at admission many more times in a row
+// than it keeps its ticket through other failures (keepTicketFailures) still resumes its
+// TLS session once the registry takes it: a refusal says nothing of the ticket, and a
+// full handshake would cost a registry already past what it handles several times the
+// work. The registry here is a bare QUIC listener refusing first packets, as the agent
+// endpoint's admission does.
+func TestRefusalsKeepTheTicket(t *testing.T) {
+	ca, err := testkit.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverCert, err := ca.ServerCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const refusals = 4 * keepTicketFailures
+	var refuse, refused atomic.Int64
+	tr := &quic.Transport{Conn: udp, ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+		if refuse.Add(-1) >= 0 {
+			refused.Add(1)
+			return nil, errors.New("too many handshakes in flight")
+		}
+		return ctx, nil
+	}}
+	defer tr.Close()
+	ln, err := tr.Listen(&tls.Config{Certificates: []tls.Certificate{serverCert}, ClientAuth: tls.RequireAndVerifyClientCert,
+		ClientCAs: ca.Pool(), NextProtos: []string{proto.AgentALPN}, MinVersion: tls.VersionTLS13}, &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := ca.AgentCertificate("nd_1", string(proto.RoleNode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Certificate: cert, Addr: udp.LocalAddr().String(), ServerCAs: ca.Pool(), Log: slog.New(slog.DiscardHandler),
+		Backoff: Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	accept := func() *quic.Conn {
+		t.Helper()
+		actx, stop := context.WithTimeout(t.Context(), 30*time.Second)
+		defer stop()
+		conn, err := ln.Accept(actx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+
+	first := accept()
+	if first.ConnectionState().TLS.DidResume {
+		t.Fatal("the first connection resumed a session")
+	}
+	time.Sleep(200 * time.Millisecond) // the ticket follows the handshake
+	refuse.Store(refusals)
+	first.CloseWithError(0, "the registry restarts")
+	second := accept()
+	defer second.CloseWithError(0, "")
+	if n := refused.Load(); n != refusals {
+		t.Fatalf("%d attempts refused, want %d", n, refusals)
+	}
+	if !second.ConnectionState().TLS.DidResume {
+		t.Errorf("after %d refusals in a row the agent came back with a full handshake: it gave up its ticket", refusals)
+	}
+}
