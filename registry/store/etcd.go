@@ -92,6 +92,9 @@ type etcdBackend struct {
 	ctx      context.Context
 	stop     context.CancelFunc
 	watching sync.WaitGroup
+	// pending is the batch collecting calls of Batch (etcdbatch.go).
+	batchMu sync.Mutex
+	pending *etcdBatch
 }
 
 func openEtcd(cfg EtcdConfig) (*etcdBackend, error) {
@@ -155,8 +158,6 @@ func (b *etcdBackend) view(fn func(kvTx) error) error {
 	}
 	return err
 }
-
-func (b *etcdBackend) batch(fn func(kvTx) error) error { return b.update(fn) }
 
 func (b *etcdBackend) update(fn func(kvTx) error) error {
 	for attempt := 1; ; attempt++ {

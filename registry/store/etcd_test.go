@@ -119,6 +119,47 @@ func TestEtcdScannedRangeConflicts(t *testing.T) {
 	})
 }
 
+// TestEtcdRevocationRefusedByEveryReplica: a credential revoked through one replica is
+// refused by the others from the moment the revocation is acknowledged, as it would be
+// by the replica that revoked it: a View on etcd is a linearizable read, never a
+// member's possibly older copy. Each round makes a credential through one replica,
+// checks that the two others accept it, revokes it through the first and at once
+// authenticates it through the two others.
+func TestEtcdRevocationRefusedByEveryReplica(t *testing.T) {
+	stores := replicas(t, 3)
+	if err := stores[0].Update(func(tx *Tx) error { _, err := tx.CreateTenant("acme"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	authenticate := func(s *Store, bearer string) error {
+		return s.View(func(tx *Tx) error { _, err := tx.Authenticate(bearer); return err })
+	}
+	for round := range 100 {
+		writer := stores[round%len(stores)]
+		var cred Credential
+		var bearer string
+		if err := writer.Update(func(tx *Tx) (err error) {
+			cred, bearer, err = tx.CreateCredential("acme", []string{"nodes.read"}, time.Time{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range stores {
+			if err := authenticate(s, bearer); s != writer && err != nil {
+				t.Fatalf("round %d: replica %d refuses a credential made before it asked: %v", round, i, err)
+			}
+		}
+		if err := writer.Update(func(tx *Tx) error { _, err := tx.RevokeCredential(cred.ID); return err }); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range stores {
+			err := authenticate(s, bearer)
+			if proto.CodeOf(err) != proto.Unauthenticated || !strings.Contains(err.Error(), "revoked") {
+				t.Fatalf("round %d: replica %d after the revocation was acknowledged: %v, want UNAUTHENTICATED (revoked)", round, i, err)
+			}
+		}
+	}
+}
+
 // TestEtcdRemoteCommitFiresHooks checks that a replica's OnWrite and OnNodeSpec hooks learn
 // of commits another replica made.
 func TestEtcdRemoteCommitFiresHooks(t *testing.T) {
