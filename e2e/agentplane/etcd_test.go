@@ -74,3 +74,89 @@ func TestRelayThroughAnotherReplica(t *testing.T) {
 		t.Errorf("observed generation %d, want %d", st.ObservedGeneration, gen)
 	}
 }
+
+// TestRelayPendingAcrossReplicaDeath: three replicas; an agent given every replica's
+// endpoint holds its session with one; another relays a slow command (as the replica
+// driving a workflow does), which the agent starts; the replica holding the session
+// dies (its endpoint closed while the command runs). The agent reconnects to one of
+// the two others, which sends the pending command on the new session; the agent
+// attaches it to the run under way (or answers it from the result it kept, when the
+// run ended while it was disconnected); the answer reaches the relaying replica, and
+// the command ran once.
+func TestRelayPendingAcrossReplicaDeath(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// finishEarly ends the run as soon as the replica is gone, before the agent is
+		// back: its answer then has no session to go on.
+		finishEarly bool
+	}{{"answered after the reconnect", false}, {"finished while disconnected", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := etcdReplicas(t, 3)
+			var count runs
+			started, release := make(chan struct{}, 1), make(chan struct{})
+			r[0].startAgent("gpu-1", func(c *session.Config) {
+				c.Addr, c.Addrs = r[0].addr, []string{r[1].addr, r[2].addr}
+				c.Handlers = map[string]session.Handler{
+					"slow": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+						count.add("slow")
+						started <- struct{}{}
+						<-release
+						return raw(`"done"`), nil
+					},
+				}
+			})
+			sessions := func(except *env) (n int) {
+				for _, e := range r {
+					if e != except && e.ep != nil {
+						n += e.ep.Sessions()
+					}
+				}
+				return n
+			}
+			waitFor(t, "a session", func() bool { return sessions(nil) == 1 })
+			var holder, driver *env
+			for _, e := range r {
+				switch {
+				case e.ep.Sessions() == 1:
+					holder = e
+				case driver == nil:
+					driver = e
+				}
+			}
+
+			type answer struct {
+				res json.RawMessage
+				err error
+			}
+			answers := make(chan answer, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				res, err := driver.ep.Relay(ctx, "gpu-1", proto.Command{ID: "wf_1:main.0:a1:slow", Kind: "slow"})
+				answers <- answer{res, err}
+			}()
+			<-started
+			holder.stop()
+			if tc.finishEarly {
+				close(release)
+			}
+			waitFor(t, "a session with another replica", func() bool { return sessions(holder) == 1 })
+			if !tc.finishEarly {
+				close(release)
+			}
+			got := <-answers
+			if got.err != nil || string(got.res) != `"done"` {
+				t.Fatalf("the relaying replica got %s, %v; want the agent's answer", got.res, got.err)
+			}
+			if n := count.get("slow"); n != 1 {
+				t.Errorf("the command ran %d times, want once", n)
+			}
+			driver.st.View(func(tx *store.Tx) error {
+				if p, _ := tx.PendingAgentCommands("gpu-1"); len(p) != 0 {
+					t.Errorf("still pending after the answer: %+v", p)
+				}
+				return nil
+			})
+		})
+	}
+}
