@@ -124,17 +124,7 @@ func TestRelayPendingAcrossReplicaDeath(t *testing.T) {
 				}
 			}
 
-			type answer struct {
-				res json.RawMessage
-				err error
-			}
-			answers := make(chan answer, 1)
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
-				res, err := driver.ep.Relay(ctx, "gpu-1", proto.Command{ID: "wf_1:main.0:a1:slow", Kind: "slow"})
-				answers <- answer{res, err}
-			}()
+			answers := relayInBackground(driver.ep, "gpu-1", proto.Command{ID: "wf_1:main.0:a1:slow", Kind: "slow"})
 			<-started
 			holder.stop()
 			if tc.finishEarly {

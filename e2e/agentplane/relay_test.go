@@ -119,6 +119,25 @@ func TestRelay(t *testing.T) {
 	})
 }
 
+// relayAnswer is what a Relay returned.
+type relayAnswer struct {
+	res json.RawMessage
+	err error
+}
+
+// relayInBackground relays cmd to node through ep on a goroutine of its own, giving up
+// after a minute, and returns the channel its answer comes on.
+func relayInBackground(ep *agents.Endpoint, node string, cmd proto.Command) <-chan relayAnswer {
+	answers := make(chan relayAnswer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		res, err := ep.Relay(ctx, node, cmd)
+		answers <- relayAnswer{res, err}
+	}()
+	return answers
+}
+
 // TestRelayAcrossDroppedLink relays a slow command, cuts the link while it runs, and
 // restores it: the registry resends the command on the new session, the agent attaches
 // the resend to the run under way, and the command runs once.
@@ -139,15 +158,7 @@ func TestRelayAcrossDroppedLink(t *testing.T) {
 		}
 	})
 	waitFor(t, "session", func() bool { return e.ep.Sessions() == 1 })
-	type answer struct {
-		res json.RawMessage
-		err error
-	}
-	answers := make(chan answer, 1)
-	go func() {
-		res, err := e.ep.Relay(context.Background(), "gpu-1", proto.Command{ID: "slow-1", Kind: "slow"})
-		answers <- answer{res, err}
-	}()
+	answers := relayInBackground(e.ep, "gpu-1", proto.Command{ID: "slow-1", Kind: "slow"})
 	<-started
 	proxy.cut.Store(true)
 	waitFor(t, "the registry to drop the session", func() bool { return e.ep.Sessions() == 0 })

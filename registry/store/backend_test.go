@@ -9,12 +9,10 @@ import (
 	"testing"
 )
 
-// TestBackendsAgree runs one random sequence of transactions on a bbolt and an etcd
-// backend at once: puts, deletes (of keys there or not), reads, and cursor walks in both
-// directions from random places, inside transactions that also wrote (so the etcd
-// cursor lays its buffered writes over what is stored) and some that fail (so nothing of
-// them stays). Every answer must be the same on both.
-func TestBackendsAgree(t *testing.T) {
+// openBackends opens an empty store of each backend, closed when the test ends, and
+// returns their backends.
+func openBackends(t *testing.T) []backend {
+	t.Helper()
 	var kvs []backend
 	for _, b := range testBackends {
 		s, err := b.open(t, Options{})
@@ -24,6 +22,16 @@ func TestBackendsAgree(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		kvs = append(kvs, s.kv)
 	}
+	return kvs
+}
+
+// TestBackendsAgree runs one random sequence of transactions on a bbolt and an etcd
+// backend at once: puts, deletes (of keys there or not), reads, and cursor walks in both
+// directions from random places, inside transactions that also wrote (so the etcd
+// cursor lays its buffered writes over what is stored) and some that fail (so nothing of
+// them stays). Every answer must be the same on both.
+func TestBackendsAgree(t *testing.T) {
+	kvs := openBackends(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	key := func() []byte {
 		// Few distinct keys, some sharing prefixes, some with NUL and 0xff bytes.
@@ -102,15 +110,7 @@ func TestBackendsAgree(t *testing.T) {
 // deleted and added keys on the way, from the start and from places around the page
 // bounds: every walk answers the same on both backends.
 func TestBackendsAgreeAcrossPages(t *testing.T) {
-	var kvs []backend
-	for _, b := range testBackends {
-		s, err := b.open(t, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		kvs = append(kvs, s.kv)
-	}
+	kvs := openBackends(t)
 	const n, bucket = 700, "paged"
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%04d", i) }
 	walks := func(tx kvTx) string {

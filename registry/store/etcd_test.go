@@ -12,11 +12,23 @@ import (
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
 
-// replicas opens n stores on one etcd prefix, each with its own client, as n registry
-// replicas would.
+// replicas opens n stores on one etcd prefix of the shared cluster, as openReplicas,
+// and checks the store's consistency at the end.
 func replicas(t *testing.T, n int) []*Store {
 	t.Helper()
-	cfg := EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}
+	out := openReplicas(t, EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, n)
+	t.Cleanup(func() {
+		if err := out[0].Check(); err != nil {
+			t.Errorf("the store is not consistent: %v", err)
+		}
+	})
+	return out
+}
+
+// openReplicas opens n stores on cfg, each with its own client, as n registry replicas
+// would; they close when the test ends.
+func openReplicas(t *testing.T, cfg EtcdConfig, n int) []*Store {
+	t.Helper()
 	var out []*Store
 	for range n {
 		s, err := OpenEtcd(cfg, Options{})
@@ -26,11 +38,6 @@ func replicas(t *testing.T, n int) []*Store {
 		t.Cleanup(func() { s.Close() })
 		out = append(out, s)
 	}
-	t.Cleanup(func() {
-		if err := out[0].Check(); err != nil {
-			t.Errorf("the store is not consistent: %v", err)
-		}
-	})
 	return out
 }
 
@@ -261,16 +268,7 @@ func TestEtcdLargeTransactions(t *testing.T) {
 // still learn of it (its watch moves to a member that is up).
 func TestEtcdMemberKilled(t *testing.T) {
 	cluster := etcdtest.Start(t)
-	cfg := EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "killed"}
-	var stores []*Store
-	for range 2 {
-		s, err := OpenEtcd(cfg, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		stores = append(stores, s)
-	}
+	stores := openReplicas(t, EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "killed"}, 2)
 	wrote := make(chan struct{}, 100)
 	defer stores[0].OnWrite(func() { wrote <- struct{}{} }, BucketSites)()
 	for victim := range etcdtest.Members {

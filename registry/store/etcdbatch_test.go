@@ -18,16 +18,7 @@ import (
 // two replicas' batches conflict on the counter; and the calls went in fewer
 // transactions than there were calls.
 func TestEtcdBatchCoalesces(t *testing.T) {
-	cfg := EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}
-	var stores []*Store
-	for range 2 {
-		s, err := OpenEtcd(cfg, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		stores = append(stores, s)
-	}
+	stores := openReplicas(t, EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, 2)
 	const calls, bucket = 200, "batchtest"
 	errFail := errors.New("this call fails")
 	commits := map[kvTx]bool{} // the transactions that committed
