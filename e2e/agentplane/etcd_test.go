@@ -92,18 +92,10 @@ func TestRelayPendingAcrossReplicaDeath(t *testing.T) {
 	}{{"answered after the reconnect", false}, {"finished while disconnected", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := etcdReplicas(t, 3)
-			var count runs
-			started, release := make(chan struct{}, 1), make(chan struct{})
+			slow := newSlowCommand()
 			r[0].startAgent("gpu-1", func(c *session.Config) {
 				c.Addr, c.Addrs = r[0].addr, []string{r[1].addr, r[2].addr}
-				c.Handlers = map[string]session.Handler{
-					"slow": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
-						count.add("slow")
-						started <- struct{}{}
-						<-release
-						return raw(`"done"`), nil
-					},
-				}
+				c.Handlers = map[string]session.Handler{"slow": slow.handle}
 			})
 			sessions := func(except *env) (n int) {
 				for _, e := range r {
@@ -125,22 +117,16 @@ func TestRelayPendingAcrossReplicaDeath(t *testing.T) {
 			}
 
 			answers := relayInBackground(driver.ep, "gpu-1", proto.Command{ID: "wf_1:main.0:a1:slow", Kind: "slow"})
-			<-started
+			<-slow.started
 			holder.stop()
 			if tc.finishEarly {
-				close(release)
+				close(slow.release)
 			}
 			waitFor(t, "a session with another replica", func() bool { return sessions(holder) == 1 })
 			if !tc.finishEarly {
-				close(release)
+				close(slow.release)
 			}
-			got := <-answers
-			if got.err != nil || string(got.res) != `"done"` {
-				t.Fatalf("the relaying replica got %s, %v; want the agent's answer", got.res, got.err)
-			}
-			if n := count.get("slow"); n != 1 {
-				t.Errorf("the command ran %d times, want once", n)
-			}
+			slow.wantDoneOnce(t, <-answers)
 			driver.st.View(func(tx *store.Tx) error {
 				if p, _ := tx.PendingAgentCommands("gpu-1"); len(p) != 0 {
 					t.Errorf("still pending after the answer: %+v", p)
