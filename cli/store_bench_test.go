@@ -3,6 +3,8 @@ package cli_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,30 +19,41 @@ import (
 // and reads (tenants.list of 20) per second, 32 callers at once, of one registry on
 // bbolt and of three replicas on a three-member etcd cluster (the callers spread over
 // the three), all on the same machine, and reports each and the ratios (three replicas
-// over bbolt).
+// over bbolt). It also reports the CPU time each kind of process spent per request in
+// the same run (/proc/PID/stat): the bbolt registry, the replicas (summed), the etcd
+// members (summed) and the callers (this process); and from those a projection, not a
+// measurement: the ratios if each replica and its etcd member had a machine of their own
+// with as many cores as this one.
 func BenchmarkAPI(b *testing.B) {
 	const writes, reads, callers = 2000, 4000, 32
 	cluster := etcdtest.Start(b)
 	backends := []struct {
-		name string
-		regs []*testkit.Registry
+		name    string
+		regs    []*testkit.Registry
+		members []int // the etcd members' pids, whose CPU counts for this backend
 	}{
-		{"bbolt", []*testkit.Registry{testkit.StartRegistry(b, "")}},
-		{"etcd3", testkit.StartReplicas(b, cluster.Endpoints, 3, nil)},
+		{"bbolt", []*testkit.Registry{testkit.StartRegistry(b, "")}, nil},
+		{"etcd3", testkit.StartReplicas(b, cluster.Endpoints, 3, nil), cluster.PIDs()},
 	}
 	writeRates, readRates := make([]float64, len(backends)), make([]float64, len(backends))
+	writeCPU, readCPU := make([]cpuUse, len(backends)), make([]cpuUse, len(backends))
 	for i := range b.N {
 		for j, be := range backends {
 			var clients []*api.Client
 			for _, r := range be.regs {
 				clients = append(clients, testkit.Client(b, r.AdminConfig))
 			}
+			before := sampleCPU(b, be.regs, be.members)
 			writeRates[j] += rate(b, be.name, clients, writes, callers, func(c *api.Client, n int64) error {
 				return c.Call(context.Background(), "tenants.create", api.CreateTenantRequest{Name: fmt.Sprintf("t%d-%d", i, n)}, &api.Tenant{})
 			})
+			mid := sampleCPU(b, be.regs, be.members)
 			readRates[j] += rate(b, be.name, clients, reads, callers, func(c *api.Client, _ int64) error {
 				return c.Call(context.Background(), "tenants.list", api.ListRequest{Limit: 20}, &api.TenantList{})
 			})
+			after := sampleCPU(b, be.regs, be.members)
+			writeCPU[j].add(mid.since(before), writes)
+			readCPU[j].add(after.since(mid), reads)
 		}
 	}
 	for j, be := range backends {
@@ -49,6 +62,80 @@ func BenchmarkAPI(b *testing.B) {
 	}
 	b.ReportMetric(writeRates[1]/writeRates[0], "etcd3/bbolt-writes")
 	b.ReportMetric(readRates[1]/readRates[0], "etcd3/bbolt-reads")
+	for _, k := range []struct {
+		kind string
+		use  []cpuUse
+	}{{"write", writeCPU}, {"read", readCPU}} {
+		bbolt, etcd := k.use[0], k.use[1]
+		b.ReportMetric(bbolt.perOp(bbolt.registries), "bbolt-registry-CPU-ms/"+k.kind)
+		b.ReportMetric(bbolt.perOp(bbolt.callers), "bbolt-callers-CPU-ms/"+k.kind)
+		b.ReportMetric(etcd.perOp(etcd.registries), "replica-CPU-ms/"+k.kind)
+		b.ReportMetric(etcd.perOp(etcd.members), "etcd-CPU-ms/"+k.kind)
+		b.ReportMetric(etcd.perOp(etcd.callers), "etcd3-callers-CPU-ms/"+k.kind)
+		// The projection: the callers on machines of their own, each replica and its
+		// member on one of this machine's size, the load spread evenly over the three.
+		cores := float64(runtime.NumCPU())
+		one := cores * 1000 / bbolt.perOp(bbolt.registries)
+		three := 3 * cores * 1000 / (etcd.perOp(etcd.registries) + etcd.perOp(etcd.members))
+		// The same, bounded by the busiest member (the leader does more than the others).
+		busiest := cores * 1000 / (etcd.perOp(etcd.registries)/3 + etcd.perOp(etcd.busiest))
+		b.ReportMetric(three/one, "projected-etcd3/bbolt-"+k.kind+"s")
+		b.Logf("PROJECTION from measured CPU, not a measurement (%ss): with each replica and its etcd member on a machine of its own of %.0f cores, "+
+			"3 x %.0f cores / (replica %.2f + member %.2f CPU-ms per %s) = %.0f %ss/s (%.0f/s if the busiest member, %.2f CPU-ms per %s, bounds its machine), "+
+			"against one bbolt registry's %.0f cores / %.2f CPU-ms per %s = %.0f/s: %.2fx (%.2fx)",
+			k.kind, cores, cores, etcd.perOp(etcd.registries), etcd.perOp(etcd.members), k.kind, three, k.kind, busiest, etcd.perOp(etcd.busiest), k.kind,
+			cores, bbolt.perOp(bbolt.registries), k.kind, one, three/one, busiest/one)
+	}
+}
+
+// cpuSample is the CPU time used so far by one backend's processes.
+type cpuSample struct {
+	registries time.Duration   // the registry processes, summed
+	members    []time.Duration // each etcd member
+	callers    time.Duration   // this process, where the callers run
+}
+
+func sampleCPU(b *testing.B, regs []*testkit.Registry, members []int) cpuSample {
+	s := cpuSample{callers: testkit.ProcessCPU(b, os.Getpid())}
+	for _, r := range regs {
+		s.registries += testkit.ProcessCPU(b, r.PID())
+	}
+	for _, pid := range members {
+		s.members = append(s.members, testkit.ProcessCPU(b, pid))
+	}
+	return s
+}
+
+// since is the CPU time used between earlier and s.
+func (s cpuSample) since(earlier cpuSample) cpuSample {
+	d := cpuSample{registries: s.registries - earlier.registries, callers: s.callers - earlier.callers}
+	for i := range s.members {
+		d.members = append(d.members, s.members[i]-earlier.members[i])
+	}
+	return d
+}
+
+// cpuUse adds up the CPU time of a backend's runs of one kind of request.
+type cpuUse struct {
+	registries, members, busiest, callers time.Duration
+	ops                                   int
+}
+
+func (u *cpuUse) add(d cpuSample, ops int) {
+	u.registries += d.registries
+	u.callers += d.callers
+	var most time.Duration
+	for _, m := range d.members {
+		u.members += m
+		most = max(most, m)
+	}
+	u.busiest += most
+	u.ops += ops
+}
+
+// perOp is d in milliseconds per request.
+func (u cpuUse) perOp(d time.Duration) float64 {
+	return float64(d) / float64(time.Millisecond) / float64(u.ops)
 }
 
 // rate makes calls calls with callers callers at once, caller k through clients[k%len],

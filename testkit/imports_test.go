@@ -29,6 +29,7 @@ var rules = []rule{
 	{"cmdline", []string{"registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "fetch", "clock", "jsondoc", "labelexpr", "testkit"}, "cmdline is the shared shape of both command lines: it imports nothing of the project but proto"},
 	{"clock", []string{"proto", "registry", "agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "cli", "fsutil", "fetch", "jsondoc", "labelexpr", "testkit"}, "clock is a shared leaf of the registry and the agents: it imports nothing of the project"},
 	{"registry", []string{"agent", "boot", "cache", "bmc", "ramdisk", "hostconverge", "hardware", "fetch", "cli", "testkit"}, "the registry never imports agent-side rooms"},
+	{"registry/seal", []string{"proto", "registry", "fsutil", "clock", "jsondoc", "labelexpr", "testkit"}, "registry/seal is a leaf: the AES-256-GCM sealing registry/pki and registry/secret share imports nothing of the project"},
 	{"registry/attest", []string{"registry/store", "registry/workflow", "registry/metal", "registry/agents", "registry/api"}, "registry/attest reads signed results from proto (and jsondoc, its strict decoder) alone, so the agent endpoint and the CLI both use it"},
 	{"agent", []string{"registry", "cli", "testkit"}, "agent-side rooms never import the registry"},
 	{"boot", []string{"registry", "cli", "testkit"}, "agent-side rooms never import the registry"},

@@ -74,3 +74,65 @@ func TestRelayThroughAnotherReplica(t *testing.T) {
 		t.Errorf("observed generation %d, want %d", st.ObservedGeneration, gen)
 	}
 }
+
+// TestRelayPendingAcrossReplicaDeath: three replicas; an agent given every replica's
+// endpoint holds its session with one; another relays a slow command (as the replica
+// driving a workflow does), which the agent starts; the replica holding the session
+// dies (its endpoint closed while the command runs). The agent reconnects to one of
+// the two others, which sends the pending command on the new session; the agent
+// attaches it to the run under way (or answers it from the result it kept, when the
+// run ended while it was disconnected); the answer reaches the relaying replica, and
+// the command ran once.
+func TestRelayPendingAcrossReplicaDeath(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// finishEarly ends the run as soon as the replica is gone, before the agent is
+		// back: its answer then has no session to go on.
+		finishEarly bool
+	}{{"answered after the reconnect", false}, {"finished while disconnected", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := etcdReplicas(t, 3)
+			slow := newSlowCommand()
+			r[0].startAgent("gpu-1", func(c *session.Config) {
+				c.Addr, c.Addrs = r[0].addr, []string{r[1].addr, r[2].addr}
+				c.Handlers = map[string]session.Handler{"slow": slow.handle}
+			})
+			sessions := func(except *env) (n int) {
+				for _, e := range r {
+					if e != except && e.ep != nil {
+						n += e.ep.Sessions()
+					}
+				}
+				return n
+			}
+			waitFor(t, "a session", func() bool { return sessions(nil) == 1 })
+			var holder, driver *env
+			for _, e := range r {
+				switch {
+				case e.ep.Sessions() == 1:
+					holder = e
+				case driver == nil:
+					driver = e
+				}
+			}
+
+			answers := relayInBackground(driver.ep, "gpu-1", proto.Command{ID: "wf_1:main.0:a1:slow", Kind: "slow"})
+			<-slow.started
+			holder.stop()
+			if tc.finishEarly {
+				close(slow.release)
+			}
+			waitFor(t, "a session with another replica", func() bool { return sessions(holder) == 1 })
+			if !tc.finishEarly {
+				close(slow.release)
+			}
+			slow.wantDoneOnce(t, <-answers)
+			driver.st.View(func(tx *store.Tx) error {
+				if p, _ := tx.PendingAgentCommands("gpu-1"); len(p) != 0 {
+					t.Errorf("still pending after the answer: %+v", p)
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -119,48 +119,74 @@ func TestRelay(t *testing.T) {
 	})
 }
 
+// relayAnswer is what a Relay returned.
+type relayAnswer struct {
+	res json.RawMessage
+	err error
+}
+
+// relayInBackground relays cmd to node through ep on a goroutine of its own, giving up
+// after a minute, and returns the channel its answer comes on.
+func relayInBackground(ep *agents.Endpoint, node string, cmd proto.Command) <-chan relayAnswer {
+	answers := make(chan relayAnswer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		res, err := ep.Relay(ctx, node, cmd)
+		answers <- relayAnswer{res, err}
+	}()
+	return answers
+}
+
+// slowCommand is the handler of a command that runs until released.
+type slowCommand struct {
+	count   runs
+	started chan struct{} // a run started
+	release chan struct{} // closed: the runs answer "done"
+}
+
+func newSlowCommand() *slowCommand {
+	return &slowCommand{started: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (c *slowCommand) handle(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+	c.count.add("slow")
+	c.started <- struct{}{}
+	<-c.release
+	return raw(`"done"`), nil
+}
+
+// wantDoneOnce checks that the relay got the answer "done" and the command ran once.
+func (c *slowCommand) wantDoneOnce(t *testing.T, got relayAnswer) {
+	t.Helper()
+	if got.err != nil || string(got.res) != `"done"` {
+		t.Fatalf("the relaying registry got %s, %v; want the agent's answer", got.res, got.err)
+	}
+	if n := c.count.get("slow"); n != 1 {
+		t.Errorf("the command ran %d times, want once", n)
+	}
+}
+
 // TestRelayAcrossDroppedLink relays a slow command, cuts the link while it runs, and
 // restores it: the registry resends the command on the new session, the agent attaches
 // the resend to the run under way, and the command runs once.
 func TestRelayAcrossDroppedLink(t *testing.T) {
 	e := newEnv(t, agents.Config{})
 	proxy := newLinkProxy(t, e.addr)
-	var count runs
-	started, release := make(chan struct{}, 1), make(chan struct{})
+	slow := newSlowCommand()
 	e.startAgent("gpu-1", func(c *session.Config) {
 		c.Addr = proxy.Addr()
-		c.Handlers = map[string]session.Handler{
-			"slow": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
-				count.add("slow")
-				started <- struct{}{}
-				<-release
-				return raw(`"done"`), nil
-			},
-		}
+		c.Handlers = map[string]session.Handler{"slow": slow.handle}
 	})
 	waitFor(t, "session", func() bool { return e.ep.Sessions() == 1 })
-	type answer struct {
-		res json.RawMessage
-		err error
-	}
-	answers := make(chan answer, 1)
-	go func() {
-		res, err := e.ep.Relay(context.Background(), "gpu-1", proto.Command{ID: "slow-1", Kind: "slow"})
-		answers <- answer{res, err}
-	}()
-	<-started
+	answers := relayInBackground(e.ep, "gpu-1", proto.Command{ID: "slow-1", Kind: "slow"})
+	<-slow.started
 	proxy.cut.Store(true)
 	waitFor(t, "the registry to drop the session", func() bool { return e.ep.Sessions() == 0 })
 	proxy.cut.Store(false)
 	waitFor(t, "the agent to reconnect", func() bool { return e.ep.Sessions() == 1 })
-	close(release)
-	got := <-answers
-	if got.err != nil || string(got.res) != `"done"` {
-		t.Fatalf("got %s, %v", got.res, got.err)
-	}
-	if n := count.get("slow"); n != 1 {
-		t.Fatalf("ran %d times", n)
-	}
+	close(slow.release)
+	slow.wantDoneOnce(t, <-answers)
 }
 
 // TestRelayBeforeConnect relays to an agent that is not connected yet: the command waits

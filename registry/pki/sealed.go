@@ -1,9 +1,6 @@
 package pki
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,23 +9,26 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/better-compute/better-compute/registry/seal"
 )
 
 // Registries that share one store (replicas) share their keys sealed in it: the PKI and
 // the other rooms' secret keys travel as one bundle, encrypted (AES-256-GCM) with a
 // key-encryption key (KEK) that each replica reads from a file of its own and that the
-// store never holds. Whoever reads the store without the KEK learns none of the keys.
+// store never holds (registry/seal). Whoever reads the store without the KEK learns none
+// of the keys.
 
 // kekSize is the KEK's length: an AES-256 key.
-const kekSize = 32
+const kekSize = seal.KeySize
 
 // kekPrefix starts a KEK file's one line, which is the key in hex after it.
 const kekPrefix = "better-compute-kek-v1:"
 
 // KEK is a key-encryption key: what seals the registry's keys in the store.
 type KEK struct {
-	aead cipher.AEAD
-	id   string
+	key *seal.Key
+	id  string
 }
 
 // ID names the KEK without revealing it (a hash of it): the sealed keys record the ID of
@@ -36,16 +36,12 @@ type KEK struct {
 func (k *KEK) ID() string { return k.id }
 
 func newKEK(key []byte) (*KEK, error) {
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
+	k, err := seal.New(key)
 	if err != nil {
 		return nil, err
 	}
 	sum := sha256.Sum256(append([]byte("better-compute kek id\x00"), key...))
-	return &KEK{aead: aead, id: "kek_" + hex.EncodeToString(sum[:8])}, nil
+	return &KEK{key: k, id: "kek_" + hex.EncodeToString(sum[:8])}, nil
 }
 
 // LoadKEK reads the KEK file at path. The file must be a regular file that no one but its
@@ -76,8 +72,7 @@ func LoadKEK(path string) (*KEK, error) {
 
 // CreateKEK makes a new KEK and writes it to path (mode 0600), which must not exist.
 func CreateKEK(path string) (*KEK, error) {
-	key := make([]byte, kekSize)
-	rand.Read(key)
+	key := seal.NewKey()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
@@ -169,9 +164,7 @@ func Seal(kek *KEK, p *PKI, keys map[string][]byte) (Sealed, error) {
 	if err != nil {
 		return Sealed{}, err
 	}
-	nonce := make([]byte, kek.aead.NonceSize())
-	rand.Read(nonce)
-	return Sealed{KEK: kek.id, Ciphertext: kek.aead.Seal(nonce, nonce, plain, sealedAD(kek.id))}, nil
+	return Sealed{KEK: kek.id, Ciphertext: kek.key.Seal(plain, sealedAD(kek.id))}, nil
 }
 
 // Open opens sealed keys with kek: the PKI, its certificates issued on clk, and the
@@ -181,11 +174,10 @@ func Open(kek *KEK, s Sealed, clk Clock) (*PKI, map[string][]byte, error) {
 	if s.KEK != kek.id {
 		return nil, nil, fmt.Errorf("the store's keys are sealed with key-encryption key %s, and this one is %s: copy the key-encryption key file of a registry that runs on this store", s.KEK, kek.id)
 	}
-	n := kek.aead.NonceSize()
-	if len(s.Ciphertext) < n {
+	plain, err := kek.key.Open(s.Ciphertext, sealedAD(s.KEK))
+	if errors.Is(err, seal.ErrShort) {
 		return nil, nil, errors.New("the store's sealed keys are cut short: restore the store from a backup")
 	}
-	plain, err := kek.aead.Open(nil, s.Ciphertext[:n], s.Ciphertext[n:], sealedAD(s.KEK))
 	if err != nil {
 		return nil, nil, fmt.Errorf("the store's sealed keys do not open with key-encryption key %s (the record was changed, or the key file is not the one that sealed them): %w", kek.id, err)
 	}

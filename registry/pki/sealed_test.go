@@ -2,8 +2,10 @@ package pki
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -83,4 +85,53 @@ func FuzzLoadKEK(f *testing.F) {
 			t.Errorf("accepted %q", data)
 		}
 	})
+}
+
+// TestOpensKeysSealedBefore: registry keys sealed by an earlier build (testdata, with the
+// KEK file beside them) still open with that KEK to the same PKI (its pins) and named
+// keys: the sealed format has not changed.
+func TestOpensKeysSealedBefore(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "sealed-keys-v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Sealed Sealed
+		Pins   json.RawMessage
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	kekFile, err := os.ReadFile(filepath.Join("testdata", "kek-v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "kek")
+	if err := os.WriteFile(path, kekFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kek, err := LoadKEK(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kek.ID() != golden.Sealed.KEK {
+		t.Fatalf("the KEK's ID is %s, the sealed keys name %s", kek.ID(), golden.Sealed.KEK)
+	}
+	p, named, err := Open(kek, golden.Sealed, clock.Real{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins, err := json.Marshal(p.Pins())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want, got any
+	json.Unmarshal(golden.Pins, &want)
+	json.Unmarshal(pins, &got)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("opened pins %s, sealed %s", pins, golden.Pins)
+	}
+	if string(named["secrets"]) != "0123456789abcdef0123456789abcdef" {
+		t.Errorf("the named key opened as %q", named["secrets"])
+	}
 }

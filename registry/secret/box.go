@@ -1,8 +1,6 @@
 package secret
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/seal"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -20,11 +19,11 @@ import (
 const KeyFile = "secrets.key"
 
 // keySize is an AES-256 key.
-const keySize = 32
+const keySize = seal.KeySize
 
-// Box seals and opens secrets under the registry's secret key.
+// Box seals and opens secrets under the registry's secret key (registry/seal).
 type Box struct {
-	aead cipher.AEAD
+	key *seal.Key
 }
 
 // LoadOrCreate loads the key from dir/secrets.key, making it on first use.
@@ -57,26 +56,15 @@ func LoadOrCreateKey(dir string) ([]byte, error) {
 }
 
 // NewKey makes a new random key for New.
-func NewKey() []byte {
-	key := make([]byte, keySize)
-	rand.Read(key)
-	return key
-}
+func NewKey() []byte { return seal.NewKey() }
 
 // New makes a box over a 32-byte key.
 func New(key []byte) (*Box, error) {
-	if len(key) != keySize {
-		return nil, fmt.Errorf("secret key: %d bytes, want %d", len(key), keySize)
-	}
-	block, err := aes.NewCipher(key)
+	k, err := seal.New(key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("secret key: %w", err)
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &Box{aead: aead}, nil
+	return &Box{key: k}, nil
 }
 
 // additionalData binds a ciphertext to where it is stored: its ref, purpose and node,
@@ -91,18 +79,15 @@ func additionalData(s store.Secret) []byte {
 
 // seal sets s.Sealed to plaintext sealed for s.
 func (b *Box) seal(s *store.Secret, plaintext []byte) {
-	nonce := make([]byte, b.aead.NonceSize())
-	rand.Read(nonce)
-	s.Sealed = b.aead.Seal(nonce, nonce, plaintext, additionalData(*s))
+	s.Sealed = b.key.Seal(plaintext, additionalData(*s))
 }
 
 // open returns the plaintext of s, INTERNAL when it does not open for s.
 func (b *Box) open(s store.Secret) ([]byte, error) {
-	n := b.aead.NonceSize()
-	if len(s.Sealed) < n {
+	plain, err := b.key.Open(s.Sealed, additionalData(s))
+	if errors.Is(err, seal.ErrShort) {
 		return nil, fmt.Errorf("secret %s: ciphertext too short", s.Ref)
 	}
-	plain, err := b.aead.Open(nil, s.Sealed[:n], s.Sealed[n:], additionalData(s))
 	if err != nil {
 		return nil, fmt.Errorf("secret %s does not open with this registry's key: %w", s.Ref, err)
 	}

@@ -2,6 +2,8 @@ package secret
 
 import (
 	"bytes"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -100,5 +102,48 @@ func TestCiphertextBoundToRefAndNode(t *testing.T) {
 	}
 	if _, err := New(key[:16]); err == nil {
 		t.Error("a 16-byte key was taken")
+	}
+}
+
+// TestOpensSecretsSealedBefore: secrets sealed by an earlier build (testdata, a node's
+// and a tenant's, under a fixed key) still open to the same plaintext, and not for
+// another record: the sealed format (nonce, then ciphertext; the additional data) has
+// not changed.
+func TestOpensSecretsSealedBefore(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "sealed-v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Key     string
+		Secrets []struct {
+			Secret    store.Secret
+			Plaintext string
+		}
+	}
+	if err := json.Unmarshal(raw, &golden); err != nil {
+		t.Fatal(err)
+	}
+	key, err := hex.DecodeString(golden.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, err := New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(golden.Secrets) != 2 {
+		t.Fatalf("testdata holds %d secrets, want a node's and a tenant's", len(golden.Secrets))
+	}
+	for _, g := range golden.Secrets {
+		got, err := box.open(g.Secret)
+		if err != nil || string(got) != g.Plaintext {
+			t.Errorf("%s: opened %q, %v; want %q", g.Secret.Ref, got, err, g.Plaintext)
+		}
+		moved := g.Secret
+		moved.Ref += "x"
+		if _, err := box.open(moved); err == nil {
+			t.Errorf("%s opened under another ref", g.Secret.Ref)
+		}
 	}
 }

@@ -2,17 +2,17 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
-// TestBackendsAgree runs one random sequence of transactions on a bbolt and an etcd
-// backend at once: puts, deletes (of keys there or not), reads, and cursor walks in both
-// directions from random places, inside transactions that also wrote (so the etcd
-// cursor lays its buffered writes over what is stored) and some that fail (so nothing of
-// them stays). Every answer must be the same on both.
-func TestBackendsAgree(t *testing.T) {
+// openBackends opens an empty store of each backend, closed when the test ends, and
+// returns their backends.
+func openBackends(t *testing.T) []backend {
+	t.Helper()
 	var kvs []backend
 	for _, b := range testBackends {
 		s, err := b.open(t, Options{})
@@ -22,6 +22,16 @@ func TestBackendsAgree(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		kvs = append(kvs, s.kv)
 	}
+	return kvs
+}
+
+// TestBackendsAgree runs one random sequence of transactions on a bbolt and an etcd
+// backend at once: puts, deletes (of keys there or not), reads, and cursor walks in both
+// directions from random places, inside transactions that also wrote (so the etcd
+// cursor lays its buffered writes over what is stored) and some that fail (so nothing of
+// them stays). Every answer must be the same on both.
+func TestBackendsAgree(t *testing.T) {
+	kvs := openBackends(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	key := func() []byte {
 		// Few distinct keys, some sharing prefixes, some with NUL and 0xff bytes.
@@ -92,5 +102,65 @@ func TestBackendsAgree(t *testing.T) {
 	}
 	if names[0] != names[1] {
 		t.Fatalf("buckets: bbolt %s, etcd %s", names[0], names[1])
+	}
+}
+
+// TestBackendsAgreeAcrossPages walks a bucket of 700 keys, more than the etcd cursor
+// reads at once (a first page, then larger ones), in a View and in a transaction that
+// deleted and added keys on the way, from the start and from places around the page
+// bounds: every walk answers the same on both backends.
+func TestBackendsAgreeAcrossPages(t *testing.T) {
+	kvs := openBackends(t)
+	const n, bucket = 700, "paged"
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%04d", i) }
+	walks := func(tx kvTx) string {
+		var out bytes.Buffer
+		for _, from := range []int{-1, 0, etcdFirstPage - 1, etcdFirstPage, etcdFirstPage + 1, etcdFirstPage + etcdPage, 500, n - 1} {
+			c := tx.cursor(bucket)
+			k, v := c.First()
+			if from >= 0 {
+				k, v = c.Seek(key(from))
+				prev, _ := c.Prev()
+				fmt.Fprintf(&out, "before %d: %q\n", from, prev)
+				k, v = c.Seek(key(from))
+			}
+			fmt.Fprintf(&out, "from %d:", from)
+			for ; k != nil; k, v = c.Next() {
+				fmt.Fprintf(&out, " %s=%s", k, v)
+			}
+			fmt.Fprintln(&out)
+		}
+		return out.String()
+	}
+	var logs []string
+	for _, kv := range kvs {
+		if err := kv.update(func(tx kvTx) error {
+			for i := range n {
+				if err := tx.put(bucket, key(i), fmt.Appendf(nil, "v%d", i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var log string
+		kv.view(func(tx kvTx) error { log = walks(tx); return nil })
+		kv.update(func(tx kvTx) error {
+			for i := 0; i < n; i += 7 {
+				tx.del(bucket, key(i))
+			}
+			tx.put(bucket, []byte("k0031x"), []byte("new"))
+			tx.put(bucket, []byte("k0300x"), []byte("new"))
+			log += walks(tx)
+			return errors.New("keep nothing")
+		})
+		logs = append(logs, log)
+	}
+	if logs[0] != logs[1] {
+		t.Fatalf("bbolt answered\n%s\netcd answered\n%s", logs[0], logs[1])
+	}
+	if !strings.Contains(logs[0], "k0699=v699") || !strings.Contains(logs[0], "k0300x=new") {
+		t.Fatalf("the walks missed keys:\n%.2000s", logs[0])
 	}
 }

@@ -43,8 +43,11 @@ const (
 	// (--max-request-bytes, 1.5 MiB by default) is what refuses a transaction, so a
 	// cluster that raises it takes larger ones.
 	etcdMaxSend = 64 << 20
-	// etcdPage is how many keys a cursor reads at once.
-	etcdPage = 256
+	// etcdFirstPage is how many keys a cursor reads first: most walks stop early (a page
+	// of 20 and the one after it, a node's few records under a prefix); etcdPage is how
+	// many it reads at once after that.
+	etcdFirstPage = 32
+	etcdPage      = 256
 	// etcdMaxAttempts bounds how often a transaction runs again after conflicts.
 	etcdMaxAttempts = 50
 )
@@ -92,6 +95,9 @@ type etcdBackend struct {
 	ctx      context.Context
 	stop     context.CancelFunc
 	watching sync.WaitGroup
+	// pending is the batch collecting calls of Batch (etcdbatch.go).
+	batchMu sync.Mutex
+	pending *etcdBatch
 }
 
 func openEtcd(cfg EtcdConfig) (*etcdBackend, error) {
@@ -155,8 +161,6 @@ func (b *etcdBackend) view(fn func(kvTx) error) error {
 	}
 	return err
 }
-
-func (b *etcdBackend) batch(fn func(kvTx) error) error { return b.update(fn) }
 
 func (b *etcdBackend) update(fn func(kvTx) error) error {
 	for attempt := 1; ; attempt++ {
@@ -307,9 +311,10 @@ func (t *etcdTx) markWrote(bucket string) {
 func (t *etcdTx) onCommit(fn func()) { t.hooks = append(t.hooks, fn) }
 
 // scan records that bucket was walked: the commit then requires that nothing in it
-// changed, since any write to it bumps its generation key.
+// changed, since any write to it bumps its generation key. A View commits nothing, so
+// it need not read the generation.
 func (t *etcdTx) scan(bucket string) {
-	if t.scanned[bucket] {
+	if t.readOnly || t.scanned[bucket] {
 		return
 	}
 	t.scanned[bucket] = true
@@ -556,7 +561,11 @@ func (c *etcdCursor) stored(from string, forward bool) (storedKV, bool) {
 		from = c.start
 	}
 	if c.page == nil || from < c.pageFrom || c.pageTo != "" && from >= c.pageTo {
-		resp := c.t.rangeAt(from, c.end, clientv3.WithLimit(etcdPage))
+		limit := int64(etcdPage)
+		if c.page == nil {
+			limit = etcdFirstPage
+		}
+		resp := c.t.rangeAt(from, c.end, clientv3.WithLimit(limit))
 		if resp == nil {
 			return storedKV{}, false
 		}

@@ -12,11 +12,23 @@ import (
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
 
-// replicas opens n stores on one etcd prefix, each with its own client, as n registry
-// replicas would.
+// replicas opens n stores on one etcd prefix of the shared cluster, as openReplicas,
+// and checks the store's consistency at the end.
 func replicas(t *testing.T, n int) []*Store {
 	t.Helper()
-	cfg := EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}
+	out := openReplicas(t, EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, n)
+	t.Cleanup(func() {
+		if err := out[0].Check(); err != nil {
+			t.Errorf("the store is not consistent: %v", err)
+		}
+	})
+	return out
+}
+
+// openReplicas opens n stores on cfg, each with its own client, as n registry replicas
+// would; they close when the test ends.
+func openReplicas(t *testing.T, cfg EtcdConfig, n int) []*Store {
+	t.Helper()
 	var out []*Store
 	for range n {
 		s, err := OpenEtcd(cfg, Options{})
@@ -26,11 +38,6 @@ func replicas(t *testing.T, n int) []*Store {
 		t.Cleanup(func() { s.Close() })
 		out = append(out, s)
 	}
-	t.Cleanup(func() {
-		if err := out[0].Check(); err != nil {
-			t.Errorf("the store is not consistent: %v", err)
-		}
-	})
 	return out
 }
 
@@ -117,6 +124,47 @@ func TestEtcdScannedRangeConflicts(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestEtcdRevocationRefusedByEveryReplica: a credential revoked through one replica is
+// refused by the others from the moment the revocation is acknowledged, as it would be
+// by the replica that revoked it: a View on etcd is a linearizable read, never a
+// member's possibly older copy. Each round makes a credential through one replica,
+// checks that the two others accept it, revokes it through the first and at once
+// authenticates it through the two others.
+func TestEtcdRevocationRefusedByEveryReplica(t *testing.T) {
+	stores := replicas(t, 3)
+	if err := stores[0].Update(func(tx *Tx) error { _, err := tx.CreateTenant("acme"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	authenticate := func(s *Store, bearer string) error {
+		return s.View(func(tx *Tx) error { _, err := tx.Authenticate(bearer); return err })
+	}
+	for round := range 100 {
+		writer := stores[round%len(stores)]
+		var cred Credential
+		var bearer string
+		if err := writer.Update(func(tx *Tx) (err error) {
+			cred, bearer, err = tx.CreateCredential("acme", []string{"nodes.read"}, time.Time{})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range stores {
+			if err := authenticate(s, bearer); s != writer && err != nil {
+				t.Fatalf("round %d: replica %d refuses a credential made before it asked: %v", round, i, err)
+			}
+		}
+		if err := writer.Update(func(tx *Tx) error { _, err := tx.RevokeCredential(cred.ID); return err }); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range stores {
+			err := authenticate(s, bearer)
+			if proto.CodeOf(err) != proto.Unauthenticated || !strings.Contains(err.Error(), "revoked") {
+				t.Fatalf("round %d: replica %d after the revocation was acknowledged: %v, want UNAUTHENTICATED (revoked)", round, i, err)
+			}
+		}
+	}
 }
 
 // TestEtcdRemoteCommitFiresHooks checks that a replica's OnWrite and OnNodeSpec hooks learn
@@ -220,16 +268,7 @@ func TestEtcdLargeTransactions(t *testing.T) {
 // still learn of it (its watch moves to a member that is up).
 func TestEtcdMemberKilled(t *testing.T) {
 	cluster := etcdtest.Start(t)
-	cfg := EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "killed"}
-	var stores []*Store
-	for range 2 {
-		s, err := OpenEtcd(cfg, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		stores = append(stores, s)
-	}
+	stores := openReplicas(t, EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "killed"}, 2)
 	wrote := make(chan struct{}, 100)
 	defer stores[0].OnWrite(func() { wrote <- struct{}{} }, BucketSites)()
 	for victim := range etcdtest.Members {

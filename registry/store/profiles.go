@@ -309,12 +309,13 @@ func (t *Tx) ListProfiles(tenant string, shipped []ProfileRecord, p Page) ([]Pro
 // remain.
 func (t *Tx) walk(bucket string, prefix, after []byte, full func() bool, fn func(k, v []byte) error) ([]byte, bool, error) {
 	c := t.kv.cursor(bucket)
-	k, v := c.Seek(prefix)
+	from := prefix
 	if after != nil {
-		k, v = c.Seek(after)
-		if bytes.Equal(k, after) {
-			k, v = c.Next()
-		}
+		from = after
+	}
+	k, v := c.Seek(from)
+	if after != nil && bytes.Equal(k, after) {
+		k, v = c.Next()
 	}
 	var last []byte
 	for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {

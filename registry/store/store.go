@@ -73,12 +73,15 @@ func (s *Store) Update(fn func(*Tx) error) error {
 // Batch is Update for many concurrent small writers: calls from several goroutines are
 // coalesced into one transaction and one fsync. fn may run more than once (when another
 // call of the batch fails), so it must do the same thing each time; it returns only after
-// its writes are committed. On etcd, Batch is Update (each call its own transaction).
+// its writes are committed. On etcd too: a call that conflicts with another replica's
+// write then runs alone, as Update.
 func (s *Store) Batch(fn func(*Tx) error) error {
 	return s.kv.batch(func(kv kvTx) error { return fn(s.tx(kv)) })
 }
 
-// View runs fn in a read-only transaction.
+// View runs fn in a read-only transaction. On etcd its first read is linearizable: it
+// sees every commit any replica acknowledged before it began (docs/store.md, "What a
+// View sees").
 func (s *Store) View(fn func(*Tx) error) error {
 	return s.kv.view(func(kv kvTx) error { return fn(s.tx(kv)) })
 }

@@ -214,6 +214,17 @@ func (c *Cluster) ping(ep string) error {
 	return err
 }
 
+// PIDs are the process ids of the members running (a killed member's is left out).
+func (c *Cluster) PIDs() []int {
+	var pids []int
+	for _, p := range c.procs {
+		if p != nil {
+			pids = append(pids, p.Process.Pid)
+		}
+	}
+	return pids
+}
+
 // Kill kills member i with SIGKILL.
 func (c *Cluster) Kill(i int) {
 	if p := c.procs[i]; p != nil {

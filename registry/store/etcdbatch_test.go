@@ -1,0 +1,81 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
+)
+
+// TestEtcdBatchCoalesces checks Batch on etcd: two replicas' concurrent calls, each
+// adding one to a shared counter and writing a key of its own, every fifth failing after
+// its writes. A failing call returns its own error and none of its writes is kept; every
+// other call returns nil, and its writes committed exactly once (the counter is the
+// number of calls that succeeded: a call committed twice or lost would show), though the
+// two replicas' batches conflict on the counter; and the calls went in fewer
+// transactions than there were calls.
+func TestEtcdBatchCoalesces(t *testing.T) {
+	stores := openReplicas(t, EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, 2)
+	const calls, bucket = 200, "batchtest"
+	errFail := errors.New("this call fails")
+	commits := map[kvTx]bool{} // the transactions that committed
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, calls)
+	for i := range calls {
+		wg.Go(func() {
+			errs[i] = stores[i%2].Batch(func(tx *Tx) error {
+				n, _ := strconv.Atoi(string(tx.kv.get(bucket, []byte("count"))))
+				if err := tx.kv.put(bucket, []byte("count"), []byte(strconv.Itoa(n+1))); err != nil {
+					return err
+				}
+				if err := tx.kv.put(bucket, fmt.Appendf(nil, "call-%03d", i), []byte("x")); err != nil {
+					return err
+				}
+				if i%5 == 0 {
+					return errFail
+				}
+				kv := tx.kv
+				kv.onCommit(func() {
+					mu.Lock()
+					defer mu.Unlock()
+					commits[kv] = true
+				})
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	succeeded := 0
+	for i, err := range errs {
+		switch {
+		case i%5 == 0 && !errors.Is(err, errFail):
+			t.Errorf("call %d returned %v, want its own error", i, err)
+		case i%5 != 0 && err != nil:
+			t.Errorf("call %d returned %v, want nil (another call of its batch failed)", i, err)
+		case err == nil:
+			succeeded++
+		}
+	}
+	if err := stores[0].View(func(tx *Tx) error {
+		if got := string(tx.kv.get(bucket, []byte("count"))); got != strconv.Itoa(succeeded) {
+			t.Errorf("counter = %s, want %d: a call's writes committed more or less than once", got, succeeded)
+		}
+		for i := range calls {
+			got := tx.kv.get(bucket, fmt.Appendf(nil, "call-%03d", i)) != nil
+			if got != (i%5 != 0) {
+				t.Errorf("call %d (failing: %v): its key stored: %v", i, i%5 == 0, got)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d calls in %d commits", succeeded, len(commits))
+	if len(commits) >= succeeded {
+		t.Errorf("%d calls went in %d commits: not coalesced", succeeded, len(commits))
+	}
+}

@@ -1,0 +1,43 @@
+package testkit
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clockTicks is the unit of the CPU times in /proc/PID/stat (USER_HZ, 100 on Linux).
+const clockTicks = 100
+
+// ProcessCPU is the CPU time (user and system) process pid has used since it started,
+// from /proc/PID/stat: os.Getpid() for the test process itself, a child's pid for a
+// process it started (Registry.PID, an etcd member's). Its resolution is 10 ms.
+func ProcessCPU(t testing.TB, pid int) time.Duration {
+	t.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("read the CPU time of process %d: %v", pid, err)
+	}
+	// Fields after the command's closing parenthesis (which the command may contain):
+	// state is the 3rd field of the line, utime the 14th and stime the 15th.
+	i := strings.LastIndexByte(string(stat), ')')
+	fields := strings.Fields(string(stat[i+1:]))
+	if i < 0 || len(fields) < 13 {
+		t.Fatalf("/proc/%d/stat: %q is not what Linux writes", pid, stat)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			t.Fatalf("/proc/%d/stat: CPU time %q: %v", pid, f, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks
+}
+
+// PID is the registry's process id.
+func (r *Registry) PID() int { return r.cmd.Process.Pid }
