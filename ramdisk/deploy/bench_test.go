@@ -224,8 +224,8 @@ func medianRun(rs []run) run {
 //
 // Each target gets BC_BENCH_PAIRS rounds (5 by default) of deploy.image, the peer, the
 // decode limit and the decoder alone, their order reversed every other round; the figures are the medians of the ratios
-// within rounds, with their minimum and maximum. What the two sides wrote must be
-// byte-identical.
+// within rounds, with their minimum and maximum, of wall times and of CPU times. What
+// the two sides wrote must be byte-identical.
 func BenchmarkDeployImage(b *testing.B) {
 	for _, tool := range []string{"bash", "curl", "openssl", "tee", "zstd", "mkfs.ext4", "sync"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -312,9 +312,12 @@ func BenchmarkDeployImage(b *testing.B) {
 				b.Fatalf("%s: deploy.image wrote %s, the peer %s; the image is %s", t.name, got, gotPeer, imgDigest)
 			}
 			vsPeer, vsLimit := make([]float64, pairs), make([]float64, pairs)
+			cpuPeer, cpuLimit := make([]float64, pairs), make([]float64, pairs)
 			for i := range pairs {
 				vsPeer[i] = peer[i].wall.Seconds() / ours[i].wall.Seconds()
 				vsLimit[i] = ours[i].wall.Seconds() / limit[i].wall.Seconds()
+				cpuPeer[i] = peer[i].cpu.Seconds() / ours[i].cpu.Seconds()
+				cpuLimit[i] = ours[i].cpu.Seconds() / limit[i].cpu.Seconds()
 			}
 			o, p, l, g := medianRun(ours), medianRun(peer), medianRun(limit), medianRun(goDecode)
 			pm, plo, phi := spread(vsPeer)
@@ -323,6 +326,10 @@ func BenchmarkDeployImage(b *testing.B) {
 				t.name, o.wall.Seconds(), o.cpu.Seconds(), p.wall.Seconds(), p.cpu.Seconds(), l.wall.Seconds(), l.cpu.Seconds(), pairs)
 			b.Logf("%s: peer/deploy.image %.2f (min %.2f, max %.2f; above 1: deploy.image faster); deploy.image/decode limit %.2f (min %.2f, max %.2f)",
 				t.name, pm, plo, phi, lm, llo, lhi)
+			cm, clo, chi := spread(cpuPeer)
+			km, klo, khi := spread(cpuLimit)
+			b.Logf("%s: CPU time: peer/deploy.image %.2f (min %.2f, max %.2f); deploy.image/decode limit %.2f (min %.2f, max %.2f)",
+				t.name, cm, clo, chi, km, klo, khi)
 			b.Logf("%s: the decoder deploy.image uses, alone (from memory to io.Discard): %.2fs (%.2fs CPU), %.2fx the CPU of zstd -d",
 				t.name, g.wall.Seconds(), g.cpu.Seconds(), g.cpu.Seconds()/l.cpu.Seconds())
 			b.Logf("%s: wrote %d MiB, skipped %d MiB of zeros; output byte-identical to the peer's", t.name, res.Written>>20, res.Skipped>>20)

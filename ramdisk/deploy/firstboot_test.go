@@ -9,6 +9,7 @@ import (
 
 	"github.com/better-compute/better-compute/fetch/fetchtest"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/ramdisk/disk"
 	"github.com/better-compute/better-compute/ramdisk/firstboot"
 	"github.com/better-compute/better-compute/ramdisk/gpt"
 	"github.com/better-compute/better-compute/ramdisk/gpt/gpttest"
@@ -118,6 +119,42 @@ func TestImageOntoOS(t *testing.T) {
 				if got := seeded(t, target); got != tc.wantSeeded {
 					t.Fatalf("user data on the disk: %q", got)
 				}
+			}
+		})
+	}
+}
+
+// TestImageOntoABlockDevice deploys onto loop devices, where the writes' aligned parts
+// bypass the page cache: an image whose zero runs cross the writer's blocks and whose
+// length is no multiple of a sector is on the disk byte for byte, followed by zeros,
+// whether the zeros were skipped or written.
+func TestImageOntoABlockDevice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a block device target needs root")
+	}
+	raw := diskImage(3*disk.BlockSize+5*4096+777, 3)
+	clear(raw[disk.BlockSize-200<<10 : disk.BlockSize+300<<10])
+	copy(raw[2*disk.BlockSize-5:], "data across a block boundary")
+	raw[len(raw)-1] = 0xff
+	art := compress(t, raw, proto.CompressionZstd)
+	for name, solid := range map[string]bool{"zeros skipped": true, "zeros written": false} {
+		t.Run(name, func(t *testing.T) {
+			s := fetchtest.New(t)
+			target := loopTarget(t, 32<<20, solid)
+			res, err := Image(context.Background(), Input{SourceURL: s.Put("/img", art), Digest: digest(art), Format: proto.FormatRaw,
+				Compression: proto.CompressionZstd, Target: target}, fast)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ZeroesKnown != solid || (res.Skipped > 0) != solid || res.Written+res.Skipped != int64(len(raw)) {
+				t.Errorf("zeros known %v, written %d, skipped %d of %d", res.ZeroesKnown, res.Written, res.Skipped, len(raw))
+			}
+			got, err := os.ReadFile(target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got[:len(raw)], raw) || !bytes.Equal(got[len(raw):], make([]byte, len(got)-len(raw))) {
+				t.Fatal("the disk does not hold the image followed by zeros")
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 // Package disk is the ramdisk's side of the disk it writes: a target (a block device, or
 // a plain file in tests), whether it is known to read back zeros, a buffered writer that
-// skips zero blocks where it may, and the wipe that leaves a failed disk unbootable.
+// skips zero blocks where it may and writes a block device's aligned blocks around the
+// page cache (O_DIRECT), and the wipe that leaves a failed disk unbootable.
 package disk
 
 import (
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,6 +24,15 @@ const MiB = 1 << 20
 type Target struct {
 	f     *os.File
 	block bool
+	// direct is a block device opened again with O_DIRECT, for the writes whose
+	// offset, length and memory are aligned to align: they bypass the page cache and
+	// its writeback, which would copy every byte once more and queue them all behind
+	// the final sync. nil for a file (tmpfs refuses O_DIRECT or ignores it) and for a
+	// device that refuses it; then every write goes through f.
+	direct *os.File
+	align  int
+	// directBytes counts the bytes written through direct.
+	directBytes int64
 	// size is a block device's capacity; files grow as they are written.
 	size int64
 	// sys is the sysfs directory of a block device's queue settings.
@@ -56,11 +67,26 @@ func Open(path string) (*Target, error) {
 			return nil, err
 		}
 		t.sys = queueDir("/sys", unix.Major(s.Rdev), unix.Minor(s.Rdev))
+		t.openDirect(path)
 	default:
 		f.Close()
 		return nil, fmt.Errorf("%s is neither a block device nor a regular file", path)
 	}
 	return t, nil
+}
+
+// openDirect opens the block device at path a second time with O_DIRECT, aligned to
+// its logical sector and at least to a page (the writer's zero granule, and more than
+// any device's memory alignment). A device that refuses is written through the page
+// cache.
+func (t *Target) openDirect(path string) {
+	sector, err := t.SectorSize()
+	if err != nil || sector <= 0 || sector&(sector-1) != 0 {
+		return
+	}
+	if f, err := os.OpenFile(path, os.O_WRONLY|unix.O_DIRECT, 0); err == nil {
+		t.direct, t.align = f, max(int(sector), granule)
+	}
 }
 
 // Capacity is a block device's size in bytes, or -1 for a file, which grows.
@@ -75,7 +101,12 @@ func (t *Target) Capacity() int64 {
 func (t *Target) File() *os.File { return t.f }
 
 // Close closes the target.
-func (t *Target) Close() error { return t.f.Close() }
+func (t *Target) Close() error {
+	if t.direct != nil {
+		t.direct.Close()
+	}
+	return t.f.Close()
+}
 
 // SectorSize is the logical sector size partition tables are laid out in: the
 // device's own, or 512 for a file.
@@ -174,13 +205,60 @@ func readInt(path string) int64 {
 	return v
 }
 
-// WriteAt writes p at off, refusing to write past a block device's end.
+// WriteAt writes p at off, refusing to write past a block device's end. On a device
+// opened for direct writes the aligned middle of p goes around the page cache and its
+// unaligned ends through it. Calls must not overlap.
 func (t *Target) WriteAt(p []byte, off int64) error {
 	if t.block && off+int64(len(p)) > t.size {
 		return fmt.Errorf("the image is larger than the disk (%d bytes)", t.size)
 	}
+	head, mid := t.directSpan(p, off)
+	if mid > 0 {
+		if err := t.writeBuffered(p[:head], off); err != nil {
+			return err
+		}
+		_, err := t.direct.WriteAt(p[head:head+mid], off+int64(head))
+		switch {
+		case err == nil:
+			t.directBytes += int64(mid)
+			p, off = p[head+mid:], off+int64(head+mid)
+		case errors.Is(err, unix.EINVAL):
+			// The device wants another alignment than it said: the page cache takes
+			// this write and all that follow.
+			t.direct.Close()
+			t.direct = nil
+			p, off = p[head:], off+int64(head)
+		default:
+			return err
+		}
+	}
+	return t.writeBuffered(p, off)
+}
+
+func (t *Target) writeBuffered(p []byte, off int64) error {
+	if len(p) == 0 {
+		return nil
+	}
 	_, err := t.f.WriteAt(p, off)
 	return err
+}
+
+// directSpan is where p, to be written at off, may be written directly: from p[head]
+// for mid bytes, a multiple of the alignment whose offset and memory are aligned too;
+// mid is 0 when nothing may.
+func (t *Target) directSpan(p []byte, off int64) (head, mid int) {
+	if t.direct == nil {
+		return 0, 0
+	}
+	a := int64(t.align)
+	head = int((a - off%a) % a)
+	if head >= len(p) || uintptr(unsafe.Pointer(&p[head]))%uintptr(a) != 0 {
+		return 0, 0
+	}
+	if mid = (len(p) - head) / t.align * t.align; mid == 0 {
+		return 0, 0
+	}
+	return head, mid
 }
 
 // Finish makes the target hold exactly an image of length bytes (a file is cut or

@@ -3,6 +3,7 @@ package disk
 import (
 	"bytes"
 	"sync"
+	"unsafe"
 )
 
 // Sink is where a Writer's blocks land: a Target, or a recorder in tests.
@@ -67,10 +68,18 @@ func NewWriter(sink Sink, zeroesKnown bool, onFlush func(Counts)) *Writer {
 	w := &Writer{sink: sink, zeroesKnown: zeroesKnown, onFlush: onFlush,
 		free: make(chan *block, blocks), full: make(chan *block, blocks), done: make(chan struct{})}
 	for range blocks {
-		w.free <- &block{buf: make([]byte, 0, BlockSize)}
+		w.free <- &block{buf: pageAligned(BlockSize)}
 	}
 	go w.run()
 	return w
+}
+
+// pageAligned is an empty slice of capacity n whose memory starts at a page boundary,
+// so that a block written at an aligned offset may go to the disk directly.
+func pageAligned(n int) []byte {
+	b := make([]byte, n+granule)
+	skip := (granule - int(uintptr(unsafe.Pointer(&b[0]))%granule)) % granule
+	return b[skip : skip : skip+n]
 }
 
 func (w *Writer) run() {
