@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,7 +122,7 @@ func freeUDP(t testing.TB) string {
 // stdin:
 //
 //	specs N ROUND   set the NodeSpecs of nodes 0..N-1 (label round=ROUND), 100 a
-//	                transaction; answers "ok GENERATION"
+//	                transaction, 8 transactions at a time; answers "ok GENERATION"
 //	generation      the generation of node 0's spec
 //	converged N     how many of nodes 0..N-1 observed their spec's generation
 //	state G         "SESSIONS ACKED ACCEPTED RESUMED REFUSED ABANDONED": the sessions
@@ -165,23 +166,36 @@ func runRegistryChild() int {
 		}
 		switch f[0] {
 		case "specs":
-			var gen int64
+			var (
+				gen    atomic.Int64
+				failed atomic.Pointer[error]
+				wg     sync.WaitGroup
+			)
+			writers := make(chan struct{}, specsWriters)
 			for first := 0; first < n; first += specsPerTransaction {
-				err := st.Update(func(tx *store.Tx) error {
-					for i := first; i < min(first+specsPerTransaction, n); i++ {
-						spec, err := tx.SetNodeSpec(proto.NodeSpec{Node: nodeName(i), Role: proto.RoleNode, Labels: map[string]string{"round": f[2]}})
-						if err != nil {
-							return err
+				writers <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-writers }()
+					err := st.Update(func(tx *store.Tx) error {
+						for i := first; i < min(first+specsPerTransaction, n); i++ {
+							spec, err := tx.SetNodeSpec(proto.NodeSpec{Node: nodeName(i), Role: proto.RoleNode, Labels: map[string]string{"round": f[2]}})
+							if err != nil {
+								return err
+							}
+							gen.Store(spec.Generation)
 						}
-						gen = spec.Generation
+						return nil
+					})
+					if err != nil {
+						failed.Store(&err)
 					}
-					return nil
 				})
-				if err != nil {
-					return err.Error()
-				}
 			}
-			return fmt.Sprintf("ok %d", gen)
+			wg.Wait()
+			if err := failed.Load(); err != nil {
+				return (*err).Error()
+			}
+			return fmt.Sprintf("ok %d", gen.Load())
 		case "generation":
 			var spec proto.NodeSpec
 			st.View(func(tx *store.Tx) (err error) { spec, err = tx.NodeSpec(nodeName(0)); return err })
@@ -211,8 +225,14 @@ func runRegistryChild() int {
 // specsPerTransaction is how many NodeSpecs the registry child writes a transaction, as
 // BenchmarkNodeSpecFanOut does: one etcd transaction holds a few thousand writes at most
 // (etcd's --max-txn-ops; the store's nestOps). TestKillRegistryMidPush's 50 nodes are
-// one transaction, so a kill leaves them all at one generation.
-const specsPerTransaction = 100
+// one transaction, so a kill leaves them all at one generation. specsWriters
+// transactions run at a time, as the API's callers would make them: on etcd each reads
+// its keys one by one, a round trip each, and one at a time 10,000 specs took tens of
+// seconds on the loaded development machine.
+const (
+	specsPerTransaction = 100
+	specsWriters        = 8
+)
 
 // ackedNodes are the nodes whose acknowledgement of each generation an endpoint recorded
 // (its OnObserved hook): each node once, however often it said so.

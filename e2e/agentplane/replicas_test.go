@@ -25,8 +25,8 @@ import (
 //   - connect: from starting the agent processes until every agent has said hello and
 //     acknowledged generation 1;
 //   - push: a NodeSpec change of every node written through replica 1 (100 a
-//     transaction; the other replicas learn of it through the store's watch), until
-//     every agent has acknowledged it;
+//     transaction, eight transactions at a time; the other replicas learn of it through
+//     the store's watch), until every agent has acknowledged it;
 //   - kill: replica 1 killed with SIGKILL, which tells its agents nothing, until every
 //     agent it held is back on replica 2 or 3. An agent notices when its session falls
 //     silent: after its idle timeout, four keep-alive periods (BC_REPLICA_KEEPALIVE,
