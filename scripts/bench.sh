@@ -19,7 +19,7 @@ if ((${#missing[@]})); then
 fi
 # BenchmarkAPI (cli) starts a three-member etcd cluster (Debian's etcd-server) and three replicas on it beside a registry on bbolt;
 # its PROJECTION lines (three machines, from the CPU measured) are kept.
-go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkVMWipe|BenchmarkDeployImage)$' -benchtime=1x ./... | grep -E '^(Benchmark|ok|FAIL|---)|: PROJECTION ' || true
+go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkReplicaSessions|BenchmarkVMWipe|BenchmarkDeployImage)$' -benchtime=1x ./... | grep -E '^(Benchmark|ok|FAIL|---)|: PROJECTION ' || true
 # deploy.image of an ext4 image built from /usr files, beside curl | tee >(openssl dgst) |
 # zstd -d --sparse and zstd -d to /dev/null, five alternating rounds on tmpfs and (root) a
 # loop device over a file on disk; prints the medians of the ratios with min and max.
@@ -34,3 +34,10 @@ go test -run='^$' -bench='^BenchmarkVMWipe$' -benchtime=1x -timeout=45m ./e2e/vm
 # processes against one registry endpoint, AGENTS_RUNS times (5); prints each run's
 # figures and their spread (a few minutes a run).
 ./scripts/bench-agents.sh
+# Three registry replicas (processes) on one three-member etcd cluster under
+# BC_REPLICA_AGENTS agent sessions (10,000 by default, in agent processes of 5,000): the
+# connect, a NodeSpec change of every node through replica 1 until all acknowledged it,
+# replica 1 killed with SIGKILL until its agents are back on the other two (they notice
+# after their idle timeout: BC_REPLICA_KEEPALIVE shortens their keep-alive from 25 s), a
+# change through replica 2; each phase's time with every process's CPU (a few minutes).
+go test -run='^$' -bench='^BenchmarkReplicaSessions$' -benchtime=1x -timeout=60m ./e2e/agentplane | grep -vE '^(goos|goarch|pkg|cpu|PASS)' || true

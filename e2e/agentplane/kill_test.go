@@ -7,6 +7,9 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,13 +116,18 @@ func freeUDP(t testing.TB) string {
 	return c.LocalAddr().String()
 }
 
-// runRegistryChild is a registry process: a store in BC_DIR and an agent endpoint on
-// BC_ADDR, driven by requests on stdin:
+// runRegistryChild is a registry process: a store in BC_DIR, or, with BC_ETCD (client
+// URLs separated by commas), in that etcd cluster under the prefix BC_ETCD_PREFIX, as one
+// replica of several; and an agent endpoint on BC_ADDR. It is driven by requests on
+// stdin:
 //
-//	specs N ROUND   set the NodeSpecs of nodes 0..N-1 (label round=ROUND) in one
-//	                transaction; answers "ok GENERATION"
+//	specs N ROUND   set the NodeSpecs of nodes 0..N-1 (label round=ROUND), 100 a
+//	                transaction, 8 transactions at a time; answers "ok GENERATION"
 //	generation      the generation of node 0's spec
 //	converged N     how many of nodes 0..N-1 observed their spec's generation
+//	state G         "SESSIONS ACKED ACCEPTED RESUMED REFUSED ABANDONED": the sessions
+//	                held now, how many nodes' acknowledgements of generation G this
+//	                endpoint recorded in the store, and its handshake counts
 func runRegistryChild() int {
 	dir := os.Getenv("BC_DIR")
 	ca, err := readCA(dir)
@@ -132,13 +140,19 @@ func runRegistryChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	st, err := store.Open(dir, store.Options{})
+	var st *store.Store
+	if endpoints := os.Getenv("BC_ETCD"); endpoints != "" {
+		st, err = store.OpenEtcd(store.EtcdConfig{Endpoints: strings.Split(endpoints, ","), Prefix: os.Getenv("BC_ETCD_PREFIX")}, store.Options{})
+	} else {
+		st, err = store.Open(dir, store.Options{})
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer st.Close()
-	ep, err := agents.Start(agents.Config{Listen: os.Getenv("BC_ADDR"), Certificate: server, AgentCAs: ca.Pool(), Store: st, Log: slog.New(slog.DiscardHandler)})
+	var acked ackedNodes
+	ep, err := agents.Start(agents.Config{Listen: os.Getenv("BC_ADDR"), Certificate: server, AgentCAs: ca.Pool(), Store: st, Log: slog.New(slog.DiscardHandler), OnObserved: acked.add})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -152,21 +166,36 @@ func runRegistryChild() int {
 		}
 		switch f[0] {
 		case "specs":
-			var gen int64
-			err := st.Update(func(tx *store.Tx) error {
-				for i := range n {
-					spec, err := tx.SetNodeSpec(proto.NodeSpec{Node: nodeName(i), Role: proto.RoleNode, Labels: map[string]string{"round": f[2]}})
+			var (
+				gen    atomic.Int64
+				failed atomic.Pointer[error]
+				wg     sync.WaitGroup
+			)
+			writers := make(chan struct{}, specsWriters)
+			for first := 0; first < n; first += specsPerTransaction {
+				writers <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-writers }()
+					err := st.Update(func(tx *store.Tx) error {
+						for i := first; i < min(first+specsPerTransaction, n); i++ {
+							spec, err := tx.SetNodeSpec(proto.NodeSpec{Node: nodeName(i), Role: proto.RoleNode, Labels: map[string]string{"round": f[2]}})
+							if err != nil {
+								return err
+							}
+							gen.Store(spec.Generation)
+						}
+						return nil
+					})
 					if err != nil {
-						return err
+						failed.Store(&err)
 					}
-					gen = spec.Generation
-				}
-				return nil
-			})
-			if err != nil {
-				return err.Error()
+				})
 			}
-			return fmt.Sprintf("ok %d", gen)
+			wg.Wait()
+			if err := failed.Load(); err != nil {
+				return (*err).Error()
+			}
+			return fmt.Sprintf("ok %d", gen.Load())
 		case "generation":
 			var spec proto.NodeSpec
 			st.View(func(tx *store.Tx) (err error) { spec, err = tx.NodeSpec(nodeName(0)); return err })
@@ -184,8 +213,48 @@ func runRegistryChild() int {
 				return nil
 			})
 			return strconv.Itoa(done)
+		case "state":
+			h := ep.Handshakes()
+			return fmt.Sprintf("%d %d %d %d %d %d", ep.Sessions(), acked.count(int64(n)), h.Accepted, h.Resumed, h.Refused, h.Abandoned)
 		}
 		return "unknown request"
 	})
 	return 0
+}
+
+// specsPerTransaction is how many NodeSpecs the registry child writes a transaction, as
+// BenchmarkNodeSpecFanOut does: one etcd transaction holds a few thousand writes at most
+// (etcd's --max-txn-ops; the store's nestOps). TestKillRegistryMidPush's 50 nodes are
+// one transaction, so a kill leaves them all at one generation. specsWriters
+// transactions run at a time, as the API's callers would make them: on etcd each reads
+// its keys one by one, a round trip each, and one at a time 10,000 specs took tens of
+// seconds on the loaded development machine.
+const (
+	specsPerTransaction = 100
+	specsWriters        = 8
+)
+
+// ackedNodes are the nodes whose acknowledgement of each generation an endpoint recorded
+// (its OnObserved hook): each node once, however often it said so.
+type ackedNodes struct {
+	mu    sync.Mutex
+	nodes map[int64]map[string]bool
+}
+
+func (a *ackedNodes) add(node string, generation int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.nodes == nil {
+		a.nodes = map[int64]map[string]bool{}
+	}
+	if a.nodes[generation] == nil {
+		a.nodes[generation] = map[string]bool{}
+	}
+	a.nodes[generation][node] = true
+}
+
+func (a *ackedNodes) count(generation int64) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.nodes[generation])
 }

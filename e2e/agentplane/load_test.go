@@ -279,12 +279,26 @@ func (p *phase) print(name string, n int, what string) {
 		name, p.wall.Seconds(), float64(n)/p.wall.Seconds(), p.ends[0], perSession*1000, 1/perSession, p.ends[1], p.agents.Seconds()*1000/float64(n), what)
 }
 
-// processesCPU is the user and system CPU time the running child processes have used
-// (from /proc/PID/stat, in clock ticks of 10 ms).
+// processesCPU is the user and system CPU time the child processes have used: a running
+// one's from /proc, an ended one's (stopped or killed) as its wait reported it.
 func processesCPU(children []*child) time.Duration {
 	var total time.Duration
 	for _, c := range children {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+		if ps := c.cmd.ProcessState; ps != nil {
+			total += ps.UserTime() + ps.SystemTime()
+			continue
+		}
+		total += pidsCPU(c.cmd.Process.Pid)
+	}
+	return total
+}
+
+// pidsCPU is the user and system CPU time the running processes pids have used (from
+// /proc/PID/stat, in clock ticks of 10 ms).
+func pidsCPU(pids ...int) time.Duration {
+	var total time.Duration
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			continue
 		}
@@ -473,7 +487,7 @@ func runResumeChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	tr, addr, err := childTransport()
+	tr, addr, err := childPeer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -638,22 +652,32 @@ func envInt(name string, def int) int {
 }
 
 // childTransport is a child process's QUIC transport on one loopback UDP socket, which
-// all its connections share, and the address BC_ADDR they dial.
-func childTransport() (*quic.Transport, *net.UDPAddr, error) {
+// all its connections share.
+func childTransport() (*quic.Transport, error) {
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		return nil, err
+	}
+	return &quic.Transport{Conn: udp}, nil
+}
+
+// childPeer is a peer's child transport (childTransport) and the address BC_ADDR its
+// connections dial.
+func childPeer() (*quic.Transport, *net.UDPAddr, error) {
 	addr, err := net.ResolveUDPAddr("udp", os.Getenv("BC_ADDR"))
 	if err != nil {
 		return nil, nil, err
 	}
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		return nil, nil, err
-	}
-	return &quic.Transport{Conn: udp}, addr, nil
+	tr, err := childTransport()
+	return tr, addr, err
 }
 
-// runAgentsChild is a process of BC_COUNT agents, nodes BC_FIRST onwards, dialling
-// BC_ADDR over one shared UDP socket with certificates from the CA in BC_DIR. It runs
-// until stdin closes.
+// runAgentsChild is a process of BC_COUNT agents, nodes BC_FIRST onwards, over one shared
+// UDP socket with certificates from the CA in BC_DIR. BC_ADDR is the registry's agent
+// endpoint, or its replicas' separated by commas: each agent is given all of them, its
+// own (the one it joined through, as bcd's config names it first) being the next in
+// turn from agent to agent. BC_KEEPALIVE, a duration, sets the agents' keep-alive period
+// (the agent's default when unset). It runs until stdin closes.
 func runAgentsChild() int {
 	ca, err := readCA(os.Getenv("BC_DIR"))
 	if err != nil {
@@ -661,7 +685,15 @@ func runAgentsChild() int {
 		return 1
 	}
 	first, count := envInt("BC_FIRST", 0), envInt("BC_COUNT", 1)
-	tr, _, err := childTransport()
+	addrs := strings.Split(os.Getenv("BC_ADDR"), ",")
+	var keepAlive time.Duration
+	if v := os.Getenv("BC_KEEPALIVE"); v != "" {
+		if keepAlive, err = time.ParseDuration(v); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	tr, err := childTransport()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -676,7 +708,7 @@ func runAgentsChild() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		a, err := session.New(session.Config{Addr: os.Getenv("BC_ADDR"), Certificate: cert, ServerCAs: ca.Pool(), Transport: tr, Log: slog.New(slog.DiscardHandler)})
+		a, err := session.New(session.Config{Addr: addrs[i%len(addrs)], Addrs: addrs, KeepAlive: keepAlive, Certificate: cert, ServerCAs: ca.Pool(), Transport: tr, Log: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -705,7 +737,7 @@ func runAgentsChild() int {
 // to BC_ADDR over one shared UDP socket, dialling again any that closes, until stdin
 // closes.
 func runBareChild() int {
-	tr, addr, err := childTransport()
+	tr, addr, err := childPeer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -16,8 +16,9 @@ import (
 // childEnv selects what a re-executed test binary runs instead of the tests.
 const childEnv = "BC_AGENTPLANE_CHILD"
 
-// TestMain runs the tests, or, in a child process this package started, a registry
-// (kill_test.go), a batch of load agents, or the bare QUIC clients of a peer (load_test.go).
+// TestMain runs the tests, or, in a child process this package started, a registry on
+// bbolt or one replica on etcd (kill_test.go, replicas_test.go), a batch of load agents,
+// or the bare QUIC clients of a peer (load_test.go).
 func TestMain(m *testing.M) {
 	switch os.Getenv(childEnv) {
 	case "registry":
