@@ -17,26 +17,36 @@ const clockTicks = 100
 // process it started (Registry.PID, an etcd member's). Its resolution is 10 ms.
 func ProcessCPU(t testing.TB, pid int) time.Duration {
 	t.Helper()
+	d, err := CPUOf(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// CPUOf is ProcessCPU's reading, with an error where a process that ended has no
+// /proc/PID/stat left.
+func CPUOf(pid int) (time.Duration, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		t.Fatalf("read the CPU time of process %d: %v", pid, err)
+		return 0, fmt.Errorf("read the CPU time of process %d: %w", pid, err)
 	}
 	// Fields after the command's closing parenthesis (which the command may contain):
 	// state is the 3rd field of the line, utime the 14th and stime the 15th.
 	i := strings.LastIndexByte(string(stat), ')')
 	fields := strings.Fields(string(stat[i+1:]))
 	if i < 0 || len(fields) < 13 {
-		t.Fatalf("/proc/%d/stat: %q is not what Linux writes", pid, stat)
+		return 0, fmt.Errorf("/proc/%d/stat: %q is not what Linux writes", pid, stat)
 	}
 	var ticks int64
 	for _, f := range fields[11:13] {
 		n, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
-			t.Fatalf("/proc/%d/stat: CPU time %q: %v", pid, f, err)
+			return 0, fmt.Errorf("/proc/%d/stat: CPU time %q: %w", pid, f, err)
 		}
 		ticks += n
 	}
-	return time.Duration(ticks) * time.Second / clockTicks
+	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
 // PID is the registry's process id.

@@ -293,21 +293,13 @@ func processesCPU(children []*child) time.Duration {
 	return total
 }
 
-// pidsCPU is the user and system CPU time the running processes pids have used (from
-// /proc/PID/stat, in clock ticks of 10 ms).
+// pidsCPU is the user and system CPU time the running processes pids have used
+// (testkit.CPUOf); a process that ended counts nothing.
 func pidsCPU(pids ...int) time.Duration {
 	var total time.Duration
 	for _, pid := range pids {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// The fields after the command name, which is in parentheses: utime is the 12th.
-		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 12 {
-			ut, _ := strconv.ParseInt(fields[11], 10, 64)
-			st, _ := strconv.ParseInt(fields[12], 10, 64)
-			total += time.Duration(ut+st) * 10 * time.Millisecond
+		if d, err := testkit.CPUOf(pid); err == nil {
+			total += d
 		}
 	}
 	return total

@@ -245,18 +245,6 @@ func (c *Cluster) Restart(t testing.TB, i int) {
 	}
 }
 
-// PIDs are the process ids of the members running now (not those killed), for a
-// benchmark to read their CPU time.
-func (c *Cluster) PIDs() []int {
-	var pids []int
-	for _, p := range c.procs {
-		if p != nil {
-			pids = append(pids, p.Process.Pid)
-		}
-	}
-	return pids
-}
-
 // Stop kills every member.
 func (c *Cluster) Stop() {
 	for i := range c.procs {
