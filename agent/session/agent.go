@@ -35,10 +35,10 @@ type Config struct {
 	// Addr is the registry's agent endpoint, host:port (UDP).
 	Addr string
 	// Addrs are more agent endpoints of the same registry, its replicas'. The agent
-	// connects to one of Addr and Addrs chosen at random, and to the next whenever a
-	// connection fails or drops: an agent whose replica is gone is back on another after
-	// one backoff, resuming its TLS session there when the replicas share their session
-	// ticket key.
+	// connects to one of Addr and Addrs chosen at random, and to another chosen at random
+	// whenever a connection fails or drops: an agent whose replica is gone is back on
+	// another after one backoff, resuming its TLS session there when the replicas share
+	// their session ticket key, and a dead replica's agents spread over the others.
 	Addrs []string
 	// ServerName is the name the registry's certificate must hold; each endpoint's own
 	// host when empty.
@@ -421,12 +421,9 @@ func endpoints(cfg Config, base *tls.Config) ([]endpoint, error) {
 	return out, nil
 }
 
-// dial connects to the endpoint next names, and moves next on to the following one, for
-// the connection after this one: whether this one fails now or drops later, the next
-// is made to another replica.
+// dial connects to the endpoint pick gives.
 func (a *Agent) dial(ctx context.Context) (*quic.Conn, error) {
-	ep := a.endpoints[a.next]
-	a.next = (a.next + 1) % len(a.endpoints)
+	ep := a.pick()
 	var conn *quic.Conn
 	var err error
 	if a.cfg.Transport == nil {
@@ -442,6 +439,18 @@ func (a *Agent) dial(ctx context.Context) (*quic.Conn, error) {
 		a.tickets.notTheTicket()
 	}
 	return conn, err
+}
+
+// pick returns the endpoint next names, and moves next on to another endpoint chosen at
+// random, for the connection after this one: whether this one fails now or drops later,
+// the next is made to another replica, and the agents of a replica that died spread
+// evenly over the others rather than all moving to the one after it.
+func (a *Agent) pick() endpoint {
+	ep := a.endpoints[a.next]
+	if n := len(a.endpoints); n > 1 {
+		a.next = (a.next + 1 + rand.IntN(n-1)) % n
+	}
+	return ep
 }
 
 // sendLocked writes m on the session stream, if there is one; a.mu is held. A failed
