@@ -205,8 +205,8 @@ func (st *storm) logRelayDrops(b *testing.B, peer string, before int) {
 // (window as runOurs has it), b.N times. It reports the median of the within-round
 // ratios of the times until the last machine had everything (dnsmasq+nginx's over the
 // boot server's, above 1: the boot server's last machine finished first) with their
-// minimum and maximum, the names after prefix, and logs each side's median last and p50
-// times. With a window, it also reports how many reads each server agreed to a window for
+// minimum and maximum, the names after prefix, the same of the times until half of them
+// had (prefix+"p50-"), and logs each side's medians. With a window, it also reports how many reads each server agreed to a window for
 // (medians of the rounds), and errs unless the boot server agreed for every machine.
 func (st *storm) bench(b *testing.B, srvNS, cliNS *netns.NS, window int, prefix string) {
 	rounds := testkit.PairRounds(b)
@@ -223,7 +223,8 @@ func (st *storm) bench(b *testing.B, srvNS, cliNS *netns.NS, window int, prefix 
 		})
 		p.Report(b, prefix, "dnsmasq+nginx/boot server, time until the last machine had everything:", "boot server", "dnsmasq+nginx", "s")
 		p50 := func(r pxeStormResult) float64 { return r.P50.Seconds() }
-		b.Logf("p50 (medians): boot server %.2f s, dnsmasq+nginx %.2f s", medianOf(ours, p50), medianOf(peer, p50))
+		testkit.PairsOf(figures(ours, p50), figures(peer, p50), testkit.PeerOverOurs).
+			Report(b, prefix+"p50-", "dnsmasq+nginx/boot server, time until half the machines had everything:", "boot server", "dnsmasq+nginx", "s")
 		if window == 0 {
 			continue
 		}
@@ -233,18 +234,18 @@ func (st *storm) bench(b *testing.B, srvNS, cliNS *netns.NS, window int, prefix 
 				b.Errorf("boot server: %d of %d TFTP reads went windowed, want all", r.Windowed, r.Booted)
 			}
 		}
-		b.ReportMetric(medianOf(ours, windowed), prefix+"tftp-windowed")
-		b.ReportMetric(medianOf(peer, windowed), prefix+"dnsmasq-tftp-windowed")
+		b.ReportMetric(testkit.Median(figures(ours, windowed)), prefix+"tftp-windowed")
+		b.ReportMetric(testkit.Median(figures(peer, windowed)), prefix+"dnsmasq-tftp-windowed")
 	}
 }
 
-// medianOf is the median of f over the storms rs.
-func medianOf(rs []pxeStormResult, f func(pxeStormResult) float64) float64 {
+// figures is f of each of the storms rs.
+func figures(rs []pxeStormResult, f func(pxeStormResult) float64) []float64 {
 	v := make([]float64, len(rs))
 	for i, r := range rs {
 		v[i] = f(r)
 	}
-	return testkit.Median(v)
+	return v
 }
 
 // routedBenchNet is benchNet's server segment (the server at 10.99.0.1/16) with a router

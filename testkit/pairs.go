@@ -49,17 +49,26 @@ type Pairs struct {
 // and maximum (Spread), never a ratio of two sides' best or of their medians, which
 // favours whichever side had the quieter moments.
 func RunPairs(rounds int, ratio Ratio, ours, peer func() float64) Pairs {
-	var p Pairs
+	var o, q []float64
 	for i := range rounds {
-		var o, q float64
 		if i%2 == 0 {
-			o = ours()
-			q = peer()
+			o = append(o, ours())
+			q = append(q, peer())
 		} else {
-			q = peer()
-			o = ours()
+			q = append(q, peer())
+			o = append(o, ours())
 		}
-		p.Ours, p.Peer, p.Ratios = append(p.Ours, o), append(p.Peer, q), append(p.Ratios, ratio(o, q))
+	}
+	return PairsOf(o, q, ratio)
+}
+
+// PairsOf is the Pairs of other figures the rounds of a RunPairs took: ours[i] and
+// peer[i] are round i's (a boot storm's median machine beside its last, which RunPairs
+// ratioed).
+func PairsOf(ours, peer []float64, ratio Ratio) Pairs {
+	p := Pairs{Ours: ours, Peer: peer}
+	for i := range ours {
+		p.Ratios = append(p.Ratios, ratio(ours[i], peer[i]))
 	}
 	return p
 }

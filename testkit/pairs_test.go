@@ -87,6 +87,16 @@ func TestPairsSpread(t *testing.T) {
 	}
 }
 
+func TestPairsOf(t *testing.T) {
+	p := PairsOf([]float64{2, 4, 5}, []float64{4, 2, 20}, PeerOverOurs)
+	if !slices.Equal(p.Ratios, []float64{2, 0.5, 4}) {
+		t.Errorf("ratios %v, want [2 0.5 4] (peer over ours, round by round)", p.Ratios)
+	}
+	if med, lo, hi := p.Spread(); med != 2 || lo != 0.5 || hi != 4 {
+		t.Errorf("spread %v (%v-%v), want 2 (0.5-4)", med, lo, hi)
+	}
+}
+
 func TestPairRounds(t *testing.T) {
 	t.Setenv(PairsEnv, "")
 	if n := PairRounds(t); n != 5 {
