@@ -206,8 +206,9 @@ func (st *storm) logRelayDrops(b *testing.B, peer string, before int) {
 // ratios of the times until the last machine had everything (dnsmasq+nginx's over the
 // boot server's, above 1: the boot server's last machine finished first) with their
 // minimum and maximum, the names after prefix, the same of the times until half of them
-// had (prefix+"p50-"), and logs each side's medians. With a window, it also reports how many reads each server agreed to a window for
-// (medians of the rounds), and errs unless the boot server agreed for every machine.
+// had (prefix+"p50-"), and logs each side's medians. With a window, it also reports how
+// many reads each server agreed to a window for (medians of the rounds), and errs unless
+// the boot server agreed for every machine.
 func (st *storm) bench(b *testing.B, srvNS, cliNS *netns.NS, window int, prefix string) {
 	rounds := testkit.PairRounds(b)
 	for range b.N {
