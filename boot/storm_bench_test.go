@@ -30,6 +30,7 @@ import (
 	"github.com/pin/tftp/v3"
 
 	"github.com/better-compute/better-compute/e2e/netns"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 // stormClients is how many machines boot at once in the storm benchmarks: 1,000, or
@@ -61,10 +62,11 @@ const pxeStormHelper = "pxestorm"
 // what PXE firmware and then iPXE do: DHCP as a PXE client (option 93 = 0), a TFTP read
 // of the boot file it was given (undionly.kpxe), DHCP again as iPXE (user class iPXE),
 // then HTTP: the script its boot file URL names, and the kernel and initrd the script
-// names. The storm runs against the boot server alone, then against dnsmasq (DHCP and
-// its own TFTP server) with nginx (a static script and the same files), and reports the
-// time until the last machine has everything for each and their ratio (the peer's time
-// over ours: above 1 means the boot server finished first).
+// names. The storm runs against the boot server alone and against dnsmasq (DHCP and its
+// own TFTP server) with nginx (a static script and the same files), alternately first
+// over testkit.PairRounds rounds, and reports the median, minimum and maximum of the
+// rounds' ratios of the time until the last machine has everything (the peer's time over
+// ours: above 1 means the boot server finished first).
 func BenchmarkBootStorm(b *testing.B) {
 	netns.Require(b, "dnsmasq", "nginx")
 	srvNS, cliNS, cfg := benchNet(b)
@@ -133,29 +135,36 @@ func newStorm(b *testing.B, cfg Config, dhcpRange []string) *storm {
 	return st
 }
 
-// run has the machines of cliNS boot against the boot server in srvNS, then against
-// dnsmasq and nginx there, their firmware asking for a TFTP window of window blocks
-// (none when 0).
-func (st *storm) run(b *testing.B, srvNS, cliNS *netns.NS, window int) (ours, peer pxeStormResult) {
+// runOurs has the machines of cliNS boot against the boot server in srvNS, started with
+// no leases, their firmware asking for a TFTP window of window blocks (none when 0).
+func (st *storm) runOurs(b *testing.B, srvNS, cliNS *netns.NS, window int) pxeStormResult {
 	b.Helper()
-	srv := startServer(b, srvNS, st.cfg, st.entries)
+	cfg := st.cfg
+	cfg.LeaseFile = filepath.Join(b.TempDir(), "leases.db")
+	srv := startServer(b, srvNS, cfg, st.entries)
+	defer srv.stop()
 	drops := st.relayDrops(b)
-	ours = runPXEStorm(b, cliNS, "boot server", st.clients, window)
+	r := runPXEStorm(b, cliNS, "boot server", st.clients, window)
 	st.logRelayDrops(b, "boot server", drops)
-	srv.stop()
+	return r
+}
 
+// runPeer is runOurs against dnsmasq (DHCP, with no leases, and its TFTP) and nginx in
+// srvNS.
+func (st *storm) runPeer(b *testing.B, srvNS, cliNS *netns.NS, window int) pxeStormResult {
+	b.Helper()
 	base := "http://" + serverAddr
 	stopDHCP := runDnsmasq(b, srvNS, serverIf, append(slices.Clone(st.dhcpRange), "--dhcp-userclass=set:ipxe,iPXE",
 		"--dhcp-boot=tag:ipxe,"+base+"/ramdisk/boot.ipxe", "--dhcp-boot=tag:!ipxe,undionly.kpxe",
 		"--enable-tftp", "--tftp-root="+st.cfg.IPXEDir, fmt.Sprintf("--tftp-max=%d", 2*st.clients))...)
+	defer stopDHCP()
 	stopHTTP := runNginx(b, srvNS, st.cfg.RamdiskDir)
+	defer stopHTTP()
 	time.Sleep(500 * time.Millisecond)
-	drops = st.relayDrops(b)
-	peer = runPXEStorm(b, cliNS, "dnsmasq+nginx", st.clients, window)
+	drops := st.relayDrops(b)
+	r := runPXEStorm(b, cliNS, "dnsmasq+nginx", st.clients, window)
 	st.logRelayDrops(b, "dnsmasq+nginx", drops)
-	stopHTTP()
-	stopDHCP()
-	return ours, peer
+	return r
 }
 
 // relayDrops is how many UDP datagrams the relay's namespace dropped so far for a full
@@ -192,26 +201,52 @@ func (st *storm) logRelayDrops(b *testing.B, peer string, before int) {
 	}
 }
 
-// bench runs the storm b.N times (window as run has it) and reports each run's figures,
-// their names after prefix. With a window, it also reports how many reads each server
-// agreed to a window for, and errs unless the boot server agreed for every machine.
+// bench runs the storm against both servers in testkit.PairRounds alternating rounds
+// (window as runOurs has it), b.N times. It reports the median of the within-round
+// ratios of the times until the last machine had everything (dnsmasq+nginx's over the
+// boot server's, above 1: the boot server's last machine finished first) with their
+// minimum and maximum, the names after prefix, the same of the times until half of them
+// had (prefix+"p50-"), and logs each side's medians. With a window, it also reports how
+// many reads each server agreed to a window for (medians of the rounds), and errs unless
+// the boot server agreed for every machine.
 func (st *storm) bench(b *testing.B, srvNS, cliNS *netns.NS, window int, prefix string) {
+	rounds := testkit.PairRounds(b)
 	for range b.N {
-		ours, peer := st.run(b, srvNS, cliNS, window)
-		b.ReportMetric(ours.Last.Seconds(), prefix+"last-s")
-		b.ReportMetric(peer.Last.Seconds(), prefix+"dnsmasq+nginx-last-s")
-		b.ReportMetric(peer.Last.Seconds()/ours.Last.Seconds(), prefix+"ratio-vs-dnsmasq+nginx")
-		b.ReportMetric(ours.P50.Seconds(), prefix+"p50-s")
-		b.ReportMetric(peer.P50.Seconds(), prefix+"dnsmasq+nginx-p50-s")
+		var ours, peer []pxeStormResult
+		p := testkit.RunPairs(rounds, testkit.PeerOverOurs, func() float64 {
+			r := st.runOurs(b, srvNS, cliNS, window)
+			ours = append(ours, r)
+			return r.Last.Seconds()
+		}, func() float64 {
+			r := st.runPeer(b, srvNS, cliNS, window)
+			peer = append(peer, r)
+			return r.Last.Seconds()
+		})
+		p.Report(b, prefix, "dnsmasq+nginx/boot server, time until the last machine had everything:", "boot server", "dnsmasq+nginx", "s")
+		p50 := func(r pxeStormResult) float64 { return r.P50.Seconds() }
+		testkit.PairsOf(figures(ours, p50), figures(peer, p50), testkit.PeerOverOurs).
+			Report(b, prefix+"p50-", "dnsmasq+nginx/boot server, time until half the machines had everything:", "boot server", "dnsmasq+nginx", "s")
 		if window == 0 {
 			continue
 		}
-		if ours.Windowed != ours.Booted {
-			b.Errorf("boot server: %d of %d TFTP reads went windowed, want all", ours.Windowed, ours.Booted)
+		windowed := func(r pxeStormResult) float64 { return float64(r.Windowed) }
+		for _, r := range ours {
+			if r.Windowed != r.Booted {
+				b.Errorf("boot server: %d of %d TFTP reads went windowed, want all", r.Windowed, r.Booted)
+			}
 		}
-		b.ReportMetric(float64(ours.Windowed), prefix+"tftp-windowed")
-		b.ReportMetric(float64(peer.Windowed), prefix+"dnsmasq-tftp-windowed")
+		b.ReportMetric(testkit.Median(figures(ours, windowed)), prefix+"tftp-windowed")
+		b.ReportMetric(testkit.Median(figures(peer, windowed)), prefix+"dnsmasq-tftp-windowed")
 	}
+}
+
+// figures is f of each of the storms rs.
+func figures(rs []pxeStormResult, f func(pxeStormResult) float64) []float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	return v
 }
 
 // routedBenchNet is benchNet's server segment (the server at 10.99.0.1/16) with a router

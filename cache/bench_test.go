@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 // benchImageBytes is the size of the image served by BenchmarkServeVsNginx: 1 GiB, or
@@ -36,8 +37,10 @@ func benchImageBytes(b *testing.B) int64 {
 
 // BenchmarkServeVsNginx: 100 concurrent ranged GETs that together read a cached image
 // once, against the cache's handler and against nginx (sendfile on) serving the same
-// file, both on loopback, with the same Go load generator. It reports both throughputs
-// and their ratio.
+// file, both on loopback, with the same Go load generator. The two alternate over
+// testkit.PairRounds rounds; it reports the median of the within-round throughput
+// ratios (cache/nginx, above 1: the cache faster) with their minimum and maximum, and
+// logs each side's median throughput.
 func BenchmarkServeVsNginx(b *testing.B) {
 	nginx, err := exec.LookPath("nginx")
 	if err != nil {
@@ -75,21 +78,15 @@ func BenchmarkServeVsNginx(b *testing.B) {
 	nginxAddr := startNginx(b, nginx, dir)
 	path := ImagePathPrefix + digest
 	const clients = 100
-	var cacheBest, nginxBest float64
+	rounds := testkit.PairRounds(b)
 	b.ResetTimer()
 	for range b.N {
-		// Alternate, and keep each side's best of three, so that neither is measured
-		// only while the shared machine is busy.
-		for range 3 {
-			cacheBest = max(cacheBest, rangedLoad(b, "http://"+ln.Addr().String()+path, size, clients))
-			nginxBest = max(nginxBest, rangedLoad(b, "http://"+nginxAddr+path, size, clients))
-		}
+		p := testkit.RunPairs(rounds, testkit.OursOverPeer,
+			func() float64 { return rangedLoad(b, "http://"+ln.Addr().String()+path, size, clients) / 1e6 },
+			func() float64 { return rangedLoad(b, "http://"+nginxAddr+path, size, clients) / 1e6 })
+		b.Logf("%d bytes, %d concurrent ranged GETs", size, clients)
+		p.Report(b, "", "cache/nginx", "cache", "nginx", "MB/s")
 	}
-	b.StopTimer()
-	b.ReportMetric(cacheBest/1e6, "cache-MB/s")
-	b.ReportMetric(nginxBest/1e6, "nginx-MB/s")
-	b.ReportMetric(cacheBest/nginxBest, "cache/nginx")
-	b.Logf("%d bytes, %d concurrent ranged GETs: cache %.0f MB/s, nginx %.0f MB/s, ratio %.2f", size, clients, cacheBest/1e6, nginxBest/1e6, cacheBest/nginxBest)
 }
 
 // writeBenchImage writes size pseudo-random bytes to sha256/DIGEST and returns DIGEST.

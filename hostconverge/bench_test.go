@@ -12,6 +12,7 @@ import (
 	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/hostconverge/k8s"
 	"github.com/better-compute/better-compute/proto/hostunit"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 // convergedHost is a host on which all twelve units are converged: the files and program
@@ -55,33 +56,60 @@ func TestAllUnitsConverged(t *testing.T) {
 }
 
 // BenchmarkConvergedPass is one pass of all twelve units over a converged host (programs
-// answered by the recording runner), the cost bcd pays every period. Its peer, measured in
-// the same run, is a blind pass that rewrites every file the units own atomically without
-// reading anything first; x-blind is the pass's cost as a multiple of it.
+// answered by the recording runner), the cost bcd pays every period; ns/op and the
+// allocations are the pass's alone. Its peer is a blind pass that rewrites every file the
+// units own atomically without reading anything first. The b.N passes are shared out over
+// testkit.PairRounds rounds, each running as many blind passes beside them, alternately
+// first; it reports the median of the within-round ratios of the blind pass's time to the
+// converged pass's (above 1: the converged pass is cheaper), with their minimum and
+// maximum, and logs each side's median time a pass.
 func BenchmarkConvergedPass(b *testing.B) {
 	h, spec := convergedHost(b)
 	c := &Converger{Root: h.root, Runner: h}
 	ctx := context.Background()
 	owned := ownedFiles(b, h)
+	want := testkit.PairRounds(b)
+	rounds := min(want, b.N)
+	// share is how many passes of each side round i runs: b.N in all.
+	share := func(i int) int {
+		if i < b.N%rounds {
+			return b.N/rounds + 1
+		}
+		return b.N / rounds
+	}
+	var oi, pi int
 	b.ReportAllocs()
 	b.ResetTimer()
-	for b.Loop() {
-		c.Converge(ctx, spec)
-		h.takeCalls()
-	}
 	b.StopTimer()
-	pass := b.Elapsed() / time.Duration(b.N)
-	start := time.Now()
-	for range b.N {
-		for name, data := range owned {
-			if err := fsutil.WriteFileAtomic(filepath.Join(h.root, name), data, 0o644); err != nil {
-				b.Fatal(err)
+	p := testkit.RunPairs(rounds, testkit.PeerOverOurs, func() float64 {
+		n := share(oi)
+		oi++
+		b.StartTimer()
+		start := time.Now()
+		for range n {
+			c.Converge(ctx, spec)
+			h.takeCalls()
+		}
+		el := time.Since(start)
+		b.StopTimer()
+		return el.Seconds() * 1e3 / float64(n)
+	}, func() float64 {
+		n := share(pi)
+		pi++
+		start := time.Now()
+		for range n {
+			for name, data := range owned {
+				if err := fsutil.WriteFileAtomic(filepath.Join(h.root, name), data, 0o644); err != nil {
+					b.Fatal(err)
+				}
 			}
 		}
+		return time.Since(start).Seconds() * 1e3 / float64(n)
+	})
+	if rounds < want {
+		return // the framework's first run, of fewer passes than rounds, says nothing
 	}
-	blind := time.Since(start) / time.Duration(b.N)
-	b.ReportMetric(float64(blind.Nanoseconds()), "blind-ns/op")
-	b.ReportMetric(float64(pass)/float64(blind), "x-blind")
+	p.Report(b, "", "blind rewrite/converged pass", "converged pass", "blind rewrite", "ms")
 }
 
 // ownedFiles returns the files of the converged host that the units write.

@@ -19,13 +19,18 @@ if ((${#missing[@]})); then
 fi
 # BenchmarkAPI (cli) starts a three-member etcd cluster (Debian's etcd-server) and three replicas on it beside a registry on bbolt;
 # its PROJECTION lines (three machines, from the CPU measured) are kept.
-go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkReplicaSessions|BenchmarkVMWipe|BenchmarkDeployImage)$' -benchtime=1x ./... | grep -E '^(Benchmark|ok|FAIL|---)|: PROJECTION ' || true
+# The boot server's DHCP rate and boot storms and the site cache run beside their peers in
+# BC_BENCH_PAIRS alternating rounds (5) and print the median of the within-round ratios
+# with min and max (testkit.RunPairs): the DHCP rate about 3.5 minutes, each storm of 1,000
+# machines (BC_STORM_CLIENTS) 3-6 minutes, the cache half a minute.
+go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkReplicaSessions|BenchmarkVMWipe|BenchmarkDeployImage|BenchmarkConvergedPass)$' -benchtime=1x -timeout=60m ./... | grep -E '^(Benchmark|ok|FAIL|---)|: PROJECTION ' || true
 # deploy.image of an ext4 image built from /usr files, beside curl | tee >(openssl dgst) |
 # zstd -d --sparse and zstd -d to /dev/null, five alternating rounds on tmpfs and (root) a
 # loop device over a file on disk; prints the medians of the ratios with min and max.
 # BC_BENCH_IMAGE_MIB and BC_BENCH_PAIRS change the image's size and the rounds.
 go test -v -run='^$' -bench='^BenchmarkDeployImage$' -benchtime=1x -timeout=30m ./ramdisk/deploy/ | grep -E '^(Benchmark|ok|FAIL|---|\s+bench_test)' || true
-# A converged host-config pass needs more than one iteration to be measured.
+# A converged host-config pass needs more than one iteration to be measured: 500 passes,
+# shared out over the BC_BENCH_PAIRS rounds beside as many blind rewrites.
 go test -run='^$' -bench='^BenchmarkConvergedPass$' -benchmem -benchtime=500x ./hostconverge/ | grep -E '^(Benchmark|ok|FAIL|---)' || true
 # disk.wipe on a qemu VM's NVMe, SATA and virtio disks beside blkdiscard and dd of the
 # same disks, run in the same ramdisk (five boots of the VM; several minutes, root).
