@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/better-compute/better-compute/testkit"
 	"io"
 	"io/fs"
 	"net"
@@ -188,10 +189,10 @@ func shell(b *testing.B, script string) run {
 	return run{wall, cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 }
 
-// spread is the median, minimum and maximum of v.
+// spread is the median (testkit.Median, as every make bench figure), minimum and
+// maximum of v.
 func spread(v []float64) (med, lo, hi float64) {
-	s := slices.Sorted(slices.Values(v))
-	return s[len(s)/2], s[0], s[len(s)-1]
+	return testkit.Median(v), slices.Min(v), slices.Max(v)
 }
 
 func medianRun(rs []run) run {
@@ -233,7 +234,7 @@ func BenchmarkDeployImage(b *testing.B) {
 		}
 	}
 	size := int64(benchEnv("BC_BENCH_IMAGE_MIB", 2048)) << 20
-	pairs := benchEnv("BC_BENCH_PAIRS", 5)
+	pairs := testkit.PairRounds(b)
 	dir := b.TempDir()
 	shm := dir
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
