@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/better-compute/better-compute/testkit"
 	"io"
 	"io/fs"
 	"net"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 // benchEnv is a positive integer from the environment, or def.
