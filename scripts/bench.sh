@@ -18,7 +18,7 @@ if ((${#missing[@]})); then
 	if [ -n "$made" ]; then rm -f "$rcd"; fi
 fi
 # BenchmarkAPI (cli) starts a three-member etcd cluster (Debian's etcd-server) and three replicas on it beside a registry on bbolt.
-go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkVMWipe|BenchmarkDeployImage)$' -benchtime=1x ./... | grep -E '^(Benchmark|ok|FAIL|---)' || true
+go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkIdleFleet|BenchmarkVMWipe|BenchmarkDeployImage)$' -benchtime=1x ./... | grep -E '^(Benchmark|ok|FAIL|---)' || true
 # deploy.image of an ext4 image built from /usr files, beside curl | tee >(openssl dgst) |
 # zstd -d --sparse and zstd -d to /dev/null, five alternating rounds on tmpfs and (root) a
 # loop device over a file on disk; prints the medians of the ratios with min and max.
@@ -33,3 +33,6 @@ go test -run='^$' -bench='^BenchmarkVMWipe$' -benchtime=1x -timeout=45m ./e2e/vm
 # processes against one registry endpoint, AGENTS_RUNS times (5); prints each run's
 # figures and their spread (a few minutes a run).
 ./scripts/bench-agents.sh
+# The agent plane idle: BC_LOAD_AGENTS sessions pinging every BC_LOAD_KEEPALIVE (25s) beside
+# quic-go connections kept alive as often, IDLE_RUNS times (3); a few minutes a run.
+AGENTS_RUNS=${IDLE_RUNS:-3} ./scripts/bench-agents.sh BenchmarkIdleFleet

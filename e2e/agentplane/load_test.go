@@ -637,6 +637,15 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// envDuration is the duration in the environment variable name ("25s"), def when it is
+// unset or not a positive duration.
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
 // childTransport is a child process's QUIC transport on one loopback UDP socket, which
 // all its connections share, and the address BC_ADDR they dial.
 func childTransport() (*quic.Transport, *net.UDPAddr, error) {
@@ -676,7 +685,8 @@ func runAgentsChild() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		a, err := session.New(session.Config{Addr: os.Getenv("BC_ADDR"), Certificate: cert, ServerCAs: ca.Pool(), Transport: tr, Log: slog.New(slog.DiscardHandler)})
+		a, err := session.New(session.Config{Addr: os.Getenv("BC_ADDR"), Certificate: cert, ServerCAs: ca.Pool(), Transport: tr, Log: slog.New(slog.DiscardHandler),
+			KeepAlive: envDuration("BC_LOAD_KEEPALIVE", 0)})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -703,7 +713,8 @@ func runAgentsChild() int {
 
 // runBareChild keeps BC_COUNT bare quic-go connections with the default configuration
 // to BC_ADDR over one shared UDP socket, dialling again any that closes, until stdin
-// closes.
+// closes. With BC_PEER_KEEPALIVE, each sends quic-go's own keep-alive that often
+// (peerKeepAlive).
 func runBareChild() int {
 	tr, addr, err := childTransport()
 	if err != nil {
@@ -714,10 +725,14 @@ func runBareChild() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	conf := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"bare"}}
+	var quicConf *quic.Config
+	if keepAlive := envDuration("BC_PEER_KEEPALIVE", 0); keepAlive > 0 {
+		quicConf = peerKeepAlive(keepAlive)
+	}
 	for range envInt("BC_COUNT", 1) {
 		go func() {
 			for ctx.Err() == nil {
-				conn, err := tr.Dial(ctx, addr, conf, nil)
+				conn, err := tr.Dial(ctx, addr, conf, quicConf)
 				if err != nil {
 					time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
 					continue
