@@ -1,8 +1,11 @@
 package agentplane
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +17,54 @@ import (
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/quic-go/quic-go"
 )
+
+// TestPingFrames: the endpoint takes the agent's pings as they come, the frame of
+// proto.PingFrame whole or in pieces and a ping written otherwise, and the messages
+// between them; a frame as long as a ping that is not one is decoded as what it is (here
+// a message of no known type, which ends the session as a protocol error).
+func TestPingFrames(t *testing.T) {
+	var inv inventoryLog
+	e := newEnv(t, agents.Config{OnInventory: inv.add})
+	conn, stream := sessionOverQUIC(t, e, "gpu-1")
+	write := func(frame string) {
+		t.Helper()
+		if _, err := stream.Write([]byte(frame)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inventory := func(data string) {
+		t.Helper()
+		if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgInventory, Inventory: &proto.Inventory{Section: "system", Data: raw(data)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(proto.PingFrame)
+	inventory(`{"cpus":1}`)
+	write(proto.PingFrame + proto.PingFrame)
+	write(proto.PingFrame[:2])
+	time.Sleep(50 * time.Millisecond)
+	write(proto.PingFrame[2:9])
+	time.Sleep(50 * time.Millisecond)
+	write(proto.PingFrame[9:])
+	write("\x00\x00\x00\x11" + `{"type": "ping" }`)
+	inventory(`{"cpus":2}`)
+	waitFor(t, "both inventories", func() bool { return len(inv.get()) == 2 })
+	if want := []string{`gpu-1 system {"cpus":1}`, `gpu-1 system {"cpus":2}`}; !slices.Equal(inv.get(), want) {
+		t.Fatalf("inventories %q, want %q", inv.get(), want)
+	}
+	if !e.ep.Connected("gpu-1", proto.RoleNode) {
+		t.Fatal("the session ended on pings")
+	}
+	write("\x00\x00\x00\x0f" + `{"type":"pong"}`)
+	select {
+	case <-conn.Context().Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the session outlived a frame of no known type")
+	}
+	if ae, ok := errors.AsType[*quic.ApplicationError](context.Cause(conn.Context())); !ok || proto.CloseCode(ae.ErrorCode) != proto.CloseProtocol {
+		t.Fatalf("after a pong: closed with %v, want CloseProtocol", context.Cause(conn.Context()))
+	}
+}
 
 // TestSilentSessionEnds: the endpoint ends the session of an agent that sends nothing for
 // its IdleTimeout, as it would a dead machine's, and keeps the session of an agent whose
