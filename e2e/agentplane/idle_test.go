@@ -2,11 +2,14 @@ package agentplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,18 +104,17 @@ func TestSilentSessionEnds(t *testing.T) {
 // period has passed (the connect's own work is done), it measures the registry's and the
 // agents' CPU over a window of BC_IDLE_PERIODS keep-alive periods (as many as make at
 // least a minute, and at least two): a whole number of periods, so that every agent
-// pings the same number of times in it whenever it connected. The window fails the
-// benchmark if a session ended or a handshake happened in it.
+// pings the same number of times in it whenever it connected. A session that ended or a
+// handshake in the window fails the benchmark.
 //
-// The peer, measured first in the same run: as many bare quic-go connections
-// (BC_LOAD_PEERS to change it) from one child process to a bare listener in this
-// process, kept alive by quic-go's own keep-alive at the same period, with the same idle
-// timeout, over a window as long: what quic-go alone costs to keep the connections
-// alive.
+// The peer, measured over the same window (so under the same load from the rest of the
+// machine): as many bare quic-go connections (BC_LOAD_PEERS to change it) from one child
+// process to a bare listener in another, kept alive by quic-go's own keep-alive at the
+// same period, with the same idle timeout: what quic-go alone costs to keep the
+// connections alive. Both are idle, so each takes little of the processor from the other.
 //
 // With BC_LOAD_PROFILE=DIR, the registry's CPU profile of the window is written to
-// DIR/idle.pprof, the first agent process's to DIR/agents-idle.pprof and the peer
-// listener's to DIR/peer-idle.pprof.
+// DIR/idle.pprof and the first agent process's to DIR/agents-idle.pprof.
 func BenchmarkIdleFleet(b *testing.B) {
 	n, per := envInt("BC_LOAD_AGENTS", 10000), envInt("BC_LOAD_PER_PROCESS", 5000)
 	peers := envInt("BC_LOAD_PEERS", n)
@@ -124,8 +126,7 @@ func BenchmarkIdleFleet(b *testing.B) {
 	e := newEnv(b, agents.Config{IdleTimeout: max(agents.DefaultIdleTimeout, 4*keepAlive)})
 	writeCA(b, e.ca, e.dir)
 
-	peer := keepAlivePeer(b, e.dir, peers, keepAlive, window)
-
+	peer := startKeepAlivePeer(b, e.dir, peers, keepAlive)
 	connect := startPhase(nil)
 	var children []*child
 	for first := 0; first < n; first += per {
@@ -135,16 +136,26 @@ func BenchmarkIdleFleet(b *testing.B) {
 	waitLong(b, "every agent connected", func() bool { return e.ep.Sessions() == n })
 	connect.end()
 	time.Sleep(keepAlive)
-	handshakes := e.ep.Handshakes().Accepted
-	idle := measureIdle(b, "idle.pprof", children[0], children, window)
+
+	handshakes, dialled := e.ep.Handshakes().Accepted, peer.accepted()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	stopProfile := profileCPU(b, "idle.pprof", children[0])
+	idle := startPhase(children)
+	listener, dialler := processesCPU(peer.listener), processesCPU(peer.dialler)
+	time.Sleep(window)
+	idle.end()
+	listener, dialler = processesCPU(peer.listener)-listener, processesCPU(peer.dialler)-dialler
+	stopProfile()
+	runtime.ReadMemStats(&after)
 	if got := e.ep.Sessions(); got != n {
 		b.Fatalf("%d of %d sessions left at the end of the idle window", got, n)
 	}
 	if got := e.ep.Handshakes().Accepted - handshakes; got != 0 {
 		b.Fatalf("%d handshakes in the idle window: agents reconnected", got)
 	}
-	for _, c := range children {
-		c.stop()
+	if got := peer.live(); got != peers || peer.accepted() != dialled {
+		b.Fatalf("the peer's connections did not stay idle: %d of %d open, %d dialled again", got, peers, peer.accepted()-dialled)
 	}
 
 	perSecond := func(d time.Duration) float64 { return d.Seconds() / window.Seconds() }
@@ -152,40 +163,51 @@ func BenchmarkIdleFleet(b *testing.B) {
 	fmt.Printf("idle fleet: %d sessions, agents in %d processes, a ping every %v, window %v (%d periods); peer: %d quic-go connections, its keep-alive every %v\n",
 		n, len(children), keepAlive, window, periods, peers, keepAlive)
 	connect.print("connect", n, "until every agent said hello")
-	fmt.Printf("  idle     registry CPU %.4f s a second (%.1f us a ping), agents' %.4f s a second (%.1f us a ping); %d garbage collections in the window\n",
-		perSecond(idle.cpu), perPing(idle.cpu, n), perSecond(idle.agents), perPing(idle.agents, n), idle.gcs)
-	fmt.Printf("  peer     listener CPU %.4f s a second (%.1f us a keep-alive), dialler's %.4f s a second (%.1f us a keep-alive); %d garbage collections in the window\n",
-		perSecond(peer.cpu), perPing(peer.cpu, peers), perSecond(peer.agents), perPing(peer.agents, peers), peer.gcs)
-	ratio := perPing(idle.cpu, n) / perPing(peer.cpu, peers)
+	fmt.Printf("  idle     registry CPU %.4f s a second (%.1f us a ping), agents' %.4f s a second (%.1f us a ping); %d garbage collections in the registry\n",
+		perSecond(idle.cpu), perPing(idle.cpu, n), perSecond(idle.agents), perPing(idle.agents, n), after.NumGC-before.NumGC)
+	fmt.Printf("  peer     listener CPU %.4f s a second (%.1f us a keep-alive), dialler's %.4f s a second (%.1f us a keep-alive), same window\n",
+		perSecond(listener), perPing(listener, peers), perSecond(dialler), perPing(dialler, peers))
+	ratio := perPing(idle.cpu, n) / perPing(listener, peers)
 	fmt.Printf("  idle/peer: registry CPU a ping / listener CPU a keep-alive %.2f, both ends %.2f\n",
-		ratio, perPing(idle.cpu+idle.agents, n)/perPing(peer.cpu+peer.agents, peers))
+		ratio, perPing(idle.cpu+idle.agents, n)/perPing(listener+dialler, peers))
 	b.ReportMetric(keepAlive.Seconds(), "keepalive-s")
 	b.ReportMetric(perSecond(idle.cpu), "registry-CPU-s/s")
 	b.ReportMetric(perPing(idle.cpu, n), "registry-CPU-us/ping")
 	b.ReportMetric(perSecond(idle.agents), "agents-CPU-s/s")
 	b.ReportMetric(perPing(idle.agents, n), "agents-CPU-us/ping")
-	b.ReportMetric(perSecond(peer.cpu), "peer-listener-CPU-s/s")
+	b.ReportMetric(perSecond(listener), "peer-listener-CPU-s/s")
 	b.ReportMetric(ratio, "idle-CPU/peer")
 }
 
-// idlePhase is a measured idle window and the garbage collections of this process in it.
-type idlePhase struct {
-	*phase
-	gcs uint32
+// keepAlivePeer is the idle fleet's peer: a bare quic-go listener in one child process
+// and, in another, connections to it that quic-go keeps alive.
+type keepAlivePeer struct {
+	listener, dialler []*child
 }
 
-// measureIdle measures this process's and the children's CPU over window, profiling it
-// as profileCPU does (with the agents of profiled, when not nil).
-func measureIdle(b *testing.B, profile string, profiled *child, children []*child, window time.Duration) *idlePhase {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	stopProfile := profileCPU(b, profile, profiled)
-	p := startPhase(children)
-	time.Sleep(window)
-	p.end()
-	stopProfile()
-	runtime.ReadMemStats(&after)
-	return &idlePhase{phase: p, gcs: after.NumGC - before.NumGC}
+// startKeepAlivePeer starts the keep-alive peer with count connections kept alive every
+// keepAlive, and waits until all are connected.
+func startKeepAlivePeer(b *testing.B, dir string, count int, keepAlive time.Duration) *keepAlivePeer {
+	ka := "BC_PEER_KEEPALIVE=" + keepAlive.String()
+	ln := startChild(b, "listener", "BC_DIR="+dir, ka)
+	p := &keepAlivePeer{listener: []*child{ln}}
+	p.dialler = []*child{startChild(b, "bare", "BC_ADDR="+ln.ask("addr"), "BC_COUNT="+strconv.Itoa(count), ka)}
+	waitLong(b, "the peer's connections", func() bool { return p.live() == count })
+	return p
+}
+
+// live is how many of the peer's connections are open; accepted how many the listener
+// accepted in all.
+func (p *keepAlivePeer) live() int     { return p.count(0) }
+func (p *keepAlivePeer) accepted() int { return p.count(1) }
+
+func (p *keepAlivePeer) count(field int) int {
+	f := strings.Fields(p.listener[0].ask("count"))
+	if len(f) != 2 {
+		p.listener[0].t.Fatalf("the peer's listener answered %q", f)
+	}
+	n, _ := strconv.Atoi(f[field])
+	return n
 }
 
 // peerKeepAlive is the keep-alive peer's dialling configuration: quic-go's own
@@ -194,27 +216,40 @@ func peerKeepAlive(keepAlive time.Duration) *quic.Config {
 	return &quic.Config{KeepAlivePeriod: keepAlive, MaxIdleTimeout: 4 * keepAlive, DisablePathMTUDiscovery: true}
 }
 
-// keepAlivePeer holds count bare quic-go connections from one child process, kept alive
-// by quic-go's keep-alive every keepAlive, and measures a window of them idle once a
-// period has passed since the last connected.
-func keepAlivePeer(b *testing.B, dir string, count int, keepAlive, window time.Duration) *idlePhase {
-	ln, err := quic.ListenAddr("127.0.0.1:0", bareTLS(b, dir), &quic.Config{MaxIdleTimeout: 4 * keepAlive, DisablePathMTUDiscovery: true})
+// runListenerChild is the keep-alive peer's listener: a bare quic-go listener on loopback
+// with the test server certificate of the CA in BC_DIR and an idle timeout of four
+// BC_PEER_KEEPALIVE periods, accepting connections until stdin closes. It answers "addr"
+// with its address and "count" with the connections open and those accepted in all.
+func runListenerChild() int {
+	ca, err := readCA(os.Getenv("BC_DIR"))
 	if err != nil {
-		b.Fatal(err)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
+	cert, err := ca.ServerCertificate()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	keepAlive := envDuration("BC_PEER_KEEPALIVE", session.DefaultKeepAlive)
+	ln, err := quic.ListenAddr("127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"bare"}},
+		&quic.Config{MaxIdleTimeout: 4 * keepAlive, DisablePathMTUDiscovery: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer ln.Close()
 	var accepted atomic.Int64
 	live := acceptCounted(ln, acceptors, func(*quic.Conn) { accepted.Add(1) })
-	c := startChild(b, "bare", "BC_DIR="+dir, "BC_ADDR="+ln.Addr().String(), "BC_COUNT="+strconv.Itoa(count), "BC_PEER_KEEPALIVE="+keepAlive.String())
-	waitLong(b, "the peer's connections", func() bool { return live.Load() == int64(count) })
-	time.Sleep(keepAlive)
-	dialled := accepted.Load()
-	p := measureIdle(b, "peer-idle.pprof", nil, []*child{c}, window)
-	p.ends = [2]string{"listener", "dialler's"}
-	if got := live.Load(); got != int64(count) || accepted.Load() != dialled {
-		b.Fatalf("the peer's connections did not stay idle: %d of %d open, %d dialled again", got, count, accepted.Load()-dialled)
-	}
-	c.stop()
-	ln.Close()
-	waitLong(b, "the peer's connections to close", func() bool { return live.Load() == 0 })
-	return p
+	fmt.Println("ready")
+	requests(func(req []string) string {
+		switch {
+		case len(req) == 1 && req[0] == "addr":
+			return ln.Addr().String()
+		case len(req) == 1 && req[0] == "count":
+			return fmt.Sprintf("%d %d", live.Load(), accepted.Load())
+		}
+		return ""
+	})
+	return 0
 }

@@ -17,7 +17,8 @@ import (
 const childEnv = "BC_AGENTPLANE_CHILD"
 
 // TestMain runs the tests, or, in a child process this package started, a registry
-// (kill_test.go), a batch of load agents, or the bare QUIC clients of a peer (load_test.go).
+// (kill_test.go), a batch of load agents, or the bare QUIC clients of a peer (load_test.go), or
+// the listener of the idle fleet's peer (idle_test.go).
 func TestMain(m *testing.M) {
 	switch os.Getenv(childEnv) {
 	case "registry":
@@ -28,6 +29,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runBareChild())
 	case "resume":
 		os.Exit(runResumeChild())
+	case "listener":
+		os.Exit(runListenerChild())
 	}
 	os.Exit(m.Run())
 }
