@@ -221,12 +221,7 @@ func peerKeepAlive(keepAlive time.Duration) *quic.Config {
 // BC_PEER_KEEPALIVE periods, accepting connections until stdin closes. It answers "addr"
 // with its address and "count" with the connections open and those accepted in all.
 func runListenerChild() int {
-	ca, err := readCA(os.Getenv("BC_DIR"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cert, err := ca.ServerCertificate()
+	_, cert, err := readServer(os.Getenv("BC_DIR"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

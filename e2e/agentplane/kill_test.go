@@ -122,12 +122,7 @@ func freeUDP(t testing.TB) string {
 //	converged N     how many of nodes 0..N-1 observed their spec's generation
 func runRegistryChild() int {
 	dir := os.Getenv("BC_DIR")
-	ca, err := readCA(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	server, err := ca.ServerCertificate()
+	ca, server, err := readServer(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

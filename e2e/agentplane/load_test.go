@@ -350,11 +350,7 @@ func acceptCounted(ln *quic.Listener, n int, accepted func(*quic.Conn)) *atomic.
 // peerCA reads the test CA of dir and returns it with a server certificate it issued,
 // for the peers standing in for the endpoint.
 func peerCA(b *testing.B, dir string) (*testkit.CA, tls.Certificate) {
-	ca, err := readCA(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cert, err := ca.ServerCertificate()
+	ca, cert, err := readServer(dir)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package agentplane
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -135,6 +136,17 @@ func readCA(dir string) (*testkit.CA, error) {
 		return nil, err
 	}
 	return testkit.LoadCA(certPEM, keyPEM)
+}
+
+// readServer reads the CA of dir (writeCA) and issues a server certificate from it, for a
+// child process or a peer standing in for the registry.
+func readServer(dir string) (*testkit.CA, tls.Certificate, error) {
+	ca, err := readCA(dir)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	cert, err := ca.ServerCertificate()
+	return ca, cert, err
 }
 
 // requests calls answer for each line of stdin until it closes, printing its answers.
