@@ -104,8 +104,9 @@ func TestSilentSessionEnds(t *testing.T) {
 // period has passed (the connect's own work is done), it measures the registry's and the
 // agents' CPU over a window of BC_IDLE_PERIODS keep-alive periods (as many as make at
 // least a minute, and at least two): a whole number of periods, so that every agent
-// pings the same number of times in it whenever it connected. A session that ended or a
-// handshake in the window fails the benchmark.
+// pings the same number of times in it whenever it connected. More than 1% of the
+// sessions (or of the peer's connections) lost or dialled again in the window fail the
+// benchmark; fewer are reported.
 //
 // The peer, measured over the same window (so under the same load from the rest of the
 // machine): as many bare quic-go connections (BC_LOAD_PEERS to change it) from one child
@@ -148,14 +149,12 @@ func BenchmarkIdleFleet(b *testing.B) {
 	listener, dialler = processesCPU(peer.listener)-listener, processesCPU(peer.dialler)-dialler
 	stopProfile()
 	runtime.ReadMemStats(&after)
-	if got := e.ep.Sessions(); got != n {
-		b.Fatalf("%d of %d sessions left at the end of the idle window", got, n)
-	}
-	if got := e.ep.Handshakes().Accepted - handshakes; got != 0 {
-		b.Fatalf("%d handshakes in the idle window: agents reconnected", got)
-	}
-	if got := peer.live(); got != peers || peer.accepted() != dialled {
-		b.Fatalf("the peer's connections did not stay idle: %d of %d open, %d dialled again", got, peers, peer.accepted()-dialled)
+	// A connection lost in the window costs a handshake, a millisecond or two: a few are
+	// noise in a minute's CPU, and are reported; more than 1% mean the window was not idle.
+	reconnected := int(e.ep.Handshakes().Accepted-handshakes) + n - e.ep.Sessions()
+	redialled := peer.accepted() - dialled + peers - peer.live()
+	if reconnected > n/100 || redialled > peers/100 {
+		b.Fatalf("the connections did not stay idle: %d agents reconnected or gone, %d peer connections", reconnected, redialled)
 	}
 
 	perSecond := func(d time.Duration) float64 { return d.Seconds() / window.Seconds() }
@@ -168,8 +167,8 @@ func BenchmarkIdleFleet(b *testing.B) {
 	fmt.Printf("  peer     listener CPU %.4f s a second (%.1f us a keep-alive), dialler's %.4f s a second (%.1f us a keep-alive), same window\n",
 		perSecond(listener), perPing(listener, peers), perSecond(dialler), perPing(dialler, peers))
 	ratio := perPing(idle.cpu, n) / perPing(listener, peers)
-	fmt.Printf("  idle/peer: registry CPU a ping / listener CPU a keep-alive %.2f, both ends %.2f\n",
-		ratio, perPing(idle.cpu+idle.agents, n)/perPing(listener+dialler, peers))
+	fmt.Printf("  idle/peer: registry CPU a ping / listener CPU a keep-alive %.2f, both ends %.2f; in the window %d agents and %d peer connections reconnected or were gone\n",
+		ratio, perPing(idle.cpu+idle.agents, n)/perPing(listener+dialler, peers), reconnected, redialled)
 	b.ReportMetric(keepAlive.Seconds(), "keepalive-s")
 	b.ReportMetric(perSecond(idle.cpu), "registry-CPU-s/s")
 	b.ReportMetric(perPing(idle.cpu, n), "registry-CPU-us/ping")
