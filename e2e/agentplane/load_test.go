@@ -708,8 +708,8 @@ func runAgentsChild() int {
 }
 
 // runBareChild keeps BC_COUNT bare quic-go connections with the default configuration
-// to BC_ADDR over one shared UDP socket, dialling again any that closes, until stdin
-// closes. With BC_PEER_KEEPALIVE, each sends quic-go's own keep-alive that often
+// to BC_ADDR over one shared UDP socket, dialling at most maxInFlight at a time and again
+// any that closes, until stdin closes. With BC_PEER_KEEPALIVE, each sends quic-go's own keep-alive that often
 // (peerKeepAlive).
 func runBareChild() int {
 	tr, addr, err := childTransport()
@@ -725,10 +725,13 @@ func runBareChild() int {
 	if keepAlive := envDuration("BC_PEER_KEEPALIVE", 0); keepAlive > 0 {
 		quicConf = peerKeepAlive(keepAlive)
 	}
+	places := make(chan struct{}, maxInFlight) // a herd of full handshakes would time out
 	for range envInt("BC_COUNT", 1) {
 		go func() {
 			for ctx.Err() == nil {
+				places <- struct{}{}
 				conn, err := tr.Dial(ctx, addr, conf, quicConf)
+				<-places
 				if err != nil {
 					time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
 					continue
