@@ -100,7 +100,9 @@ func TestSilentSessionEnds(t *testing.T) {
 // BenchmarkIdleFleet measures what a fleet that does nothing costs: BC_LOAD_AGENTS agent
 // sessions (10,000 by default) in child processes of BC_LOAD_PER_PROCESS (5,000), each
 // agent sending its ping every BC_LOAD_KEEPALIVE (session.DefaultKeepAlive), held by one
-// registry endpoint in this process. Once every agent is connected and a keep-alive
+// registry endpoint in this process. Each agent starts at a random moment within a
+// keep-alive period, as a fleet's machines would, so that the pings spread over the
+// period (bunched timers cost the runtime less). Once every agent is connected and a
 // period has passed (the connect's own work is done), it measures the registry's and the
 // agents' CPU over a window of BC_IDLE_PERIODS keep-alive periods (as many as make at
 // least a minute, and at least two): a whole number of periods, so that every agent
@@ -111,8 +113,8 @@ func TestSilentSessionEnds(t *testing.T) {
 // The peer, measured over the same window (so under the same load from the rest of the
 // machine): as many bare quic-go connections (BC_LOAD_PEERS to change it) from one child
 // process to a bare listener in another, kept alive by quic-go's own keep-alive at the
-// same period, with the same idle timeout: what quic-go alone costs to keep the
-// connections alive. Both are idle, so each takes little of the processor from the other.
+// same period, with the same idle timeout and dialled as spread: what quic-go alone
+// costs to keep the connections alive. Both are idle, so each takes little of the processor from the other.
 //
 // With BC_LOAD_PROFILE=DIR, the registry's CPU profile of the window is written to
 // DIR/idle.pprof and the first agent process's to DIR/agents-idle.pprof.
@@ -131,7 +133,8 @@ func BenchmarkIdleFleet(b *testing.B) {
 	connect := startPhase(nil)
 	var children []*child
 	for first := 0; first < n; first += per {
-		children = append(children, startChild(b, "agents", "BC_DIR="+e.dir, "BC_ADDR="+e.addr, "BC_FIRST="+strconv.Itoa(first), "BC_COUNT="+strconv.Itoa(min(per, n-first))))
+		children = append(children, startChild(b, "agents", "BC_DIR="+e.dir, "BC_ADDR="+e.addr, "BC_FIRST="+strconv.Itoa(first), "BC_COUNT="+strconv.Itoa(min(per, n-first)),
+			"BC_LOAD_SPREAD="+keepAlive.String()))
 	}
 	connect.children = children // their CPU from their start, making their keys included
 	waitLong(b, "every agent connected", func() bool { return e.ep.Sessions() == n })
@@ -161,7 +164,7 @@ func BenchmarkIdleFleet(b *testing.B) {
 	perPing := func(d time.Duration, conns int) float64 { return d.Seconds() * 1e6 / float64(conns*periods) } // one a period each
 	fmt.Printf("idle fleet: %d sessions, agents in %d processes, a ping every %v, window %v (%d periods); peer: %d quic-go connections, its keep-alive every %v\n",
 		n, len(children), keepAlive, window, periods, peers, keepAlive)
-	connect.print("connect", n, "until every agent said hello")
+	connect.print("connect", n, "until every agent said hello, spread over a period")
 	fmt.Printf("  idle     registry CPU %.4f s a second (%.1f us a ping), agents' %.4f s a second (%.1f us a ping); %d garbage collections in the registry\n",
 		perSecond(idle.cpu), perPing(idle.cpu, n), perSecond(idle.agents), perPing(idle.agents, n), after.NumGC-before.NumGC)
 	fmt.Printf("  peer     listener CPU %.4f s a second (%.1f us a keep-alive), dialler's %.4f s a second (%.1f us a keep-alive), same window\n",
@@ -190,7 +193,7 @@ func startKeepAlivePeer(b *testing.B, dir string, count int, keepAlive time.Dura
 	ka := "BC_PEER_KEEPALIVE=" + keepAlive.String()
 	ln := startChild(b, "listener", "BC_DIR="+dir, ka)
 	p := &keepAlivePeer{listener: []*child{ln}}
-	p.dialler = []*child{startChild(b, "bare", "BC_ADDR="+ln.ask("addr"), "BC_COUNT="+strconv.Itoa(count), ka)}
+	p.dialler = []*child{startChild(b, "bare", "BC_ADDR="+ln.ask("addr"), "BC_COUNT="+strconv.Itoa(count), ka, "BC_LOAD_SPREAD="+keepAlive.String())}
 	waitLong(b, "the peer's connections", func() bool { return p.live() == count })
 	return p
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
@@ -642,6 +643,13 @@ func envDuration(name string, def time.Duration) time.Duration {
 	return def
 }
 
+// spread waits a random moment within BC_LOAD_SPREAD (none when unset), or until ctx
+// ends: children that start their connections so spread them over that time, as a
+// fleet's machines would, not all at once.
+func spread(ctx context.Context) error {
+	return clock.Sleep(ctx, clock.Real{}, rand.N(max(envDuration("BC_LOAD_SPREAD", 0), 1)))
+}
+
 // childTransport is a child process's QUIC transport on one loopback UDP socket, which
 // all its connections share, and the address BC_ADDR they dial.
 func childTransport() (*quic.Transport, *net.UDPAddr, error) {
@@ -687,7 +695,11 @@ func runAgentsChild() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		wg.Go(func() { a.Run(ctx) })
+		wg.Go(func() {
+			if spread(ctx) == nil {
+				a.Run(ctx)
+			}
+		})
 	}
 	fmt.Println("ready")
 	requests(func(req []string) string {
@@ -728,6 +740,9 @@ func runBareChild() int {
 	places := make(chan struct{}, maxInFlight) // a herd of full handshakes would time out
 	for range envInt("BC_COUNT", 1) {
 		go func() {
+			if spread(ctx) != nil {
+				return
+			}
 			for ctx.Err() == nil {
 				places <- struct{}{}
 				conn, err := tr.Dial(ctx, addr, conf, quicConf)
