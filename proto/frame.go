@@ -19,6 +19,12 @@ const (
 	frameChunk = 64 << 10
 )
 
+// PingFrame is the frame of a ping as WriteMessage writes it: the length, then
+// {"type":"ping"}. An agent sends it every keep-alive period, so a receiver may take
+// these exact bytes for a ping without decoding them (the registry does, for each of
+// its fleet's pings); any other encoding of a ping is decoded as usual.
+const PingFrame = "\x00\x00\x00\x0f" + `{"type":"ping"}`
+
 // ErrFrameTooLarge is returned for a frame whose announced length exceeds MaxFrame.
 var ErrFrameTooLarge = errors.New("agent frame larger than proto.MaxFrame")
 

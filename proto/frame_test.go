@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -78,6 +79,23 @@ func TestMessageRoundTrip(t *testing.T) {
 	}
 	if _, err := ReadMessage(&stream); err != io.EOF {
 		t.Fatalf("after the last frame: got %v, want io.EOF", err)
+	}
+}
+
+// TestPingFrame: PingFrame is the frame WriteMessage writes for a ping, and reads back as
+// a ping, so a receiver that takes these bytes for a ping without decoding them agrees
+// with one that decodes them.
+func TestPingFrame(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteMessage(&b, &Message{Type: MsgPing}); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != PingFrame {
+		t.Fatalf("WriteMessage writes a ping as %q, PingFrame is %q", b.String(), PingFrame)
+	}
+	m, err := ReadMessage(strings.NewReader(PingFrame))
+	if err != nil || !cmp.Equal(m, Message{Type: MsgPing}) {
+		t.Fatalf("PingFrame reads as %+v, %v", m, err)
 	}
 }
 

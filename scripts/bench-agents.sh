@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Runs the agent-plane benchmark (BenchmarkAgentSessions, e2e/agentplane) AGENTS_RUNS times
-# in a row (5 by default), each in a process of its own, prints each run, then the spread
-# (min/median/max over the runs) of its figures. BC_LOAD_AGENTS and the benchmark's other
-# variables pass through (docs/benchmarks.md, "The agent plane").
+# Runs an agent-plane benchmark of e2e/agentplane (BenchmarkAgentSessions, or the one named
+# as the first argument, BenchmarkIdleFleet) AGENTS_RUNS times in a row (5 by default),
+# each in a process of its own, prints each run, then the spread (min/median/max over the
+# runs) of its figures. BC_LOAD_AGENTS and the benchmark's other variables pass through
+# (docs/benchmarks.md, "The agent plane").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bench=${1:-BenchmarkAgentSessions}
+case $bench in BenchmarkAgentSessions | BenchmarkIdleFleet) ;; *) echo "$bench: name BenchmarkAgentSessions or BenchmarkIdleFleet" >&2; exit 2 ;; esac
 runs=${AGENTS_RUNS:-5}
 case $runs in '' | *[!0-9]* | 0) echo "AGENTS_RUNS=$runs: give a number of runs, 1 or more" >&2; exit 2 ;; esac
 work=$(mktemp -d)
@@ -12,11 +15,11 @@ trap 'rm -rf "$work"' EXIT
 go test -c -o "$work/agentplane.test" ./e2e/agentplane
 for i in $(seq 1 "$runs"); do
 	echo "== agent plane, run $i of $runs"
-	(cd e2e/agentplane && "$work/agentplane.test" -test.run='^$' -test.bench='^BenchmarkAgentSessions$' -test.benchtime=1x -test.timeout=60m) | tee "$work/run$i"
+	(cd e2e/agentplane && "$work/agentplane.test" -test.run='^$' -test.bench="^$bench\$" -test.benchtime=1x -test.timeout=60m) | tee "$work/run$i"
 done
 # Each run's figures are the value-unit pairs of its benchmark line.
-cat "$work"/run* | awk -v runs="$runs" '
-/^BenchmarkAgentSessions/ {
+cat "$work"/run* | awk -v runs="$runs" -v bench="$bench" '
+$1 ~ "^" bench "(-[0-9]+)?$" {
 	for (i = 3; i < NF; i += 2) {
 		unit = $(i + 1)
 		if (unit == "ns/op") continue

@@ -23,7 +23,7 @@ fi
 # BC_BENCH_PAIRS alternating rounds (5) and print the median of the within-round ratios
 # with min and max (testkit.RunPairs): the DHCP rate about 3.5 minutes, each storm of 1,000
 # machines (BC_STORM_CLIENTS) 3-6 minutes, the cache half a minute.
-go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkReplicaSessions|BenchmarkVMWipe|BenchmarkDeployImage|BenchmarkConvergedPass)$' -benchtime=1x -timeout=60m ./... | grep -E '^(Benchmark|ok|FAIL|---)|: PROJECTION ' || true
+go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkIdleFleet|BenchmarkReplicaSessions|BenchmarkVMWipe|BenchmarkDeployImage|BenchmarkConvergedPass)$' -benchtime=1x -timeout=60m ./... | grep -E '^(Benchmark|ok|FAIL|---)|: PROJECTION ' || true
 # deploy.image of an ext4 image built from /usr files, beside curl | tee >(openssl dgst) |
 # zstd -d --sparse and zstd -d to /dev/null, five alternating rounds on tmpfs and (root) a
 # loop device over a file on disk; prints the medians of the ratios with min and max.
@@ -46,3 +46,6 @@ go test -run='^$' -bench='^BenchmarkVMWipe$' -benchtime=1x -timeout=45m ./e2e/vm
 # after their idle timeout: BC_REPLICA_KEEPALIVE shortens their keep-alive from 25 s), a
 # change through replica 2; each phase's time with every process's CPU (a few minutes).
 go test -run='^$' -bench='^BenchmarkReplicaSessions$' -benchtime=1x -timeout=60m ./e2e/agentplane | grep -vE '^(goos|goarch|pkg|cpu|PASS)' || true
+# The agent plane idle: BC_LOAD_AGENTS sessions pinging every BC_LOAD_KEEPALIVE (25s) beside
+# quic-go connections kept alive as often, IDLE_RUNS times (3); a few minutes a run.
+AGENTS_RUNS=${IDLE_RUNS:-3} ./scripts/bench-agents.sh BenchmarkIdleFleet

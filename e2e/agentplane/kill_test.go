@@ -130,12 +130,7 @@ func freeUDP(t testing.TB) string {
 //	                endpoint recorded in the store, and its handshake counts
 func runRegistryChild() int {
 	dir := os.Getenv("BC_DIR")
-	ca, err := readCA(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	server, err := ca.ServerCertificate()
+	ca, server, err := readServer(dir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
@@ -356,11 +357,7 @@ func acceptCounted(ln *quic.Listener, n int, accepted func(*quic.Conn)) *atomic.
 // peerCA reads the test CA of dir and returns it with a server certificate it issued,
 // for the peers standing in for the endpoint.
 func peerCA(b *testing.B, dir string) (*testkit.CA, tls.Certificate) {
-	ca, err := readCA(dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cert, err := ca.ServerCertificate()
+	ca, cert, err := readServer(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -643,6 +640,22 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// envDuration is the duration in the environment variable name ("25s"), def when it is
+// unset or not a positive duration.
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// spread waits a random moment within BC_LOAD_SPREAD (none when unset), or until ctx
+// ends: children that start their connections so spread them over that time, as a
+// fleet's machines would, not all at once.
+func spread(ctx context.Context) error {
+	return clock.Sleep(ctx, clock.Real{}, rand.N(max(envDuration("BC_LOAD_SPREAD", 0), 1)))
+}
+
 // childTransport is a child process's QUIC transport on one loopback UDP socket, which
 // all its connections share.
 func childTransport() (*quic.Transport, error) {
@@ -669,7 +682,8 @@ func childPeer() (*quic.Transport, *net.UDPAddr, error) {
 // endpoint, or its replicas' separated by commas: each agent is given all of them, its
 // own (the one it joined through, as bcd's config names it first) being the next in
 // turn from agent to agent. BC_KEEPALIVE, a duration, sets the agents' keep-alive period
-// (the agent's default when unset). It runs until stdin closes.
+// (the agent's default when unset), and BC_LOAD_SPREAD spreads their starts. It runs
+// until stdin closes.
 func runAgentsChild() int {
 	ca, err := readCA(os.Getenv("BC_DIR"))
 	if err != nil {
@@ -678,13 +692,6 @@ func runAgentsChild() int {
 	}
 	first, count := envInt("BC_FIRST", 0), envInt("BC_COUNT", 1)
 	addrs := strings.Split(os.Getenv("BC_ADDR"), ",")
-	var keepAlive time.Duration
-	if v := os.Getenv("BC_KEEPALIVE"); v != "" {
-		if keepAlive, err = time.ParseDuration(v); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
 	tr, err := childTransport()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -700,12 +707,16 @@ func runAgentsChild() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		a, err := session.New(session.Config{Addr: addrs[i%len(addrs)], Addrs: addrs, KeepAlive: keepAlive, Certificate: cert, ServerCAs: ca.Pool(), Transport: tr, Log: slog.New(slog.DiscardHandler)})
+		a, err := session.New(session.Config{Addr: addrs[i%len(addrs)], Addrs: addrs, KeepAlive: envDuration("BC_KEEPALIVE", 0), Certificate: cert, ServerCAs: ca.Pool(), Transport: tr, Log: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		wg.Go(func() { a.Run(ctx) })
+		wg.Go(func() {
+			if spread(ctx) == nil {
+				a.Run(ctx)
+			}
+		})
 	}
 	fmt.Println("ready")
 	requests(func(req []string) string {
@@ -726,8 +737,9 @@ func runAgentsChild() int {
 }
 
 // runBareChild keeps BC_COUNT bare quic-go connections with the default configuration
-// to BC_ADDR over one shared UDP socket, dialling again any that closes, until stdin
-// closes.
+// to BC_ADDR over one shared UDP socket, dialling at most maxInFlight at a time and again
+// any that closes, until stdin closes. With BC_PEER_KEEPALIVE, each sends quic-go's own keep-alive that often
+// (peerKeepAlive).
 func runBareChild() int {
 	tr, addr, err := childPeer()
 	if err != nil {
@@ -738,10 +750,20 @@ func runBareChild() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	conf := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"bare"}}
+	var quicConf *quic.Config
+	if keepAlive := envDuration("BC_PEER_KEEPALIVE", 0); keepAlive > 0 {
+		quicConf = peerKeepAlive(keepAlive)
+	}
+	places := make(chan struct{}, maxInFlight) // a herd of full handshakes would time out
 	for range envInt("BC_COUNT", 1) {
 		go func() {
+			if spread(ctx) != nil {
+				return
+			}
 			for ctx.Err() == nil {
-				conn, err := tr.Dial(ctx, addr, conf, nil)
+				places <- struct{}{}
+				conn, err := tr.Dial(ctx, addr, conf, quicConf)
+				<-places
 				if err != nil {
 					time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
 					continue

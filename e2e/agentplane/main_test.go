@@ -2,6 +2,7 @@ package agentplane
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,7 +19,8 @@ const childEnv = "BC_AGENTPLANE_CHILD"
 
 // TestMain runs the tests, or, in a child process this package started, a registry on
 // bbolt or one replica on etcd (kill_test.go, replicas_test.go), a batch of load agents,
-// or the bare QUIC clients of a peer (load_test.go).
+// the bare QUIC clients of a peer (load_test.go), or the listener of the idle fleet's
+// peer (idle_test.go).
 func TestMain(m *testing.M) {
 	switch os.Getenv(childEnv) {
 	case "registry":
@@ -29,6 +31,8 @@ func TestMain(m *testing.M) {
 		os.Exit(runBareChild())
 	case "resume":
 		os.Exit(runResumeChild())
+	case "listener":
+		os.Exit(runListenerChild())
 	}
 	os.Exit(m.Run())
 }
@@ -133,6 +137,17 @@ func readCA(dir string) (*testkit.CA, error) {
 		return nil, err
 	}
 	return testkit.LoadCA(certPEM, keyPEM)
+}
+
+// readServer reads the CA of dir (writeCA) and issues a server certificate from it, for a
+// child process or a peer standing in for the registry.
+func readServer(dir string) (*testkit.CA, tls.Certificate, error) {
+	ca, err := readCA(dir)
+	if err != nil {
+		return nil, tls.Certificate{}, err
+	}
+	cert, err := ca.ServerCertificate()
+	return ca, cert, err
 }
 
 // requests calls answer for each line of stdin until it closes, printing its answers.

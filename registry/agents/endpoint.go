@@ -32,6 +32,9 @@ const DefaultCommandTTL = 24 * time.Hour
 // push window.
 const DefaultAckTimeout = 30 * time.Second
 
+// DefaultIdleTimeout is how long a session may be silent before the endpoint ends it.
+const DefaultIdleTimeout = 90 * time.Second
+
 // The names of the endpoint's secrets in the store.
 const (
 	keyStatelessReset = "agent-stateless-reset-key"
@@ -99,6 +102,11 @@ type Config struct {
 	// acknowledgement comes after its apply: a push still unacknowledged then gives its
 	// place to another, and the window is halved as for a late acknowledgement.
 	AckTimeout time.Duration
+	// IdleTimeout ends a session that heard nothing from its agent for this long, or for
+	// the agent's own idle timeout if that is shorter (DefaultIdleTimeout when zero). It
+	// bounds how long a dead agent's session lasts, and so counts as present; agents
+	// send within it (bcd pings every session.DefaultKeepAlive).
+	IdleTimeout time.Duration
 	// Keys, if set, are the endpoint's keys as the registry's replicas share them, sealed
 	// (registry/pki). Without them the endpoint keeps its keys in the store, in the clear
 	// (store.Tx.AgentKey); with them it removes those.
@@ -167,6 +175,9 @@ func Start(cfg Config) (*Endpoint, error) {
 	if cfg.AckTimeout == 0 {
 		cfg.AckTimeout = DefaultAckTimeout
 	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
 	var resetKey, ticketKey [32]byte
 	var plan store.AgentReturn
 	err := cfg.Store.Update(func(tx *store.Tx) (err error) {
@@ -210,7 +221,7 @@ func Start(cfg Config) (*Endpoint, error) {
 	adm := &admission{}
 	adm.limit.Store(int64(plan.Admission))
 	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnContext: adm.admit}
-	ln, err := tr.Listen(serverTLS(cfg, ticketKey), serverQUIC())
+	ln, err := tr.Listen(serverTLS(cfg, ticketKey), serverQUIC(cfg.IdleTimeout))
 	if err != nil {
 		tr.Close()
 		udp.Close()

@@ -122,16 +122,31 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 
 // await waits for the agent's next frame on a goroutine of its own. The goroutine is
 // new and waits right in its first call, so its stack stays at the runtime's smallest
-// for the long idle stretches of a session; received does the rest on the same
-// goroutine and starts the next await.
+// for the long idle stretches of a session. A ping, the frame an idle agent sends every
+// keep-alive period, it takes as the bytes proto.PingFrame and waits again on the same
+// goroutine: nothing in that grows its stack, which decoding would (the runtime would
+// copy the stack at every ping). Any other frame it hands to received on the same
+// goroutine, which starts the next await.
 func (s *session) await(e *Endpoint) {
-	var head [4]byte
-	n, err := s.stream.Read(head[:])
-	e.received(s, head[:n], err)
+	var head [len(proto.PingFrame)]byte
+	for {
+		n, err := io.ReadFull(s.stream, head[:4])
+		if err == nil && string(head[:4]) == proto.PingFrame[:4] {
+			var m int
+			m, err = io.ReadFull(s.stream, head[4:])
+			n += m
+		}
+		if err == nil && string(head[:n]) == proto.PingFrame {
+			continue // the agent's keep-alive: nothing to do
+		}
+		e.received(s, head[:n], err)
+		return
+	}
 }
 
-// received reads the rest of the frame await began, handles its message and waits for
-// the next one. When the stream fails or the agent breaks the protocol, the session ends.
+// received reads the rest of the frame await began (head, its first bytes, read until
+// err), handles its message and waits for the next one. When the stream fails or the
+// agent breaks the protocol, the session ends.
 func (e *Endpoint) received(s *session, head []byte, err error) {
 	if len(head) == 0 && err != nil {
 		e.end(s, codeProtocol, "session stream ended")
@@ -151,7 +166,7 @@ func (e *Endpoint) received(s *session, head []byte, err error) {
 		err = e.secret(s, m.SecretRequest)
 	case m.Type == proto.MsgRenewRequest:
 		err = e.renew(s, m.RenewRequest)
-	case m.Type == proto.MsgPing: // the agent's keep-alive: nothing to do
+	case m.Type == proto.MsgPing: // a keep-alive written otherwise than proto.PingFrame
 	default:
 		e.log.Debug("agent sent an unexpected message", "node", s.node, "type", m.Type)
 		e.end(s, codeProtocol, "unexpected message "+string(m.Type))

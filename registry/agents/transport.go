@@ -22,19 +22,17 @@ const (
 	helloTimeout = 10 * time.Second
 	// writeTimeout bounds a write of one frame; a stuck agent is disconnected.
 	writeTimeout = 10 * time.Second
-	// idleTimeout closes a connection that heard nothing for this long. Agents send a
-	// keep-alive well within it.
-	idleTimeout = 90 * time.Second
 )
 
 // serverQUIC is the endpoint's QUIC configuration, tuned for many idle sessions: an
 // agent opens one stream (its session) and no unidirectional ones, the receive windows
 // start small (they grow when an agent sends a large inventory), and path MTU discovery
-// is off (the agent plane's messages are small; 1,280-byte packets carry them).
-func serverQUIC() *quic.Config {
+// is off (the agent plane's messages are small; 1,280-byte packets carry them). A
+// connection that hears nothing for idle is closed.
+func serverQUIC(idle time.Duration) *quic.Config {
 	return &quic.Config{
 		HandshakeIdleTimeout:           10 * time.Second,
-		MaxIdleTimeout:                 idleTimeout,
+		MaxIdleTimeout:                 idle,
 		InitialStreamReceiveWindow:     16 << 10,
 		MaxStreamReceiveWindow:         1 << 20,
 		InitialConnectionReceiveWindow: 32 << 10,
