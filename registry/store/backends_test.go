@@ -3,7 +3,9 @@ package store
 import (
 	"os"
 	"testing"
+	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
 
@@ -25,6 +27,19 @@ var testBackends = []struct {
 	{"etcd", func(t testing.TB, opts Options) (*Store, error) {
 		return OpenEtcd(EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, opts)
 	}},
+}
+
+// openOnFakeClock opens a store with open on a fake clock, which the test moves; the
+// store is closed when t ends.
+func openOnFakeClock(t *testing.T, open opener) (*Store, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	st, err := open(t, Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st, clk
 }
 
 // eachBackend runs fn as a subtest per backend.

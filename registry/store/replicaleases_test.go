@@ -3,8 +3,6 @@ package store
 import (
 	"testing"
 	"time"
-
-	"github.com/better-compute/better-compute/clock"
 )
 
 // TestReplicaLeaseHolds: a holder's lease holds until it expires on the store's clock
@@ -16,12 +14,7 @@ func TestReplicaLeaseHolds(t *testing.T) {
 }
 
 func testReplicaLeaseHolds(t *testing.T, open opener) {
-	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	st, err := open(t, Options{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, clk := openOnFakeClock(t, open)
 	first := Holder{Replica: "rg_a", Started: clk.Now()}
 	update := func(fn func(tx *Tx) error) {
 		t.Helper()

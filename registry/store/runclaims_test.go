@@ -3,8 +3,6 @@ package store
 import (
 	"testing"
 	"time"
-
-	"github.com/better-compute/better-compute/clock"
 )
 
 // TestRunClaimExclusive: a run's claim is its owner's until it expires on the store's
@@ -15,12 +13,7 @@ func TestRunClaimExclusive(t *testing.T) {
 }
 
 func testRunClaimExclusive(t *testing.T, open opener) {
-	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	st, err := open(t, Options{Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, clk := openOnFakeClock(t, open)
 	claim := func(owner string) bool {
 		t.Helper()
 		var ok bool
