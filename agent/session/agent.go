@@ -93,6 +93,12 @@ const ioTimeout = 10 * time.Second
 // registry that drops the first packets of a reconnect storm is thus tried again soon.
 const handshakeTimeout = 5 * time.Second
 
+// pingTimeout is how long after a ping an agent waits for any packet of the registry
+// (at the least the acknowledgement of the ping, which QUIC sends within 25 ms, and
+// again while packets are lost) before it takes the registry for gone: long enough for
+// a registry whose processors are saturated (a reconnect storm) to answer.
+const pingTimeout = 10 * time.Second
+
 // Agent is one agent's session with the registry.
 type Agent struct {
 	cfg      Config
@@ -374,12 +380,34 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 // QUIC's own keep-alive packet is too small for a registry restarted after a crash to
 // answer with a stateless reset (quic-go answers no packet of 42 bytes or fewer), which
 // left the agent waiting for its idle timeout; a ping's packet is answered, and the
-// agent learns at once that its session is gone.
+// agent learns at once that its session is gone. A registry that is gone altogether (its
+// machine or process killed) answers nothing, not even the acknowledgement QUIC owes the
+// ping within milliseconds: when no packet at all has come from it pingTimeout after a
+// ping, the agent gives the session up and connects to another endpoint, rather than
+// waiting for its idle timeout (four periods).
+// Periods of pingTimeout or less (tests') leave it to the idle timeout.
 func (a *Agent) keepAlive(conn *quic.Conn) {
-	for clock.Sleep(conn.Context(), a.cfg.Clock, a.cfg.KeepAlive) == nil {
+	check := a.cfg.KeepAlive > pingTimeout
+	wait := a.cfg.KeepAlive
+	if check {
+		wait -= pingTimeout
+	}
+	for clock.Sleep(conn.Context(), a.cfg.Clock, wait) == nil {
+		received := conn.ConnectionStats().PacketsReceived
 		a.mu.Lock()
 		a.sendLocked(&proto.Message{Type: proto.MsgPing})
 		a.mu.Unlock()
+		if !check {
+			continue
+		}
+		if clock.Sleep(conn.Context(), a.cfg.Clock, pingTimeout) != nil {
+			return
+		}
+		if conn.ConnectionStats().PacketsReceived == received {
+			a.log.Warn("the registry answered nothing to a ping: giving its session up for another endpoint", "within", pingTimeout)
+			conn.CloseWithError(codeNormal, "the registry answered nothing to a ping")
+			return
+		}
 	}
 }
 

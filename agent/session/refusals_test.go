@@ -2,16 +2,12 @@ package session
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"log/slog"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/testkit"
 	"github.com/quic-go/quic-go"
 )
 
@@ -22,39 +18,17 @@ import (
 // work. The registry here is a bare QUIC listener refusing first packets, as the agent
 // endpoint's admission does.
 func TestRefusalsKeepTheTicket(t *testing.T) {
-	ca, err := testkit.NewCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	serverCert, err := ca.ServerCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const refusals = 4 * keepTicketFailures
 	var refuse, refused atomic.Int64
-	tr := &quic.Transport{Conn: udp, ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+	ln, _, cfg := bareRegistry(t, func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
 		if refuse.Add(-1) >= 0 {
 			refused.Add(1)
 			return nil, errors.New("too many handshakes in flight")
 		}
 		return ctx, nil
-	}}
-	defer tr.Close()
-	ln, err := tr.Listen(&tls.Config{Certificates: []tls.Certificate{serverCert}, ClientAuth: tls.RequireAndVerifyClientCert,
-		ClientCAs: ca.Pool(), NextProtos: []string{proto.AgentALPN}, MinVersion: tls.VersionTLS13}, &quic.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := ca.AgentCertificate("nd_1", string(proto.RoleNode))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(Config{Certificate: cert, Addr: udp.LocalAddr().String(), ServerCAs: ca.Pool(), Log: slog.New(slog.DiscardHandler),
-		Backoff: Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}})
+	}, &quic.Config{})
+	cfg.Log, cfg.Backoff = slog.New(slog.DiscardHandler), Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
