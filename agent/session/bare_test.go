@@ -43,3 +43,16 @@ func bareRegistry(t *testing.T, admit func(context.Context, *quic.ClientInfo) (c
 	}
 	return ln, udp, Config{Certificate: agentCert, Addr: udp.LocalAddr().String(), ServerCAs: ca.Pool()}
 }
+
+// runAgent runs an agent of cfg until the test ends, and waits for it then.
+func runAgent(t *testing.T, cfg Config) {
+	t.Helper()
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}

@@ -28,14 +28,7 @@ func TestRefusalsKeepTheTicket(t *testing.T) {
 		return ctx, nil
 	}, &quic.Config{})
 	cfg.Log, cfg.Backoff = slog.New(slog.DiscardHandler), Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { a.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	runAgent(t, cfg)
 	accept := func() *quic.Conn {
 		t.Helper()
 		actx, stop := context.WithTimeout(t.Context(), 30*time.Second)

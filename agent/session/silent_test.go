@@ -23,14 +23,7 @@ func TestSilentRegistryGivenUp(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	logs := &warnings{}
 	cfg.Log, cfg.Clock, cfg.KeepAlive, cfg.Backoff = slog.New(logs), clk, DefaultKeepAlive, Backoff{Min: time.Hour, Max: time.Hour}
-	a, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { a.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	runAgent(t, cfg)
 	actx, stop := context.WithTimeout(t.Context(), 30*time.Second)
 	defer stop()
 	conn, err := ln.Accept(actx)
