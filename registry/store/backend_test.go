@@ -105,17 +105,17 @@ func TestBackendsAgree(t *testing.T) {
 	}
 }
 
-// TestBackendsAgreeAcrossPages walks a bucket of 700 keys, more than the etcd cursor
-// reads at once (a first page, then larger ones), in a View and in a transaction that
-// deleted and added keys on the way, from the start and from places around the page
-// bounds: every walk answers the same on both backends.
+// TestBackendsAgreeAcrossPages walks a bucket of 700 keys, over many nodes of bbolt's
+// pages and of the etcd mirror's tree, in a View and in a transaction that deleted and
+// added keys on the way, from the start and from places around the nodes' bounds: every
+// walk answers the same on both backends.
 func TestBackendsAgreeAcrossPages(t *testing.T) {
 	kvs := openBackends(t)
 	const n, bucket = 700, "paged"
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%04d", i) }
 	walks := func(tx kvTx) string {
 		var out bytes.Buffer
-		for _, from := range []int{-1, 0, etcdFirstPage - 1, etcdFirstPage, etcdFirstPage + 1, etcdFirstPage + etcdPage, 500, n - 1} {
+		for _, from := range []int{-1, 0, mirrorDegree - 1, mirrorDegree, mirrorDegree + 1, 2*mirrorDegree - 1, 288, 500, n - 1} {
 			c := tx.cursor(bucket)
 			k, v := c.First()
 			if from >= 0 {

@@ -43,11 +43,6 @@ const (
 	// (--max-request-bytes, 1.5 MiB by default) is what refuses a transaction, so a
 	// cluster that raises it takes larger ones.
 	etcdMaxSend = 64 << 20
-	// etcdFirstPage is how many keys a cursor reads first: most walks stop early (a page
-	// of 20 and the one after it, a node's few records under a prefix); etcdPage is how
-	// many it reads at once after that.
-	etcdFirstPage = 32
-	etcdPage      = 256
 	// etcdMaxAttempts bounds how often a transaction runs again after conflicts.
 	etcdMaxAttempts = 50
 )
@@ -90,8 +85,10 @@ type etcdBackend struct {
 	timeout time.Duration
 	// id marks this backend's commits in the generation keys, so its watch skips them.
 	id []byte
-	// startRev is the revision the watch starts after.
-	startRev int64
+	// mirror is this replica's copy of the keys, barrier the reads that keep it honest
+	// (etcdmirror.go).
+	mirror   *mirror
+	barrier  barrier
 	ctx      context.Context
 	stop     context.CancelFunc
 	watching sync.WaitGroup
@@ -120,15 +117,14 @@ func openEtcd(cfg EtcdConfig) (*etcdBackend, error) {
 	id := make([]byte, 8)
 	crand.Read(id)
 	ctx, stop := context.WithCancel(context.Background())
-	b := &etcdBackend{cli: cli, prefix: cfg.Prefix + "/", timeout: cfg.Timeout, id: []byte(hex.EncodeToString(id)), ctx: ctx, stop: stop}
-	rctx, cancel := b.rpc()
-	defer cancel()
-	resp, err := cli.Get(rctx, b.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	b := &etcdBackend{cli: cli, prefix: cfg.Prefix + "/", timeout: cfg.Timeout, id: []byte(hex.EncodeToString(id)), mirror: newMirror(), ctx: ctx, stop: stop}
+	tree, rev, err := b.load()
 	if err != nil {
 		b.close()
 		return nil, fmt.Errorf("store: etcd %s: %w (is the cluster up and are the TLS options right?)", strings.Join(cfg.Endpoints, ","), err)
 	}
-	b.startRev = resp.Header.Revision
+	b.mirror.tree = tree
+	b.mirror.publish(rev)
 	return b, nil
 }
 
@@ -138,6 +134,7 @@ func (b *etcdBackend) rpc() (context.Context, context.CancelFunc) {
 
 func (b *etcdBackend) close() error {
 	b.stop()
+	close(b.mirror.closed)
 	b.watching.Wait()
 	return b.cli.Close()
 }
@@ -154,23 +151,20 @@ func (b *etcdBackend) bucketRange(bucket string) (string, string) {
 }
 
 func (b *etcdBackend) view(fn func(kvTx) error) error {
-	tx := b.begin(true)
-	err := fn(tx)
-	if tx.err != nil {
-		return tx.err
+	tx, err := b.begin(true)
+	if err != nil {
+		return err
 	}
-	return err
+	return fn(tx)
 }
 
 func (b *etcdBackend) update(fn func(kvTx) error) error {
 	for attempt := 1; ; attempt++ {
-		tx := b.begin(false)
-		err := fn(tx)
-		switch {
-		case errors.Is(tx.err, rpctypes.ErrCompacted):
-			// The snapshot was compacted away under the transaction: run it again.
-		case tx.err != nil:
-			return tx.err
+		tx, err := b.begin(false)
+		if err != nil {
+			return err
+		}
+		switch err := fn(tx); {
 		case err != nil:
 			return err
 		default:
@@ -193,20 +187,25 @@ func (b *etcdBackend) update(fn func(kvTx) error) error {
 	}
 }
 
-func (b *etcdBackend) begin(readOnly bool) *etcdTx {
-	return &etcdTx{b: b, readOnly: readOnly, reads: map[string]int64{}, values: map[string][]byte{},
-		scanned: map[string]bool{}, gens: map[string]int64{}, writes: map[string]*[]byte{}}
+// begin starts a transaction on a snapshot of the mirror holding every commit
+// acknowledged before it began.
+func (b *etcdBackend) begin(readOnly bool) (*etcdTx, error) {
+	snap, err := b.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return &etcdTx{b: b, snap: snap, readOnly: readOnly, reads: map[string]int64{},
+		scanned: map[string]bool{}, gens: map[string]int64{}, writes: map[string]*[]byte{}}, nil
 }
 
-// etcdTx is one etcd transaction: reads at one revision, writes buffered until commit.
+// etcdTx is one etcd transaction: reads from one snapshot of the mirror, writes buffered
+// until commit.
 type etcdTx struct {
 	b        *etcdBackend
+	snap     *mirrorSnap
 	readOnly bool
-	// rev is the revision every read is made at; 0 until the first read.
-	rev int64
-	// reads holds the mod revision (0: missing) of every key read by get, values its value.
-	reads  map[string]int64
-	values map[string][]byte
+	// reads holds the mod revision (0: missing) of every key read by get.
+	reads map[string]int64
 	// scanned are the buckets a cursor walked; gens their generation key's mod revision.
 	scanned map[string]bool
 	gens    map[string]int64
@@ -214,42 +213,6 @@ type etcdTx struct {
 	writes map[string]*[]byte
 	wrote  []string
 	hooks  []func()
-	// err is the first failed read: the transaction commits nothing and returns it.
-	err error
-}
-
-// rangeAt reads [key, end) at the transaction's revision; opts add to it.
-func (t *etcdTx) rangeAt(key, end string, opts ...clientv3.OpOption) *clientv3.GetResponse {
-	if t.err != nil {
-		return nil
-	}
-	if end != "" {
-		opts = append(opts, clientv3.WithRange(end))
-	}
-	ctx, cancel := t.b.rpc()
-	defer cancel()
-	var resp *clientv3.GetResponse
-	var err error
-	if t.rev != 0 {
-		// The revision is one the cluster agreed on, and what it holds never changes: any
-		// member that has applied it answers alone (serializable), with no round of the
-		// cluster; one that is behind says so, and the cluster answers.
-		opts = append(opts, clientv3.WithRev(t.rev))
-		resp, err = t.b.cli.Get(ctx, key, append(opts, clientv3.WithSerializable())...)
-		if errors.Is(err, rpctypes.ErrFutureRev) {
-			resp, err = t.b.cli.Get(ctx, key, opts...)
-		}
-	} else {
-		resp, err = t.b.cli.Get(ctx, key, opts...)
-	}
-	if err != nil {
-		t.err = proto.Errorf(proto.Unavailable, "the store's etcd cluster did not answer a read (%w): nothing was written; try again once a majority of its members answer", err)
-		return nil
-	}
-	if t.rev == 0 {
-		t.rev = resp.Header.Revision
-	}
-	return resp
 }
 
 func (t *etcdTx) get(bucket string, key []byte) []byte {
@@ -260,24 +223,12 @@ func (t *etcdTx) get(bucket string, key []byte) []byte {
 		}
 		return *v
 	}
-	if v, ok := t.values[full]; ok {
-		return v
+	kv, ok := t.snap.get(full)
+	t.reads[full] = kv.mod // 0 when missing
+	if !ok || len(kv.value) == 0 {
+		return nil // an empty value reads as nil, as bbolt reads it
 	}
-	resp := t.rangeAt(full, "")
-	if resp == nil {
-		return nil
-	}
-	// An empty value reads as nil, as bbolt reads it.
-	var v []byte
-	t.reads[full] = 0
-	if len(resp.Kvs) == 1 {
-		if len(resp.Kvs[0].Value) > 0 {
-			v = resp.Kvs[0].Value
-		}
-		t.reads[full] = resp.Kvs[0].ModRevision
-	}
-	t.values[full] = v
-	return v
+	return kv.value
 }
 
 func (t *etcdTx) put(bucket string, key, value []byte) error {
@@ -325,27 +276,26 @@ func (t *etcdTx) readGen(bucket string) {
 	if _, ok := t.gens[bucket]; ok {
 		return
 	}
-	if resp := t.rangeAt(t.b.genKey(bucket), ""); resp != nil {
-		t.gens[bucket] = 0
-		if len(resp.Kvs) == 1 {
-			t.gens[bucket] = resp.Kvs[0].ModRevision
-		}
-	}
+	kv, _ := t.snap.get(t.b.genKey(bucket))
+	t.gens[bucket] = kv.mod
 }
 
 func (t *etcdTx) buckets() []string {
 	seen := map[string]bool{}
 	from, end := t.b.prefix, clientv3.GetPrefixRangeEnd(t.b.prefix)
 	for {
-		resp := t.rangeAt(from, end, clientv3.WithLimit(1), clientv3.WithKeysOnly())
-		if resp == nil || len(resp.Kvs) == 0 {
+		kv, ok := t.snap.first(from, end)
+		if !ok {
 			break
 		}
-		rest := string(resp.Kvs[0].Key[len(t.b.prefix):])
+		rest := kv.key[len(t.b.prefix):]
 		if name, _, rec := strings.Cut(rest, "/"); rec {
 			seen[name], from = true, t.b.prefix+name+"0"
 		} else {
-			seen[name], from = true, string(resp.Kvs[0].Key)+"\x00"
+			if name != etcdCommitName {
+				seen[name] = true
+			}
+			from = kv.key + "\x00"
 		}
 	}
 	for full, v := range t.writes {
@@ -367,9 +317,6 @@ func (t *etcdTx) commit() (bool, error) {
 		return true, nil
 	}
 	cmps := t.compares()
-	if t.err != nil {
-		return false, t.err
-	}
 	ops, size := make([]clientv3.Op, 0, len(t.writes)+len(t.wrote)), 0
 	for _, full := range slices.Sorted(mapKeys(t.writes)) {
 		if v := t.writes[full]; v != nil {
@@ -383,6 +330,7 @@ func (t *etcdTx) commit() (bool, error) {
 	for _, bucket := range t.wrote {
 		ops = append(ops, clientv3.OpPut(t.b.genKey(bucket), string(t.b.id)))
 	}
+	ops = append(ops, clientv3.OpPut(t.b.commitKey(), string(t.b.id)))
 	ops, err := nestOps(ops, len(cmps))
 	if err != nil {
 		return false, err
@@ -473,22 +421,14 @@ func (t *etcdTx) cursor(bucket string) cursor {
 	return &etcdCursor{t: t, bucket: bucket, start: start, end: end}
 }
 
-// etcdCursor walks a bucket at the transaction's revision, with the transaction's own
-// writes laid over it. It keeps one page of stored keys read ahead.
+// etcdCursor walks a bucket of the transaction's snapshot, with the transaction's own
+// writes laid over it.
 type etcdCursor struct {
 	t          *etcdTx
 	bucket     string
 	start, end string
 	// key is where the cursor stands (full key), "" when off either end.
 	key string
-	// page holds every stored key of [pageFrom, pageTo) (pageTo "" : to the bucket's end).
-	page             []storedKV
-	pageFrom, pageTo string
-}
-
-type storedKV struct {
-	key   string
-	value []byte
 }
 
 func (c *etcdCursor) First() ([]byte, []byte)        { return c.move(c.start, true) }
@@ -535,7 +475,7 @@ func (c *etcdCursor) move(from string, forward bool) ([]byte, []byte) {
 			best, found = full, true
 		}
 	}
-	if !found || c.t.err != nil {
+	if !found {
 		return nil, nil
 	}
 	c.key = best
@@ -546,42 +486,11 @@ func (c *etcdCursor) move(from string, forward bool) ([]byte, []byte) {
 }
 
 // stored is the first stored key at or after from (forward) or the last before it.
-func (c *etcdCursor) stored(from string, forward bool) (storedKV, bool) {
-	if !forward {
-		if from > c.end {
-			from = c.end
-		}
-		resp := c.t.rangeAt(c.start, from, clientv3.WithLimit(1), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
-		if resp == nil || len(resp.Kvs) == 0 {
-			return storedKV{}, false
-		}
-		return storedKV{string(resp.Kvs[0].Key), resp.Kvs[0].Value}, true
+func (c *etcdCursor) stored(from string, forward bool) (mirrorKV, bool) {
+	if forward {
+		return c.t.snap.first(max(from, c.start), c.end)
 	}
-	if from < c.start {
-		from = c.start
-	}
-	if c.page == nil || from < c.pageFrom || c.pageTo != "" && from >= c.pageTo {
-		limit := int64(etcdPage)
-		if c.page == nil {
-			limit = etcdFirstPage
-		}
-		resp := c.t.rangeAt(from, c.end, clientv3.WithLimit(limit))
-		if resp == nil {
-			return storedKV{}, false
-		}
-		c.page, c.pageFrom, c.pageTo = make([]storedKV, 0, len(resp.Kvs)), from, ""
-		for _, kv := range resp.Kvs {
-			c.page = append(c.page, storedKV{string(kv.Key), kv.Value})
-		}
-		if resp.More {
-			c.pageTo = c.page[len(c.page)-1].key + "\x00"
-		}
-	}
-	i := sort.Search(len(c.page), func(i int) bool { return c.page[i].key >= from })
-	if i == len(c.page) {
-		return storedKV{}, false
-	}
-	return c.page[i], true
+	return c.t.snap.last(c.start, min(from, c.end))
 }
 
 // remoteCommit is what one commit of another replica wrote, as the watch saw it.
@@ -600,53 +509,6 @@ type remotePut struct {
 	key, value []byte
 }
 
-// startWatch calls fn with every commit of other replicas after the backend opened, in
-// commit order, until close. When the watch breaks it resumes after the last revision
-// it handled, so a commit is handed to fn at least once.
-func (b *etcdBackend) startWatch(fn func(remoteCommit)) {
-	b.watching.Add(1)
-	go func() {
-		defer b.watching.Done()
-		next := b.startRev + 1
-		for b.ctx.Err() == nil {
-			ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.ctx))
-			for resp := range b.cli.Watch(ctx, b.prefix, clientv3.WithPrefix(), clientv3.WithRev(next)) {
-				if resp.CompactRevision != 0 {
-					fn(remoteCommit{lost: true})
-					next = resp.CompactRevision
-					break
-				}
-				if resp.Err() != nil {
-					break
-				}
-				next = b.handleEvents(resp.Events, next, fn)
-			}
-			cancel()
-			select {
-			case <-b.ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-}
-
-// handleEvents hands fn the commits of events (of other replicas), grouped by revision,
-// and returns the revision to watch from next.
-func (b *etcdBackend) handleEvents(events []*clientv3.Event, next int64, fn func(remoteCommit)) int64 {
-	for len(events) > 0 {
-		rev := events[0].Kv.ModRevision
-		n := 1
-		for n < len(events) && events[n].Kv.ModRevision == rev {
-			n++
-		}
-		if c, own := b.decodeCommit(events[:n]); !own {
-			fn(c)
-		}
-		events, next = events[n:], rev+1
-	}
-	return next
-}
-
 func (b *etcdBackend) decodeCommit(events []*clientv3.Event) (remoteCommit, bool) {
 	var c remoteCommit
 	for _, ev := range events {
@@ -660,7 +522,9 @@ func (b *etcdBackend) decodeCommit(events []*clientv3.Event) (remoteCommit, bool
 			if bytes.Equal(ev.Kv.Value, b.id) {
 				return c, true
 			}
-			c.buckets = append(c.buckets, name)
+			if name != etcdCommitName {
+				c.buckets = append(c.buckets, name)
+			}
 		case rec && ev.Type == clientv3.EventTypePut:
 			c.puts = append(c.puts, remotePut{bucket: name, key: []byte(key), value: ev.Kv.Value})
 		}
@@ -669,12 +533,17 @@ func (b *etcdBackend) decodeCommit(events []*clientv3.Event) (remoteCommit, bool
 }
 
 // check reports the keys under the prefix outside the layout, and buckets holding
-// records without the generation key every write makes.
+// records without the generation key every write makes. It reads what etcd holds now,
+// not the mirror.
 func (b *etcdBackend) check() []error {
+	tree, rev, err := b.load()
+	if err != nil {
+		return []error{proto.Errorf(proto.Unavailable, "the store's etcd cluster did not answer a read (%v); try again once a majority of its members answer", err)}
+	}
 	var errs []error
-	tx := b.begin(true)
+	tx := &etcdTx{b: b, snap: &mirrorSnap{tree: tree, rev: rev}, readOnly: true, reads: map[string]int64{}, scanned: map[string]bool{}, gens: map[string]int64{}}
 	for _, name := range tx.buckets() {
-		if tx.readGen(name); tx.err == nil && tx.gens[name] == 0 {
+		if tx.readGen(name); tx.gens[name] == 0 {
 			errs = append(errs, fmt.Errorf("store: etcd bucket %s holds records but no generation key %q", name, b.genKey(name)))
 		}
 		c := tx.cursor(name)
@@ -684,5 +553,5 @@ func (b *etcdBackend) check() []error {
 			}
 		}
 	}
-	return append(errs, tx.err)
+	return errs
 }

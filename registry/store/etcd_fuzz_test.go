@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -10,15 +11,15 @@ import (
 
 // FuzzDecodeCommit reads what an etcd watch delivers under the prefix, whatever another
 // writer put there: keys in or out of the layout and any value. Decoding never panics, a
-// commit marked with this replica's id is its own, and the hooks decode the records of
-// another's or log them.
+// commit marked with this replica's id is its own, the hooks decode the records of
+// another's or log them, and the mirror holds what the events left.
 func FuzzDecodeCommit(f *testing.F) {
 	f.Add([]byte("p/nodespecs/nd_1"), []byte("\x01{\"node\":\"nd_1\",\"generation\":2}"), []byte("p/nodespecs"), []byte("other"))
 	f.Add([]byte("p/agent-commands/n1/c1"), []byte("\x01{}"), []byte("p/agent-commands"), []byte("me"))
 	f.Add([]byte("q/x"), []byte{}, []byte("p"), []byte{})
 	f.Add([]byte("p/"), []byte("\x02"), []byte("p/sites/"), []byte("me"))
 	f.Fuzz(func(t *testing.T, key, value, key2, value2 []byte) {
-		b := &etcdBackend{prefix: "p/", id: []byte("me")}
+		b := &etcdBackend{prefix: "p/", id: []byte("me"), mirror: newMirror()}
 		events := []*clientv3.Event{
 			{Type: clientv3.EventTypePut, Kv: &mvccpb.KeyValue{Key: key, Value: value, ModRevision: 7}},
 			{Type: clientv3.EventTypePut, Kv: &mvccpb.KeyValue{Key: key2, Value: value2, ModRevision: 7}},
@@ -38,6 +39,16 @@ func FuzzDecodeCommit(f *testing.F) {
 		own := ownGen(key, value) || ownGen(key2, value2)
 		if want := map[bool]int{true: 1, false: 2}[own]; commits != want {
 			t.Fatalf("%d commits handed to the hooks, want %d (own: %v)", commits, want, own)
+		}
+		snap := b.mirror.snap.Load()
+		if snap.rev != 8 {
+			t.Fatalf("the mirror is at revision %d, want 8", snap.rev)
+		}
+		if _, ok := snap.get(string(key)); ok {
+			t.Fatalf("the mirror holds %q, deleted at revision 8", key)
+		}
+		if kv, ok := snap.get(string(key2)); !bytes.Equal(key, key2) && (!ok || !bytes.Equal(kv.value, value2) || kv.mod != 7) {
+			t.Fatalf("the mirror holds %q as %q at %d (%v), want %q at 7", key2, kv.value, kv.mod, ok, value2)
 		}
 	})
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 const (
@@ -76,27 +74,21 @@ func (b *etcdBackend) runBatch(p *etcdBatch) {
 // tryBatch runs calls in one transaction and tells each its outcome, but for the calls
 // it returns: those run again in a new transaction.
 func (b *etcdBackend) tryBatch(calls []*batchCall) []*batchCall {
-	tx := b.begin(false)
-	for i, c := range calls {
-		if err := c.fn(tx); err != nil && tx.err == nil {
-			c.done <- errRunAlone
-			return append(calls[:i:i], calls[i+1:]...)
-		}
-		if tx.err != nil {
-			break
-		}
-	}
 	tell := func(err error) {
 		for _, c := range calls {
 			c.done <- err
 		}
 	}
-	switch {
-	case errors.Is(tx.err, rpctypes.ErrCompacted):
-		return calls // the snapshot was compacted away: run them again
-	case tx.err != nil:
-		tell(tx.err)
+	tx, err := b.begin(false)
+	if err != nil {
+		tell(err)
 		return nil
+	}
+	for i, c := range calls {
+		if err := c.fn(tx); err != nil {
+			c.done <- errRunAlone
+			return append(calls[:i:i], calls[i+1:]...)
+		}
 	}
 	ok, err := tx.commit()
 	switch {

@@ -1,0 +1,331 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/google/btree"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Each replica keeps every key under the prefix in memory, its mirror, fed by one etcd
+// watch: transactions read the mirror, never etcd (docs/store.md, "The mirror").
+//
+// A read must still see every commit any replica acknowledged before it began. Every
+// commit also writes the commit key (P/~commit), so the commit key's mod revision is the
+// revision of the last commit under the prefix. Before a transaction reads, a barrier
+// reads the commit key linearizably, and the transaction waits until the mirror has
+// applied that revision. One barrier serves every transaction that began before it was
+// sent: concurrent readers share its round of the cluster.
+const (
+	// etcdCommitName is the commit key's name under the prefix: not a bucket.
+	etcdCommitName = "~commit"
+	// mirrorLoadPage is how many keys each read of a load takes.
+	mirrorLoadPage = 1000
+	// mirrorDegree is the mirror's B-tree degree.
+	mirrorDegree = 32
+)
+
+// mirrorKV is one key of the mirror: its value and mod revision.
+type mirrorKV struct {
+	key   string
+	value []byte
+	mod   int64
+}
+
+func mirrorLess(a, b mirrorKV) bool { return a.key < b.key }
+
+// mirrorSnap is the mirror as it was once every commit up to rev was applied. It never
+// changes: transactions read it without locks, however long they take.
+type mirrorSnap struct {
+	tree *btree.BTreeG[mirrorKV]
+	rev  int64
+	// next is closed when a later snapshot is published.
+	next chan struct{}
+}
+
+func (s *mirrorSnap) get(key string) (mirrorKV, bool) {
+	return s.tree.Get(mirrorKV{key: key})
+}
+
+// first is the first key at or after from and before end.
+func (s *mirrorSnap) first(from, end string) (kv mirrorKV, ok bool) {
+	s.tree.AscendGreaterOrEqual(mirrorKV{key: from}, func(i mirrorKV) bool {
+		kv, ok = i, i.key < end
+		return false
+	})
+	return kv, ok
+}
+
+// last is the last key before before and at or after start.
+func (s *mirrorSnap) last(start, before string) (kv mirrorKV, ok bool) {
+	s.tree.DescendLessOrEqual(mirrorKV{key: before}, func(i mirrorKV) bool {
+		if i.key == before {
+			return true
+		}
+		kv, ok = i, i.key >= start
+		return false
+	})
+	return kv, ok
+}
+
+// mirror is the replica's copy of the keys under the prefix.
+type mirror struct {
+	// tree is the watch goroutine's working copy; snapshots are clones of it.
+	tree *btree.BTreeG[mirrorKV]
+	snap atomic.Pointer[mirrorSnap]
+	// closed is closed with the backend: waiting for a revision then fails.
+	closed chan struct{}
+}
+
+func newMirror() *mirror {
+	m := &mirror{tree: btree.NewG(mirrorDegree, mirrorLess), closed: make(chan struct{})}
+	m.snap.Store(&mirrorSnap{tree: m.tree.Clone(), next: make(chan struct{})})
+	return m
+}
+
+// publish makes the working copy, with every commit up to rev applied, the snapshot
+// transactions read.
+func (m *mirror) publish(rev int64) {
+	old := m.snap.Load()
+	m.snap.Store(&mirrorSnap{tree: m.tree.Clone(), rev: rev, next: make(chan struct{})})
+	close(old.next)
+}
+
+// at waits, at most timeout, for a snapshot at rev or later.
+func (m *mirror) at(rev int64, timeout time.Duration) (*mirrorSnap, error) {
+	var expired <-chan time.Time
+	for {
+		s := m.snap.Load()
+		if s.rev >= rev {
+			return s, nil
+		}
+		if expired == nil {
+			t := time.NewTimer(timeout)
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-s.next:
+		case <-expired:
+			return nil, proto.Errorf(proto.Unavailable, "this replica's copy of the store did not catch up with revision %d within %s (its watch of the etcd cluster is behind or broken): nothing was read or written; try again", rev, timeout)
+		case <-m.closed:
+			return nil, errors.New("store: closed")
+		}
+	}
+}
+
+// apply puts one watch event into the working copy.
+func (m *mirror) apply(ev *clientv3.Event) {
+	if ev.Type == clientv3.EventTypeDelete {
+		m.tree.Delete(mirrorKV{key: string(ev.Kv.Key)})
+		return
+	}
+	m.tree.ReplaceOrInsert(mirrorKV{key: string(ev.Kv.Key), value: ev.Kv.Value, mod: ev.Kv.ModRevision})
+}
+
+// load reads every key under the prefix at one revision, the present one, into a tree of
+// its own, and returns it with the revision.
+func (b *etcdBackend) load() (*btree.BTreeG[mirrorKV], int64, error) {
+	tree := btree.NewG(mirrorDegree, mirrorLess)
+	from, end := b.prefix, clientv3.GetPrefixRangeEnd(b.prefix)
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(mirrorLoadPage)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		ctx, cancel := b.rpc()
+		resp, err := b.cli.Get(ctx, from, opts...)
+		cancel()
+		if err != nil {
+			return nil, 0, err
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			tree.ReplaceOrInsert(mirrorKV{key: string(kv.Key), value: kv.Value, mod: kv.ModRevision})
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return tree, rev, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// barrier coalesces the linearizable reads of the commit key: one round at a time is in
+// flight, and every transaction that arrives meanwhile waits for the next.
+type barrier struct {
+	mu      sync.Mutex
+	next    *barrierRound
+	running bool
+}
+
+type barrierRound struct {
+	done chan struct{}
+	// rev is the revision of the last commit under the prefix when the round was read.
+	rev int64
+	err error
+}
+
+// snapshot returns a snapshot of the mirror holding every commit acknowledged before it
+// was called, by any replica.
+func (b *etcdBackend) snapshot() (*mirrorSnap, error) {
+	b.barrier.mu.Lock()
+	r := b.barrier.next
+	if r == nil {
+		r = &barrierRound{done: make(chan struct{})}
+		b.barrier.next = r
+	}
+	if !b.barrier.running {
+		b.barrier.running = true
+		go b.runBarriers()
+	}
+	b.barrier.mu.Unlock()
+	<-r.done
+	if r.err != nil {
+		return nil, r.err
+	}
+	return b.mirror.at(r.rev, b.timeout)
+}
+
+// runBarriers reads the commit key for each round of waiting transactions, until none
+// waits.
+func (b *etcdBackend) runBarriers() {
+	for {
+		b.barrier.mu.Lock()
+		r := b.barrier.next
+		b.barrier.next = nil
+		if r == nil {
+			b.barrier.running = false
+			b.barrier.mu.Unlock()
+			return
+		}
+		b.barrier.mu.Unlock()
+		ctx, cancel := b.rpc()
+		resp, err := b.cli.Get(ctx, b.commitKey())
+		cancel()
+		switch {
+		case err != nil:
+			r.err = proto.Errorf(proto.Unavailable, "the store's etcd cluster did not answer a read (%v): nothing was read or written; try again once a majority of its members answer", err)
+		case len(resp.Kvs) == 1:
+			r.rev = resp.Kvs[0].ModRevision
+		}
+		close(r.done)
+	}
+}
+
+func (b *etcdBackend) commitKey() string { return b.prefix + etcdCommitName }
+
+// startWatch keeps the mirror current from the revision it was loaded at, and calls fn,
+// on a goroutine of its own, with every commit of other replicas in commit order, until
+// close. When the watch breaks it resumes after the last revision applied; when it fell
+// behind a compaction, the mirror is loaded again and fn told that events were lost.
+func (b *etcdBackend) startWatch(fn func(remoteCommit)) {
+	hooks := newCommitQueue()
+	b.watching.Add(2)
+	go func() {
+		defer b.watching.Done()
+		hooks.run(b.ctx, fn)
+	}()
+	go func() {
+		defer b.watching.Done()
+		next := b.mirror.snap.Load().rev + 1
+		for b.ctx.Err() == nil {
+			ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.ctx))
+			for resp := range b.cli.Watch(ctx, b.prefix, clientv3.WithPrefix(), clientv3.WithRev(next)) {
+				if resp.CompactRevision != 0 {
+					if tree, rev, err := b.load(); err == nil {
+						b.mirror.tree = tree
+						b.mirror.publish(rev)
+						hooks.push(remoteCommit{lost: true})
+						next = rev + 1
+					}
+					break
+				}
+				if resp.Err() != nil {
+					break
+				}
+				next = b.handleEvents(resp.Events, next, hooks.push)
+			}
+			cancel()
+			select {
+			case <-b.ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+// handleEvents applies events to the mirror and publishes it, hands fn the commits of
+// other replicas among them, grouped by revision, and returns the revision to watch from
+// next. etcd never splits one revision's events over two watch responses.
+func (b *etcdBackend) handleEvents(events []*clientv3.Event, next int64, fn func(remoteCommit)) int64 {
+	if len(events) == 0 {
+		return next
+	}
+	var commits []remoteCommit
+	for len(events) > 0 {
+		rev := events[0].Kv.ModRevision
+		n := 1
+		for n < len(events) && events[n].Kv.ModRevision == rev {
+			n++
+		}
+		for _, ev := range events[:n] {
+			b.mirror.apply(ev)
+		}
+		if c, own := b.decodeCommit(events[:n]); !own {
+			commits = append(commits, c)
+		}
+		events, next = events[n:], rev+1
+	}
+	b.mirror.publish(next - 1)
+	for _, c := range commits {
+		fn(c)
+	}
+	return next
+}
+
+// commitQueue hands commits from the watch to the hooks on a goroutine of their own, so
+// a hook that reads the store (which waits for the mirror the watch feeds) cannot stall
+// the watch.
+type commitQueue struct {
+	mu      sync.Mutex
+	pending []remoteCommit
+	wake    chan struct{}
+}
+
+func newCommitQueue() *commitQueue { return &commitQueue{wake: make(chan struct{}, 1)} }
+
+func (q *commitQueue) push(c remoteCommit) {
+	q.mu.Lock()
+	q.pending = append(q.pending, c)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run calls fn with each commit pushed, in order, until ctx ends.
+func (q *commitQueue) run(ctx context.Context, fn func(remoteCommit)) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.wake:
+		}
+		q.mu.Lock()
+		batch := q.pending
+		q.pending = nil
+		q.mu.Unlock()
+		for _, c := range batch {
+			fn(c)
+		}
+	}
+}
