@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,12 +19,13 @@ import (
 // BenchmarkAPI measures the HTTPS API's writes (tenants.create: one transaction each)
 // and reads (tenants.list of 20) per second, 32 callers at once, of one registry on
 // bbolt and of three replicas on a three-member etcd cluster (the callers spread over
-// the three), all on the same machine, and reports each and the ratios (three replicas
-// over bbolt). It also reports the CPU time each kind of process spent per request in
-// the same run (/proc/PID/stat): the bbolt registry, the replicas (summed), the etcd
-// members (summed) and the callers (this process); and from those a projection, not a
-// measurement: the ratios if each replica and its etcd member had a machine of their own
-// with as many cores as this one.
+// the three), all on the same machine, in PairRounds alternating rounds (bbolt first in
+// even rounds, the replicas first in odd ones), and reports the median ratios (three
+// replicas over bbolt) with their minimum and maximum. It also reports the CPU time each
+// kind of process spent per request, summed over the rounds (/proc/PID/stat): the bbolt
+// registry, the replicas (summed), the etcd members (summed) and the callers (this
+// process); and from each round's a projection, not a measurement: the ratios if each
+// replica and its etcd member had a machine of their own with as many cores as this one.
 func BenchmarkAPI(b *testing.B) {
 	const writes, reads, callers = 2000, 4000, 32
 	cluster := etcdtest.Start(b)
@@ -35,57 +37,85 @@ func BenchmarkAPI(b *testing.B) {
 		{"bbolt", []*testkit.Registry{testkit.StartRegistry(b, "")}, nil},
 		{"etcd3", testkit.StartReplicas(b, cluster.Endpoints, 3, nil), cluster.PIDs()},
 	}
-	writeRates, readRates := make([]float64, len(backends)), make([]float64, len(backends))
-	writeCPU, readCPU := make([]cpuUse, len(backends)), make([]cpuUse, len(backends))
-	for i := range b.N {
-		for j, be := range backends {
-			var clients []*api.Client
-			for _, r := range be.regs {
-				clients = append(clients, testkit.Client(b, r.AdminConfig))
+	rounds := testkit.PairRounds(b)
+	// Per backend, each round's rates and CPU.
+	writeRates, readRates := make([][]float64, len(backends)), make([][]float64, len(backends))
+	writeCPU, readCPU := make([][]cpuUse, len(backends)), make([][]cpuUse, len(backends))
+	created := 0
+	for range b.N {
+		for i := range rounds {
+			order := []int{0, 1}
+			if i%2 == 1 {
+				order = []int{1, 0}
 			}
-			before := sampleCPU(b, be.regs, be.members)
-			writeRates[j] += rate(b, be.name, clients, writes, callers, func(c *api.Client, n int64) error {
-				return c.Call(context.Background(), "tenants.create", api.CreateTenantRequest{Name: fmt.Sprintf("t%d-%d", i, n)}, &api.Tenant{})
-			})
-			mid := sampleCPU(b, be.regs, be.members)
-			readRates[j] += rate(b, be.name, clients, reads, callers, func(c *api.Client, _ int64) error {
-				return c.Call(context.Background(), "tenants.list", api.ListRequest{Limit: 20}, &api.TenantList{})
-			})
-			after := sampleCPU(b, be.regs, be.members)
-			writeCPU[j].add(mid.since(before), writes)
-			readCPU[j].add(after.since(mid), reads)
+			for _, j := range order {
+				be := backends[j]
+				var clients []*api.Client
+				for _, r := range be.regs {
+					clients = append(clients, testkit.Client(b, r.AdminConfig))
+				}
+				created++
+				before := sampleCPU(b, be.regs, be.members)
+				writeRates[j] = append(writeRates[j], rate(b, be.name, clients, writes, callers, func(c *api.Client, n int64) error {
+					return c.Call(context.Background(), "tenants.create", api.CreateTenantRequest{Name: fmt.Sprintf("t%d-%d", created, n)}, &api.Tenant{})
+				}))
+				mid := sampleCPU(b, be.regs, be.members)
+				readRates[j] = append(readRates[j], rate(b, be.name, clients, reads, callers, func(c *api.Client, _ int64) error {
+					return c.Call(context.Background(), "tenants.list", api.ListRequest{Limit: 20}, &api.TenantList{})
+				}))
+				after := sampleCPU(b, be.regs, be.members)
+				var w, r cpuUse
+				w.add(mid.since(before), writes)
+				r.add(after.since(mid), reads)
+				writeCPU[j], readCPU[j] = append(writeCPU[j], w), append(readCPU[j], r)
+			}
 		}
 	}
 	for j, be := range backends {
-		b.ReportMetric(writeRates[j]/float64(b.N), be.name+"-writes/s")
-		b.ReportMetric(readRates[j]/float64(b.N), be.name+"-reads/s")
+		b.ReportMetric(testkit.Median(writeRates[j]), be.name+"-writes/s")
+		b.ReportMetric(testkit.Median(readRates[j]), be.name+"-reads/s")
 	}
-	b.ReportMetric(writeRates[1]/writeRates[0], "etcd3/bbolt-writes")
-	b.ReportMetric(readRates[1]/readRates[0], "etcd3/bbolt-reads")
 	for _, k := range []struct {
-		kind string
-		use  []cpuUse
-	}{{"write", writeCPU}, {"read", readCPU}} {
-		bbolt, etcd := k.use[0], k.use[1]
+		kind  string
+		rates [][]float64
+		use   [][]cpuUse
+	}{{"write", writeRates, writeCPU}, {"read", readRates, readCPU}} {
+		measured := testkit.PairsOf(k.rates[1], k.rates[0], testkit.OursOverPeer)
+		measured.Report(b, "etcd3/bbolt-"+k.kind+"s-", "API "+k.kind+"s, three replicas on etcd over one registry on bbolt, same cores", "etcd3", "bbolt", k.kind+"s/s")
+		var bbolt, etcd cpuUse
+		var projected, bounded []float64
+		for i := range k.use[0] {
+			bbolt.sum(k.use[0][i])
+			etcd.sum(k.use[1][i])
+			p, q := projection(k.use[0][i], k.use[1][i])
+			projected, bounded = append(projected, p), append(bounded, q)
+		}
 		b.ReportMetric(bbolt.perOp(bbolt.registries), "bbolt-registry-CPU-ms/"+k.kind)
 		b.ReportMetric(bbolt.perOp(bbolt.callers), "bbolt-callers-CPU-ms/"+k.kind)
 		b.ReportMetric(etcd.perOp(etcd.registries), "replica-CPU-ms/"+k.kind)
 		b.ReportMetric(etcd.perOp(etcd.members), "etcd-CPU-ms/"+k.kind)
 		b.ReportMetric(etcd.perOp(etcd.callers), "etcd3-callers-CPU-ms/"+k.kind)
-		// The projection: the callers on machines of their own, each replica and its
-		// member on one of this machine's size, the load spread evenly over the three.
+		b.ReportMetric(testkit.Median(projected), "projected-etcd3/bbolt-"+k.kind+"s")
 		cores := float64(runtime.NumCPU())
-		one := cores * 1000 / bbolt.perOp(bbolt.registries)
-		three := 3 * cores * 1000 / (etcd.perOp(etcd.registries) + etcd.perOp(etcd.members))
-		// The same, bounded by the busiest member (the leader does more than the others).
-		busiest := cores * 1000 / (etcd.perOp(etcd.registries)/3 + etcd.perOp(etcd.busiest))
-		b.ReportMetric(three/one, "projected-etcd3/bbolt-"+k.kind+"s")
 		b.Logf("PROJECTION from measured CPU, not a measurement (%ss): with each replica and its etcd member on a machine of its own of %.0f cores, "+
-			"3 x %.0f cores / (replica %.2f + member %.2f CPU-ms per %s) = %.0f %ss/s (%.0f/s if the busiest member, %.2f CPU-ms per %s, bounds its machine), "+
-			"against one bbolt registry's %.0f cores / %.2f CPU-ms per %s = %.0f/s: %.2fx (%.2fx)",
-			k.kind, cores, cores, etcd.perOp(etcd.registries), etcd.perOp(etcd.members), k.kind, three, k.kind, busiest, etcd.perOp(etcd.busiest), k.kind,
-			cores, bbolt.perOp(bbolt.registries), k.kind, one, three/one, busiest/one)
+			"3 x %.0f cores / (replica %.2f + member %.2f CPU-ms per %s), against one bbolt registry's %.0f cores / %.2f CPU-ms per %s: "+
+			"%.2fx (min %.2f, max %.2f) over %d rounds; %.2fx (min %.2f, max %.2f) if the busiest member bounds its machine",
+			k.kind, cores, cores, etcd.perOp(etcd.registries), etcd.perOp(etcd.members), k.kind, cores, bbolt.perOp(bbolt.registries), k.kind,
+			testkit.Median(projected), slices.Min(projected), slices.Max(projected), len(projected),
+			testkit.Median(bounded), slices.Min(bounded), slices.Max(bounded))
 	}
+}
+
+// projection is one round's ratio of three replicas over one bbolt registry if each
+// replica and its etcd member had a machine of its own of this machine's cores, the
+// callers on machines of their own and the load spread evenly over the three; and the
+// same bounded by the busiest member (the leader does more than the others).
+func projection(bbolt, etcd cpuUse) (even, busiest float64) {
+	cores := float64(runtime.NumCPU())
+	one := cores * 1000 / bbolt.perOp(bbolt.registries)
+	three := 3 * cores * 1000 / (etcd.perOp(etcd.registries) + etcd.perOp(etcd.members))
+	most := cores * 1000 / (etcd.perOp(etcd.registries)/3 + etcd.perOp(etcd.busiest))
+	return three / one, most / one
 }
 
 // cpuSample is the CPU time used so far by one backend's processes.
@@ -119,6 +149,15 @@ func (s cpuSample) since(earlier cpuSample) cpuSample {
 type cpuUse struct {
 	registries, members, busiest, callers time.Duration
 	ops                                   int
+}
+
+// sum adds o's CPU and requests to u.
+func (u *cpuUse) sum(o cpuUse) {
+	u.registries += o.registries
+	u.members += o.members
+	u.busiest += o.busiest
+	u.callers += o.callers
+	u.ops += o.ops
 }
 
 func (u *cpuUse) add(d cpuSample, ops int) {
