@@ -92,9 +92,9 @@ type etcdBackend struct {
 	ctx      context.Context
 	stop     context.CancelFunc
 	watching sync.WaitGroup
-	// pending is the batch collecting calls of Batch (etcdbatch.go).
-	batchMu sync.Mutex
-	pending *etcdBatch
+	// group collects the calls of Update and Batch for the next group commit
+	// (etcdbatch.go).
+	group group
 }
 
 func openEtcd(cfg EtcdConfig) (*etcdBackend, error) {
@@ -158,26 +158,25 @@ func (b *etcdBackend) view(fn func(kvTx) error) error {
 	return fn(tx)
 }
 
-func (b *etcdBackend) update(fn func(kvTx) error) error {
+// updateAlone runs fn in a transaction of its own, again after each conflict.
+func (b *etcdBackend) updateAlone(fn func(kvTx) error) error {
 	for attempt := 1; ; attempt++ {
 		tx, err := b.begin(false)
 		if err != nil {
 			return err
 		}
-		switch err := fn(tx); {
-		case err != nil:
+		if err := fn(tx); err != nil {
 			return err
-		default:
-			ok, err := tx.commit()
-			if err != nil {
-				return err
+		}
+		ok, err := tx.commit()
+		if err != nil {
+			return err
+		}
+		if ok {
+			for _, h := range tx.hooks {
+				h()
 			}
-			if ok {
-				for _, h := range tx.hooks {
-					h()
-				}
-				return nil
-			}
+			return nil
 		}
 		if attempt == etcdMaxAttempts {
 			return fmt.Errorf("store: a transaction met a conflicting write %d times in a row; try again", attempt)

@@ -2,26 +2,22 @@ package store
 
 import (
 	"errors"
+	"slices"
 	"sync"
-	"time"
 )
 
-const (
-	// etcdBatchDelay is how long the first call of a batch waits for others (bbolt's
-	// default MaxBatchDelay).
-	etcdBatchDelay = 10 * time.Millisecond
-	// etcdBatchMax is how many calls one batch takes at most: each small writer reads a
-	// key or two, and a transaction keeps one compare per key read up to etcdMaxTxnOps.
-	etcdBatchMax = 48
-)
+// etcdBatchMax is how many calls one group commit takes at most: each small writer reads
+// a key or two, and a transaction keeps one compare per key read up to etcdMaxTxnOps.
+const etcdBatchMax = 48
 
-// errRunAlone tells a call of a batch to run as a transaction of its own.
+// errRunAlone tells a call of a group to run as a transaction of its own.
 var errRunAlone = errors.New("store: run the call alone")
 
-// etcdBatch is the calls of Batch collected for one transaction.
-type etcdBatch struct {
-	calls []*batchCall
-	once  sync.Once
+// group collects the calls of Update and Batch that arrive while a group commits.
+type group struct {
+	mu      sync.Mutex
+	waiting []*batchCall
+	running bool
 }
 
 type batchCall struct {
@@ -29,46 +25,51 @@ type batchCall struct {
 	done chan error // nil: committed; errRunAlone: run it alone; else its error
 }
 
-// batch coalesces concurrent calls into one transaction, as bbolt's Batch does: a
-// batch runs etcdBatchDelay after its first call or when it has etcdBatchMax calls.
-// A call that fails is taken out and run alone (so it returns its own error), and the
-// others run again without it; when the commit meets a conflict (another replica wrote
-// what one of the calls read), each call runs alone, as update, retrying on its own.
-// A call returns only after its writes committed, exactly once.
-func (b *etcdBackend) batch(fn func(kvTx) error) error {
+// update commits fn together with the other calls of this replica waiting at the same
+// time, in one transaction (group commit), with no delay: a call that finds no group
+// committing starts one at once, and the calls that arrive while it commits make the
+// next. A call that fails is taken out of its group and run alone (so it returns its
+// own error, and nothing it wrote is kept), and the others run again without it; when
+// the commit meets a conflict (another replica wrote what one of the calls read), each
+// call runs alone, retrying on its own. A call returns only after its writes committed,
+// exactly once.
+func (b *etcdBackend) update(fn func(kvTx) error) error {
 	c := &batchCall{fn: fn, done: make(chan error, 1)}
-	b.batchMu.Lock()
-	p := b.pending
-	if p == nil {
-		p = &etcdBatch{}
-		b.pending = p
-		time.AfterFunc(etcdBatchDelay, func() { b.runBatch(p) })
+	b.group.mu.Lock()
+	b.group.waiting = append(b.group.waiting, c)
+	if !b.group.running {
+		b.group.running = true
+		go b.runGroups()
 	}
-	p.calls = append(p.calls, c)
-	if len(p.calls) >= etcdBatchMax {
-		b.pending = nil // full: the next call starts a batch of its own
-		go b.runBatch(p)
-	}
-	b.batchMu.Unlock()
+	b.group.mu.Unlock()
 	if err := <-c.done; err != errRunAlone {
 		return err
 	}
-	return b.update(fn)
+	return b.updateAlone(fn)
 }
 
-// runBatch commits p's calls (once, whichever of the timer and the size came first).
-func (b *etcdBackend) runBatch(p *etcdBatch) {
-	p.once.Do(func() {
-		b.batchMu.Lock()
-		if b.pending == p {
-			b.pending = nil
+// batch is update: a group commit takes concurrent writers together already, without
+// the wait bbolt's Batch makes for them.
+func (b *etcdBackend) batch(fn func(kvTx) error) error { return b.update(fn) }
+
+// runGroups commits the waiting calls, etcdBatchMax at a time, until none waits.
+func (b *etcdBackend) runGroups() {
+	for {
+		b.group.mu.Lock()
+		calls := b.group.waiting
+		b.group.waiting = nil
+		if len(calls) == 0 {
+			b.group.running = false
+			b.group.mu.Unlock()
+			return
 		}
-		calls := p.calls
-		b.batchMu.Unlock()
-		for len(calls) > 0 {
-			calls = b.tryBatch(calls)
+		b.group.mu.Unlock()
+		for chunk := range slices.Chunk(calls, etcdBatchMax) {
+			for len(chunk) > 0 {
+				chunk = b.tryBatch(chunk)
+			}
 		}
-	})
+	}
 }
 
 // tryBatch runs calls in one transaction and tells each its outcome, but for the calls
@@ -86,6 +87,10 @@ func (b *etcdBackend) tryBatch(calls []*batchCall) []*batchCall {
 	}
 	for i, c := range calls {
 		if err := c.fn(tx); err != nil {
+			if len(calls) == 1 {
+				c.done <- err // alone already: its own error, nothing written
+				return nil
+			}
 			c.done <- errRunAlone
 			return append(calls[:i:i], calls[i+1:]...)
 		}

@@ -10,7 +10,8 @@ import (
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
 
-// TestEtcdBatchCoalesces checks Batch on etcd: two replicas' concurrent calls, each
+// TestEtcdBatchCoalesces checks Batch and Update (group commit) on etcd: two replicas'
+// concurrent calls, each
 // adding one to a shared counter and writing a key of its own, every fifth failing after
 // its writes. A failing call returns its own error and none of its writes is kept; every
 // other call returns nil, and its writes committed exactly once (the counter is the
@@ -18,6 +19,12 @@ import (
 // two replicas' batches conflict on the counter; and the calls went in fewer
 // transactions than there were calls.
 func TestEtcdBatchCoalesces(t *testing.T) {
+	for name, write := range map[string]func(*Store, func(*Tx) error) error{"Batch": (*Store).Batch, "Update": (*Store).Update} {
+		t.Run(name, func(t *testing.T) { coalesces(t, write) })
+	}
+}
+
+func coalesces(t *testing.T, write func(*Store, func(*Tx) error) error) {
 	stores := openReplicas(t, EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, 2)
 	const calls, bucket = 200, "batchtest"
 	errFail := errors.New("this call fails")
@@ -27,7 +34,7 @@ func TestEtcdBatchCoalesces(t *testing.T) {
 	errs := make([]error, calls)
 	for i := range calls {
 		wg.Go(func() {
-			errs[i] = stores[i%2].Batch(func(tx *Tx) error {
+			errs[i] = write(stores[i%2], func(tx *Tx) error {
 				n, _ := strconv.Atoi(string(tx.kv.get(bucket, []byte("count"))))
 				if err := tx.kv.put(bucket, []byte("count"), []byte(strconv.Itoa(n+1))); err != nil {
 					return err
