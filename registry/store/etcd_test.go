@@ -322,17 +322,18 @@ func TestEtcdCheckLayout(t *testing.T) {
 	}
 }
 
-// TestEtcdCompactedSnapshotRunsAgain compacts etcd's history past a transaction's
-// snapshot while it runs: its next read cannot be answered at that revision, so it runs
-// again on a new snapshot and commits what that one says.
-func TestEtcdCompactedSnapshotRunsAgain(t *testing.T) {
+// TestEtcdCompactionUnderATransaction compacts etcd's history past a transaction's
+// snapshot while it runs, after another replica wrote what it scanned: the transaction
+// reads its snapshot of the mirror to the end (compaction cannot reach it), its commit
+// meets the conflict, and it runs again on a new snapshot and commits what that one says.
+func TestEtcdCompactionUnderATransaction(t *testing.T) {
 	stores := replicas(t, 2)
 	s, other := stores[0], stores[1]
 	b := s.kv.(*etcdBackend)
 	runs := 0
 	err := s.Update(func(tx *Tx) error {
 		runs++
-		if _, err := tx.Tenant("acme"); proto.CodeOf(err) != proto.NotFound && err != nil {
+		if _, _, err := tx.Sites(Page{}); err != nil {
 			return err
 		}
 		if runs == 1 {
@@ -361,12 +362,56 @@ func TestEtcdCompactedSnapshotRunsAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	if runs != 2 {
-		t.Fatalf("the transaction ran %d times, want 2 (again after the compaction)", runs)
+		t.Fatalf("the transaction ran %d times, want 2 (again after the conflict)", runs)
 	}
 	s.View(func(tx *Tx) error {
 		if _, err := tx.Tenant("seen1"); err != nil {
 			t.Errorf("the second run saw the site: %v", err)
 		}
+		if _, err := tx.Tenant("seen0"); proto.CodeOf(err) != proto.NotFound {
+			t.Errorf("the first run's write was kept: %v", err)
+		}
 		return nil
 	})
+}
+
+// TestEtcdWatchBehindCompactionReloads starts a replica's watch after the history it
+// would resume from was compacted away, with a write of another replica in the lost
+// events: the mirror is loaded again at the present, so the replica reads the write, and
+// every OnWrite hook runs (events were lost).
+func TestEtcdWatchBehindCompactionReloads(t *testing.T) {
+	cfg := EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}
+	other := openReplicas(t, cfg, 1)[0]
+	b, err := openEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Store{kv: b, now: time.Now}
+	t.Cleanup(func() { s.Close() })
+	for _, site := range []string{"rack-a", "rack-b"} {
+		if err := other.Update(func(tx *Tx) error { _, err := tx.CreateSite(site); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The history is compacted up to the second write: the first is lost to the watch.
+	ctx, cancel := b.rpc()
+	defer cancel()
+	resp, err := b.cli.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.cli.Compact(ctx, resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan struct{}, 10)
+	defer s.OnWrite(func() { wrote <- struct{}{} }, BucketImages)()
+	b.startWatch(s.remoteCommit)
+	if err := s.View(func(tx *Tx) error { _, err := tx.Site("rack-a"); return err }); err != nil {
+		t.Fatalf("the replica does not read the site written in the events its watch lost: %v", err)
+	}
+	select {
+	case <-wrote:
+	case <-time.After(30 * time.Second):
+		t.Fatal("after lost events, the OnWrite hooks were not run")
+	}
 }
