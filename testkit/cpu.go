@@ -51,3 +51,21 @@ func CPUOf(pid int) (time.Duration, error) {
 
 // PID is the registry's process id.
 func (r *Registry) PID() int { return r.cmd.Process.Pid }
+
+// RSS is process pid's resident memory in bytes (VmRSS of /proc/PID/status).
+func RSS(pid int) (int64, error) {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read the memory of process %d: %w", pid, err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/status: VmRSS %q: %w", pid, v, err)
+			}
+			return kib << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
+}

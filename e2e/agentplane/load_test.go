@@ -571,7 +571,8 @@ func sampleMemory() memory {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return memory{alloc: float64(ms.HeapAlloc), heap: float64(ms.HeapInuse), stack: float64(ms.StackInuse), rss: float64(rssBytes()), goroutines: float64(runtime.NumGoroutine())}
+	rss, _ := testkit.RSS(os.Getpid())
+	return memory{alloc: float64(ms.HeapAlloc), heap: float64(ms.HeapInuse), stack: float64(ms.StackInuse), rss: float64(rss), goroutines: float64(runtime.NumGoroutine())}
 }
 
 func (m memory) minus(o memory) memory {
@@ -605,21 +606,6 @@ func udpReceiveDrops() int {
 				n, _ := strconv.Atoi(fields[i])
 				return n
 			}
-		}
-	}
-	return 0
-}
-
-// rssBytes is the resident set size of this process, from /proc/self/status.
-func rssBytes() uint64 {
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
 		}
 	}
 	return 0

@@ -1,6 +1,7 @@
 package agentplane
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/testkit"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // BenchmarkReplicaSessions holds BC_REPLICA_AGENTS agent sessions (10,000 by default)
@@ -114,6 +117,11 @@ type replicaRun struct {
 	back quantiles
 	// hs are the handshakes of replicas 2 and 3 from the kill until its agents were back.
 	hs agents.Handshakes
+	// keys and bytes are what the store holds at the end (keys and values under the
+	// prefix): what each replica's mirror of it holds; rss the replicas' resident memory.
+	keys  int
+	bytes int64
+	rss   [3]int64
 }
 
 // runReplicaFleet starts an etcd cluster, three replicas and n agents in processes of per,
@@ -178,7 +186,41 @@ func runReplicaFleet(tb testing.TB, n, per int, keepAlive, timeout time.Duration
 	}
 
 	r.pushAgain, r.writtenAgain = f.pushAll(1, n, 3)
+	r.keys, r.bytes = storeSize(tb, cluster.Endpoints, "agentplane/")
+	for i := f.killed; i < len(f.replicas); i++ {
+		rss, err := testkit.RSS(f.replicas[i].cmd.Process.Pid)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		r.rss[i] = rss
+	}
 	return r
+}
+
+// storeSize counts the keys under prefix and the bytes of their keys and values.
+func storeSize(tb testing.TB, endpoints []string, prefix string) (keys int, bytes int64) {
+	tb.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cli.Close()
+	from, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		resp, err := cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(1000))
+		cancel()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for _, kv := range resp.Kvs {
+			keys, bytes = keys+1, bytes+int64(len(kv.Key)+len(kv.Value))
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return keys, bytes
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
 }
 
 // writeSpecs has replica i write the NodeSpecs of nodes 0..n-1, moving them to
@@ -278,4 +320,6 @@ func (r *replicaRun) print() {
 		&r.back, r.hs.Accepted, r.hs.Resumed, r.hs.Refused, r.hs.Abandoned)
 	r.pushAgain.print("push again", r.n, fmt.Sprintf("NodeSpec change of every node written through replica 2 (in %.2fs) until every agent acknowledged it", r.writtenAgain.Seconds()))
 	fmt.Printf("  sessions of replicas 1, 2, 3: before the kill %d, %d, %d; after %d, %d, %d\n", r.before[0], r.before[1], r.before[2], r.after[0], r.after[1], r.after[2])
+	fmt.Printf("  store: %d keys, %.1f MiB of keys and values (each replica's mirror holds them); replicas 2 and 3 resident: %.0f and %.0f MiB\n",
+		r.keys, float64(r.bytes)/(1<<20), float64(r.rss[1])/(1<<20), float64(r.rss[2])/(1<<20))
 }
