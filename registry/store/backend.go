@@ -19,9 +19,10 @@ type backend interface {
 }
 
 // kvTx is one transaction of a backend. Keys and values a read returns are valid only
-// during the transaction and must not be changed. A read that fails (etcd unreachable)
-// answers as if the key were missing and fails the transaction: the backend returns the
-// error and commits nothing, so no decision made on a failed read is ever kept.
+// during the transaction and must not be changed. Reads do not fail: bbolt reads its
+// file's pages, etcd its replica's mirror (a backend that cannot give a transaction a
+// snapshot, such as an etcd replica that cannot reach the cluster, fails the call before
+// the transaction's function runs).
 type kvTx interface {
 	// get returns the value at key, nil when the key or bucket is missing.
 	get(bucket string, key []byte) []byte

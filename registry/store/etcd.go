@@ -28,10 +28,11 @@ import (
 //	P/<bucket>/<key>  one record or index entry: the same key and value bytes as in bbolt
 //	P/<bucket>        the bucket's generation key, written by every transaction that
 //	                  writes the bucket (its value is the writing replica's id)
+//	P/~commit         the commit key, written by every transaction (etcdmirror.go)
 //
-// A transaction reads at one revision, and commits only if every key it read, and the
-// generation key of every bucket it scanned, is unchanged since: serializable, as bbolt's
-// one writer is.
+// A transaction reads one snapshot of the replica's mirror, and commits only if every
+// key it read, and the generation key of every bucket it scanned, is unchanged since:
+// serializable, as bbolt's one writer is.
 const (
 	// DefaultEtcdPrefix is the prefix the records live under when none is given.
 	DefaultEtcdPrefix = "better-compute"
@@ -83,7 +84,8 @@ type etcdBackend struct {
 	cli     *clientv3.Client
 	prefix  string // ends with "/"
 	timeout time.Duration
-	// id marks this backend's commits in the generation keys, so its watch skips them.
+	// id marks this backend's commits in the generation and commit keys, so its watch
+	// hands the hooks only other replicas' commits.
 	id []byte
 	// mirror is this replica's copy of the keys, barrier the reads that keep it honest
 	// (etcdmirror.go).

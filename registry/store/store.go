@@ -79,9 +79,9 @@ func (s *Store) Batch(fn func(*Tx) error) error {
 	return s.kv.batch(func(kv kvTx) error { return fn(s.tx(kv)) })
 }
 
-// View runs fn in a read-only transaction. On etcd its first read is linearizable: it
-// sees every commit any replica acknowledged before it began (docs/store.md, "What a
-// View sees").
+// View runs fn in a read-only transaction. On etcd it reads the replica's mirror of the
+// store after a barrier, and sees every commit any replica acknowledged before it began
+// (docs/store.md, "The mirror").
 func (s *Store) View(fn func(*Tx) error) error {
 	return s.kv.view(func(kv kvTx) error { return fn(s.tx(kv)) })
 }
