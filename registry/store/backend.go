@@ -13,6 +13,11 @@ type backend interface {
 	batch(fn func(kvTx) error) error
 	// view runs fn in a read-only transaction over one consistent snapshot.
 	view(fn func(kvTx) error) error
+	// fresh marks this moment: a viewAt its answer sees every commit acknowledged before
+	// fresh was called (on bbolt every view does; etcd: a barrier round).
+	fresh() (int64, error)
+	// viewAt is view on a snapshot at least as recent as fresh's answer floor.
+	viewAt(floor int64, fn func(kvTx) error) error
 	// check reports the backend's own problems (bbolt: its pages and free list).
 	check() []error
 	close() error

@@ -44,6 +44,12 @@ func (b *bboltBackend) view(fn func(kvTx) error) error {
 	return b.db.View(func(tx *bolt.Tx) error { return fn(boltTx{tx}) })
 }
 
+// fresh has nothing to mark: one process writes the file, and every view sees every
+// commit made before it began.
+func (b *bboltBackend) fresh() (int64, error) { return 0, nil }
+
+func (b *bboltBackend) viewAt(_ int64, fn func(kvTx) error) error { return b.view(fn) }
+
 func (b *bboltBackend) check() []error {
 	var errs []error
 	err := b.db.View(func(tx *bolt.Tx) error {

@@ -160,6 +160,15 @@ func (b *etcdBackend) view(fn func(kvTx) error) error {
 	return fn(tx)
 }
 
+// viewAt runs fn on a snapshot at floor or later, without a barrier of its own.
+func (b *etcdBackend) viewAt(floor int64, fn func(kvTx) error) error {
+	snap, err := b.mirror.at(floor, b.timeout)
+	if err != nil {
+		return err
+	}
+	return fn(b.txOn(snap, true))
+}
+
 // updateAlone runs fn in a transaction of its own, again after each conflict.
 func (b *etcdBackend) updateAlone(fn func(kvTx) error) error {
 	for attempt := 1; ; attempt++ {
@@ -195,8 +204,12 @@ func (b *etcdBackend) begin(readOnly bool) (*etcdTx, error) {
 	if err != nil {
 		return nil, err
 	}
+	return b.txOn(snap, readOnly), nil
+}
+
+func (b *etcdBackend) txOn(snap *mirrorSnap, readOnly bool) *etcdTx {
 	return &etcdTx{b: b, snap: snap, readOnly: readOnly, reads: map[string]int64{},
-		scanned: map[string]bool{}, gens: map[string]int64{}, writes: map[string]*[]byte{}}, nil
+		scanned: map[string]bool{}, gens: map[string]int64{}, writes: map[string]*[]byte{}}
 }
 
 // etcdTx is one etcd transaction: reads from one snapshot of the mirror, writes buffered
@@ -542,7 +555,7 @@ func (b *etcdBackend) check() []error {
 		return []error{proto.Errorf(proto.Unavailable, "the store's etcd cluster did not answer a read (%v); try again once a majority of its members answer", err)}
 	}
 	var errs []error
-	tx := &etcdTx{b: b, snap: &mirrorSnap{tree: tree, rev: rev}, readOnly: true, reads: map[string]int64{}, scanned: map[string]bool{}, gens: map[string]int64{}}
+	tx := b.txOn(&mirrorSnap{tree: tree, rev: rev}, true)
 	for _, name := range tx.buckets() {
 		if tx.readGen(name); tx.gens[name] == 0 {
 			errs = append(errs, fmt.Errorf("store: etcd bucket %s holds records but no generation key %q", name, b.genKey(name)))

@@ -415,3 +415,24 @@ func TestEtcdWatchBehindCompactionReloads(t *testing.T) {
 		t.Fatal("after lost events, the OnWrite hooks were not run")
 	}
 }
+
+// TestEtcdReaderSeesWhatCameBefore makes a tenant through one replica, then takes a
+// Reader at another: each of the Reader's Views sees the tenant, a hundred times over.
+func TestEtcdReaderSeesWhatCameBefore(t *testing.T) {
+	stores := replicas(t, 2)
+	for i := range 100 {
+		name := fmt.Sprintf("r%d", i)
+		if err := stores[i%2].Update(func(tx *Tx) error { _, err := tx.CreateTenant(name); return err }); err != nil {
+			t.Fatal(err)
+		}
+		rd, err := stores[(i+1)%2].Reader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := rd.View(func(tx *Tx) error { _, err := tx.Tenant(name); return err }); err != nil {
+				t.Fatalf("round %d: a Reader taken after the tenant was made does not see it: %v", i, err)
+			}
+		}
+	}
+}

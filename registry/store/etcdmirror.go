@@ -183,6 +183,17 @@ type barrierRound struct {
 // snapshot returns a snapshot of the mirror holding every commit acknowledged before it
 // was called, by any replica.
 func (b *etcdBackend) snapshot() (*mirrorSnap, error) {
+	rev, err := b.fresh()
+	if err != nil {
+		return nil, err
+	}
+	return b.mirror.at(rev, b.timeout)
+}
+
+// fresh is the revision of the last commit under the prefix, read by a barrier round
+// sent after it was called: a snapshot at it or later holds every commit acknowledged
+// before.
+func (b *etcdBackend) fresh() (int64, error) {
 	b.barrier.mu.Lock()
 	r := b.barrier.next
 	if r == nil {
@@ -196,10 +207,7 @@ func (b *etcdBackend) snapshot() (*mirrorSnap, error) {
 	}
 	b.barrier.mu.Unlock()
 	<-r.done
-	if r.err != nil {
-		return nil, r.err
-	}
-	return b.mirror.at(r.rev, b.timeout)
+	return r.rev, r.err
 }
 
 // runBarriers reads the commit key for each round of waiting transactions, until none

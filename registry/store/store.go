@@ -86,6 +86,28 @@ func (s *Store) View(fn func(*Tx) error) error {
 	return s.kv.view(func(kv kvTx) error { return fn(s.tx(kv)) })
 }
 
+// Reader is one moment's reads: its Views see every commit acknowledged before the
+// moment (Store.Reader), and each may see later ones. An API request takes one when it
+// begins and reads through it, so on etcd it pays one barrier, however many Views it
+// makes: each of its reads is still at least as recent as the request.
+type Reader struct {
+	s     *Store
+	floor int64
+}
+
+// Reader marks this moment for reads (on etcd: a barrier round, shared with the other
+// transactions beginning at the same time).
+func (s *Store) Reader() (Reader, error) {
+	floor, err := s.kv.fresh()
+	return Reader{s: s, floor: floor}, err
+}
+
+// View runs fn in a read-only transaction over a snapshot at least as recent as the
+// Reader's moment.
+func (r Reader) View(fn func(*Tx) error) error {
+	return r.s.kv.viewAt(r.floor, func(kv kvTx) error { return fn(r.s.tx(kv)) })
+}
+
 func (s *Store) tx(kv kvTx) *Tx { return &Tx{kv: kv, now: s.now(), store: s} }
 
 // Tx is one transaction. Its methods are the only way records are read and written.
