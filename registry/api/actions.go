@@ -41,6 +41,23 @@ type Caller struct {
 	// Host is true for calls through the admin socket in the data directory: only the
 	// registry's own host can make them, and host-only methods accept nothing else.
 	Host bool
+	// st is the store, reads the request's moment for reads once taken (view).
+	st    *store.Store
+	reads *store.Reader
+}
+
+// view runs fn in a read-only transaction at least as recent as the request: the
+// request's first view takes the store's Reader (on etcd, one barrier round, or the
+// credential's, when the caller authenticated), the later ones read through it.
+func (c *Caller) view(fn func(*store.Tx) error) error {
+	if c.reads == nil {
+		rd, err := c.st.Reader()
+		if err != nil {
+			return err
+		}
+		c.reads = &rd
+	}
+	return c.reads.View(fn)
 }
 
 // Can reports whether the caller holds action.

@@ -94,7 +94,7 @@ func attestationOf(node string, rec store.NodeTPM, enrolled bool) NodeAttestatio
 // registerAttestation adds metal.attestation and metal.acceptBoot.
 func (s *Server) registerAttestation() {
 	Handle(s, "metal.attestation", ActionNodesRead, func(_ context.Context, c *Caller, req NodeKey) (out NodeAttestation, err error) {
-		err = s.store.View(func(tx *store.Tx) error {
+		err = c.view(func(tx *store.Tx) error {
 			n, err := tenantNode(tx, c, req)
 			if err != nil {
 				return err

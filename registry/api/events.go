@@ -56,7 +56,7 @@ func (s *Server) registerEvents() {
 		ctx, cancel := context.WithTimeout(ctx, maxWatch)
 		defer cancel()
 		for {
-			err = s.store.View(func(tx *store.Tx) error {
+			err = c.view(func(tx *store.Tx) error {
 				n, err := tenantNode(tx, c, NodeKey{TenantID: req.TenantID, NodeID: req.NodeID})
 				if err != nil {
 					return err

@@ -68,7 +68,7 @@ func (s *Server) registerImages() {
 		if (req.ID == "") == (req.Ref == "") {
 			return out, proto.Errorf(proto.InvalidInput, "name the image by its id or by its ref: one of the two").WithPath("id")
 		}
-		err = inTenant(s.store.View, c, req.TenantID, func(tx *store.Tx, tenant string) error {
+		err = inTenant(c.view, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			var img store.Image
 			var err error
 			if req.Ref != "" {
@@ -83,7 +83,7 @@ func (s *Server) registerImages() {
 		return out, err
 	})
 	Handle(s, "images.list", ActionImagesRead, func(_ context.Context, c *Caller, req ListImagesRequest) (out ImageList, err error) {
-		out.Images, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Image, string, error) {
+		out.Images, out.NextCursor, err = tenantPage(c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Image, string, error) {
 			images, next, err := image.List(tx, tenant, req.Kind, page)
 			return viewsOf(images, imageOf), next, err
 		})

@@ -18,7 +18,7 @@ type NodeInventory struct {
 // registerInventory adds metal.inventory.
 func (s *Server) registerInventory() {
 	Handle(s, "metal.inventory", ActionNodesRead, func(_ context.Context, c *Caller, req NodeKey) (out NodeInventory, err error) {
-		err = s.store.View(func(tx *store.Tx) error {
+		err = c.view(func(tx *store.Tx) error {
 			n, err := tenantNode(tx, c, req)
 			if err != nil {
 				return err

@@ -213,7 +213,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		return out, err
 	})
 	Handle(s, "metal.get", ActionNodesRead, func(_ context.Context, c *Caller, req NodeKey) (out NodeView, err error) {
-		err = s.store.View(func(tx *store.Tx) error {
+		err = c.view(func(tx *store.Tx) error {
 			n, err := tenantNode(tx, c, req)
 			if err != nil {
 				return err
@@ -227,7 +227,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		if req.State != "" && !slices.Contains(metal.States(), req.State) {
 			return out, proto.Errorf(proto.InvalidInput, "state %q: use one of %s", req.State, strings.Join(metal.States(), ", ")).WithPath("state")
 		}
-		out.Nodes, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Node, string, error) {
+		out.Nodes, out.NextCursor, err = tenantPage(c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Node, string, error) {
 			nodes, next, err := tx.Nodes(tenant, req.Pool, req.State, page)
 			return viewsOf(nodes, nodeOf), next, err
 		})

@@ -74,7 +74,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 		return out, err
 	})
 	Handle(s, "pools.get", ActionPoolsManage, func(_ context.Context, c *Caller, req PoolRequest) (out Pool, err error) {
-		err = inTenant(s.store.View, c, req.TenantID, func(tx *store.Tx, tenant string) error {
+		err = inTenant(c.view, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			p, err := tx.Pool(tenant, req.Name)
 			out = poolOf(p)
 			return c.elsewhere(err, "", tenant, poolOwner(tx, req.Name))
@@ -120,7 +120,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 		return out, err
 	})
 	Handle(s, "pools.list", ActionPoolsManage, func(_ context.Context, c *Caller, req ListPoolsRequest) (out PoolList, err error) {
-		out.Pools, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Pool, string, error) {
+		out.Pools, out.NextCursor, err = tenantPage(c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Pool, string, error) {
 			pools, next, err := tx.Pools(tenant, page)
 			return viewsOf(pools, poolOf), next, err
 		})

@@ -265,7 +265,7 @@ func notFoundProfile(key ProfileKey) *proto.Error {
 func profileLabel(id string, version int) string { return fmt.Sprintf("%s@%d", id, version) }
 
 func (ps *profiles) get(_ context.Context, c *Caller, key ProfileKey) (out ProfileView, err error) {
-	err = ps.srv.store.View(func(tx *store.Tx) error {
+	err = c.view(func(tx *store.Tx) error {
 		rec, err := ps.resolve(tx, c, key)
 		out = view(rec, true)
 		return err
@@ -274,7 +274,7 @@ func (ps *profiles) get(_ context.Context, c *Caller, key ProfileKey) (out Profi
 }
 
 func (ps *profiles) list(_ context.Context, c *Caller, req ListProfilesRequest) (out ProfileList, err error) {
-	out.Profiles, out.NextCursor, err = tenantPage(ps.srv.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]ProfileView, string, error) {
+	out.Profiles, out.NextCursor, err = tenantPage(c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]ProfileView, string, error) {
 		recs, next, err := tx.ListProfiles(tenant, ps.shipped, page)
 		views := make([]ProfileView, 0, len(recs))
 		for _, r := range recs {
@@ -288,7 +288,7 @@ func (ps *profiles) list(_ context.Context, c *Caller, req ListProfilesRequest) 
 func (ps *profiles) validate(_ context.Context, c *Caller, req ValidateProfileRequest) (out Validation, err error) {
 	doc := []byte(req.Document)
 	if len(doc) == 0 {
-		err = ps.srv.store.View(func(tx *store.Tx) error {
+		err = c.view(func(tx *store.Tx) error {
 			rec, err := ps.resolve(tx, c, req.ProfileKey)
 			doc = rec.Document
 			return err
@@ -304,7 +304,7 @@ func (ps *profiles) validate(_ context.Context, c *Caller, req ValidateProfileRe
 
 func (ps *profiles) render(_ context.Context, c *Caller, key ProfileKey) (out Rendering, err error) {
 	var rec store.ProfileRecord
-	err = ps.srv.store.View(func(tx *store.Tx) (err error) { rec, err = ps.resolve(tx, c, key); return err })
+	err = c.view(func(tx *store.Tx) (err error) { rec, err = ps.resolve(tx, c, key); return err })
 	if err != nil {
 		return out, err
 	}

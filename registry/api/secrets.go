@@ -76,7 +76,7 @@ func (s *Server) RegisterSecrets(box *secret.Box) {
 		return out, err
 	})
 	Handle(s, "secrets.list", ActionSecretsManage, func(_ context.Context, c *Caller, req ListSecretsRequest) (out SecretList, err error) {
-		out.Secrets, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Secret, string, error) {
+		out.Secrets, out.NextCursor, err = tenantPage(c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Secret, string, error) {
 			secs, next, err := tx.TenantSecrets(tenant, page)
 			var views []Secret
 			for _, sec := range secs {

@@ -199,6 +199,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 		} else if caller, err = s.authenticate(r, host); err != nil {
 			return err
 		}
+		caller.st = s.store
 		if m.HostOnly && !caller.Host {
 			return proto.Errorf(proto.Forbidden, "%s is only available on the registry's host, through its admin socket", name)
 		}
@@ -272,12 +273,18 @@ func (s *Server) authenticate(r *http.Request, host bool) (*Caller, error) {
 	if !ok {
 		return nil, proto.Errorf(proto.Unauthenticated, "no credential: send Authorization: Bearer <credential>, or point the CLI at a config file with --config")
 	}
-	var cred store.Credential
-	err := s.store.View(func(tx *store.Tx) (err error) { cred, err = tx.Authenticate(bearer); return err })
+	// The credential is read through the request's Reader, so the handler's reads share
+	// its barrier (on etcd).
+	rd, err := s.store.Reader()
 	if err != nil {
 		return nil, err
 	}
-	return &Caller{Tenant: cred.Tenant, Actions: cred.Actions, CredentialID: cred.ID}, nil
+	var cred store.Credential
+	err = rd.View(func(tx *store.Tx) (err error) { cred, err = tx.Authenticate(bearer); return err })
+	if err != nil {
+		return nil, err
+	}
+	return &Caller{Tenant: cred.Tenant, Actions: cred.Actions, CredentialID: cred.ID, reads: &rd}, nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

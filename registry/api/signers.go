@@ -63,7 +63,7 @@ func (s *Server) registerSigners() {
 		return out, err
 	})
 	HandleHost(s, "signers.list", func(_ context.Context, c *Caller, req ListSignersRequest) (out SignerList, err error) {
-		out.Signers, out.NextCursor, err = listPage(s.store, req.ListRequest, func(tx *store.Tx, page store.Page) ([]ImageSigner, string, error) {
+		out.Signers, out.NextCursor, err = listPage(c, req.ListRequest, func(tx *store.Tx, page store.Page) ([]ImageSigner, string, error) {
 			tenant := ""
 			if req.TenantID != "" {
 				var err error

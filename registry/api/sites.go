@@ -112,7 +112,7 @@ func (s *Server) registerSites() {
 		if err := rootOnly(c); err != nil {
 			return out, err
 		}
-		out.Sites, out.NextCursor, err = listPage(s.store, req, func(tx *store.Tx, page store.Page) ([]Site, string, error) {
+		out.Sites, out.NextCursor, err = listPage(c, req, func(tx *store.Tx, page store.Page) ([]Site, string, error) {
 			sites, next, err := tx.Sites(page)
 			if err != nil {
 				return nil, "", err
@@ -132,7 +132,7 @@ func (s *Server) registerSites() {
 		if err := rootOnly(c); err != nil {
 			return out, err
 		}
-		err = s.store.View(func(tx *store.Tx) (err error) {
+		err = c.view(func(tx *store.Tx) (err error) {
 			plan, err = image.PlanSiteCache(tx, req.SiteID, image.Allowlist{})
 			if proto.CodeOf(err) == proto.NotFound {
 				err = proto.AsError(err).WithPath("siteId")
@@ -145,7 +145,7 @@ func (s *Server) registerSites() {
 		if err := rootOnly(c); err != nil {
 			return out, err
 		}
-		err = s.store.View(func(tx *store.Tx) (err error) {
+		err = c.view(func(tx *store.Tx) (err error) {
 			if _, err := requestedSite(tx, req.SiteID); err != nil {
 				return err
 			}
@@ -160,7 +160,7 @@ func (s *Server) registerSites() {
 			return out, err
 		}
 		out.Agent = site.Agent(req.SiteID)
-		err = s.store.View(func(tx *store.Tx) (err error) {
+		err = c.view(func(tx *store.Tx) (err error) {
 			if _, err := requestedSite(tx, req.SiteID); err != nil {
 				return err
 			}

@@ -44,12 +44,12 @@ func inTenant(txn func(func(*store.Tx) error) error, c *Caller, tenantID string,
 
 // listPage reads one page of a list: the paging checked, and list run in one read
 // transaction. An empty page is an empty slice, which JSON shows as [], never null.
-func listPage[T any](st *store.Store, req ListRequest, list func(tx *store.Tx, page store.Page) ([]T, string, error)) (items []T, next string, err error) {
+func listPage[T any](c *Caller, req ListRequest, list func(tx *store.Tx, page store.Page) ([]T, string, error)) (items []T, next string, err error) {
 	page, err := req.Page()
 	if err != nil {
 		return nil, "", err
 	}
-	err = st.View(func(tx *store.Tx) error {
+	err = c.view(func(tx *store.Tx) error {
 		items, next, err = list(tx, page)
 		return err
 	})
@@ -61,8 +61,8 @@ func listPage[T any](st *store.Store, req ListRequest, list func(tx *store.Tx, p
 
 // tenantPage reads one page of a tenant's list for the caller as listPage does, the
 // tenant resolved for the caller in the same transaction (another tenant is NOT_FOUND).
-func tenantPage[T any](st *store.Store, c *Caller, tenantID string, req ListRequest, list func(tx *store.Tx, tenant string, page store.Page) ([]T, string, error)) ([]T, string, error) {
-	return listPage(st, req, func(tx *store.Tx, page store.Page) ([]T, string, error) {
+func tenantPage[T any](c *Caller, tenantID string, req ListRequest, list func(tx *store.Tx, tenant string, page store.Page) ([]T, string, error)) ([]T, string, error) {
+	return listPage(c, req, func(tx *store.Tx, page store.Page) ([]T, string, error) {
 		tenant, err := c.TenantFor(tx, tenantID)
 		if err != nil {
 			return nil, "", err
@@ -145,7 +145,7 @@ func (s *Server) registerTenants() {
 		if c.Tenant != store.RootTenant {
 			return out, proto.Errorf(proto.Forbidden, "only the root tenant's credentials list tenants")
 		}
-		out.Tenants, out.NextCursor, err = listPage(s.store, req, func(tx *store.Tx, page store.Page) ([]Tenant, string, error) {
+		out.Tenants, out.NextCursor, err = listPage(c, req, func(tx *store.Tx, page store.Page) ([]Tenant, string, error) {
 			tenants, next, err := tx.Tenants(page)
 			return viewsOf(tenants, tenantOf), next, err
 		})
@@ -167,7 +167,7 @@ func (s *Server) registerTenants() {
 		return out, err
 	})
 	Handle(s, "credentials.list", ActionCredentialsManage, func(_ context.Context, c *Caller, req ListCredentialsRequest) (out CredentialList, err error) {
-		out.Credentials, out.NextCursor, err = tenantPage(s.store, c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Credential, string, error) {
+		out.Credentials, out.NextCursor, err = tenantPage(c, req.TenantID, req.ListRequest, func(tx *store.Tx, tenant string, page store.Page) ([]Credential, string, error) {
 			creds, next, err := tx.Credentials(tenant, page)
 			views := make([]Credential, len(creds))
 			for i, cred := range creds {
@@ -178,7 +178,7 @@ func (s *Server) registerTenants() {
 		return out, err
 	})
 	s.Register("credentials.whoami", Method{Call: typed(func(_ context.Context, c *Caller, _ struct{}) (out Credential, err error) {
-		err = s.store.View(func(tx *store.Tx) error {
+		err = c.view(func(tx *store.Tx) error {
 			cred, err := tx.Credential(c.CredentialID)
 			out = credentialView(cred)
 			return err

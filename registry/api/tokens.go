@@ -91,7 +91,7 @@ func (s *Server) registerTokens() {
 		if err := rootOnly(c, "list"); err != nil {
 			return out, err
 		}
-		out.Tokens, out.NextCursor, err = listPage(s.store, req, func(tx *store.Tx, page store.Page) ([]Token, string, error) {
+		out.Tokens, out.NextCursor, err = listPage(c, req, func(tx *store.Tx, page store.Page) ([]Token, string, error) {
 			toks, next, err := tx.JoinTokens(page)
 			return viewsOf(toks, tokenView), next, err
 		})

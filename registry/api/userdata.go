@@ -41,7 +41,7 @@ func (s *Server) RegisterUserData(u UserDataPreviewer) {
 			return out, proto.Errorf(proto.InvalidInput, "nodeId is required: the node whose user data to preview").WithPath("nodeId")
 		}
 		var rec store.ProfileRecord
-		err = s.store.View(func(tx *store.Tx) (err error) { rec, err = ps.resolve(tx, c, req.ProfileKey); return err })
+		err = c.view(func(tx *store.Tx) (err error) { rec, err = ps.resolve(tx, c, req.ProfileKey); return err })
 		if err != nil {
 			return out, err
 		}

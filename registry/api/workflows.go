@@ -42,7 +42,7 @@ const maxWatch = 25 * time.Second
 func (s *Server) RegisterWorkflows(eng *workflow.Engine) {
 	Handle(s, "workflows.get", ActionNodesRead, func(ctx context.Context, c *Caller, req GetWorkflowRequest) (out WorkflowView, err error) {
 		var tenant string
-		if err := s.store.View(func(tx *store.Tx) (err error) { tenant, err = c.TenantFor(tx, req.TenantID); return err }); err != nil {
+		if err := c.view(func(tx *store.Tx) (err error) { tenant, err = c.TenantFor(tx, req.TenantID); return err }); err != nil {
 			return out, err
 		}
 		run, err := eng.Watch(ctx, req.ID, 0)
