@@ -3,6 +3,8 @@ package registry
 import (
 	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/registry/userdata"
 	"github.com/better-compute/better-compute/registry/workflow"
@@ -106,4 +109,47 @@ func TestNodeAgentConnectedAtAnotherReplica(t *testing.T) {
 	step("a new session there", there.Joined("nd_1", "node"), true)
 	step("the other replica stopped", releaseLease(st, thereRun), false)
 	step("a join recorded here, no session here", here.Joined("nd_1", "node"), false)
+}
+
+// TestReturnPlanPerReplica: two replicas on one etcd store (a real three-member cluster)
+// stop one after the other and start again: each endpoint starts from the return plan
+// its own stop stored (the agents it told, when), not from that of the replica that
+// stopped last. A registry alone on its bbolt store starts from its own stop's plan.
+func TestReturnPlanPerReplica(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	sc := StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}
+	kek := filepath.Join(t.TempDir(), "kek")
+	dirs := []string{filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")}
+	start := func(i int) *Registry { return newTestRegistry(t, Config{DataDir: dirs[i], Store: sc, KEKFile: kek}) }
+	replicas := []*Registry{start(0)}
+	if err := os.Mkdir(dirs[1], 0o700); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, replicas[0].Info().AdminConfig, filepath.Join(dirs[1], AdminConfig))
+	replicas = append(replicas, start(1))
+
+	stops := make([][2]time.Time, len(replicas))
+	for i, r := range replicas {
+		stops[i][0] = time.Now()
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+		stops[i][1] = time.Now()
+	}
+	for i := range replicas {
+		plan := start(i).plane.ep.Return()
+		if plan.StoppedAt.Before(stops[i][0]) || plan.StoppedAt.After(stops[i][1]) {
+			t.Errorf("replica %d restarted with the plan of a stop at %v, want its own, between %v and %v",
+				i, plan.StoppedAt, stops[i][0], stops[i][1])
+		}
+	}
+
+	dir := t.TempDir()
+	alone := newTestRegistry(t, Config{DataDir: dir})
+	before := time.Now()
+	alone.Close()
+	after := time.Now()
+	if plan := newTestRegistry(t, Config{DataDir: dir}).plane.ep.Return(); plan.StoppedAt.Before(before) || plan.StoppedAt.After(after) {
+		t.Errorf("a bbolt registry restarted with the plan of a stop at %v, want its own, between %v and %v", plan.StoppedAt, before, after)
+	}
 }

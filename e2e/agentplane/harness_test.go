@@ -15,6 +15,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/workflow"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/quic-go/quic-go"
 )
@@ -28,6 +29,10 @@ type env struct {
 	dir    string
 	addr   string
 	hooks  agents.Config // the hooks (and AgentCAs, when set) of the next start
+	// recordSessions records each agent's session in the store as the registry does
+	// (workflow.JoinLog.Joined, in the name of one run of the registry), after the hooks'
+	// OnSession.
+	recordSessions bool
 	// open opens the store of each start; a bbolt store in dir when nil.
 	open func() (*store.Store, error)
 	st   *store.Store
@@ -79,6 +84,17 @@ func (e *env) start() {
 	}
 	cfg := e.hooks
 	cfg.Listen, cfg.Certificate, cfg.Store, cfg.Log = e.addr, e.server, st, testLog(e.t)
+	if e.recordSessions {
+		joins, hook := workflow.NewJoinLog(st, store.Holder{Replica: "rg_bench", Started: time.Now()}), cfg.OnSession
+		cfg.OnSession = func(node string, role proto.Role, opened time.Time) {
+			if hook != nil {
+				hook(node, role, opened)
+			}
+			if err := joins.Joined(node, string(role)); err != nil {
+				e.t.Errorf("recording the session of %s: %v", node, err)
+			}
+		}
+	}
 	if cfg.AgentCAs == nil {
 		cfg.AgentCAs = e.ca.Pool()
 	}

@@ -30,7 +30,8 @@ import (
 )
 
 // BenchmarkAgentSessions holds BC_LOAD_AGENTS agent sessions (10,000 by default) against
-// one registry endpoint in this process, the agents in child processes of
+// one registry endpoint in this process (recording each session in the store as the
+// registry does, workflow.JoinLog), the agents in child processes of
 // BC_LOAD_PER_PROCESS sessions each (5,000), all on loopback QUIC. Two agent processes
 // rather than more: each process is a Go scheduler of its own competing for the same two
 // cores, and with five of them a reconnect's handshake waited long enough between its
@@ -65,11 +66,12 @@ import (
 func BenchmarkAgentSessions(b *testing.B) {
 	n, per, peers := envInt("BC_LOAD_AGENTS", 10000), envInt("BC_LOAD_PER_PROCESS", 5000), envInt("BC_LOAD_PEERS", 2000)
 	var acked [4]atomic.Int64 // acknowledgements per generation
-	e := newEnv(b, agents.Config{OnObserved: func(_ string, gen int64) {
+	ca, server := newCA(b)
+	e := startEnv(b, &env{t: b, ca: ca, server: server, dir: b.TempDir(), addr: "127.0.0.1:0", recordSessions: true, hooks: agents.Config{OnObserved: func(_ string, gen int64) {
 		if gen < int64(len(acked)) {
 			acked[gen].Add(1)
 		}
-	}})
+	}}})
 	writeCA(b, e.ca, e.dir)
 	setAll := func(round string) {
 		err := e.st.Update(func(tx *store.Tx) error {

@@ -81,7 +81,7 @@ func putPlan(t *testing.T, e *env, plan store.AgentReturn) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := st.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(plan) }); err != nil {
+	if err := st.Update(func(tx *store.Tx) error { return tx.PutAgentReturn("", plan) }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -98,7 +98,7 @@ func readPlan(t *testing.T, e *env) store.AgentReturn {
 		defer st.Close()
 	}
 	var plan store.AgentReturn
-	if err := st.View(func(tx *store.Tx) (err error) { plan, _, err = tx.AgentReturn(); return err }); err != nil {
+	if err := st.View(func(tx *store.Tx) (err error) { plan, _, err = tx.AgentReturn(""); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return plan

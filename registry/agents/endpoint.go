@@ -107,6 +107,11 @@ type Config struct {
 	// bounds how long a dead agent's session lasts, and so counts as present; agents
 	// send within it (bcd pings every session.DefaultKeepAlive).
 	IdleTimeout time.Duration
+	// Replica, if set, names the endpoint's registry among the replicas sharing its store
+	// (the replica id, registry.ReplicaFile): its return plan is kept under that name, so
+	// that each replica plans its fleet's return from its own stop and its own machine's
+	// measure. Empty for a registry alone on its store (bbolt): the plan is the store's.
+	Replica string
 	// Keys, if set, are the endpoint's keys as the registry's replicas share them, sealed
 	// (registry/pki). Without them the endpoint keeps its keys in the store, in the clear
 	// (store.Tx.AgentKey); with them it removes those.
@@ -181,7 +186,7 @@ func Start(cfg Config) (*Endpoint, error) {
 	var resetKey, ticketKey [32]byte
 	var plan store.AgentReturn
 	err := cfg.Store.Update(func(tx *store.Tx) (err error) {
-		stored, ok, err := tx.AgentReturn()
+		stored, ok, err := tx.AgentReturn(cfg.Replica)
 		if err != nil {
 			return err
 		}
@@ -332,7 +337,7 @@ func (e *Endpoint) Close() error {
 	plan := e.plan
 	plan.Told, plan.StoppedAt = e.closing.n, e.closing.at
 	e.mu.Unlock()
-	if perr := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(plan) }); err == nil {
+	if perr := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(e.cfg.Replica, plan) }); err == nil {
 		err = perr
 	}
 	return err

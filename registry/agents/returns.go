@@ -96,7 +96,7 @@ func (e *Endpoint) measureReturn(plan store.AgentReturn) {
 	next := adapt(plan, m)
 	e.log.Info("agents returned", "told", plan.Told, "rate", plan.Rate, "accepted", m.accepted, "refused", m.refused,
 		"saturatedRate", next.MeasuredRate, "meanHandshake", m.meanHandshake, "nextRate", next.Rate, "admission", next.Admission)
-	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(next) }); err != nil {
+	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(e.cfg.Replica, next) }); err != nil {
 		e.log.Error("store the agents' return plan", "err", err)
 	}
 	e.mu.Lock()

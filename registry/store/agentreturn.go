@@ -4,9 +4,9 @@ import "time"
 
 const bucketAgentReturn = "agent-return"
 
-// AgentReturn is what the agent endpoint learnt of its fleet's return after a restart,
-// and what it asked of the fleet when it last stopped: the next endpoint on this store
-// plans its return with it.
+// AgentReturn is what an agent endpoint learnt of its fleet's return after a restart,
+// and what it asked of the fleet when it last stopped: the endpoint's next start (the
+// same replica's, on a store replicas share) plans its return with it.
 type AgentReturn struct {
 	// Rate is the stream of returning agents, a second, that the next stop asks for.
 	Rate float64 `json:"rate"`
@@ -26,13 +26,25 @@ type AgentReturn struct {
 	MeanHandshake time.Duration `json:"meanHandshake,omitempty"`
 }
 
-// AgentReturn returns the endpoint's stored return plan; ok is false when none is stored.
-func (t *Tx) AgentReturn() (r AgentReturn, ok bool, err error) {
-	ok, err = t.get(bucketAgentReturn, []byte("plan"), &r)
+// AgentReturn returns the return plan of replica's endpoint ("" for a registry alone on
+// its store); ok is false when none is stored.
+func (t *Tx) AgentReturn(replica string) (r AgentReturn, ok bool, err error) {
+	ok, err = t.get(bucketAgentReturn, agentReturnKey(replica), &r)
 	return r, ok, err
 }
 
-// PutAgentReturn stores the endpoint's return plan.
-func (t *Tx) PutAgentReturn(r AgentReturn) error {
-	return t.put(bucketAgentReturn, []byte("plan"), r)
+// PutAgentReturn stores the return plan of replica's endpoint ("" for a registry alone on
+// its store).
+func (t *Tx) PutAgentReturn(replica string, r AgentReturn) error {
+	return t.put(bucketAgentReturn, agentReturnKey(replica), r)
+}
+
+// agentReturnKey is where replica's plan is kept: under its replica id on a store
+// replicas share, each replica planning from its own stop and its own machine; under
+// "plan" for a registry alone on its store.
+func agentReturnKey(replica string) []byte {
+	if replica == "" {
+		return []byte("plan")
+	}
+	return []byte(replica)
 }

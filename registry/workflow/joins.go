@@ -41,15 +41,18 @@ func NewJoinLog(st *store.Store, holder store.Holder) *JoinLog {
 	return l
 }
 
-// Joined records that node's agent of role joined now.
+// Joined records that node's agent of role joined now. It is called for every agent
+// session that opens, thousands a second while a fleet returns, so the records of
+// concurrent calls share one transaction and one fsync (store.Store.Batch); each call
+// returns once its record is committed.
 func (l *JoinLog) Joined(node, role string) error {
-	return l.store.Update(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role, l.holder); return err })
+	return l.store.Batch(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role, l.holder); return err })
 }
 
 // Left records that the session of node's agent of role this registry held ended at
-// endedAt (store.Tx.RecordAgentLeft).
+// endedAt (store.Tx.RecordAgentLeft), in a transaction shared as Joined's.
 func (l *JoinLog) Left(node, role string, endedAt time.Time) error {
-	return l.store.Update(func(tx *store.Tx) error { return tx.RecordAgentLeft(node, role, l.holder, endedAt) })
+	return l.store.Batch(func(tx *store.Tx) error { return tx.RecordAgentLeft(node, role, l.holder, endedAt) })
 }
 
 // ConnectedElsewhere reports whether, as tx reads the joins, node's agent of role is the
