@@ -23,6 +23,9 @@ type group struct {
 type batchCall struct {
 	fn   func(kvTx) error
 	done chan error // nil: committed; errRunAlone: run it alone; else its error
+	// hooks are the commit hooks fn set in the group's transaction: once told nil, the
+	// call runs them on its own goroutine, as a transaction alone does.
+	hooks []func()
 }
 
 // update commits fn together with the other calls of this replica waiting at the same
@@ -32,7 +35,8 @@ type batchCall struct {
 // own error, and nothing it wrote is kept), and the others run again without it; when
 // the commit meets a conflict (another replica wrote what one of the calls read), each
 // call runs alone, retrying on its own. A call returns only after its writes committed,
-// exactly once.
+// exactly once, and runs its commit hooks first, on its own goroutine: a hook that
+// writes does not wait for the group goroutine that would run it.
 func (b *etcdBackend) update(fn func(kvTx) error) error {
 	c := &batchCall{fn: fn, done: make(chan error, 1)}
 	b.group.mu.Lock()
@@ -42,10 +46,17 @@ func (b *etcdBackend) update(fn func(kvTx) error) error {
 		go b.runGroups()
 	}
 	b.group.mu.Unlock()
-	if err := <-c.done; err != errRunAlone {
+	switch err := <-c.done; err {
+	case nil:
+		for _, h := range c.hooks {
+			h()
+		}
+		return nil
+	case errRunAlone:
+		return b.updateAlone(fn)
+	default:
 		return err
 	}
-	return b.updateAlone(fn)
 }
 
 // batch is update: a group commit takes concurrent writers together already, without
@@ -86,6 +97,7 @@ func (b *etcdBackend) tryBatch(calls []*batchCall) []*batchCall {
 		return nil
 	}
 	for i, c := range calls {
+		n := len(tx.hooks)
 		if err := c.fn(tx); err != nil {
 			if len(calls) == 1 {
 				c.done <- err // alone already: its own error, nothing written
@@ -94,6 +106,7 @@ func (b *etcdBackend) tryBatch(calls []*batchCall) []*batchCall {
 			c.done <- errRunAlone
 			return append(calls[:i:i], calls[i+1:]...)
 		}
+		c.hooks = tx.hooks[n:len(tx.hooks):len(tx.hooks)]
 	}
 	ok, err := tx.commit()
 	switch {
@@ -104,9 +117,6 @@ func (b *etcdBackend) tryBatch(calls []*batchCall) []*batchCall {
 	case !ok:
 		tell(errRunAlone)
 	default:
-		for _, h := range tx.hooks {
-			h()
-		}
 		tell(nil)
 	}
 	return nil

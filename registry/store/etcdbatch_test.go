@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
@@ -84,5 +85,35 @@ func coalesces(t *testing.T, write func(*Store, func(*Tx) error) error) {
 	t.Logf("%d calls in %d commits", succeeded, len(commits))
 	if len(commits) >= succeeded {
 		t.Errorf("%d calls went in %d commits: not coalesced", succeeded, len(commits))
+	}
+}
+
+// TestEtcdCommitHookRunsOnTheCaller has a commit hook write to the store itself: the
+// hook runs on the goroutine of the call that committed, as with bbolt, not on the one
+// that commits the group, so its write does not wait for itself.
+func TestEtcdCommitHookRunsOnTheCaller(t *testing.T) {
+	s := openReplicas(t, EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, 1)[0]
+	var once sync.Once
+	hookErr := make(chan error, 1)
+	defer s.OnWrite(func() {
+		once.Do(func() {
+			hookErr <- s.Update(func(tx *Tx) error { _, err := tx.CreateTenant("from-hook"); return err })
+		})
+	}, BucketSites)()
+	done := make(chan error, 1)
+	go func() { done <- s.Update(func(tx *Tx) error { _, err := tx.CreateSite("rack-a"); return err }) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a commit hook that writes never returned: it waits for the goroutine running it")
+	}
+	if err := <-hookErr; err != nil {
+		t.Fatalf("the hook's write: %v", err)
+	}
+	if err := s.View(func(tx *Tx) error { _, err := tx.Tenant("from-hook"); return err }); err != nil {
+		t.Fatal(err)
 	}
 }
