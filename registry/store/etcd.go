@@ -89,11 +89,12 @@ type etcdBackend struct {
 	id []byte
 	// mirror is this replica's copy of the keys, barrier the reads that keep it honest
 	// (etcdmirror.go).
-	mirror   *mirror
-	barrier  barrier
-	ctx      context.Context
-	stop     context.CancelFunc
-	watching sync.WaitGroup
+	mirror    *mirror
+	barrier   barrier
+	ctx       context.Context
+	stop      context.CancelFunc
+	watching  sync.WaitGroup
+	closeOnce sync.Once
 	// group collects the calls of Update and Batch for the next group commit
 	// (etcdbatch.go).
 	group group
@@ -134,11 +135,15 @@ func (b *etcdBackend) rpc() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(b.ctx, b.timeout)
 }
 
-func (b *etcdBackend) close() error {
-	b.stop()
-	close(b.mirror.closed)
-	b.watching.Wait()
-	return b.cli.Close()
+// close stops the watch and the client; closing again does nothing more.
+func (b *etcdBackend) close() (err error) {
+	b.closeOnce.Do(func() {
+		b.stop()
+		close(b.mirror.closed)
+		b.watching.Wait()
+		err = b.cli.Close()
+	})
+	return err
 }
 
 func (b *etcdBackend) genKey(bucket string) string { return b.prefix + bucket }

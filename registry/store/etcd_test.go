@@ -436,3 +436,17 @@ func TestEtcdReaderSeesWhatCameBefore(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdCloseTwice closes a store twice: the second does nothing (no panic, no error).
+func TestEtcdCloseTwice(t *testing.T) {
+	s, err := OpenEtcd(EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("closing again: %v", err)
+	}
+}
