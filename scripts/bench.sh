@@ -18,12 +18,13 @@ if ((${#missing[@]})); then
 	if [ -n "$made" ]; then rm -f "$rcd"; fi
 fi
 # BenchmarkAPI (cli) starts a three-member etcd cluster (Debian's etcd-server) and three replicas on it beside a registry on bbolt;
-# its PROJECTION lines (three machines, from the CPU measured) are kept.
+# its PROJECTION lines (three machines, from the CPU measured) are kept, and so is every
+# benchmark's line of medians over alternating rounds.
 # The boot server's DHCP rate and boot storms and the site cache run beside their peers in
 # BC_BENCH_PAIRS alternating rounds (5) and print the median of the within-round ratios
 # with min and max (testkit.RunPairs): the DHCP rate about 3.5 minutes, each storm of 1,000
 # machines (BC_STORM_CLIENTS) 3-6 minutes, the cache half a minute.
-go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkIdleFleet|BenchmarkReplicaSessions|BenchmarkVMWipe|BenchmarkDeployImage|BenchmarkConvergedPass)$' -benchtime=1x -timeout=60m ./... | grep -E '^(Benchmark|ok|FAIL|---)|: PROJECTION ' || true
+go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkIdleFleet|BenchmarkReplicaSessions|BenchmarkVMWipe|BenchmarkDeployImage|BenchmarkConvergedPass)$' -benchtime=1x -timeout=60m ./... | grep -E '^(Benchmark|ok|FAIL|---)|: PROJECTION | alternating rounds; medians' || true
 # deploy.image of an ext4 image built from /usr files, beside curl | tee >(openssl dgst) |
 # zstd -d --sparse and zstd -d to /dev/null, five alternating rounds on tmpfs and (root) a
 # loop device over a file on disk; prints the medians of the ratios with min and max.
