@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -89,12 +90,14 @@ type etcdBackend struct {
 	id []byte
 	// mirror is this replica's copy of the keys, barrier the reads that keep it honest
 	// (etcdmirror.go).
-	mirror    *mirror
-	barrier   barrier
-	ctx       context.Context
-	stop      context.CancelFunc
-	watching  sync.WaitGroup
-	closeOnce sync.Once
+	mirror  *mirror
+	barrier barrier
+	// lastCommit is the revision of this replica's last commit.
+	lastCommit atomic.Int64
+	ctx        context.Context
+	stop       context.CancelFunc
+	watching   sync.WaitGroup
+	closeOnce  sync.Once
 	// group collects the calls of Update and Batch for the next group commit
 	// (etcdbatch.go).
 	group group
@@ -165,9 +168,10 @@ func (b *etcdBackend) view(fn func(kvTx) error) error {
 	return fn(tx)
 }
 
-// viewAt runs fn on a snapshot at floor or later, without a barrier of its own.
+// viewAt runs fn on a snapshot at floor or later, and at or after this replica's last
+// commit (so a request reads what it wrote), without a barrier of its own.
 func (b *etcdBackend) viewAt(floor int64, fn func(kvTx) error) error {
-	snap, err := b.mirror.at(floor, b.timeout)
+	snap, err := b.mirror.at(max(floor, b.lastCommit.Load()), b.timeout)
 	if err != nil {
 		return err
 	}
@@ -365,7 +369,21 @@ func (t *etcdTx) commit() (bool, error) {
 	case err != nil:
 		return false, proto.Errorf(proto.Unavailable, "the store's etcd cluster did not confirm the commit (%w): the write may have been made or not; read it back before trying again", err)
 	}
+	if resp.Succeeded {
+		t.b.committed(resp.Header.Revision)
+	}
 	return resp.Succeeded, nil
+}
+
+// committed notes rev as a revision this replica committed: later views on a Reader
+// read at it or after.
+func (b *etcdBackend) committed(rev int64) {
+	for {
+		last := b.lastCommit.Load()
+		if rev <= last || b.lastCommit.CompareAndSwap(last, rev) {
+			return
+		}
+	}
 }
 
 // compares are the conditions of the commit: every key read and every scanned bucket's

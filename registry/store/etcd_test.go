@@ -450,3 +450,23 @@ func TestEtcdCloseTwice(t *testing.T) {
 		t.Fatalf("closing again: %v", err)
 	}
 }
+
+// TestEtcdReaderSeesItsOwnWrites takes a Reader, then writes through the same store: the
+// Reader's next View sees the write (a request reads what it wrote, although the Reader's
+// moment came before), a hundred times over.
+func TestEtcdReaderSeesItsOwnWrites(t *testing.T) {
+	s := replicas(t, 1)[0]
+	for i := range 100 {
+		rd, err := s.Reader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("own%d", i)
+		if err := s.Update(func(tx *Tx) error { _, err := tx.CreateTenant(name); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if err := rd.View(func(tx *Tx) error { _, err := tx.Tenant(name); return err }); err != nil {
+			t.Fatalf("round %d: a View after the Reader's own store wrote the tenant does not see it: %v", i, err)
+		}
+	}
+}

@@ -87,9 +87,10 @@ func (s *Store) View(fn func(*Tx) error) error {
 }
 
 // Reader is one moment's reads: its Views see every commit acknowledged before the
-// moment (Store.Reader), and each may see later ones. An API request takes one when it
-// begins and reads through it, so on etcd it pays one barrier, however many Views it
-// makes: each of its reads is still at least as recent as the request.
+// moment (Store.Reader), every commit this store made before the View (so a request
+// reads what it wrote, and what woke it), and may see later ones. An API request takes
+// one when it begins and reads through it, so on etcd it pays one barrier, however many
+// Views it makes: each of its reads is still at least as recent as the request.
 type Reader struct {
 	s     *Store
 	floor int64
