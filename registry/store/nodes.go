@@ -238,11 +238,10 @@ func (n Node) RevokedIdentity() error {
 // CheckIdentity is the RevokedIdentity of node id; an id no node has (a site agent's)
 // passes.
 func (t *Tx) CheckIdentity(id string) error {
-	n, err := t.Node(id)
-	if proto.CodeOf(err) == proto.NotFound {
-		return nil
-	}
-	if err != nil {
+	// Every session's hello asks: a missing node (a site's agent) costs no error made
+	// and thrown away.
+	var n Node
+	if ok, err := t.get(bucketNodes, []byte(id), &n); err != nil || !ok {
 		return err
 	}
 	return n.RevokedIdentity()
