@@ -41,7 +41,7 @@ type Caller struct {
 	// Host is true for calls through the admin socket in the data directory: only the
 	// registry's own host can make them, and host-only methods accept nothing else.
 	Host bool
-	// st is the store, reads the request's moment for reads once taken (view).
+	// st is the store; reads is the request's Reader, once taken (view).
 	st    *store.Store
 	reads *store.Reader
 }
