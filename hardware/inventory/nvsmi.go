@@ -99,10 +99,10 @@ func ParseNVLinkStatus(b []byte) (map[string]int, error) {
 		case strings.HasPrefix(line, "GPU "):
 			_, rest, ok := strings.Cut(line, "(UUID: ")
 			id, _, closed := strings.Cut(rest, ")")
-			if !ok || !closed || id == "" {
+			if id = strings.TrimSpace(id); !ok || !closed || id == "" {
 				return nil, fmt.Errorf("nvidia-smi nvlink --status: %q names no GPU UUID", line)
 			}
-			uuid = strings.TrimSpace(id)
+			uuid = id
 			out[uuid] += 0
 		case strings.HasPrefix(line, "Link "):
 			if uuid == "" {
