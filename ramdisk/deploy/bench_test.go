@@ -103,7 +103,9 @@ type benchTarget struct {
 // loopTargets makes two loop devices of size bytes over sparse files in dir, marked
 // non-rotational as an NVMe disk is, so that deploy.image zeroes them with BLKZEROOUT
 // (the loop driver zeroes the range of its file with fallocate) and skips zeros, as on
-// an NVMe disk.
+// an NVMe disk. They pass writes on to their files with direct I/O, as a disk has no
+// second page cache behind it: without it the loop driver copies every block into the
+// file's page cache on the machine's own cores and the final sync writes it out.
 func loopTargets(b *testing.B, dir string, size int64) (ours, peer string, err error) {
 	var devs []string
 	for _, name := range []string{"ours.loop", "peer.loop"} {
@@ -114,7 +116,7 @@ func loopTargets(b *testing.B, dir string, size int64) (ours, peer string, err e
 		if err := os.Truncate(file, size); err != nil {
 			return "", "", err
 		}
-		out, err := exec.Command("losetup", "--find", "--show", file).CombinedOutput()
+		out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", file).CombinedOutput()
 		if err != nil {
 			return "", "", fmt.Errorf("losetup: %v: %s", err, out)
 		}
