@@ -203,40 +203,63 @@ func (a *Agent) Run(ctx context.Context) {
 	defer a.wg.Wait()
 	ctx = context.WithValue(ctx, agentKey{}, a) // handlers sign with it (SignResult)
 	a.wg.Go(func() { a.applyLoop(ctx) })
-	var ret returnStream // the stream a stopping registry last put this agent in
-	for attempt := 0; ; attempt++ {
+	var tries retries
+	for {
 		established, err := a.connect(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if established {
-			attempt, ret = 0, returnStream{}
-		}
-		delay := a.cfg.Backoff.Delay(attempt)
-		if !established {
-			if d, ok := ret.reslot(a.cfg.Clock.Now(), a.cfg.Backoff); ok {
-				delay = d
-			}
-		}
-		switch code, reason := closedBy(err); {
-		case code == proto.CloseReplaced:
-			delay = a.cfg.Backoff.Delay(maxAttempt)
-		case code == proto.CloseRevoked:
+		code, reason := closedBy(err)
+		if code == proto.CloseRevoked {
 			a.log.Error("the registry revoked this node's identity (the machine was retired): it refuses this agent for good; stop bcd on this machine", "reason", reason)
-			delay = a.cfg.Backoff.Delay(maxAttempt)
-		case code == proto.CloseShutdown:
-			if d, ok := proto.ShutdownDelay(reason); ok {
-				delay = d
-			}
-			if end, ok := proto.ShutdownStreamEnd(reason); ok {
-				ret = returnStream{end: a.cfg.Clock.Now().Add(end), spread: max(minReslotSpread, end/4), left: maxReslots}
-			}
 		}
-		a.log.Info("registry session lost, reconnecting", "err", err, "attempt", attempt+1, "in", delay)
+		delay := tries.next(a.cfg.Clock.Now(), a.cfg.Backoff, established, code, reason)
+		a.log.Info("registry session lost, reconnecting", "err", err, "attempt", tries.failed, "in", delay)
 		if clock.Sleep(ctx, a.cfg.Clock, delay) != nil {
 			return
 		}
 	}
+}
+
+// retries decides the wait before each try to reconnect.
+type retries struct {
+	// failed counts the tries since the last session.
+	failed int
+	// backoff counts the tries the backoff decides, since the last session or the last
+	// re-slotted try: an agent refused more often than it re-slots itself starts the
+	// backoff again from its shortest step after the stream, rather than at the step its
+	// re-slotted tries would have reached (4-8 s after three with the defaults).
+	backoff int
+	// ret is the stream a stopping registry last put this agent in.
+	ret returnStream
+}
+
+// next is the wait after a try: established says whether it held a session, code and
+// reason are how the registry closed it, if it did.
+func (r *retries) next(now time.Time, b Backoff, established bool, code proto.CloseCode, reason string) time.Duration {
+	if established {
+		*r = retries{}
+	}
+	r.failed++
+	delay := b.Delay(r.backoff)
+	r.backoff++
+	if !established {
+		if d, ok := r.ret.reslot(now, b); ok {
+			delay, r.backoff = d, 0
+		}
+	}
+	switch code {
+	case proto.CloseReplaced, proto.CloseRevoked:
+		delay = b.Delay(maxAttempt)
+	case proto.CloseShutdown:
+		if d, ok := proto.ShutdownDelay(reason); ok {
+			delay, r.backoff = d, 0
+		}
+		if end, ok := proto.ShutdownStreamEnd(reason); ok {
+			r.ret = returnStream{end: now.Add(end), spread: max(minReslotSpread, end/4), left: maxReslots}
+		}
+	}
+	return delay
 }
 
 // returnStream is the stream of returning agents a stopping registry named: when it ends,

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -54,5 +55,41 @@ func TestReslotAfterTheStream(t *testing.T) {
 	}
 	if _, ok := (&returnStream{}).reslot(now, b); ok {
 		t.Fatal("no stream named: re-slotted, want the backoff to decide")
+	}
+}
+
+// TestRetriesAfterTheReslots: an agent told of a return stream re-slots its first
+// refused tries after the stream's end; refused more often than that, it starts the
+// backoff again from its shortest step, rather than at the step its re-slotted tries
+// would have reached (4-8 s after three), which left agents out for 30 s and more at
+// the end of a return.
+func TestRetriesAfterTheReslots(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := Backoff{Rand: func() float64 { return 0.5 }}
+	var r retries
+	if got := r.next(now, b, true, proto.CloseShutdown, proto.ShutdownReason(2*time.Second, 8*time.Second)); got != 2*time.Second {
+		t.Fatalf("closed for a restart: waits %v, want the 2s the registry named", got)
+	}
+	// Re-slotted: after the stream's end (8s from the close), half a spread of 2s.
+	for i := range maxReslots {
+		if got := r.next(now, b, false, proto.CloseNormal, ""); got != 9*time.Second {
+			t.Fatalf("refused try %d: waits %v, want 9s (re-slotted after the stream)", i+1, got)
+		}
+	}
+	for i, want := range []time.Duration{b.Delay(0), b.Delay(1), b.Delay(2)} {
+		if got := r.next(now.Add(20*time.Second), b, false, proto.CloseNormal, ""); got != want {
+			t.Fatalf("refused try %d after the re-slots: waits %v, want %v (the backoff from its start)", maxReslots+i+1, got, want)
+		}
+	}
+	if r.failed != maxReslots+4 {
+		t.Fatalf("counted %d failed tries, want %d", r.failed, maxReslots+4)
+	}
+	// A session resets it all; a replaced session waits the longest step.
+	r.next(now, b, true, proto.CloseNormal, "")
+	if r.failed != 1 || r.backoff != 1 || r.ret.left != 0 {
+		t.Fatalf("after a session: %+v, want one failed try, the backoff at its second step, no stream", r)
+	}
+	if got := r.next(now, b, false, proto.CloseReplaced, ""); got != b.Delay(maxAttempt) {
+		t.Fatalf("replaced: waits %v, want the backoff's longest %v", got, b.Delay(maxAttempt))
 	}
 }
