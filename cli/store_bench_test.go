@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,9 +67,11 @@ func BenchmarkAPI(b *testing.B) {
 					return c.Call(context.Background(), "tenants.create", api.CreateTenantRequest{Name: fmt.Sprintf("t%d-%d", created, n)}, &api.Tenant{})
 				}))
 				mid := sampleCPU(b, be.regs, be.members)
+				stopPerf := perfRecord(b, be.name, be.regs, be.members)
 				readRates[j] = append(readRates[j], rate(b, be.name, clients, reads, callers, func(c *api.Client, _ int64) error {
 					return c.Call(context.Background(), "tenants.list", api.ListRequest{Limit: 20}, &api.TenantList{})
 				}))
+				stopPerf()
 				after := sampleCPU(b, be.regs, be.members)
 				var w, r cpuUse
 				w.add(mid.since(before), writes)
@@ -204,4 +209,27 @@ func rate(b *testing.B, name string, clients []*api.Client, calls, callers int64
 		b.Fatalf("%s: %v", name, err)
 	}
 	return float64(calls) / time.Since(start).Seconds()
+}
+
+// perfRecord starts `perf record` (call graphs) of the replicas' and the members'
+// processes when BC_BENCH_PERF names a directory, writing reads-NANOS.data there, and
+// returns what stops it; the bbolt side is not recorded.
+func perfRecord(b *testing.B, name string, regs []*testkit.Registry, members []int) (stop func()) {
+	dir := os.Getenv("BC_BENCH_PERF")
+	if dir == "" || name == "bbolt" {
+		return func() {}
+	}
+	var pids []string
+	for _, r := range regs {
+		pids = append(pids, fmt.Sprint(r.PID()))
+	}
+	for _, m := range members {
+		pids = append(pids, fmt.Sprint(m))
+	}
+	cmd := exec.Command("perf", "record", "-F", "2000", "-g", "-o", filepath.Join(dir, fmt.Sprintf("reads-%d.data", time.Now().UnixNano())), "-p", strings.Join(pids, ","))
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // perf attaches before the reads start
+	return func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }
 }
