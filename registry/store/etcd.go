@@ -216,9 +216,14 @@ func (b *etcdBackend) begin(readOnly bool) (*etcdTx, error) {
 	return b.txOn(snap, readOnly), nil
 }
 
+// txOn starts a transaction on snap. A read-only one keeps no record of what it read:
+// it commits nothing, so nothing it read needs comparing.
 func (b *etcdBackend) txOn(snap *mirrorSnap, readOnly bool) *etcdTx {
-	return &etcdTx{b: b, snap: snap, readOnly: readOnly, reads: map[string]int64{},
-		scanned: map[string]bool{}, gens: map[string]int64{}, writes: map[string]*[]byte{}}
+	t := &etcdTx{b: b, snap: snap, readOnly: readOnly}
+	if !readOnly {
+		t.reads, t.scanned, t.gens, t.writes = map[string]int64{}, map[string]bool{}, map[string]int64{}, map[string]*[]byte{}
+	}
+	return t
 }
 
 // etcdTx is one etcd transaction: reads from one snapshot of the mirror, writes buffered
@@ -247,7 +252,9 @@ func (t *etcdTx) get(bucket string, key []byte) []byte {
 		return *v
 	}
 	kv, ok := t.snap.get(full)
-	t.reads[full] = kv.mod // 0 when missing
+	if !t.readOnly {
+		t.reads[full] = kv.mod // 0 when missing
+	}
 	if !ok || len(kv.value) == 0 {
 		return nil // an empty value reads as nil, as bbolt reads it
 	}
@@ -580,7 +587,7 @@ func (b *etcdBackend) check() []error {
 	var errs []error
 	tx := b.txOn(&mirrorSnap{tree: tree, rev: rev}, true)
 	for _, name := range tx.buckets() {
-		if tx.readGen(name); tx.gens[name] == 0 {
+		if gen, _ := tx.snap.get(b.genKey(name)); gen.mod == 0 {
 			errs = append(errs, fmt.Errorf("store: etcd bucket %s holds records but no generation key %q", name, b.genKey(name)))
 		}
 		c := tx.cursor(name)
