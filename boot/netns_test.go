@@ -396,9 +396,11 @@ func runDnsmasq(t testing.TB, ns *netns.NS, iface string, args ...string) (stop 
 	if err := dnsmasq.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { dnsmasq.Wait(); close(exited) }()
 	stop = sync.OnceFunc(func() {
 		cancel()
-		dnsmasq.Wait()
+		<-exited
 	})
 	t.Cleanup(func() {
 		stop()
@@ -406,16 +408,17 @@ func runDnsmasq(t testing.TB, ns *netns.NS, iface string, args ...string) (stop 
 			t.Logf("dnsmasq log:\n%s", dlog.String())
 		}
 	})
-	waitDHCPBound(t, dnsmasq.Process.Pid, "dnsmasq", &dlog)
+	waitDHCPBound(t, dnsmasq.Process.Pid, "dnsmasq", exited)
 	return stop
 }
 
 // waitDHCPBound waits until the process pid, once it runs the program comm (ip netns
 // exec has entered the namespace then), holds a UDP socket on port 67 in its network
-// namespace; datagrams that arrive from then on wait in the socket for its loop.
-func waitDHCPBound(t testing.TB, pid int, comm string, log *netns.SyncBuffer) {
+// namespace; datagrams that arrive from then on wait in the socket for its loop. It fails
+// the test when exited closes first or after 20 s.
+func waitDHCPBound(t testing.TB, pid int, comm string, exited <-chan struct{}) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.After(20 * time.Second)
 	for {
 		name, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 		if strings.TrimSpace(string(name)) == comm {
@@ -424,9 +427,12 @@ func waitDHCPBound(t testing.TB, pid int, comm string, log *netns.SyncBuffer) {
 				return
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not bind port 67 within 20 s:\n%s", comm, log.String())
+		select {
+		case <-exited:
+			t.Fatalf("%s exited before it bound port 67", comm)
+		case <-deadline:
+			t.Fatalf("%s did not bind port 67 within 20 s", comm)
+		case <-time.After(10 * time.Millisecond):
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
