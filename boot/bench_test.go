@@ -102,9 +102,9 @@ func perfdhcp(b *testing.B, ns *netns.NS, rate int) perfRun {
 	return perfRun{sent: sent / perfPeriod, rate: acked / perfPeriod, drops: 1 - acked/sent}
 }
 
-// Search bounds of maxRate: the first probe's rate, well below either server's, and the
-// highest rate it tries; it stops bisecting when the failed rate is within searchPrecision
-// of the passed one.
+// Search bounds of maxRate: the first probe's target, well below either server's rate; no
+// target above searchCeiling is tried; bisection stops when the failed target is within
+// searchPrecision of the passed one.
 const (
 	searchStart     = 50
 	searchCeiling   = 64000
@@ -112,14 +112,14 @@ const (
 )
 
 // maxRate finds the highest rate of completed exchanges with under 1% drops, at a rate
-// perfdhcp managed to send (90% of its target), of the server that start starts; name
-// labels its probes, which it logs under -test.v (without it the testing package keeps
-// only a benchmark's first ten lines of log, and the rounds' lines come after them). Every probe runs against a server of its own, started
-// before it and stopped after it, so no probe sees the leases of another and their order
-// does not matter: the target doubles from searchStart until a probe fails, then the
-// interval between the last passed and the failed target is bisected (at its geometric
-// middle) until the two are within searchPrecision. It returns the passed probes' highest
-// rate, 0 when even searchStart failed.
+// perfdhcp managed to send (90% of its target), of the server that start starts. Every
+// probe runs against a server of its own, started before it and stopped after it, so no
+// probe sees the leases of another and their order does not matter: the target doubles
+// from searchStart until a probe fails, then the interval between the last passed and the
+// failed target is bisected (at its geometric middle) until the two are within
+// searchPrecision. It returns the passed probes' highest rate, 0 when even searchStart
+// failed. name labels the probes, which it logs under -test.v only: without it the
+// testing package keeps a benchmark's first ten lines of log, and the rounds' come last.
 func maxRate(b *testing.B, ns *netns.NS, name string, start func() (stop func())) float64 {
 	b.Helper()
 	best := 0.0
@@ -138,10 +138,10 @@ func maxRate(b *testing.B, ns *netns.NS, name string, start func() (stop func())
 	}
 	lo, hi := 0, searchStart
 	for ok(hi) {
-		if hi >= searchCeiling {
+		lo, hi = hi, 2*hi
+		if hi > searchCeiling {
 			return best
 		}
-		lo, hi = hi, 2*hi
 	}
 	if lo == 0 {
 		b.Logf("%s: no rate from %d/s up passed", name, searchStart)
