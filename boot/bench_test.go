@@ -2,6 +2,7 @@ package boot
 
 import (
 	"context"
+	"math"
 	"net/netip"
 	"path/filepath"
 	"regexp"
@@ -16,26 +17,30 @@ import (
 // BenchmarkDHCPExchanges measures full DHCP exchanges (DISCOVER, OFFER, REQUEST, ACK) per
 // second that the authoritative server sustains with under 1% drops, and the same for
 // dnsmasq on the same veth, both driven by Kea's perfdhcp as a relay agent. The two
-// alternate over testkit.PairRounds rounds, each side started afresh with no leases in
-// each; it reports the median of the within-round ratios (ours over dnsmasq's, above 1:
-// the boot server sustains more) with their minimum and maximum, and logs each side's
-// median rate. Every acknowledged lease of ours is on disk (fsync) before its DHCPACK.
+// alternate over testkit.PairRounds rounds; within a round each side's maxRate search
+// starts every probe on a freshly started server with an empty lease store, so each probe
+// measures the same state on both sides. It reports the median of the within-round ratios
+// (ours over dnsmasq's, above 1: the boot server sustains more) with their minimum and
+// maximum, logs each round's two rates and each side's median. Every acknowledged lease,
+// ours and dnsmasq's, is on disk (fsync) before its DHCPACK.
 func BenchmarkDHCPExchanges(b *testing.B) {
 	netns.Require(b, "perfdhcp", "dnsmasq")
 	srvNS, cliNS, cfg := benchNet(b)
 	rounds := testkit.PairRounds(b)
 	for range b.N {
 		p := testkit.RunPairs(rounds, testkit.OursOverPeer, func() float64 {
-			cfg.LeaseFile = filepath.Join(b.TempDir(), "leases.db")
-			srv := startServer(b, srvNS, cfg, nil)
-			defer srv.stop()
-			return maxRate(b, cliNS)
+			return maxRate(b, cliNS, "boot server", func() (stop func()) {
+				cfg.LeaseFile = filepath.Join(b.TempDir(), "leases.db")
+				return startServer(b, srvNS, cfg, nil).stop
+			})
 		}, func() float64 {
-			stop := runDnsmasq(b, srvNS, serverIf, dnsmasqRange...)
-			defer stop()
-			time.Sleep(500 * time.Millisecond)
-			return maxRate(b, cliNS)
+			return maxRate(b, cliNS, "dnsmasq", func() (stop func()) {
+				return runDnsmasq(b, srvNS, serverIf, dnsmasqRange...)
+			})
 		})
+		for i := range p.Ratios {
+			b.Logf("round %d: boot server %.1f/s, dnsmasq %.1f/s, ratio %.2f", i+1, p.Ours[i], p.Peer[i], p.Ratios[i])
+		}
 		p.Report(b, "", "boot server/dnsmasq", "boot server", "dnsmasq", "exchanges/s")
 	}
 }
@@ -97,39 +102,61 @@ func perfdhcp(b *testing.B, ns *netns.NS, rate int) perfRun {
 	return perfRun{sent: sent / perfPeriod, rate: acked / perfPeriod, drops: 1 - acked/sent}
 }
 
+// Search bounds of maxRate: the first probe's target, well below either server's rate; no
+// target above searchCeiling is tried; bisection stops when the failed target is within
+// searchPrecision of the passed one.
+const (
+	searchStart     = 50
+	searchCeiling   = 64000
+	searchPrecision = 1.05
+)
+
 // maxRate finds the highest rate of completed exchanges with under 1% drops, at a rate
-// perfdhcp managed to send (90% of its target): doubling from 250/s until a run fails,
-// then bisecting three times.
-func maxRate(b *testing.B, ns *netns.NS) float64 {
+// perfdhcp managed to send (90% of its target), of the server that start starts. Every
+// probe runs against a server of its own, started before it and stopped after it, so no
+// probe sees the leases of another and their order does not matter: the target doubles
+// from searchStart until a probe fails, then the interval between the last passed and the
+// failed target is bisected (at its geometric middle) until the two are within
+// searchPrecision. It returns the passed probes' highest rate, 0 when even searchStart
+// failed. name labels the probes, which it logs under -test.v only: without it the
+// testing package keeps a benchmark's first ten lines of log, and the rounds' come last.
+func maxRate(b *testing.B, ns *netns.NS, name string, start func() (stop func())) float64 {
 	b.Helper()
-	ok := func(target int) (bool, float64) {
+	best := 0.0
+	ok := func(target int) bool {
+		stop := start()
 		r := perfdhcp(b, ns, target)
+		stop()
 		pass := r.drops < 0.01 && r.sent >= 0.9*float64(target)
-		b.Logf("target %5d/s: sent %7.1f/s, exchanges %7.1f/s, drops %5.2f%% pass=%v", target, r.sent, r.rate, 100*r.drops, pass)
-		return pass, r.rate
-	}
-	best, lo, hi := 0.0, 0, 0
-	for target := 250; ; target *= 2 {
-		pass, rate := ok(target)
-		if !pass {
-			hi = target
-			break
+		if testing.Verbose() {
+			b.Logf("%s target %5d/s: sent %7.1f/s, exchanges %7.1f/s, drops %5.2f%% pass=%v", name, target, r.sent, r.rate, 100*r.drops, pass)
 		}
-		best, lo = rate, target
-		if target >= 64000 {
+		if pass {
+			best = max(best, r.rate)
+		}
+		return pass
+	}
+	lo, hi := 0, searchStart
+	for ok(hi) {
+		lo, hi = hi, 2*hi
+		if hi > searchCeiling {
 			return best
 		}
 	}
-	for range 3 {
-		mid := (lo + hi) / 2
-		if pass, rate := ok(mid); pass {
-			best, lo = max(best, rate), mid
+	if lo == 0 {
+		b.Logf("%s: no rate from %d/s up passed", name, searchStart)
+		return 0
+	}
+	for float64(hi) > searchPrecision*float64(lo) {
+		mid := int(math.Round(math.Sqrt(float64(lo) * float64(hi))))
+		if mid <= lo || mid >= hi {
+			break
+		}
+		if ok(mid) {
+			lo = mid
 		} else {
 			hi = mid
 		}
-	}
-	if best == 0 {
-		b.Log("no rate from 250/s up passed")
 	}
 	return best
 }

@@ -383,8 +383,8 @@ func startDnsmasq(t *testing.T, n testNet) {
 }
 
 // runDnsmasq runs dnsmasq as a DHCP server only (no DNS) on iface in ns, with its lease
-// file in a temporary directory, and returns a function that stops it (the test's end
-// calls it too).
+// file in a temporary directory, waits until it has bound the DHCP port, and returns a
+// function that stops it (the test's end calls it too).
 func runDnsmasq(t testing.TB, ns *netns.NS, iface string, args ...string) (stop func()) {
 	t.Helper()
 	leases := filepath.Join(t.TempDir(), "dnsmasq.leases")
@@ -396,9 +396,11 @@ func runDnsmasq(t testing.TB, ns *netns.NS, iface string, args ...string) (stop 
 	if err := dnsmasq.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() { dnsmasq.Wait(); close(exited) }()
 	stop = sync.OnceFunc(func() {
 		cancel()
-		dnsmasq.Wait()
+		<-exited
 	})
 	t.Cleanup(func() {
 		stop()
@@ -406,5 +408,31 @@ func runDnsmasq(t testing.TB, ns *netns.NS, iface string, args ...string) (stop 
 			t.Logf("dnsmasq log:\n%s", dlog.String())
 		}
 	})
+	waitDHCPBound(t, dnsmasq.Process.Pid, "dnsmasq", exited)
 	return stop
+}
+
+// waitDHCPBound waits until the process pid, once it runs the program comm (ip netns
+// exec has entered the namespace then), holds a UDP socket on port 67 in its network
+// namespace; datagrams that arrive from then on wait in the socket for its loop. It fails
+// the test when exited closes first or after 20 s.
+func waitDHCPBound(t testing.TB, pid int, comm string, exited <-chan struct{}) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		name, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if strings.TrimSpace(string(name)) == comm {
+			udp, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/udp", pid))
+			if bytes.Contains(udp, []byte(":0043 ")) {
+				return
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatalf("%s exited before it bound port 67", comm)
+		case <-deadline:
+			t.Fatalf("%s did not bind port 67 within 20 s", comm)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
