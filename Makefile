@@ -29,14 +29,14 @@ test-go:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 
-## test-race: every package's tests but e2e/'s again under the race detector (cgo, so gcc); about 13 minutes on 2 shared cores
+## test-race: every package's tests but e2e/'s again under the race detector (cgo, so gcc); 8 to 13 minutes on 2 shared cores
 # The race detector needs cgo, which the static binaries go without. All packages outside e2e/
-# run: together they took 13 min 15 s of wall time on a 2-core machine shared with other work
-# (load average 1 to 7), against CI's budget of 90 minutes. e2e/ is left out: its tests drive
-# the binaries as processes, which are built without the detector (what it would watch is mostly
-# the harness), and e2e/vm boots VMs under qemu. The binaries testkit starts stay built without
-# it: built with it, cli's tests took 540 s instead of 70 s and the registry's resident memory grew
-# past the bounds the tests assert (827 MiB against 256 MiB).
+# run: as this target, 8 min 22 s of wall time on a 2-core machine shared with other work (load
+# average 4 to 9); in ten groups one after the other, 13 min 15 s. CI's budget is 90 minutes. e2e/
+# is left out: its tests drive the binaries as processes, which are built without the detector
+# (what it would watch is mostly the harness), and e2e/vm boots VMs under qemu. The binaries
+# testkit starts stay built without it: built with it, cli's tests took 540 s instead of 70 s and
+# the registry's resident memory grew past the bounds the tests assert (827 MiB against 256 MiB).
 test-race:
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /e2e/)
 
