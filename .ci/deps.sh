@@ -28,6 +28,8 @@ packages+=(chromium fonts-dejavu-core)
 # registry/store: the etcd store's tests start a real three-member cluster of Debian's etcd (3.4, which
 # serves the v3 API the client of go.etcd.io/etcd/client/v3 speaks).
 packages+=(etcd-server)
+# make test-race: the race detector builds with cgo, so a C compiler and libc's headers.
+packages+=(gcc libc6-dev)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
