@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +40,8 @@ var (
 func Binary(t testing.TB, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "bc-bin-")
+		removeStaleBinaries(os.TempDir())
+		binDir, buildErr = os.MkdirTemp("", fmt.Sprintf("%s%d-", binPrefix, os.Getpid()))
 		if buildErr != nil {
 			return
 		}
@@ -54,6 +56,31 @@ func Binary(t testing.TB, name string) string {
 		t.Fatalf("build binaries: %v", buildErr)
 	}
 	return filepath.Join(binDir, name)
+}
+
+// binPrefix starts the name of the folder a test process builds the binaries into,
+// followed by its pid.
+const binPrefix = "bc-bin-"
+
+// removeStaleBinaries removes from dir the binaries' folders of test processes that
+// have ended. A test process cannot remove its own when it exits (the packages that use
+// testkit have no TestMain of their own), so the next one does: without it, every test
+// run left its two binaries behind, about 45 MiB. Folders named before the pid was part
+// of the name go once they are a day old, older than any test run.
+func removeStaleBinaries(dir string) {
+	folders, _ := filepath.Glob(filepath.Join(dir, binPrefix+"*"))
+	for _, f := range folders {
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(f), binPrefix+"%d-", &pid); err != nil {
+			if st, err := os.Stat(f); err == nil && time.Since(st.ModTime()) > 24*time.Hour {
+				os.RemoveAll(f)
+			}
+			continue
+		}
+		if pid != os.Getpid() && errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			os.RemoveAll(f)
+		}
+	}
 }
 
 type buildError struct {
