@@ -50,6 +50,14 @@ func TestAdapt(t *testing.T) {
 			plan, returnMeasure{accepted: 10000, refused: 2000, saturatedAccepted: 1200, saturated: 2 * time.Second, meanHandshake: 50 * time.Millisecond},
 			540, 81, 600,
 		},
+		"saturated, refusing within 5% of the fleet: the stream stays": {
+			plan, returnMeasure{accepted: 10000, refused: 480, saturatedAccepted: 850, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
+			1000, 120, 850,
+		},
+		"refusing just past 5% of the fleet: 90% of what the machine completed": {
+			plan, returnMeasure{accepted: 10000, refused: 501, saturatedAccepted: 850, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
+			765, 92, 850,
+		},
 		"kept up for over a second: asks 25% more": {
 			plan, returnMeasure{accepted: 10000, refused: 50, saturatedAccepted: 100, saturated: sample, meanHandshake: 60 * time.Millisecond},
 			1250, maxAdmission, 0,

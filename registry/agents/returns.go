@@ -18,6 +18,10 @@ const (
 	// stallRoom is the stall the admission bound leaves room for: a handshake's steps
 	// waiting 100 ms for the processor filled 64 places at 900 a second (benchmarks.md).
 	stallRoom = 100 * time.Millisecond
+	// saturatedPercent and refusedPercent are the refusals, in percent of the agents
+	// told, past which a return saturated the machine, and past which it refused more
+	// than a return should: the stream is lowered only past the second.
+	saturatedPercent, refusedPercent = 1, 5
 )
 
 // returnMeasure is what a return did: the agents told, the handshakes completed and
@@ -32,21 +36,30 @@ type returnMeasure struct {
 }
 
 // adapt is the plan for the next return, from the one the fleet was told and what its
-// return did. A return that saturated the machine (refusals past 1% of the fleet) sets
-// the stream at 90% of the handshakes completed a second while it was saturated: what
-// the machine did. One that was not saturated and ran for a second or more at the planned
-// rate asks 25% more next time. The admission bound is the handshakes in flight the
-// stream keeps at the measured handshake time (Little's law) and room for what arrives
-// during a stall of stallRoom, within its bounds.
+// return did. A return that refused more than refusedPercent of the fleet sets the
+// stream at 90% of the handshakes completed a second while the machine was saturated
+// (refusing attempts): what the machine did. One that saturated it but refused no more
+// than that keeps its stream: a slower one would make the return longer to save
+// refusals already within the bound (a refused agent comes back after the stream). One
+// that was not saturated (refusals within saturatedPercent) and ran for a second or
+// more at the planned rate asks 25% more next time. The admission bound is the
+// handshakes in flight the stream keeps at the measured handshake time (Little's law)
+// and room for what arrives during a stall of stallRoom, within its bounds.
 func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 	next := plan
 	next.Told, next.MeasuredRate = 0, 0
 	next.Accepted, next.Refused, next.MeanHandshake = m.accepted, m.refused, m.meanHandshake
-	switch {
-	case m.refused*100 > int64(plan.Told) && m.saturated > 0:
+	told := int64(plan.Told)
+	saturated := m.refused*100 > told*saturatedPercent && m.saturated > 0
+	if saturated {
 		next.MeasuredRate = float64(m.saturatedAccepted) / m.saturated.Seconds()
+	}
+	switch {
+	case saturated && m.refused*100 > told*refusedPercent:
 		next.Rate = 0.9 * next.MeasuredRate
-	case float64(plan.Told) >= plan.Rate && m.accepted*100 >= int64(plan.Told)*95:
+	case saturated:
+		// Within the bound: the stream stays.
+	case float64(plan.Told) >= plan.Rate && m.accepted*100 >= told*95:
 		next.Rate = 1.25 * plan.Rate
 	}
 	next.Rate = min(max(next.Rate, minRate), maxRate)
