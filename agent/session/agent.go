@@ -253,7 +253,7 @@ func (r *retries) next(now time.Time, b Backoff, established bool, code proto.Cl
 		delay = b.Delay(maxAttempt)
 	case proto.CloseShutdown:
 		if d, ok := proto.ShutdownDelay(reason); ok {
-			delay, r.backoff = d, 0
+			delay = d
 		}
 		if end, ok := proto.ShutdownStreamEnd(reason); ok {
 			r.ret = returnStream{end: now.Add(end), spread: max(minReslotSpread, end/4), left: maxReslots}
