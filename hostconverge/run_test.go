@@ -49,7 +49,9 @@ func TestRun(t *testing.T) {
 			t.Fatalf("%s: Run waits on %d timers, want the period's alone", step, n)
 		}
 	}
-	// tick lets exactly the period pass.
+	// tick lets exactly the period pass. That Run waits no longer than the period is the
+	// pass the next call of next sees; Waiters cannot say it, as Run may have made its
+	// pass and waited again before the check.
 	tick := func() {
 		t.Helper()
 		clk.Advance(10*time.Minute - time.Nanosecond)
@@ -57,9 +59,6 @@ func TestRun(t *testing.T) {
 			t.Fatal("Run waits less than the period")
 		}
 		clk.Advance(time.Nanosecond)
-		if clk.Waiters() != 0 {
-			t.Fatal("Run waits more than the period")
-		}
 	}
 	sysctl := Unit{Name: "sysctl", Settings: []byte(`{"vm.swappiness": 10}`)}
 	gpu := Unit{Name: "gpu-settings", Settings: []byte(`{"powerLimitWatts": 700}`)}
