@@ -28,6 +28,8 @@ packages+=(chromium fonts-dejavu-core)
 # registry/store: the etcd store's tests start a real three-member cluster of Debian's etcd (3.4, which
 # serves the v3 API the client of go.etcd.io/etcd/client/v3 speaks).
 packages+=(etcd-server)
+# testkit: Prometheus's promtool checks the example alerting rules and runs their unit tests, and parses the dashboard's queries.
+packages+=(prometheus)
 # make test-race: the race detector builds with cgo, so a C compiler and libc's headers.
 packages+=(gcc libc6-dev)
 missing=()

@@ -1,10 +1,14 @@
 package testkit
 
 import (
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +18,7 @@ import (
 	"github.com/better-compute/better-compute/hostconverge"
 	"github.com/better-compute/better-compute/registry/metrics"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestDocsNameOnlyRealMetrics: every metric name the operations page, the alerting rules
@@ -21,37 +26,9 @@ import (
 // histogram's _bucket, _count and _sum included), and the operations page's reference
 // names every metric they export.
 func TestDocsNameOnlyRealMetrics(t *testing.T) {
-	reg := metrics.New(metrics.Sources{
-		NodesByState:  func() (map[string]int, error) { return map[string]int{"ready": 1}, nil },
-		Sites:         func() (int, error) { return 1, nil },
-		AgentSessions: func() map[string]int { return map[string]int{"site": 1} },
-		Handshakes:    func() (int64, int64, int64) { return 1, 1, 1 },
-		Pushes:        func() (int64, int64, int64) { return 1, 1, 1 },
-		Log:           slog.New(slog.DiscardHandler),
-	})
-	reg.APIRequest("metal.get", "OK", time.Millisecond)
-	reg.StepEnded("deploy.deploy", "succeeded", time.Second)
-	reg.WorkflowEnded("deploy", "custom", "succeeded", time.Second)
-	reg.DeployStreamed("cache", 1, 1)
-	site := agentmetrics.NewSite(func() cache.Usage { return cache.Usage{} }, func() bool { return true })
-	site.DHCPReply("offer")
-	site.TFTPTransfer(true, 1)
-	site.HTTPServed("image", 200, 1)
-	site.ImageRequested(true)
-	site.PullEnded("ready")
-	node := agentmetrics.NewNode(func() bool { return true })
-	node.Pass([]hostconverge.UnitResult{{Unit: "kernel.sysctl", Status: hostconverge.Changed}, {Unit: "kernel.sysctl", Status: hostconverge.Failed}})
 	exported := map[string]bool{}
-	for _, g := range []prometheus.Gatherer{reg.Gatherer(), site.Gatherer(), node.Gatherer()} {
-		families, err := g.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range families {
-			if name := f.GetName(); strings.HasPrefix(name, "better_compute_") || strings.HasPrefix(name, "bcd_") {
-				exported[name] = true
-			}
-		}
+	for _, f := range exportedFamilies(t) {
+		exported[f.GetName()] = true
 	}
 	names := regexp.MustCompile(`\b(better_compute|bcd)_[a-z_]+[a-z]\b`)
 	var page string
@@ -78,4 +55,189 @@ func TestDocsNameOnlyRealMetrics(t *testing.T) {
 			t.Errorf("docs/operations.md does not describe %s", name)
 		}
 	}
+}
+
+// exportedFamilies is every better_compute_ and bcd_ metric family the registry, bcd site
+// and bcd node export, each with one sample of every label set its code gives it.
+func exportedFamilies(t *testing.T) []*dto.MetricFamily {
+	t.Helper()
+	reg := metrics.New(metrics.Sources{
+		NodesByState:  func() (map[string]int, error) { return map[string]int{"ready": 1}, nil },
+		Sites:         func() (int, error) { return 1, nil },
+		AgentSessions: func() map[string]int { return map[string]int{"site": 1} },
+		Handshakes:    func() (int64, int64, int64) { return 1, 1, 1 },
+		Pushes:        func() (int64, int64, int64) { return 1, 1, 1 },
+		Log:           slog.New(slog.DiscardHandler),
+	})
+	reg.APIRequest("metal.get", "OK", time.Millisecond)
+	reg.StepEnded("deploy.deploy", "succeeded", time.Second)
+	reg.WorkflowEnded("deploy", "custom", "succeeded", time.Second)
+	reg.DeployStreamed("cache", 1, 1)
+	site := agentmetrics.NewSite(func() cache.Usage { return cache.Usage{} }, func() bool { return true })
+	site.DHCPReply("offer")
+	site.TFTPTransfer(true, 1)
+	site.HTTPServed("image", 200, 1)
+	site.ImageRequested(true)
+	site.PullEnded("ready")
+	node := agentmetrics.NewNode(func() bool { return true })
+	node.Pass([]hostconverge.UnitResult{{Unit: "kernel.sysctl", Status: hostconverge.Changed}, {Unit: "kernel.sysctl", Status: hostconverge.Failed}})
+	var out []*dto.MetricFamily
+	for _, g := range []prometheus.Gatherer{reg.Gatherer(), site.Gatherer(), node.Gatherer()} {
+		families, err := g.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if name := f.GetName(); strings.HasPrefix(name, "better_compute_") || strings.HasPrefix(name, "bcd_") {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// TestExampleAlerts: Prometheus's own rule checker accepts examples/prometheus/alerts.yml,
+// and its rule unit tests (alerts_test.yml) pass: every alert fires on a broken fleet with
+// its summary as written and none fires on a healthy one. The tests' series carry exactly
+// the labels the registry, bcd site and bcd node export for their metric (beside the
+// job and instance a scrape adds), so the alerts are tested on what a scrape would hold.
+func TestExampleAlerts(t *testing.T) {
+	promtool := needPromtool(t)
+	dir := filepath.Join(moduleRoot(), "examples", "prometheus")
+	for _, args := range [][]string{{"check", "rules", "alerts.yml"}, {"test", "rules", "alerts_test.yml"}} {
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	labels := exportedLabels(t)
+	data, err := os.ReadFile(filepath.Join(dir, "alerts_test.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := regexp.MustCompile(`series: '([a-z_]+)\{([^}]*)\}'`).FindAllStringSubmatch(string(data), -1)
+	if len(series) == 0 {
+		t.Fatal("alerts_test.yml has no input series")
+	}
+	for _, s := range series {
+		name := s[1]
+		if name == "up" {
+			continue // Prometheus's own, per scrape target
+		}
+		var got []string
+		for _, l := range regexp.MustCompile(`(\w+)="`).FindAllStringSubmatch(s[2], -1) {
+			if l[1] != "job" && l[1] != "instance" {
+				got = append(got, l[1])
+			}
+		}
+		slices.Sort(got)
+		want, ok := labels[name]
+		if !ok {
+			t.Errorf("alerts_test.yml: %s is not exported", name)
+		} else if !slices.Equal(got, want) {
+			t.Errorf("alerts_test.yml: %s has labels %v, exported with %v", name, got, want)
+		}
+	}
+}
+
+// TestDashboardQueries: every query of the Grafana dashboard parses as PromQL (Prometheus's
+// rule checker, given each as a recording rule), and every label it groups by or matches on
+// is one its metrics are exported with (or le, job, instance).
+func TestDashboardQueries(t *testing.T) {
+	promtool := needPromtool(t)
+	data, err := os.ReadFile(filepath.Join(moduleRoot(), "examples", "grafana", "better-compute.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exprs []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				if s, ok := e.(string); ok && k == "expr" {
+					exprs = append(exprs, s)
+				} else {
+					walk(e)
+				}
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	var dashboard any
+	if err := json.Unmarshal(data, &dashboard); err != nil {
+		t.Fatal(err)
+	}
+	walk(dashboard)
+	if len(exprs) == 0 {
+		t.Fatal("the dashboard has no queries")
+	}
+	var rules strings.Builder
+	rules.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	for i, e := range exprs {
+		q, _ := json.Marshal(e) // a JSON string is a YAML string
+		fmt.Fprintf(&rules, "      - record: dashboard_query_%d\n        expr: %s\n", i, q)
+	}
+	file := filepath.Join(t.TempDir(), "dashboard.yml")
+	if err := os.WriteFile(file, []byte(rules.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput(); err != nil {
+		t.Errorf("promtool check rules: %v\n%s", err, out)
+	}
+	labels := exportedLabels(t)
+	metric := regexp.MustCompile(`\b(?:better_compute|bcd)_[a-z_]+[a-z]\b`)
+	used := regexp.MustCompile(`\bby \(([^)]*)\)|\{([^}]*)\}`)
+	for _, e := range exprs {
+		known := map[string]bool{"le": true, "job": true, "instance": true}
+		for _, name := range metric.FindAllString(e, -1) {
+			name = strings.TrimSuffix(name, "_bucket")
+			for _, l := range labels[name] {
+				known[l] = true
+			}
+		}
+		for _, m := range used.FindAllStringSubmatch(e, -1) {
+			for _, l := range regexp.MustCompile(`\w+`).FindAllString(m[1], -1) {
+				if !known[l] {
+					t.Errorf("dashboard query %q groups by %s, which its metrics do not have", e, l)
+				}
+			}
+			for _, l := range regexp.MustCompile(`(\w+)\s*(?:=|!=|=~|!~)\s*"`).FindAllStringSubmatch(m[2], -1) {
+				if !known[l[1]] {
+					t.Errorf("dashboard query %q matches on %s, which its metrics do not have", e, l[1])
+				}
+			}
+		}
+	}
+}
+
+// needPromtool is Prometheus's promtool (Debian's prometheus package, .ci/deps.sh).
+func needPromtool(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool is not installed: run .ci/deps.sh (Debian's prometheus package)")
+	}
+	return p
+}
+
+// exportedLabels is each exported metric's label names, sorted (a histogram's le aside).
+func exportedLabels(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, f := range exportedFamilies(t) {
+		var names []string
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				names = append(names, l.GetName())
+			}
+		}
+		slices.Sort(names)
+		out[f.GetName()] = slices.Compact(names)
+	}
+	return out
 }
