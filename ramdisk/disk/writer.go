@@ -36,7 +36,8 @@ type Counts struct {
 // Writer gathers an image's bytes into large blocks and writes each one on a goroutine
 // of its own, so that decoding goes on while the disk takes the previous block. Where
 // the disk is known to read back zeros, runs of zero pages are skipped instead of
-// written. Memory is bounded by three blocks.
+// written, and a write that is all zeros (a zstd frame's zero block, decoded) is left
+// out before it is copied into a block. Memory is bounded by three blocks.
 //
 // Write, WriteAt and Zero are called from one goroutine; the callback from another.
 type Writer struct {
@@ -191,6 +192,41 @@ func (w *Writer) WriteAt(p []byte, off int64) error {
 	}
 	w.cursor = off + int64(len(p))
 	w.end = max(w.end, w.cursor)
+	if i, j := w.zeroMiddle(p, off); j > i {
+		w.buffer(p[:i], off)
+		w.skip(int64(j - i))
+		p, off = p[j:], off+int64(j)
+	}
+	w.buffer(p, off)
+	return nil
+}
+
+// zeroMiddle is the run of whole granules in p, to be written at off, that Write may
+// leave out without copying it: [i, j) when they are all zero, the disk reads zeros and
+// the run is long enough to be skipped; i == j otherwise. A decoder hands a zstd frame's
+// zero blocks over whole, so most zero runs never reach a block or its scan.
+func (w *Writer) zeroMiddle(p []byte, off int64) (i, j int) {
+	if !w.zeroesKnown || len(p) < minSkip {
+		return 0, 0
+	}
+	i = int((granule - off%granule) % granule)
+	j = i + (len(p)-i)/granule*granule
+	if j-i < minSkip || !isZero(p[i:j]) {
+		return 0, 0
+	}
+	return i, j
+}
+
+// skip counts n bytes of zeros left out.
+func (w *Writer) skip(n int64) {
+	w.mu.Lock()
+	w.counts.Skipped += n
+	w.mu.Unlock()
+}
+
+// buffer copies p, to be written at off, into blocks, handing each full one to the
+// writing goroutine.
+func (w *Writer) buffer(p []byte, off int64) {
 	for len(p) > 0 {
 		if w.cur != nil && (off != w.cur.off+int64(len(w.cur.buf)) || len(w.cur.buf) == cap(w.cur.buf)) {
 			w.submit()
@@ -204,7 +240,6 @@ func (w *Writer) WriteAt(p []byte, off int64) error {
 		p = p[n:]
 		off += int64(n)
 	}
-	return nil
 }
 
 // Zero makes [off, off+n) of the image read as zeros: nothing to do where the disk
@@ -212,9 +247,7 @@ func (w *Writer) WriteAt(p []byte, off int64) error {
 func (w *Writer) Zero(off, n int64) error {
 	if w.zeroesKnown {
 		w.end = max(w.end, off+n)
-		w.mu.Lock()
-		w.counts.Skipped += n
-		w.mu.Unlock()
+		w.skip(n)
 		return nil
 	}
 	if w.zeros == nil {

@@ -143,3 +143,75 @@ func TestWriterError(t *testing.T) {
 		t.Fatalf("Close: %v, want %v", cerr, boom)
 	}
 }
+
+// spanSink records where each write landed.
+type spanSink struct {
+	memSink
+	offs []int64
+}
+
+func (s *spanSink) WriteAt(p []byte, off int64) error {
+	s.mu.Lock()
+	s.offs = append(s.offs, off)
+	s.mu.Unlock()
+	return s.memSink.WriteAt(p, off)
+}
+
+// TestWriterZeroWrites hands the writer what a zstd decoder does: the image in writes of
+// up to 128 KiB, some of them all zeros, from an offset off the page grid. Zero writes
+// are left out where the disk reads zeros, and everything after a skip still starts on
+// the grid, so that it may be written directly.
+func TestWriterZeroWrites(t *testing.T) {
+	const start = 1000
+	data := func(n int, v byte) []byte { return bytes.Repeat([]byte{v}, n) }
+	writes := [][]byte{
+		data(128<<10, 1), make([]byte, 128<<10), make([]byte, 128<<10), data(100<<10, 2),
+		make([]byte, 200<<10+17), data(5000, 3), make([]byte, minSkip-1), data(3, 4),
+		make([]byte, minSkip+granule+1), data(granule, 5), make([]byte, 1000),
+	}
+	var img []byte
+	for _, p := range writes {
+		img = append(img, p...)
+	}
+	for name, known := range map[string]bool{"zeros known": true, "zeros unknown": false} {
+		t.Run(name, func(t *testing.T) {
+			sink := &spanSink{}
+			w := NewWriter(sink, known, nil)
+			off := int64(start)
+			for _, p := range writes {
+				if err := w.WriteAt(p, off); err != nil {
+					t.Fatal(err)
+				}
+				off += int64(len(p))
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			want := append(make([]byte, start), img...)
+			got := append(sink.data, make([]byte, int(w.End())-len(sink.data))...)
+			if !bytes.Equal(got, want) {
+				t.Fatal("the disk does not hold the image")
+			}
+			c := w.Counts()
+			if c.Written+c.Skipped != int64(len(img)) {
+				t.Errorf("written %d + skipped %d != %d", c.Written, c.Skipped, len(img))
+			}
+			if !known {
+				if c.Skipped != 0 {
+					t.Errorf("skipped %d bytes on a disk whose zeros are unknown", c.Skipped)
+				}
+				return
+			}
+			// Of the zero writes, 128 KiB twice, 200 KiB and 68 KiB hold whole granules
+			// enough to skip, less what lies off the grid at their ends.
+			if min := int64(2*128<<10 + 200<<10 + minSkip - 2*granule); c.Skipped < min {
+				t.Errorf("skipped %d bytes, want at least %d", c.Skipped, min)
+			}
+			for i, o := range sink.offs {
+				if i > 0 && o%granule != 0 {
+					t.Errorf("write %d at %d, off the %d-byte grid", i, o, granule)
+				}
+			}
+		})
+	}
+}
