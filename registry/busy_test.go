@@ -1,0 +1,943 @@
+package registry
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/join"
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// The tests of this file drive one registry in this process the way a busy fleet does:
+// tenants' and the admin's API clients over HTTPS (and the admin socket), agents joining
+// with single-use tokens and holding sessions over QUIC with the agents' own session
+// code, NodeSpecs pushed while sessions come and go, commands relayed, workflows started
+// and cancelled, and the registry closed in the middle of it all. Everything runs in one
+// process, so `make test-race` watches the registry's own code while it does.
+
+// busyHardwareProfiles is the data directory's hardware profiles file: a Redfish machine.
+const busyHardwareProfiles = `{"version": 1, "hardwareProfiles": {
+  "gpu-redfish": {"drivers": {"power": "redfish", "management": "redfish", "boot": "ipxe", "deploy": "image-stream", "inspect": "agent"}}}}`
+
+// busyDeploy is the profile the tenants deploy: done when the installed OS's agent
+// joins, with a host section that becomes the node's NodeSpec.
+const busyDeploy = `{"id": "joins", "version": 1, "target": "metal",
+  "hostConfig": {"hugepages": {"pages2m": 512}},
+  "steps": [{"use": "wait.agentJoined", "with": {"role": "node"}, "timeout": "5m"}]}`
+
+// busyTenants are the tenants of the fleet, besides the root tenant.
+var busyTenants = []string{"acme", "globex"}
+
+// busyFleet is a registry serving in this process, its admin's clients and the tenants'.
+type busyFleet struct {
+	t      *testing.T
+	dir    string
+	r      *Registry
+	served <-chan error
+	// admin is the root tenant's admin over HTTPS (admin.conf); host is the admin socket.
+	admin, host *api.Client
+	tenants     map[string]*api.Client
+}
+
+// startBusyFleet starts a registry with a site rack-a (its image sources
+// images.example.com), the tenants, each with a credential of its own and a pool gpu
+// at rack-a.
+func startBusyFleet(t *testing.T) *busyFleet {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, HardwareProfilesFile), []byte(busyHardwareProfiles), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &busyFleet{t: t, dir: dir, r: newTestRegistry(t, Config{DataDir: dir}), tenants: map[string]*api.Client{}}
+	f.served = serve(t, f.r)
+	cfg, err := api.LoadClientConfig(f.r.Info().AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.admin, err = api.NewClient(cfg); err != nil {
+		t.Fatal(err)
+	}
+	f.host = api.NewHostClient(dir)
+	f.must(f.admin.Call(context.Background(), "sites.create", api.CreateSiteRequest{Name: "rack-a", BMCNetworks: []string{"10.0.0.0/24"},
+		ImageSources: []string{"images.example.com"}}, nil), "sites.create")
+	for _, name := range busyTenants {
+		f.must(f.admin.Call(context.Background(), "tenants.create", api.CreateTenantRequest{Name: name}, nil), "tenants.create")
+		var made api.CreatedCredential
+		f.must(f.admin.Call(context.Background(), "credentials.create", api.CreateCredentialRequest{TenantID: name, Actions: []string{
+			api.ActionProfilesManage, api.ActionProfilesRead, api.ActionImagesPublish, api.ActionImagesRead,
+			api.ActionPoolsManage, api.ActionNodesManage, api.ActionNodesRead}}, &made), "credentials.create")
+		path := filepath.Join(t.TempDir(), name+".conf")
+		f.must(api.WriteClientConfig(path, api.ClientConfig{Server: cfg.Server, ServingCA: cfg.ServingCA, Credential: made.Secret}), "writing a config")
+		tc, err := api.LoadClientConfig(path)
+		f.must(err, "loading a config")
+		if f.tenants[name], err = api.NewClient(tc); err != nil {
+			t.Fatal(err)
+		}
+		f.must(f.tenants[name].Call(context.Background(), "pools.create", api.CreatePoolRequest{Name: "gpu", SiteID: "rack-a",
+			Policy: api.PoolPolicy{HardwareProfile: "gpu-redfish"}}, nil), "pools.create")
+	}
+	return f
+}
+
+// must fails the test (from any goroutine) when err is set, and says whether it was not.
+func (f *busyFleet) must(err error, what string) bool {
+	f.t.Helper()
+	if err != nil {
+		f.t.Errorf("%s: %v", what, err)
+	}
+	return err == nil
+}
+
+// call is c.Call with its answer as the result.
+func call[Resp any](c *api.Client, method string, req any) (Resp, error) {
+	return callCtx[Resp](context.Background(), c, method, req)
+}
+
+// callCtx is call within ctx.
+func callCtx[Resp any](ctx context.Context, c *api.Client, method string, req any) (Resp, error) {
+	var out Resp
+	err := c.Call(ctx, method, req, &out)
+	return out, err
+}
+
+// mint is a join token of kind for node (at site rack-a), minted by the admin.
+func (f *busyFleet) mint(kind, node string) string {
+	f.t.Helper()
+	made, err := call[api.CreatedToken](f.admin, "tokens.create", api.CreateTokenRequest{Kind: kind, NodeID: node, Site: "rack-a"})
+	f.must(err, "tokens.create")
+	return made.Secret
+}
+
+// join runs bcd's join for node in role with token, as `bcd join` does, and returns the
+// agent's credentials.
+func (f *busyFleet) join(node, role, token string) (bcdconf.Agent, error) {
+	dir, err := os.MkdirTemp(f.t.TempDir(), "join")
+	if err != nil {
+		return bcdconf.Agent{}, err
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		return bcdconf.Agent{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := join.Join(ctx, join.Options{Server: f.r.Info().URL, TokenFile: tokenFile, NodeID: node, Role: role,
+		Pins: f.r.Info().Pins, ConfigDir: filepath.Join(dir, "bcd")})
+	if err != nil {
+		return bcdconf.Agent{}, err
+	}
+	return bcdconf.LoadAgent(res.ConfigDir)
+}
+
+// raceJoin joins node in role with one token minted for it, tried by three joiners at
+// once: exactly one is admitted, the others are told the token was used.
+func (f *busyFleet) raceJoin(kind, node, role string) bcdconf.Agent {
+	token := f.mint(kind, node)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		admitted []bcdconf.Agent
+	)
+	for range 3 {
+		wg.Go(func() {
+			creds, err := f.join(node, role, token)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				admitted = append(admitted, creds)
+			} else if e := proto.AsError(err); e.Code != proto.Unauthenticated || e.Details.Reason != proto.ReasonTokenUsed {
+				f.t.Errorf("a joiner of %s that lost the race: %v, want UNAUTHENTICATED %s", node, err, proto.ReasonTokenUsed)
+			}
+		})
+	}
+	wg.Wait()
+	if len(admitted) != 1 {
+		f.t.Errorf("one token of %s admitted %d joiners, want 1", node, len(admitted))
+		return bcdconf.Agent{}
+	}
+	return admitted[0]
+}
+
+// fleetAgent is an agent of the fleet: its credentials, and what its sessions did.
+type fleetAgent struct {
+	f     *busyFleet
+	node  string
+	creds bcdconf.Agent
+
+	mu sync.Mutex
+	// applied are the generations the agent's sessions applied (and so acknowledged).
+	applied map[int64]proto.NodeSpec
+	// last is the last spec applied; observed the generation its next start has.
+	last     proto.NodeSpec
+	observed int64
+	// ran counts the relayed commands run, by id.
+	ran map[string]int
+}
+
+func (f *busyFleet) newAgent(node string, creds bcdconf.Agent) *fleetAgent {
+	return &fleetAgent{f: f, node: node, creds: creds, applied: map[int64]proto.NodeSpec{}, ran: map[string]int{}}
+}
+
+// echo answers a relayed command with its payload.
+func (a *fleetAgent) echo(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
+	var in struct{ ID string }
+	if err := json.Unmarshal(p, &in); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.ran[in.ID]++
+	a.mu.Unlock()
+	return p, nil
+}
+
+// on answers the site's BMC reads: the machine is on and its BMC tells nothing more.
+func on(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
+
+// start makes a new session of the agent, as a restarted bcd does: it says hello with
+// the generation its last session applied.
+func (a *fleetAgent) start() *session.Agent {
+	a.mu.Lock()
+	observed := a.observed
+	a.mu.Unlock()
+	s, err := session.New(session.Config{
+		Addr: a.creds.Config.AgentEndpoint, Certificate: a.creds.Certificate, ServerCAs: a.creds.ServingCAs,
+		ObservedGeneration: observed,
+		Handlers:           map[string]session.Handler{"echo": a.echo, "power.getPower": on, "inspect.oob": on},
+		Apply: func(_ context.Context, spec proto.NodeSpec) error {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.applied[spec.Generation] = spec
+			a.last = spec
+			return nil
+		},
+		Backoff:   session.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond},
+		KeepAlive: 200 * time.Millisecond,
+		Log:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		a.f.t.Fatal(err)
+	}
+	return s
+}
+
+// run runs session s until ctx ends, then keeps what it observed for the next start.
+func (a *fleetAgent) run(ctx context.Context, s *session.Agent) {
+	s.Run(ctx)
+	a.mu.Lock()
+	a.observed = max(a.observed, s.ObservedGeneration())
+	a.mu.Unlock()
+}
+
+// lastApplied is the spec the agent applied last.
+func (a *fleetAgent) lastApplied() proto.NodeSpec {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.last
+}
+
+// wasApplied says whether the agent applied generation (0: none yet, always true).
+func (a *fleetAgent) wasApplied(generation int64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.applied[generation]
+	return ok || generation == 0
+}
+
+// runs is how often the agent ran the command id.
+func (a *fleetAgent) runs(id string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ran[id]
+}
+
+// observedInStore is the generation the store records node's agent applied.
+func (f *busyFleet) observedInStore(node string) int64 {
+	var st store.AgentStatus
+	f.r.st.View(func(tx *store.Tx) error { st, _ = tx.AgentStatus(node); return nil })
+	return st.ObservedGeneration
+}
+
+// bump stores a new NodeSpec of node, its labels the round.
+func (f *busyFleet) bump(node string, round int) error {
+	return f.r.st.Update(func(tx *store.Tx) error {
+		_, err := tx.SetNodeSpec(proto.NodeSpec{Node: node, Role: proto.RoleNode, Labels: map[string]string{"round": fmt.Sprint(round)}})
+		return err
+	})
+}
+
+// wait polls cond until it holds; after a minute it fails the test with what.
+func (f *busyFleet) wait(what string, cond func() bool) bool {
+	f.t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	f.t.Errorf("never: %s", what)
+	return false
+}
+
+// signer is a tenant's image signer: an Ed25519 key.
+type signer struct {
+	id  string
+	key ed25519.PrivateKey
+}
+
+func newSigner(t *testing.T, id string) signer {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer{id, key}
+}
+
+func (s signer) publicPEM() string {
+	der, _ := x509.MarshalPKIXPublicKey(s.key.Public())
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+}
+
+// image is a request registering the image ref, signed by s.
+func (s signer) image(ref string) api.RegisterImageRequest {
+	sum := sha256.Sum256([]byte(ref))
+	req := api.RegisterImageRequest{Ref: ref, Kind: proto.KindOS, Format: proto.FormatQcow2, Compression: proto.CompressionNone,
+		SHA256: hex.EncodeToString(sum[:]), SizeBytes: 1 << 30, Source: "https://images.example.com/" + strings.ReplaceAll(ref, "@", "-") + ".qcow2", SignerID: s.id}
+	input := image.SigningInput(store.Image{Kind: req.Kind, Ref: req.Ref, Format: req.Format, Compression: req.Compression, SHA256: req.SHA256})
+	req.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(s.key, input))
+	return req
+}
+
+// TestBusyFleet drives one registry as a busy fleet does, all at once: the tenants
+// race each other's and their own creates of profiles, register signed images (their
+// signers added over the admin socket meanwhile) and pre-warm them, enroll machines,
+// deploy and cancel, and list and follow what they have; the admin mints join tokens
+// that three joiners each race for; node agents come and go, restarting and reconnecting,
+// while their NodeSpecs move and commands are relayed to them; the site agent answers
+// the enrollments' BMC reads and is pushed the pre-warmed images. Each consumed token
+// admits one, each profile version is created once, every generation the store records
+// as acknowledged is one the agent applied, every relay gets its own command's answer,
+// tenants see only their own, and at the end every agent is recorded at its NodeSpec.
+func TestBusyFleet(t *testing.T) {
+	f := startBusyFleet(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// The site agent joins (its token raced) and answers the BMC reads from now on.
+	siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
+	if t.Failed() {
+		t.FailNow()
+	}
+	var agents sync.WaitGroup
+	agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+
+	var work sync.WaitGroup
+	// The tenants: profiles raced, images, pools pre-warmed, nodes deployed and cancelled.
+	type deployed struct {
+		tenant, node, workflow string
+		cancel                 bool
+	}
+	var (
+		mu      sync.Mutex
+		deploys []deployed
+		images  = map[string][]string{}
+	)
+	for ti, tenant := range busyTenants {
+		c := f.tenants[tenant]
+		work.Go(func() { f.raceProfiles(tenant, c) })
+		work.Go(func() {
+			refs := f.publishImages(tenant, c, newSigner(t, "k-"+tenant))
+			mu.Lock()
+			images[tenant] = refs
+			mu.Unlock()
+		})
+		for i := range 3 {
+			work.Go(func() {
+				mac := fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)
+				node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{mac},
+					BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
+				if !f.must(err, "metal.enroll") {
+					return
+				}
+				f.wait("node "+node.ID+" ready", func() bool {
+					n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
+					return err == nil && n.State == store.NodeReady
+				})
+				if i == 0 {
+					f.must(c.Call(context.Background(), "profiles.create", api.CreateProfileRequest{Document: api.Document(busyDeploy)}, nil), "profiles.create")
+				}
+				f.wait("the deploy profile", func() bool {
+					_, err := call[api.ProfileView](c, "profiles.get", api.ProfileKey{ID: "joins"})
+					return err == nil
+				})
+				started, err := call[api.DeployStarted](c, "metal.deploy", api.DeployRequest{NodeID: node.ID, ProfileID: "joins"})
+				if !f.must(err, "metal.deploy") {
+					return
+				}
+				mu.Lock()
+				deploys = append(deploys, deployed{tenant, node.ID, started.WorkflowID, i == 2})
+				mu.Unlock()
+				f.follow(c, started.WorkflowID)
+			})
+		}
+	}
+	for i := range 2 {
+		work.Go(func() { f.listOwn(busyTenants[i], busyTenants[1-i]) })
+	}
+
+	// The loose agents: each joins with a raced token, then restarts and reconnects while
+	// its NodeSpec moves and commands are relayed to it.
+	const loose, rounds = 4, 6
+	fleet := make([]*fleetAgent, loose)
+	for i := range loose {
+		work.Go(func() {
+			node := fmt.Sprintf("gpu-%d", i)
+			a := f.newAgent(node, f.raceJoin(store.TokenProvisioned, node, "node"))
+			mu.Lock()
+			fleet[i] = a
+			mu.Unlock()
+			if a.creds.Certificate.Certificate == nil {
+				return
+			}
+			for round := range rounds {
+				f.must(f.bump(node, round), "storing a NodeSpec")
+				s := a.start()
+				sctx, stop := context.WithCancel(ctx)
+				done := make(chan struct{})
+				go func() { a.run(sctx, s); close(done) }()
+				for k := range 3 {
+					id := fmt.Sprintf("c-%s-%d-%d", node, round, k)
+					payload := fmt.Sprintf(`{"ID":%q}`, id)
+					rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+					got, err := f.r.plane.ep.Relay(rctx, node, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(payload)})
+					rcancel()
+					if err != nil || string(got) != payload {
+						t.Errorf("relay %s: %s, %v; want its own payload back", id, got, err)
+					}
+					if k == 1 {
+						f.must(f.bump(node, 100+round), "storing a NodeSpec") // pushed while the session runs
+					}
+				}
+				if round%2 == 1 {
+					f.must(f.bump(node, 200+round), "storing a NodeSpec") // the session ends, perhaps mid-push
+				}
+				stop()
+				<-done
+			}
+		})
+	}
+	// A watcher: the store never records as acknowledged a generation the agent did not apply.
+	watching := make(chan struct{})
+	var watcher sync.WaitGroup
+	watcher.Go(func() {
+		for {
+			mu.Lock()
+			joined := slices.Clone(fleet)
+			mu.Unlock()
+			for _, a := range joined {
+				if a == nil {
+					continue
+				}
+				if gen := f.observedInStore(a.node); !a.wasApplied(gen) {
+					t.Errorf("the store records that %s applied generation %d, which it never applied", a.node, gen)
+				}
+			}
+			select {
+			case <-watching:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+	work.Wait()
+	close(watching)
+	watcher.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// The deployed nodes: the agents of the deploys not cancelled join, the others'
+	// deploys are cancelled while they wait.
+	for _, d := range deploys {
+		c := f.tenants[d.tenant]
+		if d.cancel {
+			_, err := call[api.TransitionStarted](c, "metal.cancel", api.TransitionRequest{NodeID: d.node})
+			f.must(err, "metal.cancel")
+			f.wait("node "+d.node+" failed, its deploy cancelled", func() bool {
+				n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: d.node})
+				return err == nil && n.State != store.NodeDeploying
+			})
+			continue
+		}
+		a := f.newAgent(d.node, f.raceJoin(store.TokenProvisioned, d.node, "node"))
+		agents.Go(func() { a.run(ctx, a.start()) })
+		f.wait("node "+d.node+" applies its host section", func() bool {
+			return a.lastApplied().Host != nil && f.observedInStore(d.node) == a.lastApplied().Generation
+		})
+	}
+	for _, d := range deploys {
+		n, err := call[api.NodeView](f.tenants[d.tenant], "metal.get", api.NodeKey{NodeID: d.node})
+		f.must(err, "metal.get")
+		switch {
+		case d.cancel && (n.State != store.NodeFailed || n.Failure == nil || n.Failure.Error.Details.Reason != proto.ReasonCancelled):
+			t.Errorf("cancelled node %s: %s, %+v", d.node, n.State, n.Failure)
+		case !d.cancel && n.State != store.NodeActive:
+			t.Errorf("deployed node %s: %s, %+v", d.node, n.State, n.Failure)
+		}
+	}
+
+	// Every loose agent, connected once more, is recorded at its NodeSpec, which it applied.
+	for _, a := range fleet {
+		agents.Go(func() { a.run(ctx, a.start()) })
+		var want int64
+		f.r.st.View(func(tx *store.Tx) error { spec, _ := tx.NodeSpec(a.node); want = spec.Generation; return nil })
+		f.wait(a.node+" recorded at generation "+fmt.Sprint(want), func() bool {
+			return a.lastApplied().Generation == want && f.observedInStore(a.node) == want
+		})
+		for round := range rounds {
+			for k := range 3 {
+				if id := fmt.Sprintf("c-%s-%d-%d", a.node, round, k); a.runs(id) == 0 {
+					t.Errorf("%s never ran %s, whose answer the relay returned", a.node, id)
+				}
+			}
+		}
+	}
+	// The site agent is pushed every tenant's pre-warmed images.
+	var want []string
+	for _, refs := range images {
+		want = append(want, refs...)
+	}
+	slices.Sort(want)
+	f.wait(fmt.Sprintf("the site agent applies the cache images %v", want), func() bool {
+		spec := siteAgent.lastApplied()
+		var got []string
+		if spec.Site != nil {
+			for _, img := range spec.Site.CacheImages {
+				got = append(got, img.Ref)
+			}
+		}
+		slices.Sort(got)
+		return slices.Equal(got, want) && f.observedInStore("rack-a") == spec.Generation
+	})
+
+	// Used tokens are listed as used.
+	tokens, err := call[api.TokenList](f.admin, "tokens.list", api.ListRequest{Limit: store.MaxPage})
+	f.must(err, "tokens.list")
+	for _, tok := range tokens.Tokens {
+		if tok.UsedAt.IsZero() {
+			t.Errorf("token %s of %s: never used, though an agent joined with it", tok.ID, tok.NodeID)
+		}
+	}
+	cancel()
+	agents.Wait()
+}
+
+// raceProfiles has four clients of tenant create each version of one profile at once:
+// one is stored, the others are CONFLICT. The other tenant has a profile of the same id,
+// which neither sees of the other.
+func (f *busyFleet) raceProfiles(tenant string, c *api.Client) {
+	for version := 1; version <= 3; version++ {
+		doc := fmt.Sprintf(`{"id": "shared", "version": %d, "target": "metal", "steps": [{"use": "wait.agentJoined", "with": {"role": "node"}}]}`, version)
+		var created atomic.Int32
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				v, err := call[api.ProfileView](c, "profiles.create", api.CreateProfileRequest{Document: api.Document(doc)})
+				switch {
+				case err == nil && v.TenantID == tenant && v.Version == version:
+					created.Add(1)
+				case proto.CodeOf(err) != proto.Conflict:
+					f.t.Errorf("%s creates shared@%d: %+v, %v; want it stored or CONFLICT", tenant, version, v, err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := created.Load(); n != 1 {
+			f.t.Errorf("%s created shared@%d %d times, want once", tenant, version, n)
+		}
+	}
+	f.must(c.Call(context.Background(), "profiles.create", api.CreateProfileRequest{Document: api.Document(
+		`{"id": "only-` + tenant + `", "version": 1, "target": "metal", "steps": [{"use": "wait.agentJoined", "with": {"role": "node"}}]}`)}, nil), "profiles.create")
+}
+
+// publishImages registers three images of tenant signed by s, once the admin has added
+// s to the tenant's allowlist over the admin socket, and pre-warms them at its pool.
+func (f *busyFleet) publishImages(tenant string, c *api.Client, s signer) []string {
+	_, err := call[api.ImageSigner](f.host, "signers.add", api.AddSignerRequest{TenantID: tenant, ID: s.id, PublicKey: s.publicPEM()})
+	if !f.must(err, "signers.add") {
+		return nil
+	}
+	var refs []string
+	for i := range 3 {
+		ref := fmt.Sprintf("%s-os@2026.%d", tenant, i+1)
+		_, err := call[api.Image](c, "images.register", s.image(ref))
+		if !f.must(err, "images.register "+ref) {
+			return nil
+		}
+		refs = append(refs, ref)
+		_, err = call[api.Pool](c, "pools.update", api.UpdatePoolRequest{Name: "gpu", PrewarmImages: &refs})
+		f.must(err, "pools.update")
+	}
+	return refs
+}
+
+// follow follows a workflow as `--wait` does, until it ends or waits for its node's agent.
+func (f *busyFleet) follow(c *api.Client, id string) {
+	rev := 0
+	for {
+		wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: id, AfterRev: rev})
+		if !f.must(err, "workflows.get") || wf.State != store.RunRunning || wf.Steps[0].State == store.StepRunning {
+			return
+		}
+		rev = wf.Rev
+	}
+}
+
+// listOwn lists tenant's profiles, images, nodes and their events and workflows while
+// the others work, and checks that everything listed is tenant's (or the platform's
+// shipped profiles), and that other's nodes and profiles are NOT_FOUND to tenant.
+func (f *busyFleet) listOwn(tenant, other string) {
+	c := f.tenants[tenant]
+	for range 20 {
+		profiles, err := call[api.ProfileList](c, "profiles.list", api.ListProfilesRequest{})
+		f.must(err, "profiles.list")
+		for _, p := range profiles.Profiles {
+			if p.TenantID != tenant && p.TenantID != store.BuiltinTenant || p.ID == "only-"+other {
+				f.t.Errorf("%s lists %s's profile %s@%d", tenant, p.TenantID, p.ID, p.Version)
+			}
+		}
+		if _, err := call[api.ProfileView](c, "profiles.get", api.ProfileKey{ID: "only-" + other}); err != nil && proto.CodeOf(err) != proto.NotFound {
+			f.t.Errorf("%s gets only-%s: %v, want NOT_FOUND", tenant, other, err)
+		} else if err == nil {
+			f.t.Errorf("%s gets %s's profile only-%s", tenant, other, other)
+		}
+		images, err := call[api.ImageList](c, "images.list", api.ListImagesRequest{})
+		f.must(err, "images.list")
+		for _, img := range images.Images {
+			if img.Tenant != tenant {
+				f.t.Errorf("%s lists %s's image %s", tenant, img.Tenant, img.Ref)
+			}
+		}
+		nodes, err := call[api.NodeList](c, "metal.list", api.ListNodesRequest{})
+		f.must(err, "metal.list")
+		for _, n := range nodes.Nodes {
+			if n.Tenant != tenant {
+				f.t.Errorf("%s lists %s's node %s", tenant, n.Tenant, n.ID)
+			}
+			events, err := call[api.EventList](c, "metal.events", api.EventsRequest{NodeID: n.ID})
+			f.must(err, "metal.events")
+			for _, e := range events.Events {
+				if e.NodeID != n.ID {
+					f.t.Errorf("%s's events of node %s hold one of %s", tenant, n.ID, e.NodeID)
+				}
+			}
+			if n.Workflow != "" {
+				_, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: n.Workflow})
+				f.must(err, "workflows.get")
+			}
+		}
+		// The other tenant's nodes and their workflows are not found.
+		others, err := call[api.NodeList](f.tenants[other], "metal.list", api.ListNodesRequest{})
+		f.must(err, "metal.list")
+		for _, n := range others.Nodes {
+			if _, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: n.ID}); proto.CodeOf(err) != proto.NotFound {
+				f.t.Errorf("%s gets %s's node %s: %v, want NOT_FOUND", tenant, other, n.ID, err)
+			}
+			if _, err := call[api.EventList](c, "metal.events", api.EventsRequest{NodeID: n.ID}); proto.CodeOf(err) != proto.NotFound {
+				f.t.Errorf("%s lists the events of %s's node %s: %v, want NOT_FOUND", tenant, other, n.ID, err)
+			}
+			if n.Workflow == "" {
+				continue
+			}
+			if _, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: n.Workflow}); proto.CodeOf(err) != proto.NotFound {
+				f.t.Errorf("%s gets %s's workflow %s: %v, want NOT_FOUND", tenant, other, n.Workflow, err)
+			}
+		}
+	}
+}
+
+// registryGoroutines are the stacks of the goroutines that run the registry's code, or
+// a server it started (the API's connections, the store): what must be gone once it is
+// closed. A goroutine of the test (a client waiting for its answer) is not one. Those
+// Close ended may take a moment to return: it looks again for up to two seconds.
+func registryGoroutines() (left []string) {
+	for range 100 {
+		if left = runningRegistry(); len(left) == 0 {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return left
+}
+
+// runningRegistry is registryGoroutines at this moment.
+func runningRegistry() []string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var left []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		registry, test := false, false
+		for _, line := range strings.Split(g, "\n") {
+			line = strings.TrimSpace(line)
+			file, _, _ := strings.Cut(line, ":")
+			test = test || strings.HasSuffix(file, "_test.go")
+			registry = registry || strings.Contains(file, "/registry/") && strings.HasSuffix(file, ".go") ||
+				strings.HasPrefix(line, "net/http.(*conn).serve") || strings.HasPrefix(line, "go.etcd.io/bbolt")
+		}
+		if registry && !test {
+			left = append(left, g)
+		}
+	}
+	return left
+}
+
+// TestCloseWhileBusy closes the registry while everything of TestBusyFleet goes on at
+// once, and calls wait on the registry (workflows followed, event logs awaited): Close
+// returns, Serve returns nil, no goroutine of the registry is left, a call after it is
+// UNAVAILABLE, and the store, opened again, holds only what the agents acknowledged.
+func TestCloseWhileBusy(t *testing.T) {
+	f := startBusyFleet(t)
+	agentsCtx, stopAgents := context.WithCancel(context.Background())
+	var agents sync.WaitGroup
+	defer func() { stopAgents(); agents.Wait() }()
+	siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
+	agents.Go(func() { siteAgent.run(agentsCtx, siteAgent.start()) })
+	// A node of each tenant whose deploy waits for an agent that never comes.
+	waiting := map[string]api.Node{}
+	for i, tenant := range busyTenants {
+		c := f.tenants[tenant]
+		node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:01:%02x", i)},
+			BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", i+1)}})
+		f.must(err, "metal.enroll")
+		f.wait("node "+node.ID+" ready", func() bool {
+			n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
+			return err == nil && n.State == store.NodeReady
+		})
+		f.must(c.Call(context.Background(), "profiles.create", api.CreateProfileRequest{Document: api.Document(busyDeploy)}, nil), "profiles.create")
+		started, err := call[api.DeployStarted](c, "metal.deploy", api.DeployRequest{NodeID: node.ID, ProfileID: "joins"})
+		f.must(err, "metal.deploy")
+		node.Workflow = started.WorkflowID
+		waiting[tenant] = node
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	loose := make([]*fleetAgent, 3)
+	for i := range loose {
+		node := fmt.Sprintf("gpu-%d", i)
+		loose[i] = f.newAgent(node, f.raceJoin(store.TokenProvisioned, node, "node"))
+	}
+
+	// The storm: each worker loops until stopped; what fails once the registry closes is
+	// expected, what fails before is not.
+	var (
+		closing  atomic.Bool
+		stopped  = make(chan struct{})
+		workers  sync.WaitGroup
+		ops      sync.Map // worker name -> *atomic.Int64
+		callsCtx context.Context
+	)
+	callsCtx, cancelCalls := context.WithCancel(context.Background())
+	defer cancelCalls()
+	report := func(err error, what string) {
+		if err != nil && !closing.Load() {
+			t.Errorf("%s before the registry closed: %v", what, err)
+		}
+	}
+	// worker runs op in a loop; the registry closes once it started op atLeast times.
+	worker := func(name string, atLeast int64, op func(i int)) {
+		n := &atomic.Int64{}
+		ops.Store(name, [2]any{n, atLeast})
+		workers.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stopped:
+					return
+				default:
+				}
+				if closing.Load() {
+					time.Sleep(time.Millisecond) // what is left to do is to stop
+					continue
+				}
+				n.Add(1)
+				op(i)
+			}
+		})
+	}
+	for _, tenant := range busyTenants {
+		c, node := f.tenants[tenant], waiting[tenant]
+		worker(tenant+" creates profiles", 3, func(i int) {
+			_, err := callCtx[api.ProfileView](callsCtx, c, "profiles.create", api.CreateProfileRequest{Document: api.Document(fmt.Sprintf(
+				`{"id": "p-%d", "version": 1, "target": "metal", "steps": [{"use": "wait.agentJoined", "with": {"role": "node"}}]}`, i))})
+			report(err, tenant+" profiles.create")
+		})
+		worker(tenant+" lists", 3, func(int) {
+			_, err := callCtx[api.ProfileList](callsCtx, c, "profiles.list", api.ListProfilesRequest{})
+			report(err, tenant+" profiles.list")
+			_, err = callCtx[api.NodeList](callsCtx, c, "metal.list", api.ListNodesRequest{})
+			report(err, tenant+" metal.list")
+		})
+		worker(tenant+" follows the workflow", 1, func(int) {
+			wf, err := callCtx[api.WorkflowView](callsCtx, c, "workflows.get", api.GetWorkflowRequest{ID: node.Workflow})
+			report(err, tenant+" workflows.get")
+			if err == nil {
+				_, err = callCtx[api.WorkflowView](callsCtx, c, "workflows.get", api.GetWorkflowRequest{ID: node.Workflow, AfterRev: wf.Rev})
+				report(err, tenant+" workflows.get afterRev")
+			}
+		})
+		worker(tenant+" awaits events", 1, func(int) {
+			ev, err := callCtx[api.EventList](callsCtx, c, "metal.events", api.EventsRequest{NodeID: node.ID})
+			report(err, tenant+" metal.events")
+			if err == nil {
+				_, err = callCtx[api.EventList](callsCtx, c, "metal.events", api.EventsRequest{NodeID: node.ID, AfterSeq: ev.LastSeq, Wait: true})
+				report(err, tenant+" metal.events wait")
+			}
+		})
+	}
+	worker("admin joins", 3, func(i int) {
+		node := fmt.Sprintf("joiner-%d", i)
+		made, err := callCtx[api.CreatedToken](callsCtx, f.admin, "tokens.create", api.CreateTokenRequest{Kind: store.TokenProvisioned, NodeID: node})
+		report(err, "tokens.create")
+		if err == nil {
+			_, err = f.join(node, "node", made.Secret)
+			report(err, "join")
+		}
+	})
+	for _, a := range loose {
+		worker(a.node+" restarts", 3, func(int) {
+			s := a.start()
+			ctx, stop := context.WithCancel(agentsCtx)
+			done := make(chan struct{})
+			go func() { a.run(ctx, s); close(done) }()
+			for !s.Connected() && !closing.Load() && agentsCtx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
+			stop()
+			<-done
+		})
+		worker(a.node+" is pushed", 3, func(i int) {
+			report(f.bump(a.node, i), "storing a NodeSpec")
+		})
+		worker(a.node+" is relayed to", 3, func(i int) {
+			id := fmt.Sprintf("x-%s-%d", a.node, i)
+			got, err := f.r.plane.ep.Relay(callsCtx, a.node, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(fmt.Sprintf(`{"ID":%q}`, id))})
+			report(err, "relay "+id)
+			if err == nil && !strings.Contains(string(got), id) {
+				t.Errorf("relay %s answered %s", id, got)
+			}
+		})
+	}
+	ops.Range(func(name, v any) bool {
+		n, atLeast := v.([2]any)[0].(*atomic.Int64), v.([2]any)[1].(int64)
+		return f.wait(fmt.Sprintf("%s %d times", name, atLeast), func() bool { return n.Load() >= atLeast })
+	})
+
+	closing.Store(true)
+	if err := f.r.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case err := <-f.served:
+		if err != nil {
+			t.Errorf("Serve after Close: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Serve did not return after Close")
+	}
+	// The callers still waiting for answers wait on: nothing of the registry runs for them.
+	for _, g := range registryGoroutines() {
+		t.Errorf("a goroutine of the registry left after Close:\n%s", g)
+	}
+	if err := f.admin.Call(context.Background(), "profiles.list", api.ListProfilesRequest{}, nil); proto.CodeOf(err) != proto.Unavailable {
+		t.Errorf("a call after Close: %v, want UNAVAILABLE", err)
+	}
+	close(stopped)
+	cancelCalls()
+	stopAgents()
+	workers.Wait()
+	agents.Wait()
+
+	// Opened again, the store records for each agent a generation it applied.
+	again := newTestRegistry(t, Config{DataDir: f.dir})
+	for _, a := range loose {
+		var st store.AgentStatus
+		again.st.View(func(tx *store.Tx) error { st, _ = tx.AgentStatus(a.node); return nil })
+		if !a.wasApplied(st.ObservedGeneration) {
+			t.Errorf("the store records that %s applied generation %d, which it never applied", a.node, st.ObservedGeneration)
+		}
+	}
+}
+
+// TestCloseAnswersWaitingCalls: a client following a workflow (workflows.get afterRev)
+// and one awaiting a node's events (metal.events wait) when the registry closes are
+// answered at once with what is known, rather than having their connections cut, or
+// waiting on a registry whose store is released.
+func TestCloseAnswersWaitingCalls(t *testing.T) {
+	f := startBusyFleet(t)
+	c := f.tenants["acme"]
+	// No site agent answers: the enrollment's workflow waits at its first BMC read.
+	node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:02:01"},
+		BMC: api.BMC{Driver: "redfish", Address: "https://10.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf api.WorkflowView
+	var events api.EventList
+	f.wait("the enrollment waits for the site agent", func() bool {
+		n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
+		if err != nil || n.Workflow == "" {
+			return false
+		}
+		wf, err = call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: n.Workflow})
+		return err == nil && wf.Steps[0].State == store.StepRunning
+	})
+	events, err = call[api.EventList](c, "metal.events", api.EventsRequest{NodeID: node.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan error, 2)
+	go func() {
+		_, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: wf.ID, AfterRev: wf.Rev})
+		answers <- err
+	}()
+	go func() {
+		_, err := call[api.EventList](c, "metal.events", api.EventsRequest{NodeID: node.ID, AfterSeq: events.LastSeq, Wait: true})
+		answers <- err
+	}()
+	f.wait("both calls waiting in the registry", func() bool {
+		stacks := strings.Join(runningRegistry(), "\n")
+		return strings.Contains(stacks, "workflow.(*Engine).Watch") && strings.Contains(stacks, "registerEvents")
+	})
+	if err := f.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-answers; err != nil {
+			t.Errorf("a call waiting as the registry closed: %v, want its answer", err)
+		}
+	}
+}
