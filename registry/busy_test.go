@@ -336,12 +336,13 @@ func (s signer) image(ref string) api.RegisterImageRequest {
 // race each other's and their own creates of profiles, register signed images (their
 // signers added over the admin socket meanwhile) and pre-warm them, enroll machines,
 // deploy and cancel, and list and follow what they have; the admin mints join tokens
-// that three joiners each race for; node agents come and go, restarting and reconnecting,
-// while their NodeSpecs move and commands are relayed to them; the site agent answers
+// that three joiners each race for; node agents come and go, restarting and reconnecting
+// (once with two sessions side by side), while their NodeSpecs move and commands are
+// relayed to them (some by several relays at once); the site agent answers
 // the enrollments' BMC reads and is pushed the pre-warmed images. Each consumed token
 // admits one, each profile version is created once, every generation the store records
 // as acknowledged is one the agent applied, every relay gets its own command's answer,
-// tenants see only their own, and at the end every agent is recorded at its NodeSpec.
+// which the agent ran once, tenants see only their own, and at the end every agent is recorded at its NodeSpec.
 func TestBusyFleet(t *testing.T) {
 	f := startBusyFleet(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -411,7 +412,7 @@ func TestBusyFleet(t *testing.T) {
 
 	// The loose agents: each joins with a raced token, then restarts and reconnects while
 	// its NodeSpec moves and commands are relayed to it.
-	const loose, rounds = 4, 6
+	const loose, rounds, duplicated = 4, 6, 2
 	fleet := make([]*fleetAgent, loose)
 	for i := range loose {
 		work.Go(func() {
@@ -427,17 +428,31 @@ func TestBusyFleet(t *testing.T) {
 				f.must(f.bump(node, round), "storing a NodeSpec")
 				s := a.start()
 				sctx, stop := context.WithCancel(ctx)
-				done := make(chan struct{})
-				go func() { a.run(sctx, s); close(done) }()
+				var sessions sync.WaitGroup
+				sessions.Go(func() { a.run(sctx, s) })
+				if round == duplicated {
+					// The agent started again while its old process still runs: the
+					// two sessions replace each other.
+					twin := a.start()
+					sessions.Go(func() { a.run(sctx, twin) })
+				}
 				for k := range 3 {
 					id := fmt.Sprintf("c-%s-%d-%d", node, round, k)
 					payload := fmt.Sprintf(`{"ID":%q}`, id)
-					rctx, rcancel := context.WithTimeout(ctx, time.Minute)
-					got, err := f.r.plane.ep.Relay(rctx, node, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(payload)})
-					rcancel()
-					if err != nil || string(got) != payload {
-						t.Errorf("relay %s: %s, %v; want its own payload back", id, got, err)
+					// The registry's relays of one command at once (a step and its
+					// retry) share the agent's one answer.
+					var relays sync.WaitGroup
+					for range 1 + k%2*2 {
+						relays.Go(func() {
+							rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+							defer rcancel()
+							got, err := f.r.plane.ep.Relay(rctx, node, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(payload)})
+							if err != nil || string(got) != payload {
+								t.Errorf("relay %s: %s, %v; want its own payload back", id, got, err)
+							}
+						})
 					}
+					relays.Wait()
 					if k == 1 {
 						f.must(f.bump(node, 100+round), "storing a NodeSpec") // pushed while the session runs
 					}
@@ -446,7 +461,7 @@ func TestBusyFleet(t *testing.T) {
 					f.must(f.bump(node, 200+round), "storing a NodeSpec") // the session ends, perhaps mid-push
 				}
 				stop()
-				<-done
+				sessions.Wait()
 			}
 		})
 	}
@@ -518,10 +533,13 @@ func TestBusyFleet(t *testing.T) {
 		f.wait(a.node+" recorded at generation "+fmt.Sprint(want), func() bool {
 			return a.lastApplied().Generation == want && f.observedInStore(a.node) == want
 		})
+		// Each command ran once, but where two sessions of the agent ran side by side,
+		// each of which runs a command at most once.
 		for round := range rounds {
 			for k := range 3 {
-				if id := fmt.Sprintf("c-%s-%d-%d", a.node, round, k); a.runs(id) == 0 {
-					t.Errorf("%s never ran %s, whose answer the relay returned", a.node, id)
+				id := fmt.Sprintf("c-%s-%d-%d", a.node, round, k)
+				if n := a.runs(id); n != 1 && (round != duplicated || n < 1 || n > 2) {
+					t.Errorf("%s ran %s %d times, whose answer the relay returned", a.node, id, n)
 				}
 			}
 		}
@@ -938,6 +956,102 @@ func TestCloseAnswersWaitingCalls(t *testing.T) {
 	for range 2 {
 		if err := <-answers; err != nil {
 			t.Errorf("a call waiting as the registry closed: %v, want its answer", err)
+		}
+	}
+}
+
+// TestRevocationsRaceTheirUse revokes while the revoked is in use, as an admin reacting
+// to a leak does: a credential a tenant's clients are calling with, and join tokens that
+// joiners are presenting. A call that starts after the revocation answered is refused
+// (UNAUTHENTICATED), whatever was under way; a token is either revoked or admits one
+// joiner, never both, and one revoked admits none.
+func TestRevocationsRaceTheirUse(t *testing.T) {
+	f := startBusyFleet(t)
+	made, err := call[api.CreatedCredential](f.admin, "credentials.create", api.CreateCredentialRequest{TenantID: "acme", Actions: []string{api.ActionProfilesRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := api.LoadClientConfig(f.r.Info().AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Credential = made.Secret
+	leaked, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var revoked atomic.Bool
+	var calls atomic.Int64
+	var users sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		users.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				after := revoked.Load()
+				_, err := call[api.ProfileList](leaked, "profiles.list", api.ListProfilesRequest{})
+				calls.Add(1)
+				switch {
+				case after && proto.CodeOf(err) != proto.Unauthenticated:
+					t.Errorf("a call with the credential begun after its revocation answered: %v, want UNAUTHENTICATED", err)
+				case err != nil && proto.CodeOf(err) != proto.Unauthenticated:
+					t.Errorf("a call with the credential: %v", err)
+				}
+			}
+		})
+	}
+	// The tokens: each revoked while two joiners present it.
+	type outcome struct {
+		revoked  bool
+		admitted int
+	}
+	outcomes := make([]outcome, 8)
+	var tokens sync.WaitGroup
+	for i := range outcomes {
+		tokens.Go(func() {
+			node := fmt.Sprintf("gpu-%d", i)
+			tok, err := call[api.CreatedToken](f.admin, "tokens.create", api.CreateTokenRequest{Kind: store.TokenProvisioned, NodeID: node})
+			if !f.must(err, "tokens.create") {
+				return
+			}
+			var joins sync.WaitGroup
+			var admitted atomic.Int32
+			for range 2 {
+				joins.Go(func() {
+					_, err := f.join(node, "node", tok.Secret)
+					if err == nil {
+						admitted.Add(1)
+					} else if proto.CodeOf(err) != proto.Unauthenticated {
+						t.Errorf("a joiner of %s: %v, want it admitted or UNAUTHENTICATED", node, err)
+					}
+				})
+			}
+			_, err = call[api.Token](f.admin, "tokens.revoke", api.RevokeTokenRequest{ID: tok.ID})
+			if err != nil && proto.CodeOf(err) != proto.InvalidState {
+				t.Errorf("revoking %s's token: %v, want it revoked or INVALID_STATE (used)", node, err)
+			}
+			joins.Wait()
+			outcomes[i] = outcome{err == nil, int(admitted.Load())}
+		})
+	}
+	f.wait("calls with the credential", func() bool { return calls.Load() >= 10 })
+	_, err = call[api.Credential](f.admin, "credentials.revoke", api.RevokeCredentialRequest{ID: made.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked.Store(true)
+	from := calls.Load()
+	f.wait("calls with the revoked credential", func() bool { return calls.Load() >= from+10 })
+	close(stop)
+	users.Wait()
+	tokens.Wait()
+	for i, o := range outcomes {
+		if o.revoked && o.admitted != 0 || !o.revoked && o.admitted != 1 {
+			t.Errorf("token of gpu-%d: revoked %v, and admitted %d joiners", i, o.revoked, o.admitted)
 		}
 	}
 }
