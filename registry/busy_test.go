@@ -11,7 +11,9 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -60,6 +62,9 @@ type busyFleet struct {
 	// admin is the root tenant's admin over HTTPS (admin.conf); host is the admin socket.
 	admin, host *api.Client
 	tenants     map[string]*api.Client
+	// machines are the agents of the installed machines, by node id, that the site
+	// agent's power.setPower reboots.
+	machines sync.Map
 }
 
 // startBusyFleet starts a registry with a site rack-a (its image sources
@@ -74,7 +79,7 @@ func startBusyFleet(t *testing.T) *busyFleet {
 	if err := os.WriteFile(filepath.Join(dir, HardwareProfilesFile), []byte(busyHardwareProfiles), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f := &busyFleet{t: t, dir: dir, r: newTestRegistry(t, Config{DataDir: dir}), tenants: map[string]*api.Client{}}
+	f := &busyFleet{t: t, dir: dir, r: newTestRegistry(t, Config{DataDir: dir, MetricsListen: "127.0.0.1:0"}), tenants: map[string]*api.Client{}}
 	f.served = serve(t, f.r)
 	cfg, err := api.LoadClientConfig(f.r.Info().AdminConfig)
 	if err != nil {
@@ -198,10 +203,43 @@ type fleetAgent struct {
 	observed int64
 	// ran counts the relayed commands run, by id.
 	ran map[string]int
+	// reboot restarts the agent's session (runRebooting), as the machine's power cycle
+	// does.
+	reboot chan struct{}
 }
 
 func (f *busyFleet) newAgent(node string, creds bcdconf.Agent) *fleetAgent {
-	return &fleetAgent{f: f, node: node, creds: creds, applied: map[int64]proto.NodeSpec{}, ran: map[string]int{}}
+	return &fleetAgent{f: f, node: node, creds: creds, applied: map[int64]proto.NodeSpec{}, ran: map[string]int{}, reboot: make(chan struct{}, 1)}
+}
+
+// runRebooting runs the agent's sessions until ctx ends: a new one after each reboot.
+func (a *fleetAgent) runRebooting(ctx context.Context) {
+	for ctx.Err() == nil {
+		sctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { a.run(sctx, a.start()); close(done) }()
+		select {
+		case <-a.reboot:
+		case <-ctx.Done():
+		}
+		stop()
+		<-done
+	}
+}
+
+// setPower is the site agent's power.setPower: the machine's agent reboots.
+func (f *busyFleet) setPower(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
+	var cmd proto.SiteCommand
+	if err := json.Unmarshal(p, &cmd); err != nil {
+		return nil, err
+	}
+	if a, ok := f.machines.Load(cmd.Node); ok {
+		select {
+		case a.(*fleetAgent).reboot <- struct{}{}:
+		default:
+		}
+	}
+	return json.RawMessage(`{}`), nil
 }
 
 // echo answers a relayed command with its payload.
@@ -228,7 +266,7 @@ func (a *fleetAgent) start() *session.Agent {
 	s, err := session.New(session.Config{
 		Addr: a.creds.Config.AgentEndpoint, Certificate: a.creds.Certificate, ServerCAs: a.creds.ServingCAs,
 		ObservedGeneration: observed,
-		Handlers:           map[string]session.Handler{"echo": a.echo, "power.getPower": on, "inspect.oob": on},
+		Handlers:           map[string]session.Handler{"echo": a.echo, "power.getPower": on, "inspect.oob": on, "power.setPower": a.f.setPower},
 		Apply: func(_ context.Context, spec proto.NodeSpec) error {
 			a.mu.Lock()
 			defer a.mu.Unlock()
@@ -332,17 +370,20 @@ func (s signer) image(ref string) api.RegisterImageRequest {
 	return req
 }
 
-// TestBusyFleet drives one registry as a busy fleet does, all at once: the tenants
-// race each other's and their own creates of profiles, register signed images (their
-// signers added over the admin socket meanwhile) and pre-warm them, enroll machines,
-// deploy and cancel, and list and follow what they have; the admin mints join tokens
-// that three joiners each race for; node agents come and go, restarting and reconnecting
-// (once with two sessions side by side), while their NodeSpecs move and commands are
-// relayed to them (some by several relays at once); the site agent answers
-// the enrollments' BMC reads and is pushed the pre-warmed images. Each consumed token
-// admits one, each profile version is created once, every generation the store records
-// as acknowledged is one the agent applied, every relay gets its own command's answer,
-// which the agent ran once, tenants see only their own, and at the end every agent is recorded at its NodeSpec.
+// TestBusyFleet drives one registry as a busy fleet does, all at once: each tenant's
+// clients race to create the same profile versions (a profile of the same id as the
+// other tenant's), register signed images (their signers added over the admin socket
+// meanwhile) and pre-warm them, enroll machines, deploy and cancel, and list and follow
+// what they have; the admin mints join tokens that three joiners each race for; node
+// agents come and go, restarting and reconnecting (once with two sessions side by side),
+// while their NodeSpecs move and commands are relayed to them (some by several relays at
+// once); the site agent answers the enrollments' BMC reads and is pushed the pre-warmed
+// images; then the deployed nodes are remediated at once, each restarted by the site
+// agent and waited for until its agent rejoins and applies its NodeSpec again. Each
+// consumed token admits one, each profile version is created once, every generation the
+// store records as acknowledged is one the agent applied, every relay gets its own
+// command's answer, which the agent ran once, tenants see only their own, and at the end
+// every agent is recorded at its NodeSpec.
 func TestBusyFleet(t *testing.T) {
 	f := startBusyFleet(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -509,7 +550,8 @@ func TestBusyFleet(t *testing.T) {
 			continue
 		}
 		a := f.newAgent(d.node, f.raceJoin(store.TokenProvisioned, d.node, "node"))
-		agents.Go(func() { a.run(ctx, a.start()) })
+		f.machines.Store(d.node, a)
+		agents.Go(func() { a.runRebooting(ctx) })
 		f.wait("node "+d.node+" applies its host section", func() bool {
 			return a.lastApplied().Host != nil && f.observedInStore(d.node) == a.lastApplied().Generation
 		})
@@ -524,6 +566,32 @@ func TestBusyFleet(t *testing.T) {
 			t.Errorf("deployed node %s: %s, %+v", d.node, n.State, n.Failure)
 		}
 	}
+
+	// The active nodes are remediated all at once: the site agent restarts each (its
+	// agent's session restarts), whose workflow waits for the agent to rejoin and to
+	// apply its NodeSpec again (wait.generationObserved).
+	var remediations sync.WaitGroup
+	for _, d := range deploys {
+		if d.cancel {
+			continue
+		}
+		c := f.tenants[d.tenant]
+		remediations.Go(func() {
+			started, err := call[api.TransitionStarted](c, "metal.remediate", api.RemediateRequest{NodeID: d.node, Profile: "remediate-reboot"})
+			if !f.must(err, "metal.remediate") {
+				return
+			}
+			f.wait("node "+d.node+" remediated", func() bool {
+				wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
+				return err == nil && wf.State != store.RunRunning
+			})
+			wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
+			if err != nil || wf.State != store.RunSucceeded {
+				t.Errorf("remediating %s: %s %+v, %v", d.node, wf.State, wf.Failure, err)
+			}
+		})
+	}
+	remediations.Wait()
 
 	// Every loose agent, connected once more, is recorded at its NodeSpec, which it applied.
 	for _, a := range fleet {
@@ -734,7 +802,8 @@ func runningRegistry() []string {
 }
 
 // TestCloseWhileBusy closes the registry while everything of TestBusyFleet goes on at
-// once, and calls wait on the registry (workflows followed, event logs awaited): Close
+// once, Prometheus scrapes its metrics, and calls wait on the registry (workflows
+// followed, event logs awaited): Close
 // returns, Serve returns nil, no goroutine of the registry is left, a call after it is
 // UNAVAILABLE, and the store, opened again, holds only what the agents acknowledged.
 func TestCloseWhileBusy(t *testing.T) {
@@ -843,6 +912,16 @@ func TestCloseWhileBusy(t *testing.T) {
 		if err == nil {
 			_, err = f.join(node, "node", made.Secret)
 			report(err, "join")
+		}
+	})
+	worker("Prometheus scrapes", 3, func(int) {
+		req, _ := http.NewRequestWithContext(callsCtx, http.MethodGet, f.r.Info().MetricsURL, nil)
+		resp, err := http.DefaultClient.Do(req)
+		report(err, "scraping the metrics")
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			report(err, "reading the metrics")
 		}
 	})
 	for _, a := range loose {
