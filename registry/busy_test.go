@@ -378,7 +378,8 @@ func (s signer) image(ref string) api.RegisterImageRequest {
 // agents come and go, restarting and reconnecting (once with two sessions side by side),
 // while their NodeSpecs move and commands are relayed to them (some by several relays at
 // once); the site agent answers the enrollments' BMC reads and is pushed the pre-warmed
-// images; then the deployed nodes are remediated at once, each restarted by the site
+// images; the deploys end as their agents join, or cancelled, or both at once; then the
+// deployed nodes are remediated at once, each restarted by the site
 // agent and waited for until its agent rejoins and applies its NodeSpec again. Each
 // consumed token admits one, each profile version is created once, every generation the
 // store records as acknowledged is one the agent applied, every relay gets its own
@@ -399,9 +400,16 @@ func TestBusyFleet(t *testing.T) {
 
 	var work sync.WaitGroup
 	// The tenants: profiles raced, images, pools pre-warmed, nodes deployed and cancelled.
+	// How each tenant's three deploys end: the node's agent joins; the deploy is
+	// cancelled while it waits; both at once.
+	const (
+		joins = iota
+		cancelled
+		both
+	)
 	type deployed struct {
 		tenant, node, workflow string
-		cancel                 bool
+		fate                   int
 	}
 	var (
 		mu      sync.Mutex
@@ -441,7 +449,7 @@ func TestBusyFleet(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				deploys = append(deploys, deployed{tenant, node.ID, started.WorkflowID, i == 2})
+				deploys = append(deploys, deployed{tenant, node.ID, started.WorkflowID, i})
 				mu.Unlock()
 				f.follow(c, started.WorkflowID)
 			})
@@ -536,34 +544,51 @@ func TestBusyFleet(t *testing.T) {
 		t.FailNow()
 	}
 
-	// The deployed nodes: the agents of the deploys not cancelled join, the others'
-	// deploys are cancelled while they wait.
+	// The deploys end, all at once: one that is cancelled as its agent joins ends either
+	// way, its node and its workflow saying the same.
+	var ends sync.WaitGroup
 	for _, d := range deploys {
 		c := f.tenants[d.tenant]
-		if d.cancel {
-			_, err := call[api.TransitionStarted](c, "metal.cancel", api.TransitionRequest{NodeID: d.node})
-			f.must(err, "metal.cancel")
-			f.wait("node "+d.node+" failed, its deploy cancelled", func() bool {
-				n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: d.node})
-				return err == nil && n.State != store.NodeDeploying
+		ends.Go(func() {
+			if d.fate != joins {
+				ends.Go(func() {
+					_, err := call[api.TransitionStarted](c, "metal.cancel", api.TransitionRequest{NodeID: d.node})
+					if err != nil && (d.fate == cancelled || proto.CodeOf(err) != proto.InvalidState) {
+						t.Errorf("cancelling the deploy of %s: %v", d.node, err)
+					}
+				})
+			}
+			if d.fate != cancelled {
+				a := f.newAgent(d.node, f.raceJoin(store.TokenProvisioned, d.node, "node"))
+				f.machines.Store(d.node, a)
+				agents.Go(func() { a.runRebooting(ctx) })
+			}
+			f.wait("the deploy of "+d.node+" ends", func() bool {
+				wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: d.workflow})
+				return err == nil && wf.State != store.RunRunning
 			})
-			continue
-		}
-		a := f.newAgent(d.node, f.raceJoin(store.TokenProvisioned, d.node, "node"))
-		f.machines.Store(d.node, a)
-		agents.Go(func() { a.runRebooting(ctx) })
-		f.wait("node "+d.node+" applies its host section", func() bool {
-			return a.lastApplied().Host != nil && f.observedInStore(d.node) == a.lastApplied().Generation
 		})
 	}
+	ends.Wait()
+	var active []deployed
 	for _, d := range deploys {
-		n, err := call[api.NodeView](f.tenants[d.tenant], "metal.get", api.NodeKey{NodeID: d.node})
+		c := f.tenants[d.tenant]
+		n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: d.node})
 		f.must(err, "metal.get")
+		wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: d.workflow})
+		f.must(err, "workflows.get")
 		switch {
-		case d.cancel && (n.State != store.NodeFailed || n.Failure == nil || n.Failure.Error.Details.Reason != proto.ReasonCancelled):
-			t.Errorf("cancelled node %s: %s, %+v", d.node, n.State, n.Failure)
-		case !d.cancel && n.State != store.NodeActive:
-			t.Errorf("deployed node %s: %s, %+v", d.node, n.State, n.Failure)
+		case d.fate != cancelled && n.State == store.NodeActive && wf.State == store.RunSucceeded:
+			active = append(active, d)
+			a, _ := f.machines.Load(d.node)
+			f.wait("node "+d.node+" applies its host section", func() bool {
+				spec := a.(*fleetAgent).lastApplied()
+				return spec.Host != nil && f.observedInStore(d.node) == spec.Generation
+			})
+		case d.fate != joins && n.State == store.NodeFailed && wf.State == store.RunFailed && n.Failure != nil &&
+			n.Failure.Error.Details.Reason == proto.ReasonCancelled:
+		default:
+			t.Errorf("node %s (fate %d): %s, %+v; its deploy %s", d.node, d.fate, n.State, n.Failure, wf.State)
 		}
 	}
 
@@ -571,10 +596,7 @@ func TestBusyFleet(t *testing.T) {
 	// agent's session restarts), whose workflow waits for the agent to rejoin and to
 	// apply its NodeSpec again (wait.generationObserved).
 	var remediations sync.WaitGroup
-	for _, d := range deploys {
-		if d.cancel {
-			continue
-		}
+	for _, d := range active {
 		c := f.tenants[d.tenant]
 		remediations.Go(func() {
 			started, err := call[api.TransitionStarted](c, "metal.remediate", api.RemediateRequest{NodeID: d.node, Profile: "remediate-reboot"})
