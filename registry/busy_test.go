@@ -31,6 +31,7 @@ import (
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
 
 // The tests of this file drive one registry in this process the way a busy fleet does:
@@ -62,6 +63,8 @@ type busyFleet struct {
 	// admin is the root tenant's admin over HTTPS (admin.conf); host is the admin socket.
 	admin, host *api.Client
 	tenants     map[string]*api.Client
+	// configs are the tenants' client configs.
+	configs map[string]api.ClientConfig
 	// machines are the agents of the installed machines, by node id, that the site
 	// agent's power.setPower reboots.
 	machines sync.Map
@@ -72,6 +75,16 @@ type busyFleet struct {
 // at rack-a.
 func startBusyFleet(t *testing.T) *busyFleet {
 	t.Helper()
+	f := serveBusy(t, Config{})
+	f.populate()
+	return f
+}
+
+// serveBusy serves a registry made with cfg in a new data directory that holds the
+// hardware profiles file (and admin.conf, when given one: a replica's), with the
+// admin's clients.
+func serveBusy(t *testing.T, cfg Config, adminConf ...string) *busyFleet {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "data")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -79,16 +92,29 @@ func startBusyFleet(t *testing.T) *busyFleet {
 	if err := os.WriteFile(filepath.Join(dir, HardwareProfilesFile), []byte(busyHardwareProfiles), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f := &busyFleet{t: t, dir: dir, r: newTestRegistry(t, Config{DataDir: dir, MetricsListen: "127.0.0.1:0"}), tenants: map[string]*api.Client{}}
+	for _, conf := range adminConf {
+		copyFile(t, conf, filepath.Join(dir, AdminConfig))
+	}
+	cfg.DataDir, cfg.MetricsListen = dir, "127.0.0.1:0"
+	f := &busyFleet{t: t, dir: dir, r: newTestRegistry(t, cfg), tenants: map[string]*api.Client{}, configs: map[string]api.ClientConfig{}}
 	f.served = serve(t, f.r)
-	cfg, err := api.LoadClientConfig(f.r.Info().AdminConfig)
+	admin, err := api.LoadClientConfig(f.r.Info().AdminConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.admin, err = api.NewClient(cfg); err != nil {
+	if f.admin, err = api.NewClient(admin); err != nil {
 		t.Fatal(err)
 	}
 	f.host = api.NewHostClient(dir)
+	return f
+}
+
+// populate makes the site, the tenants, their credentials (each written as a client
+// config and read back, as `credentials create --out` and the CLI do) and their pools.
+func (f *busyFleet) populate() {
+	t := f.t
+	admin, err := api.LoadClientConfig(f.r.Info().AdminConfig)
+	f.must(err, "loading admin.conf")
 	f.must(f.admin.Call(context.Background(), "sites.create", api.CreateSiteRequest{Name: "rack-a", BMCNetworks: []string{"10.0.0.0/24"},
 		ImageSources: []string{"images.example.com"}}, nil), "sites.create")
 	for _, name := range busyTenants {
@@ -98,16 +124,23 @@ func startBusyFleet(t *testing.T) *busyFleet {
 			api.ActionProfilesManage, api.ActionProfilesRead, api.ActionImagesPublish, api.ActionImagesRead,
 			api.ActionPoolsManage, api.ActionNodesManage, api.ActionNodesRead}}, &made), "credentials.create")
 		path := filepath.Join(t.TempDir(), name+".conf")
-		f.must(api.WriteClientConfig(path, api.ClientConfig{Server: cfg.Server, ServingCA: cfg.ServingCA, Credential: made.Secret}), "writing a config")
+		f.must(api.WriteClientConfig(path, api.ClientConfig{Server: admin.Server, ServingCA: admin.ServingCA, Credential: made.Secret}), "writing a config")
 		tc, err := api.LoadClientConfig(path)
 		f.must(err, "loading a config")
-		if f.tenants[name], err = api.NewClient(tc); err != nil {
-			t.Fatal(err)
-		}
+		f.addTenant(name, tc)
 		f.must(f.tenants[name].Call(context.Background(), "pools.create", api.CreatePoolRequest{Name: "gpu", SiteID: "rack-a",
 			Policy: api.PoolPolicy{HardwareProfile: "gpu-redfish"}}, nil), "pools.create")
 	}
-	return f
+}
+
+// addTenant adds tenant's client, calling this fleet's registry with cfg's credential.
+func (f *busyFleet) addTenant(tenant string, cfg api.ClientConfig) {
+	cfg.Server = f.r.Info().URL
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.tenants[tenant], f.configs[tenant] = c, cfg
 }
 
 // must fails the test (from any goroutine) when err is set, and says whether it was not.
@@ -635,22 +668,7 @@ func TestBusyFleet(t *testing.T) {
 		}
 	}
 	// The site agent is pushed every tenant's pre-warmed images.
-	var want []string
-	for _, refs := range images {
-		want = append(want, refs...)
-	}
-	slices.Sort(want)
-	f.wait(fmt.Sprintf("the site agent applies the cache images %v", want), func() bool {
-		spec := siteAgent.lastApplied()
-		var got []string
-		if spec.Site != nil {
-			for _, img := range spec.Site.CacheImages {
-				got = append(got, img.Ref)
-			}
-		}
-		slices.Sort(got)
-		return slices.Equal(got, want) && f.observedInStore("rack-a") == spec.Generation
-	})
+	f.waitCacheImages(siteAgent, images)
 
 	// Used tokens are listed as used.
 	tokens, err := call[api.TokenList](f.admin, "tokens.list", api.ListRequest{Limit: store.MaxPage})
@@ -1153,6 +1171,126 @@ func TestRevocationsRaceTheirUse(t *testing.T) {
 	for i, o := range outcomes {
 		if o.revoked && o.admitted != 0 || !o.revoked && o.admitted != 1 {
 			t.Errorf("token of gpu-%d: revoked %v, and admitted %d joiners", i, o.revoked, o.admitted)
+		}
+	}
+}
+
+// TestBusyReplicas drives two registries sharing one etcd store (a real three-member
+// cluster), as a fleet behind replicas does: the tenants call the second while the
+// agents hold their sessions with the first, so every command, NodeSpec and join crosses
+// from one replica to the other through the store's watch and its hooks, and the first
+// is followed (events awaited) while the second commits. Enrollments relayed to the site
+// agent through the other replica complete, deploys complete when the node agents join
+// the first, each NodeSpec the second writes is pushed by the first and recorded as
+// applied, the site agent is pushed the images pre-warmed through the second, and the
+// tenants see only their own through either.
+func TestBusyReplicas(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	cfg := Config{Store: StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}, KEKFile: filepath.Join(t.TempDir(), "kek")}
+	agentSide := serveBusy(t, cfg)
+	agentSide.populate()
+	apiSide := serveBusy(t, cfg, agentSide.r.Info().AdminConfig)
+	for tenant, tc := range agentSide.configs {
+		apiSide.addTenant(tenant, tc)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var agents sync.WaitGroup
+	defer func() { cancel(); agents.Wait() }()
+	siteAgent := agentSide.newAgent("rack-a", agentSide.raceJoin(store.TokenSite, "rack-a", "site"))
+	agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+
+	var work sync.WaitGroup
+	var mu sync.Mutex
+	var machines []*fleetAgent
+	images := map[string][]string{}
+	for ti, tenant := range busyTenants {
+		c := apiSide.tenants[tenant]
+		work.Go(func() {
+			refs := apiSide.publishImages(tenant, c, newSigner(t, "k-"+tenant))
+			mu.Lock()
+			images[tenant] = refs
+			mu.Unlock()
+		})
+		apiSide.must(c.Call(context.Background(), "profiles.create", api.CreateProfileRequest{Document: api.Document(busyDeploy)}, nil), "profiles.create")
+		for i := range 2 {
+			work.Go(func() {
+				node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)},
+					BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
+				if !apiSide.must(err, "metal.enroll") {
+					return
+				}
+				// Its events are awaited on the other replica while this one writes them.
+				fctx, unfollow := context.WithCancel(ctx)
+				work.Go(func() { agentSide.followEvents(fctx, agentSide.tenants[tenant], node.ID) })
+				defer unfollow()
+				apiSide.wait("node "+node.ID+" ready", func() bool {
+					n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
+					return err == nil && n.State == store.NodeReady
+				})
+				started, err := call[api.DeployStarted](c, "metal.deploy", api.DeployRequest{NodeID: node.ID, ProfileID: "joins"})
+				if !apiSide.must(err, "metal.deploy") {
+					return
+				}
+				a := agentSide.newAgent(node.ID, agentSide.raceJoin(store.TokenProvisioned, node.ID, "node"))
+				agents.Go(func() { a.run(ctx, a.start()) })
+				mu.Lock()
+				machines = append(machines, a)
+				mu.Unlock()
+				apiSide.wait("the deploy of "+node.ID+" succeeded", func() bool {
+					wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
+					return err == nil && wf.State == store.RunSucceeded
+				})
+			})
+		}
+	}
+	for i := range 2 {
+		work.Go(func() { apiSide.listOwn(busyTenants[i], busyTenants[1-i]) })
+	}
+	work.Wait()
+
+	for _, a := range machines {
+		agentSide.wait(a.node+" applies the NodeSpec the other replica wrote", func() bool {
+			spec := a.lastApplied()
+			return spec.Host != nil && apiSide.observedInStore(a.node) == spec.Generation
+		})
+	}
+	agentSide.waitCacheImages(siteAgent, images)
+}
+
+// waitCacheImages waits until the site agent has applied a NodeSpec whose cache images
+// are the images pre-warmed (refs by tenant), and the store records it applied.
+func (f *busyFleet) waitCacheImages(site *fleetAgent, images map[string][]string) {
+	var want []string
+	for _, refs := range images {
+		want = append(want, refs...)
+	}
+	slices.Sort(want)
+	f.wait(fmt.Sprintf("the site agent applies the cache images %v", want), func() bool {
+		spec := site.lastApplied()
+		var got []string
+		if spec.Site != nil {
+			for _, img := range spec.Site.CacheImages {
+				got = append(got, img.Ref)
+			}
+		}
+		slices.Sort(got)
+		return slices.Equal(got, want) && f.observedInStore(site.node) == spec.Generation
+	})
+}
+
+// followEvents follows node's events as `nodes events --follow` does, until ctx ends.
+func (f *busyFleet) followEvents(ctx context.Context, c *api.Client, node string) {
+	var after uint64
+	for {
+		events, err := callCtx[api.EventList](ctx, c, "metal.events", api.EventsRequest{NodeID: node, AfterSeq: after, Wait: true})
+		if ctx.Err() != nil || !f.must(err, "metal.events") {
+			return
+		}
+		for _, e := range events.Events {
+			if e.NodeID != node || e.Seq <= after {
+				f.t.Errorf("following %s after seq %d: event %d of %s", node, after, e.Seq, e.NodeID)
+			}
+			after = e.Seq
 		}
 	}
 }
