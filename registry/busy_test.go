@@ -239,10 +239,15 @@ type fleetAgent struct {
 	// reboot restarts the agent's session (runRebooting), as the machine's power cycle
 	// does.
 	reboot chan struct{}
+	// stallNext makes the next apply stall, after sending its generation on stalled,
+	// until its session ends.
+	stallNext atomic.Bool
+	stalled   chan int64
 }
 
 func (f *busyFleet) newAgent(node string, creds bcdconf.Agent) *fleetAgent {
-	return &fleetAgent{f: f, node: node, creds: creds, applied: map[int64]proto.NodeSpec{}, ran: map[string]int{}, reboot: make(chan struct{}, 1)}
+	return &fleetAgent{f: f, node: node, creds: creds, applied: map[int64]proto.NodeSpec{}, ran: map[string]int{},
+		reboot: make(chan struct{}, 1), stalled: make(chan int64, 1)}
 }
 
 // runRebooting runs the agent's sessions until ctx ends: a new one after each reboot.
@@ -300,7 +305,12 @@ func (a *fleetAgent) start() *session.Agent {
 		Addr: a.creds.Config.AgentEndpoint, Certificate: a.creds.Certificate, ServerCAs: a.creds.ServingCAs,
 		ObservedGeneration: observed,
 		Handlers:           map[string]session.Handler{"echo": a.echo, "power.getPower": on, "inspect.oob": on, "power.setPower": a.f.setPower},
-		Apply: func(_ context.Context, spec proto.NodeSpec) error {
+		Apply: func(ctx context.Context, spec proto.NodeSpec) error {
+			if a.stallNext.CompareAndSwap(true, false) {
+				a.stalled <- spec.Generation
+				<-ctx.Done() // the session ends in the middle of applying it
+				return ctx.Err()
+			}
 			a.mu.Lock()
 			defer a.mu.Unlock()
 			a.applied[spec.Generation] = spec
@@ -408,7 +418,8 @@ func (s signer) image(ref string) api.RegisterImageRequest {
 // other tenant's), register signed images (their signers added over the admin socket
 // meanwhile) and pre-warm them, enroll machines, deploy and cancel, and list and follow
 // what they have; the admin mints join tokens that three joiners each race for; node
-// agents come and go, restarting and reconnecting (once with two sessions side by side),
+// agents come and go, restarting and reconnecting (once with two sessions side by side,
+// and every other time in the middle of applying a push),
 // while their NodeSpecs move and commands are relayed to them (some by several relays at
 // once); the site agent answers the enrollments' BMC reads and is pushed the pre-warmed
 // images; the deploys end as their agents join, or cancelled, or both at once; then the
@@ -540,7 +551,14 @@ func TestBusyFleet(t *testing.T) {
 					}
 				}
 				if round%2 == 1 {
-					f.must(f.bump(node, 200+round), "storing a NodeSpec") // the session ends, perhaps mid-push
+					// The session ends while the agent applies a push.
+					a.stallNext.Store(true)
+					f.must(f.bump(node, 200+round), "storing a NodeSpec")
+					select {
+					case <-a.stalled:
+					case <-time.After(time.Minute):
+						t.Errorf("%s never applied the NodeSpec of round %d", node, 200+round)
+					}
 				}
 				stop()
 				sessions.Wait()
