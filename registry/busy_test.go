@@ -419,16 +419,15 @@ func (s signer) image(ref string) api.RegisterImageRequest {
 // meanwhile) and pre-warm them, enroll machines, deploy and cancel, and list and follow
 // what they have; the admin mints join tokens that three joiners each race for; node
 // agents come and go, restarting and reconnecting (once with two sessions side by side,
-// and every other time in the middle of applying a push),
-// while their NodeSpecs move and commands are relayed to them (some by several relays at
-// once); the site agent answers the enrollments' BMC reads and is pushed the pre-warmed
-// images; the deploys end as their agents join, or cancelled, or both at once; then the
-// deployed nodes are remediated at once, each restarted by the site
-// agent and waited for until its agent rejoins and applies its NodeSpec again. Each
-// consumed token admits one, each profile version is created once, every generation the
-// store records as acknowledged is one the agent applied, every relay gets its own
-// command's answer, which the agent ran once, tenants see only their own, and at the end
-// every agent is recorded at its NodeSpec.
+// and every other time in the middle of applying a push), while their NodeSpecs move and
+// commands are relayed to them (some by several relays at once); the site agent answers
+// the enrollments' BMC reads and is pushed the pre-warmed images; the deploys end as
+// their agents join, or cancelled, or both at once; then the deployed nodes are
+// remediated at once, each restarted by the site agent and waited for until its agent
+// rejoins and applies its NodeSpec again. Each consumed token admits one, each profile
+// version is created once, every generation the store records as acknowledged is one the
+// agent applied, every relay gets its own command's answer, which the agent ran once,
+// tenants see only their own, and at the end every agent is recorded at its NodeSpec.
 func TestBusyFleet(t *testing.T) {
 	f := startBusyFleet(t)
 	ctx, cancel := context.WithCancel(context.Background())
