@@ -296,6 +296,11 @@ func (r *Registry) Serve(ctx context.Context) (err error) {
 	if err := engine.Resume(ctx); err != nil {
 		return err
 	}
+	// Every call's context is Serve's: when Serve stops, the calls that wait (a workflow
+	// followed, events awaited, the console's live pages) are answered at once, so none
+	// of them runs on once Close has released the store.
+	base := func(net.Listener) context.Context { return ctx }
+	r.httpsSrv.BaseContext, r.hostSrv.BaseContext = base, base
 	errc := make(chan error, 2)
 	go func() { errc <- r.httpsSrv.ServeTLS(r.ln, "", "") }()
 	go func() { errc <- r.hostSrv.Serve(r.sock) }()
@@ -304,10 +309,17 @@ func (r *Registry) Serve(ctx context.Context) (err error) {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
+	cancel()
 	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
-	r.httpsSrv.Shutdown(shutdown)
-	r.hostSrv.Shutdown(shutdown)
+	// A connection Shutdown did not end in time (one that has not sent its first request
+	// yet, which Shutdown waits five seconds for) is closed: none is served once Serve
+	// has returned and Close released the store.
+	for _, srv := range []*http.Server{r.httpsSrv, r.hostSrv} {
+		if srv.Shutdown(shutdown) != nil {
+			srv.Close()
+		}
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -142,5 +143,58 @@ func TestAgentEndpointsAdvertised(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the refused start made its data directory: %v", err)
+	}
+}
+
+// TestCloseEndsUnfinishedRequests: connections to the API and to the admin socket on
+// which a request has begun to arrive, and one whose client has sent none yet (a slow
+// client, or a stranger that never finishes) are closed when the registry closes, and
+// their goroutines end. Shutdown waits five seconds for such a connection, then gives up
+// without closing it: the silent one was left open, its goroutine reading, after Close
+// had returned.
+func TestCloseEndsUnfinishedRequests(t *testing.T) {
+	dir := t.TempDir()
+	r := newTestRegistry(t, Config{DataDir: dir})
+	done := serve(t, r)
+	cfg, err := api.LoadClientConfig(r.Info().AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(cfg.ServingCA))
+	apiConn, err := tls.Dial("tcp", strings.TrimPrefix(r.Info().URL, "https://"), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer apiConn.Close()
+	hostConn, err := net.Dial("unix", filepath.Join(dir, api.AdminSocket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostConn.Close()
+	silentConn, err := tls.Dial("tcp", strings.TrimPrefix(r.Info().URL, "https://"), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silentConn.Close()
+	for _, conn := range []net.Conn{apiConn, hostConn} {
+		if _, err := io.WriteString(conn, "POST /v1/profiles.list HTTP/1.1\r\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Serve after Close: %v", err)
+	}
+	for _, g := range registryGoroutines() {
+		t.Errorf("a goroutine of the registry left after Close:\n%s", g)
+	}
+	for name, conn := range map[string]net.Conn{"the API's": apiConn, "the admin socket's": hostConn, "a silent": silentConn} {
+		conn.SetDeadline(time.Now().Add(time.Minute)) // a connection left open fails the test then
+		if _, err := conn.Read(make([]byte, 1)); err == nil || os.IsTimeout(err) {
+			t.Errorf("%s connection after Close: %v, want it closed", name, err)
+		}
 	}
 }

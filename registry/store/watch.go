@@ -28,7 +28,10 @@ const (
 	BucketAgentJoins  Bucket = bucketAgentJoins
 )
 
-// watchers are the hooks told about commits.
+// watchers are the hooks told about commits. A commit reads a list of hooks under its
+// mutex and tells them after releasing it, while hooks come and go (and a hook may cancel
+// itself as it is told): a list is never changed in place once made, but replaced by a
+// new one (withoutHook), so every list a commit read stays as it was.
 type watchers struct {
 	mu     sync.Mutex
 	writes []*writeWatch
@@ -51,7 +54,7 @@ func (h *recordHooks[T]) add(fn func(T)) (cancel func()) {
 	return func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		h.fns = slices.DeleteFunc(h.fns, func(f *func(T)) bool { return f == &fn })
+		h.fns = withoutHook(h.fns, &fn)
 	}
 }
 
@@ -105,8 +108,15 @@ func (s *Store) OnWrite(fn func(), buckets ...Bucket) (cancel func()) {
 	return func() {
 		s.watch.mu.Lock()
 		defer s.watch.mu.Unlock()
-		s.watch.writes = slices.DeleteFunc(s.watch.writes, func(o *writeWatch) bool { return o == w })
+		s.watch.writes = withoutHook(s.watch.writes, w)
 	}
+}
+
+// withoutHook is a new list of the hooks but h. The list is not changed: a commit may be
+// telling its hooks (watchers), and deleting in place would shift them under it,
+// skipping one and leaving a nil one at the end.
+func withoutHook[H comparable](hooks []H, h H) []H {
+	return slices.DeleteFunc(slices.Clone(hooks), func(o H) bool { return o == h })
 }
 
 // wrote schedules, once per transaction, the OnWrite hooks watching bucket for after

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -92,5 +94,85 @@ func TestLostRemoteCommits(t *testing.T) {
 		if diff := cmp.Diff([]string{"write", "spec nd_1 1", "command nd_1/c1"}, got); diff != "" {
 			t.Fatalf("hook calls (-want +got):\n%s", diff)
 		}
+	})
+}
+
+// TestHooksCancelledWhileTold: a hook that stops watching when it is told (as one that
+// waits for a single change does) while the store tells the hooks of a commit leaves
+// the others told, each once. Cancelling used to shift the very list being told: the
+// next hook was skipped and a nil one called, a panic.
+func TestHooksCancelledWhileTold(t *testing.T) {
+	s := openTest(t, testBackends[0].open)
+	var writes, specs [3]atomic.Int64
+	var cancelWrite, cancelSpec func()
+	for i := range 3 {
+		cancel := s.OnWrite(func() {
+			if writes[i].Add(1); i == 0 {
+				cancelWrite()
+			}
+		}, BucketSites)
+		stop := s.OnNodeSpec(func(string, int64) {
+			if specs[i].Add(1); i == 0 {
+				cancelSpec()
+			}
+		})
+		if i == 0 {
+			cancelWrite, cancelSpec = cancel, stop
+		}
+	}
+	value, _ := json.Marshal(proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode, Generation: 1})
+	s.remoteCommit(remoteCommit{buckets: []string{bucketSites, bucketNodeSpecs},
+		puts: []remotePut{{bucket: bucketNodeSpecs, key: []byte("nd_1"), value: append([]byte{schemaVersion}, value...)}}})
+	for i := range 3 {
+		if w, n := writes[i].Load(), specs[i].Load(); w != 1 || n != 1 {
+			t.Errorf("hook %d: told of %d writes and %d NodeSpecs, want 1 and 1", i, w, n)
+		}
+	}
+}
+
+// TestHooksComeAndGoWhileCommitting registers and cancels hooks on many goroutines
+// while others commit writes the hooks watch (an API call that waits for a change does
+// so, while workflows and agents write): every hook registered before a commit and
+// cancelled after it is told of it. Run under the race detector (make test-race), it
+// also checks that no commit reads the list of hooks while a cancel changes it.
+func TestHooksComeAndGoWhileCommitting(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.CreateSite("rack-a"); return err })
+		var commits, watchers sync.WaitGroup
+		stop := make(chan struct{})
+		for range 2 {
+			commits.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					mustUpdate(t, s, func(tx *Tx) error {
+						_, err := tx.SetSiteImageSources("rack-a", []string{fmt.Sprintf("images-%d.example", i)})
+						return err
+					})
+				}
+			})
+		}
+		for range 4 {
+			watchers.Go(func() {
+				for range 50 {
+					told := make(chan struct{}, 1)
+					cancel := s.OnWrite(func() {
+						select {
+						case told <- struct{}{}:
+						default:
+						}
+					}, BucketSites)
+					<-told // a commit after the hook came tells it
+					cancel()
+				}
+			})
+		}
+		watchers.Wait()
+		close(stop)
+		commits.Wait()
 	})
 }

@@ -1,0 +1,1313 @@
+package registry
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/join"
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
+)
+
+// The tests of this file drive one registry in this process the way a busy fleet does:
+// tenants' and the admin's API clients over HTTPS (and the admin socket), agents joining
+// with single-use tokens and holding sessions over QUIC with the agents' own session
+// code, NodeSpecs pushed while sessions come and go, commands relayed, workflows started
+// and cancelled, and the registry closed in the middle of it all. Everything runs in one
+// process, so `make test-race` watches the registry's own code while it does.
+
+// busyHardwareProfiles is the data directory's hardware profiles file: a Redfish machine.
+const busyHardwareProfiles = `{"version": 1, "hardwareProfiles": {
+  "gpu-redfish": {"drivers": {"power": "redfish", "management": "redfish", "boot": "ipxe", "deploy": "image-stream", "inspect": "agent"}}}}`
+
+// busyDeploy is the profile the tenants deploy: done when the installed OS's agent
+// joins, with a host section that becomes the node's NodeSpec.
+const busyDeploy = `{"id": "joins", "version": 1, "target": "metal",
+  "hostConfig": {"hugepages": {"pages2m": 512}},
+  "steps": [{"use": "wait.agentJoined", "with": {"role": "node"}, "timeout": "5m"}]}`
+
+// busyTenants are the tenants of the fleet, besides the root tenant.
+var busyTenants = []string{"acme", "globex"}
+
+// busyFleet is a registry serving in this process, its admin's clients and the tenants'.
+type busyFleet struct {
+	t      *testing.T
+	dir    string
+	r      *Registry
+	served <-chan error
+	// admin is the root tenant's admin over HTTPS (admin.conf); host is the admin socket.
+	admin, host *api.Client
+	tenants     map[string]*api.Client
+	// configs are the tenants' client configs.
+	configs map[string]api.ClientConfig
+	// machines are the agents of the installed machines, by node id, that the site
+	// agent's power.setPower reboots.
+	machines sync.Map
+}
+
+// startBusyFleet starts a registry with a site rack-a (its image sources
+// images.example.com), the tenants, each with a credential of its own and a pool gpu
+// at rack-a.
+func startBusyFleet(t *testing.T) *busyFleet {
+	t.Helper()
+	f := serveBusy(t, Config{})
+	f.populate()
+	return f
+}
+
+// serveBusy serves a registry made with cfg in a new data directory that holds the
+// hardware profiles file (and admin.conf, when given one: a replica's), with the
+// admin's clients.
+func serveBusy(t *testing.T, cfg Config, adminConf ...string) *busyFleet {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, HardwareProfilesFile), []byte(busyHardwareProfiles), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, conf := range adminConf {
+		copyFile(t, conf, filepath.Join(dir, AdminConfig))
+	}
+	cfg.DataDir, cfg.MetricsListen = dir, "127.0.0.1:0"
+	f := &busyFleet{t: t, dir: dir, r: newTestRegistry(t, cfg), tenants: map[string]*api.Client{}, configs: map[string]api.ClientConfig{}}
+	f.served = serve(t, f.r)
+	admin, err := api.LoadClientConfig(f.r.Info().AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.admin, err = api.NewClient(admin); err != nil {
+		t.Fatal(err)
+	}
+	f.host = api.NewHostClient(dir)
+	return f
+}
+
+// populate makes the site, the tenants, their credentials (each written as a client
+// config and read back, as `credentials create --out` and the CLI do) and their pools.
+func (f *busyFleet) populate() {
+	t := f.t
+	admin, err := api.LoadClientConfig(f.r.Info().AdminConfig)
+	f.must(err, "loading admin.conf")
+	f.must(f.admin.Call(context.Background(), "sites.create", api.CreateSiteRequest{Name: "rack-a", BMCNetworks: []string{"10.0.0.0/24"},
+		ImageSources: []string{"images.example.com"}}, nil), "sites.create")
+	for _, name := range busyTenants {
+		f.must(f.admin.Call(context.Background(), "tenants.create", api.CreateTenantRequest{Name: name}, nil), "tenants.create")
+		var made api.CreatedCredential
+		f.must(f.admin.Call(context.Background(), "credentials.create", api.CreateCredentialRequest{TenantID: name, Actions: []string{
+			api.ActionProfilesManage, api.ActionProfilesRead, api.ActionImagesPublish, api.ActionImagesRead,
+			api.ActionPoolsManage, api.ActionNodesManage, api.ActionNodesRead}}, &made), "credentials.create")
+		path := filepath.Join(t.TempDir(), name+".conf")
+		f.must(api.WriteClientConfig(path, api.ClientConfig{Server: admin.Server, ServingCA: admin.ServingCA, Credential: made.Secret}), "writing a config")
+		tc, err := api.LoadClientConfig(path)
+		f.must(err, "loading a config")
+		f.addTenant(name, tc)
+		f.must(f.tenants[name].Call(context.Background(), "pools.create", api.CreatePoolRequest{Name: "gpu", SiteID: "rack-a",
+			Policy: api.PoolPolicy{HardwareProfile: "gpu-redfish"}}, nil), "pools.create")
+	}
+}
+
+// addTenant adds tenant's client, calling this fleet's registry with cfg's credential.
+func (f *busyFleet) addTenant(tenant string, cfg api.ClientConfig) {
+	cfg.Server = f.r.Info().URL
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.tenants[tenant], f.configs[tenant] = c, cfg
+}
+
+// must fails the test (from any goroutine) when err is set, and says whether it was not.
+func (f *busyFleet) must(err error, what string) bool {
+	f.t.Helper()
+	if err != nil {
+		f.t.Errorf("%s: %v", what, err)
+	}
+	return err == nil
+}
+
+// call is c.Call with its answer as the result.
+func call[Resp any](c *api.Client, method string, req any) (Resp, error) {
+	return callCtx[Resp](context.Background(), c, method, req)
+}
+
+// callCtx is call within ctx.
+func callCtx[Resp any](ctx context.Context, c *api.Client, method string, req any) (Resp, error) {
+	var out Resp
+	err := c.Call(ctx, method, req, &out)
+	return out, err
+}
+
+// mint is a join token of kind for node (at site rack-a), minted by the admin.
+func (f *busyFleet) mint(kind, node string) string {
+	f.t.Helper()
+	made, err := call[api.CreatedToken](f.admin, "tokens.create", api.CreateTokenRequest{Kind: kind, NodeID: node, Site: "rack-a"})
+	f.must(err, "tokens.create")
+	return made.Secret
+}
+
+// join runs bcd's join for node in role with token, as `bcd join` does, and returns the
+// agent's credentials.
+func (f *busyFleet) join(node, role, token string) (bcdconf.Agent, error) {
+	dir, err := os.MkdirTemp(f.t.TempDir(), "join")
+	if err != nil {
+		return bcdconf.Agent{}, err
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		return bcdconf.Agent{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := join.Join(ctx, join.Options{Server: f.r.Info().URL, TokenFile: tokenFile, NodeID: node, Role: role,
+		Pins: f.r.Info().Pins, ConfigDir: filepath.Join(dir, "bcd")})
+	if err != nil {
+		return bcdconf.Agent{}, err
+	}
+	return bcdconf.LoadAgent(res.ConfigDir)
+}
+
+// raceJoin joins node in role with one token minted for it, tried by three joiners at
+// once: exactly one is admitted, the others are told the token was used.
+func (f *busyFleet) raceJoin(kind, node, role string) bcdconf.Agent {
+	token := f.mint(kind, node)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		admitted []bcdconf.Agent
+	)
+	for range 3 {
+		wg.Go(func() {
+			creds, err := f.join(node, role, token)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				admitted = append(admitted, creds)
+			} else if e := proto.AsError(err); e.Code != proto.Unauthenticated || e.Details.Reason != proto.ReasonTokenUsed {
+				f.t.Errorf("a joiner of %s that lost the race: %v, want UNAUTHENTICATED %s", node, err, proto.ReasonTokenUsed)
+			}
+		})
+	}
+	wg.Wait()
+	if len(admitted) != 1 {
+		f.t.Errorf("one token of %s admitted %d joiners, want 1", node, len(admitted))
+		return bcdconf.Agent{}
+	}
+	return admitted[0]
+}
+
+// fleetAgent is an agent of the fleet: its credentials, and what its sessions did.
+type fleetAgent struct {
+	f     *busyFleet
+	node  string
+	creds bcdconf.Agent
+
+	mu sync.Mutex
+	// applied are the generations the agent's sessions applied (and so acknowledged).
+	applied map[int64]proto.NodeSpec
+	// last is the last spec applied; observed the generation its next start has.
+	last     proto.NodeSpec
+	observed int64
+	// ran counts the relayed commands run, by id.
+	ran map[string]int
+	// reboot restarts the agent's session (runRebooting), as the machine's power cycle
+	// does.
+	reboot chan struct{}
+	// stallNext makes the next apply stall, after sending its generation on stalled,
+	// until its session ends.
+	stallNext atomic.Bool
+	stalled   chan int64
+}
+
+func (f *busyFleet) newAgent(node string, creds bcdconf.Agent) *fleetAgent {
+	return &fleetAgent{f: f, node: node, creds: creds, applied: map[int64]proto.NodeSpec{}, ran: map[string]int{},
+		reboot: make(chan struct{}, 1), stalled: make(chan int64, 1)}
+}
+
+// runRebooting runs the agent's sessions until ctx ends: a new one after each reboot.
+func (a *fleetAgent) runRebooting(ctx context.Context) {
+	for ctx.Err() == nil {
+		sctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { a.run(sctx, a.start()); close(done) }()
+		select {
+		case <-a.reboot:
+		case <-ctx.Done():
+		}
+		stop()
+		<-done
+	}
+}
+
+// setPower is the site agent's power.setPower: the machine's agent reboots.
+func (f *busyFleet) setPower(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
+	var cmd proto.SiteCommand
+	if err := json.Unmarshal(p, &cmd); err != nil {
+		return nil, err
+	}
+	if a, ok := f.machines.Load(cmd.Node); ok {
+		select {
+		case a.(*fleetAgent).reboot <- struct{}{}:
+		default:
+		}
+	}
+	return json.RawMessage(`{}`), nil
+}
+
+// echo answers a relayed command with its payload.
+func (a *fleetAgent) echo(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
+	var in struct{ ID string }
+	if err := json.Unmarshal(p, &in); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	a.ran[in.ID]++
+	a.mu.Unlock()
+	return p, nil
+}
+
+// on answers the site's BMC reads: the machine is on and its BMC tells nothing more.
+func on(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
+
+// start makes a new session of the agent, as a restarted bcd does: it says hello with
+// the generation its last session applied.
+func (a *fleetAgent) start() *session.Agent {
+	a.mu.Lock()
+	observed := a.observed
+	a.mu.Unlock()
+	s, err := session.New(session.Config{
+		Addr: a.creds.Config.AgentEndpoint, Certificate: a.creds.Certificate, ServerCAs: a.creds.ServingCAs,
+		ObservedGeneration: observed,
+		Handlers:           map[string]session.Handler{"echo": a.echo, "power.getPower": on, "inspect.oob": on, "power.setPower": a.f.setPower},
+		Apply: func(ctx context.Context, spec proto.NodeSpec) error {
+			if a.stallNext.CompareAndSwap(true, false) {
+				a.stalled <- spec.Generation
+				<-ctx.Done() // the session ends in the middle of applying it
+				return ctx.Err()
+			}
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			a.applied[spec.Generation] = spec
+			a.last = spec
+			return nil
+		},
+		Backoff:   session.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond},
+		KeepAlive: 200 * time.Millisecond,
+		Log:       slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		a.f.t.Fatal(err)
+	}
+	return s
+}
+
+// run runs session s until ctx ends, then keeps what it observed for the next start.
+func (a *fleetAgent) run(ctx context.Context, s *session.Agent) {
+	s.Run(ctx)
+	a.mu.Lock()
+	a.observed = max(a.observed, s.ObservedGeneration())
+	a.mu.Unlock()
+}
+
+// lastApplied is the spec the agent applied last.
+func (a *fleetAgent) lastApplied() proto.NodeSpec {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.last
+}
+
+// wasApplied says whether the agent applied generation (0: none yet, always true).
+func (a *fleetAgent) wasApplied(generation int64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.applied[generation]
+	return ok || generation == 0
+}
+
+// runs is how often the agent ran the command id.
+func (a *fleetAgent) runs(id string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ran[id]
+}
+
+// observedInStore is the generation the store records node's agent applied.
+func (f *busyFleet) observedInStore(node string) int64 {
+	var st store.AgentStatus
+	f.r.st.View(func(tx *store.Tx) error { st, _ = tx.AgentStatus(node); return nil })
+	return st.ObservedGeneration
+}
+
+// bump stores a new NodeSpec of node, its labels the round.
+func (f *busyFleet) bump(node string, round int) error {
+	return f.r.st.Update(func(tx *store.Tx) error {
+		_, err := tx.SetNodeSpec(proto.NodeSpec{Node: node, Role: proto.RoleNode, Labels: map[string]string{"round": fmt.Sprint(round)}})
+		return err
+	})
+}
+
+// wait polls cond until it holds; after a minute it fails the test with what.
+func (f *busyFleet) wait(what string, cond func() bool) bool {
+	f.t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	f.t.Errorf("never: %s", what)
+	return false
+}
+
+// signer is a tenant's image signer: an Ed25519 key.
+type signer struct {
+	id  string
+	key ed25519.PrivateKey
+}
+
+func newSigner(t *testing.T, id string) signer {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer{id, key}
+}
+
+func (s signer) publicPEM() string {
+	der, _ := x509.MarshalPKIXPublicKey(s.key.Public())
+	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+}
+
+// image is a request registering the image ref, signed by s.
+func (s signer) image(ref string) api.RegisterImageRequest {
+	sum := sha256.Sum256([]byte(ref))
+	req := api.RegisterImageRequest{Ref: ref, Kind: proto.KindOS, Format: proto.FormatQcow2, Compression: proto.CompressionNone,
+		SHA256: hex.EncodeToString(sum[:]), SizeBytes: 1 << 30, Source: "https://images.example.com/" + strings.ReplaceAll(ref, "@", "-") + ".qcow2", SignerID: s.id}
+	input := image.SigningInput(store.Image{Kind: req.Kind, Ref: req.Ref, Format: req.Format, Compression: req.Compression, SHA256: req.SHA256})
+	req.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(s.key, input))
+	return req
+}
+
+// TestBusyFleet drives one registry as a busy fleet does, all at once: each tenant's
+// clients race to create the same profile versions (a profile of the same id as the
+// other tenant's), register signed images (their signers added over the admin socket
+// meanwhile) and pre-warm them, enroll machines, deploy and cancel, and list and follow
+// what they have; the admin mints join tokens that three joiners each race for; node
+// agents come and go, restarting and reconnecting (once with two sessions side by side,
+// and every other time in the middle of applying a push), while their NodeSpecs move and
+// commands are relayed to them (some by several relays at once); the site agent answers
+// the enrollments' BMC reads and is pushed the pre-warmed images; the deploys end as
+// their agents join, or cancelled, or both at once; then the deployed nodes are
+// remediated at once, each restarted by the site agent and waited for until its agent
+// rejoins and applies its NodeSpec again. Each consumed token admits one, each profile
+// version is created once, every generation the store records as acknowledged is one the
+// agent applied, every relay gets its own command's answer, which the agent ran once,
+// tenants see only their own, and at the end every agent is recorded at its NodeSpec.
+func TestBusyFleet(t *testing.T) {
+	f := startBusyFleet(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// The site agent joins (its token raced) and answers the BMC reads from now on.
+	siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
+	if t.Failed() {
+		t.FailNow()
+	}
+	var agents sync.WaitGroup
+	agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+
+	var work sync.WaitGroup
+	// The tenants: profiles raced, images, pools pre-warmed, nodes deployed and cancelled.
+	// How each tenant's three deploys end: the node's agent joins; the deploy is
+	// cancelled while it waits; both at once.
+	const (
+		joins = iota
+		cancelled
+		both
+	)
+	type deployed struct {
+		tenant, node, workflow string
+		fate                   int
+	}
+	var (
+		mu      sync.Mutex
+		deploys []deployed
+		images  = map[string][]string{}
+	)
+	for ti, tenant := range busyTenants {
+		c := f.tenants[tenant]
+		work.Go(func() { f.raceProfiles(tenant, c) })
+		work.Go(func() {
+			refs := f.publishImages(tenant, c, newSigner(t, "k-"+tenant))
+			mu.Lock()
+			images[tenant] = refs
+			mu.Unlock()
+		})
+		for i := range 3 {
+			work.Go(func() {
+				mac := fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)
+				node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{mac},
+					BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
+				if !f.must(err, "metal.enroll") {
+					return
+				}
+				f.wait("node "+node.ID+" ready", func() bool {
+					n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
+					return err == nil && n.State == store.NodeReady
+				})
+				if i == 0 {
+					f.must(c.Call(context.Background(), "profiles.create", api.CreateProfileRequest{Document: api.Document(busyDeploy)}, nil), "profiles.create")
+				}
+				f.wait("the deploy profile", func() bool {
+					_, err := call[api.ProfileView](c, "profiles.get", api.ProfileKey{ID: "joins"})
+					return err == nil
+				})
+				started, err := call[api.DeployStarted](c, "metal.deploy", api.DeployRequest{NodeID: node.ID, ProfileID: "joins"})
+				if !f.must(err, "metal.deploy") {
+					return
+				}
+				mu.Lock()
+				deploys = append(deploys, deployed{tenant, node.ID, started.WorkflowID, i})
+				mu.Unlock()
+				f.follow(c, started.WorkflowID)
+			})
+		}
+	}
+	for i := range 2 {
+		work.Go(func() { f.listOwn(busyTenants[i], busyTenants[1-i]) })
+	}
+
+	// The loose agents: each joins with a raced token, then restarts and reconnects while
+	// its NodeSpec moves and commands are relayed to it.
+	const loose, rounds, duplicated = 4, 6, 2
+	fleet := make([]*fleetAgent, loose)
+	for i := range loose {
+		work.Go(func() {
+			node := fmt.Sprintf("gpu-%d", i)
+			a := f.newAgent(node, f.raceJoin(store.TokenProvisioned, node, "node"))
+			mu.Lock()
+			fleet[i] = a
+			mu.Unlock()
+			if a.creds.Certificate.Certificate == nil {
+				return
+			}
+			for round := range rounds {
+				f.must(f.bump(node, round), "storing a NodeSpec")
+				s := a.start()
+				sctx, stop := context.WithCancel(ctx)
+				var sessions sync.WaitGroup
+				sessions.Go(func() { a.run(sctx, s) })
+				if round == duplicated {
+					// The agent started again while its old process still runs: the
+					// two sessions replace each other.
+					twin := a.start()
+					sessions.Go(func() { a.run(sctx, twin) })
+				}
+				for k := range 3 {
+					id := fmt.Sprintf("c-%s-%d-%d", node, round, k)
+					payload := fmt.Sprintf(`{"ID":%q}`, id)
+					// The registry's relays of one command at once (a step and its
+					// retry) share the agent's one answer.
+					var relays sync.WaitGroup
+					for range 1 + k%2*2 {
+						relays.Go(func() {
+							rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+							defer rcancel()
+							got, err := f.r.plane.ep.Relay(rctx, node, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(payload)})
+							if err != nil || string(got) != payload {
+								t.Errorf("relay %s: %s, %v; want its own payload back", id, got, err)
+							}
+						})
+					}
+					relays.Wait()
+					if k == 1 {
+						f.must(f.bump(node, 100+round), "storing a NodeSpec") // pushed while the session runs
+					}
+				}
+				if round%2 == 1 {
+					// The session ends while the agent applies a push.
+					a.stallNext.Store(true)
+					f.must(f.bump(node, 200+round), "storing a NodeSpec")
+					select {
+					case <-a.stalled:
+					case <-time.After(time.Minute):
+						t.Errorf("%s never applied the NodeSpec of round %d", node, 200+round)
+					}
+				}
+				stop()
+				sessions.Wait()
+			}
+		})
+	}
+	// A watcher: the store never records as acknowledged a generation the agent did not apply.
+	watching := make(chan struct{})
+	var watcher sync.WaitGroup
+	watcher.Go(func() {
+		for {
+			mu.Lock()
+			joined := slices.Clone(fleet)
+			mu.Unlock()
+			for _, a := range joined {
+				if a == nil {
+					continue
+				}
+				if gen := f.observedInStore(a.node); !a.wasApplied(gen) {
+					t.Errorf("the store records that %s applied generation %d, which it never applied", a.node, gen)
+				}
+			}
+			select {
+			case <-watching:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	})
+	work.Wait()
+	close(watching)
+	watcher.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// The deploys end, all at once: one that is cancelled as its agent joins ends either
+	// way, its node and its workflow saying the same.
+	var ends sync.WaitGroup
+	for _, d := range deploys {
+		c := f.tenants[d.tenant]
+		ends.Go(func() {
+			if d.fate != joins {
+				ends.Go(func() {
+					_, err := call[api.TransitionStarted](c, "metal.cancel", api.TransitionRequest{NodeID: d.node})
+					if err != nil && (d.fate == cancelled || proto.CodeOf(err) != proto.InvalidState) {
+						t.Errorf("cancelling the deploy of %s: %v", d.node, err)
+					}
+				})
+			}
+			if d.fate != cancelled {
+				a := f.newAgent(d.node, f.raceJoin(store.TokenProvisioned, d.node, "node"))
+				f.machines.Store(d.node, a)
+				agents.Go(func() { a.runRebooting(ctx) })
+			}
+			f.wait("the deploy of "+d.node+" ends", func() bool {
+				wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: d.workflow})
+				return err == nil && wf.State != store.RunRunning
+			})
+		})
+	}
+	ends.Wait()
+	var active []deployed
+	for _, d := range deploys {
+		c := f.tenants[d.tenant]
+		n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: d.node})
+		f.must(err, "metal.get")
+		wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: d.workflow})
+		f.must(err, "workflows.get")
+		switch {
+		case d.fate != cancelled && n.State == store.NodeActive && wf.State == store.RunSucceeded:
+			active = append(active, d)
+			a, _ := f.machines.Load(d.node)
+			f.wait("node "+d.node+" applies its host section", func() bool {
+				spec := a.(*fleetAgent).lastApplied()
+				return spec.Host != nil && f.observedInStore(d.node) == spec.Generation
+			})
+		case d.fate != joins && n.State == store.NodeFailed && wf.State == store.RunFailed && n.Failure != nil &&
+			n.Failure.Error.Details.Reason == proto.ReasonCancelled:
+		default:
+			t.Errorf("node %s (fate %d): %s, %+v; its deploy %s", d.node, d.fate, n.State, n.Failure, wf.State)
+		}
+	}
+
+	// The active nodes are remediated all at once: the site agent restarts each (its
+	// agent's session restarts), whose workflow waits for the agent to rejoin and to
+	// apply its NodeSpec again (wait.generationObserved).
+	var remediations sync.WaitGroup
+	for _, d := range active {
+		c := f.tenants[d.tenant]
+		remediations.Go(func() {
+			started, err := call[api.TransitionStarted](c, "metal.remediate", api.RemediateRequest{NodeID: d.node, Profile: "remediate-reboot"})
+			if !f.must(err, "metal.remediate") {
+				return
+			}
+			f.wait("node "+d.node+" remediated", func() bool {
+				wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
+				return err == nil && wf.State != store.RunRunning
+			})
+			wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
+			if err != nil || wf.State != store.RunSucceeded {
+				t.Errorf("remediating %s: %s %+v, %v", d.node, wf.State, wf.Failure, err)
+			}
+		})
+	}
+	remediations.Wait()
+
+	// Every loose agent, connected once more, is recorded at its NodeSpec, which it applied.
+	for _, a := range fleet {
+		agents.Go(func() { a.run(ctx, a.start()) })
+		var want int64
+		f.r.st.View(func(tx *store.Tx) error { spec, _ := tx.NodeSpec(a.node); want = spec.Generation; return nil })
+		f.wait(a.node+" recorded at generation "+fmt.Sprint(want), func() bool {
+			return a.lastApplied().Generation == want && f.observedInStore(a.node) == want
+		})
+		// Each command ran once, but where two sessions of the agent ran side by side,
+		// each of which runs a command at most once.
+		for round := range rounds {
+			for k := range 3 {
+				id := fmt.Sprintf("c-%s-%d-%d", a.node, round, k)
+				if n := a.runs(id); n != 1 && (round != duplicated || n < 1 || n > 2) {
+					t.Errorf("%s ran %s %d times, whose answer the relay returned", a.node, id, n)
+				}
+			}
+		}
+	}
+	// The site agent is pushed every tenant's pre-warmed images.
+	f.waitCacheImages(siteAgent, images)
+
+	// Used tokens are listed as used.
+	tokens, err := call[api.TokenList](f.admin, "tokens.list", api.ListRequest{Limit: store.MaxPage})
+	f.must(err, "tokens.list")
+	for _, tok := range tokens.Tokens {
+		if tok.UsedAt.IsZero() {
+			t.Errorf("token %s of %s: never used, though an agent joined with it", tok.ID, tok.NodeID)
+		}
+	}
+	cancel()
+	agents.Wait()
+}
+
+// raceProfiles has four clients of tenant create each version of one profile at once:
+// one is stored, the others are CONFLICT. The other tenant has a profile of the same id,
+// which neither sees of the other.
+func (f *busyFleet) raceProfiles(tenant string, c *api.Client) {
+	for version := 1; version <= 3; version++ {
+		doc := fmt.Sprintf(`{"id": "shared", "version": %d, "target": "metal", "steps": [{"use": "wait.agentJoined", "with": {"role": "node"}}]}`, version)
+		var created atomic.Int32
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				v, err := call[api.ProfileView](c, "profiles.create", api.CreateProfileRequest{Document: api.Document(doc)})
+				switch {
+				case err == nil && v.TenantID == tenant && v.Version == version:
+					created.Add(1)
+				case proto.CodeOf(err) != proto.Conflict:
+					f.t.Errorf("%s creates shared@%d: %+v, %v; want it stored or CONFLICT", tenant, version, v, err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := created.Load(); n != 1 {
+			f.t.Errorf("%s created shared@%d %d times, want once", tenant, version, n)
+		}
+	}
+	f.must(c.Call(context.Background(), "profiles.create", api.CreateProfileRequest{Document: api.Document(
+		`{"id": "only-` + tenant + `", "version": 1, "target": "metal", "steps": [{"use": "wait.agentJoined", "with": {"role": "node"}}]}`)}, nil), "profiles.create")
+}
+
+// publishImages registers three images of tenant signed by s, once the admin has added
+// s to the tenant's allowlist over the admin socket, and pre-warms them at its pool.
+func (f *busyFleet) publishImages(tenant string, c *api.Client, s signer) []string {
+	_, err := call[api.ImageSigner](f.host, "signers.add", api.AddSignerRequest{TenantID: tenant, ID: s.id, PublicKey: s.publicPEM()})
+	if !f.must(err, "signers.add") {
+		return nil
+	}
+	var refs []string
+	for i := range 3 {
+		ref := fmt.Sprintf("%s-os@2026.%d", tenant, i+1)
+		_, err := call[api.Image](c, "images.register", s.image(ref))
+		if !f.must(err, "images.register "+ref) {
+			return nil
+		}
+		refs = append(refs, ref)
+		_, err = call[api.Pool](c, "pools.update", api.UpdatePoolRequest{Name: "gpu", PrewarmImages: &refs})
+		f.must(err, "pools.update")
+	}
+	return refs
+}
+
+// follow follows a workflow as `--wait` does, until it ends or waits for its node's agent.
+func (f *busyFleet) follow(c *api.Client, id string) {
+	rev := 0
+	for {
+		wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: id, AfterRev: rev})
+		if !f.must(err, "workflows.get") || wf.State != store.RunRunning || wf.Steps[0].State == store.StepRunning {
+			return
+		}
+		rev = wf.Rev
+	}
+}
+
+// listOwn lists tenant's profiles, images, nodes and their events and workflows while
+// the others work, and checks that everything listed is tenant's (or the platform's
+// shipped profiles), and that other's nodes and profiles are NOT_FOUND to tenant.
+func (f *busyFleet) listOwn(tenant, other string) {
+	c := f.tenants[tenant]
+	for range 20 {
+		profiles, err := call[api.ProfileList](c, "profiles.list", api.ListProfilesRequest{})
+		f.must(err, "profiles.list")
+		for _, p := range profiles.Profiles {
+			if p.TenantID != tenant && p.TenantID != store.BuiltinTenant || p.ID == "only-"+other {
+				f.t.Errorf("%s lists %s's profile %s@%d", tenant, p.TenantID, p.ID, p.Version)
+			}
+		}
+		if _, err := call[api.ProfileView](c, "profiles.get", api.ProfileKey{ID: "only-" + other}); err != nil && proto.CodeOf(err) != proto.NotFound {
+			f.t.Errorf("%s gets only-%s: %v, want NOT_FOUND", tenant, other, err)
+		} else if err == nil {
+			f.t.Errorf("%s gets %s's profile only-%s", tenant, other, other)
+		}
+		images, err := call[api.ImageList](c, "images.list", api.ListImagesRequest{})
+		f.must(err, "images.list")
+		for _, img := range images.Images {
+			if img.Tenant != tenant {
+				f.t.Errorf("%s lists %s's image %s", tenant, img.Tenant, img.Ref)
+			}
+		}
+		nodes, err := call[api.NodeList](c, "metal.list", api.ListNodesRequest{})
+		f.must(err, "metal.list")
+		for _, n := range nodes.Nodes {
+			if n.Tenant != tenant {
+				f.t.Errorf("%s lists %s's node %s", tenant, n.Tenant, n.ID)
+			}
+			events, err := call[api.EventList](c, "metal.events", api.EventsRequest{NodeID: n.ID})
+			f.must(err, "metal.events")
+			for _, e := range events.Events {
+				if e.NodeID != n.ID {
+					f.t.Errorf("%s's events of node %s hold one of %s", tenant, n.ID, e.NodeID)
+				}
+			}
+			if n.Workflow != "" {
+				_, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: n.Workflow})
+				f.must(err, "workflows.get")
+			}
+		}
+		// The other tenant's nodes and their workflows are not found.
+		others, err := call[api.NodeList](f.tenants[other], "metal.list", api.ListNodesRequest{})
+		f.must(err, "metal.list")
+		for _, n := range others.Nodes {
+			if _, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: n.ID}); proto.CodeOf(err) != proto.NotFound {
+				f.t.Errorf("%s gets %s's node %s: %v, want NOT_FOUND", tenant, other, n.ID, err)
+			}
+			if _, err := call[api.EventList](c, "metal.events", api.EventsRequest{NodeID: n.ID}); proto.CodeOf(err) != proto.NotFound {
+				f.t.Errorf("%s lists the events of %s's node %s: %v, want NOT_FOUND", tenant, other, n.ID, err)
+			}
+			if n.Workflow == "" {
+				continue
+			}
+			if _, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: n.Workflow}); proto.CodeOf(err) != proto.NotFound {
+				f.t.Errorf("%s gets %s's workflow %s: %v, want NOT_FOUND", tenant, other, n.Workflow, err)
+			}
+		}
+	}
+}
+
+// registryGoroutines are the stacks of the goroutines that run the registry's code, or
+// a server it started (the API's connections, the store): what must be gone once it is
+// closed. A goroutine of the test (a client waiting for its answer) is not one. Those
+// Close ended may take a moment to return: it looks again for up to two seconds.
+func registryGoroutines() (left []string) {
+	for range 100 {
+		if left = runningRegistry(); len(left) == 0 {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return left
+}
+
+// runningRegistry is registryGoroutines at this moment.
+func runningRegistry() []string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var left []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		registry, test := false, false
+		for _, line := range strings.Split(g, "\n") {
+			line = strings.TrimSpace(line)
+			file, _, _ := strings.Cut(line, ":")
+			test = test || strings.HasSuffix(file, "_test.go")
+			registry = registry || strings.Contains(file, "/registry/") && strings.HasSuffix(file, ".go") ||
+				strings.HasPrefix(line, "net/http.(*conn).serve") || strings.HasPrefix(line, "go.etcd.io/bbolt")
+		}
+		if registry && !test {
+			left = append(left, g)
+		}
+	}
+	return left
+}
+
+// TestCloseWhileBusy closes the registry while everything of TestBusyFleet goes on at
+// once, Prometheus scrapes its metrics, and calls wait on the registry (workflows
+// followed, event logs awaited): Close
+// returns, Serve returns nil, no goroutine of the registry is left, a call after it is
+// UNAVAILABLE, and the store, opened again, holds only what the agents acknowledged.
+func TestCloseWhileBusy(t *testing.T) {
+	f := startBusyFleet(t)
+	agentsCtx, stopAgents := context.WithCancel(context.Background())
+	var agents sync.WaitGroup
+	defer func() { stopAgents(); agents.Wait() }()
+	siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
+	agents.Go(func() { siteAgent.run(agentsCtx, siteAgent.start()) })
+	// A node of each tenant whose deploy waits for an agent that never comes.
+	waiting := map[string]api.Node{}
+	for i, tenant := range busyTenants {
+		c := f.tenants[tenant]
+		node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:01:%02x", i)},
+			BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", i+1)}})
+		f.must(err, "metal.enroll")
+		f.wait("node "+node.ID+" ready", func() bool {
+			n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
+			return err == nil && n.State == store.NodeReady
+		})
+		f.must(c.Call(context.Background(), "profiles.create", api.CreateProfileRequest{Document: api.Document(busyDeploy)}, nil), "profiles.create")
+		started, err := call[api.DeployStarted](c, "metal.deploy", api.DeployRequest{NodeID: node.ID, ProfileID: "joins"})
+		f.must(err, "metal.deploy")
+		node.Workflow = started.WorkflowID
+		waiting[tenant] = node
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	loose := make([]*fleetAgent, 3)
+	for i := range loose {
+		node := fmt.Sprintf("gpu-%d", i)
+		loose[i] = f.newAgent(node, f.raceJoin(store.TokenProvisioned, node, "node"))
+	}
+
+	// The storm: each worker loops until stopped; what fails once the registry closes is
+	// expected, what fails before is not.
+	var (
+		closing  atomic.Bool
+		stopped  = make(chan struct{})
+		workers  sync.WaitGroup
+		ops      sync.Map // worker name -> *atomic.Int64
+		callsCtx context.Context
+	)
+	callsCtx, cancelCalls := context.WithCancel(context.Background())
+	defer cancelCalls()
+	report := func(err error, what string) {
+		if err != nil && !closing.Load() {
+			t.Errorf("%s before the registry closed: %v", what, err)
+		}
+	}
+	// worker runs op in a loop; the registry closes once it started op atLeast times.
+	worker := func(name string, atLeast int64, op func(i int)) {
+		n := &atomic.Int64{}
+		ops.Store(name, [2]any{n, atLeast})
+		workers.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stopped:
+					return
+				default:
+				}
+				if closing.Load() {
+					time.Sleep(time.Millisecond) // what is left to do is to stop
+					continue
+				}
+				n.Add(1)
+				op(i)
+			}
+		})
+	}
+	for _, tenant := range busyTenants {
+		c, node := f.tenants[tenant], waiting[tenant]
+		worker(tenant+" creates profiles", 3, func(i int) {
+			_, err := callCtx[api.ProfileView](callsCtx, c, "profiles.create", api.CreateProfileRequest{Document: api.Document(fmt.Sprintf(
+				`{"id": "p-%d", "version": 1, "target": "metal", "steps": [{"use": "wait.agentJoined", "with": {"role": "node"}}]}`, i))})
+			report(err, tenant+" profiles.create")
+		})
+		worker(tenant+" lists", 3, func(int) {
+			_, err := callCtx[api.ProfileList](callsCtx, c, "profiles.list", api.ListProfilesRequest{})
+			report(err, tenant+" profiles.list")
+			_, err = callCtx[api.NodeList](callsCtx, c, "metal.list", api.ListNodesRequest{})
+			report(err, tenant+" metal.list")
+		})
+		worker(tenant+" follows the workflow", 1, func(int) {
+			wf, err := callCtx[api.WorkflowView](callsCtx, c, "workflows.get", api.GetWorkflowRequest{ID: node.Workflow})
+			report(err, tenant+" workflows.get")
+			if err == nil {
+				_, err = callCtx[api.WorkflowView](callsCtx, c, "workflows.get", api.GetWorkflowRequest{ID: node.Workflow, AfterRev: wf.Rev})
+				report(err, tenant+" workflows.get afterRev")
+			}
+		})
+		worker(tenant+" awaits events", 1, func(int) {
+			ev, err := callCtx[api.EventList](callsCtx, c, "metal.events", api.EventsRequest{NodeID: node.ID})
+			report(err, tenant+" metal.events")
+			if err == nil {
+				_, err = callCtx[api.EventList](callsCtx, c, "metal.events", api.EventsRequest{NodeID: node.ID, AfterSeq: ev.LastSeq, Wait: true})
+				report(err, tenant+" metal.events wait")
+			}
+		})
+	}
+	worker("admin joins", 3, func(i int) {
+		node := fmt.Sprintf("joiner-%d", i)
+		made, err := callCtx[api.CreatedToken](callsCtx, f.admin, "tokens.create", api.CreateTokenRequest{Kind: store.TokenProvisioned, NodeID: node})
+		report(err, "tokens.create")
+		if err == nil {
+			_, err = f.join(node, "node", made.Secret)
+			report(err, "join")
+		}
+	})
+	worker("Prometheus scrapes", 3, func(int) {
+		req, _ := http.NewRequestWithContext(callsCtx, http.MethodGet, f.r.Info().MetricsURL, nil)
+		resp, err := http.DefaultClient.Do(req)
+		report(err, "scraping the metrics")
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			report(err, "reading the metrics")
+		}
+	})
+	for _, a := range loose {
+		worker(a.node+" restarts", 3, func(int) {
+			s := a.start()
+			ctx, stop := context.WithCancel(agentsCtx)
+			done := make(chan struct{})
+			go func() { a.run(ctx, s); close(done) }()
+			for !s.Connected() && !closing.Load() && agentsCtx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
+			stop()
+			<-done
+		})
+		worker(a.node+" is pushed", 3, func(i int) {
+			report(f.bump(a.node, i), "storing a NodeSpec")
+		})
+		worker(a.node+" is relayed to", 3, func(i int) {
+			id := fmt.Sprintf("x-%s-%d", a.node, i)
+			got, err := f.r.plane.ep.Relay(callsCtx, a.node, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(fmt.Sprintf(`{"ID":%q}`, id))})
+			report(err, "relay "+id)
+			if err == nil && !strings.Contains(string(got), id) {
+				t.Errorf("relay %s answered %s", id, got)
+			}
+		})
+	}
+	ops.Range(func(name, v any) bool {
+		n, atLeast := v.([2]any)[0].(*atomic.Int64), v.([2]any)[1].(int64)
+		return f.wait(fmt.Sprintf("%s %d times", name, atLeast), func() bool { return n.Load() >= atLeast })
+	})
+
+	closing.Store(true)
+	if err := f.r.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	select {
+	case err := <-f.served:
+		if err != nil {
+			t.Errorf("Serve after Close: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Serve did not return after Close")
+	}
+	// The callers still waiting for answers wait on: nothing of the registry runs for them.
+	for _, g := range registryGoroutines() {
+		t.Errorf("a goroutine of the registry left after Close:\n%s", g)
+	}
+	if err := f.admin.Call(context.Background(), "profiles.list", api.ListProfilesRequest{}, nil); proto.CodeOf(err) != proto.Unavailable {
+		t.Errorf("a call after Close: %v, want UNAVAILABLE", err)
+	}
+	close(stopped)
+	cancelCalls()
+	stopAgents()
+	workers.Wait()
+	agents.Wait()
+
+	// Opened again, the store records for each agent a generation it applied.
+	again := newTestRegistry(t, Config{DataDir: f.dir})
+	for _, a := range loose {
+		var st store.AgentStatus
+		again.st.View(func(tx *store.Tx) error { st, _ = tx.AgentStatus(a.node); return nil })
+		if !a.wasApplied(st.ObservedGeneration) {
+			t.Errorf("the store records that %s applied generation %d, which it never applied", a.node, st.ObservedGeneration)
+		}
+	}
+}
+
+// TestCloseAnswersWaitingCalls: a client following a workflow (workflows.get afterRev)
+// and one awaiting a node's events (metal.events wait) when the registry closes are
+// answered at once with what is known, rather than having their connections cut, or
+// waiting on a registry whose store is released.
+func TestCloseAnswersWaitingCalls(t *testing.T) {
+	f := startBusyFleet(t)
+	c := f.tenants["acme"]
+	// No site agent answers: the enrollment's workflow waits at its first BMC read.
+	node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:02:01"},
+		BMC: api.BMC{Driver: "redfish", Address: "https://10.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf api.WorkflowView
+	var events api.EventList
+	f.wait("the enrollment waits for the site agent", func() bool {
+		n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
+		if err != nil || n.Workflow == "" {
+			return false
+		}
+		wf, err = call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: n.Workflow})
+		return err == nil && wf.Steps[0].State == store.StepRunning
+	})
+	events, err = call[api.EventList](c, "metal.events", api.EventsRequest{NodeID: node.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan error, 2)
+	go func() {
+		_, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: wf.ID, AfterRev: wf.Rev})
+		answers <- err
+	}()
+	go func() {
+		_, err := call[api.EventList](c, "metal.events", api.EventsRequest{NodeID: node.ID, AfterSeq: events.LastSeq, Wait: true})
+		answers <- err
+	}()
+	f.wait("both calls waiting in the registry", func() bool {
+		stacks := strings.Join(runningRegistry(), "\n")
+		return strings.Contains(stacks, "workflow.(*Engine).Watch") && strings.Contains(stacks, "registerEvents")
+	})
+	if err := f.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-answers; err != nil {
+			t.Errorf("a call waiting as the registry closed: %v, want its answer", err)
+		}
+	}
+}
+
+// TestRevocationsRaceTheirUse revokes while the revoked is in use, as an admin reacting
+// to a leak does: a credential a tenant's clients are calling with, and join tokens that
+// joiners are presenting. A call that starts after the revocation answered is refused
+// (UNAUTHENTICATED), whatever was under way; a token is either revoked or admits one
+// joiner, never both, and one revoked admits none.
+func TestRevocationsRaceTheirUse(t *testing.T) {
+	f := startBusyFleet(t)
+	made, err := call[api.CreatedCredential](f.admin, "credentials.create", api.CreateCredentialRequest{TenantID: "acme", Actions: []string{api.ActionProfilesRead}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := api.LoadClientConfig(f.r.Info().AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Credential = made.Secret
+	leaked, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var revoked atomic.Bool
+	var calls atomic.Int64
+	var users sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		users.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				after := revoked.Load()
+				_, err := call[api.ProfileList](leaked, "profiles.list", api.ListProfilesRequest{})
+				calls.Add(1)
+				switch {
+				case after && proto.CodeOf(err) != proto.Unauthenticated:
+					t.Errorf("a call with the credential begun after its revocation answered: %v, want UNAUTHENTICATED", err)
+				case err != nil && proto.CodeOf(err) != proto.Unauthenticated:
+					t.Errorf("a call with the credential: %v", err)
+				}
+			}
+		})
+	}
+	// The tokens: each revoked while two joiners present it.
+	type outcome struct {
+		revoked  bool
+		admitted int
+	}
+	outcomes := make([]outcome, 8)
+	var tokens sync.WaitGroup
+	for i := range outcomes {
+		tokens.Go(func() {
+			node := fmt.Sprintf("gpu-%d", i)
+			tok, err := call[api.CreatedToken](f.admin, "tokens.create", api.CreateTokenRequest{Kind: store.TokenProvisioned, NodeID: node})
+			if !f.must(err, "tokens.create") {
+				return
+			}
+			var joins sync.WaitGroup
+			var admitted atomic.Int32
+			for range 2 {
+				joins.Go(func() {
+					_, err := f.join(node, "node", tok.Secret)
+					if err == nil {
+						admitted.Add(1)
+					} else if proto.CodeOf(err) != proto.Unauthenticated {
+						t.Errorf("a joiner of %s: %v, want it admitted or UNAUTHENTICATED", node, err)
+					}
+				})
+			}
+			_, err = call[api.Token](f.admin, "tokens.revoke", api.RevokeTokenRequest{ID: tok.ID})
+			if err != nil && proto.CodeOf(err) != proto.InvalidState {
+				t.Errorf("revoking %s's token: %v, want it revoked or INVALID_STATE (used)", node, err)
+			}
+			joins.Wait()
+			outcomes[i] = outcome{err == nil, int(admitted.Load())}
+		})
+	}
+	f.wait("calls with the credential", func() bool { return calls.Load() >= 10 })
+	_, err = call[api.Credential](f.admin, "credentials.revoke", api.RevokeCredentialRequest{ID: made.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked.Store(true)
+	from := calls.Load()
+	f.wait("calls with the revoked credential", func() bool { return calls.Load() >= from+10 })
+	close(stop)
+	users.Wait()
+	tokens.Wait()
+	for i, o := range outcomes {
+		if o.revoked && o.admitted != 0 || !o.revoked && o.admitted != 1 {
+			t.Errorf("token of gpu-%d: revoked %v, and admitted %d joiners", i, o.revoked, o.admitted)
+		}
+	}
+}
+
+// TestBusyReplicas drives two registries sharing one etcd store (a real three-member
+// cluster), as a fleet behind replicas does: the tenants call the second while the
+// agents hold their sessions with the first, so every command, NodeSpec and join crosses
+// from one replica to the other through the store's watch and its hooks, and the first
+// is followed (events awaited) while the second commits. Enrollments relayed to the site
+// agent through the other replica complete, deploys complete when the node agents join
+// the first, each NodeSpec the second writes is pushed by the first and recorded as
+// applied, the site agent is pushed the images pre-warmed through the second, and the
+// tenants see only their own through either.
+func TestBusyReplicas(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	cfg := Config{Store: StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}, KEKFile: filepath.Join(t.TempDir(), "kek")}
+	agentSide := serveBusy(t, cfg)
+	agentSide.populate()
+	apiSide := serveBusy(t, cfg, agentSide.r.Info().AdminConfig)
+	for tenant, tc := range agentSide.configs {
+		apiSide.addTenant(tenant, tc)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var agents sync.WaitGroup
+	defer func() { cancel(); agents.Wait() }()
+	siteAgent := agentSide.newAgent("rack-a", agentSide.raceJoin(store.TokenSite, "rack-a", "site"))
+	agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+
+	var work sync.WaitGroup
+	var mu sync.Mutex
+	var machines []*fleetAgent
+	images := map[string][]string{}
+	for ti, tenant := range busyTenants {
+		c := apiSide.tenants[tenant]
+		work.Go(func() {
+			refs := apiSide.publishImages(tenant, c, newSigner(t, "k-"+tenant))
+			mu.Lock()
+			images[tenant] = refs
+			mu.Unlock()
+		})
+		apiSide.must(c.Call(context.Background(), "profiles.create", api.CreateProfileRequest{Document: api.Document(busyDeploy)}, nil), "profiles.create")
+		for i := range 2 {
+			work.Go(func() {
+				node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)},
+					BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
+				if !apiSide.must(err, "metal.enroll") {
+					return
+				}
+				// Its events are awaited on the other replica while this one writes them.
+				fctx, unfollow := context.WithCancel(ctx)
+				work.Go(func() { agentSide.followEvents(fctx, agentSide.tenants[tenant], node.ID) })
+				defer unfollow()
+				apiSide.wait("node "+node.ID+" ready", func() bool {
+					n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
+					return err == nil && n.State == store.NodeReady
+				})
+				started, err := call[api.DeployStarted](c, "metal.deploy", api.DeployRequest{NodeID: node.ID, ProfileID: "joins"})
+				if !apiSide.must(err, "metal.deploy") {
+					return
+				}
+				a := agentSide.newAgent(node.ID, agentSide.raceJoin(store.TokenProvisioned, node.ID, "node"))
+				agents.Go(func() { a.run(ctx, a.start()) })
+				mu.Lock()
+				machines = append(machines, a)
+				mu.Unlock()
+				apiSide.wait("the deploy of "+node.ID+" succeeded", func() bool {
+					wf, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
+					return err == nil && wf.State == store.RunSucceeded
+				})
+			})
+		}
+	}
+	for i := range 2 {
+		work.Go(func() { apiSide.listOwn(busyTenants[i], busyTenants[1-i]) })
+	}
+	work.Wait()
+
+	for _, a := range machines {
+		agentSide.wait(a.node+" applies the NodeSpec the other replica wrote", func() bool {
+			spec := a.lastApplied()
+			return spec.Host != nil && apiSide.observedInStore(a.node) == spec.Generation
+		})
+	}
+	agentSide.waitCacheImages(siteAgent, images)
+}
+
+// waitCacheImages waits until the site agent has applied a NodeSpec whose cache images
+// are the images pre-warmed (refs by tenant), and the store records it applied.
+func (f *busyFleet) waitCacheImages(site *fleetAgent, images map[string][]string) {
+	var want []string
+	for _, refs := range images {
+		want = append(want, refs...)
+	}
+	slices.Sort(want)
+	f.wait(fmt.Sprintf("the site agent applies the cache images %v", want), func() bool {
+		spec := site.lastApplied()
+		var got []string
+		if spec.Site != nil {
+			for _, img := range spec.Site.CacheImages {
+				got = append(got, img.Ref)
+			}
+		}
+		slices.Sort(got)
+		return slices.Equal(got, want) && f.observedInStore(site.node) == spec.Generation
+	})
+}
+
+// followEvents follows node's events as `nodes events --follow` does, until ctx ends.
+func (f *busyFleet) followEvents(ctx context.Context, c *api.Client, node string) {
+	var after uint64
+	for {
+		events, err := callCtx[api.EventList](ctx, c, "metal.events", api.EventsRequest{NodeID: node, AfterSeq: after, Wait: true})
+		if ctx.Err() != nil || !f.must(err, "metal.events") {
+			return
+		}
+		for _, e := range events.Events {
+			if e.NodeID != node || e.Seq <= after {
+				f.t.Errorf("following %s after seq %d: event %d of %s", node, after, e.Seq, e.NodeID)
+			}
+			after = e.Seq
+		}
+	}
+}
