@@ -345,7 +345,7 @@ func TestDestination(t *testing.T) {
 			if c.nak {
 				mt = dhcpv4.MessageTypeNak
 			}
-			resp, _ := reply(req, mt, serverIP)
+			resp := reply(req, mt, serverIP)
 			if diff := cmp.Diff(c.want, Destination(req, resp, c.peer).String()); diff != "" {
 				t.Error(diff)
 			}
@@ -525,5 +525,29 @@ func TestExhaustedPoolIsTold(t *testing.T) {
 	}
 	if exhausted != 1 {
 		t.Errorf("told of %d exhausted pools, want 1", exhausted)
+	}
+}
+
+// TestReplyIsTheLibrarys checks that reply builds, byte for byte, the reply
+// dhcpv4.NewReplyFromRequest builds (whose random transaction id the request's replaces),
+// for a plain, a relayed and a client-identified request.
+func TestReplyIsTheLibrarys(t *testing.T) {
+	plain := client{arch: archp(iana.INTEL_X86PC), vendor: pxe, uuid: true, msg: dhcpv4.MessageTypeDiscover}.packet(t)
+	relayed := client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 8, 0, 9)}.packet(t)
+	relayed.GatewayIPAddr = net.IPv4(10, 8, 0, 1)
+	relayed.Flags = 0x8000
+	relayed.UpdateOption(dhcpv4.OptRelayAgentInfo(dhcpv4.OptGeneric(dhcpv4.LinkSelectionSubOption, []byte{10, 8, 0, 0})))
+	relayed.UpdateOption(dhcpv4.OptClientIdentifier([]byte{1, 2, 3, 4, 5, 6, 7}))
+	for name, req := range map[string]*dhcpv4.DHCPv4{"plain": plain, "relayed": relayed} {
+		for _, mt := range []dhcpv4.MessageType{dhcpv4.MessageTypeOffer, dhcpv4.MessageTypeAck, dhcpv4.MessageTypeNak} {
+			want, err := dhcpv4.NewReplyFromRequest(req, dhcpv4.WithMessageType(mt), dhcpv4.WithServerIP(serverIP),
+				dhcpv4.WithOption(dhcpv4.OptServerIdentifier(serverIP)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want.ToBytes(), reply(req, mt, serverIP).ToBytes()); diff != "" {
+				t.Errorf("%s %s: reply differs from the library's (-want +got):\n%s", name, mt, diff)
+			}
+		}
 	}
 }
