@@ -305,9 +305,16 @@ type pxeStormResult struct {
 	// DHCP, TFTP and IPXE are when the last machine finished its firmware's DHCP, its
 	// TFTP read and its iPXE DHCP.
 	DHCP, TFTP, IPXE time.Duration
-	Bytes            int64
-	Errors           []string
+	// Timeline is, for each phase of a machine's boot, when a tenth, half and nine
+	// tenths of the machines had finished it: the firmware's DHCP, its TFTP read, iPXE's
+	// DHCP, the script, and the last download.
+	Timeline map[string][3]time.Duration
+	Bytes    int64
+	Errors   []string
 }
+
+// stormPhases are the phases of a storm's Timeline, in the order a machine goes through them.
+var stormPhases = []string{"dhcp", "tftp", "ipxe-dhcp", "script", "done"}
 
 // runPXEStorm runs a storm from ns and fails the benchmark unless every machine booted.
 func runPXEStorm(b *testing.B, ns *netns.NS, peer string, clients, window int) pxeStormResult {
@@ -327,8 +334,13 @@ func runPXEStorm(b *testing.B, ns *netns.NS, peer string, clients, window int) p
 		b.Fatalf("storm: %v\n%s%s", err, out, stderr.String())
 	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	b.Logf("%s: %d booted, %d failed, %d restarts, %d TFTP reads windowed, last at %v (p50 %v; last DHCP %v, TFTP %v, iPXE DHCP %v), %d MiB %v", peer,
-		r.Booted, r.Failed, r.Restarts, r.Windowed, ms(r.Last), ms(r.P50), ms(r.DHCP), ms(r.TFTP), ms(r.IPXE), r.Bytes>>20, r.Errors)
+	var timeline strings.Builder
+	for _, ph := range stormPhases {
+		t := r.Timeline[ph]
+		fmt.Fprintf(&timeline, " %s %v/%v/%v", ph, ms(t[0]), ms(t[1]), ms(t[2]))
+	}
+	b.Logf("%s: %d booted, %d failed, %d restarts, %d TFTP reads windowed, last at %v (p50 %v; last DHCP %v, TFTP %v, iPXE DHCP %v), %d MiB %v; a tenth/half/nine tenths of the machines through:%s", peer,
+		r.Booted, r.Failed, r.Restarts, r.Windowed, ms(r.Last), ms(r.P50), ms(r.DHCP), ms(r.TFTP), ms(r.IPXE), r.Bytes>>20, r.Errors, timeline.String())
 	if r.Failed > 0 {
 		b.Errorf("%s: %d of %d machines failed to boot: %v", peer, r.Failed, clients, r.Errors)
 	}
@@ -378,8 +390,10 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 		mu    sync.Mutex
 		res   pxeStormResult
 		times []time.Duration
-		wg    sync.WaitGroup
-		start = time.Now()
+		// phases holds each phase's times, in stormPhases' order.
+		phases = make([][]time.Duration, len(stormPhases))
+		wg     sync.WaitGroup
+		start  = time.Now()
 	)
 	for i := range spec.Clients {
 		wg.Go(func() {
@@ -417,6 +431,9 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 			}
 			res.DHCP, res.TFTP, res.IPXE = max(res.DHCP, m.dhcp), max(res.TFTP, m.tftp), max(res.IPXE, m.ipxe)
 			times = append(times, m.done)
+			for k, t := range []time.Duration{m.dhcp, m.tftp, m.ipxe, m.script, m.done} {
+				phases[k] = append(phases[k], t)
+			}
 		})
 	}
 	wg.Wait()
@@ -424,14 +441,22 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 	if len(times) > 0 {
 		res.P50, res.Last = times[len(times)/2], times[len(times)-1]
 	}
+	res.Timeline = map[string][3]time.Duration{}
+	for k, ts := range phases {
+		if len(ts) == 0 {
+			continue
+		}
+		slices.Sort(ts)
+		res.Timeline[stormPhases[k]] = [3]time.Duration{ts[len(ts)/10], ts[len(ts)/2], ts[len(ts)*9/10]}
+	}
 	return res, nil
 }
 
 // pxeMachine is one machine of a storm: when it finished each phase, and the bytes it
 // read.
 type pxeMachine struct {
-	dhcp, tftp, ipxe, done time.Duration
-	bytes                  int64
+	dhcp, tftp, ipxe, script, done time.Duration
+	bytes                          int64
 	// window is the TFTP window its server agreed to (1: one block per acknowledgement).
 	window int
 }
@@ -489,6 +514,7 @@ func (m *pxeMachine) boot(ctx context.Context, udp *stormUDP, client *http.Clien
 	if err != nil {
 		return fmt.Errorf("%s: %w", mac, err)
 	}
+	m.script = time.Since(start)
 	if kernel == "" || initrd == "" {
 		return fmt.Errorf("%s: script %s names no kernel and initrd", mac, r.Script)
 	}
