@@ -134,6 +134,19 @@ func TestChoose(t *testing.T) {
 			t.Errorf("Secure Boot machine, arch %v, shim %q: got %+v (%v), want %+v (none: %v)", c.Arch, sc.boot.Files.Shim, got, ok, sc.want, sc.none)
 		}
 	}
+	// Only UEFI firmware's answer looks up the machine's Secure Boot: a BIOS, an iPXE or
+	// a plain request costs no look-up.
+	looked := 0
+	counting := secure
+	counting.SecureBoot = func(net.HardwareAddr) bool { looked++; return false }
+	for _, cl := range []client{{arch: archp(iana.INTEL_X86PC), vendor: pxe}, {ipxe: true, arch: archp(iana.EFI_X86_64)}, {}} {
+		cl.msg = dhcpv4.MessageTypeDiscover
+		c, _ := Classify(cl.packet(t))
+		counting.Choose(c)
+	}
+	if looked != 0 {
+		t.Errorf("%d Secure Boot look-ups for requests whose answer does not depend on it, want 0", looked)
+	}
 	noARM := boot
 	noARM.Files.ARM64 = ""
 	c, _ := Classify(client{arch: archp(iana.EFI_ARM64), vendor: "PXEClient", msg: dhcpv4.MessageTypeDiscover}.packet(t))
