@@ -92,15 +92,7 @@ const filledStart = 10
 // filledLeases is how many leases BenchmarkDHCPExchangesFilled's stores hold: 5,000, or
 // BC_DHCP_LEASES.
 func filledLeases(b *testing.B) int {
-	s := os.Getenv("BC_DHCP_LEASES")
-	if s == "" {
-		return 5000
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 || n > 40000 {
-		b.Fatalf("BC_DHCP_LEASES=%q: want a number of leases from 0 to 40000", s)
-	}
-	return n
+	return envCount(b, "BC_DHCP_LEASES", 5000, 0, 40000, "leases")
 }
 
 // filledStores writes n leases of other machines, spread evenly over cfg's range and

@@ -36,13 +36,19 @@ import (
 // stormClients is how many machines boot at once in the storm benchmarks: 1,000, or
 // BC_STORM_CLIENTS (a smaller storm checks a change quickly).
 func stormClients(b *testing.B) int {
-	s := os.Getenv("BC_STORM_CLIENTS")
+	return envCount(b, "BC_STORM_CLIENTS", 1000, 1, 50000, "machines")
+}
+
+// envCount is the number the environment variable name holds, def when it is unset; the
+// benchmark fails unless it is a number of what from lo to hi.
+func envCount(b *testing.B, name string, def, lo, hi int, what string) int {
+	s := os.Getenv(name)
 	if s == "" {
-		return 1000
+		return def
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 50000 {
-		b.Fatalf("BC_STORM_CLIENTS=%q: want a number of machines from 1 to 50000", s)
+	if err != nil || n < lo || n > hi {
+		b.Fatalf("%s=%q: want a number of %s from %d to %d", name, s, what, lo, hi)
 	}
 	return n
 }
