@@ -17,8 +17,10 @@ import (
 // later than before, and a machine's second file (the initrd after the kernel) does not
 // queue behind every other machine's first.
 //
-// No download waits longer than the gate's wait: past it, it sends without a place, so a
-// client that holds its places by reading slowly delays others by that much at most.
+// A machine's rank counts for perMachine downloads at a time: more of the same client
+// rank as a new machine's would, when they came. No download waits longer than the
+// gate's wait: past it, it sends without a place, so clients that hold places by reading
+// slowly, or by downloading without end, delay others by that much at most.
 type downloadGate struct {
 	clock Clock
 	wait  time.Duration
@@ -42,11 +44,16 @@ type machine struct {
 	ended  time.Time
 }
 
+// perMachine is how many downloads of one machine at a time wait with its rank (iPXE
+// downloads one file after the other).
+const perMachine = 2
+
 // forget is how long a machine keeps its place after its last download ended: long
 // enough to ask for its next file (iPXE asks for the initrd right after the kernel).
 const forget = time.Minute
 
-// waiter is one download waiting for a place; ready is closed when it has one.
+// waiter is one download waiting for a place, ranked by first; ready is closed when it
+// has one.
 type waiter struct {
 	first time.Time
 	seq   uint64
@@ -70,6 +77,10 @@ func (g *downloadGate) enter(ctx context.Context, client netip.Addr) (leave func
 		g.machines[client] = m
 		g.sweep(now)
 	}
+	rank := m.first
+	if m.active >= perMachine {
+		rank = now
+	}
 	m.active++
 	done := func(held bool) func() {
 		return sync.OnceFunc(func() {
@@ -89,7 +100,7 @@ func (g *downloadGate) enter(ctx context.Context, client netip.Addr) (leave func
 		return done(true), true
 	}
 	g.seq++
-	w := &waiter{first: m.first, seq: g.seq, ready: make(chan struct{})}
+	w := &waiter{first: rank, seq: g.seq, ready: make(chan struct{})}
 	heap.Push(&g.waiting, w)
 	g.mu.Unlock()
 

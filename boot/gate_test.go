@@ -89,6 +89,40 @@ func TestDownloadGateOrdersByMachine(t *testing.T) {
 	}
 }
 
+// TestDownloadGateRanksAMachineForTwo checks that a machine's rank counts for two
+// downloads at a time: a third of the same client waits as a newcomer would, behind a
+// machine that came before it, so that one client can not take every place by asking
+// for many files at once.
+func TestDownloadGateRanksAMachineForTwo(t *testing.T) {
+	fake := clock.NewFake(time.Unix(1e9, 0))
+	g := newDownloadGate(1, time.Hour, fake)
+	a, b := netip.MustParseAddr("10.99.1.1"), netip.MustParseAddr("10.99.1.2")
+	leaveA, _ := g.enter(context.Background(), a)
+	fake.Advance(time.Second)
+	second := enterAsync(context.Background(), g, a)
+	waitQueued(t, g, 1)
+	fake.Advance(time.Second)
+	bFirst := enterAsync(context.Background(), g, b)
+	waitQueued(t, g, 2)
+	fake.Advance(time.Second)
+	third := enterAsync(context.Background(), g, a)
+	waitQueued(t, g, 3)
+
+	leaveA()
+	(<-second)()
+	select {
+	case leave := <-bFirst:
+		leave()
+	case leave := <-third:
+		leave()
+		t.Fatal("the client's third download at once went before another machine's first")
+	}
+	(<-third)()
+	if n := freePlaces(g); n != 1 {
+		t.Errorf("%d places free after every download ended, want 1", n)
+	}
+}
+
 // TestDownloadGateWaitIsBounded checks that a download whose place does not come within
 // the gate's wait sends anyway, and that its end frees no place it never held.
 func TestDownloadGateWaitIsBounded(t *testing.T) {
