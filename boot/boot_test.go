@@ -257,9 +257,7 @@ func TestHTTPDownloadsReleasePlaces(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := freePlaces(s.gate); n != 1 {
-		t.Errorf("%d places free after every download ended, want 1", n)
-	}
+	wantAllFree(t, s.gate, 1)
 }
 
 func contains(lines []string, l string) bool {

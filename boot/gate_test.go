@@ -23,6 +23,19 @@ func enterAsync(ctx context.Context, g *downloadGate, client netip.Addr) <-chan 
 	return ch
 }
 
+// queueLater moves fake on a second, has client enter g, and waits until its download
+// waits in the queue.
+func queueLater(t *testing.T, g *downloadGate, fake *clock.Fake, client netip.Addr) <-chan func() {
+	t.Helper()
+	g.mu.Lock()
+	n := len(g.waiting)
+	g.mu.Unlock()
+	fake.Advance(time.Second)
+	ch := enterAsync(context.Background(), g, client)
+	waitQueued(t, g, n+1)
+	return ch
+}
+
 // waitQueued waits until n downloads wait at g.
 func waitQueued(t *testing.T, g *downloadGate, n int) {
 	t.Helper()
@@ -34,6 +47,15 @@ func waitQueued(t *testing.T, g *downloadGate, n int) {
 			return
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// wantAllFree fails the test unless all n places of g are free, as they are once every
+// download ended.
+func wantAllFree(t *testing.T, g *downloadGate, n int) {
+	t.Helper()
+	if free := freePlaces(g); free != n {
+		t.Errorf("%d places free after every download ended, want %d", free, n)
 	}
 }
 
@@ -55,12 +77,8 @@ func TestDownloadGateOrdersByMachine(t *testing.T) {
 	if !ok {
 		t.Fatal("the first download waited")
 	}
-	fake.Advance(time.Second)
-	bKernel := enterAsync(context.Background(), g, b)
-	waitQueued(t, g, 1)
-	fake.Advance(time.Second)
-	aInitrd := enterAsync(context.Background(), g, a)
-	waitQueued(t, g, 2)
+	bKernel := queueLater(t, g, fake, b)
+	aInitrd := queueLater(t, g, fake, a)
 
 	leaveA()
 	var next func()
@@ -84,9 +102,7 @@ func TestDownloadGateOrdersByMachine(t *testing.T) {
 	} else {
 		leave()
 	}
-	if n := freePlaces(g); n != 1 {
-		t.Errorf("%d places free after every download ended, want 1", n)
-	}
+	wantAllFree(t, g, 1)
 }
 
 // TestDownloadGateRanksAMachineForTwo checks that a machine's rank counts for two
@@ -98,15 +114,9 @@ func TestDownloadGateRanksAMachineForTwo(t *testing.T) {
 	g := newDownloadGate(1, time.Hour, fake)
 	a, b := netip.MustParseAddr("10.99.1.1"), netip.MustParseAddr("10.99.1.2")
 	leaveA, _ := g.enter(context.Background(), a)
-	fake.Advance(time.Second)
-	second := enterAsync(context.Background(), g, a)
-	waitQueued(t, g, 1)
-	fake.Advance(time.Second)
-	bFirst := enterAsync(context.Background(), g, b)
-	waitQueued(t, g, 2)
-	fake.Advance(time.Second)
-	third := enterAsync(context.Background(), g, a)
-	waitQueued(t, g, 3)
+	second := queueLater(t, g, fake, a)
+	bFirst := queueLater(t, g, fake, b)
+	third := queueLater(t, g, fake, a)
 
 	leaveA()
 	(<-second)()
@@ -118,9 +128,7 @@ func TestDownloadGateRanksAMachineForTwo(t *testing.T) {
 		t.Fatal("the client's third download at once went before another machine's first")
 	}
 	(<-third)()
-	if n := freePlaces(g); n != 1 {
-		t.Errorf("%d places free after every download ended, want 1", n)
-	}
+	wantAllFree(t, g, 1)
 }
 
 // TestDownloadGateWaitIsBounded checks that a download whose place does not come within
@@ -138,9 +146,7 @@ func TestDownloadGateWaitIsBounded(t *testing.T) {
 	}
 	hold()
 	hold() // a second call changes nothing
-	if n := freePlaces(g); n != 1 {
-		t.Errorf("%d places free after every download ended, want 1", n)
-	}
+	wantAllFree(t, g, 1)
 }
 
 // TestDownloadGateClientGone checks that a download whose client went away while it
@@ -157,9 +163,7 @@ func TestDownloadGateClientGone(t *testing.T) {
 	}
 	waitQueued(t, g, 0)
 	hold()
-	if n := freePlaces(g); n != 1 {
-		t.Errorf("%d places free after every download ended, want 1", n)
-	}
+	wantAllFree(t, g, 1)
 }
 
 // TestDownloadGateForgets checks that a machine keeps its place for forget after its last
