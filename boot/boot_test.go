@@ -92,7 +92,10 @@ func TestConfigCheck(t *testing.T) {
 		"bad numbers": {edit: func(c *Config) {
 			c.HTTPPort, c.TFTPBlockSize, c.TFTPWindowSize, c.HTTPSendBuffer, c.RetryInterval = 70000, 100, 65, 100, Duration(time.Millisecond)
 		}, paths: []string{"boot.httpPort", "boot.tftpBlockSize", "boot.tftpWindowSize", "boot.httpSendBuffer", "boot.retryInterval"}},
-		"autotuned send buffer":       {edit: func(c *Config) { c.HTTPSendBuffer = -1 }},
+		"autotuned send buffer": {edit: func(c *Config) { c.HTTPSendBuffer = -1 }},
+		"no bound on downloads": {edit: func(c *Config) { c.HTTPDownloads = -1 }},
+		"bad download gate": {edit: func(c *Config) { c.HTTPDownloads, c.HTTPDownloadWait = 0x20000, Duration(time.Millisecond) },
+			paths: []string{"boot.httpDownloads", "boot.httpDownloadWait"}},
 		"proxy port is the DHCP port": {edit: func(c *Config) { c.ProxyPort = 67 }, paths: []string{"boot.proxyPort"}},
 		"short HTTP timeouts": {edit: func(c *Config) {
 			c.HTTPIdleTimeout, c.HTTPStallTimeout = Duration(time.Millisecond), Duration(-time.Second)
@@ -212,6 +215,49 @@ func TestHTTP(t *testing.T) {
 	if diff := cmp.Diff([]string{"52:54:00:00:00:09"}, macs(d.got)); diff != "" {
 		t.Errorf("discoveries: %s", diff)
 	}
+}
+
+// TestHTTPDownloadsReleasePlaces checks that every ramdisk download, whole, ranged or of
+// a missing file, gives its place at the download gate back: with one place and no end
+// to the wait, a place kept would leave every later download without an answer.
+func TestHTTPDownloadsReleasePlaces(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.HTTPDownloads, cfg.HTTPDownloadWait = 1, Duration(time.Hour)
+	s, err := New(cfg, Deps{Entries: entries{}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h := s.HTTPHandler()
+	get := func(path, rng string) *httptest.ResponseRecorder {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		req := httptest.NewRequestWithContext(ctx, "GET", path, nil)
+		req.RemoteAddr = "10.9.0.50:40000"
+		if rng != "" {
+			req.Header.Set("Range", rng)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			path, rng, want := "/ramdisk/vmlinuz", "", "0123456789"
+			switch i % 3 {
+			case 1:
+				rng, want = "bytes=2-4", "234"
+			case 2:
+				path, want = "/ramdisk/none", "Not Found"
+			}
+			if rec := get(path, rng); !strings.HasPrefix(rec.Body.String(), want) {
+				t.Errorf("GET %s %s: %d %q, want %q", path, rng, rec.Code, rec.Body, want)
+			}
+		})
+	}
+	wg.Wait()
+	wantAllFree(t, s.gate, 1)
 }
 
 func contains(lines []string, l string) bool {

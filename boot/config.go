@@ -165,6 +165,14 @@ type Config struct {
 	// stops reading is let go, while a download of any size that keeps moving runs as
 	// long as it needs. No deadline bounds a whole response.
 	HTTPStallTimeout Duration `json:"httpStallTimeout"`
+	// HTTPDownloads is how many ramdisk downloads send at once (default 64; -1 for no
+	// bound). The others wait, the downloads of the machine that asked first going first,
+	// so that in a boot storm the first machines have their files early instead of every
+	// machine near the end.
+	HTTPDownloads int `json:"httpDownloads"`
+	// HTTPDownloadWait is the longest a ramdisk download waits for its turn (default
+	// 60s, at least 1s); past it, it sends anyway.
+	HTTPDownloadWait Duration `json:"httpDownloadWait"`
 	// RetryInterval is how long a machine without an entry, or whose boot failed, waits
 	// before it asks for its script again (default 10s, at least 1s).
 	RetryInterval Duration `json:"retryInterval"`
@@ -207,6 +215,7 @@ func (c Config) withDefaults() Config {
 	set(&c.TFTPBlockSize, 1468)
 	set(&c.TFTPWindowSize, 8)
 	set(&c.HTTPSendBuffer, 256<<10)
+	set(&c.HTTPDownloads, 64)
 	setD(&c.LeaseTime, time.Hour)
 	c.Subnets = slices.Clone(c.Subnets)
 	for i := range c.Subnets {
@@ -216,6 +225,7 @@ func (c Config) withDefaults() Config {
 	}
 	setD(&c.HTTPIdleTimeout, time.Minute)
 	setD(&c.HTTPStallTimeout, time.Minute)
+	setD(&c.HTTPDownloadWait, time.Minute)
 	setD(&c.RetryInterval, 10*time.Second)
 	setD(&c.DiscoveryInterval, 5*time.Minute)
 	return c
@@ -283,7 +293,10 @@ func (c Config) Check() error {
 	if c.HTTPSendBuffer != -1 && (c.HTTPSendBuffer < 4096 || c.HTTPSendBuffer > 64<<20) {
 		bad("httpSendBuffer", "send buffer %d is neither -1 nor within 4096-67108864", c.HTTPSendBuffer)
 	}
-	for _, d := range []named[Duration]{{"httpIdleTimeout", c.HTTPIdleTimeout}, {"httpStallTimeout", c.HTTPStallTimeout}} {
+	if c.HTTPDownloads != -1 && (c.HTTPDownloads < 1 || c.HTTPDownloads > 65536) {
+		bad("httpDownloads", "%d downloads at once is neither -1 (no bound) nor within 1-65536", c.HTTPDownloads)
+	}
+	for _, d := range []named[Duration]{{"httpIdleTimeout", c.HTTPIdleTimeout}, {"httpStallTimeout", c.HTTPStallTimeout}, {"httpDownloadWait", c.HTTPDownloadWait}} {
 		if d.v < Duration(time.Second) {
 			bad(d.field, "timeout %s is under 1s", d.v)
 		}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -99,7 +100,7 @@ func (c *stallConn) ReadFrom(r io.Reader) (int64, error) {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /boot/{script}", observeHTTP("script", http.HandlerFunc(s.serveScript), s.observer))
-	mux.Handle("GET /ramdisk/{file...}", observeHTTP("ramdisk", serveFiles(s.ramdiskRoot, "file"), s.observer))
+	mux.Handle("GET /ramdisk/{file...}", observeHTTP("ramdisk", s.gated(serveFiles(s.ramdiskRoot, "file")), s.observer))
 	mux.Handle("GET /ipxe/{file...}", observeHTTP("ipxe", serveFiles(s.ipxeRoot, "file"), s.observer))
 	for pattern, h := range s.extra {
 		mux.Handle(pattern, observeHTTP("image", h, s.observer))
@@ -216,6 +217,23 @@ func (s *Server) ramdiskURL(name string) string {
 		return name
 	}
 	return s.baseURL + "/ramdisk/" + name
+}
+
+// gated has h wait for its turn at the server's download gate, if it has one; a request
+// whose client went away while it waited is not answered.
+func (s *Server) gated(h http.Handler) http.Handler {
+	if s.gate == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ap, _ := netip.ParseAddrPort(r.RemoteAddr) // the invalid Addr, one machine, for none
+		leave, ok := s.gate.enter(r.Context(), ap.Addr())
+		if !ok {
+			return
+		}
+		defer leave()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // serveFiles serves the regular files under root, with Range and conditional requests,

@@ -387,7 +387,17 @@ func startDnsmasq(t *testing.T, n testNet) {
 // function that stops it (the test's end calls it too).
 func runDnsmasq(t testing.TB, ns *netns.NS, iface string, args ...string) (stop func()) {
 	t.Helper()
+	return runDnsmasqLeases(t, ns, iface, nil, args...)
+}
+
+// runDnsmasqLeases is runDnsmasq with its lease file holding leases (dnsmasq's format)
+// when it starts.
+func runDnsmasqLeases(t testing.TB, ns *netns.NS, iface string, leaseFile []byte, args ...string) (stop func()) {
+	t.Helper()
 	leases := filepath.Join(t.TempDir(), "dnsmasq.leases")
+	if err := os.WriteFile(leases, leaseFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	dnsmasq := ns.Command(ctx, "dnsmasq", append([]string{"--no-daemon", "--conf-file=/dev/null", "--port=0", "--interface=" + iface,
 		"--bind-interfaces", "--dhcp-leasefile=" + leases, "--pid-file=", "--user=root", "--no-ping"}, args...)...)

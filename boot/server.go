@@ -61,6 +61,8 @@ type Server struct {
 	bootServer dhcp.Handler
 	extra      map[string]http.Handler
 	observer   Observer
+	// gate orders the ramdisk downloads; nil for no bound.
+	gate *downloadGate
 	// hasChain: ShimFile and GRUBFile were there at New.
 	hasChain bool
 }
@@ -82,6 +84,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, entries: deps.Entries, log: deps.Log, extra: deps.Handlers, observer: deps.Observer,
 		discover: newDiscoverer(deps.Discoveries, deps.Clock, time.Duration(cfg.DiscoveryInterval))}
+	if cfg.HTTPDownloads > 0 {
+		s.gate = newDownloadGate(cfg.HTTPDownloads, time.Duration(cfg.HTTPDownloadWait), deps.Clock)
+	}
 	s.baseURL = "http://" + cfg.ServerIP.String()
 	if cfg.HTTPPort != 80 {
 		s.baseURL += ":" + strconv.Itoa(cfg.HTTPPort)

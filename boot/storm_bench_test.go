@@ -36,13 +36,19 @@ import (
 // stormClients is how many machines boot at once in the storm benchmarks: 1,000, or
 // BC_STORM_CLIENTS (a smaller storm checks a change quickly).
 func stormClients(b *testing.B) int {
-	s := os.Getenv("BC_STORM_CLIENTS")
+	return envCount(b, "BC_STORM_CLIENTS", 1000, 1, 50000, "machines")
+}
+
+// envCount is the number the environment variable name holds, def when it is unset; the
+// benchmark fails unless it is a number of what from lo to hi.
+func envCount(b *testing.B, name string, def, lo, hi int, what string) int {
+	s := os.Getenv(name)
 	if s == "" {
-		return 1000
+		return def
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 50000 {
-		b.Fatalf("BC_STORM_CLIENTS=%q: want a number of machines from 1 to 50000", s)
+	if err != nil || n < lo || n > hi {
+		b.Fatalf("%s=%q: want a number of %s from %d to %d", name, s, what, lo, hi)
 	}
 	return n
 }
@@ -70,7 +76,7 @@ const pxeStormHelper = "pxestorm"
 func BenchmarkBootStorm(b *testing.B) {
 	netns.Require(b, "dnsmasq", "nginx")
 	srvNS, cliNS, cfg := benchNet(b)
-	newStorm(b, cfg, dnsmasqRange).bench(b, srvNS, cliNS, 0, "")
+	newStorm(b, cfg, dnsmasqRange, netip.MustParseAddr("10.99.201.0")).bench(b, srvNS, cliNS, 0, "")
 }
 
 // BenchmarkBootStormRouted is the storm of BenchmarkBootStorm with the machines on a
@@ -80,7 +86,7 @@ func BenchmarkBootStorm(b *testing.B) {
 func BenchmarkBootStormRouted(b *testing.B) {
 	netns.Require(b, "dnsmasq", "nginx", "dhcrelay")
 	srvNS, router, cliNS, cfg := routedBenchNet(b)
-	st := newStorm(b, cfg, dnsmasqRackRange)
+	st := newStorm(b, cfg, dnsmasqRackRange, netip.MustParseAddr("10.98.201.0"))
 	st.relay = router
 	st.bench(b, srvNS, cliNS, 0, "routed-")
 }
@@ -94,7 +100,7 @@ func BenchmarkBootStormRouted(b *testing.B) {
 func BenchmarkBootStormWindow(b *testing.B) {
 	netns.Require(b, "dnsmasq", "nginx")
 	srvNS, cliNS, cfg := benchNet(b)
-	newStorm(b, cfg, dnsmasqRange).bench(b, srvNS, cliNS, 8, "window-")
+	newStorm(b, cfg, dnsmasqRange, netip.MustParseAddr("10.99.201.0")).bench(b, srvNS, cliNS, 8, "window-")
 }
 
 // storm is a storm's files and entries, ready to run against both servers.
@@ -106,13 +112,43 @@ type storm struct {
 	dhcpRange []string
 	// relay is the router namespace of a routed storm, whose UDP drops are logged.
 	relay *netns.NS
+	// machines is the first of the machines' addresses: machine i downloads from the
+	// i-th address after it, as each machine has an address of its own once it has its
+	// lease (bench adds them to the client's interface).
+	machines netip.Addr
+}
+
+// machineAddr is the address machine i downloads from, the i-th after first (machines
+// past stormAddrs share them again).
+func machineAddr(first netip.Addr, i int) netip.Addr {
+	a := first.As4()
+	return netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, binary.BigEndian.Uint32(a[:])+uint32(i%stormAddrs))))
+}
+
+// stormAddrs is how many machine addresses a storm adds at most: from x.y.201.0 they stay
+// within the segment's /16 and outside both servers' ranges.
+const stormAddrs = 14000
+
+// addMachineAddrs adds the addresses of the storm's machines to the client's interface
+// in ns.
+func (st *storm) addMachineAddrs(b *testing.B, ns *netns.NS) {
+	b.Helper()
+	var batch strings.Builder
+	for i := range min(st.clients, stormAddrs) {
+		fmt.Fprintf(&batch, "address add %s/16 dev %s\n", machineAddr(st.machines, i), clientIf)
+	}
+	file := filepath.Join(b.TempDir(), "addrs.batch")
+	if err := os.WriteFile(file, []byte(batch.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	ns.Run(b, "ip", "-batch", file)
 }
 
 // newStorm writes the storm's files into cfg's directories (a script at cfg's server
 // address for nginx to serve) and gives every machine a ramdisk entry.
-func newStorm(b *testing.B, cfg Config, dhcpRange []string) *storm {
+func newStorm(b *testing.B, cfg Config, dhcpRange []string, machines netip.Addr) *storm {
 	b.Helper()
-	st := &storm{cfg: cfg, clients: stormClients(b), entries: map[string]Entry{}, dhcpRange: dhcpRange}
+	st := &storm{cfg: cfg, clients: stormClients(b), entries: map[string]Entry{}, dhcpRange: dhcpRange, machines: machines}
 	dir := cfg.RamdiskDir
 	for path, size := range map[string]int{
 		filepath.Join(cfg.IPXEDir, "undionly.kpxe"): stormIPXESize,
@@ -144,7 +180,7 @@ func (st *storm) runOurs(b *testing.B, srvNS, cliNS *netns.NS, window int) pxeSt
 	srv := startServer(b, srvNS, cfg, st.entries)
 	defer srv.stop()
 	drops := st.relayDrops(b)
-	r := runPXEStorm(b, cliNS, "boot server", st.clients, window)
+	r := runPXEStorm(b, cliNS, "boot server", st.clients, window, st.machines)
 	st.logRelayDrops(b, "boot server", drops)
 	return r
 }
@@ -162,7 +198,7 @@ func (st *storm) runPeer(b *testing.B, srvNS, cliNS *netns.NS, window int) pxeSt
 	defer stopHTTP()
 	time.Sleep(500 * time.Millisecond)
 	drops := st.relayDrops(b)
-	r := runPXEStorm(b, cliNS, "dnsmasq+nginx", st.clients, window)
+	r := runPXEStorm(b, cliNS, "dnsmasq+nginx", st.clients, window, st.machines)
 	st.logRelayDrops(b, "dnsmasq+nginx", drops)
 	return r
 }
@@ -210,6 +246,7 @@ func (st *storm) logRelayDrops(b *testing.B, peer string, before int) {
 // many reads each server agreed to a window for (medians of the rounds), and errs unless
 // the boot server agreed for every machine.
 func (st *storm) bench(b *testing.B, srvNS, cliNS *netns.NS, window int, prefix string) {
+	st.addMachineAddrs(b, cliNS)
 	rounds := testkit.PairRounds(b)
 	for range b.N {
 		var ours, peer []pxeStormResult
@@ -290,6 +327,8 @@ type pxeStormSpec struct {
 	Timeout   time.Duration
 	// Window is the TFTP windowsize (RFC 7440) the firmware asks for; none when 0.
 	Window int
+	// Machines is the first machine's address (machineAddr).
+	Machines netip.Addr
 }
 
 // pxeStormResult is what a storm measured. Every time is since the storm's start.
@@ -305,14 +344,21 @@ type pxeStormResult struct {
 	// DHCP, TFTP and IPXE are when the last machine finished its firmware's DHCP, its
 	// TFTP read and its iPXE DHCP.
 	DHCP, TFTP, IPXE time.Duration
-	Bytes            int64
-	Errors           []string
+	// Timeline is, for each phase of a machine's boot, when a tenth, half and nine
+	// tenths of the machines had finished it: the firmware's DHCP, its TFTP read, iPXE's
+	// DHCP, the script, and the last download.
+	Timeline map[string][3]time.Duration
+	Bytes    int64
+	Errors   []string
 }
 
+// stormPhases are the phases of a storm's Timeline, in the order a machine goes through them.
+var stormPhases = []string{"dhcp", "tftp", "ipxe-dhcp", "script", "done"}
+
 // runPXEStorm runs a storm from ns and fails the benchmark unless every machine booted.
-func runPXEStorm(b *testing.B, ns *netns.NS, peer string, clients, window int) pxeStormResult {
+func runPXEStorm(b *testing.B, ns *netns.NS, peer string, clients, window int, machines netip.Addr) pxeStormResult {
 	b.Helper()
-	spec, _ := json.Marshal(pxeStormSpec{Interface: clientIf, Clients: clients, Timeout: 5 * time.Minute, Window: window})
+	spec, _ := json.Marshal(pxeStormSpec{Interface: clientIf, Clients: clients, Timeout: 5 * time.Minute, Window: window, Machines: machines})
 	specFile := filepath.Join(b.TempDir(), "storm.json")
 	if err := os.WriteFile(specFile, spec, 0o644); err != nil {
 		b.Fatal(err)
@@ -327,8 +373,13 @@ func runPXEStorm(b *testing.B, ns *netns.NS, peer string, clients, window int) p
 		b.Fatalf("storm: %v\n%s%s", err, out, stderr.String())
 	}
 	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-	b.Logf("%s: %d booted, %d failed, %d restarts, %d TFTP reads windowed, last at %v (p50 %v; last DHCP %v, TFTP %v, iPXE DHCP %v), %d MiB %v", peer,
-		r.Booted, r.Failed, r.Restarts, r.Windowed, ms(r.Last), ms(r.P50), ms(r.DHCP), ms(r.TFTP), ms(r.IPXE), r.Bytes>>20, r.Errors)
+	var timeline strings.Builder
+	for _, ph := range stormPhases {
+		t := r.Timeline[ph]
+		fmt.Fprintf(&timeline, " %s %v/%v/%v", ph, ms(t[0]), ms(t[1]), ms(t[2]))
+	}
+	b.Logf("%s: %d booted, %d failed, %d restarts, %d TFTP reads windowed, last at %v (p50 %v; last DHCP %v, TFTP %v, iPXE DHCP %v), %d MiB %v; a tenth/half/nine tenths of the machines through:%s", peer,
+		r.Booted, r.Failed, r.Restarts, r.Windowed, ms(r.Last), ms(r.P50), ms(r.DHCP), ms(r.TFTP), ms(r.IPXE), r.Bytes>>20, r.Errors, timeline.String())
 	if r.Failed > 0 {
 		b.Errorf("%s: %d of %d machines failed to boot: %v", peer, r.Failed, clients, r.Errors)
 	}
@@ -363,14 +414,14 @@ func pxeStormMain(specFile string) int {
 // acknowledgement while no download runs, 0.8-1.1 s while they do), so the storm would
 // measure the simulator rather than the server. The child shares one DHCP socket among
 // the machines (replies, broadcast or not, are told apart by transaction id); each TFTP
-// read has its own socket, as each machine's would; the downloads share one HTTP client.
+// read has its own socket, as each machine's would; each machine downloads from an
+// address of its own.
 func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 	udp, err := startStormUDP(spec)
 	if err != nil {
 		return pxeStormResult{}, err
 	}
 	defer udp.close()
-	client := &http.Client{Timeout: spec.Timeout, Transport: &http.Transport{DisableKeepAlives: true}}
 	ctx, cancel := context.WithTimeout(context.Background(), spec.Timeout)
 	defer cancel()
 
@@ -378,8 +429,10 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 		mu    sync.Mutex
 		res   pxeStormResult
 		times []time.Duration
-		wg    sync.WaitGroup
-		start = time.Now()
+		// phases holds each phase's times, in stormPhases' order.
+		phases = make([][]time.Duration, len(stormPhases))
+		wg     sync.WaitGroup
+		start  = time.Now()
 	)
 	for i := range spec.Clients {
 		wg.Go(func() {
@@ -389,6 +442,9 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 				m   pxeMachine
 				err error
 			)
+			local := &net.TCPAddr{IP: machineAddr(spec.Machines, i).AsSlice()}
+			client := &http.Client{Timeout: spec.Timeout, Transport: &http.Transport{DisableKeepAlives: true,
+				DialContext: (&net.Dialer{LocalAddr: local}).DialContext}}
 			for {
 				m = pxeMachine{}
 				if err = m.boot(ctx, udp, client, i, start); err == nil || ctx.Err() != nil {
@@ -417,6 +473,9 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 			}
 			res.DHCP, res.TFTP, res.IPXE = max(res.DHCP, m.dhcp), max(res.TFTP, m.tftp), max(res.IPXE, m.ipxe)
 			times = append(times, m.done)
+			for k, t := range []time.Duration{m.dhcp, m.tftp, m.ipxe, m.script, m.done} {
+				phases[k] = append(phases[k], t)
+			}
 		})
 	}
 	wg.Wait()
@@ -424,14 +483,22 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 	if len(times) > 0 {
 		res.P50, res.Last = times[len(times)/2], times[len(times)-1]
 	}
+	res.Timeline = map[string][3]time.Duration{}
+	for k, ts := range phases {
+		if len(ts) == 0 {
+			continue
+		}
+		slices.Sort(ts)
+		res.Timeline[stormPhases[k]] = [3]time.Duration{ts[len(ts)/10], ts[len(ts)/2], ts[len(ts)*9/10]}
+	}
 	return res, nil
 }
 
 // pxeMachine is one machine of a storm: when it finished each phase, and the bytes it
 // read.
 type pxeMachine struct {
-	dhcp, tftp, ipxe, done time.Duration
-	bytes                  int64
+	dhcp, tftp, ipxe, script, done time.Duration
+	bytes                          int64
 	// window is the TFTP window its server agreed to (1: one block per acknowledgement).
 	window int
 }
@@ -489,6 +556,7 @@ func (m *pxeMachine) boot(ctx context.Context, udp *stormUDP, client *http.Clien
 	if err != nil {
 		return fmt.Errorf("%s: %w", mac, err)
 	}
+	m.script = time.Since(start)
 	if kernel == "" || initrd == "" {
 		return fmt.Errorf("%s: script %s names no kernel and initrd", mac, r.Script)
 	}

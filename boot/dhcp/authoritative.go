@@ -143,10 +143,7 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 
 // answer builds an offer or acknowledgement of ip (none for DHCPINFORM).
 func (s Authoritative) answer(req *dhcpv4.DHCPv4, c Client, sub *Subnet, t dhcpv4.MessageType, ip netip.Addr) (*dhcpv4.DHCPv4, bool) {
-	resp, ok := reply(req, t, s.ServerIP)
-	if !ok {
-		return nil, false
-	}
+	resp := reply(req, t, s.ServerIP)
 	if ip.IsValid() {
 		ttl := sub.Pool.TTL()
 		resp.YourIPAddr = net.IP(ip.AsSlice())
@@ -171,10 +168,7 @@ func (s Authoritative) answer(req *dhcpv4.DHCPv4, c Client, sub *Subnet, t dhcpv
 
 // nak refuses a DHCPREQUEST for an address the client may not have.
 func (s Authoritative) nak(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
-	resp, ok := reply(req, dhcpv4.MessageTypeNak, s.ServerIP)
-	if !ok {
-		return nil, false
-	}
+	resp := reply(req, dhcpv4.MessageTypeNak, s.ServerIP)
 	resp.ServerIPAddr = net.IPv4zero
 	return resp, true
 }

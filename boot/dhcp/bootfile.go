@@ -54,14 +54,16 @@ func ScriptPath(mac net.HardwareAddr) string {
 // Choose picks what the client boots next, or ok false when the server has nothing for
 // it (not a network boot, or an architecture without a binary).
 func (b Boot) Choose(c Client) (a Answer, ok bool) {
-	secure := b.SecureBoot != nil && b.SecureBoot(c.MAC)
+	// Only UEFI firmware's answer depends on Secure Boot: the machine's entry is looked
+	// up for it alone, not for every BIOS, iPXE or other request.
+	secure := func() bool { return b.SecureBoot != nil && b.SecureBoot(c.MAC) }
 	switch {
 	case c.IPXE:
 		a = Answer{File: b.HTTPBase + ScriptPath(c.MAC)}
 	case c.HTTPBoot:
 		path := ""
 		switch {
-		case secure:
+		case secure():
 			// Nothing: the signed chain's GRUB speaks TFTP only.
 		case c.Arch == iana.EFI_X86_64_HTTP && b.Files.UEFI != "":
 			path = "ipxe/" + b.Files.UEFI
@@ -79,7 +81,7 @@ func (b Boot) Choose(c Client) (a Answer, ok bool) {
 			file = b.Files.BIOS
 		case iana.EFI_X86_64, iana.EFI_BC:
 			file = b.Files.UEFI
-			if secure {
+			if secure() {
 				file = b.Files.Shim
 			}
 		case iana.EFI_ARM64:

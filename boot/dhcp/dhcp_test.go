@@ -134,6 +134,19 @@ func TestChoose(t *testing.T) {
 			t.Errorf("Secure Boot machine, arch %v, shim %q: got %+v (%v), want %+v (none: %v)", c.Arch, sc.boot.Files.Shim, got, ok, sc.want, sc.none)
 		}
 	}
+	// Only UEFI firmware's answer looks up the machine's Secure Boot: a BIOS, an iPXE or
+	// a plain request costs no look-up.
+	looked := 0
+	counting := secure
+	counting.SecureBoot = func(net.HardwareAddr) bool { looked++; return false }
+	for _, cl := range []client{{arch: archp(iana.INTEL_X86PC), vendor: pxe}, {ipxe: true, arch: archp(iana.EFI_X86_64)}, {}} {
+		cl.msg = dhcpv4.MessageTypeDiscover
+		c, _ := Classify(cl.packet(t))
+		counting.Choose(c)
+	}
+	if looked != 0 {
+		t.Errorf("%d Secure Boot look-ups for requests whose answer does not depend on it, want 0", looked)
+	}
 	noARM := boot
 	noARM.Files.ARM64 = ""
 	c, _ := Classify(client{arch: archp(iana.EFI_ARM64), vendor: "PXEClient", msg: dhcpv4.MessageTypeDiscover}.packet(t))
@@ -345,7 +358,7 @@ func TestDestination(t *testing.T) {
 			if c.nak {
 				mt = dhcpv4.MessageTypeNak
 			}
-			resp, _ := reply(req, mt, serverIP)
+			resp := reply(req, mt, serverIP)
 			if diff := cmp.Diff(c.want, Destination(req, resp, c.peer).String()); diff != "" {
 				t.Error(diff)
 			}
@@ -525,5 +538,29 @@ func TestExhaustedPoolIsTold(t *testing.T) {
 	}
 	if exhausted != 1 {
 		t.Errorf("told of %d exhausted pools, want 1", exhausted)
+	}
+}
+
+// TestReplyIsTheLibrarys checks that reply builds, byte for byte, the reply
+// dhcpv4.NewReplyFromRequest builds (whose random transaction id the request's replaces),
+// for a plain, a relayed and a client-identified request.
+func TestReplyIsTheLibrarys(t *testing.T) {
+	plain := client{arch: archp(iana.INTEL_X86PC), vendor: pxe, uuid: true, msg: dhcpv4.MessageTypeDiscover}.packet(t)
+	relayed := client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 8, 0, 9)}.packet(t)
+	relayed.GatewayIPAddr = net.IPv4(10, 8, 0, 1)
+	relayed.Flags = 0x8000
+	relayed.UpdateOption(dhcpv4.OptRelayAgentInfo(dhcpv4.OptGeneric(dhcpv4.LinkSelectionSubOption, []byte{10, 8, 0, 0})))
+	relayed.UpdateOption(dhcpv4.OptClientIdentifier([]byte{1, 2, 3, 4, 5, 6, 7}))
+	for name, req := range map[string]*dhcpv4.DHCPv4{"plain": plain, "relayed": relayed} {
+		for _, mt := range []dhcpv4.MessageType{dhcpv4.MessageTypeOffer, dhcpv4.MessageTypeAck, dhcpv4.MessageTypeNak} {
+			want, err := dhcpv4.NewReplyFromRequest(req, dhcpv4.WithMessageType(mt), dhcpv4.WithServerIP(serverIP),
+				dhcpv4.WithOption(dhcpv4.OptServerIdentifier(serverIP)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want.ToBytes(), reply(req, mt, serverIP).ToBytes()); diff != "" {
+				t.Errorf("%s %s: reply differs from the library's (-want +got):\n%s", name, mt, diff)
+			}
+		}
 	}
 }

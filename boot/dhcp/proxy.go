@@ -62,10 +62,7 @@ func (p Proxy) answer(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 	if !ok {
 		return nil, false
 	}
-	resp, ok := reply(req, t, p.ServerIP)
-	if !ok {
-		return nil, false
-	}
+	resp := reply(req, t, p.ServerIP)
 	resp.YourIPAddr = net.IPv4zero
 	resp.ClientIPAddr = req.ClientIPAddr
 	addBoot(resp, req, a, p.Boot.TFTPServer)
