@@ -136,8 +136,9 @@ func loopTargets(b *testing.B, dir string, size int64) (ours, peer string, err e
 // serveApart serves the file at path over HTTP on loopback from a process of its own
 // (this test binary, running TestBenchFileServer), so that serving takes none of the
 // processors of the process deploy.image runs in, as it takes none of the peer's; it
-// returns the file's URL.
-func serveApart(b *testing.B, path string) string {
+// returns the file's URL and the server's CPU time so far, to read before and after
+// each side.
+func serveApart(b *testing.B, path string) (string, func() time.Duration) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchFileServer$")
 	cmd.Env = append(os.Environ(), "BC_BENCH_SERVE="+path)
 	out, err := cmd.StdoutPipe()
@@ -152,7 +153,20 @@ func serveApart(b *testing.B, path string) string {
 	if err != nil {
 		b.Fatalf("the file server: %v", err)
 	}
-	return "http://" + strings.TrimSpace(line) + "/" + filepath.Base(path)
+	stat := fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)
+	cpu := func() time.Duration {
+		raw, err := os.ReadFile(stat)
+		if err != nil {
+			b.Fatalf("the file server's CPU time: %v", err)
+		}
+		// Fields 14 and 15 (utime, stime) in clock ticks of 1/100 s; the command's
+		// name, field 2, ends with the last ')'.
+		f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		return time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return "http://" + strings.TrimSpace(line) + "/" + filepath.Base(path), cpu
 }
 
 // TestBenchFileServer is the file server of serveApart, run only in the process it
@@ -346,7 +360,7 @@ func BenchmarkDeployImage(b *testing.B) {
 	want := fileDigest(b, artPath)
 	imgDigest := fileDigest(b, img)
 	os.Remove(img)
-	url := serveApart(b, artPath)
+	url, serverCPU := serveApart(b, artPath)
 	b.Logf("artifact: %d MiB as zstd -3 (%.1f%% of the image)", st.Size()>>20, 100*float64(st.Size())/float64(size))
 
 	// deploy.image opens an existing target and creates none.
@@ -373,16 +387,23 @@ func BenchmarkDeployImage(b *testing.B) {
 				b.Fatal(err)
 			}
 			var ours, oursStartup, peer, limit, goDecode []run
+			var oursServed, peerServed []time.Duration // the file server's CPU time for each side's stream
 			var res Result
 			gcs := 0
 			for i := range pairs {
 				sides := []func(){
 					func() {
+						served := serverCPU()
 						r, up, rep := apart(b, "BC_BENCH_DEPLOY="+string(in))
+						oursServed = append(oursServed, serverCPU()-served)
 						ours, oursStartup, res = append(ours, r), append(oursStartup, up), rep.Result
 						gcs += int(rep.GCs)
 					},
-					func() { peer = append(peer, shell(b, peerScript)) },
+					func() {
+						served := serverCPU()
+						peer = append(peer, shell(b, peerScript))
+						peerServed = append(peerServed, serverCPU()-served)
+					},
 					func() { limit = append(limit, shell(b, limitScript)) },
 					func() {
 						r, _, _ := apart(b, "BC_BENCH_DECODE="+artPath)
@@ -420,6 +441,10 @@ func BenchmarkDeployImage(b *testing.B) {
 				t.name, cm, clo, chi, km, klo, khi)
 			b.Logf("%s: the decoder deploy.image uses, alone (from memory to io.Discard): %.2fs (%.2fs CPU), %.2fx the CPU of zstd -d",
 				t.name, g.wall.Seconds(), g.cpu.Seconds(), g.cpu.Seconds()/l.cpu.Seconds())
+			slices.Sort(oursServed)
+			slices.Sort(peerServed)
+			b.Logf("%s: the file server's CPU time, median: %.2fs serving deploy.image, %.2fs serving the peer",
+				t.name, oursServed[pairs/2].Seconds(), peerServed[pairs/2].Seconds())
 			up := medianRun(oursStartup)
 			b.Logf("%s: deploy.image's process: start-up and exit %.3fs (%.3fs CPU) beside the stream, not counted; %d garbage collections in %d streams",
 				t.name, up.wall.Seconds(), up.cpu.Seconds(), gcs, pairs)
