@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,8 +136,9 @@ func loopTargets(b *testing.B, dir string, size int64) (ours, peer string, err e
 // serveApart serves the file at path over HTTP on loopback from a process of its own
 // (this test binary, running TestBenchFileServer), so that serving takes none of the
 // processors of the process deploy.image runs in, as it takes none of the peer's; it
-// returns the file's URL.
-func serveApart(b *testing.B, path string) string {
+// returns the file's URL and the server's CPU time so far, to read before and after
+// each side.
+func serveApart(b *testing.B, path string) (string, func() time.Duration) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchFileServer$")
 	cmd.Env = append(os.Environ(), "BC_BENCH_SERVE="+path)
 	out, err := cmd.StdoutPipe()
@@ -150,7 +153,20 @@ func serveApart(b *testing.B, path string) string {
 	if err != nil {
 		b.Fatalf("the file server: %v", err)
 	}
-	return "http://" + strings.TrimSpace(line) + "/" + filepath.Base(path)
+	stat := fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)
+	cpu := func() time.Duration {
+		raw, err := os.ReadFile(stat)
+		if err != nil {
+			b.Fatalf("the file server's CPU time: %v", err)
+		}
+		// Fields 14 and 15 (utime, stime) in clock ticks of 1/100 s; the command's
+		// name, field 2, ends with the last ')'.
+		f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		return time.Duration(utime+stime) * 10 * time.Millisecond
+	}
+	return "http://" + strings.TrimSpace(line) + "/" + filepath.Base(path), cpu
 }
 
 // TestBenchFileServer is the file server of serveApart, run only in the process it
@@ -171,6 +187,93 @@ func TestBenchFileServer(t *testing.T) {
 
 // run is one timed run: its wall time and the CPU time it used.
 type run struct{ wall, cpu time.Duration }
+
+// sideReport is what a side run apart (TestBenchSide) prints on its last line: its
+// timing from just before the work to just after it, the garbage collections within
+// it, and deploy.image's result.
+type sideReport struct {
+	Wall, CPU time.Duration
+	GCs       uint32
+	Result    Result
+}
+
+// sidePrefix starts the line TestBenchSide prints its report on.
+const sidePrefix = "bench-side: "
+
+// apart runs one side in a process of its own (this test binary, running TestBenchSide
+// with env set), as the ramdisk runs deploy.image in `bcd ramdisk` and the peer's tools
+// run in theirs. The run is the process's own timing of the work; start-up is the
+// difference to the process's whole wall and CPU time, returned beside it.
+func apart(b *testing.B, env ...string) (r run, startup run, rep sideReport) {
+	b.Helper()
+	start := time.Now()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchSide$")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.Fatalf("%s: %v\n%s", strings.Join(env, " "), err, out)
+	}
+	wall := time.Since(start)
+	cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	i := bytes.LastIndex(out, []byte(sidePrefix))
+	if i < 0 {
+		b.Fatalf("%s: no report in\n%s", strings.Join(env, " "), out)
+	}
+	line, _, _ := bytes.Cut(out[i+len(sidePrefix):], []byte("\n"))
+	if err := json.Unmarshal(line, &rep); err != nil {
+		b.Fatalf("%s: report %q: %v", strings.Join(env, " "), line, err)
+	}
+	return run{rep.Wall, rep.CPU}, run{wall - rep.Wall, cpu - rep.CPU}, rep
+}
+
+// TestBenchSide is one side of BenchmarkDeployImage run apart, only in the process
+// apart starts: with BC_BENCH_DEPLOY (an Input as JSON) one deploy.Image, with
+// BC_BENCH_DECODE (an artifact's path) the decoder deploy.image uses, alone, from
+// memory to io.Discard. It prints a sideReport.
+func TestBenchSide(t *testing.T) {
+	deployIn, decodePath := os.Getenv("BC_BENCH_DEPLOY"), os.Getenv("BC_BENCH_DECODE")
+	var work func() (Result, error)
+	switch {
+	case deployIn != "":
+		var in Input
+		if err := json.Unmarshal([]byte(deployIn), &in); err != nil {
+			t.Fatal(err)
+		}
+		work = func() (Result, error) { return Image(context.Background(), in, Options{}) }
+	case decodePath != "":
+		art, err := os.ReadFile(decodePath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		work = func() (Result, error) {
+			d, err := newZstdReader(bytes.NewReader(art), zstdConcurrency)
+			if err != nil {
+				return Result{}, err
+			}
+			defer d.Close()
+			n, err := io.Copy(io.Discard, d)
+			return Result{ImageBytes: n}, err
+		}
+	default:
+		t.Skip("run by BenchmarkDeployImage only")
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	gcs := ms.NumGC
+	cpu, start := selfCPU(), time.Now()
+	res, err := work()
+	rep := sideReport{Wall: time.Since(start), CPU: selfCPU() - cpu, Result: res}
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&ms)
+	rep.GCs = ms.NumGC - gcs
+	line, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("%s%s\n", sidePrefix, line)
+}
 
 func selfCPU() time.Duration {
 	var u syscall.Rusage
@@ -213,15 +316,18 @@ func medianRun(rs []run) run {
 //
 //   - the image is an ext4 file system (BC_BENCH_IMAGE_MIB, 2048 by default) about 60%
 //     full of files copied from /usr, compressed by `zstd -3`, served over HTTP on
-//     loopback;
+//     loopback by one file server in a process of its own, for both sides;
+//   - deploy.image runs in a process of its own (this test binary, TestBenchSide), as
+//     it runs in `bcd ramdisk`: timed from just before deploy.Image to just after it,
+//     with that process's CPU time, the process's start-up and exit left out (printed);
 //   - the peer fetches it with curl, hashes it with openssl (SHA extensions, like Go's
 //     sha256) beside the decoding and checks the digest, decodes with `zstd -d --sparse`
 //     (zero runs seeked over, as deploy.image skips them) and syncs the target, after
 //     zeroing it as deploy.image does;
 //   - the decode limit is `zstd -d` of the same artifact from tmpfs to /dev/null: the
 //     slowest single stage, which the writer can approach but not beat; beside it the
-//     Go decoder deploy.image uses, alone, from memory to io.Discard, which says how
-//     much of the gap is the decoder's own;
+//     Go decoder deploy.image uses, alone, from memory to io.Discard, in a process of
+//     its own too, which says how much of the gap is the decoder's own;
 //   - the targets are a file on tmpfs and, as root, a loop device over a file on the
 //     machine's disk.
 //
@@ -247,15 +353,15 @@ func BenchmarkDeployImage(b *testing.B) {
 		b.Cleanup(func() { os.RemoveAll(shm) })
 	}
 	img, artPath := buildFSImage(b, shm, size)
-	art, err := os.ReadFile(artPath)
+	st, err := os.Stat(artPath)
 	if err != nil {
 		b.Fatal(err)
 	}
-	want := digest(art)
+	want := fileDigest(b, artPath)
 	imgDigest := fileDigest(b, img)
 	os.Remove(img)
-	url := serveApart(b, artPath)
-	b.Logf("artifact: %d MiB as zstd -3 (%.1f%% of the image)", len(art)>>20, 100*float64(len(art))/float64(size))
+	url, serverCPU := serveApart(b, artPath)
+	b.Logf("artifact: %d MiB as zstd -3 (%.1f%% of the image)", st.Size()>>20, 100*float64(st.Size())/float64(size))
 
 	// deploy.image opens an existing target and creates none.
 	if err := os.WriteFile(filepath.Join(shm, "ours"), nil, 0o600); err != nil {
@@ -276,32 +382,32 @@ func BenchmarkDeployImage(b *testing.B) {
 				"[ \"$d\" = %s ] || { echo digest mismatch: $d; exit 1; }\nsync %s",
 				t.prepare, url, shm, t.peer, shm, want, t.peer)
 			limitScript := fmt.Sprintf("zstd -d -q -c %s >/dev/null", artPath)
-			in := Input{SourceURL: url, Digest: want, Format: proto.FormatRaw, Compression: proto.CompressionZstd, Target: t.ours}
-			var ours, peer, limit, goDecode []run
+			in, err := json.Marshal(Input{SourceURL: url, Digest: want, Format: proto.FormatRaw, Compression: proto.CompressionZstd, Target: t.ours})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var ours, oursStartup, peer, limit, goDecode []run
+			var oursServed, peerServed []time.Duration // the file server's CPU time for each side's stream
 			var res Result
+			gcs := 0
 			for i := range pairs {
 				sides := []func(){
 					func() {
-						cpu, start := selfCPU(), time.Now()
-						var err error
-						if res, err = Image(context.Background(), in, Options{}); err != nil {
-							b.Fatal(err)
-						}
-						ours = append(ours, run{time.Since(start), selfCPU() - cpu})
+						served := serverCPU()
+						r, up, rep := apart(b, "BC_BENCH_DEPLOY="+string(in))
+						oursServed = append(oursServed, serverCPU()-served)
+						ours, oursStartup, res = append(ours, r), append(oursStartup, up), rep.Result
+						gcs += int(rep.GCs)
 					},
-					func() { peer = append(peer, shell(b, peerScript)) },
+					func() {
+						served := serverCPU()
+						peer = append(peer, shell(b, peerScript))
+						peerServed = append(peerServed, serverCPU()-served)
+					},
 					func() { limit = append(limit, shell(b, limitScript)) },
 					func() {
-						cpu, start := selfCPU(), time.Now()
-						d, err := newZstdReader(bytes.NewReader(art), zstdConcurrency)
-						if err == nil {
-							_, err = io.Copy(io.Discard, d)
-							d.Close()
-						}
-						if err != nil {
-							b.Fatal(err)
-						}
-						goDecode = append(goDecode, run{time.Since(start), selfCPU() - cpu})
+						r, _, _ := apart(b, "BC_BENCH_DECODE="+artPath)
+						goDecode = append(goDecode, r)
 					},
 				}
 				if i%2 == 1 {
@@ -335,6 +441,13 @@ func BenchmarkDeployImage(b *testing.B) {
 				t.name, cm, clo, chi, km, klo, khi)
 			b.Logf("%s: the decoder deploy.image uses, alone (from memory to io.Discard): %.2fs (%.2fs CPU), %.2fx the CPU of zstd -d",
 				t.name, g.wall.Seconds(), g.cpu.Seconds(), g.cpu.Seconds()/l.cpu.Seconds())
+			slices.Sort(oursServed)
+			slices.Sort(peerServed)
+			b.Logf("%s: the file server's CPU time, median: %.2fs serving deploy.image, %.2fs serving the peer",
+				t.name, oursServed[pairs/2].Seconds(), peerServed[pairs/2].Seconds())
+			up := medianRun(oursStartup)
+			b.Logf("%s: deploy.image's process: start-up and exit %.3fs (%.3fs CPU) beside the stream, not counted; %d garbage collections in %d streams",
+				t.name, up.wall.Seconds(), up.cpu.Seconds(), gcs, pairs)
 			b.Logf("%s: wrote %d MiB, skipped %d MiB of zeros; output byte-identical to the peer's", t.name, res.Written>>20, res.Skipped>>20)
 			key := strings.Fields(t.name)[0]
 			b.ReportMetric(pm, "x-peer-"+key)
