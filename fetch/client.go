@@ -30,6 +30,11 @@ func NewClient(hc *http.Client) *Client {
 	return &Client{http: hc, tokens: map[string]string{}}
 }
 
+// CloseIdleConnections closes the connections the client keeps for its next requests.
+// One that ends its work with it calls this, else each stays open until the server closes
+// it.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
 // Body is an artifact's bytes from some offset on.
 type Body struct {
 	io.ReadCloser

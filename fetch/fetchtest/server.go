@@ -8,6 +8,7 @@ package fetchtest
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -24,14 +25,33 @@ type Server struct {
 	breaks   map[string][]int64
 	stalls   map[string][]int64
 	requests map[string][]string
+	open     map[net.Conn]bool
 }
 
 // New starts a server on 127.0.0.1, closed when the test ends.
 func New(t testing.TB) *Server {
-	s := &Server{files: map[string][]byte{}, breaks: map[string][]int64{}, stalls: map[string][]int64{}, requests: map[string][]string{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s := &Server{files: map[string][]byte{}, breaks: map[string][]int64{}, stalls: map[string][]int64{},
+		requests: map[string][]string{}, open: map[net.Conn]bool{}}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	s.Config.ConnState = func(c net.Conn, state http.ConnState) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if state == http.StateClosed || state == http.StateHijacked {
+			delete(s.open, c)
+		} else {
+			s.open[c] = true
+		}
+	}
+	s.Start()
 	t.Cleanup(s.Close)
 	return s
+}
+
+// OpenConns is the number of client connections open now, idle ones included.
+func (s *Server) OpenConns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.open)
 }
 
 // Put serves data at path and returns its URL.

@@ -136,6 +136,10 @@ func Image(ctx context.Context, in Input, opts Options) (Result, error) {
 		}
 	}
 	w := writing{in: in, opts: opts, client: fetch.NewClient(opts.Client), target: t}
+	if opts.Client == nil {
+		// Its own transport: no connection of it stays open with the cache after the deploy.
+		defer w.client.CloseIdleConnections()
+	}
 	res, err := w.firstThatDelivers(ctx, locs)
 	if err == nil {
 		err = install(t, in.FirstBoot)

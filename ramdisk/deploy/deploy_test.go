@@ -21,6 +21,7 @@ import (
 	"github.com/better-compute/better-compute/fetch/fetchtest"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/ramdisk/disk"
+	"github.com/better-compute/better-compute/testkit"
 	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -193,6 +194,10 @@ func TestImageFormats(t *testing.T) {
 			if last.Written != res.Written || last.Read != int64(len(artifact)) || last.Total != int64(len(artifact)) {
 				t.Errorf("last progress %+v for result %+v", last, res)
 			}
+			// Image leaves no connection open behind it (an idle one per deploy or retry
+			// would stay with the site's cache until the server closes it).
+			testkit.WaitFor(t, "the deploy's connections closed", 10*time.Second, 10*time.Millisecond,
+				func() bool { return s.OpenConns() == 0 })
 		})
 	}
 }
