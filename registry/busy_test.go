@@ -1073,19 +1073,47 @@ func TestCloseAnswersWaitingCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each call waits again, from what it was told, when a change answers it before the
+	// registry closes (the enrollment's workflow may move on, on a loaded machine): what
+	// is checked is the answer of the calls waiting when Close begins.
+	var closing atomic.Bool
 	answers := make(chan error, 2)
-	go func() {
-		_, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: wf.ID, AfterRev: wf.Rev})
-		answers <- err
-	}()
-	go func() {
-		_, err := call[api.EventList](c, "metal.events", api.EventsRequest{NodeID: node.ID, AfterSeq: events.LastSeq, Wait: true})
-		answers <- err
-	}()
+	follow := func(ask func() error) {
+		for {
+			late := closing.Load()
+			err := ask()
+			if closing.Load() {
+				if late {
+					err = nil // began after Close: not a call that waited
+				}
+				answers <- err
+				return
+			}
+			if err != nil {
+				answers <- err
+				return
+			}
+		}
+	}
+	go follow(func() error {
+		got, err := call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: wf.ID, AfterRev: wf.Rev})
+		if err == nil {
+			wf = got
+		}
+		return err
+	})
+	go follow(func() error {
+		got, err := call[api.EventList](c, "metal.events", api.EventsRequest{NodeID: node.ID, AfterSeq: events.LastSeq, Wait: true})
+		if err == nil && got.LastSeq > events.LastSeq {
+			events = got
+		}
+		return err
+	})
 	f.wait("both calls waiting in the registry", func() bool {
 		stacks := strings.Join(runningRegistry(), "\n")
 		return strings.Contains(stacks, "workflow.(*Engine).Watch") && strings.Contains(stacks, "registerEvents")
 	})
+	closing.Store(true)
 	if err := f.r.Close(); err != nil {
 		t.Fatal(err)
 	}
