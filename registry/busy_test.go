@@ -2,9 +2,13 @@ package registry
 
 import (
 	"context"
+	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
@@ -13,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -243,6 +248,8 @@ type fleetAgent struct {
 	// until its session ends.
 	stallNext atomic.Bool
 	stalled   chan int64
+	// handlers are the agent's handlers besides the fleet's own (echo and the BMC's).
+	handlers map[string]session.Handler
 }
 
 func (f *busyFleet) newAgent(node string, creds bcdconf.Agent) *fleetAgent {
@@ -301,10 +308,12 @@ func (a *fleetAgent) start() *session.Agent {
 	a.mu.Lock()
 	observed := a.observed
 	a.mu.Unlock()
+	handlers := map[string]session.Handler{"echo": a.echo, "power.getPower": on, "inspect.oob": on, "power.setPower": a.f.setPower}
+	maps.Copy(handlers, a.handlers)
 	s, err := session.New(session.Config{
 		Addr: a.creds.Config.AgentEndpoint, Certificate: a.creds.Certificate, ServerCAs: a.creds.ServingCAs,
 		ObservedGeneration: observed,
-		Handlers:           map[string]session.Handler{"echo": a.echo, "power.getPower": on, "inspect.oob": on, "power.setPower": a.f.setPower},
+		Handlers:           handlers,
 		Apply: func(ctx context.Context, spec proto.NodeSpec) error {
 			if a.stallNext.CompareAndSwap(true, false) {
 				a.stalled <- spec.Generation
@@ -333,6 +342,14 @@ func (a *fleetAgent) run(ctx context.Context, s *session.Agent) {
 	a.mu.Lock()
 	a.observed = max(a.observed, s.ObservedGeneration())
 	a.mu.Unlock()
+}
+
+// session runs session s until ctx ends or end is called, which waits for it.
+func (a *fleetAgent) session(ctx context.Context, s *session.Agent) (end func()) {
+	ctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { a.run(ctx, s); close(done) }()
+	return func() { stop(); <-done }
 }
 
 // lastApplied is the spec the agent applied last.
@@ -1309,5 +1326,254 @@ func (f *busyFleet) followEvents(ctx context.Context, c *api.Client, node string
 			}
 			after = e.Seq
 		}
+	}
+}
+
+// TestBusyAgentsAsk drives what node agents ask of a busy registry, all at once: each
+// node of each tenant asks for the secrets its NodeSpec names while its NodeSpec moves,
+// reports its inventory, answers node-signed diag.dcgm commands (one of them signed with
+// another node's key) and renews its certificate in the middle of a command, while the
+// admin puts, lists and deletes other secrets, join tokens are minted and the
+// registry's housekeeping prunes over and over. A node gets its own tenant's value of a
+// secret both tenants have, and never another node's secret (FORBIDDEN); an answer on
+// the session stream tells that the inventory sent before it is stored, so the last one
+// sent is the one that stays; a signed result is taken from the session's certificate
+// and from the renewed one, and refused when another node's key signed it; the session
+// that renewed keeps going (docs/agent-plane.md), and a new one with the renewed
+// certificate is served as the node.
+func TestBusyAgentsAsk(t *testing.T) {
+	f := startBusyFleet(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var agents sync.WaitGroup
+	defer func() { cancel(); agents.Wait() }()
+	siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
+	agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+
+	// Two nodes of each tenant, each NodeSpec naming the tenant's secret of a name both
+	// tenants use, and the node's own.
+	const shared = "secret://k8s/join"
+	var (
+		mu       sync.Mutex
+		machines []*fleetAgent
+		tenantOf = map[string]string{}
+		enrolled sync.WaitGroup
+	)
+	for ti, tenant := range busyTenants {
+		_, err := call[api.PutSecret](f.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: shared, Value: []byte("join-" + tenant)})
+		f.must(err, "secrets.put")
+		for i := range 2 {
+			enrolled.Go(func() {
+				c := f.tenants[tenant]
+				node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)},
+					BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
+				if !f.must(err, "metal.enroll") {
+					return
+				}
+				f.wait("node "+node.ID+" ready", func() bool {
+					n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
+					return err == nil && n.State == store.NodeReady
+				})
+				_, err = call[api.PutSecret](f.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ownSecret(node.ID), Value: []byte("own-" + node.ID)})
+				f.must(err, "secrets.put")
+				f.must(f.hostSpec(node.ID, 0, shared, ownSecret(node.ID)), "storing a NodeSpec")
+				a := f.newAgent(node.ID, f.raceJoin(store.TokenProvisioned, node.ID, "node"))
+				mu.Lock()
+				defer mu.Unlock()
+				machines, tenantOf[node.ID] = append(machines, a), tenant
+			})
+		}
+	}
+	enrolled.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	// Each machine's neighbour is the next one, of the other tenant or of its own.
+	for i, a := range machines {
+		n := machines[(i+1)%len(machines)]
+		a.handlers = map[string]session.Handler{proto.CommandDiagDCGM: a.dcgm(n.node, n.creds.Certificate)}
+	}
+
+	// Meanwhile: housekeeping, and the admin's secrets and tokens.
+	quiet := make(chan struct{})
+	var background sync.WaitGroup
+	var prunes, adminOps atomic.Int64
+	background.Go(func() {
+		for {
+			select {
+			case <-quiet:
+				return
+			default:
+			}
+			startHousekeeping(ctx, f.r.cfg.Clock, f.r.st, slog.New(slog.DiscardHandler))()
+			prunes.Add(1)
+		}
+	})
+	background.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-quiet:
+				return
+			default:
+			}
+			tenant := busyTenants[i%len(busyTenants)]
+			ref := fmt.Sprintf("secret://other/%d", i)
+			_, err := call[api.PutSecret](f.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ref, Value: []byte("other")})
+			f.must(err, "secrets.put")
+			_, err = call[api.SecretList](f.admin, "secrets.list", api.ListSecretsRequest{TenantID: tenant})
+			f.must(err, "secrets.list")
+			_, err = call[api.DeletedSecret](f.admin, "secrets.delete", api.SecretRequest{TenantID: tenant, Ref: ref})
+			f.must(err, "secrets.delete")
+			f.mint(store.TokenProvisioned, fmt.Sprintf("later-%d", i))
+			adminOps.Add(1)
+		}
+	})
+
+	const rounds, renewAt = 6, 3
+	var work sync.WaitGroup
+	for i, a := range machines {
+		neighbour := machines[(i+1)%len(machines)].node
+		work.Go(func() {
+			s := a.start()
+			end := a.session(ctx, s)
+			defer func() { end() }()
+			for round := range rounds {
+				f.must(f.hostSpec(a.node, round, shared, ownSecret(a.node)), "storing a NodeSpec")
+				inv := fmt.Sprintf(`{"round":%d}`, round)
+				s.SetInventory("gpu", json.RawMessage(inv))
+				if v, err := s.Secret(ctx, ownSecret(a.node)); err != nil || string(v) != "own-"+a.node {
+					t.Errorf("%s asks for its own secret: %q, %v", a.node, v, err)
+				}
+				if got := f.inventorySection(a.node, "gpu"); got != inv {
+					t.Errorf("%s's secret was answered after it sent inventory %s; the store holds %s", a.node, inv, got)
+				}
+				if v, err := s.Secret(ctx, shared); err != nil || string(v) != "join-"+tenantOf[a.node] {
+					t.Errorf("%s of %s asks for %s: %q, %v; want its tenant's", a.node, tenantOf[a.node], shared, v, err)
+				}
+				if v, err := s.Secret(ctx, ownSecret(neighbour)); proto.CodeOf(err) != proto.Forbidden || v != nil {
+					t.Errorf("%s asks for %s's secret: %q, %v; want FORBIDDEN", a.node, neighbour, v, err)
+				}
+				var relays sync.WaitGroup
+				relays.Go(func() { f.dcgm(ctx, a.node, fmt.Sprintf("dcgm-%s-%d", a.node, round), false) })
+				relays.Go(func() { f.dcgm(ctx, a.node, fmt.Sprintf("forged-%s-%d", a.node, round), true) })
+				if round == renewAt {
+					// Renewed while the commands run, whose results either key signs.
+					key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cert, err := s.Renew(ctx, key)
+					if err != nil {
+						t.Errorf("%s renews its certificate: %v", a.node, err)
+						relays.Wait()
+						return
+					}
+					// The session that renewed keeps going.
+					if v, err := s.Secret(ctx, ownSecret(a.node)); !s.Connected() || err != nil || string(v) != "own-"+a.node {
+						t.Errorf("%s's session after it renewed: connected %v, its secret %q, %v", a.node, s.Connected(), v, err)
+					}
+					relays.Wait()
+					end()
+					// A new one presents the renewed certificate and is served as the node.
+					a.creds.Certificate = cert
+					s = a.start()
+					end = a.session(ctx, s)
+				}
+				relays.Wait()
+			}
+		})
+	}
+	work.Wait()
+	close(quiet)
+	background.Wait()
+	if prunes.Load() == 0 || adminOps.Load() == 0 {
+		t.Errorf("housekeeping ran %d times, the admin %d, while the agents asked", prunes.Load(), adminOps.Load())
+	}
+	for _, a := range machines {
+		if got, want := f.inventorySection(a.node, "gpu"), fmt.Sprintf(`{"round":%d}`, rounds-1); got != want {
+			t.Errorf("%s's inventory at the end: %s, want the last it sent, %s", a.node, got, want)
+		}
+	}
+}
+
+// ownSecret is the secret only node's NodeSpec names.
+func ownSecret(node string) string { return "secret://k8s/" + node }
+
+// hostSpec stores a NodeSpec of node whose host section has a k8s-join naming each of
+// refs, its labels the round.
+func (f *busyFleet) hostSpec(node string, round int, refs ...string) error {
+	var host []proto.HostUnit
+	for _, ref := range refs {
+		host = append(host, proto.HostUnit{Unit: "k8s-join", Settings: json.RawMessage(`{"server": "https://10.0.0.1:6443", "caCertSha256": "` +
+			strings.Repeat("ab", 32) + `", "tokenRef": "` + ref + `"}`)})
+	}
+	return f.r.st.Update(func(tx *store.Tx) error {
+		_, err := tx.SetNodeSpec(proto.NodeSpec{Node: node, Role: proto.RoleNode, Labels: map[string]string{"round": fmt.Sprint(round)}, Host: host})
+		return err
+	})
+}
+
+// inventorySection is the data the store holds for node's inventory section.
+func (f *busyFleet) inventorySection(node, section string) (data string) {
+	err := f.r.st.View(func(tx *store.Tx) error {
+		sections, err := tx.Inventory(node)
+		for _, s := range sections {
+			if s.Section == section {
+				data = string(s.Data)
+			}
+		}
+		return err
+	})
+	f.must(err, "reading the inventory")
+	return data
+}
+
+// dcgmInput is a diag.dcgm command's input as the fleet's agents read it: the command's
+// id, which a forged result needs, and whether to forge it.
+type dcgmInput struct {
+	proto.DiagDCGM
+	ID    string `json:"id"`
+	Forge bool   `json:"forge,omitempty"`
+}
+
+// dcgm is the agent's diag.dcgm: a passed level-1 run, node-signed, or, when the
+// command says forge, signed with the key of the neighbour's certificate and claiming
+// to be the agent's.
+func (a *fleetAgent) dcgm(neighbour string, key tls.Certificate) session.Handler {
+	return func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+		var in dcgmInput
+		if err := json.Unmarshal(p, &in); err != nil {
+			return nil, err
+		}
+		result := proto.DCGMResult{Level: 1, Tests: []proto.DCGMTest{{Name: "memory", Status: proto.DCGMPass}}, Passed: true}
+		if !in.Forge {
+			return session.SignResult(ctx, proto.CommandDiagDCGM, result)
+		}
+		body, err := json.Marshal(result)
+		if err != nil {
+			return nil, err
+		}
+		sr, err := proto.SignResult(key.PrivateKey.(crypto.Signer), proto.ResultPayload{NodeID: a.node, CommandID: in.ID, Kind: proto.CommandDiagDCGM, Result: body})
+		if err != nil {
+			return nil, fmt.Errorf("signing as %s: %w", neighbour, err)
+		}
+		sr.Certificate = key.Certificate[0]
+		return json.Marshal(sr)
+	}
+}
+
+// dcgm relays a diag.dcgm command id to node's agent: its node-signed result is taken,
+// or, when forge has it signed with another node's key, refused (DRIVER_ERROR,
+// signature).
+func (f *busyFleet) dcgm(ctx context.Context, node, id string, forge bool) {
+	payload, err := json.Marshal(dcgmInput{DiagDCGM: proto.DiagDCGM{Level: 1}, ID: id, Forge: forge})
+	f.must(err, "a diag.dcgm input")
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	got, err := f.r.plane.ep.Relay(rctx, node, proto.Command{ID: id, Kind: proto.CommandDiagDCGM, Payload: payload})
+	switch {
+	case !forge && err != nil:
+		f.t.Errorf("diag.dcgm %s, signed by %s: %v", id, node, err)
+	case forge && (err == nil || proto.CodeOf(err) != proto.DriverError || proto.AsError(err).Details.Reason != proto.ReasonSignature):
+		f.t.Errorf("diag.dcgm %s, signed by another node's key: %s, %v; want DRIVER_ERROR %s", id, got, err, proto.ReasonSignature)
 	}
 }
