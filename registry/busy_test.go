@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bufio"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -14,13 +15,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -1576,4 +1581,136 @@ func (f *busyFleet) dcgm(ctx context.Context, node, id string, forge bool) {
 	case forge && (err == nil || proto.CodeOf(err) != proto.DriverError || proto.AsError(err).Details.Reason != proto.ReasonSignature):
 		f.t.Errorf("diag.dcgm %s, signed by another node's key: %s, %v; want DRIVER_ERROR %s", id, got, err, proto.ReasonSignature)
 	}
+}
+
+// TestConsoleLivePagesEndOnClose: the console's live pages of nodes whose workflows run
+// (their server-sent event streams, each following its run and its node's events
+// through the API), opened by each tenant's browser while the tenants' clients call,
+// end when the registry closes, rather than holding Close up or reading a released
+// store, and no goroutine of the registry, the console's included, is left.
+func TestConsoleLivePagesEndOnClose(t *testing.T) {
+	f := startBusyFleet(t)
+	// No site agent answers: each enrollment's workflow waits at its first BMC read.
+	type stream struct {
+		tenant, node string
+		ended        chan error
+	}
+	var streams []stream
+	for ti, tenant := range busyTenants {
+		browser := f.signIn(f.configs[tenant])
+		for i := range 2 {
+			node, err := call[api.Node](f.tenants[tenant], "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)},
+				BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // a page open twice
+				streams = append(streams, stream{tenant, node.ID, f.openLive(browser, node.ID)})
+			}
+		}
+	}
+	// The tenants' clients call meanwhile.
+	stop := make(chan struct{})
+	var callers sync.WaitGroup
+	for _, tenant := range busyTenants {
+		callers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := call[api.NodeList](f.tenants[tenant], "metal.list", api.ListNodesRequest{}); err != nil {
+					return // the registry closed
+				}
+			}
+		})
+	}
+	f.wait("every live page follows its node", func() bool {
+		return strings.Count(strings.Join(runningRegistry(), "\n"), "console.(*Console).follow(") >= 2*len(streams)
+	})
+	if err := f.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	callers.Wait()
+	for _, s := range streams {
+		select {
+		case err := <-s.ended:
+			if err != nil {
+				t.Errorf("%s's live page of %s: %v", s.tenant, s.node, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s's live page of %s goes on after Close", s.tenant, s.node)
+		}
+	}
+	for _, g := range registryGoroutines() {
+		t.Errorf("a goroutine of the registry left after Close:\n%s", g)
+	}
+}
+
+// signIn signs in to the console with cfg's credential as a browser does (the sign-in
+// page's token, then the form from the console's own origin) and returns the browser.
+func (f *busyFleet) signIn(cfg api.ClientConfig) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(cfg.ServingCA))
+	jar, err := cookiejar.New(nil)
+	f.must(err, "a cookie jar")
+	browser := &http.Client{Jar: jar, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	f.t.Cleanup(browser.CloseIdleConnections)
+	base := f.r.Info().URL
+	resp, err := browser.Get(base + "/ui/signin")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	if m == nil {
+		f.t.Fatalf("the sign-in page holds no form token:\n%s", page)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/ui/signin", strings.NewReader(url.Values{"credential": {cfg.Credential}, "csrf": {string(m[1])}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	if resp, err = browser.Do(req); err != nil {
+		f.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		f.t.Fatalf("signing in to the console: %s", resp.Status)
+	}
+	return browser
+}
+
+// openLive opens node's live page in browser and reads its first update; the channel
+// gets nil when the stream ends after that, or what went wrong.
+func (f *busyFleet) openLive(browser *http.Client, node string) chan error {
+	ended := make(chan error, 1)
+	resp, err := browser.Get(f.r.Info().URL + "/ui/nodes/" + node + "/live")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		resp.Body.Close()
+		f.t.Fatalf("the live page of %s: %s %s", node, resp.Status, resp.Header.Get("Content-Type"))
+	}
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() && lines.Text() != "event: update" {
+	}
+	if lines.Err() != nil {
+		f.t.Fatalf("the live page of %s: %v", node, lines.Err())
+	}
+	go func() {
+		defer resp.Body.Close()
+		for lines.Scan() {
+		}
+		// A stream the registry ends mid-way reads as cut; one it ends cleanly, EOF.
+		if err := lines.Err(); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			ended <- err
+			return
+		}
+		ended <- nil
+	}()
+	return ended
 }
