@@ -1348,6 +1348,30 @@ func (f *busyFleet) followEvents(ctx context.Context, c *api.Client, node string
 // certificate is served as the node.
 func TestBusyAgentsAsk(t *testing.T) {
 	f := startBusyFleet(t)
+	f.agentsAsk(f)
+}
+
+// TestBusyReplicasAgentsAsk is TestBusyAgentsAsk across two registries sharing one etcd
+// store, as TestBusyReplicas runs them: the agents hold their sessions with the first,
+// while the admin puts the secrets, the NodeSpecs are written and the diag.dcgm commands
+// relayed through the second, so the secrets sealed by one replica are opened by the
+// other, and the signed results the first verifies reach the second's relays.
+func TestBusyReplicasAgentsAsk(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	cfg := Config{Store: StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}, KEKFile: filepath.Join(t.TempDir(), "kek")}
+	agentSide := serveBusy(t, cfg)
+	agentSide.populate()
+	apiSide := serveBusy(t, cfg, agentSide.r.Info().AdminConfig)
+	for tenant, tc := range agentSide.configs {
+		apiSide.addTenant(tenant, tc)
+	}
+	agentSide.agentsAsk(apiSide)
+}
+
+// agentsAsk is TestBusyAgentsAsk with the agents' sessions held by f's registry, and
+// the tenants' and the admin's calls, the NodeSpecs and the relays going through by's.
+func (f *busyFleet) agentsAsk(by *busyFleet) {
+	t := f.t
 	ctx, cancel := context.WithCancel(context.Background())
 	var agents sync.WaitGroup
 	defer func() { cancel(); agents.Wait() }()
@@ -1364,11 +1388,11 @@ func TestBusyAgentsAsk(t *testing.T) {
 		enrolled sync.WaitGroup
 	)
 	for ti, tenant := range busyTenants {
-		_, err := call[api.PutSecret](f.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: shared, Value: []byte("join-" + tenant)})
+		_, err := call[api.PutSecret](by.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: shared, Value: []byte("join-" + tenant)})
 		f.must(err, "secrets.put")
 		for i := range 2 {
 			enrolled.Go(func() {
-				c := f.tenants[tenant]
+				c := by.tenants[tenant]
 				node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)},
 					BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
 				if !f.must(err, "metal.enroll") {
@@ -1378,9 +1402,9 @@ func TestBusyAgentsAsk(t *testing.T) {
 					n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
 					return err == nil && n.State == store.NodeReady
 				})
-				_, err = call[api.PutSecret](f.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ownSecret(node.ID), Value: []byte("own-" + node.ID)})
+				_, err = call[api.PutSecret](by.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ownSecret(node.ID), Value: []byte("own-" + node.ID)})
 				f.must(err, "secrets.put")
-				f.must(f.hostSpec(node.ID, 0, shared, ownSecret(node.ID)), "storing a NodeSpec")
+				f.must(by.hostSpec(node.ID, 0, shared, ownSecret(node.ID)), "storing a NodeSpec")
 				a := f.newAgent(node.ID, f.raceJoin(store.TokenProvisioned, node.ID, "node"))
 				mu.Lock()
 				defer mu.Unlock()
@@ -1409,7 +1433,9 @@ func TestBusyAgentsAsk(t *testing.T) {
 				return
 			default:
 			}
-			startHousekeeping(ctx, f.r.cfg.Clock, f.r.st, slog.New(slog.DiscardHandler))()
+			for _, r := range []*Registry{f.r, by.r} {
+				startHousekeeping(ctx, r.cfg.Clock, r.st, slog.New(slog.DiscardHandler))()
+			}
 			prunes.Add(1)
 		}
 	})
@@ -1422,13 +1448,13 @@ func TestBusyAgentsAsk(t *testing.T) {
 			}
 			tenant := busyTenants[i%len(busyTenants)]
 			ref := fmt.Sprintf("secret://other/%d", i)
-			_, err := call[api.PutSecret](f.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ref, Value: []byte("other")})
+			_, err := call[api.PutSecret](by.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ref, Value: []byte("other")})
 			f.must(err, "secrets.put")
-			_, err = call[api.SecretList](f.admin, "secrets.list", api.ListSecretsRequest{TenantID: tenant})
+			_, err = call[api.SecretList](by.admin, "secrets.list", api.ListSecretsRequest{TenantID: tenant})
 			f.must(err, "secrets.list")
-			_, err = call[api.DeletedSecret](f.admin, "secrets.delete", api.SecretRequest{TenantID: tenant, Ref: ref})
+			_, err = call[api.DeletedSecret](by.admin, "secrets.delete", api.SecretRequest{TenantID: tenant, Ref: ref})
 			f.must(err, "secrets.delete")
-			f.mint(store.TokenProvisioned, fmt.Sprintf("later-%d", i))
+			by.mint(store.TokenProvisioned, fmt.Sprintf("later-%d", i))
 			adminOps.Add(1)
 		}
 	})
@@ -1442,7 +1468,7 @@ func TestBusyAgentsAsk(t *testing.T) {
 			end := a.session(ctx, s)
 			defer func() { end() }()
 			for round := range rounds {
-				f.must(f.hostSpec(a.node, round, shared, ownSecret(a.node)), "storing a NodeSpec")
+				f.must(by.hostSpec(a.node, round, shared, ownSecret(a.node)), "storing a NodeSpec")
 				inv := fmt.Sprintf(`{"round":%d}`, round)
 				s.SetInventory("gpu", json.RawMessage(inv))
 				if v, err := s.Secret(ctx, ownSecret(a.node)); err != nil || string(v) != "own-"+a.node {
@@ -1458,15 +1484,15 @@ func TestBusyAgentsAsk(t *testing.T) {
 					t.Errorf("%s asks for %s's secret: %q, %v; want FORBIDDEN", a.node, neighbour, v, err)
 				}
 				var relays sync.WaitGroup
-				relays.Go(func() { f.dcgm(ctx, a.node, fmt.Sprintf("dcgm-%s-%d", a.node, round), false) })
-				relays.Go(func() { f.dcgm(ctx, a.node, fmt.Sprintf("forged-%s-%d", a.node, round), true) })
+				relays.Go(func() { by.dcgm(ctx, a.node, fmt.Sprintf("dcgm-%s-%d", a.node, round), false) })
+				relays.Go(func() { by.dcgm(ctx, a.node, fmt.Sprintf("forged-%s-%d", a.node, round), true) })
 				if round == renewAt {
 					// Renewed while the commands run, whose results either key signs.
 					key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-					if err != nil {
-						t.Fatal(err)
+					var cert tls.Certificate
+					if err == nil {
+						cert, err = s.Renew(ctx, key)
 					}
-					cert, err := s.Renew(ctx, key)
 					if err != nil {
 						t.Errorf("%s renews its certificate: %v", a.node, err)
 						relays.Wait()
