@@ -492,16 +492,10 @@ func TestBusyFleet(t *testing.T) {
 		})
 		for i := range 3 {
 			work.Go(func() {
-				mac := fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)
-				node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{mac},
-					BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
-				if !f.must(err, "metal.enroll") {
+				node, ok := f.enrollReady(c, ti, i)
+				if !ok {
 					return
 				}
-				f.wait("node "+node.ID+" ready", func() bool {
-					n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
-					return err == nil && n.State == store.NodeReady
-				})
 				if i == 0 {
 					f.must(c.Call(context.Background(), "profiles.create", api.CreateProfileRequest{Document: api.Document(busyDeploy)}, nil), "profiles.create")
 				}
@@ -719,6 +713,20 @@ func TestBusyFleet(t *testing.T) {
 	}
 	cancel()
 	agents.Wait()
+}
+
+// enrollReady enrolls machine i of the tenant numbered ti with the tenant's client c
+// and waits until its node is ready; false when it failed, which the test is told.
+func (f *busyFleet) enrollReady(c *api.Client, ti, i int) (api.Node, bool) {
+	node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)},
+		BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
+	if !f.must(err, "metal.enroll") {
+		return node, false
+	}
+	return node, f.wait("node "+node.ID+" ready", func() bool {
+		n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
+		return err == nil && n.State == store.NodeReady
+	})
 }
 
 // raceProfiles has four clients of tenant create each version of one profile at once:
@@ -1224,14 +1232,7 @@ func TestRevocationsRaceTheirUse(t *testing.T) {
 // applied, the site agent is pushed the images pre-warmed through the second, and the
 // tenants see only their own through either.
 func TestBusyReplicas(t *testing.T) {
-	cluster := etcdtest.Start(t)
-	cfg := Config{Store: StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}, KEKFile: filepath.Join(t.TempDir(), "kek")}
-	agentSide := serveBusy(t, cfg)
-	agentSide.populate()
-	apiSide := serveBusy(t, cfg, agentSide.r.Info().AdminConfig)
-	for tenant, tc := range agentSide.configs {
-		apiSide.addTenant(tenant, tc)
-	}
+	agentSide, apiSide := startBusyReplicas(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var agents sync.WaitGroup
 	defer func() { cancel(); agents.Wait() }()
@@ -1296,6 +1297,21 @@ func TestBusyReplicas(t *testing.T) {
 	agentSide.waitCacheImages(siteAgent, images)
 }
 
+// startBusyReplicas starts two registries sharing one etcd store (a real three-member
+// cluster), the fleet populated through the first: the agents' side and the API's side,
+// whose tenants call with the credentials of the first's.
+func startBusyReplicas(t *testing.T) (agentSide, apiSide *busyFleet) {
+	cluster := etcdtest.Start(t)
+	cfg := Config{Store: StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}, KEKFile: filepath.Join(t.TempDir(), "kek")}
+	agentSide = serveBusy(t, cfg)
+	agentSide.populate()
+	apiSide = serveBusy(t, cfg, agentSide.r.Info().AdminConfig)
+	for tenant, tc := range agentSide.configs {
+		apiSide.addTenant(tenant, tc)
+	}
+	return agentSide, apiSide
+}
+
 // waitCacheImages waits until the site agent has applied a NodeSpec whose cache images
 // are the images pre-warmed (refs by tenant), and the store records it applied.
 func (f *busyFleet) waitCacheImages(site *fleetAgent, images map[string][]string) {
@@ -1357,14 +1373,7 @@ func TestBusyAgentsAsk(t *testing.T) {
 // relayed through the second, so the secrets sealed by one replica are opened by the
 // other, and the signed results the first verifies reach the second's relays.
 func TestBusyReplicasAgentsAsk(t *testing.T) {
-	cluster := etcdtest.Start(t)
-	cfg := Config{Store: StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}, KEKFile: filepath.Join(t.TempDir(), "kek")}
-	agentSide := serveBusy(t, cfg)
-	agentSide.populate()
-	apiSide := serveBusy(t, cfg, agentSide.r.Info().AdminConfig)
-	for tenant, tc := range agentSide.configs {
-		apiSide.addTenant(tenant, tc)
-	}
+	agentSide, apiSide := startBusyReplicas(t)
 	agentSide.agentsAsk(apiSide)
 }
 
@@ -1392,17 +1401,11 @@ func (f *busyFleet) agentsAsk(by *busyFleet) {
 		f.must(err, "secrets.put")
 		for i := range 2 {
 			enrolled.Go(func() {
-				c := by.tenants[tenant]
-				node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)},
-					BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
-				if !f.must(err, "metal.enroll") {
+				node, ok := f.enrollReady(by.tenants[tenant], ti, i)
+				if !ok {
 					return
 				}
-				f.wait("node "+node.ID+" ready", func() bool {
-					n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
-					return err == nil && n.State == store.NodeReady
-				})
-				_, err = call[api.PutSecret](by.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ownSecret(node.ID), Value: []byte("own-" + node.ID)})
+				_, err := call[api.PutSecret](by.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ownSecret(node.ID), Value: []byte("own-" + node.ID)})
 				f.must(err, "secrets.put")
 				f.must(by.hostSpec(node.ID, 0, shared, ownSecret(node.ID)), "storing a NodeSpec")
 				a := f.newAgent(node.ID, f.raceJoin(store.TokenProvisioned, node.ID, "node"))
