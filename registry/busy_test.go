@@ -1387,6 +1387,46 @@ func (f *busyFleet) agentsAsk(by *busyFleet) {
 	siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
 	agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
 
+	// From now on: housekeeping, and the admin's secrets and tokens, while the nodes
+	// enroll and join and then ask.
+	quiet := make(chan struct{})
+	var background sync.WaitGroup
+	var prunes, adminOps atomic.Int64
+	stopBackground := sync.OnceFunc(func() { close(quiet); background.Wait() })
+	defer stopBackground()
+	background.Go(func() {
+		for {
+			select {
+			case <-quiet:
+				return
+			default:
+			}
+			for _, r := range []*Registry{f.r, by.r} {
+				startHousekeeping(ctx, r.cfg.Clock, r.st, slog.New(slog.DiscardHandler))()
+			}
+			prunes.Add(1)
+		}
+	})
+	background.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-quiet:
+				return
+			default:
+			}
+			tenant := busyTenants[i%len(busyTenants)]
+			ref := fmt.Sprintf("secret://other/%d", i)
+			_, err := call[api.PutSecret](by.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ref, Value: []byte("other")})
+			f.must(err, "secrets.put")
+			_, err = call[api.SecretList](by.admin, "secrets.list", api.ListSecretsRequest{TenantID: tenant})
+			f.must(err, "secrets.list")
+			_, err = call[api.DeletedSecret](by.admin, "secrets.delete", api.SecretRequest{TenantID: tenant, Ref: ref})
+			f.must(err, "secrets.delete")
+			by.mint(store.TokenProvisioned, fmt.Sprintf("later-%d", i))
+			adminOps.Add(1)
+		}
+	})
+
 	// Two nodes of each tenant, each NodeSpec naming the tenant's secret of a name both
 	// tenants use, and the node's own.
 	const shared = "secret://k8s/join"
@@ -1424,43 +1464,6 @@ func (f *busyFleet) agentsAsk(by *busyFleet) {
 		n := machines[(i+1)%len(machines)]
 		a.handlers = map[string]session.Handler{proto.CommandDiagDCGM: a.dcgm(n.node, n.creds.Certificate)}
 	}
-
-	// Meanwhile: housekeeping, and the admin's secrets and tokens.
-	quiet := make(chan struct{})
-	var background sync.WaitGroup
-	var prunes, adminOps atomic.Int64
-	background.Go(func() {
-		for {
-			select {
-			case <-quiet:
-				return
-			default:
-			}
-			for _, r := range []*Registry{f.r, by.r} {
-				startHousekeeping(ctx, r.cfg.Clock, r.st, slog.New(slog.DiscardHandler))()
-			}
-			prunes.Add(1)
-		}
-	})
-	background.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-quiet:
-				return
-			default:
-			}
-			tenant := busyTenants[i%len(busyTenants)]
-			ref := fmt.Sprintf("secret://other/%d", i)
-			_, err := call[api.PutSecret](by.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ref, Value: []byte("other")})
-			f.must(err, "secrets.put")
-			_, err = call[api.SecretList](by.admin, "secrets.list", api.ListSecretsRequest{TenantID: tenant})
-			f.must(err, "secrets.list")
-			_, err = call[api.DeletedSecret](by.admin, "secrets.delete", api.SecretRequest{TenantID: tenant, Ref: ref})
-			f.must(err, "secrets.delete")
-			by.mint(store.TokenProvisioned, fmt.Sprintf("later-%d", i))
-			adminOps.Add(1)
-		}
-	})
 
 	const rounds, renewAt = 6, 3
 	var work sync.WaitGroup
@@ -1517,8 +1520,7 @@ func (f *busyFleet) agentsAsk(by *busyFleet) {
 		})
 	}
 	work.Wait()
-	close(quiet)
-	background.Wait()
+	stopBackground()
 	if prunes.Load() == 0 || adminOps.Load() == 0 {
 		t.Errorf("housekeeping ran %d times, the admin %d, while the agents asked", prunes.Load(), adminOps.Load())
 	}
