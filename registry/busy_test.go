@@ -890,8 +890,8 @@ func runningRegistry() []string {
 
 // TestCloseWhileBusy closes the registry while everything of TestBusyFleet goes on at
 // once, Prometheus scrapes its metrics, and calls wait on the registry (workflows
-// followed, event logs awaited): Close
-// returns, Serve returns nil, no goroutine of the registry is left, a call after it is
+// followed, event logs awaited, the console's live pages): Close returns, Serve
+// returns nil, the live pages end, no goroutine of the registry is left, a call after it is
 // UNAVAILABLE, and the store, opened again, holds only what the agents acknowledged.
 func TestCloseWhileBusy(t *testing.T) {
 	f := startBusyFleet(t)
@@ -924,6 +924,11 @@ func TestCloseWhileBusy(t *testing.T) {
 	for i := range loose {
 		node := fmt.Sprintf("gpu-%d", i)
 		loose[i] = f.newAgent(node, f.raceJoin(store.TokenProvisioned, node, "node"))
+	}
+	// Each tenant's browser follows its waiting node's deploy on the console's live page.
+	livePages := map[string]chan error{}
+	for _, tenant := range busyTenants {
+		livePages[tenant] = f.openLive(f.signIn(f.configs[tenant]), waiting[tenant].ID)
 	}
 
 	// The storm: each worker loops until stopped; what fails once the registry closes is
@@ -1051,6 +1056,16 @@ func TestCloseWhileBusy(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("Serve did not return after Close")
+	}
+	for tenant, ended := range livePages {
+		select {
+		case err := <-ended:
+			if err != nil {
+				t.Errorf("%s's live page: %v", tenant, err)
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("%s's live page goes on after Close", tenant)
+		}
 	}
 	// The callers still waiting for answers wait on: nothing of the registry runs for them.
 	for _, g := range registryGoroutines() {
