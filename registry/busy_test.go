@@ -1,21 +1,31 @@
 package registry
 
 import (
+	"bufio"
 	"context"
+	"crypto"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -243,6 +253,8 @@ type fleetAgent struct {
 	// until its session ends.
 	stallNext atomic.Bool
 	stalled   chan int64
+	// handlers are the agent's handlers besides the fleet's own (echo and the BMC's).
+	handlers map[string]session.Handler
 }
 
 func (f *busyFleet) newAgent(node string, creds bcdconf.Agent) *fleetAgent {
@@ -301,10 +313,12 @@ func (a *fleetAgent) start() *session.Agent {
 	a.mu.Lock()
 	observed := a.observed
 	a.mu.Unlock()
+	handlers := map[string]session.Handler{"echo": a.echo, "power.getPower": on, "inspect.oob": on, "power.setPower": a.f.setPower}
+	maps.Copy(handlers, a.handlers)
 	s, err := session.New(session.Config{
 		Addr: a.creds.Config.AgentEndpoint, Certificate: a.creds.Certificate, ServerCAs: a.creds.ServingCAs,
 		ObservedGeneration: observed,
-		Handlers:           map[string]session.Handler{"echo": a.echo, "power.getPower": on, "inspect.oob": on, "power.setPower": a.f.setPower},
+		Handlers:           handlers,
 		Apply: func(ctx context.Context, spec proto.NodeSpec) error {
 			if a.stallNext.CompareAndSwap(true, false) {
 				a.stalled <- spec.Generation
@@ -333,6 +347,14 @@ func (a *fleetAgent) run(ctx context.Context, s *session.Agent) {
 	a.mu.Lock()
 	a.observed = max(a.observed, s.ObservedGeneration())
 	a.mu.Unlock()
+}
+
+// session runs session s until ctx ends or end is called, which waits for it.
+func (a *fleetAgent) session(ctx context.Context, s *session.Agent) (end func()) {
+	ctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { a.run(ctx, s); close(done) }()
+	return func() { stop(); <-done }
 }
 
 // lastApplied is the spec the agent applied last.
@@ -470,16 +492,10 @@ func TestBusyFleet(t *testing.T) {
 		})
 		for i := range 3 {
 			work.Go(func() {
-				mac := fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)
-				node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{mac},
-					BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
-				if !f.must(err, "metal.enroll") {
+				node, ok := f.enrollReady(c, ti, i)
+				if !ok {
 					return
 				}
-				f.wait("node "+node.ID+" ready", func() bool {
-					n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
-					return err == nil && n.State == store.NodeReady
-				})
 				if i == 0 {
 					f.must(c.Call(context.Background(), "profiles.create", api.CreateProfileRequest{Document: api.Document(busyDeploy)}, nil), "profiles.create")
 				}
@@ -699,6 +715,20 @@ func TestBusyFleet(t *testing.T) {
 	agents.Wait()
 }
 
+// enrollReady enrolls machine i of the tenant numbered ti with the tenant's client c
+// and waits until its node is ready; false when it failed, which the test is told.
+func (f *busyFleet) enrollReady(c *api.Client, ti, i int) (api.Node, bool) {
+	node, err := call[api.Node](c, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)},
+		BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
+	if !f.must(err, "metal.enroll") {
+		return node, false
+	}
+	return node, f.wait("node "+node.ID+" ready", func() bool {
+		n, err := call[api.NodeView](c, "metal.get", api.NodeKey{NodeID: node.ID})
+		return err == nil && n.State == store.NodeReady
+	})
+}
+
 // raceProfiles has four clients of tenant create each version of one profile at once:
 // one is stored, the others are CONFLICT. The other tenant has a profile of the same id,
 // which neither sees of the other.
@@ -860,8 +890,8 @@ func runningRegistry() []string {
 
 // TestCloseWhileBusy closes the registry while everything of TestBusyFleet goes on at
 // once, Prometheus scrapes its metrics, and calls wait on the registry (workflows
-// followed, event logs awaited): Close
-// returns, Serve returns nil, no goroutine of the registry is left, a call after it is
+// followed, event logs awaited, the console's live pages): Close returns, Serve
+// returns nil, the live pages end, no goroutine of the registry is left, a call after it is
 // UNAVAILABLE, and the store, opened again, holds only what the agents acknowledged.
 func TestCloseWhileBusy(t *testing.T) {
 	f := startBusyFleet(t)
@@ -894,6 +924,11 @@ func TestCloseWhileBusy(t *testing.T) {
 	for i := range loose {
 		node := fmt.Sprintf("gpu-%d", i)
 		loose[i] = f.newAgent(node, f.raceJoin(store.TokenProvisioned, node, "node"))
+	}
+	// Each tenant's browser follows its waiting node's deploy on the console's live page.
+	livePages := map[string]chan error{}
+	for _, tenant := range busyTenants {
+		livePages[tenant] = f.openLive(f.signIn(f.configs[tenant]), waiting[tenant].ID)
 	}
 
 	// The storm: each worker loops until stopped; what fails once the registry closes is
@@ -1021,6 +1056,16 @@ func TestCloseWhileBusy(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("Serve did not return after Close")
+	}
+	for tenant, ended := range livePages {
+		select {
+		case err := <-ended:
+			if err != nil {
+				t.Errorf("%s's live page: %v", tenant, err)
+			}
+		case <-time.After(time.Minute):
+			t.Errorf("%s's live page goes on after Close", tenant)
+		}
 	}
 	// The callers still waiting for answers wait on: nothing of the registry runs for them.
 	for _, g := range registryGoroutines() {
@@ -1230,14 +1275,7 @@ func TestRevocationsRaceTheirUse(t *testing.T) {
 // applied, the site agent is pushed the images pre-warmed through the second, and the
 // tenants see only their own through either.
 func TestBusyReplicas(t *testing.T) {
-	cluster := etcdtest.Start(t)
-	cfg := Config{Store: StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}, KEKFile: filepath.Join(t.TempDir(), "kek")}
-	agentSide := serveBusy(t, cfg)
-	agentSide.populate()
-	apiSide := serveBusy(t, cfg, agentSide.r.Info().AdminConfig)
-	for tenant, tc := range agentSide.configs {
-		apiSide.addTenant(tenant, tc)
-	}
+	agentSide, apiSide := startBusyReplicas(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var agents sync.WaitGroup
 	defer func() { cancel(); agents.Wait() }()
@@ -1302,6 +1340,21 @@ func TestBusyReplicas(t *testing.T) {
 	agentSide.waitCacheImages(siteAgent, images)
 }
 
+// startBusyReplicas starts two registries sharing one etcd store (a real three-member
+// cluster), the fleet populated through the first: the agents' side and the API's side,
+// whose tenants call with the credentials of the first's.
+func startBusyReplicas(t *testing.T) (agentSide, apiSide *busyFleet) {
+	cluster := etcdtest.Start(t)
+	cfg := Config{Store: StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}, KEKFile: filepath.Join(t.TempDir(), "kek")}
+	agentSide = serveBusy(t, cfg)
+	agentSide.populate()
+	apiSide = serveBusy(t, cfg, agentSide.r.Info().AdminConfig)
+	for tenant, tc := range agentSide.configs {
+		apiSide.addTenant(tenant, tc)
+	}
+	return agentSide, apiSide
+}
+
 // waitCacheImages waits until the site agent has applied a NodeSpec whose cache images
 // are the images pre-warmed (refs by tenant), and the store records it applied.
 func (f *busyFleet) waitCacheImages(site *fleetAgent, images map[string][]string) {
@@ -1338,4 +1391,400 @@ func (f *busyFleet) followEvents(ctx context.Context, c *api.Client, node string
 			after = e.Seq
 		}
 	}
+}
+
+// TestBusyAgentsAsk drives what node agents ask of a busy registry, all at once: each
+// node of each tenant asks for the secrets its NodeSpec names while its NodeSpec moves,
+// reports its inventory, answers node-signed diag.dcgm commands (one of them signed with
+// another node's key) and renews its certificate in the middle of a command, while the
+// admin puts, lists and deletes other secrets, join tokens are minted and the
+// registry's housekeeping prunes over and over. A node gets its own tenant's value of a
+// secret both tenants have, and never another node's secret (FORBIDDEN); an answer on
+// the session stream tells that the inventory sent before it is stored, so the last one
+// sent is the one that stays; a signed result is taken from the session's certificate
+// and from the renewed one, and refused when another node's key signed it; the session
+// that renewed keeps going (docs/agent-plane.md), and a new one with the renewed
+// certificate is served as the node.
+func TestBusyAgentsAsk(t *testing.T) {
+	f := startBusyFleet(t)
+	f.agentsAsk(f)
+}
+
+// TestBusyReplicasAgentsAsk is TestBusyAgentsAsk across two registries sharing one etcd
+// store, as TestBusyReplicas runs them: the agents hold their sessions with the first,
+// while the admin puts the secrets, the NodeSpecs are written and the diag.dcgm commands
+// relayed through the second, so the secrets sealed by one replica are opened by the
+// other, and the signed results the first verifies reach the second's relays.
+func TestBusyReplicasAgentsAsk(t *testing.T) {
+	agentSide, apiSide := startBusyReplicas(t)
+	agentSide.agentsAsk(apiSide)
+}
+
+// agentsAsk is TestBusyAgentsAsk with the agents' sessions held by f's registry, and
+// the tenants' and the admin's calls, the NodeSpecs and the relays going through by's.
+func (f *busyFleet) agentsAsk(by *busyFleet) {
+	t := f.t
+	ctx, cancel := context.WithCancel(context.Background())
+	var agents sync.WaitGroup
+	defer func() { cancel(); agents.Wait() }()
+	siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
+	agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+
+	// From now on: housekeeping, and the admin's secrets and tokens, while the nodes
+	// enroll and join and then ask.
+	quiet := make(chan struct{})
+	var background sync.WaitGroup
+	var prunes, adminOps atomic.Int64
+	stopBackground := sync.OnceFunc(func() { close(quiet); background.Wait() })
+	defer stopBackground()
+	background.Go(func() {
+		for {
+			select {
+			case <-quiet:
+				return
+			default:
+			}
+			for _, r := range []*Registry{f.r, by.r} {
+				startHousekeeping(ctx, r.cfg.Clock, r.st, slog.New(slog.DiscardHandler))()
+			}
+			prunes.Add(1)
+		}
+	})
+	background.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-quiet:
+				return
+			default:
+			}
+			tenant := busyTenants[i%len(busyTenants)]
+			ref := fmt.Sprintf("secret://other/%d", i)
+			_, err := call[api.PutSecret](by.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ref, Value: []byte("other")})
+			f.must(err, "secrets.put")
+			_, err = call[api.SecretList](by.admin, "secrets.list", api.ListSecretsRequest{TenantID: tenant})
+			f.must(err, "secrets.list")
+			_, err = call[api.DeletedSecret](by.admin, "secrets.delete", api.SecretRequest{TenantID: tenant, Ref: ref})
+			f.must(err, "secrets.delete")
+			by.mint(store.TokenProvisioned, fmt.Sprintf("later-%d", i))
+			adminOps.Add(1)
+		}
+	})
+
+	// Two nodes of each tenant, each NodeSpec naming the tenant's secret of a name both
+	// tenants use, and the node's own.
+	const shared = "secret://k8s/join"
+	var (
+		mu       sync.Mutex
+		machines []*fleetAgent
+		tenantOf = map[string]string{}
+		enrolled sync.WaitGroup
+	)
+	for ti, tenant := range busyTenants {
+		_, err := call[api.PutSecret](by.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: shared, Value: []byte("join-" + tenant)})
+		f.must(err, "secrets.put")
+		for i := range 2 {
+			enrolled.Go(func() {
+				node, ok := f.enrollReady(by.tenants[tenant], ti, i)
+				if !ok {
+					return
+				}
+				_, err := call[api.PutSecret](by.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ownSecret(node.ID), Value: []byte("own-" + node.ID)})
+				f.must(err, "secrets.put")
+				f.must(by.hostSpec(node.ID, 0, shared, ownSecret(node.ID)), "storing a NodeSpec")
+				a := f.newAgent(node.ID, f.raceJoin(store.TokenProvisioned, node.ID, "node"))
+				mu.Lock()
+				defer mu.Unlock()
+				machines, tenantOf[node.ID] = append(machines, a), tenant
+			})
+		}
+	}
+	enrolled.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	// Each machine's neighbour is the next one, of the other tenant or of its own.
+	for i, a := range machines {
+		n := machines[(i+1)%len(machines)]
+		a.handlers = map[string]session.Handler{proto.CommandDiagDCGM: a.dcgm(n.node, n.creds.Certificate)}
+	}
+
+	const rounds, renewAt = 6, 3
+	var work sync.WaitGroup
+	for i, a := range machines {
+		neighbour := machines[(i+1)%len(machines)].node
+		work.Go(func() {
+			s := a.start()
+			end := a.session(ctx, s)
+			defer func() { end() }()
+			for round := range rounds {
+				f.must(by.hostSpec(a.node, round, shared, ownSecret(a.node)), "storing a NodeSpec")
+				inv := fmt.Sprintf(`{"round":%d}`, round)
+				s.SetInventory("gpu", json.RawMessage(inv))
+				if v, err := s.Secret(ctx, ownSecret(a.node)); err != nil || string(v) != "own-"+a.node {
+					t.Errorf("%s asks for its own secret: %q, %v", a.node, v, err)
+				}
+				if got := f.inventorySection(a.node, "gpu"); got != inv {
+					t.Errorf("%s's secret was answered after it sent inventory %s; the store holds %s", a.node, inv, got)
+				}
+				if v, err := s.Secret(ctx, shared); err != nil || string(v) != "join-"+tenantOf[a.node] {
+					t.Errorf("%s of %s asks for %s: %q, %v; want its tenant's", a.node, tenantOf[a.node], shared, v, err)
+				}
+				if v, err := s.Secret(ctx, ownSecret(neighbour)); proto.CodeOf(err) != proto.Forbidden || v != nil {
+					t.Errorf("%s asks for %s's secret: %q, %v; want FORBIDDEN", a.node, neighbour, v, err)
+				}
+				var relays sync.WaitGroup
+				relays.Go(func() { by.dcgm(ctx, a.node, fmt.Sprintf("dcgm-%s-%d", a.node, round), false) })
+				relays.Go(func() { by.dcgm(ctx, a.node, fmt.Sprintf("forged-%s-%d", a.node, round), true) })
+				if round == renewAt {
+					// Renewed while the commands run, whose results either key signs.
+					key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+					var cert tls.Certificate
+					if err == nil {
+						cert, err = s.Renew(ctx, key)
+					}
+					if err != nil {
+						t.Errorf("%s renews its certificate: %v", a.node, err)
+						relays.Wait()
+						return
+					}
+					// The session that renewed keeps going.
+					if v, err := s.Secret(ctx, ownSecret(a.node)); !s.Connected() || err != nil || string(v) != "own-"+a.node {
+						t.Errorf("%s's session after it renewed: connected %v, its secret %q, %v", a.node, s.Connected(), v, err)
+					}
+					relays.Wait()
+					end()
+					// A new one presents the renewed certificate and is served as the node.
+					a.creds.Certificate = cert
+					s = a.start()
+					end = a.session(ctx, s)
+				}
+				relays.Wait()
+			}
+		})
+	}
+	work.Wait()
+	stopBackground()
+	if prunes.Load() == 0 || adminOps.Load() == 0 {
+		t.Errorf("housekeeping ran %d times, the admin %d, while the agents asked", prunes.Load(), adminOps.Load())
+	}
+	for _, a := range machines {
+		if got, want := f.inventorySection(a.node, "gpu"), fmt.Sprintf(`{"round":%d}`, rounds-1); got != want {
+			t.Errorf("%s's inventory at the end: %s, want the last it sent, %s", a.node, got, want)
+		}
+	}
+}
+
+// ownSecret is the secret only node's NodeSpec names.
+func ownSecret(node string) string { return "secret://k8s/" + node }
+
+// hostSpec stores a NodeSpec of node whose host section has a k8s-join naming each of
+// refs, its labels the round.
+func (f *busyFleet) hostSpec(node string, round int, refs ...string) error {
+	var host []proto.HostUnit
+	for _, ref := range refs {
+		host = append(host, proto.HostUnit{Unit: "k8s-join", Settings: json.RawMessage(`{"server": "https://10.0.0.1:6443", "caCertSha256": "` +
+			strings.Repeat("ab", 32) + `", "tokenRef": "` + ref + `"}`)})
+	}
+	return f.r.st.Update(func(tx *store.Tx) error {
+		_, err := tx.SetNodeSpec(proto.NodeSpec{Node: node, Role: proto.RoleNode, Labels: map[string]string{"round": fmt.Sprint(round)}, Host: host})
+		return err
+	})
+}
+
+// inventorySection is the data the store holds for node's inventory section.
+func (f *busyFleet) inventorySection(node, section string) (data string) {
+	err := f.r.st.View(func(tx *store.Tx) error {
+		sections, err := tx.Inventory(node)
+		for _, s := range sections {
+			if s.Section == section {
+				data = string(s.Data)
+			}
+		}
+		return err
+	})
+	f.must(err, "reading the inventory")
+	return data
+}
+
+// dcgmInput is a diag.dcgm command's input as the fleet's agents read it: the command's
+// id, which a forged result needs, and whether to forge it.
+type dcgmInput struct {
+	proto.DiagDCGM
+	ID    string `json:"id"`
+	Forge bool   `json:"forge,omitempty"`
+}
+
+// dcgm is the agent's diag.dcgm: a passed level-1 run, node-signed, or, when the
+// command says forge, signed with the key of the neighbour's certificate and claiming
+// to be the agent's.
+func (a *fleetAgent) dcgm(neighbour string, key tls.Certificate) session.Handler {
+	return func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+		var in dcgmInput
+		if err := json.Unmarshal(p, &in); err != nil {
+			return nil, err
+		}
+		result := proto.DCGMResult{Level: 1, Tests: []proto.DCGMTest{{Name: "memory", Status: proto.DCGMPass}}, Passed: true}
+		if !in.Forge {
+			return session.SignResult(ctx, proto.CommandDiagDCGM, result)
+		}
+		body, err := json.Marshal(result)
+		if err != nil {
+			return nil, err
+		}
+		sr, err := proto.SignResult(key.PrivateKey.(crypto.Signer), proto.ResultPayload{NodeID: a.node, CommandID: in.ID, Kind: proto.CommandDiagDCGM, Result: body})
+		if err != nil {
+			return nil, fmt.Errorf("signing as %s: %w", neighbour, err)
+		}
+		sr.Certificate = key.Certificate[0]
+		return json.Marshal(sr)
+	}
+}
+
+// dcgm relays a diag.dcgm command id to node's agent: its node-signed result is taken,
+// or, when forge has it signed with another node's key, refused (DRIVER_ERROR,
+// signature).
+func (f *busyFleet) dcgm(ctx context.Context, node, id string, forge bool) {
+	payload, err := json.Marshal(dcgmInput{DiagDCGM: proto.DiagDCGM{Level: 1}, ID: id, Forge: forge})
+	f.must(err, "a diag.dcgm input")
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	got, err := f.r.plane.ep.Relay(rctx, node, proto.Command{ID: id, Kind: proto.CommandDiagDCGM, Payload: payload})
+	switch {
+	case !forge && err != nil:
+		f.t.Errorf("diag.dcgm %s, signed by %s: %v", id, node, err)
+	case forge && (err == nil || proto.CodeOf(err) != proto.DriverError || proto.AsError(err).Details.Reason != proto.ReasonSignature):
+		f.t.Errorf("diag.dcgm %s, signed by another node's key: %s, %v; want DRIVER_ERROR %s", id, got, err, proto.ReasonSignature)
+	}
+}
+
+// TestConsoleLivePagesEndOnClose: the console's live pages of nodes whose workflows run
+// (their server-sent event streams, each following its run and its node's events
+// through the API), opened by each tenant's browser while the tenants' clients call,
+// end when the registry closes, rather than holding Close up or reading a released
+// store, and no goroutine of the registry, the console's included, is left.
+func TestConsoleLivePagesEndOnClose(t *testing.T) {
+	f := startBusyFleet(t)
+	// No site agent answers: each enrollment's workflow waits at its first BMC read.
+	type stream struct {
+		tenant, node string
+		ended        chan error
+	}
+	var streams []stream
+	for ti, tenant := range busyTenants {
+		browser := f.signIn(f.configs[tenant])
+		for i := range 2 {
+			node, err := call[api.Node](f.tenants[tenant], "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:%02x:%02x", ti, i)},
+				BMC: api.BMC{Driver: "redfish", Address: fmt.Sprintf("https://10.0.0.%d", 10*ti+i+1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // a page open twice
+				streams = append(streams, stream{tenant, node.ID, f.openLive(browser, node.ID)})
+			}
+		}
+	}
+	// The tenants' clients call meanwhile.
+	stop := make(chan struct{})
+	var callers sync.WaitGroup
+	for _, tenant := range busyTenants {
+		callers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := call[api.NodeList](f.tenants[tenant], "metal.list", api.ListNodesRequest{}); err != nil {
+					return // the registry closed
+				}
+			}
+		})
+	}
+	f.wait("every live page follows its node", func() bool {
+		return strings.Count(strings.Join(runningRegistry(), "\n"), "console.(*Console).follow(") >= 2*len(streams)
+	})
+	if err := f.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	callers.Wait()
+	for _, s := range streams {
+		select {
+		case err := <-s.ended:
+			if err != nil {
+				t.Errorf("%s's live page of %s: %v", s.tenant, s.node, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s's live page of %s goes on after Close", s.tenant, s.node)
+		}
+	}
+	for _, g := range registryGoroutines() {
+		t.Errorf("a goroutine of the registry left after Close:\n%s", g)
+	}
+}
+
+// signIn signs in to the console with cfg's credential as a browser does (the sign-in
+// page's token, then the form from the console's own origin) and returns the browser.
+func (f *busyFleet) signIn(cfg api.ClientConfig) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(cfg.ServingCA))
+	jar, err := cookiejar.New(nil)
+	f.must(err, "a cookie jar")
+	browser := &http.Client{Jar: jar, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	f.t.Cleanup(browser.CloseIdleConnections)
+	base := f.r.Info().URL
+	resp, err := browser.Get(base + "/ui/signin")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	if m == nil {
+		f.t.Fatalf("the sign-in page holds no form token:\n%s", page)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/ui/signin", strings.NewReader(url.Values{"credential": {cfg.Credential}, "csrf": {string(m[1])}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	if resp, err = browser.Do(req); err != nil {
+		f.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		f.t.Fatalf("signing in to the console: %s", resp.Status)
+	}
+	return browser
+}
+
+// openLive opens node's live page in browser and reads its first update; the channel
+// gets nil when the stream ends after that, or what went wrong.
+func (f *busyFleet) openLive(browser *http.Client, node string) chan error {
+	ended := make(chan error, 1)
+	resp, err := browser.Get(f.r.Info().URL + "/ui/nodes/" + node + "/live")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		resp.Body.Close()
+		f.t.Fatalf("the live page of %s: %s %s", node, resp.Status, resp.Header.Get("Content-Type"))
+	}
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() && lines.Text() != "event: update" {
+	}
+	if lines.Err() != nil {
+		f.t.Fatalf("the live page of %s: %v", node, lines.Err())
+	}
+	go func() {
+		defer resp.Body.Close()
+		for lines.Scan() {
+		}
+		// A stream the registry ends mid-way reads as cut; one it ends cleanly, EOF.
+		if err := lines.Err(); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			ended <- err
+			return
+		}
+		ended <- nil
+	}()
+	return ended
 }

@@ -215,7 +215,11 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 			rc.Flush()
 			return
 		}
+		// The followers stop once ctx ends, and a wait the stopping registry answered
+		// without an error tells failed nothing: the stream ends with ctx.
 		select {
+		case <-ctx.Done():
+			return
 		case <-changed:
 		case err := <-failed:
 			if ctx.Err() == nil {
