@@ -5,12 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
+	"runtime/trace"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -98,7 +102,14 @@ func serverHelper(specFile string) int {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var logTo io.Writer = os.Stderr
+	dir := os.Getenv("BC_BOOT_PROFILE")
+	if dir != "" {
+		stop, logFile := profile(dir)
+		defer stop()
+		logTo = io.MultiWriter(os.Stderr, logFile)
+	}
+	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s, err := New(spec.Config, Deps{Entries: &fileEntries{path: spec.Entries}, Discoveries: &fileSink{f: f}, Log: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
@@ -112,6 +123,43 @@ func serverHelper(specFile string) int {
 		return 1
 	}
 	return 0
+}
+
+// profile has the server helper write into dir, in files named by its process id, a
+// runtime trace (.trace), a CPU profile (.cpu) and its log (.log, the writer it returns),
+// and, when stop is called, its namespace's UDP counters (.snmp, /proc/net/snmp):
+// BC_BOOT_PROFILE=dir has every boot server a test or benchmark starts observed so.
+func profile(dir string) (stop func(), log io.Writer) {
+	name := filepath.Join(dir, strconv.Itoa(os.Getpid()))
+	var files []*os.File
+	create := func(ext string) *os.File {
+		f, err := os.Create(name + ext)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return nil
+		}
+		files = append(files, f)
+		return f
+	}
+	tf, cf, lf := create(".trace"), create(".cpu"), create(".log")
+	if tf == nil || cf == nil || lf == nil {
+		for _, f := range files {
+			f.Close()
+		}
+		return func() {}, io.Discard
+	}
+	trace.Start(tf)
+	pprof.StartCPUProfile(cf)
+	return func() {
+		pprof.StopCPUProfile()
+		trace.Stop()
+		if snmp, err := os.ReadFile("/proc/net/snmp"); err == nil {
+			os.WriteFile(name+".snmp", snmp, 0o644)
+		}
+		for _, f := range files {
+			f.Close()
+		}
+	}, lf
 }
 
 // bootServer is a boot server running in a namespace.

@@ -348,6 +348,10 @@ type pxeStormResult struct {
 	// tenths of the machines had finished it: the firmware's DHCP, its TFTP read, iPXE's
 	// DHCP, the script, and the last download.
 	Timeline map[string][3]time.Duration
+	// TFTPRead is how long the machines' TFTP reads took, from the end of their
+	// firmware's DHCP to the read's last block: a tenth, half and nine tenths of them
+	// took at most so long.
+	TFTPRead [3]time.Duration
 	Bytes    int64
 	Errors   []string
 }
@@ -378,8 +382,9 @@ func runPXEStorm(b *testing.B, ns *netns.NS, peer string, clients, window int, m
 		t := r.Timeline[ph]
 		fmt.Fprintf(&timeline, " %s %v/%v/%v", ph, ms(t[0]), ms(t[1]), ms(t[2]))
 	}
-	b.Logf("%s: %d booted, %d failed, %d restarts, %d TFTP reads windowed, last at %v (p50 %v; last DHCP %v, TFTP %v, iPXE DHCP %v), %d MiB %v; a tenth/half/nine tenths of the machines through:%s", peer,
-		r.Booted, r.Failed, r.Restarts, r.Windowed, ms(r.Last), ms(r.P50), ms(r.DHCP), ms(r.TFTP), ms(r.IPXE), r.Bytes>>20, r.Errors, timeline.String())
+	b.Logf("%s: %d booted, %d failed, %d restarts, %d TFTP reads windowed, last at %v (p50 %v; last DHCP %v, TFTP %v, iPXE DHCP %v), %d MiB %v; a tenth/half/nine tenths of the machines through:%s; TFTP reads took %v/%v/%v", peer,
+		r.Booted, r.Failed, r.Restarts, r.Windowed, ms(r.Last), ms(r.P50), ms(r.DHCP), ms(r.TFTP), ms(r.IPXE), r.Bytes>>20, r.Errors, timeline.String(),
+		ms(r.TFTPRead[0]), ms(r.TFTPRead[1]), ms(r.TFTPRead[2]))
 	if r.Failed > 0 {
 		b.Errorf("%s: %d of %d machines failed to boot: %v", peer, r.Failed, clients, r.Errors)
 	}
@@ -431,6 +436,7 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 		times []time.Duration
 		// phases holds each phase's times, in stormPhases' order.
 		phases = make([][]time.Duration, len(stormPhases))
+		reads  []time.Duration
 		wg     sync.WaitGroup
 		start  = time.Now()
 	)
@@ -476,6 +482,7 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 			for k, t := range []time.Duration{m.dhcp, m.tftp, m.ipxe, m.script, m.done} {
 				phases[k] = append(phases[k], t)
 			}
+			reads = append(reads, m.tftp-m.dhcp)
 		})
 	}
 	wg.Wait()
@@ -485,13 +492,20 @@ func pxeStorm(spec pxeStormSpec) (pxeStormResult, error) {
 	}
 	res.Timeline = map[string][3]time.Duration{}
 	for k, ts := range phases {
-		if len(ts) == 0 {
-			continue
+		if len(ts) > 0 {
+			res.Timeline[stormPhases[k]] = deciles(ts)
 		}
-		slices.Sort(ts)
-		res.Timeline[stormPhases[k]] = [3]time.Duration{ts[len(ts)/10], ts[len(ts)/2], ts[len(ts)*9/10]}
+	}
+	if len(reads) > 0 {
+		res.TFTPRead = deciles(reads)
 	}
 	return res, nil
+}
+
+// deciles sorts ts (not empty) and returns its first decile, median and ninth decile.
+func deciles(ts []time.Duration) [3]time.Duration {
+	slices.Sort(ts)
+	return [3]time.Duration{ts[len(ts)/10], ts[len(ts)/2], ts[len(ts)*9/10]}
 }
 
 // pxeMachine is one machine of a storm: when it finished each phase, and the bytes it
