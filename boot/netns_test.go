@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/e2e/netns"
+	"github.com/better-compute/better-compute/testkit"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -206,9 +207,10 @@ func fetches(t *testing.T, n testNet, srv *bootServer, known string) {
 	same("hpa")
 	n.client.Run(t, "curl", "-sS", "--tftp-blksize", "1468", "-o", filepath.Join(dir, "curl"), "tftp://"+serverAddr+"/undionly.kpxe")
 	same("curl")
-	if !strings.Contains(srv.log.String(), "blksize=1468") {
-		t.Errorf("no transfer with blksize 1468 in the server log:\n%s", srv.log.String())
-	}
+	// The server logs a transfer once it has the last acknowledgement, which may be just
+	// after curl, holding all the blocks, has exited.
+	testkit.WaitFor(t, "a transfer with blksize 1468 in the server log", 10*time.Second, 10*time.Millisecond,
+		func() bool { return strings.Contains(srv.log.String(), "blksize=1468") })
 
 	// Traversal: tftp-hpa reports the error; curl exits non-zero; nothing is written.
 	out := n.client.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "get", "../../../../etc/hostname", filepath.Join(dir, "escape"))
