@@ -30,7 +30,6 @@ func TestDocsNameOnlyRealMetrics(t *testing.T) {
 	for _, f := range exportedFamilies(t) {
 		exported[f.GetName()] = true
 	}
-	names := regexp.MustCompile(`\b(better_compute|bcd)_[a-z_]+[a-z]\b`)
 	var page string
 	for _, doc := range []string{"docs/operations.md", "examples/prometheus/alerts.yml", "examples/grafana/better-compute.json"} {
 		data, err := os.ReadFile(filepath.Join(moduleRoot(), doc))
@@ -40,12 +39,8 @@ func TestDocsNameOnlyRealMetrics(t *testing.T) {
 		if doc == "docs/operations.md" {
 			page = string(data)
 		}
-		for _, name := range names.FindAllString(string(data), -1) {
-			base := name
-			for _, suffix := range []string{"_bucket", "_count", "_sum"} {
-				base = strings.TrimSuffix(base, suffix)
-			}
-			if !exported[name] && !exported[base] {
+		for _, name := range metricName.FindAllString(string(data), -1) {
+			if !exported[name] && !exported[histogramBase(name)] {
 				t.Errorf("%s names %s, which nothing exports", doc, name)
 			}
 		}
@@ -55,6 +50,25 @@ func TestDocsNameOnlyRealMetrics(t *testing.T) {
 			t.Errorf("docs/operations.md does not describe %s", name)
 		}
 	}
+}
+
+// The patterns the documentation tests read metric names and labels with.
+var (
+	metricName = regexp.MustCompile(`\b(?:better_compute|bcd)_[a-z_]+[a-z]\b`)
+	// seriesLabel is a label of a series written `name{label="value",...}`.
+	seriesLabel = regexp.MustCompile(`(\w+)="`)
+	// groupedOrMatched is a PromQL `by (labels)` or a selector's `{matchers}`.
+	groupedOrMatched = regexp.MustCompile(`\bby \(([^)]*)\)|\{([^}]*)\}`)
+	word             = regexp.MustCompile(`\w+`)
+	matcherLabel     = regexp.MustCompile(`(\w+)\s*(?:=|!=|=~|!~)\s*"`)
+)
+
+// histogramBase is name without a histogram series' _bucket, _count or _sum.
+func histogramBase(name string) string {
+	for _, suffix := range []string{"_bucket", "_count", "_sum"} {
+		name = strings.TrimSuffix(name, suffix)
+	}
+	return name
 }
 
 // exportedFamilies is every better_compute_ and bcd_ metric family the registry, bcd site
@@ -126,7 +140,7 @@ func TestExampleAlerts(t *testing.T) {
 			continue // Prometheus's own, per scrape target
 		}
 		var got []string
-		for _, l := range regexp.MustCompile(`(\w+)="`).FindAllStringSubmatch(s[2], -1) {
+		for _, l := range seriesLabel.FindAllStringSubmatch(s[2], -1) {
 			if l[1] != "job" && l[1] != "instance" {
 				got = append(got, l[1])
 			}
@@ -190,23 +204,20 @@ func TestDashboardQueries(t *testing.T) {
 		t.Errorf("promtool check rules: %v\n%s", err, out)
 	}
 	labels := exportedLabels(t)
-	metric := regexp.MustCompile(`\b(?:better_compute|bcd)_[a-z_]+[a-z]\b`)
-	used := regexp.MustCompile(`\bby \(([^)]*)\)|\{([^}]*)\}`)
 	for _, e := range exprs {
 		known := map[string]bool{"le": true, "job": true, "instance": true}
-		for _, name := range metric.FindAllString(e, -1) {
-			name = strings.TrimSuffix(name, "_bucket")
-			for _, l := range labels[name] {
+		for _, name := range metricName.FindAllString(e, -1) {
+			for _, l := range slices.Concat(labels[name], labels[histogramBase(name)]) {
 				known[l] = true
 			}
 		}
-		for _, m := range used.FindAllStringSubmatch(e, -1) {
-			for _, l := range regexp.MustCompile(`\w+`).FindAllString(m[1], -1) {
+		for _, m := range groupedOrMatched.FindAllStringSubmatch(e, -1) {
+			for _, l := range word.FindAllString(m[1], -1) {
 				if !known[l] {
 					t.Errorf("dashboard query %q groups by %s, which its metrics do not have", e, l)
 				}
 			}
-			for _, l := range regexp.MustCompile(`(\w+)\s*(?:=|!=|=~|!~)\s*"`).FindAllStringSubmatch(m[2], -1) {
+			for _, l := range matcherLabel.FindAllStringSubmatch(m[2], -1) {
 				if !known[l[1]] {
 					t.Errorf("dashboard query %q matches on %s, which its metrics do not have", e, l[1])
 				}
