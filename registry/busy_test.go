@@ -37,9 +37,11 @@ import (
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/agent/join"
 	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/image"
+	regjoin "github.com/better-compute/better-compute/registry/join"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
@@ -78,6 +80,8 @@ type busyFleet struct {
 	// machines are the agents of the installed machines, by node id, that the site
 	// agent's power.setPower reboots.
 	machines sync.Map
+	// minted are the join tokens the admin minted (mintToken), by id: api.Token.
+	minted sync.Map
 }
 
 // startBusyFleet starts a registry with a site rack-a (its image sources
@@ -177,8 +181,16 @@ func callCtx[Resp any](ctx context.Context, c *api.Client, method string, req an
 // mint is a join token of kind for node (at site rack-a), minted by the admin.
 func (f *busyFleet) mint(kind, node string) string {
 	f.t.Helper()
-	made, err := call[api.CreatedToken](f.admin, "tokens.create", api.CreateTokenRequest{Kind: kind, NodeID: node, Site: "rack-a"})
-	f.must(err, "tokens.create")
+	return f.mintToken(api.CreateTokenRequest{Kind: kind, NodeID: node, Site: "rack-a"})
+}
+
+// mintToken is the join token req asks the admin for; the fleet keeps it in minted.
+func (f *busyFleet) mintToken(req api.CreateTokenRequest) string {
+	f.t.Helper()
+	made, err := call[api.CreatedToken](f.admin, "tokens.create", req)
+	if f.must(err, "tokens.create") {
+		f.minted.Store(made.ID, made.Token)
+	}
 	return made.Secret
 }
 
@@ -1284,7 +1296,7 @@ func TestRevocationsRaceTheirUse(t *testing.T) {
 // applied, the site agent is pushed the images pre-warmed through the second, and the
 // tenants see only their own through either.
 func TestBusyReplicas(t *testing.T) {
-	agentSide, apiSide := startBusyReplicas(t)
+	agentSide, apiSide := startBusyReplicas(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	var agents sync.WaitGroup
 	defer func() { cancel(); agents.Wait() }()
@@ -1350,11 +1362,12 @@ func TestBusyReplicas(t *testing.T) {
 }
 
 // startBusyReplicas starts two registries sharing one etcd store (a real three-member
-// cluster), the fleet populated through the first: the agents' side and the API's side,
-// whose tenants call with the credentials of the first's.
-func startBusyReplicas(t *testing.T) (agentSide, apiSide *busyFleet) {
+// cluster) and clk (nil: the real clock), the fleet populated through the first: the
+// agents' side and the API's side, whose tenants call with the credentials of the
+// first's.
+func startBusyReplicas(t *testing.T, clk clock.Clock) (agentSide, apiSide *busyFleet) {
 	cluster := etcdtest.Start(t)
-	cfg := Config{Store: StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}, KEKFile: filepath.Join(t.TempDir(), "kek")}
+	cfg := Config{Store: StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}, KEKFile: filepath.Join(t.TempDir(), "kek"), Clock: clk}
 	agentSide = serveBusy(t, cfg)
 	agentSide.populate()
 	apiSide = serveBusy(t, cfg, agentSide.r.Info().AdminConfig)
@@ -1406,32 +1419,51 @@ func (f *busyFleet) followEvents(ctx context.Context, c *api.Client, node string
 // node of each tenant asks for the secrets its NodeSpec names while its NodeSpec moves,
 // reports its inventory, answers node-signed diag.dcgm commands (one of them signed with
 // another node's key) and renews its certificate in the middle of a command, while the
-// admin puts, lists and deletes other secrets, join tokens are minted and the
-// registry's housekeeping prunes over and over. A node gets its own tenant's value of a
-// secret both tenants have, and never another node's secret (FORBIDDEN); an answer on
-// the session stream tells that the inventory sent before it is stored, so the last one
-// sent is the one that stays; a signed result is taken from the session's certificate
-// and from the renewed one, and refused when another node's key signed it; the session
-// that renewed keeps going (docs/agent-plane.md), and a new one with the renewed
-// certificate is served as the node.
+// admin puts, lists and deletes other secrets and join tokens are minted, and days pass:
+// each round a node ends moves the registry's clock two days on, and the registry's own
+// housekeeping prunes at the new time. A node gets its own tenant's value of a secret
+// both tenants have, and never another node's secret (FORBIDDEN); an answer on the
+// session stream tells that the inventory sent before it is stored, so the last one sent
+// is the one that stays; a signed result is taken from the session's certificate and
+// from the renewed one, and refused when another node's key signed it; the session that
+// renewed keeps going (docs/agent-plane.md), and a new one with the renewed certificate
+// is served as the node. After each prune the join tokens and the events past their
+// retention are gone, the old ones going while the nodes still work, and every younger
+// one, every node, NodeSpec, join, acknowledged generation, workflow run and pending
+// command is still there (retention.check).
 func TestBusyAgentsAsk(t *testing.T) {
-	f := startBusyFleet(t)
-	f.agentsAsk(f)
+	clk := newShiftedClock(-busyPast)
+	f := serveBusy(t, Config{Clock: clk})
+	f.populate()
+	f.agentsAsk(f, clk)
 }
 
 // TestBusyReplicasAgentsAsk is TestBusyAgentsAsk across two registries sharing one etcd
-// store, as TestBusyReplicas runs them: the agents hold their sessions with the first,
-// while the admin puts the secrets, the NodeSpecs are written and the diag.dcgm commands
-// relayed through the second, so the secrets sealed by one replica are opened by the
-// other, and the signed results the first verifies reach the second's relays.
+// store and one clock, as TestBusyReplicas runs them: the agents hold their sessions with
+// the first, while the admin puts the secrets, the NodeSpecs and the events are written
+// and the diag.dcgm commands relayed through the second, so the secrets sealed by one
+// replica are opened by the other, the signed results the first verifies reach the
+// second's relays, and both replicas' housekeeping prunes the one store.
 func TestBusyReplicasAgentsAsk(t *testing.T) {
-	agentSide, apiSide := startBusyReplicas(t)
-	agentSide.agentsAsk(apiSide)
+	clk := newShiftedClock(-busyPast)
+	agentSide, apiSide := startBusyReplicas(t, clk)
+	agentSide.agentsAsk(apiSide, clk)
 }
 
+// busyPast is how far in the past the clock of the tests that let days pass starts:
+// more than they move it on, so that each certificate the registry issues is valid by
+// the real time its peers verify it with.
+const busyPast = 60 * 24 * time.Hour
+
+// busyDay is how far the clock moves each time a node ends a round of agentsAsk: the six
+// rounds of four nodes move it 48 days, past the retention of the events and the join
+// tokens (30 days, 15 of these), not past that of a token of the longest lifetime.
+const busyDay = 48 * time.Hour
+
 // agentsAsk is TestBusyAgentsAsk with the agents' sessions held by f's registry, and
-// the tenants' and the admin's calls, the NodeSpecs and the relays going through by's.
-func (f *busyFleet) agentsAsk(by *busyFleet) {
+// the tenants' and the admin's calls, the NodeSpecs, the events and the relays going
+// through by's, both registries on clk.
+func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 	t := f.t
 	ctx, cancel := context.WithCancel(context.Background())
 	var agents sync.WaitGroup
@@ -1439,26 +1471,24 @@ func (f *busyFleet) agentsAsk(by *busyFleet) {
 	siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
 	agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
 
-	// From now on: housekeeping, and the admin's secrets and tokens, while the nodes
-	// enroll and join and then ask.
+	// Join tokens of the longest lifetime, which expire in the middle of the days that
+	// pass and are kept past the end; and a command for a node whose agent never comes,
+	// which waits whatever days pass.
+	for i := range 2 {
+		by.mintToken(api.CreateTokenRequest{Kind: store.TokenProvisioned, NodeID: fmt.Sprintf("long-%d", i), TTLSeconds: int64(regjoin.MaxTTL / time.Second)})
+	}
+	f.must(by.r.st.Update(func(tx *store.Tx) error {
+		_, err := tx.EnqueueAgentCommand(parkedNode, proto.Command{ID: parkedCommand, Kind: "echo"})
+		return err
+	}), "enqueueing a command")
+
+	// From now on: the admin's secrets and tokens, while the nodes enroll and join and
+	// then ask.
 	quiet := make(chan struct{})
 	var background sync.WaitGroup
-	var prunes, adminOps atomic.Int64
+	var adminOps atomic.Int64
 	stopBackground := sync.OnceFunc(func() { close(quiet); background.Wait() })
 	defer stopBackground()
-	background.Go(func() {
-		for {
-			select {
-			case <-quiet:
-				return
-			default:
-			}
-			for _, r := range []*Registry{f.r, by.r} {
-				startHousekeeping(ctx, r.cfg.Clock, r.st, slog.New(slog.DiscardHandler))()
-			}
-			prunes.Add(1)
-		}
-	})
 	background.Go(func() {
 		for i := 0; ; i++ {
 			select {
@@ -1511,6 +1541,35 @@ func (f *busyFleet) agentsAsk(by *busyFleet) {
 	if t.Failed() {
 		t.FailNow()
 	}
+	// Days pass as the nodes work: each round a node ends moves the clock of the
+	// registries on, and waits for their housekeeping to prune at the new time.
+	kept := newRetention(f, by, machines, tenantOf)
+	registries := len(slices.Compact([]*Registry{f.r, by.r}))
+	var (
+		paceMu              sync.Mutex
+		paced, firstPruning int
+	)
+	pace := func(node string) {
+		paceMu.Lock()
+		defer paceMu.Unlock()
+		now := clk.Advance(busyDay - time.Hour)
+		f.wait("the housekeeping of the day", func() bool { return clk.armed(housekeepingInterval) == registries })
+		paced++
+		if kept.check(now) > 0 && firstPruning == 0 {
+			firstPruning = paced
+		}
+		// Records whose ages at the later checks come within an hour of their
+		// retention, on either side: an event of the check's time (15 checks on, it is
+		// a moment past its retention), and an hour later another, and tokens that
+		// expire at once and in 46 hours (15 and 16 checks on, an hour within and an
+		// hour past theirs).
+		kept.event(node, fmt.Sprintf("check %d", paced))
+		clk.Advance(time.Hour)
+		kept.event(node, fmt.Sprintf("check %d, an hour on", paced))
+		for _, ttl := range []time.Duration{time.Second, busyDay - 2*time.Hour} {
+			by.mintToken(api.CreateTokenRequest{Kind: store.TokenProvisioned, NodeID: fmt.Sprintf("paced-%d", paced), TTLSeconds: int64(ttl / time.Second)})
+		}
+	}
 	// Each machine's neighbour is the next one, of the other tenant or of its own.
 	for i, a := range machines {
 		n := machines[(i+1)%len(machines)]
@@ -1541,6 +1600,7 @@ func (f *busyFleet) agentsAsk(by *busyFleet) {
 				if v, err := s.Secret(ctx, ownSecret(neighbour)); proto.CodeOf(err) != proto.Forbidden || v != nil {
 					t.Errorf("%s asks for %s's secret: %q, %v; want FORBIDDEN", a.node, neighbour, v, err)
 				}
+				kept.event(a.node, fmt.Sprintf("round %d", round))
 				var relays sync.WaitGroup
 				relays.Go(func() { by.dcgm(ctx, a.node, fmt.Sprintf("dcgm-%s-%d", a.node, round), false) })
 				relays.Go(func() { by.dcgm(ctx, a.node, fmt.Sprintf("forged-%s-%d", a.node, round), true) })
@@ -1568,19 +1628,186 @@ func (f *busyFleet) agentsAsk(by *busyFleet) {
 					end = a.session(ctx, s)
 				}
 				relays.Wait()
+				pace(a.node)
 			}
 		})
 	}
 	work.Wait()
 	stopBackground()
-	if prunes.Load() == 0 || adminOps.Load() == 0 {
-		t.Errorf("housekeeping ran %d times, the admin %d, while the agents asked", prunes.Load(), adminOps.Load())
+	if adminOps.Load() == 0 {
+		t.Errorf("the admin's calls ran %d times while the agents asked", adminOps.Load())
+	}
+	// The first records past their retention went while rounds were left to work.
+	if firstPruning == 0 || firstPruning == paced {
+		t.Errorf("housekeeping first pruned after round %d of %d: want it to prune while the nodes work", firstPruning, paced)
 	}
 	for _, a := range machines {
 		if got, want := f.inventorySection(a.node, "gpu"), fmt.Sprintf(`{"round":%d}`, rounds-1); got != want {
 			t.Errorf("%s's inventory at the end: %s, want the last it sent, %s", a.node, got, want)
 		}
 	}
+}
+
+// The command agentsAsk leaves pending for a node whose agent never comes.
+const parkedNode, parkedCommand = "parked-node", "parked"
+
+// retention is what agentsAsk checks the housekeeping's pruning against: the events of
+// each node of the fleet, those of its enrollment and those written since, and the last
+// generation its agent acknowledged.
+type retention struct {
+	f, by    *busyFleet
+	tenantOf map[string]string
+
+	mu     sync.Mutex
+	events map[string][]store.Event
+	// acked is the generation each node's agent was last seen to have acknowledged.
+	acked map[string]int64
+}
+
+// newRetention is the retention of machines, whose events so far (their enrollments')
+// it reads from the store.
+func newRetention(f, by *busyFleet, machines []*fleetAgent, tenantOf map[string]string) *retention {
+	r := &retention{f: f, by: by, tenantOf: tenantOf, events: map[string][]store.Event{}, acked: map[string]int64{}}
+	err := by.r.st.View(func(tx *store.Tx) error {
+		for _, a := range machines {
+			events, _, err := tx.Events(a.node, "", store.Page{})
+			if err != nil {
+				return err
+			}
+			r.events[a.node] = events
+		}
+		return nil
+	})
+	f.must(err, "reading the events")
+	return r
+}
+
+// event writes an event of node, the end of step, as its workflows do, and keeps it.
+func (r *retention) event(node, step string) {
+	var e store.Event
+	err := r.by.r.st.Update(func(tx *store.Tx) (err error) {
+		e, err = tx.AppendEvent(store.Event{Node: node, Tenant: r.tenantOf[node], Kind: store.EventStepEnded, Step: step, To: store.StepSucceeded})
+		return err
+	})
+	if r.f.must(err, "appending an event") {
+		r.mu.Lock()
+		r.events[node] = append(r.events[node], e)
+		r.mu.Unlock()
+	}
+}
+
+// check checks the store just after each registry's housekeeping pruned at now or
+// later: no join token expired more than its retention ago and no event older than
+// theirs is left, and every younger token the admin minted and event the fleet wrote
+// is; each node, its NodeSpec, its agents' joins, its enrollment's runs and the
+// generation its agent acknowledged stay, and so does the pending command. It returns
+// how many of the tokens and events it knows of are gone.
+func (r *retention) check(now time.Time) (gone int) {
+	t := r.f.t
+	tokenCutoff, eventCutoff := now.Add(-regjoin.Retention), now.Add(-store.EventMaxAge)
+	// What was written is taken before the store is read: all of it is in the store
+	// unless pruned.
+	var minted []api.Token
+	for _, fl := range []*busyFleet{r.f, r.by} {
+		fl.minted.Range(func(_, v any) bool { minted = append(minted, v.(api.Token)); return true })
+	}
+	r.mu.Lock()
+	written := map[string][]store.Event{}
+	for node, events := range r.events {
+		written[node] = slices.Clone(events)
+	}
+	r.mu.Unlock()
+	err := r.by.r.st.View(func(tx *store.Tx) error {
+		stored := map[string]bool{}
+		for p := (store.Page{}); ; {
+			tokens, next, err := tx.JoinTokens(p)
+			if err != nil {
+				return err
+			}
+			for _, tok := range tokens {
+				stored[tok.ID] = true
+				if tok.ExpiresAt.Before(tokenCutoff) {
+					t.Errorf("at %s, join token %s (expired %s) is kept past its retention", now, tok.ID, tok.ExpiresAt)
+				}
+			}
+			if p.Cursor = next; next == "" {
+				break
+			}
+		}
+		for _, tok := range minted {
+			switch {
+			case stored[tok.ID]:
+			case tok.ExpiresAt.Before(tokenCutoff):
+				gone++
+			default:
+				t.Errorf("at %s, join token %s (expires %s, used %v) was pruned within its retention", now, tok.ID, tok.ExpiresAt, !tok.UsedAt.IsZero())
+			}
+		}
+		for node, events := range written {
+			gone += r.checkNode(tx, now, eventCutoff, node, events)
+		}
+		if _, err := tx.AgentCommand(parkedNode, parkedCommand); err != nil {
+			t.Errorf("at %s, the pending command of %s: %v", now, parkedNode, err)
+		}
+		return nil
+	})
+	r.f.must(err, "reading the store")
+	return gone
+}
+
+// checkNode is check's part of one node, whose events written are: it returns how many
+// of those are gone.
+func (r *retention) checkNode(tx *store.Tx, now, cutoff time.Time, node string, written []store.Event) (gone int) {
+	t := r.f.t
+	stored, _, err := tx.Events(node, "", store.Page{})
+	if err != nil {
+		t.Errorf("%s's events: %v", node, err)
+	}
+	seqs := map[uint64]bool{}
+	for _, e := range stored {
+		seqs[e.Seq] = true
+		if e.At.Before(cutoff) {
+			t.Errorf("at %s, event %d of %s (at %s) is kept past its retention", now, e.Seq, node, e.At)
+		}
+	}
+	runs := map[string]bool{}
+	for _, e := range written {
+		switch {
+		case seqs[e.Seq]:
+		case e.At.Before(cutoff):
+			gone++
+		default:
+			t.Errorf("at %s, event %d of %s (%s at %s) was pruned within its retention", now, e.Seq, node, e.Kind, e.At)
+		}
+		if e.Workflow != "" {
+			runs[e.Workflow] = true
+		}
+	}
+	for id := range runs {
+		if _, err := tx.Run(id); err != nil {
+			t.Errorf("at %s, run %s of %s: %v", now, id, node, err)
+		}
+	}
+	if _, err := tx.Node(node); err != nil {
+		t.Errorf("at %s, node %s: %v", now, node, err)
+	}
+	if _, err := tx.NodeSpec(node); err != nil {
+		t.Errorf("at %s, the NodeSpec of %s: %v", now, node, err)
+	}
+	if joins, err := tx.AgentJoins(node); err != nil || len(joins) == 0 {
+		t.Errorf("at %s, the joins of %s's agents: %v, %v", now, node, joins, err)
+	}
+	st, err := tx.AgentStatus(node)
+	if err != nil && proto.CodeOf(err) != proto.NotFound {
+		t.Errorf("at %s, the agent status of %s: %v", now, node, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st.ObservedGeneration < r.acked[node] {
+		t.Errorf("at %s, %s's agent is recorded at generation %d, after it acknowledged %d", now, node, st.ObservedGeneration, r.acked[node])
+	}
+	r.acked[node] = st.ObservedGeneration
+	return gone
 }
 
 // ownSecret is the secret only node's NodeSpec names.
