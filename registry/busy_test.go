@@ -2,6 +2,7 @@ package registry
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -38,12 +39,14 @@ import (
 	"github.com/better-compute/better-compute/agent/join"
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/clock"
+	"github.com/better-compute/better-compute/hardware/tpm"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/image"
 	regjoin "github.com/better-compute/better-compute/registry/join"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
+	"github.com/better-compute/better-compute/testkit/tpmboot"
 )
 
 // The tests of this file drive one registry in this process the way a busy fleet does:
@@ -82,6 +85,8 @@ type busyFleet struct {
 	machines sync.Map
 	// minted are the join tokens the admin minted (mintToken), by id: api.Token.
 	minted sync.Map
+	// credentials are the ids of the tenants' credentials populate made.
+	credentials map[string]string
 }
 
 // startBusyFleet starts a registry with a site rack-a (its image sources
@@ -110,7 +115,8 @@ func serveBusy(t *testing.T, cfg Config, adminConf ...string) *busyFleet {
 		copyFile(t, conf, filepath.Join(dir, AdminConfig))
 	}
 	cfg.DataDir, cfg.MetricsListen = dir, "127.0.0.1:0"
-	f := &busyFleet{t: t, dir: dir, r: newTestRegistry(t, cfg), tenants: map[string]*api.Client{}, configs: map[string]api.ClientConfig{}}
+	f := &busyFleet{t: t, dir: dir, r: newTestRegistry(t, cfg), tenants: map[string]*api.Client{}, configs: map[string]api.ClientConfig{},
+		credentials: map[string]string{}}
 	f.served = serve(t, f.r)
 	admin, err := api.LoadClientConfig(f.r.Info().AdminConfig)
 	if err != nil {
@@ -139,6 +145,7 @@ func (f *busyFleet) populate() {
 			api.ActionPoolsManage, api.ActionNodesManage, api.ActionNodesRead}}, &made), "credentials.create")
 		path := filepath.Join(t.TempDir(), name+".conf")
 		f.must(api.WriteClientConfig(path, api.ClientConfig{Server: admin.Server, ServingCA: admin.ServingCA, Credential: made.Secret}), "writing a config")
+		f.credentials[name] = made.ID
 		tc, err := api.LoadClientConfig(path)
 		f.must(err, "loading a config")
 		f.addTenant(name, tc)
@@ -1489,25 +1496,7 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 	var adminOps atomic.Int64
 	stopBackground := sync.OnceFunc(func() { close(quiet); background.Wait() })
 	defer stopBackground()
-	background.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-quiet:
-				return
-			default:
-			}
-			tenant := busyTenants[i%len(busyTenants)]
-			ref := fmt.Sprintf("secret://other/%d", i)
-			_, err := call[api.PutSecret](by.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ref, Value: []byte("other")})
-			f.must(err, "secrets.put")
-			_, err = call[api.SecretList](by.admin, "secrets.list", api.ListSecretsRequest{TenantID: tenant})
-			f.must(err, "secrets.list")
-			_, err = call[api.DeletedSecret](by.admin, "secrets.delete", api.SecretRequest{TenantID: tenant, Ref: ref})
-			f.must(err, "secrets.delete")
-			by.mint(store.TokenProvisioned, fmt.Sprintf("later-%d", i))
-			adminOps.Add(1)
-		}
-	})
+	background.Go(func() { adminOps.Store(by.adminWrites(quiet)) })
 
 	// Two nodes of each tenant, each NodeSpec naming the tenant's secret of a name both
 	// tenants use, and the node's own.
@@ -1645,6 +1634,27 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 		if got, want := f.inventorySection(a.node, "gpu"), fmt.Sprintf(`{"round":%d}`, rounds-1); got != want {
 			t.Errorf("%s's inventory at the end: %s, want the last it sent, %s", a.node, got, want)
 		}
+	}
+}
+
+// adminWrites has the admin put, list and delete a secret of each tenant in turn and mint
+// a join token, over and over until quiet is closed, and returns how many times.
+func (f *busyFleet) adminWrites(quiet <-chan struct{}) int64 {
+	for i := 0; ; i++ {
+		select {
+		case <-quiet:
+			return int64(i)
+		default:
+		}
+		tenant := busyTenants[i%len(busyTenants)]
+		ref := fmt.Sprintf("secret://other/%d", i)
+		_, err := call[api.PutSecret](f.admin, "secrets.put", api.PutSecretRequest{TenantID: tenant, Ref: ref, Value: []byte("other")})
+		f.must(err, "secrets.put")
+		_, err = call[api.SecretList](f.admin, "secrets.list", api.ListSecretsRequest{TenantID: tenant})
+		f.must(err, "secrets.list")
+		_, err = call[api.DeletedSecret](f.admin, "secrets.delete", api.SecretRequest{TenantID: tenant, Ref: ref})
+		f.must(err, "secrets.delete")
+		f.mint(store.TokenProvisioned, fmt.Sprintf("later-%d", i))
 	}
 }
 
@@ -2023,4 +2033,362 @@ func (f *busyFleet) openLive(browser *http.Client, node string) chan error {
 		ended <- nil
 	}()
 	return ended
+}
+
+// busyAttest is the profile the tenants deploy in TestBusyMeasuredBoot: three
+// measured-boot attestations of the machine, one after the other.
+const busyAttest = `{"id": "attest", "version": 1, "target": "metal",
+  "steps": [{"use": "attest.boot"}, {"use": "attest.boot"}, {"use": "attest.boot"}]}`
+
+// TestBusyMeasuredBoot drives measured boot on a busy registry: the pools' policy is tofu,
+// and two machines of each tenant, each a software TPM that booted a kernel of its own
+// and whose ramdisk agent answers tpm.enroll, tpm.activate and tpm.quote with it, deploy a
+// profile of three attest.boot steps at once, while the admin writes secrets and mints
+// tokens, the tenants list what they have, and each tenant asks for, and to accept, the
+// boots of the other's nodes over and over. Each node is enrolled with its own TPM's EK,
+// is asked to quote with its own AK only, and is recorded with its own boot: a baseline,
+// then two matches. One machine's ramdisk answers its second quote with a quote its
+// neighbour's TPM made with the neighbour's AK over the registry's nonce: the step fails
+// (DRIVER_ERROR, reason quote) and neither node's record changes. That machine then boots
+// another kernel: the retried step records a mismatch (reason measurement-mismatch) and
+// the node fails until its tenant accepts the boot, and the run, retried again, ends
+// with matches of the new baseline. The other tenant gets NOT_FOUND each time it asks,
+// and changes nothing.
+func TestBusyMeasuredBoot(t *testing.T) {
+	f := startBusyFleet(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var agents sync.WaitGroup
+	defer func() { cancel(); agents.Wait() }()
+	siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
+	agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+	for _, tenant := range busyTenants {
+		c := f.tenants[tenant]
+		f.must(c.Call(ctx, "pools.update", api.UpdatePoolRequest{Name: "gpu", Policy: &api.PoolPolicy{HardwareProfile: "gpu-redfish",
+			MeasuredBoot: &api.MeasuredBootPolicy{Mode: proto.MeasuredBootTOFU}}}, nil), "pools.update")
+		f.must(c.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(busyAttest)}, nil), "profiles.create")
+	}
+
+	// The machines, each with its TPM and its ramdisk agent joined.
+	var (
+		mu       sync.Mutex
+		machines []*tpmMachine
+		enrolled sync.WaitGroup
+	)
+	for ti, tenant := range busyTenants {
+		for i := range 2 {
+			enrolled.Go(func() {
+				node, ok := f.enrollReady(f.tenants[tenant], ti, i)
+				if !ok {
+					return
+				}
+				m := &tpmMachine{t: t, node: node.ID, tenant: tenant, kernel: "kernel of " + node.ID, enrolled: make(chan struct{})}
+				a := f.newAgent(node.ID, f.raceJoin(store.TokenRamdisk, node.ID, "ramdisk"))
+				a.handlers = m.handlers()
+				mu.Lock()
+				defer mu.Unlock()
+				machines = append(machines, m)
+				agents.Go(func() { a.run(ctx, a.start()) })
+			})
+		}
+	}
+	enrolled.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	// The TPMs start here, where t.Fatal may be called; the first machine forges its
+	// second quote with the second's TPM.
+	for _, m := range machines {
+		m.boot(t)
+	}
+	forger, neighbour := machines[0], machines[1]
+	forger.mu.Lock()
+	forger.forgeWith, forger.forgeAt = neighbour, 2
+	forger.mu.Unlock()
+
+	// From now on: the admin's writes, the tenants' lists, and each tenant's calls on
+	// the other's nodes.
+	quiet := make(chan struct{})
+	var background sync.WaitGroup
+	stopBackground := sync.OnceFunc(func() { close(quiet); background.Wait() })
+	defer stopBackground()
+	background.Go(func() { f.adminWrites(quiet) })
+	for i := range 2 {
+		background.Go(func() { f.listOwn(busyTenants[i], busyTenants[1-i]) })
+	}
+	background.Go(func() {
+		for {
+			for _, m := range machines {
+				select {
+				case <-quiet:
+					return
+				default:
+				}
+				f.strangerAttestation(m)
+			}
+		}
+	})
+
+	// Each machine deploys the three attestations at once.
+	runs := map[string]string{}
+	var deploys sync.WaitGroup
+	for _, m := range machines {
+		started, err := call[api.DeployStarted](f.tenants[m.tenant], "metal.deploy", api.DeployRequest{NodeID: m.node, ProfileID: "attest"})
+		if !f.must(err, "metal.deploy") {
+			continue
+		}
+		runs[m.node] = started.WorkflowID
+		deploys.Go(func() {
+			wf := f.runEnded(m, started.WorkflowID)
+			if m == forger {
+				f.attestFailed(wf, "steps[1]", proto.ReasonQuote)
+				f.checkBoot(m, proto.VerdictBaseline)
+				return
+			}
+			f.attestVerdicts(m, wf, proto.VerdictBaseline, proto.VerdictMatch, proto.VerdictMatch)
+			f.checkBoot(m, proto.VerdictMatch)
+		})
+	}
+	deploys.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	// The forger boots another kernel: retried, its run's first step records the
+	// mismatch and fails; accepted by its tenant and retried again, the run ends with
+	// matches.
+	forger.reboot(t, "another kernel of "+forger.node)
+	c := f.tenants[forger.tenant]
+	for _, want := range []string{proto.VerdictMismatch, proto.VerdictMatch} {
+		retried, err := call[api.TransitionStarted](c, "metal.retry", api.TransitionRequest{NodeID: forger.node})
+		if !f.must(err, "metal.retry") {
+			break
+		}
+		wf := f.runEnded(forger, retried.WorkflowID)
+		if want == proto.VerdictMismatch {
+			f.attestFailed(wf, "steps[0]", proto.ReasonMeasurementMismatch)
+			f.checkBoot(forger, proto.VerdictMismatch)
+			accepted, err := call[api.NodeAttestation](c, "metal.acceptBoot", api.NodeKey{NodeID: forger.node})
+			if f.must(err, "metal.acceptBoot") && (accepted.Baseline == nil || !forger.ownPCRs(accepted.Baseline.PCRs)) {
+				t.Errorf("%s's accepted baseline %+v is not its boot of %q", forger.node, accepted.Baseline, forger.kernel)
+			}
+			continue
+		}
+		f.attestVerdicts(forger, wf, proto.VerdictMatch, proto.VerdictMatch, proto.VerdictMatch)
+		f.checkBoot(forger, proto.VerdictMatch)
+	}
+	stopBackground()
+	for _, m := range machines {
+		m.checkAsked()
+	}
+}
+
+// tpmMachine is a machine of TestBusyMeasuredBoot: its software TPM, which booted
+// kernel, and the handlers of its ramdisk agent, which answer measured boot's commands
+// with it.
+type tpmMachine struct {
+	t                    *testing.T
+	node, tenant, kernel string
+	sw                   *tpmboot.SWTPM
+
+	mu  sync.Mutex
+	tpm *tpm.TPM
+	// ek and ak are the TPM's enrollment's; enrolled is closed once it is made.
+	ek, ak   []byte
+	enrolled chan struct{}
+	// quotes counts the quotes asked of it; the quote forgeAt is made by forgeWith's
+	// TPM, with its AK.
+	quotes    int
+	forgeAt   int
+	forgeWith *tpmMachine
+	// strangers counts the other tenant's calls on the node, all refused.
+	strangers atomic.Int64
+}
+
+// handlers answer tpm.enroll, tpm.activate and tpm.quote as bcd ramdisk does, with the
+// machine's TPM (or, for its quote forgeAt, with another's).
+func (m *tpmMachine) handlers() map[string]session.Handler {
+	return map[string]session.Handler{
+		proto.CommandTPMEnroll: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			e, err := m.tpm.Enroll()
+			if err != nil {
+				return nil, err
+			}
+			if m.ek != nil {
+				m.t.Errorf("%s's TPM is enrolled a second time", m.node)
+			} else {
+				m.ek, m.ak = e.EKPublic, e.AKBlob
+				close(m.enrolled)
+			}
+			return json.Marshal(e)
+		},
+		proto.CommandTPMActivate: func(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
+			var in proto.TPMActivate
+			if err := json.Unmarshal(p, &in); err != nil {
+				return nil, err
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			out, err := m.tpm.Activate(in)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(out)
+		},
+		proto.CommandTPMQuote: func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+			var in proto.TPMQuote
+			if err := json.Unmarshal(p, &in); err != nil {
+				return nil, err
+			}
+			m.mu.Lock()
+			m.quotes++
+			own, other := m.ak, m.forgeWith
+			if m.quotes != m.forgeAt {
+				other = nil
+			}
+			m.mu.Unlock()
+			if !bytes.Equal(in.AKBlob, own) {
+				m.t.Errorf("%s's ramdisk is asked to quote with an AK that is not its TPM's", m.node)
+			}
+			by := m
+			if other != nil {
+				select {
+				case <-other.enrolled:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				by = other
+				by.mu.Lock()
+				in.AKBlob = by.ak
+				by.mu.Unlock()
+			}
+			by.mu.Lock()
+			defer by.mu.Unlock()
+			q, err := by.tpm.Quote(in)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(q)
+		},
+	}
+}
+
+// boot starts the machine's TPM, which boots its kernel.
+func (m *tpmMachine) boot(t *testing.T) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tpm, m.sw = tpmboot.Machine(t, tpmboot.Boot(m.kernel), nil)
+}
+
+// reboot boots the machine again, with kernel.
+func (m *tpmMachine) reboot(t *testing.T, kernel string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tpm.Close()
+	m.tpm, m.kernel = tpmboot.Reboot(t, m.sw, tpmboot.Boot(kernel), nil), kernel
+}
+
+// ownPCRs says whether pcrs are each the value the machine's boot of its kernel gave,
+// replayed from the boot's events.
+func (m *tpmMachine) ownPCRs(pcrs []api.PCR) bool {
+	m.mu.Lock()
+	kernel := m.kernel
+	m.mu.Unlock()
+	want := map[int][sha256.Size]byte{}
+	for _, e := range tpmboot.Boot(kernel) {
+		pcr := want[e.PCR]
+		want[e.PCR] = sha256.Sum256(append(pcr[:], e.Sum()...))
+	}
+	for _, p := range pcrs {
+		if d := want[p.Index]; p.SHA256 != hex.EncodeToString(d[:]) {
+			return false
+		}
+	}
+	return len(pcrs) > 0
+}
+
+// checkAsked checks, at the end, that the machine's TPM was enrolled and quoted, and that
+// the other tenant asked of its node.
+func (m *tpmMachine) checkAsked() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ek == nil || m.quotes == 0 || m.strangers.Load() == 0 {
+		m.t.Errorf("%s: enrolled %v, quoted %d times, the other tenant's calls %d", m.node, m.ek != nil, m.quotes, m.strangers.Load())
+	}
+}
+
+// runEnded waits for the run id of m's node to end, and returns it.
+func (f *busyFleet) runEnded(m *tpmMachine, id string) (wf api.WorkflowView) {
+	f.wait("the run "+id+" of "+m.node+" ends", func() bool {
+		var err error
+		wf, err = call[api.WorkflowView](f.tenants[m.tenant], "workflows.get", api.GetWorkflowRequest{ID: id})
+		return err == nil && (wf.State == store.RunSucceeded || wf.State == store.RunFailed)
+	})
+	return wf
+}
+
+// attestVerdicts checks that the run wf succeeded with its attest.boot steps' verdicts
+// want, each of m's own boot.
+func (f *busyFleet) attestVerdicts(m *tpmMachine, wf api.WorkflowView, want ...string) {
+	var got []string
+	for _, s := range wf.Steps {
+		var res proto.AttestBootResult
+		if s.Use != proto.StepAttestBoot || json.Unmarshal(s.Result, &res) != nil {
+			continue
+		}
+		got = append(got, res.Verdict)
+		var pcrs []api.PCR
+		for _, p := range res.Boot.PCRs {
+			pcrs = append(pcrs, api.PCR{Index: p.Index, SHA256: hex.EncodeToString(p.Digest)})
+		}
+		if !m.ownPCRs(pcrs) {
+			f.t.Errorf("%s's %s verified PCRs %+v: not its own boot of %q", m.node, s.Path(), pcrs, m.kernel)
+		}
+	}
+	if wf.State != store.RunSucceeded || !slices.Equal(got, want) {
+		f.t.Errorf("%s's run %s: %s, verdicts %v, want succeeded with %v (failure %+v)", m.node, wf.ID, wf.State, got, want, wf.Failure)
+	}
+}
+
+// attestFailed checks that the run wf failed at step with DRIVER_ERROR and reason.
+func (f *busyFleet) attestFailed(wf api.WorkflowView, step, reason string) {
+	if e := wf.Failure; wf.State != store.RunFailed || e == nil || e.Step != step || e.Error.Code != proto.DriverError || e.Error.Details.Reason != reason {
+		f.t.Errorf("run %s of %s: %s, failure %+v; want it failed at %s with DRIVER_ERROR %s", wf.ID, wf.NodeID, wf.State, e, step, reason)
+	}
+}
+
+// checkBoot checks that m's tenant reads m's node enrolled with its TPM's EK, and its
+// last boot verified its own, with verdict.
+func (f *busyFleet) checkBoot(m *tpmMachine, verdict string) {
+	got, err := call[api.NodeAttestation](f.tenants[m.tenant], "metal.attestation", api.NodeKey{NodeID: m.node})
+	if !f.must(err, "metal.attestation") {
+		return
+	}
+	m.mu.Lock()
+	ek := sha256.Sum256(m.ek)
+	m.mu.Unlock()
+	if !got.Enrolled || got.EKSHA256 != hex.EncodeToString(ek[:]) || got.LastBoot == nil || got.LastBoot.Verdict != verdict || !m.ownPCRs(got.LastBoot.PCRs) {
+		f.t.Errorf("%s's attestation %+v: want enrolled with its TPM's EK, its last boot its own of %q, verdict %s", m.node, got, m.kernel, verdict)
+	}
+}
+
+// strangerAttestation has the tenant that is not m's ask for m's node's attestation, and
+// to accept its boot: NOT_FOUND both, and the node's attestation is as before.
+func (f *busyFleet) strangerAttestation(m *tpmMachine) {
+	other := busyTenants[0]
+	if other == m.tenant {
+		other = busyTenants[1]
+	}
+	for _, method := range []string{"metal.attestation", "metal.acceptBoot"} {
+		got, err := call[api.NodeAttestation](f.tenants[other], method, api.NodeKey{NodeID: m.node})
+		if proto.CodeOf(err) != proto.NotFound || got.Enrolled || got.LastBoot != nil || got.Baseline != nil {
+			f.t.Errorf("%s calls %s on %s's node %s: %+v, %v; want NOT_FOUND", other, method, m.tenant, m.node, got, err)
+		}
+	}
+	after, err := call[api.NodeAttestation](f.tenants[m.tenant], "metal.attestation", api.NodeKey{NodeID: m.node})
+	if f.must(err, "metal.attestation") && after.Baseline != nil && after.Baseline.AcceptedBy == f.credentials[other] {
+		f.t.Errorf("%s's baseline is accepted by %s's credential", m.node, other)
+	}
+	m.strangers.Add(1)
 }
