@@ -1437,7 +1437,8 @@ func (f *busyFleet) followEvents(ctx context.Context, c *api.Client, node string
 // is served as the node. After each prune the join tokens and the events past their
 // retention are gone, the old ones going while the nodes still work, and every younger
 // one, every node, NodeSpec, join, acknowledged generation, workflow run and pending
-// command is still there (retention.check).
+// command is still there (retention.check); the tenants following their nodes' events
+// get each once, in order.
 func TestBusyAgentsAsk(t *testing.T) {
 	clk := newShiftedClock(-busyPast)
 	f := serveBusy(t, Config{Clock: clk})
@@ -1566,10 +1567,14 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 	}
 
 	const rounds, renewAt = 6, 3
-	var work sync.WaitGroup
+	var work, followers sync.WaitGroup
 	for i, a := range machines {
 		neighbour := machines[(i+1)%len(machines)].node
+		// Its tenant follows its events while housekeeping prunes the old ones.
+		fctx, unfollow := context.WithCancel(ctx)
+		followers.Go(func() { by.followEvents(fctx, by.tenants[tenantOf[a.node]], a.node) })
 		work.Go(func() {
+			defer unfollow()
 			s := a.start()
 			end := a.session(ctx, s)
 			defer func() { end() }()
@@ -1622,6 +1627,7 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 		})
 	}
 	work.Wait()
+	followers.Wait()
 	stopBackground()
 	if adminOps.Load() == 0 {
 		t.Errorf("the admin's calls ran %d times while the agents asked", adminOps.Load())
