@@ -2217,39 +2217,24 @@ type tpmMachine struct {
 // machine's TPM (or, for its quote forgeAt, with another's).
 func (m *tpmMachine) handlers() map[string]session.Handler {
 	return map[string]session.Handler{
-		proto.CommandTPMEnroll: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+		proto.CommandTPMEnroll: tpmAnswer(func(_ context.Context, _ struct{}) (proto.TPMEnrollResult, error) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			e, err := m.tpm.Enroll()
-			if err != nil {
-				return nil, err
-			}
-			if m.ek != nil {
+			if err == nil && m.ek != nil {
 				m.t.Errorf("%s's TPM is enrolled a second time", m.node)
-			} else {
+			} else if err == nil {
 				m.ek, m.ak = e.EKPublic, e.AKBlob
 				close(m.enrolled)
 			}
-			return json.Marshal(e)
-		},
-		proto.CommandTPMActivate: func(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
-			var in proto.TPMActivate
-			if err := json.Unmarshal(p, &in); err != nil {
-				return nil, err
-			}
+			return e, err
+		}),
+		proto.CommandTPMActivate: tpmAnswer(func(_ context.Context, in proto.TPMActivate) (proto.TPMActivateResult, error) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
-			out, err := m.tpm.Activate(in)
-			if err != nil {
-				return nil, err
-			}
-			return json.Marshal(out)
-		},
-		proto.CommandTPMQuote: func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
-			var in proto.TPMQuote
-			if err := json.Unmarshal(p, &in); err != nil {
-				return nil, err
-			}
+			return m.tpm.Activate(in)
+		}),
+		proto.CommandTPMQuote: tpmAnswer(func(ctx context.Context, in proto.TPMQuote) (proto.TPMQuoteResult, error) {
 			m.mu.Lock()
 			m.quotes++
 			own, other := m.ak, m.forgeWith
@@ -2265,7 +2250,7 @@ func (m *tpmMachine) handlers() map[string]session.Handler {
 				select {
 				case <-other.enrolled:
 				case <-ctx.Done():
-					return nil, ctx.Err()
+					return proto.TPMQuoteResult{}, ctx.Err()
 				}
 				by = other
 				by.mu.Lock()
@@ -2274,12 +2259,23 @@ func (m *tpmMachine) handlers() map[string]session.Handler {
 			}
 			by.mu.Lock()
 			defer by.mu.Unlock()
-			q, err := by.tpm.Quote(in)
-			if err != nil {
-				return nil, err
-			}
-			return json.Marshal(q)
-		},
+			return by.tpm.Quote(in)
+		}),
+	}
+}
+
+// tpmAnswer is a handler that decodes its input into I and answers with do's result.
+func tpmAnswer[I, O any](do func(context.Context, I) (O, error)) session.Handler {
+	return func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+		var in I
+		if err := json.Unmarshal(p, &in); err != nil {
+			return nil, err
+		}
+		out, err := do(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
 	}
 }
 
