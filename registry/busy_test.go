@@ -41,6 +41,7 @@ import (
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/hardware/tpm"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/image"
 	regjoin "github.com/better-compute/better-compute/registry/join"
@@ -1436,8 +1437,9 @@ func (f *busyFleet) followEvents(ctx context.Context, c *api.Client, node string
 // renewed keeps going (docs/agent-plane.md), and a new one with the renewed certificate
 // is served as the node. After each prune the join tokens and the events past their
 // retention are gone, the old ones going while the nodes still work, and every younger
-// one, every node, NodeSpec, join, acknowledged generation, workflow run and pending
-// command is still there (retention.check); the tenants following their nodes' events
+// one, every node, NodeSpec, join, acknowledged generation and workflow run is still
+// there, and a pending command until it is agents.CommandTTL old, not after
+// (retention.check); the tenants following their nodes' events
 // get each once, in order.
 func TestBusyAgentsAsk(t *testing.T) {
 	clk := newShiftedClock(-busyPast)
@@ -1481,12 +1483,13 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 
 	// Join tokens of the longest lifetime, which expire in the middle of the days that
 	// pass and are kept past the end; and a command for a node whose agent never comes,
-	// which waits whatever days pass.
+	// which waits a day (agents.CommandTTL) and is then forgotten.
 	for i := range 2 {
 		by.mintToken(api.CreateTokenRequest{Kind: store.TokenProvisioned, NodeID: fmt.Sprintf("long-%d", i), TTLSeconds: int64(regjoin.MaxTTL / time.Second)})
 	}
-	f.must(by.r.st.Update(func(tx *store.Tx) error {
-		_, err := tx.EnqueueAgentCommand(parkedNode, proto.Command{ID: parkedCommand, Kind: "echo"})
+	var parked store.AgentCommand
+	f.must(by.r.st.Update(func(tx *store.Tx) (err error) {
+		parked, err = tx.EnqueueAgentCommand(parkedNode, proto.Command{ID: parkedCommand, Kind: "echo"})
 		return err
 	}), "enqueueing a command")
 
@@ -1534,6 +1537,7 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 	// Days pass as the nodes work: each round a node ends moves the clock of the
 	// registries on, and waits for their housekeeping to prune at the new time.
 	kept := newRetention(f, by, machines, tenantOf)
+	kept.parkedAt = parked.CreatedAt
 	registries := len(slices.Compact([]*Registry{f.r, by.r}))
 	var (
 		paceMu              sync.Mutex
@@ -1678,6 +1682,8 @@ type retention struct {
 	events map[string][]store.Event
 	// acked is the generation each node's agent was last seen to have acknowledged.
 	acked map[string]int64
+	// parkedAt is when the parked command was relayed.
+	parkedAt time.Time
 }
 
 // newRetention is the retention of machines, whose events so far (their enrollments')
@@ -1716,7 +1722,8 @@ func (r *retention) event(node, step string) {
 // later: no join token expired more than its retention ago and no event older than
 // theirs is left, and every younger token the admin minted and event the fleet wrote
 // is; each node, its NodeSpec, its agents' joins, its enrollment's runs and the
-// generation its agent acknowledged stay, and so does the pending command. It returns
+// generation its agent acknowledged stay, and so does the pending command until it is
+// agents.CommandTTL old, not after. It returns
 // how many of the tokens and events it knows of are gone.
 func (r *retention) check(now time.Time) (gone int) {
 	t := r.f.t
@@ -1762,8 +1769,12 @@ func (r *retention) check(now time.Time) (gone int) {
 		for node, events := range written {
 			gone += r.checkNode(tx, now, eventCutoff, node, events)
 		}
-		if _, err := tx.AgentCommand(parkedNode, parkedCommand); err != nil {
-			t.Errorf("at %s, the pending command of %s: %v", now, parkedNode, err)
+		_, err := tx.AgentCommand(parkedNode, parkedCommand)
+		switch expired := r.parkedAt.Before(now.Add(-agents.CommandTTL)); {
+		case expired && err == nil:
+			t.Errorf("at %s, the command of %s nobody collected (relayed %s) is kept past %s", now, parkedNode, r.parkedAt, agents.CommandTTL)
+		case !expired && err != nil:
+			t.Errorf("at %s, the pending command of %s (relayed %s): %v", now, parkedNode, r.parkedAt, err)
 		}
 		return nil
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/clock"
+	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/join"
 	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/store"
@@ -14,8 +15,9 @@ import (
 // housekeepingInterval is how often the registry prunes what it keeps only for a while.
 const housekeepingInterval = 24 * time.Hour
 
-// startHousekeeping prunes the join tokens and the events past their retention now, and
-// again every housekeepingInterval on clk until ctx ends; stop ends it and waits.
+// startHousekeeping prunes the join tokens and the events past their retention, and
+// forgets the relayed commands nobody collected within agents.CommandTTL, now and again
+// every housekeepingInterval on clk until ctx ends; stop ends it and waits.
 func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, log *slog.Logger) (stop func()) {
 	prune := func() {
 		if n, err := st.Prune(join.PruneTokens); err != nil {
@@ -27,6 +29,12 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 			log.Error("prune events", "err", err)
 		} else if n > 0 {
 			log.Info("events pruned", "count", n, "olderThan", store.EventMaxAge.String())
+		}
+		expire := func(tx *store.Tx) (int, error) { return tx.ExpireAgentCommands(clk.Now().Add(-agents.CommandTTL)) }
+		if n, err := st.Prune(expire); err != nil {
+			log.Error("expire agent commands", "err", err)
+		} else if n > 0 {
+			log.Info("agent commands nobody collected forgotten", "count", n, "olderThan", agents.CommandTTL.String())
 		}
 	}
 	return every(ctx, clk, housekeepingInterval, prune)

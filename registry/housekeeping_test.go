@@ -2,11 +2,14 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/clock"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/storetest"
@@ -107,5 +110,59 @@ func TestHousekeepingPrunesOldEvents(t *testing.T) {
 	}
 	if got := seqs(); got[0] != 2 {
 		t.Fatalf("kept %v, want seq 2", got)
+	}
+}
+
+// TestHousekeepingForgetsUncollectedCommands: a relayed command nobody collected is
+// forgotten by the first housekeeping pass after it is agents.CommandTTL old, while the
+// registry keeps running; a younger one, pending or answered, stays.
+func TestHousekeepingForgetsUncollectedCommands(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	st := storetest.Open(t, store.Options{Now: clk.Now})
+	enqueue := func(node, id string) {
+		err := st.Update(func(tx *store.Tx) error {
+			_, err := tx.EnqueueAgentCommand(node, proto.Command{ID: id, Kind: "disk.wipe"})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := func() (out []string) {
+		st.View(func(tx *store.Tx) error {
+			for _, c := range []struct{ node, id string }{{"nd_1", "old"}, {"nd_1", "young"}, {"nd_2", "answered"}} {
+				if _, err := tx.AgentCommand(c.node, c.id); err == nil {
+					out = append(out, c.id)
+				}
+			}
+			return nil
+		})
+		return out
+	}
+	enqueue("nd_1", "old")
+	stop := startHousekeeping(context.Background(), clk, st, slog.New(slog.DiscardHandler))
+	defer stop()
+	clk.BlockUntil(1) // the first pass ran, and its timer waits
+	clk.Advance(housekeepingInterval / 2)
+	enqueue("nd_1", "young")
+	enqueue("nd_2", "answered")
+	if err := st.Update(func(tx *store.Tx) error {
+		_, err := tx.CompleteAgentCommand("nd_2", proto.Result{ID: "answered", Result: json.RawMessage(`{}`)})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := kept(); len(got) != 3 {
+		t.Fatalf("commands before any is CommandTTL old: %v", got)
+	}
+	// The next pass comes when "old" is past CommandTTL, the others half of it younger.
+	clk.Advance(agents.CommandTTL - housekeepingInterval/2 + time.Hour)
+	for deadline := time.Now().Add(10 * time.Second); len(kept()) != 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("commands one pass after \"old\" is CommandTTL old: %v, want young and answered", kept())
+		}
+	}
+	if got := kept(); got[0] != "young" || got[1] != "answered" {
+		t.Fatalf("kept %v, want young and answered", got)
 	}
 }

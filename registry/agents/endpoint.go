@@ -25,8 +25,11 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// DefaultCommandTTL is how long a relayed command is kept when nobody collects it.
-const DefaultCommandTTL = 24 * time.Hour
+// CommandTTL is how long a relayed command is kept when nobody collects it: the
+// registry's daily housekeeping forgets the older ones (Tx.ExpireAgentCommands). It is
+// the longest a step may take (a profile's longest timeout), so no step still waits
+// for a command that is forgotten.
+const CommandTTL = 24 * time.Hour
 
 // DefaultAckTimeout is how long a pushed NodeSpec waits for its acknowledgement in the
 // push window.
@@ -92,11 +95,8 @@ type Config struct {
 	// *proto.Error). It runs on the agent's session and must return quickly. Without it
 	// every request is UNSUPPORTED.
 	Renew func(node string, role proto.Role, publicKey []byte) ([]byte, error)
-	// Now is the clock of command expiry; time.Now when nil.
+	// Now is the clock that dates a session's end for OnSessionEnd; time.Now when nil.
 	Now func() time.Time
-	// CommandTTL bounds how long a command nobody collects is kept (DefaultCommandTTL
-	// when zero).
-	CommandTTL time.Duration
 	// AckTimeout is how long a pushed NodeSpec holds its place in the push window
 	// without an acknowledgement (DefaultAckTimeout when zero). An agent's
 	// acknowledgement comes after its apply: a push still unacknowledged then gives its
@@ -174,9 +174,6 @@ func Start(cfg Config) (*Endpoint, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.CommandTTL == 0 {
-		cfg.CommandTTL = DefaultCommandTTL
-	}
 	if cfg.AckTimeout == 0 {
 		cfg.AckTimeout = DefaultAckTimeout
 	}
@@ -208,9 +205,6 @@ func Start(cfg Config) (*Endpoint, error) {
 		}
 		return err
 	})
-	if err == nil {
-		_, err = cfg.Store.Prune(func(tx *store.Tx) (int, error) { return tx.ExpireAgentCommands(cfg.Now().Add(-cfg.CommandTTL)) })
-	}
 	if err != nil {
 		return nil, err
 	}
