@@ -86,60 +86,78 @@ func TestNewerSessionReplacesOlder(t *testing.T) {
 
 // TestStopSpacesTheReturns connects agents over bare QUIC, stops the registry, and reads
 // the CloseShutdown each one gets: every agent is given its own moment to come back, a
-// reconnect slot (1/900 s) apart, so that a fleet told at once does not return at once.
+// reconnect slot (1/rate) apart, so that a fleet told at once does not return at once.
+//
+// Each phrase names the agent's moment and the stream's end, both from the instant the
+// registry told it, so the moment relative to the stream's end is the one the registry
+// planned, however long the close frame took to arrive. An agent told after its slot has
+// passed is asked back at once: its moment is when it was told (returnDelay).
 func TestStopSpacesTheReturns(t *testing.T) {
 	e := newEnv(t, agents.Config{})
 	const n = 20
-	var told []*toldMoment
+	var conns []*quic.Conn
 	for i := range n {
-		told = append(told, watchClose(helloOverQUIC(t, e, nodeName(i))))
+		conns = append(conns, helloOverQUIC(t, e, nodeName(i)))
 	}
 	waitFor(t, "every session", func() bool { return e.ep.Sessions() == n })
 	// One more agent is connected but has not said hello: the endpoint knows no session
 	// of it when it stops.
-	late := watchClose(dialQUIC(t, e, "late"))
+	late := dialQUIC(t, e, "late")
 	waitFor(t, "the late agent's handshake", func() bool { return e.ep.Handshakes().Accepted == n+1 })
+	rate := e.ep.Return().Rate
 	e.stop()
-	var moments []time.Time
-	for _, m := range told {
-		moments = append(moments, m.get(t))
+	// slot is the k-th agent's moment, from the stream's end.
+	slot := func(k int) time.Duration {
+		at := func(k int) time.Duration { return time.Duration(float64(k) / rate * float64(time.Second)) }
+		return at(k) - at(n)
 	}
-	slices.SortFunc(moments, time.Time.Compare)
-	// The phrase counts whole milliseconds: the last comes about n-1 slots after the first.
-	if spread := moments[n-1].Sub(moments[0]); spread < 10*time.Millisecond || spread > 100*time.Millisecond {
-		t.Errorf("the %d returns are spread over %v, want about %d slots of 1/900 s", n, spread, n-1)
+	var moments, toldAt []time.Duration
+	for _, c := range conns {
+		p := shutdownPhrase(t, c)
+		if p.delay > p.streamEnd {
+			t.Errorf("an agent is to return %v after the stream's end", p.delay-p.streamEnd)
+		}
+		moments = append(moments, p.delay-p.streamEnd)
+		toldAt = append(toldAt, -p.streamEnd)
 	}
-	if m := late.get(t); m.Before(moments[n-1].Add(-2 * time.Millisecond)) {
-		t.Errorf("the agent without a session yet is to return %v before the last of the others", moments[n-1].Sub(m))
+	slices.Sort(moments)
+	slices.Sort(toldAt)
+	// The phrase counts whole milliseconds, so a moment read from it is within 1 ms of the
+	// planned one. The i-th agent to return comes no sooner than the i-th slot: the fleet
+	// returns no faster than the stream; and no later than that slot or the moment it was
+	// told: the returns are spread over the stream, not gathered at its end.
+	for i, m := range moments {
+		if lo, hi := slot(i)-time.Millisecond, max(slot(i), toldAt[i])+time.Millisecond; m <= lo || m >= hi {
+			t.Errorf("return %d of %d is %v from the stream's end, want after %v and before %v (slots of 1/%.0f s)", i, n, m, lo, hi, rate)
+		}
+	}
+	if t.Failed() {
+		t.Logf("the returns, from the stream's end: %v\nwhen each was told: %v", moments, toldAt)
+	}
+	if p := shutdownPhrase(t, late); p.delay != p.streamEnd {
+		t.Errorf("the agent without a session yet is to return %v before the stream's end, want at its end", p.streamEnd-p.delay)
 	}
 }
 
-// toldMoment is when a closed connection was told to come back: when it was closed plus
-// the delay its CloseShutdown names.
-type toldMoment struct {
-	conn   *quic.Conn
-	closed chan time.Time
-}
+// toldPhrase is what a closed connection was told: the delay its CloseShutdown names
+// and when it says the stream of returning agents ends, both from when it was told.
+type toldPhrase struct{ delay, streamEnd time.Duration }
 
-func watchClose(c *quic.Conn) *toldMoment {
-	m := &toldMoment{conn: c, closed: make(chan time.Time, 1)}
-	context.AfterFunc(c.Context(), func() { m.closed <- time.Now() })
-	return m
-}
-
-func (m *toldMoment) get(t *testing.T) time.Time {
+// shutdownPhrase waits for conn's close and reads its CloseShutdown.
+func shutdownPhrase(t *testing.T, conn *quic.Conn) toldPhrase {
 	t.Helper()
-	at := <-m.closed
-	cause := context.Cause(m.conn.Context())
+	<-conn.Context().Done()
+	cause := context.Cause(conn.Context())
 	ae, ok := errors.AsType[*quic.ApplicationError](cause)
 	if !ok || proto.CloseCode(ae.ErrorCode) != proto.CloseShutdown {
 		t.Fatalf("closed with %v, want CloseShutdown", cause)
 	}
 	d, ok := proto.ShutdownDelay(ae.ErrorMessage)
-	if !ok {
-		t.Fatalf("reason %q names no delay", ae.ErrorMessage)
+	end, endOK := proto.ShutdownStreamEnd(ae.ErrorMessage)
+	if !ok || !endOK {
+		t.Fatalf("reason %q names no delay or no stream end", ae.ErrorMessage)
 	}
-	return at.Add(d)
+	return toldPhrase{d, end}
 }
 
 // helloOverQUIC opens a session for node over bare QUIC (dialQUIC, then a hello on the

@@ -350,13 +350,20 @@ func (e *Endpoint) closeSessions() {
 	closing := e.closing
 	e.mu.Unlock()
 	close(conns)
-	var told atomic.Int64
+	// told counts the agents told, under mu with the instant each reason is read at, so
+	// that the k-th agent's moment is read at the k-th instant: the moments follow the
+	// order the agents are told in, also for those told after their slot had passed.
+	var mu sync.Mutex
+	told := 0
 	var wg sync.WaitGroup
 	for range closers {
 		wg.Go(func() {
 			for c := range conns {
-				k := int(told.Add(1) - 1)
-				c.CloseWithError(codeShutdown, closing.reason(k))
+				mu.Lock()
+				reason := closing.reason(told)
+				told++
+				mu.Unlock()
+				c.CloseWithError(codeShutdown, reason)
 			}
 		})
 	}
