@@ -29,7 +29,7 @@ test-go:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 
-## test-race: every package's tests but e2e/'s (e2e/agentplane's included) again under the race detector (cgo, so gcc); 10 to 15 minutes on 2 shared cores
+## test-race: every package's tests again under the race detector, of e2e/ only e2e/agentplane's (cgo, so gcc); 10 to 15 minutes on 2 shared cores
 # The race detector needs cgo, which the static binaries go without. All packages outside e2e/
 # run: as this target, 8 min 22 s of wall time on a 2-core machine shared with other work (load
 # average 4 to 9); in ten groups one after the other, 13 min 15 s. CI's budget is 90 minutes. e2e/
