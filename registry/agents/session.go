@@ -31,32 +31,43 @@ type session struct {
 	pending *pendingPush
 	ended   bool
 
-	// cmu guards sending: the ids of the commands on their way to the agent on this
-	// session, each sent once however many registries' commits tell of it.
+	// cmu guards sending: the commands on their way to the agent on this session, each
+	// sent once however many registries' commits tell of it.
 	cmu     sync.Mutex
-	sending map[string]bool
+	sending map[sendKey]bool
 }
 
-// startSending reports whether command id is to be sent now (it is not on its way on
-// this session already) and marks it on its way.
-func (s *session) startSending(id string) bool {
+// sendKey is a command as it is on its way: its id, and when it was stored. An id asked
+// for again after its answer was delivered (and the command forgotten) is stored anew, and
+// is sent anew even while the delivery of the earlier one is still ending: that one
+// records nothing for it once it has recorded its own answer.
+type sendKey struct {
+	id     string
+	stored int64
+}
+
+func sendKeyOf(c store.AgentCommand) sendKey { return sendKey{c.ID, c.CreatedAt.UnixNano()} }
+
+// startSending reports whether command k is to be sent now (it is not on its way on this
+// session already) and marks it on its way.
+func (s *session) startSending(k sendKey) bool {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
-	if s.sending[id] {
+	if s.sending[k] {
 		return false
 	}
 	if s.sending == nil {
-		s.sending = map[string]bool{}
+		s.sending = map[sendKey]bool{}
 	}
-	s.sending[id] = true
+	s.sending[k] = true
 	return true
 }
 
-// doneSending marks command id no longer on its way.
-func (s *session) doneSending(id string) {
+// doneSending marks command k no longer on its way.
+func (s *session) doneSending(k sendKey) {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
-	delete(s.sending, id)
+	delete(s.sending, k)
 }
 
 // serve starts one agent connection: it waits for the hello, refuses a node whose
@@ -297,8 +308,11 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		s.wmu.Unlock()
 		e.send(s, spec)
 	}
+	// On this session, not on the node's session now: another agent's session may have
+	// replaced this one since the pending commands were read (its own hello reads them
+	// again), and one of them may have been answered and forgotten since.
 	for _, c := range pending {
-		e.sendCommand(c)
+		e.sendOn(s, c)
 	}
 	if e.cfg.OnSession != nil {
 		e.cfg.OnSession(s.node, s.role, s.opened)
