@@ -210,12 +210,80 @@ func (e *Endpoint) register(s *session) bool {
 		return false
 	}
 	old := e.sessions[s.node]
+	// A session its agent closed already is not replaced (its end is on its way).
+	warn := old != nil && e.replacing(s.node, old.conn.Context().Err() == nil, time.Now())
 	e.sessions[s.node] = s
 	e.mu.Unlock()
+	if warn {
+		e.warnTurns(s, old)
+	}
 	if old != nil {
 		old.conn.CloseWithError(codeReplaced, "replaced by a newer session of the same node")
 	}
 	return true
+}
+
+// Two agents of one node take turns: the one replaced waits its longest backoff (30 s by
+// default) and replaces the other. A session replaced within twinWindow of the node's
+// last replacement is one more turn; the registry warns of a node's turns at most once
+// every twinWindow.
+const twinWindow = 10 * time.Minute
+
+// turn is when a session of a node last replaced a connected one, and when the registry
+// last warned of the node's turns.
+type turn struct{ replaced, warned time.Time }
+
+// replacing counts the session of node replaced at now by a newer one, if it was still
+// connected (live), and reports whether to warn: the node's session was replaced within
+// twinWindow before already, and the registry has not warned of the node's turns within
+// twinWindow. e.mu is held.
+func (e *Endpoint) replacing(node string, live bool, now time.Time) (warn bool) {
+	if !live {
+		return false
+	}
+	t := e.turns[node]
+	again := !t.replaced.IsZero() && now.Sub(t.replaced) <= twinWindow
+	if again {
+		e.replaced.again.Add(1)
+		if warn = t.warned.IsZero() || now.Sub(t.warned) >= twinWindow; warn {
+			t.warned = now
+		}
+	} else {
+		e.replaced.first.Add(1)
+	}
+	t.replaced = now
+	if e.turns == nil {
+		e.turns = map[string]turn{}
+	}
+	e.turns[node] = t
+	if len(e.turns) >= e.turnsPrune || now.Sub(e.turnsPruned) > twinWindow {
+		// Forget the nodes whose window passed, once the map has doubled since the last
+		// time (a fleet-wide restart adds thousands at once, each in constant time) or a
+		// window has passed.
+		for node, t := range e.turns {
+			if now.Sub(t.replaced) > twinWindow && now.Sub(t.warned) > twinWindow {
+				delete(e.turns, node)
+			}
+		}
+		e.turnsPrune, e.turnsPruned = max(minTurnsPrune, 2*len(e.turns)), now
+	}
+	return warn
+}
+
+// minTurnsPrune is the least size of the turns map at which it is pruned.
+const minTurnsPrune = 64
+
+// warnTurns tells the operator that two agents hold the certificate of s's node: s
+// replaced old, and a session of the node replaced another shortly before.
+func (e *Endpoint) warnTurns(s, old *session) {
+	next := "stop the bcd of the two that should not run; if the certificate may have been stolen, " +
+		"better-compute nodes retire " + s.node + " revokes the node's identity (metal.revokeIdentity) and ends both sessions"
+	if s.role == proto.RoleSite {
+		next = "stop the bcd site of the two that should not run"
+	}
+	e.log.Warn("two agents hold the certificate of one node and replace each other's session in turn",
+		"node", s.node, "role", s.role, "remote", s.conn.RemoteAddr().String(), "replaced", old.conn.RemoteAddr().String(),
+		"next", next)
 }
 
 // comeBackLater closes the connection of an agent whose session was still being set up
