@@ -123,7 +123,13 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	e.log.Debug("agent session", "node", id.node, "role", id.role, "observedGeneration", m.Hello.ObservedGeneration)
-	if err := e.hello(s, m.Hello); err != nil {
+	err = e.hello(s, m.Hello)
+	if proto.CodeOf(err) == proto.Forbidden {
+		e.log.Warn("agent session refused", "node", id.node, "err", err)
+		e.end(s, codeRevoked, err.Error())
+		return
+	}
+	if err != nil {
 		e.log.Error("agent hello", "node", id.node, "err", err)
 		e.end(s, codeShutdown, "registry failed to record the hello")
 		return
@@ -312,7 +318,9 @@ func (e *Endpoint) unregister(s *session) {
 
 // hello records what the agent reported, pushes its NodeSpec if the agent's generation
 // differs, and resends the commands that await its answer. A reconnect that reports what
-// the store holds costs reads only.
+// the store holds costs reads only. It checks the node's identity again first (FORBIDDEN
+// when revoked): one revoked after serve checked it and before the session was
+// registered found no session to end (Endpoint.Revoked), and is refused here.
 func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	var (
 		spec          proto.NodeSpec
@@ -322,6 +330,9 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		pending       []store.AgentCommand
 	)
 	err := e.cfg.Store.View(func(tx *store.Tx) error {
+		if err := tx.CheckIdentity(s.node); err != nil {
+			return err
+		}
 		var err error
 		spec, err = tx.NodeSpec(s.node)
 		if haveSpec = err == nil; !haveSpec && proto.CodeOf(err) != proto.NotFound {

@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
 // TestReplacementTurns: a node's session replaced while connected is counted first, and
@@ -52,4 +56,28 @@ func TestReplacementTurns(t *testing.T) {
 	if len(e.turns) > 4*minTurnsPrune {
 		t.Errorf("%d nodes remembered, want those replaced within the last window (%d) and few more", len(e.turns), 2*minTurnsPrune)
 	}
+}
+
+// TestHelloRefusesARevokedIdentity: a node's identity revoked after serve checked it and
+// before its session was registered (Endpoint.Revoked found no session of it to end) is
+// refused by the session's hello, before anything is recorded or sent, rather than left
+// holding the node.
+func TestHelloRefusesARevokedIdentity(t *testing.T) {
+	st := storetest.Filled(t, store.Options{})
+	node := storetest.Node(t, st, store.Node{MACs: []string{"52:54:00:00:00:01"}}).ID
+	storetest.Update(t, st, func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.IdentityRevokedAt = tx.Now(); return nil })
+		return err
+	})
+	e := &Endpoint{cfg: Config{Store: st}}
+	err := e.hello(&session{identity: identity{node: node, role: proto.RoleNode}}, &proto.Hello{ObservedGeneration: 3})
+	if proto.CodeOf(err) != proto.Forbidden {
+		t.Fatalf("the hello of a node revoked since its first check: %v, want FORBIDDEN", err)
+	}
+	st.View(func(tx *store.Tx) error {
+		if s, err := tx.AgentStatus(node); err == nil {
+			t.Errorf("the refused hello was recorded: %+v", s)
+		}
+		return nil
+	})
 }
