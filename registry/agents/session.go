@@ -283,7 +283,8 @@ const minTurnsPrune = 64
 // replaced old, and a session of the node replaced another shortly before.
 func (e *Endpoint) warnTurns(s, old *session) {
 	next := "stop the bcd of the two that should not run; if the certificate may have been stolen, " +
-		"better-compute nodes retire " + s.node + " revokes the node's identity (metal.revokeIdentity) and ends both sessions"
+		"better-compute nodes retire " + s.node + " revokes the node's identity (metal.revokeIdentity), which ends both " +
+		"sessions, and retires the machine for good (erased, powered off)"
 	if s.role == proto.RoleSite {
 		next = "stop the bcd site of the two that should not run"
 	}
