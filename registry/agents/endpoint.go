@@ -303,11 +303,10 @@ func (e *Endpoint) Pushes() PushCounts {
 // Replacements counts the sessions a newer session of the same node replaced while they
 // were still connected, since Start.
 type Replacements struct {
-	// Again were replaced within ten minutes of the replacement of the node's session
-	// before (the session replaced had itself replaced a connected one): two agents hold
-	// the node's certificate and take turns, or its agent was restarted twice while its
-	// old process still ran. First are the others: an agent restarted while its old
-	// session lingered, or the first turn of two.
+	// Again were replaced within ten minutes of an earlier replacement of a session of
+	// the same node: two agents hold the node's certificate and take turns, or its agent
+	// was restarted twice while its old session lingered. First are the others: an agent
+	// restarted while its old session lingered, or the first turn of two.
 	First, Again int64
 }
 

@@ -264,8 +264,8 @@ func (e *Endpoint) replacing(node string, live bool, now time.Time) (warn bool) 
 	e.turns[node] = t
 	if len(e.turns) >= e.turnsPrune || now.Sub(e.turnsPruned) > twinWindow {
 		// Forget the nodes whose window passed, once the map has doubled since the last
-		// time (a fleet-wide restart adds thousands at once, each in constant time) or a
-		// window has passed.
+		// time (a fleet-wide restart adds thousands at once, at a constant cost each,
+		// amortized) or a window has passed.
 		for node, t := range e.turns {
 			if now.Sub(t.replaced) > twinWindow && now.Sub(t.warned) > twinWindow {
 				delete(e.turns, node)
