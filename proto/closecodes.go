@@ -18,7 +18,8 @@ const (
 	// when this agent is to reconnect.
 	CloseShutdown CloseCode = 1
 	// CloseReplaced: a newer session of the same node took over. Another agent runs with
-	// this node's certificate; the replaced one waits its longest backoff before retrying.
+	// this node's certificate; the replaced one waits its longest backoff before retrying,
+	// and then replaces the other's session in turn while both run.
 	CloseReplaced CloseCode = 2
 	// CloseProtocol: the peer broke the protocol.
 	CloseProtocol CloseCode = 3

@@ -47,6 +47,10 @@ func newMetrics(st *store.Store, plane func() *agentPlane, log *slog.Logger) *me
 			p := plane().ep.Pushes()
 			return p.Pushed, p.Acked, p.Failed
 		},
+		Replacements: func() (first, again int64) {
+			r := plane().ep.Replacements()
+			return r.First, r.Again
+		},
 		Log: log,
 	})
 }

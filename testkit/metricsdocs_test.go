@@ -81,6 +81,7 @@ func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 		AgentSessions: func() map[string]int { return map[string]int{"site": 1} },
 		Handshakes:    func() (int64, int64, int64) { return 1, 1, 1 },
 		Pushes:        func() (int64, int64, int64) { return 1, 1, 1 },
+		Replacements:  func() (int64, int64) { return 1, 1 },
 		Log:           slog.New(slog.DiscardHandler),
 	})
 	reg.APIRequest("metal.get", "OK", time.Millisecond)

@@ -157,6 +157,12 @@ type Endpoint struct {
 	// plan is the return plan: the stream the next stop asks for, the admission bound,
 	// and what the last measured return did.
 	plan store.AgentReturn
+	// turns are the nodes whose session replaced a connected one within twinWindow, and
+	// those warned of within it (replacing); pruned once it holds turnsPrune, or a
+	// window after turnsPruned.
+	turns       map[string]turn
+	turnsPrune  int
+	turnsPruned time.Time
 
 	push pushQueue
 	// window bounds the pushes written and not yet acknowledged.
@@ -165,6 +171,8 @@ type Endpoint struct {
 	// pushes, acks and ackFailures count NodeSpecs pushed and agents' acks, for
 	// monitoring (Pushes).
 	pushes, acks, ackFailures atomic.Int64
+	// replaced counts the sessions replaced while still connected (Replacements).
+	replaced struct{ first, again atomic.Int64 }
 	// observe wakes WaitObserved.
 	observe observedSignal
 }
@@ -284,6 +292,21 @@ type PushCounts struct {
 // Pushes returns the endpoint's push and ack counts, for monitoring.
 func (e *Endpoint) Pushes() PushCounts {
 	return PushCounts{Pushed: e.pushes.Load(), Acked: e.acks.Load(), Failed: e.ackFailures.Load()}
+}
+
+// Replacements counts the sessions a newer session of the same node replaced while they
+// were still connected, since Start.
+type Replacements struct {
+	// Again were replaced within ten minutes of an earlier replacement of a session of
+	// the same node: two agents hold the node's certificate and take turns, or its agent
+	// was restarted twice while its old session lingered. First are the others: an agent
+	// restarted while its old session lingered, or the first turn of two.
+	First, Again int64
+}
+
+// Replacements returns the endpoint's replacement counts, for monitoring.
+func (e *Endpoint) Replacements() Replacements {
+	return Replacements{First: e.replaced.first.Load(), Again: e.replaced.again.Load()}
 }
 
 // Handshakes counts the endpoint's connection attempts since Start.

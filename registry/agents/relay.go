@@ -102,15 +102,23 @@ func (e *Endpoint) commandChanged(c store.AgentCommand) {
 	e.sendCommand(c)
 }
 
-// sendCommand delivers a pending command to its agent if the agent's session is here
-// and the command is not on its way on that session already.
+// sendCommand delivers a pending command to its agent if the agent's session is here.
+// A session registered after the command was stored sends it in its hello, so between
+// the two every session that holds the node gets it.
 func (e *Endpoint) sendCommand(c store.AgentCommand) {
-	s := e.session(c.Node)
-	if s == nil || !s.startSending(c.ID) {
+	if s := e.session(c.Node); s != nil {
+		e.sendOn(s, c)
+	}
+}
+
+// sendOn delivers a pending command on session s, unless it is on its way there already.
+func (e *Endpoint) sendOn(s *session, c store.AgentCommand) {
+	k := sendKeyOf(c)
+	if !s.startSending(k) {
 		return
 	}
 	e.spawn(func() {
-		defer s.doneSending(c.ID)
+		defer s.doneSending(k)
 		e.deliver(s, c)
 	})
 }

@@ -1,7 +1,9 @@
 package agents
 
 import (
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -32,5 +34,34 @@ func TestCalls(t *testing.T) {
 	cs.leave("n1", "c1", c)
 	if len(cs.m) != 0 {
 		t.Errorf("calls left: %v", cs.m)
+	}
+}
+
+// TestSendingTellsCommandsApart: a command on its way on a session is not sent there
+// again, but a command of the same id stored anew (asked for again once the earlier
+// one's answer was delivered and forgotten) is, while the earlier one's delivery is still
+// ending: otherwise it waits, unsent, for the agent's next session.
+func TestSendingTellsCommandsApart(t *testing.T) {
+	var s session
+	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	first := store.AgentCommand{Node: "n1", ID: "c1", Kind: "echo", CreatedAt: at}
+	again := first
+	again.CreatedAt = at.Add(time.Millisecond)
+	if !s.startSending(sendKeyOf(first)) {
+		t.Fatal("a command on no way yet was not sent")
+	}
+	// Read back from the store (JSON): the same command.
+	b, _ := json.Marshal(first)
+	var read store.AgentCommand
+	json.Unmarshal(b, &read)
+	if s.startSending(sendKeyOf(read)) {
+		t.Error("a command on its way was sent again (read back from the store)")
+	}
+	if !s.startSending(sendKeyOf(again)) {
+		t.Error("the command stored anew under the same id was not sent while the earlier one's delivery ends")
+	}
+	s.doneSending(sendKeyOf(first))
+	if !s.startSending(sendKeyOf(first)) {
+		t.Error("a command whose delivery ended was not sent again")
 	}
 }

@@ -31,32 +31,43 @@ type session struct {
 	pending *pendingPush
 	ended   bool
 
-	// cmu guards sending: the ids of the commands on their way to the agent on this
-	// session, each sent once however many registries' commits tell of it.
+	// cmu guards sending: the commands on their way to the agent on this session, each
+	// sent once however many registries' commits tell of it.
 	cmu     sync.Mutex
-	sending map[string]bool
+	sending map[sendKey]bool
 }
 
-// startSending reports whether command id is to be sent now (it is not on its way on
-// this session already) and marks it on its way.
-func (s *session) startSending(id string) bool {
+// sendKey is a command as it is on its way: its id, and when it was stored. An id asked
+// for again after its answer was delivered (and the command forgotten) is stored anew, and
+// is sent anew even while the delivery of the earlier one is still ending: that one
+// records nothing for it once it has recorded its own answer.
+type sendKey struct {
+	id     string
+	stored int64
+}
+
+func sendKeyOf(c store.AgentCommand) sendKey { return sendKey{c.ID, c.CreatedAt.UnixNano()} }
+
+// startSending reports whether command k is to be sent now (it is not on its way on this
+// session already) and marks it on its way.
+func (s *session) startSending(k sendKey) bool {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
-	if s.sending[id] {
+	if s.sending[k] {
 		return false
 	}
 	if s.sending == nil {
-		s.sending = map[string]bool{}
+		s.sending = map[sendKey]bool{}
 	}
-	s.sending[id] = true
+	s.sending[k] = true
 	return true
 }
 
-// doneSending marks command id no longer on its way.
-func (s *session) doneSending(id string) {
+// doneSending marks command k no longer on its way.
+func (s *session) doneSending(k sendKey) {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
-	delete(s.sending, id)
+	delete(s.sending, k)
 }
 
 // serve starts one agent connection: it waits for the hello, refuses a node whose
@@ -112,7 +123,13 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	e.log.Debug("agent session", "node", id.node, "role", id.role, "observedGeneration", m.Hello.ObservedGeneration)
-	if err := e.hello(s, m.Hello); err != nil {
+	err = e.hello(s, m.Hello)
+	if proto.CodeOf(err) == proto.Forbidden {
+		e.log.Warn("agent session refused", "node", id.node, "err", err)
+		e.end(s, codeRevoked, err.Error())
+		return
+	}
+	if err != nil {
 		e.log.Error("agent hello", "node", id.node, "err", err)
 		e.end(s, codeShutdown, "registry failed to record the hello")
 		return
@@ -199,12 +216,81 @@ func (e *Endpoint) register(s *session) bool {
 		return false
 	}
 	old := e.sessions[s.node]
+	// A session its agent closed already is not replaced (its end is on its way).
+	warn := old != nil && e.replacing(s.node, old.conn.Context().Err() == nil, time.Now())
 	e.sessions[s.node] = s
 	e.mu.Unlock()
+	if warn {
+		e.warnTurns(s, old)
+	}
 	if old != nil {
 		old.conn.CloseWithError(codeReplaced, "replaced by a newer session of the same node")
 	}
 	return true
+}
+
+// Two agents of one node take turns: the one replaced waits its longest backoff (30 s by
+// default) and replaces the other. A session replaced within twinWindow of the node's
+// last replacement is one more turn; the registry warns of a node's turns at most once
+// every twinWindow.
+const twinWindow = 10 * time.Minute
+
+// turn is when a session of a node last replaced a connected one, and when the registry
+// last warned of the node's turns.
+type turn struct{ replaced, warned time.Time }
+
+// replacing counts the session of node replaced at now by a newer one, if it was still
+// connected (live), and reports whether to warn: the node's session was replaced within
+// twinWindow before already, and the registry has not warned of the node's turns within
+// twinWindow. e.mu is held.
+func (e *Endpoint) replacing(node string, live bool, now time.Time) (warn bool) {
+	if !live {
+		return false
+	}
+	t := e.turns[node]
+	again := !t.replaced.IsZero() && now.Sub(t.replaced) <= twinWindow
+	if again {
+		e.replaced.again.Add(1)
+		if warn = t.warned.IsZero() || now.Sub(t.warned) >= twinWindow; warn {
+			t.warned = now
+		}
+	} else {
+		e.replaced.first.Add(1)
+	}
+	t.replaced = now
+	if e.turns == nil {
+		e.turns = map[string]turn{}
+	}
+	e.turns[node] = t
+	if len(e.turns) >= e.turnsPrune || now.Sub(e.turnsPruned) > twinWindow {
+		// Forget the nodes whose window passed, once the map has doubled since the last
+		// time (a fleet-wide restart adds thousands at once, at a constant cost each,
+		// amortized) or a window has passed.
+		for node, t := range e.turns {
+			if now.Sub(t.replaced) > twinWindow && now.Sub(t.warned) > twinWindow {
+				delete(e.turns, node)
+			}
+		}
+		e.turnsPrune, e.turnsPruned = max(minTurnsPrune, 2*len(e.turns)), now
+	}
+	return warn
+}
+
+// minTurnsPrune is the least size of the turns map at which it is pruned.
+const minTurnsPrune = 64
+
+// warnTurns tells the operator that two agents hold the certificate of s's node: s
+// replaced old, and a session of the node replaced another shortly before.
+func (e *Endpoint) warnTurns(s, old *session) {
+	next := "stop the bcd of the two that should not run; if the certificate may have been stolen, " +
+		"better-compute nodes retire " + s.node + " revokes the node's identity (metal.revokeIdentity), which ends both " +
+		"sessions, and retires the machine for good (erased, powered off)"
+	if s.role == proto.RoleSite {
+		next = "stop the bcd site of the two that should not run"
+	}
+	e.log.Warn("two agents hold the certificate of one node and replace each other's session in turn",
+		"node", s.node, "role", s.role, "remote", s.conn.RemoteAddr().String(), "replaced", old.conn.RemoteAddr().String(),
+		"next", next)
 }
 
 // comeBackLater closes the connection of an agent whose session was still being set up
@@ -233,7 +319,9 @@ func (e *Endpoint) unregister(s *session) {
 
 // hello records what the agent reported, pushes its NodeSpec if the agent's generation
 // differs, and resends the commands that await its answer. A reconnect that reports what
-// the store holds costs reads only.
+// the store holds costs reads only. It checks the node's identity again first (FORBIDDEN
+// when revoked): one revoked after serve checked it and before the session was
+// registered found no session to end (Endpoint.Revoked), and is refused here.
 func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	var (
 		spec          proto.NodeSpec
@@ -243,6 +331,9 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		pending       []store.AgentCommand
 	)
 	err := e.cfg.Store.View(func(tx *store.Tx) error {
+		if err := tx.CheckIdentity(s.node); err != nil {
+			return err
+		}
 		var err error
 		spec, err = tx.NodeSpec(s.node)
 		if haveSpec = err == nil; !haveSpec && proto.CodeOf(err) != proto.NotFound {
@@ -297,8 +388,11 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		s.wmu.Unlock()
 		e.send(s, spec)
 	}
+	// On this session, not on the node's session now: another agent's session may have
+	// replaced this one since the pending commands were read (its own hello reads them
+	// again), and one of them may have been answered and forgotten since.
 	for _, c := range pending {
-		e.sendCommand(c)
+		e.sendOn(s, c)
 	}
 	if e.cfg.OnSession != nil {
 		e.cfg.OnSession(s.node, s.role, s.opened)

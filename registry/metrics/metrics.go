@@ -36,6 +36,10 @@ type Sources struct {
 	Handshakes func() (full, resumed, refused int64)
 	// Pushes counts NodeSpecs pushed to agents, and agents' acks: applied, failed.
 	Pushes func() (pushed, acked, failed int64)
+	// Replacements counts agent sessions replaced by a newer session of the same node
+	// while still connected: first, and again (within ten minutes of the node's last
+	// replacement: two agents with one certificate taking turns).
+	Replacements func() (first, again int64)
 	// Log receives the errors a source returns.
 	Log *slog.Logger
 }
@@ -135,10 +139,13 @@ var (
 		"Agents' connection attempts: full (a new TLS session), resumed (a resumed TLS session), refused (at admission, too many in flight).", []string{"result"}, nil)
 	pushDesc = prometheus.NewDesc(namespace+"_agent_nodespec_pushes_total", "NodeSpecs pushed to agents.", nil, nil)
 	ackDesc  = prometheus.NewDesc(namespace+"_agent_nodespec_acks_total", "Agents' acks of a NodeSpec, by result (applied, failed).", []string{"result"}, nil)
+	replDesc = prometheus.NewDesc(namespace+"_agent_sessions_replaced_total",
+		"Agent sessions a newer session of the same node replaced while still connected, by turn: again when the node's session had been replaced within ten minutes before (two agents with one certificate taking turns), else first.",
+		[]string{"turn"}, nil)
 )
 
 func (s sources) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{nodesDesc, sitesDesc, sessDesc, handDesc, pushDesc, ackDesc} {
+	for _, d := range []*prometheus.Desc{nodesDesc, sitesDesc, sessDesc, handDesc, pushDesc, ackDesc, replDesc} {
 		ch <- d
 	}
 }
@@ -177,5 +184,10 @@ func (s sources) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pushDesc, prometheus.CounterValue, float64(pushed))
 		ch <- prometheus.MustNewConstMetric(ackDesc, prometheus.CounterValue, float64(acked), "applied")
 		ch <- prometheus.MustNewConstMetric(ackDesc, prometheus.CounterValue, float64(failed), "failed")
+	}
+	if src.Replacements != nil {
+		first, again := src.Replacements()
+		ch <- prometheus.MustNewConstMetric(replDesc, prometheus.CounterValue, float64(first), "first")
+		ch <- prometheus.MustNewConstMetric(replDesc, prometheus.CounterValue, float64(again), "again")
 	}
 }

@@ -20,6 +20,7 @@ func full() *Registry {
 		AgentSessions: func() map[string]int { return map[string]int{"site": 1, "node": 3} },
 		Handshakes:    func() (int64, int64, int64) { return 4, 2, 1 },
 		Pushes:        func() (int64, int64, int64) { return 5, 4, 1 },
+		Replacements:  func() (int64, int64) { return 3, 7 },
 		Log:           slog.New(slog.DiscardHandler),
 	})
 	m.APIRequest("metal.list", "OK", 3*time.Millisecond)
@@ -58,9 +59,13 @@ better_compute_nodes{state="ready"} 2
 # TYPE better_compute_agent_sessions gauge
 better_compute_agent_sessions{role="node"} 3
 better_compute_agent_sessions{role="site"} 1
+# HELP better_compute_agent_sessions_replaced_total Agent sessions a newer session of the same node replaced while still connected, by turn: again when the node's session had been replaced within ten minutes before (two agents with one certificate taking turns), else first.
+# TYPE better_compute_agent_sessions_replaced_total counter
+better_compute_agent_sessions_replaced_total{turn="again"} 7
+better_compute_agent_sessions_replaced_total{turn="first"} 3
 `
 	err := testutil.GatherAndCompare(full().Gatherer(), strings.NewReader(want),
-		"better_compute_agent_handshakes_total", "better_compute_nodes", "better_compute_agent_sessions")
+		"better_compute_agent_handshakes_total", "better_compute_nodes", "better_compute_agent_sessions", "better_compute_agent_sessions_replaced_total")
 	if err != nil {
 		t.Error(err)
 	}

@@ -124,8 +124,18 @@ func (t *Tx) PendingAgentCommands(node string) ([]AgentCommand, error) {
 	return out, err
 }
 
-// DeleteAgentCommand forgets a command, once its result is delivered.
+// DeleteAgentCommand forgets a command once its answer is delivered. A command of that id
+// not answered yet stays: one enqueued again (EnqueueAgentCommand) after an earlier
+// caller's delivery forgot the answered one, which a caller waits for. A command not
+// stored is nothing to forget.
 func (t *Tx) DeleteAgentCommand(node, id string) error {
+	c, err := t.AgentCommand(node, id)
+	if proto.CodeOf(err) == proto.NotFound || err == nil && !c.Done {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
 	return t.del(bucketAgentCommands, commandKey(node, id))
 }
 

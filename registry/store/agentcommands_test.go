@@ -75,6 +75,19 @@ func TestAgentCommandLifecycle(t *testing.T) {
 		if err := s.Update(func(tx *Tx) error { _, err := tx.CompleteAgentCommand("n1", res); return err }); proto.CodeOf(err) != proto.NotFound {
 			t.Errorf("answer to a delivered command: got %v, want NOT_FOUND", err)
 		}
+		// c1 asked again once its answer was delivered: the delivery of another caller
+		// that had the first answer forgets nothing of it.
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", wipe); return err })
+		mustUpdate(t, s, func(tx *Tx) error { return tx.DeleteAgentCommand("n1", "c1") })
+		if diff := cmp.Diff([]string{"c1", "c2"}, pending("n1")); diff != "" {
+			t.Errorf("a command asked again, after a late delivery of its earlier answer (-want +got):\n%s", diff)
+		}
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.CompleteAgentCommand("n1", res); return err })
+		mustUpdate(t, s, func(tx *Tx) error { return tx.DeleteAgentCommand("n1", "c1") })
+		mustUpdate(t, s, func(tx *Tx) error { return tx.DeleteAgentCommand("n1", "c1") }) // forgotten already
+		if err := s.View(func(tx *Tx) error { _, err := tx.AgentCommand("n1", "c1"); return err }); proto.CodeOf(err) != proto.NotFound {
+			t.Errorf("c1 answered again and delivered: %v, want NOT_FOUND", err)
+		}
 		// n2's c1 was made 4s after the start, n1's c2 8s after: a cutoff between them
 		// expires only n2's.
 		var n int

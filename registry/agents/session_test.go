@@ -1,0 +1,83 @@
+package agents
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
+)
+
+// TestReplacementTurns: a node's session replaced while connected is counted first, and
+// again when another of its sessions was replaced within twinWindow before (two agents
+// taking turns); the registry warns of a node's turns at once, then at most once every
+// twinWindow, and never of a session whose agent had closed it, nor of another node's
+// single replacement. The nodes whose window passed are forgotten.
+func TestReplacementTurns(t *testing.T) {
+	var e Endpoint
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	steps := []struct {
+		what  string
+		node  string
+		live  bool
+		at    time.Duration
+		warn  bool
+		count Replacements
+	}{
+		{"an agent restarted while its old session lingers", "n1", true, 0, false, Replacements{First: 1}},
+		{"a session its agent had closed", "n1", false, time.Second, false, Replacements{First: 1}},
+		{"the old agent's turn", "n1", true, 30 * time.Second, true, Replacements{First: 1, Again: 1}},
+		{"the new one's turn", "n1", true, time.Minute, false, Replacements{First: 1, Again: 2}},
+		{"another node restarted", "n2", true, time.Minute, false, Replacements{First: 2, Again: 2}},
+		{"n1 again after a quiet window", "n1", true, time.Minute + twinWindow + time.Second, false, Replacements{First: 3, Again: 2}},
+		{"and a turn after it: warned again", "n1", true, time.Minute + twinWindow + 30*time.Second, true, Replacements{First: 3, Again: 3}},
+		{"a turn within the window of that warning", "n1", true, 2*time.Minute + twinWindow, false, Replacements{First: 3, Again: 4}},
+	}
+	for _, st := range steps {
+		if warn := e.replacing(st.node, st.live, t0.Add(st.at)); warn != st.warn {
+			t.Errorf("%s: warn %v, want %v", st.what, warn, st.warn)
+		}
+		if got := e.Replacements(); got != st.count {
+			t.Errorf("%s: %+v, want %+v", st.what, got, st.count)
+		}
+	}
+
+	// A fleet restarted at once while its old sessions linger, then one node later: the
+	// map holds the nodes of the last window only.
+	later := t0.Add(time.Hour)
+	for i := range 1000 {
+		e.replacing(fmt.Sprintf("m%d", i), true, later)
+	}
+	for i := range 2 * minTurnsPrune {
+		e.replacing(fmt.Sprintf("k%d", i), true, later.Add(twinWindow+time.Second))
+	}
+	if len(e.turns) > 4*minTurnsPrune {
+		t.Errorf("%d nodes remembered, want those replaced within the last window (%d) and few more", len(e.turns), 2*minTurnsPrune)
+	}
+}
+
+// TestHelloRefusesARevokedIdentity: a node's identity revoked after serve checked it and
+// before its session was registered (Endpoint.Revoked found no session of it to end) is
+// refused by the session's hello, before anything is recorded or sent, rather than left
+// holding the node.
+func TestHelloRefusesARevokedIdentity(t *testing.T) {
+	st := storetest.Filled(t, store.Options{})
+	node := storetest.Node(t, st, store.Node{MACs: []string{"52:54:00:00:00:01"}}).ID
+	storetest.Update(t, st, func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.IdentityRevokedAt = tx.Now(); return nil })
+		return err
+	})
+	e := &Endpoint{cfg: Config{Store: st}}
+	err := e.hello(&session{identity: identity{node: node, role: proto.RoleNode}}, &proto.Hello{ObservedGeneration: 3})
+	if proto.CodeOf(err) != proto.Forbidden {
+		t.Fatalf("the hello of a node revoked since its first check: %v, want FORBIDDEN", err)
+	}
+	st.View(func(tx *store.Tx) error {
+		if s, err := tx.AgentStatus(node); err == nil {
+			t.Errorf("the refused hello was recorded: %+v", s)
+		}
+		return nil
+	})
+}
