@@ -1533,11 +1533,26 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 	var (
 		paceMu              sync.Mutex
 		paced, firstPruning int
+		// relaying is held shared by each relay in flight and whole by each move of the
+		// clock: a relay waits at most its step's timeout, a day at most
+		// (agents.CommandTTL), so no day passes while one waits. (A command in flight when
+		// the clock jumps two days would be forgotten as nobody's.)
+		relaying sync.RWMutex
 	)
+	advance := func(d time.Duration) time.Time {
+		relaying.Lock()
+		defer relaying.Unlock()
+		return clk.Advance(d)
+	}
+	relay := func(node, id string, forge bool) {
+		relaying.RLock()
+		defer relaying.RUnlock()
+		by.dcgm(ctx, node, id, forge)
+	}
 	pace := func(node string) {
 		paceMu.Lock()
 		defer paceMu.Unlock()
-		now := clk.Advance(busyDay - time.Hour)
+		now := advance(busyDay - time.Hour)
 		f.wait("the housekeeping of the day", func() bool { return clk.armed(housekeepingInterval) == registries })
 		paced++
 		if kept.check(now) > 0 && firstPruning == 0 {
@@ -1549,7 +1564,7 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 		// expire at once and in 46 hours (15 and 16 checks on, an hour within and an
 		// hour past theirs).
 		kept.event(node, fmt.Sprintf("check %d", paced))
-		clk.Advance(time.Hour)
+		advance(time.Hour)
 		kept.event(node, fmt.Sprintf("check %d, an hour on", paced))
 		for _, ttl := range []time.Duration{time.Second, busyDay - 2*time.Hour} {
 			by.mintToken(api.CreateTokenRequest{Kind: store.TokenProvisioned, NodeID: fmt.Sprintf("paced-%d", paced), TTLSeconds: int64(ttl / time.Second)})
@@ -1591,8 +1606,8 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 				}
 				kept.event(a.node, fmt.Sprintf("round %d", round))
 				var relays sync.WaitGroup
-				relays.Go(func() { by.dcgm(ctx, a.node, fmt.Sprintf("dcgm-%s-%d", a.node, round), false) })
-				relays.Go(func() { by.dcgm(ctx, a.node, fmt.Sprintf("forged-%s-%d", a.node, round), true) })
+				relays.Go(func() { relay(a.node, fmt.Sprintf("dcgm-%s-%d", a.node, round), false) })
+				relays.Go(func() { relay(a.node, fmt.Sprintf("forged-%s-%d", a.node, round), true) })
 				if round == renewAt {
 					// Renewed while the commands run, whose results either key signs.
 					key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
