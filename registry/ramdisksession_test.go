@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
@@ -79,5 +80,15 @@ func TestRamdiskSessionEnd(t *testing.T) {
 				t.Errorf("after the registry's restart: %+v, want an unrecorded end at the new run's start %v", p, restarted.holder.Started)
 			}
 		})
+	}
+}
+
+// TestReconnectGraceCoversTheAgentsReturn: an agent learns within its keep-alive period
+// that its session is gone, and tries again within its longest backoff: the reconnect
+// grace a workflow gives a ramdisk must hold both, with room for the try's handshake, or
+// a ramdisk on its way back would be booted again.
+func TestReconnectGraceCoversTheAgentsReturn(t *testing.T) {
+	if need := session.DefaultKeepAlive + session.DefaultMaxBackoff; workflow.ReconnectGrace <= need {
+		t.Errorf("reconnect grace %v, want more than the keep-alive period and the longest backoff, %v", workflow.ReconnectGrace, need)
 	}
 }
