@@ -80,8 +80,8 @@ func (s *Service) ramdiskReturns(ctx context.Context, node string, wait time.Dur
 		}
 	}()
 	err := s.cfg.Joins.WaitLive(wctx, node, profile.Ramdisk)
-	if err != nil && ctx.Err() == nil {
-		return false, nil
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		return false, nil // the wait ran out
 	}
 	return err == nil, err
 }
