@@ -13,8 +13,8 @@ import (
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
-// TestRamdiskSessionEnd: a ramdisk's real session (QUIC, through the agent endpoint)
-// that its agent closes is recorded as ended, when it ended, and one that comes back is
+// TestRamdiskSessionEnd: a ramdisk's join admitted is no session yet; its real session
+// (QUIC, through the agent endpoint) that its agent closes is recorded as ended, when it ended, and one that comes back is
 // live again; the registry's own stop records no end, so after a restart the join log
 // gives the ramdisk its reconnect time from the new run's start, not a gone ramdisk. On
 // a bbolt registry and on a replica on etcd.
@@ -47,7 +47,10 @@ func TestRamdiskSessionEnd(t *testing.T) {
 
 			// The join admitted is recorded as the ramdisk's join too; a session's opening
 			// is recorded once the endpoint holds it.
-			admitted := presence(f.r).JoinedAt
+			admitted := presence(f.r)
+			if !admitted.Current || admitted.Live {
+				t.Errorf("the ramdisk's join admitted, no session yet: %+v, want it current, not live", admitted)
+			}
 			opened := func(since time.Time) func() bool {
 				return func() bool {
 					p := presence(f.r)
@@ -55,7 +58,7 @@ func TestRamdiskSessionEnd(t *testing.T) {
 				}
 			}
 			end := a.session(t.Context(), a.start())
-			f.wait("the ramdisk's session", opened(admitted))
+			f.wait("the ramdisk's session", opened(admitted.JoinedAt))
 			joined := presence(f.r).JoinedAt
 			before := time.Now()
 			end()

@@ -65,7 +65,7 @@ func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone
 	if p.Recorded {
 		return false, fmt.Sprintf("the ramdisk's session ended at %s and it did not come back within %s", p.EndedAt.UTC().Format(time.RFC3339), workflow.ReconnectGrace), nil
 	}
-	return false, fmt.Sprintf("the ramdisk's session (joined at %s) ended with the registry that held it, and it did not come back within %s of %s",
+	return false, fmt.Sprintf("the ramdisk that joined at %s holds no session (the registry that held it stopped or died, or it opened none after its join) and it did not come back within %s of %s",
 		p.JoinedAt.UTC().Format(time.RFC3339), workflow.ReconnectGrace, p.EndedAt.UTC().Format(time.RFC3339)), nil
 }
 

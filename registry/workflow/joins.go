@@ -42,10 +42,11 @@ type Presence struct {
 	Live bool
 	// EndedAt is, for a current session that is not live, when it ended as the registry
 	// that held it recorded it (Recorded: store.AgentJoin.LeftAt). A registry that
-	// stopped or died takes its sessions with it without recording their end: EndedAt
-	// is then the latest time that run of the registry is known to have run
-	// (store.Tx.RanUntil), the start of this registry's run, or the join, whichever is
-	// later, since the agent's reconnect time counts from there.
+	// stopped or died takes its sessions with it without recording their end, and a
+	// join admitted has no session yet: EndedAt is then the latest time the run of the
+	// registry that recorded the join is known to have run (store.Tx.RanUntil), the
+	// start of this registry's run, or the join, whichever is later, since the agent's
+	// reconnect time counts from there.
 	EndedAt  time.Time
 	Recorded bool
 }
@@ -72,12 +73,20 @@ func NewJoinLog(st *store.Store, holder store.Holder) *JoinLog {
 	return l
 }
 
-// Joined records that node's agent of role joined now. It is called for every agent
-// session that opens, thousands a second while a fleet returns, so the records of
-// concurrent calls share one transaction and one fsync (store.Store.Batch); each call
-// returns once its record is committed.
-func (l *JoinLog) Joined(node, role string) error {
-	return l.store.Batch(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role, l.holder); return err })
+// Joined records that node's agent of role joined now, its session held by this
+// registry. It is called for every agent session that opens, thousands a second while a
+// fleet returns, so the records of concurrent calls share one transaction and one fsync
+// (store.Store.Batch); each call returns once its record is committed.
+func (l *JoinLog) Joined(node, role string) error { return l.record(node, role, l.holder) }
+
+// Admitted records that the JoinService admitted node's agent of role now: a join that
+// no session holds yet (no holder), until the agent's session opens and replaces it.
+func (l *JoinLog) Admitted(node, role string) error { return l.record(node, role, store.Holder{}) }
+
+// record records a join of node's agent of role now, at holder, in a transaction shared
+// with the records of concurrent calls.
+func (l *JoinLog) record(node, role string, holder store.Holder) error {
+	return l.store.Batch(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role, holder); return err })
 }
 
 // Left records that the session of node's agent of role this registry held ended at

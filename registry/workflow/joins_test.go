@@ -169,7 +169,8 @@ func TestWaitJoinedWakesAtAnotherReplicasJoin(t *testing.T) {
 }
 
 // TestPresence, on each store backend: the ramdisk's session is live while this run of
-// the registry holds it or another replica whose lease holds does; once ended, it tells
+// the registry holds it or another replica whose lease holds does, and a join admitted
+// is not a session (until the agent opens one); once ended, it tells
 // when: the end recorded, or, when the registry run that held it stopped or died without
 // recording it, the latest time that run is known to have run (its lease's expiry, the
 // start of the replica's next run) or this run's start. A registry's restart alone
@@ -207,6 +208,11 @@ func TestPresence(t *testing.T) {
 			}
 
 			check("no join", a, Presence{})
+			// A join admitted holds no session until the agent opens one.
+			fake.Advance(time.Second)
+			admitted := fake.Now()
+			must(a.Admitted("nd_1", "ramdisk"))
+			check("a join admitted at rg_a", a, Presence{Current: true, JoinedAt: admitted, EndedAt: admitted})
 			fake.Advance(time.Second)
 			joined := fake.Now()
 			must(a.Joined("nd_1", "ramdisk"))
