@@ -55,8 +55,8 @@ type Presence struct {
 var machineRoles = []string{"ramdisk", "node"}
 
 // JoinLog is the Joins of a registry: it records each join in the store (so a restarted
-// registry still knows it) and wakes whoever waits. Until agent sessions report their
-// connections, the machine's agent is the one that joined last.
+// registry still knows it) and wakes whoever waits. The machine's agent is the one that
+// joined last; whether its session is still open, Presence tells.
 type JoinLog struct {
 	store *store.Store
 	// holder is the run of the registry recording the joins (store.AgentJoin.Holder).
