@@ -168,9 +168,12 @@ type BootCleanUpResult struct {
 type BootKexecResult struct{}
 
 // EnsureRamdiskResult is the result of metal.ensureRamdisk: whether the step booted the
-// ramdisk (false: one ran on the machine already).
+// ramdisk (false: one ran on the machine already), and, when a ramdisk had run since the
+// machine was last powered off or cycled but was gone, why it was booted again (its
+// session ended at a time it names and it did not come back).
 type EnsureRamdiskResult struct {
-	Booted bool `json:"booted"`
+	Booted bool   `json:"booted"`
+	Gone   string `json:"gone,omitempty"`
 }
 
 // UserDataRendered is the result of userdata.render, kept in the run for deploy.deploy:

@@ -22,6 +22,7 @@ func TestStepBodiesKeepTheirWire(t *testing.T) {
 		"kexec loaded":     {BootKexecResult{}, `{}`},
 		"ramdisk booted":   {EnsureRamdiskResult{Booted: true}, `{"booted":true}`},
 		"ramdisk ran":      {EnsureRamdiskResult{}, `{"booted":false}`},
+		"ramdisk gone":     {EnsureRamdiskResult{Booted: true, Gone: "it ended"}, `{"booted":true,"gone":"it ended"}`},
 		"agent joined":     {WaitAgentJoined{Role: RoleNode}, `{"role":"node"}`},
 		"revoked":          {RevokeIdentityResult{JoinTokensDeleted: 2}, `{"revokedAt":"0001-01-01T00:00:00Z","joinTokensDeleted":2}`},
 		"user data rendered": {UserDataRendered{UserDataRef: "secret://userdata/n1/1", Kind: "cloud-init", JoinTokenID: "tok1"},

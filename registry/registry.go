@@ -509,7 +509,7 @@ type recordJoins struct {
 func (r recordJoins) Join(ctx context.Context, req joinwire.Request) (joinwire.Response, error) {
 	resp, err := r.Joiner.Join(ctx, req)
 	if err == nil {
-		if err := r.joins.Joined(req.NodeID, req.Role); err != nil {
+		if err := r.joins.Admitted(req.NodeID, req.Role); err != nil {
 			r.log.Error("recording a join", "node", req.NodeID, "role", req.Role, "err", err)
 		}
 	}

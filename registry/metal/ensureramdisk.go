@@ -53,8 +53,10 @@ var (
 )
 
 // ensureRamdisk is metal.ensureRamdisk: nothing when the machine's ramdisk is its agent
-// already (joined since the machine was last powered off or cycled); otherwise it boots
-// the machine into the ramdisk through the site agent and waits for the ramdisk to join.
+// already (joined since the machine was last powered off or cycled, its session open or
+// back within workflow.ReconnectGrace of its end: ramdiskRuns); otherwise it boots the
+// machine into the ramdisk through the site agent and waits for the ramdisk to join. A
+// ramdisk that had joined but is gone is booted again, and the result says why.
 // A machine known only by its product UUID first gets its MAC (discoverMAC). A pool
 // whose machines run no agent cannot, and is UNSUPPORTED.
 func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
@@ -66,12 +68,15 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 	if pool.Policy.Agent == store.AgentNone {
 		return nil, proto.Errorf(proto.Unsupported, "pool %s runs no agent (agent: none): its machines cannot boot the ramdisk", pool.Name)
 	}
-	connected, err := s.ramdiskRuns(ctx, a.Node.ID)
+	runs, gone, err := s.ramdiskRuns(ctx, a.Node.ID)
 	if err != nil {
 		return nil, err
 	}
-	if connected {
+	if runs {
 		return json.Marshal(proto.EnsureRamdiskResult{Booted: false})
+	}
+	if gone != "" {
+		s.cfg.Log.Info("booting the machine into the ramdisk again", "node", a.Node.ID, "workflow", a.Run.ID, "why", gone)
 	}
 	if len(a.Node.MACs) == 0 {
 		if a.Node, err = s.discoverMAC(ctx, a); err != nil {
@@ -84,12 +89,13 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 	if err := s.cfg.Joins.WaitJoined(ctx, a.Node.ID, profile.Ramdisk, a.StartedAt); err != nil {
 		return nil, err
 	}
-	return json.Marshal(proto.EnsureRamdiskResult{Booted: true})
+	return json.Marshal(proto.EnsureRamdiskResult{Booted: true, Gone: gone})
 }
 
 // noRamdisk is the relay guard of a run whose metal.ensureRamdisk failed: a command for
 // the ramdisk fails at once with UNAVAILABLE (reason no-ramdisk) unless a ramdisk runs
-// on the machine after all, since nothing in the run booted one and the command would
+// on the machine after all (its session open, or back within workflow.ReconnectGrace of
+// its end: ramdiskRuns), since nothing in the run booted one and the command would
 // wait its step's whole timeout for it (a retire's disk.wipe, six hours) before the
 // steps after it (power off, metal.revokeIdentity) run.
 func (s *Service) noRamdisk(ctx context.Context, a *workflow.Attempt, role string) error {
@@ -100,11 +106,15 @@ func (s *Service) noRamdisk(ctx context.Context, a *workflow.Attempt, role strin
 		if st.Use != stepEnsureRamdisk || st.State != store.StepFailed {
 			continue
 		}
-		if runs, err := s.ramdiskRuns(ctx, a.Node.ID); err != nil || runs {
+		runs, gone, err := s.ramdiskRuns(ctx, a.Node.ID)
+		if err != nil || runs {
 			return err
 		}
-		return proto.Errorf(proto.Unavailable, "%s goes to the ramdisk, and this workflow's metal.ensureRamdisk (%s) failed: no ramdisk runs on the machine to take it",
-			a.Step.Use, st.Path()).WithReason(proto.ReasonNoRamdisk)
+		if gone != "" {
+			gone = " (" + gone + ")"
+		}
+		return proto.Errorf(proto.Unavailable, "%s goes to the ramdisk, and this workflow's metal.ensureRamdisk (%s) failed: no ramdisk runs on the machine to take it%s",
+			a.Step.Use, st.Path(), gone).WithReason(proto.ReasonNoRamdisk)
 	}
 	return nil
 }

@@ -3,7 +3,10 @@ package metal
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
@@ -34,20 +37,51 @@ func (s *Service) powered(node string, input json.RawMessage) error {
 }
 
 // ramdiskRuns reports whether the machine's agent is its ramdisk, joined since the last
-// power action that stopped the machine (a commissioning or release powers it off).
-func (s *Service) ramdiskRuns(ctx context.Context, node string) (bool, error) {
-	connected, err := s.cfg.Joins.Connected(ctx, node, profile.Ramdisk)
-	if err != nil || !connected {
-		return false, err
+// power action that stopped the machine (a commissioning or release powers it off), with
+// its session open. A session that ended less than workflow.ReconnectGrace ago (a link
+// blip, a registry restarting) it waits for until then: a ramdisk that came back runs.
+// When none runs, gone says why if one had joined since that power action.
+func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone string, err error) {
+	p, err := s.cfg.Joins.Presence(ctx, node, profile.Ramdisk)
+	if err != nil || !p.Current {
+		return false, "", err
 	}
-	err = s.cfg.Store.View(func(tx *store.Tx) error {
-		n, err := tx.Node(node)
-		if err != nil {
-			return err
+	var n store.Node
+	if err := s.cfg.Store.View(func(tx *store.Tx) (err error) { n, err = tx.Node(node); return err }); err != nil {
+		return false, "", err
+	}
+	if p.JoinedAt.Before(n.PoweredAt) {
+		return false, "", nil
+	}
+	if p.Live {
+		return true, "", nil
+	}
+	if wait := p.EndedAt.Add(workflow.ReconnectGrace).Sub(s.cfg.Clock.Now()); wait > 0 {
+		back, err := s.ramdiskReturns(ctx, node, wait)
+		if err != nil || back {
+			return back, "", err
 		}
-		joins, err := tx.AgentJoins(node)
-		connected = !joins[profile.Ramdisk].JoinedAt.Before(n.PoweredAt)
-		return err
-	})
-	return connected, err
+	}
+	if p.Recorded {
+		return false, fmt.Sprintf("the ramdisk's session ended at %s and it did not come back within %s", p.EndedAt.UTC().Format(time.RFC3339), workflow.ReconnectGrace), nil
+	}
+	return false, fmt.Sprintf("the ramdisk that joined at %s holds no session (the registry that held it stopped or died, or it opened none after its join) and it did not come back within %s of %s",
+		p.JoinedAt.UTC().Format(time.RFC3339), workflow.ReconnectGrace, p.EndedAt.UTC().Format(time.RFC3339)), nil
+}
+
+// ramdiskReturns waits up to wait on the registry's clock for node's ramdisk to hold a
+// session again, and reports whether it did.
+func (s *Service) ramdiskReturns(ctx context.Context, node string, wait time.Duration) (bool, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		if clock.Sleep(wctx, s.cfg.Clock, wait) == nil {
+			cancel()
+		}
+	}()
+	err := s.cfg.Joins.WaitLive(wctx, node, profile.Ramdisk)
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		return false, nil // the wait ran out
+	}
+	return err == nil, err
 }

@@ -9,7 +9,8 @@ type AgentJoin struct {
 	Role     string    `json:"role"`
 	JoinedAt time.Time `json:"joinedAt"`
 	// Holder is the run of the registry replica that recorded the join: the join's
-	// session lasts at most as long as its lease (Tx.Holds).
+	// session lasts at most as long as its lease (Tx.Holds). Zero for a join the
+	// JoinService admitted: no session holds it yet.
 	Holder
 	// LeftAt is when the agent's session of this join ended while its registry ran;
 	// zero while the session lasts, and when its registry stopped or died first.

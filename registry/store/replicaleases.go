@@ -62,3 +62,24 @@ func (t *Tx) Holds(h Holder) (bool, error) {
 	ok, err := t.get(bucketReplicaLeases, []byte(h.Replica), &l)
 	return err == nil && ok && l.Started.Equal(h.Started) && t.now.Before(l.Expires), err
 }
+
+// RanUntil is the latest time h's run is known to have run, as tx reads the leases:
+// when its lease expires, or expired, while the lease is still that run's; the start of
+// the replica's later run once one replaced it; zero when the lease is gone (the run
+// stopped and released it) or h names no run.
+func (t *Tx) RanUntil(h Holder) (time.Time, error) {
+	if h.Replica == "" {
+		return time.Time{}, nil
+	}
+	var l ReplicaLease
+	ok, err := t.get(bucketReplicaLeases, []byte(h.Replica), &l)
+	switch {
+	case err != nil || !ok:
+		return time.Time{}, err
+	case l.Started.Equal(h.Started):
+		return l.Expires, nil
+	case l.Started.After(h.Started):
+		return l.Started, nil
+	}
+	return time.Time{}, nil
+}

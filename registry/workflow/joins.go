@@ -15,16 +15,48 @@ type Joins interface {
 	// is any agent of the machine (its ramdisk or its installed OS). It returns ctx's
 	// error when ctx ends first.
 	WaitJoined(ctx context.Context, node, role string, since time.Time) error
-	// Connected reports whether node's agent of role is the machine's agent now.
-	Connected(ctx context.Context, node, role string) (bool, error)
+	// Presence tells whether node's agent of role is the machine's agent, and whether
+	// its session is open or when it ended.
+	Presence(ctx context.Context, node, role string) (Presence, error)
+	// WaitLive returns once node's agent of role is the machine's agent with its session
+	// open (Presence.Live). It returns ctx's error when ctx ends first.
+	WaitLive(ctx context.Context, node, role string) error
+}
+
+// ReconnectGrace is how long after its session ended an agent that still runs has
+// connected again: within its keep-alive period (bcd pings every 25 s and gives a
+// session up 10 s after a ping nothing answered) it learns that its session is gone, its
+// backoff waits at most 30 s between tries, and a try is given up after 5 s of silence
+// (agent/session: DefaultKeepAlive, DefaultMaxBackoff, handshakeTimeout). An agent whose
+// session ended longer ago than this and that did not come back is taken for gone.
+const ReconnectGrace = time.Minute
+
+// Presence is what the joins tell of an agent of a machine.
+type Presence struct {
+	// Current is whether the agent joined, and after the machine's other agent: its
+	// last session is the machine's last.
+	Current  bool
+	JoinedAt time.Time
+	// Live is whether that session is open: recorded by this run of the registry and not
+	// ended, or recorded by a run of a replica whose lease holds (store.Tx.Holds).
+	Live bool
+	// EndedAt is, for a current session that is not live, when it ended as the registry
+	// that held it recorded it (Recorded: store.AgentJoin.LeftAt). A registry that
+	// stopped or died takes its sessions with it without recording their end, and a
+	// join admitted has no session yet: EndedAt is then the latest time the run of the
+	// registry that recorded the join is known to have run (store.Tx.RanUntil), the
+	// start of this registry's run, or the join, whichever is later, since the agent's
+	// reconnect time counts from there.
+	EndedAt  time.Time
+	Recorded bool
 }
 
 // machineRoles are the roles of the agents that run on a machine, in no order.
 var machineRoles = []string{"ramdisk", "node"}
 
 // JoinLog is the Joins of a registry: it records each join in the store (so a restarted
-// registry still knows it) and wakes whoever waits. Until agent sessions report their
-// connections, the machine's agent is the one that joined last.
+// registry still knows it) and wakes whoever waits. The machine's agent is the one that
+// joined last; whether its session is still open, Presence tells.
 type JoinLog struct {
 	store *store.Store
 	// holder is the run of the registry recording the joins (store.AgentJoin.Holder).
@@ -41,12 +73,20 @@ func NewJoinLog(st *store.Store, holder store.Holder) *JoinLog {
 	return l
 }
 
-// Joined records that node's agent of role joined now. It is called for every agent
-// session that opens, thousands a second while a fleet returns, so the records of
-// concurrent calls share one transaction and one fsync (store.Store.Batch); each call
-// returns once its record is committed.
-func (l *JoinLog) Joined(node, role string) error {
-	return l.store.Batch(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role, l.holder); return err })
+// Joined records that node's agent of role joined now, its session held by this
+// registry. It is called for every agent session that opens, thousands a second while a
+// fleet returns, so the records of concurrent calls share one transaction and one fsync
+// (store.Store.Batch); each call returns once its record is committed.
+func (l *JoinLog) Joined(node, role string) error { return l.record(node, role, l.holder) }
+
+// Admitted records that the JoinService admitted node's agent of role now: a join that
+// no session holds yet (no holder), until the agent's session opens and replaces it.
+func (l *JoinLog) Admitted(node, role string) error { return l.record(node, role, store.Holder{}) }
+
+// record records a join of node's agent of role now, at holder, in a transaction shared
+// with the records of concurrent calls.
+func (l *JoinLog) record(node, role string, holder store.Holder) error {
+	return l.store.Batch(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role, holder); return err })
 }
 
 // Left records that the session of node's agent of role this registry held ended at
@@ -72,6 +112,52 @@ func (l *JoinLog) ConnectedElsewhere(tx *store.Tx, node, role string) (bool, err
 	return tx.Holds(j.Holder)
 }
 
+// Presence tells whether node's agent of role is the machine's agent, and whether its
+// session is open or when it ended (Presence).
+func (l *JoinLog) Presence(_ context.Context, node, role string) (p Presence, err error) {
+	err = l.store.View(func(tx *store.Tx) error { p, err = l.presence(tx, node, role); return err })
+	return p, err
+}
+
+func (l *JoinLog) presence(tx *store.Tx, node, role string) (Presence, error) {
+	joins, err := tx.AgentJoins(node)
+	if err != nil {
+		return Presence{}, err
+	}
+	j, ok := current(joins, role)
+	if !ok {
+		return Presence{}, nil
+	}
+	p := Presence{Current: true, JoinedAt: j.JoinedAt}
+	switch {
+	case !j.LeftAt.IsZero():
+		p.EndedAt, p.Recorded = j.LeftAt, true
+	case j.Is(l.holder):
+		p.Live = true
+	default:
+		if p.Live, err = tx.Holds(j.Holder); err != nil || p.Live {
+			return p, err
+		}
+		ran, err := tx.RanUntil(j.Holder)
+		if err != nil {
+			return p, err
+		}
+		p.EndedAt = latest(j.JoinedAt, l.holder.Started, ran)
+	}
+	return p, nil
+}
+
+// latest is the latest of times.
+func latest(times ...time.Time) time.Time {
+	var t time.Time
+	for _, u := range times {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
+}
+
 // wake wakes everyone waiting for a join.
 func (l *JoinLog) wake() {
 	l.mu.Lock()
@@ -82,18 +168,32 @@ func (l *JoinLog) wake() {
 
 // WaitJoined returns once node's agent of role has joined at or after since.
 func (l *JoinLog) WaitJoined(ctx context.Context, node, role string, since time.Time) error {
+	return l.wait(ctx, func() (bool, error) {
+		joins, err := l.joins(node)
+		for r, j := range joins {
+			if (role == "" || r == role) && !j.JoinedAt.Before(since) {
+				return true, err
+			}
+		}
+		return false, err
+	})
+}
+
+// WaitLive returns once node's agent of role is the machine's agent with its session
+// open.
+func (l *JoinLog) WaitLive(ctx context.Context, node, role string) error {
+	return l.wait(ctx, func() (bool, error) { p, err := l.Presence(ctx, node, role); return p.Live, err })
+}
+
+// wait returns once done, checked again after every change of the joins, reports true
+// or fails, or with ctx's error when ctx ends first.
+func (l *JoinLog) wait(ctx context.Context, done func() (bool, error)) error {
 	for {
 		l.mu.Lock()
 		changed := l.changed
 		l.mu.Unlock()
-		joins, err := l.joins(node)
-		if err != nil {
+		if ok, err := done(); ok || err != nil {
 			return err
-		}
-		for r, j := range joins {
-			if (role == "" || r == role) && !j.JoinedAt.Before(since) {
-				return nil
-			}
 		}
 		select {
 		case <-ctx.Done():
@@ -101,17 +201,6 @@ func (l *JoinLog) WaitJoined(ctx context.Context, node, role string, since time.
 		case <-changed:
 		}
 	}
-}
-
-// Connected reports whether node's agent of role joined, and joined after the machine's
-// other agent.
-func (l *JoinLog) Connected(_ context.Context, node, role string) (bool, error) {
-	joins, err := l.joins(node)
-	if err != nil {
-		return false, err
-	}
-	_, ok := current(joins, role)
-	return ok, nil
 }
 
 // current is the last join of role among a node's joins, if role's agent joined after

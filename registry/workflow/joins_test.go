@@ -32,11 +32,11 @@ func TestJoinLog(t *testing.T) {
 	connected := func() []bool {
 		var out []bool
 		for _, role := range []string{"ramdisk", "node"} {
-			c, err := log.Connected(context.Background(), "nd_1", role)
+			p, err := log.Presence(context.Background(), "nd_1", role)
 			if err != nil {
 				t.Fatal(err)
 			}
-			out = append(out, c)
+			out = append(out, p.Current && p.Live)
 		}
 		return out
 	}
@@ -165,5 +165,96 @@ func TestWaitJoinedWakesAtAnotherReplicasJoin(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the driver's replica still waits after the other replica recorded the join")
+	}
+}
+
+// TestPresence, on each store backend: the ramdisk's session is live while this run of
+// the registry holds it or another replica whose lease holds does, and a join admitted
+// is not a session (until the agent opens one); once ended, it tells
+// when: the end recorded, or, when the registry run that held it stopped or died without
+// recording it, the latest time that run is known to have run (its lease's expiry, the
+// start of the replica's next run) or this run's start. A registry's restart alone
+// records no end. WaitLive returns at the ramdisk's rejoin.
+func TestPresence(t *testing.T) {
+	for _, b := range storetest.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			fake := clock.NewFake(epoch)
+			st := b.Open(t, store.Options{Now: fake.Now})
+			lease := func(h store.Holder) {
+				t.Helper()
+				if err := st.Update(func(tx *store.Tx) error { return tx.RenewLease(h, 10*time.Second) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			holderA, holderB := store.Holder{Replica: "rg_a", Started: epoch}, store.Holder{Replica: "rg_b", Started: epoch}
+			lease(holderA)
+			lease(holderB)
+			a, b := NewJoinLog(st, holderA), NewJoinLog(st, holderB)
+			check := func(what string, l *JoinLog, want Presence) {
+				t.Helper()
+				got, err := l.Presence(t.Context(), "nd_1", "ramdisk")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", what, diff)
+				}
+			}
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			check("no join", a, Presence{})
+			// A join admitted holds no session until the agent opens one.
+			fake.Advance(time.Second)
+			admitted := fake.Now()
+			must(a.Admitted("nd_1", "ramdisk"))
+			check("a join admitted at rg_a", a, Presence{Current: true, JoinedAt: admitted, EndedAt: admitted})
+			fake.Advance(time.Second)
+			joined := fake.Now()
+			must(a.Joined("nd_1", "ramdisk"))
+			live := Presence{Current: true, JoinedAt: joined, Live: true}
+			check("a session at rg_a, at rg_a", a, live)
+			check("a session at rg_a, at rg_b", b, live)
+			fake.Advance(time.Second)
+			ended := fake.Now()
+			must(a.Left("nd_1", "ramdisk", ended))
+			gone := Presence{Current: true, JoinedAt: joined, EndedAt: ended, Recorded: true}
+			check("the session ended at rg_a, at rg_a", a, gone)
+			check("the session ended at rg_a, at rg_b", b, gone)
+
+			// The ramdisk comes back at rg_b; rg_b dies: its lease lapses unrenewed.
+			fake.Advance(time.Second)
+			rejoined := fake.Now()
+			woke := make(chan error, 1)
+			go func() { woke <- a.WaitLive(t.Context(), "nd_1", "ramdisk") }()
+			must(b.Joined("nd_1", "ramdisk"))
+			must(<-woke)
+			check("a session at rg_b, at rg_a", a, Presence{Current: true, JoinedAt: rejoined, Live: true})
+			fake.Advance(10 * time.Second)
+			check("rg_b's lease lapsed, at rg_a", a, Presence{Current: true, JoinedAt: rejoined, EndedAt: epoch.Add(10 * time.Second)})
+
+			// rg_b restarts: the join of its earlier run ended by this run's start at the latest.
+			restarted := store.Holder{Replica: "rg_b", Started: fake.Now()}
+			lease(restarted)
+			b = NewJoinLog(st, restarted)
+			check("rg_b restarted, at rg_b", b, Presence{Current: true, JoinedAt: rejoined, EndedAt: restarted.Started})
+			fake.Advance(time.Minute)
+			check("rg_b restarted a minute ago, at rg_a", a, Presence{Current: true, JoinedAt: rejoined, EndedAt: restarted.Started})
+
+			// A stop releases the lease: the end is then known only to follow the join,
+			// and this run's start.
+			must(st.Update(func(tx *store.Tx) error { return tx.ReleaseLease(restarted) }))
+			check("rg_b stopped, at rg_a", a, Presence{Current: true, JoinedAt: rejoined, EndedAt: rejoined})
+			again := store.Holder{Replica: "rg_b", Started: fake.Now()}
+			check("rg_b stopped, at its next run", NewJoinLog(st, again), Presence{Current: true, JoinedAt: rejoined, EndedAt: again.Started})
+
+			// The installed OS joined after the ramdisk: the ramdisk is not current.
+			must(a.Joined("nd_1", "node"))
+			check("the installed OS joined since", a, Presence{})
+		})
 	}
 }

@@ -1,0 +1,159 @@
+package metal
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/workflow"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestEnsureRamdiskGoneOrBack: a retire finds the ramdisk that joined since the machine
+// was last powered off with its session ended. One that does not come back within
+// workflow.ReconnectGrace of its end is gone: the machine is booted into the ramdisk
+// again (pxe, cycle) before the wipe goes to it, and the step's result says why. One
+// that comes back within the grace takes the wipe, nothing booted; so does one whose
+// session is open. The session of a registry run that stopped without recording its
+// end (a restart) counts as ended at its join, not as gone at once.
+func TestEnsureRamdiskGoneOrBack(t *testing.T) {
+	boot := []string{"site management.setBootDevice", "site boot.prepareRamdisk", "site power.setPower", "ramdisk disk.wipe"}
+	cases := map[string]struct {
+		// prepare runs once the ramdisk joined, its session open.
+		prepare func(h *harness, node string)
+		// waits: metal.ensureRamdisk waits for the ramdisk to come back; during is
+		// what happens meanwhile, the registry's clock then moves on by advance.
+		waits   bool
+		during  func(h *harness, node string)
+		advance time.Duration
+		want    []string
+		gone    string
+	}{
+		"a live ramdisk takes the wipe": {
+			want: []string{"ramdisk disk.wipe"},
+		},
+		"a ramdisk whose session ended and that does not come back is booted again": {
+			prepare: func(h *harness, node string) { h.left(node) },
+			waits:   true, advance: workflow.ReconnectGrace,
+			want: boot, gone: "the ramdisk's session ended at 2026-03-01T12:00:01Z and it did not come back within 1m0s",
+		},
+		"a ramdisk whose session ended a grace ago is booted again at once": {
+			prepare: func(h *harness, node string) { h.left(node); h.clock.Advance(workflow.ReconnectGrace) },
+			want:    boot, gone: "the ramdisk's session ended at 2026-03-01T12:00:01Z and it did not come back within 1m0s",
+		},
+		"a ramdisk that comes back within the grace takes the wipe": {
+			prepare: func(h *harness, node string) { h.left(node) },
+			waits:   true, during: func(h *harness, node string) { h.clock.Advance(58 * time.Second); h.joined(node) },
+			want: []string{"ramdisk disk.wipe"},
+		},
+		"the installed OS that comes back within the grace is not the ramdisk": {
+			prepare: func(h *harness, node string) { h.left(node) },
+			waits:   true, during: func(h *harness, node string) { h.joins.Joined(node, "node") }, advance: workflow.ReconnectGrace,
+			want: boot, gone: "the ramdisk's session ended at 2026-03-01T12:00:01Z and it did not come back within 1m0s",
+		},
+		"a ramdisk whose registry restarted and that comes back takes the wipe": {
+			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node) },
+			waits:   true, during: func(h *harness, node string) { h.joined(node) },
+			want: []string{"ramdisk disk.wipe"},
+		},
+		"a ramdisk whose registry restarted and that does not come back is booted again": {
+			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node) },
+			waits:   true, advance: workflow.ReconnectGrace,
+			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z holds no session (the registry that held it stopped or died, or it opened none after its join) and it did not come back within 1m0s of 2026-03-01T12:00:01Z",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			h.svc.cfg.Clock = h.clock
+			node := h.enroll(nil)
+			h.joined(node)
+			if tc.prepare != nil {
+				tc.prepare(h, node)
+			}
+			h.machine.forget()
+			run, _, err := h.act(node, Retire, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.waits {
+				h.waitsForTheRamdisk(run.ID)
+				if tc.during != nil {
+					tc.during(h, node)
+				}
+				h.clock.Advance(tc.advance)
+			}
+			run, n := h.end(run.ID)
+			if n.State != store.NodeRetired {
+				t.Errorf("node %s, failure %+v", n.State, n.Failure)
+			}
+			var got []string
+			for _, r := range h.machine.got {
+				if r.Kind != "power.setPower" || r.Input == `{"action":"cycle"}` {
+					got = append(got, r.Role+" "+r.Kind)
+				}
+			}
+			if i := len(got); i > 0 && len(tc.want) < i {
+				got = got[:len(tc.want)]
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("commands up to the wipe (-want +got):\n%s", diff)
+			}
+			var res proto.EnsureRamdiskResult
+			if err := json.Unmarshal(run.Steps[0].Result, &res); err != nil {
+				t.Fatal(err)
+			}
+			if want := (proto.EnsureRamdiskResult{Booted: len(tc.want) > 1, Gone: tc.gone}); res != want {
+				t.Errorf("metal.ensureRamdisk's result %+v, want %+v", res, want)
+			}
+		})
+	}
+}
+
+// joined records that node's ramdisk joined, a second after the registry's clock was.
+func (h *harness) joined(node string) {
+	h.t.Helper()
+	h.clock.Advance(time.Second)
+	if err := h.joins.Joined(node, "ramdisk"); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// left records that the session of node's ramdisk ended here now.
+func (h *harness) left(node string) {
+	h.t.Helper()
+	if err := h.joins.Left(node, "ramdisk", h.clock.Now()); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// joinedAtAnEarlierRun replaces the ramdisk's join with the one an earlier run of the
+// registry recorded, which stopped without recording its end.
+func (h *harness) joinedAtAnEarlierRun(node string) {
+	h.t.Helper()
+	err := h.store.Update(func(tx *store.Tx) error {
+		_, err := tx.RecordAgentJoin(node, "ramdisk", store.Holder{Replica: "rg_1", Started: h.clock.Now().Add(-time.Hour)})
+		return err
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// waitsForTheRamdisk returns once the registry's clock has two waiters, the step's
+// timeout and metal.ensureRamdisk's wait for the ramdisk to come back, and fails the
+// test if the workflow went on without waiting.
+func (h *harness) waitsForTheRamdisk(id string) {
+	h.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); h.clock.Waiters() < 2; time.Sleep(time.Millisecond) {
+		var run store.Run
+		if err := h.store.View(func(tx *store.Tx) (err error) { run, err = tx.Run(id); return err }); err != nil {
+			h.t.Fatal(err)
+		}
+		if st := run.Steps[0].State; st != store.StepPending && st != store.StepRunning || time.Now().After(deadline) {
+			h.t.Fatalf("metal.ensureRamdisk did not wait for the ramdisk to come back: %s", run.Steps[0].State)
+		}
+	}
+}
