@@ -87,10 +87,12 @@ func BenchmarkAgentSessions(b *testing.B) {
 		}
 	}
 	setAll("1")
+	enterPhase(b, fmt.Sprintf("the peers, %d quic-go connections each", peers))
 	peer := barePeer(b, e.dir, peers)
 	resume := resumePeer(b, e.dir, peers)
 	before := sampleMemory()
 
+	enterPhase(b, fmt.Sprintf("connect, %d agents in processes of %d", n, per))
 	connect := startPhase(nil)
 	var children []*child
 	for first := 0; first < n; first += per {
@@ -109,6 +111,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 		f.Close()
 	}
 
+	enterPhase(b, "push")
 	stopProfile := profileCPU(b, "push.pprof", children[0])
 	push := startPhase(children)
 	setAll("2")
@@ -122,8 +125,9 @@ func BenchmarkAgentSessions(b *testing.B) {
 	// the first one's measure made (agents.Endpoint.Return).
 	var returns [2]*restartRun
 	for i := range returns {
-		returns[i] = restartAll(b, e, n, children, fmt.Sprintf("restart%d.pprof", i+1))
+		returns[i] = restartAll(b, e, n, children, fmt.Sprintf("restart%d", i+1))
 	}
+	enterPhase(b, "stopping the agents")
 	for _, c := range children {
 		c.stop()
 	}
@@ -177,14 +181,15 @@ type restartRun struct {
 
 // restartAll stops the endpoint (its agents are told when to come back), starts it again
 // on the same store and address, and measures until every agent is back and the
-// endpoint has measured the return.
-func restartAll(b *testing.B, e *env, n int, children []*child, profile string) *restartRun {
+// endpoint has measured the return: the phase name, its CPU profile name.pprof.
+func restartAll(b *testing.B, e *env, n int, children []*child, name string) *restartRun {
+	enterPhase(b, name)
 	r := &restartRun{back: quantiles{n: n}}
 	dropsBefore := udpReceiveDrops()
 	closing := time.Now()
 	e.stop()
 	r.closed = time.Since(closing)
-	stopProfile := profileCPU(b, profile, children[0])
+	stopProfile := profileCPU(b, name+".pprof", children[0])
 	e.start()
 	r.told = e.ep.Return()
 	r.phase = startPhase(children)
@@ -287,8 +292,8 @@ func (p *phase) print(name string, n int, what string) {
 func processesCPU(children []*child) time.Duration {
 	var total time.Duration
 	for _, c := range children {
-		if ps := c.cmd.ProcessState; ps != nil {
-			total += ps.UserTime() + ps.SystemTime()
+		if c.exited() {
+			total += c.cmd.ProcessState.UserTime() + c.cmd.ProcessState.SystemTime()
 			continue
 		}
 		total += pidsCPU(c.cmd.Process.Pid)
@@ -615,10 +620,10 @@ func udpReceiveDrops() int {
 
 func kib(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
 
-// waitLong polls cond for up to 10 minutes.
+// waitLong polls cond for up to 10 minutes (waitUntil).
 func waitLong(b testing.TB, what string, cond func() bool) {
 	b.Helper()
-	testkit.WaitFor(b, what, 10*time.Minute, 10*time.Millisecond, cond)
+	waitUntil(b, what, 10*time.Minute, 10*time.Millisecond, cond)
 }
 
 func envInt(name string, def int) int {
