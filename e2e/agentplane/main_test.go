@@ -54,7 +54,8 @@ type child struct {
 	out     *bufio.Scanner
 	stderr  *tail
 	started time.Time
-	ended   chan struct{} // closed once it ended; cmd.ProcessState is set from then on
+	ended   chan struct{} // closed once it ended; cmd.ProcessState and endedAt are set from then on
+	endedAt time.Time
 	// asked is set when the test ends it (stop, kill): any other end is unasked.
 	asked atomic.Bool
 }
@@ -92,7 +93,7 @@ func startChild(t testing.TB, kind string, env ...string) *child {
 	}
 	inR.Close()
 	c.stdin, c.out, c.started = inW, bufio.NewScanner(stdout), time.Now()
-	go func() { cmd.Wait(); close(c.ended) }()
+	go func() { cmd.Wait(); c.endedAt = time.Now(); close(c.ended) }()
 	children.Lock()
 	children.all = append(children.all, c)
 	children.Unlock()
@@ -154,7 +155,7 @@ func (c *child) report() string {
 		return fmt.Sprintf("pid %d still runs, %s after it started, %s", c.cmd.Process.Pid, time.Since(c.started).Round(time.Millisecond), where())
 	}
 	return fmt.Sprintf("pid %d ended (%s) %s after it started, %s; the end of its stderr:\n%s",
-		c.cmd.Process.Pid, c.cmd.ProcessState, time.Since(c.started).Round(time.Millisecond), where(), c.stderr)
+		c.cmd.Process.Pid, c.cmd.ProcessState, c.endedAt.Sub(c.started).Round(time.Millisecond), where(), c.stderr)
 }
 
 // stop closes the child's stdin, which ends it, and waits for it (killing it after 30 s).
