@@ -196,10 +196,10 @@ func (e *env) runAgent(node string, edit func(*session.Config)) (a *agent, stop 
 	return a, func() { cancel(); <-done }
 }
 
-// waitFor polls cond until it holds, failing the test after 20 s.
+// waitFor polls cond until it holds, failing the test after 20 s (waitUntil).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	testkit.WaitFor(t, what, 20*time.Second, 5*time.Millisecond, cond)
+	waitUntil(t, what, 20*time.Second, 5*time.Millisecond, cond)
 }
 
 // dialRefused dials addr over QUIC with conf and returns why the agent endpoint refused

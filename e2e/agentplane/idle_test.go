@@ -129,7 +129,9 @@ func BenchmarkIdleFleet(b *testing.B) {
 	e := newEnv(b, agents.Config{IdleTimeout: max(agents.DefaultIdleTimeout, 4*keepAlive)})
 	writeCA(b, e.ca, e.dir)
 
+	enterPhase(b, fmt.Sprintf("the peer, %d quic-go connections", peers))
 	peer := startKeepAlivePeer(b, e.dir, peers, keepAlive)
+	enterPhase(b, fmt.Sprintf("connect, %d agents in processes of %d", n, per))
 	connect := startPhase(nil)
 	var children []*child
 	for first := 0; first < n; first += per {
@@ -139,15 +141,17 @@ func BenchmarkIdleFleet(b *testing.B) {
 	connect.children = children // their CPU from their start, making their keys included
 	waitLong(b, "every agent connected", func() bool { return e.ep.Sessions() == n })
 	connect.end()
-	time.Sleep(keepAlive)
+	enterPhase(b, "a keep-alive period after the connect")
+	sleepWatching(b, "a keep-alive period to pass", keepAlive)
 
 	handshakes, dialled := e.ep.Handshakes().Accepted, peer.accepted()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	stopProfile := profileCPU(b, "idle.pprof", children[0])
+	enterPhase(b, "the idle window")
 	idle := startPhase(children)
 	listener, dialler := processesCPU(peer.listener), processesCPU(peer.dialler)
-	time.Sleep(window)
+	sleepWatching(b, "the idle window to pass", window)
 	idle.end()
 	listener, dialler = processesCPU(peer.listener)-listener, processesCPU(peer.dialler)-dialler
 	stopProfile()

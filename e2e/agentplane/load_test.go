@@ -3,6 +3,7 @@ package agentplane
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -87,10 +88,13 @@ func BenchmarkAgentSessions(b *testing.B) {
 		}
 	}
 	setAll("1")
+	enterPhase(b, fmt.Sprintf("the idle peer, %d quic-go connections", peers))
 	peer := barePeer(b, e.dir, peers)
+	enterPhase(b, fmt.Sprintf("the reconnect peer, %d quic-go connections", peers))
 	resume := resumePeer(b, e.dir, peers)
 	before := sampleMemory()
 
+	enterPhase(b, fmt.Sprintf("connect, %d agents in processes of %d", n, per))
 	connect := startPhase(nil)
 	var children []*child
 	for first := 0; first < n; first += per {
@@ -109,6 +113,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 		f.Close()
 	}
 
+	enterPhase(b, "push")
 	stopProfile := profileCPU(b, "push.pprof", children[0])
 	push := startPhase(children)
 	setAll("2")
@@ -122,8 +127,9 @@ func BenchmarkAgentSessions(b *testing.B) {
 	// the first one's measure made (agents.Endpoint.Return).
 	var returns [2]*restartRun
 	for i := range returns {
-		returns[i] = restartAll(b, e, n, children, fmt.Sprintf("restart%d.pprof", i+1))
+		returns[i] = restartAll(b, e, n, children, fmt.Sprintf("restart%d", i+1))
 	}
+	enterPhase(b, "stopping the agents")
 	for _, c := range children {
 		c.stop()
 	}
@@ -177,14 +183,15 @@ type restartRun struct {
 
 // restartAll stops the endpoint (its agents are told when to come back), starts it again
 // on the same store and address, and measures until every agent is back and the
-// endpoint has measured the return.
-func restartAll(b *testing.B, e *env, n int, children []*child, profile string) *restartRun {
+// endpoint has measured the return: the phase name, its CPU profile name.pprof.
+func restartAll(b *testing.B, e *env, n int, children []*child, name string) *restartRun {
+	enterPhase(b, name)
 	r := &restartRun{back: quantiles{n: n}}
 	dropsBefore := udpReceiveDrops()
 	closing := time.Now()
 	e.stop()
 	r.closed = time.Since(closing)
-	stopProfile := profileCPU(b, profile, children[0])
+	stopProfile := profileCPU(b, name+".pprof", children[0])
 	e.start()
 	r.told = e.ep.Return()
 	r.phase = startPhase(children)
@@ -287,8 +294,8 @@ func (p *phase) print(name string, n int, what string) {
 func processesCPU(children []*child) time.Duration {
 	var total time.Duration
 	for _, c := range children {
-		if ps := c.cmd.ProcessState; ps != nil {
-			total += ps.UserTime() + ps.SystemTime()
+		if c.exited() {
+			total += c.cmd.ProcessState.UserTime() + c.cmd.ProcessState.SystemTime()
 			continue
 		}
 		total += pidsCPU(c.cmd.Process.Pid)
@@ -388,26 +395,29 @@ func confirmAccepted(c *quic.Conn) {
 }
 
 // dialConfirmed dials until the listener confirms the connection (confirmAccepted), at
-// most five times: quic-go refuses a connection after its handshake while the
-// listener's queue of connections to accept is full.
-func dialConfirmed(tr *quic.Transport, addr net.Addr, conf *tls.Config) (*quic.Conn, error) {
-	for try := 1; ; try++ {
+// most dialTries times, and returns it with the tries it took: quic-go refuses a
+// connection after its handshake while the listener's queue of connections to accept is
+// full, and on a loaded machine a handshake can fail (its packets dropped for a full
+// receive buffer until its idle timeout). A failed try once ended the benchmark.
+func dialConfirmed(tr *quic.Transport, addr net.Addr, conf *tls.Config) (*quic.Conn, int, error) {
+	var errs []error
+	for try := 1; try <= dialTries; try++ {
 		c, err := tr.Dial(context.Background(), addr, conf, &quic.Config{DisablePathMTUDiscovery: true})
-		if err != nil {
-			return nil, err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err = c.AcceptUniStream(ctx)
-		cancel()
 		if err == nil {
-			return c, nil
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err = c.AcceptUniStream(ctx)
+			cancel()
+			if err == nil {
+				return c, try, nil
+			}
+			c.CloseWithError(0, "")
 		}
-		c.CloseWithError(0, "")
-		if try == 5 {
-			return nil, fmt.Errorf("the listener did not accept the connection in %d tries: %w", try, err)
-		}
+		errs = append(errs, fmt.Errorf("try %d: %w", try, err))
 	}
+	return nil, dialTries, fmt.Errorf("the listener did not accept the connection in %d tries: %w", dialTries, errors.Join(errs...))
 }
+
+const dialTries = 5
 
 // maxInFlight bounds the reconnect peer's handshakes in flight, as the endpoint's
 // admission places bound the registry's.
@@ -419,16 +429,7 @@ const maxInFlight = 128
 // dialling again, until the listener has every connection back. The phase's CPU is
 // this process's and the child's, as the restart's is the registry's and the agents'.
 func resumePeer(b *testing.B, dir string, count int) *phase {
-	ca, cert := peerCA(b, dir)
-	conf := &tls.Config{
-		MinVersion:       tls.VersionTLS13,
-		Certificates:     []tls.Certificate{cert},
-		ClientAuth:       tls.RequireAndVerifyClientCert,
-		ClientCAs:        ca.Pool(),
-		NextProtos:       []string{"bare"},
-		CurvePreferences: []tls.CurveID{tls.X25519},
-	}
-	ln, err := quic.ListenAddr("127.0.0.1:0", conf, &quic.Config{DisablePathMTUDiscovery: true})
+	ln, err := quic.ListenAddr("127.0.0.1:0", resumeServerTLS(peerCA(b, dir)), &quic.Config{DisablePathMTUDiscovery: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -488,26 +489,20 @@ func runResumeChild() int {
 	confs := make([]*tls.Config, len(conns))
 	tickets := make([]*ticketWait, len(conns))
 	for i := range confs {
-		tickets[i] = &ticketWait{ClientSessionCache: tls.NewLRUClientSessionCache(1), got: make(chan struct{})}
-		confs[i] = &tls.Config{
-			MinVersion:         tls.VersionTLS13,
-			Certificates:       []tls.Certificate{cert},
-			RootCAs:            ca.Pool(),
-			ServerName:         "localhost",
-			NextProtos:         []string{"bare"},
-			CurvePreferences:   []tls.CurveID{tls.X25519},
-			ClientSessionCache: tickets[i],
-		}
+		tickets[i] = newTicketWait()
+		confs[i] = resumeClientTLS(ca, cert, tickets[i])
 	}
 	dialAll := func() string {
 		var wg sync.WaitGroup
 		var failed atomic.Pointer[error]
+		var again atomic.Int64
 		places := make(chan struct{}, maxInFlight)
 		for i := range conns {
 			places <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-places }()
-				c, err := dialConfirmed(tr, addr, confs[i])
+				c, tries, err := dialConfirmed(tr, addr, confs[i])
+				again.Add(int64(tries - 1))
 				if err != nil {
 					failed.Store(&err)
 					return
@@ -516,6 +511,9 @@ func runResumeChild() int {
 			})
 		}
 		wg.Wait()
+		if n := again.Load(); n > 0 {
+			fmt.Fprintf(os.Stderr, "reconnect peer: %d dials tried again (refused after the handshake, or the handshake failed)\n", n)
+		}
 		if err := failed.Load(); err != nil {
 			return (*err).Error()
 		}
@@ -541,18 +539,52 @@ func runResumeChild() int {
 	return 0
 }
 
-// ticketWait is a client session cache that says when its first ticket came.
+// resumeServerTLS is the reconnect peer listener's TLS: the agent plane's (TLS 1.3,
+// client certificates, X25519) with the test server certificate cert of ca.
+func resumeServerTLS(ca *testkit.CA, cert tls.Certificate) *tls.Config {
+	return &tls.Config{
+		MinVersion:       tls.VersionTLS13,
+		Certificates:     []tls.Certificate{cert},
+		ClientAuth:       tls.RequireAndVerifyClientCert,
+		ClientCAs:        ca.Pool(),
+		NextProtos:       []string{"bare"},
+		CurvePreferences: []tls.CurveID{tls.X25519},
+	}
+}
+
+// resumeClientTLS is the reconnect peer dialler's TLS for one connection: the agent
+// certificate cert, the CA ca, and the connection's own session cache.
+func resumeClientTLS(ca *testkit.CA, cert tls.Certificate, cache *ticketWait) *tls.Config {
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		Certificates:       []tls.Certificate{cert},
+		RootCAs:            ca.Pool(),
+		ServerName:         "localhost",
+		NextProtos:         []string{"bare"},
+		CurvePreferences:   []tls.CurveID{tls.X25519},
+		ClientSessionCache: cache,
+	}
+}
+
+// ticketWait is a client session cache that says when its first ticket came, and keeps
+// its ticket when crypto/tls drops it (Put of nil) after a resuming handshake that
+// failed: the listener's ticket keys do not change, so a dial tried again resumes.
 type ticketWait struct {
 	tls.ClientSessionCache
 	once sync.Once
 	got  chan struct{}
 }
 
+func newTicketWait() *ticketWait {
+	return &ticketWait{ClientSessionCache: tls.NewLRUClientSessionCache(1), got: make(chan struct{})}
+}
+
 func (t *ticketWait) Put(key string, cs *tls.ClientSessionState) {
-	t.ClientSessionCache.Put(key, cs)
-	if cs != nil {
-		t.once.Do(func() { close(t.got) })
+	if cs == nil {
+		return
 	}
+	t.ClientSessionCache.Put(key, cs)
+	t.once.Do(func() { close(t.got) })
 }
 
 // memory is what the process holds: heap in use, goroutine stacks, RSS, goroutines.
@@ -615,10 +647,10 @@ func udpReceiveDrops() int {
 
 func kib(b float64) string { return fmt.Sprintf("%.1f KiB", b/1024) }
 
-// waitLong polls cond for up to 10 minutes.
+// waitLong polls cond for up to 10 minutes (waitUntil).
 func waitLong(b testing.TB, what string, cond func() bool) {
 	b.Helper()
-	testkit.WaitFor(b, what, 10*time.Minute, 10*time.Millisecond, cond)
+	waitUntil(b, what, 10*time.Minute, 10*time.Millisecond, cond)
 }
 
 func envInt(name string, def int) int {

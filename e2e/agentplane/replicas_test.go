@@ -269,7 +269,7 @@ func (f *replicaFleet) states(gen int64) (each [3]replicaState, all replicaState
 // wait polls cond every 100 ms for up to the fleet's timeout.
 func (f *replicaFleet) wait(what string, cond func() bool) {
 	f.tb.Helper()
-	testkit.WaitFor(f.tb, what, f.timeout, 100*time.Millisecond, cond)
+	waitUntil(f.tb, what, f.timeout, 100*time.Millisecond, cond)
 }
 
 // cpu is the CPU time the replicas, the agents and the etcd members have used.
