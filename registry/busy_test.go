@@ -574,7 +574,7 @@ func TestBusyFleet(t *testing.T) {
 						relays.Go(func() {
 							rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 							defer rcancel()
-							got, err := f.r.plane.ep.Relay(rctx, node, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(payload)})
+							got, err := f.r.plane.ep.Relay(rctx, node, proto.RoleNode, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(payload)})
 							if err != nil || string(got) != payload {
 								t.Errorf("relay %s: %s, %v; want its own payload back", id, got, err)
 							}
@@ -1053,7 +1053,7 @@ func TestCloseWhileBusy(t *testing.T) {
 		})
 		worker(a.node+" is relayed to", 3, func(i int) {
 			id := fmt.Sprintf("x-%s-%d", a.node, i)
-			got, err := f.r.plane.ep.Relay(callsCtx, a.node, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(fmt.Sprintf(`{"ID":%q}`, id))})
+			got, err := f.r.plane.ep.Relay(callsCtx, a.node, proto.RoleNode, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(fmt.Sprintf(`{"ID":%q}`, id))})
 			report(err, "relay "+id)
 			if err == nil && !strings.Contains(string(got), id) {
 				t.Errorf("relay %s answered %s", id, got)
@@ -1480,7 +1480,7 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 	}
 	var parked store.AgentCommand
 	f.must(by.r.st.Update(func(tx *store.Tx) (err error) {
-		parked, err = tx.EnqueueAgentCommand(parkedNode, proto.Command{ID: parkedCommand, Kind: "echo"})
+		parked, err = tx.EnqueueAgentCommand(parkedNode, proto.RoleNode, proto.Command{ID: parkedCommand, Kind: "echo"})
 		return err
 	}), "enqueueing a command")
 
@@ -1917,7 +1917,7 @@ func (f *busyFleet) dcgm(ctx context.Context, node, id string, forge bool) {
 	f.must(err, "a diag.dcgm input")
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	got, err := f.r.plane.ep.Relay(rctx, node, proto.Command{ID: id, Kind: proto.CommandDiagDCGM, Payload: payload})
+	got, err := f.r.plane.ep.Relay(rctx, node, proto.RoleNode, proto.Command{ID: id, Kind: proto.CommandDiagDCGM, Payload: payload})
 	switch {
 	case !forge && err != nil:
 		f.t.Errorf("diag.dcgm %s, signed by %s: %v", id, node, err)

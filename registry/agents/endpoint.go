@@ -149,18 +149,20 @@ type Endpoint struct {
 	// when to come back.
 	accepting, setups sync.WaitGroup
 
-	mu       sync.Mutex
-	sessions map[string]*session
+	mu sync.Mutex
+	// sessions are the connected agents, one per node and role: a machine's ramdisk and
+	// its installed OS are two agents, each of which gets only what is for its role.
+	sessions map[identity]*session
 	// closing is when Close began, how many sessions it had to tell, and the stream it
 	// asks of them (a second).
 	closing closingState
 	// plan is the return plan: the stream the next stop asks for, the admission bound,
 	// and what the last measured return did.
 	plan store.AgentReturn
-	// turns are the nodes whose session replaced a connected one within twinWindow, and
-	// those warned of within it (replacing); pruned once it holds turnsPrune, or a
-	// window after turnsPruned.
-	turns       map[string]turn
+	// turns are the agents (node and role) whose session replaced a connected one within
+	// twinWindow, and those warned of within it (replacing); pruned once it holds
+	// turnsPrune, or a window after turnsPruned.
+	turns       map[identity]turn
 	turnsPrune  int
 	turnsPruned time.Time
 
@@ -234,7 +236,7 @@ func Start(cfg Config) (*Endpoint, error) {
 		udp.Close()
 		return nil, err
 	}
-	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[string]*session{}, plan: plan}
+	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[identity]*session{}, plan: plan}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
 	e.window = newWindow(time.Now)
@@ -294,8 +296,8 @@ func (e *Endpoint) Pushes() PushCounts {
 	return PushCounts{Pushed: e.pushes.Load(), Acked: e.acks.Load(), Failed: e.ackFailures.Load()}
 }
 
-// Replacements counts the sessions a newer session of the same node replaced while they
-// were still connected, since Start.
+// Replacements counts the sessions a newer session of the same node and role replaced
+// while they were still connected, since Start.
 type Replacements struct {
 	// Again were replaced within ten minutes of an earlier replacement of a session of
 	// the same node: two agents hold the node's certificate and take turns, or its agent
@@ -441,23 +443,27 @@ func (e *Endpoint) accept() {
 	}
 }
 
-// Revoked ends the session of node, whose identity metal.revokeIdentity revoked; its
-// agent's next hello is refused.
+// Revoked ends the sessions of node's agents (its ramdisk's and its installed OS's),
+// whose identity metal.revokeIdentity revoked; their next hello is refused.
 func (e *Endpoint) Revoked(node string) {
-	if s := e.session(node); s != nil {
-		e.end(s, codeRevoked, "the identity of node "+node+" was revoked")
+	for _, role := range machineRoles {
+		if s := e.session(node, role); s != nil {
+			e.end(s, codeRevoked, "the identity of node "+node+" was revoked")
+		}
 	}
 }
 
+// machineRoles are the roles of the agents that run on a machine.
+var machineRoles = []proto.Role{proto.RoleRamdisk, proto.RoleNode}
+
 // Connected reports whether node's agent of role has a session now.
 func (e *Endpoint) Connected(node string, role proto.Role) bool {
-	s := e.session(node)
-	return s != nil && s.role == role
+	return e.session(node, role) != nil
 }
 
-// session returns the connected session of node, if any.
-func (e *Endpoint) session(node string) *session {
+// session returns the connected session of node's agent of role, if any.
+func (e *Endpoint) session(node string, role proto.Role) *session {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.sessions[node]
+	return e.sessions[identity{node, role}]
 }
