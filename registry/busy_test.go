@@ -3,6 +3,7 @@ package registry
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -275,6 +276,8 @@ type fleetAgent struct {
 	stalled   chan int64
 	// handlers are the agent's handlers besides the fleet's own (echo and the BMC's).
 	handlers map[string]session.Handler
+	// log is where its sessions log; nowhere when nil.
+	log *slog.Logger
 }
 
 func (f *busyFleet) newAgent(node string, creds bcdconf.Agent) *fleetAgent {
@@ -353,7 +356,7 @@ func (a *fleetAgent) start() *session.Agent {
 		},
 		Backoff:   session.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 		KeepAlive: 200 * time.Millisecond,
-		Log:       slog.New(slog.DiscardHandler),
+		Log:       cmp.Or(a.log, slog.New(slog.DiscardHandler)),
 	})
 	if err != nil {
 		a.f.t.Fatal(err)

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +19,13 @@ import (
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
-// roleAgent is a machine's agent in a test: what its handlers were given, by kind.
+// roleAgent is a machine's agent in a test: what its handlers were given, by kind, and
+// its session once it runs.
 type roleAgent struct {
+	// log is where its session logs; nowhere when nil.
+	log *slog.Logger
+	s   *session.Agent
+
 	mu  sync.Mutex
 	got map[string][]json.RawMessage
 }
@@ -48,6 +54,7 @@ func (a *roleAgent) run(f *busyFleet, node string, creds bcdconf.Agent) (stop fu
 	wiped := proto.DiskWipeResult{Mode: proto.WipeQuick, Disks: []proto.WipedDisk{{Name: "vda", SizeBytes: 64 << 20, Method: proto.WipeMethodSignatures,
 		Wiped: true, Bytes: 2 << 20, ReadBack: &proto.ReadBack{Expect: proto.ExpectZeroes, Passed: true}}}}
 	agent := f.newAgent(node, creds)
+	agent.log = a.log
 	agent.handlers = map[string]session.Handler{
 		proto.CommandDiskWipe: record(proto.CommandDiskWipe, func(ctx context.Context) (json.RawMessage, error) {
 			return session.SignResult(ctx, proto.CommandDiskWipe, wiped)
@@ -57,7 +64,8 @@ func (a *roleAgent) run(f *busyFleet, node string, creds bcdconf.Agent) (stop fu
 		}),
 		"echo": record("echo", func(context.Context) (json.RawMessage, error) { return json.RawMessage(`"echo"`), nil }),
 	}
-	return agent.session(context.Background(), agent.start())
+	a.s = agent.start()
+	return agent.session(context.Background(), a.s)
 }
 
 // TestRamdiskCommandsNeverReachTheNodeAgent: the installed OS's agent of a machine (or

@@ -91,10 +91,11 @@ type Config struct {
 	// session and must return quickly. Without it every request is UNSUPPORTED.
 	Secret func(node string, role proto.Role, ref string) ([]byte, error)
 	// Renew, if set, answers an agent's renewRequest: a certificate (DER) for the agent
-	// of node in role and the public key it sent (PKIX DER), or why it does not get one (a
-	// *proto.Error). It runs on the agent's session and must return quickly. Without it
-	// every request is UNSUPPORTED.
-	Renew func(node string, role proto.Role, publicKey []byte) ([]byte, error)
+	// of node in role, whose certificate names the identity epoch epoch
+	// (proto.IdentityEpoch), and the public key it sent (PKIX DER), or why it does not get
+	// one (a *proto.Error). It runs on the agent's session and must return quickly.
+	// Without it every request is UNSUPPORTED.
+	Renew func(node string, role proto.Role, epoch int64, publicKey []byte) ([]byte, error)
 	// Now is the clock that dates a session's end for OnSessionEnd; time.Now when nil.
 	Now func() time.Time
 	// AckTimeout is how long a pushed NodeSpec holds its place in the push window
@@ -450,6 +451,25 @@ func (e *Endpoint) Revoked(node string) {
 		if s := e.session(node, role); s != nil {
 			e.end(s, codeRevoked, "the identity of node "+node+" was revoked")
 		}
+	}
+}
+
+// Reinstalled ends the session of node's installed OS agent when its certificate
+// belongs to an earlier installation than the node's now (store.Tx.CheckAgent): a
+// workflow took the machine away from that OS (a deploy, a release, a retire). The
+// agent's next hello is refused the same way.
+func (e *Endpoint) Reinstalled(node string) {
+	s := e.session(node, proto.RoleNode)
+	if s == nil {
+		return
+	}
+	err := e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(node, proto.RoleNode, s.epoch) })
+	switch {
+	case proto.CodeOf(err) == proto.Forbidden:
+		e.log.Warn("agent session ended", "node", node, "role", proto.RoleNode, "err", err)
+		e.end(s, codeRevoked, err.Error())
+	case err != nil:
+		e.log.Error("agent identity", "node", node, "err", err)
 	}
 }
 

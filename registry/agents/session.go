@@ -16,6 +16,8 @@ import (
 // session is one connected agent: its connection and the session stream it opened.
 type session struct {
 	identity
+	// epoch is the identity epoch its certificate names (proto.IdentityEpoch).
+	epoch  int64
 	conn   *quic.Conn
 	stream *quic.Stream
 	// opened is when the agent's hello was read.
@@ -71,11 +73,11 @@ func (s *session) doneSending(k sendKey) {
 }
 
 // serve starts one agent connection: it waits for the hello, refuses a node whose
-// identity is revoked, registers the session (replacing an older one of the same node
+// identity is revoked or a certificate of an earlier installation, registers the session (replacing an older one of the same node
 // and role),
 // brings the agent up to date, and leaves the session to await.
 func (e *Endpoint) serve(conn *quic.Conn) {
-	id, err := identify(conn.ConnectionState().TLS)
+	id, epoch, err := identify(conn.ConnectionState().TLS)
 	if err != nil {
 		conn.CloseWithError(codeProtocol, err.Error())
 		return
@@ -108,7 +110,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	stream.SetReadDeadline(time.Time{})
-	err = e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckIdentity(id.node) })
+	err = e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(id.node, id.role, epoch) })
 	if proto.CodeOf(err) == proto.Forbidden {
 		e.log.Warn("agent session refused", "node", id.node, "err", err)
 		conn.CloseWithError(codeRevoked, err.Error())
@@ -119,7 +121,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		conn.CloseWithError(codeShutdown, "registry failed to read the node")
 		return
 	}
-	s := &session{identity: id, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now()}
+	s := &session{identity: id, epoch: epoch, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now()}
 	if !e.register(s) {
 		return
 	}
@@ -323,9 +325,11 @@ func (e *Endpoint) unregister(s *session) {
 // differs, and resends the commands for its role that await its answer. The NodeSpec
 // and the generation applied are those of the agent of the spec's role: a machine's
 // ramdisk, whose node has a spec for its installed OS, neither gets it nor records a
-// generation. A reconnect that reports what the store holds costs reads only. It checks the node's identity again first (FORBIDDEN
-// when revoked): one revoked after serve checked it and before the session was
-// registered found no session to end (Endpoint.Revoked), and is refused here.
+// generation. A reconnect that reports what the store holds costs reads only. It checks
+// the agent's certificate again first (FORBIDDEN when the node's identity is revoked or
+// the certificate belongs to an earlier installation): one revoked or voided after serve
+// checked it and before the session was registered found no session to end
+// (Endpoint.Revoked, Endpoint.Reinstalled), and is refused here.
 func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	var (
 		spec          proto.NodeSpec
@@ -335,7 +339,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		pending       []store.AgentCommand
 	)
 	err := e.cfg.Store.View(func(tx *store.Tx) error {
-		if err := tx.CheckIdentity(s.node); err != nil {
+		if err := tx.CheckAgent(s.node, s.role, s.epoch); err != nil {
 			return err
 		}
 		var err error
