@@ -34,6 +34,10 @@ const (
 	// ReasonIdentityRevoked (FORBIDDEN): the node's identity was revoked
 	// (metal.revokeIdentity); it neither joins nor connects again.
 	ReasonIdentityRevoked = "identity-revoked"
+	// ReasonEarlierInstallation (FORBIDDEN): a node-role certificate belongs to an
+	// earlier installation of the machine (its identity epoch, IdentityEpoch, is older
+	// than the node's): the machine was released, redeployed or retired since.
+	ReasonEarlierInstallation = "earlier-installation"
 
 	// Images.
 

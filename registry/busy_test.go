@@ -3,6 +3,7 @@ package registry
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -275,6 +276,8 @@ type fleetAgent struct {
 	stalled   chan int64
 	// handlers are the agent's handlers besides the fleet's own (echo and the BMC's).
 	handlers map[string]session.Handler
+	// log is where its sessions log; nowhere when nil.
+	log *slog.Logger
 }
 
 func (f *busyFleet) newAgent(node string, creds bcdconf.Agent) *fleetAgent {
@@ -353,7 +356,7 @@ func (a *fleetAgent) start() *session.Agent {
 		},
 		Backoff:   session.Backoff{Min: 10 * time.Millisecond, Max: 100 * time.Millisecond},
 		KeepAlive: 200 * time.Millisecond,
-		Log:       slog.New(slog.DiscardHandler),
+		Log:       cmp.Or(a.log, slog.New(slog.DiscardHandler)),
 	})
 	if err != nil {
 		a.f.t.Fatal(err)
@@ -574,7 +577,7 @@ func TestBusyFleet(t *testing.T) {
 						relays.Go(func() {
 							rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 							defer rcancel()
-							got, err := f.r.plane.ep.Relay(rctx, node, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(payload)})
+							got, err := f.r.plane.ep.Relay(rctx, node, proto.RoleNode, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(payload)})
 							if err != nil || string(got) != payload {
 								t.Errorf("relay %s: %s, %v; want its own payload back", id, got, err)
 							}
@@ -1053,7 +1056,7 @@ func TestCloseWhileBusy(t *testing.T) {
 		})
 		worker(a.node+" is relayed to", 3, func(i int) {
 			id := fmt.Sprintf("x-%s-%d", a.node, i)
-			got, err := f.r.plane.ep.Relay(callsCtx, a.node, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(fmt.Sprintf(`{"ID":%q}`, id))})
+			got, err := f.r.plane.ep.Relay(callsCtx, a.node, proto.RoleNode, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(fmt.Sprintf(`{"ID":%q}`, id))})
 			report(err, "relay "+id)
 			if err == nil && !strings.Contains(string(got), id) {
 				t.Errorf("relay %s answered %s", id, got)
@@ -1480,7 +1483,7 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 	}
 	var parked store.AgentCommand
 	f.must(by.r.st.Update(func(tx *store.Tx) (err error) {
-		parked, err = tx.EnqueueAgentCommand(parkedNode, proto.Command{ID: parkedCommand, Kind: "echo"})
+		parked, err = tx.EnqueueAgentCommand(parkedNode, proto.RoleNode, proto.Command{ID: parkedCommand, Kind: "echo"})
 		return err
 	}), "enqueueing a command")
 
@@ -1917,7 +1920,7 @@ func (f *busyFleet) dcgm(ctx context.Context, node, id string, forge bool) {
 	f.must(err, "a diag.dcgm input")
 	rctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	got, err := f.r.plane.ep.Relay(rctx, node, proto.Command{ID: id, Kind: proto.CommandDiagDCGM, Payload: payload})
+	got, err := f.r.plane.ep.Relay(rctx, node, proto.RoleNode, proto.Command{ID: id, Kind: proto.CommandDiagDCGM, Payload: payload})
 	switch {
 	case !forge && err != nil:
 		f.t.Errorf("diag.dcgm %s, signed by %s: %v", id, node, err)

@@ -139,7 +139,7 @@ func TestTwoAgentsOfOneNode(t *testing.T) {
 		payload := fmt.Sprintf("%q", id)
 		ctx, cancel := context.WithTimeout(context.Background(), twinAnswerBound)
 		defer cancel()
-		got, err := f.r.plane.ep.Relay(ctx, node, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(payload)})
+		got, err := f.r.plane.ep.Relay(ctx, node, proto.RoleNode, proto.Command{ID: id, Kind: "echo", Payload: json.RawMessage(payload)})
 		mu.Lock()
 		answered[id] = time.Now()
 		mu.Unlock()

@@ -43,10 +43,11 @@ type agentPlane struct {
 }
 
 // Relay is workflow.Relay over the endpoint: a site step goes to the site agent of the
-// node's site (site.Command); a ramdisk or node step goes to the machine's own agent.
-// The command id passes through, so a resend dedupes.
+// node's site (site.Command); a ramdisk or node step goes to the machine's own agent of
+// that role, never to its other one. The command id passes through, so a resend
+// dedupes.
 func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, commandID, kind string, input json.RawMessage) (json.RawMessage, error) {
-	agent, payload := target.NodeID, input
+	agent, role, payload := target.NodeID, proto.Role(target.Role), input
 	if target.Role == profile.Site {
 		err := p.st.View(func(tx *store.Tx) (err error) {
 			payload, err = site.Command(tx, target.NodeID, target.Run, target.Step, kind, input)
@@ -57,7 +58,7 @@ func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, com
 		}
 		agent = site.Agent(target.SiteID)
 	}
-	return p.ep.Relay(ctx, agent, proto.Command{ID: commandID, Kind: kind, Payload: payload})
+	return p.ep.Relay(ctx, agent, role, proto.Command{ID: commandID, Kind: kind, Payload: payload})
 }
 
 // NodeAgentConnected is metal.Presence: whether node's installed OS agent has a session
@@ -100,8 +101,14 @@ func (p *agentPlane) secret(node string, role proto.Role, ref string) (value []b
 }
 
 // renew is the endpoint's Renew: a certificate for the agent's new key (join.Renew).
-func (p *agentPlane) renew(node string, role proto.Role, publicKey []byte) ([]byte, error) {
-	return join.Renew(p.st, p.keys, node, string(role), publicKey)
+func (p *agentPlane) renew(node string, role proto.Role, epoch int64, publicKey []byte) ([]byte, error) {
+	return join.Renew(p.st, p.keys, node, role, epoch, publicKey)
+}
+
+// current is attest.Verifier's Current: a certificate of node's agent in role naming
+// epoch is of the machine's current installation (store.Tx.CheckAgent).
+func (p *agentPlane) current(node string, role proto.Role, epoch int64) error {
+	return p.st.View(func(tx *store.Tx) error { return tx.CheckAgent(node, role, epoch) })
 }
 
 // session records an agent's session: a site agent's in the store (the sites' view
@@ -229,7 +236,7 @@ func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertifica
 	ep, err := agents.Start(agents.Config{
 		Replica: replica, Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: k.pki.AgentCAPool(), Store: st, Log: cfg.Log, Keys: k.endpoint,
 		OnInventory: p.sites.Inventory, OnSession: p.session, OnSessionEnd: p.sessionEnded, OnProgress: p.progress, Expand: p.expand,
-		Secret: p.secret, Renew: p.renew, Now: cfg.Clock.Now, Received: attest.Verifier{AgentCAs: k.pki.AgentCAPool()}.Received,
+		Secret: p.secret, Renew: p.renew, Now: cfg.Clock.Now, Received: attest.Verifier{AgentCAs: k.pki.AgentCAPool(), Current: p.current}.Received,
 	})
 	p.ep = ep
 	return p, err

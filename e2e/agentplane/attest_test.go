@@ -59,7 +59,7 @@ func TestSignedWipeResults(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
 		payload, _ := json.Marshal(map[string]string{"mode": "quick", "attack": attack, "id": id})
-		out, err := e.ep.Relay(ctx, "node-1", proto.Command{ID: id, Kind: proto.CommandDiskWipe, Payload: payload})
+		out, err := e.ep.Relay(ctx, "node-1", proto.RoleNode, proto.Command{ID: id, Kind: proto.CommandDiskWipe, Payload: payload})
 		if err != nil {
 			t.Fatalf("%s: %v", attack, err)
 		}

@@ -68,7 +68,7 @@ func TestSignedDCGMResults(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
 		payload, _ := json.Marshal(map[string]any{"level": 1, "attack": attack, "id": id})
-		out, err := e.ep.Relay(ctx, "node-1", proto.Command{ID: id, Kind: proto.CommandDiagDCGM, Payload: payload})
+		out, err := e.ep.Relay(ctx, "node-1", proto.RoleNode, proto.Command{ID: id, Kind: proto.CommandDiagDCGM, Payload: payload})
 		if err != nil {
 			return nil, proto.AsError(err)
 		}

@@ -54,7 +54,7 @@ func TestRelayThroughAnotherReplica(t *testing.T) {
 	for i, id := range []string{"wf_1:main.0:a1:echo", "wf_1:main.1:a1:echo"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		payload := json.RawMessage(fmt.Sprintf(`{"step":%d}`, i))
-		got, err := driver.ep.Relay(ctx, "gpu-1", proto.Command{ID: id, Kind: "echo", Payload: payload})
+		got, err := driver.ep.Relay(ctx, "gpu-1", proto.RoleNode, proto.Command{ID: id, Kind: "echo", Payload: payload})
 		cancel()
 		if err != nil || string(got) != string(payload) {
 			t.Fatalf("relay %s through the replica without the session: %s, %v", id, got, err)

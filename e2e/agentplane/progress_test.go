@@ -43,7 +43,7 @@ func TestProgressAfterReplyAndSessions(t *testing.T) {
 		}
 	})
 	waitFor(t, "session", func() bool { return e.ep.Sessions() == 1 })
-	got, err := e.ep.Relay(context.Background(), "gpu-1", proto.Command{ID: "w-1", Kind: "work"})
+	got, err := e.ep.Relay(context.Background(), "gpu-1", proto.RoleNode, proto.Command{ID: "w-1", Kind: "work"})
 	answered := time.Now()
 	if err != nil || string(got) != `{"ok":true}` {
 		t.Fatalf("relay: %s %v", got, err)

@@ -74,7 +74,7 @@ func TestRelay(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			got, err := e.ep.Relay(ctx, "gpu-1", tc.cmd)
+			got, err := e.ep.Relay(ctx, "gpu-1", proto.RoleNode, tc.cmd)
 			if tc.code != "" {
 				if proto.CodeOf(err) != tc.code {
 					t.Fatalf("got %v, want %s", err, tc.code)
@@ -92,7 +92,7 @@ func TestRelay(t *testing.T) {
 	t.Run("a duplicate id is not run again", func(t *testing.T) {
 		cmd := proto.Command{ID: "dup-1", Kind: "echo", Payload: raw(`{"ID":"dup-1"}`)}
 		for range 3 {
-			got, err := e.ep.Relay(context.Background(), "gpu-1", cmd)
+			got, err := e.ep.Relay(context.Background(), "gpu-1", proto.RoleNode, cmd)
 			if err != nil || string(got) != `{"ID":"dup-1"}` {
 				t.Fatalf("got %s, %v", got, err)
 			}
@@ -112,7 +112,7 @@ func TestRelay(t *testing.T) {
 	t.Run("a caller that gives up gets TIMEOUT", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
-		_, err := e.ep.Relay(ctx, "absent", proto.Command{ID: "x1", Kind: "echo"})
+		_, err := e.ep.Relay(ctx, "absent", proto.RoleNode, proto.Command{ID: "x1", Kind: "echo"})
 		if proto.CodeOf(err) != proto.Timeout || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("got %v, want TIMEOUT wrapping the deadline", err)
 		}
@@ -132,7 +132,7 @@ func relayInBackground(ep *agents.Endpoint, node string, cmd proto.Command) <-ch
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		res, err := ep.Relay(ctx, node, cmd)
+		res, err := ep.Relay(ctx, node, proto.RoleNode, cmd)
 		answers <- relayAnswer{res, err}
 	}()
 	return answers
@@ -196,7 +196,7 @@ func TestRelayBeforeConnect(t *testing.T) {
 	var got atomic.Value
 	done := make(chan error, 1)
 	go func() {
-		res, err := e.ep.Relay(context.Background(), "gpu-2", proto.Command{ID: "early", Kind: "echo", Payload: raw(`1`)})
+		res, err := e.ep.Relay(context.Background(), "gpu-2", proto.RoleNode, proto.Command{ID: "early", Kind: "echo", Payload: raw(`1`)})
 		got.Store(string(res))
 		done <- err
 	}()

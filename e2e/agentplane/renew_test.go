@@ -25,7 +25,7 @@ func TestCertificateRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, agents.Config{Renew: func(node string, role proto.Role, spki []byte) ([]byte, error) {
+	e := newEnv(t, agents.Config{Renew: func(node string, role proto.Role, _ int64, spki []byte) ([]byte, error) {
 		pub, err := joinwire.ParseAgentKey(spki)
 		if err != nil {
 			return nil, proto.Errorf(proto.InvalidInput, "%v", err)

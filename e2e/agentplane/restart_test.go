@@ -38,7 +38,7 @@ func TestRegistryRestart(t *testing.T) {
 	// A relay under way when the registry stops: its caller learns the endpoint closed.
 	relayed := make(chan error, 1)
 	go func() {
-		_, err := e.ep.Relay(context.Background(), "gpu-1", proto.Command{ID: "across", Kind: "slow"})
+		_, err := e.ep.Relay(context.Background(), "gpu-1", proto.RoleNode, proto.Command{ID: "across", Kind: "slow"})
 		relayed <- err
 	}()
 	waitFor(t, "the command to run", func() bool { return count.get("slow") == 1 })
@@ -55,7 +55,7 @@ func TestRegistryRestart(t *testing.T) {
 	close(release)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := e.ep.Relay(ctx, "gpu-1", proto.Command{ID: "across", Kind: "slow"})
+	res, err := e.ep.Relay(ctx, "gpu-1", proto.RoleNode, proto.Command{ID: "across", Kind: "slow"})
 	if err != nil || string(res) != `"done"` {
 		t.Fatalf("relay after the restart: got %s, %v", res, err)
 	}

@@ -71,7 +71,7 @@ func TestCommandStreamsEnd(t *testing.T) {
 	for i := range 4 {
 		go func() {
 			id := fmt.Sprintf("cut-%d", i)
-			got, err := e.ep.Relay(context.Background(), "site-1", proto.Command{ID: id, Kind: "hold", Payload: raw(`"` + id + `"`)})
+			got, err := e.ep.Relay(context.Background(), "site-1", proto.RoleNode, proto.Command{ID: id, Kind: "hold", Payload: raw(`"` + id + `"`)})
 			if err == nil && string(got) != `"`+id+`"` {
 				err = fmt.Errorf("%s answered %s", id, got)
 			}
@@ -153,7 +153,7 @@ func relayOne(e *env, i int) error {
 	if m.payload == "" {
 		payload = nil
 	}
-	got, err := e.ep.Relay(ctx, "site-1", proto.Command{Kind: m.kind, Payload: payload})
+	got, err := e.ep.Relay(ctx, "site-1", proto.RoleNode, proto.Command{Kind: m.kind, Payload: payload})
 	switch {
 	case m.code != "" && proto.CodeOf(err) != m.code:
 		return fmt.Errorf("%s: got %v, want %s", m.kind, err, m.code)
@@ -172,7 +172,7 @@ func allSlotsFree(t *testing.T, e *env, held *gate, when string) {
 	answers := make(chan error, maxCommands)
 	for range maxCommands {
 		go func() {
-			_, err := e.ep.Relay(context.Background(), "site-1", proto.Command{Kind: "hold", Payload: raw(`1`)})
+			_, err := e.ep.Relay(context.Background(), "site-1", proto.RoleNode, proto.Command{Kind: "hold", Payload: raw(`1`)})
 			answers <- err
 		}()
 	}

@@ -92,7 +92,13 @@ func TestLifecycleEndToEnd(t *testing.T) {
 			if len(disk) != len(raw) || !bytes.Equal(disk[:1<<20], raw[:1<<20]) {
 				t.Errorf("the disk does not hold the image after the deploy")
 			}
-		case "commission", "release":
+		case "release":
+			// The released machine's installed OS: its bcd node, started again with the
+			// certificate its user could have kept, is refused as of an earlier
+			// installation.
+			refusedNode(t, m, "belongs to an earlier installation")
+			fallthrough
+		case "commission":
 			// The quick wipe zeroes the first and last MiB: the partition table is gone.
 			if !bytes.Equal(disk[:1<<20], make([]byte, 1<<20)) || !bytes.Equal(disk[len(disk)-1<<20:], make([]byte, 1<<20)) {
 				t.Errorf("after nodes %s the disk's first or last MiB holds data", s.args[0])
@@ -115,6 +121,14 @@ func TestLifecycleEndToEnd(t *testing.T) {
 		t.Errorf("a join token for the retired node: %+v", e)
 	}
 	// The installed OS's bcd node, started again with its credentials, is refused.
+	refusedNode(t, m, "was revoked")
+}
+
+// refusedNode starts the bcd node of m's installed OS again, with the configuration
+// (and certificate) it kept, and checks that the registry refuses it for good, for the
+// reason that contains why.
+func refusedNode(t *testing.T, m *machine, why string) {
+	t.Helper()
 	confs, _ := filepath.Glob(filepath.Join(m.dir, "os-*", "etc-bcd"))
 	if len(confs) == 0 {
 		t.Fatal("the installed OS kept no bcd configuration")
@@ -127,8 +141,12 @@ func TestLifecycleEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { syscall.Kill(-node.Process.Pid, syscall.SIGKILL); node.Wait() }()
-	if !waitFor(t, 30*time.Second, func() bool { return strings.Contains(logs.String(), "revoked this node's identity") }) {
-		t.Errorf("bcd node of the retired node was not refused:\n%s", logs.String())
+	refused := func() bool {
+		out := logs.String()
+		return strings.Contains(out, "refuses this agent's certificate for good") && strings.Contains(out, why)
+	}
+	if !waitFor(t, 30*time.Second, refused) {
+		t.Errorf("bcd node with the installed OS's kept certificate was not refused (%s):\n%s", why, logs.String())
 	}
 }
 

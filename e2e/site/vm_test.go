@@ -206,7 +206,7 @@ func runHelper(work string) error {
 	qmp, _ := json.Marshal(map[string]any{"address": spec.QMP, "options": map[string]string{"pollInterval": "100ms"}})
 	payload, _ := json.Marshal(proto.SiteCommand{Node: node.ID, Drivers: map[string]proto.DriverBinding{"power": {Driver: "qmp", Config: qmp}},
 		Input: json.RawMessage(`{"action":"on"}`)})
-	if _, err := ep.Relay(ctx, "rack-a", proto.Command{ID: "vm-1-power-on", Kind: "power.setPower", Payload: payload}); err != nil {
+	if _, err := ep.Relay(ctx, "rack-a", proto.RoleSite, proto.Command{ID: "vm-1-power-on", Kind: "power.setPower", Payload: payload}); err != nil {
 		return fmt.Errorf("relayed power.setPower: %w", err)
 	}
 	fmt.Println("POWERED-ON")

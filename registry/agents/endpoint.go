@@ -91,10 +91,11 @@ type Config struct {
 	// session and must return quickly. Without it every request is UNSUPPORTED.
 	Secret func(node string, role proto.Role, ref string) ([]byte, error)
 	// Renew, if set, answers an agent's renewRequest: a certificate (DER) for the agent
-	// of node in role and the public key it sent (PKIX DER), or why it does not get one (a
-	// *proto.Error). It runs on the agent's session and must return quickly. Without it
-	// every request is UNSUPPORTED.
-	Renew func(node string, role proto.Role, publicKey []byte) ([]byte, error)
+	// of node in role, whose certificate names the identity epoch epoch
+	// (proto.IdentityEpoch), and the public key it sent (PKIX DER), or why it does not get
+	// one (a *proto.Error). It runs on the agent's session and must return quickly.
+	// Without it every request is UNSUPPORTED.
+	Renew func(node string, role proto.Role, epoch int64, publicKey []byte) ([]byte, error)
 	// Now is the clock that dates a session's end for OnSessionEnd; time.Now when nil.
 	Now func() time.Time
 	// AckTimeout is how long a pushed NodeSpec holds its place in the push window
@@ -149,18 +150,20 @@ type Endpoint struct {
 	// when to come back.
 	accepting, setups sync.WaitGroup
 
-	mu       sync.Mutex
-	sessions map[string]*session
+	mu sync.Mutex
+	// sessions are the connected agents, one per node and role: a machine's ramdisk and
+	// its installed OS are two agents, each of which gets only what is for its role.
+	sessions map[identity]*session
 	// closing is when Close began, how many sessions it had to tell, and the stream it
 	// asks of them (a second).
 	closing closingState
 	// plan is the return plan: the stream the next stop asks for, the admission bound,
 	// and what the last measured return did.
 	plan store.AgentReturn
-	// turns are the nodes whose session replaced a connected one within twinWindow, and
-	// those warned of within it (replacing); pruned once it holds turnsPrune, or a
-	// window after turnsPruned.
-	turns       map[string]turn
+	// turns are the agents (node and role) whose session replaced a connected one within
+	// twinWindow, and those warned of within it (replacing); pruned once it holds
+	// turnsPrune, or a window after turnsPruned.
+	turns       map[identity]turn
 	turnsPrune  int
 	turnsPruned time.Time
 
@@ -234,7 +237,7 @@ func Start(cfg Config) (*Endpoint, error) {
 		udp.Close()
 		return nil, err
 	}
-	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[string]*session{}, plan: plan}
+	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[identity]*session{}, plan: plan}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
 	e.window = newWindow(time.Now)
@@ -294,8 +297,8 @@ func (e *Endpoint) Pushes() PushCounts {
 	return PushCounts{Pushed: e.pushes.Load(), Acked: e.acks.Load(), Failed: e.ackFailures.Load()}
 }
 
-// Replacements counts the sessions a newer session of the same node replaced while they
-// were still connected, since Start.
+// Replacements counts the sessions a newer session of the same node and role replaced
+// while they were still connected, since Start.
 type Replacements struct {
 	// Again were replaced within ten minutes of an earlier replacement of a session of
 	// the same node: two agents hold the node's certificate and take turns, or its agent
@@ -441,23 +444,46 @@ func (e *Endpoint) accept() {
 	}
 }
 
-// Revoked ends the session of node, whose identity metal.revokeIdentity revoked; its
-// agent's next hello is refused.
+// Revoked ends the sessions of node's agents (its ramdisk's and its installed OS's),
+// whose identity metal.revokeIdentity revoked; their next hello is refused.
 func (e *Endpoint) Revoked(node string) {
-	if s := e.session(node); s != nil {
-		e.end(s, codeRevoked, "the identity of node "+node+" was revoked")
+	for _, role := range machineRoles {
+		if s := e.session(node, role); s != nil {
+			e.end(s, codeRevoked, "the identity of node "+node+" was revoked")
+		}
 	}
 }
 
-// Connected reports whether node's agent of role has a session now.
-func (e *Endpoint) Connected(node string, role proto.Role) bool {
-	s := e.session(node)
-	return s != nil && s.role == role
+// Reinstalled ends the session of node's installed OS agent when its certificate
+// belongs to an earlier installation than the node's now (store.Tx.CheckAgent): a
+// workflow took the machine away from that OS (a deploy, a release, a retire). The
+// agent's next hello is refused the same way.
+func (e *Endpoint) Reinstalled(node string) {
+	s := e.session(node, proto.RoleNode)
+	if s == nil {
+		return
+	}
+	err := e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(node, proto.RoleNode, s.epoch) })
+	switch {
+	case proto.CodeOf(err) == proto.Forbidden:
+		e.log.Warn("agent session ended", "node", node, "role", proto.RoleNode, "err", err)
+		e.end(s, codeRevoked, err.Error())
+	case err != nil:
+		e.log.Error("agent identity", "node", node, "err", err)
+	}
 }
 
-// session returns the connected session of node, if any.
-func (e *Endpoint) session(node string) *session {
+// machineRoles are the roles of the agents that run on a machine.
+var machineRoles = []proto.Role{proto.RoleRamdisk, proto.RoleNode}
+
+// Connected reports whether node's agent of role has a session now.
+func (e *Endpoint) Connected(node string, role proto.Role) bool {
+	return e.session(node, role) != nil
+}
+
+// session returns the connected session of node's agent of role, if any.
+func (e *Endpoint) session(node string, role proto.Role) *session {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.sessions[node]
+	return e.sessions[identity{node, role}]
 }

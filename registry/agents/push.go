@@ -78,9 +78,10 @@ func (q *pushQueue) take(max int) []string {
 	}
 }
 
-// nodeSpecChanged is the store's hook: a node's spec moved, push it if the node is here.
+// nodeSpecChanged is the store's hook: a node's spec moved, push it if an agent of the
+// node that takes NodeSpecs (a site agent, a machine's installed OS) is here.
 func (e *Endpoint) nodeSpecChanged(node string, _ int64) {
-	if e.session(node) != nil {
+	if e.session(node, proto.RoleNode) != nil || e.session(node, proto.RoleSite) != nil {
 		e.push.add(node)
 	}
 }
@@ -111,7 +112,7 @@ func (e *Endpoint) pushWorker() {
 			continue
 		}
 		for _, spec := range specs {
-			if s := e.session(spec.Node); s != nil {
+			if s := e.session(spec.Node, spec.Role); s != nil {
 				e.send(s, spec)
 			}
 		}

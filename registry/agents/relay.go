@@ -14,14 +14,16 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// Relay sends a command to node's agent and waits for its answer: the result, or the
-// agent's error as a *proto.Error. The command is stored first, so it outlives a dropped
-// link and a registry restart: it is sent whenever the agent is connected, and sent again
-// when it reconnects, until answered. An empty cmd.ID gets a fresh one; a caller that
+// Relay sends a command to node's agent of role and waits for its answer: the result,
+// or the agent's error as a *proto.Error. Only a session of that node and role gets it,
+// never one of the node's other agent (a machine's ramdisk and its installed OS are two).
+// The command is stored first, with its role, so it outlives a dropped link and a
+// registry restart: it is sent whenever the agent is connected, and sent again when it
+// reconnects, until answered. An empty cmd.ID gets a fresh one; a caller that
 // passes its own ID (a workflow step's) can call again after a restart and get the same
 // command's answer, never a second run. When ctx ends first, Relay returns TIMEOUT and
 // the command stays pending for a later Relay of the same ID (until the command TTL).
-func (e *Endpoint) Relay(ctx context.Context, node string, cmd proto.Command) (json.RawMessage, error) {
+func (e *Endpoint) Relay(ctx context.Context, node string, role proto.Role, cmd proto.Command) (json.RawMessage, error) {
 	if cmd.ID == "" {
 		cmd.ID = newCommandID()
 	}
@@ -36,7 +38,7 @@ func (e *Endpoint) Relay(ctx context.Context, node string, cmd proto.Command) (j
 		if existed = err == nil; !existed && proto.CodeOf(err) != proto.NotFound {
 			return err
 		}
-		c, err = tx.EnqueueAgentCommand(node, cmd)
+		c, err = tx.EnqueueAgentCommand(node, role, cmd)
 		return err
 	})
 	if err != nil {
@@ -104,10 +106,12 @@ func (e *Endpoint) commandChanged(c store.AgentCommand) {
 
 // sendCommand delivers a pending command to its agent if the agent's session is here.
 // A session registered after the command was stored sends it in its hello, so between
-// the two every session that holds the node gets it.
+// the two every session of the node and role gets it.
 func (e *Endpoint) sendCommand(c store.AgentCommand) {
-	if s := e.session(c.Node); s != nil {
-		e.sendOn(s, c)
+	for _, role := range proto.Roles {
+		if s := e.session(c.Node, role); s != nil && c.For(role) {
+			e.sendOn(s, c)
+		}
 	}
 }
 

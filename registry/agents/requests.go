@@ -4,18 +4,20 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
 )
 
 // secret answers an agent's secretRequest on its session stream with what Config.Secret
-// gives the agent: the value, or the error. The request and its outcome are logged, the
-// value never. A write that fails ends the session, as a failed push does; the agent
-// asks again on its next session.
+// gives the agent, once its certificate is checked again (store.Tx.CheckAgent: a session
+// of an earlier installation gets nothing): the value, or the error. The request and its
+// outcome are logged, the value never. A write that fails ends the session, as a failed
+// push does; the agent asks again on its next session.
 func (e *Endpoint) secret(s *session, req *proto.SecretRequest) error {
 	ans := proto.Secret{ID: req.ID}
 	var err error
 	if e.cfg.Secret == nil {
 		err = proto.Errorf(proto.Unsupported, "this registry hands out no secrets")
-	} else {
+	} else if err = e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(s.node, s.role, s.epoch) }); err == nil {
 		ans.Value, err = e.cfg.Secret(s.node, s.role, req.Ref)
 		if err == nil && len(ans.Value) == 0 {
 			err = proto.Errorf(proto.Internal, "secret %s is empty", req.Ref)
@@ -29,15 +31,15 @@ func (e *Endpoint) secret(s *session, req *proto.SecretRequest) error {
 	return e.answer(s, &proto.Message{Type: proto.MsgSecret, Secret: &ans})
 }
 
-// renew answers an agent's renewRequest with a certificate for its node and role and the
-// key it sent, from Config.Renew, or the error.
+// renew answers an agent's renewRequest with a certificate for its node, role and
+// identity epoch and the key it sent, from Config.Renew, or the error.
 func (e *Endpoint) renew(s *session, req *proto.RenewRequest) error {
 	ans := proto.Renewal{ID: req.ID}
 	var err error
 	if e.cfg.Renew == nil {
 		err = proto.Errorf(proto.Unsupported, "this registry renews no certificates")
 	} else {
-		ans.Certificate, err = e.cfg.Renew(s.node, s.role, req.PublicKey)
+		ans.Certificate, err = e.cfg.Renew(s.node, s.role, s.epoch, req.PublicKey)
 	}
 	if err != nil {
 		ans.Certificate, ans.Error = nil, e.refusal(s, "agent certificate renewal", err)

@@ -16,6 +16,8 @@ import (
 // session is one connected agent: its connection and the session stream it opened.
 type session struct {
 	identity
+	// epoch is the identity epoch its certificate names (proto.IdentityEpoch).
+	epoch  int64
 	conn   *quic.Conn
 	stream *quic.Stream
 	// opened is when the agent's hello was read.
@@ -71,10 +73,11 @@ func (s *session) doneSending(k sendKey) {
 }
 
 // serve starts one agent connection: it waits for the hello, refuses a node whose
-// identity is revoked, registers the session (replacing an older one of the same node),
+// identity is revoked or a certificate of an earlier installation, registers the session (replacing an older one of the same node
+// and role),
 // brings the agent up to date, and leaves the session to await.
 func (e *Endpoint) serve(conn *quic.Conn) {
-	id, err := identify(conn.ConnectionState().TLS)
+	id, epoch, err := identify(conn.ConnectionState().TLS)
 	if err != nil {
 		conn.CloseWithError(codeProtocol, err.Error())
 		return
@@ -107,7 +110,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	stream.SetReadDeadline(time.Time{})
-	err = e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckIdentity(id.node) })
+	err = e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(id.node, id.role, epoch) })
 	if proto.CodeOf(err) == proto.Forbidden {
 		e.log.Warn("agent session refused", "node", id.node, "err", err)
 		conn.CloseWithError(codeRevoked, err.Error())
@@ -118,7 +121,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		conn.CloseWithError(codeShutdown, "registry failed to read the node")
 		return
 	}
-	s := &session{identity: id, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now()}
+	s := &session{identity: id, epoch: epoch, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now()}
 	if !e.register(s) {
 		return
 	}
@@ -206,8 +209,9 @@ func (e *Endpoint) end(s *session, code quic.ApplicationErrorCode, why string) {
 	s.wmu.Unlock()
 }
 
-// register makes s the session of its node, closing an older one. Once the endpoint is
-// closing it registers nothing, tells the agent to come back later, and reports false.
+// register makes s the session of its node and role, closing an older one of both (a
+// session of the node's other agent stays). Once the endpoint is closing it registers
+// nothing, tells the agent to come back later, and reports false.
 func (e *Endpoint) register(s *session) bool {
 	e.mu.Lock()
 	if e.ctx.Err() != nil {
@@ -215,39 +219,39 @@ func (e *Endpoint) register(s *session) bool {
 		e.comeBackLater(s.conn)
 		return false
 	}
-	old := e.sessions[s.node]
+	old := e.sessions[s.identity]
 	// A session its agent closed already is not replaced (its end is on its way).
-	warn := old != nil && e.replacing(s.node, old.conn.Context().Err() == nil, time.Now())
-	e.sessions[s.node] = s
+	warn := old != nil && e.replacing(s.identity, old.conn.Context().Err() == nil, time.Now())
+	e.sessions[s.identity] = s
 	e.mu.Unlock()
 	if warn {
 		e.warnTurns(s, old)
 	}
 	if old != nil {
-		old.conn.CloseWithError(codeReplaced, "replaced by a newer session of the same node")
+		old.conn.CloseWithError(codeReplaced, "replaced by a newer session of the same node and role")
 	}
 	return true
 }
 
-// Two agents of one node take turns: the one replaced waits its longest backoff (30 s by
-// default) and replaces the other. A session replaced within twinWindow of the node's
-// last replacement is one more turn; the registry warns of a node's turns at most once
-// every twinWindow.
+// Two agents of one node and role take turns: the one replaced waits its longest backoff
+// (30 s by default) and replaces the other. A session replaced within twinWindow of the
+// last replacement of its node and role is one more turn; the registry warns of an
+// agent's turns at most once every twinWindow.
 const twinWindow = 10 * time.Minute
 
 // turn is when a session of a node last replaced a connected one, and when the registry
 // last warned of the node's turns.
 type turn struct{ replaced, warned time.Time }
 
-// replacing counts the session of node replaced at now by a newer one, if it was still
-// connected (live), and reports whether to warn: the node's session was replaced within
-// twinWindow before already, and the registry has not warned of the node's turns within
+// replacing counts the session of agent id replaced at now by a newer one, if it was
+// still connected (live), and reports whether to warn: its session was replaced within
+// twinWindow before already, and the registry has not warned of its turns within
 // twinWindow. e.mu is held.
-func (e *Endpoint) replacing(node string, live bool, now time.Time) (warn bool) {
+func (e *Endpoint) replacing(id identity, live bool, now time.Time) (warn bool) {
 	if !live {
 		return false
 	}
-	t := e.turns[node]
+	t := e.turns[id]
 	again := !t.replaced.IsZero() && now.Sub(t.replaced) <= twinWindow
 	if again {
 		e.replaced.again.Add(1)
@@ -259,16 +263,16 @@ func (e *Endpoint) replacing(node string, live bool, now time.Time) (warn bool) 
 	}
 	t.replaced = now
 	if e.turns == nil {
-		e.turns = map[string]turn{}
+		e.turns = map[identity]turn{}
 	}
-	e.turns[node] = t
+	e.turns[id] = t
 	if len(e.turns) >= e.turnsPrune || now.Sub(e.turnsPruned) > twinWindow {
 		// Forget the nodes whose window passed, once the map has doubled since the last
 		// time (a fleet-wide restart adds thousands at once, at a constant cost each,
 		// amortized) or a window has passed.
-		for node, t := range e.turns {
+		for id, t := range e.turns {
 			if now.Sub(t.replaced) > twinWindow && now.Sub(t.warned) > twinWindow {
-				delete(e.turns, node)
+				delete(e.turns, id)
 			}
 		}
 		e.turnsPrune, e.turnsPruned = max(minTurnsPrune, 2*len(e.turns)), now
@@ -307,9 +311,9 @@ func (e *Endpoint) comeBackLater(conn *quic.Conn) {
 // OnSessionEnd that it ended unless the endpoint is closing.
 func (e *Endpoint) unregister(s *session) {
 	e.mu.Lock()
-	ended := e.sessions[s.node] == s && e.ctx.Err() == nil
-	if e.sessions[s.node] == s {
-		delete(e.sessions, s.node)
+	ended := e.sessions[s.identity] == s && e.ctx.Err() == nil
+	if e.sessions[s.identity] == s {
+		delete(e.sessions, s.identity)
 	}
 	e.mu.Unlock()
 	if ended && e.cfg.OnSessionEnd != nil {
@@ -318,10 +322,14 @@ func (e *Endpoint) unregister(s *session) {
 }
 
 // hello records what the agent reported, pushes its NodeSpec if the agent's generation
-// differs, and resends the commands that await its answer. A reconnect that reports what
-// the store holds costs reads only. It checks the node's identity again first (FORBIDDEN
-// when revoked): one revoked after serve checked it and before the session was
-// registered found no session to end (Endpoint.Revoked), and is refused here.
+// differs, and resends the commands for its role that await its answer. The NodeSpec
+// and the generation applied are those of the agent of the spec's role: a machine's
+// ramdisk, whose node has a spec for its installed OS, neither gets it nor records a
+// generation. A reconnect that reports what the store holds costs reads only. It checks
+// the agent's certificate again first (FORBIDDEN when the node's identity is revoked or
+// the certificate belongs to an earlier installation): one revoked or voided after serve
+// checked it and before the session was registered found no session to end
+// (Endpoint.Revoked, Endpoint.Reinstalled), and is refused here.
 func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	var (
 		spec          proto.NodeSpec
@@ -331,7 +339,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		pending       []store.AgentCommand
 	)
 	err := e.cfg.Store.View(func(tx *store.Tx) error {
-		if err := tx.CheckIdentity(s.node); err != nil {
+		if err := tx.CheckAgent(s.node, s.role, s.epoch); err != nil {
 			return err
 		}
 		var err error
@@ -339,11 +347,15 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		if haveSpec = err == nil; !haveSpec && proto.CodeOf(err) != proto.NotFound {
 			return err
 		}
-		st, err := tx.AgentStatus(s.node)
-		if err != nil && proto.CodeOf(err) != proto.NotFound {
-			return err
+		if haveSpec && spec.Role != s.role {
+			haveSpec = false
+		} else {
+			st, err := tx.AgentStatus(s.node)
+			if err != nil && proto.CodeOf(err) != proto.NotFound {
+				return err
+			}
+			observedMoved = st.ObservedGeneration != h.ObservedGeneration
 		}
-		observedMoved = st.ObservedGeneration != h.ObservedGeneration
 		if changed, err = changedSections(tx, s.node, h.Inventory); err != nil {
 			return err
 		}
@@ -392,7 +404,9 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	// replaced this one since the pending commands were read (its own hello reads them
 	// again), and one of them may have been answered and forgotten since.
 	for _, c := range pending {
-		e.sendOn(s, c)
+		if c.For(s.role) {
+			e.sendOn(s, c)
+		}
 	}
 	if e.cfg.OnSession != nil {
 		e.cfg.OnSession(s.node, s.role, s.opened)

@@ -36,7 +36,7 @@ func TestReplacementTurns(t *testing.T) {
 		{"a turn within the window of that warning", "n1", true, 2*time.Minute + twinWindow, false, Replacements{First: 3, Again: 4}},
 	}
 	for _, st := range steps {
-		if warn := e.replacing(st.node, st.live, t0.Add(st.at)); warn != st.warn {
+		if warn := e.replacing(identity{st.node, proto.RoleNode}, st.live, t0.Add(st.at)); warn != st.warn {
 			t.Errorf("%s: warn %v, want %v", st.what, warn, st.warn)
 		}
 		if got := e.Replacements(); got != st.count {
@@ -48,10 +48,10 @@ func TestReplacementTurns(t *testing.T) {
 	// map holds the nodes of the last window only.
 	later := t0.Add(time.Hour)
 	for i := range 1000 {
-		e.replacing(fmt.Sprintf("m%d", i), true, later)
+		e.replacing(identity{fmt.Sprintf("m%d", i), proto.RoleNode}, true, later)
 	}
 	for i := range 2 * minTurnsPrune {
-		e.replacing(fmt.Sprintf("k%d", i), true, later.Add(twinWindow+time.Second))
+		e.replacing(identity{fmt.Sprintf("k%d", i), proto.RoleNode}, true, later.Add(twinWindow+time.Second))
 	}
 	if len(e.turns) > 4*minTurnsPrune {
 		t.Errorf("%d nodes remembered, want those replaced within the last window (%d) and few more", len(e.turns), 2*minTurnsPrune)

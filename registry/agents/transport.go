@@ -63,7 +63,7 @@ func serverTLS(cfg Config, ticketKey [32]byte) *tls.Config {
 		NextProtos:       []string{proto.AgentALPN},
 		CurvePreferences: []tls.CurveID{tls.X25519},
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			_, err := identify(cs)
+			_, _, err := identify(cs)
 			return err
 		},
 	}
@@ -80,19 +80,20 @@ type identity struct {
 	role proto.Role
 }
 
-// identify reads the node id (CommonName) and role (the one OrganizationalUnit) from a
-// verified client certificate.
-func identify(cs tls.ConnectionState) (identity, error) {
+// identify reads the node id (CommonName), the role (the one OrganizationalUnit) and
+// the identity epoch (proto.IdentityEpoch) from a verified client certificate.
+func identify(cs tls.ConnectionState) (identity, int64, error) {
 	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
-		return identity{}, proto.Errorf(proto.Unauthenticated, "agent presented no verified certificate")
+		return identity{}, 0, proto.Errorf(proto.Unauthenticated, "agent presented no verified certificate")
 	}
 	leaf := cs.PeerCertificates[0]
 	if err := proto.CheckNodeID(leaf.Subject.CommonName); err != nil {
-		return identity{}, proto.Errorf(proto.Unauthenticated, "agent certificate: %v", err)
+		return identity{}, 0, proto.Errorf(proto.Unauthenticated, "agent certificate: %v", err)
 	}
 	ou := leaf.Subject.OrganizationalUnit
 	if len(ou) != 1 || !proto.Role(ou[0]).Valid() {
-		return identity{}, proto.Errorf(proto.Unauthenticated, "agent certificate of %q names the roles %q: it must name one of site, ramdisk, node", leaf.Subject.CommonName, ou)
+		return identity{}, 0, proto.Errorf(proto.Unauthenticated, "agent certificate of %q names the roles %q: it must name one of site, ramdisk, node", leaf.Subject.CommonName, ou)
 	}
-	return identity{node: leaf.Subject.CommonName, role: proto.Role(ou[0])}, nil
+	epoch, err := proto.IdentityEpoch(leaf)
+	return identity{node: leaf.Subject.CommonName, role: proto.Role(ou[0])}, epoch, err
 }

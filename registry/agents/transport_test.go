@@ -32,7 +32,7 @@ func TestIdentify(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got, err := identify(tc.cs)
+			got, _, err := identify(tc.cs)
 			if tc.ok != (err == nil) {
 				t.Fatalf("got %v, want ok %v", err, tc.ok)
 			}

@@ -25,6 +25,10 @@ type Verifier struct {
 	// Now is the clock a certificate other than the session's is checked at; time.Now
 	// when nil.
 	Now func() time.Time
+	// Current, if set, checks that a certificate of node's agent in role naming the
+	// identity epoch epoch (proto.IdentityEpoch) is of the machine's current
+	// installation (store.Tx.CheckAgent); its error refuses the result.
+	Current func(node string, role proto.Role, epoch int64) error
 }
 
 // readers are the node-signed kinds and how the registry reads each one's verified
@@ -77,8 +81,27 @@ func (v Verifier) Verify(node string, role proto.Role, peer *x509.Certificate, c
 }
 
 // certificate is the certificate a signed result is verified with: the session's own,
-// or the one the result carries when the agent CAs issued it for node in role now.
+// or the one the result carries when the agent CAs issued it for node in role now; either
+// of the machine's current installation (Current).
 func (v Verifier) certificate(node string, role proto.Role, peer *x509.Certificate, carried []byte) (*x509.Certificate, error) {
+	c, err := v.issued(node, role, peer, carried)
+	if err != nil || v.Current == nil {
+		return c, err
+	}
+	epoch, err := proto.IdentityEpoch(c)
+	if err == nil {
+		err = v.Current(node, role, epoch)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// issued is the certificate a signed result is verified with, as the agent CAs issued
+// it: the session's own, or the one the result carries when they issued it for node in
+// role now.
+func (v Verifier) issued(node string, role proto.Role, peer *x509.Certificate, carried []byte) (*x509.Certificate, error) {
 	if peer == nil {
 		return nil, proto.Errorf(proto.Forbidden, "no agent certificate to verify the signed result with").WithReason(proto.ReasonCertificate)
 	}

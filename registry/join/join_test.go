@@ -380,7 +380,7 @@ func TestRenew(t *testing.T) {
 		t.Fatal(err)
 	}
 	spki, _ := x509.MarshalPKIXPublicKey(key.Public())
-	der, err := Renew(f.store, f.keys, "rack-a", "site", spki)
+	der, err := Renew(f.store, f.keys, "rack-a", proto.RoleSite, 0, spki)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,11 +394,37 @@ func TestRenew(t *testing.T) {
 
 	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
 	spki384, _ := x509.MarshalPKIXPublicKey(p384.Public())
-	if _, err := Renew(f.store, f.keys, "rack-a", "site", spki384); proto.CodeOf(err) != proto.InvalidInput {
+	if _, err := Renew(f.store, f.keys, "rack-a", proto.RoleSite, 0, spki384); proto.CodeOf(err) != proto.InvalidInput {
 		t.Errorf("a P-384 key: got %v, want INVALID_INPUT", err)
 	}
 	node, _ := f.revokedNode(t)
-	if _, err := Renew(f.store, f.keys, node, "node", spki); proto.AsError(err).Details.Reason != "identity-revoked" {
+	if _, err := Renew(f.store, f.keys, node, proto.RoleNode, 0, spki); proto.AsError(err).Details.Reason != "identity-revoked" {
 		t.Errorf("a revoked node: got %v, want FORBIDDEN identity-revoked", err)
+	}
+
+	// A node whose machine was released and deployed again since: a certificate of its
+	// earlier installation is renewed no more, one of its current installation keeps
+	// its epoch.
+	reinstalled := storetest.Node(t, f.store, store.Node{MACs: []string{"52:54:00:00:00:02"}}).ID
+	storetest.Update(t, f.store, func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(reinstalled, func(n *store.Node) error { n.IdentityEpoch = 2; return nil })
+		return err
+	})
+	for _, epoch := range []int64{0, 1} {
+		if _, err := Renew(f.store, f.keys, reinstalled, proto.RoleNode, epoch, spki); proto.CodeOf(err) != proto.Forbidden ||
+			proto.AsError(err).Details.Reason != proto.ReasonEarlierInstallation {
+			t.Errorf("a certificate of epoch %d, the node at 2: got %v, want FORBIDDEN %s", epoch, err, proto.ReasonEarlierInstallation)
+		}
+	}
+	der, err = Renew(f.store, f.keys, reinstalled, proto.RoleNode, 2, spki)
+	if err == nil {
+		cert, err = x509.ParseCertificate(der)
+	}
+	var epoch int64
+	if err == nil {
+		epoch, err = proto.IdentityEpoch(cert)
+	}
+	if err != nil || epoch != 2 {
+		t.Errorf("a certificate of the current installation renewed: epoch %d, %v; want 2", epoch, err)
 	}
 }

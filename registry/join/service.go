@@ -61,7 +61,8 @@ func (s *Service) Join(_ context.Context, req joinwire.Request) (joinwire.Respon
 		if tok.NodeID != p.NodeID {
 			return proto.Errorf(proto.Forbidden, "join token %s was minted for node %q; refusing to admit it as %q", tok.ID, tok.NodeID, p.NodeID).WithReason(proto.ReasonIdentity)
 		}
-		if err := tx.CheckIdentity(p.NodeID); err != nil {
+		epoch, err := tx.IdentityEpoch(p.NodeID)
+		if err != nil {
 			return err
 		}
 		if tok.Site != "" {
@@ -70,7 +71,7 @@ func (s *Service) Join(_ context.Context, req joinwire.Request) (joinwire.Respon
 				return siteNotFound(err, tok.Site)
 			}
 		}
-		der, err := s.keys.IssueAgentCertificate(p.NodeID, p.Role, p.PublicKey)
+		der, err := s.keys.IssueAgentCertificate(p.NodeID, p.Role, epoch, p.PublicKey)
 		if err != nil {
 			return err
 		}

@@ -451,6 +451,8 @@ func (r *revocations) Revoked(node string) {
 	r.nodes = append(r.nodes, node)
 }
 
+func (r *revocations) Reinstalled(string) {}
+
 func (r *revocations) get() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -206,7 +206,8 @@ func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, n
 }
 
 // create stores the run of p for node, started by req, and moves the node to the state
-// req runs in.
+// req runs in; a request that takes the machine away from its installed OS (reinstalls)
+// moves its identity epoch.
 func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.ProfileRecord, p *profile.Profile, next Request) (store.Run, store.Node, error) {
 	run, err := s.cfg.Engine.Create(tx, workflow.NewRun{Kind: string(req), Node: node.ID, Tenant: node.Tenant,
 		Profile: store.ProfileRef{Tenant: rec.Tenant, ID: rec.ID, Version: rec.Version}, Define: p})
@@ -216,6 +217,9 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 	node, err = updateNode(tx, node.ID, func(n *store.Node) error {
 		n.State, n.Workflow, n.Transition, n.Next = transitions[req].during, run.ID, string(req), string(next)
 		n.FailedFrom, n.Failure = "", nil
+		if slices.Contains(reinstalls, req) {
+			n.IdentityEpoch++
+		}
 		return nil
 	})
 	return run, node, err

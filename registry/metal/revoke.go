@@ -10,11 +10,21 @@ import (
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
-// Identities ends the agent sessions of revoked nodes.
+// Identities ends the agent sessions of revoked nodes, and those of an earlier
+// installation.
 type Identities interface {
 	// Revoked ends the open agent sessions of node, whose identity is revoked.
 	Revoked(node string)
+	// Reinstalled ends the open session of node's installed OS agent if its certificate
+	// belongs to an earlier installation than the node's identity epoch now.
+	Reinstalled(node string)
 }
+
+// reinstalls are the requests whose workflow takes the machine away from its installed
+// OS: each moves the node's identity epoch as it starts, so that the certificates of the
+// installed OS's agent stop working (store.Tx.CheckAgent). Rescue does not: unrescue
+// boots the same installed OS again.
+var reinstalls = []Request{Deploy, Release, Retire}
 
 // revokeIdentity is metal.revokeIdentity: it marks the node's identity revoked, once
 // (running it again keeps the first time), and deletes its unused join tokens, in one

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"log/slog"
+	"slices"
 
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
@@ -31,8 +32,10 @@ type Config struct {
 	// Ramdisk mints ramdisk boots for boot.prepareRamdisk and metal.ensureRamdisk;
 	// without it those steps are UNSUPPORTED.
 	Ramdisk RamdiskBoots
-	// Identities ends the agent sessions of a node metal.revokeIdentity revoked; without
-	// it an open session lasts until the agent reconnects, which is then refused.
+	// Identities ends the agent sessions of a node metal.revokeIdentity revoked, and the
+	// installed OS agent's of an earlier installation once a deploy, release or retire
+	// started; without it an open session lasts until the agent reconnects, which is
+	// then refused.
 	Identities Identities
 	// Presence tells whether a node's installed OS agent is connected, for the
 	// automatic remediation of a pool's policy.remediation.agentGoneAfter; without it
@@ -81,11 +84,15 @@ func New(cfg Config) *Service {
 }
 
 // Start runs a workflow created in a committed transaction; for a cancelled one it
-// abandons the attempt it is on.
+// abandons the attempt it is on. A workflow that takes the machine away from its
+// installed OS first ends the session of that OS's agent (Identities.Reinstalled).
 func (s *Service) Start(run store.Run) {
 	if run.Cancelled != nil {
 		s.cfg.Engine.Abort(run.ID)
 		return
+	}
+	if s.cfg.Identities != nil && slices.Contains(reinstalls, Request(run.Kind)) {
+		s.cfg.Identities.Reinstalled(run.Node)
 	}
 	s.cfg.Engine.Start(run.ID)
 }

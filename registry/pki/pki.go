@@ -28,6 +28,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/better-compute/better-compute/fsutil"
@@ -172,12 +173,18 @@ const agentCertificateLifetime = 365 * 24 * time.Hour
 
 // IssueAgentCertificate issues an agent's client certificate (DER) from the agent CA:
 // Subject CommonName is the node id, OrganizationalUnit is [role], and the only
-// extended key usage is client authentication.
-func (p *PKI) IssueAgentCertificate(nodeID, role string, pub crypto.PublicKey) ([]byte, error) {
+// extended key usage is client authentication. A node-role certificate names the
+// installation it belongs to, epoch, in the Subject's serialNumber
+// (proto.IdentityEpoch); a certificate of another role names none.
+func (p *PKI) IssueAgentCertificate(nodeID, role string, epoch int64, pub crypto.PublicKey) ([]byte, error) {
 	now := p.clock.Now()
+	subject := pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{role}}
+	if role == string(proto.RoleNode) {
+		subject.SerialNumber = strconv.FormatInt(epoch, 10)
+	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{role}},
+		Subject:      subject,
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(agentCertificateLifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,

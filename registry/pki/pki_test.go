@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/clock"
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/google/go-cmp/cmp"
 )
@@ -63,7 +64,7 @@ func TestIssueAgentCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := p.IssueAgentCertificate("node-1", joinwire.RoleNode, key.Public())
+	der, err := p.IssueAgentCertificate("node-1", joinwire.RoleNode, 3, key.Public())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,16 +72,22 @@ func TestIssueAgentCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	epoch, err := proto.IdentityEpoch(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := struct {
-		CN  string
-		OU  []string
-		EKU []x509.ExtKeyUsage
-	}{cert.Subject.CommonName, cert.Subject.OrganizationalUnit, cert.ExtKeyUsage}
+		CN    string
+		OU    []string
+		EKU   []x509.ExtKeyUsage
+		Epoch int64
+	}{cert.Subject.CommonName, cert.Subject.OrganizationalUnit, cert.ExtKeyUsage, epoch}
 	want := struct {
-		CN  string
-		OU  []string
-		EKU []x509.ExtKeyUsage
-	}{"node-1", []string{"node"}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		CN    string
+		OU    []string
+		EKU   []x509.ExtKeyUsage
+		Epoch int64
+	}{"node-1", []string{"node"}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, 3}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("certificate (-want +got):\n%s", diff)
 	}
@@ -140,7 +147,7 @@ func TestCertificatesCarryTheClocksTime(t *testing.T) {
 	clk.Advance(400 * 24 * time.Hour)
 	moved := clk.Now()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	der, err := p.IssueAgentCertificate("node-1", joinwire.RoleNode, key.Public())
+	der, err := p.IssueAgentCertificate("node-1", joinwire.RoleNode, 0, key.Public())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestSealOpen(t *testing.T) {
 	if opened.Pins() != p.Pins() || !bytes.Equal(opened.AgentCAPEM, p.AgentCAPEM) || !bytes.Equal(named["secrets"], bytes.Repeat([]byte{7}, 32)) {
 		t.Errorf("opened other keys than were sealed")
 	}
-	if _, err := opened.IssueAgentCertificate("nd_1", "node", p.JoinSigningKey()); err != nil {
+	if _, err := opened.IssueAgentCertificate("nd_1", "node", 0, p.JoinSigningKey()); err != nil {
 		t.Errorf("the opened agent CA does not issue: %v", err)
 	}
 

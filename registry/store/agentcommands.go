@@ -17,7 +17,10 @@ const bucketAgentCommands = "agent-commands"
 // for until its result is delivered, so that neither a dropped link nor a registry
 // restart loses it.
 type AgentCommand struct {
-	Node      string          `json:"node"`
+	Node string `json:"node"`
+	// Role is the role of the agent the command is for: only a session of Node in Role
+	// gets it. Empty in a command stored by a registry before roles were kept (For).
+	Role      proto.Role      `json:"role,omitempty"`
 	ID        string          `json:"id"`
 	Kind      string          `json:"kind"`
 	Payload   json.RawMessage `json:"payload,omitempty"`
@@ -34,6 +37,12 @@ func (c AgentCommand) Command() proto.Command {
 	return proto.Command{ID: c.ID, Kind: c.Kind, Payload: c.Payload}
 }
 
+// For reports whether the command goes to an agent of role: one of its own role, or,
+// for a command stored without one by an older registry, an agent of any role, as that
+// registry sent it (until the workflow that relays it asks for it again, and its role
+// is recorded: EnqueueAgentCommand).
+func (c AgentCommand) For(role proto.Role) bool { return c.Role == "" || c.Role == role }
+
 func commandKey(node, id string) []byte { return []byte(node + "/" + id) }
 
 // OnAgentCommand registers fn to be called after every commit that enqueued or completed
@@ -46,12 +55,16 @@ func (s *Store) OnAgentCommand(fn func(AgentCommand)) (cancel func()) {
 	return s.watch.agentCommand.add(fn)
 }
 
-// EnqueueAgentCommand records a command for node's agent and returns it as stored. A
-// command of the same id that exists already is returned as it is (pending or done),
-// unless its kind or payload differ, which is CONFLICT.
-func (t *Tx) EnqueueAgentCommand(node string, cmd proto.Command) (AgentCommand, error) {
+// EnqueueAgentCommand records a command for node's agent of role and returns it as
+// stored. A command of the same id that exists already is returned as it is (pending or
+// done), unless its kind, payload or role differ, which is CONFLICT; one stored without
+// a role (by an older registry) is given role.
+func (t *Tx) EnqueueAgentCommand(node string, role proto.Role, cmd proto.Command) (AgentCommand, error) {
 	if err := proto.CheckNodeID(node); err != nil {
 		return AgentCommand{}, err
+	}
+	if !role.Valid() {
+		return AgentCommand{}, proto.Errorf(proto.InvalidInput, "the agent role %q is none of site, ramdisk, node", role).WithPath("role")
 	}
 	if err := proto.CheckCommandID(cmd.ID); err != nil {
 		return AgentCommand{}, proto.AsError(err).WithPath("id")
@@ -65,15 +78,19 @@ func (t *Tx) EnqueueAgentCommand(node string, cmd proto.Command) (AgentCommand, 
 			return AgentCommand{}, proto.Errorf(proto.InvalidInput, "command payload is not JSON: %v", err).WithPath("payload")
 		}
 	}
-	c := AgentCommand{Node: node, ID: cmd.ID, Kind: cmd.Kind, Payload: payload.Bytes(), CreatedAt: t.now}
+	c := AgentCommand{Node: node, Role: role, ID: cmd.ID, Kind: cmd.Kind, Payload: payload.Bytes(), CreatedAt: t.now}
 	var old AgentCommand
 	ok, err := t.get(bucketAgentCommands, commandKey(node, cmd.ID), &old)
 	if err != nil {
 		return AgentCommand{}, err
 	}
 	if ok {
-		if old.Kind != c.Kind || !bytes.Equal(old.Payload, c.Payload) {
-			return AgentCommand{}, proto.Errorf(proto.Conflict, "command %q of node %q exists already with another kind or payload: use a new id", cmd.ID, node).WithPath("id")
+		if old.Kind != c.Kind || !bytes.Equal(old.Payload, c.Payload) || !old.For(role) {
+			return AgentCommand{}, proto.Errorf(proto.Conflict, "command %q of node %q exists already for another agent, kind or payload: use a new id", cmd.ID, node).WithPath("id")
+		}
+		if old.Role == "" {
+			old.Role = role
+			return old, t.putAgentCommand(old)
 		}
 		return old, nil
 	}

@@ -21,24 +21,28 @@ func TestAgentCommandLifecycle(t *testing.T) {
 		}
 		defer s.Close()
 		wipe := proto.Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{ "disk": "sda" }`)}
+		ramdisk := proto.RoleRamdisk
 		enqueue := []struct {
 			name string
 			node string
+			role proto.Role
 			cmd  proto.Command
 			code proto.Code
 		}{
-			{"new", "n1", wipe, ""},
-			{"same again", "n1", proto.Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sda"}`)}, ""},
-			{"same id other payload", "n1", proto.Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sdb"}`)}, proto.Conflict},
-			{"same id other node", "n2", wipe, ""},
-			{"bad id", "n1", proto.Command{ID: "", Kind: "x"}, proto.InvalidInput},
-			{"no kind", "n1", proto.Command{ID: "c9"}, proto.InvalidInput},
-			{"bad payload", "n1", proto.Command{ID: "c9", Kind: "x", Payload: json.RawMessage(`{`)}, proto.InvalidInput},
-			{"second", "n1", proto.Command{ID: "c2", Kind: "inventory"}, ""},
+			{"new", "n1", ramdisk, wipe, ""},
+			{"same again", "n1", ramdisk, proto.Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sda"}`)}, ""},
+			{"same id other payload", "n1", ramdisk, proto.Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sdb"}`)}, proto.Conflict},
+			{"same id other role", "n1", proto.RoleNode, wipe, proto.Conflict},
+			{"same id other node", "n2", ramdisk, wipe, ""},
+			{"bad id", "n1", ramdisk, proto.Command{ID: "", Kind: "x"}, proto.InvalidInput},
+			{"no kind", "n1", ramdisk, proto.Command{ID: "c9"}, proto.InvalidInput},
+			{"no role", "n1", "", proto.Command{ID: "c9", Kind: "x"}, proto.InvalidInput},
+			{"bad payload", "n1", ramdisk, proto.Command{ID: "c9", Kind: "x", Payload: json.RawMessage(`{`)}, proto.InvalidInput},
+			{"second", "n1", ramdisk, proto.Command{ID: "c2", Kind: "inventory"}, ""},
 		}
 		for _, tc := range enqueue {
 			now = now.Add(time.Second)
-			err := s.Update(func(tx *Tx) error { _, err := tx.EnqueueAgentCommand(tc.node, tc.cmd); return err })
+			err := s.Update(func(tx *Tx) error { _, err := tx.EnqueueAgentCommand(tc.node, tc.role, tc.cmd); return err })
 			if tc.code != "" && proto.CodeOf(err) != tc.code || tc.code == "" && err != nil {
 				t.Fatalf("%s: got %v, want %q", tc.name, err, tc.code)
 			}
@@ -64,7 +68,7 @@ func TestAgentCommandLifecycle(t *testing.T) {
 			done, err = tx.CompleteAgentCommand("n1", proto.Result{ID: "c1", Error: &proto.Error{Code: proto.Internal}})
 			return err
 		})
-		want := AgentCommand{Node: "n1", ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sda"}`), Done: true, Result: res.Result}
+		want := AgentCommand{Node: "n1", Role: ramdisk, ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sda"}`), Done: true, Result: res.Result}
 		if diff := cmp.Diff(want, done, ignoreTimes); diff != "" {
 			t.Errorf("the first answer wins (-want +got):\n%s", diff)
 		}
@@ -77,7 +81,7 @@ func TestAgentCommandLifecycle(t *testing.T) {
 		}
 		// c1 asked again once its answer was delivered: the delivery of another caller
 		// that had the first answer forgets nothing of it.
-		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", wipe); return err })
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", ramdisk, wipe); return err })
 		mustUpdate(t, s, func(tx *Tx) error { return tx.DeleteAgentCommand("n1", "c1") })
 		if diff := cmp.Diff([]string{"c1", "c2"}, pending("n1")); diff != "" {
 			t.Errorf("a command asked again, after a late delivery of its earlier answer (-want +got):\n%s", diff)
@@ -110,10 +114,10 @@ func TestOnAgentCommand(t *testing.T) {
 		var got []string
 		cancel := s.OnAgentCommand(func(c AgentCommand) { got = append(got, c.Node+"/"+c.ID+map[bool]string{true: " done"}[c.Done]) })
 		cmd := proto.Command{ID: "c1", Kind: "disk.wipe"}
-		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", cmd); return err })
-		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", cmd); return err }) // the same again: nothing written
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, cmd); return err })
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, cmd); return err }) // the same again: nothing written
 		failed := s.Update(func(tx *Tx) error {
-			if _, err := tx.EnqueueAgentCommand("n1", proto.Command{ID: "c2", Kind: "disk.wipe"}); err != nil {
+			if _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, proto.Command{ID: "c2", Kind: "disk.wipe"}); err != nil {
 				return err
 			}
 			return proto.Errorf(proto.Internal, "rolled back")
@@ -127,11 +131,38 @@ func TestOnAgentCommand(t *testing.T) {
 		}
 		cancel()
 		mustUpdate(t, s, func(tx *Tx) error {
-			_, err := tx.EnqueueAgentCommand("n1", proto.Command{ID: "c3", Kind: "disk.wipe"})
+			_, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, proto.Command{ID: "c3", Kind: "disk.wipe"})
 			return err
 		})
 		if len(got) != 2 {
 			t.Fatalf("a cancelled hook was called: %v", got)
+		}
+	})
+}
+
+// TestAgentCommandWithoutRole checks a command an older registry stored without a role:
+// it is for an agent of any role, as that registry sent it, until it is asked for again
+// with its role, which is then recorded, and is for that role only from then on.
+func TestAgentCommandWithoutRole(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		cmd := proto.Command{ID: "c1", Kind: "disk.wipe"}
+		old := AgentCommand{Node: "n1", ID: cmd.ID, Kind: cmd.Kind, CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+		mustUpdate(t, s, func(tx *Tx) error { return tx.put(bucketAgentCommands, commandKey(old.Node, old.ID), old) })
+		read := func() (c AgentCommand) {
+			mustUpdate(t, s, func(tx *Tx) (err error) { c, err = tx.AgentCommand("n1", "c1"); return err })
+			return c
+		}
+		if c := read(); !c.For(proto.RoleNode) || !c.For(proto.RoleRamdisk) {
+			t.Fatalf("a command stored without a role is not for any agent: %+v", c)
+		}
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, cmd); return err })
+		if c := read(); c.Role != proto.RoleRamdisk || c.For(proto.RoleNode) || !c.CreatedAt.Equal(old.CreatedAt) {
+			t.Errorf("asked for again by the ramdisk's step: %+v, want the same command for the ramdisk only", c)
+		}
+		err := s.Update(func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleNode, cmd); return err })
+		if proto.CodeOf(err) != proto.Conflict {
+			t.Errorf("the same command for the node agent: %v, want CONFLICT", err)
 		}
 	})
 }

@@ -109,6 +109,12 @@ type Node struct {
 	PoweredAt time.Time `json:"poweredAt,omitzero"`
 	// IdentityRevokedAt is when metal.revokeIdentity ran; zero while the identity holds.
 	IdentityRevokedAt time.Time `json:"identityRevokedAt,omitzero"`
+	// IdentityEpoch counts the workflows that took the machine away from its installed
+	// OS (a deploy, a release, a retire: metal moves it as it starts one). Every
+	// node-role certificate names the epoch it was issued in (proto.IdentityEpoch); one
+	// of an earlier epoch belongs to an earlier installation and is refused
+	// (CheckAgent).
+	IdentityEpoch int64 `json:"identityEpoch,omitempty"`
 	// Rev counts the record's changes.
 	Rev       int       `json:"rev"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -238,13 +244,34 @@ func (n Node) RevokedIdentity() error {
 // CheckIdentity is the RevokedIdentity of node id; an id no node has (a site agent's)
 // passes.
 func (t *Tx) CheckIdentity(id string) error {
+	_, err := t.IdentityEpoch(id)
+	return err
+}
+
+// IdentityEpoch is node id's identity epoch (the one a node-role certificate issued now
+// names), after CheckIdentity's check; 0 for an id no node has (a site agent's).
+func (t *Tx) IdentityEpoch(id string) (int64, error) {
 	// Every session's hello asks: a missing node (a site's agent) costs no error made
 	// and thrown away.
 	var n Node
 	if ok, err := t.get(bucketNodes, []byte(id), &n); err != nil || !ok {
+		return 0, err
+	}
+	return n.IdentityEpoch, n.RevokedIdentity()
+}
+
+// CheckAgent checks the certificate of an agent of node id in role that names epoch
+// (proto.IdentityEpoch), wherever one is taken: CheckIdentity, and for role node, that
+// epoch is the node's (FORBIDDEN, reason earlier-installation, for an older one: the
+// machine was released, redeployed or retired since the certificate was issued).
+func (t *Tx) CheckAgent(id string, role proto.Role, epoch int64) error {
+	current, err := t.IdentityEpoch(id)
+	if err != nil || role != proto.RoleNode || epoch >= current {
 		return err
 	}
-	return n.RevokedIdentity()
+	return proto.Errorf(proto.Forbidden, "the certificate of node %s's installed OS agent belongs to an earlier installation (epoch %d; the node is at %d: "+
+		"it was released, redeployed or retired since): the agent of the machine's current OS joins with the token its user data carries", id, epoch, current).
+		WithReason(proto.ReasonEarlierInstallation)
 }
 
 // Nodes lists tenant's nodes, those of one pool when pool is set and those in one state

@@ -83,7 +83,7 @@ func TestLostRemoteCommits(t *testing.T) {
 			if _, err := tx.SetNodeSpec(proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode}); err != nil {
 				return err
 			}
-			_, err := tx.EnqueueAgentCommand("nd_1", proto.Command{ID: "c1", Kind: "disk.wipe"})
+			_, err := tx.EnqueueAgentCommand("nd_1", proto.RoleRamdisk, proto.Command{ID: "c1", Kind: "disk.wipe"})
 			return err
 		})
 		var got []string

@@ -1,0 +1,158 @@
+package registry
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/attest"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
+)
+
+// refusals is a log handler keeping the messages and reasons an agent logs at error.
+type refusals struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+func (r *refusals) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+
+func (r *refusals) Handle(_ context.Context, rec slog.Record) error {
+	line := rec.Message
+	rec.Attrs(func(a slog.Attr) bool { line += " " + a.Key + "=" + a.Value.String(); return true })
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reasons = append(r.reasons, line)
+	return nil
+}
+
+func (r *refusals) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *refusals) WithGroup(string) slog.Handler      { return r }
+
+// count is how many of the lines logged so far contain s.
+func (r *refusals) count(s string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, line := range r.reasons {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestEarlierInstallationsCertificatesStopWorking: the installed OS's certificate of a
+// machine's first deploy is kept by its user (who had root on that OS), and the machine
+// is released and deployed again. While a session of it stays open past the release
+// (held by a replica that did not hear of it), the old certificate gets no secret its
+// NodeSpec names, no renewal, and a result it signs is not taken; the release through
+// the API ends its session with CloseRevoked, saying the certificate belongs to an
+// earlier installation, and each of its later sessions is refused so. The agent of the
+// new installation, joined with the new deploy's token, gets all of these. Before
+// certificates named their installation, the old one kept working for a year.
+func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
+	f := serveBusy(t, Config{})
+	storetest.Fill(t, f.r.st)
+	n := storetest.Node(t, f.r.st, store.Node{MACs: []string{"52:54:00:00:09:01"}})
+	node, ref := n.ID, "secret://k8s/join"
+	_, err := call[api.PutSecret](f.admin, "secrets.put", api.PutSecretRequest{TenantID: n.Tenant, Ref: ref, Value: []byte("join-token")})
+	f.must(err, "secrets.put")
+	f.must(f.hostSpec(node, 0, ref), "storing a NodeSpec")
+	ep := f.r.plane.ep
+
+	// The first deploy's OS joins, and the deploy leaves the node active.
+	firstCreds, err := f.join(node, "node", f.mint(store.TokenProvisioned, node))
+	f.must(err, "the first installation's join")
+	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.State = store.NodeActive; return nil })
+		return err
+	})
+	refused := &refusals{}
+	kept := &roleAgent{log: slog.New(refused)}
+	defer kept.run(f, node, firstCreds)()
+	f.wait("the first installation's session", func() bool { return ep.Connected(node, proto.RoleNode) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wipeID := 0
+	wipe := func() attest.Wipe {
+		t.Helper()
+		wipeID++
+		out, err := ep.Relay(ctx, node, proto.RoleNode, proto.Command{ID: "signed-" + string(rune('0'+wipeID)), Kind: proto.CommandDiskWipe,
+			Payload: json.RawMessage(`{"mode":"quick"}`)})
+		var w attest.Wipe
+		if err == nil {
+			err = json.Unmarshal(out, &w)
+		}
+		f.must(err, "a signed result")
+		return w
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	f.must(err, "a key")
+	works := func(who string, a *roleAgent) {
+		t.Helper()
+		if v, err := a.s.Secret(ctx, ref); err != nil || string(v) != "join-token" {
+			t.Errorf("%s: secret %q, %v; want its value", who, v, err)
+		}
+		if _, err := a.s.Renew(ctx, key); err != nil {
+			t.Errorf("%s: renewal %v", who, err)
+		}
+		if w := wipe(); !w.Attested {
+			t.Errorf("%s: signed result not attested: %s", who, w.Reason)
+		}
+	}
+	works("the first installation", kept)
+
+	// A release moves the node's epoch; a session of the old certificate that stays
+	// open (another replica's, which did not hear of it) is refused at every request.
+	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.IdentityEpoch++; return nil })
+		return err
+	})
+	earlier := func(what string, err error) {
+		t.Helper()
+		if proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != proto.ReasonEarlierInstallation {
+			t.Errorf("the kept certificate's %s: %v, want FORBIDDEN %s", what, err, proto.ReasonEarlierInstallation)
+		}
+	}
+	v, err := kept.s.Secret(ctx, ref)
+	earlier("secret request", err)
+	if v != nil {
+		t.Errorf("the kept certificate got the secret %q", v)
+	}
+	_, err = kept.s.Renew(ctx, key)
+	earlier("renewal", err)
+	if w := wipe(); w.Attested || !strings.Contains(w.Reason, "earlier installation") {
+		t.Errorf("the kept certificate's signed result: attested %v (%s), want refused as of an earlier installation", w.Attested, w.Reason)
+	}
+
+	// The release through the API ends the session: CloseRevoked, its reason the
+	// earlier installation, and every later session is refused the same way.
+	before := refused.count("earlier installation")
+	_, err = call[api.TransitionStarted](f.admin, "metal.release", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
+	f.must(err, "metal.release")
+	f.wait("the kept certificate's session ended, and its next two refused", func() bool {
+		return refused.count("earlier installation") >= before+3 && !ep.Connected(node, proto.RoleNode)
+	})
+	_, err = call[api.TransitionStarted](f.admin, "metal.cancel", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
+	f.must(err, "metal.cancel")
+
+	// The machine deployed again: its new OS joins with its deploy's token, and works.
+	secondCreds, err := f.join(node, "node", f.mint(store.TokenProvisioned, node))
+	f.must(err, "the second installation's join")
+	current := &roleAgent{}
+	defer current.run(f, node, secondCreds)()
+	f.wait("the second installation's session", func() bool { return ep.Connected(node, proto.RoleNode) })
+	works("the second installation", current)
+}

@@ -1,0 +1,177 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
+	"github.com/better-compute/better-compute/registry/userdata"
+	"github.com/better-compute/better-compute/registry/workflow"
+)
+
+// roleAgent is a machine's agent in a test: what its handlers were given, by kind, and
+// its session once it runs.
+type roleAgent struct {
+	// log is where its session logs; nowhere when nil.
+	log *slog.Logger
+	s   *session.Agent
+
+	mu  sync.Mutex
+	got map[string][]json.RawMessage
+}
+
+func (a *roleAgent) received(kind string) []json.RawMessage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.got[kind]
+}
+
+// run runs an agent with creds (the busy fleet's, the real session code over QUIC)
+// until the returned stop is called; its handlers record what they are given and answer
+// as that agent.
+func (a *roleAgent) run(f *busyFleet, node string, creds bcdconf.Agent) (stop func()) {
+	record := func(kind string, answer func(ctx context.Context) (json.RawMessage, error)) session.Handler {
+		return func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+			a.mu.Lock()
+			if a.got == nil {
+				a.got = map[string][]json.RawMessage{}
+			}
+			a.got[kind] = append(a.got[kind], p)
+			a.mu.Unlock()
+			return answer(ctx)
+		}
+	}
+	wiped := proto.DiskWipeResult{Mode: proto.WipeQuick, Disks: []proto.WipedDisk{{Name: "vda", SizeBytes: 64 << 20, Method: proto.WipeMethodSignatures,
+		Wiped: true, Bytes: 2 << 20, ReadBack: &proto.ReadBack{Expect: proto.ExpectZeroes, Passed: true}}}}
+	agent := f.newAgent(node, creds)
+	agent.log = a.log
+	agent.handlers = map[string]session.Handler{
+		proto.CommandDiskWipe: record(proto.CommandDiskWipe, func(ctx context.Context) (json.RawMessage, error) {
+			return session.SignResult(ctx, proto.CommandDiskWipe, wiped)
+		}),
+		proto.CommandDeployImage: record(proto.CommandDeployImage, func(context.Context) (json.RawMessage, error) {
+			return json.Marshal(proto.DeployImageResult{})
+		}),
+		"echo": record("echo", func(context.Context) (json.RawMessage, error) { return json.RawMessage(`"echo"`), nil }),
+	}
+	a.s = agent.start()
+	return agent.session(context.Background(), a.s)
+}
+
+// TestRamdiskCommandsNeverReachTheNodeAgent: the installed OS's agent of a machine (or
+// whoever holds a copy of its certificate) is connected as the machine while a workflow
+// relays the machine's ramdisk its disk.wipe and its deploy.image (whose delivery
+// carries the new OS's user data, join token included). It never gets either, not on
+// its session nor on a new one; the ramdisk, when it connects beside it, gets both, the
+// deploy.image with the user data, and the installed OS's session stays. Before the
+// commands carried their role, the node agent answered the wipe and the deploy failed
+// FORBIDDEN at its user data.
+func TestRamdiskCommandsNeverReachTheNodeAgent(t *testing.T) {
+	f := serveBusy(t, Config{UserData: userdata.Config{ControlPlaneURL: "https://registry.example:7443", BcdURL: "https://downloads.example/bcd", BcdSHA256: strings.Repeat("ab", 32)}})
+	storetest.Fill(t, f.r.st)
+	node := storetest.Node(t, f.r.st, store.Node{MACs: []string{"52:54:00:00:08:01"}}).ID
+	nodeCreds, err := f.join(node, "node", f.mint(store.TokenProvisioned, node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ramdiskCreds, err := f.join(node, "ramdisk", f.mint(store.TokenRamdisk, node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rendered proto.UserDataRendered
+	f.must(f.r.st.Update(func(tx *store.Tx) (err error) {
+		rendered, err = f.r.plane.userData.Render(tx, profile.UserData{Kind: "cloud-init", Template: userdata.CloudInitTemplate}, userdata.Node{ID: node})
+		return err
+	}), "rendering user data")
+
+	ep := f.r.plane.ep
+	installed := &roleAgent{}
+	stopInstalled := installed.run(f, node, nodeCreds)
+	defer func() { stopInstalled() }()
+	f.wait("the installed OS's session", func() bool { return ep.Connected(node, proto.RoleNode) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	relay := func(role, id, kind string, input any) (json.RawMessage, error) {
+		in, err := json.Marshal(input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.r.plane.Relay(ctx, workflow.RelayTarget{NodeID: node, Role: role, Run: "wf_roles", Step: kind}, id, kind, in)
+	}
+	type answer struct {
+		out json.RawMessage
+		err error
+	}
+	wipe, image := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		out, err := relay(profile.Ramdisk, "wf_roles:main.1:a1", proto.CommandDiskWipe, proto.DiskWipe{Mode: proto.WipeQuick})
+		wipe <- answer{out, err}
+	}()
+	go func() {
+		out, err := relay(profile.Ramdisk, "wf_roles:main.2:a1:image", proto.CommandDeployImage,
+			proto.DeployImage{Ref: "ubuntu@1", UserDataRef: rendered.UserDataRef, UserDataKind: rendered.Kind})
+		image <- answer{out, err}
+	}()
+	f.wait("both ramdisk commands stored (or answered)", func() bool {
+		var n int
+		f.r.st.View(func(tx *store.Tx) error { p, _ := tx.PendingAgentCommands(node); n = len(p); return nil })
+		return n == 2 || len(wipe)+len(image) > 0
+	})
+	// The installed OS's agent answers a command of its own on this session, and again on
+	// a new session, whose hello sends it what is pending for it.
+	for round := range 2 {
+		if _, err := relay(profile.Node, "wf_roles:main.3:a"+string(rune('1'+round)), "echo", "x"); err != nil {
+			t.Fatalf("a command for the installed OS, round %d: %v", round, err)
+		}
+		if round == 0 {
+			stopInstalled()
+			stopInstalled = installed.run(f, node, nodeCreds)
+		}
+	}
+	for name, ch := range map[string]chan answer{"disk.wipe": wipe, "deploy.image": image} {
+		select {
+		case a := <-ch:
+			t.Errorf("%s answered with only the installed OS connected: %s, %v", name, a.out, a.err)
+		default:
+		}
+	}
+	if got := installed.received(proto.CommandDiskWipe); len(got) != 0 || t.Failed() {
+		t.Fatalf("the installed OS's agent was sent disk.wipe %d times", len(got))
+	}
+
+	ramdisk := &roleAgent{}
+	defer ramdisk.run(f, node, ramdiskCreds)()
+	for name, ch := range map[string]chan answer{"disk.wipe": wipe, "deploy.image": image} {
+		if a := <-ch; a.err != nil {
+			t.Errorf("%s once the ramdisk connected: %v", name, a.err)
+		}
+	}
+	if got := ramdisk.received(proto.CommandDiskWipe); len(got) != 1 {
+		t.Errorf("the ramdisk ran disk.wipe %d times, want once", len(got))
+	}
+	var delivered proto.DeployImage
+	if got := ramdisk.received(proto.CommandDeployImage); len(got) != 1 || json.Unmarshal(got[0], &delivered) != nil ||
+		!strings.HasPrefix(string(delivered.UserData), "#cloud-config") {
+		t.Errorf("the ramdisk's deploy.image: %q, want it once with the user data", got)
+	}
+	for _, kind := range []string{proto.CommandDiskWipe, proto.CommandDeployImage} {
+		if got := installed.received(kind); len(got) != 0 {
+			t.Errorf("the installed OS's agent was sent %s: %s", kind, got)
+		}
+	}
+	if !ep.Connected(node, proto.RoleNode) || !ep.Connected(node, proto.RoleRamdisk) {
+		t.Errorf("connected: node %v, ramdisk %v; want the two agents of the machine each with its session",
+			ep.Connected(node, proto.RoleNode), ep.Connected(node, proto.RoleRamdisk))
+	}
+}
