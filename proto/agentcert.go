@@ -5,11 +5,11 @@ import (
 	"strconv"
 )
 
-// IdentityEpoch is the installation of its machine an agent certificate of role node
-// belongs to: the Subject's serialNumber attribute, a decimal count the registry moves
+// IdentityEpoch is the installation of its machine an agent certificate of role node or
+// ramdisk belongs to: the Subject's serialNumber attribute, a decimal count the registry moves
 // each time a workflow takes the machine away from its installed OS (a deploy, a release,
 // a retire), so that the certificates of an earlier installation stop working. A
-// certificate without it (of another role, or issued before epochs) is of epoch 0.
+// certificate without it (a site agent's, or one issued before epochs) is of epoch 0.
 func IdentityEpoch(cert *x509.Certificate) (int64, error) {
 	s := cert.Subject.SerialNumber
 	if s == "" {

@@ -454,22 +454,25 @@ func (e *Endpoint) Revoked(node string) {
 	}
 }
 
-// Reinstalled ends the session of node's installed OS agent when its certificate
-// belongs to an earlier installation than the node's now (store.Tx.CheckAgent): a
-// workflow took the machine away from that OS (a deploy, a release, a retire). The
-// agent's next hello is refused the same way.
+// Reinstalled ends the sessions of node's agents (its installed OS's and its ramdisk's)
+// whose certificates belong to an earlier installation than the node's now
+// (store.Tx.CheckAgent): a workflow took the machine away from that OS (a deploy, a
+// release, a retire), and a ramdisk booted before it is not the one the workflow boots.
+// Each agent's next hello is refused the same way.
 func (e *Endpoint) Reinstalled(node string) {
-	s := e.session(node, proto.RoleNode)
-	if s == nil {
-		return
-	}
-	err := e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(node, proto.RoleNode, s.epoch) })
-	switch {
-	case proto.CodeOf(err) == proto.Forbidden:
-		e.log.Warn("agent session ended", "node", node, "role", proto.RoleNode, "err", err)
-		e.end(s, codeRevoked, err.Error())
-	case err != nil:
-		e.log.Error("agent identity", "node", node, "err", err)
+	for _, role := range machineRoles {
+		s := e.session(node, role)
+		if s == nil {
+			continue
+		}
+		err := e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(node, role, s.epoch) })
+		switch {
+		case proto.CodeOf(err) == proto.Forbidden:
+			e.log.Warn("agent session ended", "node", node, "role", role, "err", err)
+			e.end(s, codeRevoked, err.Error())
+		case err != nil:
+			e.log.Error("agent identity", "node", node, "role", role, "err", err)
+		}
 	}
 }
 

@@ -53,8 +53,9 @@ var (
 )
 
 // ensureRamdisk is metal.ensureRamdisk: nothing when the machine's ramdisk is its agent
-// already (joined since the machine was last powered off or cycled, its session open or
-// back within workflow.ReconnectGrace of its end: ramdiskRuns); otherwise it boots the
+// already (joined since the machine was last powered off or cycled and since its
+// identity epoch moved, its session open or back within workflow.ReconnectGrace of its
+// end: ramdiskRuns); otherwise it boots the
 // machine into the ramdisk through the site agent and waits for the ramdisk to join. A
 // ramdisk that had joined but is gone is booted again, and the result says why.
 // A machine known only by its product UUID first gets its MAC (discoverMAC). A pool

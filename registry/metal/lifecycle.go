@@ -219,6 +219,7 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 		n.FailedFrom, n.Failure = "", nil
 		if slices.Contains(reinstalls, req) {
 			n.IdentityEpoch++
+			n.IdentityEpochAt = tx.Now()
 		}
 		return nil
 	})

@@ -37,8 +37,10 @@ func (s *Service) powered(node string, input json.RawMessage) error {
 }
 
 // ramdiskRuns reports whether the machine's agent is its ramdisk, joined since the last
-// power action that stopped the machine (a commissioning or release powers it off), with
-// its session open. A session that ended less than workflow.ReconnectGrace ago (a link
+// power action that stopped the machine (a commissioning or release powers it off) and
+// since the machine's identity epoch last moved (before, its certificate is of an
+// earlier installation and refused: it is gone at once), with its session open. A
+// session that ended less than workflow.ReconnectGrace ago (a link
 // blip, a registry restarting) it waits for until then: a ramdisk that came back runs.
 // When none runs, gone says why if one had joined since that power action.
 func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone string, err error) {
@@ -52,6 +54,10 @@ func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone
 	}
 	if p.JoinedAt.Before(n.PoweredAt) {
 		return false, "", nil
+	}
+	if p.JoinedAt.Before(n.IdentityEpochAt) {
+		return false, fmt.Sprintf("the ramdisk that joined at %s holds a certificate of an earlier installation: the machine's identity epoch moved to %d at %s (a deploy, release or retire started), "+
+			"and the registry refuses that certificate (earlier-installation)", p.JoinedAt.UTC().Format(time.RFC3339), n.IdentityEpoch, n.IdentityEpochAt.UTC().Format(time.RFC3339)), nil
 	}
 	if p.Live {
 		return true, "", nil

@@ -17,7 +17,9 @@ import (
 // again (pxe, cycle) before the wipe goes to it, and the step's result says why. One
 // that comes back within the grace takes the wipe, nothing booted; so does one whose
 // session is open. The session of a registry run that stopped without recording its
-// end (a restart) counts as ended at its join, not as gone at once.
+// end (a restart) counts as ended at its join, not as gone at once. A ramdisk that
+// joined before the retire moved the machine's identity epoch is gone at once, open
+// session or not: its certificate is refused.
 func TestEnsureRamdiskGoneOrBack(t *testing.T) {
 	boot := []string{"site management.setBootDevice", "site boot.prepareRamdisk", "site power.setPower", "ramdisk disk.wipe"}
 	cases := map[string]struct {
@@ -39,9 +41,11 @@ func TestEnsureRamdiskGoneOrBack(t *testing.T) {
 			waits:   true, advance: workflow.ReconnectGrace,
 			want: boot, gone: "the ramdisk's session ended at 2026-03-01T12:00:01Z and it did not come back within 1m0s",
 		},
+		// The retire, a grace later, moved the identity epoch after the ramdisk joined.
 		"a ramdisk whose session ended a grace ago is booted again at once": {
 			prepare: func(h *harness, node string) { h.left(node); h.clock.Advance(workflow.ReconnectGrace) },
-			want:    boot, gone: "the ramdisk's session ended at 2026-03-01T12:00:01Z and it did not come back within 1m0s",
+			want:    boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z holds a certificate of an earlier installation: the machine's identity epoch moved to 1 at 2026-03-01T12:01:01Z " +
+				"(a deploy, release or retire started), and the registry refuses that certificate (earlier-installation)",
 		},
 		"a ramdisk that comes back within the grace takes the wipe": {
 			prepare: func(h *harness, node string) { h.left(node) },
@@ -62,6 +66,14 @@ func TestEnsureRamdiskGoneOrBack(t *testing.T) {
 			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node) },
 			waits:   true, advance: workflow.ReconnectGrace,
 			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z holds no session (the registry that held it stopped or died, or it opened none after its join) and it did not come back within 1m0s of 2026-03-01T12:00:01Z",
+		},
+		// A ramdisk that joined before the retire moved the identity epoch (one a
+		// failed deploy left running) holds a certificate the registry now refuses: no
+		// grace is waited for it, live or not.
+		"a ramdisk of an earlier installation is booted again at once": {
+			prepare: func(h *harness, node string) { h.clock.Advance(time.Second) },
+			want:    boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z holds a certificate of an earlier installation: the machine's identity epoch moved to 1 at 2026-03-01T12:00:02Z " +
+				"(a deploy, release or retire started), and the registry refuses that certificate (earlier-installation)",
 		},
 	}
 	for name, tc := range cases {

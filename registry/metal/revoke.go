@@ -15,15 +15,16 @@ import (
 type Identities interface {
 	// Revoked ends the open agent sessions of node, whose identity is revoked.
 	Revoked(node string)
-	// Reinstalled ends the open session of node's installed OS agent if its certificate
-	// belongs to an earlier installation than the node's identity epoch now.
+	// Reinstalled ends the open sessions of node's agents (its installed OS's and its
+	// ramdisk's) whose certificates belong to an earlier installation than the node's
+	// identity epoch now.
 	Reinstalled(node string)
 }
 
 // reinstalls are the requests whose workflow takes the machine away from its installed
 // OS: each moves the node's identity epoch as it starts, so that the certificates of the
-// installed OS's agent stop working (store.Tx.CheckAgent). Rescue does not: unrescue
-// boots the same installed OS again.
+// installed OS's agent, and of any ramdisk booted before, stop working
+// (store.Tx.CheckAgent). Rescue does not: unrescue boots the same installed OS again.
 var reinstalls = []Request{Deploy, Release, Retire}
 
 // revokeIdentity is metal.revokeIdentity: it marks the node's identity revoked, once

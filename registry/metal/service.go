@@ -85,7 +85,8 @@ func New(cfg Config) *Service {
 
 // Start runs a workflow created in a committed transaction; for a cancelled one it
 // abandons the attempt it is on. A workflow that takes the machine away from its
-// installed OS first ends the session of that OS's agent (Identities.Reinstalled).
+// installed OS first ends the sessions of that OS's agent and of a ramdisk booted before
+// it (Identities.Reinstalled).
 func (s *Service) Start(run store.Run) {
 	if run.Cancelled != nil {
 		s.cfg.Engine.Abort(run.ID)

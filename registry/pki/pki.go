@@ -173,13 +173,13 @@ const agentCertificateLifetime = 365 * 24 * time.Hour
 
 // IssueAgentCertificate issues an agent's client certificate (DER) from the agent CA:
 // Subject CommonName is the node id, OrganizationalUnit is [role], and the only
-// extended key usage is client authentication. A node-role certificate names the
-// installation it belongs to, epoch, in the Subject's serialNumber
-// (proto.IdentityEpoch); a certificate of another role names none.
+// extended key usage is client authentication. A certificate of a machine's agent (role
+// node or ramdisk) names the installation it belongs to, epoch, in the Subject's
+// serialNumber (proto.IdentityEpoch); a site agent's names none.
 func (p *PKI) IssueAgentCertificate(nodeID, role string, epoch int64, pub crypto.PublicKey) ([]byte, error) {
 	now := p.clock.Now()
 	subject := pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{role}}
-	if role == string(proto.RoleNode) {
+	if role == string(proto.RoleNode) || role == string(proto.RoleRamdisk) {
 		subject.SerialNumber = strconv.FormatInt(epoch, 10)
 	}
 	tmpl := &x509.Certificate{

@@ -111,10 +111,14 @@ type Node struct {
 	IdentityRevokedAt time.Time `json:"identityRevokedAt,omitzero"`
 	// IdentityEpoch counts the workflows that took the machine away from its installed
 	// OS (a deploy, a release, a retire: metal moves it as it starts one). Every
-	// node-role certificate names the epoch it was issued in (proto.IdentityEpoch); one
-	// of an earlier epoch belongs to an earlier installation and is refused
-	// (CheckAgent).
+	// certificate of the machine's agents (roles node and ramdisk) names the epoch it
+	// was issued in (proto.IdentityEpoch); one of an earlier epoch belongs to an earlier
+	// installation and is refused (CheckAgent).
 	IdentityEpoch int64 `json:"identityEpoch,omitempty"`
+	// IdentityEpochAt is when IdentityEpoch last moved: a machine's agent that joined
+	// before then holds a certificate of an earlier installation. Zero when it never
+	// moved, or moved before this was recorded.
+	IdentityEpochAt time.Time `json:"identityEpochAt,omitzero"`
 	// Rev counts the record's changes.
 	Rev       int       `json:"rev"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -261,13 +265,19 @@ func (t *Tx) IdentityEpoch(id string) (int64, error) {
 }
 
 // CheckAgent checks the certificate of an agent of node id in role that names epoch
-// (proto.IdentityEpoch), wherever one is taken: CheckIdentity, and for role node, that
-// epoch is the node's (FORBIDDEN, reason earlier-installation, for an older one: the
-// machine was released, redeployed or retired since the certificate was issued).
+// (proto.IdentityEpoch), wherever one is taken: CheckIdentity, and for a machine's agent
+// (role node or ramdisk), that epoch is the node's (FORBIDDEN, reason
+// earlier-installation, for an older one: the machine was released, redeployed or
+// retired since the certificate was issued).
 func (t *Tx) CheckAgent(id string, role proto.Role, epoch int64) error {
 	current, err := t.IdentityEpoch(id)
-	if err != nil || role != proto.RoleNode || epoch >= current {
+	if err != nil || role == proto.RoleSite || epoch >= current {
 		return err
+	}
+	if role == proto.RoleRamdisk {
+		return proto.Errorf(proto.Forbidden, "the certificate of node %s's ramdisk belongs to an earlier installation (epoch %d; the node is at %d: "+
+			"it was released, redeployed or retired since): the ramdisk a workflow boots now joins with the token of that boot", id, epoch, current).
+			WithReason(proto.ReasonEarlierInstallation)
 	}
 	return proto.Errorf(proto.Forbidden, "the certificate of node %s's installed OS agent belongs to an earlier installation (epoch %d; the node is at %d: "+
 		"it was released, redeployed or retired since): the agent of the machine's current OS joins with the token its user data carries", id, epoch, current).
