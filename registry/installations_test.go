@@ -15,8 +15,10 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/attest"
+	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/storetest"
+	"github.com/better-compute/better-compute/registry/workflow"
 )
 
 // refusals is a log handler keeping the messages and reasons an agent logs at error.
@@ -155,4 +157,110 @@ func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 	defer current.run(f, node, secondCreds)()
 	f.wait("the second installation's session", func() bool { return ep.Connected(node, proto.RoleNode) })
 	works("the second installation", current)
+}
+
+// TestEarlierRamdiskCertificatesStopWorking: the ramdisk of a machine's first deploy
+// keeps running (a failed deploy, or its key found in RAM by the root user of the OS it
+// kexec'd into), and the machine is released. While a session of it stays open past
+// the epoch's move (held by a replica that did not hear of it), a wipe it signs is not
+// attested; the release through the API ends its session with CloseRevoked, saying its
+// certificate belongs to an earlier installation, and each of its later sessions is
+// refused so: the release's disk.wipe never reaches it. The ramdisk the release boots,
+// joined with that boot's token, gets the wipe and its signed result is attested.
+// Before ramdisk certificates named their installation, the old one took the wipe and
+// signed an attested result.
+func TestEarlierRamdiskCertificatesStopWorking(t *testing.T) {
+	f := serveBusy(t, Config{})
+	storetest.Fill(t, f.r.st)
+	n := storetest.Node(t, f.r.st, store.Node{MACs: []string{"52:54:00:00:09:02"}})
+	node := n.ID
+	ep := f.r.plane.ep
+
+	// The first deploy's ramdisk joins and keeps running; the node is active.
+	firstCreds, err := f.join(node, "ramdisk", f.mint(store.TokenRamdisk, node))
+	f.must(err, "the first deploy's ramdisk join")
+	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.State = store.NodeActive; return nil })
+		return err
+	})
+	refused := &refusals{}
+	kept := &roleAgent{log: slog.New(refused)}
+	defer kept.run(f, node, firstCreds)()
+	f.wait("the first deploy's ramdisk session", func() bool { return ep.Connected(node, proto.RoleRamdisk) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	type answer struct {
+		w   attest.Wipe
+		err error
+	}
+	wipeID := 0
+	wipe := func() chan answer {
+		wipeID++
+		ch := make(chan answer, 1)
+		go func() {
+			out, err := f.r.plane.Relay(ctx, workflow.RelayTarget{NodeID: node, Role: profile.Ramdisk, Run: "wf_wipe", Step: proto.CommandDiskWipe},
+				"wf_wipe:main.1:a"+string(rune('0'+wipeID)), proto.CommandDiskWipe, json.RawMessage(`{"mode":"quick"}`))
+			var w attest.Wipe
+			if err == nil {
+				err = json.Unmarshal(out, &w)
+			}
+			ch <- answer{w, err}
+		}()
+		return ch
+	}
+	if a := <-wipe(); a.err != nil || !a.w.Attested {
+		t.Fatalf("the first deploy's ramdisk's wipe: %+v, %v; want it attested", a.w, a.err)
+	}
+
+	// The epoch moves under a session that stays open: what it signs is not attested.
+	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.IdentityEpoch++; return nil })
+		return err
+	})
+	if a := <-wipe(); a.err != nil || a.w.Attested || !strings.Contains(a.w.Reason, "earlier installation") {
+		t.Errorf("the kept ramdisk's signed wipe: %+v, %v; want it refused as of an earlier installation", a.w, a.err)
+	}
+
+	// The release through the API ends the session: CloseRevoked, its reason the
+	// earlier installation, and every later session is refused the same way.
+	before := refused.count("earlier installation")
+	_, err = call[api.TransitionStarted](f.admin, "metal.release", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
+	f.must(err, "metal.release")
+	f.wait("the kept ramdisk's session ended, and its next two refused", func() bool {
+		return refused.count("earlier installation") >= before+3 && !ep.Connected(node, proto.RoleRamdisk)
+	})
+	_, err = call[api.TransitionStarted](f.admin, "metal.cancel", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
+	f.must(err, "metal.cancel")
+
+	// The release's wipe, relayed to the machine's ramdisk, waits; the kept ramdisk,
+	// trying again, is refused before any hello could hand it the pending command.
+	released := wipe()
+	f.wait("the release's wipe stored", func() bool {
+		var pending []store.AgentCommand
+		f.r.st.View(func(tx *store.Tx) (err error) { pending, err = tx.PendingAgentCommands(node); return err })
+		return len(pending) == 1
+	})
+	before = refused.count("earlier installation")
+	f.wait("two more sessions of the kept ramdisk refused", func() bool { return refused.count("earlier installation") >= before+2 })
+	select {
+	case a := <-released:
+		t.Fatalf("the release's wipe answered with only the kept ramdisk running: %+v, %v", a.w, a.err)
+	default:
+	}
+	if got := kept.received(proto.CommandDiskWipe); len(got) != 2 {
+		t.Errorf("the kept ramdisk was sent disk.wipe %d times, want only the two before the release", len(got))
+	}
+
+	// The ramdisk the release boots joins with that boot's token and takes the wipe.
+	secondCreds, err := f.join(node, "ramdisk", f.mint(store.TokenRamdisk, node))
+	f.must(err, "the release's ramdisk join")
+	current := &roleAgent{}
+	defer current.run(f, node, secondCreds)()
+	if a := <-released; a.err != nil || !a.w.Attested {
+		t.Errorf("the release's ramdisk's wipe: %+v, %v; want it attested", a.w, a.err)
+	}
+	if got := current.received(proto.CommandDiskWipe); len(got) != 1 {
+		t.Errorf("the release's ramdisk ran disk.wipe %d times, want once", len(got))
+	}
 }
