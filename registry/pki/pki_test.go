@@ -97,6 +97,16 @@ func TestIssueAgentCertificate(t *testing.T) {
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
 		t.Errorf("verified without the agent CA")
 	}
+	// A ramdisk's certificate names its installation too; a site agent's none.
+	for role, want := range map[string]string{joinwire.RoleRamdisk: "3", joinwire.RoleSite: ""} {
+		der, err := p.IssueAgentCertificate("node-1", role, 3, key.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cert, err := x509.ParseCertificate(der); err != nil || cert.Subject.SerialNumber != want {
+			t.Errorf("a %s certificate's serialNumber: %v, want %q", role, err, want)
+		}
+	}
 }
 
 // TestLoadOrCreateRemovesLeftovers plants what a kill during a first start leaves (a
