@@ -2094,7 +2094,8 @@ func TestBusyMeasuredBoot(t *testing.T) {
 		f.must(c.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(busyAttest)}, nil), "profiles.create")
 	}
 
-	// The machines, each with its TPM and its ramdisk agent joined.
+	// The machines, each with its TPM; its ramdisk joins once a deploy (or a retry)
+	// started, as the one that workflow boots does, of the installation it starts.
 	var (
 		mu       sync.Mutex
 		machines []*tpmMachine
@@ -2108,12 +2109,9 @@ func TestBusyMeasuredBoot(t *testing.T) {
 					return
 				}
 				m := &tpmMachine{t: t, node: node.ID, tenant: tenant, kernel: "kernel of " + node.ID, enrolled: make(chan struct{})}
-				a := f.newAgent(node.ID, f.raceJoin(store.TokenRamdisk, node.ID, "ramdisk"))
-				a.handlers = m.handlers()
 				mu.Lock()
 				defer mu.Unlock()
 				machines = append(machines, m)
-				agents.Go(func() { a.run(ctx, a.start()) })
 			})
 		}
 	}
@@ -2166,6 +2164,7 @@ func TestBusyMeasuredBoot(t *testing.T) {
 			continue
 		}
 		runs[m.node] = started.WorkflowID
+		m.bootRamdisk(ctx, f, &agents)
 		deploys.Go(func() {
 			wf := f.runEnded(m, started.WorkflowID)
 			if m == forger {
@@ -2192,6 +2191,7 @@ func TestBusyMeasuredBoot(t *testing.T) {
 		if !f.must(err, "metal.retry") {
 			break
 		}
+		forger.bootRamdisk(ctx, f, &agents)
 		wf := f.runEnded(forger, retried.WorkflowID)
 		if want == proto.VerdictMismatch {
 			f.attestFailed(wf, "steps[0]", proto.ReasonMeasurementMismatch)
@@ -2231,6 +2231,24 @@ type tpmMachine struct {
 	forgeWith *tpmMachine
 	// strangers counts the other tenant's calls on the node, all refused.
 	strangers atomic.Int64
+	// stopRamdisk stops the agent of the ramdisk booted last.
+	stopRamdisk context.CancelFunc
+}
+
+// bootRamdisk boots the machine's ramdisk again: its agent joins with a new token, so
+// its certificate is of the installation the deploy or retry just started, and takes
+// over from the one booted before, whose certificate is of an earlier installation.
+func (m *tpmMachine) bootRamdisk(ctx context.Context, f *busyFleet, agents *sync.WaitGroup) {
+	a := f.newAgent(m.node, f.raceJoin(store.TokenRamdisk, m.node, "ramdisk"))
+	a.handlers = m.handlers()
+	actx, stop := context.WithCancel(ctx)
+	m.mu.Lock()
+	if m.stopRamdisk != nil {
+		m.stopRamdisk()
+	}
+	m.stopRamdisk = stop
+	m.mu.Unlock()
+	agents.Go(func() { a.run(actx, a.start()) })
 }
 
 // handlers answer tpm.enroll, tpm.activate and tpm.quote as bcd ramdisk does, with the
