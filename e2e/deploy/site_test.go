@@ -258,6 +258,12 @@ func (s *site) setPower(node string, input json.RawMessage) error {
 		return nil
 	}
 	r := boot.Ramdisk{Token: entry.Token, Registry: entry.Registry, Pins: entry.Pins, Args: entry.Args}
+	// The ramdisk's config dir is a tmpfs: each boot starts it empty and joins with
+	// that boot's token, so its certificate is of the installation of now.
+	runBcd := filepath.Join(m.dir, "run-bcd")
+	if err := os.RemoveAll(runBcd); err != nil {
+		return err
+	}
 	cmdline := filepath.Join(m.dir, "cmdline")
 	if err := os.WriteFile(cmdline, []byte(strings.Join(r.CommandLine(), " ")+"\n"), 0o644); err != nil {
 		return err
@@ -270,7 +276,7 @@ func (s *site) setPower(node string, input json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(s.bcd, "ramdisk", "--cmdline", cmdline, "--config-dir", filepath.Join(m.dir, "run-bcd"),
+	cmd := exec.Command(s.bcd, "ramdisk", "--cmdline", cmdline, "--config-dir", runBcd,
 		"--sys-root", filepath.Join(m.dir, "sys-root"), "--disk", m.disk, "--boot-command", self)
 	cmd.Env = append(append(os.Environ(), m.env...), "SSL_CERT_FILE="+s.certFile, envFirstBoot+"="+osDir, envBCD+"="+s.bcd)
 	return s.start(node, m, cmd)
