@@ -274,13 +274,12 @@ func (t *Tx) CheckAgent(id string, role proto.Role, epoch int64) error {
 	if err != nil || role == proto.RoleSite || epoch >= current {
 		return err
 	}
+	agent, next := "installed OS agent", "the agent of the machine's current OS joins with the token its user data carries"
 	if role == proto.RoleRamdisk {
-		return proto.Errorf(proto.Forbidden, "the certificate of node %s's ramdisk belongs to an earlier installation (epoch %d; the node is at %d: "+
-			"it was released, redeployed or retired since): the ramdisk a workflow boots now joins with the token of that boot", id, epoch, current).
-			WithReason(proto.ReasonEarlierInstallation)
+		agent, next = "ramdisk", "the ramdisk a workflow boots now joins with the token of that boot"
 	}
-	return proto.Errorf(proto.Forbidden, "the certificate of node %s's installed OS agent belongs to an earlier installation (epoch %d; the node is at %d: "+
-		"it was released, redeployed or retired since): the agent of the machine's current OS joins with the token its user data carries", id, epoch, current).
+	return proto.Errorf(proto.Forbidden, "the certificate of node %s's %s belongs to an earlier installation (epoch %d; the node is at %d: "+
+		"it was released, redeployed or retired since): %s", id, agent, epoch, current, next).
 		WithReason(proto.ReasonEarlierInstallation)
 }
 
