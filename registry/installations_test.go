@@ -54,6 +54,24 @@ func (r *refusals) count(s string) int {
 	return n
 }
 
+// firstInstallation joins node's agent of role with a token of kind, leaves the node
+// active as its first deploy would, and runs the agent, its errors logged to refused,
+// until stop; it returns once the agent's session is open.
+func (f *busyFleet) firstInstallation(node string, role proto.Role, kind string) (kept *roleAgent, refused *refusals, stop func()) {
+	f.t.Helper()
+	creds, err := f.join(node, string(role), f.mint(kind, node))
+	f.must(err, "the first installation's "+string(role)+" join")
+	storetest.Update(f.t, f.r.st, func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.State = store.NodeActive; return nil })
+		return err
+	})
+	refused = &refusals{}
+	kept = &roleAgent{log: slog.New(refused)}
+	stop = kept.run(f, node, creds)
+	f.wait("the first installation's "+string(role)+" session", func() bool { return f.r.plane.ep.Connected(node, role) })
+	return kept, refused, stop
+}
+
 // TestEarlierInstallationsCertificatesStopWorking: the installed OS's certificate of a
 // machine's first deploy is kept by its user (who had root on that OS), and the machine
 // is released and deployed again. While a session of it stays open past the release
@@ -74,16 +92,8 @@ func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 	ep := f.r.plane.ep
 
 	// The first deploy's OS joins, and the deploy leaves the node active.
-	firstCreds, err := f.join(node, "node", f.mint(store.TokenProvisioned, node))
-	f.must(err, "the first installation's join")
-	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
-		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.State = store.NodeActive; return nil })
-		return err
-	})
-	refused := &refusals{}
-	kept := &roleAgent{log: slog.New(refused)}
-	defer kept.run(f, node, firstCreds)()
-	f.wait("the first installation's session", func() bool { return ep.Connected(node, proto.RoleNode) })
+	kept, refused, stop := f.firstInstallation(node, proto.RoleNode, store.TokenProvisioned)
+	defer stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -177,16 +187,8 @@ func TestEarlierRamdiskCertificatesStopWorking(t *testing.T) {
 	ep := f.r.plane.ep
 
 	// The first deploy's ramdisk joins and keeps running; the node is active.
-	firstCreds, err := f.join(node, "ramdisk", f.mint(store.TokenRamdisk, node))
-	f.must(err, "the first deploy's ramdisk join")
-	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
-		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.State = store.NodeActive; return nil })
-		return err
-	})
-	refused := &refusals{}
-	kept := &roleAgent{log: slog.New(refused)}
-	defer kept.run(f, node, firstCreds)()
-	f.wait("the first deploy's ramdisk session", func() bool { return ep.Connected(node, proto.RoleRamdisk) })
+	kept, refused, stop := f.firstInstallation(node, proto.RoleRamdisk, store.TokenRamdisk)
+	defer stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -225,7 +227,7 @@ func TestEarlierRamdiskCertificatesStopWorking(t *testing.T) {
 	// The release through the API ends the session: CloseRevoked, its reason the
 	// earlier installation, and every later session is refused the same way.
 	before := refused.count("earlier installation")
-	_, err = call[api.TransitionStarted](f.admin, "metal.release", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
+	_, err := call[api.TransitionStarted](f.admin, "metal.release", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
 	f.must(err, "metal.release")
 	f.wait("the kept ramdisk's session ended, and its next two refused", func() bool {
 		return refused.count("earlier installation") >= before+3 && !ep.Connected(node, proto.RoleRamdisk)
