@@ -23,6 +23,10 @@ const (
 // Roles lists every role.
 var Roles = []Role{RoleSite, RoleRamdisk, RoleNode}
 
+// MachineRoles are the roles of the agents that run on a machine (its ramdisk and its
+// installed OS, under one node id), in no order: every role but a site agent's.
+var MachineRoles = []Role{RoleRamdisk, RoleNode}
+
 // Valid reports whether r is one of Roles.
 func (r Role) Valid() bool {
 	for _, known := range Roles {

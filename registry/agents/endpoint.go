@@ -447,7 +447,7 @@ func (e *Endpoint) accept() {
 // Revoked ends the sessions of node's agents (its ramdisk's and its installed OS's),
 // whose identity metal.revokeIdentity revoked; their next hello is refused.
 func (e *Endpoint) Revoked(node string) {
-	for _, role := range machineRoles {
+	for _, role := range proto.MachineRoles {
 		if s := e.session(node, role); s != nil {
 			e.end(s, codeRevoked, "the identity of node "+node+" was revoked")
 		}
@@ -460,7 +460,7 @@ func (e *Endpoint) Revoked(node string) {
 // release, a retire), and a ramdisk booted before it is not the one the workflow boots.
 // Each agent's next hello is refused the same way.
 func (e *Endpoint) Reinstalled(node string) {
-	for _, role := range machineRoles {
+	for _, role := range proto.MachineRoles {
 		s := e.session(node, role)
 		if s == nil {
 			continue
@@ -475,9 +475,6 @@ func (e *Endpoint) Reinstalled(node string) {
 		}
 	}
 }
-
-// machineRoles are the roles of the agents that run on a machine.
-var machineRoles = []proto.Role{proto.RoleRamdisk, proto.RoleNode}
 
 // Connected reports whether node's agent of role has a session now.
 func (e *Endpoint) Connected(node string, role proto.Role) bool {

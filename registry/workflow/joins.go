@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -50,9 +51,6 @@ type Presence struct {
 	EndedAt  time.Time
 	Recorded bool
 }
-
-// machineRoles are the roles of the agents that run on a machine, in no order.
-var machineRoles = []string{"ramdisk", "node"}
 
 // JoinLog is the Joins of a registry: it records each join in the store (so a restarted
 // registry still knows it) and wakes whoever waits. The machine's agent is the one that
@@ -210,8 +208,8 @@ func current(joins map[string]store.AgentJoin, role string) (store.AgentJoin, bo
 	if !ok {
 		return j, false
 	}
-	for _, other := range machineRoles {
-		if o, ok := joins[other]; ok && other != role && o.JoinedAt.After(j.JoinedAt) {
+	for _, other := range proto.MachineRoles {
+		if o, ok := joins[string(other)]; ok && string(other) != role && o.JoinedAt.After(j.JoinedAt) {
 			return j, false
 		}
 	}
