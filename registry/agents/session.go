@@ -73,9 +73,9 @@ func (s *session) doneSending(k sendKey) {
 }
 
 // serve starts one agent connection: it waits for the hello, refuses a node whose
-// identity is revoked or a certificate of an earlier installation, registers the session (replacing an older one of the same node
-// and role),
-// brings the agent up to date, and leaves the session to await.
+// identity is revoked or a certificate of an earlier installation, registers the
+// session (replacing an older one of the same node and role), brings the agent up to
+// date, and leaves the session to await.
 func (e *Endpoint) serve(conn *quic.Conn) {
 	id, epoch, err := identify(conn.ConnectionState().TLS)
 	if err != nil {
@@ -239,8 +239,8 @@ func (e *Endpoint) register(s *session) bool {
 // agent's turns at most once every twinWindow.
 const twinWindow = 10 * time.Minute
 
-// turn is when a session of a node last replaced a connected one, and when the registry
-// last warned of the node's turns.
+// turn is when a session of an agent (node and role) last replaced a connected one, and
+// when the registry last warned of that agent's turns.
 type turn struct{ replaced, warned time.Time }
 
 // replacing counts the session of agent id replaced at now by a newer one, if it was

@@ -179,7 +179,7 @@ const agentCertificateLifetime = 365 * 24 * time.Hour
 func (p *PKI) IssueAgentCertificate(nodeID, role string, epoch int64, pub crypto.PublicKey) ([]byte, error) {
 	now := p.clock.Now()
 	subject := pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{role}}
-	if role == string(proto.RoleNode) || role == string(proto.RoleRamdisk) {
+	if proto.Role(role).OnMachine() {
 		subject.SerialNumber = strconv.FormatInt(epoch, 10)
 	}
 	tmpl := &x509.Certificate{

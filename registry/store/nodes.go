@@ -271,7 +271,7 @@ func (t *Tx) IdentityEpoch(id string) (int64, error) {
 // retired since the certificate was issued).
 func (t *Tx) CheckAgent(id string, role proto.Role, epoch int64) error {
 	current, err := t.IdentityEpoch(id)
-	if err != nil || role == proto.RoleSite || epoch >= current {
+	if err != nil || !role.OnMachine() || epoch >= current {
 		return err
 	}
 	agent, next := "installed OS agent", "the agent of the machine's current OS joins with the token its user data carries"
