@@ -36,9 +36,9 @@ type Sources struct {
 	Handshakes func() (full, resumed, refused int64)
 	// Pushes counts NodeSpecs pushed to agents, and agents' acks: applied, failed.
 	Pushes func() (pushed, acked, failed int64)
-	// Replacements counts agent sessions replaced by a newer session of the same node
-	// while still connected: first, and again (within ten minutes of the node's last
-	// replacement: two agents with one certificate taking turns).
+	// Replacements counts agent sessions replaced by a newer session of the same node and
+	// role while still connected: first, and again (within ten minutes of that agent's
+	// last replacement: two agents with one certificate taking turns).
 	Replacements func() (first, again int64)
 	// Log receives the errors a source returns.
 	Log *slog.Logger
@@ -140,7 +140,7 @@ var (
 	pushDesc = prometheus.NewDesc(namespace+"_agent_nodespec_pushes_total", "NodeSpecs pushed to agents.", nil, nil)
 	ackDesc  = prometheus.NewDesc(namespace+"_agent_nodespec_acks_total", "Agents' acks of a NodeSpec, by result (applied, failed).", []string{"result"}, nil)
 	replDesc = prometheus.NewDesc(namespace+"_agent_sessions_replaced_total",
-		"Agent sessions a newer session of the same node replaced while still connected, by turn: again when the node's session had been replaced within ten minutes before (two agents with one certificate taking turns), else first.",
+		"Agent sessions a newer session of the same node and role replaced while still connected, by turn: again when that agent's session had been replaced within ten minutes before (two agents with one certificate taking turns), else first.",
 		[]string{"turn"}, nil)
 )
 

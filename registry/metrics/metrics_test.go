@@ -59,7 +59,7 @@ better_compute_nodes{state="ready"} 2
 # TYPE better_compute_agent_sessions gauge
 better_compute_agent_sessions{role="node"} 3
 better_compute_agent_sessions{role="site"} 1
-# HELP better_compute_agent_sessions_replaced_total Agent sessions a newer session of the same node replaced while still connected, by turn: again when the node's session had been replaced within ten minutes before (two agents with one certificate taking turns), else first.
+# HELP better_compute_agent_sessions_replaced_total Agent sessions a newer session of the same node and role replaced while still connected, by turn: again when that agent's session had been replaced within ten minutes before (two agents with one certificate taking turns), else first.
 # TYPE better_compute_agent_sessions_replaced_total counter
 better_compute_agent_sessions_replaced_total{turn="again"} 7
 better_compute_agent_sessions_replaced_total{turn="first"} 3
