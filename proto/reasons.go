@@ -27,7 +27,9 @@ const (
 	// ReasonSealedToken (UNAUTHENTICATED): the sealed token does not open with the
 	// registry's join encryption key for the node and role it names.
 	ReasonSealedToken = "sealed-token"
-	// ReasonRole (FORBIDDEN): the token's kind joins another role than the one asked.
+	// ReasonRole (FORBIDDEN): the token's kind joins another role than the one asked; or
+	// a node-signed result is signed by the certificate of a role that does not run its
+	// kind (a disk.wipe by the installed OS's node agent).
 	ReasonRole = "role"
 	// ReasonIdentity (FORBIDDEN): the token was minted for another node.
 	ReasonIdentity = "identity"

@@ -97,18 +97,12 @@ func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	wipeID := 0
-	wipe := func() attest.Wipe {
+	diagID := 0
+	diag := func() error {
 		t.Helper()
-		wipeID++
-		out, err := ep.Relay(ctx, node, proto.RoleNode, proto.Command{ID: "signed-" + string(rune('0'+wipeID)), Kind: proto.CommandDiskWipe,
-			Payload: json.RawMessage(`{"mode":"quick"}`)})
-		var w attest.Wipe
-		if err == nil {
-			err = json.Unmarshal(out, &w)
-		}
-		f.must(err, "a signed result")
-		return w
+		diagID++
+		_, err := ep.Relay(ctx, node, proto.RoleNode, proto.Command{ID: "signed-" + string(rune('0'+diagID)), Kind: proto.CommandDiagDCGM})
+		return err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	f.must(err, "a key")
@@ -120,8 +114,8 @@ func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 		if _, err := a.s.Renew(ctx, key); err != nil {
 			t.Errorf("%s: renewal %v", who, err)
 		}
-		if w := wipe(); !w.Attested {
-			t.Errorf("%s: signed result not attested: %s", who, w.Reason)
+		if err := diag(); err != nil {
+			t.Errorf("%s: signed result not taken: %v", who, err)
 		}
 	}
 	works("the first installation", kept)
@@ -145,8 +139,8 @@ func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 	}
 	_, err = kept.s.Renew(ctx, key)
 	earlier("renewal", err)
-	if w := wipe(); w.Attested || !strings.Contains(w.Reason, "earlier installation") {
-		t.Errorf("the kept certificate's signed result: attested %v (%s), want refused as of an earlier installation", w.Attested, w.Reason)
+	if err := diag(); err == nil || !strings.Contains(err.Error(), "earlier installation") {
+		t.Errorf("the kept certificate's signed result: %v, want refused as of an earlier installation", err)
 	}
 
 	// The release through the API ends the session: CloseRevoked, its reason the
@@ -264,5 +258,51 @@ func TestEarlierRamdiskCertificatesStopWorking(t *testing.T) {
 	}
 	if got := current.received(proto.CommandDiskWipe); len(got) != 1 {
 		t.Errorf("the release's ramdisk ran disk.wipe %d times, want once", len(got))
+	}
+}
+
+// TestOnlyTheRamdiskAttestsAWipe: the root user of a machine's installed OS reads its
+// node-role key, of the current installation, and a disk.wipe reaches its agent by a
+// path other than a workflow's (here the endpoint's Relay to the node role, over real
+// QUIC): it signs "every disk wiped" for its own disk. The registry stores the wipe
+// unattested, with none of the claimed disks, saying that only the ramdisk's signature
+// counts; the ramdisk of the same installation, answering the same wipe, is attested.
+// Before the verifier read the signing certificate's role, the node agent's wipe was
+// stored as attested.
+func TestOnlyTheRamdiskAttestsAWipe(t *testing.T) {
+	f := serveBusy(t, Config{})
+	storetest.Fill(t, f.r.st)
+	node := storetest.Node(t, f.r.st, store.Node{MACs: []string{"52:54:00:00:09:03"}}).ID
+	ep := f.r.plane.ep
+	installed, _, stop := f.firstInstallation(node, proto.RoleNode, store.TokenProvisioned)
+	defer stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wipe := func(role proto.Role, id string) attest.Wipe {
+		t.Helper()
+		out, err := ep.Relay(ctx, node, role, proto.Command{ID: id, Kind: proto.CommandDiskWipe, Payload: json.RawMessage(`{"mode":"quick"}`)})
+		var w attest.Wipe
+		if err == nil {
+			err = json.Unmarshal(out, &w)
+		}
+		f.must(err, "the "+string(role)+" agent's wipe")
+		return w
+	}
+	w := wipe(proto.RoleNode, "wf_wipe:main.1:a1")
+	if got := installed.received(proto.CommandDiskWipe); len(got) != 1 {
+		t.Fatalf("the installed OS's agent signed %d wipes, want the one relayed to it", len(got))
+	}
+	if w.Attested || len(w.Disks) != 0 || w.Attestation == nil || !strings.Contains(w.Reason, "only when the node's ramdisk agent signs it") {
+		t.Errorf("the installed OS's signed wipe: stored attested %v, disks %v (%s); want unattested, no disks, the reason naming the ramdisk", w.Attested, w.Disks, w.Reason)
+	}
+
+	creds, err := f.join(node, string(proto.RoleRamdisk), f.mint(store.TokenRamdisk, node))
+	f.must(err, "the ramdisk's join")
+	ramdisk := &roleAgent{}
+	defer ramdisk.run(f, node, creds)()
+	f.wait("the ramdisk's session", func() bool { return ep.Connected(node, proto.RoleRamdisk) })
+	if w := wipe(proto.RoleRamdisk, "wf_wipe:main.1:a2"); !w.Attested {
+		t.Errorf("the ramdisk's signed wipe: not attested (%s)", w.Reason)
 	}
 }

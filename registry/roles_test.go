@@ -59,6 +59,10 @@ func (a *roleAgent) run(f *busyFleet, node string, creds bcdconf.Agent) (stop fu
 		proto.CommandDiskWipe: record(proto.CommandDiskWipe, func(ctx context.Context) (json.RawMessage, error) {
 			return session.SignResult(ctx, proto.CommandDiskWipe, wiped)
 		}),
+		proto.CommandDiagDCGM: record(proto.CommandDiagDCGM, func(ctx context.Context) (json.RawMessage, error) {
+			return session.SignResult(ctx, proto.CommandDiagDCGM, proto.DCGMResult{Level: 1, Tests: []proto.DCGMTest{
+				{Name: "software", Status: proto.DCGMPass, Results: []proto.DCGMEntityResult{{Entity: "GPU", Status: proto.DCGMPass}}}}})
+		}),
 		proto.CommandDeployImage: record(proto.CommandDeployImage, func(context.Context) (json.RawMessage, error) {
 			return json.Marshal(proto.DeployImageResult{})
 		}),

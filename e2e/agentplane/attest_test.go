@@ -13,8 +13,8 @@ import (
 	"github.com/better-compute/better-compute/registry/attest"
 )
 
-// TestSignedWipeResults runs disk.wipe through the real agent plane with an agent that
-// answers as an attacker would: the registry stores attested true only for the honest
+// TestSignedWipeResults runs disk.wipe through the real agent plane with a ramdisk agent
+// that answers as an attacker would: the registry stores attested true only for the honest
 // answer, and refuses a tampered result, one signed by another node's key, a result
 // replayed from another workflow step, and a bare claim of attested.
 func TestSignedWipeResults(t *testing.T) {
@@ -23,7 +23,12 @@ func TestSignedWipeResults(t *testing.T) {
 		Wiped: true, Bytes: 2 << 20, ReadBack: &proto.ReadBack{Expect: proto.ExpectZeroes, Passed: true}}}}
 	var replayMu sync.Mutex
 	var earlier json.RawMessage // an honest answer to an earlier step
+	ramdisk, err := e.ca.AgentCertificate("node-1", string(proto.RoleRamdisk))
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.startAgent("node-1", func(c *session.Config) {
+		c.Certificate = ramdisk
 		c.Handlers = map[string]session.Handler{proto.CommandDiskWipe: func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
 			var in struct{ Mode, Attack string }
 			json.Unmarshal(p, &in)
@@ -59,7 +64,7 @@ func TestSignedWipeResults(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
 		payload, _ := json.Marshal(map[string]string{"mode": "quick", "attack": attack, "id": id})
-		out, err := e.ep.Relay(ctx, "node-1", proto.RoleNode, proto.Command{ID: id, Kind: proto.CommandDiskWipe, Payload: payload})
+		out, err := e.ep.Relay(ctx, "node-1", proto.RoleRamdisk, proto.Command{ID: id, Kind: proto.CommandDiskWipe, Payload: payload})
 		if err != nil {
 			t.Fatalf("%s: %v", attack, err)
 		}

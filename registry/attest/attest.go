@@ -1,9 +1,10 @@
 // Package attest is the registry's reading of node-signed results (disk.wipe,
 // diag.dcgm): it verifies a result's signature against the certificate of the agent that
-// answered, or one the agent CA issued to the same node and role, and against the
-// command it answers (node, command id, kind), and it computes what the result claims
-// itself, never taking the agent's word: a wipe is attested only when the signature
-// verifies and every disk was wiped and read back as its method promises. The signed
+// answered, or one the agent CA issued to the same node and role, of a role that runs the
+// result's kind (a wipe: the ramdisk), and against the command it answers (node, command
+// id, kind), and it computes what the result claims itself, never taking the agent's
+// word: a wipe is attested only when the signature verifies and every disk was wiped and
+// read back as its method promises. The signed
 // result is kept with the certificate, so an auditor verifies it offline with openssl
 // (docs/agent-plane.md#node-signed-results).
 package attest
@@ -13,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -67,7 +69,7 @@ func (v Verifier) Verify(node string, role proto.Role, peer *x509.Certificate, c
 	if err := json.Unmarshal(raw, &sr); err != nil || len(sr.Payload) == 0 {
 		return nil, nil, proto.Errorf(proto.Forbidden, "the %s result is not signed: a node-signed result is {payload, algorithm, signature, certificate}", cmd.Kind).WithReason(proto.ReasonUnsigned)
 	}
-	cert, err := v.certificate(node, role, peer, sr.Certificate)
+	cert, err := v.certificate(node, role, peer, cmd.Kind, sr.Certificate)
 	if err != nil {
 		sr.Certificate = nil
 		return &sr, nil, err
@@ -80,22 +82,54 @@ func (v Verifier) Verify(node string, role proto.Role, peer *x509.Certificate, c
 	return &sr, &p, nil
 }
 
-// certificate is the certificate a signed result is verified with: the session's own,
-// or the one the result carries when the agent CAs issued it for node in role now; either
-// of the machine's current installation (Current).
-func (v Verifier) certificate(node string, role proto.Role, peer *x509.Certificate, carried []byte) (*x509.Certificate, error) {
+// certificate is the certificate a signed result of kind is verified with: the
+// session's own, or the one the result carries when the agent CAs issued it for node in
+// role now; either of a role that runs kind (signers) and of the machine's current
+// installation (Current).
+func (v Verifier) certificate(node string, role proto.Role, peer *x509.Certificate, kind string, carried []byte) (*x509.Certificate, error) {
 	c, err := v.issued(node, role, peer, carried)
-	if err != nil || v.Current == nil {
-		return c, err
-	}
-	epoch, err := proto.IdentityEpoch(c)
 	if err == nil {
-		err = v.Current(node, role, epoch)
+		err = signedAs(kind, c)
+	}
+	if err == nil && v.Current != nil {
+		var epoch int64
+		if epoch, err = proto.IdentityEpoch(c); err == nil {
+			err = v.Current(node, role, epoch)
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// signers are the roles whose certificates sign results of kind: the agents its command
+// runs at (proto.Steps). A disk.wipe's is the ramdisk alone: the installed OS's root user
+// can read its own agent's key, so a wipe it signs would vouch for itself.
+func signers(kind string) []proto.Role {
+	step, _ := proto.LookupStep(kind)
+	roles := make([]proto.Role, len(step.Runs))
+	for i, p := range step.Runs {
+		roles[i] = proto.Role(p)
+	}
+	return roles
+}
+
+// signedAs refuses c, the certificate a result of kind is verified with, unless it names
+// one of kind's signers.
+func signedAs(kind string, c *x509.Certificate) error {
+	roles := signers(kind)
+	ou := c.Subject.OrganizationalUnit
+	if len(ou) == 1 && slices.Contains(roles, proto.Role(ou[0])) {
+		return nil
+	}
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
+	}
+	want := strings.Join(names, " or ")
+	return proto.Errorf(proto.Forbidden, "a %s result counts only when the node's %s agent signs it, and this one is signed by a %s certificate: relay %s to the machine's %s",
+		kind, want, strings.Join(ou, ","), kind, want).WithReason(proto.ReasonRole)
 }
 
 // issued is the certificate a signed result is verified with, as the agent CAs issued

@@ -160,6 +160,51 @@ func TestWipeRefusals(t *testing.T) {
 	}
 }
 
+// TestWipeSignedOnlyByTheRamdisk: the installed OS's root user reads its own node-role
+// key, and signs a wipe of its own disk with the certificate of the machine's current
+// installation, presented as the session's or carried in the result. Neither is
+// attested: a wipe counts only when the machine's ramdisk signs it. Before the verifier
+// read the certificate's role, both were stored as attested.
+func TestWipeSignedOnlyByTheRamdisk(t *testing.T) {
+	ca, _ := testkit.NewCA()
+	var asked []proto.Role
+	v := attest.Verifier{AgentCAs: ca.Pool(), Current: func(node string, role proto.Role, epoch int64) error {
+		asked = append(asked, role)
+		return nil // the certificate is of the current installation
+	}}
+	installed := newAgent(t, ca, "node-1", "node")
+	ramdisk := newAgent(t, ca, "node-1", "ramdisk")
+	signedByOS := sign(t, installed, "node-1", wipeCmd.ID, goodWipe)
+	for _, c := range []struct {
+		name string
+		role proto.Role
+		peer *x509.Certificate
+	}{
+		{"on the node agent's session", proto.RoleNode, installed.cert},
+		{"on the node agent's session, certificate carried", proto.RoleNode, ramdisk.cert},
+	} {
+		_, _, err := v.Verify("node-1", c.role, c.peer, wipeCmd, signedByOS)
+		if e, ok := err.(*proto.Error); !ok || e.Code != proto.Forbidden || e.Details.Reason != proto.ReasonRole || !strings.Contains(e.Message, "ramdisk") {
+			t.Errorf("%s: Verify %v; want FORBIDDEN (%s) naming the ramdisk", c.name, err, proto.ReasonRole)
+		}
+		res := v.Received("node-1", c.role, c.peer, wipeCmd, proto.Result{ID: wipeCmd.ID, Result: signedByOS})
+		var w attest.Wipe
+		if res.Error != nil || json.Unmarshal(res.Result, &w) != nil {
+			t.Fatalf("%s: stored %+v", c.name, res)
+		}
+		if w.Attested || len(w.Disks) != 0 || w.Mode != "" || !strings.Contains(w.Reason, "ramdisk agent signs it") {
+			t.Errorf("%s: stored %+v; want attested false, no disks, the reason naming the ramdisk", c.name, w)
+		}
+	}
+	if len(asked) != 0 {
+		t.Errorf("the installation was asked of %v: a wrong role is refused before", asked)
+	}
+	// The ramdisk of the same installation signs the same result: attested.
+	if w := received(t, v, ramdisk.cert, wipeCmd, sign(t, ramdisk, "node-1", wipeCmd.ID, goodWipe)); !w.Attested {
+		t.Errorf("signed by the ramdisk: %+v", w)
+	}
+}
+
 // TestWipeVerdict: a verified signature is not enough; the registry reads the disks.
 func TestWipeVerdict(t *testing.T) {
 	ca, _ := testkit.NewCA()
