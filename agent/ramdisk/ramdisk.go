@@ -8,9 +8,14 @@
 package ramdisk
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -25,6 +30,7 @@ import (
 	"github.com/better-compute/better-compute/agent/join"
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/clock"
+	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/hardware/dcgm"
 	"github.com/better-compute/better-compute/hardware/inventory"
 	"github.com/better-compute/better-compute/hardware/tpm"
@@ -125,13 +131,34 @@ func Run(ctx context.Context, o Options) error {
 	return next()
 }
 
+// joinedTokenFile, in the ramdisk's config dir, holds the SHA-256 (hex) of the join
+// token the kept join was made with, never the token: a ramdisk booted with another
+// token joins anew instead of using a join that token did not make.
+const joinedTokenFile = "joined-token.sha256"
+
 // joinRegistry joins as boot.Node's ramdisk with the token of this boot, unless the
-// config dir holds that join already (bcd ramdisk restarted: the token is spent).
+// config dir holds a join made with that token already (bcd ramdisk restarted: the token
+// is spent). A kept join of another token, or of no recorded one, is forgotten first.
 func joinRegistry(ctx context.Context, dir string, boot Boot, clk clock.Clock) error {
+	sum := sha256.Sum256([]byte(boot.Token))
+	record := []byte(hex.EncodeToString(sum[:]) + "\n")
+	recordFile := filepath.Join(dir, joinedTokenFile)
 	if c, err := bcdconf.Load(dir); err == nil && c.NodeID == boot.Node && c.Role == joinwire.RoleRamdisk && c.Server == boot.Registry {
-		return nil
+		if kept, err := os.ReadFile(recordFile); err == nil && bytes.Equal(kept, record) {
+			return nil
+		}
+	}
+	// config.toml goes first: whatever stops this join, no later start finds a kept
+	// join beside this boot's token.
+	for _, name := range []string{bcdargv.ConfigFile, bcdconf.KeyFile, bcdconf.CertFile} {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return proto.Errorf(proto.InvalidConfig, "forgetting the join kept in %s, made with another token: %v", dir, err)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := fsutil.WriteFileAtomic(recordFile, record, 0o600); err != nil {
 		return err
 	}
 	tokenFile := filepath.Join(dir, "join-token")
