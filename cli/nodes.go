@@ -96,8 +96,10 @@ var nodeCommands = []command{{
 }, {
 	path:    "nodes get",
 	usage:   "ID [--tenant T]",
-	summary: "show one node: state, last transition and workflow, where it failed from and why, last remediation and why, BMC, driver bindings, host section, last disk wipe",
-	long: "one node: state, its last transition and workflow, its last remediation and why, BMC, " +
+	summary: "show one node: state, last transition and workflow, where it failed from and why, last remediation and why, identity epoch, BMC, driver bindings, host section, last disk wipe",
+	long: "one node: state, its last transition and workflow, its last remediation and why, its " +
+		"identity epoch (`identityEpoch`: the installation its agents' certificates must name) and " +
+		"when it was raised (`identityEpochAt`), BMC, " +
 		"driver bindings, PXE discovery's MAC proposal or the MAC it bound, the state it failed " +
 		"from and why, a retire's unverified wipe, host section; its agent's applied NodeSpec " +
 		"generation and last host convergence; the last disk wipe of its last workflow and whether " +
@@ -405,6 +407,7 @@ func nodeDetail(w *tabwriter.Writer, n api.Node) {
 		}
 		fmt.Fprintf(w, "\nlast remediation %s@%d at %s, %s, workflow %s: %s\n", r.Profile.ID, r.Profile.Version, r.At.Format(time.RFC3339), by, r.Workflow, r.Reason)
 	}
+	fmt.Fprintln(w, "\n"+identityEpoch(n))
 	fmt.Fprintln(w, "\nCONCERN\tDRIVER\tCONFIG")
 	concerns := make([]string, 0, len(n.Drivers))
 	for c := range n.Drivers {
@@ -420,6 +423,18 @@ func nodeDetail(w *tabwriter.Writer, n api.Node) {
 			fmt.Fprintf(w, "%s\t%s\n", u.Unit, dash(string(u.Settings)))
 		}
 	}
+}
+
+// identityEpoch says which installation of the machine its agents' certificates must
+// name, and since when.
+func identityEpoch(n api.Node) string {
+	switch {
+	case n.IdentityEpoch == 0:
+		return "identity epoch 0: never raised (no deploy, release or retire started yet)"
+	case n.IdentityEpochAt.IsZero():
+		return fmt.Sprintf("identity epoch %d (when it was raised is not recorded): agent certificates of earlier epochs are refused", n.IdentityEpoch)
+	}
+	return fmt.Sprintf("identity epoch %d, raised %s: agent certificates of earlier epochs are refused", n.IdentityEpoch, n.IdentityEpochAt.Format(time.RFC3339))
 }
 
 // agentDetail shows what the node's agent applied and its last host convergence.

@@ -108,6 +108,19 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 	answeringSite(t, reg, "rack-a")
 	waitState(t, admin, node.ID, store.NodeReady)
 
+	// A node no workflow took from an installed OS is at identity epoch 0; `nodes get`
+	// shows the epoch and when it was raised, in JSON and as text.
+	epoch := func(want int64, text func(api.NodeView) string) {
+		t.Helper()
+		var v api.NodeView
+		testkit.JSON(t, admin, &v, "nodes", "get", node.ID)
+		res := testkit.CLI(t, admin, "nodes", "get", node.ID)
+		if v.IdentityEpoch != want || (want == 0) != v.IdentityEpochAt.IsZero() || (want > 0 && v.IdentityEpochAt.Before(v.CreatedAt)) || !strings.Contains(res.Stdout, text(v)) {
+			t.Errorf("nodes get: identity epoch %d raised at %v (created %v), text:\n%s\nwant epoch %d and %q", v.IdentityEpoch, v.IdentityEpochAt, v.CreatedAt, res.Stdout, want, text(v))
+		}
+	}
+	epoch(0, func(api.NodeView) string { return "\nidentity epoch 0: never raised" })
+
 	// Deploy and follow; the workflow waits for the installed OS to join as the node.
 	done := make(chan testkit.Result, 1)
 	go func() {
@@ -138,6 +151,10 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 		t.Errorf("nodes deploy --wait output (-want +got):\n%s\n%s", diff, res.Stdout)
 	}
 	testkit.JSON(t, admin, &node, "nodes", "get", node.ID)
+	// The deploy raised the epoch as it started: the OS it installed joined in epoch 1.
+	epoch(1, func(v api.NodeView) string {
+		return "\nidentity epoch 1, raised " + v.IdentityEpochAt.Format(time.RFC3339) + ": agent certificates of earlier epochs are refused"
+	})
 	var host []string
 	for _, u := range node.Host {
 		host = append(host, u.Unit+" "+compact(t, u.Settings))

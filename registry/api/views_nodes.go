@@ -61,6 +61,12 @@ type Node struct {
 	PoweredAt time.Time `json:"poweredAt,omitzero"`
 	// IdentityRevokedAt is when metal.revokeIdentity ran; zero while the identity holds.
 	IdentityRevokedAt time.Time `json:"identityRevokedAt,omitzero"`
+	// IdentityEpoch is the machine's installation: raised as a deploy, a release or a
+	// retire starts; its agents' certificates of an earlier one are refused.
+	IdentityEpoch int64 `json:"identityEpoch"`
+	// IdentityEpochAt is when IdentityEpoch was last raised; zero when it never was, or
+	// was raised before the registry recorded when.
+	IdentityEpochAt time.Time `json:"identityEpochAt,omitzero"`
 	// Rev counts the node's changes.
 	Rev       int       `json:"rev"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -125,7 +131,8 @@ func nodeOf(n store.Node) Node {
 		DriverOverrides: bindingsOf(n.DriverOverrides), Drivers: bindingsOf(n.Drivers), State: n.State, Role: n.Role,
 		Profile: refOf(n.Profile), Workflow: n.Workflow, Transition: n.Transition, Next: n.Next, FailedFrom: n.FailedFrom,
 		Failure: failureOf(n.Failure), UnverifiedWipe: failureOf(n.UnverifiedWipe), BMCMACs: n.BMCMACs, BoundMAC: n.BoundMAC,
-		PoweredAt: n.PoweredAt, IdentityRevokedAt: n.IdentityRevokedAt, Rev: n.Rev, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt}
+		PoweredAt: n.PoweredAt, IdentityRevokedAt: n.IdentityRevokedAt,
+		IdentityEpoch: n.IdentityEpoch, IdentityEpochAt: n.IdentityEpochAt, Rev: n.Rev, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt}
 	if n.MACProposal != nil {
 		p := MACProposal(*n.MACProposal)
 		v.MACProposal = &p

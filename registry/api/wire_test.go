@@ -40,7 +40,7 @@ func fullNode() store.Node {
 		BMCMACs:     []string{"52:54:00:00:00:01", "52:54:00:00:00:02"}, BoundMAC: "52:54:00:00:00:01",
 		Remediation: &store.Remediation{Profile: store.ProfileRef{Tenant: "builtin", ID: "remediate-reboot", Version: 1}, Workflow: "wf_0", Reason: "xid 79", Automatic: true, At: at},
 		Host:        []store.HostUnit{{Unit: "kernel.modules", Settings: json.RawMessage(`{"load":["vfio"]}`)}},
-		PoweredAt:   at, IdentityRevokedAt: later, Rev: 7, CreatedAt: at, UpdatedAt: later,
+		PoweredAt:   at, IdentityRevokedAt: later, IdentityEpoch: 3, IdentityEpochAt: later, Rev: 7, CreatedAt: at, UpdatedAt: later,
 	}
 }
 
