@@ -4,9 +4,8 @@
 // result's kind (a wipe: the ramdisk), and against the command it answers (node, command
 // id, kind), and it computes what the result claims itself, never taking the agent's
 // word: a wipe is attested only when the signature verifies and every disk was wiped and
-// read back as its method promises. The signed
-// result is kept with the certificate, so an auditor verifies it offline with openssl
-// (docs/agent-plane.md#node-signed-results).
+// read back as its method promises. The signed result is kept with the certificate, so
+// an auditor verifies it offline with openssl (docs/agent-plane.md#node-signed-results).
 package attest
 
 import (
@@ -84,7 +83,7 @@ func (v Verifier) Verify(node string, role proto.Role, peer *x509.Certificate, c
 
 // certificate is the certificate a signed result of kind is verified with: the
 // session's own, or the one the result carries when the agent CAs issued it for node in
-// role now; either of a role that runs kind (signers) and of the machine's current
+// role now; either of a role that runs kind (signedAs) and of the machine's current
 // installation (Current).
 func (v Verifier) certificate(node string, role proto.Role, peer *x509.Certificate, kind string, carried []byte) (*x509.Certificate, error) {
 	c, err := v.issued(node, role, peer, carried)
@@ -103,29 +102,19 @@ func (v Verifier) certificate(node string, role proto.Role, peer *x509.Certifica
 	return c, nil
 }
 
-// signers are the roles whose certificates sign results of kind: the agents its command
-// runs at (proto.Steps). A disk.wipe's is the ramdisk alone: the installed OS's root user
-// can read its own agent's key, so a wipe it signs would vouch for itself.
-func signers(kind string) []proto.Role {
-	step, _ := proto.LookupStep(kind)
-	roles := make([]proto.Role, len(step.Runs))
-	for i, p := range step.Runs {
-		roles[i] = proto.Role(p)
-	}
-	return roles
-}
-
 // signedAs refuses c, the certificate a result of kind is verified with, unless it names
-// one of kind's signers.
+// a role whose agent runs kind (proto.Steps' places). A disk.wipe's is the ramdisk
+// alone: the installed OS's root user can read its own agent's key, so a wipe it signed
+// would vouch for itself.
 func signedAs(kind string, c *x509.Certificate) error {
-	roles := signers(kind)
+	step, _ := proto.LookupStep(kind)
 	ou := c.Subject.OrganizationalUnit
-	if len(ou) == 1 && slices.Contains(roles, proto.Role(ou[0])) {
+	if len(ou) == 1 && slices.Contains(step.Runs, proto.Place(ou[0])) {
 		return nil
 	}
-	names := make([]string, len(roles))
-	for i, r := range roles {
-		names[i] = string(r)
+	names := make([]string, len(step.Runs))
+	for i, p := range step.Runs {
+		names[i] = string(p)
 	}
 	want := strings.Join(names, " or ")
 	return proto.Errorf(proto.Forbidden, "a %s result counts only when the node's %s agent signs it, and this one is signed by a %s certificate: relay %s to the machine's %s",
