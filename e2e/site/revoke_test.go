@@ -48,7 +48,11 @@ type lockedWriter struct {
 	w  *bytes.Buffer
 }
 
-func (l lockedWriter) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.w.Write(p) }
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
 
 // TestRevokedSiteAgent: a rack server running `bcd site` is stolen with its key, and
 // the platform revokes the site agent's certificates through the real binaries
