@@ -1,13 +1,8 @@
 package site
 
 import (
-	"bytes"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/better-compute/better-compute/bmc/redfishsim"
@@ -16,43 +11,6 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
 )
-
-// loggedBCD runs bcd with args until the test ends or stop, and returns what it has
-// logged so far through out.
-func loggedBCD(t *testing.T, args ...string) (stop func(), out func() string) {
-	t.Helper()
-	var (
-		mu  sync.Mutex
-		log bytes.Buffer
-	)
-	cmd := exec.Command(testkit.Binary(t, "bcd"), args...)
-	cmd.Stdout, cmd.Stderr = lockedWriter{&mu, &log}, lockedWriter{&mu, &log}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	out = func() string { mu.Lock(); defer mu.Unlock(); return log.String() }
-	stop = sync.OnceFunc(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("bcd %s:\n%s", args[0], out())
-		}
-	})
-	t.Cleanup(stop)
-	return stop, out
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
 
 // TestRevokedSiteAgent: a rack server running `bcd site` is stolen with its key, and
 // the platform revokes the site agent's certificates through the real binaries
@@ -71,8 +29,8 @@ func TestRevokedSiteAgent(t *testing.T) {
 	stolen := startSiteAgent(t, reg, mkdir(t, work, "stolen"), map[string]any{"dir": filepath.Join(work, "stolen-cache")})
 	// The same agent, its output kept: its configuration directory is the stolen key.
 	stolen.stop()
-	stop, logged := loggedBCD(t, "site", "--config", stolen.config)
-	defer stop()
+	stop, logged := testkit.StartBCDLogged(t, nil, "site", "--config", stolen.config)
+	t.Cleanup(stop)
 	waitFor(t, "rack-a's agent connected", func() bool { return listedAgent(t, admin).Connected })
 
 	putSecret(t, admin, work, "secret://rack-bmc", `{"username": "admin", "password": "hunter2"}`)
