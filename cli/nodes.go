@@ -227,6 +227,40 @@ func init() {
 				return x.transitioned("remediate", *tenant, *wait, out)
 			}
 		}})
+	nodeCommands = append(nodeCommands, command{path: "nodes revoke-identity",
+		usage:   "ID [--reason R] [--tenant T]",
+		summary: "revoke every certificate the node's agents hold now (installed OS and ramdisk), without retiring it; they join again with a new token",
+		long: "revoke every certificate of the node's agents (its installed OS's `bcd node` and its ramdisk's) issued so far, and every copy of them: " +
+			"the node's identity epoch moves, their sessions end, and hello, secrets, renewals and signed results are refused (`FORBIDDEN`, reason `revoked`); " +
+			"the node's unused join tokens are deleted, and the revocation is recorded on the node and in its events with the reason. " +
+			"The node keeps its state: its OS joins again with a token minted now (`tokens create --kind provisioned --node-id ID`, then `bcd join`), " +
+			"or a redeploy installs it anew (docs/nodes.md)",
+		nargs: 1,
+		define: func(fs *flag.FlagSet) func(x *exec) error {
+			tenant := tenantFlag(fs)
+			req := api.RevokeNodeCertificatesRequest{}
+			fs.StringVar(&req.Reason, "reason", "", "why, recorded on the node and in its events (at most 256 bytes; default: an operator asked)")
+			return func(x *exec) error {
+				req.TenantID, req.NodeID = *tenant, x.args[0]
+				var out api.CertificatesRevoked
+				if err := x.call("metal.revokeCertificates", req, &out); err != nil {
+					return err
+				}
+				x.print(out, func(w *tabwriter.Writer) {
+					revokedLines(w, "node "+out.NodeID+"'s agents", out,
+						"better-compute tokens create --kind provisioned --node-id "+out.NodeID+", then bcd join with it on the machine (or redeploy it)")
+				})
+				return nil
+			}
+		}})
+}
+
+// revokedLines says what a revocation of whose certificates did, and the way back.
+func revokedLines(w *tabwriter.Writer, whose string, out api.CertificatesRevoked, back string) {
+	fmt.Fprintf(w, "revoked: every certificate of %s issued before %s (identity epoch now %d)\n", whose, out.RevokedAt.Format(time.RFC3339), out.IdentityEpoch)
+	fmt.Fprintf(w, "reason: %s\n", out.Reason)
+	fmt.Fprintf(w, "unused join tokens deleted: %d\n", out.JoinTokensDeleted)
+	fmt.Fprintf(w, "to join again: %s\n", back)
 }
 
 // transitioned shows what a lifecycle request started, or follows its workflow with

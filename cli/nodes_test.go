@@ -410,7 +410,7 @@ func TestLifecycleRequestsStayInTheTenant(t *testing.T) {
 	answeringSite(t, reg, "rack-a")
 	before := waitState(t, configs["acme"], node.ID, store.NodeReady)
 	for _, args := range [][]string{{"inspect"}, {"commission"}, {"release"}, {"retire"}, {"rescue"}, {"unrescue"}, {"retry"}, {"cancel"},
-		{"remediate", "--profile", "remediate-reboot"}, {"confirm-mac", "--mac", "52:54:00:00:00:01"}} {
+		{"remediate", "--profile", "remediate-reboot"}, {"confirm-mac", "--mac", "52:54:00:00:00:01"}, {"revoke-identity"}} {
 		verb := args[0]
 		res := testkit.CLI(t, configs["beta"], append([]string{"nodes", verb, node.ID, "--format", "json"}, args[1:]...)...)
 		var e testkit.ErrorObject
@@ -464,17 +464,18 @@ func TestNotFoundSaysWhoseForRootOnly(t *testing.T) {
 		id   string
 		none string
 	}{
-		"nodes get":       {[]string{"nodes", "get", "ID"}, node.ID, "nd_0123456789abcdef"},
-		"nodes inventory": {[]string{"nodes", "inventory", "ID"}, node.ID, "nd_0123456789abcdef"},
-		"nodes release":   {[]string{"nodes", "release", "ID"}, node.ID, "nd_0123456789abcdef"},
-		"nodes deploy":    {[]string{"nodes", "deploy", "ID", "--profile", "metal-inspect"}, node.ID, "nd_0123456789abcdef"},
-		"workflows get":   {[]string{"workflows", "get", "ID"}, node.Workflow, "wf_0123456789abcdef"},
-		"profiles render": {[]string{"profiles", "render", "ID"}, "joins-as-node", "joins-as-nobody"},
-		"profiles get":    {[]string{"profiles", "get", "ID"}, "joins-as-node", "joins-as-nobody"},
-		"pools get":       {[]string{"pools", "get", "ID"}, "train", "walk"},
-		"pools update":    {[]string{"pools", "update", "ID", "--prewarm", "acme-os@1"}, "train", "walk"},
-		"images get":      {[]string{"images", "get", "ID"}, img.ID, "img_0123456789abcdef"},
-		"images promote":  {[]string{"images", "promote", "ID"}, img.ID, "img_0123456789abcdef"},
+		"nodes get":             {[]string{"nodes", "get", "ID"}, node.ID, "nd_0123456789abcdef"},
+		"nodes inventory":       {[]string{"nodes", "inventory", "ID"}, node.ID, "nd_0123456789abcdef"},
+		"nodes release":         {[]string{"nodes", "release", "ID"}, node.ID, "nd_0123456789abcdef"},
+		"nodes deploy":          {[]string{"nodes", "deploy", "ID", "--profile", "metal-inspect"}, node.ID, "nd_0123456789abcdef"},
+		"nodes revoke-identity": {[]string{"nodes", "revoke-identity", "ID"}, node.ID, "nd_0123456789abcdef"},
+		"workflows get":         {[]string{"workflows", "get", "ID"}, node.Workflow, "wf_0123456789abcdef"},
+		"profiles render":       {[]string{"profiles", "render", "ID"}, "joins-as-node", "joins-as-nobody"},
+		"profiles get":          {[]string{"profiles", "get", "ID"}, "joins-as-node", "joins-as-nobody"},
+		"pools get":             {[]string{"pools", "get", "ID"}, "train", "walk"},
+		"pools update":          {[]string{"pools", "update", "ID", "--prewarm", "acme-os@1"}, "train", "walk"},
+		"images get":            {[]string{"images", "get", "ID"}, img.ID, "img_0123456789abcdef"},
+		"images promote":        {[]string{"images", "promote", "ID"}, img.ID, "img_0123456789abcdef"},
 	}
 	with := func(args []string, id string) []string {
 		out := slices.Clone(args)
@@ -523,4 +524,64 @@ func acmeAndBeta(t *testing.T, admin, actions string) map[string]string {
 		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tn, "--actions", actions, "--out", configs[tn])
 	}
 	return configs
+}
+
+// TestRevokeIdentityThroughTheCLI: acme revokes the certificates of its node's agents,
+// through the real binaries: the text says what happened and the way back; a reason
+// that is no line of text is INVALID_INPUT at reason and changes nothing. The node
+// stays ready, its events hold the revocation, the token minted before it no longer
+// joins, and `bcd join` with a token minted after joins again, with a certificate of
+// the new identity epoch.
+func TestRevokeIdentityThroughTheCLI(t *testing.T) {
+	reg, configs := acmeBetaAndReader(t)
+	acme := configs["acme"]
+	var node store.Node
+	testkit.JSON(t, acme, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
+	answeringSite(t, reg, "rack-a")
+	before := waitState(t, acme, node.ID, store.NodeReady)
+	if res := testkit.BCD(t, joinArgs(t, reg, node.ID, mintToken(t, reg.AdminConfig, node.ID))...); res.Code != 0 {
+		t.Fatalf("bcd join before the revocation: exit %d\n%s", res.Code, res.Stderr)
+	}
+	unused := mintToken(t, reg.AdminConfig, node.ID)
+
+	if e := testkit.Fails(t, acme, "nodes", "revoke-identity", node.ID, "--reason", "two\nlines"); e.Code != "INVALID_INPUT" || e.Details.Path != "reason" {
+		t.Errorf("a reason on two lines: %+v, want INVALID_INPUT at reason", e)
+	}
+	var same store.Node
+	if testkit.JSON(t, acme, &same, "nodes", "get", node.ID); same.Rev != before.Rev {
+		t.Errorf("a refused revocation changed the node: rev %d, was %d", same.Rev, before.Rev)
+	}
+
+	res := testkit.CLI(t, acme, "nodes", "revoke-identity", node.ID, "--reason", "OS compromised")
+	for _, want := range []string{"revoked: every certificate of node " + node.ID + "'s agents", "identity epoch now 1", "reason: OS compromised",
+		"unused join tokens deleted: 1", "tokens create --kind provisioned --node-id " + node.ID} {
+		if res.Code != 0 || !strings.Contains(res.Stdout, want) {
+			t.Errorf("nodes revoke-identity: exit %d, want %q in\n%s%s", res.Code, want, res.Stdout, res.Stderr)
+		}
+	}
+	var after store.Node
+	if testkit.JSON(t, acme, &after, "nodes", "get", node.ID); after.State != store.NodeReady || after.Rev != before.Rev+1 {
+		t.Errorf("after the revocation the node is %s at rev %d, want ready at %d", after.State, after.Rev, before.Rev+1)
+	}
+	var events struct{ Events []api.Event }
+	testkit.JSON(t, acme, &events, "nodes", "events", node.ID)
+	if i := slices.IndexFunc(events.Events, func(e api.Event) bool { return e.Kind == store.EventAgentsRevoked }); i < 0 ||
+		!strings.Contains(events.Events[i].Detail, "OS compromised") || events.Events[i].To != "epoch 1" {
+		t.Errorf("the node's events hold no revocation with its reason: %+v", events.Events)
+	}
+
+	if res := testkit.BCD(t, joinArgs(t, reg, node.ID, unused)...); res.Code == 0 || !strings.Contains(res.Stderr, "UNAUTHENTICATED") {
+		t.Errorf("bcd join with the token minted before the revocation: exit %d\n%s", res.Code, res.Stderr)
+	}
+	args := joinArgs(t, reg, node.ID, mintToken(t, reg.AdminConfig, node.ID))
+	if res := testkit.BCD(t, args...); res.Code != 0 {
+		t.Fatalf("bcd join after the revocation: exit %d\n%s", res.Code, res.Stderr)
+	}
+	creds, err := bcdconf.LoadAgent(args[slices.Index(args, "--config-dir")+1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if epoch := creds.Certificate.Leaf.Subject.SerialNumber; epoch != "1" {
+		t.Errorf("the certificate joined after the revocation names epoch %q, want 1", epoch)
+	}
 }

@@ -141,6 +141,31 @@ var siteCommands = []command{{
 			return nil
 		}
 	},
+}, {
+	path:    "sites revoke-identity",
+	usage:   "NAME [--reason R]",
+	summary: "revoke every certificate the site's agent holds now (root tenant credentials only); it joins again with a new site token",
+	long: "revoke every certificate of the site's agent (`bcd site`) issued so far, and every copy of them: the site's identity epoch moves, " +
+		"its session ends, and hello, renewals and relayed commands (with the BMC credentials they carry) are refused (`FORBIDDEN`, reason `revoked`); " +
+		"the site's unused site tokens are deleted, and the reason is recorded on the site. The agent joins again with a token minted now " +
+		"(`tokens create --kind site --site NAME`, then `bcd join --role site`) (docs/site.md)",
+	nargs: 1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		req := api.RevokeSiteCertificatesRequest{}
+		fs.StringVar(&req.Reason, "reason", "", "why, recorded on the site (at most 256 bytes; default: an operator asked)")
+		return func(x *exec) error {
+			req.SiteID = x.args[0]
+			var out api.CertificatesRevoked
+			if err := x.call("sites.revokeCertificates", req, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				revokedLines(w, "site "+out.SiteID+"'s agent", out,
+					"better-compute tokens create --kind site --site "+out.SiteID+", then bcd join --role site with it, and start bcd site again")
+			})
+			return nil
+		}
+	},
 }}
 
 func siteTable(w *tabwriter.Writer, sites []api.Site) {

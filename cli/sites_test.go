@@ -86,3 +86,40 @@ func TestSiteImageSources(t *testing.T) {
 		t.Errorf("after clearing the site's sources: %+v", p)
 	}
 }
+
+// TestSitesRevokeIdentity: only the platform revokes a site agent's certificates: a
+// tenant's credential that may manage sites is FORBIDDEN and moves nothing; the admin's
+// moves the site's identity epoch, deletes its unused site token and says how the agent
+// joins again; an unknown site is NOT_FOUND at siteId, a reason too long INVALID_INPUT
+// at reason. A site token admits only the site's own agent.
+func TestSitesRevokeIdentity(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	acme := tenantConf(t, admin, "acme", "compute:sites:manage,compute:tokens:manage")
+	testkit.JSON(t, admin, nil, "tokens", "create", "--kind", "site", "--site", "rack-a")
+
+	if e := testkit.Fails(t, acme, "sites", "revoke-identity", "rack-a"); e.Code != "FORBIDDEN" {
+		t.Errorf("a tenant revoking the site's agent: %+v, want FORBIDDEN", e)
+	}
+	if e := testkit.Fails(t, admin, "sites", "revoke-identity", "rack-z"); e.Code != "NOT_FOUND" || e.Details.Path != "siteId" {
+		t.Errorf("an unknown site: %+v, want NOT_FOUND at siteId", e)
+	}
+	if e := testkit.Fails(t, admin, "sites", "revoke-identity", "rack-a", "--reason", strings.Repeat("x", 257)); e.Code != "INVALID_INPUT" || e.Details.Path != "reason" {
+		t.Errorf("a reason of 257 bytes: %+v, want INVALID_INPUT at reason", e)
+	}
+	var out api.CertificatesRevoked
+	testkit.JSON(t, admin, &out, "sites", "revoke-identity", "rack-a", "--reason", "rack server stolen")
+	if out.SiteID != "rack-a" || out.IdentityEpoch != 1 || out.Reason != "rack server stolen" || out.JoinTokensDeleted != 1 {
+		t.Errorf("sites revoke-identity: %+v, want rack-a at epoch 1 (the tenant's and the refused tries moved nothing), its one unused token deleted", out)
+	}
+	res := testkit.CLI(t, admin, "sites", "revoke-identity", "rack-a")
+	for _, want := range []string{"site rack-a's agent", "identity epoch now 2", "reason: an operator asked", "tokens create --kind site --site rack-a"} {
+		if res.Code != 0 || !strings.Contains(res.Stdout, want) {
+			t.Errorf("sites revoke-identity: exit %d, want %q in\n%s%s", res.Code, want, res.Stdout, res.Stderr)
+		}
+	}
+	if e := testkit.Fails(t, admin, "tokens", "create", "--kind", "site", "--site", "rack-a", "--node-id", "rack-a-2"); e.Code != "INVALID_INPUT" || e.Details.Path != "nodeId" {
+		t.Errorf("a site token for another node id: %+v, want INVALID_INPUT at nodeId", e)
+	}
+}

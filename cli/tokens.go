@@ -21,7 +21,7 @@ var tokenCommands = []command{{
 	long:    "mint a single-use join token; its secret is printed, or written to `--out FILE`, only now. FILE is written whole, mode 0600, and must be new unless `--force`; it is checked before the token is minted, and a write that fails after that revokes the token again. `--ttl` is whole seconds: `90s`, `30m`, `24h`, or a bare number of seconds",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		kind := fs.String("kind", "", "provisioned, ramdisk or site (required)")
-		nodeID := fs.String("node-id", "", "the node the token admits (a site token defaults it to the site)")
+		nodeID := fs.String("node-id", "", "the node the token admits (a site token's is the site's name, which it defaults to)")
 		site := fs.String("site", "", "the site (required for a site token)")
 		ttl := &secondsFlag{}
 		fs.Var(ttl, "ttl", "lifetime in whole seconds, like 5s, 90m or 24h; a bare number is seconds (default: provisioned 2h, ramdisk 1h, site 24h)")

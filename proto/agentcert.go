@@ -5,11 +5,13 @@ import (
 	"strconv"
 )
 
-// IdentityEpoch is the installation of its machine an agent certificate of role node or
-// ramdisk belongs to: the Subject's serialNumber attribute, a decimal count the registry moves
-// each time a workflow takes the machine away from its installed OS (a deploy, a release,
-// a retire), so that the certificates of an earlier installation stop working. A
-// certificate without it (a site agent's, or one issued before epochs) is of epoch 0.
+// IdentityEpoch is the identity epoch an agent certificate belongs to: the Subject's
+// serialNumber attribute, a decimal count the registry moves so that the certificates
+// issued before stop working. A machine's (roles node and ramdisk) moves each time a
+// workflow takes the machine away from its installed OS (a deploy, a release, a retire)
+// and when an operator revokes its agents' certificates; a site agent's when an
+// operator revokes its certificates. A certificate without it (one issued before
+// epochs, or a site agent's before they had them) is of epoch 0.
 func IdentityEpoch(cert *x509.Certificate) (int64, error) {
 	s := cert.Subject.SerialNumber
 	if s == "" {

@@ -23,8 +23,10 @@ const (
 	CloseReplaced CloseCode = 2
 	// CloseProtocol: the peer broke the protocol.
 	CloseProtocol CloseCode = 3
-	// CloseRevoked: metal.revokeIdentity revoked the node's identity; the agent waits
-	// its longest backoff before each retry, which the registry refuses the same way.
+	// CloseRevoked: the registry refuses the agent's certificate for good: the node's
+	// identity was revoked (metal.revokeIdentity), the certificate belongs to an earlier
+	// installation, or an operator revoked it (revoke-identity); the agent waits its
+	// longest backoff before each retry, which the registry refuses the same way.
 	CloseRevoked CloseCode = 4
 )
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"slices"
 )
 
 // Role is what an agent is: the role its client certificate names (in the
@@ -27,10 +26,6 @@ var Roles = []Role{RoleSite, RoleRamdisk, RoleNode}
 // MachineRoles are the roles of the agents that run on a machine (its ramdisk and its
 // installed OS, under one node id), in no order: every role but a site agent's.
 var MachineRoles = []Role{RoleRamdisk, RoleNode}
-
-// OnMachine reports whether r is one of MachineRoles: an agent whose certificates belong
-// to one installation of its machine (IdentityEpoch).
-func (r Role) OnMachine() bool { return slices.Contains(MachineRoles, r) }
 
 // Valid reports whether r is one of Roles.
 func (r Role) Valid() bool {

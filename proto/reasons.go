@@ -40,6 +40,10 @@ const (
 	// earlier installation of the machine (its identity epoch, IdentityEpoch, is older
 	// than the node's): the machine was released, redeployed or retired since.
 	ReasonEarlierInstallation = "earlier-installation"
+	// ReasonRevoked (FORBIDDEN): an operator revoked the certificates of the agent's
+	// identity (nodes revoke-identity, sites revoke-identity) after this one was issued;
+	// the identity joins again with a new join token.
+	ReasonRevoked = "revoked"
 
 	// Images.
 

@@ -3,6 +3,8 @@ package proto
 import (
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The shapes of identifiers both sides name: the registry checks what it stores and the
@@ -38,6 +40,26 @@ func CheckNodeID(id string) error {
 		return Errorf(InvalidInput, "node id %s: use 1 to 128 lower-case letters, digits, '.', '_' and '-', starting with a letter or digit", Quote(id))
 	}
 	return nil
+}
+
+// MaxReason is the longest reason an operator gives a request (a remediation, a
+// revocation), in bytes.
+const MaxReason = 256
+
+// OperatorReason checks the reason an operator gives a request, recorded with what it
+// did: at most MaxReason bytes of UTF-8 on one line, INVALID_INPUT at reason otherwise.
+// It returns the reason, or "an operator asked" for none.
+func OperatorReason(reason string) (string, error) {
+	if len(reason) > MaxReason {
+		return "", Errorf(InvalidInput, "the reason is %d bytes: say it in at most %d", len(reason), MaxReason).WithPath("reason")
+	}
+	if strings.ContainsFunc(reason, unicode.IsControl) || !utf8.ValidString(reason) {
+		return "", Errorf(InvalidInput, "the reason holds control characters or is not UTF-8: write it on one line of text").WithPath("reason")
+	}
+	if reason == "" {
+		reason = "an operator asked"
+	}
+	return reason, nil
 }
 
 // CheckCommandID refuses an id that cannot name a relayed command: 1 to 128 letters,

@@ -3,6 +3,8 @@ package proto
 import (
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -113,6 +115,27 @@ func FuzzParseImageRef(f *testing.F) {
 			if !strings.ContainsRune("abcdefghijklmnopqrstuvwxyz0123456789._-@", c) {
 				t.Fatalf("%q accepted with %q", s, c)
 			}
+		}
+	})
+}
+
+// FuzzOperatorReason checks the reason an operator gives a request: one of at most
+// MaxReason bytes of UTF-8 without control characters is taken as given ("" as "an
+// operator asked"), anything else is INVALID_INPUT at reason.
+func FuzzOperatorReason(f *testing.F) {
+	for _, s := range []string{"", "OS compromised", "two\nlines", "\xff", strings.Repeat("x", MaxReason), strings.Repeat("é", MaxReason/2+1)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, reason string) {
+		got, err := OperatorReason(reason)
+		ok := len(reason) <= MaxReason && utf8.ValidString(reason) && !strings.ContainsFunc(reason, unicode.IsControl)
+		switch {
+		case ok && err != nil:
+			t.Fatalf("%q refused: %v", reason, err)
+		case !ok && (err == nil || AsError(err).Code != InvalidInput || AsError(err).Details.Path != "reason"):
+			t.Fatalf("%q: %v, want INVALID_INPUT at reason", reason, err)
+		case ok && reason == "" && got != "an operator asked", ok && reason != "" && got != reason:
+			t.Fatalf("%q taken as %q", reason, got)
 		}
 	})
 }

@@ -116,10 +116,17 @@ func RegisterImage(t testing.TB, config string, img Image, v any) {
 // bcd is killed when the test process dies.
 func StartBCD(t testing.TB, env []string, args ...string) (stop func()) {
 	t.Helper()
+	stop, _ = StartBCDLogged(t, env, args...)
+	return stop
+}
+
+// StartBCDLogged is StartBCD, with out returning what bcd has written so far.
+func StartBCDLogged(t testing.TB, env []string, args ...string) (stop func(), out func() string) {
+	t.Helper()
 	cmd := exec.Command(Binary(t, "bcd"), args...)
 	cmd.Env = append(os.Environ(), env...)
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var written syncBuffer
+	cmd.Stdout, cmd.Stderr = &written, &written
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -128,9 +135,9 @@ func StartBCD(t testing.TB, env []string, args ...string) (stop func()) {
 		cmd.Process.Signal(os.Interrupt)
 		cmd.Wait()
 		if t.Failed() {
-			t.Logf("bcd %s:\n%s", args[0], out.String())
+			t.Logf("bcd %s:\n%s", args[0], written.String())
 		}
-	}
+	}, written.String
 }
 
 // SparseFile makes path a sparse file of size bytes, a disk for a VM or a machine.

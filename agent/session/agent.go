@@ -212,7 +212,8 @@ func (a *Agent) Run(ctx context.Context) {
 		code, reason := closedBy(err)
 		if code == proto.CloseRevoked {
 			a.log.Error("the registry refuses this agent's certificate for good: the node's identity was revoked (the machine was retired), "+
-				"or the certificate belongs to an earlier installation (the machine was released or deployed again since); stop bcd on this machine", "reason", reason)
+				"the certificate belongs to an earlier installation (the machine was released or deployed again since), "+
+				"or an operator revoked it (revoke-identity): stop bcd, or join again with a new token", "reason", reason)
 		}
 		delay := tries.next(a.cfg.Clock.Now(), a.cfg.Backoff, established, code, reason)
 		a.log.Info("registry session lost, reconnecting", "err", err, "attempt", tries.failed, "in", delay)

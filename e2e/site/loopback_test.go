@@ -149,6 +149,8 @@ type siteAgent struct {
 	// ipxeDir is the directory TFTP serves.
 	ipxeDir    string
 	metricsURL string
+	// config is its bcd site configuration file.
+	config string
 	// stop stops the agent before the test ends.
 	stop func()
 }
@@ -173,7 +175,7 @@ func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[
 	siteConfig := filepath.Join(work, "site.json")
 	data, _ := json.Marshal(cfg)
 	testkit.WriteFile(t, siteConfig, data, 0o600)
-	sa.stop = startSite(t, siteConfig)
+	sa.config, sa.stop = siteConfig, startSite(t, siteConfig)
 	return sa
 }
 

@@ -454,13 +454,14 @@ func (e *Endpoint) Revoked(node string) {
 	}
 }
 
-// Reinstalled ends the sessions of node's agents (its installed OS's and its ramdisk's)
-// whose certificates belong to an earlier installation than the node's now
-// (store.Tx.CheckAgent): a workflow took the machine away from that OS (a deploy, a
-// release, a retire), and a ramdisk booted before it is not the one the workflow boots.
-// Each agent's next hello is refused the same way.
+// Reinstalled ends the sessions of node's agents (its installed OS's and its ramdisk's,
+// or, for a site's name, the site agent's) whose certificates name an earlier identity
+// epoch than node's now (store.Tx.CheckAgent): a workflow took the machine away from
+// that OS (a deploy, a release, a retire), and a ramdisk booted before it is not the one
+// the workflow boots; or an operator revoked the certificates. Each agent's next hello
+// is refused the same way.
 func (e *Endpoint) Reinstalled(node string) {
-	for _, role := range proto.MachineRoles {
+	for _, role := range proto.Roles {
 		s := e.session(node, role)
 		if s == nil {
 			continue

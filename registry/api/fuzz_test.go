@@ -81,7 +81,7 @@ var requestTypes = []any{
 	RegisterImageRequest{}, GetImageRequest{}, ListImagesRequest{}, AddSignerRequest{}, PutSecretRequest{},
 	EnrollRequest{}, UpdateBMCRequest{}, ListNodesRequest{}, DeployRequest{}, TransitionRequest{},
 	CreatePoolRequest{}, UpdatePoolRequest{}, PreviewUserDataRequest{}, GetWorkflowRequest{},
-	EventsRequest{},
+	EventsRequest{}, RevokeNodeCertificatesRequest{}, RevokeSiteCertificatesRequest{},
 }
 
 // FuzzDecodeStrict decodes any body into each request type: a refusal is INVALID_INPUT,

@@ -180,6 +180,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 	s.registerInventory()
 	s.registerAttestation()
 	s.registerLifecycle(svc)
+	s.registerRevocations(svc)
 	ps := newProfiles(s)
 	Handle(s, "metal.enroll", ActionNodesManage, func(_ context.Context, c *Caller, req EnrollRequest) (out Node, err error) {
 		var run store.Run

@@ -57,15 +57,9 @@ type SiteInventory struct {
 // sites.locations and sites.inventory. Sites are the
 // platform's: only the root tenant's credentials reach them.
 func (s *Server) registerSites() {
-	rootOnly := func(c *Caller) error {
-		if c.Tenant != store.RootTenant {
-			return proto.Errorf(proto.Forbidden, "sites are the platform's: only the root tenant's credentials manage them")
-		}
-		return nil
-	}
 	Handle(s, "sites.create", ActionSitesManage, func(_ context.Context, c *Caller, req CreateSiteRequest) (out Site, err error) {
 		var site store.Site
-		if err := rootOnly(c); err != nil {
+		if err := sitesRootOnly(c); err != nil {
 			return out, err
 		}
 		err = s.store.Update(func(tx *store.Tx) (err error) {
@@ -86,7 +80,7 @@ func (s *Server) registerSites() {
 	})
 	Handle(s, "sites.update", ActionSitesManage, func(_ context.Context, c *Caller, req UpdateSiteRequest) (out Site, err error) {
 		var site store.Site
-		if err := rootOnly(c); err != nil {
+		if err := sitesRootOnly(c); err != nil {
 			return out, err
 		}
 		if req.BMCNetworks == nil && req.ImageSources == nil {
@@ -109,7 +103,7 @@ func (s *Server) registerSites() {
 		return siteOf(site), err
 	})
 	Handle(s, "sites.list", ActionSitesManage, func(_ context.Context, c *Caller, req ListRequest) (out SiteList, err error) {
-		if err := rootOnly(c); err != nil {
+		if err := sitesRootOnly(c); err != nil {
 			return out, err
 		}
 		out.Sites, out.NextCursor, err = listPage(c, req, func(tx *store.Tx, page store.Page) ([]Site, string, error) {
@@ -129,7 +123,7 @@ func (s *Server) registerSites() {
 	})
 	Handle(s, "sites.cachePlan", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (out CachePlan, err error) {
 		var plan image.CachePlan
-		if err := rootOnly(c); err != nil {
+		if err := sitesRootOnly(c); err != nil {
 			return out, err
 		}
 		err = c.view(func(tx *store.Tx) (err error) {
@@ -142,7 +136,7 @@ func (s *Server) registerSites() {
 		return cachePlanOf(plan), err
 	})
 	Handle(s, "sites.locations", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (out SiteLocations, err error) {
-		if err := rootOnly(c); err != nil {
+		if err := sitesRootOnly(c); err != nil {
 			return out, err
 		}
 		err = c.view(func(tx *store.Tx) (err error) {
@@ -156,7 +150,7 @@ func (s *Server) registerSites() {
 		return out, err
 	})
 	Handle(s, "sites.inventory", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (out SiteInventory, err error) {
-		if err := rootOnly(c); err != nil {
+		if err := sitesRootOnly(c); err != nil {
 			return out, err
 		}
 		out.Agent = site.Agent(req.SiteID)
@@ -173,6 +167,15 @@ func (s *Server) registerSites() {
 		})
 		return out, err
 	})
+}
+
+// sitesRootOnly is FORBIDDEN for a caller outside the root tenant: sites are the
+// platform's.
+func sitesRootOnly(c *Caller) error {
+	if c.Tenant != store.RootTenant {
+		return proto.Errorf(proto.Forbidden, "sites are the platform's: only the root tenant's credentials manage them")
+	}
+	return nil
 }
 
 // requestedSite reads the site a request names by siteId; an unknown one is NOT_FOUND

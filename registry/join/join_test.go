@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -205,6 +206,19 @@ func TestJoinRefuses(t *testing.T) {
 			},
 			role: "site", code: proto.NotFound, path: "site", keeps: true,
 		},
+		"site token for another node id": {
+			// A token minted before a site token's node id had to be its site's: the
+			// agent it would admit is no site's, and no revocation of the site reaches it.
+			token: func(t *testing.T, f *fixture) (string, string) {
+				var secret string
+				storetest.Update(t, f.store, func(tx *store.Tx) (err error) {
+					_, secret, err = tx.CreateJoinToken(store.TokenSite, "rack-a-2", "rack-a", tx.Now().Add(time.Hour))
+					return err
+				})
+				return "rack-a-2", secret
+			},
+			role: "site", code: proto.Forbidden, reason: "identity", keeps: true,
+		},
 		"bad role": {
 			token: func(*testing.T, *fixture) (string, string) { return "n1", "x" },
 			role:  "root", code: proto.InvalidInput, path: "role",
@@ -299,7 +313,8 @@ func TestMintToken(t *testing.T) {
 		"provisioned default 2h": {kind: "provisioned", node: "n1", want: minted{"provisioned", "n1", "", now.Add(2 * time.Hour)}},
 		"ramdisk default 1h":     {kind: "ramdisk", node: "n1", site: "rack-a", want: minted{"ramdisk", "n1", "rack-a", now.Add(time.Hour)}},
 		"site default 24h":       {kind: "site", site: "rack-a", want: minted{"site", "rack-a", "rack-a", now.Add(24 * time.Hour)}},
-		"site with node id":      {kind: "site", node: "rack-a-2", site: "rack-a", ttl: time.Minute, want: minted{"site", "rack-a-2", "rack-a", now.Add(time.Minute)}},
+		"site with its own name": {kind: "site", node: "rack-a", site: "rack-a", ttl: time.Minute, want: minted{"site", "rack-a", "rack-a", now.Add(time.Minute)}},
+		"site with another name": {kind: "site", node: "rack-a-2", site: "rack-a", path: "nodeId"},
 		"unknown kind":           {kind: "root", node: "n1", path: "kind"},
 		"site without site":      {kind: "site", node: "n1", path: "site"},
 		"bad site":               {kind: "site", site: "Rack A", path: "site"},
@@ -426,5 +441,76 @@ func TestRenew(t *testing.T) {
 	}
 	if err != nil || epoch != 2 {
 		t.Errorf("a certificate of the current installation renewed: epoch %d, %v; want 2", epoch, err)
+	}
+}
+
+// TestSiteAgentRevocation: once an operator revokes a site agent's certificates
+// (store.Tx.RevokeSiteAgent), a certificate issued before names an earlier epoch of the
+// site and is renewed no more (FORBIDDEN, reason revoked), the site's unused token is
+// gone, and a site token minted after joins the agent again with a certificate of the
+// site's new epoch, which renews at that epoch. Before site certificates named an epoch,
+// nothing the registry held could refuse one.
+func TestSiteAgentRevocation(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	epochOf := func(what string, der []byte) int64 {
+		t.Helper()
+		cert, err := x509.ParseCertificate(der)
+		if err != nil {
+			t.Fatal(err)
+		}
+		epoch, err := proto.IdentityEpoch(cert)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return epoch
+	}
+	joined := func(what string) (int64, []byte) {
+		t.Helper()
+		_, secret := f.mint(t, store.TokenSite, "", "rack-a", 0)
+		req, _ := request(t, f.keys.JoinEncryptionKey(), "rack-a", joinwire.RoleSite, secret)
+		resp, err := f.svc.Join(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		p, err := joinwire.VerifyResponse(f.keys.JoinSigningKey(), resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := joinwire.ParseCertificatePEM(p.Certificate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spki, _ := x509.MarshalPKIXPublicKey(cert.PublicKey)
+		return epochOf(what, cert.Raw), spki
+	}
+	first, spki := joined("the first join")
+	if first != 0 {
+		t.Fatalf("the first site certificate names epoch %d, want 0", first)
+	}
+	unused, _ := f.mint(t, store.TokenSite, "", "rack-a", 0)
+	storetest.Update(t, f.store, func(tx *store.Tx) error {
+		_, deleted, err := tx.RevokeSiteAgent("rack-a", store.Revocation{Reason: "rack server stolen"})
+		if err == nil && deleted != 1 {
+			t.Errorf("the revocation deleted %d unused tokens, want 1", deleted)
+		}
+		return err
+	})
+	for _, tok := range f.tokens(t) {
+		if tok.ID == unused.ID {
+			t.Errorf("the site's unused token %s outlived the revocation", tok.ID)
+		}
+	}
+	_, err := Renew(f.store, f.keys, "rack-a", proto.RoleSite, first, spki)
+	if e := proto.AsError(err); e.Code != proto.Forbidden || e.Details.Reason != proto.ReasonRevoked || !strings.Contains(e.Message, "rack server stolen") {
+		t.Errorf("renewing the revoked certificate: %v, want FORBIDDEN %s with the reason", err, proto.ReasonRevoked)
+	}
+	again, spki := joined("the join after the revocation")
+	if again != 1 {
+		t.Fatalf("the new site certificate names epoch %d, want 1", again)
+	}
+	der, err := Renew(f.store, f.keys, "rack-a", proto.RoleSite, again, spki)
+	if err != nil || epochOf("the renewal", der) != 1 {
+		t.Errorf("renewing the new certificate: %v, want one of epoch 1", err)
 	}
 }

@@ -61,7 +61,12 @@ func (s *Service) Join(_ context.Context, req joinwire.Request) (joinwire.Respon
 		if tok.NodeID != p.NodeID {
 			return proto.Errorf(proto.Forbidden, "join token %s was minted for node %q; refusing to admit it as %q", tok.ID, tok.NodeID, p.NodeID).WithReason(proto.ReasonIdentity)
 		}
-		epoch, err := tx.IdentityEpoch(p.NodeID)
+		if tok.Kind == store.TokenSite && tok.NodeID != tok.Site {
+			// A token minted before its node id had to be its site's: the registry finds,
+			// and revokes, a site's agent by the site's name.
+			return proto.Errorf(proto.Forbidden, "join token %s admits %q as the agent of site %q: a site's agent is the site (mint a site token without --node-id)", tok.ID, tok.NodeID, tok.Site).WithReason(proto.ReasonIdentity)
+		}
+		epoch, err := tx.AgentEpoch(p.NodeID, proto.Role(p.Role))
 		if err != nil {
 			return err
 		}

@@ -45,8 +45,8 @@ func RoleOf(kind string) string {
 
 // MintToken makes a single-use join token of kind for one node and returns it with its
 // secret, shown only now. A ttl of 0 takes the kind's default (provisioned 2h, ramdisk
-// 1h, site 24h). A site token needs the site, and its node id defaults to the site's
-// name; the others need the node id. Minting again makes another token: the unused one
+// 1h, site 24h). A site token needs the site, and its node id is the site's name (the
+// registry finds, and revokes, a site's agent by it); the others need the node id. Minting again makes another token: the unused one
 // simply expires. A node whose identity is revoked gets none (FORBIDDEN). The site, when
 // given, must exist (NOT_FOUND at site: `sites create` it first).
 func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (store.JoinToken, string, error) {
@@ -74,6 +74,9 @@ func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (stor
 		}
 		if nodeID == "" {
 			nodeID = site
+		}
+		if nodeID != site {
+			return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "a site's agent is the site: its node id is %q, not %q (leave --node-id out)", site, nodeID).WithPath("nodeId")
 		}
 	}
 	if err := proto.CheckNodeID(nodeID); err != nil {

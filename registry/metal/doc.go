@@ -7,7 +7,9 @@
 // unrescue, retry, cancel) a node in which state may make, which shipped profile (or its
 // out-of-band variant) it runs, and where the end of its workflow leaves the node,
 // unverified wipes included. Health remediation (remediate.go) runs by hand and from a
-// pool's policy.remediation, checked by the registry's housekeeping.
+// pool's policy.remediation, checked by the registry's housekeeping. An operator's
+// revocation of a node's agents' certificates (revoke.go: RevokeAgents) moves the node's
+// identity epoch without a workflow.
 //
 // It registers the control-plane steps with the workflow engine (metal.ensureRamdisk,
 // metal.revokeIdentity, userdata.render, wait.agentJoined, wait.generationObserved), the

@@ -218,8 +218,7 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 		n.State, n.Workflow, n.Transition, n.Next = transitions[req].during, run.ID, string(req), string(next)
 		n.FailedFrom, n.Failure = "", nil
 		if slices.Contains(reinstalls, req) {
-			n.IdentityEpoch++
-			n.IdentityEpochAt = tx.Now()
+			n.NewIdentityEpoch(tx.Now())
 		}
 		return nil
 	})

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
@@ -25,10 +23,9 @@ var remediationProfiles = []string{ProfileRemediateReboot, ProfileRemediateGPURe
 
 // Bounds and default of a pool's policy.remediation.
 const (
-	minAgentGoneAfter  = time.Minute
-	minBackoff         = time.Minute
-	defaultBackoff     = time.Hour
-	maxRemediateReason = 256
+	minAgentGoneAfter = time.Minute
+	minBackoff        = time.Minute
+	defaultBackoff    = time.Hour
 )
 
 // Presence tells whether a machine's installed OS agent (bcd node) has a session now,
@@ -59,14 +56,8 @@ func (s *Service) remediate(tx *store.Tx, tenant, nodeID, profileID string, vers
 	if !ok {
 		return store.Run{}, node, proto.Errorf(proto.InvalidInput, "%s ships no version %d: leave the version out for the latest", profileID, version).WithPath("profileVersion")
 	}
-	if len(reason) > maxRemediateReason {
-		return store.Run{}, node, proto.Errorf(proto.InvalidInput, "the reason is %d bytes: say it in at most %d", len(reason), maxRemediateReason).WithPath("reason")
-	}
-	if strings.ContainsFunc(reason, unicode.IsControl) || !utf8.ValidString(reason) {
-		return store.Run{}, node, proto.Errorf(proto.InvalidInput, "the reason holds control characters or is not UTF-8: write it on one line of text").WithPath("reason")
-	}
-	if reason == "" {
-		reason = "an operator asked"
+	if reason, err = proto.OperatorReason(reason); err != nil {
+		return store.Run{}, node, err
 	}
 	pool, err := tx.Pool(node.Tenant, node.Pool)
 	if err != nil {

@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -15,10 +16,59 @@ import (
 type Identities interface {
 	// Revoked ends the open agent sessions of node, whose identity is revoked.
 	Revoked(node string)
-	// Reinstalled ends the open sessions of node's agents (its installed OS's and its
-	// ramdisk's) whose certificates belong to an earlier installation than the node's
-	// identity epoch now.
-	Reinstalled(node string)
+	// Reinstalled ends the open sessions of the agents of id whose certificates name an
+	// earlier identity epoch than id's now (store.Tx.CheckAgent): a node's (its installed
+	// OS's and its ramdisk's), or a site's agent.
+	Reinstalled(id string)
+}
+
+// EndEarlierSessions ends the open sessions of the agents of id (a node's, or a site's
+// agent) whose certificates name an earlier identity epoch than id's now, once the
+// transaction that moved it has committed.
+func (s *Service) EndEarlierSessions(id string) {
+	if s.cfg.Identities != nil {
+		s.cfg.Identities.Reinstalled(id)
+	}
+}
+
+// RevokeAgents revokes, in tx, every certificate of the agents of one of tenant's nodes
+// (its installed OS's and its ramdisk's) issued so far (nodes revoke-identity): it moves
+// the node's identity epoch as a reinstall does, records why (reason, checked as
+// proto.OperatorReason checks it) and which credential asked (by) on the node and in its
+// event log, and deletes the node's unused join tokens, which may have leaked with the
+// certificates. The node keeps its state and its identity: its agents join again with a
+// join token minted after this. Call EndEarlierSessions once tx has committed. Another
+// tenant's node is NOT_FOUND; a retired node, whose identity is revoked for good,
+// INVALID_STATE.
+func (s *Service) RevokeAgents(tx *store.Tx, tenant, nodeID, reason, by string) (store.Node, int, error) {
+	node, err := tx.Node(nodeID)
+	if err != nil || node.Tenant != tenant {
+		return store.Node{}, 0, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath("nodeId")
+	}
+	if reason, err = proto.OperatorReason(reason); err != nil {
+		return node, 0, err
+	}
+	if node.RevokedIdentity() != nil {
+		return node, 0, proto.Errorf(proto.InvalidState, "node %s is retired: its identity is revoked for good already", nodeID).WithReason(node.State)
+	}
+	node, err = updateNode(tx, nodeID, func(n *store.Node) error {
+		n.NewIdentityEpoch(tx.Now())
+		n.AgentsRevoked = &store.Revocation{Epoch: n.IdentityEpoch, At: tx.Now(), Reason: reason, By: by}
+		return nil
+	})
+	if err != nil {
+		return node, 0, err
+	}
+	detail := reason
+	if by != "" {
+		detail += ", by credential " + by
+	}
+	if _, err := tx.AppendEvent(store.Event{Node: node.ID, Tenant: node.Tenant, Kind: store.EventAgentsRevoked,
+		To: fmt.Sprintf("epoch %d", node.IdentityEpoch), Detail: detail}); err != nil {
+		return node, 0, err
+	}
+	deleted, err := tx.DeleteUnusedJoinTokens(nodeID)
+	return node, deleted, err
 }
 
 // reinstalls are the requests whose workflow takes the machine away from its installed

@@ -92,8 +92,8 @@ func (s *Service) Start(run store.Run) {
 		s.cfg.Engine.Abort(run.ID)
 		return
 	}
-	if s.cfg.Identities != nil && slices.Contains(reinstalls, Request(run.Kind)) {
-		s.cfg.Identities.Reinstalled(run.Node)
+	if slices.Contains(reinstalls, Request(run.Kind)) {
+		s.EndEarlierSessions(run.Node)
 	}
 	s.cfg.Engine.Start(run.ID)
 }

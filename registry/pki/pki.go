@@ -173,15 +173,13 @@ const agentCertificateLifetime = 365 * 24 * time.Hour
 
 // IssueAgentCertificate issues an agent's client certificate (DER) from the agent CA:
 // Subject CommonName is the node id, OrganizationalUnit is [role], and the only
-// extended key usage is client authentication. A certificate of a machine's agent (role
-// node or ramdisk) names the installation it belongs to, epoch, in the Subject's
-// serialNumber (proto.IdentityEpoch); a site agent's names none.
+// extended key usage is client authentication. It names the identity epoch it belongs
+// to, epoch, in the Subject's serialNumber (proto.IdentityEpoch): for a machine's agent
+// (role node or ramdisk) the machine's installation, for a site agent its site's count
+// of revocations.
 func (p *PKI) IssueAgentCertificate(nodeID, role string, epoch int64, pub crypto.PublicKey) ([]byte, error) {
 	now := p.clock.Now()
-	subject := pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{role}}
-	if proto.Role(role).OnMachine() {
-		subject.SerialNumber = strconv.FormatInt(epoch, 10)
-	}
+	subject := pkix.Name{CommonName: nodeID, OrganizationalUnit: []string{role}, SerialNumber: strconv.FormatInt(epoch, 10)}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      subject,

@@ -97,8 +97,9 @@ func TestIssueAgentCertificate(t *testing.T) {
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
 		t.Errorf("verified without the agent CA")
 	}
-	// A ramdisk's certificate names its installation too; a site agent's none.
-	for role, want := range map[string]string{joinwire.RoleRamdisk: "3", joinwire.RoleSite: ""} {
+	// A ramdisk's certificate names its installation too, a site agent's its site's
+	// epoch.
+	for role, want := range map[string]string{joinwire.RoleRamdisk: "3", joinwire.RoleSite: "3"} {
 		der, err := p.IssueAgentCertificate("node-1", role, 3, key.Public())
 		if err != nil {
 			t.Fatal(err)

@@ -22,6 +22,10 @@ const (
 	// EventAttestation is a step whose result the node signed (disk.wipe, diag.dcgm)
 	// verified and recorded.
 	EventAttestation = "attestation"
+	// EventAgentsRevoked is an operator's revocation of the certificates of the node's
+	// agents (nodes revoke-identity): To is the identity epoch it moved to, Detail the
+	// reason and the credential that asked.
+	EventAgentsRevoked = "agents.revoked"
 )
 
 // Event retention: a node keeps its last EventsPerNode events, and none older than

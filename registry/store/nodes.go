@@ -119,6 +119,10 @@ type Node struct {
 	// before then holds a certificate of an earlier installation. Zero when it never
 	// moved, or moved before this was recorded.
 	IdentityEpochAt time.Time `json:"identityEpochAt,omitzero"`
+	// AgentsRevoked is the operator's last revocation of the certificates of the
+	// machine's agents (nodes revoke-identity), which moved IdentityEpoch without a
+	// workflow; nil when there was none.
+	AgentsRevoked *Revocation `json:"agentsRevoked,omitempty"`
 	// Rev counts the record's changes.
 	Rev       int       `json:"rev"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -248,31 +252,56 @@ func (n Node) RevokedIdentity() error {
 // CheckIdentity is the RevokedIdentity of node id; an id no node has (a site agent's)
 // passes.
 func (t *Tx) CheckIdentity(id string) error {
-	_, err := t.IdentityEpoch(id)
+	_, err := t.AgentEpoch(id, proto.RoleNode)
 	return err
 }
 
-// IdentityEpoch is node id's identity epoch (the one a node-role certificate issued now
-// names), after CheckIdentity's check; 0 for an id no node has (a site agent's).
-func (t *Tx) IdentityEpoch(id string) (int64, error) {
-	// Every session's hello asks: a missing node (a site's agent) costs no error made
-	// and thrown away.
-	var n Node
-	if ok, err := t.get(bucketNodes, []byte(id), &n); err != nil || !ok {
-		return 0, err
-	}
-	return n.IdentityEpoch, n.RevokedIdentity()
+// NewIdentityEpoch moves the node's identity epoch on, at: every certificate its
+// agents hold so far belongs to an earlier epoch and is refused (CheckAgent).
+func (n *Node) NewIdentityEpoch(at time.Time) {
+	n.IdentityEpoch++
+	n.IdentityEpochAt = at
 }
 
-// CheckAgent checks the certificate of an agent of node id in role that names epoch
-// (proto.IdentityEpoch), wherever one is taken: CheckIdentity, and for a machine's agent
-// (role node or ramdisk), that epoch is the node's (FORBIDDEN, reason
-// earlier-installation, for an older one: the machine was released, redeployed or
+// AgentEpoch is the identity epoch a certificate of agent id in role issued now names
+// (proto.IdentityEpoch): for a machine's agent (role node or ramdisk) its node's, after
+// CheckIdentity's check; for a site agent its site's. An id no node, or for a site
+// agent no site, has is at 0.
+func (t *Tx) AgentEpoch(id string, role proto.Role) (int64, error) {
+	epoch, _, err := t.agentEpoch(id, role)
+	return epoch, err
+}
+
+// agentEpoch is AgentEpoch and the last revocation that moved it, if any.
+func (t *Tx) agentEpoch(id string, role proto.Role) (int64, *Revocation, error) {
+	// Every session's hello asks: a missing record costs no error made and thrown away.
+	if role == proto.RoleSite {
+		var s Site
+		if ok, err := t.get(bucketSites, []byte(id), &s); err != nil || !ok {
+			return 0, nil, err
+		}
+		return s.IdentityEpoch, s.AgentRevoked, nil
+	}
+	var n Node
+	if ok, err := t.get(bucketNodes, []byte(id), &n); err != nil || !ok {
+		return 0, nil, err
+	}
+	return n.IdentityEpoch, n.AgentsRevoked, n.RevokedIdentity()
+}
+
+// CheckAgent checks the certificate of an agent of id in role that names epoch
+// (proto.IdentityEpoch), wherever one is taken: CheckIdentity, and that epoch is the
+// current one (AgentEpoch). An older one is FORBIDDEN: with the reason revoked when the
+// epoch last moved by an operator's revocation (nodes|sites revoke-identity), else, for
+// a machine's agent, earlier-installation (the machine was released, redeployed or
 // retired since the certificate was issued).
 func (t *Tx) CheckAgent(id string, role proto.Role, epoch int64) error {
-	current, err := t.IdentityEpoch(id)
-	if err != nil || !role.OnMachine() || epoch >= current {
+	current, revoked, err := t.agentEpoch(id, role)
+	if err != nil || epoch >= current {
 		return err
+	}
+	if revoked != nil && revoked.Epoch == current {
+		return revoked.refusal(id, role, epoch)
 	}
 	agent, next := "installed OS agent", "the agent of the machine's current OS joins with the token its user data carries"
 	if role == proto.RoleRamdisk {

@@ -19,6 +19,14 @@ type Site struct {
 	// ImageSources are the host patterns the site's caches may pull images from
 	// (proto.CheckImageSources); none allows no source.
 	ImageSources []string `json:"imageSources,omitempty"`
+
+	// IdentityEpoch counts the operator's revocations of the site agent's certificates
+	// (sites revoke-identity). Every certificate of the site agent names the epoch it
+	// was issued in (proto.IdentityEpoch; one issued before epochs names none, epoch 0);
+	// one of an earlier epoch is refused (CheckAgent).
+	IdentityEpoch int64 `json:"identityEpoch,omitempty"`
+	// AgentRevoked is the last of those revocations; nil when there was none.
+	AgentRevoked *Revocation `json:"agentRevoked,omitempty"`
 }
 
 const bucketSites = "sites"
