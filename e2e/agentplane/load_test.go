@@ -467,7 +467,8 @@ func resumePeer(b *testing.B, dir string, count int) *phase {
 // runResumeChild is the reconnect peer's client: BC_COUNT connections to BC_ADDR over
 // one shared UDP socket, each with its own client session cache, dialled maxInFlight at
 // a time. It answers "close" by closing them all once each has its session ticket, and
-// "dial" by dialling them all again; until stdin closes.
+// "dial" by dialling them all again; until stdin closes, when it closes them (the
+// listener sees them end at once rather than after its idle timeout).
 func runResumeChild() int {
 	ca, err := readCA(os.Getenv("BC_DIR"))
 	if err != nil {
@@ -536,6 +537,11 @@ func runResumeChild() int {
 		}
 		return ""
 	})
+	for _, c := range conns {
+		if c != nil {
+			c.CloseWithError(0, "")
+		}
+	}
 	return 0
 }
 
@@ -758,8 +764,9 @@ func runAgentsChild() int {
 
 // runBareChild keeps BC_COUNT bare quic-go connections with the default configuration
 // to BC_ADDR over one shared UDP socket, dialling at most maxInFlight at a time and again
-// any that closes, until stdin closes. With BC_PEER_KEEPALIVE, each sends quic-go's own keep-alive that often
-// (peerKeepAlive).
+// any that closes, until stdin closes: then it closes them, so that the listener sees
+// them end at once rather than after its idle timeout. With BC_PEER_KEEPALIVE, each
+// sends quic-go's own keep-alive that often (peerKeepAlive).
 func runBareChild() int {
 	tr, addr, err := childPeer()
 	if err != nil {
@@ -768,7 +775,8 @@ func runBareChild() int {
 	}
 	defer tr.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }() // before tr.Close: each connection's close is sent
 	conf := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"bare"}}
 	var quicConf *quic.Config
 	if keepAlive := envDuration("BC_PEER_KEEPALIVE", 0); keepAlive > 0 {
@@ -776,7 +784,7 @@ func runBareChild() int {
 	}
 	places := make(chan struct{}, maxInFlight) // a herd of full handshakes would time out
 	for range envInt("BC_COUNT", 1) {
-		go func() {
+		wg.Go(func() {
 			if spread(ctx) != nil {
 				return
 			}
@@ -788,9 +796,13 @@ func runBareChild() int {
 					time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
 					continue
 				}
-				<-conn.Context().Done()
+				select {
+				case <-conn.Context().Done():
+				case <-ctx.Done():
+					conn.CloseWithError(0, "")
+				}
 			}
-		}()
+		})
 	}
 	fmt.Println("ready")
 	requests(func([]string) string { return "" })
