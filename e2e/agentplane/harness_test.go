@@ -230,13 +230,19 @@ func dialRefused(addr string, conf *tls.Config) error {
 	}
 }
 
-// testLog logs at debug level to stderr when BC_TEST_LOG is set, else nowhere.
-func testLog(testing.TB) *slog.Logger {
-	var w io.Writer = io.Discard
+// testLog logs at debug level to stderr when BC_TEST_LOG is set, else nowhere: a test at
+// debug level (its debug records are formatted, then dropped), a benchmark at the level
+// `better-compute serve` logs at (info), so that it measures what the registry does,
+// not the formatting of records the registry does not make.
+func testLog(t testing.TB) *slog.Logger {
 	if os.Getenv("BC_TEST_LOG") != "" {
-		w = os.Stderr
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	level := slog.LevelDebug
+	if _, bench := t.(*testing.B); bench {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: level}))
 }
 
 // raw is a JSON literal.
