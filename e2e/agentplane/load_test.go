@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -263,30 +264,50 @@ func profileCPU(b *testing.B, name string, agents *child) (stop func()) {
 }
 
 // phase is one measured phase: its wall time, this process's CPU time (the registry's,
-// or a peer's listener) and the child processes' (the agents', or a peer's dialler).
+// or a peer's listener) and the child processes' (the agents', or a peer's dialler), and
+// what this process allocated and how many garbage collections it ran (the collector's
+// work grows with the bytes allocated).
 type phase struct {
 	children           []*child
 	ends               [2]string // what this process and the children are, for print
 	start              time.Time
 	startCPU, startAgt time.Duration
 	wall, cpu, agents  time.Duration
+	startHeap, heap    heapCounts
 }
 
 func startPhase(children []*child) *phase {
-	return &phase{children: children, ends: [2]string{"registry", "agents'"}, start: time.Now(), startCPU: cpuTime(syscall.RUSAGE_SELF), startAgt: processesCPU(children)}
+	return &phase{children: children, ends: [2]string{"registry", "agents'"}, start: time.Now(), startCPU: cpuTime(syscall.RUSAGE_SELF), startAgt: processesCPU(children), startHeap: readHeapCounts()}
 }
 
 func (p *phase) end() {
 	p.wall, p.cpu = time.Since(p.start), cpuTime(syscall.RUSAGE_SELF)-p.startCPU
 	p.agents = processesCPU(p.children) - p.startAgt
+	p.heap = readHeapCounts().minus(p.startHeap)
 }
 
 // print shows the phase's time and rate, this process's CPU per session with the rate
-// one core would sustain at that cost, and the children's CPU per session.
+// one core would sustain at that cost, the children's CPU per session, and this
+// process's bytes allocated per session and its collections.
 func (p *phase) print(name string, n int, what string) {
 	perSession := p.cpu.Seconds() / float64(n)
-	fmt.Printf("  %-8s %7.2fs %7.0f/s  %s CPU %.3f ms per session (%.0f/s per core), %s %.3f ms  %s\n",
-		name, p.wall.Seconds(), float64(n)/p.wall.Seconds(), p.ends[0], perSession*1000, 1/perSession, p.ends[1], p.agents.Seconds()*1000/float64(n), what)
+	fmt.Printf("  %-8s %7.2fs %7.0f/s  %s CPU %.3f ms per session (%.0f/s per core, %.1f KiB allocated, %d GCs), %s %.3f ms  %s\n",
+		name, p.wall.Seconds(), float64(n)/p.wall.Seconds(), p.ends[0], perSession*1000, 1/perSession, float64(p.heap.allocated)/1024/float64(n), p.heap.cycles,
+		p.ends[1], p.agents.Seconds()*1000/float64(n), what)
+}
+
+// heapCounts are this process's bytes allocated and garbage collections completed since
+// it started.
+type heapCounts struct{ allocated, cycles uint64 }
+
+func readHeapCounts() heapCounts {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return heapCounts{s[0].Value.Uint64(), s[1].Value.Uint64()}
+}
+
+func (h heapCounts) minus(o heapCounts) heapCounts {
+	return heapCounts{h.allocated - o.allocated, h.cycles - o.cycles}
 }
 
 // processesCPU is the user and system CPU time the child processes have used: a running
