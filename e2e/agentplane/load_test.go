@@ -496,11 +496,6 @@ func runResumeChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cert, err := ca.AgentCertificate("peer", string(proto.RoleNode))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	tr, addr, err := childPeer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -511,6 +506,14 @@ func runResumeChild() int {
 	confs := make([]*tls.Config, len(conns))
 	tickets := make([]*ticketWait, len(conns))
 	for i := range confs {
+		// A certificate of its own, as every agent has: a resumption parses the client
+		// certificate its ticket carries, and crypto/tls parses a certificate once for
+		// all the connections that hold it (with one for all, the listener parsed none).
+		cert, err := ca.AgentCertificate(nodeName(i), string(proto.RoleNode))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 		tickets[i] = newTicketWait()
 		confs[i] = resumeClientTLS(ca, cert, tickets[i])
 	}
