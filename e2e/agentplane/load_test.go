@@ -386,7 +386,7 @@ func acceptCounted(ln *quic.Listener, n int, accepted func(*quic.Conn)) *atomic.
 
 // peerCA reads the test CA of dir and returns it with a server certificate it issued,
 // for the peers standing in for the endpoint.
-func peerCA(b *testing.B, dir string) (*testkit.CA, tls.Certificate) {
+func peerCA(b testing.TB, dir string) (*testkit.CA, tls.Certificate) {
 	ca, cert, err := readServer(dir)
 	if err != nil {
 		b.Fatal(err)
@@ -395,7 +395,7 @@ func peerCA(b *testing.B, dir string) (*testkit.CA, tls.Certificate) {
 }
 
 // bareTLS is the bare peer's server TLS: the test server certificate, any ALPN "bare".
-func bareTLS(b *testing.B, dir string) *tls.Config {
+func bareTLS(b testing.TB, dir string) *tls.Config {
 	_, cert := peerCA(b, dir)
 	return &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"bare"}}
 }
