@@ -58,10 +58,11 @@ import (
 //   - memory: connections of quic-go's default configuration held idle; the ratio says
 //     what a whole session costs against quic-go's own floor;
 //   - reconnects: connections with the agent plane's TLS (TLS 1.3, client certificates,
-//     X25519), all closed and dialled again as fast as the machine completes them, at
-//     most maxInFlight at a time, each resuming its TLS session: what quic-go's resumed
-//     handshake alone does on these two cores, with no session on top, no fleet held
-//     and no schedule to keep.
+//     X25519), each with a certificate of its own as each agent has, all closed and
+//     dialled again as fast as the machine completes them, at most maxInFlight at a
+//     time, each resuming its TLS session: what quic-go's resumed handshake alone does
+//     on these two cores, with no session on top, no fleet held and no schedule to
+//     keep.
 //
 // With BC_LOAD_PROFILE=DIR, the registry's heap profile at full load and its CPU
 // profiles of the push, the restart and the reconnect peer are written to DIR.
