@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,8 +33,11 @@ type env struct {
 	hooks  agents.Config // the hooks (and AgentCAs, when set) of the next start
 	// recordSessions records each agent's session in the store as the registry does
 	// (workflow.JoinLog.Joined, in the name of one run of the registry), after the hooks'
-	// OnSession.
+	// OnSession. The first record that failed is kept in recordErr and reported by stop,
+	// on the test's goroutine once the endpoint's have ended: a goroutine of the endpoint
+	// may outlive the test, and failing it from there would panic.
 	recordSessions bool
+	recordErr      atomic.Pointer[error]
 	// open opens the store of each start; a bbolt store in dir when nil.
 	open func() (*store.Store, error)
 	st   *store.Store
@@ -91,7 +96,8 @@ func (e *env) start() {
 				hook(node, role, opened)
 			}
 			if err := joins.Joined(node, string(role)); err != nil {
-				e.t.Errorf("recording the session of %s: %v", node, err)
+				err = fmt.Errorf("recording the session of %s: %w", node, err)
+				e.recordErr.CompareAndSwap(nil, &err)
 			}
 		}
 	}
@@ -111,6 +117,9 @@ func (e *env) stop() {
 	e.t.Helper()
 	if err := e.ep.Close(); err != nil {
 		e.t.Errorf("close endpoint: %v", err)
+	}
+	if err := e.recordErr.Swap(nil); err != nil { // Close waited for the endpoint's goroutines
+		e.t.Error(*err)
 	}
 	e.st.Close()
 	e.ep, e.st = nil, nil
@@ -221,13 +230,19 @@ func dialRefused(addr string, conf *tls.Config) error {
 	}
 }
 
-// testLog logs at debug level to stderr when BC_TEST_LOG is set, else nowhere.
-func testLog(testing.TB) *slog.Logger {
-	var w io.Writer = io.Discard
+// testLog logs at debug level to stderr when BC_TEST_LOG is set, else nowhere: a test at
+// debug level (its debug records are formatted, then dropped), a benchmark at the level
+// `better-compute serve` logs at (info), so that it measures what the registry does,
+// not the formatting of records the registry does not make.
+func testLog(t testing.TB) *slog.Logger {
 	if os.Getenv("BC_TEST_LOG") != "" {
-		w = os.Stderr
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	level := slog.LevelDebug
+	if _, bench := t.(*testing.B); bench {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: level}))
 }
 
 // raw is a JSON literal.

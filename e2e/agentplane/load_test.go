@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -57,10 +58,11 @@ import (
 //   - memory: connections of quic-go's default configuration held idle; the ratio says
 //     what a whole session costs against quic-go's own floor;
 //   - reconnects: connections with the agent plane's TLS (TLS 1.3, client certificates,
-//     X25519), all closed and dialled again as fast as the machine completes them, at
-//     most maxInFlight at a time, each resuming its TLS session: what quic-go's resumed
-//     handshake alone does on these two cores, with no session on top, no fleet held
-//     and no schedule to keep.
+//     X25519), each with a certificate of its own as each agent has, all closed and
+//     dialled again as fast as the machine completes them, at most maxInFlight at a
+//     time, each resuming its TLS session: what quic-go's resumed handshake alone does
+//     on these two cores, with no session on top, no fleet held and no schedule to
+//     keep.
 //
 // With BC_LOAD_PROFILE=DIR, the registry's heap profile at full load and its CPU
 // profiles of the push, the restart and the reconnect peer are written to DIR.
@@ -263,30 +265,50 @@ func profileCPU(b *testing.B, name string, agents *child) (stop func()) {
 }
 
 // phase is one measured phase: its wall time, this process's CPU time (the registry's,
-// or a peer's listener) and the child processes' (the agents', or a peer's dialler).
+// or a peer's listener) and the child processes' (the agents', or a peer's dialler), and
+// what this process allocated and how many garbage collections it ran (the collector's
+// work grows with the bytes allocated).
 type phase struct {
 	children           []*child
 	ends               [2]string // what this process and the children are, for print
 	start              time.Time
 	startCPU, startAgt time.Duration
 	wall, cpu, agents  time.Duration
+	startHeap, heap    heapCounts
 }
 
 func startPhase(children []*child) *phase {
-	return &phase{children: children, ends: [2]string{"registry", "agents'"}, start: time.Now(), startCPU: cpuTime(syscall.RUSAGE_SELF), startAgt: processesCPU(children)}
+	return &phase{children: children, ends: [2]string{"registry", "agents'"}, start: time.Now(), startCPU: cpuTime(syscall.RUSAGE_SELF), startAgt: processesCPU(children), startHeap: readHeapCounts()}
 }
 
 func (p *phase) end() {
 	p.wall, p.cpu = time.Since(p.start), cpuTime(syscall.RUSAGE_SELF)-p.startCPU
 	p.agents = processesCPU(p.children) - p.startAgt
+	p.heap = readHeapCounts().minus(p.startHeap)
 }
 
 // print shows the phase's time and rate, this process's CPU per session with the rate
-// one core would sustain at that cost, and the children's CPU per session.
+// one core would sustain at that cost, the children's CPU per session, and this
+// process's bytes allocated per session and its collections.
 func (p *phase) print(name string, n int, what string) {
 	perSession := p.cpu.Seconds() / float64(n)
-	fmt.Printf("  %-8s %7.2fs %7.0f/s  %s CPU %.3f ms per session (%.0f/s per core), %s %.3f ms  %s\n",
-		name, p.wall.Seconds(), float64(n)/p.wall.Seconds(), p.ends[0], perSession*1000, 1/perSession, p.ends[1], p.agents.Seconds()*1000/float64(n), what)
+	fmt.Printf("  %-8s %7.2fs %7.0f/s  %s CPU %.3f ms per session (%.0f/s per core, %.1f KiB allocated, %d GCs), %s %.3f ms  %s\n",
+		name, p.wall.Seconds(), float64(n)/p.wall.Seconds(), p.ends[0], perSession*1000, 1/perSession, float64(p.heap.allocated)/1024/float64(n), p.heap.cycles,
+		p.ends[1], p.agents.Seconds()*1000/float64(n), what)
+}
+
+// heapCounts are this process's bytes allocated and garbage collections completed since
+// it started.
+type heapCounts struct{ allocated, cycles uint64 }
+
+func readHeapCounts() heapCounts {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return heapCounts{s[0].Value.Uint64(), s[1].Value.Uint64()}
+}
+
+func (h heapCounts) minus(o heapCounts) heapCounts {
+	return heapCounts{h.allocated - o.allocated, h.cycles - o.cycles}
 }
 
 // processesCPU is the user and system CPU time the child processes have used: a running
@@ -365,7 +387,7 @@ func acceptCounted(ln *quic.Listener, n int, accepted func(*quic.Conn)) *atomic.
 
 // peerCA reads the test CA of dir and returns it with a server certificate it issued,
 // for the peers standing in for the endpoint.
-func peerCA(b *testing.B, dir string) (*testkit.CA, tls.Certificate) {
+func peerCA(b testing.TB, dir string) (*testkit.CA, tls.Certificate) {
 	ca, cert, err := readServer(dir)
 	if err != nil {
 		b.Fatal(err)
@@ -374,7 +396,7 @@ func peerCA(b *testing.B, dir string) (*testkit.CA, tls.Certificate) {
 }
 
 // bareTLS is the bare peer's server TLS: the test server certificate, any ALPN "bare".
-func bareTLS(b *testing.B, dir string) *tls.Config {
+func bareTLS(b testing.TB, dir string) *tls.Config {
 	_, cert := peerCA(b, dir)
 	return &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"bare"}}
 }
@@ -467,14 +489,10 @@ func resumePeer(b *testing.B, dir string, count int) *phase {
 // runResumeChild is the reconnect peer's client: BC_COUNT connections to BC_ADDR over
 // one shared UDP socket, each with its own client session cache, dialled maxInFlight at
 // a time. It answers "close" by closing them all once each has its session ticket, and
-// "dial" by dialling them all again; until stdin closes.
+// "dial" by dialling them all again; until stdin closes, when it closes them (the
+// listener sees them end at once rather than after its idle timeout).
 func runResumeChild() int {
 	ca, err := readCA(os.Getenv("BC_DIR"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cert, err := ca.AgentCertificate("peer", string(proto.RoleNode))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -489,6 +507,14 @@ func runResumeChild() int {
 	confs := make([]*tls.Config, len(conns))
 	tickets := make([]*ticketWait, len(conns))
 	for i := range confs {
+		// A certificate of its own, as every agent has: a resumption parses the client
+		// certificate its ticket carries, and crypto/tls parses a certificate once for
+		// all the connections that hold it (with one for all, the listener parsed none).
+		cert, err := ca.AgentCertificate(nodeName(i), string(proto.RoleNode))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 		tickets[i] = newTicketWait()
 		confs[i] = resumeClientTLS(ca, cert, tickets[i])
 	}
@@ -536,6 +562,11 @@ func runResumeChild() int {
 		}
 		return ""
 	})
+	for _, c := range conns {
+		if c != nil {
+			c.CloseWithError(0, "")
+		}
+	}
 	return 0
 }
 
@@ -758,8 +789,9 @@ func runAgentsChild() int {
 
 // runBareChild keeps BC_COUNT bare quic-go connections with the default configuration
 // to BC_ADDR over one shared UDP socket, dialling at most maxInFlight at a time and again
-// any that closes, until stdin closes. With BC_PEER_KEEPALIVE, each sends quic-go's own keep-alive that often
-// (peerKeepAlive).
+// any that closes, until stdin closes: then it closes them, so that the listener sees
+// them end at once rather than after its idle timeout. With BC_PEER_KEEPALIVE, each
+// sends quic-go's own keep-alive that often (peerKeepAlive).
 func runBareChild() int {
 	tr, addr, err := childPeer()
 	if err != nil {
@@ -768,7 +800,8 @@ func runBareChild() int {
 	}
 	defer tr.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }() // before tr.Close: each connection's close is sent
 	conf := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"bare"}}
 	var quicConf *quic.Config
 	if keepAlive := envDuration("BC_PEER_KEEPALIVE", 0); keepAlive > 0 {
@@ -776,7 +809,7 @@ func runBareChild() int {
 	}
 	places := make(chan struct{}, maxInFlight) // a herd of full handshakes would time out
 	for range envInt("BC_COUNT", 1) {
-		go func() {
+		wg.Go(func() {
 			if spread(ctx) != nil {
 				return
 			}
@@ -788,9 +821,13 @@ func runBareChild() int {
 					time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond)
 					continue
 				}
-				<-conn.Context().Done()
+				select {
+				case <-conn.Context().Done():
+				case <-ctx.Done():
+					conn.CloseWithError(0, "")
+				}
 			}
-		}()
+		})
 	}
 	fmt.Println("ready")
 	requests(func([]string) string { return "" })

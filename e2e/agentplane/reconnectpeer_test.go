@@ -1,8 +1,11 @@
 package agentplane
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,5 +73,85 @@ func TestReconnectPeerDialsAgainAndResumes(t *testing.T) {
 	}
 	if !again.ConnectionState().TLS.DidResume || resumed.Load() != 1 {
 		t.Errorf("the dial tried again did not resume its session (resumed on the client: %v, by the listener: %d)", again.ConnectionState().TLS.DidResume, resumed.Load())
+	}
+}
+
+// TestPeersCloseTheirConnectionsWhenStopped: the diallers of the benchmark's peers (the
+// idle peer's and the reconnect peer's) close their connections when they are stopped,
+// so that the listener sees each end by the dialler's close, not by its idle timeout: a
+// run of BenchmarkAgentSessions waited out that timeout (30 s) twice, once for each peer.
+func TestPeersCloseTheirConnectionsWhenStopped(t *testing.T) {
+	dir := t.TempDir()
+	ca, server := newCA(t)
+	writeCA(t, ca, dir)
+	for _, tc := range []struct {
+		kind string
+		conf *tls.Config
+	}{
+		{"bare", bareTLS(t, dir)},
+		{"resume", resumeServerTLS(ca, server)},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			// A connection its dialler does not close ends by the idle timeout (quic-go's
+			// 30 s): how each ended tells the two apart.
+			ln, err := quic.ListenAddr("127.0.0.1:0", tc.conf, &quic.Config{DisablePathMTUDiscovery: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			const count = 3
+			ends := make(chan error, count)
+			live := acceptCounted(ln, 1, func(c *quic.Conn) {
+				go confirmAccepted(c) // the reconnect peer's dialler waits for it
+				context.AfterFunc(c.Context(), func() { ends <- context.Cause(c.Context()) })
+			})
+			dialler := startChild(t, tc.kind, "BC_DIR="+dir, "BC_ADDR="+ln.Addr().String(), "BC_COUNT="+strconv.Itoa(count))
+			waitFor(t, "the peer's connections", func() bool { return live.Load() == count })
+			dialler.stop()
+			for range count {
+				select {
+				case err := <-ends:
+					var closed *quic.ApplicationError
+					if !errors.As(err, &closed) || !closed.Remote {
+						t.Errorf("a connection ended by %v, not by its dialler's close", err)
+					}
+				case <-time.After(time.Minute): // a guard against hanging, not a measure
+					t.Fatalf("%d of %d connections still open a minute after their dialler stopped", live.Load(), count)
+				}
+			}
+		})
+	}
+}
+
+// TestReconnectPeerHoldsACertificateEach: each of the reconnect peer's connections
+// presents a client certificate of its own, as each agent does. crypto/tls parses a
+// certificate once for all the connections that hold it: with one certificate for all,
+// the peer's listener skipped the parse of a resumption's certificate that the registry
+// does for every agent (7-8% of the registry's CPU in a return).
+func TestReconnectPeerHoldsACertificateEach(t *testing.T) {
+	dir := t.TempDir()
+	ca, server := newCA(t)
+	writeCA(t, ca, dir)
+	ln, err := quic.ListenAddr("127.0.0.1:0", resumeServerTLS(ca, server), &quic.Config{DisablePathMTUDiscovery: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	const count = 3
+	var mu sync.Mutex
+	certs := map[string]bool{}
+	live := acceptCounted(ln, 1, func(c *quic.Conn) {
+		mu.Lock()
+		certs[string(c.ConnectionState().TLS.PeerCertificates[0].Raw)] = true
+		mu.Unlock()
+		go confirmAccepted(c)
+	})
+	dialler := startChild(t, "resume", "BC_DIR="+dir, "BC_ADDR="+ln.Addr().String(), "BC_COUNT="+strconv.Itoa(count))
+	waitFor(t, "the peer's connections", func() bool { return live.Load() == count })
+	dialler.stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(certs) != count {
+		t.Errorf("the peer's %d connections presented %d certificates; want one each", count, len(certs))
 	}
 }
