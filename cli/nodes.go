@@ -96,10 +96,10 @@ var nodeCommands = []command{{
 }, {
 	path:    "nodes get",
 	usage:   "ID [--tenant T]",
-	summary: "show one node: state, last transition and workflow, where it failed from and why, last remediation and why, identity epoch, BMC, driver bindings, host section, last disk wipe",
+	summary: "show one node: state, last transition and workflow, where it failed from and why, last remediation and why, identity epoch and the last revocation of its agents' certificates, BMC, driver bindings, host section, last disk wipe",
 	long: "one node: state, its last transition and workflow, its last remediation and why, its " +
 		"identity epoch (`identityEpoch`: the installation its agents' certificates must name) and " +
-		"when it was raised (`identityEpochAt`), BMC, " +
+		"when it was raised (`identityEpochAt`), the last revocation of its agents' certificates (`agentsRevoked`: epoch, when, reason, by which credential), BMC, " +
 		"driver bindings, PXE discovery's MAC proposal or the MAC it bound, the state it failed " +
 		"from and why, a retire's unverified wipe, host section; its agent's applied NodeSpec " +
 		"generation and last host convergence; the last disk wipe of its last workflow and whether " +
@@ -442,6 +442,9 @@ func nodeDetail(w *tabwriter.Writer, n api.Node) {
 		fmt.Fprintf(w, "\nlast remediation %s@%d at %s, %s, workflow %s: %s\n", r.Profile.ID, r.Profile.Version, r.At.Format(time.RFC3339), by, r.Workflow, r.Reason)
 	}
 	fmt.Fprintln(w, "\n"+identityEpoch(n))
+	if r := n.AgentsRevoked; r != nil {
+		fmt.Fprintln(w, revocation("the machine's agents' certificates", r))
+	}
 	fmt.Fprintln(w, "\nCONCERN\tDRIVER\tCONFIG")
 	concerns := make([]string, 0, len(n.Drivers))
 	for c := range n.Drivers {
@@ -469,6 +472,11 @@ func identityEpoch(n api.Node) string {
 		return fmt.Sprintf("identity epoch %d (when it was raised is not recorded): agent certificates of earlier epochs are refused", n.IdentityEpoch)
 	}
 	return fmt.Sprintf("identity epoch %d, raised %s: agent certificates of earlier epochs are refused", n.IdentityEpoch, n.IdentityEpochAt.Format(time.RFC3339))
+}
+
+// revocation says when an operator revoked whose certificates, who and why.
+func revocation(whose string, r *api.Revocation) string {
+	return fmt.Sprintf("%s revoked %s by %s (identity epoch %d): %s", whose, r.At.Format(time.RFC3339), dash(r.By), r.Epoch, r.Reason)
 }
 
 // agentDetail shows what the node's agent applied and its last host convergence.

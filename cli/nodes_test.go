@@ -563,6 +563,15 @@ func TestRevokeIdentityThroughTheCLI(t *testing.T) {
 	if testkit.JSON(t, acme, &after, "nodes", "get", node.ID); after.State != store.NodeReady || after.Rev != before.Rev+1 {
 		t.Errorf("after the revocation the node is %s at rev %d, want ready at %d", after.State, after.Rev, before.Rev+1)
 	}
+	var shown api.Node
+	if testkit.JSON(t, acme, &shown, "nodes", "get", node.ID); shown.AgentsRevoked == nil || shown.AgentsRevoked.Epoch != 1 ||
+		shown.AgentsRevoked.Reason != "OS compromised" || shown.AgentsRevoked.By == "" || shown.IdentityEpoch != 1 {
+		t.Errorf("nodes get shows the revocation as %+v at epoch %d, want epoch 1, its reason and who asked", shown.AgentsRevoked, shown.IdentityEpoch)
+	}
+	if text := testkit.CLI(t, acme, "nodes", "get", node.ID).Stdout; !strings.Contains(text, "the machine's agents' certificates revoked ") ||
+		!strings.Contains(text, "(identity epoch 1): OS compromised") {
+		t.Errorf("nodes get does not say the agents' certificates were revoked, and why:\n%s", text)
+	}
 	var events struct{ Events []api.Event }
 	testkit.JSON(t, acme, &events, "nodes", "events", node.ID)
 	if i := slices.IndexFunc(events.Events, func(e api.Event) bool { return e.Kind == store.EventAgentsRevoked }); i < 0 ||

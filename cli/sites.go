@@ -57,7 +57,7 @@ var siteCommands = []command{{
 }, {
 	path:    "sites list",
 	usage:   "[--cursor C]",
-	summary: "list sites, each with whether its agent is connected, since when and when it was last seen",
+	summary: "list sites, each with whether its agent is connected, since when, when it was last seen, and its agent certificates' identity epoch and last revocation (`identityEpoch`, `agentRevoked`)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		cursor := fs.String("cursor", "", "resume after a previous page")
 		return func(x *exec) error {
@@ -169,7 +169,7 @@ var siteCommands = []command{{
 }}
 
 func siteTable(w *tabwriter.Writer, sites []api.Site) {
-	fmt.Fprintln(w, "SITE\tCREATED\tAGENT\tSINCE\tLAST SEEN")
+	fmt.Fprintln(w, "SITE\tCREATED\tAGENT\tSINCE\tLAST SEEN\tREVOKED")
 	for _, s := range sites {
 		agent, since, seen := "never connected", "", ""
 		if a := s.Agent; a != nil && !a.Since.IsZero() {
@@ -178,7 +178,11 @@ func siteTable(w *tabwriter.Writer, sites []api.Site) {
 				agent = "connected"
 			}
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.CreatedAt.Format(time.RFC3339), agent, since, seen)
+		revoked := "-"
+		if r := s.AgentRevoked; r != nil {
+			revoked = fmt.Sprintf("%s (epoch %d)", r.At.Format(time.RFC3339), r.Epoch)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.CreatedAt.Format(time.RFC3339), agent, since, seen, revoked)
 	}
 }
 

@@ -119,6 +119,14 @@ func TestSitesRevokeIdentity(t *testing.T) {
 			t.Errorf("sites revoke-identity: exit %d, want %q in\n%s%s", res.Code, want, res.Stdout, res.Stderr)
 		}
 	}
+	var sites api.SiteList
+	if testkit.JSON(t, admin, &sites, "sites", "list"); len(sites.Sites) != 1 || sites.Sites[0].IdentityEpoch != 2 ||
+		sites.Sites[0].AgentRevoked == nil || sites.Sites[0].AgentRevoked.Reason != "an operator asked" {
+		t.Errorf("sites list shows %+v, want rack-a at identity epoch 2, its last revocation's reason", sites.Sites)
+	}
+	if text := testkit.CLI(t, admin, "sites", "list").Stdout; !strings.Contains(text, "REVOKED") || !strings.Contains(text, "(epoch 2)") {
+		t.Errorf("sites list does not show the revocation:\n%s", text)
+	}
 	if e := testkit.Fails(t, admin, "tokens", "create", "--kind", "site", "--site", "rack-a", "--node-id", "rack-a-2"); e.Code != "INVALID_INPUT" || e.Details.Path != "nodeId" {
 		t.Errorf("a site token for another node id: %+v, want INVALID_INPUT at nodeId", e)
 	}

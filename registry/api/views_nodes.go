@@ -67,6 +67,9 @@ type Node struct {
 	// IdentityEpochAt is when IdentityEpoch was last raised; zero when it never was, or
 	// was raised before the registry recorded when.
 	IdentityEpochAt time.Time `json:"identityEpochAt,omitzero"`
+	// AgentsRevoked is the operator's last revocation of the certificates of the
+	// machine's agents (nodes revoke-identity); nil when there was none.
+	AgentsRevoked *Revocation `json:"agentsRevoked,omitempty"`
 	// Rev counts the node's changes.
 	Rev       int       `json:"rev"`
 	CreatedAt time.Time `json:"createdAt"`
@@ -133,6 +136,7 @@ func nodeOf(n store.Node) Node {
 		Failure: failureOf(n.Failure), UnverifiedWipe: failureOf(n.UnverifiedWipe), BMCMACs: n.BMCMACs, BoundMAC: n.BoundMAC,
 		PoweredAt: n.PoweredAt, IdentityRevokedAt: n.IdentityRevokedAt,
 		IdentityEpoch: n.IdentityEpoch, IdentityEpochAt: n.IdentityEpochAt, Rev: n.Rev, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt}
+	v.AgentsRevoked = revocationOf(n.AgentsRevoked)
 	if n.MACProposal != nil {
 		p := MACProposal(*n.MACProposal)
 		v.MACProposal = &p

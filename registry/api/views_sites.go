@@ -20,6 +20,31 @@ type Site struct {
 	ImageSources []string `json:"imageSources,omitempty"`
 	// Agent is whether the site's agent is connected (sites.list).
 	Agent *SiteAgent `json:"agent,omitempty"`
+	// IdentityEpoch counts the revocations of the site agent's certificates: one issued
+	// in an earlier epoch is refused.
+	IdentityEpoch int64 `json:"identityEpoch"`
+	// AgentRevoked is the last of those revocations (sites revoke-identity); nil when
+	// there was none.
+	AgentRevoked *Revocation `json:"agentRevoked,omitempty"`
+}
+
+// Revocation is an operator's revocation of an agent identity's certificates.
+type Revocation struct {
+	// Epoch is the identity epoch it moved to: certificates of earlier ones are refused.
+	Epoch int64     `json:"epoch"`
+	At    time.Time `json:"at"`
+	// Reason is the operator's words.
+	Reason string `json:"reason"`
+	// By is the credential that asked.
+	By string `json:"by,omitempty"`
+}
+
+// revocationOf is r as the API shows it; nil for nil.
+func revocationOf(r *store.Revocation) *Revocation {
+	if r == nil {
+		return nil
+	}
+	return &Revocation{Epoch: r.Epoch, At: r.At, Reason: r.Reason, By: r.By}
 }
 
 // SiteAgent is whether a site's agent (bcd site) is connected, as the registry holding
@@ -86,7 +111,8 @@ type ExcludedImage struct {
 }
 
 func siteOf(s store.Site) Site {
-	return Site{ID: s.ID, CreatedAt: s.CreatedAt, BMCNetworks: s.BMCNetworks, ImageSources: s.ImageSources}
+	return Site{ID: s.ID, CreatedAt: s.CreatedAt, BMCNetworks: s.BMCNetworks, ImageSources: s.ImageSources,
+		IdentityEpoch: s.IdentityEpoch, AgentRevoked: revocationOf(s.AgentRevoked)}
 }
 
 func locationOf(l store.ImageLocation) ImageLocation { return ImageLocation(l) }

@@ -40,12 +40,14 @@ func fullNode() store.Node {
 		BMCMACs:     []string{"52:54:00:00:00:01", "52:54:00:00:00:02"}, BoundMAC: "52:54:00:00:00:01",
 		Remediation: &store.Remediation{Profile: store.ProfileRef{Tenant: "builtin", ID: "remediate-reboot", Version: 1}, Workflow: "wf_0", Reason: "xid 79", Automatic: true, At: at},
 		Host:        []store.HostUnit{{Unit: "kernel.modules", Settings: json.RawMessage(`{"load":["vfio"]}`)}},
-		PoweredAt:   at, IdentityRevokedAt: later, IdentityEpoch: 3, IdentityEpochAt: later, Rev: 7, CreatedAt: at, UpdatedAt: later,
+		PoweredAt:   at, IdentityRevokedAt: later, IdentityEpoch: 3, IdentityEpochAt: later,
+		AgentsRevoked: &store.Revocation{Epoch: 3, At: later, Reason: "key leaked", By: "cr_1"}, Rev: 7, CreatedAt: at, UpdatedAt: later,
 	}
 }
 
 func fullSite() store.Site {
-	return store.Site{ID: "rack-a", CreatedAt: at, BMCNetworks: []string{"127.0.0.0/8"}, ImageSources: []string{"https://images.example/"}}
+	return store.Site{ID: "rack-a", CreatedAt: at, BMCNetworks: []string{"127.0.0.0/8"}, ImageSources: []string{"https://images.example/"},
+		IdentityEpoch: 1, AgentRevoked: &store.Revocation{Epoch: 1, At: later, Reason: "server stolen", By: "cr_0"}}
 }
 
 // siteWithAgent is a site as sites.list shows it, its agent's session recorded.
