@@ -10,27 +10,19 @@ import (
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
-// Identities ends the agent sessions of revoked nodes, and those of an earlier
-// installation.
-type Identities interface {
-	// Revoked ends the open agent sessions of node, whose identity is revoked.
-	Revoked(node string)
-	// Reinstalled ends the open sessions of node's agents (its installed OS's and its
-	// ramdisk's) whose certificates belong to an earlier installation than the node's
-	// identity epoch now.
-	Reinstalled(node string)
-}
-
 // reinstalls are the requests whose workflow takes the machine away from its installed
 // OS: each moves the node's identity epoch as it starts, so that the certificates of the
 // installed OS's agent, and of any ramdisk booted before, stop working
-// (store.Tx.CheckAgent). Rescue does not: unrescue boots the same installed OS again.
+// (store.Tx.CheckAgent), and the registry ends their open sessions, whichever replica
+// holds them, as the transaction that moves it commits (store.Store.OnNodeIdentity).
+// Rescue does not: unrescue boots the same installed OS again.
 var reinstalls = []Request{Deploy, Release, Retire}
 
 // revokeIdentity is metal.revokeIdentity: it marks the node's identity revoked, once
 // (running it again keeps the first time), and deletes its unused join tokens, in one
-// transaction; then it ends the node's open agent sessions. From then on the registry
-// refuses the node's joins, sessions, secrets and new join tokens.
+// transaction, whose commit ends the node's open agent sessions, whichever replica holds
+// them (store.Store.OnNodeIdentity). From then on the registry refuses the node's joins,
+// sessions, secrets and new join tokens.
 func (s *Service) revokeIdentity(_ context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	var at time.Time
 	var deleted int
@@ -50,9 +42,6 @@ func (s *Service) revokeIdentity(_ context.Context, a *workflow.Attempt) (json.R
 	})
 	if err != nil {
 		return nil, err
-	}
-	if s.cfg.Identities != nil {
-		s.cfg.Identities.Revoked(a.Node.ID)
 	}
 	return json.Marshal(proto.RevokeIdentityResult{RevokedAt: at, JoinTokensDeleted: deleted})
 }

@@ -255,8 +255,6 @@ func (t *Tx) CheckIdentity(id string) error {
 // IdentityEpoch is node id's identity epoch (the one a node-role certificate issued now
 // names), after CheckIdentity's check; 0 for an id no node has (a site agent's).
 func (t *Tx) IdentityEpoch(id string) (int64, error) {
-	// Every session's hello asks: a missing node (a site's agent) costs no error made
-	// and thrown away.
 	var n Node
 	if ok, err := t.get(bucketNodes, []byte(id), &n); err != nil || !ok {
 		return 0, err
@@ -266,12 +264,25 @@ func (t *Tx) IdentityEpoch(id string) (int64, error) {
 
 // CheckAgent checks the certificate of an agent of node id in role that names epoch
 // (proto.IdentityEpoch), wherever one is taken: CheckIdentity, and for a machine's agent
-// (role node or ramdisk), that epoch is the node's (FORBIDDEN, reason
-// earlier-installation, for an older one: the machine was released, redeployed or
-// retired since the certificate was issued).
+// (role node or ramdisk), that epoch is the node's (Node.CheckAgent). An id no node has
+// (a site agent's) passes.
 func (t *Tx) CheckAgent(id string, role proto.Role, epoch int64) error {
-	current, err := t.IdentityEpoch(id)
-	if err != nil || !role.OnMachine() || epoch >= current {
+	// Every session's hello asks: a missing node (a site's agent) costs no error made
+	// and thrown away.
+	var n Node
+	if ok, err := t.get(bucketNodes, []byte(id), &n); err != nil || !ok {
+		return err
+	}
+	return n.CheckAgent(role, epoch)
+}
+
+// CheckAgent checks the certificate of an agent of the node in role that names epoch:
+// FORBIDDEN, reason identity-revoked, once the node's identity is revoked
+// (RevokedIdentity); for a machine's agent (role node or ramdisk) FORBIDDEN, reason
+// earlier-installation, for an epoch older than the node's (the machine was released,
+// redeployed or retired since the certificate was issued).
+func (n Node) CheckAgent(role proto.Role, epoch int64) error {
+	if err := n.RevokedIdentity(); err != nil || !role.OnMachine() || epoch >= n.IdentityEpoch {
 		return err
 	}
 	agent, next := "installed OS agent", "the agent of the machine's current OS joins with the token its user data carries"
@@ -279,7 +290,7 @@ func (t *Tx) CheckAgent(id string, role proto.Role, epoch int64) error {
 		agent, next = "ramdisk", "the ramdisk a workflow boots now joins with the token of that boot"
 	}
 	return proto.Errorf(proto.Forbidden, "the certificate of node %s's %s belongs to an earlier installation (epoch %d; the node is at %d: "+
-		"it was released, redeployed or retired since): %s", id, agent, epoch, current, next).
+		"it was released, redeployed or retired since): %s", n.ID, agent, epoch, n.IdentityEpoch, next).
 		WithReason(proto.ReasonEarlierInstallation)
 }
 
@@ -318,5 +329,23 @@ func (t *Tx) UpdateNode(id string, change func(*Node) error) (Node, error) {
 		return old, proto.Errorf(proto.Internal, "node %s: id, tenant, pool and hardware keys are fixed at enrollment", id)
 	}
 	n.Rev, n.UpdatedAt = old.Rev+1, t.now
-	return n, t.put(bucketNodes, []byte(id), n)
+	if err := t.put(bucketNodes, []byte(id), n); err != nil {
+		return old, err
+	}
+	if n.IdentityEpoch != old.IdentityEpoch || !n.IdentityRevokedAt.Equal(old.IdentityRevokedAt) {
+		t.store.watch.nodeIdentity.afterCommit(t, n)
+	}
+	return n, nil
+}
+
+// OnNodeIdentity registers fn to be called after every commit that changed a node's
+// identity (its identity epoch moved, or its identity was revoked), with the node as
+// stored, until the returned cancel is called: the agents of the node whose certificates
+// no longer pass Node.CheckAgent are to be let go. fn runs on the committing goroutine
+// after the store's locks are released, so it must return quickly. On etcd it also runs
+// for every node another replica wrote (changed identity or not: the watch tells the
+// record, not what changed), on the store's watch goroutine: at least once, in commit
+// order, before the hooks of any later commit.
+func (s *Store) OnNodeIdentity(fn func(Node)) (cancel func()) {
+	return s.watch.nodeIdentity.add(fn)
 }
