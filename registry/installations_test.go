@@ -22,13 +22,15 @@ import (
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
-// refusals is a log handler keeping the messages and reasons an agent logs at error.
+// refusals is a log handler keeping the lines (messages and attributes) an agent logs
+// at level from or above: at error, the refusals and their reasons.
 type refusals struct {
+	from    slog.Level
 	mu      sync.Mutex
 	reasons []string
 }
 
-func (r *refusals) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (r *refusals) Enabled(_ context.Context, l slog.Level) bool { return l >= r.from }
 
 func (r *refusals) Handle(_ context.Context, rec slog.Record) error {
 	line := rec.Message
@@ -66,7 +68,7 @@ func (f *busyFleet) firstInstallation(node string, role proto.Role, kind string)
 		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.State = store.NodeActive; return nil })
 		return err
 	})
-	refused = &refusals{}
+	refused = &refusals{from: slog.LevelError}
 	kept = &roleAgent{log: slog.New(refused)}
 	stop = kept.run(f, node, creds)
 	f.wait("the first installation's "+string(role)+" session", func() bool { return f.r.plane.ep.Connected(node, role) })
