@@ -91,17 +91,9 @@ func TestOnSessionOpened(t *testing.T) {
 func TestEtcdIdentityToldBeforeLaterCommits(t *testing.T) {
 	stores := replicas(t, 2)
 	local, remote := stores[0], stores[1]
+	makePool(t, remote)
 	var n Node
 	mustUpdate(t, remote, func(tx *Tx) (err error) {
-		if _, err := tx.CreateTenant("acme"); err != nil {
-			return err
-		}
-		if _, err := tx.CreateSite("rack-a"); err != nil {
-			return err
-		}
-		if _, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
-			return err
-		}
 		n, err = tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}})
 		return err
 	})

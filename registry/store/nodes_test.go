@@ -14,15 +14,24 @@ import (
 // withPool makes tenant acme, site rack-a and acme's pool gpu there.
 func withPool(t *testing.T, open opener) *Store {
 	t.Helper()
-	s := withTenants(t, open, "acme")
+	s := openTest(t, open)
+	makePool(t, s)
+	return s
+}
+
+// makePool makes tenant acme, site rack-a and acme's pool gpu there in s.
+func makePool(t *testing.T, s *Store) {
+	t.Helper()
 	mustUpdate(t, s, func(tx *Tx) error {
+		if _, err := tx.CreateTenant("acme"); err != nil {
+			return err
+		}
 		if _, err := tx.CreateSite("rack-a"); err != nil {
 			return err
 		}
 		_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: PoolPolicy{HardwareProfile: "gpu-redfish"}})
 		return err
 	})
-	return s
 }
 
 func TestNodeEnrollmentAndLifecycle(t *testing.T) {
