@@ -228,3 +228,28 @@ func TestEnrolledNodesReadAsReady(t *testing.T) {
 		})
 	})
 }
+
+// TestNodeIdentityReadsTheNodesFields: the identity an agent's certificate is checked
+// against, read alone from a node's record, is the node's: its id, revocation and epoch.
+func TestNodeIdentityReadsTheNodesFields(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := withPool(t, open)
+		var n Node
+		mustUpdate(t, s, func(tx *Tx) (err error) {
+			if n, err = tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}}); err != nil {
+				return err
+			}
+			n, err = tx.UpdateNode(n.ID, func(n *Node) error {
+				n.IdentityEpoch, n.IdentityRevokedAt = 3, tx.Now()
+				return nil
+			})
+			return err
+		})
+		var got nodeIdentity
+		var ok bool
+		mustUpdate(t, s, func(tx *Tx) (err error) { got, ok, err = tx.identity(n.ID); return err })
+		if want := n.identity(); !ok || got.ID != want.ID || got.IdentityEpoch != 3 || !got.IdentityRevokedAt.Equal(want.IdentityRevokedAt) {
+			t.Errorf("the identity read %+v (%v), want the node's %+v", got, ok, want)
+		}
+	})
+}
