@@ -245,14 +245,16 @@ func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertifica
 	}
 	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Clock: cfg.Clock, Observer: obs, Log: cfg.Log,
 		Claims: &workflow.Claims{Owner: holder.Replica}})
-	// Replicas sharing an etcd store each keep their own return plan; a registry alone on
-	// its bbolt store keeps the store's.
+	// Replicas sharing an etcd store each keep their own return plan, and end the
+	// sessions of agents whose newer session another replica holds; a registry alone on
+	// its bbolt store keeps the store's plan, and every session recorded there is its own.
 	var replica string
+	var elsewhere func(*store.Tx, string, proto.Role) (string, error)
 	if cfg.Store.Backend == "etcd" {
-		replica = holder.Replica
+		replica, elsewhere = holder.Replica, p.elsewhere
 	}
 	ep, err := agents.Start(agents.Config{
-		Replica: replica, Holder: holder, Elsewhere: p.elsewhere, Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: k.pki.AgentCAPool(), Store: st, Log: cfg.Log, Keys: k.endpoint,
+		Replica: replica, Holder: holder, Elsewhere: elsewhere, Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: k.pki.AgentCAPool(), Store: st, Log: cfg.Log, Keys: k.endpoint,
 		OnInventory: p.sites.Inventory, OnSession: p.session, OnSessionEnd: p.sessionEnded, OnProgress: p.progress, Expand: p.expand,
 		Secret: p.secret, Renew: p.renew, Now: cfg.Clock.Now, Received: attest.Verifier{AgentCAs: k.pki.AgentCAPool(), Current: p.current}.Received,
 	})
