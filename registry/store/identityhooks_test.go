@@ -13,7 +13,8 @@ import (
 // told of a commit that moved a node's identity epoch or revoked its identity, with the
 // node as stored, before the commit returns (so before the caller starts the workflow
 // that relays the new installation's commands), and of nothing else: an enrollment, a
-// node change that leaves its identity, a rolled back move, anything after cancel.
+// node change that leaves its identity, a rolled back move, anything after cancel. What
+// an agent's certificate is checked against, read alone, is the node's identity.
 func TestOnNodeIdentity(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
 		s := withPool(t, open)
@@ -21,11 +22,7 @@ func TestOnNodeIdentity(t *testing.T) {
 		cancel := s.OnNodeIdentity(func(n Node) {
 			got = append(got, fmt.Sprintf("%s epoch %d revoked %v", n.ID, n.IdentityEpoch, !n.IdentityRevokedAt.IsZero()))
 		})
-		var n Node
-		mustUpdate(t, s, func(tx *Tx) (err error) {
-			n, err = tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}})
-			return err
-		})
+		n := addNode(t, s)
 		update := func(change func(*Node)) {
 			t.Helper()
 			mustUpdate(t, s, func(tx *Tx) error {
@@ -56,6 +53,20 @@ func TestOnNodeIdentity(t *testing.T) {
 		expect("a rolled back move", n.ID+" epoch 1 revoked false")
 		update(func(n *Node) { n.IdentityRevokedAt = time.Now() })
 		expect("a revocation", n.ID+" epoch 1 revoked false", n.ID+" epoch 1 revoked true")
+		// What certificates are checked against, read alone (Tx.CheckAgent), is the
+		// node's identity as stored.
+		var stored Node
+		var read nodeIdentity
+		mustUpdate(t, s, func(tx *Tx) (err error) {
+			if stored, err = tx.Node(n.ID); err != nil {
+				return err
+			}
+			read, _, err = tx.identity(n.ID)
+			return err
+		})
+		if want := stored.identity(); read.ID != want.ID || read.IdentityEpoch != 1 || !read.IdentityRevokedAt.Equal(want.IdentityRevokedAt) {
+			t.Errorf("the identity read %+v, want the node's %+v", read, want)
+		}
 		cancel()
 		update(func(n *Node) { n.IdentityEpoch++ })
 		expect("after cancel", n.ID+" epoch 1 revoked false", n.ID+" epoch 1 revoked true")
@@ -92,11 +103,7 @@ func TestEtcdIdentityToldBeforeLaterCommits(t *testing.T) {
 	stores := replicas(t, 2)
 	local, remote := stores[0], stores[1]
 	makePool(t, remote)
-	var n Node
-	mustUpdate(t, remote, func(tx *Tx) (err error) {
-		n, err = tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}})
-		return err
-	})
+	n := addNode(t, remote)
 	told := make(chan string, 100)
 	defer local.OnNodeIdentity(func(n Node) {
 		if n.IdentityEpoch > 0 || !n.IdentityRevokedAt.IsZero() {

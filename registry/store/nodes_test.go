@@ -19,6 +19,16 @@ func withPool(t *testing.T, open opener) *Store {
 	return s
 }
 
+// addNode enrolls a machine of MAC 52:54:00:00:00:01 in acme's pool gpu (makePool).
+func addNode(t *testing.T, s *Store) (n Node) {
+	t.Helper()
+	mustUpdate(t, s, func(tx *Tx) (err error) {
+		n, err = tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}})
+		return err
+	})
+	return n
+}
+
 // makePool makes tenant acme, site rack-a and acme's pool gpu there in s.
 func makePool(t *testing.T, s *Store) {
 	t.Helper()
@@ -226,30 +236,5 @@ func TestEnrolledNodesReadAsReady(t *testing.T) {
 			}
 			return nil
 		})
-	})
-}
-
-// TestNodeIdentityReadsTheNodesFields: the identity an agent's certificate is checked
-// against, read alone from a node's record, is the node's: its id, revocation and epoch.
-func TestNodeIdentityReadsTheNodesFields(t *testing.T) {
-	eachBackend(t, func(t *testing.T, open opener) {
-		s := withPool(t, open)
-		var n Node
-		mustUpdate(t, s, func(tx *Tx) (err error) {
-			if n, err = tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}}); err != nil {
-				return err
-			}
-			n, err = tx.UpdateNode(n.ID, func(n *Node) error {
-				n.IdentityEpoch, n.IdentityRevokedAt = 3, tx.Now()
-				return nil
-			})
-			return err
-		})
-		var got nodeIdentity
-		var ok bool
-		mustUpdate(t, s, func(tx *Tx) (err error) { got, ok, err = tx.identity(n.ID); return err })
-		if want := n.identity(); !ok || got.ID != want.ID || got.IdentityEpoch != 3 || !got.IdentityRevokedAt.Equal(want.IdentityRevokedAt) {
-			t.Errorf("the identity read %+v (%v), want the node's %+v", got, ok, want)
-		}
 	})
 }

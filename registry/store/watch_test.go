@@ -80,18 +80,15 @@ func TestOnWrite(t *testing.T) {
 func TestLostRemoteCommits(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
 		s := withPool(t, open)
-		var n Node
-		mustUpdate(t, s, func(tx *Tx) (err error) {
-			if n, err = tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}}); err != nil {
-				return err
-			}
+		n := addNode(t, s)
+		mustUpdate(t, s, func(tx *Tx) error {
 			if _, err := tx.RecordAgentJoin(n.ID, "node", Holder{Replica: "rg_a", Started: time.Now()}); err != nil {
 				return err
 			}
 			if _, err := tx.SetNodeSpec(proto.NodeSpec{Node: n.ID, Role: proto.RoleNode}); err != nil {
 				return err
 			}
-			_, err = tx.EnqueueAgentCommand(n.ID, proto.RoleRamdisk, proto.Command{ID: "c1", Kind: "disk.wipe"})
+			_, err := tx.EnqueueAgentCommand(n.ID, proto.RoleRamdisk, proto.Command{ID: "c1", Kind: "disk.wipe"})
 			return err
 		})
 		var got []string
