@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -21,13 +22,15 @@ import (
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
-// refusals is a log handler keeping the messages and reasons an agent logs at error.
+// refusals is a log handler keeping the lines (messages and attributes) an agent logs
+// at level from or above: at error, the refusals and their reasons.
 type refusals struct {
+	from    slog.Level
 	mu      sync.Mutex
 	reasons []string
 }
 
-func (r *refusals) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (r *refusals) Enabled(_ context.Context, l slog.Level) bool { return l >= r.from }
 
 func (r *refusals) Handle(_ context.Context, rec slog.Record) error {
 	line := rec.Message
@@ -65,22 +68,52 @@ func (f *busyFleet) firstInstallation(node string, role proto.Role, kind string)
 		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.State = store.NodeActive; return nil })
 		return err
 	})
-	refused = &refusals{}
+	refused = &refusals{from: slog.LevelError}
 	kept = &roleAgent{log: slog.New(refused)}
 	stop = kept.run(f, node, creds)
 	f.wait("the first installation's "+string(role)+" session", func() bool { return f.r.plane.ep.Connected(node, role) })
 	return kept, refused, stop
 }
 
+// moveEpochUnheard moves node's identity epoch, as a deploy, release or retire does as it
+// starts, in a commit whose hooks wait until the returned hear is called: until then
+// the registry has not heard of the move (as a replica whose watch of the store is
+// behind: the commit tells its hooks after the store's locks are released), and the
+// sessions of the node's agents stay open.
+func (f *busyFleet) moveEpochUnheard(node string) (hear func()) {
+	f.t.Helper()
+	return f.commitUnheard(store.BucketNodes, "moving the identity epoch", func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.IdentityEpoch++; return nil })
+		return err
+	})
+}
+
+// commitUnheard commits change, which writes bucket, in a commit whose hooks wait until
+// the returned hear is called (moveEpochUnheard).
+func (f *busyFleet) commitUnheard(bucket store.Bucket, what string, change func(*store.Tx) error) (hear func()) {
+	f.t.Helper()
+	committed, heard, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	unhook := f.r.st.OnWrite(func() { once.Do(func() { close(committed); <-heard }) }, bucket)
+	go func() {
+		defer close(done)
+		f.must(f.r.st.Update(change), what)
+	}()
+	<-committed
+	unhook()
+	return func() { close(heard); <-done }
+}
+
 // TestEarlierInstallationsCertificatesStopWorking: the installed OS's certificate of a
 // machine's first deploy is kept by its user (who had root on that OS), and the machine
-// is released and deployed again. While a session of it stays open past the release
-// (held by a replica that did not hear of it), the old certificate gets no secret its
-// NodeSpec names, no renewal, and a result it signs is not taken; the release through
-// the API ends its session with CloseRevoked, saying the certificate belongs to an
-// earlier installation, and each of its later sessions is refused so. The agent of the
-// new installation, joined with the new deploy's token, gets all of these. Before
-// certificates named their installation, the old one kept working for a year.
+// is released and deployed again. While its session stays open past the epoch's move
+// (the registry holding it has not heard of it yet), the old certificate gets no secret
+// its NodeSpec names, no renewal, a result it signs is not taken, and the NodeSpec
+// stored next is not pushed to it: the push ends its session with CloseRevoked, saying
+// the certificate belongs to an earlier installation; each of its later sessions is
+// refused so, the release's through the API too. The agent of the new installation,
+// joined with the new deploy's token, gets all of these. Before certificates named their
+// installation, the old one kept working for a year.
 func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 	f := serveBusy(t, Config{})
 	storetest.Fill(t, f.r.st)
@@ -98,11 +131,18 @@ func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	diagID := 0
+	diagAsync := func() <-chan error {
+		diagID++
+		ch, id := make(chan error, 1), fmt.Sprintf("signed-%d", diagID)
+		go func() {
+			_, err := ep.Relay(ctx, node, proto.RoleNode, proto.Command{ID: id, Kind: proto.CommandDiagDCGM})
+			ch <- err
+		}()
+		return ch
+	}
 	diag := func() error {
 		t.Helper()
-		diagID++
-		_, err := ep.Relay(ctx, node, proto.RoleNode, proto.Command{ID: "signed-" + string(rune('0'+diagID)), Kind: proto.CommandDiagDCGM})
-		return err
+		return <-diagAsync()
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	f.must(err, "a key")
@@ -120,12 +160,13 @@ func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 	}
 	works("the first installation", kept)
 
-	// A release moves the node's epoch; a session of the old certificate that stays
-	// open (another replica's, which did not hear of it) is refused at every request.
-	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
-		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.IdentityEpoch++; return nil })
-		return err
-	})
+	// A diagnosis is on its way when a release moves the node's epoch, which the
+	// registry has not heard of yet: the session of the old certificate, still open, is
+	// refused at every request, and the signed result it answers then is not taken.
+	release := kept.holdAnswers(proto.CommandDiagDCGM)
+	held := diagAsync()
+	f.wait("the second diagnosis on its way", func() bool { return len(kept.received(proto.CommandDiagDCGM)) == 2 })
+	hear := f.moveEpochUnheard(node)
 	earlier := func(what string, err error) {
 		t.Helper()
 		if proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != proto.ReasonEarlierInstallation {
@@ -139,17 +180,33 @@ func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 	}
 	_, err = kept.s.Renew(ctx, key)
 	earlier("renewal", err)
-	if err := diag(); err == nil || !strings.Contains(err.Error(), "earlier installation") {
+	release()
+	if err := <-held; err == nil || !strings.Contains(err.Error(), "earlier installation") {
 		t.Errorf("the kept certificate's signed result: %v, want refused as of an earlier installation", err)
 	}
 
-	// The release through the API ends the session: CloseRevoked, its reason the
-	// earlier installation, and every later session is refused the same way.
+	// The next NodeSpec, stored before the registry heard of the move, is not pushed
+	// to the old certificate: the push ends its session with CloseRevoked, its reason
+	// the earlier installation.
 	before := refused.count("earlier installation")
+	f.must(f.hostSpec(node, 1, ref), "storing the next NodeSpec")
+	var next proto.NodeSpec
+	f.must(f.r.st.View(func(tx *store.Tx) (err error) { next, err = tx.NodeSpec(node); return err }), "reading the NodeSpec")
+	f.wait("the kept certificate's session ended instead of the push", func() bool {
+		return refused.count("earlier installation") > before && !ep.Connected(node, proto.RoleNode)
+	})
+	hear()
+	if kept.agent.wasApplied(next.Generation) {
+		t.Errorf("the kept certificate was pushed the next NodeSpec (generation %d)", next.Generation)
+	}
+
+	// The release through the API: every later session of the old certificate is
+	// refused the same way.
+	before = refused.count("earlier installation")
 	_, err = call[api.TransitionStarted](f.admin, "metal.release", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
 	f.must(err, "metal.release")
-	f.wait("the kept certificate's session ended, and its next two refused", func() bool {
-		return refused.count("earlier installation") >= before+3 && !ep.Connected(node, proto.RoleNode)
+	f.wait("the kept certificate's next two sessions refused", func() bool {
+		return refused.count("earlier installation") >= before+2 && !ep.Connected(node, proto.RoleNode)
 	})
 	_, err = call[api.TransitionStarted](f.admin, "metal.cancel", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
 	f.must(err, "metal.cancel")
@@ -165,14 +222,14 @@ func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 
 // TestEarlierRamdiskCertificatesStopWorking: the ramdisk of a machine's first deploy
 // keeps running (a failed deploy, or its key found in RAM by the root user of the OS it
-// kexec'd into), and the machine is released. While a session of it stays open past
-// the epoch's move (held by a replica that did not hear of it), a wipe it signs is not
-// attested; the release through the API ends its session with CloseRevoked, saying its
-// certificate belongs to an earlier installation, and each of its later sessions is
-// refused so: the release's disk.wipe never reaches it. The ramdisk the release boots,
-// joined with that boot's token, gets the wipe and its signed result is attested.
-// Before ramdisk certificates named their installation, the old one took the wipe and
-// signed an attested result.
+// kexec'd into), and the machine is released. While its session stays open past the
+// epoch's move (the registry holding it has not heard of it yet), a wipe it signs is not
+// attested, and a wipe relayed then is not sent to it: the relay ends its session with
+// CloseRevoked, saying its certificate belongs to an earlier installation, and each of
+// its later sessions is refused so, the release's through the API too: the wipe never
+// reaches it. The ramdisk the release boots, joined with that boot's token, gets the
+// wipe and its signed result is attested. Before ramdisk certificates named their
+// installation, the old one took the wipe and signed an attested result.
 func TestEarlierRamdiskCertificatesStopWorking(t *testing.T) {
 	f := serveBusy(t, Config{})
 	storetest.Fill(t, f.r.st)
@@ -209,43 +266,49 @@ func TestEarlierRamdiskCertificatesStopWorking(t *testing.T) {
 		t.Fatalf("the first deploy's ramdisk's wipe: %+v, %v; want it attested", a.w, a.err)
 	}
 
-	// The epoch moves under a session that stays open: what it signs is not attested.
-	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
-		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.IdentityEpoch++; return nil })
-		return err
-	})
-	if a := <-wipe(); a.err != nil || a.w.Attested || !strings.Contains(a.w.Reason, "earlier installation") {
+	// A wipe is on its way when the epoch moves, which the registry has not heard of
+	// yet: what the session, still open, signs then is not attested.
+	release := kept.holdAnswers(proto.CommandDiskWipe)
+	held := wipe()
+	f.wait("the second wipe on its way", func() bool { return len(kept.received(proto.CommandDiskWipe)) == 2 })
+	hear := f.moveEpochUnheard(node)
+	release()
+	if a := <-held; a.err != nil || a.w.Attested || !strings.Contains(a.w.Reason, "earlier installation") {
 		t.Errorf("the kept ramdisk's signed wipe: %+v, %v; want it refused as of an earlier installation", a.w, a.err)
 	}
 
-	// The release through the API ends the session: CloseRevoked, its reason the
-	// earlier installation, and every later session is refused the same way.
+	// A wipe relayed before the registry heard of the move is not sent to the kept
+	// ramdisk: the relay ends its session with CloseRevoked, its reason the earlier
+	// installation, and the wipe waits.
 	before := refused.count("earlier installation")
+	released := wipe()
+	f.wait("the kept ramdisk's session ended instead of the wipe", func() bool {
+		return refused.count("earlier installation") > before && !ep.Connected(node, proto.RoleRamdisk)
+	})
+	hear()
+
+	// The release through the API: every later session of the kept ramdisk is refused
+	// the same way, before any hello could hand it the pending wipe.
+	before = refused.count("earlier installation")
 	_, err := call[api.TransitionStarted](f.admin, "metal.release", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
 	f.must(err, "metal.release")
-	f.wait("the kept ramdisk's session ended, and its next two refused", func() bool {
-		return refused.count("earlier installation") >= before+3 && !ep.Connected(node, proto.RoleRamdisk)
-	})
 	_, err = call[api.TransitionStarted](f.admin, "metal.cancel", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
 	f.must(err, "metal.cancel")
-
-	// The release's wipe, relayed to the machine's ramdisk, waits; the kept ramdisk,
-	// trying again, is refused before any hello could hand it the pending command.
-	released := wipe()
-	f.wait("the release's wipe stored", func() bool {
+	f.wait("the wipe still stored", func() bool {
 		var pending []store.AgentCommand
 		f.r.st.View(func(tx *store.Tx) (err error) { pending, err = tx.PendingAgentCommands(node); return err })
 		return len(pending) == 1
 	})
-	before = refused.count("earlier installation")
-	f.wait("two more sessions of the kept ramdisk refused", func() bool { return refused.count("earlier installation") >= before+2 })
+	f.wait("two more sessions of the kept ramdisk refused", func() bool {
+		return refused.count("earlier installation") >= before+2 && !ep.Connected(node, proto.RoleRamdisk)
+	})
 	select {
 	case a := <-released:
-		t.Fatalf("the release's wipe answered with only the kept ramdisk running: %+v, %v", a.w, a.err)
+		t.Fatalf("the wipe answered with only the kept ramdisk running: %+v, %v", a.w, a.err)
 	default:
 	}
 	if got := kept.received(proto.CommandDiskWipe); len(got) != 2 {
-		t.Errorf("the kept ramdisk was sent disk.wipe %d times, want only the two before the release", len(got))
+		t.Errorf("the kept ramdisk was sent disk.wipe %d times, want only the two before the move", len(got))
 	}
 
 	// The ramdisk the release boots joins with that boot's token and takes the wipe.

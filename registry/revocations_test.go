@@ -75,8 +75,19 @@ func TestRevokedNodeAgentCertificates(t *testing.T) {
 		t.Fatalf("before the revocation: secret %q, %v", v, err)
 	}
 
-	// Another replica revokes: the session held here stays open, and gets nothing.
-	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
+	// Another tenant cannot revoke the node, nor learn it exists.
+	_, err = call[api.CertificatesRevoked](f.tenants["globex"], "metal.revokeCertificates", api.RevokeNodeCertificatesRequest{NodeID: node})
+	if err == nil || proto.AsError(err).Code != proto.NotFound || proto.AsError(err).Details.Path != "nodeId" || strings.Contains(err.Error(), "acme") {
+		t.Errorf("another tenant revoking the node: %v, want NOT_FOUND at nodeId naming no tenant", err)
+	}
+	if !ep.Connected(node, proto.RoleNode) || !ep.Connected(node, proto.RoleRamdisk) {
+		t.Errorf("another tenant's refused revocation ended the node's sessions")
+	}
+
+	// A revocation this registry has not heard of yet (another replica's, its watch
+	// behind): the session held here is still open, and gets nothing.
+	before, ramdiskBefore := refused.count(revokedSays), ramdiskRefused.count(revokedSays)
+	hear := f.commitUnheard(store.BucketNodes, "revoking the node's agents", func(tx *store.Tx) error {
 		_, _, err := f.r.metal.RevokeAgents(tx, "acme", node, "OS compromised", "")
 		return err
 	})
@@ -94,26 +105,19 @@ func TestRevokedNodeAgentCertificates(t *testing.T) {
 	_, err = kept.s.Renew(ctx, key)
 	revoked("renewal", err)
 
-	// Another tenant cannot revoke the node, nor learn it exists.
-	_, err = call[api.CertificatesRevoked](f.tenants["globex"], "metal.revokeCertificates", api.RevokeNodeCertificatesRequest{NodeID: node})
-	if err == nil || proto.AsError(err).Code != proto.NotFound || proto.AsError(err).Details.Path != "nodeId" || strings.Contains(err.Error(), "acme") {
-		t.Errorf("another tenant revoking the node: %v, want NOT_FOUND at nodeId naming no tenant", err)
-	}
-	if !ep.Connected(node, proto.RoleNode) || !ep.Connected(node, proto.RoleRamdisk) {
-		t.Errorf("another tenant's refused revocation ended the node's sessions")
-	}
+	// Once the registry hears of it, both sessions end, and every later hello is refused.
+	hear()
+	f.wait("both sessions ended, and the next hello of each refused", func() bool {
+		return refused.count(revokedSays) >= before+2 && ramdiskRefused.count(revokedSays) >= ramdiskBefore+2 &&
+			!ep.Connected(node, proto.RoleNode) && !ep.Connected(node, proto.RoleRamdisk)
+	})
 
-	// Its own tenant revokes: both sessions end, and every later hello is refused.
-	before, ramdiskBefore := refused.count(revokedSays), ramdiskRefused.count(revokedSays)
+	// Its own tenant revokes again through the API.
 	out, err := call[api.CertificatesRevoked](f.tenants["acme"], "metal.revokeCertificates", api.RevokeNodeCertificatesRequest{NodeID: node, Reason: "OS compromised, again"})
 	f.must(err, "metal.revokeCertificates")
 	if out.NodeID != node || out.IdentityEpoch != 2 || out.Reason != "OS compromised, again" || out.JoinTokensDeleted != 0 {
 		t.Errorf("metal.revokeCertificates answered %+v, want node %s at epoch 2, the reason, no token left to delete", out, node)
 	}
-	f.wait("both sessions ended, and the next hello of each refused", func() bool {
-		return refused.count(revokedSays) >= before+2 && ramdiskRefused.count(revokedSays) >= ramdiskBefore+2 &&
-			!ep.Connected(node, proto.RoleNode) && !ep.Connected(node, proto.RoleRamdisk)
-	})
 	var events []store.Event
 	f.must(f.r.st.View(func(tx *store.Tx) error {
 		all, _, err := tx.Events(node, "", store.Page{})
@@ -194,16 +198,6 @@ func TestRevokedSiteAgentCertificates(t *testing.T) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	f.must(err, "a key")
 
-	// Another replica revokes: the session held here stays open, and renews nothing.
-	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
-		_, _, err := tx.RevokeSiteAgent("rack-a", store.Revocation{Reason: "rack server stolen"})
-		return err
-	})
-	if _, err := kept.s.Renew(ctx, key); proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != proto.ReasonRevoked ||
-		!strings.Contains(err.Error(), "rack server stolen") {
-		t.Errorf("the revoked site certificate's renewal: %v, want FORBIDDEN %s with the reason", err, proto.ReasonRevoked)
-	}
-
 	// A tenant cannot revoke a site's agent.
 	_, err = call[api.CertificatesRevoked](f.tenants["acme"], "sites.revokeCertificates", api.RevokeSiteCertificatesRequest{SiteID: "rack-a"})
 	if proto.CodeOf(err) != proto.Forbidden {
@@ -213,16 +207,30 @@ func TestRevokedSiteAgentCertificates(t *testing.T) {
 		t.Errorf("a tenant's refused revocation ended the site agent's session")
 	}
 
-	// The platform revokes: the session ends, and every later hello is refused.
+	// A revocation this registry has not heard of yet (another replica's): the session
+	// held here is still open, and renews nothing.
 	before := refused.count(revokedSays)
+	hear := f.commitUnheard(store.BucketSites, "revoking the site's agent", func(tx *store.Tx) error {
+		_, _, err := tx.RevokeSiteAgent("rack-a", store.Revocation{Reason: "rack server stolen"})
+		return err
+	})
+	if _, err := kept.s.Renew(ctx, key); proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != proto.ReasonRevoked ||
+		!strings.Contains(err.Error(), "rack server stolen") {
+		t.Errorf("the revoked site certificate's renewal: %v, want FORBIDDEN %s with the reason", err, proto.ReasonRevoked)
+	}
+
+	// Once the registry hears of it, the session ends, and every later hello is refused.
+	hear()
+	f.wait("the site agent's session ended, and its next hello refused", func() bool {
+		return refused.count(revokedSays) >= before+2 && !ep.Connected("rack-a", proto.RoleSite)
+	})
+
+	// The platform revokes again through the API.
 	out, err := call[api.CertificatesRevoked](f.admin, "sites.revokeCertificates", api.RevokeSiteCertificatesRequest{SiteID: "rack-a", Reason: "rack server stolen"})
 	f.must(err, "sites.revokeCertificates")
 	if out.SiteID != "rack-a" || out.IdentityEpoch != 2 || out.JoinTokensDeleted != 0 {
 		t.Errorf("sites.revokeCertificates answered %+v, want rack-a at epoch 2, no token left to delete", out)
 	}
-	f.wait("the site agent's session ended, and its next hello refused", func() bool {
-		return refused.count(revokedSays) >= before+2 && !ep.Connected("rack-a", proto.RoleSite)
-	})
 
 	// A command relayed to the site now waits; the revoked agent, trying again, is
 	// refused before any hello could hand it the command.

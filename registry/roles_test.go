@@ -25,9 +25,25 @@ type roleAgent struct {
 	// log is where its session logs; nowhere when nil.
 	log *slog.Logger
 	s   *session.Agent
+	// agent is the fleet's agent whose sessions it runs.
+	agent *fleetAgent
 
 	mu  sync.Mutex
 	got map[string][]json.RawMessage
+	// hold, when set (holdAnswers), holds each answer of the kind holdKind until it is
+	// closed.
+	hold     chan struct{}
+	holdKind string
+}
+
+// holdAnswers holds the answers of the commands of kind the agent runs from now until
+// the returned release is called.
+func (a *roleAgent) holdAnswers(kind string) (release func()) {
+	hold := make(chan struct{})
+	a.mu.Lock()
+	a.hold, a.holdKind = hold, kind
+	a.mu.Unlock()
+	return func() { close(hold) }
 }
 
 func (a *roleAgent) received(kind string) []json.RawMessage {
@@ -47,7 +63,15 @@ func (a *roleAgent) run(f *busyFleet, node string, creds bcdconf.Agent) (stop fu
 				a.got = map[string][]json.RawMessage{}
 			}
 			a.got[kind] = append(a.got[kind], p)
+			hold, held := a.hold, a.holdKind == kind
 			a.mu.Unlock()
+			if hold != nil && held {
+				select {
+				case <-hold:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
 			return answer(ctx)
 		}
 	}
@@ -55,6 +79,7 @@ func (a *roleAgent) run(f *busyFleet, node string, creds bcdconf.Agent) (stop fu
 		Wiped: true, Bytes: 2 << 20, ReadBack: &proto.ReadBack{Expect: proto.ExpectZeroes, Passed: true}}}}
 	agent := f.newAgent(node, creds)
 	agent.log = a.log
+	a.agent = agent
 	agent.handlers = map[string]session.Handler{
 		proto.CommandDiskWipe: record(proto.CommandDiskWipe, func(ctx context.Context) (json.RawMessage, error) {
 			return session.SignResult(ctx, proto.CommandDiskWipe, wiped)

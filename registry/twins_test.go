@@ -188,13 +188,12 @@ func TestTwoAgentsOfOneNode(t *testing.T) {
 		t.Errorf("replacements: %+v before the scrape, %+v after, scraped again %v; want the turns counted and scraped", before, r, again)
 	}
 
-	// The identity revoked, as metal.revokeIdentity does: the session ends, and neither
-	// agent holds one again, however often each tries.
+	// The identity revoked, as metal.revokeIdentity does: its commit ends the session,
+	// and neither agent holds one again, however often each tries.
 	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
 		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.IdentityRevokedAt = tx.Now(); return nil })
 		return err
 	})
-	ep.Revoked(node)
 	tried := ep.Handshakes().Accepted
 	f.wait("both agents trying again twice each", func() bool { return ep.Handshakes().Accepted >= tried+4 })
 	if ep.Connected(node, proto.RoleNode) {

@@ -71,7 +71,25 @@ func (p *agentPlane) NodeAgentConnected(tx *store.Tx, node string) bool {
 	if err != nil {
 		p.log.Warn("reading whether a node agent holds a session with another replica", "node", node, "err", err)
 	}
-	return elsewhere
+	return elsewhere != ""
+}
+
+// elsewhere is the endpoint's Elsewhere: the other replica holding a session of node's
+// agent in role, as tx reads the store, "" when none does: for a machine's agent, as
+// its joins say (JoinLog.ConnectedElsewhere); for a site agent, as its session's record
+// says (store.AgentSession, recorded by session).
+func (p *agentPlane) elsewhere(tx *store.Tx, node string, role proto.Role) (string, error) {
+	if role != proto.RoleSite {
+		return p.joins.ConnectedElsewhere(tx, node, string(role))
+	}
+	s, ok, err := tx.AgentSession(node)
+	if err != nil || !ok || s.Replica == p.holder.Replica {
+		return "", err
+	}
+	if live, err := s.Live(tx); !live {
+		return "", err
+	}
+	return s.Replica, nil
 }
 
 // expand completes a command as it is delivered: for a site agent, its media.insert
@@ -227,14 +245,16 @@ func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertifica
 	}
 	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Clock: cfg.Clock, Observer: obs, Log: cfg.Log,
 		Claims: &workflow.Claims{Owner: holder.Replica}})
-	// Replicas sharing an etcd store each keep their own return plan; a registry alone on
-	// its bbolt store keeps the store's.
+	// Replicas sharing an etcd store each keep their own return plan, and end the
+	// sessions of agents whose newer session another replica holds; a registry alone on
+	// its bbolt store keeps the store's plan, and every session recorded there is its own.
 	var replica string
+	var elsewhere func(*store.Tx, string, proto.Role) (string, error)
 	if cfg.Store.Backend == "etcd" {
-		replica = holder.Replica
+		replica, elsewhere = holder.Replica, p.elsewhere
 	}
 	ep, err := agents.Start(agents.Config{
-		Replica: replica, Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: k.pki.AgentCAPool(), Store: st, Log: cfg.Log, Keys: k.endpoint,
+		Replica: replica, Holder: holder, Elsewhere: elsewhere, Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: k.pki.AgentCAPool(), Store: st, Log: cfg.Log, Keys: k.endpoint,
 		OnInventory: p.sites.Inventory, OnSession: p.session, OnSessionEnd: p.sessionEnded, OnProgress: p.progress, Expand: p.expand,
 		Secret: p.secret, Renew: p.renew, Now: cfg.Clock.Now, Received: attest.Verifier{AgentCAs: k.pki.AgentCAPool(), Current: p.current}.Received,
 	})

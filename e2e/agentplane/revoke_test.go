@@ -14,8 +14,9 @@ import (
 )
 
 // TestRevokedIdentity revokes the identity of a connected node, as metal.revokeIdentity
-// does: its session ends with CloseRevoked, and a new session with the same, still
-// unexpired, certificate is refused the same way and never registered.
+// does: the revocation's commit ends its session with CloseRevoked, and a new session
+// with the same, still unexpired, certificate is refused the same way and never
+// registered.
 func TestRevokedIdentity(t *testing.T) {
 	e := newEnv(t, agents.Config{})
 	storetest.Fill(t, e.st)
@@ -30,7 +31,6 @@ func TestRevokedIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.ep.Revoked(node)
 	closedRevoked(t, live)
 	if n := e.ep.Sessions(); n != 0 {
 		t.Errorf("%d sessions after the revocation", n)

@@ -113,6 +113,14 @@ type Config struct {
 	// that each replica plans its fleet's return from its own stop and its own machine's
 	// measure. Empty for a registry alone on its store (bbolt): the plan is the store's.
 	Replica string
+	// Holder is the run of the registry the endpoint serves in, as the sessions it holds
+	// are recorded (OnSession: store.AgentJoin.Holder, store.AgentSession.Holder).
+	Holder store.Holder
+	// Elsewhere, if set, is the registry replica that holds a session of node's agent in
+	// role, as tx reads the store ("" when none does): a session of the agent that opens
+	// here replaces it, and one recorded as opened by another registry (OnSession there)
+	// replaces the session here. Without it the endpoint replaces only its own sessions.
+	Elsewhere func(tx *store.Tx, node string, role proto.Role) (replica string, err error)
 	// Keys, if set, are the endpoint's keys as the registry's replicas share them, sealed
 	// (registry/pki). Without them the endpoint keeps its keys in the store, in the clear
 	// (store.Tx.AgentKey); with them it removes those.
@@ -243,10 +251,14 @@ func Start(cfg Config) (*Endpoint, error) {
 	e.window = newWindow(time.Now)
 	e.calls.init()
 	// The hooks hear of this registry's commits and (on etcd) the other replicas': a
-	// NodeSpec or a command for an agent whose session is here, an answer or an applied
-	// generation someone here waits for.
-	unhook := []func(){cfg.Store.OnNodeSpec(e.nodeSpecChanged), cfg.Store.OnAgentCommand(e.commandChanged),
-		cfg.Store.OnWrite(e.observe.notify, store.BucketAgentStatus)}
+	// node's identity that lets an agent here go, a session of an agent here opened at
+	// another replica, a NodeSpec or a command for an agent whose session is here, an
+	// answer or an applied generation someone here waits for.
+	unhook := []func(){cfg.Store.OnNodeIdentity(e.identityChanged), cfg.Store.OnSiteIdentity(e.siteIdentityChanged), cfg.Store.OnNodeSpec(e.nodeSpecChanged),
+		cfg.Store.OnAgentCommand(e.commandChanged), cfg.Store.OnWrite(e.observe.notify, store.BucketAgentStatus)}
+	if cfg.Elsewhere != nil {
+		unhook = append(unhook, cfg.Store.OnSessionOpened(e.sessionOpened))
+	}
 	e.unhook = func() {
 		for _, fn := range unhook {
 			fn()
@@ -444,37 +456,50 @@ func (e *Endpoint) accept() {
 	}
 }
 
-// Revoked ends the sessions of node's agents (its ramdisk's and its installed OS's),
-// whose identity metal.revokeIdentity revoked; their next hello is refused.
-func (e *Endpoint) Revoked(node string) {
+// identityChanged is the store's hook for nodes whose identity changed, this registry's
+// commits and (on etcd) the other replicas': it ends the sessions of the node's agents
+// (its installed OS's and its ramdisk's) whose certificates the node as stored no longer
+// passes (store.Node.CheckAgent), with CloseRevoked: its identity was revoked
+// (metal.revokeIdentity), or a workflow took the machine away from the installation they
+// belong to (a deploy, a release or a retire moves the identity epoch as it starts, and
+// a ramdisk booted before it is not the one the workflow boots). Each agent's next hello
+// is refused the same way. It reads nothing: the commit that changed the node tells it,
+// before anything a later commit relays or pushes looks for the node's sessions.
+func (e *Endpoint) identityChanged(n store.Node) {
 	for _, role := range proto.MachineRoles {
-		if s := e.session(node, role); s != nil {
-			e.end(s, codeRevoked, "the identity of node "+node+" was revoked")
+		if s := e.session(n.ID, role); s != nil {
+			e.letGo(s, n.CheckAgent(role, s.epoch))
 		}
 	}
 }
 
-// Reinstalled ends the sessions of node's agents (its installed OS's and its ramdisk's,
-// or, for a site's name, the site agent's) whose certificates name an earlier identity
-// epoch than node's now (store.Tx.CheckAgent): a workflow took the machine away from
-// that OS (a deploy, a release, a retire), and a ramdisk booted before it is not the one
-// the workflow boots; or an operator revoked the certificates. Each agent's next hello
-// is refused the same way.
-func (e *Endpoint) Reinstalled(node string) {
-	for _, role := range proto.Roles {
-		s := e.session(node, role)
-		if s == nil {
-			continue
-		}
-		err := e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(node, role, s.epoch) })
-		switch {
-		case proto.CodeOf(err) == proto.Forbidden:
-			e.log.Warn("agent session ended", "node", node, "role", role, "err", err)
-			e.end(s, codeRevoked, err.Error())
-		case err != nil:
-			e.log.Error("agent identity", "node", node, "role", role, "err", err)
-		}
+// siteIdentityChanged is identityChanged for a site whose agent's certificates an
+// operator revoked (sites revoke-identity): the site agent's session ends when its
+// certificate no longer passes store.Site.CheckAgent. A site agent's id is its site's
+// name (site.Agent).
+func (e *Endpoint) siteIdentityChanged(st store.Site) {
+	if s := e.session(st.ID, proto.RoleSite); s != nil {
+		e.letGo(s, st.CheckAgent(s.epoch))
 	}
+}
+
+// letGo ends session s when err, its certificate checked against its node
+// (store.Tx.CheckAgent), is set, and reports whether it was: nothing more is sent on the
+// session. A refusal (FORBIDDEN: the identity revoked, or the certificate of an earlier
+// installation) closes it with CloseRevoked; a store that could not be read, as serve
+// does, with CloseShutdown, and the agent's next hello checks again.
+func (e *Endpoint) letGo(s *session, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case proto.CodeOf(err) == proto.Forbidden:
+		e.log.Warn("agent session ended", "node", s.node, "role", s.role, "err", err)
+		e.end(s, codeRevoked, err.Error())
+	default:
+		e.log.Error("agent identity", "node", s.node, "role", s.role, "err", err)
+		e.end(s, codeShutdown, "registry failed to read the node")
+	}
+	return true
 }
 
 // Connected reports whether node's agent of role has a session now.

@@ -86,14 +86,24 @@ func (e *Endpoint) nodeSpecChanged(node string, _ int64) {
 	}
 }
 
-// pushWorker pushes queued NodeSpecs, reading each batch in one transaction.
+// pushWorker pushes queued NodeSpecs, reading each batch in one transaction. A session
+// whose certificate the node read in that transaction no longer passes
+// (store.Tx.CheckAgent) is ended instead: an installed OS's agent of an earlier
+// installation never gets the NodeSpec of the next one, even when the push comes before
+// this registry hears of the installation's change (identityChanged).
 func (e *Endpoint) pushWorker() {
+	type push struct {
+		s    *session
+		spec proto.NodeSpec
+		// refused is why the node refuses the session's certificate, nil when it passes.
+		refused error
+	}
 	for {
 		nodes := e.push.take(pushBatch)
 		if nodes == nil {
 			return
 		}
-		specs := make([]proto.NodeSpec, 0, len(nodes))
+		pushes := make([]push, 0, len(nodes))
 		err := e.cfg.Store.View(func(tx *store.Tx) error {
 			for _, n := range nodes {
 				spec, err := tx.NodeSpec(n)
@@ -103,7 +113,9 @@ func (e *Endpoint) pushWorker() {
 				if err != nil {
 					return err
 				}
-				specs = append(specs, spec)
+				if s := e.session(spec.Node, spec.Role); s != nil {
+					pushes = append(pushes, push{s, spec, tx.CheckAgent(s.node, s.role, s.epoch)})
+				}
 			}
 			return nil
 		})
@@ -111,9 +123,9 @@ func (e *Endpoint) pushWorker() {
 			e.log.Error("read NodeSpecs to push", "err", err)
 			continue
 		}
-		for _, spec := range specs {
-			if s := e.session(spec.Node, spec.Role); s != nil {
-				e.send(s, spec)
+		for _, p := range pushes {
+			if !e.letGo(p.s, p.refused) {
+				e.send(p.s, p.spec)
 			}
 		}
 	}

@@ -74,8 +74,14 @@ func (e *Endpoint) Relay(ctx context.Context, node string, role proto.Role, cmd 
 // deliver sends a command on a new stream of s and records the answer. If the link
 // drops first, the command stays pending and the agent's next hello sends it again. The
 // commit of the answer wakes whoever waits for it, here or at another replica
-// (commandChanged).
+// (commandChanged). A session whose certificate its node no longer passes, as the store
+// reads now (store.Tx.CheckAgent), is ended instead: the agent of an earlier
+// installation never gets a command of the next one, even one relayed before this
+// registry hears of the installation's change (identityChanged).
 func (e *Endpoint) deliver(s *session, c store.AgentCommand) {
+	if e.letGo(s, e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(s.node, s.role, s.epoch) })) {
+		return
+	}
 	res, err := e.exchange(s, c)
 	if err != nil {
 		e.log.Debug("relay", "node", s.node, "command", c.ID, "err", err)

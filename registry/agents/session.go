@@ -225,12 +225,55 @@ func (e *Endpoint) register(s *session) bool {
 	e.sessions[s.identity] = s
 	e.mu.Unlock()
 	if warn {
-		e.warnTurns(s, old)
+		e.warnTurns(s, old.conn.RemoteAddr().String())
 	}
 	if old != nil {
 		old.conn.CloseWithError(codeReplaced, "replaced by a newer session of the same node and role")
 	}
 	return true
+}
+
+// replacedElsewhere counts the session of s's agent that another registry replica holds,
+// which s replaces, as register counts one replaced here: that replica ends it once it
+// hears of s (sessionOpened).
+func (e *Endpoint) replacedElsewhere(s *session, replica string) {
+	e.mu.Lock()
+	warn := e.replacing(s.identity, true, time.Now())
+	e.mu.Unlock()
+	if warn {
+		e.warnTurns(s, "a session at registry replica "+replica)
+	}
+}
+
+// sessionOpened is the store's hook for agent sessions recorded as opened, this
+// registry's and (on etcd) the other replicas': a session of an agent that another
+// registry recorded replaces the session of the same agent here, as a newer session here
+// would (CloseReplaced; the registry that opened it counted it: replacedElsewhere),
+// once the store says that the other registry holds the agent's session (Elsewhere): a
+// session here recorded since is the newer one, and the other registry hears of it.
+func (e *Endpoint) sessionOpened(node, role string, holder store.Holder) {
+	s := e.session(node, proto.Role(role))
+	if s == nil || holder.Is(e.cfg.Holder) {
+		return
+	}
+	e.spawn(func() {
+		var replica string
+		err := e.cfg.Store.View(func(tx *store.Tx) (err error) { replica, err = e.cfg.Elsewhere(tx, node, s.role); return err })
+		if err != nil {
+			e.log.Error("reading which registry holds an agent's session", "node", node, "role", role, "err", err)
+			return
+		}
+		if replica == "" {
+			return
+		}
+		e.mu.Lock()
+		if e.sessions[s.identity] == s {
+			delete(e.sessions, s.identity)
+		}
+		e.mu.Unlock()
+		e.log.Debug("agent session replaced at another replica", "node", node, "role", role, "replica", replica)
+		s.conn.CloseWithError(codeReplaced, "replaced by a newer session of the same node and role at registry replica "+replica)
+	})
 }
 
 // Two agents of one node and role take turns: the one replaced waits its longest backoff
@@ -284,8 +327,9 @@ func (e *Endpoint) replacing(id identity, live bool, now time.Time) (warn bool) 
 const minTurnsPrune = 64
 
 // warnTurns tells the operator that two agents hold the certificate of s's node: s
-// replaced old, and a session of the node replaced another shortly before.
-func (e *Endpoint) warnTurns(s, old *session) {
+// replaced the session replaced names (its agent's address, or the replica holding it),
+// and a session of the node replaced another shortly before.
+func (e *Endpoint) warnTurns(s *session, replaced string) {
 	next := "stop the bcd of the two that should not run; if the certificate may have been stolen, " +
 		"better-compute nodes retire " + s.node + " revokes the node's identity (metal.revokeIdentity), which ends both " +
 		"sessions, and retires the machine for good (erased, powered off)"
@@ -293,7 +337,7 @@ func (e *Endpoint) warnTurns(s, old *session) {
 		next = "stop the bcd site of the two that should not run"
 	}
 	e.log.Warn("two agents hold the certificate of one node and replace each other's session in turn",
-		"node", s.node, "role", s.role, "remote", s.conn.RemoteAddr().String(), "replaced", old.conn.RemoteAddr().String(),
+		"node", s.node, "role", s.role, "remote", s.conn.RemoteAddr().String(), "replaced", replaced,
 		"next", next)
 }
 
@@ -329,7 +373,8 @@ func (e *Endpoint) unregister(s *session) {
 // the agent's certificate again first (FORBIDDEN when the node's identity is revoked or
 // the certificate belongs to an earlier installation): one revoked or voided after serve
 // checked it and before the session was registered found no session to end
-// (Endpoint.Revoked, Endpoint.Reinstalled), and is refused here.
+// (Endpoint.identityChanged), and is refused here. A session of the agent that another
+// registry replica holds (Config.Elsewhere) is counted as replaced.
 func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	var (
 		spec          proto.NodeSpec
@@ -337,12 +382,18 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		observedMoved bool
 		changed       []string
 		pending       []store.AgentCommand
+		elsewhere     string
 	)
 	err := e.cfg.Store.View(func(tx *store.Tx) error {
 		if err := tx.CheckAgent(s.node, s.role, s.epoch); err != nil {
 			return err
 		}
 		var err error
+		if e.cfg.Elsewhere != nil {
+			if elsewhere, err = e.cfg.Elsewhere(tx, s.node, s.role); err != nil {
+				return err
+			}
+		}
 		spec, err = tx.NodeSpec(s.node)
 		if haveSpec = err == nil; !haveSpec && proto.CodeOf(err) != proto.NotFound {
 			return err
@@ -364,6 +415,9 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	})
 	if err != nil {
 		return err
+	}
+	if elsewhere != "" {
+		e.replacedElsewhere(s, elsewhere)
 	}
 	if observedMoved || len(changed) > 0 {
 		err := e.cfg.Store.Batch(func(tx *store.Tx) error {

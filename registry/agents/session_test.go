@@ -59,9 +59,9 @@ func TestReplacementTurns(t *testing.T) {
 }
 
 // TestHelloRefusesARevokedIdentity: a node's identity revoked after serve checked it and
-// before its session was registered (Endpoint.Revoked found no session of it to end) is
-// refused by the session's hello, before anything is recorded or sent, rather than left
-// holding the node.
+// before its session was registered (the revocation's commit found no session of it to
+// end) is refused by the session's hello, before anything is recorded or sent, rather
+// than left holding the node.
 func TestHelloRefusesARevokedIdentity(t *testing.T) {
 	st := storetest.Filled(t, store.Options{})
 	node := storetest.Node(t, st, store.Node{MACs: []string{"52:54:00:00:00:01"}}).ID

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/registry/metal"
-	"github.com/better-compute/better-compute/registry/site"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -59,7 +58,6 @@ func (s *Server) registerRevocations(svc *metal.Service) {
 		if err != nil {
 			return out, err
 		}
-		svc.EndEarlierSessions(out.NodeID)
 		s.log.Warn("node agents' certificates revoked", "node", out.NodeID, "epoch", out.IdentityEpoch, "reason", out.Reason, "credential", c.CredentialID)
 		return out, nil
 	})
@@ -82,7 +80,6 @@ func (s *Server) registerRevocations(svc *metal.Service) {
 		if err != nil {
 			return out, err
 		}
-		svc.EndEarlierSessions(site.Agent(out.SiteID))
 		s.log.Warn("site agent's certificates revoked", "site", out.SiteID, "epoch", out.IdentityEpoch, "reason", out.Reason, "credential", c.CredentialID)
 		return out, nil
 	})

@@ -313,3 +313,45 @@ func TestRevokeIdentityAndWaitGeneration(t *testing.T) {
 		t.Errorf("commands (-want +got):\n%s", diff)
 	}
 }
+
+// TestEpochMovesBeforeTheRunRelays: a deploy, a release and a retire each move the node's
+// identity epoch in the transaction that creates their run, and its commit tells the
+// store's OnNodeIdentity hooks (the agent endpoint, which ends the sessions of the
+// earlier installation's agents there, and, through the store's watch, at every other
+// replica) before the run relays its first command: no command of the new installation
+// is relayed while the agents of the old one are still taken for the machine's. The
+// retire's metal.revokeIdentity is told too.
+func TestEpochMovesBeforeTheRunRelays(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	var told []string
+	defer h.store.OnNodeIdentity(func(n store.Node) {
+		if n.IdentityRevokedAt.IsZero() {
+			told = append(told, fmt.Sprintf("epoch %d after %d commands", n.IdentityEpoch, len(h.machine.kinds())))
+		} else {
+			told = append(told, "revoked")
+		}
+	})()
+	var want []string
+	step := func(req Request, start func() (store.Run, error)) {
+		t.Helper()
+		want = append(want, fmt.Sprintf("epoch %d after %d commands", len(want)+1, len(h.machine.kinds())))
+		run, err := start()
+		if err != nil {
+			t.Fatalf("%s: %v", req, err)
+		}
+		if run, _ := h.end(run.ID); run.State != store.RunSucceeded {
+			t.Fatalf("%s: run %s", req, run.State)
+		}
+	}
+	step(Deploy, func() (store.Run, error) { return h.deploy(node, "testdata/deploy-only.json") })
+	step(Release, func() (store.Run, error) { run, _, err := h.act(node, Release, Options{}); return run, err })
+	step(Retire, func() (store.Run, error) { run, _, err := h.act(node, Retire, Options{}); return run, err })
+	want = append(want, "revoked")
+	if diff := cmp.Diff(want, told); diff != "" {
+		t.Errorf("identity changes told (-want +got):\n%s", diff)
+	}
+	if n := len(h.machine.kinds()); n == 0 {
+		t.Error("the runs relayed no command")
+	}
+}

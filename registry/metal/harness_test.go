@@ -91,7 +91,8 @@ func (h *harness) boot() {
 	h.engine = engine
 	h.svc = New(Config{Store: st, Engine: engine, Joins: h.joins, HardwareProfiles: maps.Clone(hardware),
 		Images: h.images, UserData: h.userData, Generations: fakeGenerations{}, Ramdisk: fakeRamdisk{},
-		Identities: h.revoked, Presence: h.presence})
+		Presence: h.presence})
+	st.OnNodeIdentity(h.revoked.told)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := engine.Resume(ctx); err != nil {
 		h.t.Fatal(err)
@@ -439,19 +440,21 @@ type fakeGenerations struct{}
 
 func (fakeGenerations) WaitObserved(context.Context, string) error { return nil }
 
-// revocations records the nodes whose sessions metal.revokeIdentity ended.
+// revocations records the nodes whose identity revocation the store told its
+// OnNodeIdentity hooks of, whose agents' sessions the registry ends.
 type revocations struct {
 	mu    sync.Mutex
 	nodes []string
 }
 
-func (r *revocations) Revoked(node string) {
+func (r *revocations) told(n store.Node) {
+	if n.IdentityRevokedAt.IsZero() {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.nodes = append(r.nodes, node)
+	r.nodes = append(r.nodes, n.ID)
 }
-
-func (r *revocations) Reinstalled(string) {}
 
 func (r *revocations) get() []string {
 	r.mu.Lock()

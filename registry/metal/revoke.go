@@ -11,33 +11,14 @@ import (
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
-// Identities ends the agent sessions of revoked nodes, and those of an earlier
-// installation.
-type Identities interface {
-	// Revoked ends the open agent sessions of node, whose identity is revoked.
-	Revoked(node string)
-	// Reinstalled ends the open sessions of the agents of id whose certificates name an
-	// earlier identity epoch than id's now (store.Tx.CheckAgent): a node's (its installed
-	// OS's and its ramdisk's), or a site's agent.
-	Reinstalled(id string)
-}
-
-// EndEarlierSessions ends the open sessions of the agents of id (a node's, or a site's
-// agent) whose certificates name an earlier identity epoch than id's now, once the
-// transaction that moved it has committed.
-func (s *Service) EndEarlierSessions(id string) {
-	if s.cfg.Identities != nil {
-		s.cfg.Identities.Reinstalled(id)
-	}
-}
-
 // RevokeAgents revokes, in tx, every certificate of the agents of one of tenant's nodes
 // (its installed OS's and its ramdisk's) issued so far (nodes revoke-identity): it moves
 // the node's identity epoch as a reinstall does, records why (reason, checked as
 // proto.OperatorReason checks it) and which credential asked (by) on the node and in its
 // event log, and deletes the node's unused join tokens, which may have leaked with the
 // certificates. The node keeps its state and its identity: its agents join again with a
-// join token minted after this. Call EndEarlierSessions once tx has committed. Another
+// join token minted after this. Its agents' sessions end as tx commits, on every replica
+// (store.Store.OnNodeIdentity). Another
 // tenant's node is NOT_FOUND; a retired node, whose identity is revoked for good,
 // INVALID_STATE.
 func (s *Service) RevokeAgents(tx *store.Tx, tenant, nodeID, reason, by string) (store.Node, int, error) {
@@ -74,13 +55,16 @@ func (s *Service) RevokeAgents(tx *store.Tx, tenant, nodeID, reason, by string) 
 // reinstalls are the requests whose workflow takes the machine away from its installed
 // OS: each moves the node's identity epoch as it starts, so that the certificates of the
 // installed OS's agent, and of any ramdisk booted before, stop working
-// (store.Tx.CheckAgent). Rescue does not: unrescue boots the same installed OS again.
+// (store.Tx.CheckAgent), and the registry ends their open sessions, whichever replica
+// holds them, as the transaction that moves it commits (store.Store.OnNodeIdentity).
+// Rescue does not: unrescue boots the same installed OS again.
 var reinstalls = []Request{Deploy, Release, Retire}
 
 // revokeIdentity is metal.revokeIdentity: it marks the node's identity revoked, once
 // (running it again keeps the first time), and deletes its unused join tokens, in one
-// transaction; then it ends the node's open agent sessions. From then on the registry
-// refuses the node's joins, sessions, secrets and new join tokens.
+// transaction, whose commit ends the node's open agent sessions, whichever replica holds
+// them (store.Store.OnNodeIdentity). From then on the registry refuses the node's joins,
+// sessions, secrets and new join tokens.
 func (s *Service) revokeIdentity(_ context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	var at time.Time
 	var deleted int
@@ -100,9 +84,6 @@ func (s *Service) revokeIdentity(_ context.Context, a *workflow.Attempt) (json.R
 	})
 	if err != nil {
 		return nil, err
-	}
-	if s.cfg.Identities != nil {
-		s.cfg.Identities.Revoked(a.Node.ID)
 	}
 	return json.Marshal(proto.RevokeIdentityResult{RevokedAt: at, JoinTokensDeleted: deleted})
 }

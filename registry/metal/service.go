@@ -2,7 +2,6 @@ package metal
 
 import (
 	"log/slog"
-	"slices"
 
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
@@ -32,11 +31,6 @@ type Config struct {
 	// Ramdisk mints ramdisk boots for boot.prepareRamdisk and metal.ensureRamdisk;
 	// without it those steps are UNSUPPORTED.
 	Ramdisk RamdiskBoots
-	// Identities ends the agent sessions of a node metal.revokeIdentity revoked, and the
-	// installed OS agent's of an earlier installation once a deploy, release or retire
-	// started; without it an open session lasts until the agent reconnects, which is
-	// then refused.
-	Identities Identities
 	// Presence tells whether a node's installed OS agent is connected, for the
 	// automatic remediation of a pool's policy.remediation.agentGoneAfter; without it
 	// that rule never fires.
@@ -85,15 +79,13 @@ func New(cfg Config) *Service {
 
 // Start runs a workflow created in a committed transaction; for a cancelled one it
 // abandons the attempt it is on. A workflow that takes the machine away from its
-// installed OS first ends the sessions of that OS's agent and of a ramdisk booted before
-// it (Identities.Reinstalled).
+// installed OS moved the node's identity epoch in that transaction, whose commit ended
+// the sessions of that OS's agent and of a ramdisk booted before it
+// (store.Store.OnNodeIdentity) before Start runs any step.
 func (s *Service) Start(run store.Run) {
 	if run.Cancelled != nil {
 		s.cfg.Engine.Abort(run.ID)
 		return
-	}
-	if slices.Contains(reinstalls, Request(run.Kind)) {
-		s.EndEarlierSessions(run.Node)
 	}
 	s.cfg.Engine.Start(run.ID)
 }

@@ -20,9 +20,38 @@ type AgentJoin struct {
 const bucketAgentJoins = "agent_joins"
 
 // RecordAgentJoin records that node's agent of role joined now, at holder.
+// A join with a holder is a session opened: the OnSessionOpened hooks learn of it.
 func (t *Tx) RecordAgentJoin(node, role string, holder Holder) (AgentJoin, error) {
 	j := AgentJoin{Node: node, Role: role, JoinedAt: t.now, Holder: holder}
-	return j, t.put(bucketAgentJoins, agentJoinKey(node, role), j)
+	if err := t.put(bucketAgentJoins, agentJoinKey(node, role), j); err != nil {
+		return j, err
+	}
+	if holder.Replica != "" {
+		t.store.watch.agentJoin.afterCommit(t, j)
+	}
+	return j, nil
+}
+
+// OnSessionOpened registers fn to be called after every commit that recorded an agent's
+// session as opened by a registry (a machine's agent's join with its holder,
+// RecordAgentJoin; a site agent's session, OpenAgentSession), with the agent's node,
+// role and the run of the registry that holds the session, until the returned cancel is
+// called: a registry holding an older session of the same agent learns that it is
+// replaced. fn runs on the committing goroutine after the store's locks are released,
+// so it must return quickly. On etcd it also runs for every session another replica
+// recorded as opened, on the store's watch goroutine: at least once, in commit order.
+func (s *Store) OnSessionOpened(fn func(node, role string, holder Holder)) (cancel func()) {
+	joins := s.watch.agentJoin.add(func(j AgentJoin) {
+		if j.Replica != "" && j.LeftAt.IsZero() {
+			fn(j.Node, j.Role, j.Holder)
+		}
+	})
+	sessions := s.watch.agentSession.add(func(a AgentSession) {
+		if a.Connected {
+			fn(a.Node, a.Role, a.Holder)
+		}
+	})
+	return func() { joins(); sessions() }
 }
 
 // RecordAgentLeft records that the session of node's agent of role that holder held

@@ -23,9 +23,14 @@ type AgentSession struct {
 const bucketAgentSessions = "agent_sessions"
 
 // OpenAgentSession records that node's agent of role opened a session at opened with
-// holder, replacing the record of any older one.
+// holder, replacing the record of any older one; the OnSessionOpened hooks learn of it.
 func (t *Tx) OpenAgentSession(node, role string, holder Holder, opened time.Time) error {
-	return t.put(bucketAgentSessions, []byte(node), AgentSession{Node: node, Role: role, OpenedAt: opened, Connected: true, LastSeen: t.now, Holder: holder})
+	s := AgentSession{Node: node, Role: role, OpenedAt: opened, Connected: true, LastSeen: t.now, Holder: holder}
+	if err := t.put(bucketAgentSessions, []byte(node), s); err != nil {
+		return err
+	}
+	t.store.watch.agentSession.afterCommit(t, s)
+	return nil
 }
 
 // Live reports whether s is open as tx reads it: recorded open by a holder whose lease

@@ -16,6 +16,9 @@ import (
 func FuzzDecodeCommit(f *testing.F) {
 	f.Add([]byte("p/nodespecs/nd_1"), []byte("\x01{\"node\":\"nd_1\",\"generation\":2}"), []byte("p/nodespecs"), []byte("other"))
 	f.Add([]byte("p/agent-commands/n1/c1"), []byte("\x01{}"), []byte("p/agent-commands"), []byte("me"))
+	f.Add([]byte("p/nodes/nd_1"), []byte("\x01{\"id\":\"nd_1\",\"identityEpoch\":3}"), []byte("p/agent_joins/nd_1\x00node"),
+		[]byte("\x01{\"node\":\"nd_1\",\"role\":\"node\",\"replica\":\"rg_a\"}"))
+	f.Add([]byte("p/agent_sessions/site-a"), []byte("\x01{\"node\":\"site-a\",\"connected\":true}"), []byte("p/nodes"), []byte("other"))
 	f.Add([]byte("q/x"), []byte{}, []byte("p"), []byte{})
 	f.Add([]byte("p/"), []byte("\x02"), []byte("p/sites/"), []byte("me"))
 	f.Fuzz(func(t *testing.T, key, value, key2, value2 []byte) {
@@ -28,6 +31,8 @@ func FuzzDecodeCommit(f *testing.F) {
 		s := &Store{kv: b}
 		s.OnNodeSpec(func(string, int64) {})
 		s.OnAgentCommand(func(AgentCommand) {})
+		s.OnNodeIdentity(func(Node) {})
+		s.OnSessionOpened(func(string, string, Holder) {})
 		s.OnWrite(func() {}, BucketSites)
 		commits := 0
 		next := b.handleEvents(events, 1, func(c remoteCommit) { commits++; s.remoteCommit(c) })

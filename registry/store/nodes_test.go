@@ -14,15 +14,34 @@ import (
 // withPool makes tenant acme, site rack-a and acme's pool gpu there.
 func withPool(t *testing.T, open opener) *Store {
 	t.Helper()
-	s := withTenants(t, open, "acme")
+	s := openTest(t, open)
+	makePool(t, s)
+	return s
+}
+
+// addNode enrolls a machine of MAC 52:54:00:00:00:01 in acme's pool gpu (makePool).
+func addNode(t *testing.T, s *Store) (n Node) {
+	t.Helper()
+	mustUpdate(t, s, func(tx *Tx) (err error) {
+		n, err = tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}})
+		return err
+	})
+	return n
+}
+
+// makePool makes tenant acme, site rack-a and acme's pool gpu there in s.
+func makePool(t *testing.T, s *Store) {
+	t.Helper()
 	mustUpdate(t, s, func(tx *Tx) error {
+		if _, err := tx.CreateTenant("acme"); err != nil {
+			return err
+		}
 		if _, err := tx.CreateSite("rack-a"); err != nil {
 			return err
 		}
 		_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: PoolPolicy{HardwareProfile: "gpu-redfish"}})
 		return err
 	})
-	return s
 }
 
 func TestNodeEnrollmentAndLifecycle(t *testing.T) {

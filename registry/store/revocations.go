@@ -54,6 +54,50 @@ func (t *Tx) RevokeSiteAgent(id string, r Revocation) (Site, int, error) {
 	if err := t.put(bucketSites, []byte(id), s); err != nil {
 		return s, 0, err
 	}
+	t.store.watch.siteIdentity.afterCommit(t, s)
 	deleted, err := t.DeleteUnusedJoinTokens(id)
 	return s, deleted, err
+}
+
+// OnSiteIdentity registers fn to be called after every commit that revoked a site
+// agent's certificates (RevokeSiteAgent), with the site as stored, until the returned
+// cancel is called: a site agent whose certificate no longer passes Site.CheckAgent is
+// to be let go. fn runs on the committing goroutine after the store's locks are
+// released, so it must return quickly. On etcd it also runs for every site another
+// replica wrote, on the store's watch goroutine, as OnNodeIdentity does for nodes.
+func (s *Store) OnSiteIdentity(fn func(Site)) (cancel func()) {
+	return s.watch.siteIdentity.add(fn)
+}
+
+// CheckAgent checks a certificate of the site's agent that names epoch: one older than
+// the site's identity epoch is FORBIDDEN, reason revoked (sites revoke-identity).
+func (s Site) CheckAgent(epoch int64) error {
+	return siteIdentity{s.ID, s.IdentityEpoch, s.AgentRevoked}.checkAgent(epoch)
+}
+
+// siteIdentity is the part of a site's record its agent's certificates are checked
+// against, its fields named as Site's: read alone on every site agent's hello, push and
+// relayed command (Tx.CheckAgent).
+type siteIdentity struct {
+	ID            string      `json:"id"`
+	IdentityEpoch int64       `json:"identityEpoch"`
+	AgentRevoked  *Revocation `json:"agentRevoked"`
+}
+
+// siteIdentity reads site id's identity; false for an id no site has.
+func (t *Tx) siteIdentity(id string) (siteIdentity, bool, error) {
+	var s siteIdentity
+	ok, err := t.get(bucketSites, []byte(id), &s)
+	return s, ok, err
+}
+
+func (s siteIdentity) checkAgent(epoch int64) error {
+	if epoch >= s.IdentityEpoch {
+		return nil
+	}
+	r := Revocation{Epoch: s.IdentityEpoch, Reason: "an operator revoked it"}
+	if s.AgentRevoked != nil {
+		r = *s.AgentRevoked
+	}
+	return r.refusal(s.ID, proto.RoleSite, epoch)
 }

@@ -35,9 +35,16 @@ const (
 type watchers struct {
 	mu     sync.Mutex
 	writes []*writeWatch
-	// nodeSpec and agentCommand are told of each NodeSpec and relayed command written.
+	// nodeSpec and agentCommand are told of each NodeSpec and relayed command written,
+	// nodeIdentity of each node whose identity changed, siteIdentity of each site whose
+	// agent's certificates were revoked, agentJoin and agentSession of each agent session
+	// recorded as opened.
 	nodeSpec     recordHooks[proto.NodeSpec]
 	agentCommand recordHooks[AgentCommand]
+	nodeIdentity recordHooks[Node]
+	siteIdentity recordHooks[Site]
+	agentJoin    recordHooks[AgentJoin]
+	agentSession recordHooks[AgentSession]
 }
 
 // recordHooks are the hooks told of each record of one kind a commit put.
@@ -138,9 +145,12 @@ func (t *Tx) wrote(bucket string) {
 }
 
 // remoteCommit tells the hooks of a commit another replica made (etcd): the OnWrite
-// hooks of the buckets it wrote, and the OnNodeSpec and OnAgentCommand hooks of every
-// NodeSpec and relayed command it put. After lost events, every OnWrite hook runs and
-// every stored NodeSpec and command is told again.
+// hooks of the buckets it wrote, and the OnNodeIdentity, OnSiteIdentity, OnSessionOpened,
+// OnNodeSpec and OnAgentCommand hooks of every node, site, agent join or session, NodeSpec
+// and relayed command it put, in that order: a session ended for an identity or another
+// replica's newer session is gone before a NodeSpec or command of the same commit
+// looks for it. After lost events, every OnWrite hook runs and every stored record of
+// those kinds is told again.
 func (s *Store) remoteCommit(c remoteCommit) {
 	s.watch.mu.Lock()
 	writes := s.watch.writes
@@ -152,7 +162,7 @@ func (s *Store) remoteCommit(c remoteCommit) {
 	}
 	if c.lost {
 		err := s.kv.view(func(tx kvTx) error {
-			for _, bucket := range []string{bucketNodeSpecs, bucketAgentCommands} {
+			for _, bucket := range recordHookBuckets {
 				cur := tx.cursor(bucket)
 				for k, v := cur.First(); k != nil; k, v = cur.Next() {
 					c.puts = append(c.puts, remotePut{bucket: bucket, key: bytes.Clone(k), value: bytes.Clone(v)})
@@ -164,12 +174,29 @@ func (s *Store) remoteCommit(c remoteCommit) {
 			slog.Warn("store: after lost watch events, the NodeSpecs and commands could not be read again", "err", err)
 		}
 	}
-	for _, p := range c.puts {
-		switch p.bucket {
-		case bucketNodeSpecs:
-			s.watch.nodeSpec.tell(p)
-		case bucketAgentCommands:
-			s.watch.agentCommand.tell(p)
+	for _, bucket := range recordHookBuckets {
+		for _, p := range c.puts {
+			if p.bucket != bucket {
+				continue
+			}
+			switch bucket {
+			case bucketNodes:
+				s.watch.nodeIdentity.tell(p)
+			case bucketSites:
+				s.watch.siteIdentity.tell(p)
+			case bucketAgentJoins:
+				s.watch.agentJoin.tell(p)
+			case bucketAgentSessions:
+				s.watch.agentSession.tell(p)
+			case bucketNodeSpecs:
+				s.watch.nodeSpec.tell(p)
+			case bucketAgentCommands:
+				s.watch.agentCommand.tell(p)
+			}
 		}
 	}
 }
+
+// recordHookBuckets are the buckets whose records another replica put are told to
+// record hooks, in the order they are told.
+var recordHookBuckets = []string{bucketNodes, bucketSites, bucketAgentJoins, bucketAgentSessions, bucketNodeSpecs, bucketAgentCommands}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/google/go-cmp/cmp"
@@ -74,24 +75,31 @@ func TestOnWrite(t *testing.T) {
 }
 
 // TestLostRemoteCommits checks what the hooks learn when a watch lost events (it fell
-// behind etcd's compaction): every OnWrite hook runs, and every stored NodeSpec and
-// relayed command is told again.
+// behind etcd's compaction): every OnWrite hook runs, and every stored node, agent
+// session, NodeSpec and relayed command is told again, each kind before the next.
 func TestLostRemoteCommits(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
-		s := openTest(t, open)
+		s := withPool(t, open)
+		n := addNode(t, s)
 		mustUpdate(t, s, func(tx *Tx) error {
-			if _, err := tx.SetNodeSpec(proto.NodeSpec{Node: "nd_1", Role: proto.RoleNode}); err != nil {
+			if _, err := tx.RecordAgentJoin(n.ID, "node", Holder{Replica: "rg_a", Started: time.Now()}); err != nil {
 				return err
 			}
-			_, err := tx.EnqueueAgentCommand("nd_1", proto.RoleRamdisk, proto.Command{ID: "c1", Kind: "disk.wipe"})
+			if _, err := tx.SetNodeSpec(proto.NodeSpec{Node: n.ID, Role: proto.RoleNode}); err != nil {
+				return err
+			}
+			_, err := tx.EnqueueAgentCommand(n.ID, proto.RoleRamdisk, proto.Command{ID: "c1", Kind: "disk.wipe"})
 			return err
 		})
 		var got []string
 		defer s.OnWrite(func() { got = append(got, "write") }, BucketImages)()
+		defer s.OnNodeIdentity(func(n Node) { got = append(got, "node "+n.ID) })()
+		defer s.OnSessionOpened(func(node, role string, h Holder) { got = append(got, "session "+node+"/"+role+" at "+h.Replica) })()
 		defer s.OnNodeSpec(func(node string, gen int64) { got = append(got, fmt.Sprintf("spec %s %d", node, gen)) })()
 		defer s.OnAgentCommand(func(c AgentCommand) { got = append(got, "command "+c.Node+"/"+c.ID) })()
 		s.remoteCommit(remoteCommit{lost: true})
-		if diff := cmp.Diff([]string{"write", "spec nd_1 1", "command nd_1/c1"}, got); diff != "" {
+		want := []string{"write", "node " + n.ID, "session " + n.ID + "/node at rg_a", "spec " + n.ID + " 1", "command " + n.ID + "/c1"}
+		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("hook calls (-want +got):\n%s", diff)
 		}
 	})

@@ -93,21 +93,24 @@ func (l *JoinLog) Left(node, role string, endedAt time.Time) error {
 	return l.store.Batch(func(tx *store.Tx) error { return tx.RecordAgentLeft(node, role, l.holder, endedAt) })
 }
 
-// ConnectedElsewhere reports whether, as tx reads the joins, node's agent of role is the
-// machine's agent and holds a session with another registry replica: its last join was
-// recorded by another replica, that replica has not seen the session end, and the run
-// of it that recorded the join still holds its lease (store.Tx.Holds): a replica that
-// died, or restarted, took the session with it.
-func (l *JoinLog) ConnectedElsewhere(tx *store.Tx, node, role string) (bool, error) {
+// ConnectedElsewhere is, as tx reads the joins, the other registry replica with which
+// node's agent of role, the machine's agent, holds a session, "" when none does: its
+// last join was recorded by another replica, that replica has not seen the session end,
+// and the run of it that recorded the join still holds its lease (store.Tx.Holds): a
+// replica that died, or restarted, took the session with it.
+func (l *JoinLog) ConnectedElsewhere(tx *store.Tx, node, role string) (replica string, err error) {
 	joins, err := tx.AgentJoins(node)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	j, ok := current(joins, role)
 	if !ok || j.Replica == "" || j.Replica == l.holder.Replica || !j.LeftAt.IsZero() {
-		return false, nil
+		return "", nil
 	}
-	return tx.Holds(j.Holder)
+	if held, err := tx.Holds(j.Holder); !held {
+		return "", err
+	}
+	return j.Replica, nil
 }
 
 // Presence tells whether node's agent of role is the machine's agent, and whether its

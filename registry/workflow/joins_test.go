@@ -92,45 +92,44 @@ func TestConnectedElsewhere(t *testing.T) {
 		}
 	}
 	a, b := NewJoinLog(st, holderA), NewJoinLog(st, holderB)
-	elsewhere := func(l *JoinLog) bool {
-		var ok bool
-		err := st.View(func(tx *store.Tx) (err error) { ok, err = l.ConnectedElsewhere(tx, "nd_1", "node"); return err })
-		if err != nil {
+	elsewhere := func(l *JoinLog) (replica string) {
+		if err := st.View(func(tx *store.Tx) (err error) { replica, err = l.ConnectedElsewhere(tx, "nd_1", "node"); return err }); err != nil {
 			t.Fatal(err)
 		}
-		return ok
+		return replica
 	}
-	step := func(what string, err error, wantA, wantB bool) {
+	// step checks the replica each registry finds the session at ("" for none).
+	step := func(what string, err error, wantA, wantB string) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if gotA, gotB := elsewhere(a), elsewhere(b); gotA != wantA || gotB != wantB {
-			t.Errorf("%s: connected elsewhere for rg_a %v, for rg_b %v; want %v, %v", what, gotA, gotB, wantA, wantB)
+			t.Errorf("%s: connected elsewhere for rg_a %q, for rg_b %q; want %q, %q", what, gotA, gotB, wantA, wantB)
 		}
 	}
-	step("no join", nil, false, false)
+	step("no join", nil, "", "")
 	ended := fake.Now()
 	fake.Advance(time.Second)
-	step("a session at rg_a", a.Joined("nd_1", "node"), false, true)
-	step("an end at rg_a older than the join", a.Left("nd_1", "node", ended), false, true)
-	step("an end at rg_b of a session it does not hold", b.Left("nd_1", "node", fake.Now()), false, true)
+	step("a session at rg_a", a.Joined("nd_1", "node"), "", "rg_a")
+	step("an end at rg_a older than the join", a.Left("nd_1", "node", ended), "", "rg_a")
+	step("an end at rg_b of a session it does not hold", b.Left("nd_1", "node", fake.Now()), "", "rg_a")
 	fake.Advance(time.Second)
-	step("the session at rg_a ended", a.Left("nd_1", "node", fake.Now()), false, false)
+	step("the session at rg_a ended", a.Left("nd_1", "node", fake.Now()), "", "")
 	fake.Advance(time.Second)
-	step("a session at rg_b", b.Joined("nd_1", "node"), true, false)
+	step("a session at rg_b", b.Joined("nd_1", "node"), "rg_b", "")
 	fake.Advance(time.Second)
-	step("the machine's ramdisk joined since", b.Joined("nd_1", "ramdisk"), false, false)
+	step("the machine's ramdisk joined since", b.Joined("nd_1", "ramdisk"), "", "")
 	fake.Advance(time.Second)
-	step("rg_b renewed its lease", lease(holderB), false, false)
-	step("a session at rg_b again", b.Joined("nd_1", "node"), true, false)
+	step("rg_b renewed its lease", lease(holderB), "", "")
+	step("a session at rg_b again", b.Joined("nd_1", "node"), "rg_b", "")
 	fake.Advance(9 * time.Second)
-	step("rg_b's lease not renewed for 9 s of 10", nil, true, false)
+	step("rg_b's lease not renewed for 9 s of 10", nil, "rg_b", "")
 	fake.Advance(time.Second)
-	step("rg_b's lease lapsed: it died holding the session", nil, false, false)
-	step("rg_b renewed its lease late", lease(holderB), true, false)
+	step("rg_b's lease lapsed: it died holding the session", nil, "", "")
+	step("rg_b renewed its lease late", lease(holderB), "rg_b", "")
 	restarted := store.Holder{Replica: "rg_b", Started: fake.Now()}
-	step("rg_b restarted: its new run took the lease", lease(restarted), false, false)
+	step("rg_b restarted: its new run took the lease", lease(restarted), "", "")
 }
 
 // TestWaitJoinedWakesAtAnotherReplicasJoin: a driver waiting for a rejoin on one replica
