@@ -33,16 +33,6 @@ func rotateAdmin(t *testing.T, dataDir string) rotated {
 	return out
 }
 
-// copyConfig copies a CLI config, mode 0600, as an operator keeps one.
-func copyConfig(t *testing.T, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testkit.WriteFile(t, to, b, 0o600)
-}
-
 // refusedAsRevoked checks that config's credential is refused, as revoked.
 func refusedAsRevoked(t *testing.T, what, config string) {
 	t.Helper()
@@ -62,7 +52,7 @@ func TestRotateAdminOnlyOnTheHost(t *testing.T) {
 	admin := reg.AdminConfig
 	dir := t.TempDir()
 	leaked := filepath.Join(dir, "leaked-admin.conf")
-	copyConfig(t, admin, leaked)
+	testkit.CopyFile(t, admin, leaked)
 	testkit.JSON(t, admin, nil, "tenants", "create", "acme")
 	grantable := slices.DeleteFunc(slices.Clone(api.Actions), func(a string) bool { return a == api.ActionAll })
 	rootAll := filepath.Join(dir, "root-all.conf")
@@ -142,7 +132,7 @@ func TestRotateAdminOnlyOnTheHost(t *testing.T) {
 	})
 
 	t.Run("a data directory given back the old file is told, and rotates again", func(t *testing.T) {
-		copyConfig(t, leaked, admin)
+		testkit.CopyFile(t, leaked, admin)
 		reg.Stop()
 		reg = testkit.StartRegistry(t, reg.DataDir)
 		refusedAsRevoked(t, "the old admin.conf put back", admin)
@@ -168,7 +158,7 @@ func TestRotateAdminWithReplicas(t *testing.T) {
 	args := []string{"--store", "etcd", "--etcd-endpoints", strings.Join(cluster.Endpoints, ","), "--kek-file", kek}
 	first := testkit.StartRegistry(t, "", args...)
 	secondDir := t.TempDir()
-	copyConfig(t, first.AdminConfig, filepath.Join(secondDir, "admin.conf"))
+	testkit.CopyFile(t, first.AdminConfig, filepath.Join(secondDir, "admin.conf"))
 	second := testkit.StartRegistry(t, secondDir, args...)
 	testkit.JSON(t, second.AdminConfig, nil, "tenants", "list")
 
@@ -205,7 +195,7 @@ func TestRotateAdminWithReplicas(t *testing.T) {
 	}
 
 	// The operator copies the new admin.conf; the replica's next start points it at itself.
-	copyConfig(t, first.AdminConfig, filepath.Join(secondDir, "admin.conf"))
+	testkit.CopyFile(t, first.AdminConfig, filepath.Join(secondDir, "admin.conf"))
 	second = testkit.StartRegistry(t, secondDir, args...)
 	id := whoami(t, second.AdminConfig)
 	if cfg, _ := api.LoadClientConfig(second.AdminConfig); id != got.Admin.ID || cfg.Server != second.URL {
