@@ -61,8 +61,8 @@ func (s *Server) RegisterAdminRotation(w AdminConfigWriter) {
 		if err := w.Write(bearer); err != nil {
 			return out, s.unmakeAdmin(made.ID, w.Path, err)
 		}
-		out = RotatedAdmin{Config: w.Path, Revoked: []Credential{}}
 		err = s.store.Update(func(tx *store.Tx) error {
+			out = RotatedAdmin{Config: w.Path, Revoked: []Credential{}} // afresh when etcd runs it again
 			cur, err := tx.Credential(made.ID)
 			if err != nil {
 				return err
@@ -84,7 +84,7 @@ func (s *Server) RegisterAdminRotation(w AdminConfigWriter) {
 			return nil
 		})
 		switch {
-		case proto.CodeOf(err) == proto.Conflict:
+		case err != nil && proto.AsError(err).Details.Reason == "rotated-elsewhere":
 			return RotatedAdmin{}, err
 		case err != nil:
 			return RotatedAdmin{}, notRevoked(made.ID, old, w.Path, err)
