@@ -11,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
@@ -35,6 +37,11 @@ func startRotationHost(t *testing.T, dir string, write func(path, credential str
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveRotation(t, st, dir, write)
+}
+
+// serveRotation serves st's API to the host, the admin config in dir.
+func serveRotation(t *testing.T, st *store.Store, dir string, write func(path, credential string) error) *rotationHost {
 	h := &rotationHost{dir: dir, conf: filepath.Join(dir, "admin.conf"), st: st}
 	if write == nil {
 		write = writeAdminConf
@@ -249,4 +256,52 @@ func TestRotateAdminNeverLeavesTheHostWithoutAWorkingAdmin(t *testing.T) {
 			t.Errorf("working admin credentials %v, want only %s", ids, got.Admin.ID)
 		}
 	})
+}
+
+// TestConcurrentRotationsLeaveOneWorkingAdmin rotates through two registries on one etcd
+// store at the same moment, round after round: each round leaves exactly one working
+// admin credential, held by one of the two files, and a rotation told that the other
+// replaced it holds a refused one.
+func TestConcurrentRotationsLeaveOneWorkingAdmin(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	cfg := store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: etcdtest.Prefix(t)}
+	var hosts [2]*rotationHost
+	for i := range hosts {
+		st, err := store.OpenEtcd(cfg, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts[i] = serveRotation(t, st, t.TempDir(), nil)
+	}
+	storetest.Update(t, hosts[0].st, func(tx *store.Tx) error {
+		if _, err := tx.CreateTenant(store.RootTenant); err != nil {
+			return err
+		}
+		_, _, err := tx.CreateCredential(store.RootTenant, []string{ActionAll}, time.Time{})
+		return err
+	})
+	for round := range 8 {
+		var errs [2]*proto.Error
+		var wg sync.WaitGroup
+		for i, h := range hosts {
+			wg.Go(func() { _, errs[i] = h.rotate(t) })
+		}
+		wg.Wait()
+		var working []string
+		for i, h := range hosts {
+			if errs[i] != nil && errs[i].Details.Reason != "rotated-elsewhere" {
+				t.Fatalf("round %d, registry %d: %+v", round, i, errs[i])
+			}
+			err := h.works(h.fileCredential(t))
+			switch {
+			case err == nil:
+				working = append(working, h.conf)
+			case errs[i] != nil && proto.CodeOf(err) != proto.Unauthenticated:
+				t.Errorf("round %d: registry %d was told another rotation replaced its file's credential, which is %v", round, i, err)
+			}
+		}
+		if ids := hosts[0].admins(t); len(ids) != 1 || len(working) != 1 {
+			t.Fatalf("round %d: working admin credentials %v, files holding one %v; want exactly one of each", round, ids, working)
+		}
+	}
 }
