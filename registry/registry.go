@@ -558,7 +558,7 @@ func bootstrap(st *store.Store, cfg api.ClientConfig, path string) (first bool, 
 	old, err := api.LoadClientConfig(path)
 	if err != nil {
 		// The admin removed or replaced it; the credential cannot be recovered from the
-		// store, and that is their call.
+		// store, and that is their call (`credentials rotate-admin` makes a new one).
 		return false, nil
 	}
 	if old.Server == cfg.Server && old.ServingCA == cfg.ServingCA {
