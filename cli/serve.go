@@ -69,6 +69,9 @@ var serveCommands = []command{{
 					if info.FirstStart {
 						fmt.Fprintf(w, "first start: the admin credential is in %s; keep it safe\n", info.AdminConfig)
 					}
+					if info.AdminConfigStale != "" {
+						fmt.Fprintf(w, "warning: %s\n", info.AdminConfigStale)
+					}
 					if info.KEKMade {
 						fmt.Fprintf(w, "the registry's keys are sealed with the new key-encryption key %s: copy it (mode 0600) to every other registry on this store, and keep a copy safe\n", info.KEKFile)
 					}

@@ -83,7 +83,7 @@ var signerCommands = []command{{
 // hostCall calls a host-only method through the admin socket in dataDir.
 func hostCall(x *exec, dataDir, method string, req, resp any) error {
 	if dataDir == "" {
-		return proto.Errorf(proto.InvalidInput, "give --data-dir DIR of the registry running on this host: signers change only through its admin socket").WithPath("--data-dir")
+		return proto.Errorf(proto.InvalidInput, "give --data-dir DIR of the registry running on this host: %s is served only through its admin socket", method).WithPath("--data-dir")
 	}
 	return api.NewHostClient(dataDir).Call(x.ctx, method, req, resp)
 }

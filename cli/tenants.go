@@ -130,6 +130,33 @@ var tenantCommands = []command{{
 			return nil
 		}
 	},
+}, {
+	path:     "credentials rotate-admin",
+	hostOnly: true,
+	usage:    "--data-dir DIR",
+	summary:  "replace the admin credential: a new one in DIR/admin.conf, the old ones revoked; host only",
+	long: "replace the admin credential (the root tenant's `*`, which nobody grants) through the admin socket of the registry running on this host: " +
+		"it makes a new one, writes it to `DIR/admin.conf` (whole, 0600), then revokes every admin credential that worked before, the old `admin.conf`'s and any other. " +
+		"A failure says what it left: the old file and credential working, or the new file working and the old credentials not yet revoked (run it again). " +
+		"With replicas, copy the new `admin.conf` to the other replicas' data directories (docs/operations.md)",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		dataDir := fs.String("data-dir", "", "the data directory of the registry running on this host (required)")
+		return func(x *exec) error {
+			var out api.RotatedAdmin
+			if err := hostCall(x, *dataDir, "credentials.rotateAdmin", struct{}{}, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "ADMIN\tCREATED\tCONFIG\tREVOKED")
+				revoked := make([]string, len(out.Revoked))
+				for i, c := range out.Revoked {
+					revoked[i] = c.ID
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", out.Admin.ID, out.Admin.CreatedAt.Format(time.RFC3339), out.Config, strings.Join(revoked, ","))
+			})
+			return nil
+		}
+	},
 }}
 
 // parseExpiry reads --expires: empty for none, a positive duration counted from now, or

@@ -85,6 +85,9 @@ type Info struct {
 	AdminConfig string
 	// FirstStart is true when this start made the root tenant and its admin credential.
 	FirstStart bool
+	// AdminConfigStale, when set, says that AdminConfig holds a credential the store
+	// refuses (revoked by a rotation on another replica, say) and what to do.
+	AdminConfigStale string `json:",omitempty"`
 	// KEKFile is the key-encryption key file the registry's keys are sealed with, when
 	// they are; KEKMade is true when this start made it.
 	KEKFile string `json:",omitempty"`
@@ -187,8 +190,14 @@ func New(cfg Config) (_ *Registry, err error) {
 		PinsFile:    filepath.Join(cfg.DataDir, pki.PinsFile),
 	}
 	r.info.KEKFile, r.info.KEKMade = cfg.KEKFile, k.kekMade
-	if r.info.FirstStart, err = bootstrap(r.st, keys, r.info); err != nil {
+	adminCfg := api.ClientConfig{Server: r.info.URL, ServingCA: string(keys.ServingCAPEM)}
+	if r.info.FirstStart, err = bootstrap(r.st, adminCfg, r.info.AdminConfig); err != nil {
 		return nil, err
+	}
+	if !r.info.FirstStart {
+		if r.info.AdminConfigStale = staleAdminConfig(r.st, r.info.AdminConfig, cfg.DataDir); r.info.AdminConfigStale != "" {
+			cfg.Log.Warn("the admin config holds a refused credential", "detail", r.info.AdminConfigStale)
+		}
 	}
 	cert, err := newServingCertificate(keys, serverNames(tcp), cfg.Clock.Now, cfg.Log)
 	if err != nil {
@@ -244,6 +253,11 @@ func New(cfg Config) (_ *Registry, err error) {
 	apiSrv.RegisterSecrets(box)
 	apiSrv.RegisterMetal(r.metal)
 	apiSrv.RegisterWorkflows(engine)
+	apiSrv.RegisterAdminRotation(api.AdminConfigWriter{Path: r.info.AdminConfig, Write: func(credential string) error {
+		c := adminCfg
+		c.Credential = credential
+		return api.WriteClientConfig(r.info.AdminConfig, c)
+	}})
 	mux := http.NewServeMux()
 	mux.Handle("GET "+joinwire.WellKnownPath, wellKnown)
 	mux.Handle("/", apiSrv)
@@ -517,11 +531,12 @@ func (r recordJoins) Join(ctx context.Context, req joinwire.Request) (joinwire.R
 }
 
 // bootstrap makes the root tenant and the admin credential on first start, writing
-// admin.conf before the transaction commits: a crash in between leaves no root tenant,
-// so the next start does it again. On later starts it refreshes admin.conf's server URL
-// and CA, keeping its credential.
-func bootstrap(st *store.Store, keys *pki.PKI, info Info) (first bool, err error) {
-	cfg := api.ClientConfig{Server: info.URL, ServingCA: string(keys.ServingCAPEM)}
+// the admin config at path (cfg with the credential) before the transaction commits: a
+// crash in between leaves no root tenant, so the next start does it again. On later
+// starts it refreshes the file's server URL and CA, keeping its credential, whatever
+// the store says of it: a start never makes, renews or revokes an admin credential
+// (credentials.rotateAdmin does, on the host's command).
+func bootstrap(st *store.Store, cfg api.ClientConfig, path string) (first bool, err error) {
 	err = st.Update(func(tx *store.Tx) error {
 		_, err := tx.Tenant(store.RootTenant)
 		if proto.CodeOf(err) != proto.NotFound {
@@ -535,22 +550,39 @@ func bootstrap(st *store.Store, keys *pki.PKI, info Info) (first bool, err error
 		if err != nil {
 			return err
 		}
-		return api.WriteClientConfig(info.AdminConfig, cfg)
+		return api.WriteClientConfig(path, cfg)
 	})
 	if err != nil || first {
 		return first, err
 	}
-	old, err := api.LoadClientConfig(info.AdminConfig)
+	old, err := api.LoadClientConfig(path)
 	if err != nil {
 		// The admin removed or replaced it; the credential cannot be recovered from the
-		// store, and that is their call.
+		// store, and that is their call (`credentials rotate-admin` makes a new one).
 		return false, nil
 	}
 	if old.Server == cfg.Server && old.ServingCA == cfg.ServingCA {
 		return false, nil
 	}
 	cfg.Credential = old.Credential
-	return false, api.WriteClientConfig(info.AdminConfig, cfg)
+	return false, api.WriteClientConfig(path, cfg)
+}
+
+// staleAdminConfig says what to do when the admin config at path holds a credential the
+// store refuses, as a replica's copy does once the admin credential was rotated through
+// another replica; "" when it works, or when there is no readable file to judge.
+func staleAdminConfig(st *store.Store, path, dataDir string) string {
+	cfg, err := api.LoadClientConfig(path)
+	if err != nil {
+		return ""
+	}
+	err = st.View(func(tx *store.Tx) error { _, err := tx.Authenticate(cfg.Credential); return err })
+	if proto.CodeOf(err) != proto.Unauthenticated {
+		return ""
+	}
+	return fmt.Sprintf("%s holds an admin credential the store refuses (%s): if the admin credential was rotated through another registry on this store, "+
+		"copy that registry's admin.conf here (mode 0600); else make a new one with `better-compute credentials rotate-admin --data-dir %s`",
+		path, proto.AsError(err).Message, dataDir)
 }
 
 // clientAddr is the address a client on this host dials: a wildcard listen address

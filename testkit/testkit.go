@@ -195,8 +195,8 @@ func StartReplicas(t testing.TB, etcdEndpoints []string, n int, serveArgs func(i
 		dir, kek := t.TempDir(), firstKEK
 		if i > 0 {
 			kek = filepath.Join(t.TempDir(), "kek")
-			copyFile(t, firstKEK, kek)
-			copyFile(t, regs[0].AdminConfig, filepath.Join(dir, "admin.conf"))
+			CopyFile(t, firstKEK, kek)
+			CopyFile(t, regs[0].AdminConfig, filepath.Join(dir, "admin.conf"))
 		}
 		args := []string{"--agent-listen", agents[i], "--store", "etcd", "--etcd-endpoints", strings.Join(etcdEndpoints, ","),
 			"--kek-file", kek, "--agent-endpoints", strings.Join(agents, ",")}
@@ -208,8 +208,8 @@ func StartReplicas(t testing.TB, etcdEndpoints []string, n int, serveArgs func(i
 	return regs
 }
 
-// copyFile copies from to to, mode 0600.
-func copyFile(t testing.TB, from, to string) {
+// CopyFile copies from to to, mode 0600, as an operator copies a key or a CLI config.
+func CopyFile(t testing.TB, from, to string) {
 	t.Helper()
 	b, err := os.ReadFile(from)
 	if err != nil {

@@ -210,8 +210,8 @@ func (s *Server) registerTenants() {
 }
 
 // checkGrant refuses actions a new credential may not carry: none, an unknown one, `*`
-// (only the admin credential of the first start holds it), or one the caller does not
-// hold itself.
+// (only the admin credential holds it: made at the first start, replaced only on the
+// host by credentials.rotateAdmin), or one the caller does not hold itself.
 func checkGrant(c *Caller, actions []string) error {
 	if len(actions) == 0 {
 		return proto.Errorf(proto.InvalidInput, "name at least one action: %v", Actions).WithPath("actions")
@@ -220,7 +220,7 @@ func checkGrant(c *Caller, actions []string) error {
 		at := string(jsondoc.Path("actions").Index(i))
 		switch {
 		case a == ActionAll:
-			return proto.Errorf(proto.InvalidInput, "%q (every action) is held only by the admin credential of the registry's first start and is never granted: name the actions the credential needs, from %v", a, Actions).WithPath(at)
+			return proto.Errorf(proto.InvalidInput, "%q (every action) is held only by the admin credential (admin.conf on the registry's host) and is never granted: name the actions the credential needs, from %v", a, Actions).WithPath(at)
 		case !slices.Contains(Actions, a):
 			return proto.Errorf(proto.InvalidInput, "unknown action %.64q: the actions are %v", a, Actions).WithPath(at)
 		case !c.Can(a):
@@ -252,15 +252,15 @@ func grantExpiry(tx *store.Tx, c *Caller, requested time.Time) (time.Time, error
 }
 
 // checkNotLastAdmin refuses to revoke the root tenant's last usable credential holding
-// `*` (the admin credential of the first start): nobody could then manage tenants, and
-// `*` is never granted again.
+// `*` (the admin credential): nobody could then manage tenants, and `*` is never granted
+// over the network; only the host replaces it (credentials.rotateAdmin).
 func checkNotLastAdmin(tx *store.Tx, cred store.Credential) error {
 	if cred.Tenant != store.RootTenant || !slices.Contains(cred.Actions, ActionAll) || !cred.Usable(tx.Now()) {
 		return nil
 	}
-	n, err := tx.UsableHolding(store.RootTenant, ActionAll)
-	if err != nil || n > 1 {
+	holders, err := tx.UsableHolding(store.RootTenant, ActionAll)
+	if err != nil || len(holders) > 1 {
 		return err
 	}
-	return proto.Errorf(proto.Forbidden, "credential %s is the platform's last one holding %q (the admin credential of the first start): revoking it would leave nobody able to manage tenants, so it cannot be revoked", cred.ID, ActionAll).WithPath("id")
+	return proto.Errorf(proto.Forbidden, "credential %s is the platform's last one holding %q (the admin credential): revoking it would leave nobody able to manage tenants, so it cannot be revoked; to replace it, run `better-compute credentials rotate-admin --data-dir DIR` on the registry's host", cred.ID, ActionAll).WithPath("id")
 }

@@ -136,6 +136,8 @@ func wireAnswers() map[string]any {
 		"metal.events": EventList{Events: viewsOf([]store.Event{{Node: n.ID, Tenant: "acme", Seq: 7, At: at, Kind: store.EventStepEnded, Workflow: "wf_1", Step: "steps[2]", Use: "deploy.image",
 			To: "failed", Duration: 90 * time.Second, Error: proto.Errorf(proto.Unavailable, "the site agent is not connected"), Detail: "retried"}}, eventOf), NextCursor: "bmRfMQ", LastSeq: 9},
 		"workflows.get": WorkflowView{ID: "wf_1", Kind: "deploy", NodeID: n.ID, TenantID: "acme", Profile: ProfileRef(*n.Profile), State: "failed", Steps: viewsOf([]store.RunStep{fullRunStep()}, stepOf), Failure: failureOf(n.Failure), Rev: 4, CreatedAt: at, UpdatedAt: later, FinishedAt: later},
+		"credentials.rotateAdmin": RotatedAdmin{Admin: credentialView(store.Credential{ID: "9d5ea5963a15c9d2", Tenant: "root", Actions: []string{ActionAll}, SecretHash: "00", CreatedAt: later}),
+			Config: "/var/lib/better-compute/admin.conf", Revoked: []Credential{credentialView(store.Credential{ID: "13e51d2b575ec845", Tenant: "root", Actions: []string{ActionAll}, SecretHash: "00", CreatedAt: at, RevokedAt: later})}},
 	}
 }
 

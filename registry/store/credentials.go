@@ -91,20 +91,21 @@ func (t *Tx) Credentials(tenant string, p Page) ([]Credential, string, error) {
 	return out, next, err
 }
 
-// UsableHolding counts the tenant's usable credentials that carry action itself.
-func (t *Tx) UsableHolding(tenant, action string) (int, error) {
-	n := 0
+// UsableHolding lists the tenant's usable credentials that carry action itself, in id
+// order.
+func (t *Tx) UsableHolding(tenant, action string) ([]Credential, error) {
+	var out []Credential
 	_, _, err := t.walk(bucketCredentials, nil, nil, func() bool { return false }, func(k, v []byte) error {
 		var c Credential
 		if err := decode(bucketCredentials, k, v, &c); err != nil {
 			return err
 		}
 		if c.Tenant == tenant && c.Usable(t.now) && slices.Contains(c.Actions, action) {
-			n++
+			out = append(out, c)
 		}
 		return nil
 	})
-	return n, err
+	return out, err
 }
 
 // RevokeCredential revokes a credential at once: it authenticates nobody from this

@@ -154,9 +154,9 @@ func TestCredentialLifecycle(t *testing.T) {
 
 		t.Run("usable holders of an action", func(t *testing.T) {
 			count := func(tenant, action string) int {
-				var n int
-				s.View(func(tx *Tx) (err error) { n, err = tx.UsableHolding(tenant, action); return err })
-				return n
+				var holders []Credential
+				s.View(func(tx *Tx) (err error) { holders, err = tx.UsableHolding(tenant, action); return err })
+				return len(holders)
 			}
 			if n := count(RootTenant, "*"); n != 1 {
 				t.Errorf("root holders of *: %d, want 1", n)
