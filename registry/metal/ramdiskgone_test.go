@@ -16,7 +16,8 @@ import (
 // workflow.ReconnectGrace of its end is gone: the machine is booted into the ramdisk
 // again (pxe, cycle) before the wipe goes to it, and the step's result says why. One
 // that comes back within the grace takes the wipe, nothing booted; so does one whose
-// session is open. The session of a registry run that stopped without recording its
+// session is open. One followed by the machine's installed OS within the grace (the
+// machine booted its disk) is booted again at once, without waiting out the grace. The session of a registry run that stopped without recording its
 // end (a restart) counts as ended at its join, not as gone at once. A ramdisk that
 // joined before the retire moved the machine's identity epoch is gone at once, open
 // session or not: its certificate is refused.
@@ -52,10 +53,12 @@ func TestEnsureRamdiskGoneOrBack(t *testing.T) {
 			waits:   true, during: func(h *harness, node string) { h.clock.Advance(58 * time.Second); h.joined(node) },
 			want: []string{"ramdisk disk.wipe"},
 		},
-		"the installed OS that comes back within the grace is not the ramdisk": {
+		// The machine rebooted into its disk: its installed OS joins during the grace, and
+		// the ramdisk is booted at once, the registry's clock never reaching the grace's end.
+		"the installed OS that joins within the grace is booted past at once": {
 			prepare: func(h *harness, node string) { h.left(node) },
-			waits:   true, during: func(h *harness, node string) { h.joins.Joined(node, "node") }, advance: workflow.ReconnectGrace,
-			want: boot, gone: "the ramdisk's session ended at 2026-03-01T12:00:01Z and it did not come back within 1m0s",
+			waits:   true, during: func(h *harness, node string) { h.clock.Advance(time.Second); h.joins.Joined(node, "node") },
+			want: boot, gone: "the machine's installed OS joined at 2026-03-01T12:00:02Z, after the ramdisk that joined at 2026-03-01T12:00:01Z: the machine runs its disk",
 		},
 		"a ramdisk whose registry restarted and that comes back takes the wipe": {
 			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node) },

@@ -19,9 +19,11 @@ type Joins interface {
 	// Presence tells whether node's agent of role is the machine's agent, and whether
 	// its session is open or when it ended.
 	Presence(ctx context.Context, node, role string) (Presence, error)
-	// WaitLive returns once node's agent of role is the machine's agent with its session
-	// open (Presence.Live). It returns ctx's error when ctx ends first.
-	WaitLive(ctx context.Context, node, role string) error
+	// WaitReturn returns node's agent of role's Presence once that agent holds a session
+	// again (Presence.Live) or is no longer the machine's agent (the machine's other
+	// agent joined after it: not Presence.Current). It returns ctx's error when ctx ends
+	// first.
+	WaitReturn(ctx context.Context, node, role string) (Presence, error)
 }
 
 // ReconnectGrace is how long after its session ended an agent that still runs has
@@ -36,8 +38,11 @@ const ReconnectGrace = time.Minute
 type Presence struct {
 	// Current is whether the agent joined, and after the machine's other agent: its
 	// last session is the machine's last.
-	Current  bool
-	JoinedAt time.Time
+	Current bool
+	// JoinedAt is when the agent last joined; OtherJoinedAt, when it is not Current
+	// because the machine's other agent joined after it (the machine booted its disk,
+	// or its ramdisk), when that one joined.
+	JoinedAt, OtherJoinedAt time.Time
 	// Live is whether that session is open: recorded by this run of the registry and not
 	// ended, or recorded by a run of a replica whose lease holds (store.Tx.Holds).
 	Live bool
@@ -103,8 +108,8 @@ func (l *JoinLog) ConnectedElsewhere(tx *store.Tx, node, role string) (bool, err
 	if err != nil {
 		return false, err
 	}
-	j, ok := current(joins, role)
-	if !ok || j.Replica == "" || j.Replica == l.holder.Replica || !j.LeftAt.IsZero() {
+	j, other := current(joins, role)
+	if j.JoinedAt.IsZero() || !other.IsZero() || j.Replica == "" || j.Replica == l.holder.Replica || !j.LeftAt.IsZero() {
 		return false, nil
 	}
 	return tx.Holds(j.Holder)
@@ -122,8 +127,11 @@ func (l *JoinLog) presence(tx *store.Tx, node, role string) (Presence, error) {
 	if err != nil {
 		return Presence{}, err
 	}
-	j, ok := current(joins, role)
-	if !ok {
+	j, other := current(joins, role)
+	if !other.IsZero() {
+		return Presence{JoinedAt: j.JoinedAt, OtherJoinedAt: other}, nil
+	}
+	if j.JoinedAt.IsZero() {
 		return Presence{}, nil
 	}
 	p := Presence{Current: true, JoinedAt: j.JoinedAt}
@@ -177,10 +185,14 @@ func (l *JoinLog) WaitJoined(ctx context.Context, node, role string, since time.
 	})
 }
 
-// WaitLive returns once node's agent of role is the machine's agent with its session
-// open.
-func (l *JoinLog) WaitLive(ctx context.Context, node, role string) error {
-	return l.wait(ctx, func() (bool, error) { p, err := l.Presence(ctx, node, role); return p.Live, err })
+// WaitReturn returns node's agent of role's Presence once it holds a session again or
+// the machine's other agent joined after it.
+func (l *JoinLog) WaitReturn(ctx context.Context, node, role string) (p Presence, err error) {
+	err = l.wait(ctx, func() (bool, error) {
+		p, err = l.Presence(ctx, node, role)
+		return p.Live || !p.Current, err
+	})
+	return p, err
 }
 
 // wait returns once done, checked again after every change of the joins, reports true
@@ -201,19 +213,20 @@ func (l *JoinLog) wait(ctx context.Context, done func() (bool, error)) error {
 	}
 }
 
-// current is the last join of role among a node's joins, if role's agent joined after
-// the machine's other agent.
-func current(joins map[string]store.AgentJoin, role string) (store.AgentJoin, bool) {
+// current is the last join of role among a node's joins (zero if role's agent never
+// joined) and, when the machine's other agent joined after it, when that one joined: the
+// join is current when other is zero.
+func current(joins map[string]store.AgentJoin, role string) (j store.AgentJoin, other time.Time) {
 	j, ok := joins[role]
 	if !ok {
-		return j, false
+		return j, time.Time{}
 	}
-	for _, other := range proto.MachineRoles {
-		if o, ok := joins[string(other)]; ok && string(other) != role && o.JoinedAt.After(j.JoinedAt) {
-			return j, false
+	for _, r := range proto.MachineRoles {
+		if o, ok := joins[string(r)]; ok && string(r) != role && o.JoinedAt.After(j.JoinedAt) {
+			return j, o.JoinedAt
 		}
 	}
-	return j, true
+	return j, time.Time{}
 }
 
 func (l *JoinLog) joins(node string) (joins map[string]store.AgentJoin, err error) {
