@@ -41,7 +41,9 @@ func (s *Service) powered(node string, input json.RawMessage) error {
 // since the machine's identity epoch last moved (before, its certificate is of an
 // earlier installation and refused: it is gone at once), with its session open. A
 // session that ended less than workflow.ReconnectGrace ago (a link blip, a registry
-// restarting) it waits for until then: a ramdisk that came back runs. It stops waiting
+// restarting; a registry that stopped counts it ended no earlier than the moment it
+// asked its agents back by, workflow.Presence.ReturnBy) it waits for until then: a
+// ramdisk that came back runs. It stops waiting
 // when the machine's installed OS joins meanwhile: the machine runs its disk. When none
 // runs, gone says why if one had joined since that power action.
 func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone string, err error) {
@@ -72,6 +74,9 @@ func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone
 		return true, "", nil
 	case p.Recorded:
 		return false, fmt.Sprintf("the ramdisk's session ended at %s and it did not come back within %s", p.EndedAt.UTC().Format(time.RFC3339), workflow.ReconnectGrace), nil
+	case !p.ReturnBy.IsZero():
+		return false, fmt.Sprintf("the ramdisk that joined at %s held its session with a registry that stopped and asked it to come back by %s, and it did not come back within %s of %s",
+			p.JoinedAt.UTC().Format(time.RFC3339), p.ReturnBy.UTC().Format(time.RFC3339), workflow.ReconnectGrace, p.EndedAt.UTC().Format(time.RFC3339)), nil
 	}
 	return false, fmt.Sprintf("the ramdisk that joined at %s holds no session (the registry that held it stopped or died, or it opened none after its join) and it did not come back within %s of %s",
 		p.JoinedAt.UTC().Format(time.RFC3339), workflow.ReconnectGrace, p.EndedAt.UTC().Format(time.RFC3339)), nil

@@ -17,7 +17,10 @@ import (
 // again (pxe, cycle) before the wipe goes to it, and the step's result says why. One
 // that comes back within the grace takes the wipe, nothing booted; so does one whose
 // session is open. One followed by the machine's installed OS within the grace (the
-// machine booted its disk) is booted again at once, without waiting out the grace. The session of a registry run that stopped without recording its
+// machine booted its disk) is booted again at once, without waiting out the grace. One
+// whose registry stopped and asked it back later than the grace (a big fleet's stream)
+// is waited for until that moment and the grace: it takes the wipe when it comes back
+// then, and is booted again, saying so, when it does not. The session of a registry run that stopped without recording its
 // end (a restart) counts as ended at its join, not as gone at once. A ramdisk that
 // joined before the retire moved the machine's identity epoch is gone at once, open
 // session or not: its certificate is refused.
@@ -69,6 +72,19 @@ func TestEnsureRamdiskGoneOrBack(t *testing.T) {
 			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node) },
 			waits:   true, advance: workflow.ReconnectGrace,
 			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z holds no session (the registry that held it stopped or died, or it opened none after its join) and it did not come back within 1m0s of 2026-03-01T12:00:01Z",
+		},
+		// The registry run that held the ramdisk's session stopped and asked it back in
+		// 3 minutes, longer than the grace: it is waited for until then and the grace.
+		"a ramdisk a stopping registry asked back in 3 minutes that comes back then takes the wipe": {
+			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node); h.earlierRunStopped(3 * time.Minute) },
+			waits:   true, during: func(h *harness, node string) { h.clock.Advance(3*time.Minute - time.Second); h.joined(node) },
+			want: []string{"ramdisk disk.wipe"},
+		},
+		"a ramdisk a stopping registry asked back in 3 minutes that does not come back is booted again": {
+			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node); h.earlierRunStopped(3 * time.Minute) },
+			waits:   true, advance: 3*time.Minute + workflow.ReconnectGrace,
+			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z held its session with a registry that stopped and asked it to come back by 2026-03-01T12:03:01Z, " +
+				"and it did not come back within 1m0s of 2026-03-01T12:03:01Z",
 		},
 		// A ramdisk that joined before the retire moved the identity epoch (one a
 		// failed deploy left running) holds a certificate the registry now refuses: no
@@ -144,15 +160,28 @@ func (h *harness) left(node string) {
 	}
 }
 
+// earlierRun is an earlier run of the registry, started an hour before the harness's
+// clock.
+var earlierRun = store.Holder{Replica: "rg_1", Started: time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)}
+
 // joinedAtAnEarlierRun replaces the ramdisk's join with the one an earlier run of the
 // registry recorded, which stopped without recording its end.
 func (h *harness) joinedAtAnEarlierRun(node string) {
 	h.t.Helper()
 	err := h.store.Update(func(tx *store.Tx) error {
-		_, err := tx.RecordAgentJoin(node, "ramdisk", store.Holder{Replica: "rg_1", Started: h.clock.Now().Add(-time.Hour)})
+		_, err := tx.RecordAgentJoin(node, "ramdisk", earlierRun)
 		return err
 	})
 	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// earlierRunStopped records that the earlier run, stopping now, asked its agents to come
+// back within returnIn.
+func (h *harness) earlierRunStopped(returnIn time.Duration) {
+	h.t.Helper()
+	if err := workflow.NewJoinLog(h.store, earlierRun).Stopping(returnIn); err != nil {
 		h.t.Fatal(err)
 	}
 }

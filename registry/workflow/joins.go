@@ -51,10 +51,16 @@ type Presence struct {
 	// stopped or died takes its sessions with it without recording their end, and a
 	// join admitted has no session yet: EndedAt is then the latest time the run of the
 	// registry that recorded the join is known to have run (store.Tx.RanUntil), the
-	// start of this registry's run, or the join, whichever is later, since the agent's
+	// start of this registry's run, the join, or the moment that run, stopping, asked
+	// its agents to come back by (ReturnBy), whichever is later, since the agent's
 	// reconnect time counts from there.
 	EndedAt  time.Time
 	Recorded bool
+	// ReturnBy is, for a session whose end is not recorded, the moment the registry run
+	// that held it asked its agents to come back by when it stopped (the end of the
+	// stream it told them of, store.Tx.AgentReturnBy); zero when that run died without
+	// telling or still runs.
+	ReturnBy time.Time
 }
 
 // JoinLog is the Joins of a registry: it records each join in the store (so a restarted
@@ -96,6 +102,13 @@ func (l *JoinLog) record(node, role string, holder store.Holder) error {
 // endedAt (store.Tx.RecordAgentLeft), in a transaction shared as Joined's.
 func (l *JoinLog) Left(node, role string, endedAt time.Time) error {
 	return l.store.Batch(func(tx *store.Tx) error { return tx.RecordAgentLeft(node, role, l.holder, endedAt) })
+}
+
+// Stopping records that this run of the registry, stopping, asked the agents whose
+// sessions it holds to come back within returnIn (store.Tx.RecordAgentStop): their
+// joins count as ended no earlier than that (Presence.ReturnBy).
+func (l *JoinLog) Stopping(returnIn time.Duration) error {
+	return l.store.Update(func(tx *store.Tx) error { return tx.RecordAgentStop(l.holder, returnIn) })
 }
 
 // ConnectedElsewhere reports whether, as tx reads the joins, node's agent of role is the
@@ -148,7 +161,10 @@ func (l *JoinLog) presence(tx *store.Tx, node, role string) (Presence, error) {
 		if err != nil {
 			return p, err
 		}
-		p.EndedAt = latest(j.JoinedAt, l.holder.Started, ran)
+		if p.ReturnBy, err = tx.AgentReturnBy(j.Holder); err != nil {
+			return p, err
+		}
+		p.EndedAt = latest(j.JoinedAt, l.holder.Started, ran, p.ReturnBy)
 	}
 	return p, nil
 }

@@ -174,7 +174,8 @@ func TestWaitJoinedWakesAtAnotherReplicasJoin(t *testing.T) {
 // when: the end recorded, or, when the registry run that held it stopped or died without
 // recording it, the latest time that run is known to have run (its lease's expiry, the
 // start of the replica's next run) or this run's start. A registry's restart alone
-// records no end. WaitReturn returns at the ramdisk's rejoin, and when the installed OS
+// records no end; a stop that asked its agents back later than that counts the end from
+// that moment (ReturnBy). WaitReturn returns at the ramdisk's rejoin, and when the installed OS
 // joins after it (the ramdisk is no longer current, and says when the OS joined).
 func TestPresence(t *testing.T) {
 	for _, b := range storetest.Backends {
@@ -252,6 +253,27 @@ func TestPresence(t *testing.T) {
 			check("rg_b stopped, at rg_a", a, Presence{Current: true, JoinedAt: rejoined, EndedAt: rejoined})
 			again := store.Holder{Replica: "rg_b", Started: fake.Now()}
 			check("rg_b stopped, at its next run", NewJoinLog(st, again), Presence{Current: true, JoinedAt: rejoined, EndedAt: again.Started})
+
+			// The ramdisk comes back to that run, which stops asking its agents back
+			// within 3 minutes: its end counts from then, at every replica and at its
+			// replica's next run, which starts before it.
+			lease(again)
+			b = NewJoinLog(st, again)
+			fake.Advance(time.Second)
+			rejoined = fake.Now()
+			must(b.Joined("nd_1", "ramdisk"))
+			fake.Advance(time.Second)
+			must(b.Stopping(3 * time.Minute))
+			returnBy := fake.Now().Add(3 * time.Minute)
+			must(st.Update(func(tx *store.Tx) error { return tx.ReleaseLease(again) }))
+			told := Presence{Current: true, JoinedAt: rejoined, EndedAt: returnBy, ReturnBy: returnBy}
+			check("rg_b stopped asking back within 3 minutes, at rg_a", a, told)
+			fake.Advance(time.Second)
+			next := store.Holder{Replica: "rg_b", Started: fake.Now()}
+			lease(next)
+			check("rg_b stopped asking back within 3 minutes, at its next run", NewJoinLog(st, next), told)
+			fake.Advance(time.Hour)
+			check("an hour later, at rg_a", a, told)
 
 			// The installed OS joins after the ramdisk: the ramdisk is not current, and
 			// whoever waits for its return is told at once.
