@@ -43,9 +43,10 @@ func (s *Service) powered(node string, input json.RawMessage) error {
 // session that ended less than workflow.ReconnectGrace ago (a link blip, a registry
 // restarting; a registry that stopped counts it ended no earlier than the moment it
 // asked its agents back by, workflow.Presence.ReturnBy) it waits for until then: a
-// ramdisk that came back runs. It stops waiting
-// when the machine's installed OS joins meanwhile: the machine runs its disk. When none
-// runs, gone says why if one had joined since that power action.
+// ramdisk that came back runs. It stops waiting when the machine's installed OS joins
+// meanwhile: the machine runs its disk. When none runs, gone says why if one had joined
+// since that power action, unless the installed OS followed it after its grace had
+// passed (a deploy's kexec, long before: nothing was waited for).
 func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone string, err error) {
 	p, err := s.cfg.Joins.Presence(ctx, node, profile.Ramdisk)
 	if err != nil || p.JoinedAt.IsZero() {
@@ -68,6 +69,8 @@ func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone
 		}
 	}
 	switch {
+	case !p.Current && !p.Live && !p.EndedAt.Add(workflow.ReconnectGrace).After(s.cfg.Clock.Now()):
+		return false, "", nil // gone long before: the machine ran its disk since (a deploy's kexec)
 	case !p.Current:
 		return false, fmt.Sprintf("the machine's installed OS joined at %s, after the ramdisk that joined at %s: the machine runs its disk", p.OtherJoinedAt.UTC().Format(time.RFC3339), p.JoinedAt.UTC().Format(time.RFC3339)), nil
 	case p.Live:

@@ -17,7 +17,8 @@ import (
 // again (pxe, cycle) before the wipe goes to it, and the step's result says why. One
 // that comes back within the grace takes the wipe, nothing booted; so does one whose
 // session is open. One followed by the machine's installed OS within the grace (the
-// machine booted its disk) is booted again at once, without waiting out the grace. One
+// machine booted its disk) is booted again at once, without waiting out the grace; one
+// the OS followed long ago (a deploy's kexec) is booted with nothing said of it. One
 // whose registry stopped and asked it back later than the grace (a big fleet's stream)
 // is waited for until that moment and the grace: it takes the wipe when it comes back
 // then, and is booted again, saying so, when it does not. The session of a registry run that stopped without recording its
@@ -72,6 +73,17 @@ func TestEnsureRamdiskGoneOrBack(t *testing.T) {
 			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node) },
 			waits:   true, advance: workflow.ReconnectGrace,
 			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z holds no session (the registry that held it stopped or died, or it opened none after its join) and it did not come back within 1m0s of 2026-03-01T12:00:01Z",
+		},
+		// The deploy's kexec an hour ago: the ramdisk's session ended, the installed OS
+		// joined moments later. Nothing was waited for: the boot is the usual one.
+		"a ramdisk followed by the installed OS long ago is booted as usual": {
+			prepare: func(h *harness, node string) {
+				h.left(node)
+				h.clock.Advance(30 * time.Second)
+				h.joins.Joined(node, "node")
+				h.clock.Advance(time.Hour)
+			},
+			want: boot,
 		},
 		// The registry run that held the ramdisk's session stopped and asked it back in
 		// 3 minutes, longer than the grace: it is waited for until then and the grace.

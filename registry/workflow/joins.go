@@ -43,10 +43,11 @@ type Presence struct {
 	// because the machine's other agent joined after it (the machine booted its disk,
 	// or its ramdisk), when that one joined.
 	JoinedAt, OtherJoinedAt time.Time
-	// Live is whether that session is open: recorded by this run of the registry and not
-	// ended, or recorded by a run of a replica whose lease holds (store.Tx.Holds).
+	// Live is whether the agent's last session is open (whether or not it is Current):
+	// recorded by this run of the registry and not ended, or recorded by a run of a
+	// replica whose lease holds (store.Tx.Holds).
 	Live bool
-	// EndedAt is, for a current session that is not live, when it ended as the registry
+	// EndedAt is, for a session that is not live, when it ended as the registry
 	// that held it recorded it (Recorded: store.AgentJoin.LeftAt). A registry that
 	// stopped or died takes its sessions with it without recording their end, and a
 	// join admitted has no session yet: EndedAt is then the latest time the run of the
@@ -141,13 +142,10 @@ func (l *JoinLog) presence(tx *store.Tx, node, role string) (Presence, error) {
 		return Presence{}, err
 	}
 	j, other := current(joins, role)
-	if !other.IsZero() {
-		return Presence{JoinedAt: j.JoinedAt, OtherJoinedAt: other}, nil
-	}
 	if j.JoinedAt.IsZero() {
 		return Presence{}, nil
 	}
-	p := Presence{Current: true, JoinedAt: j.JoinedAt}
+	p := Presence{Current: other.IsZero(), JoinedAt: j.JoinedAt, OtherJoinedAt: other}
 	switch {
 	case !j.LeftAt.IsZero():
 		p.EndedAt, p.Recorded = j.LeftAt, true

@@ -176,7 +176,8 @@ func TestWaitJoinedWakesAtAnotherReplicasJoin(t *testing.T) {
 // start of the replica's next run) or this run's start. A registry's restart alone
 // records no end; a stop that asked its agents back later than that counts the end from
 // that moment (ReturnBy). WaitReturn returns at the ramdisk's rejoin, and when the installed OS
-// joins after it (the ramdisk is no longer current, and says when the OS joined).
+// joins after it (the ramdisk is no longer current, says when the OS joined, and still
+// tells of its own last session).
 func TestPresence(t *testing.T) {
 	for _, b := range storetest.Backends {
 		t.Run(b.Name, func(t *testing.T) {
@@ -281,7 +282,8 @@ func TestPresence(t *testing.T) {
 			fake.Advance(time.Second)
 			osJoined := fake.Now()
 			must(a.Joined("nd_1", "node"))
-			displaced := Presence{JoinedAt: rejoined, OtherJoinedAt: osJoined}
+			displaced := told
+			displaced.Current, displaced.OtherJoinedAt = false, osJoined
 			returned(displaced)
 			check("the installed OS joined since", a, displaced)
 		})
