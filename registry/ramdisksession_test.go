@@ -15,9 +15,10 @@ import (
 
 // TestRamdiskSessionEnd: a ramdisk's join admitted is no session yet; its real session
 // (QUIC, through the agent endpoint) that its agent closes is recorded as ended, when it ended, and one that comes back is
-// live again; the registry's own stop records no end, so after a restart the join log
-// gives the ramdisk its reconnect time from the new run's start, not a gone ramdisk. On
-// a bbolt registry and on a replica on etcd.
+// live again; the registry's own stop records no end but when it asked its agents back
+// by (the end of its stream), so after a restart the join log gives the ramdisk its
+// reconnect time from the new run's start or that moment, whichever is later, not a gone
+// ramdisk. On a bbolt registry and on a replica on etcd.
 func TestRamdiskSessionEnd(t *testing.T) {
 	backends := map[string]func(t *testing.T) Config{
 		"bbolt": func(*testing.T) Config { return Config{} },
@@ -71,16 +72,29 @@ func TestRamdiskSessionEnd(t *testing.T) {
 			f.wait("the ramdisk's new session", opened(joined))
 			joined = presence(f.r).JoinedAt
 
-			// The registry stops with the session open, and starts again on another port
-			// the agent does not know: it does not come back.
+			// The registry stops with the session open, asking its one agent back at once
+			// (the stream of one agent ends moments after the stop), and starts again on
+			// another port the agent does not know: it does not come back.
+			stopping := time.Now()
 			if err := f.r.Close(); err != nil {
 				t.Fatal(err)
 			}
+			stopped := time.Now()
 			cfg.DataDir = f.dir
 			restarted := newTestRegistry(t, cfg)
 			p := presence(restarted)
-			if p.Live || p.Recorded || !p.EndedAt.Equal(restarted.holder.Started) || !p.JoinedAt.Equal(joined) {
-				t.Errorf("after the registry's restart: %+v, want an unrecorded end at the new run's start %v", p, restarted.holder.Started)
+			if p.Live || p.Recorded || !p.JoinedAt.Equal(joined) {
+				t.Errorf("after the registry's restart: %+v, want an unrecorded end", p)
+			}
+			if p.ReturnBy.Before(stopping) || p.ReturnBy.After(stopped.Add(time.Second)) {
+				t.Errorf("after the registry's restart, the ramdisk was asked back by %v, want the end of the stop's stream, between %v and a second after %v", p.ReturnBy, stopping, stopped)
+			}
+			want := restarted.holder.Started
+			if p.ReturnBy.After(want) {
+				want = p.ReturnBy
+			}
+			if !p.EndedAt.Equal(want) {
+				t.Errorf("after the registry's restart, the session ended at %v, want at %v: the new run's start or the return asked, whichever is later", p.EndedAt, want)
 			}
 		})
 	}

@@ -159,6 +159,14 @@ func (p *agentPlane) sessionEnded(node string, role proto.Role, opened, at time.
 	}
 }
 
+// stopping records, as the endpoint stops, when it asks its agents to come back by
+// (workflow.JoinLog.Stopping): a workflow waits for their return until then.
+func (p *agentPlane) stopping(returnIn time.Duration) {
+	if err := p.joins.Stopping(returnIn); err != nil {
+		p.log.Error("recording when the agents were asked to come back: a workflow may take one that returns late for gone", "err", err)
+	}
+}
+
 // progress hands a command's progress to the workflow step that sent it.
 func (p *agentPlane) progress(node, commandID string, detail json.RawMessage) {
 	if err := p.engine.ReportProgress(commandID, detail); err != nil && proto.CodeOf(err) != proto.NotFound {
@@ -255,7 +263,7 @@ func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertifica
 	}
 	ep, err := agents.Start(agents.Config{
 		Replica: replica, Holder: holder, Elsewhere: elsewhere, Listen: cfg.AgentListen, GetCertificate: cert.get, AgentCAs: k.pki.AgentCAPool(), Store: st, Log: cfg.Log, Keys: k.endpoint,
-		OnInventory: p.sites.Inventory, OnSession: p.session, OnSessionEnd: p.sessionEnded, OnProgress: p.progress, Expand: p.expand,
+		OnInventory: p.sites.Inventory, OnSession: p.session, OnSessionEnd: p.sessionEnded, OnStop: p.stopping, OnProgress: p.progress, Expand: p.expand,
 		Secret: p.secret, Renew: p.renew, Now: cfg.Clock.Now, Received: attest.Verifier{AgentCAs: k.pki.AgentCAPool(), Current: p.current}.Received,
 	})
 	p.ep = ep

@@ -202,3 +202,48 @@ func dialQUIC(t *testing.T, e *env, node string) *quic.Conn {
 	t.Cleanup(func() { conn.CloseWithError(0, "") })
 	return conn
 }
+
+// TestStopRecordsTheReturnFirst: a stopping endpoint hands OnStop the moment its last
+// agent is asked back by (the stream's end: n/8000 + n/rate seconds after the close
+// began), once, before it tells any agent, so that a registry that dies while telling
+// them has recorded it; every agent's phrase names a stream's end no later than that.
+// An endpoint that stops with no session calls it not.
+func TestStopRecordsTheReturnFirst(t *testing.T) {
+	const n = 20
+	var conns []*quic.Conn
+	var calls []time.Duration
+	toldBefore := 0
+	e := newEnv(t, agents.Config{OnStop: func(returnIn time.Duration) {
+		calls = append(calls, returnIn)
+		for _, c := range conns {
+			if c.Context().Err() != nil {
+				toldBefore++
+			}
+		}
+	}})
+	for i := range n {
+		conns = append(conns, helloOverQUIC(t, e, nodeName(i)))
+	}
+	waitFor(t, "every session", func() bool { return e.ep.Sessions() == n })
+	rate := e.ep.Return().Rate
+	e.stop()
+	want := n*time.Second/8000 + time.Duration(float64(n)/rate*float64(time.Second))
+	if len(calls) != 1 || calls[0] != want {
+		t.Fatalf("OnStop was called with %v, want once with the stream's end %v", calls, want)
+	}
+	if toldBefore > 0 {
+		t.Errorf("%d agents were told to come back before OnStop was called", toldBefore)
+	}
+	for _, c := range conns {
+		if p := shutdownPhrase(t, c); p.streamEnd > want {
+			t.Errorf("an agent was told the stream ends in %v, after the %v OnStop was given", p.streamEnd, want)
+		}
+	}
+
+	calls = nil
+	e.start()
+	e.stop()
+	if len(calls) != 0 {
+		t.Errorf("an endpoint with no session called OnStop with %v", calls)
+	}
+}

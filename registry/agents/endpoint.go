@@ -74,6 +74,12 @@ type Config struct {
 	// to another registry; nor when a newer session of the node replaced it). It runs on
 	// the agent's session.
 	OnSessionEnd func(node string, role proto.Role, opened, at time.Time)
+	// OnStop, if set, is called by Close before it tells any agent when to come back,
+	// when it has sessions to tell: the last of them is asked back within returnIn (the
+	// end of the stream, at most store.MaxReturnDelay). It returns once what it records
+	// is stored, so that the agents told are known to be on their way back even if the
+	// registry dies while it tells them.
+	OnStop func(returnIn time.Duration)
 	// OnProgress, if set, is called with each progress report an agent sends for a
 	// command it runs. It must return quickly.
 	OnProgress func(node, commandID string, detail json.RawMessage)
@@ -352,7 +358,11 @@ func (e *Endpoint) Close() error {
 	e.mu.Lock()
 	e.cancel() // under mu: spawn starts nothing and register registers nothing after this
 	e.closing.at, e.closing.n, e.closing.rate = time.Now(), len(e.sessions), e.plan.Rate
+	closing := e.closing
 	e.mu.Unlock()
+	if closing.n > 0 && e.cfg.OnStop != nil {
+		e.cfg.OnStop(returnDelay(closing.n, closing.n, 0, closing.rate))
+	}
 	err := e.ln.Close()
 	e.accepting.Wait()
 	e.closeSessions()
@@ -431,7 +441,7 @@ const (
 	// (10,000 in 0.9 to 1.7 s).
 	closeRate = 8000
 	// maxReturn caps the wait an agent is asked for.
-	maxReturn = 10 * time.Minute
+	maxReturn = store.MaxReturnDelay
 )
 
 // acceptors are the goroutines accepting connections. quic-go refuses a connection that

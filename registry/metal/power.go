@@ -40,12 +40,16 @@ func (s *Service) powered(node string, input json.RawMessage) error {
 // power action that stopped the machine (a commissioning or release powers it off) and
 // since the machine's identity epoch last moved (before, its certificate is of an
 // earlier installation and refused: it is gone at once), with its session open. A
-// session that ended less than workflow.ReconnectGrace ago (a link
-// blip, a registry restarting) it waits for until then: a ramdisk that came back runs.
-// When none runs, gone says why if one had joined since that power action.
+// session that ended less than workflow.ReconnectGrace ago (a link blip, a registry
+// restarting; a registry that stopped counts it ended no earlier than the moment it
+// asked its agents back by, workflow.Presence.ReturnBy) it waits for until then: a
+// ramdisk that came back runs. It stops waiting when the machine's installed OS joins
+// meanwhile: the machine runs its disk. When none runs, gone says why if one had joined
+// since that power action, unless the installed OS followed it after its grace had
+// passed (a deploy's kexec, long before: nothing was waited for).
 func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone string, err error) {
 	p, err := s.cfg.Joins.Presence(ctx, node, profile.Ramdisk)
-	if err != nil || !p.Current {
+	if err != nil || p.JoinedAt.IsZero() {
 		return false, "", err
 	}
 	var n store.Node
@@ -55,29 +59,36 @@ func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone
 	if p.JoinedAt.Before(n.PoweredAt) {
 		return false, "", nil
 	}
-	if p.JoinedAt.Before(n.IdentityEpochAt) {
+	if p.Current && p.JoinedAt.Before(n.IdentityEpochAt) {
 		return false, fmt.Sprintf("the ramdisk that joined at %s holds a certificate of an earlier installation: the machine's identity epoch moved to %d at %s (a deploy, release or retire started), "+
 			"and the registry refuses that certificate (earlier-installation)", p.JoinedAt.UTC().Format(time.RFC3339), n.IdentityEpoch, n.IdentityEpochAt.UTC().Format(time.RFC3339)), nil
 	}
-	if p.Live {
-		return true, "", nil
-	}
-	if wait := p.EndedAt.Add(workflow.ReconnectGrace).Sub(s.cfg.Clock.Now()); wait > 0 {
-		back, err := s.ramdiskReturns(ctx, node, wait)
-		if err != nil || back {
-			return back, "", err
+	if wait := p.EndedAt.Add(workflow.ReconnectGrace).Sub(s.cfg.Clock.Now()); p.Current && !p.Live && wait > 0 {
+		if p, err = s.ramdiskReturns(ctx, node, p, wait); err != nil {
+			return false, "", err
 		}
 	}
-	if p.Recorded {
+	switch {
+	case !p.Current && !p.Live && !p.EndedAt.Add(workflow.ReconnectGrace).After(s.cfg.Clock.Now()):
+		return false, "", nil // gone long before: the machine ran its disk since (a deploy's kexec)
+	case !p.Current:
+		return false, fmt.Sprintf("the machine's installed OS joined at %s, after the ramdisk that joined at %s: the machine runs its disk", p.OtherJoinedAt.UTC().Format(time.RFC3339), p.JoinedAt.UTC().Format(time.RFC3339)), nil
+	case p.Live:
+		return true, "", nil
+	case p.Recorded:
 		return false, fmt.Sprintf("the ramdisk's session ended at %s and it did not come back within %s", p.EndedAt.UTC().Format(time.RFC3339), workflow.ReconnectGrace), nil
+	case !p.ReturnBy.IsZero():
+		return false, fmt.Sprintf("the ramdisk that joined at %s held its session with a registry that stopped and asked it to come back by %s, and it did not come back within %s of %s",
+			p.JoinedAt.UTC().Format(time.RFC3339), p.ReturnBy.UTC().Format(time.RFC3339), workflow.ReconnectGrace, p.EndedAt.UTC().Format(time.RFC3339)), nil
 	}
 	return false, fmt.Sprintf("the ramdisk that joined at %s holds no session (the registry that held it stopped or died, or it opened none after its join) and it did not come back within %s of %s",
 		p.JoinedAt.UTC().Format(time.RFC3339), workflow.ReconnectGrace, p.EndedAt.UTC().Format(time.RFC3339)), nil
 }
 
-// ramdiskReturns waits up to wait on the registry's clock for node's ramdisk to hold a
-// session again, and reports whether it did.
-func (s *Service) ramdiskReturns(ctx context.Context, node string, wait time.Duration) (bool, error) {
+// ramdiskReturns waits up to wait on the registry's clock for node's ramdisk, whose
+// Presence was p, to hold a session again or to be followed by the machine's installed
+// OS (workflow.Joins.WaitReturn), and returns its Presence then: p when the wait ran out.
+func (s *Service) ramdiskReturns(ctx context.Context, node string, p workflow.Presence, wait time.Duration) (workflow.Presence, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -85,9 +96,9 @@ func (s *Service) ramdiskReturns(ctx context.Context, node string, wait time.Dur
 			cancel()
 		}
 	}()
-	err := s.cfg.Joins.WaitLive(wctx, node, profile.Ramdisk)
+	back, err := s.cfg.Joins.WaitReturn(wctx, node, profile.Ramdisk)
 	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
-		return false, nil // the wait ran out
+		return p, nil // the wait ran out
 	}
-	return err == nil, err
+	return back, err
 }

@@ -16,7 +16,12 @@ import (
 // workflow.ReconnectGrace of its end is gone: the machine is booted into the ramdisk
 // again (pxe, cycle) before the wipe goes to it, and the step's result says why. One
 // that comes back within the grace takes the wipe, nothing booted; so does one whose
-// session is open. The session of a registry run that stopped without recording its
+// session is open. One followed by the machine's installed OS within the grace (the
+// machine booted its disk) is booted again at once, without waiting out the grace; one
+// the OS followed long ago (a deploy's kexec) is booted with nothing said of it. One
+// whose registry stopped and asked it back later than the grace (a big fleet's stream)
+// is waited for until that moment and the grace: it takes the wipe when it comes back
+// then, and is booted again, saying so, when it does not. The session of a registry run that stopped without recording its
 // end (a restart) counts as ended at its join, not as gone at once. A ramdisk that
 // joined before the retire moved the machine's identity epoch is gone at once, open
 // session or not: its certificate is refused.
@@ -52,10 +57,12 @@ func TestEnsureRamdiskGoneOrBack(t *testing.T) {
 			waits:   true, during: func(h *harness, node string) { h.clock.Advance(58 * time.Second); h.joined(node) },
 			want: []string{"ramdisk disk.wipe"},
 		},
-		"the installed OS that comes back within the grace is not the ramdisk": {
+		// The machine rebooted into its disk: its installed OS joins during the grace, and
+		// the ramdisk is booted at once, the registry's clock never reaching the grace's end.
+		"the installed OS that joins within the grace is booted past at once": {
 			prepare: func(h *harness, node string) { h.left(node) },
-			waits:   true, during: func(h *harness, node string) { h.joins.Joined(node, "node") }, advance: workflow.ReconnectGrace,
-			want: boot, gone: "the ramdisk's session ended at 2026-03-01T12:00:01Z and it did not come back within 1m0s",
+			waits:   true, during: func(h *harness, node string) { h.clock.Advance(time.Second); h.joins.Joined(node, "node") },
+			want: boot, gone: "the machine's installed OS joined at 2026-03-01T12:00:02Z, after the ramdisk that joined at 2026-03-01T12:00:01Z: the machine runs its disk",
 		},
 		"a ramdisk whose registry restarted and that comes back takes the wipe": {
 			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node) },
@@ -66,6 +73,30 @@ func TestEnsureRamdiskGoneOrBack(t *testing.T) {
 			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node) },
 			waits:   true, advance: workflow.ReconnectGrace,
 			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z holds no session (the registry that held it stopped or died, or it opened none after its join) and it did not come back within 1m0s of 2026-03-01T12:00:01Z",
+		},
+		// The deploy's kexec an hour ago: the ramdisk's session ended, the installed OS
+		// joined moments later. Nothing was waited for: the boot is the usual one.
+		"a ramdisk followed by the installed OS long ago is booted as usual": {
+			prepare: func(h *harness, node string) {
+				h.left(node)
+				h.clock.Advance(30 * time.Second)
+				h.joins.Joined(node, "node")
+				h.clock.Advance(time.Hour)
+			},
+			want: boot,
+		},
+		// The registry run that held the ramdisk's session stopped and asked it back in
+		// 3 minutes, longer than the grace: it is waited for until then and the grace.
+		"a ramdisk a stopping registry asked back in 3 minutes that comes back then takes the wipe": {
+			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node); h.earlierRunStopped(3 * time.Minute) },
+			waits:   true, during: func(h *harness, node string) { h.clock.Advance(3*time.Minute - time.Second); h.joined(node) },
+			want: []string{"ramdisk disk.wipe"},
+		},
+		"a ramdisk a stopping registry asked back in 3 minutes that does not come back is booted again": {
+			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node); h.earlierRunStopped(3 * time.Minute) },
+			waits:   true, advance: 3*time.Minute + workflow.ReconnectGrace,
+			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z held its session with a registry that stopped and asked it to come back by 2026-03-01T12:03:01Z, " +
+				"and it did not come back within 1m0s of 2026-03-01T12:03:01Z",
 		},
 		// A ramdisk that joined before the retire moved the identity epoch (one a
 		// failed deploy left running) holds a certificate the registry now refuses: no
@@ -141,15 +172,28 @@ func (h *harness) left(node string) {
 	}
 }
 
+// earlierRun is an earlier run of the registry, started an hour before the harness's
+// clock.
+var earlierRun = store.Holder{Replica: "rg_1", Started: time.Date(2026, 3, 1, 11, 0, 0, 0, time.UTC)}
+
 // joinedAtAnEarlierRun replaces the ramdisk's join with the one an earlier run of the
 // registry recorded, which stopped without recording its end.
 func (h *harness) joinedAtAnEarlierRun(node string) {
 	h.t.Helper()
 	err := h.store.Update(func(tx *store.Tx) error {
-		_, err := tx.RecordAgentJoin(node, "ramdisk", store.Holder{Replica: "rg_1", Started: h.clock.Now().Add(-time.Hour)})
+		_, err := tx.RecordAgentJoin(node, "ramdisk", earlierRun)
 		return err
 	})
 	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// earlierRunStopped records that the earlier run, stopping now, asked its agents to come
+// back within returnIn.
+func (h *harness) earlierRunStopped(returnIn time.Duration) {
+	h.t.Helper()
+	if err := workflow.NewJoinLog(h.store, earlierRun).Stopping(returnIn); err != nil {
 		h.t.Fatal(err)
 	}
 }

@@ -19,9 +19,11 @@ type Joins interface {
 	// Presence tells whether node's agent of role is the machine's agent, and whether
 	// its session is open or when it ended.
 	Presence(ctx context.Context, node, role string) (Presence, error)
-	// WaitLive returns once node's agent of role is the machine's agent with its session
-	// open (Presence.Live). It returns ctx's error when ctx ends first.
-	WaitLive(ctx context.Context, node, role string) error
+	// WaitReturn returns node's agent of role's Presence once that agent holds a session
+	// again (Presence.Live) or is no longer the machine's agent (the machine's other
+	// agent joined after it: not Presence.Current). It returns ctx's error when ctx ends
+	// first.
+	WaitReturn(ctx context.Context, node, role string) (Presence, error)
 }
 
 // ReconnectGrace is how long after its session ended an agent that still runs has
@@ -36,20 +38,30 @@ const ReconnectGrace = time.Minute
 type Presence struct {
 	// Current is whether the agent joined, and after the machine's other agent: its
 	// last session is the machine's last.
-	Current  bool
-	JoinedAt time.Time
-	// Live is whether that session is open: recorded by this run of the registry and not
-	// ended, or recorded by a run of a replica whose lease holds (store.Tx.Holds).
+	Current bool
+	// JoinedAt is when the agent last joined; OtherJoinedAt, when it is not Current
+	// because the machine's other agent joined after it (the machine booted its disk,
+	// or its ramdisk), when that one joined.
+	JoinedAt, OtherJoinedAt time.Time
+	// Live is whether the agent's last session is open (whether or not it is Current):
+	// recorded by this run of the registry and not ended, or recorded by a run of a
+	// replica whose lease holds (store.Tx.Holds).
 	Live bool
-	// EndedAt is, for a current session that is not live, when it ended as the registry
+	// EndedAt is, for a session that is not live, when it ended as the registry
 	// that held it recorded it (Recorded: store.AgentJoin.LeftAt). A registry that
 	// stopped or died takes its sessions with it without recording their end, and a
 	// join admitted has no session yet: EndedAt is then the latest time the run of the
 	// registry that recorded the join is known to have run (store.Tx.RanUntil), the
-	// start of this registry's run, or the join, whichever is later, since the agent's
+	// start of this registry's run, the join, or the moment that run, stopping, asked
+	// its agents to come back by (ReturnBy), whichever is later, since the agent's
 	// reconnect time counts from there.
 	EndedAt  time.Time
 	Recorded bool
+	// ReturnBy is, for a session whose end is not recorded, the moment the registry run
+	// that held it asked its agents to come back by when it stopped (the end of the
+	// stream it told them of, store.Tx.AgentReturnBy); zero when that run died without
+	// telling or still runs.
+	ReturnBy time.Time
 }
 
 // JoinLog is the Joins of a registry: it records each join in the store (so a restarted
@@ -93,6 +105,13 @@ func (l *JoinLog) Left(node, role string, endedAt time.Time) error {
 	return l.store.Batch(func(tx *store.Tx) error { return tx.RecordAgentLeft(node, role, l.holder, endedAt) })
 }
 
+// Stopping records that this run of the registry, stopping, asked the agents whose
+// sessions it holds to come back within returnIn (store.Tx.RecordAgentStop): their
+// joins count as ended no earlier than that (Presence.ReturnBy).
+func (l *JoinLog) Stopping(returnIn time.Duration) error {
+	return l.store.Update(func(tx *store.Tx) error { return tx.RecordAgentStop(l.holder, returnIn) })
+}
+
 // ConnectedElsewhere is, as tx reads the joins, the other registry replica with which
 // node's agent of role, the machine's agent, holds a session, "" when none does: its
 // last join was recorded by another replica, that replica has not seen the session end,
@@ -103,8 +122,8 @@ func (l *JoinLog) ConnectedElsewhere(tx *store.Tx, node, role string) (replica s
 	if err != nil {
 		return "", err
 	}
-	j, ok := current(joins, role)
-	if !ok || j.Replica == "" || j.Replica == l.holder.Replica || !j.LeftAt.IsZero() {
+	j, other := current(joins, role)
+	if j.JoinedAt.IsZero() || !other.IsZero() || j.Replica == "" || j.Replica == l.holder.Replica || !j.LeftAt.IsZero() {
 		return "", nil
 	}
 	if held, err := tx.Holds(j.Holder); !held {
@@ -125,11 +144,11 @@ func (l *JoinLog) presence(tx *store.Tx, node, role string) (Presence, error) {
 	if err != nil {
 		return Presence{}, err
 	}
-	j, ok := current(joins, role)
-	if !ok {
+	j, other := current(joins, role)
+	if j.JoinedAt.IsZero() {
 		return Presence{}, nil
 	}
-	p := Presence{Current: true, JoinedAt: j.JoinedAt}
+	p := Presence{Current: other.IsZero(), JoinedAt: j.JoinedAt, OtherJoinedAt: other}
 	switch {
 	case !j.LeftAt.IsZero():
 		p.EndedAt, p.Recorded = j.LeftAt, true
@@ -143,7 +162,10 @@ func (l *JoinLog) presence(tx *store.Tx, node, role string) (Presence, error) {
 		if err != nil {
 			return p, err
 		}
-		p.EndedAt = latest(j.JoinedAt, l.holder.Started, ran)
+		if p.ReturnBy, err = tx.AgentReturnBy(j.Holder); err != nil {
+			return p, err
+		}
+		p.EndedAt = latest(j.JoinedAt, l.holder.Started, ran, p.ReturnBy)
 	}
 	return p, nil
 }
@@ -180,10 +202,14 @@ func (l *JoinLog) WaitJoined(ctx context.Context, node, role string, since time.
 	})
 }
 
-// WaitLive returns once node's agent of role is the machine's agent with its session
-// open.
-func (l *JoinLog) WaitLive(ctx context.Context, node, role string) error {
-	return l.wait(ctx, func() (bool, error) { p, err := l.Presence(ctx, node, role); return p.Live, err })
+// WaitReturn returns node's agent of role's Presence once it holds a session again or
+// the machine's other agent joined after it.
+func (l *JoinLog) WaitReturn(ctx context.Context, node, role string) (p Presence, err error) {
+	err = l.wait(ctx, func() (bool, error) {
+		p, err = l.Presence(ctx, node, role)
+		return p.Live || !p.Current, err
+	})
+	return p, err
 }
 
 // wait returns once done, checked again after every change of the joins, reports true
@@ -204,19 +230,20 @@ func (l *JoinLog) wait(ctx context.Context, done func() (bool, error)) error {
 	}
 }
 
-// current is the last join of role among a node's joins, if role's agent joined after
-// the machine's other agent.
-func current(joins map[string]store.AgentJoin, role string) (store.AgentJoin, bool) {
+// current is the last join of role among a node's joins (zero if role's agent never
+// joined) and, when the machine's other agent joined after it, when that one joined: the
+// join is current when other is zero.
+func current(joins map[string]store.AgentJoin, role string) (j store.AgentJoin, other time.Time) {
 	j, ok := joins[role]
 	if !ok {
-		return j, false
+		return j, time.Time{}
 	}
-	for _, other := range proto.MachineRoles {
-		if o, ok := joins[string(other)]; ok && string(other) != role && o.JoinedAt.After(j.JoinedAt) {
-			return j, false
+	for _, r := range proto.MachineRoles {
+		if o, ok := joins[string(r)]; ok && string(r) != role && o.JoinedAt.After(j.JoinedAt) {
+			return j, o.JoinedAt
 		}
 	}
-	return j, true
+	return j, time.Time{}
 }
 
 func (l *JoinLog) joins(node string) (joins map[string]store.AgentJoin, err error) {

@@ -173,7 +173,10 @@ func TestWaitJoinedWakesAtAnotherReplicasJoin(t *testing.T) {
 // when: the end recorded, or, when the registry run that held it stopped or died without
 // recording it, the latest time that run is known to have run (its lease's expiry, the
 // start of the replica's next run) or this run's start. A registry's restart alone
-// records no end. WaitLive returns at the ramdisk's rejoin.
+// records no end; a stop that asked its agents back later than that counts the end from
+// that moment (ReturnBy). WaitReturn returns at the ramdisk's rejoin, and when the installed OS
+// joins after it (the ramdisk is no longer current, says when the OS joined, and still
+// tells of its own last session).
 func TestPresence(t *testing.T) {
 	for _, b := range storetest.Backends {
 		t.Run(b.Name, func(t *testing.T) {
@@ -228,11 +231,11 @@ func TestPresence(t *testing.T) {
 			// The ramdisk comes back at rg_b; rg_b dies: its lease lapses unrenewed.
 			fake.Advance(time.Second)
 			rejoined := fake.Now()
-			woke := make(chan error, 1)
-			go func() { woke <- a.WaitLive(t.Context(), "nd_1", "ramdisk") }()
+			back := Presence{Current: true, JoinedAt: rejoined, Live: true}
+			returned := waitReturn(t, a)
 			must(b.Joined("nd_1", "ramdisk"))
-			must(<-woke)
-			check("a session at rg_b, at rg_a", a, Presence{Current: true, JoinedAt: rejoined, Live: true})
+			returned(back)
+			check("a session at rg_b, at rg_a", a, back)
 			fake.Advance(10 * time.Second)
 			check("rg_b's lease lapsed, at rg_a", a, Presence{Current: true, JoinedAt: rejoined, EndedAt: epoch.Add(10 * time.Second)})
 
@@ -251,9 +254,69 @@ func TestPresence(t *testing.T) {
 			again := store.Holder{Replica: "rg_b", Started: fake.Now()}
 			check("rg_b stopped, at its next run", NewJoinLog(st, again), Presence{Current: true, JoinedAt: rejoined, EndedAt: again.Started})
 
-			// The installed OS joined after the ramdisk: the ramdisk is not current.
+			// The ramdisk comes back to that run, which stops asking its agents back
+			// within 3 minutes: its end counts from then, at every replica and at its
+			// replica's next run, which starts before it.
+			lease(again)
+			b = NewJoinLog(st, again)
+			fake.Advance(time.Second)
+			rejoined = fake.Now()
+			must(b.Joined("nd_1", "ramdisk"))
+			fake.Advance(time.Second)
+			must(b.Stopping(3 * time.Minute))
+			returnBy := fake.Now().Add(3 * time.Minute)
+			must(st.Update(func(tx *store.Tx) error { return tx.ReleaseLease(again) }))
+			told := Presence{Current: true, JoinedAt: rejoined, EndedAt: returnBy, ReturnBy: returnBy}
+			check("rg_b stopped asking back within 3 minutes, at rg_a", a, told)
+			fake.Advance(time.Second)
+			next := store.Holder{Replica: "rg_b", Started: fake.Now()}
+			lease(next)
+			check("rg_b stopped asking back within 3 minutes, at its next run", NewJoinLog(st, next), told)
+			fake.Advance(time.Hour)
+			check("an hour later, at rg_a", a, told)
+
+			// The installed OS joins after the ramdisk: the ramdisk is not current, and
+			// whoever waits for its return is told at once.
+			returned = waitReturn(t, a)
+			fake.Advance(time.Second)
+			osJoined := fake.Now()
 			must(a.Joined("nd_1", "node"))
-			check("the installed OS joined since", a, Presence{})
+			displaced := told
+			displaced.Current, displaced.OtherJoinedAt = false, osJoined
+			returned(displaced)
+			check("the installed OS joined since", a, displaced)
 		})
+	}
+}
+
+// waitReturn starts l.WaitReturn for nd_1's ramdisk, checks that it waits, and returns
+// what checks, once the caller made the ramdisk return or be displaced, that it returned
+// want.
+func waitReturn(t *testing.T, l *JoinLog) func(want Presence) {
+	t.Helper()
+	type result struct {
+		p   Presence
+		err error
+	}
+	woke := make(chan result, 1)
+	go func() { p, err := l.WaitReturn(t.Context(), "nd_1", "ramdisk"); woke <- result{p, err} }()
+	select {
+	case r := <-woke:
+		t.Fatalf("WaitReturn returned %+v, %v before the ramdisk came back or the installed OS joined", r.p, r.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	return func(want Presence) {
+		t.Helper()
+		select {
+		case r := <-woke:
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			if diff := cmp.Diff(want, r.p); diff != "" {
+				t.Errorf("WaitReturn (-want +got):\n%s", diff)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("WaitReturn still waits")
+		}
 	}
 }

@@ -1,0 +1,55 @@
+package store
+
+import (
+	"testing"
+	"time"
+)
+
+// TestAgentStops, on each backend: a run's stop records the moment it asked its agents
+// back by, per run (a later run of the same replica, or another replica, has its own),
+// never more than MaxReturnDelay after the stop; a run that recorded none has none; a
+// stop whose return ended more than a day ago is forgotten at the next stop recorded.
+func TestAgentStops(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		st, clk := openOnFakeClock(t, open)
+		first := Holder{Replica: "rg_a", Started: clk.Now()}
+		clk.Advance(time.Hour)
+		second, other := Holder{Replica: "rg_a", Started: clk.Now()}, Holder{Replica: "rg_b", Started: first.Started}
+		update := func(fn func(tx *Tx) error) {
+			t.Helper()
+			if err := st.Update(fn); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check := func(what string, h Holder, want time.Time) {
+			t.Helper()
+			var got time.Time
+			if err := st.View(func(tx *Tx) (err error) { got, err = tx.AgentReturnBy(h); return err }); err != nil {
+				t.Fatal(err)
+			}
+			if !got.Equal(want) {
+				t.Errorf("%s: %+v asked its agents back by %v, want %v", what, h, got, want)
+			}
+		}
+
+		check("no stop", first, time.Time{})
+		stopped := clk.Now()
+		update(func(tx *Tx) error { return tx.RecordAgentStop(first, 3*time.Minute) })
+		check("the first run stopped", first, stopped.Add(3*time.Minute))
+		check("the replica's next run runs", second, time.Time{})
+		check("another replica runs", other, time.Time{})
+		update(func(tx *Tx) error { return tx.RecordAgentStop(other, time.Hour) })
+		check("a return asked past the bound", other, stopped.Add(MaxReturnDelay))
+		check("the first run, after another's stop", first, stopped.Add(3*time.Minute))
+		check("no run", Holder{}, time.Time{})
+		if err := st.Update(func(tx *Tx) error { return tx.RecordAgentStop(Holder{}, time.Minute) }); err == nil {
+			t.Error("a stop of no run recorded")
+		}
+
+		clk.Advance(agentStopKept + MaxReturnDelay + time.Second)
+		update(func(tx *Tx) error { return tx.RecordAgentStop(second, 0) })
+		check("the second run stopped", second, clk.Now())
+		check("the first run, a day after its return", first, time.Time{})
+		check("the other replica's run, a day after its return", other, time.Time{})
+	})
+}
