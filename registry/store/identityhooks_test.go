@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +52,10 @@ func TestOnNodeIdentity(t *testing.T) {
 			t.Fatal("a rolled back transaction committed")
 		}
 		expect("a rolled back move", n.ID+" epoch 1 revoked false")
-		update(func(n *Node) { n.IdentityRevokedAt = time.Now() })
+		update(func(n *Node) {
+			n.IdentityRevokedAt = time.Now()
+			n.AgentsRevoked = &Revocation{Epoch: 1, At: time.Now(), Reason: "key leaked"}
+		})
 		expect("a revocation", n.ID+" epoch 1 revoked false", n.ID+" epoch 1 revoked true")
 		// What certificates are checked against, read alone (Tx.CheckAgent), is the
 		// node's identity as stored.
@@ -64,7 +68,8 @@ func TestOnNodeIdentity(t *testing.T) {
 			read, _, err = tx.identity(n.ID)
 			return err
 		})
-		if want := stored.identity(); read.ID != want.ID || read.IdentityEpoch != 1 || !read.IdentityRevokedAt.Equal(want.IdentityRevokedAt) {
+		if want := stored.identity(); read.ID != want.ID || read.IdentityEpoch != 1 || !read.IdentityRevokedAt.Equal(want.IdentityRevokedAt) ||
+			read.AgentsRevoked == nil || read.AgentsRevoked.Reason != "key leaked" {
 			t.Errorf("the identity read %+v, want the node's %+v", read, want)
 		}
 		cancel()
@@ -142,5 +147,50 @@ func TestEtcdIdentityToldBeforeLaterCommits(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("told, in order (-want +got):\n%s", diff)
+	}
+}
+
+// TestOnSiteIdentity checks the hook the agent endpoint ends a revoked site agent's
+// session from: told of a site whose agent's certificates were revoked, with the site as
+// stored, before the commit returns, and of no other change of the site; on etcd, the
+// other replica is told of it too. What the site agent's certificate is checked against,
+// read alone, refuses the earlier epoch with the revocation's reason.
+func TestOnSiteIdentity(t *testing.T) {
+	stores := replicas(t, 2)
+	local, remote := stores[0], stores[1]
+	var got []string
+	defer local.OnSiteIdentity(func(s Site) { got = append(got, fmt.Sprintf("%s epoch %d", s.ID, s.IdentityEpoch)) })()
+	told := make(chan string, 10)
+	defer remote.OnSiteIdentity(func(s Site) {
+		if s.IdentityEpoch > 0 {
+			told <- fmt.Sprintf("%s epoch %d", s.ID, s.IdentityEpoch)
+		}
+	})()
+	mustUpdate(t, local, func(tx *Tx) error { _, err := tx.CreateSite("rack-a"); return err })
+	mustUpdate(t, local, func(tx *Tx) error { _, err := tx.SetSiteImageSources("rack-a", []string{"images.example"}); return err })
+	if len(got) != 0 {
+		t.Fatalf("told %v of a site made and changed, want nothing", got)
+	}
+	mustUpdate(t, local, func(tx *Tx) error {
+		_, _, err := tx.RevokeSiteAgent("rack-a", Revocation{Reason: "server stolen"})
+		return err
+	})
+	if diff := cmp.Diff([]string{"rack-a epoch 1"}, got); diff != "" {
+		t.Errorf("told locally (-want +got):\n%s", diff)
+	}
+	select {
+	case s := <-told:
+		if s != "rack-a epoch 1" {
+			t.Errorf("the other replica was told %q, want rack-a epoch 1", s)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the other replica was not told of the revocation within 30 s")
+	}
+	err := remote.View(func(tx *Tx) error { return tx.CheckAgent("rack-a", proto.RoleSite, 0) })
+	if proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != proto.ReasonRevoked || !strings.Contains(err.Error(), "server stolen") {
+		t.Errorf("the site agent's certificate of epoch 0 after the revocation: %v, want FORBIDDEN revoked with the reason", err)
+	}
+	if err := remote.View(func(tx *Tx) error { return tx.CheckAgent("rack-a", proto.RoleSite, 1) }); err != nil {
+		t.Errorf("the site agent's certificate of epoch 1: %v, want it current", err)
 	}
 }
