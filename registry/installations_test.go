@@ -88,6 +88,26 @@ func (f *busyFleet) moveEpochUnheard(node string) (hear func()) {
 	})
 }
 
+// getsNoSecretNorRenewal checks that a's session, of a certificate no longer current, is
+// refused the secret ref and a renewal for key: FORBIDDEN with reason, its message
+// saying says.
+func (a *roleAgent) getsNoSecretNorRenewal(ctx context.Context, t *testing.T, ref string, key *ecdsa.PrivateKey, reason, says string) {
+	t.Helper()
+	refused := func(what string, err error) {
+		t.Helper()
+		if proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != reason || !strings.Contains(err.Error(), says) {
+			t.Errorf("the %s: %v, want FORBIDDEN %s saying %q", what, err, reason, says)
+		}
+	}
+	v, err := a.s.Secret(ctx, ref)
+	refused("secret request", err)
+	if v != nil {
+		t.Errorf("a certificate no longer current got the secret %q", v)
+	}
+	_, err = a.s.Renew(ctx, key)
+	refused("renewal", err)
+}
+
 // commitUnheard commits change, which writes bucket, in a commit whose hooks wait until
 // the returned hear is called (moveEpochUnheard).
 func (f *busyFleet) commitUnheard(bucket store.Bucket, what string, change func(*store.Tx) error) (hear func()) {
@@ -167,19 +187,7 @@ func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 	held := diagAsync()
 	f.wait("the second diagnosis on its way", func() bool { return len(kept.received(proto.CommandDiagDCGM)) == 2 })
 	hear := f.moveEpochUnheard(node)
-	earlier := func(what string, err error) {
-		t.Helper()
-		if proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != proto.ReasonEarlierInstallation {
-			t.Errorf("the kept certificate's %s: %v, want FORBIDDEN %s", what, err, proto.ReasonEarlierInstallation)
-		}
-	}
-	v, err := kept.s.Secret(ctx, ref)
-	earlier("secret request", err)
-	if v != nil {
-		t.Errorf("the kept certificate got the secret %q", v)
-	}
-	_, err = kept.s.Renew(ctx, key)
-	earlier("renewal", err)
+	kept.getsNoSecretNorRenewal(ctx, t, ref, key, proto.ReasonEarlierInstallation, "earlier installation")
 	release()
 	if err := <-held; err == nil || !strings.Contains(err.Error(), "earlier installation") {
 		t.Errorf("the kept certificate's signed result: %v, want refused as of an earlier installation", err)

@@ -91,19 +91,7 @@ func TestRevokedNodeAgentCertificates(t *testing.T) {
 		_, _, err := f.r.metal.RevokeAgents(tx, "acme", node, "OS compromised", "")
 		return err
 	})
-	revoked := func(what string, err error) {
-		t.Helper()
-		if proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != proto.ReasonRevoked || !strings.Contains(err.Error(), "OS compromised") {
-			t.Errorf("the revoked certificate's %s: %v, want FORBIDDEN %s with the reason", what, err, proto.ReasonRevoked)
-		}
-	}
-	v, err := kept.s.Secret(ctx, ref)
-	revoked("secret request", err)
-	if v != nil {
-		t.Errorf("the revoked certificate got the secret %q", v)
-	}
-	_, err = kept.s.Renew(ctx, key)
-	revoked("renewal", err)
+	kept.getsNoSecretNorRenewal(ctx, t, ref, key, proto.ReasonRevoked, "OS compromised")
 
 	// Once the registry hears of it, both sessions end, and every later hello is refused.
 	hear()
