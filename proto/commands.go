@@ -62,6 +62,11 @@ type StepKind struct {
 	Kind string
 	// Runs lists the places the step can run; the first is where it runs by default.
 	Runs []Place
+	// Relays, for a step the registry runs on behalf of an agent's place, lists the
+	// kinds of the commands it relays to that agent (deploy.deploy relays deploy.image);
+	// the step's own kind is then never relayed. Empty for a step relayed under its own
+	// kind to one of its places, and for one the control plane runs.
+	Relays []string
 	// BMCConcern is, for a site command that reaches the machine's BMC, the concern of
 	// the driver binding it opens (power, management, virtual-media); the registry
 	// attaches the BMC's credential to these commands only.
@@ -91,8 +96,8 @@ var Steps = []StepKind{
 	{Kind: CommandInventoryRefresh, Runs: []Place{PlaceRamdisk, PlaceNode}, Input: InventoryRefresh{}, Result: HardwareInventory{}},
 	{Kind: CommandDiagDCGM, Runs: []Place{PlaceRamdisk, PlaceNode}, Input: DiagDCGM{}, Result: SignedResult{}},
 	{Kind: CommandDiskWipe, Runs: []Place{PlaceRamdisk}, Input: DiskWipe{}, Result: SignedResult{}},
-	{Kind: StepAttestBoot, Runs: []Place{PlaceRamdisk}, Result: AttestBootResult{}},
-	{Kind: StepDeploy, Runs: []Place{PlaceRamdisk}, Result: DeployImageResult{}},
+	{Kind: StepAttestBoot, Runs: []Place{PlaceRamdisk}, Relays: []string{CommandTPMEnroll, CommandTPMActivate, CommandTPMQuote}, Result: AttestBootResult{}},
+	{Kind: StepDeploy, Runs: []Place{PlaceRamdisk}, Relays: []string{CommandDeployImage, CommandTPMQuote}, Result: DeployImageResult{}},
 	{Kind: CommandBootKexec, Runs: []Place{PlaceRamdisk}, Result: BootKexecResult{}},
 	{Kind: StepRenderUserData, Runs: []Place{PlaceControlPlane}, Result: UserDataRendered{}},
 	{Kind: StepWaitAgentJoined, Runs: []Place{PlaceControlPlane}, Input: WaitAgentJoined{}, Result: WaitAgentJoined{}},
@@ -108,6 +113,42 @@ func LookupStep(kind string) (StepKind, bool) {
 	}
 	return Steps[i], true
 }
+
+// RelayRoles returns the roles whose agents run the relayed commands of kind: the places
+// of the step relayed under that kind, or of the steps that relay it (Steps' Relays).
+// The registry relays a command of a known kind to no other role. known is false for a
+// kind neither a step nor relayed by one, which no agent of the project has a handler
+// for; a kind of a step that is never relayed (the control plane's, deploy.deploy's) is
+// known and no role runs it.
+func RelayRoles(kind string) (roles []Role, known bool) {
+	roles, known = relayRoles[kind]
+	return slices.Clone(roles), known
+}
+
+// relayRoles is RelayRoles' table, derived from Steps.
+var relayRoles = func() map[string][]Role {
+	m := map[string][]Role{}
+	for _, s := range Steps {
+		kinds := s.Relays
+		if len(kinds) == 0 {
+			kinds = []string{s.Kind}
+		}
+		if _, ok := m[s.Kind]; !ok {
+			m[s.Kind] = nil
+		}
+		for _, p := range s.Runs {
+			if p == PlaceControlPlane {
+				continue
+			}
+			for _, k := range kinds {
+				if !slices.Contains(m[k], Role(p)) {
+					m[k] = append(m[k], Role(p))
+				}
+			}
+		}
+	}
+	return m
+}()
 
 // SiteBMCConcerns maps the kind of each site command that reaches a machine's BMC to the
 // concern of the driver binding it opens (Steps' BMCConcern). The registry attaches the

@@ -29,7 +29,8 @@ const (
 	ReasonSealedToken = "sealed-token"
 	// ReasonRole (FORBIDDEN): the token's kind joins another role than the one asked; or
 	// a node-signed result is signed by the certificate of a role that does not run its
-	// kind (a disk.wipe by the installed OS's node agent).
+	// kind (a disk.wipe by the installed OS's node agent); or a command was relayed to
+	// a role whose agent does not run its kind (RelayRoles).
 	ReasonRole = "role"
 	// ReasonIdentity (FORBIDDEN): the token was minted for another node.
 	ReasonIdentity = "identity"

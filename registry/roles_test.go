@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -202,5 +203,72 @@ func TestRamdiskCommandsNeverReachTheNodeAgent(t *testing.T) {
 	if !ep.Connected(node, proto.RoleNode) || !ep.Connected(node, proto.RoleRamdisk) {
 		t.Errorf("connected: node %v, ramdisk %v; want the two agents of the machine each with its session",
 			ep.Connected(node, proto.RoleNode), ep.Connected(node, proto.RoleRamdisk))
+	}
+}
+
+// TestRelayRefusesAKindItsRoleDoesNotRun: with the installed OS's agent of a machine
+// connected (one whose session would answer a disk.wipe or a deploy.image: a tampered
+// agent, or whoever holds a copy of its certificate), relaying it a disk.wipe, a
+// deploy.image naming the machine's user data, or deploy.deploy (a step the registry
+// runs itself) is refused FORBIDDEN (reason role) at once: nothing is stored, nothing
+// is sent, and the agent still answers a command of its own. Before the relay checked
+// the kind against the role, the node agent ran the wipe and got the user data.
+func TestRelayRefusesAKindItsRoleDoesNotRun(t *testing.T) {
+	f := serveBusy(t, Config{UserData: userdata.Config{ControlPlaneURL: "https://registry.example:7443", BcdURL: "https://downloads.example/bcd", BcdSHA256: strings.Repeat("ab", 32)}})
+	storetest.Fill(t, f.r.st)
+	node := storetest.Node(t, f.r.st, store.Node{MACs: []string{"52:54:00:00:08:02"}}).ID
+	nodeCreds, err := f.join(node, "node", f.mint(store.TokenProvisioned, node))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rendered proto.UserDataRendered
+	f.must(f.r.st.Update(func(tx *store.Tx) (err error) {
+		rendered, err = f.r.plane.userData.Render(tx, profile.UserData{Kind: "cloud-init", Template: userdata.CloudInitTemplate}, userdata.Node{ID: node})
+		return err
+	}), "rendering user data")
+	ep := f.r.plane.ep
+	installed := &roleAgent{}
+	defer installed.run(f, node, nodeCreds)()
+	f.wait("the installed OS's session", func() bool { return ep.Connected(node, proto.RoleNode) })
+
+	relay := func(role, id, kind string, input any) (json.RawMessage, error) {
+		in, err := json.Marshal(input)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return f.r.plane.Relay(ctx, workflow.RelayTarget{NodeID: node, Role: role, Run: "wf_kinds", Step: kind}, id, kind, in)
+	}
+	refused := []struct {
+		role, id, kind string
+		input          any
+	}{
+		{profile.Node, "wf_kinds:main.0:a1", proto.CommandDiskWipe, proto.DiskWipe{Mode: proto.WipeQuick}},
+		{profile.Node, "wf_kinds:main.1:a1:image", proto.CommandDeployImage,
+			proto.DeployImage{Ref: "ubuntu@1", UserDataRef: rendered.UserDataRef, UserDataKind: rendered.Kind}},
+		{profile.Ramdisk, "wf_kinds:main.2:a1", proto.StepDeploy, proto.DeployImage{Ref: "ubuntu@1"}},
+	}
+	for _, c := range refused {
+		out, err := relay(c.role, c.id, c.kind, c.input)
+		if e, ok := errors.AsType[*proto.Error](err); !ok || e.Code != proto.Forbidden || e.Details.Reason != proto.ReasonRole {
+			t.Errorf("%s relayed to the %s agent: %s, %v; want FORBIDDEN (reason %s)", c.kind, c.role, out, err, proto.ReasonRole)
+		}
+		f.must(f.r.st.View(func(tx *store.Tx) error {
+			if _, err := tx.AgentCommand(node, c.id); proto.CodeOf(err) != proto.NotFound {
+				t.Errorf("%s refused to the %s agent was stored (%v)", c.kind, c.role, err)
+			}
+			return nil
+		}), "reading the commands")
+	}
+	// A command of the node agent's own goes through after them: had any of them been
+	// sent, it would have been sent first on the same session.
+	if _, err := relay(profile.Node, "wf_kinds:main.3:a1", "echo", "x"); err != nil {
+		t.Fatalf("a command for the installed OS: %v", err)
+	}
+	for _, kind := range []string{proto.CommandDiskWipe, proto.CommandDeployImage} {
+		if got := installed.received(kind); len(got) != 0 {
+			t.Errorf("the installed OS's agent was sent %s: %s", kind, got)
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +25,12 @@ import (
 // passes its own ID (a workflow step's) can call again after a restart and get the same
 // command's answer, never a second run. When ctx ends first, Relay returns TIMEOUT and
 // the command stays pending for a later Relay of the same ID (until the command TTL).
+// A command of a kind the role's agent does not run (proto.RelayRoles) is refused before
+// anything is stored or sent (relayedTo).
 func (e *Endpoint) Relay(ctx context.Context, node string, role proto.Role, cmd proto.Command) (json.RawMessage, error) {
+	if err := relayedTo(cmd.Kind, role); err != nil {
+		return nil, err
+	}
 	if cmd.ID == "" {
 		cmd.ID = newCommandID()
 	}
@@ -69,6 +76,29 @@ func (e *Endpoint) Relay(ctx context.Context, node string, role proto.Role, cmd 
 		return nil, c.Error
 	}
 	return c.Result, nil
+}
+
+// relayedTo refuses a command of kind to role unless role's agent runs kind
+// (proto.RelayRoles): the installed OS's agent, whose machine's root user holds its key,
+// never gets a ramdisk's disk.wipe or the deploy.image whose delivery carries the next
+// installation's user data. It is FORBIDDEN (reason role), not INVALID_INPUT: the command
+// is well formed and the rule is who may receive it, as for a signed result of a role
+// that does not run its kind (attest). A kind no step names or relays passes: no agent of
+// the project has a handler for it, and the agent answers UNSUPPORTED.
+func relayedTo(kind string, role proto.Role) error {
+	roles, known := proto.RelayRoles(kind)
+	if !known || slices.Contains(roles, role) {
+		return nil
+	}
+	if len(roles) == 0 {
+		return proto.Errorf(proto.Forbidden, "no agent runs %s: the registry runs it itself, and relays it to no agent", kind).WithReason(proto.ReasonRole)
+	}
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
+	}
+	want := strings.Join(names, " or ")
+	return proto.Errorf(proto.Forbidden, "%s runs on a %s agent, never on a %s agent: relay it to the %s agent", kind, want, role, want).WithReason(proto.ReasonRole)
 }
 
 // deliver sends a command on a new stream of s and records the answer. If the link
