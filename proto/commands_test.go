@@ -2,6 +2,7 @@ package proto
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -64,5 +65,36 @@ func TestStepsTable(t *testing.T) {
 	}
 	if _, ok := LookupStep("power.warp"); ok {
 		t.Errorf("LookupStep found a kind proto does not define")
+	}
+}
+
+// TestRelayRoles: every kind the registry relays goes to the roles whose agents have a
+// handler for it (agent/site, agent/ramdisk, agent/node), and to no other: the site's
+// BMC and boot-entry commands to the site agent, the ramdisk's wipe, image, kexec and
+// TPM commands to the ramdisk alone, inventory and diagnostics to either of a machine's
+// agents. A step the registry runs itself goes to none; a kind no step names or relays
+// is unknown.
+func TestRelayRoles(t *testing.T) {
+	site, ramdisk, either := []Role{RoleSite}, []Role{RoleRamdisk}, []Role{RoleRamdisk, RoleNode}
+	want := map[string][]Role{
+		CommandGetPower: site, CommandSetPower: site, CommandSetBootDevice: site, CommandInspectOOB: site,
+		CommandMediaInsert: site, CommandMediaEject: site, CommandPrepareRamdisk: site, CommandBootCleanUp: site,
+		CommandInventoryRefresh: either, CommandDiagDCGM: either,
+		CommandDiskWipe: ramdisk, CommandBootKexec: ramdisk, CommandDeployImage: ramdisk,
+		CommandTPMEnroll: ramdisk, CommandTPMActivate: ramdisk, CommandTPMQuote: ramdisk,
+		StepEnsureRamdisk: nil, StepDeploy: nil, StepAttestBoot: nil, StepRenderUserData: nil,
+		StepWaitAgentJoined: nil, StepWaitGenerationObserved: nil, StepRevokeIdentity: nil,
+	}
+	for kind, roles := range want {
+		got, known := RelayRoles(kind)
+		if !known || !slices.Equal(got, roles) {
+			t.Errorf("RelayRoles(%q) = %v, %v; want %v, true", kind, got, known, roles)
+		}
+	}
+	if len(relayRoles) != len(want) {
+		t.Errorf("the relay table has %d kinds, want %d: %v", len(relayRoles), len(want), relayRoles)
+	}
+	if got, known := RelayRoles("echo"); known || got != nil {
+		t.Errorf(`RelayRoles("echo") = %v, %v; want unknown`, got, known)
 	}
 }

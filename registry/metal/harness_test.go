@@ -51,7 +51,12 @@ func newHarness(t *testing.T) *harness {
 	h.revoked = &revocations{}
 	h.presence = &presence{}
 	h.boot()
-	t.Cleanup(func() { h.shutdown() })
+	t.Cleanup(func() {
+		h.shutdown()
+		if m := h.machine; len(m.misrouted) > 0 {
+			t.Errorf("metal relayed commands to agents that do not run their kinds (proto.RelayRoles): %q", m.misrouted)
+		}
+	})
 	st := h.store
 	err := st.Update(func(tx *store.Tx) error {
 		if _, err := tx.CreateTenant("acme"); err != nil {
@@ -287,6 +292,10 @@ type machine struct {
 	crashAfter bool
 	crashed    chan struct{}
 	sent       int
+	// misrouted are the commands relayed to a role whose agent does not run their kind
+	// (proto.RelayRoles), or of a kind no step names or relays: the real relay refuses
+	// them, and every harness fails its test on any.
+	misrouted []string
 }
 
 // hang makes the machine never answer commands of kind.
@@ -301,6 +310,9 @@ func (m *machine) hang(kind string) {
 
 func (m *machine) Relay(ctx context.Context, target workflow.RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
 	m.mu.Lock()
+	if roles, known := proto.RelayRoles(kind); !known || !slices.Contains(roles, proto.Role(target.Role)) {
+		m.misrouted = append(m.misrouted, target.Role+" "+kind)
+	}
 	if m.hangs[kind] {
 		m.got = append(m.got, relayed{ID: id, Kind: kind, Role: target.Role, Input: string(input)})
 		m.mu.Unlock()
