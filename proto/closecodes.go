@@ -34,11 +34,24 @@ const (
 // after delay, and says that the stream of returning agents ends after streamEnd: a
 // registry that stops tells its whole fleet at once, and gives each agent its own moment
 // so that the fleet returns at the rate at which it can take them back. An agent refused
-// on its return comes back after the stream's end. Agents that read only the delay read
+// on its return comes back after the stream's end, within ReslotSpread of it. Agents that read only the delay read
 // the new phrase as the old one.
 func ShutdownReason(delay, streamEnd time.Duration) string {
 	return fmt.Sprintf("registry shutting down; reconnect in %dms; stream ends in %dms", delay.Milliseconds(), streamEnd.Milliseconds())
 }
+
+// ReslotSpread is how long after the end of the stream a stopping registry named
+// (streamEnd, from when the agent was told) an agent refused on its return comes back at
+// the latest: it picks a random moment within a quarter of the stream past its end, at
+// least a second, rather than coming back on top of the stream. The agent reads it for
+// its re-slotted try (agent/session), the registry to wait for that try before it counts
+// the agent gone (store.Tx.RecordAgentStop).
+func ReslotSpread(streamEnd time.Duration) time.Duration {
+	return max(minReslotSpread, streamEnd/4)
+}
+
+// minReslotSpread is ReslotSpread's least spread.
+const minReslotSpread = time.Second
 
 // ShutdownDelay reads the delay back from a CloseShutdown's reason phrase; ok is false
 // when the phrase names none.

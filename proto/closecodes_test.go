@@ -77,3 +77,16 @@ func FuzzShutdownReason(f *testing.F) {
 		}
 	})
 }
+
+// TestReslotSpread: an agent refused on its return tries again within a quarter of the
+// stream after its end, at least a second: 2 minutes for a stream of 8, 2.5 for the
+// longest a registry names (10 minutes), a second for a stream of a few seconds.
+func TestReslotSpread(t *testing.T) {
+	for end, want := range map[time.Duration]time.Duration{
+		8 * time.Minute: 2 * time.Minute, 10 * time.Minute: 150 * time.Second, 2 * time.Second: time.Second, 0: time.Second,
+	} {
+		if got := ReslotSpread(end); got != want {
+			t.Errorf("ReslotSpread(%v) = %v, want %v", end, got, want)
+		}
+	}
+}

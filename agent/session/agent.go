@@ -258,7 +258,7 @@ func (r *retries) next(now time.Time, b Backoff, established bool, code proto.Cl
 			delay = d
 		}
 		if end, ok := proto.ShutdownStreamEnd(reason); ok {
-			r.ret = returnStream{end: now.Add(end), spread: max(minReslotSpread, end/4), left: maxReslots}
+			r.ret = returnStream{end: now.Add(end), spread: proto.ReslotSpread(end), left: maxReslots}
 		}
 	}
 	return delay
@@ -273,12 +273,9 @@ type returnStream struct {
 	left   int
 }
 
-// Re-slotting after a refused return: the least spread, and the tries re-slotted before
-// the backoff decides again.
-const (
-	minReslotSpread = time.Second
-	maxReslots      = 3
-)
+// maxReslots is how many tries after a refused return are re-slotted (within
+// proto.ReslotSpread past the stream's end) before the backoff decides again.
+const maxReslots = 3
 
 // reslot is the wait of an agent whose attempt to return failed (refused at admission,
 // or timed out) at now: it comes back after the stream it was told of ends, at a random

@@ -76,9 +76,10 @@ type Config struct {
 	OnSessionEnd func(node string, role proto.Role, opened, at time.Time)
 	// OnStop, if set, is called by Close before it tells any agent when to come back,
 	// when it has sessions to tell: the last of them is asked back within returnIn (the
-	// end of the stream, at most store.MaxReturnDelay). It returns once what it records
-	// is stored, so that the agents told are known to be on their way back even if the
-	// registry dies while it tells them.
+	// end of the stream, at most store.MaxReturnDelay; one refused then tries again within
+	// proto.ReslotSpread of it, which the stop's record adds: store.Tx.RecordAgentStop).
+	// It returns once what it records is stored, so that the agents told are known to be
+	// on their way back even if the registry dies while it tells them.
 	OnStop func(returnIn time.Duration)
 	// OnProgress, if set, is called with each progress report an agent sends for a
 	// command it runs. It must return quickly.

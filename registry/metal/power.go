@@ -42,7 +42,8 @@ func (s *Service) powered(node string, input json.RawMessage) error {
 // earlier installation and refused: it is gone at once), with its session open. A
 // session that ended less than workflow.ReconnectGrace ago (a link blip, a registry
 // restarting; a registry that stopped counts it ended no earlier than the moment it
-// asked its agents back by, workflow.Presence.ReturnBy) it waits for until then: a
+// asked its agents back by, a refused return re-slotted included,
+// workflow.Presence.ReturnBy) it waits for until then: a
 // ramdisk that came back runs. It stops waiting when the machine's installed OS joins
 // meanwhile: the machine runs its disk. When none runs, gone says why if one had joined
 // since that power action, unless the installed OS followed it after its grace had
@@ -78,7 +79,7 @@ func (s *Service) ramdiskRuns(ctx context.Context, node string) (runs bool, gone
 	case p.Recorded:
 		return false, fmt.Sprintf("the ramdisk's session ended at %s and it did not come back within %s", p.EndedAt.UTC().Format(time.RFC3339), workflow.ReconnectGrace), nil
 	case !p.ReturnBy.IsZero():
-		return false, fmt.Sprintf("the ramdisk that joined at %s held its session with a registry that stopped and asked it to come back by %s, and it did not come back within %s of %s",
+		return false, fmt.Sprintf("the ramdisk that joined at %s held its session with a registry that stopped and asked it to be back by %s (a return refused and tried again included), and it did not come back within %s of %s",
 			p.JoinedAt.UTC().Format(time.RFC3339), p.ReturnBy.UTC().Format(time.RFC3339), workflow.ReconnectGrace, p.EndedAt.UTC().Format(time.RFC3339)), nil
 	}
 	return false, fmt.Sprintf("the ramdisk that joined at %s holds no session (the registry that held it stopped or died, or it opened none after its join) and it did not come back within %s of %s",

@@ -7,8 +7,8 @@ import (
 )
 
 // MaxReturnDelay is the longest a stopping agent endpoint asks its agents to wait before
-// they come back, from the start of its stop: the bound of the return a stop records
-// (AgentStop.ReturnBy).
+// they come back, from the start of its stop: the bound of the stream's end a stop
+// records (AgentStop.ReturnBy adds the re-slot spread to it).
 const MaxReturnDelay = 10 * time.Minute
 
 // agentStopKept is how long a stop's record is kept after the moment it asked its agents
@@ -16,9 +16,11 @@ const MaxReturnDelay = 10 * time.Minute
 const agentStopKept = 24 * time.Hour
 
 // AgentStop is what a stopping run of a registry asked of the agents whose sessions it
-// held: to come back by ReturnBy, the end of the stream it told them of. The joins that
-// run recorded (AgentJoin.Holder) count as ended no earlier than that: an agent asked to
-// come back late is not gone before. A run that died without telling records none.
+// held: to come back by the end of the stream it told them of, and, refused on the
+// return, within the re-slot spread after it (proto.ReslotSpread): ReturnBy is the later
+// moment. The joins that run recorded (AgentJoin.Holder) count as ended no earlier than
+// that: an agent asked to come back late, or refused and re-slotted, is not gone before.
+// A run that died without telling records none.
 type AgentStop struct {
 	Holder
 	StoppedAt time.Time `json:"stoppedAt"`
@@ -29,8 +31,10 @@ type AgentStop struct {
 const bucketAgentStops = "agent_stops"
 
 // RecordAgentStop records that h's run, stopping now, asked the agents whose sessions it
-// held to come back within returnIn (at most MaxReturnDelay), and forgets the stops whose
-// return ended more than agentStopKept ago.
+// held to come back within returnIn, the stream's end (at most MaxReturnDelay): they are
+// back by then and the re-slot spread of a return refused (ReturnBy, never more than
+// MaxReturnDelay and a quarter of it after the stop). It forgets the stops whose return
+// ended more than agentStopKept ago.
 func (t *Tx) RecordAgentStop(h Holder, returnIn time.Duration) error {
 	if h.Replica == "" || h.Started.IsZero() || returnIn < 0 {
 		return proto.Errorf(proto.Internal, "an agent stop needs a replica, its run's start and a return that is not negative")
@@ -54,12 +58,22 @@ func (t *Tx) RecordAgentStop(h Holder, returnIn time.Duration) error {
 			return err
 		}
 	}
-	return t.put(bucketAgentStops, agentStopKey(h), AgentStop{Holder: h, StoppedAt: t.now, ReturnBy: t.now.Add(min(returnIn, MaxReturnDelay))})
+	return t.put(bucketAgentStops, agentStopKey(h), AgentStop{Holder: h, StoppedAt: t.now, ReturnBy: t.now.Add(returnWithin(returnIn))})
 }
 
-// AgentReturnBy is the moment h's run asked the agents whose sessions it held to come back
-// by when it stopped (never more than MaxReturnDelay after its stop: RecordAgentStop);
-// zero when it recorded no stop (it runs, it died, or it names no run).
+// returnWithin is how long after its stop a run that asked its agents back within
+// returnIn (the stream's end) waits for them: the stream's end, at most MaxReturnDelay,
+// and the spread within which an agent refused on its return tries again after it
+// (proto.ReslotSpread).
+func returnWithin(returnIn time.Duration) time.Duration {
+	end := min(returnIn, MaxReturnDelay)
+	return end + proto.ReslotSpread(end)
+}
+
+// AgentReturnBy is the moment h's run asked the agents whose sessions it held to be back
+// by when it stopped, a re-slotted return included (never more than
+// returnWithin(MaxReturnDelay) after its stop: RecordAgentStop); zero when it recorded
+// no stop (it runs, it died, or it names no run).
 func (t *Tx) AgentReturnBy(h Holder) (time.Time, error) {
 	if h.Replica == "" || h.Started.IsZero() {
 		return time.Time{}, nil

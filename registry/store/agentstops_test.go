@@ -6,9 +6,11 @@ import (
 )
 
 // TestAgentStops, on each backend: a run's stop records the moment it asked its agents
-// back by, per run (a later run of the same replica, or another replica, has its own),
-// never more than MaxReturnDelay after the stop; a run that recorded none has none; a
-// stop whose return ended more than a day ago is forgotten at the next stop recorded.
+// back by, per run (a later run of the same replica, or another replica, has its own):
+// the stream's end and a quarter of it (at least a second) for an agent refused on its
+// return and re-slotted, never more than MaxReturnDelay and its quarter after the stop;
+// a run that recorded none has none; a stop whose return ended more than a day ago is
+// forgotten at the next stop recorded.
 func TestAgentStops(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
 		st, clk := openOnFakeClock(t, open)
@@ -35,20 +37,22 @@ func TestAgentStops(t *testing.T) {
 		check("no stop", first, time.Time{})
 		stopped := clk.Now()
 		update(func(tx *Tx) error { return tx.RecordAgentStop(first, 3*time.Minute) })
-		check("the first run stopped", first, stopped.Add(3*time.Minute))
+		// Asked back in 3 minutes, an agent refused then re-slots itself within a quarter
+		// of the stream after its end (proto.ReslotSpread).
+		check("the first run stopped", first, stopped.Add(3*time.Minute+45*time.Second))
 		check("the replica's next run runs", second, time.Time{})
 		check("another replica runs", other, time.Time{})
 		update(func(tx *Tx) error { return tx.RecordAgentStop(other, time.Hour) })
-		check("a return asked past the bound", other, stopped.Add(MaxReturnDelay))
-		check("the first run, after another's stop", first, stopped.Add(3*time.Minute))
+		check("a return asked past the bound", other, stopped.Add(MaxReturnDelay+MaxReturnDelay/4))
+		check("the first run, after another's stop", first, stopped.Add(3*time.Minute+45*time.Second))
 		check("no run", Holder{}, time.Time{})
 		if err := st.Update(func(tx *Tx) error { return tx.RecordAgentStop(Holder{}, time.Minute) }); err == nil {
 			t.Error("a stop of no run recorded")
 		}
 
-		clk.Advance(agentStopKept + MaxReturnDelay + time.Second)
+		clk.Advance(agentStopKept + MaxReturnDelay + MaxReturnDelay/4 + time.Second)
 		update(func(tx *Tx) error { return tx.RecordAgentStop(second, 0) })
-		check("the second run stopped", second, clk.Now())
+		check("the second run stopped", second, clk.Now().Add(time.Second))
 		check("the first run, a day after its return", first, time.Time{})
 		check("the other replica's run, a day after its return", other, time.Time{})
 	})

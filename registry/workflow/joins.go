@@ -58,9 +58,10 @@ type Presence struct {
 	EndedAt  time.Time
 	Recorded bool
 	// ReturnBy is, for a session whose end is not recorded, the moment the registry run
-	// that held it asked its agents to come back by when it stopped (the end of the
-	// stream it told them of, store.Tx.AgentReturnBy); zero when that run died without
-	// telling or still runs.
+	// that held it asked its agents to come back by when it stopped: the end of the
+	// stream it told them of and the spread within which an agent refused on its return
+	// tries again (proto.ReslotSpread, store.Tx.AgentReturnBy); zero when that run died
+	// without telling or still runs.
 	ReturnBy time.Time
 }
 
@@ -106,8 +107,9 @@ func (l *JoinLog) Left(node, role string, endedAt time.Time) error {
 }
 
 // Stopping records that this run of the registry, stopping, asked the agents whose
-// sessions it holds to come back within returnIn (store.Tx.RecordAgentStop): their
-// joins count as ended no earlier than that (Presence.ReturnBy).
+// sessions it holds to come back within returnIn, the stream's end
+// (store.Tx.RecordAgentStop): their joins count as ended no earlier than that and the
+// re-slot spread of a return refused (Presence.ReturnBy).
 func (l *JoinLog) Stopping(returnIn time.Duration) error {
 	return l.store.Update(func(tx *store.Tx) error { return tx.RecordAgentStop(l.holder, returnIn) })
 }

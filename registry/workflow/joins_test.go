@@ -174,7 +174,7 @@ func TestWaitJoinedWakesAtAnotherReplicasJoin(t *testing.T) {
 // recording it, the latest time that run is known to have run (its lease's expiry, the
 // start of the replica's next run) or this run's start. A registry's restart alone
 // records no end; a stop that asked its agents back later than that counts the end from
-// that moment (ReturnBy). WaitReturn returns at the ramdisk's rejoin, and when the installed OS
+// that moment and the re-slot spread of a return refused (ReturnBy). WaitReturn returns at the ramdisk's rejoin, and when the installed OS
 // joins after it (the ramdisk is no longer current, says when the OS joined, and still
 // tells of its own last session).
 func TestPresence(t *testing.T) {
@@ -255,8 +255,9 @@ func TestPresence(t *testing.T) {
 			check("rg_b stopped, at its next run", NewJoinLog(st, again), Presence{Current: true, JoinedAt: rejoined, EndedAt: again.Started})
 
 			// The ramdisk comes back to that run, which stops asking its agents back
-			// within 3 minutes: its end counts from then, at every replica and at its
-			// replica's next run, which starts before it.
+			// within 3 minutes: its end counts from then and the 45 s (a quarter of the
+			// stream) within which a return refused is tried again, at every replica
+			// and at its replica's next run, which starts before it.
 			lease(again)
 			b = NewJoinLog(st, again)
 			fake.Advance(time.Second)
@@ -264,7 +265,7 @@ func TestPresence(t *testing.T) {
 			must(b.Joined("nd_1", "ramdisk"))
 			fake.Advance(time.Second)
 			must(b.Stopping(3 * time.Minute))
-			returnBy := fake.Now().Add(3 * time.Minute)
+			returnBy := fake.Now().Add(3*time.Minute + 45*time.Second)
 			must(st.Update(func(tx *store.Tx) error { return tx.ReleaseLease(again) }))
 			told := Presence{Current: true, JoinedAt: rejoined, EndedAt: returnBy, ReturnBy: returnBy}
 			check("rg_b stopped asking back within 3 minutes, at rg_a", a, told)
