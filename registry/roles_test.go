@@ -98,6 +98,41 @@ func (a *roleAgent) run(f *busyFleet, node string, creds bcdconf.Agent) (stop fu
 	return agent.session(context.Background(), a.s)
 }
 
+// roleMachine is a machine of a busy fleet with a user data document rendered for it
+// and its installed OS's credentials.
+type roleMachine struct {
+	t         *testing.T
+	f         *busyFleet
+	node      string
+	nodeCreds bcdconf.Agent
+	rendered  proto.UserDataRendered
+}
+
+func newRoleMachine(t *testing.T, mac string) *roleMachine {
+	m := &roleMachine{t: t, f: serveBusy(t, Config{UserData: userdata.Config{ControlPlaneURL: "https://registry.example:7443", BcdURL: "https://downloads.example/bcd", BcdSHA256: strings.Repeat("ab", 32)}})}
+	storetest.Fill(t, m.f.r.st)
+	m.node = storetest.Node(t, m.f.r.st, store.Node{MACs: []string{mac}}).ID
+	var err error
+	if m.nodeCreds, err = m.f.join(m.node, "node", m.f.mint(store.TokenProvisioned, m.node)); err != nil {
+		t.Fatal(err)
+	}
+	m.f.must(m.f.r.st.Update(func(tx *store.Tx) (err error) {
+		m.rendered, err = m.f.r.plane.userData.Render(tx, profile.UserData{Kind: "cloud-init", Template: userdata.CloudInitTemplate}, userdata.Node{ID: m.node})
+		return err
+	}), "rendering user data")
+	return m
+}
+
+// relay relays a command of kind with input to the machine's agent of role, as a
+// workflow does.
+func (m *roleMachine) relay(ctx context.Context, role, id, kind string, input any) (json.RawMessage, error) {
+	in, err := json.Marshal(input)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	return m.f.r.plane.Relay(ctx, workflow.RelayTarget{NodeID: m.node, Role: role, Run: "wf_roles", Step: kind}, id, kind, in)
+}
+
 // TestRamdiskCommandsNeverReachTheNodeAgent: the installed OS's agent of a machine (or
 // whoever holds a copy of its certificate) is connected as the machine while a workflow
 // relays the machine's ramdisk its disk.wipe and its deploy.image (whose delivery
@@ -107,22 +142,12 @@ func (a *roleAgent) run(f *busyFleet, node string, creds bcdconf.Agent) (stop fu
 // commands carried their role, the node agent answered the wipe and the deploy failed
 // FORBIDDEN at its user data.
 func TestRamdiskCommandsNeverReachTheNodeAgent(t *testing.T) {
-	f := serveBusy(t, Config{UserData: userdata.Config{ControlPlaneURL: "https://registry.example:7443", BcdURL: "https://downloads.example/bcd", BcdSHA256: strings.Repeat("ab", 32)}})
-	storetest.Fill(t, f.r.st)
-	node := storetest.Node(t, f.r.st, store.Node{MACs: []string{"52:54:00:00:08:01"}}).ID
-	nodeCreds, err := f.join(node, "node", f.mint(store.TokenProvisioned, node))
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := newRoleMachine(t, "52:54:00:00:08:01")
+	f, node, nodeCreds, rendered := m.f, m.node, m.nodeCreds, m.rendered
 	ramdiskCreds, err := f.join(node, "ramdisk", f.mint(store.TokenRamdisk, node))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rendered proto.UserDataRendered
-	f.must(f.r.st.Update(func(tx *store.Tx) (err error) {
-		rendered, err = f.r.plane.userData.Render(tx, profile.UserData{Kind: "cloud-init", Template: userdata.CloudInitTemplate}, userdata.Node{ID: node})
-		return err
-	}), "rendering user data")
 
 	ep := f.r.plane.ep
 	installed := &roleAgent{}
@@ -133,11 +158,7 @@ func TestRamdiskCommandsNeverReachTheNodeAgent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	relay := func(role, id, kind string, input any) (json.RawMessage, error) {
-		in, err := json.Marshal(input)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f.r.plane.Relay(ctx, workflow.RelayTarget{NodeID: node, Role: role, Run: "wf_roles", Step: kind}, id, kind, in)
+		return m.relay(ctx, role, id, kind, input)
 	}
 	type answer struct {
 		out json.RawMessage
@@ -214,40 +235,26 @@ func TestRamdiskCommandsNeverReachTheNodeAgent(t *testing.T) {
 // is sent, and the agent still answers a command of its own. Before the relay checked
 // the kind against the role, the node agent ran the wipe and got the user data.
 func TestRelayRefusesAKindItsRoleDoesNotRun(t *testing.T) {
-	f := serveBusy(t, Config{UserData: userdata.Config{ControlPlaneURL: "https://registry.example:7443", BcdURL: "https://downloads.example/bcd", BcdSHA256: strings.Repeat("ab", 32)}})
-	storetest.Fill(t, f.r.st)
-	node := storetest.Node(t, f.r.st, store.Node{MACs: []string{"52:54:00:00:08:02"}}).ID
-	nodeCreds, err := f.join(node, "node", f.mint(store.TokenProvisioned, node))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rendered proto.UserDataRendered
-	f.must(f.r.st.Update(func(tx *store.Tx) (err error) {
-		rendered, err = f.r.plane.userData.Render(tx, profile.UserData{Kind: "cloud-init", Template: userdata.CloudInitTemplate}, userdata.Node{ID: node})
-		return err
-	}), "rendering user data")
+	m := newRoleMachine(t, "52:54:00:00:08:02")
+	f, node, rendered := m.f, m.node, m.rendered
 	ep := f.r.plane.ep
 	installed := &roleAgent{}
-	defer installed.run(f, node, nodeCreds)()
+	defer installed.run(f, node, m.nodeCreds)()
 	f.wait("the installed OS's session", func() bool { return ep.Connected(node, proto.RoleNode) })
 
 	relay := func(role, id, kind string, input any) (json.RawMessage, error) {
-		in, err := json.Marshal(input)
-		if err != nil {
-			t.Fatal(err)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return f.r.plane.Relay(ctx, workflow.RelayTarget{NodeID: node, Role: role, Run: "wf_kinds", Step: kind}, id, kind, in)
+		return m.relay(ctx, role, id, kind, input)
 	}
 	refused := []struct {
 		role, id, kind string
 		input          any
 	}{
-		{profile.Node, "wf_kinds:main.0:a1", proto.CommandDiskWipe, proto.DiskWipe{Mode: proto.WipeQuick}},
-		{profile.Node, "wf_kinds:main.1:a1:image", proto.CommandDeployImage,
+		{profile.Node, "wf_roles:main.0:a1", proto.CommandDiskWipe, proto.DiskWipe{Mode: proto.WipeQuick}},
+		{profile.Node, "wf_roles:main.1:a1:image", proto.CommandDeployImage,
 			proto.DeployImage{Ref: "ubuntu@1", UserDataRef: rendered.UserDataRef, UserDataKind: rendered.Kind}},
-		{profile.Ramdisk, "wf_kinds:main.2:a1", proto.StepDeploy, proto.DeployImage{Ref: "ubuntu@1"}},
+		{profile.Ramdisk, "wf_roles:main.2:a1", proto.StepDeploy, proto.DeployImage{Ref: "ubuntu@1"}},
 	}
 	for _, c := range refused {
 		out, err := relay(c.role, c.id, c.kind, c.input)
@@ -263,7 +270,7 @@ func TestRelayRefusesAKindItsRoleDoesNotRun(t *testing.T) {
 	}
 	// A command of the node agent's own goes through after them: had any of them been
 	// sent, it would have been sent first on the same session.
-	if _, err := relay(profile.Node, "wf_kinds:main.3:a1", "echo", "x"); err != nil {
+	if _, err := relay(profile.Node, "wf_roles:main.3:a1", "echo", "x"); err != nil {
 		t.Fatalf("a command for the installed OS: %v", err)
 	}
 	for _, kind := range []string{proto.CommandDiskWipe, proto.CommandDeployImage} {
