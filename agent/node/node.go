@@ -75,12 +75,7 @@ func Run(ctx context.Context, o Options) error {
 	a.session, err = session.New(session.Config{
 		Addrs: creds.Config.Endpoints(), Certificate: creds.Certificate, ServerCAs: creds.ServingCAs, Clock: o.Clock,
 		ObservedGeneration: last.Generation, Apply: a.apply, Log: o.Log, Inventory: inventory.Sections(first),
-		Handlers: map[string]session.Handler{
-			proto.CommandInventoryRefresh: func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
-				return hw.Command(ctx, payload, a.session.SetInventory)
-			},
-			proto.CommandDiagDCGM: dcgm.Runner{Root: o.Root, Log: o.Log, Sign: session.SignResult}.Command,
-		},
+		Handlers: a.handlers(hw, o),
 	})
 	if err != nil {
 		return err
@@ -112,6 +107,17 @@ func Run(ctx context.Context, o Options) error {
 	cancel()
 	wg.Wait()
 	return nil
+}
+
+// handlers are the node agent's relayed commands by kind: the kinds the registry relays
+// to the node role (proto.RelayRoles), reading the hardware with hw.
+func (a *agent) handlers(hw inventory.Reader, o Options) map[string]session.Handler {
+	return map[string]session.Handler{
+		proto.CommandInventoryRefresh: func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
+			return hw.Command(ctx, payload, a.session.SetInventory)
+		},
+		proto.CommandDiagDCGM: dcgm.Runner{Root: o.Root, Log: o.Log, Sign: session.SignResult}.Command,
+	}
 }
 
 // agent joins the session and the converger.

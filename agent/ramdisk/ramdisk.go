@@ -106,17 +106,9 @@ func Run(ctx context.Context, o Options) error {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	a := &agent{opts: o, node: boot.Node, stop: stop, only: only}
-	handlers := map[string]session.Handler{
-		proto.CommandInventoryRefresh: a.inventoryRefresh,
-		proto.CommandDeployImage:      a.deployImage,
-		proto.CommandBootKexec:        a.kexec,
-		proto.CommandDiskWipe:         a.wipe,
-		proto.CommandDiagDCGM:         dcgm.Runner{Root: o.SysRoot, Log: o.Log, Sign: session.SignResult}.Command,
-	}
-	maps.Copy(handlers, tpmHandlers(tpm.Open))
 	a.session, err = session.New(session.Config{
 		Addrs: creds.Config.Endpoints(), Certificate: creds.Certificate, ServerCAs: creds.ServingCAs, Clock: o.Clock,
-		Inventory: inventory.Sections(hw), Log: o.Log, Handlers: handlers,
+		Inventory: inventory.Sections(hw), Log: o.Log, Handlers: a.handlers(tpm.Open),
 	})
 	if err != nil {
 		return err
@@ -181,6 +173,20 @@ type agent struct {
 
 	mu   sync.Mutex
 	next func() error // what runs once the session ended for boot.kexec
+}
+
+// handlers are the ramdisk's relayed commands by kind, the TPM's opened by open: the
+// kinds the registry relays to the ramdisk role (proto.RelayRoles).
+func (a *agent) handlers(open func() (*tpm.TPM, error)) map[string]session.Handler {
+	handlers := map[string]session.Handler{
+		proto.CommandInventoryRefresh: a.inventoryRefresh,
+		proto.CommandDeployImage:      a.deployImage,
+		proto.CommandBootKexec:        a.kexec,
+		proto.CommandDiskWipe:         a.wipe,
+		proto.CommandDiagDCGM:         dcgm.Runner{Root: a.opts.SysRoot, Log: a.opts.Log, Sign: session.SignResult}.Command,
+	}
+	maps.Copy(handlers, tpmHandlers(open))
+	return handlers
 }
 
 // inventoryRefresh reads the hardware, refuses a machine that is not the one enrolled,
