@@ -65,7 +65,9 @@ type StepKind struct {
 	// Relays, for a step the registry runs on behalf of an agent's place, lists the
 	// kinds of the commands it relays to that agent (deploy.deploy relays deploy.image);
 	// the step's own kind is then never relayed. Empty for a step relayed under its own
-	// kind to one of its places, and for one the control plane runs.
+	// kind to one of its places, and for one the control plane runs. A kind two steps
+	// relay takes the places of both; one a step relays besides its own (a ramdisk's
+	// inventory.refresh enrolls its TPM) is named by the step it belongs to (attest.boot).
 	Relays []string
 	// BMCConcern is, for a site command that reaches the machine's BMC, the concern of
 	// the driver binding it opens (power, management, virtual-media); the registry
