@@ -2,6 +2,7 @@ package proto
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -125,6 +126,15 @@ func LookupStep(kind string) (StepKind, bool) {
 func RelayRoles(kind string) (roles []Role, known bool) {
 	roles, known = relayRoles[kind]
 	return slices.Clone(roles), known
+}
+
+// RolesText names roles for a message, "ramdisk or node".
+func RolesText(roles []Role) string {
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
+	}
+	return strings.Join(names, " or ")
 }
 
 // relayRoles is RelayRoles' table, derived from Steps.

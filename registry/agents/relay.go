@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -93,11 +92,7 @@ func relayedTo(kind string, role proto.Role) error {
 	if len(roles) == 0 {
 		return proto.Errorf(proto.Forbidden, "no agent runs %s: the registry runs it itself, and relays it to no agent", kind).WithReason(proto.ReasonRole)
 	}
-	names := make([]string, len(roles))
-	for i, r := range roles {
-		names[i] = string(r)
-	}
-	want := strings.Join(names, " or ")
+	want := proto.RolesText(roles)
 	return proto.Errorf(proto.Forbidden, "%s runs on a %s agent, never on a %s agent: relay it to the %s agent", kind, want, role, want).WithReason(proto.ReasonRole)
 }
 

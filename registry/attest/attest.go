@@ -103,20 +103,19 @@ func (v Verifier) certificate(node string, role proto.Role, peer *x509.Certifica
 }
 
 // signedAs refuses c, the certificate a result of kind is verified with, unless it names
-// a role whose agent runs kind (proto.Steps' places). A disk.wipe's is the ramdisk
-// alone: the installed OS's root user can read its own agent's key, so a wipe it signed
-// would vouch for itself.
+// a role whose agent runs kind (proto.RelayRoles, the relay's own table). A disk.wipe's
+// is the ramdisk alone: the installed OS's root user can read its own agent's key, so a
+// wipe it signed would vouch for itself.
 func signedAs(kind string, c *x509.Certificate) error {
-	step, _ := proto.LookupStep(kind)
+	roles, _ := proto.RelayRoles(kind)
 	ou := c.Subject.OrganizationalUnit
-	if len(ou) == 1 && slices.Contains(step.Runs, proto.Place(ou[0])) {
+	if len(ou) == 1 && slices.Contains(roles, proto.Role(ou[0])) {
 		return nil
 	}
-	names := make([]string, len(step.Runs))
-	for i, p := range step.Runs {
-		names[i] = string(p)
+	if len(roles) == 0 {
+		return proto.Errorf(proto.Forbidden, "no agent runs %s, so no agent's signed result of it counts", kind).WithReason(proto.ReasonRole)
 	}
-	want := strings.Join(names, " or ")
+	want := proto.RolesText(roles)
 	return proto.Errorf(proto.Forbidden, "a %s result counts only when the node's %s agent signs it, and this one is signed by a %s certificate: relay %s to the machine's %s",
 		kind, want, strings.Join(ou, ","), kind, want).WithReason(proto.ReasonRole)
 }
