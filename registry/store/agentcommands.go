@@ -38,10 +38,17 @@ func (c AgentCommand) Command() proto.Command {
 }
 
 // For reports whether the command goes to an agent of role: one of its own role, or,
-// for a command stored without one by an older registry, an agent of any role, as that
-// registry sent it (until the workflow that relays it asks for it again, and its role
-// is recorded: EnqueueAgentCommand).
-func (c AgentCommand) For(role proto.Role) bool { return c.Role == "" || c.Role == role }
+// for a command stored without one by an older registry, an agent of a role that runs
+// its kind (proto.RelayRoles: an installed OS's agent never gets a ramdisk's disk.wipe
+// that way either), as that registry sent it otherwise (until the workflow that relays
+// it asks for it again, and its role is recorded: EnqueueAgentCommand).
+func (c AgentCommand) For(role proto.Role) bool {
+	if c.Role != "" {
+		return c.Role == role
+	}
+	roles, known := proto.RelayRoles(c.Kind)
+	return !known || slices.Contains(roles, role)
+}
 
 func commandKey(node, id string) []byte { return []byte(node + "/" + id) }
 

@@ -2,6 +2,8 @@ package store
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,20 +143,38 @@ func TestOnAgentCommand(t *testing.T) {
 }
 
 // TestAgentCommandWithoutRole checks a command an older registry stored without a role:
-// it is for an agent of any role, as that registry sent it, until it is asked for again
-// with its role, which is then recorded, and is for that role only from then on.
+// it is for an agent of a role that runs its kind (of any role for a kind no step names),
+// as that registry sent it otherwise, until it is asked for again with its role, which
+// is then recorded, and is for that role only from then on. A disk.wipe stored so never
+// goes to the installed OS's agent, whose user holds its key.
 func TestAgentCommandWithoutRole(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
 		s := openTest(t, open)
 		cmd := proto.Command{ID: "c1", Kind: "disk.wipe"}
-		old := AgentCommand{Node: "n1", ID: cmd.ID, Kind: cmd.Kind, CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-		mustUpdate(t, s, func(tx *Tx) error { return tx.put(bucketAgentCommands, commandKey(old.Node, old.ID), old) })
+		stored := func(id, kind string) AgentCommand {
+			c := AgentCommand{Node: "n1", ID: id, Kind: kind, CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+			mustUpdate(t, s, func(tx *Tx) error { return tx.put(bucketAgentCommands, commandKey(c.Node, c.ID), c) })
+			return c
+		}
+		old := stored(cmd.ID, cmd.Kind)
 		read := func() (c AgentCommand) {
 			mustUpdate(t, s, func(tx *Tx) (err error) { c, err = tx.AgentCommand("n1", "c1"); return err })
 			return c
 		}
-		if c := read(); !c.For(proto.RoleNode) || !c.For(proto.RoleRamdisk) {
-			t.Fatalf("a command stored without a role is not for any agent: %+v", c)
+		if c := read(); c.For(proto.RoleNode) || !c.For(proto.RoleRamdisk) || c.For(proto.RoleSite) {
+			t.Fatalf("a disk.wipe stored without a role: for node %v, ramdisk %v, site %v; want the ramdisk only", c.For(proto.RoleNode), c.For(proto.RoleRamdisk), c.For(proto.RoleSite))
+		}
+		for kind, want := range map[string][]proto.Role{
+			proto.CommandInventoryRefresh: {proto.RoleRamdisk, proto.RoleNode},
+			proto.CommandSetPower:         {proto.RoleSite},
+			"echo":                        proto.Roles, // no step names it: as the older registry sent it
+		} {
+			c := stored("k-"+strings.ReplaceAll(kind, ".", "-"), kind)
+			for _, r := range proto.Roles {
+				if c.For(r) != slices.Contains(want, r) {
+					t.Errorf("a %s stored without a role is for a %s agent: %v, want %v", kind, r, c.For(r), slices.Contains(want, r))
+				}
+			}
 		}
 		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, cmd); return err })
 		if c := read(); c.Role != proto.RoleRamdisk || c.For(proto.RoleNode) || !c.CreatedAt.Equal(old.CreatedAt) {
