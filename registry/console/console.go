@@ -1,9 +1,10 @@
 // Package console is the registry's operator console in the browser, served at /ui/ on
 // the API's HTTPS listener: sign in with a credential's secret, then see the sites,
-// pools, nodes, a node's inventory, attestations and workflow timeline (live while it
-// runs), and the images, and deploy, release or cancel with confirmation. Every page is
-// built from the API's answers, called in-process through the API's own handler as the
-// signed-in credential: the console holds no rule of who may see or do what.
+// pools, nodes, a node's inventory, attestations, identity epoch and workflow timeline
+// (live while it runs), and the images, and deploy, release, cancel or revoke a node's
+// agents' certificates with confirmation. Every page is built from the API's answers,
+// called in-process through the API's own handler as the signed-in credential: the
+// console holds no rule of who may see or do what.
 package console
 
 import (

@@ -85,8 +85,8 @@ type nodeData struct {
 	Live         *liveData
 	Attestations []attestation
 	// Actions are the state-changing requests the page offers; the API decides whether
-	// the node's state allows each.
-	Actions []string
+	// the credential may make each and the node's state allows it.
+	Actions []nodeAction
 }
 
 // node shows one node: metal.get, metal.inventory, its last workflow and a page of its
@@ -118,7 +118,7 @@ func (c *Console) node(w http.ResponseWriter, r *http.Request, s *session) {
 	if live.Run != nil {
 		d.Attestations = attestationsOf(d.Node, *live.Run)
 	}
-	d.Actions = actionNames
+	d.Actions = nodeActions
 	c.render(w, r, http.StatusOK, "node", s, view{Title: "Node " + id, Nav: "nodes", Data: &d})
 }
 
@@ -127,19 +127,30 @@ const (
 	actionDeploy  = "deploy"
 	actionRelease = "release"
 	actionCancel  = "cancel"
+	actionRevoke  = "revoke-certificates"
 )
 
-var actionNames = []string{actionDeploy, actionRelease, actionCancel}
+// nodeAction is a request a node's page offers: its path under the node's, and what
+// its link and confirmation say.
+type nodeAction struct {
+	Name, Label string
+}
+
+var nodeActions = []nodeAction{{actionDeploy, "deploy"}, {actionRelease, "release"}, {actionCancel, "cancel"},
+	{actionRevoke, "revoke agent certificates"}}
 
 // confirmData is the confirmation page of a request on a node.
 type confirmData struct {
 	Node     string
-	Action   string
+	Action   nodeAction
 	Profiles []api.ProfileView
-	// Profile and Wipe are what the form asked, shown again when the API refused it.
+	// Profile, Wipe and Reason are what the form asked, shown again when the API refused
+	// it.
 	Profile   string
 	Wipe      string
 	WipeModes []string
+	Reason    string
+	MaxReason int
 }
 
 // confirm asks before a request that changes a node.
@@ -148,24 +159,26 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request, s *session) {
 }
 
 func (c *Console) showConfirm(w http.ResponseWriter, r *http.Request, s *session, status int, refusal *proto.Error) {
-	d := confirmData{Node: r.PathValue("id"), Action: r.PathValue("action"), Profile: r.PostFormValue("profile"), Wipe: r.PostFormValue("wipe"),
-		WipeModes: proto.WipeModes}
-	if !slices.Contains(actionNames, d.Action) {
+	d := confirmData{Node: r.PathValue("id"), Profile: r.PostFormValue("profile"), Wipe: r.PostFormValue("wipe"),
+		WipeModes: proto.WipeModes, Reason: r.PostFormValue("reason"), MaxReason: proto.MaxReason}
+	i := slices.IndexFunc(nodeActions, func(a nodeAction) bool { return a.Name == r.PathValue("action") })
+	if i < 0 {
 		c.render(w, r, http.StatusNotFound, "error", s, view{Title: "Not found", Nav: "nodes",
-			Err: proto.Errorf(proto.NotFound, "no request %s: the console deploys, releases and cancels", proto.Quote(d.Action))})
+			Err: proto.Errorf(proto.NotFound, "no request %s: the console deploys, releases, cancels and revokes agent certificates", proto.Quote(r.PathValue("action")))})
 		return
 	}
-	if d.Action == actionDeploy {
+	d.Action = nodeActions[i]
+	if d.Action.Name == actionDeploy {
 		var list api.ProfileList
 		if c.call(r.Context(), s, "profiles.list", api.ListProfilesRequest{ListRequest: api.ListRequest{Limit: pageSize}}, &list) == nil {
 			d.Profiles = list.Profiles
 		}
 	}
-	c.render(w, r, status, "confirm", s, view{Title: d.Action + " " + d.Node, Nav: "nodes", Err: refusal, Data: &d})
+	c.render(w, r, status, "confirm", s, view{Title: d.Action.Label + " " + d.Node, Nav: "nodes", Err: refusal, Data: &d})
 }
 
 // act makes the confirmed request through the API and goes back to the node's page,
-// where the workflow it started runs live; a refusal shows the API's answer.
+// where a workflow it started runs live; a refusal shows the API's answer.
 func (c *Console) act(w http.ResponseWriter, r *http.Request, s *session) {
 	id, action := r.PathValue("id"), r.PathValue("action")
 	var err error
@@ -176,6 +189,8 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, s *session) {
 		err = c.call(r.Context(), s, "metal.release", api.TransitionRequest{NodeID: id, Wipe: r.PostFormValue("wipe")}, &api.TransitionStarted{})
 	case actionCancel:
 		err = c.call(r.Context(), s, "metal.cancel", api.TransitionRequest{NodeID: id}, &api.TransitionStarted{})
+	case actionRevoke:
+		err = c.call(r.Context(), s, "metal.revokeCertificates", api.RevokeNodeCertificatesRequest{NodeID: id, Reason: r.PostFormValue("reason")}, &api.CertificatesRevoked{})
 	default:
 		c.showConfirm(w, r, s, http.StatusNotFound, nil)
 		return
