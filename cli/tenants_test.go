@@ -571,6 +571,19 @@ func TestNoMethodReachesAnotherTenant(t *testing.T) {
 		})
 	}
 
+	// Beta's own lists show nothing of acme's.
+	for method, req := range map[string]any{
+		"metal.list": api.ListNodesRequest{}, "pools.list": api.ListPoolsRequest{}, "profiles.list": api.ListProfilesRequest{},
+		"images.list": api.ListImagesRequest{}, "secrets.list": api.ListSecretsRequest{}, "credentials.list": api.ListCredentialsRequest{},
+	} {
+		var out json.RawMessage
+		must(beta, method, req, &out)
+		for _, acmes := range []string{`"acme"`, node.ID, "acme-host", "acme-os", "acme-join", acmeCred.ID} {
+			if strings.Contains(string(out), acmes) {
+				t.Errorf("beta's %s shows %s of acme's:\n%s", method, acmes, out)
+			}
+		}
+	}
 	// Listing beta's nodes of acme's pool's name shows none, as a pool nobody has does.
 	for _, pool := range []string{"train", "walk"} {
 		var list api.NodeList
