@@ -515,7 +515,7 @@ func TestNoMethodReachesAnotherTenant(t *testing.T) {
 		probes = append(probes, probe{method + " as tenant acme", req("acme"), req("nobody"), "acme", "nobody"})
 	}
 	doc := func(id string) api.Document { return api.Document(flatcarHost(id)) }
-	for _, p := range []probe{
+	probes = append(probes, []probe{
 		{"metal.enroll into acme's pool", api.EnrollRequest{Pool: "train", MACs: []string{"52:54:00:00:00:09"}, BMC: bmc},
 			api.EnrollRequest{Pool: "walk", MACs: []string{"52:54:00:00:00:09"}, BMC: bmc}, "train", "walk"},
 		{"metal.updateBmc of acme's node", api.UpdateBMCRequest{NodeID: node.ID, Address: "https://127.0.0.2"},
@@ -546,9 +546,7 @@ func TestNoMethodReachesAnotherTenant(t *testing.T) {
 		{"images.get of acme's image by ref", api.GetImageRequest{Ref: "acme/acme-os@1"}, api.GetImageRequest{Ref: "acme/nobodys-os@1"}, "acme-os", "nobodys-os"},
 		{"secrets.delete of acme's secret's name", api.SecretRequest{Ref: "secret://k8s/acme-join"}, api.SecretRequest{Ref: "secret://k8s/nobodys-join"}, "acme-join", "nobodys-join"},
 		{"credentials.revoke of acme's credential", api.RevokeCredentialRequest{ID: acmeCred.ID}, api.RevokeCredentialRequest{ID: "0123456789abcdef"}, acmeCred.ID, "0123456789abcdef"},
-	} {
-		probes = append(probes, p)
-	}
+	}...)
 	for _, p := range probes {
 		t.Run(p.method, func(t *testing.T) {
 			method, _, _ := strings.Cut(p.method, " ")
