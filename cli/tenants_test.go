@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestTenantsAndCredentialsAgainstARealRegistry(t *testing.T) {
@@ -341,4 +345,283 @@ func TestCLIRefusesAConfigOthersCanRead(t *testing.T) {
 	}
 	os.Chmod(reg.AdminConfig, 0o600)
 	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "list")
+}
+
+// TestNoMethodReachesAnotherTenant: tenant beta, holding every action a tenant can be
+// given, calls the API methods as an attacker would, naming tenant acme's objects: acme
+// as tenantId, acme's node, workflow, pool, profile, image, secret and credential by id
+// or name (bare and as acme/NAME), a cursor made from acme's node's events, and the
+// follows (events with afterSeq and wait, a workflow with afterRev). Each NOT_FOUND reads
+// exactly as the answer for a name nobody has; the platform's methods are FORBIDDEN
+// though beta holds their actions; and everything of acme's, and of the platform's, reads
+// back unchanged. The lifecycle methods, metal.confirmMac, metal.get and the others
+// TestNotFoundSaysWhoseForRootOnly and TestLifecycleRequestsStayInTheTenant name by id
+// appear here by tenantId.
+func TestNoMethodReachesAnotherTenant(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	configs := acmeAndBeta(t, admin, strings.Join(api.Actions, ","))
+	ctx := context.Background()
+	acme, beta, root := testkit.Client(t, configs["acme"]), testkit.Client(t, configs["beta"]), testkit.Client(t, admin)
+	must := func(c *api.Client, method string, req, resp any) {
+		t.Helper()
+		if err := c.Call(ctx, method, req, resp); err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+	}
+
+	// Acme's objects: a ready node with its enrollment's workflow and events, a pool only
+	// acme has, a private profile with user data, an image, a secret, a credential.
+	bmc := api.BMC{Driver: "redfish", Address: "https://127.0.0.2"}
+	var node, betaNode api.Node
+	must(acme, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, BMC: bmc}, &node)
+	must(beta, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:02"}, BMC: bmc}, &betaNode)
+	answeringSite(t, reg, "rack-a")
+	waitState(t, configs["acme"], node.ID, store.NodeReady)
+	waitState(t, configs["beta"], betaNode.ID, store.NodeReady)
+	must(acme, "pools.create", api.CreatePoolRequest{Name: "train", SiteID: "rack-a"}, nil)
+	must(acme, "profiles.create", api.CreateProfileRequest{Document: api.Document(flatcarHost("acme-host"))}, nil)
+	var img api.Image
+	must(acme, "images.register", api.RegisterImageRequest{Ref: "acme-os@1", Format: "raw", SHA256: strings.Repeat("ab", 32), SizeBytes: 1,
+		Source: "https://images.example.com/acme-os.raw"}, &img)
+	must(acme, "secrets.put", api.PutSecretRequest{Ref: "secret://k8s/acme-join", Value: []byte("abcdef.0123456789abcdef")}, nil)
+	var acmeCred api.Credential
+	must(acme, "credentials.whoami", struct{}{}, &acmeCred)
+	var token api.CreatedToken
+	must(root, "tokens.create", api.CreateTokenRequest{Kind: "provisioned", NodeID: node.ID, Site: "rack-a"}, &token)
+
+	// What acme and the platform read before, and must read after.
+	readBack := func() map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		read := func(c *api.Client, method string, req any, resp any, keep func() any) {
+			must(c, method, req, resp)
+			b, _ := json.Marshal(keep())
+			out[method] = string(b)
+		}
+		var n api.NodeView
+		read(acme, "metal.get", api.NodeKey{NodeID: node.ID}, &n, func() any { return n.Node })
+		var events api.EventList
+		read(acme, "metal.events", api.EventsRequest{NodeID: node.ID}, &events, func() any { return events })
+		var wf api.WorkflowView
+		read(acme, "workflows.get", api.GetWorkflowRequest{ID: node.Workflow}, &wf, func() any { return wf })
+		var pools api.PoolList
+		read(acme, "pools.list", api.ListPoolsRequest{}, &pools, func() any { return pools })
+		var profiles api.ProfileList
+		read(acme, "profiles.list", api.ListProfilesRequest{}, &profiles, func() any { return profiles })
+		var images api.ImageList
+		read(acme, "images.list", api.ListImagesRequest{}, &images, func() any { return images })
+		var secrets api.SecretList
+		read(acme, "secrets.list", api.ListSecretsRequest{}, &secrets, func() any { return secrets })
+		var creds api.CredentialList
+		read(acme, "credentials.list", api.ListCredentialsRequest{}, &creds, func() any { return creds })
+		var att api.NodeAttestation
+		read(acme, "metal.attestation", api.NodeKey{NodeID: node.ID}, &att, func() any { return att })
+		var tenants api.TenantList
+		read(root, "tenants.list", api.ListRequest{}, &tenants, func() any { return tenants })
+		var sites api.SiteList
+		read(root, "sites.list", api.ListRequest{}, &sites, func() any {
+			for i := range sites.Sites {
+				sites.Sites[i].Agent = nil // whether rack-a's agent is connected, and when it was last seen
+			}
+			return sites
+		})
+		var tokens api.TokenList
+		read(root, "tokens.list", api.ListRequest{}, &tokens, func() any { return tokens })
+		return out
+	}
+	before := readBack()
+
+	const nobodysNode, nobodysWorkflow = "nd_0123456789abcdef", "wf_0123456789abcdef"
+	tenantScoped := map[string]func(tenant string) any{
+		"metal.enroll": func(tn string) any {
+			return api.EnrollRequest{TenantID: tn, Pool: "gpu", MACs: []string{"52:54:00:00:00:09"}, BMC: bmc}
+		},
+		"metal.list":        func(tn string) any { return api.ListNodesRequest{TenantID: tn} },
+		"metal.get":         func(tn string) any { return api.NodeKey{TenantID: tn, NodeID: node.ID} },
+		"metal.inventory":   func(tn string) any { return api.NodeKey{TenantID: tn, NodeID: node.ID} },
+		"metal.attestation": func(tn string) any { return api.NodeKey{TenantID: tn, NodeID: node.ID} },
+		"metal.acceptBoot":  func(tn string) any { return api.NodeKey{TenantID: tn, NodeID: node.ID} },
+		"metal.events": func(tn string) any {
+			return api.EventsRequest{TenantID: tn, NodeID: node.ID, AfterSeq: 1, Wait: true}
+		},
+		"metal.updateBmc": func(tn string) any {
+			return api.UpdateBMCRequest{TenantID: tn, NodeID: node.ID, Address: "https://127.0.0.2"}
+		},
+		"metal.confirmMac": func(tn string) any {
+			return api.ConfirmMACRequest{TenantID: tn, NodeID: node.ID, MAC: "52:54:00:00:00:01"}
+		},
+		"metal.deploy": func(tn string) any {
+			return api.DeployRequest{TenantID: tn, NodeID: node.ID, ProfileID: "metal-inspect"}
+		},
+		"metal.remediate": func(tn string) any {
+			return api.RemediateRequest{TenantID: tn, NodeID: node.ID, Profile: "remediate-reboot"}
+		},
+		"metal.revokeCertificates": func(tn string) any {
+			return api.RevokeNodeCertificatesRequest{TenantID: tn, NodeID: node.ID}
+		},
+		"workflows.get": func(tn string) any { return api.GetWorkflowRequest{TenantID: tn, ID: node.Workflow, AfterRev: 1} },
+		"pools.create":  func(tn string) any { return api.CreatePoolRequest{TenantID: tn, Name: "planted", SiteID: "rack-a"} },
+		"pools.get":     func(tn string) any { return api.PoolRequest{TenantID: tn, Name: "train"} },
+		"pools.update": func(tn string) any {
+			return api.UpdatePoolRequest{TenantID: tn, Name: "train", PrewarmImages: &[]string{"acme-os@1"}}
+		},
+		"pools.list": func(tn string) any { return api.ListPoolsRequest{TenantID: tn} },
+		"profiles.create": func(tn string) any {
+			return api.CreateProfileRequest{TenantID: tn, Document: api.Document(eraser("planted", 1))}
+		},
+		"profiles.get":  func(tn string) any { return api.ProfileKey{TenantID: tn, ID: "acme-host"} },
+		"profiles.list": func(tn string) any { return api.ListProfilesRequest{TenantID: tn} },
+		"profiles.validate": func(tn string) any {
+			return api.ValidateProfileRequest{ProfileKey: api.ProfileKey{TenantID: tn, ID: "acme-host"}}
+		},
+		"profiles.render": func(tn string) any { return api.ProfileKey{TenantID: tn, ID: "acme-host"} },
+		"profiles.update": func(tn string) any {
+			return api.UpdateProfileRequest{ProfileKey: api.ProfileKey{TenantID: tn, ID: "acme-host"}, Visibility: store.Public}
+		},
+		"profiles.delete": func(tn string) any { return api.ProfileKey{TenantID: tn, ID: "acme-host"} },
+		"userdata.preview": func(tn string) any {
+			return api.PreviewUserDataRequest{ProfileKey: api.ProfileKey{TenantID: tn, ID: "acme-host"}, NodeID: node.ID}
+		},
+		"images.register": func(tn string) any {
+			return api.RegisterImageRequest{TenantID: tn, Ref: "planted@1", Format: "raw", SHA256: strings.Repeat("cd", 32), SizeBytes: 1,
+				Source: "https://images.example.com/planted.raw"}
+		},
+		"images.get":     func(tn string) any { return api.GetImageRequest{TenantID: tn, ID: img.ID} },
+		"images.list":    func(tn string) any { return api.ListImagesRequest{TenantID: tn} },
+		"images.promote": func(tn string) any { return api.ImageRequest{TenantID: tn, ID: img.ID} },
+		"secrets.put": func(tn string) any {
+			return api.PutSecretRequest{TenantID: tn, Ref: "secret://k8s/acme-join", Value: []byte("planted")}
+		},
+		"secrets.list":     func(tn string) any { return api.ListSecretsRequest{TenantID: tn} },
+		"secrets.delete":   func(tn string) any { return api.SecretRequest{TenantID: tn, Ref: "secret://k8s/acme-join"} },
+		"credentials.list": func(tn string) any { return api.ListCredentialsRequest{TenantID: tn} },
+		"credentials.create": func(tn string) any {
+			return api.CreateCredentialRequest{TenantID: tn, Actions: []string{api.ActionNodesManage}}
+		},
+	}
+	for _, method := range []string{"metal.inspect", "metal.commission", "metal.release", "metal.retire", "metal.rescue", "metal.unrescue", "metal.retry", "metal.cancel"} {
+		tenantScoped[method] = func(tn string) any { return api.TransitionRequest{TenantID: tn, NodeID: node.ID} }
+	}
+	// theirs names acme's object, nobodys the same kind of object nobody has: beta must
+	// not tell the two apart.
+	type probe struct {
+		method          string
+		theirs, nobodys any
+		id, none        string
+	}
+	var probes []probe
+	for method, req := range tenantScoped {
+		probes = append(probes, probe{method + " as tenant acme", req("acme"), req("nobody"), "acme", "nobody"})
+	}
+	doc := func(id string) api.Document { return api.Document(flatcarHost(id)) }
+	probes = append(probes, []probe{
+		{"metal.enroll into acme's pool", api.EnrollRequest{Pool: "train", MACs: []string{"52:54:00:00:00:09"}, BMC: bmc},
+			api.EnrollRequest{Pool: "walk", MACs: []string{"52:54:00:00:00:09"}, BMC: bmc}, "train", "walk"},
+		{"metal.updateBmc of acme's node", api.UpdateBMCRequest{NodeID: node.ID, Address: "https://127.0.0.2"},
+			api.UpdateBMCRequest{NodeID: nobodysNode, Address: "https://127.0.0.2"}, node.ID, nobodysNode},
+		{"metal.events following acme's node", api.EventsRequest{NodeID: node.ID, AfterSeq: 1, Wait: true},
+			api.EventsRequest{NodeID: nobodysNode, AfterSeq: 1, Wait: true}, node.ID, nobodysNode},
+		{"metal.events with a cursor into acme's node's events",
+			api.EventsRequest{NodeID: betaNode.ID, ListRequest: api.ListRequest{Cursor: store.EventCursor(node.ID, 1)}},
+			api.EventsRequest{NodeID: betaNode.ID, ListRequest: api.ListRequest{Cursor: store.EventCursor(nobodysNode, 1)}},
+			store.EventCursor(node.ID, 1), store.EventCursor(nobodysNode, 1)},
+		{"metal.events following acme's workflow on beta's node", api.EventsRequest{NodeID: betaNode.ID, WorkflowID: node.Workflow, AfterSeq: 1, Wait: true},
+			api.EventsRequest{NodeID: betaNode.ID, WorkflowID: nobodysWorkflow, AfterSeq: 1, Wait: true}, node.Workflow, nobodysWorkflow},
+		{"workflows.get following acme's workflow", api.GetWorkflowRequest{ID: node.Workflow, AfterRev: 1},
+			api.GetWorkflowRequest{ID: nobodysWorkflow, AfterRev: 1}, node.Workflow, nobodysWorkflow},
+		{"profiles.validate of acme's private profile", api.ValidateProfileRequest{ProfileKey: api.ProfileKey{ID: "acme/acme-host"}},
+			api.ValidateProfileRequest{ProfileKey: api.ProfileKey{ID: "acme/nobodys-host"}}, "acme-host", "nobodys-host"},
+		{"profiles.validate of acme's profile's bare name", api.ValidateProfileRequest{ProfileKey: api.ProfileKey{ID: "acme-host"}},
+			api.ValidateProfileRequest{ProfileKey: api.ProfileKey{ID: "nobodys-host"}}, "acme-host", "nobodys-host"},
+		{"profiles.update making acme's profile public", api.UpdateProfileRequest{ProfileKey: api.ProfileKey{ID: "acme/acme-host"}, Visibility: store.Public},
+			api.UpdateProfileRequest{ProfileKey: api.ProfileKey{ID: "acme/nobodys-host"}, Visibility: store.Public}, "acme-host", "nobodys-host"},
+		{"profiles.update of acme's profile's bare name", api.UpdateProfileRequest{ProfileKey: api.ProfileKey{ID: "acme-host"}, Visibility: store.Public},
+			api.UpdateProfileRequest{ProfileKey: api.ProfileKey{ID: "nobodys-host"}, Visibility: store.Public}, "acme-host", "nobodys-host"},
+		{"profiles.update replacing acme's document", api.UpdateProfileRequest{Document: doc("acme-host")},
+			api.UpdateProfileRequest{Document: doc("nobodys-host")}, "acme-host", "nobodys-host"},
+		{"profiles.delete of acme's profile", api.ProfileKey{ID: "acme/acme-host"}, api.ProfileKey{ID: "acme/nobodys-host"}, "acme-host", "nobodys-host"},
+		{"userdata.preview of acme's profile", api.PreviewUserDataRequest{ProfileKey: api.ProfileKey{ID: "acme/acme-host"}, NodeID: betaNode.ID},
+			api.PreviewUserDataRequest{ProfileKey: api.ProfileKey{ID: "acme/nobodys-host"}, NodeID: betaNode.ID}, "acme-host", "nobodys-host"},
+		{"images.get of acme's image by ref", api.GetImageRequest{Ref: "acme/acme-os@1"}, api.GetImageRequest{Ref: "acme/nobodys-os@1"}, "acme-os", "nobodys-os"},
+		{"secrets.delete of acme's secret's name", api.SecretRequest{Ref: "secret://k8s/acme-join"}, api.SecretRequest{Ref: "secret://k8s/nobodys-join"}, "acme-join", "nobodys-join"},
+		{"credentials.revoke of acme's credential", api.RevokeCredentialRequest{ID: acmeCred.ID}, api.RevokeCredentialRequest{ID: "0123456789abcdef"}, acmeCred.ID, "0123456789abcdef"},
+	}...)
+	for _, p := range probes {
+		t.Run(p.method, func(t *testing.T) {
+			method, _, _ := strings.Cut(p.method, " ")
+			var theirsOut, nobodysOut json.RawMessage
+			theirs, nobodys := beta.Call(ctx, method, p.theirs, &theirsOut), beta.Call(ctx, method, p.nobodys, &nobodysOut)
+			if theirs == nil || nobodys == nil {
+				t.Fatalf("beta naming acme's: %v %s; naming nobody's: %v %s; want both refused", theirs, theirsOut, nobodys, nobodysOut)
+			}
+			te, ne := proto.AsError(theirs), proto.AsError(nobodys)
+			asked, _ := json.Marshal(p.theirs)
+			switch {
+			case te.Code != proto.NotFound && te.Code != proto.InvalidInput:
+				t.Errorf("beta naming acme's: %+v, want NOT_FOUND", te)
+			case te.Code != ne.Code || !cmp.Equal(te.Details, ne.Details) ||
+				strings.ReplaceAll(te.Message, p.id, "X") != strings.ReplaceAll(ne.Message, p.none, "X"):
+				t.Errorf("beta tells acme's from nobody's:\n acme's:   %+v\n nobody's: %+v %s", te, ne, nobodysOut)
+			case !strings.Contains(string(asked), "acme/") && strings.Contains(strings.ReplaceAll(te.Message, p.id, "X"), "acme"):
+				t.Errorf("the refusal names acme, which beta did not: %+v", te)
+			}
+		})
+	}
+
+	// Beta's own lists show nothing of acme's.
+	for method, req := range map[string]any{
+		"metal.list": api.ListNodesRequest{}, "pools.list": api.ListPoolsRequest{}, "profiles.list": api.ListProfilesRequest{},
+		"images.list": api.ListImagesRequest{}, "secrets.list": api.ListSecretsRequest{}, "credentials.list": api.ListCredentialsRequest{},
+	} {
+		var out json.RawMessage
+		must(beta, method, req, &out)
+		for _, acmes := range []string{`"acme"`, node.ID, "acme-host", "acme-os", "acme-join", acmeCred.ID} {
+			if strings.Contains(string(out), acmes) {
+				t.Errorf("beta's %s shows %s of acme's:\n%s", method, acmes, out)
+			}
+		}
+	}
+	// Listing beta's nodes of acme's pool's name shows none, as a pool nobody has does.
+	for _, pool := range []string{"train", "walk"} {
+		var list api.NodeList
+		if must(beta, "metal.list", api.ListNodesRequest{Pool: pool}, &list); len(list.Nodes) != 0 {
+			t.Errorf("beta lists the nodes of pool %s: %+v", pool, list.Nodes)
+		}
+	}
+
+	// The platform's methods: beta holds their actions, and is still refused.
+	for method, req := range map[string]any{
+		"tenants.create":           api.CreateTenantRequest{Name: "gamma"},
+		"tenants.list":             api.ListRequest{},
+		"sites.create":             api.CreateSiteRequest{Name: "rack-b", BMCNetworks: []string{"0.0.0.0/0"}},
+		"sites.update":             api.UpdateSiteRequest{SiteID: "rack-a", BMCNetworks: &[]string{"0.0.0.0/0"}},
+		"sites.list":               api.ListRequest{},
+		"sites.cachePlan":          api.SiteRequest{SiteID: "rack-a"},
+		"sites.locations":          api.SiteRequest{SiteID: "rack-a"},
+		"sites.inventory":          api.SiteRequest{SiteID: "rack-a"},
+		"sites.revokeCertificates": api.RevokeSiteCertificatesRequest{SiteID: "rack-a"},
+		"tokens.create":            api.CreateTokenRequest{Kind: "provisioned", NodeID: node.ID, Site: "rack-a"},
+		"tokens.list":              api.ListRequest{},
+		"tokens.revoke":            api.RevokeTokenRequest{ID: token.ID},
+		"signers.add":              api.AddSignerRequest{TenantID: "beta", ID: "planted", PublicKey: "-----BEGIN PUBLIC KEY-----"},
+		"signers.revoke":           api.SignerRequest{TenantID: "acme", ID: "acme-1"},
+		"signers.list":             api.ListSignersRequest{TenantID: "acme"},
+		"credentials.rotateAdmin":  struct{}{},
+	} {
+		var out json.RawMessage
+		if err := beta.Call(ctx, method, req, &out); proto.CodeOf(err) != proto.Forbidden {
+			t.Errorf("beta: %s: %v %s, want FORBIDDEN", method, err, out)
+		}
+	}
+
+	if diff := cmp.Diff(before, readBack()); diff != "" {
+		t.Errorf("what acme and the platform read changed (-before +after):\n%s", diff)
+	}
+}
+
+// flatcarHost is a profile with user data, of id.
+func flatcarHost(id string) string {
+	return fmt.Sprintf(`{"id": %q, "version": 1, "target": "metal", "image": {"ref": "flatcar@4230.2"},
+  "userData": {"kind": "ignition", "template": "bcd-host.ign"}, "steps": [{"use": "userdata.render"}, {"use": "deploy.deploy"}]}`, id)
 }
