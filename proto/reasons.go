@@ -145,6 +145,18 @@ const (
 	// the EK (activation of credential), or the EK is not the one enrolled.
 	ReasonActivation = "activation"
 
+	// Rotating the admin credential (credentials.rotateAdmin, on the registry's host).
+
+	// ReasonRotatedElsewhere (CONFLICT): another registry on the same store rotated the
+	// admin credential at the same moment and revoked the one this rotation wrote.
+	ReasonRotatedElsewhere = "rotated-elsewhere"
+	// ReasonConfigNotWritten (UNAVAILABLE): the new admin.conf could not be written; the
+	// old one still works and nothing was revoked.
+	ReasonConfigNotWritten = "config-not-written"
+	// ReasonOldNotRevoked: the new admin.conf works, but the old admin credentials could
+	// not be revoked and still work (the store's code, UNAVAILABLE for an internal one).
+	ReasonOldNotRevoked = "old-not-revoked"
+
 	// Profiles.
 
 	// ReasonReservedID (CONFLICT): a shipped profile has the id, for every tenant.

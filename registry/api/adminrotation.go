@@ -71,7 +71,7 @@ func (s *Server) RegisterAdminRotation(w AdminConfigWriter) {
 				// Another registry on this store rotated at the same moment and revoked
 				// this one: its file holds the admin credential now.
 				return proto.Errorf(proto.Conflict, "another registry on this store rotated the admin credential at the same time and revoked the one written to %s: "+
-					"use the admin.conf of the registry where that rotation ran, or run `credentials rotate-admin` again", w.Path).WithReason("rotated-elsewhere")
+					"use the admin.conf of the registry where that rotation ran, or run `credentials rotate-admin` again", w.Path).WithReason(proto.ReasonRotatedElsewhere)
 			}
 			out.Admin = credentialView(cur)
 			for _, o := range old {
@@ -84,7 +84,7 @@ func (s *Server) RegisterAdminRotation(w AdminConfigWriter) {
 			return nil
 		})
 		switch {
-		case err != nil && proto.AsError(err).Details.Reason == "rotated-elsewhere":
+		case err != nil && proto.AsError(err).Details.Reason == proto.ReasonRotatedElsewhere:
 			return RotatedAdmin{}, err
 		case err != nil:
 			return RotatedAdmin{}, notRevoked(made.ID, old, w.Path, err)
@@ -103,7 +103,7 @@ func (s *Server) unmakeAdmin(id, path string, cause error) error {
 		s.log.Error("revoking the admin credential no file holds", "credential", id, "err", err)
 	}
 	return proto.Errorf(proto.Unavailable, "the registry could not write %s (%v); it holds the admin credential it held before, which still works, and nothing was revoked: "+
-		"make the file writable by the registry's user (room on its disk, the data directory's permissions), then run `credentials rotate-admin` again", path, cause).WithReason("config-not-written")
+		"make the file writable by the registry's user (room on its disk, the data directory's permissions), then run `credentials rotate-admin` again", path, cause).WithReason(proto.ReasonConfigNotWritten)
 }
 
 // notRevoked says that the rotation wrote its new credential but could not revoke the
@@ -119,5 +119,5 @@ func notRevoked(made string, old []store.Credential, path string, cause error) e
 		code = proto.Unavailable // the message must reach the host: INTERNAL's is replaced
 	}
 	return proto.Errorf(code, "%s now holds the new admin credential %s, which works; the old admin credential(s) %s could not be revoked (%v) and still work: "+
-		"run `credentials rotate-admin` again once the store answers, or revoke them with `credentials revoke ID` and the new %s", path, made, strings.Join(ids, ", "), cause, path).WithReason("old-not-revoked")
+		"run `credentials rotate-admin` again once the store answers, or revoke them with `credentials revoke ID` and the new %s", path, made, strings.Join(ids, ", "), cause, path).WithReason(proto.ReasonOldNotRevoked)
 }

@@ -174,7 +174,7 @@ func TestRotateAdminNeverLeavesTheHostWithoutAWorkingAdmin(t *testing.T) {
 		before, _ := os.ReadFile(filepath.Join(dir, "admin.conf"))
 		h := startRotationHost(t, dir, func(string, string) error { return errors.New("no space left on device") })
 		_, e := h.rotate(t)
-		if e == nil || e.Details.Reason != "config-not-written" || !strings.Contains(e.Message, "still works") || !strings.Contains(e.Message, "no space left") {
+		if e == nil || e.Details.Reason != proto.ReasonConfigNotWritten || !strings.Contains(e.Message, "still works") || !strings.Contains(e.Message, "no space left") {
 			t.Fatalf("rotation with a file it cannot write: %+v", e)
 		}
 		if after, _ := os.ReadFile(h.conf); !bytes.Equal(after, before) {
@@ -199,7 +199,7 @@ func TestRotateAdminNeverLeavesTheHostWithoutAWorkingAdmin(t *testing.T) {
 		})
 		st = h.st
 		_, e := h.rotate(t)
-		if e == nil || e.Details.Reason != "old-not-revoked" || !strings.Contains(e.Message, oldID) || !strings.Contains(e.Message, "rotate-admin") {
+		if e == nil || e.Details.Reason != proto.ReasonOldNotRevoked || !strings.Contains(e.Message, oldID) || !strings.Contains(e.Message, "rotate-admin") {
 			t.Fatalf("rotation whose revocation failed: %+v, want it to name %s and say to rotate again", e, oldID)
 		}
 		// The registry starts again on its store: the new file works, the old credential
@@ -289,7 +289,7 @@ func TestConcurrentRotationsLeaveOneWorkingAdmin(t *testing.T) {
 		wg.Wait()
 		var working []string
 		for i, h := range hosts {
-			if errs[i] != nil && errs[i].Details.Reason != "rotated-elsewhere" {
+			if errs[i] != nil && errs[i].Details.Reason != proto.ReasonRotatedElsewhere {
 				t.Fatalf("round %d, registry %d: %+v", round, i, errs[i])
 			}
 			err := h.works(h.fileCredential(t))
