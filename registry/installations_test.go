@@ -523,3 +523,42 @@ func (f *busyFleet) answerRefused(t *testing.T, id string, role proto.Role, reas
 		}
 	}
 }
+
+// TestEarlierInstallationsTokensJoinNothing: a machine's user kept the join token of
+// their installation's user data unused (their own user data template never ran bcd
+// join, or they stopped it), and a ramdisk token of a boot of it went unused; the
+// machine is released. Neither token joins from then on (UNAUTHENTICATED, as a token
+// that never existed): the release deleted them with the epoch's move. A token minted
+// after joins at the new epoch. Before, the kept token joined at the new epoch, so its
+// holder was the next installation's agent: the next tenant's NodeSpec, the secrets it
+// names and its commands.
+func TestEarlierInstallationsTokensJoinNothing(t *testing.T) {
+	f := serveBusy(t, Config{})
+	storetest.Fill(t, f.r.st)
+	n := storetest.Node(t, f.r.st, store.Node{MACs: []string{"52:54:00:00:09:03"}})
+	node := n.ID
+	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.State = store.NodeActive; return nil })
+		return err
+	})
+	kept := map[string]string{"node": f.mint(store.TokenProvisioned, node), "ramdisk": f.mint(store.TokenRamdisk, node)}
+
+	_, err := call[api.TransitionStarted](f.admin, "metal.release", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
+	f.must(err, "metal.release")
+	for role, token := range kept {
+		if creds, err := f.join(node, role, token); proto.CodeOf(err) != proto.Unauthenticated {
+			epoch := int64(-1)
+			if err == nil {
+				epoch = certificateEpoch(t, creds)
+			}
+			t.Errorf("the %s token minted before the release: %v (a certificate of epoch %d); want UNAUTHENTICATED", role, err, epoch)
+		}
+	}
+	creds, err := f.join(node, "ramdisk", f.mint(store.TokenRamdisk, node))
+	f.must(err, "the release's ramdisk's join")
+	if epoch := certificateEpoch(t, creds); epoch != 1 {
+		t.Errorf("the release's ramdisk's certificate names epoch %d, want 1", epoch)
+	}
+	_, err = call[api.TransitionStarted](f.admin, "metal.cancel", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
+	f.must(err, "metal.cancel")
+}
