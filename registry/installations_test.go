@@ -72,7 +72,34 @@ func (f *busyFleet) firstInstallation(node string, role proto.Role, kind string)
 	kept = &roleAgent{log: slog.New(refused)}
 	stop = kept.run(f, node, creds)
 	f.wait("the first installation's "+string(role)+" session", func() bool { return f.r.plane.ep.Connected(node, role) })
+	f.settled(kept, node, role)
 	return kept, refused, stop
+}
+
+// settled waits until a, the agent of id in role, has nothing more to say unasked: it
+// applied the NodeSpec of its role the store holds (if any), and the registry read its
+// acknowledgement (a request written after it was answered: the registry reads a
+// session's messages in order). Whatever an agent says once its certificate is no longer
+// current ends its session.
+func (f *busyFleet) settled(a *roleAgent, id string, role proto.Role) {
+	f.t.Helper()
+	var want int64
+	f.must(f.r.st.View(func(tx *store.Tx) error {
+		spec, err := tx.NodeSpec(id)
+		if err == nil && spec.Role == role {
+			want = spec.Generation
+		}
+		if proto.CodeOf(err) == proto.NotFound {
+			return nil
+		}
+		return err
+	}), "reading the NodeSpec")
+	f.wait(id+"'s "+string(role)+" agent applying its NodeSpec", func() bool { return a.s.ObservedGeneration() == want })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := a.s.Secret(ctx, "secret://settled/none"); proto.CodeOf(err) == proto.InvalidState || proto.CodeOf(err) == proto.Timeout {
+		f.t.Errorf("%s's %s agent: no answer after its acknowledgement: %v", id, role, err)
+	}
 }
 
 // moveEpochUnheard moves node's identity epoch, as a deploy, release or retire does as it
@@ -488,6 +515,7 @@ func TestEarlierCertificatesAreNotHeard(t *testing.T) {
 		kept := &roleAgent{log: slog.New(refused)}
 		stop := kept.run(f, c.id, creds)
 		f.wait(c.what+": the agent's session", func() bool { return ep.Connected(c.id, proto.Role(c.role)) })
+		f.settled(kept, c.id, proto.Role(c.role))
 		before := refused.count(c.says)
 		var hear func()
 		check := c.say(kept, func() { hear = c.move() })

@@ -192,6 +192,9 @@ func (e *Endpoint) received(s *session, head []byte, err error) {
 		e.end(s, codeProtocol, "unexpected message "+string(m.Type))
 		return
 	}
+	if proto.CodeOf(err) == proto.Forbidden {
+		return // a certificate no longer current: take ended the session and logged why
+	}
 	if err != nil {
 		e.log.Error("agent message", "node", s.node, "type", m.Type, "err", err)
 	}
