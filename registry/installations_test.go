@@ -72,7 +72,34 @@ func (f *busyFleet) firstInstallation(node string, role proto.Role, kind string)
 	kept = &roleAgent{log: slog.New(refused)}
 	stop = kept.run(f, node, creds)
 	f.wait("the first installation's "+string(role)+" session", func() bool { return f.r.plane.ep.Connected(node, role) })
+	f.settled(kept, node, role)
 	return kept, refused, stop
+}
+
+// settled waits until a, the agent of id in role, has nothing more to say unasked: it
+// applied the NodeSpec of its role the store holds (if any), and the registry read its
+// acknowledgement (a request written after it was answered: the registry reads a
+// session's messages in order). Whatever an agent says once its certificate is no longer
+// current ends its session.
+func (f *busyFleet) settled(a *roleAgent, id string, role proto.Role) {
+	f.t.Helper()
+	var want int64
+	f.must(f.r.st.View(func(tx *store.Tx) error {
+		spec, err := tx.NodeSpec(id)
+		if err == nil && spec.Role == role {
+			want = spec.Generation
+		}
+		if proto.CodeOf(err) == proto.NotFound {
+			return nil
+		}
+		return err
+	}), "reading the NodeSpec")
+	f.wait(id+"'s "+string(role)+" agent applying its NodeSpec", func() bool { return a.s.ObservedGeneration() == want })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := a.s.Secret(ctx, "secret://settled/none"); proto.CodeOf(err) == proto.InvalidState || proto.CodeOf(err) == proto.Timeout {
+		f.t.Errorf("%s's %s agent: no answer after its acknowledgement: %v", id, role, err)
+	}
 }
 
 // moveEpochUnheard moves node's identity epoch, as a deploy, release or retire does as it
@@ -232,7 +259,8 @@ func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 // keeps running (a failed deploy, or its key found in RAM by the root user of the OS it
 // kexec'd into), and the machine is released. While its session stays open past the
 // epoch's move (the registry holding it has not heard of it yet), a wipe it signs is not
-// attested, and a wipe relayed then is not sent to it: the relay ends its session with
+// taken (the wipe is answered FORBIDDEN, earlier-installation), and a wipe relayed then
+// is not sent to it: the relay ends its session with
 // CloseRevoked, saying its certificate belongs to an earlier installation, and each of
 // its later sessions is refused so, the release's through the API too: the wipe never
 // reaches it. The ramdisk the release boots, joined with that boot's token, gets the
@@ -275,14 +303,15 @@ func TestEarlierRamdiskCertificatesStopWorking(t *testing.T) {
 	}
 
 	// A wipe is on its way when the epoch moves, which the registry has not heard of
-	// yet: what the session, still open, signs then is not attested.
+	// yet: what the session, still open, signs then is not taken, and the wipe is
+	// answered with the refusal.
 	release := kept.holdAnswers(proto.CommandDiskWipe)
 	held := wipe()
 	f.wait("the second wipe on its way", func() bool { return len(kept.received(proto.CommandDiskWipe)) == 2 })
 	hear := f.moveEpochUnheard(node)
 	release()
-	if a := <-held; a.err != nil || a.w.Attested || !strings.Contains(a.w.Reason, "earlier installation") {
-		t.Errorf("the kept ramdisk's signed wipe: %+v, %v; want it refused as of an earlier installation", a.w, a.err)
+	if a := <-held; a.w.Attested || proto.CodeOf(a.err) != proto.Forbidden || proto.AsError(a.err).Details.Reason != proto.ReasonEarlierInstallation {
+		t.Errorf("the kept ramdisk's signed wipe: %+v, %v; want it refused, FORBIDDEN %s", a.w, a.err, proto.ReasonEarlierInstallation)
 	}
 
 	// A wipe relayed before the registry heard of the move is not sent to the kept
@@ -408,4 +437,156 @@ func storedAnswer(ctx context.Context, f *busyFleet, node string, role proto.Rol
 		}
 	}
 	return nil, err
+}
+
+// TestEarlierCertificatesAreNotHeard: an agent's certificate is kept past the commit
+// that moved its epoch (a release of the machine; a site agent's revocation), on a
+// registry that has not heard of the commit yet (another replica's, its watch behind),
+// and its holder tells the registry what it likes on the session still open: an
+// inventory section (a site's: PXE discoveries, from which the registry proposes
+// machines), an acknowledgement of a NodeSpec generation, the answer of a command relayed
+// before the move. None of it is stored: each is refused as the certificate's hello
+// would be (FORBIDDEN, reason earlier-installation or revoked), a command is answered
+// with that refusal, and the session ends (CloseRevoked). Before, each was stored until
+// the registry heard of the move.
+func TestEarlierCertificatesAreNotHeard(t *testing.T) {
+	f := startBusyFleet(t)
+	node := storetest.Node(t, f.r.st, store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:0a:11"}}).ID
+	ep := f.r.plane.ep
+	const site = "rack-a"
+	forged := json.RawMessage(`[{"mac":"52:54:00:66:66:66","arch":"x86_64"}]`)
+
+	// An agent of the current epoch, and the move of its epoch the registry holding its
+	// session has not heard of.
+	type agent struct {
+		id, role, kind string
+		move           func() (hear func())
+		reason, says   string
+	}
+	machine := agent{node, "node", store.TokenProvisioned, func() func() { return f.moveEpochUnheard(node) },
+		proto.ReasonEarlierInstallation, "earlier installation"}
+	rack := agent{site, "site", store.TokenSite, func() func() {
+		return f.commitUnheard(store.BucketSites, "revoking the site's agent", func(tx *store.Tx) error {
+			_, _, err := tx.RevokeSiteAgent(site, store.Revocation{Reason: "rack server stolen"})
+			return err
+		})
+	}, proto.ReasonRevoked, "rack server stolen"}
+
+	for _, c := range []struct {
+		what string
+		agent
+		// say has the kept agent a say what it says once the epoch moved (start, before
+		// it, for a command to answer), and check that none of it was taken.
+		say func(a *roleAgent, start func()) (check func())
+	}{
+		{"an inventory section", machine, func(a *roleAgent, start func()) func() {
+			start()
+			a.s.SetInventory("host", json.RawMessage(`{"forged":true}`))
+			return func() {
+				if got := f.inventorySection(node, "host"); strings.Contains(got, "forged") {
+					t.Errorf("the earlier installation's inventory section was stored: %s", got)
+				}
+			}
+		}},
+		{"an acknowledgement", machine, func(a *roleAgent, start func()) func() {
+			start()
+			a.s.Acknowledge(77)
+			return func() {
+				if got := f.observedInStore(node); got == 77 {
+					t.Errorf("the earlier installation's acknowledgement of generation 77 was stored")
+				}
+			}
+		}},
+		{"a command's answer", machine, f.answerRefused(t, node, proto.RoleNode, proto.ReasonEarlierInstallation)},
+		{"a site's discoveries", rack, func(a *roleAgent, start func()) func() {
+			start()
+			a.s.SetInventory(proto.SectionDiscoveries, forged)
+			return func() {
+				if got := f.inventorySection(site, proto.SectionDiscoveries); strings.Contains(got, "66:66:66") {
+					t.Errorf("the revoked site agent's discoveries were stored: %s", got)
+				}
+			}
+		}},
+		{"a site's command answer", rack, f.answerRefused(t, site, proto.RoleSite, proto.ReasonRevoked)},
+	} {
+		creds, err := f.join(c.id, c.role, f.mint(c.kind, c.id))
+		f.must(err, c.what+": the agent's join")
+		refused := &refusals{from: slog.LevelError}
+		kept := &roleAgent{log: slog.New(refused)}
+		stop := kept.run(f, c.id, creds)
+		f.wait(c.what+": the agent's session", func() bool { return ep.Connected(c.id, proto.Role(c.role)) })
+		f.settled(kept, c.id, proto.Role(c.role))
+		before := refused.count(c.says)
+		var hear func()
+		check := c.say(kept, func() { hear = c.move() })
+		f.wait(c.what+": the session ended with the refusal", func() bool {
+			return refused.count(c.says) > before && !ep.Connected(c.id, proto.Role(c.role))
+		})
+		hear()
+		stop()
+		check()
+	}
+}
+
+// answerRefused is what an agent of id in role says in TestEarlierCertificatesAreNotHeard:
+// the answer of a command relayed to it while its certificate was current, answered once
+// the epoch moved. The relay's caller gets the refusal (FORBIDDEN, reason), not the answer.
+func (f *busyFleet) answerRefused(t *testing.T, id string, role proto.Role, reason string) func(a *roleAgent, start func()) func() {
+	return func(a *roleAgent, start func()) func() {
+		release := a.holdAnswers("echo")
+		ch := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := f.r.plane.ep.Relay(ctx, id, role, proto.Command{ID: "answered-late-" + string(role), Kind: "echo", Payload: json.RawMessage(`{"ID":"late"}`)})
+			ch <- err
+		}()
+		f.wait("the command on its way", func() bool { return len(a.received("echo")) == 1 })
+		start()
+		release()
+		return func() {
+			if err := <-ch; proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != reason {
+				t.Errorf("the answer of %s's %s agent of an earlier epoch: %v, want the refusal, FORBIDDEN %s", id, role, err, reason)
+			}
+		}
+	}
+}
+
+// TestEarlierInstallationsTokensJoinNothing: a machine's user kept the join token of
+// their installation's user data unused (their own user data template never ran bcd
+// join, or they stopped it), and a ramdisk token of a boot of it went unused; the
+// machine is released. Neither token joins from then on (UNAUTHENTICATED, as a token
+// that never existed): the release deleted them with the epoch's move. A token minted
+// after joins at the new epoch. Before, the kept token joined at the new epoch, so its
+// holder was the next installation's agent: the next tenant's NodeSpec, the secrets it
+// names and its commands.
+func TestEarlierInstallationsTokensJoinNothing(t *testing.T) {
+	f := serveBusy(t, Config{})
+	storetest.Fill(t, f.r.st)
+	n := storetest.Node(t, f.r.st, store.Node{MACs: []string{"52:54:00:00:09:03"}})
+	node := n.ID
+	storetest.Update(t, f.r.st, func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node, func(n *store.Node) error { n.State = store.NodeActive; return nil })
+		return err
+	})
+	kept := map[string]string{"node": f.mint(store.TokenProvisioned, node), "ramdisk": f.mint(store.TokenRamdisk, node)}
+
+	_, err := call[api.TransitionStarted](f.admin, "metal.release", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
+	f.must(err, "metal.release")
+	for role, token := range kept {
+		if creds, err := f.join(node, role, token); proto.CodeOf(err) != proto.Unauthenticated {
+			epoch := int64(-1)
+			if err == nil {
+				epoch = certificateEpoch(t, creds)
+			}
+			t.Errorf("the %s token minted before the release: %v (a certificate of epoch %d); want UNAUTHENTICATED", role, err, epoch)
+		}
+	}
+	creds, err := f.join(node, "ramdisk", f.mint(store.TokenRamdisk, node))
+	f.must(err, "the release's ramdisk's join")
+	if epoch := certificateEpoch(t, creds); epoch != 1 {
+		t.Errorf("the release's ramdisk's certificate names epoch %d, want 1", epoch)
+	}
+	_, err = call[api.TransitionStarted](f.admin, "metal.cancel", api.TransitionRequest{TenantID: n.Tenant, NodeID: node})
+	f.must(err, "metal.cancel")
 }

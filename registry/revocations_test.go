@@ -197,6 +197,7 @@ func TestRevokedSiteAgentCertificates(t *testing.T) {
 
 	// A revocation this registry has not heard of yet (another replica's): the session
 	// held here is still open, and renews nothing.
+	f.settled(kept, "rack-a", proto.RoleSite)
 	before := refused.count(revokedSays)
 	hear := f.commitUnheard(store.BucketSites, "revoking the site's agent", func(tx *store.Tx) error {
 		_, _, err := tx.RevokeSiteAgent("rack-a", store.Revocation{Reason: "rack server stolen"})

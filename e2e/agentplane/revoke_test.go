@@ -2,10 +2,14 @@ package agentplane
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
@@ -56,5 +60,84 @@ func closedRevoked(t *testing.T, conn *quic.Conn) {
 	ae, ok := errors.AsType[*quic.ApplicationError](cause)
 	if !ok || !ae.Remote || proto.CloseCode(ae.ErrorCode) != proto.CloseRevoked {
 		t.Fatalf("closed with %v, want CloseRevoked from the registry", cause)
+	}
+}
+
+// TestEarlierCertificateProgressNotTold: a node agent runs a command relayed while its
+// certificate was current, and the machine's epoch moves (a release) in a commit the
+// endpoint has not heard of yet (another replica's, its watch behind). The progress the
+// agent reports from then on is not told (OnProgress, which records it on the workflow's
+// step), the session ends, and the command stays unanswered. Before, the progress
+// reached OnProgress and the answer was stored.
+func TestEarlierCertificateProgressNotTold(t *testing.T) {
+	var mu sync.Mutex
+	var progress []string
+	told := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(progress)
+	}
+	e := newEnv(t, agents.Config{OnProgress: func(node, id string, detail json.RawMessage) {
+		mu.Lock()
+		defer mu.Unlock()
+		progress = append(progress, string(detail))
+	}})
+	storetest.Fill(t, e.st)
+	node := storetest.Node(t, e.st, store.Node{MACs: []string{"52:54:00:00:00:02"}}).ID
+	moved := make(chan struct{})
+	a := e.startAgent(node, func(c *session.Config) {
+		c.Handlers = map[string]session.Handler{
+			"work": func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+				session.ReportProgress(ctx, map[string]int{"done": 1})
+				select {
+				case <-moved:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				session.ReportProgress(ctx, map[string]int{"done": 2})
+				return raw(`{"ok":true}`), nil
+			},
+		}
+	})
+	waitFor(t, "the session", func() bool { return e.ep.Sessions() == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := e.ep.Relay(ctx, node, proto.RoleNode, proto.Command{ID: "w-1", Kind: "work"})
+		answered <- err
+	}()
+	waitFor(t, "the first progress", func() bool { return len(told()) == 1 })
+
+	// The epoch moves in a commit whose hooks wait: the endpoint has not heard of it.
+	committed, heard, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	unhook := e.st.OnWrite(func() { once.Do(func() { close(committed); <-heard }) }, store.BucketNodes)
+	go func() {
+		done <- e.st.Update(func(tx *store.Tx) error {
+			_, err := tx.UpdateNode(node, func(n *store.Node) error { n.NewIdentityEpoch(tx.Now()); return nil })
+			return err
+		})
+	}()
+	<-committed
+	unhook()
+	close(moved)
+	waitFor(t, "the session ended", func() bool { return e.ep.Sessions() == 0 && !a.Connected() })
+	close(heard)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := told(); len(got) != 1 {
+		t.Errorf("progress told %q, want only the report from before the move", got)
+	}
+	var c store.AgentCommand
+	err := e.st.View(func(tx *store.Tx) (err error) { c, err = tx.AgentCommand(node, "w-1"); return err })
+	if err != nil || c.Done {
+		t.Errorf("the command after the session of the earlier installation: %+v, %v; want it pending", c, err)
+	}
+	select {
+	case err := <-answered:
+		t.Errorf("the relay returned %v, want it waiting for the current installation's agent", err)
+	default:
 	}
 }

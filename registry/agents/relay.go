@@ -104,7 +104,7 @@ func relayedTo(kind string, role proto.Role) error {
 // installation never gets a command of the next one, even one relayed before this
 // registry hears of the installation's change (identityChanged).
 func (e *Endpoint) deliver(s *session, c store.AgentCommand) {
-	if e.letGo(s, e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(s.node, s.role, s.epoch) })) {
+	if e.letGo(s, e.current(s)) {
 		return
 	}
 	res, err := e.exchange(s, c)
@@ -112,10 +112,20 @@ func (e *Endpoint) deliver(s *session, c store.AgentCommand) {
 		e.log.Debug("relay", "node", s.node, "command", c.ID, "err", err)
 		return
 	}
+	// The answer is taken only from a certificate that its node or site still passes as
+	// the answer is recorded: one of an earlier epoch answers with the refusal, and its
+	// session ends.
+	var refused error
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
+		if refused = tx.CheckAgent(s.node, s.role, s.epoch); refused != nil {
+			res = proto.Result{ID: res.ID, Error: proto.AsError(refused)}
+		}
 		_, err := tx.CompleteAgentCommand(s.node, res)
 		return err
 	})
+	if refused != nil {
+		e.letGo(s, refused)
+	}
 	switch {
 	case proto.CodeOf(err) == proto.NotFound:
 		// Answered and delivered already (sent twice across a reconnect).
@@ -193,7 +203,8 @@ func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, err
 			return proto.Result{}, err
 		}
 		if m.Type == proto.MsgProgress && m.Progress.ID == c.ID {
-			if e.cfg.OnProgress != nil {
+			// A report of a certificate no longer current is not told, and ends the session.
+			if e.cfg.OnProgress != nil && !e.letGo(s, e.current(s)) {
 				e.cfg.OnProgress(s.node, c.ID, m.Progress.Detail)
 			}
 			continue

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/registry/store"
 )
 
 // secret answers an agent's secretRequest on its session stream with what Config.Secret
@@ -17,7 +16,7 @@ func (e *Endpoint) secret(s *session, req *proto.SecretRequest) error {
 	var err error
 	if e.cfg.Secret == nil {
 		err = proto.Errorf(proto.Unsupported, "this registry hands out no secrets")
-	} else if err = e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(s.node, s.role, s.epoch) }); err == nil {
+	} else if err = e.current(s); err == nil {
 		ans.Value, err = e.cfg.Secret(s.node, s.role, req.Ref)
 		if err == nil && len(ans.Value) == 0 {
 			err = proto.Errorf(proto.Internal, "secret %s is empty", req.Ref)

@@ -192,6 +192,9 @@ func (e *Endpoint) received(s *session, head []byte, err error) {
 		e.end(s, codeProtocol, "unexpected message "+string(m.Type))
 		return
 	}
+	if proto.CodeOf(err) == proto.Forbidden {
+		return // a certificate no longer current: take ended the session and logged why
+	}
 	if err != nil {
 		e.log.Error("agent message", "node", s.node, "type", m.Type, "err", err)
 	}
@@ -491,26 +494,26 @@ func changedSections(tx *store.Tx, node string, inv map[string]json.RawMessage) 
 	return changed, nil
 }
 
-// ack records the outcome of the agent's apply.
+// ack records the outcome of the agent's apply (take).
 func (e *Endpoint) ack(s *session, a *proto.Ack) error {
 	e.acknowledged(s, a.Generation)
 	if a.Error != nil {
 		e.ackFailures.Add(1)
 		e.log.Warn("agent failed to apply its NodeSpec", "node", s.node, "generation", a.Generation, "err", a.Error)
-		return e.cfg.Store.Batch(func(tx *store.Tx) error { return tx.RecordApplyFailure(s.node, a.Generation, a.Error) })
+		return e.take(s, func(tx *store.Tx) error { return tx.RecordApplyFailure(s.node, a.Generation, a.Error) })
 	}
 	e.acks.Add(1)
-	err := e.cfg.Store.Batch(func(tx *store.Tx) error { return tx.RecordObservedGeneration(s.node, a.Generation) })
+	err := e.take(s, func(tx *store.Tx) error { return tx.RecordObservedGeneration(s.node, a.Generation) })
 	if err == nil {
 		e.observed(s.node, a.Generation)
 	}
 	return err
 }
 
-// inventory stores one section the agent sent.
+// inventory stores one section the agent sent (take).
 func (e *Endpoint) inventory(s *session, inv *proto.Inventory) error {
 	var changed bool
-	err := e.cfg.Store.Batch(func(tx *store.Tx) (err error) {
+	err := e.take(s, func(tx *store.Tx) (err error) {
 		changed, err = tx.PutInventory(s.node, inv.Section, inv.Data)
 		return err
 	})
@@ -524,4 +527,30 @@ func (e *Endpoint) inventoryChanged(node, section string, data json.RawMessage) 
 	if e.cfg.OnInventory != nil {
 		e.cfg.OnInventory(node, section, data)
 	}
+}
+
+// take stores what the agent of session s said on it (an acknowledgement, an inventory
+// section), write, in one transaction with the check of its certificate
+// (store.Tx.CheckAgent): from the commit that moved its node's or site's identity epoch
+// on, nothing a session of an earlier epoch says is stored, even on a registry that has
+// not heard of that commit yet (identityChanged). A refusal (FORBIDDEN, reason revoked or
+// earlier-installation) stores nothing and ends the session (letGo).
+func (e *Endpoint) take(s *session, write func(tx *store.Tx) error) error {
+	var refused error
+	err := e.cfg.Store.Batch(func(tx *store.Tx) error {
+		if refused = tx.CheckAgent(s.node, s.role, s.epoch); refused != nil {
+			return refused
+		}
+		return write(tx)
+	})
+	if refused != nil {
+		e.letGo(s, refused)
+	}
+	return err
+}
+
+// current checks the certificate of session s against its node or site as the store
+// reads it now (store.Tx.CheckAgent).
+func (e *Endpoint) current(s *session) error {
+	return e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(s.node, s.role, s.epoch) })
 }

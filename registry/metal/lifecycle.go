@@ -207,7 +207,7 @@ func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, n
 
 // create stores the run of p for node, started by req, and moves the node to the state
 // req runs in; a request that takes the machine away from its installed OS (reinstalls)
-// moves its identity epoch.
+// moves its identity epoch and deletes the node's unused join tokens.
 func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.ProfileRecord, p *profile.Profile, next Request) (store.Run, store.Node, error) {
 	run, err := s.cfg.Engine.Create(tx, workflow.NewRun{Kind: string(req), Node: node.ID, Tenant: node.Tenant,
 		Profile: store.ProfileRef{Tenant: rec.Tenant, ID: rec.ID, Version: rec.Version}, Define: p})
@@ -222,6 +222,11 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 		}
 		return nil
 	})
+	if err == nil && slices.Contains(reinstalls, req) {
+		// A token minted before the epoch moved (the installation's user data, a ramdisk
+		// boot of it) would join its holder at the new epoch.
+		_, err = tx.DeleteUnusedJoinTokens(node.ID)
+	}
 	return run, node, err
 }
 

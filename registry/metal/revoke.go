@@ -53,7 +53,8 @@ func (s *Service) RevokeAgents(tx *store.Tx, tenant, nodeID, reason, by string) 
 }
 
 // reinstalls are the requests whose workflow takes the machine away from its installed
-// OS: each moves the node's identity epoch as it starts, so that the certificates of the
+// OS: each moves the node's identity epoch as it starts (and deletes the node's unused
+// join tokens, which would join at the new epoch), so that the certificates of the
 // installed OS's agent, and of any ramdisk booted before, stop working
 // (store.Tx.CheckAgent), and the registry ends their open sessions, whichever replica
 // holds them, as the transaction that moves it commits (store.Store.OnNodeIdentity).
