@@ -231,7 +231,7 @@ func init() {
 		usage:   "ID [--reason R] [--tenant T]",
 		summary: "revoke every certificate the node's agents hold now (installed OS and ramdisk), without retiring it; they join again with a new token",
 		long: "revoke every certificate of the node's agents (its installed OS's `bcd node` and its ramdisk's) issued so far, and every copy of them: " +
-			"the node's identity epoch moves, their sessions end, and hello, secrets, renewals and signed results are refused (`FORBIDDEN`, reason `revoked`); " +
+			"the node's identity epoch moves, their sessions end, and hello, secrets, renewals, signed results, answers and reports are refused (`FORBIDDEN`, reason `revoked`); " +
 			"the node's unused join tokens are deleted, and the revocation is recorded on the node and in its events with the reason. " +
 			"The node keeps its state: its OS joins again with a token minted now (`tokens create --kind provisioned --node-id ID`, then `bcd join`), " +
 			"or a redeploy installs it anew (docs/nodes.md)",

@@ -146,7 +146,7 @@ var siteCommands = []command{{
 	usage:   "NAME [--reason R]",
 	summary: "revoke every certificate the site's agent holds now (root tenant credentials only); it joins again with a new site token",
 	long: "revoke every certificate of the site's agent (`bcd site`) issued so far, and every copy of them: the site's identity epoch moves, " +
-		"its session ends, and hello, renewals and relayed commands (with the BMC credentials they carry) are refused (`FORBIDDEN`, reason `revoked`); " +
+		"its session ends, and hello, renewals, relayed commands (with the BMC credentials they carry), answers and reports (discoveries, cache contents) are refused (`FORBIDDEN`, reason `revoked`); " +
 		"the site's unused site tokens are deleted, and the reason is recorded on the site. The agent joins again with a token minted now " +
 		"(`tokens create --kind site --site NAME`, then `bcd join --role site`) (docs/site.md)",
 	nargs: 1,
