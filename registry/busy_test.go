@@ -1863,6 +1863,14 @@ func (f *busyFleet) hostSpec(node string, round int, refs ...string) error {
 	})
 }
 
+// secretNamed puts a secret of n's tenant at ref and stores a NodeSpec of n naming it
+// (hostSpec, round 0): what an installed OS's agent asks for, and must stop getting.
+func (f *busyFleet) secretNamed(n store.Node, ref string) {
+	_, err := call[api.PutSecret](f.admin, "secrets.put", api.PutSecretRequest{TenantID: n.Tenant, Ref: ref, Value: []byte("join-token")})
+	f.must(err, "secrets.put")
+	f.must(f.hostSpec(n.ID, 0, ref), "storing a NodeSpec")
+}
+
 // inventorySection is the data the store holds for node's inventory section.
 func (f *busyFleet) inventorySection(node, section string) (data string) {
 	err := f.r.st.View(func(tx *store.Tx) error {

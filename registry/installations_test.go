@@ -166,9 +166,7 @@ func TestEarlierInstallationsCertificatesStopWorking(t *testing.T) {
 	storetest.Fill(t, f.r.st)
 	n := storetest.Node(t, f.r.st, store.Node{MACs: []string{"52:54:00:00:09:01"}})
 	node, ref := n.ID, "secret://k8s/join"
-	_, err := call[api.PutSecret](f.admin, "secrets.put", api.PutSecretRequest{TenantID: n.Tenant, Ref: ref, Value: []byte("join-token")})
-	f.must(err, "secrets.put")
-	f.must(f.hostSpec(node, 0, ref), "storing a NodeSpec")
+	f.secretNamed(n, ref)
 	ep := f.r.plane.ep
 
 	// The first deploy's OS joins, and the deploy leaves the node active.

@@ -52,9 +52,7 @@ func TestRevokedNodeAgentCertificates(t *testing.T) {
 	f := startBusyFleet(t)
 	n := storetest.Node(t, f.r.st, store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:0a:01"}})
 	node, ref := n.ID, "secret://k8s/join"
-	_, err := call[api.PutSecret](f.admin, "secrets.put", api.PutSecretRequest{TenantID: n.Tenant, Ref: ref, Value: []byte("join-token")})
-	f.must(err, "secrets.put")
-	f.must(f.hostSpec(node, 0, ref), "storing a NodeSpec")
+	f.secretNamed(n, ref)
 	ep := f.r.plane.ep
 
 	kept, refused, stop := f.firstInstallation(node, proto.RoleNode, store.TokenProvisioned)
