@@ -376,8 +376,10 @@ func (e *Endpoint) unregister(s *session) {
 // the agent's certificate again first (FORBIDDEN when the node's identity is revoked or
 // the certificate belongs to an earlier installation): one revoked or voided after serve
 // checked it and before the session was registered found no session to end
-// (Endpoint.identityChanged), and is refused here. A session of the agent that another
-// registry replica holds (Config.Elsewhere) is counted as replaced.
+// (Endpoint.identityChanged), and is refused here. What the hello writes (the generation
+// applied, inventory sections) is checked again in its own transaction (written): an
+// epoch moved between the reads and the write stores none of it. A session of the agent
+// that another registry replica holds (Config.Elsewhere) is counted as replaced.
 func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	var (
 		spec          proto.NodeSpec
@@ -423,7 +425,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		e.replacedElsewhere(s, elsewhere)
 	}
 	if observedMoved || len(changed) > 0 {
-		err := e.cfg.Store.Batch(func(tx *store.Tx) error {
+		_, err := e.written(s, func(tx *store.Tx) error {
 			if observedMoved {
 				if err := tx.RecordObservedGeneration(s.node, h.ObservedGeneration); err != nil {
 					return err
@@ -536,17 +538,24 @@ func (e *Endpoint) inventoryChanged(node, section string, data json.RawMessage) 
 // not heard of that commit yet (identityChanged). A refusal (FORBIDDEN, reason revoked or
 // earlier-installation) stores nothing and ends the session (letGo).
 func (e *Endpoint) take(s *session, write func(tx *store.Tx) error) error {
-	var refused error
-	err := e.cfg.Store.Batch(func(tx *store.Tx) error {
+	refused, err := e.written(s, write)
+	if refused != nil {
+		e.letGo(s, refused)
+	}
+	return err
+}
+
+// written runs write in one transaction with the check of session s's certificate
+// (store.Tx.CheckAgent), and returns the check's refusal apart (also as err): from the
+// commit that moved its node's or site's identity epoch on, nothing s says is written.
+func (e *Endpoint) written(s *session, write func(tx *store.Tx) error) (refused, err error) {
+	err = e.cfg.Store.Batch(func(tx *store.Tx) error {
 		if refused = tx.CheckAgent(s.node, s.role, s.epoch); refused != nil {
 			return refused
 		}
 		return write(tx)
 	})
-	if refused != nil {
-		e.letGo(s, refused)
-	}
-	return err
+	return refused, err
 }
 
 // current checks the certificate of session s against its node or site as the store

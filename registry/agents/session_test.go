@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -77,6 +78,51 @@ func TestHelloRefusesARevokedIdentity(t *testing.T) {
 	st.View(func(tx *store.Tx) error {
 		if s, err := tx.AgentStatus(node); err == nil {
 			t.Errorf("the refused hello was recorded: %+v", s)
+		}
+		return nil
+	})
+}
+
+// TestHelloWritesNothingOnceTheEpochMoved: the node's identity epoch moves (a deploy,
+// release or retire begins) after the hello's reads checked the agent's certificate and
+// before its writes: the generation it reports and its inventory are not stored, and the
+// hello is refused.
+func TestHelloWritesNothingOnceTheEpochMoved(t *testing.T) {
+	st := storetest.Filled(t, store.Options{})
+	node := storetest.Node(t, st, store.Node{MACs: []string{"52:54:00:00:00:01"}}).ID
+	moved := false
+	e := &Endpoint{cfg: Config{Store: st, Elsewhere: func(*store.Tx, string, proto.Role) (string, error) {
+		// Called within the hello's reads, after their check: the epoch moves in a commit
+		// of its own, as another request's would.
+		if !moved {
+			moved = true
+			done := make(chan error)
+			go func() {
+				done <- st.Update(func(tx *store.Tx) error {
+					_, err := tx.UpdateNode(node, func(n *store.Node) error { n.IdentityEpoch++; return nil })
+					return err
+				})
+			}()
+			if err := <-done; err != nil {
+				return "", err
+			}
+		}
+		return "", nil
+	}}}
+	hello := &proto.Hello{ObservedGeneration: 3, Inventory: map[string]json.RawMessage{"host": json.RawMessage(`{"forged":true}`)}}
+	err := e.hello(&session{identity: identity{node: node, role: proto.RoleNode}}, hello)
+	if !moved {
+		t.Fatal("the hello did not read where the epoch was to move")
+	}
+	if proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Reason != proto.ReasonEarlierInstallation {
+		t.Errorf("the hello of a certificate whose epoch moved during it: %v, want FORBIDDEN, reason %s", err, proto.ReasonEarlierInstallation)
+	}
+	st.View(func(tx *store.Tx) error {
+		if s, err := tx.AgentStatus(node); err == nil {
+			t.Errorf("the earlier installation's generation was recorded: %+v", s)
+		}
+		if inv, err := tx.Inventory(node); err != nil || len(inv) > 0 {
+			t.Errorf("the earlier installation's inventory was stored: %+v, %v", inv, err)
 		}
 		return nil
 	})

@@ -13,6 +13,13 @@ import (
 // FileName is the name of the store's file inside the data directory.
 const FileName = "registry.db"
 
+// boltMapped is the file's size bbolt maps up front: address space, not memory. bbolt
+// maps the file again when it outgrows what is mapped, and that waits for every open
+// read, so a write that grows the file would wait behind a long read (a listing, a
+// hello's reads). A registry's store of 10,000 nodes is a few MiB: at this size no write
+// of a store under 1 GiB waits for a read.
+const boltMapped = 1 << 30
+
 // bboltBackend is one bbolt file: each bucket a top-level bbolt bucket, each key and
 // value stored as they are.
 type bboltBackend struct{ db *bolt.DB }
@@ -22,7 +29,7 @@ func openBbolt(dataDir string, lockTimeout time.Duration) (*bboltBackend, error)
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	path := filepath.Join(dataDir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, InitialMmapSize: boltMapped})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("%s: %w (stop the other registry first)", path, ErrLocked)
 	}
