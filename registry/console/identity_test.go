@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/testkit"
 )
@@ -172,5 +174,134 @@ func TestAnotherTenantCannotRevokeAgentCertificates(t *testing.T) {
 	}
 	if n := nodeOf(t, reg, "acme", acmeNode.ID); n.IdentityEpoch != 0 || n.AgentsRevoked != nil || n.Rev != acmeNode.Rev {
 		t.Errorf("beta's request changed acme's node: epoch %d, %+v, rev %d (was %d)", n.IdentityEpoch, n.AgentsRevoked, n.Rev, acmeNode.Rev)
+	}
+}
+
+// siteOf is the site as the API lists it now.
+func siteOf(t *testing.T, reg *testkit.Registry, id string) api.Site {
+	t.Helper()
+	var list api.SiteList
+	testkit.JSON(t, reg.AdminConfig, &list, "sites", "list")
+	for _, s := range list.Sites {
+		if s.ID == id {
+			return s
+		}
+	}
+	t.Fatalf("no site %s in %+v", id, list.Sites)
+	return api.Site{}
+}
+
+// siteRevocation is what the sites page shows of site id's agent certificates.
+func siteRevocation(t *testing.T, p page, id string) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?s)id="site-` + id + `">.*?class="agent-revoked">(.*?)</dd>`).FindStringSubmatch(p.body)
+	if p.status != http.StatusOK || m == nil {
+		t.Fatalf("the sites page (%d) shows no agent certificates of %s:\n%s", p.status, id, p.body)
+	}
+	return regexp.MustCompile(`<[^>]+>`).ReplaceAllString(m[1], "")
+}
+
+// TestRevokeASiteAgentFromTheSitesPage: the sites page links each site to the
+// confirmation of "revoke agent certificate", whose form, sent by a root-tenant session
+// with a reason, moves the site's identity epoch through the API and records the reason
+// and the session's credential, then goes back to the site on the sites page, which
+// shows the revocation. A reason longer than the API takes comes back on the
+// confirmation page with the API's answer, and the site stays as it was.
+func TestRevokeASiteAgentFromTheSitesPage(t *testing.T) {
+	reg, _, _, _ := twoTenants(t)
+	rootID := credentialID(t, reg, "root")
+	b := newClient(t, reg)
+	b.signIn(reg.AdminConfig)
+	path := "/ui/sites/rack-a/revoke-certificates"
+	if p := b.get("/ui/sites"); !strings.Contains(p.body, `id="action-revoke-certificates-rack-a" href="`+path+`">revoke agent certificate…</a>`) {
+		t.Errorf("the sites page offers no revocation of rack-a's agent:\n%s", p.body)
+	}
+	confirm := b.get(path)
+	for _, want := range []string{`name="reason"`, fmt.Sprintf(`maxlength="%d"`, proto.MaxReason), "Yes, revoke agent certificate rack-a", `href="/ui/sites#site-rack-a"`} {
+		if confirm.status != http.StatusOK || !strings.Contains(confirm.body, want) {
+			t.Fatalf("the confirmation (%d) has no %s:\n%s", confirm.status, want, confirm.body)
+		}
+	}
+
+	long := strings.Repeat("x", proto.MaxReason+1)
+	p := b.post(path, url.Values{"csrf": {b.csrf(path)}, "reason": {long}})
+	if p.status != http.StatusBadRequest || !strings.Contains(p.body, "INVALID_INPUT") || !strings.Contains(p.body, `value="`+long+`"`) {
+		t.Errorf("a reason too long (%d):\n%s", p.status, p.body)
+	}
+	if s := siteOf(t, reg, "rack-a"); s.IdentityEpoch != 0 || s.AgentRevoked != nil {
+		t.Fatalf("a refused revocation changed the site: epoch %d, %+v", s.IdentityEpoch, s.AgentRevoked)
+	}
+
+	p = b.post(path, url.Values{"csrf": {b.csrf(path)}, "reason": {"rack server stolen"}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/ui/sites#site-rack-a" {
+		t.Fatalf("the revocation (%d, to %q):\n%s", p.status, p.header.Get("Location"), p.body)
+	}
+	s := siteOf(t, reg, "rack-a")
+	if s.IdentityEpoch != 1 || s.AgentRevoked == nil || s.AgentRevoked.Epoch != 1 || s.AgentRevoked.Reason != "rack server stolen" || s.AgentRevoked.By != rootID {
+		t.Fatalf("after the console's revocation the site has epoch %d, revocation %+v", s.IdentityEpoch, s.AgentRevoked)
+	}
+	got := siteRevocation(t, b.get("/ui/sites"), "rack-a")
+	for _, want := range []string{"identity epoch 1 · revoked " + s.AgentRevoked.At.UTC().Format("2006-01-02 15:04:05Z"), "by " + rootID, ": rack server stolen"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rack-a's revocation shows %q, without %q", got, want)
+		}
+	}
+}
+
+// TestOnlyTheRootTenantRevokesASiteAgentFromTheConsole: three sessions post the
+// revocation of rack-a's agent straight to the form's address, each with what it has:
+// tenant acme's credential, which manages sites but is not the platform's, with its own
+// session's token; a root-tenant credential that reads nodes and images but does not
+// manage sites, with its own token; and the admin's session, which could revoke, without
+// the form's token or with a forged one. The first two get the API's FORBIDDEN on the
+// confirmation page, the third the console's FORBIDDEN, and rack-a keeps its identity
+// epoch throughout.
+func TestOnlyTheRootTenantRevokesASiteAgentFromTheConsole(t *testing.T) {
+	reg, _, _, _ := twoTenants(t)
+	const path = "/ui/sites/rack-a/revoke-certificates"
+	unchanged := func(who string) {
+		t.Helper()
+		if s := siteOf(t, reg, "rack-a"); s.IdentityEpoch != 0 || s.AgentRevoked != nil {
+			t.Fatalf("%s's refused revocation changed rack-a: epoch %d, %+v", who, s.IdentityEpoch, s.AgentRevoked)
+		}
+	}
+	session := func(tenant, actions string) *client {
+		conf := filepath.Join(t.TempDir(), tenant+".conf")
+		testkit.JSON(t, reg.AdminConfig, nil, "credentials", "create", "--tenant", tenant, "--actions", actions, "--out", conf)
+		c := newClient(t, reg)
+		if p := c.signIn(conf); p.status != http.StatusSeeOther {
+			t.Fatalf("sign in to %s: %d\n%s", tenant, p.status, p.body)
+		}
+		return c
+	}
+
+	tenant := session("acme", "compute:sites:manage,compute:nodes:read")
+	p := tenant.post(path, url.Values{"csrf": {tenant.csrf(path)}, "reason": {"acme was here"}})
+	if p.status != http.StatusForbidden || !strings.Contains(p.body, "FORBIDDEN") || !strings.Contains(p.body, "only the root tenant&#39;s credentials") ||
+		!strings.Contains(p.body, `value="acme was here"`) {
+		t.Errorf("a tenant's revocation of a site's agent (%d):\n%s", p.status, p.body)
+	}
+	unchanged("a tenant")
+
+	reader := session("root", "compute:nodes:read,compute:images:read")
+	p = reader.post(path, url.Values{"csrf": {reader.csrf(path)}, "reason": {"a reader tries"}})
+	if p.status != http.StatusForbidden || !strings.Contains(p.body, "FORBIDDEN") || !strings.Contains(p.body, "compute:sites:manage") ||
+		!strings.Contains(p.body, `value="a reader tries"`) {
+		t.Errorf("a read-only root credential's revocation (%d):\n%s", p.status, p.body)
+	}
+	unchanged("a read-only root credential")
+
+	admin := newClient(t, reg)
+	admin.signIn(reg.AdminConfig)
+	for name, form := range map[string]url.Values{
+		"no token":     {"reason": {"forged"}},
+		"empty token":  {"csrf": {""}, "reason": {"forged"}},
+		"forged token": {"csrf": {tenant.csrf(path)}, "reason": {"forged"}},
+	} {
+		p := admin.post(path, form)
+		if p.status != http.StatusForbidden || !strings.Contains(p.body, "FORBIDDEN") || !strings.Contains(p.body, "token is not this session") {
+			t.Errorf("the admin's form with %s (%d):\n%s", name, p.status, p.body)
+		}
+		unchanged("a form with " + name)
 	}
 }

@@ -86,7 +86,7 @@ type nodeData struct {
 	Attestations []attestation
 	// Actions are the state-changing requests the page offers; the API decides whether
 	// the credential may make each and the node's state allows it.
-	Actions []nodeAction
+	Actions []action
 }
 
 // node shows one node: metal.get, metal.inventory, its last workflow and a page of its
@@ -118,94 +118,8 @@ func (c *Console) node(w http.ResponseWriter, r *http.Request, s *session) {
 	if live.Run != nil {
 		d.Attestations = attestationsOf(d.Node, *live.Run)
 	}
-	d.Actions = nodeActions
+	d.Actions = nodeRequests.Actions
 	c.render(w, r, http.StatusOK, "node", s, view{Title: "Node " + id, Nav: "nodes", Data: &d})
-}
-
-// The state-changing requests the console offers, each asked for confirmation.
-const (
-	actionDeploy  = "deploy"
-	actionRelease = "release"
-	actionCancel  = "cancel"
-	actionRevoke  = "revoke-certificates"
-)
-
-// nodeAction is a request a node's page offers: its path under the node's, and what
-// its link and confirmation say.
-type nodeAction struct {
-	Name, Label string
-}
-
-var nodeActions = []nodeAction{{actionDeploy, "deploy"}, {actionRelease, "release"}, {actionCancel, "cancel"},
-	{actionRevoke, "revoke agent certificates"}}
-
-// confirmData is the confirmation page of a request on a node.
-type confirmData struct {
-	Node     string
-	Action   nodeAction
-	Profiles []api.ProfileView
-	// Profile, Wipe and Reason are what the form asked, shown again when the API refused
-	// it.
-	Profile   string
-	Wipe      string
-	WipeModes []string
-	Reason    string
-	MaxReason int
-}
-
-// confirm asks before a request that changes a node.
-func (c *Console) confirm(w http.ResponseWriter, r *http.Request, s *session) {
-	c.showConfirm(w, r, s, http.StatusOK, nil)
-}
-
-func (c *Console) showConfirm(w http.ResponseWriter, r *http.Request, s *session, status int, refusal *proto.Error) {
-	d := confirmData{Node: r.PathValue("id"), Profile: r.PostFormValue("profile"), Wipe: r.PostFormValue("wipe"),
-		WipeModes: proto.WipeModes, Reason: r.PostFormValue("reason"), MaxReason: proto.MaxReason}
-	i := slices.IndexFunc(nodeActions, func(a nodeAction) bool { return a.Name == r.PathValue("action") })
-	if i < 0 {
-		c.render(w, r, http.StatusNotFound, "error", s, view{Title: "Not found", Nav: "nodes",
-			Err: proto.Errorf(proto.NotFound, "no request %s: the console deploys, releases, cancels and revokes agent certificates", proto.Quote(r.PathValue("action")))})
-		return
-	}
-	d.Action = nodeActions[i]
-	if d.Action.Name == actionDeploy {
-		var list api.ProfileList
-		if c.call(r.Context(), s, "profiles.list", api.ListProfilesRequest{ListRequest: api.ListRequest{Limit: pageSize}}, &list) == nil {
-			d.Profiles = list.Profiles
-		}
-	}
-	c.render(w, r, status, "confirm", s, view{Title: d.Action.Label + " " + d.Node, Nav: "nodes", Err: refusal, Data: &d})
-}
-
-// act makes the confirmed request through the API and goes back to the node's page,
-// where a workflow it started runs live; a refusal shows the API's answer.
-func (c *Console) act(w http.ResponseWriter, r *http.Request, s *session) {
-	id, action := r.PathValue("id"), r.PathValue("action")
-	var err error
-	switch action {
-	case actionDeploy:
-		err = c.call(r.Context(), s, "metal.deploy", api.DeployRequest{NodeID: id, ProfileID: r.PostFormValue("profile")}, &api.DeployStarted{})
-	case actionRelease:
-		err = c.call(r.Context(), s, "metal.release", api.TransitionRequest{NodeID: id, Wipe: r.PostFormValue("wipe")}, &api.TransitionStarted{})
-	case actionCancel:
-		err = c.call(r.Context(), s, "metal.cancel", api.TransitionRequest{NodeID: id}, &api.TransitionStarted{})
-	case actionRevoke:
-		err = c.call(r.Context(), s, "metal.revokeCertificates", api.RevokeNodeCertificatesRequest{NodeID: id, Reason: r.PostFormValue("reason")}, &api.CertificatesRevoked{})
-	default:
-		c.showConfirm(w, r, s, http.StatusNotFound, nil)
-		return
-	}
-	if err != nil {
-		e := proto.AsError(err)
-		if e.Code == proto.Unauthenticated {
-			c.refused(w, r, s, action, err)
-			return
-		}
-		c.showConfirm(w, r, s, e.Code.HTTPStatus(), e)
-		return
-	}
-	c.log.Info("console request", "request", action, "node", id, "tenant", s.tenant, "credential", s.credentialID)
-	http.Redirect(w, r, "/ui/nodes/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
 // siteData is one site with what its agent reported and its cache holds.
@@ -218,6 +132,12 @@ type siteData struct {
 	Err       *proto.Error
 }
 
+// sitesData is the sites page: each site, and the requests each offers.
+type sitesData struct {
+	Sites   []siteData
+	Actions []action
+}
+
 // sites lists the sites (the platform's: the API answers only root-tenant credentials)
 // with each one's agent and cache.
 func (c *Console) sites(w http.ResponseWriter, r *http.Request, s *session) {
@@ -226,7 +146,7 @@ func (c *Console) sites(w http.ResponseWriter, r *http.Request, s *session) {
 		c.refused(w, r, s, "Sites", err)
 		return
 	}
-	var out []siteData
+	out := sitesData{Actions: siteRequests.Actions}
 	for _, site := range list.Sites {
 		d := siteData{Site: site}
 		var inv api.SiteInventory
@@ -239,9 +159,9 @@ func (c *Console) sites(w http.ResponseWriter, r *http.Request, s *session) {
 			d.Err = proto.AsError(err)
 		}
 		d.Agent, d.Sections, d.Locations = inv.Session, sectionsOf(inv.Sections), locs.Locations
-		out = append(out, d)
+		out.Sites = append(out.Sites, d)
 	}
-	c.render(w, r, http.StatusOK, "sites", s, view{Title: "Sites", Nav: "sites", Data: out})
+	c.render(w, r, http.StatusOK, "sites", s, view{Title: "Sites", Nav: "sites", Data: &out})
 }
 
 // pools lists the tenant's pools.
