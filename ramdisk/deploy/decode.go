@@ -64,9 +64,10 @@ func (w *writing) decode(src io.Reader, out *disk.Writer) (int64, error) {
 	return out.End(), nil
 }
 
-// newZstdReader is the zstd decoder deploy.image streams through.
+// newZstdReader is the zstd decoder deploy.image streams through, given src with its
+// RLE blocks as raw ones (rleAsRaw).
 func newZstdReader(src io.Reader, concurrency int) (*zstd.Decoder, error) {
-	return zstd.NewReader(src, zstd.WithDecoderConcurrency(concurrency),
+	return zstd.NewReader(&rleAsRaw{src: src}, zstd.WithDecoderConcurrency(concurrency),
 		// The frames' own checksums (xxhash64 of the output, about 5% of the CPU) are
 		// checked as zstd -d checks them: an artifact broken before it was digested and
 		// signed is refused (IMAGE_CORRUPT), not written.
