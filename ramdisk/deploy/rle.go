@@ -58,6 +58,9 @@ const (
 )
 
 func (r *rleAsRaw) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	for {
 		switch {
 		case r.off < r.n:

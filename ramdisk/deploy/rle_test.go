@@ -106,6 +106,11 @@ func TestRLEAsRawDecodesTheSame(t *testing.T) {
 			if len(rewritten) < len(z.art)+64<<10 {
 				t.Errorf("the rewritten stream has %d bytes for %d: its RLE blocks were not rewritten", len(rewritten), len(z.art))
 			}
+			// An io.Reader as the standard library's tests want one: reads of any size,
+			// an empty one included.
+			if err := iotest.TestReader(&rleAsRaw{src: bytes.NewReader(z.art)}, rewritten); err != nil {
+				t.Error(err)
+			}
 			for how, src := range map[string]io.Reader{
 				"the rewritten stream":  bytes.NewReader(rewritten),
 				"a byte at a time":      &rleAsRaw{src: iotest.OneByteReader(bytes.NewReader(z.art))},
@@ -117,6 +122,21 @@ func TestRLEAsRawDecodesTheSame(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRLEAsRawEmptyRead: an empty read returns at once wherever the stream is, in the
+// middle of bytes passed on as they came among them (before, it waited for ever there).
+func TestRLEAsRawEmptyRead(t *testing.T) {
+	z := zstdStreams(t, rleSample(t))["a skippable frame, then two frames"]
+	r := &rleAsRaw{src: bytes.NewReader(z.art)}
+	for _, n := range []int{8, 1, 12, 1, 3} { // the skippable frame's head, into its 5 bytes, then on
+		if _, err := io.ReadFull(r, make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := r.Read(nil); n != 0 || err != nil {
+			t.Fatalf("an empty read: %d, %v", n, err)
+		}
 	}
 }
 
