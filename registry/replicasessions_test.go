@@ -122,7 +122,14 @@ func TestTwinAcrossReplicas(t *testing.T) {
 
 	firstLog := &refusals{from: slog.LevelInfo}
 	stopFirst := run(one.r.Info().AgentEndpoint, session.Backoff{Min: 5 * time.Minute, Max: 10 * time.Minute}, firstLog)
-	one.wait("the first process's session at the first replica", func() bool { return eps[0].Connected(node, proto.RoleNode) })
+	// Its session recorded, as the second replica reads the store: only then does a
+	// session opened there replace one held here (a session both replicas open before
+	// either hears of the other's is the race the turns settle).
+	one.wait("the first process's session at the first replica, recorded in the store", func() bool {
+		var recorded bool
+		err := two.r.st.View(func(tx *store.Tx) error { recorded = two.r.plane.NodeAgentConnected(tx, node); return nil })
+		return err == nil && eps[0].Connected(node, proto.RoleNode) && recorded
+	})
 	stopSecond := run(two.r.Info().AgentEndpoint, twinBackoff, &refusals{from: slog.LevelInfo})
 	defer stopSecond()
 	two.wait("the second process's session at the second replica replacing the first's", func() bool {
