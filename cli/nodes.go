@@ -102,7 +102,7 @@ var nodeCommands = []command{{
 		"when it was raised (`identityEpochAt`), the last revocation of its agents' certificates (`agentsRevoked`: epoch, when, reason, by which credential), BMC, " +
 		"driver bindings, PXE discovery's MAC proposal or the MAC it bound, the state it failed " +
 		"from and why, a retire's unverified wipe, host section; its agent's applied NodeSpec " +
-		"generation and last host convergence; the last disk wipe of its last workflow and whether " +
+		"generation and last host convergence; the requests it takes now (`requests`, the lifecycle table's: every other is INVALID_STATE); the last disk wipe of its last workflow and whether " +
 		"the registry attested it",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
@@ -112,7 +112,12 @@ var nodeCommands = []command{{
 			if err := x.call("metal.get", api.NodeKey{TenantID: *tenant, NodeID: x.args[0]}, &out); err != nil {
 				return err
 			}
-			x.print(out, func(w *tabwriter.Writer) { nodeDetail(w, out.Node); agentDetail(w, out.Agent); wipeDetail(w, out.Wipe) })
+			x.print(out, func(w *tabwriter.Writer) {
+				nodeDetail(w, out.Node)
+				requestsDetail(w, out)
+				agentDetail(w, out.Agent)
+				wipeDetail(w, out.Wipe)
+			})
 			return nil
 		}
 	},
@@ -405,6 +410,15 @@ func nodeTable(w *tabwriter.Writer, nodes []api.Node) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s %s\t%s\n", n.ID, n.Pool, n.Site, n.State, dash(strings.Join(n.MACs, ",")),
 			dash(n.ProductUUID), n.BMC.Driver, n.BMC.Address, dash(n.Workflow))
 	}
+}
+
+// requestsDetail names the requests the node takes now, each a command of its own.
+func requestsDetail(w *tabwriter.Writer, v api.NodeView) {
+	if len(v.Requests) == 0 {
+		fmt.Fprintf(w, "\ntakes no request now\n")
+		return
+	}
+	fmt.Fprintf(w, "\ntakes now: %s (`nodes REQUEST %s`)\n", strings.Join(v.Requests, ", "), v.ID)
 }
 
 func nodeDetail(w *tabwriter.Writer, n api.Node) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/attest"
+	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -16,6 +17,10 @@ type NodeView struct {
 	Agent *NodeAgent `json:"agent,omitempty"`
 	// Wipe is the last disk.wipe of the node's last workflow, nil when it had none.
 	Wipe *NodeWipe `json:"wipe,omitempty"`
+	// Requests are the requests the node takes now, as the lifecycle table says
+	// (metal.Offers): every other is INVALID_STATE. A credential may still be refused
+	// one of them (FORBIDDEN).
+	Requests []string `json:"requests"`
 }
 
 // NodeWipe is a disk.wipe step of a node's workflow as the registry read its signed
@@ -69,6 +74,14 @@ func nodeView(tx *store.Tx, n store.Node) (NodeView, error) {
 	}
 	if seen {
 		v.Agent = &a
+	}
+	offers, err := metal.Offers(tx, n)
+	if err != nil {
+		return v, err
+	}
+	v.Requests = make([]string, len(offers))
+	for i, r := range offers {
+		v.Requests[i] = string(r)
 	}
 	v.Wipe, err = lastWipe(tx, n)
 	return v, err

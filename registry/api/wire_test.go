@@ -113,7 +113,7 @@ func wireAnswers() map[string]any {
 	n := fullNode()
 	return map[string]any{
 		"metal.list":        NodeList{Nodes: viewsOf([]store.Node{n}, nodeOf), NextCursor: "bmRfMQ"},
-		"metal.get":         NodeView{Node: nodeOf(n), Agent: &NodeAgent{}, Wipe: &NodeWipe{WorkflowID: "wf_1", Step: "wipe", Mode: "quick", Attested: true}},
+		"metal.get":         NodeView{Node: nodeOf(n), Agent: &NodeAgent{}, Wipe: &NodeWipe{WorkflowID: "wf_1", Step: "wipe", Mode: "quick", Attested: true}, Requests: []string{"retry", "release", "retire"}},
 		"metal.enroll":      nodeOf(n),
 		"metal.retire":      TransitionStarted{WorkflowID: "wf_2", Profile: refOf(n.Profile), Node: nodeOf(n)},
 		"sites.create":      fullSite(),

@@ -53,6 +53,20 @@ var nodeRequests = &target{Path: "nodes", Noun: "node", Actions: []action{
 	}},
 }, back: func(id string) string { return "/ui/nodes/" + url.PathEscape(id) }}
 
+// offered are the node requests the console offers on node's page: those the node
+// takes now (metal.get's requests, the lifecycle table's), and the revocation of its
+// agents' certificates, which a retired node's identity no longer needs. A request not
+// offered is still refused by the API if posted.
+func offered(node api.NodeView) []action {
+	var out []action
+	for _, a := range nodeRequests.Actions {
+		if a.Name == actionRevoke && node.State != api.NodeRetired || slices.Contains(node.Requests, a.Name) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // siteRequests are a site's: revoke its agent's certificate, back to the site on the
 // sites page.
 var siteRequests = &target{Path: "sites", Noun: "site", Actions: []action{

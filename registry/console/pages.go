@@ -84,8 +84,9 @@ type nodeData struct {
 	InventoryErr *proto.Error
 	Live         *liveData
 	Attestations []attestation
-	// Actions are the state-changing requests the page offers; the API decides whether
-	// the credential may make each and the node's state allows it.
+	// Actions are the state-changing requests the page offers: those of the console's
+	// the node takes now (offered), and the revocation of its agents' certificates
+	// unless it is retired. The API decides whether the credential may make each.
 	Actions []action
 }
 
@@ -118,7 +119,7 @@ func (c *Console) node(w http.ResponseWriter, r *http.Request, s *session) {
 	if live.Run != nil {
 		d.Attestations = attestationsOf(d.Node, *live.Run)
 	}
-	d.Actions = nodeRequests.Actions
+	d.Actions = offered(d.Node)
 	c.render(w, r, http.StatusOK, "node", s, view{Title: "Node " + id, Nav: "nodes", Data: &d})
 }
 

@@ -114,7 +114,7 @@ func (s *Service) Act(tx *store.Tx, tenant, nodeID string, req Request, o Option
 	if err != nil {
 		return store.Run{}, node, err
 	}
-	if !slices.Contains(allowed[node.State], req) || running && req != Cancel || !running && req == Cancel {
+	if !slices.Contains(takes(node.State, running), req) {
 		return store.Run{}, node, refusal(node, req, running)
 	}
 	if o.Wipe != "" && !slices.Contains(proto.WipeModes, o.Wipe) {
@@ -131,6 +131,29 @@ func (s *Service) Act(tx *store.Tx, tenant, nodeID string, req Request, o Option
 		return s.retry(tx, node)
 	}
 	return s.begin(tx, node, req, o, "")
+}
+
+// takes lists the requests a node in state takes, as the lifecycle table says: only
+// cancel while its workflow runs, the others of its state only while none does.
+func takes(state string, running bool) []Request {
+	var out []Request
+	for _, r := range allowed[state] {
+		if running == (r == Cancel) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Offers lists the requests node takes now (Act refuses every other with
+// INVALID_STATE), in the lifecycle table's order: what a console or a CLI offers to do
+// next. Whether a credential may make one is the API's to say.
+func Offers(tx *store.Tx, node store.Node) ([]Request, error) {
+	running, err := workflowRunning(tx, node)
+	if err != nil {
+		return nil, err
+	}
+	return takes(node.State, running), nil
 }
 
 // refusal is the INVALID_STATE of a request the node's state does not allow.

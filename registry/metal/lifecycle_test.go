@@ -107,7 +107,8 @@ func (h *harness) inState(state string) string {
 
 // TestLifecycleTable makes every request of a node in every state: the request either
 // moves the node to the state the lifecycle says, or is INVALID_STATE with the state
-// as its reason and changes nothing in the store.
+// as its reason and changes nothing in the store. Offers, what a console and the CLI
+// offer to do next, names exactly the requests that are not refused.
 func TestLifecycleTable(t *testing.T) {
 	want := map[string]map[Request]string{
 		store.NodeEnrolling:     {Cancel: store.NodeFailed},
@@ -132,6 +133,19 @@ func TestLifecycleTable(t *testing.T) {
 				h := newHarness(t)
 				node := h.inState(state)
 				before := h.node(node)
+				var offers []Request
+				if err := h.store.View(func(tx *store.Tx) (err error) { offers, err = Offers(tx, before); return err }); err != nil {
+					t.Fatal(err)
+				}
+				var taken []Request
+				for _, r := range Requests() {
+					if _, ok := want[state][r]; ok {
+						taken = append(taken, r)
+					}
+				}
+				if !cmp.Equal(sortedRequests(offers), sortedRequests(taken), cmpopts.EquateEmpty()) {
+					t.Errorf("a %s node offers %v, and takes %v", state, offers, taken)
+				}
 				var run store.Run
 				var err error
 				switch req {
@@ -510,4 +524,11 @@ func TestRetireWithoutRamdisk(t *testing.T) {
 	if n.UnverifiedWipe == nil || n.UnverifiedWipe.Error.Code != proto.UnverifiedWipe {
 		t.Errorf("the retired node's unverified wipe %+v", n.UnverifiedWipe)
 	}
+}
+
+// sortedRequests is rs in Requests' order.
+func sortedRequests(rs []Request) []Request {
+	return slices.SortedFunc(slices.Values(rs), func(a, b Request) int {
+		return slices.Index(Requests(), a) - slices.Index(Requests(), b)
+	})
 }
