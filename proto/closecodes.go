@@ -34,21 +34,41 @@ const (
 // after delay, and says that the stream of returning agents ends after streamEnd: a
 // registry that stops tells its whole fleet at once, and gives each agent its own moment
 // so that the fleet returns at the rate at which it can take them back. An agent refused
-// on its return comes back after the stream's end, within ReslotSpread of it. Agents that read only the delay read
-// the new phrase as the old one.
-func ShutdownReason(delay, streamEnd time.Duration) string {
-	return fmt.Sprintf("registry shutting down; reconnect in %dms; stream ends in %dms", delay.Milliseconds(), streamEnd.Milliseconds())
+// on its return comes back after the stream's end, at a random moment within spread of
+// it (ReslotSpread, or a spread the registry sized from its last return: ReslotSpreadFor).
+// Agents that read only the delay, or the delay and the stream's end, read the new phrase
+// as the older ones.
+func ShutdownReason(delay, streamEnd, spread time.Duration) string {
+	return fmt.Sprintf("registry shutting down; reconnect in %dms; stream ends in %dms; refused retry within %dms",
+		delay.Milliseconds(), streamEnd.Milliseconds(), spread.Milliseconds())
 }
 
 // ReslotSpread is how long after the end of the stream a stopping registry named
 // (streamEnd, from when the agent was told) an agent refused on its return comes back at
-// the latest: it picks a random moment within a quarter of the stream past its end, at
-// least a second, rather than coming back on top of the stream. The agent reads it for
-// its re-slotted try (agent/session), the registry to wait for that try before it counts
-// the agent gone (store.Tx.RecordAgentStop).
+// the latest, when the registry named no spread (an older registry's phrase) or has
+// measured no return to size it from: it picks a random moment within a quarter of the
+// stream past its end, at least a second, rather than coming back on top of the stream.
+// The agent reads it for its re-slotted try (agent/session), the registry to wait for
+// that try before it counts the agent gone (store.Tx.RecordAgentStop).
 func ReslotSpread(streamEnd time.Duration) time.Duration {
 	return max(minReslotSpread, streamEnd/4)
 }
+
+// ReslotSpreadFor is the re-slot spread of a stream ending after streamEnd whose
+// registry refused share (0 to 1) of the agents of its last measured return: long enough
+// that the agents refused are taken back at the stream's own rate if this return refuses
+// half as many again as the last did, or the 5% of the fleet a return may refuse,
+// whichever is more; within ReslotSpread's least and its quarter of the stream. A
+// return that refused few agents no longer keeps the last of them out for a quarter of
+// the stream.
+func ReslotSpreadFor(streamEnd time.Duration, share float64) time.Duration {
+	share = min(max(1.5*share, reslotShareFloor), 0.25)
+	return min(ReslotSpread(streamEnd), max(minReslotSpread, time.Duration(share*float64(streamEnd))))
+}
+
+// reslotShareFloor is the least share of a fleet a re-slot spread makes room for: what a
+// return may refuse (registry/agents plans for refusing no more).
+const reslotShareFloor = 0.05
 
 // minReslotSpread is ReslotSpread's least spread.
 const minReslotSpread = time.Second
@@ -74,6 +94,23 @@ func ShutdownStreamEnd(reason string) (streamEnd time.Duration, ok bool) {
 		return 0, false
 	}
 	return millis(end)
+}
+
+// ShutdownReslotSpread reads the spread within which an agent refused on its return
+// tries again after the stream's end from a CloseShutdown's reason phrase; ok is false
+// when the phrase does not say (an older registry's: ReslotSpread is the rule then).
+func ShutdownReslotSpread(reason string) (spread time.Duration, ok bool) {
+	var delay, end, within int64
+	if _, err := fmt.Sscanf(reason, "registry shutting down; reconnect in %dms; stream ends in %dms; refused retry within %dms", &delay, &end, &within); err != nil {
+		return 0, false
+	}
+	if _, ok := millis(delay); !ok {
+		return 0, false
+	}
+	if _, ok := millis(end); !ok {
+		return 0, false
+	}
+	return millis(within)
 }
 
 // millis is ms milliseconds; ok is false for a negative count or one past what a

@@ -161,8 +161,8 @@ func (p *agentPlane) sessionEnded(node string, role proto.Role, opened, at time.
 
 // stopping records, as the endpoint stops, when it asks its agents to come back by
 // (workflow.JoinLog.Stopping): a workflow waits for their return until then.
-func (p *agentPlane) stopping(returnIn time.Duration) {
-	if err := p.joins.Stopping(returnIn); err != nil {
+func (p *agentPlane) stopping(returnIn, spread time.Duration) {
+	if err := p.joins.Stopping(returnIn, spread); err != nil {
 		p.log.Error("recording when the agents were asked to come back: a workflow may take one that returns late for gone", "err", err)
 	}
 }

@@ -258,7 +258,11 @@ func (r *retries) next(now time.Time, b Backoff, established bool, code proto.Cl
 			delay = d
 		}
 		if end, ok := proto.ShutdownStreamEnd(reason); ok {
-			r.ret = returnStream{end: now.Add(end), spread: proto.ReslotSpread(end), left: maxReslots}
+			spread, ok := proto.ShutdownReslotSpread(reason)
+			if !ok {
+				spread = proto.ReslotSpread(end) // an older registry's phrase
+			}
+			r.ret = returnStream{end: now.Add(end), spread: spread, left: maxReslots}
 		}
 	}
 	return delay
@@ -273,8 +277,9 @@ type returnStream struct {
 	left   int
 }
 
-// maxReslots is how many tries after a refused return are re-slotted (within
-// proto.ReslotSpread past the stream's end) before the backoff decides again.
+// maxReslots is how many tries after a refused return are re-slotted (within the spread
+// the registry named past the stream's end, proto.ReslotSpread if it named none) before
+// the backoff decides again.
 const maxReslots = 3
 
 // reslot is the wait of an agent whose attempt to return failed (refused at admission,

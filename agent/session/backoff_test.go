@@ -58,6 +58,25 @@ func TestReslotAfterTheStream(t *testing.T) {
 	}
 }
 
+// TestReslotWithinTheSpreadTheRegistryNamed: an agent refused on its return comes back
+// within the spread its registry named past the stream's end (1.2 s: it comes back at
+// 8.6 s, half of it past the 8 s end), or, told by an older registry that named none,
+// within a quarter of the stream (2 s of 8: back at 9 s).
+func TestReslotWithinTheSpreadTheRegistryNamed(t *testing.T) {
+	now := time.Unix(1000, 0)
+	b := Backoff{Rand: func() float64 { return 0.5 }}
+	for reason, want := range map[string]time.Duration{
+		proto.ShutdownReason(2*time.Second, 8*time.Second, 1200*time.Millisecond): 8600 * time.Millisecond,
+		"registry shutting down; reconnect in 2000ms; stream ends in 8000ms":      9 * time.Second,
+	} {
+		var r retries
+		r.next(now, b, true, proto.CloseShutdown, reason)
+		if got := r.next(now, b, false, proto.CloseNormal, ""); got != want {
+			t.Errorf("told %q, refused: waits %v, want %v", reason, got, want)
+		}
+	}
+}
+
 // TestRetriesAfterTheReslots: an agent told of a return stream re-slots its first
 // refused tries after the stream's end; refused more often than that, it starts the
 // backoff again from its shortest step, rather than at the step its re-slotted tries
@@ -67,7 +86,7 @@ func TestRetriesAfterTheReslots(t *testing.T) {
 	now := time.Unix(1000, 0)
 	b := Backoff{Rand: func() float64 { return 0.5 }}
 	var r retries
-	if got := r.next(now, b, true, proto.CloseShutdown, proto.ShutdownReason(2*time.Second, 8*time.Second)); got != 2*time.Second {
+	if got := r.next(now, b, true, proto.CloseShutdown, proto.ShutdownReason(2*time.Second, 8*time.Second, 2*time.Second)); got != 2*time.Second {
 		t.Fatalf("closed for a restart: waits %v, want the 2s the registry named", got)
 	}
 	// Re-slotted: after the stream's end (8s from the close), half a spread of 2s.

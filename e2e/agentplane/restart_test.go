@@ -12,6 +12,7 @@ import (
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/store"
 	"github.com/quic-go/quic-go"
 )
 
@@ -140,8 +141,9 @@ func TestStopSpacesTheReturns(t *testing.T) {
 }
 
 // toldPhrase is what a closed connection was told: the delay its CloseShutdown names
-// and when it says the stream of returning agents ends, both from when it was told.
-type toldPhrase struct{ delay, streamEnd time.Duration }
+// and when it says the stream of returning agents ends, both from when it was told, and
+// the spread within which an agent refused tries again after that end.
+type toldPhrase struct{ delay, streamEnd, spread time.Duration }
 
 // shutdownPhrase waits for conn's close and reads its CloseShutdown.
 func shutdownPhrase(t *testing.T, conn *quic.Conn) toldPhrase {
@@ -154,10 +156,11 @@ func shutdownPhrase(t *testing.T, conn *quic.Conn) toldPhrase {
 	}
 	d, ok := proto.ShutdownDelay(ae.ErrorMessage)
 	end, endOK := proto.ShutdownStreamEnd(ae.ErrorMessage)
-	if !ok || !endOK {
-		t.Fatalf("reason %q names no delay or no stream end", ae.ErrorMessage)
+	spread, spreadOK := proto.ShutdownReslotSpread(ae.ErrorMessage)
+	if !ok || !endOK || !spreadOK {
+		t.Fatalf("reason %q names no delay, no stream end or no re-slot spread", ae.ErrorMessage)
 	}
-	return toldPhrase{d, end}
+	return toldPhrase{d, end, spread}
 }
 
 // helloOverQUIC opens a session for node over bare QUIC (dialQUIC, then a hello on the
@@ -213,7 +216,7 @@ func TestStopRecordsTheReturnFirst(t *testing.T) {
 	var conns []*quic.Conn
 	var calls []time.Duration
 	toldBefore := 0
-	e := newEnv(t, agents.Config{OnStop: func(returnIn time.Duration) {
+	e := newEnv(t, agents.Config{OnStop: func(returnIn, _ time.Duration) {
 		calls = append(calls, returnIn)
 		for _, c := range conns {
 			if c.Context().Err() != nil {
@@ -245,5 +248,46 @@ func TestStopRecordsTheReturnFirst(t *testing.T) {
 	e.stop()
 	if len(calls) != 0 {
 		t.Errorf("an endpoint with no session called OnStop with %v", calls)
+	}
+}
+
+// TestStopNamesTheReslotSpreadOfItsLastReturn: a stopping endpoint names, to OnStop and
+// in every agent's phrase, the spread within which an agent refused on its return tries
+// again after the stream's end, sized from the share of its last measured return it
+// refused (proto.ReslotSpreadFor): a quarter of the stream when it measured none, 5% of
+// it after a return that refused 1%, 15% after one that refused 10%, a quarter after one
+// that refused 30%. The stream here is 100 s long (20 agents at 0.2 a second). Before,
+// every stop named a quarter of the stream, and the last of a few agents refused came
+// back that long after the rest.
+func TestStopNamesTheReslotSpreadOfItsLastReturn(t *testing.T) {
+	const n, rate = 20, 0.2
+	var spreads []time.Duration
+	var returnIn time.Duration
+	e := newEnv(t, agents.Config{OnStop: func(in, spread time.Duration) { returnIn, spreads = in, append(spreads, spread) }})
+	e.stop()
+	for _, tc := range []struct {
+		accepted, refused int64
+		share             float64
+	}{{0, 0, 0.25}, {1000, 10, 0.05}, {1000, 100, 0.15}, {1000, 300, 0.25}} {
+		putPlan(t, e, store.AgentReturn{Rate: rate, Admission: 128, Accepted: tc.accepted, Refused: tc.refused})
+		e.start()
+		var conns []*quic.Conn
+		for i := range n {
+			conns = append(conns, helloOverQUIC(t, e, nodeName(i)))
+		}
+		waitFor(t, "every session", func() bool { return e.ep.Sessions() == n })
+		spreads = nil
+		e.stop()
+		want := time.Duration(tc.share * float64(returnIn))
+		if len(spreads) != 1 || spreads[0] < want-time.Millisecond || spreads[0] > want+time.Millisecond {
+			t.Errorf("after a return that refused %d of %d: OnStop was given the spreads %v, want one of %v (%.0f%% of the %v stream)",
+				tc.refused, tc.accepted, spreads, want, tc.share*100, returnIn)
+			continue
+		}
+		for _, c := range conns {
+			if p := shutdownPhrase(t, c); p.spread != spreads[0].Truncate(time.Millisecond) {
+				t.Errorf("after a return that refused %d of %d: an agent was told a spread of %v, OnStop %v", tc.refused, tc.accepted, p.spread, spreads[0])
+			}
+		}
 	}
 }

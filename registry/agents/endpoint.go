@@ -76,11 +76,12 @@ type Config struct {
 	OnSessionEnd func(node string, role proto.Role, opened, at time.Time)
 	// OnStop, if set, is called by Close before it tells any agent when to come back,
 	// when it has sessions to tell: the last of them is asked back within returnIn (the
-	// end of the stream, at most store.MaxReturnDelay; one refused then tries again within
-	// proto.ReslotSpread of it, which the stop's record adds: store.Tx.RecordAgentStop).
-	// It returns once what it records is stored, so that the agents told are known to be
-	// on their way back even if the registry dies while it tells them.
-	OnStop func(returnIn time.Duration)
+	// end of the stream, at most store.MaxReturnDelay), and one refused then tries again
+	// within spread of it (the re-slot spread the stop names, which the stop's record
+	// adds: store.Tx.RecordAgentStop). It returns once what it records is stored, so that
+	// the agents told are known to be on their way back even if the registry dies while
+	// it tells them.
+	OnStop func(returnIn, spread time.Duration)
 	// OnProgress, if set, is called with each progress report an agent sends for a
 	// command it runs. It must return quickly.
 	OnProgress func(node, commandID string, detail json.RawMessage)
@@ -134,12 +135,14 @@ type Config struct {
 	Keys *Keys
 }
 
-// closingState is when Close began, how many sessions it had to tell, and the stream
-// it asks of them (a second).
+// closingState is when Close began, how many sessions it had to tell, the stream it asks
+// of them (a second), and the spread within which one refused on its return tries again
+// after the stream's end (reslotSpread).
 type closingState struct {
-	at   time.Time
-	n    int
-	rate float64
+	at     time.Time
+	n      int
+	rate   float64
+	spread time.Duration
 }
 
 // Keys are the endpoint's own keys: its QUIC stateless reset key and its TLS session
@@ -359,10 +362,11 @@ func (e *Endpoint) Close() error {
 	e.mu.Lock()
 	e.cancel() // under mu: spawn starts nothing and register registers nothing after this
 	e.closing.at, e.closing.n, e.closing.rate = time.Now(), len(e.sessions), e.plan.Rate
+	e.closing.spread = reslotSpread(e.plan, returnDelay(e.closing.n, e.closing.n, 0, e.closing.rate))
 	closing := e.closing
 	e.mu.Unlock()
 	if closing.n > 0 && e.cfg.OnStop != nil {
-		e.cfg.OnStop(returnDelay(closing.n, closing.n, 0, closing.rate))
+		e.cfg.OnStop(returnDelay(closing.n, closing.n, 0, closing.rate), closing.spread)
 	}
 	err := e.ln.Close()
 	e.accepting.Wait()
@@ -419,11 +423,11 @@ func (e *Endpoint) closeSessions() {
 	wg.Wait()
 }
 
-// reason is the close reason of the k-th agent told: its moment (returnDelay) and the
-// stream's end (that of the n-th), from now.
+// reason is the close reason of the k-th agent told: its moment (returnDelay), the
+// stream's end (that of the n-th), from now, and the re-slot spread.
 func (c closingState) reason(k int) string {
 	elapsed := time.Since(c.at)
-	return proto.ShutdownReason(returnDelay(c.n, k, elapsed, c.rate), returnDelay(c.n, c.n, elapsed, c.rate))
+	return proto.ShutdownReason(returnDelay(c.n, k, elapsed, c.rate), returnDelay(c.n, c.n, elapsed, c.rate), c.spread)
 }
 
 // returnDelay is how long the k-th agent told of n, told at elapsed since the close

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -68,6 +69,17 @@ func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 	}
 	next.Admission = min(max(next.Admission, minAdmission), maxAdmission)
 	return next
+}
+
+// reslotSpread is the spread a stop with plan names, within which an agent refused on its
+// return tries again after the stream's end (streamEnd from the stop's start): sized from
+// the share of its last measured return the machine refused (proto.ReslotSpreadFor); a
+// quarter of the stream when it has measured none (proto.ReslotSpread).
+func reslotSpread(plan store.AgentReturn, streamEnd time.Duration) time.Duration {
+	if plan.Accepted <= 0 {
+		return proto.ReslotSpread(streamEnd)
+	}
+	return proto.ReslotSpreadFor(streamEnd, float64(plan.Refused)/float64(plan.Accepted))
 }
 
 // startPlan is the plan an endpoint starts with: the stored one, or the defaults.

@@ -215,10 +215,10 @@ func (h *harness) joinedAtAnEarlierRun(node string) {
 }
 
 // earlierRunStopped records that the earlier run, stopping now, asked its agents to come
-// back within returnIn.
+// back within returnIn, and within a quarter of the stream after it when refused.
 func (h *harness) earlierRunStopped(returnIn time.Duration) {
 	h.t.Helper()
-	if err := workflow.NewJoinLog(h.store, earlierRun).Stopping(returnIn); err != nil {
+	if err := workflow.NewJoinLog(h.store, earlierRun).Stopping(returnIn, proto.ReslotSpread(returnIn)); err != nil {
 		h.t.Fatal(err)
 	}
 }

@@ -17,7 +17,7 @@ const agentStopKept = 24 * time.Hour
 
 // AgentStop is what a stopping run of a registry asked of the agents whose sessions it
 // held: to come back by the end of the stream it told them of, and, refused on the
-// return, within the re-slot spread after it (proto.ReslotSpread): ReturnBy is the later
+// return, within the re-slot spread it named after it: ReturnBy is the later
 // moment. The joins that run recorded (AgentJoin.Holder) count as ended no earlier than
 // that: an agent asked to come back late, or refused and re-slotted, is not gone before.
 // A run that died without telling records none.
@@ -31,13 +31,14 @@ type AgentStop struct {
 const bucketAgentStops = "agent_stops"
 
 // RecordAgentStop records that h's run, stopping now, asked the agents whose sessions it
-// held to come back within returnIn, the stream's end (at most MaxReturnDelay): they are
-// back by then and the re-slot spread of a return refused (ReturnBy, never more than
-// MaxReturnDelay and a quarter of it after the stop). It forgets the stops whose return
-// ended more than agentStopKept ago.
-func (t *Tx) RecordAgentStop(h Holder, returnIn time.Duration) error {
-	if h.Replica == "" || h.Started.IsZero() || returnIn < 0 {
-		return proto.Errorf(proto.Internal, "an agent stop needs a replica, its run's start and a return that is not negative")
+// held to come back within returnIn, the stream's end (at most MaxReturnDelay), and one
+// refused on its return to try again within spread after it: they are back by then
+// (ReturnBy; the spread at most proto.ReslotSpread's quarter of the stream, so never more
+// than MaxReturnDelay and a quarter of it after the stop). It forgets the stops whose
+// return ended more than agentStopKept ago.
+func (t *Tx) RecordAgentStop(h Holder, returnIn, spread time.Duration) error {
+	if h.Replica == "" || h.Started.IsZero() || returnIn < 0 || spread < 0 {
+		return proto.Errorf(proto.Internal, "an agent stop needs a replica, its run's start, and a return and a re-slot spread that are not negative")
 	}
 	var old [][]byte
 	_, err := t.scan(bucketAgentStops, nil, Page{}, func(k, v []byte) (bool, error) {
@@ -58,21 +59,21 @@ func (t *Tx) RecordAgentStop(h Holder, returnIn time.Duration) error {
 			return err
 		}
 	}
-	return t.put(bucketAgentStops, agentStopKey(h), AgentStop{Holder: h, StoppedAt: t.now, ReturnBy: t.now.Add(returnWithin(returnIn))})
+	return t.put(bucketAgentStops, agentStopKey(h), AgentStop{Holder: h, StoppedAt: t.now, ReturnBy: t.now.Add(returnWithin(returnIn, spread))})
 }
 
 // returnWithin is how long after its stop a run that asked its agents back within
 // returnIn (the stream's end) waits for them: the stream's end, at most MaxReturnDelay,
-// and the spread within which an agent refused on its return tries again after it
-// (proto.ReslotSpread).
-func returnWithin(returnIn time.Duration) time.Duration {
+// and the spread within which an agent refused on its return tries again after it, at
+// most a quarter of the stream (proto.ReslotSpread).
+func returnWithin(returnIn, spread time.Duration) time.Duration {
 	end := min(returnIn, MaxReturnDelay)
-	return end + proto.ReslotSpread(end)
+	return end + min(spread, proto.ReslotSpread(end))
 }
 
 // AgentReturnBy is the moment h's run asked the agents whose sessions it held to be back
-// by when it stopped, a re-slotted return included (never more than
-// returnWithin(MaxReturnDelay) after its stop: RecordAgentStop); zero when it recorded
+// by when it stopped, a re-slotted return included (never more than MaxReturnDelay and a
+// quarter of it after its stop: RecordAgentStop); zero when it recorded
 // no stop (it runs, it died, or it names no run).
 func (t *Tx) AgentReturnBy(h Holder) (time.Time, error) {
 	if h.Replica == "" || h.Started.IsZero() {

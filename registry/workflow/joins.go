@@ -107,11 +107,11 @@ func (l *JoinLog) Left(node, role string, endedAt time.Time) error {
 }
 
 // Stopping records that this run of the registry, stopping, asked the agents whose
-// sessions it holds to come back within returnIn, the stream's end
-// (store.Tx.RecordAgentStop): their joins count as ended no earlier than that and the
-// re-slot spread of a return refused (Presence.ReturnBy).
-func (l *JoinLog) Stopping(returnIn time.Duration) error {
-	return l.store.Update(func(tx *store.Tx) error { return tx.RecordAgentStop(l.holder, returnIn) })
+// sessions it holds to come back within returnIn, the stream's end, and within spread
+// after it when refused (store.Tx.RecordAgentStop): their joins count as ended no earlier
+// than that (Presence.ReturnBy).
+func (l *JoinLog) Stopping(returnIn, spread time.Duration) error {
+	return l.store.Update(func(tx *store.Tx) error { return tx.RecordAgentStop(l.holder, returnIn, spread) })
 }
 
 // ConnectedElsewhere is, as tx reads the joins, the other registry replica with which

@@ -264,7 +264,7 @@ func TestPresence(t *testing.T) {
 			rejoined = fake.Now()
 			must(b.Joined("nd_1", "ramdisk"))
 			fake.Advance(time.Second)
-			must(b.Stopping(3 * time.Minute))
+			must(b.Stopping(3*time.Minute, 45*time.Second))
 			returnBy := fake.Now().Add(3*time.Minute + 45*time.Second)
 			must(st.Update(func(tx *store.Tx) error { return tx.ReleaseLease(again) }))
 			told := Presence{Current: true, JoinedAt: rejoined, EndedAt: returnBy, ReturnBy: returnBy}
