@@ -255,10 +255,11 @@ func TestStopRecordsTheReturnFirst(t *testing.T) {
 // in every agent's phrase, the spread within which an agent refused on its return tries
 // again after the stream's end, sized from the share of its last measured return it
 // refused (proto.ReslotSpreadFor): a quarter of the stream when it measured none, 5% of
-// it after a return that refused 1%, 15% after one that refused 10%, a quarter after one
-// that refused 30%. The stream here is 100 s long (20 agents at 0.2 a second). Before,
-// every stop named a quarter of the stream, and the last of a few agents refused came
-// back that long after the rest.
+// it after a return that refused 1%, 6% after one that refused 4%, and 7.5% after one that
+// refused 30%, whose stream the plan lowered to what the machine did (so the next is
+// planned to refuse no more than 5%). The stream here is 100 s long (20 agents at 0.2 a
+// second). Before, every stop named a quarter of the stream, and the last of a few agents
+// refused came back that long after the rest.
 func TestStopNamesTheReslotSpreadOfItsLastReturn(t *testing.T) {
 	const n, rate = 20, 0.2
 	var spreads []time.Duration
@@ -268,7 +269,7 @@ func TestStopNamesTheReslotSpreadOfItsLastReturn(t *testing.T) {
 	for _, tc := range []struct {
 		accepted, refused int64
 		share             float64
-	}{{0, 0, 0.25}, {1000, 10, 0.05}, {1000, 100, 0.15}, {1000, 300, 0.25}} {
+	}{{0, 0, 0.25}, {1000, 10, 0.05}, {1000, 40, 0.06}, {1000, 300, 0.075}} {
 		putPlan(t, e, store.AgentReturn{Rate: rate, Admission: 128, Accepted: tc.accepted, Refused: tc.refused})
 		e.start()
 		var conns []*quic.Conn

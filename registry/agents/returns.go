@@ -73,13 +73,15 @@ func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 
 // reslotSpread is the spread a stop with plan names, within which an agent refused on its
 // return tries again after the stream's end (streamEnd from the stop's start): sized from
-// the share of its last measured return the machine refused (proto.ReslotSpreadFor); a
-// quarter of the stream when it has measured none (proto.ReslotSpread).
+// the share of its last measured return the machine refused (proto.ReslotSpreadFor), at
+// most refusedPercent of it, since a return that refused more lowered the stream to what
+// the machine did (adapt); a quarter of the stream when it has measured none
+// (proto.ReslotSpread).
 func reslotSpread(plan store.AgentReturn, streamEnd time.Duration) time.Duration {
 	if plan.Accepted <= 0 {
 		return proto.ReslotSpread(streamEnd)
 	}
-	return proto.ReslotSpreadFor(streamEnd, float64(plan.Refused)/float64(plan.Accepted))
+	return proto.ReslotSpreadFor(streamEnd, min(float64(plan.Refused)/float64(plan.Accepted), refusedPercent/100.0))
 }
 
 // startPlan is the plan an endpoint starts with: the stored one, or the defaults.
