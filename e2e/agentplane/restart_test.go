@@ -251,6 +251,38 @@ func TestStopRecordsTheReturnFirst(t *testing.T) {
 	}
 }
 
+// TestASlowStopRecordDelaysTheStream: a stopping endpoint whose stop record takes longer
+// to store than the stream it plans lasts (OnStop 1.5 s against a stream of 1 s: 20
+// agents at 20 a second), as with etcd out of reach until its request timeout, times the
+// stream from the record's commit: its agents are still given their moments over the
+// stream, and the last is told the stream ends about a second on. Before, the moments
+// counted from the start of the close had all passed: every agent was asked back at once,
+// a herd.
+func TestASlowStopRecordDelaysTheStream(t *testing.T) {
+	const n, rate = 20, 20
+	e := newEnv(t, agents.Config{OnStop: func(time.Duration, time.Duration) { time.Sleep(1500 * time.Millisecond) }})
+	e.stop()
+	putPlan(t, e, store.AgentReturn{Rate: rate, Admission: 128})
+	e.start()
+	var conns []*quic.Conn
+	for i := range n {
+		conns = append(conns, helloOverQUIC(t, e, nodeName(i)))
+	}
+	waitFor(t, "every session", func() bool { return e.ep.Sessions() == n })
+	e.stop()
+	var delays []time.Duration
+	var end time.Duration
+	for _, c := range conns {
+		p := shutdownPhrase(t, c)
+		delays, end = append(delays, p.delay), max(end, p.streamEnd)
+	}
+	slices.Sort(delays)
+	// Telling 20 agents takes a few milliseconds of the first slots (50 ms each).
+	if end < 800*time.Millisecond || delays[n/2] < 300*time.Millisecond {
+		t.Errorf("told after a stop record of 1.5 s: the stream ends in %v at the latest, the agents return in %v; want about 1 s, spread over it", end, delays)
+	}
+}
+
 // TestStopNamesTheReslotSpreadOfItsLastReturn: a stopping endpoint names, to OnStop and
 // in every agent's phrase, the spread within which an agent refused on its return tries
 // again after the stream's end, sized from the share of its last measured return it

@@ -367,6 +367,13 @@ func (e *Endpoint) Close() error {
 	e.mu.Unlock()
 	if closing.n > 0 && e.cfg.OnStop != nil {
 		e.cfg.OnStop(returnDelay(closing.n, closing.n, 0, closing.rate), closing.spread)
+		// The stream is timed from the moment its record is stored, not from the start
+		// of the close: a store slow to commit (etcd out of reach, until its request
+		// timeout) delays the stream instead of squeezing it into a herd of agents whose
+		// moments passed while it waited.
+		e.mu.Lock()
+		e.closing.at = time.Now()
+		e.mu.Unlock()
 	}
 	err := e.ln.Close()
 	e.accepting.Wait()
