@@ -112,12 +112,7 @@ var nodeCommands = []command{{
 			if err := x.call("metal.get", api.NodeKey{TenantID: *tenant, NodeID: x.args[0]}, &out); err != nil {
 				return err
 			}
-			x.print(out, func(w *tabwriter.Writer) {
-				nodeDetail(w, out.Node)
-				requestsDetail(w, out)
-				agentDetail(w, out.Agent)
-				wipeDetail(w, out.Wipe)
-			})
+			x.print(out, func(w *tabwriter.Writer) { nodeDetail(w, out); agentDetail(w, out.Agent); wipeDetail(w, out.Wipe) })
 			return nil
 		}
 	},
@@ -412,19 +407,19 @@ func nodeTable(w *tabwriter.Writer, nodes []api.Node) {
 	}
 }
 
-// requestsDetail names the requests the node takes now, each a command of its own.
-func requestsDetail(w *tabwriter.Writer, v api.NodeView) {
-	if len(v.Requests) == 0 {
-		fmt.Fprintf(w, "\ntakes no request now\n")
-		return
-	}
-	fmt.Fprintf(w, "\ntakes now: %s (`nodes REQUEST %s`)\n", strings.Join(v.Requests, ", "), v.ID)
-}
-
-func nodeDetail(w *tabwriter.Writer, n api.Node) {
+// nodeDetail shows a node: its row, its last transition and the requests it takes now
+// (each a command of its own), what it failed of, its identity and its bindings.
+func nodeDetail(w *tabwriter.Writer, v api.NodeView) {
+	n := v.Node
 	nodeTable(w, []api.Node{n})
+	fmt.Fprintln(w)
 	if n.Transition != "" {
-		fmt.Fprintf(w, "\nstate %s; last transition %s, workflow %s\n", n.State, n.Transition, dash(n.Workflow))
+		fmt.Fprintf(w, "state %s; last transition %s, workflow %s\n", n.State, n.Transition, dash(n.Workflow))
+	}
+	if len(v.Requests) == 0 {
+		fmt.Fprintln(w, "takes no request now")
+	} else {
+		fmt.Fprintf(w, "takes now: %s (`nodes REQUEST %s`)\n", strings.Join(v.Requests, ", "), n.ID)
 	}
 	if f := n.Failure; f != nil {
 		fmt.Fprintf(w, "\nfailed from %s at %s %s (workflow %s): %s: %s", n.FailedFrom, dash(f.Step), dash(f.Use), dash(f.RunID), f.Error.Code, f.Error.Message)
