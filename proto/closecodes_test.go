@@ -5,12 +5,29 @@ import (
 	"time"
 )
 
+// reasonCase is a close reason and what a reader of it reads: the wait, and whether the
+// reason names one.
+type reasonCase struct {
+	reason string
+	want   time.Duration
+	ok     bool
+}
+
+// readsAs checks that read reads each case's reason as the case says.
+func readsAs(t *testing.T, read func(string) (time.Duration, bool), cases map[string]reasonCase) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, ok := read(tc.reason)
+			if got != tc.want || ok != tc.ok {
+				t.Fatalf("got %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
 func TestShutdownDelay(t *testing.T) {
-	cases := map[string]struct {
-		reason string
-		want   time.Duration
-		ok     bool
-	}{
+	cases := map[string]reasonCase{
 		"round trip":   {ShutdownReason(7500*time.Millisecond, 9*time.Second, 2*time.Second), 7500 * time.Millisecond, true},
 		"zero":         {ShutdownReason(0, 0, 0), 0, true},
 		"without end":  {"registry shutting down; reconnect in 5ms", 5 * time.Millisecond, true},
@@ -20,46 +37,24 @@ func TestShutdownDelay(t *testing.T) {
 		"older phrase": {"registry shutting down; reconnect within 5000ms", 0, false},
 		"overflow":     {"registry shutting down; reconnect in 9223372036854775807ms", 0, false},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got, ok := ShutdownDelay(tc.reason)
-			if got != tc.want || ok != tc.ok {
-				t.Fatalf("got %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
-			}
-		})
-	}
+	readsAs(t, ShutdownDelay, cases)
 }
 
 func TestShutdownStreamEnd(t *testing.T) {
-	cases := map[string]struct {
-		reason string
-		want   time.Duration
-		ok     bool
-	}{
+	cases := map[string]reasonCase{
 		"round trip":          {ShutdownReason(7500*time.Millisecond, 9*time.Second, 2*time.Second), 9 * time.Second, true},
 		"an older registry's": {"registry shutting down; reconnect in 5ms", 0, false},
 		"without a spread":    {"registry shutting down; reconnect in 5ms; stream ends in 90ms", 90 * time.Millisecond, true},
 		"negative":            {"registry shutting down; reconnect in 5ms; stream ends in -1ms", 0, false},
 		"other reason":        {"replaced by a newer session", 0, false},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got, ok := ShutdownStreamEnd(tc.reason)
-			if got != tc.want || ok != tc.ok {
-				t.Fatalf("got %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
-			}
-		})
-	}
+	readsAs(t, ShutdownStreamEnd, cases)
 }
 
 // TestShutdownReslotSpread: the spread a registry names reads back; a phrase without one
 // (an older registry's), or with a negative or impossible figure in it, names none.
 func TestShutdownReslotSpread(t *testing.T) {
-	cases := map[string]struct {
-		reason string
-		want   time.Duration
-		ok     bool
-	}{
+	cases := map[string]reasonCase{
 		"round trip":          {ShutdownReason(7500*time.Millisecond, 9*time.Second, 1500*time.Millisecond), 1500 * time.Millisecond, true},
 		"an older registry's": {"registry shutting down; reconnect in 5ms; stream ends in 90ms", 0, false},
 		"negative spread":     {"registry shutting down; reconnect in 5ms; stream ends in 90ms; refused retry within -1ms", 0, false},
@@ -67,14 +62,7 @@ func TestShutdownReslotSpread(t *testing.T) {
 		"overflow":            {"registry shutting down; reconnect in 5ms; stream ends in 90ms; refused retry within 9223372036854775807ms", 0, false},
 		"other reason":        {"replaced by a newer session", 0, false},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got, ok := ShutdownReslotSpread(tc.reason)
-			if got != tc.want || ok != tc.ok {
-				t.Fatalf("got %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
-			}
-		})
-	}
+	readsAs(t, ShutdownReslotSpread, cases)
 }
 
 // FuzzShutdownReason reads any close reason a registry could send: a phrase read at all
