@@ -96,11 +96,7 @@ func TestNewerSessionReplacesOlder(t *testing.T) {
 func TestStopSpacesTheReturns(t *testing.T) {
 	e := newEnv(t, agents.Config{})
 	const n = 20
-	var conns []*quic.Conn
-	for i := range n {
-		conns = append(conns, helloOverQUIC(t, e, nodeName(i)))
-	}
-	waitFor(t, "every session", func() bool { return e.ep.Sessions() == n })
+	conns := sessionsOverQUIC(t, e, n)
 	// One more agent is connected but has not said hello: the endpoint knows no session
 	// of it when it stops.
 	late := dialQUIC(t, e, "late")
@@ -161,6 +157,18 @@ func shutdownPhrase(t *testing.T, conn *quic.Conn) toldPhrase {
 		t.Fatalf("reason %q names no delay, no stream end or no re-slot spread", ae.ErrorMessage)
 	}
 	return toldPhrase{d, end, spread}
+}
+
+// sessionsOverQUIC opens sessions for n nodes over bare QUIC (helloOverQUIC) and waits
+// until the endpoint holds every one.
+func sessionsOverQUIC(t *testing.T, e *env, n int) []*quic.Conn {
+	t.Helper()
+	var conns []*quic.Conn
+	for i := range n {
+		conns = append(conns, helloOverQUIC(t, e, nodeName(i)))
+	}
+	waitFor(t, "every session", func() bool { return e.ep.Sessions() == n })
+	return conns
 }
 
 // helloOverQUIC opens a session for node over bare QUIC (dialQUIC, then a hello on the
@@ -224,10 +232,7 @@ func TestStopRecordsTheReturnFirst(t *testing.T) {
 			}
 		}
 	}})
-	for i := range n {
-		conns = append(conns, helloOverQUIC(t, e, nodeName(i)))
-	}
-	waitFor(t, "every session", func() bool { return e.ep.Sessions() == n })
+	conns = sessionsOverQUIC(t, e, n)
 	rate := e.ep.Return().Rate
 	e.stop()
 	want := n*time.Second/8000 + time.Duration(float64(n)/rate*float64(time.Second))
@@ -264,11 +269,7 @@ func TestASlowStopRecordDelaysTheStream(t *testing.T) {
 	e.stop()
 	putPlan(t, e, store.AgentReturn{Rate: rate, Admission: 128})
 	e.start()
-	var conns []*quic.Conn
-	for i := range n {
-		conns = append(conns, helloOverQUIC(t, e, nodeName(i)))
-	}
-	waitFor(t, "every session", func() bool { return e.ep.Sessions() == n })
+	conns := sessionsOverQUIC(t, e, n)
 	e.stop()
 	var delays []time.Duration
 	var end time.Duration
@@ -304,11 +305,7 @@ func TestStopNamesTheReslotSpreadOfItsLastReturn(t *testing.T) {
 	}{{0, 0, 0.25}, {1000, 10, 0.05}, {1000, 40, 0.06}, {1000, 300, 0.075}} {
 		putPlan(t, e, store.AgentReturn{Rate: rate, Admission: 128, Accepted: tc.accepted, Refused: tc.refused})
 		e.start()
-		var conns []*quic.Conn
-		for i := range n {
-			conns = append(conns, helloOverQUIC(t, e, nodeName(i)))
-		}
-		waitFor(t, "every session", func() bool { return e.ep.Sessions() == n })
+		conns := sessionsOverQUIC(t, e, n)
 		spreads = nil
 		e.stop()
 		want := time.Duration(tc.share * float64(returnIn))
