@@ -362,11 +362,12 @@ func (e *Endpoint) Close() error {
 	e.mu.Lock()
 	e.cancel() // under mu: spawn starts nothing and register registers nothing after this
 	e.closing.at, e.closing.n, e.closing.rate = time.Now(), len(e.sessions), e.plan.Rate
-	e.closing.spread = reslotSpread(e.plan, returnDelay(e.closing.n, e.closing.n, 0, e.closing.rate))
+	streamEnd := returnDelay(e.closing.n, e.closing.n, 0, e.closing.rate)
+	e.closing.spread = reslotSpread(e.plan, streamEnd)
 	closing := e.closing
 	e.mu.Unlock()
 	if closing.n > 0 && e.cfg.OnStop != nil {
-		e.cfg.OnStop(returnDelay(closing.n, closing.n, 0, closing.rate), closing.spread)
+		e.cfg.OnStop(streamEnd, closing.spread)
 		// The stream is timed from the moment its record is stored, not from the start
 		// of the close: a store slow to commit (etcd out of reach, until its request
 		// timeout) delays the stream instead of squeezing it into a herd of agents whose
