@@ -197,7 +197,6 @@ func NodeStates() []string { return metal.States() }
 // The states of nodes, runs and steps that clients following an answer look for.
 const (
 	NodeFailed  = store.NodeFailed
-	NodeRetired = store.NodeRetired
 	RunRunning  = store.RunRunning
 	StepPending = store.StepPending
 	StepRunning = store.StepRunning

@@ -55,12 +55,13 @@ var nodeRequests = &target{Path: "nodes", Noun: "node", Actions: []action{
 
 // offered are the node requests the console offers on node's page: those the node
 // takes now (metal.get's requests, the lifecycle table's), and the revocation of its
-// agents' certificates, which a retired node's identity no longer needs. A request not
+// agents' certificates until its identity is revoked for good (a retire's
+// metal.revokeIdentity step), when metal.revokeCertificates refuses it. A request not
 // offered is still refused by the API if posted.
 func offered(node api.NodeView) []action {
 	var out []action
 	for _, a := range nodeRequests.Actions {
-		if a.Name == actionRevoke && node.State != api.NodeRetired || slices.Contains(node.Requests, a.Name) {
+		if a.Name == actionRevoke && node.IdentityRevokedAt.IsZero() || slices.Contains(node.Requests, a.Name) {
 			out = append(out, a)
 		}
 	}
