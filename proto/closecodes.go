@@ -48,11 +48,17 @@ func ShutdownReason(delay, streamEnd, spread time.Duration) string {
 // the latest, when the registry named no spread (an older registry's phrase) or has
 // measured no return to size it from: it picks a random moment within a quarter of the
 // stream past its end, at least a second, rather than coming back on top of the stream.
-// The agent reads it for its re-slotted try (agent/session), the registry to wait for
-// that try before it counts the agent gone (store.Tx.RecordAgentStop).
+// The agent reads it for its re-slotted tries (agent/session), the registry to wait for
+// them before it counts the agent gone (store.Tx.RecordAgentStop).
 func ReslotSpread(streamEnd time.Duration) time.Duration {
 	return max(minReslotSpread, streamEnd/4)
 }
+
+// ReslotTries is how many tries after a refused return an agent re-slots within the
+// spread past the stream's end (agent/session), before its backoff decides again: an
+// agent refused at each is back within ReslotTries spreads of the stream's end, which
+// the registry waits for before it counts the agent gone (store.Tx.RecordAgentStop).
+const ReslotTries = 3
 
 // ReslotSpreadFor is the re-slot spread of a stream ending after streamEnd whose
 // registry refused share (0 to 1) of the agents of its last measured return: long enough

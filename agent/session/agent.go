@@ -262,7 +262,7 @@ func (r *retries) next(now time.Time, b Backoff, established bool, code proto.Cl
 			if !ok {
 				spread = proto.ReslotSpread(end) // an older registry's phrase
 			}
-			r.ret = returnStream{end: now.Add(end), spread: spread, left: maxReslots}
+			r.ret = returnStream{end: now.Add(end), spread: spread, left: proto.ReslotTries}
 		}
 	}
 	return delay
@@ -277,17 +277,12 @@ type returnStream struct {
 	left   int
 }
 
-// maxReslots is how many tries after a refused return are re-slotted (within the spread
-// the registry named past the stream's end, proto.ReslotSpread if it named none) before
-// the backoff decides again.
-const maxReslots = 3
-
 // reslot is the wait of an agent whose attempt to return failed (refused at admission,
 // or timed out) at now: it comes back after the stream it was told of ends, at a random
 // moment within the spread, rather than on top of the stream and with a growing backoff;
 // after the stream's end (a registry that took longer to restart than the stream lasted),
 // at a random moment within the spread from now. ok is false without a stream named, or
-// after maxReslots re-slotted tries (the backoff decides).
+// after proto.ReslotTries re-slotted tries (the backoff decides).
 func (r *returnStream) reslot(now time.Time, b Backoff) (time.Duration, bool) {
 	if r.left == 0 {
 		return 0, false

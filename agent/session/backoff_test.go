@@ -90,18 +90,18 @@ func TestRetriesAfterTheReslots(t *testing.T) {
 		t.Fatalf("closed for a restart: waits %v, want the 2s the registry named", got)
 	}
 	// Re-slotted: after the stream's end (8s from the close), half a spread of 2s.
-	for i := range maxReslots {
+	for i := range proto.ReslotTries {
 		if got := r.next(now, b, false, proto.CloseNormal, ""); got != 9*time.Second {
 			t.Fatalf("refused try %d: waits %v, want 9s (re-slotted after the stream)", i+1, got)
 		}
 	}
 	for i, want := range []time.Duration{b.Delay(0), b.Delay(1), b.Delay(2)} {
 		if got := r.next(now.Add(20*time.Second), b, false, proto.CloseNormal, ""); got != want {
-			t.Fatalf("refused try %d after the re-slots: waits %v, want %v (the backoff from its start)", maxReslots+i+1, got, want)
+			t.Fatalf("refused try %d after the re-slots: waits %v, want %v (the backoff from its start)", proto.ReslotTries+i+1, got, want)
 		}
 	}
-	if r.failed != maxReslots+4 {
-		t.Fatalf("counted %d failed tries, want %d", r.failed, maxReslots+4)
+	if r.failed != proto.ReslotTries+4 {
+		t.Fatalf("counted %d failed tries, want %d", r.failed, proto.ReslotTries+4)
 	}
 	// A session resets it all; a replaced session waits the longest step.
 	r.next(now, b, true, proto.CloseNormal, "")

@@ -20,10 +20,10 @@ import (
 // machine booted its disk) is booted again at once, without waiting out the grace; one
 // the OS followed long ago (a deploy's kexec) is booted with nothing said of it. One
 // whose registry stopped and asked it back later than the grace (a big fleet's stream)
-// is waited for until that moment, a quarter of its stream past it (a return refused
-// re-slots itself so) and the grace: it takes the wipe when it comes back then, and is
-// booted again, saying so, when it does not, never waited for longer than the longest
-// stream, its quarter and the grace. The session of a registry run that stopped without recording its
+// is waited for until that moment, three quarters of its stream past it (a return
+// refused re-slots itself within a quarter, up to three times) and the grace: it takes
+// the wipe when it comes back then, and is booted again, saying so, when it does not,
+// never waited for longer than the longest stream, three quarters of it and the grace. The session of a registry run that stopped without recording its
 // end (a restart) counts as ended at its join, not as gone at once. A ramdisk that
 // joined before the retire moved the machine's identity epoch is gone at once, open
 // session or not: its certificate is refused.
@@ -96,32 +96,34 @@ func TestEnsureRamdiskGoneOrBack(t *testing.T) {
 		},
 		"a ramdisk a stopping registry asked back in 3 minutes that does not come back is booted again": {
 			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node); h.earlierRunStopped(3 * time.Minute) },
-			waits:   true, advance: 3*time.Minute + 45*time.Second + workflow.ReconnectGrace,
-			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z held its session with a registry that stopped and asked it to be back by 2026-03-01T12:03:46Z " +
-				"(a return refused and tried again included), and it did not come back within 1m0s of 2026-03-01T12:03:46Z",
+			waits:   true, advance: 3*time.Minute + 3*45*time.Second + workflow.ReconnectGrace,
+			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z held its session with a registry that stopped and asked it to be back by 2026-03-01T12:05:16Z " +
+				"(a return refused and tried again included), and it did not come back within 1m0s of 2026-03-01T12:05:16Z",
 		},
 		// A stream of 8 minutes: a ramdisk refused on its return re-slots itself within
-		// 2 minutes (a quarter) after the stream's end, past the grace after it. It is
-		// waited for until the end, the quarter and the grace: one back 9.5 minutes
-		// after the stop takes the wipe, one not back then is booted again.
+		// 2 minutes (a quarter) after the stream's end, and refused again, within 2
+		// minutes of that try, up to three tries: past the grace after the stream. It is
+		// waited for until the end, three quarters and the grace: one back 14.5 minutes
+		// after the stop, at its third try, takes the wipe, one not back then is booted
+		// again.
 		"a ramdisk a stopping registry asked back in 8 minutes that re-slotted itself takes the wipe": {
 			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node); h.earlierRunStopped(8 * time.Minute) },
-			waits:   true, during: func(h *harness, node string) { h.clock.Advance(9*time.Minute + 29*time.Second); h.joined(node) },
+			waits:   true, during: func(h *harness, node string) { h.clock.Advance(14*time.Minute + 29*time.Second); h.joined(node) },
 			want: []string{"ramdisk disk.wipe"},
 		},
 		"a ramdisk a stopping registry asked back in 8 minutes that does not come back is booted again": {
 			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node); h.earlierRunStopped(8 * time.Minute) },
-			waits:   true, advance: 10*time.Minute + workflow.ReconnectGrace,
-			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z held its session with a registry that stopped and asked it to be back by 2026-03-01T12:10:01Z " +
-				"(a return refused and tried again included), and it did not come back within 1m0s of 2026-03-01T12:10:01Z",
+			waits:   true, advance: 14*time.Minute + workflow.ReconnectGrace,
+			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z held its session with a registry that stopped and asked it to be back by 2026-03-01T12:14:01Z " +
+				"(a return refused and tried again included), and it did not come back within 1m0s of 2026-03-01T12:14:01Z",
 		},
 		// The longest stream (store.MaxReturnDelay) is waited for no longer than its end,
-		// its quarter and the grace.
+		// three quarters of it and the grace.
 		"a ramdisk a stopping registry asked back past the longest stream is waited for no longer than its bound": {
 			prepare: func(h *harness, node string) { h.joinedAtAnEarlierRun(node); h.earlierRunStopped(time.Hour) },
-			waits:   true, advance: store.MaxReturnDelay + store.MaxReturnDelay/4 + workflow.ReconnectGrace,
-			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z held its session with a registry that stopped and asked it to be back by 2026-03-01T12:12:31Z " +
-				"(a return refused and tried again included), and it did not come back within 1m0s of 2026-03-01T12:12:31Z",
+			waits:   true, advance: store.MaxReturnDelay + 3*store.MaxReturnDelay/4 + workflow.ReconnectGrace,
+			want: boot, gone: "the ramdisk that joined at 2026-03-01T12:00:01Z held its session with a registry that stopped and asked it to be back by 2026-03-01T12:17:31Z " +
+				"(a return refused and tried again included), and it did not come back within 1m0s of 2026-03-01T12:17:31Z",
 		},
 		// A ramdisk that joined before the retire moved the identity epoch (one a
 		// failed deploy left running) holds a certificate the registry now refuses: no

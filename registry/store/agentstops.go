@@ -8,7 +8,7 @@ import (
 
 // MaxReturnDelay is the longest a stopping agent endpoint asks its agents to wait before
 // they come back, from the start of its stop: the bound of the stream's end a stop
-// records (AgentStop.ReturnBy adds the re-slot spread to it).
+// records (AgentStop.ReturnBy adds the re-slotted tries' spreads to it).
 const MaxReturnDelay = 10 * time.Minute
 
 // agentStopKept is how long a stop's record is kept after the moment it asked its agents
@@ -17,8 +17,8 @@ const agentStopKept = 24 * time.Hour
 
 // AgentStop is what a stopping run of a registry asked of the agents whose sessions it
 // held: to come back by the end of the stream it told them of, and, refused on the
-// return, within the re-slot spread it named after it: ReturnBy is the later
-// moment. The joins that run recorded (AgentJoin.Holder) count as ended no earlier than
+// return, within the re-slot spread it named after it, at each of its
+// proto.ReslotTries re-slotted tries: ReturnBy is the later moment. The joins that run recorded (AgentJoin.Holder) count as ended no earlier than
 // that: an agent asked to come back late, or refused and re-slotted, is not gone before.
 // A run that died without telling records none.
 type AgentStop struct {
@@ -32,10 +32,10 @@ const bucketAgentStops = "agent_stops"
 
 // RecordAgentStop records that h's run, stopping now, asked the agents whose sessions it
 // held to come back within returnIn, the stream's end (at most MaxReturnDelay), and one
-// refused on its return to try again within spread after it: they are back by then
-// (ReturnBy; the spread at most proto.ReslotSpread's quarter of the stream, so never more
-// than MaxReturnDelay and a quarter of it after the stop). It forgets the stops whose
-// return ended more than agentStopKept ago.
+// refused on its return to try again within spread after it, up to proto.ReslotTries
+// times: they are back by then (ReturnBy; the spread at most proto.ReslotSpread's quarter
+// of the stream, so never more than MaxReturnDelay and three quarters of it after the
+// stop). It forgets the stops whose return ended more than agentStopKept ago.
 func (t *Tx) RecordAgentStop(h Holder, returnIn, spread time.Duration) error {
 	if h.Replica == "" || h.Started.IsZero() || returnIn < 0 || spread < 0 {
 		return proto.Errorf(proto.Internal, "an agent stop needs a replica, its run's start, and a return and a re-slot spread that are not negative")
@@ -64,16 +64,17 @@ func (t *Tx) RecordAgentStop(h Holder, returnIn, spread time.Duration) error {
 
 // returnWithin is how long after its stop a run that asked its agents back within
 // returnIn (the stream's end) waits for them: the stream's end, at most MaxReturnDelay,
-// and the spread within which an agent refused on its return tries again after it, at
-// most a quarter of the stream (proto.ReslotSpread).
+// and the spread within which an agent refused on its return tries again, at most a
+// quarter of the stream (proto.ReslotSpread), once for each of its re-slotted tries: an
+// agent refused at the first and the second tries again after them.
 func returnWithin(returnIn, spread time.Duration) time.Duration {
 	end := min(returnIn, MaxReturnDelay)
-	return end + min(spread, proto.ReslotSpread(end))
+	return end + proto.ReslotTries*min(spread, proto.ReslotSpread(end))
 }
 
 // AgentReturnBy is the moment h's run asked the agents whose sessions it held to be back
-// by when it stopped, a re-slotted return included (never more than MaxReturnDelay and a
-// quarter of it after its stop: RecordAgentStop); zero when it recorded
+// by when it stopped, its re-slotted tries included (never more than MaxReturnDelay and
+// three quarters of it after its stop: RecordAgentStop); zero when it recorded
 // no stop (it runs, it died, or it names no run).
 func (t *Tx) AgentReturnBy(h Holder) (time.Time, error) {
 	if h.Replica == "" || h.Started.IsZero() {

@@ -38,15 +38,16 @@ func TestAgentStops(t *testing.T) {
 		stopped := clk.Now()
 		update(func(tx *Tx) error { return tx.RecordAgentStop(first, 3*time.Minute, 45*time.Second) })
 		// Asked back in 3 minutes, an agent refused then re-slots itself within the
-		// spread the stop named after the stream's end.
-		check("the first run stopped", first, stopped.Add(3*time.Minute+45*time.Second))
+		// spread the stop named after the stream's end, and refused again, within the
+		// spread after that try, up to three tries.
+		check("the first run stopped", first, stopped.Add(3*time.Minute+3*45*time.Second))
 		check("the replica's next run runs", second, time.Time{})
 		check("another replica runs", other, time.Time{})
 		update(func(tx *Tx) error { return tx.RecordAgentStop(other, 3*time.Minute, 9*time.Second) })
-		check("a return whose re-slots spread over 9 s", other, stopped.Add(3*time.Minute+9*time.Second))
+		check("a return whose re-slots spread over 9 s", other, stopped.Add(3*time.Minute+3*9*time.Second))
 		update(func(tx *Tx) error { return tx.RecordAgentStop(other, time.Hour, time.Hour) })
-		check("a return and a spread asked past the bounds", other, stopped.Add(MaxReturnDelay+MaxReturnDelay/4))
-		check("the first run, after another's stop", first, stopped.Add(3*time.Minute+45*time.Second))
+		check("a return and a spread asked past the bounds", other, stopped.Add(MaxReturnDelay+3*MaxReturnDelay/4))
+		check("the first run, after another's stop", first, stopped.Add(3*time.Minute+3*45*time.Second))
 		check("no run", Holder{}, time.Time{})
 		if err := st.Update(func(tx *Tx) error { return tx.RecordAgentStop(Holder{}, time.Minute, time.Second) }); err == nil {
 			t.Error("a stop of no run recorded")
@@ -55,9 +56,9 @@ func TestAgentStops(t *testing.T) {
 			t.Error("a stop with a negative re-slot spread recorded")
 		}
 
-		clk.Advance(agentStopKept + MaxReturnDelay + MaxReturnDelay/4 + time.Second)
+		clk.Advance(agentStopKept + MaxReturnDelay + 3*MaxReturnDelay/4 + time.Second)
 		update(func(tx *Tx) error { return tx.RecordAgentStop(second, 0, time.Second) })
-		check("the second run stopped", second, clk.Now().Add(time.Second))
+		check("the second run stopped", second, clk.Now().Add(3*time.Second))
 		check("the first run, a day after its return", first, time.Time{})
 		check("the other replica's run, a day after its return", other, time.Time{})
 	})

@@ -255,8 +255,9 @@ func TestPresence(t *testing.T) {
 			check("rg_b stopped, at its next run", NewJoinLog(st, again), Presence{Current: true, JoinedAt: rejoined, EndedAt: again.Started})
 
 			// The ramdisk comes back to that run, which stops asking its agents back
-			// within 3 minutes: its end counts from then and the 45 s (a quarter of the
-			// stream) within which a return refused is tried again, at every replica
+			// within 3 minutes: its end counts from then and three times the 45 s (a
+			// quarter of the stream) within which a return refused is tried again, up to
+			// three times, at every replica
 			// and at its replica's next run, which starts before it.
 			lease(again)
 			b = NewJoinLog(st, again)
@@ -265,7 +266,7 @@ func TestPresence(t *testing.T) {
 			must(b.Joined("nd_1", "ramdisk"))
 			fake.Advance(time.Second)
 			must(b.Stopping(3*time.Minute, 45*time.Second))
-			returnBy := fake.Now().Add(3*time.Minute + 45*time.Second)
+			returnBy := fake.Now().Add(3*time.Minute + 3*45*time.Second)
 			must(st.Update(func(tx *store.Tx) error { return tx.ReleaseLease(again) }))
 			told := Presence{Current: true, JoinedAt: rejoined, EndedAt: returnBy, ReturnBy: returnBy}
 			check("rg_b stopped asking back within 3 minutes, at rg_a", a, told)
