@@ -24,7 +24,7 @@ import (
 func TestNodeEventsShowTheLifecycleInOrderAndStayInTheTenant(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
 	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/31")
 	configs := map[string]string{}
 	nodes := map[string]store.Node{}
 	for i, tn := range []string{"acme", "beta"} {
@@ -33,7 +33,7 @@ func TestNodeEventsShowTheLifecycleInOrderAndStayInTheTenant(t *testing.T) {
 		configs[tn] = filepath.Join(t.TempDir(), tn+".conf")
 		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tn, "--actions", "compute:nodes:manage,compute:nodes:read", "--out", configs[tn])
 		var n store.Node
-		testkit.JSON(t, configs[tn], &n, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:0"+string(rune('1'+i)), "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
+		testkit.JSON(t, configs[tn], &n, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:0"+string(rune('1'+i)), "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0."+string(rune('2'+i)))
 		nodes[tn] = n
 	}
 	answeringSite(t, reg, "rack-a")

@@ -511,11 +511,11 @@ func TestNotFoundSaysWhoseForRootOnly(t *testing.T) {
 }
 
 // acmeAndBeta makes, on the registry of the admin config, site rack-a (BMC network
-// 127.0.0.2/32) and tenants acme and beta, each with a pool gpu there and a credential
+// 127.0.0.2/31: acme's BMCs at 127.0.0.2, beta's at 127.0.0.3) and tenants acme and beta, each with a pool gpu there and a credential
 // holding actions; it returns the credentials' configs by tenant.
 func acmeAndBeta(t *testing.T, admin, actions string) map[string]string {
 	t.Helper()
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/32")
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/31")
 	configs := map[string]string{}
 	for _, tn := range []string{"acme", "beta"} {
 		testkit.JSON(t, admin, nil, "tenants", "create", tn)
@@ -592,5 +592,69 @@ func TestRevokeIdentityThroughTheCLI(t *testing.T) {
 	}
 	if epoch := creds.Certificate.Leaf.Subject.SerialNumber; epoch != "1" {
 		t.Errorf("the certificate joined after the revocation names epoch %q, want 1", epoch)
+	}
+}
+
+// TestOneBMCOneTenant is the attack of tenant beta on tenant acme's machine through its
+// BMC, through the real binaries: beta names the address of acme's BMC (inside the
+// site's BMC networks), enrolling a node or moving its own node's BMC there, in any form
+// the address takes: CONFLICT at bmc.address, naming neither acme nor its node, and
+// nothing changes. A binding the platform makes for beta at that address is the
+// platform's, and allowed; once acme's node is retired, beta may bind the address.
+func TestOneBMCOneTenant(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	configs := acmeAndBeta(t, admin, "compute:nodes:manage,compute:nodes:read")
+	acme, beta := configs["acme"], configs["beta"]
+	testkit.JSON(t, admin, nil, "pools", "create", "oob", "--site", "rack-a", "--tenant", "acme", "--policy", writeDoc(t, `{"agent": "none"}`))
+	enroll := func(pool, mac, address string) []string {
+		return []string{"nodes", "enroll", "--pool", pool, "--mac", mac, "--bmc-driver", "redfish", "--bmc-address", address}
+	}
+	var acmes store.Node
+	testkit.JSON(t, acme, &acmes, enroll("oob", "52:54:00:00:00:01", "https://127.0.0.2")...)
+	answeringSite(t, reg, "rack-a")
+	waitState(t, acme, acmes.ID, store.NodeReady)
+
+	refused := func(what string, args ...string) {
+		t.Helper()
+		res := testkit.CLI(t, beta, append(args, "--format", "json")...)
+		var e testkit.ErrorObject
+		json.Unmarshal([]byte(res.Stdout), &e)
+		out := res.Stdout + res.Stderr
+		if res.Code != 1 || e.Code != "CONFLICT" || e.Details.Path != "bmc.address" || !strings.Contains(e.Message, "by another tenant") ||
+			strings.Contains(out, acmes.ID) || strings.Contains(out, "nd_") || strings.Contains(out, "acme") {
+			t.Errorf("%s: exit %d\n%s\nwant CONFLICT at bmc.address, by another tenant, naming neither acme nor its node %s", what, res.Code, out, acmes.ID)
+		}
+	}
+	for i, address := range []string{"https://127.0.0.2", "127.0.0.2:443", "https://127.0.0.2:8443", "https://[::ffff:127.0.0.2]/redfish/v1"} {
+		refused("beta enrolling with acme's BMC "+address, enroll("gpu", "52:54:00:00:01:0"+string(rune('1'+i)), address)...)
+	}
+	var list api.NodeList
+	if testkit.JSON(t, beta, &list, "nodes", "list"); len(list.Nodes) != 0 {
+		t.Fatalf("the refused enrollments left beta nodes %+v", list.Nodes)
+	}
+
+	var betas store.Node
+	testkit.JSON(t, beta, &betas, enroll("gpu", "52:54:00:00:00:02", "https://127.0.0.3")...)
+	before := waitState(t, beta, betas.ID, store.NodeReady)
+	refused("beta moving its node's BMC to acme's", "nodes", "update-bmc", betas.ID, "--bmc-address", "https://127.0.0.2:443")
+	var after store.Node
+	if testkit.JSON(t, beta, &after, "nodes", "get", betas.ID); after.Rev != before.Rev || after.BMC != before.BMC {
+		t.Errorf("the refused move changed beta's node: %+v at rev %d, was %+v at %d", after.BMC, after.Rev, before.BMC, before.Rev)
+	}
+
+	// The platform binds, for beta, a node at acme's BMC's address: a service it runs.
+	var platforms store.Node
+	testkit.JSON(t, admin, &platforms, append(enroll("gpu", "52:54:00:00:00:03", "https://127.0.0.2"), "--tenant", "beta")...)
+	if !platforms.PlatformBMC {
+		t.Errorf("root's binding for beta is not the platform's: %+v", platforms)
+	}
+
+	// Acme retires its node: it drives its BMC no more, and beta may bind it.
+	testkit.JSON(t, acme, nil, "nodes", "retire", acmes.ID)
+	waitState(t, acme, acmes.ID, store.NodeRetired)
+	var moved store.Node
+	if testkit.JSON(t, beta, &moved, "nodes", "update-bmc", betas.ID, "--bmc-address", "https://127.0.0.2"); moved.BMC.Address != "https://127.0.0.2" {
+		t.Errorf("beta binding the BMC of acme's retired node: %+v", moved.BMC)
 	}
 }

@@ -375,7 +375,7 @@ func TestNoMethodReachesAnotherTenant(t *testing.T) {
 	bmc := api.BMC{Driver: "redfish", Address: "https://127.0.0.2"}
 	var node, betaNode api.Node
 	must(acme, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, BMC: bmc}, &node)
-	must(beta, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:02"}, BMC: bmc}, &betaNode)
+	must(beta, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:02"}, BMC: api.BMC{Driver: "redfish", Address: "https://127.0.0.3"}}, &betaNode)
 	answeringSite(t, reg, "rack-a")
 	waitState(t, configs["acme"], node.ID, store.NodeReady)
 	waitState(t, configs["beta"], betaNode.ID, store.NodeReady)

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
@@ -90,5 +91,67 @@ func TestUpdateBMC(t *testing.T) {
 	}
 	if _, err := update(BMCUpdate{Address: "https://10.0.0.8"}); proto.CodeOf(err) != proto.InvalidState || proto.AsError(err).Details.Reason != store.NodeInspecting {
 		t.Fatalf("an inspecting node: %v, want INVALID_STATE, reason inspecting", err)
+	}
+}
+
+// TestBMCOfAnotherTenant: a tenant that names another tenant's BMC, enrolling or moving
+// its own node's, is refused CONFLICT at bmc.address without that tenant's node, and
+// nothing changes.
+func TestBMCOfAnotherTenant(t *testing.T) {
+	h := newHarness(t)
+	acme, run := h.startEnroll("52:54:00:00:00:01", nil)
+	h.end(run.ID)
+	err := h.store.Update(func(tx *store.Tx) error {
+		if _, err := tx.CreateTenant("beta"); err != nil {
+			return err
+		}
+		_, err := tx.CreatePool(store.Pool{Tenant: "beta", Name: "gpu", Site: "rack-a"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enroll := func(mac, address string) (n store.Node, run store.Run, err error) {
+		err = h.store.Update(func(tx *store.Tx) (err error) {
+			n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "beta", Pool: "gpu", MACs: []string{mac},
+				BMC: store.BMC{Driver: "redfish", Address: address, CredentialRef: "secret://bmc/beta"}})
+			return err
+		})
+		return n, run, err
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Errorf("%s: bound; want CONFLICT at bmc.address", what)
+			return
+		}
+		if e := proto.AsError(err); e.Code != proto.Conflict || e.Details.Path != "bmc.address" ||
+			!strings.Contains(e.Message, "another tenant") || strings.Contains(e.Message, acme.ID) || strings.Contains(e.Message, "acme") {
+			t.Errorf("%s: %v; want CONFLICT at bmc.address, by another tenant, naming neither acme nor its node", what, err)
+		}
+	}
+	_, _, err = enroll("52:54:00:00:00:02", "10.0.0.5:443")
+	refused("beta enrolling with acme's BMC", err)
+	h.store.View(func(tx *store.Tx) error {
+		if nodes, _, _ := tx.Nodes("beta", "", "", store.Page{}); len(nodes) != 0 {
+			t.Errorf("the refused enrollment left nodes %+v", nodes)
+		}
+		return nil
+	})
+
+	beta, run, err := enroll("52:54:00:00:00:02", "https://10.0.0.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.svc.Start(run)
+	h.end(run.ID)
+	before := h.node(beta.ID)
+	err = h.store.Update(func(tx *store.Tx) error {
+		_, err := h.svc.UpdateBMC(tx, BMCUpdate{Tenant: "beta", Node: beta.ID, Address: "https://10.0.0.5:8443"})
+		return err
+	})
+	refused("beta moving its node to acme's BMC", err)
+	if after := h.node(beta.ID); after.Rev != before.Rev || after.BMC != before.BMC {
+		t.Errorf("the refused move changed beta's node: %+v, was %+v", after.BMC, before.BMC)
 	}
 }

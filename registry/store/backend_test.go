@@ -15,7 +15,7 @@ func openBackends(t *testing.T) []backend {
 	t.Helper()
 	var kvs []backend
 	for _, b := range testBackends {
-		s, err := b.open(t, Options{})
+		s, err := b.place(t)(t, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,14 +18,20 @@ func TestMain(m *testing.M) {
 // opener opens a new, empty store of one backend for t.
 type opener func(t testing.TB, opts Options) (*Store, error)
 
-// testBackends are the backends every store test runs on: the conformance suite.
+// testBackends are the backends every store test runs on: the conformance suite. place
+// makes a new, empty store's place (a directory, an etcd prefix) and returns the opener
+// that opens it, as often as asked: a store closed and opened again.
 var testBackends = []struct {
-	name string
-	open opener
+	name  string
+	place func(t testing.TB) opener
 }{
-	{"bbolt", func(t testing.TB, opts Options) (*Store, error) { return Open(t.TempDir(), opts) }},
-	{"etcd", func(t testing.TB, opts Options) (*Store, error) {
-		return OpenEtcd(EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, opts)
+	{"bbolt", func(t testing.TB) opener {
+		dir := t.TempDir()
+		return func(_ testing.TB, opts Options) (*Store, error) { return Open(dir, opts) }
+	}},
+	{"etcd", func(t testing.TB) opener {
+		cfg := EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}
+		return func(_ testing.TB, opts Options) (*Store, error) { return OpenEtcd(cfg, opts) }
 	}},
 }
 
@@ -45,6 +51,8 @@ func openOnFakeClock(t *testing.T, open opener) (*Store, *clock.Fake) {
 // eachBackend runs fn as a subtest per backend.
 func eachBackend(t *testing.T, fn func(t *testing.T, open opener)) {
 	for _, b := range testBackends {
-		t.Run(b.name, func(t *testing.T) { fn(t, b.open) })
+		t.Run(b.name, func(t *testing.T) {
+			fn(t, func(t testing.TB, opts Options) (*Store, error) { return b.place(t)(t, opts) })
+		})
 	}
 }

@@ -27,6 +27,7 @@ var indexes = []index{
 	{bucketPoolsBySite, bucketPools, func(k, _ []byte) []byte { return k[bytes.IndexByte(k, 0)+1:] }},
 	{bucketNodesByPool, bucketNodes, afterLastNUL},
 	{bucketNodesByHW, bucketNodes, func(_, v []byte) []byte { return v }},
+	{bucketNodesByBMC, bucketNodes, afterLastNUL},
 	{bucketImageRefs, bucketImages, func(_, v []byte) []byte { return v }},
 	{bucketImageDigests, bucketImages, afterLastNUL},
 	{bucketRunningRuns, bucketRuns, func(k, _ []byte) []byte { return k }},

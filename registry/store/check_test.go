@@ -22,6 +22,9 @@ func TestCheck(t *testing.T) {
 			if err := tx.putRaw(bucketPoolsBySite, []byte("rack-a\x00acme\x00gone"), nil); err != nil {
 				return err
 			}
+			if err := tx.putRaw(bucketNodesByBMC, []byte("rack-a\x0010.20.0.5\x00nd_gone"), []byte("acme")); err != nil {
+				return err
+			}
 			return tx.putRaw(bucketSites, []byte("rack-b"), []byte(`{"id":"rack-b"}`))
 		})
 		if err != nil {
@@ -29,8 +32,9 @@ func TestCheck(t *testing.T) {
 		}
 		err = s.Check()
 		if err == nil || !strings.Contains(err.Error(), `pools_by_site/"rack-a\x00acme\x00gone" names pools/"acme\x00gone"`) ||
+			!strings.Contains(err.Error(), `nodes_by_bmc/"rack-a\x0010.20.0.5\x00nd_gone" names nodes/"nd_gone"`) ||
 			!strings.Contains(err.Error(), `sites/"rack-b" is not a record`) {
-			t.Fatalf("got %v, want the dangling index entry and the record of another schema", err)
+			t.Fatalf("got %v, want the dangling index entries and the record of another schema", err)
 		}
 	})
 }
@@ -48,7 +52,8 @@ func fillForCheck(t *testing.T, s *Store) {
 		if _, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
 			return err
 		}
-		if _, err := tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, ProductUUID: "4c4c4544-0000-1000-8000-000000000001"}); err != nil {
+		if _, err := tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, ProductUUID: "4c4c4544-0000-1000-8000-000000000001",
+			BMC: BMC{Driver: "redfish", Address: "https://10.20.0.5"}}); err != nil {
 			return err
 		}
 		if _, err := tx.CreateImage(testImage("acme", "os@1", true)); err != nil {

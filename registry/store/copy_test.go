@@ -39,6 +39,9 @@ func TestCopyToEtcd(t *testing.T) {
 		if _, err := tx.Tenant("acme"); err != nil {
 			t.Errorf("acme in the copy: %v", err)
 		}
+		if k, _ := tx.kv.cursor(bucketNodesByBMC).First(); !strings.HasPrefix(string(k), "rack-a\x0010.20.0.5\x00nd_") {
+			t.Errorf("the copy does not index the node's BMC")
+		}
 		return nil
 	})
 	if _, err := src.CopyTo(dst, nil); !errors.Is(err, ErrNotEmpty) {

@@ -77,7 +77,7 @@ func OpenEtcd(cfg EtcdConfig, opts Options) (*Store, error) {
 	}
 	s := &Store{kv: b, now: opts.Now}
 	b.startWatch(s.remoteCommit)
-	return s, nil
+	return upgraded(s)
 }
 
 // etcdBackend is a store in etcd.

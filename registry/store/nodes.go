@@ -172,7 +172,8 @@ const (
 
 // CreateNode enrolls a machine in an existing pool of its tenant and returns it with its
 // new id, in state enrolling unless it gives another. A MAC or product UUID enrolled already is CONFLICT, naming
-// the node only when it is the same tenant's: another tenant's node ids stay its own.
+// the node only when it is the same tenant's: another tenant's node ids stay its own; so
+// is a BMC another tenant's node binds (indexBMC).
 func (t *Tx) CreateNode(n Node) (Node, error) {
 	pool, err := t.Pool(n.Tenant, n.Pool)
 	if err != nil {
@@ -202,6 +203,9 @@ func (t *Tx) CreateNode(n Node) (Node, error) {
 			}
 			return n, proto.Errorf(proto.Conflict, "%s is enrolled already as node %s", k, id).WithPath(path)
 		}
+	}
+	if err := t.indexBMC(Node{}, n); err != nil {
+		return n, err
 	}
 	for _, k := range hw {
 		if err := t.putRaw(bucketNodesByHW, []byte(k), []byte(n.ID)); err != nil {
@@ -372,7 +376,8 @@ func (t *Tx) Nodes(tenant, pool, state string, p Page) ([]Node, string, error) {
 
 // UpdateNode changes a node through change and stores it. The id, tenant, pool and
 // hardware keys never change; which state may follow which is registry/metal's
-// lifecycle table, the one writer of node states.
+// lifecycle table, the one writer of node states. A new BMC binding another tenant's
+// node binds is CONFLICT, and a retired node releases its BMC (indexBMC).
 func (t *Tx) UpdateNode(id string, change func(*Node) error) (Node, error) {
 	old, err := t.Node(id)
 	if err != nil {
@@ -384,6 +389,9 @@ func (t *Tx) UpdateNode(id string, change func(*Node) error) (Node, error) {
 	}
 	if n.ID != old.ID || n.Tenant != old.Tenant || n.Pool != old.Pool || !slices.Equal(hwKeys(n), hwKeys(old)) {
 		return old, proto.Errorf(proto.Internal, "node %s: id, tenant, pool and hardware keys are fixed at enrollment", id)
+	}
+	if err := t.indexBMC(old, n); err != nil {
+		return old, err
 	}
 	n.Rev, n.UpdatedAt = old.Rev+1, t.now
 	if err := t.put(bucketNodes, []byte(id), n); err != nil {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"path"
 	"strings"
 
 	"github.com/better-compute/better-compute/proto"
@@ -68,36 +69,78 @@ func (s Site) CheckBMCAddress(address string, platform bool) error {
 	refuse := func(format string, args ...any) error {
 		return proto.Errorf(proto.InvalidInput, format, args...).WithPath("bmc.address").WithReason(proto.ReasonBMCAddressNotAllowed)
 	}
-	if strings.HasPrefix(address, "/") || strings.HasPrefix(address, "unix:") {
-		if platform {
-			return nil
-		}
+	a, err := parseBMCAddress(address)
+	switch {
+	case err != nil:
+		return refuse("BMC address %q is not a URL", short(address))
+	case a.socket != "" && platform:
+		return nil
+	case a.socket != "":
 		return refuse("a BMC address that is a socket of the site host is the platform's to bind: give the BMC's IP address")
-	}
-	host := address
-	if strings.Contains(address, "://") {
-		u, err := url.Parse(address)
-		if err != nil {
-			return refuse("BMC address %q is not a URL", short(address))
-		}
-		host = u.Hostname()
-	} else if h, _, err := net.SplitHostPort(address); err == nil {
-		host = h
-	}
-	ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
-	if err != nil || ip.Zone() != "" {
+	case !a.ip.IsValid():
 		return refuse("BMC address %q: its host must be an IP address, not a name", short(address))
 	}
-	ip = ip.Unmap()
 	for _, n := range s.BMCNetworks {
-		if p, err := netip.ParsePrefix(n); err == nil && p.Contains(ip) {
+		if p, err := netip.ParsePrefix(n); err == nil && p.Contains(a.ip) {
 			return nil
 		}
 	}
 	if len(s.BMCNetworks) == 0 {
 		return refuse("site %s admits no BMC on the network yet: the platform's operator lists its BMC networks with `better-compute sites update %s --bmc-networks CIDR[,CIDR]`", s.ID, s.ID)
 	}
-	return refuse("BMC address %s is outside the BMC networks of site %s", ip, s.ID)
+	return refuse("BMC address %s is outside the BMC networks of site %s", a.ip, s.ID)
+}
+
+// bmcAddress is what a BMC address reaches: a socket of the site host, or a host on the
+// network.
+type bmcAddress struct {
+	// socket is the socket's cleaned path; "" for a network address.
+	socket string
+	// host is a network address's host (a URL's, or a host:port's), without brackets.
+	host string
+	// ip is host as an IP address without a zone, unmapped; invalid when host is no such
+	// address.
+	ip netip.Addr
+}
+
+// parseBMCAddress reads a BMC address: /PATH and unix:/PATH are sockets of the site
+// host; a URL (scheme://host[:port]/...), host:port or a bare host a network address.
+func parseBMCAddress(address string) (bmcAddress, error) {
+	if strings.HasPrefix(address, "/") || strings.HasPrefix(address, "unix:") {
+		return bmcAddress{socket: path.Clean(strings.TrimPrefix(address, "unix:"))}, nil
+	}
+	host := address
+	if strings.Contains(address, "://") {
+		u, err := url.Parse(address)
+		if err != nil {
+			return bmcAddress{}, err
+		}
+		host = u.Hostname()
+	} else if h, _, err := net.SplitHostPort(address); err == nil {
+		host = h
+	}
+	a := bmcAddress{host: strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")}
+	if ip, err := netip.ParseAddr(a.host); err == nil && ip.Zone() == "" {
+		a.ip = ip.Unmap()
+	}
+	return a, nil
+}
+
+// bmcHost is the BMC an address reaches, as its site knows it: its IP address
+// (10.20.0.5, 10.20.0.5:443, https://10.20.0.5 and https://[::ffff:10.20.0.5]:8443 are
+// one BMC) or, for a socket of the site host, unix: and its cleaned path. An address
+// that is neither (a name, which no binding admits now) is itself, lower-case.
+func bmcHost(address string) string {
+	a, err := parseBMCAddress(address)
+	switch {
+	case err != nil:
+		return strings.ToLower(address)
+	case a.socket != "":
+		return "unix:" + a.socket
+	case a.ip.IsValid():
+		return a.ip.String()
+	}
+	return strings.ToLower(a.host)
 }
 
 // short is at most the first 64 bytes of an input, for a message quoting it.

@@ -56,7 +56,17 @@ func Open(dataDir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{kv: kv, now: opts.Now}, nil
+	return upgraded(&Store{kv: kv, now: opts.Now})
+}
+
+// upgraded brings the records of s, just opened, up to this registry's (once per store:
+// each upgrade marks itself done), and closes s when that fails.
+func upgraded(s *Store) (*Store, error) {
+	if err := s.upgradeNodesBMC(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: indexing the BMCs of the nodes: %w", err)
+	}
+	return s, nil
 }
 
 // Close releases the file (bbolt) or the connection (etcd).

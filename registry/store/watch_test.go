@@ -110,7 +110,7 @@ func TestLostRemoteCommits(t *testing.T) {
 // the others told, each once. Cancelling used to shift the very list being told: the
 // next hook was skipped and a nil one called, a panic.
 func TestHooksCancelledWhileTold(t *testing.T) {
-	s := openTest(t, testBackends[0].open)
+	s := openTest(t, testBackends[0].place(t))
 	var writes, specs [3]atomic.Int64
 	var cancelWrite, cancelSpec func()
 	for i := range 3 {
