@@ -35,8 +35,9 @@ var indexes = []index{
 
 // Check verifies the store as a whole: the backend's own consistency (bbolt: the file's
 // pages and free list; etcd: every key under the prefix in the key layout), every record
-// of the record buckets readable by this registry's schema, and every index entry naming
-// a record that exists. It returns every problem found, joined.
+// of the record buckets readable by this registry's schema, every index entry naming a
+// record that exists, and nodes_by_bmc saying what the nodes bind (an entry for each BMC
+// a node binds, none for another). It returns every problem found, joined.
 func (s *Store) Check() error {
 	errs := s.kv.check()
 	err := s.kv.view(func(tx kvTx) error {
@@ -56,7 +57,16 @@ func (s *Store) Check() error {
 				}
 			}
 		}
-		return nil
+		missing, stale, err := s.tx(tx).bmcIndexDiff()
+		for k := range missing {
+			errs = append(errs, fmt.Errorf("store: node %s binds a BMC with no %s entry %q", afterLastNUL([]byte(k), nil), bucketNodesByBMC, k))
+		}
+		for _, k := range stale {
+			if id := afterLastNUL([]byte(k), nil); tx.get(bucketNodes, id) != nil { // else reported above
+				errs = append(errs, fmt.Errorf("store: %s/%q names a BMC node %s does not bind (another, or none: retired)", bucketNodesByBMC, k, id))
+			}
+		}
+		return err
 	})
 	return errors.Join(append(errs, err)...)
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"time"
 
 	"github.com/better-compute/better-compute/proto"
 )
@@ -11,13 +10,8 @@ const (
 	// bucketNodesByBMC indexes the BMCs nodes bind: site \0 host \0 node id -> the node's
 	// tenant, host being bmcHost of the node's bmc.address. A retired node binds none.
 	bucketNodesByBMC = "nodes_by_bmc"
-	// bucketUpgrades marks the upgrades done on the store's records: name -> when.
-	bucketUpgrades = "store_upgrades"
-	// upgradeNodesByBMC is the upgrade that indexed the nodes enrolled before
-	// bucketNodesByBMC existed.
-	upgradeNodesByBMC = "nodes_by_bmc"
-	// upgradeChunk bounds the nodes one upgrading transaction indexes.
-	upgradeChunk = 100
+	// reindexChunk bounds the entries one reindexing transaction writes.
+	reindexChunk = 100
 )
 
 // nodeBMCKey is node n's entry in bucketNodesByBMC; nil when n binds no BMC (it is not
@@ -68,35 +62,68 @@ func (t *Tx) indexBMC(old, n Node) error {
 	return t.putRaw(bucketNodesByBMC, key, []byte(n.Tenant))
 }
 
-// upgradeNodesBMC indexes the BMCs of the nodes a store written before bucketNodesByBMC
-// existed holds, in transactions of upgradeChunk nodes, and marks it done: once per
-// store, whichever backend and replica opens it first (another doing it at the same time
-// writes the same entries). A store without nodes is left unwritten (a store copy's
-// destination must stay empty).
-func (s *Store) upgradeNodesBMC() error {
-	done := false
-	err := s.View(func(tx *Tx) error {
-		first, _ := tx.kv.cursor(bucketNodes).First()
-		done = first == nil || tx.getRaw(bucketUpgrades, []byte(upgradeNodesByBMC)) != nil
-		return nil
+// bmcIndexDiff compares bucketNodesByBMC with what the nodes bind, as tx reads them:
+// missing are the entries a node should have and does not (key -> its tenant), stale the
+// entries no node binds (a node gone, retired, or binding another BMC). Both are empty
+// in a store this registry alone wrote.
+func (t *Tx) bmcIndexDiff() (missing map[string]string, stale []string, err error) {
+	want := map[string]string{}
+	_, err = t.scan(bucketNodes, nil, Page{}, func(k, _ []byte) (bool, error) {
+		n, err := t.Node(string(k))
+		if key := nodeBMCKey(n); err == nil && key != nil {
+			want[string(key)] = n.Tenant
+		}
+		return true, err
 	})
-	for cursor := ""; err == nil && !done; {
-		var next string
+	if err != nil {
+		return nil, nil, err
+	}
+	c := t.kv.cursor(bucketNodesByBMC)
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if tenant, ok := want[string(k)]; ok && tenant == string(v) {
+			delete(want, string(k))
+		} else if !ok {
+			stale = append(stale, string(k))
+		}
+	}
+	return want, stale, nil
+}
+
+// reindexNodesBMC makes bucketNodesByBMC say what the nodes bind, at every open: it
+// indexes the nodes without their entry (a store written before the index existed, or
+// a node a replica of an earlier version enrolled since) and drops the entries no node
+// binds (such a replica's change of a BMC, or a retire). It reads in one transaction and
+// writes only what differs, reindexChunk entries a transaction, each read again there:
+// a store that needs nothing is not written (a store copy's destination stays empty),
+// and replicas doing it at once write the same.
+func (s *Store) reindexNodesBMC() error {
+	var missing map[string]string
+	var stale []string
+	err := s.View(func(tx *Tx) (err error) { missing, stale, err = tx.bmcIndexDiff(); return err })
+	keys := stale
+	for k := range missing {
+		keys = append(keys, k)
+	}
+	for len(keys) > 0 && err == nil {
+		chunk := keys[:min(reindexChunk, len(keys))]
+		keys = keys[len(chunk):]
 		err = s.Update(func(tx *Tx) error {
-			var err error
-			next, err = tx.scan(bucketNodes, nil, Page{Cursor: cursor, Limit: upgradeChunk}, func(k, _ []byte) (bool, error) {
-				n, err := tx.Node(string(k))
-				if key := nodeBMCKey(n); err == nil && key != nil && tx.getRaw(bucketNodesByBMC, key) == nil {
-					err = tx.putRaw(bucketNodesByBMC, key, []byte(n.Tenant))
+			for _, k := range chunk {
+				n, err := tx.Node(string(afterLastNUL([]byte(k), nil)))
+				if err != nil && proto.CodeOf(err) != proto.NotFound {
+					return err
 				}
-				return true, err
-			})
-			if err != nil || next != "" {
-				return err
+				if want := nodeBMCKey(n); string(want) == k && err == nil {
+					err = tx.putRaw(bucketNodesByBMC, want, []byte(n.Tenant))
+				} else {
+					err = tx.del(bucketNodesByBMC, []byte(k))
+				}
+				if err != nil {
+					return err
+				}
 			}
-			return tx.putRaw(bucketUpgrades, []byte(upgradeNodesByBMC), []byte(tx.now.UTC().Format(time.RFC3339)))
+			return nil
 		})
-		cursor, done = next, next == ""
 	}
 	return err
 }

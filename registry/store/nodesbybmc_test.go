@@ -142,9 +142,13 @@ func TestNodesByBMC(t *testing.T) {
 	})
 }
 
-// TestNodesByBMCUpgrade: a store whose nodes were enrolled before the index existed is
-// indexed when opened, once, and then refuses another tenant's binding of their BMCs.
-func TestNodesByBMCUpgrade(t *testing.T) {
+// TestNodesByBMCReindexed: at every open the store makes nodes_by_bmc say what its nodes
+// bind. A store whose nodes were enrolled before the index existed (or by a replica of
+// that version since) has no entries: Check reports each node, and opened again the
+// store indexes them and refuses another tenant's binding of their BMCs. An entry such a
+// replica left behind when it moved a node to another BMC, or retired it, is dropped, so
+// that BMC is free again.
+func TestNodesByBMCReindexed(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(b.name, func(t *testing.T) {
 			open := b.place(t)
@@ -154,14 +158,16 @@ func TestNodesByBMCUpgrade(t *testing.T) {
 			}
 			bmcTenants(t, s)
 			var acme []string
-			for i := range upgradeChunk + 1 {
+			for i := range reindexChunk + 1 {
 				n, err := bmcNode(s, "acme", "gpu", i, fmt.Sprintf("10.20.%d.%d", i/200, 1+i%200), false)
 				if err != nil {
 					t.Fatal(err)
 				}
 				acme = append(acme, n.ID)
 			}
-			// The store as this registry's earlier versions left it: no index, no mark.
+			// The store as an earlier version leaves it: no entry for acme's nodes, and
+			// one for a BMC its node no longer binds.
+			const left = "rack-a\x0010.20.9.9\x00"
 			mustUpdate(t, s, func(tx *Tx) error {
 				c := tx.kv.cursor(bucketNodesByBMC)
 				var keys [][]byte
@@ -176,28 +182,30 @@ func TestNodesByBMCUpgrade(t *testing.T) {
 						return err
 					}
 				}
-				return tx.del(bucketUpgrades, []byte(upgradeNodesByBMC))
+				return tx.putRaw(bucketNodesByBMC, []byte(left+acme[0]), []byte("acme"))
 			})
-			// Opened again, twice: the second open finds the upgrade done.
-			for range 2 {
+			err = s.Check()
+			if err == nil || strings.Count(err.Error(), "with no nodes_by_bmc entry") != len(acme) ||
+				!strings.Contains(err.Error(), `nodes_by_bmc/"`+strings.ReplaceAll(left, "\x00", `\x00`)+acme[0]+`" names a BMC node `+acme[0]+` does not bind`) {
+				t.Errorf("Check of the store an earlier version left: %v", err)
+			}
+			// Opened again, twice: the first open reindexes, the second finds nothing to do.
+			for i := range 2 {
 				s.Close()
 				if s, err = open(t, Options{}); err != nil {
 					t.Fatal(err)
 				}
-				last := fmt.Sprintf("10.20.%d.%d", upgradeChunk/200, 1+upgradeChunk%200)
+				last := fmt.Sprintf("10.20.%d.%d", reindexChunk/200, 1+reindexChunk%200)
 				for j, address := range []string{"10.20.0.1", last} {
-					_, err := bmcNode(s, "beta", "gpu", 250+j, address, false)
-					refusedBMC(t, "after the upgrade, beta enrolling with acme's BMC "+address, err, acme...)
+					_, err := bmcNode(s, "beta", "gpu", 250+2*i+j, address, false)
+					refusedBMC(t, "reopened, beta enrolling with acme's BMC "+address, err, acme...)
 				}
-				s.View(func(tx *Tx) error {
-					if tx.getRaw(bucketUpgrades, []byte(upgradeNodesByBMC)) == nil {
-						t.Errorf("the upgrade is not marked done")
-					}
-					return nil
-				})
+			}
+			if _, err := bmcNode(s, "beta", "gpu", 254, "10.20.9.9", false); err != nil {
+				t.Errorf("the BMC the left entry named stays taken: %v", err)
 			}
 			if err := s.Check(); err != nil {
-				t.Errorf("the upgraded store: %v", err)
+				t.Errorf("the reindexed store: %v", err)
 			}
 			s.Close()
 		})

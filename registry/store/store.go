@@ -59,10 +59,10 @@ func Open(dataDir string, opts Options) (*Store, error) {
 	return upgraded(&Store{kv: kv, now: opts.Now})
 }
 
-// upgraded brings the records of s, just opened, up to this registry's (once per store:
-// each upgrade marks itself done), and closes s when that fails.
+// upgraded brings the indexes of s, just opened, up to its records (reindexNodesBMC),
+// and closes s when that fails.
 func upgraded(s *Store) (*Store, error) {
-	if err := s.upgradeNodesBMC(); err != nil {
+	if err := s.reindexNodesBMC(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: indexing the BMCs of the nodes: %w", err)
 	}
