@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/better-compute/better-compute/cache/throttle"
 	"github.com/better-compute/better-compute/fetch"
@@ -52,9 +53,15 @@ type entry struct {
 	// image is reported as pulling and not served.
 	verify bool
 	// noRoom: the last try found no space; it is tried again whenever space may have freed.
-	noRoom  bool
-	busy    bool // a pull or a verification runs
-	readers int  // HTTP responses streaming it
+	noRoom bool
+	busy   bool // a pull or a verification runs
+	// checking: the pull running is a check of another source of the ready file, into
+	// partial/; the file stays as it is.
+	checking bool
+	// failed maps a source of the desired list to when its last pull (or check) failed;
+	// it is tried again RetryInterval later.
+	failed  map[string]time.Time
+	readers int // HTTP responses streaming it
 	cancel  context.CancelFunc
 }
 
@@ -186,7 +193,8 @@ func (c *Cache) Entries() []proto.ImageCacheEntry {
 	defer c.mu.Unlock()
 	out := make([]proto.ImageCacheEntry, 0, len(c.entries))
 	for _, e := range c.entries {
-		ie := proto.ImageCacheEntry{Digest: e.rec.Digest, State: e.rec.State, SizeBytes: e.rec.SizeBytes, LastUsed: e.rec.LastUsed}
+		ie := proto.ImageCacheEntry{Digest: e.rec.Digest, State: e.rec.State, SizeBytes: e.rec.SizeBytes, LastUsed: e.rec.LastUsed,
+			Sources: slices.Clone(e.rec.Sources)}
 		switch {
 		case e.verify:
 			ie.State = proto.CachePulling

@@ -229,7 +229,7 @@ func TestCrashDuringPull(t *testing.T) {
 	// The last start runs to the end.
 	ch := startChild(t, cc)
 	defer ch.kill()
-	want := []proto.ImageCacheEntry{{Digest: a.digest, State: proto.CacheReady, SizeBytes: size}}
+	want := []proto.ImageCacheEntry{{Digest: a.digest, State: proto.CacheReady, SizeBytes: size, Sources: []string{url}}}
 	var last []proto.ImageCacheEntry
 	deadline := time.After(120 * time.Second)
 	for !cmp.Equal(last, want, cmpopts.IgnoreFields(proto.ImageCacheEntry{}, "LastUsed")) {

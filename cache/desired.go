@@ -3,6 +3,8 @@ package cache
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"time"
 
 	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
@@ -13,6 +15,13 @@ import (
 // stops being pulled (its partial file goes) and, when ready, stays until capacity is
 // needed: it is then an eviction candidate like any unpinned, unread ready image.
 //
+// One digest may be listed with several sources (images of several tenants, or several
+// sources of one): the file is pulled once, from the first source that works, and each
+// other source is then pulled again as a check, its bytes discarded, so that the file is
+// served for an image only when its own source was seen to serve those bytes
+// (proto.ImageCacheEntry.Sources). A source that fails is tried again RetryInterval
+// later; the others are tried meanwhile.
+//
 // Entries with a bad digest are skipped; other problems (a bad source, an oci:// digest
 // that is not the image's) are reported when the pull fails. The error returned names
 // every problem with its path, `site.cacheImages[i].field`; the rest of the list applies.
@@ -20,14 +29,16 @@ func (c *Cache) SetDesired(list []proto.CacheImage) error {
 	var errs []error
 	keep := make([]proto.CacheImage, 0, len(list))
 	wanted := make(map[string]bool, len(list))
+	pairs := make(map[[2]string]bool, len(list))
 	for i, img := range list {
 		at := fmt.Sprintf("site.cacheImages[%d]", i)
 		if !proto.IsDigest(img.Digest) {
 			errs = append(errs, proto.Errorf(proto.InvalidConfig, "digest %q is not 64 lower-case hex digits", img.Digest).WithPath(at+".digest"))
 			continue
 		}
-		if wanted[img.Digest] {
-			errs = append(errs, proto.Errorf(proto.InvalidConfig, "digest %s is listed twice", img.Digest).WithPath(at+".digest"))
+		pair := [2]string{img.Digest, img.Source}
+		if pairs[pair] {
+			errs = append(errs, proto.Errorf(proto.InvalidConfig, "digest %s is listed twice with source %s", img.Digest, img.Source).WithPath(at+".digest"))
 			continue
 		}
 		if src, err := fetch.Parse(img.Source); err != nil {
@@ -39,7 +50,7 @@ func (c *Cache) SetDesired(list []proto.CacheImage) error {
 			errs = append(errs, proto.Errorf(proto.InvalidConfig, "size %d is negative", img.SizeBytes).WithPath(at+".sizeBytes"))
 			img.SizeBytes = 0
 		}
-		wanted[img.Digest] = true
+		wanted[img.Digest], pairs[pair] = true, true
 		keep = append(keep, img)
 	}
 
@@ -47,26 +58,15 @@ func (c *Cache) SetDesired(list []proto.CacheImage) error {
 	c.desired, c.wanted = keep, wanted
 	var werr error
 	for _, img := range keep {
-		e := c.entries[img.Digest]
-		if e == nil {
-			e = &entry{rec: record{Digest: img.Digest, Ref: img.Ref, Source: img.Source, SizeBytes: img.SizeBytes, State: proto.CachePulling}}
+		if c.entries[img.Digest] == nil {
+			e := &entry{rec: record{Digest: img.Digest, Ref: img.Ref, Source: img.Source, SizeBytes: img.SizeBytes, State: proto.CachePulling}}
 			c.entries[img.Digest] = e
 			werr = errors.Join(werr, c.idx.put(e.rec))
-			continue
 		}
-		if e.rec.Ref == img.Ref && e.rec.Source == img.Source {
-			continue
-		}
-		if e.rec.State == proto.CacheFailed && e.rec.Source != img.Source {
-			e.rec.FailedAt = e.rec.FailedAt.Add(-c.cfg.RetryInterval) // a new source is tried at once
-		}
-		e.rec.Ref, e.rec.Source = img.Ref, img.Source
-		if e.rec.State != proto.CacheReady || e.verify {
-			e.rec.SizeBytes = img.SizeBytes
-		}
-		werr = errors.Join(werr, c.idx.put(e.rec))
 	}
 	for d, e := range c.entries {
+		// A source the list no longer names is forgotten: named again, it is tried at once.
+		maps.DeleteFunc(e.failed, func(src string, _ time.Time) bool { return !pairs[[2]string{d, src}] })
 		if wanted[d] || e.verify || e.rec.State == proto.CacheReady || e.rec.State == proto.CacheEvicting {
 			continue
 		}

@@ -15,7 +15,7 @@ type candidate struct {
 	LastUsed  time.Time
 	State     proto.ImageCacheState
 	Pinned    bool // some holder pins it
-	InUse     bool // a ramdisk is reading it
+	InUse     bool // a ramdisk is reading it, or a check of a source runs
 	Desired   bool // the desired list names it
 }
 
@@ -52,13 +52,16 @@ func evictionOrder(cands []candidate, need int64) []string {
 }
 
 // usedBytes is what the cache's images take or are about to take: ready and evicting
-// files, a running pull's full size, a waiting pull's partial file. except is left out.
+// files, a running pull's full size (a check's beside its ready file), a waiting pull's
+// partial file. except is left out.
 // c.mu is held.
 func (c *Cache) usedBytes(except *entry) int64 {
 	var n int64
 	for _, e := range c.entries {
 		switch {
 		case e == except:
+		case e.checking:
+			n += 2 * e.rec.SizeBytes // the file and the check's bytes in partial/
 		case e.verify || e.rec.State == proto.CacheReady || e.rec.State == proto.CacheEvicting:
 			n += e.rec.SizeBytes
 		case e.rec.State == proto.CachePulling && e.busy:
@@ -121,7 +124,7 @@ func (c *Cache) candidates() []candidate {
 			st = proto.CachePulling
 		}
 		out = append(out, candidate{Digest: d, SizeBytes: e.rec.SizeBytes, LastUsed: e.rec.LastUsed, State: st,
-			Pinned: len(e.rec.Pins) > 0, InUse: e.readers > 0, Desired: c.wanted[d]})
+			Pinned: len(e.rec.Pins) > 0, InUse: e.readers > 0 || e.checking, Desired: c.wanted[d]})
 	}
 	return out
 }

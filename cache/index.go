@@ -18,9 +18,14 @@ var imagesBucket = []byte("images")
 // record is one image in the index, keyed by digest.
 type record struct {
 	Digest string `json:"digest"`
-	// Ref and Source are from the desired list that asked for the image.
+	// Ref and Source are the desired-list item the last pull of the image (or its partial
+	// file) is from.
 	Ref    string `json:"ref,omitempty"`
 	Source string `json:"source,omitempty"`
+	// Sources are the sources whose bytes were pulled and hashed to Digest, sorted, at
+	// most proto.MaxImageCacheSources: the pull that made the file ready and each check
+	// of another source since. Only a file in sha256/ has them.
+	Sources []string `json:"sources,omitempty"`
 	// SizeBytes is the artifact's size: the catalog's while pulling, the file's once ready.
 	SizeBytes int64                 `json:"sizeBytes"`
 	State     proto.ImageCacheState `json:"state"`

@@ -26,8 +26,10 @@ func terminal(format string, args ...any) error {
 }
 
 // pull downloads img into partial/DIGEST, resuming what is there, and renames it into
-// sha256/DIGEST only when its SHA-256 matches. It returns the artifact's size.
-func (c *Cache) pull(ctx context.Context, e *entry, img proto.CacheImage, validator string) (int64, error) {
+// sha256/DIGEST only when its SHA-256 matches. It returns the artifact's size. A check
+// (of another source of a ready file) starts from zero and leaves the bytes in partial/
+// for the caller to remove: it only tells whether they match.
+func (c *Cache) pull(ctx context.Context, e *entry, img proto.CacheImage, validator string, check bool) (int64, error) {
 	src, err := fetch.Parse(img.Source)
 	if err != nil {
 		return 0, err
@@ -36,6 +38,11 @@ func (c *Cache) pull(ctx context.Context, e *entry, img proto.CacheImage, valida
 		return 0, fmt.Errorf("oci source names blob %s, the image's digest is %s", src.Digest, img.Digest)
 	}
 	path := c.partialPath(img.Digest)
+	if check {
+		if err := removeFile(path); err != nil {
+			return 0, err
+		}
+	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return 0, err
@@ -67,6 +74,9 @@ func (c *Cache) pull(ctx context.Context, e *entry, img proto.CacheImage, valida
 		if got != img.Digest {
 			return 0, terminal("digest mismatch: the source's %d bytes hash to sha256:%s", size, got)
 		}
+	}
+	if check {
+		return size, nil
 	}
 	if err := f.Sync(); err != nil {
 		return 0, err

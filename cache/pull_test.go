@@ -37,7 +37,7 @@ func TestPullCompletes(t *testing.T) {
 	if left, _ := os.ReadDir(filepath.Join(h.cfg.Dir, "partial")); len(left) != 0 {
 		t.Errorf("partial/ still holds %d files", len(left))
 	}
-	want := []proto.ImageCacheEntry{{Digest: a.digest, State: proto.CacheReady, SizeBytes: int64(len(a.data))}}
+	want := []proto.ImageCacheEntry{{Digest: a.digest, State: proto.CacheReady, SizeBytes: int64(len(a.data)), Sources: []string{url}}}
 	waitFor(t, "the report of the ready image", func() bool { return cmp.Equal(h.reports.latest(), want) })
 	if served := src.served.Load(); served != int64(len(a.data)) {
 		t.Errorf("the source served %d bytes, want %d", served, len(a.data))

@@ -3,6 +3,7 @@ package cache
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 )
@@ -11,7 +12,8 @@ import (
 //   - every file in sha256/ is re-hashed before it is served (entry.verify), and one the
 //     index does not know (a crash between the rename and the index write) gets a record;
 //   - a record in state evicting has its file removed and goes;
-//   - a ready record without its file goes back to pulling;
+//   - a ready record without its file goes back to pulling, without sources (the sources
+//     a file was checked against are kept with it, in its record);
 //   - a file in partial/ is kept only for a record in state pulling without a ready file;
 //   - anything else in sha256/ or partial/ is removed.
 func (c *Cache) recover() error {
@@ -41,12 +43,15 @@ func (c *Cache) recover() error {
 		}
 		e := &entry{rec: r}
 		c.entries[r.Digest] = e
+		if r.State == proto.CacheFailed && r.Source != "" {
+			e.failed = map[string]time.Time{r.Source: r.FailedAt}
+		}
 		switch size, ok := ready[r.Digest]; {
 		case ok && size >= 0:
 			e.verify = true
 			e.rec.SizeBytes = size
-		case r.State == proto.CacheReady:
-			e.rec.State = proto.CachePulling
+		case r.Sources != nil || r.State == proto.CacheReady:
+			e.rec.State, e.rec.Sources = proto.CachePulling, nil
 			changed = append(changed, e.rec)
 		}
 	}

@@ -11,8 +11,9 @@ import (
 )
 
 // schedule starts what may start: re-verifications first (they decide what is ready),
-// then the pulls of desired images in list order, at most MaxPulls jobs at once. It
-// returns a channel that fires when a failed image is due to be tried again, or nil.
+// then the pulls of desired images in list order (a ready image's pull from a source it
+// was not pulled from is a check of that source), at most MaxPulls jobs at once. It
+// returns a channel that fires when a failed source is due to be tried again, or nil.
 func (c *Cache) schedule(ctx context.Context) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -29,11 +30,15 @@ func (c *Cache) schedule(ctx context.Context) <-chan time.Time {
 	var next time.Duration
 	for _, img := range c.desired {
 		e := c.entries[img.Digest]
-		if e == nil || e.busy || e.verify || e.rec.State == proto.CacheReady || e.rec.State == proto.CacheEvicting {
+		if e == nil || e.busy || e.verify || e.rec.State == proto.CacheEvicting {
 			continue
 		}
-		if e.rec.State == proto.CacheFailed && !e.noRoom {
-			if wait := e.rec.FailedAt.Add(c.cfg.RetryInterval).Sub(now); wait > 0 {
+		check := e.rec.State == proto.CacheReady
+		if check && (slices.Contains(e.rec.Sources, img.Source) || len(e.rec.Sources) >= proto.MaxImageCacheSources) {
+			continue
+		}
+		if failedAt, ok := e.failed[img.Source]; ok {
+			if wait := failedAt.Add(c.cfg.RetryInterval).Sub(now); wait > 0 {
 				if next == 0 || wait < next {
 					next = wait
 				}
@@ -41,6 +46,13 @@ func (c *Cache) schedule(ctx context.Context) <-chan time.Time {
 			}
 		}
 		if c.running >= c.cfg.MaxPulls {
+			continue
+		}
+		if check {
+			// The check's bytes sit in partial/ beside the ready file until they are hashed.
+			if c.makeRoom(nil, img.SizeBytes) {
+				c.startPull(ctx, e, img)
+			}
 			continue
 		}
 		if !c.makeRoom(e, max(img.SizeBytes, e.progress.Load())) {
@@ -57,30 +69,42 @@ func (c *Cache) schedule(ctx context.Context) <-chan time.Time {
 	return c.cfg.Clock.After(next)
 }
 
-// startPull runs a pull of img in its own goroutine. c.mu is held.
+// startPull runs a pull of img in its own goroutine: of the image, or, when it is ready,
+// a check of img's source. c.mu is held.
 func (c *Cache) startPull(ctx context.Context, e *entry, img proto.CacheImage) {
 	jctx, cancel := context.WithCancel(ctx)
 	e.busy, e.cancel, e.noRoom = true, cancel, false
+	e.checking = e.rec.State == proto.CacheReady
 	c.running++
-	if e.rec.State != proto.CachePulling {
+	check := e.checking
+	if !check {
+		if img.Source != e.rec.Source {
+			// The partial file's bytes are another source's: this source serves them all.
+			if err := removeFile(c.partialPath(img.Digest)); err != nil {
+				c.cfg.Logger.Error("cache: remove a partial file", "digest", img.Digest, "err", err)
+			}
+			e.progress.Store(0)
+			e.rec.Validator = ""
+		}
+		e.rec.Ref, e.rec.Source, e.rec.SizeBytes = img.Ref, img.Source, img.SizeBytes
 		e.rec.State, e.rec.Error, e.rec.FailedAt = proto.CachePulling, "", time.Time{}
 		c.put(e)
 	}
 	validator := e.rec.Validator
-	c.cfg.Logger.Info("cache: pull", "digest", img.Digest, "ref", img.Ref, "from", e.progress.Load())
+	c.cfg.Logger.Info("cache: pull", "digest", img.Digest, "ref", img.Ref, "source", img.Source, "check", check, "from", e.progress.Load())
 	c.jobs.Add(1)
 	go func() {
 		defer c.jobs.Done()
-		size, err := c.pull(jctx, e, img, validator)
+		size, err := c.pull(jctx, e, img, validator, check)
 		stopped := jctx.Err() != nil
 		cancel()
-		c.pullDone(e, size, err, stopped)
+		c.pullDone(e, img.Source, size, err, stopped)
 	}()
 }
 
-// pullDone records how a pull ended; stopped says it was stopped (the image left the
-// desired list, or Run is ending) rather than failed.
-func (c *Cache) pullDone(e *entry, size int64, err error, stopped bool) {
+// pullDone records how a pull from src ended; stopped says it was stopped (the image
+// left the desired list, or Run is ending) rather than failed.
+func (c *Cache) pullDone(e *entry, src string, size int64, err error, stopped bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.kick()
@@ -98,12 +122,25 @@ func (c *Cache) pullDone(e *entry, size int64, err error, stopped bool) {
 			o.PullEnded("failed")
 		}
 	}
+	if err == nil {
+		delete(e.failed, src)
+	} else if !stopped && c.wanted[d] {
+		if e.failed == nil {
+			e.failed = map[string]time.Time{}
+		}
+		e.failed[src] = c.cfg.Clock.Now()
+	}
+	if e.checking {
+		c.checkDone(e, src, err)
+		return
+	}
 	switch {
 	case err == nil:
 		e.rec.State, e.rec.SizeBytes, e.rec.Error, e.rec.FailedAt, e.rec.Validator = proto.CacheReady, size, "", time.Time{}, ""
+		e.rec.Sources = []string{src}
 		e.progress.Store(0)
 		c.put(e)
-		c.cfg.Logger.Info("cache: ready", "digest", d, "bytes", size)
+		c.cfg.Logger.Info("cache: ready", "digest", d, "bytes", size, "source", src)
 	case !c.wanted[d]:
 		if derr := c.drop(e); derr != nil {
 			c.cfg.Logger.Error("cache: drop", "digest", d, "err", derr)
@@ -118,6 +155,28 @@ func (c *Cache) pullDone(e *entry, size int64, err error, stopped bool) {
 		e.progress.Store(0)
 		c.fail(e, err)
 	}
+}
+
+// checkDone records how a check of src against e's ready file ended: its bytes go, and
+// src joins the file's sources when they hashed to the digest. The file stays, for its
+// sources, whatever the check found. c.mu is held.
+func (c *Cache) checkDone(e *entry, src string, err error) {
+	d := e.rec.Digest
+	e.checking = false
+	if rerr := removeFile(c.partialPath(d)); rerr != nil {
+		c.cfg.Logger.Error("cache: remove a check's bytes", "digest", d, "err", rerr)
+	}
+	e.rec.Validator = ""
+	if err != nil {
+		c.put(e)
+		c.cfg.Logger.Warn("cache: a source's bytes did not match the ready file; it is not served for that source", "digest", d, "source", src, "err", err)
+		return
+	}
+	if i, found := slices.BinarySearch(e.rec.Sources, src); !found && len(e.rec.Sources) < proto.MaxImageCacheSources {
+		e.rec.Sources = slices.Insert(e.rec.Sources, i, src)
+	}
+	c.put(e)
+	c.cfg.Logger.Info("cache: source checked", "digest", d, "source", src)
 }
 
 // fail marks e failed with err. c.mu is held.

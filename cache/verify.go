@@ -70,7 +70,7 @@ func (c *Cache) verifyDone(ctx context.Context, e *entry, size int64, err error)
 		}
 		return
 	}
-	e.rec.State, e.rec.Error, e.rec.Validator = proto.CachePulling, "", ""
+	e.rec.State, e.rec.Error, e.rec.Validator, e.rec.Sources = proto.CachePulling, "", "", nil
 	e.progress.Store(0)
 	c.put(e)
 }

@@ -20,6 +20,11 @@ const (
 // ImageCacheStates lists every cache state.
 var ImageCacheStates = []ImageCacheState{CachePulling, CacheReady, CacheFailed, CacheEvicting}
 
+// MaxImageCacheSources bounds the sources a cache keeps as verified for one artifact
+// (ImageCacheEntry.Sources); a further source is not verified, and its image is not
+// served from the cache.
+const MaxImageCacheSources = 16
+
 // ImageCacheEntry is one artifact of a site agent's cache, as the agent reports it in the
 // `images` section of its inventory.
 type ImageCacheEntry struct {
@@ -31,4 +36,10 @@ type ImageCacheEntry struct {
 	SizeBytes int64 `json:"sizeBytes"`
 	// LastUsed is when a ramdisk last streamed it; zero when never.
 	LastUsed time.Time `json:"lastUsed,omitzero"`
+	// Sources are the sources (https:// or oci:// URLs, as the site's cacheImages name
+	// them) whose bytes the cache pulled and found to hash to Digest, sorted, at most
+	// MaxImageCacheSources. The copy serves only a catalog image whose source is one of
+	// them: the registry records no location for any other image of the digest, and none
+	// at all for an entry without sources (a site agent from before sources were kept).
+	Sources []string `json:"sources,omitempty"`
 }
