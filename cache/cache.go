@@ -195,6 +195,9 @@ func (c *Cache) Entries() []proto.ImageCacheEntry {
 	for _, e := range c.entries {
 		ie := proto.ImageCacheEntry{Digest: e.rec.Digest, State: e.rec.State, SizeBytes: e.rec.SizeBytes, LastUsed: e.rec.LastUsed,
 			Sources: slices.Clone(e.rec.Sources)}
+		if !e.verify && e.rec.Sources == nil && e.rec.Source != "" && (e.rec.State == proto.CachePulling || e.rec.State == proto.CacheFailed) {
+			ie.Sources = []string{e.rec.Source} // no file yet: the source pulled from
+		}
 		switch {
 		case e.verify:
 			ie.State = proto.CachePulling

@@ -134,7 +134,7 @@ func TestWrongDigestNeverBecomesVisible(t *testing.T) {
 	if left, _ := os.ReadDir(filepath.Join(h.cfg.Dir, "partial")); len(left) != 0 {
 		t.Errorf("partial/ still holds %d files", len(left))
 	}
-	want := proto.ImageCacheEntry{Digest: a.digest, State: proto.CacheFailed}
+	want := proto.ImageCacheEntry{Digest: a.digest, State: proto.CacheFailed, Sources: []string{url}}
 	if diff := cmp.Diff(want, e); diff != "" {
 		t.Errorf("entry (-want +got):\n%s", diff)
 	}

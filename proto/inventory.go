@@ -37,9 +37,12 @@ type ImageCacheEntry struct {
 	// LastUsed is when a ramdisk last streamed it; zero when never.
 	LastUsed time.Time `json:"lastUsed,omitzero"`
 	// Sources are the sources (https:// or oci:// URLs, as the site's cacheImages name
-	// them) whose bytes the cache pulled and found to hash to Digest, sorted, at most
-	// MaxImageCacheSources. The copy serves only a catalog image whose source is one of
-	// them: the registry records no location for any other image of the digest, and none
-	// at all for an entry without sources (a site agent from before sources were kept).
+	// them) the entry is for. Of a file (ready, evicting, or pulling while it is checked
+	// after a restart): those whose bytes the cache pulled and found to hash to Digest,
+	// sorted, at most MaxImageCacheSources. Of a pull with no file yet (pulling, failed):
+	// the source pulled from. The registry records a location only for a catalog image
+	// whose source is one of them, so the copy serves no image of the digest whose source
+	// never served its bytes; an entry without sources (a site agent from before sources
+	// were kept) gives no location.
 	Sources []string `json:"sources,omitempty"`
 }

@@ -57,6 +57,8 @@ func checkEntries(entries []proto.ImageCacheEntry) error {
 			return proto.Errorf(proto.InvalidInput, "state %q: use one of %v", e.State, proto.ImageCacheStates).WithPath(path + ".state")
 		case e.SizeBytes < 0:
 			return proto.Errorf(proto.InvalidInput, "sizeBytes cannot be negative").WithPath(path + ".sizeBytes")
+		case len(e.Sources) > proto.MaxImageCacheSources:
+			return proto.Errorf(proto.InvalidInput, "an image lists at most %d sources", proto.MaxImageCacheSources).WithPath(path + ".sources")
 		}
 		seen[e.Digest] = true
 	}
@@ -67,41 +69,51 @@ func checkEntries(entries []proto.ImageCacheEntry) error {
 // ready if any agent has it ready, else pulling, else evicting, else failed.
 var stateRank = map[proto.ImageCacheState]int{proto.CacheReady: 0, proto.CachePulling: 1, proto.CacheEvicting: 2, proto.CacheFailed: 3}
 
-// syncSite derives the site's image locations from its agents' last reports: every
-// catalog image whose digest an agent holds is at the site in the best state any agent
-// has it in; a location no agent holds any more is dropped.
+// syncSite derives the site's image locations from its agents' last reports: a catalog
+// image is at the site when an agent holds its digest for its source (the entry's
+// sources name it: the cache saw that source serve those bytes), in the best state any
+// such agent has it in; a location no agent holds any more is dropped. An image whose
+// source no entry names is not at the site, whoever else's image of the digest is: a
+// digest is no secret, a source's bytes are the entitlement.
 func syncSite(tx *store.Tx, site string) error {
 	reports, err := tx.SiteCacheReports(site)
 	if err != nil {
 		return err
 	}
-	held := map[string]proto.ImageCacheEntry{}
+	catalog := map[string][]store.Image{}      // digest -> its catalog images
+	held := map[string]proto.ImageCacheEntry{} // image id -> its best entry
 	for _, r := range reports {
 		for _, e := range r.Images {
-			h, ok := held[e.Digest]
-			if !ok || stateRank[e.State] < stateRank[h.State] {
-				h.State = e.State
+			imgs, ok := catalog[e.Digest]
+			if !ok {
+				if imgs, err = tx.ImagesByDigest(e.Digest); err != nil {
+					return err
+				}
+				catalog[e.Digest] = imgs
 			}
-			h.Digest, h.SizeBytes = e.Digest, max(h.SizeBytes, e.SizeBytes)
-			if e.LastUsed.After(h.LastUsed) {
-				h.LastUsed = e.LastUsed
+			for _, img := range imgs {
+				if !slices.Contains(e.Sources, img.Source) {
+					continue
+				}
+				h, ok := held[img.ID]
+				if !ok || stateRank[e.State] < stateRank[h.State] {
+					h.State = e.State
+				}
+				h.SizeBytes = max(h.SizeBytes, e.SizeBytes)
+				if e.LastUsed.After(h.LastUsed) {
+					h.LastUsed = e.LastUsed
+				}
+				held[img.ID] = h
 			}
-			held[e.Digest] = h
 		}
 	}
 	at := map[string]bool{}
-	for _, digest := range slices.Sorted(maps.Keys(held)) {
-		imgs, err := tx.ImagesByDigest(digest)
-		if err != nil {
+	for _, id := range slices.Sorted(maps.Keys(held)) {
+		h := held[id]
+		if _, err := RecordImageLocation(tx, site, id, h.State, h.SizeBytes, h.LastUsed); err != nil {
 			return err
 		}
-		for _, img := range imgs {
-			h := held[digest]
-			if _, err := RecordImageLocation(tx, site, img.ID, h.State, h.SizeBytes, h.LastUsed); err != nil {
-				return err
-			}
-			at[img.ID] = true
-		}
+		at[id] = true
 	}
 	locs, err := tx.ImageLocations(site)
 	if err != nil {

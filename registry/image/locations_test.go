@@ -65,9 +65,13 @@ func (f *siteFixture) locations(t *testing.T) map[string]string {
 	return out
 }
 
+// entry is a report of digest d held for the source of acme's fixture image named d.
 func entry(d string, state proto.ImageCacheState) proto.ImageCacheEntry {
-	return proto.ImageCacheEntry{Digest: digest(d), State: state, SizeBytes: 100}
+	return proto.ImageCacheEntry{Digest: digest(d), State: state, SizeBytes: 100, Sources: []string{sourceOf(d)}}
 }
+
+// sourceOf is the source of the fixture image named name.
+func sourceOf(name string) string { return osRequest(name + "@1").Source }
 
 // step is one event at the site: an agent's report, or an agent leaving.
 type step struct {
@@ -94,9 +98,27 @@ func TestSiteLocationReconciliation(t *testing.T) {
 		steps []step
 		want  map[string]string
 	}{
-		"one agent ready, every image of the artifact": {
+		// beta's a2 names acme's digest with its own source: the cache never pulled it
+		// from there, so a2 is not at the site, and no deploy of it is given the copy.
+		"the image of the source the cache verified, not another tenant's of the digest": {
 			steps: []step{{agent: "a1", entries: []proto.ImageCacheEntry{entry("a", R)}}},
-			want:  map[string]string{"a": "ready", "a2": "ready"},
+			want:  map[string]string{"a": "ready"},
+		},
+		"every image whose source the cache verified": {
+			steps: []step{{agent: "a1", entries: []proto.ImageCacheEntry{
+				{Digest: digest("a"), State: R, SizeBytes: 100, Sources: []string{sourceOf("a"), sourceOf("a2")}}}}},
+			want: map[string]string{"a": "ready", "a2": "ready"},
+		},
+		"a source verified by one agent, not another's": {
+			steps: []step{
+				{agent: "a1", entries: []proto.ImageCacheEntry{entry("a", R)}},
+				{agent: "a2", entries: []proto.ImageCacheEntry{{Digest: digest("a"), State: P, SizeBytes: 100, Sources: []string{sourceOf("a2")}}}},
+			},
+			want: map[string]string{"a": "ready", "a2": "pulling"},
+		},
+		"a report without sources (an older site agent) locates nothing": {
+			steps: []step{{agent: "a1", entries: []proto.ImageCacheEntry{{Digest: digest("b"), State: R, SizeBytes: 100}}}},
+			want:  map[string]string{},
 		},
 		"ready on any agent wins": {
 			steps: []step{{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", P)}}, {agent: "a2", entries: []proto.ImageCacheEntry{entry("b", R)}}},
@@ -176,6 +198,7 @@ func TestSiteCacheReportChecks(t *testing.T) {
 		"twice":             {"a1", []proto.ImageCacheEntry{r, r}, "images[1].digest"},
 		"unknown state":     {"a1", []proto.ImageCacheEntry{{Digest: digest("a"), State: "gone"}}, "images[0].state"},
 		"negative size":     {"a1", []proto.ImageCacheEntry{{Digest: digest("a"), State: proto.CacheReady, SizeBytes: -1}}, "images[0].sizeBytes"},
+		"too many sources":  {"a1", []proto.ImageCacheEntry{{Digest: digest("a"), State: proto.CacheReady, Sources: make([]string, proto.MaxImageCacheSources+1)}}, "images[0].sources"},
 		"bad agent id":      {"a 1", nil, "agentId"},
 		"too many":          {"a1", make([]proto.ImageCacheEntry, maxCacheEntries+1), "images"},
 	}
@@ -193,11 +216,11 @@ func TestSiteCacheReportChecks(t *testing.T) {
 func TestImagesCachedAt(t *testing.T) {
 	f := newSiteFixture(t)
 	for _, s := range []step{{agent: "a1", entries: []proto.ImageCacheEntry{
-		{Digest: digest("a"), State: proto.CacheReady, SizeBytes: 10},
-		{Digest: digest("b"), State: proto.CacheReady, SizeBytes: 20},
-		{Digest: digest("c"), State: proto.CacheReady, SizeBytes: 30},
-		{Digest: digest("d"), State: proto.CacheReady, SizeBytes: 5},
-		{Digest: digest("f"), State: proto.CachePulling, SizeBytes: 50},
+		{Digest: digest("a"), State: proto.CacheReady, SizeBytes: 10, Sources: []string{sourceOf("a"), sourceOf("a2")}},
+		{Digest: digest("b"), State: proto.CacheReady, SizeBytes: 20, Sources: []string{sourceOf("b")}},
+		{Digest: digest("c"), State: proto.CacheReady, SizeBytes: 30, Sources: []string{sourceOf("c")}},
+		{Digest: digest("d"), State: proto.CacheReady, SizeBytes: 5, Sources: []string{sourceOf("d")}},
+		{Digest: digest("f"), State: proto.CachePulling, SizeBytes: 50, Sources: []string{sourceOf("f")}},
 	}}} {
 		if _, err := f.run(t, s); err != nil {
 			t.Fatal(err)
