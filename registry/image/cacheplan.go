@@ -12,7 +12,9 @@ import (
 type CachePlan struct {
 	Site string `json:"siteId"`
 	// CacheImages are the site agents' NodeSpec site.cacheImages: each verified image a
-	// pool of the site pre-warms, once per digest, ordered by ref.
+	// pool of the site pre-warms, once per digest and source, ordered by ref. Images of
+	// one digest from several sources are listed once each: the cache serves its copy for
+	// an image only once that image's own source served it the bytes.
 	CacheImages []proto.CacheImage `json:"cacheImages"`
 	// Excluded are the pre-warm refs left out, with why.
 	Excluded []ExcludedImage `json:"excluded"`
@@ -46,7 +48,7 @@ func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 	if err != nil {
 		return plan, err
 	}
-	digests := map[string]bool{}
+	listed := map[[2]string]bool{} // digest, source
 	for _, p := range pools {
 		extra := len(p.Policy.PrewarmImages)
 		for i, ref := range append(slices.Clone(p.Policy.PrewarmImages), p.Policy.RamdiskExtras...) {
@@ -74,10 +76,10 @@ func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 			default:
 				return plan, err
 			}
-			if digests[img.SHA256] {
+			if listed[[2]string{img.SHA256, img.Source}] {
 				continue
 			}
-			digests[img.SHA256] = true
+			listed[[2]string{img.SHA256, img.Source}] = true
 			plan.CacheImages = append(plan.CacheImages, proto.CacheImage{
 				Ref: img.Ref, Digest: img.SHA256, Source: img.Source, SizeBytes: img.SizeBytes,
 				Format: img.Format, Compression: img.Compression,
@@ -85,7 +87,7 @@ func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 		}
 	}
 	slices.SortFunc(plan.CacheImages, func(a, b proto.CacheImage) int {
-		return cmp.Or(cmp.Compare(a.Ref, b.Ref), cmp.Compare(a.Digest, b.Digest))
+		return cmp.Or(cmp.Compare(a.Ref, b.Ref), cmp.Compare(a.Digest, b.Digest), cmp.Compare(a.Source, b.Source))
 	})
 	return plan, nil
 }

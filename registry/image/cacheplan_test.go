@@ -17,6 +17,7 @@ func TestPlanSiteCache(t *testing.T) {
 	platform := newSigner(t, st, store.RootTenant, "platform", openssl.Ed25519)
 	acmeKey := newSigner(t, st, "acme", "acme-1", openssl.P256)
 	gone := newSigner(t, st, "acme", "acme-gone", openssl.Ed25519)
+	betaKey := newSigner(t, st, "beta", "beta-1", openssl.P256)
 
 	withDigest := func(req RegisterRequest, d string) RegisterRequest { req.SHA256 = digest(d); return req }
 	base := mustRegister(t, st, store.RootTenant, sign(t, withDigest(osRequest("base@1"), "1"), platform, "platform", formEd25519))
@@ -30,6 +31,9 @@ func TestPlanSiteCache(t *testing.T) {
 	// acme's public image, vouched for by acme's key only.
 	pub := mustRegister(t, st, "acme", sign(t, withDigest(osRequest("pub@1"), "6"), acmeKey, "acme-1", formP1363))
 	storetest.Update(t, st, func(tx *store.Tx) error { _, err := Promote(tx, "acme", pub.ID); return err })
+	// beta's own image of acme's digest "2", from its own source: listed apart, so the
+	// cache checks beta's source before its copy serves beta's image.
+	theirs := mustRegister(t, st, "beta", sign(t, withDigest(osRequest("theirs@1"), "2"), betaKey, "beta-1", formP1363))
 
 	storetest.Update(t, st, func(tx *store.Tx) error {
 		for _, s := range []string{"rack-1", "rack-2"} {
@@ -43,7 +47,7 @@ func TestPlanSiteCache(t *testing.T) {
 		for _, p := range []store.Pool{
 			{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "unsigned@1", "missing@1", "base@1", "revoked@1"}}},
 			{Tenant: "acme", Name: "cpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1"}}},
-			{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "base@1", "pub@1", "acme/pub@1", "acme/own@1"}}},
+			{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "base@1", "pub@1", "acme/pub@1", "acme/own@1", "theirs@1"}}},
 			{Tenant: "acme", Name: "far", Site: "rack-2", Policy: store.PoolPolicy{PrewarmImages: []string{"unsigned@1"}}},
 		} {
 			if _, err := tx.CreatePool(p); err != nil {
@@ -60,6 +64,7 @@ func TestPlanSiteCache(t *testing.T) {
 	want := []proto.CacheImage{
 		{Ref: "base@1", Digest: digest("1"), Source: base.Source, SizeBytes: base.SizeBytes, Format: proto.FormatRaw, Compression: proto.CompressionZstd},
 		{Ref: "own@1", Digest: digest("2"), Source: own.Source, SizeBytes: own.SizeBytes, Format: proto.FormatRaw, Compression: proto.CompressionZstd},
+		{Ref: "theirs@1", Digest: digest("2"), Source: theirs.Source, SizeBytes: theirs.SizeBytes, Format: proto.FormatRaw, Compression: proto.CompressionZstd},
 	}
 	if diff := cmp.Diff(want, plan.CacheImages); diff != "" {
 		t.Errorf("cache images (-want +got):\n%s", diff)
