@@ -65,7 +65,7 @@ func TestExampleProfileAcceptance(t *testing.T) {
 	w := newWorld(t)
 	_, zst := osImage(t)
 	w.register(t, "ubuntu-24.04-server@2026.09", zst, testkit.Digest(zst), true)
-	w.site.cache(testkit.Digest(zst), zst)
+	w.site.cache(testkit.Digest(zst), zst, w.source("ubuntu-24.04-server@2026.09"))
 	testkit.JSON(t, w.admin, nil, "profiles", "create", filepath.Join("..", "..", "examples", "ubuntu-gpu-host.json"))
 
 	cases := []struct {

@@ -152,9 +152,12 @@ func (w *world) image(ref string, artifact []byte, digest string) testkit.Image 
 	w.mu.Lock()
 	w.images[path] = artifact
 	w.mu.Unlock()
-	return testkit.Image{Tenant: "root", Ref: ref, Kind: "os", Source: w.imageURL + path, Format: "raw", Compression: "zstd",
+	return testkit.Image{Tenant: "root", Ref: ref, Kind: "os", Source: w.source(ref), Format: "raw", Compression: "zstd",
 		SHA256: digest, Size: int64(len(artifact)), SignerID: "platform", Signer: w.signer}
 }
+
+// source is where the image ref is served.
+func (w *world) source(ref string) string { return w.imageURL + "/" + ref + ".raw.zst" }
 
 // register serves artifact and registers it as ref with digest (signed unless unsigned).
 func (w *world) register(t *testing.T, ref string, artifact []byte, digest string, signed bool) {
@@ -197,7 +200,7 @@ func hostWorld(t *testing.T) (*world, []byte) {
 	w := newWorld(t)
 	raw, zst := osImage(t)
 	w.register(t, "e2e-os@1", zst, testkit.Digest(zst), true)
-	w.site.cache(testkit.Digest(zst), zst)
+	w.site.cache(testkit.Digest(zst), zst, w.source("e2e-os@1"))
 	testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile("e2e-host", "e2e-os@1")))
 	return w, raw
 }

@@ -69,21 +69,23 @@ type site struct {
 	agent    *session.Agent
 	httpBase string // the site's HTTP server, where its cache serves images by digest
 
-	mu       sync.Mutex
-	cached   map[string][]byte // the cache's images by digest
-	served   int               // image requests the cache answered
-	calls    []string
-	machines map[string]*machine
-	entries  map[string]proto.PrepareRamdisk
-	boot     map[string]string // the boot device each machine is set to
-	procs    map[string]*exec.Cmd
+	mu     sync.Mutex
+	cached map[string][]byte // the cache's images by digest
+	// cachedFrom is the source of each cached image, by digest.
+	cachedFrom map[string]string
+	served     int // image requests the cache answered
+	calls      []string
+	machines   map[string]*machine
+	entries    map[string]proto.PrepareRamdisk
+	boot       map[string]string // the boot device each machine is set to
+	procs      map[string]*exec.Cmd
 	// held, when set, holds a power-off until it is closed; holding is closed as one
 	// starts.
 	held, holding chan struct{}
 }
 
 func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site {
-	s := &site{t: t, bcd: testkit.Binary(t, "bcd"), certFile: certFile, machines: map[string]*machine{}, cached: map[string][]byte{},
+	s := &site{t: t, bcd: testkit.Binary(t, "bcd"), certFile: certFile, machines: map[string]*machine{}, cached: map[string][]byte{}, cachedFrom: map[string]string{},
 		entries: map[string]proto.PrepareRamdisk{}, boot: map[string]string{}, procs: map[string]*exec.Cmd{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
@@ -139,13 +141,15 @@ func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site
 	return s
 }
 
-// cache puts an artifact in the site's cache and reports the cache's images.
-func (s *site) cache(digest string, b []byte) {
+// cache puts an artifact pulled from source in the site's cache and reports the cache's
+// images, each with the source it came from (the registry locates no image without).
+func (s *site) cache(digest string, b []byte, source string) {
 	s.mu.Lock()
 	s.cached[digest] = b
+	s.cachedFrom[digest] = source
 	var entries []proto.ImageCacheEntry
 	for d, b := range s.cached {
-		entries = append(entries, proto.ImageCacheEntry{Digest: d, State: proto.CacheReady, SizeBytes: int64(len(b))})
+		entries = append(entries, proto.ImageCacheEntry{Digest: d, State: proto.CacheReady, SizeBytes: int64(len(b)), Sources: []string{s.cachedFrom[d]}})
 	}
 	s.mu.Unlock()
 	data, _ := json.Marshal(entries)
