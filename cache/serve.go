@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,6 +71,16 @@ func (c *Cache) acquire(d string, touch bool) *os.File {
 		c.notify()
 	}
 	return f
+}
+
+// Holds says whether digest is ready and was verified from source (one of its
+// proto.ImageCacheEntry.Sources): only then may the copy stand in for an image from that
+// source.
+func (c *Cache) Holds(digest, source string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[digest]
+	return e != nil && !e.verify && e.rec.State == proto.CacheReady && slices.Contains(e.rec.Sources, source)
 }
 
 func (c *Cache) release(d string, f *os.File) {

@@ -45,7 +45,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer a.cache.Close()
 	defer srv.Close()
 	st := &steps{drivers: drivers.Registry(), env: bmc.Env{Log: log},
-		entries: a.entries, changed: a.signalEntries}
+		entries: a.entries, holds: a.cache.Holds, changed: a.signalEntries}
 	info, _ := json.Marshal(proto.SiteInventory{HTTPBase: cfg.HTTPBase})
 	a.session, err = session.New(session.Config{
 		Addrs: conf.Endpoints(), Certificate: id.Certificate, ServerCAs: id.ServingCAs, Clock: cfg.Clock,

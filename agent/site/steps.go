@@ -17,6 +17,9 @@ type steps struct {
 	drivers bmc.Registry
 	env     bmc.Env
 	entries *entries
+	// holds says whether the site cache holds a digest verified from a source
+	// (cache.Cache.Holds).
+	holds func(digest, source string) bool
 	// changed is called after a step changed the boot entries.
 	changed func()
 }
@@ -191,8 +194,10 @@ func (s *steps) inspect(ctx context.Context, _ proto.SiteCommand, d bmc.Driver) 
 
 // insert mounts the ISO on the BMC's virtual media. A BMC without virtual media
 // (UNSUPPORTED) boots a catalog image, one with a digest, by iPXE sanboot from the site
-// cache instead: the machine's entry becomes a sanboot of that digest, and a later
-// setBootDevice cd sets pxe.
+// cache instead, when the cache holds the digest verified from the image's own source
+// (another tenant's image of the digest gets no copy its source never served): the
+// machine's entry becomes a sanboot of that digest, and a later setBootDevice cd sets
+// pxe.
 func (s *steps) insert(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, error) {
 	var in proto.MediaInsert
 	if err := decodeStrict(jsondoc.Decoder{Name: "media.insert's with", At: "with"}, cmd.Input, &in); err != nil {
@@ -207,6 +212,9 @@ func (s *steps) insert(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver)
 		}
 		if len(macs) == 0 {
 			return nil, proto.Errorf(proto.Unsupported, "node %s: the BMC has no virtual media, and and no MAC is known to boot the ISO by sanboot from the site cache", cmd.Node)
+		}
+		if !s.holds(in.Digest, in.URL) {
+			return nil, proto.Errorf(proto.Unsupported, "node %s: the BMC has no virtual media, and the site cache does not hold sha256:%s from %s to boot it by sanboot: pre-warm the image at the site", cmd.Node, in.Digest, in.URL)
 		}
 		e := proto.BootEntry{Node: cmd.Node, MACs: macs, ProductUUID: uuid, Kind: proto.BootSanboot, Sanboot: &proto.Sanboot{Image: in.Digest}, SecureBoot: secure}
 		if err := s.setEntry(cmd.Node, &e); err != nil {

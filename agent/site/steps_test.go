@@ -3,10 +3,13 @@ package site
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
@@ -14,13 +17,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/drivers"
 	"github.com/better-compute/better-compute/bmc/redfishsim"
 	"github.com/better-compute/better-compute/boot"
+	"github.com/better-compute/better-compute/cache"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/testkit"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -111,14 +117,57 @@ func TestCredentialOnlyWithTheCommand(t *testing.T) {
 	}
 }
 
+// readyCache is a real site cache holding iso, pulled from a loopback HTTPS source at
+// path; it returns the cache and the source's base URL, which serves other bytes of the
+// same size at any other path.
+func readyCache(t *testing.T, iso []byte, path string) (*cache.Cache, string) {
+	t.Helper()
+	other := bytes.Repeat([]byte{'x'}, len(iso))
+	src := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := other
+		if r.URL.Path == path {
+			b = iso
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+	}))
+	t.Cleanup(src.Close)
+	c, err := cache.Open(cache.Config{Dir: t.TempDir(), RootCAs: src.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; c.Close() })
+	sum := sha256.Sum256(iso)
+	digest := hex.EncodeToString(sum[:])
+	if err := c.SetDesired([]proto.CacheImage{{Ref: "rescue@1", Digest: digest, Source: src.URL + path, SizeBytes: int64(len(iso))}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, "the ISO ready in the site cache", time.Minute, 5*time.Millisecond, func() bool { return c.Holds(digest, src.URL+path) })
+	return c, src.URL
+}
+
 func TestSanbootWithoutVirtualMedia(t *testing.T) {
 	f := newFixture(t, redfishsim.Config{NoVirtualMedia: true})
-	digest := strings.Repeat("ab", 32)
-	out, err := f.run(t, "media.insert", proto.MediaInsert{URL: "https://images.example/x.iso", Digest: digest, MACs: []string{mac}})
+	iso := bytes.Repeat([]byte("an ISO of acme's "), 1000)
+	c, base := readyCache(t, iso, "/acme.iso")
+	f.steps.holds = c.Holds
+	sum := sha256.Sum256(iso)
+	digest := hex.EncodeToString(sum[:])
+	// beta's image names acme's digest with its own source, which never served the bytes:
+	// the machine is not booted from acme's copy.
+	if _, err := f.run(t, "media.insert", proto.MediaInsert{URL: base + "/beta.iso", Digest: digest, MACs: []string{mac}}); proto.CodeOf(err) != proto.Unsupported {
+		t.Fatalf("media.insert of another source's image of the digest: %v, want UNSUPPORTED", err)
+	}
+	hw, _ := net.ParseMAC(mac)
+	if e, ok := f.entries.Entry(hw); ok {
+		t.Fatalf("a sanboot entry from a source the cache never verified: %+v", e)
+	}
+	out, err := f.run(t, "media.insert", proto.MediaInsert{URL: base + "/acme.iso", Digest: digest, MACs: []string{mac}})
 	if err != nil || string(out) != `{"sanboot":"`+digest+`"}` {
 		t.Fatalf("media.insert = %s, %v", out, err)
 	}
-	hw, _ := net.ParseMAC(mac)
 	e, ok := f.entries.Entry(hw)
 	if want := (boot.Entry{Kind: boot.KindSanboot, ISO: "http://10.0.0.1:8080/images/sha256/" + digest}); !ok || !cmp.Equal(e, want) {
 		t.Fatalf("entry %+v, want %+v", e, want)
