@@ -131,7 +131,7 @@ func (c *Cache) pullDone(e *entry, src string, size int64, err error, stopped bo
 		e.failed[src] = c.cfg.Clock.Now()
 	}
 	if e.checking {
-		c.checkDone(e, src, err)
+		c.checkDone(e, src, err, stopped)
 		return
 	}
 	switch {
@@ -159,8 +159,9 @@ func (c *Cache) pullDone(e *entry, src string, size int64, err error, stopped bo
 
 // checkDone records how a check of src against e's ready file ended: its bytes go, and
 // src joins the file's sources when they hashed to the digest. The file stays, for its
-// sources, whatever the check found. c.mu is held.
-func (c *Cache) checkDone(e *entry, src string, err error) {
+// sources, whatever the check found. A stopped check is tried again from zero. c.mu is
+// held.
+func (c *Cache) checkDone(e *entry, src string, err error, stopped bool) {
 	d := e.rec.Digest
 	e.checking = false
 	if rerr := removeFile(c.partialPath(d)); rerr != nil {
@@ -169,7 +170,9 @@ func (c *Cache) checkDone(e *entry, src string, err error) {
 	e.rec.Validator = ""
 	if err != nil {
 		c.put(e)
-		c.cfg.Logger.Warn("cache: a source's bytes did not match the ready file; it is not served for that source", "digest", d, "source", src, "err", err)
+		if !stopped {
+			c.cfg.Logger.Warn("cache: check of a source failed; the file is not served for it", "digest", d, "source", src, "err", err)
+		}
 		return
 	}
 	if i, found := slices.BinarySearch(e.rec.Sources, src); !found && len(e.rec.Sources) < proto.MaxImageCacheSources {
