@@ -7,6 +7,7 @@ package cache
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
@@ -39,6 +40,10 @@ type Cache struct {
 	wanted  map[string]bool    // the digests of desired
 	running int                // jobs (pulls and verifications) running
 	dirty   map[string]bool    // digests whose last use is not yet in the index
+
+	// capKeys are the keys whose capabilities open an image (RequireCapabilities);
+	// nil serves every request.
+	capKeys atomic.Pointer[[]ed25519.PublicKey]
 
 	wake    chan struct{} // the scheduler has something to look at
 	changed chan struct{} // the report is out of date

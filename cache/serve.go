@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -14,7 +15,8 @@ import (
 // ImagePathPrefix is where Handler answers: ImagePathPrefix + DIGEST.
 const ImagePathPrefix = "/images/sha256/"
 
-// Handler serves ready images by digest: `GET` and `HEAD` of /images/sha256/DIGEST, with
+// Handler serves ready images by digest: `GET` and `HEAD` of /images/sha256/DIGEST (with a
+// capability, `?cap=...`, once RequireCapabilities named its keys), with
 // single and multiple byte ranges, the ETag "DIGEST", If-None-Match, If-Range, and the
 // file sent with sendfile. An image that is not ready is 404: the cache never pulls on
 // demand. Mount it on a mux at ImagePathPrefix; do not wrap its ResponseWriter, or the
@@ -30,6 +32,12 @@ func (c *Cache) serveImage(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeError(w, &proto.Error{Code: proto.Unsupported, Message: "only GET and HEAD"})
+		return
+	}
+	// Before the digest is looked up, so that a refusal says nothing of what the cache
+	// holds.
+	if keys := c.capKeys.Load(); keys != nil && !proto.VerifyCacheCap(*keys, r.URL.RawQuery, d, c.cfg.Clock.Now()) {
+		writeError(w, proto.Errorf(proto.Forbidden, "this cache serves an image only at a URL with a valid capability for it (?%s...), as the registry and the site's boot scripts hand out: this one has none, one for another image, an expired one or one signed by another key", proto.CacheCapQuery).WithReason(proto.ReasonCacheCapability))
 		return
 	}
 	f := c.acquire(d, r.Method == http.MethodGet)
@@ -48,6 +56,18 @@ func (c *Cache) serveImage(w http.ResponseWriter, r *http.Request) {
 	// ServeContent copies the *os.File to the ResponseWriter with io.CopyN; the
 	// ResponseWriter's ReadFrom hands it to the TCP connection, which uses sendfile.
 	http.ServeContent(w, r, "", time.Time{}, f)
+}
+
+// RequireCapabilities makes Handler serve an image only at a URL whose query is a
+// capability for its digest (proto.VerifyCacheCap) signed by one of keys; nil serves
+// every URL, as a site whose registry names no key does.
+func (c *Cache) RequireCapabilities(keys []ed25519.PublicKey) {
+	if keys == nil {
+		c.capKeys.Store(nil)
+		return
+	}
+	keys = slices.Clone(keys)
+	c.capKeys.Store(&keys)
 }
 
 // acquire opens a ready image for a reader, counting it so eviction leaves it alone, and

@@ -83,6 +83,10 @@ type SiteSpec struct {
 	ImageSources []string `json:"imageSources,omitempty"`
 	// BootEntries say how each known machine boots.
 	BootEntries []BootEntry `json:"bootEntries,omitempty"`
+	// CacheKey is the registry's cache capability key (EncodeCacheKey): with it, the site's
+	// cache serves an image only to a URL whose capability it or the site's own key signed;
+	// without it (a registry of an earlier version), to any URL.
+	CacheKey string `json:"cacheKey,omitempty"`
 }
 
 // BootKind is how a machine boots from the site.

@@ -65,6 +65,9 @@ const (
 	// ReasonNotCached: an extra initrd of a ramdisk boot the site's cache does not hold
 	// ready yet.
 	ReasonNotCached = "not-cached"
+	// ReasonCacheCapability (FORBIDDEN): a site cache URL without a valid capability for
+	// its image (none, one for another image, expired, or signed by another key).
+	ReasonCacheCapability = "cache-capability"
 	// ReasonCapacity (INVALID_STATE): the site cache cannot fit an image, even after
 	// evicting every image it may.
 	ReasonCapacity = "capacity"
