@@ -30,7 +30,7 @@ var CacheCapLen = base64.RawURLEncoding.EncodedLen(cacheCapBytes)
 // CacheCapability is a capability for digest that expires at expires, signed with key.
 func CacheCapability(key ed25519.PrivateKey, digest string, expires time.Time) string {
 	var b [cacheCapBytes]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(expires.Unix()))
+	putExpiry(b[:8], expires)
 	copy(b[8:], ed25519.Sign(key, cacheCapMessage(digest, b[:8])))
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
@@ -90,6 +90,9 @@ func VerifyCacheCap(keys []ed25519.PublicKey, query, digest string, now time.Tim
 	}
 	return false
 }
+
+// putExpiry writes expires into a capability's first 8 bytes, b.
+func putExpiry(b []byte, expires time.Time) { binary.BigEndian.PutUint64(b, uint64(expires.Unix())) }
 
 // cacheCapMessage is what a capability signs: the context, the digest and the expiry's
 // 8 bytes.
