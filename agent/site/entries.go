@@ -27,11 +27,14 @@ type entries struct {
 	ramdisk  RamdiskConfig
 	httpBase string
 	file     string // the relayed entries' state file
+	// caps signs the capabilities of the cache URLs in the boot server's entries; nil
+	// leaves them out.
+	caps *capSigner
 
 	mu       sync.RWMutex
 	standing []proto.BootEntry
 	relayed  map[string]proto.BootEntry // by node
-	byMAC    map[string]boot.Entry
+	byMAC    map[string]proto.BootEntry
 }
 
 // openEntries loads the relayed entries from file, if it exists.
@@ -61,12 +64,16 @@ func openEntries(file string, ramdisk RamdiskConfig, httpBase string) (*entries,
 	return t, nil
 }
 
-// Entry is boot.Entries.
+// Entry is boot.Entries: the machine's entry, its cache URLs with capabilities minted
+// now, since the boot server renders a script from it for each request.
 func (t *entries) Entry(mac net.HardwareAddr) (boot.Entry, bool) {
 	t.mu.RLock()
-	defer t.mu.RUnlock()
-	e, ok := t.byMAC[mac.String()]
-	return e, ok
+	pe, ok := t.byMAC[mac.String()]
+	t.mu.RUnlock()
+	if !ok {
+		return boot.Entry{}, false
+	}
+	return t.convert(pe), true
 }
 
 // kind is the kind of the entry node boots with now; "" when it has none.
@@ -181,7 +188,7 @@ func (t *entries) section() json.RawMessage {
 
 // rebuild makes the by-MAC table; t.mu is held.
 func (t *entries) rebuild() {
-	byMAC := map[string]boot.Entry{}
+	byMAC := map[string]proto.BootEntry{}
 	for _, pe := range t.standing {
 		if _, over := t.relayed[pe.Node]; !over {
 			t.add(byMAC, pe)
@@ -193,10 +200,9 @@ func (t *entries) rebuild() {
 	t.byMAC = byMAC
 }
 
-func (t *entries) add(byMAC map[string]boot.Entry, pe proto.BootEntry) {
-	e := t.convert(pe)
+func (t *entries) add(byMAC map[string]proto.BootEntry, pe proto.BootEntry) {
 	for _, mac := range pe.MACs {
-		byMAC[mac] = e
+		byMAC[mac] = pe
 	}
 }
 
@@ -246,6 +252,11 @@ func (t *entries) extraURLs(extras []proto.RamdiskExtra) []string {
 	return urls
 }
 
+// cacheURL is the site cache's URL of digest, with a capability when t.caps is set.
 func (t *entries) cacheURL(digest string) string {
-	return strings.TrimSuffix(t.httpBase, "/") + cache.ImagePathPrefix + digest
+	url := strings.TrimSuffix(t.httpBase, "/") + cache.ImagePathPrefix + digest
+	if t.caps == nil {
+		return url
+	}
+	return t.caps.url(url, digest)
 }

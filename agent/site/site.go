@@ -95,6 +95,11 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 	if a.entries, err = openEntries(filepath.Join(cfg.StateDir, entriesFile), cfg.Ramdisk, cfg.HTTPBase); err != nil {
 		return nil, nil, err
 	}
+	key, err := loadOrCreateCapKey(cfg.StateDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	a.entries.caps = &capSigner{key: key, clock: cfg.Clock}
 	cacheCfg := cache.Config{Dir: cfg.Cache.Dir, CapacityBytes: cfg.Cache.CapacityBytes, MaxPulls: cfg.Cache.MaxPulls,
 		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, Reporter: cache.ReporterFunc(a.reportImages), Logger: log, Clock: cfg.Clock, Observer: a.metrics}
 	if cfg.Cache.CAFile != "" {
@@ -148,8 +153,9 @@ func (a *agent) reportEntries(ctx context.Context) {
 	}
 }
 
-// apply makes a pushed NodeSpec's site section take effect: the cache's desired images
-// and the boot entries. The entries are applied even when some cache entry is refused.
+// apply makes a pushed NodeSpec's site section take effect: the cache's desired images,
+// the boot entries and the keys of the cache's capabilities. The entries are applied
+// even when some cache entry is refused.
 func (a *agent) apply(_ context.Context, spec proto.NodeSpec) error {
 	var s proto.SiteSpec
 	if spec.Site != nil {
@@ -157,8 +163,10 @@ func (a *agent) apply(_ context.Context, spec proto.NodeSpec) error {
 	}
 	a.entries.setStanding(s.BootEntries)
 	a.signalEntries()
+	keys, badKey := a.entries.caps.cacheKeys(s)
+	a.cache.RequireCapabilities(keys)
 	images, refused := allowedImages(s)
-	return errors.Join(refused, a.cache.SetDesired(images))
+	return errors.Join(badKey, refused, a.cache.SetDesired(images))
 }
 
 // allowedImages are the cache images of a site section whose source is among its image

@@ -1,0 +1,76 @@
+package site
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/better-compute/better-compute/clock"
+	"github.com/better-compute/better-compute/fsutil"
+	"github.com/better-compute/better-compute/proto"
+)
+
+// The site's cache serves an image only at a URL with a capability once the registry
+// names its key in the SiteSpec (proto.SiteSpec.CacheKey). The registry signs the URLs it
+// hands out (deploy.image's); the site signs the ones it puts in boot scripts (a ramdisk
+// boot's kernel, initrd and extra initrds from the cache, media.insert's ISO) with a key
+// of its own, kept in its state directory so that a restart keeps the URLs of the
+// scripts already served valid. docs/site.md describes it.
+
+// capKeyFile is the site's own capability key in the state directory: an Ed25519 seed.
+const capKeyFile = "cache-capability.key"
+
+// bootCapLifetime is how long the capability of a cache URL in a boot script lasts from
+// when the script is served: long enough for an ISO booted by sanboot, which is read as
+// long as what it booted runs. A shorter one would buy little: the boot server serves a
+// machine's script, with fresh capabilities, to whoever asks by its MAC.
+const bootCapLifetime = 7 * 24 * time.Hour
+
+// capSigner mints the capabilities of the cache URLs the site builds.
+type capSigner struct {
+	key   ed25519.PrivateKey
+	clock clock.Clock
+}
+
+// loadOrCreateCapKey reads the site's own capability key from dir, making it on first
+// use.
+func loadOrCreateCapKey(dir string) (ed25519.PrivateKey, error) {
+	path := filepath.Join(dir, capKeyFile)
+	seed, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		seed = make([]byte, ed25519.SeedSize)
+		rand.Read(seed)
+		err = fsutil.WriteFileAtomic(path, seed, 0o600)
+	}
+	if err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "the site's cache capability key: %v", err).WithPath("stateDir")
+	}
+	if len(seed) != ed25519.SeedSize {
+		return nil, proto.Errorf(proto.InvalidConfig, "the site's cache capability key %s is %d bytes, not %d: remove it, and the site makes a new one (the boot scripts served before it no longer open the cache)", path, len(seed), ed25519.SeedSize).WithPath("stateDir")
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// url is url, the cache's URL of digest, with a capability that lasts bootCapLifetime.
+func (s *capSigner) url(url, digest string) string {
+	return proto.CacheCapURL(url, s.key, digest, s.clock.Now().Add(bootCapLifetime))
+}
+
+// cacheKeys are the keys the cache takes capabilities of under spec: none (it serves
+// every URL) when the registry names no key, else the registry's and the site's own. A
+// key that does not parse leaves the site's alone, and is INVALID_CONFIG.
+func (s *capSigner) cacheKeys(spec proto.SiteSpec) ([]ed25519.PublicKey, error) {
+	if spec.CacheKey == "" {
+		return nil, nil
+	}
+	own := s.key.Public().(ed25519.PublicKey)
+	registry, err := proto.ParseCacheKey(spec.CacheKey)
+	if err != nil {
+		return []ed25519.PublicKey{own}, err
+	}
+	return []ed25519.PublicKey{registry, own}, nil
+}
