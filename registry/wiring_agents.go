@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"log/slog"
 	"time"
@@ -190,8 +191,12 @@ func (p *agentPlane) Prepare(_ context.Context, node store.Node) (proto.PrepareR
 	}, err
 }
 
-// catalog is metal.Images over the store's catalog.
-type catalog struct{ st *store.Store }
+// catalog is metal.Images over the store's catalog; capKey signs the capabilities of its
+// cache URLs.
+type catalog struct {
+	st     *store.Store
+	capKey ed25519.PrivateKey
+}
 
 func (c catalog) Resolve(_ context.Context, tenant, ref string) (metal.Image, error) {
 	var img store.Image
@@ -216,9 +221,12 @@ func (c catalog) VerifyForUse(_ context.Context, tenant string, img metal.Image,
 }
 
 // CacheURL is the image at the site's cache when the site holds it ready
-// (site.CacheURL).
-func (c catalog) CacheURL(_ context.Context, siteID string, img metal.Image) (url string, err error) {
+// (site.CacheURL), with a capability that expires at until unless until is zero.
+func (c catalog) CacheURL(_ context.Context, siteID string, img metal.Image, until time.Time) (url string, err error) {
 	err = c.st.View(func(tx *store.Tx) (err error) { url, err = site.CacheURL(tx, siteID, img.ID, img.SHA256); return err })
+	if url != "" && !until.IsZero() {
+		url = proto.CacheCapURL(url, c.capKey, img.SHA256, until)
+	}
 	return url, err
 }
 
@@ -247,7 +255,8 @@ func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile)
 // holds recorded as its.
 func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertificate, ud *userdata.Renderer, registryURL string, holder store.Holder, obs workflow.Observer) (*agentPlane, error) {
 	p := &agentPlane{st: st, joins: workflow.NewJoinLog(st, holder), holder: holder, userData: ud, secrets: k.box, keys: k.pki, registryURL: registryURL,
-		log: cfg.Log, sites: site.New(site.Config{Store: st, Clock: cfg.Clock, Log: cfg.Log})}
+		log: cfg.Log, sites: site.New(site.Config{Store: st, Clock: cfg.Clock, Log: cfg.Log,
+			CacheKey: proto.EncodeCacheKey(k.box.CacheCapabilityKey().Public().(ed25519.PublicKey))})}
 	if cfg.UserData.ControlPlaneURL != "" {
 		p.registryURL = cfg.UserData.ControlPlaneURL
 	}

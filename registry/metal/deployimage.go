@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
@@ -38,8 +39,25 @@ type Images interface {
 	// signature; another tenant's image whose signer neither allowlist has, with the
 	// reason untrusted-signer.
 	VerifyForUse(ctx context.Context, tenant string, img Image, allowUnsigned bool) error
-	// CacheURL is where the site's cache serves the image, "" when it does not hold it.
-	CacheURL(ctx context.Context, site string, img Image) (string, error)
+	// CacheURL is where the site's cache serves the image, "" when it does not hold it:
+	// with a capability that expires at until (proto.CacheCapURL), or none when until is
+	// zero (a URL that only says the site holds the image).
+	CacheURL(ctx context.Context, site string, img Image, until time.Time) (string, error)
+}
+
+// maxDeployCapLifetime bounds the life of a deploy's cache capability, whatever the
+// step's timeout: a URL copied out of a deploy opens the image no longer than this.
+const maxDeployCapLifetime = 12 * time.Hour
+
+// cacheCapExpiry is when the cache capability of a's deploy.image expires: when a's step
+// times out (its timeout counted from the attempt's start, as the engine counts it), and
+// no later than maxDeployCapLifetime after now.
+func cacheCapExpiry(a *workflow.Attempt, now time.Time) time.Time {
+	end := a.StartedAt.Add(time.Duration(a.Step.TimeoutSeconds) * time.Second)
+	if bound := now.Add(maxDeployCapLifetime); end.After(bound) {
+		return bound
+	}
+	return end
 }
 
 // deployImage is deploy.deploy's registry part: it resolves the image in the node
@@ -80,7 +98,7 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 	if err := s.cfg.Images.VerifyForUse(ctx, a.Node.Tenant, img, s.cfg.AllowUnsignedImages); err != nil {
 		return nil, err
 	}
-	cacheURL, err := s.cfg.Images.CacheURL(ctx, a.Node.Site, img)
+	cacheURL, err := s.cfg.Images.CacheURL(ctx, a.Node.Site, img, cacheCapExpiry(a, s.cfg.Clock.Now()))
 	if err != nil {
 		return nil, err
 	}

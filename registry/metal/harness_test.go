@@ -432,7 +432,7 @@ func (f *fakeImages) VerifyForUse(_ context.Context, tenant string, img Image, a
 	return f.verifyErr
 }
 
-func (f *fakeImages) CacheURL(_ context.Context, site string, img Image) (string, error) {
+func (f *fakeImages) CacheURL(_ context.Context, site string, img Image, _ time.Time) (string, error) {
 	if f.uncached[img.Ref] {
 		return "", nil
 	}

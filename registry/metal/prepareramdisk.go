@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
@@ -79,7 +80,9 @@ func (s *Service) ramdiskExtras(ctx context.Context, node store.Node, pool store
 		if err != nil {
 			return nil, proto.AsError(err).WithPath(path)
 		}
-		url, err := s.cfg.Images.CacheURL(ctx, node.Site, img)
+		// The site puts the extra's URL, with a capability of its own, in the boot
+		// script; this one only says whether the cache holds it.
+		url, err := s.cfg.Images.CacheURL(ctx, node.Site, img, time.Time{})
 		if err != nil {
 			return nil, err
 		}

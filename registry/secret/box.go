@@ -1,7 +1,10 @@
 package secret
 
 import (
+	"crypto/ed25519"
+	"crypto/hkdf"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,10 +24,17 @@ const KeyFile = "secrets.key"
 // keySize is an AES-256 key.
 const keySize = seal.KeySize
 
-// Box seals and opens secrets under the registry's secret key (registry/seal).
+// Box seals and opens secrets under the registry's secret key (registry/seal), and holds
+// the keys derived from it.
 type Box struct {
 	key *seal.Key
+	// cacheCap signs the capabilities of site cache URLs (CacheCapabilityKey).
+	cacheCap ed25519.PrivateKey
 }
+
+// cacheCapInfo is the HKDF info of the cache capability key: what it is for, so that no
+// other key derived from the secret key is it.
+const cacheCapInfo = "better-compute cache capability key v1"
 
 // LoadOrCreate loads the key from dir/secrets.key, making it on first use.
 func LoadOrCreate(dir string) (*Box, error) {
@@ -64,8 +74,18 @@ func New(key []byte) (*Box, error) {
 	if err != nil {
 		return nil, fmt.Errorf("secret key: %w", err)
 	}
-	return &Box{key: k}, nil
+	seed, err := hkdf.Key(sha256.New, key, nil, cacheCapInfo, ed25519.SeedSize)
+	if err != nil {
+		return nil, fmt.Errorf("secret key: %w", err)
+	}
+	return &Box{key: k, cacheCap: ed25519.NewKeyFromSeed(seed)}, nil
 }
+
+// CacheCapabilityKey is the key that signs the capabilities of site cache URLs:
+// HKDF-SHA256 of the secret key, so every replica (which shares the secret key) has the
+// same one and no further key is stored. Its public half goes to the sites in their
+// SiteSpec.
+func (b *Box) CacheCapabilityKey() ed25519.PrivateKey { return b.cacheCap }
 
 // additionalData binds a ciphertext to where it is stored: its ref, purpose and node,
 // and for a tenant's secret its tenant.

@@ -7,4 +7,7 @@
 // Two kinds of secrets live here: a node's (its rendered user data, under a ref the
 // registry makes) and a tenant's, put by name (secret://k8s/prod-join) for its nodes'
 // host units. ForAgent is the rule of which node agent gets a tenant's secret.
+//
+// One key is derived from the secret key: the Ed25519 key that signs site cache URLs'
+// capabilities (Box.CacheCapabilityKey).
 package secret

@@ -36,6 +36,10 @@ type Config struct {
 	Interval time.Duration
 	Clock    clock.Clock
 	Log      *slog.Logger
+	// CacheKey is the registry's cache capability key (proto.EncodeCacheKey), given to
+	// every site in its SiteSpec: with it the site's cache serves only URLs with a
+	// capability.
+	CacheKey string
 }
 
 // Service keeps the site agents' NodeSpecs and records PXE discoveries.
@@ -157,7 +161,7 @@ func (s *Service) refreshAll() {
 				return err
 			}
 			for _, site := range sites {
-				if _, err := Refresh(tx, site.ID, s.cfg.Verifier); err != nil {
+				if _, err := Refresh(tx, site.ID, s.cfg.Verifier, s.cfg.CacheKey); err != nil {
 					return err
 				}
 			}
@@ -172,10 +176,10 @@ func (s *Service) refreshAll() {
 	}
 }
 
-// Refresh writes the NodeSpec of site's agent with the site's cache plan and image
-// sources, keeping its standing boot entries. The generation moves only when the content
-// changed.
-func Refresh(tx *store.Tx, site string, v image.Verifier) (proto.NodeSpec, error) {
+// Refresh writes the NodeSpec of site's agent with the site's cache plan, image sources
+// and cacheKey (the registry's cache capability key), keeping its standing boot entries.
+// The generation moves only when the content changed.
+func Refresh(tx *store.Tx, site string, v image.Verifier, cacheKey string) (proto.NodeSpec, error) {
 	images, err := image.SiteCacheImages(tx, site, v)
 	if err != nil {
 		return proto.NodeSpec{}, err
@@ -194,6 +198,6 @@ func Refresh(tx *store.Tx, site string, v image.Verifier) (proto.NodeSpec, error
 	if spec.Site == nil {
 		spec.Site = &proto.SiteSpec{}
 	}
-	spec.Site.CacheImages, spec.Site.ImageSources = images, record.ImageSources
+	spec.Site.CacheImages, spec.Site.ImageSources, spec.Site.CacheKey = images, record.ImageSources, cacheKey
 	return tx.SetNodeSpec(spec)
 }

@@ -20,7 +20,7 @@ func TestRefreshMovesGenerationOnChangeOnly(t *testing.T) {
 	var gens []int64
 	for range 2 {
 		err := st.Update(func(tx *store.Tx) error {
-			spec, err := Refresh(tx, "rack-a", nil)
+			spec, err := Refresh(tx, "rack-a", nil, "")
 			gens = append(gens, spec.Generation)
 			return err
 		})
@@ -38,7 +38,7 @@ func TestRefreshMovesGenerationOnChangeOnly(t *testing.T) {
 		if _, err := tx.SetNodeSpec(spec); err != nil {
 			return err
 		}
-		spec, err = Refresh(tx, "rack-a", nil)
+		spec, err = Refresh(tx, "rack-a", nil, "")
 		gens = append(gens, spec.Generation)
 		if len(spec.Site.BootEntries) != 1 {
 			t.Errorf("refresh dropped the standing entries: %+v", spec.Site)
