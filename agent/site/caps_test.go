@@ -32,9 +32,9 @@ func TestBootEntryCacheURLsCarryTheSitesCapability(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := clock.NewFake(time.Now())
-	f.entries.caps = &capSigner{key: key, clock: clk}
+	f.entries.caps = &capSigner{key: key, clock: clk, dir: f.stateDir}
 	registry, _, _ := ed25519.GenerateKey(rand.Reader)
-	keys, err := f.entries.caps.cacheKeys(proto.SiteSpec{CacheKey: proto.EncodeCacheKey(registry)})
+	keys, err := f.entries.caps.applyKeys(proto.SiteSpec{CacheKey: proto.EncodeCacheKey(registry)})
 	if err != nil || len(keys) != 2 {
 		t.Fatalf("cache keys %v, %v: want the registry's and the site's", keys, err)
 	}
@@ -76,21 +76,33 @@ func TestBootEntryCacheURLsCarryTheSitesCapability(t *testing.T) {
 	if err != nil || !again.Equal(key) {
 		t.Fatalf("the site's key after a restart: %v, want the same key", err)
 	}
+	restored, err := (&capSigner{key: again, dir: f.stateDir}).restoredKeys()
+	if err != nil || len(restored) != 2 || !restored[0].Equal(registry) {
+		t.Fatalf("the keys after a restart, before the registry is reached: %v, %v; want the registry's and the site's", restored, err)
+	}
 }
 
 // A SiteSpec without a key (a registry of an earlier version) leaves the cache serving
-// every URL; one whose key does not parse is INVALID_CONFIG and leaves only the site's
-// own key, so the cache serves no URL the registry signed.
+// every URL, also after a restart; one whose key does not parse is INVALID_CONFIG and
+// leaves only the site's own key, so the cache serves no URL the registry signed.
 func TestCacheKeysFromTheSiteSpec(t *testing.T) {
-	key, err := loadOrCreateCapKey(t.TempDir())
+	dir := t.TempDir()
+	key, err := loadOrCreateCapKey(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &capSigner{key: key, clock: clock.Real{}}
-	if keys, err := s.cacheKeys(proto.SiteSpec{}); keys != nil || err != nil {
+	s := &capSigner{key: key, clock: clock.Real{}, dir: dir}
+	registry, _, _ := ed25519.GenerateKey(rand.Reader)
+	if _, err := s.applyKeys(proto.SiteSpec{CacheKey: proto.EncodeCacheKey(registry)}); err != nil {
+		t.Fatal(err)
+	}
+	if keys, err := s.applyKeys(proto.SiteSpec{}); keys != nil || err != nil {
 		t.Fatalf("no key: %v, %v; want none, so the cache serves as before", keys, err)
 	}
-	keys, err := s.cacheKeys(proto.SiteSpec{CacheKey: "not a key"})
+	if keys, err := s.restoredKeys(); keys != nil || err != nil {
+		t.Fatalf("no key, after a restart: %v, %v; want none", keys, err)
+	}
+	keys, err := s.applyKeys(proto.SiteSpec{CacheKey: "not a key"})
 	if proto.CodeOf(err) != proto.InvalidConfig || len(keys) != 1 || !keys[0].Equal(key.Public()) {
 		t.Fatalf("a bad key: %v, %v; want INVALID_CONFIG and the site's key alone", keys, err)
 	}

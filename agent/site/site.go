@@ -99,7 +99,11 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	a.entries.caps = &capSigner{key: key, clock: cfg.Clock}
+	a.entries.caps = &capSigner{key: key, clock: cfg.Clock, dir: cfg.StateDir}
+	keys, err := a.entries.caps.restoredKeys()
+	if err != nil {
+		return nil, nil, err
+	}
 	cacheCfg := cache.Config{Dir: cfg.Cache.Dir, CapacityBytes: cfg.Cache.CapacityBytes, MaxPulls: cfg.Cache.MaxPulls,
 		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, Reporter: cache.ReporterFunc(a.reportImages), Logger: log, Clock: cfg.Clock, Observer: a.metrics}
 	if cfg.Cache.CAFile != "" {
@@ -110,6 +114,7 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 	if a.cache, err = cache.Open(cacheCfg); err != nil {
 		return nil, nil, err
 	}
+	a.cache.RequireCapabilities(keys)
 	srv, err := boot.New(cfg.Boot, boot.Deps{Entries: a.entries, Discoveries: a.discoveries, Log: log, Clock: cfg.Clock, Observer: a.metrics,
 		Handlers: map[string]http.Handler{cache.ImagePathPrefix: a.cache.Handler()}})
 	if err != nil {
@@ -163,7 +168,7 @@ func (a *agent) apply(_ context.Context, spec proto.NodeSpec) error {
 	}
 	a.entries.setStanding(s.BootEntries)
 	a.signalEntries()
-	keys, badKey := a.entries.caps.cacheKeys(s)
+	keys, badKey := a.entries.caps.applyKeys(s)
 	a.cache.RequireCapabilities(keys)
 	images, refused := allowedImages(s)
 	return errors.Join(badKey, refused, a.cache.SetDesired(images))

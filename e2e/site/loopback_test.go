@@ -120,11 +120,12 @@ func TestSiteLoopback(t *testing.T) {
 	if bytes.Contains([]byte(sections["images"]), []byte(inside.SHA256)) || internalConns.Load() != 0 {
 		t.Errorf("the site cache took up the image from outside its sources: cache %s, %d connections to its host", sections["images"], internalConns.Load())
 	}
-	out, err := exec.Command("curl", "-sf", "-r", "1000-1999", fmt.Sprintf("http://127.0.0.1:%d/images/sha256/%s", httpPort, digest)).Output()
+	cacheURL := proto.CacheCapURL(fmt.Sprintf("http://127.0.0.1:%d/images/sha256/%s", httpPort, digest), registryCacheKey(t, reg), digest, time.Now().Add(time.Hour))
+	out, err := exec.Command("curl", "-sf", "-r", "1000-1999", cacheURL).Output()
 	if err != nil || !bytes.Equal(out, artifact[1000:2000]) {
 		t.Fatalf("curl a range of the cached image: %v, %d bytes", err, len(out))
 	}
-	siteMetricsMove(t, sa, digest, len(artifact))
+	siteMetricsMove(t, reg, sa, digest, len(artifact))
 
 	// A workflow's site steps reach the machine's BMC through the registry and the site,
 	// with the root tenant's secret.

@@ -8,17 +8,19 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
 
 // siteMetricsMove checks bcd site's /metrics against what the site did: it pulled the
 // image of size bytes and served the range the test asked of it; then, scraping again,
-// that a request of an image the cache does not hold is a miss and an HTTP 404, a TFTP
+// that a request (with a capability) of an image the cache does not hold is a miss and an HTTP 404, a TFTP
 // read counts its bytes, and a DHCPDISCOVER of no network-boot client goes unanswered and
 // is counted as dropped. No series names the image.
-func siteMetricsMove(t *testing.T, sa siteAgent, digest string, size int) {
+func siteMetricsMove(t *testing.T, reg *testkit.Registry, sa siteAgent, digest string, size int) {
 	t.Helper()
 	m, text := testkit.Scrape(t, sa.metricsURL)
 	for series, want := range map[string]float64{
@@ -38,7 +40,9 @@ func siteMetricsMove(t *testing.T, sa siteAgent, digest string, size int) {
 		t.Errorf("a series of bcd site names the image %s", digest)
 	}
 
-	if err := exec.Command("curl", "-s", "-o", "/dev/null", fmt.Sprintf("http://127.0.0.1:%d/images/sha256/%s", sa.httpPort, strings.Repeat("0", 64))).Run(); err != nil {
+	absent := strings.Repeat("0", 64)
+	absentURL := proto.CacheCapURL(fmt.Sprintf("http://127.0.0.1:%d/images/sha256/%s", sa.httpPort, absent), registryCacheKey(t, reg), absent, time.Now().Add(time.Hour))
+	if err := exec.Command("curl", "-s", "-o", "/dev/null", absentURL).Run(); err != nil {
 		t.Fatal(err)
 	}
 	file := make([]byte, 3000)

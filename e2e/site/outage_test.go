@@ -86,7 +86,7 @@ func TestSiteWorksWhileTheRegistryIsDown(t *testing.T) {
 
 	reg.Stop()
 	close(gate)
-	imageURL := fmt.Sprintf("http://127.0.0.1:%d/images/sha256/%s", ports.httpPort, digest)
+	imageURL := proto.CacheCapURL(fmt.Sprintf("http://127.0.0.1:%d/images/sha256/%s", ports.httpPort, digest), registryCacheKey(t, reg), digest, time.Now().Add(time.Hour))
 	waitFor(t, "the image served by the site", func() bool {
 		out, err := exec.Command("curl", "-sf", "-r", "1000-1999", imageURL).Output()
 		return err == nil && bytes.Equal(out, artifact[1000:2000])
