@@ -226,7 +226,7 @@ func TestDeployEndToEnd(t *testing.T) {
 	}
 
 	// The image came from the site's cache, whose URL the registry took from the site
-	// agent's reports.
+	// agent's reports, with a capability the key of the site's SiteSpec opens.
 	if w.site.cacheHits() == 0 {
 		t.Errorf("the ramdisk did not stream the image from the site cache")
 	}

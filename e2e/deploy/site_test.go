@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -60,7 +61,8 @@ func newMachine(t *testing.T, productUUID string, size int64) *machine {
 
 // site is a site agent in the test process: it joins with a site token, records every
 // command, keeps each machine's boot entry, and power-cycles a machine by (re)starting
-// its bcd ramdisk when its entry is a ramdisk boot.
+// its bcd ramdisk when its entry is a ramdisk boot. Its cache serves an image only at a
+// URL with a capability the key of its SiteSpec opens, as a site's cache does.
 type site struct {
 	t        *testing.T
 	bcd      string
@@ -74,11 +76,13 @@ type site struct {
 	// cachedFrom is the source of each cached image, by digest.
 	cachedFrom map[string]string
 	served     int // image requests the cache answered
-	calls      []string
-	machines   map[string]*machine
-	entries    map[string]proto.PrepareRamdisk
-	boot       map[string]string // the boot device each machine is set to
-	procs      map[string]*exec.Cmd
+	// cacheKey is the registry's cache capability key, from the SiteSpec.
+	cacheKey ed25519.PublicKey
+	calls    []string
+	machines map[string]*machine
+	entries  map[string]proto.PrepareRamdisk
+	boot     map[string]string // the boot device each machine is set to
+	procs    map[string]*exec.Cmd
 	// held, when set, holds a power-off until it is closed; holding is closed as one
 	// starts.
 	held, holding chan struct{}
@@ -88,12 +92,18 @@ func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site
 	s := &site{t: t, bcd: testkit.Binary(t, "bcd"), certFile: certFile, machines: map[string]*machine{}, cached: map[string][]byte{}, cachedFrom: map[string]string{},
 		entries: map[string]proto.PrepareRamdisk{}, boot: map[string]string{}, procs: map[string]*exec.Cmd{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		d := strings.TrimPrefix(r.URL.Path, "/images/sha256/")
 		s.mu.Lock()
-		b, ok := s.cached[strings.TrimPrefix(r.URL.Path, "/images/sha256/")]
-		if ok {
+		opens := s.cacheKey != nil && proto.VerifyCacheCap([]ed25519.PublicKey{s.cacheKey}, r.URL.RawQuery, d, time.Now())
+		b, ok := s.cached[d]
+		if ok && opens {
 			s.served++
 		}
 		s.mu.Unlock()
+		if !opens {
+			http.Error(rw, "no valid capability", http.StatusForbidden)
+			return
+		}
 		if !ok {
 			http.NotFound(rw, r)
 			return
@@ -111,7 +121,17 @@ func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site
 	agent, err := session.New(session.Config{
 		Addr: creds.Config.AgentEndpoint, Addrs: creds.Config.Endpoints(), Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
 		Inventory: map[string]json.RawMessage{proto.SectionSite: siteSection},
-		Log:       slog.New(slog.DiscardHandler),
+		Apply: func(_ context.Context, spec proto.NodeSpec) error {
+			if spec.Site == nil || spec.Site.CacheKey == "" {
+				return nil
+			}
+			key, err := proto.ParseCacheKey(spec.Site.CacheKey)
+			s.mu.Lock()
+			s.cacheKey = key
+			s.mu.Unlock()
+			return err
+		},
+		Log: slog.New(slog.DiscardHandler),
 		Handlers: map[string]session.Handler{
 			proto.CommandPrepareRamdisk: s.handle(s.prepareRamdisk),
 			"management.setBootDevice":  s.handle(s.setBootDevice),
