@@ -41,9 +41,11 @@ func TestServeRefusesWithoutAValidCapability(t *testing.T) {
 		tampered[40] = 'C'
 	}
 	for name, query := range map[string]func(digest string) string{
-		"none":                 func(string) string { return "" },
-		"an empty one":         func(string) string { return proto.CacheCapQuery },
-		"another digest's":     func(string) string { return proto.CacheCapQuery + proto.CacheCapability(key, newArtifact(71, 1).digest, later) },
+		"none":         func(string) string { return "" },
+		"an empty one": func(string) string { return proto.CacheCapQuery },
+		"another digest's": func(string) string {
+			return proto.CacheCapQuery + proto.CacheCapability(key, newArtifact(71, 1).digest, later)
+		},
 		"expired":              func(d string) string { return proto.CacheCapQuery + proto.CacheCapability(key, d, now) },
 		"expired long ago":     func(d string) string { return proto.CacheCapQuery + proto.CacheCapability(key, d, now.Add(-time.Hour)) },
 		"tampered":             func(string) string { return proto.CacheCapQuery + string(tampered) },
