@@ -2,12 +2,15 @@ package cache
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 )
@@ -70,6 +73,44 @@ func FuzzServe(f *testing.F) {
 		case http.StatusRequestedRangeNotSatisfiable:
 		default:
 			t.Fatalf("GET of the image with Range %q answers %d", rng, w.Code)
+		}
+	})
+}
+
+// FuzzServeCapabilities asks a cache that requires capabilities for any path and query,
+// as a machine on the provisioning network may: only the query of a valid capability for
+// the path's own digest is served; everything else is a proto error, FORBIDDEN for a
+// digest's path whatever the cache holds, and never an ETag.
+func FuzzServeCapabilities(f *testing.F) {
+	a := newArtifact(62, 4<<10)
+	clock := newFakeClock()
+	h := readyCache(f, a, Config{Clock: clock})
+	key := newCapKey(9)
+	h.c.RequireCapabilities([]ed25519.PublicKey{key.Public().(ed25519.PublicKey)})
+	handler := h.c.Handler()
+	valid := proto.CacheCapQuery + proto.CacheCapability(key, a.digest, clock.Now().Add(time.Hour))
+	f.Add(ImagePathPrefix+a.digest, valid)
+	f.Add(ImagePathPrefix+a.digest, "")
+	f.Add(ImagePathPrefix+a.digest, valid+"&cap=x")
+	f.Add(ImagePathPrefix+newArtifact(63, 1).digest, valid)
+	f.Add(ImagePathPrefix+a.digest, proto.CacheCapQuery+strings.Repeat("A", proto.CacheCapLen))
+	f.Fuzz(func(t *testing.T, path, query string) {
+		r := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path, RawQuery: query}, Header: http.Header{}, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, r)
+		if path == ImagePathPrefix+a.digest && query == valid {
+			if w.Code != http.StatusOK || !bytes.Equal(w.Body.Bytes(), a.data) {
+				t.Fatalf("the valid capability answers %d", w.Code)
+			}
+			return
+		}
+		var e proto.Error
+		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || w.Header().Get("ETag") != "" {
+			t.Fatalf("GET %q?%q answers %d %q, not a proto error", path, query, w.Code, w.Body)
+		}
+		d, _ := strings.CutPrefix(path, ImagePathPrefix)
+		if proto.IsDigest(d) && path == ImagePathPrefix+d && e.Code != proto.Forbidden {
+			t.Fatalf("GET %q?%q answers %s, want FORBIDDEN", path, query, e.Code)
 		}
 	})
 }
