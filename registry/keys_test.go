@@ -81,6 +81,7 @@ func TestSealedKeysShareOneRegistry(t *testing.T) {
 	}
 	putSecret(t, a, "s3cret-value")
 	pinsA, caA, endpointA := a.Info().Pins, a.keys.pki.AgentCAPEM, *a.keys.endpoint
+	capA := a.keys.box.CacheCapabilityKey()
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +112,9 @@ func TestSealedKeysShareOneRegistry(t *testing.T) {
 	}
 	if _, err := os.Stat(leftover); err == nil {
 		t.Errorf("a killed start's leftover is still in the data directory")
+	}
+	if !b.keys.box.CacheCapabilityKey().Equal(capA) {
+		t.Errorf("the replicas sign cache capabilities with different keys")
 	}
 	if b.Info().Pins != pinsA || !bytes.Equal(b.keys.pki.AgentCAPEM, caA) || *b.keys.endpoint != endpointA {
 		t.Errorf("the second replica has other keys: pins %+v, want %+v", b.Info().Pins, pinsA)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
@@ -145,5 +146,23 @@ func TestOpensSecretsSealedBefore(t *testing.T) {
 		if _, err := box.open(moved); err == nil {
 			t.Errorf("%s opened under another ref", g.Secret.Ref)
 		}
+	}
+}
+
+// The cache capability key is the secret key's, derived: the same secret key (every
+// replica's) gives the same one, another secret key another.
+func TestCacheCapabilityKeyIsDerived(t *testing.T) {
+	key := NewKey()
+	a, err := New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := New(slices.Clone(key))
+	c, _ := New(NewKey())
+	if !a.CacheCapabilityKey().Equal(b.CacheCapabilityKey()) {
+		t.Error("one secret key derives two cache capability keys")
+	}
+	if a.CacheCapabilityKey().Equal(c.CacheCapabilityKey()) {
+		t.Error("two secret keys derive one cache capability key")
 	}
 }
