@@ -24,8 +24,9 @@ const cacheCapContext = "better-compute cache capability v1\x00"
 // and the signature.
 const cacheCapBytes = 8 + ed25519.SignatureSize
 
-// CacheCapLen is a capability's length: cacheCapBytes in unpadded base64url.
-var CacheCapLen = base64.RawURLEncoding.EncodedLen(cacheCapBytes)
+// CacheCapLen is a capability's length: cacheCapBytes in unpadded base64url, 6 bits a
+// character.
+const CacheCapLen = (cacheCapBytes*8 + 5) / 6
 
 // CacheCapability is a capability for digest that expires at expires, signed with key.
 func CacheCapability(key ed25519.PrivateKey, digest string, expires time.Time) string {
@@ -41,18 +42,9 @@ func CacheCapURL(url string, key ed25519.PrivateKey, digest string, expires time
 	return url + "?" + CacheCapQuery + CacheCapability(key, digest, expires)
 }
 
-// ParseCacheCap splits a capability into its expiry and signature; ok is false unless s
-// is exactly what CacheCapability makes: CacheCapLen characters of unpadded base64url,
-// in canonical form, with an expiry after the Unix epoch.
-func ParseCacheCap(s string) (expires time.Time, sig []byte, ok bool) {
-	b, ok := decodeCacheCap(s)
-	if !ok {
-		return time.Time{}, nil, false
-	}
-	return time.Unix(int64(binary.BigEndian.Uint64(b[:8])), 0), b[8:], true
-}
-
-// decodeCacheCap is ParseCacheCap's bytes: the expiry's 8, then the signature.
+// decodeCacheCap decodes a capability into the expiry's 8 bytes and the signature; ok is
+// false unless s is exactly what CacheCapability makes: CacheCapLen characters of
+// unpadded base64url, in canonical form, with an expiry after the Unix epoch.
 func decodeCacheCap(s string) ([]byte, bool) {
 	if len(s) != CacheCapLen {
 		return nil, false
@@ -67,7 +59,7 @@ func decodeCacheCap(s string) ([]byte, bool) {
 	return b, true
 }
 
-// maxCacheCapExpiry bounds an expiry's Unix seconds, so that it is a time.Time.
+// maxCacheCapExpiry bounds an expiry's Unix seconds: tens of thousands of years.
 const maxCacheCapExpiry = 1 << 40
 
 // VerifyCacheCap says whether query (a cache URL's raw query) is `cap=` and a capability

@@ -1,6 +1,7 @@
 // Package site is `bcd site`, the agent of a rack: it holds the registry session of the
 // site's NodeSpec, runs the boot server with the boot entries of that NodeSpec, runs the
-// image cache with its cacheImages and serves the cache beside the boot server's files,
+// image cache with its cacheImages and serves the cache beside the boot server's files
+// to URLs with a capability (its own key's in boot scripts, the registry's in deploys),
 // reports the `site`, `images` and `discoveries` inventory sections, and runs the relayed
 // site steps against the machines' BMCs. docs/site.md describes it.
 package site
