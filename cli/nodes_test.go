@@ -14,6 +14,7 @@ import (
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
@@ -235,6 +236,13 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 // more. Other site commands are UNSUPPORTED.
 func answeringSite(t *testing.T, reg *testkit.Registry, site string) {
 	t.Helper()
+	answeringSiteReporting(t, reg, site, nil)
+}
+
+// answeringSiteReporting is answeringSite whose agent reports inventory (a
+// `discoveries` section: machines its boot server saw) in its hello.
+func answeringSiteReporting(t *testing.T, reg *testkit.Registry, site string, inventory map[string]json.RawMessage) {
+	t.Helper()
 	creds, err := bcdconf.LoadAgent(testkit.JoinSite(t, reg, site))
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +250,7 @@ func answeringSite(t *testing.T, reg *testkit.Registry, site string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	on := func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
 	agent, err := session.New(session.Config{Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
-		Handlers: map[string]session.Handler{"power.getPower": on, "inspect.oob": on}, Log: slog.New(slog.DiscardHandler)})
+		Inventory: inventory, Handlers: map[string]session.Handler{"power.getPower": on, "inspect.oob": on}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,6 +393,60 @@ func TestEnrollConflictHidesAnotherTenantsNode(t *testing.T) {
 	}
 	if e := testkit.Fails(t, configs["acme"], enroll("52:54:00:00:00:01")...); e.Code != "CONFLICT" || !strings.Contains(e.Message, node.ID) {
 		t.Errorf("acme enrolling its own machine again: %+v, want its node named", e)
+	}
+}
+
+// TestAProductUUIDIsOneMachineInEitherSpelling: tenant acme enrolls a machine by its
+// product UUID as DHCP option 97 sends it; tenant beta, which learned the UUID (the
+// machine broadcasts it on the provisioning network), enrolls the same machine in the
+// spelling dmidecode, Redfish and the site's PXE discovery use, on a pool of its own
+// that trusts its provisioning network. Beta's enrollment is CONFLICT at productUuid
+// naming no node of acme's, and when the site reports the machine network-booting, its
+// MAC is proposed to acme's node and to no node of beta's. Before, beta's node was
+// enrolled and got the machine's MAC bound at once, and with it the machine's ramdisk
+// boots: beta's deploy would have run on acme's machine.
+func TestAProductUUIDIsOneMachineInEitherSpelling(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	configs := acmeAndBeta(t, reg.AdminConfig, "compute:nodes:manage,compute:nodes:read,compute:pools:manage")
+	const sent, dmidecode, mac = "78563412-bc9a-f0de-1122-334455667788", "12345678-9abc-def0-1122-334455667788", "52:54:00:00:00:07"
+	policy := filepath.Join(t.TempDir(), "trusting.json")
+	if err := os.WriteFile(policy, []byte(`{"trustProvisioningNetwork": true}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testkit.JSON(t, configs["beta"], nil, "pools", "create", "trusting", "--site", "rack-a", "--policy", policy)
+	var acmes store.Node
+	testkit.JSON(t, configs["acme"], &acmes, "nodes", "enroll", "--pool", "gpu", "--product-uuid", sent, "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
+
+	res := testkit.CLI(t, configs["beta"], "nodes", "enroll", "--pool", "trusting", "--product-uuid", dmidecode,
+		"--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.3", "--format", "json")
+	var e testkit.ErrorObject
+	json.Unmarshal([]byte(res.Stdout), &e)
+	if res.Code != 1 || e.Code != "CONFLICT" || e.Details.Path != "productUuid" || strings.Contains(res.Stdout+res.Stderr, "nd_") {
+		t.Errorf("beta enrolling acme's machine in the other spelling: exit %d\n%s%s\nwant CONFLICT at productUuid naming no node of acme (%s)",
+			res.Code, res.Stdout, res.Stderr, acmes.ID)
+	}
+
+	seen := time.Now().UTC().Truncate(time.Second)
+	discovered, _ := json.Marshal([]proto.Discovery{{MAC: mac, ProductUUID: dmidecode, FirstSeen: seen, LastSeen: seen}})
+	answeringSiteReporting(t, reg, "rack-a", map[string]json.RawMessage{proto.SectionDiscoveries: discovered})
+	holds := func(n api.Node) bool {
+		return slices.Contains(n.MACs, mac) || n.MACProposal != nil && n.MACProposal.MAC == mac
+	}
+	var acmeList, betaList api.NodeList
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		testkit.JSON(t, configs["acme"], &acmeList, "nodes", "list")
+		testkit.JSON(t, configs["beta"], &betaList, "nodes", "list")
+		if slices.ContainsFunc(acmeList.Nodes, holds) || slices.ContainsFunc(betaList.Nodes, holds) {
+			break
+		}
+	}
+	if !slices.ContainsFunc(acmeList.Nodes, holds) {
+		t.Errorf("acme's node %s never got the MAC its machine booted from", acmes.ID)
+	}
+	for _, n := range betaList.Nodes {
+		if holds(n) {
+			t.Errorf("beta's node %s holds acme's machine's MAC: macs %v, proposal %+v", n.ID, n.MACs, n.MACProposal)
+		}
 	}
 }
 
