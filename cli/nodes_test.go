@@ -404,11 +404,14 @@ func TestEnrollConflictHidesAnotherTenantsNode(t *testing.T) {
 // naming no node of acme's, and when the site reports the machine network-booting, its
 // MAC is proposed to acme's node and to no node of beta's. Before, beta's node was
 // enrolled and got the machine's MAC bound at once, and with it the machine's ramdisk
-// boots: beta's deploy would have run on acme's machine.
+// boots: beta's deploy would have run on acme's machine. Likewise beta enrolls, by its
+// UUID, a machine acme enrolled by its MAC alone: when the site reports it, beta's node
+// is proposed nothing (before, it was shown acme's machine's MAC and when it booted).
 func TestAProductUUIDIsOneMachineInEitherSpelling(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
 	configs := acmeAndBeta(t, reg.AdminConfig, "compute:nodes:manage,compute:nodes:read,compute:pools:manage")
 	const sent, dmidecode, mac = "78563412-bc9a-f0de-1122-334455667788", "12345678-9abc-def0-1122-334455667788", "52:54:00:00:00:07"
+	const otherUUID, otherMAC = "22345678-9abc-def0-1122-334455667788", "52:54:00:00:00:08"
 	policy := filepath.Join(t.TempDir(), "trusting.json")
 	if err := os.WriteFile(policy, []byte(`{"trustProvisioningNetwork": true}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -425,9 +428,12 @@ func TestAProductUUIDIsOneMachineInEitherSpelling(t *testing.T) {
 		t.Errorf("beta enrolling acme's machine in the other spelling: exit %d\n%s%s\nwant CONFLICT at productUuid naming no node of acme (%s)",
 			res.Code, res.Stdout, res.Stderr, acmes.ID)
 	}
+	testkit.JSON(t, configs["acme"], nil, "nodes", "enroll", "--pool", "gpu", "--mac", otherMAC, "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
+	testkit.JSON(t, configs["beta"], nil, "nodes", "enroll", "--pool", "trusting", "--product-uuid", otherUUID, "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.3")
 
 	seen := time.Now().UTC().Truncate(time.Second)
-	discovered, _ := json.Marshal([]proto.Discovery{{MAC: mac, ProductUUID: dmidecode, FirstSeen: seen, LastSeen: seen}})
+	discovered, _ := json.Marshal([]proto.Discovery{{MAC: mac, ProductUUID: dmidecode, FirstSeen: seen, LastSeen: seen},
+		{MAC: otherMAC, ProductUUID: otherUUID, FirstSeen: seen, LastSeen: seen}})
 	answeringSiteReporting(t, reg, "rack-a", map[string]json.RawMessage{proto.SectionDiscoveries: discovered})
 	holds := func(n api.Node) bool {
 		return slices.Contains(n.MACs, mac) || n.MACProposal != nil && n.MACProposal.MAC == mac
@@ -444,8 +450,8 @@ func TestAProductUUIDIsOneMachineInEitherSpelling(t *testing.T) {
 		t.Errorf("acme's node %s never got the MAC its machine booted from", acmes.ID)
 	}
 	for _, n := range betaList.Nodes {
-		if holds(n) {
-			t.Errorf("beta's node %s holds acme's machine's MAC: macs %v, proposal %+v", n.ID, n.MACs, n.MACProposal)
+		if holds(n) || n.MACProposal != nil {
+			t.Errorf("beta's node %s holds or is shown a MAC of acme's machines: macs %v, proposal %+v", n.ID, n.MACs, n.MACProposal)
 		}
 	}
 }

@@ -43,13 +43,16 @@ func (t *Tx) uuidNode(uuid string) []byte {
 }
 
 // ProposeMAC stores a MAC proposal on a node and reports whether it changed anything:
-// a node that has MACs, or already holds this proposal, is left as it is.
+// a node that has MACs, or already holds this proposal, is left as it is, and a MAC a
+// node holds already is proposed to none (it is another machine's, or this UUID's node
+// is not that machine's: either way the proposal would show a machine's MAC to a node
+// that can never bind it, perhaps another tenant's).
 func (t *Tx) ProposeMAC(id string, p MACProposal) (bool, error) {
 	n, err := t.Node(id)
 	if err != nil {
 		return false, err
 	}
-	if len(n.MACs) > 0 || n.MACProposal != nil && n.MACProposal.MAC == p.MAC {
+	if len(n.MACs) > 0 || n.MACProposal != nil && n.MACProposal.MAC == p.MAC || t.getRaw(bucketNodesByHW, []byte("mac:"+p.MAC)) != nil {
 		return false, nil
 	}
 	_, err = t.UpdateNode(id, func(n *Node) error { n.MACProposal = &p; return nil })
