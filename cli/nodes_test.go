@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -453,6 +454,49 @@ func TestAProductUUIDIsOneMachineInEitherSpelling(t *testing.T) {
 		if holds(n) || n.MACProposal != nil {
 			t.Errorf("beta's node %s holds or is shown a MAC of acme's machines: macs %v, proposal %+v", n.ID, n.MACs, n.MACProposal)
 		}
+	}
+}
+
+// TestTenantsNameNoFileOfTheSiteHost: tenant beta names a file of the site host as its
+// BMC's CA file (the redfish driver's options.caFile), which the shared site agent would
+// read for each of its node's BMC commands: /dev/zero (read without end, the agent runs
+// out of memory and every tenant's site with it) and a file of the site host (its
+// answer tells whether it exists and what it holds). Through an enrollment's driver
+// overrides it is FORBIDDEN at the option's path, and through a profile's drivers
+// INVALID_INPUT there; neither leaves a node or a profile. The platform (a root-tenant
+// credential enrolling for beta) still names one. Before, both were taken, and the site
+// read the file at the node's enrollment.
+func TestTenantsNameNoFileOfTheSiteHost(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	configs := acmeAndBeta(t, reg.AdminConfig, "compute:nodes:manage,compute:nodes:read,compute:profiles:manage,compute:profiles:read")
+	beta, ctx := testkit.Client(t, configs["beta"]), context.Background()
+	for _, file := range []string{"/dev/zero", "/var/lib/bcd/agent.key"} {
+		options := fmt.Appendf(nil, `{"options": {"caFile": %q}}`, file)
+		req := api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, BMC: api.BMC{Driver: "redfish", Address: "https://127.0.0.3"},
+			Drivers: map[string]api.Binding{"power": {Driver: "redfish", Config: options}}}
+		var node api.Node
+		err := beta.Call(ctx, "metal.enroll", req, &node)
+		if e := proto.CodeOf(err); e != proto.Forbidden || proto.AsError(err).Details.Path != "drivers.power.config.options.caFile" || proto.AsError(err).Details.Reason != proto.ReasonSiteHostFile {
+			t.Errorf("beta enrolling with options.caFile %s: %v (node %s), want FORBIDDEN at drivers.power.config.options.caFile", file, err, node.ID)
+		}
+		doc := strings.Replace(flatcarHost("host"), `"steps"`, `"drivers": {"power": {"driver": "redfish", "config": `+string(options)+`}}, "steps"`, 1)
+		err = beta.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(doc)}, nil)
+		if proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "drivers.power.config.options.caFile" {
+			t.Errorf("beta's profile with options.caFile %s: %v, want INVALID_INPUT at drivers.power.config.options.caFile", file, err)
+		}
+	}
+	var nodes api.NodeList
+	var profiles api.ProfileList
+	if testkit.JSON(t, configs["beta"], &nodes, "nodes", "list"); len(nodes.Nodes) != 0 {
+		t.Errorf("beta's refused enrollments left nodes: %+v", nodes.Nodes)
+	}
+	if testkit.JSON(t, configs["beta"], &profiles, "profiles", "list"); slices.ContainsFunc(profiles.Profiles, func(p api.ProfileView) bool { return p.ID == "host" }) {
+		t.Errorf("beta's refused profile was stored")
+	}
+	platform := api.EnrollRequest{TenantID: "beta", Pool: "gpu", MACs: []string{"52:54:00:00:00:02"}, BMC: api.BMC{Driver: "redfish", Address: "https://127.0.0.2"},
+		Drivers: map[string]api.Binding{"power": {Driver: "redfish", Config: []byte(`{"options": {"caFile": "/etc/better-compute/bmc-ca.pem"}}`)}}}
+	if err := testkit.Client(t, reg.AdminConfig).Call(ctx, "metal.enroll", platform, nil); err != nil {
+		t.Errorf("the platform enrolling for beta with its BMC CA file: %v", err)
 	}
 }
 
