@@ -2,8 +2,10 @@ package site
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/pem"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -72,4 +74,34 @@ func TestSiteRunsOnItsClock(t *testing.T) {
 	pull := gets.Load() // the requests of one pull
 	fake.Advance(cache.DefaultRetryInterval)
 	waitFor("the image is pulled again once the site's clock moved by the retry interval", func() bool { return gets.Load() == 2*pull && failed() })
+}
+
+// TestSiteWithoutAClockSignsItsScripts: `bcd site` gives the site no clock (clock.Real
+// is its default); a ramdisk entry with an extra initrd is rendered with the extra's
+// cache URL signed on the real clock (before, the site's capability signer was left
+// with no clock and the boot server's DHCP handler crashed the agent on such an entry).
+func TestSiteWithoutAClockSignsItsScripts(t *testing.T) {
+	files := t.TempDir()
+	cfg := Config{StateDir: t.TempDir(), Cache: CacheConfig{Dir: t.TempDir()}, HTTPBase: "http://10.0.0.1",
+		Boot: boot.Config{Interface: "bc0", Mode: boot.Proxy, ServerIP: netip.MustParseAddr("10.0.0.1"), IPXEDir: files, RamdiskDir: files}}
+	a, srv, err := open(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	defer a.cache.Close()
+	const mac = "52:54:00:12:34:57"
+	digest := strings.Repeat("cd", 32)
+	a.entries.setStanding([]proto.BootEntry{{Node: "nd_1", MACs: []string{mac}, Kind: proto.BootRamdisk,
+		Ramdisk: &proto.RamdiskBoot{Token: "t", Registry: "https://r", Extras: []proto.RamdiskExtra{{Ref: "x@1", Digest: digest}}}}})
+	hw, _ := net.ParseMAC(mac)
+	e, ok := a.entries.Entry(hw)
+	if !ok || len(e.Ramdisk.Extras) != 1 {
+		t.Fatalf("entry %+v, %v: want the ramdisk entry with its extra", e, ok)
+	}
+	query, ok := strings.CutPrefix(e.Ramdisk.Extras[0], "http://10.0.0.1/images/sha256/"+digest+"?")
+	own := []ed25519.PublicKey{a.entries.caps.key.Public().(ed25519.PublicKey)}
+	if !ok || !proto.VerifyCacheCap(own, query, digest, time.Now()) {
+		t.Fatalf("extra's URL %q: want the cache's URL with a capability valid now", e.Ramdisk.Extras[0])
+	}
 }
