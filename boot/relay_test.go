@@ -55,8 +55,10 @@ func TestRoutedThroughRelay(t *testing.T) {
 		t.Errorf("iPXE behind the relay: %v", ipxe)
 	}
 
-	// The machine reaches the server's TFTP and HTTP through its router.
-	rackClient.Run(t, "ip", "addr", "add", ip.String()+"/24", "dev", clientIf)
+	// The machine reaches the server's TFTP and HTTP through its router, from the
+	// address leased to it: relayed, its requests keep that address.
+	known4 := ipxe["ip"]
+	rackClient.Run(t, "ip", "addr", "add", known4+"/24", "dev", clientIf)
 	rackClient.Run(t, "ip", "route", "add", "default", "via", "10.98.0.1")
 	dir := t.TempDir()
 	rackClient.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "get", "undionly.kpxe", filepath.Join(dir, "undionly.kpxe"))
@@ -65,6 +67,11 @@ func TestRoutedThroughRelay(t *testing.T) {
 	}
 	if script := rackClient.Run(t, "curl", "-sSf", "http://"+serverAddr+"/boot/02-00-00-00-03-03.ipxe"); !strings.Contains(script, "exit") {
 		t.Errorf("script through the router:\n%s", script)
+	}
+	// From the other machine's address, leased to 02:00:00:00:03:01, it gets the wait.
+	rackClient.Run(t, "ip", "addr", "add", ip.String()+"/24", "dev", clientIf)
+	if script := rackClient.Run(t, "curl", "-sSf", "--interface", ip.String(), "http://"+serverAddr+"/boot/02-00-00-00-03-03.ipxe"); strings.Contains(script, "exit") || !strings.Contains(script, "dhcp netX") {
+		t.Errorf("the script of 02:00:00:00:03:03 through the router from 02:00:00:00:03:01's address:\n%s", script)
 	}
 
 	// The segment no subnet covers gets no answer.
