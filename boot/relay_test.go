@@ -199,27 +199,8 @@ func TestDhclientRenewsThroughRouter(t *testing.T) {
 	cfg.Subnets[0].LeaseTime = Duration(time.Minute)
 	startServer(t, r.server, cfg, nil)
 	r.startRelay(t)
-	dir := t.TempDir()
-	script, out := filepath.Join(dir, "script"), filepath.Join(dir, "events")
-	if err := os.WriteFile(script, []byte(strings.Replace(dhclientScript, "OUT", out, 1)), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "dhclient.conf"), nil, 0o644)
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := r.rackClient.Command(ctx, "dhclient", "-4", "-d", "-v", "-cf", filepath.Join(dir, "dhclient.conf"), "-lf", filepath.Join(dir, "leases"),
-		"-pf", filepath.Join(dir, "pid"), "-sf", script, clientIf)
-	var log netns.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("dhclient:\n%s", log.String())
-		}
-	})
+	out := filepath.Join(t.TempDir(), "events")
+	r.rackClient.StartDhclient(t, clientIf, strings.Replace(dhclientScript, "OUT", out, 1))
 	events := func() []string {
 		b, _ := os.ReadFile(out)
 		return strings.Split(strings.TrimSpace(string(b)), "\n")

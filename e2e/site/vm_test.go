@@ -135,22 +135,7 @@ exit 0
 // it bound.
 func dhclient(t *testing.T, ns *netns.NS, ifname string) string {
 	t.Helper()
-	dir := t.TempDir()
-	script := filepath.Join(dir, "script")
-	testkit.WriteFile(t, script, []byte(dhclientScript), 0o755)
-	testkit.WriteFile(t, filepath.Join(dir, "dhclient.conf"), nil, 0o644)
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := ns.Command(ctx, "dhclient", "-4", "-d", "-v", "-cf", filepath.Join(dir, "dhclient.conf"), "-lf", filepath.Join(dir, "leases"),
-		"-pf", filepath.Join(dir, "pid"), "-sf", script, ifname)
-	var log netns.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
-	})
+	ns.StartDhclient(t, ifname, dhclientScript)
 	var ip string
 	testkit.WaitFor(t, "dhclient's lease", 30*time.Second, 100*time.Millisecond, func() bool {
 		f := strings.Fields(ns.Run(t, "ip", "-4", "-o", "addr", "show", "dev", ifname))
