@@ -33,11 +33,13 @@ type learned struct {
 	sweepAt int
 }
 
+// learnedAddr is the address a MAC's DHCPREQUEST carried, and when it came.
 type learnedAddr struct {
 	ip netip.Addr
 	at time.Time
 }
 
+// newLearned is an empty memory of addresses on clock c.
 func newLearned(c Clock) *learned {
 	return &learned{clock: c, addrs: map[string]learnedAddr{}, sweepAt: 1024}
 }
