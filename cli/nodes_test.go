@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
@@ -235,6 +237,13 @@ func TestEnrollAndDeployThroughTheCLI(t *testing.T) {
 // more. Other site commands are UNSUPPORTED.
 func answeringSite(t *testing.T, reg *testkit.Registry, site string) {
 	t.Helper()
+	answeringSiteReporting(t, reg, site, nil)
+}
+
+// answeringSiteReporting is answeringSite whose agent reports inventory (a
+// `discoveries` section: machines its boot server saw) in its hello.
+func answeringSiteReporting(t *testing.T, reg *testkit.Registry, site string, inventory map[string]json.RawMessage) {
+	t.Helper()
 	creds, err := bcdconf.LoadAgent(testkit.JoinSite(t, reg, site))
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +251,7 @@ func answeringSite(t *testing.T, reg *testkit.Registry, site string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	on := func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
 	agent, err := session.New(session.Config{Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
-		Handlers: map[string]session.Handler{"power.getPower": on, "inspect.oob": on}, Log: slog.New(slog.DiscardHandler)})
+		Inventory: inventory, Handlers: map[string]session.Handler{"power.getPower": on, "inspect.oob": on}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,6 +394,109 @@ func TestEnrollConflictHidesAnotherTenantsNode(t *testing.T) {
 	}
 	if e := testkit.Fails(t, configs["acme"], enroll("52:54:00:00:00:01")...); e.Code != "CONFLICT" || !strings.Contains(e.Message, node.ID) {
 		t.Errorf("acme enrolling its own machine again: %+v, want its node named", e)
+	}
+}
+
+// TestAProductUUIDIsOneMachineInEitherSpelling: tenant acme enrolls a machine by its
+// product UUID as DHCP option 97 sends it; tenant beta, which learned the UUID (the
+// machine broadcasts it on the provisioning network), enrolls the same machine in the
+// spelling dmidecode, Redfish and the site's PXE discovery use, on a pool of its own
+// that trusts its provisioning network. Beta's enrollment is CONFLICT at productUuid
+// naming no node of acme's, and when the site reports the machine network-booting, its
+// MAC is proposed to acme's node and to no node of beta's. Before, beta's node was
+// enrolled and got the machine's MAC bound at once, and with it the machine's ramdisk
+// boots: beta's deploy would have run on acme's machine. Likewise beta enrolls, by its
+// UUID, a machine acme enrolled by its MAC alone: when the site reports it, beta's node
+// is proposed nothing (before, it was shown acme's machine's MAC and when it booted).
+func TestAProductUUIDIsOneMachineInEitherSpelling(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	configs := acmeAndBeta(t, reg.AdminConfig, "compute:nodes:manage,compute:nodes:read,compute:pools:manage")
+	const sent, dmidecode, mac = "78563412-bc9a-f0de-1122-334455667788", "12345678-9abc-def0-1122-334455667788", "52:54:00:00:00:07"
+	const otherUUID, otherMAC = "22345678-9abc-def0-1122-334455667788", "52:54:00:00:00:08"
+	policy := filepath.Join(t.TempDir(), "trusting.json")
+	if err := os.WriteFile(policy, []byte(`{"trustProvisioningNetwork": true}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testkit.JSON(t, configs["beta"], nil, "pools", "create", "trusting", "--site", "rack-a", "--policy", policy)
+	var acmes store.Node
+	testkit.JSON(t, configs["acme"], &acmes, "nodes", "enroll", "--pool", "gpu", "--product-uuid", sent, "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
+
+	res := testkit.CLI(t, configs["beta"], "nodes", "enroll", "--pool", "trusting", "--product-uuid", dmidecode,
+		"--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.3", "--format", "json")
+	var e testkit.ErrorObject
+	json.Unmarshal([]byte(res.Stdout), &e)
+	if res.Code != 1 || e.Code != "CONFLICT" || e.Details.Path != "productUuid" || strings.Contains(res.Stdout+res.Stderr, "nd_") {
+		t.Errorf("beta enrolling acme's machine in the other spelling: exit %d\n%s%s\nwant CONFLICT at productUuid naming no node of acme (%s)",
+			res.Code, res.Stdout, res.Stderr, acmes.ID)
+	}
+	testkit.JSON(t, configs["acme"], nil, "nodes", "enroll", "--pool", "gpu", "--mac", otherMAC, "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
+	testkit.JSON(t, configs["beta"], nil, "nodes", "enroll", "--pool", "trusting", "--product-uuid", otherUUID, "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.3")
+
+	seen := time.Now().UTC().Truncate(time.Second)
+	discovered, _ := json.Marshal([]proto.Discovery{{MAC: mac, ProductUUID: dmidecode, FirstSeen: seen, LastSeen: seen},
+		{MAC: otherMAC, ProductUUID: otherUUID, FirstSeen: seen, LastSeen: seen}})
+	answeringSiteReporting(t, reg, "rack-a", map[string]json.RawMessage{proto.SectionDiscoveries: discovered})
+	holds := func(n api.Node) bool {
+		return slices.Contains(n.MACs, mac) || n.MACProposal != nil && n.MACProposal.MAC == mac
+	}
+	var acmeList, betaList api.NodeList
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		testkit.JSON(t, configs["acme"], &acmeList, "nodes", "list")
+		testkit.JSON(t, configs["beta"], &betaList, "nodes", "list")
+		if slices.ContainsFunc(acmeList.Nodes, holds) || slices.ContainsFunc(betaList.Nodes, holds) {
+			break
+		}
+	}
+	if !slices.ContainsFunc(acmeList.Nodes, holds) {
+		t.Errorf("acme's node %s never got the MAC its machine booted from", acmes.ID)
+	}
+	for _, n := range betaList.Nodes {
+		if holds(n) || n.MACProposal != nil {
+			t.Errorf("beta's node %s holds or is shown a MAC of acme's machines: macs %v, proposal %+v", n.ID, n.MACs, n.MACProposal)
+		}
+	}
+}
+
+// TestTenantsNameNoFileOfTheSiteHost: tenant beta names a file of the site host as its
+// BMC's CA file (the redfish driver's options.caFile), which the shared site agent would
+// read for each of its node's BMC commands: /dev/zero (read without end, the agent runs
+// out of memory and every tenant's site with it) and a file of the site host (its
+// answer tells whether it exists and what it holds). Through an enrollment's driver
+// overrides it is FORBIDDEN at the option's path, and through a profile's drivers
+// INVALID_INPUT there; neither leaves a node or a profile. The platform (a root-tenant
+// credential enrolling for beta) still names one. Before, both were taken, and the site
+// read the file at the node's enrollment.
+func TestTenantsNameNoFileOfTheSiteHost(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	configs := acmeAndBeta(t, reg.AdminConfig, "compute:nodes:manage,compute:nodes:read,compute:profiles:manage,compute:profiles:read")
+	beta, ctx := testkit.Client(t, configs["beta"]), context.Background()
+	for _, file := range []string{"/dev/zero", "/var/lib/bcd/agent.key"} {
+		options := fmt.Appendf(nil, `{"options": {"caFile": %q}}`, file)
+		req := api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, BMC: api.BMC{Driver: "redfish", Address: "https://127.0.0.3"},
+			Drivers: map[string]api.Binding{"power": {Driver: "redfish", Config: options}}}
+		var node api.Node
+		err := beta.Call(ctx, "metal.enroll", req, &node)
+		if e := proto.CodeOf(err); e != proto.Forbidden || proto.AsError(err).Details.Path != "drivers.power.config.options.caFile" || proto.AsError(err).Details.Reason != proto.ReasonSiteHostFile {
+			t.Errorf("beta enrolling with options.caFile %s: %v (node %s), want FORBIDDEN at drivers.power.config.options.caFile", file, err, node.ID)
+		}
+		doc := strings.Replace(flatcarHost("host"), `"steps"`, `"drivers": {"power": {"driver": "redfish", "config": `+string(options)+`}}, "steps"`, 1)
+		err = beta.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(doc)}, nil)
+		if proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "drivers.power.config.options.caFile" {
+			t.Errorf("beta's profile with options.caFile %s: %v, want INVALID_INPUT at drivers.power.config.options.caFile", file, err)
+		}
+	}
+	var nodes api.NodeList
+	var profiles api.ProfileList
+	if testkit.JSON(t, configs["beta"], &nodes, "nodes", "list"); len(nodes.Nodes) != 0 {
+		t.Errorf("beta's refused enrollments left nodes: %+v", nodes.Nodes)
+	}
+	if testkit.JSON(t, configs["beta"], &profiles, "profiles", "list"); slices.ContainsFunc(profiles.Profiles, func(p api.ProfileView) bool { return p.ID == "host" }) {
+		t.Errorf("beta's refused profile was stored")
+	}
+	platform := api.EnrollRequest{TenantID: "beta", Pool: "gpu", MACs: []string{"52:54:00:00:00:02"}, BMC: api.BMC{Driver: "redfish", Address: "https://127.0.0.2"},
+		Drivers: map[string]api.Binding{"power": {Driver: "redfish", Config: []byte(`{"options": {"caFile": "/etc/better-compute/bmc-ca.pem"}}`)}}}
+	if err := testkit.Client(t, reg.AdminConfig).Call(ctx, "metal.enroll", platform, nil); err != nil {
+		t.Errorf("the platform enrolling for beta with its BMC CA file: %v", err)
 	}
 }
 

@@ -1,6 +1,9 @@
 package proto
 
-import "slices"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // The BMC drivers bcd site has (bmc/drivers), by the names enrolments give them.
 const (
@@ -10,6 +13,28 @@ const (
 
 // BMCDrivers lists the BMC drivers an enrolment may name.
 var BMCDrivers = []string{BMCDriverRedfish, BMCDriverQMP}
+
+// BMCOptionCAFile is the option of a driver's config (the redfish driver's) that names
+// a file of the site host: the PEM CAs the BMC's certificate chains to.
+const BMCOptionCAFile = "caFile"
+
+// SiteHostFile is the path, within a driver binding's config, of an option that names a
+// file of the site host (options.caFile), "" when config names none. The site agent
+// reads that file for each command of the binding, so only the platform names one: in a
+// hardware profile, or in a binding a root-tenant credential makes; a tenant trusts its
+// BMC by its key (options.tlsPin). A config that does not decode names none.
+func SiteHostFile(config json.RawMessage) string {
+	var c struct {
+		Options map[string]json.RawMessage `json:"options"`
+	}
+	if json.Unmarshal(config, &c) != nil {
+		return ""
+	}
+	if _, ok := c.Options[BMCOptionCAFile]; ok {
+		return "options." + BMCOptionCAFile
+	}
+	return ""
+}
 
 // PowerState is a machine's power as its BMC reports it: the result of power.getPower.
 type PowerState string

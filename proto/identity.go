@@ -42,6 +42,19 @@ func swapped(u [16]byte) [16]byte {
 	return s
 }
 
+// SwappedProductUUID is the other spelling of the product UUID s (swapped): its first
+// three groups byte-swapped, lower-case, 8-4-4-4-12. False when s is no product UUID or
+// both spellings are one.
+func SwappedProductUUID(s string) (string, bool) {
+	u, err := ParseProductUUID(s)
+	if err != nil || swapped(u) == u {
+		return "", false
+	}
+	w := swapped(u)
+	h := hex.EncodeToString(w[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], true
+}
+
 // SameProductUUID reports whether two product UUIDs name the same machine: the same
 // bytes in any spelling, or the same with the first three groups byte-swapped.
 func SameProductUUID(a, b string) bool {

@@ -38,6 +38,21 @@ func TestSameProductUUID(t *testing.T) {
 	}
 }
 
+// TestSwappedProductUUID: the other spelling of a UUID, as the store's enrollment index
+// checks it; none for a UUID both of whose spellings are one, or for what is no UUID.
+func TestSwappedProductUUID(t *testing.T) {
+	for in, want := range map[string]string{
+		"4c4c4544-0035-4410-8052-b2c04f4a4d32":   "44454c4c-3500-1044-8052-b2c04f4a4d32",
+		"{44454C4C-3500-1044-8052-B2C04F4A4D32}": "4c4c4544-0035-4410-8052-b2c04f4a4d32",
+		"12343412-5656-7878-8052-b2c04f4a4d32":   "",
+		"Not Settable":                           "",
+	} {
+		if got, ok := SwappedProductUUID(in); got != want || ok != (want != "") {
+			t.Errorf("SwappedProductUUID(%q) = %q, %v; want %q", in, got, ok, want)
+		}
+	}
+}
+
 func TestCheckIdentity(t *testing.T) {
 	uuid := "4c4c4544-0035-4410-8052-b2c04f4a4d32"
 	nics := []NICInfo{{Name: "eno1", MAC: "3c:ec:ef:00:00:01"}, {Name: "eno2", MAC: "3c:ec:ef:00:00:02"}}
@@ -91,6 +106,9 @@ func FuzzParseProductUUID(f *testing.F) {
 		}
 		if !SameProductUUID(s, canonical) || !SameProductUUID(hexUUID(swapped(u)), s) {
 			t.Fatalf("%q is not the same as its own spellings", s)
+		}
+		if other, ok := SwappedProductUUID(s); ok != (swapped(u) != u) || ok && other != hexUUID(swapped(u)) {
+			t.Fatalf("SwappedProductUUID(%q) = %q, %v; want %q", s, other, ok, hexUUID(swapped(u)))
 		}
 	})
 }

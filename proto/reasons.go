@@ -112,6 +112,9 @@ const (
 	ReasonPlatformCredential = "platform-credential"
 	// ReasonBMCAddressNotAllowed: a BMC address the node's site does not admit.
 	ReasonBMCAddressNotAllowed = "bmc-address-not-allowed"
+	// ReasonSiteHostFile (FORBIDDEN): only the platform names a file of the site host in
+	// a driver's config (proto.SiteHostFile).
+	ReasonSiteHostFile = "site-host-file"
 	// ReasonUnsafeScriptValue (INVALID_INPUT): a value would change the structure of an
 	// iPXE script.
 	ReasonUnsafeScriptValue = "unsafe-script-value"

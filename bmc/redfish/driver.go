@@ -26,8 +26,9 @@ const (
 	// optAuth is session (a Redfish session, logged out by Close) or basic; by default a
 	// session where the service offers them, else basic.
 	optAuth = "auth"
-	// optCAFile names a PEM file of the CAs the BMC's certificate chains to.
-	optCAFile = "caFile"
+	// optCAFile names a PEM file of the CAs the BMC's certificate chains to: a file of
+	// the site host, which only the platform names (proto.SiteHostFile).
+	optCAFile = proto.BMCOptionCAFile
 	// optTLSPin is the pin of the BMC's certificate key, sha256/BASE64 of its SPKI.
 	optTLSPin = "tlsPin"
 	// optBootMode is uefi or legacy, sent with every boot override; by default only

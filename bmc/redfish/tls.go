@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"time"
@@ -22,7 +24,7 @@ func httpClient(caFile, pin string) (*http.Client, error) {
 		return nil, proto.Errorf(proto.InvalidConfig, "options caFile and tlsPin exclude each other: trust the BMC by its CA or by its key").WithPath("options.tlsPin")
 	}
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
+		pem, err := readCAFile(caFile)
 		if err != nil {
 			return nil, proto.Errorf(proto.InvalidConfig, "option caFile: %v", err).WithPath("options.caFile")
 		}
@@ -52,4 +54,32 @@ func httpClient(caFile, pin string) (*http.Client, error) {
 		IdleConnTimeout:     time.Minute,
 		ForceAttemptHTTP2:   true,
 	}}, nil
+}
+
+// maxCAFile bounds the CA file the site agent reads: a bundle of CAs, not more.
+const maxCAFile = 1 << 20
+
+// readCAFile reads the PEM file of options.caFile: a regular file of at most maxCAFile
+// bytes, so that no path a binding names (a device that reads without end, a pipe that
+// never ends) exhausts or stalls the site agent, which every tenant of the site shares.
+func readCAFile(path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return nil, err
+	case !info.Mode().IsRegular():
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	case info.Size() > maxCAFile:
+		return nil, fmt.Errorf("%s is %d bytes; a CA file is at most %d", path, info.Size(), maxCAFile)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pem, err := io.ReadAll(io.LimitReader(f, maxCAFile+1))
+	if err == nil && len(pem) > maxCAFile {
+		err = fmt.Errorf("%s is over %d bytes; a CA file is at most that", path, maxCAFile)
+	}
+	return pem, err
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/better-compute/better-compute/registry/api"
@@ -317,6 +319,79 @@ func TestFormsRefuseCrossSiteRequests(t *testing.T) {
 	p := victim.post(path, url.Values{"csrf": {own}})
 	if p.status == http.StatusForbidden || !strings.Contains(p.body, "INVALID_STATE") {
 		t.Errorf("the confirmed release: %d\n%s", p.status, p.body)
+	}
+}
+
+// TestSignInsOfOneTenantEndNoSessionOfAnother: tenant beta, holding a credential that
+// may only read its nodes, signs in to the console as many times as the registry keeps
+// sessions, as fast as it can, each time with a sign-in form token of its own making;
+// acme's operator, signed in first, stays signed in, and beta's newest session works.
+// Before, the session that would expire first ended at each sign-in beyond the bound,
+// whoever's it was: beta signed acme out with MaxSessions sign-ins, and kept it out.
+func TestSignInsOfOneTenantEndNoSessionOfAnother(t *testing.T) {
+	reg, acme, _, _ := twoTenants(t)
+	beta := filepath.Join(t.TempDir(), "beta.conf")
+	testkit.JSON(t, reg.AdminConfig, nil, "credentials", "create", "--tenant", "beta", "--actions", "compute:nodes:read", "--out", beta)
+	victim := newClient(t, reg)
+	victim.signIn(acme)
+	if p := victim.get("/ui/nodes"); p.status != http.StatusOK {
+		t.Fatalf("acme's nodes: %d", p.status)
+	}
+
+	cfg, err := api.LoadClientConfig(beta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attacker := newClient(t, reg).client
+	attacker.Jar = nil
+	signIn := func() error {
+		const token = "beta-made-this-form-token"
+		form := url.Values{"credential": {cfg.Credential}, "csrf": {token}}
+		req, _ := http.NewRequest(http.MethodPost, reg.URL+"/ui/signin", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", reg.URL)
+		req.AddCookie(&http.Cookie{Name: "__Host-bc-signin", Value: token})
+		resp, err := attacker.Do(req)
+		if err != nil {
+			return err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther {
+			return fmt.Errorf("beta's sign-in: %d", resp.StatusCode)
+		}
+		return nil
+	}
+	jobs, failed := make(chan struct{}), make(chan error, 4)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range jobs {
+				if err := signIn(); err != nil {
+					failed <- err
+					return
+				}
+			}
+		})
+	}
+	for range console.MaxSessions {
+		select {
+		case jobs <- struct{}{}:
+		case err := <-failed:
+			close(jobs)
+			wg.Wait()
+			t.Fatal(err)
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if p := victim.get("/ui/nodes"); p.status != http.StatusOK {
+		t.Errorf("acme's operator after beta's %d sign-ins: %d %s, want still signed in", console.MaxSessions, p.status, p.header.Get("Location"))
+	}
+	newest := newClient(t, reg)
+	newest.signIn(beta)
+	if p := newest.get("/ui/nodes"); p.status != http.StatusOK || !strings.Contains(p.body, `id="tenant">beta<`) {
+		t.Errorf("beta's newest session: %d", p.status)
 	}
 }
 

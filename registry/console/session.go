@@ -25,9 +25,11 @@ const (
 	SessionLifetime = 8 * time.Hour
 	// signinLifetime is how long a sign-in form may wait before it is submitted.
 	signinLifetime = 10 * time.Minute
-	// maxSessions bounds the sessions kept; a sign-in beyond it ends the session that
-	// would expire first. Only a credential that authenticates makes a session.
-	maxSessions = 4096
+	// MaxSessions bounds the sessions kept; a sign-in beyond it ends a session of the
+	// tenant holding the most (sessions.evictee), so no tenant's sign-ins end the
+	// sessions of a tenant holding fewer. Only a credential that authenticates makes a
+	// session.
+	MaxSessions = 4096
 	// maxLive bounds the live streams one session holds open at once.
 	maxLive = 8
 )
@@ -77,18 +79,40 @@ func (ss *sessions) start(s *session) string {
 			delete(ss.byID, k)
 		}
 	}
-	if len(ss.byID) >= maxSessions {
-		var first [32]byte
-		var at time.Time
-		for k, old := range ss.byID {
-			if at.IsZero() || old.expires.Before(at) {
-				first, at = k, old.expires
-			}
-		}
-		delete(ss.byID, first)
+	if len(ss.byID) >= MaxSessions {
+		delete(ss.byID, ss.evictee(s.tenant))
 	}
 	ss.byID[sha256.Sum256([]byte(id))] = s
 	return id
+}
+
+// evictee is the session a sign-in of tenant ends when MaxSessions are kept: the one
+// that would expire first of the tenant holding the most sessions, tenant's own counted
+// with the one it adds. A sign-in thus ends another tenant's session only when that
+// tenant holds more sessions than the signing-in one will, so a tenant signing in over
+// and over ends its own sessions, never those of a tenant holding fewer. ss.mu is held.
+func (ss *sessions) evictee(tenant string) [32]byte {
+	held := map[string]int{}
+	for _, s := range ss.byID {
+		held[s.tenant]++
+	}
+	if held[tenant] > 0 {
+		held[tenant]++
+	}
+	most := tenant // ties go to tenant, and between others to the first by name
+	for t, n := range held {
+		if n > held[most] || n == held[most] && most != tenant && t < most {
+			most = t
+		}
+	}
+	var first [32]byte
+	var at time.Time
+	for k, s := range ss.byID {
+		if s.tenant == most && (at.IsZero() || s.expires.Before(at)) {
+			first, at = k, s.expires
+		}
+	}
+	return first
 }
 
 // of is the live session r's cookie names, nil when there is none.

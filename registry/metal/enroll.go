@@ -28,7 +28,8 @@ type Enrollment struct {
 	// Drivers are per-node bindings that win over the BMC's and the hardware profile's.
 	Drivers map[string]Binding
 	// Platform says that a root-tenant credential enrolls the machine: it may bind the
-	// platform's credential (secret://platform/NAME) and a socket of the site host.
+	// platform's credential (secret://platform/NAME), a socket of the site host and a
+	// file of the site host in its driver overrides (proto.SiteHostFile).
 	Platform bool
 }
 
@@ -74,7 +75,7 @@ func (s *Service) enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 			return n, proto.Errorf(proto.InvalidInput, "label %s: a value is one line of at most 253 bytes", k).WithPath("labels." + k)
 		}
 	}
-	if err := checkBindings(e.Drivers, "drivers"); err != nil {
+	if err := checkBindings(e.Drivers, "drivers", e.Platform); err != nil {
 		return n, err
 	}
 	pool, err := tx.Pool(e.Tenant, e.Pool)

@@ -96,7 +96,7 @@ func checkHardwareFile(f hardwareFile) (HardwareProfiles, error) {
 		if !proto.IsDriverName(name) {
 			return nil, proto.Errorf(proto.InvalidConfig, "hardware profile name %q: 1 to 63 of a-z, 0-9 and -, starting with a letter or digit", name).WithPath(p)
 		}
-		if err := checkBindings(f.HardwareProfiles[name].Drivers, p+".drivers"); err != nil {
+		if err := checkBindings(f.HardwareProfiles[name].Drivers, p+".drivers", true); err != nil {
 			return nil, proto.AsError(err).WithCode(proto.InvalidConfig)
 		}
 	}
@@ -105,8 +105,10 @@ func checkHardwareFile(f hardwareFile) (HardwareProfiles, error) {
 
 // checkBindings refuses an unknown concern, a malformed driver name, a config that is
 // not an object, or one that names a BMC address or credential (the BMC given at
-// enrollment binds those, see bmcFields), as INVALID_INPUT at path.concern.
-func checkBindings(bindings map[string]Binding, path string) error {
+// enrollment binds those, see bmcFields), as INVALID_INPUT at path.concern; unless
+// platform (a hardware profile, a root-tenant credential's enrollment), a config that
+// names a file of the site host (proto.SiteHostFile) is FORBIDDEN at the option's path.
+func checkBindings(bindings map[string]Binding, path string, platform bool) error {
 	for _, c := range slices.Sorted(maps.Keys(bindings)) {
 		b, p := bindings[c], path+"."+c
 		config, isObject := object(b.Config)
@@ -122,6 +124,10 @@ func checkBindings(bindings map[string]Binding, path string) error {
 			if _, ok := config[f]; ok {
 				return proto.Errorf(proto.InvalidInput, "a driver's config names no BMC %s: the machine's BMC (bmc.address, bmc.credentialRef at enrollment) binds it", f).WithPath(p + ".config." + f)
 			}
+		}
+		if f := proto.SiteHostFile(b.Config); f != "" && !platform {
+			return proto.Errorf(proto.Forbidden, "a driver's config names no file of the site host (%s): only the platform does, in a hardware profile; trust the BMC by its key with options.tlsPin", f).
+				WithPath(p + ".config." + f).WithReason(proto.ReasonSiteHostFile)
 		}
 	}
 	return nil

@@ -1,10 +1,8 @@
 package site
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"net"
-	"strings"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
@@ -32,7 +30,7 @@ func (s *Service) discoveries(r report) {
 				continue
 			}
 			d.MAC = hw.String()
-			n, err := nodeByUUID(tx, d.ProductUUID)
+			n, err := tx.NodeByProductUUID(d.ProductUUID)
 			if proto.CodeOf(err) == proto.NotFound {
 				continue
 			}
@@ -65,39 +63,4 @@ func (s *Service) discoveries(r report) {
 	if err != nil {
 		s.cfg.Log.Error("recording discoveries", "node", r.node, "err", err)
 	}
-}
-
-// nodeByUUID finds the node enrolled with uuid in either spelling: as dmidecode and
-// Redfish spell it, or with its first three fields byte-swapped (the bytes of DHCP
-// option 97 as sent; see docs/boot.md).
-func nodeByUUID(tx *store.Tx, uuid string) (store.Node, error) {
-	uuid = strings.ToLower(uuid)
-	n, err := tx.NodeByProductUUID(uuid)
-	if proto.CodeOf(err) != proto.NotFound {
-		return n, err
-	}
-	if other, ok := swapUUID(uuid); ok {
-		return tx.NodeByProductUUID(other)
-	}
-	return n, err
-}
-
-// swapUUID byte-swaps the first three fields of a UUID: 12345678-9abc-def0-... becomes
-// 78563412-bc9a-f0de-....
-func swapUUID(u string) (string, bool) {
-	parts := strings.Split(u, "-")
-	if len(parts) != 5 {
-		return "", false
-	}
-	for i := range 3 {
-		b, err := hex.DecodeString(parts[i])
-		if err != nil {
-			return "", false
-		}
-		for l, r := 0, len(b)-1; l < r; l, r = l+1, r-1 {
-			b[l], b[r] = b[r], b[l]
-		}
-		parts[i] = hex.EncodeToString(b)
-	}
-	return strings.Join(parts, "-"), true
 }

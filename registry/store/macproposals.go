@@ -17,24 +17,42 @@ type MACProposal struct {
 	SeenAt time.Time `json:"seenAt"`
 }
 
-// NodeByProductUUID returns the node enrolled with a product UUID (lower-case),
-// NOT_FOUND when none is.
+// NodeByProductUUID returns the node enrolled with a product UUID in either spelling
+// (uuidNode), NOT_FOUND when none is.
 func (t *Tx) NodeByProductUUID(uuid string) (Node, error) {
-	id := t.getRaw(bucketNodesByHW, []byte("uuid:"+strings.ToLower(uuid)))
+	id := t.uuidNode(uuid)
 	if id == nil {
 		return Node{}, notFound("node with product UUID", uuid)
 	}
 	return t.Node(string(id))
 }
 
+// uuidNode is the id of the node enrolled with product UUID uuid, nil when none is. A
+// UUID names one machine in both its spellings (proto.SwappedProductUUID: dmidecode's and
+// Redfish's, and the bytes DHCP option 97 sends), so the node enrolled with the other
+// spelling is the machine's too; the one enrolled with uuid as written comes first.
+func (t *Tx) uuidNode(uuid string) []byte {
+	uuid = strings.ToLower(uuid)
+	if id := t.getRaw(bucketNodesByHW, []byte("uuid:"+uuid)); id != nil {
+		return id
+	}
+	if other, ok := proto.SwappedProductUUID(uuid); ok {
+		return t.getRaw(bucketNodesByHW, []byte("uuid:"+other))
+	}
+	return nil
+}
+
 // ProposeMAC stores a MAC proposal on a node and reports whether it changed anything:
-// a node that has MACs, or already holds this proposal, is left as it is.
+// a node that has MACs, or already holds this proposal, is left as it is, and a MAC a
+// node holds already is proposed to none (it is another machine's, or this UUID's node
+// is not that machine's: either way the proposal would show a machine's MAC to a node
+// that can never bind it, perhaps another tenant's).
 func (t *Tx) ProposeMAC(id string, p MACProposal) (bool, error) {
 	n, err := t.Node(id)
 	if err != nil {
 		return false, err
 	}
-	if len(n.MACs) > 0 || n.MACProposal != nil && n.MACProposal.MAC == p.MAC {
+	if len(n.MACs) > 0 || n.MACProposal != nil && n.MACProposal.MAC == p.MAC || t.getRaw(bucketNodesByHW, []byte("mac:"+p.MAC)) != nil {
 		return false, nil
 	}
 	_, err = t.UpdateNode(id, func(n *Node) error { n.MACProposal = &p; return nil })

@@ -171,9 +171,10 @@ const (
 )
 
 // CreateNode enrolls a machine in an existing pool of its tenant and returns it with its
-// new id, in state enrolling unless it gives another. A MAC or product UUID enrolled already is CONFLICT, naming
-// the node only when it is the same tenant's: another tenant's node ids stay its own; so
-// is a BMC another tenant's node binds (indexBMC).
+// new id, in state enrolling unless it gives another. A MAC or product UUID enrolled
+// already (the UUID in either spelling: uuidNode) is CONFLICT, naming the node only when
+// it is the same tenant's: another tenant's node ids stay its own; so is a BMC another
+// tenant's node binds (indexBMC).
 func (t *Tx) CreateNode(n Node) (Node, error) {
 	pool, err := t.Pool(n.Tenant, n.Pool)
 	if err != nil {
@@ -189,11 +190,11 @@ func (t *Tx) CreateNode(n Node) (Node, error) {
 	n.CreatedAt, n.UpdatedAt = t.now, t.now
 	hw := hwKeys(n)
 	for i, k := range hw {
-		if id := t.getRaw(bucketNodesByHW, []byte(k)); id != nil {
-			path := "productUuid"
-			if i < len(n.MACs) {
-				path = "macs"
-			}
+		id, path := t.getRaw(bucketNodesByHW, []byte(k)), "macs"
+		if i >= len(n.MACs) {
+			id, path = t.uuidNode(n.ProductUUID), "productUuid"
+		}
+		if id != nil {
 			owner, err := t.Node(string(id))
 			if err != nil && proto.CodeOf(err) != proto.NotFound {
 				return n, err

@@ -60,10 +60,11 @@ func TestNodeEnrollmentAndLifecycle(t *testing.T) {
 			code proto.Code
 			path string
 		}{
-			"a MAC enrolled already":  {Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:02"}}, proto.Conflict, "macs"},
-			"a UUID enrolled already": {Node{Tenant: "acme", Pool: "gpu", ProductUUID: "4c4c4544-0000-1000-8000-000000000001"}, proto.Conflict, "productUuid"},
-			"no MAC nor UUID":         {Node{Tenant: "acme", Pool: "gpu"}, proto.InvalidInput, "macs"},
-			"an unknown pool":         {Node{Tenant: "acme", Pool: "cpu", MACs: []string{"52:54:00:00:00:09"}}, proto.NotFound, "pool"},
+			"a MAC enrolled already":    {Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:02"}}, proto.Conflict, "macs"},
+			"a UUID enrolled already":   {Node{Tenant: "acme", Pool: "gpu", ProductUUID: "4c4c4544-0000-1000-8000-000000000001"}, proto.Conflict, "productUuid"},
+			"the UUID's other spelling": {Node{Tenant: "acme", Pool: "gpu", ProductUUID: "44454c4c-0000-0010-8000-000000000001"}, proto.Conflict, "productUuid"},
+			"no MAC nor UUID":           {Node{Tenant: "acme", Pool: "gpu"}, proto.InvalidInput, "macs"},
+			"an unknown pool":           {Node{Tenant: "acme", Pool: "cpu", MACs: []string{"52:54:00:00:00:09"}}, proto.NotFound, "pool"},
 		}
 		for name, tc := range refused {
 			t.Run(name, func(t *testing.T) {
@@ -81,13 +82,15 @@ func TestNodeEnrollmentAndLifecycle(t *testing.T) {
 				_, err := tx.CreatePool(Pool{Tenant: "beta", Name: "gpu", Site: "rack-a"})
 				return err
 			})
-			for path, node := range map[string]Node{
-				"macs":        {Tenant: "beta", Pool: "gpu", MACs: []string{"52:54:00:00:00:03", "52:54:00:00:00:01"}},
-				"productUuid": {Tenant: "beta", Pool: "gpu", ProductUUID: "4c4c4544-0000-1000-8000-000000000001"},
+			for by, node := range map[string]Node{
+				"macs":                              {Tenant: "beta", Pool: "gpu", MACs: []string{"52:54:00:00:00:03", "52:54:00:00:00:01"}},
+				"productUuid":                       {Tenant: "beta", Pool: "gpu", ProductUUID: "4c4c4544-0000-1000-8000-000000000001"},
+				"productUuid in its other spelling": {Tenant: "beta", Pool: "gpu", ProductUUID: "44454c4c-0000-0010-8000-000000000001"},
 			} {
+				path, _, _ := strings.Cut(by, " ")
 				err := s.Update(func(tx *Tx) error { _, err := tx.CreateNode(node); return err })
 				if e := proto.AsError(err); e.Code != proto.Conflict || e.Details.Path != path || strings.Contains(e.Message, n.ID) || !strings.Contains(e.Message, "another tenant") {
-					t.Errorf("beta enrolling acme's machine by %s: %v; want CONFLICT at %s without acme's node id", path, err, path)
+					t.Errorf("beta enrolling acme's machine by %s: %v; want CONFLICT at %s without acme's node id", by, err, path)
 				}
 			}
 			// Its own tenant is told which node has the MAC.
