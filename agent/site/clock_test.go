@@ -73,3 +73,22 @@ func TestSiteRunsOnItsClock(t *testing.T) {
 	fake.Advance(cache.DefaultRetryInterval)
 	waitFor("the image is pulled again once the site's clock moved by the retry interval", func() bool { return gets.Load() == 2*pull && failed() })
 }
+
+// TestSiteWithoutAClockSignsCacheURLs: a site given no clock (bcd site's own) runs on the
+// system's, its capability signer too: signing a boot script's cache URL panicked, and
+// bcd site with it, at the first DHCP request of a machine whose ramdisk entry names an
+// extra initrd.
+func TestSiteWithoutAClockSignsCacheURLs(t *testing.T) {
+	files := t.TempDir()
+	cfg := Config{StateDir: t.TempDir(), Cache: CacheConfig{Dir: t.TempDir()},
+		Boot: boot.Config{Interface: "bc0", Mode: boot.Proxy, ServerIP: netip.MustParseAddr("10.0.0.1"), IPXEDir: files, RamdiskDir: files}}
+	a, srv, err := open(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	defer a.cache.Close()
+	if got := a.entries.cacheURL(strings.Repeat("ab", 32)); !strings.Contains(got, "cap=") {
+		t.Errorf("cache URL %q, want one with a capability", got)
+	}
+}

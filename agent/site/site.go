@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/bmc/drivers"
 	"github.com/better-compute/better-compute/boot"
 	"github.com/better-compute/better-compute/cache"
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 )
 
@@ -87,6 +88,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 // its HTTP listener, the cache and the boot server counting into the agent's metrics.
 // The caller closes the cache and the server.
 func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{} // the capability signer reads it, not only the parts that default it
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, nil, proto.Errorf(proto.InvalidConfig, "state directory: %v", err).WithPath("stateDir")
 	}
