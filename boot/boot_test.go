@@ -166,7 +166,9 @@ func TestHTTP(t *testing.T) {
 		"52:54:00:00:00:04": {Kind: KindRamdisk, Ramdisk: Ramdisk{Kernel: "vmlinuz", Initrd: "initrd", Token: "rt\nshell"}},
 	}
 	var d sink
-	h := newServer(t, e, &d, clock.NewFake(time.Unix(1e9, 0))).HTTPHandler()
+	s := newServer(t, e, &d, clock.NewFake(time.Unix(1e9, 0)))
+	learn(t, s, "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03", "52:54:00:00:00:04", "52:54:00:00:00:09")
+	h := s.HTTPHandler()
 	cases := map[string]struct {
 		path   string
 		status int

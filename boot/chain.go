@@ -5,12 +5,12 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 
 	"github.com/better-compute/better-compute/boot/dhcp"
 	"github.com/better-compute/better-compute/boot/grub"
-	"github.com/better-compute/better-compute/boot/ipxe"
 	"github.com/better-compute/better-compute/boot/tftp"
 )
 
@@ -34,9 +34,10 @@ func (s *Server) signed() bool {
 
 // chainFile opens what the TFTP server serves beside ipxeDir for the signed chain:
 // shim and GRUB as configured; GRUB's first configuration (grub.EntryName), which loads
-// the machine's own; the machine's own, boot/<mac>.grub; and the files of ramdiskDir
-// below ramdisk/, which that configuration names. ok is false for any other name.
-func (s *Server) chainFile(name string) (f io.ReadSeekCloser, ok bool, err error) {
+// the machine's own; the machine's own, boot/<mac>.grub, as client gets it; and the files
+// of ramdiskDir below ramdisk/, which that configuration names. ok is false for any
+// other name.
+func (s *Server) chainFile(name string, client net.Addr) (f io.ReadSeekCloser, ok bool, err error) {
 	switch {
 	case name == shimName:
 		f, err = os.Open(s.cfg.ShimFile)
@@ -48,7 +49,7 @@ func (s *Server) chainFile(name string) (f io.ReadSeekCloser, ok bool, err error
 		f, err = tftp.Open(s.ramdiskRoot, strings.TrimPrefix(name, "ramdisk/"))
 	case strings.HasPrefix(name, "boot/") && strings.HasSuffix(name, ".grub"):
 		var b []byte
-		if b, err = s.grubConfig(strings.TrimSuffix(strings.TrimPrefix(name, "boot/"), ".grub")); err == nil {
+		if b, err = s.grubConfig(strings.TrimSuffix(strings.TrimPrefix(name, "boot/"), ".grub"), client); err == nil {
 			f = nopCloser{bytes.NewReader(b)}
 		}
 	default:
@@ -61,19 +62,27 @@ func (s *Server) chainFile(name string) (f io.ReadSeekCloser, ok bool, err error
 }
 
 // grubConfig renders the GRUB configuration of the machine spelled mac, as GRUB asks by
-// TFTP. A machine without an entry is reported for discovery and told to wait and ask
-// again; so is one whose entry can not go into a configuration, which is logged.
-func (s *Server) grubConfig(name string) ([]byte, error) {
+// TFTP from client, to the address the machine holds only (boundScript); a nil client
+// (the TFTP port's check of the name) gets nothing. A machine without an entry is
+// reported for discovery and told to wait and ask again; so is one whose entry can not
+// go into a configuration, which is logged.
+func (s *Server) grubConfig(name string, client net.Addr) ([]byte, error) {
 	mac, err := net.ParseMAC(name)
 	if err != nil || !dhcp.MachineMAC(mac) {
 		return nil, fs.ErrNotExist // no discovery either: it names no machine
 	}
-	script := s.script(mac, "tftp")
+	if client == nil {
+		return nil, nil
+	}
+	var from netip.Addr
+	if u, ok := client.(*net.UDPAddr); ok {
+		from = u.AddrPort().Addr()
+	}
+	script := s.boundScript(mac, from, "tftp")
 	out, err := grub.Render(script, s.tftpPath)
 	if err != nil {
 		s.log.Error("boot entry can not be rendered for GRUB; the machine waits", "mac", mac.String(), "err", err)
-		script = ipxe.Script{Kind: ipxe.Wait, MAC: mac.String(), Retry: script.Retry}
-		out, err = grub.Render(script, s.tftpPath)
+		out, err = grub.Render(s.waitScript(mac), s.tftpPath)
 	}
 	return out, err
 }

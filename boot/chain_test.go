@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,16 +42,18 @@ func chainServer(t testing.TB, found *sink, log *slog.Logger) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	learn(t, s, "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03", "52:54:00:00:00:04", "52:54:00:00:00:09")
 	return s
 }
 
-// read is what the TFTP server sends for name (after its name check), or its error.
+// read is what the TFTP server sends for name (after its name check) to httptestAddr, or
+// its error.
 func read(s *Server, name string) (string, error) {
 	rel, err := tftp.Resolve(name)
 	if err != nil {
 		return "", err
 	}
-	f, ok, err := s.chainFile(rel)
+	f, ok, err := s.chainFile(rel, &net.UDPAddr{IP: net.ParseIP(httptestAddr), Port: 1024})
 	if !ok {
 		return "", fs.ErrNotExist
 	}

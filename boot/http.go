@@ -155,9 +155,10 @@ func mendRange(v string) string {
 	return "bytes=" + strings.Join(kept, ",")
 }
 
-// serveScript answers /boot/<mac>.ipxe with the machine's script. A machine without an
-// entry is reported for discovery and told to wait and ask again; so is one whose entry
-// holds a value that can not go into a script, which is logged as an error.
+// serveScript answers /boot/<mac>.ipxe with the machine's script, to the address the
+// machine holds only (boundScript). A machine without an entry is reported for discovery
+// and told to wait and ask again; so is one whose entry holds a value that can not go
+// into a script, which is logged as an error.
 func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 	name, ok := strings.CutSuffix(r.PathValue("script"), ".ipxe")
 	if !ok {
@@ -170,11 +171,12 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not a machine's MAC address: "+name, http.StatusNotFound)
 		return
 	}
-	script := s.script(mac, "http")
+	client, _ := netip.ParseAddrPort(r.RemoteAddr)
+	script := s.boundScript(mac, client.Addr(), "http")
 	out, err := ipxe.Render(script)
 	if err != nil {
 		s.log.Error("boot entry can not be rendered; the machine waits", "mac", mac.String(), "err", err)
-		script = ipxe.Script{Kind: ipxe.Wait, MAC: mac.String(), Self: script.Self, Retry: time.Duration(s.cfg.RetryInterval)}
+		script = s.waitScript(mac)
 		out, _ = ipxe.Render(script)
 	}
 	s.log.Info("ipxe script", "mac", mac.String(), "kind", string(script.Kind))
@@ -183,14 +185,18 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 	w.Write(out)
 }
 
+// waitScript is the script that has a machine wait and ask again.
+func (s *Server) waitScript(mac net.HardwareAddr) ipxe.Script {
+	return ipxe.Script{Kind: ipxe.Wait, MAC: mac.String(), Self: s.baseURL + dhcp.ScriptPath(mac), Retry: time.Duration(s.cfg.RetryInterval)}
+}
+
 // script is the script a machine gets now; one without an entry is reported for
 // discovery with source, "http" or "tftp".
 func (s *Server) script(mac net.HardwareAddr, source string) ipxe.Script {
-	sc := ipxe.Script{MAC: mac.String(), Self: s.baseURL + dhcp.ScriptPath(mac), Retry: time.Duration(s.cfg.RetryInterval)}
+	sc := s.waitScript(mac)
 	e, ok := s.entries.Entry(mac)
 	if !ok {
 		s.discover.record(Discovery{MAC: mac, Source: source})
-		sc.Kind = ipxe.Wait
 		return sc
 	}
 	switch e.Kind {

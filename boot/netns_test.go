@@ -233,10 +233,20 @@ func fetches(t *testing.T, n testNet, srv *bootServer, known string) {
 		t.Errorf("curl fetched a file outside the ramdisk directory: %q", b)
 	}
 
-	// Scripts over HTTP.
-	script := n.client.Run(t, "curl", "-sSf", "http://"+serverAddr+"/boot/"+strings.ReplaceAll(known, ":", "-")+".ipxe")
+	// Scripts over HTTP: from another address than the one leased to the machine, the
+	// wait that asks DHCP again and no token; from its own, the ramdisk and its token.
+	scriptURL := "http://" + serverAddr + "/boot/" + strings.ReplaceAll(known, ":", "-") + ".ipxe"
+	if script := n.client.Run(t, "curl", "-sSf", scriptURL); strings.Contains(script, "rt_e2e") || !strings.Contains(script, "\ndhcp netX ") {
+		t.Errorf("the ramdisk script from 10.99.0.250, not the machine's address:\n%s", script)
+	}
+	env := udhcpc(t, n, known, "-V", "PXEClient:Arch:00000:UNDI:003016", "-x", "0x4d:69505845")
+	if env == nil {
+		t.Fatal("no lease for the known machine")
+	}
+	n.client.Run(t, "ip", "addr", "add", env["ip"]+"/24", "dev", clientIf)
+	script := n.client.Run(t, "curl", "-sSf", "--interface", env["ip"], scriptURL)
 	if !strings.Contains(script, "\nkernel http://10.99.0.1/ramdisk/vmlinuz initrd=initrd console=ttyS0 bc.token=rt_e2e || goto failed\n") {
-		t.Errorf("ramdisk script:\n%s", script)
+		t.Errorf("ramdisk script from the machine's leased address %s:\n%s", env["ip"], script)
 	}
 	// A group or all-zero MAC names no machine: 404, and nothing is discovered.
 	before := len(srv.Discoveries(t))

@@ -34,6 +34,8 @@ type probeSpec struct {
 	// Select broadcasts, after the offers, the DHCPREQUEST of a client that took the
 	// first offer holding an address: option 54 names that offer's server.
 	Select bool
+	// Request is the address Select's DHCPREQUEST asks for instead of the offer's.
+	Request string
 }
 
 // probeReply is one reply the probe received.
@@ -140,9 +142,13 @@ func probe(spec probeSpec) error {
 		if chosen == nil {
 			return fmt.Errorf("no offer with an address among %d replies", len(offers))
 		}
+		ip := chosen.YourIPAddr
+		if spec.Request != "" {
+			ip = net.ParseIP(spec.Request)
+		}
 		req := pxe(dhcpv4.MessageTypeRequest, spec.Arch, dhcpv4.WithTransactionID(disc.TransactionID),
 			dhcpv4.WithOption(dhcpv4.OptServerIdentifier(chosen.ServerIdentifier())),
-			dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(chosen.YourIPAddr)))
+			dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(ip)))
 		if _, err := conn.WriteTo(req.ToBytes(), &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ServerPort}); err != nil {
 			return err
 		}

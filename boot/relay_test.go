@@ -55,8 +55,10 @@ func TestRoutedThroughRelay(t *testing.T) {
 		t.Errorf("iPXE behind the relay: %v", ipxe)
 	}
 
-	// The machine reaches the server's TFTP and HTTP through its router.
-	rackClient.Run(t, "ip", "addr", "add", ip.String()+"/24", "dev", clientIf)
+	// The machine reaches the server's TFTP and HTTP through its router, from the
+	// address leased to it: relayed, its requests keep that address.
+	known4 := ipxe["ip"]
+	rackClient.Run(t, "ip", "addr", "add", known4+"/24", "dev", clientIf)
 	rackClient.Run(t, "ip", "route", "add", "default", "via", "10.98.0.1")
 	dir := t.TempDir()
 	rackClient.Run(t, "tftp", "-m", "binary", serverAddr, "-c", "get", "undionly.kpxe", filepath.Join(dir, "undionly.kpxe"))
@@ -65,6 +67,11 @@ func TestRoutedThroughRelay(t *testing.T) {
 	}
 	if script := rackClient.Run(t, "curl", "-sSf", "http://"+serverAddr+"/boot/02-00-00-00-03-03.ipxe"); !strings.Contains(script, "exit") {
 		t.Errorf("script through the router:\n%s", script)
+	}
+	// From the other machine's address, leased to 02:00:00:00:03:01, it gets the wait.
+	rackClient.Run(t, "ip", "addr", "add", ip.String()+"/24", "dev", clientIf)
+	if script := rackClient.Run(t, "curl", "-sSf", "--interface", ip.String(), "http://"+serverAddr+"/boot/02-00-00-00-03-03.ipxe"); strings.Contains(script, "exit") || !strings.Contains(script, "dhcp netX") {
+		t.Errorf("the script of 02:00:00:00:03:03 through the router from 02:00:00:00:03:01's address:\n%s", script)
 	}
 
 	// The segment no subnet covers gets no answer.
@@ -192,27 +199,8 @@ func TestDhclientRenewsThroughRouter(t *testing.T) {
 	cfg.Subnets[0].LeaseTime = Duration(time.Minute)
 	startServer(t, r.server, cfg, nil)
 	r.startRelay(t)
-	dir := t.TempDir()
-	script, out := filepath.Join(dir, "script"), filepath.Join(dir, "events")
-	if err := os.WriteFile(script, []byte(strings.Replace(dhclientScript, "OUT", out, 1)), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(dir, "dhclient.conf"), nil, 0o644)
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := r.rackClient.Command(ctx, "dhclient", "-4", "-d", "-v", "-cf", filepath.Join(dir, "dhclient.conf"), "-lf", filepath.Join(dir, "leases"),
-		"-pf", filepath.Join(dir, "pid"), "-sf", script, clientIf)
-	var log netns.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("dhclient:\n%s", log.String())
-		}
-	})
+	out := filepath.Join(t.TempDir(), "events")
+	r.rackClient.StartDhclient(t, clientIf, strings.Replace(dhclientScript, "OUT", out, 1))
 	events := func() []string {
 		b, _ := os.ReadFile(out)
 		return strings.Split(strings.TrimSpace(string(b)), "\n")

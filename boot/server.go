@@ -56,7 +56,11 @@ type Server struct {
 	ipxeRoot    *os.Root
 	ramdiskRoot *os.Root
 	leases      *lease.Store
-	handler     dhcp.Handler
+	// pools are the authoritative mode's subnets' pools; learned is proxy mode's
+	// addresses of the machines' DHCPREQUESTs (bind.go).
+	pools   []*lease.Pool
+	learned *learned
+	handler dhcp.Handler
 	// bootServer answers the proxyDHCP port 4011 (proxy mode only).
 	bootServer dhcp.Handler
 	extra      map[string]http.Handler
@@ -124,7 +128,8 @@ func (s *Server) makeHandler(clock Clock) error {
 	serverIP := net.IP(s.cfg.ServerIP.AsSlice())
 	boot := dhcp.Boot{Files: files, TFTPServer: serverIP, HTTPBase: s.baseURL, SecureBoot: s.secureBoot}
 	if s.cfg.Mode == Proxy {
-		p := dhcp.Proxy{ServerIP: serverIP, Boot: boot, Seen: s.seen}
+		s.learned = newLearned(clock)
+		p := dhcp.Proxy{ServerIP: serverIP, Boot: boot, Seen: s.seen, Learn: s.learned.learn}
 		s.handler, s.bootServer = p.Handle, p.HandleBootServer
 		return nil
 	}
@@ -151,6 +156,7 @@ func (s *Server) makeHandler(clock Clock) error {
 		if err != nil {
 			return err
 		}
+		s.pools = append(s.pools, pool)
 		d := dhcp.Subnet{Prefix: sub.Subnet, Pool: pool, Local: local && i == 0}
 		if sub.Router.IsValid() {
 			d.Router = net.IP(sub.Router.AsSlice())

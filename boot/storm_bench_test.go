@@ -36,7 +36,7 @@ import (
 // stormClients is how many machines boot at once in the storm benchmarks: 1,000, or
 // BC_STORM_CLIENTS (a smaller storm checks a change quickly).
 func stormClients(b *testing.B) int {
-	return envCount(b, "BC_STORM_CLIENTS", 1000, 1, 50000, "machines")
+	return envCount(b, "BC_STORM_CLIENTS", 1000, 1, stormAddrs, "machines")
 }
 
 // envCount is the number the environment variable name holds, def when it is unset; the
@@ -118,15 +118,15 @@ type storm struct {
 	machines netip.Addr
 }
 
-// machineAddr is the address machine i downloads from, the i-th after first (machines
-// past stormAddrs share them again).
+// machineAddr is the address machine i is leased and downloads from, the i-th after
+// first.
 func machineAddr(first netip.Addr, i int) netip.Addr {
 	a := first.As4()
-	return netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, binary.BigEndian.Uint32(a[:])+uint32(i%stormAddrs))))
+	return netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, binary.BigEndian.Uint32(a[:])+uint32(i))))
 }
 
-// stormAddrs is how many machine addresses a storm adds at most: from x.y.201.0 they stay
-// within the segment's /16 and outside both servers' ranges.
+// stormAddrs is how many machines a storm has at most, each with an address of its own:
+// from x.y.201.0 they stay within the segment's /16.
 const stormAddrs = 14000
 
 // addMachineAddrs adds the addresses of the storm's machines to the client's interface
@@ -148,6 +148,17 @@ func (st *storm) addMachineAddrs(b *testing.B, ns *netns.NS) {
 // address for nginx to serve) and gives every machine a ramdisk entry.
 func newStorm(b *testing.B, cfg Config, dhcpRange []string, machines netip.Addr) *storm {
 	b.Helper()
+	// The machines download from the addresses they are leased, as a machine's script goes
+	// only to its own address: each asks for its own (option 50), and both servers lease
+	// from a range of just those.
+	last := machineAddr(machines, stormAddrs-1)
+	if len(cfg.Subnets) > 0 {
+		cfg.Subnets = slices.Clone(cfg.Subnets)
+		cfg.Subnets[0].Range = Range{Start: machines, End: last}
+	} else {
+		cfg.Range = Range{Start: machines, End: last}
+	}
+	dhcpRange = append([]string{fmt.Sprintf("--dhcp-range=%s,%s,255.255.0.0,1h", machines, last)}, dhcpRange[1:]...)
 	st := &storm{cfg: cfg, clients: stormClients(b), entries: map[string]Entry{}, dhcpRange: dhcpRange, machines: machines}
 	dir := cfg.RamdiskDir
 	for path, size := range map[string]int{
@@ -291,7 +302,8 @@ func figures(rs []pxeStormResult, f func(pxeStormResult) float64) []float64 {
 // 10.98.0.1), on which the client's namespace is 10.98.0.250 with its default route
 // through the router; dhcrelay on the router relays the rack's DHCP to the server (the
 // router's namespace is returned for its drop counters). The
-// config serves the rack as a routed subnet leasing 51,200 addresses.
+// config serves the rack as a routed subnet leasing 51,200 addresses (a storm narrows
+// the range to its machines' addresses).
 func routedBenchNet(b *testing.B) (srvNS, router, cliNS *netns.NS, cfg Config) {
 	b.Helper()
 	lan, srvNS, cfg := benchServer(b)
@@ -748,7 +760,7 @@ func pxeStormUDPMain() int {
 			continue
 		}
 		wg.Go(func() {
-			r := firmware(mux, stormMAC(i), spec.Window)
+			r := firmware(mux, stormMAC(i), machineAddr(spec.Machines, i), spec.Window)
 			r.I = i
 			mu.Lock()
 			enc.Encode(r)
@@ -762,12 +774,12 @@ func pxeStormUDPMain() int {
 // firmware is a machine's UDP part: DHCP as BIOS PXE firmware, the TFTP read of the boot
 // file it was given (asking for a window of window blocks unless 0), and DHCP again as
 // iPXE.
-func firmware(mux *dhcpMux, mac net.HardwareAddr, window int) (r firmwareResult) {
+func firmware(mux *dhcpMux, mac net.HardwareAddr, ip netip.Addr, window int) (r firmwareResult) {
 	fail := func(err error) firmwareResult { r.Err = err.Error(); return r }
 	pxe := []dhcpv4.Modifier{dhcpv4.WithHwAddr(mac), dhcpv4.WithBroadcast(true),
 		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00000:UNDI:002001")),
 		dhcpv4.WithOption(dhcpv4.OptClientArch(iana.INTEL_X86PC))}
-	ack, err := dora(mux, pxe, firmwareWaits)
+	ack, err := dora(mux, pxe, ip, firmwareWaits)
 	if err != nil {
 		return fail(fmt.Errorf("%s: firmware DHCP: %w", mac, err))
 	}
@@ -795,7 +807,7 @@ func firmware(mux *dhcpMux, mac net.HardwareAddr, window int) (r firmwareResult)
 	}
 	r.Bytes = n
 	r.TFTP = time.Now().UnixNano()
-	ack, err = dora(mux, append(pxe, dhcpv4.WithUserClass("iPXE", false)), ipxeWaits)
+	ack, err = dora(mux, append(pxe, dhcpv4.WithUserClass("iPXE", false)), ip, ipxeWaits)
 	if err != nil {
 		return fail(fmt.Errorf("%s: iPXE DHCP: %w", mac, err))
 	}
@@ -812,10 +824,11 @@ var (
 	ipxeWaits     = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second}
 )
 
-// dora is a DHCP exchange (DISCOVER, OFFER, REQUEST, ACK) with the options of mods,
-// each message sent again after each of waits without its reply.
-func dora(mux *dhcpMux, mods []dhcpv4.Modifier, waits []time.Duration) (*dhcpv4.DHCPv4, error) {
-	disc, err := dhcpv4.New(append(mods, dhcpv4.WithMessageType(dhcpv4.MessageTypeDiscover))...)
+// dora is a DHCP exchange (DISCOVER asking for ip, OFFER, REQUEST, ACK) with the options
+// of mods, each message sent again after each of waits without its reply.
+func dora(mux *dhcpMux, mods []dhcpv4.Modifier, ip netip.Addr, waits []time.Duration) (*dhcpv4.DHCPv4, error) {
+	disc, err := dhcpv4.New(append(mods, dhcpv4.WithMessageType(dhcpv4.MessageTypeDiscover),
+		dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IP(ip.AsSlice()))))...)
 	if err != nil {
 		return nil, err
 	}

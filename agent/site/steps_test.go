@@ -28,6 +28,7 @@ import (
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/google/go-cmp/cmp"
+	"github.com/insomniacslk/dhcp/dhcpv4"
 )
 
 const mac = "52:54:00:12:34:56"
@@ -278,6 +279,14 @@ func TestRamdiskExtrasInScript(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
+	// The machine's DHCPREQUEST carries httptest's client address: its script goes there.
+	hw, _ := net.ParseMAC(mac)
+	req, err := dhcpv4.New(dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest), dhcpv4.WithHwAddr(hw),
+		dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.ParseIP("192.0.2.1"))), dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.DHCPHandler()(req)
 	rec := httptest.NewRecorder()
 	srv.HTTPHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/boot/52-54-00-12-34-56.ipxe", nil))
 	golden := filepath.Join("testdata", "ramdisk-extras.ipxe")

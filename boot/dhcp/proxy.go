@@ -2,6 +2,7 @@ package dhcp
 
 import (
 	"net"
+	"net/netip"
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
@@ -16,6 +17,10 @@ type Proxy struct {
 	Boot     Boot
 	// Seen is told of every network-boot client that asks; nil for none.
 	Seen func(Client)
+	// Learn is told of the address a network-boot client's DHCPREQUEST carries, on
+	// either port and whichever server it names: the one it asks the DHCP server for
+	// (option 50), else the one it holds (ciaddr). Nil for none.
+	Learn func(mac net.HardwareAddr, ip netip.Addr)
 }
 
 // Handle answers one request on port 67. A DHCPREQUEST there is answered only when its
@@ -24,6 +29,7 @@ type Proxy struct {
 // client's lease, which a proxy never is (RFC 2131 section 4.3.2). An acknowledgement
 // from the proxy, without an address, could otherwise be the one a client takes.
 func (p Proxy) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
+	p.learn(req)
 	if req.MessageType() == dhcpv4.MessageTypeRequest && !req.ServerIdentifier().Equal(p.ServerIP) {
 		return nil, false
 	}
@@ -34,10 +40,29 @@ func (p Proxy) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 // sends its DHCPREQUEST to the proxy alone, with or without option 54; one whose option
 // 54 names another server is not answered.
 func (p Proxy) HandleBootServer(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
+	p.learn(req)
 	if id := req.ServerIdentifier(); id != nil && !id.Equal(p.ServerIP) {
 		return nil, false
 	}
 	return p.answer(req)
+}
+
+// learn tells Learn of the address a network-boot client's DHCPREQUEST carries.
+func (p Proxy) learn(req *dhcpv4.DHCPv4) {
+	if p.Learn == nil || req.MessageType() != dhcpv4.MessageTypeRequest {
+		return
+	}
+	c, ok := Classify(req)
+	if !ok || !c.Netboot() {
+		return
+	}
+	ip := addr(req.RequestedIPAddress())
+	if !ip.IsValid() {
+		ip = addr(req.ClientIPAddr)
+	}
+	if ip.IsValid() {
+		p.Learn(c.MAC, ip)
+	}
 }
 
 // answer answers a request the port's rule let through.

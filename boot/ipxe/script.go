@@ -46,6 +46,10 @@ type Script struct {
 	// Retry is how long the machine sleeps before it asks again, after a failure or
 	// while it waits (whole seconds; at least one).
 	Retry time.Duration
+	// Rebind has a Wait script ask DHCP for an address again (on the interface iPXE
+	// opened last) before it asks for its script again: the script of a machine that
+	// asked from an address not its own.
+	Rebind bool
 }
 
 // initrdName is the name the initrd gets inside iPXE; the kernel's `initrd=` argument
@@ -88,8 +92,14 @@ func Render(s Script) ([]byte, error) {
 	case Sanboot:
 		fmt.Fprintf(&b, "sanboot --no-describe %s || goto failed\n", s.ISO)
 	case Wait:
-		b.WriteString("echo better-compute: this machine has no boot entry yet; it was reported for discovery\n")
-		fmt.Fprintf(&b, "sleep %d\n", retry)
+		if s.Rebind {
+			b.WriteString("echo better-compute: no script for this address; asking DHCP again\n")
+			fmt.Fprintf(&b, "sleep %d\n", retry)
+			b.WriteString("dhcp netX || echo better-compute: DHCP failed\n")
+		} else {
+			b.WriteString("echo better-compute: this machine has no boot entry yet; it was reported for discovery\n")
+			fmt.Fprintf(&b, "sleep %d\n", retry)
+		}
 		fmt.Fprintf(&b, "chain --replace --autofree %s\n", s.Self)
 		return []byte(b.String()), nil
 	}

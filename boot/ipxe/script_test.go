@@ -28,9 +28,10 @@ func TestRenderGolden(t *testing.T) {
 			Kernel: "http://10.9.0.1/ramdisk/vmlinuz", Initrd: "http://10.9.0.1/ramdisk/initrd.img",
 			Extras: []string{"http://10.9.0.1:8080/images/sha256/" + strings.Repeat("ab", 32), "http://10.9.0.1:8080/images/sha256/" + strings.Repeat("cd", 32)},
 			Args:   []string{"console=ttyS0", "bc.token=rt_abc"}, Retry: 10 * time.Second},
-		"disk":    {Kind: Disk, MAC: "52:54:00:12:34:56"},
-		"sanboot": {Kind: Sanboot, MAC: "52:54:00:12:34:56", Self: self, ISO: "http://10.9.0.1/cache/sha256/0123abcd", Retry: 5 * time.Second},
-		"wait":    {Kind: Wait, MAC: "52:54:00:12:34:56", Self: self, Retry: 10 * time.Second},
+		"disk":        {Kind: Disk, MAC: "52:54:00:12:34:56"},
+		"sanboot":     {Kind: Sanboot, MAC: "52:54:00:12:34:56", Self: self, ISO: "http://10.9.0.1/cache/sha256/0123abcd", Retry: 5 * time.Second},
+		"wait":        {Kind: Wait, MAC: "52:54:00:12:34:56", Self: self, Retry: 10 * time.Second},
+		"wait-rebind": {Kind: Wait, MAC: "52:54:00:12:34:56", Self: self, Retry: 10 * time.Second, Rebind: true},
 	}
 	for name, s := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -85,6 +85,14 @@ func NewPool(store *Store, rng Range, exclude []netip.Addr, ttl time.Duration, c
 // TTL is the length of the leases the pool grants.
 func (p *Pool) TTL() time.Duration { return p.ttl }
 
+// Holds reports whether mac holds an unexpired lease of ip now.
+func (p *Pool) Holds(mac string, ip netip.Addr) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l, ok := p.byIP[ip]
+	return ok && l.MAC == mac && p.clock.Now().Before(l.Expiry)
+}
+
 // freeFor reports whether ip may be given to mac now. The caller holds p.mu.
 func (p *Pool) freeFor(ip netip.Addr, mac string, now time.Time) bool {
 	if !p.rng.Contains(ip) || p.exclude[ip] {

@@ -31,10 +31,12 @@ type Options struct {
 	// client that asks for one gets up to this many blocks per acknowledgement.
 	MaxWindow int
 	// Extra serves names that are not files of the directory (a file elsewhere, or text
-	// made on the spot): it is asked first, with the name as Resolve returns it, and
-	// opens the content anew for every request; ok false leaves the name to the
-	// directory. Nil for none.
-	Extra func(name string) (f io.ReadSeekCloser, ok bool, err error)
+	// made on the spot, which may depend on the client's address): it is asked first,
+	// with the name as Resolve returns it and the client's address, and opens the content
+	// anew for every request; ok false leaves the name to the directory. The listening
+	// port's check of a request, which only asks whether the name is served, passes a
+	// nil client. Nil for none.
+	Extra func(name string, client net.Addr) (f io.ReadSeekCloser, ok bool, err error)
 }
 
 // Server is a read-only TFTP server over one directory. A client that negotiates an RFC
@@ -44,7 +46,7 @@ type Options struct {
 // negotiate a window, docs/boot.md has the measurements, so it stays off).
 type Server struct {
 	root      *os.Root
-	extra     func(string) (io.ReadSeekCloser, bool, error)
+	extra     func(string, net.Addr) (io.ReadSeekCloser, bool, error)
 	srv       *tftp.Server
 	log       *slog.Logger
 	maxBlock  int
@@ -148,7 +150,7 @@ func (s *Server) window(b []byte, from net.Addr) bool {
 	if err != nil || r.mode != "octet" || !negotiate(r, s.maxBlock, s.maxWindow, 0).agreed("windowsize") {
 		return false
 	}
-	f, err := s.open(r.name)
+	f, err := s.open(r.name, client)
 	if err != nil {
 		return false // pin/tftp answers it
 	}
@@ -174,7 +176,7 @@ func (s *Server) check(b []byte, from net.Addr) (code uint16, msg string, refuse
 		return errIllegal, "illegal TFTP operation: a read request is a file name and a mode, each ended by a NUL", true
 	}
 	name := string(fields[0])
-	f, err := s.open(name)
+	f, err := s.open(name, nil)
 	if err == nil {
 		f.Close()
 		return 0, "", false
@@ -199,7 +201,12 @@ func errorDatagram(code uint16, msg string) []byte {
 // and then aborts, which the hook logs as a size probe rather than a failure. pin/tftp
 // sends the text of the error read returns: it never carries the system's.
 func (s *Server) read(name string, rf io.ReaderFrom) error {
-	f, err := s.open(name)
+	var client net.Addr = &net.UDPAddr{}
+	if ot, ok := rf.(tftp.OutgoingTransfer); ok {
+		a := ot.RemoteAddr()
+		client = &a
+	}
+	f, err := s.open(name, client)
 	if err != nil { // the file went away or changed since the gate looked
 		s.log.Warn("tftp request refused", "file", name, "err", err)
 		return errors.New("file not found")
@@ -220,11 +227,11 @@ func (s *Server) read(name string, rf io.ReaderFrom) error {
 	return err
 }
 
-// open opens what a requested name serves: an Extra name's content, else the
+// open opens what a requested name serves to client: an Extra name's content, else the
 // directory's file.
-func (s *Server) open(name string) (io.ReadSeekCloser, error) {
+func (s *Server) open(name string, client net.Addr) (io.ReadSeekCloser, error) {
 	if rel, err := Resolve(name); err == nil && s.extra != nil {
-		if f, ok, err := s.extra(rel); ok {
+		if f, ok, err := s.extra(rel, client); ok {
 			return f, err
 		}
 	}

@@ -94,12 +94,17 @@ func TestSiteWorksWhileTheRegistryIsDown(t *testing.T) {
 	if out, err := exec.Command("curl", "-sf", fmt.Sprintf("tftp://127.0.0.1:%d/undionly.kpxe", ports.tftpPort)).Output(); err != nil || !bytes.Equal(out, ipxeBinary) {
 		t.Errorf("TFTP with the registry down: %v, %q", err, out)
 	}
+	// The machine's request to the proxy port carried its address (ciaddr 127.0.0.1): its
+	// script goes there.
+	if file, err := proxyDHCP(ports.proxyPort, known); err != nil || file != "undionly.kpxe" {
+		t.Errorf("proxyDHCP with the registry down: boot file %q, %v", file, err)
+	}
 	script, err := exec.Command("curl", "-sf", fmt.Sprintf("http://127.0.0.1:%d/boot/%s.ipxe", ports.httpPort, strings.ReplaceAll(known, ":", "-"))).Output()
 	if err != nil || !strings.Contains(string(script), "exit") {
 		t.Errorf("the known machine's boot script with the registry down: %v\n%s", err, script)
 	}
-	if file, err := proxyDHCP(ports.proxyPort, known); err != nil || file != "undionly.kpxe" {
-		t.Errorf("proxyDHCP with the registry down: boot file %q, %v", file, err)
+	if _, err := proxyDHCP(ports.proxyPort, unknown); err != nil {
+		t.Errorf("proxyDHCP of an unknown machine with the registry down: %v", err)
 	}
 	if _, err := exec.Command("curl", "-sf", fmt.Sprintf("http://127.0.0.1:%d/boot/%s.ipxe", ports.httpPort, strings.ReplaceAll(unknown, ":", "-"))).Output(); err != nil {
 		t.Errorf("an unknown machine's boot script with the registry down: %v", err)

@@ -45,9 +45,11 @@ const (
 // socket; the VM network-boots without an entry and waits, the site reports it in
 // `discoveries`, and the registry proposes its MAC for the node. The registry then
 // pushes the site a NodeSpec with a ramdisk entry for that MAC, and the waiting VM boots
-// the test ramdisk, whose console line shows the entry's command line.
+// the test ramdisk, whose console line shows the entry's command line. Another tenant's
+// host on the segment, leased an address of its own, then asks for the VM's script by
+// its MAC and gets no token.
 func TestSiteBootsVM(t *testing.T) {
-	netns.Require(t, "qemu-system-x86_64")
+	netns.Require(t, "qemu-system-x86_64", "dhclient", "curl")
 	if _, err := os.Stat(vmROM); err != nil {
 		t.Skipf("needs qemu's iPXE ROMs (ipxe-qemu): %v", err)
 	}
@@ -107,6 +109,44 @@ func TestSiteBootsVM(t *testing.T) {
 	if !strings.Contains(out.String(), "POWERED-ON") || !strings.Contains(out.String(), "PROPOSED "+vmMAC) {
 		t.Errorf("the VM booted without the relayed power.setPower or the MAC proposal")
 	}
+
+	// Another tenant's host on the same segment, with a lease of its own from the site
+	// (ISC dhclient), names the VM's MAC, which it saw in its broadcasts: it gets what a
+	// machine without an entry gets, not the VM's token, and bcd site logs it.
+	beta := netns.New(t, "beta")
+	lan.Attach(t, beta, "eth0", "", "02:00:00:00:be:7a")
+	ip := dhclient(t, beta, "eth0")
+	script := beta.Run(t, "curl", "-sS", "http://10.77.0.1/boot/"+strings.ReplaceAll(vmMAC, ":", "-")+".ipxe")
+	if strings.Contains(script, "bc.token") || strings.Contains(script, "kernel") || !strings.Contains(script, "\nsleep ") {
+		t.Errorf("the VM's script as %s got it:\n%s", ip, script)
+	}
+	testkit.WaitFor(t, "bcd site's warning of the stranger's request", 10*time.Second, 100*time.Millisecond, func() bool {
+		return strings.Contains(out.String(), "does not hold") && strings.Contains(out.String(), "client="+ip)
+	})
+}
+
+// dhclientScript configures the address dhclient binds, and nothing else of the host.
+const dhclientScript = `#!/bin/sh
+[ "$reason" = BOUND ] && ip addr add "$new_ip_address/24" dev "$interface"
+exit 0
+`
+
+// dhclient runs ISC dhclient in ns on ifname until the test ends and returns the address
+// it bound.
+func dhclient(t *testing.T, ns *netns.NS, ifname string) string {
+	t.Helper()
+	ns.StartDhclient(t, ifname, dhclientScript)
+	var ip string
+	testkit.WaitFor(t, "dhclient's lease", 30*time.Second, 100*time.Millisecond, func() bool {
+		f := strings.Fields(ns.Run(t, "ip", "-4", "-o", "addr", "show", "dev", ifname))
+		for i := range f {
+			if f[i] == "inet" && i+1 < len(f) {
+				ip, _, _ = strings.Cut(f[i+1], "/")
+			}
+		}
+		return ip != ""
+	})
+	return ip
 }
 
 // helperSpec is what the outer test hands its helper.
