@@ -23,11 +23,19 @@ const (
 	DefaultInterval = 2 * time.Second
 )
 
-// TimingOptions reads the options powerTimeout and pollInterval.
+// MaxTimeout bounds the powerTimeout a binding may name: no longer than the site runs
+// one command (proto.MaxSiteCommandSeconds). A wait a site command could never finish
+// is refused rather than cut short.
+const MaxTimeout = proto.MaxSiteCommandSeconds * time.Second
+
+// TimingOptions reads the options powerTimeout (at most MaxTimeout) and pollInterval.
 func TimingOptions(options map[string]string) (Timing, error) {
 	timeout, err := DurationOption(options, "powerTimeout", DefaultTimeout)
 	if err != nil {
 		return Timing{}, err
+	}
+	if timeout > MaxTimeout {
+		return Timing{}, proto.Errorf(proto.InvalidConfig, "option powerTimeout %s is longer than a site runs one command (%s): name at most %s", options["powerTimeout"], MaxTimeout, MaxTimeout).WithPath("options.powerTimeout")
 	}
 	interval, err := DurationOption(options, "pollInterval", DefaultInterval)
 	if err != nil {

@@ -72,7 +72,22 @@ type Command struct {
 	ID      string          `json:"id"`
 	Kind    string          `json:"kind"`
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Tenant is the tenant whose machine a site agent's command acts on: the registry
+	// gives each tenant of a site at most TenantCommandShare of the site agent's
+	// MaxAgentCommands at once. Empty for a machine's own agent's command.
+	Tenant string `json:"tenant,omitempty"`
 }
+
+// MaxAgentCommands is how many command streams an agent lets the registry have open at
+// once (its QUIC MaxIncomingStreams): a site agent's are shared by every tenant whose
+// machines are at its site.
+const MaxAgentCommands = 16
+
+// TenantCommandShare is how many of a site agent's MaxAgentCommands one tenant's
+// commands hold at once: half, so that a tenant whose BMCs never answer leaves the other
+// half to the site's other tenants. The registry holds a tenant's further commands until
+// one of its own ends.
+const TenantCommandShare = MaxAgentCommands / 2
 
 // Result answers a command: its result, or the error it failed with.
 type Result struct {

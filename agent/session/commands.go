@@ -13,7 +13,7 @@ import (
 )
 
 // maxCommands is how many command streams the registry may have open at once.
-const maxCommands = 16
+const maxCommands = proto.MaxAgentCommands
 
 // acceptCommands serves each command stream the registry opens, until the connection
 // ends. Commands keep running when it does: a resend after the reconnect attaches to
