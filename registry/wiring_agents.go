@@ -46,12 +46,13 @@ type agentPlane struct {
 // Relay is workflow.Relay over the endpoint: a site step goes to the site agent of the
 // node's site (site.Command); a ramdisk or node step goes to the machine's own agent of
 // that role, never to its other one. The command id passes through, so a resend
-// dedupes.
+// dedupes. A site command names the machine's tenant, whose share of the site agent's
+// command slots it counts against (proto.TenantCommandShare).
 func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, commandID, kind string, input json.RawMessage) (json.RawMessage, error) {
-	agent, role, payload := target.NodeID, proto.Role(target.Role), input
+	agent, role, cmd := target.NodeID, proto.Role(target.Role), proto.Command{ID: commandID, Kind: kind, Payload: input}
 	if target.Role == profile.Site {
 		err := p.st.View(func(tx *store.Tx) (err error) {
-			payload, err = site.Command(tx, target.NodeID, target.Run, target.Step, kind, input)
+			cmd.Payload, cmd.Tenant, err = site.Command(tx, target.NodeID, target.Run, target.Step, kind, target.TimeoutSeconds, input)
 			return err
 		})
 		if err != nil {
@@ -59,7 +60,7 @@ func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, com
 		}
 		agent = site.Agent(target.SiteID)
 	}
-	return p.ep.Relay(ctx, agent, role, proto.Command{ID: commandID, Kind: kind, Payload: payload})
+	return p.ep.Relay(ctx, agent, role, cmd)
 }
 
 // NodeAgentConnected is metal.Presence: whether node's installed OS agent has a session
