@@ -500,6 +500,32 @@ func TestTenantsNameNoFileOfTheSiteHost(t *testing.T) {
 	}
 }
 
+// TestTenantsAskNoWaitBeyondASiteCommand: tenant beta names a power wait of 1000 hours
+// in its enrollment's driver overrides and in a profile's drivers, to hold a command
+// slot of its site, which every tenant there shares, with a BMC that never reaches the
+// state asked for: INVALID_INPUT at the option, before any command reaches the site.
+func TestTenantsAskNoWaitBeyondASiteCommand(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	configs := acmeAndBeta(t, reg.AdminConfig, "compute:nodes:manage,compute:nodes:read,compute:profiles:manage,compute:profiles:read")
+	beta, ctx := testkit.Client(t, configs["beta"]), context.Background()
+	const path = "drivers.power.config.options." + proto.BMCOptionPowerTimeout
+	options := []byte(`{"options": {"powerTimeout": "1000h"}}`)
+	req := api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, BMC: api.BMC{Driver: "redfish", Address: "https://127.0.0.3"},
+		Drivers: map[string]api.Binding{"power": {Driver: "redfish", Config: options}}}
+	if err := beta.Call(ctx, "metal.enroll", req, nil); proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != path {
+		t.Errorf("beta enrolling with powerTimeout 1000h: %v, want INVALID_INPUT at %s", err, path)
+	}
+	doc := strings.Replace(flatcarHost("host"), `"steps"`, `"drivers": {"power": {"driver": "redfish", "config": `+string(options)+`}}, "steps"`, 1)
+	if err := beta.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(doc)}, nil); proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != path {
+		t.Errorf("beta's profile with powerTimeout 1000h: %v, want INVALID_INPUT at %s", err, path)
+	}
+	// A wait the site can finish is the tenant's to choose.
+	req.Drivers["power"] = api.Binding{Driver: "redfish", Config: []byte(`{"options": {"powerTimeout": "30m"}}`)}
+	if err := beta.Call(ctx, "metal.enroll", req, nil); err != nil {
+		t.Errorf("beta enrolling with powerTimeout 30m: %v", err)
+	}
+}
+
 // acmeBetaAndReader starts a registry with site rack-a and tenants acme and beta, each
 // with a pool gpu there, and the CLI configs of three credentials: acme and beta, which
 // manage and read their nodes, and acme-reader, which only reads acme's.

@@ -3,6 +3,7 @@ package proto
 import (
 	"encoding/json"
 	"slices"
+	"time"
 )
 
 // The BMC drivers bcd site has (bmc/drivers), by the names enrolments give them.
@@ -32,6 +33,32 @@ func SiteHostFile(config json.RawMessage) string {
 	}
 	if _, ok := c.Options[BMCOptionCAFile]; ok {
 		return "options." + BMCOptionCAFile
+	}
+	return ""
+}
+
+// BMCOptionPowerTimeout is the option of a driver's config that bounds how long the
+// driver waits for a power or media change to show ("90s", "5m").
+const BMCOptionPowerTimeout = "powerTimeout"
+
+// MaxPowerTimeout is the longest powerTimeout a binding names: how long a site runs one
+// command (MaxSiteCommandSeconds). A wait no site command could finish holds a command
+// slot of the site, which every tenant of the site shares, for nothing.
+const MaxPowerTimeout = MaxSiteCommandSeconds * time.Second
+
+// LongWait is the path, within a driver binding's config, of an option that asks for a
+// wait longer than MaxPowerTimeout (options.powerTimeout), "" when config asks for
+// none. A config that does not decode, or a duration that does not parse, is left to
+// the driver, which refuses it.
+func LongWait(config json.RawMessage) string {
+	var c struct {
+		Options map[string]string `json:"options"`
+	}
+	if json.Unmarshal(config, &c) != nil {
+		return ""
+	}
+	if d, err := time.ParseDuration(c.Options[BMCOptionPowerTimeout]); err == nil && d > MaxPowerTimeout {
+		return "options." + BMCOptionPowerTimeout
 	}
 	return ""
 }

@@ -51,7 +51,7 @@ type driver struct {
 // cfg.Address (host, host:port or https://host[:port]).
 func Open(ctx context.Context, cfg bmc.Config, env bmc.Env) (bmc.Driver, error) {
 	o := cfg.Options
-	if err := bmc.CheckOptions(o, optSystem, optAuth, optCAFile, optTLSPin, optBootMode, "powerTimeout", "pollInterval"); err != nil {
+	if err := bmc.CheckOptions(o, optSystem, optAuth, optCAFile, optTLSPin, optBootMode, proto.BMCOptionPowerTimeout, "pollInterval"); err != nil {
 		return nil, err
 	}
 	endpoint, host, err := endpoint(cfg.Address)
