@@ -23,7 +23,6 @@ const (
 	DefaultInterval = 2 * time.Second
 )
 
-
 // TimingOptions reads the options powerTimeout (at most proto.MaxPowerTimeout: a wait
 // no site command could finish is refused, not cut short) and pollInterval.
 func TimingOptions(options map[string]string) (Timing, error) {

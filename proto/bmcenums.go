@@ -19,6 +19,16 @@ var BMCDrivers = []string{BMCDriverRedfish, BMCDriverQMP}
 // a file of the site host: the PEM CAs the BMC's certificate chains to.
 const BMCOptionCAFile = "caFile"
 
+// BMCOptionTLSPin is the option of a driver's config (the redfish driver's) that trusts
+// the BMC by its certificate's key: sha256/BASE64 of its SubjectPublicKeyInfo.
+const BMCOptionTLSPin = "tlsPin"
+
+// BMCTrustOptions are the options of a driver's config that decide which peer the
+// driver trusts as the BMC, and so sends the BMC's credential to. For a BMC the
+// platform bound with its own credential they stand as the platform set them: a
+// tenant's profile names none of them. A driver that gains such an option lists it here.
+var BMCTrustOptions = []string{BMCOptionCAFile, BMCOptionTLSPin}
+
 // SiteHostFile is the path, within a driver binding's config, of an option that names a
 // file of the site host (options.caFile), "" when config names none. The site agent
 // reads that file for each command of the binding, so only the platform names one: in a

@@ -30,7 +30,7 @@ const (
 	// the site host, which only the platform names (proto.SiteHostFile).
 	optCAFile = proto.BMCOptionCAFile
 	// optTLSPin is the pin of the BMC's certificate key, sha256/BASE64 of its SPKI.
-	optTLSPin = "tlsPin"
+	optTLSPin = proto.BMCOptionTLSPin
 	// optBootMode is uefi or legacy, sent with every boot override; by default only
 	// UEFI HTTP boot sends a mode (UEFI).
 	optBootMode = "bootMode"

@@ -1,6 +1,8 @@
 package metal
 
 import (
+	"slices"
+
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
@@ -61,12 +63,17 @@ func (s *Service) UpdateBMC(tx *store.Tx, u BMCUpdate) (store.Node, error) {
 	if err != nil {
 		return n, err
 	}
-	overrides := map[string]Binding{}
+	// The overrides of a node its tenant enrolled are the tenant's: the platform's
+	// credential, bound now, goes to no BMC they trust (proto.BMCTrustOptions).
+	overrides, kept := map[string]Binding{}, map[string]store.DriverBinding{}
 	for c, o := range n.DriverOverrides {
-		overrides[c] = Binding(o)
+		if u.Platform && !n.PlatformBMC && slices.Contains(bmcConcerns, c) {
+			o.Config = withoutTrust(o.Config)
+		}
+		overrides[c], kept[c] = Binding(o), o
 	}
 	return updateNode(tx, n.ID, func(m *store.Node) error {
-		m.BMC, m.PlatformBMC, m.Drivers = b, u.Platform, resolveDriverBindings(b, hw, overrides)
+		m.BMC, m.PlatformBMC, m.DriverOverrides, m.Drivers = b, u.Platform, kept, resolveDriverBindings(b, hw, overrides)
 		return nil
 	})
 }
