@@ -76,6 +76,12 @@ type Command struct {
 	// gives each tenant of a site at most TenantCommandShare of the site agent's
 	// MaxAgentCommands at once. Empty for a machine's own agent's command.
 	Tenant string `json:"tenant,omitempty"`
+	// TimeoutSeconds is the timeout of the step a site agent's command is for: the agent
+	// runs the command at most this long (a site, at most MaxSiteCommandSeconds), so that
+	// one whose BMC never answers, or never reaches the state asked for, ends as TIMEOUT
+	// and gives back its command stream. 0 is none. Like Tenant it is in the envelope,
+	// which an agent of an earlier version decodes leniently, not in the payload.
+	TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
 }
 
 // MaxAgentCommands is how many command streams an agent lets the registry have open at

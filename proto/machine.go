@@ -17,16 +17,12 @@ type SiteCommand struct {
 	// it sends the command on the agent's stream (it is never stored with the command).
 	// Nil for a command that does not reach the BMC, or a BMC that takes no credential.
 	Credential *BMCCredential `json:"credential,omitempty"`
-	// TimeoutSeconds is the timeout of the step the command is for: the site runs the
-	// command at most this long, and never longer than MaxSiteCommandSeconds (0 is
-	// that bound), so that a command whose BMC never answers, or never reaches the state
-	// asked for, gives back its command slot, which every tenant of the site shares.
-	TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
 }
 
-// MaxSiteCommandSeconds bounds how long a site agent runs one relayed command: 30
-// minutes, media.insert's step timeout, the longest of the site steps'. A step given a
-// longer timeout has its site command end at this bound all the same.
+// MaxSiteCommandSeconds bounds how long a site agent runs one relayed command that
+// reaches a BMC: 30 minutes, media.insert's step timeout, the longest of the site
+// steps'. A step given a longer timeout (Command.TimeoutSeconds) has its site command
+// end at this bound all the same, and so does a command that names none.
 const MaxSiteCommandSeconds = 30 * 60
 
 // PrepareRamdisk is the input of boot.prepareRamdisk: the site makes the machine's boot

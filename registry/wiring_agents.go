@@ -47,18 +47,19 @@ type agentPlane struct {
 // node's site (site.Command); a ramdisk or node step goes to the machine's own agent of
 // that role, never to its other one. The command id passes through, so a resend
 // dedupes. A site command names the machine's tenant, whose share of the site agent's
-// command slots it counts against (proto.TenantCommandShare).
+// command slots it counts against (proto.TenantCommandShare), and its step's timeout,
+// which the site runs it for at most.
 func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, commandID, kind string, input json.RawMessage) (json.RawMessage, error) {
 	agent, role, cmd := target.NodeID, proto.Role(target.Role), proto.Command{ID: commandID, Kind: kind, Payload: input}
 	if target.Role == profile.Site {
 		err := p.st.View(func(tx *store.Tx) (err error) {
-			cmd.Payload, cmd.Tenant, err = site.Command(tx, target.NodeID, target.Run, target.Step, kind, target.TimeoutSeconds, input)
+			cmd.Payload, cmd.Tenant, err = site.Command(tx, target.NodeID, target.Run, target.Step, kind, input)
 			return err
 		})
 		if err != nil {
 			return nil, err
 		}
-		agent = site.Agent(target.SiteID)
+		agent, cmd.TimeoutSeconds = site.Agent(target.SiteID), target.TimeoutSeconds
 	}
 	return p.ep.Relay(ctx, agent, role, cmd)
 }

@@ -102,9 +102,10 @@ type step func(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, e
 // bind makes a session handler of fn: it decodes the SiteCommand, opens the driver the
 // machine binds concern to with the credential the command carries, runs fn and closes
 // the driver. The credential lives as long as the command: it is never written or logged.
-// The command runs under its deadline (commandTime): a BMC that never answers, or a
-// machine that never reaches the state asked for, gives back the command's slot, which
-// every tenant of the site shares, as TIMEOUT.
+// The command runs at most proto.MaxSiteCommandSeconds (its step's timeout, which the
+// session applies, may end it sooner): a BMC that never answers, or a machine that never
+// reaches the state asked for, gives back the command's slot, which every tenant of the
+// site shares, as TIMEOUT.
 func (s *steps) bind(kind string, fn step) session.Handler {
 	concern := proto.SiteBMCConcerns[kind]
 	return func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
@@ -116,7 +117,7 @@ func (s *steps) bind(kind string, fn step) session.Handler {
 		if !ok {
 			return nil, proto.Errorf(proto.InvalidConfig, "node %s has no %s driver binding", cmd.Node, concern).WithPath("drivers." + concern)
 		}
-		ctx, cancel := context.WithTimeout(ctx, commandTime(cmd))
+		ctx, cancel := context.WithTimeout(ctx, proto.MaxSiteCommandSeconds*time.Second)
 		defer cancel()
 		var cfg bmc.Config
 		dec := jsondoc.Decoder{Name: "node " + cmd.Node + ": the " + concern + " binding's config", Code: proto.InvalidConfig, At: jsondoc.Path("drivers." + concern + ".config")}
@@ -141,16 +142,6 @@ func (s *steps) bind(kind string, fn step) session.Handler {
 		}
 		return json.Marshal(out)
 	}
-}
-
-// commandTime is how long the site runs cmd: its step's timeout, at most
-// proto.MaxSiteCommandSeconds (that bound when the command names none).
-func commandTime(cmd proto.SiteCommand) time.Duration {
-	secs := int64(proto.MaxSiteCommandSeconds)
-	if cmd.TimeoutSeconds > 0 && cmd.TimeoutSeconds < secs {
-		secs = cmd.TimeoutSeconds
-	}
-	return time.Duration(secs) * time.Second
 }
 
 func (s *steps) getPower(ctx context.Context, _ proto.SiteCommand, d bmc.Driver) (any, error) {

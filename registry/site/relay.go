@@ -14,9 +14,8 @@ import (
 // to the site agent for node, and the tenant whose machine it acts on (the command's
 // share of the site agent's slots, proto.TenantCommandShare): a SiteCommand naming the
 // machine and its driver bindings (metal.CommandDrivers: the run's profile's over the
-// node's for the step's own operation) around the step's input, with the step's timeout
-// (timeoutSeconds, 0 for none), which the site runs the command for at most.
-func Command(tx *store.Tx, node, run, step, kind string, timeoutSeconds int64, input json.RawMessage) (payload json.RawMessage, tenant string, err error) {
+// node's for the step's own operation) around the step's input.
+func Command(tx *store.Tx, node, run, step, kind string, input json.RawMessage) (payload json.RawMessage, tenant string, err error) {
 	n, err := tx.Node(node)
 	if err != nil {
 		return nil, "", err
@@ -31,7 +30,7 @@ func Command(tx *store.Tx, node, run, step, kind string, timeoutSeconds int64, i
 	if err != nil {
 		return nil, "", err
 	}
-	payload, err = json.Marshal(proto.SiteCommand{Node: n.ID, Drivers: drivers, Input: input, TimeoutSeconds: timeoutSeconds})
+	payload, err = json.Marshal(proto.SiteCommand{Node: n.ID, Drivers: drivers, Input: input})
 	return payload, n.Tenant, err
 }
 

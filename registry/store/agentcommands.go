@@ -24,10 +24,11 @@ type AgentCommand struct {
 	ID      string          `json:"id"`
 	Kind    string          `json:"kind"`
 	Payload json.RawMessage `json:"payload,omitempty"`
-	// Tenant is the tenant whose machine a site agent's command acts on
-	// (proto.Command.Tenant).
-	Tenant    string    `json:"tenant,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
+	// Tenant is the tenant whose machine a site agent's command acts on, and
+	// TimeoutSeconds its step's timeout (proto.Command).
+	Tenant         string    `json:"tenant,omitempty"`
+	TimeoutSeconds int64     `json:"timeoutSeconds,omitempty"`
+	CreatedAt      time.Time `json:"createdAt"`
 	// Done is set once the agent answered, with its Result or Error.
 	Done   bool            `json:"done,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
@@ -37,7 +38,7 @@ type AgentCommand struct {
 
 // Command is the command as it goes on the wire.
 func (c AgentCommand) Command() proto.Command {
-	return proto.Command{ID: c.ID, Kind: c.Kind, Payload: c.Payload, Tenant: c.Tenant}
+	return proto.Command{ID: c.ID, Kind: c.Kind, Payload: c.Payload, Tenant: c.Tenant, TimeoutSeconds: c.TimeoutSeconds}
 }
 
 // For reports whether the command goes to an agent of role: one of its own role, or,
@@ -88,7 +89,7 @@ func (t *Tx) EnqueueAgentCommand(node string, role proto.Role, cmd proto.Command
 			return AgentCommand{}, proto.Errorf(proto.InvalidInput, "command payload is not JSON: %v", err).WithPath("payload")
 		}
 	}
-	c := AgentCommand{Node: node, Role: role, ID: cmd.ID, Kind: cmd.Kind, Payload: payload.Bytes(), Tenant: cmd.Tenant, CreatedAt: t.now}
+	c := AgentCommand{Node: node, Role: role, ID: cmd.ID, Kind: cmd.Kind, Payload: payload.Bytes(), Tenant: cmd.Tenant, TimeoutSeconds: cmd.TimeoutSeconds, CreatedAt: t.now}
 	var old AgentCommand
 	ok, err := t.get(bucketAgentCommands, commandKey(node, cmd.ID), &old)
 	if err != nil {
