@@ -23,11 +23,15 @@ const (
 	DefaultInterval = 2 * time.Second
 )
 
-// TimingOptions reads the options powerTimeout and pollInterval.
+// TimingOptions reads the options powerTimeout (at most proto.MaxPowerTimeout: a wait
+// no site command could finish is refused, not cut short) and pollInterval.
 func TimingOptions(options map[string]string) (Timing, error) {
-	timeout, err := DurationOption(options, "powerTimeout", DefaultTimeout)
+	timeout, err := DurationOption(options, proto.BMCOptionPowerTimeout, DefaultTimeout)
 	if err != nil {
 		return Timing{}, err
+	}
+	if timeout > proto.MaxPowerTimeout {
+		return Timing{}, proto.Errorf(proto.InvalidConfig, "option powerTimeout %s is longer than a site runs one command: name at most %s", options[proto.BMCOptionPowerTimeout], proto.MaxPowerTimeout).WithPath("options." + proto.BMCOptionPowerTimeout)
 	}
 	interval, err := DurationOption(options, "pollInterval", DefaultInterval)
 	if err != nil {

@@ -3,6 +3,8 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -500,6 +503,32 @@ func TestTenantsNameNoFileOfTheSiteHost(t *testing.T) {
 	}
 }
 
+// TestTenantsAskNoWaitBeyondASiteCommand: tenant beta names a power wait of 1000 hours
+// in its enrollment's driver overrides and in a profile's drivers, to hold a command
+// slot of its site, which every tenant there shares, with a BMC that never reaches the
+// state asked for: INVALID_INPUT at the option, before any command reaches the site.
+func TestTenantsAskNoWaitBeyondASiteCommand(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	configs := acmeAndBeta(t, reg.AdminConfig, "compute:nodes:manage,compute:nodes:read,compute:profiles:manage,compute:profiles:read")
+	beta, ctx := testkit.Client(t, configs["beta"]), context.Background()
+	const path = "drivers.power.config.options." + proto.BMCOptionPowerTimeout
+	options := []byte(`{"options": {"powerTimeout": "1000h"}}`)
+	req := api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, BMC: api.BMC{Driver: "redfish", Address: "https://127.0.0.3"},
+		Drivers: map[string]api.Binding{"power": {Driver: "redfish", Config: options}}}
+	if err := beta.Call(ctx, "metal.enroll", req, nil); proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != path {
+		t.Errorf("beta enrolling with powerTimeout 1000h: %v, want INVALID_INPUT at %s", err, path)
+	}
+	doc := strings.Replace(flatcarHost("host"), `"steps"`, `"drivers": {"power": {"driver": "redfish", "config": `+string(options)+`}}, "steps"`, 1)
+	if err := beta.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(doc)}, nil); proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != path {
+		t.Errorf("beta's profile with powerTimeout 1000h: %v, want INVALID_INPUT at %s", err, path)
+	}
+	// A wait the site can finish is the tenant's to choose.
+	req.Drivers["power"] = api.Binding{Driver: "redfish", Config: []byte(`{"options": {"powerTimeout": "30m"}}`)}
+	if err := beta.Call(ctx, "metal.enroll", req, nil); err != nil {
+		t.Errorf("beta enrolling with powerTimeout 30m: %v", err)
+	}
+}
+
 // acmeBetaAndReader starts a registry with site rack-a and tenants acme and beta, each
 // with a pool gpu there, and the CLI configs of three credentials: acme and beta, which
 // manage and read their nodes, and acme-reader, which only reads acme's.
@@ -768,5 +797,114 @@ func TestOneBMCOneTenant(t *testing.T) {
 	var moved store.Node
 	if testkit.JSON(t, beta, &moved, "nodes", "update-bmc", betas.ID, "--bmc-address", "https://127.0.0.2"); moved.BMC.Address != "https://127.0.0.2" {
 		t.Errorf("beta binding the BMC of acme's retired node: %+v", moved.BMC)
+	}
+}
+
+// TestPlatformBMCTrustStands: the platform binds, for tenant beta, a machine whose BMC
+// it logs in to with its own credential, trusting the BMC by its key (options.tlsPin).
+// beta, able to answer at that address, would have the platform's login sent over a TLS
+// session it controls. Its profile's power binding naming a pin of its own is refused
+// (FORBIDDEN at the option, before any command reaches the site); one naming other
+// options keeps the platform's pin. A root rebinding of the BMC of a node beta enrolled
+// with a pin of its own overrides drops that pin before the platform's credential goes
+// there.
+func TestPlatformBMCTrustStands(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	configs := acmeAndBeta(t, admin, "compute:nodes:manage,compute:nodes:read,compute:profiles:manage,compute:profiles:read")
+	beta, ctx := testkit.Client(t, configs["beta"]), context.Background()
+	pin := func(s string) string {
+		sum := sha256.Sum256([]byte(s))
+		return "sha256/" + base64.StdEncoding.EncodeToString(sum[:])
+	}
+	platformPin, betaPin := pin("the platform's BMC"), pin("beta's server")
+	testkit.JSON(t, admin, nil, "secrets", "put", "--ref", "secret://bmc", "--file", writeDoc(t, `{"username": "admin", "password": "platform"}`))
+
+	// The site agent records the power bindings its power.setPower commands carry.
+	creds, err := bcdconf.LoadAgent(testkit.JoinSite(t, reg, "rack-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu  sync.Mutex
+		got []string
+	)
+	on := func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
+	setPower := func(_ context.Context, p json.RawMessage) (json.RawMessage, error) {
+		var cmd proto.SiteCommand
+		json.Unmarshal(p, &cmd)
+		mu.Lock()
+		got = append(got, string(cmd.Drivers["power"].Config))
+		mu.Unlock()
+		return json.RawMessage(`{"action":"on"}`), nil
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	agent, err := session.New(session.Config{Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
+		Handlers: map[string]session.Handler{"power.getPower": on, "inspect.oob": on, "power.setPower": setPower}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { agent.Run(sctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	var node api.Node
+	platform := api.EnrollRequest{TenantID: "beta", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"},
+		BMC:     api.BMC{Driver: "redfish", Address: "https://127.0.0.2", CredentialRef: "secret://platform/bmc"},
+		Drivers: map[string]api.Binding{"power": {Driver: "redfish", Config: fmt.Appendf(nil, `{"options": {"tlsPin": %q}}`, platformPin)}}}
+	if err := testkit.Client(t, admin).Call(ctx, "metal.enroll", platform, &node); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, configs["beta"], node.ID, store.NodeReady)
+
+	deploy := func(id, config string) error {
+		doc := fmt.Sprintf(`{"id": %q, "version": 1, "target": "metal", "drivers": {"power": {"driver": "redfish", "config": %s}},
+  "steps": [{"use": "power.setPower", "on": "site", "with": {"action": "on"}}]}`, id, config)
+		if err := beta.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(doc)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		return beta.Call(ctx, "metal.deploy", api.DeployRequest{NodeID: node.ID, ProfileID: id}, nil)
+	}
+	const path = "drivers.power.config.options.tlsPin"
+	err = deploy("beta-pin", fmt.Sprintf(`{"options": {"tlsPin": %q}}`, betaPin))
+	if proto.CodeOf(err) != proto.Forbidden || proto.AsError(err).Details.Path != path || proto.AsError(err).Details.Reason != proto.ReasonPlatformBMC {
+		if err == nil {
+			waitState(t, configs["beta"], node.ID, store.NodeActive)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("beta deploying a profile with its own pin on the platform's BMC: %v, want FORBIDDEN at %s; the site got the power bindings %q", err, path, got)
+	}
+	if err := deploy("beta-wait", `{"options": {"powerTimeout": "2m"}}`); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, configs["beta"], node.ID, store.NodeActive)
+	mu.Lock()
+	for _, c := range got {
+		if strings.Contains(c, betaPin) || !strings.Contains(c, platformPin) {
+			t.Errorf("the site's power.setPower carried the power binding %s: want the platform's pin, never beta's", c)
+		}
+	}
+	if len(got) == 0 {
+		t.Errorf("the site got no power.setPower")
+	}
+	mu.Unlock()
+
+	// beta enrolls a machine trusting a key of its own; the platform then binds its
+	// credential there.
+	var betas api.Node
+	req := api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:02"}, BMC: api.BMC{Driver: "redfish", Address: "https://127.0.0.3"},
+		Drivers: map[string]api.Binding{"power": {Driver: "redfish", Config: fmt.Appendf(nil, `{"options": {"tlsPin": %q}}`, betaPin)}}}
+	if err := beta.Call(ctx, "metal.enroll", req, &betas); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, configs["beta"], betas.ID, store.NodeReady)
+	var rebound api.Node
+	ref := "secret://platform/bmc"
+	if err := testkit.Client(t, admin).Call(ctx, "metal.updateBmc", api.UpdateBMCRequest{TenantID: "beta", NodeID: betas.ID, CredentialRef: &ref}, &rebound); err != nil {
+		t.Fatal(err)
+	}
+	if c := string(rebound.Drivers["power"].Config); !rebound.PlatformBMC || strings.Contains(c, betaPin) {
+		t.Errorf("the platform's credential is bound with beta's own pin: platformBmc %v, power config %s", rebound.PlatformBMC, c)
 	}
 }

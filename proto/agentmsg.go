@@ -72,7 +72,28 @@ type Command struct {
 	ID      string          `json:"id"`
 	Kind    string          `json:"kind"`
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Tenant is the tenant whose machine a site agent's command acts on: the registry
+	// gives each tenant of a site at most TenantCommandShare of the site agent's
+	// MaxAgentCommands at once. Empty for a machine's own agent's command.
+	Tenant string `json:"tenant,omitempty"`
+	// TimeoutSeconds is the timeout of the step a site agent's command is for: the agent
+	// runs the command at most this long (a site, at most MaxSiteCommandSeconds), so that
+	// one whose BMC never answers, or never reaches the state asked for, ends as TIMEOUT
+	// and gives back its command stream. 0 is none. Like Tenant it is in the envelope,
+	// which an agent of an earlier version decodes leniently, not in the payload.
+	TimeoutSeconds int64 `json:"timeoutSeconds,omitempty"`
 }
+
+// MaxAgentCommands is how many command streams an agent lets the registry have open at
+// once (its QUIC MaxIncomingStreams): a site agent's are shared by every tenant whose
+// machines are at its site.
+const MaxAgentCommands = 16
+
+// TenantCommandShare is how many of a site agent's MaxAgentCommands one tenant's
+// commands hold at once: half, so that a tenant whose BMCs never answer leaves the other
+// half to the site's other tenants. The registry holds a tenant's further commands until
+// one of its own ends.
+const TenantCommandShare = MaxAgentCommands / 2
 
 // Result answers a command: its result, or the error it failed with.
 type Result struct {

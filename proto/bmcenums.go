@@ -3,6 +3,7 @@ package proto
 import (
 	"encoding/json"
 	"slices"
+	"time"
 )
 
 // The BMC drivers bcd site has (bmc/drivers), by the names enrolments give them.
@@ -18,6 +19,16 @@ var BMCDrivers = []string{BMCDriverRedfish, BMCDriverQMP}
 // a file of the site host: the PEM CAs the BMC's certificate chains to.
 const BMCOptionCAFile = "caFile"
 
+// BMCOptionTLSPin is the option of a driver's config (the redfish driver's) that trusts
+// the BMC by its certificate's key: sha256/BASE64 of its SubjectPublicKeyInfo.
+const BMCOptionTLSPin = "tlsPin"
+
+// BMCTrustOptions are the options of a driver's config that decide which peer the
+// driver trusts as the BMC, and so sends the BMC's credential to. For a BMC the
+// platform bound with its own credential they stand as the platform set them: a
+// tenant's profile names none of them. A driver that gains such an option lists it here.
+var BMCTrustOptions = []string{BMCOptionCAFile, BMCOptionTLSPin}
+
 // SiteHostFile is the path, within a driver binding's config, of an option that names a
 // file of the site host (options.caFile), "" when config names none. The site agent
 // reads that file for each command of the binding, so only the platform names one: in a
@@ -32,6 +43,32 @@ func SiteHostFile(config json.RawMessage) string {
 	}
 	if _, ok := c.Options[BMCOptionCAFile]; ok {
 		return "options." + BMCOptionCAFile
+	}
+	return ""
+}
+
+// BMCOptionPowerTimeout is the option of a driver's config that bounds how long the
+// driver waits for a power or media change to show ("90s", "5m").
+const BMCOptionPowerTimeout = "powerTimeout"
+
+// MaxPowerTimeout is the longest powerTimeout a binding names: how long a site runs one
+// command (MaxSiteCommandSeconds). A wait no site command could finish holds a command
+// slot of the site, which every tenant of the site shares, for nothing.
+const MaxPowerTimeout = MaxSiteCommandSeconds * time.Second
+
+// LongWait is the path, within a driver binding's config, of an option that asks for a
+// wait longer than MaxPowerTimeout (options.powerTimeout), "" when config asks for
+// none. A config that does not decode, or a duration that does not parse, is left to
+// the driver, which refuses it.
+func LongWait(config json.RawMessage) string {
+	var c struct {
+		Options map[string]string `json:"options"`
+	}
+	if json.Unmarshal(config, &c) != nil {
+		return ""
+	}
+	if d, err := time.ParseDuration(c.Options[BMCOptionPowerTimeout]); err == nil && d > MaxPowerTimeout {
+		return "options." + BMCOptionPowerTimeout
 	}
 	return ""
 }

@@ -19,6 +19,12 @@ type SiteCommand struct {
 	Credential *BMCCredential `json:"credential,omitempty"`
 }
 
+// MaxSiteCommandSeconds bounds how long a site agent runs one relayed command that
+// reaches a BMC: 30 minutes, media.insert's step timeout, the longest of the site
+// steps'. A step given a longer timeout (Command.TimeoutSeconds) has its site command
+// end at this bound all the same, and so does a command that names none.
+const MaxSiteCommandSeconds = 30 * 60
+
 // PrepareRamdisk is the input of boot.prepareRamdisk: the site makes the machine's boot
 // entry a ramdisk boot whose kernel command line is Args, then bc.registry=Registry,
 // bc.pins=Pins (comma-separated) and bc.token=Token.

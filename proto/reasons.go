@@ -115,6 +115,10 @@ const (
 	// ReasonSiteHostFile (FORBIDDEN): only the platform names a file of the site host in
 	// a driver's config (proto.SiteHostFile).
 	ReasonSiteHostFile = "site-host-file"
+	// ReasonPlatformBMC (FORBIDDEN): a tenant's profile names a trust option
+	// (BMCTrustOptions) of a BMC the platform bound with its own credential: the BMC is
+	// trusted as the platform set it.
+	ReasonPlatformBMC = "platform-bmc"
 	// ReasonUnsafeScriptValue (INVALID_INPUT): a value would change the structure of an
 	// iPXE script.
 	ReasonUnsafeScriptValue = "unsafe-script-value"

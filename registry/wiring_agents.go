@@ -46,20 +46,22 @@ type agentPlane struct {
 // Relay is workflow.Relay over the endpoint: a site step goes to the site agent of the
 // node's site (site.Command); a ramdisk or node step goes to the machine's own agent of
 // that role, never to its other one. The command id passes through, so a resend
-// dedupes.
+// dedupes. A site command names the machine's tenant, whose share of the site agent's
+// command slots it counts against (proto.TenantCommandShare), and its step's timeout,
+// which the site runs it for at most.
 func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, commandID, kind string, input json.RawMessage) (json.RawMessage, error) {
-	agent, role, payload := target.NodeID, proto.Role(target.Role), input
+	agent, role, cmd := target.NodeID, proto.Role(target.Role), proto.Command{ID: commandID, Kind: kind, Payload: input}
 	if target.Role == profile.Site {
 		err := p.st.View(func(tx *store.Tx) (err error) {
-			payload, err = site.Command(tx, target.NodeID, target.Run, target.Step, kind, input)
+			cmd.Payload, cmd.Tenant, err = site.Command(tx, target.NodeID, target.Run, target.Step, kind, input)
 			return err
 		})
 		if err != nil {
 			return nil, err
 		}
-		agent = site.Agent(target.SiteID)
+		agent, cmd.TimeoutSeconds = site.Agent(target.SiteID), target.TimeoutSeconds
 	}
-	return p.ep.Relay(ctx, agent, role, proto.Command{ID: commandID, Kind: kind, Payload: payload})
+	return p.ep.Relay(ctx, agent, role, cmd)
 }
 
 // NodeAgentConnected is metal.Presence: whether node's installed OS agent has a session

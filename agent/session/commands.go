@@ -13,7 +13,7 @@ import (
 )
 
 // maxCommands is how many command streams the registry may have open at once.
-const maxCommands = 16
+const maxCommands = proto.MaxAgentCommands
 
 // acceptCommands serves each command stream the registry opens, until the connection
 // ends. Commands keep running when it does: a resend after the reconnect attaches to
@@ -201,7 +201,9 @@ func (c *commands) giveBack(id string, after func()) {
 	}
 }
 
-// execute runs cmd's handler and makes its result.
+// execute runs cmd's handler and makes its result. A command that names a timeout
+// (proto.Command.TimeoutSeconds) runs under it: a handler that ends by it with an error
+// of its own is TIMEOUT.
 func execute(ctx context.Context, cmd proto.Command, handlers map[string]Handler) proto.Result {
 	res := proto.Result{ID: cmd.ID}
 	h := handlers[cmd.Kind]
@@ -209,8 +211,17 @@ func execute(ctx context.Context, cmd proto.Command, handlers map[string]Handler
 		res.Error = proto.Errorf(proto.Unsupported, "this agent has no handler for command kind %q", cmd.Kind)
 		return res
 	}
-	out, err := h(ctx, cmd.Payload)
+	hctx := ctx
+	if cmd.TimeoutSeconds > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(ctx, time.Duration(cmd.TimeoutSeconds)*time.Second)
+		defer cancel()
+	}
+	out, err := h(hctx, cmd.Payload)
+	_, coded := errors.AsType[*proto.Error](err)
 	switch {
+	case err != nil && !coded && ctx.Err() == nil && hctx.Err() != nil:
+		res.Error = proto.Errorf(proto.Timeout, "%s did not finish within its step's timeout of %ds: %v", cmd.Kind, cmd.TimeoutSeconds, err)
 	case err != nil:
 		res.Error = agentError(cmd.Kind, err)
 	case len(out) > 0 && !json.Valid(out):

@@ -25,6 +25,11 @@ func TestExecute(t *testing.T) {
 		"garbage": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
 			return json.RawMessage(`{`), nil
 		},
+		// A BMC that never answers: the handler ends only with its context.
+		"hang": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
 	}
 	cases := map[string]struct {
 		cmd  proto.Command
@@ -35,6 +40,9 @@ func TestExecute(t *testing.T) {
 		"coded error":  {cmd: proto.Command{ID: "3", Kind: "coded"}, want: proto.Result{ID: "3", Error: &proto.Error{Code: proto.Timeout, Message: "slow"}}},
 		"not json":     {cmd: proto.Command{ID: "4", Kind: "garbage"}, want: proto.Result{ID: "4", Error: &proto.Error{Code: proto.DriverError, Message: "garbage: the handler's result is not JSON"}}},
 		"unknown kind": {cmd: proto.Command{ID: "5", Kind: "bogus"}, want: proto.Result{ID: "5", Error: &proto.Error{Code: proto.Unsupported, Message: `this agent has no handler for command kind "bogus"`}}},
+		// A command ends by its step's timeout, and its stream with it.
+		"past its timeout": {cmd: proto.Command{ID: "6", Kind: "hang", TimeoutSeconds: 1},
+			want: proto.Result{ID: "6", Error: &proto.Error{Code: proto.Timeout, Message: "hang did not finish within its step's timeout of 1s: context deadline exceeded"}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"time"
 
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/bmc"
@@ -101,6 +102,10 @@ type step func(ctx context.Context, cmd proto.SiteCommand, d bmc.Driver) (any, e
 // bind makes a session handler of fn: it decodes the SiteCommand, opens the driver the
 // machine binds concern to with the credential the command carries, runs fn and closes
 // the driver. The credential lives as long as the command: it is never written or logged.
+// The command runs at most proto.MaxSiteCommandSeconds (its step's timeout, which the
+// session applies, may end it sooner): a BMC that never answers, or a machine that never
+// reaches the state asked for, gives back the command's slot, which every tenant of the
+// site shares, as TIMEOUT.
 func (s *steps) bind(kind string, fn step) session.Handler {
 	concern := proto.SiteBMCConcerns[kind]
 	return func(ctx context.Context, payload json.RawMessage) (json.RawMessage, error) {
@@ -112,6 +117,8 @@ func (s *steps) bind(kind string, fn step) session.Handler {
 		if !ok {
 			return nil, proto.Errorf(proto.InvalidConfig, "node %s has no %s driver binding", cmd.Node, concern).WithPath("drivers." + concern)
 		}
+		ctx, cancel := context.WithTimeout(ctx, proto.MaxSiteCommandSeconds*time.Second)
+		defer cancel()
 		var cfg bmc.Config
 		dec := jsondoc.Decoder{Name: "node " + cmd.Node + ": the " + concern + " binding's config", Code: proto.InvalidConfig, At: jsondoc.Path("drivers." + concern + ".config")}
 		if err := decodeStrict(dec, b.Config, &cfg); err != nil {

@@ -328,3 +328,34 @@ func TestHandlesProtosSiteSteps(t *testing.T) {
 		t.Errorf("site handlers (-proto +site):\n%s", diff)
 	}
 }
+
+// TestACommandGivesBackItsSlot: a tenant whose machine never reaches the power state
+// asked for (its OS ignores a graceful shutdown) would hold one of the site's command
+// slots, which every tenant of the site shares, for as long as the wait it names: it
+// names no wait beyond proto.MaxPowerTimeout (INVALID_CONFIG at the option), and the
+// session ends a command by its step's timeout (TestExecute, agent/session).
+func TestACommandGivesBackItsSlot(t *testing.T) {
+	f := newFixture(t, redfishsim.Config{PowerState: "On", IgnoreGracefulShutdown: true})
+	var b bmc.Config
+	if err := json.Unmarshal(f.drivers["power"].Config, &b); err != nil {
+		t.Fatal(err)
+	}
+	b.Options[proto.BMCOptionPowerTimeout] = "1000h"
+	conf, _ := json.Marshal(b)
+	in, _ := json.Marshal(map[string]string{"action": "graceful-off"})
+	payload, _ := json.Marshal(proto.SiteCommand{Node: "gpu-01", Drivers: map[string]proto.DriverBinding{"power": {Driver: "redfish", Config: conf}},
+		Input: in, Credential: f.credential})
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.steps.handlers()[proto.CommandSetPower](context.Background(), payload)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if proto.CodeOf(err) != proto.InvalidConfig || proto.AsError(err).Details.Path != "options.powerTimeout" {
+			t.Fatalf("%v, want INVALID_CONFIG at options.powerTimeout", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the command still holds its slot after a minute")
+	}
+}

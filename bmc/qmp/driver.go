@@ -45,7 +45,7 @@ type device struct {
 // Open checks cfg and the VM: its socket (cfg.Address, /PATH or unix:/PATH) must
 // answer QMP and each device the options name must exist.
 func Open(ctx context.Context, cfg bmc.Config, env bmc.Env) (bmc.Driver, error) {
-	if err := bmc.CheckOptions(cfg.Options, optNIC, optDisk, optCD, "powerTimeout", "pollInterval"); err != nil {
+	if err := bmc.CheckOptions(cfg.Options, optNIC, optDisk, optCD, proto.BMCOptionPowerTimeout, "pollInterval"); err != nil {
 		return nil, err
 	}
 	socket := strings.TrimPrefix(cfg.Address, "unix:")

@@ -30,7 +30,7 @@ const (
 	// the site host, which only the platform names (proto.SiteHostFile).
 	optCAFile = proto.BMCOptionCAFile
 	// optTLSPin is the pin of the BMC's certificate key, sha256/BASE64 of its SPKI.
-	optTLSPin = "tlsPin"
+	optTLSPin = proto.BMCOptionTLSPin
 	// optBootMode is uefi or legacy, sent with every boot override; by default only
 	// UEFI HTTP boot sends a mode (UEFI).
 	optBootMode = "bootMode"
@@ -51,7 +51,7 @@ type driver struct {
 // cfg.Address (host, host:port or https://host[:port]).
 func Open(ctx context.Context, cfg bmc.Config, env bmc.Env) (bmc.Driver, error) {
 	o := cfg.Options
-	if err := bmc.CheckOptions(o, optSystem, optAuth, optCAFile, optTLSPin, optBootMode, "powerTimeout", "pollInterval"); err != nil {
+	if err := bmc.CheckOptions(o, optSystem, optAuth, optCAFile, optTLSPin, optBootMode, proto.BMCOptionPowerTimeout, "pollInterval"); err != nil {
 		return nil, err
 	}
 	endpoint, host, err := endpoint(cfg.Address)

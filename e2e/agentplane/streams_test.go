@@ -16,8 +16,8 @@ import (
 )
 
 // maxCommands is the agent's bound on the command streams the registry may have open
-// at once (agent/session).
-const maxCommands = 16
+// at once.
+const maxCommands = proto.MaxAgentCommands
 
 // TestCommandStreamsEnd relays thousands of commands of every kind through one agent
 // session, and more through the next session after a dropped link cut some short, and

@@ -169,7 +169,9 @@ func (e *Endpoint) sendOn(s *session, c store.AgentCommand) {
 }
 
 // exchange sends c, completed by Expand, on a new stream and reads its answer. A
-// command Expand refuses is answered with its error without being sent.
+// command Expand refuses is answered with its error without being sent. A command of a
+// tenant that holds its share of the session's streams waits for one of them first
+// (shares).
 func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, error) {
 	cmd := c.Command()
 	if e.cfg.Expand != nil {
@@ -178,6 +180,10 @@ func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, err
 			return proto.Result{ID: c.ID, Error: proto.AsError(err)}, nil
 		}
 	}
+	if !s.shares.take(s.conn.Context().Done(), cmd.Tenant) {
+		return proto.Result{}, context.Cause(s.conn.Context())
+	}
+	defer s.shares.give(cmd.Tenant)
 	stream, err := s.conn.OpenStreamSync(s.conn.Context())
 	if err != nil {
 		return proto.Result{}, err

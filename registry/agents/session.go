@@ -37,6 +37,9 @@ type session struct {
 	// sent once however many registries' commits tell of it.
 	cmu     sync.Mutex
 	sending map[sendKey]bool
+
+	// shares are the tenants' shares of the agent's command streams.
+	shares shares
 }
 
 // sendKey is a command as it is on its way: its id, and when it was stored. An id asked

@@ -27,9 +27,9 @@ func resolveDriverBindings(bmc store.BMC, hw *HardwareProfile, overrides map[str
 		out[c] = store.DriverBinding{Driver: bmc.Driver, Config: mustJSON(bmcConfig(bmc))}
 	}
 	if hw != nil {
-		layerBindings(out, bmc, hw.Drivers)
+		layerBindings(out, bmc, hw.Drivers, false)
 	}
-	layerBindings(out, bmc, overrides)
+	layerBindings(out, bmc, overrides, false)
 	return out
 }
 
@@ -44,12 +44,17 @@ func bmcConfig(bmc store.BMC) map[string]string {
 }
 
 // layerBindings lays bindings over out, concern by concern, a BMC concern keeping bmc's
-// address and credential reference.
-func layerBindings(out map[string]store.DriverBinding, bmc store.BMC, bindings map[string]Binding) {
+// address and credential reference, and with keepTrust the trust options
+// (proto.BMCTrustOptions) out binds it with.
+func layerBindings(out map[string]store.DriverBinding, bmc store.BMC, bindings map[string]Binding, keepTrust bool) {
 	for _, c := range slices.Sorted(maps.Keys(bindings)) {
 		b := bindings[c]
 		if slices.Contains(bmcConcerns, c) {
-			b.Config = overlay(bmcConfig(bmc), b.Config)
+			var trust map[string]json.RawMessage
+			if keepTrust {
+				trust = trustOptions(out[c].Config)
+			}
+			b.Config = overlay(bmcConfig(bmc), b.Config, trust)
 		}
 		out[c] = store.DriverBinding(b)
 	}
@@ -60,6 +65,7 @@ func layerBindings(out map[string]store.DriverBinding, bmc store.BMC, bindings m
 // takes the run's profile's drivers over the node's, concern by concern; any other
 // command (metal.ensureRamdisk's own) the node's. Either way a BMC concern keeps the
 // address and credential reference the node's BMC bound: a profile never names them.
+// A BMC the platform bound keeps its trust options too (checkPlatformTrust).
 func CommandDrivers(node store.Node, run store.Run, step, kind string) (map[string]proto.DriverBinding, error) {
 	out := maps.Clone(node.Drivers)
 	if step == kind && run.Document != nil {
@@ -67,18 +73,79 @@ func CommandDrivers(node store.Node, run store.Run, step, kind string) (map[stri
 		if err != nil {
 			return nil, proto.Errorf(proto.Internal, "workflow %s: its profile no longer defines: %v", run.ID, err)
 		}
-		if drivers := p.Drivers(); len(drivers) > 0 {
+		if bindings := profileBindings(p); len(bindings) > 0 {
+			if err := checkPlatformTrust(node, bindings); err != nil {
+				return nil, err
+			}
 			if out == nil {
 				out = map[string]store.DriverBinding{}
 			}
-			bindings := map[string]Binding{}
-			for c, d := range drivers {
-				bindings[c] = Binding{Driver: d.Driver, Config: d.Config}
-			}
-			layerBindings(out, node.BMC, bindings)
+			layerBindings(out, node.BMC, bindings, node.PlatformBMC)
 		}
 	}
 	return protoBindings(out), nil
+}
+
+// profileBindings are a profile's drivers as bindings.
+func profileBindings(p *profile.Profile) map[string]Binding {
+	bindings := map[string]Binding{}
+	for c, d := range p.Drivers() {
+		bindings[c] = Binding{Driver: d.Driver, Config: d.Config}
+	}
+	return bindings
+}
+
+// checkPlatformTrust refuses, on a node whose BMC the platform bound with its own
+// credential (PlatformBMC), a profile's binding of a BMC concern that names a trust
+// option (proto.BMCTrustOptions), whoever's the profile: FORBIDDEN at the option. The
+// platform's login goes only to the BMC the platform trusts (its hardware profile, its
+// enrollment's overrides); a tenant able to answer at the BMC's address would otherwise
+// trust a TLS session of its own.
+func checkPlatformTrust(node store.Node, bindings map[string]Binding) error {
+	if !node.PlatformBMC {
+		return nil
+	}
+	for _, c := range slices.Sorted(maps.Keys(bindings)) {
+		if !slices.Contains(bmcConcerns, c) {
+			continue
+		}
+		for _, o := range slices.Sorted(maps.Keys(trustOptions(bindings[c].Config))) {
+			return proto.Errorf(proto.Forbidden, "node %s's BMC is bound by the platform with its credential, and trusted as the platform set it: a profile's %s binding names no options.%s", node.ID, c, o).
+				WithPath("drivers." + c + ".config.options." + o).WithReason(proto.ReasonPlatformBMC)
+		}
+	}
+	return nil
+}
+
+// trustOptions are the trust options (proto.BMCTrustOptions) a driver config names, by
+// name; nil for none.
+func trustOptions(config json.RawMessage) map[string]json.RawMessage {
+	m, _ := object(config)
+	options, _ := object(m["options"])
+	var out map[string]json.RawMessage
+	for _, o := range proto.BMCTrustOptions {
+		if v, ok := options[o]; ok {
+			if out == nil {
+				out = map[string]json.RawMessage{}
+			}
+			out[o] = v
+		}
+	}
+	return out
+}
+
+// withoutTrust is config without its trust options (proto.BMCTrustOptions).
+func withoutTrust(config json.RawMessage) json.RawMessage {
+	m, _ := object(config)
+	options, _ := object(m["options"])
+	if len(trustOptions(config)) == 0 {
+		return config
+	}
+	for _, o := range proto.BMCTrustOptions {
+		delete(options, o)
+	}
+	m["options"] = mustJSON(options)
+	return mustJSON(m)
 }
 
 // protoBindings are bindings as NodeSpecs and site commands carry them; nil for none.
@@ -96,8 +163,9 @@ func protoBindings(bindings map[string]store.DriverBinding) map[string]proto.Dri
 // bmcFields are the fields of a BMC concern's config that only the BMC binds.
 var bmcFields = []string{"address", "credentialRef"}
 
-// overlay lays base's fields over config's.
-func overlay(base map[string]string, config json.RawMessage) json.RawMessage {
+// overlay lays base's fields over config's, and trust (trust options, nil for none) over
+// its options.
+func overlay(base map[string]string, config json.RawMessage, trust map[string]json.RawMessage) json.RawMessage {
 	m, _ := object(config)
 	if m == nil {
 		m = map[string]json.RawMessage{}
@@ -107,6 +175,14 @@ func overlay(base map[string]string, config json.RawMessage) json.RawMessage {
 	}
 	for k, v := range base {
 		m[k] = mustJSON(v)
+	}
+	if len(trust) > 0 {
+		options, _ := object(m["options"])
+		if options == nil {
+			options = map[string]json.RawMessage{}
+		}
+		maps.Copy(options, trust)
+		m["options"] = mustJSON(options)
 	}
 	return mustJSON(m)
 }

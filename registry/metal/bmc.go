@@ -1,6 +1,8 @@
 package metal
 
 import (
+	"slices"
+
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
@@ -22,7 +24,8 @@ type BMCUpdate struct {
 // site's BMC networks), and resolves its driver bindings again. The binding becomes the
 // changer's: a change a tenant makes to a BMC the platform bound drops the platform's
 // credential (secret://platform/NAME), which only a root-tenant credential binds again;
-// the tenant names its own, or the node has none. A node whose workflow runs, or that is
+// the tenant names its own, or the node has none. A root-tenant credential binding the
+// BMC of a node its tenant enrolled drops the trust options of the tenant's overrides. A node whose workflow runs, or that is
 // retired, is INVALID_STATE; another tenant's, NOT_FOUND.
 func (s *Service) UpdateBMC(tx *store.Tx, u BMCUpdate) (store.Node, error) {
 	n, err := tx.Node(u.Node)
@@ -61,12 +64,17 @@ func (s *Service) UpdateBMC(tx *store.Tx, u BMCUpdate) (store.Node, error) {
 	if err != nil {
 		return n, err
 	}
-	overrides := map[string]Binding{}
+	// The overrides of a node its tenant enrolled are the tenant's: the platform's
+	// credential, bound now, goes to no BMC they trust (proto.BMCTrustOptions).
+	overrides, kept := map[string]Binding{}, map[string]store.DriverBinding{}
 	for c, o := range n.DriverOverrides {
-		overrides[c] = Binding(o)
+		if u.Platform && !n.PlatformOverrides && slices.Contains(bmcConcerns, c) {
+			o.Config = withoutTrust(o.Config)
+		}
+		overrides[c], kept[c] = Binding(o), o
 	}
 	return updateNode(tx, n.ID, func(m *store.Node) error {
-		m.BMC, m.PlatformBMC, m.Drivers = b, u.Platform, resolveDriverBindings(b, hw, overrides)
+		m.BMC, m.PlatformBMC, m.DriverOverrides, m.Drivers = b, u.Platform, kept, resolveDriverBindings(b, hw, overrides)
 		return nil
 	})
 }

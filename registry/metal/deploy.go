@@ -39,6 +39,9 @@ func (s *Service) Deploy(tx *store.Tx, tenant, nodeID string, rec store.ProfileR
 	if err := checkMIGFromPool(p, pool); err != nil {
 		return store.Run{}, err
 	}
+	if err := checkPlatformTrust(node, profileBindings(p)); err != nil {
+		return store.Run{}, err
+	}
 	run, _, err := s.Act(tx, tenant, nodeID, Deploy, Options{Profile: &rec})
 	return run, err
 }

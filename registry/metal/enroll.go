@@ -85,7 +85,7 @@ func (s *Service) enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 	if n.BMC, err = bindBMC(tx, pool, e.BMC, e.Platform); err != nil {
 		return n, err
 	}
-	n.PlatformBMC = e.Platform
+	n.PlatformBMC, n.PlatformOverrides = e.Platform, e.Platform
 	hw, err := s.hardwareProfile(pool, e.HardwareProfile)
 	if err != nil {
 		return n, err

@@ -105,7 +105,8 @@ func checkHardwareFile(f hardwareFile) (HardwareProfiles, error) {
 
 // checkBindings refuses an unknown concern, a malformed driver name, a config that is
 // not an object, or one that names a BMC address or credential (the BMC given at
-// enrollment binds those, see bmcFields), as INVALID_INPUT at path.concern; unless
+// enrollment binds those, see bmcFields), or one that waits longer than a site runs one
+// command (proto.LongWait), as INVALID_INPUT at path.concern; unless
 // platform (a hardware profile, a root-tenant credential's enrollment), a config that
 // names a file of the site host (proto.SiteHostFile) is FORBIDDEN at the option's path.
 func checkBindings(bindings map[string]Binding, path string, platform bool) error {
@@ -124,6 +125,9 @@ func checkBindings(bindings map[string]Binding, path string, platform bool) erro
 			if _, ok := config[f]; ok {
 				return proto.Errorf(proto.InvalidInput, "a driver's config names no BMC %s: the machine's BMC (bmc.address, bmc.credentialRef at enrollment) binds it", f).WithPath(p + ".config." + f)
 			}
+		}
+		if f := proto.LongWait(b.Config); f != "" {
+			return proto.Errorf(proto.InvalidInput, "powerTimeout is at most %s, as long as a site runs one command: name a shorter wait", proto.MaxPowerTimeout).WithPath(p + ".config." + f)
 		}
 		if f := proto.SiteHostFile(b.Config); f != "" && !platform {
 			return proto.Errorf(proto.Forbidden, "a driver's config names no file of the site host (%s): only the platform does, in a hardware profile; trust the BMC by its key with options.tlsPin", f).

@@ -279,10 +279,13 @@ func (w *walker) drivers(v *jsondoc.Value, p jsondoc.Path) {
 // registry's secret store (a file of the site host, the secret itself), without echoing
 // it, and an option that names a file of the site host (proto.SiteHostFile): a profile,
 // whoever's, runs on tenants' machines, and only the platform names such a file, in a
-// hardware profile.
+// hardware profile; and a wait longer than a site runs one command (proto.LongWait).
 func (w *walker) driverConfig(v *jsondoc.Value, p jsondoc.Path) {
 	if f := proto.SiteHostFile(v.Raw); f != "" {
 		w.r.Add(v, jsondoc.Path(string(p)+"."+f), "a profile's driver config names no file of the site host: the platform names the BMC's CA file in the machine's hardware profile; trust the BMC by its key with options.tlsPin")
+	}
+	if f := proto.LongWait(v.Raw); f != "" {
+		w.r.Add(v, jsondoc.Path(string(p)+"."+f), "powerTimeout is at most %s, as long as a site runs one command: name a shorter wait", proto.MaxPowerTimeout)
 	}
 	for _, m := range v.Members {
 		if m.Key != "credentialRef" {

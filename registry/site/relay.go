@@ -11,25 +11,27 @@ import (
 )
 
 // Command is the payload a site step of run (empty for a command no run sent) relays
-// to the site agent for node: a SiteCommand naming the machine and its driver bindings
-// (metal.CommandDrivers: the run's profile's over the node's for the step's own
-// operation) around the step's input.
-func Command(tx *store.Tx, node, run, step, kind string, input json.RawMessage) (json.RawMessage, error) {
+// to the site agent for node, and the tenant whose machine it acts on (the command's
+// share of the site agent's slots, proto.TenantCommandShare): a SiteCommand naming the
+// machine and its driver bindings (metal.CommandDrivers: the run's profile's over the
+// node's for the step's own operation) around the step's input.
+func Command(tx *store.Tx, node, run, step, kind string, input json.RawMessage) (payload json.RawMessage, tenant string, err error) {
 	n, err := tx.Node(node)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var r store.Run
 	if run != "" {
 		if r, err = tx.Run(run); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	drivers, err := metal.CommandDrivers(n, r, step, kind)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return json.Marshal(proto.SiteCommand{Node: n.ID, Drivers: drivers, Input: input})
+	payload, err = json.Marshal(proto.SiteCommand{Node: n.ID, Drivers: drivers, Input: input})
+	return payload, n.Tenant, err
 }
 
 // CacheURL is image at site's cache when the site holds it ready, "" otherwise: the site

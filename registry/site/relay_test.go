@@ -88,3 +88,25 @@ func TestCachedCopyServesOnlyTheSourceItWasVerifiedFrom(t *testing.T) {
 		t.Fatalf("cache URLs from a report without sources: acme %q, beta %q; want none", a, b)
 	}
 }
+
+// TestSiteCommandNamesItsTenant: a site command names the tenant whose machine it acts
+// on, whose share of the site agent's command slots it counts against.
+func TestSiteCommandNamesItsTenant(t *testing.T) {
+	st := openStore(t)
+	n := storetest.Node(t, st, store.Node{MACs: []string{"52:54:00:00:00:01"}})
+	var (
+		payload json.RawMessage
+		tenant  string
+	)
+	err := st.View(func(tx *store.Tx) (err error) {
+		payload, tenant, err = Command(tx, n.ID, "", "", proto.CommandSetPower, json.RawMessage(`{"action":"on"}`))
+		return err
+	})
+	var cmd proto.SiteCommand
+	if err == nil {
+		err = json.Unmarshal(payload, &cmd)
+	}
+	if err != nil || tenant != n.Tenant || cmd.Node != n.ID {
+		t.Fatalf("Command = %s for tenant %q, %v; want node %s, tenant %q", payload, tenant, err, n.ID, n.Tenant)
+	}
+}

@@ -20,11 +20,15 @@ type AgentCommand struct {
 	Node string `json:"node"`
 	// Role is the role of the agent the command is for: only a session of Node in Role
 	// gets it. Empty in a command stored by a registry before roles were kept (For).
-	Role      proto.Role      `json:"role,omitempty"`
-	ID        string          `json:"id"`
-	Kind      string          `json:"kind"`
-	Payload   json.RawMessage `json:"payload,omitempty"`
-	CreatedAt time.Time       `json:"createdAt"`
+	Role    proto.Role      `json:"role,omitempty"`
+	ID      string          `json:"id"`
+	Kind    string          `json:"kind"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Tenant is the tenant whose machine a site agent's command acts on, and
+	// TimeoutSeconds its step's timeout (proto.Command).
+	Tenant         string    `json:"tenant,omitempty"`
+	TimeoutSeconds int64     `json:"timeoutSeconds,omitempty"`
+	CreatedAt      time.Time `json:"createdAt"`
 	// Done is set once the agent answered, with its Result or Error.
 	Done   bool            `json:"done,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
@@ -34,7 +38,7 @@ type AgentCommand struct {
 
 // Command is the command as it goes on the wire.
 func (c AgentCommand) Command() proto.Command {
-	return proto.Command{ID: c.ID, Kind: c.Kind, Payload: c.Payload}
+	return proto.Command{ID: c.ID, Kind: c.Kind, Payload: c.Payload, Tenant: c.Tenant, TimeoutSeconds: c.TimeoutSeconds}
 }
 
 // For reports whether the command goes to an agent of role: one of its own role, or,
@@ -85,7 +89,7 @@ func (t *Tx) EnqueueAgentCommand(node string, role proto.Role, cmd proto.Command
 			return AgentCommand{}, proto.Errorf(proto.InvalidInput, "command payload is not JSON: %v", err).WithPath("payload")
 		}
 	}
-	c := AgentCommand{Node: node, Role: role, ID: cmd.ID, Kind: cmd.Kind, Payload: payload.Bytes(), CreatedAt: t.now}
+	c := AgentCommand{Node: node, Role: role, ID: cmd.ID, Kind: cmd.Kind, Payload: payload.Bytes(), Tenant: cmd.Tenant, TimeoutSeconds: cmd.TimeoutSeconds, CreatedAt: t.now}
 	var old AgentCommand
 	ok, err := t.get(bucketAgentCommands, commandKey(node, cmd.ID), &old)
 	if err != nil {

@@ -64,6 +64,9 @@ type Node struct {
 	// DriverOverrides are the per-node bindings given at enrollment; they win over the
 	// BMC's and the hardware profile's.
 	DriverOverrides map[string]DriverBinding `json:"driverOverrides,omitempty"`
+	// PlatformOverrides says that a root-tenant credential gave DriverOverrides (enrolled
+	// the node): only then do their trust options stand under the platform's credential.
+	PlatformOverrides bool `json:"platformOverrides,omitempty"`
 	// Drivers are the resolved bindings by concern.
 	Drivers map[string]DriverBinding `json:"drivers"`
 	State   string                   `json:"state"`

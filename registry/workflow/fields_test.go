@@ -231,16 +231,18 @@ func TestRetryWaitsItsBackoffFromTheFailedTry(t *testing.T) {
 
 func TestRelayedStepsGoWhereTheyRun(t *testing.T) {
 	h := newHarness(t, nil)
-	id := h.start(doc(`{"use":"power.setPower","with":{"action":"on"}},{"use":"inventory.refresh","on":"node"}`, "", ""))
+	id := h.start(doc(`{"use":"power.setPower","with":{"action":"on"},"timeout":"90s"},{"use":"inventory.refresh","on":"node"}`, "", ""))
 	h.waitEnd(id)
 	got := map[string]string{}
 	for _, c := range h.agent.executed() {
 		tg := h.agent.targets[c]
-		got[h.agent.kinds[c]] = fmt.Sprintf("%s/%s/%s %s", tg.Role, tg.SiteID, tg.NodeID, h.agent.inputs[c])
+		got[h.agent.kinds[c]] = fmt.Sprintf("%s/%s/%s %ds %s", tg.Role, tg.SiteID, tg.NodeID, tg.TimeoutSeconds, h.agent.inputs[c])
 	}
+	// Each command carries its step's timeout (inventory.refresh's default 10m), which
+	// a site agent runs it for at most.
 	want := map[string]string{
-		"power.setPower":    fmt.Sprintf(`site/rack-a/%s {"action":"on"}`, h.node),
-		"inventory.refresh": fmt.Sprintf("node//%s ", h.node),
+		"power.setPower":    fmt.Sprintf(`site/rack-a/%s 90s {"action":"on"}`, h.node),
+		"inventory.refresh": fmt.Sprintf("node//%s 600s ", h.node),
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("targets and inputs (-want +got):\n%s", diff)

@@ -43,5 +43,5 @@ func (a *Attempt) Relay(ctx context.Context, role, sub, kind string, input json.
 			return nil, err
 		}
 	}
-	return a.engine.relay(ctx, a.Run.ID, a.Node, a.Step.Use, role, subCommandID(a.CommandID, sub), kind, input)
+	return a.engine.relay(ctx, a.Run.ID, a.Node, a.Step, role, subCommandID(a.CommandID, sub), kind, input)
 }

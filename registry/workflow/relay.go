@@ -31,6 +31,9 @@ type RelayTarget struct {
 	// step's use is the operation the profile names itself; another is one a handler
 	// sends for its own step (metal.ensureRamdisk's power cycle).
 	Step string
+	// TimeoutSeconds is the step's timeout: a site agent runs the command at most this
+	// long (proto.SiteCommand).
+	TimeoutSeconds int64
 }
 
 // relayStep is the handler of every step without one of its own: it relays the step,
@@ -39,11 +42,11 @@ func relayStep(ctx context.Context, a *Attempt) (json.RawMessage, error) {
 	return a.Relay(ctx, a.Step.On, "", a.Step.Use, a.Step.With)
 }
 
-func (e *Engine) relay(ctx context.Context, run string, node store.Node, step, role, id, kind string, input json.RawMessage) (json.RawMessage, error) {
+func (e *Engine) relay(ctx context.Context, run string, node store.Node, step profile.RenderedStep, role, id, kind string, input json.RawMessage) (json.RawMessage, error) {
 	if e.cfg.Relay == nil {
 		return nil, proto.Errorf(proto.Unsupported, "%s runs on the %s agent, and this registry has no agent relay", kind, role)
 	}
-	target := RelayTarget{NodeID: node.ID, Role: role, Run: run, Step: step}
+	target := RelayTarget{NodeID: node.ID, Role: role, Run: run, Step: step.Use, TimeoutSeconds: step.TimeoutSeconds}
 	if role == profile.Site {
 		target.SiteID = node.Site
 	}
