@@ -37,17 +37,9 @@ func TestSiteRunsOnItsClock(t *testing.T) {
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: src.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	files := t.TempDir()
 	start := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
 	fake := clock.NewFake(start)
-	cfg := Config{StateDir: t.TempDir(), Cache: CacheConfig{Dir: t.TempDir(), CAFile: caFile}, Clock: fake,
-		Boot: boot.Config{Interface: "bc0", Mode: boot.Proxy, ServerIP: netip.MustParseAddr("10.0.0.1"), IPXEDir: files, RamdiskDir: files}}
-	a, srv, err := open(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	defer a.cache.Close()
+	a := openProxySite(t, Config{Cache: CacheConfig{CAFile: caFile}, Clock: fake})
 	img := proto.CacheImage{Ref: "os@1", Digest: strings.Repeat("ab", 32), Source: src.URL + "/os.raw", SizeBytes: 10,
 		Format: proto.FormatRaw, Compression: proto.CompressionNone}
 	if err := a.cache.SetDesired([]proto.CacheImage{img}); err != nil {
@@ -81,15 +73,7 @@ func TestSiteRunsOnItsClock(t *testing.T) {
 // cache URL signed on the real clock (before, the site's capability signer was left
 // with no clock and the boot server's DHCP handler crashed the agent on such an entry).
 func TestSiteWithoutAClockSignsItsScripts(t *testing.T) {
-	files := t.TempDir()
-	cfg := Config{StateDir: t.TempDir(), Cache: CacheConfig{Dir: t.TempDir()}, HTTPBase: "http://10.0.0.1",
-		Boot: boot.Config{Interface: "bc0", Mode: boot.Proxy, ServerIP: netip.MustParseAddr("10.0.0.1"), IPXEDir: files, RamdiskDir: files}}
-	a, srv, err := open(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	defer a.cache.Close()
+	a := openProxySite(t, Config{HTTPBase: "http://10.0.0.1"})
 	const mac = "52:54:00:12:34:57"
 	digest := strings.Repeat("cd", 32)
 	a.entries.setStanding([]proto.BootEntry{{Node: "nd_1", MACs: []string{mac}, Kind: proto.BootRamdisk,
@@ -104,4 +88,20 @@ func TestSiteWithoutAClockSignsItsScripts(t *testing.T) {
 	if !ok || !proto.VerifyCacheCap(own, query, digest, time.Now()) {
 		t.Fatalf("extra's URL %q: want the cache's URL with a capability valid now", e.Ramdisk.Extras[0])
 	}
+}
+
+// openProxySite opens the site agent's parts (open) with cfg, in the test's temporary
+// directories, its boot server in proxy mode on 10.0.0.1; they are closed when the test
+// ends.
+func openProxySite(t *testing.T, cfg Config) *agent {
+	t.Helper()
+	files := t.TempDir()
+	cfg.StateDir, cfg.Cache.Dir = t.TempDir(), t.TempDir()
+	cfg.Boot = boot.Config{Interface: "bc0", Mode: boot.Proxy, ServerIP: netip.MustParseAddr("10.0.0.1"), IPXEDir: files, RamdiskDir: files}
+	a, srv, err := open(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.cache.Close(); srv.Close() })
+	return a
 }

@@ -138,11 +138,12 @@ func trustOptions(config json.RawMessage) map[string]json.RawMessage {
 func withoutTrust(config json.RawMessage) json.RawMessage {
 	m, _ := object(config)
 	options, _ := object(m["options"])
-	if len(trustOptions(config)) == 0 {
-		return config
-	}
+	named := len(options)
 	for _, o := range proto.BMCTrustOptions {
 		delete(options, o)
+	}
+	if len(options) == named {
+		return config
 	}
 	m["options"] = mustJSON(options)
 	return mustJSON(m)
