@@ -60,6 +60,9 @@ const (
 	// ReasonSourceNotAllowed: a pre-warm image whose source host is outside the site's
 	// (or the pool's) image sources is left out of a site's cache plan.
 	ReasonSourceNotAllowed = "source-not-allowed"
+	// ReasonSiteShare: a pre-warm image or extra initrd is left out of a site's cache
+	// plan, which was over its bounds, because its tenant lists the most there.
+	ReasonSiteShare = "site-share"
 	// ReasonNotRamdisk: an extra initrd of a ramdisk boot is an image of another kind.
 	ReasonNotRamdisk = "not-ramdisk"
 	// ReasonNotCached: an extra initrd of a ramdisk boot the site's cache does not hold

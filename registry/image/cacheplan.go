@@ -2,6 +2,9 @@ package image
 
 import (
 	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/better-compute/better-compute/proto"
@@ -28,16 +31,31 @@ type ExcludedImage struct {
 	// Reason is "not-found" (the ref resolves to no image the pool's tenant sees), the
 	// reason VerifyImageForUse gave ("unsigned", "signature" or "untrusted-signer"),
 	// "source-not-allowed" (its source host is outside the site's or the pool's image
-	// sources), or "not-ramdisk" (a ramdisk extra whose image is of another kind).
+	// sources), "not-ramdisk" (a ramdisk extra whose image is of another kind), or
+	// "site-share" (the site's plan was over its bounds and the pool's tenant lists the
+	// most there).
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }
+
+// A site's cache plan, which the site agent's NodeSpec carries beside every tenant's boot
+// entries, holds at most maxSiteCacheImages images taking at most maxSiteCacheBytes of
+// JSON. Pools of any tenant may be at any site, so without a bound one tenant's pre-warm
+// lists could grow the site's NodeSpec past what an agent frame carries (proto.MaxFrame)
+// and its cache report past what the registry takes: no tenant's boot entry or cache
+// image would then reach the site. Over either bound, the tenant that lists the most
+// loses its last entry, until the plan fits (trimToShare).
+const (
+	maxSiteCacheImages = 1024
+	maxSiteCacheBytes  = 1 << 20
+)
 
 // PlanSiteCache resolves every pool's policy.prewarmImages and policy.ramdiskExtras at
 // a site as the pool's tenant (ResolveImage) and keeps the images that pass
 // VerifyImageForUse for that tenant with v (a ramdisk extra: VerifyRamdiskExtra) and
 // whose source host the site's image sources allow (and the pool's, when it narrows
-// them). A site with no image sources pre-warms nothing.
+// them), within the site's bounds (trimToShare). A site with no image sources
+// pre-warms nothing.
 func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 	plan := CachePlan{Site: site, CacheImages: []proto.CacheImage{}, Excluded: []ExcludedImage{}}
 	st, err := tx.Site(site)
@@ -48,7 +66,7 @@ func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 	if err != nil {
 		return plan, err
 	}
-	listed := map[[2]string]bool{} // digest, source
+	lists := map[string]*tenantPlan{} // tenant -> what its pools list
 	for _, p := range pools {
 		extra := len(p.Policy.PrewarmImages)
 		for i, ref := range append(slices.Clone(p.Policy.PrewarmImages), p.Policy.RamdiskExtras...) {
@@ -76,20 +94,96 @@ func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 			default:
 				return plan, err
 			}
-			if listed[[2]string{img.SHA256, img.Source}] {
-				continue
+			l := lists[p.Tenant]
+			if l == nil {
+				l = &tenantPlan{listed: map[[2]string]bool{}}
+				lists[p.Tenant] = l
 			}
-			listed[[2]string{img.SHA256, img.Source}] = true
-			plan.CacheImages = append(plan.CacheImages, proto.CacheImage{
+			l.add(planned{pool: p.Name, ref: ref, extra: i >= extra, image: proto.CacheImage{
 				Ref: img.Ref, Digest: img.SHA256, Source: img.Source, SizeBytes: img.SizeBytes,
 				Format: img.Format, Compression: img.Compression,
-			})
+			}})
+		}
+	}
+	plan.Excluded = append(plan.Excluded, trimToShare(site, lists)...)
+	listed := map[[2]string]bool{} // digest, source
+	for _, tenant := range slices.Sorted(maps.Keys(lists)) {
+		for _, e := range lists[tenant].entries {
+			if !listed[[2]string{e.image.Digest, e.image.Source}] {
+				listed[[2]string{e.image.Digest, e.image.Source}] = true
+				plan.CacheImages = append(plan.CacheImages, e.image)
+			}
 		}
 	}
 	slices.SortFunc(plan.CacheImages, func(a, b proto.CacheImage) int {
 		return cmp.Or(cmp.Compare(a.Ref, b.Ref), cmp.Compare(a.Digest, b.Digest), cmp.Compare(a.Source, b.Source))
 	})
 	return plan, nil
+}
+
+// planned is one entry a tenant's pools list for a site's cache.
+type planned struct {
+	pool, ref string
+	extra     bool // a ramdisk extra, which the pool's boots need: trimmed last
+	image     proto.CacheImage
+	bytes     int
+}
+
+// tenantPlan is what one tenant's pools at a site list, each digest and source once:
+// its ramdisk extras first, then its pre-warm images, each in its pools' order.
+type tenantPlan struct {
+	entries []planned
+	listed  map[[2]string]bool // digest, source
+	bytes   int
+}
+
+func (l *tenantPlan) add(e planned) {
+	if l.listed[[2]string{e.image.Digest, e.image.Source}] {
+		return
+	}
+	l.listed[[2]string{e.image.Digest, e.image.Source}] = true
+	b, _ := json.Marshal(e.image)
+	e.bytes = len(b)
+	l.bytes += e.bytes
+	at := len(l.entries)
+	if e.extra {
+		at = slices.IndexFunc(l.entries, func(x planned) bool { return !x.extra })
+		if at < 0 {
+			at = len(l.entries)
+		}
+	}
+	l.entries = slices.Insert(l.entries, at, e)
+}
+
+// trimToShare brings a site's cache plan within maxSiteCacheImages and
+// maxSiteCacheBytes (counting an entry two tenants list for each), dropping the last
+// entry of the tenant listing the most (by count while the count is over, else by
+// bytes; of two alike, the later tenant id) until it fits, and returns what it dropped.
+// So a tenant listing no more than its share (the bound over the tenants listing) keeps
+// its whole list, however much another lists.
+func trimToShare(site string, lists map[string]*tenantPlan) []ExcludedImage {
+	var count, bytes int
+	for _, l := range lists {
+		count, bytes = count+len(l.entries), bytes+l.bytes
+	}
+	var out []ExcludedImage
+	for count > maxSiteCacheImages || bytes > maxSiteCacheBytes {
+		byCount := count > maxSiteCacheImages
+		var most string
+		for _, tenant := range slices.Sorted(maps.Keys(lists)) {
+			l, m := lists[tenant], lists[most]
+			if m == nil || byCount && len(l.entries) >= len(m.entries) || !byCount && l.bytes >= m.bytes {
+				most = tenant
+			}
+		}
+		l := lists[most]
+		e := l.entries[len(l.entries)-1]
+		l.entries, l.bytes = l.entries[:len(l.entries)-1], l.bytes-e.bytes
+		count, bytes = count-1, bytes-e.bytes
+		out = append(out, ExcludedImage{Tenant: most, Pool: e.pool, Ref: e.ref, Reason: proto.ReasonSiteShare,
+			Message: fmt.Sprintf("site %s's cache plan holds at most %d images in %d bytes; tenant %s lists the most there: list fewer pre-warm images at this site", site, maxSiteCacheImages, maxSiteCacheBytes, most)})
+	}
+	return out
 }
 
 // SiteCacheImages is the site.cacheImages list of a site's agents: the verified images

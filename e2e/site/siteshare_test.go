@@ -1,0 +1,127 @@
+package site
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/better-compute/better-compute/testkit/openssl"
+)
+
+// TestATenantsPrewarmListsLeaveAnotherTenantsCacheImages: tenant acme pre-warms one
+// image at rack-a. Tenant beta, with its own credential and its own signer, registers
+// 2,016 images of one byte each from sources of about 2,000 characters on the site's
+// image source host and lists them all in 32 pools at rack-a. The site agent's NodeSpec
+// carries the whole cache plan beside every tenant's boot entries; beta's lists alone
+// took it past an agent frame, so the real `bcd site` got no NodeSpec at all and acme's
+// image was never pulled. Now the plan keeps to the site's bounds by leaving out
+// beta's last images (reason site-share, shown to the platform in `sites cache-plan`),
+// and acme's image is at the site.
+func TestATenantsPrewarmListsLeaveAnotherTenantsCacheImages(t *testing.T) {
+	artifact := make([]byte, 64<<10)
+	rand.Read(artifact)
+	work := t.TempDir()
+	caFile := filepath.Join(work, "source-ca.pem")
+	source := testkit.ServeTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/acme.raw" {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(artifact))
+	}), caFile)
+
+	reg := testkit.StartRegistry(t, t.TempDir(), "--agent-listen", "127.0.0.1:0")
+	admin := reg.AdminConfig
+	configs := map[string]string{}
+	for _, tn := range []string{"acme", "beta"} {
+		testkit.JSON(t, admin, nil, "tenants", "create", tn)
+		configs[tn] = filepath.Join(work, tn+".conf")
+		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tn, "--actions",
+			"compute:images:publish,compute:images:read,compute:pools:manage", "--out", configs[tn])
+	}
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--image-sources", source.Listener.Addr().String())
+
+	acmeKey := openssl.Generate(t, openssl.Ed25519)
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "acme", "--id", "acme-key", "--public-key", acmeKey.PublicPath)
+	testkit.RegisterImage(t, configs["acme"], testkit.Image{Ref: "secret@1", Kind: "os", Source: source.URL + "/acme.raw", Format: "raw",
+		Compression: "none", SHA256: testkit.Digest(artifact), Size: int64(len(artifact)), SignerID: "acme-key", Signer: acmeKey}, nil)
+	testkit.JSON(t, configs["acme"], nil, "pools", "create", "acme-gpu", "--site", "rack-a", "--prewarm", "secret@1")
+
+	// beta signs in process: 2,016 signatures through openssl would take the test's time.
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	betaPub := filepath.Join(work, "beta.pub")
+	testkit.WriteFile(t, betaPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600)
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "beta", "--id", "beta-key", "--public-key", betaPub)
+	beta := testkit.Client(t, configs["beta"])
+	const pools, perPool = 32, 63
+	pad := strings.Repeat("x", 2000)
+	refs := make([][]string, pools)
+	for p := range pools { // every image first: each registration recomputes the site's plan
+		for i := range perPool {
+			img := testkit.Image{Ref: fmt.Sprintf("b%02d-%02d@1", p, i), Kind: "os", Format: "raw", Compression: "none",
+				SHA256: testkit.Digest([]byte{byte(p), byte(i)}), Size: 1}
+			req := api.RegisterImageRequest{Ref: img.Ref, Kind: proto.ImageKind(img.Kind), Format: proto.ImageFormat(img.Format),
+				Compression: proto.Compression(img.Compression), SHA256: img.SHA256, SizeBytes: img.Size,
+				Source:   fmt.Sprintf("%s/%s/%02d-%02d.raw", source.URL, pad, p, i),
+				SignerID: "beta-key", Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(priv, img.SigningInput()))}
+			if err := beta.Call(context.Background(), "images.register", req, nil); err != nil {
+				t.Fatalf("beta registers %s: %v", img.Ref, err)
+			}
+			refs[p] = append(refs[p], img.Ref)
+		}
+	}
+	for p := range pools {
+		testkit.JSON(t, configs["beta"], nil, "pools", "create", fmt.Sprintf("beta-%02d", p), "--site", "rack-a", "--prewarm", strings.Join(refs[p], ","))
+	}
+
+	var plan api.CachePlan
+	testkit.JSON(t, admin, &plan, "sites", "cache-plan", "rack-a")
+	shared := 0
+	for _, e := range plan.Excluded {
+		if e.Reason == proto.ReasonSiteShare {
+			if e.Tenant != "beta" {
+				t.Fatalf("%s's %s left out of rack-a's plan: only beta lists more than its share", e.Tenant, e.Ref)
+			}
+			shared++
+		}
+	}
+	if shared == 0 || !planNames(plan, "secret@1") || len(plan.CacheImages)+shared != pools*perPool+1 {
+		t.Fatalf("rack-a's plan holds %d images, %d of beta's left out as beyond its share: want acme's secret@1 in and beta's last ones out",
+			len(plan.CacheImages), shared)
+	}
+
+	startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})
+	waitFor(t, "acme's secret@1 ready at rack-a", func() bool {
+		var locs struct{ Locations []api.ImageLocation }
+		testkit.JSON(t, admin, &locs, "sites", "locations", "rack-a")
+		for _, l := range locs.Locations {
+			if l.State == proto.CacheReady && l.Digest == testkit.Digest(artifact) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func planNames(plan api.CachePlan, ref string) bool {
+	for _, img := range plan.CacheImages {
+		if img.Ref == ref {
+			return true
+		}
+	}
+	return false
+}
