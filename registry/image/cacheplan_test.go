@@ -242,3 +242,54 @@ func TestPlanSiteCacheRamdiskExtras(t *testing.T) {
 		t.Errorf("excluded (-want +got):\n%s", diff)
 	}
 }
+
+// TestTrimToShare: over the site's bounds, only the tenant listing the most loses
+// entries, its pre-warm images before its ramdisk extras, until the plan fits; a tenant
+// within its share keeps its whole list.
+func TestTrimToShare(t *testing.T) {
+	list := func(tenant string, n, extras, srcLen int) *tenantPlan {
+		l := &tenantPlan{listed: map[[2]string]bool{}}
+		for i := range n {
+			l.add(planned{pool: tenant + "-pool", ref: fmt.Sprintf("%s-%d@1", tenant, i), extra: i < extras, image: proto.CacheImage{
+				Ref: fmt.Sprintf("%s-%d@1", tenant, i), Digest: fmt.Sprintf("%064x", i), Source: fmt.Sprintf("https://s/%s/%d/%s", tenant, i, strings.Repeat("x", srcLen))}})
+		}
+		return l
+	}
+	kept := func(lists map[string]*tenantPlan) map[string]int {
+		out := map[string]int{}
+		for tn, l := range lists {
+			out[tn] = len(l.entries)
+		}
+		return out
+	}
+
+	lists := map[string]*tenantPlan{"acme": list("acme", 10, 0, 0), "beta": list("beta", 2000, 8, 0)}
+	out := trimToShare("rack-a", lists)
+	if got := kept(lists); got["acme"] != 10 || got["beta"] != maxSiteCacheImages-10 {
+		t.Fatalf("kept %v: want acme's 10 and beta's first %d", got, maxSiteCacheImages-10)
+	}
+	for _, e := range out {
+		if e.Tenant != "beta" || e.Reason != proto.ReasonSiteShare {
+			t.Fatalf("left out %+v: only beta's, reason site-share", e)
+		}
+	}
+	for _, e := range lists["beta"].entries[:8] {
+		if !e.extra {
+			t.Fatalf("beta's entries %v: its ramdisk extras first, kept", lists["beta"].entries[:8])
+		}
+	}
+
+	// Two tenants over their share both come down to it; one under it keeps its list.
+	lists = map[string]*tenantPlan{"acme": list("acme", 100, 0, 0), "beta": list("beta", 900, 0, 0), "gamma": list("gamma", 900, 0, 0)}
+	trimToShare("rack-a", lists)
+	if got := kept(lists); got["acme"] != 100 || got["beta"]+got["gamma"] != maxSiteCacheImages-100 || got["beta"]-got["gamma"] > 1 || got["gamma"]-got["beta"] > 1 {
+		t.Fatalf("kept %v: want acme's 100 and the rest shared by beta and gamma", got)
+	}
+
+	// By bytes: beta's 2 KB sources, acme's short ones.
+	lists = map[string]*tenantPlan{"acme": list("acme", 100, 0, 0), "beta": list("beta", 900, 0, 2000)}
+	trimToShare("rack-a", lists)
+	if got := kept(lists); got["acme"] != 100 || lists["acme"].bytes+lists["beta"].bytes > maxSiteCacheBytes || got["beta"] >= 900 {
+		t.Fatalf("kept %v in %d bytes: want acme's 100 and beta's within %d bytes", got, lists["acme"].bytes+lists["beta"].bytes, maxSiteCacheBytes)
+	}
+}
