@@ -1,6 +1,9 @@
 package proto
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // AgentALPN is the ALPN protocol of the agent plane's QUIC connections. A change of the
 // wire format that old peers cannot read gets a new one.
@@ -65,6 +68,25 @@ type Ack struct {
 type Inventory struct {
 	Section string          `json:"section"`
 	Data    json.RawMessage `json:"data"`
+}
+
+// inventorySections are the inventory sections the agents of each role report: a
+// machine's agents its hardware (the installed OS's also its host convergence), a site
+// agent its own description, cache, boot entries and discoveries.
+var inventorySections = map[Role][]string{
+	RoleRamdisk: {SectionSystem, SectionNICs, SectionDisks, SectionCPU, SectionMemory, SectionGPUs},
+	RoleNode:    {SectionSystem, SectionNICs, SectionDisks, SectionCPU, SectionMemory, SectionGPUs, SectionHost},
+	RoleSite:    {SectionSite, SectionImages, SectionBootEntries, SectionDiscoveries},
+}
+
+// CheckInventorySection refuses, INVALID_INPUT at path, a section no agent of role
+// reports: the registry keeps only these, so an agent (or whoever holds its key) cannot
+// make it keep sections without number.
+func CheckInventorySection(role Role, section, path string) error {
+	if slices.Contains(inventorySections[role], section) {
+		return nil
+	}
+	return Errorf(InvalidInput, "a %s agent reports no inventory section %s: it reports %v", role, Quote(section), inventorySections[role]).WithPath(path)
 }
 
 // Command is a step relayed to an agent. The agent runs it at most once per ID.

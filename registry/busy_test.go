@@ -1594,11 +1594,11 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 			for round := range rounds {
 				f.must(by.hostSpec(a.node, round, shared, ownSecret(a.node)), "storing a NodeSpec")
 				inv := fmt.Sprintf(`{"round":%d}`, round)
-				s.SetInventory("gpu", json.RawMessage(inv))
+				s.SetInventory(proto.SectionGPUs, json.RawMessage(inv))
 				if v, err := s.Secret(ctx, ownSecret(a.node)); err != nil || string(v) != "own-"+a.node {
 					t.Errorf("%s asks for its own secret: %q, %v", a.node, v, err)
 				}
-				if got := f.inventorySection(a.node, "gpu"); got != inv {
+				if got := f.inventorySection(a.node, proto.SectionGPUs); got != inv {
 					t.Errorf("%s's secret was answered after it sent inventory %s; the store holds %s", a.node, inv, got)
 				}
 				if v, err := s.Secret(ctx, shared); err != nil || string(v) != "join-"+tenantOf[a.node] {
@@ -1650,7 +1650,7 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 		t.Errorf("housekeeping first pruned after round %d of %d: want it to prune while the nodes work", firstPruning, paced)
 	}
 	for _, a := range machines {
-		if got, want := f.inventorySection(a.node, "gpu"), fmt.Sprintf(`{"round":%d}`, rounds-1); got != want {
+		if got, want := f.inventorySection(a.node, proto.SectionGPUs), fmt.Sprintf(`{"round":%d}`, rounds-1); got != want {
 			t.Errorf("%s's inventory at the end: %s, want the last it sent, %s", a.node, got, want)
 		}
 	}

@@ -89,7 +89,7 @@ func TestTwoAgentsOfOneNode(t *testing.T) {
 		s, err := session.New(session.Config{
 			Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs, Transport: tr,
 			// Each process reports its own inventory: every hello of the other's changes it.
-			Inventory: map[string]json.RawMessage{"process": json.RawMessage(fmt.Sprintf("%q", p.name))},
+			Inventory: map[string]json.RawMessage{proto.SectionHost: json.RawMessage(fmt.Sprintf("%q", p.name))},
 			Handlers: map[string]session.Handler{"echo": func(_ context.Context, in json.RawMessage) (json.RawMessage, error) {
 				var id string
 				if err := json.Unmarshal(in, &id); err != nil {

@@ -101,7 +101,7 @@ func TestHelloPushAck(t *testing.T) {
 	t.Run("inventory updates on the session", func(t *testing.T) {
 		a.SetInventory("nics", raw(`[{"mac":"52:54:00:00:00:01"}]`))
 		a.SetInventory("system", raw(`{"cpus": 64}`)) // unchanged: no hook
-		a.SetInventory("images", raw(`[]`))
+		a.SetInventory("gpus", raw(`[]`))
 		waitFor(t, "inventory hooks", func() bool { return len(inv.get()) == 3 })
 		var sections []string
 		e.st.View(func(tx *store.Tx) error {
@@ -111,7 +111,7 @@ func TestHelloPushAck(t *testing.T) {
 			}
 			return err
 		})
-		want := []string{`images []`, `nics [{"mac":"52:54:00:00:00:01"}]`, `system {"cpus":64}`}
+		want := []string{`gpus []`, `nics [{"mac":"52:54:00:00:00:01"}]`, `system {"cpus":64}`}
 		if diff := cmp.Diff(want, sections); diff != "" {
 			t.Errorf("stored inventory (-want +got):\n%s", diff)
 		}

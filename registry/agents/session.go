@@ -415,7 +415,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 			}
 			observedMoved = st.ObservedGeneration != h.ObservedGeneration
 		}
-		if changed, err = changedSections(tx, s.node, h.Inventory); err != nil {
+		if changed, err = changedSections(tx, s.node, e.reported(s, h.Inventory)); err != nil {
 			return err
 		}
 		pending, err = tx.PendingAgentCommands(s.node)
@@ -476,6 +476,25 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	return nil
 }
 
+// reported is inv without the sections the agent's role does not report
+// (proto.CheckInventorySection), logged once with the first of them: the hello goes on
+// without them.
+func (e *Endpoint) reported(s *session, inv map[string]json.RawMessage) map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(inv))
+	var refused []error
+	for section, data := range inv {
+		if err := proto.CheckInventorySection(s.role, section, "hello.inventory"); err != nil {
+			refused = append(refused, err)
+			continue
+		}
+		out[section] = data
+	}
+	if len(refused) > 0 {
+		e.log.Warn("agent hello: inventory sections not kept", "node", s.node, "role", s.role, "sections", len(refused), "err", refused[0])
+	}
+	return out
+}
+
 // changedSections lists the sections of inv that differ from the stored ones.
 func changedSections(tx *store.Tx, node string, inv map[string]json.RawMessage) ([]string, error) {
 	if len(inv) == 0 {
@@ -517,6 +536,9 @@ func (e *Endpoint) ack(s *session, a *proto.Ack) error {
 
 // inventory stores one section the agent sent (take).
 func (e *Endpoint) inventory(s *session, inv *proto.Inventory) error {
+	if err := proto.CheckInventorySection(s.role, inv.Section, "inventory.section"); err != nil {
+		return err
+	}
 	var changed bool
 	err := e.take(s, func(tx *store.Tx) (err error) {
 		changed, err = tx.PutInventory(s.node, inv.Section, inv.Data)
