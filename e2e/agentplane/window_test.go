@@ -13,6 +13,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/quic-go/quic-go"
 )
 
@@ -202,5 +203,60 @@ func setSpecs(t *testing.T, st *store.Store, n int, format string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestATenantsSilentAgentsLeaveOthersPushes: tenant beta's 64 machines run agents that
+// never acknowledge a NodeSpec (their root users hold the agents' keys), and beta
+// changes every one of their NodeSpecs. Its pushes hold half the push window and the
+// rest are deferred, so a NodeSpec of acme's machine stored after them reaches acme's
+// agent while beta's pushes still hold their places. Before, beta's 64 pushes held the
+// whole window until the ack timeout (here an hour), and the push workers, waiting for
+// a place, held acme's push behind them.
+func TestATenantsSilentAgentsLeaveOthersPushes(t *testing.T) {
+	const silent = 64 // the window's first size
+	e := newEnv(t, agents.Config{AckTimeout: time.Hour})
+	storetest.Update(t, e.st, func(tx *store.Tx) error {
+		if _, err := tx.CreateSite("rack-a"); err != nil {
+			return err
+		}
+		for _, tn := range []string{"acme", "beta"} {
+			if _, err := tx.CreateTenant(tn); err != nil {
+				return err
+			}
+			if _, err := tx.CreatePool(store.Pool{Tenant: tn, Name: "gpu", Site: "rack-a"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var g gate
+	g.init()
+	defer g.release()
+	beta := make([]string, silent)
+	for i := range beta {
+		beta[i] = storetest.Node(t, e.st, store.Node{Tenant: "beta", Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:0b:%02x", i)}}).ID
+		e.startAgent(beta[i], func(c *session.Config) { c.KeepAlive, c.Apply = 5*time.Second, holdApply(&g) })
+	}
+	acme := storetest.Node(t, e.st, store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:0a:01"}}).ID
+	e.startAgent(acme, func(c *session.Config) { c.KeepAlive = 5 * time.Second })
+	waitFor(t, "every agent connected", func() bool { return e.ep.Sessions() == silent+1 })
+
+	storetest.Update(t, e.st, func(tx *store.Tx) error {
+		for _, node := range beta {
+			if _, err := tx.SetNodeSpec(proto.NodeSpec{Node: node, Role: proto.RoleNode}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	waitFor(t, "beta's pushes made or deferred", func() bool {
+		w := e.ep.PushWindow()
+		return w.InFlight+w.Deferred == silent && g.inside() == w.InFlight
+	})
+	e.setSpec(acme, nil)
+	waitFor(t, "acme's NodeSpec applied", func() bool { return e.status(acme).ObservedGeneration == 1 })
+	if w := e.ep.PushWindow(); w.Late != 0 || w.InFlight < w.Size/2 || g.inside() != w.InFlight {
+		t.Fatalf("window %+v, %d of beta's agents applying: want beta's pushes still holding their places", w, g.inside())
 	}
 }

@@ -258,7 +258,11 @@ func Start(cfg Config) (*Endpoint, error) {
 	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[identity]*session{}, plan: plan}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
-	e.window = newWindow(time.Now)
+	e.window = newWindow(time.Now, func(nodes []string) {
+		for _, n := range nodes {
+			e.push.add(n)
+		}
+	})
 	e.calls.init()
 	// The hooks hear of this registry's commits and (on etcd) the other replicas': a
 	// node's identity that lets an agent here go, a session of an agent here opened at

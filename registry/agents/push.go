@@ -31,8 +31,11 @@ func (q *pushQueue) init() {
 
 func (q *pushQueue) add(node string) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
 	q.nodes[node] = struct{}{}
-	q.mu.Unlock()
 	q.signal()
 }
 
@@ -151,8 +154,8 @@ func (e *Endpoint) send(s *session, spec proto.NodeSpec) {
 			break
 		}
 		s.wmu.Unlock()
-		if sl = e.window.acquire(e.ctx.Done(), s.conn.Context().Done()); sl == nil {
-			return // the endpoint is closing or the session ended
+		if sl = e.window.acquire(s.tenant, s.node, e.ctx.Done(), s.conn.Context().Done()); sl == nil {
+			return // deferred (its tenant holds its share), the endpoint is closing or the session ended
 		}
 	}
 	defer s.wmu.Unlock()

@@ -17,7 +17,10 @@ import (
 type session struct {
 	identity
 	// epoch is the identity epoch its certificate names (proto.IdentityEpoch).
-	epoch  int64
+	epoch int64
+	// tenant is the tenant of the machine whose agent this is ("" for a site agent):
+	// its pushes hold at most their share of the window.
+	tenant string
 	conn   *quic.Conn
 	stream *quic.Stream
 	// opened is when the agent's hello was read.
@@ -113,7 +116,13 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	stream.SetReadDeadline(time.Time{})
-	err = e.cfg.Store.View(func(tx *store.Tx) error { return tx.CheckAgent(id.node, id.role, epoch) })
+	var tenant string
+	err = e.cfg.Store.View(func(tx *store.Tx) (err error) {
+		if err = tx.CheckAgent(id.node, id.role, epoch); err == nil {
+			tenant, err = agentTenant(tx, id)
+		}
+		return err
+	})
 	if proto.CodeOf(err) == proto.Forbidden {
 		e.log.Warn("agent session refused", "node", id.node, "err", err)
 		conn.CloseWithError(codeRevoked, err.Error())
@@ -124,7 +133,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		conn.CloseWithError(codeShutdown, "registry failed to read the node")
 		return
 	}
-	s := &session{identity: id, epoch: epoch, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now()}
+	s := &session{identity: id, epoch: epoch, tenant: tenant, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now()}
 	if !e.register(s) {
 		return
 	}
@@ -141,6 +150,19 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	e.wg.Go(func() { s.await(e) })
+}
+
+// agentTenant is the tenant of the machine whose agent id is, "" for a site agent (the
+// platform's) or a node the store does not hold.
+func agentTenant(tx *store.Tx, id identity) (string, error) {
+	if id.role == proto.RoleSite {
+		return "", nil
+	}
+	n, err := tx.Node(id.node)
+	if proto.CodeOf(err) == proto.NotFound {
+		return "", nil
+	}
+	return n.Tenant, err
 }
 
 // await waits for the agent's next frame on a goroutine of its own. The goroutine is

@@ -2,6 +2,8 @@ package agents
 
 import (
 	"container/list"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -24,13 +26,25 @@ const (
 // written before that halving. Every push ends exactly once (pushEnd), and gives its
 // place back then: acknowledged, superseded by a newer generation (the newer push takes
 // its place), failed to write, timed out, or its session ended.
+//
+// The pushes to one tenant's agents hold at most half the window (share), so a tenant
+// whose agents never acknowledge, however many machines it has, cannot hold the places
+// every other tenant's pushes wait for. A push of a tenant at its share does not wait
+// (a push worker waiting would hold every other tenant's pushes behind it): its node is
+// deferred, and handed to requeue once a place of its tenant is given back.
 type window struct {
 	mu  sync.Mutex
 	now func() time.Time
 	// size is the bound, threshold the size below which it grows by one an ack.
 	size, threshold float64
 	inFlight        int
-	// waiters wait for a place in order (chan struct{}, each given one place).
+	// held counts the places each tenant's pushes hold; deferred are the nodes whose push
+	// found their tenant at its share, by tenant.
+	held     map[string]int
+	deferred map[string]map[string]bool
+	// requeue is given the deferred nodes of a tenant that gave a place back, outside mu.
+	requeue func(nodes []string)
+	// waiters wait for a place in order (*waiter, each given one place).
 	waiters list.List
 	// seq numbers the pushes as they take their place; cutSeq is the first one written
 	// after the last halving.
@@ -51,27 +65,45 @@ const (
 	pushUnused                  // the place was taken and not needed (a newer push won)
 )
 
-func newWindow(now func() time.Time) *window {
-	return &window{now: now, size: initialWindow, threshold: maxWindow}
+func newWindow(now func() time.Time, requeue func(nodes []string)) *window {
+	return &window{now: now, size: initialWindow, threshold: maxWindow, held: map[string]int{},
+		deferred: map[string]map[string]bool{}, requeue: requeue}
 }
 
 // slot is one push's place in the window: taken by acquire, given back by end.
 type slot struct {
 	seq    uint64
 	sentAt time.Time
+	tenant string
 }
 
-// acquire waits for a place, in the order asked, until stop or gone is closed (then
-// nil).
-func (w *window) acquire(stop, gone <-chan struct{}) *slot {
+// waiter is a push waiting for a place for node, an agent of tenant.
+type waiter struct {
+	tenant, node string
+	ch           chan *slot
+}
+
+// share is the most places one tenant's pushes hold: half the window, at least one.
+func (w *window) share() int { return max(1, int(w.size)/2) }
+
+// acquire waits for a place for a push to node, an agent of tenant ("" for the
+// platform's site agents), in the order asked, until stop or gone is closed (then nil).
+// When tenant's pushes hold their share it defers node and returns nil at once.
+func (w *window) acquire(tenant, node string, stop, gone <-chan struct{}) *slot {
 	w.mu.Lock()
+	if w.held[tenant] >= w.share() {
+		w.deferLocked(tenant, node)
+		w.mu.Unlock()
+		return nil
+	}
 	if w.waiters.Len() == 0 && w.inFlight < int(w.size) {
-		sl := w.takeLocked()
+		sl := w.takeLocked(tenant)
 		w.mu.Unlock()
 		return sl
 	}
 	ch := make(chan *slot, 1)
-	el := w.waiters.PushBack(ch)
+	el := w.waiters.PushBack(&waiter{tenant: tenant, node: node, ch: ch})
+	w.grantLocked()
 	w.mu.Unlock()
 	select {
 	case sl := <-ch:
@@ -80,21 +112,46 @@ func (w *window) acquire(stop, gone <-chan struct{}) *slot {
 	case <-gone:
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	select {
-	case sl := <-ch: // given a place as it stopped waiting: give it back
-		w.endLocked(sl, pushUnused)
+	case sl := <-ch: // given a place (or deferred) as it stopped waiting: give it back
+		w.mu.Unlock()
+		if sl != nil {
+			w.end(sl, pushUnused)
+		}
 	default:
 		w.waiters.Remove(el)
+		w.mu.Unlock()
 	}
 	return nil
 }
 
-func (w *window) takeLocked() *slot {
+func (w *window) takeLocked(tenant string) *slot {
 	w.inFlight++
+	w.held[tenant]++
 	w.maxInFlight = max(w.maxInFlight, w.inFlight)
 	w.seq++
-	return &slot{seq: w.seq, sentAt: w.now()}
+	return &slot{seq: w.seq, sentAt: w.now(), tenant: tenant}
+}
+
+// grantLocked gives the free places to the waiters in order; a waiter whose tenant's
+// pushes came to hold their share while it waited is deferred instead (given nil).
+func (w *window) grantLocked() {
+	for w.waiters.Len() > 0 && w.inFlight < int(w.size) {
+		wt := w.waiters.Remove(w.waiters.Front()).(*waiter)
+		if w.held[wt.tenant] >= w.share() {
+			w.deferLocked(wt.tenant, wt.node)
+			wt.ch <- nil
+			continue
+		}
+		wt.ch <- w.takeLocked(wt.tenant)
+	}
+}
+
+func (w *window) deferLocked(tenant, node string) {
+	if w.deferred[tenant] == nil {
+		w.deferred[tenant] = map[string]bool{}
+	}
+	w.deferred[tenant][node] = true
 }
 
 // sent restarts the slot's clock when its push is written (its wait for a place is not
@@ -105,15 +162,34 @@ func (w *window) sent(sl *slot) {
 	w.mu.Unlock()
 }
 
-// end gives sl's place back and sizes the window from how its push ended.
+// end gives sl's place back and sizes the window from how its push ended; the nodes
+// deferred for its tenant go to requeue.
 func (w *window) end(sl *slot, how pushEnd) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.endLocked(sl, how)
+	nodes := w.undeferLocked(sl.tenant)
+	w.mu.Unlock()
+	if len(nodes) > 0 {
+		w.requeue(nodes)
+	}
+}
+
+// undeferLocked forgets and returns the nodes deferred for tenant, when its pushes hold
+// less than their share.
+func (w *window) undeferLocked(tenant string) []string {
+	if w.held[tenant] >= w.share() || len(w.deferred[tenant]) == 0 {
+		return nil
+	}
+	nodes := slices.Collect(maps.Keys(w.deferred[tenant]))
+	delete(w.deferred, tenant)
+	return nodes
 }
 
 func (w *window) endLocked(sl *slot, how pushEnd) {
 	w.inFlight--
+	if w.held[sl.tenant]--; w.held[sl.tenant] == 0 {
+		delete(w.held, sl.tenant)
+	}
 	switch {
 	case how == pushAcked && w.now().Sub(sl.sentAt) <= ackTarget:
 		if w.size < w.threshold {
@@ -131,10 +207,7 @@ func (w *window) endLocked(sl *slot, how pushEnd) {
 			w.halvings++
 		}
 	}
-	for w.waiters.Len() > 0 && w.inFlight < int(w.size) {
-		ch := w.waiters.Remove(w.waiters.Front()).(chan *slot)
-		ch <- w.takeLocked()
-	}
+	w.grantLocked()
 }
 
 // PushWindow is the state of the endpoint's window on NodeSpec pushes not yet
@@ -143,6 +216,9 @@ type PushWindow struct {
 	// InFlight pushes are written and not acknowledged; Size bounds them now, MaxInFlight
 	// is the most there were at once since Start; Waiting pushes wait for a place.
 	InFlight, Size, MaxInFlight, Waiting int
+	// Deferred pushes found their tenant's pushes holding its share (half the window):
+	// each is made once one of them ends.
+	Deferred int
 	// Late acknowledgements came after ackTarget (1 s) or not within the ack timeout;
 	// Halvings is how often the window was halved for them.
 	Late, Halvings int64
@@ -151,5 +227,10 @@ type PushWindow struct {
 func (w *window) state() PushWindow {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return PushWindow{InFlight: w.inFlight, Size: int(w.size), MaxInFlight: w.maxInFlight, Waiting: w.waiters.Len(), Late: w.late, Halvings: w.halvings}
+	deferred := 0
+	for _, nodes := range w.deferred {
+		deferred += len(nodes)
+	}
+	return PushWindow{InFlight: w.inFlight, Size: int(w.size), MaxInFlight: w.maxInFlight, Waiting: w.waiters.Len(), Deferred: deferred,
+		Late: w.late, Halvings: w.halvings}
 }

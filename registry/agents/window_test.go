@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -12,18 +13,18 @@ func (f *fakeNow) now() time.Time { return f.t }
 
 func TestWindowSizedByAcks(t *testing.T) {
 	clk := &fakeNow{t: time.Unix(0, 0)}
-	w := newWindow(clk.now)
+	w := newWindow(clk.now, func([]string) {})
 	closed := make(chan struct{})
 	close(closed)
 	var slots []*slot
-	for range initialWindow {
-		sl := w.acquire(nil, nil)
+	for i := range initialWindow { // two tenants, each holding its share: half the window
+		sl := w.acquire([]string{"acme", "beta"}[i%2], "n", nil, nil)
 		if sl == nil {
 			t.Fatal("refused a place below the window's size")
 		}
 		slots = append(slots, sl)
 	}
-	if sl := w.acquire(closed, nil); sl != nil {
+	if sl := w.acquire("", "n", closed, nil); sl != nil {
 		t.Fatal("gave a place past the window's size")
 	}
 	if got := w.state(); got.InFlight != initialWindow || got.Waiting != 0 {
@@ -57,7 +58,7 @@ func TestWindowSizedByAcks(t *testing.T) {
 	for _, sl := range slots[7:] {
 		w.end(sl, pushUnused)
 	}
-	sl := w.acquire(nil, nil)
+	sl := w.acquire("", "n", nil, nil)
 	w.end(sl, pushTimedOut)
 	if got := w.state(); got.Size != minWindow || got.Halvings != 2 || got.InFlight != 0 {
 		t.Fatalf("after a later timeout: %+v, want size %d, two halvings, none in flight", got, minWindow)
@@ -65,7 +66,7 @@ func TestWindowSizedByAcks(t *testing.T) {
 
 	// Above the threshold a timely ack widens it by one per window of acks.
 	for range 2 * minWindow {
-		sl := w.acquire(nil, nil)
+		sl := w.acquire("", "n", nil, nil)
 		w.end(sl, pushAcked)
 	}
 	if got := w.state(); got.Size != minWindow+1 && got.Size != minWindow+2 {
@@ -77,14 +78,14 @@ func TestWindowSizedByAcks(t *testing.T) {
 }
 
 func TestWindowWaitersInOrder(t *testing.T) {
-	w := newWindow(time.Now)
-	w.size = 1
-	first := w.acquire(nil, nil)
+	w := newWindow(time.Now, func([]string) {})
+	w.size = 1 // each tenant's share is one place: the waiters are of other tenants
+	first := w.acquire("first", "n", nil, nil)
 	got := make(chan int, 2)
 	stop := make(chan struct{})
 	for i := range 2 {
 		go func() {
-			if sl := w.acquire(nil, nil); sl != nil {
+			if sl := w.acquire(fmt.Sprint(i), "n", nil, nil); sl != nil {
 				got <- i
 				w.end(sl, pushEnded)
 			}
@@ -93,7 +94,7 @@ func TestWindowWaitersInOrder(t *testing.T) {
 	}
 	// A waiter that gives up is not given a place, and takes none.
 	gaveUp := make(chan *slot)
-	go func() { gaveUp <- w.acquire(stop, nil) }()
+	go func() { gaveUp <- w.acquire("gave-up", "n", stop, nil) }()
 	waitWaiting(t, w, 3)
 	close(stop)
 	if sl := <-gaveUp; sl != nil {
@@ -117,4 +118,34 @@ func waitWaiting(t *testing.T, w *window, n int) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatalf("%d waiting, want %d", w.state().Waiting, n)
+}
+
+// TestWindowShare: the agents of tenant beta never acknowledge. Its pushes hold at most
+// half the window; its further pushes neither wait nor take a place but are deferred,
+// while those of acme, asked later, get the other half at once. Once one of beta's
+// pushes ends, its deferred nodes are handed back to be pushed.
+func TestWindowShare(t *testing.T) {
+	var requeued []string
+	w := newWindow(time.Now, func(nodes []string) { requeued = append(requeued, nodes...) })
+	var beta []*slot
+	for i := range initialWindow {
+		if sl := w.acquire("beta", fmt.Sprintf("beta-%02d", i), nil, nil); sl != nil {
+			beta = append(beta, sl)
+		}
+	}
+	if st := w.state(); len(beta) != initialWindow/2 || st.InFlight != initialWindow/2 || st.Deferred != initialWindow/2 || st.Waiting != 0 {
+		t.Fatalf("beta placed %d pushes, window %+v: want half the window placed, the rest deferred", len(beta), st)
+	}
+	for i := range initialWindow / 2 {
+		if sl := w.acquire("acme", fmt.Sprintf("acme-%02d", i), nil, nil); sl == nil {
+			t.Fatalf("acme's push %d got no place", i)
+		}
+	}
+	if len(requeued) != 0 {
+		t.Fatalf("requeued %v before any of beta's pushes ended", requeued)
+	}
+	w.end(beta[0], pushAcked)
+	if st := w.state(); len(requeued) != initialWindow/2 || st.Deferred != 0 {
+		t.Fatalf("requeued %d of beta's nodes, window %+v: want its %d deferred ones", len(requeued), st, initialWindow/2)
+	}
 }
