@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +20,9 @@ func TestProgressAfterReplyAndSessions(t *testing.T) {
 	var mu sync.Mutex
 	var progress []string
 	var sessions []string
+	var ticks atomic.Int64 // a second a reading: no report waits out the progress gap
 	e := newEnv(t, agents.Config{
+		Now: func() time.Time { return time.Unix(ticks.Add(1), 0) },
 		OnProgress: func(node, id string, detail json.RawMessage) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,11 +80,12 @@ func TestEarlierCertificateProgressNotTold(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(progress)
 	}
+	var ticks atomic.Int64 // a second a reading: no report waits out the progress gap
 	e := newEnv(t, agents.Config{OnProgress: func(node, id string, detail json.RawMessage) {
 		mu.Lock()
 		defer mu.Unlock()
 		progress = append(progress, string(detail))
-	}})
+	}, Now: func() time.Time { return time.Unix(ticks.Add(1), 0) }})
 	storetest.Fill(t, e.st)
 	node := storetest.Node(t, e.st, store.Node{MACs: []string{"52:54:00:00:00:02"}}).ID
 	moved := make(chan struct{})
@@ -139,5 +143,57 @@ func TestEarlierCertificateProgressNotTold(t *testing.T) {
 	case err := <-answered:
 		t.Errorf("the relay returned %v, want it waiting for the current installation's agent", err)
 	default:
+	}
+}
+
+// TestAProgressFloodIsSpaced: the root user of a tenant's machine, holding its agent's
+// key, answers a command of its own machine's run with 1,000 progress reports at once,
+// and another with a report of 1 MiB. Each report told is a write of the run to the store
+// every tenant shares: the registry tells the first report and no other within the
+// progress gap (the clock here never moves), and none over 64 KiB. Before, it told all
+// 1,000, and the 1 MiB one.
+func TestAProgressFloodIsSpaced(t *testing.T) {
+	var mu sync.Mutex
+	var told []string
+	e := newEnv(t, agents.Config{OnProgress: func(node, id string, detail json.RawMessage) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, id+" "+string(detail))
+	}, Now: func() time.Time { return time.Unix(1e9, 0) }})
+	storetest.Fill(t, e.st)
+	node := storetest.Node(t, e.st, store.Node{MACs: []string{"52:54:00:00:00:03"}}).ID
+	e.startAgent(node, func(c *session.Config) {
+		c.Handlers = map[string]session.Handler{
+			"flood": func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+				for i := range 1000 {
+					session.ReportProgress(ctx, map[string]int{"done": i})
+				}
+				return raw(`{"ok":true}`), nil
+			},
+			"large": func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+				session.ReportProgress(ctx, map[string]string{"pad": strings.Repeat("x", 1<<20)})
+				session.ReportProgress(ctx, map[string]int{"done": 1})
+				return raw(`{"ok":true}`), nil
+			},
+		}
+	})
+	waitFor(t, "the session", func() bool { return e.ep.Sessions() == 1 })
+	for _, kind := range []string{"flood", "large"} {
+		if res, err := e.ep.Relay(context.Background(), node, proto.RoleNode, proto.Command{ID: kind + "-1", Kind: kind}); err != nil {
+			t.Fatalf("%s: %+v, %v", kind, res, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{`flood-1 {"done":0}`, `large-1 {"done":1}`}; !slices.Equal(told, want) {
+		if len(told) > 4 {
+			told = append(told[:4], fmt.Sprintf("... %d in all", len(told)))
+		}
+		for i := range told {
+			if len(told[i]) > 80 {
+				told[i] = told[i][:80] + "..."
+			}
+		}
+		t.Fatalf("progress told %q, want %q", told, want)
 	}
 }

@@ -82,8 +82,8 @@ type Config struct {
 	// the agents told are known to be on their way back even if the registry dies while
 	// it tells them.
 	OnStop func(returnIn, spread time.Duration)
-	// OnProgress, if set, is called with each progress report an agent sends for a
-	// command it runs. It must return quickly.
+	// OnProgress, if set, is called with the progress reports an agent sends for a
+	// command it runs, at most one every progressGap of Now. It must return quickly.
 	OnProgress func(node, commandID string, detail json.RawMessage)
 	// Expand, if set, completes a command as it is delivered to the agent of node in
 	// role, with what must not be stored with it (a secret only that agent may read).
@@ -104,7 +104,8 @@ type Config struct {
 	// one (a *proto.Error). It runs on the agent's session and must return quickly.
 	// Without it every request is UNSUPPORTED.
 	Renew func(node string, role proto.Role, epoch int64, publicKey []byte) ([]byte, error)
-	// Now is the clock that dates a session's end for OnSessionEnd; time.Now when nil.
+	// Now is the clock that dates a session's end for OnSessionEnd and spaces the
+	// progress reports told; time.Now when nil.
 	Now func() time.Time
 	// AckTimeout is how long a pushed NodeSpec holds its place in the push window
 	// without an acknowledgement (DefaultAckTimeout when zero). An agent's

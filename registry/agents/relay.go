@@ -168,6 +168,15 @@ func (e *Endpoint) sendOn(s *session, c store.AgentCommand) {
 	})
 }
 
+// A command's progress reports are told (and recorded in its run, a write of the store
+// every tenant shares) at most one every progressGap, each of at most
+// maxProgressDetail bytes: an agent's (or whoever holds its key's) flood of reports costs
+// the store no more than that. A ramdisk reports a deploy's progress every second.
+const (
+	progressGap       = 500 * time.Millisecond
+	maxProgressDetail = 64 << 10
+)
+
 // exchange sends c, completed by Expand, on a new stream and reads its answer. A
 // command Expand refuses is answered with its error without being sent. A command of a
 // tenant that holds its share of the session's streams waits for one of them first
@@ -203,13 +212,21 @@ func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, err
 	}
 	// The registry's end of the stream stays open until the result is read: its close
 	// tells the agent that the result arrived (boot.kexec reboots only then).
+	var toldAt time.Time
 	for {
 		m, err := proto.ReadMessage(stream)
 		if err != nil {
 			return proto.Result{}, err
 		}
 		if m.Type == proto.MsgProgress && m.Progress.ID == c.ID {
-			// A report of a certificate no longer current is not told, and ends the session.
+			// At most one report every progressGap, of at most maxProgressDetail, is told
+			// (the run records each); a report of a certificate no longer current is not
+			// told, and ends the session.
+			now := e.cfg.Now()
+			if len(m.Progress.Detail) > maxProgressDetail || !toldAt.IsZero() && now.Sub(toldAt) < progressGap {
+				continue
+			}
+			toldAt = now
 			if e.cfg.OnProgress != nil && !e.letGo(s, e.current(s)) {
 				e.cfg.OnProgress(s.node, c.ID, m.Progress.Detail)
 			}
