@@ -89,6 +89,8 @@ type Server struct {
 	public chan struct{}
 	// observer is told of every call answered; none when nil.
 	observer RequestObserver
+	// admission bounds the authenticated calls of the HTTPS API (Limits).
+	admission *admission
 }
 
 // RequestObserver is told of every call the server answers: the method (a registered
@@ -101,9 +103,14 @@ type RequestObserver interface {
 // Observe makes o the server's request observer.
 func (s *Server) Observe(o RequestObserver) { s.observer = o }
 
+// Limit sets the bounds of the authenticated calls; a server not given any has the
+// default ones.
+func (s *Server) Limit(l Limits) { s.admission = newAdmission(l, maxQueueWait) }
+
 // NewServer makes a server over st with no methods yet.
 func NewServer(st *store.Store, log *slog.Logger) *Server {
-	return &Server{store: st, log: log, methods: map[string]Method{}, public: make(chan struct{}, maxPublic)}
+	return &Server{store: st, log: log, methods: map[string]Method{}, public: make(chan struct{}, maxPublic),
+		admission: newAdmission(Limits{}, maxQueueWait)}
 }
 
 // Register adds a method under its full name, "service.method".
@@ -210,9 +217,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 			status = http.StatusUnsupportedMediaType
 			return err
 		}
+		var t *ticket
+		if !m.Public && !caller.Host {
+			t, err = s.admission.arrive(caller.Tenant)
+			defer t.done()
+			if err != nil {
+				return err
+			}
+		}
 		var body []byte
 		if body, status, err = readBody(w, r, name, cmp.Or(m.MaxBody, maxBody)); err != nil {
 			return err
+		}
+		if t != nil {
+			if err := t.run(r.Context()); err != nil {
+				return err
+			}
+			caller.ticket = t
 		}
 		result, err = m.Call(r.Context(), caller, body)
 		return err
@@ -236,6 +257,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 	if err != nil {
 		e := proto.AsError(err)
 		attrs = append(attrs, "code", e.Code)
+		if e.Details.Reason == proto.ReasonTenantBusy {
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+		}
 		if e.Code == proto.Internal {
 			s.log.Error("api call failed", append(attrs, "err", err)...)
 			e = proto.Errorf(proto.Internal, "internal error: the registry's log has the details")
