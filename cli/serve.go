@@ -41,8 +41,8 @@ var serveCommands = []command{{
 		etcd := defineEtcd(fs, "etcd-endpoints", "etcd-prefix")
 		var limits api.Limits
 		fs.IntVar(&limits.Running, "api-running", 0, "authenticated API calls run at once, every tenant's; each freed slot goes to the waiting tenants in turn (0: four per CPU)")
-		fs.IntVar(&limits.Waiting, "api-tenant-waiting", 0, "API calls one tenant may have waiting for a slot; one more is refused UNAVAILABLE (reason tenant-busy) with Retry-After (0: 64)")
-		fs.IntVar(&limits.Watching, "api-tenant-watching", 0, "long polls (events --follow, a workflow's progress) one tenant may have waiting for a change; one more is refused the same way (0: 32)")
+		fs.IntVar(&limits.Waiting, "api-tenant-waiting", 0, fmt.Sprintf("API calls one tenant may have waiting for a slot; one more is refused UNAVAILABLE (reason %s) with Retry-After (0: %d)", proto.ReasonTenantBusy, api.DefaultWaiting))
+		fs.IntVar(&limits.Watching, "api-tenant-watching", 0, fmt.Sprintf("long polls (events --follow, a workflow's progress) one tenant may have waiting for a change; one more is refused the same way (0: %d)", api.DefaultWatching))
 		return func(x *exec) error {
 			if *dataDir == "" {
 				return proto.Errorf(proto.InvalidInput, "serve needs --data-dir DIR").WithPath("--data-dir")

@@ -22,18 +22,18 @@ type Limits struct {
 	Running int `json:"running,omitempty"`
 	// Waiting bounds the calls one tenant has waiting: their bodies arriving, or queued
 	// for a slot. One more is refused UNAVAILABLE (reason tenant-busy) with Retry-After,
-	// before its body is read. Default 64.
+	// before its body is read. Default DefaultWaiting.
 	Waiting int `json:"waiting,omitempty"`
 	// Watching bounds the long polls (metal.events with wait, workflows.get with
 	// afterRev) one tenant has waiting for a change at once; they hold no running slot
-	// while they wait. One more is refused as above. Default 32.
+	// while they wait. One more is refused as above. Default DefaultWatching.
 	Watching int `json:"watching,omitempty"`
 }
 
 // Defaults of Limits, and how long a call may wait for a slot before it is refused.
 const (
-	defaultWaiting  = 64
-	defaultWatching = 32
+	DefaultWaiting  = 64
+	DefaultWatching = 32
 	maxQueueWait    = 5 * time.Second
 )
 
@@ -47,10 +47,10 @@ func (l Limits) withDefaults() Limits {
 		l.Running = DefaultRunning()
 	}
 	if l.Waiting <= 0 {
-		l.Waiting = defaultWaiting
+		l.Waiting = DefaultWaiting
 	}
 	if l.Watching <= 0 {
-		l.Watching = defaultWatching
+		l.Watching = DefaultWatching
 	}
 	return l
 }
