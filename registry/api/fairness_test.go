@@ -2,11 +2,8 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,31 +12,6 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/storetest"
 )
-
-// callAs posts {} to method on srv with secret as the bearer, and returns the status,
-// the Retry-After header and the error answered.
-func callAs(t *testing.T, srv *httptest.Server, secret, method string) (int, string, proto.Error) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/"+method, strings.NewReader("{}"))
-	if err != nil {
-		t.Error(err)
-		return 0, "", proto.Error{}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+secret)
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Error(err)
-		return 0, "", proto.Error{}
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var e proto.Error
-	if resp.StatusCode != http.StatusOK {
-		json.Unmarshal(data, &e)
-	}
-	return resp.StatusCode, resp.Header.Get("Retry-After"), e
-}
 
 // TestAFloodingTenantWaitsItsTurn, as the attacker: beta holds the registry's one slot
 // and has as many calls waiting as it may; every further call of beta's is refused
@@ -77,7 +49,7 @@ func TestAFloodingTenantWaitsItsTurn(t *testing.T) {
 	var answered sync.WaitGroup
 	answer := func(tenant string) {
 		answered.Go(func() {
-			if status, _, e := callAs(t, srv, secrets[tenant], "test.hold"); status != http.StatusOK {
+			if status, _, e := callAs(t, srv, secrets[tenant], "test.hold", "application/json", "{}"); status != http.StatusOK {
 				t.Errorf("a call of %s that waited its turn: %d %+v", tenant, status, e)
 			}
 		})
@@ -92,7 +64,7 @@ func TestAFloodingTenantWaitsItsTurn(t *testing.T) {
 	var flood sync.WaitGroup
 	for range 50 {
 		flood.Go(func() {
-			status, retry, e := callAs(t, srv, secrets["beta"], "test.hold")
+			status, retry, e := callAs(t, srv, secrets["beta"], "test.hold", "application/json", "{}")
 			if status != http.StatusServiceUnavailable || e.Code != proto.Unavailable || e.Details.Reason != proto.ReasonTenantBusy || retry != "1" {
 				t.Errorf("beta's call beyond its bound: %d, Retry-After %q, %+v", status, retry, e)
 			}
