@@ -47,9 +47,12 @@ var serveCommands = []command{{
 			if *dataDir == "" {
 				return proto.Errorf(proto.InvalidInput, "serve needs --data-dir DIR").WithPath("--data-dir")
 			}
-			for flagName, v := range map[string]int{"--api-running": limits.Running, "--api-tenant-waiting": limits.Waiting, "--api-tenant-watching": limits.Watching} {
-				if v < 0 {
-					return proto.Errorf(proto.InvalidInput, "%s is %d: give a number of calls, or 0 for the default", flagName, v).WithPath(flagName)
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"--api-running", limits.Running}, {"--api-tenant-waiting", limits.Waiting}, {"--api-tenant-watching", limits.Watching}} {
+				if f.v < 0 {
+					return proto.Errorf(proto.InvalidInput, "%s is %d: give a number of calls, or 0 for the default", f.name, f.v).WithPath(f.name)
 				}
 			}
 			var h slog.Handler = slog.NewTextHandler(x.env.Stderr, nil)
