@@ -160,3 +160,16 @@ func TestTheCLISendsARefusedCallAgain(t *testing.T) {
 		t.Errorf("the CLI's log names not the call it sends again:\n%s", stderr)
 	}
 }
+
+// TestServeRefusesANegativeAPILimit: a negative bound is INVALID_INPUT at its flag, before
+// anything starts; 0 is the default.
+func TestServeRefusesANegativeAPILimit(t *testing.T) {
+	for _, flag := range []string{"--api-running", "--api-tenant-waiting", "--api-tenant-watching"} {
+		res := testkit.CLI(t, "", "serve", "--data-dir", t.TempDir(), flag, "-1", "--format", "json")
+		var e testkit.ErrorObject
+		json.Unmarshal([]byte(res.Stdout), &e)
+		if res.Code != 1 || e.Code != string(proto.InvalidInput) || e.Details.Path != flag {
+			t.Errorf("serve %s -1: exit %d\n%s%s", flag, res.Code, res.Stdout, res.Stderr)
+		}
+	}
+}

@@ -89,6 +89,8 @@ type ticket struct {
 	// seq orders the queued tickets; admitted is closed when the ticket gets a slot.
 	seq      uint64
 	admitted chan struct{}
+	// waited is how long run waited for a slot; 0 when one was free.
+	waited time.Duration
 }
 
 type ticketState int
@@ -147,6 +149,8 @@ func (t *ticket) run(ctx context.Context) error {
 	a.queued++
 	a.mu.Unlock()
 
+	start := time.Now()
+	defer func() { t.waited = time.Since(start) }()
 	timer := time.NewTimer(a.wait)
 	defer timer.Stop()
 	select {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,8 @@ func TestAFloodingTenantWaitsItsTurn(t *testing.T) {
 		<-release
 		return struct{}{}, nil
 	}})
+	obs := &admissions{}
+	s.Observe(obs)
 	srv := httptest.NewServer(s)
 	defer srv.Close()
 
@@ -85,4 +88,16 @@ func TestAFloodingTenantWaitsItsTurn(t *testing.T) {
 		t.Errorf("the slots went to %v: acme's call waited behind beta's", order)
 	}
 	s.admission.empty(t, "the flood")
+	if obs.queued.Load() != waiting+1 || obs.busy.Load() != 50 {
+		t.Errorf("the observer was told of %d calls queued and %d refused, want %d and 50", obs.queued.Load(), obs.busy.Load(), waiting+1)
+	}
 }
+
+// admissions is an AdmissionObserver counting what it is told.
+type admissions struct {
+	seen
+	queued, busy atomic.Int64
+}
+
+func (a *admissions) APIQueued(time.Duration) { a.queued.Add(1) }
+func (a *admissions) APITenantBusy()          { a.busy.Add(1) }

@@ -87,8 +87,10 @@ type Server struct {
 	methods map[string]Method
 	// public holds a token for each public call being served.
 	public chan struct{}
-	// observer is told of every call answered; none when nil.
-	observer RequestObserver
+	// observer is told of every call answered, admissionObserver of their admission;
+	// none when nil.
+	observer          RequestObserver
+	admissionObserver AdmissionObserver
 	// admission bounds the authenticated calls of the HTTPS API (Limits).
 	admission *admission
 }
@@ -100,8 +102,20 @@ type RequestObserver interface {
 	APIRequest(method, code string, took time.Duration)
 }
 
-// Observe makes o the server's request observer.
-func (s *Server) Observe(o RequestObserver) { s.observer = o }
+// AdmissionObserver is told, beside the calls, of the admission of authenticated calls
+// (Limits), with no tenant in it: how long each call that could not run at once waited
+// for its slot, and each call refused tenant-busy. The registry's metrics are one.
+type AdmissionObserver interface {
+	APIQueued(waited time.Duration)
+	APITenantBusy()
+}
+
+// Observe makes o the server's request observer, and its admission observer when o is
+// one.
+func (s *Server) Observe(o RequestObserver) {
+	s.observer = o
+	s.admissionObserver, _ = o.(AdmissionObserver)
+}
 
 // Limit sets the bounds of the authenticated calls; a server not given any has the
 // default ones.
@@ -230,7 +244,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 			return err
 		}
 		if t != nil {
-			if err := t.run(r.Context()); err != nil {
+			err := t.run(r.Context())
+			if s.admissionObserver != nil && t.waited > 0 {
+				s.admissionObserver.APIQueued(t.waited)
+			}
+			if err != nil {
 				return err
 			}
 			caller.ticket = t
@@ -259,6 +277,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 		attrs = append(attrs, "code", e.Code)
 		if e.Details.Reason == proto.ReasonTenantBusy {
 			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+			if s.admissionObserver != nil {
+				s.admissionObserver.APITenantBusy()
+			}
 		}
 		if e.Code == proto.Internal {
 			s.log.Error("api call failed", append(attrs, "err", err)...)
