@@ -19,15 +19,15 @@ type Limits struct {
 	// While more wait, each freed slot goes to the waiting tenants in turn (the one
 	// served longest ago first; a tenant's own calls in the order they came), so a tenant
 	// alone gets every slot and two busy tenants half each. Default DefaultRunning.
-	Running int `json:"running,omitempty"`
+	Running int
 	// Waiting bounds the calls one tenant has waiting: their bodies arriving, or queued
 	// for a slot. One more is refused UNAVAILABLE (reason tenant-busy) with Retry-After,
 	// before its body is read. Default DefaultWaiting.
-	Waiting int `json:"waiting,omitempty"`
+	Waiting int
 	// Watching bounds the long polls (metal.events with wait, workflows.get with
 	// afterRev) one tenant has waiting for a change at once; they hold no running slot
 	// while they wait. One more is refused as above. Default DefaultWatching.
-	Watching int `json:"watching,omitempty"`
+	Watching int
 }
 
 // Defaults of Limits, and how long a call may wait for a slot before it is refused.
