@@ -124,6 +124,19 @@ func runOne(t *testing.T, e *env, r *siteRuns, cmd proto.Command) {
 	}
 }
 
+// wantNeverSent frees beta's share (held, holdShare's answers) and checks that the
+// command id held back behind it never reaches the site: another command of beta's runs
+// once the share is free, which id would have been sent before.
+func wantNeverSent(t *testing.T, e *env, r *siteRuns, held <-chan relayAnswer, id string) {
+	t.Helper()
+	r.release()
+	wantAnswered(t, held, proto.TenantCommandShare)
+	runOne(t, e, r, power(id+"-next", 0))
+	if _, ran := r.ran(id); ran {
+		t.Errorf("%s, held back and answered without the agent, reached the site", id)
+	}
+}
+
 // commandStored reads command id of node from e's store.
 func commandStored(e *env, node, id string) (c store.AgentCommand, err error) {
 	err = e.st.View(func(tx *store.Tx) (err error) { c, err = tx.AgentCommand(node, id); return err })
@@ -153,14 +166,7 @@ func TestHeldBackPastItsDeadline(t *testing.T) {
 	if proto.CodeOf(err) != proto.Timeout || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "share") {
 		t.Fatalf("a command held back past its deadline: %v, want TIMEOUT saying it waited for its tenant's share", err)
 	}
-	r.release()
-	wantAnswered(t, answers, proto.TenantCommandShare)
-	// Once beta's share is free, another command of beta's runs: "late" would have
-	// been sent before it.
-	runOne(t, e, r, power("after", 0))
-	if _, ran := r.ran("late"); ran {
-		t.Error("the command held back past its deadline reached the site")
-	}
+	wantNeverSent(t, e, r, answers, "late")
 	if _, err := commandStored(e, "site-1", "late"); proto.CodeOf(err) != proto.NotFound {
 		t.Errorf("the command answered TIMEOUT is still stored: %v", err)
 	}
@@ -268,12 +274,7 @@ func TestWithdrawnWhileHeldBackIsNeverSent(t *testing.T) {
 	if err := <-answer; proto.AsError(err).Details.Reason != proto.ReasonCancelled {
 		t.Errorf("withdrawn while held back: %v", err)
 	}
-	r.release()
-	wantAnswered(t, held, proto.TenantCommandShare)
-	runOne(t, e, r, power("next", 0))
-	if _, ran := r.ran("held-back"); ran {
-		t.Error("the command withdrawn while held back reached the site")
-	}
+	wantNeverSent(t, e, r, held, "held-back")
 }
 
 // TestCallerThatStopsLeavesTheCommand: a caller whose context ends without a
