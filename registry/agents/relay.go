@@ -160,6 +160,7 @@ func (e *Endpoint) deliver(ctx context.Context, s *session, c store.AgentCommand
 	switch {
 	case proto.CodeOf(err) == proto.NotFound:
 		// Answered and delivered already (sent twice across a reconnect), or withdrawn.
+		e.log.Debug("answer dropped: the command was collected already", "node", s.node, "command", c.ID)
 	case err != nil:
 		e.log.Error("record command result", "node", s.node, "command", c.ID, "err", err)
 	}
