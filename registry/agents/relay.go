@@ -26,9 +26,10 @@ import (
 // command's answer, never a second run. When ctx ends first, Relay returns TIMEOUT and
 // the command stays pending for a later Relay of the same ID (until the command TTL),
 // unless ctx ended with a *proto.Error as its cause (context.Cause): then the caller
-// gives the command up for that reason (its step timed out, its workflow was cancelled)
-// and Relay withdraws it (withdraw). A command of a kind the role's agent does not run (proto.RelayRoles) is refused before
-// anything is stored or sent (relayedTo).
+// gives the command up for that reason (its step timed out, its workflow was cancelled),
+// and Relay withdraws it and returns that error's code (withdraw). A command of a kind
+// the role's agent does not run (proto.RelayRoles) is refused before anything is stored
+// or sent (relayedTo).
 func (e *Endpoint) Relay(ctx context.Context, node string, role proto.Role, cmd proto.Command) (json.RawMessage, error) {
 	if err := relayedTo(cmd.Kind, role); err != nil {
 		return nil, err
