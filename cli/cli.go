@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -244,7 +245,18 @@ func (x *exec) client() (*api.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return api.NewClient(cfg)
+	return x.clientOf(cfg)
+}
+
+// clientOf makes the API client of cfg, logging to stderr when it waits to send a call
+// the registry refused for now again.
+func (x *exec) clientOf(cfg api.ClientConfig) (*api.Client, error) {
+	c, err := api.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.LogTo(slog.New(slog.NewTextHandler(x.env.Stderr, nil)))
+	return c, nil
 }
 
 // call makes one API call with the configured client.

@@ -247,14 +247,21 @@ func answeringSite(t *testing.T, reg *testkit.Registry, site string) {
 // `discoveries` section: machines its boot server saw) in its hello.
 func answeringSiteReporting(t *testing.T, reg *testkit.Registry, site string, inventory map[string]json.RawMessage) {
 	t.Helper()
+	on := func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
+	siteAgent(t, reg, site, inventory, map[string]session.Handler{"power.getPower": on, "inspect.oob": on})
+}
+
+// siteAgent joins a site agent for site whose session runs handlers, reporting inventory
+// in its hello, until the test ends.
+func siteAgent(t *testing.T, reg *testkit.Registry, site string, inventory map[string]json.RawMessage, handlers map[string]session.Handler) {
+	t.Helper()
 	creds, err := bcdconf.LoadAgent(testkit.JoinSite(t, reg, site))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	on := func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
 	agent, err := session.New(session.Config{Addr: creds.Config.AgentEndpoint, Certificate: creds.Certificate, ServerCAs: creds.ServingCAs,
-		Inventory: inventory, Handlers: map[string]session.Handler{"power.getPower": on, "inspect.oob": on}, Log: slog.New(slog.DiscardHandler)})
+		Inventory: inventory, Handlers: handlers, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

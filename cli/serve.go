@@ -10,12 +10,13 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry"
+	"github.com/better-compute/better-compute/registry/api"
 )
 
 var serveCommands = []command{{
 	path:     "serve",
 	hostOnly: true,
-	usage:    "--data-dir DIR [--store bbolt|etcd] [--etcd-endpoints URL,URL,URL] [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--log-format text|json]",
+	usage:    "--data-dir DIR [--store bbolt|etcd] [--etcd-endpoints URL,URL,URL] [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--api-running N] [--api-tenant-waiting N] [--api-tenant-watching N] [--log-format text|json]",
 	summary:  "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	long: "run the registry and its agents' QUIC endpoint; prints its URL, agent endpoint and pins; " +
 		"resumes running workflows. `DIR` is made 0700 and refused when its group or others can " +
@@ -23,7 +24,8 @@ var serveCommands = []command{{
 		"(development only). `--userdata-config`: controlPlaneUrl, bcdUrl, bcdSha256, pins, " +
 		"templates, tokenTtlSeconds (docs/userdata.md); `--hardware-profiles`: docs/nodes.md; " +
 		"`--kek-file` seals the keys in the store for several registries on one store, `--agent-endpoints` the agent endpoints of every replica (docs/ARCHITECTURE.md#replicas); " +
-		"`--store etcd` keeps the records in an etcd cluster instead of DIR/registry.db (docs/store.md)",
+		"`--store etcd` keeps the records in an etcd cluster instead of DIR/registry.db (docs/store.md); " +
+		"`--api-running`, `--api-tenant-waiting` and `--api-tenant-watching` bound the authenticated API calls, shared fairly between tenants (docs/security.md#what-strangers-can-cost)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
@@ -37,9 +39,21 @@ var serveCommands = []command{{
 		kekFile := fs.String("kek-file", "", "key-encryption key file (0600): the registry's keys are kept sealed with it in the store, shared by every registry on that store; made on first start, copied by the operator to the others; needed with --store etcd (docs/security.md)")
 		backend := fs.String("store", "bbolt", "where the records are: bbolt (DIR/registry.db) or etcd (--etcd-endpoints; docs/store.md)")
 		etcd := defineEtcd(fs, "etcd-endpoints", "etcd-prefix")
+		var limits api.Limits
+		fs.IntVar(&limits.Running, "api-running", 0, "authenticated API calls run at once, every tenant's; each freed slot goes to the waiting tenants in turn (0: four per CPU)")
+		fs.IntVar(&limits.Waiting, "api-tenant-waiting", 0, fmt.Sprintf("API calls one tenant may have waiting for a slot; one more is refused UNAVAILABLE (reason %s) with Retry-After (0: %d)", proto.ReasonTenantBusy, api.DefaultWaiting))
+		fs.IntVar(&limits.Watching, "api-tenant-watching", 0, fmt.Sprintf("long polls (events --follow, a workflow's progress) one tenant may have waiting for a change; one more is refused the same way (0: %d)", api.DefaultWatching))
 		return func(x *exec) error {
 			if *dataDir == "" {
 				return proto.Errorf(proto.InvalidInput, "serve needs --data-dir DIR").WithPath("--data-dir")
+			}
+			for _, f := range []struct {
+				name string
+				v    int
+			}{{"--api-running", limits.Running}, {"--api-tenant-waiting", limits.Waiting}, {"--api-tenant-watching", limits.Watching}} {
+				if f.v < 0 {
+					return proto.Errorf(proto.InvalidInput, "%s is %d: give a number of calls, or 0 for the default", f.name, f.v).WithPath(f.name)
+				}
 			}
 			var h slog.Handler = slog.NewTextHandler(x.env.Stderr, nil)
 			if *logFormat == "json" {
@@ -52,7 +66,7 @@ var serveCommands = []command{{
 			sc := etcd()
 			sc.Backend = *backend
 			cfg := registry.Config{AgentEndpoints: endpoints, DataDir: *dataDir, Store: sc, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
-				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, MetricsListen: *metricsListen, Log: slog.New(h)}
+				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, MetricsListen: *metricsListen, APILimits: limits, Log: slog.New(h)}
 			if *userDataConfig != "" {
 				var err error
 				if cfg.UserData, err = registry.LoadUserData(*userDataConfig); err != nil {

@@ -70,7 +70,7 @@ var tenantCommands = []command{{
 			if err != nil {
 				return err
 			}
-			c, err := api.NewClient(cfg)
+			c, err := x.clientOf(cfg)
 			if err != nil {
 				return err
 			}

@@ -28,6 +28,11 @@ const (
 	// installation, or an operator revoked it (revoke-identity); the agent waits its
 	// longest backoff before each retry, which the registry refuses the same way.
 	CloseRevoked CloseCode = 4
+	// CloseWithdrawn, on a command stream only: the registry withdrew the command (its
+	// step timed out, or its workflow was cancelled) and nobody waits for its answer; the
+	// agent cancels the command's handler. A stream that ends otherwise (a connection
+	// that drops) leaves the command running, for the resend to join.
+	CloseWithdrawn CloseCode = 5
 )
 
 // ShutdownReason is the reason phrase of a CloseShutdown. It asks the agent to reconnect

@@ -170,6 +170,13 @@ const (
 	// not be revoked and still work (the store's code, UNAVAILABLE for an internal one).
 	ReasonOldNotRevoked = "old-not-revoked"
 
+	// The API's admission of authenticated calls (docs/security.md).
+
+	// ReasonTenantBusy (UNAVAILABLE, with Retry-After): the caller's tenant has as many
+	// calls waiting (or long polls open) as the registry takes, or the call waited its
+	// most for a slot; nothing of the call ran, and it may be sent again.
+	ReasonTenantBusy = "tenant-busy"
+
 	// Profiles.
 
 	// ReasonReservedID (CONFLICT): a shipped profile has the id, for every tenant.

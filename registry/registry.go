@@ -72,6 +72,10 @@ type Config struct {
 	// MetricsListen is the address /metrics is served on over HTTP, without credential
 	// (nothing in it is secret), host:port; "" serves no metrics.
 	MetricsListen string
+	// APILimits bound the authenticated calls of the HTTPS API: how many run at once,
+	// and how many one tenant may have waiting (docs/security.md); zero fields are the
+	// defaults.
+	APILimits api.Limits
 	// Clock is the registry's one clock: records, certificates, workflow timeouts,
 	// command expiry and every periodic task follow it. clock.Real when nil.
 	Clock clock.Clock
@@ -247,6 +251,7 @@ func New(cfg Config) (_ *Registry, err error) {
 
 	apiSrv := api.NewServer(r.st, cfg.Log)
 	apiSrv.Observe(obs)
+	apiSrv.Limit(cfg.APILimits)
 	apiSrv.RegisterAll()
 	apiSrv.RegisterJoin(recordJoins{joinSvc, r.plane.joins, cfg.Log})
 	apiSrv.RegisterUserData(userData)

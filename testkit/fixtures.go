@@ -125,7 +125,7 @@ func StartBCDLogged(t testing.TB, env []string, args ...string) (stop func(), ou
 	t.Helper()
 	cmd := exec.Command(Binary(t, "bcd"), args...)
 	cmd.Env = append(os.Environ(), env...)
-	var written syncBuffer
+	var written SyncBuffer
 	cmd.Stdout, cmd.Stderr = &written, &written
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -85,6 +85,8 @@ func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 		Log:           slog.New(slog.DiscardHandler),
 	})
 	reg.APIRequest("metal.get", "OK", time.Millisecond)
+	reg.APIQueued(time.Millisecond)
+	reg.APITenantBusy()
 	reg.StepEnded("deploy.deploy", "succeeded", time.Second)
 	reg.WorkflowEnded("deploy", "custom", "succeeded", time.Second)
 	reg.DeployStreamed("cache", 1, 1)

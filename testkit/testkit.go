@@ -149,7 +149,7 @@ func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry 
 	r := &Registry{DataDir: dataDir, AdminConfig: filepath.Join(dataDir, "admin.conf"), Stderr: &bytes.Buffer{}, exited: make(chan struct{})}
 	args := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--format", "json"}, serveArgs...)
 	r.cmd = exec.Command(Binary(t, "better-compute"), args...)
-	stdout := &syncBuffer{}
+	stdout := &SyncBuffer{}
 	r.cmd.Stdout, r.cmd.Stderr = stdout, r.Stderr
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -392,18 +392,19 @@ func Client(t testing.TB, config string) *api.Client {
 	return c
 }
 
-type syncBuffer struct {
+// SyncBuffer is a buffer a running command writes while a test reads it.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

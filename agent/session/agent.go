@@ -437,6 +437,8 @@ func (a *Agent) keepAlive(conn *quic.Conn) {
 const (
 	codeNormal   = quic.ApplicationErrorCode(proto.CloseNormal)
 	codeProtocol = quic.ApplicationErrorCode(proto.CloseProtocol)
+	// codeWithdrawn resets a command's stream only (proto.CloseWithdrawn).
+	codeWithdrawn = quic.StreamErrorCode(proto.CloseWithdrawn)
 )
 
 // endpoint is one of the registry's agent endpoints, and the TLS configuration that

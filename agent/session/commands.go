@@ -31,13 +31,17 @@ func (a *Agent) acceptCommands(ctx context.Context, conn *quic.Conn) {
 // serveCommand reads one command, runs it (or waits for the run of the same id) and
 // answers its result on the same stream. A command whose handler asked for AfterReply
 // runs that once the registry has read the result (it closes its end of the stream).
+// While it runs, the registry's end of the stream is read (closed): a reset with
+// proto.CloseWithdrawn withdraws the command, whose handler's context is cancelled
+// (commands.withdraw); a stream or a connection that ends otherwise leaves it running,
+// for the registry's resend to join.
 //
 // Every path ends both directions of the stream: QUIC counts a stream against the
 // registry's maxCommands until the agent has finished sending (or reset) and finished
 // receiving (read the registry's close, or stopped reading). One left half open is a
 // command slot lost for the life of the connection.
 func (a *Agent) serveCommand(ctx context.Context, stream *quic.Stream) {
-	// Stops reading if nothing below read the registry's close; a no-op if it did.
+	// Stops reading a stream whose command did not read; a no-op once the read below ended.
 	defer stream.CancelRead(quic.StreamErrorCode(codeNormal))
 	stream.SetReadDeadline(time.Now().Add(ioTimeout))
 	m, err := proto.ReadMessage(stream)
@@ -49,6 +53,19 @@ func (a *Agent) serveCommand(ctx context.Context, stream *quic.Stream) {
 		stream.CancelWrite(quic.StreamErrorCode(codeProtocol))
 		return
 	}
+	stream.SetReadDeadline(time.Time{})
+	var closeErr error // how the registry's end ended, once closed is
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_, closeErr = io.Copy(io.Discard, stream)
+		if se, ok := errors.AsType[*quic.StreamError](closeErr); ok && se.Remote && se.ErrorCode == codeWithdrawn {
+			a.log.Debug("command withdrawn by the registry", "command", m.Command.ID)
+			a.cmds.withdraw(m.Command.ID)
+		}
+	}()
+	// Ends the read above on every path, once the registry's close was read or not.
+	defer func() { stream.CancelRead(quic.StreamErrorCode(codeNormal)); <-closed }()
 	res, after, ok := a.cmds.do(ctx, *m.Command, a.cfg.Handlers, stream)
 	if !ok {
 		// The agent is stopping: no answer, so the registry resends the command to the
@@ -69,8 +86,8 @@ func (a *Agent) serveCommand(ctx context.Context, stream *quic.Stream) {
 		return
 	}
 	stream.SetReadDeadline(time.Now().Add(ioTimeout))
-	if _, err := io.Copy(io.Discard, stream); err != nil {
-		a.log.Warn("the registry did not confirm the result; acting on it anyway", "command", res.ID, "err", err)
+	if <-closed; closeErr != nil {
+		a.log.Warn("the registry did not confirm the result; acting on it anyway", "command", res.ID, "err", closeErr)
 	}
 	after()
 }
@@ -125,6 +142,9 @@ type run struct {
 	done chan struct{}
 	res  proto.Result
 	ok   bool
+	// ctx is the context the run's handler runs in, which withdraw cancels.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 
 	// mu guards out, the stream the registry waits on now (progress goes there), and
 	// after, what AfterReply asked for (taken by the first answer delivered).
@@ -146,6 +166,7 @@ func (c *commands) do(ctx context.Context, cmd proto.Command, handlers map[strin
 	r, attach := c.runs[cmd.ID]
 	if !attach {
 		r = &run{id: cmd.ID, done: make(chan struct{})}
+		r.ctx, r.cancel = context.WithCancelCause(context.WithValue(ctx, cmdKey{}, r))
 		c.runs[cmd.ID] = r
 	}
 	c.mu.Unlock()
@@ -153,7 +174,8 @@ func (c *commands) do(ctx context.Context, cmd proto.Command, handlers map[strin
 	r.out = out
 	r.mu.Unlock()
 	if !attach {
-		r.res = execute(context.WithValue(ctx, cmdKey{}, r), cmd, handlers)
+		r.res = execute(r.ctx, cmd, handlers)
+		r.cancel(nil)
 		r.ok = ctx.Err() == nil
 		c.mu.Lock()
 		if r.ok {
@@ -180,6 +202,21 @@ func (c *commands) do(ctx context.Context, cmd proto.Command, handlers map[strin
 	after, r.after = r.after, nil
 	r.mu.Unlock()
 	return r.res, after, true
+}
+
+// errWithdrawn is the cause a run's context is cancelled with when the registry
+// withdraws its command.
+var errWithdrawn = errors.New("the registry withdrew the command: its step ended")
+
+// withdraw cancels the handler of the run of command id, if it runs: the registry
+// withdrew the command (proto.CloseWithdrawn).
+func (c *commands) withdraw(id string) {
+	c.mu.Lock()
+	r := c.runs[id]
+	c.mu.Unlock()
+	if r != nil {
+		r.cancel(errWithdrawn)
+	}
 }
 
 // giveBack hands back the after-reply action of an answer that was not delivered, for
@@ -220,6 +257,8 @@ func execute(ctx context.Context, cmd proto.Command, handlers map[string]Handler
 	out, err := h(hctx, cmd.Payload)
 	_, coded := errors.AsType[*proto.Error](err)
 	switch {
+	case err != nil && !coded && context.Cause(ctx) == errWithdrawn:
+		res.Error = proto.Errorf(proto.InvalidState, "%s was withdrawn by the registry before it finished: %v", cmd.Kind, err)
 	case err != nil && !coded && ctx.Err() == nil && hctx.Err() != nil:
 		res.Error = proto.Errorf(proto.Timeout, "%s did not finish within its step's timeout of %ds: %v", cmd.Kind, cmd.TimeoutSeconds, err)
 	case err != nil:

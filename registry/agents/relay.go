@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -23,9 +24,12 @@ import (
 // reconnects, until answered. An empty cmd.ID gets a fresh one; a caller that
 // passes its own ID (a workflow step's) can call again after a restart and get the same
 // command's answer, never a second run. When ctx ends first, Relay returns TIMEOUT and
-// the command stays pending for a later Relay of the same ID (until the command TTL).
-// A command of a kind the role's agent does not run (proto.RelayRoles) is refused before
-// anything is stored or sent (relayedTo).
+// the command stays pending for a later Relay of the same ID (until the command TTL),
+// unless ctx ended with a *proto.Error as its cause (context.Cause): then the caller
+// gives the command up for that reason (its step timed out, its workflow was cancelled),
+// and Relay withdraws it and returns that error's code (withdraw). A command of a kind
+// the role's agent does not run (proto.RelayRoles) is refused before anything is stored
+// or sent (relayedTo).
 func (e *Endpoint) Relay(ctx context.Context, node string, role proto.Role, cmd proto.Command) (json.RawMessage, error) {
 	if err := relayedTo(cmd.Kind, role); err != nil {
 		return nil, err
@@ -62,19 +66,46 @@ func (e *Endpoint) Relay(ctx context.Context, node string, role proto.Role, cmd 
 	}
 	select {
 	case <-cl.done:
-		c = cl.cmd
+		return e.collect(cl.cmd)
 	case <-ctx.Done():
+		if why, ok := errors.AsType[*proto.Error](context.Cause(ctx)); ok {
+			return e.withdraw(node, cmd, why)
+		}
 		return nil, proto.Errorf(proto.Timeout, "command %s (%s) of node %s has no answer yet: %w", cmd.ID, cmd.Kind, node, ctx.Err())
 	case <-e.ctx.Done():
 		return nil, proto.Errorf(proto.InvalidState, "the agent endpoint is closed; command %s of node %s stays pending", cmd.ID, node)
 	}
-	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.DeleteAgentCommand(node, c.ID) }); err != nil {
+}
+
+// collect forgets answered command c and returns its answer.
+func (e *Endpoint) collect(c store.AgentCommand) (json.RawMessage, error) {
+	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.DeleteAgentCommand(c.Node, c.ID) }); err != nil {
 		return nil, err
 	}
 	if c.Error != nil {
 		return nil, c.Error
 	}
 	return c.Result, nil
+}
+
+// withdraw gives up cmd of node, which its caller no longer waits for (why): it records
+// the command done with why's code and reason, as an answer is recorded, and forgets it
+// as an answered one is. The commit tells whoever holds the agent's session
+// (commandChanged, here or at another replica): a command held back for its tenant's
+// share is not sent, and one sent is withdrawn from the agent, which cancels it. An
+// answer the agent had recorded first wins, and is returned; one that comes after is
+// dropped (deliver).
+func (e *Endpoint) withdraw(node string, cmd proto.Command, why *proto.Error) (json.RawMessage, error) {
+	res := proto.Result{ID: cmd.ID, Error: proto.Errorf(why.Code, "command %s (%s) was withdrawn: %s", cmd.ID, cmd.Kind, why.Message).WithReason(why.Details.Reason)}
+	var c store.AgentCommand
+	err := e.cfg.Store.Update(func(tx *store.Tx) (err error) { c, err = tx.CompleteAgentCommand(node, res); return err })
+	switch {
+	case proto.CodeOf(err) == proto.NotFound:
+		return nil, res.Error // answered, and collected by another caller of the same id
+	case err != nil:
+		return nil, err
+	}
+	return e.collect(c)
 }
 
 // relayedTo refuses a command of kind to role unless role's agent runs kind
@@ -97,17 +128,18 @@ func relayedTo(kind string, role proto.Role) error {
 }
 
 // deliver sends a command on a new stream of s and records the answer. If the link
-// drops first, the command stays pending and the agent's next hello sends it again. The
+// drops first, the command stays pending and the agent's next hello sends it again; once
+// ctx ends with errWithdrawn (the command was withdrawn) nothing is recorded. The
 // commit of the answer wakes whoever waits for it, here or at another replica
 // (commandChanged). A session whose certificate its node no longer passes, as the store
 // reads now (store.Tx.CheckAgent), is ended instead: the agent of an earlier
 // installation never gets a command of the next one, even one relayed before this
 // registry hears of the installation's change (identityChanged).
-func (e *Endpoint) deliver(s *session, c store.AgentCommand) {
+func (e *Endpoint) deliver(ctx context.Context, s *session, c store.AgentCommand) {
 	if e.letGo(s, e.current(s)) {
 		return
 	}
-	res, err := e.exchange(s, c)
+	res, err := e.exchange(ctx, s, c)
 	if err != nil {
 		e.log.Debug("relay", "node", s.node, "command", c.ID, "err", err)
 		return
@@ -128,7 +160,8 @@ func (e *Endpoint) deliver(s *session, c store.AgentCommand) {
 	}
 	switch {
 	case proto.CodeOf(err) == proto.NotFound:
-		// Answered and delivered already (sent twice across a reconnect).
+		// Answered and delivered already (sent twice across a reconnect), or withdrawn.
+		e.log.Debug("answer dropped: the command was collected already", "node", s.node, "command", c.ID)
 	case err != nil:
 		e.log.Error("record command result", "node", s.node, "command", c.ID, "err", err)
 	}
@@ -136,10 +169,14 @@ func (e *Endpoint) deliver(s *session, c store.AgentCommand) {
 
 // commandChanged is the store's hook for relayed commands, this registry's commits and
 // (on etcd) the other replicas': an answered command wakes the Relay calls waiting for
-// it here, a pending one is sent if its agent's session is here.
+// it here, and ends its delivery if one is still under way here (withdrawn: nobody waits
+// for another answer); a pending one is sent if its agent's session is here.
 func (e *Endpoint) commandChanged(c store.AgentCommand) {
 	if c.Done {
 		e.calls.complete(c)
+		for _, s := range e.sessionsFor(c) {
+			s.withdraw(sendKeyOf(c))
+		}
 		return
 	}
 	e.sendCommand(c)
@@ -149,22 +186,36 @@ func (e *Endpoint) commandChanged(c store.AgentCommand) {
 // A session registered after the command was stored sends it in its hello, so between
 // the two every session of the node and role gets it.
 func (e *Endpoint) sendCommand(c store.AgentCommand) {
-	for _, role := range proto.Roles {
-		if s := e.session(c.Node, role); s != nil && c.For(role) {
-			e.sendOn(s, c)
-		}
+	for _, s := range e.sessionsFor(c) {
+		e.sendOn(s, c)
 	}
 }
 
+// sessionsFor lists the sessions here of the agents command c is for.
+func (e *Endpoint) sessionsFor(c store.AgentCommand) []*session {
+	var out []*session
+	for _, role := range proto.Roles {
+		if s := e.session(c.Node, role); s != nil && c.For(role) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // sendOn delivers a pending command on session s, unless it is on its way there already.
+// Its delivery ends with the session's connection, or when the command is withdrawn
+// (session.withdraw).
 func (e *Endpoint) sendOn(s *session, c store.AgentCommand) {
 	k := sendKeyOf(c)
-	if !s.startSending(k) {
+	ctx, withdraw := context.WithCancelCause(s.conn.Context())
+	if !s.startSending(k, withdraw) {
+		withdraw(nil)
 		return
 	}
 	e.spawn(func() {
+		defer withdraw(nil)
 		defer s.doneSending(k)
-		e.deliver(s, c)
+		e.deliver(ctx, s, c)
 	})
 }
 
@@ -180,8 +231,12 @@ const (
 // exchange sends c, completed by Expand, on a new stream and reads its answer. A
 // command Expand refuses is answered with its error without being sent. A command of a
 // tenant that holds its share of the session's streams waits for one of them first
-// (shares).
-func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, error) {
+// (shares), until its step's deadline (store.AgentCommand.Deadline): held back past it,
+// it is answered TIMEOUT and never sent. A command sent carries the seconds left to its
+// deadline, so that the agent ends it when its step would. Once ctx ends with
+// errWithdrawn the command is not sent, or its stream is reset with codeWithdrawn, which
+// tells the agent to cancel it.
+func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentCommand) (proto.Result, error) {
 	cmd := c.Command()
 	if e.cfg.Expand != nil {
 		var err error
@@ -189,11 +244,24 @@ func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, err
 			return proto.Result{ID: c.ID, Error: proto.AsError(err)}, nil
 		}
 	}
-	if !s.shares.take(s.conn.Context().Done(), cmd.Tenant) {
-		return proto.Result{}, context.Cause(s.conn.Context())
+	held := ctx
+	deadline, timed := c.Deadline()
+	if timed {
+		var cancel context.CancelFunc
+		held, cancel = context.WithTimeout(ctx, deadline.Sub(e.cfg.Now()))
+		defer cancel()
+	}
+	if !s.shares.take(held.Done(), cmd.Tenant) {
+		if ctx.Err() != nil {
+			return proto.Result{}, context.Cause(ctx)
+		}
+		return proto.Result{ID: c.ID, Error: proto.Errorf(proto.Timeout, "%s waited for its tenant's share of the site's command slots past its step's timeout of %ds, and was not sent", c.Kind, c.TimeoutSeconds)}, nil
 	}
 	defer s.shares.give(cmd.Tenant)
-	stream, err := s.conn.OpenStreamSync(s.conn.Context())
+	if timed {
+		cmd.TimeoutSeconds = secondsLeft(deadline.Sub(e.cfg.Now()))
+	}
+	stream, err := s.conn.OpenStreamSync(ctx)
 	if err != nil {
 		return proto.Result{}, err
 	}
@@ -206,6 +274,13 @@ func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, err
 			stream.CancelWrite(quic.StreamErrorCode(codeProtocol))
 		}
 	}()
+	stopWithdraw := context.AfterFunc(ctx, func() {
+		if context.Cause(ctx) == errWithdrawn {
+			stream.CancelWrite(quic.StreamErrorCode(codeWithdrawn))
+			stream.CancelRead(quic.StreamErrorCode(codeWithdrawn))
+		}
+	})
+	defer stopWithdraw()
 	stream.SetWriteDeadline(time.Now().Add(writeTimeout))
 	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgCommand, Command: &cmd}); err != nil {
 		return proto.Result{}, err
@@ -235,6 +310,7 @@ func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, err
 		if m.Type != proto.MsgResult || m.Result.ID != c.ID {
 			return proto.Result{}, proto.Errorf(proto.InvalidInput, "answer to command %s is a %s of %q", c.ID, m.Type, resultID(m))
 		}
+		stopWithdraw() // answered: the stream ends as an answered one does
 		answered = true
 		stream.Close()
 		res := *m.Result
@@ -247,6 +323,16 @@ func (e *Endpoint) exchange(s *session, c store.AgentCommand) (proto.Result, err
 		}
 		return res, nil
 	}
+}
+
+// errWithdrawn is the cause a delivery's context ends with when its command was
+// withdrawn (session.withdraw).
+var errWithdrawn = errors.New("the command was withdrawn: nobody waits for its answer")
+
+// secondsLeft is left in whole seconds, rounded up, at least 1: the timeout a command
+// sent with left to its deadline carries (proto.Command.TimeoutSeconds, where 0 is none).
+func secondsLeft(left time.Duration) int64 {
+	return max(1, int64((left+time.Second-1)/time.Second))
 }
 
 func resultID(m proto.Message) string {

@@ -43,25 +43,26 @@ func TestCalls(t *testing.T) {
 // ending: otherwise it waits, unsent, for the agent's next session.
 func TestSendingTellsCommandsApart(t *testing.T) {
 	var s session
+	noWithdraw := func(error) {}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	first := store.AgentCommand{Node: "n1", ID: "c1", Kind: "echo", CreatedAt: at}
 	again := first
 	again.CreatedAt = at.Add(time.Millisecond)
-	if !s.startSending(sendKeyOf(first)) {
+	if !s.startSending(sendKeyOf(first), noWithdraw) {
 		t.Fatal("a command on no way yet was not sent")
 	}
 	// Read back from the store (JSON): the same command.
 	b, _ := json.Marshal(first)
 	var read store.AgentCommand
 	json.Unmarshal(b, &read)
-	if s.startSending(sendKeyOf(read)) {
+	if s.startSending(sendKeyOf(read), noWithdraw) {
 		t.Error("a command on its way was sent again (read back from the store)")
 	}
-	if !s.startSending(sendKeyOf(again)) {
+	if !s.startSending(sendKeyOf(again), noWithdraw) {
 		t.Error("the command stored anew under the same id was not sent while the earlier one's delivery ends")
 	}
 	s.doneSending(sendKeyOf(first))
-	if !s.startSending(sendKeyOf(first)) {
+	if !s.startSending(sendKeyOf(first), noWithdraw) {
 		t.Error("a command whose delivery ended was not sent again")
 	}
 }

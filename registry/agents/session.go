@@ -37,9 +37,9 @@ type session struct {
 	ended   bool
 
 	// cmu guards sending: the commands on their way to the agent on this session, each
-	// sent once however many registries' commits tell of it.
+	// sent once however many registries' commits tell of it, with what withdraws each.
 	cmu     sync.Mutex
-	sending map[sendKey]bool
+	sending map[sendKey]context.CancelCauseFunc
 
 	// shares are the tenants' shares of the agent's command streams.
 	shares shares
@@ -57,17 +57,17 @@ type sendKey struct {
 func sendKeyOf(c store.AgentCommand) sendKey { return sendKey{c.ID, c.CreatedAt.UnixNano()} }
 
 // startSending reports whether command k is to be sent now (it is not on its way on this
-// session already) and marks it on its way.
-func (s *session) startSending(k sendKey) bool {
+// session already) and marks it on its way, withdraw ending its delivery (withdraw).
+func (s *session) startSending(k sendKey, withdraw context.CancelCauseFunc) bool {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
-	if s.sending[k] {
+	if s.sending[k] != nil {
 		return false
 	}
 	if s.sending == nil {
-		s.sending = map[sendKey]bool{}
+		s.sending = map[sendKey]context.CancelCauseFunc{}
 	}
-	s.sending[k] = true
+	s.sending[k] = withdraw
 	return true
 }
 
@@ -76,6 +76,17 @@ func (s *session) doneSending(k sendKey) {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	delete(s.sending, k)
+}
+
+// withdraw ends the delivery of command k on this session, if it is on its way, with
+// errWithdrawn: held back for its tenant's share it is not sent; sent, its stream is
+// reset with the code that tells the agent to cancel it.
+func (s *session) withdraw(k sendKey) {
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if cancel := s.sending[k]; cancel != nil {
+		cancel(errWithdrawn)
+	}
 }
 
 // serve starts one agent connection: it waits for the hello, refuses a node whose

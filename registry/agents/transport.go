@@ -14,6 +14,8 @@ const (
 	codeReplaced = quic.ApplicationErrorCode(proto.CloseReplaced)
 	codeProtocol = quic.ApplicationErrorCode(proto.CloseProtocol)
 	codeRevoked  = quic.ApplicationErrorCode(proto.CloseRevoked)
+	// codeWithdrawn resets a command's stream only (proto.CloseWithdrawn).
+	codeWithdrawn = quic.ApplicationErrorCode(proto.CloseWithdrawn)
 )
 
 // Timeouts of the endpoint.

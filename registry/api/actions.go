@@ -44,6 +44,19 @@ type Caller struct {
 	// st is the store; reads is the request's Reader, once taken (view).
 	st    *store.Store
 	reads *store.Reader
+	// ticket is the call's place in the admission of authenticated calls; nil for the
+	// host's and the public calls.
+	ticket *ticket
+}
+
+// awaitChange is what a long poll calls as it starts to wait for a change: it gives its
+// running slot to the next call, and is refused (tenant-busy) when the caller's tenant
+// has as many long polls waiting as it may.
+func (c *Caller) awaitChange() error {
+	if c.ticket == nil {
+		return nil
+	}
+	return c.ticket.watch()
 }
 
 // view runs fn in a read-only transaction at least as recent as the request: the

@@ -13,10 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,7 +89,20 @@ type Client struct {
 	ca *x509.Certificate
 	// socket is the admin socket a host client dials; "" for HTTPS.
 	socket string
+	// log is told when a refused call waits to be sent again; slog's default when nil.
+	log *slog.Logger
 }
+
+// LogTo makes log the logger the client tells when it waits to send a refused call again.
+func (c *Client) LogTo(log *slog.Logger) { c.log = log }
+
+// A call the registry refused UNAVAILABLE with Retry-After (a tenant's or the public
+// calls' bound: refused before the method ran) is sent again up to maxRetries times,
+// after the seconds the answer asks, at most maxRetryWait each.
+const (
+	maxRetries   = 5
+	maxRetryWait = 10 * time.Second
+)
 
 // Transport timeouts: how long a registry may take to accept the connection and to
 // finish the TLS handshake before it counts as out of reach.
@@ -223,14 +238,33 @@ func (b *bufferedResponse) Write(p []byte) (int, error) {
 
 // Call invokes method with req and decodes the answer into resp (which may be nil).
 // A failure is the registry's *proto.Error, or one that says the registry is out of reach.
+// A call refused UNAVAILABLE with Retry-After is sent again (maxRetries), logged.
 func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return err
 	}
+	for attempt := 1; ; attempt++ {
+		wait, err := c.call(ctx, method, body, resp)
+		if wait == 0 || attempt > maxRetries {
+			return err
+		}
+		e := proto.AsError(err)
+		cmp.Or(c.log, slog.Default()).Info("the registry refused the call for now; sending it again", "method", method,
+			"code", e.Code, "reason", e.Details.Reason, "wait", wait, "attempt", attempt, "of", maxRetries)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// call sends one call. A refusal to be sent again comes with how long to wait first.
+func (c *Client) call(ctx context.Context, method string, body []byte, resp any) (time.Duration, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/"+method, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	if c.bearer != "" {
@@ -238,26 +272,37 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	}
 	hresp, err := c.http.Do(hreq)
 	if err != nil {
-		return c.unreachable(err)
+		return 0, c.unreachable(err)
 	}
 	defer hresp.Body.Close()
 	data, err := io.ReadAll(hresp.Body)
 	if err != nil {
-		return c.unreachable(err)
+		return 0, c.unreachable(err)
 	}
 	if hresp.StatusCode != http.StatusOK {
 		var e proto.Error
 		if json.Unmarshal(data, &e) != nil || e.Code == "" {
-			return proto.Errorf(proto.Unavailable, "the server at %s answered %s, not as a registry answers (%.200q): is the server of %s a better-compute registry, and is nothing in between failing?",
+			return 0, proto.Errorf(proto.Unavailable, "the server at %s answered %s, not as a registry answers (%.200q): is the server of %s a better-compute registry, and is nothing in between failing?",
 				c.base, hresp.Status, bytes.TrimSpace(data), configName(c.config))
 		}
-		return &e
+		return retryWait(&e, hresp.Header.Get("Retry-After")), &e
 	}
 	if resp == nil {
-		return nil
+		return 0, nil
 	}
 	if err := json.Unmarshal(data, resp); err != nil {
-		return proto.Errorf(proto.Unsupported, "the answer of %s to %s does not decode (%v): are the CLI and the registry of one version?", c.base, method, err)
+		return 0, proto.Errorf(proto.Unsupported, "the answer of %s to %s does not decode (%v): are the CLI and the registry of one version?", c.base, method, err)
 	}
-	return nil
+	return 0, nil
+}
+
+// retryWait is how long to wait before sending a refused call again: its Retry-After
+// seconds (at least 1, at most maxRetryWait) when it is UNAVAILABLE with one; else 0,
+// not to be sent again.
+func retryWait(e *proto.Error, retryAfter string) time.Duration {
+	seconds, err := strconv.Atoi(retryAfter)
+	if e.Code != proto.Unavailable || err != nil || seconds < 0 {
+		return 0
+	}
+	return min(max(time.Duration(seconds)*time.Second, time.Second), maxRetryWait)
 }

@@ -77,6 +77,9 @@ func (s *Server) registerEvents() {
 			if err != nil || len(out.Events) > 0 || !req.Wait {
 				return out, err
 			}
+			if err := c.awaitChange(); err != nil {
+				return out, err
+			}
 			select {
 			case <-changed:
 			case <-ctx.Done():

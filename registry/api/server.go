@@ -87,8 +87,12 @@ type Server struct {
 	methods map[string]Method
 	// public holds a token for each public call being served.
 	public chan struct{}
-	// observer is told of every call answered; none when nil.
-	observer RequestObserver
+	// observer is told of every call answered, admissionObserver of their admission;
+	// none when nil.
+	observer          RequestObserver
+	admissionObserver AdmissionObserver
+	// admission bounds the authenticated calls of the HTTPS API (Limits).
+	admission *admission
 }
 
 // RequestObserver is told of every call the server answers: the method (a registered
@@ -98,12 +102,29 @@ type RequestObserver interface {
 	APIRequest(method, code string, took time.Duration)
 }
 
-// Observe makes o the server's request observer.
-func (s *Server) Observe(o RequestObserver) { s.observer = o }
+// AdmissionObserver is told, beside the calls, of the admission of authenticated calls
+// (Limits), with no tenant in it: how long each call that could not run at once waited
+// for its slot, and each call refused tenant-busy. The registry's metrics are one.
+type AdmissionObserver interface {
+	APIQueued(waited time.Duration)
+	APITenantBusy()
+}
+
+// Observe makes o the server's request observer, and its admission observer when o is
+// one.
+func (s *Server) Observe(o RequestObserver) {
+	s.observer = o
+	s.admissionObserver, _ = o.(AdmissionObserver)
+}
+
+// Limit sets the bounds of the authenticated calls; a server not given any has the
+// default ones.
+func (s *Server) Limit(l Limits) { s.admission = newAdmission(l, maxQueueWait) }
 
 // NewServer makes a server over st with no methods yet.
 func NewServer(st *store.Store, log *slog.Logger) *Server {
-	return &Server{store: st, log: log, methods: map[string]Method{}, public: make(chan struct{}, maxPublic)}
+	return &Server{store: st, log: log, methods: map[string]Method{}, public: make(chan struct{}, maxPublic),
+		admission: newAdmission(Limits{}, maxQueueWait)}
 }
 
 // Register adds a method under its full name, "service.method".
@@ -210,9 +231,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 			status = http.StatusUnsupportedMediaType
 			return err
 		}
+		var t *ticket
+		if !m.Public && !caller.Host {
+			t, err = s.admission.arrive(caller.Tenant)
+			defer t.done()
+			if err != nil {
+				return err
+			}
+		}
 		var body []byte
 		if body, status, err = readBody(w, r, name, cmp.Or(m.MaxBody, maxBody)); err != nil {
 			return err
+		}
+		if t != nil {
+			err := t.run(r.Context())
+			if s.admissionObserver != nil && t.waited > 0 {
+				s.admissionObserver.APIQueued(t.waited)
+			}
+			if err != nil {
+				return err
+			}
+			caller.ticket = t
 		}
 		result, err = m.Call(r.Context(), caller, body)
 		return err
@@ -236,6 +275,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 	if err != nil {
 		e := proto.AsError(err)
 		attrs = append(attrs, "code", e.Code)
+		if e.Details.Reason == proto.ReasonTenantBusy {
+			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+			if s.admissionObserver != nil {
+				s.admissionObserver.APITenantBusy()
+			}
+		}
 		if e.Code == proto.Internal {
 			s.log.Error("api call failed", append(attrs, "err", err)...)
 			e = proto.Errorf(proto.Internal, "internal error: the registry's log has the details")

@@ -31,16 +31,32 @@ func serve(t testing.TB) (*store.Store, *Server) {
 // error answered.
 func call(t *testing.T, srv *httptest.Server, method, contentType, body string) (int, string, proto.Error) {
 	t.Helper()
-	resp, err := http.Post(srv.URL+"/v1/"+method, contentType, strings.NewReader(body))
+	return callAs(t, srv, "", method, contentType, body)
+}
+
+// callAs is call with secret as the bearer credential, none when "".
+func callAs(t *testing.T, srv *httptest.Server, secret, method, contentType, body string) (int, string, proto.Error) {
+	t.Helper()
+	var e proto.Error
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/"+method, strings.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err) // not Fatal: callers call from goroutines of their own
+		return 0, "", e
+	}
+	req.Header.Set("Content-Type", contentType)
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, "", e
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	var e proto.Error
 	if resp.StatusCode != http.StatusOK {
 		if err := json.Unmarshal(data, &e); err != nil {
-			t.Fatalf("answer %s: %v", data, err)
+			t.Errorf("answer %s: %v", data, err)
 		}
 	}
 	return resp.StatusCode, resp.Header.Get("Retry-After"), e

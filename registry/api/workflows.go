@@ -50,6 +50,9 @@ func (s *Server) RegisterWorkflows(eng *workflow.Engine) {
 			return out, c.elsewhere(proto.Errorf(proto.NotFound, "workflow %q not found", req.ID).WithPath("id"), "id", tenant, func() string { return run.Tenant })
 		}
 		if err == nil && req.AfterRev > 0 {
+			if err := c.awaitChange(); err != nil {
+				return out, err
+			}
 			ctx, cancel := context.WithTimeout(ctx, maxWatch)
 			defer cancel()
 			run, err = eng.Watch(ctx, req.ID, req.AfterRev)

@@ -109,7 +109,9 @@ type view struct {
 
 // call calls an API method as the session's credential.
 func (c *Console) call(ctx context.Context, s *session, method string, req, resp any) error {
-	return api.NewHandlerClient(c.api, s.credential).Call(ctx, method, req, resp)
+	client := api.NewHandlerClient(c.api, s.credential)
+	client.LogTo(c.log)
+	return client.Call(ctx, method, req, resp)
 }
 
 // page serves a page to a signed-in browser, sending any other to the sign-in page.

@@ -49,6 +49,8 @@ type Registry struct {
 	reg         *prometheus.Registry
 	apiRequests *prometheus.CounterVec
 	apiDuration *prometheus.HistogramVec
+	apiQueued   prometheus.Histogram
+	tenantBusy  prometheus.Counter
 	workflows   *prometheus.CounterVec
 	workflowDur *prometheus.HistogramVec
 	steps       *prometheus.CounterVec
@@ -69,6 +71,10 @@ func New(src Sources) *Registry {
 			Help: "API calls answered, by method and answer code (OK or proto's error code)."}, []string{"method", "code"}),
 		apiDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "api", Name: "request_duration_seconds",
 			Help: "Time from an API call's headers to its answer, by method.", Buckets: prometheus.DefBuckets}, []string{"method"}),
+		apiQueued: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "api", Name: "queue_wait_seconds",
+			Help: "Time authenticated API calls that could not run at once waited for a running slot, whether they got one or were refused.", Buckets: prometheus.DefBuckets}),
+		tenantBusy: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "api", Name: "tenant_busy_total",
+			Help: "Authenticated API calls refused tenant-busy: beyond their tenant's waiting calls or long polls, or after waiting their most for a slot."}),
 		workflows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "workflow", Name: "runs_total",
 			Help: "Workflow runs ended, by kind (the request that started them), profile (a shipped profile's id, or custom) and outcome."},
 			[]string{"kind", "profile", "outcome"}),
@@ -83,7 +89,7 @@ func New(src Sources) *Registry {
 		deployWrote: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "deploy", Name: "written_bytes_total",
 			Help: "Bytes the ramdisks' deploy.image wrote to disks (zeros left out), as their progress reports tell."}),
 	}
-	m.reg.MustRegister(m.apiRequests, m.apiDuration, m.workflows, m.workflowDur, m.steps, m.stepDur, m.deployRead, m.deployWrote,
+	m.reg.MustRegister(m.apiRequests, m.apiDuration, m.apiQueued, m.tenantBusy, m.workflows, m.workflowDur, m.steps, m.stepDur, m.deployRead, m.deployWrote,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), sources{src})
 	return m
 }
@@ -107,6 +113,12 @@ func (m *Registry) APIRequest(method, code string, took time.Duration) {
 	m.apiRequests.WithLabelValues(method, code).Inc()
 	m.apiDuration.WithLabelValues(method).Observe(took.Seconds())
 }
+
+// APIQueued observes how long an authenticated call waited for its running slot.
+func (m *Registry) APIQueued(waited time.Duration) { m.apiQueued.Observe(waited.Seconds()) }
+
+// APITenantBusy counts an authenticated call refused tenant-busy.
+func (m *Registry) APITenantBusy() { m.tenantBusy.Inc() }
 
 // StepEnded counts a workflow step that ended.
 func (m *Registry) StepEnded(use, outcome string, took time.Duration) {

@@ -41,6 +41,15 @@ func (c AgentCommand) Command() proto.Command {
 	return proto.Command{ID: c.ID, Kind: c.Kind, Payload: c.Payload, Tenant: c.Tenant, TimeoutSeconds: c.TimeoutSeconds}
 }
 
+// Deadline is when the command's step times out: CreatedAt plus TimeoutSeconds; ok is
+// false for a command that names no timeout.
+func (c AgentCommand) Deadline() (deadline time.Time, ok bool) {
+	if c.TimeoutSeconds <= 0 {
+		return time.Time{}, false
+	}
+	return c.CreatedAt.Add(time.Duration(c.TimeoutSeconds) * time.Second), true
+}
+
 // For reports whether the command goes to an agent of role: one of its own role, or,
 // for a command stored without one by an older registry, an agent of a role that runs
 // its kind (proto.RelayRoles: an installed OS's agent never gets a ramdisk's disk.wipe

@@ -12,8 +12,9 @@ import (
 )
 
 // errTimedOut is the cause an attempt's context is cancelled with when its timeout runs
-// out.
-var errTimedOut = errors.New("the step's timeout ran out")
+// out. It is a *proto.Error, TIMEOUT: a relay under way withdraws its command with it
+// (Relay).
+var errTimedOut error = proto.Errorf(proto.Timeout, "the step's timeout ran out")
 
 const awaitRejoin = "rejoin"
 

@@ -2,14 +2,15 @@ package workflow
 
 import (
 	"context"
-	"errors"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
-// errCancelled is the cause an attempt's context is cancelled with when its run is.
-var errCancelled = errors.New("the workflow was cancelled")
+// errCancelled is the cause an attempt's context is cancelled with when its run is. It
+// is a *proto.Error, INVALID_STATE reason cancelled: a relay under way withdraws its
+// command with it (Relay).
+var errCancelled error = proto.Errorf(proto.InvalidState, "the workflow was cancelled").WithReason(proto.ReasonCancelled)
 
 // Cancel marks a running run cancelled in tx: from then on its main and acceptance
 // steps are abandoned (the attempt running, once Abort is called after tx commits) or

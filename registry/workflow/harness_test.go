@@ -215,6 +215,9 @@ type fakeAgent struct {
 	inputs  map[string]json.RawMessage
 	targets map[string]RelayTarget
 	kinds   map[string]string
+	// causes are why each command's relay context ended before its answer
+	// (context.Cause).
+	causes map[string]error
 }
 
 type execution struct {
@@ -225,7 +228,8 @@ type execution struct {
 
 func newFakeAgent() *fakeAgent {
 	return &fakeAgent{script: map[string][]outcome{}, runs: map[string]*execution{}, sends: map[string]int{},
-		crashOn: map[string]string{}, inputs: map[string]json.RawMessage{}, targets: map[string]RelayTarget{}, kinds: map[string]string{}}
+		crashOn: map[string]string{}, inputs: map[string]json.RawMessage{}, targets: map[string]RelayTarget{}, kinds: map[string]string{},
+		causes: map[string]error{}}
 }
 
 func (a *fakeAgent) setStop(fn context.CancelFunc) {
@@ -285,8 +289,18 @@ func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind stri
 	case <-ex.done:
 		return ex.result, ex.err
 	case <-ctx.Done():
+		a.mu.Lock()
+		a.causes[id] = context.Cause(ctx)
+		a.mu.Unlock()
 		return nil, ctx.Err()
 	}
+}
+
+// cause is why the relay context of command id ended, nil while it runs.
+func (a *fakeAgent) cause(id string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.causes[id]
 }
 
 // release finishes a held command successfully.

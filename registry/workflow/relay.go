@@ -12,8 +12,12 @@ import (
 // Relay delivers a step's command to an agent and returns the agent's answer: its
 // result, or its error as a *proto.Error. It must be idempotent by command id: a
 // command sent again under the same id (a registry that restarted mid-step) returns the
-// stored answer and is never run twice. When ctx ends first it returns ctx's error and
-// the command may stay pending at the agent.
+// stored answer and is never run twice. When ctx ends first, its cause (context.Cause)
+// says why: a *proto.Error (the step timed out: TIMEOUT; its run was cancelled:
+// INVALID_STATE reason cancelled) withdraws the command, which is then never sent, and
+// which the agent running it cancels; any other (the engine stopping, the run's claim
+// taken by another registry) leaves it pending for the next Relay of the same id, so
+// that it still runs at most once.
 type Relay interface {
 	Relay(ctx context.Context, target RelayTarget, commandID, kind string, input json.RawMessage) (json.RawMessage, error)
 }
