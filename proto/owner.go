@@ -22,3 +22,17 @@ func SplitOwner(s string) (owner, name string, err error) {
 	}
 	return owner, name, nil
 }
+
+// HoldingMost is the tenant whose holdings a bounded store shared by tenants gives up
+// when tenant adds one: of held (each tenant's count), the tenant holding the most, ties
+// going to tenant and between others to the first by name. A tenant that adds over and
+// over thus gives up its own, never what a tenant holding fewer holds.
+func HoldingMost(held map[string]int, tenant string) string {
+	most := tenant
+	for t, n := range held {
+		if n > held[most] || n == held[most] && most != tenant && t < most {
+			most = t
+		}
+	}
+	return most
+}

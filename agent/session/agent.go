@@ -70,8 +70,10 @@ type Config struct {
 	// Transport, if set, carries the connection on its UDP socket, which many agents of
 	// one process (a load test) can share. Each connection makes its own socket otherwise.
 	Transport *quic.Transport
-	// KeepResults is how many recent command results are remembered to answer a resent
-	// command without running it again (DefaultKeepResults when zero).
+	// KeepResults is how many of each tenant's recent command results are remembered
+	// whatever other tenants run, to answer a resent command without running it again
+	// (DefaultKeepResults when zero). More are kept, up to keptShares times it in all
+	// (commands).
 	KeepResults int
 	// Clock times the reconnect backoff, the keep-alive pings and the renewal checks, and
 	// stamps signed results; clock.Real when nil. QUIC's own deadlines and timeouts run

@@ -128,13 +128,24 @@ func AfterReply(ctx context.Context, fn func()) {
 }
 
 // commands runs relayed commands at most once per id, and remembers the results of the
-// most recent ones.
+// most recent ones, by tenant (proto.Command.Tenant), so that a resend gets the result
+// instead of a second run. Each tenant's last keep results are kept whatever the others
+// run; past that, results are kept until the agent holds keptShares*keep of them, when
+// the tenant holding the most (proto.HoldingMost) forgets its oldest. Nothing is
+// forgotten for its age: the registry may resend a command until its housekeeping
+// forgets it, a day or two after it was made.
 type commands struct {
 	mu   sync.Mutex
 	runs map[string]*run
-	done []string // ids of finished runs, oldest first
+	done map[string][]string // ids of each tenant's finished runs, oldest first
+	held map[string]int      // len of each tenant's done
+	kept int                 // the ids done holds
 	keep int
 }
+
+// keptShares bounds the results an agent keeps in all: keptShares times a tenant's own
+// keep (4096 of the default 256), or keep for each tenant when more tenants hold that.
+const keptShares = 16
 
 // run is one command's execution: done closes when res is set.
 type run struct {
@@ -155,7 +166,28 @@ type run struct {
 
 func (c *commands) init(keep int) {
 	c.runs = map[string]*run{}
+	c.done = map[string][]string{}
+	c.held = map[string]int{}
 	c.keep = keep
+}
+
+// remember keeps the result of tenant's finished run id, and forgets the oldest of the
+// tenant holding the most while more than keptShares*keep are kept, never below a
+// tenant's own keep. c.mu is held.
+func (c *commands) remember(tenant, id string) {
+	c.done[tenant] = append(c.done[tenant], id)
+	c.held[tenant]++
+	c.kept++
+	for c.kept > keptShares*c.keep {
+		most := proto.HoldingMost(c.held, tenant)
+		if c.held[most] <= c.keep {
+			return
+		}
+		delete(c.runs, c.done[most][0])
+		c.done[most] = c.done[most][1:]
+		c.held[most]--
+		c.kept--
+	}
 }
 
 // do returns the result of cmd: remembered, awaited from the run under way, or from a
@@ -179,11 +211,7 @@ func (c *commands) do(ctx context.Context, cmd proto.Command, handlers map[strin
 		r.ok = ctx.Err() == nil
 		c.mu.Lock()
 		if r.ok {
-			c.done = append(c.done, cmd.ID)
-			for len(c.done) > c.keep {
-				delete(c.runs, c.done[0])
-				c.done = c.done[1:]
-			}
+			c.remember(cmd.Tenant, cmd.ID)
 		} else {
 			delete(c.runs, cmd.ID)
 		}

@@ -89,9 +89,9 @@ func TestCommandsRunOncePerID(t *testing.T) {
 	}{
 		{"a", 1}, // remembered
 		{"b", 2},
-		{"c", 3}, // keeps 2: a is forgotten
 		{"c", 3},
-		{"a", 4}, // runs again
+		{"c", 3},
+		{"a", 3}, // still remembered: forgetting is TestKeptResults'
 	}
 	for _, s := range steps {
 		if got := do(s.id); string(got.Result) != `"`+s.id+`"` {

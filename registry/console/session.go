@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // The session cookie and the sign-in form's cookie. The __Host- prefix makes a browser
@@ -99,12 +101,7 @@ func (ss *sessions) evictee(tenant string) [32]byte {
 	if held[tenant] > 0 {
 		held[tenant]++
 	}
-	most := tenant // ties go to tenant, and between others to the first by name
-	for t, n := range held {
-		if n > held[most] || n == held[most] && most != tenant && t < most {
-			most = t
-		}
-	}
+	most := proto.HoldingMost(held, tenant)
 	var first [32]byte
 	var at time.Time
 	for k, s := range ss.byID {
