@@ -36,26 +36,11 @@ func TestPlanSiteCache(t *testing.T) {
 	// cache checks beta's source before its copy serves beta's image.
 	theirs := mustRegister(t, st, "beta", sign(t, withDigest(osRequest("theirs@1"), "2"), betaKey, "beta-1", formP1363))
 
-	storetest.Update(t, st, func(tx *store.Tx) error {
-		for _, s := range []string{"rack-1", "rack-2"} {
-			if _, err := tx.CreateSite(s); err != nil {
-				return err
-			}
-			if _, err := tx.SetSiteImageSources(s, []string{"images.example.com"}); err != nil {
-				return err
-			}
-		}
-		for _, p := range []store.Pool{
-			{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "unsigned@1", "missing@1", "base@1", "revoked@1"}}},
-			{Tenant: "acme", Name: "cpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1"}}},
-			{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "base@1", "pub@1", "acme/pub@1", "acme/own@1", "theirs@1"}}},
-			{Tenant: "acme", Name: "far", Site: "rack-2", Policy: store.PoolPolicy{PrewarmImages: []string{"unsigned@1"}}},
-		} {
-			if _, err := tx.CreatePool(p); err != nil {
-				return err
-			}
-		}
-		return nil
+	sitesWithPools(t, st, []string{"rack-1", "rack-2"}, []store.Pool{
+		{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "unsigned@1", "missing@1", "base@1", "revoked@1"}}},
+		{Tenant: "acme", Name: "cpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1"}}},
+		{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "base@1", "pub@1", "acme/pub@1", "acme/own@1", "theirs@1"}}},
+		{Tenant: "acme", Name: "far", Site: "rack-2", Policy: store.PoolPolicy{PrewarmImages: []string{"unsigned@1"}}},
 	})
 
 	var plan CachePlan
@@ -137,10 +122,7 @@ func TestPlanSiteCacheSources(t *testing.T) {
 	})
 	type ex struct{ Pool, Ref, Reason string }
 	plan := func(site string) (cached []string, excluded []ex) {
-		var p CachePlan
-		if err := st.View(func(tx *store.Tx) (err error) { p, err = PlanSiteCache(tx, site, Allowlist{}); return err }); err != nil {
-			t.Fatal(err)
-		}
+		p := sitePlan(t, st, site)
 		for _, c := range p.CacheImages {
 			cached = append(cached, c.Ref)
 		}
@@ -323,32 +305,14 @@ func TestPlanSiteCacheCapacity(t *testing.T) {
 		mustRegister(t, st, "beta", sign(t, image("big-"+d+"@1", d), betaKey, "beta-1", formP1363))
 		betaRefs = append(betaRefs, "big-"+d+"@1")
 	}
-	storetest.Update(t, st, func(tx *store.Tx) error {
-		for _, s := range []string{"rack-1", "rack-2"} {
-			if _, err := tx.CreateSite(s); err != nil {
-				return err
-			}
-			if _, err := tx.SetSiteImageSources(s, []string{"images.example.com"}); err != nil {
-				return err
-			}
-		}
-		for _, p := range []store.Pool{
-			{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"model@1"}}},
-			{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: append([]string{"same@1"}, betaRefs...)}},
-			{Tenant: "beta", Name: "far", Site: "rack-2", Policy: store.PoolPolicy{PrewarmImages: betaRefs}},
-		} {
-			if _, err := tx.CreatePool(p); err != nil {
-				return err
-			}
-		}
-		return nil
+	sitesWithPools(t, st, []string{"rack-1", "rack-2"}, []store.Pool{
+		{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"model@1"}}},
+		{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: append([]string{"same@1"}, betaRefs...)}},
+		{Tenant: "beta", Name: "far", Site: "rack-2", Policy: store.PoolPolicy{PrewarmImages: betaRefs}},
 	})
 	plan := func(site string) (refs, left []string) {
 		t.Helper()
-		var p CachePlan
-		if err := st.View(func(tx *store.Tx) (err error) { p, err = PlanSiteCache(tx, site, Allowlist{}); return err }); err != nil {
-			t.Fatal(err)
-		}
+		p := sitePlan(t, st, site)
 		for _, img := range p.CacheImages {
 			refs = append(refs, img.Ref)
 		}
@@ -392,4 +356,35 @@ func TestPlanSiteCacheCapacity(t *testing.T) {
 	if refs, left := plan("rack-2"); len(refs) != 4 || len(left) != 0 {
 		t.Errorf("rack-2 within 4 GiB: planned %v, left out %v: want all 4", refs, left)
 	}
+}
+
+// sitesWithPools creates sites whose image sources are images.example.com, and pools.
+func sitesWithPools(t *testing.T, st *store.Store, sites []string, pools []store.Pool) {
+	t.Helper()
+	storetest.Update(t, st, func(tx *store.Tx) error {
+		for _, s := range sites {
+			if _, err := tx.CreateSite(s); err != nil {
+				return err
+			}
+			if _, err := tx.SetSiteImageSources(s, []string{"images.example.com"}); err != nil {
+				return err
+			}
+		}
+		for _, p := range pools {
+			if _, err := tx.CreatePool(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// sitePlan is site's cache plan with the signer allowlists.
+func sitePlan(t *testing.T, st *store.Store, site string) CachePlan {
+	t.Helper()
+	var p CachePlan
+	if err := st.View(func(tx *store.Tx) (err error) { p, err = PlanSiteCache(tx, site, Allowlist{}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
