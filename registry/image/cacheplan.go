@@ -182,14 +182,12 @@ type planBound struct {
 // listing) keeps its whole list, however much another lists, and a tenant alone keeps
 // all that fits.
 func trimToShare(site string, lists map[string]*tenantPlan, capacity int64) []ExcludedImage {
-	bounds := []planBound{
-		{max: maxSiteCacheImages, measure: func(planned) int64 { return 1 }},
-		{max: maxSiteCacheBytes, measure: func(e planned) int64 { return int64(e.bytes) }},
+	entries := func(tenant string) string {
+		return fmt.Sprintf("site %s's cache plan holds at most %d images in %d bytes; tenant %s lists the most there: list fewer pre-warm images at this site", site, maxSiteCacheImages, maxSiteCacheBytes, tenant)
 	}
-	for i := range bounds {
-		bounds[i].message = func(tenant string) string {
-			return fmt.Sprintf("site %s's cache plan holds at most %d images in %d bytes; tenant %s lists the most there: list fewer pre-warm images at this site", site, maxSiteCacheImages, maxSiteCacheBytes, tenant)
-		}
+	bounds := []planBound{
+		{max: maxSiteCacheImages, measure: func(planned) int64 { return 1 }, message: entries},
+		{max: maxSiteCacheBytes, measure: func(e planned) int64 { return int64(e.bytes) }, message: entries},
 	}
 	if capacity > 0 {
 		bounds = append(bounds, planBound{max: capacity, measure: func(e planned) int64 { return e.image.SizeBytes }, once: true,
