@@ -85,6 +85,10 @@ type SiteInventory struct {
 	// HTTPBase is the base URL of the site's HTTP server as machines reach it,
 	// http://host:port; the cache serves an image at HTTPBase/images/sha256/<digest>.
 	HTTPBase string `json:"httpBase"`
+	// CacheCapacityBytes is the site cache's capacity (cache.capacityBytes); 0, and a
+	// site that reports none, is no bound. The registry plans the site's pre-warm
+	// images within it.
+	CacheCapacityBytes int64 `json:"cacheCapacityBytes,omitempty"`
 }
 
 // HostInventory is the `host` inventory section of a node agent: the generation it

@@ -48,7 +48,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer srv.Close()
 	st := &steps{drivers: drivers.Registry(), env: bmc.Env{Log: log},
 		entries: a.entries, holds: a.cache.Holds, changed: a.signalEntries}
-	info, _ := json.Marshal(proto.SiteInventory{HTTPBase: cfg.HTTPBase})
+	info, _ := json.Marshal(proto.SiteInventory{HTTPBase: cfg.HTTPBase, CacheCapacityBytes: cfg.Cache.CapacityBytes})
 	a.session, err = session.New(session.Config{
 		Addrs: conf.Endpoints(), Certificate: id.Certificate, ServerCAs: id.ServingCAs, Clock: cfg.Clock,
 		// The NodeSpec is applied in memory only: a restarted site asks for it again.

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,34 +32,8 @@ import (
 // beta's last images (reason site-share, shown to the platform in `sites cache-plan`),
 // and acme's image is at the site.
 func TestATenantsPrewarmListsLeaveAnotherTenantsCacheImages(t *testing.T) {
-	artifact := make([]byte, 64<<10)
-	rand.Read(artifact)
-	work := t.TempDir()
-	caFile := filepath.Join(work, "source-ca.pem")
-	source := testkit.ServeTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/acme.raw" {
-			http.NotFound(w, r)
-			return
-		}
-		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(artifact))
-	}), caFile)
-
-	reg := testkit.StartRegistry(t, t.TempDir(), "--agent-listen", "127.0.0.1:0")
-	admin := reg.AdminConfig
-	configs := map[string]string{}
-	for _, tn := range []string{"acme", "beta"} {
-		testkit.JSON(t, admin, nil, "tenants", "create", tn)
-		configs[tn] = filepath.Join(work, tn+".conf")
-		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tn, "--actions",
-			"compute:images:publish,compute:images:read,compute:pools:manage", "--out", configs[tn])
-	}
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--image-sources", source.Listener.Addr().String())
-
-	acmeKey := openssl.Generate(t, openssl.Ed25519)
-	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "acme", "--id", "acme-key", "--public-key", acmeKey.PublicPath)
-	testkit.RegisterImage(t, configs["acme"], testkit.Image{Ref: "secret@1", Kind: "os", Source: source.URL + "/acme.raw", Format: "raw",
-		Compression: "none", SHA256: testkit.Digest(artifact), Size: int64(len(artifact)), SignerID: "acme-key", Signer: acmeKey}, nil)
-	testkit.JSON(t, configs["acme"], nil, "pools", "create", "acme-gpu", "--site", "rack-a", "--prewarm", "secret@1")
+	s := newSharedSite(t, nil)
+	reg, admin, work, source, configs := s.reg, s.reg.AdminConfig, s.work, s.source, s.configs
 
 	// beta signs in process: 2,016 signatures through openssl would take the test's time.
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
@@ -104,12 +79,64 @@ func TestATenantsPrewarmListsLeaveAnotherTenantsCacheImages(t *testing.T) {
 			len(plan.CacheImages), shared)
 	}
 
-	startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})
+	startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": s.caFile})
+	s.waitReady(t)
+}
+
+// sharedSite is a registry with tenants acme and beta (each a credential to publish and
+// read images and manage pools), site rack-a whose image source serves acme.raw and
+// files, and acme's signed image secret@1 (64 KiB, acme.raw) pre-warmed by its pool
+// acme-gpu there.
+type sharedSite struct {
+	reg          *testkit.Registry
+	work, caFile string
+	source       *httptest.Server
+	configs      map[string]string // tenant -> its credential's config
+	acme         []byte            // secret@1's artifact
+}
+
+func newSharedSite(t *testing.T, files map[string][]byte) sharedSite {
+	s := sharedSite{work: t.TempDir(), configs: map[string]string{}, acme: make([]byte, 64<<10)}
+	rand.Read(s.acme)
+	s.caFile = filepath.Join(s.work, "source-ca.pem")
+	s.source = testkit.ServeTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, ok := files[strings.TrimPrefix(r.URL.Path, "/")]
+		if r.URL.Path == "/acme.raw" {
+			data, ok = s.acme, true
+		}
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+	}), s.caFile)
+
+	s.reg = testkit.StartRegistry(t, t.TempDir(), "--agent-listen", "127.0.0.1:0")
+	admin := s.reg.AdminConfig
+	for _, tn := range []string{"acme", "beta"} {
+		testkit.JSON(t, admin, nil, "tenants", "create", tn)
+		s.configs[tn] = filepath.Join(s.work, tn+".conf")
+		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tn, "--actions",
+			"compute:images:publish,compute:images:read,compute:pools:manage", "--out", s.configs[tn])
+	}
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--image-sources", s.source.Listener.Addr().String())
+
+	acmeKey := openssl.Generate(t, openssl.Ed25519)
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", s.reg.DataDir, "--tenant", "acme", "--id", "acme-key", "--public-key", acmeKey.PublicPath)
+	testkit.RegisterImage(t, s.configs["acme"], testkit.Image{Ref: "secret@1", Kind: "os", Source: s.source.URL + "/acme.raw", Format: "raw",
+		Compression: "none", SHA256: testkit.Digest(s.acme), Size: int64(len(s.acme)), SignerID: "acme-key", Signer: acmeKey}, nil)
+	testkit.JSON(t, s.configs["acme"], nil, "pools", "create", "acme-gpu", "--site", "rack-a", "--prewarm", "secret@1")
+	return s
+}
+
+// waitReady waits for acme's secret@1 to be ready at rack-a.
+func (s sharedSite) waitReady(t *testing.T) {
+	t.Helper()
 	waitFor(t, "acme's secret@1 ready at rack-a", func() bool {
 		var locs struct{ Locations []api.ImageLocation }
-		testkit.JSON(t, admin, &locs, "sites", "locations", "rack-a")
+		testkit.JSON(t, s.reg.AdminConfig, &locs, "sites", "locations", "rack-a")
 		for _, l := range locs.Locations {
-			if l.State == proto.CacheReady && l.Digest == testkit.Digest(artifact) {
+			if l.State == proto.CacheReady && l.Digest == testkit.Digest(s.acme) {
 				return true
 			}
 		}

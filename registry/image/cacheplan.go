@@ -32,8 +32,8 @@ type ExcludedImage struct {
 	// reason VerifyImageForUse gave ("unsigned", "signature" or "untrusted-signer"),
 	// "source-not-allowed" (its source host is outside the site's or the pool's image
 	// sources), "not-ramdisk" (a ramdisk extra whose image is of another kind), or
-	// "site-share" (the site's plan was over its bounds and the pool's tenant lists the
-	// most there).
+	// "site-share" (the site's plan was over its bounds, or its images over the site
+	// cache's capacity, and the pool's tenant lists the most there).
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }
@@ -44,7 +44,10 @@ type ExcludedImage struct {
 // lists could grow the site's NodeSpec past what an agent frame carries (proto.MaxFrame)
 // and its cache report past what the registry takes: no tenant's boot entry or cache
 // image would then reach the site. Over either bound, the tenant that lists the most
-// loses its last entry, until the plan fits (trimToShare).
+// loses its last entry, until the plan fits (trimToShare). Likewise the plan's images
+// fit the site cache's capacity, which the site reports: pre-warmed images are never
+// evicted for one another, so one tenant's pre-warm as large as the cache would
+// otherwise leave no room for another's.
 const (
 	maxSiteCacheImages = 1024
 	maxSiteCacheBytes  = 1 << 20
@@ -54,7 +57,7 @@ const (
 // a site as the pool's tenant (ResolveImage) and keeps the images that pass
 // VerifyImageForUse for that tenant with v (a ramdisk extra: VerifyRamdiskExtra) and
 // whose source host the site's image sources allow (and the pool's, when it narrows
-// them), within the site's bounds (trimToShare). A site with no image sources
+// them), within the site's bounds and its cache's capacity (trimToShare). A site with no image sources
 // pre-warms nothing.
 func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 	plan := CachePlan{Site: site, CacheImages: []proto.CacheImage{}, Excluded: []ExcludedImage{}}
@@ -105,7 +108,12 @@ func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 			}})
 		}
 	}
-	plan.Excluded = append(plan.Excluded, trimToShare(site, lists)...)
+	// The site agent's node id is the site's name (site.Agent).
+	si, err := tx.SiteInventory(site)
+	if err != nil {
+		return plan, err
+	}
+	plan.Excluded = append(plan.Excluded, trimToShare(site, lists, si.CacheCapacityBytes)...)
 	listed := map[[2]string]bool{} // digest, source
 	for _, tenant := range slices.Sorted(maps.Keys(lists)) {
 		for _, e := range lists[tenant].entries {
@@ -134,7 +142,6 @@ type planned struct {
 type tenantPlan struct {
 	entries []planned
 	listed  map[[2]string]bool // digest, source
-	bytes   int
 }
 
 func (l *tenantPlan) add(e planned) {
@@ -144,7 +151,6 @@ func (l *tenantPlan) add(e planned) {
 	l.listed[[2]string{e.image.Digest, e.image.Source}] = true
 	b, _ := json.Marshal(e.image)
 	e.bytes = len(b)
-	l.bytes += e.bytes
 	at := len(l.entries)
 	if e.extra {
 		at = slices.IndexFunc(l.entries, func(x planned) bool { return !x.extra })
@@ -155,35 +161,86 @@ func (l *tenantPlan) add(e planned) {
 	l.entries = slices.Insert(l.entries, at, e)
 }
 
+// A planBound is one bound trimToShare keeps a site's cache plan within: its entries'
+// measure summed is at most max.
+type planBound struct {
+	max     int64
+	measure func(planned) int64
+	// once counts an image of one digest once toward the total, however many entries
+	// list it: the site's cache holds one copy.
+	once bool
+	// message says, for the tenant that lost an entry, why.
+	message func(tenant string) string
+}
+
 // trimToShare brings a site's cache plan within maxSiteCacheImages and
-// maxSiteCacheBytes (counting an entry two tenants list for each), dropping the last
-// entry of the tenant listing the most (by count while the count is over, else by
-// bytes; of two alike, the later tenant id) until it fits, and returns what it dropped.
-// So a tenant listing no more than its share (the bound over the tenants listing) keeps
-// its whole list, however much another lists.
-func trimToShare(site string, lists map[string]*tenantPlan) []ExcludedImage {
-	var count, bytes int
-	for _, l := range lists {
-		count, bytes = count+len(l.entries), bytes+l.bytes
+// maxSiteCacheBytes (counting an entry two tenants list for each) and, when the site
+// reports one, within its cache's capacity (the images' catalog sizes, a digest counted
+// once): while a bound is over (the first that is), the tenant whose entries measure the
+// most by it (of two alike, the later tenant id) loses its last entry. It returns what
+// it dropped. So a tenant listing no more than its share (the bound over the tenants
+// listing) keeps its whole list, however much another lists, and a tenant alone keeps
+// all that fits.
+func trimToShare(site string, lists map[string]*tenantPlan, capacity int64) []ExcludedImage {
+	entries := func(tenant string) string {
+		return fmt.Sprintf("site %s's cache plan holds at most %d images in %d bytes; tenant %s lists the most there: list fewer pre-warm images at this site", site, maxSiteCacheImages, maxSiteCacheBytes, tenant)
+	}
+	bounds := []planBound{
+		{max: maxSiteCacheImages, measure: func(planned) int64 { return 1 }, message: entries},
+		{max: maxSiteCacheBytes, measure: func(e planned) int64 { return int64(e.bytes) }, message: entries},
+	}
+	if capacity > 0 {
+		bounds = append(bounds, planBound{max: capacity, measure: func(e planned) int64 { return e.image.SizeBytes }, once: true,
+			message: func(tenant string) string {
+				return fmt.Sprintf("site %s's cache holds %d bytes, less than the images planned there; tenant %s's take the most: pre-warm fewer or smaller images at this site", site, capacity, tenant)
+			}})
+	}
+	tenants := slices.Sorted(maps.Keys(lists))
+	sums := map[string][]int64{} // tenant -> its entries' measure by each bound
+	totals := make([]int64, len(bounds))
+	held := map[string]int{} // digest -> entries listing it
+	count := func(tenant string, e planned, sign int) {
+		held[e.image.Digest] += sign
+		// An entry counts toward a once bound's total as the first listing its digest
+		// comes, and leaves it as the last goes.
+		edge := held[e.image.Digest] == 1 && sign > 0 || held[e.image.Digest] == 0
+		for i, b := range bounds {
+			m := int64(sign) * b.measure(e)
+			sums[tenant][i] += m
+			if !b.once || edge {
+				totals[i] += m
+			}
+		}
+	}
+	for _, tenant := range tenants {
+		sums[tenant] = make([]int64, len(bounds))
+		for _, e := range lists[tenant].entries {
+			count(tenant, e, 1)
+		}
 	}
 	var out []ExcludedImage
-	for count > maxSiteCacheImages || bytes > maxSiteCacheBytes {
-		byCount := count > maxSiteCacheImages
+	for {
+		over := -1
+		for i, b := range bounds {
+			if over < 0 && totals[i] > b.max {
+				over = i
+			}
+		}
+		if over < 0 {
+			return out
+		}
 		var most string
-		for _, tenant := range slices.Sorted(maps.Keys(lists)) {
-			l, m := lists[tenant], lists[most]
-			if m == nil || byCount && len(l.entries) >= len(m.entries) || !byCount && l.bytes >= m.bytes {
+		for _, tenant := range tenants {
+			if most == "" || sums[tenant][over] >= sums[most][over] {
 				most = tenant
 			}
 		}
 		l := lists[most]
 		e := l.entries[len(l.entries)-1]
-		l.entries, l.bytes = l.entries[:len(l.entries)-1], l.bytes-e.bytes
-		count, bytes = count-1, bytes-e.bytes
-		out = append(out, ExcludedImage{Tenant: most, Pool: e.pool, Ref: e.ref, Reason: proto.ReasonSiteShare,
-			Message: fmt.Sprintf("site %s's cache plan holds at most %d images in %d bytes; tenant %s lists the most there: list fewer pre-warm images at this site", site, maxSiteCacheImages, maxSiteCacheBytes, most)})
+		l.entries = l.entries[:len(l.entries)-1]
+		count(most, e, -1)
+		out = append(out, ExcludedImage{Tenant: most, Pool: e.pool, Ref: e.ref, Reason: proto.ReasonSiteShare, Message: bounds[over].message(most)})
 	}
-	return out
 }
 
 // SiteCacheImages is the site.cacheImages list of a site's agents: the verified images

@@ -1,6 +1,7 @@
 package image
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -35,26 +36,11 @@ func TestPlanSiteCache(t *testing.T) {
 	// cache checks beta's source before its copy serves beta's image.
 	theirs := mustRegister(t, st, "beta", sign(t, withDigest(osRequest("theirs@1"), "2"), betaKey, "beta-1", formP1363))
 
-	storetest.Update(t, st, func(tx *store.Tx) error {
-		for _, s := range []string{"rack-1", "rack-2"} {
-			if _, err := tx.CreateSite(s); err != nil {
-				return err
-			}
-			if _, err := tx.SetSiteImageSources(s, []string{"images.example.com"}); err != nil {
-				return err
-			}
-		}
-		for _, p := range []store.Pool{
-			{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "unsigned@1", "missing@1", "base@1", "revoked@1"}}},
-			{Tenant: "acme", Name: "cpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1"}}},
-			{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "base@1", "pub@1", "acme/pub@1", "acme/own@1", "theirs@1"}}},
-			{Tenant: "acme", Name: "far", Site: "rack-2", Policy: store.PoolPolicy{PrewarmImages: []string{"unsigned@1"}}},
-		} {
-			if _, err := tx.CreatePool(p); err != nil {
-				return err
-			}
-		}
-		return nil
+	sitesWithPools(t, st, []string{"rack-1", "rack-2"}, []store.Pool{
+		{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "unsigned@1", "missing@1", "base@1", "revoked@1"}}},
+		{Tenant: "acme", Name: "cpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1"}}},
+		{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"own@1", "base@1", "pub@1", "acme/pub@1", "acme/own@1", "theirs@1"}}},
+		{Tenant: "acme", Name: "far", Site: "rack-2", Policy: store.PoolPolicy{PrewarmImages: []string{"unsigned@1"}}},
 	})
 
 	var plan CachePlan
@@ -136,10 +122,7 @@ func TestPlanSiteCacheSources(t *testing.T) {
 	})
 	type ex struct{ Pool, Ref, Reason string }
 	plan := func(site string) (cached []string, excluded []ex) {
-		var p CachePlan
-		if err := st.View(func(tx *store.Tx) (err error) { p, err = PlanSiteCache(tx, site, Allowlist{}); return err }); err != nil {
-			t.Fatal(err)
-		}
+		p := sitePlan(t, st, site)
 		for _, c := range p.CacheImages {
 			cached = append(cached, c.Ref)
 		}
@@ -264,7 +247,7 @@ func TestTrimToShare(t *testing.T) {
 	}
 
 	lists := map[string]*tenantPlan{"acme": list("acme", 10, 0, 0), "beta": list("beta", 2000, 8, 0)}
-	out := trimToShare("rack-a", lists)
+	out := trimToShare("rack-a", lists, 0)
 	if got := kept(lists); got["acme"] != 10 || got["beta"] != maxSiteCacheImages-10 {
 		t.Fatalf("kept %v: want acme's 10 and beta's first %d", got, maxSiteCacheImages-10)
 	}
@@ -281,15 +264,127 @@ func TestTrimToShare(t *testing.T) {
 
 	// Two tenants over their share both come down to it; one under it keeps its list.
 	lists = map[string]*tenantPlan{"acme": list("acme", 100, 0, 0), "beta": list("beta", 900, 0, 0), "gamma": list("gamma", 900, 0, 0)}
-	trimToShare("rack-a", lists)
+	trimToShare("rack-a", lists, 0)
 	if got := kept(lists); got["acme"] != 100 || got["beta"]+got["gamma"] != maxSiteCacheImages-100 || got["beta"]-got["gamma"] > 1 || got["gamma"]-got["beta"] > 1 {
 		t.Fatalf("kept %v: want acme's 100 and the rest shared by beta and gamma", got)
 	}
 
 	// By bytes: beta's 2 KB sources, acme's short ones.
 	lists = map[string]*tenantPlan{"acme": list("acme", 100, 0, 0), "beta": list("beta", 900, 0, 2000)}
-	trimToShare("rack-a", lists)
-	if got := kept(lists); got["acme"] != 100 || lists["acme"].bytes+lists["beta"].bytes > maxSiteCacheBytes || got["beta"] >= 900 {
-		t.Fatalf("kept %v in %d bytes: want acme's 100 and beta's within %d bytes", got, lists["acme"].bytes+lists["beta"].bytes, maxSiteCacheBytes)
+	trimToShare("rack-a", lists, 0)
+	bytes := 0
+	for _, l := range lists {
+		for _, e := range l.entries {
+			bytes += e.bytes
+		}
 	}
+	if got := kept(lists); got["acme"] != 100 || bytes > maxSiteCacheBytes || got["beta"] >= 900 {
+		t.Fatalf("kept %v in %d bytes: want acme's 100 and beta's within %d bytes", got, bytes, maxSiteCacheBytes)
+	}
+}
+
+// TestPlanSiteCacheCapacity: beta pre-warms more than the site's cache holds; the plan
+// leaves out beta's last images until the images fit the capacity the site reports (a
+// digest two tenants list counted once), so acme's image keeps its room. Alone at a
+// site, beta keeps all that fits; a site that reports no capacity is planned whole.
+func TestPlanSiteCacheCapacity(t *testing.T) {
+	st := openCatalog(t)
+	acmeKey := newSigner(t, st, "acme", "acme-1", openssl.P256)
+	betaKey := newSigner(t, st, "beta", "beta-1", openssl.P256)
+	const gib = 1 << 30
+	image := func(ref, d string) RegisterRequest {
+		req := osRequest(ref)
+		req.SHA256, req.SizeBytes = digest(d), gib
+		return req
+	}
+	mustRegister(t, st, "acme", sign(t, image("model@1", "a"), acmeKey, "acme-1", formP1363))
+	// beta's own image of acme's digest: the cache holds the one copy.
+	mustRegister(t, st, "beta", sign(t, image("same@1", "a"), betaKey, "beta-1", formP1363))
+	var betaRefs []string
+	for _, d := range []string{"1", "2", "3", "4"} {
+		mustRegister(t, st, "beta", sign(t, image("big-"+d+"@1", d), betaKey, "beta-1", formP1363))
+		betaRefs = append(betaRefs, "big-"+d+"@1")
+	}
+	sitesWithPools(t, st, []string{"rack-1", "rack-2"}, []store.Pool{
+		{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"model@1"}}},
+		{Tenant: "beta", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: append([]string{"same@1"}, betaRefs...)}},
+		{Tenant: "beta", Name: "far", Site: "rack-2", Policy: store.PoolPolicy{PrewarmImages: betaRefs}},
+	})
+	plan := func(site string) (refs, left []string) {
+		t.Helper()
+		p := sitePlan(t, st, site)
+		for _, img := range p.CacheImages {
+			refs = append(refs, img.Ref)
+		}
+		for _, e := range p.Excluded {
+			if e.Reason != proto.ReasonSiteShare {
+				t.Fatalf("%s: left out %+v: want reason site-share", site, e)
+			}
+			left = append(left, e.Tenant+"/"+e.Ref)
+		}
+		return refs, left
+	}
+	report := func(site string, capacity int64) {
+		t.Helper()
+		data, _ := json.Marshal(proto.SiteInventory{HTTPBase: "http://10.0.0.1", CacheCapacityBytes: capacity})
+		storetest.Update(t, st, func(tx *store.Tx) error { _, err := tx.PutInventory(site, proto.SectionSite, data); return err })
+	}
+
+	// No capacity reported: planned as before.
+	if refs, left := plan("rack-1"); len(refs) != 6 || len(left) != 0 {
+		t.Fatalf("rack-1 with no capacity reported: planned %v, left out %v: want all 6", refs, left)
+	}
+	report("rack-1", 3*gib)
+	refs, left := plan("rack-1")
+	if diff := cmp.Diff([]string{"big-1@1", "big-2@1", "model@1", "same@1"}, refs); diff != "" {
+		t.Errorf("rack-1 within 3 GiB: planned (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"beta/big-4@1", "beta/big-3@1"}, left); diff != "" {
+		t.Errorf("rack-1 within 3 GiB: left out (-want +got):\n%s", diff)
+	}
+
+	// Alone at rack-2, beta keeps what fits.
+	report("rack-2", 3*gib)
+	refs, left = plan("rack-2")
+	if diff := cmp.Diff([]string{"big-1@1", "big-2@1", "big-3@1"}, refs); diff != "" {
+		t.Errorf("rack-2, beta alone within 3 GiB: planned (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"beta/big-4@1"}, left); diff != "" {
+		t.Errorf("rack-2, beta alone within 3 GiB: left out (-want +got):\n%s", diff)
+	}
+	report("rack-2", 4*gib)
+	if refs, left := plan("rack-2"); len(refs) != 4 || len(left) != 0 {
+		t.Errorf("rack-2 within 4 GiB: planned %v, left out %v: want all 4", refs, left)
+	}
+}
+
+// sitesWithPools creates sites whose image sources are images.example.com, and pools.
+func sitesWithPools(t *testing.T, st *store.Store, sites []string, pools []store.Pool) {
+	t.Helper()
+	storetest.Update(t, st, func(tx *store.Tx) error {
+		for _, s := range sites {
+			if _, err := tx.CreateSite(s); err != nil {
+				return err
+			}
+			if _, err := tx.SetSiteImageSources(s, []string{"images.example.com"}); err != nil {
+				return err
+			}
+		}
+		for _, p := range pools {
+			if _, err := tx.CreatePool(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// sitePlan is site's cache plan with the signer allowlists.
+func sitePlan(t *testing.T, st *store.Store, site string) CachePlan {
+	t.Helper()
+	var p CachePlan
+	if err := st.View(func(tx *store.Tx) (err error) { p, err = PlanSiteCache(tx, site, Allowlist{}); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

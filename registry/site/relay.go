@@ -44,18 +44,11 @@ func CacheURL(tx *store.Tx, site, image, digest string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	inv, err := tx.Inventory(Agent(site))
-	if err != nil {
+	si, err := tx.SiteInventory(Agent(site))
+	if err != nil || si.HTTPBase == "" {
 		return "", err
 	}
-	var url string
-	for _, s := range inv {
-		var si proto.SiteInventory
-		if s.Section == proto.SectionSite && json.Unmarshal(s.Data, &si) == nil && si.HTTPBase != "" {
-			url = strings.TrimSuffix(si.HTTPBase, "/") + "/images/sha256/" + digest
-		}
-	}
-	return url, nil
+	return strings.TrimSuffix(si.HTTPBase, "/") + "/images/sha256/" + digest, nil
 }
 
 // recordCacheReport records the site agent's stored `images` section as its site's

@@ -57,3 +57,15 @@ func (t *Tx) Inventory(node string) ([]InventorySection, error) {
 	}
 	return out, nil
 }
+
+// SiteInventory is the `site` section a site agent reported, zero when it reported none
+// (or one that does not decode).
+func (t *Tx) SiteInventory(node string) (proto.SiteInventory, error) {
+	var s InventorySection
+	var si proto.SiteInventory
+	ok, err := t.get(bucketInventory, inventoryKey(node, proto.SectionSite), &s)
+	if ok && json.Unmarshal(s.Data, &si) != nil {
+		si = proto.SiteInventory{}
+	}
+	return si, err
+}
