@@ -175,7 +175,7 @@ func TestHeldBackPastItsDeadline(t *testing.T) {
 // TestSentAfterWaitingCarriesTheTimeLeft: a command held back for its tenant's share,
 // sent once the share frees, carries the seconds left to its step's deadline, not its
 // whole timeout: the site ends it when its step would. One that waited over two seconds
-// of its 30 has at most 28 left.
+// of its 30 has less than its whole timeout left.
 func TestSentAfterWaitingCarriesTheTimeLeft(t *testing.T) {
 	e, r := siteEnv(t)
 	answers := holdShare(t, e, r, "held")
@@ -191,8 +191,11 @@ func TestSentAfterWaitingCarriesTheTimeLeft(t *testing.T) {
 	if a := <-waited; a.err != nil {
 		t.Fatalf("the command that waited: %v", a.err)
 	}
-	if left, _ := r.ran("waited"); left < 0 || left > 28*time.Second {
-		t.Errorf("the command that waited over 2 s of its 30 s ran with %v left, want at most 28 s", left)
+	// Sent with its full timeout, it would run with 30 s left (29.99 s as the handler reads
+	// it). The bound leaves a second to the registry's rounding up and to the clock the
+	// store stamped the command with, which the test reads back as wall time.
+	if left, _ := r.ran("waited"); left < 0 || left > 29*time.Second {
+		t.Errorf("the command that waited over 2 s of its 30 s ran with %v left, want at most 29 s", left)
 	}
 }
 
