@@ -208,9 +208,10 @@ func setSpecs(t *testing.T, st *store.Store, n int, format string) {
 
 // TestATenantsSilentAgentsLeaveOthersPushes: tenant beta's 64 machines run agents that
 // never acknowledge a NodeSpec (their root users hold the agents' keys), and beta
-// changes every one of their NodeSpecs. Its pushes hold half the push window and the
-// rest are deferred, so a NodeSpec of acme's machine stored after them reaches acme's
-// agent while beta's pushes still hold their places. Before, beta's 64 pushes held the
+// changes every one of their NodeSpecs. Alone in the window, its pushes hold all of it but
+// the eighth kept free for another tenant, and the rest are deferred, so a NodeSpec of
+// acme's machine stored after them reaches acme's agent while beta's pushes still hold
+// their places. Before, beta's 64 pushes held the
 // whole window until the ack timeout (here an hour), and the push workers, waiting for
 // a place, held acme's push behind them.
 func TestATenantsSilentAgentsLeaveOthersPushes(t *testing.T) {

@@ -2,8 +2,6 @@ package agents
 
 import (
 	"container/list"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 )
@@ -27,11 +25,16 @@ const (
 // place back then: acknowledged, superseded by a newer generation (the newer push takes
 // its place), failed to write, timed out, or its session ended.
 //
-// The pushes to one tenant's agents hold at most half the window (share), so a tenant
-// whose agents never acknowledge, however many machines it has, cannot hold the places
-// every other tenant's pushes wait for. A push of a tenant at its share does not wait
-// (a push worker waiting would hold every other tenant's pushes behind it): its node is
-// deferred, and handed to requeue once a place of its tenant is given back.
+// The pushes to one tenant's agents hold at most their tenant's share of the window
+// (capLocked): half of it while another tenant's pushes hold places, wait or are
+// deferred, and alone all of it but an eighth, kept free for another tenant's push to
+// take at once. So a tenant whose agents never acknowledge, however many machines it
+// has, cannot hold the places every other tenant's pushes wait for, and a fleet of one
+// tenant still pushes through nearly the whole window. A push of a tenant at its share
+// does not wait (a push worker waiting would hold every other tenant's pushes behind
+// it): its node is deferred, and handed to requeue as places of its tenant are given
+// back, as many as its share then has room for (so a tenant with thousands of nodes
+// deferred has them pushed a few at a time, not all read and deferred again at each).
 type window struct {
 	mu  sync.Mutex
 	now func() time.Time
@@ -39,9 +42,11 @@ type window struct {
 	size, threshold float64
 	inFlight        int
 	// held counts the places each tenant's pushes hold; deferred are the nodes whose push
-	// found their tenant at its share, by tenant.
+	// found their tenant at its share, by tenant; active counts, by tenant, its places,
+	// waiting pushes and deferred nodes together (a tenant with none is not in it).
 	held     map[string]int
 	deferred map[string]map[string]bool
+	active   map[string]int
 	// requeue is given the deferred nodes of a tenant that gave a place back, outside mu.
 	requeue func(nodes []string)
 	// waiters wait for a place in order (*waiter, each given one place).
@@ -67,7 +72,7 @@ const (
 
 func newWindow(now func() time.Time, requeue func(nodes []string)) *window {
 	return &window{now: now, size: initialWindow, threshold: maxWindow, held: map[string]int{},
-		deferred: map[string]map[string]bool{}, requeue: requeue}
+		deferred: map[string]map[string]bool{}, active: map[string]int{}, requeue: requeue}
 }
 
 // slot is one push's place in the window: taken by acquire, given back by end.
@@ -83,15 +88,28 @@ type waiter struct {
 	ch           chan *slot
 }
 
-// share is the most places one tenant's pushes hold: half the window, at least one.
-func (w *window) share() int { return max(1, int(w.size)/2) }
+// capLocked is the most places tenant's pushes may hold now: half the window (at least
+// one) while another tenant is active, else all of it but an eighth (at least one).
+func (w *window) capLocked(tenant string) int {
+	if others := len(w.active); others > 1 || (others == 1 && w.active[tenant] == 0) {
+		return max(1, int(w.size)/2)
+	}
+	return max(1, int(w.size)-max(1, int(w.size)/8))
+}
+
+// activeLocked adds d to what tenant has in the window (active).
+func (w *window) activeLocked(tenant string, d int) {
+	if w.active[tenant] += d; w.active[tenant] <= 0 {
+		delete(w.active, tenant)
+	}
+}
 
 // acquire waits for a place for a push to node, an agent of tenant ("" for the
 // platform's site agents), in the order asked, until stop or gone is closed (then nil).
 // When tenant's pushes hold their share it defers node and returns nil at once.
 func (w *window) acquire(tenant, node string, stop, gone <-chan struct{}) *slot {
 	w.mu.Lock()
-	if w.held[tenant] >= w.share() {
+	if w.held[tenant] >= w.capLocked(tenant) {
 		w.deferLocked(tenant, node)
 		w.mu.Unlock()
 		return nil
@@ -103,6 +121,7 @@ func (w *window) acquire(tenant, node string, stop, gone <-chan struct{}) *slot 
 	}
 	ch := make(chan *slot, 1)
 	el := w.waiters.PushBack(&waiter{tenant: tenant, node: node, ch: ch})
+	w.activeLocked(tenant, 1)
 	w.grantLocked()
 	w.mu.Unlock()
 	select {
@@ -120,6 +139,7 @@ func (w *window) acquire(tenant, node string, stop, gone <-chan struct{}) *slot 
 		}
 	default:
 		w.waiters.Remove(el)
+		w.activeLocked(tenant, -1)
 		w.mu.Unlock()
 	}
 	return nil
@@ -128,6 +148,7 @@ func (w *window) acquire(tenant, node string, stop, gone <-chan struct{}) *slot 
 func (w *window) takeLocked(tenant string) *slot {
 	w.inFlight++
 	w.held[tenant]++
+	w.activeLocked(tenant, 1)
 	w.maxInFlight = max(w.maxInFlight, w.inFlight)
 	w.seq++
 	return &slot{seq: w.seq, sentAt: w.now(), tenant: tenant}
@@ -138,7 +159,8 @@ func (w *window) takeLocked(tenant string) *slot {
 func (w *window) grantLocked() {
 	for w.waiters.Len() > 0 && w.inFlight < int(w.size) {
 		wt := w.waiters.Remove(w.waiters.Front()).(*waiter)
-		if w.held[wt.tenant] >= w.share() {
+		w.activeLocked(wt.tenant, -1)
+		if w.held[wt.tenant] >= w.capLocked(wt.tenant) {
 			w.deferLocked(wt.tenant, wt.node)
 			wt.ch <- nil
 			continue
@@ -151,7 +173,10 @@ func (w *window) deferLocked(tenant, node string) {
 	if w.deferred[tenant] == nil {
 		w.deferred[tenant] = map[string]bool{}
 	}
-	w.deferred[tenant][node] = true
+	if !w.deferred[tenant][node] {
+		w.deferred[tenant][node] = true
+		w.activeLocked(tenant, 1)
+	}
 }
 
 // sent restarts the slot's clock when its push is written (its wait for a place is not
@@ -174,14 +199,25 @@ func (w *window) end(sl *slot, how pushEnd) {
 	}
 }
 
-// undeferLocked forgets and returns the nodes deferred for tenant, when its pushes hold
-// less than their share.
+// undeferLocked forgets and returns as many of the nodes deferred for tenant as its
+// share has room for now.
 func (w *window) undeferLocked(tenant string) []string {
-	if w.held[tenant] >= w.share() || len(w.deferred[tenant]) == 0 {
+	room := w.capLocked(tenant) - w.held[tenant]
+	if room <= 0 || len(w.deferred[tenant]) == 0 {
 		return nil
 	}
-	nodes := slices.Collect(maps.Keys(w.deferred[tenant]))
-	delete(w.deferred, tenant)
+	var nodes []string
+	for node := range w.deferred[tenant] {
+		if len(nodes) == room {
+			break
+		}
+		nodes = append(nodes, node)
+		delete(w.deferred[tenant], node)
+	}
+	if len(w.deferred[tenant]) == 0 {
+		delete(w.deferred, tenant)
+	}
+	w.activeLocked(tenant, -len(nodes))
 	return nodes
 }
 
@@ -190,6 +226,7 @@ func (w *window) endLocked(sl *slot, how pushEnd) {
 	if w.held[sl.tenant]--; w.held[sl.tenant] == 0 {
 		delete(w.held, sl.tenant)
 	}
+	w.activeLocked(sl.tenant, -1)
 	switch {
 	case how == pushAcked && w.now().Sub(sl.sentAt) <= ackTarget:
 		if w.size < w.threshold {
@@ -216,8 +253,8 @@ type PushWindow struct {
 	// InFlight pushes are written and not acknowledged; Size bounds them now, MaxInFlight
 	// is the most there were at once since Start; Waiting pushes wait for a place.
 	InFlight, Size, MaxInFlight, Waiting int
-	// Deferred pushes found their tenant's pushes holding its share (half the window):
-	// each is made once one of them ends.
+	// Deferred pushes found their tenant's pushes holding its share (half the window
+	// beside another tenant's, seven eighths alone): they are made as those end.
 	Deferred int
 	// Late acknowledgements came after ackTarget (1 s) or not within the ack timeout;
 	// Halvings is how often the window was halved for them.

@@ -120,32 +120,58 @@ func waitWaiting(t *testing.T, w *window, n int) {
 	t.Fatalf("%d waiting, want %d", w.state().Waiting, n)
 }
 
-// TestWindowShare: the agents of tenant beta never acknowledge. Its pushes hold at most
-// half the window; its further pushes neither wait nor take a place but are deferred,
-// while those of acme, asked later, get the other half at once. Once one of beta's
-// pushes ends, its deferred nodes are handed back to be pushed.
+// TestWindowShare: the agents of tenant beta never acknowledge. Alone in the window,
+// beta's pushes hold all of it but an eighth; its further pushes neither wait nor take a
+// place but are deferred, while those of acme, asked later, get the eighth kept free at
+// once. Beside acme's, beta's pushes are held to half the window: one of them ending
+// hands none of its deferred nodes back while it holds more. Once acme's pushes are
+// gone, beta's deferred nodes are handed back as its share has room, not all at once.
 func TestWindowShare(t *testing.T) {
 	var requeued []string
 	w := newWindow(time.Now, func(nodes []string) { requeued = append(requeued, nodes...) })
+	const alone, reserve = initialWindow - initialWindow/8, initialWindow / 8
 	var beta []*slot
-	for i := range initialWindow {
+	for i := range initialWindow + 8 {
 		if sl := w.acquire("beta", fmt.Sprintf("beta-%02d", i), nil, nil); sl != nil {
 			beta = append(beta, sl)
 		}
 	}
-	if st := w.state(); len(beta) != initialWindow/2 || st.InFlight != initialWindow/2 || st.Deferred != initialWindow/2 || st.Waiting != 0 {
-		t.Fatalf("beta placed %d pushes, window %+v: want half the window placed, the rest deferred", len(beta), st)
+	if st := w.state(); len(beta) != alone || st.InFlight != alone || st.Deferred != initialWindow+8-alone || st.Waiting != 0 {
+		t.Fatalf("beta placed %d pushes, window %+v: want %d placed (all but an eighth), the rest deferred", len(beta), st, alone)
 	}
-	for i := range initialWindow / 2 {
-		if sl := w.acquire("acme", fmt.Sprintf("acme-%02d", i), nil, nil); sl == nil {
+	var acme []*slot
+	for i := range reserve {
+		sl := w.acquire("acme", fmt.Sprintf("acme-%02d", i), nil, nil)
+		if sl == nil {
 			t.Fatalf("acme's push %d got no place", i)
 		}
+		acme = append(acme, sl)
+	}
+	// Beside acme, beta's share is half the window: it holds more, so an ending push of
+	// its own hands nothing back.
+	w.end(beta[0], pushUnused)
+	if len(requeued) != 0 {
+		t.Fatalf("requeued %v while beta holds more than half the window beside acme", requeued)
+	}
+	for _, sl := range acme {
+		w.end(sl, pushUnused)
 	}
 	if len(requeued) != 0 {
-		t.Fatalf("requeued %v before any of beta's pushes ended", requeued)
+		t.Fatalf("requeued %v at the end of acme's pushes, which deferred none", requeued)
 	}
-	w.end(beta[0], pushAcked)
-	if st := w.state(); len(requeued) != initialWindow/2 || st.Deferred != 0 {
-		t.Fatalf("requeued %d of beta's nodes, window %+v: want its %d deferred ones", len(requeued), st, initialWindow/2)
+	// Alone again: one of beta's pushes ending hands back as many deferred nodes as its
+	// share has room for (two: it holds alone-2), not all of them.
+	w.end(beta[1], pushUnused)
+	if st := w.state(); len(requeued) != 2 || st.Deferred != initialWindow+8-alone-2 {
+		t.Fatalf("requeued %d of beta's nodes, window %+v: want 2, the room in its share", len(requeued), st)
+	}
+	for _, sl := range beta[2:] {
+		w.end(sl, pushUnused)
+	}
+	if st := w.state(); len(requeued) != initialWindow+8-alone || st.Deferred != 0 || st.InFlight != 0 {
+		t.Fatalf("requeued %d of beta's nodes once its pushes ended, window %+v: want every deferred one", len(requeued), st)
+	}
+	if len(w.active) != 0 {
+		t.Fatalf("the window still counts tenants active after every push ended: %v", w.active)
 	}
 }
