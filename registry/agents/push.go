@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -106,6 +107,7 @@ func (e *Endpoint) pushWorker() {
 		if nodes == nil {
 			return
 		}
+		nodes = slices.DeleteFunc(nodes, e.deferred)
 		pushes := make([]push, 0, len(nodes))
 		err := e.cfg.Store.View(func(tx *store.Tx) error {
 			for _, n := range nodes {
@@ -132,6 +134,18 @@ func (e *Endpoint) pushWorker() {
 			}
 		}
 	}
+}
+
+// deferred sets node aside, unread, when the tenant of its agent's session here holds
+// its share of the push window (window.deferIfAtShare): it comes back as that tenant's
+// pushes end. A node with no session here is left to the read, which skips it.
+func (e *Endpoint) deferred(node string) bool {
+	for _, role := range []proto.Role{proto.RoleNode, proto.RoleSite} {
+		if s := e.session(node, role); s != nil {
+			return e.window.deferIfAtShare(s.tenant, node)
+		}
+	}
+	return false
 }
 
 // send pushes spec to the agent of s unless it has that generation or a newer one

@@ -145,6 +145,19 @@ func (w *window) acquire(tenant, node string, stop, gone <-chan struct{}) *slot 
 	return nil
 }
 
+// deferIfAtShare defers node, an agent of tenant, when tenant's pushes hold their
+// share, as acquire would, and reports whether it did: a push worker asks before it
+// reads the node's NodeSpec, so that a node set aside is read once, when it comes back.
+func (w *window) deferIfAtShare(tenant, node string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held[tenant] < w.capLocked(tenant) {
+		return false
+	}
+	w.deferLocked(tenant, node)
+	return true
+}
+
 func (w *window) takeLocked(tenant string) *slot {
 	w.inFlight++
 	w.held[tenant]++

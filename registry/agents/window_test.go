@@ -175,3 +175,28 @@ func TestWindowShare(t *testing.T) {
 		t.Fatalf("the window still counts tenants active after every push ended: %v", w.active)
 	}
 }
+
+// TestDeferIfAtShare: a push worker asks before it reads a node's NodeSpec. Below its
+// tenant's share the node is left to be read and pushed; at the share it is set aside,
+// unread, and handed back as the tenant's pushes end.
+func TestDeferIfAtShare(t *testing.T) {
+	var requeued []string
+	w := newWindow(time.Now, func(nodes []string) { requeued = append(requeued, nodes...) })
+	if w.deferIfAtShare("beta", "beta-first") {
+		t.Fatal("a node of a tenant holding no place was set aside")
+	}
+	var beta []*slot
+	for i := range initialWindow - initialWindow/8 {
+		beta = append(beta, w.acquire("beta", fmt.Sprintf("beta-%02d", i), nil, nil))
+	}
+	if !w.deferIfAtShare("beta", "beta-late") {
+		t.Fatal("a node of a tenant at its share was not set aside")
+	}
+	if st := w.state(); st.Deferred != 1 || st.InFlight != len(beta) {
+		t.Fatalf("window %+v: want the node deferred and no place taken for it", st)
+	}
+	w.end(beta[0], pushUnused)
+	if len(requeued) != 1 || requeued[0] != "beta-late" {
+		t.Fatalf("requeued %v once a place of beta's ended, want [beta-late]", requeued)
+	}
+}
