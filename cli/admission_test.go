@@ -83,7 +83,7 @@ func (c rawCaller) holdWaiting(t *testing.T) (send func()) {
 			}
 		})
 	}
-	testkit.WaitFor(t, "the tenant's calls to be refused while its waiting places are held", 20*time.Second, 20*time.Millisecond, func() bool {
+	testkit.WaitFor(t, "the tenant's calls to be refused while its waiting places are held", time.Minute, 20*time.Millisecond, func() bool {
 		return refused(c.call(t, "credentials.whoami", strings.NewReader("{}")))
 	})
 	return func() {
@@ -145,7 +145,7 @@ func TestTheCLISendsARefusedCallAgain(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, "the CLI to log that it waits to send its call again", 20*time.Second, 20*time.Millisecond, func() bool {
+	testkit.WaitFor(t, "the CLI to log that it waits to send its call again", time.Minute, 20*time.Millisecond, func() bool {
 		return strings.Contains(stderr.String(), "reason="+proto.ReasonTenantBusy)
 	})
 	send()
