@@ -109,8 +109,7 @@ func (w *window) activeLocked(tenant string, d int) {
 // When tenant's pushes hold their share it defers node and returns nil at once.
 func (w *window) acquire(tenant, node string, stop, gone <-chan struct{}) *slot {
 	w.mu.Lock()
-	if w.held[tenant] >= w.capLocked(tenant) {
-		w.deferLocked(tenant, node)
+	if w.deferAtShareLocked(tenant, node) {
 		w.mu.Unlock()
 		return nil
 	}
@@ -151,6 +150,12 @@ func (w *window) acquire(tenant, node string, stop, gone <-chan struct{}) *slot 
 func (w *window) deferIfAtShare(tenant, node string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.deferAtShareLocked(tenant, node)
+}
+
+// deferAtShareLocked defers node, an agent of tenant, when tenant's pushes hold their
+// share (capLocked), and reports whether it did.
+func (w *window) deferAtShareLocked(tenant, node string) bool {
 	if w.held[tenant] < w.capLocked(tenant) {
 		return false
 	}
@@ -173,8 +178,7 @@ func (w *window) grantLocked() {
 	for w.waiters.Len() > 0 && w.inFlight < int(w.size) {
 		wt := w.waiters.Remove(w.waiters.Front()).(*waiter)
 		w.activeLocked(wt.tenant, -1)
-		if w.held[wt.tenant] >= w.capLocked(wt.tenant) {
-			w.deferLocked(wt.tenant, wt.node)
+		if w.deferAtShareLocked(wt.tenant, wt.node) {
 			wt.ch <- nil
 			continue
 		}
