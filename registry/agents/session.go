@@ -129,9 +129,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 	stream.SetReadDeadline(time.Time{})
 	var tenant string
 	err = e.cfg.Store.View(func(tx *store.Tx) (err error) {
-		if err = tx.CheckAgent(id.node, id.role, epoch); err == nil {
-			tenant, err = agentTenant(tx, id)
-		}
+		tenant, err = tx.CheckAgentOf(id.node, id.role, epoch)
 		return err
 	})
 	if proto.CodeOf(err) == proto.Forbidden {
@@ -161,19 +159,6 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	e.wg.Go(func() { s.await(e) })
-}
-
-// agentTenant is the tenant of the machine whose agent id is, "" for a site agent (the
-// platform's) or a node the store does not hold.
-func agentTenant(tx *store.Tx, id identity) (string, error) {
-	if id.role == proto.RoleSite {
-		return "", nil
-	}
-	n, err := tx.Node(id.node)
-	if proto.CodeOf(err) == proto.NotFound {
-		return "", nil
-	}
-	return n.Tenant, err
 }
 
 // await waits for the agent's next frame on a goroutine of its own. The goroutine is

@@ -263,17 +263,19 @@ func (n Node) CheckAgent(role proto.Role, epoch int64) error {
 }
 
 // nodeIdentity is the part of a node's record its agents' certificates are checked
-// against, its fields named as Node's: read alone, it costs less than half of the whole
-// node, on every session's hello, NodeSpec push and relayed command (Tx.CheckAgent).
+// against, with the tenant whose machine it is, its fields named as Node's: read alone,
+// it costs less than half of the whole node, on every session's hello, NodeSpec push and
+// relayed command (Tx.CheckAgent, Tx.CheckAgentOf).
 type nodeIdentity struct {
 	ID                string      `json:"id"`
+	Tenant            string      `json:"tenantId"`
 	IdentityRevokedAt time.Time   `json:"identityRevokedAt"`
 	IdentityEpoch     int64       `json:"identityEpoch"`
 	AgentsRevoked     *Revocation `json:"agentsRevoked"`
 }
 
 func (n Node) identity() nodeIdentity {
-	return nodeIdentity{n.ID, n.IdentityRevokedAt, n.IdentityEpoch, n.AgentsRevoked}
+	return nodeIdentity{n.ID, n.Tenant, n.IdentityRevokedAt, n.IdentityEpoch, n.AgentsRevoked}
 }
 
 // identity reads node id's identity; false for an id no node has (a site agent's),
@@ -345,18 +347,25 @@ func (t *Tx) AgentEpoch(id string, role proto.Role) (int64, error) {
 // (Node.CheckAgent); for a site agent, against its site (Site.CheckAgent). An id no
 // node, or for a site agent no site, has passes.
 func (t *Tx) CheckAgent(id string, role proto.Role, epoch int64) error {
+	_, err := t.CheckAgentOf(id, role, epoch)
+	return err
+}
+
+// CheckAgentOf is CheckAgent, and also says, from the same read, whose machine's agent
+// it is: the node's tenant, "" for a site agent (the platform's) or an id no node has.
+func (t *Tx) CheckAgentOf(id string, role proto.Role, epoch int64) (tenant string, err error) {
 	if role == proto.RoleSite {
 		s, ok, err := t.siteIdentity(id)
 		if err != nil || !ok {
-			return err
+			return "", err
 		}
-		return s.checkAgent(epoch)
+		return "", s.checkAgent(epoch)
 	}
 	n, ok, err := t.identity(id)
 	if err != nil || !ok {
-		return err
+		return "", err
 	}
-	return n.checkAgent(role, epoch)
+	return n.Tenant, n.checkAgent(role, epoch)
 }
 
 // Nodes lists tenant's nodes, those of one pool when pool is set and those in one state
