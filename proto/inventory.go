@@ -20,6 +20,24 @@ const (
 // ImageCacheStates lists every cache state.
 var ImageCacheStates = []ImageCacheState{CachePulling, CacheReady, CacheFailed, CacheEvicting}
 
+// CacheStateRank orders the cache states from the one a deploy gains most by: ready,
+// pulling, evicting, failed (and a state not among them last). The registry ranks an
+// image's state across a site's agents by it, and a site keeps the images of its `images`
+// section in its order when the section is cut.
+func CacheStateRank(s ImageCacheState) int {
+	switch s {
+	case CacheReady:
+		return 0
+	case CachePulling:
+		return 1
+	case CacheEvicting:
+		return 2
+	case CacheFailed:
+		return 3
+	}
+	return 4
+}
+
 // MaxImageCacheSources bounds the sources a cache keeps as verified for one artifact
 // (ImageCacheEntry.Sources); a further source is not verified, and its image is not
 // served from the cache.

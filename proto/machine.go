@@ -89,7 +89,15 @@ type SiteInventory struct {
 	// site that reports none, is no bound. The registry plans the site's pre-warm
 	// images within it.
 	CacheCapacityBytes int64 `json:"cacheCapacityBytes,omitempty"`
+	// Omitted counts, by section name, the entries a site agent left out of a section
+	// it cut to that section's byte budget, so that every report fits its agent frame
+	// (proto.MaxFrame) whatever the site holds; a section not named is whole. A site
+	// sends this section before the cut one it counts.
+	Omitted map[string]int `json:"omitted,omitempty"`
 }
+
+// SectionCut reports whether a site agent's `site` section says it cut section.
+func (s SiteInventory) SectionCut(section string) bool { return s.Omitted[section] > 0 }
 
 // HostInventory is the `host` inventory section of a node agent: the generation it
 // converged last and what each unit did.

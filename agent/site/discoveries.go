@@ -1,10 +1,11 @@
 package site
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/better-compute/better-compute/boot"
@@ -65,26 +66,30 @@ func (d *discoveries) dropOldest() {
 	delete(d.byMAC, oldest.MAC)
 }
 
-// section is the `discoveries` section now, ordered by MAC.
-func (d *discoveries) section() json.RawMessage {
+// section is the `discoveries` section now, the machines seen last first (then by MAC),
+// cut to its budget, and the number of machines left out.
+func (d *discoveries) section() (json.RawMessage, int) {
 	d.mu.Lock()
 	list := make([]proto.Discovery, 0, len(d.byMAC))
-	for _, mac := range slices.Sorted(maps.Keys(d.byMAC)) {
-		list = append(list, *d.byMAC[mac])
+	for _, x := range d.byMAC {
+		list = append(list, *x)
 	}
 	d.mu.Unlock()
-	data, _ := json.Marshal(list)
-	return data
+	slices.SortFunc(list, func(a, b proto.Discovery) int {
+		return cmp.Or(b.LastSeen.Compare(a.LastSeen), strings.Compare(a.MAC, b.MAC))
+	})
+	return cut(list, discoveriesBudget)
 }
 
 // report sends the section whenever it changed, until ctx ends.
-func (d *discoveries) report(ctx context.Context, set func(section string, data json.RawMessage)) {
+func (d *discoveries) report(ctx context.Context, set func(section string, data json.RawMessage, omitted int)) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.changed:
-			set(proto.SectionDiscoveries, d.section())
+			data, omitted := d.section()
+			set(proto.SectionDiscoveries, data, omitted)
 		}
 	}
 }

@@ -164,8 +164,10 @@ func (t *entries) relayedList() []proto.BootEntry {
 }
 
 // section is the `bootEntries` inventory section: every entry in effect, standing ones
-// a relayed one overrides left out, ramdisk tokens left out.
-func (t *entries) section() json.RawMessage {
+// a relayed one overrides left out, ramdisk tokens left out, by node, cut to its budget
+// after the nodes that sort first; and the number of entries left out. An entry names
+// no tenant, so the entries kept are the first nodes by id, whoever's they are.
+func (t *entries) section() (json.RawMessage, int) {
 	t.mu.RLock()
 	list := t.relayedList()
 	for _, e := range t.standing {
@@ -182,8 +184,7 @@ func (t *entries) section() json.RawMessage {
 			list[i].Ramdisk = &r
 		}
 	}
-	data, _ := json.Marshal(list)
-	return data
+	return cut(list, bootEntriesBudget)
 }
 
 // rebuild makes the by-MAC table; t.mu is held.

@@ -7,6 +7,7 @@
 package site
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -17,6 +18,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/agent/metrics"
@@ -48,16 +51,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer srv.Close()
 	st := &steps{drivers: drivers.Registry(), env: bmc.Env{Log: log},
 		entries: a.entries, holds: a.cache.Holds, changed: a.signalEntries}
-	info, _ := json.Marshal(proto.SiteInventory{HTTPBase: cfg.HTTPBase, CacheCapacityBytes: cfg.Cache.CapacityBytes})
-	a.session, err = session.New(session.Config{
-		Addrs: conf.Endpoints(), Certificate: id.Certificate, ServerCAs: id.ServingCAs, Clock: cfg.Clock,
-		// The NodeSpec is applied in memory only: a restarted site asks for it again.
-		ObservedGeneration: 0,
-		Inventory: map[string]json.RawMessage{proto.SectionSite: info, proto.SectionImages: a.imagesSection(a.cache.Entries()),
-			proto.SectionBootEntries: a.entries.section()},
-		Apply:    a.apply,
-		Handlers: st.handlers(),
-		Log:      log,
+	a.reportImages(a.cache.Entries())
+	a.reportEntries()
+	a.session, err = a.reports.open(func(hello map[string]json.RawMessage) (*session.Agent, error) {
+		return session.New(session.Config{
+			Addrs: conf.Endpoints(), Certificate: id.Certificate, ServerCAs: id.ServingCAs, Clock: cfg.Clock,
+			// The NodeSpec is applied in memory only: a restarted site asks for it again.
+			ObservedGeneration: 0,
+			Inventory:          hello,
+			Apply:              a.apply,
+			Handlers:           st.handlers(),
+			Log:                log,
+		})
 	})
 	if err != nil {
 		return err
@@ -78,8 +83,8 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		},
 		func(ctx context.Context) error { return a.cache.Run(ctx) },
 		func(ctx context.Context) error { return srv.Run(ctx) },
-		func(ctx context.Context) error { a.discoveries.report(ctx, a.session.SetInventory); return nil },
-		func(ctx context.Context) error { a.reportEntries(ctx); return nil },
+		func(ctx context.Context) error { a.discoveries.report(ctx, a.reports.set); return nil },
+		func(ctx context.Context) error { a.reportEntriesChanges(ctx); return nil },
 	)
 }
 
@@ -94,7 +99,8 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, nil, proto.Errorf(proto.InvalidConfig, "state directory: %v", err).WithPath("stateDir")
 	}
-	a := &agent{discoveries: newDiscoveries(), entriesChanged: make(chan struct{}, 1)}
+	a := &agent{discoveries: newDiscoveries(), entriesChanged: make(chan struct{}, 1),
+		reports: newReports(proto.SiteInventory{HTTPBase: cfg.HTTPBase, CacheCapacityBytes: cfg.Cache.CapacityBytes})}
 	a.metrics = metrics.NewSite(func() cache.Usage { return a.cache.Usage() }, func() bool { return a.session.Connected() })
 	var err error
 	if a.entries, err = openEntries(filepath.Join(cfg.StateDir, entriesFile), cfg.Ramdisk, cfg.HTTPBase); err != nil {
@@ -139,11 +145,13 @@ type agent struct {
 	entries        *entries
 	discoveries    *discoveries
 	entriesChanged chan struct{}
+	// reports sends the inventory sections on session, each cut to its budget.
+	reports *reports
 	// metrics counts what the boot server and the cache do, served on metricsListen.
 	metrics *metrics.Site
 }
 
-// signalEntries tells reportEntries that the boot entries changed.
+// signalEntries tells reportEntriesChanges that the boot entries changed.
 func (a *agent) signalEntries() {
 	select {
 	case a.entriesChanged <- struct{}{}:
@@ -151,16 +159,23 @@ func (a *agent) signalEntries() {
 	}
 }
 
-// reportEntries sends the `bootEntries` section whenever it changed, until ctx ends.
-func (a *agent) reportEntries(ctx context.Context) {
+// reportEntriesChanges sends the `bootEntries` section whenever it changed, until ctx
+// ends.
+func (a *agent) reportEntriesChanges(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.entriesChanged:
-			a.session.SetInventory(proto.SectionBootEntries, a.entries.section())
+			a.reportEntries()
 		}
 	}
+}
+
+// reportEntries is the `bootEntries` section now, cut to its budget.
+func (a *agent) reportEntries() {
+	data, omitted := a.entries.section()
+	a.reports.set(proto.SectionBootEntries, data, omitted)
 }
 
 // apply makes a pushed NodeSpec's site section take effect: the cache's desired images,
@@ -197,19 +212,24 @@ func allowedImages(s proto.SiteSpec) ([]proto.CacheImage, error) {
 	return keep, errors.Join(refused...)
 }
 
-// reportImages is the cache's Reporter: the `images` inventory section.
+// reportImages is the cache's Reporter: the `images` inventory section, cut to its
+// budget.
 func (a *agent) reportImages(list []proto.ImageCacheEntry) {
-	if a.session != nil {
-		a.session.SetInventory(proto.SectionImages, a.imagesSection(list))
-	}
+	data, omitted := imagesSection(list)
+	a.reports.set(proto.SectionImages, data, omitted)
 }
 
-func (a *agent) imagesSection(list []proto.ImageCacheEntry) json.RawMessage {
-	if list == nil {
-		list = []proto.ImageCacheEntry{}
-	}
-	data, _ := json.Marshal(list)
-	return data
+// imagesSection is the `images` section of the cache's entries, cut to its budget and
+// the number left out. It keeps first what the registry locates deploys by: ready
+// images before pulling, evicting and failed ones (the order of the site's state across
+// its agents, proto.CacheStateRank), then the ones used most recently, then by digest.
+func imagesSection(list []proto.ImageCacheEntry) (json.RawMessage, int) {
+	list = slices.Clone(list)
+	slices.SortFunc(list, func(a, b proto.ImageCacheEntry) int {
+		return cmp.Or(cmp.Compare(proto.CacheStateRank(a.State), proto.CacheStateRank(b.State)),
+			b.LastUsed.Compare(a.LastUsed), strings.Compare(a.Digest, b.Digest))
+	})
+	return cut(list, imagesBudget)
 }
 
 // runAll runs each part until ctx ends or one returns; the first error wins and stops

@@ -211,7 +211,7 @@ func TestRamdiskEntryOutlivesRestart(t *testing.T) {
 			t.Errorf("%s: entry %+v, want %+v", name, e, want)
 		}
 	}
-	if s := string(f.entries.section()); strings.Contains(s, "bcj_a.b") || !strings.Contains(s, `"kind":"ramdisk"`) {
+	if s, _ := f.entries.section(); strings.Contains(string(s), "bcj_a.b") || !strings.Contains(string(s), `"kind":"ramdisk"`) {
 		t.Errorf("bootEntries section %s: want the ramdisk entry without its token", s)
 	}
 	if _, err := f.run(t, "management.setBootDevice", map[string]any{"device": "disk"}); err != nil {

@@ -16,19 +16,53 @@ const maxCacheEntries = 4096
 // RecordSiteCacheReport keeps the `images` inventory section a site agent reported
 // and, when it differs from the agent's last report, brings the site's image locations
 // in line with every agent's last report, in the same transaction. It reports whether
-// the report changed. A malformed report is INVALID_INPUT naming the bad entry.
-func RecordSiteCacheReport(tx *store.Tx, site, agent string, entries []proto.ImageCacheEntry) (bool, error) {
+// the report changed. A malformed report is INVALID_INPUT naming the bad entry. A cut
+// report (the agent left entries out so that it fits its frame, proto.SiteInventory's
+// omitted) names only part of what the cache holds: the entries of the agent's last
+// report whose digest it does not name are kept as they were, not taken for gone.
+func RecordSiteCacheReport(tx *store.Tx, site, agent string, entries []proto.ImageCacheEntry, cut bool) (bool, error) {
 	if proto.CheckNodeID(agent) != nil {
 		return false, proto.Errorf(proto.InvalidInput, "agent id %q is not one the registry issues", agent).WithPath("agentId")
 	}
 	if err := checkEntries(entries); err != nil {
 		return false, err
 	}
+	if cut {
+		var err error
+		if entries, err = withUnreported(tx, site, agent, entries); err != nil {
+			return false, err
+		}
+	}
 	changed, err := tx.PutSiteCacheReport(store.SiteCacheReport{Site: site, AgentID: agent, Images: entries})
 	if err != nil || !changed {
 		return changed, err
 	}
 	return true, syncSite(tx, site)
+}
+
+// withUnreported is a cut report's entries and, up to maxCacheEntries, those of the
+// agent's last report whose digest it does not name.
+func withUnreported(tx *store.Tx, site, agent string, entries []proto.ImageCacheEntry) ([]proto.ImageCacheEntry, error) {
+	reports, err := tx.SiteCacheReports(site)
+	if err != nil {
+		return nil, err
+	}
+	named := map[string]bool{}
+	for _, e := range entries {
+		named[e.Digest] = true
+	}
+	out := slices.Clone(entries)
+	for _, r := range reports {
+		if r.AgentID != agent {
+			continue
+		}
+		for _, e := range r.Images {
+			if len(out) < maxCacheEntries && !named[e.Digest] {
+				out = append(out, e)
+			}
+		}
+	}
+	return out, nil
 }
 
 // DropSiteAgent forgets the cache of an agent that left the site, and brings the
@@ -65,14 +99,10 @@ func checkEntries(entries []proto.ImageCacheEntry) error {
 	return nil
 }
 
-// stateRank orders the states an artifact has across a site's agents: the site has it
-// ready if any agent has it ready, else pulling, else evicting, else failed.
-var stateRank = map[proto.ImageCacheState]int{proto.CacheReady: 0, proto.CachePulling: 1, proto.CacheEvicting: 2, proto.CacheFailed: 3}
-
 // syncSite derives the site's image locations from its agents' last reports: a catalog
 // image is at the site when an agent holds its digest for its source (the entry's
 // sources name it: the cache saw that source serve those bytes), in the best state any
-// such agent has it in; a location no agent holds any more is dropped. An image whose
+// such agent has it in (proto.CacheStateRank); a location no agent holds any more is dropped. An image whose
 // source no entry names is not at the site, whoever else's image of the digest is: a
 // digest is no secret, a source's bytes are the entitlement.
 func syncSite(tx *store.Tx, site string) error {
@@ -96,7 +126,7 @@ func syncSite(tx *store.Tx, site string) error {
 					continue
 				}
 				h, ok := held[img.ID]
-				if !ok || stateRank[e.State] < stateRank[h.State] {
+				if !ok || proto.CacheStateRank(e.State) < proto.CacheStateRank(h.State) {
 					h.State = e.State
 				}
 				h.SizeBytes = max(h.SizeBytes, e.SizeBytes)

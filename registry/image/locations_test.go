@@ -86,7 +86,7 @@ func (f *siteFixture) run(t *testing.T, s step) (changed bool, err error) {
 		case s.leave:
 			return DropSiteAgent(tx, "rack-1", s.agent)
 		}
-		changed, err = RecordSiteCacheReport(tx, "rack-1", s.agent, s.entries)
+		changed, err = RecordSiteCacheReport(tx, "rack-1", s.agent, s.entries, false)
 		return err
 	})
 	return changed, err
@@ -208,7 +208,7 @@ func TestSiteCacheReportChecks(t *testing.T) {
 			checkErr(t, err, proto.InvalidInput, tc.path, "")
 		})
 	}
-	err := f.st.Update(func(tx *store.Tx) error { _, err := RecordSiteCacheReport(tx, "rack-9", "a1", nil); return err })
+	err := f.st.Update(func(tx *store.Tx) error { _, err := RecordSiteCacheReport(tx, "rack-9", "a1", nil, false); return err })
 	checkErr(t, err, proto.NotFound, "", "")
 }
 

@@ -52,13 +52,18 @@ func CacheURL(tx *store.Tx, site, image, digest string) (string, error) {
 }
 
 // recordCacheReport records the site agent's stored `images` section as its site's
-// cache report.
+// cache report, a cut one (its stored `site` section counts entries left out of it) as
+// such.
 func recordCacheReport(tx *store.Tx, node string) error {
 	site, err := tx.Site(node)
 	if err != nil {
 		return err
 	}
 	inv, err := tx.Inventory(node)
+	if err != nil {
+		return err
+	}
+	info, err := tx.SiteInventory(node)
 	if err != nil {
 		return err
 	}
@@ -70,7 +75,7 @@ func recordCacheReport(tx *store.Tx, node string) error {
 		if err := json.Unmarshal(s.Data, &entries); err != nil {
 			return proto.Errorf(proto.InvalidInput, "the images section does not decode: %v", err)
 		}
-		_, err = image.RecordSiteCacheReport(tx, site.ID, node, entries)
+		_, err = image.RecordSiteCacheReport(tx, site.ID, node, entries, info.SectionCut(proto.SectionImages))
 		return err
 	}
 	return nil
