@@ -27,11 +27,11 @@ func cut[T any](list []T, budget int) (json.RawMessage, int) {
 	out := []byte{'['}
 	for i, e := range list {
 		b, _ := json.Marshal(e)
-		if len(out)+len(b)+2 > budget { // its comma and the closing bracket
-			return append(out, ']'), len(list) - i
-		}
 		if i > 0 {
-			out = append(out, ',')
+			b = append([]byte{','}, b...)
+		}
+		if len(out)+len(b)+1 > budget { // and the closing bracket
+			return append(out, ']'), len(list) - i
 		}
 		out = append(out, b...)
 	}

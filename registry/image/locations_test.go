@@ -78,6 +78,8 @@ type step struct {
 	agent   string
 	entries []proto.ImageCacheEntry
 	leave   bool
+	// cut: the agent left entries out of the report to fit its frame.
+	cut bool
 }
 
 func (f *siteFixture) run(t *testing.T, s step) (changed bool, err error) {
@@ -86,7 +88,7 @@ func (f *siteFixture) run(t *testing.T, s step) (changed bool, err error) {
 		case s.leave:
 			return DropSiteAgent(tx, "rack-1", s.agent)
 		}
-		changed, err = RecordSiteCacheReport(tx, "rack-1", s.agent, s.entries, false)
+		changed, err = RecordSiteCacheReport(tx, "rack-1", s.agent, s.entries, s.cut)
 		return err
 	})
 	return changed, err
@@ -103,6 +105,24 @@ func TestSiteLocationReconciliation(t *testing.T) {
 		"the image of the source the cache verified, not another tenant's of the digest": {
 			steps: []step{{agent: "a1", entries: []proto.ImageCacheEntry{entry("a", R)}}},
 			want:  map[string]string{"a": "ready"},
+		},
+		// A site cuts its report to fit its frame: an image it leaves out is not
+		// taken for evicted, and another agent's report does not stand in for it.
+		"a cut report keeps the locations of the images it leaves out": {
+			steps: []step{
+				{agent: "a1", entries: []proto.ImageCacheEntry{entry("a", R), entry("b", R), entry("c", R)}},
+				{agent: "a2", entries: []proto.ImageCacheEntry{entry("d", R)}},
+				{agent: "a1", cut: true, entries: []proto.ImageCacheEntry{entry("b", E)}},
+			},
+			want: map[string]string{"a": "ready", "b": "evicting", "c": "ready", "d": "ready"},
+		},
+		"a whole report after a cut one drops what it does not name": {
+			steps: []step{
+				{agent: "a1", entries: []proto.ImageCacheEntry{entry("a", R), entry("b", R)}},
+				{agent: "a1", cut: true, entries: []proto.ImageCacheEntry{entry("b", R)}},
+				{agent: "a1", entries: []proto.ImageCacheEntry{entry("b", R)}},
+			},
+			want: map[string]string{"b": "ready"},
 		},
 		"every image whose source the cache verified": {
 			steps: []step{{agent: "a1", entries: []proto.ImageCacheEntry{

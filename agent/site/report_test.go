@@ -1,0 +1,167 @@
+package site
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/boot"
+	"github.com/better-compute/better-compute/proto"
+)
+
+// flooded is a site holding more than an agent frame in each of its sections: boot
+// entries of 20,000 machines of four MACs each (one tenant's many machines) and 300
+// cached images of 16 verified sources of 2 KB each (many big-sourced images no longer
+// pre-warmed), ready ones the oldest used and failed ones the newest.
+func flooded(t *testing.T) (*entries, []proto.ImageCacheEntry) {
+	t.Helper()
+	es, err := openEntries(filepath.Join(t.TempDir(), entriesFile), fuzzRamdisk, "http://10.0.0.1:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins := []string{"sha256/" + strings.Repeat("A", 43) + "=", "sha256/" + strings.Repeat("B", 43) + "=", "sha256/" + strings.Repeat("C", 43) + "="}
+	for i := range 20000 {
+		node := fmt.Sprintf("n-%05d", i)
+		var macs []string
+		for j := range 4 {
+			macs = append(macs, net.HardwareAddr{0x52, 0x54, byte(j), byte(i >> 16), byte(i >> 8), byte(i)}.String())
+		}
+		es.relayed[node] = proto.BootEntry{Node: node, MACs: macs, Kind: proto.BootRamdisk,
+			Ramdisk: &proto.RamdiskBoot{Token: "bcj_x.y", Registry: "https://registry.example:7443", Pins: pins}}
+	}
+	es.rebuild()
+	var images []proto.ImageCacheEntry
+	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 300 {
+		e := proto.ImageCacheEntry{Digest: fmt.Sprintf("%064x", i), State: proto.CacheReady, SizeBytes: 1, LastUsed: base.Add(time.Duration(i) * time.Second)}
+		if i%2 == 1 {
+			e.State, e.LastUsed = proto.CacheFailed, base.Add(time.Hour)
+		}
+		for j := range proto.MaxImageCacheSources {
+			e.Sources = append(e.Sources, fmt.Sprintf("https://images.example/%s/%03d-%02d.raw", strings.Repeat("x", 2000), i, j))
+		}
+		images = append(images, e)
+	}
+	return es, images
+}
+
+// helloOf is the sections r gives the first hello of a session.
+func helloOf(r *reports) (hello map[string]json.RawMessage) {
+	r.open(func(h map[string]json.RawMessage) (*session.Agent, error) { hello = h; return nil, nil })
+	return hello
+}
+
+// TestAFloodedSiteSaysHello: a site holding more than an agent frame of boot entries
+// and images still says hello. Each section is cut to its budget, the `site` section
+// counts what each leaves out, and the hello fits proto.MaxFrame; before, WriteMessage
+// refused the hello and the site never connected.
+func TestAFloodedSiteSaysHello(t *testing.T) {
+	es, images := flooded(t)
+	r := newReports(proto.SiteInventory{HTTPBase: "http://10.0.0.1:8080"})
+	entriesData, entriesOmitted := es.section()
+	r.set(proto.SectionBootEntries, entriesData, entriesOmitted)
+	imagesData, imagesOmitted := imagesSection(images)
+	r.set(proto.SectionImages, imagesData, imagesOmitted)
+	hello := helloOf(r)
+	if err := proto.WriteMessage(io.Discard, &proto.Message{Type: proto.MsgHello, Hello: &proto.Hello{Inventory: hello}}); err != nil {
+		t.Fatalf("the hello of a flooded site: %v", err)
+	}
+	var info proto.SiteInventory
+	if err := json.Unmarshal(hello[proto.SectionSite], &info); err != nil {
+		t.Fatal(err)
+	}
+	if !info.SectionCut(proto.SectionBootEntries) || !info.SectionCut(proto.SectionImages) || info.SectionCut(proto.SectionDiscoveries) {
+		t.Fatalf("site section %s: want bootEntries and images counted as cut", hello[proto.SectionSite])
+	}
+
+	var kept []proto.BootEntry
+	if err := json.Unmarshal(hello[proto.SectionBootEntries], &kept); err != nil {
+		t.Fatal(err)
+	}
+	if len(hello[proto.SectionBootEntries]) > bootEntriesBudget || len(kept) == 0 || len(kept)+info.Omitted[proto.SectionBootEntries] != 20000 {
+		t.Fatalf("bootEntries: %d bytes, %d entries kept, %d left out of 20000", len(hello[proto.SectionBootEntries]), len(kept), info.Omitted[proto.SectionBootEntries])
+	}
+	for i, e := range kept { // the first nodes by id, tokens left out
+		if want := fmt.Sprintf("n-%05d", i); e.Node != want || e.Ramdisk.Token != "" {
+			t.Fatalf("bootEntries[%d] is %s (token %q): want %s without its token", i, e.Node, e.Ramdisk.Token, want)
+		}
+	}
+
+	var held []proto.ImageCacheEntry
+	if err := json.Unmarshal(hello[proto.SectionImages], &held); err != nil {
+		t.Fatal(err)
+	}
+	if len(hello[proto.SectionImages]) > imagesBudget || len(held) == 0 || len(held)+info.Omitted[proto.SectionImages] != len(images) {
+		t.Fatalf("images: %d bytes, %d kept, %d left out of %d", len(hello[proto.SectionImages]), len(held), info.Omitted[proto.SectionImages], len(images))
+	}
+	// The ready images first, the last used first: the ones the registry locates
+	// deploys by, though the failed ones were used later.
+	if !slices.IsSortedFunc(held, func(a, b proto.ImageCacheEntry) int { return b.LastUsed.Compare(a.LastUsed) }) {
+		t.Fatal("the images kept are not the last used first")
+	}
+	for _, e := range held {
+		if e.State != proto.CacheReady {
+			t.Fatalf("a %s image kept while ready ones were left out", e.State)
+		}
+	}
+
+	// Fewer entries again: the section is whole and the `site` section says so.
+	es.relayed = map[string]proto.BootEntry{"n-00000": es.relayed["n-00000"]}
+	entriesData, entriesOmitted = es.section()
+	r.set(proto.SectionBootEntries, entriesData, entriesOmitted)
+	info = proto.SiteInventory{}
+	if err := json.Unmarshal(helloOf(r)[proto.SectionSite], &info); err != nil || info.SectionCut(proto.SectionBootEntries) || !info.SectionCut(proto.SectionImages) {
+		t.Fatalf("site section %s after the entries shrank: want only images cut", helloOf(r)[proto.SectionSite])
+	}
+}
+
+// TestEveryDiscoveryFitsItsBudget: the discoveries section's budget holds the
+// maxDiscoveries machines it keeps, each with the longest fields DHCP gives, whole; a
+// section cut further keeps the machines seen last.
+func TestEveryDiscoveryFitsItsBudget(t *testing.T) {
+	d := newDiscoveries()
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i := range maxDiscoveries + 10 {
+		d.Discovered(boot.Discovery{MAC: net.HardwareAddr{0x52, 0x54, 0, 0, byte(i >> 8), byte(i)}, At: at.Add(time.Duration(i) * time.Second),
+			UUID: strings.Repeat("f", 8) + "-ffff-ffff-ffff-" + strings.Repeat("f", 12), Arch: 0xffff, HasArch: true})
+	}
+	data, omitted := d.section()
+	if omitted != 0 || len(data) > discoveriesBudget {
+		t.Fatalf("%d discoveries in %d bytes, %d left out: want all within %d", maxDiscoveries, len(data), omitted, discoveriesBudget)
+	}
+	var list []proto.Discovery
+	json.Unmarshal(data, &list)
+	kept, omitted := cut(list, len(data)/2)
+	var half []proto.Discovery
+	json.Unmarshal(kept, &half)
+	if omitted == 0 || len(half)+omitted != maxDiscoveries || !half[0].LastSeen.Equal(at.Add(time.Duration(maxDiscoveries+9)*time.Second)) {
+		t.Fatalf("half the budget kept %d, left out %d: want the machines seen last", len(half), omitted)
+	}
+}
+
+// TestCutKeepsWithinItsBudget: cut keeps the longest prefix whose array fits the
+// budget, exactly.
+func TestCutKeepsWithinItsBudget(t *testing.T) {
+	list := []string{"aaaa", "bbbb", "cccc"} // "aaaa" is 6 bytes encoded
+	for budget, want := range map[int]struct {
+		data    string
+		omitted int
+	}{
+		2: {`[]`, 3}, 8: {`["aaaa"]`, 2}, 14: {`["aaaa"]`, 2}, 15: {`["aaaa","bbbb"]`, 1}, 22: {`["aaaa","bbbb","cccc"]`, 0},
+	} {
+		data, omitted := cut(list, budget)
+		if string(data) != want.data || omitted != want.omitted {
+			t.Errorf("budget %d: %s, %d left out; want %s, %d", budget, data, omitted, want.data, want.omitted)
+		}
+	}
+	if data, omitted := cut([]string(nil), 2); string(data) != "[]" || omitted != 0 {
+		t.Errorf("no entries: %s, %d", data, omitted)
+	}
+}
