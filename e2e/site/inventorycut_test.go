@@ -1,0 +1,140 @@
+package site
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/bmc/redfishsim"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
+)
+
+// TestATenantsCachedImagesLeaveTheSiteItsHello: tenant beta, with its own credential
+// and signer, registers 2,304 images of one byte from sources of 2,048 characters, 16
+// sources to each of 144 artifacts, and pre-warms them at rack-a in rounds that each
+// stay within its share of the site's plan, so that the site's cache verifies every
+// source and keeps every artifact ready once no pool lists it any more. The cache's
+// `images` section then takes more than an agent frame (4 MiB): before, the site agent
+// lost its session at the report and, restarted, never said hello again, so acme's
+// enrollment, whose BMC read is relayed through the site, never ended. Now each section
+// is cut to its budget and the `site` section counts what it leaves out: the restarted
+// site says hello, `sites inventory` shows the cut, and acme's machine is enrolled.
+func TestATenantsCachedImagesLeaveTheSiteItsHello(t *testing.T) {
+	const artifacts, sourcesEach, rounds = 144, proto.MaxImageCacheSources, 6
+	files := map[string][]byte{}
+	s := newSharedSite(t, files)
+	reg, admin, work, configs := s.reg, s.reg.AdminConfig, s.work, s.configs
+	// The source's URL is known once it listens: the paths take what is left of 2,048
+	// characters. Nothing reads files before the site agent starts.
+	pad := strings.Repeat("x", 2048-len(s.source.URL)-len("//000-00.raw"))
+	paths := make([][]string, artifacts)
+	for d := range artifacts {
+		for j := range sourcesEach {
+			paths[d] = append(paths[d], fmt.Sprintf("%s/%03d-%02d.raw", pad, d, j))
+			files[paths[d][j]] = []byte{byte(d)}
+		}
+	}
+	sa := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": s.caFile})
+	s.waitReady(t)
+
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	betaPub := filepath.Join(work, "beta.pub")
+	testkit.WriteFile(t, betaPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600)
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "beta", "--id", "beta-key", "--public-key", betaPub)
+	beta := testkit.Client(t, configs["beta"])
+	var refs []string
+	for d := range artifacts {
+		for j := range sourcesEach {
+			img := testkit.Image{Ref: fmt.Sprintf("b%03d-%02d@1", d, j), Kind: "os", Format: "raw", Compression: "none",
+				SHA256: testkit.Digest([]byte{byte(d)}), Size: 1}
+			req := api.RegisterImageRequest{Ref: img.Ref, Kind: proto.ImageKind(img.Kind), Format: proto.ImageFormat(img.Format),
+				Compression: proto.Compression(img.Compression), SHA256: img.SHA256, SizeBytes: img.Size,
+				Source: s.source.URL + "/" + paths[d][j], SignerID: "beta-key",
+				Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(priv, img.SigningInput()))}
+			if len(req.Source) != 2048 {
+				t.Fatalf("source of %d characters", len(req.Source))
+			}
+			if err := beta.Call(context.Background(), "images.register", req, nil); err != nil {
+				t.Fatalf("beta registers %s: %v", img.Ref, err)
+			}
+			refs = append(refs, img.Ref)
+		}
+	}
+	// Each round pre-warms 384 images in six pools, waits for the cache to have pulled
+	// or checked every source, and clears the pools: the images stay ready in the cache.
+	perRound := len(refs) / rounds
+	for r := range rounds {
+		batch := refs[r*perRound : (r+1)*perRound]
+		var pools []string
+		for p := 0; p < len(batch); p += 64 {
+			name := fmt.Sprintf("beta-%d-%d", r, p/64)
+			testkit.JSON(t, configs["beta"], nil, "pools", "create", name, "--site", "rack-a", "--prewarm", strings.Join(batch[p:min(p+64, len(batch))], ","))
+			pools = append(pools, name)
+		}
+		want := float64(1 + (r+1)*perRound) // acme's image, and every source so far
+		testkit.WaitFor(t, fmt.Sprintf("round %d's sources pulled", r), 3*time.Minute, time.Second, func() bool {
+			m, _ := testkit.Scrape(t, sa.metricsURL)
+			return m[`bcd_cache_pulls_total{outcome="ready"}`] >= want
+		})
+		for _, name := range pools {
+			testkit.JSON(t, configs["beta"], nil, "pools", "update", name, "--prewarm", "")
+		}
+	}
+
+	// The site restarted holds it all: its hello must go out.
+	sa.stop()
+	restarted := time.Now()
+	startSite(t, sa.config)
+	var inv api.SiteInventory
+	waitFor(t, "rack-a's agent connected again", func() bool {
+		testkit.JSON(t, admin, &inv, "sites", "inventory", "rack-a")
+		return inv.Session != nil && inv.Session.Connected && inv.Session.Since.After(restarted)
+	})
+	var info proto.SiteInventory
+	var images []proto.ImageCacheEntry
+	for _, sec := range inv.Sections {
+		switch sec.Section {
+		case proto.SectionSite:
+			json.Unmarshal(sec.Data, &info)
+		case proto.SectionImages:
+			json.Unmarshal(sec.Data, &images)
+		}
+	}
+	if !info.SectionCut(proto.SectionImages) || len(images) == 0 || len(images)+info.Omitted[proto.SectionImages] != artifacts+1 {
+		t.Errorf("rack-a's inventory: %d images shown, omitted %v: want the images section cut, its left-out entries counted, out of %d",
+			len(images), info.Omitted, artifacts+1)
+	}
+
+	// acme's enrollment reads its machine's BMC through the site.
+	testkit.JSON(t, admin, nil, "sites", "update", "rack-a", "--bmc-networks", "127.0.0.1/32")
+	acme := filepath.Join(work, "acme-nodes.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "acme", "--out", acme, "--actions",
+		"compute:nodes:manage,compute:nodes:read,compute:secrets:manage")
+	putSecret(t, acme, work, "secret://acme-bmc", `{"username": "admin", "password": "hunter2"}`)
+	sim := redfishsim.New(redfishsim.Config{Username: "admin", Password: "hunter2"})
+	t.Cleanup(sim.Close)
+	pin, err := joinwire.Pin(sim.Certificate.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := enroll(t, acme, api.EnrollRequest{Pool: "acme-gpu", MACs: []string{"52:54:00:77:00:01"},
+		BMC: api.BMC{Driver: "redfish", Address: sim.URL, CredentialRef: "secret://acme-bmc"}}, pin)
+	if err != nil {
+		t.Fatalf("acme enrolls a machine at rack-a: %v", err)
+	}
+	waitNode(t, acme, node.ID, store.NodeReady)
+}
