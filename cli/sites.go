@@ -125,7 +125,7 @@ var siteCommands = []command{{
 	usage:   "NAME",
 	summary: "show what the site's agent last reported: its HTTP base, cache, boot entries (tokens left out) and PXE discoveries",
 	nargs:   1,
-	long:    "what the site's agent last reported: `site` (its HTTP base), `images`, `bootEntries` (tokens left out), `discoveries`",
+	long:    "what the site's agent last reported: `site` (its HTTP base; `omitted`: the entries left out of each section cut to its budget), `images`, `bootEntries` (tokens left out), `discoveries`",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		return func(x *exec) error {
 			var out api.SiteInventory
