@@ -1,9 +1,9 @@
 package site
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
 	"slices"
@@ -70,9 +70,11 @@ func TestAFloodedSiteSaysHello(t *testing.T) {
 	imagesData, imagesOmitted := imagesSection(images)
 	r.set(proto.SectionImages, imagesData, imagesOmitted)
 	hello := helloOf(r)
-	if err := proto.WriteMessage(io.Discard, &proto.Message{Type: proto.MsgHello, Hello: &proto.Hello{Inventory: hello}}); err != nil {
+	var frame bytes.Buffer
+	if err := proto.WriteMessage(&frame, &proto.Message{Type: proto.MsgHello, Hello: &proto.Hello{Inventory: hello}}); err != nil {
 		t.Fatalf("the hello of a flooded site: %v", err)
 	}
+	t.Logf("the hello of a flooded site: %d bytes", frame.Len())
 	var info proto.SiteInventory
 	if err := json.Unmarshal(hello[proto.SectionSite], &info); err != nil {
 		t.Fatal(err)
@@ -129,10 +131,13 @@ func TestEveryDiscoveryFitsItsBudget(t *testing.T) {
 	d := newDiscoveries()
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	for i := range maxDiscoveries + 10 {
-		d.Discovered(boot.Discovery{MAC: net.HardwareAddr{0x52, 0x54, 0, 0, byte(i >> 8), byte(i)}, At: at.Add(time.Duration(i) * time.Second),
+		mac := make(net.HardwareAddr, 16) // the longest a DHCP client hardware address is
+		mac[14], mac[15] = byte(i>>8), byte(i)
+		d.Discovered(boot.Discovery{MAC: mac, At: at.Add(time.Duration(i)*time.Second + 123456789),
 			UUID: strings.Repeat("f", 8) + "-ffff-ffff-ffff-" + strings.Repeat("f", 12), Arch: 0xffff, HasArch: true})
 	}
 	data, omitted := d.section()
+	t.Logf("%d discoveries of the longest form: %d bytes", maxDiscoveries, len(data))
 	if omitted != 0 || len(data) > discoveriesBudget {
 		t.Fatalf("%d discoveries in %d bytes, %d left out: want all within %d", maxDiscoveries, len(data), omitted, discoveriesBudget)
 	}
@@ -141,7 +146,7 @@ func TestEveryDiscoveryFitsItsBudget(t *testing.T) {
 	kept, omitted := cut(list, len(data)/2)
 	var half []proto.Discovery
 	json.Unmarshal(kept, &half)
-	if omitted == 0 || len(half)+omitted != maxDiscoveries || !half[0].LastSeen.Equal(at.Add(time.Duration(maxDiscoveries+9)*time.Second)) {
+	if omitted == 0 || len(half)+omitted != maxDiscoveries || !half[0].LastSeen.Equal(at.Add(time.Duration(maxDiscoveries+9)*time.Second+123456789)) {
 		t.Fatalf("half the budget kept %d, left out %d: want the machines seen last", len(half), omitted)
 	}
 }

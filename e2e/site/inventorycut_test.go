@@ -1,13 +1,7 @@
 package site
 
 import (
-	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -50,28 +44,13 @@ func TestATenantsCachedImagesLeaveTheSiteItsHello(t *testing.T) {
 	sa := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": s.caFile})
 	s.waitReady(t)
 
-	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-	der, _ := x509.MarshalPKIXPublicKey(pub)
-	betaPub := filepath.Join(work, "beta.pub")
-	testkit.WriteFile(t, betaPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600)
-	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "beta", "--id", "beta-key", "--public-key", betaPub)
-	beta := testkit.Client(t, configs["beta"])
+	register := s.betaImages(t)
 	var refs []string
 	for d := range artifacts {
 		for j := range sourcesEach {
-			img := testkit.Image{Ref: fmt.Sprintf("b%03d-%02d@1", d, j), Kind: "os", Format: "raw", Compression: "none",
-				SHA256: testkit.Digest([]byte{byte(d)}), Size: 1}
-			req := api.RegisterImageRequest{Ref: img.Ref, Kind: proto.ImageKind(img.Kind), Format: proto.ImageFormat(img.Format),
-				Compression: proto.Compression(img.Compression), SHA256: img.SHA256, SizeBytes: img.Size,
-				Source: s.source.URL + "/" + paths[d][j], SignerID: "beta-key",
-				Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(priv, img.SigningInput()))}
-			if len(req.Source) != 2048 {
-				t.Fatalf("source of %d characters", len(req.Source))
-			}
-			if err := beta.Call(context.Background(), "images.register", req, nil); err != nil {
-				t.Fatalf("beta registers %s: %v", img.Ref, err)
-			}
-			refs = append(refs, img.Ref)
+			ref := fmt.Sprintf("b%03d-%02d@1", d, j)
+			register(ref, []byte{byte(d)}, s.source.URL+"/"+paths[d][j])
+			refs = append(refs, ref)
 		}
 	}
 	// Each round pre-warms 384 images in six pools, waits for the cache to have pulled

@@ -35,28 +35,15 @@ func TestATenantsPrewarmListsLeaveAnotherTenantsCacheImages(t *testing.T) {
 	s := newSharedSite(t, nil)
 	reg, admin, work, source, configs := s.reg, s.reg.AdminConfig, s.work, s.source, s.configs
 
-	// beta signs in process: 2,016 signatures through openssl would take the test's time.
-	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-	der, _ := x509.MarshalPKIXPublicKey(pub)
-	betaPub := filepath.Join(work, "beta.pub")
-	testkit.WriteFile(t, betaPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600)
-	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "beta", "--id", "beta-key", "--public-key", betaPub)
-	beta := testkit.Client(t, configs["beta"])
+	register := s.betaImages(t)
 	const pools, perPool = 32, 63
 	pad := strings.Repeat("x", 2000)
 	refs := make([][]string, pools)
 	for p := range pools { // every image first: each registration recomputes the site's plan
 		for i := range perPool {
-			img := testkit.Image{Ref: fmt.Sprintf("b%02d-%02d@1", p, i), Kind: "os", Format: "raw", Compression: "none",
-				SHA256: testkit.Digest([]byte{byte(p), byte(i)}), Size: 1}
-			req := api.RegisterImageRequest{Ref: img.Ref, Kind: proto.ImageKind(img.Kind), Format: proto.ImageFormat(img.Format),
-				Compression: proto.Compression(img.Compression), SHA256: img.SHA256, SizeBytes: img.Size,
-				Source:   fmt.Sprintf("%s/%s/%02d-%02d.raw", source.URL, pad, p, i),
-				SignerID: "beta-key", Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(priv, img.SigningInput()))}
-			if err := beta.Call(context.Background(), "images.register", req, nil); err != nil {
-				t.Fatalf("beta registers %s: %v", img.Ref, err)
-			}
-			refs[p] = append(refs[p], img.Ref)
+			ref := fmt.Sprintf("b%02d-%02d@1", p, i)
+			register(ref, []byte{byte(p), byte(i)}, fmt.Sprintf("%s/%s/%02d-%02d.raw", source.URL, pad, p, i))
+			refs[p] = append(refs[p], ref)
 		}
 	}
 	for p := range pools {
@@ -127,6 +114,28 @@ func newSharedSite(t *testing.T, files map[string][]byte) sharedSite {
 		Compression: "none", SHA256: testkit.Digest(s.acme), Size: int64(len(s.acme)), SignerID: "acme-key", Signer: acmeKey}, nil)
 	testkit.JSON(t, s.configs["acme"], nil, "pools", "create", "acme-gpu", "--site", "rack-a", "--prewarm", "secret@1")
 	return s
+}
+
+// betaImages adds beta's signer, whose key signs in process (thousands of signatures
+// through openssl would take the test's time), and returns register, which registers
+// beta's signed image ref of the bytes content at source.
+func (s sharedSite) betaImages(t *testing.T) (register func(ref string, content []byte, source string)) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	betaPub := filepath.Join(s.work, "beta.pub")
+	testkit.WriteFile(t, betaPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600)
+	testkit.JSON(t, s.reg.AdminConfig, nil, "signers", "add", "--data-dir", s.reg.DataDir, "--tenant", "beta", "--id", "beta-key", "--public-key", betaPub)
+	beta := testkit.Client(t, s.configs["beta"])
+	return func(ref string, content []byte, source string) {
+		t.Helper()
+		img := testkit.Image{Ref: ref, Kind: "os", Format: "raw", Compression: "none", SHA256: testkit.Digest(content), Size: int64(len(content))}
+		req := api.RegisterImageRequest{Ref: img.Ref, Kind: proto.ImageKind(img.Kind), Format: proto.ImageFormat(img.Format),
+			Compression: proto.Compression(img.Compression), SHA256: img.SHA256, SizeBytes: img.Size, Source: source,
+			SignerID: "beta-key", Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(priv, img.SigningInput()))}
+		if err := beta.Call(context.Background(), "images.register", req, nil); err != nil {
+			t.Fatalf("beta registers %s: %v", img.Ref, err)
+		}
+	}
 }
 
 // waitReady waits for acme's secret@1 to be ready at rack-a.
