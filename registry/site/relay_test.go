@@ -110,3 +110,48 @@ func TestSiteCommandNamesItsTenant(t *testing.T) {
 		t.Fatalf("Command = %s for tenant %q, %v; want node %s, tenant %q", payload, tenant, err, n.ID, n.Tenant)
 	}
 }
+
+// A site cuts its `images` section to fit its frame, and beta's many images take the
+// place of acme's in it: the registry, told by the `site` section that the report is
+// cut, keeps acme's image at the site, and drops it only from a whole report.
+func TestACutCacheReportKeepsTheImagesItLeavesOut(t *testing.T) {
+	st := openStore(t)
+	digest := strings.Repeat("cd", 32)
+	const httpBase, source = "http://10.0.0.1:8080", "https://images.acme.example/secret.raw"
+	var acme store.Image
+	storetest.Update(t, st, func(tx *store.Tx) (err error) {
+		req := image.RegisterRequest{Ref: "secret@1", Format: proto.FormatRaw, Compression: proto.CompressionNone, SHA256: digest, SizeBytes: 1, Source: source}
+		acme, err = image.Register(tx, image.Allowlist{}, storetest.Tenant, req)
+		return err
+	})
+	report := func(t *testing.T, omitted int, entries ...proto.ImageCacheEntry) string {
+		t.Helper()
+		var url string
+		storetest.Update(t, st, func(tx *store.Tx) error {
+			si, _ := json.Marshal(proto.SiteInventory{HTTPBase: httpBase, Omitted: map[string]int{proto.SectionImages: omitted}})
+			images, _ := json.Marshal(append([]proto.ImageCacheEntry{}, entries...))
+			for section, data := range map[string][]byte{proto.SectionSite: si, proto.SectionImages: images} {
+				if _, err := tx.PutInventory(Agent(storetest.Site), section, data); err != nil {
+					return err
+				}
+			}
+			if err := recordCacheReport(tx, Agent(storetest.Site)); err != nil {
+				return err
+			}
+			var err error
+			url, err = CacheURL(tx, storetest.Site, acme.ID, digest)
+			return err
+		})
+		return url
+	}
+	want := httpBase + "/images/sha256/" + digest
+	if url := report(t, 0, proto.ImageCacheEntry{Digest: digest, State: proto.CacheReady, SizeBytes: 1, Sources: []string{source}}); url != want {
+		t.Fatalf("acme's cache URL %q, want %q", url, want)
+	}
+	if url := report(t, 1); url != want {
+		t.Fatalf("acme's cache URL after a cut report that leaves it out: %q, want %q", url, want)
+	}
+	if url := report(t, 0); url != "" {
+		t.Fatalf("acme's cache URL after a whole report without it: %q, want none", url)
+	}
+}
