@@ -11,8 +11,8 @@ import (
 // length, then that many bytes of one JSON-encoded Message.
 const (
 	// MaxFrame bounds a frame's payload. A larger length is an error and the stream is
-	// abandoned: nothing in the agent plane needs more (inventories and site NodeSpecs
-	// are tens of KiB).
+	// abandoned: nothing in the agent plane needs more (a site's plan is bounded, and a
+	// site agent cuts each inventory section to a budget, SiteInventory.Omitted).
 	MaxFrame = 4 << 20
 	// frameChunk is how much of a frame is read at a time, so memory follows the bytes
 	// that actually arrive, not the length a peer announces.
