@@ -254,7 +254,7 @@ func newAuthoritative(t testing.TB) (Authoritative, *lease.Store) {
 	t.Cleanup(func() { store.Close() })
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	rng := lease.Range{Start: netip.MustParseAddr("10.9.0.100"), End: netip.MustParseAddr("10.9.0.101")}
-	pool, err := lease.NewPool(store, rng, nil, time.Hour, clk)
+	pool, err := lease.NewPool(store, rng, nil, time.Hour, clk, lease.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func FuzzHandle(f *testing.F) {
 	relayed.UpdateOption(dhcpv4.OptGeneric(dhcpv4.OptionSubnetSelection, []byte{10, 8, 0, 0}))
 	f.Add(relayed.ToBytes())
 	auth, store := newAuthoritative(f)
-	routed, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")}, nil, time.Hour, clock.NewFake(time.Unix(1e9, 0)))
+	routed, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")}, nil, time.Hour, clock.NewFake(time.Unix(1e9, 0)), lease.Policy{})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -415,7 +415,7 @@ func TestRelayed(t *testing.T) {
 	s, store := newAuthoritative(t)
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.8.0.100"), End: netip.MustParseAddr("10.8.0.120")},
-		[]netip.Addr{netip.MustParseAddr("10.8.0.1")}, 30*time.Minute, clk)
+		[]netip.Addr{netip.MustParseAddr("10.8.0.1")}, 30*time.Minute, clk, lease.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,10 @@ type Lease struct {
 	IP netip.Addr `json:"ip"`
 	// Expiry is when the lease ends unless the client renews it.
 	Expiry time.Time `json:"expiry"`
+	// Known says the site knew the client when it was granted or last renewed: a lease
+	// of a client not known counts against their share of the range, and a known
+	// client may take its address (Policy). A lease stored without it is not known.
+	Known bool `json:"known,omitempty"`
 }
 
 // Declined is the MAC of the lease that holds an address a client declined (it answered
