@@ -127,7 +127,7 @@ func TestConfigCheck(t *testing.T) {
 			c.UnknownShare, c.UnknownLeaseTime = -0.5, Duration(time.Second)
 		}, paths: []string{"boot.unknownShare", "boot.unknownLeaseTime"}},
 		"share beyond the range": {edit: func(c *Config) { auth(c); c.UnknownShare = 1.5 }, paths: []string{"boot.unknownShare"}},
-		"missing directory": {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
+		"missing directory":      {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
 		"relative signed chain": {edit: func(c *Config) { c.ShimFile, c.GRUBFile = "shimx64.efi", "../grubx64.efi" },
 			paths: []string{"boot.shimFile", "boot.grubFile"}},
 		"missing signed chain": {edit: func(c *Config) { c.ShimFile = "/nonexistent/shimx64.efi" }},

@@ -38,6 +38,8 @@ func TestMain(m *testing.M) {
 		os.Exit(pxeStormMain(os.Getenv("BC_BOOT_HELPER_SPEC")))
 	case pxeStormUDPHelper:
 		os.Exit(pxeStormUDPMain())
+	case grabHelper:
+		os.Exit(grabMain(os.Getenv("BC_BOOT_HELPER_SPEC")))
 	}
 	os.Exit(m.Run())
 }
