@@ -360,11 +360,7 @@ func TestProxyLeavesOtherServersRequests(t *testing.T) {
 // runProbe runs the PXE probe in ns and returns its replies.
 func runProbe(t *testing.T, ns *netns.NS, spec probeSpec) []probeReply {
 	t.Helper()
-	b, _ := json.Marshal(spec)
-	specFile := filepath.Join(t.TempDir(), "probe.json")
-	os.WriteFile(specFile, b, 0o644)
-	cmd := ns.Command(context.Background(), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=probe", "BC_BOOT_HELPER_SPEC="+specFile)
+	cmd := helperCommand(t, ns, "probe", spec)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -1,7 +1,6 @@
 package boot
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
@@ -41,11 +40,7 @@ type grabbed struct {
 // grabMain runs the grabber of the spec file and prints what it took as JSON.
 func grabMain(specFile string) int {
 	var spec grabSpec
-	b, err := os.ReadFile(specFile)
-	if err == nil {
-		err = json.Unmarshal(b, &spec)
-	}
-	if err != nil {
+	if err := readSpec(specFile, &spec); err != nil {
 		fmt.Fprintln(os.Stderr, "grab:", err)
 		return 2
 	}
@@ -125,12 +120,7 @@ func grab(spec grabSpec) (grabbed, error) {
 // runGrab runs the grabber in ns and returns what it took.
 func runGrab(t *testing.T, ns *netns.NS, spec grabSpec) grabbed {
 	t.Helper()
-	b, _ := json.Marshal(spec)
-	specFile := filepath.Join(t.TempDir(), "grab.json")
-	os.WriteFile(specFile, b, 0o644)
-	cmd := ns.Command(context.Background(), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+grabHelper, "BC_BOOT_HELPER_SPEC="+specFile)
-	out, err := cmd.Output()
+	out, err := helperCommand(t, ns, grabHelper, spec).Output()
 	if err != nil {
 		t.Fatalf("grab: %v", err)
 	}
