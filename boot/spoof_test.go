@@ -61,12 +61,12 @@ func grab(spec grabSpec) (grabbed, error) {
 	}
 	defer conn.Close()
 	server := &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ServerPort}
-	// exchange sends m and returns the first reply of its transaction within a second.
+	// exchange sends m and returns the first reply of its transaction within 2 s.
 	exchange := func(m *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, error) {
 		if _, err := conn.WriteTo(m.ToBytes(), server); err != nil {
 			return nil, err
 		}
-		conn.SetReadDeadline(time.Now().Add(time.Second))
+		conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 		buf := make([]byte, 1500)
 		for {
 			n, _, err := conn.ReadFrom(buf)
@@ -153,8 +153,8 @@ func TestSpoofedMACsLeaveAddressesForKnownMachines(t *testing.T) {
 
 			got := runGrab(t, n.client, grabSpec{Interface: clientIf, Attempts: 100, Refusals: 3})
 			t.Logf("the host took %d leases, %d DISCOVERs refused", len(got.Leases), got.Refused)
-			if len(got.Leases) != c.maxGrabbed {
-				t.Errorf("the host took %d leases under random MACs, want %d", len(got.Leases), c.maxGrabbed)
+			if len(got.Leases) == 0 || len(got.Leases) > c.maxGrabbed {
+				t.Errorf("the host took %d leases under random MACs, want 1-%d", len(got.Leases), c.maxGrabbed)
 			}
 
 			n.client.Run(t, "ip", "link", "set", clientIf, "down")
