@@ -2,7 +2,9 @@
 // file so that they survive a restart. Writes are group-committed: exchanges that arrive
 // while one transaction is being written wait together and share the next transaction's
 // fsync, and Put returns only once its lease is on disk, so no DHCPACK ever announces a
-// lease a crash could forget.
+// lease a crash could forget. A Pool serves the clients its Policy knows first: the
+// others hold at most a share of the range, and a known client takes one of their
+// addresses when none is free.
 package lease
 
 import (
