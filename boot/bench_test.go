@@ -147,7 +147,7 @@ func benchServer(b *testing.B) (lan *netns.LAN, srvNS *netns.NS, cfg Config) {
 	cfg = Config{Interface: serverIf, Mode: Authoritative, ServerIP: netip.MustParseAddr(serverAddr), IPXEDir: b.TempDir(),
 		RamdiskDir: b.TempDir(), Subnet: netip.MustParsePrefix("10.99.0.0/16"),
 		Range:     Range{Start: netip.MustParseAddr("10.99.1.0"), End: netip.MustParseAddr("10.99.200.255")},
-		LeaseFile: filepath.Join(b.TempDir(), "leases.db")}
+		LeaseFile: filepath.Join(b.TempDir(), "leases.db"), UnknownShare: 1}
 	return lan, srvNS, cfg
 }
 

@@ -121,7 +121,13 @@ func TestConfigCheck(t *testing.T) {
 					DNS: []netip.Addr{netip.MustParseAddr("::1")}, LeaseTime: Duration(time.Second)},
 			}
 		}, paths: []string{"boot.subnets[0].subnet", "boot.subnets[1].range.end", "boot.subnets[1].router", "boot.subnets[1].dns[0]", "boot.subnets[1].leaseTime"}},
-		"missing directory": {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
+		"whole range for machines without an entry": {edit: func(c *Config) { auth(c); c.UnknownShare = 1 }},
+		"bad share for machines without an entry": {edit: func(c *Config) {
+			auth(c)
+			c.UnknownShare, c.UnknownLeaseTime = -0.5, Duration(time.Second)
+		}, paths: []string{"boot.unknownShare", "boot.unknownLeaseTime"}},
+		"share beyond the range": {edit: func(c *Config) { auth(c); c.UnknownShare = 1.5 }, paths: []string{"boot.unknownShare"}},
+		"missing directory":      {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
 		"relative signed chain": {edit: func(c *Config) { c.ShimFile, c.GRUBFile = "shimx64.efi", "../grubx64.efi" },
 			paths: []string{"boot.shimFile", "boot.grubFile"}},
 		"missing signed chain": {edit: func(c *Config) { c.ShimFile = "/nonexistent/shimx64.efi" }},

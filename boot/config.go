@@ -109,6 +109,15 @@ type Config struct {
 	// answered from the subnet that holds its link's address (option 82 sub-option 5,
 	// else option 118, else giaddr), and not at all when none does. Authoritative only.
 	Subnets []Subnet `json:"subnets"`
+	// UnknownShare is the fraction of each subnet's range, more than 0 and at most 1,
+	// that machines without a boot entry may hold at once, leases and offers (default
+	// 0.5; at least one address). A machine with an entry gets an address whenever one
+	// is not held by another machine with an entry, taking the address of a machine
+	// without one when none is free. Authoritative only.
+	UnknownShare float64 `json:"unknownShare"`
+	// UnknownLeaseTime is how long the lease of a machine without a boot entry lasts
+	// (default 10m, at least 1m; at most its subnet's lease time). Authoritative only.
+	UnknownLeaseTime Duration `json:"unknownLeaseTime"`
 	// LeaseFile is the bbolt file leases are kept in across restarts. Authoritative
 	// only, required there.
 	LeaseFile string `json:"leaseFile"`
@@ -217,6 +226,10 @@ func (c Config) withDefaults() Config {
 	set(&c.HTTPSendBuffer, 256<<10)
 	set(&c.HTTPDownloads, 64)
 	setD(&c.LeaseTime, time.Hour)
+	setD(&c.UnknownLeaseTime, 10*time.Minute)
+	if c.UnknownShare == 0 {
+		c.UnknownShare = 0.5
+	}
 	c.Subnets = slices.Clone(c.Subnets)
 	for i := range c.Subnets {
 		if c.Subnets[i].LeaseTime == 0 {
@@ -349,6 +362,12 @@ func (c Config) checkAuthoritative(bad func(field, format string, args ...any)) 
 	}
 	if c.LeaseFile == "" {
 		bad("leaseFile", "the lease file is required in authoritative mode")
+	}
+	if !(c.UnknownShare > 0 && c.UnknownShare <= 1) {
+		bad("unknownShare", "share %g of the range for machines without a boot entry is outside (0, 1]: discovery needs some, 1 is no bound", c.UnknownShare)
+	}
+	if c.UnknownLeaseTime < Duration(time.Minute) {
+		bad("unknownLeaseTime", "lease time %s is under a minute", c.UnknownLeaseTime)
 	}
 }
 

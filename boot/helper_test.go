@@ -38,8 +38,33 @@ func TestMain(m *testing.M) {
 		os.Exit(pxeStormMain(os.Getenv("BC_BOOT_HELPER_SPEC")))
 	case pxeStormUDPHelper:
 		os.Exit(pxeStormUDPMain())
+	case grabHelper:
+		os.Exit(grabMain(os.Getenv("BC_BOOT_HELPER_SPEC")))
 	}
 	os.Exit(m.Run())
+}
+
+// readSpec reads a helper's spec file, JSON, into v.
+func readSpec(file string, v any) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// helperCommand is the command that runs the helper name in ns with spec, which it
+// writes to a file of the test's for readSpec.
+func helperCommand(t testing.TB, ns *netns.NS, name string, spec any) *exec.Cmd {
+	t.Helper()
+	b, _ := json.Marshal(spec)
+	specFile := filepath.Join(t.TempDir(), name+".json")
+	if err := os.WriteFile(specFile, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := ns.Command(context.Background(), os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+name, "BC_BOOT_HELPER_SPEC="+specFile)
+	return cmd
 }
 
 // serverSpec is what the server helper runs.
@@ -89,11 +114,7 @@ func (f *fileEntries) Entry(mac net.HardwareAddr) (Entry, bool) {
 // serverHelper runs a boot server from the spec file until SIGTERM.
 func serverHelper(specFile string) int {
 	var spec serverSpec
-	b, err := os.ReadFile(specFile)
-	if err == nil {
-		err = json.Unmarshal(b, &spec)
-	}
-	if err != nil {
+	if err := readSpec(specFile, &spec); err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2
 	}

@@ -169,6 +169,7 @@ func TestNeverLeasesOwnOrRouterAddress(t *testing.T) {
 	cfg := netConfig(t, Authoritative)
 	cfg.Router = netip.MustParseAddr("10.99.0.2")
 	cfg.Range = Range{Start: netip.MustParseAddr("10.99.0.1"), End: netip.MustParseAddr("10.99.0.6")}
+	cfg.UnknownShare = 1 // the eight machines have no entry
 	startServer(t, n.server, cfg, nil)
 	var leased []string
 	for i := range 8 {
@@ -359,11 +360,7 @@ func TestProxyLeavesOtherServersRequests(t *testing.T) {
 // runProbe runs the PXE probe in ns and returns its replies.
 func runProbe(t *testing.T, ns *netns.NS, spec probeSpec) []probeReply {
 	t.Helper()
-	b, _ := json.Marshal(spec)
-	specFile := filepath.Join(t.TempDir(), "probe.json")
-	os.WriteFile(specFile, b, 0o644)
-	cmd := ns.Command(context.Background(), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=probe", "BC_BOOT_HELPER_SPEC="+specFile)
+	cmd := helperCommand(t, ns, "probe", spec)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

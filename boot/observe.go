@@ -19,6 +19,10 @@ type Observer interface {
 	// DHCPPoolExhausted is a DHCPDISCOVER left unanswered because no address of its
 	// subnet's range is free.
 	DHCPPoolExhausted()
+	// DHCPUnknownRefused is a DHCPDISCOVER of a machine without a boot entry left
+	// unanswered because such machines hold their share of its subnet's range
+	// (Config.UnknownShare).
+	DHCPUnknownRefused()
 	// TFTPTransfer is a TFTP read that ended, whole (ok) or not, and the bytes sent.
 	TFTPTransfer(ok bool, bytes int64)
 	// HTTPServed is an HTTP answer of kind (script, ramdisk, ipxe, image) and the body

@@ -52,11 +52,7 @@ type probeReply struct {
 // probeHelper runs a probe and prints each reply as a JSON line.
 func probeHelper(specFile string) int {
 	var spec probeSpec
-	b, err := os.ReadFile(specFile)
-	if err == nil {
-		err = json.Unmarshal(b, &spec)
-	}
-	if err != nil {
+	if err := readSpec(specFile, &spec); err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		return 2
 	}

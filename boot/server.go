@@ -139,8 +139,9 @@ func (s *Server) makeHandler(clock Clock) error {
 	}
 	a := dhcp.Authoritative{ServerIP: serverIP, Boot: boot, Seen: s.seen, Log: s.log}
 	if s.observer != nil {
-		a.Exhausted = s.observer.DHCPPoolExhausted
+		a.Exhausted, a.Refused = s.observer.DHCPPoolExhausted, s.observer.DHCPUnknownRefused
 	}
+	policy := lease.Policy{Known: s.known, UnknownShare: s.cfg.UnknownShare, UnknownTTL: time.Duration(s.cfg.UnknownLeaseTime)}
 	// The local subnet, when there is one, goes first.
 	local := s.cfg.hasLocal()
 	subs := s.cfg.Subnets
@@ -152,7 +153,7 @@ func (s *Server) makeHandler(clock Clock) error {
 		if sub.Router.IsValid() {
 			exclude = append(exclude, sub.Router)
 		}
-		pool, err := lease.NewPool(s.leases, lease.Range{Start: sub.Range.Start, End: sub.Range.End}, exclude, time.Duration(sub.LeaseTime), clock)
+		pool, err := lease.NewPool(s.leases, lease.Range{Start: sub.Range.Start, End: sub.Range.End}, exclude, time.Duration(sub.LeaseTime), clock, policy)
 		if err != nil {
 			return err
 		}
@@ -179,6 +180,17 @@ func (s *Server) secureBoot(mac net.HardwareAddr) bool {
 			"mac", mac.String(), "shimFile", s.cfg.ShimFile, "grubFile", s.cfg.GRUBFile)
 	}
 	return ok && e.SecureBoot
+}
+
+// known reports whether the site knows mac, a MAC as lease.Pool writes it: an entry,
+// of any kind, names it.
+func (s *Server) known(mac string) bool {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		return false
+	}
+	_, ok := s.entries.Entry(hw)
+	return ok
 }
 
 // seen records a network-boot client that has no entry.

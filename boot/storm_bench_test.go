@@ -374,13 +374,7 @@ var stormPhases = []string{"dhcp", "tftp", "ipxe-dhcp", "script", "done"}
 // runPXEStorm runs a storm from ns and fails the benchmark unless every machine booted.
 func runPXEStorm(b *testing.B, ns *netns.NS, peer string, clients, window int, machines netip.Addr) pxeStormResult {
 	b.Helper()
-	spec, _ := json.Marshal(pxeStormSpec{Interface: clientIf, Clients: clients, Timeout: 5 * time.Minute, Window: window, Machines: machines})
-	specFile := filepath.Join(b.TempDir(), "storm.json")
-	if err := os.WriteFile(specFile, spec, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	cmd := ns.Command(context.Background(), os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+pxeStormHelper, "BC_BOOT_HELPER_SPEC="+specFile)
+	cmd := helperCommand(b, ns, pxeStormHelper, pxeStormSpec{Interface: clientIf, Clients: clients, Timeout: 5 * time.Minute, Window: window, Machines: machines})
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -406,10 +400,7 @@ func runPXEStorm(b *testing.B, ns *netns.NS, peer string, clients, window int, m
 // pxeStormMain runs a storm from the spec file and prints its result as JSON.
 func pxeStormMain(specFile string) int {
 	var spec pxeStormSpec
-	b, err := os.ReadFile(specFile)
-	if err == nil {
-		err = json.Unmarshal(b, &spec)
-	}
+	err := readSpec(specFile, &spec)
 	if err == nil {
 		var r pxeStormResult
 		r, err = pxeStorm(spec)

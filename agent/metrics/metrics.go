@@ -48,6 +48,7 @@ type Site struct {
 	dhcpReplies  *prometheus.CounterVec
 	dhcpDropped  prometheus.Counter
 	dhcpNoLease  prometheus.Counter
+	dhcpRefused  prometheus.Counter
 	tftp         *prometheus.CounterVec
 	tftpBytes    prometheus.Counter
 	http         *prometheus.CounterVec
@@ -72,6 +73,7 @@ func NewSite(usage func() cache.Usage, connected func() bool) *Site {
 		dhcpReplies:  vec("dhcp", "replies_total", "DHCP replies sent, by type (offer, ack, nak, other).", "type"),
 		dhcpDropped:  counter("dhcp", "dropped_total", "DHCP requests left unanswered (not a network-boot client, of no subnet served, no free address, another server chosen, ...)."),
 		dhcpNoLease:  counter("dhcp", "pool_exhausted_total", "DHCPDISCOVERs left unanswered because their subnet's range had no free address."),
+		dhcpRefused:  counter("dhcp", "unknown_refused_total", "DHCPDISCOVERs of machines without a boot entry left unanswered because such machines held their share of the range."),
 		tftp:         vec("tftp", "transfers_total", "TFTP reads that ended, by result (ok, failed: an abort, a timeout, or a UEFI size probe)", "result"),
 		tftpBytes:    counter("tftp", "sent_bytes_total", "File bytes TFTP sent."),
 		http:         vec("http", "responses_total", "HTTP answers of the boot server, by kind (script, ramdisk, ipxe, image) and status class (2xx, 3xx, 4xx, 5xx).", "kind", "status"),
@@ -86,7 +88,7 @@ func NewSite(usage func() cache.Usage, connected func() bool) *Site {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "cache", Name: name, Help: help},
 			func() float64 { return f(usage()) })
 	}
-	s.reg.MustRegister(s.dhcpReplies, s.dhcpDropped, s.dhcpNoLease, s.tftp, s.tftpBytes, s.http, s.httpBytes,
+	s.reg.MustRegister(s.dhcpReplies, s.dhcpDropped, s.dhcpNoLease, s.dhcpRefused, s.tftp, s.tftpBytes, s.http, s.httpBytes,
 		s.cacheReqs, s.pulledBytes, s.pulls, s.evictions, s.evictedBytes,
 		gauge("used_bytes", "Bytes the cache's images take or are about to take (ready, evicting, pulling).", func(u cache.Usage) float64 { return float64(u.UsedBytes) }),
 		gauge("capacity_bytes", "The cache's capacity (cache.capacityBytes); 0 is no bound.", func(u cache.Usage) float64 { return float64(u.CapacityBytes) }),
@@ -100,6 +102,7 @@ func (s *Site) Gatherer() prometheus.Gatherer { return s.reg }
 func (s *Site) DHCPReply(kind string) { s.dhcpReplies.WithLabelValues(kind).Inc() }
 func (s *Site) DHCPDropped()          { s.dhcpDropped.Inc() }
 func (s *Site) DHCPPoolExhausted()    { s.dhcpNoLease.Inc() }
+func (s *Site) DHCPUnknownRefused()   { s.dhcpRefused.Inc() }
 
 func (s *Site) TFTPTransfer(ok bool, bytes int64) {
 	s.tftp.WithLabelValues(map[bool]string{true: "ok", false: "failed"}[ok]).Inc()

@@ -19,6 +19,7 @@ func fullSite() *Site {
 	s.DHCPReply("offer")
 	s.DHCPDropped()
 	s.DHCPPoolExhausted()
+	s.DHCPUnknownRefused()
 	s.TFTPTransfer(true, 100)
 	s.HTTPServed("image", 206, 1000)
 	s.ImageRequested(true)

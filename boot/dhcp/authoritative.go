@@ -36,7 +36,11 @@ type Authoritative struct {
 	// Exhausted is told of a DHCPDISCOVER left unanswered because its subnet's range has
 	// no free address; nil for none.
 	Exhausted func()
-	Log       *slog.Logger
+	// Refused is told of a DHCPDISCOVER of a client the site does not know left
+	// unanswered because such clients hold their share of its subnet's range
+	// (lease.Policy); nil for none.
+	Refused func()
+	Log     *slog.Logger
 }
 
 // subnet is the subnet a request is answered from (RFC 2131 section 4.3.1), nil for
@@ -97,15 +101,18 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 	}
 	switch req.MessageType() {
 	case dhcpv4.MessageTypeDiscover:
-		ip, err := sub.Pool.Offer(mac, addr(req.RequestedIPAddress()))
+		l, err := sub.Pool.Offer(mac, addr(req.RequestedIPAddress()))
 		if err != nil {
 			s.Log.Warn("no address to offer", "mac", mac, "err", err)
-			if errors.Is(err, lease.ErrExhausted) && s.Exhausted != nil {
+			switch {
+			case errors.Is(err, lease.ErrExhausted) && s.Exhausted != nil:
 				s.Exhausted()
+			case errors.Is(err, lease.ErrUnknownShare) && s.Refused != nil:
+				s.Refused()
 			}
 			return nil, false
 		}
-		return s.answer(req, c, sub, dhcpv4.MessageTypeOffer, ip)
+		return s.answer(req, c, sub, dhcpv4.MessageTypeOffer, l)
 	case dhcpv4.MessageTypeRequest:
 		if id := req.ServerIdentifier(); id != nil && !id.Equal(s.ServerIP) {
 			return nil, false // the client chose another server's offer
@@ -117,14 +124,15 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 		if !ip.IsValid() {
 			return nil, false
 		}
-		if _, err := sub.Pool.Ack(mac, ip); err != nil {
-			if errors.Is(err, lease.ErrNotYours) {
+		l, err := sub.Pool.Ack(mac, ip)
+		if err != nil {
+			if errors.Is(err, lease.ErrNotYours) || errors.Is(err, lease.ErrUnknownShare) {
 				return s.nak(req)
 			}
 			s.Log.Error("lease not stored: no DHCPACK sent", "mac", mac, "ip", ip, "err", err)
 			return nil, false
 		}
-		return s.answer(req, c, sub, dhcpv4.MessageTypeAck, ip)
+		return s.answer(req, c, sub, dhcpv4.MessageTypeAck, l)
 	case dhcpv4.MessageTypeRelease:
 		if err := sub.Pool.Release(mac, addr(req.ClientIPAddr)); err != nil && !errors.Is(err, lease.ErrNotYours) {
 			s.Log.Error("release not stored", "mac", mac, "err", err)
@@ -136,17 +144,17 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 		}
 		return nil, false
 	case dhcpv4.MessageTypeInform:
-		return s.answer(req, c, sub, dhcpv4.MessageTypeAck, netip.Addr{})
+		return s.answer(req, c, sub, dhcpv4.MessageTypeAck, lease.Lease{})
 	}
 	return nil, false
 }
 
-// answer builds an offer or acknowledgement of ip (none for DHCPINFORM).
-func (s Authoritative) answer(req *dhcpv4.DHCPv4, c Client, sub *Subnet, t dhcpv4.MessageType, ip netip.Addr) (*dhcpv4.DHCPv4, bool) {
+// answer builds an offer or acknowledgement of l (none for DHCPINFORM).
+func (s Authoritative) answer(req *dhcpv4.DHCPv4, c Client, sub *Subnet, t dhcpv4.MessageType, l lease.Lease) (*dhcpv4.DHCPv4, bool) {
 	resp := reply(req, t, s.ServerIP)
-	if ip.IsValid() {
-		ttl := sub.Pool.TTL()
-		resp.YourIPAddr = net.IP(ip.AsSlice())
+	if l.IP.IsValid() {
+		ttl := sub.Pool.TTL(l.Known)
+		resp.YourIPAddr = net.IP(l.IP.AsSlice())
 		resp.UpdateOption(dhcpv4.OptIPAddressLeaseTime(ttl))
 		resp.UpdateOption(dhcpv4.OptRenewTimeValue(ttl / 2))
 		resp.UpdateOption(dhcpv4.OptRebindingTimeValue(ttl * 7 / 8))

@@ -254,7 +254,7 @@ func newAuthoritative(t testing.TB) (Authoritative, *lease.Store) {
 	t.Cleanup(func() { store.Close() })
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	rng := lease.Range{Start: netip.MustParseAddr("10.9.0.100"), End: netip.MustParseAddr("10.9.0.101")}
-	pool, err := lease.NewPool(store, rng, nil, time.Hour, clk)
+	pool, err := lease.NewPool(store, rng, nil, time.Hour, clk, lease.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +384,7 @@ func FuzzHandle(f *testing.F) {
 	relayed.UpdateOption(dhcpv4.OptGeneric(dhcpv4.OptionSubnetSelection, []byte{10, 8, 0, 0}))
 	f.Add(relayed.ToBytes())
 	auth, store := newAuthoritative(f)
-	routed, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")}, nil, time.Hour, clock.NewFake(time.Unix(1e9, 0)))
+	routed, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.8.0.10"), End: netip.MustParseAddr("10.8.0.20")}, nil, time.Hour, clock.NewFake(time.Unix(1e9, 0)), lease.Policy{})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -415,7 +415,7 @@ func TestRelayed(t *testing.T) {
 	s, store := newAuthoritative(t)
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.8.0.100"), End: netip.MustParseAddr("10.8.0.120")},
-		[]netip.Addr{netip.MustParseAddr("10.8.0.1")}, 30*time.Minute, clk)
+		[]netip.Addr{netip.MustParseAddr("10.8.0.1")}, 30*time.Minute, clk, lease.Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -538,6 +538,53 @@ func TestExhaustedPoolIsTold(t *testing.T) {
 	}
 	if exhausted != 1 {
 		t.Errorf("told of %d exhausted pools, want 1", exhausted)
+	}
+}
+
+// TestUnknownShareIsTold: in a range of two with half for clients the site does not
+// know, one such client is leased an address for the short lease time; a second gets no
+// offer, which Refused is told of (not Exhausted), and a DHCPNAK for a DHCPREQUEST of the
+// free address; a known client is offered it, for the long lease time.
+func TestUnknownShareIsTold(t *testing.T) {
+	s, store := newAuthoritative(t)
+	known := net.HardwareAddr{0x52, 0x54, 0, 0, 2, 1}
+	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.9.0.100"), End: netip.MustParseAddr("10.9.0.101")}, nil, time.Hour,
+		clock.NewFake(time.Unix(1e9, 0)), lease.Policy{Known: func(mac string) bool { return mac == known.String() }, UnknownShare: 0.5, UnknownTTL: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Subnets[0].Pool = pool
+	exhausted, refused := 0, 0
+	s.Exhausted, s.Refused = func() { exhausted++ }, func() { refused++ }
+	packet := func(mac net.HardwareAddr, mods ...dhcpv4.Modifier) *dhcpv4.DHCPv4 {
+		p, err := dhcpv4.New(append([]dhcpv4.Modifier{dhcpv4.WithHwAddr(mac)}, mods...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	discover, request := dhcpv4.WithMessageType(dhcpv4.MessageTypeDiscover), dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest)
+	first, second := net.HardwareAddr{0x52, 0x54, 0, 0, 1, 1}, net.HardwareAddr{0x52, 0x54, 0, 0, 1, 2}
+	if _, ok := s.Handle(packet(first, discover)); !ok {
+		t.Fatal("no offer for the first client not known")
+	}
+	ack, ok := s.Handle(packet(first, request, dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 9, 0, 100)))))
+	if !ok || ack.MessageType() != dhcpv4.MessageTypeAck || ack.IPAddressLeaseTime(0) != 10*time.Minute {
+		t.Fatalf("first client not known: %v, want a DHCPACK of 10m", ack)
+	}
+	if resp, ok := s.Handle(packet(second, discover)); ok {
+		t.Fatalf("the second client not known got %s beyond the share", resp.Summary())
+	}
+	if refused != 1 || exhausted != 0 {
+		t.Errorf("told of %d refusals and %d exhausted pools, want 1 and 0", refused, exhausted)
+	}
+	nak, ok := s.Handle(packet(second, request, dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 9, 0, 101)))))
+	if !ok || nak.MessageType() != dhcpv4.MessageTypeNak {
+		t.Errorf("request of the free address beyond the share: %v, want a DHCPNAK", nak)
+	}
+	offer, ok := s.Handle(packet(known, discover))
+	if !ok || !offer.YourIPAddr.Equal(net.IPv4(10, 9, 0, 101)) || offer.IPAddressLeaseTime(0) != time.Hour {
+		t.Errorf("known client: %v, want an offer of 10.9.0.101 for an hour", offer)
 	}
 }
 

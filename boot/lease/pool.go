@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -18,7 +19,28 @@ var (
 	// ErrNotYours: the address is outside the range or bound to another client; the
 	// DHCP server answers DHCPNAK.
 	ErrNotYours = errors.New("lease: address not available to this client")
+	// ErrUnknownShare: the client is not known and the clients not known hold their
+	// share of the range already.
+	ErrUnknownShare = errors.New("lease: the clients not known hold their share of the range")
 )
+
+// Policy is how the pool serves the clients the site knows before the others, as a DHCP
+// server's pools of known clients do: a client no one can authenticate may send under
+// any number of MACs, and must not take the addresses the known machines boot with.
+type Policy struct {
+	// Known reports whether the site knows mac (a boot entry names it). A known client
+	// gets an address whenever one is not held by another known client: when none is
+	// free it takes the address of a client not known, the one whose lease ends first.
+	// nil knows every client.
+	Known func(mac string) bool
+	// UnknownShare is the fraction of the range's addresses (more than 0, at most 1)
+	// that clients not known may hold at once, leases and offers, at least one address;
+	// 0 is 1, no bound.
+	UnknownShare float64
+	// UnknownTTL is the length of the leases of clients not known, at most the pool's
+	// TTL; 0 is the pool's TTL.
+	UnknownTTL time.Duration
+}
 
 // Range is an inclusive range of IPv4 addresses.
 type Range struct{ Start, End netip.Addr }
@@ -33,6 +55,7 @@ func (r Range) Contains(a netip.Addr) bool {
 type offer struct {
 	mac   string
 	until time.Time
+	known bool
 }
 
 // Pool hands out the addresses of a range to clients, one lease per MAC.
@@ -43,25 +66,51 @@ type Pool struct {
 	ttl      time.Duration
 	offerTTL time.Duration
 	clock    Clock
+	known    func(mac string) bool
+	// unknownTTL is the length of the leases of clients not known; unknownMax the
+	// addresses they may hold at once.
+	unknownTTL time.Duration
+	unknownMax int
 
 	mu     sync.Mutex
 	byIP   map[netip.Addr]Lease
 	byMAC  map[string]netip.Addr
 	offers map[netip.Addr]offer
-	next   netip.Addr
+	// unknown holds every address a client not known holds, by a lease or an offer,
+	// and addresses they held before: unknownHeld forgets those as it counts.
+	unknown map[netip.Addr]bool
+	next    netip.Addr
 }
 
 // NewPool loads the leases of store in rng and hands out addresses of rng, never one of
-// exclude (the server's own address), for ttl each. Pools of ranges that do not overlap
-// may share a store.
-func NewPool(store *Store, rng Range, exclude []netip.Addr, ttl time.Duration, clock Clock) (*Pool, error) {
+// exclude (the server's own address), for ttl each, the clients policy knows first.
+// Pools of ranges that do not overlap may share a store.
+func NewPool(store *Store, rng Range, exclude []netip.Addr, ttl time.Duration, clock Clock, policy Policy) (*Pool, error) {
 	if !rng.Start.Is4() || !rng.End.Is4() || rng.End.Less(rng.Start) {
 		return nil, fmt.Errorf("lease: range %s-%s is not an IPv4 range", rng.Start, rng.End)
 	}
+	if policy.UnknownShare < 0 || policy.UnknownShare > 1 {
+		return nil, fmt.Errorf("lease: unknown share %g is outside 0-1", policy.UnknownShare)
+	}
 	p := &Pool{store: store, rng: rng, exclude: map[netip.Addr]bool{}, ttl: ttl, offerTTL: 30 * time.Second, clock: clock,
-		byIP: map[netip.Addr]Lease{}, byMAC: map[string]netip.Addr{}, offers: map[netip.Addr]offer{}, next: rng.Start}
+		known: policy.Known, unknownTTL: ttl,
+		byIP: map[netip.Addr]Lease{}, byMAC: map[string]netip.Addr{}, offers: map[netip.Addr]offer{}, unknown: map[netip.Addr]bool{}, next: rng.Start}
+	if p.known == nil {
+		p.known = func(string) bool { return true }
+	}
+	if policy.UnknownTTL > 0 {
+		p.unknownTTL = min(policy.UnknownTTL, ttl)
+	}
+	size := int(binary.BigEndian.Uint32(rng.End.AsSlice())-binary.BigEndian.Uint32(rng.Start.AsSlice())) + 1
 	for _, a := range exclude {
+		if rng.Contains(a) && !p.exclude[a] {
+			size--
+		}
 		p.exclude[a] = true
+	}
+	p.unknownMax = size
+	if policy.UnknownShare > 0 {
+		p.unknownMax = max(1, int(policy.UnknownShare*float64(size)))
 	}
 	all, err := store.All()
 	if err != nil {
@@ -75,6 +124,9 @@ func NewPool(store *Store, rng Range, exclude []netip.Addr, ttl time.Duration, c
 		if l.MAC == Declined {
 			continue
 		}
+		if !l.Known {
+			p.unknown[l.IP] = true
+		}
 		if cur, ok := p.byMAC[l.MAC]; !ok || p.byIP[cur].Expiry.Before(l.Expiry) {
 			p.byMAC[l.MAC] = l.IP
 		}
@@ -82,8 +134,13 @@ func NewPool(store *Store, rng Range, exclude []netip.Addr, ttl time.Duration, c
 	return p, nil
 }
 
-// TTL is the length of the leases the pool grants.
-func (p *Pool) TTL() time.Duration { return p.ttl }
+// TTL is the length of the leases the pool grants to known clients, or to the others.
+func (p *Pool) TTL(known bool) time.Duration {
+	if known {
+		return p.ttl
+	}
+	return p.unknownTTL
+}
 
 // Holds reports whether mac holds an unexpired lease of ip now.
 func (p *Pool) Holds(mac string, ip netip.Addr) bool {
@@ -108,24 +165,90 @@ func (p *Pool) freeFor(ip netip.Addr, mac string, now time.Time) bool {
 }
 
 // Offer picks an address for mac: its current lease's, else the one it asked for, else
-// the next never-leased address, else the one whose lease ended longest ago.
-func (p *Pool) Offer(mac string, requested netip.Addr) (netip.Addr, error) {
+// the next never-leased address, else the one whose lease ended longest ago, else, for a
+// known client, the address a client not known holds whose lease ends first (takeable).
+// It returns the lease mac would have. A client not known gets ErrUnknownShare when the
+// others not known hold their share of the range.
+func (p *Pool) Offer(mac string, requested netip.Addr) (Lease, error) {
+	known := p.known(mac)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.clock.Now()
+	if !known && p.unknownHeld(mac, now) >= p.unknownMax {
+		return Lease{}, ErrUnknownShare
+	}
 	pick := netip.Addr{}
 	if ip, ok := p.byMAC[mac]; ok && p.freeFor(ip, mac, now) {
 		pick = ip
 	} else if requested.IsValid() && p.freeFor(requested, mac, now) {
 		pick = requested
-	} else {
-		pick = p.scan(mac, now)
+	} else if pick = p.scan(mac, now); !pick.IsValid() && known {
+		pick = p.takeFromUnknown(mac, now)
 	}
 	if !pick.IsValid() {
-		return pick, ErrExhausted
+		return Lease{}, ErrExhausted
 	}
-	p.offers[pick] = offer{mac: mac, until: now.Add(p.offerTTL)}
-	return pick, nil
+	p.offers[pick] = offer{mac: mac, until: now.Add(p.offerTTL), known: known}
+	if !known {
+		p.unknown[pick] = true
+	}
+	return Lease{MAC: mac, IP: pick, Expiry: now.Add(p.TTL(known)), Known: known}, nil
+}
+
+// unknownHeld counts the addresses that clients not known, other than mac, hold now by
+// a lease or an offer, and forgets the addresses of p.unknown they hold no more. The
+// caller holds p.mu.
+func (p *Pool) unknownHeld(mac string, now time.Time) int {
+	n := 0
+	for ip := range p.unknown {
+		l, leased := p.byIP[ip]
+		o, offered := p.offers[ip]
+		byLease := leased && !l.Known && l.MAC != Declined && now.Before(l.Expiry)
+		byOffer := offered && !o.known && now.Before(o.until)
+		if !byLease && !byOffer {
+			delete(p.unknown, ip)
+			continue
+		}
+		if byLease && l.MAC != mac || byOffer && o.mac != mac {
+			n++
+		}
+	}
+	return n
+}
+
+// takeable reports whether the known client mac may take ip, which no known client
+// holds, from the client not known that may hold it, and when that client's lease ends
+// (zero for an offer only). The caller holds p.mu.
+func (p *Pool) takeable(ip netip.Addr, mac string, now time.Time) (time.Time, bool) {
+	if !p.rng.Contains(ip) || p.exclude[ip] {
+		return time.Time{}, false
+	}
+	if o, ok := p.offers[ip]; ok && o.mac != mac && o.known && now.Before(o.until) {
+		return time.Time{}, false
+	}
+	l, ok := p.byIP[ip]
+	if !ok || l.MAC == mac || !now.Before(l.Expiry) {
+		return time.Time{}, true
+	}
+	if l.Known || l.MAC == Declined || p.known(l.MAC) {
+		return time.Time{}, false
+	}
+	return l.Expiry, true
+}
+
+// takeFromUnknown is the address held by a client not known that the known client mac
+// takes when no address is free: one only offered first, then the lease that ends first
+// (renewed longest ago); invalid when there is none. The caller holds p.mu.
+func (p *Pool) takeFromUnknown(mac string, now time.Time) netip.Addr {
+	var pick netip.Addr
+	var pickEnd time.Time
+	for ip := range p.unknown {
+		end, ok := p.takeable(ip, mac, now)
+		if ok && (!pick.IsValid() || end.Before(pickEnd) || end.Equal(pickEnd) && ip.Less(pick)) {
+			pick, pickEnd = ip, end
+		}
+	}
+	return pick
 }
 
 // scan walks the range once from the cursor. The caller holds p.mu.
@@ -159,16 +282,31 @@ func (p *Pool) step(ip netip.Addr) netip.Addr {
 	return ip.Next()
 }
 
-// Ack binds ip to mac for the pool's TTL and returns once the lease is durable. It fails
-// with ErrNotYours when the address may not be given to mac.
+// Ack binds ip to mac for the TTL of its class and returns once the lease is durable. It
+// fails with ErrNotYours when the address may not be given to mac, and with
+// ErrUnknownShare when mac is not known and the others not known hold their share. A
+// known client offered the address of a client not known takes it: the new lease
+// replaces the other's in the lease file, in the same write.
 func (p *Pool) Ack(mac string, ip netip.Addr) (Lease, error) {
+	known := p.known(mac)
 	p.mu.Lock()
 	now := p.clock.Now()
-	if !p.freeFor(ip, mac, now) {
+	free := p.freeFor(ip, mac, now)
+	if o, ok := p.offers[ip]; !free && known && ok && o.mac == mac && now.Before(o.until) {
+		_, free = p.takeable(ip, mac, now)
+	}
+	if !free {
 		p.mu.Unlock()
 		return Lease{}, ErrNotYours
 	}
-	l := Lease{MAC: mac, IP: ip, Expiry: now.Add(p.ttl)}
+	if !known && p.unknownHeld(mac, now) >= p.unknownMax {
+		p.mu.Unlock()
+		return Lease{}, ErrUnknownShare
+	}
+	if !known {
+		p.unknown[ip] = true
+	}
+	l := Lease{MAC: mac, IP: ip, Expiry: now.Add(p.TTL(known)), Known: known}
 	writes := []Lease{l}
 	// A client that moves to another address ends its lease of the old one.
 	if old, ok := p.byMAC[mac]; ok && old != ip && p.byIP[old].MAC == mac {

@@ -31,7 +31,7 @@ func openStore(t *testing.T, path string) *Store {
 
 func newPool(t *testing.T, path string, clk Clock) *Pool {
 	t.Helper()
-	p, err := NewPool(openStore(t, path), rng, []netip.Addr{server}, time.Hour, clk)
+	p, err := NewPool(openStore(t, path), rng, []netip.Addr{server}, time.Hour, clk, Policy{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestOffer(t *testing.T) {
 				if s.requested != "" {
 					req = ip(s.requested)
 				}
-				got, err := p.Offer(s.mac, req)
+				got, err := offerIP(p, s.mac, req)
 				if !errors.Is(err, s.err) {
 					t.Fatalf("step %d: err %v, want %v", i, err, s.err)
 				}
@@ -102,7 +102,7 @@ func TestAckLifecycle(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	path := filepath.Join(t.TempDir(), "leases.db")
 	p := newPool(t, path, clk)
-	a, _ := p.Offer("aa", netip.Addr{})
+	a, _ := offerIP(p, "aa", netip.Addr{})
 	if _, err := p.Ack("aa", a); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestAckLifecycle(t *testing.T) {
 		t.Fatalf("ack outside the range: %v", err)
 	}
 	// An offer holds the address against others until it times out.
-	b, _ := p.Offer("bb", netip.Addr{})
+	b, _ := offerIP(p, "bb", netip.Addr{})
 	if _, err := p.Ack("cc", b); !errors.Is(err, ErrNotYours) {
 		t.Fatalf("ack of another client's offer: %v", err)
 	}
@@ -155,8 +155,8 @@ func TestLeasesSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := NewPool(s, rng, []netip.Addr{server}, time.Hour, clk)
-	a, _ := p.Offer("aa", netip.Addr{})
+	p, _ := NewPool(s, rng, []netip.Addr{server}, time.Hour, clk, Policy{})
+	a, _ := offerIP(p, "aa", netip.Addr{})
 	want, err := p.Ack("aa", a)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestLeasesSurviveRestart(t *testing.T) {
 	if !got.Expiry.Equal(want.Expiry) {
 		t.Errorf("expiry %v, want %v", got.Expiry, want.Expiry)
 	}
-	if b, _ := p.Offer("bb", netip.Addr{}); b != a {
+	if b, _ := offerIP(p, "bb", netip.Addr{}); b != a {
 		t.Errorf("offer %v, want the ended lease's %v", b, a)
 	}
 }
@@ -194,14 +194,14 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	big := Range{Start: ip("10.9.0.0"), End: ip("10.9.3.255")}
-	p, _ := NewPool(s, big, nil, time.Hour, clk)
+	p, _ := NewPool(s, big, nil, time.Hour, clk, Policy{})
 	const n = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Go(func() {
 			mac := fmt.Sprintf("02:00:00:00:%02x:%02x", i>>8, i&0xff)
-			a, err := p.Offer(mac, netip.Addr{})
+			a, err := offerIP(p, mac, netip.Addr{})
 			if err == nil {
 				_, err = p.Ack(mac, a)
 			}
@@ -240,4 +240,10 @@ func lookup(p *Pool, mac string) (Lease, bool) {
 	}
 	l := p.byIP[ip]
 	return l, l.MAC == mac && p.clock.Now().Before(l.Expiry)
+}
+
+// offerIP is the address p offers mac.
+func offerIP(p *Pool, mac string, requested netip.Addr) (netip.Addr, error) {
+	l, err := p.Offer(mac, requested)
+	return l.IP, err
 }

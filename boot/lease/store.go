@@ -2,7 +2,9 @@
 // file so that they survive a restart. Writes are group-committed: exchanges that arrive
 // while one transaction is being written wait together and share the next transaction's
 // fsync, and Put returns only once its lease is on disk, so no DHCPACK ever announces a
-// lease a crash could forget.
+// lease a crash could forget. A Pool serves the clients its Policy knows first: the
+// others hold at most a share of the range, and a known client takes one of their
+// addresses when none is free.
 package lease
 
 import (
@@ -25,6 +27,10 @@ type Lease struct {
 	IP netip.Addr `json:"ip"`
 	// Expiry is when the lease ends unless the client renews it.
 	Expiry time.Time `json:"expiry"`
+	// Known says the site knew the client when it was granted or last renewed: a lease
+	// of a client not known counts against their share of the range, and a known
+	// client may take its address (Policy). A lease stored without it is not known.
+	Known bool `json:"known,omitempty"`
 }
 
 // Declined is the MAC of the lease that holds an address a client declined (it answered
