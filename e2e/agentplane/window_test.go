@@ -263,6 +263,29 @@ func TestATenantsSilentAgentsLeaveOthersPushes(t *testing.T) {
 	}
 }
 
+// heldPushes is an endpoint whose pushes wait an hour for their acknowledgement, and a
+// gate for its agents' apply to hold their NodeSpecs at (released as the test ends).
+func heldPushes(t *testing.T) (*env, *gate) {
+	e := newEnv(t, agents.Config{AckTimeout: time.Hour})
+	g := &gate{}
+	g.init()
+	t.Cleanup(g.release)
+	return e, g
+}
+
+// deferChange stores a NodeSpec for the n nodes named by format, whose agents (of one
+// tenant) hold their apply at g, and waits for the pushes beyond the tenant's share to
+// be deferred and the others held; it returns the window then.
+func deferChange(t *testing.T, e *env, g *gate, n int, format string) (w agents.PushWindow) {
+	t.Helper()
+	setSpecs(t, e.st, n, format)
+	waitFor(t, "the tenant's pushes made or deferred", func() bool {
+		w = e.ep.PushWindow()
+		return w.Deferred > 0 && w.InFlight+w.Deferred == n && g.inside() == w.InFlight
+	})
+	return w
+}
+
 // TestDeferredPushTakesTheFreedPlace: 64 agents of one tenant hold their NodeSpecs in
 // apply, so a change for all finds the tenant at its share (all the window but an
 // eighth) and 8 nodes are deferred. While deferred, one node's NodeSpec moves to a newer
@@ -272,10 +295,7 @@ func TestATenantsSilentAgentsLeaveOthersPushes(t *testing.T) {
 // ended is given back, and the window comes back to zero.
 func TestDeferredPushTakesTheFreedPlace(t *testing.T) {
 	const n = 64 // the window's first size
-	e := newEnv(t, agents.Config{AckTimeout: time.Hour})
-	var g gate
-	g.init()
-	defer g.release()
+	e, g := heldPushes(t)
 	var mu sync.Mutex
 	got := map[string][]int64{} // the generations each node's agent was sent
 	stops := map[string]func(){}
@@ -287,7 +307,7 @@ func TestDeferredPushTakesTheFreedPlace(t *testing.T) {
 				mu.Lock()
 				got[spec.Node] = append(got[spec.Node], spec.Generation)
 				mu.Unlock()
-				return holdApply(&g)(ctx, spec)
+				return holdApply(g)(ctx, spec)
 			}
 		})
 	}
@@ -297,12 +317,7 @@ func TestDeferredPushTakesTheFreedPlace(t *testing.T) {
 		}
 	}()
 	waitFor(t, "every agent connected", func() bool { return e.ep.Sessions() == n })
-	setSpecs(t, e.st, n, "held-%02d")
-	var w agents.PushWindow
-	waitFor(t, "the tenant's pushes made or deferred", func() bool {
-		w = e.ep.PushWindow()
-		return w.Deferred > 0 && w.InFlight+w.Deferred == n && g.inside() == w.InFlight
-	})
+	w := deferChange(t, e, g, n, "held-%02d")
 	deferred := w.Deferred
 	var waiting []string // the deferred nodes: their agents were sent nothing
 	mu.Lock()
@@ -360,19 +375,12 @@ func TestDeferredPushTakesTheFreedPlace(t *testing.T) {
 // every place, those handed to deferred nodes as the sessions end too, is given back.
 func TestRegistryStopsWithPushesDeferred(t *testing.T) {
 	const n = 64 // the window's first size
-	e := newEnv(t, agents.Config{AckTimeout: time.Hour})
-	var g gate
-	g.init()
-	defer g.release()
+	e, g := heldPushes(t)
 	for i := range n {
-		e.startAgent(fmt.Sprintf("held-%02d", i), func(c *session.Config) { c.KeepAlive, c.Apply = 5*time.Second, holdApply(&g) })
+		e.startAgent(fmt.Sprintf("held-%02d", i), func(c *session.Config) { c.KeepAlive, c.Apply = 5*time.Second, holdApply(g) })
 	}
 	waitFor(t, "every agent connected", func() bool { return e.ep.Sessions() == n })
-	setSpecs(t, e.st, n, "held-%02d")
-	waitFor(t, "the tenant's pushes made or deferred", func() bool {
-		w := e.ep.PushWindow()
-		return w.Deferred > 0 && w.InFlight+w.Deferred == n && g.inside() == w.InFlight
-	})
+	deferChange(t, e, g, n, "held-%02d")
 	ep := e.ep
 	e.stop()
 	if w := ep.PushWindow(); w.InFlight != 0 || w.Deferred != 0 || w.Waiting != 0 {
