@@ -182,8 +182,9 @@ func (e *Endpoint) pushWorker() {
 }
 
 // deferred sets node aside, unread, when the tenant of its agent's session here holds
-// its share of the push window (window.deferIfAtShare): it comes back as that tenant's
-// pushes end. A node with no session here is left to the read, which skips it.
+// its share of the push window (window.deferIfAtShare): it comes back with a place that
+// frees within the share (window.handoff). A node with no session here is left to the
+// read, which skips it.
 func (e *Endpoint) deferred(node string) bool {
 	for _, role := range []proto.Role{proto.RoleNode, proto.RoleSite} {
 		if s := e.session(node, role); s != nil {

@@ -155,7 +155,8 @@ func (w *window) acquire(tenant, node string, stop, gone <-chan struct{}) *slot 
 
 // deferIfAtShare defers node, an agent of tenant, when tenant's pushes hold their
 // share, as acquire would, and reports whether it did: a push worker asks before it
-// reads the node's NodeSpec, so that a node set aside is read once, when it comes back.
+// reads the node's NodeSpec, so that a node set aside is read once, when it is handed a
+// place.
 func (w *window) deferIfAtShare(tenant, node string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
