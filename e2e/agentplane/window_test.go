@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -259,5 +260,130 @@ func TestATenantsSilentAgentsLeaveOthersPushes(t *testing.T) {
 	waitFor(t, "acme's NodeSpec applied", func() bool { return e.status(acme).ObservedGeneration == 1 })
 	if w := e.ep.PushWindow(); w.Late != 0 || w.InFlight < w.Size/2 || g.inside() != w.InFlight {
 		t.Fatalf("window %+v, %d of beta's agents applying: want beta's pushes still holding their places", w, g.inside())
+	}
+}
+
+// heldPushes is an endpoint whose pushes wait an hour for their acknowledgement, and a
+// gate for its agents' apply to hold their NodeSpecs at (released as the test ends).
+func heldPushes(t *testing.T) (*env, *gate) {
+	e := newEnv(t, agents.Config{AckTimeout: time.Hour})
+	g := &gate{}
+	g.init()
+	t.Cleanup(g.release)
+	return e, g
+}
+
+// deferChange stores a NodeSpec for the n nodes named by format, whose agents (of one
+// tenant) hold their apply at g, and waits for the pushes beyond the tenant's share to
+// be deferred and the others held; it returns the window then.
+func deferChange(t *testing.T, e *env, g *gate, n int, format string) (w agents.PushWindow) {
+	t.Helper()
+	setSpecs(t, e.st, n, format)
+	waitFor(t, "the tenant's pushes made or deferred", func() bool {
+		w = e.ep.PushWindow()
+		return w.Deferred > 0 && w.InFlight+w.Deferred == n && g.inside() == w.InFlight
+	})
+	return w
+}
+
+// TestDeferredPushTakesTheFreedPlace: 64 agents of one tenant hold their NodeSpecs in
+// apply, so a change for all finds the tenant at its share (all the window but an
+// eighth) and 8 nodes are deferred. While deferred, one node's NodeSpec moves to a newer
+// generation and another's agent goes away. As the held pushes are acknowledged, the
+// places they free go to the deferred nodes: each is sent its newest NodeSpec once (the
+// moved one never the older generation), the place handed to the node whose session
+// ended is given back, and the window comes back to zero.
+func TestDeferredPushTakesTheFreedPlace(t *testing.T) {
+	const n = 64 // the window's first size
+	e, g := heldPushes(t)
+	var mu sync.Mutex
+	got := map[string][]int64{} // the generations each node's agent was sent
+	stops := map[string]func(){}
+	for i := range n {
+		node := fmt.Sprintf("held-%02d", i)
+		_, stops[node] = e.runAgent(node, func(c *session.Config) {
+			c.KeepAlive = 5 * time.Second
+			c.Apply = func(ctx context.Context, spec proto.NodeSpec) error {
+				mu.Lock()
+				got[spec.Node] = append(got[spec.Node], spec.Generation)
+				mu.Unlock()
+				return holdApply(g)(ctx, spec)
+			}
+		})
+	}
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
+	waitFor(t, "every agent connected", func() bool { return e.ep.Sessions() == n })
+	w := deferChange(t, e, g, n, "held-%02d")
+	deferred := w.Deferred
+	var waiting []string // the deferred nodes: their agents were sent nothing
+	mu.Lock()
+	for i := range n {
+		if node := fmt.Sprintf("held-%02d", i); len(got[node]) == 0 {
+			waiting = append(waiting, node)
+		}
+	}
+	mu.Unlock()
+	if len(waiting) != deferred || deferred < 2 {
+		t.Fatalf("%d agents sent nothing, window %+v: want the %d deferred, two or more", len(waiting), w, deferred)
+	}
+	moved, gone := waiting[0], waiting[1]
+	pushed := e.ep.Pushes().Pushed
+	if gen := e.setSpec(moved, map[string]string{"round": "2"}); gen != 2 {
+		t.Fatalf("moved %s to generation %d, want 2", moved, gen)
+	}
+	stops[gone]()
+	delete(stops, gone)
+	waitFor(t, gone+"'s session ended", func() bool { return e.ep.Sessions() == n-1 })
+	if w := e.ep.PushWindow(); w.Deferred != deferred || e.ep.Pushes().Pushed != pushed {
+		t.Fatalf("window %+v, %d more pushes: want the nodes still deferred and nothing sent while the share is held", w, e.ep.Pushes().Pushed-pushed)
+	}
+
+	g.release() // the held pushes are acknowledged: their places go to the deferred nodes
+	waitFor(t, "the deferred nodes sent their NodeSpecs", func() bool {
+		w := e.ep.PushWindow()
+		return w.Deferred == 0 && w.InFlight == deferred-1 && g.inside() == deferred-1
+	})
+	mu.Lock()
+	for _, node := range waiting[1:] {
+		if node != gone && !slices.Equal(got[node], []int64{1}) {
+			t.Errorf("%s was sent generations %v, want [1]", node, got[node])
+		}
+	}
+	if !slices.Equal(got[moved], []int64{2}) {
+		t.Errorf("%s, whose NodeSpec moved while deferred, was sent generations %v, want only the newest, [2]", moved, got[moved])
+	}
+	if len(got[gone]) != 0 {
+		t.Errorf("%s, whose session ended while deferred, was sent generations %v", gone, got[gone])
+	}
+	mu.Unlock()
+	if p := e.ep.Pushes().Pushed; p != pushed+int64(deferred-1) {
+		t.Errorf("%d pushes for %d deferred nodes of which one went away, want one each", p-pushed, deferred)
+	}
+	g.release()
+	waitWindowEmpty(t, e.ep)
+	if w := e.ep.PushWindow(); w.Deferred != 0 {
+		t.Fatalf("window %+v: want nothing deferred", w)
+	}
+}
+
+// TestRegistryStopsWithPushesDeferred: the registry stops while 64 agents of one tenant
+// hold a change for all in apply and the pushes beyond the tenant's share are deferred:
+// every place, those handed to deferred nodes as the sessions end too, is given back.
+func TestRegistryStopsWithPushesDeferred(t *testing.T) {
+	const n = 64 // the window's first size
+	e, g := heldPushes(t)
+	for i := range n {
+		e.startAgent(fmt.Sprintf("held-%02d", i), func(c *session.Config) { c.KeepAlive, c.Apply = 5*time.Second, holdApply(g) })
+	}
+	waitFor(t, "every agent connected", func() bool { return e.ep.Sessions() == n })
+	deferChange(t, e, g, n, "held-%02d")
+	ep := e.ep
+	e.stop()
+	if w := ep.PushWindow(); w.InFlight != 0 || w.Deferred != 0 || w.Waiting != 0 {
+		t.Fatalf("window %+v once the registry stopped: want nothing in flight, deferred or waiting", w)
 	}
 }

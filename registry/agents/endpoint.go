@@ -259,11 +259,7 @@ func Start(cfg Config) (*Endpoint, error) {
 	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[identity]*session{}, plan: plan}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
-	e.window = newWindow(time.Now, func(nodes []string) {
-		for _, n := range nodes {
-			e.push.add(n)
-		}
-	})
+	e.window = newWindow(time.Now, e.push.hand)
 	e.calls.init()
 	// The hooks hear of this registry's commits and (on etcd) the other replicas': a
 	// node's identity that lets an agent here go, a session of an agent here opened at
@@ -388,7 +384,9 @@ func (e *Endpoint) Close() error {
 	if terr := e.tr.Close(); err == nil {
 		err = terr
 	}
-	e.push.close()
+	for _, q := range e.push.close() {
+		e.window.release(q.slot)
+	}
 	e.wg.Wait()
 	if terr := e.tr.Conn.Close(); err == nil && !errors.Is(terr, net.ErrClosed) {
 		err = terr

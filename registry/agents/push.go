@@ -16,11 +16,13 @@ const (
 	pushBatch = 256
 )
 
-// pushQueue is the set of connected nodes whose NodeSpec moved and is not pushed yet.
-// A node is in it once however often its spec moves before a worker gets to it.
+// pushQueue is the set of connected nodes whose NodeSpec moved and is not pushed yet,
+// and the deferred nodes the window handed a place to. A node is in the set once however
+// often its spec moves before a worker gets to it.
 type pushQueue struct {
 	mu     sync.Mutex
 	nodes  map[string]struct{}
+	handed []queued
 	closed bool
 	wake   chan struct{}
 }
@@ -40,6 +42,18 @@ func (q *pushQueue) add(node string) {
 	q.signal()
 }
 
+// hand adds a deferred node given a place (the window's handoff); false once closed.
+func (q *pushQueue) hand(h queued) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return false
+	}
+	q.handed = append(q.handed, h)
+	q.signal()
+	return true
+}
+
 func (q *pushQueue) signal() {
 	select {
 	case q.wake <- struct{}{}:
@@ -47,30 +61,40 @@ func (q *pushQueue) signal() {
 	}
 }
 
-func (q *pushQueue) close() {
+// close ends the queue and returns the handed nodes no worker took, whose places are
+// to be given back.
+func (q *pushQueue) close() []queued {
 	q.mu.Lock()
 	q.closed = true
+	handed := q.handed
+	q.handed = nil
 	q.mu.Unlock()
 	close(q.wake)
+	return handed
 }
 
-// take waits for nodes to push and returns up to max of them; nil once closed.
-func (q *pushQueue) take(max int) []string {
+// take waits for nodes to push and returns up to max of them, the handed ones first;
+// nil once closed.
+func (q *pushQueue) take(max int) []queued {
 	for {
 		q.mu.Lock()
 		if q.closed {
 			q.mu.Unlock()
 			return nil
 		}
-		var out []string
+		n := min(max, len(q.handed))
+		out := q.handed[:n:n] // append copies it: the rest stays q.handed's
+		if q.handed = q.handed[n:]; len(q.handed) == 0 {
+			q.handed = nil
+		}
 		for n := range q.nodes {
 			if len(out) == max {
 				break
 			}
-			out = append(out, n)
+			out = append(out, queued{node: n})
 			delete(q.nodes, n)
 		}
-		more := len(q.nodes) > 0
+		more := len(q.nodes) > 0 || len(q.handed) > 0
 		q.mu.Unlock()
 		if more {
 			q.signal() // wake another worker for the rest
@@ -90,55 +114,77 @@ func (e *Endpoint) nodeSpecChanged(node string, _ int64) {
 	}
 }
 
-// pushWorker pushes queued NodeSpecs, reading each batch in one transaction. A session
+// pushWorker pushes queued NodeSpecs, reading each batch in one transaction: a node
+// handed a place (window.handoff) is read then, once, and sent in that place. A session
 // whose certificate the node read in that transaction no longer passes
 // (store.Tx.CheckAgent) is ended instead: an installed OS's agent of an earlier
 // installation never gets the NodeSpec of the next one, even when the push comes before
-// this registry hears of the installation's change (identityChanged).
+// this registry hears of the installation's change (identityChanged). A handed place not
+// used (the node or its session gone, the session of another tenant now) is given back.
 func (e *Endpoint) pushWorker() {
 	type push struct {
 		s    *session
 		spec proto.NodeSpec
 		// refused is why the node refuses the session's certificate, nil when it passes.
 		refused error
+		// slot is the place handed to the node, nil when the push is to take one.
+		slot *slot
 	}
 	for {
 		nodes := e.push.take(pushBatch)
 		if nodes == nil {
 			return
 		}
-		nodes = slices.DeleteFunc(nodes, e.deferred)
+		nodes = slices.DeleteFunc(nodes, func(q queued) bool { return q.slot == nil && e.deferred(q.node) })
 		pushes := make([]push, 0, len(nodes))
+		var unused []*slot
 		err := e.cfg.Store.View(func(tx *store.Tx) error {
-			for _, n := range nodes {
-				spec, err := tx.NodeSpec(n)
+			for _, q := range nodes {
+				spec, err := tx.NodeSpec(q.node)
 				if proto.CodeOf(err) == proto.NotFound {
+					unused = append(unused, q.slot)
 					continue
 				}
 				if err != nil {
 					return err
 				}
-				if s := e.session(spec.Node, spec.Role); s != nil {
-					pushes = append(pushes, push{s, spec, tx.CheckAgent(s.node, s.role, s.epoch)})
+				s := e.session(spec.Node, spec.Role)
+				if s == nil {
+					unused = append(unused, q.slot)
+					continue
 				}
+				sl := q.slot
+				if sl != nil && sl.tenant != s.tenant { // another tenant's session now: it takes a place of its own
+					unused, sl = append(unused, sl), nil
+				}
+				pushes = append(pushes, push{s, spec, tx.CheckAgent(s.node, s.role, s.epoch), sl})
 			}
 			return nil
 		})
 		if err != nil {
 			e.log.Error("read NodeSpecs to push", "err", err)
-			continue
+			unused, pushes = unused[:0], nil
+			for _, q := range nodes {
+				unused = append(unused, q.slot)
+			}
+		}
+		for _, sl := range unused {
+			e.window.release(sl)
 		}
 		for _, p := range pushes {
-			if !e.letGo(p.s, p.refused) {
-				e.send(p.s, p.spec)
+			if e.letGo(p.s, p.refused) {
+				e.window.release(p.slot)
+				continue
 			}
+			e.send(p.s, p.spec, p.slot)
 		}
 	}
 }
 
 // deferred sets node aside, unread, when the tenant of its agent's session here holds
-// its share of the push window (window.deferIfAtShare): it comes back as that tenant's
-// pushes end. A node with no session here is left to the read, which skips it.
+// its share of the push window (window.deferIfAtShare): it comes back with a place that
+// frees within the share (window.handoff). A node with no session here is left to the
+// read, which skips it.
 func (e *Endpoint) deferred(node string) bool {
 	for _, role := range []proto.Role{proto.RoleNode, proto.RoleSite} {
 		if s := e.session(node, role); s != nil {
@@ -149,19 +195,16 @@ func (e *Endpoint) deferred(node string) bool {
 }
 
 // send pushes spec to the agent of s unless it has that generation or a newer one
-// already. The push takes a place in the window first (waiting for one), unless the
-// session holds one for an older push not yet acknowledged, which this one supersedes
-// and takes over. A write that fails or stalls ends the session; the agent reconnects
-// and its hello brings it up to date.
-func (e *Endpoint) send(s *session, spec proto.NodeSpec) {
-	var sl *slot
+// already. The push takes a place in the window first (waiting for one), unless it was
+// handed one (sl, given back when unused) or the session holds one for an older push
+// not yet acknowledged, which this one supersedes and takes over. A write that fails or
+// stalls ends the session; the agent reconnects and its hello brings it up to date.
+func (e *Endpoint) send(s *session, spec proto.NodeSpec, sl *slot) {
 	for {
 		s.wmu.Lock()
 		if spec.Generation <= s.sent || s.ended {
 			s.wmu.Unlock()
-			if sl != nil {
-				e.window.end(sl, pushUnused)
-			}
+			e.window.release(sl)
 			return
 		}
 		if sl != nil || s.pending != nil {
@@ -176,9 +219,7 @@ func (e *Endpoint) send(s *session, spec proto.NodeSpec) {
 	if p := s.pending; p != nil { // superseded: this push takes its place
 		p.timer.Stop()
 		s.pending = nil
-		if sl != nil {
-			e.window.end(sl, pushUnused)
-		}
+		e.window.release(sl)
 		sl = p.slot
 	}
 	s.stream.SetWriteDeadline(time.Now().Add(writeTimeout))

@@ -478,7 +478,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 			s.sent = 0
 		}
 		s.wmu.Unlock()
-		e.send(s, spec)
+		e.send(s, spec, nil)
 	}
 	// On this session, not on the node's session now: another agent's session may have
 	// replaced this one since the pending commands were read (its own hello reads them

@@ -32,9 +32,10 @@ const (
 // has, cannot hold the places every other tenant's pushes wait for, and a fleet of one
 // tenant still pushes through nearly the whole window. A push of a tenant at its share
 // does not wait (a push worker waiting would hold every other tenant's pushes behind
-// it): its node is deferred, and handed to requeue as places of its tenant are given
-// back, as many as its share then has room for (so a tenant with thousands of nodes
-// deferred has them pushed a few at a time, not all read and deferred again at each).
+// it): its node is deferred, unread, and a place that frees goes to it directly once the
+// waiters are served and its tenant's share has room (the tenants' deferred nodes taking
+// turns): the node is handed, with its place, to handoff, which reads its newest
+// NodeSpec and sends it in that place, without going through the push queue again.
 type window struct {
 	mu  sync.Mutex
 	now func() time.Time
@@ -47,8 +48,11 @@ type window struct {
 	held     map[string]int
 	deferred map[string]map[string]bool
 	active   map[string]int
-	// requeue is given the deferred nodes of a tenant that gave a place back, outside mu.
-	requeue func(nodes []string)
+	// handoff is given a deferred node with the place it was given, outside mu; false
+	// when the node cannot be pushed (the endpoint is closing), and the place is given
+	// back. handing are the nodes given a place under mu, for handoff once it is released.
+	handoff func(q queued) bool
+	handing []queued
 	// waiters wait for a place in order (*waiter, each given one place).
 	waiters list.List
 	// seq numbers the pushes as they take their place; cutSeq is the first one written
@@ -70,9 +74,16 @@ const (
 	pushUnused                  // the place was taken and not needed (a newer push won)
 )
 
-func newWindow(now func() time.Time, requeue func(nodes []string)) *window {
+func newWindow(now func() time.Time, handoff func(q queued) bool) *window {
 	return &window{now: now, size: initialWindow, threshold: maxWindow, held: map[string]int{},
-		deferred: map[string]map[string]bool{}, active: map[string]int{}, requeue: requeue}
+		deferred: map[string]map[string]bool{}, active: map[string]int{}, handoff: handoff}
+}
+
+// queued is a node to push and, when it was deferred and a place freed for it, that
+// place (nil otherwise: the push takes one, or is deferred, when it is sent).
+type queued struct {
+	node string
+	slot *slot
 }
 
 // slot is one push's place in the window: taken by acquire, given back by end.
@@ -122,7 +133,7 @@ func (w *window) acquire(tenant, node string, stop, gone <-chan struct{}) *slot 
 	el := w.waiters.PushBack(&waiter{tenant: tenant, node: node, ch: ch})
 	w.activeLocked(tenant, 1)
 	w.grantLocked()
-	w.mu.Unlock()
+	w.unlock()
 	select {
 	case sl := <-ch:
 		return sl
@@ -133,9 +144,7 @@ func (w *window) acquire(tenant, node string, stop, gone <-chan struct{}) *slot 
 	select {
 	case sl := <-ch: // given a place (or deferred) as it stopped waiting: give it back
 		w.mu.Unlock()
-		if sl != nil {
-			w.end(sl, pushUnused)
-		}
+		w.release(sl)
 	default:
 		w.waiters.Remove(el)
 		w.activeLocked(tenant, -1)
@@ -146,7 +155,8 @@ func (w *window) acquire(tenant, node string, stop, gone <-chan struct{}) *slot 
 
 // deferIfAtShare defers node, an agent of tenant, when tenant's pushes hold their
 // share, as acquire would, and reports whether it did: a push worker asks before it
-// reads the node's NodeSpec, so that a node set aside is read once, when it comes back.
+// reads the node's NodeSpec, so that a node set aside is read once, when it is handed a
+// place.
 func (w *window) deferIfAtShare(tenant, node string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -173,7 +183,8 @@ func (w *window) takeLocked(tenant string) *slot {
 }
 
 // grantLocked gives the free places to the waiters in order; a waiter whose tenant's
-// pushes came to hold their share while it waited is deferred instead (given nil).
+// pushes came to hold their share while it waited is deferred instead (given nil). The
+// places left go to the deferred nodes (handDeferredLocked).
 func (w *window) grantLocked() {
 	for w.waiters.Len() > 0 && w.inFlight < int(w.size) {
 		wt := w.waiters.Remove(w.waiters.Front()).(*waiter)
@@ -184,6 +195,54 @@ func (w *window) grantLocked() {
 		}
 		wt.ch <- w.takeLocked(wt.tenant)
 	}
+	w.handDeferredLocked()
+}
+
+// handDeferredLocked gives the free places to the deferred nodes, one of each tenant
+// whose share has room in turn, for handoff (handing) once mu is released.
+func (w *window) handDeferredLocked() {
+	for more := true; more; {
+		more = false
+		for tenant, nodes := range w.deferred {
+			if w.inFlight >= int(w.size) {
+				return
+			}
+			if w.held[tenant] >= w.capLocked(tenant) {
+				continue
+			}
+			for node := range nodes {
+				delete(nodes, node)
+				w.handing = append(w.handing, queued{node, w.takeLocked(tenant)})
+				w.activeLocked(tenant, -1)
+				break
+			}
+			if len(nodes) == 0 {
+				delete(w.deferred, tenant)
+			}
+			more = true
+		}
+	}
+}
+
+// unlock releases mu and hands the nodes given a place under it to handoff; the place of
+// one it refuses is given back (which may hand it to another).
+func (w *window) unlock() {
+	for len(w.handing) > 0 {
+		handing := w.handing
+		w.handing = nil
+		w.mu.Unlock()
+		var refused []*slot
+		for _, q := range handing {
+			if !w.handoff(q) {
+				refused = append(refused, q.slot)
+			}
+		}
+		w.mu.Lock()
+		for _, sl := range refused {
+			w.endLocked(sl, pushUnused)
+		}
+	}
+	w.mu.Unlock()
 }
 
 func (w *window) deferLocked(tenant, node string) {
@@ -196,6 +255,13 @@ func (w *window) deferLocked(tenant, node string) {
 	}
 }
 
+// release gives back sl, a place taken and not used, if any.
+func (w *window) release(sl *slot) {
+	if sl != nil {
+		w.end(sl, pushUnused)
+	}
+}
+
 // sent restarts the slot's clock when its push is written (its wait for a place is not
 // the agent's).
 func (w *window) sent(sl *slot) {
@@ -204,38 +270,12 @@ func (w *window) sent(sl *slot) {
 	w.mu.Unlock()
 }
 
-// end gives sl's place back and sizes the window from how its push ended; the nodes
-// deferred for its tenant go to requeue.
+// end gives sl's place back and sizes the window from how its push ended; the place
+// goes to a waiter or a deferred node (grantLocked).
 func (w *window) end(sl *slot, how pushEnd) {
 	w.mu.Lock()
 	w.endLocked(sl, how)
-	nodes := w.undeferLocked(sl.tenant)
-	w.mu.Unlock()
-	if len(nodes) > 0 {
-		w.requeue(nodes)
-	}
-}
-
-// undeferLocked forgets and returns as many of the nodes deferred for tenant as its
-// share has room for now.
-func (w *window) undeferLocked(tenant string) []string {
-	room := w.capLocked(tenant) - w.held[tenant]
-	if room <= 0 || len(w.deferred[tenant]) == 0 {
-		return nil
-	}
-	var nodes []string
-	for node := range w.deferred[tenant] {
-		if len(nodes) == room {
-			break
-		}
-		nodes = append(nodes, node)
-		delete(w.deferred[tenant], node)
-	}
-	if len(w.deferred[tenant]) == 0 {
-		delete(w.deferred, tenant)
-	}
-	w.activeLocked(tenant, -len(nodes))
-	return nodes
+	w.unlock()
 }
 
 func (w *window) endLocked(sl *slot, how pushEnd) {
@@ -271,7 +311,8 @@ type PushWindow struct {
 	// is the most there were at once since Start; Waiting pushes wait for a place.
 	InFlight, Size, MaxInFlight, Waiting int
 	// Deferred pushes found their tenant's pushes holding its share (half the window
-	// beside another tenant's, seven eighths alone): they are made as those end.
+	// beside another tenant's, seven eighths alone): each is given a place that frees
+	// once its tenant's share has room.
 	Deferred int
 	// Late acknowledgements came after ackTarget (1 s) or not within the ack timeout;
 	// Halvings is how often the window was halved for them.

@@ -13,7 +13,7 @@ func (f *fakeNow) now() time.Time { return f.t }
 
 func TestWindowSizedByAcks(t *testing.T) {
 	clk := &fakeNow{t: time.Unix(0, 0)}
-	w := newWindow(clk.now, func([]string) {})
+	w := newWindow(clk.now, refuseHandoff)
 	closed := make(chan struct{})
 	close(closed)
 	var slots []*slot
@@ -78,7 +78,7 @@ func TestWindowSizedByAcks(t *testing.T) {
 }
 
 func TestWindowWaitersInOrder(t *testing.T) {
-	w := newWindow(time.Now, func([]string) {})
+	w := newWindow(time.Now, refuseHandoff)
 	w.size = 1 // each tenant's share is one place: the waiters are of other tenants
 	first := w.acquire("first", "n", nil, nil)
 	got := make(chan int, 2)
@@ -120,15 +120,24 @@ func waitWaiting(t *testing.T, w *window, n int) {
 	t.Fatalf("%d waiting, want %d", w.state().Waiting, n)
 }
 
+// refuseHandoff is the handoff of a window whose tests defer no node.
+func refuseHandoff(queued) bool { return false }
+
+// handoffs records the deferred nodes a window hands a place to.
+type handoffs struct{ got []queued }
+
+func (h *handoffs) hand(q queued) bool { h.got = append(h.got, q); return true }
+
 // TestWindowShare: the agents of tenant beta never acknowledge. Alone in the window,
 // beta's pushes hold all of it but an eighth; its further pushes neither wait nor take a
 // place but are deferred, while those of acme, asked later, get the eighth kept free at
 // once. Beside acme's, beta's pushes are held to half the window: one of them ending
-// hands none of its deferred nodes back while it holds more. Once acme's pushes are
-// gone, beta's deferred nodes are handed back as its share has room, not all at once.
+// hands no deferred node a place while it holds more. Once acme's pushes are gone,
+// beta's deferred nodes are handed places as its share has room, one for each place
+// that frees, not all at once.
 func TestWindowShare(t *testing.T) {
-	var requeued []string
-	w := newWindow(time.Now, func(nodes []string) { requeued = append(requeued, nodes...) })
+	var h handoffs
+	w := newWindow(time.Now, h.hand)
 	const alone, reserve = initialWindow - initialWindow/8, initialWindow / 8
 	var beta []*slot
 	for i := range initialWindow + 8 {
@@ -148,40 +157,57 @@ func TestWindowShare(t *testing.T) {
 		acme = append(acme, sl)
 	}
 	// Beside acme, beta's share is half the window: it holds more, so an ending push of
-	// its own hands nothing back.
+	// its own hands nothing on.
 	w.end(beta[0], pushUnused)
-	if len(requeued) != 0 {
-		t.Fatalf("requeued %v while beta holds more than half the window beside acme", requeued)
+	if len(h.got) != 0 {
+		t.Fatalf("handed %v places while beta holds more than half the window beside acme", h.got)
 	}
+	// Alone again, beta's share is all but an eighth: it holds one place less than
+	// that, and the last of acme's places to end goes to one of its deferred nodes.
 	for _, sl := range acme {
 		w.end(sl, pushUnused)
 	}
-	if len(requeued) != 0 {
-		t.Fatalf("requeued %v at the end of acme's pushes, which deferred none", requeued)
+	if st := w.state(); len(h.got) != 1 || st.InFlight != alone || st.Deferred != initialWindow+8-alone-1 {
+		t.Fatalf("handed %d of beta's nodes a place as acme's pushes ended, window %+v: want 1, the room in beta's share", len(h.got), st)
 	}
-	// Alone again: one of beta's pushes ending hands back as many deferred nodes as its
-	// share has room for (two: it holds alone-2), not all of them.
+	// Each of beta's places that ends goes to a deferred node of beta's.
 	w.end(beta[1], pushUnused)
-	if st := w.state(); len(requeued) != 2 || st.Deferred != initialWindow+8-alone-2 {
-		t.Fatalf("requeued %d of beta's nodes, window %+v: want 2, the room in its share", len(requeued), st)
+	if st := w.state(); len(h.got) != 2 || st.InFlight != alone || st.Deferred != initialWindow+8-alone-2 {
+		t.Fatalf("handed %d of beta's nodes a place, window %+v: want 2, one for each place freed", len(h.got), st)
 	}
+	for i, q := range h.got {
+		if q.slot == nil || q.slot.tenant != "beta" {
+			t.Fatalf("handed %s the place %+v, want one of beta's", q.node, q.slot)
+		}
+		for _, r := range h.got[:i] {
+			if r.node == q.node {
+				t.Fatalf("handed %s two places", q.node)
+			}
+		}
+	}
+	// Every push ending, the handed ones too once sent and acknowledged: every deferred
+	// node is handed a place, and the window comes back to zero.
 	for _, sl := range beta[2:] {
 		w.end(sl, pushUnused)
 	}
-	if st := w.state(); len(requeued) != initialWindow+8-alone || st.Deferred != 0 || st.InFlight != 0 {
-		t.Fatalf("requeued %d of beta's nodes once its pushes ended, window %+v: want every deferred one", len(requeued), st)
+	for i := 0; i < len(h.got); i++ {
+		w.end(h.got[i].slot, pushAcked)
 	}
-	if len(w.active) != 0 {
-		t.Fatalf("the window still counts tenants active after every push ended: %v", w.active)
+	if st := w.state(); len(h.got) != initialWindow+8-alone || st.Deferred != 0 || st.InFlight != 0 {
+		t.Fatalf("handed %d of beta's nodes a place once its pushes ended, window %+v: want every deferred one", len(h.got), st)
+	}
+	if len(w.active) != 0 || len(w.held) != 0 {
+		t.Fatalf("the window still counts tenants after every push ended: active %v, held %v", w.active, w.held)
 	}
 }
 
 // TestDeferIfAtShare: a push worker asks before it reads a node's NodeSpec. Below its
 // tenant's share the node is left to be read and pushed; at the share it is set aside,
-// unread, and handed back as the tenant's pushes end.
+// unread, and the next place of its tenant's that frees is handed to it, counted in
+// flight at once: it takes no place of its own.
 func TestDeferIfAtShare(t *testing.T) {
-	var requeued []string
-	w := newWindow(time.Now, func(nodes []string) { requeued = append(requeued, nodes...) })
+	var h handoffs
+	w := newWindow(time.Now, h.hand)
 	if w.deferIfAtShare("beta", "beta-first") {
 		t.Fatal("a node of a tenant holding no place was set aside")
 	}
@@ -196,7 +222,30 @@ func TestDeferIfAtShare(t *testing.T) {
 		t.Fatalf("window %+v: want the node deferred and no place taken for it", st)
 	}
 	w.end(beta[0], pushUnused)
-	if len(requeued) != 1 || requeued[0] != "beta-late" {
-		t.Fatalf("requeued %v once a place of beta's ended, want [beta-late]", requeued)
+	if len(h.got) != 1 || h.got[0].node != "beta-late" || h.got[0].slot == nil {
+		t.Fatalf("handed %v once a place of beta's ended, want beta-late with a place", h.got)
+	}
+	if st := w.state(); st.Deferred != 0 || st.InFlight != len(beta) {
+		t.Fatalf("window %+v: want beta-late in flight in the place freed", st)
+	}
+}
+
+// TestWindowHandoffRefused: a node handed a place as the endpoint closes (its push
+// queue refuses it) gives the place back, and the next deferred node takes it, until
+// none is left: the window comes back to zero, however many were deferred.
+func TestWindowHandoffRefused(t *testing.T) {
+	refused := 0
+	w := newWindow(time.Now, func(queued) bool { refused++; return false })
+	var beta []*slot
+	for i := range initialWindow + 100 {
+		if sl := w.acquire("beta", fmt.Sprintf("beta-%03d", i), nil, nil); sl != nil {
+			beta = append(beta, sl)
+		}
+	}
+	for _, sl := range beta {
+		w.end(sl, pushEnded)
+	}
+	if st := w.state(); refused != initialWindow+100-len(beta) || st.InFlight != 0 || st.Deferred != 0 || len(w.active) != 0 {
+		t.Fatalf("%d handoffs refused, window %+v, active %v: want every deferred node handed and refused, none left", refused, st, w.active)
 	}
 }
