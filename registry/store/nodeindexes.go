@@ -50,18 +50,19 @@ func (t *Tx) writeEntries(ix nodeIndex, old, n Node) (bool, error) {
 	return changed, nil
 }
 
-// diff compares ix with what the nodes say, as tx reads them: missing are the entries a
+// diff compares ix with what all the nodes say (every one: not a page of them), as tx
+// reads them: missing are the entries a
 // node should have and does not (key -> its value), stale the entries no node has (a
 // node gone, or one whose record says another). Both are empty in a store this registry
 // alone wrote.
 func (t *Tx) diff(ix nodeIndex) (missing map[string]string, stale []string, err error) {
 	want := map[string]string{}
-	_, err = t.scan(bucketNodes, nil, Page{}, func(k, _ []byte) (bool, error) {
+	_, _, err = t.walk(bucketNodes, nil, nil, func() bool { return false }, func(k, _ []byte) error {
 		n, err := t.Node(string(k))
 		for key, v := range ix.entries(n) {
 			want[key] = v
 		}
-		return true, err
+		return err
 	})
 	if err != nil {
 		return nil, nil, err

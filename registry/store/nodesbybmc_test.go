@@ -211,3 +211,47 @@ func TestNodesByBMCReindexed(t *testing.T) {
 		})
 	}
 }
+
+// TestNodesByBMCKeptPastAPage: a store of more nodes than a page of a list, written
+// before the index existed, is indexed whole at the next open (reindexing reads all the
+// nodes, not the first page), so another tenant cannot bind the BMC of any of them, and
+// Check finds nothing wrong.
+func TestNodesByBMCKeptPastAPage(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(b.name, func(t *testing.T) {
+			open := b.place(t)
+			s, err := open(t, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bmcTenants(t, s)
+			var acme []string
+			for i := range MaxPage + 1 {
+				n, err := bmcNode(s, "acme", "gpu", i, fmt.Sprintf("10.21.%d.%d", i/200, 1+i%200), false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				acme = append(acme, n.ID)
+			}
+			mustUpdate(t, s, func(tx *Tx) error {
+				var keys [][]byte
+				c := tx.kv.cursor(bucketNodesByBMC)
+				for k, _ := c.First(); k != nil; k, _ = c.Next() {
+					keys = append(keys, []byte(string(k)))
+				}
+				for _, k := range keys {
+					if err := tx.del(bucketNodesByBMC, k); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			s.Close()
+			s = openTest(t, open)
+			for i := range MaxPage + 1 {
+				_, err := bmcNode(s, "beta", "gpu", 1000+i, fmt.Sprintf("10.21.%d.%d", i/200, 1+i%200), false)
+				refusedBMC(t, fmt.Sprintf("reopened, beta enrolling with acme's BMC %d", i), err, acme...)
+			}
+		})
+	}
+}
