@@ -2,12 +2,8 @@ package site
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
-	"os/signal"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,13 +14,8 @@ import (
 	"github.com/better-compute/better-compute/testkit"
 )
 
-const (
-	// enrolledMAC is the boot NIC of acme's installed machine, which has no boot entry.
-	enrolledMAC = "52:54:00:00:be:01"
-	// enrolledHelperEnv makes the test binary the registry side of
-	// TestEnrolledMachineGetsAnAddressPastASpoofer; its value is the work directory.
-	enrolledHelperEnv = "BC_SITE_ENROLLED_HELPER"
-)
+// enrolledMAC is the boot NIC of acme's installed machine, which has no boot entry.
+const enrolledMAC = "52:54:00:00:be:01"
 
 // TestEnrolledMachineGetsAnAddressPastASpoofer: `bcd site` serves DHCP, authoritative
 // over 20 addresses, in a network namespace, with the registry side (store, site
@@ -41,30 +32,7 @@ func TestEnrolledMachineGetsAnAddressPastASpoofer(t *testing.T) {
 	siteNS := netns.New(t, "site")
 	lan.Attach(t, siteNS, "eth0", "10.77.0.1/24", "")
 	work := t.TempDir()
-	data, _ := json.Marshal(helperSpec{Work: work, Ramdisk: mkdir(t, work, "ramdisk"), BCD: testkit.Binary(t, "bcd")})
-	testkit.WriteFile(t, filepath.Join(work, "helper.json"), data, 0o600)
-	ctx, cancel := context.WithCancel(context.Background())
-	helper := siteNS.Command(ctx, os.Args[0], "-test.run=^TestEnrolledHelper$", "-test.v")
-	helper.Env = append(os.Environ(), enrolledHelperEnv+"="+work)
-	var out netns.SyncBuffer
-	helper.Stdout, helper.Stderr = &out, &out
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		helper.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { helper.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cancel()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("registry side and bcd site:\n%s", out.String())
-		}
-	})
+	out := startHelper(t, siteNS, "enrolled", helperSpec{Work: work, Ramdisk: mkdir(t, work, "ramdisk"), BCD: testkit.Binary(t, "bcd")})
 	testkit.WaitFor(t, "the site agent applying the NodeSpec that knows the enrolled machine", 60*time.Second, 100*time.Millisecond, func() bool {
 		if strings.Contains(out.String(), "HELPER-FAILED") {
 			t.Fatal("the registry side failed")
@@ -95,35 +63,13 @@ func TestEnrolledMachineGetsAnAddressPastASpoofer(t *testing.T) {
 	}
 }
 
-// TestEnrolledHelper is the registry side of TestEnrolledMachineGetsAnAddressPastASpoofer;
-// it runs only as its helper.
-func TestEnrolledHelper(t *testing.T) {
-	work := os.Getenv(enrolledHelperEnv)
-	if work == "" {
-		t.Skip("the helper of TestEnrolledMachineGetsAnAddressPastASpoofer")
-	}
-	if err := runEnrolledHelper(work); err != nil {
-		fmt.Println("HELPER-FAILED:", err)
-		t.Fatal(err)
-	}
-}
-
-// runEnrolledHelper starts the registry side of the site (startSiteSide), waits for bcd
-// site to apply its first NodeSpec, enrolls acme's installed machine through the store,
-// and prints KNOWN-APPLIED once bcd site applied the NodeSpec the site service wrote
-// for it; then waits for SIGINT.
-func runEnrolledHelper(work string) error {
-	data, err := os.ReadFile(filepath.Join(work, "helper.json"))
-	if err != nil {
-		return err
-	}
-	var spec helperSpec
-	if err := json.Unmarshal(data, &spec); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Second)
-	defer cancel()
-	side, err := startSiteSide(ctx, work, spec.BCD, func(*store.Tx) error { return nil }, map[string]any{"ramdiskDir": spec.Ramdisk})
+// runEnrolledHelper is the registry side of
+// TestEnrolledMachineGetsAnAddressPastASpoofer: it starts the site's (startSiteSide),
+// waits for bcd site to apply its first NodeSpec, enrolls acme's installed machine
+// through the store, and prints KNOWN-APPLIED once bcd site applied the NodeSpec the
+// site service wrote for it; then waits for SIGINT.
+func runEnrolledHelper(ctx context.Context, spec helperSpec) error {
+	side, err := startSiteSide(ctx, spec.Work, spec.BCD, func(*store.Tx) error { return nil }, map[string]any{"ramdiskDir": spec.Ramdisk})
 	if err != nil {
 		return err
 	}
@@ -164,8 +110,6 @@ func runEnrolledHelper(work string) error {
 		return err
 	}
 	fmt.Println("KNOWN-APPLIED", known.Generation, known.Site.KnownMACs)
-	stop, done := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer done()
-	<-stop.Done()
+	untilInterrupted()
 	return nil
 }

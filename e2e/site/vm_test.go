@@ -10,7 +10,6 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -34,9 +33,6 @@ const (
 	vmROM = "/usr/lib/ipxe/qemu/efi-e1000.rom"
 	// marker is what the test ramdisk's /init prints on the serial console.
 	marker = "BC-RAMDISK-UP cmdline: "
-	// helperEnv makes the test binary the registry side of TestSiteBootsVM, inside the
-	// site's namespace: its value is the work directory.
-	helperEnv = "BC_SITE_VM_HELPER"
 )
 
 // TestSiteBootsVM runs `bcd site` alone in a network namespace, with its registry
@@ -63,31 +59,7 @@ func TestSiteBootsVM(t *testing.T) {
 	qmpSock := filepath.Join(work, "vm.qmp")
 	console := startVM(t, lan, qmpSock)
 
-	spec := helperSpec{Work: work, Ramdisk: ramdisk, BCD: testkit.Binary(t, "bcd"), QMP: qmpSock}
-	data, _ := json.Marshal(spec)
-	testkit.WriteFile(t, filepath.Join(work, "helper.json"), data, 0o600)
-	ctx, cancel := context.WithCancel(context.Background())
-	helper := siteNS.Command(ctx, os.Args[0], "-test.run=^TestSiteVMHelper$", "-test.v")
-	helper.Env = append(os.Environ(), helperEnv+"="+work)
-	var out netns.SyncBuffer
-	helper.Stdout, helper.Stderr = &out, &out
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		helper.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { helper.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cancel()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("registry side and bcd site:\n%s", out.String())
-		}
-	})
+	out := startHelper(t, siteNS, "vm", helperSpec{Work: work, Ramdisk: ramdisk, BCD: testkit.Binary(t, "bcd"), QMP: qmpSock})
 	start := time.Now()
 	var line string
 	deadline := time.Now().Add(240 * time.Second)
@@ -151,39 +123,12 @@ func dhclient(t *testing.T, ns *netns.NS, ifname string) string {
 	return ip
 }
 
-// helperSpec is what the outer test hands its helper.
-type helperSpec struct {
-	Work, Ramdisk, BCD, QMP string
-}
-
-// TestSiteVMHelper is the registry side of TestSiteBootsVM; it runs only as its helper.
-func TestSiteVMHelper(t *testing.T) {
-	work := os.Getenv(helperEnv)
-	if work == "" {
-		t.Skip("the helper of TestSiteBootsVM")
-	}
-	if err := runHelper(work); err != nil {
-		fmt.Println("HELPER-FAILED:", err)
-		t.Fatal(err)
-	}
-}
-
-// runHelper starts the registry side of a site (startSiteSide) with acme's node enrolled
-// by its product UUID, relays the power step, pushes the site a ramdisk entry for the
-// MAC discovery proposes, then waits for SIGINT.
-func runHelper(work string) error {
-	data, err := os.ReadFile(filepath.Join(work, "helper.json"))
-	if err != nil {
-		return err
-	}
-	var spec helperSpec
-	if err := json.Unmarshal(data, &spec); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Second)
-	defer cancel()
+// runVMHelper is the registry side of TestSiteBootsVM: it starts the site's
+// (startSiteSide) with acme's node enrolled by its product UUID, relays the power step,
+// pushes the site a ramdisk entry for the MAC discovery proposes, then waits for SIGINT.
+func runVMHelper(ctx context.Context, spec helperSpec) error {
 	var node store.Node
-	side, err := startSiteSide(ctx, work, spec.BCD, func(tx *store.Tx) (err error) {
+	side, err := startSiteSide(ctx, spec.Work, spec.BCD, func(tx *store.Tx) (err error) {
 		node, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "vms", ProductUUID: vmUUID})
 		return err
 	}, map[string]any{"ramdiskDir": spec.Ramdisk, "retryInterval": "2s"})
@@ -232,9 +177,7 @@ func runHelper(work string) error {
 		return err
 	}
 	fmt.Println("PUSHED generation", pushed.Generation)
-	stop, done := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer done()
-	<-stop.Done()
+	untilInterrupted()
 	return nil
 }
 

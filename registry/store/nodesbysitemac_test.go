@@ -96,23 +96,32 @@ func siteMACs(t *testing.T, open opener) {
 	heard("rack-a")
 
 	// A store an earlier version wrote has no entries: the next open writes them.
-	mustUpdate(t, s, func(tx *Tx) error {
-		var keys [][]byte
-		c := tx.kv.cursor(bucketNodesBySiteMAC)
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
-			keys = append(keys, []byte(string(k)))
-		}
-		for _, k := range keys {
-			if err := tx.del(bucketNodesBySiteMAC, k); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	clearIndex(t, s, bucketNodesBySiteMAC)
 	if err := s.Check(); err == nil || strings.Count(err.Error(), "has a boot MAC with no nodes_by_site_mac entry") != 4 {
 		t.Errorf("Check of the emptied index: %v", err)
 	}
 	s.Close()
 	s = openTest(t, open, opts)
 	macs(want)
+}
+
+// clearIndex removes every entry of the index bucket, as a store written before the
+// index existed has none, and returns how many it removed.
+func clearIndex(t *testing.T, s *Store, bucket string) (removed int) {
+	t.Helper()
+	mustUpdate(t, s, func(tx *Tx) error {
+		var keys [][]byte
+		c := tx.kv.cursor(bucket)
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			keys = append(keys, []byte(string(k)))
+		}
+		for _, k := range keys {
+			if err := tx.del(bucket, k); err != nil {
+				return err
+			}
+		}
+		removed = len(keys)
+		return nil
+	})
+	return removed
 }
