@@ -1,6 +1,8 @@
 // Package site is the registry's side of the site agents: each site agent's NodeSpec,
 // whose site.cacheImages are the verified images the site's pools pre-warm (kept up to
-// date as pools, the catalog and signers change), PXE discovery (the MAC a site agent
+// date as pools, the catalog and signers change) and site.knownMacs the MACs of the
+// machines enrolled at the site (kept up to date as machines are enrolled, bound a MAC
+// or retired), PXE discovery (the MAC a site agent
 // saw booting with the product UUID of a node enrolled without one becomes the node's
 // MAC proposal), the site caches' reports recorded as image locations, and the commands
 // relayed to a site agent. docs/site.md describes them.
