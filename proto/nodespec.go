@@ -93,9 +93,11 @@ type SiteSpec struct {
 	KnownMACs []string `json:"knownMacs,omitempty"`
 }
 
-// MaxKnownMACs bounds a site's KnownMACs: at 20 bytes a MAC in JSON, they take under
-// 1.3 MiB of a NodeSpec whose cache plan takes at most 1 MiB, well under MaxFrame.
-const MaxKnownMACs = 65536
+// MaxKnownMACs bounds a site's KnownMACs: at 20 bytes a MAC in JSON, 320 KiB. Beside a
+// cache plan at its bound (1 MiB) the site's NodeSpec stays under 1.5 MiB, what an etcd
+// cluster takes in one request by default (the registry's store writes it in one), and
+// well under MaxFrame.
+const MaxKnownMACs = 16384
 
 // BootKind is how a machine boots from the site.
 type BootKind string

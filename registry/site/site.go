@@ -179,9 +179,12 @@ func (s *Service) Run(ctx context.Context) {
 	}
 }
 
-// refreshAll recomputes the NodeSpec of every site's agent.
+// refreshAll recomputes the NodeSpec of every site's agent, each site in a transaction
+// of its own: one site's NodeSpec may take most of what an etcd transaction carries, and
+// a site that fails leaves the others written.
 func (s *Service) refreshAll() {
-	err := s.cfg.Store.Update(func(tx *store.Tx) error {
+	var ids []string
+	err := s.cfg.Store.View(func(tx *store.Tx) error {
 		var page store.Page
 		for {
 			sites, next, err := tx.Sites(page)
@@ -189,9 +192,7 @@ func (s *Service) refreshAll() {
 				return err
 			}
 			for _, site := range sites {
-				if _, err := Refresh(tx, site.ID, s.cfg.Verifier, s.cfg.CacheKey); err != nil {
-					return err
-				}
+				ids = append(ids, site.ID)
 			}
 			if next == "" {
 				return nil
@@ -200,7 +201,16 @@ func (s *Service) refreshAll() {
 		}
 	})
 	if err != nil {
-		s.cfg.Log.Error("recomputing the site agents' NodeSpecs", "err", err)
+		s.cfg.Log.Error("listing the sites to recompute their agents' NodeSpecs", "err", err)
+	}
+	for _, site := range ids {
+		err := s.cfg.Store.Update(func(tx *store.Tx) error {
+			_, err := Refresh(tx, site, s.cfg.Verifier, s.cfg.CacheKey)
+			return err
+		})
+		if err != nil {
+			s.cfg.Log.Error("recomputing the site agent's NodeSpec", "site", site, "err", err)
+		}
 	}
 }
 
