@@ -32,6 +32,11 @@ type Deps struct {
 	Entries Entries
 	// Discoveries hears of unknown machines; nil drops them.
 	Discoveries Discoveries
+	// Enrolled reports whether the site knows a machine that has no entry (it is
+	// enrolled at the site): its DHCP client is served as a known one all the same (see
+	// lease.Policy.Known). nil knows only the machines with an entry. Called for every
+	// DHCP request of a client without an entry, from many goroutines at once.
+	Enrolled func(mac net.HardwareAddr) bool
 	// Log receives the server's structured logs; nil discards them.
 	Log *slog.Logger
 	// Clock is the time source; nil is the system clock.
@@ -50,6 +55,7 @@ type Deps struct {
 type Server struct {
 	cfg         Config
 	entries     Entries
+	enrolled    func(mac net.HardwareAddr) bool
 	discover    *discoverer
 	log         *slog.Logger
 	baseURL     string
@@ -86,7 +92,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.Real{}
 	}
-	s := &Server{cfg: cfg, entries: deps.Entries, log: deps.Log, extra: deps.Handlers, observer: deps.Observer,
+	s := &Server{cfg: cfg, entries: deps.Entries, enrolled: deps.Enrolled, log: deps.Log, extra: deps.Handlers, observer: deps.Observer,
 		discover: newDiscoverer(deps.Discoveries, deps.Clock, time.Duration(cfg.DiscoveryInterval))}
 	if cfg.HTTPDownloads > 0 {
 		s.gate = newDownloadGate(cfg.HTTPDownloads, time.Duration(cfg.HTTPDownloadWait), deps.Clock)
@@ -183,14 +189,14 @@ func (s *Server) secureBoot(mac net.HardwareAddr) bool {
 }
 
 // known reports whether the site knows mac, a MAC as lease.Pool writes it: an entry,
-// of any kind, names it.
+// of any kind, names it, or the machine is enrolled at the site (Deps.Enrolled).
 func (s *Server) known(mac string) bool {
 	hw, err := net.ParseMAC(mac)
 	if err != nil {
 		return false
 	}
 	_, ok := s.entries.Entry(hw)
-	return ok
+	return ok || s.enrolled != nil && s.enrolled(hw)
 }
 
 // seen records a network-boot client that has no entry.

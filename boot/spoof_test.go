@@ -1,10 +1,8 @@
 package boot
 
 import (
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,37 +12,19 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/e2e/netns"
-	"github.com/insomniacslk/dhcp/dhcpv4"
-	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 )
 
-// grabHelper names the helper that takes leases under random MACs.
+// grabHelper names the helper that takes leases under random MACs (netns.Grab).
 const grabHelper = "grab"
 
-// grabSpec is what the grabber does: on Interface, take leases under a new random MAC
-// each, DHCPDISCOVER then DHCPREQUEST as any client, until Refusals DISCOVERs in a row
-// got no offer or Attempts MACs were tried.
-type grabSpec struct {
-	Interface string
-	Attempts  int
-	Refusals  int
-}
-
-// grabbed is what the grabber took.
-type grabbed struct {
-	Leases []string
-	// Refused is how many DISCOVERs got no offer.
-	Refused int
-}
-
-// grabMain runs the grabber of the spec file and prints what it took as JSON.
+// grabMain runs netns.Grab with the spec file and prints what it took as JSON.
 func grabMain(specFile string) int {
-	var spec grabSpec
+	var spec netns.GrabSpec
 	if err := readSpec(specFile, &spec); err != nil {
 		fmt.Fprintln(os.Stderr, "grab:", err)
 		return 2
 	}
-	got, err := grab(spec)
+	got, err := netns.Grab(spec)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "grab:", err)
 		return 1
@@ -53,78 +33,14 @@ func grabMain(specFile string) int {
 	return 0
 }
 
-func grab(spec grabSpec) (grabbed, error) {
-	var got grabbed
-	conn, err := server4.NewIPv4UDPConn(spec.Interface, &net.UDPAddr{Port: dhcpv4.ClientPort})
-	if err != nil {
-		return got, err
-	}
-	defer conn.Close()
-	server := &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ServerPort}
-	// exchange sends m and returns the first reply of its transaction within 2 s.
-	exchange := func(m *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, error) {
-		if _, err := conn.WriteTo(m.ToBytes(), server); err != nil {
-			return nil, err
-		}
-		conn.SetReadDeadline(time.Now().Add(2 * time.Second))
-		buf := make([]byte, 1500)
-		for {
-			n, _, err := conn.ReadFrom(buf)
-			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				return nil, nil
-			}
-			if err != nil {
-				return nil, err
-			}
-			if r, err := dhcpv4.FromBytes(buf[:n]); err == nil && r.OpCode == dhcpv4.OpcodeBootReply && r.TransactionID == m.TransactionID {
-				return r, nil
-			}
-		}
-	}
-	refusals := 0
-	for range spec.Attempts {
-		mac := make(net.HardwareAddr, 6)
-		rand.Read(mac)
-		mac[0] = mac[0]&^1 | 2 // unicast, locally administered
-		disc, err := dhcpv4.NewDiscovery(mac, dhcpv4.WithBroadcast(true))
-		if err != nil {
-			return got, err
-		}
-		offer, err := exchange(disc)
-		if err != nil {
-			return got, err
-		}
-		if offer == nil || offer.MessageType() != dhcpv4.MessageTypeOffer {
-			got.Refused++
-			if refusals++; refusals == spec.Refusals {
-				return got, nil
-			}
-			continue
-		}
-		refusals = 0
-		req, err := dhcpv4.NewRequestFromOffer(offer, dhcpv4.WithBroadcast(true))
-		if err != nil {
-			return got, err
-		}
-		ack, err := exchange(req)
-		if err != nil {
-			return got, err
-		}
-		if ack != nil && ack.MessageType() == dhcpv4.MessageTypeAck {
-			got.Leases = append(got.Leases, ack.YourIPAddr.String())
-		}
-	}
-	return got, nil
-}
-
 // runGrab runs the grabber in ns and returns what it took.
-func runGrab(t *testing.T, ns *netns.NS, spec grabSpec) grabbed {
+func runGrab(t *testing.T, ns *netns.NS, spec netns.GrabSpec) netns.Grabbed {
 	t.Helper()
 	out, err := helperCommand(t, ns, grabHelper, spec).Output()
 	if err != nil {
 		t.Fatalf("grab: %v", err)
 	}
-	var got grabbed
+	var got netns.Grabbed
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +67,7 @@ func TestSpoofedMACsLeaveAddressesForKnownMachines(t *testing.T) {
 			known := "02:00:00:00:00:05"
 			startServer(t, n.server, cfg, map[string]Entry{known: {Kind: KindDisk}})
 
-			got := runGrab(t, n.client, grabSpec{Interface: clientIf, Attempts: 100, Refusals: 3})
+			got := runGrab(t, n.client, netns.GrabSpec{Interface: clientIf, Attempts: 100, Refusals: 3})
 			t.Logf("the host took %d leases, %d DISCOVERs refused", len(got.Leases), got.Refused)
 			if len(got.Leases) == 0 || len(got.Leases) > c.maxGrabbed {
 				t.Errorf("the host took %d leases under random MACs, want 1-%d", len(got.Leases), c.maxGrabbed)

@@ -87,7 +87,17 @@ type SiteSpec struct {
 	// cache serves an image only to a URL whose capability it or the site's own key signed;
 	// without it (a registry of an earlier version), to any URL.
 	CacheKey string `json:"cacheKey,omitempty"`
+	// KnownMACs are the boot MACs of the machines enrolled at the site (every node of a
+	// pool of the site that is not retired), sorted, at most MaxKnownMACs: the site's
+	// boot server serves them as known clients whether or not a boot entry names them.
+	KnownMACs []string `json:"knownMacs,omitempty"`
 }
+
+// MaxKnownMACs bounds a site's KnownMACs: at 20 bytes a MAC in JSON, 320 KiB. Beside a
+// cache plan at its bound (1 MiB) the site's NodeSpec stays under 1.5 MiB, what an etcd
+// cluster takes in one request by default (the registry's store writes it in one), and
+// well under MaxFrame.
+const MaxKnownMACs = 16384
 
 // BootKind is how a machine boots from the site.
 type BootKind string
@@ -184,6 +194,18 @@ func (s *NodeSpec) Validate() error {
 			return bad(p+".source", "give the URL the cache pulls from")
 		}
 	}
+	if len(s.Site.KnownMACs) > MaxKnownMACs {
+		return bad("site.knownMacs", "%d known MACs: a site knows at most %d", len(s.Site.KnownMACs), MaxKnownMACs)
+	}
+	for i, m := range s.Site.KnownMACs {
+		p := fmt.Sprintf("site.knownMacs[%d]", i)
+		if err := checkMAC(m); err != nil {
+			return bad(p, "%s", AsError(err).Message)
+		}
+		if i > 0 && m <= s.Site.KnownMACs[i-1] {
+			return bad(p, "MAC %q: list the known MACs sorted, each once", m)
+		}
+	}
 	for i, e := range s.Site.BootEntries {
 		if err := e.validate(fmt.Sprintf("site.bootEntries[%d]", i)); err != nil {
 			return err
@@ -210,9 +232,8 @@ func (e *BootEntry) validate(p string) error {
 		return bad(".macs", "give at least one MAC")
 	}
 	for j, m := range e.MACs {
-		hw, err := net.ParseMAC(m)
-		if err != nil || hw.String() != m {
-			return bad(fmt.Sprintf(".macs[%d]", j), "MAC %q: use lower-case hex pairs separated by colons", m)
+		if err := checkMAC(m); err != nil {
+			return bad(fmt.Sprintf(".macs[%d]", j), "%s", AsError(err).Message)
 		}
 	}
 	switch e.Kind {
@@ -232,6 +253,15 @@ func (e *BootEntry) validate(p string) error {
 	case BootDisk:
 	default:
 		return bad(".kind", "boot kind %q: use ramdisk, disk or sanboot", e.Kind)
+	}
+	return nil
+}
+
+// checkMAC refuses a MAC not in its canonical form (lower-case hex pairs separated by
+// colons), as INVALID_CONFIG.
+func checkMAC(m string) error {
+	if hw, err := net.ParseMAC(m); err != nil || hw.String() != m {
+		return Errorf(InvalidConfig, "MAC %q: use lower-case hex pairs separated by colons", m)
 	}
 	return nil
 }

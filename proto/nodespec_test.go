@@ -13,6 +13,9 @@ func TestNodeSpecValidate(t *testing.T) {
 	site := func(e BootEntry) *NodeSpec {
 		return &NodeSpec{Node: "site-1", Role: RoleSite, Site: &SiteSpec{BootEntries: []BootEntry{e}}}
 	}
+	known := func(macs ...string) *NodeSpec {
+		return &NodeSpec{Node: "site-1", Role: RoleSite, Site: &SiteSpec{KnownMACs: macs}}
+	}
 	cases := map[string]struct {
 		spec *NodeSpec
 		path string // empty: valid
@@ -33,6 +36,12 @@ func TestNodeSpecValidate(t *testing.T) {
 		"upper-case MAC":  {spec: site(BootEntry{Node: "m", MACs: []string{"52:54:00:AB:CD:EF"}, Kind: BootDisk}), path: "site.bootEntries[0].macs[0]"},
 		"no MAC":          {spec: site(BootEntry{Node: "m", Kind: BootDisk}), path: "site.bootEntries[0].macs"},
 		"unknown kind":    {spec: site(BootEntry{Node: "m", MACs: []string{"52:54:00:ab:cd:ef"}, Kind: "floppy"}), path: "site.bootEntries[0].kind"},
+		"known MACs":      {spec: known("52:54:00:00:00:01", "52:54:00:00:00:02")},
+		"known upper":     {spec: known("52:54:00:00:00:01", "52:54:00:AB:CD:EF"), path: "site.knownMacs[1]"},
+		"known unsorted":  {spec: known("52:54:00:00:00:02", "52:54:00:00:00:01"), path: "site.knownMacs[1]"},
+		"known twice":     {spec: known("52:54:00:00:00:01", "52:54:00:00:00:01"), path: "site.knownMacs[1]"},
+		"known too many":  {spec: known(manyMACs(MaxKnownMACs + 1)...), path: "site.knownMacs"},
+		"known at most":   {spec: known(manyMACs(MaxKnownMACs)...)},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -51,6 +60,15 @@ func TestNodeSpecValidate(t *testing.T) {
 	}
 }
 
+// manyMACs is n distinct MACs, sorted.
+func manyMACs(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("52:54:00:%02x:%02x:%02x", i>>16&0xff, i>>8&0xff, i&0xff)
+	}
+	return out
+}
+
 // FuzzNodeSpecValidate checks any NodeSpec the registry could push: Validate refuses it as
 // INVALID_CONFIG with a path, or it is still valid after a JSON round trip; each boot
 // entry's Check agrees with Validate, as INVALID_INPUT at bootEntry.
@@ -62,6 +80,7 @@ func FuzzNodeSpecValidate(f *testing.F) {
 		`{"node":"s","role":"site","site":{"bootEntries":[{"node":"m","macs":["52:54:00:ab:cd:ef"],"kind":"ramdisk","ramdisk":{"token":"bcj_x.y","registry":"https://r:7443","pins":["sha256/a","sha256/b","sha256/c"]}}]}}`,
 		`{"node":"s","role":"site","site":{"bootEntries":[{"node":"m","macs":["52:54:00:AB:cd:ef"],"kind":"sanboot","sanboot":{"image":"` + sum + `"}}]}}`,
 		`{"node":"Rack:A","role":"ramdisk","generation":-1}`,
+		`{"node":"s","role":"site","site":{"knownMacs":["52:54:00:ab:cd:ef","52:54:00:ab:cd:f0"]}}`,
 	} {
 		f.Add([]byte(s))
 	}

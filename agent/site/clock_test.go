@@ -95,13 +95,27 @@ func TestSiteWithoutAClockSignsItsScripts(t *testing.T) {
 // ends.
 func openProxySite(t *testing.T, cfg Config) *agent {
 	t.Helper()
+	a, _ := openSite(t, cfg, boot.Proxy)
+	return a
+}
+
+// openSite opens the site agent's parts (open) with cfg, in the test's temporary
+// directories, its boot server in mode on 10.0.0.1 (authoritative: over the range
+// 10.0.0.10-10.0.0.13); they are closed when the test ends.
+func openSite(t *testing.T, cfg Config, mode boot.Mode) (*agent, *boot.Server) {
+	t.Helper()
 	files := t.TempDir()
 	cfg.StateDir, cfg.Cache.Dir = t.TempDir(), t.TempDir()
-	cfg.Boot = boot.Config{Interface: "bc0", Mode: boot.Proxy, ServerIP: netip.MustParseAddr("10.0.0.1"), IPXEDir: files, RamdiskDir: files}
+	cfg.Boot = boot.Config{Interface: "bc0", Mode: mode, ServerIP: netip.MustParseAddr("10.0.0.1"), IPXEDir: files, RamdiskDir: files}
+	if mode == boot.Authoritative {
+		cfg.Boot.Subnet = netip.MustParsePrefix("10.0.0.0/24")
+		cfg.Boot.Range = boot.Range{Start: netip.MustParseAddr("10.0.0.10"), End: netip.MustParseAddr("10.0.0.13")}
+		cfg.Boot.LeaseFile = filepath.Join(t.TempDir(), "leases.db")
+	}
 	a, srv, err := open(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.cache.Close(); srv.Close() })
-	return a
+	return a, srv
 }

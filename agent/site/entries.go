@@ -35,6 +35,9 @@ type entries struct {
 	standing []proto.BootEntry
 	relayed  map[string]proto.BootEntry // by node
 	byMAC    map[string]proto.BootEntry
+	// enrolledMACs are the NodeSpec's knownMacs: the machines enrolled at the site,
+	// known to the boot server's DHCP with or without an entry.
+	enrolledMACs map[string]bool
 }
 
 // openEntries loads the relayed entries from file, if it exists.
@@ -112,6 +115,24 @@ func (t *entries) identity(node string) (macs []string, uuid string, secureBoot 
 		}
 	}
 	return nil, "", false
+}
+
+// enrolled is boot.Deps.Enrolled: whether the NodeSpec's knownMacs list mac.
+func (t *entries) enrolled(mac net.HardwareAddr) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.enrolledMACs[mac.String()]
+}
+
+// setEnrolled makes macs the NodeSpec's knownMacs.
+func (t *entries) setEnrolled(macs []string) {
+	set := make(map[string]bool, len(macs))
+	for _, m := range macs {
+		set[m] = true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.enrolledMACs = set
 }
 
 // setStanding makes list the NodeSpec's entries.

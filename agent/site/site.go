@@ -126,7 +126,7 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 		return nil, nil, err
 	}
 	a.cache.RequireCapabilities(keys)
-	srv, err := boot.New(cfg.Boot, boot.Deps{Entries: a.entries, Discoveries: a.discoveries, Log: log, Clock: cfg.Clock, Observer: a.metrics,
+	srv, err := boot.New(cfg.Boot, boot.Deps{Entries: a.entries, Enrolled: a.entries.enrolled, Discoveries: a.discoveries, Log: log, Clock: cfg.Clock, Observer: a.metrics,
 		Handlers: map[string]http.Handler{cache.ImagePathPrefix: a.cache.Handler()}})
 	if err != nil {
 		a.cache.Close()
@@ -179,7 +179,8 @@ func (a *agent) reportEntries() {
 }
 
 // apply makes a pushed NodeSpec's site section take effect: the cache's desired images,
-// the boot entries and the keys of the cache's capabilities. The entries are applied
+// the boot entries, the MACs enrolled at the site (known to the boot server's DHCP) and
+// the keys of the cache's capabilities. The entries are applied
 // even when some cache entry is refused.
 func (a *agent) apply(_ context.Context, spec proto.NodeSpec) error {
 	var s proto.SiteSpec
@@ -187,6 +188,7 @@ func (a *agent) apply(_ context.Context, spec proto.NodeSpec) error {
 		s = *spec.Site
 	}
 	a.entries.setStanding(s.BootEntries)
+	a.entries.setEnrolled(s.KnownMACs)
 	a.signalEntries()
 	keys, badKey := a.entries.caps.applyKeys(s)
 	a.cache.RequireCapabilities(keys)

@@ -28,10 +28,10 @@ var (
 // server's pools of known clients do: a client no one can authenticate may send under
 // any number of MACs, and must not take the addresses the known machines boot with.
 type Policy struct {
-	// Known reports whether the site knows mac (a boot entry names it). A known client
-	// gets an address whenever one is not held by another known client: when none is
-	// free it takes the address of a client not known, the one whose lease ends first.
-	// nil knows every client.
+	// Known reports whether the site knows mac (a boot entry names it, or the machine is
+	// enrolled at the site). A known client gets an address whenever one is not held by
+	// another known client: when none is free it takes the address of a client not
+	// known, the one whose lease ends first. nil knows every client.
 	Known func(mac string) bool
 	// UnknownShare is the fraction of the range's addresses (more than 0, at most 1)
 	// that clients not known may hold at once, leases and offers, at least one address;

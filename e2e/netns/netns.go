@@ -13,8 +13,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Require skips the test unless it runs as root and every tool is on PATH.
@@ -50,6 +53,39 @@ func New(t testing.TB, role string) *NS {
 // Command is name args... run inside the namespace.
 func (n *NS) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
+}
+
+// Do runs fn in this process, on a thread of its own inside the namespace: the sockets
+// fn opens are the namespace's, as a process Command starts there would open them. fn
+// must not start goroutines that open sockets. The thread leaves the namespace after fn
+// (or ends, when it cannot).
+func (n *NS) Do(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		home, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer home.Close()
+		target, err := os.Open("/run/netns/" + n.Name)
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("entering namespace %s: %w", n.Name, err)
+			return
+		}
+		err = fn()
+		if unix.Setns(int(home.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		errc <- err
+	}()
+	return <-errc
 }
 
 // Run runs a command inside the namespace and returns its output, failing the test when

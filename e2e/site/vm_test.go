@@ -7,10 +7,11 @@ import (
 	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,9 +33,6 @@ const (
 	vmROM = "/usr/lib/ipxe/qemu/efi-e1000.rom"
 	// marker is what the test ramdisk's /init prints on the serial console.
 	marker = "BC-RAMDISK-UP cmdline: "
-	// helperEnv makes the test binary the registry side of TestSiteBootsVM, inside the
-	// site's namespace: its value is the work directory.
-	helperEnv = "BC_SITE_VM_HELPER"
 )
 
 // TestSiteBootsVM runs `bcd site` alone in a network namespace, with its registry
@@ -61,31 +59,7 @@ func TestSiteBootsVM(t *testing.T) {
 	qmpSock := filepath.Join(work, "vm.qmp")
 	console := startVM(t, lan, qmpSock)
 
-	spec := helperSpec{Work: work, Ramdisk: ramdisk, BCD: testkit.Binary(t, "bcd"), QMP: qmpSock}
-	data, _ := json.Marshal(spec)
-	testkit.WriteFile(t, filepath.Join(work, "helper.json"), data, 0o600)
-	ctx, cancel := context.WithCancel(context.Background())
-	helper := siteNS.Command(ctx, os.Args[0], "-test.run=^TestSiteVMHelper$", "-test.v")
-	helper.Env = append(os.Environ(), helperEnv+"="+work)
-	var out netns.SyncBuffer
-	helper.Stdout, helper.Stderr = &out, &out
-	if err := helper.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		helper.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { helper.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cancel()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("registry side and bcd site:\n%s", out.String())
-		}
-	})
+	out := startHelper(t, siteNS, "vm", helperSpec{Work: work, Ramdisk: ramdisk, BCD: testkit.Binary(t, "bcd"), QMP: qmpSock})
 	start := time.Now()
 	var line string
 	deadline := time.Now().Add(240 * time.Second)
@@ -149,98 +123,20 @@ func dhclient(t *testing.T, ns *netns.NS, ifname string) string {
 	return ip
 }
 
-// helperSpec is what the outer test hands its helper.
-type helperSpec struct {
-	Work, Ramdisk, BCD, QMP string
-}
-
-// TestSiteVMHelper is the registry side of TestSiteBootsVM; it runs only as its helper.
-func TestSiteVMHelper(t *testing.T) {
-	work := os.Getenv(helperEnv)
-	if work == "" {
-		t.Skip("the helper of TestSiteBootsVM")
-	}
-	if err := runHelper(work); err != nil {
-		fmt.Println("HELPER-FAILED:", err)
-		t.Fatal(err)
-	}
-}
-
-// runHelper starts an agent endpoint over a store, writes the site's bcd config dir with
-// a certificate of the test CA, starts bcd site, pushes its NodeSpec and relays the power
-// step, then waits for SIGINT.
-func runHelper(work string) error {
-	data, err := os.ReadFile(filepath.Join(work, "helper.json"))
-	if err != nil {
-		return err
-	}
-	var spec helperSpec
-	if err := json.Unmarshal(data, &spec); err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(os.Stdout, nil))
-	ca, err := testkit.NewCA()
-	if err != nil {
-		return err
-	}
-	serverCert, err := ca.ServerCertificate()
-	if err != nil {
-		return err
-	}
-	st, err := store.Open(filepath.Join(work, "registry"), store.Options{})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+// runVMHelper is the registry side of TestSiteBootsVM: it starts the site's
+// (startSiteSide) with acme's node enrolled by its product UUID, relays the power step,
+// pushes the site a ramdisk entry for the MAC discovery proposes, then waits for SIGINT.
+func runVMHelper(ctx context.Context, spec helperSpec) error {
 	var node store.Node
-	err = st.Update(func(tx *store.Tx) (err error) {
-		if _, err = tx.CreateTenant("acme"); err == nil {
-			_, err = tx.CreateSite("rack-a")
-		}
-		if err == nil {
-			_, err = tx.CreatePool(store.Pool{Tenant: "acme", Name: "vms", Site: "rack-a"})
-		}
-		if err == nil {
-			node, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "vms", ProductUUID: vmUUID})
-		}
+	side, err := startSiteSide(ctx, spec.Work, spec.BCD, func(tx *store.Tx) (err error) {
+		node, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "vms", ProductUUID: vmUUID})
 		return err
-	})
+	}, map[string]any{"ramdiskDir": spec.Ramdisk, "retryInterval": "2s"})
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Second)
-	defer cancel()
-	sites := site.New(site.Config{Store: st, Log: log})
-	go sites.Run(ctx)
-	ep, err := agents.Start(agents.Config{Listen: "127.0.0.1:0", Certificate: serverCert, AgentCAs: ca.Pool(), Store: st, Log: log,
-		OnInventory: sites.Inventory})
-	if err != nil {
-		return err
-	}
-	defer ep.Close()
-	confDir := filepath.Join(work, "bcd")
-	if err := writeSiteIdentity(ca, confDir, ep.Addr().String()); err != nil {
-		return err
-	}
-	cfg := map[string]any{
-		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"),
-		"boot": map[string]any{"interface": "eth0", "mode": "authoritative", "serverIP": "10.77.0.1",
-			"subnet": "10.77.0.0/24", "range": map[string]string{"start": "10.77.0.100", "end": "10.77.0.150"},
-			"leaseFile": filepath.Join(work, "leases.db"), "ramdiskDir": spec.Ramdisk, "retryInterval": "2s"},
-		"ramdisk": map[string]any{"args": []string{"console=ttyS0", "panic=-1"}},
-		"cache":   map[string]any{"dir": filepath.Join(work, "cache")},
-	}
-	data, _ = json.Marshal(cfg)
-	siteConfig := filepath.Join(work, "site.json")
-	if err := os.WriteFile(siteConfig, data, 0o600); err != nil {
-		return err
-	}
-	bcdSite := exec.Command(spec.BCD, "site", "--config", siteConfig)
-	bcdSite.Stdout, bcdSite.Stderr = os.Stdout, os.Stdout
-	if err := bcdSite.Start(); err != nil {
-		return err
-	}
-	defer func() { bcdSite.Process.Signal(os.Interrupt); bcdSite.Wait() }()
+	defer side.close()
+	st, ep := side.st, side.ep
 
 	// Power the VM on through the site; it boots without an entry and is discovered.
 	qmp, _ := json.Marshal(map[string]any{"address": spec.QMP, "options": map[string]string{"pollInterval": "100ms"}})
@@ -281,10 +177,96 @@ func runHelper(work string) error {
 		return err
 	}
 	fmt.Println("PUSHED generation", pushed.Generation)
-	stop, done := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer done()
-	<-stop.Done()
+	untilInterrupted()
 	return nil
+}
+
+// siteSide is the registry side of a site in a network namespace: a store, the site
+// service keeping the site agent's NodeSpec and an agent endpoint, with `bcd site`
+// connected to it.
+type siteSide struct {
+	st    *store.Store
+	ep    *agents.Endpoint
+	close func()
+}
+
+// startSiteSide opens a store in work with tenant acme, site rack-a and acme's pool vms
+// there, then what fill writes; starts the site service and an agent endpoint over it
+// until ctx ends, writes the site's bcd config dir with a certificate of a test CA, and
+// starts bcd (the binary) site, authoritative on eth0 at 10.77.0.1 over the range
+// 10.77.0.100-10.77.0.119, with the further boot settings boot.
+func startSiteSide(ctx context.Context, work, bcd string, fill func(tx *store.Tx) error, boot map[string]any) (side siteSide, err error) {
+	log := slog.New(slog.NewTextHandler(os.Stdout, nil))
+	ca, err := testkit.NewCA()
+	if err != nil {
+		return side, err
+	}
+	serverCert, err := ca.ServerCertificate()
+	if err != nil {
+		return side, err
+	}
+	if side.st, err = store.Open(filepath.Join(work, "registry"), store.Options{}); err != nil {
+		return side, err
+	}
+	closers := []func(){func() { side.st.Close() }}
+	side.close = func() {
+		slices.Reverse(closers)
+		for _, c := range closers {
+			c()
+		}
+	}
+	defer func() {
+		if err != nil {
+			side.close()
+		}
+	}()
+	err = side.st.Update(func(tx *store.Tx) (err error) {
+		if _, err = tx.CreateTenant("acme"); err == nil {
+			_, err = tx.CreateSite("rack-a")
+		}
+		if err == nil {
+			_, err = tx.CreatePool(store.Pool{Tenant: "acme", Name: "vms", Site: "rack-a"})
+		}
+		if err == nil {
+			err = fill(tx)
+		}
+		return err
+	})
+	if err != nil {
+		return side, err
+	}
+	sites := site.New(site.Config{Store: side.st, Log: log})
+	go sites.Run(ctx)
+	if side.ep, err = agents.Start(agents.Config{Listen: "127.0.0.1:0", Certificate: serverCert, AgentCAs: ca.Pool(), Store: side.st, Log: log,
+		OnInventory: sites.Inventory}); err != nil {
+		return side, err
+	}
+	closers = append(closers, func() { side.ep.Close() })
+	confDir := filepath.Join(work, "bcd")
+	if err := writeSiteIdentity(ca, confDir, side.ep.Addr().String()); err != nil {
+		return side, err
+	}
+	bootCfg := map[string]any{"interface": "eth0", "mode": "authoritative", "serverIP": "10.77.0.1",
+		"subnet": "10.77.0.0/24", "range": map[string]string{"start": "10.77.0.100", "end": "10.77.0.119"},
+		"leaseFile": filepath.Join(work, "leases.db")}
+	maps.Copy(bootCfg, boot)
+	cfg := map[string]any{
+		"version": 1, "configDir": confDir, "stateDir": filepath.Join(work, "state"), "boot": bootCfg,
+		"ramdisk": map[string]any{"args": []string{"console=ttyS0", "panic=-1"}},
+		"cache":   map[string]any{"dir": filepath.Join(work, "cache")},
+	}
+	data, _ := json.Marshal(cfg)
+	siteConfig := filepath.Join(work, "site.json")
+	if err := os.WriteFile(siteConfig, data, 0o600); err != nil {
+		return side, err
+	}
+	bcdSite := exec.Command(bcd, "site", "--config", siteConfig)
+	bcdSite.Stdout, bcdSite.Stderr = os.Stdout, os.Stdout
+	if err := bcdSite.Start(); err != nil {
+		return side, err
+	}
+	closers = append(closers, func() { bcdSite.Process.Signal(os.Interrupt); bcdSite.Wait() })
+	return side, nil
 }
 
 // writeSiteIdentity writes a joined site agent's config dir for node rack-a, whose

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/share"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -161,86 +162,39 @@ func (l *tenantPlan) add(e planned) {
 	l.entries = slices.Insert(l.entries, at, e)
 }
 
-// A planBound is one bound trimToShare keeps a site's cache plan within: its entries'
-// measure summed is at most max.
-type planBound struct {
-	max     int64
-	measure func(planned) int64
-	// once counts an image of one digest once toward the total, however many entries
-	// list it: the site's cache holds one copy.
-	once bool
-	// message says, for the tenant that lost an entry, why.
-	message func(tenant string) string
-}
-
 // trimToShare brings a site's cache plan within maxSiteCacheImages and
 // maxSiteCacheBytes (counting an entry two tenants list for each) and, when the site
 // reports one, within its cache's capacity (the images' catalog sizes, a digest counted
-// once): while a bound is over (the first that is), the tenant whose entries measure the
-// most by it (of two alike, the later tenant id) loses its last entry. It returns what
-// it dropped. So a tenant listing no more than its share (the bound over the tenants
-// listing) keeps its whole list, however much another lists, and a tenant alone keeps
-// all that fits.
+// once), by the site's share rule (share.Trim): the tenant listing the most by the bound
+// that is over loses its last entry. It returns what it dropped.
 func trimToShare(site string, lists map[string]*tenantPlan, capacity int64) []ExcludedImage {
 	entries := func(tenant string) string {
 		return fmt.Sprintf("site %s's cache plan holds at most %d images in %d bytes; tenant %s lists the most there: list fewer pre-warm images at this site", site, maxSiteCacheImages, maxSiteCacheBytes, tenant)
 	}
-	bounds := []planBound{
-		{max: maxSiteCacheImages, measure: func(planned) int64 { return 1 }, message: entries},
-		{max: maxSiteCacheBytes, measure: func(e planned) int64 { return int64(e.bytes) }, message: entries},
+	bounds := []share.Bound[planned]{
+		{Max: maxSiteCacheImages, Measure: func(planned) int64 { return 1 }},
+		{Max: maxSiteCacheBytes, Measure: func(e planned) int64 { return int64(e.bytes) }},
 	}
+	messages := []func(string) string{entries, entries}
 	if capacity > 0 {
-		bounds = append(bounds, planBound{max: capacity, measure: func(e planned) int64 { return e.image.SizeBytes }, once: true,
-			message: func(tenant string) string {
-				return fmt.Sprintf("site %s's cache holds %d bytes, less than the images planned there; tenant %s's take the most: pre-warm fewer or smaller images at this site", site, capacity, tenant)
-			}})
+		bounds = append(bounds, share.Bound[planned]{Max: capacity, Measure: func(e planned) int64 { return e.image.SizeBytes },
+			Once: func(e planned) string { return e.image.Digest }})
+		messages = append(messages, func(tenant string) string {
+			return fmt.Sprintf("site %s's cache holds %d bytes, less than the images planned there; tenant %s's take the most: pre-warm fewer or smaller images at this site", site, capacity, tenant)
+		})
 	}
-	tenants := slices.Sorted(maps.Keys(lists))
-	sums := map[string][]int64{} // tenant -> its entries' measure by each bound
-	totals := make([]int64, len(bounds))
-	held := map[string]int{} // digest -> entries listing it
-	count := func(tenant string, e planned, sign int) {
-		held[e.image.Digest] += sign
-		// An entry counts toward a once bound's total as the first listing its digest
-		// comes, and leaves it as the last goes.
-		edge := held[e.image.Digest] == 1 && sign > 0 || held[e.image.Digest] == 0
-		for i, b := range bounds {
-			m := int64(sign) * b.measure(e)
-			sums[tenant][i] += m
-			if !b.once || edge {
-				totals[i] += m
-			}
-		}
-	}
-	for _, tenant := range tenants {
-		sums[tenant] = make([]int64, len(bounds))
-		for _, e := range lists[tenant].entries {
-			count(tenant, e, 1)
-		}
+	byTenant := map[string][]planned{}
+	for tenant, l := range lists {
+		byTenant[tenant] = l.entries
 	}
 	var out []ExcludedImage
-	for {
-		over := -1
-		for i, b := range bounds {
-			if over < 0 && totals[i] > b.max {
-				over = i
-			}
-		}
-		if over < 0 {
-			return out
-		}
-		var most string
-		for _, tenant := range tenants {
-			if most == "" || sums[tenant][over] >= sums[most][over] {
-				most = tenant
-			}
-		}
-		l := lists[most]
-		e := l.entries[len(l.entries)-1]
-		l.entries = l.entries[:len(l.entries)-1]
-		count(most, e, -1)
-		out = append(out, ExcludedImage{Tenant: most, Pool: e.pool, Ref: e.ref, Reason: proto.ReasonSiteShare, Message: bounds[over].message(most)})
+	for _, d := range share.Trim(byTenant, bounds) {
+		out = append(out, ExcludedImage{Tenant: d.Tenant, Pool: d.Entry.pool, Ref: d.Entry.ref, Reason: proto.ReasonSiteShare, Message: messages[d.Bound](d.Tenant)})
 	}
+	for tenant, kept := range byTenant {
+		lists[tenant].entries = kept
+	}
+	return out
 }
 
 // SiteCacheImages is the site.cacheImages list of a site's agents: the verified images

@@ -1,6 +1,8 @@
 // Package site is the registry's side of the site agents: each site agent's NodeSpec,
 // whose site.cacheImages are the verified images the site's pools pre-warm (kept up to
-// date as pools, the catalog and signers change), PXE discovery (the MAC a site agent
+// date as pools, the catalog and signers change) and site.knownMacs the MACs of the
+// machines enrolled at the site (kept up to date as machines are enrolled, bound a MAC
+// or retired), PXE discovery (the MAC a site agent
 // saw booting with the product UUID of a node enrolled without one becomes the node's
 // MAC proposal), the site caches' reports recorded as image locations, and the commands
 // relayed to a site agent. docs/site.md describes them.
@@ -10,12 +12,14 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/share"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -48,11 +52,40 @@ type Service struct {
 	kick chan struct{}
 	reps chan report
 
-	// reported holds the site agents whose cache report changed and is not recorded in
-	// the image locations yet; reportedSignal wakes Run.
-	reportedMu     sync.Mutex
-	reported       map[string]bool
-	reportedSignal chan struct{}
+	// reported are the site agents whose cache report changed and is not recorded in
+	// the image locations yet; enrolled the sites whose enrolled MACs changed since their
+	// agent's NodeSpec was last written.
+	reported, enrolled *pending
+}
+
+// pending is a set of keys hooks that must not block note for Run, which takes them
+// whole: notes of one key before Run takes it are one.
+type pending struct {
+	mu     sync.Mutex
+	keys   map[string]bool
+	signal chan struct{}
+}
+
+func newPending() *pending { return &pending{keys: map[string]bool{}, signal: make(chan struct{}, 1)} }
+
+// add notes key and wakes Run.
+func (p *pending) add(key string) {
+	p.mu.Lock()
+	p.keys[key] = true
+	p.mu.Unlock()
+	select {
+	case p.signal <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the keys noted since the last take.
+func (p *pending) take() map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keys := p.keys
+	p.keys = map[string]bool{}
+	return keys
 }
 
 // report is an inventory section a site agent reported, queued for the store.
@@ -70,7 +103,7 @@ func New(cfg Config) *Service {
 		cfg.Clock = clock.Real{}
 	}
 	return &Service{cfg: cfg, kick: make(chan struct{}, 1), reps: make(chan report, 64),
-		reported: map[string]bool{}, reportedSignal: make(chan struct{}, 1)}
+		reported: newPending(), enrolled: newPending()}
 }
 
 // planInputs are the buckets a site's cache plan is computed from: a commit that writes
@@ -102,24 +135,14 @@ func (s *Service) Inventory(node, section string, data json.RawMessage) {
 			s.cfg.Log.Warn("discoveries queue full; the agent's next report carries them", "node", node)
 		}
 	case proto.SectionImages:
-		s.reportedMu.Lock()
-		s.reported[node] = true
-		s.reportedMu.Unlock()
-		select {
-		case s.reportedSignal <- struct{}{}:
-		default:
-		}
+		s.reported.add(node)
 	}
 }
 
 // recordCacheReports keeps the image locations in line with the latest reports of the
 // site caches noted since the last call, read from the store.
 func (s *Service) recordCacheReports() {
-	s.reportedMu.Lock()
-	nodes := s.reported
-	s.reported = map[string]bool{}
-	s.reportedMu.Unlock()
-	for node := range nodes {
+	for node := range s.reported.take() {
 		if err := s.cfg.Store.Update(func(tx *store.Tx) error { return recordCacheReport(tx, node) }); err != nil {
 			s.cfg.Log.Warn("site cache report", "node", node, "err", err)
 		}
@@ -127,10 +150,13 @@ func (s *Service) recordCacheReports() {
 }
 
 // Run recomputes the site agents' NodeSpecs now, after every commit that wrote what the
-// cache plans are computed from, on every Kick and every Interval, and
+// cache plans are computed from, on every Kick and every Interval, writes a site's
+// known MACs again after every commit that changed the MACs enrolled there (that site's
+// alone: a node write that changes no MAC, pool or retirement costs nothing here), and
 // records discoveries and cache reports, until ctx ends.
 func (s *Service) Run(ctx context.Context) {
 	defer s.cfg.Store.OnWrite(s.Kick, planInputs...)()
+	defer s.cfg.Store.OnSiteMACs(s.enrolled.add)()
 	s.refreshAll()
 	t := s.cfg.Clock.NewTimer(s.cfg.Interval)
 	defer func() { t.Stop() }()
@@ -145,15 +171,20 @@ func (s *Service) Run(ctx context.Context) {
 			s.refreshAll()
 		case r := <-s.reps:
 			s.discoveries(r)
-		case <-s.reportedSignal:
+		case <-s.reported.signal:
 			s.recordCacheReports()
+		case <-s.enrolled.signal:
+			s.refreshEnrolled()
 		}
 	}
 }
 
-// refreshAll recomputes the NodeSpec of every site's agent.
+// refreshAll recomputes the NodeSpec of every site's agent, each site in a transaction
+// of its own: one site's NodeSpec may take most of what an etcd transaction carries, and
+// a site that fails leaves the others written.
 func (s *Service) refreshAll() {
-	err := s.cfg.Store.Update(func(tx *store.Tx) error {
+	var ids []string
+	err := s.cfg.Store.View(func(tx *store.Tx) error {
 		var page store.Page
 		for {
 			sites, next, err := tx.Sites(page)
@@ -161,9 +192,7 @@ func (s *Service) refreshAll() {
 				return err
 			}
 			for _, site := range sites {
-				if _, err := Refresh(tx, site.ID, s.cfg.Verifier, s.cfg.CacheKey); err != nil {
-					return err
-				}
+				ids = append(ids, site.ID)
 			}
 			if next == "" {
 				return nil
@@ -172,19 +201,54 @@ func (s *Service) refreshAll() {
 		}
 	})
 	if err != nil {
-		s.cfg.Log.Error("recomputing the site agents' NodeSpecs", "err", err)
+		s.cfg.Log.Error("listing the sites to recompute their agents' NodeSpecs", "err", err)
+	}
+	for _, site := range ids {
+		err := s.cfg.Store.Update(func(tx *store.Tx) error {
+			_, err := Refresh(tx, site, s.cfg.Verifier, s.cfg.CacheKey)
+			return err
+		})
+		if err != nil {
+			s.cfg.Log.Error("recomputing the site agent's NodeSpec", "site", site, "err", err)
+		}
 	}
 }
 
-// Refresh writes the NodeSpec of site's agent with the site's cache plan, image sources
-// and cacheKey (the registry's cache capability key), keeping its standing boot entries.
-// The generation moves only when the content changed.
+// refreshEnrolled writes the known MACs of the sites whose enrolled MACs changed since
+// the last call, each site in a transaction of its own.
+func (s *Service) refreshEnrolled() {
+	for site := range s.enrolled.take() {
+		err := s.cfg.Store.Update(func(tx *store.Tx) error {
+			_, err := refreshKnown(tx, site, nil)
+			return err
+		})
+		if err != nil {
+			s.cfg.Log.Warn("writing the site's known MACs", "site", site, "err", err)
+		}
+	}
+}
+
+// Refresh writes the NodeSpec of site's agent with the site's cache plan, image sources,
+// cacheKey (the registry's cache capability key) and known MACs, keeping its standing
+// boot entries. The generation moves only when the content changed.
 func Refresh(tx *store.Tx, site string, v image.Verifier, cacheKey string) (proto.NodeSpec, error) {
 	images, err := image.SiteCacheImages(tx, site, v)
 	if err != nil {
 		return proto.NodeSpec{}, err
 	}
 	record, err := tx.Site(site)
+	if err != nil {
+		return proto.NodeSpec{}, err
+	}
+	return refreshKnown(tx, site, func(s *proto.SiteSpec) {
+		s.CacheImages, s.ImageSources, s.CacheKey = images, record.ImageSources, cacheKey
+	})
+}
+
+// refreshKnown writes the NodeSpec of site's agent with the site's known MACs
+// (KnownMACs), and what set changes besides, keeping the rest of its site section.
+func refreshKnown(tx *store.Tx, site string, set func(*proto.SiteSpec)) (proto.NodeSpec, error) {
+	known, err := KnownMACs(tx, site)
 	if err != nil {
 		return proto.NodeSpec{}, err
 	}
@@ -198,6 +262,29 @@ func Refresh(tx *store.Tx, site string, v image.Verifier, cacheKey string) (prot
 	if spec.Site == nil {
 		spec.Site = &proto.SiteSpec{}
 	}
-	spec.Site.CacheImages, spec.Site.ImageSources, spec.Site.CacheKey = images, record.ImageSources, cacheKey
+	spec.Site.KnownMACs = known
+	if set != nil {
+		set(spec.Site)
+	}
 	return tx.SetNodeSpec(spec)
+}
+
+// KnownMACs are the site.knownMacs of site's agents: the boot MACs of the machines
+// enrolled in the site's pools that are not retired (store.SiteMACs), sorted. Any
+// tenant may have pools at any site, so they keep to proto.MaxKnownMACs by the site's
+// share rule (share.Trim): over it, the tenant with the most MACs at the site loses the
+// MACs of its nodes enrolled last, and a tenant with no more than its share keeps all of
+// its own, however many nodes another enrolls there.
+func KnownMACs(tx *store.Tx, site string) ([]string, error) {
+	lists, err := tx.SiteMACs(site)
+	if err != nil {
+		return nil, err
+	}
+	share.Trim(lists, []share.Bound[string]{{Max: proto.MaxKnownMACs, Measure: func(string) int64 { return 1 }}})
+	var out []string
+	for _, macs := range lists {
+		out = append(out, macs...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }

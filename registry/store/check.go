@@ -28,6 +28,7 @@ var indexes = []index{
 	{bucketNodesByPool, bucketNodes, afterLastNUL},
 	{bucketNodesByHW, bucketNodes, func(_, v []byte) []byte { return v }},
 	{bucketNodesByBMC, bucketNodes, afterLastNUL},
+	{bucketNodesBySiteMAC, bucketNodes, afterLastNUL},
 	{bucketImageRefs, bucketImages, func(_, v []byte) []byte { return v }},
 	{bucketImageDigests, bucketImages, afterLastNUL},
 	{bucketRunningRuns, bucketRuns, func(k, _ []byte) []byte { return k }},
@@ -36,8 +37,9 @@ var indexes = []index{
 // Check verifies the store as a whole: the backend's own consistency (bbolt: the file's
 // pages and free list; etcd: every key under the prefix in the key layout), every record
 // of the record buckets readable by this registry's schema, every index entry naming a
-// record that exists, and nodes_by_bmc saying what the nodes bind (an entry for each BMC
-// a node binds, none for another). It returns every problem found, joined.
+// record that exists, and each index the nodes' records say (nodeIndexes: nodes_by_bmc,
+// nodes_by_site_mac) holding what they say, an entry for each and none other. It returns
+// every problem found, joined.
 func (s *Store) Check() error {
 	errs := s.kv.check()
 	err := s.kv.view(func(tx kvTx) error {
@@ -57,16 +59,10 @@ func (s *Store) Check() error {
 				}
 			}
 		}
-		missing, stale, err := s.tx(tx).bmcIndexDiff()
-		for k := range missing {
-			errs = append(errs, fmt.Errorf("store: node %s binds a BMC with no %s entry %q", afterLastNUL([]byte(k), nil), bucketNodesByBMC, k))
+		for _, ix := range nodeIndexes {
+			errs = append(errs, s.tx(tx).check(ix)...)
 		}
-		for _, k := range stale {
-			if id := afterLastNUL([]byte(k), nil); tx.get(bucketNodes, id) != nil { // else reported above
-				errs = append(errs, fmt.Errorf("store: %s/%q names a BMC node %s does not bind (another, or none: retired)", bucketNodesByBMC, k, id))
-			}
-		}
-		return err
+		return nil
 	})
 	return errors.Join(append(errs, err)...)
 }

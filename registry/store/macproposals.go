@@ -90,5 +90,8 @@ func (t *Tx) BindMAC(id, mac string, unlisted bool) (Node, error) {
 	n := old
 	n.MACs, n.BoundMAC, n.MACProposal = []string{mac}, mac, nil
 	n.Rev, n.UpdatedAt = old.Rev+1, t.now
+	if err := t.indexSiteMACs(old, n); err != nil {
+		return old, err
+	}
 	return n, t.put(bucketNodes, []byte(id), n)
 }

@@ -219,6 +219,9 @@ func (t *Tx) CreateNode(n Node) (Node, error) {
 	if err := t.putRaw(bucketNodesByPool, nodePoolKey(n), nil); err != nil {
 		return n, err
 	}
+	if err := t.indexSiteMACs(Node{}, n); err != nil {
+		return n, err
+	}
 	return n, t.put(bucketNodes, []byte(n.ID), n)
 }
 
@@ -404,6 +407,9 @@ func (t *Tx) UpdateNode(id string, change func(*Node) error) (Node, error) {
 		return old, proto.Errorf(proto.Internal, "node %s: id, tenant, pool and hardware keys are fixed at enrollment", id)
 	}
 	if err := t.indexBMC(old, n); err != nil {
+		return old, err
+	}
+	if err := t.indexSiteMACs(old, n); err != nil {
 		return old, err
 	}
 	n.Rev, n.UpdatedAt = old.Rev+1, t.now

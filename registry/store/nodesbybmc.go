@@ -2,17 +2,31 @@ package store
 
 import (
 	"bytes"
+	"fmt"
 
 	"github.com/better-compute/better-compute/proto"
 )
 
-const (
-	// bucketNodesByBMC indexes the BMCs nodes bind: site \0 host \0 node id -> the node's
-	// tenant, host being bmcHost of the node's bmc.address. A retired node binds none.
-	bucketNodesByBMC = "nodes_by_bmc"
-	// reindexChunk bounds the entries one reindexing transaction writes.
-	reindexChunk = 100
-)
+// bucketNodesByBMC indexes the BMCs nodes bind: site \0 host \0 node id -> the node's
+// tenant, host being bmcHost of the node's bmc.address. A retired node binds none.
+const bucketNodesByBMC = "nodes_by_bmc"
+
+// nodesByBMC is bucketNodesByBMC as a node index.
+var nodesByBMC = nodeIndex{
+	bucket: bucketNodesByBMC,
+	entries: func(n Node) map[string]string {
+		if key := nodeBMCKey(n); key != nil {
+			return map[string]string{string(key): n.Tenant}
+		}
+		return nil
+	},
+	missing: func(id, key string) error {
+		return fmt.Errorf("store: node %s binds a BMC with no %s entry %q", id, bucketNodesByBMC, key)
+	},
+	stale: func(key, id string) error {
+		return fmt.Errorf("store: %s/%q names a BMC node %s does not bind (another, or none: retired)", bucketNodesByBMC, key, id)
+	},
+}
 
 // nodeBMCKey is node n's entry in bucketNodesByBMC; nil when n binds no BMC (it is not
 // stored yet, has no BMC address or is retired).
@@ -34,7 +48,7 @@ func bmcHolders(key []byte) []byte { return key[:bytes.LastIndexByte(key, 0)+1] 
 // (PlatformBMC: a platform-run service may serve machines of several tenants). Nodes of
 // one tenant share a BMC freely (a Redfish service with several systems).
 func (t *Tx) indexBMC(old, n Node) error {
-	was, key := nodeBMCKey(old), nodeBMCKey(n)
+	key := nodeBMCKey(n)
 	if key != nil && !n.PlatformBMC && (n.BMC != old.BMC || n.PlatformBMC != old.PlatformBMC) {
 		taken := false
 		_, _, err := t.walk(bucketNodesByBMC, bmcHolders(key), nil, func() bool { return taken }, func(_, tenant []byte) error {
@@ -48,82 +62,6 @@ func (t *Tx) indexBMC(old, n Node) error {
 			return proto.Errorf(proto.Conflict, "BMC %s is bound already, by another tenant: a BMC drives the machines of one tenant; if it is yours, ask the platform's operators", bmcHost(n.BMC.Address)).WithPath("bmc.address")
 		}
 	}
-	if bytes.Equal(was, key) {
-		return nil
-	}
-	if was != nil {
-		if err := t.del(bucketNodesByBMC, was); err != nil {
-			return err
-		}
-	}
-	if key == nil {
-		return nil
-	}
-	return t.putRaw(bucketNodesByBMC, key, []byte(n.Tenant))
-}
-
-// bmcIndexDiff compares bucketNodesByBMC with what the nodes bind, as tx reads them:
-// missing are the entries a node should have and does not (key -> its tenant), stale the
-// entries no node binds (a node gone, retired, or binding another BMC). Both are empty
-// in a store this registry alone wrote.
-func (t *Tx) bmcIndexDiff() (missing map[string]string, stale []string, err error) {
-	want := map[string]string{}
-	_, err = t.scan(bucketNodes, nil, Page{}, func(k, _ []byte) (bool, error) {
-		n, err := t.Node(string(k))
-		if key := nodeBMCKey(n); err == nil && key != nil {
-			want[string(key)] = n.Tenant
-		}
-		return true, err
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	c := t.kv.cursor(bucketNodesByBMC)
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if tenant, ok := want[string(k)]; ok && tenant == string(v) {
-			delete(want, string(k))
-		} else if !ok {
-			stale = append(stale, string(k))
-		}
-	}
-	return want, stale, nil
-}
-
-// reindexNodesBMC makes bucketNodesByBMC say what the nodes bind, at every open: it
-// indexes the nodes without their entry (a store written before the index existed, or
-// a node a replica of an earlier version enrolled since) and drops the entries no node
-// binds (such a replica's change of a BMC, or a retire). It reads in one transaction and
-// writes only what differs, reindexChunk entries a transaction, each read again there:
-// a store that needs nothing is not written (a store copy's destination stays empty),
-// and replicas doing it at once write the same.
-func (s *Store) reindexNodesBMC() error {
-	var missing map[string]string
-	var stale []string
-	err := s.View(func(tx *Tx) (err error) { missing, stale, err = tx.bmcIndexDiff(); return err })
-	keys := stale
-	for k := range missing {
-		keys = append(keys, k)
-	}
-	for len(keys) > 0 && err == nil {
-		chunk := keys[:min(reindexChunk, len(keys))]
-		keys = keys[len(chunk):]
-		err = s.Update(func(tx *Tx) error {
-			for _, k := range chunk {
-				n, err := tx.Node(string(afterLastNUL([]byte(k), nil)))
-				if err != nil && proto.CodeOf(err) != proto.NotFound {
-					return err
-				}
-				if want := nodeBMCKey(n); string(want) == k && err == nil {
-					err = tx.putRaw(bucketNodesByBMC, want, []byte(n.Tenant))
-				} else {
-					err = tx.del(bucketNodesByBMC, []byte(k))
-				}
-				if err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	}
+	_, err := t.writeEntries(nodesByBMC, old, n)
 	return err
 }

@@ -147,7 +147,9 @@ func TestNodesByBMC(t *testing.T) {
 // that version since) has no entries: Check reports each node, and opened again the
 // store indexes them and refuses another tenant's binding of their BMCs. An entry such a
 // replica left behind when it moved a node to another BMC, or retired it, is dropped, so
-// that BMC is free again.
+// that BMC is free again. The store holds more nodes than a page of a list and than a
+// reindexing chunk: every one is indexed (before, only those of the first page were, and
+// the others' BMCs were free to another tenant).
 func TestNodesByBMCReindexed(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(b.name, func(t *testing.T) {
@@ -158,8 +160,9 @@ func TestNodesByBMCReindexed(t *testing.T) {
 			}
 			bmcTenants(t, s)
 			var acme []string
-			for i := range reindexChunk + 1 {
-				n, err := bmcNode(s, "acme", "gpu", i, fmt.Sprintf("10.20.%d.%d", i/200, 1+i%200), false)
+			address := func(i int) string { return fmt.Sprintf("10.20.%d.%d", i/200, 1+i%200) }
+			for i := range MaxPage + 1 {
+				n, err := bmcNode(s, "acme", "gpu", i, address(i), false)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -168,37 +171,24 @@ func TestNodesByBMCReindexed(t *testing.T) {
 			// The store as an earlier version leaves it: no entry for acme's nodes, and
 			// one for a BMC its node no longer binds.
 			const left = "rack-a\x0010.20.9.9\x00"
-			mustUpdate(t, s, func(tx *Tx) error {
-				c := tx.kv.cursor(bucketNodesByBMC)
-				var keys [][]byte
-				for k, _ := c.First(); k != nil; k, _ = c.Next() {
-					keys = append(keys, []byte(string(k)))
-				}
-				if len(keys) != len(acme) {
-					t.Errorf("%d index entries for %d nodes", len(keys), len(acme))
-				}
-				for _, k := range keys {
-					if err := tx.del(bucketNodesByBMC, k); err != nil {
-						return err
-					}
-				}
-				return tx.putRaw(bucketNodesByBMC, []byte(left+acme[0]), []byte("acme"))
-			})
+			if removed := clearIndex(t, s, bucketNodesByBMC); removed != len(acme) {
+				t.Errorf("%d index entries for %d nodes", removed, len(acme))
+			}
+			mustUpdate(t, s, func(tx *Tx) error { return tx.putRaw(bucketNodesByBMC, []byte(left+acme[0]), []byte("acme")) })
 			err = s.Check()
 			if err == nil || strings.Count(err.Error(), "with no nodes_by_bmc entry") != len(acme) ||
 				!strings.Contains(err.Error(), `nodes_by_bmc/"`+strings.ReplaceAll(left, "\x00", `\x00`)+acme[0]+`" names a BMC node `+acme[0]+` does not bind`) {
 				t.Errorf("Check of the store an earlier version left: %v", err)
 			}
 			// Opened again, twice: the first open reindexes, the second finds nothing to do.
-			for i := range 2 {
+			for range 2 {
 				s.Close()
 				if s, err = open(t, Options{}); err != nil {
 					t.Fatal(err)
 				}
-				last := fmt.Sprintf("10.20.%d.%d", reindexChunk/200, 1+reindexChunk%200)
-				for j, address := range []string{"10.20.0.1", last} {
-					_, err := bmcNode(s, "beta", "gpu", 250+2*i+j, address, false)
-					refusedBMC(t, "reopened, beta enrolling with acme's BMC "+address, err, acme...)
+				for j := range acme {
+					_, err := bmcNode(s, "beta", "gpu", 300+j, address(j), false)
+					refusedBMC(t, "reopened, beta enrolling with acme's BMC "+address(j), err, acme...)
 				}
 			}
 			if _, err := bmcNode(s, "beta", "gpu", 254, "10.20.9.9", false); err != nil {

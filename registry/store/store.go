@@ -59,12 +59,12 @@ func Open(dataDir string, opts Options) (*Store, error) {
 	return upgraded(&Store{kv: kv, now: opts.Now})
 }
 
-// upgraded brings the indexes of s, just opened, up to its records (reindexNodesBMC),
+// upgraded brings the indexes of s, just opened, up to its records (reindexNodes),
 // and closes s when that fails.
 func upgraded(s *Store) (*Store, error) {
-	if err := s.reindexNodesBMC(); err != nil {
+	if err := s.reindexNodes(); err != nil {
 		s.Close()
-		return nil, fmt.Errorf("store: indexing the BMCs of the nodes: %w", err)
+		return nil, fmt.Errorf("store: indexing the nodes: %w", err)
 	}
 	return s, nil
 }

@@ -36,12 +36,14 @@ type watchers struct {
 	mu     sync.Mutex
 	writes []*writeWatch
 	// nodeSpec and agentCommand are told of each NodeSpec and relayed command written,
-	// nodeIdentity of each node whose identity changed, siteIdentity of each site whose
+	// nodeIdentity of each node whose identity changed, siteMACs of each node whose
+	// entries at its site changed (OnSiteMACs), siteIdentity of each site whose
 	// agent's certificates were revoked, agentJoin and agentSession of each agent session
 	// recorded as opened.
 	nodeSpec     recordHooks[proto.NodeSpec]
 	agentCommand recordHooks[AgentCommand]
 	nodeIdentity recordHooks[Node]
+	siteMACs     recordHooks[Node]
 	siteIdentity recordHooks[Site]
 	agentJoin    recordHooks[AgentJoin]
 	agentSession recordHooks[AgentSession]
@@ -182,6 +184,7 @@ func (s *Store) remoteCommit(c remoteCommit) {
 			switch bucket {
 			case bucketNodes:
 				s.watch.nodeIdentity.tell(p)
+				s.watch.siteMACs.tell(p)
 			case bucketSites:
 				s.watch.siteIdentity.tell(p)
 			case bucketAgentJoins:
