@@ -61,7 +61,8 @@ const (
 	// (or the pool's) image sources is left out of a site's cache plan.
 	ReasonSourceNotAllowed = "source-not-allowed"
 	// ReasonSiteShare: a pre-warm image or extra initrd is left out of a site's cache
-	// plan, which was over its bounds, because its tenant lists the most there.
+	// plan, or an enrolled MAC out of the site's known MACs (sites.knownMacs), which
+	// were over their bounds, because its tenant lists the most there.
 	ReasonSiteShare = "site-share"
 	// ReasonNotRamdisk: an extra initrd of a ramdisk boot is an image of another kind.
 	ReasonNotRamdisk = "not-ramdisk"

@@ -33,6 +33,12 @@ type SiteRequest struct {
 	SiteID string `json:"siteId"`
 }
 
+// KnownMACsRequest is the body of sites.knownMacs: one page of the site's left-out MACs.
+type KnownMACsRequest struct {
+	SiteID string `json:"siteId"`
+	ListRequest
+}
+
 // SiteList is the answer of sites.list.
 type SiteList struct {
 	Sites      []Site `json:"sites"`
@@ -54,7 +60,7 @@ type SiteInventory struct {
 }
 
 // registerSites adds sites.create, sites.update, sites.list, sites.cachePlan,
-// sites.locations and sites.inventory. Sites are the
+// sites.knownMacs, sites.locations and sites.inventory. Sites are the
 // platform's: only the root tenant's credentials reach them.
 func (s *Server) registerSites() {
 	Handle(s, "sites.create", ActionSitesManage, func(_ context.Context, c *Caller, req CreateSiteRequest) (out Site, err error) {
@@ -134,6 +140,25 @@ func (s *Server) registerSites() {
 			return err
 		})
 		return cachePlanOf(plan), err
+	})
+	Handle(s, "sites.knownMacs", ActionSitesManage, func(_ context.Context, c *Caller, req KnownMACsRequest) (out KnownMACs, err error) {
+		if err := sitesRootOnly(c); err != nil {
+			return out, err
+		}
+		out.Site, out.Max = req.SiteID, proto.MaxKnownMACs
+		out.LeftOut, out.NextCursor, err = listPage(c, req.ListRequest, func(tx *store.Tx, page store.Page) ([]LeftOutMAC, string, error) {
+			if _, err := requestedSite(tx, req.SiteID); err != nil {
+				return nil, "", err
+			}
+			known, err := site.KnownMACs(tx, req.SiteID)
+			if err != nil {
+				return nil, "", err
+			}
+			out.Known, out.LeftOutCount = len(known.MACs), len(known.LeftOut)
+			left, next, err := store.PageOf(known.LeftOut, func(l site.LeftOut) []byte { return []byte(l.MAC + "\x00" + l.Node) }, page)
+			return viewsOf(left, leftOutOf), next, err
+		})
+		return out, err
 	})
 	Handle(s, "sites.locations", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (out SiteLocations, err error) {
 		if err := sitesRootOnly(c); err != nil {

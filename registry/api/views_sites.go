@@ -110,9 +110,36 @@ type ExcludedImage struct {
 	Message string `json:"message"`
 }
 
+// KnownMACs is the answer of sites.knownMacs: how many MACs the site knows (its agent's
+// site.knownMacs), the bound, and one page of the enrolled MACs it does not know.
+type KnownMACs struct {
+	Site  string `json:"siteId"`
+	Known int    `json:"known"`
+	// Max is the most MACs a site knows (proto.MaxKnownMACs).
+	Max int `json:"max"`
+	// LeftOutCount counts the MACs left out, on every page.
+	LeftOutCount int          `json:"leftOutCount"`
+	LeftOut      []LeftOutMAC `json:"leftOut"`
+	NextCursor   string       `json:"nextCursor,omitempty"`
+}
+
+// LeftOutMAC is a MAC enrolled at a site that the site does not know, whose node it is,
+// and why (site-share: the site was over its bound and the tenant had the most MACs
+// there).
+type LeftOutMAC struct {
+	MAC    string `json:"mac"`
+	Tenant string `json:"tenantId"`
+	Node   string `json:"nodeId"`
+	Reason string `json:"reason"`
+}
+
 func siteOf(s store.Site) Site {
 	return Site{ID: s.ID, CreatedAt: s.CreatedAt, BMCNetworks: s.BMCNetworks, ImageSources: s.ImageSources,
 		IdentityEpoch: s.IdentityEpoch, AgentRevoked: revocationOf(s.AgentRevoked)}
+}
+
+func leftOutOf(l site.LeftOut) LeftOutMAC {
+	return LeftOutMAC{MAC: l.MAC, Tenant: l.Tenant, Node: l.Node, Reason: l.Reason}
 }
 
 func locationOf(l store.ImageLocation) ImageLocation { return ImageLocation(l) }

@@ -9,6 +9,7 @@
 package site
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -262,29 +263,52 @@ func refreshKnown(tx *store.Tx, site string, set func(*proto.SiteSpec)) (proto.N
 	if spec.Site == nil {
 		spec.Site = &proto.SiteSpec{}
 	}
-	spec.Site.KnownMACs = known
+	spec.Site.KnownMACs = known.MACs
 	if set != nil {
 		set(spec.Site)
 	}
 	return tx.SetNodeSpec(spec)
 }
 
-// KnownMACs are the site.knownMacs of site's agents: the boot MACs of the machines
-// enrolled in the site's pools that are not retired (store.SiteMACs), sorted. Any
-// tenant may have pools at any site, so they keep to proto.MaxKnownMACs by the site's
-// share rule (share.Trim): over it, the tenant with the most MACs at the site loses the
-// MACs of its nodes enrolled last, and a tenant with no more than its share keeps all of
-// its own, however many nodes another enrolls there.
-func KnownMACs(tx *store.Tx, site string) ([]string, error) {
+// Known is what a site knows of the machines enrolled at it: the MACs its agent's
+// NodeSpec lists (site.knownMacs), and those the site's share rule left out.
+type Known struct {
+	// MACs are the site.knownMacs, sorted.
+	MACs []string
+	// LeftOut are the enrolled MACs the site does not know, by MAC.
+	LeftOut []LeftOut
+}
+
+// LeftOut is a MAC enrolled at a site that the site does not know, whose node it is,
+// and why: proto.ReasonSiteShare, the site was over proto.MaxKnownMACs and its tenant
+// had the most MACs there.
+type LeftOut struct {
+	Tenant, Node, MAC, Reason string
+}
+
+// KnownMACs is what site's agents know (Known): the boot MACs of the machines enrolled
+// in the site's pools that are not retired (store.SiteMACs). Any tenant may have pools
+// at any site, so they keep to proto.MaxKnownMACs by the site's share rule (share.Trim):
+// over it, the tenant with the most MACs at the site loses the MACs of its nodes
+// enrolled last, and a tenant with no more than its share keeps all of its own, however
+// many nodes another enrolls there.
+func KnownMACs(tx *store.Tx, site string) (Known, error) {
 	lists, err := tx.SiteMACs(site)
 	if err != nil {
-		return nil, err
+		return Known{}, err
 	}
-	share.Trim(lists, []share.Bound[string]{{Max: proto.MaxKnownMACs, Measure: func(string) int64 { return 1 }}})
-	var out []string
+	dropped := share.Trim(lists, []share.Bound[store.SiteMAC]{{Max: proto.MaxKnownMACs, Measure: func(store.SiteMAC) int64 { return 1 }}})
+	var out Known
 	for _, macs := range lists {
-		out = append(out, macs...)
+		for _, m := range macs {
+			out.MACs = append(out.MACs, m.MAC)
+		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
+	slices.Sort(out.MACs)
+	out.MACs = slices.Compact(out.MACs)
+	for _, d := range dropped {
+		out.LeftOut = append(out.LeftOut, LeftOut{Tenant: d.Tenant, Node: d.Entry.Node, MAC: d.Entry.MAC, Reason: proto.ReasonSiteShare})
+	}
+	slices.SortFunc(out.LeftOut, func(a, b LeftOut) int { return cmp.Or(cmp.Compare(a.MAC, b.MAC), cmp.Compare(a.Node, b.Node)) })
+	return out, nil
 }

@@ -47,18 +47,24 @@ func (t *Tx) indexSiteMACs(old, n Node) error {
 	return err
 }
 
+// SiteMAC is a boot MAC enrolled at a site, and the node that has it.
+type SiteMAC struct {
+	MAC  string
+	Node string
+}
+
 // SiteMACs are the boot MACs of the machines enrolled in the pools of site that are not
 // retired, by tenant: each tenant's in the order its nodes were enrolled. It reads the
 // index alone, never a node's record.
-func (t *Tx) SiteMACs(site string) (map[string][]string, error) {
+func (t *Tx) SiteMACs(site string) (map[string][]SiteMAC, error) {
 	prefix := []byte(site + "\x00")
-	out := map[string][]string{}
+	out := map[string][]SiteMAC{}
 	_, _, err := t.walk(bucketNodesBySiteMAC, prefix, nil, func() bool { return false }, func(k, _ []byte) error {
 		parts := bytes.Split(k[len(prefix):], []byte{0}) // tenant, time, MAC, id
 		if len(parts) != 4 {
 			return fmt.Errorf("store: %s/%q is not an entry of the index", bucketNodesBySiteMAC, k)
 		}
-		out[string(parts[0])] = append(out[string(parts[0])], string(parts[2]))
+		out[string(parts[0])] = append(out[string(parts[0])], SiteMAC{MAC: string(parts[2]), Node: string(parts[3])})
 		return nil
 	})
 	return out, err

@@ -39,9 +39,11 @@ func siteMACs(t *testing.T, open opener) {
 		}
 		told = nil
 	}
+	nodesOf := map[string][]string{} // node id -> its MACs, as enrolled or bound
 	enroll := func(n Node) Node {
 		t.Helper()
 		mustUpdate(t, s, func(tx *Tx) (err error) { n, err = tx.CreateNode(n); return err })
+		nodesOf[n.ID] = n.MACs
 		return n
 	}
 	first := enroll(Node{Tenant: "beta", Pool: "gpu", MACs: []string{"52:54:00:00:00:09", "52:54:00:00:00:08"}})
@@ -53,13 +55,20 @@ func siteMACs(t *testing.T, open opener) {
 	want := map[string][]string{"acme": {"52:54:00:00:00:05"}, "beta": {"52:54:00:00:00:08", "52:54:00:00:00:09", "52:54:00:00:00:01"}}
 	macs := func(want map[string][]string) {
 		t.Helper()
-		var got map[string][]string
+		var got map[string][]SiteMAC
 		mustUpdate(t, s, func(tx *Tx) (err error) { got, err = tx.SiteMACs("rack-a"); return err })
 		if len(got) != len(want) {
 			t.Errorf("rack-a's MACs %v, want %v", got, want)
 		}
 		for tenant, list := range want {
-			if !slices.Equal(got[tenant], list) {
+			var macs []string
+			for _, m := range got[tenant] {
+				macs = append(macs, m.MAC)
+				if !slices.Contains(nodesOf[m.Node], m.MAC) {
+					t.Errorf("rack-a's %s is told as node %s's, which has %v", m.MAC, m.Node, nodesOf[m.Node])
+				}
+			}
+			if !slices.Equal(macs, list) {
 				t.Errorf("rack-a's MACs %v, want %v", got, want)
 			}
 		}
@@ -75,6 +84,7 @@ func siteMACs(t *testing.T, open opener) {
 	heard()
 	mustUpdate(t, s, func(tx *Tx) error { _, err := tx.BindMAC(byUUID.ID, "52:54:00:00:00:0a", false); return err })
 	want["acme"] = append(want["acme"], "52:54:00:00:00:0a")
+	nodesOf[byUUID.ID] = []string{"52:54:00:00:00:0a"}
 	macs(want)
 	heard("rack-a")
 

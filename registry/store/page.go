@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/base64"
+	"slices"
 
 	"github.com/better-compute/better-compute/proto"
 )
@@ -36,6 +37,28 @@ func DecodeCursor(cursor string, prefix []byte) ([]byte, error) {
 		return nil, proto.Errorf(proto.InvalidInput, "cursor is not one this list returned; start again without it").WithPath("cursor")
 	}
 	return key, nil
+}
+
+// PageOf is one page of items, sorted by key with each key once, as a scan pages a
+// bucket: those after the page's cursor (a key PageOf returned), at most its limit, and
+// the cursor of the next page, empty at the end. It pages a list computed whole.
+func PageOf[T any](items []T, key func(T) []byte, p Page) ([]T, string, error) {
+	start := 0
+	if p.Cursor != "" {
+		after, err := DecodeCursor(p.Cursor, nil)
+		if err != nil {
+			return nil, "", err
+		}
+		start, _ = slices.BinarySearchFunc(items, after, func(it T, k []byte) int { return bytes.Compare(key(it), k) })
+		if start < len(items) && bytes.Equal(key(items[start]), after) {
+			start++
+		}
+	}
+	end := min(start+p.limit(), len(items))
+	if end == len(items) {
+		return items[start:end], "", nil
+	}
+	return items[start:end], EncodeCursor(key(items[end-1])), nil
 }
 
 // scan visits the entries of bucket under prefix in key order, starting after the page's
