@@ -598,6 +598,7 @@ func TestNoMethodReachesAnotherTenant(t *testing.T) {
 		"sites.update":             api.UpdateSiteRequest{SiteID: "rack-a", BMCNetworks: &[]string{"0.0.0.0/0"}},
 		"sites.list":               api.ListRequest{},
 		"sites.cachePlan":          api.SiteRequest{SiteID: "rack-a"},
+		"sites.knownMacs":          api.KnownMACsRequest{SiteID: "rack-a"},
 		"sites.locations":          api.SiteRequest{SiteID: "rack-a"},
 		"sites.inventory":          api.SiteRequest{SiteID: "rack-a"},
 		"sites.revokeCertificates": api.RevokeSiteCertificatesRequest{SiteID: "rack-a"},

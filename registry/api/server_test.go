@@ -222,6 +222,7 @@ func TestAnUnknownSiteIsNotFoundAtSiteID(t *testing.T) {
 		"sites.locations": SiteRequest{SiteID: "rack-9"},
 		"sites.inventory": SiteRequest{SiteID: "rack-9"},
 		"sites.cachePlan": SiteRequest{SiteID: "rack-9"},
+		"sites.knownMacs": KnownMACsRequest{SiteID: "rack-9"},
 	} {
 		var out map[string]any
 		err := NewHandlerClient(s, root).Call(context.Background(), method, body, &out)

@@ -12,6 +12,7 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/site"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -112,15 +113,17 @@ func fullRunStep() store.RunStep {
 func wireAnswers() map[string]any {
 	n := fullNode()
 	return map[string]any{
-		"metal.list":        NodeList{Nodes: viewsOf([]store.Node{n}, nodeOf), NextCursor: "bmRfMQ"},
-		"metal.get":         NodeView{Node: nodeOf(n), Agent: &NodeAgent{}, Wipe: &NodeWipe{WorkflowID: "wf_1", Step: "wipe", Mode: "quick", Attested: true}, Requests: []string{"retry", "release", "retire"}},
-		"metal.enroll":      nodeOf(n),
-		"metal.retire":      TransitionStarted{WorkflowID: "wf_2", Profile: refOf(n.Profile), Node: nodeOf(n)},
-		"sites.create":      fullSite(),
-		"sites.list":        SiteList{Sites: []Site{siteWithAgent()}, NextCursor: "cmFjay1h"},
-		"sites.locations":   SiteLocations{Locations: viewsOf([]store.ImageLocation{{Site: "rack-a", ImageID: "im_1", Digest: fullImage().SHA256, State: proto.ImageCacheState("ready"), SizeBytes: 1 << 30, LastUsed: at, UpdatedAt: later}}, locationOf)},
-		"sites.inventory":   SiteInventory{Agent: "site-rack-a", Session: siteWithAgent().Agent, Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
-		"sites.cachePlan":   cachePlanOf(image.CachePlan{Site: "rack-a", CacheImages: []proto.CacheImage{{Ref: "ubuntu@24.04"}}, Excluded: []image.ExcludedImage{{Tenant: "acme", Pool: "gpu", Ref: "old@1", Reason: "unsigned", Message: "old@1 is not signed"}}}),
+		"metal.list":      NodeList{Nodes: viewsOf([]store.Node{n}, nodeOf), NextCursor: "bmRfMQ"},
+		"metal.get":       NodeView{Node: nodeOf(n), Agent: &NodeAgent{}, Wipe: &NodeWipe{WorkflowID: "wf_1", Step: "wipe", Mode: "quick", Attested: true}, Requests: []string{"retry", "release", "retire"}},
+		"metal.enroll":    nodeOf(n),
+		"metal.retire":    TransitionStarted{WorkflowID: "wf_2", Profile: refOf(n.Profile), Node: nodeOf(n)},
+		"sites.create":    fullSite(),
+		"sites.list":      SiteList{Sites: []Site{siteWithAgent()}, NextCursor: "cmFjay1h"},
+		"sites.locations": SiteLocations{Locations: viewsOf([]store.ImageLocation{{Site: "rack-a", ImageID: "im_1", Digest: fullImage().SHA256, State: proto.ImageCacheState("ready"), SizeBytes: 1 << 30, LastUsed: at, UpdatedAt: later}}, locationOf)},
+		"sites.inventory": SiteInventory{Agent: "site-rack-a", Session: siteWithAgent().Agent, Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
+		"sites.cachePlan": cachePlanOf(image.CachePlan{Site: "rack-a", CacheImages: []proto.CacheImage{{Ref: "ubuntu@24.04"}}, Excluded: []image.ExcludedImage{{Tenant: "acme", Pool: "gpu", Ref: "old@1", Reason: "unsigned", Message: "old@1 is not signed"}}}),
+		"sites.knownMacs": KnownMACs{Site: "rack-a", Known: 16384, Max: 16384, LeftOutCount: 1,
+			LeftOut: viewsOf([]site.LeftOut{{Tenant: "beta", Node: "nd_1", MAC: "52:54:00:00:00:01", Reason: proto.ReasonSiteShare}}, leftOutOf), NextCursor: "bmRfMQ"},
 		"metal.attestation": attestationOf(n.ID, fullNodeTPM(), true),
 		"metal.inventory":   NodeInventory{NodeID: n.ID, Sections: viewsOf([]store.InventorySection{inventorySection()}, sectionOf)},
 		"profiles.render":   Rendering{TenantID: "builtin", ID: "ubuntu-host", Version: 3, Steps: viewsOf([]profile.RenderedStep{renderedStep()}, renderedOf)},
