@@ -99,6 +99,37 @@ var siteCommands = []command{{
 		}
 	},
 }, {
+	path:    "sites known-macs",
+	usage:   "NAME [--cursor C] [--limit N]",
+	summary: "show how many enrolled MACs the site's DHCP knows, the bound, and each enrolled MAC left out, with its tenant, node and why",
+	long: "how many MACs the site knows (the machines enrolled in its pools, not retired, that its DHCP " +
+		"serves as known clients), the most a site knows (16,384), and each enrolled MAC left out over it, " +
+		"with its tenant, node and reason (`site-share`: the tenant with the most MACs at the site loses " +
+		"those of its nodes enrolled last), by MAC, a page at a time (root tenant credentials only)",
+	nargs: 1,
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		cursor := fs.String("cursor", "", "resume after a previous page")
+		limit := fs.Int("limit", 0, "at most this many left-out MACs a page (1 to 200; 200 when left out)")
+		return func(x *exec) error {
+			var out api.KnownMACs
+			req := api.KnownMACsRequest{SiteID: x.args[0], ListRequest: api.ListRequest{Cursor: *cursor, Limit: *limit}}
+			if err := x.call("sites.knownMacs", req, &out); err != nil {
+				return err
+			}
+			x.print(out, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "KNOWN\tMAX\tLEFT OUT\n%d\t%d\t%d\n", out.Known, out.Max, out.LeftOutCount)
+				if len(out.LeftOut) > 0 {
+					fmt.Fprintln(w, "\nMAC\tTENANT\tNODE\tREASON")
+					for _, l := range out.LeftOut {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", l.MAC, l.Tenant, l.Node, l.Reason)
+					}
+				}
+				nextPage(w, out.NextCursor)
+			})
+			return nil
+		}
+	},
+}, {
 	path:    "sites locations",
 	usage:   "NAME",
 	summary: "show the images the site's caches hold, as its site agents report them (pulling, ready, failed, evicting)",
