@@ -1,10 +1,15 @@
 package cli_test
 
 import (
+	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/better-compute/better-compute/testkit/openssl"
 )
@@ -129,5 +134,74 @@ func TestSitesRevokeIdentity(t *testing.T) {
 	}
 	if e := testkit.Fails(t, admin, "tokens", "create", "--kind", "site", "--site", "rack-a", "--node-id", "rack-a-2"); e.Code != "INVALID_INPUT" || e.Details.Path != "nodeId" {
 		t.Errorf("a site token for another node id: %+v, want INVALID_INPUT at nodeId", e)
+	}
+}
+
+// TestSitesKnownMACs: with beta's machines at rack-a over the most a site knows, `sites
+// known-macs` shows the platform how many the site knows, the bound and beta's MACs
+// enrolled last, left out with their node and reason, as a table and as JSON, a page at
+// a time; beta's own credential is refused.
+func TestSitesKnownMACs(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, admin, nil, "tenants", "create", "beta")
+	reg.Stop()
+
+	// Enrolled while the registry is down, as many as one store write takes.
+	st, err := store.Open(reg.DataDir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const flood = proto.MaxKnownMACs + 2
+	mac := func(n int) string { return fmt.Sprintf("52:54:01:%02x:%02x:%02x", n>>16&0xff, n>>8&0xff, n&0xff) }
+	var last []store.Node // beta's two enrolled last
+	err = st.Update(func(tx *store.Tx) error {
+		if _, err := tx.CreatePool(store.Pool{Tenant: "beta", Name: "flood", Site: "rack-a"}); err != nil {
+			return err
+		}
+		for i := range flood {
+			n, err := tx.CreateNode(store.Node{Tenant: "beta", Pool: "flood", MACs: []string{mac(i)}})
+			if err != nil {
+				return err
+			}
+			if i >= flood-2 {
+				last = append(last, n)
+			}
+		}
+		return nil
+	})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg = testkit.StartRegistry(t, reg.DataDir)
+	beta := filepath.Join(t.TempDir(), "beta.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "beta", "--actions", "compute:sites:manage", "--out", beta)
+
+	res := testkit.CLI(t, admin, "sites", "known-macs", "rack-a", "--limit", "1")
+	want := []string{"KNOWN", "16384", "LEFT OUT", last[0].MACs[0], "beta", last[0].ID, "site-share", "--cursor"}
+	for _, w := range want {
+		if res.Code != 0 || !strings.Contains(res.Stdout, w) {
+			t.Errorf("sites known-macs, a page of one, shows no %q: %d\n%s%s", w, res.Code, res.Stdout, res.Stderr)
+		}
+	}
+	if strings.Contains(res.Stdout, last[1].ID) {
+		t.Errorf("a page of one shows two:\n%s", res.Stdout)
+	}
+	var page api.KnownMACs
+	testkit.JSON(t, admin, &page, "sites", "known-macs", "rack-a", "--limit", "1")
+	wantPage := []api.LeftOutMAC{{MAC: last[0].MACs[0], Tenant: "beta", Node: last[0].ID, Reason: "site-share"}}
+	if page.Known != proto.MaxKnownMACs || page.Max != proto.MaxKnownMACs || page.LeftOutCount != 2 || !slices.Equal(page.LeftOut, wantPage) || page.NextCursor == "" {
+		t.Errorf("the first page as JSON: %+v, want %+v and a cursor", page, wantPage)
+	}
+	cursor := page.NextCursor
+	page = api.KnownMACs{}
+	testkit.JSON(t, admin, &page, "sites", "known-macs", "rack-a", "--cursor", cursor)
+	if wantPage[0] = (api.LeftOutMAC{MAC: last[1].MACs[0], Tenant: "beta", Node: last[1].ID, Reason: "site-share"}); !slices.Equal(page.LeftOut, wantPage) || page.NextCursor != "" {
+		t.Errorf("the second page: %+v, want %+v and no cursor", page, wantPage)
+	}
+	if e := testkit.Fails(t, beta, "sites", "known-macs", "rack-a"); e.Code != "FORBIDDEN" {
+		t.Errorf("beta asking for rack-a's known MACs: %+v, want FORBIDDEN", e)
 	}
 }
