@@ -9,10 +9,11 @@ import (
 )
 
 // TestSiteMACs: a site's MACs are those of every node enrolled in a pool of the site and
-// not retired, by tenant in enrolment order, each with its node, whatever state the node is in; a MAC PXE
-// discovery proposes is not one until it is bound. OnSiteMACs hears of the site when its
-// MACs change (an enrolment, a bound MAC, a retirement), not when a node's state moves
-// otherwise. Emptied by an earlier version, the index is rebuilt at the next open.
+// not retired, by tenant in enrolment order, each with its node, whatever state the node
+// is in; a MAC PXE discovery proposes is not one until it is bound. OnSiteMACs hears of
+// the site when its MACs change (an enrolment, a bound MAC, a retirement), not when a
+// node's state moves otherwise. Emptied by an earlier version, the index is rebuilt at
+// the next open.
 func TestSiteMACs(t *testing.T) {
 	for _, b := range testBackends {
 		t.Run(b.name, func(t *testing.T) { siteMACs(t, b.place(t)) })
