@@ -21,8 +21,8 @@ import (
 // segment (10.99.0.0/24), ISC's dhcrelay in a router namespace between it and two rack
 // segments, 10.98.0.0/24, which the server serves as a routed subnet, and 10.97.0.0/24,
 // which it does not. busybox udhcpc behind the relay gets an address of its rack's
-// subnet with that subnet's router, DNS and lease time, and a boot file at the server's
-// address, which it then fetches through the router by TFTP (tftp-hpa) and HTTP (curl);
+// subnet with that subnet's router and DNS, the short lease of a machine the site does not
+// know (a known one gets the subnet's lease time), and a boot file at the server's address, which it then fetches through the router by TFTP (tftp-hpa) and HTTP (curl);
 // a client on the segment nobody serves gets nothing.
 func TestRoutedThroughRelay(t *testing.T) {
 	r := newRoutedNet(t, "busybox", "tftp", "curl")
@@ -40,7 +40,7 @@ func TestRoutedThroughRelay(t *testing.T) {
 	}
 	got := map[string]string{"subnet": env["subnet"], "router": env["router"], "dns": env["dns"], "lease": env["lease"],
 		"serverid": env["serverid"], "boot_file": env["boot_file"], "siaddr": env["siaddr"]}
-	want := map[string]string{"subnet": "255.255.255.0", "router": "10.98.0.1", "dns": "10.98.0.53", "lease": "1800",
+	want := map[string]string{"subnet": "255.255.255.0", "router": "10.98.0.1", "dns": "10.98.0.53", "lease": "600",
 		"serverid": serverAddr, "boot_file": "undionly.kpxe", "siaddr": serverAddr}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("lease behind the relay (-want +got):\n%s", diff)
@@ -51,8 +51,8 @@ func TestRoutedThroughRelay(t *testing.T) {
 	}
 	// iPXE behind the relay is given its script at the server's address.
 	ipxe := udhcpc(t, behind, known, append(pxe, "-x", "0x4d:69505845")...)
-	if ipxe == nil || ipxe["boot_file"] != "http://10.99.0.1/boot/02-00-00-00-03-03.ipxe" {
-		t.Errorf("iPXE behind the relay: %v", ipxe)
+	if ipxe == nil || ipxe["boot_file"] != "http://10.99.0.1/boot/02-00-00-00-03-03.ipxe" || ipxe["lease"] != "1800" {
+		t.Errorf("iPXE of a known machine behind the relay, want its script and the subnet's lease time of 1800 s: %v", ipxe)
 	}
 
 	// The machine reaches the server's TFTP and HTTP through its router, from the
