@@ -110,12 +110,12 @@ type Config struct {
 	// else option 118, else giaddr), and not at all when none does. Authoritative only.
 	Subnets []Subnet `json:"subnets"`
 	// UnknownShare is the fraction of each subnet's range, more than 0 and at most 1,
-	// that machines without a boot entry may hold at once, leases and offers (default
+	// that machines the site does not know may hold at once, leases and offers (default
 	// 0.5; at least one address). A machine with an entry gets an address whenever one
 	// is not held by another machine with an entry, taking the address of a machine
 	// without one when none is free. Authoritative only.
 	UnknownShare float64 `json:"unknownShare"`
-	// UnknownLeaseTime is how long the lease of a machine without a boot entry lasts
+	// UnknownLeaseTime is how long the lease of a machine the site does not know lasts
 	// (default 10m, at least 1m; at most its subnet's lease time). Authoritative only.
 	UnknownLeaseTime Duration `json:"unknownLeaseTime"`
 	// LeaseFile is the bbolt file leases are kept in across restarts. Authoritative
@@ -364,7 +364,7 @@ func (c Config) checkAuthoritative(bad func(field, format string, args ...any)) 
 		bad("leaseFile", "the lease file is required in authoritative mode")
 	}
 	if !(c.UnknownShare > 0 && c.UnknownShare <= 1) {
-		bad("unknownShare", "share %g of the range for machines without a boot entry is outside (0, 1]: discovery needs some, 1 is no bound", c.UnknownShare)
+		bad("unknownShare", "share %g of the range for machines the site does not know is outside (0, 1]: discovery needs some, 1 is no bound", c.UnknownShare)
 	}
 	if c.UnknownLeaseTime < Duration(time.Minute) {
 		bad("unknownLeaseTime", "lease time %s is under a minute", c.UnknownLeaseTime)

@@ -19,7 +19,7 @@ type Observer interface {
 	// DHCPPoolExhausted is a DHCPDISCOVER left unanswered because no address of its
 	// subnet's range is free.
 	DHCPPoolExhausted()
-	// DHCPUnknownRefused is a DHCPDISCOVER of a machine without a boot entry left
+	// DHCPUnknownRefused is a DHCPDISCOVER of a machine the site does not know left
 	// unanswered because such machines hold their share of its subnet's range
 	// (Config.UnknownShare).
 	DHCPUnknownRefused()

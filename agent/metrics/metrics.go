@@ -73,7 +73,7 @@ func NewSite(usage func() cache.Usage, connected func() bool) *Site {
 		dhcpReplies:  vec("dhcp", "replies_total", "DHCP replies sent, by type (offer, ack, nak, other).", "type"),
 		dhcpDropped:  counter("dhcp", "dropped_total", "DHCP requests left unanswered (not a network-boot client, of no subnet served, no free address, another server chosen, ...)."),
 		dhcpNoLease:  counter("dhcp", "pool_exhausted_total", "DHCPDISCOVERs left unanswered because their subnet's range had no free address."),
-		dhcpRefused:  counter("dhcp", "unknown_refused_total", "DHCPDISCOVERs of machines without a boot entry left unanswered because such machines held their share of the range."),
+		dhcpRefused:  counter("dhcp", "unknown_refused_total", "DHCPDISCOVERs of machines the site does not know left unanswered because such machines held their share of the range."),
 		tftp:         vec("tftp", "transfers_total", "TFTP reads that ended, by result (ok, failed: an abort, a timeout, or a UEFI size probe)", "result"),
 		tftpBytes:    counter("tftp", "sent_bytes_total", "File bytes TFTP sent."),
 		http:         vec("http", "responses_total", "HTTP answers of the boot server, by kind (script, ramdisk, ipxe, image) and status class (2xx, 3xx, 4xx, 5xx).", "kind", "status"),
