@@ -59,9 +59,7 @@ func (s *Store) Check() error {
 				}
 			}
 		}
-		for _, ix := range nodeIndexes {
-			errs = append(errs, s.tx(tx).check(ix)...)
-		}
+		errs = append(errs, s.tx(tx).checkNodeIndexes()...)
 		return nil
 	})
 	return errors.Join(append(errs, err)...)

@@ -50,45 +50,63 @@ func (t *Tx) writeEntries(ix nodeIndex, old, n Node) (bool, error) {
 	return changed, nil
 }
 
-// diff compares ix with what all the nodes say (every one: not a page of them), as tx
-// reads them: missing are the entries a
-// node should have and does not (key -> its value), stale the entries no node has (a
-// node gone, or one whose record says another). Both are empty in a store this registry
-// alone wrote.
-func (t *Tx) diff(ix nodeIndex) (missing map[string]string, stale []string, err error) {
-	want := map[string]string{}
-	_, _, err = t.walk(bucketNodes, nil, nil, func() bool { return false }, func(k, _ []byte) error {
+// indexDiff is how a node index differs from what the nodes say: missing are the
+// entries a node should have and does not (key -> its value), stale the entries no node
+// has (a node gone, or one whose record says another). Both are empty in a store this
+// registry alone wrote.
+type indexDiff struct {
+	missing map[string]string
+	stale   []string
+}
+
+// diffs compares every node index with what all the nodes say (every one: not a page of
+// them), as tx reads them, reading the nodes once for all the indexes: one indexDiff for
+// each of nodeIndexes, in its order.
+func (t *Tx) diffs() ([]indexDiff, error) {
+	out := make([]indexDiff, len(nodeIndexes))
+	for i := range out {
+		out[i].missing = map[string]string{}
+	}
+	_, _, err := t.walk(bucketNodes, nil, nil, func() bool { return false }, func(k, _ []byte) error {
 		n, err := t.Node(string(k))
-		for key, v := range ix.entries(n) {
-			want[key] = v
+		for i, ix := range nodeIndexes {
+			for key, v := range ix.entries(n) {
+				out[i].missing[key] = v
+			}
 		}
 		return err
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	c := t.kv.cursor(ix.bucket)
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if value, ok := want[string(k)]; ok && value == string(v) {
-			delete(want, string(k))
-		} else if !ok {
-			stale = append(stale, string(k))
+	for i, ix := range nodeIndexes {
+		c := t.kv.cursor(ix.bucket)
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if value, ok := out[i].missing[string(k)]; ok && value == string(v) {
+				delete(out[i].missing, string(k))
+			} else if !ok {
+				out[i].stale = append(out[i].stale, string(k))
+			}
 		}
 	}
-	return want, stale, nil
+	return out, nil
 }
 
-// check is Check's report of ix: each entry missing, and each stale one of a node that
-// exists (one of a node gone is reported as an index entry naming no record).
-func (t *Tx) check(ix nodeIndex) []error {
-	missing, stale, err := t.diff(ix)
+// checkNodeIndexes is Check's report of the node indexes: each entry missing, and each
+// stale one of a node that exists (one of a node gone is reported as an index entry
+// naming no record).
+func (t *Tx) checkNodeIndexes() []error {
+	diffs, err := t.diffs()
 	errs := []error{err}
-	for k := range missing {
-		errs = append(errs, ix.missing(string(afterLastNUL([]byte(k), nil)), k))
-	}
-	for _, k := range stale {
-		if id := afterLastNUL([]byte(k), nil); t.kv.get(bucketNodes, id) != nil {
-			errs = append(errs, ix.stale(k, string(id)))
+	for i, d := range diffs {
+		ix := nodeIndexes[i]
+		for k := range d.missing {
+			errs = append(errs, ix.missing(string(afterLastNUL([]byte(k), nil)), k))
+		}
+		for _, k := range d.stale {
+			if id := afterLastNUL([]byte(k), nil); t.kv.get(bucketNodes, id) != nil {
+				errs = append(errs, ix.stale(k, string(id)))
+			}
 		}
 	}
 	return errs
@@ -102,23 +120,26 @@ func (t *Tx) check(ix nodeIndex) []error {
 // needs nothing is not written (a store copy's destination stays empty), and replicas
 // doing it at once write the same.
 func (s *Store) reindexNodes() error {
+	var diffs []indexDiff
+	if err := s.View(func(tx *Tx) (err error) { diffs, err = tx.diffs(); return err }); err != nil {
+		return err
+	}
 	var errs []error
-	for _, ix := range nodeIndexes {
-		if err := s.reindex(ix); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", ix.bucket, err))
+	for i, d := range diffs {
+		if err := s.reindex(nodeIndexes[i], d); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", nodeIndexes[i].bucket, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (s *Store) reindex(ix nodeIndex) error {
-	var missing map[string]string
-	var stale []string
-	err := s.View(func(tx *Tx) (err error) { missing, stale, err = tx.diff(ix); return err })
-	keys := stale
-	for k := range missing {
+// reindex writes the entries d says ix misses and drops its stale ones.
+func (s *Store) reindex(ix nodeIndex, d indexDiff) error {
+	keys := d.stale
+	for k := range d.missing {
 		keys = append(keys, k)
 	}
+	var err error
 	for len(keys) > 0 && err == nil {
 		chunk := keys[:min(reindexChunk, len(keys))]
 		keys = keys[len(chunk):]
