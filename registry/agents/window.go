@@ -34,7 +34,7 @@ const (
 // does not wait (a push worker waiting would hold every other tenant's pushes behind
 // it): its node is deferred, unread, and a place that frees goes to it directly once the
 // waiters are served and its tenant's share has room (the tenants' deferred nodes taking
-// turns): the node is handed, with its place, to handoff, which reads its newest
+// turns, each tenant's first deferred first): the node is handed, with its place, to handoff, which reads its newest
 // NodeSpec and sends it in that place, without going through the push queue again.
 type window struct {
 	mu  sync.Mutex
@@ -43,10 +43,11 @@ type window struct {
 	size, threshold float64
 	inFlight        int
 	// held counts the places each tenant's pushes hold; deferred are the nodes whose push
-	// found their tenant at its share, by tenant; active counts, by tenant, its places,
-	// waiting pushes and deferred nodes together (a tenant with none is not in it).
+	// found their tenant at its share, by tenant, in the order deferred; active counts, by
+	// tenant, its places, waiting pushes and deferred nodes together (a tenant with none
+	// is not in it).
 	held     map[string]int
-	deferred map[string]map[string]bool
+	deferred map[string]*deferredNodes
 	active   map[string]int
 	// handoff is given a deferred node with the place it was given, outside mu; false
 	// when the node cannot be pushed (the endpoint is closing), and the place is given
@@ -76,7 +77,14 @@ const (
 
 func newWindow(now func() time.Time, handoff func(q queued) bool) *window {
 	return &window{now: now, size: initialWindow, threshold: maxWindow, held: map[string]int{},
-		deferred: map[string]map[string]bool{}, active: map[string]int{}, handoff: handoff}
+		deferred: map[string]*deferredNodes{}, active: map[string]int{}, handoff: handoff}
+}
+
+// deferredNodes are one tenant's deferred nodes, first deferred first: a node deferred
+// again while it waits keeps its turn.
+type deferredNodes struct {
+	order []string
+	in    map[string]bool
 }
 
 // queued is a node to push and, when it was deferred and a place freed for it, that
@@ -199,7 +207,8 @@ func (w *window) grantLocked() {
 }
 
 // handDeferredLocked gives the free places to the deferred nodes, one of each tenant
-// whose share has room in turn, for handoff (handing) once mu is released.
+// whose share has room in turn, each tenant's in the order they were deferred, for
+// handoff (handing) once mu is released.
 func (w *window) handDeferredLocked() {
 	for more := true; more; {
 		more = false
@@ -210,13 +219,12 @@ func (w *window) handDeferredLocked() {
 			if w.held[tenant] >= w.capLocked(tenant) {
 				continue
 			}
-			for node := range nodes {
-				delete(nodes, node)
-				w.handing = append(w.handing, queued{node, w.takeLocked(tenant)})
-				w.activeLocked(tenant, -1)
-				break
-			}
-			if len(nodes) == 0 {
+			node := nodes.order[0]
+			nodes.order[0], nodes.order = "", nodes.order[1:]
+			delete(nodes.in, node)
+			w.handing = append(w.handing, queued{node, w.takeLocked(tenant)})
+			w.activeLocked(tenant, -1)
+			if len(nodes.order) == 0 {
 				delete(w.deferred, tenant)
 			}
 			more = true
@@ -245,12 +253,17 @@ func (w *window) unlock() {
 	w.mu.Unlock()
 }
 
+// deferLocked sets node, an agent of tenant, aside at the end of its tenant's deferred
+// nodes, unless it is among them already.
 func (w *window) deferLocked(tenant, node string) {
-	if w.deferred[tenant] == nil {
-		w.deferred[tenant] = map[string]bool{}
+	nodes := w.deferred[tenant]
+	if nodes == nil {
+		nodes = &deferredNodes{in: map[string]bool{}}
+		w.deferred[tenant] = nodes
 	}
-	if !w.deferred[tenant][node] {
-		w.deferred[tenant][node] = true
+	if !nodes.in[node] {
+		nodes.in[node] = true
+		nodes.order = append(nodes.order, node)
 		w.activeLocked(tenant, 1)
 	}
 }
@@ -324,7 +337,7 @@ func (w *window) state() PushWindow {
 	defer w.mu.Unlock()
 	deferred := 0
 	for _, nodes := range w.deferred {
-		deferred += len(nodes)
+		deferred += len(nodes.order)
 	}
 	return PushWindow{InFlight: w.inFlight, Size: int(w.size), MaxInFlight: w.maxInFlight, Waiting: w.waiters.Len(), Deferred: deferred,
 		Late: w.late, Halvings: w.halvings}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // fakeNow is a clock the window tests move by hand.
@@ -247,5 +249,55 @@ func TestWindowHandoffRefused(t *testing.T) {
 	}
 	if st := w.state(); refused != initialWindow+100-len(beta) || st.InFlight != 0 || st.Deferred != 0 || len(w.active) != 0 {
 		t.Fatalf("%d handoffs refused, window %+v, active %v: want every deferred node handed and refused, none left", refused, st, w.active)
+	}
+}
+
+// TestDeferredHandedInOrder: a tenant at its share defers 40 nodes, one of them twice,
+// and its places then free one at a time: each goes to the node deferred first among
+// those left, the one deferred twice keeping its first turn. Before, the places went to
+// the deferred nodes in map order, and a node could wait behind any number deferred after
+// it.
+func TestDeferredHandedInOrder(t *testing.T) {
+	var h handoffs
+	w := newWindow(time.Now, h.hand)
+	var beta []*slot
+	for i := range initialWindow - initialWindow/8 {
+		beta = append(beta, w.acquire("beta", fmt.Sprintf("held-%02d", i), nil, nil))
+	}
+	var order []string
+	for i := range 40 {
+		node := fmt.Sprintf("late-%02d", i*17%40) // deferred in an order of no sort
+		if !w.deferIfAtShare("beta", node) {
+			t.Fatalf("%s was not deferred with beta at its share", node)
+		}
+		order = append(order, node)
+	}
+	if !w.deferIfAtShare("beta", order[0]) {
+		t.Fatalf("%s, deferred again, was not set aside", order[0])
+	}
+	if st := w.state(); st.Deferred != len(order) {
+		t.Fatalf("window %+v: want %d deferred, the node deferred twice once", st, len(order))
+	}
+	for i := range order {
+		w.end(beta[i], pushUnused)
+		if len(h.got) != i+1 {
+			t.Fatalf("handed %d nodes after %d places freed, want one for each", len(h.got), i+1)
+		}
+	}
+	var got []string
+	for _, q := range h.got {
+		got = append(got, q.node)
+	}
+	if diff := cmp.Diff(order, got); diff != "" {
+		t.Fatalf("handed in another order than deferred (-deferred +handed):\n%s", diff)
+	}
+	for _, sl := range beta[len(order):] {
+		w.end(sl, pushUnused)
+	}
+	for _, q := range h.got {
+		w.end(q.slot, pushAcked)
+	}
+	if st := w.state(); st.InFlight != 0 || st.Deferred != 0 || len(w.active) != 0 || len(w.deferred) != 0 {
+		t.Fatalf("window %+v, active %v, deferred %v once every push ended: want zero", st, w.active, w.deferred)
 	}
 }
