@@ -234,11 +234,15 @@ func (c *Cluster) Kill(i int) {
 	}
 }
 
-// Restart starts a killed member i again, with its data, and waits until it answers.
-func (c *Cluster) Restart(t testing.TB, i int) {
+// Restart starts the killed members again, with their data, and waits until every
+// member answers: several killed together (a cluster without its majority) are started
+// together, since none answers before a majority is up.
+func (c *Cluster) Restart(t testing.TB, members ...int) {
 	t.Helper()
-	if err := c.startMember(Binary(t), i); err != nil {
-		t.Fatal(err)
+	for _, i := range members {
+		if err := c.startMember(Binary(t), i); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := c.waitReady(); err != nil {
 		t.Fatal(err)
