@@ -40,8 +40,10 @@ type env struct {
 	recordErr      atomic.Pointer[error]
 	// open opens the store of each start; a bbolt store in dir when nil.
 	open func() (*store.Store, error)
-	st   *store.Store
-	ep   *agents.Endpoint
+	// log receives the endpoint's logs; testLog when nil.
+	log *slog.Logger
+	st  *store.Store
+	ep  *agents.Endpoint
 }
 
 func newEnv(t testing.TB, hooks agents.Config) *env {
@@ -88,7 +90,10 @@ func (e *env) start() {
 		e.t.Fatal(err)
 	}
 	cfg := e.hooks
-	cfg.Listen, cfg.Certificate, cfg.Store, cfg.Log = e.addr, e.server, st, testLog(e.t)
+	cfg.Listen, cfg.Certificate, cfg.Store, cfg.Log = e.addr, e.server, st, e.log
+	if cfg.Log == nil {
+		cfg.Log = testLog(e.t)
+	}
 	if e.recordSessions {
 		joins, hook := workflow.NewJoinLog(st, store.Holder{Replica: "rg_bench", Started: time.Now()}), cfg.OnSession
 		cfg.OnSession = func(node string, role proto.Role, opened time.Time) {

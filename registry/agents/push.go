@@ -14,17 +14,30 @@ const (
 	pushWorkers = 2
 	// pushBatch is how many nodes a worker reads from the store in one transaction.
 	pushBatch = 256
+	// pushRetryMin and pushRetryMax bound the pause of the push workers after a read of
+	// the NodeSpecs to push failed (the store unavailable: on etcd a majority of its
+	// members out of reach): it starts at the first and doubles with each failure in a
+	// row, up to the second, which bounds how long a store back already waits for the
+	// pushes.
+	pushRetryMin, pushRetryMax = 250 * time.Millisecond, 8 * time.Second
 )
 
 // pushQueue is the set of connected nodes whose NodeSpec moved and is not pushed yet,
 // and the deferred nodes the window handed a place to. A node is in the set once however
-// often its spec moves before a worker gets to it.
+// often its spec moves before a worker gets to it. After a read of the store failed the
+// nodes read are back in it (putBack) and no worker takes any until the pause of the
+// failure streak has passed.
 type pushQueue struct {
 	mu     sync.Mutex
 	nodes  map[string]struct{}
 	handed []queued
 	closed bool
 	wake   chan struct{}
+	// failures counts the reads failed in a row, since the streak's first (failedSince);
+	// resume is when the workers read again.
+	failures    int
+	failedSince time.Time
+	resume      time.Time
 }
 
 func (q *pushQueue) init() {
@@ -73,14 +86,69 @@ func (q *pushQueue) close() []queued {
 	return handed
 }
 
+// putBack returns nodes, whose read failed at now, to the queue: the handed ones with
+// their places, before the others handed since, and holds every worker back for the
+// failure streak's pause, which it returns, and whether this failure began the streak.
+// Once the queue is closed it keeps none and returns the handed ones, whose places are to
+// be given back.
+func (q *pushQueue) putBack(nodes []queued, now time.Time) (pause time.Duration, first bool, refused []queued) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var handed []queued
+	for _, n := range nodes {
+		if n.slot != nil {
+			handed = append(handed, n)
+		}
+	}
+	if q.closed {
+		return 0, false, handed
+	}
+	q.handed = append(handed, q.handed...)
+	for _, n := range nodes {
+		if n.slot == nil {
+			q.nodes[n.node] = struct{}{}
+		}
+	}
+	if first = q.failures == 0; first {
+		q.failedSince = now
+	}
+	pause = min(pushRetryMin<<min(q.failures, 16), pushRetryMax)
+	q.failures++
+	q.resume = now.Add(pause)
+	return pause, first, nil
+}
+
+// readWorked ends the failure streak, if any, after a read at now that worked; it
+// returns how many reads failed in it and how long it lasted (0 when there was none).
+func (q *pushQueue) readWorked(now time.Time) (failures int, lasted time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.failures == 0 {
+		return 0, 0
+	}
+	failures, lasted = q.failures, now.Sub(q.failedSince)
+	q.failures, q.resume = 0, time.Time{}
+	return failures, lasted
+}
+
 // take waits for nodes to push and returns up to max of them, the handed ones first;
-// nil once closed.
+// nil once closed. It waits out the pause of a failure streak first (putBack).
 func (q *pushQueue) take(max int) []queued {
 	for {
 		q.mu.Lock()
 		if q.closed {
 			q.mu.Unlock()
 			return nil
+		}
+		if pause := time.Until(q.resume); pause > 0 {
+			q.mu.Unlock()
+			t := time.NewTimer(pause)
+			select {
+			case <-q.wake: // closed, or nodes added: the pause still holds them
+			case <-t.C:
+			}
+			t.Stop()
+			continue
 		}
 		n := min(max, len(q.handed))
 		out := q.handed[:n:n] // append copies it: the rest stays q.handed's
@@ -121,52 +189,34 @@ func (e *Endpoint) nodeSpecChanged(node string, _ int64) {
 // installation never gets the NodeSpec of the next one, even when the push comes before
 // this registry hears of the installation's change (identityChanged). A handed place not
 // used (the node or its session gone, the session of another tenant now) is given back.
+// A read that fails loses no node: the batch goes back to the queue, the handed nodes
+// keeping their places, and the workers read again after a pause that grows with each
+// failure in a row (putBack), logged once for the streak and once when reads work again.
 func (e *Endpoint) pushWorker() {
-	type push struct {
-		s    *session
-		spec proto.NodeSpec
-		// refused is why the node refuses the session's certificate, nil when it passes.
-		refused error
-		// slot is the place handed to the node, nil when the push is to take one.
-		slot *slot
-	}
 	for {
 		nodes := e.push.take(pushBatch)
 		if nodes == nil {
 			return
 		}
 		nodes = slices.DeleteFunc(nodes, func(q queued) bool { return q.slot == nil && e.deferred(q.node) })
-		pushes := make([]push, 0, len(nodes))
-		var unused []*slot
-		err := e.cfg.Store.View(func(tx *store.Tx) error {
-			for _, q := range nodes {
-				spec, err := tx.NodeSpec(q.node)
-				if proto.CodeOf(err) == proto.NotFound {
-					unused = append(unused, q.slot)
-					continue
-				}
-				if err != nil {
-					return err
-				}
-				s := e.session(spec.Node, spec.Role)
-				if s == nil {
-					unused = append(unused, q.slot)
-					continue
-				}
-				sl := q.slot
-				if sl != nil && sl.tenant != s.tenant { // another tenant's session now: it takes a place of its own
-					unused, sl = append(unused, sl), nil
-				}
-				pushes = append(pushes, push{s, spec, tx.CheckAgent(s.node, s.role, s.epoch), sl})
-			}
-			return nil
-		})
+		if len(nodes) == 0 {
+			continue
+		}
+		pushes, unused, err := e.readPushes(nodes)
 		if err != nil {
-			e.log.Error("read NodeSpecs to push", "err", err)
-			unused, pushes = unused[:0], nil
-			for _, q := range nodes {
-				unused = append(unused, q.slot)
+			pause, first, refused := e.push.putBack(nodes, time.Now())
+			if first {
+				e.log.Error("read NodeSpecs to push: pushing them once the store answers", "nodes", len(nodes), "retryIn", pause, "err", err)
+			} else {
+				e.log.Debug("read NodeSpecs to push failed again", "nodes", len(nodes), "retryIn", pause, "err", err)
 			}
+			for _, q := range refused {
+				e.window.release(q.slot)
+			}
+			continue
+		}
+		if failures, lasted := e.push.readWorked(time.Now()); failures > 0 {
+			e.log.Info("NodeSpec reads work again: pushing the nodes held back", "failures", failures, "after", lasted)
 		}
 		for _, sl := range unused {
 			e.window.release(sl)
@@ -179,6 +229,53 @@ func (e *Endpoint) pushWorker() {
 			e.send(p.s, p.spec, p.slot)
 		}
 	}
+}
+
+// push is one NodeSpec a push worker read for a connected agent.
+type push struct {
+	s    *session
+	spec proto.NodeSpec
+	// refused is why the node refuses the session's certificate, nil when it passes.
+	refused error
+	// slot is the place handed to the node, nil when the push is to take one.
+	slot *slot
+}
+
+// readPushes reads the NodeSpecs of nodes in one transaction: the pushes to make, and the
+// handed places not to be used (the node, its NodeSpec or its session gone, another
+// tenant's session now, a record this registry cannot read). err is the transaction's
+// failure (the store unavailable), and then nothing was read.
+func (e *Endpoint) readPushes(nodes []queued) (pushes []push, unused []*slot, err error) {
+	pushes = make([]push, 0, len(nodes))
+	err = e.cfg.Store.View(func(tx *store.Tx) error {
+		for _, q := range nodes {
+			spec, err := tx.NodeSpec(q.node)
+			if err != nil {
+				if proto.CodeOf(err) != proto.NotFound {
+					// Reading it again would fail the same way (a record of another schema,
+					// written by a newer replica): its next change queues it again.
+					e.log.Error("read a NodeSpec to push: not pushed until it changes", "node", q.node, "err", err)
+				}
+				unused = append(unused, q.slot)
+				continue
+			}
+			s := e.session(spec.Node, spec.Role)
+			if s == nil {
+				unused = append(unused, q.slot)
+				continue
+			}
+			sl := q.slot
+			if sl != nil && sl.tenant != s.tenant { // another tenant's session now: it takes a place of its own
+				unused, sl = append(unused, sl), nil
+			}
+			pushes = append(pushes, push{s, spec, tx.CheckAgent(s.node, s.role, s.epoch), sl})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return pushes, unused, nil
 }
 
 // deferred sets node aside, unread, when the tenant of its agent's session here holds

@@ -1,8 +1,10 @@
 package agents
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -56,5 +58,100 @@ func TestPushQueueHanded(t *testing.T) {
 	}
 	if q.hand(queued{"g", &slot{}}) {
 		t.Error("the closed queue took a handed node")
+	}
+}
+
+// TestPushQueuePutBack: the nodes of a read that failed go back to the queue, the handed
+// ones with their places and before those handed since, and the workers are held back
+// for a pause that starts at pushRetryMin and doubles with each failure in a row up to
+// pushRetryMax; the streak is reported begun once, and ended once by a read that works,
+// after which the pause starts again from the shortest.
+func TestPushQueuePutBack(t *testing.T) {
+	var q pushQueue
+	q.init()
+	e, f := queued{"e", &slot{seq: 1}}, queued{"f", &slot{seq: 2}}
+	q.add("a")
+	q.hand(e)
+	taken := q.take(10)
+	q.hand(f)
+	t0 := time.Unix(0, 0) // long past: the pauses have passed when take is called
+	pause, first, refused := q.putBack(taken, t0)
+	if pause != pushRetryMin || !first || refused != nil {
+		t.Fatalf("first failure: pause %v, first %v, refused %v; want %v, true, none", pause, first, refused, pushRetryMin)
+	}
+	var pauses []time.Duration
+	for range 6 {
+		pause, first, _ := q.putBack(nil, t0)
+		if first {
+			t.Fatal("a failure after another reported as the first of a streak")
+		}
+		pauses = append(pauses, pause)
+	}
+	want := []time.Duration{2 * pushRetryMin, 4 * pushRetryMin, 8 * pushRetryMin, 16 * pushRetryMin, pushRetryMax, pushRetryMax}
+	if diff := cmp.Diff(want, pauses); diff != "" {
+		t.Fatalf("pauses of the failures in a row (-want +got):\n%s", diff)
+	}
+	if got := q.take(10); !slices.Equal(got, []queued{e, f, {node: "a"}}) {
+		t.Fatalf("taken after the pause: %v, want e and f with their places, then a", got)
+	}
+	if failures, lasted := q.readWorked(t0.Add(time.Minute)); failures != 7 || lasted != time.Minute {
+		t.Fatalf("streak ended: %d failures over %v, want 7 over a minute", failures, lasted)
+	}
+	if failures, _ := q.readWorked(t0.Add(time.Hour)); failures != 0 {
+		t.Fatalf("a read that worked with no streak reported %d failures", failures)
+	}
+	if pause, first, _ := q.putBack(nil, t0); pause != pushRetryMin || !first {
+		t.Fatalf("after the streak ended: pause %v, first %v; want %v, a new streak", pause, first, pushRetryMin)
+	}
+
+	// During a pause no node is taken, however many are added; close ends the wait.
+	q.putBack([]queued{{node: "b"}}, time.Now().Add(time.Hour)) // a pause that lasts past the test
+	done := make(chan []queued)
+	go func() { done <- q.take(10) }()
+	q.add("c")
+	time.Sleep(50 * time.Millisecond) // time for a take that ignored the pause to return
+	q.close()
+	if got := <-done; got != nil {
+		t.Fatalf("taken during the pause: %v", got)
+	}
+	// A closed queue keeps no node put back: the handed ones' places are to be given back.
+	if _, _, refused := q.putBack([]queued{{node: "d"}, e}, time.Now()); !slices.Equal(refused, []queued{e}) {
+		t.Fatalf("closed queue returned %v, want the handed node", refused)
+	}
+}
+
+// TestHandedPlacesThroughAFailedRead: deferred nodes handed places whose read failed keep
+// them while the workers pause (the places are not given to other deferred nodes, nor
+// lost), and the endpoint's close gives them back: the window comes back to zero.
+func TestHandedPlacesThroughAFailedRead(t *testing.T) {
+	var q pushQueue
+	q.init()
+	w := newWindow(time.Now, q.hand)
+	var beta []*slot
+	for i := range initialWindow - initialWindow/8 {
+		beta = append(beta, w.acquire("beta", fmt.Sprintf("held-%02d", i), nil, nil))
+	}
+	for i := range 5 {
+		w.deferIfAtShare("beta", fmt.Sprintf("late-%d", i))
+	}
+	for _, sl := range beta[:3] {
+		w.end(sl, pushUnused) // leaves the window's size, and so beta's share, alone
+	}
+	taken := q.take(pushBatch)
+	if len(taken) != 3 {
+		t.Fatalf("took %v, want the 3 nodes handed a place", taken)
+	}
+	q.putBack(taken, time.Now())
+	if st := w.state(); st.InFlight != len(beta) || st.Deferred != 2 {
+		t.Fatalf("window %+v after the read failed: want the 3 handed places still held, 2 nodes still deferred", st)
+	}
+	for _, sl := range beta[3:] {
+		w.end(sl, pushUnused) // hands the 2 deferred nodes places too
+	}
+	for _, h := range q.close() { // as Endpoint.Close does
+		w.release(h.slot)
+	}
+	if st := w.state(); st.InFlight != 0 || st.Deferred != 0 || len(w.active) != 0 || len(w.held) != 0 {
+		t.Fatalf("window %+v, active %v, held %v after close: want zero", st, w.active, w.held)
 	}
 }
