@@ -250,6 +250,9 @@ func (e *Endpoint) readPushes(nodes []queued) (pushes []push, unused []*slot, er
 	err = e.cfg.Store.View(func(tx *store.Tx) error {
 		for _, q := range nodes {
 			spec, err := tx.NodeSpec(q.node)
+			if proto.CodeOf(err) == proto.Unavailable {
+				return err // the store did not answer: the batch is read again
+			}
 			if err != nil {
 				if proto.CodeOf(err) != proto.NotFound {
 					// Reading it again would fail the same way (a record of another schema,
