@@ -1,11 +1,8 @@
 package cli_test
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -26,47 +23,19 @@ const strangerAddr = "127.0.0.2"
 // madeUp is a credential nobody holds, in the shape of a real one.
 const madeUp = "bcc_0123456789abcdef.bWFkZS11cA"
 
-// sourceCaller sends whoami calls from a given local address with any bearer, as a
-// program would, not through the CLI (which sends refused calls again).
-type sourceCaller struct {
-	url  string
-	http *http.Client
+// from is c with bearer as its credential and its connections from the loopback address
+// local.
+func (c rawCaller) from(bearer, local string) rawCaller {
+	tr := c.http.Transport.(*http.Transport).Clone()
+	tr.DialContext = (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}).DialContext
+	c.cfg.Credential, c.http = bearer, &http.Client{Transport: tr}
+	return c
 }
 
-func newSourceCaller(t *testing.T, reg *testkit.Registry, local string) sourceCaller {
-	t.Helper()
-	cfg, err := api.LoadClientConfig(reg.AdminConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM([]byte(cfg.ServingCA))
-	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}
-	return sourceCaller{reg.URL, &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext,
-		TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}}}}
-}
-
-// whoami calls credentials.whoami with bearer and returns the status, the Retry-After
-// header and the error answered.
-func (c sourceCaller) whoami(t *testing.T, bearer string) (int, string, proto.Error) {
-	req, err := http.NewRequest(http.MethodPost, c.url+"/v1/credentials.whoami", strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+bearer)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		t.Error(err)
-		return 0, "", proto.Error{}
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var e proto.Error
-	if resp.StatusCode != http.StatusOK {
-		json.Unmarshal(data, &e)
-	}
-	return resp.StatusCode, resp.Header.Get("Retry-After"), e
+// whoami calls credentials.whoami and returns the status, the Retry-After header and the
+// error answered.
+func (c rawCaller) whoami(t *testing.T) (int, string, proto.Error) {
+	return c.call(t, "credentials.whoami", strings.NewReader("{}"))
 }
 
 // refusedForItsSource reports whether an answer is the refusal of a source over its
@@ -75,15 +44,6 @@ func refusedForItsSource(status int, retry string, e proto.Error, most int) bool
 	seconds, err := strconv.Atoi(retry)
 	return status == http.StatusServiceUnavailable && e.Code == proto.Unavailable && e.Details.Reason == proto.ReasonSourceFailures &&
 		err == nil && seconds >= 1 && seconds <= most && strings.Contains(e.Message, strangerAddr)
-}
-
-func credentialOf(t *testing.T, config string) string {
-	t.Helper()
-	cfg, err := api.LoadClientConfig(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg.Credential
 }
 
 // TestAStrangersFailedCredentialsAreRefusedBeforeTheCheck, as the attacker through the real
@@ -95,18 +55,18 @@ func credentialOf(t *testing.T, config string) string {
 // over HTTP. Before the bound every call was checked and answered UNAUTHENTICATED.
 func TestAStrangersFailedCredentialsAreRefusedBeforeTheCheck(t *testing.T) {
 	reg := testkit.StartRegistry(t, "", "--metrics-listen", "127.0.0.1:0")
-	admin := credentialOf(t, reg.AdminConfig)
-	stranger := newSourceCaller(t, reg, strangerAddr)
+	operator := newRawCaller(t, reg.AdminConfig)
+	stranger, adminFromThere := operator.from(madeUp, strangerAddr), operator.from(operator.cfg.Credential, strangerAddr)
 	most := int(api.DefaultFailureRefill.Seconds())
 	for i := range api.DefaultFailureBurst {
-		if status, _, e := stranger.whoami(t, madeUp); status != http.StatusUnauthorized || e.Code != proto.Unauthenticated {
+		if status, _, e := stranger.whoami(t); status != http.StatusUnauthorized || e.Code != proto.Unauthenticated {
 			t.Fatalf("made-up credential %d, within the burst: %d %+v", i+1, status, e)
 		}
 	}
 	var flood sync.WaitGroup
 	for range 40 {
 		flood.Go(func() {
-			if status, retry, e := stranger.whoami(t, madeUp); !refusedForItsSource(status, retry, e, most) {
+			if status, retry, e := stranger.whoami(t); !refusedForItsSource(status, retry, e, most) {
 				t.Errorf("a made-up credential beyond the burst: %d, Retry-After %q, %+v", status, retry, e)
 			}
 		})
@@ -114,11 +74,11 @@ func TestAStrangersFailedCredentialsAreRefusedBeforeTheCheck(t *testing.T) {
 	if res := testkit.CLI(t, reg.AdminConfig, "tenants", "list", "--format", "json"); res.Code != 0 || strings.Contains(res.Stderr, proto.ReasonSourceFailures) {
 		t.Errorf("the operator's CLI call during the flood: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
 	}
-	if status, _, e := newSourceCaller(t, reg, "127.0.0.1").whoami(t, admin); status != http.StatusOK {
+	if status, _, e := operator.whoami(t); status != http.StatusOK {
 		t.Errorf("the operator's call from 127.0.0.1 during the flood: %d %+v", status, e)
 	}
 	flood.Wait()
-	if status, retry, e := stranger.whoami(t, admin); !refusedForItsSource(status, retry, e, most) {
+	if status, retry, e := adminFromThere.whoami(t); !refusedForItsSource(status, retry, e, most) {
 		t.Errorf("the admin credential from the stranger's address: %d, Retry-After %q, %+v", status, retry, e)
 	}
 	samples, text := testkit.Scrape(t, reg.MetricsURL)
@@ -145,26 +105,26 @@ func TestAStrangersFailedCredentialsAreRefusedBeforeTheCheck(t *testing.T) {
 // refused again.
 func TestAStrangerIsServedAgainAfterItsRetryAfter(t *testing.T) {
 	reg := testkit.StartRegistry(t, "", "--auth-failure-burst", "2", "--auth-failure-refill", "1s")
-	admin := credentialOf(t, reg.AdminConfig)
-	stranger := newSourceCaller(t, reg, strangerAddr)
+	operator := newRawCaller(t, reg.AdminConfig)
+	stranger, adminFromThere := operator.from(madeUp, strangerAddr), operator.from(operator.cfg.Credential, strangerAddr)
 	for range 2 {
-		if status, _, e := stranger.whoami(t, madeUp); status != http.StatusUnauthorized {
+		if status, _, e := stranger.whoami(t); status != http.StatusUnauthorized {
 			t.Fatalf("within the burst: %d %+v", status, e)
 		}
 	}
-	status, retry, e := stranger.whoami(t, madeUp)
+	status, retry, e := stranger.whoami(t)
 	if !refusedForItsSource(status, retry, e, 1) {
 		t.Fatalf("beyond the burst: %d, Retry-After %q, %+v", status, retry, e)
 	}
 	seconds, _ := strconv.Atoi(retry)
 	time.Sleep(time.Duration(seconds) * time.Second)
-	if status, _, e := stranger.whoami(t, admin); status != http.StatusOK {
+	if status, _, e := adminFromThere.whoami(t); status != http.StatusOK {
 		t.Errorf("a valid credential after the Retry-After: %d %+v", status, e)
 	}
-	if status, _, e := stranger.whoami(t, madeUp); status != http.StatusUnauthorized {
+	if status, _, e := stranger.whoami(t); status != http.StatusUnauthorized {
 		t.Errorf("a made-up credential after the Retry-After, the valid one having cost nothing: %d %+v", status, e)
 	}
-	if status, retry, e := stranger.whoami(t, madeUp); !refusedForItsSource(status, retry, e, 1) {
+	if status, retry, e := stranger.whoami(t); !refusedForItsSource(status, retry, e, 1) {
 		t.Errorf("the next one: %d, Retry-After %q, %+v", status, retry, e)
 	}
 }

@@ -179,3 +179,21 @@ func TestFailureBoundForgetsWithinItsBound(t *testing.T) {
 		t.Errorf("the order holds %d sources, the map %d", f.order.Len(), len(f.sources))
 	}
 }
+
+// FuzzSourceOf: whatever a request's remote address holds, its source is none, or an
+// IPv4 address whole or an IPv6 /64, masked, without a zone.
+func FuzzSourceOf(f *testing.F) {
+	for _, seed := range []string{"192.0.2.7:443", "[::ffff:192.0.2.7]:1", "[fe80::1%eth0]:80", "[2001:db8::1]:0", "", "@", "1.2.3.4", "[::1]:99999"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, remote string) {
+		src, ok := sourceOf(&http.Request{RemoteAddr: remote})
+		if !ok {
+			return
+		}
+		addr := src.Addr()
+		if want := map[bool]int{true: 32, false: 64}[addr.Is4()]; src.Bits() != want || src.Masked() != src || addr.Zone() != "" || addr.Is4In6() {
+			t.Errorf("%q: source %s", remote, src)
+		}
+	})
+}

@@ -87,8 +87,8 @@ type Server struct {
 	methods map[string]Method
 	// public holds a token for each public call being served.
 	public chan struct{}
-	// observer is told of every call answered, admissionObserver of their admission;
-	// none when nil.
+	// observer is told of every call answered, admissionObserver of their admission,
+	// credentialObserver of their credential checks; none when nil.
 	observer           RequestObserver
 	admissionObserver  AdmissionObserver
 	credentialObserver CredentialObserver
