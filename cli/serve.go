@@ -16,7 +16,7 @@ import (
 var serveCommands = []command{{
 	path:     "serve",
 	hostOnly: true,
-	usage:    "--data-dir DIR [--store bbolt|etcd] [--etcd-endpoints URL,URL,URL] [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--api-running N] [--api-tenant-waiting N] [--api-tenant-watching N] [--log-format text|json]",
+	usage:    "--data-dir DIR [--store bbolt|etcd] [--etcd-endpoints URL,URL,URL] [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--api-running N] [--api-tenant-waiting N] [--api-tenant-watching N] [--auth-failure-burst N] [--auth-failure-refill DURATION] [--log-format text|json]",
 	summary:  "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	long: "run the registry and its agents' QUIC endpoint; prints its URL, agent endpoint and pins; " +
 		"resumes running workflows. `DIR` is made 0700 and refused when its group or others can " +
@@ -25,7 +25,8 @@ var serveCommands = []command{{
 		"templates, tokenTtlSeconds (docs/userdata.md); `--hardware-profiles`: docs/nodes.md; " +
 		"`--kek-file` seals the keys in the store for several registries on one store, `--agent-endpoints` the agent endpoints of every replica (docs/ARCHITECTURE.md#replicas); " +
 		"`--store etcd` keeps the records in an etcd cluster instead of DIR/registry.db (docs/store.md); " +
-		"`--api-running`, `--api-tenant-waiting` and `--api-tenant-watching` bound the authenticated API calls, shared fairly between tenants (docs/security.md#what-strangers-can-cost)",
+		"`--api-running`, `--api-tenant-waiting` and `--api-tenant-watching` bound the authenticated API calls, shared fairly between tenants, and `--auth-failure-burst` and `--auth-failure-refill` " +
+		"the failed credential checks of each source address, API calls and console sign-ins together (docs/security.md#what-strangers-can-cost)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
@@ -43,6 +44,9 @@ var serveCommands = []command{{
 		fs.IntVar(&limits.Running, "api-running", 0, "authenticated API calls run at once, every tenant's; each freed slot goes to the waiting tenants in turn (0: four per CPU)")
 		fs.IntVar(&limits.Waiting, "api-tenant-waiting", 0, fmt.Sprintf("API calls one tenant may have waiting for a slot; one more is refused UNAVAILABLE (reason %s) with Retry-After (0: %d)", proto.ReasonTenantBusy, api.DefaultWaiting))
 		fs.IntVar(&limits.Watching, "api-tenant-watching", 0, fmt.Sprintf("long polls (events --follow, a workflow's progress) one tenant may have waiting for a change; one more is refused the same way (0: %d)", api.DefaultWatching))
+		var failures api.FailureLimits
+		fs.IntVar(&failures.Burst, "auth-failure-burst", api.DefaultFailureBurst, fmt.Sprintf("failed credential checks one source address (IPv4; IPv6 /64) may have in a row, API calls and console sign-ins together; its calls beyond them are refused UNAVAILABLE (reason %s) with Retry-After before their check, valid or not (0: no bound; at most %d)", proto.ReasonSourceFailures, api.MaxFailureBurst))
+		fs.DurationVar(&failures.Refill, "auth-failure-refill", api.DefaultFailureRefill, fmt.Sprintf("how long a source address takes to regain one failed credential check (%v to %v)", api.MinFailureRefill, api.MaxFailureRefill))
 		return func(x *exec) error {
 			if *dataDir == "" {
 				return proto.Errorf(proto.InvalidInput, "serve needs --data-dir DIR").WithPath("--data-dir")
@@ -55,6 +59,9 @@ var serveCommands = []command{{
 					return proto.Errorf(proto.InvalidInput, "%s is %d: give a number of calls, or 0 for the default", f.name, f.v).WithPath(f.name)
 				}
 			}
+			if err := checkFailureLimits(&failures); err != nil {
+				return err
+			}
 			var h slog.Handler = slog.NewTextHandler(x.env.Stderr, nil)
 			if *logFormat == "json" {
 				h = slog.NewJSONHandler(x.env.Stderr, nil)
@@ -66,7 +73,7 @@ var serveCommands = []command{{
 			sc := etcd()
 			sc.Backend = *backend
 			cfg := registry.Config{AgentEndpoints: endpoints, DataDir: *dataDir, Store: sc, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
-				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, MetricsListen: *metricsListen, APILimits: limits, Log: slog.New(h)}
+				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, MetricsListen: *metricsListen, APILimits: limits, AuthFailures: failures, Log: slog.New(h)}
 			if *userDataConfig != "" {
 				var err error
 				if cfg.UserData, err = registry.LoadUserData(*userDataConfig); err != nil {
@@ -99,6 +106,19 @@ var serveCommands = []command{{
 		}
 	},
 }}
+
+// checkFailureLimits refuses a bound of failed credential checks out of range at its
+// flag, and switches the bound off for a burst of 0.
+func checkFailureLimits(l *api.FailureLimits) error {
+	if l.Burst < 0 || l.Burst > api.MaxFailureBurst {
+		return proto.Errorf(proto.InvalidInput, "--auth-failure-burst is %d: give 1 to %d failed checks, or 0 for no bound", l.Burst, api.MaxFailureBurst).WithPath("--auth-failure-burst")
+	}
+	if l.Refill < api.MinFailureRefill || l.Refill > api.MaxFailureRefill {
+		return proto.Errorf(proto.InvalidInput, "--auth-failure-refill is %v: give %v to %v", l.Refill, api.MinFailureRefill, api.MaxFailureRefill).WithPath("--auth-failure-refill")
+	}
+	l.Off = l.Burst == 0
+	return nil
+}
 
 // defineEtcd defines the flags naming an etcd store: its endpoints and prefix (under the
 // flag names given) and the TLS files.

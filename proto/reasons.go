@@ -177,6 +177,11 @@ const (
 	// calls waiting (or long polls open) as the registry takes, or the call waited its
 	// most for a slot; nothing of the call ran, and it may be sent again.
 	ReasonTenantBusy = "tenant-busy"
+	// ReasonSourceFailures (UNAVAILABLE, with Retry-After): so many credential checks
+	// failed for calls from the caller's address (an IPv4 address, an IPv6 /64) that
+	// its calls are refused before their check, valid credential or not, until the
+	// Retry-After has passed; nothing of the call ran.
+	ReasonSourceFailures = "source-failures"
 
 	// Profiles.
 

@@ -76,6 +76,9 @@ type Config struct {
 	// and how many one tenant may have waiting (docs/security.md); zero fields are the
 	// defaults.
 	APILimits api.Limits
+	// AuthFailures bound the failed credential checks of each source address, for the
+	// API and the console's sign-in (docs/security.md); zero fields are the defaults.
+	AuthFailures api.FailureLimits
 	// Clock is the registry's one clock: records, certificates, workflow timeouts,
 	// command expiry and every periodic task follow it. clock.Real when nil.
 	Clock clock.Clock
@@ -252,6 +255,7 @@ func New(cfg Config) (_ *Registry, err error) {
 	apiSrv := api.NewServer(r.st, cfg.Log)
 	apiSrv.Observe(obs)
 	apiSrv.Limit(cfg.APILimits)
+	apiSrv.LimitFailures(cfg.AuthFailures)
 	apiSrv.RegisterAll()
 	apiSrv.RegisterJoin(recordJoins{joinSvc, r.plane.joins, cfg.Log})
 	apiSrv.RegisterUserData(userData)

@@ -91,10 +91,19 @@ type Client struct {
 	socket string
 	// log is told when a refused call waits to be sent again; slog's default when nil.
 	log *slog.Logger
+	// remote is the address a handler client's calls come from (OnBehalfOf); "" for
+	// none. A client with one sends no refused call again.
+	remote string
 }
 
 // LogTo makes log the logger the client tells when it waits to send a refused call again.
 func (c *Client) LogTo(log *slog.Logger) { c.log = log }
+
+// OnBehalfOf makes a handler client's calls those of the browser request r (the
+// console's sign-in): they come from r's remote address, whose failed credential checks
+// the API bounds as it bounds a call over the network from there, and a call refused for
+// now is answered at once, not sent again, so that r's user is told.
+func (c *Client) OnBehalfOf(r *http.Request) { c.remote = r.RemoteAddr }
 
 // A call the registry refused UNAVAILABLE with Retry-After (a tenant's or the public
 // calls' bound: refused before the method ran) is sent again up to maxRetries times,
@@ -246,7 +255,7 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	}
 	for attempt := 1; ; attempt++ {
 		wait, err := c.call(ctx, method, body, resp)
-		if wait == 0 || attempt > maxRetries {
+		if wait == 0 || attempt > maxRetries || c.remote != "" {
 			return err
 		}
 		e := proto.AsError(err)
@@ -267,6 +276,7 @@ func (c *Client) call(ctx context.Context, method string, body []byte, resp any)
 		return 0, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
+	hreq.RemoteAddr = c.remote
 	if c.bearer != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.bearer)
 	}

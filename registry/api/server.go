@@ -87,12 +87,16 @@ type Server struct {
 	methods map[string]Method
 	// public holds a token for each public call being served.
 	public chan struct{}
-	// observer is told of every call answered, admissionObserver of their admission;
-	// none when nil.
-	observer          RequestObserver
-	admissionObserver AdmissionObserver
+	// observer is told of every call answered, admissionObserver of their admission,
+	// credentialObserver of their credential checks; none when nil.
+	observer           RequestObserver
+	admissionObserver  AdmissionObserver
+	credentialObserver CredentialObserver
 	// admission bounds the authenticated calls of the HTTPS API (Limits).
 	admission *admission
+	// failures bounds each source's failed credential checks (FailureLimits); nil when
+	// the bound is off.
+	failures *failureBound
 }
 
 // RequestObserver is told of every call the server answers: the method (a registered
@@ -110,21 +114,40 @@ type AdmissionObserver interface {
 	APITenantBusy()
 }
 
-// Observe makes o the server's request observer, and its admission observer when o is
-// one.
+// CredentialObserver is told of each bearer credential checked against the store, and
+// whether it was valid, and of each call refused before its check because its source
+// address is over its bound of failed checks (FailureLimits). The registry's metrics
+// are one.
+type CredentialObserver interface {
+	APICredentialChecked(valid bool)
+	APISourceRefused()
+}
+
+// Observe makes o the server's request observer, and its admission and credential
+// observer when o is one.
 func (s *Server) Observe(o RequestObserver) {
 	s.observer = o
 	s.admissionObserver, _ = o.(AdmissionObserver)
+	s.credentialObserver, _ = o.(CredentialObserver)
 }
 
 // Limit sets the bounds of the authenticated calls; a server not given any has the
 // default ones.
 func (s *Server) Limit(l Limits) { s.admission = newAdmission(l, maxQueueWait) }
 
+// LimitFailures sets the bound of each source's failed credential checks; a server not
+// given one has the default one.
+func (s *Server) LimitFailures(l FailureLimits) {
+	s.failures = nil
+	if !l.Off {
+		s.failures = newFailureBound(l, MaxFailureSources, time.Now, s.log)
+	}
+}
+
 // NewServer makes a server over st with no methods yet.
 func NewServer(st *store.Store, log *slog.Logger) *Server {
 	return &Server{store: st, log: log, methods: map[string]Method{}, public: make(chan struct{}, maxPublic),
-		admission: newAdmission(Limits{}, maxQueueWait)}
+		admission: newAdmission(Limits{}, maxQueueWait), failures: newFailureBound(FailureLimits{}, MaxFailureSources, time.Now, log)}
 }
 
 // Register adds a method under its full name, "service.method".
@@ -217,7 +240,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 			}
 			http.NewResponseController(w).SetReadDeadline(time.Now().Add(publicReadTimeout))
 			caller = &Caller{}
-		} else if caller, err = s.authenticate(r, host); err != nil {
+		} else if caller, err = s.authenticate(w, r, host); err != nil {
 			return err
 		}
 		caller.st = s.store
@@ -274,6 +297,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 	}
 	if err != nil {
 		e := proto.AsError(err)
+		if e.Details.Reason == proto.ReasonSourceFailures {
+			// Logged by the bound, at most once a minute for each source.
+			writeJSON(w, e.Code.HTTPStatus(), e)
+			return
+		}
 		attrs = append(attrs, "code", e.Code)
 		if e.Details.Reason == proto.ReasonTenantBusy {
 			w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
@@ -310,7 +338,9 @@ func readBody(w http.ResponseWriter, r *http.Request, method string, limit int) 
 	return body, 0, nil
 }
 
-func (s *Server) authenticate(r *http.Request, host bool) (*Caller, error) {
+// authenticate is the caller a request's bearer credential names. A request from a
+// source over its bound of failed checks is refused before the check, with Retry-After.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, host bool) (*Caller, error) {
 	if host {
 		return &Caller{Tenant: store.RootTenant, Actions: []string{ActionAll}, CredentialID: "host", Host: true}, nil
 	}
@@ -318,6 +348,30 @@ func (s *Server) authenticate(r *http.Request, host bool) (*Caller, error) {
 	if !ok {
 		return nil, proto.Errorf(proto.Unauthenticated, "no credential: send Authorization: Bearer <credential>, or point the CLI at a config file with --config")
 	}
+	src, bounded := sourceOf(r)
+	bounded = bounded && s.failures != nil
+	if bounded {
+		if wait, err := s.failures.take(src); err != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(wait))
+			if s.credentialObserver != nil {
+				s.credentialObserver.APISourceRefused()
+			}
+			return nil, err
+		}
+	}
+	caller, err := s.check(bearer)
+	failed := proto.CodeOf(err) == proto.Unauthenticated
+	if bounded && !failed {
+		s.failures.giveBack(src)
+	}
+	if s.credentialObserver != nil && (err == nil || failed) {
+		s.credentialObserver.APICredentialChecked(err == nil)
+	}
+	return caller, err
+}
+
+// check is the caller a bearer credential names, read from the store.
+func (s *Server) check(bearer string) (*Caller, error) {
 	// The credential is read through the request's Reader, so the handler's reads share
 	// its barrier (on etcd).
 	rd, err := s.store.Reader()

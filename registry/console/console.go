@@ -109,9 +109,14 @@ type view struct {
 
 // call calls an API method as the session's credential.
 func (c *Console) call(ctx context.Context, s *session, method string, req, resp any) error {
-	client := api.NewHandlerClient(c.api, s.credential)
+	return c.client(s.credential).Call(ctx, method, req, resp)
+}
+
+// client is an in-process client of the API with credential as its bearer.
+func (c *Console) client(credential string) *api.Client {
+	client := api.NewHandlerClient(c.api, credential)
 	client.LogTo(c.log)
-	return client.Call(ctx, method, req, resp)
+	return client
 }
 
 // page serves a page to a signed-in browser, sending any other to the sign-in page.
@@ -213,9 +218,13 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	s := &session{credential: secret, csrf: randomToken()}
 	var who api.Credential
-	if err := c.call(r.Context(), s, "credentials.whoami", struct{}{}, &who); err != nil {
+	client := c.client(secret)
+	client.OnBehalfOf(r) // bounded by the browser's address, as the API's calls are
+	if err := client.Call(r.Context(), "credentials.whoami", struct{}{}, &who); err != nil {
 		e := proto.AsError(err)
-		c.log.Info("console sign-in refused", "code", e.Code)
+		if e.Details.Reason != proto.ReasonSourceFailures { // the API logs those once a minute a source
+			c.log.Info("console sign-in refused", "code", e.Code)
+		}
 		c.showSignin(w, r, e.Code.HTTPStatus(), e)
 		return
 	}

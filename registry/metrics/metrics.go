@@ -46,17 +46,19 @@ type Sources struct {
 
 // Registry holds the registry's collectors.
 type Registry struct {
-	reg         *prometheus.Registry
-	apiRequests *prometheus.CounterVec
-	apiDuration *prometheus.HistogramVec
-	apiQueued   prometheus.Histogram
-	tenantBusy  prometheus.Counter
-	workflows   *prometheus.CounterVec
-	workflowDur *prometheus.HistogramVec
-	steps       *prometheus.CounterVec
-	stepDur     *prometheus.HistogramVec
-	deployRead  *prometheus.CounterVec
-	deployWrote prometheus.Counter
+	reg           *prometheus.Registry
+	apiRequests   *prometheus.CounterVec
+	apiDuration   *prometheus.HistogramVec
+	apiQueued     prometheus.Histogram
+	tenantBusy    prometheus.Counter
+	credentials   *prometheus.CounterVec
+	sourceRefused prometheus.Counter
+	workflows     *prometheus.CounterVec
+	workflowDur   *prometheus.HistogramVec
+	steps         *prometheus.CounterVec
+	stepDur       *prometheus.HistogramVec
+	deployRead    *prometheus.CounterVec
+	deployWrote   prometheus.Counter
 }
 
 // stepBuckets span a step's duration, from a control-plane step's milliseconds to an
@@ -75,6 +77,10 @@ func New(src Sources) *Registry {
 			Help: "Time authenticated API calls that could not run at once waited for a running slot, whether they got one or were refused.", Buckets: prometheus.DefBuckets}),
 		tenantBusy: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "api", Name: "tenant_busy_total",
 			Help: "Authenticated API calls refused tenant-busy: beyond their tenant's waiting calls or long polls, or after waiting their most for a slot."}),
+		credentials: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "api", Name: "credential_checks_total",
+			Help: "Bearer credentials the API checked against the store (the console's sign-ins among them), by result (valid, failed)."}, []string{"result"}),
+		sourceRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "api", Name: "source_refused_total",
+			Help: "API calls and console sign-ins refused source-failures, before their credential check: their source address had as many failed checks as it may."}),
 		workflows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "workflow", Name: "runs_total",
 			Help: "Workflow runs ended, by kind (the request that started them), profile (a shipped profile's id, or custom) and outcome."},
 			[]string{"kind", "profile", "outcome"}),
@@ -89,7 +95,7 @@ func New(src Sources) *Registry {
 		deployWrote: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "deploy", Name: "written_bytes_total",
 			Help: "Bytes the ramdisks' deploy.image wrote to disks (zeros left out), as their progress reports tell."}),
 	}
-	m.reg.MustRegister(m.apiRequests, m.apiDuration, m.apiQueued, m.tenantBusy, m.workflows, m.workflowDur, m.steps, m.stepDur, m.deployRead, m.deployWrote,
+	m.reg.MustRegister(m.apiRequests, m.apiDuration, m.apiQueued, m.tenantBusy, m.credentials, m.sourceRefused, m.workflows, m.workflowDur, m.steps, m.stepDur, m.deployRead, m.deployWrote,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), sources{src})
 	return m
 }
@@ -119,6 +125,19 @@ func (m *Registry) APIQueued(waited time.Duration) { m.apiQueued.Observe(waited.
 
 // APITenantBusy counts an authenticated call refused tenant-busy.
 func (m *Registry) APITenantBusy() { m.tenantBusy.Inc() }
+
+// APICredentialChecked counts a bearer credential checked against the store.
+func (m *Registry) APICredentialChecked(valid bool) {
+	result := "failed"
+	if valid {
+		result = "valid"
+	}
+	m.credentials.WithLabelValues(result).Inc()
+}
+
+// APISourceRefused counts a call refused before its credential check, its source over
+// its bound of failed checks.
+func (m *Registry) APISourceRefused() { m.sourceRefused.Inc() }
 
 // StepEnded counts a workflow step that ended.
 func (m *Registry) StepEnded(use, outcome string, took time.Duration) {

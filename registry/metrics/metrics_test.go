@@ -26,6 +26,8 @@ func full() *Registry {
 	m.APIRequest("metal.list", "OK", 3*time.Millisecond)
 	m.APIQueued(20 * time.Millisecond)
 	m.APITenantBusy()
+	m.APICredentialChecked(false)
+	m.APISourceRefused()
 	m.StepEnded("deploy.image", "succeeded", 2*time.Minute)
 	m.WorkflowEnded("deploy", "custom", "succeeded", 3*time.Minute)
 	m.DeployStreamed("cache", 100, 80)

@@ -1,0 +1,202 @@
+package api
+
+import (
+	"container/list"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// FailureLimits bound the failed credential checks of each source address, so that a
+// stranger sending made-up credentials (to the API or to the console's sign-in) costs the
+// registry a bounded number of credential checks, store reads among them
+// (docs/security.md, "What strangers can cost"). A source is an IPv4 address, or the /64
+// of an IPv6 one. Each source holds a bucket of Burst failures that refills one every
+// Refill; a call from a source whose bucket is empty is refused UNAVAILABLE (reason
+// source-failures) with Retry-After before its credential is checked, valid or not. A
+// check that succeeds costs nothing.
+type FailureLimits struct {
+	// Burst is how many failed checks a source may have in a row. 0 is
+	// DefaultFailureBurst.
+	Burst int
+	// Refill is how long a source takes to regain one failed check. 0 is
+	// DefaultFailureRefill.
+	Refill time.Duration
+	// Off switches the bound off: every call's credential is checked.
+	Off bool
+}
+
+// Defaults and ranges of FailureLimits, and the sources the bound remembers at once.
+const (
+	// DefaultFailureBurst lets an operator with a mistyped config try a few times and a
+	// script with a revoked key run a few dozen calls before it is refused, and
+	// DefaultFailureRefill lets such a script polling every few seconds fail for ever
+	// without being refused, while a stranger costs one check every 3 s once its burst is
+	// spent.
+	DefaultFailureBurst  = 20
+	DefaultFailureRefill = 3 * time.Second
+	// MaxFailureBurst and the refill's range bound what an operator may set.
+	MaxFailureBurst  = 10_000
+	MinFailureRefill = 10 * time.Millisecond
+	MaxFailureRefill = time.Hour
+	// MaxFailureSources bounds the sources remembered: about 200 bytes each, 3 MiB in all.
+	// One more forgets first the sources whose buckets are full again, then the one whose
+	// last call is oldest.
+	MaxFailureSources = 16_384
+	// failureLogEvery is how often at most a source's refusals are logged.
+	failureLogEvery = time.Minute
+)
+
+// withDefaults is l with every zero field its default.
+func (l FailureLimits) withDefaults() FailureLimits {
+	if l.Burst <= 0 {
+		l.Burst = DefaultFailureBurst
+	}
+	if l.Refill <= 0 {
+		l.Refill = DefaultFailureRefill
+	}
+	return l
+}
+
+// failureBound holds the bucket of each source with failed checks. A call takes a failure
+// from its source's bucket before its check and gives it back when the check did not
+// fail, so that calls under way at once never check more than the bucket holds.
+type failureBound struct {
+	limits FailureLimits
+	max    int
+	now    func() time.Time
+	log    *slog.Logger
+	mu     sync.Mutex
+	// sources holds each remembered source's element of order, whose oldest call is
+	// first.
+	sources map[netip.Prefix]*list.Element
+	order   *list.List
+}
+
+// bucket is one source's: the failures it may still have as of when.
+type bucket struct {
+	source netip.Prefix
+	tokens float64
+	when   time.Time
+	// refused counts the calls refused since the last log line, logged at logged.
+	refused int
+	logged  time.Time
+}
+
+func newFailureBound(l FailureLimits, max int, now func() time.Time, log *slog.Logger) *failureBound {
+	return &failureBound{limits: l.withDefaults(), max: max, now: now, log: log,
+		sources: map[netip.Prefix]*list.Element{}, order: list.New()}
+}
+
+// sourceOf is the source of a request's connection: its remote address, IPv4 whole and
+// IPv6 as its /64. Never a header: the registry listens directly (no proxy in front says
+// who its client is). A request without a network address (one made in-process without
+// one, the admin socket's) has no source and is not bounded.
+func sourceOf(r *http.Request) (netip.Prefix, bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	addr := ap.Addr().Unmap().WithZone("")
+	bits := 32
+	if addr.Is6() {
+		bits = 64
+	}
+	p, _ := addr.Prefix(bits)
+	return p, true
+}
+
+// refill brings b's tokens to now; f.mu is held.
+func (f *failureBound) refill(b *bucket, now time.Time) {
+	if gained := now.Sub(b.when).Seconds() / f.limits.Refill.Seconds(); gained > 0 {
+		b.tokens = min(b.tokens+gained, float64(f.limits.Burst))
+	}
+	b.when = now
+}
+
+// full reports whether b holds its whole burst again as of now; f.mu is held.
+func (f *failureBound) full(b *bucket, now time.Time) bool {
+	return b.tokens+now.Sub(b.when).Seconds()/f.limits.Refill.Seconds() >= float64(f.limits.Burst)
+}
+
+// take takes a failure from src's bucket before a credential check, or refuses the call
+// UNAVAILABLE (reason source-failures) with the seconds to wait when the bucket is empty.
+func (f *failureBound) take(src netip.Prefix) (retryAfter int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	el := f.sources[src]
+	if el == nil {
+		f.forget(now)
+		el = f.order.PushBack(&bucket{source: src, tokens: float64(f.limits.Burst), when: now})
+		f.sources[src] = el
+	} else {
+		f.order.MoveToBack(el)
+	}
+	b := el.Value.(*bucket)
+	f.refill(b, now)
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0, nil
+	}
+	wait := time.Duration((1 - b.tokens) * float64(f.limits.Refill))
+	retryAfter = max(1, int(math.Ceil(wait.Seconds())))
+	b.refused++
+	if b.logged.IsZero() || now.Sub(b.logged) >= failureLogEvery {
+		f.log.Warn("too many failed credential checks from a source: its calls are refused before their check",
+			"source", sourceName(src), "refused", b.refused, "burst", f.limits.Burst, "refill", f.limits.Refill, "retryAfter", retryAfter)
+		b.refused, b.logged = 0, now
+	}
+	return retryAfter, proto.Errorf(proto.Unavailable, "too many failed credential checks came from %s (%d in a row, then one every %v): "+
+		"the registry checks no credential from there for now. Try again in %d s with a credential that is valid: "+
+		"an unknown, revoked or expired one keeps failing (a new one comes from `credentials create`)",
+		sourceName(src), f.limits.Burst, f.limits.Refill, retryAfter).WithReason(proto.ReasonSourceFailures)
+}
+
+// giveBack returns the failure a call took when its check did not fail.
+func (f *failureBound) giveBack(src netip.Prefix) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if el := f.sources[src]; el != nil {
+		b := el.Value.(*bucket)
+		f.refill(b, f.now())
+		b.tokens = min(b.tokens+1, float64(f.limits.Burst))
+	}
+}
+
+// forget makes room for one more source: it drops the sources whose buckets are full
+// again (those longest without a call first, stopping at one that is not), then, when
+// the bound is still reached, the one whose last call is oldest. f.mu is held.
+func (f *failureBound) forget(now time.Time) {
+	for el := f.order.Front(); el != nil && f.full(el.Value.(*bucket), now); el = f.order.Front() {
+		f.drop(el)
+	}
+	if f.order.Len() >= f.max {
+		f.drop(f.order.Front())
+	}
+}
+
+func (f *failureBound) drop(el *list.Element) {
+	delete(f.sources, el.Value.(*bucket).source)
+	f.order.Remove(el)
+}
+
+// remembered counts the sources remembered, for tests.
+func (f *failureBound) remembered() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.sources)
+}
+
+// sourceName is a source as messages and logs name it: the IPv4 address, or the IPv6 /64.
+func sourceName(src netip.Prefix) string {
+	if src.Addr().Is4() {
+		return src.Addr().String()
+	}
+	return src.String()
+}

@@ -1,0 +1,199 @@
+package api
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// fakeNow is a clock the tests move.
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeNow) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeNow) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newTestBound(burst int, refill time.Duration, max int) (*failureBound, *fakeNow, *strings.Builder) {
+	clock := &fakeNow{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var log strings.Builder
+	return newFailureBound(FailureLimits{Burst: burst, Refill: refill}, max, clock.now,
+		slog.New(slog.NewTextHandler(&log, nil))), clock, &log
+}
+
+func source(t *testing.T, addr string) netip.Prefix {
+	t.Helper()
+	src, ok := sourceOf(&http.Request{RemoteAddr: addr})
+	if !ok {
+		t.Fatalf("no source for %q", addr)
+	}
+	return src
+}
+
+// TestFailureBoundRefusesWithRetryAfter: a source has its burst of failed checks, then
+// is refused UNAVAILABLE (source-failures) with the seconds until it regains one; once
+// they have passed it is served again, one check for each refill. Another source is
+// not touched.
+func TestFailureBoundRefusesWithRetryAfter(t *testing.T) {
+	f, clock, log := newTestBound(3, 2*time.Second, 100)
+	stranger, operator := source(t, "127.0.0.2:5000"), source(t, "127.0.0.1:5000")
+	for i := range 3 {
+		if _, err := f.take(stranger); err != nil {
+			t.Fatalf("failure %d within the burst: %v", i+1, err)
+		}
+	}
+	wait, err := f.take(stranger)
+	if e := proto.AsError(err); err == nil || e.Code != proto.Unavailable || e.Details.Reason != proto.ReasonSourceFailures || wait != 2 {
+		t.Fatalf("beyond the burst: wait %d, %v", wait, err)
+	}
+	if !strings.Contains(err.Error(), "127.0.0.2") || !strings.Contains(err.Error(), "Try again in 2 s") {
+		t.Errorf("the refusal does not say whose and when: %v", err)
+	}
+	if _, err := f.take(operator); err != nil {
+		t.Errorf("another source: %v", err)
+	}
+	clock.add(1500 * time.Millisecond)
+	if wait, err := f.take(stranger); err == nil || wait != 1 {
+		t.Errorf("half a second before it regains one: wait %d, %v", wait, err)
+	}
+	clock.add(500 * time.Millisecond)
+	if _, err := f.take(stranger); err != nil {
+		t.Errorf("after the Retry-After: %v", err)
+	}
+	if _, err := f.take(stranger); err == nil {
+		t.Errorf("a second check after one refill was taken")
+	}
+	if n := strings.Count(log.String(), "too many failed credential checks"); n != 1 {
+		t.Errorf("%d log lines for the source's refusals within a minute, want 1:\n%s", n, log)
+	}
+	clock.add(time.Minute)
+	for range 4 {
+		f.take(stranger)
+	}
+	if n := strings.Count(log.String(), "source=127.0.0.2"); n != 2 || !strings.Contains(log.String(), "refused=3") {
+		t.Errorf("%d log lines after a minute, want 2, the second counting the 3 refusals since the first:\n%s", n, log)
+	}
+}
+
+// TestFailureBoundSuccessesCostNothing: checks that do not fail give their failure back,
+// so a source whose calls all succeed is never refused; checks under way at once never
+// take more than the burst.
+func TestFailureBoundSuccessesCostNothing(t *testing.T) {
+	f, _, _ := newTestBound(3, time.Hour, 100)
+	src := source(t, "127.0.0.1:1")
+	for i := range 1000 {
+		if _, err := f.take(src); err != nil {
+			t.Fatalf("call %d, every earlier one valid: %v", i, err)
+		}
+		f.giveBack(src)
+	}
+	for range 3 {
+		if _, err := f.take(src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.take(src); err == nil {
+		t.Errorf("a fourth check while three are under way was taken")
+	}
+	f.giveBack(src)
+	if _, err := f.take(src); err != nil {
+		t.Errorf("after one of them succeeded: %v", err)
+	}
+}
+
+// TestSourceOf: an IPv4 address is its own source, whether or not mapped into IPv6; an
+// IPv6 address is its /64, whatever its zone; a request without a network address has
+// none.
+func TestSourceOf(t *testing.T) {
+	for addr, want := range map[string]string{
+		"192.0.2.7:443":                     "192.0.2.7/32",
+		"[::ffff:192.0.2.7]:443":            "192.0.2.7/32",
+		"[2001:db8:1:2:aaaa::1]:443":        "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff:ffff::9]:80":    "2001:db8:1:2::/64",
+		"[fe80::1%eth0]:80":                 "fe80::/64",
+		"[2001:db8:1:3::1]:443":             "2001:db8:1:3::/64",
+		"[::1]:7443":                        "::/64",
+		"127.0.0.1:7443":                    "127.0.0.1/32",
+		"[2001:db8:1:2:1:2:3:4%ens3]:65535": "2001:db8:1:2::/64",
+	} {
+		if got := source(t, addr).String(); got != want {
+			t.Errorf("%s: %s, want %s", addr, got, want)
+		}
+	}
+	for _, addr := range []string{"", "@", "pipe", "127.0.0.1"} {
+		if src, ok := sourceOf(&http.Request{RemoteAddr: addr}); ok {
+			t.Errorf("%q has source %s", addr, src)
+		}
+	}
+}
+
+// TestFailureBoundForgetsWithinItsBound: a stranger failing from ever more addresses never
+// makes the bound remember more than its most sources. Sources whose buckets are full again
+// go first, so one still refused stays refused while new sources come; only when the
+// remembered ones are all short of their burst does the one whose last call is oldest go.
+func TestFailureBoundForgetsWithinItsBound(t *testing.T) {
+	const most = 100
+	f, clock, _ := newTestBound(3, time.Second, most)
+	refused := source(t, "198.51.100.1:1")
+	for i := range most - 1 {
+		f.take(source(t, fmt.Sprintf("10.0.0.%d:1", i)))
+	}
+	for range 4 {
+		f.take(refused)
+	}
+	clock.add(time.Second) // the others are full again, the refused one is not
+	for i := range 50 {
+		f.take(source(t, fmt.Sprintf("[2001:db8:%x::1]:1", i)))
+	}
+	if n := f.remembered(); n != 51 {
+		t.Errorf("%d sources remembered, want the 50 new and the refused one", n)
+	}
+	f.take(refused) // the one it regained
+	if _, err := f.take(refused); err == nil {
+		t.Errorf("the refused source was forgotten while full buckets went")
+	}
+	for i := range 10 * most {
+		f.take(source(t, fmt.Sprintf("172.16.%d.%d:1", i/256, i%256)))
+		if n := f.remembered(); n > most {
+			t.Fatalf("%d sources remembered after %d new ones, at most %d", n, i+1, most)
+		}
+	}
+	if n := f.remembered(); n != most {
+		t.Errorf("%d sources remembered, want %d", n, most)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.order.Len() != len(f.sources) {
+		t.Errorf("the order holds %d sources, the map %d", f.order.Len(), len(f.sources))
+	}
+}
+
+// FuzzSourceOf: whatever a request's remote address holds, its source is none, or an
+// IPv4 address whole or an IPv6 /64, masked, without a zone.
+func FuzzSourceOf(f *testing.F) {
+	for _, seed := range []string{"192.0.2.7:443", "[::ffff:192.0.2.7]:1", "[fe80::1%eth0]:80", "[2001:db8::1]:0", "", "@", "1.2.3.4", "[::1]:99999"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, remote string) {
+		src, ok := sourceOf(&http.Request{RemoteAddr: remote})
+		if !ok {
+			return
+		}
+		addr := src.Addr()
+		if want := map[bool]int{true: 32, false: 64}[addr.Is4()]; src.Bits() != want || src.Masked() != src || addr.Zone() != "" || addr.Is4In6() {
+			t.Errorf("%q: source %s", remote, src)
+		}
+	})
+}
