@@ -1,7 +1,10 @@
 package agentplane
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -29,15 +32,7 @@ import (
 // moved again or they reconnected.
 func TestPushesOutliveAStoreOutage(t *testing.T) {
 	const n = 64 // the window's first size
-	cluster := etcdtest.Start(t)
-	var logs records
-	ca, server := newCA(t)
-	e := startEnv(t, &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0",
-		hooks: agents.Config{AckTimeout: time.Hour}, log: slog.New(&logs),
-		open: func() (*store.Store, error) {
-			// A short request timeout: a read fails 2 s after the majority went, not 10 s.
-			return store.OpenEtcd(store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "outage", Timeout: 2 * time.Second}, store.Options{})
-		}})
+	e, cluster, logs := outageEnv(t)
 	var g gate
 	g.init()
 	t.Cleanup(g.release)
@@ -68,14 +63,7 @@ func TestPushesOutliveAStoreOutage(t *testing.T) {
 		t.Fatalf("%d agents sent nothing, window %+v: want the deferred ones", len(deferred), w)
 	}
 
-	cluster.Kill(1)
-	cluster.Kill(2)
-	restarted := false
-	t.Cleanup(func() { // before the registry stops, which writes its return plan
-		if !restarted {
-			cluster.Restart(t, 1, 2)
-		}
-	})
+	back := majorityLost(t, cluster)
 	g.release() // the held pushes are acknowledged: their places go to the deferred nodes
 	waitFor(t, "the deferred nodes' read to fail", func() bool { return logs.count(slog.LevelError, "read NodeSpecs to push") > 0 })
 	waitUntil(t, "the deferred nodes read again, and failing again", 30*time.Second, 10*time.Millisecond, func() bool {
@@ -84,8 +72,7 @@ func TestPushesOutliveAStoreOutage(t *testing.T) {
 	if w := e.ep.PushWindow(); w.InFlight != len(deferred) || w.Deferred != 0 {
 		t.Fatalf("window %+v during the outage: want the %d deferred nodes holding the places handed to them", w, len(deferred))
 	}
-	cluster.Restart(t, 1, 2)
-	restarted = true
+	back()
 
 	waitUntil(t, "the deferred nodes sent their NodeSpecs", 30*time.Second, 10*time.Millisecond, func() bool { return g.inside() == len(deferred) })
 	g.release()
@@ -109,6 +96,153 @@ func TestPushesOutliveAStoreOutage(t *testing.T) {
 	if back := logs.count(slog.LevelInfo, "NodeSpec reads work again"); back != 1 {
 		t.Errorf("the outage's end logged %d times, want once", back)
 	}
+}
+
+// TestAcknowledgementsOutliveAStoreOutage: 8 agents hold a NodeSpec in apply; two of the
+// three etcd members stop, so the store has no majority, and the agents finish applying
+// it and acknowledge it, which the registry cannot record: 4 applied it, 4 failed to.
+// Once the members are back, without any further change of the NodeSpecs, every node's
+// recorded observedGeneration reaches the generation its agent applied, and no such agent
+// is sent it again; the failures are recorded (their agents are sent the NodeSpec again,
+// and fail again). Before, the registry logged the failed writes and went on: the nodes
+// kept generation 0 and no failure until their agents' next session or their NodeSpecs'
+// next change.
+func TestAcknowledgementsOutliveAStoreOutage(t *testing.T) {
+	const n = 8
+	e, cluster, logs := outageEnv(t)
+	var g gate
+	g.init()
+	t.Cleanup(g.release)
+	var mu sync.Mutex
+	applies := map[string]int{}
+	failing := func(node string) bool { return node >= "acked-04" }
+	for i := range n {
+		e.startAgent(fmt.Sprintf("acked-%02d", i), func(c *session.Config) {
+			c.Apply = func(ctx context.Context, spec proto.NodeSpec) error {
+				mu.Lock()
+				applies[spec.Node]++
+				first := applies[spec.Node] == 1
+				mu.Unlock()
+				if first {
+					if err := holdApply(&g)(ctx, spec); err != nil {
+						return err
+					}
+				}
+				if failing(spec.Node) {
+					return errors.New("the GPU driver would not load")
+				}
+				return nil
+			}
+		})
+	}
+	waitFor(t, "every agent connected", func() bool { return e.ep.Sessions() == n })
+	setSpecs(t, e.st, n, "acked-%02d")
+	waitFor(t, "every agent applying generation 1", func() bool { return g.inside() == n })
+
+	back := majorityLost(t, cluster)
+	g.release()
+	waitUntil(t, "every acknowledgement failed to be recorded", 30*time.Second, 10*time.Millisecond, func() bool {
+		return logs.count(slog.LevelError, "agent message") >= n
+	})
+	back()
+
+	for i := range n {
+		node := fmt.Sprintf("acked-%02d", i)
+		waitUntil(t, node+"'s acknowledgement recorded", 30*time.Second, 10*time.Millisecond, func() bool {
+			st := e.status(node)
+			if failing(node) {
+				return st.FailedGeneration == 1 && st.ApplyError != nil
+			}
+			return st.ObservedGeneration == 1
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		node := fmt.Sprintf("acked-%02d", i)
+		if st := e.status(node); failing(node) && (st.ObservedGeneration != 0 || applies[node] < 2) {
+			t.Errorf("%s failed to apply generation 1: status %+v after %d applies, want generation 0 and the NodeSpec sent again", node, st, applies[node])
+		} else if !failing(node) && applies[node] != 1 {
+			t.Errorf("%s applied generation 1 %d times, want once", node, applies[node])
+		}
+	}
+}
+
+// TestInventoryOutlivesAStoreOutage: 8 agents are connected when two of the three etcd
+// members stop; each sends an inventory section the registry cannot record. Once the
+// members are back, every node's section is stored as its agent sent it, without the
+// agent sending it again. Before, the registry logged the failed write and went on: the
+// section was stored only if the agent sent it again (a change, or its next session).
+func TestInventoryOutlivesAStoreOutage(t *testing.T) {
+	const n = 8
+	e, cluster, logs := outageEnv(t)
+	agents := make([]*agent, n)
+	for i := range agents {
+		agents[i] = e.startAgent(fmt.Sprintf("inv-%02d", i), nil)
+	}
+	waitFor(t, "every agent connected", func() bool { return e.ep.Sessions() == n })
+
+	back := majorityLost(t, cluster)
+	for i, a := range agents {
+		a.SetInventory("system", raw(fmt.Sprintf(`{"cpus":%d}`, i+1)))
+	}
+	waitUntil(t, "every section failed to be recorded", 30*time.Second, 10*time.Millisecond, func() bool {
+		return logs.count(slog.LevelError, "agent message") >= n
+	})
+	back()
+
+	for i := range n {
+		node, want := fmt.Sprintf("inv-%02d", i), raw(fmt.Sprintf(`{"cpus":%d}`, i+1))
+		waitUntil(t, node+"'s section recorded", 30*time.Second, 10*time.Millisecond, func() bool {
+			return bytes.Equal(e.section(node, "system"), want)
+		})
+	}
+}
+
+// section is the inventory section of node as stored, nil when none is.
+func (e *env) section(node, name string) json.RawMessage {
+	var data json.RawMessage
+	e.st.View(func(tx *store.Tx) error {
+		secs, err := tx.Inventory(node)
+		for _, s := range secs {
+			if s.Section == name {
+				data = s.Data
+			}
+		}
+		return err
+	})
+	return data
+}
+
+// outageEnv is a registry over a three-member etcd cluster, whose reads and writes fail
+// 2 s after the majority went (a short request timeout, not 10 s) and whose pushes wait
+// an hour for their acknowledgement, and what it logs.
+func outageEnv(t *testing.T) (*env, *etcdtest.Cluster, *records) {
+	t.Helper()
+	cluster := etcdtest.Start(t)
+	logs := &records{}
+	ca, server := newCA(t)
+	e := startEnv(t, &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0",
+		hooks: agents.Config{AckTimeout: time.Hour}, log: slog.New(logs),
+		open: func() (*store.Store, error) {
+			return store.OpenEtcd(store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "outage", Timeout: 2 * time.Second}, store.Options{})
+		}})
+	return e, cluster, logs
+}
+
+// majorityLost stops two of the cluster's three members, and starts them again when the
+// test ends if the test did not (before the registry stops, which writes its return
+// plan); back starts them.
+func majorityLost(t *testing.T, cluster *etcdtest.Cluster) (back func()) {
+	cluster.Kill(1)
+	cluster.Kill(2)
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			cluster.Restart(t, 1, 2)
+		}
+	})
+	return func() { cluster.Restart(t, 1, 2); restarted = true }
 }
 
 // records is a slog.Handler that keeps the messages logged, with their level.

@@ -213,13 +213,20 @@ func (e *Endpoint) received(s *session, head []byte, err error) {
 		e.end(s, codeProtocol, "unexpected message "+string(m.Type))
 		return
 	}
-	if proto.CodeOf(err) == proto.Forbidden {
-		return // a certificate no longer current: take ended the session and logged why
+	if proto.CodeOf(err) == proto.Forbidden || s.over() {
+		return // a certificate no longer current, or what the agent said not recorded: take ended the session and logged why
 	}
 	if err != nil {
 		e.log.Error("agent message", "node", s.node, "type", m.Type, "err", err)
 	}
 	e.wg.Go(func() { s.await(e) })
+}
+
+// over reports whether the session ended (end).
+func (s *session) over() bool {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.ended
 }
 
 // end closes the session's connection (a no-op when it is closed already) and forgets
@@ -542,10 +549,10 @@ func (e *Endpoint) ack(s *session, a *proto.Ack) error {
 	if a.Error != nil {
 		e.ackFailures.Add(1)
 		e.log.Warn("agent failed to apply its NodeSpec", "node", s.node, "generation", a.Generation, "err", a.Error)
-		return e.take(s, func(tx *store.Tx) error { return tx.RecordApplyFailure(s.node, a.Generation, a.Error) })
+		return e.take(s, "apply failure", func(tx *store.Tx) error { return tx.RecordApplyFailure(s.node, a.Generation, a.Error) })
 	}
 	e.acks.Add(1)
-	err := e.take(s, func(tx *store.Tx) error { return tx.RecordObservedGeneration(s.node, a.Generation) })
+	err := e.take(s, "acknowledgement", func(tx *store.Tx) error { return tx.RecordObservedGeneration(s.node, a.Generation) })
 	if err == nil {
 		e.observed(s.node, a.Generation)
 	}
@@ -558,7 +565,7 @@ func (e *Endpoint) inventory(s *session, inv *proto.Inventory) error {
 		return err
 	}
 	var changed bool
-	err := e.take(s, func(tx *store.Tx) (err error) {
+	err := e.take(s, "inventory section", func(tx *store.Tx) (err error) {
 		changed, err = tx.PutInventory(s.node, inv.Section, inv.Data)
 		return err
 	})
@@ -574,16 +581,26 @@ func (e *Endpoint) inventoryChanged(node, section string, data json.RawMessage) 
 	}
 }
 
-// take stores what the agent of session s said on it (an acknowledgement, an inventory
-// section), write, in one transaction with the check of its certificate
+// take stores what the agent of session s said on it (what: an acknowledgement, an
+// inventory section), write, in one transaction with the check of its certificate
 // (store.Tx.CheckAgent): from the commit that moved its node's or site's identity epoch
 // on, nothing a session of an earlier epoch says is stored, even on a registry that has
 // not heard of that commit yet (identityChanged). A refusal (FORBIDDEN, reason revoked or
-// earlier-installation) stores nothing and ends the session (letGo).
-func (e *Endpoint) take(s *session, write func(tx *store.Tx) error) error {
+// earlier-installation) stores nothing and ends the session (letGo). So does a write
+// that fails (the store unavailable), with CloseShutdown: the agent says nothing again on
+// this session, and its next session's hello reports what was lost (the generation it
+// applied, every inventory section) and is recorded in a transaction with the same check;
+// a generation older than its NodeSpec's is pushed again, so an apply failure not
+// recorded is told again once the agent applied it again.
+func (e *Endpoint) take(s *session, what string, write func(tx *store.Tx) error) error {
 	refused, err := e.written(s, write)
-	if refused != nil {
+	switch {
+	case refused != nil:
 		e.letGo(s, refused)
+	case err != nil:
+		e.log.Error("agent message not recorded: its session ends, and the agent's next hello reports it again",
+			"node", s.node, "role", s.role, "message", what, "err", err)
+		e.end(s, codeShutdown, "registry failed to record the "+what)
 	}
 	return err
 }
