@@ -27,6 +27,11 @@ var Roles = []Role{RoleSite, RoleRamdisk, RoleNode}
 // installed OS, under one node id), in no order: every role but a site agent's.
 var MachineRoles = []Role{RoleRamdisk, RoleNode}
 
+// TakesNodeSpecs reports whether the registry pushes NodeSpecs to agents of role r, the
+// only ones that acknowledge a generation: a site agent and an installed host's. A
+// ramdisk is given no NodeSpec; it is told what to do by commands.
+func (r Role) TakesNodeSpecs() bool { return r == RoleSite || r == RoleNode }
+
 // Valid reports whether r is one of Roles.
 func (r Role) Valid() bool {
 	for _, known := range Roles {

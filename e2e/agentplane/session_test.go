@@ -117,3 +117,41 @@ func TestHelloPushAck(t *testing.T) {
 		}
 	})
 }
+
+// TestARamdiskAcknowledgesNoNodeSpec: a ramdisk agent is pushed no NodeSpec, so what it
+// says of a generation, in its hello or in an ack, as a tampered ramdisk (or one whose
+// token another host read) would, is never recorded as the installed host's: a workflow
+// waiting for the host to apply its NodeSpec would otherwise go on.
+func TestARamdiskAcknowledgesNoNodeSpec(t *testing.T) {
+	var inv inventoryLog
+	e := newEnv(t, agents.Config{OnInventory: inv.add})
+	gen := e.setSpec("gpu-1", map[string]string{"rack": "a"})
+	ramdisk := func(node string, observed int64) *agent {
+		cert, err := e.ca.AgentCertificate(node, string(proto.RoleRamdisk))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.startAgent(node, func(c *session.Config) { c.Certificate, c.ObservedGeneration = cert, observed })
+	}
+	t.Run("an ack", func(t *testing.T) {
+		a := ramdisk("gpu-1", 0)
+		waitFor(t, "the ramdisk's session", a.Connected)
+		a.Acknowledge(gen)
+		// Sent after the ack, on its session or in the hello of the next: once it is
+		// stored, the ack was handled.
+		a.SetInventory(proto.SectionSystem, raw(`{"cpus":8}`))
+		waitFor(t, "the ramdisk's inventory", func() bool { return len(inv.get()) == 1 })
+		if st := e.status("gpu-1"); st.ObservedGeneration != 0 {
+			t.Errorf("a ramdisk's ack recorded the host's generation: %+v", st)
+		}
+	})
+	t.Run("a hello of a node with no NodeSpec", func(t *testing.T) {
+		a := ramdisk("gpu-2", 7)
+		waitFor(t, "the ramdisk's session", a.Connected)
+		a.SetInventory(proto.SectionSystem, raw(`{"cpus":8}`))
+		waitFor(t, "the ramdisk's inventory", func() bool { return len(inv.get()) == 2 })
+		if st := e.status("gpu-2"); st.ObservedGeneration != 0 {
+			t.Errorf("a ramdisk's hello recorded a generation: %+v", st)
+		}
+	})
+}

@@ -199,6 +199,12 @@ func (e *Endpoint) received(s *session, head []byte, err error) {
 		e.log.Debug("agent session ends", "node", s.node, "err", err)
 		e.end(s, codeProtocol, "session stream failed")
 		return
+	case m.Type == proto.MsgAck && !s.role.TakesNodeSpecs():
+		// Only an agent pushed NodeSpecs acknowledges one: a ramdisk's ack would record the
+		// installed host's generation as applied (a workflow waiting for it would go on).
+		e.log.Warn("agent acknowledged a NodeSpec its role is never pushed", "node", s.node, "role", s.role)
+		e.end(s, codeProtocol, "unexpected message "+string(m.Type))
+		return
 	case m.Type == proto.MsgAck:
 		err = e.ack(s, m.Ack)
 	case m.Type == proto.MsgInventory:
@@ -433,7 +439,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		}
 		if haveSpec && spec.Role != s.role {
 			haveSpec = false
-		} else {
+		} else if s.role.TakesNodeSpecs() { // a ramdisk's hello reports no generation that counts
 			st, err := tx.AgentStatus(s.node)
 			if err != nil && proto.CodeOf(err) != proto.NotFound {
 				return err
