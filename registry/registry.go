@@ -255,7 +255,7 @@ func New(cfg Config) (_ *Registry, err error) {
 	apiSrv := api.NewServer(r.st, cfg.Log)
 	apiSrv.Observe(obs)
 	apiSrv.Limit(cfg.APILimits)
-	apiSrv.LimitFailures(cfg.AuthFailures)
+	apiSrv.LimitFailures(cfg.AuthFailures, cfg.Clock.Now)
 	apiSrv.RegisterAll()
 	apiSrv.RegisterJoin(recordJoins{joinSvc, r.plane.joins, cfg.Log})
 	apiSrv.RegisterUserData(userData)
