@@ -402,11 +402,11 @@ func fetchDocument(t *testing.T, reg *testkit.Registry) []byte {
 	return body
 }
 
-// busyFront stands in front of the registry with a certificate of its serving CA: it
-// answers the first busy join.join calls as a registry serving as many joins as it takes
-// at once does, and passes everything else through. It returns its URL and the number of
-// join.join calls it has seen.
-func busyFront(t *testing.T, reg *testkit.Registry, busy int) (string, func() int) {
+// front stands in front of the registry with a certificate of its serving CA, as a NAT
+// gateway or a load balancer would, its connections to the registry from the loopback
+// address local: serve answers each request, passing it on to next as it will. It
+// returns its URL.
+func front(t *testing.T, reg *testkit.Registry, local string, serve func(w http.ResponseWriter, r *http.Request, next http.Handler)) string {
 	t.Helper()
 	ca := readCert(t, filepath.Join(reg.DataDir, "pki", "serving-ca.crt"))
 	keyPEM, err := os.ReadFile(filepath.Join(reg.DataDir, "pki", "serving-ca.key"))
@@ -427,12 +427,35 @@ func busyFront(t *testing.T, reg *testkit.Registry, busy int) (string, func() in
 	}
 	target, _ := url.Parse(reg.URL)
 	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = transportFrom(t, reg, local)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { serve(w, r, proxy) }))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// transportFrom reaches the registry over TLS verified against its serving CA, its
+// connections from the loopback address local ("" for the system's choice).
+func transportFrom(t *testing.T, reg *testkit.Registry, local string) *http.Transport {
+	t.Helper()
 	roots := x509.NewCertPool()
-	roots.AddCert(ca)
-	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	roots.AddCert(readCert(t, filepath.Join(reg.DataDir, "pki", "serving-ca.crt")))
+	dialer := &net.Dialer{}
+	if local != "" {
+		dialer.LocalAddr = &net.TCPAddr{IP: net.ParseIP(local)}
+	}
+	return &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DialContext: dialer.DialContext}
+}
+
+// busyFront is a front that answers the first busy join.join calls as a registry serving
+// as many joins as it takes at once does, and passes everything else through. It returns
+// its URL and the number of join.join calls it has seen.
+func busyFront(t *testing.T, reg *testkit.Registry, busy int) (string, func() int) {
+	t.Helper()
 	var mu sync.Mutex
 	joins := 0
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	u := front(t, reg, "", func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		if r.URL.Path == "/v1/"+joinwire.JoinMethod {
 			mu.Lock()
 			joins++
@@ -445,12 +468,9 @@ func busyFront(t *testing.T, reg *testkit.Registry, busy int) (string, func() in
 				return
 			}
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER}, PrivateKey: leafKey}}}
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return srv.URL, func() int { mu.Lock(); defer mu.Unlock(); return joins }
+		next.ServeHTTP(w, r)
+	})
+	return u, func() int { mu.Lock(); defer mu.Unlock(); return joins }
 }
 
 func TestJoinWaitsOutABusyRegistry(t *testing.T) {

@@ -82,13 +82,13 @@ func TestAStrangersFailedCredentialsAreRefusedBeforeTheCheck(t *testing.T) {
 		t.Errorf("the admin credential from the stranger's address: %d, Retry-After %q, %+v", status, retry, e)
 	}
 	samples, text := testkit.Scrape(t, reg.MetricsURL)
-	if got := samples[`better_compute_api_credential_checks_total{result="failed"}`]; got != api.DefaultFailureBurst {
+	if got := samples[`better_compute_api_credential_checks_total{credential="bearer",result="failed"}`]; got != api.DefaultFailureBurst {
 		t.Errorf("%v failed credential checks, want the burst's %d: the refused calls read the store\n%s", got, api.DefaultFailureBurst, text)
 	}
-	if got := samples[`better_compute_api_source_refused_total`]; got != 41 {
+	if got := samples[`better_compute_api_source_refused_total{credential="bearer"}`]; got != 41 {
 		t.Errorf("%v calls refused for their source, want 41\n%s", got, text)
 	}
-	if got := samples[`better_compute_api_credential_checks_total{result="valid"}`]; got < 2 {
+	if got := samples[`better_compute_api_credential_checks_total{credential="bearer",result="valid"}`]; got < 2 {
 		t.Errorf("%v valid credential checks, want the operator's\n%s", got, text)
 	}
 	if !strings.Contains(reg.Stderr.String(), "source="+strangerAddr) {

@@ -26,7 +26,7 @@ var serveCommands = []command{{
 		"`--kek-file` seals the keys in the store for several registries on one store, `--agent-endpoints` the agent endpoints of every replica (docs/ARCHITECTURE.md#replicas); " +
 		"`--store etcd` keeps the records in an etcd cluster instead of DIR/registry.db (docs/store.md); " +
 		"`--api-running`, `--api-tenant-waiting` and `--api-tenant-watching` bound the authenticated API calls, shared fairly between tenants, and `--auth-failure-burst` and `--auth-failure-refill` " +
-		"the failed credential checks of each source address, API calls and console sign-ins together (docs/security.md#what-strangers-can-cost)",
+		"the failed credential checks of each source address, API calls, console sign-ins and join tokens together (docs/security.md#what-strangers-can-cost)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
@@ -45,7 +45,7 @@ var serveCommands = []command{{
 		fs.IntVar(&limits.Waiting, "api-tenant-waiting", 0, fmt.Sprintf("API calls one tenant may have waiting for a slot; one more is refused UNAVAILABLE (reason %s) with Retry-After (0: %d)", proto.ReasonTenantBusy, api.DefaultWaiting))
 		fs.IntVar(&limits.Watching, "api-tenant-watching", 0, fmt.Sprintf("long polls (events --follow, a workflow's progress) one tenant may have waiting for a change; one more is refused the same way (0: %d)", api.DefaultWatching))
 		var failures api.FailureLimits
-		fs.IntVar(&failures.Burst, "auth-failure-burst", api.DefaultFailureBurst, fmt.Sprintf("failed credential checks one source address (IPv4; IPv6 /64) may have in a row, API calls and console sign-ins together; its calls beyond them are refused UNAVAILABLE (reason %s) with Retry-After before their check, valid or not (0: no bound; at most %d)", proto.ReasonSourceFailures, api.MaxFailureBurst))
+		fs.IntVar(&failures.Burst, "auth-failure-burst", api.DefaultFailureBurst, fmt.Sprintf("failed credential checks one source address (IPv4; IPv6 /64) may have in a row, API calls, console sign-ins and join.join's tokens together; its calls beyond them are refused UNAVAILABLE (reason %s) with Retry-After before their check, valid or not (0: no bound; at most %d)", proto.ReasonSourceFailures, api.MaxFailureBurst))
 		fs.DurationVar(&failures.Refill, "auth-failure-refill", api.DefaultFailureRefill, fmt.Sprintf("how long a source address takes to regain one failed credential check (%v to %v)", api.MinFailureRefill, api.MaxFailureRefill))
 		return func(x *exec) error {
 			if *dataDir == "" {

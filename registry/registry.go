@@ -77,7 +77,8 @@ type Config struct {
 	// defaults.
 	APILimits api.Limits
 	// AuthFailures bound the failed credential checks of each source address, for the
-	// API and the console's sign-in (docs/security.md); zero fields are the defaults.
+	// API, the console's sign-in and join.join's tokens, on Clock (docs/security.md);
+	// zero fields are the defaults.
 	AuthFailures api.FailureLimits
 	// Clock is the registry's one clock: records, certificates, workflow timeouts,
 	// command expiry and every periodic task follow it. clock.Real when nil.
@@ -255,7 +256,7 @@ func New(cfg Config) (_ *Registry, err error) {
 	apiSrv := api.NewServer(r.st, cfg.Log)
 	apiSrv.Observe(obs)
 	apiSrv.Limit(cfg.APILimits)
-	apiSrv.LimitFailures(cfg.AuthFailures)
+	apiSrv.LimitFailures(cfg.AuthFailures, cfg.Clock.Now)
 	apiSrv.RegisterAll()
 	apiSrv.RegisterJoin(recordJoins{joinSvc, r.plane.joins, cfg.Log})
 	apiSrv.RegisterUserData(userData)

@@ -16,6 +16,7 @@ import (
 	agentmetrics "github.com/better-compute/better-compute/agent/metrics"
 	"github.com/better-compute/better-compute/cache"
 	"github.com/better-compute/better-compute/hostconverge"
+	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -87,9 +88,9 @@ func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 	reg.APIRequest("metal.get", "OK", time.Millisecond)
 	reg.APIQueued(time.Millisecond)
 	reg.APITenantBusy()
-	reg.APICredentialChecked(true)
-	reg.APICredentialChecked(false)
-	reg.APISourceRefused()
+	reg.APICredentialChecked(api.CredentialBearer, true)
+	reg.APICredentialChecked(api.CredentialJoinToken, false)
+	reg.APISourceRefused(api.CredentialJoinToken)
 	reg.StepEnded("deploy.deploy", "succeeded", time.Second)
 	reg.WorkflowEnded("deploy", "custom", "succeeded", time.Second)
 	reg.DeployStreamed("cache", 1, 1)

@@ -166,9 +166,10 @@ func localEncryptionKey(dir, pin string) (*ecdh.PublicKey, error) {
 }
 
 // busyRetries bounds how often bcd join sends its request again to a registry that
-// answers UNAVAILABLE: serving as many joins as it takes at once, it has read nothing of
-// the request, so the token is unspent. Each wait is the answer's Retry-After (1 to 30
-// seconds).
+// answers UNAVAILABLE: serving as many joins as it takes at once, or refusing for now the
+// joins of an address that sent too many refused tokens (reason source-failures), it has
+// read nothing of the request, so the token is unspent. Each wait is the answer's
+// Retry-After (1 to 30 seconds).
 const busyRetries = 20
 
 // post sends the join request over TLS verified against the pinned serving CA and

@@ -13,13 +13,13 @@ import (
 )
 
 // FailureLimits bound the failed credential checks of each source address, so that a
-// stranger sending made-up credentials (to the API or to the console's sign-in) costs the
-// registry a bounded number of credential checks, store reads among them
-// (docs/security.md, "What strangers can cost"). A source is an IPv4 address, or the /64
-// of an IPv6 one. Each source holds a bucket of Burst failures that refills one every
-// Refill; a call from a source whose bucket is empty is refused UNAVAILABLE (reason
-// source-failures) with Retry-After before its credential is checked, valid or not. A
-// check that succeeds costs nothing.
+// stranger sending made-up credentials (to the API, to the console's sign-in, or join
+// tokens to join.join) costs the registry a bounded number of credential checks, store
+// reads among them (docs/security.md, "What strangers can cost"). A source is an IPv4
+// address, or the /64 of an IPv6 one. Each source holds one bucket of Burst failures, all
+// three kinds of call together, that refills one every Refill; a call from a source whose
+// bucket is empty is refused UNAVAILABLE (reason source-failures) with Retry-After before
+// its credential is checked, valid or not. A check that succeeds costs nothing.
 type FailureLimits struct {
 	// Burst is how many failed checks a source may have in a row. 0 is
 	// DefaultFailureBurst.
@@ -124,24 +124,37 @@ func (f *failureBound) full(b *bucket, now time.Time) bool {
 	return b.tokens+now.Sub(b.when).Seconds()/f.limits.Refill.Seconds() >= float64(f.limits.Burst)
 }
 
+// Hints of the refusal: what to try again with, by the credential refused.
+const (
+	bearerHint = "a credential that is valid: an unknown, revoked or expired one keeps failing (a new one comes from `credentials create`)"
+	joinHint   = "a join token that is valid: an unknown, used or expired one keeps failing (a new one comes from `tokens create`)"
+)
+
 // take takes a failure from src's bucket before a credential check, or refuses the call
-// UNAVAILABLE (reason source-failures) with the seconds to wait when the bucket is empty.
-func (f *failureBound) take(src netip.Prefix) (retryAfter int, err error) {
+// UNAVAILABLE (reason source-failures) with the seconds to wait when the bucket is empty;
+// hint says what to try again with.
+func (f *failureBound) take(src netip.Prefix, hint string) (retryAfter int, err error) {
+	return f.admit(src, hint, 1)
+}
+
+// allow refuses a call as take does when src's bucket is empty, but takes nothing: a call
+// it lets in costs its failure afterwards, by charge, when its check failed. Only calls
+// whose checks under way at once are bounded otherwise (join.join's, by maxPublic) are
+// let in so: a source with one failure left may have all of them fail, its bucket then
+// below empty by as many, and its wait as much longer.
+func (f *failureBound) allow(src netip.Prefix, hint string) (retryAfter int, err error) {
+	return f.admit(src, hint, 0)
+}
+
+// admit lets a call from src in when its bucket holds a failure, taking cost from it, or
+// refuses it.
+func (f *failureBound) admit(src netip.Prefix, hint string, cost float64) (retryAfter int, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.now()
-	el := f.sources[src]
-	if el == nil {
-		f.forget(now)
-		el = f.order.PushBack(&bucket{source: src, tokens: float64(f.limits.Burst), when: now})
-		f.sources[src] = el
-	} else {
-		f.order.MoveToBack(el)
-	}
-	b := el.Value.(*bucket)
-	f.refill(b, now)
+	b := f.bucket(src, now)
 	if b.tokens >= 1 {
-		b.tokens--
+		b.tokens -= cost
 		return 0, nil
 	}
 	wait := time.Duration((1 - b.tokens) * float64(f.limits.Refill))
@@ -153,20 +166,37 @@ func (f *failureBound) take(src netip.Prefix) (retryAfter int, err error) {
 		b.refused, b.logged = 0, now
 	}
 	return retryAfter, proto.Errorf(proto.Unavailable, "too many failed credential checks came from %s (%d in a row, then one every %v): "+
-		"the registry checks no credential from there for now. Try again in %d s with a credential that is valid: "+
-		"an unknown, revoked or expired one keeps failing (a new one comes from `credentials create`)",
-		sourceName(src), f.limits.Burst, f.limits.Refill, retryAfter).WithReason(proto.ReasonSourceFailures)
+		"the registry checks no credential from there for now. Try again in %d s with %s",
+		sourceName(src), f.limits.Burst, f.limits.Refill, retryAfter, hint).WithReason(proto.ReasonSourceFailures)
 }
 
 // giveBack returns the failure a call took when its check did not fail.
-func (f *failureBound) giveBack(src netip.Prefix) {
+func (f *failureBound) giveBack(src netip.Prefix) { f.add(src, 1) }
+
+// charge takes the failure of a call allow let in, whose check failed.
+func (f *failureBound) charge(src netip.Prefix) { f.add(src, -1) }
+
+func (f *failureBound) add(src netip.Prefix, n float64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if el := f.sources[src]; el != nil {
-		b := el.Value.(*bucket)
-		f.refill(b, f.now())
-		b.tokens = min(b.tokens+1, float64(f.limits.Burst))
+	b := f.bucket(src, f.now())
+	b.tokens = min(b.tokens+n, float64(f.limits.Burst))
+}
+
+// bucket is src's bucket as of now, remembered with its last call now: a source not
+// remembered starts full. f.mu is held.
+func (f *failureBound) bucket(src netip.Prefix, now time.Time) *bucket {
+	el := f.sources[src]
+	if el == nil {
+		f.forget(now)
+		el = f.order.PushBack(&bucket{source: src, tokens: float64(f.limits.Burst), when: now})
+		f.sources[src] = el
+	} else {
+		f.order.MoveToBack(el)
 	}
+	b := el.Value.(*bucket)
+	f.refill(b, now)
+	return b
 }
 
 // forget makes room for one more source: it drops the sources whose buckets are full

@@ -50,29 +50,29 @@ func TestFailureBoundRefusesWithRetryAfter(t *testing.T) {
 	f, clock, log := newTestBound(3, 2*time.Second, 100)
 	stranger, operator := source(t, "127.0.0.2:5000"), source(t, "127.0.0.1:5000")
 	for i := range 3 {
-		if _, err := f.take(stranger); err != nil {
+		if _, err := f.take(stranger, bearerHint); err != nil {
 			t.Fatalf("failure %d within the burst: %v", i+1, err)
 		}
 	}
-	wait, err := f.take(stranger)
+	wait, err := f.take(stranger, bearerHint)
 	if e := proto.AsError(err); err == nil || e.Code != proto.Unavailable || e.Details.Reason != proto.ReasonSourceFailures || wait != 2 {
 		t.Fatalf("beyond the burst: wait %d, %v", wait, err)
 	}
 	if !strings.Contains(err.Error(), "127.0.0.2") || !strings.Contains(err.Error(), "Try again in 2 s") {
 		t.Errorf("the refusal does not say whose and when: %v", err)
 	}
-	if _, err := f.take(operator); err != nil {
+	if _, err := f.take(operator, bearerHint); err != nil {
 		t.Errorf("another source: %v", err)
 	}
 	clock.add(1500 * time.Millisecond)
-	if wait, err := f.take(stranger); err == nil || wait != 1 {
+	if wait, err := f.take(stranger, bearerHint); err == nil || wait != 1 {
 		t.Errorf("half a second before it regains one: wait %d, %v", wait, err)
 	}
 	clock.add(500 * time.Millisecond)
-	if _, err := f.take(stranger); err != nil {
+	if _, err := f.take(stranger, bearerHint); err != nil {
 		t.Errorf("after the Retry-After: %v", err)
 	}
-	if _, err := f.take(stranger); err == nil {
+	if _, err := f.take(stranger, bearerHint); err == nil {
 		t.Errorf("a second check after one refill was taken")
 	}
 	if n := strings.Count(log.String(), "too many failed credential checks"); n != 1 {
@@ -80,7 +80,7 @@ func TestFailureBoundRefusesWithRetryAfter(t *testing.T) {
 	}
 	clock.add(time.Minute)
 	for range 4 {
-		f.take(stranger)
+		f.take(stranger, bearerHint)
 	}
 	if n := strings.Count(log.String(), "source=127.0.0.2"); n != 2 || !strings.Contains(log.String(), "refused=3") {
 		t.Errorf("%d log lines after a minute, want 2, the second counting the 3 refusals since the first:\n%s", n, log)
@@ -94,22 +94,58 @@ func TestFailureBoundSuccessesCostNothing(t *testing.T) {
 	f, _, _ := newTestBound(3, time.Hour, 100)
 	src := source(t, "127.0.0.1:1")
 	for i := range 1000 {
-		if _, err := f.take(src); err != nil {
+		if _, err := f.take(src, bearerHint); err != nil {
 			t.Fatalf("call %d, every earlier one valid: %v", i, err)
 		}
 		f.giveBack(src)
 	}
 	for range 3 {
-		if _, err := f.take(src); err != nil {
+		if _, err := f.take(src, bearerHint); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.take(src); err == nil {
+	if _, err := f.take(src, bearerHint); err == nil {
 		t.Errorf("a fourth check while three are under way was taken")
 	}
 	f.giveBack(src)
-	if _, err := f.take(src); err != nil {
+	if _, err := f.take(src, bearerHint); err != nil {
 		t.Errorf("after one of them succeeded: %v", err)
+	}
+}
+
+// TestFailureBoundAllowTakesOnlyWhatFails: a call allow lets in takes nothing until it
+// is charged, so a source whose calls all succeed is never refused, whatever number are
+// under way at once; once its failures are charged it is refused as take refuses, and
+// calls let in at once with one failure left are all charged, the source then waiting
+// for each of them.
+func TestFailureBoundAllowTakesOnlyWhatFails(t *testing.T) {
+	f, clock, _ := newTestBound(3, time.Second, 100)
+	src := source(t, "127.0.0.3:1")
+	for i := range 100 {
+		if _, err := f.allow(src, joinHint); err != nil {
+			t.Fatalf("call %d, 99 under way and none failed: %v", i+1, err)
+		}
+	}
+	for i := range 2 {
+		f.charge(src)
+		if _, err := f.allow(src, joinHint); err != nil {
+			t.Fatalf("after %d failures of a burst of 3: %v", i+1, err)
+		}
+	}
+	for range 5 { // all let in at once, with one failure left
+		f.charge(src)
+	}
+	wait, err := f.allow(src, joinHint)
+	if e := proto.AsError(err); err == nil || e.Details.Reason != proto.ReasonSourceFailures || wait != 5 ||
+		!strings.Contains(err.Error(), "join token that is valid") {
+		t.Fatalf("four failures below empty: wait %d, %v", wait, err)
+	}
+	if _, err := f.take(src, bearerHint); err == nil {
+		t.Errorf("a bearer credential from the same source was let in")
+	}
+	clock.add(5 * time.Second)
+	if _, err := f.allow(src, joinHint); err != nil {
+		t.Errorf("after the Retry-After: %v", err)
 	}
 }
 
@@ -148,24 +184,24 @@ func TestFailureBoundForgetsWithinItsBound(t *testing.T) {
 	f, clock, _ := newTestBound(3, time.Second, most)
 	refused := source(t, "198.51.100.1:1")
 	for i := range most - 1 {
-		f.take(source(t, fmt.Sprintf("10.0.0.%d:1", i)))
+		f.take(source(t, fmt.Sprintf("10.0.0.%d:1", i)), bearerHint)
 	}
 	for range 4 {
-		f.take(refused)
+		f.take(refused, bearerHint)
 	}
 	clock.add(time.Second) // the others are full again, the refused one is not
 	for i := range 50 {
-		f.take(source(t, fmt.Sprintf("[2001:db8:%x::1]:1", i)))
+		f.take(source(t, fmt.Sprintf("[2001:db8:%x::1]:1", i)), bearerHint)
 	}
 	if n := f.remembered(); n != 51 {
 		t.Errorf("%d sources remembered, want the 50 new and the refused one", n)
 	}
-	f.take(refused) // the one it regained
-	if _, err := f.take(refused); err == nil {
+	f.take(refused, bearerHint) // the one it regained
+	if _, err := f.take(refused, bearerHint); err == nil {
 		t.Errorf("the refused source was forgotten while full buckets went")
 	}
 	for i := range 10 * most {
-		f.take(source(t, fmt.Sprintf("172.16.%d.%d:1", i/256, i%256)))
+		f.take(source(t, fmt.Sprintf("172.16.%d.%d:1", i/256, i%256)), bearerHint)
 		if n := f.remembered(); n > most {
 			t.Fatalf("%d sources remembered after %d new ones, at most %d", n, i+1, most)
 		}

@@ -15,6 +15,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -74,6 +75,12 @@ type Method struct {
 	// them (join.join's sealed token). At most maxPublic are served at once, and their
 	// bodies must arrive within publicReadTimeout.
 	Public bool
+	// RefusedToken, for a public method whose body carries a join token (join.join),
+	// tells whether a call's error refused the token. Such calls are bounded by the
+	// failed credential checks of their source address (FailureLimits): one is refused
+	// before its body is read when its source has no failure left, and one whose error
+	// refused its token costs its source a failure; the others cost nothing.
+	RefusedToken func(err error) bool
 	// MaxBody bounds the request body in bytes; 0 is maxBody.
 	MaxBody int
 	// Call decodes the body and does the work.
@@ -114,14 +121,22 @@ type AdmissionObserver interface {
 	APITenantBusy()
 }
 
-// CredentialObserver is told of each bearer credential checked against the store, and
-// whether it was valid, and of each call refused before its check because its source
-// address is over its bound of failed checks (FailureLimits). The registry's metrics
-// are one.
+// CredentialObserver is told of each credential checked, bearer credentials against the
+// store and join tokens by the join, and whether it was valid, and of each call refused
+// before its check because its source address is over its bound of failed checks
+// (FailureLimits), by the credential it carried: CredentialBearer or
+// CredentialJoinToken. The registry's metrics are one.
 type CredentialObserver interface {
-	APICredentialChecked(valid bool)
-	APISourceRefused()
+	APICredentialChecked(credential string, valid bool)
+	APISourceRefused(credential string)
 }
+
+// The credentials a CredentialObserver is told of: the bearer credential of API calls
+// and console sign-ins, and join.join's join token.
+const (
+	CredentialBearer    = "bearer"
+	CredentialJoinToken = "join-token"
+)
 
 // Observe makes o the server's request observer, and its admission and credential
 // observer when o is one.
@@ -135,12 +150,13 @@ func (s *Server) Observe(o RequestObserver) {
 // default ones.
 func (s *Server) Limit(l Limits) { s.admission = newAdmission(l, maxQueueWait) }
 
-// LimitFailures sets the bound of each source's failed credential checks; a server not
-// given one has the default one.
-func (s *Server) LimitFailures(l FailureLimits) {
+// LimitFailures sets the bound of each source's failed credential checks, whose buckets
+// refill as now tells the time; a server not given one has the default one, on the
+// system's clock.
+func (s *Server) LimitFailures(l FailureLimits, now func() time.Time) {
 	s.failures = nil
 	if !l.Off {
-		s.failures = newFailureBound(l, MaxFailureSources, time.Now, s.log)
+		s.failures = newFailureBound(l, MaxFailureSources, now, s.log)
 	}
 }
 
@@ -229,7 +245,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 			return proto.Errorf(proto.NotFound, "no such method %q", name)
 		}
 		var err error
+		var src netip.Prefix
+		bounded := false
 		if m.Public {
+			if m.RefusedToken != nil {
+				if src, bounded = s.sourceBound(r); bounded {
+					// Taken only when the token is refused: the public bound bounds the
+					// checks under way at once.
+					if wait, err := s.failures.allow(src, joinHint); err != nil {
+						return s.sourceRefused(w, CredentialJoinToken, wait, err)
+					}
+				}
+			}
 			select {
 			case s.public <- struct{}{}:
 				defer func() { <-s.public }()
@@ -277,6 +304,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 			caller.ticket = t
 		}
 		result, err = m.Call(r.Context(), caller, body)
+		if m.RefusedToken != nil {
+			s.tokenChecked(src, bounded, err, m.RefusedToken(err))
+		}
 		return err
 	}()
 	method := name
@@ -348,15 +378,10 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, host bool)
 	if !ok {
 		return nil, proto.Errorf(proto.Unauthenticated, "no credential: send Authorization: Bearer <credential>, or point the CLI at a config file with --config")
 	}
-	src, bounded := sourceOf(r)
-	bounded = bounded && s.failures != nil
+	src, bounded := s.sourceBound(r)
 	if bounded {
-		if wait, err := s.failures.take(src); err != nil {
-			w.Header().Set("Retry-After", strconv.Itoa(wait))
-			if s.credentialObserver != nil {
-				s.credentialObserver.APISourceRefused()
-			}
-			return nil, err
+		if wait, err := s.failures.take(src, bearerHint); err != nil {
+			return nil, s.sourceRefused(w, CredentialBearer, wait, err)
 		}
 	}
 	caller, err := s.check(bearer)
@@ -365,9 +390,38 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, host bool)
 		s.failures.giveBack(src)
 	}
 	if s.credentialObserver != nil && (err == nil || failed) {
-		s.credentialObserver.APICredentialChecked(err == nil)
+		s.credentialObserver.APICredentialChecked(CredentialBearer, err == nil)
 	}
 	return caller, err
+}
+
+// sourceBound is the source of r and whether the bound of failed checks applies to it:
+// r has one, and the bound is on.
+func (s *Server) sourceBound(r *http.Request) (netip.Prefix, bool) {
+	src, ok := sourceOf(r)
+	return src, ok && s.failures != nil
+}
+
+// sourceRefused answers err, the refusal of a call whose source is over its bound of
+// failed checks, with Retry-After, and counts it by the credential it carried.
+func (s *Server) sourceRefused(w http.ResponseWriter, credential string, wait int, err error) error {
+	w.Header().Set("Retry-After", strconv.Itoa(wait))
+	if s.credentialObserver != nil {
+		s.credentialObserver.APISourceRefused(credential)
+	}
+	return err
+}
+
+// tokenChecked settles the join token check of a call that returned err: refused, it
+// costs the call's source a failure when the source is bounded; refused or valid, it is
+// counted.
+func (s *Server) tokenChecked(src netip.Prefix, bounded bool, err error, refused bool) {
+	if bounded && refused {
+		s.failures.charge(src)
+	}
+	if s.credentialObserver != nil && (err == nil || refused) {
+		s.credentialObserver.APICredentialChecked(CredentialJoinToken, err == nil)
+	}
 }
 
 // check is the caller a bearer credential names, read from the store.

@@ -52,7 +52,7 @@ type Registry struct {
 	apiQueued     prometheus.Histogram
 	tenantBusy    prometheus.Counter
 	credentials   *prometheus.CounterVec
-	sourceRefused prometheus.Counter
+	sourceRefused *prometheus.CounterVec
 	workflows     *prometheus.CounterVec
 	workflowDur   *prometheus.HistogramVec
 	steps         *prometheus.CounterVec
@@ -78,9 +78,9 @@ func New(src Sources) *Registry {
 		tenantBusy: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "api", Name: "tenant_busy_total",
 			Help: "Authenticated API calls refused tenant-busy: beyond their tenant's waiting calls or long polls, or after waiting their most for a slot."}),
 		credentials: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "api", Name: "credential_checks_total",
-			Help: "Bearer credentials the API checked against the store (the console's sign-ins among them), by result (valid, failed)."}, []string{"result"}),
-		sourceRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "api", Name: "source_refused_total",
-			Help: "API calls and console sign-ins refused source-failures, before their credential check: their source address had as many failed checks as it may."}),
+			Help: "Credentials the API checked, by credential (bearer: API calls and console sign-ins, checked against the store; join-token: join.join's) and result (valid, failed)."}, []string{"credential", "result"}),
+		sourceRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "api", Name: "source_refused_total",
+			Help: "Calls refused source-failures, before their credential check: their source address had as many failed checks as it may; by the credential they carried (bearer: API calls and console sign-ins; join-token: join.join)."}, []string{"credential"}),
 		workflows: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "workflow", Name: "runs_total",
 			Help: "Workflow runs ended, by kind (the request that started them), profile (a shipped profile's id, or custom) and outcome."},
 			[]string{"kind", "profile", "outcome"}),
@@ -126,18 +126,21 @@ func (m *Registry) APIQueued(waited time.Duration) { m.apiQueued.Observe(waited.
 // APITenantBusy counts an authenticated call refused tenant-busy.
 func (m *Registry) APITenantBusy() { m.tenantBusy.Inc() }
 
-// APICredentialChecked counts a bearer credential checked against the store.
-func (m *Registry) APICredentialChecked(valid bool) {
+// APICredentialChecked counts a credential checked: a bearer credential against the
+// store, or a join token by the join (api.CredentialBearer, api.CredentialJoinToken).
+func (m *Registry) APICredentialChecked(credential string, valid bool) {
 	result := "failed"
 	if valid {
 		result = "valid"
 	}
-	m.credentials.WithLabelValues(result).Inc()
+	m.credentials.WithLabelValues(credential, result).Inc()
 }
 
 // APISourceRefused counts a call refused before its credential check, its source over
-// its bound of failed checks.
-func (m *Registry) APISourceRefused() { m.sourceRefused.Inc() }
+// its bound of failed checks, by the credential it carried.
+func (m *Registry) APISourceRefused(credential string) {
+	m.sourceRefused.WithLabelValues(credential).Inc()
+}
 
 // StepEnded counts a workflow step that ended.
 func (m *Registry) StepEnded(use, outcome string, took time.Duration) {
