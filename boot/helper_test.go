@@ -99,6 +99,17 @@ type fileEntries struct {
 }
 
 func (f *fileEntries) Entry(mac net.HardwareAddr) (Entry, bool) {
+	en, ok := f.load()[mac.String()]
+	return en, ok
+}
+
+func (f *fileEntries) Has(mac net.HardwareAddr) bool {
+	_, ok := f.load()[mac.String()]
+	return ok
+}
+
+// load is the entries, read again when the file changed.
+func (f *fileEntries) load() map[string]Entry {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if st, err := os.Stat(f.path); err == nil && !st.ModTime().Equal(f.stamp) {
@@ -107,8 +118,7 @@ func (f *fileEntries) Entry(mac net.HardwareAddr) (Entry, bool) {
 			f.entries, f.stamp = e, st.ModTime()
 		}
 	}
-	en, ok := f.entries[mac.String()]
-	return en, ok
+	return f.entries
 }
 
 // serverHelper runs a boot server from the spec file until SIGTERM.
