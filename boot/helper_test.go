@@ -141,7 +141,12 @@ func serverHelper(specFile string) int {
 		logTo = io.MultiWriter(os.Stderr, logFile)
 	}
 	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := New(spec.Config, Deps{Entries: &fileEntries{path: spec.Entries}, Discoveries: &fileSink{f: f}, Log: log})
+	// The entries are read before the server listens, as a site's are in memory before
+	// its server starts: read at the first request, a benchmark's tens of thousands
+	// held up the first exchanges.
+	entries := &fileEntries{path: spec.Entries}
+	entries.load()
+	s, err := New(spec.Config, Deps{Entries: entries, Discoveries: &fileSink{f: f}, Log: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2
