@@ -80,7 +80,7 @@ type Pool struct {
 	// offerOf[mac] is ip exactly when offers[ip] is mac's.
 	offerOf map[string]netip.Addr
 	// held is the addresses clients not known hold and when their holds end, kept
-	// with every change of byIP and offers (setLease, setOffer, dropOffer).
+	// with every change of byIP and offers (track).
 	held *held
 	next netip.Addr
 }
@@ -240,10 +240,13 @@ func (p *Pool) unknownEnd(ip netip.Addr) time.Time {
 	return end
 }
 
+// track files ip in p.held after its lease or offer changed. The caller holds p.mu.
+func (p *Pool) track(ip netip.Addr) { p.held.set(ip, p.unknownEnd(ip)) }
+
 // setLease makes l the lease of its address. The caller holds p.mu.
 func (p *Pool) setLease(l Lease) {
 	p.byIP[l.IP] = l
-	p.held.set(l.IP, p.unknownEnd(l.IP))
+	p.track(l.IP)
 }
 
 // setOffer makes o the offer of ip, in place of any other offer of ip and of o.mac's
@@ -257,7 +260,7 @@ func (p *Pool) setOffer(ip netip.Addr, o offer) {
 	}
 	p.offers[ip] = o
 	p.offerOf[o.mac] = ip
-	p.held.set(ip, p.unknownEnd(ip))
+	p.track(ip)
 }
 
 // dropOffer ends the offer of ip, if there is one. The caller holds p.mu.
@@ -270,7 +273,7 @@ func (p *Pool) dropOffer(ip netip.Addr) {
 	if p.offerOf[o.mac] == ip {
 		delete(p.offerOf, o.mac)
 	}
-	p.held.set(ip, p.unknownEnd(ip))
+	p.track(ip)
 }
 
 // takeable reports whether the known client mac may take ip, which no known client
@@ -415,7 +418,7 @@ func (s saved) restore(p *Pool, writes []Lease, mac string) {
 			p.setLease(l)
 		} else {
 			delete(p.byIP, w.IP)
-			p.held.set(w.IP, p.unknownEnd(w.IP))
+			p.track(w.IP)
 		}
 	}
 	if s.hadMAC {
