@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,19 +29,22 @@ import (
 // measures the same state on both sides. It reports the median of the within-round ratios
 // (ours over dnsmasq's, above 1: the boot server sustains more) with their minimum and
 // maximum, logs each round's two rates and each side's median. Every acknowledged lease,
-// ours and dnsmasq's, is on disk (fsync) before its DHCPACK.
+// ours and dnsmasq's, is on disk (fsync) before its DHCPACK. perfdhcp plays the
+// machines of perfClients, each of which the boot server knows by its entry, as it
+// knows the machines it deploys.
 func BenchmarkDHCPExchanges(b *testing.B) {
 	netns.Require(b, "perfdhcp", "dnsmasq")
 	srvNS, cliNS, cfg := benchNet(b)
+	macs, entries := perfClients(b)
 	rounds := testkit.PairRounds(b)
 	for range b.N {
 		p := testkit.RunPairs(rounds, testkit.OursOverPeer, func() float64 {
-			return maxRate(b, cliNS, "boot server", func() (stop func()) {
+			return maxRate(b, cliNS, macs, "boot server", func() (stop func()) {
 				cfg.LeaseFile = filepath.Join(b.TempDir(), "leases.db")
-				return startServer(b, srvNS, cfg, nil).stop
+				return startServer(b, srvNS, cfg, entries).stop
 			})
 		}, func() float64 {
-			return maxRate(b, cliNS, "dnsmasq", func() (stop func()) {
+			return maxRate(b, cliNS, macs, "dnsmasq", func() (stop func()) {
 				return runDnsmasq(b, srvNS, serverIf, dnsmasqRange...)
 			})
 		})
@@ -53,27 +57,29 @@ func BenchmarkDHCPExchanges(b *testing.B) {
 
 // BenchmarkDHCPExchangesFilled is BenchmarkDHCPExchanges with every probe's server
 // started on a lease store that already holds filledLeases leases of other machines (a
-// rack that has booted before), spread evenly over the range and valid for an hour: the
-// boot server on a bbolt file written beforehand, dnsmasq on a lease file of the same
-// leases. The search starts at filledStart exchanges a second, as dnsmasq's rate falls
-// with every lease it holds; a side that sustains not even that scores 0.
+// rack that has booted before, its machines known when they were leased), spread
+// evenly over the range and valid for an hour: the boot server on a bbolt file written
+// beforehand, dnsmasq on a lease file of the same leases. The search starts at
+// filledStart exchanges a second, as dnsmasq's rate falls with every lease it holds; a
+// side that sustains not even that scores 0.
 func BenchmarkDHCPExchangesFilled(b *testing.B) {
 	netns.Require(b, "perfdhcp", "dnsmasq")
 	srvNS, cliNS, cfg := benchNet(b)
+	macs, entries := perfClients(b)
 	n := filledLeases(b)
 	store, dnsmasqLeases := filledStores(b, cfg, n)
 	rounds := testkit.PairRounds(b)
 	for range b.N {
 		p := testkit.RunPairs(rounds, testkit.OursOverPeer, func() float64 {
-			return maxRateFrom(b, cliNS, "boot server", filledStart, func() (stop func()) {
+			return maxRateFrom(b, cliNS, macs, "boot server", filledStart, func() (stop func()) {
 				cfg.LeaseFile = filepath.Join(b.TempDir(), "leases.db")
 				if err := os.WriteFile(cfg.LeaseFile, store, 0o600); err != nil {
 					b.Fatal(err)
 				}
-				return startServer(b, srvNS, cfg, nil).stop
+				return startServer(b, srvNS, cfg, entries).stop
 			})
 		}, func() float64 {
-			return maxRateFrom(b, cliNS, "dnsmasq", filledStart, func() (stop func()) {
+			return maxRateFrom(b, cliNS, macs, "dnsmasq", filledStart, func() (stop func()) {
 				return runDnsmasqLeases(b, srvNS, serverIf, dnsmasqLeases, dnsmasqRange...)
 			})
 		})
@@ -95,8 +101,9 @@ func filledLeases(b *testing.B) int {
 	return envCount(b, "BC_DHCP_LEASES", 5000, 0, 40000, "leases")
 }
 
-// filledStores writes n leases of other machines, spread evenly over cfg's range and
-// ending in an hour, as the boot server's lease file (its bytes) and as dnsmasq's.
+// filledStores writes n leases of other machines, known when they were leased, spread
+// evenly over cfg's range and ending in an hour, as the boot server's lease file (its
+// bytes) and as dnsmasq's.
 func filledStores(b *testing.B, cfg Config, n int) (store, dnsmasqLeases []byte) {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "filled.db")
@@ -112,7 +119,7 @@ func filledStores(b *testing.B, cfg Config, n int) (store, dnsmasqLeases []byte)
 	for i := range n {
 		ip := netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, binary.BigEndian.Uint32(start[:])+uint32(i*size/n))))
 		mac := net.HardwareAddr{0x02, 0xcc, 0, byte(i >> 16), byte(i >> 8), byte(i)}
-		ls = append(ls, lease.Lease{MAC: mac.String(), IP: ip, Expiry: expiry})
+		ls = append(ls, lease.Lease{MAC: mac.String(), IP: ip, Expiry: expiry, Known: true})
 		fmt.Fprintf(&text, "%d %s %s * *\n", expiry.Unix(), mac, ip)
 	}
 	if err := s.Put(ls...); err != nil {
@@ -138,6 +145,28 @@ func benchNet(b *testing.B) (srvNS, cliNS *netns.NS, cfg Config) {
 	return srvNS, cliNS, cfg
 }
 
+// perfMachines is how many machines perfdhcp plays.
+const perfMachines = 40000
+
+// perfClients writes the MACs of the machines perfdhcp plays, one a line, for its -M
+// (each exchange is of one of them, drawn at random), and gives each a ramdisk entry:
+// machines being deployed, which the boot server knows, as the storms' machines.
+func perfClients(b *testing.B) (file string, entries map[string]Entry) {
+	b.Helper()
+	var list strings.Builder
+	entries = map[string]Entry{}
+	for i := range perfMachines {
+		mac := net.HardwareAddr{0x02, 0xdd, 0, byte(i >> 16), byte(i >> 8), byte(i)}.String()
+		fmt.Fprintln(&list, mac)
+		entries[mac] = Entry{Kind: KindRamdisk, Ramdisk: Ramdisk{Kernel: "vmlinuz", Initrd: "initrd.img", Token: "rt_perf", Args: []string{"console=ttyS0"}}}
+	}
+	file = filepath.Join(b.TempDir(), "macs")
+	if err := os.WriteFile(file, []byte(list.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return file, entries
+}
+
 // benchServer is benchNet's segment with only the server's namespace on it.
 func benchServer(b *testing.B) (lan *netns.LAN, srvNS *netns.NS, cfg Config) {
 	b.Helper()
@@ -147,7 +176,7 @@ func benchServer(b *testing.B) (lan *netns.LAN, srvNS *netns.NS, cfg Config) {
 	cfg = Config{Interface: serverIf, Mode: Authoritative, ServerIP: netip.MustParseAddr(serverAddr), IPXEDir: b.TempDir(),
 		RamdiskDir: b.TempDir(), Subnet: netip.MustParsePrefix("10.99.0.0/16"),
 		Range:     Range{Start: netip.MustParseAddr("10.99.1.0"), End: netip.MustParseAddr("10.99.200.255")},
-		LeaseFile: filepath.Join(b.TempDir(), "leases.db"), UnknownShare: 1}
+		LeaseFile: filepath.Join(b.TempDir(), "leases.db")}
 	return lan, srvNS, cfg
 }
 
@@ -169,13 +198,14 @@ var (
 	statsRE = regexp.MustCompile(`(?s)Statistics for: DISCOVER-OFFER\*+\s+sent packets: (\d+).*Statistics for: REQUEST-ACK\*+\s+sent packets: \d+\s+received packets: (\d+)`)
 )
 
-// perfdhcp runs perfdhcp from ns against the server at rate exchanges per second for 3 s.
-func perfdhcp(b *testing.B, ns *netns.NS, rate int) perfRun {
+// perfdhcp runs perfdhcp from ns against the server at rate exchanges per second for 3
+// s, as the machines whose MACs the file macs lists.
+func perfdhcp(b *testing.B, ns *netns.NS, macs string, rate int) perfRun {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := ns.Command(ctx, "perfdhcp", "-4", "-l", clientIf, "-r", strconv.Itoa(rate), "-p", strconv.Itoa(perfPeriod),
-		"-R", "40000", "-W", "500000", serverAddr).CombinedOutput()
+		"-M", macs, "-W", "500000", serverAddr).CombinedOutput()
 	s := statsRE.FindSubmatch(out)
 	if s == nil {
 		b.Fatalf("perfdhcp at %d/s: %v\n%s", rate, err, out)
@@ -195,9 +225,9 @@ const (
 )
 
 // maxRate finds the highest rate of completed exchanges with under 1% drops, at a rate
-// perfdhcp managed to send (90% of its target), of the server that start starts. Every
-// probe runs against a server of its own, started before it and stopped after it, so no
-// probe sees the leases of another and their order does not matter: the target doubles
+// perfdhcp managed to send (90% of its target), of the server that start starts, perfdhcp
+// playing the machines the file macs lists. Every probe runs against a server of its
+// own, started before it and stopped after it, so no probe sees the leases of another and their order does not matter: the target doubles
 // from searchStart until a target fails, then the interval between the last passed and
 // the failed target is bisected (at its geometric middle) until the two are within
 // searchPrecision. A target fails when two probes at it failed: on shared cores a moment
@@ -206,18 +236,18 @@ const (
 // probes' highest rate, 0 when even the first target failed. name labels the probes,
 // which it logs under -test.v only: without it the testing package keeps a benchmark's
 // first ten lines of log, and the rounds' come last.
-func maxRate(b *testing.B, ns *netns.NS, name string, start func() (stop func())) float64 {
+func maxRate(b *testing.B, ns *netns.NS, macs, name string, start func() (stop func())) float64 {
 	b.Helper()
-	return maxRateFrom(b, ns, name, searchStart, start)
+	return maxRateFrom(b, ns, macs, name, searchStart, start)
 }
 
 // maxRateFrom is maxRate with the search's first target first.
-func maxRateFrom(b *testing.B, ns *netns.NS, name string, first int, start func() (stop func())) float64 {
+func maxRateFrom(b *testing.B, ns *netns.NS, macs, name string, first int, start func() (stop func())) float64 {
 	b.Helper()
 	best := 0.0
 	ok := func(target int) bool {
 		stop := start()
-		r := perfdhcp(b, ns, target)
+		r := perfdhcp(b, ns, macs, target)
 		stop()
 		pass := r.drops < 0.01 && r.sent >= 0.9*float64(target)
 		if testing.Verbose() {

@@ -37,6 +37,11 @@ func (e entries) Entry(mac net.HardwareAddr) (Entry, bool) {
 	return en, ok
 }
 
+func (e entries) Has(mac net.HardwareAddr) bool {
+	_, ok := e[mac.String()]
+	return ok
+}
+
 // sink collects discoveries.
 type sink struct {
 	mu  sync.Mutex

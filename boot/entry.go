@@ -8,10 +8,13 @@ import (
 // Entries tells the boot server how each known machine boots: the site agent answers
 // from the boot entries of its NodeSpec. ok is false for a machine the site does not
 // know, which the server reports to Discoveries. Entry is called for every script
-// request and every DHCP request of a network-boot client, from many goroutines at once,
-// so it must be quick and safe for concurrent use.
+// request and for the DHCP requests of UEFI firmware (Secure Boot), Has for every DHCP
+// request, from many goroutines at once, so both must be quick and safe for concurrent
+// use; Has, which the DHCP server asks whether it knows a client, builds nothing.
 type Entries interface {
 	Entry(mac net.HardwareAddr) (e Entry, ok bool)
+	// Has reports whether Entry has an entry for mac.
+	Has(mac net.HardwareAddr) bool
 }
 
 // Kind is what a machine's entry makes it boot.

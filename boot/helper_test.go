@@ -99,6 +99,17 @@ type fileEntries struct {
 }
 
 func (f *fileEntries) Entry(mac net.HardwareAddr) (Entry, bool) {
+	en, ok := f.load()[mac.String()]
+	return en, ok
+}
+
+func (f *fileEntries) Has(mac net.HardwareAddr) bool {
+	_, ok := f.load()[mac.String()]
+	return ok
+}
+
+// load is the entries, read again when the file changed.
+func (f *fileEntries) load() map[string]Entry {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if st, err := os.Stat(f.path); err == nil && !st.ModTime().Equal(f.stamp) {
@@ -107,8 +118,7 @@ func (f *fileEntries) Entry(mac net.HardwareAddr) (Entry, bool) {
 			f.entries, f.stamp = e, st.ModTime()
 		}
 	}
-	en, ok := f.entries[mac.String()]
-	return en, ok
+	return f.entries
 }
 
 // serverHelper runs a boot server from the spec file until SIGTERM.
@@ -131,7 +141,12 @@ func serverHelper(specFile string) int {
 		logTo = io.MultiWriter(os.Stderr, logFile)
 	}
 	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s, err := New(spec.Config, Deps{Entries: &fileEntries{path: spec.Entries}, Discoveries: &fileSink{f: f}, Log: log})
+	// The entries are read before the server listens, as a site's are in memory before
+	// its server starts: read at the first request, a benchmark's tens of thousands
+	// held up the first exchanges.
+	entries := &fileEntries{path: spec.Entries}
+	entries.load()
+	s, err := New(spec.Config, Deps{Entries: entries, Discoveries: &fileSink{f: f}, Log: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2

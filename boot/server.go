@@ -195,13 +195,12 @@ func (s *Server) known(mac string) bool {
 	if err != nil {
 		return false
 	}
-	_, ok := s.entries.Entry(hw)
-	return ok || s.enrolled != nil && s.enrolled(hw)
+	return s.entries.Has(hw) || s.enrolled != nil && s.enrolled(hw)
 }
 
 // seen records a network-boot client that has no entry.
 func (s *Server) seen(c dhcp.Client) {
-	if _, ok := s.entries.Entry(c.MAC); ok {
+	if s.entries.Has(c.MAC) {
 		return
 	}
 	s.discover.record(Discovery{MAC: c.MAC, UUID: c.UUID, Arch: uint16(c.Arch), HasArch: c.HasArch, Source: "dhcp"})

@@ -79,6 +79,14 @@ func (t *entries) Entry(mac net.HardwareAddr) (boot.Entry, bool) {
 	return t.convert(pe), true
 }
 
+// Has is boot.Entries: whether an entry names mac, without building the entry.
+func (t *entries) Has(mac net.HardwareAddr) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	_, ok := t.byMAC[mac.String()]
+	return ok
+}
+
 // kind is the kind of the entry node boots with now; "" when it has none.
 func (t *entries) kind(node string) proto.BootKind {
 	t.mu.RLock()

@@ -48,3 +48,33 @@ func TestEnrolledMACsAreKnown(t *testing.T) {
 		t.Error("a MAC knownMacs does not list got an offer past the strangers' share")
 	}
 }
+
+// TestEntriesHas: Has answers as Entry does, standing and relayed entries alike, and
+// follows their changes.
+func TestEntriesHas(t *testing.T) {
+	es, err := openEntries(t.TempDir()+"/entries.json", RamdiskConfig{}, "http://10.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	standing, relayed, stranger := "52:54:00:00:00:01", "52:54:00:00:00:02", "52:54:00:00:00:03"
+	es.setStanding([]proto.BootEntry{{Node: "nd_1", MACs: []string{standing}, Kind: proto.BootDisk}})
+	if err := es.setRelayed("nd_2", &proto.BootEntry{Node: "nd_2", MACs: []string{relayed}, Kind: proto.BootDisk}); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string, want map[string]bool) {
+		t.Helper()
+		for mac, w := range want {
+			hw, _ := net.ParseMAC(mac)
+			_, entry := es.Entry(hw)
+			if got := es.Has(hw); got != w || entry != w {
+				t.Errorf("%s: Has(%s) %v, Entry's ok %v; want %v", when, mac, got, entry, w)
+			}
+		}
+	}
+	check("both set", map[string]bool{standing: true, relayed: true, stranger: false})
+	if err := es.setRelayed("nd_2", nil); err != nil {
+		t.Fatal(err)
+	}
+	es.setStanding(nil)
+	check("both removed", map[string]bool{standing: false, relayed: false, stranger: false})
+}

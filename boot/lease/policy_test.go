@@ -183,3 +183,29 @@ func TestPolicySurvivesRestart(t *testing.T) {
 		t.Errorf("known client got %s after the restart, want %s of the oldest lease of a client not known", k3.IP, u1.IP)
 	}
 }
+
+// TestOneOfferPerClient: a client not known that asks for every address of the range in
+// turn, by DHCPDISCOVERs naming each, holds one offer, the last, and not the whole
+// range: another client not known still gets an offer within the share.
+func TestOneOfferPerClient(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	p := policyPool(t, openStore(t, filepath.Join(t.TempDir(), "leases.db")), clk, knownSet{}, 0.5)
+	var last Lease
+	for a := four.Start; a.Compare(four.End) <= 0; a = a.Next() {
+		o, err := p.Offer("u1", a)
+		if err != nil {
+			t.Fatalf("offer of %s to u1: %v", a, err)
+		}
+		last = o
+	}
+	if last.IP != four.End {
+		t.Fatalf("u1 offered %s, want %s it asked for", last.IP, four.End)
+	}
+	if o, err := p.Offer("u2", netip.Addr{}); err != nil || o.IP == last.IP {
+		t.Fatalf("offer to u2 after u1 asked for every address: %+v, %v; want an address other than u1's %s", o, err, last.IP)
+	}
+	// A DHCPDISCOVER sent again is offered the same address.
+	if o, err := p.Offer("u1", netip.Addr{}); err != nil || o.IP != last.IP {
+		t.Fatalf("u1 asking again: %+v, %v; want its offer of %s", o, err, last.IP)
+	}
+}

@@ -76,10 +76,13 @@ type Pool struct {
 	byIP   map[netip.Addr]Lease
 	byMAC  map[string]netip.Addr
 	offers map[netip.Addr]offer
-	// unknown holds every address a client not known holds, by a lease or an offer,
-	// and addresses they held before: unknownHeld forgets those as it counts.
-	unknown map[netip.Addr]bool
-	next    netip.Addr
+	// offerOf is the address offered to each MAC: a client has one offer at most, and
+	// offerOf[mac] is ip exactly when offers[ip] is mac's.
+	offerOf map[string]netip.Addr
+	// held is the addresses clients not known hold and when their holds end, kept
+	// with every change of byIP and offers (track).
+	held *held
+	next netip.Addr
 }
 
 // NewPool loads the leases of store in rng and hands out addresses of rng, never one of
@@ -94,7 +97,8 @@ func NewPool(store *Store, rng Range, exclude []netip.Addr, ttl time.Duration, c
 	}
 	p := &Pool{store: store, rng: rng, exclude: map[netip.Addr]bool{}, ttl: ttl, offerTTL: 30 * time.Second, clock: clock,
 		known: policy.Known, unknownTTL: ttl,
-		byIP: map[netip.Addr]Lease{}, byMAC: map[string]netip.Addr{}, offers: map[netip.Addr]offer{}, unknown: map[netip.Addr]bool{}, next: rng.Start}
+		byIP: map[netip.Addr]Lease{}, byMAC: map[string]netip.Addr{}, offers: map[netip.Addr]offer{}, offerOf: map[string]netip.Addr{},
+		held: newHeld(), next: rng.Start}
 	if p.known == nil {
 		p.known = func(string) bool { return true }
 	}
@@ -120,12 +124,9 @@ func NewPool(store *Store, rng Range, exclude []netip.Addr, ttl time.Duration, c
 		if !rng.Contains(l.IP) {
 			continue
 		}
-		p.byIP[l.IP] = l
+		p.setLease(l)
 		if l.MAC == Declined {
 			continue
-		}
-		if !l.Known {
-			p.unknown[l.IP] = true
 		}
 		if cur, ok := p.byMAC[l.MAC]; !ok || p.byIP[cur].Expiry.Before(l.Expiry) {
 			p.byMAC[l.MAC] = l.IP
@@ -165,10 +166,11 @@ func (p *Pool) freeFor(ip netip.Addr, mac string, now time.Time) bool {
 }
 
 // Offer picks an address for mac: its current lease's, else the one it asked for, else
-// the next never-leased address, else the one whose lease ended longest ago, else, for a
-// known client, the address a client not known holds whose lease ends first (takeable).
-// It returns the lease mac would have. A client not known gets ErrUnknownShare when the
-// others not known hold their share of the range.
+// the one offered to it before, else the next never-leased address, else the one whose
+// lease ended longest ago, else, for a known client, the address a client not known
+// holds whose lease ends first (takeable). It returns the lease mac would have; an offer
+// to mac of another address before ends. A client not known gets ErrUnknownShare when
+// the others not known hold their share of the range.
 func (p *Pool) Offer(mac string, requested netip.Addr) (Lease, error) {
 	known := p.known(mac)
 	p.mu.Lock()
@@ -182,38 +184,96 @@ func (p *Pool) Offer(mac string, requested netip.Addr) (Lease, error) {
 		pick = ip
 	} else if requested.IsValid() && p.freeFor(requested, mac, now) {
 		pick = requested
+	} else if ip, ok := p.offerOf[mac]; ok && p.freeFor(ip, mac, now) {
+		pick = ip
 	} else if pick = p.scan(mac, now); !pick.IsValid() && known {
 		pick = p.takeFromUnknown(mac, now)
 	}
 	if !pick.IsValid() {
 		return Lease{}, ErrExhausted
 	}
-	p.offers[pick] = offer{mac: mac, until: now.Add(p.offerTTL), known: known}
-	if !known {
-		p.unknown[pick] = true
-	}
+	p.setOffer(pick, offer{mac: mac, until: now.Add(p.offerTTL), known: known})
 	return Lease{MAC: mac, IP: pick, Expiry: now.Add(p.TTL(known)), Known: known}, nil
 }
 
 // unknownHeld counts the addresses that clients not known, other than mac, hold now by
-// a lease or an offer, and forgets the addresses of p.unknown they hold no more. The
-// caller holds p.mu.
+// a lease or an offer: those p.held counts, less the ones mac alone holds, which are
+// among its lease's (byMAC) and its offer's. It costs O(log n) for each hold that ended
+// since the last count, and nothing for the others. The caller holds p.mu.
 func (p *Pool) unknownHeld(mac string, now time.Time) int {
-	n := 0
-	for ip := range p.unknown {
-		l, leased := p.byIP[ip]
-		o, offered := p.offers[ip]
-		byLease := leased && !l.Known && l.MAC != Declined && now.Before(l.Expiry)
-		byOffer := offered && !o.known && now.Before(o.until)
-		if !byLease && !byOffer {
-			delete(p.unknown, ip)
-			continue
-		}
-		if byLease && l.MAC != mac || byOffer && o.mac != mac {
-			n++
-		}
+	p.held.expire(now)
+	n := p.held.Len()
+	leased, hasLease := p.byMAC[mac]
+	if hasLease && p.heldBy(leased, mac, now) {
+		n--
+	}
+	if offered, ok := p.offerOf[mac]; ok && (!hasLease || offered != leased) && p.heldBy(offered, mac, now) {
+		n--
 	}
 	return n
+}
+
+// heldBy reports whether clients not known hold ip now, mac alone among them. The
+// caller holds p.mu, and p.held has expired at now.
+func (p *Pool) heldBy(ip netip.Addr, mac string, now time.Time) bool {
+	if !p.held.has(ip) {
+		return false
+	}
+	l, leased := p.byIP[ip]
+	o, offered := p.offers[ip]
+	other := leased && !l.Known && l.MAC != Declined && l.MAC != mac && now.Before(l.Expiry) ||
+		offered && !o.known && o.mac != mac && now.Before(o.until)
+	return !other
+}
+
+// unknownEnd is when the hold of ip by a client not known ends, by its lease or its
+// offer, whichever ends last: the zero time when no such client has either. The caller
+// holds p.mu.
+func (p *Pool) unknownEnd(ip netip.Addr) time.Time {
+	var end time.Time
+	if l, ok := p.byIP[ip]; ok && !l.Known && l.MAC != Declined {
+		end = l.Expiry
+	}
+	if o, ok := p.offers[ip]; ok && !o.known && o.until.After(end) {
+		end = o.until
+	}
+	return end
+}
+
+// track files ip in p.held after its lease or offer changed. The caller holds p.mu.
+func (p *Pool) track(ip netip.Addr) { p.held.set(ip, p.unknownEnd(ip)) }
+
+// setLease makes l the lease of its address. The caller holds p.mu.
+func (p *Pool) setLease(l Lease) {
+	p.byIP[l.IP] = l
+	p.track(l.IP)
+}
+
+// setOffer makes o the offer of ip, in place of any other offer of ip and of o.mac's
+// offer of another address. The caller holds p.mu.
+func (p *Pool) setOffer(ip netip.Addr, o offer) {
+	if old, ok := p.offerOf[o.mac]; ok && old != ip {
+		p.dropOffer(old)
+	}
+	if prev, ok := p.offers[ip]; ok && prev.mac != o.mac {
+		delete(p.offerOf, prev.mac)
+	}
+	p.offers[ip] = o
+	p.offerOf[o.mac] = ip
+	p.track(ip)
+}
+
+// dropOffer ends the offer of ip, if there is one. The caller holds p.mu.
+func (p *Pool) dropOffer(ip netip.Addr) {
+	o, ok := p.offers[ip]
+	if !ok {
+		return
+	}
+	delete(p.offers, ip)
+	if p.offerOf[o.mac] == ip {
+		delete(p.offerOf, o.mac)
+	}
+	p.track(ip)
 }
 
 // takeable reports whether the known client mac may take ip, which no known client
@@ -242,7 +302,9 @@ func (p *Pool) takeable(ip netip.Addr, mac string, now time.Time) (time.Time, bo
 func (p *Pool) takeFromUnknown(mac string, now time.Time) netip.Addr {
 	var pick netip.Addr
 	var pickEnd time.Time
-	for ip := range p.unknown {
+	p.held.expire(now)
+	for _, h := range p.held.addrs {
+		ip := h.ip
 		end, ok := p.takeable(ip, mac, now)
 		if ok && (!pick.IsValid() || end.Before(pickEnd) || end.Equal(pickEnd) && ip.Less(pick)) {
 			pick, pickEnd = ip, end
@@ -303,9 +365,6 @@ func (p *Pool) Ack(mac string, ip netip.Addr) (Lease, error) {
 		p.mu.Unlock()
 		return Lease{}, ErrUnknownShare
 	}
-	if !known {
-		p.unknown[ip] = true
-	}
 	l := Lease{MAC: mac, IP: ip, Expiry: now.Add(p.TTL(known)), Known: known}
 	writes := []Lease{l}
 	// A client that moves to another address ends its lease of the old one.
@@ -314,10 +373,14 @@ func (p *Pool) Ack(mac string, ip netip.Addr) (Lease, error) {
 	}
 	saved := p.save(writes)
 	for _, w := range writes {
-		p.byIP[w.IP] = w
+		p.setLease(w)
 	}
 	p.byMAC[mac] = ip
-	delete(p.offers, ip)
+	// The client took ip: the offer of ip ends, and mac's of another address.
+	p.dropOffer(ip)
+	if other, ok := p.offerOf[mac]; ok {
+		p.dropOffer(other)
+	}
 	p.mu.Unlock()
 
 	if err := p.store.Put(writes...); err != nil {
@@ -352,9 +415,10 @@ func (p *Pool) save(writes []Lease) saved {
 func (s saved) restore(p *Pool, writes []Lease, mac string) {
 	for _, w := range writes {
 		if l, ok := s.byIP[w.IP]; ok {
-			p.byIP[w.IP] = l
+			p.setLease(l)
 		} else {
 			delete(p.byIP, w.IP)
+			p.track(w.IP)
 		}
 	}
 	if s.hadMAC {
@@ -386,9 +450,11 @@ func (p *Pool) end(mac string, ip netip.Addr, owner string) error {
 	n := Lease{MAC: owner, IP: ip, Expiry: now}
 	if owner == Declined {
 		n.Expiry = now.Add(p.ttl)
-		delete(p.byMAC, mac)
+		if p.byMAC[mac] == ip {
+			delete(p.byMAC, mac)
+		}
 	}
-	p.byIP[ip] = n
+	p.setLease(n)
 	p.mu.Unlock()
 	return p.store.Put(n)
 }

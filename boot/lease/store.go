@@ -8,6 +8,7 @@
 package lease
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,11 +49,42 @@ type record struct {
 	Record Lease `json:"record"`
 }
 
-// ErrClosed is returned by writes after Close.
-var ErrClosed = errors.New("lease: store closed")
+// schema is the version of record this package writes and reads.
+const schema = 1
+
+// encode is l as it is stored.
+func encode(l Lease) ([]byte, error) { return json.Marshal(record{Schema: schema, Record: l}) }
+
+// decode reads the lease stored under key k: a record of this schema with a MAC, whose
+// address is an IPv4 address, the key it is stored under.
+func decode(k, v []byte) (Lease, error) {
+	var r record
+	if err := json.Unmarshal(v, &r); err != nil {
+		return Lease{}, err
+	}
+	l := r.Record
+	switch {
+	case r.Schema != schema:
+		return Lease{}, fmt.Errorf("schema %d, want %d", r.Schema, schema)
+	case !l.IP.Is4() || !bytes.Equal(l.IP.AsSlice(), k):
+		return Lease{}, fmt.Errorf("address %q is not the IPv4 address it is stored under", l.IP)
+	case l.MAC == "":
+		return Lease{}, errors.New("no MAC")
+	}
+	return l, nil
+}
+
+// Errors of the store.
+var (
+	// ErrClosed is returned by writes after Close.
+	ErrClosed = errors.New("lease: store closed")
+	// ErrCorrupt is returned for a lease file holding a record that is not a lease.
+	ErrCorrupt = errors.New("lease: damaged lease file")
+)
 
 // Store is the lease file.
 type Store struct {
+	path    string
 	db      *bbolt.DB
 	writes  chan write
 	mu      sync.RWMutex // held for reading by writers in flight, for writing by Close
@@ -89,21 +121,22 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Store{db: db, writes: make(chan write, maxBatch), stopped: make(chan struct{})}
+	s := &Store{path: path, db: db, writes: make(chan write, maxBatch), stopped: make(chan struct{})}
 	go s.commitLoop()
 	return s, nil
 }
 
-// All returns every stored lease, expired ones included.
+// All returns every stored lease, expired ones included. A record it cannot read fails
+// it with ErrCorrupt, naming the file and the record's key.
 func (s *Store) All() ([]Lease, error) {
 	var out []Lease
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
-			var r record
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("lease %x: %w", k, err)
+			l, err := decode(k, v)
+			if err != nil {
+				return fmt.Errorf("%w: %s: lease %x: %v (move the file aside to start with no leases: the clients then ask for their addresses again)", ErrCorrupt, s.path, k, err)
 			}
-			out = append(out, r.Record)
+			out = append(out, l)
 			return nil
 		})
 	})
@@ -162,7 +195,7 @@ func (s *Store) commitLoop() {
 		err := s.db.Update(func(tx *bbolt.Tx) error {
 			b := tx.Bucket(bucket)
 			for _, w := range batch {
-				v, err := json.Marshal(record{Schema: 1, Record: w.lease})
+				v, err := encode(w.lease)
 				if err != nil {
 					return err
 				}
