@@ -159,6 +159,13 @@ func checkCount(t *testing.T, p *Pool, macs []string, now time.Time, seed uint64
 	if len(p.offerOf) != len(p.offers) {
 		t.Fatalf("seed %d step %d (%s): %d offers, %d in offerOf", seed, i, step, len(p.offers), len(p.offerOf))
 	}
+	// byMAC names only leases its clients hold in the file, so it is bounded by the
+	// range: a client whose address went to another keeps no entry.
+	for mac, ip := range p.byMAC {
+		if p.byIP[ip].MAC != mac {
+			t.Fatalf("seed %d step %d (%s): byMAC keeps %s at %s, whose lease is %+v", seed, i, step, mac, ip, p.byIP[ip])
+		}
+	}
 }
 
 // walkUnknown is what unknownHeld counts, by a walk over every lease and offer: the

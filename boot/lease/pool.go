@@ -245,6 +245,12 @@ func (p *Pool) track(ip netip.Addr) { p.held.set(ip, p.unknownEnd(ip)) }
 
 // setLease makes l the lease of its address. The caller holds p.mu.
 func (p *Pool) setLease(l Lease) {
+	// The address's earlier client, if another, keeps no entry in byMAC for it: byMAC
+	// names only leases held in the file, at most one a client and one an address, so a
+	// host sending DHCP under ever new MACs does not grow it past the range.
+	if prev, ok := p.byIP[l.IP]; ok && prev.MAC != l.MAC && p.byMAC[prev.MAC] == l.IP {
+		delete(p.byMAC, prev.MAC)
+	}
 	p.byIP[l.IP] = l
 	p.track(l.IP)
 }
@@ -416,6 +422,9 @@ func (s saved) restore(p *Pool, writes []Lease, mac string) {
 	for _, w := range writes {
 		if l, ok := s.byIP[w.IP]; ok {
 			p.setLease(l)
+			if _, has := p.byMAC[l.MAC]; !has && l.MAC != Declined && l.MAC != mac {
+				p.byMAC[l.MAC] = l.IP // the entry setLease took from it when w was set
+			}
 		} else {
 			delete(p.byIP, w.IP)
 			p.track(w.IP)
