@@ -593,7 +593,8 @@ func (e *Endpoint) inventoryChanged(node, section string, data json.RawMessage) 
 // on, nothing a session of an earlier epoch says is stored, even on a registry that has
 // not heard of that commit yet (identityChanged). A refusal (FORBIDDEN, reason revoked or
 // earlier-installation) stores nothing and ends the session (letGo). So does a write
-// that fails (the store unavailable), with CloseShutdown: the agent says nothing again on
+// that fails (the store unavailable; not a message the store refuses as INVALID_INPUT,
+// which is logged), with CloseShutdown: the agent says nothing again on
 // this session, and its next session's hello reports what was lost (the generation it
 // applied, every inventory section) and is recorded in a transaction with the same check;
 // a generation older than its NodeSpec's is pushed again, so an apply failure not
@@ -603,7 +604,7 @@ func (e *Endpoint) take(s *session, what string, write func(tx *store.Tx) error)
 	switch {
 	case refused != nil:
 		e.letGo(s, refused)
-	case err != nil:
+	case err != nil && proto.CodeOf(err) != proto.InvalidInput: // what is wrong with the message itself it would only say again
 		e.log.Error("agent message not recorded: its session ends, and the agent's next hello reports it again",
 			"node", s.node, "role", s.role, "message", what, "err", err)
 		e.end(s, codeShutdown, "registry failed to record the "+what)
