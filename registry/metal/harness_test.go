@@ -367,11 +367,11 @@ func (m *machine) answer(target workflow.RelayTarget, id, kind string, input jso
 	case kind == "management.setBootDevice":
 		m.fromDisk = strings.Contains(string(input), `"persistent":true`) && strings.Contains(string(input), `"disk"`)
 	case kind == "power.setPower" && string(input) == `{"action":"cycle"}` && m.fromDisk:
-		err = m.joins.Joined(target.NodeID, "node")
+		err = m.joins.Joined(target.NodeID, "node", "")
 	case kind == "power.setPower" && string(input) == `{"action":"cycle"}` && !m.bootsNothing:
-		err = m.joins.Joined(target.NodeID, "ramdisk")
+		err = m.joins.Joined(target.NodeID, "ramdisk", "")
 	case kind == "boot.kexec" || kind == "power.setPower" && (string(input) == `{"action":"graceful-restart"}` || string(input) == `{"action":"on"}`):
-		err = m.joins.Joined(target.NodeID, "node")
+		err = m.joins.Joined(target.NodeID, "node", "")
 	}
 	if m.kept == nil {
 		m.kept = map[string]json.RawMessage{}
