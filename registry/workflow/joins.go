@@ -219,7 +219,7 @@ func (l *JoinLog) WaitJoined(ctx context.Context, node, role string, since time.
 // version sends none; a join admitted by the JoinService has none) counts whatever its
 // boot, as every join did before agents told their boot.
 func newBoot(j store.AgentJoin, boot string) bool {
-	return boot == "" || j.BootID == "" || j.BootID != boot
+	return boot == "" || j.BootID != boot // a join of no boot id differs from any
 }
 
 // machineBoot is, as tx reads node's joins, the boot id of the machine's agent that
