@@ -56,6 +56,10 @@ type Hello struct {
 	ObservedGeneration int64 `json:"observedGeneration"`
 	// Inventory holds the agent's inventory sections by name (images, system, nics, ...).
 	Inventory map[string]json.RawMessage `json:"inventory,omitempty"`
+	// BootID is the boot id of the machine the agent runs on (CheckBootID): a session of
+	// a boot the registry saw before is a reconnect, not the machine's return from a
+	// power action or a kexec. Empty from an agent of an earlier version or a site agent.
+	BootID string `json:"bootId,omitempty"`
 }
 
 // Ack reports the outcome of applying a NodeSpec generation: applied when Error is nil.
@@ -206,6 +210,9 @@ func (m *Message) check() error {
 	case MsgHello:
 		if _, unnamed := m.Hello.Inventory[""]; unnamed {
 			return Errorf(InvalidInput, "hello with an unnamed inventory section").WithPath("hello.inventory")
+		}
+		if err := CheckBootID(m.Hello.BootID); err != nil {
+			return AsError(err).WithPath("hello.bootId")
 		}
 	case MsgSpec:
 		// The agent's ack names the generation it answers, and 0 is none applied.

@@ -46,7 +46,7 @@ func TestReadFrame(t *testing.T) {
 
 func TestMessageRoundTrip(t *testing.T) {
 	msgs := map[string]Message{
-		"hello":     {Type: MsgHello, Hello: &Hello{ObservedGeneration: 7, Inventory: map[string]json.RawMessage{"images": json.RawMessage(`[{"digest":"ab"}]`)}}},
+		"hello":     {Type: MsgHello, Hello: &Hello{ObservedGeneration: 7, BootID: "3f1c2a9e-6d4b-4e8a-9b7c-0d1e2f3a4b5c", Inventory: map[string]json.RawMessage{"images": json.RawMessage(`[{"digest":"ab"}]`)}}},
 		"spec":      {Type: MsgSpec, Spec: &NodeSpec{Node: "n1", Role: RoleNode, Generation: 3, Host: []HostUnit{{Unit: "sysctl", Settings: json.RawMessage(`{"vm.swappiness":1}`)}}}},
 		"ack":       {Type: MsgAck, Ack: &Ack{Generation: 3, Error: &Error{Code: DriverError, Message: "unit failed"}}},
 		"inventory": {Type: MsgInventory, Inventory: &Inventory{Section: "nics", Data: json.RawMessage(`[]`)}},
@@ -119,6 +119,12 @@ func TestDecodeMessage(t *testing.T) {
 		"two bodies":                {in: `{"type":"ack","ack":{},"hello":{}}`, path: "ack"},
 		"other body":                {in: `{"type":"ack","hello":{}}`, path: "ack"},
 		"hello unnamed section":     {in: `{"type":"hello","hello":{"inventory":{"":1}}}`, path: "hello.inventory"},
+		"hello with a boot id":      {in: `{"type":"hello","hello":{"bootId":"3f1c2a9e-6d4b-4e8a-9b7c-0d1e2f3a4b5c"}}`},
+		"hello boot id upper case":  {in: `{"type":"hello","hello":{"bootId":"3F1C2A9E-6D4B-4E8A-9B7C-0D1E2F3A4B5C"}}`, path: "hello.bootId"},
+		"hello boot id no hyphens":  {in: `{"type":"hello","hello":{"bootId":"3f1c2a9e6d4b4e8a9b7c0d1e2f3a4b5c"}}`, path: "hello.bootId"},
+		"hello boot id with a line": {in: `{"type":"hello","hello":{"bootId":"3f1c2a9e-6d4b-4e8a-9b7c-0d1e2f3a4b5c\n"}}`, path: "hello.bootId"},
+		"hello boot id not a uuid":  {in: `{"type":"hello","hello":{"bootId":"reboot-me"}}`, path: "hello.bootId"},
+		"hello boot id a number":    {in: `{"type":"hello","hello":{"bootId":7}}`, path: "-"},
 		"inventory unnamed":         {in: `{"type":"inventory","inventory":{"data":1}}`, path: "inventory.section"},
 		"command without id":        {in: `{"type":"command","command":{"kind":"x"}}`, path: "command.id"},
 		"command with slash":        {in: `{"type":"command","command":{"id":"a/b","kind":"x"}}`, path: "command.id"},
@@ -196,6 +202,8 @@ func FuzzReadFrame(f *testing.F) {
 func FuzzDecodeMessage(f *testing.F) {
 	for _, s := range []string{
 		`{"type":"hello","hello":{"observedGeneration":3,"inventory":{"images":[]}}}`,
+		`{"type":"hello","hello":{"observedGeneration":3,"bootId":"3f1c2a9e-6d4b-4e8a-9b7c-0d1e2f3a4b5c"}}`,
+		`{"type":"hello","hello":{"bootId":"3f1c2a9e-6d4b-4e8a-9b7c-0d1e2f3a4b5"}}`,
 		`{"type":"spec","spec":{"node":"n1","role":"site","generation":2,"site":{"bootEntries":[{"node":"m1","macs":["52:54:00:00:00:01"],"kind":"disk"}]}}}`,
 		`{"type":"ack","ack":{"generation":2,"error":{"code":"DRIVER_ERROR","message":"x"}}}`,
 		`{"type":"inventory","inventory":{"section":"nics","data":{}}}`,
@@ -223,6 +231,9 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		if m.Spec != nil && m.Spec.Generation < 1 {
 			t.Fatalf("accepted a spec of generation %d, which no ack can name", m.Spec.Generation)
+		}
+		if m.Hello != nil && m.Hello.BootID != "" && len(m.Hello.BootID) != 36 {
+			t.Fatalf("accepted a hello of boot id %q, which is no UUID", m.Hello.BootID)
 		}
 		var buf bytes.Buffer
 		if err := WriteMessage(&buf, &m); err != nil {

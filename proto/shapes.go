@@ -31,6 +31,9 @@ var (
 	templateName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
 	// digest is a SHA-256 as the catalog writes it: 64 lower-case hex digits.
 	digest = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// bootID is a boot id as Linux writes /proc/sys/kernel/random/boot_id: a UUID in
+	// lower-case hex, 8-4-4-4-12.
+	bootID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
 // CheckNodeID refuses a string that cannot be a node id: 1 to 128 lower-case letters,
@@ -38,6 +41,16 @@ var (
 func CheckNodeID(id string) error {
 	if !nodeID.MatchString(id) {
 		return Errorf(InvalidInput, "node id %s: use 1 to 128 lower-case letters, digits, '.', '_' and '-', starting with a letter or digit", Quote(id))
+	}
+	return nil
+}
+
+// CheckBootID refuses a string that cannot be a machine's boot id: empty (an agent of an
+// earlier version, or one that could not read it) or a UUID in lower-case hex, 8-4-4-4-12,
+// as Linux writes /proc/sys/kernel/random/boot_id, new at every boot.
+func CheckBootID(id string) error {
+	if id != "" && !bootID.MatchString(id) {
+		return Errorf(InvalidInput, "boot id %s: send the UUID of /proc/sys/kernel/random/boot_id as it reads (lower-case hex, 8-4-4-4-12), or none", Quote(id))
 	}
 	return nil
 }

@@ -133,16 +133,17 @@ func (p *agentPlane) current(node string, role proto.Role, epoch int64) error {
 }
 
 // session records an agent's session: a site agent's in the store (the sites' view
-// shows whether it is connected), a machine's as a join of its role (a rejoin after a
-// plain reboot reconnects without join.join and must count).
-func (p *agentPlane) session(node string, role proto.Role, opened time.Time) {
+// shows whether it is connected), a machine's as a join of its role from the boot its
+// hello told (a rejoin after a plain reboot reconnects without join.join and must
+// count; a reconnect in the same boot must not count as the machine's return).
+func (p *agentPlane) session(node string, role proto.Role, opened time.Time, bootID string) {
 	if role == proto.RoleSite {
 		if err := p.st.Update(func(tx *store.Tx) error { return tx.OpenAgentSession(node, string(role), p.holder, opened) }); err != nil {
 			p.log.Error("recording a site agent's session", "site", node, "err", err)
 		}
 		return
 	}
-	if err := p.joins.Joined(node, string(role)); err != nil {
+	if err := p.joins.Joined(node, string(role), bootID); err != nil {
 		p.log.Error("recording an agent session", "node", node, "role", role, "err", err)
 	}
 }

@@ -104,11 +104,11 @@ func TestNodeAgentConnectedAtAnotherReplica(t *testing.T) {
 		}
 	}
 	step("no join", nil, false)
-	step("a session at the other replica", there.Joined("nd_1", "node"), true)
+	step("a session at the other replica", there.Joined("nd_1", "node", ""), true)
 	step("its end there", there.Left("nd_1", "node", time.Now()), false)
-	step("a new session there", there.Joined("nd_1", "node"), true)
+	step("a new session there", there.Joined("nd_1", "node", ""), true)
 	step("the other replica stopped", releaseLease(st, thereRun), false)
-	step("a join recorded here, no session here", here.Joined("nd_1", "node"), false)
+	step("a join recorded here, no session here", here.Joined("nd_1", "node", ""), false)
 }
 
 // TestReturnPlanPerReplica: two replicas on one etcd store (a real three-member cluster)

@@ -16,7 +16,7 @@ var nodeMode = Mode{
 	Define: func(fs *flag.FlagSet) Runner {
 		o := node.Options{}
 		fs.StringVar(&o.ConfigDir, "config-dir", bcdargv.ConfigDir, "the directory `bcd join` wrote")
-		fs.StringVar(&o.Root, "root", "/", "where the host's / is (a chroot): its files, and the /sys and /proc the inventory and diag.dcgm read")
+		fs.StringVar(&o.Root, "root", "/", "where the host's / is (a chroot): its files, and the /sys and /proc the inventory and diag.dcgm read, and the boot id (proc/sys/kernel/random/boot_id) its hellos tell")
 		return func(ctx context.Context, env Env) error {
 			o.Log = slog.New(slog.NewTextHandler(env.Stderr, nil))
 			return node.Run(ctx, o)

@@ -16,7 +16,7 @@ var ramdiskMode = Mode{
 		o := ramdisk.Options{}
 		fs.StringVar(&o.Cmdline, "cmdline", "/proc/cmdline", "the kernel command line (bc.registry=, bc.pins=, bc.token=, bc.node=)")
 		fs.StringVar(&o.ConfigDir, "config-dir", "/run/bcd", "where the join writes the key and certificates (a tmpfs)")
-		fs.StringVar(&o.SysRoot, "sys-root", "/", "where /sys and /proc are read from for the inventory and diag.dcgm's GPUs")
+		fs.StringVar(&o.SysRoot, "sys-root", "/", "where /sys and /proc are read from for the inventory, diag.dcgm's GPUs and the boot id its hellos tell")
 		fs.StringVar(&o.Disk, "disk", "", "the disk to write, and the only one disk.wipe wipes (default: write the largest disk, wipe every disk)")
 		fs.StringVar(&o.BootCommand, "boot-command", "", "run this with the disk's path instead of kexec (machines that cannot kexec)")
 		return func(ctx context.Context, env Env) error {

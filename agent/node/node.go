@@ -75,7 +75,7 @@ func Run(ctx context.Context, o Options) error {
 	a.session, err = session.New(session.Config{
 		Addrs: creds.Config.Endpoints(), Certificate: creds.Certificate, ServerCAs: creds.ServingCAs, Clock: o.Clock,
 		ObservedGeneration: last.Generation, Apply: a.apply, Log: o.Log, Inventory: inventory.Sections(first),
-		Handlers: a.handlers(hw, o),
+		BootID: session.ReadBootID(o.Root, o.Log), Handlers: a.handlers(hw, o),
 	})
 	if err != nil {
 		return err

@@ -108,7 +108,7 @@ func Run(ctx context.Context, o Options) error {
 	a := &agent{opts: o, node: boot.Node, stop: stop, only: only}
 	a.session, err = session.New(session.Config{
 		Addrs: creds.Config.Endpoints(), Certificate: creds.Certificate, ServerCAs: creds.ServingCAs, Clock: o.Clock,
-		Inventory: inventory.Sections(hw), Log: o.Log, Handlers: a.handlers(tpm.Open),
+		Inventory: inventory.Sections(hw), BootID: session.ReadBootID(o.SysRoot, o.Log), Log: o.Log, Handlers: a.handlers(tpm.Open),
 	})
 	if err != nil {
 		return err

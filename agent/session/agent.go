@@ -53,6 +53,10 @@ type Config struct {
 	ObservedGeneration int64
 	// Inventory holds the inventory sections to report in the first hello.
 	Inventory map[string]json.RawMessage
+	// BootID is the boot id of the machine the agent runs on, sent in every hello
+	// (proto.Hello.BootID): bcd ramdisk and bcd node read it with ReadBootID. Empty
+	// sends none.
+	BootID string
 	// Apply makes a pushed NodeSpec take effect; its generation is acknowledged once it
 	// returns nil. Nil accepts every spec as it is.
 	Apply func(ctx context.Context, spec proto.NodeSpec) error
@@ -140,6 +144,9 @@ func New(cfg Config) (*Agent, error) {
 	leaf, err := x509.ParseCertificate(cfg.Certificate.Certificate[0])
 	if err != nil {
 		return nil, proto.Errorf(proto.InvalidConfig, "agent certificate: %v", err)
+	}
+	if err := proto.CheckBootID(cfg.BootID); err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "%s", proto.AsError(err).Message).WithPath("bootID")
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = DefaultKeepAlive
@@ -353,7 +360,7 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 		return false, err
 	}
 	a.mu.Lock()
-	hello := proto.Hello{ObservedGeneration: a.observed, Inventory: a.inventory}
+	hello := proto.Hello{ObservedGeneration: a.observed, Inventory: a.inventory, BootID: a.cfg.BootID}
 	stream.SetWriteDeadline(time.Now().Add(ioTimeout))
 	err = proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &hello})
 	if err == nil {

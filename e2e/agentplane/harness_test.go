@@ -96,11 +96,11 @@ func (e *env) start() {
 	}
 	if e.recordSessions {
 		joins, hook := workflow.NewJoinLog(st, store.Holder{Replica: "rg_bench", Started: time.Now()}), cfg.OnSession
-		cfg.OnSession = func(node string, role proto.Role, opened time.Time) {
+		cfg.OnSession = func(node string, role proto.Role, opened time.Time, bootID string) {
 			if hook != nil {
-				hook(node, role, opened)
+				hook(node, role, opened, bootID)
 			}
-			if err := joins.Joined(node, string(role)); err != nil {
+			if err := joins.Joined(node, string(role), bootID); err != nil {
 				err = fmt.Errorf("recording the session of %s: %w", node, err)
 				e.recordErr.CompareAndSwap(nil, &err)
 			}

@@ -28,7 +28,7 @@ func TestProgressAfterReplyAndSessions(t *testing.T) {
 			defer mu.Unlock()
 			progress = append(progress, node+" "+id+" "+string(detail))
 		},
-		OnSession: func(node string, role proto.Role, _ time.Time) {
+		OnSession: func(node string, role proto.Role, _ time.Time, _ string) {
 			mu.Lock()
 			defer mu.Unlock()
 			sessions = append(sessions, node+" "+string(role))

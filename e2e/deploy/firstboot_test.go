@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"os/exec"
@@ -93,6 +94,9 @@ func firstBoot(dir, diskPath string) error {
 	if err := os.MkdirAll(rootDir, 0o755); err != nil {
 		return err
 	}
+	if err := newBoot(rootDir); err != nil { // the kexec is a boot of its own
+		return err
+	}
 	return syscall.Exec(bcd, []string{bcd, "node", "--config-dir", conf, "--root", rootDir}, os.Environ())
 }
 
@@ -119,4 +123,18 @@ func parseUserData(doc string) (token string, argv []string, err error) {
 		return "", nil, fmt.Errorf("the user data holds no join token or bcd join:\n%s", doc)
 	}
 	return token, argv, nil
+}
+
+// newBoot writes a new boot id under root, where the agent that boots next reads it
+// (/proc/sys/kernel/random/boot_id): each boot of a test machine is one the registry
+// tells from a reconnect.
+func newBoot(root string) error {
+	b := make([]byte, 16)
+	rand.Read(b)
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	p := filepath.Join(root, "proc/sys/kernel/random/boot_id")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, fmt.Appendf(nil, "%x-%x-%x-%x-%x\n", b[0:4], b[4:6], b[6:8], b[8:10], b[10:]), 0o644)
 }

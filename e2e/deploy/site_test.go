@@ -300,6 +300,9 @@ func (s *site) setPower(node string, input json.RawMessage) error {
 	if err != nil {
 		return err
 	}
+	if err := newBoot(filepath.Join(m.dir, "sys-root")); err != nil {
+		return err
+	}
 	cmd := exec.Command(s.bcd, "ramdisk", "--cmdline", cmdline, "--config-dir", runBcd,
 		"--sys-root", filepath.Join(m.dir, "sys-root"), "--disk", m.disk, "--boot-command", self)
 	cmd.Env = append(append(os.Environ(), m.env...), "SSL_CERT_FILE="+s.certFile, envFirstBoot+"="+osDir, envBCD+"="+s.bcd)
@@ -314,7 +317,11 @@ func (s *site) bootDisk(node string, m *machine) error {
 		return nil
 	}
 	conf := confs[len(confs)-1]
-	cmd := exec.Command(s.bcd, "node", "--config-dir", conf, "--root", filepath.Join(filepath.Dir(conf), "root"))
+	root := filepath.Join(filepath.Dir(conf), "root")
+	if err := newBoot(root); err != nil {
+		return err
+	}
+	cmd := exec.Command(s.bcd, "node", "--config-dir", conf, "--root", root)
 	cmd.Env = append(os.Environ(), m.env...)
 	return s.start(node, m, cmd)
 }

@@ -67,8 +67,9 @@ type Config struct {
 	OnObserved func(node string, generation int64)
 	// OnSession, if set, is called once an agent's hello is recorded: the agent of node
 	// in role is connected (a join, a reconnect or a reboot) since opened, when its
-	// session opened. It must return quickly.
-	OnSession func(node string, role proto.Role, opened time.Time)
+	// session opened, from the machine's boot bootID (its hello's proto.Hello.BootID, ""
+	// when it sent none). It must return quickly.
+	OnSession func(node string, role proto.Role, opened time.Time, bootID string)
 	// OnSessionEnd, if set, is called when the session of node's agent in role, opened at
 	// opened, ended at at while the endpoint runs (not when Close ends it: the agent moves
 	// to another registry; nor when a newer session of the node replaced it). It runs on

@@ -502,7 +502,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		}
 	}
 	if e.cfg.OnSession != nil {
-		e.cfg.OnSession(s.node, s.role, s.opened)
+		e.cfg.OnSession(s.node, s.role, s.opened, h.BootID)
 	}
 	return nil
 }

@@ -56,7 +56,8 @@ func stepOf(s store.RunStep) RunStep {
 	v := RunStep{Phase: s.Phase, Index: s.Index, Use: s.Use, On: s.On, Spec: s.Spec, State: s.State, Reason: s.Reason,
 		ViaFallback: s.ViaFallback, Result: s.Result, Error: s.Error, Progress: s.Progress, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
 	for _, a := range s.Attempts {
-		v.Attempts = append(v.Attempts, Attempt(a))
+		v.Attempts = append(v.Attempts, Attempt{Fallback: a.Fallback, N: a.N, CommandID: a.CommandID, Awaiting: a.Awaiting,
+			StartedAt: a.StartedAt, FinishedAt: a.FinishedAt, Error: a.Error})
 	}
 	return v
 }

@@ -215,12 +215,12 @@ func TestEnsureRamdisk(t *testing.T) {
 				"main.0:a1:cycle site power.setPower {\"action\":\"cycle\"}", "main.1:a1 ramdisk inventory.refresh {}", "cleanup.0:a1 site boot.cleanUp "},
 		},
 		"does nothing when the ramdisk is the machine's agent": {
-			prepare: func(h *harness, node string) { h.joins.Joined(node, "ramdisk") },
+			prepare: func(h *harness, node string) { h.joins.Joined(node, "ramdisk", "") },
 			want:    []string{"main.1:a1 ramdisk inventory.refresh {}", "cleanup.0:a1 site boot.cleanUp "},
 		},
 		"a ramdisk that joined before the machine was powered off is gone": {
 			prepare: func(h *harness, node string) {
-				h.joins.Joined(node, "ramdisk")
+				h.joins.Joined(node, "ramdisk", "")
 				h.clock.Advance(time.Second)
 				h.store.Update(func(tx *store.Tx) error {
 					_, err := tx.UpdateNode(node, func(n *store.Node) error { n.PoweredAt = tx.Now(); return nil })

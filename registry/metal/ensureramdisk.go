@@ -56,7 +56,8 @@ var (
 // already (joined since the machine was last powered off or cycled and since its
 // identity epoch moved, its session open or back within workflow.ReconnectGrace of its
 // end: ramdiskRuns); otherwise it boots the
-// machine into the ramdisk through the site agent and waits for the ramdisk to join. A
+// machine into the ramdisk through the site agent and waits for a ramdisk of the boot
+// that follows to join. A
 // ramdisk that had joined but is gone is booted again, and the result says why.
 // A machine known only by its product UUID first gets its MAC (discoverMAC). A pool
 // whose machines run no agent cannot, and is UNSUPPORTED.
@@ -87,7 +88,9 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 	if err := s.relaySite(ctx, a, ramdiskBoot); err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Joins.WaitJoined(ctx, a.Node.ID, profile.Ramdisk, a.StartedAt); err != nil {
+	// A ramdisk taken for gone that still runs, connecting again before the power cycle
+	// stops it, is of the boot the attempt started in: only a ramdisk of another counts.
+	if err := s.cfg.Joins.WaitJoined(ctx, a.Node.ID, profile.Ramdisk, a.StartedAt, a.BootID); err != nil {
 		return nil, err
 	}
 	return json.Marshal(proto.EnsureRamdiskResult{Booted: true, Gone: gone})

@@ -279,6 +279,8 @@ type machine struct {
 	answers map[string]func(json.RawMessage) (json.RawMessage, error)
 	// bootsNothing: a power cycle boots no agent.
 	bootsNothing bool
+	// boots counts the machine's boots: each joins with a boot id of its own (bootID).
+	boots int
 	// fromDisk: the machine boots its disk for good (metal-unrescue), so a power cycle
 	// boots the installed OS.
 	fromDisk bool
@@ -367,11 +369,11 @@ func (m *machine) answer(target workflow.RelayTarget, id, kind string, input jso
 	case kind == "management.setBootDevice":
 		m.fromDisk = strings.Contains(string(input), `"persistent":true`) && strings.Contains(string(input), `"disk"`)
 	case kind == "power.setPower" && string(input) == `{"action":"cycle"}` && m.fromDisk:
-		err = m.joins.Joined(target.NodeID, "node")
+		err = m.joins.Joined(target.NodeID, "node", m.boot())
 	case kind == "power.setPower" && string(input) == `{"action":"cycle"}` && !m.bootsNothing:
-		err = m.joins.Joined(target.NodeID, "ramdisk")
+		err = m.joins.Joined(target.NodeID, "ramdisk", m.boot())
 	case kind == "boot.kexec" || kind == "power.setPower" && (string(input) == `{"action":"graceful-restart"}` || string(input) == `{"action":"on"}`):
-		err = m.joins.Joined(target.NodeID, "node")
+		err = m.joins.Joined(target.NodeID, "node", m.boot())
 	}
 	if m.kept == nil {
 		m.kept = map[string]json.RawMessage{}
@@ -379,6 +381,15 @@ func (m *machine) answer(target workflow.RelayTarget, id, kind string, input jso
 	m.kept[id] = out
 	return out, err
 }
+
+// boot counts a boot of the machine and returns its boot id, with m.mu held.
+func (m *machine) boot() string {
+	m.boots++
+	return bootID(m.boots)
+}
+
+// bootID is the boot id of the machine's n-th boot.
+func bootID(n int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012x", n) }
 
 // forget forgets the commands received so far.
 func (m *machine) forget() {

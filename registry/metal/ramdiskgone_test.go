@@ -63,7 +63,7 @@ func TestEnsureRamdiskGoneOrBack(t *testing.T) {
 		// the ramdisk is booted at once, the registry's clock never reaching the grace's end.
 		"the installed OS that joins within the grace is booted past at once": {
 			prepare: func(h *harness, node string) { h.left(node) },
-			waits:   true, during: func(h *harness, node string) { h.clock.Advance(time.Second); h.joins.Joined(node, "node") },
+			waits:   true, during: func(h *harness, node string) { h.clock.Advance(time.Second); h.joins.Joined(node, "node", "") },
 			want: boot, gone: "the machine's installed OS joined at 2026-03-01T12:00:02Z, after the ramdisk that joined at 2026-03-01T12:00:01Z: the machine runs its disk",
 		},
 		"a ramdisk whose registry restarted and that comes back takes the wipe": {
@@ -82,7 +82,7 @@ func TestEnsureRamdiskGoneOrBack(t *testing.T) {
 			prepare: func(h *harness, node string) {
 				h.left(node)
 				h.clock.Advance(30 * time.Second)
-				h.joins.Joined(node, "node")
+				h.joins.Joined(node, "node", "")
 				h.clock.Advance(time.Hour)
 			},
 			want: boot,
@@ -186,7 +186,7 @@ func TestEnsureRamdiskGoneOrBack(t *testing.T) {
 func (h *harness) joined(node string) {
 	h.t.Helper()
 	h.clock.Advance(time.Second)
-	if err := h.joins.Joined(node, "ramdisk"); err != nil {
+	if err := h.joins.Joined(node, "ramdisk", ""); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -208,7 +208,7 @@ var earlierRun = store.Holder{Replica: "rg_1", Started: time.Date(2026, 3, 1, 11
 func (h *harness) joinedAtAnEarlierRun(node string) {
 	h.t.Helper()
 	err := h.store.Update(func(tx *store.Tx) error {
-		_, err := tx.RecordAgentJoin(node, "ramdisk", earlierRun)
+		_, err := tx.RecordAgentJoin(node, "ramdisk", earlierRun, "")
 		return err
 	})
 	if err != nil {

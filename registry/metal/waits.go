@@ -16,13 +16,14 @@ type Generations interface {
 }
 
 // waitAgentJoined is wait.agentJoined: it waits until the node's agent of with.role has
-// joined since the run started.
+// joined since the run started, from a boot of the machine other than the one its agent
+// was of then (store.Run.BootID): that agent connecting again is no boot.
 func (s *Service) waitAgentJoined(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	var with proto.WaitAgentJoined
 	if err := json.Unmarshal(a.Step.With, &with); err != nil {
 		return nil, proto.Errorf(proto.Internal, "wait.agentJoined: with does not decode: %w", err)
 	}
-	if err := s.cfg.Joins.WaitJoined(ctx, a.Node.ID, string(with.Role), a.Run.CreatedAt); err != nil {
+	if err := s.cfg.Joins.WaitJoined(ctx, a.Node.ID, string(with.Role), a.Run.CreatedAt, a.Run.BootID); err != nil {
 		return nil, err
 	}
 	return json.Marshal(proto.WaitAgentJoined{Role: with.Role})

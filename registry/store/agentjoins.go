@@ -15,14 +15,20 @@ type AgentJoin struct {
 	// LeftAt is when the agent's session of this join ended while its registry ran;
 	// zero while the session lasts, and when its registry stopped or died first.
 	LeftAt time.Time `json:"leftAt,omitzero"`
+	// BootID is the boot id of the machine the agent said hello from
+	// (proto.Hello.BootID): a session of the same boot as an earlier one is a reconnect,
+	// not a new boot. Empty for a join the JoinService admitted and for an agent that
+	// sent none (of an earlier version).
+	BootID string `json:"bootId,omitempty"`
 }
 
 const bucketAgentJoins = "agent_joins"
 
-// RecordAgentJoin records that node's agent of role joined now, at holder.
-// A join with a holder is a session opened: the OnSessionOpened hooks learn of it.
-func (t *Tx) RecordAgentJoin(node, role string, holder Holder) (AgentJoin, error) {
-	j := AgentJoin{Node: node, Role: role, JoinedAt: t.now, Holder: holder}
+// RecordAgentJoin records that node's agent of role joined now, at holder, from the boot
+// bootID of the machine ("" when unknown). A join with a holder is a session opened: the
+// OnSessionOpened hooks learn of it.
+func (t *Tx) RecordAgentJoin(node, role string, holder Holder, bootID string) (AgentJoin, error) {
+	j := AgentJoin{Node: node, Role: role, JoinedAt: t.now, Holder: holder, BootID: bootID}
 	if err := t.put(bucketAgentJoins, agentJoinKey(node, role), j); err != nil {
 		return j, err
 	}

@@ -45,6 +45,10 @@ type Run struct {
 	// Cancelled is set when the run was cancelled: the step that was running (or next)
 	// and the error the run fails with once its cleanup ran.
 	Cancelled *StepFailure `json:"cancelled,omitempty"`
+	// BootID is the boot id of the machine's agent that had joined last when the run was
+	// created (AgentJoin.BootID): a join of that boot since is a reconnect, not the
+	// machine booting (wait.agentJoined). Empty when unknown.
+	BootID string `json:"bootId,omitempty"`
 	// Rev counts the record's changes; watchers wait for it to move.
 	Rev        int       `json:"rev"`
 	CreatedAt  time.Time `json:"createdAt"`
@@ -106,7 +110,11 @@ type Attempt struct {
 	CommandID string `json:"commandId"`
 	// Awaiting is set once the attempt's work is done and it waits for the machine's
 	// agent to rejoin.
-	Awaiting   bool         `json:"awaiting,omitempty"`
+	Awaiting bool `json:"awaiting,omitempty"`
+	// BootID is the boot id of the machine's agent that had joined last when the attempt
+	// started (AgentJoin.BootID): a join of that boot since is a reconnect, not the
+	// machine's return from the attempt's power action or kexec. Empty when unknown.
+	BootID     string       `json:"bootId,omitempty"`
 	StartedAt  time.Time    `json:"startedAt"`
 	FinishedAt time.Time    `json:"finishedAt,omitzero"`
 	Error      *proto.Error `json:"error,omitempty"`

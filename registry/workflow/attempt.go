@@ -20,7 +20,9 @@ const awaitRejoin = "rejoin"
 
 // attempt runs one try of a step within its timeout, counted from the attempt's start
 // (so a resumed attempt has what is left of it), and, for await: rejoin, waits for the
-// machine's agent to join once the step's work is done. It returns errStopped when ctx
+// machine's agent to join once the step's work is done: since the attempt started, and
+// from a boot other than the one the attempt recorded at its start (att.BootID), so that
+// the agent of before the power action or kexec connecting again does not count. It returns errStopped when ctx
 // ends, errCancelled when its run is cancelled, and a skip its handler returned.
 func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i int, spec profile.RenderedStep, att store.Attempt) (json.RawMessage, error) {
 	timeout := time.Duration(spec.TimeoutSeconds) * time.Second
@@ -62,7 +64,7 @@ func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i 
 func (e *Engine) work(ctx context.Context, run store.Run, node store.Node, i int, spec profile.RenderedStep, att store.Attempt) (json.RawMessage, error) {
 	result := run.Steps[i].Result
 	if !att.Awaiting {
-		a := &Attempt{Run: run, Node: node, Step: spec, Fallback: att.Fallback, CommandID: att.CommandID, StartedAt: att.StartedAt, engine: e}
+		a := &Attempt{Run: run, Node: node, Step: spec, Fallback: att.Fallback, CommandID: att.CommandID, StartedAt: att.StartedAt, BootID: att.BootID, engine: e}
 		var err error
 		if result, err = e.handler(spec)(ctx, a); err != nil {
 			return nil, err
@@ -82,7 +84,7 @@ func (e *Engine) work(ctx context.Context, run store.Run, node store.Node, i int
 	if e.cfg.Joins == nil {
 		return nil, proto.Errorf(proto.Unsupported, "%s awaits the machine's rejoin, and this registry does not follow joins", spec.Use)
 	}
-	return result, e.cfg.Joins.WaitJoined(ctx, node.ID, awaitRole(spec), att.StartedAt)
+	return result, e.cfg.Joins.WaitJoined(ctx, node.ID, awaitRole(spec), att.StartedAt, att.BootID)
 }
 
 // awaitRole is the agent a step's rejoin waits for: the installed OS's after boot.kexec,

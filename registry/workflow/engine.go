@@ -143,7 +143,11 @@ func (e *Engine) Create(tx *store.Tx, req NewRun) (store.Run, error) {
 	if _, ok := e.finish[req.Kind]; !ok {
 		return store.Run{}, proto.Errorf(proto.Internal, "no workflow kind %q", req.Kind)
 	}
-	run := store.Run{Kind: req.Kind, Node: req.Node, Tenant: req.Tenant, Profile: req.Profile, Document: req.Define.Document()}
+	boot, err := machineBoot(tx, req.Node)
+	if err != nil {
+		return store.Run{}, err
+	}
+	run := store.Run{Kind: req.Kind, Node: req.Node, Tenant: req.Tenant, Profile: req.Profile, Document: req.Define.Document(), BootID: boot}
 	for _, s := range profile.Render(req.Define) {
 		spec, err := json.Marshal(s)
 		if err != nil {
@@ -156,7 +160,7 @@ func (e *Engine) Create(tx *store.Tx, req NewRun) (store.Run, error) {
 			return store.Run{}, err
 		}
 	}
-	run, err := tx.CreateRun(run)
+	run, err = tx.CreateRun(run)
 	if err != nil {
 		return run, err
 	}

@@ -143,7 +143,7 @@ func TestStepFields(t *testing.T) {
 			drive: func(h *harness, id string) {
 				h.waitFor(id, func(r store.Run) bool { a := r.Steps[0].Attempts; return len(a) == 1 && a[0].Awaiting })
 				h.clock.Advance(time.Second)
-				if err := h.joins.Joined(h.node, "ramdisk"); err != nil {
+				if err := h.joins.Joined(h.node, "ramdisk", ""); err != nil {
 					h.t.Fatal(err)
 				}
 			},
@@ -176,7 +176,7 @@ func TestStepFields(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, nvidia)
 			// A join before the run starts never satisfies a rejoin.
-			if err := h.joins.Joined(h.node, "node"); err != nil {
+			if err := h.joins.Joined(h.node, "node", ""); err != nil {
 				t.Fatal(err)
 			}
 			h.clock.Advance(time.Second)

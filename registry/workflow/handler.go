@@ -27,7 +27,11 @@ type Attempt struct {
 	CommandID string
 	// StartedAt is when the attempt started (before any restart).
 	StartedAt time.Time
-	engine    *Engine
+	// BootID is the boot id of the machine's agent that had joined last when the attempt
+	// started (store.Attempt.BootID): what a wait for the machine's next boot passes to
+	// Joins.WaitJoined.
+	BootID string
+	engine *Engine
 }
 
 // Profile returns the profile the run was started with.

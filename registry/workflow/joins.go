@@ -12,10 +12,10 @@ import (
 // Joins tells when a machine's agents join: what await: rejoin, wait.agentJoined and
 // metal.ensureRamdisk wait for.
 type Joins interface {
-	// WaitJoined returns once node's agent of role has joined at or after since; role ""
-	// is any agent of the machine (its ramdisk or its installed OS). It returns ctx's
-	// error when ctx ends first.
-	WaitJoined(ctx context.Context, node, role string, since time.Time) error
+	// WaitJoined returns once node's agent of role has joined at or after since from a
+	// boot of the machine other than boot (newBoot); role "" is any agent of the machine
+	// (its ramdisk or its installed OS). It returns ctx's error when ctx ends first.
+	WaitJoined(ctx context.Context, node, role string, since time.Time, boot string) error
 	// Presence tells whether node's agent of role is the machine's agent, and whether
 	// its session is open or when it ended.
 	Presence(ctx context.Context, node, role string) (Presence, error)
@@ -84,20 +84,26 @@ func NewJoinLog(st *store.Store, holder store.Holder) *JoinLog {
 	return l
 }
 
-// Joined records that node's agent of role joined now, its session held by this
-// registry. It is called for every agent session that opens, thousands a second while a
-// fleet returns, so the records of concurrent calls share one transaction and one fsync
-// (store.Store.Batch); each call returns once its record is committed.
-func (l *JoinLog) Joined(node, role string) error { return l.record(node, role, l.holder) }
+// Joined records that node's agent of role joined now from the machine's boot bootID
+// (its hello's, "" when it sent none), its session held by this registry. It is called
+// for every agent session that opens, thousands a second while a fleet returns, so the
+// records of concurrent calls share one transaction and one fsync (store.Store.Batch);
+// each call returns once its record is committed.
+func (l *JoinLog) Joined(node, role, bootID string) error {
+	return l.record(node, role, l.holder, bootID)
+}
 
 // Admitted records that the JoinService admitted node's agent of role now: a join that
-// no session holds yet (no holder), until the agent's session opens and replaces it.
-func (l *JoinLog) Admitted(node, role string) error { return l.record(node, role, store.Holder{}) }
+// no session holds yet (no holder) and of no boot id known, until the agent's session
+// opens and replaces it.
+func (l *JoinLog) Admitted(node, role string) error {
+	return l.record(node, role, store.Holder{}, "")
+}
 
-// record records a join of node's agent of role now, at holder, in a transaction shared
-// with the records of concurrent calls.
-func (l *JoinLog) record(node, role string, holder store.Holder) error {
-	return l.store.Batch(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role, holder); return err })
+// record records a join of node's agent of role now, at holder, from the boot bootID, in
+// a transaction shared with the records of concurrent calls.
+func (l *JoinLog) record(node, role string, holder store.Holder, bootID string) error {
+	return l.store.Batch(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role, holder, bootID); return err })
 }
 
 // Left records that the session of node's agent of role this registry held ended at
@@ -191,17 +197,47 @@ func (l *JoinLog) wake() {
 	l.mu.Unlock()
 }
 
-// WaitJoined returns once node's agent of role has joined at or after since.
-func (l *JoinLog) WaitJoined(ctx context.Context, node, role string, since time.Time) error {
+// WaitJoined returns once node's agent of role has joined at or after since from a boot
+// of the machine other than boot (newBoot).
+func (l *JoinLog) WaitJoined(ctx context.Context, node, role string, since time.Time, boot string) error {
 	return l.wait(ctx, func() (bool, error) {
 		joins, err := l.joins(node)
 		for r, j := range joins {
-			if (role == "" || r == role) && !j.JoinedAt.Before(since) {
+			if (role == "" || r == role) && !j.JoinedAt.Before(since) && newBoot(j, boot) {
 				return true, err
 			}
 		}
 		return false, err
 	})
+}
+
+// newBoot reports whether join j is of a boot of the machine other than boot, the boot id
+// of the machine's agent when a wait for its rejoin began (machineBoot): a join of that
+// boot is the same agent connecting again (a link that dropped, a registry replica that
+// restarted or died, a power action the BMC has not carried out yet), not the machine
+// back from a reboot. A join or a wait that knows no boot id (an agent of an earlier
+// version sends none; a join admitted by the JoinService has none) counts whatever its
+// boot, as every join did before agents told their boot.
+func newBoot(j store.AgentJoin, boot string) bool {
+	return boot == "" || j.BootID != boot // a join of no boot id differs from any
+}
+
+// machineBoot is, as tx reads node's joins, the boot id of the machine's agent that
+// joined last ("" when none did, or it told none): what a wait for the machine's next
+// boot that begins now records (store.Attempt.BootID, store.Run.BootID) and WaitJoined
+// compares the joins after it with.
+func machineBoot(tx *store.Tx, node string) (string, error) {
+	joins, err := tx.AgentJoins(node)
+	if err != nil {
+		return "", err
+	}
+	var last store.AgentJoin
+	for _, r := range proto.MachineRoles {
+		if j, ok := joins[string(r)]; ok && j.JoinedAt.After(last.JoinedAt) {
+			last = j
+		}
+	}
+	return last.BootID, nil
 }
 
 // WaitReturn returns node's agent of role's Presence once it holds a session again or

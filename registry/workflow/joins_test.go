@@ -19,7 +19,7 @@ func TestJoinLog(t *testing.T) {
 	log := NewJoinLog(st, store.Holder{})
 	join := func(role string) {
 		fake.Advance(time.Minute)
-		if err := log.Joined("nd_1", role); err != nil {
+		if err := log.Joined("nd_1", role, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -27,7 +27,7 @@ func TestJoinLog(t *testing.T) {
 	waited := func(role string, since time.Time) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
-		return log.WaitJoined(ctx, "nd_1", role, since) == nil
+		return log.WaitJoined(ctx, "nd_1", role, since, "") == nil
 	}
 	connected := func() []bool {
 		var out []bool
@@ -60,7 +60,7 @@ func TestJoinLog(t *testing.T) {
 	// A waiter is woken by a join that comes later.
 	since := fake.Now().Add(time.Second)
 	done := make(chan error, 1)
-	go func() { done <- log.WaitJoined(context.Background(), "nd_1", "node", since) }()
+	go func() { done <- log.WaitJoined(context.Background(), "nd_1", "node", since, "") }()
 	select {
 	case err := <-done:
 		t.Fatalf("returned before the join: %v", err)
@@ -111,18 +111,18 @@ func TestConnectedElsewhere(t *testing.T) {
 	step("no join", nil, "", "")
 	ended := fake.Now()
 	fake.Advance(time.Second)
-	step("a session at rg_a", a.Joined("nd_1", "node"), "", "rg_a")
+	step("a session at rg_a", a.Joined("nd_1", "node", ""), "", "rg_a")
 	step("an end at rg_a older than the join", a.Left("nd_1", "node", ended), "", "rg_a")
 	step("an end at rg_b of a session it does not hold", b.Left("nd_1", "node", fake.Now()), "", "rg_a")
 	fake.Advance(time.Second)
 	step("the session at rg_a ended", a.Left("nd_1", "node", fake.Now()), "", "")
 	fake.Advance(time.Second)
-	step("a session at rg_b", b.Joined("nd_1", "node"), "rg_b", "")
+	step("a session at rg_b", b.Joined("nd_1", "node", ""), "rg_b", "")
 	fake.Advance(time.Second)
-	step("the machine's ramdisk joined since", b.Joined("nd_1", "ramdisk"), "", "")
+	step("the machine's ramdisk joined since", b.Joined("nd_1", "ramdisk", ""), "", "")
 	fake.Advance(time.Second)
 	step("rg_b renewed its lease", lease(holderB), "", "")
-	step("a session at rg_b again", b.Joined("nd_1", "node"), "rg_b", "")
+	step("a session at rg_b again", b.Joined("nd_1", "node", ""), "rg_b", "")
 	fake.Advance(9 * time.Second)
 	step("rg_b's lease not renewed for 9 s of 10", nil, "rg_b", "")
 	fake.Advance(time.Second)
@@ -148,13 +148,13 @@ func TestWaitJoinedWakesAtAnotherReplicasJoin(t *testing.T) {
 	}
 	since := time.Now()
 	done := make(chan error, 1)
-	go func() { done <- logs[0].WaitJoined(t.Context(), "nd_1", "node", since) }()
+	go func() { done <- logs[0].WaitJoined(t.Context(), "nd_1", "node", since, "") }()
 	select {
 	case err := <-done:
 		t.Fatalf("returned %v before any join", err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if err := logs[1].Joined("nd_1", "node"); err != nil {
+	if err := logs[1].Joined("nd_1", "node", ""); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -217,7 +217,7 @@ func TestPresence(t *testing.T) {
 			check("a join admitted at rg_a", a, Presence{Current: true, JoinedAt: admitted, EndedAt: admitted})
 			fake.Advance(time.Second)
 			joined := fake.Now()
-			must(a.Joined("nd_1", "ramdisk"))
+			must(a.Joined("nd_1", "ramdisk", ""))
 			live := Presence{Current: true, JoinedAt: joined, Live: true}
 			check("a session at rg_a, at rg_a", a, live)
 			check("a session at rg_a, at rg_b", b, live)
@@ -233,7 +233,7 @@ func TestPresence(t *testing.T) {
 			rejoined := fake.Now()
 			back := Presence{Current: true, JoinedAt: rejoined, Live: true}
 			returned := waitReturn(t, a)
-			must(b.Joined("nd_1", "ramdisk"))
+			must(b.Joined("nd_1", "ramdisk", ""))
 			returned(back)
 			check("a session at rg_b, at rg_a", a, back)
 			fake.Advance(10 * time.Second)
@@ -263,7 +263,7 @@ func TestPresence(t *testing.T) {
 			b = NewJoinLog(st, again)
 			fake.Advance(time.Second)
 			rejoined = fake.Now()
-			must(b.Joined("nd_1", "ramdisk"))
+			must(b.Joined("nd_1", "ramdisk", ""))
 			fake.Advance(time.Second)
 			must(b.Stopping(3*time.Minute, 45*time.Second))
 			returnBy := fake.Now().Add(3*time.Minute + 3*45*time.Second)
@@ -282,7 +282,7 @@ func TestPresence(t *testing.T) {
 			returned = waitReturn(t, a)
 			fake.Advance(time.Second)
 			osJoined := fake.Now()
-			must(a.Joined("nd_1", "node"))
+			must(a.Joined("nd_1", "node", ""))
 			displaced := told
 			displaced.Current, displaced.OtherJoinedAt = false, osJoined
 			returned(displaced)

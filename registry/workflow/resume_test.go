@@ -94,7 +94,7 @@ func TestResumeAfterTheRegistryStops(t *testing.T) {
 						h.restart()
 						restarts++
 					}
-					if err := h.joins.Joined(h.node, "ramdisk"); err != nil {
+					if err := h.joins.Joined(h.node, "ramdisk", ""); err != nil {
 						t.Fatal(err)
 					}
 					joined = true

@@ -155,12 +155,13 @@ func (e *Engine) load(id string) (run store.Run, err error) {
 // update changes a running run as its driver, in its own transaction, and wakes its
 // watchers: with Claims, only while this engine holds the run's claim.
 func (e *Engine) update(id string, change func(*store.Run) error) (store.Run, error) {
-	return e.write(id, true, change)
+	return e.write(id, true, func(_ *store.Tx, r *store.Run) error { return change(r) })
 }
 
 // write changes a running run in its own transaction, as its driver (fenced: see fence)
 // or not, and writes the events of the change; its commit wakes the run's watchers.
-func (e *Engine) write(id string, driver bool, change func(*store.Run) error) (run store.Run, err error) {
+// change reads what else it needs in the same transaction.
+func (e *Engine) write(id string, driver bool, change func(*store.Tx, *store.Run) error) (run store.Run, err error) {
 	var old store.Run
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
 		if driver {
@@ -168,7 +169,7 @@ func (e *Engine) write(id string, driver bool, change func(*store.Run) error) (r
 				return err
 			}
 		}
-		old, run, err = updateRun(tx, id, change)
+		old, run, err = updateRun(tx, id, func(r *store.Run) error { return change(tx, r) })
 		return err
 	})
 	if err == nil {

@@ -89,10 +89,13 @@ func (e *Engine) runStepOnce(ctx context.Context, id string, i int) error {
 				return err
 			}
 			cmd := commandID(id, s.Phase, s.Index, m.fallback, m.n)
-			run, err = e.update(id, func(r *store.Run) error {
+			// The attempt keeps the boot the machine's agent was of as it started, read in
+			// the transaction that records its start: a rejoin it waits for is of another.
+			run, err = e.write(id, true, func(tx *store.Tx, r *store.Run) error {
+				boot, err := machineBoot(tx, r.Node)
 				s := &r.Steps[i]
-				s.Attempts = append(s.Attempts, store.Attempt{Fallback: m.fallback, N: m.n, CommandID: cmd, StartedAt: e.cfg.Clock.Now()})
-				return nil
+				s.Attempts = append(s.Attempts, store.Attempt{Fallback: m.fallback, N: m.n, CommandID: cmd, BootID: boot, StartedAt: e.cfg.Clock.Now()})
+				return err
 			})
 			if err != nil {
 				return err

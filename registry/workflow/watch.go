@@ -46,7 +46,7 @@ func (e *Engine) ReportProgress(commandID string, detail json.RawMessage) error 
 	var location string
 	var read, written int64
 	// The agent may be connected to another registry than the run's driver.
-	_, err = e.write(id, false, func(r *store.Run) error {
+	_, err = e.write(id, false, func(_ *store.Tx, r *store.Run) error {
 		for i := range r.Steps {
 			s := &r.Steps[i]
 			if s.Phase == phase && s.Index == index && s.State == store.StepRunning {
