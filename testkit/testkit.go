@@ -131,7 +131,8 @@ type Registry struct {
 	Pins   joinwire.Pins
 	cmd    *exec.Cmd
 	exited chan struct{}
-	Stderr *bytes.Buffer
+	// Stderr is the registry's log, safe to read while it runs.
+	Stderr *SyncBuffer
 }
 
 // StartRegistry starts `better-compute serve` on a free loopback port in dataDir (a new
@@ -146,7 +147,7 @@ func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry 
 	if err := os.Chmod(dataDir, 0o700); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
-	r := &Registry{DataDir: dataDir, AdminConfig: filepath.Join(dataDir, "admin.conf"), Stderr: &bytes.Buffer{}, exited: make(chan struct{})}
+	r := &Registry{DataDir: dataDir, AdminConfig: filepath.Join(dataDir, "admin.conf"), Stderr: &SyncBuffer{}, exited: make(chan struct{})}
 	args := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--format", "json"}, serveArgs...)
 	r.cmd = exec.Command(Binary(t, "better-compute"), args...)
 	stdout := &SyncBuffer{}
