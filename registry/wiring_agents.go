@@ -132,33 +132,15 @@ func (p *agentPlane) current(node string, role proto.Role, epoch int64) error {
 	return p.st.View(func(tx *store.Tx) error { return tx.CheckAgent(node, role, epoch) })
 }
 
-// session records an agent's session: a site agent's in the store (the sites' view
-// shows whether it is connected), a machine's as a join of its role from the boot its
-// hello told (a rejoin after a plain reboot reconnects without join.join and must
-// count; a reconnect in the same boot must not count as the machine's return).
-func (p *agentPlane) session(node string, role proto.Role, opened time.Time, bootID string) {
-	if role == proto.RoleSite {
-		if err := p.st.Update(func(tx *store.Tx) error { return tx.OpenAgentSession(node, string(role), p.holder, opened) }); err != nil {
-			p.log.Error("recording a site agent's session", "site", node, "err", err)
-		}
-		return
-	}
-	if err := p.joins.Joined(node, string(role), bootID); err != nil {
-		p.log.Error("recording an agent session", "node", node, "role", role, "err", err)
-	}
+// session records an agent's session (workflow.JoinLog.Session): its error ends the
+// session, so that the agent's next hello is recorded again (agents.Config.OnSession).
+func (p *agentPlane) session(node string, role proto.Role, opened time.Time, bootID string) error {
+	return p.joins.Session(node, string(role), opened, bootID)
 }
 
-// sessionEnded records that an agent's session here ended: a site agent's as its
-// connection state (unless a newer session replaced it), a machine's agent's in its joins,
-// so that the other replicas no longer count it as connected (NodeAgentConnected).
+// sessionEnded records that an agent's session here ended (workflow.JoinLog.SessionEnded).
 func (p *agentPlane) sessionEnded(node string, role proto.Role, opened, at time.Time) {
-	if role == proto.RoleSite {
-		if err := p.st.Update(func(tx *store.Tx) error { return tx.CloseAgentSession(node, opened) }); err != nil {
-			p.log.Warn("recording the end of a site agent's session", "site", node, "err", err)
-		}
-		return
-	}
-	if err := p.joins.Left(node, string(role), at); err != nil {
+	if err := p.joins.SessionEnded(node, string(role), opened, at); err != nil {
 		p.log.Error("recording the end of an agent session", "node", node, "role", role, "err", err)
 	}
 }

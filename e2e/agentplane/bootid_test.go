@@ -3,6 +3,7 @@ package agentplane
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -65,11 +66,11 @@ func TestAReconnectIsNoRejoin(t *testing.T) {
 }
 
 // TestAHelloOfNoBootIDIsRefused: a hello whose boot id is not one (what a modified agent
-// could send) ends the session as a protocol error and records no join; the agent's
-// own library refuses to send one.
+// could send) ends the session as a protocol error whose reason names the field
+// (hello.bootId) and records no join; the agent's own library refuses to send one.
 func TestAHelloOfNoBootIDIsRefused(t *testing.T) {
 	var sessions atomic.Int32
-	e := newEnv(t, agents.Config{OnSession: func(string, proto.Role, time.Time, string) { sessions.Add(1) }})
+	e := newEnv(t, agents.Config{OnSession: func(string, proto.Role, time.Time, string) error { sessions.Add(1); return nil }})
 	conn := dialQUIC(t, e, "gpu-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -86,8 +87,11 @@ func TestAHelloOfNoBootIDIsRefused(t *testing.T) {
 		t.Fatal("the endpoint kept a session whose hello tells no boot id")
 	}
 	var appErr *quic.ApplicationError
-	if !errors.As(context.Cause(conn.Context()), &appErr) || !appErr.Remote {
-		t.Fatalf("the session ended with %v, want the endpoint closing it", context.Cause(conn.Context()))
+	if !errors.As(context.Cause(conn.Context()), &appErr) || !appErr.Remote || appErr.ErrorCode != quic.ApplicationErrorCode(proto.CloseProtocol) {
+		t.Fatalf("the session ended with %v, want the endpoint closing it as a protocol error", context.Cause(conn.Context()))
+	}
+	if !strings.Contains(appErr.ErrorMessage, "(at hello.bootId)") || !strings.Contains(appErr.ErrorMessage, `"reboot-me"`) {
+		t.Errorf("the close reason %q does not name the field at fault (hello.bootId) and its value", appErr.ErrorMessage)
 	}
 	if e.ep.Sessions() != 0 || sessions.Load() != 0 {
 		t.Errorf("%d sessions held, %d recorded; want none", e.ep.Sessions(), sessions.Load())

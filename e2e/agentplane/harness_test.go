@@ -32,11 +32,14 @@ type env struct {
 	addr   string
 	hooks  agents.Config // the hooks (and AgentCAs, when set) of the next start
 	// recordSessions records each agent's session in the store as the registry does
-	// (workflow.JoinLog.Joined, in the name of one run of the registry), after the hooks'
-	// OnSession. The first record that failed is kept in recordErr and reported by stop,
-	// on the test's goroutine once the endpoint's have ended: a goroutine of the endpoint
-	// may outlive the test, and failing it from there would panic.
+	// (workflow.JoinLog.Session, in the name of one run of the registry), after the hooks'
+	// OnSession, and returns its error to the endpoint. Unless recordsMayFail (the test
+	// makes the store fail), the first record that failed is kept in recordErr and
+	// reported by stop, on the test's goroutine once the endpoint's have ended: a
+	// goroutine of the endpoint may outlive the test, and failing it from there would
+	// panic.
 	recordSessions bool
+	recordsMayFail bool
 	recordErr      atomic.Pointer[error]
 	// open opens the store of each start; a bbolt store in dir when nil.
 	open func() (*store.Store, error)
@@ -96,14 +99,18 @@ func (e *env) start() {
 	}
 	if e.recordSessions {
 		joins, hook := workflow.NewJoinLog(st, store.Holder{Replica: "rg_bench", Started: time.Now()}), cfg.OnSession
-		cfg.OnSession = func(node string, role proto.Role, opened time.Time, bootID string) {
+		cfg.OnSession = func(node string, role proto.Role, opened time.Time, bootID string) error {
 			if hook != nil {
-				hook(node, role, opened, bootID)
+				if err := hook(node, role, opened, bootID); err != nil {
+					return err
+				}
 			}
-			if err := joins.Joined(node, string(role), bootID); err != nil {
-				err = fmt.Errorf("recording the session of %s: %w", node, err)
+			err := joins.Session(node, string(role), opened, bootID)
+			if err != nil && !e.recordsMayFail {
+				err := fmt.Errorf("recording the session of %s: %w", node, err)
 				e.recordErr.CompareAndSwap(nil, &err)
 			}
+			return err
 		}
 	}
 	if cfg.AgentCAs == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
+	"github.com/better-compute/better-compute/registry/workflow"
 )
 
 // TestPushesOutliveAStoreOutage: a registry over a three-member etcd cluster, 64 agents
@@ -274,4 +275,107 @@ func (r *records) count(level slog.Level, prefix string) int {
 		}
 	}
 	return n
+}
+
+// TestJoinsOutliveAStoreOutage: three agents say hello to a registry over a three-member
+// etcd cluster, whose majority stops after the hellos were read and before their sessions
+// are recorded: the installed OS of a machine that rebooted (a boot other than the one a
+// wait for its return began in), the installed OS of a machine that did not (the same
+// boot as that wait's), and a site agent. None of the records is written. Once the
+// members are back, without the agents being restarted, the machines' joins are recorded
+// with their hellos' boot ids (the rebooted machine's ends the wait for its return; the
+// other's does not, as its lost join would not have) and the site agent's session is
+// recorded open. Before, the registry logged the failed records and kept the sessions:
+// nothing was recorded until the agents' next sessions, and the wait ran to its timeout.
+func TestJoinsOutliveAStoreOutage(t *testing.T) {
+	const waitedBoot, nextBoot = "0b1e7a52-3c4d-4e5f-8a9b-0c1d2e3f4a5b", "9f8e7d6c-5b4a-4321-8fed-cba987654321"
+	const agentsOut = 3
+	cluster := etcdtest.Start(t)
+	logs := &records{}
+	var mu sync.Mutex
+	var back func()
+	var once sync.Once
+	hellos, lost := 0, make(chan struct{})
+	release := func() { once.Do(func() { close(lost) }) }
+	ca, server := newCA(t)
+	e := startEnv(t, &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0", log: slog.New(logs),
+		recordSessions: true, recordsMayFail: true,
+		hooks: agents.Config{OnSession: func(string, proto.Role, time.Time, string) error {
+			// Called after each hello was read and before its session is recorded: the
+			// majority goes once the three hellos are here.
+			mu.Lock()
+			if hellos++; hellos == agentsOut {
+				back = majorityLost(t, cluster)
+				release()
+			}
+			mu.Unlock()
+			<-lost
+			return nil
+		}},
+		open: func() (*store.Store, error) {
+			return store.OpenEtcd(store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "joins", Timeout: 2 * time.Second}, store.Options{})
+		}})
+	t.Cleanup(release) // before the endpoint stops: no hello waits in the hook then
+	joins := workflow.NewJoinLog(e.st, store.Holder{})
+	for _, node := range []string{"rebooted", "same-boot"} {
+		if err := joins.Joined(node, "node", waitedBoot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	joined := func(node string) store.AgentJoin {
+		var j store.AgentJoin
+		e.st.View(func(tx *store.Tx) error { all, err := tx.AgentJoins(node); j = all["node"]; return err })
+		return j
+	}
+	since := joined("same-boot").JoinedAt.Add(time.Nanosecond) // the waits began after the joins of the waited boot
+	waits := map[string]chan error{}
+	for _, node := range []string{"rebooted", "same-boot"} {
+		waits[node] = make(chan error, 1)
+		go func() { waits[node] <- joins.WaitJoined(t.Context(), node, "node", since, waitedBoot) }()
+	}
+
+	e.startAgent("rebooted", func(c *session.Config) { c.BootID = nextBoot })
+	e.startAgent("same-boot", func(c *session.Config) { c.BootID = waitedBoot })
+	site, err := e.ca.AgentCertificate("rack-a", string(proto.RoleSite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.startAgent("rack-a", func(c *session.Config) { c.Certificate = site })
+	select {
+	case <-lost:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the agents' hellos did not come")
+	}
+	waitUntil(t, "every session failed to be recorded", 30*time.Second, 10*time.Millisecond, func() bool {
+		return logs.count(slog.LevelError, "agent session not recorded") >= agentsOut
+	})
+	mu.Lock()
+	back()
+	mu.Unlock()
+
+	select {
+	case err := <-waits["rebooted"]:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the rebooted machine's agent is connected and the wait for its return goes on: its join was not recorded")
+	}
+	if j := joined("rebooted"); j.BootID != nextBoot {
+		t.Errorf("the rebooted machine's join recorded the boot %q, want %q", j.BootID, nextBoot)
+	}
+	waitUntil(t, "the same boot's join recorded", 30*time.Second, 10*time.Millisecond, func() bool {
+		j := joined("same-boot")
+		return !j.JoinedAt.Before(since) && j.BootID == waitedBoot
+	})
+	waitUntil(t, "the site agent's session recorded", 30*time.Second, 10*time.Millisecond, func() bool {
+		var s store.AgentSession
+		e.st.View(func(tx *store.Tx) (err error) { s, _, err = tx.AgentSession("rack-a"); return err })
+		return s.Connected && s.Role == string(proto.RoleSite)
+	})
+	select {
+	case err := <-waits["same-boot"]:
+		t.Errorf("the session of the boot the wait began in, recorded again, ended the wait (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
 }

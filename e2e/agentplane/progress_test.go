@@ -28,10 +28,11 @@ func TestProgressAfterReplyAndSessions(t *testing.T) {
 			defer mu.Unlock()
 			progress = append(progress, node+" "+id+" "+string(detail))
 		},
-		OnSession: func(node string, role proto.Role, _ time.Time, _ string) {
+		OnSession: func(node string, role proto.Role, _ time.Time, _ string) error {
 			mu.Lock()
 			defer mu.Unlock()
 			sessions = append(sessions, node+" "+string(role))
+			return nil
 		},
 	})
 	after := make(chan time.Time, 1)

@@ -68,8 +68,11 @@ type Config struct {
 	// OnSession, if set, is called once an agent's hello is recorded: the agent of node
 	// in role is connected (a join, a reconnect or a reboot) since opened, when its
 	// session opened, from the machine's boot bootID (its hello's proto.Hello.BootID, ""
-	// when it sent none). It must return quickly.
-	OnSession func(node string, role proto.Role, opened time.Time, bootID string)
+	// when it sent none). It records the session and must return quickly. An error other
+	// than INVALID_INPUT (the store failed to record it) ends the session with
+	// CloseShutdown, so that the agent's next hello is told again (Endpoint.take has the
+	// reasons); an INVALID_INPUT is logged and the session goes on.
+	OnSession func(node string, role proto.Role, opened time.Time, bootID string) error
 	// OnSessionEnd, if set, is called when the session of node's agent in role, opened at
 	// opened, ended at at while the endpoint runs (not when Close ends it: the agent moves
 	// to another registry; nor when a newer session of the node replaced it). It runs on

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,7 +125,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 	}
 	if err != nil {
 		e.log.Debug("agent session refused", "node", id.node, "remote", conn.RemoteAddr().String(), "err", err)
-		conn.CloseWithError(codeProtocol, "expected a hello")
+		conn.CloseWithError(codeProtocol, helloRefused(err))
 		return
 	}
 	stream.SetReadDeadline(time.Time{})
@@ -158,7 +160,22 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		e.end(s, codeShutdown, "registry failed to record the hello")
 		return
 	}
+	if !e.opened(s, m.Hello.BootID) {
+		return
+	}
 	e.wg.Go(func() { s.await(e) })
+}
+
+// helloRefused is the close reason of a session whose first message, read until err,
+// is no hello the endpoint takes: a malformed field of one is named with its path, as
+// the message's check reports it (`expected a hello: INVALID_INPUT: boot id ... (at
+// hello.bootId)`), so that whoever reads the agent's log sees what to fix; anything else
+// (no message, another type, a frame that does not decode) is "expected a hello".
+func helloRefused(err error) string {
+	if e, ok := errors.AsType[*proto.Error](err); ok && strings.HasPrefix(e.Details.Path, "hello.") {
+		return "expected a hello: " + e.Error()
+	}
+	return "expected a hello"
 }
 
 // await waits for the agent's next frame on a goroutine of its own. The goroutine is
@@ -501,10 +518,32 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 			e.sendOn(s, c)
 		}
 	}
-	if e.cfg.OnSession != nil {
-		e.cfg.OnSession(s.node, s.role, s.opened, h.BootID)
-	}
 	return nil
+}
+
+// opened tells OnSession that the session s, whose hello is recorded, opened from the
+// machine's boot bootID, and reports whether the session goes on. When the store failed
+// to record it (a join: a workflow waiting for the machine's return would wait on while
+// the agent is connected; a site agent's session: the sites' view and the waits for the
+// site agent would not see it), the session ends with CloseShutdown, as for a message of
+// the agent's that was not recorded (take): its next hello, which tells the same boot,
+// is recorded then. A session the store refuses as INVALID_INPUT is logged and goes on.
+func (e *Endpoint) opened(s *session, bootID string) bool {
+	if e.cfg.OnSession == nil {
+		return true
+	}
+	err := e.cfg.OnSession(s.node, s.role, s.opened, bootID)
+	switch {
+	case err == nil:
+		return true
+	case proto.CodeOf(err) == proto.InvalidInput:
+		e.log.Error("agent session not recorded", "node", s.node, "role", s.role, "err", err)
+		return true
+	}
+	e.log.Error("agent session not recorded: it ends, and the agent's next hello is recorded again",
+		"node", s.node, "role", s.role, "err", err)
+	e.end(s, codeShutdown, "registry failed to record the session")
+	return false
 }
 
 // reported is inv without the sections the agent's role does not report

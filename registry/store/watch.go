@@ -21,11 +21,13 @@ const (
 	BucketImages       Bucket = bucketImages
 	BucketImageSigners Bucket = bucketImageSigners
 	// BucketRuns are the workflow runs, BucketAgentStatus what each agent last applied,
-	// BucketAgentJoins when each agent last joined: what waits for a run, an agent's
-	// generation or a rejoin watch, whichever replica wrote it.
-	BucketRuns        Bucket = bucketRuns
-	BucketAgentStatus Bucket = bucketAgentStatus
-	BucketAgentJoins  Bucket = bucketAgentJoins
+	// BucketAgentJoins when each agent last joined, BucketAgentSessions each site agent's
+	// last session: what waits for a run, an agent's generation, a rejoin or a site
+	// agent's session watch, whichever replica wrote it.
+	BucketRuns          Bucket = bucketRuns
+	BucketAgentStatus   Bucket = bucketAgentStatus
+	BucketAgentJoins    Bucket = bucketAgentJoins
+	BucketAgentSessions Bucket = bucketAgentSessions
 )
 
 // watchers are the hooks told about commits. A commit reads a list of hooks under its

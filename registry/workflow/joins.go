@@ -9,8 +9,8 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 )
 
-// Joins tells when a machine's agents join: what await: rejoin, wait.agentJoined and
-// metal.ensureRamdisk wait for.
+// Joins tells when a machine's agents join, and when its site's agent is connected:
+// what await: rejoin, wait.agentJoined and metal.ensureRamdisk wait for.
 type Joins interface {
 	// WaitJoined returns once node's agent of role has joined at or after since from a
 	// boot of the machine other than boot (newBoot); role "" is any agent of the machine
@@ -24,6 +24,10 @@ type Joins interface {
 	// agent joined after it: not Presence.Current). It returns ctx's error when ctx ends
 	// first.
 	WaitReturn(ctx context.Context, node, role string) (Presence, error)
+	// WaitSiteAgent returns once the agent of site holds a session, with this registry
+	// or another replica, at once when it does already (wait.agentJoined role site). It
+	// returns ctx's error when ctx ends first.
+	WaitSiteAgent(ctx context.Context, site string) error
 }
 
 // ReconnectGrace is how long after its session ended an agent that still runs has
@@ -80,8 +84,53 @@ type JoinLog struct {
 // records a join, this registry's or (on etcd) another replica's, wakes the waiters.
 func NewJoinLog(st *store.Store, holder store.Holder) *JoinLog {
 	l := &JoinLog{store: st, holder: holder, changed: make(chan struct{})}
-	st.OnWrite(l.wake, store.BucketAgentJoins)
+	st.OnWrite(l.wake, store.BucketAgentJoins, store.BucketAgentSessions)
 	return l
+}
+
+// Session records that node's agent of role opened a session with this registry at
+// opened, from the machine's boot bootID (its hello's, "" when it sent none): a machine's
+// agent's as its join (Joined: a rejoin after a plain reboot reconnects without join.join
+// and must count; a reconnect in the same boot must not count as the machine's return);
+// a site agent's, whose node is its site's id (the name its certificate carries), as the
+// site's agent session (store.Tx.OpenAgentSession), which the sites' view and
+// WaitSiteAgent read. It returns once the record is committed; its error is the store's.
+func (l *JoinLog) Session(node, role string, opened time.Time, bootID string) error {
+	if role != string(proto.RoleSite) {
+		return l.Joined(node, role, bootID)
+	}
+	return l.store.Update(func(tx *store.Tx) error { return tx.OpenAgentSession(node, role, l.holder, opened) })
+}
+
+// SessionEnded records that the session of node's agent of role that this registry held,
+// opened at opened, ended at endedAt: a machine's agent's in its joins (Left), so that
+// the other replicas no longer count it as connected; a site agent's as its session's
+// end, unless a newer session replaced it (store.Tx.CloseAgentSession).
+func (l *JoinLog) SessionEnded(node, role string, opened, endedAt time.Time) error {
+	if role != string(proto.RoleSite) {
+		return l.Left(node, role, endedAt)
+	}
+	return l.store.Update(func(tx *store.Tx) error { return tx.CloseAgentSession(node, opened) })
+}
+
+// WaitSiteAgent returns once the agent of site holds a session, with this registry or
+// another replica sharing the store: its session's record (store.AgentSession, under the
+// site's id) is open and the run of the registry that recorded it holds its lease
+// (store.AgentSession.Live), as the sites' view shows it connected. A site agent is no
+// boot of a machine: one connected before the wait began counts, and the wait returns
+// at once.
+func (l *JoinLog) WaitSiteAgent(ctx context.Context, site string) error {
+	return l.wait(ctx, func() (live bool, err error) {
+		err = l.store.View(func(tx *store.Tx) error {
+			s, ok, err := tx.AgentSession(site)
+			if err != nil || !ok {
+				return err
+			}
+			live, err = s.Live(tx)
+			return err
+		})
+		return live, err
+	})
 }
 
 // Joined records that node's agent of role joined now from the machine's boot bootID
