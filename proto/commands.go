@@ -238,8 +238,8 @@ type UserDataRendered struct {
 	JoinTokenID string `json:"joinTokenId"`
 }
 
-// WaitAgentJoined is the input of wait.agentJoined, the agent (ramdisk or node) whose
-// join it waits for, and its result.
+// WaitAgentJoined is the input of wait.agentJoined, the agent whose join it waits for
+// (the machine's ramdisk or node, or its site's agent being connected), and its result.
 type WaitAgentJoined struct {
 	Role Role `json:"role"`
 }
