@@ -330,8 +330,9 @@ func TestJoinsOutliveAStoreOutage(t *testing.T) {
 	since := joined("same-boot").JoinedAt.Add(time.Nanosecond) // the waits began after the joins of the waited boot
 	waits := map[string]chan error{}
 	for _, node := range []string{"rebooted", "same-boot"} {
-		waits[node] = make(chan error, 1)
-		go func() { waits[node] <- joins.WaitJoined(t.Context(), node, "node", since, waitedBoot) }()
+		done := make(chan error, 1)
+		waits[node] = done
+		go func() { done <- joins.WaitJoined(t.Context(), node, "node", since, waitedBoot) }()
 	}
 
 	e.startAgent("rebooted", func(c *session.Config) { c.BootID = nextBoot })

@@ -69,8 +69,9 @@ type Presence struct {
 	ReturnBy time.Time
 }
 
-// JoinLog is the Joins of a registry: it records each join in the store (so a restarted
-// registry still knows it) and wakes whoever waits. The machine's agent is the one that
+// JoinLog is the Joins of a registry: it records each join, and each site agent's
+// session, in the store (so a restarted registry, and every replica, still knows it) and
+// wakes whoever waits. The machine's agent is the one that
 // joined last; whether its session is still open, Presence tells.
 type JoinLog struct {
 	store *store.Store
