@@ -237,7 +237,7 @@ func gaveUp(reason string) string {
 			"(machines behind one NAT share it: a stranger there, or a machine retrying a used token): its WARN " +
 			"\"too many failed credential checks from a source\" names the address; its operator may raise serve --auth-failure-burst"
 	}
-	return unspent + ", once the registry is less busy (it serves 64 joins at once)"
+	return unspent + ", once the registry is less busy"
 }
 
 // postOnce sends the join request once and returns the answer's status, Retry-After (1 to
