@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -146,8 +147,9 @@ func TestAStrangersMadeUpJoinTokensAreRefusedBeforeTheCheck(t *testing.T) {
 // TestJoinWaitsOutItsAddressesBound: machines behind one NAT address share its bound. A
 // stranger behind it spends the address's last failed check just before a real bcd
 // join's request passes the NAT, which the registry then refuses source-failures with
-// Retry-After before reading it; bcd join waits the Retry-After, sends it again, and
-// joins with its token, which the refusal left unspent.
+// Retry-After before reading it; bcd join waits the Retry-After, saying so on its stderr
+// (the attempt, the seconds, the reason and that it will send it again), sends it again,
+// and joins with its token, which the refusal left unspent. Before, the wait was silent.
 func TestJoinWaitsOutItsAddressesBound(t *testing.T) {
 	reg := testkit.StartRegistry(t, "", "--auth-failure-burst", "1", "--auth-failure-refill", "1s")
 	testkit.JSON(t, reg.AdminConfig, nil, "sites", "create", "rack-a")
@@ -174,8 +176,14 @@ func TestJoinWaitsOutItsAddressesBound(t *testing.T) {
 		answers = append(answers, strings.TrimSpace(fmt.Sprintf("%d %s %s", rec.status, rec.Header().Get("Retry-After"), e.Details.Reason)))
 	})
 	j := newJoiner(t, mint(t, reg, "--kind", "provisioned", "--node-id", "node-1", "--site", "rack-a"))
-	if res := testkit.BCD(t, j.args(u, "node-1", "node", reg.Pins)...); res.Code != 0 {
+	res := testkit.BCD(t, j.args(u, "node-1", "node", reg.Pins)...)
+	if res.Code != 0 {
 		t.Fatalf("bcd join behind the NAT: exit %d\n%s", res.Code, res.Stderr)
+	}
+	wait := regexp.MustCompile(`level=INFO msg="the registry refused the join for now: bcd join waits, then sends it again" attempt=1 of=21 waitSeconds=1 code=UNAVAILABLE reason=` +
+		proto.ReasonSourceFailures + ` message="too many failed credential checks came from ` + nat + `[^"]*" todo="nothing: the token is unspent`)
+	if !wait.MatchString(res.Stderr) {
+		t.Errorf("bcd join's stderr does not tell its wait:\n%s", res.Stderr)
 	}
 	if got := strings.Join(answers, ", "); got != "503 1 "+proto.ReasonSourceFailures+", 200" {
 		t.Errorf("the join requests were answered %q, want refused source-failures with Retry-After: 1, then admitted", got)

@@ -47,6 +47,7 @@ func newMetrics(st *store.Store, plane func() *agentPlane, log *slog.Logger) *me
 			p := plane().ep.Pushes()
 			return p.Pushed, p.Acked, p.Failed
 		},
+		PushReadFailures: func() int64 { return plane().ep.Pushes().ReadFailures },
 		Replacements: func() (first, again int64) {
 			r := plane().ep.Replacements()
 			return r.First, r.Again

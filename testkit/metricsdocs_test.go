@@ -77,13 +77,14 @@ func histogramBase(name string) string {
 func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
 	reg := metrics.New(metrics.Sources{
-		NodesByState:  func() (map[string]int, error) { return map[string]int{"ready": 1}, nil },
-		Sites:         func() (int, error) { return 1, nil },
-		AgentSessions: func() map[string]int { return map[string]int{"site": 1} },
-		Handshakes:    func() (int64, int64, int64) { return 1, 1, 1 },
-		Pushes:        func() (int64, int64, int64) { return 1, 1, 1 },
-		Replacements:  func() (int64, int64) { return 1, 1 },
-		Log:           slog.New(slog.DiscardHandler),
+		NodesByState:     func() (map[string]int, error) { return map[string]int{"ready": 1}, nil },
+		Sites:            func() (int, error) { return 1, nil },
+		AgentSessions:    func() map[string]int { return map[string]int{"site": 1} },
+		Handshakes:       func() (int64, int64, int64) { return 1, 1, 1 },
+		Pushes:           func() (int64, int64, int64) { return 1, 1, 1 },
+		PushReadFailures: func() int64 { return 1 },
+		Replacements:     func() (int64, int64) { return 1, 1 },
+		Log:              slog.New(slog.DiscardHandler),
 	})
 	reg.APIRequest("metal.get", "OK", time.Millisecond)
 	reg.APIQueued(time.Millisecond)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 
 	"github.com/better-compute/better-compute/agent/join"
 )
@@ -15,6 +16,7 @@ var joinMode = Mode{
 	Define: func(fs *flag.FlagSet) Runner {
 		opts := join.Flags(fs)
 		return func(ctx context.Context, env Env) error {
+			opts.Log = slog.New(slog.NewTextHandler(env.Stderr, nil))
 			res, err := join.Join(ctx, *opts)
 			if err != nil {
 				return err

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -89,7 +90,7 @@ func Join(ctx context.Context, o Options) (Result, error) {
 		PublicKey:   base64.StdEncoding.EncodeToString(spki),
 		SealedToken: base64.StdEncoding.EncodeToString(sealed),
 	}
-	answer, err := post(ctx, server, anchors.ServingCA, req, o.Clock)
+	answer, err := post(ctx, server, anchors.ServingCA, req, o.Clock, o.Log)
 	if err != nil {
 		return Result{}, err
 	}
@@ -169,15 +170,19 @@ func localEncryptionKey(dir, pin string) (*ecdh.PublicKey, error) {
 // answers UNAVAILABLE: serving as many joins as it takes at once, or refusing for now the
 // joins of an address that sent too many refused tokens (reason source-failures), it has
 // read nothing of the request, so the token is unspent. Each wait is the answer's
-// Retry-After (1 to 30 seconds).
+// Retry-After (1 to 30 seconds), logged.
 const busyRetries = 20
 
 // post sends the join request over TLS verified against the pinned serving CA and
 // returns the body of a successful answer; a refusal is the registry's own error. A busy
-// registry's refusal is retried after its Retry-After on clk (clock.Real when nil).
-func post(ctx context.Context, server *url.URL, ca *x509.Certificate, req joinwire.Request, clk clock.Clock) ([]byte, error) {
+// registry's refusal is retried after its Retry-After on clk (clock.Real when nil), each
+// wait logged to log at Info; the refusal that ends the retries says what to do.
+func post(ctx context.Context, server *url.URL, ca *x509.Certificate, req joinwire.Request, clk clock.Clock, log *slog.Logger) ([]byte, error) {
 	if clk == nil {
 		clk = clock.Real{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca)
@@ -192,7 +197,7 @@ func post(ctx context.Context, server *url.URL, ca *x509.Certificate, req joinwi
 		return nil, err
 	}
 	u := server.JoinPath("/v1/" + joinwire.JoinMethod)
-	for attempt := 0; ; attempt++ {
+	for attempt := 1; ; attempt++ {
 		status, retryAfter, body, err := postOnce(ctx, client, u, reqBody)
 		if err != nil {
 			return nil, err
@@ -204,15 +209,35 @@ func post(ctx context.Context, server *url.URL, ca *x509.Certificate, req joinwi
 		if json.Unmarshal(body, &e) != nil || e.Code == "" {
 			return nil, proto.Errorf(proto.Internal, "the registry answered the join with status %d: %.200s", status, bytes.TrimSpace(body))
 		}
-		if e.Code != proto.Unavailable || attempt == busyRetries {
+		if e.Code != proto.Unavailable {
 			return nil, proto.Errorf(e.Code, "the registry refused the join: %s", e.Message).WithPath(e.Details.Path).WithReason(e.Details.Reason)
 		}
+		if attempt > busyRetries {
+			return nil, proto.Errorf(e.Code, "the registry refused the join for now %d times in a row, the last: %s. %s",
+				attempt, e.Message, gaveUp(e.Details.Reason)).WithReason(e.Details.Reason)
+		}
+		log.Info("the registry refused the join for now: bcd join waits, then sends it again", "attempt", attempt, "of", busyRetries+1,
+			"waitSeconds", int(retryAfter/time.Second), "code", e.Code, "reason", e.Details.Reason, "message", e.Message,
+			"todo", "nothing: the token is unspent and bcd join sends it again by itself; stop bcd join to give up")
 		select {
 		case <-ctx.Done():
-			return nil, proto.Errorf(proto.Timeout, "the registry was busy, and the join ran out of time waiting: %v", ctx.Err())
+			return nil, proto.Errorf(proto.Timeout, "the join ran out of time (%v) waiting to send its request again to the registry, which refused it for now: %s. %s",
+				ctx.Err(), e.Message, gaveUp(e.Details.Reason)).WithReason(e.Details.Reason)
 		case <-clk.After(retryAfter):
 		}
 	}
+}
+
+// gaveUp says what to do once bcd join stopped sending a join the registry refused for
+// now (UNAVAILABLE) with reason.
+func gaveUp(reason string) string {
+	const unspent = "The token is unspent: run bcd join again with it later"
+	if reason == proto.ReasonSourceFailures {
+		return unspent + ". The registry checks no credential from this machine's address while too many refused ones come from it " +
+			"(machines behind one NAT share it: a stranger there, or a machine retrying a used token): its WARN " +
+			"\"too many failed credential checks from a source\" names the address; its operator may raise serve --auth-failure-burst"
+	}
+	return unspent + ", once the registry is less busy"
 }
 
 // postOnce sends the join request once and returns the answer's status, Retry-After (1 to

@@ -2,6 +2,7 @@ package join
 
 import (
 	"flag"
+	"log/slog"
 	"net/url"
 
 	"github.com/better-compute/better-compute/clock"
@@ -26,6 +27,8 @@ type Options struct {
 	ConfigDir string
 	// Clock times the retries of a join a busy registry refused. clock.Real when nil.
 	Clock clock.Clock
+	// Log tells each wait before a refused join is sent again. Nothing is logged when nil.
+	Log *slog.Logger
 }
 
 // Flags declares `bcd join`'s flags on fs and returns the options they fill. The

@@ -33,7 +33,7 @@ func TestKeptJoinIsOfThisBootsToken(t *testing.T) {
 		}
 		return Boot{Registry: reg.URL, Pins: reg.Pins, Token: strings.TrimSpace(string(token)), Node: "gpu-01"}
 	}
-	join := func(dir string, b Boot) error { return joinRegistry(t.Context(), dir, b, clock.Real{}) }
+	join := func(dir string, b Boot) error { return joinRegistry(t.Context(), dir, b, clock.Real{}, nil) }
 	cert := func() string {
 		t.Helper()
 		c, err := os.ReadFile(filepath.Join(dir, bcdconf.CertFile))

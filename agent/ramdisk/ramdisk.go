@@ -96,7 +96,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	if err := joinRegistry(ctx, o.ConfigDir, boot, o.Clock); err != nil {
+	if err := joinRegistry(ctx, o.ConfigDir, boot, o.Clock, o.Log); err != nil {
 		return err
 	}
 	creds, err := bcdconf.LoadAgent(o.ConfigDir)
@@ -131,7 +131,8 @@ const joinedTokenFile = "joined-token.sha256"
 // joinRegistry joins as boot.Node's ramdisk with the token of this boot, unless the
 // config dir holds a join made with that token already (bcd ramdisk restarted: the token
 // is spent). A kept join of another token, or of no recorded one, is forgotten first.
-func joinRegistry(ctx context.Context, dir string, boot Boot, clk clock.Clock) error {
+// The join's waits on a registry that refused it for now are logged to log.
+func joinRegistry(ctx context.Context, dir string, boot Boot, clk clock.Clock, log *slog.Logger) error {
 	sum := sha256.Sum256([]byte(boot.Token))
 	record := []byte(hex.EncodeToString(sum[:]) + "\n")
 	recordFile := filepath.Join(dir, joinedTokenFile)
@@ -158,7 +159,7 @@ func joinRegistry(ctx context.Context, dir string, boot Boot, clk clock.Clock) e
 		return err
 	}
 	_, err := join.Join(ctx, join.Options{Server: boot.Registry, TokenFile: tokenFile, NodeID: boot.Node,
-		Role: joinwire.RoleRamdisk, Pins: boot.Pins, ConfigDir: dir, Clock: clk})
+		Role: joinwire.RoleRamdisk, Pins: boot.Pins, ConfigDir: dir, Clock: clk, Log: log})
 	return err
 }
 

@@ -28,7 +28,9 @@ import (
 // NodeSpecs the push workers cannot read. The workers read them again after a pause, and
 // fail again; the members start again, and each deferred node's agent is sent its
 // NodeSpec once and acknowledges it. The outage is logged once as an error however often
-// the read failed, its end once, and the window comes back to zero. Before, the nodes
+// the read failed, its end once, every failed read is counted (Endpoint.Pushes, the
+// metric better_compute_agent_nodespec_read_failures_total), and the window comes back to
+// zero. Before, the nodes
 // whose read failed were dropped: their agents were sent nothing until their NodeSpec
 // moved again or they reconnected.
 func TestPushesOutliveAStoreOutage(t *testing.T) {
@@ -96,6 +98,10 @@ func TestPushesOutliveAStoreOutage(t *testing.T) {
 	}
 	if back := logs.count(slog.LevelInfo, "NodeSpec reads work again"); back != 1 {
 		t.Errorf("the outage's end logged %d times, want once", back)
+	}
+	failed := logs.count(slog.LevelError, "read NodeSpecs to push") + logs.count(slog.LevelDebug, "read NodeSpecs to push failed again")
+	if got := e.ep.Pushes().ReadFailures; got != int64(failed) || got < 2 {
+		t.Errorf("%d failed reads counted, want the %d logged (at least 2)", got, failed)
 	}
 }
 

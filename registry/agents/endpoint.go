@@ -317,11 +317,15 @@ type PushCounts struct {
 	// Pushed were written to an agent's session; Acked were applied by the agent,
 	// Failed were refused by it (its ack carried an error).
 	Pushed, Acked, Failed int64
+	// ReadFailures are the push workers' reads of the NodeSpecs to push that failed (the
+	// store unavailable), each batch read again after a pause (pushRetryMin to
+	// pushRetryMax).
+	ReadFailures int64
 }
 
 // Pushes returns the endpoint's push and ack counts, for monitoring.
 func (e *Endpoint) Pushes() PushCounts {
-	return PushCounts{Pushed: e.pushes.Load(), Acked: e.acks.Load(), Failed: e.ackFailures.Load()}
+	return PushCounts{Pushed: e.pushes.Load(), Acked: e.acks.Load(), Failed: e.ackFailures.Load(), ReadFailures: e.push.readFailures()}
 }
 
 // Replacements counts the sessions a newer session of the same node and role replaced

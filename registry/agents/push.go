@@ -34,10 +34,12 @@ type pushQueue struct {
 	closed bool
 	wake   chan struct{}
 	// failures counts the reads failed in a row, since the streak's first (failedSince);
-	// resume is when the workers read again.
+	// resume is when the workers read again. failedReads counts every failed read since
+	// the queue's start, for monitoring.
 	failures    int
 	failedSince time.Time
 	resume      time.Time
+	failedReads int64
 }
 
 func (q *pushQueue) init() {
@@ -90,10 +92,11 @@ func (q *pushQueue) close() []queued {
 // their places, before the others handed since, and holds every worker back for the
 // failure streak's pause, which it returns, and whether this failure began the streak.
 // Once the queue is closed it keeps none and returns the handed ones, whose places are to
-// be given back.
+// be given back. Each call counts a failed read (readFailures).
 func (q *pushQueue) putBack(nodes []queued, now time.Time) (pause time.Duration, first bool, refused []queued) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.failedReads++
 	var handed []queued
 	for _, n := range nodes {
 		if n.slot != nil {
@@ -129,6 +132,13 @@ func (q *pushQueue) readWorked(now time.Time) (failures int, lasted time.Duratio
 	failures, lasted = q.failures, now.Sub(q.failedSince)
 	q.failures, q.resume = 0, time.Time{}
 	return failures, lasted
+}
+
+// readFailures counts the reads of NodeSpecs to push that failed since the queue's start.
+func (q *pushQueue) readFailures() int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.failedReads
 }
 
 // take waits for nodes to push and returns up to max of them, the handed ones first;

@@ -65,7 +65,8 @@ func TestPushQueueHanded(t *testing.T) {
 // ones with their places and before those handed since, and the workers are held back
 // for a pause that starts at pushRetryMin and doubles with each failure in a row up to
 // pushRetryMax; the streak is reported begun once, and ended once by a read that works,
-// after which the pause starts again from the shortest.
+// after which the pause starts again from the shortest. Every failed read is counted
+// (better_compute_agent_nodespec_read_failures_total), the count going on across streaks.
 func TestPushQueuePutBack(t *testing.T) {
 	var q pushQueue
 	q.init()
@@ -100,8 +101,14 @@ func TestPushQueuePutBack(t *testing.T) {
 	if failures, _ := q.readWorked(t0.Add(time.Hour)); failures != 0 {
 		t.Fatalf("a read that worked with no streak reported %d failures", failures)
 	}
+	if n := q.readFailures(); n != 7 {
+		t.Fatalf("%d failed reads counted after the streak, want its 7", n)
+	}
 	if pause, first, _ := q.putBack(nil, t0); pause != pushRetryMin || !first {
 		t.Fatalf("after the streak ended: pause %v, first %v; want %v, a new streak", pause, first, pushRetryMin)
+	}
+	if n := q.readFailures(); n != 8 {
+		t.Fatalf("%d failed reads counted, want 8: the count goes on across streaks", n)
 	}
 
 	// During a pause no node is taken, however many are added; close ends the wait.

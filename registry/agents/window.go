@@ -34,7 +34,8 @@ const (
 // does not wait (a push worker waiting would hold every other tenant's pushes behind
 // it): its node is deferred, unread, and a place that frees goes to it directly once the
 // waiters are served and its tenant's share has room (the tenants' deferred nodes taking
-// turns, each tenant's first deferred first): the node is handed, with its place, to handoff, which reads its newest
+// turns, round robin in the order the tenants deferred, each tenant's first deferred
+// first): the node is handed, with its place, to handoff, which reads its newest
 // NodeSpec and sends it in that place, without going through the push queue again.
 type window struct {
 	mu  sync.Mutex
@@ -49,6 +50,12 @@ type window struct {
 	held     map[string]int
 	deferred map[string]*deferredNodes
 	active   map[string]int
+	// turns are the tenants with deferred nodes (*deferredNodes), in the order they take
+	// turns for a freed place: a tenant's first deferral puts it last in the round. next
+	// is the tenant whose turn comes next, the one after the tenant served last (nil: the
+	// first).
+	turns list.List
+	next  *list.Element
 	// handoff is given a deferred node with the place it was given, outside mu; false
 	// when the node cannot be pushed (the endpoint is closing), and the place is given
 	// back. handing are the nodes given a place under mu, for handoff once it is released.
@@ -83,8 +90,9 @@ func newWindow(now func() time.Time, handoff func(q queued) bool) *window {
 // deferredNodes are one tenant's deferred nodes, first deferred first: a node deferred
 // again while it waits keeps its turn.
 type deferredNodes struct {
-	order []string
-	in    map[string]bool
+	tenant string
+	order  []string
+	in     map[string]bool
 }
 
 // queued is a node to push and, when it was deferred and a place freed for it, that
@@ -206,28 +214,32 @@ func (w *window) grantLocked() {
 	w.handDeferredLocked()
 }
 
-// handDeferredLocked gives the free places to the deferred nodes, one of each tenant
-// whose share has room in turn, each tenant's in the order they were deferred, for
-// handoff (handing) once mu is released.
+// handDeferredLocked gives the free places to the deferred nodes, the tenants whose
+// share has room taking turns, one node a turn (a tenant at its share passes its turn),
+// each tenant's in the order they were deferred, for handoff (handing) once mu is
+// released. It stops when the window is full, or when a whole round passed with no turn
+// taken.
 func (w *window) handDeferredLocked() {
-	for more := true; more; {
-		more = false
-		for tenant, nodes := range w.deferred {
-			if w.inFlight >= int(w.size) {
-				return
-			}
-			if w.held[tenant] >= w.capLocked(tenant) {
-				continue
-			}
-			node := nodes.order[0]
-			nodes.order[0], nodes.order = "", nodes.order[1:]
-			delete(nodes.in, node)
-			w.handing = append(w.handing, queued{node, w.takeLocked(tenant)})
-			w.activeLocked(tenant, -1)
-			if len(nodes.order) == 0 {
-				delete(w.deferred, tenant)
-			}
-			more = true
+	for passed := 0; passed < w.turns.Len() && w.inFlight < int(w.size); {
+		el := w.next
+		if el == nil {
+			el = w.turns.Front()
+		}
+		w.next = el.Next()
+		nodes := el.Value.(*deferredNodes)
+		if w.held[nodes.tenant] >= w.capLocked(nodes.tenant) {
+			passed++
+			continue
+		}
+		passed = 0
+		node := nodes.order[0]
+		nodes.order[0], nodes.order = "", nodes.order[1:]
+		delete(nodes.in, node)
+		w.handing = append(w.handing, queued{node, w.takeLocked(nodes.tenant)})
+		w.activeLocked(nodes.tenant, -1)
+		if len(nodes.order) == 0 {
+			w.turns.Remove(el)
+			delete(w.deferred, nodes.tenant)
 		}
 	}
 }
@@ -258,8 +270,13 @@ func (w *window) unlock() {
 func (w *window) deferLocked(tenant, node string) {
 	nodes := w.deferred[tenant]
 	if nodes == nil {
-		nodes = &deferredNodes{in: map[string]bool{}}
+		nodes = &deferredNodes{tenant: tenant, in: map[string]bool{}}
 		w.deferred[tenant] = nodes
+		if w.next != nil { // last in the round that starts at next
+			w.turns.InsertBefore(nodes, w.next)
+		} else {
+			w.turns.PushBack(nodes)
+		}
 	}
 	if !nodes.in[node] {
 		nodes.in[node] = true

@@ -301,3 +301,81 @@ func TestDeferredHandedInOrder(t *testing.T) {
 		t.Fatalf("window %+v, active %v, deferred %v once every push ended: want zero", st, w.active, w.deferred)
 	}
 }
+
+// TestDeferredTenantsTakeTurns: a halving of the window leaves three tenants over their
+// share, gamma's, alpha's and beta's nodes deferred in that order, 10 each. The places
+// that free then go to their deferred nodes one tenant after another, in the order the
+// tenants first deferred, each place to the tenant after the one served last: 30
+// handoffs, gamma, alpha, beta, ten times over. Before, each place went to whichever
+// tenant a map's iteration came to first.
+func TestDeferredTenantsTakeTurns(t *testing.T) {
+	var h handoffs
+	w := newWindow(time.Now, h.hand)
+	tenants := []string{"gamma", "alpha", "beta"} // the order they defer in, not by name
+	const perTenant, deferredEach = 20, 10
+	held := map[string][]*slot{}
+	for _, tenant := range append(tenants, "late") {
+		n := perTenant
+		if tenant == "late" {
+			n = initialWindow - len(tenants)*perTenant
+		}
+		for i := range n {
+			sl := w.acquire(tenant, fmt.Sprintf("%s-held-%02d", tenant, i), nil, nil)
+			if sl == nil {
+				t.Fatalf("%s's push %d got no place", tenant, i)
+			}
+			held[tenant] = append(held[tenant], sl)
+		}
+	}
+	// A timeout halves the window: each tenant's share is now 16 places, and each of the
+	// three holds 20.
+	w.end(held["late"][0], pushTimedOut)
+	if st := w.state(); st.Size != initialWindow/2 || st.Halvings != 1 {
+		t.Fatalf("window %+v after a timeout: want it halved", st)
+	}
+	for _, tenant := range tenants {
+		for i := range deferredEach {
+			if node := fmt.Sprintf("%s-late-%02d", tenant, i); !w.deferIfAtShare(tenant, node) {
+				t.Fatalf("%s was not deferred with %s over its share", node, tenant)
+			}
+		}
+	}
+	// The pushes end until the three hold 10, 10 and 12 places and the window is full but
+	// for none: nothing is handed yet.
+	for _, sl := range held["late"][1:] {
+		w.end(sl, pushUnused)
+	}
+	for tenant, keep := range map[string]int{"gamma": 10, "alpha": 10, "beta": 12} {
+		for _, sl := range held[tenant][keep:] {
+			w.end(sl, pushUnused)
+		}
+		held[tenant] = held[tenant][:keep]
+	}
+	if st := w.state(); len(h.got) != 0 || st.InFlight != st.Size {
+		t.Fatalf("handed %v, window %+v: want nothing handed while the window is full", h.got, st)
+	}
+	// Each place that frees now goes to a deferred node; each handed node's push ends in
+	// turn.
+	w.end(held["beta"][0], pushUnused)
+	for len(h.got) < len(tenants)*deferredEach {
+		n := len(h.got)
+		w.end(h.got[n-1].slot, pushUnused)
+		if len(h.got) != n+1 {
+			t.Fatalf("%d handed after a place freed with %d handed before, want one more", len(h.got), n)
+		}
+	}
+	var got, want []string
+	for i, q := range h.got {
+		if q.slot == nil || q.slot.tenant+"-late" != q.node[:len(q.node)-3] {
+			t.Fatalf("handed %s the place %+v, want one of its tenant's", q.node, q.slot)
+		}
+		got = append(got, q.slot.tenant)
+		want = append(want, tenants[i%len(tenants)])
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("the tenants handed places in another order than in turns (-want +got):\n%s", diff)
+	}
+	if st := w.state(); st.Deferred != 0 {
+		t.Fatalf("window %+v: want nothing deferred", st)
+	}
+}

@@ -295,7 +295,8 @@ func (c *Client) call(ctx context.Context, method string, body []byte, resp any)
 			return 0, proto.Errorf(proto.Unavailable, "the server at %s answered %s, not as a registry answers (%.200q): is the server of %s a better-compute registry, and is nothing in between failing?",
 				c.base, hresp.Status, bytes.TrimSpace(data), configName(c.config))
 		}
-		return retryWait(&e, hresp.Header.Get("Retry-After")), &e
+		err := refusal(&e, hresp.Header.Get("Retry-After"))
+		return retryWait(err), err
 	}
 	if resp == nil {
 		return 0, nil
@@ -306,12 +307,43 @@ func (c *Client) call(ctx context.Context, method string, body []byte, resp any)
 	return 0, nil
 }
 
-// retryWait is how long to wait before sending a refused call again: its Retry-After
-// seconds (at least 1, at most maxRetryWait) when it is UNAVAILABLE with one; else 0,
-// not to be sent again.
-func retryWait(e *proto.Error, retryAfter string) time.Duration {
+// refusedForNow is the error of a call the registry refused for now: UNAVAILABLE, with
+// the seconds of its answer's Retry-After.
+type refusedForNow struct {
+	err     *proto.Error
+	seconds int
+}
+
+func (r *refusedForNow) Error() string { return r.err.Error() }
+func (r *refusedForNow) Unwrap() error { return r.err }
+
+// refusal is the error of an answer e with the header retryAfter: e itself, unless it is
+// UNAVAILABLE with a Retry-After of seconds, which then come with it (RetryAfter).
+func refusal(e *proto.Error, retryAfter string) error {
 	seconds, err := strconv.Atoi(retryAfter)
 	if e.Code != proto.Unavailable || err != nil || seconds < 0 {
+		return e
+	}
+	return &refusedForNow{err: e, seconds: seconds}
+}
+
+// RetryAfter is the seconds the registry asked to wait before sending again a call whose
+// error is err, as its answer's Retry-After said: a call it refused for now
+// (UNAVAILABLE), which the client did not send again (a handler client's on behalf of a
+// browser, or one refused more than maxRetries times). -1 when the answer asked none.
+func RetryAfter(err error) int {
+	if r, ok := errors.AsType[*refusedForNow](err); ok {
+		return r.seconds
+	}
+	return -1
+}
+
+// retryWait is how long to wait before sending again a call that failed with err: the
+// seconds of its Retry-After (at least 1, at most maxRetryWait) when the registry refused
+// it for now; else 0, not to be sent again.
+func retryWait(err error) time.Duration {
+	seconds := RetryAfter(err)
+	if seconds < 0 {
 		return 0
 	}
 	return min(max(time.Duration(seconds)*time.Second, time.Second), maxRetryWait)

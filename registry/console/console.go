@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -224,6 +225,9 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 		e := proto.AsError(err)
 		if e.Details.Reason != proto.ReasonSourceFailures { // the API logs those once a minute a source
 			c.log.Info("console sign-in refused", "code", e.Code)
+		}
+		if seconds := api.RetryAfter(err); seconds >= 0 { // refused for now: the page says when to try again, as the API's answer does
+			w.Header().Set("Retry-After", strconv.Itoa(seconds))
 		}
 		c.showSignin(w, r, e.Code.HTTPStatus(), e)
 		return

@@ -39,9 +39,11 @@ func (b *client) whoami(secret string) (int, string) {
 // console's sign-ins and the API's calls from one address share its bucket of failed
 // credential checks. A stranger on 127.0.0.2 spends two of its three on the API and the
 // last on a sign-in; its next sign-ins, a made-up secret and the admin credential alike,
-// are refused UNAVAILABLE on the sign-in page, saying why and when to try again, and make
-// no session; its API calls are refused too. The operator on 127.0.0.1 signs in. Before
-// the bound every sign-in was checked and refused UNAUTHENTICATED.
+// are refused UNAVAILABLE on the sign-in page, saying why and when to try again, in its
+// text and in its Retry-After header (as the API's answer does), and make no session; its
+// API calls are refused too. The operator on 127.0.0.1 signs in. Before the bound every
+// sign-in was checked and refused UNAUTHENTICATED; before the page carried the header,
+// only its text said when.
 func TestSignInIsBoundedByTheSourceAsTheAPIIs(t *testing.T) {
 	reg := testkit.StartRegistry(t, "", "--auth-failure-burst", "3", "--auth-failure-refill", "1h")
 	cfg, err := api.LoadClientConfig(reg.AdminConfig)
@@ -66,6 +68,9 @@ func TestSignInIsBoundedByTheSourceAsTheAPIIs(t *testing.T) {
 		if p.status != http.StatusServiceUnavailable || !strings.Contains(p.body, string(proto.Unavailable)) ||
 			!strings.Contains(p.body, "too many failed credential checks came from 127.0.0.2") || !strings.Contains(p.body, "Try again in 3600 s") {
 			t.Errorf("%s signing in beyond the burst: %d\n%s", name, p.status, p.body)
+		}
+		if retry := p.header.Get("Retry-After"); retry != "3600" {
+			t.Errorf("%s signing in beyond the burst: Retry-After %q, want the 3600 s the page says", name, retry)
 		}
 		if stranger.cookie(console.SessionCookie) != nil {
 			t.Errorf("%s beyond the burst made a session", name)

@@ -36,6 +36,9 @@ type Sources struct {
 	Handshakes func() (full, resumed, refused int64)
 	// Pushes counts NodeSpecs pushed to agents, and agents' acks: applied, failed.
 	Pushes func() (pushed, acked, failed int64)
+	// PushReadFailures counts the push workers' reads of the NodeSpecs to push that
+	// failed (the store unavailable).
+	PushReadFailures func() int64
 	// Replacements counts agent sessions replaced by a newer session of the same node and
 	// role while still connected: first, and again (within ten minutes of that agent's
 	// last replacement: two agents with one certificate taking turns).
@@ -173,13 +176,15 @@ var (
 		"Agents' connection attempts: full (a new TLS session), resumed (a resumed TLS session), refused (at admission, too many in flight).", []string{"result"}, nil)
 	pushDesc = prometheus.NewDesc(namespace+"_agent_nodespec_pushes_total", "NodeSpecs pushed to agents.", nil, nil)
 	ackDesc  = prometheus.NewDesc(namespace+"_agent_nodespec_acks_total", "Agents' acks of a NodeSpec, by result (applied, failed).", []string{"result"}, nil)
+	readDesc = prometheus.NewDesc(namespace+"_agent_nodespec_read_failures_total",
+		"Reads of the NodeSpecs to push that failed, the store unavailable: the push workers read them again after a pause of 250 ms doubling with each failure in a row, up to 8 s.", nil, nil)
 	replDesc = prometheus.NewDesc(namespace+"_agent_sessions_replaced_total",
 		"Agent sessions a newer session of the same node and role replaced while still connected, by turn: again when that agent's session had been replaced within ten minutes before (two agents with one certificate taking turns), else first.",
 		[]string{"turn"}, nil)
 )
 
 func (s sources) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{nodesDesc, sitesDesc, sessDesc, handDesc, pushDesc, ackDesc, replDesc} {
+	for _, d := range []*prometheus.Desc{nodesDesc, sitesDesc, sessDesc, handDesc, pushDesc, ackDesc, readDesc, replDesc} {
 		ch <- d
 	}
 }
@@ -218,6 +223,9 @@ func (s sources) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pushDesc, prometheus.CounterValue, float64(pushed))
 		ch <- prometheus.MustNewConstMetric(ackDesc, prometheus.CounterValue, float64(acked), "applied")
 		ch <- prometheus.MustNewConstMetric(ackDesc, prometheus.CounterValue, float64(failed), "failed")
+	}
+	if src.PushReadFailures != nil {
+		ch <- prometheus.MustNewConstMetric(readDesc, prometheus.CounterValue, float64(src.PushReadFailures()))
 	}
 	if src.Replacements != nil {
 		first, again := src.Replacements()

@@ -15,13 +15,14 @@ import (
 // full is a registry whose every metric has a sample.
 func full() *Registry {
 	m := New(Sources{
-		NodesByState:  func() (map[string]int, error) { return map[string]int{"ready": 2, "active": 1}, nil },
-		Sites:         func() (int, error) { return 1, nil },
-		AgentSessions: func() map[string]int { return map[string]int{"site": 1, "node": 3} },
-		Handshakes:    func() (int64, int64, int64) { return 4, 2, 1 },
-		Pushes:        func() (int64, int64, int64) { return 5, 4, 1 },
-		Replacements:  func() (int64, int64) { return 3, 7 },
-		Log:           slog.New(slog.DiscardHandler),
+		NodesByState:     func() (map[string]int, error) { return map[string]int{"ready": 2, "active": 1}, nil },
+		Sites:            func() (int, error) { return 1, nil },
+		AgentSessions:    func() map[string]int { return map[string]int{"site": 1, "node": 3} },
+		Handshakes:       func() (int64, int64, int64) { return 4, 2, 1 },
+		Pushes:           func() (int64, int64, int64) { return 5, 4, 1 },
+		PushReadFailures: func() int64 { return 6 },
+		Replacements:     func() (int64, int64) { return 3, 7 },
+		Log:              slog.New(slog.DiscardHandler),
 	})
 	m.APIRequest("metal.list", "OK", 3*time.Millisecond)
 	m.APIQueued(20 * time.Millisecond)
@@ -67,9 +68,13 @@ better_compute_agent_sessions{role="site"} 1
 # TYPE better_compute_agent_sessions_replaced_total counter
 better_compute_agent_sessions_replaced_total{turn="again"} 7
 better_compute_agent_sessions_replaced_total{turn="first"} 3
+# HELP better_compute_agent_nodespec_read_failures_total Reads of the NodeSpecs to push that failed, the store unavailable: the push workers read them again after a pause of 250 ms doubling with each failure in a row, up to 8 s.
+# TYPE better_compute_agent_nodespec_read_failures_total counter
+better_compute_agent_nodespec_read_failures_total 6
 `
 	err := testutil.GatherAndCompare(full().Gatherer(), strings.NewReader(want),
-		"better_compute_agent_handshakes_total", "better_compute_nodes", "better_compute_agent_sessions", "better_compute_agent_sessions_replaced_total")
+		"better_compute_agent_handshakes_total", "better_compute_nodes", "better_compute_agent_sessions", "better_compute_agent_sessions_replaced_total",
+		"better_compute_agent_nodespec_read_failures_total")
 	if err != nil {
 		t.Error(err)
 	}
