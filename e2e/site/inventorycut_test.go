@@ -13,6 +13,7 @@ import (
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/testkit"
 )
 
@@ -27,9 +28,27 @@ import (
 // is cut to its budget and the `site` section counts what it leaves out: the restarted
 // site says hello, `sites inventory` shows the cut, and acme's machine is enrolled.
 func TestATenantsCachedImagesLeaveTheSiteItsHello(t *testing.T) {
-	const artifacts, sourcesEach, rounds = 144, proto.MaxImageCacheSources, 6
 	files := map[string][]byte{}
-	s := newSharedSite(t, files)
+	cachedImagesLeaveTheSiteItsHello(t, files, newSharedSite(t, files))
+}
+
+// TestATenantsCachedImagesLeaveTheSiteItsHelloOnEtcd: the same flood, with the registry
+// on a real three-member etcd cluster. The site's hello carries its images section cut
+// to its 1.5 MiB budget: before, the registry recorded the hello in one transaction,
+// larger than etcd's --max-request-bytes (1.5 MiB by default) takes, so the restarted
+// site's hello failed at every reconnect and acme's enrollment never ended. Now the
+// section is recorded alone, compressed, and the site connects.
+func TestATenantsCachedImagesLeaveTheSiteItsHelloOnEtcd(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	files := map[string][]byte{}
+	cachedImagesLeaveTheSiteItsHello(t, files, newSharedSite(t, files, "--store", "etcd", "--etcd-endpoints", strings.Join(cluster.Endpoints, ","),
+		"--kek-file", filepath.Join(t.TempDir(), "kek")))
+}
+
+// cachedImagesLeaveTheSiteItsHello is the flood of TestATenantsCachedImagesLeaveTheSiteItsHello
+// on the registry of s, whose source serves files.
+func cachedImagesLeaveTheSiteItsHello(t *testing.T, files map[string][]byte, s sharedSite) {
+	const artifacts, sourcesEach, rounds = 144, proto.MaxImageCacheSources, 6
 	reg, admin, work, configs := s.reg, s.reg.AdminConfig, s.work, s.configs
 	// The source's URL is known once it listens: the paths take what is left of 2,048
 	// characters. Nothing reads files before the site agent starts.
