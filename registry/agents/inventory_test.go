@@ -81,21 +81,32 @@ func floodedSite(r *rand.Rand) map[string]json.RawMessage {
 }
 
 // randomImages is an images section of entries whose sources are as good as random
-// (16 of 2 KB each, as tenant beta can make a site's cache verify them): within its
-// budget, but too large stored even compressed.
+// (16 of 2 KB each, as tenant beta can make a site's cache verify them), the last one's
+// shorter so that the section comes within 10 bytes of its budget: within it, but too
+// large stored even compressed, and larger than one etcd transaction takes as it is.
 func randomImages(r *rand.Rand) json.RawMessage {
 	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	return filled(imagesBudget, func(int) proto.ImageCacheEntry {
-		e := proto.ImageCacheEntry{Digest: randomHex(r, 32), State: proto.CacheReady, SizeBytes: 1}
+	source := func(n int) string {
+		b := []byte("https://beta.example.com/")
+		for len(b) < n {
+			b = append(b, letters[r.IntN(len(letters))])
+		}
+		return string(b)
+	}
+	entry := func(sources ...string) proto.ImageCacheEntry {
+		return proto.ImageCacheEntry{Digest: randomHex(r, 32), State: proto.CacheReady, SizeBytes: 1, Sources: sources}
+	}
+	out := filled(imagesBudget, func(int) proto.ImageCacheEntry {
+		e := entry()
 		for range 16 {
-			b := []byte("https://beta.example.com/")
-			for len(b) < 2048 {
-				b = append(b, letters[r.IntN(len(letters))])
-			}
-			e.Sources = append(e.Sources, string(b))
+			e.Sources = append(e.Sources, source(2048))
 		}
 		return e
 	})
+	// One entry more, of one source taking what is left but 10 bytes.
+	short, _ := json.Marshal(entry(source(64)))
+	last, _ := json.Marshal(entry(source(64 + imagesBudget - 10 - len(out) - 1 - len(short))))
+	return append(append(append(out[:len(out)-1:len(out)-1], ','), last...), ']')
 }
 
 func siteEndpoint(st *store.Store) (*Endpoint, *session) {
@@ -162,13 +173,13 @@ func TestAFloodedSiteSaysHelloOnEtcd(t *testing.T) {
 }
 
 // TestASectionTooLargeAloneIsRefused: tenant beta fills a site's images section with
-// sources as good as random, too large to store even in a transaction of its own. The
-// hello still succeeds and stores the other sections; the images section is refused
-// (INVALID_INPUT at inventory.images), its copy stored before stays, marked as refused
-// with when and how large; the same section sent alone later is refused the same way and
-// the session goes on; a report that fits again is stored and loses the mark. Before,
-// on etcd the hello failed at every reconnect and the section alone ended the session;
-// on bbolt the section was stored, as nothing on etcd could.
+// sources as good as random, too large to store even in a transaction of its own. Sent
+// alone, it is refused (INVALID_INPUT at inventory.images), its copy stored before
+// stays, marked as refused with when and how large, and the session goes on; in a hello,
+// the hello still succeeds and stores the other sections, the images section refused
+// the same way; a report that fits again is stored and loses the mark. Before, on etcd
+// the section alone ended the session (and its hello failed at every reconnect); on
+// bbolt it was stored, as nothing on etcd could.
 func TestASectionTooLargeAloneIsRefused(t *testing.T) {
 	for _, b := range storetest.Backends {
 		t.Run(b.Name, func(t *testing.T) {
@@ -183,21 +194,10 @@ func TestASectionTooLargeAloneIsRefused(t *testing.T) {
 
 			inv := floodedSite(r)
 			inv[proto.SectionImages] = randomImages(r)
-			if err := e.hello(s, &proto.Hello{ObservedGeneration: 2, Inventory: inv}); err != nil {
-				t.Fatalf("the hello with an images section too large to store: %v; want it recorded without that section", err)
+			if n := len(inv[proto.SectionImages]); n > imagesBudget || n < imagesBudget-16 || !json.Valid(inv[proto.SectionImages]) {
+				t.Fatalf("beta's images section takes %d bytes: want valid JSON within 16 bytes of its budget", n)
 			}
-			stored := storedSections(t, st)
-			images := stored[proto.SectionImages]
-			if !bytes.Equal(images.Data, before) || images.Refused == nil || images.Refused.Bytes != len(inv[proto.SectionImages]) {
-				t.Fatalf("images after the refused report: %.80s, refused %+v; want the copy before, marked refused at %d bytes", images.Data, images.Refused, len(inv[proto.SectionImages]))
-			}
-			for _, section := range []string{proto.SectionSite, proto.SectionBootEntries, proto.SectionDiscoveries} {
-				if got := stored[section]; !bytes.Equal(got.Data, compact(t, inv[section])) {
-					t.Errorf("section %s beside the refused one: not stored as sent", section)
-				}
-			}
-
-			// The same section sent alone: refused with its path, the session goes on.
+			// The section sent alone: refused with its path, the session goes on.
 			func() {
 				defer func() {
 					if p := recover(); p != nil {
@@ -212,8 +212,23 @@ func TestASectionTooLargeAloneIsRefused(t *testing.T) {
 			if s.over() {
 				t.Fatal("the session ended at a refused section")
 			}
-			if got := storedSections(t, st)[proto.SectionImages]; !bytes.Equal(got.Data, before) || got.Refused == nil {
-				t.Fatalf("images after the section alone: %.80s, refused %+v", got.Data, got.Refused)
+			if got := storedSections(t, st)[proto.SectionImages]; !bytes.Equal(got.Data, before) || got.Refused == nil || got.Refused.Bytes != len(inv[proto.SectionImages]) {
+				t.Fatalf("images after the section alone: %.80s, refused %+v; want the copy before, marked refused at %d bytes", got.Data, got.Refused, len(inv[proto.SectionImages]))
+			}
+
+			// In a hello: the other sections are stored, the images section refused again.
+			if err := e.hello(s, &proto.Hello{ObservedGeneration: 2, Inventory: inv}); err != nil {
+				t.Fatalf("the hello with an images section too large to store: %v; want it recorded without that section", err)
+			}
+			stored := storedSections(t, st)
+			images := stored[proto.SectionImages]
+			if !bytes.Equal(images.Data, before) || images.Refused == nil || images.Refused.Bytes != len(inv[proto.SectionImages]) {
+				t.Fatalf("images after the refused report: %.80s, refused %+v; want the copy before, marked refused at %d bytes", images.Data, images.Refused, len(inv[proto.SectionImages]))
+			}
+			for _, section := range []string{proto.SectionSite, proto.SectionBootEntries, proto.SectionDiscoveries} {
+				if got := stored[section]; !bytes.Equal(got.Data, compact(t, inv[section])) {
+					t.Errorf("section %s beside the refused one: not stored as sent", section)
+				}
 			}
 
 			// Back within what one transaction takes: stored, the mark gone.
