@@ -609,10 +609,10 @@ func (e *Endpoint) inventory(s *session, inv *proto.Inventory) error {
 }
 
 // putSection stores one section the agent sent, in a transaction of its own (write:
-// take, or the hello's written). One
-// the store refuses for its size (INVALID_INPUT at inventory.<section>) leaves the copy
-// stored before, marked as refused (store.Tx.RefuseInventory) so that an operator sees
-// it, and is logged; the session goes on.
+// take, or the hello's written). One the store refuses for its size (INVALID_INPUT at
+// inventory.<section>) leaves the copy stored before, marked as refused
+// (store.Tx.RefuseInventory) so that an operator sees it, and is logged; the session
+// goes on.
 func (e *Endpoint) putSection(s *session, section string, data json.RawMessage, write func(func(*store.Tx) error) error) error {
 	var changed bool
 	err := write(func(tx *store.Tx) (err error) {
