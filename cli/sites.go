@@ -156,7 +156,8 @@ var siteCommands = []command{{
 	usage:   "NAME",
 	summary: "show what the site's agent last reported: its HTTP base, cache, boot entries (tokens left out) and PXE discoveries",
 	nargs:   1,
-	long:    "what the site's agent last reported: `site` (its HTTP base; `omitted`: the entries left out of each section cut to its budget), `images`, `bootEntries` (tokens left out), `discoveries`",
+	long: "what the site's agent last reported: `site` (its HTTP base; `omitted`: the entries left out of each section cut to its budget), `images`, `bootEntries` (tokens left out), `discoveries`; " +
+		"REFUSED (`refused` in JSON) gives when and how large the agent's latest report of a section was when the registry refused it as too large to store: the section shown is the copy stored before it (docs/site.md)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		return func(x *exec) error {
 			var out api.SiteInventory
@@ -164,9 +165,13 @@ var siteCommands = []command{{
 				return err
 			}
 			x.print(out, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "SECTION\tUPDATED\tDATA")
+				fmt.Fprintln(w, "SECTION\tUPDATED\tREFUSED\tDATA")
 				for _, s := range out.Sections {
-					fmt.Fprintf(w, "%s\t%s\t%s\n", s.Section, s.UpdatedAt.Format(time.RFC3339), s.Data)
+					refused := "-"
+					if s.Refused != nil { // the copy shown is the one stored before
+						refused = fmt.Sprintf("%s, %d bytes: too large", s.Refused.At.Format(time.RFC3339), s.Refused.Bytes)
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Section, s.UpdatedAt.Format(time.RFC3339), refused, s.Data)
 				}
 			})
 			return nil

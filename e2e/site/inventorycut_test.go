@@ -1,9 +1,11 @@
 package site
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/testkit"
 )
 
@@ -27,17 +30,33 @@ import (
 // is cut to its budget and the `site` section counts what it leaves out: the restarted
 // site says hello, `sites inventory` shows the cut, and acme's machine is enrolled.
 func TestATenantsCachedImagesLeaveTheSiteItsHello(t *testing.T) {
-	const artifacts, sourcesEach, rounds = 144, proto.MaxImageCacheSources, 6
 	files := map[string][]byte{}
-	s := newSharedSite(t, files)
+	cachedImagesLeaveTheSiteItsHello(t, files, newSharedSite(t, files))
+}
+
+// TestATenantsCachedImagesLeaveTheSiteItsHelloOnEtcd: the same flood, with the registry
+// on a real three-member etcd cluster. The site's hello carries its images section cut
+// to its 1.5 MiB budget: before, the registry recorded the hello in one transaction,
+// larger than etcd's --max-request-bytes (1.5 MiB by default) takes, so the restarted
+// site's hello failed at every reconnect and acme's enrollment never ended. Now the
+// section is recorded alone, compressed, and the site connects.
+func TestATenantsCachedImagesLeaveTheSiteItsHelloOnEtcd(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	files := map[string][]byte{}
+	cachedImagesLeaveTheSiteItsHello(t, files, newSharedSite(t, files, "--store", "etcd", "--etcd-endpoints", strings.Join(cluster.Endpoints, ","),
+		"--kek-file", filepath.Join(t.TempDir(), "kek")))
+}
+
+// cachedImagesLeaveTheSiteItsHello is the flood of TestATenantsCachedImagesLeaveTheSiteItsHello
+// on the registry of s, whose source serves files.
+func cachedImagesLeaveTheSiteItsHello(t *testing.T, files map[string][]byte, s sharedSite) {
+	const artifacts, sourcesEach, rounds = 144, proto.MaxImageCacheSources, 6
 	reg, admin, work, configs := s.reg, s.reg.AdminConfig, s.work, s.configs
-	// The source's URL is known once it listens: the paths take what is left of 2,048
-	// characters. Nothing reads files before the site agent starts.
-	pad := strings.Repeat("x", 2048-len(s.source.URL)-len("//000-00.raw"))
-	paths := make([][]string, artifacts)
+	// The source's URL is known once it listens. Nothing reads files before the site
+	// agent starts.
+	paths := floodPaths(t, s.source.URL, s.acme, artifacts, sourcesEach)
 	for d := range artifacts {
 		for j := range sourcesEach {
-			paths[d] = append(paths[d], fmt.Sprintf("%s/%03d-%02d.raw", pad, d, j))
 			files[paths[d][j]] = []byte{byte(d)}
 		}
 	}
@@ -83,16 +102,28 @@ func TestATenantsCachedImagesLeaveTheSiteItsHello(t *testing.T) {
 		testkit.JSON(t, admin, &inv, "sites", "inventory", "rack-a")
 		return inv.Session != nil && inv.Session.Connected && inv.Session.Since.After(restarted)
 	})
+	// The hello's images section, cut to within a few bytes of its budget, is stored
+	// (the hello records it in a transaction of its own, after the session opened).
 	var info proto.SiteInventory
 	var images []proto.ImageCacheEntry
-	for _, sec := range inv.Sections {
-		switch sec.Section {
-		case proto.SectionSite:
-			json.Unmarshal(sec.Data, &info)
-		case proto.SectionImages:
-			json.Unmarshal(sec.Data, &images)
+	imagesBytes := 0
+	waitFor(t, "rack-a's images section stored up to its budget", func() bool {
+		testkit.JSON(t, admin, &inv, "sites", "inventory", "rack-a")
+		for _, sec := range inv.Sections {
+			switch sec.Section {
+			case proto.SectionSite:
+				json.Unmarshal(sec.Data, &info)
+			case proto.SectionImages:
+				json.Unmarshal(sec.Data, &images)
+				var c bytes.Buffer
+				json.Compact(&c, sec.Data)
+				if imagesBytes = c.Len(); sec.Refused != nil {
+					imagesBytes = 0
+				}
+			}
 		}
-	}
+		return imagesBytes >= 1536<<10-64
+	})
 	if !info.SectionCut(proto.SectionImages) || len(images) == 0 || len(images)+info.Omitted[proto.SectionImages] != artifacts+1 {
 		t.Errorf("rack-a's inventory: %d images shown, omitted %v: want the images section cut, its left-out entries counted, out of %d",
 			len(images), info.Omitted, artifacts+1)
@@ -116,4 +147,68 @@ func TestATenantsCachedImagesLeaveTheSiteItsHello(t *testing.T) {
 		t.Fatalf("acme enrolls a machine at rack-a: %v", err)
 	}
 	waitNode(t, acme, node.ID, store.NodeReady)
+}
+
+// floodPaths are the paths of beta's sources (artifact d's j-th at [d][j]; its content is
+// the byte d), each source of 2,000 to 2,048 characters, of lengths such that the images
+// section the site cuts to its 1.5 MiB budget comes within 10 bytes of it: entries of 16
+// sources of 2,000 characters would leave up to one entry (32 KB) of the budget unused,
+// within which the section stored fits one etcd transaction however it is stored. It
+// cuts as the site does: acme's image and beta's artifacts, all ready and never used, in
+// digest order, as many whole entries as fit.
+func floodPaths(t *testing.T, url string, acme []byte, artifacts, sourcesEach int) [][]string {
+	const budget, margin, base, most = 1536 << 10, 10, 2000, 2048
+	extra := make([][]int, artifacts)
+	for d := range extra {
+		extra[d] = make([]int, sourcesEach)
+	}
+	entry := func(d int) proto.ImageCacheEntry {
+		if d < 0 {
+			return proto.ImageCacheEntry{Digest: testkit.Digest(acme), State: proto.CacheReady, SizeBytes: int64(len(acme)), Sources: []string{url + "/acme.raw"}}
+		}
+		e := proto.ImageCacheEntry{Digest: testkit.Digest([]byte{byte(d)}), State: proto.CacheReady, SizeBytes: 1}
+		for j := range sourcesEach {
+			e.Sources = append(e.Sources, strings.Repeat("x", base+extra[d][j]))
+		}
+		return e
+	}
+	order := []int{-1}
+	for d := range artifacts {
+		order = append(order, d)
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(entry(a).Digest, entry(b).Digest) })
+	used, kept := 1, []int{} // the opening bracket
+	for i, d := range order {
+		b, _ := json.Marshal(entry(d))
+		n := len(b)
+		if i > 0 {
+			n++ // the comma
+		}
+		if used+n+1 > budget { // and the closing bracket
+			break
+		}
+		used, kept = used+n, append(kept, d)
+	}
+	if len(kept) == len(order) {
+		t.Fatal("every entry fits the budget: no cut to fill")
+	}
+	left := budget - (used + 1) - margin
+	for _, d := range kept {
+		for j := 0; d >= 0 && j < sourcesEach && left > 0; j++ {
+			add := min(left, most-base)
+			extra[d][j] += add
+			left -= add
+		}
+	}
+	if left > 0 {
+		t.Fatalf("%d bytes of the budget left unused", left)
+	}
+	paths := make([][]string, artifacts)
+	for d := range artifacts {
+		for j := range sourcesEach {
+			pad := strings.Repeat("x", base+extra[d][j]-len(url)-len("//000-00.raw"))
+			paths[d] = append(paths[d], fmt.Sprintf("%s/%03d-%02d.raw", pad, d, j))
+		}
+	}
+	return paths
 }

@@ -70,7 +70,7 @@ func TestATenantsPrewarmListsLeaveAnotherTenantsCacheImages(t *testing.T) {
 	s.waitReady(t)
 }
 
-// sharedSite is a registry with tenants acme and beta (each a credential to publish and
+// sharedSite is a registry (serve with newSharedSite's serveArgs) with tenants acme and beta (each a credential to publish and
 // read images and manage pools), site rack-a whose image source serves acme.raw and
 // files, and acme's signed image secret@1 (64 KiB, acme.raw) pre-warmed by its pool
 // acme-gpu there.
@@ -82,7 +82,7 @@ type sharedSite struct {
 	acme         []byte            // secret@1's artifact
 }
 
-func newSharedSite(t *testing.T, files map[string][]byte) sharedSite {
+func newSharedSite(t *testing.T, files map[string][]byte, serveArgs ...string) sharedSite {
 	s := sharedSite{work: t.TempDir(), configs: map[string]string{}, acme: make([]byte, 64<<10)}
 	rand.Read(s.acme)
 	s.caFile = filepath.Join(s.work, "source-ca.pem")
@@ -98,7 +98,7 @@ func newSharedSite(t *testing.T, files map[string][]byte) sharedSite {
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
 	}), s.caFile)
 
-	s.reg = testkit.StartRegistry(t, t.TempDir(), "--agent-listen", "127.0.0.1:0")
+	s.reg = testkit.StartRegistry(t, t.TempDir(), append([]string{"--agent-listen", "127.0.0.1:0"}, serveArgs...)...)
 	admin := s.reg.AdminConfig
 	for _, tn := range []string{"acme", "beta"} {
 		testkit.JSON(t, admin, nil, "tenants", "create", tn)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -475,14 +476,15 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	if elsewhere != "" {
 		e.replacedElsewhere(s, elsewhere)
 	}
-	if observedMoved || len(changed) > 0 {
+	small, large := splitSections(changed, h.Inventory)
+	if observedMoved || len(small) > 0 {
 		_, err := e.written(s, func(tx *store.Tx) error {
 			if observedMoved {
 				if err := tx.RecordObservedGeneration(s.node, h.ObservedGeneration); err != nil {
 					return err
 				}
 			}
-			for _, section := range changed {
+			for _, section := range small {
 				if _, err := tx.PutInventory(s.node, section, h.Inventory[section]); err != nil {
 					return err
 				}
@@ -495,8 +497,17 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		if observedMoved {
 			e.observed(s.node, h.ObservedGeneration)
 		}
-		for _, section := range changed {
+		for _, section := range small {
 			e.inventoryChanged(s.node, section, h.Inventory[section])
+		}
+	}
+	for _, section := range large {
+		// Each in a transaction of its own, after the `site` section counting what the
+		// cut ones leave out; one refused for its size is logged and marked, and the
+		// hello goes on.
+		write := func(w func(*store.Tx) error) error { _, err := e.written(s, w); return err }
+		if err := e.putSection(s, section, h.Inventory[section], write); err != nil && proto.CodeOf(err) != proto.InvalidInput {
+			return err
 		}
 	}
 	if haveSpec {
@@ -565,7 +576,29 @@ func (e *Endpoint) reported(s *session, inv map[string]json.RawMessage) map[stri
 	return out
 }
 
-// changedSections lists the sections of inv that differ from the stored ones.
+// helloAlone is the size from which a section of a hello is recorded in a transaction
+// of its own, after the one that records the generation and the smaller sections: a
+// site agent's sections at their budgets add up to more than one etcd transaction takes
+// (docs/store.md#limits).
+const helloAlone = 64 << 10
+
+// splitSections parts the changed sections of a hello into those recorded with its
+// generation (the `site` section always, so a section it counts as cut is never stored
+// before it) and those recorded each alone, in name order.
+func splitSections(changed []string, inv map[string]json.RawMessage) (small, large []string) {
+	slices.Sort(changed)
+	for _, section := range changed {
+		if section != proto.SectionSite && len(inv[section]) > helloAlone {
+			large = append(large, section)
+		} else {
+			small = append(small, section)
+		}
+	}
+	return small, large
+}
+
+// changedSections lists the sections of inv that differ from the stored ones, or whose
+// last report was refused (so the copy stored, reported again, loses its mark).
 func changedSections(tx *store.Tx, node string, inv map[string]json.RawMessage) ([]string, error) {
 	if len(inv) == 0 {
 		return nil, nil
@@ -576,7 +609,9 @@ func changedSections(tx *store.Tx, node string, inv map[string]json.RawMessage) 
 	}
 	have := make(map[string][]byte, len(stored))
 	for _, s := range stored {
-		have[s.Section] = s.Data
+		if s.Refused == nil {
+			have[s.Section] = s.Data
+		}
 	}
 	var changed []string
 	for section, data := range inv {
@@ -609,13 +644,28 @@ func (e *Endpoint) inventory(s *session, inv *proto.Inventory) error {
 	if err := proto.CheckInventorySection(s.role, inv.Section, "inventory.section"); err != nil {
 		return err
 	}
+	return e.putSection(s, inv.Section, inv.Data, func(w func(*store.Tx) error) error { return e.take(s, "inventory section", w) })
+}
+
+// putSection stores one section the agent sent, in a transaction of its own (write:
+// take, or the hello's written). One the store refuses for its size (INVALID_INPUT at
+// inventory.<section>) leaves the copy stored before, marked as refused
+// (store.Tx.RefuseInventory) so that an operator sees it, and is logged; the session
+// goes on.
+func (e *Endpoint) putSection(s *session, section string, data json.RawMessage, write func(func(*store.Tx) error) error) error {
 	var changed bool
-	err := e.take(s, "inventory section", func(tx *store.Tx) (err error) {
-		changed, err = tx.PutInventory(s.node, inv.Section, inv.Data)
+	err := write(func(tx *store.Tx) (err error) {
+		changed, err = tx.PutInventory(s.node, section, data)
 		return err
 	})
 	if err == nil && changed {
-		e.inventoryChanged(s.node, inv.Section, inv.Data)
+		e.inventoryChanged(s.node, section, data)
+	}
+	if proto.CodeOf(err) == proto.InvalidInput && proto.AsError(err).Details.Path == "inventory."+section {
+		e.log.Warn("agent inventory section refused: the copy stored before stays", "node", s.node, "role", s.role, "section", section, "bytes", len(data), "err", err)
+		if _, merr := e.written(s, func(tx *store.Tx) error { return tx.RefuseInventory(s.node, section, len(data)) }); merr != nil {
+			e.log.Warn("agent inventory section: its refusal not recorded", "node", s.node, "section", section, "err", merr)
+		}
 	}
 	return err
 }

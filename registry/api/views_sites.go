@@ -91,6 +91,16 @@ type InventorySection struct {
 	Section   string          `json:"section"`
 	Data      json.RawMessage `json:"data"`
 	UpdatedAt time.Time       `json:"updatedAt"`
+	// Refused, when set, says the agent's latest report of the section was refused as
+	// too large to store (docs/site.md#section-budgets): Data is the copy stored before.
+	Refused *SectionRefused `json:"refused,omitempty"`
+}
+
+// SectionRefused is when an inventory section's report was refused for its size, and
+// how many bytes of JSON it was.
+type SectionRefused struct {
+	At    time.Time `json:"at"`
+	Bytes int       `json:"bytes"`
 }
 
 // CachePlan is what a site's cache should hold, and which pre-warm refs were left out.
@@ -144,7 +154,13 @@ func leftOutOf(l site.LeftOut) LeftOutMAC {
 
 func locationOf(l store.ImageLocation) ImageLocation { return ImageLocation(l) }
 
-func sectionOf(s store.InventorySection) InventorySection { return InventorySection(s) }
+func sectionOf(s store.InventorySection) InventorySection {
+	out := InventorySection{Node: s.Node, Section: s.Section, Data: s.Data, UpdatedAt: s.UpdatedAt}
+	if s.Refused != nil {
+		out.Refused = &SectionRefused{At: s.Refused.At, Bytes: s.Refused.Bytes}
+	}
+	return out
+}
 
 func cachePlanOf(p image.CachePlan) CachePlan {
 	v := CachePlan{Site: p.Site, CacheImages: p.CacheImages, Excluded: make([]ExcludedImage, 0, len(p.Excluded))}

@@ -59,7 +59,8 @@ func siteWithAgent() Site {
 }
 
 func inventorySection() store.InventorySection {
-	return store.InventorySection{Node: "nd_0123456789abcdef", Section: "gpus", Data: json.RawMessage(`[{"model":"H100"}]`), UpdatedAt: at}
+	return store.InventorySection{Node: "nd_0123456789abcdef", Section: "gpus", Data: json.RawMessage(`[{"model":"H100"}]`), UpdatedAt: at,
+		Refused: &store.InventoryRefusal{At: later, Bytes: 2 << 20}}
 }
 
 func renderedStep() profile.RenderedStep {

@@ -75,7 +75,9 @@ func recordCacheReport(tx *store.Tx, node string) error {
 		if err := json.Unmarshal(s.Data, &entries); err != nil {
 			return proto.Errorf(proto.InvalidInput, "the images section does not decode: %v", err)
 		}
-		_, err = image.RecordSiteCacheReport(tx, site.ID, node, entries, info.SectionCut(proto.SectionImages))
+		// A report refused for its size leaves the one before it, which may name fewer
+		// images than the cache holds: it drops no location, as a cut one.
+		_, err = image.RecordSiteCacheReport(tx, site.ID, node, entries, info.SectionCut(proto.SectionImages) || s.Refused != nil)
 		return err
 	}
 	return nil

@@ -1,0 +1,158 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// sectionOf is a JSON array of n entries of about size bytes each, whose text is drawn
+// from alphabet (two letters: it compresses eightfold; many: as good as random).
+func sectionOf(r *rand.Rand, n, size int, alphabet string) json.RawMessage {
+	entries := make([]string, n)
+	for i := range entries {
+		b := make([]byte, size)
+		for j := range b {
+			b[j] = alphabet[r.IntN(len(alphabet))]
+		}
+		entries[i] = fmt.Sprintf(`{"i":%d,"s":%q}`, i, b)
+	}
+	return json.RawMessage("[" + strings.Join(entries, ",") + "]")
+}
+
+const randomLetters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+func inventoryOf(t *testing.T, s *Store, node string) map[string]InventorySection {
+	t.Helper()
+	out := map[string]InventorySection{}
+	err := s.View(func(tx *Tx) error {
+		inv, err := tx.Inventory(node)
+		for _, sec := range inv {
+			out[sec.Section] = sec
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestInventoryStoredCompressed: a section larger than one transaction of etcd's
+// default takes, and than MaxInventoryBytes, is stored when it compresses within it, and
+// reads back as sent; a small one is stored as JSON, readable as it is. The same on both
+// backends.
+func TestInventoryStoredCompressed(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		r := rand.New(rand.NewPCG(1, 1))
+		big := sectionOf(r, 1500, 1024, "0123456789abcdef"[:2]) // 1.5 MiB
+		small := json.RawMessage(`{"httpBase":"http://10.0.0.1"}`)
+		err := s.Update(func(tx *Tx) error {
+			if _, err := tx.PutInventory("n1", "images", big); err != nil {
+				return err
+			}
+			_, err := tx.PutInventory("n1", "site", small)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("a 1.5 MiB section that compresses: %v", err)
+		}
+		inv := inventoryOf(t, s, "n1")
+		if !bytes.Equal(inv["images"].Data, big) || !bytes.Equal(inv["site"].Data, small) {
+			t.Fatal("the sections do not read back as sent")
+		}
+		s.View(func(tx *Tx) error {
+			raw := tx.kv.get(bucketInventory, inventoryKey("n1", "images"))
+			if len(raw) >= MaxInventoryBytes || bytes.Contains(raw, big[:100]) {
+				t.Errorf("the large section is stored in %d bytes, as its JSON: want it compressed", len(raw))
+			}
+			if raw := tx.kv.get(bucketInventory, inventoryKey("n1", "site")); !bytes.Contains(raw, small) {
+				t.Errorf("the small section is stored as %s: want its JSON", raw)
+			}
+			return nil
+		})
+		// The same again is no change.
+		var changed bool
+		s.Update(func(tx *Tx) (err error) { changed, err = tx.PutInventory("n1", "images", big); return err })
+		if changed {
+			t.Error("the same compressed section again counted as a change")
+		}
+	})
+}
+
+// TestInventoryTooLargeIsRefused: a section that does not fit MaxInventoryBytes even
+// compressed is INVALID_INPUT at inventory.<section> on both backends and changes
+// nothing; RefuseInventory marks the copy stored before (or, with none, a null one) and
+// the next report stored clears the mark, the copy before reported again included.
+func TestInventoryTooLargeIsRefused(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		r := rand.New(rand.NewPCG(2, 2))
+		before := json.RawMessage(`[{"i":0}]`)
+		if err := s.Update(func(tx *Tx) error { _, err := tx.PutInventory("n1", "images", before); return err }); err != nil {
+			t.Fatal(err)
+		}
+		huge := sectionOf(r, 1400, 1024, randomLetters) // 1.4 MiB, as good as random
+		err := s.Update(func(tx *Tx) error { _, err := tx.PutInventory("n1", "images", huge); return err })
+		if proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "inventory.images" {
+			t.Fatalf("a section too large even compressed: %v, want INVALID_INPUT at inventory.images", err)
+		}
+		err = s.Update(func(tx *Tx) error { _, err := tx.PutInventory("n1", "discoveries", huge); return err })
+		if proto.CodeOf(err) != proto.InvalidInput {
+			t.Fatalf("a new section too large: %v", err)
+		}
+		for _, section := range []string{"images", "discoveries"} {
+			if err := s.Update(func(tx *Tx) error { return tx.RefuseInventory("n1", section, len(huge)) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		inv := inventoryOf(t, s, "n1")
+		if got := inv["images"]; !bytes.Equal(got.Data, before) || got.Refused == nil || got.Refused.Bytes != len(huge) || got.Refused.At.IsZero() {
+			t.Fatalf("images after its refusal: %s, %+v; want the copy before, marked", got.Data, got.Refused)
+		}
+		if got := inv["discoveries"]; string(got.Data) != "null" || got.Refused == nil {
+			t.Fatalf("a section refused with none before: %s, %+v; want null, marked", got.Data, got.Refused)
+		}
+
+		var changed bool
+		s.Update(func(tx *Tx) (err error) { changed, err = tx.PutInventory("n1", "images", before); return err })
+		if got := inventoryOf(t, s, "n1")["images"]; changed || got.Refused != nil {
+			t.Errorf("the copy before reported again: changed %v, refused %+v; want unchanged, the mark gone", changed, got.Refused)
+		}
+		s.Update(func(tx *Tx) (err error) {
+			changed, err = tx.PutInventory("n1", "discoveries", json.RawMessage(`[]`))
+			return err
+		})
+		if got := inventoryOf(t, s, "n1")["discoveries"]; !changed || got.Refused != nil || string(got.Data) != "[]" {
+			t.Errorf("a report that fits: changed %v, %s, refused %+v", changed, got.Data, got.Refused)
+		}
+	})
+}
+
+// TestInventoryRecordOfEarlierVersions: a record a registry of an earlier version wrote
+// (its data as JSON, no compression, no mark) reads as it did.
+func TestInventoryRecordOfEarlierVersions(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		data := json.RawMessage(`[{"mac":"52:54:00:00:00:01"}]`)
+		err := s.Update(func(tx *Tx) error {
+			return tx.put(bucketInventory, inventoryKey("n1", "nics"), struct {
+				Node    string          `json:"node"`
+				Section string          `json:"section"`
+				Data    json.RawMessage `json:"data"`
+			}{"n1", "nics", data})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := inventoryOf(t, s, "n1")["nics"]; !bytes.Equal(got.Data, data) || got.Refused != nil {
+			t.Fatalf("an earlier version's record: %s, %+v", got.Data, got.Refused)
+		}
+	})
+}
