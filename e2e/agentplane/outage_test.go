@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ import (
 // moved again or they reconnected.
 func TestPushesOutliveAStoreOutage(t *testing.T) {
 	const n = 64 // the window's first size
-	e, cluster, logs := outageEnv(t)
+	e, cluster, logs, hellos := outageEnv(t)
 	var g gate
 	g.init()
 	t.Cleanup(g.release)
@@ -52,7 +53,7 @@ func TestPushesOutliveAStoreOutage(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "every agent connected", func() bool { return e.ep.Sessions() == n })
+	waitFor(t, "every agent connected, its hello recorded", func() bool { return e.ep.Sessions() == n && hellos.Load() >= n })
 	w := deferChange(t, e, &g, n, "held-%02d")
 	var deferred []string // their agents were sent nothing
 	mu.Lock()
@@ -116,7 +117,7 @@ func TestPushesOutliveAStoreOutage(t *testing.T) {
 // next change.
 func TestAcknowledgementsOutliveAStoreOutage(t *testing.T) {
 	const n = 8
-	e, cluster, logs := outageEnv(t)
+	e, cluster, logs, hellos := outageEnv(t)
 	var g gate
 	g.init()
 	t.Cleanup(g.release)
@@ -142,7 +143,7 @@ func TestAcknowledgementsOutliveAStoreOutage(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, "every agent connected", func() bool { return e.ep.Sessions() == n })
+	waitFor(t, "every agent connected, its hello recorded", func() bool { return e.ep.Sessions() == n && hellos.Load() >= n })
 	setSpecs(t, e.st, n, "acked-%02d")
 	waitFor(t, "every agent applying generation 1", func() bool { return g.inside() == n })
 
@@ -182,12 +183,12 @@ func TestAcknowledgementsOutliveAStoreOutage(t *testing.T) {
 // section was stored only if the agent sent it again (a change, or its next session).
 func TestInventoryOutlivesAStoreOutage(t *testing.T) {
 	const n = 8
-	e, cluster, logs := outageEnv(t)
+	e, cluster, logs, hellos := outageEnv(t)
 	agents := make([]*agent, n)
 	for i := range agents {
 		agents[i] = e.startAgent(fmt.Sprintf("inv-%02d", i), nil)
 	}
-	waitFor(t, "every agent connected", func() bool { return e.ep.Sessions() == n })
+	waitFor(t, "every agent connected, its hello recorded", func() bool { return e.ep.Sessions() == n && hellos.Load() >= n })
 
 	back := majorityLost(t, cluster)
 	for i, a := range agents {
@@ -223,18 +224,22 @@ func (e *env) section(node, name string) json.RawMessage {
 
 // outageEnv is a registry over a three-member etcd cluster, whose reads and writes fail
 // 2 s after the majority went (a short request timeout, not 10 s) and whose pushes wait
-// an hour for their acknowledgement, and what it logs.
-func outageEnv(t *testing.T) (*env, *etcdtest.Cluster, *records) {
+// an hour for their acknowledgement, what it logs, and how many hellos it recorded: a
+// test waits for its agents' hellos to be recorded before the majority goes (an agent
+// counted in Endpoint.Sessions may still have its hello's transaction under way, and one
+// failed would take what the agent then says into its next hello).
+func outageEnv(t *testing.T) (*env, *etcdtest.Cluster, *records, *atomic.Int64) {
 	t.Helper()
 	cluster := etcdtest.Start(t)
 	logs := &records{}
+	hellos := &atomic.Int64{}
 	ca, server := newCA(t)
 	e := startEnv(t, &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0",
-		hooks: agents.Config{AckTimeout: time.Hour}, log: slog.New(logs),
+		hooks: agents.Config{AckTimeout: time.Hour, OnSession: func(string, proto.Role, time.Time, string) error { hellos.Add(1); return nil }}, log: slog.New(logs),
 		open: func() (*store.Store, error) {
 			return store.OpenEtcd(store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: "outage", Timeout: 2 * time.Second}, store.Options{})
 		}})
-	return e, cluster, logs
+	return e, cluster, logs, hellos
 }
 
 // majorityLost stops two of the cluster's three members, and starts them again when the
