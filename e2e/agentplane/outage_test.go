@@ -150,7 +150,7 @@ func TestAcknowledgementsOutliveAStoreOutage(t *testing.T) {
 	back := majorityLost(t, cluster)
 	g.release()
 	waitUntil(t, "every acknowledgement failed to be recorded", 30*time.Second, 10*time.Millisecond, func() bool {
-		return logs.count(slog.LevelError, "agent message") >= n
+		return logs.count(slog.LevelError, "agent acknowledgement not recorded")+logs.count(slog.LevelError, "agent apply failure not recorded") >= n
 	})
 	back()
 
@@ -195,7 +195,7 @@ func TestInventoryOutlivesAStoreOutage(t *testing.T) {
 		a.SetInventory("system", raw(fmt.Sprintf(`{"cpus":%d}`, i+1)))
 	}
 	waitUntil(t, "every section failed to be recorded", 30*time.Second, 10*time.Millisecond, func() bool {
-		return logs.count(slog.LevelError, "agent message") >= n
+		return logs.count(slog.LevelError, "agent inventory section not recorded") >= n
 	})
 	back()
 

@@ -536,25 +536,18 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 // machine's boot bootID, and reports whether the session goes on. When the store failed
 // to record it (a join: a workflow waiting for the machine's return would wait on while
 // the agent is connected; a site agent's session: the sites' view and the waits for the
-// site agent would not see it), the session ends with CloseShutdown, as for a message of
-// the agent's that was not recorded (take): its next hello, which tells the same boot,
-// is recorded then. A session the store refuses as INVALID_INPUT is logged and goes on.
+// site agent would not see it), the session ends as for a message of the agent's that
+// was not recorded (take, lost): its next hello, which tells the same boot, is recorded
+// then. A session the store refuses as INVALID_INPUT is logged and goes on.
 func (e *Endpoint) opened(s *session, bootID string) bool {
 	if e.cfg.OnSession == nil {
 		return true
 	}
 	err := e.cfg.OnSession(s.node, s.role, s.opened, bootID)
-	switch {
-	case err == nil:
-		return true
-	case proto.CodeOf(err) == proto.InvalidInput:
+	if proto.CodeOf(err) == proto.InvalidInput {
 		e.log.Error("agent session not recorded", "node", s.node, "role", s.role, "err", err)
-		return true
 	}
-	e.log.Error("agent session not recorded: it ends, and the agent's next hello is recorded again",
-		"node", s.node, "role", s.role, "err", err)
-	e.end(s, codeShutdown, "registry failed to record the session")
-	return false
+	return e.lost(s, "session", err)
 }
 
 // reported is inv without the sections the agent's role does not report
@@ -690,15 +683,27 @@ func (e *Endpoint) inventoryChanged(node, section string, data json.RawMessage) 
 // recorded is told again once the agent applied it again.
 func (e *Endpoint) take(s *session, what string, write func(tx *store.Tx) error) error {
 	refused, err := e.written(s, write)
-	switch {
-	case refused != nil:
+	if refused != nil {
 		e.letGo(s, refused)
-	case err != nil && proto.CodeOf(err) != proto.InvalidInput: // what is wrong with the message itself it would only say again
-		e.log.Error("agent message not recorded: its session ends, and the agent's next hello reports it again",
-			"node", s.node, "role", s.role, "message", what, "err", err)
-		e.end(s, codeShutdown, "registry failed to record the "+what)
+	} else {
+		e.lost(s, what, err)
 	}
 	return err
+}
+
+// lost ends session s with CloseShutdown when the store failed to record what it said
+// (what: a message of the agent's, or the session itself), err, and reports whether the
+// session goes on: the agent says nothing again on it, and its next session's hello
+// tells the registry again. An INVALID_INPUT is what is wrong with the message itself,
+// which the agent would only say again: the session goes on.
+func (e *Endpoint) lost(s *session, what string, err error) bool {
+	if err == nil || proto.CodeOf(err) == proto.InvalidInput {
+		return true
+	}
+	e.log.Error("agent "+what+" not recorded: its session ends, and the agent's next hello tells it again",
+		"node", s.node, "role", s.role, "err", err)
+	e.end(s, codeShutdown, "registry failed to record the "+what)
+	return false
 }
 
 // written runs write in one transaction with the check of session s's certificate
