@@ -173,3 +173,28 @@ func TestServeRefusesANegativeAPILimit(t *testing.T) {
 		}
 	}
 }
+
+// TestARefusalTheCLIGaveUpOnSaysWhen: a CLI call refused every time it is sent (its
+// tenant's waiting places held throughout) exits 1 with the refusal, and says the seconds
+// the registry's last answer asked to wait: retryAfterSeconds with --format json, a
+// "retry after" line in text, so a script or an operator knows when to try again.
+func TestARefusalTheCLIGaveUpOnSaysWhen(t *testing.T) {
+	reg := testkit.StartRegistry(t, "", "--api-tenant-waiting", "4")
+	configs := acmeAndBeta(t, reg.AdminConfig, "compute:nodes:read")
+	send := newRawCaller(t, configs["beta"]).holdWaiting(t)
+	defer send()
+
+	res := testkit.CLI(t, configs["beta"], "nodes", "list", "--format", "json")
+	var e struct {
+		testkit.ErrorObject
+		RetryAfterSeconds *int `json:"retryAfterSeconds"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &e); err != nil || res.Code != 1 || e.Code != string(proto.Unavailable) ||
+		e.Details.Reason != proto.ReasonTenantBusy || e.RetryAfterSeconds == nil || *e.RetryAfterSeconds != 1 {
+		t.Errorf("a call refused for now each time, as JSON: exit %d, %v\n%s%s", res.Code, err, res.Stdout, res.Stderr)
+	}
+	res = testkit.CLI(t, configs["beta"], "nodes", "list")
+	if res.Code != 1 || !strings.Contains(res.Stderr, "  retry after: 1s\n") {
+		t.Errorf("a call refused for now each time, as text: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+}

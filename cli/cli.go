@@ -282,13 +282,22 @@ func (x *exec) print(v any, table func(t *tabwriter.Writer)) {
 }
 
 // printError reports a failure: the error object on stdout with --format json, else
-// code, message, path and reason on stderr.
+// code, message, path and reason on stderr. A call the registry refused for now, which
+// the CLI gave up sending again, also says the seconds its last answer asked to wait
+// (retryAfterSeconds), so a script knows when to try.
 func printError(env Env, format string, err error) {
 	e := proto.AsError(err)
+	var retryAfter *int
+	if seconds := api.RetryAfter(err); seconds >= 0 {
+		retryAfter = &seconds
+	}
 	if format == "json" {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
-		enc.Encode(e)
+		enc.Encode(struct {
+			*proto.Error
+			RetryAfterSeconds *int `json:"retryAfterSeconds,omitempty"`
+		}{e, retryAfter})
 		return
 	}
 	fmt.Fprintf(env.Stderr, "error: %s: %s\n", e.Code, e.Message)
@@ -297,6 +306,9 @@ func printError(env Env, format string, err error) {
 	}
 	if e.Details.Reason != "" {
 		fmt.Fprintf(env.Stderr, "  reason: %s\n", e.Details.Reason)
+	}
+	if retryAfter != nil {
+		fmt.Fprintf(env.Stderr, "  retry after: %ds\n", *retryAfter)
 	}
 }
 
