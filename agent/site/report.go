@@ -39,9 +39,11 @@ func cut[T any](list []T, budget int) (json.RawMessage, int) {
 }
 
 // reports sends the site agent's inventory sections, each cut to its budget, keeping
-// the `site` section's omitted in line with them: a section whose count of entries left
-// out changed is sent after the `site` section that counts them, so the registry never
-// holds a cut section with a `site` section that says it is whole.
+// the `site` section's omitted in line with them: a section that leaves more entries out
+// than before is sent after the `site` section that counts them, and one that leaves
+// fewer out (or none) before the `site` section that counts fewer, so that the registry
+// never holds a section cut more than its `site` section says (it would drop the image
+// locations a cut `images` section leaves out).
 type reports struct {
 	mu      sync.Mutex
 	session *session.Agent
@@ -62,13 +64,18 @@ func (r *reports) siteSection() json.RawMessage {
 	return data
 }
 
-// set records a section cut from its entries (cut's answer) and sends it, after the
-// `site` section when the count it leaves out changed. Before the session exists it
-// only records it, for the first hello.
+// set records a section cut from its entries (cut's answer) and sends it, before the
+// `site` section when it leaves fewer entries out than before, after it when more. Before
+// the session exists it only records it, for the first hello.
 func (r *reports) set(section string, data json.RawMessage, omitted int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.info.Omitted[section] != omitted {
+	r.sections[section] = data
+	was := r.info.Omitted[section]
+	if omitted < was {
+		r.send(section)
+	}
+	if omitted != was {
 		r.info.Omitted = maps.Clone(r.info.Omitted)
 		if r.info.Omitted == nil {
 			r.info.Omitted = map[string]int{}
@@ -79,13 +86,17 @@ func (r *reports) set(section string, data json.RawMessage, omitted int) {
 			r.info.Omitted[section] = omitted
 		}
 		r.sections[proto.SectionSite] = r.siteSection()
-		if r.session != nil {
-			r.session.SetInventory(proto.SectionSite, r.sections[proto.SectionSite])
-		}
+		r.send(proto.SectionSite)
 	}
-	r.sections[section] = data
+	if omitted >= was {
+		r.send(section)
+	}
+}
+
+// send sends section as recorded on the session, if there is one yet; r.mu is held.
+func (r *reports) send(section string) {
 	if r.session != nil {
-		r.session.SetInventory(section, data)
+		r.session.SetInventory(section, r.sections[section])
 	}
 }
 

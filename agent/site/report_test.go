@@ -2,8 +2,10 @@ package site
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"slices"
@@ -14,12 +16,13 @@ import (
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/boot"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/google/go-cmp/cmp"
 )
 
 // flooded is a site holding more than an agent frame in each of its sections: boot
 // entries of 20,000 machines of four MACs each (one tenant's many machines) and 300
-// cached images of 16 verified sources of 2 KB each (many big-sourced images no longer
-// pre-warmed), ready ones the oldest used and failed ones the newest.
+// cached images (bigImages).
 func flooded(t *testing.T) (*entries, []proto.ImageCacheEntry) {
 	t.Helper()
 	es, err := openEntries(filepath.Join(t.TempDir(), entriesFile), fuzzRamdisk, "http://10.0.0.1:8080")
@@ -37,9 +40,15 @@ func flooded(t *testing.T) (*entries, []proto.ImageCacheEntry) {
 			Ramdisk: &proto.RamdiskBoot{Token: "bcj_x.y", Registry: "https://registry.example:7443", Pins: pins}}
 	}
 	es.rebuild()
+	return es, bigImages(300)
+}
+
+// bigImages are n cached images of 16 verified sources of 2 KB each (many big-sourced
+// images no longer pre-warmed), ready ones the oldest used and failed ones the newest.
+func bigImages(n int) []proto.ImageCacheEntry {
 	var images []proto.ImageCacheEntry
 	base := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	for i := range 300 {
+	for i := range n {
 		e := proto.ImageCacheEntry{Digest: fmt.Sprintf("%064x", i), State: proto.CacheReady, SizeBytes: 1, LastUsed: base.Add(time.Duration(i) * time.Second)}
 		if i%2 == 1 {
 			e.State, e.LastUsed = proto.CacheFailed, base.Add(time.Hour)
@@ -49,7 +58,7 @@ func flooded(t *testing.T) (*entries, []proto.ImageCacheEntry) {
 		}
 		images = append(images, e)
 	}
-	return es, images
+	return images
 }
 
 // helloOf is the sections r gives the first hello of a session.
@@ -168,5 +177,97 @@ func TestCutKeepsWithinItsBudget(t *testing.T) {
 	}
 	if data, omitted := cut([]string(nil), 2); string(data) != "[]" || omitted != 0 {
 		t.Errorf("no entries: %s, %d", data, omitted)
+	}
+}
+
+// TestAWholeSectionGoesBeforeTheSiteSection: the site's images section, cut in its
+// first hello, is whole again; the reports send it before the `site` section that says
+// so, over a real session to an agent endpoint, and a section cut again after the `site`
+// section that counts it. So the registry never holds a `site` section saying images
+// whole beside the cut copy, from which a cache report would drop the image locations
+// that copy left out. Before, the `site` section always went first.
+func TestAWholeSectionGoesBeforeTheSiteSection(t *testing.T) {
+	ca, err := testkit.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, udp := testkit.ListenAgents(t, ca, nil, nil)
+	cert, err := ca.AgentCertificate("st_1", string(proto.RoleSite))
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := bigImages(300)
+	r := newReports(proto.SiteInventory{HTTPBase: "http://10.0.0.1:8080"})
+	report := func(images []proto.ImageCacheEntry) {
+		data, omitted := imagesSection(images)
+		r.set(proto.SectionImages, data, omitted)
+	}
+	report(images)
+	a, err := r.open(func(hello map[string]json.RawMessage) (*session.Agent, error) {
+		return session.New(session.Config{Addr: udp.LocalAddr().String(), Certificate: cert, ServerCAs: ca.Pool(),
+			Inventory: hello, Log: slog.New(slog.DiscardHandler)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	conn, err := ln.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := conn.AcceptStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The messages on the session stream other than pings, read on a goroutine of their
+	// own while the test goroutine reports: a section larger than the stream's window is
+	// written only as the reader takes it.
+	messages := make(chan proto.Message, 16)
+	go func() {
+		defer close(messages)
+		for {
+			m, err := proto.ReadMessage(stream)
+			if err != nil {
+				return
+			}
+			if m.Type != proto.MsgPing {
+				messages <- m
+			}
+		}
+	}()
+	next := func() proto.Message {
+		t.Helper()
+		m, ok := <-messages
+		if !ok {
+			t.Fatal("the session stream ended")
+		}
+		return m
+	}
+	var info proto.SiteInventory
+	if hello := next(); hello.Type != proto.MsgHello || json.Unmarshal(hello.Hello.Inventory[proto.SectionSite], &info) != nil || !info.SectionCut(proto.SectionImages) {
+		t.Fatalf("the first message: %s; want a hello whose `site` section says images cut", hello.Type)
+	}
+	// Once the hello is read the session is up: what the reports send now goes on it.
+	var sent []string
+	received := func() {
+		t.Helper()
+		for range 2 {
+			m := next()
+			if m.Type != proto.MsgInventory {
+				t.Fatalf("a %s on the session stream; want inventory sections", m.Type)
+			}
+			sent = append(sent, m.Inventory.Section)
+		}
+	}
+	report(images[:5])
+	received()
+	report(images)
+	received()
+	if diff := cmp.Diff([]string{proto.SectionImages, proto.SectionSite, proto.SectionSite, proto.SectionImages}, sent); diff != "" {
+		t.Errorf("images whole again, then cut again: the sections in the order sent (-want +got):\n%s", diff)
 	}
 }

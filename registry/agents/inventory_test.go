@@ -15,6 +15,7 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/registry/store/storetest"
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestMain(m *testing.M) {
@@ -238,6 +239,57 @@ func TestASectionTooLargeAloneIsRefused(t *testing.T) {
 			}
 			if got := storedSections(t, st)[proto.SectionImages]; string(got.Data) != "[]" || got.Refused != nil {
 				t.Fatalf("images reported whole again: %s, refused %+v", got.Data, got.Refused)
+			}
+		})
+	}
+}
+
+// TestAHelloOfASectionWholeAgainStoresItBeforeTheSiteSection: a site agent's stored
+// `images` section is cut and its stored `site` section says so; its next hello reports
+// images whole and a `site` section saying so. The images section is committed before
+// the `site` section, on etcd as on bbolt: at no moment does the store hold a `site`
+// section saying images whole beside the cut copy, from which a cache report would drop
+// the image locations that copy left out. Before, the `site` section went first, with
+// the generation, and the large images section after it.
+func TestAHelloOfASectionWholeAgainStoresItBeforeTheSiteSection(t *testing.T) {
+	for _, b := range storetest.Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			st := b.Open(t, store.Options{})
+			storetest.Fill(t, st)
+			var committed []string
+			e, s := siteEndpoint(st)
+			e.cfg.OnInventory = func(_, section string, _ json.RawMessage) { committed = append(committed, section) }
+			r := rand.New(rand.NewPCG(5, 6))
+			images := func(n int) json.RawMessage {
+				return filled(n, func(int) proto.ImageCacheEntry {
+					return proto.ImageCacheEntry{Digest: randomHex(r, 32), State: proto.CacheReady, SizeBytes: 1}
+				})
+			}
+			site := func(omitted map[string]int) json.RawMessage {
+				data, _ := json.Marshal(proto.SiteInventory{HTTPBase: "http://10.0.0.1:8080", Omitted: omitted})
+				return data
+			}
+			cut := map[string]json.RawMessage{proto.SectionSite: site(map[string]int{proto.SectionImages: 40}), proto.SectionImages: images(2 * helloAlone)}
+			if err := e.hello(s, &proto.Hello{ObservedGeneration: 1, Inventory: cut}); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{proto.SectionSite, proto.SectionImages}, committed); diff != "" {
+				t.Fatalf("a hello of images cut further committed (-want +got):\n%s", diff)
+			}
+
+			committed = nil
+			whole := map[string]json.RawMessage{proto.SectionSite: site(nil), proto.SectionImages: images(3 * helloAlone)}
+			if err := e.hello(s, &proto.Hello{ObservedGeneration: 1, Inventory: whole}); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{proto.SectionImages, proto.SectionSite}, committed); diff != "" {
+				t.Fatalf("a hello of images whole again committed (-want +got):\n%s", diff)
+			}
+			stored := storedSections(t, st)
+			for section, data := range whole {
+				if !bytes.Equal(stored[section].Data, compact(t, data)) {
+					t.Errorf("section %s: not stored as sent", section)
+				}
 			}
 		})
 	}

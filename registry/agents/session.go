@@ -438,6 +438,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		haveSpec      bool
 		observedMoved bool
 		changed       []string
+		storedSite    proto.SiteInventory
 		pending       []store.AgentCommand
 		elsewhere     string
 	)
@@ -467,6 +468,11 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 		if changed, err = changedSections(tx, s.node, e.reported(s, h.Inventory)); err != nil {
 			return err
 		}
+		if slices.Contains(changed, proto.SectionSite) {
+			if storedSite, err = tx.SiteInventory(s.node); err != nil {
+				return err
+			}
+		}
 		pending, err = tx.PendingAgentCommands(s.node)
 		return err
 	})
@@ -476,7 +482,13 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	if elsewhere != "" {
 		e.replacedElsewhere(s, elsewhere)
 	}
-	small, large := splitSections(changed, h.Inventory)
+	before, small, after := splitSections(changed, h.Inventory, storedSite)
+	// Each in a transaction of its own, before the `site` section that counts it as
+	// less cut than the stored one does: until that commits, the stored `site` section
+	// still counts the new copy as cut, as it did the old one.
+	if err := e.putAlone(s, before, h.Inventory); err != nil {
+		return err
+	}
 	if observedMoved || len(small) > 0 {
 		_, err := e.written(s, func(tx *store.Tx) error {
 			if observedMoved {
@@ -501,14 +513,10 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 			e.inventoryChanged(s.node, section, h.Inventory[section])
 		}
 	}
-	for _, section := range large {
-		// Each in a transaction of its own, after the `site` section counting what the
-		// cut ones leave out; one refused for its size is logged and marked, and the
-		// hello goes on.
-		write := func(w func(*store.Tx) error) error { _, err := e.written(s, w); return err }
-		if err := e.putSection(s, section, h.Inventory[section], write); err != nil && proto.CodeOf(err) != proto.InvalidInput {
-			return err
-		}
+	// Each in a transaction of its own, after the `site` section that counts what the
+	// cut ones leave out.
+	if err := e.putAlone(s, after, h.Inventory); err != nil {
+		return err
 	}
 	if haveSpec {
 		s.wmu.Lock()
@@ -570,24 +578,52 @@ func (e *Endpoint) reported(s *session, inv map[string]json.RawMessage) map[stri
 }
 
 // helloAlone is the size from which a section of a hello is recorded in a transaction
-// of its own, after the one that records the generation and the smaller sections: a
-// site agent's sections at their budgets add up to more than one etcd transaction takes
-// (docs/store.md#limits).
+// of its own, before or after the one that records the generation and the smaller
+// sections (splitSections): a site agent's sections at their budgets add up to more
+// than one etcd transaction takes (docs/store.md#limits).
 const helloAlone = 64 << 10
 
-// splitSections parts the changed sections of a hello into those recorded with its
-// generation (the `site` section always, so a section it counts as cut is never stored
-// before it) and those recorded each alone, in name order.
-func splitSections(changed []string, inv map[string]json.RawMessage) (small, large []string) {
+// splitSections parts the changed sections of a hello (inv) into those recorded with
+// its generation (small: the `site` section always) and the larger ones recorded each
+// alone, in name order: before the `site` section those it counts as less cut than the
+// stored one (storedSite) does, after it the others. So the stored `site` section never
+// says a section is whole, or less cut, while the copy stored beside it is cut more:
+// the registry keeps the image locations a cut `images` section leaves out by it.
+func splitSections(changed []string, inv map[string]json.RawMessage, storedSite proto.SiteInventory) (before, small, after []string) {
 	slices.Sort(changed)
+	site := storedSite // unless the hello changes it
+	if slices.Contains(changed, proto.SectionSite) {
+		// One that does not decode is read as saying every section whole, as
+		// store.Tx.SiteInventory reads it.
+		var said proto.SiteInventory
+		if json.Unmarshal(inv[proto.SectionSite], &said) != nil {
+			said = proto.SiteInventory{}
+		}
+		site = said
+	}
 	for _, section := range changed {
-		if section != proto.SectionSite && len(inv[section]) > helloAlone {
-			large = append(large, section)
-		} else {
+		switch {
+		case section == proto.SectionSite || len(inv[section]) <= helloAlone:
 			small = append(small, section)
+		case site.Omitted[section] < storedSite.Omitted[section]:
+			before = append(before, section)
+		default:
+			after = append(after, section)
 		}
 	}
-	return small, large
+	return before, small, after
+}
+
+// putAlone stores each of the sections of inv, in a transaction of its own
+// (putSection); one refused for its size is logged and marked, and the hello goes on.
+func (e *Endpoint) putAlone(s *session, sections []string, inv map[string]json.RawMessage) error {
+	write := func(w func(*store.Tx) error) error { _, err := e.written(s, w); return err }
+	for _, section := range sections {
+		if err := e.putSection(s, section, inv[section], write); err != nil && proto.CodeOf(err) != proto.InvalidInput {
+			return err
+		}
+	}
+	return nil
 }
 
 // changedSections lists the sections of inv that differ from the stored ones, or whose

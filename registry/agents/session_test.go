@@ -3,12 +3,16 @@ package agents
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/storetest"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestReplacementTurns: a node's session replaced while connected is counted first, and
@@ -126,4 +130,62 @@ func TestHelloWritesNothingOnceTheEpochMoved(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestSplitSections: the changed sections of a hello are stored with its generation
+// when small (the `site` section always), alone before it when large and counted as
+// less cut than the stored `site` section counts them, alone after it otherwise.
+func TestSplitSections(t *testing.T) {
+	large := json.RawMessage(`"` + strings.Repeat("x", helloAlone) + `"`)
+	siteSaying := func(omitted map[string]int) json.RawMessage {
+		data, _ := json.Marshal(proto.SiteInventory{Omitted: omitted})
+		return data
+	}
+	cutImages := proto.SiteInventory{Omitted: map[string]int{proto.SectionImages: 10}}
+	for name, tc := range map[string]struct {
+		changed              map[string]json.RawMessage
+		stored               proto.SiteInventory
+		before, small, after []string
+	}{
+		"small sections go with the generation": {
+			changed: map[string]json.RawMessage{proto.SectionSite: siteSaying(nil), proto.SectionDiscoveries: json.RawMessage(`[]`)},
+			small:   []string{proto.SectionDiscoveries, proto.SectionSite},
+		},
+		"a large section cut for the first time goes after": {
+			changed: map[string]json.RawMessage{proto.SectionSite: siteSaying(cutImages.Omitted), proto.SectionImages: large},
+			small:   []string{proto.SectionSite}, after: []string{proto.SectionImages},
+		},
+		"a large section whole again goes before": {
+			changed: map[string]json.RawMessage{proto.SectionSite: siteSaying(nil), proto.SectionImages: large}, stored: cutImages,
+			before: []string{proto.SectionImages}, small: []string{proto.SectionSite},
+		},
+		"a large section less cut goes before": {
+			changed: map[string]json.RawMessage{proto.SectionSite: siteSaying(map[string]int{proto.SectionImages: 3}), proto.SectionImages: large}, stored: cutImages,
+			before: []string{proto.SectionImages}, small: []string{proto.SectionSite},
+		},
+		"a large section cut further goes after": {
+			changed: map[string]json.RawMessage{proto.SectionSite: siteSaying(map[string]int{proto.SectionImages: 11}), proto.SectionImages: large}, stored: cutImages,
+			small: []string{proto.SectionSite}, after: []string{proto.SectionImages},
+		},
+		"a `site` section that does not decode says whole": {
+			changed: map[string]json.RawMessage{proto.SectionSite: json.RawMessage(`{"omitted":"many"}`), proto.SectionImages: large}, stored: cutImages,
+			before: []string{proto.SectionImages}, small: []string{proto.SectionSite},
+		},
+		"a `site` section unchanged keeps the stored one's count": {
+			changed: map[string]json.RawMessage{proto.SectionImages: large}, stored: cutImages,
+			after: []string{proto.SectionImages},
+		},
+		"the sections of each group in name order": {
+			changed: map[string]json.RawMessage{proto.SectionSite: siteSaying(cutImages.Omitted), proto.SectionImages: large, proto.SectionDiscoveries: large, proto.SectionBootEntries: large},
+			stored:  proto.SiteInventory{Omitted: map[string]int{proto.SectionDiscoveries: 1, proto.SectionBootEntries: 2}},
+			before:  []string{proto.SectionBootEntries, proto.SectionDiscoveries}, small: []string{proto.SectionSite}, after: []string{proto.SectionImages},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before, small, after := splitSections(slices.Collect(maps.Keys(tc.changed)), tc.changed, tc.stored)
+			if diff := cmp.Diff([][]string{tc.before, tc.small, tc.after}, [][]string{before, small, after}); diff != "" {
+				t.Errorf("before, small, after (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
