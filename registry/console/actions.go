@@ -145,12 +145,12 @@ func (c *Console) act(t *target) func(w http.ResponseWriter, r *http.Request, s 
 		}
 		method, req, resp := a.request(r, id)
 		if err := c.call(r.Context(), s, method, req, resp); err != nil {
-			e := proto.AsError(err)
-			if e.Code == proto.Unauthenticated {
+			if proto.CodeOf(err) == proto.Unauthenticated {
 				c.refused(w, r, s, a.Name, err)
 				return
 			}
-			c.showConfirm(t, w, r, s, e.Code.HTTPStatus(), e)
+			e, status := refusal(w, err)
+			c.showConfirm(t, w, r, s, status, e)
 			return
 		}
 		c.log.Info("console request", "request", a.Name, t.Noun, id, "tenant", s.tenant, "credential", s.credentialID)

@@ -160,12 +160,25 @@ func (c *Console) form(h func(w http.ResponseWriter, r *http.Request, s *session
 // refused answers a page whose API call failed: a credential the API no longer takes
 // ends the session.
 func (c *Console) refused(w http.ResponseWriter, r *http.Request, s *session, title string, err error) {
-	e := proto.AsError(err)
+	e, status := refusal(w, err)
 	if e.Code == proto.Unauthenticated {
 		c.sessions.end(r)
 		clearCookie(w, SessionCookie)
 	}
-	c.render(w, r, e.Code.HTTPStatus(), "error", s, view{Title: title, Err: e})
+	c.render(w, r, status, "error", s, view{Title: title, Err: e})
+}
+
+// refusal is the API's refusal err as the console answers it: the error a page shows and
+// its status. A call refused for now (UNAVAILABLE with Retry-After: its tenant's waiting
+// calls, its source's failed credential checks) gives the page the API's Retry-After too,
+// so that a browser or a script is told when to try again as the API's own callers are.
+// It sets a header: call it before the answer's status is written.
+func refusal(w http.ResponseWriter, err error) (*proto.Error, int) {
+	e := proto.AsError(err)
+	if seconds := api.RetryAfter(err); seconds >= 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(seconds))
+	}
+	return e, e.Code.HTTPStatus()
 }
 
 // render writes page name with v, filled in with the session's.
@@ -222,14 +235,11 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	client := c.client(secret)
 	client.OnBehalfOf(r) // bounded by the browser's address, as the API's calls are
 	if err := client.Call(r.Context(), "credentials.whoami", struct{}{}, &who); err != nil {
-		e := proto.AsError(err)
+		e, status := refusal(w, err)
 		if e.Details.Reason != proto.ReasonSourceFailures { // the API logs those once a minute a source
 			c.log.Info("console sign-in refused", "code", e.Code)
 		}
-		if seconds := api.RetryAfter(err); seconds >= 0 { // refused for now: the page says when to try again, as the API's answer does
-			w.Header().Set("Retry-After", strconv.Itoa(seconds))
-		}
-		c.showSignin(w, r, e.Code.HTTPStatus(), e)
+		c.showSignin(w, r, status, e)
 		return
 	}
 	now := c.now()

@@ -2,11 +2,14 @@ package console_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -21,18 +24,43 @@ func (b *client) from(local string) *client {
 	return b
 }
 
-// whoami calls the API's credentials.whoami with secret over b's connections.
-func (b *client) whoami(secret string) (int, string) {
-	b.t.Helper()
-	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, b.base+"/v1/credentials.whoami", strings.NewReader("{}"))
+// whoami calls the API's credentials.whoami with secret and body over b's connections,
+// and returns the status and Retry-After of its answer; status 0 when it had none.
+func (b *client) whoami(secret string, body io.Reader) (int, string) {
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, b.base+"/v1/credentials.whoami", body)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+secret)
 	resp, err := b.client.Do(req)
 	if err != nil {
-		b.t.Fatal(err)
+		b.t.Error(err)
+		return 0, ""
 	}
 	resp.Body.Close()
 	return resp.StatusCode, resp.Header.Get("Retry-After")
+}
+
+// holdWaiting takes the one waiting place secret's tenant has (serve --api-tenant-waiting
+// 1) with a call whose body does not come, until release sends it; the call is then
+// answered OK.
+func (b *client) holdWaiting(secret string) (release func()) {
+	b.t.Helper()
+	body, send := io.Pipe()
+	answered := make(chan int, 1)
+	go func() {
+		status, _ := b.whoami(secret, body)
+		answered <- status
+	}()
+	testkit.WaitFor(b.t, "the tenant's calls to be refused while its waiting place is held", time.Minute, 20*time.Millisecond, func() bool {
+		status, retry := b.whoami(secret, strings.NewReader("{}"))
+		return status == http.StatusServiceUnavailable && retry != ""
+	})
+	return func() {
+		send.Write([]byte("{}"))
+		send.Close()
+		if status := <-answered; status != http.StatusOK {
+			b.t.Errorf("the held call once its body came: %d", status)
+		}
+	}
 }
 
 // TestSignInIsBoundedByTheSourceAsTheAPIIs, as the attacker through the real serve: the
@@ -53,7 +81,7 @@ func TestSignInIsBoundedByTheSourceAsTheAPIIs(t *testing.T) {
 	const madeUp = "bcc_0123456789abcdef.bWFkZS11cA"
 	stranger := newClient(t, reg).from("127.0.0.2")
 	for range 2 {
-		if status, _ := stranger.whoami(madeUp); status != http.StatusUnauthorized {
+		if status, _ := stranger.whoami(madeUp, strings.NewReader("{}")); status != http.StatusUnauthorized {
 			t.Fatalf("a made-up credential within the burst: %d", status)
 		}
 	}
@@ -76,11 +104,55 @@ func TestSignInIsBoundedByTheSourceAsTheAPIIs(t *testing.T) {
 			t.Errorf("%s beyond the burst made a session", name)
 		}
 	}
-	if status, retry := stranger.whoami(madeUp); status != http.StatusServiceUnavailable || retry != "3600" {
+	if status, retry := stranger.whoami(madeUp, strings.NewReader("{}")); status != http.StatusServiceUnavailable || retry != "3600" {
 		t.Errorf("the stranger's API call after its sign-ins: %d, Retry-After %q", status, retry)
 	}
 	operator := newClient(t, reg)
 	if p := operator.signIn(reg.AdminConfig); p.status != http.StatusSeeOther || operator.cookie(console.SessionCookie) == nil {
 		t.Errorf("the operator's sign-in from 127.0.0.1: %d\n%s", p.status, p.body)
+	}
+}
+
+// TestASignedInPageRefusedForNowSaysWhen: while the tenant's one waiting place is held
+// (serve --api-tenant-waiting 1), each signed-in page, the live stream before it starts
+// and a confirmed request are refused UNAVAILABLE, and say when to try again both in
+// their text and in their Retry-After header, as the API's answer does. Before, only the
+// sign-in page carried the header: a browser or a script reading a signed-in page's 503
+// was not told when to come back.
+func TestASignedInPageRefusedForNowSaysWhen(t *testing.T) {
+	reg := testkit.StartRegistry(t, "", "--api-tenant-waiting", "1")
+	cfg, err := api.LoadClientConfig(reg.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator := newClient(t, reg)
+	if p := operator.signIn(reg.AdminConfig); p.status != http.StatusSeeOther {
+		t.Fatalf("sign in: %d\n%s", p.status, p.body)
+	}
+	csrf := operator.csrf("/ui/nodes")
+	pages := map[string]func() page{
+		"the nodes page":       func() page { return operator.get("/ui/nodes") },
+		"the sites page":       func() page { return operator.get("/ui/sites") },
+		"the pools page":       func() page { return operator.get("/ui/pools") },
+		"the images page":      func() page { return operator.get("/ui/images") },
+		"a node's live stream": func() page { return operator.get("/ui/nodes/n-1/live") },
+		"a confirmed release": func() page {
+			return operator.post("/ui/nodes/n-1/release", url.Values{"csrf": {csrf}, "wipe": {"none"}})
+		},
+	}
+	for name, get := range pages {
+		release := operator.holdWaiting(cfg.Credential)
+		p := get()
+		release()
+		retry := p.header.Get("Retry-After")
+		seconds, err := strconv.Atoi(retry)
+		switch {
+		case p.status != http.StatusServiceUnavailable || !strings.Contains(p.body, string(proto.Unavailable)):
+			t.Errorf("%s while the tenant's waiting place is held: %d, want 503 UNAVAILABLE\n%s", name, p.status, p.body)
+		case err != nil || seconds <= 0:
+			t.Errorf("%s refused for now: Retry-After %q, want the positive seconds its text says\n%s", name, retry, p.body)
+		case !strings.Contains(p.body, "try again in "+retry+" s"):
+			t.Errorf("%s refused for now: its text does not say to try again in the %s s of its Retry-After\n%s", name, retry, p.body)
+		}
 	}
 }

@@ -168,18 +168,21 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.sessions.closeLive(s)
-	var node api.NodeView
-	if err := c.call(r.Context(), s, "metal.get", api.NodeKey{NodeID: r.PathValue("id")}, &node); err != nil {
-		e := proto.AsError(err)
-		http.Error(w, string(e.Code)+": "+e.Message, e.Code.HTTPStatus())
-		return
-	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	d, err := c.liveOf(ctx, s, node.ID, node.Workflow, 0)
+	var node api.NodeView
+	var d *liveData
+	err := c.call(ctx, s, "metal.get", api.NodeKey{NodeID: r.PathValue("id")}, &node)
+	if err == nil {
+		d, err = c.liveOf(ctx, s, node.ID, node.Workflow, 0)
+	}
 	if err != nil {
-		e := proto.AsError(err)
-		http.Error(w, string(e.Code)+": "+e.Message, e.Code.HTTPStatus())
+		// Refused before the stream starts, the answer is the API's, with its Retry-After
+		// when it was refused for now. Once the stream has started, its status and headers
+		// are sent and can say no Retry-After: a refusal then ends the stream, and the
+		// browser's EventSource connects again after its own delay.
+		e, status := refusal(w, err)
+		http.Error(w, string(e.Code)+": "+e.Message, status)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")

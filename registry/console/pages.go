@@ -54,8 +54,9 @@ func (c *Console) nodes(w http.ResponseWriter, r *http.Request, s *session) {
 			c.refused(w, r, s, "Nodes", err)
 			return
 		}
-		v.Err = proto.AsError(err)
-		c.render(w, r, v.Err.Code.HTTPStatus(), "nodes", s, v)
+		var status int
+		v.Err, status = refusal(w, err)
+		c.render(w, r, status, "nodes", s, v)
 		return
 	}
 	d.Nodes, d.NextCursor = list.Nodes, list.NextCursor
