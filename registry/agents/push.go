@@ -187,9 +187,22 @@ func (q *pushQueue) take(max int) []queued {
 // nodeSpecChanged is the store's hook: a node's spec moved, push it if an agent of the
 // node that takes NodeSpecs (a site agent, a machine's installed OS) is here.
 func (e *Endpoint) nodeSpecChanged(node string, _ int64) {
-	if e.session(node, proto.RoleNode) != nil || e.session(node, proto.RoleSite) != nil {
+	if e.specSession(node) != nil {
 		e.push.add(node)
 	}
+}
+
+// specSession is the session here of node's agent that takes NodeSpecs
+// (proto.Role.TakesNodeSpecs: a site agent, a machine's installed OS), nil when none is.
+func (e *Endpoint) specSession(node string) *session {
+	for _, role := range proto.Roles {
+		if role.TakesNodeSpecs() {
+			if s := e.session(node, role); s != nil {
+				return s
+			}
+		}
+	}
+	return nil
 }
 
 // pushWorker pushes queued NodeSpecs, reading each batch in one transaction: a node
@@ -296,10 +309,8 @@ func (e *Endpoint) readPushes(nodes []queued) (pushes []push, unused []*slot, er
 // frees within the share (window.handoff). A node with no session here is left to the
 // read, which skips it.
 func (e *Endpoint) deferred(node string) bool {
-	for _, role := range []proto.Role{proto.RoleNode, proto.RoleSite} {
-		if s := e.session(node, role); s != nil {
-			return e.window.deferIfAtShare(s.tenant, node)
-		}
+	if s := e.specSession(node); s != nil {
+		return e.window.deferIfAtShare(s.tenant, node)
 	}
 	return false
 }
