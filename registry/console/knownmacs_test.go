@@ -20,18 +20,18 @@ import (
 // acme's three machines, then beta's flood, over the bound by over. The flood is written
 // while the registry is down, in one store write, as sixteen thousand enrollments
 // through the API would take minutes. It returns beta's nodes left out, enrolled last,
-// in the order of their MACs, and the credential files of acme and of beta, both
-// holding compute:sites:manage.
-func overBound(t *testing.T, over int) (reg *testkit.Registry, leftOut []api.LeftOutMAC, acme, beta string) {
+// in the order of their MACs, and the credential file of beta, holding
+// compute:sites:manage.
+func overBound(t *testing.T, over int) (reg *testkit.Registry, leftOut []api.LeftOutMAC, beta string) {
 	reg = testkit.StartRegistry(t, "")
 	admin := reg.AdminConfig
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
-	acme, beta = filepath.Join(t.TempDir(), "acme.conf"), filepath.Join(t.TempDir(), "beta.conf")
-	for tenant, file := range map[string]string{"acme": acme, "beta": beta} {
+	for _, tenant := range []string{"acme", "beta"} {
 		testkit.JSON(t, admin, nil, "tenants", "create", tenant)
 		testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--tenant", tenant, "--site", "rack-a")
-		testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", tenant, "--actions", "compute:sites:manage,compute:nodes:read", "--out", file)
 	}
+	beta = filepath.Join(t.TempDir(), "beta.conf")
+	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "beta", "--actions", "compute:sites:manage,compute:nodes:read", "--out", beta)
 	for i := range 3 {
 		testkit.JSON(t, admin, nil, "nodes", "enroll", "--tenant", "acme", "--pool", "gpu", "--mac", fmt.Sprintf("52:54:00:aa:00:%02x", i),
 			"--bmc-driver", "qmp", "--bmc-address", fmt.Sprintf("unix:///run/a%d.sock", i))
@@ -58,7 +58,7 @@ func overBound(t *testing.T, over int) (reg *testkit.Registry, leftOut []api.Lef
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testkit.StartRegistry(t, reg.DataDir), leftOut, acme, beta
+	return testkit.StartRegistry(t, reg.DataDir), leftOut, beta
 }
 
 var (
@@ -80,55 +80,58 @@ var (
 // console's NOT_FOUND for a request it does not know.
 func TestKnownMACsPage(t *testing.T) {
 	const over = 5
-	reg, want, _, beta := overBound(t, over)
-	admin := newClient(t, reg)
-	admin.signIn(reg.AdminConfig)
-	sites := admin.get("/ui/sites")
-	link := `href="/ui/sites/rack-a/known-macs"`
-	if sites.status != http.StatusOK || !strings.Contains(sites.body, link) {
-		t.Fatalf("the operator's Sites page (%d) has no %s:\n%s", sites.status, link, sites.body)
-	}
-	var got []api.LeftOutMAC
-	path := "/ui/sites/rack-a/known-macs?limit=2"
-	for pages := 1; path != ""; pages++ {
-		p := admin.get(path)
-		if p.status != http.StatusOK || !strings.Contains(p.body, fmt.Sprintf(`<dd id="known">%d of at most %d</dd>`, proto.MaxKnownMACs, proto.MaxKnownMACs)) ||
-			!strings.Contains(p.body, fmt.Sprintf(`<dd id="left-out-count">%d</dd>`, over)) {
-			t.Fatalf("page %d, %s: %d\n%s", pages, path, p.status, p.body)
+	reg, want, beta := overBound(t, over)
+	t.Run("the platform pages through", func(t *testing.T) {
+		admin := newClient(t, reg)
+		admin.signIn(reg.AdminConfig)
+		sites := admin.get("/ui/sites")
+		link := `href="/ui/sites/rack-a/known-macs"`
+		if sites.status != http.StatusOK || !strings.Contains(sites.body, link) {
+			t.Fatalf("the operator's Sites page (%d) has no %s:\n%s", sites.status, link, sites.body)
 		}
-		rows := leftOutRow.FindAllStringSubmatch(p.body, -1)
-		if len(rows) == 0 || len(rows) > 2 {
-			t.Fatalf("page %d, %s, of at most 2 shows %d rows:\n%s", pages, path, len(rows), p.body)
+		var got []api.LeftOutMAC
+		path := "/ui/sites/rack-a/known-macs?limit=2"
+		for pages := 1; path != ""; pages++ {
+			p := admin.get(path)
+			if p.status != http.StatusOK || !strings.Contains(p.body, fmt.Sprintf(`<dd id="known">%d of at most %d</dd>`, proto.MaxKnownMACs, proto.MaxKnownMACs)) ||
+				!strings.Contains(p.body, fmt.Sprintf(`<dd id="left-out-count">%d</dd>`, over)) {
+				t.Fatalf("page %d, %s: %d\n%s", pages, path, p.status, p.body)
+			}
+			rows := leftOutRow.FindAllStringSubmatch(p.body, -1)
+			if len(rows) == 0 || len(rows) > 2 {
+				t.Fatalf("page %d, %s, of at most 2 shows %d rows:\n%s", pages, path, len(rows), p.body)
+			}
+			for _, r := range rows {
+				got = append(got, api.LeftOutMAC{MAC: r[1], Tenant: r[2], Node: r[3], Reason: r[4]})
+			}
+			path = ""
+			if m := nextLink.FindStringSubmatch(p.body); m != nil {
+				path = html.UnescapeString(m[1])
+			}
 		}
-		for _, r := range rows {
-			got = append(got, api.LeftOutMAC{MAC: r[1], Tenant: r[2], Node: r[3], Reason: r[4]})
+		if !slices.Equal(got, want) {
+			t.Errorf("the pages show\n%+v\nwant beta's %d enrolled last, by MAC:\n%+v", got, over, want)
 		}
-		path = ""
-		if m := nextLink.FindStringSubmatch(p.body); m != nil {
-			path = html.UnescapeString(m[1])
+		if p := admin.get("/ui/sites/rack-a/known-macs?limit=x"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "INVALID_INPUT") || !strings.Contains(p.body, "at limit") {
+			t.Errorf("a limit that is not a number: %d\n%s", p.status, p.body)
 		}
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("the pages show\n%+v\nwant beta's %d enrolled last, by MAC:\n%+v", got, over, want)
-	}
-	if p := admin.get("/ui/sites/rack-a/known-macs?limit=x"); p.status != http.StatusBadRequest || !strings.Contains(p.body, "INVALID_INPUT") || !strings.Contains(p.body, "at limit") {
-		t.Errorf("a limit that is not a number: %d\n%s", p.status, p.body)
-	}
-	if p := admin.get("/ui/sites/rack-a/revoke-certificates"); p.status != http.StatusOK || !strings.Contains(p.body, `id="confirm"`) {
-		t.Errorf("the revocation's confirmation beside the known MACs' page: %d\n%s", p.status, p.body)
-	}
-
-	attacker := newClient(t, reg)
-	attacker.signIn(beta)
-	theirs, none := attacker.get("/ui/sites/rack-a/known-macs"), attacker.get("/ui/sites/rack-9/known-macs")
-	if theirs.status != http.StatusForbidden || !strings.Contains(theirs.body, string(proto.Forbidden)) || theirs.status != none.status ||
-		strings.ReplaceAll(theirs.body, "rack-a", "SITE") != strings.ReplaceAll(none.body, "rack-9", "SITE") {
-		t.Errorf("beta: rack-a's known MACs answer %d\n%s\nand a site that does not exist %d\n%s", theirs.status, theirs.body, none.status, none.body)
-	}
-	if strings.Contains(theirs.body, "52:54:") || strings.Contains(theirs.body, "nd_") {
-		t.Errorf("beta's refused known MACs of rack-a name the site's machines:\n%s", theirs.body)
-	}
-	if p := attacker.get("/ui/sites"); p.status != http.StatusForbidden || strings.Contains(p.body, "known-macs") {
-		t.Errorf("beta's Sites page: %d\n%s", p.status, p.body)
-	}
+		if p := admin.get("/ui/sites/rack-a/revoke-certificates"); p.status != http.StatusOK || !strings.Contains(p.body, `id="confirm"`) {
+			t.Errorf("the revocation's confirmation beside the known MACs' page: %d\n%s", p.status, p.body)
+		}
+	})
+	t.Run("beta is refused", func(t *testing.T) {
+		attacker := newClient(t, reg)
+		attacker.signIn(beta)
+		theirs, none := attacker.get("/ui/sites/rack-a/known-macs"), attacker.get("/ui/sites/rack-9/known-macs")
+		if theirs.status != http.StatusForbidden || !strings.Contains(theirs.body, string(proto.Forbidden)) || theirs.status != none.status ||
+			strings.ReplaceAll(theirs.body, "rack-a", "SITE") != strings.ReplaceAll(none.body, "rack-9", "SITE") {
+			t.Errorf("beta: rack-a's known MACs answer %d\n%s\nand a site that does not exist %d\n%s", theirs.status, theirs.body, none.status, none.body)
+		}
+		if strings.Contains(theirs.body, "52:54:") || strings.Contains(theirs.body, "nd_") {
+			t.Errorf("beta's refused known MACs of rack-a name the site's machines:\n%s", theirs.body)
+		}
+		if p := attacker.get("/ui/sites"); p.status != http.StatusForbidden || strings.Contains(p.body, "known-macs") {
+			t.Errorf("beta's Sites page: %d\n%s", p.status, p.body)
+		}
+	})
 }
