@@ -16,32 +16,22 @@ import (
 	"github.com/better-compute/better-compute/testkit"
 )
 
-// overBound is a registry whose site rack-a has more MACs enrolled than a site knows:
-// acme's three machines, then beta's flood, over the bound by over. The flood is written
-// while the registry is down, in one store write, as sixteen thousand enrollments
-// through the API would take minutes. It returns beta's nodes left out, enrolled last,
-// in the order of their MACs, and the credential file of beta, holding
+// overBound is twoTenants' registry with more MACs enrolled at rack-a than a site knows:
+// beta's flood after acme's node and its own, over the bound by over. The flood is
+// written while the registry is down, in one store write, as sixteen thousand
+// enrollments through the API would take minutes. It returns beta's nodes left out,
+// enrolled last, in the order of their MACs, and the credential file of beta, holding
 // compute:sites:manage.
 func overBound(t *testing.T, over int) (reg *testkit.Registry, leftOut []api.LeftOutMAC, beta string) {
-	reg = testkit.StartRegistry(t, "")
-	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
-	for _, tenant := range []string{"acme", "beta"} {
-		testkit.JSON(t, admin, nil, "tenants", "create", tenant)
-		testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--tenant", tenant, "--site", "rack-a")
-	}
+	reg, _, _, _ = twoTenants(t)
 	beta = filepath.Join(t.TempDir(), "beta.conf")
-	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "beta", "--actions", "compute:sites:manage,compute:nodes:read", "--out", beta)
-	for i := range 3 {
-		testkit.JSON(t, admin, nil, "nodes", "enroll", "--tenant", "acme", "--pool", "gpu", "--mac", fmt.Sprintf("52:54:00:aa:00:%02x", i),
-			"--bmc-driver", "qmp", "--bmc-address", fmt.Sprintf("unix:///run/a%d.sock", i))
-	}
+	testkit.JSON(t, reg.AdminConfig, nil, "credentials", "create", "--tenant", "beta", "--actions", "compute:sites:manage,compute:nodes:read", "--out", beta)
 	reg.Stop()
 	st, err := store.Open(reg.DataDir, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	flood := proto.MaxKnownMACs - 3 + over // beside acme's three
+	flood := proto.MaxKnownMACs - 2 + over // beside acme's node and beta's first
 	err = st.Update(func(tx *store.Tx) error {
 		for i := range flood {
 			n, err := tx.CreateNode(store.Node{Tenant: "beta", Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:01:%02x:%02x:%02x", i>>16&0xff, i>>8&0xff, i&0xff)}})
