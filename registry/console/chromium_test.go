@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/console"
 	"github.com/better-compute/better-compute/registry/store"
@@ -131,5 +132,30 @@ func TestChromiumRefusesACrossSiteForm(t *testing.T) {
 	// The operator's session still works: the refusal ended nothing.
 	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/nodes"), chromedp.WaitVisible(chromedp.ID("tenant"))); err != nil {
 		t.Errorf("the console after the refusal: %v", err)
+	}
+}
+
+// TestChromiumKnownMACsPage: in a real Chromium, the platform's operator opens the Sites
+// page, follows rack-a's known MACs link, and sees how many MACs the site knows of the
+// bound and beta's MACs left out, with their nodes.
+func TestChromiumKnownMACsPage(t *testing.T) {
+	reg, leftOut, _ := overBound(t, 2)
+	ctx := browser.Start(t, reg.URL)
+	cfg, _ := api.LoadClientConfig(reg.AdminConfig)
+	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/sites"), chromedp.Click(chromedp.ID("known-macs-rack-a")),
+		chromedp.WaitVisible(chromedp.ID("left-out"))); err != nil {
+		t.Fatalf("follow rack-a's known MACs link: %v", err)
+	}
+	if got := text(t, ctx, "#known"); got != fmt.Sprintf("%d of at most %d", proto.MaxKnownMACs, proto.MaxKnownMACs) {
+		t.Errorf("rack-a knows %q", got)
+	}
+	table := text(t, ctx, "#left-out")
+	for _, l := range leftOut {
+		if !strings.Contains(table, l.MAC) || !strings.Contains(table, l.Node) {
+			t.Errorf("the left-out MACs show no %s of %s:\n%s", l.MAC, l.Node, table)
+		}
 	}
 }

@@ -1,8 +1,8 @@
 // Package console is the registry's operator console in the browser, served at /ui/ on
 // the API's HTTPS listener: sign in with a credential's secret, then see the sites,
 // pools, nodes, a node's inventory, attestations, identity epoch and workflow timeline
-// (live while it runs), and the images; deploy, release, cancel or revoke a node's
-// agents' certificates, and revoke a site's agent's certificate, with confirmation. Every page is built from the API's answers,
+// (live while it runs), a site's known MACs and those it leaves out, and the images;
+// deploy, release, cancel or revoke a node's agents' certificates, and revoke a site's agent's certificate, with confirmation. Every page is built from the API's answers,
 // called in-process through the API's own handler as the signed-in credential: the
 // console holds no rule of who may see or do what.
 package console
@@ -72,6 +72,7 @@ func New(cfg Config) *Console {
 	c.mux.HandleFunc("GET /ui/nodes/{id}/{action}", c.page(c.confirm(nodeRequests)))
 	c.mux.HandleFunc("POST /ui/nodes/{id}/{action}", c.form(c.act(nodeRequests)))
 	c.mux.HandleFunc("GET /ui/sites", c.page(c.sites))
+	c.mux.HandleFunc("GET /ui/sites/{id}/known-macs", c.page(c.knownMACs)) // a literal segment: more specific than an action's, it wins
 	c.mux.HandleFunc("GET /ui/sites/{id}/{action}", c.page(c.confirm(siteRequests)))
 	c.mux.HandleFunc("POST /ui/sites/{id}/{action}", c.form(c.act(siteRequests)))
 	c.mux.HandleFunc("GET /ui/pools", c.page(c.pools))

@@ -92,7 +92,7 @@ var funcs = template.FuncMap{
 // parsePages parses each page with the layout it fills.
 func parsePages() map[string]*template.Template {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"signin", "error", "nodes", "node", "confirm", "sites", "pools", "images"} {
+	for _, name := range []string{"signin", "error", "nodes", "node", "confirm", "sites", "knownmacs", "pools", "images"} {
 		pages[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html"))
 	}
 	return pages
