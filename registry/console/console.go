@@ -2,7 +2,8 @@
 // the API's HTTPS listener: sign in with a credential's secret, then see the sites,
 // pools, nodes, a node's inventory, attestations, identity epoch and workflow timeline
 // (live while it runs), a site's known MACs and those it leaves out, and the images;
-// deploy, release, cancel or revoke a node's agents' certificates, and revoke a site's agent's certificate, with confirmation. Every page is built from the API's answers,
+// deploy, release, cancel or revoke a node's agents' certificates, and revoke a site's
+// agent's certificate, with confirmation. Every page is built from the API's answers,
 // called in-process through the API's own handler as the signed-in credential: the
 // console holds no rule of who may see or do what.
 package console
