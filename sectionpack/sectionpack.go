@@ -7,6 +7,7 @@
 package sectionpack
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"sync"
 
@@ -75,6 +76,10 @@ func Unpack(p Packed) (json.RawMessage, error) {
 
 // Size is the bytes p takes in its record: its fields' JSON, as the record writes them.
 func (p Packed) Size() int {
+	if p.Zstd != nil { // base64 with padding, as encoding/json writes bytes
+		return len(`{"zstd":""}`) + base64.StdEncoding.EncodedLen(len(p.Zstd))
+	}
+	// Data as the record writes it: compacted, and <, > and & escaped.
 	b, err := json.Marshal(p)
 	if err != nil { // Data is not JSON: the record would not be written at all
 		return MaxData + 1
