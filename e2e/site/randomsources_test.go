@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
@@ -47,33 +45,7 @@ func TestATenantsRandomSourcesLeaveTheSiteItsImagesReport(t *testing.T) {
 	sa := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": s.caFile})
 	s.waitReady(t)
 
-	register := s.betaImages(t)
-	var refs []string
-	for d := range artifacts {
-		for j := range sourcesEach {
-			ref := fmt.Sprintf("b%03d-%02d@1", d, j)
-			register(ref, []byte{byte(d)}, s.source.URL+"/"+paths[d][j])
-			refs = append(refs, ref)
-		}
-	}
-	perRound := len(refs) / rounds
-	for r := range rounds {
-		batch := refs[r*perRound : (r+1)*perRound]
-		var pools []string
-		for p := 0; p < len(batch); p += 64 {
-			name := fmt.Sprintf("beta-%d-%d", r, p/64)
-			testkit.JSON(t, configs["beta"], nil, "pools", "create", name, "--site", "rack-a", "--prewarm", strings.Join(batch[p:min(p+64, len(batch))], ","))
-			pools = append(pools, name)
-		}
-		want := float64(1 + (r+1)*perRound) // acme's image, and every source so far
-		testkit.WaitFor(t, fmt.Sprintf("round %d's sources pulled", r), 3*time.Minute, time.Second, func() bool {
-			m, _ := testkit.Scrape(t, sa.metricsURL)
-			return m[`bcd_cache_pulls_total{outcome="ready"}`] >= want
-		})
-		for _, name := range pools {
-			testkit.JSON(t, configs["beta"], nil, "pools", "update", name, "--prewarm", "")
-		}
-	}
+	s.keepBetasImages(t, sa, paths, rounds)
 
 	testkit.RegisterImage(t, configs["acme"], testkit.Image{Ref: "fresh@1", Kind: "os", Source: s.source.URL + "/fresh.raw", Format: "raw",
 		Compression: "none", SHA256: testkit.Digest(fresh), Size: int64(len(fresh)), SignerID: "acme-key", Signer: s.acmeKey}, nil)
