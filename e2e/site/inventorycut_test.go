@@ -149,7 +149,8 @@ func floodPaths(t *testing.T, url string, acme []byte, artifacts, sourcesEach in
 		order = append(order, d)
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(entry(a).Digest, entry(b).Digest) })
-	order = append([]int{-1}, order...) // acme's, the one image of the site's plan, first
+	// acme's image, the one the site's plan lists, first.
+	order = append([]int{-1}, order...)
 	used, kept := 1, []int{} // the opening bracket
 	for i, d := range order {
 		b, _ := json.Marshal(entry(d))
