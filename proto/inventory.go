@@ -2,6 +2,15 @@ package proto
 
 import "time"
 
+// MaxInventoryRecord bounds one inventory section as the registry stores it: its record as
+// written, the section compressed when that makes it smaller (package sectionpack). It is
+// what one etcd transaction of the default --max-request-bytes (1.5 MiB) takes beside its
+// keys, compares and the rest of a section's transaction, and it holds on both of the
+// registry's stores alike. A site agent cuts each section it reports so that its stored
+// form fits (sectionpack.Fits): a section whose entries are as good as random does not
+// compress, and one the registry refused would leave the copy stored before in its place.
+const MaxInventoryRecord = 1 << 20
+
 // ImageCacheState is the state of one artifact in a site agent's cache.
 type ImageCacheState string
 

@@ -7,13 +7,16 @@ import (
 
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/sectionpack"
 )
 
 // The byte budget of each inventory section a site agent reports. A section over its
 // budget is cut to it: its first entries, in the order the section keeps them, up to
 // the budget, and the number left out goes in the `site` section's omitted. With the
 // `site` section and the hello's other fields the sum stays well under proto.MaxFrame,
-// so every hello and every report fits its frame whatever the site holds.
+// so every hello and every report fits its frame whatever the site holds. A section is
+// cut further when its stored form would not fit what the registry stores of one
+// (sectionpack.Fits): its entries were as good as random and did not compress.
 const (
 	imagesBudget      = 1536 << 10
 	bootEntriesBudget = 1 << 20
@@ -21,21 +24,53 @@ const (
 	discoveriesBudget = 512 << 10
 )
 
-// cut is the JSON array of list's first entries whose encoding fits budget bytes, and
-// how many entries it leaves out.
+// cut is the JSON array of list's first entries whose encoding fits budget bytes and
+// whose stored form fits the registry's bound on a section (sectionpack.Fits), and how
+// many entries it leaves out. The registry refuses a section over its bound and keeps the
+// copy it stored before, which would leave every entry reported since unknown to it: so
+// when the entries within budget do not fit, cut halves the count until the first ones
+// fit, and searches between the halves for the longest run that does. It compresses the
+// section once when it fits, a few times more when it does not; a site cuts each section
+// once per change of it, not per hello.
 func cut[T any](list []T, budget int) (json.RawMessage, int) {
 	out := []byte{'['}
+	var ends []int // ends[i] is the length of out with list[i], its comma included
 	for i, e := range list {
 		b, _ := json.Marshal(e)
 		if i > 0 {
 			b = append([]byte{','}, b...)
 		}
 		if len(out)+len(b)+1 > budget { // and the closing bracket
-			return append(out, ']'), len(list) - i
+			break
 		}
 		out = append(out, b...)
+		ends = append(ends, len(out))
 	}
-	return append(out, ']'), 0
+	first := func(n int) json.RawMessage { // the array of list's first n entries
+		end := 1
+		if n > 0 {
+			end = ends[n-1]
+		}
+		return append(out[:end:end], ']')
+	}
+	n := len(ends)
+	if !sectionpack.Fits(first(n)) {
+		// No entry at all always fits, n entries do not: halve until a count fits, then
+		// search up to the count above it that does not.
+		fits, over := n/2, n
+		for fits > 0 && !sectionpack.Fits(first(fits)) {
+			fits, over = fits/2, fits
+		}
+		for over-fits > 1 {
+			if mid := (fits + over) / 2; sectionpack.Fits(first(mid)) {
+				fits = mid
+			} else {
+				over = mid
+			}
+		}
+		n = fits
+	}
+	return first(n), len(list) - n
 }
 
 // reports sends the site agent's inventory sections, each cut to its budget, keeping

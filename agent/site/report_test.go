@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,8 @@ import (
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/boot"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/sectionpack"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/google/go-cmp/cmp"
 )
@@ -76,7 +79,7 @@ func TestAFloodedSiteSaysHello(t *testing.T) {
 	r := newReports(proto.SiteInventory{HTTPBase: "http://10.0.0.1:8080"})
 	entriesData, entriesOmitted := es.section()
 	r.set(proto.SectionBootEntries, entriesData, entriesOmitted)
-	imagesData, imagesOmitted := imagesSection(images)
+	imagesData, imagesOmitted := imagesSection(images, nil)
 	r.set(proto.SectionImages, imagesData, imagesOmitted)
 	hello := helloOf(r)
 	var frame bytes.Buffer
@@ -199,7 +202,7 @@ func TestAWholeSectionGoesBeforeTheSiteSection(t *testing.T) {
 	images := bigImages(300)
 	r := newReports(proto.SiteInventory{HTTPBase: "http://10.0.0.1:8080"})
 	report := func(images []proto.ImageCacheEntry) {
-		data, omitted := imagesSection(images)
+		data, omitted := imagesSection(images, nil)
 		r.set(proto.SectionImages, data, omitted)
 	}
 	report(images)
@@ -269,5 +272,87 @@ func TestAWholeSectionGoesBeforeTheSiteSection(t *testing.T) {
 	received()
 	if diff := cmp.Diff([]string{proto.SectionImages, proto.SectionSite, proto.SectionSite, proto.SectionImages}, sent); diff != "" {
 		t.Errorf("images whole again, then cut again: the sections in the order sent (-want +got):\n%s", diff)
+	}
+}
+
+// randomSourced are n ready images, never used, in digest order, each with
+// proto.MaxImageCacheSources sources of about 2 KB of random characters: entries that do
+// not compress, as a tenant that registers such sources and pre-warms them can make the
+// site's cache keep.
+func randomSourced(n int) []proto.ImageCacheEntry {
+	const letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	r := rand.New(rand.NewPCG(3, 3))
+	images := make([]proto.ImageCacheEntry, n)
+	for i := range images {
+		images[i] = proto.ImageCacheEntry{Digest: fmt.Sprintf("%064x", i), State: proto.CacheReady, SizeBytes: 1}
+		for j := range proto.MaxImageCacheSources {
+			pad := make([]byte, 2000)
+			for k := range pad {
+				pad[k] = letters[r.IntN(len(letters))]
+			}
+			images[i].Sources = append(images[i].Sources, fmt.Sprintf("https://images.example/%s/%03d-%02d.raw", pad, i, j))
+		}
+	}
+	return images
+}
+
+// TestRandomSourcesFitWhatTheRegistryStores: 300 cached images of 16 sources of 2 KB of
+// random characters each. The `images` section cut to its 1.5 MiB budget did not
+// compress, so the registry refused it (its stored form over proto.MaxInventoryRecord) and
+// kept the copy stored before: images cached since, every tenant's, were never located.
+// Now the site cuts the section until its stored form fits sectionpack.MaxData, as many
+// entries as fit: one more would not, and a real bbolt store takes the hello's section.
+func TestRandomSourcesFitWhatTheRegistryStores(t *testing.T) {
+	images := randomSourced(300)
+	r := newReports(proto.SiteInventory{HTTPBase: "http://10.0.0.1:8080"})
+	data, omitted := imagesSection(images, nil)
+	r.set(proto.SectionImages, data, omitted)
+	section := helloOf(r)[proto.SectionImages]
+	if size := sectionpack.Pack(section).Size(); size > sectionpack.MaxData {
+		t.Fatalf("the images section's stored form takes %d bytes: want at most %d", size, sectionpack.MaxData)
+	}
+	var held []proto.ImageCacheEntry
+	if err := json.Unmarshal(section, &held); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d images of 300 kept in %d bytes, %d bytes stored", len(held), len(section), sectionpack.Pack(section).Size())
+	if len(held) == 0 || len(held)+omitted != len(images) {
+		t.Fatalf("%d images kept, %d left out of %d", len(held), omitted, len(images))
+	}
+	if more, _ := json.Marshal(images[:len(held)+1]); sectionpack.Fits(more) {
+		t.Fatalf("%d images kept where %d fit the stored bound", len(held), len(held)+1)
+	}
+	for i, e := range held {
+		if e.Digest != images[i].Digest {
+			t.Fatalf("images[%d] is %s: want the first images in order", i, e.Digest)
+		}
+	}
+
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Update(func(tx *store.Tx) error {
+		_, err := tx.PutInventory("rack-a", proto.SectionImages, section)
+		return err
+	}); err != nil {
+		t.Fatalf("the registry's store takes the hello's images section: %v", err)
+	}
+}
+
+// TestPlannedImagesComeFirst: an image of the site's cache plan, last of 300 by digest
+// and never used, is kept in a cut `images` section before images no pool lists any more:
+// another tenant's many images left in the cache no longer push it out.
+func TestPlannedImagesComeFirst(t *testing.T) {
+	images := randomSourced(300)
+	last := images[len(images)-1].Digest
+	data, omitted := imagesSection(images, map[string]bool{last: true})
+	var held []proto.ImageCacheEntry
+	if err := json.Unmarshal(data, &held); err != nil {
+		t.Fatal(err)
+	}
+	if omitted == 0 || held[0].Digest != last {
+		t.Fatalf("the section kept %d images, %d left out, first %s: want the planned %s first", len(held), omitted, held[0].Digest, last)
 	}
 }

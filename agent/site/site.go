@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/agent/metrics"
@@ -147,6 +148,9 @@ type agent struct {
 	entriesChanged chan struct{}
 	// reports sends the inventory sections on session, each cut to its budget.
 	reports *reports
+	// planned are the digests of the cache plan last applied (the NodeSpec's
+	// cacheImages), which the `images` section keeps first.
+	planned atomic.Pointer[map[string]bool]
 	// metrics counts what the boot server and the cache do, served on metricsListen.
 	metrics *metrics.Site
 }
@@ -193,6 +197,11 @@ func (a *agent) apply(_ context.Context, spec proto.NodeSpec) error {
 	keys, badKey := a.entries.caps.applyKeys(s)
 	a.cache.RequireCapabilities(keys)
 	images, refused := allowedImages(s)
+	planned := map[string]bool{}
+	for _, img := range images {
+		planned[img.Digest] = true
+	}
+	a.planned.Store(&planned) // before SetDesired, whose report orders by it
 	return errors.Join(badKey, refused, a.cache.SetDesired(images))
 }
 
@@ -217,21 +226,41 @@ func allowedImages(s proto.SiteSpec) ([]proto.CacheImage, error) {
 // reportImages is the cache's Reporter: the `images` inventory section, cut to its
 // budget.
 func (a *agent) reportImages(list []proto.ImageCacheEntry) {
-	data, omitted := imagesSection(list)
+	var planned map[string]bool
+	if p := a.planned.Load(); p != nil {
+		planned = *p
+	}
+	data, omitted := imagesSection(list, planned)
 	a.reports.set(proto.SectionImages, data, omitted)
 }
 
 // imagesSection is the `images` section of the cache's entries, cut to its budget and
 // the number left out. It keeps first what the registry locates deploys by: ready
 // images before pulling, evicting and failed ones (the order of the site's state across
-// its agents, proto.CacheStateRank), then the ones used most recently, then by digest.
-func imagesSection(list []proto.ImageCacheEntry) (json.RawMessage, int) {
+// its agents, proto.CacheStateRank), then the images of the site's cache plan (planned),
+// then the ones used most recently, then by digest. The registry trims the
+// plan to each tenant's share of the site, so the images a tenant pre-warms now come
+// before the many another tenant's pools no longer list, which the cache keeps ready
+// until it needs the room, and which would otherwise push them out of the section.
+func imagesSection(list []proto.ImageCacheEntry, planned map[string]bool) (json.RawMessage, int) {
 	list = slices.Clone(list)
 	slices.SortFunc(list, func(a, b proto.ImageCacheEntry) int {
 		return cmp.Or(cmp.Compare(proto.CacheStateRank(a.State), proto.CacheStateRank(b.State)),
+			-cmpBool(planned[a.Digest], planned[b.Digest]),
 			b.LastUsed.Compare(a.LastUsed), strings.Compare(a.Digest, b.Digest))
 	})
 	return cut(list, imagesBudget)
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // runAll runs each part until ctx ends or one returns; the first error wins and stops

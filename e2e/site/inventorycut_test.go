@@ -51,7 +51,7 @@ func TestATenantsCachedImagesLeaveTheSiteItsHelloOnEtcd(t *testing.T) {
 // on the registry of s, whose source serves files.
 func cachedImagesLeaveTheSiteItsHello(t *testing.T, files map[string][]byte, s sharedSite) {
 	const artifacts, sourcesEach, rounds = 144, proto.MaxImageCacheSources, 6
-	reg, admin, work, configs := s.reg, s.reg.AdminConfig, s.work, s.configs
+	reg, admin, work := s.reg, s.reg.AdminConfig, s.work
 	// The source's URL is known once it listens. Nothing reads files before the site
 	// agent starts.
 	paths := floodPaths(t, s.source.URL, s.acme, artifacts, sourcesEach)
@@ -63,35 +63,7 @@ func cachedImagesLeaveTheSiteItsHello(t *testing.T, files map[string][]byte, s s
 	sa := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": s.caFile})
 	s.waitReady(t)
 
-	register := s.betaImages(t)
-	var refs []string
-	for d := range artifacts {
-		for j := range sourcesEach {
-			ref := fmt.Sprintf("b%03d-%02d@1", d, j)
-			register(ref, []byte{byte(d)}, s.source.URL+"/"+paths[d][j])
-			refs = append(refs, ref)
-		}
-	}
-	// Each round pre-warms 384 images in six pools, waits for the cache to have pulled
-	// or checked every source, and clears the pools: the images stay ready in the cache.
-	perRound := len(refs) / rounds
-	for r := range rounds {
-		batch := refs[r*perRound : (r+1)*perRound]
-		var pools []string
-		for p := 0; p < len(batch); p += 64 {
-			name := fmt.Sprintf("beta-%d-%d", r, p/64)
-			testkit.JSON(t, configs["beta"], nil, "pools", "create", name, "--site", "rack-a", "--prewarm", strings.Join(batch[p:min(p+64, len(batch))], ","))
-			pools = append(pools, name)
-		}
-		want := float64(1 + (r+1)*perRound) // acme's image, and every source so far
-		testkit.WaitFor(t, fmt.Sprintf("round %d's sources pulled", r), 3*time.Minute, time.Second, func() bool {
-			m, _ := testkit.Scrape(t, sa.metricsURL)
-			return m[`bcd_cache_pulls_total{outcome="ready"}`] >= want
-		})
-		for _, name := range pools {
-			testkit.JSON(t, configs["beta"], nil, "pools", "update", name, "--prewarm", "")
-		}
-	}
+	s.keepBetasImages(t, sa, paths, rounds)
 
 	// The site restarted holds it all: its hello must go out.
 	sa.stop()
@@ -154,8 +126,8 @@ func cachedImagesLeaveTheSiteItsHello(t *testing.T, files map[string][]byte, s s
 // section the site cuts to its 1.5 MiB budget comes within 10 bytes of it: entries of 16
 // sources of 2,000 characters would leave up to one entry (32 KB) of the budget unused,
 // within which the section stored fits one etcd transaction however it is stored. It
-// cuts as the site does: acme's image and beta's artifacts, all ready and never used, in
-// digest order, as many whole entries as fit.
+// cuts as the site does: acme's image, the one the site's plan lists, then beta's
+// artifacts, all ready and never used, in digest order, as many whole entries as fit.
 func floodPaths(t *testing.T, url string, acme []byte, artifacts, sourcesEach int) [][]string {
 	const budget, margin, base, most = 1536 << 10, 10, 2000, 2048
 	extra := make([][]int, artifacts)
@@ -172,11 +144,13 @@ func floodPaths(t *testing.T, url string, acme []byte, artifacts, sourcesEach in
 		}
 		return e
 	}
-	order := []int{-1}
+	var order []int
 	for d := range artifacts {
 		order = append(order, d)
 	}
 	slices.SortFunc(order, func(a, b int) int { return strings.Compare(entry(a).Digest, entry(b).Digest) })
+	// acme's image, the one the site's plan lists, first.
+	order = append([]int{-1}, order...)
 	used, kept := 1, []int{} // the opening bracket
 	for i, d := range order {
 		b, _ := json.Marshal(entry(d))
@@ -211,4 +185,41 @@ func floodPaths(t *testing.T, url string, acme []byte, artifacts, sourcesEach in
 		}
 	}
 	return paths
+}
+
+// keepBetasImages makes the site agent sa's cache keep beta's artifacts ready: beta
+// registers, for each artifact d, one image of the byte d from each of its sources
+// (paths[d], on s's source), and pre-warms them in rounds, each of pools of 64 images
+// within beta's share of the site's plan. Each round waits for the cache to have pulled
+// or checked every source so far, then clears its pools: the images stay ready in the
+// cache until it needs their room.
+func (s sharedSite) keepBetasImages(t *testing.T, sa siteAgent, paths [][]string, rounds int) {
+	t.Helper()
+	register := s.betaImages(t)
+	var refs []string
+	for d := range paths {
+		for j := range paths[d] {
+			ref := fmt.Sprintf("b%03d-%02d@1", d, j)
+			register(ref, []byte{byte(d)}, s.source.URL+"/"+paths[d][j])
+			refs = append(refs, ref)
+		}
+	}
+	perRound := len(refs) / rounds
+	for r := range rounds {
+		batch := refs[r*perRound : (r+1)*perRound]
+		var pools []string
+		for p := 0; p < len(batch); p += 64 {
+			name := fmt.Sprintf("beta-%d-%d", r, p/64)
+			testkit.JSON(t, s.configs["beta"], nil, "pools", "create", name, "--site", "rack-a", "--prewarm", strings.Join(batch[p:min(p+64, len(batch))], ","))
+			pools = append(pools, name)
+		}
+		want := float64(1 + (r+1)*perRound) // acme's image, and every source so far
+		testkit.WaitFor(t, fmt.Sprintf("round %d's sources pulled", r), 3*time.Minute, time.Second, func() bool {
+			m, _ := testkit.Scrape(t, sa.metricsURL)
+			return m[`bcd_cache_pulls_total{outcome="ready"}`] >= want
+		})
+		for _, name := range pools {
+			testkit.JSON(t, s.configs["beta"], nil, "pools", "update", name, "--prewarm", "")
+		}
+	}
 }

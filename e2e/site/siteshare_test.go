@@ -80,6 +80,7 @@ type sharedSite struct {
 	source       *httptest.Server
 	configs      map[string]string // tenant -> its credential's config
 	acme         []byte            // secret@1's artifact
+	acmeKey      *openssl.Key      // acme's signer acme-key
 }
 
 func newSharedSite(t *testing.T, files map[string][]byte, serveArgs ...string) sharedSite {
@@ -108,10 +109,10 @@ func newSharedSite(t *testing.T, files map[string][]byte, serveArgs ...string) s
 	}
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--image-sources", s.source.Listener.Addr().String())
 
-	acmeKey := openssl.Generate(t, openssl.Ed25519)
-	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", s.reg.DataDir, "--tenant", "acme", "--id", "acme-key", "--public-key", acmeKey.PublicPath)
+	s.acmeKey = openssl.Generate(t, openssl.Ed25519)
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", s.reg.DataDir, "--tenant", "acme", "--id", "acme-key", "--public-key", s.acmeKey.PublicPath)
 	testkit.RegisterImage(t, s.configs["acme"], testkit.Image{Ref: "secret@1", Kind: "os", Source: s.source.URL + "/acme.raw", Format: "raw",
-		Compression: "none", SHA256: testkit.Digest(s.acme), Size: int64(len(s.acme)), SignerID: "acme-key", Signer: acmeKey}, nil)
+		Compression: "none", SHA256: testkit.Digest(s.acme), Size: int64(len(s.acme)), SignerID: "acme-key", Signer: s.acmeKey}, nil)
 	testkit.JSON(t, s.configs["acme"], nil, "pools", "create", "acme-gpu", "--site", "rack-a", "--prewarm", "secret@1")
 	return s
 }

@@ -4,29 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
-	"github.com/klauspost/compress/zstd"
+	"github.com/better-compute/better-compute/sectionpack"
 )
 
 const bucketInventory = "agent-inventory"
-
-// MaxInventoryBytes bounds one stored inventory section: its record as written, the
-// section compressed when that makes it smaller. It is what one etcd transaction of the
-// default --max-request-bytes (1.5 MiB) takes beside its keys, compares and the rest of a
-// section's transaction, and it holds on both backends alike, so a site behaves the same
-// whichever store its registry runs on. A site agent's sections at their budgets (1.5 MiB
-// of images at most) fit compressed unless their entries are as good as random.
-const MaxInventoryBytes = 1 << 20
-
-// compressInventoryFrom is the size of a section's JSON from which it is stored
-// compressed (when that is smaller): below it the record stays readable as it is.
-const compressInventoryFrom = 4 << 10
-
-// maxInventoryDecoded bounds a stored section decompressed: what an agent frame holds.
-const maxInventoryDecoded = proto.MaxFrame
 
 // InventorySection is one section of the inventory a node's agent reported (images,
 // system, nics, ...), as the agent sent it, in compact JSON.
@@ -36,7 +20,7 @@ type InventorySection struct {
 	Data      json.RawMessage `json:"data"`
 	UpdatedAt time.Time       `json:"updatedAt"`
 	// Refused, when set, says the agent's latest report of the section was refused
-	// (larger than MaxInventoryBytes, stored): Data is the copy stored before it (JSON
+	// (larger than proto.MaxInventoryRecord, stored): Data is the copy stored before it (JSON
 	// null when there was none).
 	Refused *InventoryRefusal `json:"refused,omitempty"`
 }
@@ -48,51 +32,29 @@ type InventoryRefusal struct {
 	Bytes int       `json:"bytes"`
 }
 
-// inventoryRecord is an InventorySection as stored: its data as JSON, or compressed
-// with zstd (Zstd) when that is smaller.
+// inventoryRecord is an InventorySection as stored: its data in its stored form
+// (sectionpack: as JSON, or compressed when that is smaller).
 type inventoryRecord struct {
-	Node      string            `json:"node"`
-	Section   string            `json:"section"`
-	Data      json.RawMessage   `json:"data,omitempty"`
-	Zstd      []byte            `json:"zstd,omitempty"`
+	Node    string `json:"node"`
+	Section string `json:"section"`
+	sectionpack.Packed
 	UpdatedAt time.Time         `json:"updatedAt"`
 	Refused   *InventoryRefusal `json:"refused,omitempty"`
 }
 
-var (
-	inventoryEncoder = sync.OnceValue(func() *zstd.Encoder {
-		e, _ := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
-		return e
-	})
-	inventoryDecoder = sync.OnceValue(func() *zstd.Decoder {
-		d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxInventoryDecoded))
-		return d
-	})
-)
-
-// record is s as stored: compressed when its data is large and compresses.
+// record is s as stored.
 func (s InventorySection) record() inventoryRecord {
-	rec := inventoryRecord{Node: s.Node, Section: s.Section, Data: s.Data, UpdatedAt: s.UpdatedAt, Refused: s.Refused}
-	if len(s.Data) >= compressInventoryFrom {
-		// Stored as base64 in the record's JSON: worth it only when that is smaller.
-		if z := inventoryEncoder().EncodeAll(s.Data, nil); (len(z)+2)/3*4 < len(s.Data) {
-			rec.Data, rec.Zstd = nil, z
-		}
-	}
-	return rec
+	return inventoryRecord{Node: s.Node, Section: s.Section, Packed: sectionpack.Pack(s.Data), UpdatedAt: s.UpdatedAt, Refused: s.Refused}
 }
 
 // section is the record as the store's readers see it, decompressed.
 func (r inventoryRecord) section() (InventorySection, error) {
-	s := InventorySection{Node: r.Node, Section: r.Section, Data: r.Data, UpdatedAt: r.UpdatedAt, Refused: r.Refused}
-	if r.Zstd != nil {
-		data, err := inventoryDecoder().DecodeAll(r.Zstd, nil)
-		if err != nil {
-			return s, fmt.Errorf("store: inventory section %s of %s does not decompress: %w", r.Section, r.Node, err)
-		}
-		s.Data = data
+	s := InventorySection{Node: r.Node, Section: r.Section, UpdatedAt: r.UpdatedAt, Refused: r.Refused}
+	data, err := sectionpack.Unpack(r.Packed)
+	if err != nil {
+		return s, fmt.Errorf("store: inventory section %s of %s does not decompress: %w", r.Section, r.Node, err)
 	}
-	if s.Data == nil {
+	if s.Data = data; s.Data == nil {
 		s.Data = json.RawMessage("null")
 	}
 	return s, nil
@@ -101,15 +63,15 @@ func (r inventoryRecord) section() (InventorySection, error) {
 func inventoryKey(node, section string) []byte { return []byte(node + "/" + section) }
 
 // putSection writes s, refusing (INVALID_INPUT at inventory.<section>) a record over
-// MaxInventoryBytes.
+// proto.MaxInventoryRecord.
 func (t *Tx) putSection(s InventorySection, reported int) error {
 	rec, err := json.Marshal(s.record())
 	if err != nil {
 		return err
 	}
-	if 1+len(rec) > MaxInventoryBytes {
+	if 1+len(rec) > proto.MaxInventoryRecord {
 		return proto.Errorf(proto.InvalidInput, "inventory section %s of %s takes %d bytes stored (%d reported), more than the %d a section may take; the copy stored before stays",
-			s.Section, s.Node, 1+len(rec), reported, MaxInventoryBytes).WithPath("inventory." + s.Section)
+			s.Section, s.Node, 1+len(rec), reported, proto.MaxInventoryRecord).WithPath("inventory." + s.Section)
 	}
 	return t.putRaw(bucketInventory, inventoryKey(s.Node, s.Section), append([]byte{schemaVersion}, rec...))
 }
@@ -128,8 +90,8 @@ func (t *Tx) section(node, section string) (InventorySection, bool, error) {
 // PutInventory stores one section of a node's inventory and reports whether it differs
 // from what was stored; an unchanged section is not written (but for clearing the mark
 // of a refused report, RefuseInventory). A section whose record would be larger than
-// MaxInventoryBytes is INVALID_INPUT at inventory.<section> and
-// changes nothing.
+// proto.MaxInventoryRecord is INVALID_INPUT at inventory.<section> and changes nothing;
+// one whose stored form fits sectionpack.MaxData is always stored.
 func (t *Tx) PutInventory(node, section string, data json.RawMessage) (changed bool, err error) {
 	if err := proto.CheckNodeID(node); err != nil {
 		return false, err

@@ -2,6 +2,8 @@ package store
 
 import (
 	"bytes"
+	crand "crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/sectionpack"
 )
 
 // sectionOf is a JSON array of n entries of about size bytes each, whose text is drawn
@@ -44,7 +47,7 @@ func inventoryOf(t *testing.T, s *Store, node string) map[string]InventorySectio
 }
 
 // TestInventoryStoredCompressed: a section larger than one transaction of etcd's
-// default takes, and than MaxInventoryBytes, is stored when it compresses within it, and
+// default takes, and than proto.MaxInventoryRecord, is stored when it compresses within it, and
 // reads back as sent; a small one is stored as JSON, readable as it is. The same on both
 // backends.
 func TestInventoryStoredCompressed(t *testing.T) {
@@ -69,7 +72,7 @@ func TestInventoryStoredCompressed(t *testing.T) {
 		}
 		s.View(func(tx *Tx) error {
 			raw := tx.kv.get(bucketInventory, inventoryKey("n1", "images"))
-			if len(raw) >= MaxInventoryBytes || bytes.Contains(raw, big[:100]) {
+			if len(raw) >= proto.MaxInventoryRecord || bytes.Contains(raw, big[:100]) {
 				t.Errorf("the large section is stored in %d bytes, as its JSON: want it compressed", len(raw))
 			}
 			if raw := tx.kv.get(bucketInventory, inventoryKey("n1", "site")); !bytes.Contains(raw, small) {
@@ -86,7 +89,7 @@ func TestInventoryStoredCompressed(t *testing.T) {
 	})
 }
 
-// TestInventoryTooLargeIsRefused: a section that does not fit MaxInventoryBytes even
+// TestInventoryTooLargeIsRefused: a section that does not fit proto.MaxInventoryRecord even
 // compressed is INVALID_INPUT at inventory.<section> on both backends and changes
 // nothing; RefuseInventory marks the copy stored before (or, with none, a null one) and
 // the next report stored clears the mark, the copy before reported again included.
@@ -132,6 +135,45 @@ func TestInventoryTooLargeIsRefused(t *testing.T) {
 		if got := inventoryOf(t, s, "n1")["discoveries"]; !changed || got.Refused != nil || string(got.Data) != "[]" {
 			t.Errorf("a report that fits: changed %v, %s, refused %+v", changed, got.Data, got.Refused)
 		}
+	})
+}
+
+// TestASectionThatFitsIsStored: a section whose stored form takes exactly
+// sectionpack.MaxData, what a site agent cuts its sections to, is stored on both
+// backends, for the longest node id and section name and with the mark of a refusal
+// beside it: the record's other fields take no more than sectionpack.RecordRoom.
+func TestASectionThatFitsIsStored(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, _ := openOnFakeClock(t, open)
+		// Base64 of random bytes, six bits a character, does not compress by the quarter
+		// its stored form in base64 would need, so it is stored as it is.
+		raw := make([]byte, sectionpack.MaxData)
+		crand.Read(raw)
+		text := base64.RawURLEncoding.EncodeToString(raw)
+		data := json.RawMessage(`["` + text[:sectionpack.MaxData-len(`{"data":[""]}`)] + `"]`)
+		if p := sectionpack.Pack(data); p.Zstd != nil || p.Size() != sectionpack.MaxData || !sectionpack.Fits(data) {
+			t.Fatalf("the section's stored form: %d bytes (compressed %v), want %d as JSON", p.Size(), p.Zstd != nil, sectionpack.MaxData)
+		}
+		node := "n" + strings.Repeat("0", 127)
+		section := proto.SectionDiscoveries
+		if err := s.Update(func(tx *Tx) error { _, err := tx.PutInventory(node, section, data); return err }); err != nil {
+			t.Fatalf("a section of sectionpack.MaxData stored: %v", err)
+		}
+		if err := s.Update(func(tx *Tx) error { return tx.RefuseInventory(node, section, proto.MaxFrame) }); err != nil {
+			t.Fatalf("the same section marked refused: %v", err)
+		}
+		got := inventoryOf(t, s, node)[section]
+		if !bytes.Equal(got.Data, data) || got.Refused == nil {
+			t.Fatalf("the section read back: %d bytes, refused %+v; want it as sent, marked", len(got.Data), got.Refused)
+		}
+		s.View(func(tx *Tx) error {
+			record := len(tx.kv.get(bucketInventory, inventoryKey(node, section)))
+			t.Logf("the record's other fields take %d bytes", record-sectionpack.MaxData)
+			if record > proto.MaxInventoryRecord || record-sectionpack.MaxData > sectionpack.RecordRoom {
+				t.Errorf("the record takes %d bytes, %d beside its data: want at most %d, %d", record, record-sectionpack.MaxData, proto.MaxInventoryRecord, sectionpack.RecordRoom)
+			}
+			return nil
+		})
 	})
 }
 
