@@ -25,13 +25,12 @@ const (
 )
 
 // cut is the JSON array of list's first entries whose encoding fits budget bytes and
-// whose stored form fits the registry's bound on a section (sectionpack.Fits), and how
+// whose stored form fits the registry's bound on a section (sectionpack.MaxData), and how
 // many entries it leaves out. The registry refuses a section over its bound and keeps the
 // copy it stored before, which would leave every entry reported since unknown to it: so
-// when the entries within budget do not fit, cut halves the count until the first ones
-// fit, and searches between the halves for the longest run that does. It compresses the
-// section once when it fits, a few times more when it does not; a site cuts each section
-// once per change of it, not per hello.
+// when the entries within budget do not fit, cut searches for the longest leading run
+// that does (fitting). It packs the section once when it fits, a few times more when it
+// does not; a site cuts each section once per change of it, not per hello.
 func cut[T any](list []T, budget int) (json.RawMessage, int) {
 	out := []byte{'['}
 	var ends []int // ends[i] is the length of out with list[i], its comma included
@@ -54,23 +53,35 @@ func cut[T any](list []T, budget int) (json.RawMessage, int) {
 		return append(out[:end:end], ']')
 	}
 	n := len(ends)
-	if !sectionpack.Fits(first(n)) {
-		// No entry at all always fits, n entries do not: halve until a count fits, then
-		// search up to the count above it that does not.
-		fits, over := n/2, n
-		for fits > 0 && !sectionpack.Fits(first(fits)) {
-			fits, over = fits/2, fits
-		}
-		for over-fits > 1 {
-			if mid := (fits + over) / 2; sectionpack.Fits(first(mid)) {
-				fits = mid
-			} else {
-				over = mid
-			}
-		}
-		n = fits
+	if size := sectionpack.Pack(first(n)).Size(); size > sectionpack.MaxData {
+		n = fitting(n, size, func(n int) int { return sectionpack.Pack(first(n)).Size() })
 	}
 	return first(n), len(list) - n
+}
+
+// fitting is the largest count of leading entries whose stored size (size) is within
+// sectionpack.MaxData, given that over entries take overSize, more than it, and that no
+// entry at all fits. A section's stored size grows about in proportion to its entries, so
+// the first guesses interpolate between the largest count known to fit and the smallest
+// known not to (a flooded section of 300 images is found in 3 packings where halving
+// takes 9); entries that pack unevenly are then bisected, at most interpolated guesses
+// more than a bisection alone.
+func fitting(over, overSize int, size func(n int) int) int {
+	const interpolated = 3
+	fits, fitsSize := 0, size(0)
+	for guess := 0; over-fits > 1; guess++ {
+		mid := (fits + over) / 2
+		if guess < interpolated {
+			mid = fits + int(int64(over-fits)*int64(sectionpack.MaxData-fitsSize)/int64(overSize-fitsSize))
+			mid = min(max(mid, fits+1), over-1)
+		}
+		if s := size(mid); s <= sectionpack.MaxData {
+			fits, fitsSize = mid, s
+		} else {
+			over, overSize = mid, s
+		}
+	}
+	return fits
 }
 
 // reports sends the site agent's inventory sections, each cut to its budget, keeping

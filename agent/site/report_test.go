@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/bits"
 	"math/rand/v2"
 	"net"
 	"path/filepath"
@@ -354,5 +355,40 @@ func TestPlannedImagesComeFirst(t *testing.T) {
 	}
 	if omitted == 0 || held[0].Digest != last {
 		t.Fatalf("the section kept %d images, %d left out, first %s: want the planned %s first", len(held), omitted, held[0].Digest, last)
+	}
+}
+
+// TestFittingFindsTheLongestRunThatFits: for stored sizes that grow evenly, unevenly and
+// in one step, fitting answers the count a walk over every count finds, packing at most
+// 3 times more than a bisection would, and within 4 packings for an even growth.
+func TestFittingFindsTheLongestRunThatFits(t *testing.T) {
+	const max = sectionpack.MaxData
+	for name, c := range map[string]struct {
+		n    int
+		size func(n int) int
+		even bool
+	}{
+		"even":         {300, func(n int) int { return 10 + n*(max/37) }, true},
+		"even, many":   {20000, func(n int) int { return 10 + n*(max/12345) }, true},
+		"uneven":       {300, func(n int) int { return 10 + n*n*(max/900) }, false},
+		"one step":     {300, func(n int) int { return 10 + (n/250)*2*max + n }, false},
+		"one fits":     {300, func(n int) int { return 10 + min(n, 2)*(max*2/3) }, false},
+		"none but one": {2, func(n int) int { return 10 + n*(max*2/3) }, true},
+	} {
+		want := 0
+		for k := 1; k <= c.n; k++ {
+			if c.size(k) <= max {
+				want = k
+			}
+		}
+		packings := 0
+		got := fitting(c.n, c.size(c.n), func(n int) int { packings++; return c.size(n) })
+		bound := 3 + bits.Len(uint(c.n)) + 1
+		if c.even {
+			bound = 4
+		}
+		if got != want || packings > bound {
+			t.Errorf("%s: %d entries fit in %d packings; want %d in at most %d", name, got, packings, want, bound)
+		}
 	}
 }
