@@ -527,7 +527,9 @@ func (r *reuses) TokenReused(_ context.Context, tok store.JoinToken, from string
 	return nil
 }
 
-func (r *reuses) JoinTokenReused(kind, address string) { r.counted = append(r.counted, kind+" "+address) }
+func (r *reuses) JoinTokenReused(kind, address string) {
+	r.counted = append(r.counted, kind+" "+address)
+}
 
 // TestJoinTellsOnAUsedTokenPresentedAgain: the join records the address it came from on
 // the token; the token presented again, by whoever holds it, is refused token-used and
