@@ -252,6 +252,7 @@ func New(cfg Config) (_ *Registry, err error) {
 	r.metal = metal.New(metal.Config{Store: r.st, Engine: engine, Joins: r.plane.joins, HardwareProfiles: hardware,
 		Images: catalog{r.st, box.CacheCapabilityKey()}, AllowUnsignedImages: cfg.AllowUnsignedImages, UserData: renderer{r.st, userData}, Generations: r.plane.ep,
 		Ramdisk: r.plane, Presence: r.plane, Clock: cfg.Clock, Log: cfg.Log})
+	joinSvc.OnReuse(r.metal, obs)
 
 	apiSrv := api.NewServer(r.st, cfg.Log)
 	apiSrv.Observe(obs)
@@ -530,8 +531,8 @@ type recordJoins struct {
 	log   *slog.Logger
 }
 
-func (r recordJoins) Join(ctx context.Context, req joinwire.Request) (joinwire.Response, error) {
-	resp, err := r.Joiner.Join(ctx, req)
+func (r recordJoins) Join(ctx context.Context, from string, req joinwire.Request) (joinwire.Response, error) {
+	resp, err := r.Joiner.Join(ctx, from, req)
 	if err == nil {
 		if err := r.joins.Admitted(req.NodeID, req.Role); err != nil {
 			r.log.Error("recording a join", "node", req.NodeID, "role", req.Role, "err", err)

@@ -95,6 +95,7 @@ func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 	reg.StepEnded("deploy.deploy", "succeeded", time.Second)
 	reg.WorkflowEnded("deploy", "custom", "succeeded", time.Second)
 	reg.DeployStreamed("cache", 1, 1)
+	reg.JoinTokenReused("ramdisk", "other")
 	site := agentmetrics.NewSite(func() cache.Usage { return cache.Usage{} }, func() bool { return true })
 	site.DHCPReply("offer")
 	site.TFTPTransfer(true, 1)

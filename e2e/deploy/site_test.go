@@ -86,6 +86,10 @@ type site struct {
 	// held, when set, holds a power-off until it is closed; holding is closed as one
 	// starts.
 	held, holding chan struct{}
+	// beforeRamdisk, when set, runs as a machine powers on into a ramdisk entry, before
+	// its bcd ramdisk starts: another host on the provisioning network that read the
+	// entry's boot script; s.mu is held.
+	beforeRamdisk func(node string, entry proto.PrepareRamdisk)
 }
 
 func startSite(t *testing.T, reg *testkit.Registry, name, certFile string) *site {
@@ -280,6 +284,9 @@ func (s *site) setPower(node string, input json.RawMessage) error {
 	}
 	if s.boot[node] != "pxe" || entry.Token == "" {
 		return nil
+	}
+	if s.beforeRamdisk != nil {
+		s.beforeRamdisk(node, entry)
 	}
 	r := boot.Ramdisk{Token: entry.Token, Registry: entry.Registry, Pins: entry.Pins, Args: entry.Args}
 	// The ramdisk's config dir is a tmpfs: each boot starts it empty and joins with

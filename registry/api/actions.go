@@ -41,6 +41,9 @@ type Caller struct {
 	// Host is true for calls through the admin socket in the data directory: only the
 	// registry's own host can make them, and host-only methods accept nothing else.
 	Host bool
+	// Source is the address of the call's connection (api.remoteAddr); "" for a call
+	// without one (in-process, or through the admin socket).
+	Source string
 	// st is the store; reads is the request's Reader, once taken (view).
 	st    *store.Store
 	reads *store.Reader

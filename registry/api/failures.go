@@ -98,17 +98,26 @@ func newFailureBound(l FailureLimits, max int, now func() time.Time, log *slog.L
 // who its client is). A request without a network address (one made in-process without
 // one, the admin socket's) has no source and is not bounded.
 func sourceOf(r *http.Request) (netip.Prefix, bool) {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
+	addr, ok := remoteAddr(r)
+	if !ok {
 		return netip.Prefix{}, false
 	}
-	addr := ap.Addr().Unmap().WithZone("")
 	bits := 32
 	if addr.Is6() {
 		bits = 64
 	}
 	p, _ := addr.Prefix(bits)
 	return p, true
+}
+
+// remoteAddr is the address of a request's connection, IPv4 as IPv4 and without a zone;
+// false for a request without a network address.
+func remoteAddr(r *http.Request) (netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap().WithZone(""), true
 }
 
 // refill brings b's tokens to now; f.mu is held.

@@ -7,9 +7,10 @@ import (
 	"github.com/better-compute/better-compute/proto/joinwire"
 )
 
-// Joiner admits an agent: the registry's JoinService.
+// Joiner admits an agent: the registry's JoinService. from is the address the join
+// came from (Caller.Source).
 type Joiner interface {
-	Join(ctx context.Context, req joinwire.Request) (joinwire.Response, error)
+	Join(ctx context.Context, from string, req joinwire.Request) (joinwire.Response, error)
 }
 
 // RegisterJoin adds join.join, the one method called without a credential: the sealed
@@ -17,8 +18,8 @@ type Joiner interface {
 // and a refused token costs its source address a failed check (FailureLimits).
 func (s *Server) RegisterJoin(j Joiner) {
 	s.Register(joinwire.JoinMethod, Method{Public: true, MaxBody: joinwire.MaxRequest, RefusedToken: tokenRefused,
-		Call: typed(func(ctx context.Context, _ *Caller, req joinwire.Request) (joinwire.Response, error) {
-			return j.Join(ctx, req)
+		Call: typed(func(ctx context.Context, c *Caller, req joinwire.Request) (joinwire.Response, error) {
+			return j.Join(ctx, c.Source, req)
 		})})
 }
 

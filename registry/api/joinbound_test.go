@@ -23,7 +23,7 @@ type answeringJoiner struct {
 	inside, release chan struct{}
 }
 
-func (j *answeringJoiner) Join(_ context.Context, req joinwire.Request) (joinwire.Response, error) {
+func (j *answeringJoiner) Join(_ context.Context, _ string, req joinwire.Request) (joinwire.Response, error) {
 	j.asked.Add(1)
 	switch req.NodeID {
 	case "joins", "hold":

@@ -271,6 +271,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 			return err
 		}
 		caller.st = s.store
+		if addr, ok := remoteAddr(r); ok {
+			caller.Source = addr.String()
+		}
 		if m.HostOnly && !caller.Host {
 			return proto.Errorf(proto.Forbidden, "%s is only available on the registry's host, through its admin socket", name)
 		}

@@ -104,7 +104,7 @@ func TestJoinAdmits(t *testing.T) {
 	f := newFixture(t)
 	tok, secret := f.mint(t, store.TokenSite, "", "rack-a", 0)
 	req, key := request(t, f.keys.JoinEncryptionKey(), "rack-a", joinwire.RoleSite, secret)
-	resp, err := f.svc.Join(context.Background(), req)
+	resp, err := f.svc.Join(context.Background(), "", req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestJoinRefuses(t *testing.T) {
 		"second use": {
 			before: func(t *testing.T, f *fixture, node, secret string) {
 				first, _ := request(t, f.keys.JoinEncryptionKey(), node, "node", secret)
-				if _, err := f.svc.Join(context.Background(), first); err != nil {
+				if _, err := f.svc.Join(context.Background(), "", first); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -248,7 +248,7 @@ func TestJoinRefuses(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(t, f, &req, secret)
 			}
-			_, err := f.svc.Join(context.Background(), req)
+			_, err := f.svc.Join(context.Background(), "", req)
 			e := proto.AsError(err)
 			if e.Code != tc.code || e.Details.Reason != tc.reason || e.Details.Path != tc.path {
 				t.Fatalf("got %v (reason %q, path %q), want %s %q %q", err, e.Details.Reason, e.Details.Path, tc.code, tc.reason, tc.path)
@@ -278,7 +278,7 @@ func TestJoinRaceAdmitsExactlyOne(t *testing.T) {
 	for i := range reqs {
 		wg.Go(func() {
 			<-start
-			_, errs[i] = f.svc.Join(context.Background(), reqs[i])
+			_, errs[i] = f.svc.Join(context.Background(), "", reqs[i])
 		})
 	}
 	close(start)
@@ -369,7 +369,7 @@ func TestPruneTokens(t *testing.T) {
 	old, _ := f.mint(t, store.TokenProvisioned, "n1", "", time.Hour) // expires, then ages past retention
 	_, usedSecret := f.mint(t, store.TokenRamdisk, "n2", "", time.Hour)
 	used, _ := request(t, f.keys.JoinEncryptionKey(), "n2", "ramdisk", usedSecret)
-	if _, err := f.svc.Join(context.Background(), used); err != nil {
+	if _, err := f.svc.Join(context.Background(), "", used); err != nil {
 		t.Fatal(err)
 	}
 	f.clock.Advance(Retention + 2*time.Hour)
@@ -469,7 +469,7 @@ func TestSiteAgentRevocation(t *testing.T) {
 		t.Helper()
 		_, secret := f.mint(t, store.TokenSite, "", "rack-a", 0)
 		req, _ := request(t, f.keys.JoinEncryptionKey(), "rack-a", joinwire.RoleSite, secret)
-		resp, err := f.svc.Join(ctx, req)
+		resp, err := f.svc.Join(ctx, "", req)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -512,5 +512,61 @@ func TestSiteAgentRevocation(t *testing.T) {
 	der, err := Renew(f.store, f.keys, "rack-a", proto.RoleSite, again, spki)
 	if err != nil || epochOf("the renewal", der) != 1 {
 		t.Errorf("renewing the new certificate: %v, want one of epoch 1", err)
+	}
+}
+
+// reuses records what Join tells of tokens presented again: the Reuses and the Observer.
+type reuses struct {
+	told    []store.JoinToken
+	from    []string
+	counted []string
+}
+
+func (r *reuses) TokenReused(_ context.Context, tok store.JoinToken, from string) error {
+	r.told, r.from = append(r.told, tok), append(r.from, from)
+	return nil
+}
+
+func (r *reuses) JoinTokenReused(kind, address string) {
+	r.counted = append(r.counted, kind+" "+address)
+}
+
+// TestJoinTellsOnAUsedTokenPresentedAgain: the join records the address it came from on
+// the token; the token presented again, by whoever holds it, is refused token-used and
+// told with the address of its join and the address it came from again, and counted by
+// kind and how the two compare. A token that never joined, or a wrong secret, tells
+// nothing: only the holder of a used token's secret trips it.
+func TestJoinTellsOnAUsedTokenPresentedAgain(t *testing.T) {
+	f := newFixture(t)
+	r := &reuses{}
+	f.svc.OnReuse(r, r)
+	tok, secret := f.mint(t, store.TokenRamdisk, "n1", "rack-a", 0)
+	first, _ := request(t, f.keys.JoinEncryptionKey(), "n1", joinwire.RoleRamdisk, secret)
+	if _, err := f.svc.Join(context.Background(), "192.0.2.2", first); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.token(t, tok.ID).UsedFrom; got != "192.0.2.2" {
+		t.Fatalf("the token's join recorded from %q, want 192.0.2.2", got)
+	}
+	for _, from := range []string{"192.0.2.1", "192.0.2.2", ""} {
+		again, _ := request(t, f.keys.JoinEncryptionKey(), "n1", joinwire.RoleRamdisk, secret)
+		if _, err := f.svc.Join(context.Background(), from, again); proto.AsError(err).Details.Reason != proto.ReasonTokenUsed {
+			t.Fatalf("presented again from %q: %v, want token-used", from, err)
+		}
+	}
+	wrong, _ := request(t, f.keys.JoinEncryptionKey(), "n1", joinwire.RoleRamdisk, secret[:len(secret)-2]+"AA")
+	if _, err := f.svc.Join(context.Background(), "192.0.2.1", wrong); proto.AsError(err).Details.Reason != proto.ReasonTokenInvalid {
+		t.Fatalf("a wrong secret: %v, want token-invalid", err)
+	}
+	if diff := cmp.Diff([]string{"192.0.2.1", "192.0.2.2", ""}, r.from); diff != "" {
+		t.Errorf("told from (-want +got):\n%s", diff)
+	}
+	for _, told := range r.told {
+		if told.ID != tok.ID || told.UsedFrom != "192.0.2.2" || told.NodeID != "n1" {
+			t.Errorf("told %+v, want token %s of n1 used from 192.0.2.2", told, tok.ID)
+		}
+	}
+	if diff := cmp.Diff([]string{"ramdisk other", "ramdisk same", "ramdisk unknown"}, r.counted); diff != "" {
+		t.Errorf("counted (-want +got):\n%s", diff)
 	}
 }

@@ -26,6 +26,30 @@ type Service struct {
 	agentEndpoint  string
 	agentEndpoints []string
 	log            *slog.Logger
+	// reuses and observer learn of each used token presented again (OnReuse).
+	reuses   Reuses
+	observer Observer
+}
+
+// Reuses is told of each join token presented again after its join: its secret opened
+// and matched, so whoever presents it holds it. The registry's metal service records it
+// on the token's node and contains it (metal.Service.TokenReused).
+type Reuses interface {
+	// TokenReused tells of tok, used by its join from tok.UsedFrom, presented again
+	// from from ("" when the call had no address).
+	TokenReused(ctx context.Context, tok store.JoinToken, from string) error
+}
+
+// Observer counts the join tokens presented again after their join, by kind and by how
+// the address they came from compares with their join's (store.JoinToken.ReusedFrom).
+type Observer interface {
+	JoinTokenReused(kind, address string)
+}
+
+// OnReuse sets who learns of each join token presented again after its join; either may
+// be nil.
+func (s *Service) OnReuse(r Reuses, o Observer) {
+	s.reuses, s.observer = r, o
 }
 
 // NewService makes the JoinService. agentEndpoints are the agents' QUIC endpoints,
@@ -39,12 +63,13 @@ func NewService(st *store.Store, keys *pki.PKI, agentEndpoints []string, log *sl
 	return s
 }
 
-// Join admits one agent: it opens the sealed token with the JoinService key, consumes
-// the token, checks that its kind joins the claimed role and that it was minted for the
-// claimed node, and that the site it names exists, and issues the agent's certificate,
-// all in one transaction. Any refusal
-// leaves the token as it was.
-func (s *Service) Join(_ context.Context, req joinwire.Request) (joinwire.Response, error) {
+// Join admits one agent, whose call came from the address from ("" for none): it opens
+// the sealed token with the JoinService key, consumes the token (recording from as the
+// address of its join), checks that its kind joins the claimed role and that it was
+// minted for the claimed node, and that the site it names exists, and issues the agent's
+// certificate, all in one transaction. Any refusal leaves the token as it was. A token
+// used already is refused token-used, and its reuse told (reused).
+func (s *Service) Join(ctx context.Context, from string, req joinwire.Request) (joinwire.Response, error) {
 	p, token, err := s.open(req)
 	if err != nil {
 		return joinwire.Response{}, err
@@ -52,7 +77,7 @@ func (s *Service) Join(_ context.Context, req joinwire.Request) (joinwire.Respon
 	var resp joinwire.Response
 	var tok store.JoinToken
 	err = s.store.Update(func(tx *store.Tx) error {
-		if tok, err = tx.ConsumeJoinToken(token); err != nil {
+		if tok, err = tx.ConsumeJoinToken(token, from); err != nil {
 			return err
 		}
 		if role := RoleOf(tok.Kind); role != p.Role {
@@ -93,6 +118,9 @@ func (s *Service) Join(_ context.Context, req joinwire.Request) (joinwire.Respon
 	})
 	if err != nil {
 		s.log.Warn("join refused", "node", p.NodeID, "role", p.Role, "token", tok.ID, "err", err)
+		if proto.AsError(err).Details.Reason == proto.ReasonTokenUsed && tok.ID != "" {
+			s.reused(ctx, tok, from)
+		}
 		return joinwire.Response{}, err
 	}
 	s.log.Info("agent joined", "node", p.NodeID, "role", p.Role, "site", tok.Site, "token", tok.ID)
@@ -111,4 +139,25 @@ func (s *Service) open(req joinwire.Request) (joinwire.Parsed, string, error) {
 		return p, "", proto.Errorf(proto.Unauthenticated, "the sealed token does not open with this registry's join encryption key for node %q, role %s: check --join-encryption-pin", p.NodeID, p.Role).WithReason(proto.ReasonSealedToken)
 	}
 	return p, token, err
+}
+
+// reused tells on tok, used already, presented again from from: a WARN that names both
+// addresses, the count by kind and address, and the Reuses (the node's event log). A
+// token works once, so whoever presents it again is the agent its join admitted, started
+// again without its join (a machine rebooted into the same boot entry, an agent
+// restarted before it kept its join), or someone else who read the token.
+func (s *Service) reused(ctx context.Context, tok store.JoinToken, from string) {
+	address := tok.ReusedFrom(from)
+	if s.observer != nil {
+		s.observer.JoinTokenReused(tok.Kind, address)
+	}
+	s.log.Warn("a used join token was presented again", "node", tok.NodeID, "kind", tok.Kind, "token", tok.ID,
+		"from", from, "joinFrom", tok.UsedFrom, "usedAt", tok.UsedAt, "address", address,
+		"todo", "from another address, another host may hold the token: the node's events (nodes events) say what the registry did and what to do")
+	if s.reuses == nil {
+		return
+	}
+	if err := s.reuses.TokenReused(ctx, tok, from); err != nil {
+		s.log.Error("recording a used join token presented again", "node", tok.NodeID, "kind", tok.Kind, "token", tok.ID, "from", from, "err", err)
+	}
 }

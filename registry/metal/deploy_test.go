@@ -301,7 +301,7 @@ func TestRevokeIdentityAndWaitGeneration(t *testing.T) {
 	if n.IdentityRevokedAt.IsZero() {
 		t.Error("metal.revokeIdentity did not mark the identity revoked")
 	}
-	err = h.store.Update(func(tx *store.Tx) error { _, err := tx.ConsumeJoinToken(secret); return err })
+	err = h.store.Update(func(tx *store.Tx) error { _, err := tx.ConsumeJoinToken(secret, ""); return err })
 	if e := proto.AsError(err); e.Code != proto.Unauthenticated || e.Details.Reason != "token-invalid" {
 		t.Errorf("the node's unused join token after revocation: %v, want it deleted (token-invalid)", err)
 	}

@@ -1,8 +1,8 @@
 // Package metrics is the registry's Prometheus metrics: every collector's name, type and
 // labels are defined here and nowhere else, and this is the one package of the registry
 // that imports the Prometheus client. The rooms count through small interfaces they
-// declare themselves (api.RequestObserver, workflow.Observer), which *Registry
-// satisfies, or expose counts the collectors read at each scrape (Sources).
+// declare themselves (api.RequestObserver, workflow.Observer, join.Observer), which
+// *Registry satisfies, or expose counts the collectors read at each scrape (Sources).
 //
 // Labels are bounded: an API method is one the registry serves (others are "unknown"),
 // a code is one of proto's, a step a step kind, a profile a shipped profile's id or
@@ -62,6 +62,7 @@ type Registry struct {
 	stepDur       *prometheus.HistogramVec
 	deployRead    *prometheus.CounterVec
 	deployWrote   prometheus.Counter
+	tokenReused   *prometheus.CounterVec
 }
 
 // stepBuckets span a step's duration, from a control-plane step's milliseconds to an
@@ -97,8 +98,11 @@ func New(src Sources) *Registry {
 			Help: "Bytes of OS images the ramdisks' deploy.image read, as their progress reports tell, by where the image streamed from (cache, source)."}, []string{"location"}),
 		deployWrote: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: "deploy", Name: "written_bytes_total",
 			Help: "Bytes the ramdisks' deploy.image wrote to disks (zeros left out), as their progress reports tell."}),
+		tokenReused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "join", Name: "token_reused_total",
+			Help: "Join tokens presented again after their join (refused token-used; their secret matched), by kind (provisioned, ramdisk, site) and address: same as their join's, other (another host may hold the token), unknown."},
+			[]string{"kind", "address"}),
 	}
-	m.reg.MustRegister(m.apiRequests, m.apiDuration, m.apiQueued, m.tenantBusy, m.credentials, m.sourceRefused, m.workflows, m.workflowDur, m.steps, m.stepDur, m.deployRead, m.deployWrote,
+	m.reg.MustRegister(m.apiRequests, m.apiDuration, m.apiQueued, m.tenantBusy, m.credentials, m.sourceRefused, m.workflows, m.workflowDur, m.steps, m.stepDur, m.deployRead, m.deployWrote, m.tokenReused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), sources{src})
 	return m
 }
@@ -163,6 +167,12 @@ func (m *Registry) WorkflowEnded(kind, profile, outcome string, took time.Durati
 func (m *Registry) DeployStreamed(location string, read, written int64) {
 	m.deployRead.WithLabelValues(location).Add(float64(read))
 	m.deployWrote.Add(float64(written))
+}
+
+// JoinTokenReused counts a join token presented again after its join, by kind and by how
+// its address compares with its join's.
+func (m *Registry) JoinTokenReused(kind, address string) {
+	m.tokenReused.WithLabelValues(kind, address).Inc()
 }
 
 // sources is the collector of the metrics read at each scrape.

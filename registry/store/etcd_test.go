@@ -80,7 +80,7 @@ func TestEtcdReplicasConsumeJoinTokenOnce(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		errs := raced(stores, func(tx *Tx) error { _, err := tx.ConsumeJoinToken(secret); return err })
+		errs := raced(stores, func(tx *Tx) error { _, err := tx.ConsumeJoinToken(secret, ""); return err })
 		admitted := 0
 		for i, err := range errs {
 			if err == nil {

@@ -175,7 +175,7 @@ func TestRevokedIdentity(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ConsumeJoinToken(secret); err != nil {
+			if _, err := tx.ConsumeJoinToken(secret, ""); err != nil {
 				return err
 			}
 			usedKept = used.ID

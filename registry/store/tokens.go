@@ -37,6 +37,35 @@ type JoinToken struct {
 	ExpiresAt  time.Time `json:"expiresAt"`
 	// UsedAt is when the token was consumed; zero while it is unused.
 	UsedAt time.Time `json:"usedAt,omitzero"`
+	// UsedFrom is the source address of the join that consumed it, so that the token
+	// presented again can be told apart by where it comes from; "" while it is unused,
+	// for a join made in-process, and for a token used before it was recorded.
+	UsedFrom string `json:"usedFrom,omitempty"`
+}
+
+// How the address a used join token is presented again from compares with its join's
+// (JoinToken.ReusedFrom).
+const (
+	// ReusedFromSameAddress: the address of its join.
+	ReusedFromSameAddress = "same"
+	// ReusedFromOtherAddress: another address than its join's.
+	ReusedFromOtherAddress = "other"
+	// ReusedFromUnknownAddress: either address is unknown (a join made in-process, or
+	// one before joins recorded their address).
+	ReusedFromUnknownAddress = "unknown"
+)
+
+// ReusedFrom compares from, the address the used token tok is presented again from, with
+// the address of its join: ReusedFromSameAddress, ReusedFromOtherAddress or
+// ReusedFromUnknownAddress.
+func (tok JoinToken) ReusedFrom(from string) string {
+	switch {
+	case tok.UsedFrom == "" || from == "":
+		return ReusedFromUnknownAddress
+	case tok.UsedFrom == from:
+		return ReusedFromSameAddress
+	}
+	return ReusedFromOtherAddress
 }
 
 const (
@@ -73,12 +102,15 @@ func (t *Tx) CreateJoinToken(kind, nodeID, site string, expiresAt time.Time) (Jo
 	return tok, bearer, t.put(bucketJoinTokens, []byte(tok.ID), tok)
 }
 
-// ConsumeJoinToken marks the token a secret names as used and returns it. A secret that
-// is malformed, unknown or wrong is UNAUTHENTICATED; so is a used or expired token, with
-// the reason token-used or token-expired. Within one transaction nothing else can
-// consume it, so of any number of racing joins exactly one gets the token; a caller that
-// refuses the token afterwards fails its transaction and leaves it unused.
-func (t *Tx) ConsumeJoinToken(secret string) (JoinToken, error) {
+// ConsumeJoinToken marks the token a secret names as used by a join from the source
+// address from ("" when it has none) and returns it. A secret that is malformed, unknown
+// or wrong is UNAUTHENTICATED; so is a used or expired token, with the reason token-used
+// or token-expired. A used token is returned beside its token-used error: its secret
+// matched, so whoever presents it again holds it, and the caller tells on that reuse
+// (join.Service). Within one transaction nothing else can consume it, so of any number
+// of racing joins exactly one gets the token; a caller that refuses the token afterwards
+// fails its transaction and leaves it unused.
+func (t *Tx) ConsumeJoinToken(secret, from string) (JoinToken, error) {
 	denied := proto.Errorf(proto.Unauthenticated, "the join token is not valid: mint a new one").WithReason(proto.ReasonTokenInvalid)
 	rest, ok := strings.CutPrefix(strings.TrimSpace(secret), joinTokenPrefix)
 	if !ok {
@@ -98,12 +130,12 @@ func (t *Tx) ConsumeJoinToken(secret string) (JoinToken, error) {
 		return JoinToken{}, denied
 	}
 	if !tok.UsedAt.IsZero() {
-		return JoinToken{}, proto.Errorf(proto.Unauthenticated, "join token %s was already used at %s: a token works once, mint a new one", tok.ID, tok.UsedAt.Format(time.RFC3339)).WithReason(proto.ReasonTokenUsed)
+		return tok, proto.Errorf(proto.Unauthenticated, "join token %s was already used at %s: a token works once, mint a new one", tok.ID, tok.UsedAt.Format(time.RFC3339)).WithReason(proto.ReasonTokenUsed)
 	}
 	if !t.now.Before(tok.ExpiresAt) {
 		return JoinToken{}, proto.Errorf(proto.Unauthenticated, "join token %s expired at %s: mint a new one", tok.ID, tok.ExpiresAt.Format(time.RFC3339)).WithReason(proto.ReasonTokenExpired)
 	}
-	tok.UsedAt = t.now
+	tok.UsedAt, tok.UsedFrom = t.now, from
 	return tok, t.put(bucketJoinTokens, []byte(tok.ID), tok)
 }
 

@@ -30,18 +30,27 @@ func TestJoinTokenConsumedOnceUntilExpiry(t *testing.T) {
 			}
 			return tok, secret
 		}
-		consume := func(secret string) (tok JoinToken, err error) {
-			err = s.Update(func(tx *Tx) (err error) { tok, err = tx.ConsumeJoinToken(secret); return err })
+		consume := func(secret, from string) (tok JoinToken, err error) {
+			err = s.Update(func(tx *Tx) (err error) { tok, err = tx.ConsumeJoinToken(secret, from); return err })
 			return tok, err
 		}
 		made, secret := mint()
-		got, err := consume(secret)
+		got, err := consume(secret, "192.0.2.7")
 		if err != nil {
 			t.Fatal(err)
 		}
-		made.UsedAt = now
+		made.UsedAt, made.UsedFrom = now, "192.0.2.7"
 		if diff := cmp.Diff(made, got); diff != "" {
 			t.Errorf("consumed token (-want +got):\n%s", diff)
+		}
+		// Presented again, from another address, the token is refused and returned as
+		// its join left it: who used it first, and when.
+		again, err := consume(secret, "192.0.2.8")
+		if proto.AsError(err).Details.Reason != proto.ReasonTokenUsed {
+			t.Fatalf("presented again: %v, want token-used", err)
+		}
+		if diff := cmp.Diff(made, again); diff != "" {
+			t.Errorf("the used token returned with token-used (-want +got):\n%s", diff)
 		}
 		_, expiring := mint()
 		cases := map[string]struct {
@@ -60,7 +69,7 @@ func TestJoinTokenConsumedOnceUntilExpiry(t *testing.T) {
 				mu.Lock()
 				now = now.Add(tc.later)
 				mu.Unlock()
-				_, err := consume(tc.secret)
+				_, err := consume(tc.secret, "")
 				if e := proto.AsError(err); e.Code != proto.Unauthenticated || e.Details.Reason != tc.reason {
 					t.Fatalf("got %v (reason %q), want UNAUTHENTICATED %s", err, e.Details.Reason, tc.reason)
 				}
@@ -156,7 +165,7 @@ func TestRevokeJoinToken(t *testing.T) {
 			if used, usedSecret, err = tx.CreateJoinToken(TokenProvisioned, "node-1", "", now.Add(time.Hour)); err != nil {
 				return err
 			}
-			_, err = tx.ConsumeJoinToken(usedSecret)
+			_, err = tx.ConsumeJoinToken(usedSecret, "")
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -167,7 +176,7 @@ func TestRevokeJoinToken(t *testing.T) {
 		if err := revoke(unused.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Update(func(tx *Tx) error { _, err := tx.ConsumeJoinToken(unusedSecret); return err }); proto.CodeOf(err) != proto.Unauthenticated {
+		if err := s.Update(func(tx *Tx) error { _, err := tx.ConsumeJoinToken(unusedSecret, ""); return err }); proto.CodeOf(err) != proto.Unauthenticated {
 			t.Errorf("joining with a revoked token: %v, want UNAUTHENTICATED", err)
 		}
 		if err := revoke(unused.ID); proto.CodeOf(err) != proto.NotFound {

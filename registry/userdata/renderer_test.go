@@ -84,7 +84,7 @@ func (fx *fixture) fetch(ref, nodeID, role string) (doc userdata.Document, err e
 }
 
 func (fx *fixture) consume(secret string) error {
-	return fx.st.Update(func(tx *store.Tx) error { _, err := tx.ConsumeJoinToken(secret); return err })
+	return fx.st.Update(func(tx *store.Tx) error { _, err := tx.ConsumeJoinToken(secret, ""); return err })
 }
 
 func (fx *fixture) tokens(t *testing.T) []store.JoinToken {

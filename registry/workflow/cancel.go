@@ -17,6 +17,21 @@ var errCancelled error = proto.Errorf(proto.InvalidState, "the workflow was canc
 // skipped, its cleanup runs, and it fails with INVALID_STATE, reason cancelled, at the
 // step it was on. A run that has ended is INVALID_STATE.
 func (e *Engine) Cancel(tx *store.Tx, id string) (store.Run, error) {
+	return halt(tx, id, func(f *store.StepFailure) *proto.Error {
+		return proto.Errorf(proto.InvalidState, "workflow %s was cancelled at %s (%s)", id, f.Step, f.Use).WithReason(proto.ReasonCancelled)
+	})
+}
+
+// Fail marks a running run cancelled in tx as Cancel does, but failing with cause
+// instead of reason cancelled: the registry stops a run it can no longer trust (a
+// ramdisk token of its presented again from another host). Abort it once tx commits.
+func (e *Engine) Fail(tx *store.Tx, id string, cause *proto.Error) (store.Run, error) {
+	return halt(tx, id, func(*store.StepFailure) *proto.Error { return cause })
+}
+
+// halt marks run id cancelled in tx, at the step it is on, with the error cause makes
+// of that failure. A run being cancelled already is INVALID_STATE.
+func halt(tx *store.Tx, id string, cause func(*store.StepFailure) *proto.Error) (store.Run, error) {
 	return tx.UpdateRun(id, func(r *store.Run) error {
 		if r.Cancelled != nil {
 			return proto.Errorf(proto.InvalidState, "workflow %s is being cancelled already: its cleanup runs", id).WithReason(proto.ReasonCancelled)
@@ -28,7 +43,7 @@ func (e *Engine) Cancel(tx *store.Tx, id string) (store.Run, error) {
 				break
 			}
 		}
-		f.Error = proto.Errorf(proto.InvalidState, "workflow %s was cancelled at %s (%s)", id, f.Step, f.Use).WithReason(proto.ReasonCancelled)
+		f.Error = cause(f)
 		r.Cancelled = f
 		return nil
 	})

@@ -1,0 +1,162 @@
+package deploy
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
+)
+
+// joinFrom joins the registry at url as node's ramdisk with token, from the local
+// address local, as a host that read the machine's boot script would: it trusts
+// whatever the registry's well-known document says (it has no pins, and needs none to
+// join) and returns the certificate the join got it.
+func joinFrom(t *testing.T, url, local, node, token string) *x509.Certificate {
+	t.Helper()
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext:     (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}).DialContext,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
+	res, err := client.Get(url + joinwire.WellKnownPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	anchors, err := joinwire.ParseWellKnown(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	spki, _ := x509.MarshalPKIXPublicKey(key.Public())
+	sealed, err := joinwire.SealToken(anchors.JoinEncryptionKey, joinwire.AAD(node, joinwire.RoleRamdisk, spki), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(joinwire.Request{NodeID: node, Role: joinwire.RoleRamdisk,
+		PublicKey: base64.StdEncoding.EncodeToString(spki), SealedToken: base64.StdEncoding.EncodeToString(sealed)})
+	res, err = client.Post(url+"/v1/"+joinwire.JoinMethod, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var resp joinwire.Response
+	if err := json.Unmarshal(answer, &resp); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("the join from %s: status %d: %s", local, res.StatusCode, answer)
+	}
+	payload, err := joinwire.VerifyResponse(anchors.JoinSigningKey, resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode([]byte(payload.Certificate))
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert
+}
+
+// nodeEvents is node's event log.
+func nodeEvents(t *testing.T, admin, node string) []api.Event {
+	var list api.EventList
+	testkit.JSON(t, admin, &list, "nodes", "events", node)
+	return list.Events
+}
+
+// TestRamdiskTokenReadByAnotherHost: another host on the provisioning network reads a
+// machine's boot script as the machine powers on into it and joins first, from
+// 127.0.0.2, as the node's ramdisk with the script's token; the machine's real bcd
+// ramdisk presents the token again from 127.0.0.1 and is refused token-used. The node's
+// events name both addresses and what to do, the metric counts one reuse from another
+// address, and the registry contains it: the node's identity epoch moved past the one
+// the other host's certificate names (so that certificate is refused,
+// TestEarlierRamdiskCertificatesStopWorking), the node's unused join tokens (the
+// provisioned token deploy.image would carry) are deleted, and the deploy failed
+// FORBIDDEN token-reused. Before, nothing but the machine's refusal happened.
+func TestRamdiskTokenReadByAnotherHost(t *testing.T) {
+	w, raw := hostWorld(t)
+	id, m := w.readyMachine(t, "52:54:00:12:38:01", "4c4c4544-0042-3510-8052-b4c04f5958c1", len(raw))
+	stolen := make(chan *x509.Certificate, 1)
+	w.site.mu.Lock()
+	w.site.beforeRamdisk = func(node string, entry proto.PrepareRamdisk) {
+		if node == id && len(stolen) == 0 {
+			stolen <- joinFrom(t, entry.Registry, "127.0.0.2", node, entry.Token)
+		}
+	}
+	w.site.mu.Unlock()
+	before, _ := testkit.Scrape(t, w.reg.MetricsURL)
+	var started api.DeployStarted
+	testkit.JSON(t, w.admin, &started, "nodes", "deploy", id, "--profile", "e2e-host")
+	n := waitState(t, w.admin, id, store.NodeFailed)
+	b, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
+	console := string(b)
+	if n.Failure == nil || n.Failure.Error == nil || n.Failure.Error.Code != proto.Forbidden || n.Failure.Error.Details.Reason != proto.ReasonTokenReused {
+		t.Fatalf("the deploy failed with %+v, want FORBIDDEN token-reused; console:\n%s", n.Failure, console)
+	}
+	if !strings.Contains(console, "token-used") {
+		t.Errorf("the machine's ramdisk was not refused token-used; console:\n%s", console)
+	}
+
+	var reused []api.Event
+	for _, e := range nodeEvents(t, w.admin, id) {
+		if e.Kind == store.EventTokenReused {
+			reused = append(reused, e)
+		}
+	}
+	if len(reused) != 1 {
+		t.Fatalf("token.reused events %+v, want one", reused)
+	}
+	e := reused[0]
+	if e.From != "127.0.0.2" || e.To != "127.0.0.1" || e.WorkflowID != started.WorkflowID || e.Error == nil || e.Error.Details.Reason != proto.ReasonTokenReused {
+		t.Errorf("token.reused event %+v, want from 127.0.0.2 to 127.0.0.1, failing workflow %s token-reused", e, started.WorkflowID)
+	}
+	for _, says := range []string{"127.0.0.2", "127.0.0.1", "Another host may have read", "policy.measuredBoot", "moved the node's identity epoch"} {
+		if !strings.Contains(e.Detail, says) {
+			t.Errorf("the event's detail does not say %q: %s", says, e.Detail)
+		}
+	}
+
+	after, _ := testkit.Scrape(t, w.reg.MetricsURL)
+	const series = `better_compute_join_token_reused_total{address="other",kind="ramdisk"}`
+	if got := after[series] - before[series]; got != 1 {
+		t.Errorf("%s moved by %v, want 1", series, got)
+	}
+
+	cert := <-stolen
+	epoch, err := proto.IdentityEpoch(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v api.NodeView
+	testkit.JSON(t, w.admin, &v, "nodes", "get", id)
+	if v.IdentityEpoch <= epoch {
+		t.Errorf("the node's identity epoch is %d, the other host's certificate names %d: it still works", v.IdentityEpoch, epoch)
+	}
+	var tokens api.TokenList
+	testkit.JSON(t, w.admin, &tokens, "tokens", "list")
+	for _, tok := range tokens.Tokens {
+		if tok.NodeID == id && tok.UsedAt.IsZero() {
+			t.Errorf("the node's unused %s token %s is left", tok.Kind, tok.ID)
+		}
+	}
+}
