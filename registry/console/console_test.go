@@ -214,10 +214,10 @@ func TestSignInRefusals(t *testing.T) {
 	}
 }
 
-// twoTenants is a registry where tenant acme and tenant beta each have a node, and
-// acme's credential may read and manage nodes.
-func twoTenants(t *testing.T) (reg *testkit.Registry, acme string, acmeNode, betaNode store.Node) {
-	reg = testkit.StartRegistry(t, "")
+// twoTenants is a registry (serve's flags, if any, added) where tenant acme and tenant
+// beta each have a node, and acme's credential may read and manage nodes.
+func twoTenants(t *testing.T, serve ...string) (reg *testkit.Registry, acme string, acmeNode, betaNode store.Node) {
+	reg = testkit.StartRegistry(t, "", serve...)
 	admin := reg.AdminConfig
 	testkit.JSON(t, admin, nil, "sites", "create", "rack-a")
 	for _, tenant := range []string{"acme", "beta"} {

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
@@ -154,5 +155,49 @@ func TestASignedInPageRefusedForNowSaysWhen(t *testing.T) {
 		case !strings.Contains(p.body, "try again in "+retry+" s"):
 			t.Errorf("%s refused for now: its text does not say to try again in the %s s of its Retry-After\n%s", name, retry, p.body)
 		}
+	}
+}
+
+// TestALiveStreamRefusedForNowSaysWhen: a node's live stream, started, whose next read
+// the API refuses for now (acme's one waiting place held when its node's run changes)
+// cannot carry Retry-After any more: it ends with the stream's retry field at the
+// seconds the API asked, so the browser's EventSource connects again then, not after its
+// own delay.
+func TestALiveStreamRefusedForNowSaysWhen(t *testing.T) {
+	reg, acme, acmeNode, _ := twoTenants(t, "--api-tenant-waiting", "1")
+	cfg, err := api.LoadClientConfig(acme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newClient(t, reg)
+	if p := b.signIn(acme); p.status != http.StatusSeeOther {
+		t.Fatalf("sign in: %d\n%s", p.status, p.body)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, reg.URL+"/ui/nodes/"+acmeNode.ID+"/live", nil)
+	resp, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	stream := bufio.NewReader(resp.Body)
+	if line, _ := stream.ReadString('\n'); resp.StatusCode != http.StatusOK || line != "event: update\n" {
+		t.Fatalf("the stream of acme's enrolling node: %d, begins %q", resp.StatusCode, line)
+	}
+
+	release := b.holdWaiting(cfg.Credential)
+	defer release()
+	testkit.JSON(t, reg.AdminConfig, nil, "nodes", "cancel", acmeNode.ID, "--tenant", "acme") // the admin waits in its own tenant
+	var last string
+	for {
+		line, err := stream.ReadString('\n')
+		if err != nil {
+			break
+		}
+		if line != "\n" {
+			last = line
+		}
+	}
+	if last != "retry: 1000\n" {
+		t.Errorf("the stream refused for now ends with %q; want the API's 1 s as its retry field", last)
 	}
 }

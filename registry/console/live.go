@@ -178,9 +178,7 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		// Refused before the stream starts, the answer is the API's, with its Retry-After
-		// when it was refused for now. Once the stream has started, its status and headers
-		// are sent and can say no Retry-After: a refusal then ends the stream, and the
-		// browser's EventSource connects again after its own delay.
+		// when it was refused for now (once it has started, streamEnds).
 		e, status := refusal(w, err)
 		http.Error(w, string(e.Code)+": "+e.Message, status)
 		return
@@ -225,17 +223,28 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-changed:
 		case err := <-failed:
-			if ctx.Err() == nil {
-				c.log.Info("console live stream ends", "node", node.ID, "code", proto.CodeOf(err))
-			}
+			c.streamEnds(ctx, w, rc, node.ID, err)
 			return
 		}
 		if d, err = c.liveOf(ctx, s, node.ID, node.Workflow, 0); err != nil {
-			if ctx.Err() == nil {
-				c.log.Info("console live stream ends", "node", node.ID, "code", proto.CodeOf(err))
-			}
+			c.streamEnds(ctx, w, rc, node.ID, err)
 			return
 		}
+	}
+}
+
+// streamEnds ends a started stream whose read failed with err. Its status and headers
+// are sent, so a refusal for now cannot carry Retry-After: the stream's own retry field
+// tells the browser's EventSource to connect again after the seconds the API asked, not
+// after its own delay.
+func (c *Console) streamEnds(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, node string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	c.log.Info("console live stream ends", "node", node, "code", proto.CodeOf(err))
+	if seconds := api.RetryAfter(err); seconds >= 0 {
+		fmt.Fprintf(w, "retry: %d\n\n", max(seconds, 1)*1000)
+		rc.Flush()
 	}
 }
 
