@@ -27,10 +27,9 @@ const (
 	// reason and the credential that asked.
 	EventAgentsRevoked = "agents.revoked"
 	// EventTokenReused is a ramdisk or provisioned join token of the node presented again
-	// after its join:
-	// From is the address of its join, To the address it came from again, Detail what
-	// that may mean and what to do; Workflow and Error the run it failed, when the
-	// registry contained it.
+	// after its join: From is the address of its join, To the address it came from again,
+	// Detail what that may mean and what to do; Workflow and Error the run it failed, when
+	// the registry contained it while one ran.
 	EventTokenReused = "token.reused"
 )
 
