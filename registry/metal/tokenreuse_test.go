@@ -86,25 +86,29 @@ func (h *harness) reused(tok store.JoinToken, from string) store.Event {
 	return last
 }
 
-// provisionedJoin mints a provisioned token for node and a second one left unused, and
-// consumes the first by a join from from.
-func (h *harness) provisionedJoin(node, from string) store.JoinToken {
-	h.t.Helper()
-	var tok store.JoinToken
+// provisionedReuse enrolls a node (at epoch), mints it a provisioned token and a second
+// one left unused, consumes the first (tok) by a join from joinFrom and, a minute later,
+// tells the metal service of it presented again from from: e is the node's event.
+func provisionedReuse(t *testing.T, joinFrom, from string) (h *harness, id string, epoch int64, tok store.JoinToken, e store.Event) {
+	t.Helper()
+	h = newHarness(t)
+	id = h.enroll(nil)
+	epoch = h.node(id).IdentityEpoch
 	if err := h.store.Update(func(tx *store.Tx) error {
-		_, secret, err := tx.CreateJoinToken(store.TokenProvisioned, node, "", tx.Now().Add(time.Hour))
+		_, secret, err := tx.CreateJoinToken(store.TokenProvisioned, id, "", tx.Now().Add(time.Hour))
 		if err != nil {
 			return err
 		}
-		if _, _, err := tx.CreateJoinToken(store.TokenProvisioned, node, "", tx.Now().Add(time.Hour)); err != nil {
+		if _, _, err := tx.CreateJoinToken(store.TokenProvisioned, id, "", tx.Now().Add(time.Hour)); err != nil {
 			return err
 		}
-		tok, err = tx.ConsumeJoinToken(secret, from)
+		tok, err = tx.ConsumeJoinToken(secret, joinFrom)
 		return err
 	}); err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return tok
+	h.clock.Advance(time.Minute)
+	return h, id, epoch, tok, h.reused(tok, from)
 }
 
 // unusedTokens is how many unused join tokens node has.
@@ -135,13 +139,7 @@ func (h *harness) unusedTokens(node string) (n int) {
 // gone already, and a host that kept the token cannot cut each new installed agent off.
 // Before, a provisioned token presented again was only logged and counted.
 func TestProvisionedTokenJoinedFirstElsewhere(t *testing.T) {
-	h := newHarness(t)
-	id := h.enroll(nil)
-	epoch := h.node(id).IdentityEpoch
-	tok := h.provisionedJoin(id, "10.0.0.9")
-	h.clock.Advance(time.Minute)
-
-	e := h.reused(tok, "10.0.0.5")
+	h, id, epoch, tok, e := provisionedReuse(t, "10.0.0.9", "10.0.0.5")
 	if e.From != "10.0.0.9" || e.To != "10.0.0.5" || e.Workflow != "" || e.Error != nil {
 		t.Errorf("event %+v, want from 10.0.0.9 to 10.0.0.5, failing nothing", e)
 	}
@@ -172,12 +170,7 @@ func TestProvisionedTokenJoinedFirstElsewhere(t *testing.T) {
 // from the address of its join, and changes nothing: the event tells it as the machine's
 // installed OS again, the epoch stays and the unused tokens are kept.
 func TestProvisionedTokenPresentedAgainHonestly(t *testing.T) {
-	h := newHarness(t)
-	id := h.enroll(nil)
-	epoch := h.node(id).IdentityEpoch
-	tok := h.provisionedJoin(id, "10.0.0.5")
-	h.clock.Advance(time.Minute)
-	e := h.reused(tok, "10.0.0.5")
+	h, id, epoch, _, e := provisionedReuse(t, "10.0.0.5", "10.0.0.5")
 	if e.From != "10.0.0.5" || e.To != "10.0.0.5" || e.Error != nil || !strings.Contains(e.Detail, "this machine's installed OS again") {
 		t.Errorf("event %+v, want the machine's installed OS again", e)
 	}
