@@ -86,29 +86,26 @@ func (h *harness) reused(tok store.JoinToken, from string) store.Event {
 	return last
 }
 
-// provisionedReuse enrolls a node (at epoch), mints it a provisioned token and a second
-// one left unused, consumes the first (tok) by a join from joinFrom and, a minute later,
-// tells the metal service of it presented again from from: e is the node's event.
-func provisionedReuse(t *testing.T, joinFrom, from string) (h *harness, id string, epoch int64, tok store.JoinToken, e store.Event) {
-	t.Helper()
-	h = newHarness(t)
-	id = h.enroll(nil)
-	epoch = h.node(id).IdentityEpoch
+// reusedProvisioned mints node a provisioned token (tok) and a second one left unused,
+// consumes tok by a join from joinFrom and, a minute later, tells the metal service of it
+// presented again from from, and returns tok with the node's event.
+func (h *harness) reusedProvisioned(node, joinFrom, from string) (tok store.JoinToken, e store.Event) {
+	h.t.Helper()
 	if err := h.store.Update(func(tx *store.Tx) error {
-		_, secret, err := tx.CreateJoinToken(store.TokenProvisioned, id, "", tx.Now().Add(time.Hour))
+		_, secret, err := tx.CreateJoinToken(store.TokenProvisioned, node, "", tx.Now().Add(time.Hour))
 		if err != nil {
 			return err
 		}
-		if _, _, err := tx.CreateJoinToken(store.TokenProvisioned, id, "", tx.Now().Add(time.Hour)); err != nil {
+		if _, _, err := tx.CreateJoinToken(store.TokenProvisioned, node, "", tx.Now().Add(time.Hour)); err != nil {
 			return err
 		}
 		tok, err = tx.ConsumeJoinToken(secret, joinFrom)
 		return err
 	}); err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	h.clock.Advance(time.Minute)
-	return h, id, epoch, tok, h.reused(tok, from)
+	return tok, h.reused(tok, from)
 }
 
 // unusedTokens is how many unused join tokens node has.
@@ -139,7 +136,10 @@ func (h *harness) unusedTokens(node string) (n int) {
 // gone already, and a host that kept the token cannot cut each new installed agent off.
 // Before, a provisioned token presented again was only logged and counted.
 func TestProvisionedTokenJoinedFirstElsewhere(t *testing.T) {
-	h, id, epoch, tok, e := provisionedReuse(t, "10.0.0.9", "10.0.0.5")
+	h := newHarness(t)
+	id := h.enroll(nil)
+	epoch := h.node(id).IdentityEpoch
+	tok, e := h.reusedProvisioned(id, "10.0.0.9", "10.0.0.5")
 	if e.From != "10.0.0.9" || e.To != "10.0.0.5" || e.Workflow != "" || e.Error != nil {
 		t.Errorf("event %+v, want from 10.0.0.9 to 10.0.0.5, failing nothing", e)
 	}
@@ -170,11 +170,38 @@ func TestProvisionedTokenJoinedFirstElsewhere(t *testing.T) {
 // from the address of its join, and changes nothing: the event tells it as the machine's
 // installed OS again, the epoch stays and the unused tokens are kept.
 func TestProvisionedTokenPresentedAgainHonestly(t *testing.T) {
-	h, id, epoch, _, e := provisionedReuse(t, "10.0.0.5", "10.0.0.5")
+	h := newHarness(t)
+	id := h.enroll(nil)
+	epoch := h.node(id).IdentityEpoch
+	_, e := h.reusedProvisioned(id, "10.0.0.5", "10.0.0.5")
 	if e.From != "10.0.0.5" || e.To != "10.0.0.5" || e.Error != nil || !strings.Contains(e.Detail, "this machine's installed OS again") {
 		t.Errorf("event %+v, want the machine's installed OS again", e)
 	}
 	if n := h.node(id); n.IdentityEpoch != epoch || h.unusedTokens(id) != 1 {
 		t.Errorf("node at epoch %d with %d unused token(s) after the honest reuse, want %d with 1", n.IdentityEpoch, h.unusedTokens(id), epoch)
+	}
+}
+
+// TestProvisionedTokenReusedWhileItsDeployRuns: the installation's provisioned token,
+// minted by the deploy that still runs (its boot.kexec not answered yet), joined first
+// from another address than the one it comes again from: the deploy fails FORBIDDEN
+// token-reused beside the epoch's move, and the event names it.
+func TestProvisionedTokenReusedWhileItsDeployRuns(t *testing.T) {
+	h := newHarness(t)
+	id := h.enroll(nil)
+	h.machine.hang(proto.CommandBootKexec)
+	run, err := h.deploy(id, "testdata/gpu-host.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.relayedYet("ramdisk", proto.CommandBootKexec)
+	epoch := h.node(id).IdentityEpoch
+	_, e := h.reusedProvisioned(id, "10.0.0.9", "10.0.0.5")
+	if e.Workflow != run.ID || e.Error == nil || e.Error.Code != proto.Forbidden || e.Error.Details.Reason != proto.ReasonTokenReused {
+		t.Errorf("event %+v, want it failing %s FORBIDDEN token-reused", e, run.ID)
+	}
+	ended, n := h.end(run.ID)
+	if ended.State != store.RunFailed || n.Failure == nil || n.Failure.Error.Details.Reason != proto.ReasonTokenReused || n.IdentityEpoch != epoch+1 {
+		t.Errorf("run %s, node at epoch %d (want %d) failed with %+v; want the deploy failed token-reused", ended.State, n.IdentityEpoch, epoch+1, n.Failure)
 	}
 }
