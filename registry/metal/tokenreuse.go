@@ -102,9 +102,12 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 			}
 			held := kind.heldIdentity && !node.IdentityEpochAt.After(tok.UsedAt)
 			if run == "" && !held {
-				e.Detail = told + kind.mayMean + " No workflow that minted it runs any more, and its join's certificate is refused already or was not the node's installed OS's, " +
-					"so nothing was changed: unless both addresses are this machine's, revoke the node's agents (nodes revoke-identity), deploy it again, " +
-					"check the installed agent of any machine that got its deploy.image, and set the pool's policy.measuredBoot."
+				why := "No workflow that minted it runs any more"
+				if kind.heldIdentity {
+					why += " and the node's identity epoch moved since its join (the certificate it got is refused already)"
+				}
+				e.Detail = told + kind.mayMean + " " + why + ", so nothing was changed: unless both addresses are this machine's, revoke the node's agents (nodes revoke-identity), " +
+					"deploy it again, check the installed agent of any machine that got its deploy.image, and set the pool's policy.measuredBoot."
 				break
 			}
 			if _, err := updateNode(tx, node.ID, func(n *store.Node) error { n.NewIdentityEpoch(tx.Now()); return nil }); err != nil {
