@@ -92,7 +92,7 @@ var tokenCommands = []command{{
 }, {
 	path:    "tokens list",
 	summary: "list join tokens (never their secrets)",
-	long:    "list join tokens: id, kind, node, site, expiry, used; never the secret",
+	long:    "list join tokens: id, kind, node, site, expiry, when used and from which address (FROM, usedFrom in JSON); never the secret",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		cursor := fs.String("cursor", "", "resume after a previous page")
 		return func(x *exec) error {
@@ -136,16 +136,12 @@ func (f *secondsFlag) String() string {
 func (f *secondsFlag) Type() string { return "duration" }
 
 func tokenTable(w *tabwriter.Writer, rows []api.Token) {
-	fmt.Fprintln(w, "ID\tKIND\tNODE\tSITE\tEXPIRES\tUSED")
+	fmt.Fprintln(w, "ID\tKIND\tNODE\tSITE\tEXPIRES\tUSED\tFROM")
 	for _, t := range rows {
 		used := "no"
 		if !t.UsedAt.IsZero() {
 			used = t.UsedAt.Format(time.RFC3339)
 		}
-		site := t.Site
-		if site == "" {
-			site = "-"
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.NodeID, site, t.ExpiresAt.Format(time.RFC3339), used)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.NodeID, dash(t.Site), t.ExpiresAt.Format(time.RFC3339), used, dash(t.UsedFrom))
 	}
 }

@@ -24,9 +24,9 @@ const (
 	ReasonTokenUsed = "token-used"
 	// ReasonTokenExpired (UNAUTHENTICATED): the join token expired.
 	ReasonTokenExpired = "token-expired"
-	// ReasonTokenReused (FORBIDDEN): the error a workflow fails with when the ramdisk
-	// join token it prepared was presented again from another address than its join's:
-	// another host may have joined as the node's ramdisk.
+	// ReasonTokenReused (FORBIDDEN): the error a workflow fails with when a ramdisk or
+	// provisioned join token it minted was presented again from another address than its
+	// join's: another host may have joined as the node's ramdisk or installed OS.
 	ReasonTokenReused = "token-reused"
 	// ReasonSealedToken (UNAUTHENTICATED): the sealed token does not open with the
 	// registry's join encryption key for the node and role it names.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/ramdisk/gpt"
@@ -23,6 +24,9 @@ const (
 	// envNodeRoot, when set, is the installed OS's root bcd node runs with (a test's
 	// sysfs with a GPU in it); else a directory of the first boot's own.
 	envNodeRoot = "BC_E2E_NODE_ROOT"
+	// envJoinAfter, when set, is a file the first boot waits for before its bcd join: a
+	// machine that boots its new OS slower than another host joins with its token.
+	envJoinAfter = "BC_E2E_JOIN_AFTER"
 )
 
 func TestMain(m *testing.M) {
@@ -74,6 +78,11 @@ func firstBoot(dir, diskPath string) error {
 	tokenFile := filepath.Join(dir, "join-token")
 	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
 		return err
+	}
+	if hold := os.Getenv(envJoinAfter); hold != "" {
+		for _, err := os.Stat(hold); err != nil; _, err = os.Stat(hold) {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	bcd := os.Getenv(envBCD)
 	conf := filepath.Join(dir, "etc-bcd")

@@ -133,21 +133,36 @@ func refusedNode(t *testing.T, m *machine, why string) {
 	if len(confs) == 0 {
 		t.Fatal("the installed OS kept no bcd configuration")
 	}
+	logs, stop := runNode(t, confs[len(confs)-1])
+	defer stop()
+	if !waitFor(t, 30*time.Second, func() bool { return refusedForGood(logs, why) }) {
+		t.Errorf("bcd node with the installed OS's kept certificate was not refused (%s):\n%s", why, logs.String())
+	}
+}
+
+// runNode starts bcd node with the configuration directory conf, in a boot of its own,
+// and returns its logs and what stops it.
+func runNode(t *testing.T, conf string) (*netns.SyncBuffer, func()) {
+	t.Helper()
+	root := t.TempDir()
+	if err := newBoot(root); err != nil {
+		t.Fatal(err)
+	}
 	var logs netns.SyncBuffer
-	node := exec.Command(testkit.Binary(t, "bcd"), "node", "--config-dir", confs[len(confs)-1], "--root", t.TempDir())
+	node := exec.Command(testkit.Binary(t, "bcd"), "node", "--config-dir", conf, "--root", root)
 	node.Stdout, node.Stderr = &logs, &logs
 	node.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := node.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { syscall.Kill(-node.Process.Pid, syscall.SIGKILL); node.Wait() }()
-	refused := func() bool {
-		out := logs.String()
-		return strings.Contains(out, "refuses this agent's certificate for good") && strings.Contains(out, why)
-	}
-	if !waitFor(t, 30*time.Second, refused) {
-		t.Errorf("bcd node with the installed OS's kept certificate was not refused (%s):\n%s", why, logs.String())
-	}
+	return &logs, func() { syscall.Kill(-node.Process.Pid, syscall.SIGKILL); node.Wait() }
+}
+
+// refusedForGood reports whether bcd node logged that the registry refuses its
+// certificate for good, saying why.
+func refusedForGood(logs *netns.SyncBuffer, why string) bool {
+	out := logs.String()
+	return strings.Contains(out, "refuses this agent's certificate for good") && strings.Contains(out, why)
 }
 
 // TestReleaseSurvivesAKill kills the registry (SIGKILL) while a release's power-off is

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
@@ -26,11 +27,19 @@ import (
 	"github.com/better-compute/better-compute/testkit"
 )
 
-// joinFrom joins the registry at url as node's ramdisk with token, from the local
-// address local, as a host that read the machine's boot script would: it trusts
-// whatever the registry's well-known document says (it has no pins, and needs none to
-// join) and returns the certificate the join got it.
-func joinFrom(t *testing.T, url, local, node, token string) *x509.Certificate {
+// stolen is what another host got by joining with a machine's token.
+type stolen struct {
+	cert    *x509.Certificate
+	key     *ecdsa.PrivateKey
+	payload joinwire.Payload
+	anchors joinwire.Anchors
+}
+
+// joinFrom joins the registry at url as node's agent of role with token, from the local
+// address local, as a host that read the token would: it trusts whatever the
+// registry's well-known document says (it has no pins, and needs none to join) and
+// returns what the join got it.
+func joinFrom(t *testing.T, url, local, node, role, token string) stolen {
 	t.Helper()
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		DialContext:     (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}).DialContext,
@@ -48,11 +57,11 @@ func joinFrom(t *testing.T, url, local, node, token string) *x509.Certificate {
 	}
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	spki, _ := x509.MarshalPKIXPublicKey(key.Public())
-	sealed, err := joinwire.SealToken(anchors.JoinEncryptionKey, joinwire.AAD(node, joinwire.RoleRamdisk, spki), token)
+	sealed, err := joinwire.SealToken(anchors.JoinEncryptionKey, joinwire.AAD(node, role, spki), token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(joinwire.Request{NodeID: node, Role: joinwire.RoleRamdisk,
+	body, _ := json.Marshal(joinwire.Request{NodeID: node, Role: role,
 		PublicKey: base64.StdEncoding.EncodeToString(spki), SealedToken: base64.StdEncoding.EncodeToString(sealed)})
 	res, err = client.Post(url+"/v1/"+joinwire.JoinMethod, "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -73,7 +82,30 @@ func joinFrom(t *testing.T, url, local, node, token string) *x509.Certificate {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cert
+	return stolen{cert: cert, key: key, payload: payload, anchors: anchors}
+}
+
+// configDir writes what the join got into a bcd configuration directory (agent/bcdconf)
+// for the registry at server with pins, and returns it: bcd node runs with it.
+func (s stolen) configDir(t *testing.T, server string, pins joinwire.Pins) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "etc-bcd")
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(s.key)
+	jwk, _ := json.Marshal(joinwire.NewJWK(s.anchors.JoinEncryptionKey))
+	err := bcdconf.Write(dir, bcdconf.Bundle{
+		Config: bcdconf.Config{Version: bcdconf.Version, Server: server, AgentEndpoint: s.payload.AgentEndpoint, AgentEndpoints: s.payload.AgentEndpoints,
+			NodeID: s.payload.NodeID, Role: s.payload.Role, Site: s.payload.Site,
+			ServingCAPin: pins.ServingCA, JoinSigningPin: pins.JoinSigning, JoinEncryptionPin: pins.JoinEncryption},
+		Key:               pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		Certificate:       []byte(s.payload.Certificate),
+		AgentCA:           []byte(s.payload.AgentCA),
+		ServingCA:         pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.anchors.ServingCA.Raw}),
+		JoinEncryptionKey: append(jwk, '\n'),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // nodeEvents is node's event log.
@@ -100,7 +132,7 @@ func TestRamdiskTokenReadByAnotherHost(t *testing.T) {
 	w.site.mu.Lock()
 	w.site.beforeRamdisk = func(node string, entry proto.PrepareRamdisk) {
 		if node == id && len(stolen) == 0 {
-			stolen <- joinFrom(t, entry.Registry, "127.0.0.2", node, entry.Token)
+			stolen <- joinFrom(t, entry.Registry, "127.0.0.2", node, joinwire.RoleRamdisk, entry.Token).cert
 		}
 	}
 	w.site.mu.Unlock()
@@ -117,6 +149,23 @@ func TestRamdiskTokenReadByAnotherHost(t *testing.T) {
 		t.Errorf("the machine's ramdisk was not refused token-used; console:\n%s", console)
 	}
 
+	e := w.toldAndContained(t, id, store.TokenRamdisk, before, <-stolen)
+	if e.WorkflowID != started.WorkflowID || e.Error == nil || e.Error.Details.Reason != proto.ReasonTokenReused {
+		t.Errorf("token.reused event %+v, want it failing workflow %s token-reused", e, started.WorkflowID)
+	}
+	if !strings.Contains(e.Detail, "Another host may have read") {
+		t.Errorf("the event's detail does not say another host may have read the token: %s", e.Detail)
+	}
+}
+
+// toldAndContained checks what a node's token of kind, joined with first from
+// 127.0.0.2 by another host that got cert, presented again from 127.0.0.1, left: one
+// token.reused event from the one to the other that says what the registry did and what
+// to do (returned), one reuse from another address more than before in the metric, the
+// node's identity epoch past the one cert names (so it is refused) and no unused join
+// token of the node.
+func (w *world) toldAndContained(t *testing.T, id, kind string, before map[string]float64, cert *x509.Certificate) api.Event {
+	t.Helper()
 	var reused []api.Event
 	for _, e := range nodeEvents(t, w.admin, id) {
 		if e.Kind == store.EventTokenReused {
@@ -127,22 +176,21 @@ func TestRamdiskTokenReadByAnotherHost(t *testing.T) {
 		t.Fatalf("token.reused events %+v, want one", reused)
 	}
 	e := reused[0]
-	if e.From != "127.0.0.2" || e.To != "127.0.0.1" || e.WorkflowID != started.WorkflowID || e.Error == nil || e.Error.Details.Reason != proto.ReasonTokenReused {
-		t.Errorf("token.reused event %+v, want from 127.0.0.2 to 127.0.0.1, failing workflow %s token-reused", e, started.WorkflowID)
+	if e.From != "127.0.0.2" || e.To != "127.0.0.1" {
+		t.Errorf("token.reused event %+v, want from 127.0.0.2 to 127.0.0.1", e)
 	}
-	for _, says := range []string{"127.0.0.2", "127.0.0.1", "Another host may have read", "policy.measuredBoot", "moved the node's identity epoch"} {
+	for _, says := range []string{"The " + kind + " join token", "127.0.0.2", "127.0.0.1", "policy.measuredBoot", "moved the node's identity epoch"} {
 		if !strings.Contains(e.Detail, says) {
 			t.Errorf("the event's detail does not say %q: %s", says, e.Detail)
 		}
 	}
 
 	after, _ := testkit.Scrape(t, w.reg.MetricsURL)
-	const series = `better_compute_join_token_reused_total{address="other",kind="ramdisk"}`
+	series := `better_compute_join_token_reused_total{address="other",kind="` + kind + `"}`
 	if got := after[series] - before[series]; got != 1 {
 		t.Errorf("%s moved by %v, want 1", series, got)
 	}
 
-	cert := <-stolen
 	epoch, err := proto.IdentityEpoch(cert)
 	if err != nil {
 		t.Fatal(err)
@@ -158,5 +206,77 @@ func TestRamdiskTokenReadByAnotherHost(t *testing.T) {
 		if tok.NodeID == id && tok.UsedAt.IsZero() {
 			t.Errorf("the node's unused %s token %s is left", tok.Kind, tok.ID)
 		}
+	}
+	return e
+}
+
+// TestProvisionedTokenReadByAnotherHost: another host that holds a machine's next
+// installation's user data (a host that joined first as its ramdisk is sent them with
+// deploy.image; here read where the machine's first boot keeps its token) joins with its
+// provisioned token first, from 127.0.0.2, as the node's installed OS, while the machine
+// boots its new OS slowly: its bcd node holds the node's identity (the deploy takes it
+// for the machine's rejoin) and applies the node's NodeSpec. The machine's own first
+// boot's bcd join presents the token again from 127.0.0.1 and is refused token-used. The
+// node's events name both addresses and what to do, the metric counts one provisioned
+// reuse from another address, tokens list shows the join's address, and the registry
+// contains it, though no workflow runs any more: the node's identity epoch moved past
+// the one the other host's certificate names, so that host's bcd node is let go and
+// refused for good, and the node's unused join tokens are deleted. Before, nothing but
+// the machine's refusal happened, and the other host kept the node.
+func TestProvisionedTokenReadByAnotherHost(t *testing.T) {
+	w, raw := hostWorld(t)
+	id, m := w.readyMachine(t, "52:54:00:12:38:02", "4c4c4544-0042-3510-8052-b4c04f5958c2", len(raw))
+	slowBoot := filepath.Join(t.TempDir(), "boot-on")
+	m.env = append(m.env, envJoinAfter+"="+slowBoot)
+	before, _ := testkit.Scrape(t, w.reg.MetricsURL)
+	var started api.DeployStarted
+	testkit.JSON(t, w.admin, &started, "nodes", "deploy", id, "--profile", "e2e-host")
+
+	var tokenFile string
+	if !waitFor(t, 2*time.Minute, func() bool {
+		files, _ := filepath.Glob(filepath.Join(m.dir, "os-*", "join-token"))
+		if len(files) > 0 {
+			tokenFile = files[0]
+		}
+		return tokenFile != ""
+	}) {
+		t.Fatalf("the machine never booted its new OS")
+	}
+	token, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := joinFrom(t, w.reg.URL, "127.0.0.2", id, joinwire.RoleNode, string(token))
+	otherLogs, stop := runNode(t, other.configDir(t, w.reg.URL, w.reg.Pins))
+	defer stop()
+	waitState(t, w.admin, id, store.NodeActive)
+	if !waitFor(t, 30*time.Second, func() bool {
+		var v api.NodeView
+		testkit.JSON(t, w.admin, &v, "nodes", "get", id)
+		return v.Agent != nil && v.Agent.DesiredGeneration >= 1 && v.Agent.ObservedGeneration == v.Agent.DesiredGeneration
+	}) {
+		t.Fatalf("the other host's bcd node never applied the node's NodeSpec:\n%s", otherLogs.String())
+	}
+
+	if err := os.WriteFile(slowBoot, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(t, 30*time.Second, func() bool { return refusedForGood(otherLogs, "earlier installation") }) {
+		t.Errorf("the other host's bcd node was not let go and refused for good:\n%s", otherLogs.String())
+	}
+	b, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
+	if console := string(b); !strings.Contains(console, "token-used") {
+		t.Errorf("the machine's bcd join was not refused token-used; console:\n%s", console)
+	}
+
+	e := w.toldAndContained(t, id, store.TokenProvisioned, before, other.cert)
+	if e.WorkflowID != "" || e.Error != nil {
+		t.Errorf("token.reused event %+v, want it failing no workflow (the deploy took the other host's join)", e)
+	}
+	if !strings.Contains(e.Detail, "joined as this node's installed OS first") {
+		t.Errorf("the event's detail does not say another host may have joined as the installed OS: %s", e.Detail)
+	}
+	if res := testkit.CLI(t, w.admin, "tokens", "list"); !strings.Contains(res.Stdout, "127.0.0.2") {
+		t.Errorf("tokens list does not show the address of the provisioned token's join:\n%s", res.Stdout)
 	}
 }

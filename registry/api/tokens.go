@@ -30,10 +30,13 @@ type Token struct {
 	CreatedAt time.Time `json:"createdAt"`
 	ExpiresAt time.Time `json:"expiresAt"`
 	UsedAt    time.Time `json:"usedAt,omitzero"`
+	// UsedFrom is the source address of the join that used the token: the token
+	// presented again from another address tells on the node (nodes events).
+	UsedFrom string `json:"usedFrom,omitempty"`
 }
 
 func tokenView(t store.JoinToken) Token {
-	return Token{ID: t.ID, Kind: t.Kind, NodeID: t.NodeID, Site: t.Site, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, UsedAt: t.UsedAt}
+	return Token{ID: t.ID, Kind: t.Kind, NodeID: t.NodeID, Site: t.Site, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, UsedAt: t.UsedAt, UsedFrom: t.UsedFrom}
 }
 
 // CreatedToken is the answer of tokens.create: the only time the secret is shown.

@@ -109,6 +109,12 @@ func fullRunStep() store.RunStep {
 		ViaFallback: true, Result: json.RawMessage(`{"ok":true}`), Error: e, Progress: json.RawMessage(`{"pct":40}`), StartedAt: at, FinishedAt: later}
 }
 
+// usedToken is a join token row with every field set, as the store keeps it once used.
+func usedToken() store.JoinToken {
+	return store.JoinToken{ID: "5548b4e7516d61bb", Kind: store.TokenProvisioned, NodeID: "nd_0123456789abcdef", Site: "rack-a", SecretHash: "00",
+		CreatedAt: at, ExpiresAt: later, UsedAt: later, UsedFrom: "10.0.0.5"}
+}
+
 // wireAnswers are the answers whose JSON the golden files hold, built from full rows as
 // the methods build them.
 func wireAnswers() map[string]any {
@@ -135,6 +141,7 @@ func wireAnswers() map[string]any {
 		"images.list":       ImageList{Images: viewsOf([]store.Image{fullImage()}, imageOf)},
 		"signers.add":       signerOf(fullSigner()),
 		"signers.list":      SignerList{Signers: viewsOf([]store.ImageSigner{fullSigner()}, signerOf)},
+		"tokens.list":       TokenList{Tokens: viewsOf([]store.JoinToken{usedToken()}, tokenView), NextCursor: "NTU0OGI0ZTc"},
 		"tenants.create":    tenantOf(store.Tenant{ID: "acme", CreatedAt: at}),
 		"tenants.list":      TenantList{Tenants: viewsOf([]store.Tenant{{ID: "acme", CreatedAt: at}}, tenantOf)},
 		"metal.events": EventList{Events: viewsOf([]store.Event{{Node: n.ID, Tenant: "acme", Seq: 7, At: at, Kind: store.EventStepEnded, Workflow: "wf_1", Step: "steps[2]", Use: "deploy.image",

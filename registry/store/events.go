@@ -26,10 +26,10 @@ const (
 	// agents (nodes revoke-identity): To is the identity epoch it moved to, Detail the
 	// reason and the credential that asked.
 	EventAgentsRevoked = "agents.revoked"
-	// EventTokenReused is the node's ramdisk join token presented again after its join:
-	// From is the address of its join, To the address it came from again, Detail what
-	// that may mean and what to do; Workflow and Error the run it failed, when the
-	// registry contained it.
+	// EventTokenReused is a ramdisk or provisioned join token of the node presented again
+	// after its join: From is the address of its join, To the address it came from again,
+	// Detail what that may mean and what to do; Workflow and Error the run it failed, when
+	// the registry contained it while one ran.
 	EventTokenReused = "token.reused"
 )
 
