@@ -63,9 +63,9 @@ func cut[T any](list []T, budget int) (json.RawMessage, int) {
 // sectionpack.MaxData, given that over entries take overSize, more than it, and that no
 // entry at all fits. A section's stored size grows about in proportion to its entries, so
 // the first guesses interpolate between the largest count known to fit and the smallest
-// known not to (a flooded section of 300 images is found in 3 packings where halving
-// takes 9); entries that pack unevenly are then bisected, at most interpolated guesses
-// more than a bisection alone.
+// known not to (the 32 images of a flooded section of 300 that fit are found in 3
+// packings, where halving took 7); entries that pack unevenly are then bisected, at most
+// interpolated guesses more than a bisection alone.
 func fitting(over, overSize int, size func(n int) int) int {
 	const interpolated = 3
 	fits, fitsSize := 0, size(0)
