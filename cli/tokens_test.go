@@ -112,7 +112,7 @@ func TestRegistryPrunesExpiredTokens(t *testing.T) {
 	}
 	var old store.JoinToken
 	err = st.Update(func(tx *store.Tx) (err error) {
-		old, _, err = tx.CreateJoinToken(store.TokenRamdisk, "node-1", "rack-a", then.Add(time.Hour))
+		old, _, err = tx.CreateJoinToken(store.TokenFor{Kind: store.TokenRamdisk, NodeID: "node-1", Site: "rack-a"}, then.Add(time.Hour))
 		return err
 	})
 	st.Close()

@@ -160,12 +160,12 @@ func (p *agentPlane) progress(node, commandID string, detail json.RawMessage) {
 	}
 }
 
-// Prepare is metal.RamdiskBoots: a ramdisk token for node, and where and whom the
-// ramdisk joins.
-func (p *agentPlane) Prepare(_ context.Context, node store.Node) (proto.PrepareRamdisk, error) {
+// Prepare is metal.RamdiskBoots: a ramdisk token for node, minted by the workflow run,
+// and where and whom the ramdisk joins.
+func (p *agentPlane) Prepare(_ context.Context, node store.Node, run string) (proto.PrepareRamdisk, error) {
 	var bearer string
 	err := p.st.Update(func(tx *store.Tx) (err error) {
-		_, bearer, err = join.MintToken(tx, store.TokenRamdisk, node.ID, node.Site, 0)
+		_, bearer, err = join.MintToken(tx, store.TokenFor{Kind: store.TokenRamdisk, NodeID: node.ID, Site: node.Site, Workflow: run}, 0)
 		return err
 	})
 	pins := p.keys.Pins()
@@ -221,13 +221,13 @@ type renderer struct {
 	r  *userdata.Renderer
 }
 
-func (r renderer) Render(_ context.Context, node store.Node, p *profile.Profile) (out proto.UserDataRendered, err error) {
+func (r renderer) Render(_ context.Context, node store.Node, run string, p *profile.Profile) (out proto.UserDataRendered, err error) {
 	ud, ok := p.UserData()
 	if !ok {
 		return out, proto.Errorf(proto.InvalidConfig, "profile %s has no userData to render", p.ID())
 	}
 	err = r.st.Update(func(tx *store.Tx) (err error) {
-		out, err = r.r.Render(tx, ud, userdata.Node{ID: node.ID, Site: node.Site})
+		out, err = r.r.Render(tx, ud, userdata.Node{ID: node.ID, Site: node.Site, Workflow: run})
 		return err
 	})
 	return out, err

@@ -1,16 +1,20 @@
 package registry
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
+	"github.com/better-compute/better-compute/registry/pki"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
@@ -20,11 +24,10 @@ import (
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
-// TestUserDataGoesOnlyToTheNodesRamdisk checks what the endpoint delivers of a
-// deploy.image: the user data it names goes to the ramdisk of its node, and to no other
-// agent; the stored command never holds it.
-func TestUserDataGoesOnlyToTheNodesRamdisk(t *testing.T) {
-	st := storetest.Open(t, store.Options{})
+// newRenderer is a user-data renderer with the shipped templates, its secret box in a
+// directory of t's.
+func newRenderer(t *testing.T) *userdata.Renderer {
+	t.Helper()
 	box, err := secret.LoadOrCreate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -34,8 +37,17 @@ func TestUserDataGoesOnlyToTheNodesRamdisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
+
+// TestUserDataGoesOnlyToTheNodesRamdisk checks what the endpoint delivers of a
+// deploy.image: the user data it names goes to the ramdisk of its node, and to no other
+// agent; the stored command never holds it.
+func TestUserDataGoesOnlyToTheNodesRamdisk(t *testing.T) {
+	st := storetest.Open(t, store.Options{})
+	r := newRenderer(t)
 	var ref string
-	err = st.Update(func(tx *store.Tx) error {
+	err := st.Update(func(tx *store.Tx) error {
 		out, err := r.Render(tx, profile.UserData{Kind: "cloud-init", Template: userdata.CloudInitTemplate}, userdata.Node{ID: "nd_1"})
 		ref = out.UserDataRef
 		return err
@@ -73,6 +85,43 @@ func TestUserDataGoesOnlyToTheNodesRamdisk(t *testing.T) {
 	other := proto.Command{ID: "c1", Kind: "boot.kexec"}
 	if got, err := p.expand("nd_2", proto.RoleNode, other); err != nil || got.Kind != other.Kind {
 		t.Errorf("another command: %+v %v", got, err)
+	}
+}
+
+// TestWorkflowTokensNameTheirRun: the join tokens a workflow's steps mint through the
+// registry's wiring (boot.prepareRamdisk's and metal.ensureRamdisk's ramdisk token,
+// userdata.render's provisioned one) name that run, so that a reuse fails that run and
+// no other (metal.Service.TokenReused).
+func TestWorkflowTokensNameTheirRun(t *testing.T) {
+	st := storetest.Filled(t, store.Options{})
+	r := newRenderer(t)
+	keys, err := pki.LoadOrCreate(t.TempDir(), clock.Real{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.Define([]byte(`{"id": "host", "version": 1, "target": "metal", "image": {"ref": "ubuntu@1"},
+		"userData": {"kind": "cloud-init", "template": "bcd-host.yaml.hbs"}, "steps": [{"use": "userdata.render"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := store.Node{ID: "nd_1", Site: storetest.Site}
+	plane := &agentPlane{st: st, keys: keys, registryURL: "https://registry.example:7443", log: slog.New(slog.DiscardHandler)}
+	if _, err := plane.Prepare(context.Background(), node, "wf_inspect"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (renderer{st: st, r: r}).Render(context.Background(), node, "wf_deploy", p); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	st.View(func(tx *store.Tx) error {
+		toks, _, err := tx.JoinTokens(store.Page{})
+		for _, tok := range toks {
+			got[tok.Kind] = tok.Workflow
+		}
+		return err
+	})
+	if want := map[string]string{store.TokenRamdisk: "wf_inspect", store.TokenProvisioned: "wf_deploy"}; !maps.Equal(got, want) {
+		t.Errorf("the tokens' workflows by kind: %v, want %v", got, want)
 	}
 }
 

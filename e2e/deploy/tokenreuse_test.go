@@ -149,7 +149,7 @@ func TestRamdiskTokenReadByAnotherHost(t *testing.T) {
 		t.Errorf("the machine's ramdisk was not refused token-used; console:\n%s", console)
 	}
 
-	e := w.toldAndContained(t, id, store.TokenRamdisk, before, <-stolen)
+	e := w.toldAndContained(t, id, store.TokenRamdisk, started.WorkflowID, before, <-stolen)
 	if e.WorkflowID != started.WorkflowID || e.Error == nil || e.Error.Details.Reason != proto.ReasonTokenReused {
 		t.Errorf("token.reused event %+v, want it failing workflow %s token-reused", e, started.WorkflowID)
 	}
@@ -162,9 +162,10 @@ func TestRamdiskTokenReadByAnotherHost(t *testing.T) {
 // 127.0.0.2 by another host that got cert, presented again from 127.0.0.1, left: one
 // token.reused event from the one to the other that says what the registry did and what
 // to do (returned), one reuse from another address more than before in the metric, the
-// node's identity epoch past the one cert names (so it is refused) and no unused join
-// token of the node.
-func (w *world) toldAndContained(t *testing.T, id, kind string, before map[string]float64, cert *x509.Certificate) api.Event {
+// node's identity epoch past the one cert names (so it is refused), no unused join
+// token of the node, and the token joined with first naming minter, the deploy, as the
+// workflow that minted it (tokens list).
+func (w *world) toldAndContained(t *testing.T, id, kind, minter string, before map[string]float64, cert *x509.Certificate) api.Event {
 	t.Helper()
 	var reused []api.Event
 	for _, e := range nodeEvents(t, w.admin, id) {
@@ -202,10 +203,17 @@ func (w *world) toldAndContained(t *testing.T, id, kind string, before map[strin
 	}
 	var tokens api.TokenList
 	testkit.JSON(t, w.admin, &tokens, "tokens", "list")
+	var joined []string
 	for _, tok := range tokens.Tokens {
 		if tok.NodeID == id && tok.UsedAt.IsZero() {
 			t.Errorf("the node's unused %s token %s is left", tok.Kind, tok.ID)
 		}
+		if tok.NodeID == id && tok.Kind == kind && tok.UsedFrom == "127.0.0.2" {
+			joined = append(joined, tok.Workflow)
+		}
+	}
+	if len(joined) != 1 || joined[0] != minter {
+		t.Errorf("tokens list shows the %s token joined with from 127.0.0.2 minted by workflows %q, want one by %s", kind, joined, minter)
 	}
 	return e
 }
@@ -269,7 +277,7 @@ func TestProvisionedTokenReadByAnotherHost(t *testing.T) {
 		t.Errorf("the machine's bcd join was not refused token-used; console:\n%s", console)
 	}
 
-	e := w.toldAndContained(t, id, store.TokenProvisioned, before, other.cert)
+	e := w.toldAndContained(t, id, store.TokenProvisioned, started.WorkflowID, before, other.cert)
 	if e.WorkflowID != "" || e.Error != nil {
 		t.Errorf("token.reused event %+v, want it failing no workflow (the deploy took the other host's join)", e)
 	}

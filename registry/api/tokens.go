@@ -33,10 +33,14 @@ type Token struct {
 	// UsedFrom is the source address of the join that used the token: the token
 	// presented again from another address tells on the node (nodes events).
 	UsedFrom string `json:"usedFrom,omitempty"`
+	// Workflow is the workflow that minted the token, the one its reuse from another
+	// address fails; absent for a token an operator minted.
+	Workflow string `json:"workflow,omitempty"`
 }
 
 func tokenView(t store.JoinToken) Token {
-	return Token{ID: t.ID, Kind: t.Kind, NodeID: t.NodeID, Site: t.Site, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, UsedAt: t.UsedAt, UsedFrom: t.UsedFrom}
+	return Token{ID: t.ID, Kind: t.Kind, NodeID: t.NodeID, Site: t.Site, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, UsedAt: t.UsedAt, UsedFrom: t.UsedFrom,
+		Workflow: t.Workflow}
 }
 
 // CreatedToken is the answer of tokens.create: the only time the secret is shown.
@@ -73,7 +77,7 @@ func (s *Server) registerTokens() {
 			return out, proto.Errorf(proto.InvalidInput, "ttlSeconds must be 1 to %d", int64(join.MaxTTL/time.Second)).WithPath("ttlSeconds")
 		}
 		err = s.store.Update(func(tx *store.Tx) error {
-			tok, secret, err := join.MintToken(tx, req.Kind, req.NodeID, req.Site, time.Duration(req.TTLSeconds)*time.Second)
+			tok, secret, err := join.MintToken(tx, store.TokenFor{Kind: req.Kind, NodeID: req.NodeID, Site: req.Site}, time.Duration(req.TTLSeconds)*time.Second)
 			out = CreatedToken{Token: tokenView(tok), Secret: secret}
 			return err
 		})

@@ -112,7 +112,7 @@ func fullRunStep() store.RunStep {
 // usedToken is a join token row with every field set, as the store keeps it once used.
 func usedToken() store.JoinToken {
 	return store.JoinToken{ID: "5548b4e7516d61bb", Kind: store.TokenProvisioned, NodeID: "nd_0123456789abcdef", Site: "rack-a", SecretHash: "00",
-		CreatedAt: at, ExpiresAt: later, UsedAt: later, UsedFrom: "10.0.0.5"}
+		CreatedAt: at, ExpiresAt: later, UsedAt: later, UsedFrom: "10.0.0.5", Workflow: "wf_1"}
 }
 
 // wireAnswers are the answers whose JSON the golden files hold, built from full rows as

@@ -47,7 +47,10 @@ func (f *fixture) mint(t testing.TB, kind, nodeID, site string, ttl time.Duratio
 	t.Helper()
 	var tok store.JoinToken
 	var secret string
-	if err := f.store.Update(func(tx *store.Tx) (err error) { tok, secret, err = MintToken(tx, kind, nodeID, site, ttl); return err }); err != nil {
+	if err := f.store.Update(func(tx *store.Tx) (err error) {
+		tok, secret, err = MintToken(tx, store.TokenFor{Kind: kind, NodeID: nodeID, Site: site}, ttl)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return tok, secret
@@ -199,7 +202,7 @@ func TestJoinRefuses(t *testing.T) {
 			token: func(t *testing.T, f *fixture) (string, string) {
 				var secret string
 				storetest.Update(t, f.store, func(tx *store.Tx) (err error) {
-					_, secret, err = tx.CreateJoinToken(store.TokenSite, "rack-z", "rack-z", tx.Now().Add(time.Hour))
+					_, secret, err = tx.CreateJoinToken(store.TokenFor{Kind: store.TokenSite, NodeID: "rack-z", Site: "rack-z"}, tx.Now().Add(time.Hour))
 					return err
 				})
 				return "rack-z", secret
@@ -212,7 +215,7 @@ func TestJoinRefuses(t *testing.T) {
 			token: func(t *testing.T, f *fixture) (string, string) {
 				var secret string
 				storetest.Update(t, f.store, func(tx *store.Tx) (err error) {
-					_, secret, err = tx.CreateJoinToken(store.TokenSite, "rack-a-2", "rack-a", tx.Now().Add(time.Hour))
+					_, secret, err = tx.CreateJoinToken(store.TokenFor{Kind: store.TokenSite, NodeID: "rack-a-2", Site: "rack-a"}, tx.Now().Add(time.Hour))
 					return err
 				})
 				return "rack-a-2", secret
@@ -329,7 +332,7 @@ func TestMintToken(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var tok store.JoinToken
 			err := f.store.Update(func(tx *store.Tx) (err error) {
-				tok, _, err = MintToken(tx, tc.kind, tc.node, tc.site, tc.ttl)
+				tok, _, err = MintToken(tx, store.TokenFor{Kind: tc.kind, NodeID: tc.node, Site: tc.site}, tc.ttl)
 				return err
 			})
 			if tc.path != "" {
@@ -356,7 +359,7 @@ func TestMintTokenRefusesRevokedNode(t *testing.T) {
 	f := newFixture(t)
 	node, _ := f.revokedNode(t)
 	err := f.store.Update(func(tx *store.Tx) error {
-		_, _, err := MintToken(tx, store.TokenRamdisk, node, "rack-a", 0)
+		_, _, err := MintToken(tx, store.TokenFor{Kind: store.TokenRamdisk, NodeID: node, Site: "rack-a"}, 0)
 		return err
 	})
 	if e := proto.AsError(err); e.Code != proto.Forbidden || e.Details.Reason != "identity-revoked" {

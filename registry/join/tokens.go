@@ -43,16 +43,18 @@ func RoleOf(kind string) string {
 	return ""
 }
 
-// MintToken makes a single-use join token of kind for one node and returns it with its
-// secret, shown only now. A ttl of 0 takes the kind's default (provisioned 2h, ramdisk
-// 1h, site 24h). A site token needs the site, and its node id is the site's name (the
-// registry finds, and revokes, a site's agent by it); the others need the node id. Minting again makes another token: the unused one
-// simply expires. A node whose identity is revoked gets none (FORBIDDEN). The site, when
-// given, must exist (NOT_FOUND at site: `sites create` it first).
-func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (store.JoinToken, string, error) {
-	def, ok := defaultTTL[kind]
+// MintToken makes a single-use join token for f (of its kind, for its node, minted by its
+// workflow or, when that is "", by an operator) and returns it with its secret, shown
+// only now. A ttl of 0 takes the kind's default (provisioned 2h, ramdisk 1h, site 24h). A
+// site token needs the site, and its node id is the site's name (the registry finds, and
+// revokes, a site's agent by it); the others need the node id. Minting again makes
+// another token: the unused one simply expires. A node whose identity is revoked gets
+// none (FORBIDDEN). The site, when given, must exist (NOT_FOUND at site: `sites create`
+// it first).
+func MintToken(tx *store.Tx, f store.TokenFor, ttl time.Duration) (store.JoinToken, string, error) {
+	def, ok := defaultTTL[f.Kind]
 	if !ok {
-		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "token kind %q: the kinds are %v", kind, store.TokenKinds).WithPath("kind")
+		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "token kind %q: the kinds are %v", f.Kind, store.TokenKinds).WithPath("kind")
 	}
 	if ttl == 0 {
 		ttl = def
@@ -60,32 +62,32 @@ func MintToken(tx *store.Tx, kind, nodeID, site string, ttl time.Duration) (stor
 	if ttl < time.Second || ttl > MaxTTL {
 		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "a join token lives 1 second to %s, not %s", MaxTTL, ttl).WithPath("ttlSeconds")
 	}
-	if site != "" && !proto.IsObjectName(site) {
-		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "site %q: use 1 to 63 lower-case letters, digits and hyphens, starting with a letter", site).WithPath("site")
+	if f.Site != "" && !proto.IsObjectName(f.Site) {
+		return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "site %q: use 1 to 63 lower-case letters, digits and hyphens, starting with a letter", f.Site).WithPath("site")
 	}
-	if site != "" {
-		if _, err := tx.Site(site); err != nil {
-			return store.JoinToken{}, "", siteNotFound(err, site)
+	if f.Site != "" {
+		if _, err := tx.Site(f.Site); err != nil {
+			return store.JoinToken{}, "", siteNotFound(err, f.Site)
 		}
 	}
-	if kind == store.TokenSite {
-		if site == "" {
+	if f.Kind == store.TokenSite {
+		if f.Site == "" {
 			return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "a site token names its site").WithPath("site")
 		}
-		if nodeID == "" {
-			nodeID = site
+		if f.NodeID == "" {
+			f.NodeID = f.Site
 		}
-		if nodeID != site {
-			return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "a site's agent is the site: its node id is %q, not %q (leave --node-id out)", site, nodeID).WithPath("nodeId")
+		if f.NodeID != f.Site {
+			return store.JoinToken{}, "", proto.Errorf(proto.InvalidInput, "a site's agent is the site: its node id is %q, not %q (leave --node-id out)", f.Site, f.NodeID).WithPath("nodeId")
 		}
 	}
-	if err := proto.CheckNodeID(nodeID); err != nil {
+	if err := proto.CheckNodeID(f.NodeID); err != nil {
 		return store.JoinToken{}, "", proto.AsError(err).WithPath("nodeId")
 	}
-	if err := tx.CheckIdentity(nodeID); err != nil {
+	if err := tx.CheckIdentity(f.NodeID); err != nil {
 		return store.JoinToken{}, "", err
 	}
-	return tx.CreateJoinToken(kind, nodeID, site, tx.Now().Add(ttl))
+	return tx.CreateJoinToken(f, tx.Now().Add(ttl))
 }
 
 // siteNotFound turns the store's NOT_FOUND of site into one at path site that says what

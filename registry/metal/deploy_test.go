@@ -272,7 +272,7 @@ func TestRevokeIdentityAndWaitGeneration(t *testing.T) {
 	node := h.enroll(nil)
 	var secret string
 	if err := h.store.Update(func(tx *store.Tx) (err error) {
-		_, secret, err = tx.CreateJoinToken(store.TokenRamdisk, node, "rack-a", tx.Now().Add(time.Hour))
+		_, secret, err = tx.CreateJoinToken(store.TokenFor{Kind: store.TokenRamdisk, NodeID: node, Site: "rack-a"}, tx.Now().Add(time.Hour))
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -14,10 +14,10 @@ import (
 
 // RamdiskBoots makes what one ramdisk boot of a machine needs.
 type RamdiskBoots interface {
-	// Prepare mints the single-use ramdisk join token of node's next boot and returns
-	// boot.prepareRamdisk's input: the machine's identity, the token, the registry's URL
-	// and pins.
-	Prepare(ctx context.Context, node store.Node) (proto.PrepareRamdisk, error)
+	// Prepare mints the single-use ramdisk join token of node's next boot, as minted by
+	// the workflow run (store.JoinToken.Workflow), and returns boot.prepareRamdisk's
+	// input: the machine's identity, the token, the registry's URL and pins.
+	Prepare(ctx context.Context, node store.Node, run string) (proto.PrepareRamdisk, error)
 }
 
 // prepareRamdisk is boot.prepareRamdisk: it mints the ramdisk's join token and relays
@@ -42,7 +42,7 @@ func (s *Service) relayPrepare(ctx context.Context, a *workflow.Attempt, sub str
 	if err != nil {
 		return nil, err
 	}
-	in, err := s.cfg.Ramdisk.Prepare(ctx, a.Node)
+	in, err := s.cfg.Ramdisk.Prepare(ctx, a.Node, a.Run.ID)
 	if err != nil {
 		return nil, err
 	}

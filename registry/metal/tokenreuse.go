@@ -44,17 +44,18 @@ var reusedKinds = map[string]reuseOf{
 //
 // How it is told depends on what the registry can tell apart:
 //   - from another address than its join's, the registry contains it, in the transaction
-//     that records it, while a workflow that minted the token runs (boot.prepareRamdisk's
+//     that records it, while the workflow that minted the token runs (boot.prepareRamdisk's
 //     or metal.ensureRamdisk's ramdisk token; userdata.render's provisioned token, whose
-//     deploy awaits the installed OS's rejoin) and, for a provisioned token, while the
-//     node's identity epoch is still the one its join got (its agent holds the node's
-//     identity whether or not a workflow runs; once the epoch moved, its certificate is
-//     refused already, and the token presented again moves nothing, so that a host that
-//     kept a used token cannot cut each new installed agent off). Containing moves the
-//     node's identity epoch (the agent that joined with the token loses its session and
-//     its certificate), deletes the node's unused join tokens (the provisioned token a
-//     deploy.image carries) and fails the running workflow FORBIDDEN, reason
-//     token-reused. The machine's own agent presents it again only from the address of
+//     deploy awaits the installed OS's rejoin: the run the token records, never another
+//     run of the node's, so that a token an operator minted fails no workflow) and, for a
+//     provisioned token, while the node's identity epoch is still the one its join got
+//     (its agent holds the node's identity whether or not a workflow runs; once the epoch
+//     moved, its certificate is refused already, and the token presented again moves
+//     nothing, so that a host that kept a used token cannot cut each new installed agent
+//     off). Containing moves the node's identity epoch (the agent that joined with the
+//     token loses its session and its certificate), deletes the node's unused join tokens
+//     (the provisioned token a deploy.image carries) and fails the workflow that minted
+//     the token, when it runs, FORBIDDEN, reason token-reused. The machine's own agent presents it again only from the address of
 //     its join (a ramdisk rebooted into the same boot entry, or restarted before it kept
 //     its join; bcd join run again after a reboot before the join's unit removed the
 //     token file), unless the machine's address changed in between: that machine's
@@ -103,6 +104,9 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 			held := kind.heldIdentity && !node.IdentityEpochAt.After(tok.UsedAt)
 			if run == "" && !held {
 				why := "No workflow that minted it runs any more"
+				if tok.Workflow == "" {
+					why = "No workflow minted it (an operator did, with tokens create, or it was stored before tokens recorded their workflow)"
+				}
 				if kind.heldIdentity {
 					why += " and the node's identity epoch moved since its join (the certificate it got is refused already)"
 				}
@@ -156,18 +160,21 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 	return nil
 }
 
-// mintedBy is the run of node's that minted the token tok, while it runs: ramdisk and
-// provisioned tokens are minted by their node's workflow (boot.prepareRamdisk,
-// metal.ensureRamdisk, userdata.render), and a node runs one workflow at a time, so a
-// run created before tok and still running (and not cancelled) is that one. "" when none
-// is.
+// mintedBy is the run that minted the token tok (tok.Workflow: boot.prepareRamdisk,
+// metal.ensureRamdisk or userdata.render) while it is node's running, uncancelled
+// workflow; "" otherwise. It never guesses from what else runs on the node: a token an
+// operator minted (`tokens create`), or one stored before tokens recorded their
+// workflow, has none, so its reuse fails no workflow.
 func mintedBy(tx *store.Tx, node store.Node, tok store.JoinToken) (string, error) {
+	if tok.Workflow == "" || tok.Workflow != node.Workflow {
+		return "", nil
+	}
 	running, err := workflowRunning(tx, node)
 	if err != nil || !running {
 		return "", err
 	}
 	run, err := tx.Run(node.Workflow)
-	if err != nil || run.Cancelled != nil || run.CreatedAt.After(tok.CreatedAt) {
+	if err != nil || run.Cancelled != nil {
 		return "", err
 	}
 	return run.ID, nil

@@ -25,7 +25,7 @@ func TestRamdiskTokenPresentedAgainHonestly(t *testing.T) {
 	var tok store.JoinToken
 	var secret string
 	if err := h.store.Update(func(tx *store.Tx) (err error) {
-		if _, secret, err = tx.CreateJoinToken(store.TokenRamdisk, id, "", tx.Now().Add(time.Hour)); err != nil {
+		if _, secret, err = tx.CreateJoinToken(store.TokenFor{Kind: store.TokenRamdisk, NodeID: id}, tx.Now().Add(time.Hour)); err != nil {
 			return err
 		}
 		tok, err = tx.ConsumeJoinToken(secret, "10.0.0.5")
@@ -86,17 +86,17 @@ func (h *harness) reused(tok store.JoinToken, from string) store.Event {
 	return last
 }
 
-// reusedProvisioned mints node a provisioned token (tok) and a second one left unused,
-// consumes tok by a join from joinFrom and, a minute later, tells the metal service of it
-// presented again from from, and returns tok with the node's event.
-func (h *harness) reusedProvisioned(node, joinFrom, from string) (tok store.JoinToken, e store.Event) {
+// mintedAndReused mints the token f (tok) and a second one of its kind for its node, left
+// unused, consumes tok by a join from joinFrom and, a minute later, tells the metal
+// service of it presented again from from, and returns tok with the node's event.
+func (h *harness) mintedAndReused(f store.TokenFor, joinFrom, from string) (tok store.JoinToken, e store.Event) {
 	h.t.Helper()
 	if err := h.store.Update(func(tx *store.Tx) error {
-		_, secret, err := tx.CreateJoinToken(store.TokenProvisioned, node, "", tx.Now().Add(time.Hour))
+		_, secret, err := tx.CreateJoinToken(f, tx.Now().Add(time.Hour))
 		if err != nil {
 			return err
 		}
-		if _, _, err := tx.CreateJoinToken(store.TokenProvisioned, node, "", tx.Now().Add(time.Hour)); err != nil {
+		if _, _, err := tx.CreateJoinToken(store.TokenFor{Kind: f.Kind, NodeID: f.NodeID}, tx.Now().Add(time.Hour)); err != nil {
 			return err
 		}
 		tok, err = tx.ConsumeJoinToken(secret, joinFrom)
@@ -139,7 +139,7 @@ func TestProvisionedTokenJoinedFirstElsewhere(t *testing.T) {
 	h := newHarness(t)
 	id := h.enroll(nil)
 	epoch := h.node(id).IdentityEpoch
-	tok, e := h.reusedProvisioned(id, "10.0.0.9", "10.0.0.5")
+	tok, e := h.mintedAndReused(store.TokenFor{Kind: store.TokenProvisioned, NodeID: id}, "10.0.0.9", "10.0.0.5")
 	if e.From != "10.0.0.9" || e.To != "10.0.0.5" || e.Workflow != "" || e.Error != nil {
 		t.Errorf("event %+v, want from 10.0.0.9 to 10.0.0.5, failing nothing", e)
 	}
@@ -173,7 +173,7 @@ func TestProvisionedTokenPresentedAgainHonestly(t *testing.T) {
 	h := newHarness(t)
 	id := h.enroll(nil)
 	epoch := h.node(id).IdentityEpoch
-	_, e := h.reusedProvisioned(id, "10.0.0.5", "10.0.0.5")
+	_, e := h.mintedAndReused(store.TokenFor{Kind: store.TokenProvisioned, NodeID: id}, "10.0.0.5", "10.0.0.5")
 	if e.From != "10.0.0.5" || e.To != "10.0.0.5" || e.Error != nil || !strings.Contains(e.Detail, "this machine's installed OS again") {
 		t.Errorf("event %+v, want the machine's installed OS again", e)
 	}
@@ -182,26 +182,81 @@ func TestProvisionedTokenPresentedAgainHonestly(t *testing.T) {
 	}
 }
 
+// deployAwaitingKexec starts a deploy of node whose boot.kexec the machine never answers,
+// and returns its run once that command is relayed: a deploy awaiting its installed OS.
+func (h *harness) deployAwaitingKexec(node string) store.Run {
+	h.t.Helper()
+	h.machine.hang(proto.CommandBootKexec)
+	run, err := h.deploy(node, "testdata/gpu-host.json")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.relayedYet("ramdisk", proto.CommandBootKexec)
+	return run
+}
+
 // TestProvisionedTokenReusedWhileItsDeployRuns: the installation's provisioned token,
-// minted by the deploy that still runs (its boot.kexec not answered yet), joined first
-// from another address than the one it comes again from: the deploy fails FORBIDDEN
-// token-reused beside the epoch's move, and the event names it.
+// minted by the deploy that still runs (its boot.kexec not answered yet; the token names
+// the run, as userdata.render's does), joined first from another address than the one it
+// comes again from: the deploy fails FORBIDDEN token-reused beside the epoch's move, and
+// the event names it.
 func TestProvisionedTokenReusedWhileItsDeployRuns(t *testing.T) {
 	h := newHarness(t)
 	id := h.enroll(nil)
-	h.machine.hang(proto.CommandBootKexec)
-	run, err := h.deploy(id, "testdata/gpu-host.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.relayedYet("ramdisk", proto.CommandBootKexec)
+	run := h.deployAwaitingKexec(id)
 	epoch := h.node(id).IdentityEpoch
-	_, e := h.reusedProvisioned(id, "10.0.0.9", "10.0.0.5")
+	_, e := h.mintedAndReused(store.TokenFor{Kind: store.TokenProvisioned, NodeID: id, Workflow: run.ID}, "10.0.0.9", "10.0.0.5")
 	if e.Workflow != run.ID || e.Error == nil || e.Error.Code != proto.Forbidden || e.Error.Details.Reason != proto.ReasonTokenReused {
 		t.Errorf("event %+v, want it failing %s FORBIDDEN token-reused", e, run.ID)
 	}
 	ended, n := h.end(run.ID)
 	if ended.State != store.RunFailed || n.Failure == nil || n.Failure.Error.Details.Reason != proto.ReasonTokenReused || n.IdentityEpoch != epoch+1 {
 		t.Errorf("run %s, node at epoch %d (want %d) failed with %+v; want the deploy failed token-reused", ended.State, n.IdentityEpoch, epoch+1, n.Failure)
+	}
+}
+
+// TestOperatorsTokenReusedWhileADeployRuns: while a node's deploy runs (its boot.kexec
+// not answered yet), an operator mints a token for the node by hand (tokens create: no
+// workflow minted it); it joins from 10.0.0.9 and is presented again from 10.0.0.5. The
+// deploy did not mint it and is not failed: the event fails no workflow. Otherwise the
+// token is told as its kind is with no workflow of its own running: a provisioned one
+// still holds the node's identity, so the epoch moves and the unused tokens are deleted;
+// a ramdisk one changes nothing. Before, the deploy was taken for its minter (it was
+// created before the token) and failed token-reused.
+func TestOperatorsTokenReusedWhileADeployRuns(t *testing.T) {
+	for name, tc := range map[string]struct {
+		kind      string
+		contained bool
+		says      string
+	}{
+		"provisioned": {store.TokenProvisioned, true, "moved the node's identity epoch"},
+		"ramdisk":     {store.TokenRamdisk, false, "No workflow minted it (an operator did"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			id := h.enroll(nil)
+			run := h.deployAwaitingKexec(id)
+			epoch := h.node(id).IdentityEpoch
+			_, e := h.mintedAndReused(store.TokenFor{Kind: tc.kind, NodeID: id}, "10.0.0.9", "10.0.0.5")
+			if e.Workflow != "" || e.Error != nil || !strings.Contains(e.Detail, tc.says) {
+				t.Errorf("event %+v, want it failing no workflow and saying %q", e, tc.says)
+			}
+			var now store.Run
+			if err := h.store.View(func(tx *store.Tx) (err error) { now, err = tx.Run(run.ID); return err }); err != nil {
+				t.Fatal(err)
+			}
+			// A failed run is marked cancelled in the transaction that fails it.
+			n := h.node(id)
+			if now.State != store.RunRunning || now.Cancelled != nil || n.Workflow != run.ID || n.Failure != nil {
+				t.Errorf("deploy %s %s, cancelled with %+v; node %s failed with %+v: want the deploy running", run.ID, now.State, now.Cancelled, n.State, n.Failure)
+			}
+			wantEpoch, wantUnused := epoch, 1
+			if tc.contained {
+				wantEpoch, wantUnused = epoch+1, 0
+			}
+			if n.IdentityEpoch != wantEpoch || h.unusedTokens(id) != wantUnused {
+				t.Errorf("node at epoch %d with %d unused token(s), want %d with %d", n.IdentityEpoch, h.unusedTokens(id), wantEpoch, wantUnused)
+			}
+		})
 	}
 }

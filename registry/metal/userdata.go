@@ -12,9 +12,10 @@ import (
 
 // UserData renders a node's first-boot user data from a profile's userData.
 type UserData interface {
-	// Render mints the node's provisioned join token, renders the profile's template,
-	// stores the document in the secret store and returns only its reference.
-	Render(ctx context.Context, node store.Node, p *profile.Profile) (proto.UserDataRendered, error)
+	// Render mints the node's provisioned join token, as minted by the workflow run
+	// (store.JoinToken.Workflow), renders the profile's template, stores the document in
+	// the secret store and returns only its reference.
+	Render(ctx context.Context, node store.Node, run string, p *profile.Profile) (proto.UserDataRendered, error)
 }
 
 const stepRender = proto.StepRenderUserData
@@ -28,7 +29,7 @@ func (s *Service) renderUserData(ctx context.Context, a *workflow.Attempt) (json
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.cfg.UserData.Render(ctx, a.Node, p)
+	res, err := s.cfg.UserData.Render(ctx, a.Node, a.Run.ID, p)
 	if err != nil {
 		return nil, err
 	}

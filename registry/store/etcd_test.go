@@ -75,7 +75,7 @@ func TestEtcdReplicasConsumeJoinTokenOnce(t *testing.T) {
 	for round := range 5 {
 		var secret string
 		if err := stores[0].Update(func(tx *Tx) (err error) {
-			_, secret, err = tx.CreateJoinToken(TokenProvisioned, fmt.Sprintf("node-%d", round), "", tx.Now().Add(time.Hour))
+			_, secret, err = tx.CreateJoinToken(TokenFor{Kind: TokenProvisioned, NodeID: fmt.Sprintf("node-%d", round)}, tx.Now().Add(time.Hour))
 			return err
 		}); err != nil {
 			t.Fatal(err)

@@ -167,11 +167,11 @@ func TestRevokedIdentity(t *testing.T) {
 				t.Errorf("an id no node has (a site agent's): %v", err)
 			}
 			for range 2 { // unused: deleted at revocation
-				if _, _, err := tx.CreateJoinToken(TokenRamdisk, node, "rack-a", tx.Now().Add(time.Hour)); err != nil {
+				if _, _, err := tx.CreateJoinToken(TokenFor{Kind: TokenRamdisk, NodeID: node, Site: "rack-a"}, tx.Now().Add(time.Hour)); err != nil {
 					return err
 				}
 			}
-			used, secret, err := tx.CreateJoinToken(TokenProvisioned, node, "rack-a", tx.Now().Add(time.Hour))
+			used, secret, err := tx.CreateJoinToken(TokenFor{Kind: TokenProvisioned, NodeID: node, Site: "rack-a"}, tx.Now().Add(time.Hour))
 			if err != nil {
 				return err
 			}
@@ -179,7 +179,7 @@ func TestRevokedIdentity(t *testing.T) {
 				return err
 			}
 			usedKept = used.ID
-			other, _, err := tx.CreateJoinToken(TokenProvisioned, "nd_other", "rack-a", tx.Now().Add(time.Hour))
+			other, _, err := tx.CreateJoinToken(TokenFor{Kind: TokenProvisioned, NodeID: "nd_other", Site: "rack-a"}, tx.Now().Add(time.Hour))
 			otherKept = other.ID
 			return err
 		})

@@ -41,6 +41,17 @@ type JoinToken struct {
 	// presented again can be told apart by where it comes from; "" while it is unused,
 	// for a join made in-process, and for a token used before it was recorded.
 	UsedFrom string `json:"usedFrom,omitempty"`
+	// Workflow is the run id of the workflow that minted the token (boot.prepareRamdisk,
+	// metal.ensureRamdisk, userdata.render), so that the token presented again fails that
+	// run and no other; "" for a token an operator minted, and for one minted before
+	// tokens recorded it.
+	Workflow string `json:"workflow,omitempty"`
+}
+
+// TokenFor is what a join token is minted for: its kind, the node it admits and that
+// node's site, and the run id of the workflow minting it ("" when an operator does).
+type TokenFor struct {
+	Kind, NodeID, Site, Workflow string
 }
 
 // How the address a used join token is presented again from compares with its join's
@@ -74,14 +85,14 @@ const (
 	joinTokenPrefix = "bcj_"
 )
 
-// CreateJoinToken stores a new unused token and returns it with its secret, which is
-// not stored and cannot be recovered. The kind must be known, the node id set and the
+// CreateJoinToken stores a new unused token for f and returns it with its secret, which
+// is not stored and cannot be recovered. The kind must be known, the node id set and the
 // expiry in the future.
-func (t *Tx) CreateJoinToken(kind, nodeID, site string, expiresAt time.Time) (JoinToken, string, error) {
-	if !slices.Contains(TokenKinds, kind) {
-		return JoinToken{}, "", proto.Errorf(proto.InvalidInput, "token kind %q: the kinds are %v", kind, TokenKinds).WithPath("kind")
+func (t *Tx) CreateJoinToken(f TokenFor, expiresAt time.Time) (JoinToken, string, error) {
+	if !slices.Contains(TokenKinds, f.Kind) {
+		return JoinToken{}, "", proto.Errorf(proto.InvalidInput, "token kind %q: the kinds are %v", f.Kind, TokenKinds).WithPath("kind")
 	}
-	if nodeID == "" {
+	if f.NodeID == "" {
 		return JoinToken{}, "", proto.Errorf(proto.InvalidInput, "a join token is for one node: name it").WithPath("nodeId")
 	}
 	if !expiresAt.After(t.now) {
@@ -91,12 +102,13 @@ func (t *Tx) CreateJoinToken(kind, nodeID, site string, expiresAt time.Time) (Jo
 	rand.Read(secret)
 	tok := JoinToken{
 		ID:         randomHex(8),
-		Kind:       kind,
-		NodeID:     nodeID,
-		Site:       site,
+		Kind:       f.Kind,
+		NodeID:     f.NodeID,
+		Site:       f.Site,
 		SecretHash: hashSecret(secret),
 		CreatedAt:  t.now,
 		ExpiresAt:  expiresAt,
+		Workflow:   f.Workflow,
 	}
 	bearer := joinTokenPrefix + tok.ID + "." + base64.RawURLEncoding.EncodeToString(secret)
 	return tok, bearer, t.put(bucketJoinTokens, []byte(tok.ID), tok)

@@ -23,7 +23,7 @@ func TestJoinTokenConsumedOnceUntilExpiry(t *testing.T) {
 		mint := func() (tok JoinToken, secret string) {
 			t.Helper()
 			if err := s.Update(func(tx *Tx) (err error) {
-				tok, secret, err = tx.CreateJoinToken(TokenProvisioned, "node-1", "", now.Add(time.Hour))
+				tok, secret, err = tx.CreateJoinToken(TokenFor{Kind: TokenProvisioned, NodeID: "node-1"}, now.Add(time.Hour))
 				return err
 			}); err != nil {
 				t.Fatal(err)
@@ -78,6 +78,41 @@ func TestJoinTokenConsumedOnceUntilExpiry(t *testing.T) {
 	})
 }
 
+// TestJoinTokenKeepsTheWorkflowThatMintedIt: a token a workflow mints reads back naming
+// that run, through its join too; one an operator mints, and one stored before tokens
+// recorded their workflow, name none, so that presenting it again fails no workflow
+// (metal.Service.TokenReused).
+func TestJoinTokenKeepsTheWorkflowThatMintedIt(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		var secret string
+		mustUpdate(t, s, func(tx *Tx) (err error) {
+			if _, secret, err = tx.CreateJoinToken(TokenFor{Kind: TokenProvisioned, NodeID: "node-1", Workflow: "run_deploy"}, tx.Now().Add(time.Hour)); err != nil {
+				return err
+			}
+			if _, _, err = tx.CreateJoinToken(TokenFor{Kind: TokenProvisioned, NodeID: "node-1"}, tx.Now().Add(time.Hour)); err != nil {
+				return err
+			}
+			// A record as a registry wrote it before tokens recorded their workflow.
+			return tx.putRaw(bucketJoinTokens, []byte("0000000000000000"), []byte("\x01"+`{"id":"0000000000000000","kind":"ramdisk","nodeId":"node-1",`+
+				`"secretHash":"x","createdAt":"2026-09-01T12:00:00Z","expiresAt":"2126-09-01T12:00:00Z"}`))
+		})
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.ConsumeJoinToken(secret, "192.0.2.7"); return err })
+		got := map[string]string{}
+		s.View(func(tx *Tx) error {
+			toks, _, err := tx.JoinTokens(Page{})
+			for _, tok := range toks {
+				got[fmt.Sprintf("%s used=%v", tok.Kind, !tok.UsedAt.IsZero())] = tok.Workflow
+			}
+			return err
+		})
+		want := map[string]string{"provisioned used=true": "run_deploy", "provisioned used=false": "", "ramdisk used=false": ""}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("the tokens' workflows (-want +got):\n%s", diff)
+		}
+	})
+}
+
 func TestCreateJoinTokenInvariants(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
 		s := openTest(t, open)
@@ -93,7 +128,7 @@ func TestCreateJoinTokenInvariants(t *testing.T) {
 		for name, tc := range cases {
 			t.Run(name, func(t *testing.T) {
 				err := s.Update(func(tx *Tx) error {
-					_, _, err := tx.CreateJoinToken(tc.kind, tc.node, "", tx.Now().Add(tc.expires))
+					_, _, err := tx.CreateJoinToken(TokenFor{Kind: tc.kind, NodeID: tc.node}, tx.Now().Add(tc.expires))
 					return err
 				})
 				if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != tc.path {
@@ -118,7 +153,7 @@ func TestPruneJoinTokensBounded(t *testing.T) {
 		for batch := range 3 {
 			mustUpdate(t, s, func(tx *Tx) error {
 				for i := range MaxPruned/2 + 3 {
-					if _, _, err := tx.CreateJoinToken(TokenRamdisk, fmt.Sprintf("n%d-%d", batch, i), "", now.Add(time.Hour)); err != nil {
+					if _, _, err := tx.CreateJoinToken(TokenFor{Kind: TokenRamdisk, NodeID: fmt.Sprintf("n%d-%d", batch, i)}, now.Add(time.Hour)); err != nil {
 						return err
 					}
 				}
@@ -126,7 +161,7 @@ func TestPruneJoinTokensBounded(t *testing.T) {
 			})
 		}
 		mustUpdate(t, s, func(tx *Tx) error {
-			_, _, err := tx.CreateJoinToken(TokenRamdisk, "late", "", now.Add(3*time.Hour))
+			_, _, err := tx.CreateJoinToken(TokenFor{Kind: TokenRamdisk, NodeID: "late"}, now.Add(3*time.Hour))
 			return err
 		})
 		prune := func() (n int) {
@@ -159,10 +194,10 @@ func TestRevokeJoinToken(t *testing.T) {
 		var unused, used JoinToken
 		var unusedSecret, usedSecret string
 		if err := s.Update(func(tx *Tx) (err error) {
-			if unused, unusedSecret, err = tx.CreateJoinToken(TokenSite, "rack-a", "rack-a", now.Add(time.Hour)); err != nil {
+			if unused, unusedSecret, err = tx.CreateJoinToken(TokenFor{Kind: TokenSite, NodeID: "rack-a", Site: "rack-a"}, now.Add(time.Hour)); err != nil {
 				return err
 			}
-			if used, usedSecret, err = tx.CreateJoinToken(TokenProvisioned, "node-1", "", now.Add(time.Hour)); err != nil {
+			if used, usedSecret, err = tx.CreateJoinToken(TokenFor{Kind: TokenProvisioned, NodeID: "node-1"}, now.Add(time.Hour)); err != nil {
 				return err
 			}
 			_, err = tx.ConsumeJoinToken(usedSecret, "")

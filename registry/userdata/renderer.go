@@ -51,6 +51,9 @@ type Node struct {
 	ID string
 	// Site is the node's site, recorded on its join token; "" when unknown.
 	Site string
+	// Workflow is the run id of the workflow rendering it, recorded on its join token
+	// as the token's minter (store.JoinToken.Workflow).
+	Workflow string
 }
 
 // Render mints a single-use provisioned join token for the node, renders ud's
@@ -63,7 +66,7 @@ func (r *Renderer) Render(tx *store.Tx, ud profile.UserData, node Node) (proto.U
 		return proto.UserDataRendered{}, err
 	}
 	ttl := time.Duration(r.cfg.TokenTTLSeconds) * time.Second
-	tok, bearer, err := join.MintToken(tx, store.TokenProvisioned, node.ID, node.Site, ttl)
+	tok, bearer, err := join.MintToken(tx, store.TokenFor{Kind: store.TokenProvisioned, NodeID: node.ID, Site: node.Site, Workflow: node.Workflow}, ttl)
 	if err != nil {
 		return proto.UserDataRendered{}, err
 	}

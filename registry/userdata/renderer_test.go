@@ -133,7 +133,7 @@ func TestRenderMintsSealsAndReturnsOnlyARef(t *testing.T) {
 	for name, ud := range map[string]profile.UserData{"cloud-init": cloudInit, "ignition": ign} {
 		t.Run(name, func(t *testing.T) {
 			fx := newFixture(t, config())
-			out, err := fx.render(ud, userdata.Node{ID: "gpu_01", Site: "rack-a"})
+			out, err := fx.render(ud, userdata.Node{ID: "gpu_01", Site: "rack-a", Workflow: "wf_deploy"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +141,7 @@ func TestRenderMintsSealsAndReturnsOnlyARef(t *testing.T) {
 				t.Fatalf("rendered %+v", out)
 			}
 			toks := fx.tokens(t)
-			want := []store.JoinToken{{ID: out.JoinTokenID, Kind: store.TokenProvisioned, NodeID: "gpu_01", Site: "rack-a", CreatedAt: fx.now, ExpiresAt: fx.now.Add(2 * time.Hour)}}
+			want := []store.JoinToken{{ID: out.JoinTokenID, Kind: store.TokenProvisioned, NodeID: "gpu_01", Site: "rack-a", CreatedAt: fx.now, ExpiresAt: fx.now.Add(2 * time.Hour), Workflow: "wf_deploy"}}
 			if diff := cmp.Diff(want, toks, cmpIgnoreHash); diff != "" {
 				t.Errorf("tokens (-want +got):\n%s", diff)
 			}
