@@ -98,27 +98,43 @@ func Join(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	// The key the token was sealed to is the one written: a local one (the ramdisk
+	// installed it) matched the same pin as the well-known document's.
+	anchors.JoinEncryptionKey = sealTo
+	cfg, err := WriteBundle(o.ConfigDir, server.String(), o.Pins, anchors, key, payload)
+	if err != nil {
+		return Result{}, proto.Errorf(proto.Internal, "joined, but writing %s failed: %v; mint a new token and join again", o.ConfigDir, err)
+	}
+	return Result{Config: cfg, ConfigDir: o.ConfigDir, TokenFileErr: os.Remove(o.TokenFile)}, nil
+}
+
+// WriteBundle writes what a join got into the bcd configuration directory dir
+// (bcdconf.Write), as bcd join does once the registry's signed answer checked out: the
+// agent's private key, the certificate and agent CA of payload, the serving CA and
+// JoinService encryption key of anchors, and a config.toml for the registry at server
+// (its base URL) with pins. It returns that config.
+func WriteBundle(dir, server string, pins joinwire.Pins, anchors joinwire.Anchors, key *ecdsa.PrivateKey, payload joinwire.Payload) (bcdconf.Config, error) {
 	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return Result{}, err
+		return bcdconf.Config{}, err
 	}
-	jwk, err := json.Marshal(joinwire.NewJWK(sealTo))
+	jwk, err := json.Marshal(joinwire.NewJWK(anchors.JoinEncryptionKey))
 	if err != nil {
-		return Result{}, err
+		return bcdconf.Config{}, err
 	}
 	cfg := bcdconf.Config{
 		Version:           bcdconf.Version,
-		Server:            strings.TrimRight(server.String(), "/"),
+		Server:            strings.TrimRight(server, "/"),
 		AgentEndpoint:     payload.AgentEndpoint,
 		AgentEndpoints:    payload.AgentEndpoints,
 		NodeID:            payload.NodeID,
 		Role:              payload.Role,
 		Site:              payload.Site,
-		ServingCAPin:      o.Pins.ServingCA,
-		JoinSigningPin:    o.Pins.JoinSigning,
-		JoinEncryptionPin: o.Pins.JoinEncryption,
+		ServingCAPin:      pins.ServingCA,
+		JoinSigningPin:    pins.JoinSigning,
+		JoinEncryptionPin: pins.JoinEncryption,
 	}
-	err = bcdconf.Write(o.ConfigDir, bcdconf.Bundle{
+	return cfg, bcdconf.Write(dir, bcdconf.Bundle{
 		Config:            cfg,
 		Key:               pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
 		Certificate:       []byte(payload.Certificate),
@@ -126,10 +142,6 @@ func Join(ctx context.Context, o Options) (Result, error) {
 		ServingCA:         pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: anchors.ServingCA.Raw}),
 		JoinEncryptionKey: append(jwk, '\n'),
 	})
-	if err != nil {
-		return Result{}, proto.Errorf(proto.Internal, "joined, but writing %s failed: %v; mint a new token and join again", o.ConfigDir, err)
-	}
-	return Result{Config: cfg, ConfigDir: o.ConfigDir, TokenFileErr: os.Remove(o.TokenFile)}, nil
 }
 
 // readToken reads the join token from its file.

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/agent/bcdconf"
+	"github.com/better-compute/better-compute/agent/join"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
@@ -86,23 +86,12 @@ func joinFrom(t *testing.T, url, local, node, role, token string) stolen {
 }
 
 // configDir writes what the join got into a bcd configuration directory (agent/bcdconf)
-// for the registry at server with pins, and returns it: bcd node runs with it.
+// for the registry at server with pins, as bcd join writes it, and returns it: bcd node
+// runs with it.
 func (s stolen) configDir(t *testing.T, server string, pins joinwire.Pins) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "etc-bcd")
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(s.key)
-	jwk, _ := json.Marshal(joinwire.NewJWK(s.anchors.JoinEncryptionKey))
-	err := bcdconf.Write(dir, bcdconf.Bundle{
-		Config: bcdconf.Config{Version: bcdconf.Version, Server: server, AgentEndpoint: s.payload.AgentEndpoint, AgentEndpoints: s.payload.AgentEndpoints,
-			NodeID: s.payload.NodeID, Role: s.payload.Role, Site: s.payload.Site,
-			ServingCAPin: pins.ServingCA, JoinSigningPin: pins.JoinSigning, JoinEncryptionPin: pins.JoinEncryption},
-		Key:               pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-		Certificate:       []byte(s.payload.Certificate),
-		AgentCA:           []byte(s.payload.AgentCA),
-		ServingCA:         pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.anchors.ServingCA.Raw}),
-		JoinEncryptionKey: append(jwk, '\n'),
-	})
-	if err != nil {
+	if _, err := join.WriteBundle(dir, server, pins, s.anchors, s.key, s.payload); err != nil {
 		t.Fatal(err)
 	}
 	return dir
