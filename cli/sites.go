@@ -16,8 +16,9 @@ var siteCommands = []command{{
 	usage:   "NAME [--bmc-networks CIDR[,CIDR]] [--image-sources HOST[:PORT],*.DOMAIN[:PORT]]",
 	summary: "create a site (root tenant credentials only)",
 	long: "create a site; `--bmc-networks`: the networks its nodes' BMC addresses must be in (none: " +
-		"no BMC on the network, docs/bmc.md); `--image-sources`: the hosts its caches may pull " +
-		"images from (`HOST[:PORT]`, `*.DOMAIN[:PORT]`; none by default)",
+		"no BMC on the network, docs/bmc.md); `--image-sources`: the hosts its caches, and its " +
+		"machines being deployed, may fetch images from (`HOST[:PORT]`, `*.DOMAIN[:PORT]`; none by " +
+		"default: the site pre-warms nothing and deploys only what its cache holds, so set them first)",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		networks, sources := bmcNetworksFlag(fs), imageSourcesFlag(fs)
@@ -40,7 +41,7 @@ var siteCommands = []command{{
 }, {
 	path:    "sites update",
 	usage:   "NAME [--bmc-networks CIDR[,CIDR]] [--image-sources HOST[:PORT],*.DOMAIN[:PORT]]",
-	summary: "replace what a site admits (root tenant credentials only): its BMC networks, the hosts its caches may pull images from (\"\" for none); a flag left out keeps its setting",
+	summary: "replace what a site admits (root tenant credentials only): its BMC networks, the hosts its caches and deploying machines may fetch images from (\"\" for none); a flag left out keeps its setting",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		networks, sources := bmcNetworksFlag(fs), imageSourcesFlag(fs)
@@ -225,7 +226,7 @@ func siteTable(w *tabwriter.Writer, sites []api.Site) {
 // imageSourcesFlag is --image-sources, the site's imageSources.
 func imageSourcesFlag(fs *flag.FlagSet) *listFlag {
 	sources := &listFlag{}
-	fs.Var(sources, "image-sources", "comma-separated host patterns the site's caches may pull images from: HOST, HOST:PORT, *.DOMAIN or *.DOMAIN:PORT (port 443 when left out); none when empty")
+	fs.Var(sources, "image-sources", "comma-separated host patterns the site's caches and deploying machines may fetch images from: HOST, HOST:PORT, *.DOMAIN or *.DOMAIN:PORT (port 443 when left out); none when empty")
 	return sources
 }
 

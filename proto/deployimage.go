@@ -6,7 +6,9 @@ package proto
 type DeployImage struct {
 	// Ref is the catalog reference, name@version, for logs.
 	Ref string `json:"ref"`
-	// Source is where the artifact lives: an https:// or oci:// URL.
+	// Source is where the artifact lives: an https:// or oci:// URL, the fallback when
+	// the cache does not deliver. Empty when the image sources of the machine's site (or
+	// pool) do not allow its host: the ramdisk then streams from CacheURL alone.
 	Source string `json:"source"`
 	// CacheURL is where the machine's site cache serves the artifact; empty when the
 	// site does not hold it.

@@ -62,7 +62,9 @@ const (
 	// tenant's allowlist nor the platform's.
 	ReasonUntrustedSigner = "untrusted-signer"
 	// ReasonSourceNotAllowed: a pre-warm image whose source host is outside the site's
-	// (or the pool's) image sources is left out of a site's cache plan.
+	// (or the pool's) image sources is left out of a site's cache plan; (FORBIDDEN)
+	// deploy.deploy of an image the site's cache does not hold and whose source the
+	// machine may not fetch from, for the same reason.
 	ReasonSourceNotAllowed = "source-not-allowed"
 	// ReasonSiteShare: a pre-warm image or extra initrd is left out of a site's cache
 	// plan, or an enrolled MAC out of the site's known MACs (sites.knownMacs), which

@@ -82,11 +82,11 @@ func userDataConfig(t *testing.T, url string) string {
 	return udc
 }
 
-// setUp gives the world's registry w.reg its site, pool and platform signer, and starts
-// the site agent.
+// setUp gives the world's registry w.reg its site, whose machines may fetch from the
+// image server, pool and platform signer, and starts the site agent.
 func (w *world) setUp(t *testing.T, certFile string) {
 	w.admin = w.reg.AdminConfig
-	testkit.JSON(t, w.admin, nil, "sites", "create", "rack-a")
+	testkit.JSON(t, w.admin, nil, "sites", "create", "rack-a", "--image-sources", w.imageHost())
 	testkit.JSON(t, w.admin, nil, "pools", "create", "gpu", "--site", "rack-a")
 	testkit.JSON(t, w.admin, nil, "signers", "add", "--data-dir", w.reg.DataDir, "--tenant", "root", "--id", "platform", "--public-key", w.signer.PublicPath)
 	w.site = startSite(t, w.reg, "rack-a", certFile)
@@ -155,6 +155,9 @@ func (w *world) image(ref string, artifact []byte, digest string) testkit.Image 
 	return testkit.Image{Tenant: "root", Ref: ref, Kind: "os", Source: w.source(ref), Format: "raw", Compression: "zstd",
 		SHA256: digest, Size: int64(len(artifact)), SignerID: "platform", Signer: w.signer}
 }
+
+// imageHost is the image server's HOST:PORT, as an image source pattern names it.
+func (w *world) imageHost() string { return strings.TrimPrefix(w.imageURL, "https://") }
 
 // source is where the image ref is served.
 func (w *world) source(ref string) string { return w.imageURL + "/" + ref + ".raw.zst" }

@@ -22,7 +22,9 @@ type Input struct {
 	// CacheURL is the image at the site cache, tried first; empty when the site holds
 	// no copy.
 	CacheURL string
-	// SourceURL is the image's catalog source, the fallback: https:// or oci://.
+	// SourceURL is the image's catalog source, the fallback: https:// or oci://; empty
+	// when the registry does not let this machine fetch from it (the site's image
+	// sources), so that only the cache is tried.
 	SourceURL string
 	// Digest is the SHA-256 of the artifact as stored, 64 lower-case hex digits.
 	Digest string

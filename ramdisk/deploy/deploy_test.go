@@ -217,6 +217,14 @@ func TestImageFailures(t *testing.T) {
 		"nowhere to be found": {func(s *fetchtest.Server) Input {
 			return Input{CacheURL: s.URL + "/no", SourceURL: s.URL + "/nope", Digest: digest(art), Format: proto.FormatRaw, Compression: proto.CompressionZstd}
 		}, proto.DriverError, proto.ReasonImageUnavailable, false},
+		// The registry sends no source when the site's image sources do not allow it: the
+		// cache alone is tried.
+		"not in the cache, no source": {func(s *fetchtest.Server) Input {
+			return Input{CacheURL: s.URL + "/no", Digest: digest(art), Format: proto.FormatRaw, Compression: proto.CompressionZstd}
+		}, proto.DriverError, proto.ReasonImageUnavailable, false},
+		"no location": {func(s *fetchtest.Server) Input {
+			return Input{Digest: digest(art), Format: proto.FormatRaw, Compression: proto.CompressionZstd}
+		}, proto.InvalidInput, "", false},
 		"not zstd": {func(s *fetchtest.Server) Input {
 			return Input{SourceURL: s.Put("/img", raw), Digest: digest(raw), Format: proto.FormatRaw, Compression: proto.CompressionZstd}
 		}, proto.DriverError, proto.ReasonImageCorrupt, true},
@@ -268,23 +276,28 @@ func TestImageFallsBackAndResumes(t *testing.T) {
 	art := compress(t, raw, proto.CompressionGzip)
 	other := compress(t, diskImage(12<<20, 4), proto.CompressionGzip)
 	cases := map[string]struct {
-		setup        func(s *fetchtest.Server) (cache string)
+		setup func(s *fetchtest.Server) (cache string)
+		// noSource leaves the source out, as the registry does when the site's image
+		// sources do not allow it.
+		noSource     bool
 		wantLocation string
 		wantResumes  int
 		wantRequests map[string][]string
 	}{
-		"cache hit": {func(s *fetchtest.Server) string { return s.Put("/cache", art) }, "cache", 0,
+		"cache hit": {func(s *fetchtest.Server) string { return s.Put("/cache", art) }, false, "cache", 0,
 			map[string][]string{"/cache": {""}}},
-		"cache 404": {func(s *fetchtest.Server) string { return s.URL + "/cache" }, "source", 0,
+		"cache hit, no source": {func(s *fetchtest.Server) string { return s.Put("/cache", art) }, true, "cache", 0,
+			map[string][]string{"/cache": {""}}},
+		"cache 404": {func(s *fetchtest.Server) string { return s.URL + "/cache" }, false, "source", 0,
 			map[string][]string{"/cache": {""}, "/source": {""}}},
-		"cache down": {func(s *fetchtest.Server) string { return "http://127.0.0.1:1/cache" }, "source", 0,
+		"cache down": {func(s *fetchtest.Server) string { return "http://127.0.0.1:1/cache" }, false, "source", 0,
 			map[string][]string{"/source": {""}}},
-		"cache holds another artifact": {func(s *fetchtest.Server) string { return s.Put("/cache", other) }, "source", 0,
+		"cache holds another artifact": {func(s *fetchtest.Server) string { return s.Put("/cache", other) }, false, "source", 0,
 			map[string][]string{"/cache": {""}, "/source": {""}}},
 		"cache breaks twice": {func(s *fetchtest.Server) string {
 			s.BreakAfter("/cache", 100_000, 1<<20)
 			return s.Put("/cache", art)
-		}, "cache", 2, map[string][]string{"/cache": {"", "bytes=100000-", "bytes=1148576-"}}},
+		}, false, "cache", 2, map[string][]string{"/cache": {"", "bytes=100000-", "bytes=1148576-"}}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -292,6 +305,9 @@ func TestImageFallsBackAndResumes(t *testing.T) {
 			cache := tc.setup(s)
 			in := Input{CacheURL: cache, SourceURL: s.Put("/source", art), Digest: digest(art), Format: proto.FormatRaw,
 				Compression: proto.CompressionGzip, Target: emptyDisk(t)}
+			if tc.noSource {
+				in.SourceURL = ""
+			}
 			res, err := Image(context.Background(), in, fast)
 			if err != nil {
 				t.Fatal(err)

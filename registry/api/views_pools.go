@@ -28,7 +28,8 @@ type PoolPolicy struct {
 	// PrewarmImages are catalog refs the site's cache should hold before any deploy asks
 	// for them.
 	PrewarmImages []string `json:"prewarmImages"`
-	// ImageSources narrow the site's image sources for this pool's pre-warm images.
+	// ImageSources narrow the site's image sources for this pool's pre-warm images and
+	// its machines' fetches from an image's source.
 	ImageSources []string `json:"imageSources,omitempty"`
 	// RamdiskExtras are catalog refs of ramdisk images every ramdisk boot of the pool's
 	// machines appends after the ramdisk's own, in this order.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -159,6 +160,88 @@ func TestDeployImageRefusals(t *testing.T) {
 			}
 			if sent := len(h.machine.received(proto.CommandDeployImage)); sent != tc.sent {
 				t.Errorf("%d deploy.image sent, want %d", sent, tc.sent)
+			}
+		})
+	}
+}
+
+// TestDeploySourceBoundBySite: a tenant's image whose source host the node's site, or
+// its pool when it narrows the site's list, does not allow never reaches the ramdisk as
+// a source: with the image in the site's cache (pre-warmed from an allowed source, the
+// pool narrowed since) the ramdisk gets the cache alone; without, deploy.deploy fails
+// FORBIDDEN (source-not-allowed) at with.image and nothing is relayed.
+func TestDeploySourceBoundBySite(t *testing.T) {
+	const internal = "https://10.0.0.9/admin/export.raw"
+	cases := map[string]struct {
+		source      string
+		siteSources []string // nil: the harness's images.example
+		poolSources []string
+		uncached    bool
+		wantSource  string
+		wantMessage []string // what a refusal's message says, when it is refused
+		notSaid     string   // what it does not: the site's image sources are the platform's
+		wantRelayed bool
+	}{
+		"an allowed source, cached":              {source: internal, siteSources: []string{"10.0.0.9"}, wantSource: internal, wantRelayed: true},
+		"an allowed source, not cached":          {source: internal, siteSources: []string{"10.0.0.9"}, uncached: true, wantSource: internal, wantRelayed: true},
+		"a host the site does not allow, cached": {source: internal, wantRelayed: true},
+		"a host the site does not allow, not cached": {source: internal, uncached: true,
+			wantMessage: []string{"10.0.0.9:443", "site rack-a", "better-compute sites update rack-a --image-sources", "pre-warm"}, notSaid: "images.example"},
+		"another port of an allowed host, not cached": {source: "https://images.example:8443/x.raw", uncached: true,
+			wantMessage: []string{"images.example:8443"}},
+		"a site without image sources, cached": {source: internal, siteSources: []string{}, wantRelayed: true},
+		"a site without image sources, not cached": {source: internal, siteSources: []string{}, uncached: true,
+			wantMessage: []string{"10.0.0.9:443"}},
+		"a host the pool leaves out, cached": {source: internal, siteSources: []string{"10.0.0.9"}, poolSources: []string{"images.example"}, wantRelayed: true},
+		"a host the pool leaves out, not cached": {source: internal, siteSources: []string{"10.0.0.9"}, poolSources: []string{"images.example"}, uncached: true,
+			wantMessage: []string{"10.0.0.9:443", "pool gpu's policy.imageSources [images.example]", "pools update gpu"}},
+		"a host the pool keeps": {source: internal, siteSources: []string{"10.0.0.9"}, poolSources: []string{"10.0.0.9"}, uncached: true, wantSource: internal, wantRelayed: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			node := h.enroll(nil)
+			img := h.images.images["ubuntu-24.04-server@2026.09"]
+			img.Source = tc.source
+			h.images.images[img.Ref] = img
+			h.images.uncached = map[string]bool{img.Ref: tc.uncached}
+			if tc.siteSources != nil {
+				storetest.Update(t, h.store, func(tx *store.Tx) error { _, err := tx.SetSiteImageSources("rack-a", tc.siteSources); return err })
+			}
+			if tc.poolSources != nil {
+				h.setPolicy(store.PoolPolicy{ImageSources: tc.poolSources})
+			}
+			run, err := h.deploy(node, "testdata/deploy-only.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, n := h.end(run.ID)
+			sent := h.machine.received(proto.CommandDeployImage)
+			if !tc.wantRelayed {
+				e := n.Failure
+				if n.State != store.NodeFailed || e == nil || e.Error.Code != proto.Forbidden || e.Error.Details.Reason != proto.ReasonSourceNotAllowed ||
+					e.Error.Details.Path != "with.image" || len(sent) != 0 {
+					t.Fatalf("node %s, failure %+v, %d deploy.image sent: want FORBIDDEN source-not-allowed at with.image, nothing sent", n.State, e, len(sent))
+				}
+				for _, want := range tc.wantMessage {
+					if !strings.Contains(e.Error.Message, want) {
+						t.Errorf("the message does not say %q: %s", want, e.Error.Message)
+					}
+				}
+				if tc.notSaid != "" && strings.Contains(e.Error.Message, tc.notSaid) {
+					t.Errorf("the message shows the tenant the site's image sources (%s): %s", tc.notSaid, e.Error.Message)
+				}
+				return
+			}
+			if n.State != store.NodeActive || len(sent) != 1 {
+				t.Fatalf("node %s, failure %+v, %d deploy.image sent", n.State, n.Failure, len(sent))
+			}
+			var in proto.DeployImage
+			if err := json.Unmarshal([]byte(sent[0].Input), &in); err != nil {
+				t.Fatal(err)
+			}
+			if in.Source != tc.wantSource || (in.CacheURL == "") != tc.uncached {
+				t.Errorf("deploy.image from source %q and cache %q, want source %q", in.Source, in.CacheURL, tc.wantSource)
 			}
 		})
 	}

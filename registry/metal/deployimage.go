@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/image"
 	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
@@ -64,7 +66,10 @@ func cacheCapExpiry(a *workflow.Attempt, now time.Time) time.Time {
 // owner's tenant (the profile's format and compression override the catalog's for the
 // profile's own image), refuses an iso, verifies the image for use, and only then
 // relays deploy.image to the ramdisk with the user-data reference userdata.render
-// returned. Before deploy.image, where the pool's measured-boot policy is not off, the
+// returned. The ramdisk gets the image's source only when the node's site (and pool)
+// allow the ramdisk to fetch from it (deploySource); one that may not, and that the
+// site's cache does not hold, fails the step with FORBIDDEN before anything is relayed.
+// Before deploy.image, where the pool's measured-boot policy is not off, the
 // machine attests its boot (attest): a boot the policy refuses never gets the image, nor
 // the user data and join token that come with it. A digest that differs from the
 // catalog's fails with DRIVER_ERROR.
@@ -102,7 +107,11 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 	if err != nil {
 		return nil, err
 	}
-	in := proto.DeployImage{Ref: img.Ref, Source: img.Source, CacheURL: cacheURL, SHA256: img.SHA256,
+	source, err := s.deploySource(a.Node, img, cacheURL)
+	if err != nil {
+		return nil, err
+	}
+	in := proto.DeployImage{Ref: img.Ref, Source: source, CacheURL: cacheURL, SHA256: img.SHA256,
 		Format: img.Format, Compression: img.Compression, SizeBytes: img.SizeBytes}
 	ud, ok, err := renderedUserData(a.Run)
 	if err != nil {
@@ -131,4 +140,49 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 		return nil, proto.Errorf(proto.DriverError, "the ramdisk wrote an artifact whose digest is %q, not the catalog's %s: the disk is not the image", out.SHA256, img.SHA256).WithReason(proto.ReasonDigestMismatch)
 	}
 	return raw, nil
+}
+
+// deploySource is the source node's ramdisk may fetch img from when the site's cache
+// does not deliver it: img.Source when the site's image sources, and the pool's when it
+// narrows them, allow it (image.SourceRefused, the rule of the site's cache plan), else
+// "". A ramdisk runs on the provisioning network, on the platform's side of it, and a
+// tenant writes any URL into the catalog: without this bound a tenant's image could make
+// the machine fetch from a host inside that network (a metadata service, an admin
+// interface) and land the answer on the tenant's own disk. A site unknown to the store
+// allows nothing, as one without image sources. When the source is refused and cacheURL
+// is empty, nothing is left to deploy from: FORBIDDEN, reason source-not-allowed, at
+// with.image. The message never shows the site's list, which is the platform's, only the
+// pool's, which is the tenant's own.
+func (s *Service) deploySource(node store.Node, img Image, cacheURL string) (string, error) {
+	var st store.Site
+	var pool store.Pool
+	err := s.cfg.Store.View(func(tx *store.Tx) (err error) {
+		if st, err = tx.Site(node.Site); proto.CodeOf(err) == proto.NotFound {
+			st, err = store.Site{ID: node.Site}, nil
+		}
+		if err != nil {
+			return err
+		}
+		if pool, err = tx.Pool(node.Tenant, node.Pool); proto.CodeOf(err) == proto.NotFound {
+			err = nil
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	refused, byPool := image.SourceRefused(st, pool, img.Source)
+	switch {
+	case !refused:
+		return img.Source, nil
+	case cacheURL != "":
+		return "", nil
+	}
+	host, port, _ := proto.SourceHost(img.Source)
+	why := proto.Sprintf("is not among the hosts site %s lets its machines fetch from: the platform adds it with `better-compute sites update %s --image-sources ...` (the site's whole list, and %s:%s)", node.Site, node.Site, host, port)
+	if byPool {
+		why = proto.Sprintf("is not among pool %s's policy.imageSources %v: add it with `better-compute pools update %s --policy POLICY.json`", pool.Name, pool.Policy.ImageSources, pool.Name)
+	}
+	return "", proto.Errorf(proto.Forbidden, "image %s is not in site %s's cache, and its source host %s:%s %s; or register the image from a source the site allows and pre-warm it there (policy.prewarmImages)",
+		img.Ref, node.Site, host, port, why).WithReason(proto.ReasonSourceNotAllowed).WithPath("with.image")
 }

@@ -68,6 +68,11 @@ func newHarness(t *testing.T) *harness {
 		if _, err := tx.SetSiteBMCNetworks("rack-a", []string{"10.0.0.0/24"}); err != nil {
 			return err
 		}
+		// The catalog's images come from images.example, which the site lets its
+		// machines fetch from.
+		if _, err := tx.SetSiteImageSources("rack-a", []string{"images.example"}); err != nil {
+			return err
+		}
 		policy := store.PoolPolicy{HardwareProfile: "gpu-redfish", Hugepages: json.RawMessage(`{"pages1g":64}`), GPUSharing: json.RawMessage(`{"mode":"mps","replicas":4}`)}
 		if err := h.svc.CheckPoolPolicy(policy); err != nil {
 			return err

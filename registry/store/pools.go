@@ -27,8 +27,9 @@ type PoolPolicy struct {
 	// tenant's public image), resolved as the pool's tenant resolves a profile's image, that
 	// the site's cache should hold before any deploy asks for them.
 	PrewarmImages []string `json:"prewarmImages"`
-	// ImageSources narrow the site's image sources for this pool's pre-warm images: when
-	// set, a source must match both lists.
+	// ImageSources narrow the site's image sources for this pool's pre-warm images and
+	// its machines' deploys (a ramdisk's fetch from an image's source): when set, a source
+	// must match both lists.
 	ImageSources []string `json:"imageSources,omitempty"`
 	// RamdiskExtras are catalog refs of images of kind ramdisk, resolved as the pool's
 	// tenant resolves a pre-warm ref: extra initrds (the NVIDIA driver and DCGM, say) that
