@@ -92,8 +92,12 @@ type Client struct {
 	// log is told when a refused call waits to be sent again; slog's default when nil.
 	log *slog.Logger
 	// remote is the address a handler client's calls come from (OnBehalfOf); "" for
-	// none. A client with one sends no refused call again.
+	// none.
 	remote string
+	// inProcess is a handler client's: it serves a request that waits for its answer,
+	// so it sends no refused call again, and its caller answers with the refusal's
+	// Retry-After at once.
+	inProcess bool
 }
 
 // LogTo makes log the logger the client tells when it waits to send a refused call again.
@@ -101,8 +105,7 @@ func (c *Client) LogTo(log *slog.Logger) { c.log = log }
 
 // OnBehalfOf makes a handler client's calls those of the browser request r (the
 // console's sign-in): they come from r's remote address, whose failed credential checks
-// the API bounds as it bounds a call over the network from there, and a call refused for
-// now is answered at once, not sent again, so that r's user is told.
+// the API bounds as it bounds a call over the network from there.
 func (c *Client) OnBehalfOf(r *http.Request) { c.remote = r.RemoteAddr }
 
 // A call the registry refused UNAVAILABLE with Retry-After (a tenant's or the public
@@ -208,9 +211,11 @@ func fingerprint(cert *x509.Certificate) string {
 // NewHandlerClient makes a client that calls the API served by h in this process, with
 // credential as its bearer: every call goes through h as a call over the network would
 // (authentication, the method's action, the tenant checks, the body bounds, the log),
-// without a connection.
+// without a connection. A call refused for now is answered at once, not sent again: the
+// request the client serves answers with its Retry-After, so that its user is told then
+// rather than after the tries a CLI makes.
 func NewHandlerClient(h http.Handler, credential string) *Client {
-	return &Client{base: "http://api", bearer: credential, http: &http.Client{Transport: handlerTransport{h}}}
+	return &Client{base: "http://api", bearer: credential, http: &http.Client{Transport: handlerTransport{h}}, inProcess: true}
 }
 
 // handlerTransport answers a request by serving it with a handler.
@@ -255,7 +260,7 @@ func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
 	}
 	for attempt := 1; ; attempt++ {
 		wait, err := c.call(ctx, method, body, resp)
-		if wait == 0 || attempt > maxRetries || c.remote != "" {
+		if wait == 0 || attempt > maxRetries || c.inProcess {
 			return err
 		}
 		e := proto.AsError(err)
@@ -329,8 +334,8 @@ func refusal(e *proto.Error, retryAfter string) error {
 
 // RetryAfter is the seconds the registry asked to wait before sending again a call whose
 // error is err, as its answer's Retry-After said: a call it refused for now
-// (UNAVAILABLE), which the client did not send again (a handler client's on behalf of a
-// browser, or one refused more than maxRetries times). -1 when the answer asked none.
+// (UNAVAILABLE), which the client did not send again (a handler client's, or one refused
+// more than maxRetries times). -1 when the answer asked none.
 func RetryAfter(err error) int {
 	if r, ok := errors.AsType[*refusedForNow](err); ok {
 		return r.seconds

@@ -115,11 +115,10 @@ func (c *Console) call(ctx context.Context, s *session, method string, req, resp
 	return c.client(s.credential).Call(ctx, method, req, resp)
 }
 
-// client is an in-process client of the API with credential as its bearer.
+// client is an in-process client of the API with credential as its bearer. A call the
+// API refuses for now is not sent again: the page answers with its Retry-After at once.
 func (c *Console) client(credential string) *api.Client {
-	client := api.NewHandlerClient(c.api, credential)
-	client.LogTo(c.log)
-	return client
+	return api.NewHandlerClient(c.api, credential)
 }
 
 // page serves a page to a signed-in browser, sending any other to the sign-in page.

@@ -41,13 +41,16 @@ func (c *Console) nodes(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	d := nodesData{State: q.Get("state"), Pool: q.Get("pool"), Cursor: q.Get("cursor"), States: api.NodeStates()}
 	var pools api.PoolList
-	if c.call(r.Context(), s, "pools.list", api.ListPoolsRequest{ListRequest: api.ListRequest{Limit: pageSize}}, &pools) == nil {
-		for _, p := range pools.Pools {
-			d.Pools = append(d.Pools, p.Name)
-		}
+	err := c.call(r.Context(), s, "pools.list", api.ListPoolsRequest{ListRequest: api.ListRequest{Limit: pageSize}}, &pools)
+	for _, p := range pools.Pools {
+		d.Pools = append(d.Pools, p.Name)
 	}
 	var list api.NodeList
-	err := c.call(r.Context(), s, "metal.list", api.ListNodesRequest{State: d.State, Pool: d.Pool, ListRequest: api.ListRequest{Cursor: d.Cursor, Limit: pageSize}}, &list)
+	// The pools only fill the filter, which a failure leaves empty; a refusal for now
+	// refuses the page at once, as the nodes' list would be.
+	if api.RetryAfter(err) < 0 {
+		err = c.call(r.Context(), s, "metal.list", api.ListNodesRequest{State: d.State, Pool: d.Pool, ListRequest: api.ListRequest{Cursor: d.Cursor, Limit: pageSize}}, &list)
+	}
 	v := view{Title: "Nodes", Nav: "nodes", Data: &d}
 	if err != nil {
 		if proto.CodeOf(err) == proto.Unauthenticated {
