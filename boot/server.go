@@ -239,6 +239,8 @@ func (s *Server) listenChecks() (stop func()) {
 		return func() {}
 	}
 	s.checker.Store(inuse.NewChecker(echo.Ping, s.clock, rememberFree))
+	s.log.Info("dhcp: an address no lease accounts for is offered once no host answered an ICMP echo to it",
+		"socket", echo.Kind(), "timeout", s.cfg.ConflictCheckTimeout.String())
 	return func() {
 		s.checker.Store(nil)
 		echo.Close()

@@ -129,6 +129,14 @@ func (e *Echo) receive() {
 	}
 }
 
+// Kind is the kind of socket the echoes go from: "datagram" or "raw".
+func (e *Echo) Kind() string {
+	if e.raw {
+		return "raw"
+	}
+	return "datagram"
+}
+
 // Close closes the socket; a Ping waiting then gets no answer.
 func (e *Echo) Close() error {
 	err := e.conn.Close()
