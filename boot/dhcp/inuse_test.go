@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -30,11 +29,7 @@ type checked struct {
 
 func newChecked(t *testing.T, taken ...string) *checked {
 	t.Helper()
-	store, err := lease.Open(filepath.Join(t.TempDir(), "leases.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	s, store := newAuthoritative(t)
 	clk := clock.NewFake(time.Unix(1e9, 0))
 	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.9.0.100"), End: netip.MustParseAddr("10.9.0.105")}, nil, time.Hour, clk, lease.Policy{})
 	if err != nil {
@@ -51,8 +46,9 @@ func newChecked(t *testing.T, taken ...string) *checked {
 		c.echoes[ip]++
 		return hosts[ip]
 	}, clk, 30*time.Second)
-	c.s = Authoritative{ServerIP: serverIP, Subnets: []Subnet{{Prefix: netip.MustParsePrefix("10.9.0.0/24"), Pool: pool, Local: true}},
-		Boot: boot, InUse: checker.InUse, AddressInUse: func() { c.inUse++ }, Log: slog.New(slog.NewTextHandler(c.log, nil))}
+	s.Subnets[0].Pool, s.InUse, s.AddressInUse = pool, checker.InUse, func() { c.inUse++ }
+	s.Log = slog.New(slog.NewTextHandler(c.log, nil))
+	c.s = s
 	return c
 }
 
