@@ -104,22 +104,10 @@ func (e *Echo) receive() {
 		if err != nil {
 			continue
 		}
-		m, err := icmp.ParseMessage(ipv4.ICMPTypeEchoReply.Protocol(), buf[:n])
-		if err != nil || m.Type != ipv4.ICMPTypeEchoReply {
+		key, ok := e.reply(buf[:n], from)
+		if !ok {
 			continue
 		}
-		echo, ok := m.Body.(*icmp.Echo)
-		if !ok || e.raw && echo.ID != e.id {
-			continue
-		}
-		var src netip.Addr
-		switch a := from.(type) {
-		case *net.IPAddr:
-			src, _ = netip.AddrFromSlice(a.IP)
-		case *net.UDPAddr:
-			src, _ = netip.AddrFromSlice(a.IP)
-		}
-		key := echoKey{from: src.Unmap(), seq: echo.Seq}
 		e.mu.Lock()
 		if got, ok := e.waiting[key]; ok {
 			close(got)
@@ -135,6 +123,27 @@ func (e *Echo) Kind() string {
 		return "raw"
 	}
 	return "datagram"
+}
+
+// reply is the key of b, received from from, when b is an echo reply to this Echo's
+// requests: of its id on a raw socket (a datagram socket receives only its own).
+func (e *Echo) reply(b []byte, from net.Addr) (echoKey, bool) {
+	m, err := icmp.ParseMessage(ipv4.ICMPTypeEchoReply.Protocol(), b)
+	if err != nil || m.Type != ipv4.ICMPTypeEchoReply {
+		return echoKey{}, false
+	}
+	echo, ok := m.Body.(*icmp.Echo)
+	if !ok || e.raw && echo.ID != e.id {
+		return echoKey{}, false
+	}
+	var src netip.Addr
+	switch a := from.(type) {
+	case *net.IPAddr:
+		src, _ = netip.AddrFromSlice(a.IP)
+	case *net.UDPAddr:
+		src, _ = netip.AddrFromSlice(a.IP)
+	}
+	return echoKey{from: src.Unmap(), seq: echo.Seq}, src.IsValid()
 }
 
 // Close closes the socket; a Ping waiting then gets no answer.
