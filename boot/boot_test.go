@@ -132,7 +132,12 @@ func TestConfigCheck(t *testing.T) {
 			c.UnknownShare, c.UnknownLeaseTime = -0.5, Duration(time.Second)
 		}, paths: []string{"boot.unknownShare", "boot.unknownLeaseTime"}},
 		"share beyond the range": {edit: func(c *Config) { auth(c); c.UnknownShare = 1.5 }, paths: []string{"boot.unknownShare"}},
-		"missing directory":      {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
+		"no conflict check":      {edit: func(c *Config) { auth(c); c.ConflictCheck = new(false) }},
+		"conflict check's wait under 10ms": {edit: func(c *Config) { auth(c); c.ConflictCheckTimeout = Duration(time.Millisecond) },
+			paths: []string{"boot.conflictCheckTimeout"}},
+		"conflict check's wait over 1s": {edit: func(c *Config) { auth(c); c.ConflictCheckTimeout = Duration(3 * time.Second) },
+			paths: []string{"boot.conflictCheckTimeout"}},
+		"missing directory": {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},
 		"relative signed chain": {edit: func(c *Config) { c.ShimFile, c.GRUBFile = "shimx64.efi", "../grubx64.efi" },
 			paths: []string{"boot.shimFile", "boot.grubFile"}},
 		"missing signed chain": {edit: func(c *Config) { c.ShimFile = "/nonexistent/shimx64.efi" }},

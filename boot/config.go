@@ -118,6 +118,13 @@ type Config struct {
 	// UnknownLeaseTime is how long the lease of a machine the site does not know lasts
 	// (default 10m, at least 1m; at most its subnet's lease time). Authoritative only.
 	UnknownLeaseTime Duration `json:"unknownLeaseTime"`
+	// ConflictCheck says whether an address no lease accounts for is checked before it
+	// is offered: an ICMP echo to it, and an address a host answers at is held away as a
+	// declined one and the next tried (default true). Authoritative only.
+	ConflictCheck *bool `json:"conflictCheck"`
+	// ConflictCheckTimeout is how long a check waits for the echo's reply before it takes
+	// the address as free (default 500ms, 10ms-1s). Authoritative only.
+	ConflictCheckTimeout Duration `json:"conflictCheckTimeout"`
 	// LeaseFile is the bbolt file leases are kept in across restarts. Authoritative
 	// only, required there.
 	LeaseFile string `json:"leaseFile"`
@@ -230,6 +237,10 @@ func (c Config) withDefaults() Config {
 	if c.UnknownShare == 0 {
 		c.UnknownShare = 0.5
 	}
+	if c.ConflictCheck == nil {
+		c.ConflictCheck = new(true)
+	}
+	setD(&c.ConflictCheckTimeout, 500*time.Millisecond)
 	c.Subnets = slices.Clone(c.Subnets)
 	for i := range c.Subnets {
 		if c.Subnets[i].LeaseTime == 0 {
@@ -368,6 +379,10 @@ func (c Config) checkAuthoritative(bad func(field, format string, args ...any)) 
 	}
 	if c.UnknownLeaseTime < Duration(time.Minute) {
 		bad("unknownLeaseTime", "lease time %s is under a minute", c.UnknownLeaseTime)
+	}
+	if c.ConflictCheckTimeout < Duration(10*time.Millisecond) || c.ConflictCheckTimeout > Duration(time.Second) {
+		bad("conflictCheckTimeout", "wait %s is outside 10ms-1s: up to three addresses are checked before an offer, which firmware expects within 4s",
+			c.ConflictCheckTimeout)
 	}
 }
 

@@ -383,17 +383,21 @@ func runProbe(t *testing.T, ns *netns.NS, spec probeSpec) []probeReply {
 }
 
 // startDnsmasq runs dnsmasq as the segment's plain DHCP server (10.99.0.2, leasing
-// 10.99.0.100-150) in a namespace of its own, until the test ends.
+// 10.99.0.100-150) in a namespace of its own, until the test ends. It offers without
+// checking the address first (--no-ping): its check holds every DHCP request up to 3 s,
+// beyond what the tests' probes wait for the offers of both servers.
 func startDnsmasq(t *testing.T, n testNet) {
 	t.Helper()
 	dhcpNS := netns.New(t, "dhcp")
 	n.lan.Attach(t, dhcpNS, "bcd0", "10.99.0.2/24", "")
-	runDnsmasq(t, dhcpNS, "bcd0", "--dhcp-range=10.99.0.100,10.99.0.150,1h", "--log-dhcp")
+	runDnsmasq(t, dhcpNS, "bcd0", "--dhcp-range=10.99.0.100,10.99.0.150,1h", "--log-dhcp", "--no-ping")
 }
 
 // runDnsmasq runs dnsmasq as a DHCP server only (no DNS) on iface in ns, with its lease
 // file in a temporary directory, waits until it has bound the DHCP port, and returns a
-// function that stops it (the test's end calls it too).
+// function that stops it (the test's end calls it too). Like the boot server by
+// default, it checks an address with an ICMP echo before it offers it, unless args say
+// --no-ping.
 func runDnsmasq(t testing.TB, ns *netns.NS, iface string, args ...string) (stop func()) {
 	t.Helper()
 	return runDnsmasqLeases(t, ns, iface, nil, args...)
@@ -409,7 +413,7 @@ func runDnsmasqLeases(t testing.TB, ns *netns.NS, iface string, leaseFile []byte
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	dnsmasq := ns.Command(ctx, "dnsmasq", append([]string{"--no-daemon", "--conf-file=/dev/null", "--port=0", "--interface=" + iface,
-		"--bind-interfaces", "--dhcp-leasefile=" + leases, "--pid-file=", "--user=root", "--no-ping"}, args...)...)
+		"--bind-interfaces", "--dhcp-leasefile=" + leases, "--pid-file=", "--user=root"}, args...)...)
 	var dlog netns.SyncBuffer
 	dnsmasq.Stdout, dnsmasq.Stderr = &dlog, &dlog
 	if err := dnsmasq.Start(); err != nil {

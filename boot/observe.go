@@ -23,6 +23,9 @@ type Observer interface {
 	// unanswered because such machines hold their share of its subnet's range
 	// (Config.UnknownShare).
 	DHCPUnknownRefused()
+	// DHCPAddressInUse is an address a host answered at when the server checked it
+	// before an offer (Config.ConflictCheck): held away, and another offered.
+	DHCPAddressInUse()
 	// TFTPTransfer is a TFTP read that ended, whole (ok) or not, and the bytes sent.
 	TFTPTransfer(ok bool, bytes int64)
 	// HTTPServed is an HTTP answer of kind (script, ramdisk, ipxe, image) and the body

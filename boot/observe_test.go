@@ -20,6 +20,7 @@ func (c *counts) DHCPReply(kind string)         { c.dhcp = append(c.dhcp, kind) 
 func (c *counts) DHCPDropped()                  { c.dhcp = append(c.dhcp, "dropped") }
 func (c *counts) DHCPPoolExhausted()            {}
 func (c *counts) DHCPUnknownRefused()           {}
+func (c *counts) DHCPAddressInUse()             {}
 func (c *counts) TFTPTransfer(bool, int64)      {}
 func (c *counts) HTTPServed(string, int, int64) {}
 

@@ -12,10 +12,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/better-compute/better-compute/boot/dhcp"
+	"github.com/better-compute/better-compute/boot/inuse"
 	"github.com/better-compute/better-compute/boot/lease"
 	"github.com/better-compute/better-compute/boot/tftp"
 	"github.com/better-compute/better-compute/clock"
@@ -58,6 +60,7 @@ type Server struct {
 	enrolled    func(mac net.HardwareAddr) bool
 	discover    *discoverer
 	log         *slog.Logger
+	clock       Clock
 	baseURL     string
 	ipxeRoot    *os.Root
 	ramdiskRoot *os.Root
@@ -75,7 +78,16 @@ type Server struct {
 	gate *downloadGate
 	// hasChain: ShimFile and GRUBFile were there at New.
 	hasChain bool
+	// checker checks an address before the DHCP handler offers it: set while Run serves
+	// with ConflictCheck on and its socket open, nil otherwise (no check).
+	checker atomic.Pointer[inuse.Checker]
 }
+
+// rememberFree is how long an address found free is taken as free without a check: as
+// long as an offer is held (lease.Pool), so that a client's retransmitted DISCOVERs are
+// offered its address again without another echo, as dnsmasq remembers its checks for
+// 30 s.
+const rememberFree = 30 * time.Second
 
 // New checks cfg (INVALID_CONFIG with the field's path) and prepares a server.
 func New(cfg Config, deps Deps) (*Server, error) {
@@ -92,7 +104,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.Real{}
 	}
-	s := &Server{cfg: cfg, entries: deps.Entries, enrolled: deps.Enrolled, log: deps.Log, extra: deps.Handlers, observer: deps.Observer,
+	s := &Server{cfg: cfg, entries: deps.Entries, enrolled: deps.Enrolled, log: deps.Log, clock: deps.Clock, extra: deps.Handlers, observer: deps.Observer,
 		discover: newDiscoverer(deps.Discoveries, deps.Clock, time.Duration(cfg.DiscoveryInterval))}
 	if cfg.HTTPDownloads > 0 {
 		s.gate = newDownloadGate(cfg.HTTPDownloads, time.Duration(cfg.HTTPDownloadWait), deps.Clock)
@@ -143,9 +155,9 @@ func (s *Server) makeHandler(clock Clock) error {
 	if s.leases, err = lease.Open(s.cfg.LeaseFile); err != nil {
 		return err
 	}
-	a := dhcp.Authoritative{ServerIP: serverIP, Boot: boot, Seen: s.seen, Log: s.log}
+	a := dhcp.Authoritative{ServerIP: serverIP, Boot: boot, Seen: s.seen, InUse: s.inUse, Log: s.log}
 	if s.observer != nil {
-		a.Exhausted, a.Refused = s.observer.DHCPPoolExhausted, s.observer.DHCPUnknownRefused
+		a.Exhausted, a.Refused, a.AddressInUse = s.observer.DHCPPoolExhausted, s.observer.DHCPUnknownRefused, s.observer.DHCPAddressInUse
 	}
 	policy := lease.Policy{Known: s.known, UnknownShare: s.cfg.UnknownShare, UnknownTTL: time.Duration(s.cfg.UnknownLeaseTime)}
 	// The local subnet, when there is one, goes first.
@@ -206,7 +218,37 @@ func (s *Server) seen(c dhcp.Client) {
 	s.discover.record(Discovery{MAC: c.MAC, UUID: c.UUID, Arch: uint16(c.Arch), HasArch: c.HasArch, Source: "dhcp"})
 }
 
+// inUse reports whether a host answers at ip, by the checker Run opened; false while
+// there is none (before Run, with ConflictCheck off, or without an ICMP socket).
+func (s *Server) inUse(ip netip.Addr) bool {
+	c := s.checker.Load()
+	return c != nil && c.InUse(ip)
+}
+
+// listenChecks opens the conflict check's socket when the authoritative server checks
+// addresses, and returns what closes it. Without a socket the server serves unchecked,
+// and says so once.
+func (s *Server) listenChecks() (stop func()) {
+	if s.cfg.Mode != Authoritative || !*s.cfg.ConflictCheck {
+		return func() {}
+	}
+	echo, err := inuse.ListenEcho(time.Duration(s.cfg.ConflictCheckTimeout))
+	if err != nil {
+		s.log.Warn("dhcp: addresses are offered without checking that no host answers at them: run bcd site as root (or with CAP_NET_RAW), "+
+			"or admit its group in net.ipv4.ping_group_range; boot.conflictCheck false turns the check off", "err", err)
+		return func() {}
+	}
+	s.checker.Store(inuse.NewChecker(echo.Ping, s.clock, rememberFree))
+	s.log.Info("dhcp: an address no lease accounts for is offered once no host answered an ICMP echo to it",
+		"socket", echo.Kind(), "timeout", s.cfg.ConflictCheckTimeout.String())
+	return func() {
+		s.checker.Store(nil)
+		echo.Close()
+	}
+}
+
 // DHCPHandler is the server's DHCP handler of port 67, a plain function of the request.
+// It checks addresses before it offers them only while Run serves.
 func (s *Server) DHCPHandler() dhcp.Handler { return s.handler }
 
 // HTTPHandler answers scripts (/boot/<mac>.ipxe), ramdisk files (/ramdisk/<name>),
@@ -240,6 +282,7 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Wait()
 		return err
 	}
+	defer s.listenChecks()()
 	handlers := map[int]dhcp.Handler{s.cfg.DHCPPort: s.handler}
 	if s.cfg.Mode == Proxy {
 		handlers[s.cfg.ProxyPort] = s.bootServer

@@ -130,9 +130,12 @@ func machineAddr(first netip.Addr, i int) netip.Addr {
 const stormAddrs = 14000
 
 // addMachineAddrs adds the addresses of the storm's machines to the client's interface
-// in ns.
+// in ns. The namespace answers no ICMP echo: firmware holds no address before its DHCP,
+// so both servers' checks of an address before they offer it (the boot server's
+// conflictCheck, dnsmasq's ping) must find each machine's free, as they would on a rack.
 func (st *storm) addMachineAddrs(b *testing.B, ns *netns.NS) {
 	b.Helper()
+	ns.Run(b, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/icmp_echo_ignore_all")
 	var batch strings.Builder
 	for i := range min(st.clients, stormAddrs) {
 		fmt.Fprintf(&batch, "address add %s/16 dev %s\n", machineAddr(st.machines, i), clientIf)

@@ -20,6 +20,7 @@ func fullSite() *Site {
 	s.DHCPDropped()
 	s.DHCPPoolExhausted()
 	s.DHCPUnknownRefused()
+	s.DHCPAddressInUse()
 	s.TFTPTransfer(true, 100)
 	s.HTTPServed("image", 206, 1000)
 	s.ImageRequested(true)

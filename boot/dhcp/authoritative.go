@@ -40,8 +40,24 @@ type Authoritative struct {
 	// unanswered because such clients hold their share of its subnet's range
 	// (lease.Policy); nil for none.
 	Refused func()
-	Log     *slog.Logger
+	// InUse reports whether a host answers at an address (inuse.Checker): an address no
+	// lease accounts for is offered only when none does. nil checks nothing.
+	InUse func(ip netip.Addr) bool
+	// AddressInUse is told of an address found in use, which the pool then holds away;
+	// nil for none.
+	AddressInUse func()
+	Log          *slog.Logger
 }
+
+// maxChecks bounds the addresses checked for one DHCPDISCOVER: each check that gets no
+// answer waits inuse.Echo's wait, and firmware sends its DISCOVER again after 4 s (PXE
+// 2.1), so three checks of 500 ms still answer its first one. When all three answer, the
+// DISCOVER is not answered; its retransmission is checked from the next address on,
+// the three held away.
+const maxChecks = 3
+
+// errChecksSpent: the maxChecks addresses checked for a DHCPDISCOVER were all in use.
+var errChecksSpent = errors.New("dhcp: a host answered at every address checked for this request")
 
 // subnet is the subnet a request is answered from (RFC 2131 section 4.3.1), nil for
 // none: a relayed request's is the subnet of its link, a request from a client that has
@@ -101,7 +117,7 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 	}
 	switch req.MessageType() {
 	case dhcpv4.MessageTypeDiscover:
-		l, err := sub.Pool.Offer(mac, addr(req.RequestedIPAddress()))
+		l, err := s.offer(sub, mac, addr(req.RequestedIPAddress()))
 		if err != nil {
 			s.Log.Warn("no address to offer", "mac", mac, "err", err)
 			switch {
@@ -147,6 +163,33 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 		return s.answer(req, c, sub, dhcpv4.MessageTypeAck, lease.Lease{})
 	}
 	return nil, false
+}
+
+// offer is sub's offer of an address to mac, checked with InUse when no lease accounts
+// for it (Pool.Unleased): a host answering at it, configured by hand inside the range, is
+// logged and counted, the address is held away as a declined one, and the next address is
+// offered, up to maxChecks. A retransmission of mac's DISCOVER while a check runs is
+// offered the same address (its offer), whose check it waits for and shares.
+func (s Authoritative) offer(sub *Subnet, mac string, requested netip.Addr) (lease.Lease, error) {
+	l, err := sub.Pool.Offer(mac, requested)
+	for range maxChecks {
+		if err != nil || s.InUse == nil || !sub.Pool.Unleased(mac, l.IP) || !s.InUse(l.IP) {
+			return l, err
+		}
+		if sub.Pool.InUse(mac, l.IP) == nil {
+			s.Log.Warn("a host answers at this address inside the DHCP range: move the host out of the range, or leave its address out of "+
+				"the range (boot.range, boot.subnets[].range); the address is held away for one lease time and the client offered another",
+				"ip", l.IP.String(), "mac", mac)
+			if s.AddressInUse != nil {
+				s.AddressInUse()
+			}
+		}
+		l, err = sub.Pool.Offer(mac, netip.Addr{})
+	}
+	if err != nil {
+		return l, err
+	}
+	return lease.Lease{}, errChecksSpent
 }
 
 // answer builds an offer or acknowledgement of l (none for DHCPINFORM).

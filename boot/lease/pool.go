@@ -440,28 +440,61 @@ func (s saved) restore(p *Pool, writes []Lease, mac string) {
 // Release ends mac's lease of ip at once (DHCPRELEASE). The address is kept in the file,
 // expired, so that it goes to new clients only after every never-used one.
 func (p *Pool) Release(mac string, ip netip.Addr) error {
-	return p.end(mac, ip, mac)
+	p.mu.Lock()
+	if l, ok := p.byIP[ip]; !ok || l.MAC != mac {
+		p.mu.Unlock()
+		return ErrNotYours
+	}
+	n := Lease{MAC: mac, IP: ip, Expiry: p.clock.Now()}
+	p.setLease(n)
+	p.mu.Unlock()
+	return p.store.Put(n)
 }
 
 // Decline marks ip unusable for one TTL (DHCPDECLINE: the client found it in use).
 func (p *Pool) Decline(mac string, ip netip.Addr) error {
-	return p.end(mac, ip, Declined)
-}
-
-func (p *Pool) end(mac string, ip netip.Addr, owner string) error {
 	p.mu.Lock()
-	l, ok := p.byIP[ip]
-	if !ok || l.MAC != mac {
+	if l, ok := p.byIP[ip]; !ok || l.MAC != mac {
 		p.mu.Unlock()
 		return ErrNotYours
 	}
-	now := p.clock.Now()
-	n := Lease{MAC: owner, IP: ip, Expiry: now}
-	if owner == Declined {
-		n.Expiry = now.Add(p.ttl)
-		if p.byMAC[mac] == ip {
-			delete(p.byMAC, mac)
-		}
+	return p.holdAway(mac, ip)
+}
+
+// Unleased reports whether ip, offered to mac, is an address no lease of the file
+// accounts for now: neither mac's own (its lease, current or ended) nor one another
+// client holds (a known client's take-over, whose former holder is not told). A host
+// nobody leased it to may still use such an address, so the DHCP server checks it
+// before it offers it.
+func (p *Pool) Unleased(mac string, ip netip.Addr) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l, ok := p.byIP[ip]
+	if ok && l.MAC == mac && p.byMAC[mac] == ip {
+		return false
+	}
+	return !ok || !p.clock.Now().Before(l.Expiry)
+}
+
+// InUse holds ip away as a declined address, for one TTL: a host answered at it before
+// it went to mac, whose offer of it ends. It fails with ErrNotYours when ip is not
+// offered to mac (another request of mac's found it in use first).
+func (p *Pool) InUse(mac string, ip netip.Addr) error {
+	p.mu.Lock()
+	if o, ok := p.offers[ip]; !ok || o.mac != mac {
+		p.mu.Unlock()
+		return ErrNotYours
+	}
+	p.dropOffer(ip)
+	return p.holdAway(mac, ip)
+}
+
+// holdAway gives ip to Declined for one TTL, which mac, the client that found it in use,
+// no longer names. The caller holds p.mu, which holdAway releases before it writes.
+func (p *Pool) holdAway(mac string, ip netip.Addr) error {
+	n := Lease{MAC: Declined, IP: ip, Expiry: p.clock.Now().Add(p.ttl)}
+	if p.byMAC[mac] == ip {
+		delete(p.byMAC, mac)
 	}
 	p.setLease(n)
 	p.mu.Unlock()

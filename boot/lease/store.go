@@ -35,7 +35,8 @@ type Lease struct {
 }
 
 // Declined is the MAC of the lease that holds an address a client declined (it answered
-// ARP for someone else) so that it is not offered again until the lease ends.
+// ARP for someone else), or at which a host answered the server's check before it was
+// offered (Pool.InUse), so that it is not offered again until the lease ends.
 const Declined = "declined"
 
 // maxBatch bounds how many writes share one transaction.

@@ -1,0 +1,175 @@
+package dhcp
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/better-compute/better-compute/boot/inuse"
+	"github.com/better-compute/better-compute/boot/lease"
+	"github.com/better-compute/better-compute/clock"
+	"github.com/insomniacslk/dhcp/dhcpv4"
+)
+
+// checked is an authoritative server on a range of six, 10.9.0.100-105, whose checks
+// find a host at the addresses of taken, counting the echoes to each address.
+type checked struct {
+	s      Authoritative
+	log    *bytes.Buffer
+	inUse  int
+	mu     sync.Mutex
+	echoes map[netip.Addr]int
+}
+
+func newChecked(t *testing.T, taken ...string) *checked {
+	t.Helper()
+	s, store := newAuthoritative(t)
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.9.0.100"), End: netip.MustParseAddr("10.9.0.105")}, nil, time.Hour, clk, lease.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &checked{log: &bytes.Buffer{}, echoes: map[netip.Addr]int{}}
+	hosts := map[netip.Addr]bool{}
+	for _, a := range taken {
+		hosts[netip.MustParseAddr(a)] = true
+	}
+	checker := inuse.NewChecker(func(ip netip.Addr) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.echoes[ip]++
+		return hosts[ip]
+	}, clk, 30*time.Second)
+	s.Subnets[0].Pool, s.InUse, s.AddressInUse = pool, checker.InUse, func() { c.inUse++ }
+	s.Log = slog.New(slog.NewTextHandler(c.log, nil))
+	c.s = s
+	return c
+}
+
+// total is the echoes sent so far.
+func (c *checked) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, e := range c.echoes {
+		n += e
+	}
+	return n
+}
+
+// discover is a DHCPDISCOVER of mac.
+func discover(t *testing.T, mac net.HardwareAddr) *dhcpv4.DHCPv4 {
+	t.Helper()
+	p, err := dhcpv4.NewDiscovery(mac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestAddressInUseIsNotOffered: a host answers at the first address of the range; a
+// new client is offered the next, the conflict is logged at warn naming the address and
+// the client, and counted; a second client is not offered it either, without another
+// echo to it.
+func TestAddressInUseIsNotOffered(t *testing.T) {
+	c := newChecked(t, "10.9.0.100")
+	offer, ok := c.s.Handle(discover(t, mac))
+	if !ok || offer.YourIPAddr.String() != "10.9.0.101" {
+		t.Fatalf("offer %v, want 10.9.0.101", offer)
+	}
+	if c.inUse != 1 {
+		t.Errorf("told of %d addresses in use, want 1", c.inUse)
+	}
+	log := c.log.String()
+	for _, want := range []string{"level=WARN", "a host answers at this address inside the DHCP range", "ip=10.9.0.100", "mac=" + mac.String()} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	other := net.HardwareAddr{0x52, 0x54, 0, 0, 0, 2}
+	if offer, ok := c.s.Handle(discover(t, other)); !ok || offer.YourIPAddr.String() != "10.9.0.102" {
+		t.Errorf("second client's offer %v, want 10.9.0.102", offer)
+	}
+	if n := c.echoes[netip.MustParseAddr("10.9.0.100")]; n != 1 {
+		t.Errorf("%d echoes to the address in use, want 1: it is held away", n)
+	}
+}
+
+// TestOwnAddressIsNotChecked: a client's own lease is offered again without an echo,
+// when it renews it as when its lease has ended.
+func TestOwnAddressIsNotChecked(t *testing.T) {
+	c := newChecked(t)
+	offer, _ := c.s.Handle(discover(t, mac))
+	req := client{msg: dhcpv4.MessageTypeRequest, requested: offer.YourIPAddr, serverID: serverIP}.packet(t)
+	if ack, ok := c.s.Handle(req); !ok || ack.MessageType() != dhcpv4.MessageTypeAck {
+		t.Fatalf("no DHCPACK: %v", ack)
+	}
+	before := c.total()
+	if again, ok := c.s.Handle(discover(t, mac)); !ok || !again.YourIPAddr.Equal(offer.YourIPAddr) {
+		t.Fatalf("offer %v, want %s again", again, offer.YourIPAddr)
+	}
+	if c.total() != before {
+		t.Errorf("%d echoes for the client's own address", c.total()-before)
+	}
+}
+
+// TestChecksPerDiscoverAreBounded: hosts answer at the first four addresses; the first
+// DHCPDISCOVER is not answered after three echoes, its retransmission goes on from the
+// fourth and is offered the fifth; no address is checked twice.
+func TestChecksPerDiscoverAreBounded(t *testing.T) {
+	c := newChecked(t, "10.9.0.100", "10.9.0.101", "10.9.0.102", "10.9.0.103")
+	if resp, ok := c.s.Handle(discover(t, mac)); ok {
+		t.Fatalf("answered %s with every address checked in use", resp.Summary())
+	}
+	if c.total() != maxChecks {
+		t.Errorf("%d echoes for one DISCOVER, want %d", c.total(), maxChecks)
+	}
+	offer, ok := c.s.Handle(discover(t, mac))
+	if !ok || offer.YourIPAddr.String() != "10.9.0.104" {
+		t.Fatalf("retransmission's offer %v, want 10.9.0.104", offer)
+	}
+	for ip, n := range c.echoes {
+		if n != 1 {
+			t.Errorf("%d echoes to %s, want 1", n, ip)
+		}
+	}
+	if c.inUse != 4 {
+		t.Errorf("told of %d addresses in use, want 4", c.inUse)
+	}
+}
+
+// TestRetransmittedDiscoverSharesTheCheck: a client's DHCPDISCOVER sent again while the
+// check of the address offered to it runs sends no echo of its own; both are offered
+// that address once it is found free.
+func TestRetransmittedDiscoverSharesTheCheck(t *testing.T) {
+	c := newChecked(t)
+	synctest.Test(t, func(t *testing.T) {
+		answer := make(chan bool)
+		echoes := 0
+		checker := inuse.NewChecker(func(netip.Addr) bool { echoes++; return <-answer }, clock.NewFake(time.Unix(1e9, 0)), 30*time.Second)
+		c.s.InUse = checker.InUse
+		offers := make(chan *dhcpv4.DHCPv4, 2)
+		handle := func() {
+			resp, _ := c.s.Handle(discover(t, mac))
+			offers <- resp
+		}
+		go handle()
+		synctest.Wait()
+		go handle()
+		synctest.Wait()
+		if echoes != 1 {
+			t.Fatalf("%d echoes with a retransmitted DISCOVER waiting, want 1", echoes)
+		}
+		answer <- false
+		a, b := <-offers, <-offers
+		if a == nil || b == nil || !a.YourIPAddr.Equal(b.YourIPAddr) || a.YourIPAddr.String() != "10.9.0.100" {
+			t.Errorf("offers %v and %v, want both of 10.9.0.100", a, b)
+		}
+	})
+}
