@@ -48,7 +48,7 @@ func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
 			w.opts.Progress(Progress{Location: loc.name, Total: total, Read: stream.BytesRead(), Written: c.Written, Skipped: c.Skipped})
 		}
 	}
-	out := disk.NewWriter(w.target, w.target.WritesInFlight(), zeroesKnown, progress)
+	out := disk.NewWriter(w.target, zeroesKnown, progress)
 	length, ferr := w.decode(stream, out)
 	werr := out.Close()
 	switch {

@@ -65,7 +65,7 @@ func TestDirectWrites(t *testing.T) {
 			if err != nil || known != solid {
 				t.Fatalf("Reset: %v, %v", known, err)
 			}
-			w := NewWriter(target, target.WritesInFlight(), known, nil)
+			w := NewWriter(target, known, nil)
 			for p := img; len(p) > 0; {
 				n := min(len(p), 100003)
 				if _, err := w.Write(p[:n]); err != nil {
@@ -83,7 +83,7 @@ func TestDirectWrites(t *testing.T) {
 			if (c.Skipped > 0) != known || c.Written+c.Skipped != int64(len(img)) {
 				t.Errorf("written %d, skipped %d of %d", c.Written, c.Skipped, len(img))
 			}
-			if tail := c.Written - target.directBytes.Load(); tail != int64(len(img)%granule) {
+			if tail := c.Written - target.directBytes; tail != int64(len(img)%granule) {
 				t.Errorf("%d bytes went through the page cache, want only the unaligned tail of %d", tail, len(img)%granule)
 			}
 			checkHolds(t, backing, img, 0)
@@ -153,8 +153,8 @@ func TestDirectRefused(t *testing.T) {
 	if err := target.WriteAt(p, 512); err != nil {
 		t.Fatal(err)
 	}
-	if !target.directRefused.Load() || target.directBytes.Load() != 0 {
-		t.Fatalf("still writing directly after a refusal (%d bytes so)", target.directBytes.Load())
+	if target.direct != nil || target.directBytes != 0 {
+		t.Fatalf("still writing directly after a refusal (%d bytes so)", target.directBytes)
 	}
 	if err := target.WriteAt(p, 512+int64(len(p))); err != nil {
 		t.Fatal(err)

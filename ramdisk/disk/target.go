@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -32,12 +31,8 @@ type Target struct {
 	// device that refuses it; then every write goes through f.
 	direct *os.File
 	align  int
-	// directRefused is set once the device refused a direct write: from then on every
-	// write goes through f. direct stays open until Close, as writes in flight may
-	// still be using it.
-	directRefused atomic.Bool
 	// directBytes counts the bytes written through direct.
-	directBytes atomic.Int64
+	directBytes int64
 	// size is a block device's capacity; files grow as they are written.
 	size int64
 	// sys is the sysfs directory of a block device's queue settings.
@@ -212,7 +207,7 @@ func readInt(path string) int64 {
 
 // WriteAt writes p at off, refusing to write past a block device's end. On a device
 // opened for direct writes the aligned middle of p goes around the page cache and its
-// unaligned ends through it. Calls may run at once if their ranges do not overlap.
+// unaligned ends through it. Calls must not overlap.
 func (t *Target) WriteAt(p []byte, off int64) error {
 	if t.block && off+int64(len(p)) > t.size {
 		return fmt.Errorf("the image is larger than the disk (%d bytes)", t.size)
@@ -225,12 +220,13 @@ func (t *Target) WriteAt(p []byte, off int64) error {
 		_, err := t.direct.WriteAt(p[head:head+mid], off+int64(head))
 		switch {
 		case err == nil:
-			t.directBytes.Add(int64(mid))
+			t.directBytes += int64(mid)
 			p, off = p[head+mid:], off+int64(head+mid)
 		case errors.Is(err, unix.EINVAL):
 			// The device wants another alignment than it said: the page cache takes
 			// this write and all that follow.
-			t.directRefused.Store(true)
+			t.direct.Close()
+			t.direct = nil
 			p, off = p[head:], off+int64(head)
 		default:
 			return err
@@ -251,7 +247,7 @@ func (t *Target) writeBuffered(p []byte, off int64) error {
 // for mid bytes, a multiple of the alignment whose offset and memory are aligned too;
 // mid is 0 when nothing may.
 func (t *Target) directSpan(p []byte, off int64) (head, mid int) {
-	if t.direct == nil || t.directRefused.Load() {
+	if t.direct == nil {
 		return 0, 0
 	}
 	a := int64(t.align)
@@ -319,22 +315,4 @@ func (t *Target) Discard() (bool, error) {
 		return false, fmt.Errorf("BLKDISCARD: %w", err)
 	}
 	return true, nil
-}
-
-// directInFlight is how many blocks a Writer writes at a time onto a device it writes
-// directly. A direct write waits for the device, and a loop device over a file on the
-// VM's disk took the image's 316 blocks 0.71 (0.33-0.97) times as long with two in
-// flight as with one (eight alternating runs of the writer alone), 0.77 with three
-// and 0.75 with four: two, for the least memory.
-const directInFlight = 2
-
-// WritesInFlight is how many blocks a Writer onto the target writes at a time: two on a
-// block device written directly, where each write waits for the device, one on a file
-// or through the page cache, where a write is a copy into memory that a second one at
-// once would only slow (on tmpfs two writers took 1.1-1.9 times as long as one).
-func (t *Target) WritesInFlight() int {
-	if t.direct != nil && !t.directRefused.Load() {
-		return directInFlight
-	}
-	return 1
 }

@@ -21,6 +21,8 @@ const (
 	granule = 4096
 	// minSkip is the shortest run of zero granules worth a gap between two writes.
 	minSkip = 16 * granule
+	// blocks is how many blocks exist: one filling, one being written, one spare.
+	blocks = 3
 )
 
 // Counts says what a Writer has done so far.
@@ -31,20 +33,13 @@ type Counts struct {
 	Skipped int64
 }
 
-// Writer gathers an image's bytes into large blocks and writes them on goroutines of
-// their own, so that decoding goes on while the disk takes the previous blocks: inFlight
-// blocks at a time, each on its own goroutine (a Target says how many its disk takes,
-// WritesInFlight). Where the disk is known to read back zeros, runs of zero pages are
-// skipped instead of written, and a write that is all zeros (a zstd frame's zero block,
-// decoded) is left out before it is copied into a block. Memory is bounded by inFlight+2
-// blocks: one filling, inFlight being written, one full and waiting.
+// Writer gathers an image's bytes into large blocks and writes each one on a goroutine
+// of its own, so that decoding goes on while the disk takes the previous block. Where
+// the disk is known to read back zeros, runs of zero pages are skipped instead of
+// written, and a write that is all zeros (a zstd frame's zero block, decoded) is left
+// out before it is copied into a block. Memory is bounded by three blocks.
 //
-// Blocks land in any order, so no two writes may cover the same bytes: an image's
-// stream, and a qcow2 guest disk, write or zero each byte once. The first error stops
-// every write not yet started; writes in flight finish, and Close returns that error.
-//
-// Write, WriteAt and Zero are called from one goroutine; the callback from one at a time
-// of the others.
+// Write, WriteAt and Zero are called from one goroutine; the callback from another.
 type Writer struct {
 	sink        Sink
 	zeroesKnown bool
@@ -56,14 +51,7 @@ type Writer struct {
 	end    int64
 	free   chan *block
 	full   chan *block
-	done   sync.WaitGroup
-
-	// gate is held for reading by every write to the sink and for writing to record an
-	// error, so that once the error is recorded no write is in flight and none starts.
-	gate sync.RWMutex
-	// progress makes the callbacks one at a time, each with counts no smaller than the
-	// last one's.
-	progress sync.Mutex
+	done   chan struct{}
 
 	mu     sync.Mutex
 	counts Counts
@@ -75,19 +63,15 @@ type block struct {
 	buf []byte
 }
 
-// NewWriter starts a writer onto sink with inFlight blocks written at a time (at least
-// one). onFlush, if not nil, is called after every block with the counts so far.
-func NewWriter(sink Sink, inFlight int, zeroesKnown bool, onFlush func(Counts)) *Writer {
-	inFlight = max(inFlight, 1)
-	blocks := inFlight + 2
+// NewWriter starts a writer onto sink. onFlush, if not nil, is called after every block
+// with the counts so far.
+func NewWriter(sink Sink, zeroesKnown bool, onFlush func(Counts)) *Writer {
 	w := &Writer{sink: sink, zeroesKnown: zeroesKnown, onFlush: onFlush,
-		free: make(chan *block, blocks), full: make(chan *block, blocks)}
+		free: make(chan *block, blocks), full: make(chan *block, blocks), done: make(chan struct{})}
 	for range blocks {
 		w.free <- &block{buf: pageAligned(BlockSize)}
 	}
-	for range inFlight {
-		w.done.Go(w.run)
-	}
+	go w.run()
 	return w
 }
 
@@ -100,6 +84,7 @@ func pageAligned(n int) []byte {
 }
 
 func (w *Writer) run() {
+	defer close(w.done)
 	for b := range w.full {
 		if w.failed() == nil {
 			w.flush(b)
@@ -123,45 +108,20 @@ func (w *Writer) flush(b *block) {
 			skipped += int64(len(p))
 			return nil
 		}
-		if err := w.write(p, off); err != nil {
-			return err
-		}
 		written += int64(len(p))
-		return nil
+		return w.sink.WriteAt(p, off)
 	})
 	w.mu.Lock()
 	w.counts.Written += written
 	w.counts.Skipped += skipped
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	c := w.counts
 	w.mu.Unlock()
 	if err == nil && w.onFlush != nil {
-		// The counts are read under progress, so a callback never reports less than
-		// the one before it, whichever block finished first.
-		w.progress.Lock()
-		w.onFlush(w.Counts())
-		w.progress.Unlock()
+		w.onFlush(c)
 	}
-}
-
-// write hands one span to the sink unless an error is already recorded; an error it
-// gets is recorded once the other writes in flight have finished.
-func (w *Writer) write(p []byte, off int64) error {
-	w.gate.RLock()
-	if err := w.failed(); err != nil {
-		w.gate.RUnlock()
-		return err
-	}
-	err := w.sink.WriteAt(p, off)
-	w.gate.RUnlock()
-	if err != nil {
-		w.gate.Lock()
-		w.mu.Lock()
-		if w.err == nil {
-			w.err = err
-		}
-		w.mu.Unlock()
-		w.gate.Unlock()
-	}
-	return err
 }
 
 // spans cuts a block into alternating data and zero spans (zero spans only when the
@@ -315,7 +275,7 @@ func (w *Writer) Close() error {
 		w.submit()
 	}
 	close(w.full)
-	w.done.Wait()
+	<-w.done
 	return w.failed()
 }
 

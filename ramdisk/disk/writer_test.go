@@ -3,11 +3,8 @@ package disk
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -53,26 +50,8 @@ func image(n int, seed uint64) []byte {
 	return b
 }
 
-// writerGoroutines counts the goroutines running a Writer's writes: a goroutine's
-// function has returned once it is gone from the stacks, whether or not the goroutine
-// itself has exited yet.
-func writerGoroutines() int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return bytes.Count(buf[:n], []byte("disk.(*Writer).run("))
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-}
-
-// TestWriterContent writes an image of many zero runs and an odd tail, in writes of
-// several sizes, with one and with several blocks in flight: the disk holds the image,
-// the counts add up, every callback reports no less than the one before it, and no
-// goroutine is left after Close.
 func TestWriterContent(t *testing.T) {
-	img := image(9*BlockSize+12345, 7)
+	img := image(3*BlockSize+12345, 7)
 	zeros := 0
 	for _, c := range img {
 		if c == 0 {
@@ -82,23 +61,17 @@ func TestWriterContent(t *testing.T) {
 	cases := map[string]struct {
 		zeroesKnown bool
 		chunk       int
-		inFlight    int
 	}{
-		"zeros known, small writes":                {true, 1000, 1},
-		"zeros known, large writes":                {true, 3 * MiB, 1},
-		"zeros unknown, small writes":              {false, 4097, 1},
-		"zeros unknown, large writes":              {false, 5 * MiB, 1},
-		"zeros known, small writes, 2 in flight":   {true, 1000, 2},
-		"zeros known, 128 KiB writes, 3 in flight": {true, 128 << 10, 3},
-		"zeros unknown, large writes, 2 in flight": {false, 5 * MiB, 2},
-		"zeros unknown, odd writes, 4 in flight":   {false, 100003, 4},
+		"zeros known, small writes":   {true, 1000},
+		"zeros known, large writes":   {true, 3 * MiB},
+		"zeros unknown, small writes": {false, 4097},
+		"zeros unknown, large writes": {false, 5 * MiB},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			sink := &memSink{}
-			var calls []Counts
-			before := writerGoroutines()
-			w := NewWriter(sink, tc.inFlight, tc.zeroesKnown, func(c Counts) { calls = append(calls, c) })
+			var last Counts
+			w := NewWriter(sink, tc.zeroesKnown, func(c Counts) { last = c })
 			for p := img; len(p) > 0; {
 				n := min(len(p), tc.chunk)
 				if _, err := w.Write(p[:n]); err != nil {
@@ -109,21 +82,13 @@ func TestWriterContent(t *testing.T) {
 			if err := w.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if n := writerGoroutines(); n != before {
-				t.Errorf("%d writing goroutines after Close, %d before NewWriter", n, before)
-			}
 			got := append(sink.data, make([]byte, int(w.End())-len(sink.data))...)
 			if !bytes.Equal(got, img) {
 				t.Fatal("the disk does not hold the image")
 			}
-			for i := 1; i < len(calls); i++ {
-				if calls[i].Written < calls[i-1].Written || calls[i].Skipped < calls[i-1].Skipped {
-					t.Errorf("callback %d reports %+v after %+v", i, calls[i], calls[i-1])
-				}
-			}
 			c := w.Counts()
-			if len(calls) == 0 || c != calls[len(calls)-1] {
-				t.Errorf("callbacks %+v, final counts %+v", calls, c)
+			if c != last {
+				t.Errorf("last callback %+v, final counts %+v", last, c)
 			}
 			if c.Written+c.Skipped != int64(len(img)) {
 				t.Errorf("written %d + skipped %d != %d", c.Written, c.Skipped, len(img))
@@ -142,7 +107,7 @@ func TestWriterAtAndZero(t *testing.T) {
 	for name, known := range map[string]bool{"zeros known": true, "zeros unknown": false} {
 		t.Run(name, func(t *testing.T) {
 			sink := &memSink{data: bytes.Repeat([]byte{0xee}, 0)}
-			w := NewWriter(sink, 1, known, nil)
+			w := NewWriter(sink, known, nil)
 			a := bytes.Repeat([]byte{1}, 70000)
 			if err := w.WriteAt(a, 1<<20); err != nil {
 				t.Fatal(err)
@@ -169,113 +134,13 @@ func TestWriterAtAndZero(t *testing.T) {
 
 func TestWriterError(t *testing.T) {
 	boom := errors.New("disk on fire")
-	w := NewWriter(&memSink{fail: boom}, 1, false, nil)
+	w := NewWriter(&memSink{fail: boom}, false, nil)
 	var err error
 	for i := 0; i < 10 && err == nil; i++ {
 		_, err = w.Write(make([]byte, BlockSize))
 	}
 	if cerr := w.Close(); !errors.Is(cerr, boom) {
 		t.Fatalf("Close: %v, want %v", cerr, boom)
-	}
-}
-
-// failSink is a disk that fails its nth write, and notes every write that starts once
-// the writer has recorded an error.
-type failSink struct {
-	memSink
-	w      *Writer
-	n      int
-	calls  atomic.Int64
-	late   atomic.Int64
-	failed error
-}
-
-func (s *failSink) WriteAt(p []byte, off int64) error {
-	if s.w.failed() != nil {
-		s.late.Add(1)
-	}
-	if s.calls.Add(1) == int64(s.n) {
-		return s.failed
-	}
-	// Another write gets its chance to start while this one is in flight.
-	runtime.Gosched()
-	return s.memSink.WriteAt(p, off)
-}
-
-// TestWriterErrorInFlight fails one write among several in flight, first, second, in
-// the middle or near the end of an image of many zero runs (several writes a block):
-// Close returns that error, the writes after it do too, no write starts once it is
-// recorded, and no goroutine is left.
-func TestWriterErrorInFlight(t *testing.T) {
-	img := image(12*BlockSize+777, 3)
-	for _, n := range []int{1, 2, 17, 40} {
-		for _, inFlight := range []int{2, 4} {
-			t.Run(fmt.Sprintf("write %d of %d in flight", n, inFlight), func(t *testing.T) {
-				boom := fmt.Errorf("write %d: disk on fire", n)
-				before := writerGoroutines()
-				sink := &failSink{n: n, failed: boom}
-				w := NewWriter(sink, inFlight, true, nil)
-				sink.w = w
-				var err error
-				for p := img; len(p) > 0 && err == nil; {
-					k := min(len(p), 128<<10)
-					_, err = w.Write(p[:k])
-					p = p[k:]
-				}
-				if err != nil && err != boom {
-					t.Errorf("Write: %v, want %v", err, boom)
-				}
-				if cerr := w.Close(); cerr != boom {
-					t.Errorf("Close: %v, want %v", cerr, boom)
-				}
-				if _, err := w.Write(img[:granule]); err != boom {
-					t.Errorf("a write after the error: %v, want %v", err, boom)
-				}
-				if late := sink.late.Load(); late != 0 {
-					t.Errorf("%d writes started after the error was recorded", late)
-				}
-				if calls := sink.calls.Load(); calls < int64(n) {
-					t.Errorf("%d writes, the failing one is %d", calls, n)
-				}
-				if got := writerGoroutines(); got != before {
-					t.Errorf("%d writing goroutines after Close, %d before NewWriter", got, before)
-				}
-			})
-		}
-	}
-}
-
-// blockingSink holds the first write until a second one starts.
-type blockingSink struct {
-	memSink
-	calls  atomic.Int64
-	second chan struct{}
-}
-
-func (s *blockingSink) WriteAt(p []byte, off int64) error {
-	switch s.calls.Add(1) {
-	case 1:
-		<-s.second
-	case 2:
-		close(s.second)
-	}
-	return s.memSink.WriteAt(p, off)
-}
-
-// TestWriterWritesInFlight holds the first block's write at the disk: with two blocks
-// in flight the second is written meanwhile, and both land.
-func TestWriterWritesInFlight(t *testing.T) {
-	img := image(3*BlockSize, 9)
-	sink := &blockingSink{second: make(chan struct{})}
-	w := NewWriter(sink, 2, false, nil)
-	if _, err := w.Write(img); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(sink.data, img) {
-		t.Fatal("the disk does not hold the image")
 	}
 }
 
@@ -311,7 +176,7 @@ func TestWriterZeroWrites(t *testing.T) {
 	for name, known := range map[string]bool{"zeros known": true, "zeros unknown": false} {
 		t.Run(name, func(t *testing.T) {
 			sink := &spanSink{}
-			w := NewWriter(sink, 1, known, nil)
+			w := NewWriter(sink, known, nil)
 			off := int64(start)
 			for _, p := range writes {
 				if err := w.WriteAt(p, off); err != nil {
