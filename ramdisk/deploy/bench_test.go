@@ -379,12 +379,12 @@ func BenchmarkDeployImage(b *testing.B) {
 	} else if ours, peer, err := loopTargets(b, dir, size); err != nil {
 		b.Logf("no loop device target: %v", err)
 	} else {
-		targets = append(targets, benchTarget{name: "loop device on disk", ours: ours, peer: peer, prepare: "blkdiscard -z " + peer})
+		targets = append(targets, benchTarget{name: "loop device on disk", ours: ours, peer: peer, prepare: "blkdiscard -f -z " + peer})
 	}
 
 	for b.Loop() {
 		for _, t := range targets {
-			peerScript := fmt.Sprintf("%s\nd=$(curl -sSf %s | tee >(openssl dgst -sha256 -r | cut -d' ' -f1 >%s/peer.sha256) | zstd -d -q --sparse -f -o %s; wait $!; cat %s/peer.sha256)\n"+
+			peerScript := fmt.Sprintf("%s || exit 1\nd=$(curl -sSf %s | tee >(openssl dgst -sha256 -r | cut -d' ' -f1 >%s/peer.sha256) | zstd -d -q --sparse -f -o %s; wait $!; cat %s/peer.sha256)\n"+
 				"[ \"$d\" = %s ] || { echo digest mismatch: $d; exit 1; }\nsync %s",
 				t.prepare, url, shm, t.peer, shm, want, t.peer)
 			limitScript := fmt.Sprintf("zstd -d -q -c %s >/dev/null", artPath)
