@@ -53,7 +53,7 @@ func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto
 			return cmd, err
 		}
 		in = proto.MediaInsert{URL: url}
-		fetch = image.Fetch{Path: "with.fromStep", What: proto.Sprintf("the BMC may not mount the url %s returned: its", with.FromStep),
+		fetch = image.Fetch{Path: "with.fromStep", What: proto.Sprintf("the BMC at site %s may not mount the url %s returned: its", node.Site, with.FromStep),
 			Else: "; or have that step return a url on a host the site allows"}
 	case with.Image != "":
 		img, err := image.ResolveImage(tx, node.Tenant, with.Image)
@@ -67,11 +67,11 @@ func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto
 			return cmd, proto.Errorf(proto.InvalidInput, "image %s is a %s from %s: media.insert mounts an iso with an https:// source", img.Ref, img.Format, img.Source).WithPath("with.image")
 		}
 		in = proto.MediaInsert{URL: img.Source, Digest: img.SHA256, MACs: node.MACs, ProductUUID: node.ProductUUID}
-		fetch = image.Fetch{Path: "with.image", What: proto.Sprintf("the BMC may not mount image %s: its source", img.Ref),
+		fetch = image.Fetch{Path: "with.image", What: proto.Sprintf("the BMC at site %s may not mount image %s: its source", node.Site, img.Ref),
 			Else: "; or register the iso from a source the site allows"}
 	case strings.HasPrefix(with.URL, "https://"):
 		in = proto.MediaInsert{URL: with.URL}
-		fetch = image.Fetch{Path: "with.url", What: "the BMC may not mount media.insert's url: its",
+		fetch = image.Fetch{Path: "with.url", What: proto.Sprintf("the BMC at site %s may not mount media.insert's url: its", node.Site),
 			Else: "; or mount an iso from a host the site allows"}
 	default:
 		return cmd, proto.Errorf(proto.InvalidInput, "media.insert takes an https:// url or a catalog image").WithPath("with")

@@ -87,7 +87,7 @@ func TestExpandMediaInsert(t *testing.T) {
 		"a step that returned an internal url": {kind: proto.CommandMediaInsert, with: `{"fromStep":"steps[1]"}`, code: proto.Forbidden, path: "with.fromStep",
 			says: []string{"steps[1]", "10.0.0.9:443", "site rack-a"}},
 		"a host the pool leaves out": {kind: proto.CommandMediaInsert, narrow: true, with: `{"url":"` + allowedISO + `"}`, code: proto.Forbidden, path: "with.url",
-			says: []string{"isos.example:443", "pool narrow's policy.imageSources [mirror.example]", "better-compute pools update narrow"}},
+			says: []string{"isos.example:443", "site rack-a", "pool narrow's policy.imageSources [mirror.example]", "better-compute pools update narrow"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			n := node
