@@ -84,6 +84,9 @@ func TestMediaInsertFetchesOnlyFromTheSitesImageSources(t *testing.T) {
 				}
 				return
 			}
+			if m := sim.Media(); m.Inserted || m.Image != "" {
+				t.Errorf("the BMC was told to mount %+v", m)
+			}
 			var n store.Node
 			testkit.JSON(t, acme, &n, "nodes", "get", node.ID)
 			if e := n.Failure; res.Code == 0 || n.State != store.NodeFailed || e == nil || e.Use != proto.CommandMediaInsert || e.Error.Code != proto.Forbidden ||
@@ -94,9 +97,6 @@ func TestMediaInsertFetchesOnlyFromTheSitesImageSources(t *testing.T) {
 				if !strings.Contains(n.Failure.Error.Message, want) {
 					t.Errorf("the refusal does not say %q: %s", want, n.Failure.Error.Message)
 				}
-			}
-			if m := sim.Media(); m.Inserted || m.Image != "" {
-				t.Errorf("the BMC was told to mount %+v", m)
 			}
 		})
 	}

@@ -101,8 +101,11 @@ func TestExpandMediaInsert(t *testing.T) {
 				return err
 			})
 			if tc.code != "" {
+				if err == nil {
+					t.Fatalf("expanded to %s, want %s at %s", got.Payload, tc.code, tc.path)
+				}
 				e := proto.AsError(err)
-				if err == nil || e.Code != tc.code || e.Details.Path != tc.path || (tc.code == proto.Forbidden) != (e.Details.Reason == proto.ReasonSourceNotAllowed) {
+				if e.Code != tc.code || e.Details.Path != tc.path || (tc.code == proto.Forbidden) != (e.Details.Reason == proto.ReasonSourceNotAllowed) {
 					t.Fatalf("got %v, want %s at %s", err, tc.code, tc.path)
 				}
 				for _, want := range tc.says {
