@@ -64,7 +64,8 @@ const (
 	// ReasonSourceNotAllowed: a pre-warm image whose source host is outside the site's
 	// (or the pool's) image sources is left out of a site's cache plan; (FORBIDDEN)
 	// deploy.deploy of an image the site's cache does not hold and whose source the
-	// machine may not fetch from, for the same reason.
+	// machine may not fetch from, and media.insert of a URL the machine's BMC may not
+	// mount, for the same reason.
 	ReasonSourceNotAllowed = "source-not-allowed"
 	// ReasonSiteShare: a pre-warm image or extra initrd is left out of a site's cache
 	// plan, or an enrolled MAC out of the site's known MACs (sites.knownMacs), which

@@ -81,7 +81,7 @@ func TestSiteLoopback(t *testing.T) {
 	inside := img
 	inside.Ref, inside.Source, inside.SHA256, inside.Size = "internal@1", internal.URL+"/latest/meta-data", strings.Repeat("00", 32), 1
 	testkit.RegisterImage(t, admin, inside, nil)
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.1/32", "--image-sources", source.Listener.Addr().String())
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.1/32", "--image-sources", source.Listener.Addr().String()+",isos.example")
 	testkit.JSON(t, admin, nil, "pools", "create", "prewarm", "--site", "rack-a", "--tenant", "root", "--prewarm", img.Ref+","+inside.Ref)
 
 	sa := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})

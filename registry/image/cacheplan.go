@@ -218,19 +218,3 @@ func sourceAllowed(site store.Site, p store.Pool, img store.Image) error {
 	}
 	return proto.Errorf(proto.InvalidState, "its source host %s:%s is not among site %s's image sources %v: the platform adds it with `sites update %s --image-sources`", host, port, site.ID, site.ImageSources, site.ID).WithReason(proto.ReasonSourceNotAllowed)
 }
-
-// SourceRefused reports whether a machine of pool p at site may not be made to fetch an
-// image from source: the site's image sources do not allow its host and port (a site
-// with none allows nothing), or the pool's policy.imageSources, when it has some, do not
-// (byPool). It is the one rule of both fetches a tenant's catalog entry can cause on the
-// site's provisioning side: the site's cache plan (PlanSiteCache) and a ramdisk's
-// deploy.image (registry/metal).
-func SourceRefused(site store.Site, p store.Pool, source string) (refused, byPool bool) {
-	switch {
-	case !proto.ImageSourceAllowed(site.ImageSources, source):
-		return true, false
-	case len(p.Policy.ImageSources) > 0 && !proto.ImageSourceAllowed(p.Policy.ImageSources, source):
-		return true, true
-	}
-	return false, false
-}

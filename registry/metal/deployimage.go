@@ -144,45 +144,32 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 
 // deploySource is the source node's ramdisk may fetch img from when the site's cache
 // does not deliver it: img.Source when the site's image sources, and the pool's when it
-// narrows them, allow it (image.SourceRefused, the rule of the site's cache plan), else
+// narrows them, allow it (image.RefuseFetch, the rule of the site's cache plan), else
 // "". A ramdisk runs on the provisioning network, on the platform's side of it, and a
 // tenant writes any URL into the catalog: without this bound a tenant's image could make
 // the machine fetch from a host inside that network (a metadata service, an admin
-// interface) and land the answer on the tenant's own disk. A site unknown to the store
-// allows nothing, as one without image sources. When the source is refused and cacheURL
-// is empty, nothing is left to deploy from: FORBIDDEN, reason source-not-allowed, at
-// with.image. The message never shows the site's list, which is the platform's, only the
-// pool's, which is the tenant's own.
+// interface) and land the answer on the tenant's own disk. When the source is refused
+// and cacheURL is empty, nothing is left to deploy from: the refusal, FORBIDDEN with
+// reason source-not-allowed at with.image, fails the step.
 func (s *Service) deploySource(node store.Node, img Image, cacheURL string) (string, error) {
-	var st store.Site
-	var pool store.Pool
-	err := s.cfg.Store.View(func(tx *store.Tx) (err error) {
-		if st, err = tx.Site(node.Site); proto.CodeOf(err) == proto.NotFound {
-			st, err = store.Site{ID: node.Site}, nil
-		}
+	var refusal error
+	err := s.cfg.Store.View(func(tx *store.Tx) error {
+		st, pool, err := image.NodeBounds(tx, node)
 		if err != nil {
 			return err
 		}
-		if pool, err = tx.Pool(node.Tenant, node.Pool); proto.CodeOf(err) == proto.NotFound {
-			err = nil
-		}
-		return err
+		refusal = image.RefuseFetch(st, pool, image.Fetch{Source: img.Source, Path: "with.image",
+			What: proto.Sprintf("image %s is not in site %s's cache, and its source", img.Ref, node.Site),
+			Else: "; or register the image from a source the site allows and pre-warm it there (policy.prewarmImages)"})
+		return nil
 	})
-	if err != nil {
-		return "", err
-	}
-	refused, byPool := image.SourceRefused(st, pool, img.Source)
 	switch {
-	case !refused:
+	case err != nil:
+		return "", err
+	case refusal == nil:
 		return img.Source, nil
 	case cacheURL != "":
 		return "", nil
 	}
-	host, port, _ := proto.SourceHost(img.Source)
-	why := proto.Sprintf("is not among the hosts site %s lets its machines fetch from: the platform adds it with `better-compute sites update %s --image-sources ...` (the site's whole list, and %s:%s)", node.Site, node.Site, host, port)
-	if byPool {
-		why = proto.Sprintf("is not among pool %s's policy.imageSources %v: add it with `better-compute pools update %s --policy POLICY.json`", pool.Name, pool.Policy.ImageSources, pool.Name)
-	}
-	return "", proto.Errorf(proto.Forbidden, "image %s is not in site %s's cache, and its source host %s:%s %s; or register the image from a source the site allows and pre-warm it there (policy.prewarmImages)",
-		img.Ref, node.Site, host, port, why).WithReason(proto.ReasonSourceNotAllowed).WithPath("with.image")
+	return "", refusal
 }

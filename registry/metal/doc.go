@@ -14,7 +14,7 @@
 // It registers the control-plane steps with the workflow engine (metal.ensureRamdisk,
 // metal.revokeIdentity, userdata.render, wait.agentJoined, wait.generationObserved), the
 // registry parts of deploy.deploy (the source a ramdisk may fetch from bounded by the
-// node's site's image sources: registry/image's SourceRefused), power.setPower and diag.dcgm, a relay guard (no
+// node's site's image sources: registry/image's RefuseFetch), power.setPower and diag.dcgm, a relay guard (no
 // command for a ramdisk the run failed to boot), and what the end of every lifecycle
 // workflow does, and consumes what other rooms provide through small interfaces: Images
 // (the catalog), UserData (rendering first-boot user data), Generations (what an agent

@@ -12,10 +12,18 @@ import (
 
 // ExpandMediaInsert completes a media.insert command for the site agent: the step's
 // `with` ({url}, {fromStep} or {image}) becomes a proto.MediaInsert. fromStep takes the
-// `url` of the named earlier step's result, in the workflow run the command id names. A catalog image is resolved in
-// the machine owner's tenant, must be a verified iso with an https:// source, and
-// carries its digest and the machine's MACs, so that a BMC without virtual media boots
-// it by sanboot from the site cache. Other commands pass unchanged.
+// `url` of the named earlier step's result, in the workflow run the command id names. A
+// catalog image is resolved in the machine owner's tenant, must be a verified iso with an
+// https:// source, and carries its digest and the machine's MACs, so that a BMC without
+// virtual media boots it by sanboot from the site cache. Other commands pass unchanged.
+//
+// The URL the BMC is told to mount must be allowed by the image sources of the machine's
+// site, and of its pool when they narrow the site's (image.RefuseFetch): a BMC fetches
+// from the site's BMC network, on the platform's side, and the machine boots what it got,
+// so without the bound a tenant's URL (any of the three: a profile's url, its catalog
+// row's source, or the result of an earlier step, which a tenant's own machine can
+// answer) could make the BMC fetch from a host inside that network. A refusal is
+// FORBIDDEN (source-not-allowed) and the command is never delivered.
 func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto.Command, error) {
 	if cmd.Kind != proto.CommandMediaInsert {
 		return cmd, nil
@@ -32,7 +40,12 @@ func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto
 	if err := (jsondoc.Decoder{Name: "media.insert's with", At: "with"}).Decode(sc.Input, &with); err != nil {
 		return cmd, err
 	}
+	node, err := tx.Node(sc.Node)
+	if err != nil {
+		return cmd, err
+	}
 	var in proto.MediaInsert
+	var fetch image.Fetch
 	switch {
 	case with.FromStep != "":
 		url, err := stepURL(tx, cmd.ID, with.FromStep)
@@ -40,11 +53,9 @@ func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto
 			return cmd, err
 		}
 		in = proto.MediaInsert{URL: url}
+		fetch = image.Fetch{Path: "with.fromStep", What: proto.Sprintf("the BMC at site %s may not mount the url %s returned: its", node.Site, with.FromStep),
+			Else: "; or have that step return a url on a host the site allows"}
 	case with.Image != "":
-		node, err := tx.Node(sc.Node)
-		if err != nil {
-			return cmd, err
-		}
 		img, err := image.ResolveImage(tx, node.Tenant, with.Image)
 		if err != nil {
 			return cmd, proto.AsError(err).WithPath("with.image")
@@ -56,12 +67,23 @@ func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto
 			return cmd, proto.Errorf(proto.InvalidInput, "image %s is a %s from %s: media.insert mounts an iso with an https:// source", img.Ref, img.Format, img.Source).WithPath("with.image")
 		}
 		in = proto.MediaInsert{URL: img.Source, Digest: img.SHA256, MACs: node.MACs, ProductUUID: node.ProductUUID}
+		fetch = image.Fetch{Path: "with.image", What: proto.Sprintf("the BMC at site %s may not mount image %s: its source", node.Site, img.Ref),
+			Else: "; or register the iso from a source the site allows"}
 	case strings.HasPrefix(with.URL, "https://"):
 		in = proto.MediaInsert{URL: with.URL}
+		fetch = image.Fetch{Path: "with.url", What: proto.Sprintf("the BMC at site %s may not mount media.insert's url: its", node.Site),
+			Else: "; or mount an iso from a host the site allows"}
 	default:
 		return cmd, proto.Errorf(proto.InvalidInput, "media.insert takes an https:// url or a catalog image").WithPath("with")
 	}
-	var err error
+	site, pool, err := image.NodeBounds(tx, node)
+	if err != nil {
+		return cmd, err
+	}
+	fetch.Source = in.URL
+	if err := image.RefuseFetch(site, pool, fetch); err != nil {
+		return cmd, err
+	}
 	if sc.Input, err = json.Marshal(in); err != nil {
 		return cmd, err
 	}

@@ -5,7 +5,8 @@
 // or retired), PXE discovery (the MAC a site agent
 // saw booting with the product UUID of a node enrolled without one becomes the node's
 // MAC proposal), the site caches' reports recorded as image locations, and the commands
-// relayed to a site agent. docs/site.md describes them.
+// relayed to a site agent (media.insert's URL bounded by the site's image sources, as
+// registry/image's RefuseFetch rules). docs/site.md describes them.
 package site
 
 import (
