@@ -129,12 +129,11 @@ func TestRamdiskTokenReadByAnotherHost(t *testing.T) {
 	var started api.DeployStarted
 	testkit.JSON(t, w.admin, &started, "nodes", "deploy", id, "--profile", "e2e-host")
 	n := waitState(t, w.admin, id, store.NodeFailed)
-	b, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
-	console := string(b)
+	console, told := consoleTells(t, m, "token-used")
 	if n.Failure == nil || n.Failure.Error == nil || n.Failure.Error.Code != proto.Forbidden || n.Failure.Error.Details.Reason != proto.ReasonTokenReused {
 		t.Fatalf("the deploy failed with %+v, want FORBIDDEN token-reused; console:\n%s", n.Failure, console)
 	}
-	if !strings.Contains(console, "token-used") {
+	if !told {
 		t.Errorf("the machine's ramdisk was not refused token-used; console:\n%s", console)
 	}
 
@@ -261,8 +260,7 @@ func TestProvisionedTokenReadByAnotherHost(t *testing.T) {
 	if !waitFor(t, 30*time.Second, func() bool { return refusedForGood(otherLogs, "earlier installation") }) {
 		t.Errorf("the other host's bcd node was not let go and refused for good:\n%s", otherLogs.String())
 	}
-	b, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
-	if console := string(b); !strings.Contains(console, "token-used") {
+	if console, told := consoleTells(t, m, "token-used"); !told {
 		t.Errorf("the machine's bcd join was not refused token-used; console:\n%s", console)
 	}
 
@@ -276,4 +274,16 @@ func TestProvisionedTokenReadByAnotherHost(t *testing.T) {
 	if res := testkit.CLI(t, w.admin, "tokens", "list"); !strings.Contains(res.Stdout, "127.0.0.2") {
 		t.Errorf("tokens list does not show the address of the provisioned token's join:\n%s", res.Stdout)
 	}
+}
+
+// consoleTells waits for the machine's console to show what: the machine's agent logs its
+// refusal once it has the answer, which may be after the registry acted on it.
+func consoleTells(t *testing.T, m *machine, what string) (string, bool) {
+	var console string
+	told := waitFor(t, 30*time.Second, func() bool {
+		b, _ := os.ReadFile(filepath.Join(m.dir, "console.log"))
+		console = string(b)
+		return strings.Contains(console, what)
+	})
+	return console, told
 }
