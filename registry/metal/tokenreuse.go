@@ -55,11 +55,12 @@ var reusedKinds = map[string]reuseOf{
 //     off). Containing moves the node's identity epoch (the agent that joined with the
 //     token loses its session and its certificate), deletes the node's unused join tokens
 //     (the provisioned token a deploy.image carries) and fails the workflow that minted
-//     the token, when it runs, FORBIDDEN, reason token-reused. The machine's own agent presents it again only from the address of
-//     its join (a ramdisk rebooted into the same boot entry, or restarted before it kept
-//     its join; bcd join run again after a reboot before the join's unit removed the
-//     token file), unless the machine's address changed in between: that machine's
-//     agent loses its certificate too, and joins again with a new token.
+//     the token, when it runs, FORBIDDEN, reason token-reused. The machine's own agent
+//     presents it again only from the address of its join (a ramdisk rebooted into the
+//     same boot entry, or restarted before it kept its join; bcd join run again after a
+//     reboot before the join's unit removed the token file), unless the machine's
+//     address changed in between: that machine's agent loses its certificate too, and
+//     joins again with a new token.
 //   - from another address otherwise, nothing is changed: the event says how to revoke
 //     the node's agents.
 //   - from the address of its join while the agent that join admitted holds a session,
