@@ -22,8 +22,7 @@ import (
 // is counted as dropped. No series names the image.
 func siteMetricsMove(t *testing.T, reg *testkit.Registry, sa siteAgent, digest string, size int) {
 	t.Helper()
-	m, text := testkit.Scrape(t, sa.metricsURL)
-	for series, want := range map[string]float64{
+	wants := map[string]float64{
 		`bcd_cache_pulls_total{outcome="ready"}`:              1,
 		`bcd_cache_pulled_bytes_total`:                        float64(size),
 		`bcd_cache_used_bytes`:                                float64(size),
@@ -31,7 +30,25 @@ func siteMetricsMove(t *testing.T, reg *testkit.Registry, sa siteAgent, digest s
 		`bcd_http_responses_total{kind="image",status="2xx"}`: 1,
 		`bcd_http_sent_bytes_total{kind="image"}`:             1000,
 		`bcd_session_connected`:                               1,
-	} {
+	}
+	// The response is counted once its handler returns, which may be just after the
+	// client has read its last byte: the series are read until they agree, for a while.
+	var m map[string]float64
+	var text string
+	agree := func() bool {
+		for series, want := range wants {
+			if m[series] != want {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if m, text = testkit.Scrape(t, sa.metricsURL); agree() || time.Now().After(deadline) {
+			break
+		}
+	}
+	for series, want := range wants {
 		if m[series] != want {
 			t.Errorf("bcd site: %s is %v, want %v", series, m[series], want)
 		}
