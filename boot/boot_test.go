@@ -66,6 +66,18 @@ func testConfig(t testing.TB) Config {
 		IPXEDir: filepath.Join(dir, "ipxe"), RamdiskDir: filepath.Join(dir, "ramdisk")}
 }
 
+// authoritativeConfig is testConfig in authoritative mode on 10.9.0.0/24, leasing
+// 10.9.0.100 to end.
+func authoritativeConfig(t testing.TB, end string) Config {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.Mode = Authoritative
+	cfg.Subnet = netip.MustParsePrefix("10.9.0.0/24")
+	cfg.Range = Range{Start: netip.MustParseAddr("10.9.0.100"), End: netip.MustParseAddr(end)}
+	cfg.LeaseFile = filepath.Join(t.TempDir(), "leases.db")
+	return cfg
+}
+
 func TestConfigCheck(t *testing.T) {
 	auth := func(c *Config) {
 		c.Mode = Authoritative
@@ -135,6 +147,8 @@ func TestConfigCheck(t *testing.T) {
 		"no conflict check":      {edit: func(c *Config) { auth(c); c.ConflictCheck = new(false) }},
 		"conflict check's wait under 10ms": {edit: func(c *Config) { auth(c); c.ConflictCheckTimeout = Duration(time.Millisecond) },
 			paths: []string{"boot.conflictCheckTimeout"}},
+		"held-away share beyond the range":    {edit: func(c *Config) { auth(c); c.HeldAwayShare = 1.5 }, paths: []string{"boot.heldAwayShare"}},
+		"no bound on the addresses held away": {edit: func(c *Config) { auth(c); c.HeldAwayShare = 1 }},
 		"conflict check's wait over 1s": {edit: func(c *Config) { auth(c); c.ConflictCheckTimeout = Duration(3 * time.Second) },
 			paths: []string{"boot.conflictCheckTimeout"}},
 		"missing directory": {edit: func(c *Config) { c.RamdiskDir = "/nonexistent" }, paths: []string{"boot.ramdiskDir"}},

@@ -125,6 +125,13 @@ type Config struct {
 	// ConflictCheckTimeout is how long a check waits for the echo's reply before it takes
 	// the address as free (default 500ms, 10ms-1s). Authoritative only.
 	ConflictCheckTimeout Duration `json:"conflictCheckTimeout"`
+	// HeldAwayShare is the fraction of each subnet's range, more than 0 and at most 1,
+	// that may be held away at once as in use: found so by the conflict check, or
+	// declined by clients (default 0.125; at least one address). Beyond it the server
+	// offers without the check and a declined address is not held, until a hold ends, so
+	// that a host answering at every address, or declining every offer, cannot leave
+	// booting machines none. Authoritative only.
+	HeldAwayShare float64 `json:"heldAwayShare"`
 	// LeaseFile is the bbolt file leases are kept in across restarts. Authoritative
 	// only, required there.
 	LeaseFile string `json:"leaseFile"`
@@ -241,6 +248,9 @@ func (c Config) withDefaults() Config {
 		c.ConflictCheck = new(true)
 	}
 	setD(&c.ConflictCheckTimeout, 500*time.Millisecond)
+	if c.HeldAwayShare == 0 {
+		c.HeldAwayShare = 0.125
+	}
 	c.Subnets = slices.Clone(c.Subnets)
 	for i := range c.Subnets {
 		if c.Subnets[i].LeaseTime == 0 {
@@ -383,6 +393,9 @@ func (c Config) checkAuthoritative(bad func(field, format string, args ...any)) 
 	if c.ConflictCheckTimeout < Duration(10*time.Millisecond) || c.ConflictCheckTimeout > Duration(time.Second) {
 		bad("conflictCheckTimeout", "wait %s is outside 10ms-1s: up to three addresses are checked before an offer, which firmware expects within 4s",
 			c.ConflictCheckTimeout)
+	}
+	if !(c.HeldAwayShare > 0 && c.HeldAwayShare <= 1) {
+		bad("heldAwayShare", "share %g of the range held away as in use is outside (0, 1]: 1 is no bound", c.HeldAwayShare)
 	}
 }
 

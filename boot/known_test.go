@@ -3,8 +3,6 @@ package boot
 import (
 	"log/slog"
 	"net"
-	"net/netip"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,11 +26,7 @@ func (b *builtEntries) Entry(mac net.HardwareAddr) (Entry, bool) {
 // entry's build mints capability URLs): the server asks Entries.Has whether it knows a
 // client, and the known one gets the subnet's lease time, the other the short one.
 func TestDHCPAsksWhetherItKnowsWithoutBuildingEntries(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.Mode = Authoritative
-	cfg.Subnet = netip.MustParsePrefix("10.9.0.0/24")
-	cfg.Range = Range{Start: netip.MustParseAddr("10.9.0.100"), End: netip.MustParseAddr("10.9.0.200")}
-	cfg.LeaseFile = filepath.Join(t.TempDir(), "leases.db")
+	cfg := authoritativeConfig(t, "10.9.0.200")
 	cfg.LeaseTime, cfg.UnknownLeaseTime = Duration(time.Hour), Duration(10*time.Minute)
 	const known = "52:54:00:00:00:01"
 	e := &builtEntries{entries: entries{known: {Kind: KindRamdisk, Ramdisk: Ramdisk{Kernel: "vmlinuz", Initrd: "vmlinuz", Token: "rt_acme"}}}}

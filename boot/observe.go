@@ -26,6 +26,10 @@ type Observer interface {
 	// DHCPAddressInUse is an address a host answered at when the server checked it
 	// before an offer (Config.ConflictCheck): held away, and another offered.
 	DHCPAddressInUse()
+	// DHCPHeldAwayShare is an address offered without its check, or found in use or
+	// declined and not held away, because the addresses held away take their share of
+	// the subnet's range (Config.HeldAwayShare).
+	DHCPHeldAwayShare()
 	// TFTPTransfer is a TFTP read that ended, whole (ok) or not, and the bytes sent.
 	TFTPTransfer(ok bool, bytes int64)
 	// HTTPServed is an HTTP answer of kind (script, ramdisk, ipxe, image) and the body

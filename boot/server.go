@@ -81,6 +81,8 @@ type Server struct {
 	// checker checks an address before the DHCP handler offers it: set while Run serves
 	// with ConflictCheck on and its socket open, nil otherwise (no check).
 	checker atomic.Pointer[inuse.Checker]
+	// awayWarned is when heldAwayShare last warned, in Unix nanoseconds; 0 for never.
+	awayWarned atomic.Int64
 }
 
 // rememberFree is how long an address found free is taken as free without a check: as
@@ -155,11 +157,11 @@ func (s *Server) makeHandler(clock Clock) error {
 	if s.leases, err = lease.Open(s.cfg.LeaseFile); err != nil {
 		return err
 	}
-	a := dhcp.Authoritative{ServerIP: serverIP, Boot: boot, Seen: s.seen, InUse: s.inUse, Log: s.log}
+	a := dhcp.Authoritative{ServerIP: serverIP, Boot: boot, Seen: s.seen, InUse: s.inUse, AwayShare: s.heldAwayShare, Log: s.log}
 	if s.observer != nil {
 		a.Exhausted, a.Refused, a.AddressInUse = s.observer.DHCPPoolExhausted, s.observer.DHCPUnknownRefused, s.observer.DHCPAddressInUse
 	}
-	policy := lease.Policy{Known: s.known, UnknownShare: s.cfg.UnknownShare, UnknownTTL: time.Duration(s.cfg.UnknownLeaseTime)}
+	policy := lease.Policy{Known: s.known, UnknownShare: s.cfg.UnknownShare, UnknownTTL: time.Duration(s.cfg.UnknownLeaseTime), AwayShare: s.cfg.HeldAwayShare}
 	// The local subnet, when there is one, goes first.
 	local := s.cfg.hasLocal()
 	subs := s.cfg.Subnets
@@ -223,6 +225,23 @@ func (s *Server) seen(c dhcp.Client) {
 func (s *Server) inUse(ip netip.Addr) bool {
 	c := s.checker.Load()
 	return c != nil && c.InUse(ip)
+}
+
+// heldAwayShare counts an offer made unchecked, or an address not held away, because
+// the addresses held away take their share of a range, and warns of it at most once a
+// minute: a host answering at every address would otherwise warn at every request.
+func (s *Server) heldAwayShare() {
+	if s.observer != nil {
+		s.observer.DHCPHeldAwayShare()
+	}
+	now := s.clock.Now()
+	last := s.awayWarned.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < time.Minute || !s.awayWarned.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	s.log.Warn("dhcp: the addresses held away as in use take their share of a range (boot.heldAwayShare): addresses are offered without "+
+		"the conflict check and declines are not held until a hold ends; a host may answer at every address or decline every offer: "+
+		"find it by the warns naming addresses in use and the lease file's declined entries, or raise boot.heldAwayShare", "share", s.cfg.HeldAwayShare)
 }
 
 // listenChecks opens the conflict check's socket when the authoritative server checks

@@ -46,7 +46,11 @@ type Authoritative struct {
 	// AddressInUse is told of an address found in use, which the pool then holds away;
 	// nil for none.
 	AddressInUse func()
-	Log          *slog.Logger
+	// AwayShare is told of an address offered without its check, or found in use or
+	// declined and not held away, because the addresses held away take their share of
+	// the subnet's range (lease.Policy.AwayShare); nil for none.
+	AwayShare func()
+	Log       *slog.Logger
 }
 
 // maxChecks bounds the addresses checked for one DHCPDISCOVER: each check that gets no
@@ -155,7 +159,10 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 		}
 		return nil, false
 	case dhcpv4.MessageTypeDecline:
-		if err := sub.Pool.Decline(mac, addr(req.RequestedIPAddress())); err != nil && !errors.Is(err, lease.ErrNotYours) {
+		switch err := sub.Pool.Decline(mac, addr(req.RequestedIPAddress())); {
+		case errors.Is(err, lease.ErrAwayShare):
+			s.awayShare()
+		case err != nil && !errors.Is(err, lease.ErrNotYours):
 			s.Log.Error("decline not stored", "mac", mac, "err", err)
 		}
 		return nil, false
@@ -169,14 +176,27 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 // for it (Pool.Unleased): a host answering at it, configured by hand inside the range, is
 // logged and counted, the address is held away as a declined one, and the next address is
 // offered, up to maxChecks. A retransmission of mac's DISCOVER while a check runs is
-// offered the same address (its offer), whose check it waits for and shares.
+// offered the same address (its offer), whose check it waits for and shares. While the
+// addresses held away take their share of the range (Pool.AwayFull), the address is
+// offered unchecked: a host answering at every address, or declining every offer, would
+// otherwise leave booting machines none until the holds end.
 func (s Authoritative) offer(sub *Subnet, mac string, requested netip.Addr) (lease.Lease, error) {
 	l, err := sub.Pool.Offer(mac, requested)
 	for range maxChecks {
-		if err != nil || s.InUse == nil || !sub.Pool.Unleased(mac, l.IP) || !s.InUse(l.IP) {
+		if err != nil || s.InUse == nil || !sub.Pool.Unleased(mac, l.IP) {
 			return l, err
 		}
-		if sub.Pool.InUse(mac, l.IP) == nil {
+		if sub.Pool.AwayFull() {
+			s.awayShare()
+			return l, nil
+		}
+		if !s.InUse(l.IP) {
+			return l, nil
+		}
+		switch err := sub.Pool.InUse(mac, l.IP); {
+		case errors.Is(err, lease.ErrAwayShare):
+			s.awayShare() // another request filled the share during the check: skipped, not held
+		case err == nil:
 			s.Log.Warn("a host answers at this address inside the DHCP range: move the host out of the range, or leave its address out of "+
 				"the range (boot.range, boot.subnets[].range); the address is held away for one lease time and the client offered another",
 				"ip", l.IP.String(), "mac", mac)
@@ -190,6 +210,13 @@ func (s Authoritative) offer(sub *Subnet, mac string, requested netip.Addr) (lea
 		return l, err
 	}
 	return lease.Lease{}, errChecksSpent
+}
+
+// awayShare tells AwayShare, if set.
+func (s Authoritative) awayShare() {
+	if s.AwayShare != nil {
+		s.AwayShare()
+	}
 }
 
 // answer builds an offer or acknowledgement of l (none for DHCPINFORM).

@@ -20,18 +20,25 @@ import (
 // checked is an authoritative server on a range of six, 10.9.0.100-105, whose checks
 // find a host at the addresses of taken, counting the echoes to each address.
 type checked struct {
-	s      Authoritative
-	log    *bytes.Buffer
-	inUse  int
-	mu     sync.Mutex
-	echoes map[netip.Addr]int
+	s         Authoritative
+	log       *bytes.Buffer
+	inUse     int
+	awayShare int
+	mu        sync.Mutex
+	echoes    map[netip.Addr]int
 }
 
 func newChecked(t *testing.T, taken ...string) *checked {
 	t.Helper()
+	return newCheckedPolicy(t, lease.Policy{}, taken...)
+}
+
+// newCheckedPolicy is newChecked with policy for its pool.
+func newCheckedPolicy(t *testing.T, policy lease.Policy, taken ...string) *checked {
+	t.Helper()
 	s, store := newAuthoritative(t)
 	clk := clock.NewFake(time.Unix(1e9, 0))
-	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.9.0.100"), End: netip.MustParseAddr("10.9.0.105")}, nil, time.Hour, clk, lease.Policy{})
+	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.9.0.100"), End: netip.MustParseAddr("10.9.0.105")}, nil, time.Hour, clk, policy)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +53,7 @@ func newChecked(t *testing.T, taken ...string) *checked {
 		c.echoes[ip]++
 		return hosts[ip]
 	}, clk, 30*time.Second)
-	s.Subnets[0].Pool, s.InUse, s.AddressInUse = pool, checker.InUse, func() { c.inUse++ }
+	s.Subnets[0].Pool, s.InUse, s.AddressInUse, s.AwayShare = pool, checker.InUse, func() { c.inUse++ }, func() { c.awayShare++ }
 	s.Log = slog.New(slog.NewTextHandler(c.log, nil))
 	c.s = s
 	return c
@@ -172,4 +179,54 @@ func TestRetransmittedDiscoverSharesTheCheck(t *testing.T) {
 			t.Errorf("offers %v and %v, want both of 10.9.0.100", a, b)
 		}
 	})
+}
+
+// TestHostAnsweringEverywhereGetsItsShare: a host answers at every address of the range
+// of six, whose held-away share is a third (two addresses). A client's DISCOVER holds
+// two away and is offered the third unchecked; the next client is offered the fourth
+// without an echo; each offer past the share is told.
+func TestHostAnsweringEverywhereGetsItsShare(t *testing.T) {
+	c := newCheckedPolicy(t, lease.Policy{AwayShare: 1.0 / 3}, "10.9.0.100", "10.9.0.101", "10.9.0.102", "10.9.0.103", "10.9.0.104", "10.9.0.105")
+	offer, ok := c.s.Handle(discover(t, mac))
+	if !ok || offer.YourIPAddr.String() != "10.9.0.102" {
+		t.Fatalf("offer %v, want 10.9.0.102", offer)
+	}
+	if c.total() != 2 || c.inUse != 2 || c.awayShare != 1 {
+		t.Errorf("%d echoes, %d in use, %d past the share: want 2, 2 and 1", c.total(), c.inUse, c.awayShare)
+	}
+	other := net.HardwareAddr{0x52, 0x54, 0, 0, 0, 2}
+	if offer, ok := c.s.Handle(discover(t, other)); !ok || offer.YourIPAddr.String() != "10.9.0.103" {
+		t.Fatalf("second client's offer %v, want 10.9.0.103", offer)
+	}
+	if c.total() != 2 || c.awayShare != 2 {
+		t.Errorf("%d echoes and %d past the share after the second offer, want 2 and 2", c.total(), c.awayShare)
+	}
+}
+
+// TestDeclinesPastTheShareAreNotHeld: a client declining every address it is leased
+// has two held away of six (a third); past them its declines only end its lease, and
+// another client is still offered an address.
+func TestDeclinesPastTheShareAreNotHeld(t *testing.T) {
+	c := newCheckedPolicy(t, lease.Policy{AwayShare: 1.0 / 3})
+	c.s.InUse = nil
+	decliner := net.HardwareAddr{0x52, 0x54, 0, 0, 0, 9}
+	for range 12 {
+		offer, ok := c.s.Handle(discover(t, decliner))
+		if !ok {
+			t.Fatal("the decliner got no offer")
+		}
+		req, _ := dhcpv4.NewRequestFromOffer(offer)
+		if ack, ok := c.s.Handle(req); !ok || ack.MessageType() != dhcpv4.MessageTypeAck {
+			t.Fatalf("no DHCPACK of %s", offer.YourIPAddr)
+		}
+		decl, _ := dhcpv4.New(dhcpv4.WithMessageType(dhcpv4.MessageTypeDecline), dhcpv4.WithHwAddr(decliner),
+			dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(offer.YourIPAddr)), dhcpv4.WithOption(dhcpv4.OptServerIdentifier(serverIP)))
+		c.s.Handle(decl)
+	}
+	if c.awayShare != 10 {
+		t.Errorf("%d declines past the share told, want 10", c.awayShare)
+	}
+	if offer, ok := c.s.Handle(discover(t, mac)); !ok || offer.MessageType() != dhcpv4.MessageTypeOffer {
+		t.Errorf("no offer beside the decliner: %v", offer)
+	}
 }

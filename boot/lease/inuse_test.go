@@ -101,3 +101,66 @@ func TestInUseHoldsTheAddressAway(t *testing.T) {
 		t.Errorf("an hour on, %s offered when asked for, want it", got)
 	}
 }
+
+// TestHeldAwayShare: on a range of eight with AwayShare a quarter, two addresses may be
+// held away; a third found in use is not held (its offer ends, and it is offered again
+// later), a third decline ends the client's lease at once as a release does, and the
+// bound holds across a restart and lifts when a hold ends.
+func TestHeldAwayShare(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	path := filepath.Join(t.TempDir(), "leases.db")
+	store := openStore(t, path)
+	eight := Range{Start: ip("10.9.2.1"), End: ip("10.9.2.8")}
+	policy := Policy{AwayShare: 0.25}
+	p, err := NewPool(store, eight, nil, time.Hour, clk, policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mac := range []string{"aa", "bb"} {
+		if p.AwayFull() {
+			t.Fatalf("full before %s's address is held away", mac)
+		}
+		a, _ := offerIP(p, mac, netip.Addr{})
+		if err := p.InUse(mac, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !p.AwayFull() {
+		t.Fatal("two addresses held away of eight with a share of a quarter: not full")
+	}
+	third, _ := offerIP(p, "cc", netip.Addr{})
+	if err := p.InUse("cc", third); !errors.Is(err, ErrAwayShare) {
+		t.Fatalf("InUse past the share: %v, want ErrAwayShare", err)
+	}
+	if !p.Unleased("dd", third) {
+		t.Errorf("%s held after InUse past the share", third)
+	}
+	if got, _ := offerIP(p, "dd", third); got != third {
+		t.Errorf("offered %s asking for the address not held, want it", got)
+	}
+	declined, _ := offerIP(p, "ee", netip.Addr{})
+	if _, err := p.Ack("ee", declined); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Decline("ee", declined); !errors.Is(err, ErrAwayShare) {
+		t.Fatalf("Decline past the share: %v, want ErrAwayShare", err)
+	}
+	if p.Holds("ee", declined) {
+		t.Errorf("ee still holds %s after its decline", declined)
+	}
+	if got, _ := offerIP(p, "ff", declined); got != declined {
+		t.Errorf("offered %s asking for the declined address not held, want it", got)
+	}
+	store.Close()
+	p, err = NewPool(openStore(t, path), eight, nil, time.Hour, clk, policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.AwayFull() {
+		t.Error("not full after a restart")
+	}
+	clk.Advance(time.Hour)
+	if p.AwayFull() {
+		t.Error("full after the holds ended")
+	}
+}

@@ -22,6 +22,9 @@ var (
 	// ErrUnknownShare: the client is not known and the clients not known hold their
 	// share of the range already.
 	ErrUnknownShare = errors.New("lease: the clients not known hold their share of the range")
+	// ErrAwayShare: the addresses held away, found in use or declined, take their share
+	// of the range already; one more is not held away.
+	ErrAwayShare = errors.New("lease: the addresses held away as in use take their share of the range")
 )
 
 // Policy is how the pool serves the clients the site knows before the others, as a DHCP
@@ -40,6 +43,12 @@ type Policy struct {
 	// UnknownTTL is the length of the leases of clients not known, at most the pool's
 	// TTL; 0 is the pool's TTL.
 	UnknownTTL time.Duration
+	// AwayShare is the fraction of the range's addresses (more than 0, at most 1) that
+	// may be held away at once, found in use by the DHCP server's check (InUse) or
+	// declined by clients (Decline), at least one address; 0 is 1, no bound. A host that
+	// answers at every address, or declines every address it is offered, would
+	// otherwise have the whole range held away for a lease time.
+	AwayShare float64
 }
 
 // Range is an inclusive range of IPv4 addresses.
@@ -71,6 +80,8 @@ type Pool struct {
 	// addresses they may hold at once.
 	unknownTTL time.Duration
 	unknownMax int
+	// awayMax is the addresses that may be held away at once (Policy.AwayShare).
+	awayMax int
 
 	mu     sync.Mutex
 	byIP   map[netip.Addr]Lease
@@ -82,6 +93,9 @@ type Pool struct {
 	// held is the addresses clients not known hold and when their holds end, kept
 	// with every change of byIP and offers (track).
 	held *held
+	// away is the addresses held away (Declined) and when their holds end, kept with
+	// every change of byIP (track).
+	away *held
 	next netip.Addr
 }
 
@@ -95,10 +109,13 @@ func NewPool(store *Store, rng Range, exclude []netip.Addr, ttl time.Duration, c
 	if policy.UnknownShare < 0 || policy.UnknownShare > 1 {
 		return nil, fmt.Errorf("lease: unknown share %g is outside 0-1", policy.UnknownShare)
 	}
+	if policy.AwayShare < 0 || policy.AwayShare > 1 {
+		return nil, fmt.Errorf("lease: held-away share %g is outside 0-1", policy.AwayShare)
+	}
 	p := &Pool{store: store, rng: rng, exclude: map[netip.Addr]bool{}, ttl: ttl, offerTTL: 30 * time.Second, clock: clock,
 		known: policy.Known, unknownTTL: ttl,
 		byIP: map[netip.Addr]Lease{}, byMAC: map[string]netip.Addr{}, offers: map[netip.Addr]offer{}, offerOf: map[string]netip.Addr{},
-		held: newHeld(), next: rng.Start}
+		held: newHeld(), away: newHeld(), next: rng.Start}
 	if p.known == nil {
 		p.known = func(string) bool { return true }
 	}
@@ -112,10 +129,7 @@ func NewPool(store *Store, rng Range, exclude []netip.Addr, ttl time.Duration, c
 		}
 		p.exclude[a] = true
 	}
-	p.unknownMax = size
-	if policy.UnknownShare > 0 {
-		p.unknownMax = max(1, int(policy.UnknownShare*float64(size)))
-	}
+	p.unknownMax, p.awayMax = share(policy.UnknownShare, size), share(policy.AwayShare, size)
 	all, err := store.All()
 	if err != nil {
 		return nil, err
@@ -133,6 +147,15 @@ func NewPool(store *Store, rng Range, exclude []netip.Addr, ttl time.Duration, c
 		}
 	}
 	return p, nil
+}
+
+// share is the addresses that fraction of a range of size addresses comes to, at least
+// one; fraction 0 is the whole range.
+func share(fraction float64, size int) int {
+	if fraction == 0 {
+		return size
+	}
+	return max(1, int(fraction*float64(size)))
 }
 
 // TTL is the length of the leases the pool grants to known clients, or to the others.
@@ -240,8 +263,31 @@ func (p *Pool) unknownEnd(ip netip.Addr) time.Time {
 	return end
 }
 
-// track files ip in p.held after its lease or offer changed. The caller holds p.mu.
-func (p *Pool) track(ip netip.Addr) { p.held.set(ip, p.unknownEnd(ip)) }
+// track files ip in p.held and p.away after its lease or offer changed. The caller
+// holds p.mu.
+func (p *Pool) track(ip netip.Addr) {
+	p.held.set(ip, p.unknownEnd(ip))
+	var away time.Time
+	if l, ok := p.byIP[ip]; ok && l.MAC == Declined {
+		away = l.Expiry
+	}
+	p.away.set(ip, away)
+}
+
+// AwayFull reports whether the addresses held away, found in use or declined, take
+// their share of the range (Policy.AwayShare) now: one more would not be held away, so
+// the DHCP server offers without its check until a hold ends.
+func (p *Pool) AwayFull() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.awayFull(p.clock.Now())
+}
+
+// awayFull is AwayFull. The caller holds p.mu.
+func (p *Pool) awayFull(now time.Time) bool {
+	p.away.expire(now)
+	return p.away.Len() >= p.awayMax
+}
 
 // setLease makes l the lease of its address. The caller holds p.mu.
 func (p *Pool) setLease(l Lease) {
@@ -451,12 +497,25 @@ func (p *Pool) Release(mac string, ip netip.Addr) error {
 	return p.store.Put(n)
 }
 
-// Decline marks ip unusable for one TTL (DHCPDECLINE: the client found it in use).
+// Decline marks ip unusable for one TTL (DHCPDECLINE: the client found it in use). When
+// the addresses held away take their share of the range, mac's lease of ip ends at once
+// instead, as a release, and Decline fails with ErrAwayShare: the address goes to new
+// clients after every never-used one.
 func (p *Pool) Decline(mac string, ip netip.Addr) error {
 	p.mu.Lock()
 	if l, ok := p.byIP[ip]; !ok || l.MAC != mac {
 		p.mu.Unlock()
 		return ErrNotYours
+	}
+	now := p.clock.Now()
+	if p.awayFull(now) {
+		n := Lease{MAC: mac, IP: ip, Expiry: now}
+		p.setLease(n)
+		p.mu.Unlock()
+		if err := p.store.Put(n); err != nil {
+			return err
+		}
+		return ErrAwayShare
 	}
 	return p.holdAway(mac, ip)
 }
@@ -478,7 +537,9 @@ func (p *Pool) Unleased(mac string, ip netip.Addr) bool {
 
 // InUse holds ip away as a declined address, for one TTL: a host answered at it before
 // it went to mac, whose offer of it ends. It fails with ErrNotYours when ip is not
-// offered to mac (another request of mac's found it in use first).
+// offered to mac (another request of mac's found it in use first), and with
+// ErrAwayShare when the addresses held away take their share of the range: the offer
+// ends, and the address is not held.
 func (p *Pool) InUse(mac string, ip netip.Addr) error {
 	p.mu.Lock()
 	if o, ok := p.offers[ip]; !ok || o.mac != mac {
@@ -486,6 +547,10 @@ func (p *Pool) InUse(mac string, ip netip.Addr) error {
 		return ErrNotYours
 	}
 	p.dropOffer(ip)
+	if p.awayFull(p.clock.Now()) {
+		p.mu.Unlock()
+		return ErrAwayShare
+	}
 	return p.holdAway(mac, ip)
 }
 
