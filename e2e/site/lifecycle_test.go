@@ -30,7 +30,8 @@ func TestOutOfBandLifecycle(t *testing.T) {
 		"power": `+bmcOptions+`, "management": `+bmcOptions+`, "virtual-media": `+bmcOptions+`}}}}`), 0o600)
 	reg := testkit.StartRegistry(t, dataDir, "--agent-listen", "127.0.0.1:0")
 	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.1/32")
+	// The site lets its BMCs mount the power-on profile's iso (media.insert's url).
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.1/32", "--image-sources", "isos.example")
 	startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache")})
 	putSecret(t, admin, work, "secret://rack-bmc", `{"username": "admin", "password": "hunter2"}`)
 	testkit.JSON(t, admin, nil, "pools", "create", "oob", "--site", "rack-a", "--policy", writeDoc(t, work, `{"hardwareProfile": "sim", "agent": "none"}`))
