@@ -1,17 +1,13 @@
 package cli_test
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/testkit"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // TestStoreCopyThenServeOnEtcd moves a registry from its bbolt file to etcd: `store copy`
@@ -55,7 +51,7 @@ func TestStoreCopyThenServeOnEtcd(t *testing.T) {
 	if !strings.Contains(strings.Join(ids, ","), "acme") {
 		t.Fatalf("tenants of the registry on etcd: %v, want acme copied", ids)
 	}
-	if n := etcdKeys(t, cluster, "moved/~probe/"); n != 0 {
+	if n := cluster.Count(t, "moved/~probe/"); n != 0 {
 		t.Errorf("%d probe keys left after copy and serve checked the cluster, want none", n)
 	}
 }
@@ -86,26 +82,9 @@ func TestServeRefusesAClusterThatCannotTakeItsWrites(t *testing.T) {
 			if e.Code != "INVALID_CONFIG" || !strings.Contains(e.Message, c.want) {
 				t.Errorf("store copy into a cluster of %s %s: %+v, want INVALID_CONFIG naming %q", c.flag, c.value, e, c.want)
 			}
-			if n := etcdKeys(t, cluster, "better-compute/"); n != 0 { // the default prefix
+			if n := cluster.Count(t, "better-compute/"); n != 0 { // the default prefix
 				t.Errorf("%d keys under the prefix after the refused starts, want none", n)
 			}
 		})
 	}
-}
-
-// etcdKeys counts the keys under prefix in cluster.
-func etcdKeys(t *testing.T, cluster *etcdtest.Cluster, prefix string) int64 {
-	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Count
 }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	crand "crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -13,8 +12,6 @@ import (
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/sectionpack"
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // TestEtcdProbeCoversTheLargestSection: on a cluster whose --max-request-bytes is
@@ -72,15 +69,7 @@ func TestEtcdProbeOnADefaultCluster(t *testing.T) {
 		t.Fatalf("a store checking a cluster of etcd's defaults: %v", err)
 	}
 	s.Close()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cli.Get(ctx, prefix+"/"+etcdProbeName, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil || resp.Count != 0 {
-		t.Fatalf("probe keys under %s: %v (%v), want none", prefix, resp, err)
+	if n := cluster.Count(t, prefix+"/"+etcdProbeName); n != 0 {
+		t.Fatalf("%d probe keys under %s, want none", n, prefix)
 	}
 }

@@ -277,3 +277,27 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// Count is how many keys the cluster holds under prefix.
+func (c *Cluster) Count(t testing.TB, prefix string) int64 {
+	t.Helper()
+	cfg := clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if c.pki != nil {
+		var err error
+		if cfg.TLS, err = c.pki.clientTLS(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count
+}
