@@ -51,4 +51,40 @@ func TestStoreCopyThenServeOnEtcd(t *testing.T) {
 	if !strings.Contains(strings.Join(ids, ","), "acme") {
 		t.Fatalf("tenants of the registry on etcd: %v, want acme copied", ids)
 	}
+	if n := cluster.Count(t, "moved/~probe/"); n != 0 {
+		t.Errorf("%d probe keys left after copy and serve checked the cluster, want none", n)
+	}
+}
+
+// TestServeRefusesAClusterThatCannotTakeItsWrites: `serve --store etcd` on a cluster
+// whose members take smaller requests (--max-request-bytes 262144) or fewer operations
+// in a transaction (--max-txn-ops 16) than the store sends exits at start with
+// INVALID_CONFIG naming the member flag to raise, and so does `store copy` into it;
+// nothing is written under the prefix. Before, serve started and a site's large section
+// failed at every hello.
+func TestServeRefusesAClusterThatCannotTakeItsWrites(t *testing.T) {
+	for _, c := range []struct{ flag, value, want string }{
+		{"--max-request-bytes", "262144", "--max-request-bytes 1572864 at least"},
+		{"--max-txn-ops", "16", "--max-txn-ops 128 at least"},
+	} {
+		t.Run(c.flag, func(t *testing.T) {
+			cluster := etcdtest.Start(t, c.flag, c.value)
+			endpoints := strings.Join(cluster.Endpoints, ",")
+			dir := filepath.Join(t.TempDir(), "data")
+			e := testkit.Fails(t, "", "serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
+				"--store", "etcd", "--etcd-endpoints", endpoints, "--kek-file", filepath.Join(t.TempDir(), "kek"))
+			if e.Code != "INVALID_CONFIG" || !strings.Contains(e.Message, c.want) {
+				t.Errorf("serve on a cluster of %s %s: %+v, want INVALID_CONFIG naming %q", c.flag, c.value, e, c.want)
+			}
+			from := testkit.StartRegistry(t, "")
+			from.Stop()
+			e = testkit.Fails(t, from.AdminConfig, "store", "copy", "--from-data-dir", from.DataDir, "--to-etcd-endpoints", endpoints)
+			if e.Code != "INVALID_CONFIG" || !strings.Contains(e.Message, c.want) {
+				t.Errorf("store copy into a cluster of %s %s: %+v, want INVALID_CONFIG naming %q", c.flag, c.value, e, c.want)
+			}
+			if n := cluster.Count(t, "better-compute/"); n != 0 { // the default prefix
+				t.Errorf("%d keys under the prefix after the refused starts, want none", n)
+			}
+		})
+	}
 }

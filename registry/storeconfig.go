@@ -42,7 +42,7 @@ func (sc StoreConfig) openStore(dataDir string, opts store.Options) (*store.Stor
 
 // etcd is the etcd store's configuration, its TLS files read.
 func (sc StoreConfig) etcd() (store.EtcdConfig, error) {
-	cfg := store.EtcdConfig{Endpoints: sc.EtcdEndpoints, Prefix: sc.EtcdPrefix}
+	cfg := store.EtcdConfig{Endpoints: sc.EtcdEndpoints, Prefix: sc.EtcdPrefix, CheckLimits: true}
 	if len(cfg.Endpoints) == 0 {
 		return cfg, proto.Errorf(proto.InvalidInput, "the etcd store needs its cluster's client URLs: give --etcd-endpoints URL,URL,URL").WithPath("--etcd-endpoints")
 	}

@@ -60,6 +60,11 @@ type EtcdConfig struct {
 	TLS *tls.Config
 	// Timeout bounds each request to etcd and the first connection (default 10s).
 	Timeout time.Duration
+	// CheckLimits, when set, has OpenEtcd check first that the cluster takes the largest
+	// requests the store sends, and refuse one that does not with INVALID_CONFIG
+	// (etcdlimits.go). A registry and `store copy` set it; tests that open many stores on
+	// one cluster leave it out, as each check sends a MiB through the cluster's log.
+	CheckLimits bool
 }
 
 // errTooLarge is a transaction etcd would refuse for its size.
@@ -124,6 +129,15 @@ func openEtcd(cfg EtcdConfig) (*etcdBackend, error) {
 	crand.Read(id)
 	ctx, stop := context.WithCancel(context.Background())
 	b := &etcdBackend{cli: cli, prefix: cfg.Prefix + "/", timeout: cfg.Timeout, id: []byte(hex.EncodeToString(id)), mirror: newMirror(), ctx: ctx, stop: stop}
+	if cfg.CheckLimits {
+		if err := b.probeLimits(); err != nil {
+			b.close()
+			if proto.CodeOf(err) == proto.InvalidConfig {
+				return nil, err
+			}
+			return nil, fmt.Errorf("store: etcd %s: %w (is the cluster up and are the TLS options right?)", strings.Join(cfg.Endpoints, ","), err)
+		}
+	}
 	tree, rev, err := b.load()
 	if err != nil {
 		b.close()

@@ -48,10 +48,11 @@ func Binary(t testing.TB) string {
 	return path
 }
 
-// Start starts a cluster in t's temporary directory and stops it when t ends.
-func Start(t testing.TB) *Cluster {
+// Start starts a cluster in t's temporary directory and stops it when t ends; flags are
+// given to every member beside its own (`--max-request-bytes`, `262144`, say).
+func Start(t testing.TB, flags ...string) *Cluster {
 	t.Helper()
-	c, err := start(Binary(t), t.TempDir(), nil)
+	c, err := start(Binary(t), t.TempDir(), nil, flags)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func StartTLS(t testing.TB) (*Cluster, TLSFiles) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := start(Binary(t), dir, &files)
+	c, err := start(Binary(t), dir, &files, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func Shared(t testing.TB) *Cluster {
 			sharedErr = err
 			return
 		}
-		shared, sharedErr = start(bin, dir, nil)
+		shared, sharedErr = start(bin, dir, nil, nil)
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
@@ -124,7 +125,7 @@ func Prefix(t testing.TB) string {
 	return fmt.Sprintf("test/%s/%d", strings.ReplaceAll(t.Name(), "/", "_"), prefixes.Add(1))
 }
 
-func start(bin, dir string, pki *pkiFiles) (*Cluster, error) {
+func start(bin, dir string, pki *pkiFiles, flags []string) (*Cluster, error) {
 	ports, err := freePorts(2 * Members)
 	if err != nil {
 		return nil, err
@@ -151,6 +152,7 @@ func start(bin, dir string, pki *pkiFiles) (*Cluster, error) {
 		if pki != nil {
 			c.args[i] = append(c.args[i], "--cert-file", pki.serverCert, "--key-file", pki.serverKey, "--client-cert-auth", "--trusted-ca-file", pki.CA)
 		}
+		c.args[i] = append(c.args[i], flags...)
 	}
 	c.procs = make([]*exec.Cmd, Members)
 	for i := range Members {
@@ -274,4 +276,28 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// Count is how many keys the cluster holds under prefix.
+func (c *Cluster) Count(t testing.TB, prefix string) int64 {
+	t.Helper()
+	cfg := clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if c.pki != nil {
+		var err error
+		if cfg.TLS, err = c.pki.clientTLS(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count
 }

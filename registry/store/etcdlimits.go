@@ -1,0 +1,80 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/better-compute/better-compute/proto"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	gproto "google.golang.org/protobuf/proto"
+)
+
+const (
+	// etcdProbeBytes is the size of the request the store checks a cluster takes at
+	// start: the largest it sends in normal work, a hello's inventory section stored in
+	// a transaction of its own. Its record is at most proto.MaxInventoryRecord; beside it
+	// the transaction holds the record's key (the prefix, the bucket, a node id of at most
+	// 128 bytes and the section's name), a compare of each key it read (the agent's
+	// identity record, the section's own record: a key and a revision each), the
+	// inventory bucket's generation key and the commit key with the replica's 16-byte id,
+	// and protobuf's few bytes of framing a field: under 2 KiB for a prefix of up to
+	// 256 bytes. 8 KiB leaves room for a longer prefix;
+	// TestEtcdProbeCoversTheLargestSection stores the largest section on a cluster that
+	// takes no more than this.
+	etcdProbeBytes = proto.MaxInventoryRecord + 8<<10
+	// etcdDefaultRequestBytes is etcd's default --max-request-bytes (1.5 MiB), the
+	// figure an operator is told to raise the flag to: it takes etcdProbeBytes and the
+	// header etcd adds to a request.
+	etcdDefaultRequestBytes = 1536 << 10
+	// etcdProbeName is the scratch key the probes name, P/~probe/<replica's id>: a
+	// bucket's name never starts with ~. Nothing is ever written to it.
+	etcdProbeName = "~probe/"
+)
+
+// probeLimits checks that the cluster takes the largest requests the store sends: one of
+// etcdProbeBytes (--max-request-bytes) and one of etcdMaxTxnOps compares and operations
+// (--max-txn-ops). Each is a transaction whose compare never holds, so etcd checks it
+// whole and commits it, and it writes nothing: a refused cluster is left as it was, and
+// replicas starting at once do not conflict. A refusal is INVALID_CONFIG naming the
+// member flag to raise; any other error is returned as it came.
+func (b *etcdBackend) probeLimits() error {
+	key := []byte(b.prefix + etcdProbeName + string(b.id))
+	never := &pb.Compare{Key: key, Target: pb.Compare_MOD, Result: pb.Compare_LESS, TargetUnion: &pb.Compare_ModRevision{ModRevision: 0}}
+
+	large := &pb.TxnRequest{Compare: []*pb.Compare{never}, Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: key}}}}}
+	put := large.Success[0].GetRequestPut()
+	for gproto.Size(large) < etcdProbeBytes {
+		put.Value = make([]byte, len(put.Value)+etcdProbeBytes-gproto.Size(large))
+	}
+	many := &pb.TxnRequest{}
+	for range etcdMaxTxnOps {
+		many.Compare = append(many.Compare, never)
+		many.Success = append(many.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: key, CountOnly: true}}})
+	}
+
+	kv := clientv3.RetryKVClient(b.cli)
+	var refused []string
+	for _, req := range []*pb.TxnRequest{large, many} {
+		ctx, cancel := b.rpc()
+		_, err := kv.Txn(ctx, req)
+		cancel()
+		switch err = rpctypes.Error(err); {
+		case err == nil:
+		case errors.Is(err, rpctypes.ErrRequestTooLarge) || status.Code(err) == codes.ResourceExhausted:
+			refused = append(refused, fmt.Sprintf("run every member with --max-request-bytes %d at least (etcd's default): the store sends requests of up to %d bytes, and the cluster refused one (%v)", etcdDefaultRequestBytes, etcdProbeBytes, err))
+		case errors.Is(err, rpctypes.ErrTooManyOps):
+			refused = append(refused, fmt.Sprintf("run every member with --max-txn-ops %d at least (etcd's default): the store's transactions hold up to %d compares and operations at one level, and the cluster refused them (%v)", etcdMaxTxnOps, etcdMaxTxnOps, err))
+		default:
+			return err
+		}
+	}
+	if len(refused) > 0 {
+		return proto.Errorf(proto.InvalidConfig, "the etcd cluster cannot take what the registry writes, and nothing was written: %s", strings.Join(refused, "; ")).WithPath("--etcd-endpoints")
+	}
+	return nil
+}
