@@ -487,10 +487,22 @@ func (s saved) restore(p *Pool, writes []Lease, mac string) {
 // expired, so that it goes to new clients only after every never-used one.
 func (p *Pool) Release(mac string, ip netip.Addr) error {
 	p.mu.Lock()
-	if l, ok := p.byIP[ip]; !ok || l.MAC != mac {
+	if !p.holds(mac, ip) {
 		p.mu.Unlock()
 		return ErrNotYours
 	}
+	return p.endNow(mac, ip)
+}
+
+// holds reports whether the lease of ip is mac's. The caller holds p.mu.
+func (p *Pool) holds(mac string, ip netip.Addr) bool {
+	l, ok := p.byIP[ip]
+	return ok && l.MAC == mac
+}
+
+// endNow ends mac's lease of ip now, keeping it in the file expired. The caller holds
+// p.mu, which endNow releases before it writes.
+func (p *Pool) endNow(mac string, ip netip.Addr) error {
 	n := Lease{MAC: mac, IP: ip, Expiry: p.clock.Now()}
 	p.setLease(n)
 	p.mu.Unlock()
@@ -503,16 +515,12 @@ func (p *Pool) Release(mac string, ip netip.Addr) error {
 // clients after every never-used one.
 func (p *Pool) Decline(mac string, ip netip.Addr) error {
 	p.mu.Lock()
-	if l, ok := p.byIP[ip]; !ok || l.MAC != mac {
+	if !p.holds(mac, ip) {
 		p.mu.Unlock()
 		return ErrNotYours
 	}
-	now := p.clock.Now()
-	if p.awayFull(now) {
-		n := Lease{MAC: mac, IP: ip, Expiry: now}
-		p.setLease(n)
-		p.mu.Unlock()
-		if err := p.store.Put(n); err != nil {
+	if p.awayFull(p.clock.Now()) {
+		if err := p.endNow(mac, ip); err != nil {
 			return err
 		}
 		return ErrAwayShare
