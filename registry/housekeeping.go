@@ -16,8 +16,8 @@ import (
 const housekeepingInterval = 24 * time.Hour
 
 // startHousekeeping prunes the join tokens and the events past their retention, and
-// forgets the relayed commands nobody collected within agents.CommandTTL, now and again
-// every housekeepingInterval on clk until ctx ends; stop ends it and waits.
+// forgets the relayed commands, pending or answered, older than agents.CommandTTL, now
+// and again every housekeepingInterval on clk until ctx ends; stop ends it and waits.
 func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, log *slog.Logger) (stop func()) {
 	prune := func() {
 		if n, err := st.Prune(join.PruneTokens); err != nil {
@@ -34,7 +34,7 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 		if n, err := st.Prune(expire); err != nil {
 			log.Error("expire agent commands", "err", err)
 		} else if n > 0 {
-			log.Info("agent commands nobody collected forgotten", "count", n, "olderThan", agents.CommandTTL.String())
+			log.Info("agent commands forgotten", "count", n, "olderThan", agents.CommandTTL.String())
 		}
 	}
 	return every(ctx, clk, housekeepingInterval, prune)

@@ -113,10 +113,10 @@ func TestHousekeepingPrunesOldEvents(t *testing.T) {
 	}
 }
 
-// TestHousekeepingForgetsUncollectedCommands: a relayed command nobody collected is
-// forgotten by the first housekeeping pass after it is agents.CommandTTL old, while the
-// registry keeps running; a younger one, pending or answered, stays.
-func TestHousekeepingForgetsUncollectedCommands(t *testing.T) {
+// TestHousekeepingForgetsDayOldCommands: a relayed command is forgotten by the first
+// housekeeping pass after it is agents.CommandTTL old, while the registry keeps running;
+// a younger one, pending or answered, stays.
+func TestHousekeepingForgetsDayOldCommands(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	st := storetest.Open(t, store.Options{Now: clk.Now})
 	enqueue := func(node, id string) {

@@ -218,3 +218,125 @@ func TestRelayBeforeConnect(t *testing.T) {
 		t.Fatalf("got %v, %v", got.Load(), err)
 	}
 }
+
+// TestAnAnsweredCommandRunsNoMore: once a command id is answered, every later relay of it
+// gets that answer from the store, and nothing is sent to any agent again, not even to an
+// agent process that started after the answer (an agent restarted, or a twin holding a
+// copy of the node's certificate), which remembers no result of it. A relay may come
+// once every earlier one has returned (a caller coming back for the answer, a registry
+// resuming the step after a restart), or while the commit hook of the answer is still
+// on its way (a second caller took the answer from the store first; the order in which
+// TestTwoAgentsOfOneNode once saw a command run after its answer was returned). Before,
+// the store forgot an answered command once a caller had it: the relay stored it anew
+// and the later process ran it; in the second case the late hook even handed the relay
+// the earlier answer, leaving the new record pending for the next process to run after
+// every relay had returned.
+func TestAnAnsweredCommandRunsNoMore(t *testing.T) {
+	for name, lateHook := range map[string]bool{"asked again": false, "asked again before the answer's hook ran": true} {
+		t.Run(name, func(t *testing.T) {
+			const node, id = "gpu-1", "step-1"
+			cmd := proto.Command{ID: id, Kind: "echo", Payload: raw(`"x"`)}
+			// hookHeld, while open, holds this store's commit hooks of the command's answers
+			// before the endpoint's (the hooks run in the order they were registered).
+			hookHeld := make(chan struct{})
+			ca, server := newCA(t)
+			dir := t.TempDir()
+			e := startEnv(t, &env{t: t, ca: ca, server: server, dir: dir, addr: "127.0.0.1:0", open: func() (*store.Store, error) {
+				st, err := store.Open(dir, store.Options{})
+				if err == nil && lateHook {
+					st.OnAgentCommand(func(c store.AgentCommand) {
+						if c.Done {
+							<-hookHeld
+						}
+					})
+				}
+				return st, err
+			}})
+			process := func(name string) (ran *runs, stop func()) {
+				ran = &runs{}
+				_, stop = e.runAgent(node, func(c *session.Config) {
+					c.Handlers = map[string]session.Handler{"echo": func(context.Context, json.RawMessage) (json.RawMessage, error) {
+						ran.add(id)
+						return json.Marshal(name)
+					}}
+				})
+				waitFor(t, name+"'s session", func() bool { return e.ep.Connected(node, proto.RoleNode) })
+				return ran, stop
+			}
+			relay := func() relayAnswer {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				res, err := e.ep.Relay(ctx, node, proto.RoleNode, cmd)
+				return relayAnswer{res, err}
+			}
+			wantFirst := func(who string, a relayAnswer) {
+				t.Helper()
+				if a.err != nil || string(a.res) != `"first"` {
+					t.Errorf("%s: %s, %v; want the first process's answer", who, a.res, a.err)
+				}
+			}
+
+			ranFirst, stopFirst := process("first")
+			first := relayInBackground(e.ep, node, cmd)
+			if lateHook {
+				// A second caller reads the answer from the store and hands it to the first:
+				// the endpoint's own hook has not run yet.
+				waitFor(t, "the first process's answer stored", func() bool {
+					c, err := commandStored(e, node, id)
+					return err == nil && c.Done
+				})
+				wantFirst("the second caller", relay())
+				wantFirst("the first caller", <-first)
+			} else {
+				wantFirst("the first caller", <-first)
+				wantFirst("the second caller", relay())
+			}
+			stopFirst()
+			waitFor(t, "the first process's session to end", func() bool { return !e.ep.Connected(node, proto.RoleNode) })
+
+			again := relayInBackground(e.ep, node, cmd)
+			var got relayAnswer
+			returned := false
+			waitFor(t, "the relay asked again to return or to store the command anew", func() bool {
+				select {
+				case got = <-again:
+					returned = true
+					return true
+				default:
+				}
+				p, err := pendingIDs(e, node)
+				return err == nil && len(p) > 0
+			})
+			close(hookHeld)
+			ranLater, stopLater := process("later")
+			defer stopLater()
+			if !returned {
+				got = <-again
+			}
+			wantFirst("the relay asked again", got)
+			// The later process had its hello: whatever was pending then was sent to it.
+			waitFor(t, "nothing pending for the node", func() bool {
+				p, err := pendingIDs(e, node)
+				return err == nil && len(p) == 0
+			})
+			if n := ranFirst.get(id); n != 1 {
+				t.Errorf("the first process ran %s %d times, want once", id, n)
+			}
+			if n := ranLater.get(id); n != 0 {
+				t.Errorf("the process started after %s was answered ran it %d times, want never", id, n)
+			}
+		})
+	}
+}
+
+// pendingIDs are the ids of node's commands that await an answer in e's store.
+func pendingIDs(e *env, node string) (ids []string, err error) {
+	err = e.st.View(func(tx *store.Tx) error {
+		p, err := tx.PendingAgentCommands(node)
+		for _, c := range p {
+			ids = append(ids, c.ID)
+		}
+		return err
+	})
+	return ids, err
+}

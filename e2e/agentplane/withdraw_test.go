@@ -167,8 +167,8 @@ func TestHeldBackPastItsDeadline(t *testing.T) {
 		t.Fatalf("a command held back past its deadline: %v, want TIMEOUT saying it waited for its tenant's share", err)
 	}
 	wantNeverSent(t, e, r, answers, "late")
-	if _, err := commandStored(e, "site-1", "late"); proto.CodeOf(err) != proto.NotFound {
-		t.Errorf("the command answered TIMEOUT is still stored: %v", err)
+	if c, err := commandStored(e, "site-1", "late"); err != nil || !c.Done || proto.CodeOf(c.Error) != proto.Timeout {
+		t.Errorf("the command answered TIMEOUT is stored as %+v, %v; want it kept answered TIMEOUT", c, err)
 	}
 }
 
@@ -202,7 +202,8 @@ func TestSentAfterWaitingCarriesTheTimeLeft(t *testing.T) {
 // TestWithdrawnCommandEnds: a caller whose context ends with a *proto.Error cause (a
 // workflow's step that timed out, or was cancelled) withdraws its command: Relay answers
 // that error, the agent's handler sees its context cancelled, the command's slot is free
-// again (the agent runs its whole maxCommands at once), and nothing stays stored. With
+// again (the agent runs its whole maxCommands at once), and the command stays stored
+// answered with that error, which a later relay of its id gets, and nothing pending. With
 // etcd, the replica that withdraws the command is not the one holding the agent's
 // session: that one hears of it through the store.
 func TestWithdrawnCommandEnds(t *testing.T) {
@@ -243,9 +244,12 @@ func withdrawnCommandEnds(t *testing.T, holder, driver *env) {
 			t.Errorf("%s: the handler's context ended with %v, want cancelled", name, got)
 		}
 		for _, e := range []*env{holder, driver} {
-			if _, err := commandStored(e, "site-1", name); proto.CodeOf(err) != proto.NotFound {
-				t.Errorf("%s: the withdrawn command is still stored: %v", name, err)
+			if c, err := commandStored(e, "site-1", name); err != nil || !c.Done || proto.CodeOf(c.Error) != why.Code {
+				t.Errorf("%s: the withdrawn command is stored as %+v, %v; want it kept answered %s", name, c, err, why.Code)
 			}
+		}
+		if a := <-relayInBackground(driver.ep, "site-1", power(name, 0)); proto.CodeOf(a.err) != why.Code {
+			t.Errorf("%s asked again once withdrawn: %s, %v; want the withdrawal (%s)", name, a.res, a.err, why.Code)
 		}
 	}
 	// The withdrawn commands' streams ended: the agent takes maxCommands commands at once.

@@ -25,10 +25,10 @@ import (
 	"github.com/quic-go/quic-go"
 )
 
-// CommandTTL is how long a relayed command is kept when nobody collects it: the
-// registry's daily housekeeping forgets the older ones (Tx.ExpireAgentCommands). It is
-// the longest a step may take (a profile's longest timeout), so no step still waits
-// for a command that is forgotten.
+// CommandTTL is how long a relayed command is kept, pending or answered (with its
+// answer, which every later relay of its id gets): the registry's daily housekeeping
+// forgets the older ones (Tx.ExpireAgentCommands). It is the longest a step may take (a
+// profile's longest timeout), so no step still waits for a command that is forgotten.
 const CommandTTL = 24 * time.Hour
 
 // DefaultAckTimeout is how long a pushed NodeSpec waits for its acknowledgement in the

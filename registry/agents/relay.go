@@ -21,9 +21,12 @@ import (
 // never one of the node's other agent (a machine's ramdisk and its installed OS are two).
 // The command is stored first, with its role, so it outlives a dropped link and a
 // registry restart: it is sent whenever the agent is connected, and sent again when it
-// reconnects, until answered. An empty cmd.ID gets a fresh one; a caller that
-// passes its own ID (a workflow step's) can call again after a restart and get the same
-// command's answer, never a second run. When ctx ends first, Relay returns TIMEOUT and
+// reconnects, until answered. The answer stays stored with the command until
+// CommandTTL: every Relay of the same id gets it from there, whenever it comes (a
+// second caller, a caller that comes back, a registry resuming its step after a
+// restart), and the command is never stored anew or sent again, so no agent runs it
+// again, not even one whose process started after the answer and remembers none. An
+// empty cmd.ID gets a fresh one. When ctx ends first, Relay returns TIMEOUT and
 // the command stays pending for a later Relay of the same ID (until the command TTL),
 // unless ctx ended with a *proto.Error as its cause (context.Cause): then the caller
 // gives the command up for that reason (its step timed out, its workflow was cancelled),
@@ -66,7 +69,7 @@ func (e *Endpoint) Relay(ctx context.Context, node string, role proto.Role, cmd 
 	}
 	select {
 	case <-cl.done:
-		return e.collect(cl.cmd)
+		return answer(cl.cmd)
 	case <-ctx.Done():
 		if why, ok := errors.AsType[*proto.Error](context.Cause(ctx)); ok {
 			return e.withdraw(node, cmd, why)
@@ -77,11 +80,9 @@ func (e *Endpoint) Relay(ctx context.Context, node string, role proto.Role, cmd 
 	}
 }
 
-// collect forgets answered command c and returns its answer.
-func (e *Endpoint) collect(c store.AgentCommand) (json.RawMessage, error) {
-	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.DeleteAgentCommand(c.Node, c.ID) }); err != nil {
-		return nil, err
-	}
+// answer is the answer of answered command c, which stays stored for the later relays
+// of its id.
+func answer(c store.AgentCommand) (json.RawMessage, error) {
 	if c.Error != nil {
 		return nil, c.Error
 	}
@@ -89,8 +90,8 @@ func (e *Endpoint) collect(c store.AgentCommand) (json.RawMessage, error) {
 }
 
 // withdraw gives up cmd of node, which its caller no longer waits for (why): it records
-// the command done with why's code and reason, as an answer is recorded, and forgets it
-// as an answered one is. The commit tells whoever holds the agent's session
+// the command done with why's code and reason, as an answer is recorded, which later
+// relays of its id get. The commit tells whoever holds the agent's session
 // (commandChanged, here or at another replica): a command held back for its tenant's
 // share is not sent, and one sent is withdrawn from the agent, which cancels it. An
 // answer the agent had recorded first wins, and is returned; one that comes after is
@@ -101,11 +102,11 @@ func (e *Endpoint) withdraw(node string, cmd proto.Command, why *proto.Error) (j
 	err := e.cfg.Store.Update(func(tx *store.Tx) (err error) { c, err = tx.CompleteAgentCommand(node, res); return err })
 	switch {
 	case proto.CodeOf(err) == proto.NotFound:
-		return nil, res.Error // answered, and collected by another caller of the same id
+		return nil, res.Error // forgotten: past CommandTTL, or dropped with its cancelled run
 	case err != nil:
 		return nil, err
 	}
-	return e.collect(c)
+	return answer(c)
 }
 
 // relayedTo refuses a command of kind to role unless role's agent runs kind
@@ -127,9 +128,10 @@ func relayedTo(kind string, role proto.Role) error {
 	return proto.Errorf(proto.Forbidden, "%s runs on a %s agent, never on a %s agent: relay it to the %s agent", kind, want, role, want).WithReason(proto.ReasonRole)
 }
 
-// deliver sends a command on a new stream of s and records the answer. If the link
-// drops first, the command stays pending and the agent's next hello sends it again; once
-// ctx ends with errWithdrawn (the command was withdrawn) nothing is recorded. The
+// deliver sends a command on a new stream of s and records the answer, unless one was
+// recorded first (sent twice across a reconnect, or withdrawn). If the link drops
+// first, the command stays pending and the agent's next hello sends it again; once ctx
+// ends with errWithdrawn (the command was withdrawn) nothing is recorded. The
 // commit of the answer wakes whoever waits for it, here or at another replica
 // (commandChanged). A session whose certificate its node no longer passes, as the store
 // reads now (store.Tx.CheckAgent), is ended instead: the agent of an earlier
@@ -160,8 +162,8 @@ func (e *Endpoint) deliver(ctx context.Context, s *session, c store.AgentCommand
 	}
 	switch {
 	case proto.CodeOf(err) == proto.NotFound:
-		// Answered and delivered already (sent twice across a reconnect), or withdrawn.
-		e.log.Debug("answer dropped: the command was collected already", "node", s.node, "command", c.ID)
+		// Forgotten meanwhile: past CommandTTL, or dropped with its cancelled run.
+		e.log.Debug("answer dropped: the command was forgotten", "node", s.node, "command", c.ID)
 	case err != nil:
 		e.log.Error("record command result", "node", s.node, "command", c.ID, "err", err)
 	}
@@ -400,7 +402,10 @@ func (cs *calls) leave(node, id string, cl *call) {
 	}
 }
 
-// complete hands an answered command to everyone waiting for it.
+// complete hands an answered command to everyone waiting for it. An answer of the id is
+// the answer for every call of it, however late its commit's hook comes (after the
+// callers it was for had the answer from the store and left, and another joined): the
+// store keeps it until CommandTTL and never stores the id anew meanwhile.
 func (cs *calls) complete(c store.AgentCommand) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()

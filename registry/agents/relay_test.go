@@ -38,8 +38,8 @@ func TestCalls(t *testing.T) {
 }
 
 // TestSendingTellsCommandsApart: a command on its way on a session is not sent there
-// again, but a command of the same id stored anew (asked for again once the earlier
-// one's answer was delivered and forgotten) is, while the earlier one's delivery is still
+// again, but a command of the same id stored anew (asked for again once the store forgot
+// the earlier one, CommandTTL) is, while the earlier one's delivery is still
 // ending: otherwise it waits, unsent, for the agent's next session.
 func TestSendingTellsCommandsApart(t *testing.T) {
 	var s session

@@ -49,9 +49,9 @@ type session struct {
 }
 
 // sendKey is a command as it is on its way: its id, and when it was stored. An id asked
-// for again after its answer was delivered (and the command forgotten) is stored anew, and
-// is sent anew even while the delivery of the earlier one is still ending: that one
-// records nothing for it once it has recorded its own answer.
+// for again after the store forgot it (CommandTTL) is stored anew, and is sent anew even
+// while the delivery of the earlier one is still ending: that one records nothing for
+// it once it has recorded its own answer.
 type sendKey struct {
 	id     string
 	stored int64

@@ -14,8 +14,9 @@ import (
 const bucketAgentCommands = "agent-commands"
 
 // AgentCommand is a command relayed to a node's agent, kept from the moment it is asked
-// for until its result is delivered, so that neither a dropped link nor a registry
-// restart loses it.
+// for, so that neither a dropped link nor a registry restart loses it, and once
+// answered kept with its answer, so that its id is never run again: until
+// ExpireAgentCommands forgets it.
 type AgentCommand struct {
 	Node string `json:"node"`
 	// Role is the role of the agent the command is for: only a session of Node in Role
@@ -76,9 +77,12 @@ func (s *Store) OnAgentCommand(fn func(AgentCommand)) (cancel func()) {
 }
 
 // EnqueueAgentCommand records a command for node's agent of role and returns it as
-// stored. A command of the same id that exists already is returned as it is (pending or
-// done), unless its kind, payload or role differ, which is CONFLICT; one stored without
-// a role (by an older registry) is given role.
+// stored. A command of the same id that exists already is returned as it is, unless its
+// kind or role differ, or it is pending with another payload, which is CONFLICT; one
+// stored without a role (by an older registry) is given role. An answered one is
+// returned with its answer whatever payload it is asked with, as its agent would answer
+// it: the id ran, and runs no more (a step resumed after a restart makes its input anew,
+// a new join token or nonce, and gets the first answer).
 func (t *Tx) EnqueueAgentCommand(node string, role proto.Role, cmd proto.Command) (AgentCommand, error) {
 	if err := proto.CheckNodeID(node); err != nil {
 		return AgentCommand{}, err
@@ -105,7 +109,7 @@ func (t *Tx) EnqueueAgentCommand(node string, role proto.Role, cmd proto.Command
 		return AgentCommand{}, err
 	}
 	if ok {
-		if old.Kind != c.Kind || !bytes.Equal(old.Payload, c.Payload) || !old.For(role) {
+		if old.Kind != c.Kind || !old.Done && !bytes.Equal(old.Payload, c.Payload) || !old.For(role) {
 			return AgentCommand{}, proto.Errorf(proto.Conflict, "command %q of node %q exists already for another agent, kind or payload: use a new id", cmd.ID, node).WithPath("id")
 		}
 		if old.Role == "" {
@@ -128,7 +132,7 @@ func (t *Tx) putAgentCommand(c AgentCommand) error {
 
 // CompleteAgentCommand records the agent's answer to a command and returns the command.
 // The first answer wins: a command that is done already is returned unchanged. A command
-// that is not stored (delivered, or expired) is NOT_FOUND.
+// that is not stored (expired, or dropped) is NOT_FOUND.
 func (t *Tx) CompleteAgentCommand(node string, res proto.Result) (AgentCommand, error) {
 	c, err := t.AgentCommand(node, res.ID)
 	if err != nil || c.Done {
@@ -159,21 +163,6 @@ func (t *Tx) PendingAgentCommands(node string) ([]AgentCommand, error) {
 	})
 	slices.SortStableFunc(out, func(a, b AgentCommand) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	return out, err
-}
-
-// DeleteAgentCommand forgets a command once its answer is delivered. A command of that id
-// not answered yet stays: one enqueued again (EnqueueAgentCommand) after an earlier
-// caller's delivery forgot the answered one, which a caller waits for. A command not
-// stored is nothing to forget.
-func (t *Tx) DeleteAgentCommand(node, id string) error {
-	c, err := t.AgentCommand(node, id)
-	if proto.CodeOf(err) == proto.NotFound || err == nil && !c.Done {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return t.del(bucketAgentCommands, commandKey(node, id))
 }
 
 // DropPendingAgentCommands forgets every command not answered yet whose id starts with

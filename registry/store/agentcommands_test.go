@@ -77,32 +77,51 @@ func TestAgentCommandLifecycle(t *testing.T) {
 		if diff := cmp.Diff([]string{"c2"}, pending("n1")); diff != "" {
 			t.Errorf("pending after c1 (-want +got):\n%s", diff)
 		}
-		s.Update(func(tx *Tx) error { return tx.DeleteAgentCommand("n1", "c1") })
-		if err := s.Update(func(tx *Tx) error { _, err := tx.CompleteAgentCommand("n1", res); return err }); proto.CodeOf(err) != proto.NotFound {
-			t.Errorf("answer to a delivered command: got %v, want NOT_FOUND", err)
+		// c1 asked again once answered, as it was or with its input made anew (a step
+		// resumed after a restart): the first answer, kept, and nothing pending. Another
+		// kind or role is still another command.
+		again := []struct {
+			name string
+			role proto.Role
+			cmd  proto.Command
+			code proto.Code
+		}{
+			{"the same", ramdisk, wipe, ""},
+			{"other payload", ramdisk, proto.Command{ID: "c1", Kind: "disk.wipe", Payload: json.RawMessage(`{"disk":"sdb"}`)}, ""},
+			{"other kind", ramdisk, proto.Command{ID: "c1", Kind: "inventory"}, proto.Conflict},
+			{"other role", proto.RoleNode, wipe, proto.Conflict},
 		}
-		// c1 asked again once its answer was delivered: the delivery of another caller
-		// that had the first answer forgets nothing of it.
-		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", ramdisk, wipe); return err })
-		mustUpdate(t, s, func(tx *Tx) error { return tx.DeleteAgentCommand("n1", "c1") })
-		if diff := cmp.Diff([]string{"c1", "c2"}, pending("n1")); diff != "" {
-			t.Errorf("a command asked again, after a late delivery of its earlier answer (-want +got):\n%s", diff)
+		for _, tc := range again {
+			var got AgentCommand
+			err := s.Update(func(tx *Tx) (err error) { got, err = tx.EnqueueAgentCommand("n1", tc.role, tc.cmd); return err })
+			if tc.code != "" {
+				if proto.CodeOf(err) != tc.code {
+					t.Errorf("answered c1 asked again, %s: got %v, want %s", tc.name, err, tc.code)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("answered c1 asked again, %s: %v", tc.name, err)
+			}
+			if diff := cmp.Diff(want, got, ignoreTimes); diff != "" {
+				t.Errorf("answered c1 asked again, %s: want it answered as it was (-want +got):\n%s", tc.name, diff)
+			}
 		}
-		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.CompleteAgentCommand("n1", res); return err })
-		mustUpdate(t, s, func(tx *Tx) error { return tx.DeleteAgentCommand("n1", "c1") })
-		mustUpdate(t, s, func(tx *Tx) error { return tx.DeleteAgentCommand("n1", "c1") }) // forgotten already
-		if err := s.View(func(tx *Tx) error { _, err := tx.AgentCommand("n1", "c1"); return err }); proto.CodeOf(err) != proto.NotFound {
-			t.Errorf("c1 answered again and delivered: %v, want NOT_FOUND", err)
+		if diff := cmp.Diff([]string{"c2"}, pending("n1")); diff != "" {
+			t.Errorf("pending after c1 was asked again (-want +got):\n%s", diff)
 		}
-		// n2's c1 was made 4s after the start, n1's c2 8s after: a cutoff between them
-		// expires only n2's.
+		// n1's c1 was made 1s after the start, n2's c1 5s after, n1's c2 10s after: a
+		// cutoff between the last two expires the first two, answered or not.
 		var n int
 		s.Update(func(tx *Tx) (err error) {
 			n, err = tx.ExpireAgentCommands(time.Date(2026, 1, 2, 3, 4, 11, 0, time.UTC))
 			return err
 		})
-		if n != 1 || len(pending("n2")) != 0 || len(pending("n1")) != 1 {
+		if n != 2 || len(pending("n2")) != 0 || len(pending("n1")) != 1 {
 			t.Errorf("expired %d; pending n1 %v, n2 %v", n, pending("n1"), pending("n2"))
+		}
+		if err := s.Update(func(tx *Tx) error { _, err := tx.CompleteAgentCommand("n1", res); return err }); proto.CodeOf(err) != proto.NotFound {
+			t.Errorf("answer to an expired command: got %v, want NOT_FOUND", err)
 		}
 	})
 }
