@@ -91,13 +91,14 @@ func (t *Tx) section(node, section string) (InventorySection, bool, error) {
 // from what was stored; an unchanged section is not written (but for clearing the mark
 // of a refused report, RefuseInventory). A section whose record would be larger than
 // proto.MaxInventoryRecord is INVALID_INPUT at inventory.<section> and changes nothing;
-// one whose stored form fits sectionpack.MaxData is always stored.
+// one whose stored form fits sectionpack.MaxData is always stored. A section not named
+// as proto.CheckSectionName takes is INVALID_INPUT at section.
 func (t *Tx) PutInventory(node, section string, data json.RawMessage) (changed bool, err error) {
 	if err := proto.CheckNodeID(node); err != nil {
 		return false, err
 	}
-	if section == "" {
-		return false, proto.Errorf(proto.InvalidInput, "name the inventory section").WithPath("section")
+	if err := proto.CheckSectionName(section); err != nil {
+		return false, proto.AsError(err).WithPath("section")
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, data); err != nil {
@@ -124,6 +125,9 @@ func (t *Tx) PutInventory(node, section string, data json.RawMessage) (changed b
 func (t *Tx) RefuseInventory(node, section string, reported int) error {
 	if err := proto.CheckNodeID(node); err != nil {
 		return err
+	}
+	if err := proto.CheckSectionName(section); err != nil {
+		return proto.AsError(err).WithPath("section")
 	}
 	s, ok, err := t.section(node, section)
 	if err != nil {
