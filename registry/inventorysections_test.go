@@ -72,11 +72,7 @@ func TestAHelloOfSectionsWithoutBoundIsRefused(t *testing.T) {
 	warns := &refusals{from: slog.LevelWarn}
 	f := serveBusy(t, Config{Log: slog.New(warns)})
 	storetest.Fill(t, f.r.st)
-	node := storetest.Node(t, f.r.st, store.Node{MACs: []string{"52:54:00:00:08:12"}}).ID
-	creds, err := f.join(node, "node", f.mint(store.TokenProvisioned, node))
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, creds := f.provisioned("52:54:00:00:08:12")
 	host := json.RawMessage(`{"generation":0}`)
 	many := map[string]json.RawMessage{}
 	for i := range 100_000 {
