@@ -245,13 +245,13 @@ func (s *Server) heldAwayShare() {
 }
 
 // listenChecks opens the conflict check's socket when the authoritative server checks
-// addresses, and returns what closes it. Without a socket the server serves unchecked,
-// and says so once.
+// addresses, and returns what closes it. Without a socket, or once it failed
+// (checksFailed), the server serves unchecked, and says so once.
 func (s *Server) listenChecks() (stop func()) {
 	if s.cfg.Mode != Authoritative || !*s.cfg.ConflictCheck {
 		return func() {}
 	}
-	echo, err := inuse.ListenEcho(time.Duration(s.cfg.ConflictCheckTimeout))
+	echo, err := inuse.ListenEcho(time.Duration(s.cfg.ConflictCheckTimeout), s.checksFailed)
 	if err != nil {
 		s.log.Warn("dhcp: addresses are offered without checking that no host answers at them: run bcd site as root (or with CAP_NET_RAW), "+
 			"or admit its group in net.ipv4.ping_group_range; boot.conflictCheck false turns the check off", "err", err)
@@ -264,6 +264,15 @@ func (s *Server) listenChecks() (stop func()) {
 		s.checker.Store(nil)
 		echo.Close()
 	}
+}
+
+// checksFailed drops the conflict check whose socket failed for good (inuse.Echo stopped
+// reading it): from then on addresses are offered without checks, as without a socket at
+// start, and the server says so once.
+func (s *Server) checksFailed(err error) {
+	s.checker.Store(nil)
+	s.log.Warn("dhcp: the conflict check's ICMP socket failed: addresses are offered without checking that no host answers at them "+
+		"until bcd site restarts; restart it to check again, and look at why the socket failed (the error)", "err", err)
 }
 
 // DHCPHandler is the server's DHCP handler of port 67, a plain function of the request.

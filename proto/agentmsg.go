@@ -2,6 +2,7 @@ package proto
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 )
 
@@ -61,6 +62,12 @@ type Hello struct {
 	// power action or a kexec. Empty from an agent of an earlier version or a site agent.
 	BootID string `json:"bootId,omitempty"`
 }
+
+// MaxHelloSections bounds the inventory sections one hello carries. An agent reports
+// those of its role, seven at most (a machine's installed OS: its hardware and `host`);
+// the rest is room for the sections of later versions, which a registry that does not
+// know them leaves out (CheckInventorySection) while it records the rest of the hello.
+const MaxHelloSections = 64
 
 // Ack reports the outcome of applying a NodeSpec generation: applied when Error is nil.
 type Ack struct {
@@ -208,8 +215,8 @@ func (m *Message) check() error {
 	}
 	switch m.Type {
 	case MsgHello:
-		if _, unnamed := m.Hello.Inventory[""]; unnamed {
-			return Errorf(InvalidInput, "hello with an unnamed inventory section").WithPath("hello.inventory")
+		if err := m.Hello.checkInventory(); err != nil {
+			return err
 		}
 		if err := CheckBootID(m.Hello.BootID); err != nil {
 			return AsError(err).WithPath("hello.bootId")
@@ -220,8 +227,8 @@ func (m *Message) check() error {
 			return Errorf(InvalidInput, "spec of generation %d: generations count from 1", m.Spec.Generation).WithPath("spec.generation")
 		}
 	case MsgInventory:
-		if m.Inventory.Section == "" {
-			return Errorf(InvalidInput, "inventory message without a section").WithPath("inventory.section")
+		if err := CheckSectionName(m.Inventory.Section); err != nil {
+			return AsError(err).WithPath("inventory.section")
 		}
 	case MsgCommand:
 		if err := CheckCommandID(m.Command.ID); err != nil {
@@ -262,6 +269,22 @@ func (m *Message) check() error {
 		}
 		if (len(m.Renewal.Certificate) > 0) == (m.Renewal.Error != nil) {
 			return Errorf(InvalidInput, "a renewal carries either a certificate or an error").WithPath("renewal")
+		}
+	}
+	return nil
+}
+
+// checkInventory refuses, INVALID_INPUT at hello.inventory, a hello of more than
+// MaxHelloSections sections or of a section named otherwise than CheckSectionName
+// takes (the first such name in order): no agent sends one, and the registry would read
+// each of its sections against the store.
+func (h *Hello) checkInventory() error {
+	if n := len(h.Inventory); n > MaxHelloSections {
+		return Errorf(InvalidInput, "hello of %d inventory sections: an agent reports those of its role, at most %d", n, MaxHelloSections).WithPath("hello.inventory")
+	}
+	for _, name := range slices.Sorted(maps.Keys(h.Inventory)) {
+		if err := CheckSectionName(name); err != nil {
+			return AsError(err).WithPath("hello.inventory")
 		}
 	}
 	return nil

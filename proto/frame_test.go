@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"testing"
 
@@ -126,6 +128,7 @@ func TestDecodeMessage(t *testing.T) {
 		"hello boot id not a uuid":  {in: `{"type":"hello","hello":{"bootId":"reboot-me"}}`, path: "hello.bootId"},
 		"hello boot id a number":    {in: `{"type":"hello","hello":{"bootId":7}}`, path: "-"},
 		"inventory unnamed":         {in: `{"type":"inventory","inventory":{"data":1}}`, path: "inventory.section"},
+		"inventory name with a dot": {in: `{"type":"inventory","inventory":{"section":"a.b","data":1}}`, path: "inventory.section"},
 		"command without id":        {in: `{"type":"command","command":{"kind":"x"}}`, path: "command.id"},
 		"command with slash":        {in: `{"type":"command","command":{"id":"a/b","kind":"x"}}`, path: "command.id"},
 		"result without id":         {in: `{"type":"result","result":{}}`, path: "result.id"},
@@ -152,6 +155,42 @@ func TestDecodeMessage(t *testing.T) {
 		"renewal neither":           {in: `{"type":"renewal","renewal":{"id":"renew-1"}}`, path: "renewal"},
 		"renewal without id":        {in: `{"type":"renewal","renewal":{"certificate":"MIIB"}}`, path: "renewal.id"},
 	}
+	hello := func(names ...string) string {
+		inv := map[string]int{}
+		for _, n := range names {
+			inv[n] = 1
+		}
+		b, _ := json.Marshal(map[string]any{"type": "hello", "hello": map[string]any{"inventory": inv}})
+		return string(b)
+	}
+	numbered := func(n int) []string {
+		var names []string
+		for i := range n {
+			names = append(names, fmt.Sprintf("s%d", i))
+		}
+		return names
+	}
+	var reported []string
+	for _, sections := range inventorySections {
+		reported = append(reported, sections...)
+	}
+	maps.Copy(cases, map[string]struct {
+		in   string
+		path string
+	}{
+		"hello of every section reported":      {in: hello(reported...)},
+		"hello of MaxHelloSections sections":   {in: hello(numbered(MaxHelloSections)...)},
+		"hello of a section more":              {in: hello(numbered(MaxHelloSections + 1)...), path: "hello.inventory"},
+		"hello of 100,000 sections":            {in: hello(numbered(100_000)...), path: "hello.inventory"},
+		"hello section name of 64 bytes":       {in: hello("a" + strings.Repeat("B", 63))},
+		"hello section name of 65 bytes":       {in: hello("a"+strings.Repeat("B", 64), "host"), path: "hello.inventory"},
+		"hello section name of 1 MiB":          {in: hello(strings.Repeat("a", 1<<20)), path: "hello.inventory"},
+		"hello section name with a dot":        {in: hello("host", "a.b"), path: "hello.inventory"},
+		"hello section name with a slash":      {in: hello("../host"), path: "hello.inventory"},
+		"hello section name upper case first":  {in: hello("Host"), path: "hello.inventory"},
+		"hello section name with a line":       {in: hello("host\n"), path: "hello.inventory"},
+		"hello section name with -, _, digits": {in: hello("gpu-topology_2")},
+	})
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := DecodeMessage([]byte(tc.in))
@@ -234,6 +273,16 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		if m.Hello != nil && m.Hello.BootID != "" && len(m.Hello.BootID) != 36 {
 			t.Fatalf("accepted a hello of boot id %q, which is no UUID", m.Hello.BootID)
+		}
+		if m.Hello != nil && len(m.Hello.Inventory) > MaxHelloSections {
+			t.Fatalf("accepted a hello of %d sections", len(m.Hello.Inventory))
+		}
+		if m.Hello != nil {
+			for name := range m.Hello.Inventory {
+				if len(name) > 64 || strings.ContainsAny(name, "./\x00") {
+					t.Fatalf("accepted a hello of a section named %q", name)
+				}
+			}
 		}
 		var buf bytes.Buffer
 		if err := WriteMessage(&buf, &m); err != nil {

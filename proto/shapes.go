@@ -34,6 +34,10 @@ var (
 	// bootID is a boot id as Linux writes /proc/sys/kernel/random/boot_id: a UUID in
 	// lower-case hex, 8-4-4-4-12.
 	bootID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	// sectionName is an inventory section's name (system, bootEntries): a key of a
+	// hello's inventory, part of the store's key of the section and of the paths of its
+	// errors (inventory.<section>), so no '.' and no '/'.
+	sectionName = regexp.MustCompile(`^[a-z][A-Za-z0-9_-]{0,63}$`)
 )
 
 // CheckNodeID refuses a string that cannot be a node id: 1 to 128 lower-case letters,
@@ -51,6 +55,18 @@ func CheckNodeID(id string) error {
 func CheckBootID(id string) error {
 	if id != "" && !bootID.MatchString(id) {
 		return Errorf(InvalidInput, "boot id %s: send the UUID of /proc/sys/kernel/random/boot_id as it reads (lower-case hex, 8-4-4-4-12), or none", Quote(id))
+	}
+	return nil
+}
+
+// CheckSectionName refuses a string that cannot name an inventory section: 1 to 64
+// letters, digits, '_' and '-', starting with a lower-case letter. Every section an
+// agent reports is named so (system, bootEntries); the registry keeps only those of the
+// agent's role (CheckInventorySection), and refuses a hello or a section named otherwise
+// before it reads anything else of it.
+func CheckSectionName(name string) error {
+	if !sectionName.MatchString(name) {
+		return Errorf(InvalidInput, "inventory section name %s: use 1 to 64 letters, digits, '_' and '-', starting with a lower-case letter", Quote(name))
 	}
 	return nil
 }

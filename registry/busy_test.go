@@ -48,6 +48,7 @@ import (
 	regjoin "github.com/better-compute/better-compute/registry/join"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/better-compute/better-compute/testkit/tpmboot"
 )
 
@@ -173,6 +174,18 @@ func (f *busyFleet) must(err error, what string) bool {
 		f.t.Errorf("%s: %v", what, err)
 	}
 	return err == nil
+}
+
+// provisioned is a new node of the fleet, enrolled with mac, and the credentials its
+// installed OS's `bcd join` got with a provisioned token.
+func (f *busyFleet) provisioned(mac string) (node string, creds bcdconf.Agent) {
+	f.t.Helper()
+	node = storetest.Node(f.t, f.r.st, store.Node{MACs: []string{mac}}).ID
+	creds, err := f.join(node, "node", f.mint(store.TokenProvisioned, node))
+	if err != nil {
+		f.t.Fatalf("the installed OS's join: %v", err)
+	}
+	return node, creds
 }
 
 // call is c.Call with its answer as the result.

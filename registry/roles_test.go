@@ -111,11 +111,7 @@ type roleMachine struct {
 func newRoleMachine(t *testing.T, mac string) *roleMachine {
 	m := &roleMachine{t: t, f: serveBusy(t, Config{UserData: userdata.Config{ControlPlaneURL: "https://registry.example:7443", BcdURL: "https://downloads.example/bcd", BcdSHA256: strings.Repeat("ab", 32)}})}
 	storetest.Fill(t, m.f.r.st)
-	m.node = storetest.Node(t, m.f.r.st, store.Node{MACs: []string{mac}}).ID
-	var err error
-	if m.nodeCreds, err = m.f.join(m.node, "node", m.f.mint(store.TokenProvisioned, m.node)); err != nil {
-		t.Fatal(err)
-	}
+	m.node, m.nodeCreds = m.f.provisioned(mac)
 	m.f.must(m.f.r.st.Update(func(tx *store.Tx) (err error) {
 		m.rendered, err = m.f.r.plane.userData.Render(tx, profile.UserData{Kind: "cloud-init", Template: userdata.CloudInitTemplate}, userdata.Node{ID: m.node})
 		return err

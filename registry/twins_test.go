@@ -66,11 +66,7 @@ func TestTwoAgentsOfOneNode(t *testing.T) {
 	warnings := &twinWarnings{}
 	f := serveBusy(t, Config{Log: slog.New(warnings)})
 	storetest.Fill(t, f.r.st)
-	node := storetest.Node(t, f.r.st, store.Node{MACs: []string{"52:54:00:00:07:01"}}).ID
-	creds, err := f.join(node, "node", f.mint(store.TokenProvisioned, node))
-	if err != nil {
-		t.Fatal(err)
-	}
+	node, creds := f.provisioned("52:54:00:00:07:01")
 	var (
 		mu       sync.Mutex
 		procs    []*twinProcess

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -125,7 +126,15 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		err = proto.Errorf(proto.InvalidInput, "the first message of a session is a hello, not %q", m.Type)
 	}
 	if err != nil {
-		e.log.Debug("agent session refused", "node", id.node, "remote", conn.RemoteAddr().String(), "err", err)
+		// A hello refused for one of its fields came from a holder of the agent's
+		// certificate, and no agent of this version sends one: a warning, for an
+		// operator to look at that machine. Anything else (no hello within the wait, a
+		// connection that broke) is told at debug.
+		level := slog.LevelDebug
+		if malformedHello(err) != nil {
+			level = slog.LevelWarn
+		}
+		e.log.Log(e.ctx, level, "agent session refused", "node", id.node, "remote", conn.RemoteAddr().String(), "err", err)
 		conn.CloseWithError(codeProtocol, helloRefused(err))
 		return
 	}
@@ -173,10 +182,19 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 // hello.bootId)`), so that whoever reads the agent's log sees what to fix; anything else
 // (no message, another type, a frame that does not decode) is "expected a hello".
 func helloRefused(err error) string {
-	if e, ok := errors.AsType[*proto.Error](err); ok && strings.HasPrefix(e.Details.Path, "hello.") {
+	if e := malformedHello(err); e != nil {
 		return "expected a hello: " + e.Error()
 	}
 	return "expected a hello"
+}
+
+// malformedHello is err when it refuses a field of a hello (its path in hello.), nil
+// otherwise.
+func malformedHello(err error) *proto.Error {
+	if e, ok := errors.AsType[*proto.Error](err); ok && strings.HasPrefix(e.Details.Path, "hello.") {
+		return e
+	}
+	return nil
 }
 
 // await waits for the agent's next frame on a goroutine of its own. The goroutine is

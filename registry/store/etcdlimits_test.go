@@ -1,9 +1,7 @@
 package store
 
 import (
-	crand "crypto/rand"
-	"encoding/base64"
-	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,46 +9,47 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
-	"github.com/better-compute/better-compute/sectionpack"
 )
 
 // TestEtcdProbeCoversTheLargestSection: on a cluster whose --max-request-bytes is
-// etcdProbeBytes, the largest request the store sends in normal work commits: a section
-// whose record takes proto.MaxInventoryRecord, for the longest node id, in a transaction
-// of its own as a hello writes it (the agent checked, then the section). etcd measures
-// the request itself, so the probe's figure is at least what that transaction sends.
+// etcdProbeBytes, the largest requests the store sends in normal work commit, each in a
+// transaction of its own as a hello writes it (the agent checked, then the section): the
+// largest section it takes, for the longest node id and section name, and then the mark
+// of its refusal, of the longest time and count, whose record takes exactly
+// proto.MaxInventoryRecord. etcd measures the request itself, so the probe's figure is
+// at least what those transactions send. Their number of operations does not come near
+// --max-txn-ops: the store keeps at most the seven sections of an agent's role
+// (proto.CheckInventorySection), each of a hello's larger than 64 KiB in a transaction
+// of its own.
 func TestEtcdProbeCoversTheLargestSection(t *testing.T) {
 	cluster := etcdtest.Start(t, "--max-request-bytes", strconv.Itoa(etcdProbeBytes))
-	now := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC) // the longest timestamp
-	s, err := OpenEtcd(EtcdConfig{Endpoints: cluster.Endpoints, Prefix: etcdtest.Prefix(t)}, Options{Now: func() time.Time { return now }})
+	s, err := OpenEtcd(EtcdConfig{Endpoints: cluster.Endpoints, Prefix: etcdtest.Prefix(t)}, Options{Now: func() time.Time { return longestNow }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	node := "n" + strings.Repeat("0", 127)
-	// A section whose record takes exactly proto.MaxInventoryRecord: base64 of random
-	// bytes, which does not compress by the quarter it would need, so it is stored as
-	// it is, padded until its record is as large as the store takes.
-	raw := make([]byte, proto.MaxInventoryRecord)
-	crand.Read(raw)
-	text := base64.RawURLEncoding.EncodeToString(raw)
-	section := func(n int) json.RawMessage { return json.RawMessage(`["` + text[:n] + `"]`) }
-	data := section(sectionpack.MaxData - len(`{"data":[""]}`))
-	rec, _ := json.Marshal(InventorySection{Node: node, Section: proto.SectionDiscoveries, Data: data, UpdatedAt: now}.record())
-	data = section(len(data) - len(`[""]`) + proto.MaxInventoryRecord - 1 - len(rec))
-	err = s.Batch(func(tx *Tx) error {
-		if err := tx.CheckAgent(node, proto.RoleSite, 1); err != nil {
-			return err
+	node, section := "n"+strings.Repeat("0", 127), longestSection
+	data := sectionWithRecord(node, section, longestNow, proto.MaxInventoryRecord-markRoom)
+	for _, w := range []struct {
+		what  string
+		write func(tx *Tx) error
+	}{
+		{"the largest section", func(tx *Tx) error { _, err := tx.PutInventory(node, section, data); return err }},
+		{"the mark of its refusal", func(tx *Tx) error { return tx.RefuseInventory(node, section, math.MinInt) }},
+	} {
+		err = s.Batch(func(tx *Tx) error {
+			if err := tx.CheckAgent(node, proto.RoleSite, 1); err != nil {
+				return err
+			}
+			return w.write(tx)
+		})
+		if err != nil {
+			t.Fatalf("%s on a cluster taking etcdProbeBytes (%d): %v", w.what, etcdProbeBytes, err)
 		}
-		_, err := tx.PutInventory(node, proto.SectionDiscoveries, data)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("the largest section on a cluster taking etcdProbeBytes (%d): %v", etcdProbeBytes, err)
 	}
 	s.View(func(tx *Tx) error {
-		if got := len(tx.kv.get(bucketInventory, inventoryKey(node, proto.SectionDiscoveries))); got != proto.MaxInventoryRecord {
-			t.Errorf("the section's record takes %d bytes, want the largest the store takes", got)
+		if got := len(tx.kv.get(bucketInventory, inventoryKey(node, section))); got != proto.MaxInventoryRecord {
+			t.Errorf("the section's record takes %d bytes marked, want the largest the store takes", got)
 		}
 		return nil
 	})

@@ -3,7 +3,9 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -62,16 +64,34 @@ func (r inventoryRecord) section() (InventorySection, error) {
 
 func inventoryKey(node, section string) []byte { return []byte(node + "/" + section) }
 
+// markRoom is the most the mark of a refused report adds to a record (its "refused"
+// field), at the longest time and count JSON writes: a record without a mark is stored
+// only with this room left under proto.MaxInventoryRecord, so that RefuseInventory can
+// always mark the copy stored.
+var markRoom = func() int {
+	longest := InventoryRefusal{At: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -(23*60+59)*60)), Bytes: math.MinInt}
+	marked, errM := json.Marshal(inventoryRecord{Refused: &longest})
+	unmarked, errU := json.Marshal(inventoryRecord{})
+	if err := errors.Join(errM, errU); err != nil {
+		panic(err)
+	}
+	return len(marked) - len(unmarked)
+}()
+
 // putSection writes s, refusing (INVALID_INPUT at inventory.<section>) a record over
-// proto.MaxInventoryRecord.
+// proto.MaxInventoryRecord, or, without a mark, one that leaves no markRoom under it.
 func (t *Tx) putSection(s InventorySection, reported int) error {
 	rec, err := json.Marshal(s.record())
 	if err != nil {
 		return err
 	}
-	if 1+len(rec) > proto.MaxInventoryRecord {
-		return proto.Errorf(proto.InvalidInput, "inventory section %s of %s takes %d bytes stored (%d reported), more than the %d a section may take; the copy stored before stays",
-			s.Section, s.Node, 1+len(rec), reported, proto.MaxInventoryRecord).WithPath("inventory." + s.Section)
+	size := 1 + len(rec)
+	if s.Refused == nil {
+		size += markRoom
+	}
+	if size > proto.MaxInventoryRecord {
+		return proto.Errorf(proto.InvalidInput, "inventory section %s of %s takes %d bytes stored with the mark of a refused report or the room kept for one (%d reported), more than the %d a section may take; the copy stored before stays",
+			s.Section, s.Node, size, reported, proto.MaxInventoryRecord).WithPath("inventory." + s.Section)
 	}
 	return t.putRaw(bucketInventory, inventoryKey(s.Node, s.Section), append([]byte{schemaVersion}, rec...))
 }
@@ -89,15 +109,17 @@ func (t *Tx) section(node, section string) (InventorySection, bool, error) {
 
 // PutInventory stores one section of a node's inventory and reports whether it differs
 // from what was stored; an unchanged section is not written (but for clearing the mark
-// of a refused report, RefuseInventory). A section whose record would be larger than
-// proto.MaxInventoryRecord is INVALID_INPUT at inventory.<section> and changes nothing;
-// one whose stored form fits sectionpack.MaxData is always stored.
+// of a refused report, RefuseInventory). A section whose record, with room kept for
+// that mark (markRoom), would be larger than proto.MaxInventoryRecord is INVALID_INPUT
+// at inventory.<section> and changes nothing; one whose stored form fits
+// sectionpack.MaxData is always stored. A section not named as proto.CheckSectionName
+// takes is INVALID_INPUT at section.
 func (t *Tx) PutInventory(node, section string, data json.RawMessage) (changed bool, err error) {
 	if err := proto.CheckNodeID(node); err != nil {
 		return false, err
 	}
-	if section == "" {
-		return false, proto.Errorf(proto.InvalidInput, "name the inventory section").WithPath("section")
+	if err := proto.CheckSectionName(section); err != nil {
+		return false, proto.AsError(err).WithPath("section")
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, data); err != nil {
@@ -124,6 +146,9 @@ func (t *Tx) PutInventory(node, section string, data json.RawMessage) (changed b
 func (t *Tx) RefuseInventory(node, section string, reported int) error {
 	if err := proto.CheckNodeID(node); err != nil {
 		return err
+	}
+	if err := proto.CheckSectionName(section); err != nil {
+		return proto.AsError(err).WithPath("section")
 	}
 	s, ok, err := t.section(node, section)
 	if err != nil {

@@ -6,9 +6,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/sectionpack"
@@ -140,11 +142,12 @@ func TestInventoryTooLargeIsRefused(t *testing.T) {
 
 // TestASectionThatFitsIsStored: a section whose stored form takes exactly
 // sectionpack.MaxData, what a site agent cuts its sections to, is stored on both
-// backends, for the longest node id and section name and with the mark of a refusal
-// beside it: the record's other fields take no more than sectionpack.RecordRoom.
+// backends, for the longest node id and section name, at a time whose JSON is the
+// longest, and with the longest mark of a refusal beside it: the record's other fields
+// take no more than sectionpack.RecordRoom.
 func TestASectionThatFitsIsStored(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
-		s, _ := openOnFakeClock(t, open)
+		s := openTest(t, open, Options{Now: func() time.Time { return longestNow }})
 		// Base64 of random bytes, six bits a character, does not compress by the quarter
 		// its stored form in base64 would need, so it is stored as it is.
 		raw := make([]byte, sectionpack.MaxData)
@@ -154,12 +157,11 @@ func TestASectionThatFitsIsStored(t *testing.T) {
 		if p := sectionpack.Pack(data); p.Zstd != nil || p.Size() != sectionpack.MaxData || !sectionpack.Fits(data) {
 			t.Fatalf("the section's stored form: %d bytes (compressed %v), want %d as JSON", p.Size(), p.Zstd != nil, sectionpack.MaxData)
 		}
-		node := "n" + strings.Repeat("0", 127)
-		section := proto.SectionDiscoveries
+		node, section := "n"+strings.Repeat("0", 127), longestSection
 		if err := s.Update(func(tx *Tx) error { _, err := tx.PutInventory(node, section, data); return err }); err != nil {
 			t.Fatalf("a section of sectionpack.MaxData stored: %v", err)
 		}
-		if err := s.Update(func(tx *Tx) error { return tx.RefuseInventory(node, section, proto.MaxFrame) }); err != nil {
+		if err := s.Update(func(tx *Tx) error { return tx.RefuseInventory(node, section, math.MinInt) }); err != nil {
 			t.Fatalf("the same section marked refused: %v", err)
 		}
 		got := inventoryOf(t, s, node)[section]
@@ -174,6 +176,60 @@ func TestASectionThatFitsIsStored(t *testing.T) {
 			}
 			return nil
 		})
+	})
+}
+
+// longestNow is a time whose JSON is as long as a record's can be: nine digits of a
+// second and an offset of its own (-23:59), not Z.
+var longestNow = time.Date(2026, 12, 1, 12, 0, 0, 123456789, time.FixedZone("", -(23*60+59)*60))
+
+// longestSection is the longest section name an agent may send (proto.CheckSectionName).
+var longestSection = "s" + strings.Repeat("0", 63)
+
+// sectionWithRecord is a section whose record, without a mark, takes n bytes as the
+// store writes it for node and section at now: base64 of random bytes, which does not
+// compress by the quarter its stored form would need, so it is stored as it is.
+func sectionWithRecord(node, section string, now time.Time, n int) json.RawMessage {
+	raw := make([]byte, n)
+	crand.Read(raw)
+	text := base64.RawURLEncoding.EncodeToString(raw)
+	data := func(k int) json.RawMessage { return json.RawMessage(`["` + text[:k] + `"]`) }
+	empty, _ := json.Marshal(InventorySection{Node: node, Section: section, Data: data(0), UpdatedAt: now}.record())
+	return data(n - 1 - len(empty))
+}
+
+// TestTheMarkOfARefusalAlwaysFits: sections whose records come to the store's bound
+// (proto.MaxInventoryRecord) and just under it, for the longest node id and section
+// name, at a time whose JSON is the longest. Each copy the store takes can be marked
+// refused afterwards with the longest count, on both backends; one it does not take is
+// INVALID_INPUT at inventory.<section> and stores nothing; one 128 bytes under the
+// bound is taken. Before, a record exactly at the bound was stored and its mark then
+// pushed it over and was refused: the copy stayed unmarked, shown to an operator as
+// the agent's latest report.
+func TestTheMarkOfARefusalAlwaysFits(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open, Options{Now: func() time.Time { return longestNow }})
+		node := "n" + strings.Repeat("0", 127)
+		for _, under := range []int{0, 1, 64, 128} {
+			section := longestSection[:len(longestSection)-3] + fmt.Sprintf("%03d", under)
+			data := sectionWithRecord(node, section, longestNow, proto.MaxInventoryRecord-under)
+			err := s.Update(func(tx *Tx) error { _, err := tx.PutInventory(node, section, data); return err })
+			_, stored := inventoryOf(t, s, node)[section]
+			switch {
+			case err != nil && (proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "inventory."+section || stored):
+				t.Errorf("a record %d bytes under the bound: %v, stored %v; want it stored, or INVALID_INPUT at inventory.%s and nothing stored", under, err, stored, section)
+			case err != nil && under == 128:
+				t.Errorf("a record 128 bytes under the bound: %v; want it stored", err)
+			case err == nil:
+				if err := s.Update(func(tx *Tx) error { return tx.RefuseInventory(node, section, math.MaxInt) }); err != nil {
+					t.Errorf("the copy stored of a record %d bytes under the bound, marked refused: %v", under, err)
+					continue
+				}
+				if got := inventoryOf(t, s, node)[section]; !bytes.Equal(got.Data, data) || got.Refused == nil || got.Refused.Bytes != math.MaxInt {
+					t.Errorf("the copy of a record %d bytes under the bound, marked: %d bytes, refused %+v; want it as stored, marked", under, len(got.Data), got.Refused)
+				}
+			}
+		}
 	})
 }
 

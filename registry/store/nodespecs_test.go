@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 
@@ -127,6 +128,8 @@ func TestPutInventory(t *testing.T) {
 			{"other section", "images", `{}`, true, ""},
 			{"not json", "system", `{`, false, proto.InvalidInput},
 			{"unnamed", "", `{}`, false, proto.InvalidInput},
+			{"named with a slash", "nics/x", `{}`, false, proto.InvalidInput},
+			{"named by 65 bytes", "n" + strings.Repeat("i", 64), `{}`, false, proto.InvalidInput},
 		}
 		for _, tc := range cases {
 			var changed bool
