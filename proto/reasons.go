@@ -26,7 +26,9 @@ const (
 	ReasonTokenExpired = "token-expired"
 	// ReasonTokenReused (FORBIDDEN): the error a workflow fails with when a ramdisk or
 	// provisioned join token it minted was presented again from another address than its
-	// join's: another host may have joined as the node's ramdisk or installed OS.
+	// join's: another host may have joined as the node's ramdisk or installed OS; or when
+	// another provisioned token of its node was, and the registry's containment of it cut
+	// the workflow's agents and tokens off.
 	ReasonTokenReused = "token-reused"
 	// ReasonSealedToken (UNAUTHENTICATED): the sealed token does not open with the
 	// registry's join encryption key for the node and role it names.

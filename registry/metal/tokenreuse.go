@@ -47,20 +47,25 @@ var reusedKinds = map[string]reuseOf{
 //     that records it, while the workflow that minted the token runs (boot.prepareRamdisk's
 //     or metal.ensureRamdisk's ramdisk token; userdata.render's provisioned token, whose
 //     deploy awaits the installed OS's rejoin: the run the token records, never another
-//     run of the node's, so that a token an operator minted fails no workflow) and, for a
-//     provisioned token, while the node's identity epoch is still the one its join got
-//     (its agent holds the node's identity whether or not a workflow runs; once the epoch
-//     moved, its certificate is refused already, and the token presented again moves
-//     nothing, so that a host that kept a used token cannot cut each new installed agent
-//     off). Containing moves the node's identity epoch (the agent that joined with the
-//     token loses its session and its certificate), deletes the node's unused join tokens
-//     (the provisioned token a deploy.image carries) and fails the workflow that minted
-//     the token, when it runs, FORBIDDEN, reason token-reused. The machine's own agent
-//     presents it again only from the address of its join (a ramdisk rebooted into the
-//     same boot entry, or restarted before it kept its join; bcd join run again after a
-//     reboot before the join's unit removed the token file), unless the machine's
-//     address changed in between: that machine's agent loses its certificate too, and
-//     joins again with a new token.
+//     run of the node's guessed for its minter) and, for a provisioned token, while the
+//     node's identity epoch is still the one its join got (its agent holds the node's
+//     identity whether or not a workflow runs; once the epoch moved, its certificate is
+//     refused already, and the token presented again moves nothing, so that a host that
+//     kept a used token cannot cut each new installed agent off). Containing moves the
+//     node's identity epoch (the agent that joined with the token loses its session and
+//     its certificate), deletes the node's unused join tokens (the provisioned token a
+//     deploy.image carries) and fails, FORBIDDEN, reason token-reused, the workflow that
+//     minted the token when it runs; otherwise (a token an operator minted, or one whose
+//     workflow ended) the node's running workflow when the move cuts it off (cutOff: it
+//     runs at the epoch that moved, so its agents lose their certificates and its unused
+//     tokens go, and it could only wait out its steps' timeouts), its error saying that
+//     the node's identity was contained, by which token from which address, and what to
+//     do. A containment that does not happen (the epoch moved since the join) fails no
+//     workflow. The machine's own agent presents it again only from the address of its
+//     join (a ramdisk rebooted into the same boot entry, or restarted before it kept its
+//     join; bcd join run again after a reboot before the join's unit removed the token
+//     file), unless the machine's address changed in between: that machine's agent loses
+//     its certificate too, and joins again with a new token.
 //   - from another address otherwise, nothing is changed: the event says how to revoke
 //     the node's agents.
 //   - from the address of its join while the agent that join admitted holds a session,
@@ -106,7 +111,7 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 			if run == "" && !held {
 				why := "No workflow that minted it runs any more"
 				if tok.Workflow == "" {
-					why = "No workflow minted it (an operator did, with tokens create, or it was stored before tokens recorded their workflow)"
+					why = "No workflow minted it (" + operatorMinted + ")"
 				}
 				if kind.heldIdentity {
 					why += " and the node's identity epoch moved since its join (the certificate it got is refused already)"
@@ -114,6 +119,12 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 				e.Detail = told + kind.mayMean + " " + why + ", so nothing was changed: unless both addresses are this machine's, revoke the node's agents (nodes revoke-identity), " +
 					"deploy it again, check the installed agent of any machine that got its deploy.image, and set the pool's policy.measuredBoot."
 				break
+			}
+			var cut store.Run
+			if run == "" {
+				if cut, err = cutOff(tx, node); err != nil {
+					return err
+				}
 			}
 			if _, err := updateNode(tx, node.ID, func(n *store.Node) error { n.NewIdentityEpoch(tx.Now()); return nil }); err != nil {
 				return err
@@ -124,14 +135,25 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 			}
 			contained = true
 			failing := ""
-			if run != "" {
+			switch {
+			case run != "":
 				e.Workflow, e.Error = run, proto.Errorf(proto.Forbidden, "the %s join token of node %s was presented again from %s after its join from %s: another host may have joined as its %s, "+
 					"so the node's identity epoch moved and its unused join tokens are deleted; set policy.measuredBoot on pool %s and deploy the node again",
 					tok.Kind, node.ID, e.To, e.From, kind.agent, node.Pool).WithReason(proto.ReasonTokenReused)
-				if _, err := s.cfg.Engine.Fail(tx, run, e.Error); err != nil {
+				failing = " and failed workflow " + run
+			case cut.ID != "":
+				e.Workflow, e.Error = cut.ID, proto.Errorf(proto.Forbidden, "node %s's identity was contained: its %s join token %s, which %s, was presented again from %s after its join from %s "+
+					"at the identity epoch this %s workflow runs at, so the epoch moved (every certificate of the node's agents is refused, as after nodes revoke-identity) and the node's "+
+					"unused join tokens are deleted: the agents this workflow works with were cut off and its join tokens deleted, so it cannot complete. Set policy.measuredBoot on pool %s "+
+					"and run it again (`nodes retry %s`); unless both addresses are this machine's, another host may have joined with the token",
+					node.ID, tok.Kind, tok.ID, minter(tok), e.To, e.From, cut.Kind, node.Pool, node.ID).WithReason(proto.ReasonTokenReused)
+				failing = fmt.Sprintf(" and failed workflow %s (a %s running at that epoch: the move cut off the agents it works with and its join tokens)", cut.ID, cut.Kind)
+			}
+			if e.Workflow != "" {
+				if _, err := s.cfg.Engine.Fail(tx, e.Workflow, e.Error); err != nil {
 					return err
 				}
-				failed, failing = run, " and failed workflow "+run
+				failed = e.Workflow
 			}
 			e.Detail = told + kind.mayMean + fmt.Sprintf(" The registry moved the node's identity epoch (the %s that joined with the token lost its certificate and its session), "+
 				"deleted %d unused join token(s) of the node%s. Set the pool's policy.measuredBoot, deploy the node again, and check the installed agent of any machine that got its deploy.image "+
@@ -161,24 +183,61 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 	return nil
 }
 
+// operatorMinted is who minted a join token that records no workflow.
+const operatorMinted = "an operator did, with tokens create, or it was stored before tokens recorded their workflow"
+
+// minter says who minted tok, for a message that names it: "no workflow minted" (and
+// who did), or the workflow it records.
+func minter(tok store.JoinToken) string {
+	if tok.Workflow == "" {
+		return "no workflow minted (" + operatorMinted + ")"
+	}
+	return "workflow " + tok.Workflow + " minted before it ended"
+}
+
 // mintedBy is the run that minted the token tok (tok.Workflow: boot.prepareRamdisk,
 // metal.ensureRamdisk or userdata.render) while it is node's running, uncancelled
 // workflow; "" otherwise. It never guesses from what else runs on the node: a token an
 // operator minted (`tokens create`), or one stored before tokens recorded their
-// workflow, has none, so its reuse fails no workflow.
+// workflow, has none (what its containment does to the node's running workflow is
+// cutOff's to say).
 func mintedBy(tx *store.Tx, node store.Node, tok store.JoinToken) (string, error) {
 	if tok.Workflow == "" || tok.Workflow != node.Workflow {
 		return "", nil
 	}
-	running, err := workflowRunning(tx, node)
-	if err != nil || !running {
-		return "", err
+	run, err := running(tx, node)
+	return run.ID, err
+}
+
+// cutOff is node's running, uncancelled workflow when it runs at the node's identity
+// epoch, which a containment is about to move (zero when none does): one created since
+// the epoch last moved. A reinstall (deploy, release, retire) moved it itself as it was
+// created; any other (inspect, commission, rescue, unrescue, a remediation) found it.
+// Either way the join tokens it mints and the agents it boots or finds (its ramdisk, the
+// installed OS it restarts) hold that epoch, before or after it reached a ramdisk: the
+// move refuses their certificates and deletes its unused tokens, so it cannot complete.
+// A workflow created before the epoch last moved (an operator revoked the node's agents
+// while it ran) lost its agents and tokens of before to that move, which a containment
+// does not repeat.
+func cutOff(tx *store.Tx, node store.Node) (store.Run, error) {
+	run, err := running(tx, node)
+	if err != nil || node.IdentityEpochAt.After(run.CreatedAt) {
+		return store.Run{}, err
+	}
+	return run, nil
+}
+
+// running is node's running, uncancelled workflow; zero when none runs.
+func running(tx *store.Tx, node store.Node) (store.Run, error) {
+	ok, err := workflowRunning(tx, node)
+	if err != nil || !ok {
+		return store.Run{}, err
 	}
 	run, err := tx.Run(node.Workflow)
 	if err != nil || run.Cancelled != nil {
-		return "", err
+		return store.Run{}, err
 	}
-	return run.ID, nil
+	return run, nil
 }
 
 // orUnknown is an address, or "unknown" for none.

@@ -86,10 +86,9 @@ func (h *harness) reused(tok store.JoinToken, from string) store.Event {
 	return last
 }
 
-// mintedAndReused mints the token f (tok) and a second one of its kind for its node, left
-// unused, consumes tok by a join from joinFrom and, a minute later, tells the metal
-// service of it presented again from from, and returns tok with the node's event.
-func (h *harness) mintedAndReused(f store.TokenFor, joinFrom, from string) (tok store.JoinToken, e store.Event) {
+// joinedWith mints the token f (tok) and a second one of its kind for its node, left
+// unused, and consumes tok by a join from joinFrom.
+func (h *harness) joinedWith(f store.TokenFor, joinFrom string) (tok store.JoinToken) {
 	h.t.Helper()
 	if err := h.store.Update(func(tx *store.Tx) error {
 		_, secret, err := tx.CreateJoinToken(f, tx.Now().Add(time.Hour))
@@ -104,6 +103,15 @@ func (h *harness) mintedAndReused(f store.TokenFor, joinFrom, from string) (tok 
 	}); err != nil {
 		h.t.Fatal(err)
 	}
+	return tok
+}
+
+// mintedAndReused mints the token f (tok) and a second one of its kind for its node, left
+// unused, consumes tok by a join from joinFrom and, a minute later, tells the metal
+// service of it presented again from from, and returns tok with the node's event.
+func (h *harness) mintedAndReused(f store.TokenFor, joinFrom, from string) (tok store.JoinToken, e store.Event) {
+	h.t.Helper()
+	tok = h.joinedWith(f, joinFrom)
 	h.clock.Advance(time.Minute)
 	return tok, h.reused(tok, from)
 }
@@ -216,28 +224,57 @@ func TestProvisionedTokenReusedWhileItsDeployRuns(t *testing.T) {
 }
 
 // TestOperatorsTokenReusedWhileADeployRuns: while a node's deploy runs (its boot.kexec
-// not answered yet), an operator mints a token for the node by hand (tokens create: no
-// workflow minted it); it joins from 10.0.0.9 and is presented again from 10.0.0.5. The
-// deploy did not mint it and is not failed: the event fails no workflow. Otherwise the
-// token is told as its kind is with no workflow of its own running: a provisioned one
-// still holds the node's identity, so the epoch moves and the unused tokens are deleted;
-// a ramdisk one changes nothing. Before, the deploy was taken for its minter (it was
-// created before the token) and failed token-reused.
+// not answered yet), an operator's token (tokens create: no workflow minted it) whose
+// containment does not reach the deploy is presented again from 10.0.0.5 after its join
+// from 10.0.0.9: the deploy is not failed, and the event fails no workflow. A ramdisk
+// token joined during the deploy changes nothing (no workflow of its own runs); a
+// provisioned one joined before the deploy started changes nothing either (the deploy's
+// start moved the node's identity epoch past its join); a provisioned one joined after
+// an operator revoked the node's agents during the deploy is contained (the epoch moves,
+// the unused tokens are deleted), but the deploy runs at the epoch the revocation left,
+// whose agents and tokens are gone already: the containment cuts nothing of it off.
+// Before the token recorded its minter, the deploy was taken for it and failed
+// token-reused; before an operator's token was told apart from one joined during the
+// deploy, the provisioned case was joined during it and contained without failing the
+// deploy it cut off (TestContainedTokenFailsTheWorkflowItCutsOff).
 func TestOperatorsTokenReusedWhileADeployRuns(t *testing.T) {
 	for name, tc := range map[string]struct {
-		kind      string
-		contained bool
-		says      string
+		kind string
+		// before: the token joined before the deploy started; revoked: the node's agents
+		// were revoked after the deploy started, before the token was minted.
+		before, revoked bool
+		contained       bool
+		says            string
 	}{
-		"provisioned": {store.TokenProvisioned, true, "moved the node's identity epoch"},
-		"ramdisk":     {store.TokenRamdisk, false, "No workflow minted it (an operator did"},
+		"ramdisk":                        {kind: store.TokenRamdisk, says: "No workflow minted it (an operator did"},
+		"provisioned before the deploy":  {kind: store.TokenProvisioned, before: true, says: "identity epoch moved since its join"},
+		"provisioned after a revocation": {kind: store.TokenProvisioned, revoked: true, contained: true, says: "moved the node's identity epoch"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
 			id := h.enroll(nil)
+			f := store.TokenFor{Kind: tc.kind, NodeID: id}
+			var tok store.JoinToken
+			if tc.before {
+				tok = h.joinedWith(f, "10.0.0.9")
+				h.clock.Advance(time.Minute)
+			}
 			run := h.deployAwaitingKexec(id)
-			epoch := h.node(id).IdentityEpoch
-			_, e := h.mintedAndReused(store.TokenFor{Kind: tc.kind, NodeID: id}, "10.0.0.9", "10.0.0.5")
+			if tc.revoked {
+				h.clock.Advance(time.Minute)
+				if err := h.store.Update(func(tx *store.Tx) error {
+					_, _, err := h.svc.RevokeAgents(tx, "acme", id, "the machine was moved", "")
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !tc.before {
+				tok = h.joinedWith(f, "10.0.0.9")
+			}
+			epoch, unused := h.node(id).IdentityEpoch, h.unusedTokens(id)
+			h.clock.Advance(time.Minute)
+			e := h.reused(tok, "10.0.0.5")
 			if e.Workflow != "" || e.Error != nil || !strings.Contains(e.Detail, tc.says) {
 				t.Errorf("event %+v, want it failing no workflow and saying %q", e, tc.says)
 			}
@@ -250,12 +287,102 @@ func TestOperatorsTokenReusedWhileADeployRuns(t *testing.T) {
 			if now.State != store.RunRunning || now.Cancelled != nil || n.Workflow != run.ID || n.Failure != nil {
 				t.Errorf("deploy %s %s, cancelled with %+v; node %s failed with %+v: want the deploy running", run.ID, now.State, now.Cancelled, n.State, n.Failure)
 			}
-			wantEpoch, wantUnused := epoch, 1
+			wantEpoch, wantUnused := epoch, unused
 			if tc.contained {
 				wantEpoch, wantUnused = epoch+1, 0
 			}
 			if n.IdentityEpoch != wantEpoch || h.unusedTokens(id) != wantUnused {
 				t.Errorf("node at epoch %d with %d unused token(s), want %d with %d", n.IdentityEpoch, h.unusedTokens(id), wantEpoch, wantUnused)
+			}
+		})
+	}
+}
+
+// TestContainedTokenFailsTheWorkflowItCutsOff: a provisioned token no running workflow
+// minted (an operator's, from tokens create; or the last deploy's, after that deploy
+// ended) joins from 10.0.0.9 while one of the node's workflows runs, at the identity
+// epoch that workflow runs at, and is presented again from 10.0.0.5: the registry
+// contains it, and the epoch's move cuts the workflow's own agents off and deletes its
+// join tokens, so the workflow fails at once, FORBIDDEN token-reused, saying why and
+// what to do; the event names it. So it goes for a deploy awaiting its installed OS (its
+// ramdisk loses its certificate, its installation's provisioned token is deleted), for
+// one that has not reached a ramdisk yet (its boot entry's ramdisk token and its
+// provisioned token are deleted), for an inspect, which did not move the epoch but whose
+// ramdisk holds it, and for a remediation restarting the installed OS, whose rejoin
+// would never come. Before, the workflow was left running: the deploy failed only when
+// boot.kexec's 15-minute timeout ran out, TIMEOUT "boot.kexec did not finish within its
+// timeout of 15m", saying nothing of the containment.
+func TestContainedTokenFailsTheWorkflowItCutsOff(t *testing.T) {
+	// Each case starts the workflow and returns it with the run that minted the token,
+	// "" for an operator.
+	for name, start := range map[string]func(h *harness) (run store.Run, minted string){
+		"deploy awaiting its installed OS": func(h *harness) (store.Run, string) { return h.deployAwaitingKexec(h.enroll(nil)), "" },
+		"deploy before its ramdisk joined": func(h *harness) (store.Run, string) {
+			h.machine.hang(proto.CommandSetPower)
+			run, err := h.deploy(h.enroll(nil), "testdata/gpu-host.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.relayedYet("site", proto.CommandSetPower)
+			return run, ""
+		},
+		"inspect on its ramdisk": func(h *harness) (store.Run, string) {
+			h.machine.hang(proto.CommandInventoryRefresh)
+			run, _, err := h.act(h.enroll(nil), Inspect, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.relayedYet("ramdisk", proto.CommandInventoryRefresh)
+			return run, ""
+		},
+		"remediation restarting the installed OS": func(h *harness) (store.Run, string) {
+			id := h.active("52:54:00:00:00:01")
+			deploy := h.node(id).Workflow
+			h.machine.forget()
+			h.machine.hang(proto.CommandSetPower)
+			run, _, err := h.remediate(id, ProfileRemediateReboot, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.relayedYet("site", proto.CommandSetPower)
+			return run, deploy
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			run, minted := start(h)
+			id := run.Node
+			epoch := h.node(id).IdentityEpoch
+			tok, e := h.mintedAndReused(store.TokenFor{Kind: store.TokenProvisioned, NodeID: id, Workflow: minted}, "10.0.0.9", "10.0.0.5")
+			var now store.Run
+			if err := h.store.View(func(tx *store.Tx) (err error) { now, err = tx.Run(run.ID); return err }); err != nil {
+				t.Fatal(err)
+			}
+			// A failed run is marked cancelled in the transaction that fails it: at once,
+			// with no step's timeout run out.
+			if now.Cancelled == nil {
+				t.Fatalf("%s %s still %s after the containment, not failed", run.Kind, run.ID, now.State)
+			}
+			if e.Workflow != run.ID || e.Error == nil || e.Error.Code != proto.Forbidden || e.Error.Details.Reason != proto.ReasonTokenReused ||
+				!strings.Contains(e.Detail, "failed workflow "+run.ID) {
+				t.Fatalf("event %+v, want it failing %s FORBIDDEN token-reused", e, run.ID)
+			}
+			minter := "which no workflow minted"
+			if minted != "" {
+				minter = "which workflow " + minted + " minted before it ended"
+			}
+			for _, says := range []string{"token " + tok.ID, minter, "from 10.0.0.5", "this " + run.Kind + " workflow runs at", "agents this workflow works with were cut off",
+				"policy.measuredBoot", "nodes retry " + id} {
+				if !strings.Contains(e.Error.Message, says) {
+					t.Errorf("the failure does not say %q: %s", says, e.Error.Message)
+				}
+			}
+			ended, n := h.end(run.ID)
+			if ended.State != store.RunFailed || n.Failure == nil || n.Failure.Error.Details.Reason != proto.ReasonTokenReused {
+				t.Errorf("run %s, node %s failed with %+v; want the %s failed token-reused", ended.State, n.State, n.Failure, run.Kind)
+			}
+			if n.IdentityEpoch != epoch+1 || h.unusedTokens(id) != 0 {
+				t.Errorf("node at epoch %d with %d unused token(s), want %d with none", n.IdentityEpoch, h.unusedTokens(id), epoch+1)
 			}
 		})
 	}

@@ -80,8 +80,8 @@ func TestJoinTokenConsumedOnceUntilExpiry(t *testing.T) {
 
 // TestJoinTokenKeepsTheWorkflowThatMintedIt: a token a workflow mints reads back naming
 // that run, through its join too; one an operator mints, and one stored before tokens
-// recorded their workflow, name none, so that presenting it again fails no workflow
-// (metal.Service.TokenReused).
+// recorded their workflow, name none, so that presenting it again fails no workflow as
+// its minter (metal.Service.TokenReused).
 func TestJoinTokenKeepsTheWorkflowThatMintedIt(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
 		s := openTest(t, open)
