@@ -10,6 +10,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,12 +30,14 @@ import (
 type Cache struct {
 	cfg    Config
 	idx    *index
-	client *fetch.Client
 	bucket *throttle.Bucket
 
 	readyDir, partialDir string
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// client fetches the pulls; bound is where it may fetch from, nil until SetBound.
+	client  *fetch.Client
+	bound   *proto.SourceBound
 	entries map[string]*entry
 	desired []proto.CacheImage // nil until the first SetDesired
 	wanted  map[string]bool    // the digests of desired
@@ -101,11 +104,34 @@ func Open(cfg Config) (*Cache, error) {
 		idx.close()
 		return nil, err
 	}
-	c.client = fetch.NewClient(cfg.httpClient())
+	c.client = fetch.NewClient(&http.Client{Transport: cfg.transport()})
 	if cfg.BandwidthBytesPerSec > 0 {
 		c.bucket = throttle.New(cfg.Clock, cfg.BandwidthBytesPerSec, min(cfg.BandwidthBytesPerSec, copyChunk))
 	}
 	return c, nil
+}
+
+// SetBound makes b where the cache's pulls may fetch from, from their next request on:
+// every request of a pull (the source's, a redirect's, a token realm's) goes only to a
+// host and port b allows, and every connection only to an address it allows
+// (fetch.Bound); a refusal fails the pull. bcd site sets its site's image sources before
+// every SetDesired. A cache never given a bound fetches without one.
+func (c *Cache) SetBound(b proto.SourceBound) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bound != nil && slices.Equal(c.bound.Site, b.Site) && slices.Equal(c.bound.Pool, b.Pool) {
+		return
+	}
+	// A new client, so that no connection dialed under the old bound serves the new one.
+	c.client.CloseIdleConnections()
+	c.client, c.bound = fetch.NewBoundClient(c.cfg.transport(), fetch.Bound{Sources: b}), &b
+}
+
+// fetcher is the client a pull starting now fetches with.
+func (c *Cache) fetcher() *fetch.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.client
 }
 
 // Close closes the index. Run must have returned.

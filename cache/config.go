@@ -78,11 +78,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// httpClient is the client to sources: the configured CA pool, no proxy from the
+// transport is the transport to sources: the configured CA pool, no proxy from the
 // environment (a site reaches its sources directly), TLS 1.2 at least, and no
 // transparent decompression (the digest is of the artifact as stored).
-func (c Config) httpClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
+func (c Config) transport() *http.Transport {
+	return &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		TLSClientConfig:       &tls.Config{RootCAs: c.RootCAs, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:   30 * time.Second,
@@ -90,5 +90,5 @@ func (c Config) httpClient() *http.Client {
 		MaxIdleConnsPerHost:   c.MaxPulls,
 		ForceAttemptHTTP2:     true,
 		DisableCompression:    true,
-	}}
+	}
 }

@@ -99,7 +99,8 @@ func (c *Cache) download(ctx context.Context, e *entry, p *partial, src fetch.So
 		if err == nil {
 			return p.n, nil
 		}
-		if started || errors.As(err, new(terminalError)) || ctx.Err() != nil || fails >= c.cfg.Attempts {
+		// A refusal of the bound is the same on every request.
+		if started || errors.As(err, new(terminalError)) || errors.Is(err, fetch.ErrNotAllowed) || ctx.Err() != nil || fails >= c.cfg.Attempts {
 			return 0, err
 		}
 		c.cfg.Logger.Info("cache: pull could not start", "digest", e.rec.Digest, "at", p.n, "err", err)
@@ -129,7 +130,7 @@ func (c *Cache) stream(ctx context.Context, e *entry, p *partial, src fetch.Sour
 			resumesAtRestart = body.Resumes()
 			return restart(size, v)
 		}}
-	body, err := c.client.Stream(ctx, src, p.n, validator, opts)
+	body, err := c.fetcher().Stream(ctx, src, p.n, validator, opts)
 	if err != nil {
 		return false, err
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net"
 	"slices"
 	"time"
 
+	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
 )
 
@@ -191,6 +193,12 @@ func (c *Cache) fail(e *entry, err error) {
 	e.rec.Validator = ""
 	c.put(e)
 	c.notify()
+	var refused *fetch.RefusedError
+	if errors.As(err, &refused) {
+		c.cfg.Logger.Warn("cache: pull refused: the fetch would leave the site's image sources", "digest", e.rec.Digest,
+			"refused", refused.Hop, "host", net.JoinHostPort(refused.Host, refused.Port), "err", err)
+		return
+	}
 	c.cfg.Logger.Warn("cache: pull failed", "digest", e.rec.Digest, "err", err)
 }
 

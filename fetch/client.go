@@ -14,6 +14,8 @@ import (
 // Client downloads artifacts. Its zero value is not usable: make one with NewClient.
 type Client struct {
 	http *http.Client
+	// bound, when set, is where the client may fetch from (NewBoundClient).
+	bound *Bound
 
 	mu     sync.Mutex
 	tokens map[string]string // bearer tokens by registry host and repository
@@ -106,6 +108,9 @@ func body(resp *http.Response, offset, total int64) *Body {
 
 // get sends the GET, answering one bearer-token challenge for OCI sources.
 func (c *Client) get(ctx context.Context, src Source, offset int64, validator string) (*http.Response, error) {
+	if err := c.check(src.URL, HopSource); err != nil {
+		return nil, fmt.Errorf("GET %s: %w", redact(src.URL), err)
+	}
 	key := src.URL.Host + "/" + src.Repository
 	for attempt := 0; ; attempt++ {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, src.URL.String(), nil)
@@ -130,7 +135,7 @@ func (c *Client) get(ctx context.Context, src Source, offset int64, validator st
 		}
 		resp, err := c.http.Do(req)
 		if err != nil {
-			return nil, fmt.Errorf("GET %s: %w", redact(src.URL), err)
+			return nil, fmt.Errorf("GET %s: %w", redact(src.URL), refusal(err))
 		}
 		if resp.StatusCode != http.StatusUnauthorized || src.Kind != OCI || attempt > 0 {
 			return resp, nil
@@ -145,6 +150,15 @@ func (c *Client) get(ctx context.Context, src Source, offset int64, validator st
 		c.tokens[key] = tok
 		c.mu.Unlock()
 	}
+}
+
+// check refuses a request to u the client's bound does not allow; a client without a
+// bound allows every request.
+func (c *Client) check(u *url.URL, hop string) error {
+	if c.bound == nil {
+		return nil
+	}
+	return c.bound.check(u, hop)
 }
 
 // redact names a URL in errors and logs without its query, which may hold a presigned

@@ -42,13 +42,16 @@ func (c *Client) token(ctx context.Context, challenges []Challenge, repo string)
 	}
 	q.Set("scope", scope)
 	realm.RawQuery = q.Encode()
+	if err := c.check(realm, HopRealm); err != nil {
+		return "", err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, realm.String(), nil)
 	if err != nil {
 		return "", err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("token request: %w", err)
+		return "", fmt.Errorf("token request: %w", refusal(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

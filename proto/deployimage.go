@@ -10,6 +10,11 @@ type DeployImage struct {
 	// the cache does not deliver. Empty when the image sources of the machine's site (or
 	// pool) do not allow its host: the ramdisk then streams from CacheURL alone.
 	Source string `json:"source"`
+	// ImageSources is where a fetch from Source may go (set with Source): every request of
+	// it, a redirect's and a token realm's too, and every address it dials, as
+	// SourceBound says, for the machine's site and pool. A command without it (from a
+	// registry of an earlier version) bounds the fetch to Source's own host and port.
+	ImageSources *SourceBound `json:"imageSources,omitempty"`
 	// CacheURL is where the machine's site cache serves the artifact; empty when the
 	// site does not hold it.
 	CacheURL string `json:"cacheUrl,omitempty"`

@@ -102,13 +102,86 @@ func CheckImageSources(patterns []string, path string) error {
 	return nil
 }
 
-// ImageSourceAllowed reports whether the host and port of source (an https:// or oci://
-// URL, port 443 when it names none) match one of patterns. No pattern allows nothing.
-func ImageSourceAllowed(patterns []string, source string) bool {
+// SourceBound is where a fetch of an image may go: the hosts and ports the site's image
+// sources allow and, when the pool has any, its policy.imageSources too (a pool narrows
+// its site's list, never widens it). It is the one rule of every fetch a tenant's input
+// can cause on the site's provisioning side: the registry applies it to the sources it
+// hands out (registry/image), and the site's cache and a machine's ramdisk apply it again
+// to every request of a fetch (its redirects and token realms) and every address it
+// dials (fetch.Bound).
+type SourceBound struct {
+	// Site are the site's image source patterns; none allows nothing.
+	Site []string `json:"site"`
+	// Pool are the pool's policy.imageSources; none narrows nothing.
+	Pool []string `json:"pool,omitempty"`
+}
+
+// Refused reports whether source (an https:// or oci:// URL, port 443 when it names
+// none) may not be fetched under b, and whether the pool's list refused it (byPool) where
+// the site's allowed it.
+func (b SourceBound) Refused(source string) (refused, byPool bool) {
 	host, port, ok := SourceHost(source)
 	if !ok {
-		return false
+		return true, false
 	}
+	return b.HostRefused(host, port)
+}
+
+// HostRefused is Refused for a lower-case host (a name, or an address without brackets)
+// and a port: what a request of a fetch, the source's or a redirect's or a token realm's,
+// is checked by.
+func (b SourceBound) HostRefused(host, port string) (refused, byPool bool) {
+	switch {
+	case !hostAllowed(b.Site, host, port):
+		return true, false
+	case len(b.Pool) > 0 && !hostAllowed(b.Pool, host, port):
+		return true, true
+	}
+	return false, false
+}
+
+// AddrRefused says why a fetch under b may not connect to addr, or "" when it may. An
+// address of the fetching machine itself or of its link (InternalAddr: loopback,
+// link-local such as the cloud metadata service's 169.254.169.254, unspecified, 0.0.0.0/8
+// and multicast) is dialed only when b allows that address as a host itself, so a name
+// among the patterns never leads there, whatever DNS answers for it. Every other address
+// a name resolves to is allowed: internal mirrors in private ranges are normal.
+func (b SourceBound) AddrRefused(addr netip.AddrPort) string {
+	a := addr.Addr().Unmap()
+	kind := InternalAddr(a)
+	if kind == "" {
+		return ""
+	}
+	if refused, _ := b.HostRefused(a.String(), strconv.Itoa(int(addr.Port()))); !refused {
+		return ""
+	}
+	return kind
+}
+
+// InternalAddr names the kind of a, when a fetch may reach it only by its address
+// (SourceBound.AddrRefused): "loopback", "link-local", "unspecified", "this-network"
+// (0.0.0.0/8) or "multicast"; else "".
+func InternalAddr(a netip.Addr) string {
+	a = a.Unmap()
+	switch {
+	case a.IsLoopback():
+		return "loopback"
+	case a.IsLinkLocalUnicast():
+		return "link-local"
+	case a.IsUnspecified():
+		return "unspecified"
+	case a.Is4() && a.As4()[0] == 0:
+		return "this-network"
+	case a.IsMulticast():
+		return "multicast"
+	}
+	return ""
+}
+
+// hostAllowed reports whether one of patterns matches host and port. Addresses compare
+// as addresses; a name matches a name pattern of its own spelling, or a *.DOMAIN pattern
+// it is below.
+func hostAllowed(patterns []string, host, port string) bool {
 	addr, err := netip.ParseAddr(host)
 	isAddr := err == nil
 	for _, s := range patterns {

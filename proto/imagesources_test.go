@@ -2,6 +2,8 @@ package proto
 
 import (
 	"fmt"
+	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -31,12 +33,70 @@ func TestImageSourceAllowed(t *testing.T) {
 		"https://user@images.example.com@evil.com/os.raw":                    false,
 		"not a url": false,
 	} {
-		if got := ImageSourceAllowed(patterns, source); got != want {
-			t.Errorf("%s: allowed %v, want %v", source, got, want)
+		if refused, _ := (SourceBound{Site: patterns}).Refused(source); refused == want {
+			t.Errorf("%s: allowed %v, want %v", source, !refused, want)
 		}
 	}
-	if ImageSourceAllowed(nil, "https://images.example.com/os.raw") {
+	if refused, _ := (SourceBound{}).Refused("https://images.example.com/os.raw"); !refused {
 		t.Errorf("no pattern allowed a source")
+	}
+}
+
+// TestSourceBound: a pool narrows its site's list, never widens it.
+func TestSourceBound(t *testing.T) {
+	b := SourceBound{Site: []string{"images.example.com", "cdn.example.com"}, Pool: []string{"images.example.com", "other.example.com"}}
+	for host, want := range map[string][2]bool{
+		"images.example.com": {false, false},
+		"cdn.example.com":    {true, true},  // the site allows it, the pool does not
+		"other.example.com":  {true, false}, // the pool's list allows nothing the site's does not
+	} {
+		if refused, byPool := b.HostRefused(host, "443"); refused != want[0] || byPool != want[1] {
+			t.Errorf("%s: refused %v by pool %v, want %v", host, refused, byPool, want)
+		}
+	}
+	if refused, _ := (SourceBound{Site: b.Site}).HostRefused("cdn.example.com", "443"); refused {
+		t.Errorf("a pool without a list narrowed the site's")
+	}
+}
+
+// TestSourceBoundAddresses: an address of the fetching machine or its link is dialed
+// only when the list names it; a name may lead to any other address.
+func TestSourceBoundAddresses(t *testing.T) {
+	b := SourceBound{Site: []string{"images.example.com", "127.0.0.2:8443", "[fe80::1]:443"}, Pool: nil}
+	for addr, want := range map[string]string{
+		"127.0.0.1:443":            "loopback",
+		"127.0.0.2:443":            "loopback", // listed for another port only
+		"127.0.0.2:8443":           "",         // listed as itself
+		"[::ffff:127.0.0.2]:8443":  "",         // the same address
+		"[::ffff:127.0.0.1]:443":   "loopback",
+		"[::1]:443":                "loopback",
+		"169.254.169.254:443":      "link-local",
+		"[fe80::2]:443":            "link-local",
+		"[fe80::1]:443":            "",
+		"[fe80::1%25eth0]:443":     "link-local", // a zone is another address than the pattern's
+		"0.0.0.0:443":              "unspecified",
+		"[::]:443":                 "unspecified",
+		"0.1.2.3:443":              "this-network",
+		"224.0.0.1:443":            "multicast",
+		"[ff02::1]:443":            "multicast",
+		"10.0.0.7:443":             "", // private ranges are where internal mirrors are
+		"192.168.1.1:443":          "",
+		"[fd00::7]:443":            "",
+		"93.184.216.34:443":        "",
+		"[2001:db8::1]:443":        "",
+		"[::ffff:169.254.1.1]:443": "link-local",
+	} {
+		ap, err := netip.ParseAddrPort(strings.Replace(addr, "%25", "%", 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.AddrRefused(ap); got != want {
+			t.Errorf("%s: refused as %q, want %q", addr, got, want)
+		}
+	}
+	narrowed := SourceBound{Site: b.Site, Pool: []string{"images.example.com"}}
+	if got := narrowed.AddrRefused(netip.MustParseAddrPort("127.0.0.2:8443")); got != "loopback" {
+		t.Errorf("an address the pool does not name: refused as %q", got)
 	}
 }
 
@@ -74,15 +134,27 @@ func FuzzImageSources(f *testing.F) {
 			if e := AsError(err); e.Code != InvalidInput || e.Details.Path != "p[0]" {
 				t.Fatalf("%q: %v", pattern, err)
 			}
-			if ImageSourceAllowed([]string{pattern}, source) {
+			if refused, _ := (SourceBound{Site: []string{pattern}}).Refused(source); !refused {
 				t.Fatalf("the refused pattern %q allows %q", pattern, source)
 			}
 			return
 		}
-		if !ImageSourceAllowed([]string{pattern}, source) {
+		b := SourceBound{Site: []string{pattern}}
+		host, port, ok := SourceHost(source)
+		if ok {
+			// An address of the machine or its link is reached through the pattern only
+			// when it names that address.
+			if a, err := netip.ParseAddr(host); err == nil {
+				n, _ := strconv.Atoi(port)
+				refusedAddr := b.AddrRefused(netip.AddrPortFrom(a, uint16(n))) != ""
+				if refused, _ := b.Refused(source); refusedAddr && !refused {
+					t.Fatalf("%q allows %q, and refuses its address", pattern, source)
+				}
+			}
+		}
+		if refused, _ := b.Refused(source); refused {
 			return
 		}
-		host, port, ok := SourceHost(source)
 		if !ok || host == "" || port == "" {
 			t.Fatalf("%q allows %q, which names no host", pattern, source)
 		}

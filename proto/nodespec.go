@@ -83,8 +83,9 @@ type SiteSpec struct {
 	// CacheImages are the images the site cache pulls and keeps.
 	CacheImages []CacheImage `json:"cacheImages,omitempty"`
 	// ImageSources are the host patterns of the site's `imageSources`: the site agent
-	// pulls no cache image whose source is outside them (ImageSourceAllowed), whatever
-	// CacheImages lists.
+	// pulls no cache image whose source is outside them, whatever CacheImages lists, and
+	// its cache makes no request (a redirect, a token realm) and dials no address outside
+	// them (SourceBound).
 	ImageSources []string `json:"imageSources,omitempty"`
 	// BootEntries say how each known machine boots.
 	BootEntries []BootEntry `json:"bootEntries,omitempty"`

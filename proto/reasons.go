@@ -67,7 +67,8 @@ const (
 	// (or the pool's) image sources is left out of a site's cache plan; (FORBIDDEN)
 	// deploy.deploy of an image the site's cache does not hold and whose source the
 	// machine may not fetch from, and media.insert of a URL the machine's BMC may not
-	// mount, for the same reason.
+	// mount, for the same reason; and deploy.image whose source sent the ramdisk (by a
+	// redirect, a token realm or a name's address) where it may not fetch from.
 	ReasonSourceNotAllowed = "source-not-allowed"
 	// ReasonSiteShare: a pre-warm image or extra initrd is left out of a site's cache
 	// plan, or an enrolled MAC out of the site's known MACs (sites.knownMacs), which

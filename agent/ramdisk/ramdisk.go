@@ -228,7 +228,7 @@ func (a *agent) deployImage(ctx context.Context, payload json.RawMessage) (json.
 			return nil, err
 		}
 	}
-	res, err := deploy.Image(ctx, deploy.Input{CacheURL: in.CacheURL, SourceURL: in.Source, Digest: in.SHA256,
+	res, err := deploy.Image(ctx, deploy.Input{CacheURL: in.CacheURL, SourceURL: in.Source, ImageSources: in.ImageSources, Digest: in.SHA256,
 		Format: proto.ImageFormat(in.Format), Compression: proto.Compression(in.Compression), SizeBytes: in.SizeBytes,
 		Target: a.opts.Disk, FirstBoot: files,
 	}, deploy.Options{Log: a.opts.Log, Progress: progressReporter(a.opts.Clock, func(p proto.DeployImageProgress) { session.ReportProgress(ctx, p) })})

@@ -182,10 +182,10 @@ func (a *agent) reportEntries() {
 	a.reports.set(proto.SectionBootEntries, data, omitted)
 }
 
-// apply makes a pushed NodeSpec's site section take effect: the cache's desired images,
-// the boot entries, the MACs enrolled at the site (known to the boot server's DHCP) and
-// the keys of the cache's capabilities. The entries are applied
-// even when some cache entry is refused.
+// apply makes a pushed NodeSpec's site section take effect: the cache's desired images
+// and the image sources its pulls may fetch from, the boot entries, the MACs enrolled at
+// the site (known to the boot server's DHCP) and the keys of the cache's capabilities.
+// The entries are applied even when some cache entry is refused.
 func (a *agent) apply(_ context.Context, spec proto.NodeSpec) error {
 	var s proto.SiteSpec
 	if spec.Site != nil {
@@ -202,18 +202,25 @@ func (a *agent) apply(_ context.Context, spec proto.NodeSpec) error {
 		planned[img.Digest] = true
 	}
 	a.planned.Store(&planned) // before SetDesired, whose report orders by it
+	a.cache.SetBound(siteBound(s))
 	return errors.Join(badKey, refused, a.cache.SetDesired(images))
 }
 
+// siteBound is where the site's cache may fetch from: the site's image sources. The
+// pools' narrower lists bound what the registry plans, not the cache, whose copy serves
+// any pool of the site.
+func siteBound(s proto.SiteSpec) proto.SourceBound { return proto.SourceBound{Site: s.ImageSources} }
+
 // allowedImages are the cache images of a site section whose source is among its image
 // sources. The registry plans none other; the site checks again, so that no plan, stale
-// or wrong, makes it fetch from a host the platform did not list. Each image left out is
-// an INVALID_CONFIG at its source.
+// or wrong, makes it fetch from a host the platform did not list (and the cache's bound
+// keeps each pull's redirects, token realms and addresses within them too). Each image
+// left out is an INVALID_CONFIG at its source.
 func allowedImages(s proto.SiteSpec) ([]proto.CacheImage, error) {
 	var keep []proto.CacheImage
 	var refused []error
 	for i, img := range s.CacheImages {
-		if !proto.ImageSourceAllowed(s.ImageSources, img.Source) {
+		if r, _ := siteBound(s).Refused(img.Source); r {
 			refused = append(refused, proto.Errorf(proto.InvalidConfig, "image %s: its source's host is not among the site's image sources %v, so the site does not fetch it", img.Ref, s.ImageSources).
 				WithPath(fmt.Sprintf("site.cacheImages[%d].source", i)))
 			continue

@@ -5,19 +5,17 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/bmc/redfishsim"
+	"github.com/better-compute/better-compute/fetch/fetchtest"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
@@ -47,15 +45,7 @@ func TestSiteLoopback(t *testing.T) {
 	}), caFile)
 	// A host inside the platform's network that a tenant names as an image source: the
 	// site allows only the source above, so nothing ever connects here.
-	var internalConns atomic.Int64
-	internal := httptest.NewUnstartedServer(http.NotFoundHandler())
-	internal.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			internalConns.Add(1)
-		}
-	}
-	internal.StartTLS()
-	t.Cleanup(internal.Close)
+	internal := fetchtest.NewCounted(t, http.NotFoundHandler())
 
 	// The machine's BMC, trusted by its key's pin through the hardware profile.
 	sim := redfishsim.New(redfishsim.Config{Username: "admin", Password: "hunter2"})
@@ -117,8 +107,8 @@ func TestSiteLoopback(t *testing.T) {
 	if want := fmt.Sprintf(`{"httpBase":"http://127.0.0.1:%d"}`, httpPort); sections["site"] != want || sections["bootEntries"] != "[]" {
 		t.Errorf("site agent's inventory %v: want site %s and no boot entries", sections, want)
 	}
-	if bytes.Contains([]byte(sections["images"]), []byte(inside.SHA256)) || internalConns.Load() != 0 {
-		t.Errorf("the site cache took up the image from outside its sources: cache %s, %d connections to its host", sections["images"], internalConns.Load())
+	if bytes.Contains([]byte(sections["images"]), []byte(inside.SHA256)) || internal.Conns() != 0 {
+		t.Errorf("the site cache took up the image from outside its sources: cache %s, %d connections to its host", sections["images"], internal.Conns())
 	}
 	cacheURL := proto.CacheCapURL(fmt.Sprintf("http://127.0.0.1:%d/images/sha256/%s", httpPort, digest), registryCacheKey(t, reg), digest, time.Now().Add(time.Hour))
 	out, err := exec.Command("curl", "-sf", "-r", "1000-1999", cacheURL).Output()
@@ -154,6 +144,8 @@ type siteAgent struct {
 	config string
 	// stop stops the agent before the test ends.
 	stop func()
+	// log is what the agent has written so far.
+	log func() string
 }
 
 // startSiteAgent joins the site agent of rack-a and runs it (startSite) with its boot
@@ -176,7 +168,8 @@ func startSiteAgent(t *testing.T, reg *testkit.Registry, work string, cache map[
 	siteConfig := filepath.Join(work, "site.json")
 	data, _ := json.Marshal(cfg)
 	testkit.WriteFile(t, siteConfig, data, 0o600)
-	sa.config, sa.stop = siteConfig, startSite(t, siteConfig)
+	sa.config = siteConfig
+	sa.stop, sa.log = startSite(t, siteConfig)
 	return sa
 }
 
@@ -187,12 +180,13 @@ func putSecret(t *testing.T, config, work, ref, value string) {
 }
 
 // startSite runs `bcd site` until the test ends or stop, and shows its log when the
-// test fails.
-func startSite(t *testing.T, config string) (stop func()) {
+// test fails; log is what it has written so far.
+func startSite(t *testing.T, config string) (stop func(), log func() string) {
 	t.Helper()
-	stop = sync.OnceFunc(testkit.StartBCD(t, nil, "site", "--config", config))
+	stop, log = testkit.StartBCDLogged(t, nil, "site", "--config", config)
+	stop = sync.OnceFunc(stop)
 	t.Cleanup(stop)
-	return stop
+	return stop, log
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {

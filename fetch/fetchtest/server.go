@@ -2,7 +2,8 @@
 // fetch (the site cache, the ramdisk's deploy.image): Server over HTTP with ETags and
 // ranges like a site cache, able to break connections part-way or to answer 404, so that
 // resumes and fallbacks can be watched; Registry, an OCI registry over HTTPS that wants
-// an anonymous bearer token.
+// an anonymous bearer token; Counted, a host a fetch must not reach, counting the
+// connections made to it; and NewResolver, a DNS server of the test's own names.
 package fetchtest
 
 import (

@@ -19,7 +19,11 @@ func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
 	if err != nil {
 		return Result{}, &nextLocation{err}
 	}
-	body, err := w.client.Stream(ctx, src, 0, "", w.opts.Fetch)
+	client := w.cache
+	if loc.name == proto.DeployFromSource {
+		client = w.source
+	}
+	body, err := client.Stream(ctx, src, 0, "", w.opts.Fetch)
 	if err != nil {
 		return Result{}, &nextLocation{err}
 	}

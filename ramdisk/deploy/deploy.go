@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 
 	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
@@ -26,6 +28,10 @@ type Input struct {
 	// when the registry does not let this machine fetch from it (the site's image
 	// sources), so that only the cache is tried.
 	SourceURL string
+	// ImageSources is where the fetch from SourceURL may go: every request of it (its
+	// redirects and token realms too) and every address it dials (fetch.Bound). Nil is
+	// SourceURL's own host and port alone.
+	ImageSources *proto.SourceBound
 	// Digest is the SHA-256 of the artifact as stored, 64 lower-case hex digits.
 	Digest string
 	// Format is raw or qcow2.
@@ -58,9 +64,9 @@ type Progress struct {
 
 // Options carry what the caller injects.
 type Options struct {
-	// Client makes the requests; nil is a client with no proxy, no overall timeout and
-	// no transparent decompression.
-	Client *http.Client
+	// Transport carries the requests (the source's through a copy of it, fetch.Bound's);
+	// nil is one with no proxy, no overall timeout and no transparent decompression.
+	Transport *http.Transport
 	// Fetch tunes the HTTP streams (resumes, stall timeout).
 	Fetch fetch.StreamOptions
 	// Progress, if not nil, is called after every block written (every few MiB), from
@@ -137,11 +143,14 @@ func Image(ctx context.Context, in Input, opts Options) (Result, error) {
 			locs = append(locs, l)
 		}
 	}
-	w := writing{in: in, opts: opts, client: fetch.NewClient(opts.Client), target: t}
-	if opts.Client == nil {
-		// Its own transport: no connection of it stays open with the cache after the deploy.
-		defer w.client.CloseIdleConnections()
+	var hc *http.Client
+	if opts.Transport != nil {
+		hc = &http.Client{Transport: opts.Transport}
 	}
+	w := writing{in: in, opts: opts, target: t, cache: fetch.NewClient(hc), source: fetch.NewBoundClient(opts.Transport, in.bound())}
+	// Each client has a transport of its own: no connection stays open after the deploy.
+	defer w.cache.CloseIdleConnections()
+	defer w.source.CloseIdleConnections()
 	res, err := w.firstThatDelivers(ctx, locs)
 	if err == nil {
 		err = install(t, in.FirstBoot)
@@ -159,12 +168,27 @@ func Image(ctx context.Context, in Input, opts Options) (Result, error) {
 	return Result{}, err
 }
 
+// bound is where the fetch from the source may go: ImageSources, else the source's own
+// host and port.
+func (in Input) bound() fetch.Bound {
+	if in.ImageSources != nil {
+		return fetch.Bound{Sources: *in.ImageSources}
+	}
+	var own []string
+	if u, err := url.Parse(in.SourceURL); err == nil && u.Hostname() != "" {
+		own = []string{net.JoinHostPort(fetch.HostPort(u))}
+	}
+	return fetch.Bound{Sources: proto.SourceBound{Site: own}}
+}
+
 // writing is one deploy.image onto one target.
 type writing struct {
-	in     Input
-	opts   Options
-	client *fetch.Client
-	target *disk.Target
+	in   Input
+	opts Options
+	// cache fetches the site cache's copy, at the address the registry gave; source the
+	// image's source, within in's bound.
+	cache, source *fetch.Client
+	target        *disk.Target
 	// touched is set once the target has been changed.
 	touched bool
 }
@@ -191,11 +215,16 @@ func (w *writing) firstThatDelivers(ctx context.Context, locs []location) (Resul
 		w.opts.Log.Warn("image location failed", "location", loc.name, "url", loc.url, "err", next.err)
 		failures = append(failures, fmt.Errorf("%s: %w", loc.name, next.err))
 	}
-	reason := proto.ReasonImageUnavailable
-	if errors.Is(failures[len(failures)-1], errDigest) {
+	code, reason := proto.DriverError, proto.ReasonImageUnavailable
+	switch last := failures[len(failures)-1]; {
+	case errors.Is(last, errDigest):
 		reason = proto.ReasonDigestMismatch
+	case errors.Is(last, fetch.ErrNotAllowed):
+		// The source sent the fetch where the machine may not go: the same refusal as the
+		// registry's of a source the site does not allow.
+		code, reason = proto.Forbidden, proto.ReasonSourceNotAllowed
 	}
-	return Result{}, proto.Errorf(proto.DriverError, "%w", errors.Join(failures...)).WithReason(reason)
+	return Result{}, proto.Errorf(code, "%w", errors.Join(failures...)).WithReason(reason)
 }
 
 // nextLocation marks a failure that the next location may not have.

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -341,7 +343,7 @@ func TestImageFallsBackToAnOCISource(t *testing.T) {
 	in := Input{CacheURL: s.URL + "/cache", SourceURL: reg.Put(digest(art), art), Digest: digest(art),
 		Format: proto.FormatRaw, Compression: proto.CompressionZstd, SizeBytes: int64(len(art)), Target: emptyDisk(t)}
 	opts := fast
-	opts.Client = reg.Client()
+	opts.Transport = reg.Client().Transport.(*http.Transport)
 	res, err := Image(context.Background(), in, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -364,6 +366,50 @@ func TestImageFallsBackToAnOCISource(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{""}, s.Requests("/cache")); diff != "" {
 		t.Errorf("cache requests (-want +got):\n%s", diff)
+	}
+}
+
+// TestImageSourceStaysWithinItsBound: the cache has no copy and the image's source
+// answers with a redirect to another host, one inside the platform's network the site does
+// not allow (another loopback port here) that serves the image. The ramdisk does not
+// follow it: deploy.image fails FORBIDDEN (source-not-allowed), naming the host, the disk
+// untouched and the other host never connected to. The same redirect to a host the site
+// lists (its registry's storage, a CDN) is followed.
+func TestImageSourceStaysWithinItsBound(t *testing.T) {
+	raw := diskImage(1<<20, 8)
+	art := compress(t, raw, proto.CompressionZstd)
+	inside := fetchtest.NewCounted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(art) }))
+	source := httptest.NewTLSServer(http.RedirectHandler(inside.URL+"/latest/meta-data", http.StatusFound))
+	defer source.Close()
+	s := fetchtest.New(t)
+	opts := fast
+	opts.Transport = source.Client().Transport.(*http.Transport)
+	sourceHost, insideHost := strings.TrimPrefix(source.URL, "https://"), inside.Host()
+	for name, bound := range map[string]*proto.SourceBound{
+		"the source's own host alone": nil,
+		"the site's image sources":    {Site: []string{sourceHost, "images.example.com"}},
+		"a pool that leaves it out":   {Site: []string{sourceHost, insideHost}, Pool: []string{sourceHost}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in := Input{CacheURL: s.URL + "/cache", SourceURL: source.URL + "/os.raw.zst", ImageSources: bound, Digest: digest(art),
+				Format: proto.FormatRaw, Compression: proto.CompressionZstd, Target: emptyDisk(t)}
+			_, err := Image(context.Background(), in, opts)
+			e := proto.AsError(err)
+			if e == nil || e.Code != proto.Forbidden || e.Details.Reason != proto.ReasonSourceNotAllowed || !strings.Contains(e.Message, insideHost) {
+				t.Fatalf("%v: want FORBIDDEN source-not-allowed naming %s", err, insideHost)
+			}
+			if inside.Conns() != 0 {
+				t.Errorf("%d connections to the host the source redirected to", inside.Conns())
+			}
+			if fi, err := os.Stat(in.Target); err != nil || fi.Size() != 0 {
+				t.Errorf("the disk was written")
+			}
+		})
+	}
+	in := Input{SourceURL: source.URL + "/os.raw.zst", ImageSources: &proto.SourceBound{Site: []string{sourceHost, insideHost}},
+		Digest: digest(art), Format: proto.FormatRaw, Compression: proto.CompressionZstd, Target: emptyDisk(t)}
+	if _, err := Image(context.Background(), in, opts); err != nil || fileDigest(t, in.Target) != digest(raw) {
+		t.Fatalf("a redirect to a listed host: %v", err)
 	}
 }
 

@@ -8,17 +8,18 @@ import (
 // SourceRefused reports whether a machine of pool p at site may not be made to fetch an
 // image from source: the site's image sources do not allow its host and port (a site
 // with none allows nothing), or the pool's policy.imageSources, when it has some, do not
-// (byPool). It is the one rule of every fetch a tenant's input can cause on the site's
-// provisioning side: the site's cache plan (PlanSiteCache), a ramdisk's deploy.image
-// (registry/metal) and a BMC's virtual media (registry/site's media.insert).
+// (byPool). It is NodeBound's proto.SourceBound, applied to the sources the registry
+// hands out: the site's cache plan (PlanSiteCache), a ramdisk's deploy.image
+// (registry/metal, which hands the ramdisk the bound too, for the requests and addresses
+// of its fetch) and a BMC's virtual media (registry/site's media.insert).
 func SourceRefused(site store.Site, p store.Pool, source string) (refused, byPool bool) {
-	switch {
-	case !proto.ImageSourceAllowed(site.ImageSources, source):
-		return true, false
-	case len(p.Policy.ImageSources) > 0 && !proto.ImageSourceAllowed(p.Policy.ImageSources, source):
-		return true, true
-	}
-	return false, false
+	return NodeBound(site, p).Refused(source)
+}
+
+// NodeBound is where a machine of pool p at site may fetch images from: the site's image
+// sources, narrowed by the pool's policy.imageSources when it has some.
+func NodeBound(site store.Site, p store.Pool) proto.SourceBound {
+	return proto.SourceBound{Site: site.ImageSources, Pool: p.Policy.ImageSources}
 }
 
 // NodeBounds are the site and pool whose image sources bound what node may be made to

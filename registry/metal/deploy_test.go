@@ -37,7 +37,7 @@ func TestDeployTheGPUHostProfile(t *testing.T) {
 	if err := json.Unmarshal([]byte(img.Input), &in); err != nil {
 		t.Fatal(err)
 	}
-	wantIn := proto.DeployImage{Ref: "ubuntu-24.04-server@2026.09", Source: "https://images.example/ubuntu.raw.zst",
+	wantIn := proto.DeployImage{Ref: "ubuntu-24.04-server@2026.09", Source: "https://images.example/ubuntu.raw.zst", ImageSources: &proto.SourceBound{Site: []string{"images.example"}},
 		CacheURL: "http://rack-a.cache/sha256/" + digest, SHA256: digest, Format: "raw", Compression: "zstd", SizeBytes: 3 << 30,
 		UserDataRef: "secret://userdata/" + node + "/1", UserDataKind: "cloud-init"}
 	if diff := cmp.Diff(wantIn, in); diff != "" {
@@ -242,6 +242,18 @@ func TestDeploySourceBoundBySite(t *testing.T) {
 			}
 			if in.Source != tc.wantSource || (in.CacheURL == "") != tc.uncached {
 				t.Errorf("deploy.image from source %q and cache %q, want source %q", in.Source, in.CacheURL, tc.wantSource)
+			}
+			// With the source goes where its fetch may go, for the ramdisk to hold every
+			// request and address of it to.
+			var wantBound *proto.SourceBound
+			if tc.wantSource != "" {
+				wantBound = &proto.SourceBound{Site: tc.siteSources, Pool: tc.poolSources}
+				if tc.siteSources == nil {
+					wantBound.Site = []string{"images.example"}
+				}
+			}
+			if diff := cmp.Diff(wantBound, in.ImageSources); diff != "" {
+				t.Errorf("deploy.image's imageSources (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -107,11 +107,11 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 	if err != nil {
 		return nil, err
 	}
-	source, err := s.deploySource(a.Node, img, cacheURL)
+	source, bound, err := s.deploySource(a.Node, img, cacheURL)
 	if err != nil {
 		return nil, err
 	}
-	in := proto.DeployImage{Ref: img.Ref, Source: source, CacheURL: cacheURL, SHA256: img.SHA256,
+	in := proto.DeployImage{Ref: img.Ref, Source: source, ImageSources: bound, CacheURL: cacheURL, SHA256: img.SHA256,
 		Format: img.Format, Compression: img.Compression, SizeBytes: img.SizeBytes}
 	ud, ok, err := renderedUserData(a.Run)
 	if err != nil {
@@ -143,21 +143,25 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 }
 
 // deploySource is the source node's ramdisk may fetch img from when the site's cache
-// does not deliver it: img.Source when the site's image sources, and the pool's when it
-// narrows them, allow it (image.RefuseFetch, the rule of the site's cache plan), else
-// "". A ramdisk runs on the provisioning network, on the platform's side of it, and a
-// tenant writes any URL into the catalog: without this bound a tenant's image could make
-// the machine fetch from a host inside that network (a metadata service, an admin
-// interface) and land the answer on the tenant's own disk. When the source is refused
-// and cacheURL is empty, nothing is left to deploy from: the refusal, FORBIDDEN with
-// reason source-not-allowed at with.image, fails the step.
-func (s *Service) deploySource(node store.Node, img Image, cacheURL string) (string, error) {
+// does not deliver it, and where that fetch may go: img.Source when the site's image
+// sources, and the pool's when it narrows them, allow it (image.RefuseFetch, the rule of
+// the site's cache plan), with that bound (image.NodeBound), which the ramdisk applies to
+// every request and address of the fetch; else "" and no bound. A ramdisk runs on the
+// provisioning network, on the platform's side of it, and a tenant writes any URL into
+// the catalog: without this bound a tenant's image could make the machine fetch from a
+// host inside that network (a metadata service, an admin interface) and land the answer
+// on the tenant's own disk. When the source is refused and cacheURL is empty, nothing is
+// left to deploy from: the refusal, FORBIDDEN with reason source-not-allowed at
+// with.image, fails the step.
+func (s *Service) deploySource(node store.Node, img Image, cacheURL string) (string, *proto.SourceBound, error) {
 	var refusal error
+	var bound proto.SourceBound
 	err := s.cfg.Store.View(func(tx *store.Tx) error {
 		st, pool, err := image.NodeBounds(tx, node)
 		if err != nil {
 			return err
 		}
+		bound = image.NodeBound(st, pool)
 		refusal = image.RefuseFetch(st, pool, image.Fetch{Source: img.Source, Path: "with.image",
 			What: proto.Sprintf("image %s is not in site %s's cache, and its source", img.Ref, node.Site),
 			Else: "; or register the image from a source the site allows and pre-warm it there (policy.prewarmImages)"})
@@ -165,11 +169,11 @@ func (s *Service) deploySource(node store.Node, img Image, cacheURL string) (str
 	})
 	switch {
 	case err != nil:
-		return "", err
+		return "", nil, err
 	case refusal == nil:
-		return img.Source, nil
+		return img.Source, &bound, nil
 	case cacheURL != "":
-		return "", nil
+		return "", nil, nil
 	}
-	return "", refusal
+	return "", nil, refusal
 }
