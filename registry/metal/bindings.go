@@ -60,16 +60,21 @@ func layerBindings(out map[string]store.DriverBinding, bmc store.BMC, bindings m
 	}
 }
 
-// CommandDrivers are the driver bindings a site command for node carries. A command
-// that is the operation a step of the run names itself (its kind is the step's use)
-// takes the run's profile's drivers over the node's, concern by concern; any other
-// command (metal.ensureRamdisk's own) the node's. Either way a BMC concern keeps the
-// address and credential reference the node's BMC bound: a profile never names them.
-// A BMC the platform bound keeps its trust options too (checkPlatformTrust).
-func CommandDrivers(node store.Node, run store.Run, step, kind string) (map[string]proto.DriverBinding, error) {
+// CommandDrivers are the driver bindings a site command for node carries, read in tx. A
+// command that is the operation a step of the run names itself (its kind is the step's
+// use) takes the run's profile's drivers over the node's, concern by concern; any other
+// command (metal.ensureRamdisk's own, or one no run sent: run is empty) the node's.
+// Either way a BMC concern keeps the address and credential reference the node's BMC
+// bound: a profile never names them. A BMC the platform bound keeps its trust options
+// too (checkPlatformTrust).
+func CommandDrivers(tx *store.Tx, node store.Node, run store.Run, step, kind string) (map[string]proto.DriverBinding, error) {
 	out := maps.Clone(node.Drivers)
-	if step == kind && run.Document != nil {
-		p, err := profile.Define(run.Document)
+	if step == kind && run.ID != "" {
+		doc, err := tx.RunDocument(run)
+		if err != nil {
+			return nil, err
+		}
+		p, err := profile.Define(doc)
 		if err != nil {
 			return nil, proto.Errorf(proto.Internal, "workflow %s: its profile no longer defines: %v", run.ID, err)
 		}

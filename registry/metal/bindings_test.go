@@ -215,16 +215,19 @@ func TestProfileDriversBindItsOwnSteps(t *testing.T) {
 		t.Fatalf("run %s: %+v", run.State, n.Failure)
 	}
 	got := map[string]string{}
-	for _, r := range h.machine.got {
-		if r.Role != "site" {
-			continue
+	h.store.View(func(tx *store.Tx) error {
+		for _, r := range h.machine.got {
+			if r.Role != "site" {
+				continue
+			}
+			drivers, err := CommandDrivers(tx, n, run, r.Target.Step, r.Kind)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[strings.TrimPrefix(r.ID, run.ID+":")] = fmt.Sprintf("%s %s %s", drivers["power"].Driver, drivers["power"].Config, drivers["boot"].Driver)
 		}
-		drivers, err := CommandDrivers(n, run, r.Target.Step, r.Kind)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[strings.TrimPrefix(r.ID, run.ID+":")] = fmt.Sprintf("%s %s %s", drivers["power"].Driver, drivers["power"].Config, drivers["boot"].Driver)
-	}
+		return nil
+	})
 	want := map[string]string{
 		"main.0:a1:pxe":     `redfish {"address":"https://10.0.0.5","credentialRef":"secret://bmc/n1"} ipxe`,
 		"main.0:a1:prepare": `redfish {"address":"https://10.0.0.5","credentialRef":"secret://bmc/n1"} ipxe`,

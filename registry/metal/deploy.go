@@ -50,7 +50,11 @@ func (s *Service) Deploy(tx *store.Tx, tenant, nodeID string, rec store.ProfileR
 // config (the pool's units replacing the profile's) as its desired host section, and
 // its NodeSpec.
 func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
-	p, err := profile.Define(run.Document)
+	doc, err := tx.RunDocument(run)
+	if err != nil {
+		return err
+	}
+	p, err := profile.Define(doc)
 	if err != nil {
 		return err
 	}

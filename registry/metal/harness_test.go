@@ -26,7 +26,7 @@ const digest = "6f1ed002ab5595859014ebf0951522d9e3a8e3d0cf4f9f4e8b19f7b9b6a5f2c1
 // renderer and the agents' applied generations.
 type harness struct {
 	t        *testing.T
-	dir      string
+	open     func(store.Options) (*store.Store, error)
 	shutdown func()
 	clock    *clock.Fake
 	store    *store.Store
@@ -42,7 +42,14 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
+	dir := t.TempDir()
+	return newHarnessOn(t, func(opts store.Options) (*store.Store, error) { return store.Open(dir, opts) })
+}
+
+// newHarnessOn is newHarness over the store open opens, each time the registry boots.
+func newHarnessOn(t *testing.T, open func(store.Options) (*store.Store, error)) *harness {
+	t.Helper()
+	h := &harness{t: t, open: open, clock: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
 	h.machine = &machine{answers: map[string]func(json.RawMessage) (json.RawMessage, error){}}
 	h.images = &fakeImages{images: map[string]Image{"ubuntu-24.04-server@2026.09": {
 		ID: "img_1", Tenant: "acme", Ref: "ubuntu-24.04-server@2026.09", Kind: "os", Format: "qcow2", Compression: "none",
@@ -89,7 +96,7 @@ func newHarness(t *testing.T) *harness {
 // boot opens the store and starts the engine and the metal service over it, resuming
 // every running workflow: a registry starting.
 func (h *harness) boot() {
-	st, err := store.Open(h.dir, store.Options{Now: h.clock.Now})
+	st, err := h.open(store.Options{Now: h.clock.Now})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -264,11 +264,15 @@ func (s *Service) retry(tx *store.Tx, node store.Node) (store.Run, store.Node, e
 	if err != nil {
 		return store.Run{}, node, err
 	}
-	p, err := profile.Define(failed.Document)
+	doc, err := tx.RunDocument(failed)
+	if err != nil {
+		return store.Run{}, node, err
+	}
+	p, err := profile.Define(doc)
 	if err != nil {
 		return store.Run{}, node, proto.Errorf(proto.InvalidState, "workflow %s's profile no longer passes the checks (%v)", failed.ID, err)
 	}
-	rec := store.ProfileRecord{Tenant: failed.Profile.Tenant, ID: failed.Profile.ID, Version: failed.Profile.Version, Document: failed.Document}
+	rec := store.ProfileRecord{Tenant: failed.Profile.Tenant, ID: failed.Profile.ID, Version: failed.Profile.Version, Document: doc}
 	req := Request(failed.Kind)
 	return s.create(tx, node, req, rec, p, chainAfter(tx, node, req))
 }

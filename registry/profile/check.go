@@ -13,12 +13,11 @@ import (
 	"github.com/better-compute/better-compute/proto/hostunit"
 )
 
-// Limits of a profile document.
+// Limits of a profile document, beside its size (proto.MaxProfileDocument).
 const (
-	maxDocumentBytes = 1 << 20
-	maxDepth         = 32
-	maxVersion       = 1<<31 - 1
-	maxDescription   = 1024
+	maxDepth       = 32
+	maxVersion     = 1<<31 - 1
+	maxDescription = 1024
 	// maxSteps bounds the main phase; maxPhaseSteps acceptance and cleanup.
 	maxSteps      = 256
 	maxPhaseSteps = 64
@@ -72,7 +71,7 @@ func Check(doc []byte) []Issue {
 }
 
 func define(doc []byte) (*Profile, []Issue) {
-	root, err := jsondoc.Parse(doc, jsondoc.Limits{MaxBytes: maxDocumentBytes, MaxDepth: maxDepth})
+	root, err := jsondoc.Parse(doc, jsondoc.Limits{MaxBytes: proto.MaxProfileDocument, MaxDepth: maxDepth})
 	if err != nil {
 		return nil, []Issue{newIssue(err.Path, "the document is not acceptable JSON: "+err.Error())}
 	}

@@ -34,7 +34,7 @@ func TestDefineRefuses(t *testing.T) {
 		"invalid UTF-8":        {metal(`"description": "caf` + "\xe9" + `"`), "description"},
 		"duplicate key":        {`{"id": "t", "version": 1, "id": "u", "target": "metal"}`, "id"},
 		"too deep":             {metal(`"drivers": {"boot": {"driver": "ipxe", "config": ` + strings.Repeat(`{"a": `, 31) + `1` + strings.Repeat("}", 31) + `}}`), "drivers.boot.config.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a"},
-		"too large":            {metal(`"description": "` + long(maxDocumentBytes) + `"`), "$"},
+		"too large":            {metal(`"description": "` + long(proto.MaxProfileDocument) + `"`), "$"},
 		"not an object":        {`[]`, "$"},
 		"unknown field":        {metal(`"name": "x"`), "name"},
 		"missing id":           {`{"version": 1, "target": "metal"}`, "id"},

@@ -53,7 +53,7 @@ func TestExpandMediaInsert(t *testing.T) {
 			}
 		}
 		// steps[1] stands for a step whose result a tenant answers (its own machine's agent).
-		run, err = tx.CreateRun(store.Run{Node: node.ID, Tenant: storetest.Tenant, Steps: []store.RunStep{
+		run, err = tx.CreateRun(store.Run{Node: node.ID, Tenant: storetest.Tenant, Document: json.RawMessage(`{}`), Steps: []store.RunStep{
 			{Phase: "main", Index: 0, Use: "plugin.buildIso", Result: json.RawMessage(`{"url":"https://isos.example/n1.iso"}`)},
 			{Phase: "main", Index: 1, Use: "inventory.refresh", Result: json.RawMessage(`{"url":"` + internalISO + `"}`)},
 			{Phase: "main", Index: 2, Use: "media.insert"}}})

@@ -26,7 +26,7 @@ func Command(tx *store.Tx, node, run, step, kind string, input json.RawMessage) 
 			return nil, "", err
 		}
 	}
-	drivers, err := metal.CommandDrivers(n, r, step, kind)
+	drivers, err := metal.CommandDrivers(tx, n, r, step, kind)
 	if err != nil {
 		return nil, "", err
 	}

@@ -32,14 +32,16 @@ var indexes = []index{
 	{bucketImageRefs, bucketImages, func(_, v []byte) []byte { return v }},
 	{bucketImageDigests, bucketImages, afterLastNUL},
 	{bucketRunningRuns, bucketRuns, func(k, _ []byte) []byte { return k }},
+	{bucketUsedProfiles, bucketProfiles, func(k, _ []byte) []byte { return k }},
 }
 
 // Check verifies the store as a whole: the backend's own consistency (bbolt: the file's
 // pages and free list; etcd: every key under the prefix in the key layout), every record
 // of the record buckets readable by this registry's schema, every index entry naming a
 // record that exists, and each index the nodes' records say (nodeIndexes: nodes_by_bmc,
-// nodes_by_site_mac) holding what they say, an entry for each and none other. It returns
-// every problem found, joined.
+// nodes_by_site_mac) holding what they say, an entry for each and none other, and every
+// run that refers to a stored profile version naming one that is stored and used. It
+// returns every problem found, joined.
 func (s *Store) Check() error {
 	errs := s.kv.check()
 	err := s.kv.view(func(tx kvTx) error {
@@ -60,6 +62,7 @@ func (s *Store) Check() error {
 			}
 		}
 		errs = append(errs, s.tx(tx).checkNodeIndexes()...)
+		errs = append(errs, s.tx(tx).checkRuns()...)
 		return nil
 	})
 	return errors.Join(append(errs, err)...)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -59,7 +60,7 @@ func fillForCheck(t *testing.T, s *Store) {
 		if _, err := tx.CreateImage(testImage("acme", "os@1", true)); err != nil {
 			return err
 		}
-		_, err := tx.CreateRun(Run{Kind: "deploy", Node: "nd_1", Steps: []RunStep{{Phase: "main", Index: 0}}})
+		_, err := tx.CreateRun(Run{Kind: "deploy", Node: "nd_1", Document: json.RawMessage(`{}`), Steps: []RunStep{{Phase: "main", Index: 0}}})
 		return err
 	})
 	if err != nil {

@@ -7,7 +7,9 @@ import (
 	"slices"
 )
 
-// copyChunk bounds the keys, and copyChunkBytes the bytes, one copying transaction writes.
+// copyChunk bounds the keys, and copyChunkBytes the bytes, one copying transaction writes;
+// a record larger than copyChunkBytes (up to about 1 MiB: a section, a profile) goes in a
+// transaction of its own.
 const (
 	copyChunk      = 100
 	copyChunkBytes = 512 << 10
@@ -80,16 +82,19 @@ func copyBucket(src kvTx, dst backend, name string, stats *CopyStats) (int, erro
 	}
 	c := src.cursor(name)
 	for k, v := c.First(); k != nil; k, v = c.Next() {
+		// A full chunk goes before the record, and so does one the record would take past
+		// copyChunkBytes: a chunk of half a MiB and a record of 1 MiB are more than etcd
+		// takes by default.
+		if len(chunk) == copyChunk || len(chunk) > 0 && size+len(k)+len(v) > copyChunkBytes {
+			if err := flush(); err != nil {
+				return n, fmt.Errorf("copy %s: %w", name, err)
+			}
+		}
 		chunk = append(chunk, pair{bytes.Clone(k), bytes.Clone(v)})
 		size += len(k) + len(v)
 		n++
 		stats.Records++
 		stats.Bytes += int64(len(k) + len(v))
-		if len(chunk) == copyChunk || size >= copyChunkBytes {
-			if err := flush(); err != nil {
-				return n, fmt.Errorf("copy %s: %w", name, err)
-			}
-		}
 	}
 	if len(chunk) > 0 {
 		if err := flush(); err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -52,5 +53,43 @@ func TestCopyToEtcd(t *testing.T) {
 	}
 	if err := src.compare(dst, stats); err == nil || !strings.Contains(err.Error(), `sites/"rack-a" differs`) {
 		t.Fatalf("a changed record: got %v, want it reported", err)
+	}
+}
+
+// TestCopyLargeRecordsToEtcd copies records of half a MiB and of 1 MiB, one after the
+// other in one bucket, into a prefix of a cluster of etcd's defaults: each copying
+// transaction stays within copyChunkBytes, or holds one record alone. Before, the second
+// record joined the chunk of the first, a request of 1.5 MiB the cluster refused.
+func TestCopyLargeRecordsToEtcd(t *testing.T) {
+	src, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	doc := func(n int) json.RawMessage {
+		return json.RawMessage(`{"pad":"` + strings.Repeat("a", n-len(`{"pad":""}`)) + `"}`)
+	}
+	mustUpdate(t, src, func(tx *Tx) error {
+		for v, n := range map[int]int{1: copyChunkBytes / 2, 2: 1 << 20} {
+			if _, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "large", Version: v, Document: doc(n)}); err != nil {
+				return err
+			}
+		}
+		// Version 1 grown to a key and record one byte short of copyChunkBytes.
+		key := profileKey("acme", "large", 1)
+		grown := doc(copyChunkBytes - 1 - len(key) - (len(tx.getRaw(bucketProfiles, key)) - copyChunkBytes/2))
+		_, err := tx.ReplaceProfileDocument("acme", "large", 1, 0, grown)
+		if got := len(key) + len(tx.getRaw(bucketProfiles, key)); got != copyChunkBytes-1 {
+			t.Fatalf("version 1 takes %d bytes, want %d", got, copyChunkBytes-1)
+		}
+		return err
+	})
+	dst, err := OpenEtcd(EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t), CheckLimits: true}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if _, err := src.CopyTo(dst, nil); err != nil {
+		t.Fatalf("copying records of half a MiB and 1 MiB: %v", err)
 	}
 }

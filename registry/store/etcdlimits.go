@@ -16,17 +16,22 @@ import (
 
 const (
 	// etcdProbeBytes is the size of the request the store checks a cluster takes at
-	// start: the largest it sends in normal work, a hello's inventory section stored in
-	// a transaction of its own. Its record is at most proto.MaxInventoryRecord; beside it
-	// the transaction holds the record's key (the prefix, the bucket, a node id of at most
-	// 128 bytes and the section's name), a compare of each key it read (the agent's
-	// identity record, the section's own record: a key and a revision each), the
-	// inventory bucket's generation key and the commit key with the replica's 16-byte id,
-	// and protobuf's few bytes of framing a field: under 2 KiB for a prefix of up to
-	// 256 bytes. 8 KiB leaves room for a longer prefix;
-	// TestEtcdProbeCoversTheLargestSection stores the largest section on a cluster that
-	// takes no more than this.
-	etcdProbeBytes = proto.MaxInventoryRecord + 8<<10
+	// start: the largest it sends in normal work, one record of about 1 MiB in a
+	// transaction of its own. Such a record is a hello's inventory section (at most
+	// proto.MaxInventoryRecord) or a profile version (its document, at most
+	// proto.MaxProfileDocument, written as it is, and its other fields: the tenant, an id
+	// of at most 128 bytes, times, under 400 bytes), created, replaced, made public or
+	// private, or hidden. No request holds two: a deploy marks its version used with an
+	// entry of its own (profiles_used) and its run refers to the version, and store copy
+	// sends a record over half a MiB alone. Beside the record the transaction holds its
+	// key (the prefix, the bucket, a node id or a tenant and profile id), a compare of
+	// each key it read (a key and a revision each), an index entry (a public version's),
+	// the generation key of each bucket written and the commit key with the replica's
+	// 16-byte id, and protobuf's few bytes of framing a field: under 2 KiB for a prefix of
+	// up to 256 bytes. 8 KiB leaves room for a longer prefix;
+	// TestEtcdProbeCoversTheLargestSection and TestEtcdProbeCoversTheLargestProfile store
+	// them on a cluster that takes no more than this.
+	etcdProbeBytes = max(proto.MaxInventoryRecord, proto.MaxProfileDocument) + 8<<10
 	// etcdDefaultRequestBytes is etcd's default --max-request-bytes (1.5 MiB), the
 	// figure an operator is told to raise the flag to: it takes etcdProbeBytes and the
 	// header etcd adds to a request.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"math"
 	"strconv"
 	"strings"
@@ -56,6 +57,57 @@ func TestEtcdProbeCoversTheLargestSection(t *testing.T) {
 	if _, err := OpenEtcd(EtcdConfig{Endpoints: cluster.Endpoints, Prefix: etcdtest.Prefix(t), CheckLimits: true}, Options{}); proto.CodeOf(err) != proto.InvalidConfig {
 		t.Errorf("the probe on a cluster taking exactly etcdProbeBytes: %v, want INVALID_CONFIG (the probe sends etcdProbeBytes and etcd's header)", err)
 	}
+}
+
+// TestEtcdProbeCoversTheLargestProfile: on a cluster whose --max-request-bytes is
+// etcdProbeBytes, a profile version of the largest document, for the longest tenant, id
+// and version, is created public, used by a run of the most steps a profile has (one
+// transaction, as a deploy starts), made private and hidden, each in a transaction of its
+// own as the API sends them. Its text of <, >, & and U+2028 is written as it is: its record
+// takes the document and under 400 bytes.
+func TestEtcdProbeCoversTheLargestProfile(t *testing.T) {
+	cluster := etcdtest.Start(t, "--max-request-bytes", strconv.Itoa(etcdProbeBytes))
+	s, err := OpenEtcd(EtcdConfig{Endpoints: cluster.Endpoints, Prefix: etcdtest.Prefix(t)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	tenant, id, version := "t"+strings.Repeat("0", 62), "p"+strings.Repeat("0", 127), 1<<31-1
+	doc := `{"id":"` + id + `","pad":"`
+	pad := proto.MaxProfileDocument - len(doc) - len(`"}`)
+	doc += strings.Repeat("<&>\u2028", pad/6) + strings.Repeat("a", pad%6) + `"}`
+	run := Run{Kind: "deploy", Node: "n" + strings.Repeat("0", 127), Tenant: tenant, Profile: ProfileRef{Tenant: tenant, ID: id, Version: version}}
+	for i := range 384 {
+		run.Steps = append(run.Steps, RunStep{Phase: "acceptance", Index: i, Use: "management.setBootDevice", On: "ramdisk"})
+	}
+	for _, step := range []struct {
+		name  string
+		write func(tx *Tx) error
+	}{
+		{"created public", func(tx *Tx) error {
+			_, err := tx.CreateProfile(ProfileRecord{Tenant: tenant, ID: id, Version: version, Visibility: Public, Document: json.RawMessage(doc)})
+			return err
+		}},
+		{"used by a run", func(tx *Tx) error {
+			if err := tx.MarkProfileUsed(tenant, id, version); err != nil {
+				return err
+			}
+			_, err := tx.CreateRun(run)
+			return err
+		}},
+		{"made private", func(tx *Tx) error { _, err := tx.SetProfileVisibility(tenant, id, version, 0, Private); return err }},
+		{"hidden", func(tx *Tx) error { _, err := tx.DeleteProfile(tenant, id, version); return err }},
+	} {
+		if err := s.Update(step.write); err != nil {
+			t.Fatalf("the largest profile %s, on a cluster taking etcdProbeBytes (%d): %v", step.name, etcdProbeBytes, err)
+		}
+	}
+	s.View(func(tx *Tx) error {
+		if got := len(tx.kv.get(bucketProfiles, profileKey(tenant, id, version))); got < len(doc) || got > len(doc)+400 {
+			t.Errorf("the record of a document of %d bytes takes %d", len(doc), got)
+		}
+		return nil
+	})
 }
 
 // TestEtcdProbeOnADefaultCluster: a store opened with CheckLimits on a cluster of etcd's

@@ -28,7 +28,8 @@ type ProfileRecord struct {
 	// guards it.
 	Rev int `json:"rev"`
 	// Used is set the first time a workflow runs this version; from then on it is
-	// immutable.
+	// immutable. MarkProfileUsed keeps it as an entry of its own (profiles_used); a record
+	// marked before holds it itself, and a record rewritten since holds it too.
 	Used bool `json:"used"`
 	// Deleted hides the version from lookups and lists; workflows that run it keep it.
 	Deleted   bool      `json:"deleted,omitempty"`
@@ -40,6 +41,12 @@ const (
 	bucketProfiles = "profiles"
 	// bucketPublicProfiles indexes public versions: id, version, tenant -> nothing.
 	bucketPublicProfiles = "profiles_public"
+	// bucketUsedProfiles marks the versions a workflow has used: the version's key -> when
+	// it was first used (RFC 3339, UTC; an entry is never empty, which reads as missing).
+	// An entry of its own, so that a deploy marks its version used with a few
+	// bytes rather than the version's whole record again beside its run: with a document
+	// of 1 MiB, that was more than etcd takes in one request.
+	bucketUsedProfiles = "profiles_used"
 )
 
 func profileKey(tenant, id string, version int) []byte {
@@ -85,9 +92,24 @@ func (t *Tx) putProfile(rec ProfileRecord) error {
 
 // Profile returns one version of a tenant's own profile, deleted ones included.
 func (t *Tx) Profile(tenant, id string, version int) (ProfileRecord, bool, error) {
+	key := profileKey(tenant, id, version)
+	raw := t.kv.get(bucketProfiles, key)
+	if raw == nil {
+		return ProfileRecord{}, false, nil
+	}
+	rec, err := t.profileRecord(key, raw)
+	return rec, true, err
+}
+
+// profileRecord decodes the record of the version at key: used when the record says so
+// or profiles_used holds the key.
+func (t *Tx) profileRecord(key, raw []byte) (ProfileRecord, error) {
 	var rec ProfileRecord
-	ok, err := t.get(bucketProfiles, profileKey(tenant, id, version), &rec)
-	return rec, ok, err
+	if err := decode(bucketProfiles, key, raw, &rec); err != nil {
+		return rec, err
+	}
+	rec.Used = rec.Used || t.getRaw(bucketUsedProfiles, key) != nil
+	return rec, nil
 }
 
 // LatestProfile returns the highest version of a tenant's own profile that is not
@@ -103,8 +125,8 @@ func (t *Tx) LatestProfile(tenant, id string) (ProfileRecord, bool, error) {
 		k, v = c.Prev()
 	}
 	for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
-		var rec ProfileRecord
-		if err := decode(bucketProfiles, k, v, &rec); err != nil {
+		rec, err := t.profileRecord(k, v)
+		if err != nil {
 			return rec, false, err
 		}
 		if !rec.Deleted {
@@ -195,7 +217,8 @@ func (t *Tx) DeleteProfile(tenant, id string, version int) ([]int, error) {
 }
 
 // MarkProfileUsed records that a workflow runs this version: it is immutable from now
-// on. Marking twice is harmless.
+// on. Marking twice is harmless. It writes the version's entry in profiles_used, not its
+// record: the record, and its updatedAt, stay as they are.
 func (t *Tx) MarkProfileUsed(tenant, id string, version int) error {
 	rec, ok, err := t.Profile(tenant, id, version)
 	if err != nil {
@@ -207,8 +230,7 @@ func (t *Tx) MarkProfileUsed(tenant, id string, version int) error {
 	if rec.Used {
 		return nil
 	}
-	rec.Used, rec.UpdatedAt = true, t.now
-	return t.putProfile(rec)
+	return t.putRaw(bucketUsedProfiles, profileKey(tenant, id, version), []byte(t.now.UTC().Format(time.RFC3339Nano)))
 }
 
 func (t *Tx) updateProfile(tenant, id string, version, ifRev int, change func(*ProfileRecord) error) (ProfileRecord, error) {
@@ -256,8 +278,8 @@ func (t *Tx) ListProfiles(tenant string, shipped []ProfileRecord, p Page) ([]Pro
 	if phase == 'o' {
 		prefix := fmt.Appendf(nil, "%s\x00", tenant)
 		last, more, err := t.walk(bucketProfiles, prefix, after, full, func(k, v []byte) error {
-			var rec ProfileRecord
-			if err := decode(bucketProfiles, k, v, &rec); err != nil {
+			rec, err := t.profileRecord(k, v)
+			if err != nil {
 				return err
 			}
 			if !rec.Deleted {

@@ -24,9 +24,11 @@ const (
 	StepSkipped   = "skipped"
 )
 
-// Run is one workflow run: a profile's steps for one node, frozen when the run starts,
+// Run is one workflow run: a profile's steps for one node, fixed when the run starts,
 // with every step's state. It is written at every step boundary, so a registry that
-// restarts resumes it where it was.
+// restarts resumes it where it was. It holds the steps' states, not the profile: a run of
+// a stored version refers to it (RunDocument), which, used, never changes, so the record
+// stays small however large the document (up to 1 MiB) and its rendered steps are.
 type Run struct {
 	ID string `json:"id"`
 	// Kind names the request that started the run (enroll, inspect, deploy, ...), which
@@ -35,9 +37,12 @@ type Run struct {
 	Node    string     `json:"nodeId"`
 	Tenant  string     `json:"tenantId"`
 	Profile ProfileRef `json:"profile"`
-	// Document is the profile document the run was started with: a run keeps its
-	// profile even when the version is deleted.
-	Document json.RawMessage `json:"document"`
+	// Document is the profile document the run was started with when the run keeps its
+	// own copy: a shipped profile's (not stored, and a release changes its wipe mode),
+	// and every run stored before runs referred to their version. Empty for a run of a
+	// stored version, which refers to it by Profile: a used version is never replaced,
+	// and a deleted one only hidden, so the run reads what a copy would hold.
+	Document json.RawMessage `json:"document,omitempty"`
 	State    string          `json:"state"`
 	Steps    []RunStep       `json:"steps"`
 	// Failure is the step that failed the run; nil unless the run failed.
@@ -69,8 +74,10 @@ type RunStep struct {
 	Index int    `json:"index"`
 	Use   string `json:"use"`
 	On    string `json:"on"`
-	// Spec is the rendered step (profile.RenderedStep) as it was when the run started.
-	Spec  json.RawMessage `json:"spec"`
+	// Spec is the rendered step (profile.RenderedStep) as it was when the run started, as
+	// runs stored before kept it. Empty since: the step is rendered from the run's
+	// document (registry/workflow), which never changes.
+	Spec  json.RawMessage `json:"spec,omitempty"`
 	State string          `json:"state"`
 	// Reason says why a step was skipped.
 	Reason   string    `json:"reason,omitempty"`
@@ -134,10 +141,22 @@ const (
 	bucketRunningRuns = "workflows_running"
 )
 
-// CreateRun stores a new run, running, with a new id.
+// CreateRun stores a new run, running, with a new id. A run without a document of its
+// own refers to a stored version, which must be marked used first (MarkProfileUsed):
+// only then is it the document the run was started with for good.
 func (t *Tx) CreateRun(r Run) (Run, error) {
 	if len(r.Steps) == 0 {
 		return r, proto.Errorf(proto.InvalidInput, "profile %s@%d has no steps to run", r.Profile.ID, r.Profile.Version)
+	}
+	if len(r.Document) == 0 {
+		rec, ok, err := t.Profile(r.Profile.Tenant, r.Profile.ID, r.Profile.Version)
+		if err != nil {
+			return r, err
+		}
+		if !ok || !rec.Used {
+			return r, proto.Errorf(proto.Internal, "a run refers to profile %s@%d of tenant %s, which is not a used version (stored %t): mark it used in the transaction that creates the run",
+				r.Profile.ID, r.Profile.Version, r.Profile.Tenant, ok)
+		}
 	}
 	r.ID, r.State, r.Rev = "wf_"+randomHex(8), RunRunning, 1
 	r.CreatedAt, r.UpdatedAt = t.now, t.now
@@ -158,6 +177,19 @@ func (t *Tx) Run(id string) (Run, error) {
 		err = notFound("workflow", id)
 	}
 	return r, err
+}
+
+// RunDocument returns the profile document run r was started with: its own copy, or the
+// document of the stored version it refers to.
+func (t *Tx) RunDocument(r Run) (json.RawMessage, error) {
+	if len(r.Document) > 0 {
+		return r.Document, nil
+	}
+	rec, ok, err := t.Profile(r.Profile.Tenant, r.Profile.ID, r.Profile.Version)
+	if err == nil && !ok {
+		err = proto.Errorf(proto.Internal, "workflow %s refers to profile %s@%d of tenant %s, which is not stored: the store lost a record; restore it from a backup", r.ID, r.Profile.ID, r.Profile.Version, r.Profile.Tenant)
+	}
+	return rec.Document, err
 }
 
 // UpdateRun changes a run through change and stores it. A finished run never changes,
@@ -196,6 +228,26 @@ func (t *Tx) UpdateRun(id string, change func(*Run) error) (Run, error) {
 	}
 	r.Rev, r.UpdatedAt = old.Rev+1, t.now
 	return r, t.put(bucketRuns, []byte(id), r)
+}
+
+// checkRuns is Check's report of the runs that refer to a stored version (no document of
+// their own): each whose version is not stored, or not marked used.
+func (t *Tx) checkRuns() []error {
+	var errs []error
+	c := t.kv.cursor(bucketRuns)
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		var r struct {
+			Profile  ProfileRef      `json:"profile"`
+			Document json.RawMessage `json:"document"`
+		}
+		if decode(bucketRuns, k, v, &r) != nil || len(r.Document) > 0 {
+			continue // a record Check reports, or a run of its own document
+		}
+		if rec, ok, err := t.Profile(r.Profile.Tenant, r.Profile.ID, r.Profile.Version); err != nil || !ok || !rec.Used {
+			errs = append(errs, fmt.Errorf("store: %s/%q refers to profile %s@%d of tenant %s, which is not a used version (%v)", bucketRuns, k, r.Profile.ID, r.Profile.Version, r.Profile.Tenant, err))
+		}
+	}
+	return errs
 }
 
 // RunningRuns returns the ids of the runs that are running, for a registry that starts

@@ -24,7 +24,7 @@ const awaitRejoin = "rejoin"
 // from a boot other than the one the attempt recorded at its start (att.BootID), so that
 // the agent of before the power action or kexec connecting again does not count. It returns errStopped when ctx
 // ends, errCancelled when its run is cancelled, and a skip its handler returned.
-func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i int, spec profile.RenderedStep, att store.Attempt) (json.RawMessage, error) {
+func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i int, pl plan, spec profile.RenderedStep, att store.Attempt) (json.RawMessage, error) {
 	timeout := time.Duration(spec.TimeoutSeconds) * time.Second
 	left := att.StartedAt.Add(timeout).Sub(e.cfg.Clock.Now())
 	timedOut := proto.Errorf(proto.Timeout, "%s did not finish within its timeout of %s", spec.Use, spec.Timeout)
@@ -42,7 +42,7 @@ func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i 
 		case <-actx.Done():
 		}
 	}()
-	result, err := e.work(actx, run, node, i, spec, att)
+	result, err := e.work(actx, run, node, i, pl, spec, att)
 	var skipped skip
 	switch {
 	case context.Cause(ctx) == errCancelled:
@@ -61,10 +61,10 @@ func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i 
 
 // work is an attempt without its timeout: the step's handler, unless a previous run of
 // the same attempt finished it, then the wait for the rejoin.
-func (e *Engine) work(ctx context.Context, run store.Run, node store.Node, i int, spec profile.RenderedStep, att store.Attempt) (json.RawMessage, error) {
+func (e *Engine) work(ctx context.Context, run store.Run, node store.Node, i int, pl plan, spec profile.RenderedStep, att store.Attempt) (json.RawMessage, error) {
 	result := run.Steps[i].Result
 	if !att.Awaiting {
-		a := &Attempt{Run: run, Node: node, Step: spec, Fallback: att.Fallback, CommandID: att.CommandID, StartedAt: att.StartedAt, BootID: att.BootID, engine: e}
+		a := &Attempt{Run: run, Node: node, Step: spec, Fallback: att.Fallback, CommandID: att.CommandID, StartedAt: att.StartedAt, BootID: att.BootID, plan: pl, engine: e}
 		var err error
 		if result, err = e.handler(spec)(ctx, a); err != nil {
 			return nil, err

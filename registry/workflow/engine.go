@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -81,6 +80,10 @@ type Engine struct {
 	// running stops each run this engine drives, with errClaimLost when its claim is
 	// lost.
 	running map[string]context.CancelCauseFunc
+	// plans are what the runs this engine drives run, read once as each drive starts: a
+	// run's plan never changes, and watchers of the run read it here rather than define
+	// its document (up to 1 MiB) again at every change.
+	plans map[string]plan
 	// aborts abandon the main or acceptance step each run is on, for Cancel.
 	aborts  map[string]context.CancelCauseFunc
 	changed chan struct{}
@@ -104,7 +107,7 @@ func New(cfg Config) *Engine {
 		cfg.Claims = &claims
 	}
 	e := &Engine{cfg: cfg, handlers: map[string]Handler{}, finish: map[string]FinishFunc{},
-		running: map[string]context.CancelCauseFunc{}, aborts: map[string]context.CancelCauseFunc{}, changed: make(chan struct{})}
+		running: map[string]context.CancelCauseFunc{}, plans: map[string]plan{}, aborts: map[string]context.CancelCauseFunc{}, changed: make(chan struct{})}
 	// Every commit that writes a run, this registry's or (on etcd) another's, wakes
 	// its watchers.
 	cfg.Store.OnWrite(e.notify, store.BucketRuns)
@@ -129,16 +132,19 @@ func (e *Engine) OnFinish(kind string, fn FinishFunc) { e.finish[kind] = fn }
 // NewRun is a run to create.
 type NewRun struct {
 	// Kind is a kind registered with OnFinish.
-	Kind    string
-	Node    string
-	Tenant  string
+	Kind   string
+	Node   string
+	Tenant string
+	// Profile names the version the run runs, and Define is its profile: a stored
+	// version's document defined, or a shipped profile (its tenant profile.ShippedTenant),
+	// changed or not.
 	Profile store.ProfileRef
 	Define  *profile.Profile
 }
 
-// Create stores a run of a profile's rendered steps in tx, and marks a stored profile
-// version used (immutable from now on) in the same transaction. Start it once tx has
-// committed.
+// Create stores a run of a profile's rendered steps in tx. A run of a stored version
+// marks it used (immutable from now on) in the same transaction and refers to it; a run
+// of a shipped profile keeps its document. Start it once tx has committed.
 func (e *Engine) Create(tx *store.Tx, req NewRun) (store.Run, error) {
 	if _, ok := e.finish[req.Kind]; !ok {
 		return store.Run{}, proto.Errorf(proto.Internal, "no workflow kind %q", req.Kind)
@@ -147,18 +153,14 @@ func (e *Engine) Create(tx *store.Tx, req NewRun) (store.Run, error) {
 	if err != nil {
 		return store.Run{}, err
 	}
-	run := store.Run{Kind: req.Kind, Node: req.Node, Tenant: req.Tenant, Profile: req.Profile, Document: req.Define.Document(), BootID: boot}
+	run := store.Run{Kind: req.Kind, Node: req.Node, Tenant: req.Tenant, Profile: req.Profile, BootID: boot}
 	for _, s := range profile.Render(req.Define) {
-		spec, err := json.Marshal(s)
-		if err != nil {
-			return store.Run{}, err
-		}
-		run.Steps = append(run.Steps, store.RunStep{Phase: s.Phase, Index: s.Index, Use: s.Use, On: s.On, Spec: spec})
+		run.Steps = append(run.Steps, store.RunStep{Phase: s.Phase, Index: s.Index, Use: s.Use, On: s.On})
 	}
-	if req.Profile.Tenant != profile.ShippedTenant {
-		if err := tx.MarkProfileUsed(req.Profile.Tenant, req.Profile.ID, req.Profile.Version); err != nil {
-			return store.Run{}, err
-		}
+	if req.Profile.Tenant == profile.ShippedTenant {
+		run.Document = req.Define.Document()
+	} else if err := tx.MarkProfileUsed(req.Profile.Tenant, req.Profile.ID, req.Profile.Version); err != nil {
+		return store.Run{}, err
 	}
 	run, err = tx.CreateRun(run)
 	if err != nil {
@@ -220,6 +222,7 @@ func (e *Engine) Start(id string) {
 		}
 		e.mu.Lock()
 		delete(e.running, id)
+		delete(e.plans, id)
 		e.mu.Unlock()
 		stop(nil)
 		e.release(id)
@@ -230,11 +233,81 @@ func (e *Engine) Start(id string) {
 // the context given to Resume.
 func (e *Engine) Wait() { e.wg.Wait() }
 
-// runProfile defines the profile a run was started with again.
-func runProfile(r store.Run) (*profile.Profile, error) {
-	p, err := profile.Define(r.Document)
+// plan is what a run runs: its steps rendered, in the run's order, and its profile,
+// defined again from the run's document.
+type plan struct {
+	steps []profile.RenderedStep
+	// profile is nil when the document no longer defines (the checks grew stricter
+	// since), and undefined says so: only a run that froze its steps runs on then.
+	profile   *profile.Profile
+	undefined error
+}
+
+// errNoPlan is what a run cannot run without: steps, which its document (no longer
+// defining, or rendering other steps than the run was created with) does not give.
+var errNoPlan = errors.New("the workflow's steps cannot be rendered from its profile")
+
+// planOf reads in tx what run runs: the steps as a run stored before froze them (their
+// Spec), else the steps of its document rendered again, which must be the steps (phase,
+// index, use and where each runs) it was created with (else errNoPlan).
+func planOf(tx *store.Tx, run store.Run) (plan, error) {
+	doc, err := tx.RunDocument(run)
 	if err != nil {
-		return nil, proto.Errorf(proto.Internal, "workflow %s: its profile document no longer defines: %w", r.ID, err)
+		return plan{}, err
 	}
-	return p, nil
+	p, derr := profile.Define(doc)
+	pl := plan{profile: p}
+	if derr != nil {
+		pl.undefined = proto.Errorf(proto.Internal, "workflow %s: its profile document no longer defines: %w", run.ID, derr)
+	}
+	if len(run.Steps) > 0 && len(run.Steps[0].Spec) > 0 {
+		for _, s := range run.Steps {
+			spec, err := specOf(s)
+			if err != nil {
+				return plan{}, err
+			}
+			pl.steps = append(pl.steps, spec)
+		}
+		return pl, nil
+	}
+	if derr != nil {
+		return plan{}, proto.Errorf(proto.Internal, "workflow %s: %w: its profile document no longer defines: %v", run.ID, errNoPlan, derr)
+	}
+	pl.steps = profile.Render(p)
+	if len(pl.steps) != len(run.Steps) {
+		return plan{}, proto.Errorf(proto.Internal, "workflow %s: %w: it renders %d steps, not the %d it started with", run.ID, errNoPlan, len(pl.steps), len(run.Steps))
+	}
+	for i, s := range pl.steps {
+		if was := run.Steps[i]; s.Phase != was.Phase || s.Index != was.Index || s.Use != was.Use || s.On != was.On {
+			return plan{}, proto.Errorf(proto.Internal, "workflow %s: %w: it renders %s as %s on %s, not as the %s on %s it started with", run.ID, errNoPlan, was.Path(), s.Use, s.On, was.Use, was.On)
+		}
+	}
+	return pl, nil
+}
+
+// plan returns what run runs: the plan of a run this engine drives, else read.
+func (e *Engine) plan(run store.Run) (pl plan, err error) {
+	e.mu.Lock()
+	pl, ok := e.plans[run.ID]
+	e.mu.Unlock()
+	if ok {
+		return pl, nil
+	}
+	err = e.cfg.Store.View(func(tx *store.Tx) (err error) { pl, err = planOf(tx, run); return err })
+	return pl, err
+}
+
+// drives reads the plan of run id as its drive starts, and keeps it until the drive ends.
+func (e *Engine) drives(id string) (plan, error) {
+	run, err := e.load(id)
+	if err != nil {
+		return plan{}, err
+	}
+	pl, err := e.plan(run)
+	if err == nil {
+		e.mu.Lock()
+		e.plans[id] = pl
+		e.mu.Unlock()
+	}
+	return pl, err
 }

@@ -31,11 +31,14 @@ type Attempt struct {
 	// started (store.Attempt.BootID): what a wait for the machine's next boot passes to
 	// Joins.WaitJoined.
 	BootID string
+	plan   plan
 	engine *Engine
 }
 
-// Profile returns the profile the run was started with.
-func (a *Attempt) Profile() (*profile.Profile, error) { return runProfile(a.Run) }
+// Profile returns the profile the run was started with; INTERNAL when its document no
+// longer defines (the checks grew stricter since), which only a run that froze its
+// steps runs on with.
+func (a *Attempt) Profile() (*profile.Profile, error) { return a.plan.profile, a.plan.undefined }
 
 // Relay sends a command to the agent of role for this attempt's node and returns its
 // answer. sub tells apart the commands of one attempt ("" for a step's one command); the

@@ -303,6 +303,13 @@ func (a *fakeAgent) cause(id string) error {
 	return a.causes[id]
 }
 
+// input is the input command id came with.
+func (a *fakeAgent) input(id string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return string(a.inputs[id])
+}
+
 // release finishes a held command successfully.
 func (a *fakeAgent) release(id string) {
 	a.mu.Lock()

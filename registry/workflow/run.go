@@ -18,8 +18,16 @@ var errStopped = errors.New("the workflow engine is stopping")
 // The phases as rendered steps name them.
 const phaseCleanup = "cleanup"
 
-// drive runs a stored run from where it is to its end.
+// drive runs a stored run from where it is to its end; a run without a plan (errNoPlan)
+// ends failed at once.
 func (e *Engine) drive(ctx context.Context, id string) error {
+	pl, err := e.drives(id)
+	if errors.Is(err, errNoPlan) {
+		return e.unplanned(id, err)
+	}
+	if err != nil {
+		return err
+	}
 	for ctx.Err() == nil {
 		run, err := e.load(id)
 		if err != nil || run.State != store.RunRunning {
@@ -27,7 +35,7 @@ func (e *Engine) drive(ctx context.Context, id string) error {
 		}
 		i := slices.IndexFunc(run.Steps, func(s store.RunStep) bool { return !s.Terminal() })
 		if i < 0 {
-			return e.end(run)
+			return e.end(run, pl.steps)
 		}
 		if run.Cancelled != nil && run.Steps[i].Phase != phaseCleanup {
 			if _, err := e.update(id, func(r *store.Run) error { abandon(&r.Steps[i], r.Cancelled, e.cfg.Clock.Now()); return nil }); err != nil {
@@ -35,11 +43,7 @@ func (e *Engine) drive(ctx context.Context, id string) error {
 			}
 			continue
 		}
-		failed, err := failingStep(run)
-		if err != nil {
-			return err
-		}
-		if failed != nil && run.Steps[i].Phase != phaseCleanup {
+		if failed := failingStep(run, pl.steps); failed != nil && run.Steps[i].Phase != phaseCleanup {
 			_, err := e.update(id, func(r *store.Run) error {
 				s := &r.Steps[i]
 				s.State, s.Reason = store.StepSkipped, "not run: "+failed.Path()+" failed"
@@ -50,7 +54,7 @@ func (e *Engine) drive(ctx context.Context, id string) error {
 			}
 			continue
 		}
-		if err := e.runStep(ctx, id, i); errors.Is(err, errStopped) {
+		if err := e.runStep(ctx, id, i, pl); errors.Is(err, errStopped) {
 			return nil
 		} else if err != nil {
 			return err
@@ -72,35 +76,55 @@ func abandon(s *store.RunStep, cancelled *store.StepFailure, now time.Time) {
 	s.State, s.Error, s.FinishedAt = store.StepFailed, cancelled.Error, now
 }
 
-// failingStep returns the first step that failed and whose onFailure is fail: the step
-// that fails the run. nil when there is none.
-func failingStep(run store.Run) (*store.RunStep, error) {
+// unplanned ends a run whose steps cannot be rendered (errNoPlan, cause), so that none
+// of them can run, its cleanup included: as a run cancelled with cause, each step not
+// done is skipped (the one running fails), and the run fails with cause.
+func (e *Engine) unplanned(id string, cause error) error {
+	e.cfg.Log.Error("workflow failed: its steps cannot be rendered from its profile", "workflow", id, "err", cause)
+	run, err := e.update(id, func(r *store.Run) error {
+		f := &store.StepFailure{RunID: id, Error: proto.AsError(cause)}
+		for i := range r.Steps {
+			if s := &r.Steps[i]; !s.Terminal() {
+				if f.Step == "" {
+					f.Step, f.Use = s.Path(), s.Use
+				}
+				if abandon(s, f, e.cfg.Clock.Now()); s.State == store.StepSkipped {
+					s.Reason = "not run: " + errNoPlan.Error()
+				}
+			}
+		}
+		r.Cancelled = f
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return e.end(run, nil)
+}
+
+// failingStep returns the first step that failed and whose onFailure (of its rendered
+// step in steps) is fail: the step that fails the run. nil when there is none.
+func failingStep(run store.Run, steps []profile.RenderedStep) *store.RunStep {
 	for i, s := range run.Steps {
-		if s.State != store.StepFailed {
-			continue
-		}
-		spec, err := specOf(s)
-		if err != nil {
-			return nil, err
-		}
-		if spec.OnFailure != onFailureContinue {
-			return &run.Steps[i], nil
+		if s.State == store.StepFailed && steps[i].OnFailure != onFailureContinue {
+			return &run.Steps[i]
 		}
 	}
-	return nil, nil
+	return nil
 }
 
 const onFailureContinue = "continue"
 
-// end records the run's outcome, and what it means for the node, in one transaction.
-func (e *Engine) end(run store.Run) error {
-	failed, err := failingStep(run)
-	if err != nil {
-		return err
+// end records the run's outcome, and what it means for the node, in one transaction:
+// failed as it was cancelled, else at its failing step (of its rendered steps).
+func (e *Engine) end(run store.Run, steps []profile.RenderedStep) error {
+	var failed *store.RunStep
+	if run.Cancelled == nil {
+		failed = failingStep(run, steps)
 	}
 	var old, ended store.Run
 	dropped := 0
-	err = e.cfg.Store.Update(func(tx *store.Tx) error {
+	err := e.cfg.Store.Update(func(tx *store.Tx) error {
 		if err := e.fence(tx, run.ID); err != nil {
 			return err
 		}

@@ -16,8 +16,8 @@ import (
 // tried up to 1 + retries times, then its fallback's tries, each try recorded before it
 // starts and after it ends. A try that was running when the registry stopped is tried
 // again under the same command id.
-func (e *Engine) runStep(ctx context.Context, id string, i int) error {
-	err := e.runStepOnce(ctx, id, i)
+func (e *Engine) runStep(ctx context.Context, id string, i int, pl plan) error {
+	err := e.runStepOnce(ctx, id, i, pl)
 	if errors.Is(err, errCancelled) {
 		return nil
 	}
@@ -26,7 +26,7 @@ func (e *Engine) runStep(ctx context.Context, id string, i int) error {
 
 // runStepOnce is runStep until it ends or its run is cancelled (errCancelled): a main
 // or acceptance step runs in a context Abort cancels.
-func (e *Engine) runStepOnce(ctx context.Context, id string, i int) error {
+func (e *Engine) runStepOnce(ctx context.Context, id string, i int, pl plan) error {
 	run, err := e.load(id)
 	if err != nil {
 		return err
@@ -39,10 +39,7 @@ func (e *Engine) runStepOnce(ctx context.Context, id string, i int) error {
 			return err
 		}
 	}
-	spec, err := specOf(run.Steps[i])
-	if err != nil {
-		return err
-	}
+	spec := pl.steps[i]
 	node, err := e.node(run.Node)
 	if err != nil {
 		return err
@@ -106,7 +103,7 @@ func (e *Engine) runStepOnce(ctx context.Context, id string, i int) error {
 		if att.Fallback {
 			tried = *spec.Fallback
 		}
-		result, failure := e.attempt(ctx, run, node, i, tried, att)
+		result, failure := e.attempt(ctx, run, node, i, pl, tried, att)
 		if failure == errStopped || failure == errCancelled {
 			return failure
 		}

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
@@ -17,22 +18,49 @@ func (e *Engine) notify() {
 }
 
 // Watch returns the run once its rev is past afterRev or it has ended, or as it is when
-// ctx ends first. An afterRev of 0 returns it at once.
+// ctx ends first. An afterRev of 0 returns it at once. Each step's Spec holds its rendered
+// step: as a run stored before kept it, else rendered from the run's document (none when
+// the document no longer renders the run's steps: errNoPlan).
 func (e *Engine) Watch(ctx context.Context, id string, afterRev int) (store.Run, error) {
 	for {
 		e.mu.Lock()
 		changed := e.changed
 		e.mu.Unlock()
 		run, err := e.load(id)
-		if err != nil || run.Rev > afterRev || run.State != store.RunRunning {
+		if err != nil {
 			return run, err
+		}
+		if run.Rev > afterRev || run.State != store.RunRunning {
+			return e.withSpecs(run)
 		}
 		select {
 		case <-ctx.Done():
-			return run, nil
+			return e.withSpecs(run)
 		case <-changed:
 		}
 	}
+}
+
+// withSpecs is run with each step's rendered step in its Spec.
+func (e *Engine) withSpecs(run store.Run) (store.Run, error) {
+	if len(run.Steps) == 0 || len(run.Steps[0].Spec) > 0 {
+		return run, nil
+	}
+	pl, err := e.plan(run)
+	if errors.Is(err, errNoPlan) {
+		return run, nil
+	}
+	if err != nil {
+		return run, err
+	}
+	for i, s := range pl.steps {
+		spec, err := json.Marshal(s)
+		if err != nil {
+			return run, err
+		}
+		run.Steps[i].Spec = spec
+	}
+	return run, nil
 }
 
 // ReportProgress records progress detail an agent reported for a command of a running

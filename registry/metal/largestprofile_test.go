@@ -1,0 +1,100 @@
+package metal
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/profile"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
+)
+
+// largestProfile is testdata/gpu-host.json grown to the largest document a profile may
+// be (proto.MaxProfileDocument, as stored: without insignificant white space), of text
+// repeating fill: 32 steps after its own that never run (media.insert steps and their
+// fallbacks, with URLs and when expressions as long as they may be; their when names a
+// label no node has), and a driver config of the virtual-media concern, whose operations
+// no step runs, taking the rest.
+func largestProfile(t *testing.T, fill string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/gpu-host.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compacted bytes.Buffer
+	if err := json.Compact(&compacted, raw); err != nil {
+		t.Fatal(err)
+	}
+	doc := compacted.String()
+	end := strings.Index(doc, `],"acceptance"`)
+	head, tail := doc[:end], doc[end:]
+
+	pad := func(n int) string { return strings.Repeat(fill, n/len(fill)+1)[:n] }
+	// A when of four terms of 240 bytes' values: 988 bytes in canonical form, of the
+	// 1024 an expression may take.
+	term := "never='" + pad(240) + "'"
+	when := strings.Join([]string{term, term, term, term}, ",")
+	insert := `{"use":"media.insert","with":{"url":"https://images.example/` + pad(2048-len("https://images.example/")) + `"},"when":"` + when + `"`
+	head += strings.Repeat(","+insert+`,"fallback":`+insert+"}}", 32)
+	const drivers = `"drivers":{"virtual-media":{"driver":"redfish","config":{"pad":"`
+	head = strings.Replace(head, `"target":"metal",`, `"target":"metal",`+drivers+pad(proto.MaxProfileDocument-len(head)-len(drivers)-len(`"}}},`)-len(tail))+`"}}},`, 1)
+	p, err := profile.Define([]byte(head + tail))
+	if err != nil {
+		t.Fatalf("the grown profile does not define: %v", err)
+	}
+	if got := len(p.Document()); got != proto.MaxProfileDocument {
+		t.Fatalf("the grown profile's document takes %d bytes, want %d", got, proto.MaxProfileDocument)
+	}
+	return p.Document()
+}
+
+// TestDeployTheLargestProfileOnADefaultEtcdCluster: on a cluster of etcd's defaults
+// (--max-request-bytes 1.5 MiB), a profile of the largest document a profile may be is
+// stored and deployed, and its deploy runs to its end: the node is active and the
+// version used. Once with text as it is, once with text of <, > and &, which JSON may
+// write escaped in six bytes each. Before, the deploy wrote the document twice in one
+// transaction (the version marked used, and the run's copy beside the rendered steps),
+// and the second document was not even stored.
+func TestDeployTheLargestProfileOnADefaultEtcdCluster(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	for name, fill := range map[string]string{"plain": "abcdefgh", "html": "<&>"} {
+		t.Run(name, func(t *testing.T) {
+			prefix := etcdtest.Prefix(t)
+			h := newHarnessOn(t, func(opts store.Options) (*store.Store, error) {
+				return store.OpenEtcd(store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: prefix, CheckLimits: true}, opts)
+			})
+			node := h.enroll(map[string]string{"nvswitch": "true"})
+			doc := largestProfile(t, fill)
+			err := h.store.Update(func(tx *store.Tx) error {
+				_, err := tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: "ubuntu-24.04-gpu-host", Version: 1, Document: doc})
+				return err
+			})
+			if err != nil {
+				t.Fatalf("storing the largest profile: %v", err)
+			}
+			run, err := h.deployRecord(node, func(tx *store.Tx) (store.ProfileRecord, error) {
+				rec, _, err := tx.Profile("acme", "ubuntu-24.04-gpu-host", 1)
+				return rec, err
+			})
+			if err != nil {
+				t.Fatalf("deploying the largest profile: %v", err)
+			}
+			run, n := h.end(run.ID)
+			if run.State != store.RunSucceeded || n.State != store.NodeActive {
+				t.Fatalf("run %s, node %s %+v", run.State, n.State, n.Failure)
+			}
+			var rec store.ProfileRecord
+			h.store.View(func(tx *store.Tx) (err error) {
+				rec, _, err = tx.Profile("acme", "ubuntu-24.04-gpu-host", 1)
+				return err
+			})
+			if !rec.Used || !bytes.Equal(rec.Document, doc) {
+				t.Errorf("the deployed version: used %t, its document the one stored %t", rec.Used, bytes.Equal(rec.Document, doc))
+			}
+		})
+	}
+}
