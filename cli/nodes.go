@@ -11,6 +11,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
 
@@ -233,6 +234,7 @@ func init() {
 		long: "revoke every certificate of the node's agents (its installed OS's `bcd node` and its ramdisk's) issued so far, and every copy of them: " +
 			"the node's identity epoch moves, their sessions end, and hello, secrets, renewals, signed results, answers and reports are refused (`FORBIDDEN`, reason `revoked`); " +
 			"the node's unused join tokens are deleted, and the revocation is recorded on the node and in its events with the reason. " +
+			"A workflow of the node running at the epoch that moved, whose agents and join tokens are cut off, fails at once (`FORBIDDEN`, reason `agents-revoked`; the answer's `failedWorkflowId`): `nodes retry ID` runs it again. " +
 			"The node keeps its state: its OS joins again with a token minted now (`tokens create --kind provisioned --node-id ID`, then `bcd join`), " +
 			"or a redeploy installs it anew (docs/nodes.md)",
 		nargs: 1,
@@ -260,6 +262,10 @@ func revokedLines(w *tabwriter.Writer, whose string, out api.CertificatesRevoked
 	fmt.Fprintf(w, "revoked: every certificate of %s issued before %s (identity epoch now %d)\n", whose, out.RevokedAt.Format(time.RFC3339), out.IdentityEpoch)
 	fmt.Fprintf(w, "reason: %s\n", out.Reason)
 	fmt.Fprintf(w, "unused join tokens deleted: %d\n", out.JoinTokensDeleted)
+	if out.FailedWorkflowID != "" {
+		fmt.Fprintf(w, "failed workflow: %s (FORBIDDEN, %s: it ran at the epoch that moved, so its agents and join tokens were cut off); once the machine is trusted, "+
+			"better-compute nodes retry %s runs it again\n", out.FailedWorkflowID, proto.ReasonAgentsRevoked, out.NodeID)
+	}
 	fmt.Fprintf(w, "to join again: %s\n", back)
 }
 

@@ -743,6 +743,53 @@ func TestRevokeIdentityThroughTheCLI(t *testing.T) {
 	}
 }
 
+// TestRevokeIdentityFailsTheWorkflowItCutsOff: acme revokes its node's agents while the
+// node's inspect waits for its ramdisk (the site agent never answers the ramdisk boot's
+// management.setBootDevice), through the real binaries: the text names the workflow the
+// revocation failed and how to run it again, and the node is failed at once, FORBIDDEN
+// agents-revoked, the error naming the credential and the reason. `nodes retry` runs the
+// inspect again, and a revocation during it answers, with --format json, its id as
+// failedWorkflowId. Before, the answer named no workflow and the inspect waited out its
+// step's timeout.
+func TestRevokeIdentityFailsTheWorkflowItCutsOff(t *testing.T) {
+	reg, configs := acmeBetaAndReader(t)
+	acme := configs["acme"]
+	var node store.Node
+	testkit.JSON(t, acme, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
+	on := func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }
+	hang := func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	siteAgent(t, reg, "rack-a", nil, map[string]session.Handler{"power.getPower": on, "inspect.oob": on,
+		proto.CommandSetBootDevice: hang, proto.CommandBootCleanUp: on})
+	waitState(t, acme, node.ID, store.NodeReady)
+
+	testkit.JSON(t, acme, nil, "nodes", "inspect", node.ID)
+	waitStep(t, acme, node.ID, store.StepRunning)
+	var inspecting store.Node
+	testkit.JSON(t, acme, &inspecting, "nodes", "get", node.ID)
+	res := testkit.CLI(t, acme, "nodes", "revoke-identity", node.ID, "--reason", "OS compromised")
+	for _, want := range []string{"failed workflow: " + inspecting.Workflow, proto.ReasonAgentsRevoked, "better-compute nodes retry " + node.ID + " runs it again"} {
+		if res.Code != 0 || !strings.Contains(res.Stdout, want) {
+			t.Errorf("nodes revoke-identity during the inspect: exit %d, want %q in\n%s%s", res.Code, want, res.Stdout, res.Stderr)
+		}
+	}
+	failed := waitState(t, acme, node.ID, store.NodeFailed)
+	if f := failed.Failure; f == nil || f.RunID != inspecting.Workflow || f.Error.Code != proto.Forbidden || f.Error.Details.Reason != proto.ReasonAgentsRevoked ||
+		!strings.Contains(f.Error.Message, "revoked by credential ") || !strings.Contains(f.Error.Message, `"OS compromised"`) {
+		t.Errorf("the node failed with %+v, want the inspect %s failed FORBIDDEN agents-revoked, naming the credential and the reason", f, inspecting.Workflow)
+	}
+
+	testkit.JSON(t, acme, nil, "nodes", "retry", node.ID)
+	waitStep(t, acme, node.ID, store.StepRunning)
+	testkit.JSON(t, acme, &inspecting, "nodes", "get", node.ID)
+	var out api.CertificatesRevoked
+	if testkit.JSON(t, acme, &out, "nodes", "revoke-identity", node.ID); out.FailedWorkflowID == "" || out.FailedWorkflowID != inspecting.Workflow {
+		t.Errorf("nodes revoke-identity --format json during the retried inspect %s: %+v, want it as failedWorkflowId", inspecting.Workflow, out)
+	}
+}
+
 // TestOneBMCOneTenant is the attack of tenant beta on tenant acme's machine through its
 // BMC, through the real binaries: beta names the address of acme's BMC (inside the
 // site's BMC networks), enrolling a node or moving its own node's BMC there, in any form

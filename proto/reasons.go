@@ -51,6 +51,11 @@ const (
 	// identity (nodes revoke-identity, sites revoke-identity) after this one was issued;
 	// the identity joins again with a new join token.
 	ReasonRevoked = "revoked"
+	// ReasonAgentsRevoked (FORBIDDEN): the error a workflow fails with when an operator
+	// revoked its node's agents' certificates (nodes revoke-identity) while it ran at the
+	// identity epoch the revocation moved: the agents it works with were cut off and its
+	// join tokens deleted, so it could not complete.
+	ReasonAgentsRevoked = "agents-revoked"
 
 	// Images.
 

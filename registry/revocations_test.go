@@ -86,7 +86,7 @@ func TestRevokedNodeAgentCertificates(t *testing.T) {
 	// behind): the session held here is still open, and gets nothing.
 	before, ramdiskBefore := refused.count(revokedSays), ramdiskRefused.count(revokedSays)
 	hear := f.commitUnheard(store.BucketNodes, "revoking the node's agents", func(tx *store.Tx) error {
-		_, _, err := f.r.metal.RevokeAgents(tx, "acme", node, "OS compromised", "")
+		_, err := f.r.metal.RevokeAgents(tx, "acme", node, "OS compromised", "")
 		return err
 	})
 	kept.getsNoSecretNorRenewal(ctx, t, ref, key, proto.ReasonRevoked, "OS compromised")

@@ -26,7 +26,8 @@ type RevokeSiteCertificatesRequest struct {
 // CertificatesRevoked is the answer of metal.revokeCertificates and
 // sites.revokeCertificates: the identity whose agents' certificates were revoked, the
 // identity epoch the certificates issued from now on name (every one naming an
-// earlier epoch is refused), and the unused join tokens deleted with them.
+// earlier epoch is refused), the unused join tokens deleted with them, and the node's
+// workflow the revocation failed.
 type CertificatesRevoked struct {
 	NodeID            string    `json:"nodeId,omitempty"`
 	SiteID            string    `json:"siteId,omitempty"`
@@ -34,6 +35,10 @@ type CertificatesRevoked struct {
 	RevokedAt         time.Time `json:"revokedAt"`
 	Reason            string    `json:"reason"`
 	JoinTokensDeleted int       `json:"joinTokensDeleted"`
+	// FailedWorkflowID is the node's running workflow the revocation failed (FORBIDDEN,
+	// reason agents-revoked: it ran at the identity epoch that moved, so its agents and
+	// join tokens were cut off); left out when none was.
+	FailedWorkflowID string `json:"failedWorkflowId,omitempty"`
 }
 
 func revokedOf(r *store.Revocation, deleted int) CertificatesRevoked {
@@ -43,22 +48,30 @@ func revokedOf(r *store.Revocation, deleted int) CertificatesRevoked {
 // registerRevocations adds metal.revokeCertificates (a node's agents, in the caller's
 // tenant, as the other node requests) and sites.revokeCertificates (a site's agent, the
 // root tenant's credentials only, as the other site requests). Each revokes in one
-// transaction, then ends the agents' sessions whose certificates it revoked.
+// transaction, then ends the agents' sessions whose certificates it revoked; a node's
+// abandons the attempt of the workflow it failed.
 func (s *Server) registerRevocations(svc *metal.Service) {
 	Handle(s, "metal.revokeCertificates", ActionNodesManage, func(_ context.Context, c *Caller, req RevokeNodeCertificatesRequest) (out CertificatesRevoked, err error) {
+		var failed store.Run
 		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
-			n, deleted, err := svc.RevokeAgents(tx, tenant, req.NodeID, req.Reason, c.CredentialID)
+			r, err := svc.RevokeAgents(tx, tenant, req.NodeID, req.Reason, c.CredentialID)
 			if err != nil {
 				return c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, req.NodeID))
 			}
-			out = revokedOf(n.AgentsRevoked, deleted)
-			out.NodeID = n.ID
+			failed = r.Failed
+			out = revokedOf(r.Node.AgentsRevoked, r.JoinTokensDeleted)
+			out.NodeID, out.FailedWorkflowID = r.Node.ID, failed.ID
 			return nil
 		})
 		if err != nil {
 			return out, err
 		}
-		s.log.Warn("node agents' certificates revoked", "node", out.NodeID, "epoch", out.IdentityEpoch, "reason", out.Reason, "credential", c.CredentialID)
+		if failed.ID != "" {
+			// The failed run is marked cancelled: starting it abandons its attempt.
+			svc.Start(failed)
+		}
+		s.log.Warn("node agents' certificates revoked", "node", out.NodeID, "epoch", out.IdentityEpoch, "reason", out.Reason, "credential", c.CredentialID,
+			"workflow", out.FailedWorkflowID)
 		return out, nil
 	})
 	Handle(s, "sites.revokeCertificates", ActionSitesManage, func(_ context.Context, c *Caller, req RevokeSiteCertificatesRequest) (out CertificatesRevoked, err error) {

@@ -9,7 +9,9 @@
 // unverified wipes included. Health remediation (remediate.go) runs by hand and from a
 // pool's policy.remediation, checked by the registry's housekeeping. An operator's
 // revocation of a node's agents' certificates (revoke.go: RevokeAgents) moves the node's
-// identity epoch without a workflow.
+// identity epoch without a workflow, and fails at once the running workflow the move
+// cuts off, as a containment of a join token presented again does (tokenreuse.go:
+// cutOff decides for both).
 //
 // It registers the control-plane steps with the workflow engine (metal.ensureRamdisk,
 // metal.revokeIdentity, userdata.render, wait.agentJoined, wait.generationObserved), the

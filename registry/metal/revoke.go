@@ -11,6 +11,18 @@ import (
 	"github.com/better-compute/better-compute/registry/workflow"
 )
 
+// AgentsRevoked is what RevokeAgents did.
+type AgentsRevoked struct {
+	// Node is the node as the revocation left it.
+	Node store.Node
+	// JoinTokensDeleted counts the node's unused join tokens it deleted.
+	JoinTokensDeleted int
+	// Failed is the node's workflow it failed, marked cancelled (cutOff: it ran at the
+	// identity epoch that moved); zero when none did. Start it once the transaction has
+	// committed, which abandons the attempt it is on.
+	Failed store.Run
+}
+
 // RevokeAgents revokes, in tx, every certificate of the agents of one of tenant's nodes
 // (its installed OS's and its ramdisk's) issued so far (nodes revoke-identity): it moves
 // the node's identity epoch as a reinstall does, records why (reason, checked as
@@ -18,38 +30,56 @@ import (
 // event log, and deletes the node's unused join tokens, which may have leaked with the
 // certificates. The node keeps its state and its identity: its agents join again with a
 // join token minted after this. Its agents' sessions end as tx commits, on every replica
-// (store.Store.OnNodeIdentity). Another
-// tenant's node is NOT_FOUND; a retired node, whose identity is revoked for good,
-// INVALID_STATE.
-func (s *Service) RevokeAgents(tx *store.Tx, tenant, nodeID, reason, by string) (store.Node, int, error) {
+// (store.Store.OnNodeIdentity). The node's running workflow, when the move cuts it off
+// (cutOff), fails at once, FORBIDDEN, reason agents-revoked, its error saying who
+// revoked the agents, why, and what to do: it could only wait out its step's timeout.
+// Another tenant's node is NOT_FOUND; a retired node, whose identity is revoked for
+// good, INVALID_STATE.
+func (s *Service) RevokeAgents(tx *store.Tx, tenant, nodeID, reason, by string) (AgentsRevoked, error) {
 	node, err := tx.Node(nodeID)
 	if err != nil || node.Tenant != tenant {
-		return store.Node{}, 0, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath("nodeId")
+		return AgentsRevoked{}, proto.Errorf(proto.NotFound, "node %q not found: `nodes list` shows the tenant's nodes", nodeID).WithPath("nodeId")
 	}
 	if reason, err = proto.OperatorReason(reason); err != nil {
-		return node, 0, err
+		return AgentsRevoked{}, err
 	}
 	if node.RevokedIdentity() != nil {
-		return node, 0, proto.Errorf(proto.InvalidState, "node %s is retired: its identity is revoked for good already", nodeID).WithReason(node.State)
+		return AgentsRevoked{}, proto.Errorf(proto.InvalidState, "node %s is retired: its identity is revoked for good already", nodeID).WithReason(node.State)
 	}
-	node, err = updateNode(tx, nodeID, func(n *store.Node) error {
+	cut, err := cutOff(tx, node)
+	if err != nil {
+		return AgentsRevoked{}, err
+	}
+	var out AgentsRevoked
+	out.Node, err = updateNode(tx, nodeID, func(n *store.Node) error {
 		n.NewIdentityEpoch(tx.Now())
 		n.AgentsRevoked = &store.Revocation{Epoch: n.IdentityEpoch, At: tx.Now(), Reason: reason, By: by}
 		return nil
 	})
 	if err != nil {
-		return node, 0, err
+		return AgentsRevoked{}, err
 	}
-	detail := reason
+	if out.JoinTokensDeleted, err = tx.DeleteUnusedJoinTokens(nodeID); err != nil {
+		return AgentsRevoked{}, err
+	}
+	who, detail := "an operator", reason
 	if by != "" {
+		who = "credential " + by
 		detail += ", by credential " + by
 	}
-	if _, err := tx.AppendEvent(store.Event{Node: node.ID, Tenant: node.Tenant, Kind: store.EventAgentsRevoked,
-		To: fmt.Sprintf("epoch %d", node.IdentityEpoch), Detail: detail}); err != nil {
-		return node, 0, err
+	e := store.Event{Node: node.ID, Tenant: node.Tenant, Kind: store.EventAgentsRevoked, To: fmt.Sprintf("epoch %d", out.Node.IdentityEpoch), Detail: detail}
+	if cut.ID != "" {
+		e.Workflow, e.Error = cut.ID, proto.Errorf(proto.Forbidden, "node %s's agents were revoked by %s, for the reason %q (nodes revoke-identity), while this %s workflow ran at the "+
+			"identity epoch that moved: every certificate of the node's agents is refused and its unused join tokens are deleted, so the agents this workflow works with "+
+			"were cut off and its join tokens deleted, and it cannot complete. Once the machine is trusted again, run it again (`nodes retry %s`) or deploy the node again",
+			node.ID, who, reason, cut.Kind, node.ID).WithReason(proto.ReasonAgentsRevoked)
+		if out.Failed, err = s.cfg.Engine.Fail(tx, cut.ID, e.Error); err != nil {
+			return AgentsRevoked{}, err
+		}
+		e.Detail += fmt.Sprintf("; failed workflow %s (the %s running at the epoch that moved: the agents it works with and its join tokens were cut off)", cut.ID, cut.Kind)
 	}
-	deleted, err := tx.DeleteUnusedJoinTokens(nodeID)
-	return node, deleted, err
+	_, err = tx.AppendEvent(e)
+	return out, err
 }
 
 // reinstalls are the requests whose workflow takes the machine away from its installed

@@ -210,18 +210,26 @@ func mintedBy(tx *store.Tx, node store.Node, tok store.JoinToken) (string, error
 }
 
 // cutOff is node's running, uncancelled workflow when it runs at the node's identity
-// epoch, which a containment is about to move (zero when none does): one created since
-// the epoch last moved. A reinstall (deploy, release, retire) moved it itself as it was
-// created; any other (inspect, commission, rescue, unrescue, a remediation) found it.
-// Either way the join tokens it mints and the agents it boots or finds (its ramdisk, the
-// installed OS it restarts) hold that epoch, before or after it reached a ramdisk: the
-// move refuses their certificates and deletes its unused tokens, so it cannot complete.
-// A workflow created before the epoch last moved (an operator revoked the node's agents
-// while it ran) lost its agents and tokens of before to that move, which a containment
-// does not repeat.
+// epoch, which a containment (TokenReused) or a revocation (RevokeAgents) is about to
+// move (zero when none does): one created since the epoch last moved. A reinstall
+// (deploy, release, retire) moved it itself as it was created; any other (inspect,
+// commission, rescue, unrescue, a remediation) found it. Either way the join tokens it
+// mints and the agents it boots or finds (its ramdisk, the installed OS it restarts)
+// hold that epoch, before or after it reached a ramdisk: the move refuses their
+// certificates and deletes its unused tokens, so it cannot complete, and the mover fails
+// it. A workflow of a pool whose machines run no agent (policy.agent none) is never cut
+// off: only out-of-band steps reach its machine, and it mints no join token. As every
+// move fails the workflow it cuts off, one still running that was created before the
+// epoch last moved is such a workflow, or one a registry of an earlier version left
+// running through a revocation: that move took its agents and tokens of before, which
+// the next does not repeat.
 func cutOff(tx *store.Tx, node store.Node) (store.Run, error) {
 	run, err := running(tx, node)
-	if err != nil || node.IdentityEpochAt.After(run.CreatedAt) {
+	if err != nil || run.ID == "" || node.IdentityEpochAt.After(run.CreatedAt) {
+		return store.Run{}, err
+	}
+	pool, err := tx.Pool(node.Tenant, node.Pool)
+	if err != nil || pool.Policy.Agent == store.AgentNone {
 		return store.Run{}, err
 	}
 	return run, nil

@@ -71,11 +71,17 @@ func (h *harness) reused(tok store.JoinToken, from string) store.Event {
 	if err := h.svc.TokenReused(context.Background(), tok, from); err != nil {
 		h.t.Fatal(err)
 	}
+	return h.lastEvent(tok.NodeID, store.EventTokenReused)
+}
+
+// lastEvent is node's last event of kind; zero when it has none.
+func (h *harness) lastEvent(node, kind string) store.Event {
+	h.t.Helper()
 	var last store.Event
 	if err := h.store.View(func(tx *store.Tx) error {
-		events, _, err := tx.Events(tok.NodeID, "", store.Page{})
+		events, _, err := tx.Events(node, "", store.Page{})
 		for _, e := range events {
-			if e.Kind == store.EventTokenReused {
+			if e.Kind == kind {
 				last = e
 			}
 		}
@@ -226,17 +232,19 @@ func TestProvisionedTokenReusedWhileItsDeployRuns(t *testing.T) {
 // TestOperatorsTokenReusedWhileADeployRuns: while a node's deploy runs (its boot.kexec
 // not answered yet), an operator's token (tokens create: no workflow minted it) whose
 // containment does not reach the deploy is presented again from 10.0.0.5 after its join
-// from 10.0.0.9: the deploy is not failed, and the event fails no workflow. A ramdisk
-// token joined during the deploy changes nothing (no workflow of its own runs); a
-// provisioned one joined before the deploy started changes nothing either (the deploy's
-// start moved the node's identity epoch past its join); a provisioned one joined after
-// an operator revoked the node's agents during the deploy is contained (the epoch moves,
-// the unused tokens are deleted), but the deploy runs at the epoch the revocation left,
-// whose agents and tokens are gone already: the containment cuts nothing of it off.
-// Before the token recorded its minter, the deploy was taken for it and failed
-// token-reused; before an operator's token was told apart from one joined during the
-// deploy, the provisioned case was joined during it and contained without failing the
-// deploy it cut off (TestContainedTokenFailsTheWorkflowItCutsOff).
+// from 10.0.0.9: the event fails no workflow. A ramdisk token joined during the deploy
+// changes nothing (no workflow of its own runs), and the deploy runs on; a provisioned
+// one joined before the deploy started changes nothing either (the deploy's start moved
+// the node's identity epoch past its join). A provisioned one joined after an operator
+// revoked the node's agents during the deploy is contained (the epoch moves, the unused
+// tokens are deleted), but the revocation failed the deploy already, agents-revoked
+// (TestRevocationFailsTheWorkflowItCutsOff), and the containment fails nothing more: the
+// deploy's failure stays the revocation's. Before the token recorded its minter, the
+// deploy was taken for it and failed token-reused; before an operator's token was told
+// apart from one joined during the deploy, the provisioned case was joined during it and
+// contained without failing the deploy it cut off
+// (TestContainedTokenFailsTheWorkflowItCutsOff); before a revocation failed the workflow
+// it cut off, the deploy ran on after both.
 func TestOperatorsTokenReusedWhileADeployRuns(t *testing.T) {
 	for name, tc := range map[string]struct {
 		kind string
@@ -262,11 +270,8 @@ func TestOperatorsTokenReusedWhileADeployRuns(t *testing.T) {
 			run := h.deployAwaitingKexec(id)
 			if tc.revoked {
 				h.clock.Advance(time.Minute)
-				if err := h.store.Update(func(tx *store.Tx) error {
-					_, _, err := h.svc.RevokeAgents(tx, "acme", id, "the machine was moved", "")
-					return err
-				}); err != nil {
-					t.Fatal(err)
+				if r := h.revoke(id, "the machine was moved", ""); r.Failed.ID != run.ID {
+					t.Fatalf("the revocation failed workflow %q, want the deploy %s", r.Failed.ID, run.ID)
 				}
 			}
 			if !tc.before {
@@ -278,20 +283,27 @@ func TestOperatorsTokenReusedWhileADeployRuns(t *testing.T) {
 			if e.Workflow != "" || e.Error != nil || !strings.Contains(e.Detail, tc.says) {
 				t.Errorf("event %+v, want it failing no workflow and saying %q", e, tc.says)
 			}
-			var now store.Run
-			if err := h.store.View(func(tx *store.Tx) (err error) { now, err = tx.Run(run.ID); return err }); err != nil {
-				t.Fatal(err)
-			}
-			// A failed run is marked cancelled in the transaction that fails it.
-			n := h.node(id)
-			if now.State != store.RunRunning || now.Cancelled != nil || n.Workflow != run.ID || n.Failure != nil {
-				t.Errorf("deploy %s %s, cancelled with %+v; node %s failed with %+v: want the deploy running", run.ID, now.State, now.Cancelled, n.State, n.Failure)
+			if tc.revoked {
+				ended, n := h.end(run.ID)
+				if ended.State != store.RunFailed || n.Failure == nil || n.Failure.Error.Details.Reason != proto.ReasonAgentsRevoked {
+					t.Errorf("deploy %s %s, node %s failed with %+v: want it failed by the revocation, agents-revoked", run.ID, ended.State, n.State, n.Failure)
+				}
+			} else {
+				var now store.Run
+				if err := h.store.View(func(tx *store.Tx) (err error) { now, err = tx.Run(run.ID); return err }); err != nil {
+					t.Fatal(err)
+				}
+				// A failed run is marked cancelled in the transaction that fails it.
+				n := h.node(id)
+				if now.State != store.RunRunning || now.Cancelled != nil || n.Workflow != run.ID || n.Failure != nil {
+					t.Errorf("deploy %s %s, cancelled with %+v; node %s failed with %+v: want the deploy running", run.ID, now.State, now.Cancelled, n.State, n.Failure)
+				}
 			}
 			wantEpoch, wantUnused := epoch, unused
 			if tc.contained {
 				wantEpoch, wantUnused = epoch+1, 0
 			}
-			if n.IdentityEpoch != wantEpoch || h.unusedTokens(id) != wantUnused {
+			if n := h.node(id); n.IdentityEpoch != wantEpoch || h.unusedTokens(id) != wantUnused {
 				t.Errorf("node at epoch %d with %d unused token(s), want %d with %d", n.IdentityEpoch, h.unusedTokens(id), wantEpoch, wantUnused)
 			}
 		})
@@ -313,15 +325,63 @@ func TestOperatorsTokenReusedWhileADeployRuns(t *testing.T) {
 // boot.kexec's 15-minute timeout ran out, TIMEOUT "boot.kexec did not finish within its
 // timeout of 15m", saying nothing of the containment.
 func TestContainedTokenFailsTheWorkflowItCutsOff(t *testing.T) {
-	// Each case starts the workflow and returns it with the run that minted the token,
-	// "" for an operator.
-	for name, start := range map[string]func(h *harness) (run store.Run, minted string){
+	eachCutOffWorkflow(t, func(t *testing.T, h *harness, run store.Run, minted string, epoch int64) {
+		id := run.Node
+		tok, e := h.mintedAndReused(store.TokenFor{Kind: store.TokenProvisioned, NodeID: id, Workflow: minted}, "10.0.0.9", "10.0.0.5")
+		h.failedAtOnce(run, epoch, proto.ReasonTokenReused)
+		if e.Workflow != run.ID || e.Error == nil || e.Error.Code != proto.Forbidden || e.Error.Details.Reason != proto.ReasonTokenReused ||
+			!strings.Contains(e.Detail, "failed workflow "+run.ID) {
+			t.Fatalf("event %+v, want it failing %s FORBIDDEN token-reused", e, run.ID)
+		}
+		minter := "which no workflow minted"
+		if minted != "" {
+			minter = "which workflow " + minted + " minted before it ended"
+		}
+		for _, says := range []string{"token " + tok.ID, minter, "from 10.0.0.5", "this " + run.Kind + " workflow runs at", "agents this workflow works with were cut off",
+			"policy.measuredBoot", "nodes retry " + id} {
+			if !strings.Contains(e.Error.Message, says) {
+				t.Errorf("the failure does not say %q: %s", says, e.Error.Message)
+			}
+		}
+	})
+}
+
+// failedAtOnce checks that run, cut off by a move of its node's identity epoch from
+// epoch, is failed at once, with no step's timeout run out (a failed run is marked
+// cancelled in the transaction that fails it), then that it ends failed with reason, its
+// node at the next epoch with no unused join token.
+func (h *harness) failedAtOnce(run store.Run, epoch int64, reason string) {
+	h.t.Helper()
+	var now store.Run
+	if err := h.store.View(func(tx *store.Tx) (err error) { now, err = tx.Run(run.ID); return err }); err != nil {
+		h.t.Fatal(err)
+	}
+	if now.Cancelled == nil {
+		h.t.Fatalf("%s %s still %s after the epoch moved, not failed", run.Kind, run.ID, now.State)
+	}
+	ended, n := h.end(run.ID)
+	if ended.State != store.RunFailed || n.State != store.NodeFailed || n.Failure == nil || n.Failure.Error.Details.Reason != reason {
+		h.t.Errorf("run %s, node %s failed with %+v; want the %s failed %s", ended.State, n.State, n.Failure, run.Kind, reason)
+	}
+	if n.IdentityEpoch != epoch+1 || h.unusedTokens(n.ID) != 0 {
+		h.t.Errorf("node at epoch %d with %d unused token(s), want %d with none", n.IdentityEpoch, h.unusedTokens(n.ID), epoch+1)
+	}
+}
+
+// eachCutOffWorkflow runs test in a subtest of t, with a harness of its own, once a
+// workflow that runs at the node's identity epoch and works with its agents, which an
+// epoch's move cuts off, has started: a deploy awaiting its installed OS, one before its
+// ramdisk joined, an inspect on its ramdisk and a remediation restarting the installed
+// OS. test gets the workflow, the last deploy of the node when it ended before ("" for
+// none), which minted a provisioned token, and the node's identity epoch.
+func eachCutOffWorkflow(t *testing.T, test func(t *testing.T, h *harness, run store.Run, lastDeploy string, epoch int64)) {
+	for name, start := range map[string]func(h *harness) (store.Run, string){
 		"deploy awaiting its installed OS": func(h *harness) (store.Run, string) { return h.deployAwaitingKexec(h.enroll(nil)), "" },
 		"deploy before its ramdisk joined": func(h *harness) (store.Run, string) {
 			h.machine.hang(proto.CommandSetPower)
 			run, err := h.deploy(h.enroll(nil), "testdata/gpu-host.json")
 			if err != nil {
-				t.Fatal(err)
+				h.t.Fatal(err)
 			}
 			h.relayedYet("site", proto.CommandSetPower)
 			return run, ""
@@ -330,7 +390,7 @@ func TestContainedTokenFailsTheWorkflowItCutsOff(t *testing.T) {
 			h.machine.hang(proto.CommandInventoryRefresh)
 			run, _, err := h.act(h.enroll(nil), Inspect, Options{})
 			if err != nil {
-				t.Fatal(err)
+				h.t.Fatal(err)
 			}
 			h.relayedYet("ramdisk", proto.CommandInventoryRefresh)
 			return run, ""
@@ -342,7 +402,7 @@ func TestContainedTokenFailsTheWorkflowItCutsOff(t *testing.T) {
 			h.machine.hang(proto.CommandSetPower)
 			run, _, err := h.remediate(id, ProfileRemediateReboot, "")
 			if err != nil {
-				t.Fatal(err)
+				h.t.Fatal(err)
 			}
 			h.relayedYet("site", proto.CommandSetPower)
 			return run, deploy
@@ -350,40 +410,8 @@ func TestContainedTokenFailsTheWorkflowItCutsOff(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t)
-			run, minted := start(h)
-			id := run.Node
-			epoch := h.node(id).IdentityEpoch
-			tok, e := h.mintedAndReused(store.TokenFor{Kind: store.TokenProvisioned, NodeID: id, Workflow: minted}, "10.0.0.9", "10.0.0.5")
-			var now store.Run
-			if err := h.store.View(func(tx *store.Tx) (err error) { now, err = tx.Run(run.ID); return err }); err != nil {
-				t.Fatal(err)
-			}
-			// A failed run is marked cancelled in the transaction that fails it: at once,
-			// with no step's timeout run out.
-			if now.Cancelled == nil {
-				t.Fatalf("%s %s still %s after the containment, not failed", run.Kind, run.ID, now.State)
-			}
-			if e.Workflow != run.ID || e.Error == nil || e.Error.Code != proto.Forbidden || e.Error.Details.Reason != proto.ReasonTokenReused ||
-				!strings.Contains(e.Detail, "failed workflow "+run.ID) {
-				t.Fatalf("event %+v, want it failing %s FORBIDDEN token-reused", e, run.ID)
-			}
-			minter := "which no workflow minted"
-			if minted != "" {
-				minter = "which workflow " + minted + " minted before it ended"
-			}
-			for _, says := range []string{"token " + tok.ID, minter, "from 10.0.0.5", "this " + run.Kind + " workflow runs at", "agents this workflow works with were cut off",
-				"policy.measuredBoot", "nodes retry " + id} {
-				if !strings.Contains(e.Error.Message, says) {
-					t.Errorf("the failure does not say %q: %s", says, e.Error.Message)
-				}
-			}
-			ended, n := h.end(run.ID)
-			if ended.State != store.RunFailed || n.Failure == nil || n.Failure.Error.Details.Reason != proto.ReasonTokenReused {
-				t.Errorf("run %s, node %s failed with %+v; want the %s failed token-reused", ended.State, n.State, n.Failure, run.Kind)
-			}
-			if n.IdentityEpoch != epoch+1 || h.unusedTokens(id) != 0 {
-				t.Errorf("node at epoch %d with %d unused token(s), want %d with none", n.IdentityEpoch, h.unusedTokens(id), epoch+1)
-			}
+			run, lastDeploy := start(h)
+			test(t, h, run, lastDeploy, h.node(run.Node).IdentityEpoch)
 		})
 	}
 }

@@ -24,7 +24,8 @@ const (
 	EventAttestation = "attestation"
 	// EventAgentsRevoked is an operator's revocation of the certificates of the node's
 	// agents (nodes revoke-identity): To is the identity epoch it moved to, Detail the
-	// reason and the credential that asked.
+	// reason and the credential that asked; Workflow and Error the run it failed, when
+	// one ran at the epoch it moved.
 	EventAgentsRevoked = "agents.revoked"
 	// EventTokenReused is a ramdisk or provisioned join token of the node presented again
 	// after its join: From is the address of its join, To the address it came from again,

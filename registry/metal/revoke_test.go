@@ -1,0 +1,115 @@
+package metal
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// revoke revokes node's agents as credential by asks, for reason, and starts the
+// workflow the revocation failed (which abandons its attempt), as the API does once the
+// transaction has committed.
+func (h *harness) revoke(node, reason, by string) AgentsRevoked {
+	h.t.Helper()
+	var r AgentsRevoked
+	if err := h.store.Update(func(tx *store.Tx) (err error) {
+		r, err = h.svc.RevokeAgents(tx, "acme", node, reason, by)
+		return err
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	if r.Failed.ID != "" {
+		h.svc.Start(r.Failed)
+	}
+	return r
+}
+
+// TestRevocationFailsTheWorkflowItCutsOff: an operator revokes the node's agents
+// (nodes revoke-identity) while one of its workflows runs at the node's identity epoch
+// and works with its agents. The epoch's move refuses their certificates and deletes the
+// node's unused join tokens, so the workflow cannot complete: it fails at once, with no
+// clock advanced, FORBIDDEN agents-revoked, its error saying which credential revoked the
+// agents and why, that the workflow's agents and tokens were cut off, and what to do; the
+// agents.revoked event names it, and the revocation says which it failed. So it goes for
+// a deploy awaiting its installed OS, one before its ramdisk joined, an inspect on its
+// ramdisk and a remediation restarting the installed OS. Before, the workflow was left
+// running: the deploy failed only when boot.kexec's 15-minute timeout ran out, TIMEOUT,
+// saying nothing of the revocation.
+func TestRevocationFailsTheWorkflowItCutsOff(t *testing.T) {
+	eachCutOffWorkflow(t, func(t *testing.T, h *harness, run store.Run, _ string, epoch int64) {
+		id := run.Node
+		r := h.revoke(id, "OS compromised", "cr_0123456789abcdef")
+		if r.Failed.ID != run.ID {
+			t.Errorf("the revocation says it failed %q, want %s", r.Failed.ID, run.ID)
+		}
+		e := h.lastEvent(id, store.EventAgentsRevoked)
+		if e.Workflow != run.ID || e.Error == nil || e.Error.Code != proto.Forbidden || e.Error.Details.Reason != proto.ReasonAgentsRevoked ||
+			!strings.Contains(e.Detail, "failed workflow "+run.ID) || !strings.Contains(e.Detail, "OS compromised, by credential cr_0123456789abcdef") {
+			t.Errorf("event %+v, want it failing %s FORBIDDEN agents-revoked", e, run.ID)
+		} else {
+			for _, says := range []string{"agents were revoked by credential cr_0123456789abcdef", `for the reason "OS compromised"`, "this " + run.Kind + " workflow ran at",
+				"agents this workflow works with were cut off and its join tokens deleted", "nodes retry " + id, "deploy the node again"} {
+				if !strings.Contains(e.Error.Message, says) {
+					t.Errorf("the failure does not say %q: %s", says, e.Error.Message)
+				}
+			}
+		}
+		h.failedAtOnce(run, epoch, proto.ReasonAgentsRevoked)
+	})
+}
+
+// TestRevocationFailsNoWorkflowItDoesNotCutOff: a revocation with no workflow running
+// fails none; one while an out-of-band inspect runs on a pool whose machines run no
+// agent fails none either (only the machine's BMC is reached, and no join token is
+// minted: nothing of it is cut off); and a retired node's identity is revoked for good
+// already: INVALID_STATE, changing nothing.
+func TestRevocationFailsNoWorkflowItDoesNotCutOff(t *testing.T) {
+	h := newHarness(t)
+	id := h.enroll(nil)
+	epoch := h.node(id).IdentityEpoch
+	failsNone := func(when string) {
+		t.Helper()
+		if r := h.revoke(id, "", ""); r.Failed.ID != "" || r.Node.IdentityEpoch != epoch+1 {
+			t.Errorf("%s: the revocation failed %q and left epoch %d, want none failed and epoch %d", when, r.Failed.ID, r.Node.IdentityEpoch, epoch+1)
+		}
+		if e := h.lastEvent(id, store.EventAgentsRevoked); e.Workflow != "" || e.Error != nil || e.Detail != "an operator asked" {
+			t.Errorf("%s: event %+v, want it failing nothing", when, e)
+		}
+		epoch++
+	}
+	failsNone("with no workflow running")
+
+	h.setPolicy(store.PoolPolicy{Agent: store.AgentNone})
+	h.machine.hang(proto.CommandInspectOOB)
+	run, _, err := h.act(id, Inspect, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.relayedYet("site", proto.CommandInspectOOB)
+	failsNone("during an out-of-band inspect")
+	var now store.Run
+	if err := h.store.View(func(tx *store.Tx) (err error) { now, err = tx.Run(run.ID); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if now.State != store.RunRunning || now.Cancelled != nil {
+		t.Errorf("the out-of-band inspect %s after the revocation, cancelled with %+v; want it running", now.State, now.Cancelled)
+	}
+	if _, _, err := h.act(id, Cancel, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	h.end(run.ID)
+
+	if run, _, err = h.act(id, Retire, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if run, n := h.end(run.ID); n.State != store.NodeRetired {
+		t.Fatalf("retire: run %s, node %s %+v", run.State, n.State, n.Failure)
+	}
+	before := h.node(id)
+	err = h.store.Update(func(tx *store.Tx) error { _, err := h.svc.RevokeAgents(tx, "acme", id, "", ""); return err })
+	if e := proto.AsError(err); e.Code != proto.InvalidState || h.node(id).Rev != before.Rev {
+		t.Errorf("revoking a retired node's agents: %v, node rev %d (was %d); want INVALID_STATE changing nothing", err, h.node(id).Rev, before.Rev)
+	}
+}
