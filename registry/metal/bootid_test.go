@@ -34,9 +34,16 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // stillOn fails the test when run id leaves step i within a moment.
 func (h *harness) stillOn(id string, i int, after string) {
 	h.t.Helper()
+	// The step may not have started yet: the relay the test waited for is of the step
+	// before it, whose answer the engine is still recording.
+	started, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	run, err := h.engine.Watch(started, id, 0)
+	for err == nil && run.Steps[i].State == store.StepPending {
+		run, err = h.engine.Watch(started, id, run.Rev)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	run, err := h.engine.Watch(ctx, id, 0)
 	for err == nil && ctx.Err() == nil && run.Steps[i].State == store.StepRunning {
 		run, err = h.engine.Watch(ctx, id, run.Rev)
 	}
