@@ -1500,7 +1500,7 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 	}
 	var parked store.AgentCommand
 	f.must(by.r.st.Update(func(tx *store.Tx) (err error) {
-		parked, err = tx.EnqueueAgentCommand(parkedNode, proto.RoleNode, proto.Command{ID: parkedCommand, Kind: "echo"})
+		parked, err = tx.EnqueueAgentCommand(parkedNode, proto.RoleNode, proto.Command{ID: parkedCommand, Kind: "echo"}, nil)
 		return err
 	}), "enqueueing a command")
 
