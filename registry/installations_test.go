@@ -287,7 +287,7 @@ func TestEarlierRamdiskCertificatesStopWorking(t *testing.T) {
 		ch := make(chan answer, 1)
 		go func() {
 			out, err := f.r.plane.Relay(ctx, workflow.RelayTarget{NodeID: node, Role: profile.Ramdisk, Run: "wf_wipe", Step: proto.CommandDiskWipe},
-				"wf_wipe:main.1:a"+string(rune('0'+wipeID)), proto.CommandDiskWipe, json.RawMessage(`{"mode":"quick"}`))
+				"wf_wipe:main.1:a"+string(rune('0'+wipeID)), proto.CommandDiskWipe, workflow.CommandInput{Payload: json.RawMessage(`{"mode":"quick"}`)})
 			var w attest.Wipe
 			if err == nil {
 				err = json.Unmarshal(out, &w)
