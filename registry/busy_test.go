@@ -1500,7 +1500,7 @@ func (f *busyFleet) agentsAsk(by *busyFleet, clk *shiftedClock) {
 	}
 	var parked store.AgentCommand
 	f.must(by.r.st.Update(func(tx *store.Tx) (err error) {
-		parked, err = tx.EnqueueAgentCommand(parkedNode, proto.RoleNode, proto.Command{ID: parkedCommand, Kind: "echo"})
+		parked, err = tx.EnqueueAgentCommand(parkedNode, proto.RoleNode, proto.Command{ID: parkedCommand, Kind: "echo"}, nil)
 		return err
 	}), "enqueueing a command")
 
@@ -2258,6 +2258,8 @@ type tpmMachine struct {
 	strangers atomic.Int64
 	// stopRamdisk stops the agent of the ramdisk booted last.
 	stopRamdisk context.CancelFunc
+	// held are the commands whose handlers its ramdisks hold until released, by kind.
+	held map[string]*heldCommand
 }
 
 // bootRamdisk boots the machine's ramdisk again: its agent joins with a new token, so
@@ -2266,6 +2268,9 @@ type tpmMachine struct {
 func (m *tpmMachine) bootRamdisk(ctx context.Context, f *busyFleet, agents *sync.WaitGroup) {
 	a := f.newAgent(m.node, f.raceJoin(store.TokenRamdisk, m.node, "ramdisk"))
 	a.handlers = m.handlers()
+	for kind, h := range m.held {
+		a.handlers[kind] = h.wrap(a.handlers[kind])
+	}
 	actx, stop := context.WithCancel(ctx)
 	m.mu.Lock()
 	if m.stopRamdisk != nil {

@@ -121,7 +121,7 @@ func TestHousekeepingForgetsDayOldCommands(t *testing.T) {
 	st := storetest.Open(t, store.Options{Now: clk.Now})
 	enqueue := func(node, id string) {
 		err := st.Update(func(tx *store.Tx) error {
-			_, err := tx.EnqueueAgentCommand(node, proto.RoleRamdisk, proto.Command{ID: id, Kind: "disk.wipe"})
+			_, err := tx.EnqueueAgentCommand(node, proto.RoleRamdisk, proto.Command{ID: id, Kind: "disk.wipe"}, nil)
 			return err
 		})
 		if err != nil {

@@ -287,7 +287,7 @@ func TestEarlierRamdiskCertificatesStopWorking(t *testing.T) {
 		ch := make(chan answer, 1)
 		go func() {
 			out, err := f.r.plane.Relay(ctx, workflow.RelayTarget{NodeID: node, Role: profile.Ramdisk, Run: "wf_wipe", Step: proto.CommandDiskWipe},
-				"wf_wipe:main.1:a"+string(rune('0'+wipeID)), proto.CommandDiskWipe, json.RawMessage(`{"mode":"quick"}`))
+				"wf_wipe:main.1:a"+string(rune('0'+wipeID)), proto.CommandDiskWipe, workflow.CommandInput{Payload: json.RawMessage(`{"mode":"quick"}`)})
 			var w attest.Wipe
 			if err == nil {
 				err = json.Unmarshal(out, &w)
@@ -419,7 +419,7 @@ func TestOnlyTheRamdiskAttestsAWipe(t *testing.T) {
 // relay's check of its kind against the role, and returns the answer recorded once the
 // agent's session got it and answered.
 func storedAnswer(ctx context.Context, f *busyFleet, node string, role proto.Role, cmd proto.Command) (json.RawMessage, error) {
-	err := f.r.st.Update(func(tx *store.Tx) error { _, err := tx.EnqueueAgentCommand(node, role, cmd); return err })
+	err := f.r.st.Update(func(tx *store.Tx) error { _, err := tx.EnqueueAgentCommand(node, role, cmd, nil); return err })
 	for err == nil {
 		var c store.AgentCommand
 		if err = f.r.st.View(func(tx *store.Tx) (err error) { c, err = tx.AgentCommand(node, cmd.ID); return err }); err != nil || c.Done {

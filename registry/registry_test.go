@@ -21,7 +21,8 @@ import (
 	"github.com/better-compute/better-compute/registry/api"
 )
 
-// newTestRegistry is New on loopback ports in dir (made 0700), closed when the test ends.
+// newTestRegistry is New in dir (made 0700), on the loopback addresses cfg names or on
+// loopback ports of its own, closed when the test ends.
 func newTestRegistry(t *testing.T, cfg Config) *Registry {
 	t.Helper()
 	if cfg.DataDir == "" {
@@ -30,7 +31,12 @@ func newTestRegistry(t *testing.T, cfg Config) *Registry {
 	if err := os.Chmod(cfg.DataDir, 0o700); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
-	cfg.Listen, cfg.AgentListen = "127.0.0.1:0", "127.0.0.1:0"
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.AgentListen == "" {
+		cfg.AgentListen = "127.0.0.1:0"
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}

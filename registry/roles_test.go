@@ -126,7 +126,7 @@ func (m *roleMachine) relay(ctx context.Context, role, id, kind string, input an
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	return m.f.r.plane.Relay(ctx, workflow.RelayTarget{NodeID: m.node, Role: role, Run: "wf_roles", Step: kind}, id, kind, in)
+	return m.f.r.plane.Relay(ctx, workflow.RelayTarget{NodeID: m.node, Role: role, Run: "wf_roles", Step: kind}, id, kind, workflow.CommandInput{Payload: in})
 }
 
 // TestRamdiskCommandsNeverReachTheNodeAgent: the installed OS's agent of a machine (or

@@ -48,20 +48,52 @@ type agentPlane struct {
 // that role, never to its other one. The command id passes through, so a resend
 // dedupes. A site command names the machine's tenant, whose share of the site agent's
 // command slots it counts against (proto.TenantCommandShare), and its step's timeout,
-// which the site runs it for at most.
-func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, commandID, kind string, input json.RawMessage) (json.RawMessage, error) {
-	agent, role, cmd := target.NodeID, proto.Role(target.Role), proto.Command{ID: commandID, Kind: kind, Payload: input}
+// which the site runs it for at most. What the step keeps beside the command is stored
+// with it and never sent (agents.Endpoint.RelayKept).
+func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, commandID, kind string, in workflow.CommandInput) (json.RawMessage, error) {
+	role, cmd := proto.Role(target.Role), proto.Command{ID: commandID, Kind: kind, Payload: in.Payload}
 	if target.Role == profile.Site {
 		err := p.st.View(func(tx *store.Tx) (err error) {
-			cmd.Payload, cmd.Tenant, err = site.Command(tx, target.NodeID, target.Run, target.Step, kind, input)
+			cmd.Payload, cmd.Tenant, err = site.Command(tx, target.NodeID, target.Run, target.Step, kind, in.Payload)
 			return err
 		})
 		if err != nil {
 			return nil, err
 		}
-		agent, cmd.TimeoutSeconds = site.Agent(target.SiteID), target.TimeoutSeconds
+		cmd.TimeoutSeconds = target.TimeoutSeconds
 	}
-	return p.ep.Relay(ctx, agent, role, cmd)
+	return p.ep.RelayKept(ctx, relayAgent(target), role, cmd, in.Kept)
+}
+
+// Stored is workflow.Relay's Stored: the command commandID as the store holds it for
+// target's agent, a site command's input taken out of its envelope (proto.SiteCommand).
+func (p *agentPlane) Stored(_ context.Context, target workflow.RelayTarget, commandID string) (workflow.CommandInput, bool, error) {
+	var c store.AgentCommand
+	err := p.st.View(func(tx *store.Tx) (err error) { c, err = tx.AgentCommand(relayAgent(target), commandID); return err })
+	switch {
+	case proto.CodeOf(err) == proto.NotFound:
+		return workflow.CommandInput{}, false, nil
+	case err != nil:
+		return workflow.CommandInput{}, false, err
+	}
+	in := workflow.CommandInput{Payload: c.Payload, Kept: c.Kept}
+	if target.Role == profile.Site {
+		var env proto.SiteCommand
+		if err := json.Unmarshal(c.Payload, &env); err != nil {
+			return workflow.CommandInput{}, false, proto.Errorf(proto.Internal, "stored site command %s does not decode: %v", commandID, err)
+		}
+		in.Payload = env.Input
+	}
+	return in, true, nil
+}
+
+// relayAgent is the agent a command for target goes to: the site agent of its site, or
+// the machine's own.
+func relayAgent(target workflow.RelayTarget) string {
+	if target.Role == profile.Site {
+		return site.Agent(target.SiteID)
+	}
+	return target.NodeID
 }
 
 // NodeAgentConnected is metal.Presence: whether node's installed OS agent has a session
@@ -174,6 +206,25 @@ func (p *agentPlane) Prepare(_ context.Context, node store.Node, run string) (pr
 		Pins: []string{pins.ServingCA, pins.JoinSigning, pins.JoinEncryption},
 		Args: []string{"bc.node=" + node.ID},
 	}, err
+}
+
+// Joinable is metal.RamdiskBoots' Joinable: nil for a token a ramdisk can join with or
+// did (store.Tx.JoinTokenOf); one gone (revoked with its node's identity, pruned) or
+// expired unused fails the step that made the boot entry with it.
+func (p *agentPlane) Joinable(_ context.Context, token string) error {
+	return p.st.View(func(tx *store.Tx) error {
+		tok, err := tx.JoinTokenOf(token)
+		switch {
+		case proto.CodeOf(err) == proto.Unauthenticated:
+			return proto.Errorf(proto.InvalidState, "the ramdisk join token of the machine's boot entry is gone (revoked with the node's identity, or pruned): no ramdisk can join with it; the step's next try mints a new one").WithReason(proto.ReasonTokenInvalid)
+		case err != nil:
+			return err
+		case tok.UsedAt.IsZero() && tok.Expired(tx.Now()):
+			return proto.Errorf(proto.InvalidState, "the ramdisk join token %s of the machine's boot entry expired unused at %s, before the step was answered: no ramdisk can join with it; the step's next try mints a new one (give the step retries, or retry the node)",
+				tok.ID, tok.ExpiresAt.Format(time.RFC3339)).WithReason(proto.ReasonTokenExpired)
+		}
+		return nil
+	})
 }
 
 // catalog is metal.Images over the store's catalog; capKey signs the capabilities of its

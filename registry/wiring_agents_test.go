@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -123,6 +124,57 @@ func TestWorkflowTokensNameTheirRun(t *testing.T) {
 	if want := map[string]string{store.TokenRamdisk: "wf_inspect", store.TokenProvisioned: "wf_deploy"}; !maps.Equal(got, want) {
 		t.Errorf("the tokens' workflows by kind: %v, want %v", got, want)
 	}
+}
+
+// TestBootEntryTokenJoinable: the token of a ramdisk boot entry a workflow made
+// (agentPlane.Prepare) is one a ramdisk can join with while it is unused and unexpired,
+// and once its ramdisk joined; expired unused, or revoked, it fails the step that made
+// the entry (INVALID_STATE, reason token-expired or token-invalid), whose next try mints
+// another, and reading it changes nothing.
+func TestBootEntryTokenJoinable(t *testing.T) {
+	now := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
+	st := storetest.Filled(t, store.Options{Now: func() time.Time { return now }})
+	keys, err := pki.LoadOrCreate(t.TempDir(), clock.Real{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plane := &agentPlane{st: st, keys: keys, registryURL: "https://registry.example:7443", log: slog.New(slog.DiscardHandler)}
+	node := store.Node{ID: "nd_1", Site: storetest.Site}
+	prepare := func() string {
+		in, err := plane.Prepare(context.Background(), node, "wf_deploy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return in.Token
+	}
+	joinable := func(what, token string, reason string) {
+		t.Helper()
+		err := plane.Joinable(context.Background(), token)
+		if reason == "" && err != nil || reason != "" && (proto.CodeOf(err) != proto.InvalidState || proto.AsError(err).Details.Reason != reason) {
+			t.Errorf("%s: %v, want %s", what, err, cmp.Or(reason, "joinable"))
+		}
+	}
+	unused, used, revoked := prepare(), prepare(), prepare()
+	joinable("unused", unused, "")
+	joinable("unused, read again", unused, "")
+	if err := st.Update(func(tx *store.Tx) error { _, err := tx.ConsumeJoinToken(used, ""); return err }); err != nil {
+		t.Fatalf("the ramdisk's join with a token read for joinable: %v", err)
+	}
+	joinable("used by its ramdisk", used, "")
+	err = st.Update(func(tx *store.Tx) error {
+		tok, err := tx.JoinTokenOf(revoked)
+		if err == nil {
+			_, err = tx.RevokeJoinToken(tok.ID)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinable("revoked", revoked, proto.ReasonTokenInvalid)
+	now = now.Add(time.Hour)
+	joinable("expired unused", unused, proto.ReasonTokenExpired)
+	joinable("expired once its ramdisk joined", used, "")
 }
 
 // TestNodeAgentConnectedAtAnotherReplica: remediation's presence counts a node agent

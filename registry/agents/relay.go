@@ -34,6 +34,14 @@ import (
 // the role's agent does not run (proto.RelayRoles) is refused before anything is stored
 // or sent (relayedTo).
 func (e *Endpoint) Relay(ctx context.Context, node string, role proto.Role, cmd proto.Command) (json.RawMessage, error) {
+	return e.RelayKept(ctx, node, role, cmd, nil)
+}
+
+// RelayKept is Relay of a command stored with kept, what its caller keeps beside it to
+// read the answer by and no agent gets (store.AgentCommand.Kept): a pending command of
+// the id stored with another payload or kept value is CONFLICT, since the agent may be
+// running it already.
+func (e *Endpoint) RelayKept(ctx context.Context, node string, role proto.Role, cmd proto.Command, kept json.RawMessage) (json.RawMessage, error) {
 	if err := relayedTo(cmd.Kind, role); err != nil {
 		return nil, err
 	}
@@ -51,7 +59,7 @@ func (e *Endpoint) Relay(ctx context.Context, node string, role proto.Role, cmd 
 		if existed = err == nil; !existed && proto.CodeOf(err) != proto.NotFound {
 			return err
 		}
-		c, err = tx.EnqueueAgentCommand(node, role, cmd)
+		c, err = tx.EnqueueAgentCommand(node, role, cmd, kept)
 		return err
 	})
 	if err != nil {

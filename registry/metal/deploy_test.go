@@ -450,3 +450,38 @@ func TestEpochMovesBeforeTheRunRelays(t *testing.T) {
 		t.Error("the runs relayed no command")
 	}
 }
+
+// TestDeployImageResumedAsItWasSent: the registry restarts while deploy.image is pending
+// at the ramdisk, and the site's cache got the image meanwhile. The resumed deploy.deploy
+// relays the deploy.image it sent before (the source alone), which the ramdisk may be
+// writing already, not one that names the cache: a pending command is never given
+// another input (the relay refuses that as CONFLICT). The deploy ends active.
+func TestDeployImageResumedAsItWasSent(t *testing.T) {
+	h := newHarness(t)
+	node := h.enroll(nil)
+	ref := "ubuntu-24.04-server@2026.09"
+	h.images.uncached = map[string]bool{ref: true}
+	h.machine.hang(proto.CommandDeployImage)
+	if _, err := h.deploy(node, "testdata/deploy-only.json"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(h.machine.received(proto.CommandDeployImage)) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("deploy.image was never relayed")
+		}
+	}
+	h.images.uncached = nil
+	h.machine.mu.Lock()
+	delete(h.machine.hangs, proto.CommandDeployImage)
+	h.machine.mu.Unlock()
+	h.restart()
+	if n := h.settle(node); n.State != store.NodeActive {
+		t.Fatalf("node %s, failure %+v", n.State, n.Failure)
+	}
+	sent := h.machine.received(proto.CommandDeployImage)
+	var first proto.DeployImage
+	json.Unmarshal([]byte(sent[0].Input), &first)
+	if len(sent) != 2 || sent[1].ID != sent[0].ID || sent[1].Input != sent[0].Input || first.CacheURL != "" || first.Source == "" {
+		t.Errorf("deploy.image relayed before and after the restart: %+v, want the same id and input twice, the source alone", sent)
+	}
+}

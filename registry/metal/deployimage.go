@@ -128,6 +128,10 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 	if _, err := s.attest(ctx, a); err != nil {
 		return nil, err
 	}
+	// The cache URL's capability, and whether the cache or only the source is offered,
+	// are of the moment input is made: an attempt resumed after a restart relays the
+	// deploy.image it sent before (workflow.Attempt.Relay), which the ramdisk may be
+	// writing already.
 	raw, err := a.Relay(ctx, profile.Ramdisk, "image", proto.CommandDeployImage, input)
 	if err != nil {
 		return nil, err

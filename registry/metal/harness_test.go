@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -284,9 +285,11 @@ type relayed struct {
 // (an id sent again gets the kept answer), boots into the ramdisk when power-cycled and
 // into the installed OS when kexec'd or restarted, joining as the agent it boots.
 type machine struct {
-	joins   *workflow.JoinLog
-	mu      sync.Mutex
-	got     []relayed
+	joins *workflow.JoinLog
+	mu    sync.Mutex
+	got   []relayed
+	// stored is what each command was first relayed with (Stored); kept its answer.
+	stored  map[string]workflow.CommandInput
 	kept    map[string]json.RawMessage
 	answers map[string]func(json.RawMessage) (json.RawMessage, error)
 	// bootsNothing: a power cycle boots no agent.
@@ -322,8 +325,20 @@ func (m *machine) hang(kind string) {
 	m.hangs[kind] = true
 }
 
-func (m *machine) Relay(ctx context.Context, target workflow.RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
+func (m *machine) Relay(ctx context.Context, target workflow.RelayTarget, id, kind string, in workflow.CommandInput) (json.RawMessage, error) {
+	input := in.Payload
 	m.mu.Lock()
+	// The relay stores a command before it is sent, and a pending one asked for with
+	// another input is CONFLICT, as the registry's relay does.
+	if prev, ok := m.stored[id]; !ok {
+		if m.stored == nil {
+			m.stored = map[string]workflow.CommandInput{}
+		}
+		m.stored[id] = in
+	} else if _, answered := m.kept[id]; !answered && (!bytes.Equal(prev.Payload, in.Payload) || !bytes.Equal(prev.Kept, in.Kept)) {
+		m.mu.Unlock()
+		return nil, proto.Errorf(proto.Conflict, "command %s is pending with another input", id)
+	}
 	if roles, known := proto.RelayRoles(kind); !known || !slices.Contains(roles, proto.Role(target.Role)) {
 		m.misrouted = append(m.misrouted, target.Role+" "+kind)
 	}
@@ -349,6 +364,13 @@ func (m *machine) Relay(ctx context.Context, target workflow.RelayTarget, id, ki
 		return m.crash(ctx)
 	}
 	return out, err
+}
+
+func (m *machine) Stored(_ context.Context, _ workflow.RelayTarget, id string) (workflow.CommandInput, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in, ok := m.stored[id]
+	return in, ok, nil
 }
 
 // crash tells that the registry crashes now, and holds the relay until it has stopped.
@@ -503,6 +525,9 @@ type fakeRamdisk struct{}
 func (fakeRamdisk) Prepare(_ context.Context, node store.Node, _ string) (proto.PrepareRamdisk, error) {
 	return proto.PrepareRamdisk{MACs: node.MACs, Token: "bcj_test", Registry: "https://registry.test", Args: []string{"bc.node=" + node.ID}}, nil
 }
+
+// Joinable finds every token joinable: the harness's token is no store's.
+func (fakeRamdisk) Joinable(context.Context, string) error { return nil }
 
 // presence says which nodes' installed OS agents have a session.
 type presence struct {

@@ -364,7 +364,7 @@ func TestCancel(t *testing.T) {
 	inspecting := h.node(node).Workflow
 	h.store.Update(func(tx *store.Tx) error {
 		for _, id := range []string{inspecting + ":main.0:a1:wait", "wf_0000000000000000:main.0:a1"} {
-			if _, err := tx.EnqueueAgentCommand(node, proto.RoleRamdisk, proto.Command{ID: id, Kind: "inventory.refresh"}); err != nil {
+			if _, err := tx.EnqueueAgentCommand(node, proto.RoleRamdisk, proto.Command{ID: id, Kind: "inventory.refresh"}, nil); err != nil {
 				return err
 			}
 		}

@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
@@ -96,16 +97,27 @@ func (s *Service) enrollTPM(ctx context.Context, a *workflow.Attempt) (store.Nod
 	if err := json.Unmarshal(raw, &e); err != nil {
 		return store.NodeTPM{}, proto.Errorf(proto.DriverError, "the ramdisk's answer to tpm.enroll does not decode: %v", err).WithReason(proto.ReasonActivation)
 	}
-	secret, in, err := measuredboot.Challenge(e)
+	// The credential is sealed around a new secret each time it is made; the command
+	// keeps the secret's digest (never sent), so that an attempt resumed after a restart
+	// relays the credential it sent before and checks the answer against its secret.
+	sent, raw, err := a.RelayMade(ctx, profile.Ramdisk, "tpm-activate", proto.CommandTPMActivate, func() (workflow.CommandInput, error) {
+		secret, in, err := measuredboot.Challenge(e)
+		if err != nil {
+			return workflow.CommandInput{}, err
+		}
+		digest := sha256.Sum256(secret)
+		return workflow.CommandInput{Payload: mustJSON(in), Kept: mustJSON(digest[:])}, nil
+	})
 	if err != nil {
 		return store.NodeTPM{}, err
 	}
-	raw, err = a.Relay(ctx, profile.Ramdisk, "tpm-activate", proto.CommandTPMActivate, mustJSON(in))
-	if err != nil {
-		return store.NodeTPM{}, err
+	var want []byte
+	if err := json.Unmarshal(sent.Kept, &want); err != nil || len(want) != sha256.Size {
+		return store.NodeTPM{}, proto.Errorf(proto.InvalidState, "the tpm.activate this attempt relayed keeps no digest of its credential's secret (an earlier registry relayed it), so its answer cannot be checked: retry the step, whose next try enrolls the TPM again").WithReason(proto.ReasonActivation)
 	}
 	var out proto.TPMActivateResult
-	if json.Unmarshal(raw, &out) != nil || subtle.ConstantTimeCompare(out.Secret, secret) != 1 {
+	decodeErr := json.Unmarshal(raw, &out)
+	if got := sha256.Sum256(out.Secret); decodeErr != nil || subtle.ConstantTimeCompare(got[:], want) != 1 {
 		return store.NodeTPM{}, proto.Errorf(proto.DriverError, "the machine's TPM did not activate the credential made for its EK and AK: the AK is not proven to live in that TPM").WithReason(proto.ReasonActivation)
 	}
 	rec := store.NodeTPM{Node: a.Node.ID, EKPublic: e.EKPublic, EKCertificate: e.EKCertificate, AKPublic: e.AKPublic, AKBlob: e.AKBlob}
@@ -156,20 +168,25 @@ func (s *Service) attest(ctx context.Context, a *workflow.Attempt) (*proto.Attes
 		}
 	}
 	pcrs := bootPCRs(policy)
-	nonce := make([]byte, 32)
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, err
-	}
-	raw, err := a.Relay(ctx, profile.Ramdisk, "tpm-quote", proto.CommandTPMQuote,
-		mustJSON(proto.TPMQuote{AKBlob: rec.AKBlob, Nonce: nonce, PCRs: measuredboot.QuotedPCRs(pcrs)}))
+	// A new nonce each time the quote is asked for; an attempt resumed after a restart
+	// asks with the nonce it sent before, and the quote is verified over that one.
+	sent, raw, err := a.RelayMade(ctx, profile.Ramdisk, "tpm-quote", proto.CommandTPMQuote, func() (workflow.CommandInput, error) {
+		nonce := make([]byte, 32)
+		_, err := rand.Read(nonce)
+		return workflow.CommandInput{Payload: mustJSON(proto.TPMQuote{AKBlob: rec.AKBlob, Nonce: nonce, PCRs: measuredboot.QuotedPCRs(pcrs)})}, err
+	})
 	if err != nil {
 		return nil, err
+	}
+	var asked proto.TPMQuote
+	if err := json.Unmarshal(sent.Payload, &asked); err != nil {
+		return nil, proto.Errorf(proto.Internal, "the tpm.quote this attempt relayed does not decode: %v", err)
 	}
 	var q proto.TPMQuoteResult
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return nil, proto.Errorf(proto.DriverError, "the ramdisk's answer to tpm.quote does not decode: %v", err).WithReason(proto.ReasonQuote)
 	}
-	boot, err := measuredboot.Verify(rec.AKPublic, nonce, pcrs, q)
+	boot, err := measuredboot.Verify(rec.AKPublic, asked.Nonce, pcrs, q)
 	if err != nil {
 		s.cfg.Log.Warn("measured boot: quote refused", "node", a.Node.ID, "err", err)
 		return nil, err

@@ -3,6 +3,7 @@ package metal
 import (
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -285,5 +286,40 @@ func TestAttestBootStep(t *testing.T) {
 	tm.reboot(t, "kernel 6.2")
 	if s := run(); s.State != store.StepSucceeded || json.Unmarshal(s.Result, &res) != nil || res.Verdict != proto.VerdictMismatch || len(res.Mismatches) != 1 {
 		t.Fatalf("another kernel under record: %s %s", s.State, s.Result)
+	}
+}
+
+// TestMeasuredBootSurvivesRestarts crashes the registry before and after each command of
+// a deploy under tofu whose attestation enrolls the TPM: after the restart the deploy
+// ends active with the boot as the node's baseline, and no command runs twice. The
+// resumed attempt relays the credential and the nonce it sent before and reads the
+// answers by them; before, it made them anew, and an answer kept from before the crash
+// failed the step: the activation with reason activation (another secret), the quote
+// with reason quote (another nonce).
+func TestMeasuredBootSurvivesRestarts(t *testing.T) {
+	want := []string{"ramdisk tpm.enroll", "ramdisk tpm.activate", "ramdisk tpm.quote", "ramdisk deploy.image"}
+	for at := 1; at <= len(want); at++ {
+		for _, after := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s after=%t", want[at-1], after), func(t *testing.T) {
+				h := newHarness(t)
+				node := h.enroll(nil)
+				h.withTPM("kernel 6.1", proto.MeasuredBootTOFU)
+				h.machine.forget()
+				// The at-th command of the deploy, counted from its first.
+				h.machine.sent, h.machine.crashAt, h.machine.crashAfter, h.machine.crashed = 0, at, after, make(chan struct{})
+				if _, err := h.deploy(node, "testdata/deploy-only.json"); err != nil {
+					t.Fatal(err)
+				}
+				if n := h.settle(node); n.State != store.NodeActive {
+					t.Fatalf("node %s, failure %+v", n.State, n.Failure)
+				}
+				if diff := cmp.Diff(want, h.machine.kinds()); diff != "" {
+					t.Errorf("commands the machine ran (-want +got):\n%s", diff)
+				}
+				if rec := h.nodeTPM(node); rec.Last == nil || rec.Baseline == nil || len(rec.EKPublic) == 0 {
+					t.Errorf("the node's TPM record: %+v", rec)
+				}
+			})
+		}
 	}
 }

@@ -18,6 +18,10 @@ type RamdiskBoots interface {
 	// the workflow run (store.JoinToken.Workflow), and returns boot.prepareRamdisk's
 	// input: the machine's identity, the token, the registry's URL and pins.
 	Prepare(ctx context.Context, node store.Node, run string) (proto.PrepareRamdisk, error)
+	// Joinable is nil when a ramdisk can join with token, or did: it is unexpired and
+	// unused, or used. A token that expired unused, or that is gone (revoked, pruned),
+	// is INVALID_STATE with the reason token-expired or token-invalid.
+	Joinable(ctx context.Context, token string) error
 }
 
 // prepareRamdisk is boot.prepareRamdisk: it mints the ramdisk's join token and relays
@@ -26,10 +30,14 @@ func (s *Service) prepareRamdisk(ctx context.Context, a *workflow.Attempt) (json
 	return s.relayPrepare(ctx, a, "")
 }
 
-// relayPrepare relays boot.prepareRamdisk under sub, with the pool's extra initrds and
-// its Secure Boot setting. The
-// token is minted anew on every try; a resent command keeps its first answer, and an
-// unused token expires.
+// relayPrepare relays boot.prepareRamdisk under sub, with the pool's extra initrds
+// (verified each time the attempt runs) and its Secure Boot setting. Its input carries a
+// join token minted for it, so it is made once per command: an attempt resumed after a
+// restart relays the token it minted before (workflow.Attempt.RelayMade), which the site
+// may be putting in the boot entry already, and mints none. Once answered, the boot
+// entry's token must still be one a ramdisk can join with (RamdiskBoots.Joinable): one
+// that expired unused (the attempt ran longer than a token lives) fails the step, whose
+// next try mints another, instead of booting a ramdisk that can never join.
 func (s *Service) relayPrepare(ctx context.Context, a *workflow.Attempt, sub string) (json.RawMessage, error) {
 	if s.cfg.Ramdisk == nil {
 		return nil, proto.Errorf(proto.Unsupported, "boot.prepareRamdisk needs ramdisk join tokens, which this registry does not mint")
@@ -42,16 +50,25 @@ func (s *Service) relayPrepare(ctx context.Context, a *workflow.Attempt, sub str
 	if err != nil {
 		return nil, err
 	}
-	in, err := s.cfg.Ramdisk.Prepare(ctx, a.Node, a.Run.ID)
+	sent, out, err := a.RelayMade(ctx, profile.Site, sub, proto.CommandPrepareRamdisk, func() (workflow.CommandInput, error) {
+		in, err := s.cfg.Ramdisk.Prepare(ctx, a.Node, a.Run.ID)
+		if err != nil {
+			return workflow.CommandInput{}, err
+		}
+		in.Extras, in.SecureBoot = extras, pool.Policy.SecureBoot
+		return workflow.CommandInput{Payload: mustJSON(in)}, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	in.Extras, in.SecureBoot = extras, pool.Policy.SecureBoot
-	input, err := json.Marshal(in)
-	if err != nil {
+	var in proto.PrepareRamdisk
+	if err := json.Unmarshal(sent.Payload, &in); err != nil {
+		return nil, proto.Errorf(proto.Internal, "the boot.prepareRamdisk this attempt relayed does not decode: %v", err)
+	}
+	if err := s.cfg.Ramdisk.Joinable(ctx, in.Token); err != nil {
 		return nil, err
 	}
-	return a.Relay(ctx, profile.Site, sub, proto.CommandPrepareRamdisk, input)
+	return out, nil
 }
 
 // ramdiskExtras are the extra initrds of node's ramdisk boots: its pool's

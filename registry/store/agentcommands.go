@@ -27,9 +27,15 @@ type AgentCommand struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Tenant is the tenant whose machine a site agent's command acts on, and
 	// TimeoutSeconds its step's timeout (proto.Command).
-	Tenant         string    `json:"tenant,omitempty"`
-	TimeoutSeconds int64     `json:"timeoutSeconds,omitempty"`
-	CreatedAt      time.Time `json:"createdAt"`
+	Tenant         string `json:"tenant,omitempty"`
+	TimeoutSeconds int64  `json:"timeoutSeconds,omitempty"`
+	// Kept is what the registry that relayed the command keeps beside it to read its
+	// answer by, which no agent gets (Command leaves it out): the digest of the secret a
+	// tpm.activate's credential seals, which the answer must be. Kept with the command
+	// so that a step resumed under its id reads the answer as the step that sent it
+	// would have.
+	Kept      json.RawMessage `json:"kept,omitempty"`
+	CreatedAt time.Time       `json:"createdAt"`
 	// Done is set once the agent answered, with its Result or Error.
 	Done   bool            `json:"done,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
@@ -76,14 +82,16 @@ func (s *Store) OnAgentCommand(fn func(AgentCommand)) (cancel func()) {
 	return s.watch.agentCommand.add(fn)
 }
 
-// EnqueueAgentCommand records a command for node's agent of role and returns it as
-// stored. A command of the same id that exists already is returned as it is, unless its
-// kind or role differ, or it is pending with another payload, which is CONFLICT; one
-// stored without a role (by an older registry) is given role. An answered one is
-// returned with its answer whatever payload it is asked with, as its agent would answer
-// it: the id ran, and runs no more (a step resumed after a restart makes its input anew,
-// a new join token or nonce, and gets the first answer).
-func (t *Tx) EnqueueAgentCommand(node string, role proto.Role, cmd proto.Command) (AgentCommand, error) {
+// EnqueueAgentCommand records a command for node's agent of role, with what its caller
+// keeps beside it (AgentCommand.Kept), and returns it as stored. A command of the same
+// id that exists already is returned as it is, unless its kind or role differ, or it is
+// pending with another payload or kept value, which is CONFLICT: an agent may be running
+// it already, so what it carries is never replaced. One stored without a role (by an
+// older registry) is given role. An answered one is returned with its answer whatever
+// payload it is asked with, as its agent would answer it: the id ran, and runs no more.
+// A caller that makes its input anew each time it runs (a join token, a nonce) reads
+// the stored command first and relays what it carried (workflow.Attempt.RelayMade).
+func (t *Tx) EnqueueAgentCommand(node string, role proto.Role, cmd proto.Command, kept json.RawMessage) (AgentCommand, error) {
 	if err := proto.CheckNodeID(node); err != nil {
 		return AgentCommand{}, err
 	}
@@ -102,15 +110,22 @@ func (t *Tx) EnqueueAgentCommand(node string, role proto.Role, cmd proto.Command
 			return AgentCommand{}, proto.Errorf(proto.InvalidInput, "command payload is not JSON: %v", err).WithPath("payload")
 		}
 	}
-	c := AgentCommand{Node: node, Role: role, ID: cmd.ID, Kind: cmd.Kind, Payload: payload.Bytes(), Tenant: cmd.Tenant, TimeoutSeconds: cmd.TimeoutSeconds, CreatedAt: t.now}
+	var keep bytes.Buffer
+	if len(kept) > 0 {
+		if err := json.Compact(&keep, kept); err != nil {
+			return AgentCommand{}, proto.Errorf(proto.InvalidInput, "what is kept with the command is not JSON: %v", err).WithPath("kept")
+		}
+	}
+	c := AgentCommand{Node: node, Role: role, ID: cmd.ID, Kind: cmd.Kind, Payload: payload.Bytes(), Tenant: cmd.Tenant, TimeoutSeconds: cmd.TimeoutSeconds,
+		Kept: keep.Bytes(), CreatedAt: t.now}
 	var old AgentCommand
 	ok, err := t.get(bucketAgentCommands, commandKey(node, cmd.ID), &old)
 	if err != nil {
 		return AgentCommand{}, err
 	}
 	if ok {
-		if old.Kind != c.Kind || !old.Done && !bytes.Equal(old.Payload, c.Payload) || !old.For(role) {
-			return AgentCommand{}, proto.Errorf(proto.Conflict, "command %q of node %q exists already for another agent, kind or payload: use a new id", cmd.ID, node).WithPath("id")
+		if old.Kind != c.Kind || !old.Done && (!bytes.Equal(old.Payload, c.Payload) || !bytes.Equal(old.Kept, c.Kept)) || !old.For(role) {
+			return AgentCommand{}, proto.Errorf(proto.Conflict, "command %q of node %q exists already for another agent, kind or payload: relay what it carries (its stored payload), or use a new id", cmd.ID, node).WithPath("id")
 		}
 		if old.Role == "" {
 			old.Role = role

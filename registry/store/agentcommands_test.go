@@ -44,7 +44,7 @@ func TestAgentCommandLifecycle(t *testing.T) {
 		}
 		for _, tc := range enqueue {
 			now = now.Add(time.Second)
-			err := s.Update(func(tx *Tx) error { _, err := tx.EnqueueAgentCommand(tc.node, tc.role, tc.cmd); return err })
+			err := s.Update(func(tx *Tx) error { _, err := tx.EnqueueAgentCommand(tc.node, tc.role, tc.cmd, nil); return err })
 			if tc.code != "" && proto.CodeOf(err) != tc.code || tc.code == "" && err != nil {
 				t.Fatalf("%s: got %v, want %q", tc.name, err, tc.code)
 			}
@@ -93,7 +93,7 @@ func TestAgentCommandLifecycle(t *testing.T) {
 		}
 		for _, tc := range again {
 			var got AgentCommand
-			err := s.Update(func(tx *Tx) (err error) { got, err = tx.EnqueueAgentCommand("n1", tc.role, tc.cmd); return err })
+			err := s.Update(func(tx *Tx) (err error) { got, err = tx.EnqueueAgentCommand("n1", tc.role, tc.cmd, nil); return err })
 			if tc.code != "" {
 				if proto.CodeOf(err) != tc.code {
 					t.Errorf("answered c1 asked again, %s: got %v, want %s", tc.name, err, tc.code)
@@ -135,10 +135,10 @@ func TestOnAgentCommand(t *testing.T) {
 		var got []string
 		cancel := s.OnAgentCommand(func(c AgentCommand) { got = append(got, c.Node+"/"+c.ID+map[bool]string{true: " done"}[c.Done]) })
 		cmd := proto.Command{ID: "c1", Kind: "disk.wipe"}
-		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, cmd); return err })
-		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, cmd); return err }) // the same again: nothing written
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, cmd, nil); return err })
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, cmd, nil); return err }) // the same again: nothing written
 		failed := s.Update(func(tx *Tx) error {
-			if _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, proto.Command{ID: "c2", Kind: "disk.wipe"}); err != nil {
+			if _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, proto.Command{ID: "c2", Kind: "disk.wipe"}, nil); err != nil {
 				return err
 			}
 			return proto.Errorf(proto.Internal, "rolled back")
@@ -152,7 +152,7 @@ func TestOnAgentCommand(t *testing.T) {
 		}
 		cancel()
 		mustUpdate(t, s, func(tx *Tx) error {
-			_, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, proto.Command{ID: "c3", Kind: "disk.wipe"})
+			_, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, proto.Command{ID: "c3", Kind: "disk.wipe"}, nil)
 			return err
 		})
 		if len(got) != 2 {
@@ -195,13 +195,55 @@ func TestAgentCommandWithoutRole(t *testing.T) {
 				}
 			}
 		}
-		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, cmd); return err })
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, cmd, nil); return err })
 		if c := read(); c.Role != proto.RoleRamdisk || c.For(proto.RoleNode) || !c.CreatedAt.Equal(old.CreatedAt) {
 			t.Errorf("asked for again by the ramdisk's step: %+v, want the same command for the ramdisk only", c)
 		}
-		err := s.Update(func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleNode, cmd); return err })
+		err := s.Update(func(tx *Tx) error { _, err := tx.EnqueueAgentCommand("n1", proto.RoleNode, cmd, nil); return err })
 		if proto.CodeOf(err) != proto.Conflict {
 			t.Errorf("the same command for the node agent: %v, want CONFLICT", err)
+		}
+	})
+}
+
+// TestAgentCommandKept checks what a command is stored with beside its payload for its
+// caller (AgentCommand.Kept): stored and returned with it, never in the command as it
+// goes on the wire; a pending command asked for with another kept value is CONFLICT, as
+// with another payload, and nothing is replaced; one that is not JSON is INVALID_INPUT
+// at kept, and nothing is stored.
+func TestAgentCommandKept(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		cmd := proto.Command{ID: "c1", Kind: proto.CommandTPMActivate, Payload: json.RawMessage(`{"credential":"AQ=="}`)}
+		enqueue := func(cmd proto.Command, kept string) (c AgentCommand, err error) {
+			err = s.Update(func(tx *Tx) (err error) {
+				c, err = tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, cmd, json.RawMessage(kept))
+				return err
+			})
+			return c, err
+		}
+		if _, err := enqueue(cmd, `"c2VjcmV0"`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := enqueue(proto.Command{ID: "c2", Kind: proto.CommandTPMActivate}, `{`); proto.CodeOf(err) != proto.InvalidInput || proto.AsError(err).Details.Path != "kept" {
+			t.Errorf("kept that is not JSON: %v, want INVALID_INPUT at kept", err)
+		}
+		if _, err := enqueue(cmd, `"b3RoZXI="`); proto.CodeOf(err) != proto.Conflict {
+			t.Errorf("pending, asked for with another kept value: %v, want CONFLICT", err)
+		}
+		c, err := enqueue(cmd, `"c2VjcmV0"`)
+		if err != nil || string(c.Kept) != `"c2VjcmV0"` {
+			t.Fatalf("asked for again as it was: %+v, %v", c, err)
+		}
+		if wire, _ := json.Marshal(c.Command()); strings.Contains(string(wire), "c2VjcmV0") {
+			t.Errorf("the command as it goes on the wire carries what is kept: %s", wire)
+		}
+		var stored []string
+		s.View(func(tx *Tx) error {
+			return tx.eachAgentCommand(nil, func(c AgentCommand) error { stored = append(stored, c.ID+" "+string(c.Kept)); return nil })
+		})
+		if diff := cmp.Diff([]string{`c1 "c2VjcmV0"`}, stored); diff != "" {
+			t.Errorf("stored (-want +got):\n%s", diff)
 		}
 	})
 }

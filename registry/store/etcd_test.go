@@ -192,7 +192,7 @@ func TestEtcdRemoteCommitFiresHooks(t *testing.T) {
 	commands := make(chan AgentCommand, 10)
 	defer local.OnAgentCommand(func(c AgentCommand) { commands <- c })()
 	if err := remote.Update(func(tx *Tx) error {
-		_, err := tx.EnqueueAgentCommand("nd_1", proto.RoleRamdisk, proto.Command{ID: "c1", Kind: "disk.wipe"})
+		_, err := tx.EnqueueAgentCommand("nd_1", proto.RoleRamdisk, proto.Command{ID: "c1", Kind: "disk.wipe"}, nil)
 		return err
 	}); err != nil {
 		t.Fatal(err)

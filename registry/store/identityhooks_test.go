@@ -124,7 +124,7 @@ func TestEtcdIdentityToldBeforeLaterCommits(t *testing.T) {
 			return err
 		})
 		mustUpdate(t, remote, func(tx *Tx) error {
-			_, err := tx.EnqueueAgentCommand(n.ID, proto.RoleRamdisk, proto.Command{ID: fmt.Sprintf("c%d", relayed), Kind: "disk.wipe"})
+			_, err := tx.EnqueueAgentCommand(n.ID, proto.RoleRamdisk, proto.Command{ID: fmt.Sprintf("c%d", relayed), Kind: "disk.wipe"}, nil)
 			return err
 		})
 		relayed++

@@ -123,6 +123,24 @@ func (t *Tx) CreateJoinToken(f TokenFor, expiresAt time.Time) (JoinToken, string
 // of racing joins exactly one gets the token; a caller that refuses the token afterwards
 // fails its transaction and leaves it unused.
 func (t *Tx) ConsumeJoinToken(secret, from string) (JoinToken, error) {
+	tok, err := t.JoinTokenOf(secret)
+	if err != nil {
+		return JoinToken{}, err
+	}
+	if !tok.UsedAt.IsZero() {
+		return tok, proto.Errorf(proto.Unauthenticated, "join token %s was already used at %s: a token works once, mint a new one", tok.ID, tok.UsedAt.Format(time.RFC3339)).WithReason(proto.ReasonTokenUsed)
+	}
+	if tok.Expired(t.now) {
+		return JoinToken{}, proto.Errorf(proto.Unauthenticated, "join token %s expired at %s: mint a new one", tok.ID, tok.ExpiresAt.Format(time.RFC3339)).WithReason(proto.ReasonTokenExpired)
+	}
+	tok.UsedAt, tok.UsedFrom = t.now, from
+	return tok, t.put(bucketJoinTokens, []byte(tok.ID), tok)
+}
+
+// JoinTokenOf returns the token a secret names, used or not, expired or not, without
+// changing it. A secret that is malformed, unknown (never minted, revoked, pruned) or
+// wrong is UNAUTHENTICATED, reason token-invalid.
+func (t *Tx) JoinTokenOf(secret string) (JoinToken, error) {
 	denied := proto.Errorf(proto.Unauthenticated, "the join token is not valid: mint a new one").WithReason(proto.ReasonTokenInvalid)
 	rest, ok := strings.CutPrefix(strings.TrimSpace(secret), joinTokenPrefix)
 	if !ok {
@@ -141,15 +159,11 @@ func (t *Tx) ConsumeJoinToken(secret, from string) (JoinToken, error) {
 	if !found || subtle.ConstantTimeCompare([]byte(hashSecret(raw)), []byte(tok.SecretHash)) != 1 {
 		return JoinToken{}, denied
 	}
-	if !tok.UsedAt.IsZero() {
-		return tok, proto.Errorf(proto.Unauthenticated, "join token %s was already used at %s: a token works once, mint a new one", tok.ID, tok.UsedAt.Format(time.RFC3339)).WithReason(proto.ReasonTokenUsed)
-	}
-	if !t.now.Before(tok.ExpiresAt) {
-		return JoinToken{}, proto.Errorf(proto.Unauthenticated, "join token %s expired at %s: mint a new one", tok.ID, tok.ExpiresAt.Format(time.RFC3339)).WithReason(proto.ReasonTokenExpired)
-	}
-	tok.UsedAt, tok.UsedFrom = t.now, from
-	return tok, t.put(bucketJoinTokens, []byte(tok.ID), tok)
+	return tok, nil
 }
+
+// Expired says whether the token has expired at now.
+func (tok JoinToken) Expired(now time.Time) bool { return !now.Before(tok.ExpiresAt) }
 
 // RevokeJoinToken deletes the unused join token id, so no agent joins with it, and
 // returns it. An unknown id is NOT_FOUND; a used token stays, as the record of its join,

@@ -88,7 +88,7 @@ func TestLostRemoteCommits(t *testing.T) {
 			if _, err := tx.SetNodeSpec(proto.NodeSpec{Node: n.ID, Role: proto.RoleNode}); err != nil {
 				return err
 			}
-			_, err := tx.EnqueueAgentCommand(n.ID, proto.RoleRamdisk, proto.Command{ID: "c1", Kind: "disk.wipe"})
+			_, err := tx.EnqueueAgentCommand(n.ID, proto.RoleRamdisk, proto.Command{ID: "c1", Kind: "disk.wipe"}, nil)
 			return err
 		})
 		var got []string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -43,12 +44,43 @@ func (a *Attempt) Profile() (*profile.Profile, error) { return a.plan.profile, a
 // Relay sends a command to the agent of role for this attempt's node and returns its
 // answer. sub tells apart the commands of one attempt ("" for a step's one command); the
 // command id is the attempt's with sub appended, so a resumed attempt resends the same
-// ids. A guard registered with GuardRelays may refuse it first.
+// ids, and with them what they were stored with (RelayMade): input, made again when the
+// attempt resumes, is relayed only when no command of the id is stored. A step that
+// reads the answer by its input (a nonce), or whose input costs something to make (a
+// join token), relays with RelayMade. A guard registered with GuardRelays may refuse it
+// first.
 func (a *Attempt) Relay(ctx context.Context, role, sub, kind string, input json.RawMessage) (json.RawMessage, error) {
-	for _, g := range a.engine.guards {
+	_, out, err := a.RelayMade(ctx, role, sub, kind, func() (CommandInput, error) { return CommandInput{Payload: input}, nil })
+	return out, err
+}
+
+// RelayMade is Relay of a command whose input the step makes anew each time it runs (a
+// join token, a nonce, a credential sealed around a secret the registry keeps):
+// makeInput is called only when no command of the id is stored. Once one is (this
+// attempt relayed it before the registry restarted, or at a replica that drove the run
+// before), the command is relayed with what it was stored with, pending or answered, so
+// that the agent, which may be running it already, is asked exactly what it was asked
+// before, and makeInput is not called. It returns what the command carried, by which
+// the step reads the answer (the nonce a quote must be over), and the answer.
+func (a *Attempt) RelayMade(ctx context.Context, role, sub, kind string, makeInput func() (CommandInput, error)) (CommandInput, json.RawMessage, error) {
+	e := a.engine
+	if e.cfg.Relay == nil {
+		return CommandInput{}, nil, proto.Errorf(proto.Unsupported, "%s runs on the %s agent, and this registry has no agent relay", kind, role)
+	}
+	for _, g := range e.guards {
 		if err := g(ctx, a, role); err != nil {
-			return nil, err
+			return CommandInput{}, nil, err
 		}
 	}
-	return a.engine.relay(ctx, a.Run.ID, a.Node, a.Step, role, subCommandID(a.CommandID, sub), kind, input)
+	target, id := relayTarget(a.Run.ID, a.Node, a.Step, role), subCommandID(a.CommandID, sub)
+	in, stored, err := e.cfg.Relay.Stored(ctx, target, id)
+	if err == nil && !stored {
+		in, err = makeInput()
+	}
+	if err != nil {
+		return CommandInput{}, nil, err
+	}
+	e.cfg.Log.Info("relaying", "workflow", a.Run.ID, "node", a.Node.ID, "command", id, "kind", kind, "role", role)
+	out, err := e.cfg.Relay.Relay(ctx, target, id, kind, in)
+	return in, out, err
 }

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -33,6 +34,8 @@ type harness struct {
 	engine *Engine
 	cancel context.CancelFunc
 	node   string
+	// handlers are registered with every engine the harness starts (Engine.Handle).
+	handlers map[string]Handler
 	// finished counts the finish hook's calls by run id.
 	mu       sync.Mutex
 	finished map[string]int
@@ -57,6 +60,9 @@ func (h *harness) open() {
 	}
 	h.store, h.joins = st, NewJoinLog(st, store.Holder{})
 	h.engine = New(Config{Store: st, Clock: h.clock, Relay: h.agent, Joins: h.joins, Backoff: backoff})
+	for use, fn := range h.handlers {
+		h.engine.Handle(use, fn)
+	}
 	h.engine.OnFinish("test", func(_ *store.Tx, run store.Run) error {
 		h.mu.Lock()
 		h.finished[run.ID]++
@@ -213,6 +219,8 @@ type fakeAgent struct {
 	stopFn  context.CancelFunc
 	crashed bool
 	inputs  map[string]json.RawMessage
+	// stored is what each command was first relayed with (Stored).
+	stored  map[string]CommandInput
 	targets map[string]RelayTarget
 	kinds   map[string]string
 	// causes are why each command's relay context ended before its answer
@@ -228,7 +236,7 @@ type execution struct {
 
 func newFakeAgent() *fakeAgent {
 	return &fakeAgent{script: map[string][]outcome{}, runs: map[string]*execution{}, sends: map[string]int{},
-		crashOn: map[string]string{}, inputs: map[string]json.RawMessage{}, targets: map[string]RelayTarget{}, kinds: map[string]string{},
+		crashOn: map[string]string{}, inputs: map[string]json.RawMessage{}, stored: map[string]CommandInput{}, targets: map[string]RelayTarget{}, kinds: map[string]string{},
 		causes: map[string]error{}}
 }
 
@@ -238,9 +246,18 @@ func (a *fakeAgent) setStop(fn context.CancelFunc) {
 	a.stopFn = fn
 }
 
-func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind string, input json.RawMessage) (json.RawMessage, error) {
+func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind string, in CommandInput) (json.RawMessage, error) {
+	input := in.Payload
 	a.mu.Lock()
 	a.sends[id]++
+	// The relay stores a command before anything is sent (a crash before the agent has
+	// it leaves it stored), and a pending one asked for with another input is CONFLICT.
+	if prev, ok := a.stored[id]; !ok {
+		a.stored[id] = in
+	} else if !a.answered(id) && (!bytes.Equal(prev.Payload, in.Payload) || !bytes.Equal(prev.Kept, in.Kept)) {
+		a.mu.Unlock()
+		return nil, proto.Errorf(proto.Conflict, "command %s is pending with another input", id)
+	}
 	crash := a.crashOn[id]
 	delete(a.crashOn, id)
 	if crash == "before" {
@@ -294,6 +311,27 @@ func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind stri
 		a.mu.Unlock()
 		return nil, ctx.Err()
 	}
+}
+
+// answered says whether the agent answered command id, with a.mu held.
+func (a *fakeAgent) answered(id string) bool {
+	ex := a.runs[id]
+	if ex == nil {
+		return false
+	}
+	select {
+	case <-ex.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (a *fakeAgent) Stored(_ context.Context, _ RelayTarget, id string) (CommandInput, bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	in, ok := a.stored[id]
+	return in, ok, nil
 }
 
 // cause is why the relay context of command id ended, nil while it runs.

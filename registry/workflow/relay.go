@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -17,9 +16,24 @@ import (
 // INVALID_STATE reason cancelled) withdraws the command, which is then never sent, and
 // which the agent running it cancels; any other (the engine stopping, the run's claim
 // taken by another registry) leaves it pending for the next Relay of the same id, so
-// that it still runs at most once.
+// that it still runs at most once. A pending command asked for again must carry what it
+// was stored with, or it is CONFLICT: its agent may be running it already.
 type Relay interface {
-	Relay(ctx context.Context, target RelayTarget, commandID, kind string, input json.RawMessage) (json.RawMessage, error)
+	Relay(ctx context.Context, target RelayTarget, commandID, kind string, in CommandInput) (json.RawMessage, error)
+	// Stored is what the command commandID for target was stored with, pending or
+	// answered: by this attempt before the registry restarted, or at the replica that
+	// drove it before; ok is false when none is stored (never relayed, or forgotten a
+	// day after it was made).
+	Stored(ctx context.Context, target RelayTarget, commandID string) (in CommandInput, ok bool, err error)
+}
+
+// CommandInput is what a step relays with a command: the payload its agent gets, and
+// what the registry keeps beside it to read the answer by, which no agent gets.
+type CommandInput struct {
+	Payload json.RawMessage
+	// Kept is stored with the command and never sent (store.AgentCommand.Kept): the
+	// digest of the secret a tpm.activate's credential seals.
+	Kept json.RawMessage
 }
 
 // RelayTarget is the agent a command goes to. For role site it is the site agent of
@@ -46,14 +60,12 @@ func relayStep(ctx context.Context, a *Attempt) (json.RawMessage, error) {
 	return a.Relay(ctx, a.Step.On, "", a.Step.Use, a.Step.With)
 }
 
-func (e *Engine) relay(ctx context.Context, run string, node store.Node, step profile.RenderedStep, role, id, kind string, input json.RawMessage) (json.RawMessage, error) {
-	if e.cfg.Relay == nil {
-		return nil, proto.Errorf(proto.Unsupported, "%s runs on the %s agent, and this registry has no agent relay", kind, role)
-	}
+// relayTarget is where a command of step of run goes for role: node's own agent, or its
+// site's.
+func relayTarget(run string, node store.Node, step profile.RenderedStep, role string) RelayTarget {
 	target := RelayTarget{NodeID: node.ID, Role: role, Run: run, Step: step.Use, TimeoutSeconds: step.TimeoutSeconds}
 	if role == profile.Site {
 		target.SiteID = node.Site
 	}
-	e.cfg.Log.Info("relaying", "workflow", run, "node", node.ID, "command", id, "kind", kind, "role", role)
-	return e.cfg.Relay.Relay(ctx, target, id, kind, input)
+	return target
 }

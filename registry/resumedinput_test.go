@@ -1,0 +1,179 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/site"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// restart closes the fleet's registry and starts another on its data directory,
+// listening where it listened, as a registry process killed and started again does: its
+// agents and clients come back to it, and it resumes the runs under way.
+func (f *busyFleet) restart() {
+	f.t.Helper()
+	info := f.r.Info()
+	f.must(f.r.Close(), "closing the registry")
+	<-f.served
+	f.r = newTestRegistry(f.t, Config{DataDir: f.dir, Listen: strings.TrimPrefix(info.URL, "https://"), AgentListen: info.AgentEndpoint,
+		MetricsListen: "127.0.0.1:0"})
+	f.served = serve(f.t, f.r)
+}
+
+// heldCommand holds the runs of an agent's handler until released, and records the
+// payloads they were given.
+type heldCommand struct {
+	started, release chan struct{}
+	once             sync.Once
+	mu               sync.Mutex
+	payloads         []json.RawMessage
+}
+
+func newHeldCommand() *heldCommand {
+	return &heldCommand{started: make(chan struct{}), release: make(chan struct{})}
+}
+
+// wrap is next, held until release is closed.
+func (h *heldCommand) wrap(next session.Handler) session.Handler {
+	return func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+		h.mu.Lock()
+		h.payloads = append(h.payloads, p)
+		h.mu.Unlock()
+		h.once.Do(func() { close(h.started) })
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return next(ctx, p)
+	}
+}
+
+// ran is the payloads of the handler's runs.
+func (h *heldCommand) ran() []json.RawMessage {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.payloads
+}
+
+// TestResumedStepsSendWhatTheySentBefore stops the registry while a step's command,
+// whose input the step makes anew each time it runs, is pending at its agent, starts it
+// again on the same data and addresses, and only then lets the agent answer: a
+// boot.prepareRamdisk (a ramdisk join token), a tpm.activate (a credential sealed
+// around a secret) and a tpm.quote (a nonce). The resumed step relays what it relayed
+// before, the agent runs it once, and the step succeeds in its one attempt, reading the
+// answer by what it sent: no second token is minted, the activation is checked against
+// its own secret, the quote is verified over its own nonce. Before, the resumed step
+// made its input anew, and the relay refused it as CONFLICT: a pending command is never
+// given another payload.
+func TestResumedStepsSendWhatTheySentBefore(t *testing.T) {
+	const (
+		prepare = `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk"}]}`
+		attest  = `{"id": "attest", "version": 1, "target": "metal", "steps": [{"use": "attest.boot"}]}`
+	)
+	for _, tc := range []struct {
+		name, kind, profile, id, sub string
+	}{
+		{"boot.prepareRamdisk's join token", proto.CommandPrepareRamdisk, prepare, "prep", ""},
+		{"tpm.activate's credential", proto.CommandTPMActivate, attest, "attest", ":tpm-activate"},
+		{"tpm.quote's nonce", proto.CommandTPMQuote, attest, "attest", ":tpm-quote"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startBusyFleet(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			var agents sync.WaitGroup
+			defer func() { cancel(); agents.Wait() }()
+			held := newHeldCommand()
+			defer func() {
+				select {
+				case <-held.release:
+				default:
+					close(held.release)
+				}
+			}()
+			siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
+			siteAgent.handlers = map[string]session.Handler{proto.CommandPrepareRamdisk: held.wrap(
+				func(context.Context, json.RawMessage) (json.RawMessage, error) {
+					return json.Marshal(proto.PrepareRamdiskResult{Kind: proto.BootRamdisk})
+				})}
+			agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+			c := f.tenants["acme"]
+			if tc.profile == attest {
+				f.must(c.Call(ctx, "pools.update", api.UpdatePoolRequest{Name: "gpu", Policy: &api.PoolPolicy{HardwareProfile: "gpu-redfish",
+					MeasuredBoot: &api.MeasuredBootPolicy{Mode: proto.MeasuredBootTOFU}}}, nil), "pools.update")
+			}
+			f.must(c.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(tc.profile)}, nil), "profiles.create")
+			node, ok := f.enrollReady(c, 0, 0)
+			if !ok {
+				t.FailNow()
+			}
+			var m *tpmMachine
+			if tc.profile == attest {
+				m = &tpmMachine{t: t, node: node.ID, tenant: "acme", kernel: "kernel of " + node.ID, enrolled: make(chan struct{}),
+					held: map[string]*heldCommand{tc.kind: held}}
+				m.boot(t)
+			}
+			started, err := call[api.DeployStarted](c, "metal.deploy", api.DeployRequest{NodeID: node.ID, ProfileID: tc.id})
+			if !f.must(err, "metal.deploy") {
+				t.FailNow()
+			}
+			if m != nil {
+				m.bootRamdisk(ctx, f, &agents)
+			}
+			if !f.wait(tc.kind+" to run at its agent", func() bool { return len(held.ran()) > 0 }) {
+				t.FailNow()
+			}
+
+			f.restart()
+			close(held.release)
+			var wf api.WorkflowView
+			f.wait("the run to end", func() bool {
+				wf, err = call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
+				return err == nil && (wf.State == store.RunSucceeded || wf.State == store.RunFailed)
+			})
+			if wf.State != store.RunSucceeded || len(wf.Steps[0].Attempts) != 1 {
+				t.Fatalf("the run resumed with %s pending: %s, %d attempts, failure %+v", tc.kind, wf.State, len(wf.Steps[0].Attempts), wf.Failure)
+			}
+			if ran := held.ran(); len(ran) != 1 {
+				t.Errorf("%s ran %d times at its agent, want once", tc.kind, len(ran))
+			}
+			// What the store holds of the command, relayed again by the resumed step, is
+			// what the agent ran.
+			agent, id := node.ID, wf.Steps[0].Attempts[0].CommandID+tc.sub
+			if tc.kind == proto.CommandPrepareRamdisk {
+				agent = site.Agent("rack-a")
+			}
+			var cmd store.AgentCommand
+			f.must(f.r.st.View(func(tx *store.Tx) (err error) { cmd, err = tx.AgentCommand(agent, id); return err }), "reading the command")
+			if ran := held.ran(); len(ran) > 0 && !bytes.Equal(cmd.Payload, ran[0]) {
+				t.Errorf("the stored %s carries %s, the agent ran %s", tc.kind, cmd.Payload, ran[0])
+			}
+			switch tc.kind {
+			case proto.CommandPrepareRamdisk:
+				minted := 0
+				f.r.st.View(func(tx *store.Tx) error {
+					toks, _, err := tx.JoinTokens(store.Page{})
+					for _, tok := range toks {
+						if tok.Workflow == started.WorkflowID {
+							minted++
+						}
+					}
+					return err
+				})
+				if minted != 1 {
+					t.Errorf("the run minted %d ramdisk tokens, want one", minted)
+				}
+			default:
+				f.checkBoot(m, proto.VerdictBaseline)
+			}
+		})
+	}
+}
