@@ -1,12 +1,14 @@
 package cache
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/fetch/fetchtest"
 	"github.com/better-compute/better-compute/proto"
@@ -52,5 +54,62 @@ func TestPullStaysWithinItsBound(t *testing.T) {
 	}
 	if got := log.String(); !strings.Contains(got, "cache: pull refused") || !strings.Contains(got, "host="+insideHost) || !strings.Contains(got, "refused=redirect") {
 		t.Errorf("the log does not tell the refusal with its host:\n%s", got)
+	}
+}
+
+// TestRefusedPullIsTriedAgainOnceTheBoundAllowsIt: a source the site allows redirects
+// the cache to storage on a host it does not, with a presigned secret in the query. The
+// image fails with reason source-not-allowed and that host, never the query; an image
+// whose source answers 404 fails with no reason. Time stands still (a fake clock, and
+// RetryInterval an hour), so no waiting makes either be tried again. The operator then
+// lists the storage host: the refused image is pulled at once, from that host, and
+// becomes ready, while the image that failed otherwise keeps its wait and is not pulled
+// again. Before, the refused image stayed failed until RetryInterval passed.
+func TestRefusedPullIsTriedAgainOnceTheBoundAllowsIt(t *testing.T) {
+	a := newArtifact(45, 64<<10)
+	gone := newArtifact(46, 64<<10)
+	storage := fetchtest.NewCounted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(a.data) }))
+	src := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/a.raw" {
+			http.Redirect(w, r, storage.URL+"/blobs/a?X-Amz-Signature=presigned-secret", http.StatusFound)
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer src.Close()
+	srcHost := strings.TrimPrefix(src.URL, "https://")
+
+	var log testkit.SyncBuffer
+	h := start(t, Config{RootCAs: src.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, Clock: newFakeClock(), RetryInterval: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	h.c.SetBound(proto.SourceBound{Site: []string{srcHost}})
+	if err := h.c.SetDesired([]proto.CacheImage{image(a, src.URL+"/a.raw"), image(gone, src.URL+"/gone.raw")}); err != nil {
+		t.Fatal(err)
+	}
+	refused := h.waitState(a.digest, proto.CacheFailed)
+	failed := h.waitState(gone.digest, proto.CacheFailed)
+	if refused.Reason != proto.ReasonSourceNotAllowed || refused.RefusedHost != storage.Host() {
+		t.Errorf("the refused image reports reason %q, host %q; want %q, %q", refused.Reason, refused.RefusedHost, proto.ReasonSourceNotAllowed, storage.Host())
+	}
+	if failed.Reason != "" || failed.RefusedHost != "" {
+		t.Errorf("the image whose source answered 404 reports reason %q, host %q; want none", failed.Reason, failed.RefusedHost)
+	}
+	if report, _ := json.Marshal(h.c.Entries()); strings.Contains(string(report), "presigned-secret") {
+		t.Errorf("the report shows the refused request's query: %s", report)
+	}
+	if storage.Conns() != 0 {
+		t.Fatalf("%d connections to the storage host before it was allowed", storage.Conns())
+	}
+
+	// The same bound again changes nothing.
+	h.c.SetBound(proto.SourceBound{Site: []string{srcHost}})
+	h.c.SetBound(proto.SourceBound{Site: []string{srcHost, storage.Host()}})
+	h.waitState(a.digest, proto.CacheReady)
+	if storage.Conns() == 0 {
+		t.Error("the image became ready without a pull from the host now allowed")
+	}
+	pulls := strings.Count(log.String(), `msg="cache: pull" digest=`+gone.digest)
+	if e, _ := h.entry(gone.digest); pulls != 1 || e.State != proto.CacheFailed {
+		t.Errorf("the image that failed for another reason was pulled %d times and is %s; want once, and failed until its interval", pulls, e.State)
 	}
 }

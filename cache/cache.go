@@ -10,6 +10,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -66,11 +67,18 @@ type entry struct {
 	// checking: the pull running is a check of another source of the ready file, into
 	// partial/; the file stays as it is.
 	checking bool
-	// failed maps a source of the desired list to when its last pull (or check) failed;
-	// it is tried again RetryInterval later.
-	failed  map[string]time.Time
+	// failed maps a source of the desired list to its last failed pull (or check); it
+	// is tried again RetryInterval later, or, when the bound refused it, as soon as the
+	// bound changes (SetBound).
+	failed  map[string]failure
 	readers int // HTTP responses streaming it
 	cancel  context.CancelFunc
+}
+
+// failure is when a source's last pull failed, and whether the bound refused it.
+type failure struct {
+	at      time.Time
+	refused bool
 }
 
 // Open opens (or makes) the cache in cfg.Dir and puts what a crash left in order: files
@@ -116,6 +124,11 @@ func Open(cfg Config) (*Cache, error) {
 // host and port b allows, and every connection only to an address it allows
 // (fetch.Bound); a refusal fails the pull. bcd site sets its site's image sources before
 // every SetDesired. A cache never given a bound fetches without one.
+//
+// A bound other than the one the cache has (the first after a start among them) makes
+// every source a bound refused be tried again at once: the operator who lists the host
+// a refusal named should not wait out RetryInterval. Sources that failed otherwise keep
+// their wait.
 func (c *Cache) SetBound(b proto.SourceBound) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -125,6 +138,10 @@ func (c *Cache) SetBound(b proto.SourceBound) {
 	// A new client, so that no connection dialed under the old bound serves the new one.
 	c.client.CloseIdleConnections()
 	c.client, c.bound = fetch.NewBoundClient(c.cfg.transport(), fetch.Bound{Sources: b}), &b
+	for _, e := range c.entries {
+		maps.DeleteFunc(e.failed, func(_ string, f failure) bool { return f.refused })
+	}
+	c.kick()
 }
 
 // fetcher is the client a pull starting now fetches with.
@@ -228,6 +245,9 @@ func (c *Cache) Entries() []proto.ImageCacheEntry {
 			Sources: slices.Clone(e.rec.Sources)}
 		if !e.verify && e.rec.Sources == nil && e.rec.Source != "" && (e.rec.State == proto.CachePulling || e.rec.State == proto.CacheFailed) {
 			ie.Sources = []string{e.rec.Source} // no file yet: the source pulled from
+		}
+		if !e.verify && e.rec.State == proto.CacheFailed {
+			ie.Reason, ie.RefusedHost = e.rec.Reason, e.rec.RefusedHost
 		}
 		switch {
 		case e.verify:

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"time"
 
 	"github.com/better-compute/better-compute/fetch"
 	"github.com/better-compute/better-compute/proto"
@@ -66,7 +65,7 @@ func (c *Cache) SetDesired(list []proto.CacheImage) error {
 	}
 	for d, e := range c.entries {
 		// A source the list no longer names is forgotten: named again, it is tried at once.
-		maps.DeleteFunc(e.failed, func(src string, _ time.Time) bool { return !pairs[[2]string{d, src}] })
+		maps.DeleteFunc(e.failed, func(src string, _ failure) bool { return !pairs[[2]string{d, src}] })
 		if wanted[d] || e.verify || e.rec.State == proto.CacheReady || e.rec.State == proto.CacheEvicting {
 			continue
 		}

@@ -126,7 +126,9 @@ func TestEvictionUnderCapacity(t *testing.T) {
 	more := newArtifact(44, size)
 	imgs[more.digest] = image(more, src.add("/"+more.digest, more.data))
 	h.c.SetDesired([]proto.CacheImage{imgs[fresh.digest], imgs[more.digest]})
-	h.waitState(more.digest, proto.CacheFailed)
+	if e := h.waitState(more.digest, proto.CacheFailed); e.Reason != proto.ReasonCapacity || e.RefusedHost != "" {
+		t.Errorf("the image that does not fit reports reason %q, host %q; want %q alone", e.Reason, e.RefusedHost, proto.ReasonCapacity)
+	}
 	for _, a := range []artifact{pinned, reading, fresh} {
 		if e, _ := h.entry(a.digest); e.State != proto.CacheReady {
 			t.Errorf("%s is %q, want ready", a.digest[:8], e.State)

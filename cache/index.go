@@ -32,9 +32,12 @@ type record struct {
 	LastUsed  time.Time             `json:"lastUsed,omitzero"`
 	// Pins are the holders (deploy ids) that keep the image from eviction.
 	Pins []string `json:"pins,omitempty"`
-	// Error says why the last pull failed; FailedAt when.
-	Error    string    `json:"error,omitempty"`
-	FailedAt time.Time `json:"failedAt,omitzero"`
+	// Error says why the last pull failed; FailedAt when. Reason and RefusedHost are what
+	// the image's report says of it (proto.ImageCacheEntry's), when it has a word for it.
+	Error       string    `json:"error,omitempty"`
+	FailedAt    time.Time `json:"failedAt,omitzero"`
+	Reason      string    `json:"reason,omitempty"`
+	RefusedHost string    `json:"refusedHost,omitempty"`
 	// Validator is the ETag or Last-Modified of the bytes in partial/, for If-Range.
 	Validator string `json:"validator,omitempty"`
 }

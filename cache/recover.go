@@ -3,7 +3,6 @@ package cache
 import (
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/better-compute/better-compute/proto"
 )
@@ -44,7 +43,7 @@ func (c *Cache) recover() error {
 		e := &entry{rec: r}
 		c.entries[r.Digest] = e
 		if r.State == proto.CacheFailed && r.Source != "" {
-			e.failed = map[string]time.Time{r.Source: r.FailedAt}
+			e.failed = map[string]failure{r.Source: {at: r.FailedAt, refused: r.Reason == proto.ReasonSourceNotAllowed}}
 		}
 		switch size, ok := ready[r.Digest]; {
 		case ok && size >= 0:

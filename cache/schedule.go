@@ -39,8 +39,8 @@ func (c *Cache) schedule(ctx context.Context) <-chan time.Time {
 		if check && (slices.Contains(e.rec.Sources, img.Source) || len(e.rec.Sources) >= proto.MaxImageCacheSources) {
 			continue
 		}
-		if failedAt, ok := e.failed[img.Source]; ok {
-			if wait := failedAt.Add(c.cfg.RetryInterval).Sub(now); wait > 0 {
+		if f, ok := e.failed[img.Source]; ok {
+			if wait := f.at.Add(c.cfg.RetryInterval).Sub(now); wait > 0 {
 				if next == 0 || wait < next {
 					next = wait
 				}
@@ -89,7 +89,7 @@ func (c *Cache) startPull(ctx context.Context, e *entry, img proto.CacheImage) {
 			e.rec.Validator = ""
 		}
 		e.rec.Ref, e.rec.Source, e.rec.SizeBytes = img.Ref, img.Source, img.SizeBytes
-		e.rec.State, e.rec.Error, e.rec.FailedAt = proto.CachePulling, "", time.Time{}
+		e.rec.State, e.rec.Error, e.rec.FailedAt, e.rec.Reason, e.rec.RefusedHost = proto.CachePulling, "", time.Time{}, "", ""
 		c.put(e)
 	}
 	validator := e.rec.Validator
@@ -128,9 +128,9 @@ func (c *Cache) pullDone(e *entry, src string, size int64, err error, stopped bo
 		delete(e.failed, src)
 	} else if !stopped && c.wanted[d] {
 		if e.failed == nil {
-			e.failed = map[string]time.Time{}
+			e.failed = map[string]failure{}
 		}
-		e.failed[src] = c.cfg.Clock.Now()
+		e.failed[src] = failure{at: c.cfg.Clock.Now(), refused: errors.Is(err, fetch.ErrNotAllowed)}
 	}
 	if e.checking {
 		c.checkDone(e, src, err, stopped)
@@ -184,22 +184,37 @@ func (c *Cache) checkDone(e *entry, src string, err error, stopped bool) {
 	c.cfg.Logger.Info("cache: source checked", "digest", d, "source", src)
 }
 
-// fail marks e failed with err. c.mu is held.
+// fail marks e failed with err, and with the reason its report gives (failureOf).
+// c.mu is held.
 func (c *Cache) fail(e *entry, err error) {
 	if e.rec.State == proto.CacheFailed && e.rec.Error == err.Error() {
 		return
 	}
 	e.rec.State, e.rec.Error, e.rec.FailedAt = proto.CacheFailed, err.Error(), c.cfg.Clock.Now()
+	e.rec.Reason, e.rec.RefusedHost = failureOf(err)
 	e.rec.Validator = ""
 	c.put(e)
 	c.notify()
-	var refused *fetch.RefusedError
-	if errors.As(err, &refused) {
+	if refused, ok := errors.AsType[*fetch.RefusedError](err); ok {
 		c.cfg.Logger.Warn("cache: pull refused: the fetch would leave the site's image sources", "digest", e.rec.Digest,
 			"refused", refused.Hop, "host", net.JoinHostPort(refused.Host, refused.Port), "err", err)
 		return
 	}
 	c.cfg.Logger.Warn("cache: pull failed", "digest", e.rec.Digest, "err", err)
+}
+
+// failureOf is what a failed image's report says of err (proto.ImageCacheEntry's
+// Reason and RefusedHost): a refusal of the bound is source-not-allowed with the host it
+// was refused at, never the refused request's URL; an error with a reason the report
+// knows (capacity) gives it; any other none.
+func failureOf(err error) (reason, refusedHost string) {
+	if refused, ok := errors.AsType[*fetch.RefusedError](err); ok {
+		return proto.ReasonSourceNotAllowed, refused.Refused()
+	}
+	if pe, ok := errors.AsType[*proto.Error](err); ok && slices.Contains(proto.ImageCacheReasons, pe.Details.Reason) {
+		return pe.Details.Reason, ""
+	}
+	return "", ""
 }
 
 // put writes e's record; a failure is logged, the in-memory state stands. c.mu is held.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -76,8 +77,13 @@ var siteCommands = []command{{
 }, {
 	path:    "sites cache-plan",
 	usage:   "NAME",
-	summary: "show the images the site's cache should hold (its pools' verified pre-warm images) and the refs left out, with why",
-	nargs:   1,
+	summary: "show the images the site's cache should hold (its pools' verified pre-warm images), the refs left out, with why, and the images the site failed to pull, with why when it said",
+	long: "the images the site's cache should hold (its pools' verified pre-warm images); LEFT OUT (`excluded` in JSON): the refs left out, " +
+		"with their reason and why; FAILED AT THE SITE (`failed`): the planned images the site's agent reports failed, with the reason its cache " +
+		"gave: `source-not-allowed` with the REFUSED HOST its fetch was refused at (a redirect's, a token realm's, or the loopback or link-local " +
+		"address a name led to), `capacity`, or `-` (the site agent's log says why); a refused host listed with `sites update NAME --image-sources` " +
+		"has the image pulled again at once (docs/site.md)",
+	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		return func(x *exec) error {
 			var plan api.CachePlan
@@ -93,6 +99,12 @@ var siteCommands = []command{{
 					fmt.Fprintln(w, "\nLEFT OUT\tTENANT\tPOOL\tREASON\tWHY")
 					for _, e := range plan.Excluded {
 						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", e.Ref, e.Tenant, e.Pool, e.Reason, e.Message)
+					}
+				}
+				if len(plan.Failed) > 0 {
+					fmt.Fprintln(w, "\nFAILED AT THE SITE\tDIGEST\tREASON\tREFUSED HOST")
+					for _, f := range plan.Failed {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", f.Ref, f.Digest, cmp.Or(f.Reason, "-"), cmp.Or(f.RefusedHost, "-"))
 					}
 				}
 			})
@@ -133,9 +145,11 @@ var siteCommands = []command{{
 }, {
 	path:    "sites locations",
 	usage:   "NAME",
-	summary: "show the images the site's caches hold, as its site agents report them (pulling, ready, failed, evicting)",
+	summary: "show the images the site's caches hold, as its site agents report them (pulling, ready, failed, evicting), and why a failed one failed",
 	long: "the images the site's caches hold, by state (`pulling`, `ready`, `failed`, `evicting`), as " +
-		"its site agent reports them, with their last use (`-` for never)",
+		"its site agent reports them, with their last use (`-` for never) and, for a failed one, the reason its cache gave: " +
+		"`source-not-allowed` with the REFUSED HOST its fetch was refused at, `capacity`, or `-` (the site agent's log says why) " +
+		"(docs/site.md)",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		return func(x *exec) error {
@@ -144,9 +158,10 @@ var siteCommands = []command{{
 				return err
 			}
 			x.print(out, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "IMAGE\tDIGEST\tSTATE\tSIZE\tLAST USED")
+				fmt.Fprintln(w, "IMAGE\tDIGEST\tSTATE\tSIZE\tLAST USED\tREASON\tREFUSED HOST")
 				for _, l := range out.Locations {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", l.ImageID, l.Digest, l.State, l.SizeBytes, orDash(l.LastUsed))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", l.ImageID, l.Digest, l.State, l.SizeBytes, orDash(l.LastUsed),
+						cmp.Or(l.Reason, "-"), cmp.Or(l.RefusedHost, "-"))
 				}
 			})
 			return nil

@@ -75,6 +75,17 @@ func (e *RefusedError) Error() string {
 	return fmt.Sprintf("refused to fetch from host %s, which is not among %s", hostPort, list)
 }
 
+// Refused is the host and port the bound refused, as a site's cache reports it: the
+// request's, or, for an address refused as it was about to be dialed, that address,
+// which only a pattern naming it allows (proto.SourceBound.AddrRefused). Either is what
+// the image sources lack for the fetch to go on; neither carries the request's URL.
+func (e *RefusedError) Refused() string {
+	if e.Hop == HopAddress {
+		return e.Addr.String()
+	}
+	return net.JoinHostPort(e.Host, e.Port)
+}
+
 // Is makes a RefusedError match ErrNotAllowed.
 func (e *RefusedError) Is(target error) bool { return target == ErrNotAllowed }
 

@@ -72,4 +72,22 @@ type ImageCacheEntry struct {
 	// never served its bytes; an entry without sources (a site agent from before sources
 	// were kept) gives no location.
 	Sources []string `json:"sources,omitempty"`
+	// Reason says why a failed entry's last pull failed, when the cache has a word for it
+	// (ImageCacheReasons): ReasonSourceNotAllowed, a request of the fetch (the source's, a
+	// redirect's, a token realm's) or an address a name led to was outside the site's
+	// image sources; ReasonCapacity, the image does not fit the cache. Empty for other
+	// failures and other states.
+	Reason string `json:"reason,omitempty"`
+	// RefusedHost is, with ReasonSourceNotAllowed, the host and port the fetch was refused
+	// at (HOST:PORT, [IPV6]:PORT; an address refused before its host was known, the
+	// address): the host the site's image sources lack, never the refused request's URL,
+	// whose query may carry a presigned secret. At most MaxRefusedHost bytes.
+	RefusedHost string `json:"refusedHost,omitempty"`
 }
+
+// ImageCacheReasons are the reasons a failed ImageCacheEntry may give.
+var ImageCacheReasons = []string{ReasonSourceNotAllowed, ReasonCapacity}
+
+// MaxRefusedHost bounds ImageCacheEntry.RefusedHost: a host name of 253 bytes, or a
+// bracketed IPv6 address, and a port.
+const MaxRefusedHost = 261

@@ -72,8 +72,9 @@ const (
 	// (or the pool's) image sources is left out of a site's cache plan; (FORBIDDEN)
 	// deploy.deploy of an image the site's cache does not hold and whose source the
 	// machine may not fetch from, and media.insert of a URL the machine's BMC may not
-	// mount, for the same reason; and deploy.image whose source sent the ramdisk (by a
-	// redirect, a token realm or a name's address) where it may not fetch from.
+	// mount, for the same reason; deploy.image whose source sent the ramdisk (by a
+	// redirect, a token realm or a name's address) where it may not fetch from; and a
+	// site cache's failed image (ImageCacheEntry.Reason) whose pull was refused so.
 	ReasonSourceNotAllowed = "source-not-allowed"
 	// ReasonSiteShare: a pre-warm image or extra initrd is left out of a site's cache
 	// plan, or an enrolled MAC out of the site's known MACs (sites.knownMacs), which
@@ -88,7 +89,7 @@ const (
 	// its image (none, one for another image, expired, or signed by another key).
 	ReasonCacheCapability = "cache-capability"
 	// ReasonCapacity (INVALID_STATE): the site cache cannot fit an image, even after
-	// evicting every image it may.
+	// evicting every image it may; also its failed image's ImageCacheEntry.Reason.
 	ReasonCapacity = "capacity"
 
 	// deploy.image and deploy.deploy.

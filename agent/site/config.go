@@ -72,6 +72,10 @@ type CacheConfig struct {
 	// CAFile is a PEM file of the CAs image sources must chain to; empty trusts the
 	// system's roots.
 	CAFile string `json:"caFile"`
+	// RetryInterval is how long an image whose pull failed waits before it is pulled
+	// again (0: cache.DefaultRetryInterval, 5 minutes); one the site's image sources
+	// refused is pulled again as soon as they change.
+	RetryInterval boot.Duration `json:"retryInterval"`
 }
 
 // LoadConfig reads and checks the config file at path.
@@ -150,6 +154,9 @@ func (c Config) Check() error {
 	}
 	if c.Cache.CapacityBytes < 0 || c.Cache.BandwidthBytesPerSec < 0 || c.Cache.MaxPulls < 0 {
 		bad("cache", "capacityBytes, maxPulls and bandwidthBytesPerSec cannot be negative")
+	}
+	if c.Cache.RetryInterval < 0 {
+		bad("cache.retryInterval", "retry interval %s is negative: give a duration such as \"5m\", or leave it out for 5 minutes", c.Cache.RetryInterval)
 	}
 	if !strings.HasPrefix(c.HTTPBase, "http://") {
 		bad("httpBase", "httpBase %q: give the http:// URL machines reach the site at", c.HTTPBase)

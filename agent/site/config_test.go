@@ -34,6 +34,7 @@ func TestDecodeConfig(t *testing.T) {
 		"duration without unit":   {doc: strings.Replace(valid, `"90s"`, `"90"`, 1), paths: []string{"boot.retryInterval"}},
 		"port as text":            {doc: strings.Replace(valid, `8080`, `"8080"`, 1), paths: []string{"boot.httpPort"}},
 		"metrics without a port":  {doc: strings.Replace(valid, `"version": 1`, `"version": 1, "metricsListen": "127.0.0.1"`, 1), paths: []string{"metricsListen"}},
+		"negative cache retry":    {doc: strings.Replace(valid, `"cache": {`, `"cache": {"retryInterval": "-1m", `, 1), paths: []string{"cache.retryInterval"}},
 		"share of machines without an entry": {doc: strings.Replace(valid, `"mode": "proxy"`, `"mode": "authoritative", "subnet": "10.0.0.0/24", "range": {"start": "10.0.0.10", "end": "10.0.0.20"}, "leaseFile": "/tmp/leases.db", "unknownShare": 2, "unknownLeaseTime": "10s"`, 1),
 			paths: []string{"boot.unknownShare", "boot.unknownLeaseTime"}},
 		"every problem": {doc: `{"version": 2, "httpBase": "ftp://x"}`,

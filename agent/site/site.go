@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/better-compute/better-compute/agent/bcdconf"
 	"github.com/better-compute/better-compute/agent/metrics"
@@ -117,7 +118,8 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 		return nil, nil, err
 	}
 	cacheCfg := cache.Config{Dir: cfg.Cache.Dir, CapacityBytes: cfg.Cache.CapacityBytes, MaxPulls: cfg.Cache.MaxPulls,
-		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, Reporter: cache.ReporterFunc(a.reportImages), Logger: log, Clock: cfg.Clock, Observer: a.metrics}
+		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, RetryInterval: time.Duration(cfg.Cache.RetryInterval),
+		Reporter: cache.ReporterFunc(a.reportImages), Logger: log, Clock: cfg.Clock, Observer: a.metrics}
 	if cfg.Cache.CAFile != "" {
 		if cacheCfg.RootCAs, err = loadCAs(cfg.Cache.CAFile); err != nil {
 			return nil, nil, err

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,12 +24,21 @@ import (
 // from one host, and from one name. A source on the allowed host then sends the site's
 // cache on to a host inside the platform's network the site does not allow (another
 // loopback port here, counting its connections, that would serve the image and a
-// token): one image's source by a redirect, an OCI image's by the realm of its token
-// challenge. The allowed name resolves to a loopback address (localhost, by the host's
-// own resolver). Before, the real site agent followed each: it connected to the internal
-// host and to the loopback address, and the images became ready at rack-a. Now it
-// connects to neither, each image fails with nothing written, the log names the refused
-// host and why, and an image of the allowed host itself is pulled as before.
+// token): one image's source by a redirect (with a presigned secret in its query), an
+// OCI image's by the realm of its token challenge. The allowed name resolves to a
+// loopback address (localhost, by the host's own resolver). Before, the real site agent
+// followed each: it connected to the internal host and to the loopback address, and the
+// images became ready at rack-a. Now it connects to neither, each image fails with
+// nothing written, the log names the refused host and why, and an image of the allowed
+// host itself is pulled as before.
+//
+// The operator then sees, in `sites locations` and `sites cache-plan` (text and JSON),
+// each refused image's reason, source-not-allowed, and the host it was refused at, never
+// the redirect's query; and lists the internal host (the registry's storage, say) with
+// `sites update`. The site's cache retries a failed pull only after an hour here, yet
+// the two images refused for that host are pulled from it at once and become ready.
+// Before, the reason was only in the site agent's log, and the images stayed failed
+// until the retry interval passed.
 func TestSiteCacheFetchesOnlyWithinItsImageSources(t *testing.T) {
 	work := t.TempDir()
 	arts := map[string][]byte{}
@@ -57,7 +67,7 @@ func TestSiteCacheFetchesOnlyWithinItsImageSources(t *testing.T) {
 		case r.URL.Path == "/direct.raw":
 			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(arts["direct"]))
 		case r.URL.Path == "/redirect.raw":
-			http.Redirect(w, r, internal.URL+"/latest/meta-data", http.StatusFound)
+			http.Redirect(w, r, internal.URL+"/latest/meta-data?X-Amz-Signature=presigned-secret", http.StatusFound)
 		case r.URL.Path == realmBlob && r.Header.Get("Authorization") != "Bearer t":
 			w.Header().Set("WWW-Authenticate", `Bearer realm="`+internal.URL+`/token",service="registry"`)
 			w.WriteHeader(http.StatusUnauthorized)
@@ -116,7 +126,7 @@ func TestSiteCacheFetchesOnlyWithinItsImageSources(t *testing.T) {
 		t.Fatalf("cache plan %+v: want the four images, each of a source the site allows", plan)
 	}
 
-	sa := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile})
+	sa := startSiteAgent(t, reg, work, map[string]any{"dir": filepath.Join(work, "cache"), "caFile": caFile, "retryInterval": "1h"})
 	states := func() map[string]proto.ImageCacheState {
 		var inv struct{ Sections []api.InventorySection }
 		testkit.JSON(t, admin, &inv, "sites", "inventory", "rack-a")
@@ -169,4 +179,81 @@ func TestSiteCacheFetchesOnlyWithinItsImageSources(t *testing.T) {
 			t.Errorf("the site agent's log does not say %q", want)
 		}
 	}
+
+	// The operator is shown why, and where: the host the site's image sources lack, for
+	// the name that led to a loopback address that address (which only a pattern naming
+	// it allows).
+	refusedAt := map[string]string{"redirect": internalHost, "realm": internalHost, "named": named.Host()}
+	var locs api.SiteLocations
+	testkit.JSON(t, admin, &locs, "sites", "locations", "rack-a")
+	located := map[string]api.ImageLocation{}
+	for _, l := range locs.Locations {
+		located[l.Digest] = l
+	}
+	testkit.JSON(t, admin, &plan, "sites", "cache-plan", "rack-a")
+	failed := map[string]api.FailedImage{}
+	for _, f := range plan.Failed {
+		failed[f.Digest] = f
+	}
+	if len(plan.Failed) != len(refusedAt) {
+		t.Errorf("sites cache-plan lists %d images failed at the site, want %d: %+v", len(plan.Failed), len(refusedAt), plan.Failed)
+	}
+	for name, host := range refusedAt {
+		d := testkit.Digest(arts[name])
+		if l := located[d]; l.State != proto.CacheFailed || l.Reason != proto.ReasonSourceNotAllowed || l.RefusedHost != host {
+			t.Errorf("sites locations shows %s@1 %s, reason %q, refused host %q; want failed, %s, %s", name, l.State, l.Reason, l.RefusedHost, proto.ReasonSourceNotAllowed, host)
+		}
+		if f := failed[d]; f.Reason != proto.ReasonSourceNotAllowed || f.RefusedHost != host {
+			t.Errorf("sites cache-plan shows %s@1 failed with reason %q, refused host %q; want %s, %s", name, f.Reason, f.RefusedHost, proto.ReasonSourceNotAllowed, host)
+		}
+	}
+	for _, args := range [][]string{{"sites", "locations", "rack-a"}, {"sites", "cache-plan", "rack-a"}} {
+		for _, format := range []string{"table", "json"} {
+			res := testkit.CLI(t, admin, append(args, "--format", format)...)
+			if res.Code != 0 {
+				t.Fatalf("%v: exit %d: %s", args, res.Code, res.Stderr)
+			}
+			if strings.Contains(res.Stdout, "presigned-secret") {
+				t.Errorf("%v --format %s shows the refused redirect's query:\n%s", args, format, res.Stdout)
+			}
+			if format != "table" {
+				continue
+			}
+			for name, host := range refusedAt {
+				if !hasLine(res.Stdout, testkit.Digest(arts[name]), proto.ReasonSourceNotAllowed, host) {
+					t.Errorf("%v does not show %s@1 refused at %s:\n%s", args, name, host, res.Stdout)
+				}
+			}
+		}
+	}
+
+	// The operator lists the internal host: the images refused for it are pulled from it
+	// at once, not after the hour the site's cache waits to retry a failed pull.
+	testkit.JSON(t, admin, nil, "sites", "update", "rack-a", "--image-sources", sourceHost+",localhost:"+namedPort+","+internalHost)
+	waitFor(t, "the images refused for the internal host ready once it is listed", func() bool {
+		at := states()
+		return at["redirect"] == proto.CacheReady && at["realm"] == proto.CacheReady
+	})
+	if internal.Conns() == 0 {
+		t.Error("the images became ready without a connection to the host listed")
+	}
+	testkit.JSON(t, admin, &plan, "sites", "cache-plan", "rack-a")
+	for _, f := range plan.Failed {
+		if f.Digest != testkit.Digest(arts["named"]) {
+			t.Errorf("sites cache-plan still shows %s failed: %+v", f.Ref, f)
+		}
+	}
+	if n := named.Conns(); n != 0 {
+		t.Errorf("%d connections to the loopback address the allowed name resolves to, after the update", n)
+	}
+}
+
+// hasLine says whether a line of out holds every one of words.
+func hasLine(out string, words ...string) bool {
+	for line := range strings.Lines(out) {
+		if !slices.ContainsFunc(words, func(w string) bool { return !strings.Contains(line, w) }) {
+			return true
+		}
+	}
+	return false
 }

@@ -129,17 +129,22 @@ func (s *Server) registerSites() {
 	})
 	Handle(s, "sites.cachePlan", ActionSitesManage, func(_ context.Context, c *Caller, req SiteRequest) (out CachePlan, err error) {
 		var plan image.CachePlan
+		var failed []image.FailedImage
 		if err := sitesRootOnly(c); err != nil {
 			return out, err
 		}
 		err = c.view(func(tx *store.Tx) (err error) {
 			plan, err = image.PlanSiteCache(tx, req.SiteID, image.Allowlist{})
 			if proto.CodeOf(err) == proto.NotFound {
-				err = proto.AsError(err).WithPath("siteId")
+				return proto.AsError(err).WithPath("siteId")
 			}
+			if err != nil {
+				return err
+			}
+			failed, err = image.FailedAt(tx, req.SiteID, plan.CacheImages)
 			return err
 		})
-		return cachePlanOf(plan), err
+		return cachePlanOf(plan, failed), err
 	})
 	Handle(s, "sites.knownMacs", ActionSitesManage, func(_ context.Context, c *Caller, req KnownMACsRequest) (out KnownMACs, err error) {
 		if err := sitesRootOnly(c); err != nil {

@@ -82,7 +82,15 @@ type ImageLocation struct {
 	State     proto.ImageCacheState `json:"state"`
 	SizeBytes int64                 `json:"sizeBytes"`
 	LastUsed  time.Time             `json:"lastUsed,omitzero"`
-	UpdatedAt time.Time             `json:"updatedAt"`
+	// Reason is why a failed image failed, when the site's cache said:
+	// source-not-allowed (a request of its fetch went outside the site's image sources)
+	// or capacity (it does not fit the cache).
+	Reason string `json:"reason,omitempty"`
+	// RefusedHost is, for source-not-allowed, the host and port the fetch was refused
+	// at: list it in the site's image sources (sites update --image-sources) to have the
+	// image pulled at once.
+	RefusedHost string    `json:"refusedHost,omitempty"`
+	UpdatedAt   time.Time `json:"updatedAt"`
 }
 
 // InventorySection is one inventory section an agent reported, as it sent it last.
@@ -103,11 +111,27 @@ type SectionRefused struct {
 	Bytes int       `json:"bytes"`
 }
 
-// CachePlan is what a site's cache should hold, and which pre-warm refs were left out.
+// CachePlan is what a site's cache should hold, which pre-warm refs were left out, and
+// which images of the plan the site's cache failed to pull.
 type CachePlan struct {
 	Site        string             `json:"siteId"`
 	CacheImages []proto.CacheImage `json:"cacheImages"`
 	Excluded    []ExcludedImage    `json:"excluded"`
+	Failed      []FailedImage      `json:"failed"`
+}
+
+// FailedImage is an image of a site's cache plan that the site's cache failed to pull
+// from its source, as the site's agent last reported it, and why when the cache said:
+// reason source-not-allowed with the host and port the fetch was refused at (a
+// redirect's, a token realm's, or the loopback or link-local address a name led to), or
+// capacity. A refused host listed with `sites update --image-sources` has the image
+// pulled again at once.
+type FailedImage struct {
+	Ref         string `json:"ref"`
+	Digest      string `json:"digest"`
+	Source      string `json:"source"`
+	Reason      string `json:"reason,omitempty"`
+	RefusedHost string `json:"refusedHost,omitempty"`
 }
 
 // ExcludedImage is a pool's pre-warm ref that is not in the site's cache plan, and why
@@ -162,10 +186,14 @@ func sectionOf(s store.InventorySection) InventorySection {
 	return out
 }
 
-func cachePlanOf(p image.CachePlan) CachePlan {
-	v := CachePlan{Site: p.Site, CacheImages: p.CacheImages, Excluded: make([]ExcludedImage, 0, len(p.Excluded))}
+func cachePlanOf(p image.CachePlan, failed []image.FailedImage) CachePlan {
+	v := CachePlan{Site: p.Site, CacheImages: p.CacheImages, Excluded: make([]ExcludedImage, 0, len(p.Excluded)),
+		Failed: make([]FailedImage, 0, len(failed))}
 	for _, e := range p.Excluded {
 		v.Excluded = append(v.Excluded, ExcludedImage(e))
+	}
+	for _, f := range failed {
+		v.Failed = append(v.Failed, FailedImage(f))
 	}
 	return v
 }

@@ -2,9 +2,10 @@ package image
 
 import (
 	"maps"
+	"net"
 	"slices"
 	"strconv"
-	"time"
+	"strings"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
@@ -75,6 +76,17 @@ func DropSiteAgent(tx *store.Tx, site, agent string) error {
 	return syncSite(tx, site)
 }
 
+// isHostPort says whether s is a host and a port as a site's cache reports where a fetch
+// was refused: at most proto.MaxRefusedHost bytes of printable ASCII without spaces,
+// so that no report writes control characters into an operator's terminal, and a
+// port number.
+func isHostPort(s string) bool {
+	host, port, err := net.SplitHostPort(s)
+	n, perr := strconv.Atoi(port)
+	return err == nil && perr == nil && n >= 0 && n <= 65535 && host != "" && len(s) <= proto.MaxRefusedHost &&
+		!strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r > '~' })
+}
+
 func checkEntries(entries []proto.ImageCacheEntry) error {
 	if len(entries) > maxCacheEntries {
 		return proto.Errorf(proto.InvalidInput, "a cache report holds at most %d images", maxCacheEntries).WithPath("images")
@@ -93,6 +105,11 @@ func checkEntries(entries []proto.ImageCacheEntry) error {
 			return proto.Errorf(proto.InvalidInput, "sizeBytes cannot be negative").WithPath(path + ".sizeBytes")
 		case len(e.Sources) > proto.MaxImageCacheSources:
 			return proto.Errorf(proto.InvalidInput, "an image lists at most %d sources", proto.MaxImageCacheSources).WithPath(path + ".sources")
+		case e.Reason != "" && (e.State != proto.CacheFailed || !slices.Contains(proto.ImageCacheReasons, e.Reason)):
+			return proto.Errorf(proto.InvalidInput, "reason %q: a failed image gives one of %v, or none", e.Reason, proto.ImageCacheReasons).WithPath(path + ".reason")
+		case e.RefusedHost != "" && (e.Reason != proto.ReasonSourceNotAllowed || !isHostPort(e.RefusedHost)):
+			return proto.Errorf(proto.InvalidInput, "refusedHost %q: an image refused for reason %s gives HOST:PORT, at most %d bytes of printable ASCII",
+				e.RefusedHost, proto.ReasonSourceNotAllowed, proto.MaxRefusedHost).WithPath(path + ".refusedHost")
 		}
 		seen[e.Digest] = true
 	}
@@ -101,56 +118,44 @@ func checkEntries(entries []proto.ImageCacheEntry) error {
 
 // syncSite derives the site's image locations from its agents' last reports: a catalog
 // image is at the site when an agent holds its digest for its source (the entry's
-// sources name it: the cache saw that source serve those bytes), in the best state any
-// such agent has it in (proto.CacheStateRank); a location no agent holds any more is dropped. An image whose
-// source no entry names is not at the site, whoever else's image of the digest is: a
-// digest is no secret, a source's bytes are the entitlement.
+// sources name it: the cache saw that source serve those bytes), as heldAt merges the
+// agents' entries; a location no agent holds any more is dropped. An image whose source
+// no entry names is not at the site, whoever else's image of the digest is: a digest is
+// no secret, a source's bytes are the entitlement.
 func syncSite(tx *store.Tx, site string) error {
 	reports, err := tx.SiteCacheReports(site)
 	if err != nil {
 		return err
 	}
-	catalog := map[string][]store.Image{}      // digest -> its catalog images
-	held := map[string]proto.ImageCacheEntry{} // image id -> its best entry
-	for _, r := range reports {
-		for _, e := range r.Images {
-			imgs, ok := catalog[e.Digest]
-			if !ok {
-				if imgs, err = tx.ImagesByDigest(e.Digest); err != nil {
-					return err
-				}
-				catalog[e.Digest] = imgs
-			}
-			for _, img := range imgs {
-				if !slices.Contains(e.Sources, img.Source) {
-					continue
-				}
-				h, ok := held[img.ID]
-				if !ok || proto.CacheStateRank(e.State) < proto.CacheStateRank(h.State) {
-					h.State = e.State
-				}
-				h.SizeBytes = max(h.SizeBytes, e.SizeBytes)
-				if e.LastUsed.After(h.LastUsed) {
-					h.LastUsed = e.LastUsed
-				}
-				held[img.ID] = h
-			}
-		}
+	held := heldAt(reports)
+	digests := map[string]bool{}
+	for k := range held {
+		digests[k.digest] = true
 	}
-	at := map[string]bool{}
-	for _, id := range slices.Sorted(maps.Keys(held)) {
-		h := held[id]
-		if _, err := RecordImageLocation(tx, site, id, h.State, h.SizeBytes, h.LastUsed); err != nil {
+	locs := map[string]store.ImageLocation{} // image id -> its location
+	for _, d := range slices.Sorted(maps.Keys(digests)) {
+		imgs, err := tx.ImagesByDigest(d)
+		if err != nil {
 			return err
 		}
-		at[id] = true
+		for _, img := range imgs {
+			if h, ok := held[heldKey{d, img.Source}]; ok {
+				locs[img.ID] = store.ImageLocation{Site: site, ImageID: img.ID, State: h.State, SizeBytes: h.SizeBytes, LastUsed: h.LastUsed,
+					Reason: h.Reason, RefusedHost: h.RefusedHost}
+			}
+		}
 	}
-	locs, err := tx.ImageLocations(site)
+	for _, id := range slices.Sorted(maps.Keys(locs)) {
+		if _, err := RecordImageLocation(tx, locs[id]); err != nil {
+			return err
+		}
+	}
+	stored, err := tx.ImageLocations(site)
 	if err != nil {
 		return err
 	}
-	for _, loc := range locs {
-		if !at[loc.ImageID] {
+	for _, loc := range stored {
+		if _, ok := locs[loc.ImageID]; !ok {
 			if err := tx.DeleteImageLocation(site, loc.ImageID); err != nil {
 				return err
 			}
@@ -159,18 +164,76 @@ func syncSite(tx *store.Tx, site string) error {
 	return nil
 }
 
-// RecordImageLocation records that a site's cache holds an image in state, keeping the
-// location's latest use.
-func RecordImageLocation(tx *store.Tx, site, imageID string, state proto.ImageCacheState, sizeBytes int64, lastUsed time.Time) (store.ImageLocation, error) {
-	loc, err := tx.ImageLocation(site, imageID)
+// heldKey is a digest and a source of it.
+type heldKey struct{ digest, source string }
+
+// heldAt merges a site's agents' reports by digest and source (each source an entry
+// names): the best state any agent holds the digest in for the source
+// (proto.CacheStateRank), with the reason that agent gave for it, the largest size and
+// the latest use.
+func heldAt(reports []store.SiteCacheReport) map[heldKey]proto.ImageCacheEntry {
+	held := map[heldKey]proto.ImageCacheEntry{}
+	for _, r := range reports {
+		for _, e := range r.Images {
+			for _, src := range e.Sources {
+				k := heldKey{e.Digest, src}
+				h, ok := held[k]
+				if !ok || proto.CacheStateRank(e.State) < proto.CacheStateRank(h.State) {
+					h.State, h.Reason, h.RefusedHost = e.State, e.Reason, e.RefusedHost
+				}
+				h.SizeBytes = max(h.SizeBytes, e.SizeBytes)
+				if e.LastUsed.After(h.LastUsed) {
+					h.LastUsed = e.LastUsed
+				}
+				held[k] = h
+			}
+		}
+	}
+	return held
+}
+
+// FailedImage is an image of a site's cache plan that the site's cache failed to pull
+// from its source, as the site's agents last reported it.
+type FailedImage struct {
+	Ref    string
+	Digest string
+	Source string
+	// Reason and RefusedHost are why, when the cache said (proto.ImageCacheEntry's).
+	Reason      string
+	RefusedHost string
+}
+
+// FailedAt lists the images of planned (the site's cache plan, PlanSiteCache's) that
+// the site's agents report failed for their source (no agent holding it for that
+// source in a better state), in plan order, so that an operator sees beside the plan
+// which of its images the site could not pull, and why.
+func FailedAt(tx *store.Tx, site string, planned []proto.CacheImage) ([]FailedImage, error) {
+	reports, err := tx.SiteCacheReports(site)
+	if err != nil {
+		return nil, err
+	}
+	held := heldAt(reports)
+	out := []FailedImage{}
+	for _, img := range planned {
+		if h, ok := held[heldKey{img.Digest, img.Source}]; ok && h.State == proto.CacheFailed {
+			out = append(out, FailedImage{Ref: img.Ref, Digest: img.Digest, Source: img.Source, Reason: h.Reason, RefusedHost: h.RefusedHost})
+		}
+	}
+	return out, nil
+}
+
+// RecordImageLocation records that a site's cache holds an image (at.Site, at.ImageID)
+// in at.State, of at.SizeBytes, and why it failed (at.Reason, at.RefusedHost), keeping
+// the location's latest use.
+func RecordImageLocation(tx *store.Tx, at store.ImageLocation) (store.ImageLocation, error) {
+	loc, err := tx.ImageLocation(at.Site, at.ImageID)
 	if err != nil && proto.CodeOf(err) != proto.NotFound {
 		return loc, err
 	}
-	loc.Site, loc.ImageID, loc.State, loc.SizeBytes = site, imageID, state, sizeBytes
-	if lastUsed.After(loc.LastUsed) {
-		loc.LastUsed = lastUsed
+	if loc.LastUsed.After(at.LastUsed) {
+		at.LastUsed = loc.LastUsed
 	}
-	return tx.PutImageLocation(loc)
+	return tx.PutImageLocation(at)
 }
 
 // ImagesCachedAt returns the locations of the images ready at a site.

@@ -1,6 +1,8 @@
 package image
 
 import (
+	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,6 +223,18 @@ func TestSiteCacheReportChecks(t *testing.T) {
 		"too many sources":  {"a1", []proto.ImageCacheEntry{{Digest: digest("a"), State: proto.CacheReady, Sources: make([]string, proto.MaxImageCacheSources+1)}}, "images[0].sources"},
 		"bad agent id":      {"a 1", nil, "agentId"},
 		"too many":          {"a1", make([]proto.ImageCacheEntry, maxCacheEntries+1), "images"},
+
+		// Why an image failed: a reason the registry knows, on a failed image; a refused
+		// host only with its reason, and only a host and port, since a site agent's
+		// report is shown in operators' terminals.
+		"a reason of a ready image": {"a1", []proto.ImageCacheEntry{{Digest: digest("a"), State: proto.CacheReady, Reason: proto.ReasonCapacity}}, "images[0].reason"},
+		"an unknown reason":         {"a1", []proto.ImageCacheEntry{{Digest: digest("a"), State: proto.CacheFailed, Reason: "gone fishing"}}, "images[0].reason"},
+		"a refused host without its reason": {"a1", []proto.ImageCacheEntry{{Digest: digest("a"), State: proto.CacheFailed, Reason: proto.ReasonCapacity,
+			RefusedHost: "cdn.example.com:443"}}, "images[0].refusedHost"},
+		"a refused host without a port":         {"a1", []proto.ImageCacheEntry{refusedAt("cdn.example.com")}, "images[0].refusedHost"},
+		"a refused host with a terminal escape": {"a1", []proto.ImageCacheEntry{refusedAt("cdn\x1b]0;owned\x07.example.com:443")}, "images[0].refusedHost"},
+		"a refused host with a space":           {"a1", []proto.ImageCacheEntry{refusedAt("cdn example.com:443")}, "images[0].refusedHost"},
+		"a refused host too long":               {"a1", []proto.ImageCacheEntry{refusedAt(strings.Repeat("a", proto.MaxRefusedHost) + ":443")}, "images[0].refusedHost"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -230,6 +244,65 @@ func TestSiteCacheReportChecks(t *testing.T) {
 	}
 	err := f.st.Update(func(tx *store.Tx) error { _, err := RecordSiteCacheReport(tx, "rack-9", "a1", nil, false); return err })
 	checkErr(t, err, proto.NotFound, "", "")
+}
+
+// refusedAt is a failed entry of digest "a" whose fetch the site refused at host.
+func refusedAt(host string) proto.ImageCacheEntry {
+	return proto.ImageCacheEntry{Digest: digest("a"), State: proto.CacheFailed, Sources: []string{sourceOf("a")}, Reason: proto.ReasonSourceNotAllowed, RefusedHost: host}
+}
+
+// TestFailedImagesSayWhy: an image the site's cache failed to pull is located failed
+// with the reason and refused host the agent gave, and listed beside the site's plan
+// with them (FailedAt): a refused one and one failed for another reason, not a ready
+// one, nor another tenant's image of the failed digest whose source the entry does not
+// name. Once another agent holds the refused image ready, it is neither.
+func TestFailedImagesSayWhy(t *testing.T) {
+	f := newSiteFixture(t)
+	refused := refusedAt("[fd00::7]:8443")
+	if _, err := f.run(t, step{agent: "a1", entries: []proto.ImageCacheEntry{refused, entry("b", proto.CacheFailed), entry("c", proto.CacheReady)}}); err != nil {
+		t.Fatal(err)
+	}
+	plan := []proto.CacheImage{}
+	for _, name := range []string{"a", "a2", "b", "c"} {
+		d := digest(name[:1])
+		plan = append(plan, proto.CacheImage{Ref: name + "@1", Digest: d, Source: sourceOf(name)})
+	}
+	check := func(wantLocs map[string]store.ImageLocation, wantFailed []FailedImage) {
+		t.Helper()
+		f.st.View(func(tx *store.Tx) error {
+			for name, want := range wantLocs {
+				loc, err := tx.ImageLocation("rack-1", f.ids[name])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := (store.ImageLocation{State: loc.State, Reason: loc.Reason, RefusedHost: loc.RefusedHost}); got != want {
+					t.Errorf("%s's location: %+v, want %+v", name, got, want)
+				}
+			}
+			failed, err := FailedAt(tx, "rack-1", plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(wantFailed, failed); diff != "" {
+				t.Errorf("failed beside the plan (-want +got):\n%s", diff)
+			}
+			return nil
+		})
+	}
+	check(map[string]store.ImageLocation{
+		"a": {State: proto.CacheFailed, Reason: proto.ReasonSourceNotAllowed, RefusedHost: "[fd00::7]:8443"},
+		"b": {State: proto.CacheFailed},
+		"c": {State: proto.CacheReady},
+	}, []FailedImage{
+		{Ref: "a@1", Digest: digest("a"), Source: sourceOf("a"), Reason: proto.ReasonSourceNotAllowed, RefusedHost: "[fd00::7]:8443"},
+		{Ref: "b@1", Digest: digest("b"), Source: sourceOf("b")},
+	})
+
+	if _, err := f.run(t, step{agent: "a2", entries: []proto.ImageCacheEntry{entry("a", proto.CacheReady)}}); err != nil {
+		t.Fatal(err)
+	}
+	check(map[string]store.ImageLocation{"a": {State: proto.CacheReady}},
+		[]FailedImage{{Ref: "b@1", Digest: digest("b"), Source: sourceOf("b")}})
 }
 
 // TestImagesCachedAt: the ready locations of a site, every image of a shared artifact.
@@ -251,4 +324,35 @@ func TestImagesCachedAt(t *testing.T) {
 	if len(ready) != 5 {
 		t.Errorf("ready at the site: %d locations, want 5 (a, a2, b, c, d)", len(ready))
 	}
+}
+
+// FuzzCacheEntryWhy: a site agent's word for why an image failed, as the registry
+// takes it. Whatever is accepted is a failed image's known reason, and a refused host
+// only with source-not-allowed: a host and a port within the bound, without a space or
+// a byte an operator's terminal would act on.
+func FuzzCacheEntryWhy(f *testing.F) {
+	for _, s := range []struct{ state, reason, host string }{
+		{"failed", proto.ReasonSourceNotAllowed, "cdn.example.com:443"}, {"failed", proto.ReasonSourceNotAllowed, "[fd00::7]:8443"},
+		{"failed", proto.ReasonCapacity, ""}, {"ready", proto.ReasonCapacity, ""}, {"failed", proto.ReasonSourceNotAllowed, "cdn\x1b[2J:443"},
+		{"failed", proto.ReasonSourceNotAllowed, "cdn:99999"}, {"failed", "", ""},
+	} {
+		f.Add(s.state, s.reason, s.host)
+	}
+	f.Fuzz(func(t *testing.T, state, reason, host string) {
+		e := proto.ImageCacheEntry{Digest: digest("a"), State: proto.ImageCacheState(state), Reason: reason, RefusedHost: host}
+		if checkEntries([]proto.ImageCacheEntry{e}) != nil || reason == "" {
+			return
+		}
+		if e.State != proto.CacheFailed || !slices.Contains(proto.ImageCacheReasons, reason) {
+			t.Fatalf("reason %q of a %s image accepted", reason, state)
+		}
+		if host == "" {
+			return
+		}
+		h, port, err := net.SplitHostPort(host)
+		if reason != proto.ReasonSourceNotAllowed || err != nil || h == "" || port == "" || len(host) > proto.MaxRefusedHost ||
+			strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			t.Fatalf("refused host %q accepted with reason %q", host, reason)
+		}
+	})
 }

@@ -18,8 +18,12 @@ type ImageLocation struct {
 	State     proto.ImageCacheState `json:"state"`
 	SizeBytes int64                 `json:"sizeBytes"`
 	// LastUsed is the latest use the site's agents reported.
-	LastUsed  time.Time `json:"lastUsed,omitzero"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	LastUsed time.Time `json:"lastUsed,omitzero"`
+	// Reason and RefusedHost are why the image failed at the site, as the agent whose
+	// entry gave the state reported it (proto.ImageCacheEntry's); empty when it gave none.
+	Reason      string    `json:"reason,omitempty"`
+	RefusedHost string    `json:"refusedHost,omitempty"`
+	UpdatedAt   time.Time `json:"updatedAt"`
 }
 
 const bucketImageLocations = "image_locations"
