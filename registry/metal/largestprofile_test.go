@@ -104,43 +104,36 @@ func definedAtTheBound(t *testing.T, doc string) []byte {
 // transaction (the version marked used, and the run's copy beside the rendered steps),
 // and the second document was not even stored.
 func TestDeployTheLargestProfileOnADefaultEtcdCluster(t *testing.T) {
-	cluster := etcdtest.Start(t)
-	for name, fill := range map[string]string{"plain": "abcdefgh", "html": "<&>"} {
-		t.Run(name, func(t *testing.T) {
-			prefix := etcdtest.Prefix(t)
-			h := newHarnessOn(t, func(opts store.Options) (*store.Store, error) {
-				return store.OpenEtcd(store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: prefix, CheckLimits: true}, opts)
-			})
-			node := h.enroll(map[string]string{"nvswitch": "true"})
-			doc := largestProfile(t, fill)
-			err := h.store.Update(func(tx *store.Tx) error {
-				_, err := tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: "ubuntu-24.04-gpu-host", Version: 1, Document: doc})
-				return err
-			})
-			if err != nil {
-				t.Fatalf("storing the largest profile: %v", err)
-			}
-			run, err := h.deployRecord(node, func(tx *store.Tx) (store.ProfileRecord, error) {
-				rec, _, err := tx.Profile("acme", "ubuntu-24.04-gpu-host", 1)
-				return rec, err
-			})
-			if err != nil {
-				t.Fatalf("deploying the largest profile: %v", err)
-			}
-			run, n := h.end(run.ID)
-			if run.State != store.RunSucceeded || n.State != store.NodeActive {
-				t.Fatalf("run %s, node %s %+v", run.State, n.State, n.Failure)
-			}
-			var rec store.ProfileRecord
-			h.store.View(func(tx *store.Tx) (err error) {
-				rec, _, err = tx.Profile("acme", "ubuntu-24.04-gpu-host", 1)
-				return err
-			})
-			if !rec.Used || !bytes.Equal(rec.Document, doc) {
-				t.Errorf("the deployed version: used %t, its document the one stored %t", rec.Used, bytes.Equal(rec.Document, doc))
-			}
+	eachFillOnADefaultEtcdCluster(t, func(t *testing.T, h *harness, fill string) {
+		node := h.enroll(map[string]string{"nvswitch": "true"})
+		doc := largestProfile(t, fill)
+		err := h.store.Update(func(tx *store.Tx) error {
+			_, err := tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: "ubuntu-24.04-gpu-host", Version: 1, Document: doc})
+			return err
 		})
-	}
+		if err != nil {
+			t.Fatalf("storing the largest profile: %v", err)
+		}
+		run, err := h.deployRecord(node, func(tx *store.Tx) (store.ProfileRecord, error) {
+			rec, _, err := tx.Profile("acme", "ubuntu-24.04-gpu-host", 1)
+			return rec, err
+		})
+		if err != nil {
+			t.Fatalf("deploying the largest profile: %v", err)
+		}
+		run, n := h.end(run.ID)
+		if run.State != store.RunSucceeded || n.State != store.NodeActive {
+			t.Fatalf("run %s, node %s %+v", run.State, n.State, n.Failure)
+		}
+		var rec store.ProfileRecord
+		h.store.View(func(tx *store.Tx) (err error) {
+			rec, _, err = tx.Profile("acme", "ubuntu-24.04-gpu-host", 1)
+			return err
+		})
+		if !rec.Used || !bytes.Equal(rec.Document, doc) {
+			t.Errorf("the deployed version: used %t, its document the one stored %t", rec.Used, bytes.Equal(rec.Document, doc))
+		}
+	})
 }
 
 // TestDeployTheLargestHostConfigOnADefaultEtcdCluster: on a cluster of etcd's defaults,
@@ -151,76 +144,83 @@ func TestDeployTheLargestProfileOnADefaultEtcdCluster(t *testing.T) {
 // host section twice in one transaction, in the node's record and in its NodeSpec (2 MB),
 // which etcd refused, and the run stayed running.
 func TestDeployTheLargestHostConfigOnADefaultEtcdCluster(t *testing.T) {
+	eachFillOnADefaultEtcdCluster(t, func(t *testing.T, h *harness, fill string) {
+		node := h.enroll(map[string]string{"nvswitch": "true"})
+		doc := largestHostConfig(t, fill)
+		p, err := profile.Define(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sysctl json.RawMessage
+		for _, u := range p.HostConfig() {
+			if u.Name == "sysctl" {
+				sysctl = u.Settings
+			}
+		}
+		deploy := func(create bool) {
+			t.Helper()
+			run, err := h.deployRecord(node, func(tx *store.Tx) (store.ProfileRecord, error) {
+				if create {
+					return tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: "ubuntu-24.04-gpu-host", Version: 1, Document: doc})
+				}
+				rec, _, err := tx.Profile("acme", "ubuntu-24.04-gpu-host", 1)
+				return rec, err
+			})
+			if err != nil {
+				t.Fatalf("deploying the profile: %v", err)
+			}
+			run, n := h.end(run.ID)
+			if run.State != store.RunSucceeded || n.State != store.NodeActive {
+				t.Fatalf("run %s %+v, node %s", run.State, run.Failure, n.State)
+			}
+		}
+		// specHost is the node's NodeSpec's generation and its sysctl unit.
+		specHost := func() (int64, string) {
+			t.Helper()
+			var spec proto.NodeSpec
+			if err := h.store.View(func(tx *store.Tx) (err error) { spec, err = tx.NodeSpec(node); return err }); err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range spec.Host {
+				if u.Unit == "sysctl" {
+					return spec.Generation, string(u.Settings)
+				}
+			}
+			return spec.Generation, ""
+		}
+
+		deploy(true)
+		if gen, got := specHost(); gen != 1 || got != string(sysctl) {
+			t.Fatalf("the NodeSpec after the deploy: generation %d, its sysctl unit of %d bytes the profile's %t", gen, len(got), got == string(sysctl))
+		}
+		release, _, err := h.act(node, Release, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, n := h.end(release.ID); n.State != store.NodeReady || n.Host != nil {
+			t.Fatalf("released: %s, host section of %d units", n.State, len(n.Host))
+		}
+		if gen, got := specHost(); gen != 1 || got != string(sysctl) {
+			t.Fatalf("the NodeSpec after the release: generation %d, its sysctl unit the profile's %t", gen, got == string(sysctl))
+		}
+		deploy(false)
+		if gen, got := specHost(); gen != 1 || got != string(sysctl) {
+			t.Fatalf("the NodeSpec after the second deploy: generation %d, its sysctl unit the profile's %t", gen, got == string(sysctl))
+		}
+	})
+}
+
+// eachFillOnADefaultEtcdCluster runs fn as a subtest for text as it is ("plain") and for
+// text of <, > and & ("html"), which JSON may write escaped in six bytes each, each over
+// its own prefix of a cluster of etcd's defaults, checked at start (CheckLimits).
+func eachFillOnADefaultEtcdCluster(t *testing.T, fn func(t *testing.T, h *harness, fill string)) {
 	cluster := etcdtest.Start(t)
 	for name, fill := range map[string]string{"plain": "abcdefgh", "html": "<&>"} {
 		t.Run(name, func(t *testing.T) {
 			prefix := etcdtest.Prefix(t)
-			h := newHarnessOn(t, func(opts store.Options) (*store.Store, error) {
+			fn(t, newHarnessOn(t, func(opts store.Options) (*store.Store, error) {
 				return store.OpenEtcd(store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: prefix, CheckLimits: true}, opts)
-			})
-			node := h.enroll(map[string]string{"nvswitch": "true"})
-			doc := largestHostConfig(t, fill)
-			p, err := profile.Define(doc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var sysctl json.RawMessage
-			for _, u := range p.HostConfig() {
-				if u.Name == "sysctl" {
-					sysctl = u.Settings
-				}
-			}
-			deploy := func(create bool) (store.Run, store.Node) {
-				t.Helper()
-				run, err := h.deployRecord(node, func(tx *store.Tx) (store.ProfileRecord, error) {
-					if create {
-						return tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: "ubuntu-24.04-gpu-host", Version: 1, Document: doc})
-					}
-					rec, _, err := tx.Profile("acme", "ubuntu-24.04-gpu-host", 1)
-					return rec, err
-				})
-				if err != nil {
-					t.Fatalf("deploying the profile: %v", err)
-				}
-				run, n := h.end(run.ID)
-				if run.State != store.RunSucceeded || n.State != store.NodeActive {
-					t.Fatalf("run %s %+v, node %s", run.State, run.Failure, n.State)
-				}
-				return run, n
-			}
-			// specHost is the node's NodeSpec's generation and its sysctl unit.
-			specHost := func() (int64, string) {
-				t.Helper()
-				var spec proto.NodeSpec
-				if err := h.store.View(func(tx *store.Tx) (err error) { spec, err = tx.NodeSpec(node); return err }); err != nil {
-					t.Fatal(err)
-				}
-				for _, u := range spec.Host {
-					if u.Unit == "sysctl" {
-						return spec.Generation, string(u.Settings)
-					}
-				}
-				return spec.Generation, ""
-			}
-
-			deploy(true)
-			if gen, got := specHost(); gen != 1 || got != string(sysctl) {
-				t.Fatalf("the NodeSpec after the deploy: generation %d, its sysctl unit of %d bytes the profile's %t", gen, len(got), got == string(sysctl))
-			}
-			release, _, err := h.act(node, Release, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, n := h.end(release.ID); n.State != store.NodeReady || n.Host != nil {
-				t.Fatalf("released: %s, host section of %d units", n.State, len(n.Host))
-			}
-			if gen, got := specHost(); gen != 1 || got != string(sysctl) {
-				t.Fatalf("the NodeSpec after the release: generation %d, its sysctl unit the profile's %t", gen, got == string(sysctl))
-			}
-			deploy(false)
-			if gen, got := specHost(); gen != 1 || got != string(sysctl) {
-				t.Fatalf("the NodeSpec after the second deploy: generation %d, its sysctl unit the profile's %t", gen, got == string(sysctl))
-			}
+			}), fill)
 		})
 	}
 }
