@@ -81,9 +81,5 @@ func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
 // NodeSpec is the desired state of node's installed agent: its labels, its driver
 // bindings and its host section.
 func NodeSpec(node store.Node) proto.NodeSpec {
-	spec := proto.NodeSpec{Node: node.ID, Role: proto.RoleNode, Labels: node.Labels, Drivers: protoBindings(node.Drivers)}
-	for _, u := range node.Host {
-		spec.Host = append(spec.Host, proto.HostUnit{Unit: u.Unit, Settings: u.Settings})
-	}
-	return spec
+	return proto.NodeSpec{Node: node.ID, Role: proto.RoleNode, Labels: node.Labels, Drivers: protoBindings(node.Drivers), Host: node.HostSection()}
 }

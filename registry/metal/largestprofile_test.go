@@ -3,6 +3,7 @@ package metal
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -21,19 +22,11 @@ import (
 // no step runs, taking the rest.
 func largestProfile(t *testing.T, fill string) []byte {
 	t.Helper()
-	raw, err := os.ReadFile("testdata/gpu-host.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var compacted bytes.Buffer
-	if err := json.Compact(&compacted, raw); err != nil {
-		t.Fatal(err)
-	}
-	doc := compacted.String()
+	doc := gpuHostCompacted(t)
 	end := strings.Index(doc, `],"acceptance"`)
 	head, tail := doc[:end], doc[end:]
 
-	pad := func(n int) string { return strings.Repeat(fill, n/len(fill)+1)[:n] }
+	pad := func(n int) string { return padded(fill, n) }
 	// A when of four terms of 240 bytes' values: 988 bytes in canonical form, of the
 	// 1024 an expression may take.
 	term := "never='" + pad(240) + "'"
@@ -42,7 +35,58 @@ func largestProfile(t *testing.T, fill string) []byte {
 	head += strings.Repeat(","+insert+`,"fallback":`+insert+"}}", 32)
 	const drivers = `"drivers":{"virtual-media":{"driver":"redfish","config":{"pad":"`
 	head = strings.Replace(head, `"target":"metal",`, `"target":"metal",`+drivers+pad(proto.MaxProfileDocument-len(head)-len(drivers)-len(`"}}},`)-len(tail))+`"}}},`, 1)
-	p, err := profile.Define([]byte(head + tail))
+	return definedAtTheBound(t, head+tail)
+}
+
+// largestHostConfig is testdata/gpu-host.json grown to the largest document a profile
+// may be, the growth all in its hostConfig: a sysctl unit of values of 4 KiB, the most
+// one may take, repeating fill, as many as fit.
+func largestHostConfig(t *testing.T, fill string) []byte {
+	t.Helper()
+	doc := gpuHostCompacted(t)
+	const at = `"hostConfig":{`
+	cut := strings.Index(doc, at) + len(at)
+	head, tail := doc[:cut]+`"sysctl":{`, `},`+doc[cut:]
+	var values []string
+	for i := 0; ; i++ {
+		value := fmt.Sprintf(`"kernel.pad_%03d":"`, i)
+		room := proto.MaxProfileDocument - len(head) - len(tail) - len(strings.Join(values, ",")) - len(value) - len(`"`)
+		if len(values) > 0 {
+			room-- // the comma before it
+		}
+		if room > 4096 {
+			room = 4096
+		}
+		values = append(values, value+padded(fill, room)+`"`)
+		if room < 4096 {
+			break
+		}
+	}
+	return definedAtTheBound(t, head+strings.Join(values, ",")+tail)
+}
+
+// gpuHostCompacted is testdata/gpu-host.json without insignificant white space.
+func gpuHostCompacted(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/gpu-host.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compacted bytes.Buffer
+	if err := json.Compact(&compacted, raw); err != nil {
+		t.Fatal(err)
+	}
+	return compacted.String()
+}
+
+// padded is n bytes of fill repeated.
+func padded(fill string, n int) string { return strings.Repeat(fill, n/len(fill)+1)[:n] }
+
+// definedAtTheBound defines doc, which must take exactly proto.MaxProfileDocument bytes
+// as stored, and returns its document.
+func definedAtTheBound(t *testing.T, doc string) []byte {
+	t.Helper()
+	p, err := profile.Define([]byte(doc))
 	if err != nil {
 		t.Fatalf("the grown profile does not define: %v", err)
 	}
@@ -60,41 +104,123 @@ func largestProfile(t *testing.T, fill string) []byte {
 // transaction (the version marked used, and the run's copy beside the rendered steps),
 // and the second document was not even stored.
 func TestDeployTheLargestProfileOnADefaultEtcdCluster(t *testing.T) {
-	cluster := etcdtest.Start(t)
-	for name, fill := range map[string]string{"plain": "abcdefgh", "html": "<&>"} {
-		t.Run(name, func(t *testing.T) {
-			prefix := etcdtest.Prefix(t)
-			h := newHarnessOn(t, func(opts store.Options) (*store.Store, error) {
-				return store.OpenEtcd(store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: prefix, CheckLimits: true}, opts)
-			})
-			node := h.enroll(map[string]string{"nvswitch": "true"})
-			doc := largestProfile(t, fill)
-			err := h.store.Update(func(tx *store.Tx) error {
-				_, err := tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: "ubuntu-24.04-gpu-host", Version: 1, Document: doc})
-				return err
-			})
-			if err != nil {
-				t.Fatalf("storing the largest profile: %v", err)
+	eachFillOnADefaultEtcdCluster(t, func(t *testing.T, h *harness, fill string) {
+		node := h.enroll(map[string]string{"nvswitch": "true"})
+		doc := largestProfile(t, fill)
+		err := h.store.Update(func(tx *store.Tx) error {
+			_, err := tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: "ubuntu-24.04-gpu-host", Version: 1, Document: doc})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("storing the largest profile: %v", err)
+		}
+		run, err := h.deployRecord(node, func(tx *store.Tx) (store.ProfileRecord, error) {
+			rec, _, err := tx.Profile("acme", "ubuntu-24.04-gpu-host", 1)
+			return rec, err
+		})
+		if err != nil {
+			t.Fatalf("deploying the largest profile: %v", err)
+		}
+		run, n := h.end(run.ID)
+		if run.State != store.RunSucceeded || n.State != store.NodeActive {
+			t.Fatalf("run %s, node %s %+v", run.State, n.State, n.Failure)
+		}
+		var rec store.ProfileRecord
+		h.store.View(func(tx *store.Tx) (err error) {
+			rec, _, err = tx.Profile("acme", "ubuntu-24.04-gpu-host", 1)
+			return err
+		})
+		if !rec.Used || !bytes.Equal(rec.Document, doc) {
+			t.Errorf("the deployed version: used %t, its document the one stored %t", rec.Used, bytes.Equal(rec.Document, doc))
+		}
+	})
+}
+
+// TestDeployTheLargestHostConfigOnADefaultEtcdCluster: on a cluster of etcd's defaults,
+// a profile of the largest document a profile may be, nearly all of it host
+// configuration, deploys to its end, and the node's NodeSpec carries that host section;
+// the node is released (its NodeSpec kept as it was) and deployed again. Once with
+// text as it is, once with text of <, > and &. Before, the end of the deploy wrote the
+// host section twice in one transaction, in the node's record and in its NodeSpec (2 MB),
+// which etcd refused, and the run stayed running.
+func TestDeployTheLargestHostConfigOnADefaultEtcdCluster(t *testing.T) {
+	eachFillOnADefaultEtcdCluster(t, func(t *testing.T, h *harness, fill string) {
+		node := h.enroll(map[string]string{"nvswitch": "true"})
+		doc := largestHostConfig(t, fill)
+		p, err := profile.Define(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sysctl json.RawMessage
+		for _, u := range p.HostConfig() {
+			if u.Name == "sysctl" {
+				sysctl = u.Settings
 			}
+		}
+		deploy := func(create bool) {
+			t.Helper()
 			run, err := h.deployRecord(node, func(tx *store.Tx) (store.ProfileRecord, error) {
+				if create {
+					return tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: "ubuntu-24.04-gpu-host", Version: 1, Document: doc})
+				}
 				rec, _, err := tx.Profile("acme", "ubuntu-24.04-gpu-host", 1)
 				return rec, err
 			})
 			if err != nil {
-				t.Fatalf("deploying the largest profile: %v", err)
+				t.Fatalf("deploying the profile: %v", err)
 			}
 			run, n := h.end(run.ID)
 			if run.State != store.RunSucceeded || n.State != store.NodeActive {
-				t.Fatalf("run %s, node %s %+v", run.State, n.State, n.Failure)
+				t.Fatalf("run %s %+v, node %s", run.State, run.Failure, n.State)
 			}
-			var rec store.ProfileRecord
-			h.store.View(func(tx *store.Tx) (err error) {
-				rec, _, err = tx.Profile("acme", "ubuntu-24.04-gpu-host", 1)
-				return err
-			})
-			if !rec.Used || !bytes.Equal(rec.Document, doc) {
-				t.Errorf("the deployed version: used %t, its document the one stored %t", rec.Used, bytes.Equal(rec.Document, doc))
+		}
+		// specHost is the node's NodeSpec's generation and its sysctl unit.
+		specHost := func() (int64, string) {
+			t.Helper()
+			var spec proto.NodeSpec
+			if err := h.store.View(func(tx *store.Tx) (err error) { spec, err = tx.NodeSpec(node); return err }); err != nil {
+				t.Fatal(err)
 			}
+			for _, u := range spec.Host {
+				if u.Unit == "sysctl" {
+					return spec.Generation, string(u.Settings)
+				}
+			}
+			return spec.Generation, ""
+		}
+
+		deploy(true)
+		if gen, got := specHost(); gen != 1 || got != string(sysctl) {
+			t.Fatalf("the NodeSpec after the deploy: generation %d, its sysctl unit of %d bytes the profile's %t", gen, len(got), got == string(sysctl))
+		}
+		release, _, err := h.act(node, Release, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, n := h.end(release.ID); n.State != store.NodeReady || n.Host != nil {
+			t.Fatalf("released: %s, host section of %d units", n.State, len(n.Host))
+		}
+		if gen, got := specHost(); gen != 1 || got != string(sysctl) {
+			t.Fatalf("the NodeSpec after the release: generation %d, its sysctl unit the profile's %t", gen, got == string(sysctl))
+		}
+		deploy(false)
+		if gen, got := specHost(); gen != 1 || got != string(sysctl) {
+			t.Fatalf("the NodeSpec after the second deploy: generation %d, its sysctl unit the profile's %t", gen, got == string(sysctl))
+		}
+	})
+}
+
+// eachFillOnADefaultEtcdCluster runs fn as a subtest for text as it is ("plain") and for
+// text of <, > and & ("html"), which JSON may write escaped in six bytes each, each over
+// its own prefix of a cluster of etcd's defaults, checked at start (CheckLimits).
+func eachFillOnADefaultEtcdCluster(t *testing.T, fn func(t *testing.T, h *harness, fill string)) {
+	cluster := etcdtest.Start(t)
+	for name, fill := range map[string]string{"plain": "abcdefgh", "html": "<&>"} {
+		t.Run(name, func(t *testing.T) {
+			prefix := etcdtest.Prefix(t)
+			fn(t, newHarnessOn(t, func(opts store.Options) (*store.Store, error) {
+				return store.OpenEtcd(store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: prefix, CheckLimits: true}, opts)
+			}), fill)
 		})
 	}
 }

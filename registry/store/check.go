@@ -33,6 +33,7 @@ var indexes = []index{
 	{bucketImageDigests, bucketImages, afterLastNUL},
 	{bucketRunningRuns, bucketRuns, func(k, _ []byte) []byte { return k }},
 	{bucketUsedProfiles, bucketProfiles, func(k, _ []byte) []byte { return k }},
+	{bucketDeletedProfiles, bucketProfiles, func(k, _ []byte) []byte { return k }},
 }
 
 // Check verifies the store as a whole: the backend's own consistency (bbolt: the file's

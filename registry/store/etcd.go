@@ -70,6 +70,10 @@ type EtcdConfig struct {
 // errTooLarge is a transaction etcd would refuse for its size.
 var errTooLarge = errors.New("store: the transaction is too large for one etcd transaction")
 
+// errConflicts is a transaction that met another replica's conflicting write each time
+// it ran, etcdMaxAttempts times: it may pass later (Transient).
+var errConflicts = errors.New("store: a transaction met a conflicting write")
+
 // OpenEtcd opens the store held in an etcd cluster, as one replica among any number that
 // share it. The OnWrite, OnNodeSpec and OnAgentCommand hooks of this Store learn of
 // every commit, this replica's (on the committing goroutine, as with bbolt) and other
@@ -213,7 +217,7 @@ func (b *etcdBackend) updateAlone(fn func(kvTx) error) error {
 			return nil
 		}
 		if attempt == etcdMaxAttempts {
-			return fmt.Errorf("store: a transaction met a conflicting write %d times in a row; try again", attempt)
+			return fmt.Errorf("%w %d times in a row; try again", errConflicts, attempt)
 		}
 		// Back off a little, with jitter, so contending replicas do not collide again.
 		time.Sleep(time.Duration(rand.N(min(attempt, 20))+1) * time.Millisecond)
@@ -384,9 +388,9 @@ func (t *etcdTx) commit() (bool, error) {
 	resp, err := t.b.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	switch {
 	case errors.Is(err, rpctypes.ErrRequestTooLarge) || status.Code(err) == codes.ResourceExhausted:
-		return false, fmt.Errorf("%w: it writes %d bytes of keys and values, more than the cluster's --max-request-bytes takes (1.5 MiB by default)", errTooLarge, size)
+		return false, fmt.Errorf("%w: it writes %d bytes of keys and values, more than the cluster's --max-request-bytes takes (1.5 MiB by default): run every member with a larger --max-request-bytes (4 MiB, say)", errTooLarge, size)
 	case errors.Is(err, rpctypes.ErrTooManyOps):
-		return false, fmt.Errorf("%w: the cluster's --max-txn-ops is below etcd's default %d, which the store needs", errTooLarge, etcdMaxTxnOps)
+		return false, fmt.Errorf("%w: the cluster's --max-txn-ops is below etcd's default %d, which the store needs: run every member with --max-txn-ops %d at least", errTooLarge, etcdMaxTxnOps, etcdMaxTxnOps)
 	case err != nil:
 		return false, proto.Errorf(proto.Unavailable, "the store's etcd cluster did not confirm the commit (%w): the write may have been made or not; read it back before trying again", err)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -220,6 +221,37 @@ func TestEtcdRemoteCommitFiresHooks(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("generation %d another replica set never reached this replica's OnNodeSpec hook", want)
 		}
+	}
+	// A NodeSpec whose host section is its node's (its record holds none of it) reaches
+	// the hook too, and this replica reads it with the node's section.
+	mustUpdate(t, remote, func(tx *Tx) error {
+		if _, err := tx.CreateTenant("acme"); err != nil {
+			return err
+		}
+		_, err := tx.CreatePool(Pool{Tenant: "acme", Name: "gpu", Site: "rack-a", Policy: PoolPolicy{HardwareProfile: "gpu-redfish"}})
+		return err
+	})
+	n := addNode(t, remote)
+	host := []HostUnit{{Unit: "nvidia-driver", Settings: json.RawMessage(`{"branch":"580"}`)}}
+	mustUpdate(t, remote, func(tx *Tx) error {
+		node, err := tx.UpdateNode(n.ID, func(n *Node) error { n.Host = host; return nil })
+		if err != nil {
+			return err
+		}
+		_, err = tx.SetNodeSpec(proto.NodeSpec{Node: n.ID, Role: proto.RoleNode, Host: asUnits(node.Host)})
+		return err
+	})
+	select {
+	case got := <-specs:
+		if got != (gen{n.ID, 1}) {
+			t.Fatalf("hook got %v, want %s generation 1", got, n.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the NodeSpec of a node's own host section another replica set never reached this replica's OnNodeSpec hook")
+	}
+	var spec proto.NodeSpec
+	if err := local.View(func(tx *Tx) (err error) { spec, err = tx.NodeSpec(n.ID); return err }); err != nil || len(spec.Host) != 1 || string(spec.Host[0].Settings) != `{"branch":"580"}` {
+		t.Errorf("this replica reads the NodeSpec as %+v, %v", spec, err)
 	}
 }
 

@@ -20,10 +20,12 @@ const (
 	// transaction of its own. Such a record is a hello's inventory section (at most
 	// proto.MaxInventoryRecord) or a profile version (its document, at most
 	// proto.MaxProfileDocument, written as it is, and its other fields: the tenant, an id
-	// of at most 128 bytes, times, under 400 bytes), created, replaced, made public or
-	// private, or hidden. No request holds two: a deploy marks its version used with an
-	// entry of its own (profiles_used) and its run refers to the version, and store copy
-	// sends a record over half a MiB alone. Beside the record the transaction holds its
+	// of at most 128 bytes, times, under 400 bytes), created, replaced, or made public or
+	// private. No request holds two: a deploy marks its version used with an entry of its
+	// own (profiles_used) and its run refers to the version, a delete marks each version
+	// it hides likewise (profiles_deleted), a node's NodeSpec takes the host section it
+	// shares with the node's record from the record, and store copy sends a record over
+	// half a MiB alone. Beside the record the transaction holds its
 	// key (the prefix, the bucket, a node id or a tenant and profile id), a compare of
 	// each key it read (a key and a revision each), an index entry (a public version's),
 	// the generation key of each bucket written and the commit key with the replica's

@@ -393,7 +393,8 @@ func (t *Tx) Nodes(tenant, pool, state string, p Page) ([]Node, string, error) {
 // UpdateNode changes a node through change and stores it. The id, tenant, pool and
 // hardware keys never change; which state may follow which is registry/metal's
 // lifecycle table, the one writer of node states. A new BMC binding another tenant's
-// node binds is CONFLICT, and a retired node releases its BMC (indexBMC).
+// node binds is CONFLICT, and a retired node releases its BMC (indexBMC). A change of
+// its desired host section leaves its NodeSpec as it was (keepNodeSpecHost).
 func (t *Tx) UpdateNode(id string, change func(*Node) error) (Node, error) {
 	old, err := t.Node(id)
 	if err != nil {
@@ -411,6 +412,11 @@ func (t *Tx) UpdateNode(id string, change func(*Node) error) (Node, error) {
 	}
 	if err := t.indexSiteMACs(old, n); err != nil {
 		return old, err
+	}
+	if !sameHost(old.Host, n.Host) {
+		if err := t.keepNodeSpecHost(old); err != nil {
+			return old, err
+		}
 	}
 	n.Rev, n.UpdatedAt = old.Rev+1, t.now
 	if err := t.put(bucketNodes, []byte(id), n); err != nil {

@@ -168,3 +168,101 @@ func TestAgentKeyIsKept(t *testing.T) {
 		}
 	})
 }
+
+// TestNodeSpecTakesItsHostFromItsNode: the NodeSpec of a node's installed agent whose
+// host section is the node's desired one keeps the section once, in the node's record:
+// its own record takes a few hundred bytes (before, it held the section again, and the
+// end of a deploy of a section of 1 MB wrote 2 MB in one transaction, more than etcd
+// takes by default), and it reads with the section. A change of the node's section (a
+// release clears it) leaves the NodeSpec as it was, at its generation; another section
+// is a new generation. A NodeSpec stored with its section, as before, reads as it did.
+func TestNodeSpecTakesItsHostFromItsNode(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := withPool(t, open)
+		n := addNode(t, s)
+		section := func(fill string) []HostUnit {
+			return []HostUnit{
+				{Unit: "sysctl", Settings: json.RawMessage(`{"kernel.pad":"` + strings.Repeat(fill, 100_000) + `"}`)},
+				{Unit: "nvidia-driver", Settings: json.RawMessage(`{"branch":"580"}`)},
+			}
+		}
+		// deployed gives the node a host section and its NodeSpec, as a deploy's end does.
+		deployed := func(host []HostUnit) {
+			t.Helper()
+			mustUpdate(t, s, func(tx *Tx) error {
+				node, err := tx.UpdateNode(n.ID, func(n *Node) error { n.Host = host; return nil })
+				if err != nil {
+					return err
+				}
+				_, err = tx.SetNodeSpec(proto.NodeSpec{Node: n.ID, Role: proto.RoleNode, Labels: map[string]string{"gpu": "h100"}, Host: asUnits(node.Host)})
+				return err
+			})
+		}
+		// stored is the NodeSpec as read, and the size of its own record.
+		stored := func(node string) (proto.NodeSpec, int) {
+			t.Helper()
+			var spec proto.NodeSpec
+			var size int
+			err := s.View(func(tx *Tx) (err error) {
+				size = len(tx.kv.get(bucketNodeSpecs, []byte(node)))
+				spec, err = tx.NodeSpec(node)
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return spec, size
+		}
+		want := func(gen int64, host []HostUnit) proto.NodeSpec {
+			return proto.NodeSpec{Node: n.ID, Role: proto.RoleNode, Generation: gen, Labels: map[string]string{"gpu": "h100"}, Host: asUnits(host)}
+		}
+		check := func(what string, want proto.NodeSpec, small bool) {
+			t.Helper()
+			got, size := stored(n.ID)
+			if diff := cmp.Diff(want, got, cmp.Transformer("json", func(r json.RawMessage) string { return string(r) })); diff != "" {
+				t.Errorf("%s: the NodeSpec (-want +got):\n%s", what, diff)
+			}
+			if small != (size < 1024) {
+				t.Errorf("%s: the NodeSpec's record takes %d bytes, want it to hold the host section %t", what, size, !small)
+			}
+		}
+
+		first := section("<&>")
+		deployed(first)
+		check("deployed", want(1, first), true)
+		deployed(first)
+		check("the same NodeSpec again", want(1, first), true)
+		mustUpdate(t, s, func(tx *Tx) error {
+			_, err := tx.UpdateNode(n.ID, func(n *Node) error { n.Host = nil; return nil })
+			return err
+		})
+		check("released", want(1, first), false)
+		second := section("ab")
+		deployed(second)
+		check("deployed again", want(2, second), true)
+
+		// A NodeSpec whose section is not its node's keeps its own.
+		mustUpdate(t, s, func(tx *Tx) error {
+			_, err := tx.SetNodeSpec(proto.NodeSpec{Node: n.ID, Role: proto.RoleNode, Labels: map[string]string{"gpu": "h100"}, Host: asUnits(first)})
+			return err
+		})
+		check("another section than the node's", want(3, first), false)
+
+		// A NodeSpec stored with its section, as a registry of an earlier version did.
+		earlier := want(7, first)
+		earlier.Node = "nd_earlier"
+		mustUpdate(t, s, func(tx *Tx) error { return tx.put(bucketNodeSpecs, []byte(earlier.Node), earlier) })
+		if got, _ := stored(earlier.Node); !cmp.Equal(earlier, got, cmp.Transformer("json", func(r json.RawMessage) string { return string(r) })) {
+			t.Errorf("a NodeSpec of an earlier version reads as %+v", got)
+		}
+	})
+}
+
+// asUnits is a node's host section as its NodeSpec carries it.
+func asUnits(host []HostUnit) []proto.HostUnit {
+	var units []proto.HostUnit
+	for _, u := range host {
+		units = append(units, proto.HostUnit{Unit: u.Unit, Settings: u.Settings})
+	}
+	return units
+}

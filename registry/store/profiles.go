@@ -32,6 +32,8 @@ type ProfileRecord struct {
 	// marked before holds it itself, and a record rewritten since holds it too.
 	Used bool `json:"used"`
 	// Deleted hides the version from lookups and lists; workflows that run it keep it.
+	// DeleteProfile keeps it as an entry of its own (profiles_deleted), as Used; a record
+	// deleted before holds it itself.
 	Deleted   bool      `json:"deleted,omitempty"`
 	CreatedAt time.Time `json:"createdAt"`
 	UpdatedAt time.Time `json:"updatedAt"`
@@ -47,6 +49,11 @@ const (
 	// bytes rather than the version's whole record again beside its run: with a document
 	// of 1 MiB, that was more than etcd takes in one request.
 	bucketUsedProfiles = "profiles_used"
+	// bucketDeletedProfiles marks the versions profiles delete hid, in the same way: the
+	// version's key -> when it was deleted. A delete of every version of a profile writes
+	// a mark for each, in one transaction, rather than each version's whole record: two
+	// versions of 1 MiB were more than etcd takes in one request.
+	bucketDeletedProfiles = "profiles_deleted"
 )
 
 func profileKey(tenant, id string, version int) []byte {
@@ -102,13 +109,14 @@ func (t *Tx) Profile(tenant, id string, version int) (ProfileRecord, bool, error
 }
 
 // profileRecord decodes the record of the version at key: used when the record says so
-// or profiles_used holds the key.
+// or profiles_used holds the key, deleted likewise with profiles_deleted.
 func (t *Tx) profileRecord(key, raw []byte) (ProfileRecord, error) {
 	var rec ProfileRecord
 	if err := decode(bucketProfiles, key, raw, &rec); err != nil {
 		return rec, err
 	}
 	rec.Used = rec.Used || t.getRaw(bucketUsedProfiles, key) != nil
+	rec.Deleted = rec.Deleted || t.getRaw(bucketDeletedProfiles, key) != nil
 	return rec, nil
 }
 
@@ -183,7 +191,9 @@ func (t *Tx) SetProfileVisibility(tenant, id string, version, ifRev int, visibil
 }
 
 // DeleteProfile hides one version (or every version when version is 0) from lookups,
-// lists and new workflows. It returns the versions it hid.
+// lists and new workflows, all in tx. It returns the versions it hid. It writes each
+// version's entry in profiles_deleted (and drops it from profiles_public), not its
+// record: the record, its rev and its updatedAt, stay as they are.
 func (t *Tx) DeleteProfile(tenant, id string, version int) ([]int, error) {
 	var versions []int
 	if version > 0 {
@@ -204,8 +214,11 @@ func (t *Tx) DeleteProfile(tenant, id string, version int) ([]int, error) {
 		if !ok || rec.Deleted {
 			continue
 		}
-		rec.Deleted, rec.Rev, rec.UpdatedAt = true, rec.Rev+1, t.now
-		if err := t.putProfile(rec); err != nil {
+		key := profileKey(tenant, id, v)
+		if err := t.putRaw(bucketDeletedProfiles, key, []byte(t.now.UTC().Format(time.RFC3339Nano))); err != nil {
+			return nil, err
+		}
+		if err := t.del(bucketPublicProfiles, publicKey(id, v, tenant)); err != nil {
 			return nil, err
 		}
 		hid = append(hid, v)

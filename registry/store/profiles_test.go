@@ -1,8 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
@@ -182,6 +185,71 @@ func TestListProfilesPhasesAndPages(t *testing.T) {
 		}
 		if got[0].ID != "own-001" || got[249].Tenant != "other" || got[264].Tenant != BuiltinTenant {
 			t.Errorf("order: %s %s %s", got[0].ID, got[249].Tenant, got[264].Tenant)
+		}
+	})
+}
+
+// TestDeleteEveryVersionOfLargeProfiles: a profile of two versions of the largest
+// document, one public, is deleted whole in one transaction, on a cluster of etcd's
+// defaults too: each version is hidden from lookups, lists and the public index, keeps
+// its record as it was, and its number stays taken. Before, the delete rewrote each
+// version's record, 2 MiB in one request, which etcd refuses by default. A version a
+// registry of an earlier version hid in its record stays hidden.
+func TestDeleteEveryVersionOfLargeProfiles(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		doc := func(v int) json.RawMessage {
+			head := fmt.Sprintf(`{"id":"gpu","version":%d,"pad":"`, v)
+			return json.RawMessage(head + strings.Repeat("<&>", (proto.MaxProfileDocument-len(head)-2)/3) + `"}`)
+		}
+		for v, vis := range map[int]string{1: Public, 2: Private} {
+			mustUpdate(t, s, func(tx *Tx) error {
+				_, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "gpu", Version: v, Visibility: vis, Document: doc(v)})
+				return err
+			})
+		}
+		// A version hidden as a registry of an earlier version hid it: in its record.
+		mustUpdate(t, s, func(tx *Tx) error {
+			return tx.putProfile(ProfileRecord{Tenant: "acme", ID: "older", Version: 1, Visibility: Private, Document: profileDoc("older", 1), Rev: 2, Deleted: true})
+		})
+		var hid []int
+		if err := s.Update(func(tx *Tx) (err error) { hid, err = tx.DeleteProfile("acme", "gpu", 0); return err }); err != nil {
+			t.Fatalf("deleting both versions of 1 MiB: %v", err)
+		}
+		if !slices.Equal(hid, []int{1, 2}) {
+			t.Errorf("hid %v, want versions 1 and 2", hid)
+		}
+		s.View(func(tx *Tx) error {
+			for _, v := range []int{1, 2} {
+				rec, ok, err := tx.Profile("acme", "gpu", v)
+				if err != nil || !ok || !rec.Deleted || rec.Rev != 1 || !bytes.Equal(rec.Document, doc(v)) {
+					t.Errorf("version %d: deleted %t, rev %d, its document kept %t, %v", v, rec.Deleted, rec.Rev, bytes.Equal(rec.Document, doc(v)), err)
+				}
+			}
+			if rec, ok, _ := tx.LatestProfile("acme", "gpu"); ok {
+				t.Errorf("the latest version of a deleted profile: %d", rec.Version)
+			}
+			if _, ok, _ := tx.PublicProfile("acme", "gpu", 0); ok {
+				t.Errorf("a deleted version is still public")
+			}
+			if rec, ok, _ := tx.LatestProfile("acme", "older"); ok {
+				t.Errorf("a version deleted in its record reads as not deleted: %d", rec.Version)
+			}
+			list, _, err := tx.ListProfiles("acme", nil, Page{})
+			if err != nil || len(list) != 0 {
+				t.Errorf("the list after the delete: %d versions, %v", len(list), err)
+			}
+			if _, err := tx.DeleteProfile("acme", "gpu", 0); proto.CodeOf(err) != proto.NotFound {
+				t.Errorf("deleting again: %v, want NOT_FOUND", err)
+			}
+			return nil
+		})
+		err := s.Update(func(tx *Tx) error {
+			_, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "gpu", Version: 2, Document: profileDoc("gpu", 2)})
+			return err
+		})
+		if proto.CodeOf(err) != proto.Conflict {
+			t.Errorf("reusing a deleted version: %v, want CONFLICT", err)
 		}
 	})
 }

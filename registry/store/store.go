@@ -25,6 +25,15 @@ const schemaVersion = 1
 // ErrLocked is returned by Open when another process holds the store.
 var ErrLocked = errors.New("the store is open in another process")
 
+// Transient reports whether err, a transaction's failure, may pass when the transaction
+// runs again later, from what the store then holds: the etcd cluster did not answer, or
+// did not confirm the commit (UNAVAILABLE), or the transaction met another replica's
+// conflicting write every time it ran. A transaction the store refuses (too large for
+// the cluster), or one that fails on what it read, fails the same way again.
+func Transient(err error) bool {
+	return proto.CodeOf(err) == proto.Unavailable || errors.Is(err, errConflicts)
+}
+
 // Store is an open registry store.
 type Store struct {
 	kv  backend

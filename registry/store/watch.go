@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-
-	"github.com/better-compute/better-compute/proto"
 )
 
 // Bucket names a kind of record whose writes OnWrite hooks learn of.
@@ -42,7 +40,7 @@ type watchers struct {
 	// entries at its site changed (OnSiteMACs), siteIdentity of each site whose
 	// agent's certificates were revoked, agentJoin and agentSession of each agent session
 	// recorded as opened.
-	nodeSpec     recordHooks[proto.NodeSpec]
+	nodeSpec     recordHooks[nodeSpecRecord]
 	agentCommand recordHooks[AgentCommand]
 	nodeIdentity recordHooks[Node]
 	siteMACs     recordHooks[Node]

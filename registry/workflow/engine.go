@@ -212,13 +212,7 @@ func (e *Engine) Start(id string) {
 	e.running[id] = stop
 	e.wg.Go(func() {
 		if e.claim(id) {
-			err := e.drive(ctx, id)
-			switch {
-			case errors.Is(err, errClaimLost) || context.Cause(ctx) == errClaimLost:
-				e.cfg.Log.Warn("workflow taken over by another registry", "workflow", id)
-			case err != nil && ctx.Err() == nil:
-				e.cfg.Log.Error("workflow stopped", "workflow", id, "err", err)
-			}
+			e.driveOut(ctx, id)
 		}
 		e.mu.Lock()
 		delete(e.running, id)

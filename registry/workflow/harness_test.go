@@ -26,7 +26,6 @@ func backoff(n int) time.Duration { return time.Duration(n) * time.Minute }
 // that outlives it, with a fake agent at the relay edge that outlives it too.
 type harness struct {
 	t      *testing.T
-	dir    string
 	clock  *clock.Fake
 	agent  *fakeAgent
 	store  *store.Store
@@ -36,14 +35,25 @@ type harness struct {
 	node   string
 	// handlers are registered with every engine the harness starts (Engine.Handle).
 	handlers map[string]Handler
-	// finished counts the finish hook's calls by run id.
+	// openStore opens the store, each time the registry starts.
+	openStore func(store.Options) (*store.Store, error)
+	// finished counts the finish hook's calls by run id; onFinish, when set, is what the
+	// hook does then.
 	mu       sync.Mutex
 	finished map[string]int
+	onFinish func(tx *store.Tx, run store.Run) error
 }
 
 func newHarness(t *testing.T, labels map[string]string) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), clock: clock.NewFake(epoch), agent: newFakeAgent(), finished: map[string]int{}}
+	dir := t.TempDir()
+	return newHarnessOn(t, labels, func(opts store.Options) (*store.Store, error) { return store.Open(dir, opts) })
+}
+
+// newHarnessOn is newHarness over the store open opens.
+func newHarnessOn(t *testing.T, labels map[string]string, open func(store.Options) (*store.Store, error)) *harness {
+	t.Helper()
+	h := &harness{t: t, clock: clock.NewFake(epoch), agent: newFakeAgent(), openStore: open, finished: map[string]int{}}
 	h.open()
 	storetest.Fill(t, h.store)
 	h.node = storetest.Node(t, h.store, store.Node{MACs: []string{"52:54:00:00:00:01"}, Labels: labels}).ID
@@ -54,7 +64,7 @@ func newHarness(t *testing.T, labels map[string]string) *harness {
 // open opens the store and starts an engine over it, as a registry start does.
 func (h *harness) open() {
 	h.t.Helper()
-	st, err := store.Open(h.dir, store.Options{Now: h.clock.Now})
+	st, err := h.openStore(store.Options{Now: h.clock.Now})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -63,10 +73,14 @@ func (h *harness) open() {
 	for use, fn := range h.handlers {
 		h.engine.Handle(use, fn)
 	}
-	h.engine.OnFinish("test", func(_ *store.Tx, run store.Run) error {
+	h.engine.OnFinish("test", func(tx *store.Tx, run store.Run) error {
 		h.mu.Lock()
 		h.finished[run.ID]++
+		fn := h.onFinish
 		h.mu.Unlock()
+		if fn != nil {
+			return fn(tx, run)
+		}
 		return nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -194,6 +208,8 @@ type outcome struct {
 	fail bool
 	// hold keeps the command running until the test releases it.
 	hold bool
+	// result, when set, is the answer of a command that succeeds.
+	result json.RawMessage
 }
 
 var (
@@ -289,7 +305,10 @@ func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind stri
 			ex.err = proto.Errorf(proto.DriverError, "%s failed", kind)
 			close(ex.done)
 		default:
-			ex.result = json.RawMessage(`{"kind":"` + kind + `"}`)
+			ex.result = o.result
+			if ex.result == nil {
+				ex.result = json.RawMessage(`{"kind":"` + kind + `"}`)
+			}
 			close(ex.done)
 		}
 	}
@@ -398,4 +417,11 @@ func (a *fakeAgent) takeCrash() bool {
 	c := a.crashed
 	a.crashed = false
 	return c
+}
+
+// finishedCount is how often the finish hook was told of run id's end.
+func (h *harness) finishedCount(id string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.finished[id]
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
@@ -63,6 +64,85 @@ func (e *Engine) drive(ctx context.Context, id string) error {
 	return nil
 }
 
+// driveOut drives run id to its end, unless ctx ends or another registry takes the run
+// over. When the drive fails for a reason that may pass (store.Transient: the etcd
+// cluster did not answer, or did not confirm a commit), the run is driven again from
+// what the store holds, after a pause that grows with each such failure in a row
+// (storeRetry). Any other failure would come again (a transaction the store refuses,
+// too large for the cluster; a record it cannot read): the run fails with it (failStuck),
+// so that no run stays running with nothing driving it.
+func (e *Engine) driveOut(ctx context.Context, id string) {
+	for failures := 0; ; {
+		err := e.drive(ctx, id)
+		if err != nil && ctx.Err() == nil && !errors.Is(err, errClaimLost) && !store.Transient(err) {
+			if err = e.failStuck(id, err); err == nil {
+				failures = 0
+				continue
+			}
+		}
+		switch {
+		case errors.Is(err, errClaimLost) || context.Cause(ctx) == errClaimLost:
+			e.cfg.Log.Warn("workflow taken over by another registry", "workflow", id)
+			return
+		case err == nil || ctx.Err() != nil:
+			return
+		case store.Transient(err):
+			failures++
+			wait := storeRetry(failures)
+			e.cfg.Log.Warn("workflow: the store did not take a write; driving it again", "workflow", id, "retryIn", wait, "err", err)
+			if clock.Sleep(ctx, e.cfg.Clock, wait) != nil {
+				return
+			}
+		default:
+			e.cfg.Log.Error("workflow stopped: its failure could not be recorded either", "workflow", id, "err", err)
+			return
+		}
+	}
+}
+
+// storeRetry is the pause before a run is driven again after its n-th failure in a row
+// that may pass: 1 second after the first, doubling, at most a minute.
+func storeRetry(n int) time.Duration {
+	return min(time.Second<<min(n-1, 6), time.Minute)
+}
+
+// failStuck fails run id, which its driver cannot take further (cause), in a transaction
+// of its own that writes little: as Fail does, at the step it is on, so that its cleanup
+// runs; or, when it is being cancelled or failed already (its cleanup or its end is what
+// cannot go on), at once, every step not done abandoned (abandonAll). A run that has
+// ended (what failed came after its end) is left as it is.
+func (e *Engine) failStuck(id string, cause error) error {
+	var run store.Run
+	err := e.cfg.Store.Update(func(tx *store.Tx) (err error) {
+		if err := e.fence(tx, id); err != nil {
+			return err
+		}
+		if run, err = tx.Run(id); err != nil || run.State != store.RunRunning || run.Cancelled != nil {
+			return err
+		}
+		_, err = halt(tx, id, func(f *store.StepFailure) *proto.Error {
+			if f.Step == "" {
+				return proto.Errorf(proto.Internal, "workflow %s fails at its end, as the registry could not record it: %v", id, cause)
+			}
+			return proto.Errorf(proto.Internal, "workflow %s fails at %s (%s), as the registry could not go on with it: %v", id, f.Step, f.Use, cause)
+		})
+		return err
+	})
+	switch {
+	case err != nil:
+		return err
+	case run.State != store.RunRunning:
+		e.cfg.Log.Error("workflow ended, and what follows its end failed", "workflow", id, "err", cause)
+		return nil
+	case run.Cancelled == nil:
+		e.cfg.Log.Error("workflow cannot go on: it fails, and its cleanup runs", "workflow", id, "err", cause)
+		return nil
+	}
+	e.cfg.Log.Error("workflow cannot go on: it fails at once", "workflow", id, "err", cause)
+	return e.abandonAll(id, proto.Errorf(proto.Internal, "workflow %s fails at once, as the registry could not go on with it: %v", id, cause),
+		"not run: the registry could not go on with the workflow")
+}
+
 // abandon ends a step of a cancelled run: one not started is skipped, the one running
 // fails with the cancellation's error, its open attempt with it.
 func abandon(s *store.RunStep, cancelled *store.StepFailure, now time.Time) {
@@ -77,10 +157,16 @@ func abandon(s *store.RunStep, cancelled *store.StepFailure, now time.Time) {
 }
 
 // unplanned ends a run whose steps cannot be rendered (errNoPlan, cause), so that none
-// of them can run, its cleanup included: as a run cancelled with cause, each step not
-// done is skipped (the one running fails), and the run fails with cause.
+// of them can run, its cleanup included (abandonAll).
 func (e *Engine) unplanned(id string, cause error) error {
 	e.cfg.Log.Error("workflow failed: its steps cannot be rendered from its profile", "workflow", id, "err", cause)
+	return e.abandonAll(id, cause, "not run: "+errNoPlan.Error())
+}
+
+// abandonAll ends run id at once, failing with cause: as a run cancelled with cause,
+// each step not done, its cleanup included, is skipped with reason (the one running
+// fails), and the run fails with cause.
+func (e *Engine) abandonAll(id string, cause error, reason string) error {
 	run, err := e.update(id, func(r *store.Run) error {
 		f := &store.StepFailure{RunID: id, Error: proto.AsError(cause)}
 		for i := range r.Steps {
@@ -89,7 +175,7 @@ func (e *Engine) unplanned(id string, cause error) error {
 					f.Step, f.Use = s.Path(), s.Use
 				}
 				if abandon(s, f, e.cfg.Clock.Now()); s.State == store.StepSkipped {
-					s.Reason = "not run: " + errNoPlan.Error()
+					s.Reason = reason
 				}
 			}
 		}
