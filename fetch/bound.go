@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strings"
 	"syscall"
 	"time"
 
@@ -121,7 +120,7 @@ func NewBoundClient(t *http.Transport, b Bound) *Client {
 
 // check refuses a request to u that b does not allow.
 func (b *Bound) check(u *url.URL, hop string) error {
-	host, port := HostPort(u)
+	host, port := proto.URLHostPort(u)
 	if refused, byPool := b.Sources.HostRefused(host, port); refused {
 		return &RefusedError{Hop: hop, Host: host, Port: port, ByPool: byPool}
 	}
@@ -141,19 +140,6 @@ func (b *Bound) checkAddr(address string) error {
 	return nil
 }
 
-// HostPort is u's lower-case host, without brackets, and its port, the scheme's when it
-// names none: what a bound checks a request by.
-func HostPort(u *url.URL) (host, port string) {
-	port = u.Port()
-	if port == "" {
-		port = "443"
-		if u.Scheme == "http" {
-			port = "80"
-		}
-	}
-	return strings.ToLower(u.Hostname()), port
-}
-
 // refusal is err's *RefusedError alone when it holds one, so that what was refused is
 // told without the URL the request would have gone to (a redirect's may carry a
 // presigned secret); an address refused is told with the host it was dialed for.
@@ -168,7 +154,7 @@ func refusal(err error) error {
 		if errors.As(err, &ue) {
 			if u, perr := url.Parse(ue.URL); perr == nil {
 				c := *r
-				c.Host, c.Port = HostPort(u)
+				c.Host, c.Port = proto.URLHostPort(u)
 				return &c
 			}
 		}

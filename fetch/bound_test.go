@@ -251,7 +251,7 @@ func FuzzBoundCheck(f *testing.F) {
 		if b.check(u, HopRedirect) != nil {
 			return
 		}
-		host, port := HostPort(u)
+		host, port := proto.URLHostPort(u)
 		if refused, _ := b.Sources.Refused("https://" + net.JoinHostPort(host, port) + "/"); refused {
 			t.Fatalf("%q lets a request to %q (host %q, port %s) through, and refuses that host as a source", pattern, location, host, port)
 		}

@@ -212,9 +212,20 @@ func SourceHost(source string) (host, port string, ok bool) {
 	if err != nil || u.Scheme != "https" && u.Scheme != "oci" || u.Hostname() == "" {
 		return "", "", false
 	}
+	host, port = URLHostPort(u)
+	return host, port, true
+}
+
+// URLHostPort is u's lower-case host, without brackets, and its port, the scheme's when
+// it names none (80 for http, 443 otherwise): what the image sources check a source, and
+// each request of a fetch (a redirect's, a token realm's), by.
+func URLHostPort(u *url.URL) (host, port string) {
 	port = u.Port()
 	if port == "" {
 		port = "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
 	}
-	return strings.ToLower(u.Hostname()), port, true
+	return strings.ToLower(u.Hostname()), port
 }

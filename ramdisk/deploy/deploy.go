@@ -176,7 +176,7 @@ func (in Input) bound() fetch.Bound {
 	}
 	var own []string
 	if u, err := url.Parse(in.SourceURL); err == nil && u.Hostname() != "" {
-		own = []string{net.JoinHostPort(fetch.HostPort(u))}
+		own = []string{net.JoinHostPort(proto.URLHostPort(u))}
 	}
 	return fetch.Bound{Sources: proto.SourceBound{Site: own}}
 }
