@@ -11,7 +11,7 @@ import (
 // entries or raw keys.
 var recordBuckets = []string{bucketTenants, bucketSites, bucketPools, bucketNodes, bucketImages, bucketImageSigners,
 	bucketRuns, bucketNodeSpecs, bucketCredentials, bucketJoinTokens, bucketImageLocations, bucketSiteCacheReports,
-	bucketEvents, bucketEventHeads}
+	bucketEvents, bucketEventHeads, bucketProfiles}
 
 // index is an index bucket and the record each of its entries names.
 type index struct {
@@ -40,9 +40,10 @@ var indexes = []index{
 // pages and free list; etcd: every key under the prefix in the key layout), every record
 // of the record buckets readable by this registry's schema, every index entry naming a
 // record that exists, and each index the nodes' records say (nodeIndexes: nodes_by_bmc,
-// nodes_by_site_mac) holding what they say, an entry for each and none other, and every
-// run that refers to a stored profile version naming one that is stored and used. It
-// returns every problem found, joined.
+// nodes_by_site_mac) holding what they say, an entry for each and none other, every
+// run that refers to a stored profile version naming one that is stored and used, and
+// profiles_public holding an entry for each stored, undeleted, public profile version
+// and none other. It returns every problem found, joined.
 func (s *Store) Check() error {
 	errs := s.kv.check()
 	err := s.kv.view(func(tx kvTx) error {
@@ -64,6 +65,7 @@ func (s *Store) Check() error {
 		}
 		errs = append(errs, s.tx(tx).checkNodeIndexes()...)
 		errs = append(errs, s.tx(tx).checkRuns()...)
+		errs = append(errs, s.tx(tx).checkPublicProfiles()...)
 		return nil
 	})
 	return errors.Join(append(errs, err)...)

@@ -67,3 +67,72 @@ func fillForCheck(t *testing.T, s *Store) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckProfiles checks that Check reads the profiles' records by the schema and
+// holds profiles_public to what the records say: an entry for each stored, undeleted,
+// public version and none other.
+func TestCheckProfiles(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, err := open(t, Options{}) // not openTest: this store is damaged on purpose
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		err = s.Update(func(tx *Tx) error {
+			for _, p := range []ProfileRecord{
+				{Tenant: "acme", ID: "shown", Version: 1, Visibility: Public},
+				{Tenant: "acme", ID: "shown", Version: 2, Visibility: Public},
+				{Tenant: "acme", ID: "own", Version: 1, Visibility: Private},
+				{Tenant: "acme", ID: "hidden", Version: 1, Visibility: Public},
+			} {
+				p.Document = json.RawMessage(`{"steps":[{"uses":"wipe <&>"}]}`)
+				if _, err := tx.CreateProfile(p); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.SetProfileVisibility("acme", "shown", 2, 0, Private); err != nil {
+				return err
+			}
+			_, err := tx.DeleteProfile("acme", "hidden", 1)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Check(); err != nil {
+			t.Fatalf("a store written through its write paths: %v", err)
+		}
+		err = s.Update(func(tx *Tx) error {
+			for _, k := range [][]byte{
+				publicKey("shown", 2, "acme"),  // a private version
+				publicKey("hidden", 1, "acme"), // a deleted version
+				publicKey("gone", 1, "acme"),   // no such version
+				[]byte("junk"),
+			} {
+				if err := tx.putRaw(bucketPublicProfiles, k, nil); err != nil {
+					return err
+				}
+			}
+			if err := tx.del(bucketPublicProfiles, publicKey("shown", 1, "acme")); err != nil {
+				return err
+			}
+			return tx.putRaw(bucketProfiles, profileKey("acme", "odd", 1), []byte(`{"id":"odd"}`))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Check()
+		for _, want := range []string{
+			`profiles_public/"shown\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00acme" names profile shown@2 of tenant acme, which is private`,
+			`profiles_public/"hidden\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00acme" names profile hidden@1 of tenant acme, which is deleted`,
+			`profiles_public/"gone\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00acme" names profile gone@1 of tenant acme, which is not stored`,
+			`profiles_public/"junk" is not an entry of id, version and tenant`,
+			`profile shown@1 of tenant acme is public but has no profiles_public entry`,
+			`profiles/"acme\x00odd\x00\x00\x00\x00\x00\x00\x00\x00\x01" is not a record of schema`,
+		} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Check of a damaged store: %v\nwant it to say %s", err, want)
+			}
+		}
+	})
+}

@@ -67,6 +67,15 @@ func publicKey(id string, version int, tenant string) []byte {
 	return fmt.Appendf(k, "\x00%s", tenant)
 }
 
+// parsePublicKey is publicKey's inverse; ok is false for a key publicKey does not make.
+func parsePublicKey(k []byte) (id string, version int, tenant string, ok bool) {
+	i := bytes.IndexByte(k, 0)
+	if i < 0 || len(k) < i+10 || k[i+9] != 0 {
+		return "", 0, "", false
+	}
+	return string(k[:i]), int(binary.BigEndian.Uint64(k[i+1 : i+9])), string(k[i+10:]), true
+}
+
 // CreateProfile stores a new version. An existing version of the tenant's profile,
 // deleted or not, is CONFLICT: version numbers are never reused.
 func (t *Tx) CreateProfile(rec ProfileRecord) (ProfileRecord, error) {
@@ -156,8 +165,8 @@ func (t *Tx) PublicProfile(owner, id string, version int) (ProfileRecord, bool, 
 	c := t.kv.cursor(bucketPublicProfiles)
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		// Keys sort by version: a later key of owner has a higher version.
-		if string(k[len(id)+10:]) == owner {
-			found = int(binary.BigEndian.Uint64(k[len(id)+1 : len(id)+9]))
+		if kid, v, tenant, ok := parsePublicKey(k); ok && kid == id && tenant == owner {
+			found = v
 		}
 	}
 	if found == 0 {
@@ -307,15 +316,14 @@ func (t *Tx) ListProfiles(tenant string, shipped []ProfileRecord, p Page) ([]Pro
 	}
 	if phase == 'p' {
 		last, more, err := t.walk(bucketPublicProfiles, nil, after, full, func(k, _ []byte) error {
-			i := bytes.IndexByte(k, 0)
-			if i < 0 || len(k) < i+10 {
+			id, version, owner, ok := parsePublicKey(k)
+			if !ok {
 				return fmt.Errorf("store: malformed public profile key %q", k)
 			}
-			owner := string(k[i+10:])
 			if owner == tenant {
 				return nil
 			}
-			rec, ok, err := t.Profile(owner, string(k[:i]), int(binary.BigEndian.Uint64(k[i+1:i+9])))
+			rec, ok, err := t.Profile(owner, id, version)
 			if ok {
 				out = append(out, rec)
 			}
@@ -363,4 +371,43 @@ func (t *Tx) walk(bucket string, prefix, after []byte, full func() bool, fn func
 		last = bytes.Clone(k)
 	}
 	return last, false, nil
+}
+
+// checkPublicProfiles reports each profiles_public entry that does not name a stored,
+// undeleted, public version, and each such version without its entry.
+func (t *Tx) checkPublicProfiles() []error {
+	var errs []error
+	entries := map[string]bool{}
+	c := t.kv.cursor(bucketPublicProfiles)
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		entries[string(k)] = true
+		id, version, tenant, ok := parsePublicKey(k)
+		if !ok {
+			errs = append(errs, fmt.Errorf("store: %s/%q is not an entry of id, version and tenant", bucketPublicProfiles, k))
+			continue
+		}
+		rec, found, err := t.Profile(tenant, id, version)
+		switch {
+		case err != nil:
+			continue // a record Check reports
+		case !found:
+			errs = append(errs, fmt.Errorf("store: %s/%q names profile %s of tenant %s, which is not stored", bucketPublicProfiles, k, profileName(id, version), tenant))
+		case rec.Deleted:
+			errs = append(errs, fmt.Errorf("store: %s/%q names profile %s of tenant %s, which is deleted", bucketPublicProfiles, k, profileName(id, version), tenant))
+		case rec.Visibility != Public:
+			errs = append(errs, fmt.Errorf("store: %s/%q names profile %s of tenant %s, which is %s", bucketPublicProfiles, k, profileName(id, version), tenant, rec.Visibility))
+		}
+	}
+	c = t.kv.cursor(bucketProfiles)
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		rec, err := t.profileRecord(k, v)
+		if err != nil || rec.Visibility != Public || rec.Deleted {
+			continue // a record Check reports, or a version the index leaves out
+		}
+		// An entry's value is empty, which reads as missing: the walk above saw the keys.
+		if pk := publicKey(rec.ID, rec.Version, rec.Tenant); !entries[string(pk)] {
+			errs = append(errs, fmt.Errorf("store: profile %s of tenant %s is public but has no %s entry %q", profileName(rec.ID, rec.Version), rec.Tenant, bucketPublicProfiles, pk))
+		}
+	}
+	return errs
 }
