@@ -188,6 +188,16 @@ func (t *Tx) DeleteUnusedJoinTokens(node string) (int, error) {
 	return t.deleteJoinTokens(0, func(tok JoinToken) bool { return tok.NodeID == node && tok.UsedAt.IsZero() })
 }
 
+// DeleteUnusedJoinTokensFor deletes the unused join tokens of f's kind minted for f's
+// node by f's workflow and returns how many; used ones stay, as the record of their
+// joins. A workflow that mints a node's token again (a step run anew) calls it first, so
+// that only the token it mints last admits the node.
+func (t *Tx) DeleteUnusedJoinTokensFor(f TokenFor) (int, error) {
+	return t.deleteJoinTokens(0, func(tok JoinToken) bool {
+		return tok.UsedAt.IsZero() && tok.Kind == f.Kind && tok.NodeID == f.NodeID && tok.Workflow == f.Workflow
+	})
+}
+
 // MaxPruned is the most records PruneJoinTokens, ExpireAgentCommands or PruneEvents
 // deletes in one transaction, which keeps it within etcd's bounds (docs/store.md): a
 // caller told MaxPruned calls again, in a new transaction, for the rest (Prune).

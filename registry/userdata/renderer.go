@@ -58,15 +58,25 @@ type Node struct {
 
 // Render mints a single-use provisioned join token for the node, renders ud's
 // template with it, seals the document into the secret store (replacing the node's
-// earlier one) and returns its reference (userdata.render's result). A re-run mints another token; the unused one
-// simply expires. Everything is written in tx, so a failure leaves nothing behind.
+// earlier one) and returns its reference (userdata.render's result). A re-run (a step
+// run again, a registry that stopped mid-render) first deletes the unused provisioned
+// tokens the same workflow minted for the node, so that of the tokens a workflow mints
+// for a node only the last, the one in the stored document, admits it; tokens of other
+// workflows and of operators stay. Everything is written in tx, so a failure leaves
+// nothing behind, the earlier token included.
 func (r *Renderer) Render(tx *store.Tx, ud profile.UserData, node Node) (proto.UserDataRendered, error) {
 	t, err := r.template(ud, node.ID)
 	if err != nil {
 		return proto.UserDataRendered{}, err
 	}
 	ttl := time.Duration(r.cfg.TokenTTLSeconds) * time.Second
-	tok, bearer, err := join.MintToken(tx, store.TokenFor{Kind: store.TokenProvisioned, NodeID: node.ID, Site: node.Site, Workflow: node.Workflow}, ttl)
+	f := store.TokenFor{Kind: store.TokenProvisioned, NodeID: node.ID, Site: node.Site, Workflow: node.Workflow}
+	if node.Workflow != "" {
+		if _, err := tx.DeleteUnusedJoinTokensFor(f); err != nil {
+			return proto.UserDataRendered{}, err
+		}
+	}
+	tok, bearer, err := join.MintToken(tx, f, ttl)
 	if err != nil {
 		return proto.UserDataRendered{}, err
 	}

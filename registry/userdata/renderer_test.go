@@ -2,17 +2,27 @@ package userdata_test
 
 import (
 	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
+	"github.com/better-compute/better-compute/registry/join"
+	"github.com/better-compute/better-compute/registry/pki"
 	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/secret"
 	"github.com/better-compute/better-compute/registry/store"
@@ -222,9 +232,44 @@ func TestFetchOnlyByTheNodesRamdisk(t *testing.T) {
 
 // TestReRenderMintsAnotherToken: a re-run (after a crash) mints a new token and
 // replaces the document; the unused token still works once until it expires.
-func TestReRenderMintsAnotherToken(t *testing.T) {
+// TestReRenderLeavesOneValidToken renders a node's user data twice in one workflow (a
+// step run again), then presents the first document's token at the join service, as
+// whoever kept that document would: it is refused, and the second admits the node. The
+// token another workflow minted for the node, and one an operator minted, stay.
+func TestReRenderLeavesOneValidToken(t *testing.T) {
 	fx := newFixture(t, config())
-	node := userdata.Node{ID: "n1"}
+	keys, err := pki.LoadOrCreate(t.TempDir(), clock.Real{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := join.NewService(fx.st, keys, []string{"127.0.0.1:7444"}, slog.New(slog.DiscardHandler))
+	joinAs := func(token string) error {
+		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		spki, _ := x509.MarshalPKIXPublicKey(key.Public())
+		sealed, err := joinwire.SealToken(keys.JoinEncryptionKey(), joinwire.AAD("n1", joinwire.RoleNode, spki), token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = svc.Join(context.Background(), "192.0.2.7:40000", joinwire.Request{NodeID: "n1", Role: joinwire.RoleNode,
+			PublicKey: base64.StdEncoding.EncodeToString(spki), SealedToken: base64.StdEncoding.EncodeToString(sealed)})
+		return err
+	}
+	var kept []store.JoinToken
+	storetest.Update(t, fx.st, func(tx *store.Tx) error {
+		for _, f := range []store.TokenFor{
+			{Kind: store.TokenProvisioned, NodeID: "n1", Workflow: "wf_other"},
+			{Kind: store.TokenProvisioned, NodeID: "n1"}, // an operator's
+		} {
+			tok, _, err := join.MintToken(tx, f, 0)
+			if err != nil {
+				return err
+			}
+			kept = append(kept, tok)
+		}
+		return nil
+	})
+
+	node := userdata.Node{ID: "n1", Workflow: "wf_deploy"}
 	first, err := fx.render(ign, node)
 	if err != nil {
 		t.Fatal(err)
@@ -248,19 +293,27 @@ func TestReRenderMintsAnotherToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(fx.tokens(t)) != 2 {
-		t.Fatalf("tokens: %+v", fx.tokens(t))
+	var ids []string
+	for _, tok := range fx.tokens(t) {
+		ids = append(ids, tok.ID)
 	}
-	fx.advance(time.Hour)
-	if err := fx.consume(tokenIn(t, firstDoc)); err != nil {
-		t.Fatalf("the unused first token within its lifetime: %v", err)
+	slices.Sort(ids)
+	want := []string{kept[0].ID, kept[1].ID, second.JoinTokenID}
+	slices.Sort(want)
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("tokens after the re-render (-want +got):\n%s", diff)
 	}
-	if err := fx.consume(tokenIn(t, firstDoc)); proto.AsError(err).Details.Reason != "token-used" {
-		t.Fatalf("the first token twice: %v", err)
+
+	fx.advance(time.Minute)
+	if err := joinAs(tokenIn(t, firstDoc)); proto.CodeOf(err) != proto.Unauthenticated || proto.AsError(err).Details.Reason != proto.ReasonTokenInvalid {
+		t.Fatalf("the first render's token within its lifetime, after the re-render: %v, want UNAUTHENTICATED token-invalid", err)
 	}
-	fx.advance(time.Hour)
-	if err := fx.consume(tokenIn(t, secondDoc)); proto.AsError(err).Details.Reason != "token-expired" {
-		t.Fatalf("the second token after 2h: %v", err)
+	if err := joinAs(tokenIn(t, secondDoc)); err != nil {
+		t.Fatalf("the second render's token: %v", err)
+	}
+	fx.advance(2 * time.Hour)
+	if err := joinAs(tokenIn(t, secondDoc)); proto.AsError(err).Details.Reason != proto.ReasonTokenUsed {
+		t.Fatalf("the second token again: %v", err)
 	}
 }
 
