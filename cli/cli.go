@@ -7,7 +7,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -271,7 +270,7 @@ func (x *exec) call(method string, req, resp any) error {
 // print writes v as JSON, or as the table that table writes.
 func (x *exec) print(v any, table func(t *tabwriter.Writer)) {
 	if x.format == "json" {
-		enc := json.NewEncoder(x.env.Stdout)
+		enc := proto.NewEncoder(x.env.Stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(v)
 		return
@@ -292,7 +291,7 @@ func printError(env Env, format string, err error) {
 		retryAfter = &seconds
 	}
 	if format == "json" {
-		enc := json.NewEncoder(env.Stdout)
+		enc := proto.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(struct {
 			*proto.Error

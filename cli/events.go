@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -9,6 +8,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
 
@@ -70,7 +70,7 @@ func (x *exec) followEvents(req api.EventsRequest) error {
 // printEvents writes events as table lines, or as JSON lines.
 func printEvents(out io.Writer, format string, events []api.Event) {
 	if format == "json" {
-		enc := json.NewEncoder(out)
+		enc := proto.NewEncoder(out)
 		for _, e := range events {
 			enc.Encode(e)
 		}

@@ -1,9 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"text/tabwriter"
 
 	flag "github.com/spf13/pflag"
@@ -221,14 +221,13 @@ func profileTable(w *tabwriter.Writer, rows []api.ProfileView) {
 	}
 }
 
+// indentJSON is raw indented, its text as it is (json.MarshalIndent wrote <, > and & as
+// \u003c...), or raw itself when it is not JSON.
 func indentJSON(raw json.RawMessage) string {
-	var b strings.Builder
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
 		return string(raw)
 	}
-	out, _ := json.MarshalIndent(v, "", "  ")
-	b.Write(out)
 	return b.String()
 }
 

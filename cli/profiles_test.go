@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
@@ -310,5 +312,37 @@ func TestStoredRowsWithAShippedIDDoNotShadowIt(t *testing.T) {
 	testkit.JSON(t, alpha, nil, "profiles", "delete", "metal-inspect")
 	if e := testkit.Fails(t, alpha, "profiles", "get", "alpha/metal-inspect"); e.Code != "NOT_FOUND" {
 		t.Errorf("after delete: %+v", e)
+	}
+}
+
+// TestProfileOfHTMLCharactersThroughTheCLI creates, through the CLI and the API client, a
+// profile document of the largest size a profile may be whose driver config is <, > and
+// & over and over, then reads it back: encoding/json's Marshal writes each of those as six
+// bytes (\u003c), which made the request six times the document and over the API's bound.
+func TestProfileOfHTMLCharactersThroughTheCLI(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	head, tail := `{"id":"html-heavy","version":1,"target":"metal","drivers":{"virtual-media":{"driver":"redfish","config":{"pad":"`, `"}}}}`
+	doc := head + strings.Repeat("<>&", proto.MaxProfileDocument)[:proto.MaxProfileDocument-len(head)-len(tail)] + tail
+	var created api.ProfileView
+	testkit.JSON(t, reg.AdminConfig, &created, "profiles", "create", writeDoc(t, doc), "--tenant", "root")
+	if created.ID != "html-heavy" || created.Version != 1 {
+		t.Fatalf("created %+v", created)
+	}
+	var got api.ProfileView
+	testkit.JSON(t, reg.AdminConfig, &got, "profiles", "get", "html-heavy", "--tenant", "root")
+	type pad struct {
+		Drivers struct {
+			VirtualMedia struct{ Config struct{ Pad string } } `json:"virtual-media"`
+		}
+	}
+	var back, want pad
+	if err := json.Unmarshal(got.Document, &back); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(doc), &want); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := back.Drivers.VirtualMedia.Config.Pad, want.Drivers.VirtualMedia.Config.Pad; got != want || len(want) < proto.MaxProfileDocument-200 {
+		t.Errorf("the driver config read back differs: %d bytes, want %d", len(got), len(want))
 	}
 }

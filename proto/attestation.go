@@ -88,7 +88,7 @@ func SignResult(signer crypto.Signer, p ResultPayload) (SignedResult, error) {
 		p.Time = time.Now()
 	}
 	p.Time = p.Time.UTC()
-	payload, err := json.Marshal(p)
+	payload, err := Marshal(p)
 	if err != nil {
 		return SignedResult{}, fmt.Errorf("signed result: %w", err)
 	}

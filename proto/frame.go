@@ -2,7 +2,6 @@ package proto
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"io"
 )
@@ -64,7 +63,7 @@ func ReadMessage(r io.Reader) (Message, error) {
 
 // WriteMessage writes m as one frame with a single Write.
 func WriteMessage(w io.Writer, m *Message) error {
-	body, err := json.Marshal(m)
+	body, err := Marshal(m)
 	if err != nil {
 		return err
 	}

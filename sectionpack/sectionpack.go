@@ -80,7 +80,7 @@ func (p Packed) Size() int {
 		return len(`{"zstd":""}`) + base64.StdEncoding.EncodedLen(len(p.Zstd))
 	}
 	// Data as the record writes it: compacted, and <, > and & escaped.
-	b, err := json.Marshal(p)
+	b, err := proto.Marshal(p)
 	if err != nil { // Data is not JSON: the record would not be written at all
 		return MaxData + 1
 	}

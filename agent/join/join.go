@@ -118,7 +118,7 @@ func WriteBundle(dir, server string, pins joinwire.Pins, anchors joinwire.Anchor
 	if err != nil {
 		return bcdconf.Config{}, err
 	}
-	jwk, err := json.Marshal(joinwire.NewJWK(anchors.JoinEncryptionKey))
+	jwk, err := proto.Marshal(joinwire.NewJWK(anchors.JoinEncryptionKey))
 	if err != nil {
 		return bcdconf.Config{}, err
 	}
@@ -204,7 +204,7 @@ func post(ctx context.Context, server *url.URL, ca *x509.Certificate, req joinwi
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	defer client.CloseIdleConnections()
-	reqBody, err := json.Marshal(req)
+	reqBody, err := proto.Marshal(req)
 	if err != nil {
 		return nil, err
 	}

@@ -185,10 +185,10 @@ func (a *agent) Report(generation int64, results []hostconverge.UnitResult) {
 	}
 	inv := proto.HostInventory{Generation: generation, Units: []json.RawMessage{}}
 	for _, r := range results {
-		b, _ := json.Marshal(r)
+		b, _ := proto.Marshal(r)
 		inv.Units = append(inv.Units, b)
 	}
-	if b, err := json.Marshal(inv); err == nil {
+	if b, err := proto.Marshal(inv); err == nil {
 		a.session.SetInventory(proto.SectionHost, b)
 	}
 	a.mu.Lock()
@@ -231,7 +231,7 @@ func (a *agent) load() (proto.NodeSpec, error) {
 }
 
 func (a *agent) save(spec proto.NodeSpec) error {
-	b, err := json.Marshal(spec)
+	b, err := proto.Marshal(spec)
 	if err != nil {
 		return err
 	}

@@ -235,7 +235,7 @@ func (a *agent) deployImage(ctx context.Context, payload json.RawMessage) (json.
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(proto.DeployImageResult{SHA256: res.Digest, BytesWritten: res.Written})
+	return proto.Marshal(proto.DeployImageResult{SHA256: res.Digest, BytesWritten: res.Written})
 }
 
 // progressReporter is deploy.image's progress: report is given the first progress and
@@ -269,7 +269,7 @@ func (a *agent) kexec(ctx context.Context, _ json.RawMessage) (json.RawMessage, 
 		a.mu.Unlock()
 		a.stop()
 	})
-	return json.Marshal(proto.BootKexecResult{})
+	return proto.Marshal(proto.BootKexecResult{})
 }
 
 // loadKernel finds the kernel of the OS on the disk and loads it for kexec.

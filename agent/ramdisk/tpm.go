@@ -38,6 +38,6 @@ func tpmHandler[I, O any](open func() (*tpm.TPM, error), kind string, do func(*t
 		if err != nil {
 			return nil, proto.Errorf(proto.DriverError, "%s: %v", kind, err)
 		}
-		return json.Marshal(out)
+		return proto.Marshal(out)
 	}
 }

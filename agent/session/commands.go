@@ -103,7 +103,7 @@ func ReportProgress(ctx context.Context, detail any) {
 	if !ok {
 		return
 	}
-	b, err := json.Marshal(detail)
+	b, err := proto.Marshal(detail)
 	if err != nil {
 		return
 	}

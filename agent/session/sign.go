@@ -21,7 +21,7 @@ func SignResult(ctx context.Context, kind string, result any) (json.RawMessage, 
 	if !ok || !running {
 		return nil, proto.Errorf(proto.Internal, "a %s result is signed only while its command runs", kind)
 	}
-	body, err := json.Marshal(result)
+	body, err := proto.Marshal(result)
 	if err != nil {
 		return nil, err
 	}
@@ -35,5 +35,5 @@ func SignResult(ctx context.Context, kind string, result any) (json.RawMessage, 
 		return nil, err
 	}
 	sr.Certificate = cert.Certificate[0]
-	return json.Marshal(sr)
+	return proto.Marshal(sr)
 }

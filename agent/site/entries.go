@@ -1,6 +1,7 @@
 package site
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -177,11 +178,13 @@ func (t *entries) setRelayed(node string, e *proto.BootEntry) error {
 // save writes the relayed entries; t.mu is held.
 func (t *entries) save() error {
 	list := t.relayedList()
-	data, err := json.MarshalIndent(list, "", "  ")
-	if err != nil {
+	var data bytes.Buffer
+	enc := proto.NewEncoder(&data)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(list); err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(t.file, data, 0o600)
+	return fsutil.WriteFileAtomic(t.file, data.Bytes(), 0o600)
 }
 
 func (t *entries) relayedList() []proto.BootEntry {

@@ -35,7 +35,7 @@ func cut[T any](list []T, budget int) (json.RawMessage, int) {
 	out := []byte{'['}
 	var ends []int // ends[i] is the length of out with list[i], its comma included
 	for i, e := range list {
-		b, _ := json.Marshal(e)
+		b, _ := proto.Marshal(e)
 		if i > 0 {
 			b = append([]byte{','}, b...)
 		}
@@ -106,7 +106,7 @@ func newReports(info proto.SiteInventory) *reports {
 
 // siteSection is the `site` section now; r.mu is held (or r is not shared yet).
 func (r *reports) siteSection() json.RawMessage {
-	data, _ := json.Marshal(r.info)
+	data, _ := proto.Marshal(r.info)
 	return data
 }
 

@@ -50,7 +50,7 @@ func (s *steps) entryStep(fn func(cmd proto.SiteCommand) (any, error)) session.H
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(out)
+		return proto.Marshal(out)
 	}
 }
 
@@ -140,7 +140,7 @@ func (s *steps) bind(kind string, fn step) session.Handler {
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(out)
+		return proto.Marshal(out)
 	}
 }
 

@@ -71,7 +71,7 @@ func (r Runner) Command(ctx context.Context, payload json.RawMessage) (json.RawM
 		return nil, err
 	}
 	if r.Sign == nil {
-		return json.Marshal(res)
+		return proto.Marshal(res)
 	}
 	return r.Sign(ctx, proto.CommandDiagDCGM, res)
 }

@@ -118,7 +118,7 @@ func (r Reader) Command(ctx context.Context, payload json.RawMessage, report fun
 	for name, data := range Sections(hw) {
 		report(name, data)
 	}
-	return json.Marshal(hw)
+	return proto.Marshal(hw)
 }
 
 // Sections are the hardware inventory's sections by name, as an agent reports them.
@@ -126,7 +126,7 @@ func Sections(hw proto.HardwareInventory) map[string]json.RawMessage {
 	out := map[string]json.RawMessage{}
 	for name, v := range map[string]any{proto.SectionSystem: hw.System, proto.SectionNICs: hw.NICs, proto.SectionDisks: hw.Disks,
 		proto.SectionCPU: hw.CPU, proto.SectionMemory: hw.Memory, proto.SectionGPUs: hw.GPUs} {
-		if b, err := json.Marshal(v); err == nil {
+		if b, err := proto.Marshal(v); err == nil {
 			out[name] = b
 		}
 	}

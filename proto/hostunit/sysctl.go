@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/better-compute/better-compute/jsondoc"
+	"github.com/better-compute/better-compute/proto"
 )
 
 // Sysctl sets kernel parameters (/proc/sys). Its settings are sysctl names with scalar
@@ -29,7 +30,7 @@ func (s Sysctl) MarshalJSON() ([]byte, error) {
 	if !s.When.IsZero() {
 		m["when"] = s.When
 	}
-	return json.Marshal(m)
+	return proto.Marshal(m)
 }
 
 // UnmarshalJSON reads an object of sysctl names and scalar values, and when.

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // Payload is what a JoinResponse vouches for.
@@ -53,7 +55,7 @@ func SignedBytes(payload []byte) []byte {
 // SignResponse signs p with the JoinResponse signing key.
 func SignResponse(signer crypto.Signer, p Payload) (Response, error) {
 	p.Version = Version
-	payload, err := json.Marshal(p)
+	payload, err := proto.Marshal(p)
 	if err != nil {
 		return Response{}, err
 	}

@@ -254,7 +254,7 @@ func (b *bufferedResponse) Write(p []byte) (int, error) {
 // A failure is the registry's *proto.Error, or one that says the registry is out of reach.
 // A call refused UNAVAILABLE with Retry-After is sent again (maxRetries), logged.
 func (c *Client) Call(ctx context.Context, method string, req, resp any) error {
-	body, err := json.Marshal(req)
+	body, err := proto.Marshal(req)
 	if err != nil {
 		return err
 	}

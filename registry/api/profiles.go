@@ -39,7 +39,7 @@ func (d *Document) UnmarshalJSON(b []byte) error {
 }
 
 // MarshalJSON sends the document's text as a JSON string.
-func (d Document) MarshalJSON() ([]byte, error) { return json.Marshal(string(d)) }
+func (d Document) MarshalJSON() ([]byte, error) { return proto.Marshal(string(d)) }
 
 // CreateProfileRequest is the body of profiles.create.
 type CreateProfileRequest struct {

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -446,7 +445,7 @@ func (s *Server) check(bearer string) (*Caller, error) {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	if err := json.NewEncoder(w).Encode(v); err != nil {
+	if err := proto.NewEncoder(w).Encode(v); err != nil {
 		fmt.Fprintln(w)
 	}
 }

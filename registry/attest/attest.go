@@ -167,12 +167,12 @@ func readWipe(cmd proto.Command, sr *proto.SignedResult, p *proto.ResultPayload,
 	w := Wipe{Attestation: sr}
 	if refused != nil {
 		w.Reason = refused.Error()
-		return json.Marshal(w)
+		return proto.Marshal(w)
 	}
 	var r proto.DiskWipeResult
 	if err := json.Unmarshal(p.Result, &r); err != nil {
 		w.Reason = fmt.Sprintf("the signed result is not a disk.wipe result: %v", err)
-		return json.Marshal(w)
+		return proto.Marshal(w)
 	}
 	var asked proto.DiskWipe
 	if len(cmd.Payload) > 0 {
@@ -185,7 +185,7 @@ func readWipe(cmd proto.Command, sr *proto.SignedResult, p *proto.ResultPayload,
 	}
 	w.Mode, w.Disks = r.Mode, r.Disks
 	w.Attested, w.Reason = verdict(asked.Mode, r)
-	return json.Marshal(w)
+	return proto.Marshal(w)
 }
 
 // methods are the methods that wipe a disk in each mode: never a weaker one.

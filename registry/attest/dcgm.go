@@ -59,5 +59,5 @@ func readDCGM(cmd proto.Command, sr *proto.SignedResult, p *proto.ResultPayload,
 			WithReason(proto.ReasonTestsFailed).WithFailed(failed)
 	}
 	r.Passed = true
-	return json.Marshal(DCGM{DCGMResult: r, Attestation: sr})
+	return proto.Marshal(DCGM{DCGMResult: r, Attestation: sr})
 }

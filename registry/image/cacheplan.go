@@ -2,7 +2,6 @@ package image
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -150,7 +149,7 @@ func (l *tenantPlan) add(e planned) {
 		return
 	}
 	l.listed[[2]string{e.image.Digest, e.image.Source}] = true
-	b, _ := json.Marshal(e.image)
+	b, _ := proto.Marshal(e.image)
 	e.bytes = len(b)
 	at := len(l.entries)
 	if e.extra {

@@ -194,7 +194,7 @@ func overlay(base map[string]string, config json.RawMessage, trust map[string]js
 }
 
 func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
+	b, err := proto.Marshal(v)
 	if err != nil {
 		panic("encoding a driver config: " + err.Error())
 	}

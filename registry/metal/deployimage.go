@@ -121,7 +121,7 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 		return nil, proto.Errorf(proto.InvalidConfig, "profile %s has userData, and no userdata.render succeeded before deploy.deploy: the machine would boot without it", p.ID())
 	}
 	in.UserDataRef, in.UserDataKind = ud.UserDataRef, ud.Kind
-	input, err := json.Marshal(in)
+	input, err := proto.Marshal(in)
 	if err != nil {
 		return nil, err
 	}

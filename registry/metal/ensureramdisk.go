@@ -75,7 +75,7 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 		return nil, err
 	}
 	if runs {
-		return json.Marshal(proto.EnsureRamdiskResult{Booted: false})
+		return proto.Marshal(proto.EnsureRamdiskResult{Booted: false})
 	}
 	if gone != "" {
 		s.cfg.Log.Info("booting the machine into the ramdisk again", "node", a.Node.ID, "workflow", a.Run.ID, "why", gone)
@@ -93,7 +93,7 @@ func (s *Service) ensureRamdisk(ctx context.Context, a *workflow.Attempt) (json.
 	if err := s.cfg.Joins.WaitJoined(ctx, a.Node.ID, profile.Ramdisk, a.StartedAt, a.BootID); err != nil {
 		return nil, err
 	}
-	return json.Marshal(proto.EnsureRamdiskResult{Booted: true, Gone: gone})
+	return proto.Marshal(proto.EnsureRamdiskResult{Booted: true, Gone: gone})
 }
 
 // noRamdisk is the relay guard of a run whose metal.ensureRamdisk failed: a command for

@@ -312,7 +312,7 @@ func withWipeMode(p *profile.Profile, mode string) (*profile.Profile, error) {
 			m["with"] = map[string]any{"mode": mode}
 		}
 	}
-	raw, err := json.Marshal(doc)
+	raw, err := proto.Marshal(doc)
 	if err != nil {
 		return nil, err
 	}

@@ -116,7 +116,7 @@ func (s *Service) ramdiskExtras(ctx context.Context, node store.Node, pool store
 // node has no TPM enrolled, where the pool's measured-boot policy is not off, it then
 // enrolls the TPM (enrollTPM): first contact, at inspection.
 func (s *Service) refreshInventory(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
-	input, err := json.Marshal(proto.InventoryRefresh{ProductUUID: a.Node.ProductUUID, MAC: a.Node.BoundMAC})
+	input, err := proto.Marshal(proto.InventoryRefresh{ProductUUID: a.Node.ProductUUID, MAC: a.Node.BoundMAC})
 	if err != nil {
 		return nil, err
 	}

@@ -116,5 +116,5 @@ func (s *Service) revokeIdentity(_ context.Context, a *workflow.Attempt) (json.R
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(proto.RevokeIdentityResult{RevokedAt: at, JoinTokensDeleted: deleted})
+	return proto.Marshal(proto.RevokeIdentityResult{RevokedAt: at, JoinTokensDeleted: deleted})
 }

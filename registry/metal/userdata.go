@@ -33,7 +33,7 @@ func (s *Service) renderUserData(ctx context.Context, a *workflow.Attempt) (json
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(res)
+	return proto.Marshal(res)
 }
 
 // renderedUserData returns the result of the run's last userdata.render that succeeded,

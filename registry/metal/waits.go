@@ -40,7 +40,7 @@ func (s *Service) waitAgentJoined(ctx context.Context, a *workflow.Attempt) (jso
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(proto.WaitAgentJoined{Role: with.Role})
+	return proto.Marshal(proto.WaitAgentJoined{Role: with.Role})
 }
 
 // waitGenerationObserved is wait.generationObserved: it waits until the node's agent

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // RenderedStep is one step as a workflow runs it, everything the profile left to the
@@ -116,7 +118,7 @@ func (p *Profile) withDefaults(spec *stepSpec, with json.RawMessage) json.RawMes
 	if len(m) == 0 {
 		return nil
 	}
-	text, err := json.Marshal(m)
+	text, err := proto.Marshal(m)
 	if err != nil {
 		panic("encoding a step input: " + err.Error())
 	}

@@ -54,7 +54,7 @@ func ExpandBMC(tx *store.Tx, secrets *secret.Box, agent string, cmd proto.Comman
 	if sc.Credential, err = secrets.ForBMC(tx, n); err != nil {
 		return cmd, err
 	}
-	cmd.Payload, err = json.Marshal(sc)
+	cmd.Payload, err = proto.Marshal(sc)
 	return cmd, err
 }
 

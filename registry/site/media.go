@@ -84,10 +84,10 @@ func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto
 	if err := image.RefuseFetch(site, pool, fetch); err != nil {
 		return cmd, err
 	}
-	if sc.Input, err = json.Marshal(in); err != nil {
+	if sc.Input, err = proto.Marshal(in); err != nil {
 		return cmd, err
 	}
-	cmd.Payload, err = json.Marshal(sc)
+	cmd.Payload, err = proto.Marshal(sc)
 	return cmd, err
 }
 

@@ -30,7 +30,7 @@ func Command(tx *store.Tx, node, run, step, kind string, input json.RawMessage) 
 	if err != nil {
 		return nil, "", err
 	}
-	payload, err = json.Marshal(proto.SiteCommand{Node: n.ID, Drivers: drivers, Input: input})
+	payload, err = proto.Marshal(proto.SiteCommand{Node: n.ID, Drivers: drivers, Input: input})
 	return payload, n.Tenant, err
 }
 

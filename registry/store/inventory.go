@@ -70,8 +70,8 @@ func inventoryKey(node, section string) []byte { return []byte(node + "/" + sect
 // always mark the copy stored.
 var markRoom = func() int {
 	longest := InventoryRefusal{At: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -(23*60+59)*60)), Bytes: math.MinInt}
-	marked, errM := json.Marshal(inventoryRecord{Refused: &longest})
-	unmarked, errU := json.Marshal(inventoryRecord{})
+	marked, errM := proto.Marshal(inventoryRecord{Refused: &longest})
+	unmarked, errU := proto.Marshal(inventoryRecord{})
 	if err := errors.Join(errM, errU); err != nil {
 		panic(err)
 	}
@@ -81,7 +81,7 @@ var markRoom = func() int {
 // putSection writes s, refusing (INVALID_INPUT at inventory.<section>) a record over
 // proto.MaxInventoryRecord, or, without a mark, one that leaves no markRoom under it.
 func (t *Tx) putSection(s InventorySection, reported int) error {
-	rec, err := json.Marshal(s.record())
+	rec, err := proto.Marshal(s.record())
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -172,19 +171,16 @@ func (t *Tx) put(bucket string, key []byte, v any) error {
 	return t.kv.put(bucket, key, rec)
 }
 
-// encodeRecord is v's record: the schema byte, then v's JSON with its text as it is.
-// encoding/json's Marshal writes <, > and & in six bytes each (\u003c), which would make
-// the record of a profile document of 1 MiB, one of those characters over and over, six
-// times larger than the document, and more than etcd takes in a request.
+// encodeRecord is v's record: the schema byte, then v's JSON with its text as it is
+// (proto.Marshal): encoding/json's Marshal writes <, > and & in six bytes each, which
+// would make the record of a profile document of 1 MiB, one of those characters over and
+// over, six times larger than the document, and more than etcd takes in a request.
 func encodeRecord(v any) ([]byte, error) {
-	buf := bytes.NewBuffer([]byte{schemaVersion})
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	text, err := proto.Marshal(v)
+	if err != nil {
 		return nil, err
 	}
-	// Encode ends the text with a line break, which the record does not keep.
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return append([]byte{schemaVersion}, text...), nil
 }
 
 // putRaw writes an index entry (no schema byte) at key.

@@ -61,7 +61,7 @@ func (r *Renderer) Deliver(tx *store.Tx, node string, role proto.Role, cmd proto
 		return cmd, err
 	}
 	in.UserData = doc.Data
-	payload, err := json.Marshal(in)
+	payload, err := proto.Marshal(in)
 	cmd.Payload = payload
 	return cmd, err
 }

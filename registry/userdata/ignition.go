@@ -79,8 +79,7 @@ WantedBy=multi-user.target
 		return nil, err
 	}
 	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
+	enc := proto.NewEncoder(&out)
 	enc.SetIndent("", "  ")
 	err = enc.Encode(pruneEmpty(doc))
 	return out.Bytes(), err

@@ -1,7 +1,6 @@
 package userdata
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -84,7 +83,7 @@ func (r *Renderer) Render(tx *store.Tx, ud profile.UserData, node Node) (proto.U
 	if err != nil {
 		return proto.UserDataRendered{}, err
 	}
-	payload, err := json.Marshal(Document{Kind: ud.Kind, Data: doc})
+	payload, err := proto.Marshal(Document{Kind: ud.Kind, Data: doc})
 	if err != nil {
 		return proto.UserDataRendered{}, err
 	}

@@ -54,7 +54,7 @@ func (e *Engine) withSpecs(run store.Run) (store.Run, error) {
 		return run, err
 	}
 	for i, s := range pl.steps {
-		spec, err := json.Marshal(s)
+		spec, err := proto.Marshal(s)
 		if err != nil {
 			return run, err
 		}
