@@ -32,7 +32,7 @@ func (f *busyFleet) restart() {
 // payloads they were given.
 type heldCommand struct {
 	started, release chan struct{}
-	once             sync.Once
+	once, freed      sync.Once
 	mu               sync.Mutex
 	payloads         []json.RawMessage
 }
@@ -55,6 +55,41 @@ func (h *heldCommand) wrap(next session.Handler) session.Handler {
 		}
 		return next(ctx, p)
 	}
+}
+
+// free lets the held runs go on; once is enough, and more do nothing.
+func (h *heldCommand) free() {
+	h.freed.Do(func() { close(h.release) })
+}
+
+// heldSiteAgent starts rack-a's site agent, whose boot.prepareRamdisk is held by the
+// heldCommand it returns, with the context and wait group of the test's agents, which
+// the test's end stops and waits for.
+func (f *busyFleet) heldSiteAgent(t *testing.T) (context.Context, *sync.WaitGroup, *heldCommand) {
+	ctx, cancel := context.WithCancel(context.Background())
+	agents, held := &sync.WaitGroup{}, newHeldCommand()
+	t.Cleanup(func() { held.free(); cancel(); agents.Wait() })
+	siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
+	siteAgent.handlers = map[string]session.Handler{proto.CommandPrepareRamdisk: held.wrap(
+		func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return json.Marshal(proto.PrepareRamdiskResult{Kind: proto.BootRamdisk})
+		})}
+	agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+	return ctx, agents, held
+}
+
+// restartAndEnd restarts the registry, then lets held's runs go on, and returns the
+// run workflow once it ended (or as last read when it did not).
+func (f *busyFleet) restartAndEnd(c *api.Client, held *heldCommand, workflow string) api.WorkflowView {
+	f.restart()
+	held.free()
+	var wf api.WorkflowView
+	f.wait("the run to end", func() bool {
+		var err error
+		wf, err = call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: workflow})
+		return err == nil && (wf.State == store.RunSucceeded || wf.State == store.RunFailed)
+	})
+	return wf
 }
 
 // ran is the payloads of the handler's runs.
@@ -88,23 +123,7 @@ func TestResumedStepsSendWhatTheySentBefore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startBusyFleet(t)
-			ctx, cancel := context.WithCancel(context.Background())
-			var agents sync.WaitGroup
-			defer func() { cancel(); agents.Wait() }()
-			held := newHeldCommand()
-			defer func() {
-				select {
-				case <-held.release:
-				default:
-					close(held.release)
-				}
-			}()
-			siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
-			siteAgent.handlers = map[string]session.Handler{proto.CommandPrepareRamdisk: held.wrap(
-				func(context.Context, json.RawMessage) (json.RawMessage, error) {
-					return json.Marshal(proto.PrepareRamdiskResult{Kind: proto.BootRamdisk})
-				})}
-			agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+			ctx, agents, held := f.heldSiteAgent(t)
 			c := f.tenants["acme"]
 			if tc.profile == attest {
 				f.must(c.Call(ctx, "pools.update", api.UpdatePoolRequest{Name: "gpu", Policy: &api.PoolPolicy{HardwareProfile: "gpu-redfish",
@@ -126,19 +145,13 @@ func TestResumedStepsSendWhatTheySentBefore(t *testing.T) {
 				t.FailNow()
 			}
 			if m != nil {
-				m.bootRamdisk(ctx, f, &agents)
+				m.bootRamdisk(ctx, f, agents)
 			}
 			if !f.wait(tc.kind+" to run at its agent", func() bool { return len(held.ran()) > 0 }) {
 				t.FailNow()
 			}
 
-			f.restart()
-			close(held.release)
-			var wf api.WorkflowView
-			f.wait("the run to end", func() bool {
-				wf, err = call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
-				return err == nil && (wf.State == store.RunSucceeded || wf.State == store.RunFailed)
-			})
+			wf := f.restartAndEnd(c, held, started.WorkflowID)
 			if wf.State != store.RunSucceeded || len(wf.Steps[0].Attempts) != 1 {
 				t.Fatalf("the run resumed with %s pending: %s, %d attempts, failure %+v", tc.kind, wf.State, len(wf.Steps[0].Attempts), wf.Failure)
 			}
@@ -188,22 +201,7 @@ func TestResumedStepsSendWhatTheySentBefore(t *testing.T) {
 func TestResumedSiteCommandKeepsItsBindings(t *testing.T) {
 	const prepare = `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk"}]}`
 	f := startBusyFleet(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var agents sync.WaitGroup
-	defer func() { cancel(); agents.Wait() }()
-	held := newHeldCommand()
-	released := false
-	defer func() {
-		if !released {
-			close(held.release)
-		}
-	}()
-	siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
-	siteAgent.handlers = map[string]session.Handler{proto.CommandPrepareRamdisk: held.wrap(
-		func(context.Context, json.RawMessage) (json.RawMessage, error) {
-			return json.Marshal(proto.PrepareRamdiskResult{Kind: proto.BootRamdisk})
-		})}
-	agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+	ctx, _, held := f.heldSiteAgent(t)
 	c := f.tenants["acme"]
 	f.must(c.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(prepare)}, nil), "profiles.create")
 	node, ok := f.enrollReady(c, 0, 0)
@@ -226,14 +224,7 @@ func TestResumedSiteCommandKeepsItsBindings(t *testing.T) {
 		return err
 	}), "changing the node's driver bindings")
 
-	f.restart()
-	close(held.release)
-	released = true
-	var wf api.WorkflowView
-	f.wait("the run to end", func() bool {
-		wf, err = call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
-		return err == nil && (wf.State == store.RunSucceeded || wf.State == store.RunFailed)
-	})
+	wf := f.restartAndEnd(c, held, started.WorkflowID)
 	if wf.State != store.RunSucceeded || len(wf.Steps[0].Attempts) != 1 {
 		t.Fatalf("the run resumed with its site command pending and the node's bindings changed: %s, %d attempts, failure %+v",
 			wf.State, len(wf.Steps[0].Attempts), wf.Failure)

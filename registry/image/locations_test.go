@@ -265,6 +265,31 @@ func refusedAt(host string) proto.ImageCacheEntry {
 	return proto.ImageCacheEntry{Digest: digest("a"), State: proto.CacheFailed, Sources: []string{sourceOf("a")}, Reason: proto.ReasonSourceNotAllowed, RefusedHost: host}
 }
 
+// checkWhy checks the locations at rack-1 of the images named in wantLocs (state,
+// reason, refused host), and the images of plan failed there (FailedAt).
+func (f *siteFixture) checkWhy(t *testing.T, plan []proto.CacheImage, wantLocs map[string]store.ImageLocation, wantFailed []FailedImage) {
+	t.Helper()
+	f.st.View(func(tx *store.Tx) error {
+		for name, want := range wantLocs {
+			loc, err := tx.ImageLocation("rack-1", f.ids[name])
+			if err != nil {
+				t.Fatalf("%s's location: %v", name, err)
+			}
+			if got := (store.ImageLocation{State: loc.State, Reason: loc.Reason, RefusedHost: loc.RefusedHost}); got != want {
+				t.Errorf("%s's location: %+v, want %+v", name, got, want)
+			}
+		}
+		failed, err := FailedAt(tx, "rack-1", plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(wantFailed, failed); diff != "" {
+			t.Errorf("failed beside the plan (-want +got):\n%s", diff)
+		}
+		return nil
+	})
+}
+
 // refusedBeside is a ready entry of digest "a", held for its own source, that reports
 // refused the other sources refused.
 func refusedBeside(refused ...proto.RefusedSource) proto.ImageCacheEntry {
@@ -284,29 +309,7 @@ func TestRefusedSecondSourceSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	plan := []proto.CacheImage{{Ref: "a@1", Digest: digest("a"), Source: sourceOf("a")}, {Ref: "a2@1", Digest: digest("a"), Source: sourceOf("a2")}}
-	check := func(wantLocs map[string]store.ImageLocation, wantFailed []FailedImage) {
-		t.Helper()
-		f.st.View(func(tx *store.Tx) error {
-			for name, want := range wantLocs {
-				loc, err := tx.ImageLocation("rack-1", f.ids[name])
-				if err != nil {
-					t.Fatalf("%s's location: %v", name, err)
-				}
-				if got := (store.ImageLocation{State: loc.State, Reason: loc.Reason, RefusedHost: loc.RefusedHost}); got != want {
-					t.Errorf("%s's location: %+v, want %+v", name, got, want)
-				}
-			}
-			failed, err := FailedAt(tx, "rack-1", plan)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(wantFailed, failed); diff != "" {
-				t.Errorf("failed beside the plan (-want +got):\n%s", diff)
-			}
-			return nil
-		})
-	}
-	check(map[string]store.ImageLocation{
+	f.checkWhy(t, plan, map[string]store.ImageLocation{
 		"a":  {State: proto.CacheReady},
 		"a2": {State: proto.CacheFailed, Reason: proto.ReasonSourceNotAllowed, RefusedHost: "cdn.example.com:443"},
 	}, []FailedImage{{Ref: "a2@1", Digest: digest("a"), Source: sourceOf("a2"), Reason: proto.ReasonSourceNotAllowed, RefusedHost: "cdn.example.com:443"}})
@@ -316,7 +319,7 @@ func TestRefusedSecondSourceSaysWhy(t *testing.T) {
 	if _, err := f.run(t, step{agent: "a2", entries: []proto.ImageCacheEntry{{Digest: digest("a"), State: proto.CacheReady, Sources: both}}}); err != nil {
 		t.Fatal(err)
 	}
-	check(map[string]store.ImageLocation{"a": {State: proto.CacheReady}, "a2": {State: proto.CacheReady}}, []FailedImage{})
+	f.checkWhy(t, plan, map[string]store.ImageLocation{"a": {State: proto.CacheReady}, "a2": {State: proto.CacheReady}}, []FailedImage{})
 }
 
 // FuzzRefusedSource: a source a site agent reports refused beside a ready image, as the
@@ -361,29 +364,7 @@ func TestFailedImagesSayWhy(t *testing.T) {
 		d := digest(name[:1])
 		plan = append(plan, proto.CacheImage{Ref: name + "@1", Digest: d, Source: sourceOf(name)})
 	}
-	check := func(wantLocs map[string]store.ImageLocation, wantFailed []FailedImage) {
-		t.Helper()
-		f.st.View(func(tx *store.Tx) error {
-			for name, want := range wantLocs {
-				loc, err := tx.ImageLocation("rack-1", f.ids[name])
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := (store.ImageLocation{State: loc.State, Reason: loc.Reason, RefusedHost: loc.RefusedHost}); got != want {
-					t.Errorf("%s's location: %+v, want %+v", name, got, want)
-				}
-			}
-			failed, err := FailedAt(tx, "rack-1", plan)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(wantFailed, failed); diff != "" {
-				t.Errorf("failed beside the plan (-want +got):\n%s", diff)
-			}
-			return nil
-		})
-	}
-	check(map[string]store.ImageLocation{
+	f.checkWhy(t, plan, map[string]store.ImageLocation{
 		"a": {State: proto.CacheFailed, Reason: proto.ReasonSourceNotAllowed, RefusedHost: "[fd00::7]:8443"},
 		"b": {State: proto.CacheFailed},
 		"c": {State: proto.CacheReady},
@@ -395,7 +376,7 @@ func TestFailedImagesSayWhy(t *testing.T) {
 	if _, err := f.run(t, step{agent: "a2", entries: []proto.ImageCacheEntry{entry("a", proto.CacheReady)}}); err != nil {
 		t.Fatal(err)
 	}
-	check(map[string]store.ImageLocation{"a": {State: proto.CacheReady}},
+	f.checkWhy(t, plan, map[string]store.ImageLocation{"a": {State: proto.CacheReady}},
 		[]FailedImage{{Ref: "b@1", Digest: digest("b"), Source: sourceOf("b")}})
 }
 
