@@ -245,34 +245,48 @@ func (s *Server) heldAwayShare() {
 }
 
 // listenChecks opens the conflict check's socket when the authoritative server checks
-// addresses, and returns what closes it. Without a socket, or once it failed
-// (checksFailed), the server serves unchecked, and says so once.
+// addresses, and returns what closes it. Without a socket at start the server serves
+// unchecked, and says so once; while a socket it opened is down (checksFailed, until
+// checksBack) it serves unchecked too.
 func (s *Server) listenChecks() (stop func()) {
 	if s.cfg.Mode != Authoritative || !*s.cfg.ConflictCheck {
 		return func() {}
 	}
-	echo, err := inuse.ListenEcho(time.Duration(s.cfg.ConflictCheckTimeout), s.checksFailed)
+	var checker *inuse.Checker
+	echo, err := inuse.ListenEcho(time.Duration(s.cfg.ConflictCheckTimeout), inuse.Health{
+		Failed: s.checksFailed,
+		Back:   func() { s.checksBack(checker) },
+	})
 	if err != nil {
 		s.log.Warn("dhcp: addresses are offered without checking that no host answers at them: run bcd site as root (or with CAP_NET_RAW), "+
 			"or admit its group in net.ipv4.ping_group_range; boot.conflictCheck false turns the check off", "err", err)
 		return func() {}
 	}
-	s.checker.Store(inuse.NewChecker(echo.Ping, s.clock, rememberFree))
+	checker = inuse.NewChecker(echo.Ping, s.clock, rememberFree)
+	s.checker.Store(checker)
 	s.log.Info("dhcp: an address no lease accounts for is offered once no host answered an ICMP echo to it",
 		"socket", echo.Kind(), "timeout", s.cfg.ConflictCheckTimeout.String())
 	return func() {
-		s.checker.Store(nil)
 		echo.Close()
+		s.checker.Store(nil)
 	}
 }
 
-// checksFailed drops the conflict check whose socket failed for good (inuse.Echo stopped
-// reading it): from then on addresses are offered without checks, as without a socket at
-// start, and the server says so once.
+// checksFailed drops the conflict check whose socket failed (inuse.Echo stopped reading
+// it): until it opens again (checksBack), addresses are offered without checks, and the
+// server says so once.
 func (s *Server) checksFailed(err error) {
 	s.checker.Store(nil)
 	s.log.Warn("dhcp: the conflict check's ICMP socket failed: addresses are offered without checking that no host answers at them "+
-		"until bcd site restarts; restart it to check again, and look at why the socket failed (the error)", "err", err)
+		"until it opens again, tried after firstRetry and then twice as long each time up to every lastRetry; until an info says "+
+		"the checks are back, look at why the socket failed (the error)", "err", err, "firstRetry", inuse.FirstReopen.String(), "lastRetry", inuse.LastReopen.String())
+}
+
+// checksBack restores the conflict check once its socket opened again after
+// checksFailed, and says so once.
+func (s *Server) checksBack(checker *inuse.Checker) {
+	s.checker.Store(checker)
+	s.log.Info("dhcp: the conflict check's ICMP socket opened again: addresses are checked again before they are offered")
 }
 
 // DHCPHandler is the server's DHCP handler of port 67, a plain function of the request.

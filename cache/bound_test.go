@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/better-compute/better-compute/fetch/fetchtest"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/testkit"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestPullStaysWithinItsBound: a source the site allows answers the cache's pull with a
@@ -111,5 +113,49 @@ func TestRefusedPullIsTriedAgainOnceTheBoundAllowsIt(t *testing.T) {
 	pulls := strings.Count(log.String(), `msg="cache: pull" digest=`+gone.digest)
 	if e, _ := h.entry(gone.digest); pulls != 1 || e.State != proto.CacheFailed {
 		t.Errorf("the image that failed for another reason was pulled %d times and is %s; want once, and failed until its interval", pulls, e.State)
+	}
+}
+
+// TestRefusedSecondSourceIsReported: a ready file's digest is named by a second image
+// whose source is on a host the site's image sources lack. Its check is refused: the
+// file stays ready for its own source, and its report names the refused source with the
+// host it was refused at, so that the operator sees why the second image is not at the
+// site. Once the host is listed, the source is checked at once, joins the file's sources
+// and leaves the refused ones. Before, the refusal was only logged.
+func TestRefusedSecondSourceIsReported(t *testing.T) {
+	own, other := newSource(t), newSource(t)
+	a := newArtifact(47, 64<<10)
+	urlOwn, urlOther := own.add("/a.raw", a.data), other.add("/a.raw", a.data)
+	cfg := own.config()
+	cfg.RootCAs.AddCert(other.srv.Certificate())
+	cfg.Clock, cfg.RetryInterval = newFakeClock(), time.Hour
+	h := start(t, cfg)
+	ownHost, otherHost := strings.TrimPrefix(own.srv.URL, "https://"), strings.TrimPrefix(other.srv.URL, "https://")
+	h.c.SetBound(proto.SourceBound{Site: []string{ownHost}})
+	if err := h.c.SetDesired([]proto.CacheImage{image(a, urlOwn), image(a, urlOther)}); err != nil {
+		t.Fatal(err)
+	}
+	want := []proto.RefusedSource{{Source: urlOther, RefusedHost: otherHost}}
+	var e proto.ImageCacheEntry
+	waitFor(t, "the second source's refusal to be reported", func() bool {
+		e, _ = h.entry(a.digest)
+		return len(e.Refused) > 0
+	})
+	if diff := cmp.Diff(want, e.Refused); diff != "" {
+		t.Errorf("refused sources (-want +got):\n%s", diff)
+	}
+	if e.State != proto.CacheReady || !slices.Equal(e.Sources, []string{urlOwn}) || e.Reason != "" || e.RefusedHost != "" {
+		t.Errorf("entry %+v: want ready for its own source only, with no reason of its own", e)
+	}
+	if other.served.Load() != 0 {
+		t.Errorf("the refused source served %d bytes", other.served.Load())
+	}
+
+	h.c.SetBound(proto.SourceBound{Site: []string{ownHost, otherHost}})
+	both := []string{urlOwn, urlOther}
+	slices.Sort(both)
+	waitSources(t, h, a.digest, both)
+	if e, _ := h.entry(a.digest); e.Refused != nil {
+		t.Errorf("the source checked since is still reported refused: %+v", e.Refused)
 	}
 }

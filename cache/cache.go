@@ -75,10 +75,12 @@ type entry struct {
 	cancel  context.CancelFunc
 }
 
-// failure is when a source's last pull failed, and whether the bound refused it.
+// failure is when a source's last pull failed, and whether the bound refused it, at
+// which host (proto.RefusedSource.RefusedHost).
 type failure struct {
-	at      time.Time
-	refused bool
+	at          time.Time
+	refused     bool
+	refusedHost string
 }
 
 // Open opens (or makes) the cache in cfg.Dir and puts what a crash left in order: files
@@ -249,6 +251,7 @@ func (c *Cache) Entries() []proto.ImageCacheEntry {
 		if !e.verify && e.rec.State == proto.CacheFailed {
 			ie.Reason, ie.RefusedHost = e.rec.Reason, e.rec.RefusedHost
 		}
+		ie.Refused = e.refusedSources(ie)
 		switch {
 		case e.verify:
 			ie.State = proto.CachePulling
@@ -260,6 +263,24 @@ func (c *Cache) Entries() []proto.ImageCacheEntry {
 		out = append(out, ie)
 	}
 	slices.SortFunc(out, func(a, b proto.ImageCacheEntry) int { return strings.Compare(a.Digest, b.Digest) })
+	return out
+}
+
+// refusedSources are the sources of e the bound refused (proto.ImageCacheEntry.Refused)
+// besides those ie, its report, names already: its sources, and the source its reason
+// is about. c.mu is held.
+func (e *entry) refusedSources(ie proto.ImageCacheEntry) []proto.RefusedSource {
+	var out []proto.RefusedSource
+	for _, src := range slices.Sorted(maps.Keys(e.failed)) {
+		f := e.failed[src]
+		if !f.refused || f.refusedHost == "" || slices.Contains(ie.Sources, src) || ie.Reason != "" && src == e.rec.Source {
+			continue
+		}
+		if len(out) == proto.MaxImageCacheSources {
+			break
+		}
+		out = append(out, proto.RefusedSource{Source: src, RefusedHost: f.refusedHost})
+	}
 	return out
 }
 

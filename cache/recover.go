@@ -43,7 +43,7 @@ func (c *Cache) recover() error {
 		e := &entry{rec: r}
 		c.entries[r.Digest] = e
 		if r.State == proto.CacheFailed && r.Source != "" {
-			e.failed = map[string]failure{r.Source: {at: r.FailedAt, refused: r.Reason == proto.ReasonSourceNotAllowed}}
+			e.failed = map[string]failure{r.Source: {at: r.FailedAt, refused: r.Reason == proto.ReasonSourceNotAllowed, refusedHost: r.RefusedHost}}
 		}
 		switch size, ok := ready[r.Digest]; {
 		case ok && size >= 0:

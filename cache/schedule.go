@@ -130,7 +130,8 @@ func (c *Cache) pullDone(e *entry, src string, size int64, err error, stopped bo
 		if e.failed == nil {
 			e.failed = map[string]failure{}
 		}
-		e.failed[src] = failure{at: c.cfg.Clock.Now(), refused: errors.Is(err, fetch.ErrNotAllowed)}
+		_, host := failureOf(err)
+		e.failed[src] = failure{at: c.cfg.Clock.Now(), refused: errors.Is(err, fetch.ErrNotAllowed), refusedHost: host}
 	}
 	if e.checking {
 		c.checkDone(e, src, err, stopped)

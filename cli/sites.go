@@ -81,7 +81,7 @@ var siteCommands = []command{{
 	long: "the images the site's cache should hold (its pools' verified pre-warm images); LEFT OUT (`excluded` in JSON): the refs left out, " +
 		"with their reason and why; FAILED AT THE SITE (`failed`): the planned images the site's agent reports failed, with the reason its cache " +
 		"gave: `source-not-allowed` with the REFUSED HOST its fetch was refused at (a redirect's, a token realm's, or the loopback or link-local " +
-		"address a name led to), `capacity`, or `-` (the site agent's log says why); a refused host listed with `sites update NAME --image-sources` " +
+		"address a name led to; also an image whose digest the cache holds for another source while its own source was refused), `capacity`, or `-` (the site agent's log says why); a refused host listed with `sites update NAME --image-sources` " +
 		"has the image pulled again at once (docs/site.md)",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
@@ -148,8 +148,8 @@ var siteCommands = []command{{
 	summary: "show the images the site's caches hold, as its site agents report them (pulling, ready, failed, evicting), and why a failed one failed",
 	long: "the images the site's caches hold, by state (`pulling`, `ready`, `failed`, `evicting`), as " +
 		"its site agent reports them, with their last use (`-` for never) and, for a failed one, the reason its cache gave: " +
-		"`source-not-allowed` with the REFUSED HOST its fetch was refused at, `capacity`, or `-` (the site agent's log says why) " +
-		"(docs/site.md)",
+		"`source-not-allowed` with the REFUSED HOST its fetch was refused at (also an image whose digest is ready for another image's source " +
+		"while its own source was refused), `capacity`, or `-` (the site agent's log says why) (docs/site.md)",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		return func(x *exec) error {

@@ -83,6 +83,21 @@ type ImageCacheEntry struct {
 	// address): the host the site's image sources lack, never the refused request's URL,
 	// whose query may carry a presigned secret. At most MaxRefusedHost bytes.
 	RefusedHost string `json:"refusedHost,omitempty"`
+	// Refused are the other sources of the entry whose last pull or check the site's
+	// image sources refused (ReasonSourceNotAllowed): of a ready file, a source the cache
+	// checked it against and was refused at; of any entry, a source refused before the
+	// one it pulls now. The entry's own state stays what its Sources give: a ready file
+	// stays ready for them. Sorted by source, at most MaxImageCacheSources, none of
+	// Sources, and not the source a failed entry's Reason is about.
+	Refused []RefusedSource `json:"refused,omitempty"`
+}
+
+// RefusedSource is a source of an ImageCacheEntry whose fetch the site's image sources
+// refused, with the host and port it was refused at (ImageCacheEntry.RefusedHost's
+// shape).
+type RefusedSource struct {
+	Source      string `json:"source"`
+	RefusedHost string `json:"refusedHost"`
 }
 
 // ImageCacheReasons are the reasons a failed ImageCacheEntry may give.

@@ -32,7 +32,7 @@ func (f *busyFleet) restart() {
 // payloads they were given.
 type heldCommand struct {
 	started, release chan struct{}
-	once             sync.Once
+	once, freed      sync.Once
 	mu               sync.Mutex
 	payloads         []json.RawMessage
 }
@@ -55,6 +55,41 @@ func (h *heldCommand) wrap(next session.Handler) session.Handler {
 		}
 		return next(ctx, p)
 	}
+}
+
+// free lets the held runs go on; once is enough, and more do nothing.
+func (h *heldCommand) free() {
+	h.freed.Do(func() { close(h.release) })
+}
+
+// heldSiteAgent starts rack-a's site agent, whose boot.prepareRamdisk is held by the
+// heldCommand it returns, with the context and wait group of the test's agents, which
+// the test's end stops and waits for.
+func (f *busyFleet) heldSiteAgent(t *testing.T) (context.Context, *sync.WaitGroup, *heldCommand) {
+	ctx, cancel := context.WithCancel(context.Background())
+	agents, held := &sync.WaitGroup{}, newHeldCommand()
+	t.Cleanup(func() { held.free(); cancel(); agents.Wait() })
+	siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
+	siteAgent.handlers = map[string]session.Handler{proto.CommandPrepareRamdisk: held.wrap(
+		func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return json.Marshal(proto.PrepareRamdiskResult{Kind: proto.BootRamdisk})
+		})}
+	agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+	return ctx, agents, held
+}
+
+// restartAndEnd restarts the registry, then lets held's runs go on, and returns the
+// run workflow once it ended (or as last read when it did not).
+func (f *busyFleet) restartAndEnd(c *api.Client, held *heldCommand, workflow string) api.WorkflowView {
+	f.restart()
+	held.free()
+	var wf api.WorkflowView
+	f.wait("the run to end", func() bool {
+		var err error
+		wf, err = call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: workflow})
+		return err == nil && (wf.State == store.RunSucceeded || wf.State == store.RunFailed)
+	})
+	return wf
 }
 
 // ran is the payloads of the handler's runs.
@@ -88,23 +123,7 @@ func TestResumedStepsSendWhatTheySentBefore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startBusyFleet(t)
-			ctx, cancel := context.WithCancel(context.Background())
-			var agents sync.WaitGroup
-			defer func() { cancel(); agents.Wait() }()
-			held := newHeldCommand()
-			defer func() {
-				select {
-				case <-held.release:
-				default:
-					close(held.release)
-				}
-			}()
-			siteAgent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
-			siteAgent.handlers = map[string]session.Handler{proto.CommandPrepareRamdisk: held.wrap(
-				func(context.Context, json.RawMessage) (json.RawMessage, error) {
-					return json.Marshal(proto.PrepareRamdiskResult{Kind: proto.BootRamdisk})
-				})}
-			agents.Go(func() { siteAgent.run(ctx, siteAgent.start()) })
+			ctx, agents, held := f.heldSiteAgent(t)
 			c := f.tenants["acme"]
 			if tc.profile == attest {
 				f.must(c.Call(ctx, "pools.update", api.UpdatePoolRequest{Name: "gpu", Policy: &api.PoolPolicy{HardwareProfile: "gpu-redfish",
@@ -126,19 +145,13 @@ func TestResumedStepsSendWhatTheySentBefore(t *testing.T) {
 				t.FailNow()
 			}
 			if m != nil {
-				m.bootRamdisk(ctx, f, &agents)
+				m.bootRamdisk(ctx, f, agents)
 			}
 			if !f.wait(tc.kind+" to run at its agent", func() bool { return len(held.ran()) > 0 }) {
 				t.FailNow()
 			}
 
-			f.restart()
-			close(held.release)
-			var wf api.WorkflowView
-			f.wait("the run to end", func() bool {
-				wf, err = call[api.WorkflowView](c, "workflows.get", api.GetWorkflowRequest{ID: started.WorkflowID})
-				return err == nil && (wf.State == store.RunSucceeded || wf.State == store.RunFailed)
-			})
+			wf := f.restartAndEnd(c, held, started.WorkflowID)
 			if wf.State != store.RunSucceeded || len(wf.Steps[0].Attempts) != 1 {
 				t.Fatalf("the run resumed with %s pending: %s, %d attempts, failure %+v", tc.kind, wf.State, len(wf.Steps[0].Attempts), wf.Failure)
 			}
@@ -175,5 +188,71 @@ func TestResumedStepsSendWhatTheySentBefore(t *testing.T) {
 				f.checkBoot(m, proto.VerdictBaseline)
 			}
 		})
+	}
+}
+
+// TestResumedSiteCommandKeepsItsBindings stops the registry while a site command (a
+// boot.prepareRamdisk) is pending at the site agent, changes the node's driver bindings
+// meanwhile, starts the registry again and only then lets the agent answer. The resumed
+// step relays the command as stored, with the bindings it was made with: the agent runs
+// it once and the step succeeds in its one attempt; a command made now carries the new
+// bindings. Before, the resumed step wrapped the command anew with the node's current
+// bindings, and the relay refused it as CONFLICT, which cost the step an attempt.
+func TestResumedSiteCommandKeepsItsBindings(t *testing.T) {
+	const prepare = `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk"}]}`
+	f := startBusyFleet(t)
+	ctx, _, held := f.heldSiteAgent(t)
+	c := f.tenants["acme"]
+	f.must(c.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(prepare)}, nil), "profiles.create")
+	node, ok := f.enrollReady(c, 0, 0)
+	if !ok {
+		t.FailNow()
+	}
+	started, err := call[api.DeployStarted](c, "metal.deploy", api.DeployRequest{NodeID: node.ID, ProfileID: "prep"})
+	if !f.must(err, "metal.deploy") || !f.wait("boot.prepareRamdisk to run at the site agent", func() bool { return len(held.ran()) > 0 }) {
+		t.FailNow()
+	}
+	const changed = "console"
+	f.must(f.r.st.Update(func(tx *store.Tx) error {
+		_, err := tx.UpdateNode(node.ID, func(n *store.Node) error {
+			if n.Drivers == nil {
+				n.Drivers = map[string]store.DriverBinding{}
+			}
+			n.Drivers[changed] = store.DriverBinding{Driver: "sol"}
+			return nil
+		})
+		return err
+	}), "changing the node's driver bindings")
+
+	wf := f.restartAndEnd(c, held, started.WorkflowID)
+	if wf.State != store.RunSucceeded || len(wf.Steps[0].Attempts) != 1 {
+		t.Fatalf("the run resumed with its site command pending and the node's bindings changed: %s, %d attempts, failure %+v",
+			wf.State, len(wf.Steps[0].Attempts), wf.Failure)
+	}
+	ran := held.ran()
+	if len(ran) != 1 {
+		t.Fatalf("boot.prepareRamdisk ran %d times at the site agent, want once", len(ran))
+	}
+	var ranCmd proto.SiteCommand
+	f.must(json.Unmarshal(ran[0], &ranCmd), "decoding what the site agent ran")
+	if _, ok := ranCmd.Drivers[changed]; ok {
+		t.Errorf("the site agent ran the command with the bindings changed after it was made: %s", ran[0])
+	}
+	var cmd store.AgentCommand
+	var now json.RawMessage
+	f.must(f.r.st.View(func(tx *store.Tx) (err error) {
+		if cmd, err = tx.AgentCommand(site.Agent("rack-a"), wf.Steps[0].Attempts[0].CommandID); err != nil {
+			return err
+		}
+		now, _, err = site.Command(tx, node.ID, started.WorkflowID, proto.CommandPrepareRamdisk, proto.CommandPrepareRamdisk, ranCmd.Input)
+		return err
+	}), "reading the command")
+	var nowCmd proto.SiteCommand
+	f.must(json.Unmarshal(now, &nowCmd), "decoding a command made now")
+	if _, ok := nowCmd.Drivers[changed]; !ok {
+		t.Errorf("a command made now does not carry the node's changed bindings: %s", now)
+	}
+	if !bytes.Equal(cmd.Payload, ran[0]) {
+		t.Errorf("the stored command carries %s, the agent ran %s", cmd.Payload, ran[0])
 	}
 }

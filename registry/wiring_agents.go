@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -49,11 +50,19 @@ type agentPlane struct {
 // dedupes. A site command names the machine's tenant, whose share of the site agent's
 // command slots it counts against (proto.TenantCommandShare), and its step's timeout,
 // which the site runs it for at most. What the step keeps beside the command is stored
-// with it and never sent (agents.Endpoint.RelayKept).
+// with it and never sent (agents.Endpoint.RelayKept). A site command stored already
+// under the id with the same input (a step resumed after the registry restarted) is
+// relayed as stored, with the driver bindings it was made with, even when the node's
+// have changed since: the site agent may be running it already (storedSiteCommand).
 func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, commandID, kind string, in workflow.CommandInput) (json.RawMessage, error) {
 	role, cmd := proto.Role(target.Role), proto.Command{ID: commandID, Kind: kind, Payload: in.Payload}
 	if target.Role == profile.Site {
 		err := p.st.View(func(tx *store.Tx) (err error) {
+			stored, ok, err := storedSiteCommand(tx, relayAgent(target), commandID, kind, in.Payload)
+			if err != nil || ok {
+				cmd.Payload, cmd.Tenant = stored.Payload, stored.Tenant
+				return err
+			}
 			cmd.Payload, cmd.Tenant, err = site.Command(tx, target.NodeID, target.Run, target.Step, kind, in.Payload)
 			return err
 		})
@@ -78,13 +87,53 @@ func (p *agentPlane) Stored(_ context.Context, target workflow.RelayTarget, comm
 	}
 	in := workflow.CommandInput{Payload: c.Payload, Kept: c.Kept}
 	if target.Role == profile.Site {
-		var env proto.SiteCommand
-		if err := json.Unmarshal(c.Payload, &env); err != nil {
-			return workflow.CommandInput{}, false, proto.Errorf(proto.Internal, "stored site command %s does not decode: %v", commandID, err)
+		if in.Payload, err = siteInput(c); err != nil {
+			return workflow.CommandInput{}, false, err
 		}
-		in.Payload = env.Input
 	}
 	return in, true, nil
+}
+
+// storedSiteCommand is the site command id of kind stored for agent whose input
+// (proto.SiteCommand.Input) is input, as stored; ok is false when none is. Its envelope
+// is what the command was made with: the node's driver bindings then, which a command
+// made now would replace with the node's current ones, and its store refuse as CONFLICT
+// while it is pending.
+func storedSiteCommand(tx *store.Tx, agent, id, kind string, input json.RawMessage) (c store.AgentCommand, ok bool, err error) {
+	c, err = tx.AgentCommand(agent, id)
+	switch {
+	case proto.CodeOf(err) == proto.NotFound:
+		return c, false, nil
+	case err != nil:
+		return c, false, err
+	case c.Kind != kind:
+		return c, false, nil
+	}
+	stored, err := siteInput(c)
+	return c, err == nil && sameJSON(stored, input), err
+}
+
+// siteInput is the input of the stored site command c, taken out of its envelope
+// (proto.SiteCommand).
+func siteInput(c store.AgentCommand) (json.RawMessage, error) {
+	var env proto.SiteCommand
+	if err := json.Unmarshal(c.Payload, &env); err != nil {
+		return nil, proto.Errorf(proto.Internal, "stored site command %s does not decode: %v", c.ID, err)
+	}
+	return env.Input, nil
+}
+
+// sameJSON reports whether a and b are the same JSON text but for insignificant space
+// (the store compacts what it keeps); either empty is the same as null.
+func sameJSON(a, b json.RawMessage) bool {
+	var ca, cb bytes.Buffer
+	if len(a) == 0 {
+		a = json.RawMessage("null")
+	}
+	if len(b) == 0 {
+		b = json.RawMessage("null")
+	}
+	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
 // relayAgent is the agent a command for target goes to: the site agent of its site, or

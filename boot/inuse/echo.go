@@ -17,23 +17,53 @@ import (
 // Echo sends ICMP echo requests from one socket and matches the echo replies to them by
 // source address and sequence number. An echo goes where the host's routes send it: on
 // the provisioning segment for an address of the local subnet, through the rack's
-// router for a routed one, so one socket checks every subnet.
+// router for a routed one, so one socket checks every subnet. A socket that fails is
+// opened again, after FirstReopen and then twice as long each time up to LastReopen.
 type Echo struct {
+	open   func() (socket, bool, error)
+	health Health
+	id     int
+	wait   time.Duration
+	seq    atomic.Uint32
+	read   sync.WaitGroup
+	// closing is closed by Close: a reopen waiting for its turn gives up.
+	closing chan struct{}
+
+	mu sync.Mutex
+	// link is the socket open now; nil from its failure until one opens again.
+	link    *link
+	closed  bool
+	waiting map[echoKey]chan struct{}
+}
+
+// Health is told of the socket's failures and returns. Each is told from the reader's
+// goroutine, one at a time, Failed and Back in turn.
+type Health struct {
+	// Failed: the socket failed (a read error other than its close); Pings get no
+	// answer, and send no echo, until Back.
+	Failed func(error)
+	// Back: a socket opened again after Failed; Pings are answered again.
+	Back func()
+}
+
+// FirstReopen and LastReopen bound the wait before each attempt to open the socket
+// again after it failed: FirstReopen before the first, twice the wait before each
+// next, at most LastReopen. A socket that reads again starts the next failure's waits
+// at FirstReopen; one that opens but fails before it reads anything goes on doubling,
+// so a socket that fails at once is not reopened in a loop.
+const (
+	FirstReopen = time.Second
+	LastReopen  = time.Minute
+)
+
+// link is one opened socket.
+type link struct {
 	conn socket
 	// raw: the socket is a raw ICMP one, which sees every echo reply the host receives,
 	// so replies are told apart by id too; a datagram ICMP socket sees only its own.
-	raw  bool
-	id   int
-	wait time.Duration
-	seq  atomic.Uint32
-	read sync.WaitGroup
-	// failed is told once when the socket fails for good (receive); stopped is closed
-	// when the reader stops, for that or the socket's close.
-	failed  func(error)
-	stopped chan struct{}
-
-	mu      sync.Mutex
-	waiting map[echoKey]chan struct{}
+	raw bool
+	// down is closed when the socket failed or closed: the Pings waiting on it give up.
+	down chan struct{}
 }
 
 // socket is what an Echo sends its echoes from and reads their replies on: an ICMP
@@ -55,41 +85,52 @@ var payload = []byte("bcd dhcp address check")
 
 // ListenEcho opens the socket echoes go from, each waiting for its reply for wait: a
 // datagram ICMP socket, which needs no privilege where net.ipv4.ping_group_range admits
-// the process's group, else a raw one (root, or CAP_NET_RAW). failed is told, once, when
-// the socket fails for good: from then on a Ping gets no answer.
-func ListenEcho(wait time.Duration, failed func(error)) (*Echo, error) {
+// the process's group, else a raw one (root, or CAP_NET_RAW). When the socket fails it
+// is opened again (see FirstReopen), and health is told of both.
+func ListenEcho(wait time.Duration, health Health) (*Echo, error) {
+	return newEcho(listenICMP, wait, health)
+}
+
+// listenICMP opens a datagram ICMP socket, else a raw one (raw true).
+func listenICMP() (socket, bool, error) {
 	conn, err := icmp.ListenPacket("udp4", "0.0.0.0")
 	if err == nil {
-		return newEcho(conn, false, wait, failed), nil
+		return conn, false, nil
 	}
 	conn, rawErr := icmp.ListenPacket("ip4:icmp", "0.0.0.0")
 	if rawErr != nil {
-		return nil, fmt.Errorf("inuse: no ICMP socket (datagram: %w; raw: %w)", err, rawErr)
+		return nil, false, fmt.Errorf("inuse: no ICMP socket (datagram: %w; raw: %w)", err, rawErr)
 	}
-	return newEcho(conn, true, wait, failed), nil
+	return conn, true, nil
 }
 
-// newEcho starts the reader of the socket conn (raw: a raw ICMP socket) and returns the
-// Echo that sends from it.
-func newEcho(conn socket, raw bool, wait time.Duration, failed func(error)) *Echo {
-	e := &Echo{conn: conn, raw: raw, wait: wait, id: int(rand.Uint32N(1 << 16)), failed: failed, stopped: make(chan struct{}),
+// newEcho opens a socket with open (raw: a raw ICMP one), starts its reader and returns
+// the Echo that sends from it; open opens the socket again after it failed.
+func newEcho(open func() (socket, bool, error), wait time.Duration, health Health) (*Echo, error) {
+	conn, raw, err := open()
+	if err != nil {
+		return nil, err
+	}
+	e := &Echo{open: open, health: health, wait: wait, id: int(rand.Uint32N(1 << 16)), closing: make(chan struct{}),
 		waiting: map[echoKey]chan struct{}{}}
-	e.read.Go(e.receive)
-	return e
+	e.link = &link{conn: conn, raw: raw, down: make(chan struct{})}
+	first := e.link
+	e.read.Go(func() { e.run(first) })
+	return e, nil
 }
 
 // Ping sends one echo request to ip and reports whether its reply came within the
-// wait. An echo the host can not send (no route) is no answer, and so is one from a
-// socket whose reader stopped (failed or closed): none is sent.
+// wait. An echo the host can not send (no route) is no answer, and so is one while the
+// socket is down (failed and not yet open again, or closed): none is sent.
 func (e *Echo) Ping(ip netip.Addr) bool {
-	select {
-	case <-e.stopped:
-		return false
-	default:
-	}
 	key := echoKey{from: ip, seq: int(uint16(e.seq.Add(1)))}
 	got := make(chan struct{})
 	e.mu.Lock()
+	l := e.link
+	if l == nil {
+		e.mu.Unlock()
+		return false
+	}
 	e.waiting[key] = got
 	e.mu.Unlock()
 	defer func() {
@@ -102,10 +143,10 @@ func (e *Echo) Ping(ip netip.Addr) bool {
 		return false
 	}
 	var to net.Addr = &net.IPAddr{IP: ip.AsSlice()}
-	if !e.raw {
+	if !l.raw {
 		to = &net.UDPAddr{IP: ip.AsSlice()}
 	}
-	if _, err := e.conn.WriteTo(b, to); err != nil {
+	if _, err := l.conn.WriteTo(b, to); err != nil {
 		return false
 	}
 	t := time.NewTimer(e.wait)
@@ -115,28 +156,56 @@ func (e *Echo) Ping(ip netip.Addr) bool {
 		return true
 	case <-t.C:
 		return false
-	case <-e.stopped:
+	case <-l.down:
 		return false
 	}
 }
 
+// run reads the replies of l's socket and, each time the socket fails, opens one again
+// after a wait (reopen), until Close.
+func (e *Echo) run(l *link) {
+	delay := FirstReopen
+	for {
+		read, err := e.receive(l)
+		if err == nil {
+			return
+		}
+		if read {
+			delay = FirstReopen
+		}
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			return
+		}
+		e.link = nil
+		close(l.down)
+		e.mu.Unlock()
+		l.conn.Close()
+		e.health.Failed(err)
+		if l = e.reopen(&delay); l == nil {
+			return
+		}
+		e.health.Back()
+	}
+}
+
 // receive reads echo replies, and tells the Ping waiting for each, until the socket
-// closes or fails. A read error other than the close is the socket failed for good: a
-// read that fails returns at once, so reading on would spin a core for nothing. The
-// reader stops, tells failed, and the Pings get no answer from then on.
-func (e *Echo) receive() {
-	defer close(e.stopped)
+// closes (nil) or fails: a read error other than the close, after which a read fails
+// again at once, so reading on would spin a core for nothing. read says whether any
+// read succeeded.
+func (e *Echo) receive(l *link) (read bool, err error) {
 	buf := make([]byte, 1500)
 	for {
-		n, from, err := e.conn.ReadFrom(buf)
+		n, from, err := l.conn.ReadFrom(buf)
 		if errors.Is(err, net.ErrClosed) {
-			return
+			return read, nil
 		}
 		if err != nil {
-			e.failed(fmt.Errorf("inuse: reading the ICMP socket: %w", err))
-			return
+			return read, fmt.Errorf("inuse: reading the ICMP socket: %w", err)
 		}
-		key, ok := e.reply(buf[:n], from)
+		read = true
+		key, ok := e.reply(buf[:n], from, l.raw)
 		if !ok {
 			continue
 		}
@@ -149,9 +218,45 @@ func (e *Echo) receive() {
 	}
 }
 
-// Kind is the kind of socket the echoes go from: "datagram" or "raw".
+// reopen opens the socket again, waiting *delay before each attempt and doubling it
+// after (up to LastReopen), and returns its link once installed; nil when Close came
+// first.
+func (e *Echo) reopen(delay *time.Duration) *link {
+	for {
+		t := time.NewTimer(*delay)
+		select {
+		case <-e.closing:
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		*delay = min(2**delay, LastReopen)
+		conn, raw, err := e.open()
+		if err != nil {
+			continue
+		}
+		l := &link{conn: conn, raw: raw, down: make(chan struct{})}
+		e.mu.Lock()
+		if e.closed {
+			e.mu.Unlock()
+			conn.Close()
+			return nil
+		}
+		e.link = l
+		e.mu.Unlock()
+		return l
+	}
+}
+
+// Kind is the kind of socket the echoes go from: "datagram" or "raw"; "" while none is
+// open.
 func (e *Echo) Kind() string {
-	if e.raw {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.link == nil:
+		return ""
+	case e.link.raw:
 		return "raw"
 	}
 	return "datagram"
@@ -159,13 +264,13 @@ func (e *Echo) Kind() string {
 
 // reply is the key of b, received from from, when b is an echo reply to this Echo's
 // requests: of its id on a raw socket (a datagram socket receives only its own).
-func (e *Echo) reply(b []byte, from net.Addr) (echoKey, bool) {
+func (e *Echo) reply(b []byte, from net.Addr, raw bool) (echoKey, bool) {
 	m, err := icmp.ParseMessage(ipv4.ICMPTypeEchoReply.Protocol(), b)
 	if err != nil || m.Type != ipv4.ICMPTypeEchoReply {
 		return echoKey{}, false
 	}
 	echo, ok := m.Body.(*icmp.Echo)
-	if !ok || e.raw && echo.ID != e.id {
+	if !ok || raw && echo.ID != e.id {
 		return echoKey{}, false
 	}
 	var src netip.Addr
@@ -178,9 +283,26 @@ func (e *Echo) reply(b []byte, from net.Addr) (echoKey, bool) {
 	return echoKey{from: src.Unmap(), seq: echo.Seq}, src.IsValid()
 }
 
-// Close closes the socket and waits for its reader; a Ping waiting then gets no answer.
+// Close closes the socket, stops its reopening and waits for its reader; a Ping
+// waiting then gets no answer, and one after sends no echo.
 func (e *Echo) Close() error {
-	err := e.conn.Close()
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	close(e.closing)
+	l := e.link
+	e.link = nil
+	if l != nil {
+		close(l.down)
+	}
+	e.mu.Unlock()
+	var err error
+	if l != nil {
+		err = l.conn.Close()
+	}
 	e.read.Wait()
 	return err
 }

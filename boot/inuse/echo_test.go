@@ -10,12 +10,16 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
 )
 
 // TestEchoAnsweredOnLoopback: the host's own loopback answers the echoes, many at once,
 // each matched to its own request; after Close, a ping gets no answer.
 func TestEchoAnsweredOnLoopback(t *testing.T) {
-	e, err := ListenEcho(time.Second, func(err error) { t.Errorf("the socket failed: %v", err) })
+	e, err := ListenEcho(time.Second, Health{Failed: func(err error) { t.Errorf("the socket failed: %v", err) }, Back: func() {}})
 	if err != nil {
 		t.Skipf("no ICMP socket here (needs root or net.ipv4.ping_group_range): %v", err)
 	}
@@ -75,15 +79,18 @@ func (s *brokenSocket) counts() (reads, writes int) {
 }
 
 // TestAFailedSocketStopsItsReader: the conflict check's socket fails for good (every
-// read an error other than its close). The reader stops at the first error rather than
-// reading again, tells it once, and the pings after get no answer without an echo sent,
-// so the DHCP server offers on unchecked. Before, the reader read again at once,
-// forever, on a core of the site agent's machine.
+// read an error other than its close). The reader stops reading it at the first error
+// rather than reading again, tells it once, and the pings after get no answer without
+// an echo sent, so the DHCP server offers on unchecked until a socket opens again.
+// Before, the reader read again at once, forever, on a core of the site agent's machine.
 func TestAFailedSocketStopsItsReader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sock := &brokenSocket{closed: make(chan struct{})}
 		failures := make(chan error, 2)
-		e := newEcho(sock, true, time.Second, func(err error) { failures <- err })
+		e, err := newEcho(opens(sock), time.Second, Health{Failed: func(err error) { failures <- err }, Back: func() { t.Error("back without a socket") }})
+		if err != nil {
+			t.Fatal(err)
+		}
 		synctest.Wait() // the reader read, and stopped or waits to read again
 		if reads, _ := sock.counts(); reads != 1 {
 			t.Errorf("the reader read %d times from a socket that failed for good: want it stopped at the first error", reads)
@@ -104,4 +111,157 @@ func TestAFailedSocketStopsItsReader(t *testing.T) {
 			t.Errorf("the failure told: %v, want the read's error", err)
 		}
 	})
+}
+
+// opens is an open function that returns each of socks in turn, then fails.
+func opens(socks ...socket) func() (socket, bool, error) {
+	var mu sync.Mutex
+	return func() (socket, bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(socks) == 0 {
+			return nil, false, os.NewSyscallError("socket", syscall.EMFILE)
+		}
+		s := socks[0]
+		socks = socks[1:]
+		return s, true, nil
+	}
+}
+
+// answeringSocket is a raw ICMP socket on which every host answers: each echo written
+// is read back as its reply, from the address it went to.
+type answeringSocket struct {
+	replies chan reply
+	closed  chan struct{}
+	once    sync.Once
+}
+
+type reply struct {
+	b    []byte
+	from net.Addr
+}
+
+func newAnsweringSocket() *answeringSocket {
+	return &answeringSocket{replies: make(chan reply, 16), closed: make(chan struct{})}
+}
+
+func (s *answeringSocket) ReadFrom(b []byte) (int, net.Addr, error) {
+	select {
+	case r := <-s.replies:
+		return copy(b, r.b), r.from, nil
+	case <-s.closed:
+		return 0, nil, net.ErrClosed
+	}
+}
+
+func (s *answeringSocket) WriteTo(b []byte, to net.Addr) (int, error) {
+	m, err := icmp.ParseMessage(1, b)
+	if err != nil {
+		return 0, err
+	}
+	m.Type = ipv4.ICMPTypeEchoReply
+	r, err := m.Marshal(nil)
+	if err != nil {
+		return 0, err
+	}
+	s.replies <- reply{b: r, from: to}
+	return len(b), nil
+}
+
+func (s *answeringSocket) Close() error { s.once.Do(func() { close(s.closed) }); return nil }
+
+// TestAFailedSocketIsOpenedAgain: the conflict check's socket fails, and the next one
+// opens. The checks resume FirstReopen after the failure: a ping is answered again,
+// and the failure and the return are each told once. Before, a failed socket was never
+// opened again: the server offered every address unchecked until bcd site restarted.
+func TestAFailedSocketIsOpenedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		broken, good := &brokenSocket{closed: make(chan struct{})}, newAnsweringSocket()
+		var failed, back int
+		e, err := newEcho(opens(broken, good), time.Second, Health{Failed: func(error) { failed++ }, Back: func() { back++ }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		synctest.Wait()
+		if e.Ping(a) {
+			t.Errorf("%s answered on the failed socket", a)
+		}
+		time.Sleep(FirstReopen - time.Nanosecond)
+		synctest.Wait()
+		if back != 0 || e.Kind() != "" {
+			t.Fatalf("a socket opened again before FirstReopen (back told %d times, socket %q)", back, e.Kind())
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if failed != 1 || back != 1 {
+			t.Fatalf("failed told %d times and back %d, want once each", failed, back)
+		}
+		for _, ip := range []netip.Addr{a, b} {
+			if !e.Ping(ip) {
+				t.Errorf("%s: no answer on the socket opened again", ip)
+			}
+		}
+	})
+}
+
+// TestAFailingSocketIsTriedWithBackoff: the conflict check's socket fails and will not
+// come back, either because it can not be opened or because each one opened fails at
+// its first read. Each attempt waits twice the one before, from FirstReopen up to
+// LastReopen, so that in ten minutes it is tried some fourteen times, not in a loop;
+// pings meanwhile send no echo.
+func TestAFailingSocketIsTriedWithBackoff(t *testing.T) {
+	for name, failing := range map[string]func() socket{
+		"does not open":         nil,
+		"opens and fails again": func() socket { return &brokenSocket{closed: make(chan struct{})} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				start := time.Now()
+				var (
+					mu       sync.Mutex
+					attempts []time.Duration
+					socks    []*brokenSocket
+				)
+				open := func() (socket, bool, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					attempts = append(attempts, time.Since(start))
+					if len(attempts) == 1 || failing != nil {
+						s := &brokenSocket{closed: make(chan struct{})}
+						socks = append(socks, s)
+						return s, true, nil
+					}
+					return nil, false, os.NewSyscallError("socket", syscall.EMFILE)
+				}
+				var failed int
+				e, err := newEcho(open, time.Second, Health{Failed: func(error) { failed++ }, Back: func() {}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 10 {
+					time.Sleep(time.Minute)
+					e.Ping(a)
+				}
+				e.Close()
+				mu.Lock()
+				defer mu.Unlock()
+				var want []time.Duration
+				for at, wait := time.Duration(0), FirstReopen; at <= 10*time.Minute; at, wait = at+wait, min(2*wait, LastReopen) {
+					want = append(want, at)
+				}
+				if diff := cmp.Diff(want, attempts); diff != "" {
+					t.Errorf("the attempts to open the socket, from the first (-want +got):\n%s", diff)
+				}
+				for i, s := range socks {
+					if reads, writes := s.counts(); reads != 1 || writes != 0 {
+						t.Errorf("socket %d: read %d times and %d echoes sent, want read once and none sent", i, reads, writes)
+					}
+				}
+				if wantFailed := map[bool]int{true: 1, false: len(want)}[failing == nil]; failed != wantFailed {
+					t.Errorf("failed told %d times, want %d: once for each socket that opened", failed, wantFailed)
+				}
+			})
+		})
+	}
 }

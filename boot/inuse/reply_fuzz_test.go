@@ -29,8 +29,8 @@ func FuzzEchoReply(f *testing.F) {
 	f.Add([]byte{0}, true)
 	from := &net.IPAddr{IP: net.IPv4(10, 99, 0, 100)}
 	f.Fuzz(func(t *testing.T, b []byte, raw bool) {
-		e := &Echo{raw: raw, id: 7}
-		key, ok := e.reply(b, from)
+		e := &Echo{id: 7}
+		key, ok := e.reply(b, from, raw)
 		m, err := icmp.ParseMessage(1, b)
 		if err != nil || m.Type != ipv4.ICMPTypeEchoReply {
 			if ok {

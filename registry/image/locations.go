@@ -111,7 +111,35 @@ func checkEntries(entries []proto.ImageCacheEntry) error {
 			return proto.Errorf(proto.InvalidInput, "refusedHost %q: an image refused for reason %s gives HOST:PORT, at most %d bytes of printable ASCII",
 				e.RefusedHost, proto.ReasonSourceNotAllowed, proto.MaxRefusedHost).WithPath(path + ".refusedHost")
 		}
+		if err := checkRefused(path+".refused", e); err != nil {
+			return err
+		}
 		seen[e.Digest] = true
+	}
+	return nil
+}
+
+// checkRefused checks the sources e reports refused (proto.ImageCacheEntry.Refused), at
+// path: at most proto.MaxImageCacheSources, sorted by source and each once, none of the
+// entry's sources, each a source of at most maxSource bytes and the HOST:PORT it was
+// refused at (isHostPort).
+func checkRefused(path string, e proto.ImageCacheEntry) error {
+	if len(e.Refused) > proto.MaxImageCacheSources {
+		return proto.Errorf(proto.InvalidInput, "an image lists at most %d refused sources", proto.MaxImageCacheSources).WithPath(path)
+	}
+	for j, r := range e.Refused {
+		at := path + "[" + strconv.Itoa(j) + "]"
+		switch {
+		case r.Source == "" || len(r.Source) > maxSource:
+			return proto.Errorf(proto.InvalidInput, "a refused source is a source URL of 1 to %d bytes", maxSource).WithPath(at + ".source")
+		case j > 0 && r.Source <= e.Refused[j-1].Source:
+			return proto.Errorf(proto.InvalidInput, "refused sources are sorted by source, each once").WithPath(at + ".source")
+		case slices.Contains(e.Sources, r.Source):
+			return proto.Errorf(proto.InvalidInput, "a source the image lists as served is not refused too").WithPath(at + ".source")
+		case !isHostPort(r.RefusedHost):
+			return proto.Errorf(proto.InvalidInput, "refusedHost %q: a refused source gives HOST:PORT, at most %d bytes of printable ASCII",
+				r.RefusedHost, proto.MaxRefusedHost).WithPath(at + ".refusedHost")
+		}
 	}
 	return nil
 }
@@ -120,6 +148,8 @@ func checkEntries(entries []proto.ImageCacheEntry) error {
 // image is at the site when an agent holds its digest for its source (the entry's
 // sources name it: the cache saw that source serve those bytes), as heldAt merges the
 // agents' entries; a location no agent holds any more is dropped. An image whose source
+// an entry reports refused (proto.ImageCacheEntry.Refused) is failed at the site, with
+// reason source-not-allowed, unless an agent holds it for that source. An image whose source
 // no entry names is not at the site, whoever else's image of the digest is: a digest is
 // no secret, a source's bytes are the entitlement.
 func syncSite(tx *store.Tx, site string) error {
@@ -170,7 +200,8 @@ type heldKey struct{ digest, source string }
 // heldAt merges a site's agents' reports by digest and source (each source an entry
 // names): the best state any agent holds the digest in for the source
 // (proto.CacheStateRank), with the reason that agent gave for it, the largest size and
-// the latest use.
+// the latest use. A source an entry reports refused counts as failed for it, with
+// reason source-not-allowed and the host it was refused at.
 func heldAt(reports []store.SiteCacheReport) map[heldKey]proto.ImageCacheEntry {
 	held := map[heldKey]proto.ImageCacheEntry{}
 	for _, r := range reports {
@@ -186,6 +217,13 @@ func heldAt(reports []store.SiteCacheReport) map[heldKey]proto.ImageCacheEntry {
 					h.LastUsed = e.LastUsed
 				}
 				held[k] = h
+			}
+			for _, r := range e.Refused {
+				k := heldKey{e.Digest, r.Source}
+				if h, ok := held[k]; !ok || proto.CacheStateRank(proto.CacheFailed) < proto.CacheStateRank(h.State) {
+					held[k] = proto.ImageCacheEntry{State: proto.CacheFailed, Reason: proto.ReasonSourceNotAllowed, RefusedHost: r.RefusedHost,
+						SizeBytes: h.SizeBytes, LastUsed: h.LastUsed}
+				}
 			}
 		}
 	}

@@ -235,6 +235,20 @@ func TestSiteCacheReportChecks(t *testing.T) {
 		"a refused host with a terminal escape": {"a1", []proto.ImageCacheEntry{refusedAt("cdn\x1b]0;owned\x07.example.com:443")}, "images[0].refusedHost"},
 		"a refused host with a space":           {"a1", []proto.ImageCacheEntry{refusedAt("cdn example.com:443")}, "images[0].refusedHost"},
 		"a refused host too long":               {"a1", []proto.ImageCacheEntry{refusedAt(strings.Repeat("a", proto.MaxRefusedHost) + ":443")}, "images[0].refusedHost"},
+
+		// The other sources a ready image reports refused: each a source the image does
+		// not hold, once, in order, with the host and port it was refused at.
+		"a refused source without its host": {"a1", []proto.ImageCacheEntry{refusedBeside(proto.RefusedSource{Source: sourceOf("a2")})}, "images[0].refused[0].refusedHost"},
+		"a refused source with a terminal escape in its host": {"a1", []proto.ImageCacheEntry{refusedBeside(
+			proto.RefusedSource{Source: sourceOf("a2"), RefusedHost: "cdn\x1b[2J:443"})}, "images[0].refused[0].refusedHost"},
+		"a refused source that is empty": {"a1", []proto.ImageCacheEntry{refusedBeside(proto.RefusedSource{RefusedHost: "cdn.example.com:443"})}, "images[0].refused[0].source"},
+		"a refused source too long": {"a1", []proto.ImageCacheEntry{refusedBeside(
+			proto.RefusedSource{Source: "https://" + strings.Repeat("a", maxSource), RefusedHost: "cdn.example.com:443"})}, "images[0].refused[0].source"},
+		"a refused source the image holds": {"a1", []proto.ImageCacheEntry{refusedBeside(
+			proto.RefusedSource{Source: sourceOf("a"), RefusedHost: "cdn.example.com:443"})}, "images[0].refused[0].source"},
+		"a refused source twice": {"a1", []proto.ImageCacheEntry{refusedBeside(proto.RefusedSource{Source: sourceOf("a2"), RefusedHost: "cdn.example.com:443"},
+			proto.RefusedSource{Source: sourceOf("a2"), RefusedHost: "cdn.example.com:443"})}, "images[0].refused[1].source"},
+		"too many refused sources": {"a1", []proto.ImageCacheEntry{refusedBeside(make([]proto.RefusedSource, proto.MaxImageCacheSources+1)...)}, "images[0].refused"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -249,6 +263,89 @@ func TestSiteCacheReportChecks(t *testing.T) {
 // refusedAt is a failed entry of digest "a" whose fetch the site refused at host.
 func refusedAt(host string) proto.ImageCacheEntry {
 	return proto.ImageCacheEntry{Digest: digest("a"), State: proto.CacheFailed, Sources: []string{sourceOf("a")}, Reason: proto.ReasonSourceNotAllowed, RefusedHost: host}
+}
+
+// checkWhy checks the locations at rack-1 of the images named in wantLocs (state,
+// reason, refused host), and the images of plan failed there (FailedAt).
+func (f *siteFixture) checkWhy(t *testing.T, plan []proto.CacheImage, wantLocs map[string]store.ImageLocation, wantFailed []FailedImage) {
+	t.Helper()
+	f.st.View(func(tx *store.Tx) error {
+		for name, want := range wantLocs {
+			loc, err := tx.ImageLocation("rack-1", f.ids[name])
+			if err != nil {
+				t.Fatalf("%s's location: %v", name, err)
+			}
+			if got := (store.ImageLocation{State: loc.State, Reason: loc.Reason, RefusedHost: loc.RefusedHost}); got != want {
+				t.Errorf("%s's location: %+v, want %+v", name, got, want)
+			}
+		}
+		failed, err := FailedAt(tx, "rack-1", plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(wantFailed, failed); diff != "" {
+			t.Errorf("failed beside the plan (-want +got):\n%s", diff)
+		}
+		return nil
+	})
+}
+
+// refusedBeside is a ready entry of digest "a", held for its own source, that reports
+// refused the other sources refused.
+func refusedBeside(refused ...proto.RefusedSource) proto.ImageCacheEntry {
+	return proto.ImageCacheEntry{Digest: digest("a"), State: proto.CacheReady, Sources: []string{sourceOf("a")}, Refused: refused}
+}
+
+// TestRefusedSecondSourceSaysWhy: a site's cache holds a digest ready for one tenant's
+// image (a) and reports the source of another image of the digest (a2) refused by the
+// site's image sources. a stays ready at the site; a2 is located failed there, with
+// reason source-not-allowed and the host it was refused at, and listed so beside the
+// plan. Once an agent holds the digest for a2's source too, a2 is ready and listed failed
+// no more. Before, a2 had no location and nothing said why it was not at the site.
+func TestRefusedSecondSourceSaysWhy(t *testing.T) {
+	f := newSiteFixture(t)
+	if _, err := f.run(t, step{agent: "a1", entries: []proto.ImageCacheEntry{
+		refusedBeside(proto.RefusedSource{Source: sourceOf("a2"), RefusedHost: "cdn.example.com:443"})}}); err != nil {
+		t.Fatal(err)
+	}
+	plan := []proto.CacheImage{{Ref: "a@1", Digest: digest("a"), Source: sourceOf("a")}, {Ref: "a2@1", Digest: digest("a"), Source: sourceOf("a2")}}
+	f.checkWhy(t, plan, map[string]store.ImageLocation{
+		"a":  {State: proto.CacheReady},
+		"a2": {State: proto.CacheFailed, Reason: proto.ReasonSourceNotAllowed, RefusedHost: "cdn.example.com:443"},
+	}, []FailedImage{{Ref: "a2@1", Digest: digest("a"), Source: sourceOf("a2"), Reason: proto.ReasonSourceNotAllowed, RefusedHost: "cdn.example.com:443"}})
+
+	both := []string{sourceOf("a"), sourceOf("a2")}
+	slices.Sort(both)
+	if _, err := f.run(t, step{agent: "a2", entries: []proto.ImageCacheEntry{{Digest: digest("a"), State: proto.CacheReady, Sources: both}}}); err != nil {
+		t.Fatal(err)
+	}
+	f.checkWhy(t, plan, map[string]store.ImageLocation{"a": {State: proto.CacheReady}, "a2": {State: proto.CacheReady}}, []FailedImage{})
+}
+
+// FuzzRefusedSource: a source a site agent reports refused beside a ready image, as the
+// registry takes it: whatever is accepted is a source of the bound's length the image
+// does not hold, with a host and a port within the bound, without a space or a byte an
+// operator's terminal would act on.
+func FuzzRefusedSource(f *testing.F) {
+	for _, s := range []struct{ source, host string }{
+		{sourceOf("a2"), "cdn.example.com:443"}, {sourceOf("a2"), "[fd00::7]:8443"}, {sourceOf("a"), "cdn.example.com:443"},
+		{"", "cdn.example.com:443"}, {sourceOf("a2"), "cdn\x1b[2J:443"}, {sourceOf("a2"), ""}, {sourceOf("a2"), "cdn:99999"},
+	} {
+		f.Add(s.source, s.host)
+	}
+	f.Fuzz(func(t *testing.T, source, host string) {
+		e := refusedBeside(proto.RefusedSource{Source: source, RefusedHost: host})
+		if checkEntries([]proto.ImageCacheEntry{e}) != nil {
+			return
+		}
+		if source == "" || len(source) > maxSource || slices.Contains(e.Sources, source) {
+			t.Fatalf("refused source %q accepted", source)
+		}
+		h, port, err := net.SplitHostPort(host)
+		if err != nil || h == "" || port == "" || len(host) > proto.MaxRefusedHost || strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			t.Fatalf("refused host %q accepted", host)
+		}
+	})
 }
 
 // TestFailedImagesSayWhy: an image the site's cache failed to pull is located failed
@@ -267,29 +364,7 @@ func TestFailedImagesSayWhy(t *testing.T) {
 		d := digest(name[:1])
 		plan = append(plan, proto.CacheImage{Ref: name + "@1", Digest: d, Source: sourceOf(name)})
 	}
-	check := func(wantLocs map[string]store.ImageLocation, wantFailed []FailedImage) {
-		t.Helper()
-		f.st.View(func(tx *store.Tx) error {
-			for name, want := range wantLocs {
-				loc, err := tx.ImageLocation("rack-1", f.ids[name])
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := (store.ImageLocation{State: loc.State, Reason: loc.Reason, RefusedHost: loc.RefusedHost}); got != want {
-					t.Errorf("%s's location: %+v, want %+v", name, got, want)
-				}
-			}
-			failed, err := FailedAt(tx, "rack-1", plan)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(wantFailed, failed); diff != "" {
-				t.Errorf("failed beside the plan (-want +got):\n%s", diff)
-			}
-			return nil
-		})
-	}
-	check(map[string]store.ImageLocation{
+	f.checkWhy(t, plan, map[string]store.ImageLocation{
 		"a": {State: proto.CacheFailed, Reason: proto.ReasonSourceNotAllowed, RefusedHost: "[fd00::7]:8443"},
 		"b": {State: proto.CacheFailed},
 		"c": {State: proto.CacheReady},
@@ -301,7 +376,7 @@ func TestFailedImagesSayWhy(t *testing.T) {
 	if _, err := f.run(t, step{agent: "a2", entries: []proto.ImageCacheEntry{entry("a", proto.CacheReady)}}); err != nil {
 		t.Fatal(err)
 	}
-	check(map[string]store.ImageLocation{"a": {State: proto.CacheReady}},
+	f.checkWhy(t, plan, map[string]store.ImageLocation{"a": {State: proto.CacheReady}},
 		[]FailedImage{{Ref: "b@1", Digest: digest("b"), Source: sourceOf("b")}})
 }
 
