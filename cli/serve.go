@@ -140,6 +140,41 @@ func defineEtcd(fs *flag.FlagSet, endpointsFlag, prefixFlag string) func() regis
 }
 
 var storeCommands = []command{{
+	path:  "store check",
+	usage: "--data-dir DIR | --store etcd --etcd-endpoints URL,URL,URL [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE]",
+	summary: "read a registry's store whole, repairing nothing, and report every inconsistency: records this version cannot read, index entries naming missing records, " +
+		"node indexes that differ from the nodes, runs naming unstored profile versions, public-profile entries that differ from the profiles; exit 1 when any is found",
+	define: func(fs *flag.FlagSet) func(x *exec) error {
+		dataDir := fs.String("data-dir", "", "data directory whose DIR/registry.db is checked: the registry must be stopped (or check a copy of the directory)")
+		backend := fs.String("store", "bbolt", "bbolt (DIR/registry.db) or etcd (--etcd-endpoints; replicas may keep running)")
+		etcd := defineEtcd(fs, "etcd-endpoints", "etcd-prefix")
+		return func(x *exec) error {
+			sc := etcd()
+			sc.Backend = *backend
+			if (*backend == "bbolt" || *backend == "") && *dataDir == "" {
+				return proto.Errorf(proto.InvalidInput, "store check needs --data-dir DIR, or --store etcd with --etcd-endpoints").WithPath("--data-dir")
+			}
+			sum, err := registry.CheckStore(*dataDir, sc)
+			if err != nil {
+				return err
+			}
+			x.print(sum, func(w *tabwriter.Writer) {
+				for _, p := range sum.Problems {
+					fmt.Fprintln(w, p)
+				}
+				if len(sum.Problems) == 0 {
+					fmt.Fprintln(w, "the store is consistent")
+				} else {
+					fmt.Fprintf(w, "%d problems: the registry may misbehave on this store; restore it from a backup (docs/store.md#checking-a-store)\n", len(sum.Problems))
+				}
+			})
+			if len(sum.Problems) > 0 {
+				return errReported
+			}
+			return nil
+		}
+	},
+}, {
 	path:    "store copy",
 	usage:   "--from-data-dir DIR --to-etcd-endpoints URL,URL,URL [--to-etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE]",
 	summary: "copy a stopped registry's bbolt store into an empty etcd prefix, then read every record back and compare it",

@@ -1,13 +1,18 @@
 package cli_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/testkit"
+	bolt "go.etcd.io/bbolt"
 )
 
 // TestStoreCopyThenServeOnEtcd moves a registry from its bbolt file to etcd: `store copy`
@@ -54,6 +59,11 @@ func TestStoreCopyThenServeOnEtcd(t *testing.T) {
 	if n := cluster.Count(t, "moved/~probe/"); n != 0 {
 		t.Errorf("%d probe keys left after copy and serve checked the cluster, want none", n)
 	}
+	var check struct{ Problems []string }
+	testkit.JSON(t, "", &check, "store", "check", "--store", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "moved")
+	if check.Problems == nil || len(check.Problems) != 0 {
+		t.Errorf("store check of the copy, its registry serving: %q, want an empty list", check.Problems)
+	}
 }
 
 // TestServeRefusesAClusterThatCannotTakeItsWrites: `serve --store etcd` on a cluster
@@ -86,5 +96,66 @@ func TestServeRefusesAClusterThatCannotTakeItsWrites(t *testing.T) {
 				t.Errorf("%d keys under the prefix after the refused starts, want none", n)
 			}
 		})
+	}
+}
+
+// TestStoreCheckReportsWhatTheStoreHolds: `store check` refuses the file of a running
+// registry, finds a stopped one consistent, and names a record of another schema and an
+// index entry of a node that does not exist, exit 1, the same on a second check and
+// without writing the file: it repairs nothing (a registry's own open drops the stale
+// entry, and a check that did would report a whole store).
+func TestStoreCheckReportsWhatTheStoreHolds(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", "acme")
+	if res := testkit.CLI(t, "", "store", "check", "--data-dir", reg.DataDir); res.Code != 1 || !strings.Contains(res.Stderr, "stop it") {
+		t.Fatalf("check of a running registry's file: exit %d, want 1 saying to stop it\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	reg.Stop()
+	var sum struct{ Problems []string }
+	testkit.JSON(t, "", &sum, "store", "check", "--data-dir", reg.DataDir)
+	if sum.Problems == nil || len(sum.Problems) != 0 {
+		t.Fatalf("check of a whole store: %q, want an empty list", sum.Problems)
+	}
+	if e := testkit.Fails(t, "", "store", "check", "--data-dir", t.TempDir()); e.Code != "INVALID_INPUT" || e.Details.Path != "--data-dir" {
+		t.Fatalf("check of a directory without a store: %+v", e)
+	}
+
+	file := filepath.Join(reg.DataDir, store.FileName)
+	db, err := bolt.Open(file, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		if err := tx.Bucket([]byte("tenants")).Put([]byte("ghost"), []byte("not a record")); err != nil {
+			return err
+		}
+		b, err := tx.CreateBucketIfNotExists([]byte("nodes_by_site_mac"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("rack-a\x00acme\x0020261204T000000\x0052:54:00:00:00:01\x00n-gone"), nil)
+	})
+	if err := errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		res := testkit.CLI(t, "", "store", "check", "--data-dir", reg.DataDir, "--format", "json")
+		sum.Problems = nil
+		if err := json.Unmarshal([]byte(res.Stdout), &sum); err != nil || res.Code != 1 {
+			t.Fatalf("check of a damaged store: exit %d, %v\n%s%s", res.Code, err, res.Stdout, res.Stderr)
+		}
+		all := strings.Join(sum.Problems, "\n")
+		for _, want := range []string{`tenants/"ghost" is not a record`, `n-gone`} {
+			if !strings.Contains(all, want) {
+				t.Errorf("check of a damaged store reports:\n%s\nwant a problem naming %s", all, want)
+			}
+		}
+	}
+	if after, err := os.ReadFile(file); err != nil || !bytes.Equal(before, after) {
+		t.Errorf("store check wrote the file it checked (%v)", err)
 	}
 }

@@ -3,6 +3,7 @@ package registry
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,6 +36,7 @@ func (sc StoreConfig) openStore(dataDir string, opts store.Options) (*store.Stor
 		if err != nil {
 			return nil, err
 		}
+		cfg.CheckLimits = !opts.ReadOnly // the probe writes
 		return store.OpenEtcd(cfg, opts)
 	}
 	return nil, proto.Errorf(proto.InvalidInput, "store %q is neither bbolt nor etcd", sc.Backend).WithPath("--store")
@@ -100,4 +102,47 @@ func CopyStore(dataDir string, to StoreConfig, progress func(bucket string, reco
 	defer dst.Close()
 	stats, err := src.CopyTo(dst, progress)
 	return CopySummary{Buckets: stats.Buckets, Records: stats.Records, Bytes: stats.Bytes}, err
+}
+
+// CheckSummary is what CheckStore found, as `store check` prints it.
+type CheckSummary struct {
+	// Problems are the inconsistencies found, one sentence each; none when the store is
+	// whole.
+	Problems []string `json:"problems"`
+}
+
+// CheckStore opens the store sc names (the bbolt file in dataDir by default) read-only,
+// repairing nothing, and checks it whole (store.Store.Check). A store it cannot open, or
+// cannot finish reading, is an error; a store it read whole returns every problem found,
+// none when it is consistent.
+func CheckStore(dataDir string, sc StoreConfig) (CheckSummary, error) {
+	if sc.Backend == "" || sc.Backend == "bbolt" {
+		if _, err := os.Stat(filepath.Join(dataDir, store.FileName)); err != nil {
+			return CheckSummary{}, proto.Errorf(proto.InvalidInput, "no store in %s: %v", dataDir, err).WithPath("--data-dir")
+		}
+	}
+	s, err := sc.openStore(dataDir, store.Options{ReadOnly: true})
+	if err != nil {
+		if errors.Is(err, store.ErrLocked) {
+			return CheckSummary{}, fmt.Errorf("%w: a running registry holds the file; stop it, or check a copy of the data directory", err)
+		}
+		return CheckSummary{}, err
+	}
+	defer s.Close()
+	sum := CheckSummary{Problems: []string{}}
+	for _, e := range unjoin(s.Check()) {
+		sum.Problems = append(sum.Problems, e.Error())
+	}
+	return sum, nil
+}
+
+// unjoin is the errors errors.Join joined into err, or err alone.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }

@@ -24,12 +24,16 @@ const boltMapped = 1 << 30
 // value stored as they are.
 type bboltBackend struct{ db *bolt.DB }
 
-func openBbolt(dataDir string, lockTimeout time.Duration) (*bboltBackend, error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+func openBbolt(dataDir string, lockTimeout time.Duration, readOnly bool) (*bboltBackend, error) {
+	path := filepath.Join(dataDir, FileName)
+	if readOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("no store in %s: %w", dataDir, err)
+		}
+	} else if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	path := filepath.Join(dataDir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, InitialMmapSize: boltMapped})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, InitialMmapSize: boltMapped, ReadOnly: readOnly})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("%s: %w (stop the other registry first)", path, ErrLocked)
 	}

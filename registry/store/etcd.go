@@ -86,7 +86,7 @@ func OpenEtcd(cfg EtcdConfig, opts Options) (*Store, error) {
 	}
 	s := &Store{kv: b, now: opts.Now}
 	b.startWatch(s.remoteCommit)
-	return upgraded(s)
+	return upgraded(s, opts)
 }
 
 // etcdBackend is a store in etcd.

@@ -47,6 +47,11 @@ type Options struct {
 	Now func() time.Time
 	// LockTimeout bounds the wait for another process to release the file (default 1s).
 	LockTimeout time.Duration
+	// ReadOnly opens the store to read it as it is, for Check: the bbolt file is opened
+	// read-only (it must exist, and a registry holding it keeps it locked) and neither
+	// backend brings its indexes up to its records at open, so what Check reports is
+	// what the store holds.
+	ReadOnly bool
 }
 
 func (o *Options) defaults() {
@@ -61,16 +66,19 @@ func (o *Options) defaults() {
 // Open opens (or creates) the bbolt store in dataDir.
 func Open(dataDir string, opts Options) (*Store, error) {
 	opts.defaults()
-	kv, err := openBbolt(dataDir, opts.LockTimeout)
+	kv, err := openBbolt(dataDir, opts.LockTimeout, opts.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
-	return upgraded(&Store{kv: kv, now: opts.Now})
+	return upgraded(&Store{kv: kv, now: opts.Now}, opts)
 }
 
 // upgraded brings the indexes of s, just opened, up to its records (reindexNodes),
-// and closes s when that fails.
-func upgraded(s *Store) (*Store, error) {
+// unless opts opened it read-only, and closes s when that fails.
+func upgraded(s *Store, opts Options) (*Store, error) {
+	if opts.ReadOnly {
+		return s, nil
+	}
 	if err := s.reindexNodes(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: indexing the nodes: %w", err)
