@@ -211,7 +211,7 @@ func mintedBy(tx *store.Tx, node store.Node, tok store.JoinToken) (string, error
 
 // cutOff is node's running, uncancelled workflow when it runs at the node's identity
 // epoch, which a containment (TokenReused) or a revocation (RevokeAgents) is about to
-// move (zero when none does): one created since the epoch last moved. A reinstall
+// move (zero when none does): one whose recorded epoch is the node's (runsAt). A reinstall
 // (deploy, release, retire) moved it itself as it was created; any other (inspect,
 // commission, rescue, unrescue, a remediation) found it. Either way the join tokens it
 // mints and the agents it boots or finds (its ramdisk, the installed OS it restarts)
@@ -225,7 +225,7 @@ func mintedBy(tx *store.Tx, node store.Node, tok store.JoinToken) (string, error
 // the next does not repeat.
 func cutOff(tx *store.Tx, node store.Node) (store.Run, error) {
 	run, err := running(tx, node)
-	if err != nil || run.ID == "" || node.IdentityEpochAt.After(run.CreatedAt) {
+	if err != nil || run.ID == "" || !runsAt(run, node) {
 		return store.Run{}, err
 	}
 	pool, err := tx.Pool(node.Tenant, node.Pool)
@@ -233,6 +233,19 @@ func cutOff(tx *store.Tx, node store.Node) (store.Run, error) {
 		return store.Run{}, err
 	}
 	return run, nil
+}
+
+// runsAt reports whether run runs at node's identity epoch: the epoch the run recorded
+// as it was created is the node's. The epoch is a logical clock, kept in the store's
+// transactions: the times of the run's creation and of the epoch's last move may come
+// from the clocks of two replicas, and a skew between them would miss a run created just
+// after the move (or take one created before it). A run stored before runs recorded
+// their epoch runs at it when it was created since the epoch last moved.
+func runsAt(run store.Run, node store.Node) bool {
+	if run.IdentityEpoch == nil {
+		return !node.IdentityEpochAt.After(run.CreatedAt)
+	}
+	return *run.IdentityEpoch == node.IdentityEpoch
 }
 
 // running is node's running, uncancelled workflow; zero when none runs.
