@@ -42,8 +42,8 @@ func TestRevocationFailsTheWorkflowItCutsOff(t *testing.T) {
 	eachCutOffWorkflow(t, func(t *testing.T, h *harness, run store.Run, _ string, epoch int64) {
 		id := run.Node
 		r := h.revoke(id, "OS compromised", "cr_0123456789abcdef")
-		if r.Failed.ID != run.ID {
-			t.Errorf("the revocation says it failed %q, want %s", r.Failed.ID, run.ID)
+		if r.Failed.ID != run.ID || r.Node.AgentsRevoked.FailedWorkflow != run.ID {
+			t.Errorf("the revocation says it failed %q, and records it failed %q; want %s", r.Failed.ID, r.Node.AgentsRevoked.FailedWorkflow, run.ID)
 		}
 		e := h.lastEvent(id, store.EventAgentsRevoked)
 		if e.Workflow != run.ID || e.Error == nil || e.Error.Code != proto.Forbidden || e.Error.Details.Reason != proto.ReasonAgentsRevoked ||
@@ -72,7 +72,7 @@ func TestRevocationFailsNoWorkflowItDoesNotCutOff(t *testing.T) {
 	epoch := h.node(id).IdentityEpoch
 	failsNone := func(when string) {
 		t.Helper()
-		if r := h.revoke(id, "", ""); r.Failed.ID != "" || r.Node.IdentityEpoch != epoch+1 {
+		if r := h.revoke(id, "", ""); r.Failed.ID != "" || r.Node.AgentsRevoked.FailedWorkflow != "" || r.Node.IdentityEpoch != epoch+1 {
 			t.Errorf("%s: the revocation failed %q and left epoch %d, want none failed and epoch %d", when, r.Failed.ID, r.Node.IdentityEpoch, epoch+1)
 		}
 		if e := h.lastEvent(id, store.EventAgentsRevoked); e.Workflow != "" || e.Error != nil || e.Detail != "an operator asked" {
