@@ -71,23 +71,13 @@ func TestChromiumShowsWhyASiteRefusedAnImage(t *testing.T) {
 	}
 	refused, pulled := register("refused@1", "ab"), register("pulled@1", "cd")
 	const host = `"><svg/onload=document.title='injected'>:443`
-	reg.Stop()
-	st, err := store.Open(reg.DataDir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = st.Update(func(tx *store.Tx) error {
+	reg = whileStopped(t, reg, func(tx *store.Tx) error {
 		if _, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-a", ImageID: refused, State: proto.CacheFailed, Reason: proto.ReasonSourceNotAllowed, RefusedHost: host}); err != nil {
 			return err
 		}
 		_, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-a", ImageID: pulled, State: proto.CacheReady, SizeBytes: 1, LastUsed: time.Now()})
 		return err
 	})
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg = testkit.StartRegistry(t, reg.DataDir)
 
 	ctx := browser.Start(t, reg.URL)
 	cfg, _ := api.LoadClientConfig(reg.AdminConfig)
