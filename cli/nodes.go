@@ -100,7 +100,7 @@ var nodeCommands = []command{{
 	summary: "show one node: state, last transition and workflow, where it failed from and why, last remediation and why, identity epoch and the last revocation of its agents' certificates, BMC, driver bindings, host section, last disk wipe",
 	long: "one node: state, its last transition and workflow, its last remediation and why, its " +
 		"identity epoch (`identityEpoch`: the installation its agents' certificates must name) and " +
-		"when it was raised (`identityEpochAt`), the last revocation of its agents' certificates (`agentsRevoked`: epoch, when, reason, by which credential), BMC, " +
+		"when it was raised (`identityEpochAt`), the last revocation of its agents' certificates (`agentsRevoked`: epoch, when, reason, by which credential, the workflow it failed), BMC, " +
 		"driver bindings, PXE discovery's MAC proposal or the MAC it bound, the state it failed " +
 		"from and why, a retire's unverified wipe, host section; its agent's applied NodeSpec " +
 		"generation and last host convergence; the requests it takes now (`requests`, the lifecycle table's: every other is INVALID_STATE); the last disk wipe of its last workflow and whether " +
@@ -491,7 +491,11 @@ func identityEpoch(n api.Node) string {
 
 // revocation says when an operator revoked whose certificates, who and why.
 func revocation(whose string, r *api.Revocation) string {
-	return fmt.Sprintf("%s revoked %s by %s (identity epoch %d): %s", whose, r.At.Format(time.RFC3339), dash(r.By), r.Epoch, r.Reason)
+	line := fmt.Sprintf("%s revoked %s by %s (identity epoch %d): %s", whose, r.At.Format(time.RFC3339), dash(r.By), r.Epoch, r.Reason)
+	if r.FailedWorkflowID != "" {
+		line += "; failed workflow " + r.FailedWorkflowID
+	}
+	return line
 }
 
 // agentDetail shows what the node's agent applied and its last host convergence.

@@ -747,7 +747,8 @@ func TestRevokeIdentityThroughTheCLI(t *testing.T) {
 // node's inspect waits for its ramdisk (the site agent never answers the ramdisk boot's
 // management.setBootDevice), through the real binaries: the text names the workflow the
 // revocation failed and how to run it again, and the node is failed at once, FORBIDDEN
-// agents-revoked, the error naming the credential and the reason. `nodes retry` runs the
+// agents-revoked, the error naming the credential and the reason, and `nodes get` names
+// it beside the revocation. `nodes retry` runs the
 // inspect again, and a revocation during it answers, with --format json, its id as
 // failedWorkflowId. Before, the answer named no workflow and the inspect waited out its
 // step's timeout.
@@ -779,6 +780,9 @@ func TestRevokeIdentityFailsTheWorkflowItCutsOff(t *testing.T) {
 	if f := failed.Failure; f == nil || f.RunID != inspecting.Workflow || f.Error.Code != proto.Forbidden || f.Error.Details.Reason != proto.ReasonAgentsRevoked ||
 		!strings.Contains(f.Error.Message, "revoked by credential ") || !strings.Contains(f.Error.Message, `"OS compromised"`) {
 		t.Errorf("the node failed with %+v, want the inspect %s failed FORBIDDEN agents-revoked, naming the credential and the reason", f, inspecting.Workflow)
+	}
+	if text := testkit.CLI(t, acme, "nodes", "get", node.ID).Stdout; !strings.Contains(text, "OS compromised; failed workflow "+inspecting.Workflow) {
+		t.Errorf("nodes get does not name the workflow the revocation failed:\n%s", text)
 	}
 
 	testkit.JSON(t, acme, nil, "nodes", "retry", node.ID)

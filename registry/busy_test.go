@@ -1385,10 +1385,18 @@ func TestBusyReplicas(t *testing.T) {
 // agents' side and the API's side, whose tenants call with the credentials of the
 // first's.
 func startBusyReplicas(t *testing.T, clk clock.Clock) (agentSide, apiSide *busyFleet) {
+	return startSkewedReplicas(t, clk, clk)
+}
+
+// startSkewedReplicas is startBusyReplicas with a clock each: the agents' side's
+// agentClk, the API's side's apiClk (nil: the real clock), as replicas whose clocks
+// disagree run.
+func startSkewedReplicas(t *testing.T, agentClk, apiClk clock.Clock) (agentSide, apiSide *busyFleet) {
 	cluster := etcdtest.Start(t)
-	cfg := Config{Store: StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}, KEKFile: filepath.Join(t.TempDir(), "kek"), Clock: clk}
+	cfg := Config{Store: StoreConfig{Backend: "etcd", EtcdEndpoints: cluster.Endpoints}, KEKFile: filepath.Join(t.TempDir(), "kek"), Clock: agentClk}
 	agentSide = serveBusy(t, cfg)
 	agentSide.populate()
+	cfg.Clock = apiClk
 	apiSide = serveBusy(t, cfg, agentSide.r.Info().AdminConfig)
 	for tenant, tc := range agentSide.configs {
 		apiSide.addTenant(tenant, tc)

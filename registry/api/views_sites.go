@@ -37,6 +37,9 @@ type Revocation struct {
 	Reason string `json:"reason"`
 	// By is the credential that asked.
 	By string `json:"by,omitempty"`
+	// FailedWorkflowID is, for a node's, the workflow it failed (metal.revokeCertificates'
+	// failedWorkflowId); left out when it failed none.
+	FailedWorkflowID string `json:"failedWorkflowId,omitempty"`
 }
 
 // revocationOf is r as the API shows it; nil for nil.
@@ -44,7 +47,7 @@ func revocationOf(r *store.Revocation) *Revocation {
 	if r == nil {
 		return nil
 	}
-	return &Revocation{Epoch: r.Epoch, At: r.At, Reason: r.Reason, By: r.By}
+	return &Revocation{Epoch: r.Epoch, At: r.At, Reason: r.Reason, By: r.By, FailedWorkflowID: r.FailedWorkflow}
 }
 
 // SiteAgent is whether a site's agent (bcd site) is connected, as the registry holding

@@ -26,13 +26,8 @@ func overBound(t *testing.T, over int) (reg *testkit.Registry, leftOut []api.Lef
 	reg, _, _, _ = twoTenants(t)
 	beta = filepath.Join(t.TempDir(), "beta.conf")
 	testkit.JSON(t, reg.AdminConfig, nil, "credentials", "create", "--tenant", "beta", "--actions", "compute:sites:manage,compute:nodes:read", "--out", beta)
-	reg.Stop()
-	st, err := store.Open(reg.DataDir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	flood := proto.MaxKnownMACs - 2 + over // beside acme's node and beta's first
-	err = st.Update(func(tx *store.Tx) error {
+	reg = whileStopped(t, reg, func(tx *store.Tx) error {
 		for i := range flood {
 			n, err := tx.CreateNode(store.Node{Tenant: "beta", Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:01:%02x:%02x:%02x", i>>16&0xff, i>>8&0xff, i&0xff)}})
 			if err != nil {
@@ -44,11 +39,25 @@ func overBound(t *testing.T, over int) (reg *testkit.Registry, leftOut []api.Lef
 		}
 		return nil
 	})
+	return reg, leftOut, beta
+}
+
+// whileStopped stops reg, writes fn to its store in one transaction and starts it again
+// on the same data directory: what the test writes as no API call would (many rows at
+// once, or what an agent reports).
+func whileStopped(t *testing.T, reg *testkit.Registry, fn func(*store.Tx) error) *testkit.Registry {
+	t.Helper()
+	reg.Stop()
+	st, err := store.Open(reg.DataDir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Update(fn)
 	st.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testkit.StartRegistry(t, reg.DataDir), leftOut, beta
+	return testkit.StartRegistry(t, reg.DataDir)
 }
 
 var (

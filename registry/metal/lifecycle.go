@@ -230,22 +230,31 @@ func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, n
 
 // create stores the run of p for node, started by req, and moves the node to the state
 // req runs in; a request that takes the machine away from its installed OS (reinstalls)
-// moves its identity epoch and deletes the node's unused join tokens.
+// moves its identity epoch and deletes the node's unused join tokens. The run records the
+// epoch it runs at: the node's, or the one a reinstall moved it to.
 func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.ProfileRecord, p *profile.Profile, next Request) (store.Run, store.Node, error) {
+	reinstall := slices.Contains(reinstalls, req)
+	at, err := tx.Node(node.ID)
+	if err != nil {
+		return store.Run{}, node, err
+	}
+	if reinstall {
+		at.NewIdentityEpoch(tx.Now())
+	}
 	run, err := s.cfg.Engine.Create(tx, workflow.NewRun{Kind: string(req), Node: node.ID, Tenant: node.Tenant,
-		Profile: store.ProfileRef{Tenant: rec.Tenant, ID: rec.ID, Version: rec.Version}, Define: p})
+		Profile: store.ProfileRef{Tenant: rec.Tenant, ID: rec.ID, Version: rec.Version}, Define: p, IdentityEpoch: at.IdentityEpoch})
 	if err != nil {
 		return run, node, err
 	}
 	node, err = updateNode(tx, node.ID, func(n *store.Node) error {
 		n.State, n.Workflow, n.Transition, n.Next = transitions[req].during, run.ID, string(req), string(next)
 		n.FailedFrom, n.Failure = "", nil
-		if slices.Contains(reinstalls, req) {
+		if reinstall {
 			n.NewIdentityEpoch(tx.Now())
 		}
 		return nil
 	})
-	if err == nil && slices.Contains(reinstalls, req) {
+	if err == nil && reinstall {
 		// A token minted before the epoch moved (the installation's user data, a ramdisk
 		// boot of it) would join its holder at the new epoch.
 		_, err = tx.DeleteUnusedJoinTokens(node.ID)

@@ -53,7 +53,7 @@ func (s *Service) RevokeAgents(tx *store.Tx, tenant, nodeID, reason, by string) 
 	var out AgentsRevoked
 	out.Node, err = updateNode(tx, nodeID, func(n *store.Node) error {
 		n.NewIdentityEpoch(tx.Now())
-		n.AgentsRevoked = &store.Revocation{Epoch: n.IdentityEpoch, At: tx.Now(), Reason: reason, By: by}
+		n.AgentsRevoked = &store.Revocation{Epoch: n.IdentityEpoch, At: tx.Now(), Reason: reason, By: by, FailedWorkflow: cut.ID}
 		return nil
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package metal
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
@@ -41,8 +42,8 @@ func TestRevocationFailsTheWorkflowItCutsOff(t *testing.T) {
 	eachCutOffWorkflow(t, func(t *testing.T, h *harness, run store.Run, _ string, epoch int64) {
 		id := run.Node
 		r := h.revoke(id, "OS compromised", "cr_0123456789abcdef")
-		if r.Failed.ID != run.ID {
-			t.Errorf("the revocation says it failed %q, want %s", r.Failed.ID, run.ID)
+		if r.Failed.ID != run.ID || r.Node.AgentsRevoked.FailedWorkflow != run.ID {
+			t.Errorf("the revocation says it failed %q, and records it failed %q; want %s", r.Failed.ID, r.Node.AgentsRevoked.FailedWorkflow, run.ID)
 		}
 		e := h.lastEvent(id, store.EventAgentsRevoked)
 		if e.Workflow != run.ID || e.Error == nil || e.Error.Code != proto.Forbidden || e.Error.Details.Reason != proto.ReasonAgentsRevoked ||
@@ -71,7 +72,7 @@ func TestRevocationFailsNoWorkflowItDoesNotCutOff(t *testing.T) {
 	epoch := h.node(id).IdentityEpoch
 	failsNone := func(when string) {
 		t.Helper()
-		if r := h.revoke(id, "", ""); r.Failed.ID != "" || r.Node.IdentityEpoch != epoch+1 {
+		if r := h.revoke(id, "", ""); r.Failed.ID != "" || r.Node.AgentsRevoked.FailedWorkflow != "" || r.Node.IdentityEpoch != epoch+1 {
 			t.Errorf("%s: the revocation failed %q and left epoch %d, want none failed and epoch %d", when, r.Failed.ID, r.Node.IdentityEpoch, epoch+1)
 		}
 		if e := h.lastEvent(id, store.EventAgentsRevoked); e.Workflow != "" || e.Error != nil || e.Detail != "an operator asked" {
@@ -111,5 +112,66 @@ func TestRevocationFailsNoWorkflowItDoesNotCutOff(t *testing.T) {
 	err = h.store.Update(func(tx *store.Tx) error { _, err := h.svc.RevokeAgents(tx, "acme", id, "", ""); return err })
 	if e := proto.AsError(err); e.Code != proto.InvalidState || h.node(id).Rev != before.Rev {
 		t.Errorf("revoking a retired node's agents: %v, node rev %d (was %d); want INVALID_STATE changing nothing", err, h.node(id).Rev, before.Rev)
+	}
+}
+
+// TestCutOffByTheEpochTheRunRecords: a run records the identity epoch it runs at, the
+// node's as an inspect found it or the one a deploy's start moved it to, and a
+// revocation cuts it off by that epoch (TestCutOffAcrossSkewedClocks, registry: with
+// the replicas' clocks skewed). A run stored before runs recorded their epoch keeps the
+// rule of before: one created since the epoch last moved is cut off, one created before
+// it is not.
+func TestCutOffByTheEpochTheRunRecords(t *testing.T) {
+	for name, tc := range map[string]struct {
+		deploy bool
+		// stored: the run as a registry stored it before runs recorded their epoch,
+		// created at this offset from the epoch's last move.
+		stored  bool
+		created time.Duration
+		cut     bool
+	}{
+		"an inspect, at the node's epoch":               {cut: true},
+		"a deploy, at the epoch its start moved to":     {deploy: true, cut: true},
+		"stored before, created since the epoch moved":  {stored: true, created: time.Minute, cut: true},
+		"stored before, created before the epoch moved": {stored: true, created: -time.Minute},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			id := h.enroll(nil)
+			before := h.node(id).IdentityEpoch
+			var run store.Run
+			if tc.deploy {
+				run = h.deployAwaitingKexec(id)
+			} else {
+				h.machine.hang(proto.CommandInventoryRefresh)
+				var err error
+				if run, _, err = h.act(id, Inspect, Options{}); err != nil {
+					t.Fatal(err)
+				}
+				h.relayedYet("ramdisk", proto.CommandInventoryRefresh)
+			}
+			n, want := h.node(id), before
+			if tc.deploy {
+				want++
+			}
+			if run.IdentityEpoch == nil || *run.IdentityEpoch != want || n.IdentityEpoch != want {
+				t.Fatalf("the %s records epoch %v, the node is at %d; want both at %d", run.Kind, run.IdentityEpoch, n.IdentityEpoch, want)
+			}
+			if tc.stored {
+				if err := h.store.Update(func(tx *store.Tx) error {
+					_, err := tx.UpdateRun(run.ID, func(r *store.Run) error {
+						r.IdentityEpoch, r.CreatedAt = nil, n.IdentityEpochAt.Add(tc.created)
+						return nil
+					})
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := h.revoke(id, "", "")
+			if got := r.Failed.ID == run.ID; got != tc.cut {
+				t.Errorf("the revocation failed %q; want the %s %s failed: %t", r.Failed.ID, run.Kind, run.ID, tc.cut)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -107,8 +108,12 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 			if err != nil {
 				return err
 			}
+			advice := reuseAdvice{tok: tok, node: node.ID, pool: node.Pool}
+			if advice.minter, err = minterKind(tx, tok); err != nil {
+				return err
+			}
 			held := kind.heldIdentity && !node.IdentityEpochAt.After(tok.UsedAt)
-			if run == "" && !held {
+			if run.ID == "" && !held {
 				why := "No workflow that minted it runs any more"
 				if tok.Workflow == "" {
 					why = "No workflow minted it (" + operatorMinted + ")"
@@ -116,12 +121,11 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 				if kind.heldIdentity {
 					why += " and the node's identity epoch moved since its join (the certificate it got is refused already)"
 				}
-				e.Detail = told + kind.mayMean + " " + why + ", so nothing was changed: unless both addresses are this machine's, revoke the node's agents (nodes revoke-identity), " +
-					"deploy it again, check the installed agent of any machine that got its deploy.image, and set the pool's policy.measuredBoot."
+				e.Detail = told + kind.mayMean + " " + why + ", so nothing was changed. " + advice.String()
 				break
 			}
 			var cut store.Run
-			if run == "" {
+			if run.ID == "" {
 				if cut, err = cutOff(tx, node); err != nil {
 					return err
 				}
@@ -133,20 +137,22 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 			if err != nil {
 				return err
 			}
-			contained = true
+			contained, advice.contained = true, true
 			failing := ""
 			switch {
-			case run != "":
-				e.Workflow, e.Error = run, proto.Errorf(proto.Forbidden, "the %s join token of node %s was presented again from %s after its join from %s: another host may have joined as its %s, "+
-					"so the node's identity epoch moved and its unused join tokens are deleted; set policy.measuredBoot on pool %s and deploy the node again",
-					tok.Kind, node.ID, e.To, e.From, kind.agent, node.Pool).WithReason(proto.ReasonTokenReused)
-				failing = " and failed workflow " + run
+			case run.ID != "":
+				advice.failed = run.Kind
+				e.Workflow, e.Error = run.ID, proto.Errorf(proto.Forbidden, "the %s join token of node %s was presented again from %s after its join from %s: another host may have joined as its %s, "+
+					"so the node's identity epoch moved and its unused join tokens are deleted; set policy.measuredBoot on pool %s and %s",
+					tok.Kind, node.ID, e.To, e.From, kind.agent, node.Pool, runAgain(run.Kind, node.ID)).WithReason(proto.ReasonTokenReused)
+				failing = " and failed workflow " + run.ID
 			case cut.ID != "":
+				advice.failed = cut.Kind
 				e.Workflow, e.Error = cut.ID, proto.Errorf(proto.Forbidden, "node %s's identity was contained: its %s join token %s, which %s, was presented again from %s after its join from %s "+
 					"at the identity epoch this %s workflow runs at, so the epoch moved (every certificate of the node's agents is refused, as after nodes revoke-identity) and the node's "+
 					"unused join tokens are deleted: the agents this workflow works with were cut off and its join tokens deleted, so it cannot complete. Set policy.measuredBoot on pool %s "+
-					"and run it again (`nodes retry %s`); unless both addresses are this machine's, another host may have joined with the token",
-					node.ID, tok.Kind, tok.ID, minter(tok), e.To, e.From, cut.Kind, node.Pool, node.ID).WithReason(proto.ReasonTokenReused)
+					"and %s; unless both addresses are this machine's, another host may have joined with the token",
+					node.ID, tok.Kind, tok.ID, minter(tok), e.To, e.From, cut.Kind, node.Pool, runAgain(cut.Kind, node.ID)).WithReason(proto.ReasonTokenReused)
 				failing = fmt.Sprintf(" and failed workflow %s (a %s running at that epoch: the move cut off the agents it works with and its join tokens)", cut.ID, cut.Kind)
 			}
 			if e.Workflow != "" {
@@ -156,8 +162,8 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 				failed = e.Workflow
 			}
 			e.Detail = told + kind.mayMean + fmt.Sprintf(" The registry moved the node's identity epoch (the %s that joined with the token lost its certificate and its session), "+
-				"deleted %d unused join token(s) of the node%s. Set the pool's policy.measuredBoot, deploy the node again, and check the installed agent of any machine that got its deploy.image "+
-				"(unless both addresses are this machine's: a machine whose address changed between its two joins looks the same, and joins again with a new token).", kind.agent, deleted, failing)
+				"deleted %d unused join token(s) of the node%s (unless both addresses are this machine's: a machine whose address changed between its two joins looks the same, "+
+				"and joins again with a new token). ", kind.agent, deleted, failing) + advice.String()
 		case address == store.ReusedFromUnknownAddress:
 			e.Detail = told + fmt.Sprintf(" The address of one of the two joins is unknown, so the registry cannot tell this machine's %s started again from another host that read the token: ", kind.agent) +
 				"if the machine was not rebooted, revoke the node's agents (nodes revoke-identity) and set the pool's policy.measuredBoot."
@@ -197,21 +203,86 @@ func minter(tok store.JoinToken) string {
 
 // mintedBy is the run that minted the token tok (tok.Workflow: boot.prepareRamdisk,
 // metal.ensureRamdisk or userdata.render) while it is node's running, uncancelled
-// workflow; "" otherwise. It never guesses from what else runs on the node: a token an
+// workflow; zero otherwise. It never guesses from what else runs on the node: a token an
 // operator minted (`tokens create`), or one stored before tokens recorded their
 // workflow, has none (what its containment does to the node's running workflow is
 // cutOff's to say).
-func mintedBy(tx *store.Tx, node store.Node, tok store.JoinToken) (string, error) {
+func mintedBy(tx *store.Tx, node store.Node, tok store.JoinToken) (store.Run, error) {
 	if tok.Workflow == "" || tok.Workflow != node.Workflow {
+		return store.Run{}, nil
+	}
+	return running(tx, node)
+}
+
+// minterKind is the kind of the workflow that minted tok (running or not), "" for a
+// token no workflow minted (operatorMinted), and unknownMinter when that run is no
+// longer stored.
+func minterKind(tx *store.Tx, tok store.JoinToken) (string, error) {
+	if tok.Workflow == "" {
 		return "", nil
 	}
-	run, err := running(tx, node)
-	return run.ID, err
+	run, err := tx.Run(tok.Workflow)
+	if proto.CodeOf(err) == proto.NotFound {
+		return unknownMinter, nil
+	}
+	return run.Kind, err
+}
+
+// unknownMinter is reuseAdvice.minter for a token whose workflow is no longer stored.
+const unknownMinter = "?"
+
+// reuseAdvice is what to do after a ramdisk or provisioned join token was presented
+// again from another address than its join's, for the token's kind, who minted it and
+// the workflow the registry failed (or none): the end of the token.reused event's
+// detail.
+type reuseAdvice struct {
+	tok        store.JoinToken
+	node, pool string
+	// minter is the kind of the workflow that minted the token (minterKind).
+	minter string
+	// failed is the kind of the workflow the containment failed; "" for none.
+	failed string
+	// contained is whether the registry moved the node's identity epoch.
+	contained bool
+}
+
+// String is the advice, as sentences.
+func (a reuseAdvice) String() string {
+	var do []string
+	if !a.contained && a.tok.Kind == store.TokenRamdisk {
+		// The certificate of the ramdisk that joined first holds until the epoch moves.
+		do = append(do, fmt.Sprintf("unless both addresses are this machine's, revoke the node's agents (`nodes revoke-identity %s`): the ramdisk that joined with the token still holds its certificate", a.node))
+	}
+	deployMinted := a.minter == string(Deploy) || a.minter == unknownMinter
+	switch {
+	case a.failed != "":
+		do = append(do, runAgain(a.failed, a.node))
+	case !a.contained:
+	case deployMinted:
+		do = append(do, fmt.Sprintf("redeploy the node (`nodes release %s`, then `nodes deploy %s --profile P`): the installation's user data, which carried the token, may have reached another host, "+
+			"and the machine's installed OS lost its certificate", a.node, a.node))
+	case a.tok.Workflow == "":
+		do = append(do, fmt.Sprintf("join the machine's installed OS again with a token minted now (`tokens create --kind %s --node-id %s`, then `bcd join` on the machine), "+
+			"keeping it where no other host reads it", a.tok.Kind, a.node))
+	}
+	if deployMinted {
+		do = append(do, "check the installed agent of any machine that got the deploy.image of the workflow that minted the token")
+	}
+	do = append(do, fmt.Sprintf("set policy.measuredBoot on pool %s, so that a host that holds a token cannot pass for the machine", a.pool))
+	return "What to do: " + strings.Join(do, "; ") + "."
+}
+
+// runAgain says how to run a failed workflow of kind again on node.
+func runAgain(kind, node string) string {
+	if kind == string(Deploy) {
+		return fmt.Sprintf("deploy the node again (`nodes retry %s`)", node)
+	}
+	return fmt.Sprintf("run the %s workflow again (`nodes retry %s`)", kind, node)
 }
 
 // cutOff is node's running, uncancelled workflow when it runs at the node's identity
 // epoch, which a containment (TokenReused) or a revocation (RevokeAgents) is about to
-// move (zero when none does): one created since the epoch last moved. A reinstall
+// move (zero when none does): one whose recorded epoch is the node's (runsAt). A reinstall
 // (deploy, release, retire) moved it itself as it was created; any other (inspect,
 // commission, rescue, unrescue, a remediation) found it. Either way the join tokens it
 // mints and the agents it boots or finds (its ramdisk, the installed OS it restarts)
@@ -225,7 +296,7 @@ func mintedBy(tx *store.Tx, node store.Node, tok store.JoinToken) (string, error
 // the next does not repeat.
 func cutOff(tx *store.Tx, node store.Node) (store.Run, error) {
 	run, err := running(tx, node)
-	if err != nil || run.ID == "" || node.IdentityEpochAt.After(run.CreatedAt) {
+	if err != nil || run.ID == "" || !runsAt(run, node) {
 		return store.Run{}, err
 	}
 	pool, err := tx.Pool(node.Tenant, node.Pool)
@@ -233,6 +304,19 @@ func cutOff(tx *store.Tx, node store.Node) (store.Run, error) {
 		return store.Run{}, err
 	}
 	return run, nil
+}
+
+// runsAt reports whether run runs at node's identity epoch: the epoch the run recorded
+// as it was created is the node's. The epoch is a logical clock, kept in the store's
+// transactions: the times of the run's creation and of the epoch's last move may come
+// from the clocks of two replicas, and a skew between them would miss a run created just
+// after the move (or take one created before it). A run stored before runs recorded
+// their epoch runs at it when it was created since the epoch last moved.
+func runsAt(run store.Run, node store.Node) bool {
+	if run.IdentityEpoch == nil {
+		return !node.IdentityEpochAt.After(run.CreatedAt)
+	}
+	return *run.IdentityEpoch == node.IdentityEpoch
 }
 
 // running is node's running, uncancelled workflow; zero when none runs.

@@ -337,8 +337,12 @@ func TestContainedTokenFailsTheWorkflowItCutsOff(t *testing.T) {
 		if minted != "" {
 			minter = "which workflow " + minted + " minted before it ended"
 		}
+		again := "run the " + run.Kind + " workflow again (`nodes retry " + id + "`)"
+		if run.Kind == string(Deploy) {
+			again = "deploy the node again (`nodes retry " + id + "`)"
+		}
 		for _, says := range []string{"token " + tok.ID, minter, "from 10.0.0.5", "this " + run.Kind + " workflow runs at", "agents this workflow works with were cut off",
-			"policy.measuredBoot", "nodes retry " + id} {
+			"policy.measuredBoot", again} {
 			if !strings.Contains(e.Error.Message, says) {
 				t.Errorf("the failure does not say %q: %s", says, e.Error.Message)
 			}
@@ -413,5 +417,96 @@ func eachCutOffWorkflow(t *testing.T, test func(t *testing.T, h *harness, run st
 			run, lastDeploy := start(h)
 			test(t, h, run, lastDeploy, h.node(run.Node).IdentityEpoch)
 		})
+	}
+}
+
+// TestTokenReuseAdvice: what a token.reused event from another address says to do fits
+// the token's kind, who minted it, and the workflow the registry failed or none: a
+// deploy is deployed again and an inspect, commission or rescue run again (`nodes
+// retry`), never "deploy the node again"; an operator's provisioned token that held the
+// node's identity has the installed OS join again with a new token, the last deploy's
+// a redeploy; the deploy.image is checked only when a deploy (or a run no longer
+// stored) minted the token; the node's agents are revoked only when the ramdisk that
+// joined first still holds its certificate. Before, every case said to deploy the node
+// again and check the machines that got its deploy.image.
+func TestTokenReuseAdvice(t *testing.T) {
+	const (
+		measured = "set policy.measuredBoot on pool gpu, so that a host that holds a token cannot pass for the machine."
+		revoke   = "unless both addresses are this machine's, revoke the node's agents (`nodes revoke-identity nd_1`): the ramdisk that joined with the token still holds its certificate; "
+		check    = "check the installed agent of any machine that got the deploy.image of the workflow that minted the token; "
+	)
+	ramdisk := store.JoinToken{Kind: store.TokenRamdisk, Workflow: "wf_1"}
+	provisioned := store.JoinToken{Kind: store.TokenProvisioned, Workflow: "wf_1"}
+	operators := store.JoinToken{Kind: store.TokenProvisioned}
+	for name, tc := range map[string]struct {
+		advice reuseAdvice
+		want   string
+	}{
+		"ramdisk token of the running deploy": {reuseAdvice{tok: ramdisk, minter: "deploy", failed: "deploy", contained: true},
+			"deploy the node again (`nodes retry nd_1`); " + check + measured},
+		"ramdisk token of the running inspect": {reuseAdvice{tok: ramdisk, minter: "inspect", failed: "inspect", contained: true},
+			"run the inspect workflow again (`nodes retry nd_1`); " + measured},
+		"ramdisk token of the running commission": {reuseAdvice{tok: ramdisk, minter: "commission", failed: "commission", contained: true},
+			"run the commission workflow again (`nodes retry nd_1`); " + measured},
+		"ramdisk token of the running rescue": {reuseAdvice{tok: ramdisk, minter: "rescue", failed: "rescue", contained: true},
+			"run the rescue workflow again (`nodes retry nd_1`); " + measured},
+		"ramdisk token of a deploy that ended": {reuseAdvice{tok: ramdisk, minter: "deploy"},
+			revoke + check + measured},
+		"ramdisk token of an inspect that ended": {reuseAdvice{tok: ramdisk, minter: "inspect"},
+			revoke + measured},
+		"ramdisk token of a run no longer stored": {reuseAdvice{tok: ramdisk, minter: unknownMinter},
+			revoke + check + measured},
+		"operator's ramdisk token": {reuseAdvice{tok: store.JoinToken{Kind: store.TokenRamdisk}},
+			revoke + measured},
+		"provisioned token of the running deploy": {reuseAdvice{tok: provisioned, minter: "deploy", failed: "deploy", contained: true},
+			"deploy the node again (`nodes retry nd_1`); " + check + measured},
+		"provisioned token of the deploy that ended, holding the identity": {reuseAdvice{tok: provisioned, minter: "deploy", contained: true},
+			"redeploy the node (`nodes release nd_1`, then `nodes deploy nd_1 --profile P`): the installation's user data, which carried the token, may have reached another host, " +
+				"and the machine's installed OS lost its certificate; " + check + measured},
+		"provisioned token of the deploy that ended, cutting off an inspect": {reuseAdvice{tok: provisioned, minter: "deploy", failed: "inspect", contained: true},
+			"run the inspect workflow again (`nodes retry nd_1`); " + check + measured},
+		"provisioned token of a deploy, its epoch gone": {reuseAdvice{tok: provisioned, minter: "deploy"},
+			check + measured},
+		"operator's provisioned token, holding the identity": {reuseAdvice{tok: operators, contained: true},
+			"join the machine's installed OS again with a token minted now (`tokens create --kind provisioned --node-id nd_1`, then `bcd join` on the machine), " +
+				"keeping it where no other host reads it; " + measured},
+		"operator's provisioned token, cutting off a deploy": {reuseAdvice{tok: operators, failed: "deploy", contained: true},
+			"deploy the node again (`nodes retry nd_1`); " + measured},
+		"operator's provisioned token, cutting off a remediation": {reuseAdvice{tok: operators, failed: "remediate", contained: true},
+			"run the remediate workflow again (`nodes retry nd_1`); " + measured},
+		"operator's provisioned token, its epoch gone": {reuseAdvice{tok: operators},
+			measured},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.advice.node, tc.advice.pool = "nd_1", "gpu"
+			if got, want := tc.advice.String(), "What to do: "+tc.want; got != want {
+				t.Errorf("advice:\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+// TestRamdiskTokenReusedWhileItsInspectRuns: the ramdisk token an inspect minted, joined
+// first from another address than the one it comes again from while the inspect runs,
+// fails the inspect FORBIDDEN token-reused, its error and the event saying to run the
+// inspect again, and nothing of a deploy, which did not run. Before, both said to
+// deploy the node again and check the machines that got its deploy.image.
+func TestRamdiskTokenReusedWhileItsInspectRuns(t *testing.T) {
+	h := newHarness(t)
+	id := h.enroll(nil)
+	h.machine.hang(proto.CommandInventoryRefresh)
+	run, _, err := h.act(id, Inspect, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.relayedYet("ramdisk", proto.CommandInventoryRefresh)
+	_, e := h.mintedAndReused(store.TokenFor{Kind: store.TokenRamdisk, NodeID: id, Workflow: run.ID}, "10.0.0.9", "10.0.0.5")
+	if e.Workflow != run.ID || e.Error == nil || e.Error.Details.Reason != proto.ReasonTokenReused {
+		t.Fatalf("event %+v, want it failing the inspect %s token-reused", e, run.ID)
+	}
+	for what, text := range map[string]string{"failure": e.Error.Message, "detail": e.Detail} {
+		if !strings.Contains(text, "run the inspect workflow again (`nodes retry "+id+"`)") || strings.Contains(text, "deploy the node again") || strings.Contains(text, "deploy.image of") {
+			t.Errorf("the event's %s does not say to run the inspect again, or speaks of a deploy: %s", what, text)
+		}
 	}
 }

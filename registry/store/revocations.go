@@ -19,6 +19,10 @@ type Revocation struct {
 	Reason string `json:"reason"`
 	// By is the credential that asked.
 	By string `json:"by,omitempty"`
+	// FailedWorkflow is, for a node's, the workflow it failed (it ran at the epoch that
+	// moved, so its agents and join tokens were cut off); empty when it failed none, and
+	// for a revocation stored before revocations recorded it.
+	FailedWorkflow string `json:"failedWorkflowId,omitempty"`
 }
 
 // refusal is the FORBIDDEN, reason revoked, of a certificate of agent id in role that

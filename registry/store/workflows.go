@@ -54,6 +54,12 @@ type Run struct {
 	// created (AgentJoin.BootID): a join of that boot since is a reconnect, not the
 	// machine booting (wait.agentJoined). Empty when unknown.
 	BootID string `json:"bootId,omitempty"`
+	// IdentityEpoch is the node's identity epoch the run runs at (Node.IdentityEpoch):
+	// the node's when the run was created, or the one its creation moved it to (a
+	// reinstall). A logical clock, which no replica's clock skews: the join tokens the
+	// run mints and the agents it works with hold it, and a move past it cuts the run off
+	// (metal's cutOff). Nil for a run stored before runs recorded it.
+	IdentityEpoch *int64 `json:"identityEpoch,omitempty"`
 	// Rev counts the record's changes; watchers wait for it to move.
 	Rev        int       `json:"rev"`
 	CreatedAt  time.Time `json:"createdAt"`

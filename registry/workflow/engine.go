@@ -140,6 +140,8 @@ type NewRun struct {
 	// changed or not.
 	Profile store.ProfileRef
 	Define  *profile.Profile
+	// IdentityEpoch is the node's identity epoch the run runs at (store.Run's).
+	IdentityEpoch int64
 }
 
 // Create stores a run of a profile's rendered steps in tx. A run of a stored version
@@ -153,7 +155,7 @@ func (e *Engine) Create(tx *store.Tx, req NewRun) (store.Run, error) {
 	if err != nil {
 		return store.Run{}, err
 	}
-	run := store.Run{Kind: req.Kind, Node: req.Node, Tenant: req.Tenant, Profile: req.Profile, BootID: boot}
+	run := store.Run{Kind: req.Kind, Node: req.Node, Tenant: req.Tenant, Profile: req.Profile, BootID: boot, IdentityEpoch: &req.IdentityEpoch}
 	for _, s := range profile.Render(req.Define) {
 		run.Steps = append(run.Steps, store.RunStep{Phase: s.Phase, Index: s.Index, Use: s.Use, On: s.On})
 	}

@@ -1,0 +1,114 @@
+package console_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
+	"github.com/better-compute/better-compute/testkit/browser"
+	"github.com/chromedp/chromedp"
+)
+
+// TestChromiumShowsTheWorkflowARevocationFailed: in a real Chromium, acme's operator
+// revokes its node's agents from the node's page while the node's enrollment runs (its
+// relay to rack-a's agent, which never joined, waits) at the identity epoch the
+// revocation moves: the revocation fails it, and the node's page it goes back to names
+// the failed workflow beside the revocation, with how to run it again, as
+// metal.revokeCertificates' failedWorkflowId and `nodes revoke-identity`'s "failed
+// workflow" line do. Before, the console showed the revocation alone: which workflow it
+// failed was only in the node's events.
+func TestChromiumShowsTheWorkflowARevocationFailed(t *testing.T) {
+	reg, acme, acmeNode, _ := twoTenants(t)
+	if acmeNode.Workflow == "" {
+		t.Fatalf("node %s enrolled with no workflow running", acmeNode.ID)
+	}
+	ctx := browser.Start(t, reg.URL)
+	cfg, _ := api.LoadClientConfig(acme)
+	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/nodes/"+acmeNode.ID), chromedp.WaitVisible(chromedp.ID("action-revoke-certificates")),
+		chromedp.Click(chromedp.ID("action-revoke-certificates")), chromedp.WaitVisible(chromedp.ID("reason")),
+		chromedp.SendKeys(chromedp.ID("reason"), "BMC password leaked"), chromedp.Submit(chromedp.ID("reason")),
+		chromedp.WaitVisible(chromedp.ID("agents-revoked"))); err != nil {
+		t.Fatalf("revoke the node's agents from its page: %v", err)
+	}
+	n := nodeOf(t, reg, "acme", acmeNode.ID)
+	if n.AgentsRevoked == nil || n.AgentsRevoked.FailedWorkflowID != acmeNode.Workflow {
+		t.Fatalf("the node's revocation %+v, want it failing the enrollment %s", n.AgentsRevoked, acmeNode.Workflow)
+	}
+	if got := text(t, ctx, "#revocation-failed-workflow"); got != acmeNode.Workflow {
+		t.Errorf("the page names the failed workflow %q, want %s", got, acmeNode.Workflow)
+	}
+	if got := text(t, ctx, "#agents-revoked"); !strings.Contains(got, "BMC password leaked") || !strings.Contains(got, "nodes retry "+acmeNode.ID) {
+		t.Errorf("the revocation shows %q, without its reason and how to run the workflow again", got)
+	}
+}
+
+// TestChromiumShowsWhyASiteRefusedAnImage: in a real Chromium, the platform's operator
+// opens the Sites page, whose cache table gives, for an image rack-a's cache failed to
+// pull, the reason the site's agent reported (source-not-allowed) and the host its fetch
+// was refused at, with the command that lists it in the site's image sources, as `sites
+// locations` does in its REASON and REFUSED HOST columns; an image pulled shows neither.
+//
+// The attacker: a site agent (a compromised rack server, or the host a redirect of an
+// image source named) reports a refused host made of markup, which the registry takes
+// (printable ASCII without spaces, and a port): `"><svg/onload=...>:443`. The page
+// shows it as text, in the cell and in its title attribute as it came, and no element
+// of it is in the page: no svg, its onload never ran. Before, the console showed
+// neither the reason nor the refused host.
+func TestChromiumShowsWhyASiteRefusedAnImage(t *testing.T) {
+	reg, _, _, _ := twoTenants(t)
+	register := func(ref, sum string) string {
+		var img struct{ ID string }
+		testkit.JSON(t, reg.AdminConfig, &img, "images", "register", "--tenant", "acme", "--ref", ref, "--source", "https://images.example.com/"+ref+".raw",
+			"--disk-format", "raw", "--sha256", strings.Repeat(sum, 32), "--size", "1")
+		return img.ID
+	}
+	refused, pulled := register("refused@1", "ab"), register("pulled@1", "cd")
+	const host = `"><svg/onload=document.title='injected'>:443`
+	reg = whileStopped(t, reg, func(tx *store.Tx) error {
+		if _, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-a", ImageID: refused, State: proto.CacheFailed, Reason: proto.ReasonSourceNotAllowed, RefusedHost: host}); err != nil {
+			return err
+		}
+		_, err := tx.PutImageLocation(store.ImageLocation{Site: "rack-a", ImageID: pulled, State: proto.CacheReady, SizeBytes: 1, LastUsed: time.Now()})
+		return err
+	})
+
+	ctx := browser.Start(t, reg.URL)
+	cfg, _ := api.LoadClientConfig(reg.AdminConfig)
+	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/sites"), chromedp.WaitVisible(chromedp.ID("site-rack-a"))); err != nil {
+		t.Fatalf("open the sites page: %v", err)
+	}
+	row := `#site-rack-a tr.location[data-image="` + refused + `"]`
+	if got := text(t, ctx, row+" .reason"); got != proto.ReasonSourceNotAllowed {
+		t.Errorf("the refused image's reason shows %q, want %s", got, proto.ReasonSourceNotAllowed)
+	}
+	if got := text(t, ctx, row+" .refused-host"); got != host {
+		t.Errorf("the refused host shows %q, want the text %q", got, host)
+	}
+	if got := text(t, ctx, row+" .why"); !strings.Contains(got, "sites update rack-a --image-sources") {
+		t.Errorf("the refused image's row says %q, not how to list the host", got)
+	}
+	title, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(row+" .refused-host"), "title"))
+	if err != nil || title.Value != host {
+		t.Errorf("the refused host's title is %q (%v), want %q", title.Value, err, host)
+	}
+	if got := text(t, ctx, `#site-rack-a tr.location[data-image="`+pulled+`"] .why`); got != "" {
+		t.Errorf("the pulled image's row gives why it failed: %q", got)
+	}
+	injected, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.querySelectorAll('svg').length"))
+	if err != nil || injected != 0 {
+		t.Errorf("the page holds %d svg element(s) (%v): the refused host was taken as markup", injected, err)
+	}
+	if pageTitle, err := chromedp.Run(ctx, chromedp.Title()); err != nil || strings.Contains(pageTitle, "injected") {
+		t.Errorf("the page's title is %q (%v): the refused host's script ran", pageTitle, err)
+	}
+}
