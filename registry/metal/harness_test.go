@@ -289,12 +289,12 @@ type machine struct {
 	mu    sync.Mutex
 	got   []relayed
 	// stored is what each command was first relayed with (Stored); kept its answer.
-	stored  map[string]workflow.CommandInput
-	kept    map[string]json.RawMessage
+	stored map[string]workflow.CommandInput
+	kept   map[string]json.RawMessage
 	// spent are the answered commands whose answers their run recorded (Recorded),
 	// with where: a relay of one, or a read of what it was stored with, is
 	// INVALID_STATE, as the registry's relay has it.
-	spent map[string]string
+	spent   map[string]string
 	answers map[string]func(json.RawMessage) (json.RawMessage, error)
 	// bootsNothing: a power cycle boots no agent.
 	bootsNothing bool
