@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -34,17 +33,7 @@ func TestARecordedCommandRunsNoMore(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			holder, driver := replicas(t)
-			process := func(name string) (ran *runs, stop func()) {
-				ran = &runs{}
-				_, stop = holder.runAgent(node, func(c *session.Config) {
-					c.Handlers = map[string]session.Handler{"echo": func(context.Context, json.RawMessage) (json.RawMessage, error) {
-						ran.add(id)
-						return json.Marshal(name)
-					}}
-				})
-				waitFor(t, name+"'s session", func() bool { return holder.ep.Connected(node, proto.RoleNode) })
-				return ran, stop
-			}
+			process := func(name string) (*runs, func()) { return echoProcess(t, holder, node, id, name) }
 			relay := func() (json.RawMessage, error) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
