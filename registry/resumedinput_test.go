@@ -3,16 +3,20 @@ package registry
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
+	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/site"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/workflow"
 )
 
 // restart closes the fleet's registry and starts another on its data directory,
@@ -159,16 +163,13 @@ func TestResumedStepsSendWhatTheySentBefore(t *testing.T) {
 				t.Errorf("%s ran %d times at its agent, want once", tc.kind, len(ran))
 			}
 			// What the store holds of the command, relayed again by the resumed step, is
-			// what the agent ran.
-			agent, id := node.ID, wf.Steps[0].Attempts[0].CommandID+tc.sub
+			// what the agent ran: once the run recorded the answer, its digest.
+			target := workflow.RelayTarget{NodeID: node.ID, Role: profile.Ramdisk, Run: started.WorkflowID, Step: "attest.boot"}
 			if tc.kind == proto.CommandPrepareRamdisk {
-				agent = site.Agent("rack-a")
+				target = workflow.RelayTarget{NodeID: node.ID, SiteID: "rack-a", Role: profile.Site, Run: started.WorkflowID, Step: tc.kind}
 			}
-			var cmd store.AgentCommand
-			f.must(f.r.st.View(func(tx *store.Tx) (err error) { cmd, err = tx.AgentCommand(agent, id); return err }), "reading the command")
-			if ran := held.ran(); len(ran) > 0 && !bytes.Equal(cmd.Payload, ran[0]) {
-				t.Errorf("the stored %s carries %s, the agent ran %s", tc.kind, cmd.Payload, ran[0])
-			}
+			id := wf.Steps[0].Attempts[0].CommandID + tc.sub
+			f.checkRecorded(held, target, id, tc.kind, started.WorkflowID)
 			switch tc.kind {
 			case proto.CommandPrepareRamdisk:
 				minted := 0
@@ -238,21 +239,55 @@ func TestResumedSiteCommandKeepsItsBindings(t *testing.T) {
 	if _, ok := ranCmd.Drivers[changed]; ok {
 		t.Errorf("the site agent ran the command with the bindings changed after it was made: %s", ran[0])
 	}
-	var cmd store.AgentCommand
 	var now json.RawMessage
 	f.must(f.r.st.View(func(tx *store.Tx) (err error) {
-		if cmd, err = tx.AgentCommand(site.Agent("rack-a"), wf.Steps[0].Attempts[0].CommandID); err != nil {
-			return err
-		}
 		now, _, err = site.Command(tx, node.ID, started.WorkflowID, proto.CommandPrepareRamdisk, proto.CommandPrepareRamdisk, ranCmd.Input)
 		return err
-	}), "reading the command")
+	}), "making the command now")
 	var nowCmd proto.SiteCommand
 	f.must(json.Unmarshal(now, &nowCmd), "decoding a command made now")
 	if _, ok := nowCmd.Drivers[changed]; !ok {
 		t.Errorf("a command made now does not carry the node's changed bindings: %s", now)
 	}
-	if !bytes.Equal(cmd.Payload, ran[0]) {
-		t.Errorf("the stored command carries %s, the agent ran %s", cmd.Payload, ran[0])
+	f.checkRecorded(held, workflow.RelayTarget{NodeID: node.ID, SiteID: "rack-a", Role: profile.Site, Run: started.WorkflowID, Step: proto.CommandPrepareRamdisk},
+		wf.Steps[0].Attempts[0].CommandID, proto.CommandPrepareRamdisk, started.WorkflowID)
+}
+
+// checkRecorded checks command id of kind for target, which its agent ran once (held)
+// and run recorded: the store keeps the digest of what the agent ran, not the payload
+// or the answer, and the id is spent. Relayed again as the run's step would relay it
+// (workflow.Relay, Stored then Relay), it is INVALID_STATE naming the run, and sends and
+// runs nothing: the agent ran it once, and nothing is pending for it.
+func (f *busyFleet) checkRecorded(held *heldCommand, target workflow.RelayTarget, id, kind, run string) {
+	f.t.Helper()
+	agent := relayAgent(target)
+	var cmd store.AgentCommand
+	f.must(f.r.st.View(func(tx *store.Tx) (err error) { cmd, err = tx.AgentCommand(agent, id); return err }), "reading the command")
+	ran := held.ran()
+	if len(ran) != 1 {
+		f.t.Fatalf("%s ran %d times at its agent, want once", kind, len(ran))
+	}
+	if sum := sha256.Sum256(ran[0]); cmd.Recorded == nil || !bytes.Equal(cmd.Recorded.PayloadSHA256, sum[:]) || len(cmd.Payload)+len(cmd.Result) > 0 {
+		f.t.Fatalf("the stored %s once its run recorded it: recorded %+v, %d bytes of payload and %d of answer; want only the digest of what the agent ran",
+			kind, cmd.Recorded, len(cmd.Payload), len(cmd.Result))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _, storedErr := f.r.plane.Stored(ctx, target, id)
+	_, relayErr := f.r.plane.Relay(ctx, target, id, kind, workflow.CommandInput{Payload: json.RawMessage(`{}`)})
+	for name, err := range map[string]error{"read as stored": storedErr, "relayed again": relayErr} {
+		if proto.CodeOf(err) != proto.InvalidState || !strings.Contains(err.Error(), run) {
+			f.t.Errorf("the recorded %s %s: %v; want INVALID_STATE naming workflow %s", kind, name, err, run)
+		}
+	}
+	f.must(f.r.st.View(func(tx *store.Tx) error {
+		pending, err := tx.PendingAgentCommands(agent)
+		for _, c := range pending {
+			f.t.Errorf("%s pending for %s after the recorded %s was relayed again", c.ID, agent, kind)
+		}
+		return err
+	}), "reading what is pending")
+	if ran := held.ran(); len(ran) != 1 {
+		f.t.Errorf("%s ran %d times at its agent once relayed again, want once", kind, len(ran))
 	}
 }

@@ -75,7 +75,8 @@ func (p *agentPlane) Relay(ctx context.Context, target workflow.RelayTarget, com
 }
 
 // Stored is workflow.Relay's Stored: the command commandID as the store holds it for
-// target's agent, a site command's input taken out of its envelope (proto.SiteCommand).
+// target's agent, a site command's input taken out of its envelope (proto.SiteCommand);
+// INVALID_STATE for one whose answer its run recorded (store.AgentCommand.Spent).
 func (p *agentPlane) Stored(_ context.Context, target workflow.RelayTarget, commandID string) (workflow.CommandInput, bool, error) {
 	var c store.AgentCommand
 	err := p.st.View(func(tx *store.Tx) (err error) { c, err = tx.AgentCommand(relayAgent(target), commandID); return err })
@@ -85,6 +86,9 @@ func (p *agentPlane) Stored(_ context.Context, target workflow.RelayTarget, comm
 	case err != nil:
 		return workflow.CommandInput{}, false, err
 	}
+	if err := c.Spent(); err != nil {
+		return workflow.CommandInput{}, false, err
+	}
 	in := workflow.CommandInput{Payload: c.Payload, Kept: c.Kept}
 	if target.Role == profile.Site {
 		if in.Payload, err = siteInput(c); err != nil {
@@ -92,6 +96,22 @@ func (p *agentPlane) Stored(_ context.Context, target workflow.RelayTarget, comm
 		}
 	}
 	return in, true, nil
+}
+
+// Recorded is workflow.Relay's Recorded: the answered commands of attempt for node's
+// agents (its own, under its id, and its site's) keep only their digests, in tx
+// (store.Tx.RecordAgentCommands).
+func (p *agentPlane) Recorded(tx *store.Tx, node store.Node, attempt, run, step string) error {
+	agents := []string{node.ID}
+	if node.Site != "" {
+		agents = append(agents, site.Agent(node.Site))
+	}
+	for _, agent := range agents {
+		if _, err := tx.RecordAgentCommands(agent, attempt, run, step); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // storedSiteCommand is the site command id of kind stored for agent whose input
@@ -108,6 +128,9 @@ func storedSiteCommand(tx *store.Tx, agent, id, kind string, input json.RawMessa
 		return c, false, err
 	case c.Kind != kind:
 		return c, false, nil
+	}
+	if err := c.Spent(); err != nil {
+		return c, false, err
 	}
 	stored, err := siteInput(c)
 	return c, err == nil && sameJSON(stored, input), err

@@ -252,17 +252,7 @@ func TestAnAnsweredCommandRunsNoMore(t *testing.T) {
 				}
 				return st, err
 			}})
-			process := func(name string) (ran *runs, stop func()) {
-				ran = &runs{}
-				_, stop = e.runAgent(node, func(c *session.Config) {
-					c.Handlers = map[string]session.Handler{"echo": func(context.Context, json.RawMessage) (json.RawMessage, error) {
-						ran.add(id)
-						return json.Marshal(name)
-					}}
-				})
-				waitFor(t, name+"'s session", func() bool { return e.ep.Connected(node, proto.RoleNode) })
-				return ran, stop
-			}
+			process := func(name string) (*runs, func()) { return echoProcess(t, e, node, id, name) }
 			relay := func() relayAnswer {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
@@ -327,6 +317,21 @@ func TestAnAnsweredCommandRunsNoMore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// echoProcess starts a process of node's agent at e whose echo handler counts its runs
+// of command id and answers with name, and waits for its session.
+func echoProcess(t *testing.T, e *env, node, id, name string) (ran *runs, stop func()) {
+	t.Helper()
+	ran = &runs{}
+	_, stop = e.runAgent(node, func(c *session.Config) {
+		c.Handlers = map[string]session.Handler{"echo": func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			ran.add(id)
+			return json.Marshal(name)
+		}}
+	})
+	waitFor(t, name+"'s session", func() bool { return e.ep.Connected(node, proto.RoleNode) })
+	return ran, stop
 }
 
 // pendingIDs are the ids of node's commands that await an answer in e's store.

@@ -25,7 +25,11 @@ import (
 // CommandTTL: every Relay of the same id gets it from there, whenever it comes (a
 // second caller, a caller that comes back, a registry resuming its step after a
 // restart), and the command is never stored anew or sent again, so no agent runs it
-// again, not even one whose process started after the answer and remembers none. An
+// again, not even one whose process started after the answer and remembers none. Once
+// the workflow run whose step relayed it recorded what it made of the answer
+// (store.Tx.RecordAgentCommands), only the answer's digest is kept: a Relay of the id
+// then is INVALID_STATE, naming the run and step (store.AgentCommand.Spent), and sends
+// and runs nothing. An
 // empty cmd.ID gets a fresh one. When ctx ends first, Relay returns TIMEOUT and
 // the command stays pending for a later Relay of the same ID (until the command TTL),
 // unless ctx ended with a *proto.Error as its cause (context.Cause): then the caller
@@ -89,8 +93,13 @@ func (e *Endpoint) RelayKept(ctx context.Context, node string, role proto.Role, 
 }
 
 // answer is the answer of answered command c, which stays stored for the later relays
-// of its id.
+// of its id until its run records it (store.AgentCommand.Spent: INVALID_STATE then, as
+// the answer is no longer kept; a relay that came in before gets it, one that comes
+// after is never resent).
 func answer(c store.AgentCommand) (json.RawMessage, error) {
+	if err := c.Spent(); err != nil {
+		return nil, err
+	}
 	if c.Error != nil {
 		return nil, c.Error
 	}

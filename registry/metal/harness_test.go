@@ -289,8 +289,12 @@ type machine struct {
 	mu    sync.Mutex
 	got   []relayed
 	// stored is what each command was first relayed with (Stored); kept its answer.
-	stored  map[string]workflow.CommandInput
-	kept    map[string]json.RawMessage
+	stored map[string]workflow.CommandInput
+	kept   map[string]json.RawMessage
+	// spent are the answered commands whose answers their run recorded (Recorded),
+	// with where: a relay of one, or a read of what it was stored with, is
+	// INVALID_STATE, as the registry's relay has it.
+	spent   map[string]string
 	answers map[string]func(json.RawMessage) (json.RawMessage, error)
 	// bootsNothing: a power cycle boots no agent.
 	bootsNothing bool
@@ -328,6 +332,10 @@ func (m *machine) hang(kind string) {
 func (m *machine) Relay(ctx context.Context, target workflow.RelayTarget, id, kind string, in workflow.CommandInput) (json.RawMessage, error) {
 	input := in.Payload
 	m.mu.Lock()
+	if where, ok := m.spent[id]; ok {
+		m.mu.Unlock()
+		return nil, proto.Errorf(proto.InvalidState, "command %s was recorded in %s: a step relayed it again", id, where)
+	}
 	// The relay stores a command before it is sent, and a pending one asked for with
 	// another input is CONFLICT, as the registry's relay does.
 	if prev, ok := m.stored[id]; !ok {
@@ -369,8 +377,26 @@ func (m *machine) Relay(ctx context.Context, target workflow.RelayTarget, id, ki
 func (m *machine) Stored(_ context.Context, _ workflow.RelayTarget, id string) (workflow.CommandInput, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if where, ok := m.spent[id]; ok {
+		return workflow.CommandInput{}, false, proto.Errorf(proto.InvalidState, "command %s was recorded in %s: a step read it again", id, where)
+	}
 	in, ok := m.stored[id]
 	return in, ok, nil
+}
+
+// Recorded spends the answered commands of attempt, as the registry's relay does.
+func (m *machine) Recorded(_ *store.Tx, _ store.Node, attempt, run, step string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id := range m.kept {
+		if id == attempt || strings.HasPrefix(id, attempt+":") {
+			if m.spent == nil {
+				m.spent = map[string]string{}
+			}
+			m.spent[id] = run + " " + step
+		}
+	}
+	return nil
 }
 
 // crash tells that the registry crashes now, and holds the relay until it has stopped.

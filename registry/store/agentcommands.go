@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -41,6 +42,39 @@ type AgentCommand struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	Error  *proto.Error    `json:"error,omitempty"`
 	DoneAt time.Time       `json:"doneAt,omitzero"`
+	// Recorded is set once the workflow run whose step relayed the command recorded
+	// what it made of the answer (RecordAgentCommands): the payload, Kept and the answer
+	// are dropped then, and only their digests kept, so that a day of answers fits the
+	// store while the id still never runs again. Nil in a command answered but not
+	// recorded yet, relayed outside a run, or stored by an older registry.
+	Recorded *CommandRecorded `json:"recorded,omitempty"`
+}
+
+// CommandRecorded is what an answered command keeps once its run recorded what it made
+// of the answer: where, when, and the SHA-256 of what the command carried and of its
+// answer (the result, or the error as JSON), by which a copy kept elsewhere is told
+// to be the one.
+type CommandRecorded struct {
+	Workflow string    `json:"workflow"`
+	Step     string    `json:"step"`
+	At       time.Time `json:"at"`
+	// PayloadSHA256 is the digest of the payload as stored (compact JSON); empty when
+	// the command had none.
+	PayloadSHA256 []byte `json:"payloadSha256,omitempty"`
+	AnswerSHA256  []byte `json:"answerSha256"`
+	// ErrorCode is the code of the agent's error when the command was answered with one.
+	ErrorCode proto.Code `json:"errorCode,omitempty"`
+}
+
+// Spent is nil unless c's answer was recorded by its run and is no longer kept
+// (Recorded): then it is INVALID_STATE naming the run and step that recorded it, which
+// is where to read it; the id is spent, and a command to run again needs a new one.
+func (c AgentCommand) Spent() error {
+	if c.Recorded == nil {
+		return nil
+	}
+	return proto.Errorf(proto.InvalidState, "command %s (%s) of %s was answered at %s, and workflow %s recorded its answer at %s, so the store keeps only its digest: read the outcome there (workflows get %s), or relay the command under a new id",
+		c.ID, c.Kind, c.Node, c.DoneAt.UTC().Format(time.RFC3339), c.Recorded.Workflow, c.Recorded.Step, c.Recorded.Workflow).WithPath("id")
 }
 
 // Command is the command as it goes on the wire.
@@ -72,8 +106,8 @@ func (c AgentCommand) For(role proto.Role) bool {
 
 func commandKey(node, id string) []byte { return []byte(node + "/" + id) }
 
-// OnAgentCommand registers fn to be called after every commit that enqueued or completed
-// a relayed command, with the command as stored, until the returned cancel is called.
+// OnAgentCommand registers fn to be called after every commit that enqueued, completed
+// or recorded (RecordAgentCommands) a relayed command, with the command as stored, until the returned cancel is called.
 // fn runs on the committing goroutine after the store's locks are released, so it must
 // return quickly (signal, do not work). On etcd it also runs for every command another
 // replica enqueued or completed, on the store's watch goroutine: at least once, in commit
@@ -89,7 +123,8 @@ func (s *Store) OnAgentCommand(fn func(AgentCommand)) (cancel func()) {
 // it already, so what it carries is never replaced. One stored without a role (by an
 // older registry) is given role. An answered one is returned with its answer whatever
 // payload it is asked with, as its agent would answer it: the id ran, and runs no more.
-// A caller that makes its input anew each time it runs (a join token, a nonce) reads
+// One whose answer its run recorded (Recorded) is INVALID_STATE (AgentCommand.Spent):
+// nothing is stored or sent, and no answer is made up. A caller that makes its input anew each time it runs (a join token, a nonce) reads
 // the stored command first and relays what it carried (workflow.Attempt.RelayMade).
 func (t *Tx) EnqueueAgentCommand(node string, role proto.Role, cmd proto.Command, kept json.RawMessage) (AgentCommand, error) {
 	if err := proto.CheckNodeID(node); err != nil {
@@ -124,6 +159,9 @@ func (t *Tx) EnqueueAgentCommand(node string, role proto.Role, cmd proto.Command
 		return AgentCommand{}, err
 	}
 	if ok {
+		if err := old.Spent(); err != nil {
+			return AgentCommand{}, err
+		}
 		if old.Kind != c.Kind || !old.Done && (!bytes.Equal(old.Payload, c.Payload) || !bytes.Equal(old.Kept, c.Kept)) || !old.For(role) {
 			return AgentCommand{}, proto.Errorf(proto.Conflict, "command %q of node %q exists already for another agent, kind or payload: relay what it carries (its stored payload), or use a new id", cmd.ID, node).WithPath("id")
 		}
@@ -155,6 +193,49 @@ func (t *Tx) CompleteAgentCommand(node string, res proto.Result) (AgentCommand, 
 	}
 	c.Done, c.Result, c.Error, c.DoneAt = true, res.Result, res.Error, t.now
 	return c, t.putAgentCommand(c)
+}
+
+// RecordAgentCommands keeps of agent's answered commands of attempt (the id attempt,
+// and every id under it: attempt + ":" + sub) only what Recorded says, as the
+// transaction in which their run recorded what it made of their answers (in step of
+// workflow): the payload, Kept and the answer are dropped, their digests kept. The
+// records stay done, so their ids never run again (an answer that comes after, from a
+// twin or a resend, is dropped: CompleteAgentCommand), until ExpireAgentCommands
+// forgets them. A command still pending, or recorded already, is left as it is. It
+// returns how many it trimmed.
+func (t *Tx) RecordAgentCommands(agent, attempt, workflow, step string) (int, error) {
+	var trimmed []AgentCommand
+	err := t.eachAgentCommand(commandKey(agent, attempt), func(c AgentCommand) error {
+		if c.Done && c.Recorded == nil && (c.ID == attempt || strings.HasPrefix(c.ID, attempt+":")) {
+			trimmed = append(trimmed, c)
+		}
+		return nil
+	})
+	for _, c := range trimmed {
+		if err != nil {
+			break
+		}
+		err = t.putAgentCommand(recorded(c, workflow, step, t.now))
+	}
+	return len(trimmed), err
+}
+
+// recorded is answered command c as it is kept once workflow recorded its answer at step.
+func recorded(c AgentCommand, workflow, step string, at time.Time) AgentCommand {
+	r := &CommandRecorded{Workflow: workflow, Step: step, At: at}
+	if len(c.Payload) > 0 {
+		sum := sha256.Sum256(c.Payload)
+		r.PayloadSHA256 = sum[:]
+	}
+	answer := c.Result
+	if c.Error != nil {
+		r.ErrorCode = c.Error.Code
+		answer, _ = proto.Marshal(c.Error)
+	}
+	sum := sha256.Sum256(answer)
+	r.AnswerSHA256 = sum[:]
+	return AgentCommand{Node: c.Node, Role: c.Role, ID: c.ID, Kind: c.Kind, Tenant: c.Tenant, CreatedAt: c.CreatedAt,
+		Done: true, DoneAt: c.DoneAt, Recorded: r}
 }
 
 // AgentCommand returns one command, NOT_FOUND when it is not stored.

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -245,5 +247,148 @@ func TestAgentCommandKept(t *testing.T) {
 		if diff := cmp.Diff([]string{`c1 "c2VjcmV0"`}, stored); diff != "" {
 			t.Errorf("stored (-want +got):\n%s", diff)
 		}
+	})
+}
+
+// TestRecordedAgentCommands checks what an answered command keeps once its run recorded
+// its answer (RecordAgentCommands), on each backend and after the store is opened again:
+// only the digests of its payload and answer, where it was recorded, and that it is
+// done, for the attempt's id and the ids under it, of that agent only; a pending command,
+// an id that merely starts alike (a1 against a10) and another agent's are left as they
+// are. The id is spent: asked for again, with its payload or another, it is
+// INVALID_STATE naming the run and step, at id, and nothing is written; an answer that
+// comes after (a twin's, a resend's) stores nothing; recording again trims nothing. A
+// command stored by an older registry (no role, written as it wrote it) is trimmed too.
+func TestRecordedAgentCommands(t *testing.T) {
+	for _, b := range testBackends {
+		t.Run(b.name, func(t *testing.T) { recordedAgentCommands(t, b.place(t)) })
+	}
+}
+
+func recordedAgentCommands(t *testing.T, open opener) {
+	s, err := open(t, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const attempt = "wf_0123456789abcdef:main.3:a1"
+	quote := json.RawMessage(`{"eventLog":"` + strings.Repeat("A", 40<<10) + `"}`)
+	type command struct {
+		agent, id string
+		answer    *proto.Result
+	}
+	commands := []command{
+		{"n1", attempt, &proto.Result{Result: json.RawMessage(`{"ok":true}`)}},
+		{"n1", attempt + ":tpm-quote", &proto.Result{Result: quote}},
+		{"n1", attempt + ":tpm-activate", &proto.Result{Error: proto.Errorf(proto.DriverError, "no TPM")}},
+		{"n1", attempt + ":pending", nil},
+		{"n1", "wf_0123456789abcdef:main.3:a10", &proto.Result{Result: quote}},
+		{"n2", attempt, &proto.Result{Result: quote}},
+	}
+	payload := json.RawMessage(`{"nonce":"bm9uY2U="}`)
+	mustUpdate(t, s, func(tx *Tx) error {
+		for _, c := range commands {
+			if _, err := tx.EnqueueAgentCommand(c.agent, proto.RoleRamdisk, proto.Command{ID: c.id, Kind: proto.CommandTPMQuote, Payload: payload}, json.RawMessage(`"a2VwdA=="`)); err != nil {
+				return err
+			}
+			if c.answer != nil {
+				res := *c.answer
+				res.ID = c.id
+				if _, err := tx.CompleteAgentCommand(c.agent, res); err != nil {
+					return err
+				}
+			}
+		}
+		// As an older registry stored it: no role, no recorded.
+		return tx.put(bucketAgentCommands, commandKey("n1", attempt+":old"), AgentCommand{Node: "n1", ID: attempt + ":old", Kind: "echo", Payload: payload, Done: true, Result: quote})
+	})
+	var told []string
+	s.OnAgentCommand(func(c AgentCommand) {
+		if c.Recorded != nil {
+			told = append(told, c.ID)
+		}
+	})
+	var n int
+	mustUpdate(t, s, func(tx *Tx) (err error) {
+		n, err = tx.RecordAgentCommands("n1", attempt, "wf_0123456789abcdef", "steps[3]")
+		return err
+	})
+	if n != 4 {
+		t.Errorf("recorded %d commands, want 4: the attempt's, its tpm-quote, tpm-activate and old", n)
+	}
+	if len(told) != 4 {
+		t.Errorf("the OnAgentCommand hooks were told of %v, want the 4 recorded", told)
+	}
+	s.Close()
+	if s, err = open(t, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	read := func(agent, id string) (c AgentCommand, size int) {
+		t.Helper()
+		mustUpdate(t, s, func(tx *Tx) (err error) {
+			size = len(tx.kv.get(bucketAgentCommands, commandKey(agent, id)))
+			c, err = tx.AgentCommand(agent, id)
+			return err
+		})
+		return c, size
+	}
+	sum := func(b []byte) []byte { d := sha256.Sum256(b); return d[:] }
+	for _, id := range []string{attempt, attempt + ":tpm-quote", attempt + ":tpm-activate", attempt + ":old"} {
+		c, size := read("n1", id)
+		if !c.Done || c.Recorded == nil || len(c.Payload) > 0 || len(c.Kept) > 0 || len(c.Result) > 0 || c.Error != nil {
+			t.Errorf("%s once recorded: %+v; want done, recorded, and no payload, kept value or answer", id, c)
+			continue
+		}
+		if size > 600 {
+			t.Errorf("%s once recorded takes %d bytes, want at most 600", id, size)
+		}
+		r := c.Recorded
+		if r.Workflow != "wf_0123456789abcdef" || r.Step != "steps[3]" || !bytes.Equal(r.PayloadSHA256, sum(payload)) {
+			t.Errorf("%s: recorded %+v, want workflow, step and the payload's digest", id, r)
+		}
+		switch id {
+		case attempt + ":tpm-quote":
+			if !bytes.Equal(r.AnswerSHA256, sum(quote)) {
+				t.Errorf("%s: the answer's digest is not the quote's", id)
+			}
+		case attempt + ":tpm-activate":
+			if r.ErrorCode != proto.DriverError {
+				t.Errorf("%s: recorded error code %q, want %s", id, r.ErrorCode, proto.DriverError)
+			}
+		}
+	}
+	for _, k := range []struct{ agent, id string }{{"n1", attempt + ":pending"}, {"n1", "wf_0123456789abcdef:main.3:a10"}, {"n2", attempt}} {
+		if c, _ := read(k.agent, k.id); c.Recorded != nil || !bytes.Equal(c.Payload, payload) || c.Done && !bytes.Equal(c.Result, quote) {
+			t.Errorf("%s/%s, not of the attempt or pending, was changed: %+v", k.agent, k.id, c)
+		}
+	}
+	// The quote's id is spent: asked for again, answered again, recorded again.
+	before, _ := read("n1", attempt+":tpm-quote")
+	for name, p := range map[string]json.RawMessage{"as it was": payload, "made anew": json.RawMessage(`{"nonce":"b3RoZXI="}`)} {
+		err := s.Update(func(tx *Tx) error {
+			_, err := tx.EnqueueAgentCommand("n1", proto.RoleRamdisk, proto.Command{ID: attempt + ":tpm-quote", Kind: proto.CommandTPMQuote, Payload: p}, nil)
+			return err
+		})
+		if e := proto.AsError(err); proto.CodeOf(err) != proto.InvalidState || e.Details.Path != "id" || !strings.Contains(e.Message, "wf_0123456789abcdef") || !strings.Contains(e.Message, "steps[3]") {
+			t.Errorf("a recorded command asked for again %s: %v; want INVALID_STATE at id naming the workflow and step", name, err)
+		}
+	}
+	mustUpdate(t, s, func(tx *Tx) error {
+		_, err := tx.CompleteAgentCommand("n1", proto.Result{ID: attempt + ":tpm-quote", Result: quote})
+		return err
+	})
+	mustUpdate(t, s, func(tx *Tx) (err error) {
+		n, err = tx.RecordAgentCommands("n1", attempt, "wf_other", "steps[9]")
+		return err
+	})
+	if after, _ := read("n1", attempt+":tpm-quote"); n != 0 || !cmp.Equal(before, after) {
+		t.Errorf("after a late answer and a second record (%d trimmed): %+v, want it as it was: %+v", n, after, before)
+	}
+	mustUpdate(t, s, func(tx *Tx) error {
+		p, err := tx.PendingAgentCommands("n1")
+		if len(p) != 1 || p[0].ID != attempt+":pending" {
+			t.Errorf("pending: %v, want only the pending one", p)
+		}
+		return err
 	})
 }

@@ -83,16 +83,18 @@ func commandRecords(t *testing.T) map[string]struct {
 }
 
 // TestAgentCommandRecordSizes measures what an answered command of each kind takes in the
-// store (key and record, as both backends keep them), and what the commands of a day of
-// deploys hold over agents.CommandTTL (docs/store.md, "A day of answers"). It fails when a
-// kind's record outgrows the bound the figure assumes.
+// store (key and record, as both backends keep them) from its answer until its run
+// records it, and once recorded (RecordAgentCommands), and what the commands of a day of
+// deploys hold over agents.CommandTTL (docs/store.md, "A day of answers"). It fails when
+// a kind's record outgrows the bound the figures assume, or when the fleet's day of
+// recorded commands comes near etcd's default backend quota.
 func TestAgentCommandRecordSizes(t *testing.T) {
 	s, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	var perDeploy int
+	var perDeploy, recordedPerDeploy int
 	var table bytes.Buffer
 	records := commandRecords(t)
 	for _, kind := range slices.Sorted(maps.Keys(records)) {
@@ -100,7 +102,7 @@ func TestAgentCommandRecordSizes(t *testing.T) {
 		id := "wf_0123456789abcdef:" + kind + ":1"
 		payload, _ := proto.Marshal(c.payload)
 		result, _ := proto.Marshal(c.result)
-		var size int
+		var answered, recorded int
 		err := s.Update(func(tx *Tx) error {
 			if _, err := tx.EnqueueAgentCommand("nd_0123456789abcdef", proto.RoleRamdisk, proto.Command{ID: id, Kind: kind, Payload: payload, TimeoutSeconds: 1800}, nil); err != nil {
 				return err
@@ -109,19 +111,31 @@ func TestAgentCommandRecordSizes(t *testing.T) {
 				return err
 			}
 			key := commandKey("nd_0123456789abcdef", id)
-			size = len(key) + len(tx.kv.get(bucketAgentCommands, key))
+			answered = len(key) + len(tx.kv.get(bucketAgentCommands, key))
+			if n, err := tx.RecordAgentCommands("nd_0123456789abcdef", id, "wf_0123456789abcdef", "steps[10]"); err != nil || n != 1 {
+				return fmt.Errorf("recording %s: %d recorded, %v", id, n, err)
+			}
+			recorded = len(key) + len(tx.kv.get(bucketAgentCommands, key))
 			return nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(&table, "%-22s %7d bytes x %d\n", kind, size, c.count)
-		perDeploy += size * c.count
-		if bound := 64 << 10; size > bound {
-			t.Errorf("%s: an answered command takes %d bytes, over the %d the figure assumes", kind, size, bound)
+		fmt.Fprintf(&table, "%-24s %7d bytes, recorded %4d, x %d\n", kind, answered, recorded, c.count)
+		perDeploy += answered * c.count
+		recordedPerDeploy += recorded * c.count
+		if bound := 64 << 10; answered > bound {
+			t.Errorf("%s: an answered command takes %d bytes, over the %d the figure assumes", kind, answered, bound)
+		}
+		if bound := 600; recorded > bound {
+			t.Errorf("%s: a recorded command takes %d bytes, over the %d the figure assumes", kind, recorded, bound)
 		}
 	}
 	const nodes = 10000
-	t.Logf("answered command records:\n%sa deploy: %d bytes; %d nodes deploying once in a day: %.0f MiB kept",
-		table.String(), perDeploy, nodes, float64(perDeploy*nodes)/(1<<20))
+	mib := func(perDeploy int) float64 { return float64(perDeploy*nodes) / (1 << 20) }
+	t.Logf("command records:\n%sa deploy: %d bytes answered, %d recorded; %d nodes deploying once in a day: %.0f MiB kept answered, %.0f MiB recorded",
+		table.String(), perDeploy, recordedPerDeploy, nodes, mib(perDeploy), mib(recordedPerDeploy))
+	if quota, day := 2<<30, recordedPerDeploy*nodes; day > quota/16 {
+		t.Errorf("%d nodes deploying once in a day keep %.0f MiB of recorded commands, over a sixteenth of etcd's default backend quota (%d MiB)", nodes, mib(recordedPerDeploy), quota/16>>20)
+	}
 }

@@ -72,7 +72,7 @@ func (e *Engine) work(ctx context.Context, run store.Run, node store.Node, i int
 		if spec.Await != awaitRejoin {
 			return result, nil
 		}
-		_, err = e.update(run.ID, func(r *store.Run) error {
+		_, err = e.record(run.ID, node, i, func(r *store.Run) error {
 			s := &r.Steps[i]
 			s.Attempts[len(s.Attempts)-1].Awaiting, s.Result = true, result
 			return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -242,6 +243,11 @@ type fakeAgent struct {
 	// causes are why each command's relay context ended before its answer
 	// (context.Cause).
 	causes map[string]error
+	// recorded are the attempts the engine said it recorded (Recorded), in order, and
+	// spent the answered commands they spent, with their attempt: a relay of one, or a
+	// read of what it was stored with, is INVALID_STATE, as the registry's relay has it.
+	recorded []string
+	spent    map[string]string
 }
 
 type execution struct {
@@ -253,7 +259,7 @@ type execution struct {
 func newFakeAgent() *fakeAgent {
 	return &fakeAgent{script: map[string][]outcome{}, runs: map[string]*execution{}, sends: map[string]int{},
 		crashOn: map[string]string{}, inputs: map[string]json.RawMessage{}, stored: map[string]CommandInput{}, targets: map[string]RelayTarget{}, kinds: map[string]string{},
-		causes: map[string]error{}}
+		causes: map[string]error{}, spent: map[string]string{}}
 }
 
 func (a *fakeAgent) setStop(fn context.CancelFunc) {
@@ -266,6 +272,10 @@ func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind stri
 	input := in.Payload
 	a.mu.Lock()
 	a.sends[id]++
+	if attempt, ok := a.spent[id]; ok {
+		a.mu.Unlock()
+		return nil, proto.Errorf(proto.InvalidState, "command %s was recorded with attempt %s: a step relayed it again", id, attempt)
+	}
 	// The relay stores a command before anything is sent (a crash before the agent has
 	// it leaves it stored), and a pending one asked for with another input is CONFLICT.
 	if prev, ok := a.stored[id]; !ok {
@@ -349,8 +359,31 @@ func (a *fakeAgent) answered(id string) bool {
 func (a *fakeAgent) Stored(_ context.Context, _ RelayTarget, id string) (CommandInput, bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if attempt, ok := a.spent[id]; ok {
+		return CommandInput{}, false, proto.Errorf(proto.InvalidState, "command %s was recorded with attempt %s: a step read it again", id, attempt)
+	}
 	in, ok := a.stored[id]
 	return in, ok, nil
+}
+
+// Recorded spends the answered commands of attempt, as the registry's relay does.
+func (a *fakeAgent) Recorded(_ *store.Tx, _ store.Node, attempt, _, _ string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.recorded = append(a.recorded, attempt)
+	for id := range a.runs {
+		if (id == attempt || strings.HasPrefix(id, attempt+":")) && a.answered(id) {
+			a.spent[id] = attempt
+		}
+	}
+	return nil
+}
+
+// recordedAttempts are the attempts the engine said it recorded, in order.
+func (a *fakeAgent) recordedAttempts() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.recorded)
 }
 
 // cause is why the relay context of command id ended, nil while it runs.

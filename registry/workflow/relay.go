@@ -25,6 +25,12 @@ type Relay interface {
 	// drove it before; ok is false when none is stored (never relayed, or forgotten a
 	// day after it was made).
 	Stored(ctx context.Context, target RelayTarget, commandID string) (in CommandInput, ok bool, err error)
+	// Recorded is told, in tx, the transaction in which run recorded at step what
+	// attempt made of the answers of the commands it relayed for node (the attempt
+	// ended, or awaits the machine's rejoin with its result): no step asks for those
+	// commands again, so the relay may keep of the answered ones only what spends their
+	// ids (store.Tx.RecordAgentCommands). Its error fails the transaction.
+	Recorded(tx *store.Tx, node store.Node, attempt, run, step string) error
 }
 
 // CommandInput is what a step relays with a command: the payload its agent gets, and
@@ -68,4 +74,18 @@ func relayTarget(run string, node store.Node, step profile.RenderedStep, role st
 		target.SiteID = node.Site
 	}
 	return target
+}
+
+// record is update of a change that records what the last attempt of step i made of its
+// commands' answers (its end, or its result as it awaits the machine's rejoin), which
+// tells the relay so in the same transaction (Relay.Recorded): a registry that stops
+// before it commits resumes the attempt with its answers still stored.
+func (e *Engine) record(id string, node store.Node, i int, change func(*store.Run) error) (store.Run, error) {
+	return e.write(id, true, func(tx *store.Tx, r *store.Run) error {
+		if err := change(r); err != nil || e.cfg.Relay == nil {
+			return err
+		}
+		s := r.Steps[i]
+		return e.cfg.Relay.Recorded(tx, node, s.Attempts[len(s.Attempts)-1].CommandID, r.ID, s.Path())
+	})
 }

@@ -105,14 +105,34 @@ func TestResumeAfterTheRegistryStops(t *testing.T) {
 }
 
 // checkAgent checks that the agent ran every command once, that only the interrupted one
-// was sent twice, that the registry restarted once and that the run ended once.
+// was sent twice, that the registry restarted once and that the run ended once; and
+// that the run recorded every attempt's answers (Relay.Recorded), so that the store
+// keeps only their digests, but never before the attempt was done with them: an
+// interrupted one ("running": answered, the registry stopped before the attempt
+// recorded it) is resent after the restart and gets its answer, where the fake relay
+// refuses a recorded command INVALID_STATE, which would fail the step.
 func (h *harness) checkAgent(id, interrupted string, restarts int) {
 	h.t.Helper()
 	var want []string
 	sends := map[string]int{}
+	recorded := map[string]bool{}
 	for _, c := range resumeCommands {
 		want = append(want, id+":"+c)
 		sends[id+":"+c] = 1
+		recorded[id+":"+c] = true
+	}
+	got := map[string]bool{}
+	for _, attempt := range h.agent.recordedAttempts() {
+		got[attempt] = true
+	}
+	if diff := cmp.Diff(recorded, got); diff != "" {
+		h.t.Errorf("attempts whose answers the run recorded (-want +got):\n%s", diff)
+	}
+	h.agent.mu.Lock()
+	spent := len(h.agent.spent)
+	h.agent.mu.Unlock()
+	if spent != len(resumeCommands) {
+		h.t.Errorf("%d commands spent once the run ended, want all %d", spent, len(resumeCommands))
 	}
 	if interrupted != "" {
 		sends[id+":"+interrupted] = 2

@@ -108,7 +108,7 @@ func (e *Engine) runStepOnce(ctx context.Context, id string, i int, pl plan) err
 			return failure
 		}
 		skipped, isSkip := failure.(skip)
-		run, err = e.update(id, func(r *store.Run) error {
+		run, err = e.record(id, node, i, func(r *store.Run) error {
 			s := &r.Steps[i]
 			a := &s.Attempts[len(s.Attempts)-1]
 			a.FinishedAt = e.cfg.Clock.Now()
