@@ -254,7 +254,7 @@ func (b *etcdBackend) begin(readOnly bool) (*etcdTx, error) {
 // the store opened, which then fails).
 func (b *etcdBackend) readable(snap *mirrorSnap) error {
 	kv, _ := snap.get(b.recKey(bucketFormat, formatKey))
-	if err := readable(kv.value); err != nil {
+	if err := formatReadable(kv.value); err != nil {
 		b.outdated.mark(err)
 		return proto.Errorf(proto.Unavailable, "this replica cannot read the store any more (%w): it stops; try again, another replica answers", err)
 	}

@@ -49,7 +49,7 @@ func FuzzDecodeCommit(f *testing.F) {
 		own := ownGen(key, value) || ownGen(key2, value2)
 		snap := b.mirror.snap.Load()
 		format, _ := snap.get("p/" + bucketFormat + "/" + string(formatKey))
-		unreadable := readable(format.value) != nil
+		unreadable := formatReadable(format.value) != nil
 		if want := map[bool]int{true: 1, false: 2}[own]; unreadable {
 			if commits != 0 || s.OutdatedErr() == nil {
 				t.Fatalf("format %q: %d commits handed to the hooks, outdated %v; want none, outdated", format.value, commits, s.OutdatedErr())

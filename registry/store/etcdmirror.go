@@ -286,7 +286,8 @@ func (b *etcdBackend) startWatch(fn func(remoteCommit)) {
 
 // handleEvents applies events to the mirror and publishes it, hands fn the commits of
 // other replicas among them, grouped by revision (none once the mirror holds a format
-// this release cannot read), and returns the revision to watch from next. etcd never splits one revision's events over two watch responses.
+// this release cannot read), and returns the revision to watch from next. etcd never
+// splits one revision's events over two watch responses.
 func (b *etcdBackend) handleEvents(events []*clientv3.Event, next int64, fn func(remoteCommit)) int64 {
 	if len(events) == 0 {
 		return next

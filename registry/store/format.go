@@ -66,9 +66,9 @@ func parseFormat(raw []byte) (int, error) {
 
 func formatValue(format int) []byte { return []byte(strconv.Itoa(format)) }
 
-// readable is nil when this release reads a store whose format key holds raw, else the
+// formatReadable is nil when this release reads a store whose format key holds raw, else the
 // FormatError saying why not.
-func readable(raw []byte) error {
+func formatReadable(raw []byte) error {
 	f, err := parseFormat(raw)
 	if err == nil && f > Format {
 		err = &FormatError{Stored: f}
@@ -83,11 +83,11 @@ func readable(raw []byte) error {
 func (s *Store) openFormat(readOnly bool) error {
 	var err error
 	if readOnly {
-		err = s.kv.view(func(tx kvTx) error { return readable(tx.get(bucketFormat, formatKey)) })
+		err = s.kv.view(func(tx kvTx) error { return formatReadable(tx.get(bucketFormat, formatKey)) })
 	} else {
 		err = s.kv.update(func(tx kvTx) error {
 			raw := tx.get(bucketFormat, formatKey)
-			if err := readable(raw); err != nil {
+			if err := formatReadable(raw); err != nil {
 				return err
 			}
 			if f, _ := parseFormat(raw); f == Format {
