@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
@@ -157,5 +158,97 @@ func TestStoreCheckReportsWhatTheStoreHolds(t *testing.T) {
 	}
 	if after, err := os.ReadFile(file); err != nil || !bytes.Equal(before, after) {
 		t.Errorf("store check wrote the file it checked (%v)", err)
+	}
+}
+
+// TestServeRefusesAStoreOfANewerFormat: a store whose format key (store_format/format)
+// says a newer release wrote it, as after a rollback of one registry's binary past an
+// upgrade, is refused by `store check`, `store copy` and `serve`, on a bbolt file and on
+// etcd, with INVALID_CONFIG at the flag naming the store, saying which format it has,
+// which this release reads and what to do; neither the file nor the prefix is written.
+// Before, all three went on and read (and serve wrote) records this release cannot read.
+func TestServeRefusesAStoreOfANewerFormat(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	endpoints := strings.Join(cluster.Endpoints, ",")
+	reg := testkit.StartRegistry(t, "")
+	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", "acme")
+	reg.Stop()
+	testkit.JSON(t, "", nil, "store", "copy", "--from-data-dir", reg.DataDir, "--to-etcd-endpoints", endpoints, "--to-etcd-prefix", "newer")
+
+	file := filepath.Join(reg.DataDir, store.FileName)
+	db, err := bolt.Open(file, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("store_format"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("format"), []byte("2"))
+	})
+	if err := errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	cluster.Put(t, "newer/store_format/format", "2")
+	before, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := cluster.Count(t, "newer/")
+
+	kek := filepath.Join(t.TempDir(), "kek")
+	serve := []string{"serve", "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0"}
+	for _, c := range []struct {
+		name string
+		args []string
+		path string
+	}{
+		{"store check", []string{"store", "check", "--data-dir", reg.DataDir}, "--data-dir"},
+		{"store check on etcd", []string{"store", "check", "--store", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "newer"}, "--etcd-prefix"},
+		{"store copy", []string{"store", "copy", "--from-data-dir", reg.DataDir, "--to-etcd-endpoints", endpoints, "--to-etcd-prefix", "again"}, "--from-data-dir"},
+		{"serve", append(serve, "--data-dir", reg.DataDir), "--data-dir"},
+		{"serve on etcd", append(serve, "--data-dir", filepath.Join(t.TempDir(), "data"), "--store", "etcd", "--etcd-endpoints", endpoints, "--etcd-prefix", "newer", "--kek-file", kek), "--etcd-prefix"},
+	} {
+		e := testkit.Fails(t, reg.AdminConfig, c.args...)
+		if e.Code != "INVALID_CONFIG" || e.Details.Path != c.path {
+			t.Errorf("%s on a store of format 2: %+v, want INVALID_CONFIG at %s", c.name, e, c.path)
+		}
+		for _, want := range []string{"the store is of format 2, written by a newer release", "this release reads formats up to 1", "run the newer release", "restore the backup"} {
+			if !strings.Contains(e.Message, want) {
+				t.Errorf("%s on a store of format 2: %q does not say %q", c.name, e.Message, want)
+			}
+		}
+	}
+	if after, err := os.ReadFile(file); err != nil || !bytes.Equal(before, after) {
+		t.Errorf("the refused commands wrote the file (%v)", err)
+	}
+	if n := cluster.Count(t, "newer/"); n != keys {
+		t.Errorf("%d keys under the prefix after the refused commands, %d before", n, keys)
+	}
+	if n := cluster.Count(t, "again/"); n != 0 {
+		t.Errorf("the refused copy wrote %d keys", n)
+	}
+}
+
+// TestReplicaExitsWhenTheFormatIsRaised: a replica serving on etcd when another replica
+// raises the store's format past the one it reads (as a newer release's replica does at
+// its start) stops and exits 1, logging an error that names the store's format, the one
+// it reads and what to do. Before, it went on serving, reading and writing records it
+// cannot read.
+func TestReplicaExitsWhenTheFormatIsRaised(t *testing.T) {
+	cluster := etcdtest.Start(t)
+	reg := testkit.StartRegistry(t, "", "--store", "etcd", "--etcd-endpoints", strings.Join(cluster.Endpoints, ","),
+		"--kek-file", filepath.Join(t.TempDir(), "kek"))
+	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", "acme")
+	cluster.Put(t, "better-compute/store_format/format", "2")
+	if code := reg.Exits(t, 30*time.Second); code != 1 {
+		t.Fatalf("the replica exited %d, want 1; log:\n%s", code, reg.Stderr)
+	}
+	log := reg.Stderr.String()
+	for _, want := range []string{"level=ERROR", "the store's format was raised past what this release reads", "the store is of format 2", "reads formats up to 1", "run the newer release"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the replica's log does not say %q:\n%s", want, log)
+		}
 	}
 }

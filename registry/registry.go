@@ -318,7 +318,9 @@ func (r *Registry) Info() Info { return r.info }
 
 // Serve serves the API and the admin socket, resumes the store's running workflows and
 // runs the periodic tasks, until ctx ends or Close is called; it then stops them, and
-// the workflows where they are, and returns nil. It runs once per registry.
+// the workflows where they are, and returns nil. When another replica raises the
+// store's format past what this release reads (store.Store.Outdated), it stops the same
+// way and returns why (INVALID_CONFIG). It runs once per registry.
 func (r *Registry) Serve(ctx context.Context) (err error) {
 	r.mu.Lock()
 	if r.closed {
@@ -363,6 +365,11 @@ func (r *Registry) Serve(ctx context.Context) (err error) {
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
+	case <-r.st.Outdated():
+		// Another replica of a newer release raised the store's format: this one cannot
+		// read what that release writes, and the store refuses its transactions already.
+		err = r.st.OutdatedErr()
+		cfg.Log.Error("the store's format was raised past what this release reads: stopping; start the newer release here", "err", err, "reads", store.Format)
 	}
 	cancel()
 	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
@@ -415,7 +422,8 @@ func (r *Registry) release() error {
 		r.ln.Close()
 	}
 	if r.st != nil {
-		if r.holder.Replica != "" {
+		// An outdated store refuses every write: the lease runs out instead.
+		if r.holder.Replica != "" && r.st.OutdatedErr() == nil {
 			if err := releaseLease(r.st, r.holder); err != nil {
 				r.cfg.Log.Warn("releasing this registry's lease", "err", err)
 			}

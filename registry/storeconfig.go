@@ -26,20 +26,35 @@ type StoreConfig struct {
 	EtcdCA, EtcdCert, EtcdKey string
 }
 
-// openStore opens the store sc names, the bbolt one in dataDir by default.
+// openStore opens the store sc names, the bbolt one in dataDir by default. A store of a
+// format this release cannot read is INVALID_CONFIG at the flag naming it.
 func (sc StoreConfig) openStore(dataDir string, opts store.Options) (*store.Store, error) {
 	switch sc.Backend {
 	case "", "bbolt":
-		return store.Open(dataDir, opts)
+		s, err := store.Open(dataDir, opts)
+		return s, formatAt(err, "--data-dir")
 	case "etcd":
 		cfg, err := sc.etcd()
 		if err != nil {
 			return nil, err
 		}
 		cfg.CheckLimits = !opts.ReadOnly // the probe writes
-		return store.OpenEtcd(cfg, opts)
+		s, err := store.OpenEtcd(cfg, opts)
+		return s, formatAt(err, "--etcd-prefix")
 	}
 	return nil, proto.Errorf(proto.InvalidInput, "store %q is neither bbolt nor etcd", sc.Backend).WithPath("--store")
+}
+
+// formatAt names flag as the path of err when err refuses a store of a format this
+// release cannot read (store.FormatError), and returns any other err as it is.
+func formatAt(err error, flag string) error {
+	if _, ok := errors.AsType[*store.FormatError](err); !ok {
+		return err
+	}
+	if pe, ok := errors.AsType[*proto.Error](err); ok {
+		return pe.WithPath(flag)
+	}
+	return err
 }
 
 // etcd is the etcd store's configuration, its TLS files read.
@@ -90,6 +105,9 @@ func CopyStore(dataDir string, to StoreConfig, progress func(bucket string, reco
 		return CopySummary{}, proto.Errorf(proto.InvalidInput, "no store in %s: %v", dataDir, err).WithPath("--from-data-dir")
 	}
 	src, err := store.Open(dataDir, store.Options{})
+	if _, ok := errors.AsType[*store.FormatError](err); ok {
+		return CopySummary{}, formatAt(err, "--from-data-dir")
+	}
 	if err != nil {
 		return CopySummary{}, fmt.Errorf("%w (stop the registry before copying its store)", err)
 	}
@@ -97,7 +115,7 @@ func CopyStore(dataDir string, to StoreConfig, progress func(bucket string, reco
 	to.Backend = "etcd"
 	dst, err := to.openStore("", store.Options{})
 	if err != nil {
-		return CopySummary{}, err
+		return CopySummary{}, formatAt(err, "--to-etcd-prefix")
 	}
 	defer dst.Close()
 	stats, err := src.CopyTo(dst, progress)

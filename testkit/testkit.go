@@ -256,6 +256,19 @@ func (r *Registry) PeakRSS(t testing.TB) int64 {
 	return 0
 }
 
+// Exits waits for the registry to exit by itself and returns its exit code; the test
+// fails when it still runs after d (a guard against a hang, not a measure).
+func (r *Registry) Exits(t testing.TB, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-r.exited:
+		return r.cmd.ProcessState.ExitCode()
+	case <-time.After(d):
+		t.Fatalf("the registry still runs after %v; stderr:\n%s", d, r.Stderr)
+		return 0
+	}
+}
+
 // Kill stops the registry at once (SIGKILL), as a crash would.
 func (r *Registry) Kill() {
 	r.cmd.Process.Kill()

@@ -27,16 +27,17 @@ type CopyStats struct {
 	Bytes int64
 }
 
-// CopyTo copies every record and index entry of s into dst, which must hold none
-// (ErrNotEmpty otherwise: a copy never merges into existing records), then reads
-// every one back from dst and compares it byte for byte with s, and reports a record
-// missing, different or extra in dst. Nothing may write s or dst meanwhile: copy a
-// registry that is stopped. progress, when set, is told of each bucket's count as it is
-// copied.
+// CopyTo copies every record and index entry of s into dst, which must hold none but
+// the format key its open wrote (ErrNotEmpty otherwise: a copy never merges into
+// existing records), then reads every one back from dst and compares it byte for byte
+// with s, and reports a record missing, different or extra in dst. Nothing may write s
+// or dst meanwhile: copy a registry that is stopped. progress, when set, is told of
+// each bucket's count as it is copied.
 func (s *Store) CopyTo(dst *Store, progress func(bucket string, records int)) (CopyStats, error) {
 	var stats CopyStats
 	err := dst.kv.view(func(tx kvTx) error {
-		if names := tx.buckets(); len(names) > 0 {
+		names := slices.DeleteFunc(tx.buckets(), func(name string) bool { return name == bucketFormat })
+		if len(names) > 0 {
 			return fmt.Errorf("%w (buckets %v): copy only into an empty store (a new etcd prefix)", ErrNotEmpty, names)
 		}
 		return nil

@@ -84,7 +84,7 @@ func OpenEtcd(cfg EtcdConfig, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{kv: b, now: opts.Now}
+	s := &Store{kv: b, now: opts.Now, outdated: b.outdated}
 	b.startWatch(s.remoteCommit)
 	return upgraded(s, opts)
 }
@@ -110,6 +110,9 @@ type etcdBackend struct {
 	// group collects the calls of Update and Batch for the next group commit
 	// (etcdbatch.go).
 	group group
+	// outdated is marked when a snapshot holds a format this release cannot read
+	// (readable): another replica raised it.
+	outdated *outdated
 }
 
 func openEtcd(cfg EtcdConfig) (*etcdBackend, error) {
@@ -132,7 +135,7 @@ func openEtcd(cfg EtcdConfig) (*etcdBackend, error) {
 	id := make([]byte, 8)
 	crand.Read(id)
 	ctx, stop := context.WithCancel(context.Background())
-	b := &etcdBackend{cli: cli, prefix: cfg.Prefix + "/", timeout: cfg.Timeout, id: []byte(hex.EncodeToString(id)), mirror: newMirror(), ctx: ctx, stop: stop}
+	b := &etcdBackend{cli: cli, prefix: cfg.Prefix + "/", timeout: cfg.Timeout, id: []byte(hex.EncodeToString(id)), mirror: newMirror(), ctx: ctx, stop: stop, outdated: newOutdated()}
 	if cfg.CheckLimits {
 		if err := b.probeLimits(); err != nil {
 			b.close()
@@ -193,6 +196,9 @@ func (b *etcdBackend) viewAt(floor int64, fn func(kvTx) error) error {
 	if err != nil {
 		return err
 	}
+	if err := b.readable(snap); err != nil {
+		return err
+	}
 	return fn(b.txOn(snap, true))
 }
 
@@ -225,13 +231,34 @@ func (b *etcdBackend) updateAlone(fn func(kvTx) error) error {
 }
 
 // begin starts a transaction on a snapshot of the mirror holding every commit
-// acknowledged before it began.
+// acknowledged before it began, of a format this release reads. A transaction that
+// writes reads the format key, so its commit compares it: none commits once another
+// replica raised the format, and run again it fails here.
 func (b *etcdBackend) begin(readOnly bool) (*etcdTx, error) {
 	snap, err := b.snapshot()
 	if err != nil {
 		return nil, err
 	}
-	return b.txOn(snap, readOnly), nil
+	if err := b.readable(snap); err != nil {
+		return nil, err
+	}
+	t := b.txOn(snap, readOnly)
+	if !readOnly {
+		t.get(bucketFormat, formatKey)
+	}
+	return t, nil
+}
+
+// readable refuses snap when it holds a format this release cannot read (format.go),
+// and marks the store outdated: another replica raised the format (or it was so when
+// the store opened, which then fails).
+func (b *etcdBackend) readable(snap *mirrorSnap) error {
+	kv, _ := snap.get(b.recKey(bucketFormat, formatKey))
+	if err := formatReadable(kv.value); err != nil {
+		b.outdated.mark(err)
+		return proto.Errorf(proto.Unavailable, "this replica cannot read the store any more (%w): it stops; try again, another replica answers", err)
+	}
+	return nil
 }
 
 // txOn starts a transaction on snap. A read-only one keeps no record of what it read:

@@ -418,7 +418,7 @@ func TestEtcdWatchBehindCompactionReloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Store{kv: b, now: time.Now}
+	s := &Store{kv: b, now: time.Now, outdated: b.outdated}
 	t.Cleanup(func() { s.Close() })
 	for _, site := range []string{"rack-a", "rack-b"} {
 		if err := other.Update(func(tx *Tx) error { _, err := tx.CreateSite(site); return err }); err != nil {

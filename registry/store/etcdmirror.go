@@ -263,7 +263,9 @@ func (b *etcdBackend) startWatch(fn func(remoteCommit)) {
 					if tree, rev, err := b.load(); err == nil {
 						b.mirror.tree = tree
 						b.mirror.publish(rev)
-						hooks.push(remoteCommit{lost: true})
+						if b.readable(b.mirror.snap.Load()) == nil {
+							hooks.push(remoteCommit{lost: true})
+						}
 						next = rev + 1
 					}
 					break
@@ -283,8 +285,9 @@ func (b *etcdBackend) startWatch(fn func(remoteCommit)) {
 }
 
 // handleEvents applies events to the mirror and publishes it, hands fn the commits of
-// other replicas among them, grouped by revision, and returns the revision to watch from
-// next. etcd never splits one revision's events over two watch responses.
+// other replicas among them, grouped by revision (none once the mirror holds a format
+// this release cannot read), and returns the revision to watch from next. etcd never
+// splits one revision's events over two watch responses.
 func (b *etcdBackend) handleEvents(events []*clientv3.Event, next int64, fn func(remoteCommit)) int64 {
 	if len(events) == 0 {
 		return next
@@ -305,6 +308,11 @@ func (b *etcdBackend) handleEvents(events []*clientv3.Event, next int64, fn func
 		events, next = events[n:], rev+1
 	}
 	b.mirror.publish(next - 1)
+	if b.readable(b.mirror.snap.Load()) != nil {
+		// Another replica raised the format: the store is outdated, and the commits of a
+		// newer release are not told (this release may misread what they put).
+		return next
+	}
 	for _, c := range commits {
 		fn(c)
 	}

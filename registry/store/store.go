@@ -39,6 +39,9 @@ type Store struct {
 	now func() time.Time
 	// watch holds the hooks called after commits (watch.go, nodespecs.go).
 	watch watchers
+	// outdated is closed when another replica raised the store's format past Format
+	// (format.go).
+	outdated *outdated
 }
 
 // Options tune Open and OpenEtcd. The zero value is fine.
@@ -70,12 +73,17 @@ func Open(dataDir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return upgraded(&Store{kv: kv, now: opts.Now}, opts)
+	return upgraded(&Store{kv: kv, now: opts.Now, outdated: newOutdated()}, opts)
 }
 
-// upgraded brings the indexes of s, just opened, up to its records (reindexNodes),
-// unless opts opened it read-only, and closes s when that fails.
+// upgraded checks the format of s, just opened, and raises an older one to Format
+// (openFormat), then brings its indexes up to its records (reindexNodes), unless opts
+// opened it read-only; it closes s when any of that fails.
 func upgraded(s *Store, opts Options) (*Store, error) {
+	if err := s.openFormat(opts.ReadOnly); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if opts.ReadOnly {
 		return s, nil
 	}

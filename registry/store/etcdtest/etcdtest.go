@@ -281,6 +281,33 @@ func freePorts(n int) ([]int, error) {
 // Count is how many keys the cluster holds under prefix.
 func (c *Cluster) Count(t testing.TB, prefix string) int64 {
 	t.Helper()
+	cli := c.client(t)
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Count
+}
+
+// Put writes value at key, as another writer of the cluster (a registry of another
+// release, say) would.
+func (c *Cluster) Put(t testing.TB, key, value string) {
+	t.Helper()
+	cli := c.client(t)
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, key, value); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// client is a new client of the cluster, with its client certificate when it has TLS.
+func (c *Cluster) client(t testing.TB) *clientv3.Client {
+	t.Helper()
 	cfg := clientv3.Config{Endpoints: c.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 	if c.pki != nil {
 		var err error
@@ -292,12 +319,5 @@ func (c *Cluster) Count(t testing.TB, prefix string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.Count
+	return cli
 }

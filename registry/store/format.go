@@ -1,0 +1,139 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// Format is the store format this release reads and writes (docs/store.md, "The store's
+// format"). A release raises it when it changes a stored shape in a way an earlier
+// release cannot read: a record an earlier release fails to decode or decodes wrong, a
+// bucket whose entries change what records mean (an earlier release that does not read
+// them misreads the records). A change an earlier release reads as it should keeps it.
+// A store of a newer format is refused at open (INVALID_CONFIG), a running replica whose
+// store another replica raised past it stops (Store.Outdated), and a store of an older
+// format is raised to this one at open.
+//
+// What each format added:
+//
+//	0  no format key: the stores of the releases before the format was kept. Those
+//	   releases never read the key, so nothing stops them on a store of a later format.
+//	1  the format key (store_format/format); runs that refer to their profile version
+//	   rather than holding its document and rendered steps; the profiles_used and
+//	   profiles_deleted buckets (a version used or deleted since says so there, not in
+//	   its record); NodeSpecs whose host section is their node's, stored as
+//	   "host":"node"; answered relayed commands kept a day (agents.CommandTTL); runs
+//	   recording their node's identity epoch (identityEpoch).
+const Format = 1
+
+// The format key: bucketFormat/formatKey holds the store's format in decimal digits
+// (etcd: P/store_format/format). A store without it is of format 0.
+const bucketFormat = "store_format"
+
+var formatKey = []byte("format")
+
+// FormatError is a store this release cannot read: one of a format newer than Format,
+// or one whose format key holds what no release writes.
+type FormatError struct {
+	// Stored is the store's format, Raw the key's value when it is not a format.
+	Stored int
+	Raw    string
+}
+
+func (e *FormatError) Error() string {
+	if e.Raw != "" {
+		return fmt.Sprintf("the store's format key holds %s, which no release of the registry writes: this is not a registry's store, or it is damaged; restore the backup of the store (docs/store.md#the-stores-format)", proto.Quote(e.Raw))
+	}
+	return fmt.Sprintf("the store is of format %d, written by a newer release of the registry, and this release reads formats up to %d: run the newer release (on every replica), or restore the backup of the store taken before the upgrade to go back to this one (docs/store.md#the-stores-format)", e.Stored, Format)
+}
+
+// parseFormat reads a format key's value: 0 when there is none, else decimal digits of
+// a format from 1 on, as formatValue writes them; anything else is a FormatError.
+func parseFormat(raw []byte) (int, error) {
+	if len(raw) == 0 {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(string(raw))
+	if err != nil || n < 1 || strconv.Itoa(n) != string(raw) {
+		return 0, &FormatError{Raw: string(raw)}
+	}
+	return n, nil
+}
+
+func formatValue(format int) []byte { return []byte(strconv.Itoa(format)) }
+
+// formatReadable is nil when this release reads a store whose format key holds raw, else the
+// FormatError saying why not.
+func formatReadable(raw []byte) error {
+	f, err := parseFormat(raw)
+	if err == nil && f > Format {
+		err = &FormatError{Stored: f}
+	}
+	return err
+}
+
+// openFormat checks the format of s, just opened, and raises an older one to Format
+// (unless read-only): in one transaction that reads the key and writes it only when it
+// is older, so replicas opening at once write it once and a store of this format is not
+// written. A store this release cannot read is INVALID_CONFIG.
+func (s *Store) openFormat(readOnly bool) error {
+	var err error
+	if readOnly {
+		err = s.kv.view(func(tx kvTx) error { return formatReadable(tx.get(bucketFormat, formatKey)) })
+	} else {
+		err = s.kv.update(func(tx kvTx) error {
+			raw := tx.get(bucketFormat, formatKey)
+			if err := formatReadable(raw); err != nil {
+				return err
+			}
+			if f, _ := parseFormat(raw); f == Format {
+				return nil
+			}
+			return tx.put(bucketFormat, formatKey, formatValue(Format))
+		})
+	}
+	if fe, ok := errors.AsType[*FormatError](err); ok {
+		return proto.Errorf(proto.InvalidConfig, "%w", fe)
+	}
+	return err
+}
+
+// outdated is closed when the store's format moved, while it was open, past what this
+// release reads: another replica of a newer release raised it (etcd). err says so.
+type outdated struct {
+	once sync.Once
+	done chan struct{}
+	err  error
+}
+
+func newOutdated() *outdated { return &outdated{done: make(chan struct{})} }
+
+// mark records err (a FormatError) as why the store is outdated, the first time.
+func (o *outdated) mark(err error) {
+	o.once.Do(func() {
+		o.err = proto.Errorf(proto.InvalidConfig, "another replica changed the store's format while this one ran: %w; this replica wrote nothing since and stops", err)
+		close(o.done)
+	})
+}
+
+// Outdated is closed when another replica raised the store's format past Format while
+// this store was open (etcd; a bbolt file is one process's, so never there). From the
+// moment this replica's copy of the store holds the new format, every transaction fails,
+// and none that began before commits: the replica cannot read what the newer release
+// writes, and must stop (a supervisor starts it again with the newer release).
+func (s *Store) Outdated() <-chan struct{} { return s.outdated.done }
+
+// OutdatedErr says why Outdated was closed (INVALID_CONFIG, naming the formats and what to
+// do); nil while it is not.
+func (s *Store) OutdatedErr() error {
+	select {
+	case <-s.outdated.done:
+		return s.outdated.err
+	default:
+		return nil
+	}
+}
