@@ -26,7 +26,8 @@ import (
 //	   rather than holding its document and rendered steps; the profiles_used and
 //	   profiles_deleted buckets (a version used or deleted since says so there, not in
 //	   its record); NodeSpecs whose host section is their node's, stored as
-//	   "host":"node"; answered relayed commands kept a day (agents.CommandTTL); runs
+//	   "host":"node"; answered relayed commands kept a day (agents.CommandTTL), and
+//	   kept as a digest once their run records them (RecordAgentCommands); runs
 //	   recording their node's identity epoch (identityEpoch).
 const Format = 1
 
