@@ -112,7 +112,7 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 			if advice.minter, err = minterKind(tx, tok); err != nil {
 				return err
 			}
-			held := kind.heldIdentity && !node.IdentityEpochAt.After(tok.UsedAt)
+			held := kind.heldIdentity && atEpoch(tok.UsedEpoch, tok.UsedAt, node)
 			if run.ID == "" && !held {
 				why := "No workflow that minted it runs any more"
 				if tok.Workflow == "" {
@@ -307,16 +307,23 @@ func cutOff(tx *store.Tx, node store.Node) (store.Run, error) {
 }
 
 // runsAt reports whether run runs at node's identity epoch: the epoch the run recorded
-// as it was created is the node's. The epoch is a logical clock, kept in the store's
-// transactions: the times of the run's creation and of the epoch's last move may come
-// from the clocks of two replicas, and a skew between them would miss a run created just
-// after the move (or take one created before it). A run stored before runs recorded
-// their epoch runs at it when it was created since the epoch last moved.
+// as it was created is the node's (atEpoch).
 func runsAt(run store.Run, node store.Node) bool {
-	if run.IdentityEpoch == nil {
-		return !node.IdentityEpochAt.After(run.CreatedAt)
+	return atEpoch(run.IdentityEpoch, run.CreatedAt, node)
+}
+
+// atEpoch reports whether node's identity epoch is still the one a record (a run's
+// creation, a token's join) was made at: epoch, the one it recorded, is the node's. The
+// epoch is a logical clock, kept in the store's transactions: the time of the record
+// and the time of the epoch's last move may come from the clocks of two replicas, and a
+// skew between them would miss a record made just after the move (or take one made
+// before it). A record stored before it recorded its epoch (nil) was made at it when it
+// was made, at, since the epoch last moved.
+func atEpoch(epoch *int64, at time.Time, node store.Node) bool {
+	if epoch == nil {
+		return !node.IdentityEpochAt.After(at)
 	}
-	return *run.IdentityEpoch == node.IdentityEpoch
+	return *epoch == node.IdentityEpoch
 }
 
 // running is node's running, uncancelled workflow; zero when none runs.
