@@ -17,9 +17,9 @@ import (
 // revokes its node's agents from the node's page while the node's enrollment runs (its
 // relay to rack-a's agent, which never joined, waits) at the identity epoch the
 // revocation moves: the revocation fails it, and the node's page it goes back to names
-// the failed workflow beside the revocation, with how to run it again, as
-// metal.revokeCertificates' failedWorkflowId and `nodes revoke-identity`'s "failed
-// workflow" line do. Before, the console showed the revocation alone: which workflow it
+// the failed workflow beside the revocation, with what runs it again for its kind, as
+// metal.revokeCertificates' failedWorkflowId and failedWorkflowNext, and `nodes
+// revoke-identity`'s "failed workflow" line do. Before, the console showed the revocation alone: which workflow it
 // failed was only in the node's events.
 func TestChromiumShowsTheWorkflowARevocationFailed(t *testing.T) {
 	reg, acme, acmeNode, _ := twoTenants(t)
@@ -44,8 +44,11 @@ func TestChromiumShowsTheWorkflowARevocationFailed(t *testing.T) {
 	if got := text(t, ctx, "#revocation-failed-workflow"); got != acmeNode.Workflow {
 		t.Errorf("the page names the failed workflow %q, want %s", got, acmeNode.Workflow)
 	}
-	if got := text(t, ctx, "#agents-revoked"); !strings.Contains(got, "BMC password leaked") || !strings.Contains(got, "nodes retry "+acmeNode.ID) {
-		t.Errorf("the revocation shows %q, without its reason and how to run the workflow again", got)
+	if got := text(t, ctx, "#agents-revoked"); !strings.Contains(got, "BMC password leaked") {
+		t.Errorf("the revocation shows %q, without its reason", got)
+	}
+	if got, want := text(t, ctx, "#revocation-next"), "run the enroll workflow again (`nodes retry "+acmeNode.ID+"`)"; got != want || got != n.AgentsRevoked.FailedWorkflowNext {
+		t.Errorf("the page says what runs the enrollment again: %q; want %q, as the API's failedWorkflowNext (%q)", got, want, n.AgentsRevoked.FailedWorkflowNext)
 	}
 }
 
