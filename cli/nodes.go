@@ -235,8 +235,8 @@ func init() {
 			"the node's identity epoch moves, their sessions end, and hello, secrets, renewals, signed results, answers and reports are refused (`FORBIDDEN`, reason `revoked`); " +
 			"the node's unused join tokens are deleted, and the revocation is recorded on the node and in its events with the reason. " +
 			"A workflow of the node running at the epoch that moved, whose agents and join tokens are cut off, fails at once (`FORBIDDEN`, reason `agents-revoked`; the answer's `failedWorkflowId`, " +
-			"and `failedWorkflowNext`, what works for its kind): `nodes retry ID` runs it again, but one that works with the installed OS (a remediation, an unrescue) only once the installed OS joined again, " +
-			"as it holds no certificate the registry takes. " +
+			"and `failedWorkflowNext`, what works for its kind): `nodes retry ID` runs it again, but one that works with the installed OS (a remediation, an unrescue), " +
+			"which holds no certificate the registry takes, only with that OS joining again (`failedWorkflowNext` says when) or after a redeploy. " +
 			"The node keeps its state: its OS joins again with a token minted now (`tokens create --kind provisioned --node-id ID`, then `bcd join`), " +
 			"or a redeploy installs it anew (docs/nodes.md)",
 		nargs: 1,
