@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -83,14 +84,7 @@ func TestChromiumShowsWhyASiteRefusedAnImage(t *testing.T) {
 		return err
 	})
 
-	ctx := browser.Start(t, reg.URL)
-	cfg, _ := api.LoadClientConfig(reg.AdminConfig)
-	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/sites"), chromedp.WaitVisible(chromedp.ID("site-rack-a"))); err != nil {
-		t.Fatalf("open the sites page: %v", err)
-	}
+	ctx := sitesPage(t, reg)
 	row := `#site-rack-a tr.location[data-image="` + refused + `"]`
 	if got := text(t, ctx, row+" .reason"); got != proto.ReasonSourceNotAllowed {
 		t.Errorf("the refused image's reason shows %q, want %s", got, proto.ReasonSourceNotAllowed)
@@ -150,14 +144,7 @@ func TestChromiumShowsTheCachePlansFailedImages(t *testing.T) {
 		t.Fatalf("the cache plan's failed images: %+v, want base@1 refused at %q", plan.Failed, host)
 	}
 
-	ctx := browser.Start(t, reg.URL)
-	cfg, _ := api.LoadClientConfig(reg.AdminConfig)
-	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/sites"), chromedp.WaitVisible(chromedp.ID("site-rack-a"))); err != nil {
-		t.Fatalf("open the sites page: %v", err)
-	}
+	ctx := sitesPage(t, reg)
 	row := `#site-rack-a table.cache-failed tr.failed-image[data-ref="base@1"]`
 	if got := text(t, ctx, row+" .reason"); got != proto.ReasonSourceNotAllowed {
 		t.Errorf("the failed image's reason shows %q, want %s", got, proto.ReasonSourceNotAllowed)
@@ -182,4 +169,19 @@ func TestChromiumShowsTheCachePlansFailedImages(t *testing.T) {
 	if pageTitle, err := chromedp.Run(ctx, chromedp.Title()); err != nil || strings.Contains(pageTitle, "injected") {
 		t.Errorf("the page's title is %q (%v): the refused host's script ran", pageTitle, err)
 	}
+}
+
+// sitesPage signs the platform's operator in to reg's console in a real Chromium and
+// opens the Sites page, rack-a's section shown.
+func sitesPage(t *testing.T, reg *testkit.Registry) context.Context {
+	t.Helper()
+	ctx := browser.Start(t, reg.URL)
+	cfg, _ := api.LoadClientConfig(reg.AdminConfig)
+	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/sites"), chromedp.WaitVisible(chromedp.ID("site-rack-a"))); err != nil {
+		t.Fatalf("open the sites page: %v", err)
+	}
+	return ctx
 }
