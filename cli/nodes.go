@@ -234,7 +234,9 @@ func init() {
 		long: "revoke every certificate of the node's agents (its installed OS's `bcd node` and its ramdisk's) issued so far, and every copy of them: " +
 			"the node's identity epoch moves, their sessions end, and hello, secrets, renewals, signed results, answers and reports are refused (`FORBIDDEN`, reason `revoked`); " +
 			"the node's unused join tokens are deleted, and the revocation is recorded on the node and in its events with the reason. " +
-			"A workflow of the node running at the epoch that moved, whose agents and join tokens are cut off, fails at once (`FORBIDDEN`, reason `agents-revoked`; the answer's `failedWorkflowId`): `nodes retry ID` runs it again. " +
+			"A workflow of the node running at the epoch that moved, whose agents and join tokens are cut off, fails at once (`FORBIDDEN`, reason `agents-revoked`; the answer's `failedWorkflowId`, " +
+			"and `failedWorkflowNext`, what works for its kind): `nodes retry ID` runs it again, but one that works with the installed OS (a remediation, an unrescue), " +
+			"which holds no certificate the registry takes, only with that OS joining again (`failedWorkflowNext` says when) or after a redeploy. " +
 			"The node keeps its state: its OS joins again with a token minted now (`tokens create --kind provisioned --node-id ID`, then `bcd join`), " +
 			"or a redeploy installs it anew (docs/nodes.md)",
 		nargs: 1,
@@ -263,8 +265,8 @@ func revokedLines(w *tabwriter.Writer, whose string, out api.CertificatesRevoked
 	fmt.Fprintf(w, "reason: %s\n", out.Reason)
 	fmt.Fprintf(w, "unused join tokens deleted: %d\n", out.JoinTokensDeleted)
 	if out.FailedWorkflowID != "" {
-		fmt.Fprintf(w, "failed workflow: %s (FORBIDDEN, %s: it ran at the epoch that moved, so its agents and join tokens were cut off); once the machine is trusted, "+
-			"better-compute nodes retry %s runs it again\n", out.FailedWorkflowID, proto.ReasonAgentsRevoked, out.NodeID)
+		fmt.Fprintf(w, "failed workflow: %s (FORBIDDEN, %s: it ran at the epoch that moved, so its agents and join tokens were cut off); once the machine is trusted, %s\n",
+			out.FailedWorkflowID, proto.ReasonAgentsRevoked, out.FailedWorkflowNext)
 	}
 	fmt.Fprintf(w, "to join again: %s\n", back)
 }
@@ -494,6 +496,9 @@ func revocation(whose string, r *api.Revocation) string {
 	line := fmt.Sprintf("%s revoked %s by %s (identity epoch %d): %s", whose, r.At.Format(time.RFC3339), dash(r.By), r.Epoch, r.Reason)
 	if r.FailedWorkflowID != "" {
 		line += "; failed workflow " + r.FailedWorkflowID
+	}
+	if r.FailedWorkflowNext != "" {
+		line += "; once the machine is trusted, " + r.FailedWorkflowNext
 	}
 	return line
 }

@@ -746,7 +746,7 @@ func TestRevokeIdentityThroughTheCLI(t *testing.T) {
 // TestRevokeIdentityFailsTheWorkflowItCutsOff: acme revokes its node's agents while the
 // node's inspect waits for its ramdisk (the site agent never answers the ramdisk boot's
 // management.setBootDevice), through the real binaries: the text names the workflow the
-// revocation failed and how to run it again, and the node is failed at once, FORBIDDEN
+// revocation failed and what runs it again (for an inspect, `nodes retry`), and the node is failed at once, FORBIDDEN
 // agents-revoked, the error naming the credential and the reason, and `nodes get` names
 // it beside the revocation. `nodes retry` runs the
 // inspect again, and a revocation during it answers, with --format json, its id as
@@ -771,7 +771,8 @@ func TestRevokeIdentityFailsTheWorkflowItCutsOff(t *testing.T) {
 	var inspecting store.Node
 	testkit.JSON(t, acme, &inspecting, "nodes", "get", node.ID)
 	res := testkit.CLI(t, acme, "nodes", "revoke-identity", node.ID, "--reason", "OS compromised")
-	for _, want := range []string{"failed workflow: " + inspecting.Workflow, proto.ReasonAgentsRevoked, "better-compute nodes retry " + node.ID + " runs it again"} {
+	for _, want := range []string{"failed workflow: " + inspecting.Workflow, proto.ReasonAgentsRevoked,
+		"once the machine is trusted, run the inspect workflow again (`nodes retry " + node.ID + "`): it boots the ramdisk with a new token"} {
 		if res.Code != 0 || !strings.Contains(res.Stdout, want) {
 			t.Errorf("nodes revoke-identity during the inspect: exit %d, want %q in\n%s%s", res.Code, want, res.Stdout, res.Stderr)
 		}
@@ -781,8 +782,9 @@ func TestRevokeIdentityFailsTheWorkflowItCutsOff(t *testing.T) {
 		!strings.Contains(f.Error.Message, "revoked by credential ") || !strings.Contains(f.Error.Message, `"OS compromised"`) {
 		t.Errorf("the node failed with %+v, want the inspect %s failed FORBIDDEN agents-revoked, naming the credential and the reason", f, inspecting.Workflow)
 	}
-	if text := testkit.CLI(t, acme, "nodes", "get", node.ID).Stdout; !strings.Contains(text, "OS compromised; failed workflow "+inspecting.Workflow) {
-		t.Errorf("nodes get does not name the workflow the revocation failed:\n%s", text)
+	if text := testkit.CLI(t, acme, "nodes", "get", node.ID).Stdout; !strings.Contains(text, "OS compromised; failed workflow "+inspecting.Workflow+
+		"; once the machine is trusted, run the inspect workflow again (`nodes retry "+node.ID+"`)") {
+		t.Errorf("nodes get does not name the workflow the revocation failed, and what runs it again:\n%s", text)
 	}
 
 	testkit.JSON(t, acme, nil, "nodes", "retry", node.ID)

@@ -1,8 +1,24 @@
 package registry
 
 import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/proto/joinwire"
 
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
@@ -62,4 +78,148 @@ func TestCutOffAcrossSkewedClocks(t *testing.T) {
 	if run.Cancelled == nil {
 		t.Errorf("the inspect is %s, not failed, after the revocation cut it off", run.State)
 	}
+}
+
+// TestTokenReuseAcrossSkewedClocks: two registries share one etcd store (a real
+// three-member cluster), the second's clock 20 seconds behind the first's. A node's
+// installed OS joins with a provisioned token an operator minted (`bcd join` through one
+// replica, from 127.0.0.1), and the node's agents are revoked through the other, before
+// or after that join; then another host presents the used token again, from 127.0.0.2.
+// Whether the agent that joined with it still holds the node's identity is told by the
+// identity epoch its join recorded on the token, whichever clocks wrote the join and the
+// epoch's move: a join just after the move, through the replica behind, is contained
+// (the epoch moves again); a join before the move, when the move went through the
+// replica behind, moves nothing (its certificate is refused already, and a host that
+// kept a used token must not cut each new installed agent off). Before tokens recorded
+// the epoch, the registry compared the token's use with the epoch's move, written by two
+// clocks, and got both the wrong way round.
+func TestTokenReuseAcrossSkewedClocks(t *testing.T) {
+	ahead, behind := startSkewedReplicas(t, nil, newShiftedClock(-replicaSkew))
+	for i, c := range []struct {
+		name          string
+		revokeThrough *busyFleet
+		joinFirst     bool
+		joinThrough   *busyFleet
+		contained     bool
+	}{
+		{name: "joined just after the move, through the replica behind", revokeThrough: ahead, joinThrough: behind, contained: true},
+		{name: "joined before the move, which went through the replica behind", revokeThrough: behind, joinFirst: true, joinThrough: ahead},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := storetest.Node(t, ahead.r.st, store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{fmt.Sprintf("52:54:00:00:0c:%02x", i)}, State: store.NodeReady})
+			var token string
+			join := func() {
+				// The revocation deletes the node's unused tokens: the token is minted
+				// just before its join.
+				token = ahead.mint(store.TokenProvisioned, n.ID)
+				if _, err := c.joinThrough.join(n.ID, "node", token); err != nil {
+					t.Fatalf("the installed OS's join through the replica %s: %v", clockOf(c.joinThrough, ahead), err)
+				}
+			}
+			if c.joinFirst {
+				join()
+			}
+			if _, err := call[api.CertificatesRevoked](c.revokeThrough.tenants["acme"], "metal.revokeCertificates", api.RevokeNodeCertificatesRequest{NodeID: n.ID, Reason: "rotating"}); err != nil {
+				t.Fatalf("the revocation: %v", err)
+			}
+			if !c.joinFirst {
+				join()
+			}
+			before := epochOf(t, ahead, n.ID)
+
+			err := presentFrom(behind.r.Info().URL, "127.0.0.2", n.ID, "node", token)
+			if e := proto.AsError(err); e.Code != proto.Unauthenticated || e.Details.Reason != proto.ReasonTokenUsed {
+				t.Fatalf("the token presented again from 127.0.0.2: %v, want UNAUTHENTICATED %s", err, proto.ReasonTokenUsed)
+			}
+			events, err := call[api.EventList](ahead.tenants["acme"], "metal.events", api.EventsRequest{NodeID: n.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var detail string
+			for _, e := range events.Events {
+				if e.Kind == store.EventTokenReused {
+					detail = e.Detail
+				}
+			}
+			after := epochOf(t, ahead, n.ID)
+			switch {
+			case c.contained && (after != before+1 || !strings.Contains(detail, "The registry moved the node's identity epoch")):
+				t.Errorf("the node's identity epoch went from %d to %d; the token.reused event: %q; want it contained (the epoch moved on once)", before, after, detail)
+			case !c.contained && (after != before || !strings.Contains(detail, "so nothing was changed")):
+				t.Errorf("the node's identity epoch went from %d to %d; the token.reused event: %q; want nothing changed", before, after, detail)
+			}
+		})
+	}
+}
+
+// clockOf names the replica f, of the two startSkewedReplicas started, by its clock.
+func clockOf(f, ahead *busyFleet) string {
+	if f == ahead {
+		return "ahead"
+	}
+	return "behind"
+}
+
+// epochOf is node's identity epoch as f's store reads it.
+func epochOf(t *testing.T, f *busyFleet, node string) int64 {
+	t.Helper()
+	var n store.Node
+	if err := f.r.st.View(func(tx *store.Tx) (err error) { n, err = tx.Node(node); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return n.IdentityEpoch
+}
+
+// presentFrom presents token to the registry at url, from the local address local, as
+// a host that read it would to join as node's agent of role, and returns the registry's
+// answer: nil when the join was admitted, its error otherwise.
+func presentFrom(url, local, node, role, token string) error {
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext:     (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}).DialContext,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
+	res, err := client.Get(url + joinwire.WellKnownPath)
+	if err != nil {
+		return err
+	}
+	doc, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		return err
+	}
+	anchors, err := joinwire.ParseWellKnown(doc)
+	if err != nil {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	spki, err := x509.MarshalPKIXPublicKey(key.Public())
+	if err != nil {
+		return err
+	}
+	sealed, err := joinwire.SealToken(anchors.JoinEncryptionKey, joinwire.AAD(node, role, spki), token)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(joinwire.Request{NodeID: node, Role: role,
+		PublicKey: base64.StdEncoding.EncodeToString(spki), SealedToken: base64.StdEncoding.EncodeToString(sealed)})
+	if err != nil {
+		return err
+	}
+	res, err = client.Post(url+"/v1/"+joinwire.JoinMethod, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	answer, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode == http.StatusOK {
+		return err
+	}
+	var e proto.Error
+	if err := json.Unmarshal(answer, &e); err != nil || e.Code == "" {
+		return fmt.Errorf("status %d: %s", res.StatusCode, answer)
+	}
+	return &e
 }

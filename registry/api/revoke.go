@@ -39,6 +39,9 @@ type CertificatesRevoked struct {
 	// reason agents-revoked: it ran at the identity epoch that moved, so its agents and
 	// join tokens were cut off); left out when none was.
 	FailedWorkflowID string `json:"failedWorkflowId,omitempty"`
+	// FailedWorkflowNext is, with FailedWorkflowID, what works once the machine is
+	// trusted again, for the failed workflow's kind (metal.RunAgain).
+	FailedWorkflowNext string `json:"failedWorkflowNext,omitempty"`
 }
 
 func revokedOf(r *store.Revocation, deleted int) CertificatesRevoked {
@@ -61,6 +64,9 @@ func (s *Server) registerRevocations(svc *metal.Service) {
 			failed = r.Failed
 			out = revokedOf(r.Node.AgentsRevoked, r.JoinTokensDeleted)
 			out.NodeID, out.FailedWorkflowID = r.Node.ID, failed.ID
+			if failed.ID != "" {
+				out.FailedWorkflowNext = metal.RunAgain(failed.Kind, r.Node.ID)
+			}
 			return nil
 		})
 		if err != nil {

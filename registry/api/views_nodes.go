@@ -136,7 +136,9 @@ func nodeOf(n store.Node) Node {
 		Failure: failureOf(n.Failure), UnverifiedWipe: failureOf(n.UnverifiedWipe), BMCMACs: n.BMCMACs, BoundMAC: n.BoundMAC,
 		PoweredAt: n.PoweredAt, IdentityRevokedAt: n.IdentityRevokedAt,
 		IdentityEpoch: n.IdentityEpoch, IdentityEpochAt: n.IdentityEpochAt, Rev: n.Rev, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt}
-	v.AgentsRevoked = revocationOf(n.AgentsRevoked)
+	if v.AgentsRevoked = revocationOf(n.AgentsRevoked); v.AgentsRevoked != nil && v.AgentsRevoked.FailedWorkflowID != "" {
+		v.AgentsRevoked.FailedWorkflowNext = metal.RunAgain(n.AgentsRevoked.FailedKind, n.ID)
+	}
 	if n.MACProposal != nil {
 		p := MACProposal(*n.MACProposal)
 		v.MACProposal = &p

@@ -40,6 +40,10 @@ type Revocation struct {
 	// FailedWorkflowID is, for a node's, the workflow it failed (metal.revokeCertificates'
 	// failedWorkflowId); left out when it failed none.
 	FailedWorkflowID string `json:"failedWorkflowId,omitempty"`
+	// FailedWorkflowNext is, with FailedWorkflowID, what works once the machine is
+	// trusted again, for the failed workflow's kind (metal.RunAgain): `nodes retry`, or,
+	// for one that works with the installed OS, its join again first.
+	FailedWorkflowNext string `json:"failedWorkflowNext,omitempty"`
 }
 
 // revocationOf is r as the API shows it; nil for nil.

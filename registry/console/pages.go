@@ -127,14 +127,18 @@ func (c *Console) node(w http.ResponseWriter, r *http.Request, s *session) {
 	c.render(w, r, http.StatusOK, "node", s, view{Title: "Node " + id, Nav: "nodes", Data: &d})
 }
 
-// siteData is one site with what its agent reported and its cache holds.
+// siteData is one site with what its agent reported, what its cache holds and which
+// planned images it failed to pull.
 type siteData struct {
 	Site api.Site
 	// Agent is whether the site's agent is connected (sites.inventory).
 	Agent     *api.SiteAgent
 	Sections  []section
 	Locations []api.ImageLocation
-	Err       *proto.Error
+	// Failed are the images of the site's cache plan its cache failed to pull, with why
+	// (sites.cachePlan's failed; `sites cache-plan`'s FAILED AT THE SITE).
+	Failed []api.FailedImage
+	Err    *proto.Error
 }
 
 // sitesData is the sites page: each site, and the requests each offers.
@@ -144,7 +148,7 @@ type sitesData struct {
 }
 
 // sites lists the sites (the platform's: the API answers only root-tenant credentials)
-// with each one's agent and cache.
+// with each one's agent, cache, and the images of its cache plan it failed to pull.
 func (c *Console) sites(w http.ResponseWriter, r *http.Request, s *session) {
 	var list api.SiteList
 	if err := c.call(r.Context(), s, "sites.list", api.ListRequest{Limit: pageSize}, &list); err != nil {
@@ -156,14 +160,18 @@ func (c *Console) sites(w http.ResponseWriter, r *http.Request, s *session) {
 		d := siteData{Site: site}
 		var inv api.SiteInventory
 		var locs api.SiteLocations
+		var plan api.CachePlan
 		err := c.call(r.Context(), s, "sites.inventory", api.SiteRequest{SiteID: site.ID}, &inv)
 		if err == nil {
 			err = c.call(r.Context(), s, "sites.locations", api.SiteRequest{SiteID: site.ID}, &locs)
 		}
+		if err == nil {
+			err = c.call(r.Context(), s, "sites.cachePlan", api.SiteRequest{SiteID: site.ID}, &plan)
+		}
 		if err != nil {
 			d.Err = proto.AsError(err)
 		}
-		d.Agent, d.Sections, d.Locations = inv.Session, sectionsOf(inv.Sections), locs.Locations
+		d.Agent, d.Sections, d.Locations, d.Failed = inv.Session, sectionsOf(inv.Sections), locs.Locations, plan.Failed
 		out.Sites = append(out.Sites, d)
 	}
 	c.render(w, r, http.StatusOK, "sites", s, view{Title: "Sites", Nav: "sites", Data: &out})

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
 	"github.com/better-compute/better-compute/testkit/browser"
+	"github.com/better-compute/better-compute/testkit/openssl"
 	"github.com/chromedp/chromedp"
 )
 
@@ -17,9 +19,9 @@ import (
 // revokes its node's agents from the node's page while the node's enrollment runs (its
 // relay to rack-a's agent, which never joined, waits) at the identity epoch the
 // revocation moves: the revocation fails it, and the node's page it goes back to names
-// the failed workflow beside the revocation, with how to run it again, as
-// metal.revokeCertificates' failedWorkflowId and `nodes revoke-identity`'s "failed
-// workflow" line do. Before, the console showed the revocation alone: which workflow it
+// the failed workflow beside the revocation, with what runs it again for its kind, as
+// metal.revokeCertificates' failedWorkflowId and failedWorkflowNext, and `nodes
+// revoke-identity`'s "failed workflow" line do. Before, the console showed the revocation alone: which workflow it
 // failed was only in the node's events.
 func TestChromiumShowsTheWorkflowARevocationFailed(t *testing.T) {
 	reg, acme, acmeNode, _ := twoTenants(t)
@@ -44,8 +46,11 @@ func TestChromiumShowsTheWorkflowARevocationFailed(t *testing.T) {
 	if got := text(t, ctx, "#revocation-failed-workflow"); got != acmeNode.Workflow {
 		t.Errorf("the page names the failed workflow %q, want %s", got, acmeNode.Workflow)
 	}
-	if got := text(t, ctx, "#agents-revoked"); !strings.Contains(got, "BMC password leaked") || !strings.Contains(got, "nodes retry "+acmeNode.ID) {
-		t.Errorf("the revocation shows %q, without its reason and how to run the workflow again", got)
+	if got := text(t, ctx, "#agents-revoked"); !strings.Contains(got, "BMC password leaked") {
+		t.Errorf("the revocation shows %q, without its reason", got)
+	}
+	if got, want := text(t, ctx, "#revocation-next"), "run the enroll workflow again (`nodes retry "+acmeNode.ID+"`)"; got != want || got != n.AgentsRevoked.FailedWorkflowNext {
+		t.Errorf("the page says what runs the enrollment again: %q; want %q, as the API's failedWorkflowNext (%q)", got, want, n.AgentsRevoked.FailedWorkflowNext)
 	}
 }
 
@@ -79,14 +84,7 @@ func TestChromiumShowsWhyASiteRefusedAnImage(t *testing.T) {
 		return err
 	})
 
-	ctx := browser.Start(t, reg.URL)
-	cfg, _ := api.LoadClientConfig(reg.AdminConfig)
-	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
-		t.Fatalf("sign in: %v", err)
-	}
-	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/sites"), chromedp.WaitVisible(chromedp.ID("site-rack-a"))); err != nil {
-		t.Fatalf("open the sites page: %v", err)
-	}
+	ctx := sitesPage(t, reg)
 	row := `#site-rack-a tr.location[data-image="` + refused + `"]`
 	if got := text(t, ctx, row+" .reason"); got != proto.ReasonSourceNotAllowed {
 		t.Errorf("the refused image's reason shows %q, want %s", got, proto.ReasonSourceNotAllowed)
@@ -111,4 +109,79 @@ func TestChromiumShowsWhyASiteRefusedAnImage(t *testing.T) {
 	if pageTitle, err := chromedp.Run(ctx, chromedp.Title()); err != nil || strings.Contains(pageTitle, "injected") {
 		t.Errorf("the page's title is %q (%v): the refused host's script ran", pageTitle, err)
 	}
+}
+
+// TestChromiumShowsTheCachePlansFailedImages: in a real Chromium, the platform's
+// operator opens the Sites page, which lists, beside the cache, the images of the site's
+// cache plan its cache failed to pull, with the reason and the host the fetch was
+// refused at, as sites.cachePlan's failed and `sites cache-plan`'s FAILED AT THE SITE
+// do: acme's pool at rack-a pre-warms the platform's signed image base@1, which rack-a's
+// agent reports failed, source-not-allowed.
+//
+// The attacker: a site agent reports a refused host made of markup, which the registry
+// takes: `"><img src=x onerror=...>:443`. The page shows it as text, in the cell and in
+// its title attribute as it came, and no element of it is in the page: no img, its
+// onerror never ran. Before, the Sites page showed only the cache's own rows.
+func TestChromiumShowsTheCachePlansFailedImages(t *testing.T) {
+	reg, _, _, _ := twoTenants(t)
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "update", "rack-a", "--image-sources", "images.example.com")
+	key := openssl.Generate(t, openssl.Ed25519)
+	testkit.JSON(t, admin, nil, "signers", "add", "--data-dir", reg.DataDir, "--tenant", "root", "--id", "platform-2026", "--public-key", key.PublicPath)
+	var base struct{ ID string }
+	testkit.RegisterImage(t, admin, testkit.Image{Tenant: "root", Ref: "base@1", Kind: "os", Source: "https://images.example.com/base-1.raw.zst", Format: "raw",
+		Compression: "zstd", SHA256: strings.Repeat("ab", 32), Size: 1 << 20, SignerID: "platform-2026", Signer: key}, &base)
+	testkit.JSON(t, admin, nil, "images", "promote", base.ID)
+	testkit.JSON(t, admin, nil, "pools", "create", "cached", "--tenant", "acme", "--site", "rack-a", "--prewarm", "base@1")
+	const host = `"><img src=x onerror=document.title='injected'>:443`
+	reg = whileStopped(t, reg, func(tx *store.Tx) error {
+		_, err := tx.PutSiteCacheReport(store.SiteCacheReport{Site: "rack-a", AgentID: "rack-a", Images: []proto.ImageCacheEntry{{Digest: strings.Repeat("ab", 32),
+			State: proto.CacheFailed, Sources: []string{"https://images.example.com/base-1.raw.zst"}, Reason: proto.ReasonSourceNotAllowed, RefusedHost: host}}})
+		return err
+	})
+	var plan api.CachePlan
+	if testkit.JSON(t, reg.AdminConfig, &plan, "sites", "cache-plan", "rack-a"); len(plan.Failed) != 1 || plan.Failed[0].RefusedHost != host {
+		t.Fatalf("the cache plan's failed images: %+v, want base@1 refused at %q", plan.Failed, host)
+	}
+
+	ctx := sitesPage(t, reg)
+	row := `#site-rack-a table.cache-failed tr.failed-image[data-ref="base@1"]`
+	if got := text(t, ctx, row+" .reason"); got != proto.ReasonSourceNotAllowed {
+		t.Errorf("the failed image's reason shows %q, want %s", got, proto.ReasonSourceNotAllowed)
+	}
+	if got := text(t, ctx, row+" .source"); got != "https://images.example.com/base-1.raw.zst" {
+		t.Errorf("the failed image's source shows %q", got)
+	}
+	if got := text(t, ctx, row+" .refused-host"); got != host {
+		t.Errorf("the refused host shows %q, want the text %q", got, host)
+	}
+	if got := text(t, ctx, row); !strings.Contains(got, "sites update rack-a --image-sources") {
+		t.Errorf("the failed image's row says %q, not how to list the host", got)
+	}
+	title, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(row+" .refused-host"), "title"))
+	if err != nil || title.Value != host {
+		t.Errorf("the refused host's title is %q (%v), want %q", title.Value, err, host)
+	}
+	injected, err := chromedp.Run(ctx, chromedp.Evaluate[int]("document.querySelectorAll('img').length"))
+	if err != nil || injected != 0 {
+		t.Errorf("the page holds %d img element(s) (%v): the refused host was taken as markup", injected, err)
+	}
+	if pageTitle, err := chromedp.Run(ctx, chromedp.Title()); err != nil || strings.Contains(pageTitle, "injected") {
+		t.Errorf("the page's title is %q (%v): the refused host's script ran", pageTitle, err)
+	}
+}
+
+// sitesPage signs the platform's operator in to reg's console in a real Chromium and
+// opens the Sites page, rack-a's section shown.
+func sitesPage(t *testing.T, reg *testkit.Registry) context.Context {
+	t.Helper()
+	ctx := browser.Start(t, reg.URL)
+	cfg, _ := api.LoadClientConfig(reg.AdminConfig)
+	if err := browser.SignIn(ctx, reg.URL, cfg.Credential); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(reg.URL+"/ui/sites"), chromedp.WaitVisible(chromedp.ID("site-rack-a"))); err != nil {
+		t.Fatalf("open the sites page: %v", err)
+	}
+	return ctx
 }

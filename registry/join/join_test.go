@@ -131,6 +131,29 @@ func TestJoinAdmits(t *testing.T) {
 	}
 }
 
+// TestJoinRecordsItsEpoch: a join records on its token the identity epoch of the
+// certificate it issued (the node's), which metal's TokenReused compares with the
+// node's when the token is presented again; a refused join records nothing.
+func TestJoinRecordsItsEpoch(t *testing.T) {
+	f := newFixture(t)
+	node := storetest.Node(t, f.store, store.Node{MACs: []string{"52:54:00:00:00:07"}, IdentityEpoch: 3}).ID
+	tok, secret := f.mint(t, store.TokenProvisioned, node, "rack-a", 0)
+	wrong, _ := request(t, f.keys.JoinEncryptionKey(), node, joinwire.RoleRamdisk, secret)
+	if _, err := f.svc.Join(context.Background(), "192.0.2.7", wrong); proto.CodeOf(err) != proto.Forbidden {
+		t.Fatalf("a provisioned token joining as the ramdisk: %v, want FORBIDDEN", err)
+	}
+	if got := f.token(t, tok.ID).UsedEpoch; got != nil {
+		t.Errorf("a refused join recorded epoch %d", *got)
+	}
+	req, _ := request(t, f.keys.JoinEncryptionKey(), node, joinwire.RoleNode, secret)
+	if _, err := f.svc.Join(context.Background(), "192.0.2.7", req); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.token(t, tok.ID).UsedEpoch; got == nil || *got != 3 {
+		t.Errorf("the join recorded epoch %v, want the node's, 3", got)
+	}
+}
+
 func TestJoinRefuses(t *testing.T) {
 	other, _ := ecdh.X25519().GenerateKey(rand.Reader)
 	// provisioned mints the token most cases send: a provisioned one for node n1.

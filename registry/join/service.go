@@ -67,8 +67,9 @@ func NewService(st *store.Store, keys *pki.PKI, agentEndpoints []string, log *sl
 // the sealed token with the JoinService key, consumes the token (recording from as the
 // address of its join), checks that its kind joins the claimed role and that it was
 // minted for the claimed node, and that the site it names exists, and issues the agent's
-// certificate, all in one transaction. Any refusal leaves the token as it was. A token
-// used already is refused token-used, and its reuse told (reused).
+// certificate, recording on the token the identity epoch the certificate names, all in
+// one transaction. Any refusal leaves the token as it was. A token used already is
+// refused token-used, and its reuse told (reused).
 func (s *Service) Join(ctx context.Context, from string, req joinwire.Request) (joinwire.Response, error) {
 	p, token, err := s.open(req)
 	if err != nil {
@@ -93,6 +94,9 @@ func (s *Service) Join(ctx context.Context, from string, req joinwire.Request) (
 		}
 		epoch, err := tx.AgentEpoch(p.NodeID, proto.Role(p.Role))
 		if err != nil {
+			return err
+		}
+		if tok, err = tx.JoinedAt(tok, epoch); err != nil {
 			return err
 		}
 		if tok.Site != "" {

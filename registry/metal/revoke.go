@@ -32,7 +32,8 @@ type AgentsRevoked struct {
 // join token minted after this. Its agents' sessions end as tx commits, on every replica
 // (store.Store.OnNodeIdentity). The node's running workflow, when the move cuts it off
 // (cutOff), fails at once, FORBIDDEN, reason agents-revoked, its error saying who
-// revoked the agents, why, and what to do: it could only wait out its step's timeout.
+// revoked the agents, why, and what works (RunAgain): it could only wait out its step's
+// timeout.
 // Another tenant's node is NOT_FOUND; a retired node, whose identity is revoked for
 // good, INVALID_STATE.
 func (s *Service) RevokeAgents(tx *store.Tx, tenant, nodeID, reason, by string) (AgentsRevoked, error) {
@@ -53,7 +54,7 @@ func (s *Service) RevokeAgents(tx *store.Tx, tenant, nodeID, reason, by string) 
 	var out AgentsRevoked
 	out.Node, err = updateNode(tx, nodeID, func(n *store.Node) error {
 		n.NewIdentityEpoch(tx.Now())
-		n.AgentsRevoked = &store.Revocation{Epoch: n.IdentityEpoch, At: tx.Now(), Reason: reason, By: by, FailedWorkflow: cut.ID}
+		n.AgentsRevoked = &store.Revocation{Epoch: n.IdentityEpoch, At: tx.Now(), Reason: reason, By: by, FailedWorkflow: cut.ID, FailedKind: cut.Kind}
 		return nil
 	})
 	if err != nil {
@@ -71,12 +72,13 @@ func (s *Service) RevokeAgents(tx *store.Tx, tenant, nodeID, reason, by string) 
 	if cut.ID != "" {
 		e.Workflow, e.Error = cut.ID, proto.Errorf(proto.Forbidden, "node %s's agents were revoked by %s, for the reason %q (nodes revoke-identity), while this %s workflow ran at the "+
 			"identity epoch that moved: every certificate of the node's agents is refused and its unused join tokens are deleted, so the agents this workflow works with "+
-			"were cut off and its join tokens deleted, and it cannot complete. Once the machine is trusted again, run it again (`nodes retry %s`) or deploy the node again",
-			node.ID, who, reason, cut.Kind, node.ID).WithReason(proto.ReasonAgentsRevoked)
+			"were cut off and its join tokens deleted, and it cannot complete. Once the machine is trusted again, %s",
+			node.ID, who, reason, cut.Kind, RunAgain(cut.Kind, node.ID)).WithReason(proto.ReasonAgentsRevoked)
 		if out.Failed, err = s.cfg.Engine.Fail(tx, cut.ID, e.Error); err != nil {
 			return AgentsRevoked{}, err
 		}
-		e.Detail += fmt.Sprintf("; failed workflow %s (the %s running at the epoch that moved: the agents it works with and its join tokens were cut off)", cut.ID, cut.Kind)
+		e.Detail += fmt.Sprintf("; failed workflow %s (the %s running at the epoch that moved: the agents it works with and its join tokens were cut off; once the machine is trusted again, %s)",
+			cut.ID, cut.Kind, RunAgain(cut.Kind, node.ID))
 	}
 	_, err = tx.AppendEvent(e)
 	return out, err

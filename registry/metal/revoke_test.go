@@ -32,18 +32,21 @@ func (h *harness) revoke(node, reason, by string) AgentsRevoked {
 // and works with its agents. The epoch's move refuses their certificates and deletes the
 // node's unused join tokens, so the workflow cannot complete: it fails at once, with no
 // clock advanced, FORBIDDEN agents-revoked, its error saying which credential revoked the
-// agents and why, that the workflow's agents and tokens were cut off, and what to do; the
+// agents and why, that the workflow's agents and tokens were cut off, and what works for
+// its kind (RunAgain: a remediation's installed OS joins again first); the
 // agents.revoked event names it, and the revocation says which it failed. So it goes for
 // a deploy awaiting its installed OS, one before its ramdisk joined, an inspect on its
 // ramdisk and a remediation restarting the installed OS. Before, the workflow was left
 // running: the deploy failed only when boot.kexec's 15-minute timeout ran out, TIMEOUT,
-// saying nothing of the revocation.
+// saying nothing of the revocation; and every kind's error said to run it again or
+// deploy the node again, which a remediation cannot while its installed OS holds no
+// certificate.
 func TestRevocationFailsTheWorkflowItCutsOff(t *testing.T) {
 	eachCutOffWorkflow(t, func(t *testing.T, h *harness, run store.Run, _ string, epoch int64) {
 		id := run.Node
 		r := h.revoke(id, "OS compromised", "cr_0123456789abcdef")
-		if r.Failed.ID != run.ID || r.Node.AgentsRevoked.FailedWorkflow != run.ID {
-			t.Errorf("the revocation says it failed %q, and records it failed %q; want %s", r.Failed.ID, r.Node.AgentsRevoked.FailedWorkflow, run.ID)
+		if rec := r.Node.AgentsRevoked; r.Failed.ID != run.ID || rec.FailedWorkflow != run.ID || rec.FailedKind != run.Kind {
+			t.Errorf("the revocation says it failed %q, and records it failed %q, a %q; want %s, a %s", r.Failed.ID, rec.FailedWorkflow, rec.FailedKind, run.ID, run.Kind)
 		}
 		e := h.lastEvent(id, store.EventAgentsRevoked)
 		if e.Workflow != run.ID || e.Error == nil || e.Error.Code != proto.Forbidden || e.Error.Details.Reason != proto.ReasonAgentsRevoked ||
@@ -51,10 +54,16 @@ func TestRevocationFailsTheWorkflowItCutsOff(t *testing.T) {
 			t.Errorf("event %+v, want it failing %s FORBIDDEN agents-revoked", e, run.ID)
 		} else {
 			for _, says := range []string{"agents were revoked by credential cr_0123456789abcdef", `for the reason "OS compromised"`, "this " + run.Kind + " workflow ran at",
-				"agents this workflow works with were cut off and its join tokens deleted", "nodes retry " + id, "deploy the node again"} {
+				"agents this workflow works with were cut off and its join tokens deleted", "Once the machine is trusted again, " + RunAgain(run.Kind, id)} {
 				if !strings.Contains(e.Error.Message, says) {
 					t.Errorf("the failure does not say %q: %s", says, e.Error.Message)
 				}
+			}
+			if run.Kind != string(Deploy) && strings.Contains(e.Error.Message, "deploy the node again") {
+				t.Errorf("the failure of a %s says to deploy the node again: %s", run.Kind, e.Error.Message)
+			}
+			if !strings.Contains(e.Detail, RunAgain(run.Kind, id)) {
+				t.Errorf("the event's detail does not say what runs the %s again: %s", run.Kind, e.Detail)
 			}
 		}
 		h.failedAtOnce(run, epoch, proto.ReasonAgentsRevoked)

@@ -112,7 +112,7 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 			if advice.minter, err = minterKind(tx, tok); err != nil {
 				return err
 			}
-			held := kind.heldIdentity && !node.IdentityEpochAt.After(tok.UsedAt)
+			held := kind.heldIdentity && atEpoch(tok.UsedEpoch, tok.UsedAt, node)
 			if run.ID == "" && !held {
 				why := "No workflow that minted it runs any more"
 				if tok.Workflow == "" {
@@ -144,7 +144,7 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 				advice.failed = run.Kind
 				e.Workflow, e.Error = run.ID, proto.Errorf(proto.Forbidden, "the %s join token of node %s was presented again from %s after its join from %s: another host may have joined as its %s, "+
 					"so the node's identity epoch moved and its unused join tokens are deleted; set policy.measuredBoot on pool %s and %s",
-					tok.Kind, node.ID, e.To, e.From, kind.agent, node.Pool, runAgain(run.Kind, node.ID)).WithReason(proto.ReasonTokenReused)
+					tok.Kind, node.ID, e.To, e.From, kind.agent, node.Pool, RunAgain(run.Kind, node.ID)).WithReason(proto.ReasonTokenReused)
 				failing = " and failed workflow " + run.ID
 			case cut.ID != "":
 				advice.failed = cut.Kind
@@ -152,7 +152,7 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 					"at the identity epoch this %s workflow runs at, so the epoch moved (every certificate of the node's agents is refused, as after nodes revoke-identity) and the node's "+
 					"unused join tokens are deleted: the agents this workflow works with were cut off and its join tokens deleted, so it cannot complete. Set policy.measuredBoot on pool %s "+
 					"and %s; unless both addresses are this machine's, another host may have joined with the token",
-					node.ID, tok.Kind, tok.ID, minter(tok), e.To, e.From, cut.Kind, node.Pool, runAgain(cut.Kind, node.ID)).WithReason(proto.ReasonTokenReused)
+					node.ID, tok.Kind, tok.ID, minter(tok), e.To, e.From, cut.Kind, node.Pool, RunAgain(cut.Kind, node.ID)).WithReason(proto.ReasonTokenReused)
 				failing = fmt.Sprintf(" and failed workflow %s (a %s running at that epoch: the move cut off the agents it works with and its join tokens)", cut.ID, cut.Kind)
 			}
 			if e.Workflow != "" {
@@ -256,7 +256,7 @@ func (a reuseAdvice) String() string {
 	deployMinted := a.minter == string(Deploy) || a.minter == unknownMinter
 	switch {
 	case a.failed != "":
-		do = append(do, runAgain(a.failed, a.node))
+		do = append(do, RunAgain(a.failed, a.node))
 	case !a.contained:
 	case deployMinted:
 		do = append(do, fmt.Sprintf("redeploy the node (`nodes release %s`, then `nodes deploy %s --profile P`): the installation's user data, which carried the token, may have reached another host, "+
@@ -272,12 +272,41 @@ func (a reuseAdvice) String() string {
 	return "What to do: " + strings.Join(do, "; ") + "."
 }
 
-// runAgain says how to run a failed workflow of kind again on node.
-func runAgain(kind, node string) string {
-	if kind == string(Deploy) {
-		return fmt.Sprintf("deploy the node again (`nodes retry %s`)", node)
+// RunAgain says what works, once the machine is trusted again, after a move of node's
+// identity epoch (a containment, TokenReused, or a revocation, RevokeAgents) failed its
+// workflow of kind, which ran at the epoch that moved (cutOff): the move refused every
+// certificate of the node's agents, the installed OS's too, and deleted its unused join
+// tokens. A workflow that boots the ramdisk (inspect, commission, release, retire,
+// rescue) or installs the OS anew (deploy) mints the tokens its agents join with, and an
+// enrollment reaches only the BMC, so `nodes retry` runs it again; one that works with the installed OS (remediate, or
+// unrescue, which boots it) waits for an agent that holds no certificate the registry
+// takes, so the installed OS joins again with a new provisioned token first (or as it
+// boots), or a redeploy installs it anew. kind "" (a revocation stored before it recorded
+// the kind) says both.
+func RunAgain(kind, node string) string {
+	retry := fmt.Sprintf("`nodes retry %s`", node)
+	mint := fmt.Sprintf("`tokens create --kind provisioned --node-id %s`", node)
+	redeploy := fmt.Sprintf("or redeploy the node (`nodes release %s`, then `nodes deploy %s --profile P`)", node, node)
+	noCert := "it holds no certificate the registry takes"
+	switch Request(kind) {
+	case Deploy:
+		return fmt.Sprintf("deploy the node again (%s): it installs the OS anew, with a new token in its user data", retry)
+	case Remediate:
+		return fmt.Sprintf("join the installed OS again first, as %s (%s, then `bcd join` on the machine), then run the remediate workflow again (%s), which works with it; %s",
+			noCert, mint, retry, redeploy)
+	case Unrescue:
+		return fmt.Sprintf("mint the installed OS a token, as %s (%s), run the unrescue workflow again (%s) and, once the installed OS boots, join it with the token (`bcd join` on the machine): "+
+			"the workflow waits for that join; %s", noCert, mint, retry, redeploy)
+	case Rescue:
+		return fmt.Sprintf("run the rescue workflow again (%s): it boots the ramdisk with a new token; the installed OS holds no certificate the registry takes either: "+
+			"mint it a token (%s) and join it with that token (`bcd join` on the machine) once unrescue boots it", retry, mint)
+	case Inspect, Commission, Release, Retire:
+		return fmt.Sprintf("run the %s workflow again (%s): it boots the ramdisk with a new token", kind, retry)
+	case "":
+		return fmt.Sprintf("run it again (%s), unless it works with the installed OS (a remediation, an unrescue), which holds no certificate the registry takes: "+
+			"join the installed OS again first (%s, then `bcd join` on the machine), %s", retry, mint, redeploy)
 	}
-	return fmt.Sprintf("run the %s workflow again (`nodes retry %s`)", kind, node)
+	return fmt.Sprintf("run the %s workflow again (%s)", kind, retry)
 }
 
 // cutOff is node's running, uncancelled workflow when it runs at the node's identity
@@ -307,16 +336,23 @@ func cutOff(tx *store.Tx, node store.Node) (store.Run, error) {
 }
 
 // runsAt reports whether run runs at node's identity epoch: the epoch the run recorded
-// as it was created is the node's. The epoch is a logical clock, kept in the store's
-// transactions: the times of the run's creation and of the epoch's last move may come
-// from the clocks of two replicas, and a skew between them would miss a run created just
-// after the move (or take one created before it). A run stored before runs recorded
-// their epoch runs at it when it was created since the epoch last moved.
+// as it was created is the node's (atEpoch).
 func runsAt(run store.Run, node store.Node) bool {
-	if run.IdentityEpoch == nil {
-		return !node.IdentityEpochAt.After(run.CreatedAt)
+	return atEpoch(run.IdentityEpoch, run.CreatedAt, node)
+}
+
+// atEpoch reports whether node's identity epoch is still the one a record (a run's
+// creation, a token's join) was made at: epoch, the one it recorded, is the node's. The
+// epoch is a logical clock, kept in the store's transactions: the time of the record
+// and the time of the epoch's last move may come from the clocks of two replicas, and a
+// skew between them would miss a record made just after the move (or take one made
+// before it). A record stored before it recorded its epoch (nil) was made at it when it
+// was made, at, since the epoch last moved.
+func atEpoch(epoch *int64, at time.Time, node store.Node) bool {
+	if epoch == nil {
+		return !node.IdentityEpochAt.After(at)
 	}
-	return *run.IdentityEpoch == node.IdentityEpoch
+	return *epoch == node.IdentityEpoch
 }
 
 // running is node's running, uncancelled workflow; zero when none runs.

@@ -337,10 +337,7 @@ func TestContainedTokenFailsTheWorkflowItCutsOff(t *testing.T) {
 		if minted != "" {
 			minter = "which workflow " + minted + " minted before it ended"
 		}
-		again := "run the " + run.Kind + " workflow again (`nodes retry " + id + "`)"
-		if run.Kind == string(Deploy) {
-			again = "deploy the node again (`nodes retry " + id + "`)"
-		}
+		again := RunAgain(run.Kind, id)
 		for _, says := range []string{"token " + tok.ID, minter, "from 10.0.0.5", "this " + run.Kind + " workflow runs at", "agents this workflow works with were cut off",
 			"policy.measuredBoot", again} {
 			if !strings.Contains(e.Error.Message, says) {
@@ -420,11 +417,46 @@ func eachCutOffWorkflow(t *testing.T, test func(t *testing.T, h *harness, run st
 	}
 }
 
+// TestRunAgain: what works after a containment or a revocation failed a workflow it cut
+// off, by the workflow's kind. A workflow that boots the ramdisk or installs the OS anew
+// mints its tokens again, so `nodes retry` runs it again; one that works with the
+// installed OS, which lost its certificate, needs that OS to join again first (a
+// remediation) or as it boots (an unrescue), or a redeploy; a rescue's retry works, but
+// the installed OS must join again by the unrescue. Before, each said `nodes retry`, and
+// the revocation's error "or deploy the node again" for every kind: a retried
+// remediation or unrescue waited out its step's timeout for an agent the registry
+// refuses.
+func TestRunAgain(t *testing.T) {
+	const (
+		mint     = "`tokens create --kind provisioned --node-id nd_1`"
+		redeploy = "or redeploy the node (`nodes release nd_1`, then `nodes deploy nd_1 --profile P`)"
+	)
+	for kind, want := range map[string]string{
+		"deploy":     "deploy the node again (`nodes retry nd_1`): it installs the OS anew, with a new token in its user data",
+		"inspect":    "run the inspect workflow again (`nodes retry nd_1`): it boots the ramdisk with a new token",
+		"commission": "run the commission workflow again (`nodes retry nd_1`): it boots the ramdisk with a new token",
+		"release":    "run the release workflow again (`nodes retry nd_1`): it boots the ramdisk with a new token",
+		"retire":     "run the retire workflow again (`nodes retry nd_1`): it boots the ramdisk with a new token",
+		"enroll":     "run the enroll workflow again (`nodes retry nd_1`)",
+		"rescue": "run the rescue workflow again (`nodes retry nd_1`): it boots the ramdisk with a new token; the installed OS holds no certificate the registry takes either: " +
+			"mint it a token (" + mint + ") and join it with that token (`bcd join` on the machine) once unrescue boots it",
+		"remediate": "join the installed OS again first, as it holds no certificate the registry takes (" + mint + ", then `bcd join` on the machine), " +
+			"then run the remediate workflow again (`nodes retry nd_1`), which works with it; " + redeploy,
+		"unrescue": "mint the installed OS a token, as it holds no certificate the registry takes (" + mint + "), run the unrescue workflow again (`nodes retry nd_1`) and, " +
+			"once the installed OS boots, join it with the token (`bcd join` on the machine): the workflow waits for that join; " + redeploy,
+		"": "run it again (`nodes retry nd_1`), unless it works with the installed OS (a remediation, an unrescue), which holds no certificate the registry takes: " +
+			"join the installed OS again first (" + mint + ", then `bcd join` on the machine), " + redeploy,
+	} {
+		if got := RunAgain(kind, "nd_1"); got != want {
+			t.Errorf("after a cut-off %q:\n got %s\nwant %s", kind, got, want)
+		}
+	}
+}
+
 // TestTokenReuseAdvice: what a token.reused event from another address says to do fits
-// the token's kind, who minted it, and the workflow the registry failed or none: a
-// deploy is deployed again and an inspect, commission or rescue run again (`nodes
-// retry`), never "deploy the node again"; an operator's provisioned token that held the
-// node's identity has the installed OS join again with a new token, the last deploy's
+// the token's kind, who minted it, and the workflow the registry failed or none: what
+// runs that workflow again (RunAgain), never "deploy the node again" but for a deploy;
+// an operator's provisioned token that held the node's identity has the installed OS join again with a new token, the last deploy's
 // a redeploy; the deploy.image is checked only when a deploy (or a run no longer
 // stored) minted the token; the node's agents are revoked only when the ramdisk that
 // joined first still holds its certificate. Before, every case said to deploy the node
@@ -443,13 +475,13 @@ func TestTokenReuseAdvice(t *testing.T) {
 		want   string
 	}{
 		"ramdisk token of the running deploy": {reuseAdvice{tok: ramdisk, minter: "deploy", failed: "deploy", contained: true},
-			"deploy the node again (`nodes retry nd_1`); " + check + measured},
+			RunAgain("deploy", "nd_1") + "; " + check + measured},
 		"ramdisk token of the running inspect": {reuseAdvice{tok: ramdisk, minter: "inspect", failed: "inspect", contained: true},
-			"run the inspect workflow again (`nodes retry nd_1`); " + measured},
+			RunAgain("inspect", "nd_1") + "; " + measured},
 		"ramdisk token of the running commission": {reuseAdvice{tok: ramdisk, minter: "commission", failed: "commission", contained: true},
-			"run the commission workflow again (`nodes retry nd_1`); " + measured},
+			RunAgain("commission", "nd_1") + "; " + measured},
 		"ramdisk token of the running rescue": {reuseAdvice{tok: ramdisk, minter: "rescue", failed: "rescue", contained: true},
-			"run the rescue workflow again (`nodes retry nd_1`); " + measured},
+			RunAgain("rescue", "nd_1") + "; " + measured},
 		"ramdisk token of a deploy that ended": {reuseAdvice{tok: ramdisk, minter: "deploy"},
 			revoke + check + measured},
 		"ramdisk token of an inspect that ended": {reuseAdvice{tok: ramdisk, minter: "inspect"},
@@ -459,21 +491,21 @@ func TestTokenReuseAdvice(t *testing.T) {
 		"operator's ramdisk token": {reuseAdvice{tok: store.JoinToken{Kind: store.TokenRamdisk}},
 			revoke + measured},
 		"provisioned token of the running deploy": {reuseAdvice{tok: provisioned, minter: "deploy", failed: "deploy", contained: true},
-			"deploy the node again (`nodes retry nd_1`); " + check + measured},
+			RunAgain("deploy", "nd_1") + "; " + check + measured},
 		"provisioned token of the deploy that ended, holding the identity": {reuseAdvice{tok: provisioned, minter: "deploy", contained: true},
 			"redeploy the node (`nodes release nd_1`, then `nodes deploy nd_1 --profile P`): the installation's user data, which carried the token, may have reached another host, " +
 				"and the machine's installed OS lost its certificate; " + check + measured},
 		"provisioned token of the deploy that ended, cutting off an inspect": {reuseAdvice{tok: provisioned, minter: "deploy", failed: "inspect", contained: true},
-			"run the inspect workflow again (`nodes retry nd_1`); " + check + measured},
+			RunAgain("inspect", "nd_1") + "; " + check + measured},
 		"provisioned token of a deploy, its epoch gone": {reuseAdvice{tok: provisioned, minter: "deploy"},
 			check + measured},
 		"operator's provisioned token, holding the identity": {reuseAdvice{tok: operators, contained: true},
 			"join the machine's installed OS again with a token minted now (`tokens create --kind provisioned --node-id nd_1`, then `bcd join` on the machine), " +
 				"keeping it where no other host reads it; " + measured},
 		"operator's provisioned token, cutting off a deploy": {reuseAdvice{tok: operators, failed: "deploy", contained: true},
-			"deploy the node again (`nodes retry nd_1`); " + measured},
+			RunAgain("deploy", "nd_1") + "; " + measured},
 		"operator's provisioned token, cutting off a remediation": {reuseAdvice{tok: operators, failed: "remediate", contained: true},
-			"run the remediate workflow again (`nodes retry nd_1`); " + measured},
+			RunAgain("remediate", "nd_1") + "; " + measured},
 		"operator's provisioned token, its epoch gone": {reuseAdvice{tok: operators},
 			measured},
 	} {

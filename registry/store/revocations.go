@@ -23,6 +23,10 @@ type Revocation struct {
 	// moved, so its agents and join tokens were cut off); empty when it failed none, and
 	// for a revocation stored before revocations recorded it.
 	FailedWorkflow string `json:"failedWorkflowId,omitempty"`
+	// FailedKind is the kind of FailedWorkflow (deploy, inspect, remediate...), which
+	// says what runs it again (metal.RunAgain); empty when it failed none, and for a
+	// revocation stored before revocations recorded it.
+	FailedKind string `json:"failedKind,omitempty"`
 }
 
 // refusal is the FORBIDDEN, reason revoked, of a certificate of agent id in role that

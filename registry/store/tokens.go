@@ -41,6 +41,13 @@ type JoinToken struct {
 	// presented again can be told apart by where it comes from; "" while it is unused,
 	// for a join made in-process, and for a token used before it was recorded.
 	UsedFrom string `json:"usedFrom,omitempty"`
+	// UsedEpoch is the identity epoch the certificate its join issued names (Tx.AgentEpoch:
+	// its node's, or for a site token its site's), recorded by that join (JoinedAt), so
+	// that whether the agent it admitted still holds its identity is told by the epoch, a
+	// logical clock, and not by comparing UsedAt with the time the epoch last moved, which
+	// another replica's clock may have written. Nil while it is unused, and for a token
+	// used before tokens recorded it.
+	UsedEpoch *int64 `json:"usedEpoch,omitempty"`
 	// Workflow is the run id of the workflow that minted the token (boot.prepareRamdisk,
 	// metal.ensureRamdisk, userdata.render), so that the token presented again fails that
 	// run and no other; "" for a token an operator minted, and for one minted before
@@ -134,6 +141,14 @@ func (t *Tx) ConsumeJoinToken(secret, from string) (JoinToken, error) {
 		return JoinToken{}, proto.Errorf(proto.Unauthenticated, "join token %s expired at %s: mint a new one", tok.ID, tok.ExpiresAt.Format(time.RFC3339)).WithReason(proto.ReasonTokenExpired)
 	}
 	tok.UsedAt, tok.UsedFrom = t.now, from
+	return tok, t.put(bucketJoinTokens, []byte(tok.ID), tok)
+}
+
+// JoinedAt records on tok, which a join consumed in this transaction
+// (ConsumeJoinToken), the identity epoch of the certificate that join issues, and
+// returns it.
+func (t *Tx) JoinedAt(tok JoinToken, epoch int64) (JoinToken, error) {
+	tok.UsedEpoch = &epoch
 	return tok, t.put(bucketJoinTokens, []byte(tok.ID), tok)
 }
 
