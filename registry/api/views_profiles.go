@@ -46,4 +46,8 @@ func renderedOf(s profile.RenderedStep) RenderedStep {
 	return v
 }
 
-func issueOf(i profile.Issue) Issue { return Issue(i) }
+// issueOf is an issue as the API reports it: through the API a document's problems are
+// INVALID_INPUT, as profiles.create refuses them (define), at the same path.
+func issueOf(i profile.Issue) Issue {
+	return Issue{Path: i.Path, Code: proto.InvalidInput, Message: i.Message}
+}
