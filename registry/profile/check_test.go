@@ -55,7 +55,7 @@ func TestCheckReportsEveryProblemInDocumentOrder(t *testing.T) {
 }
 
 func TestCheckAcceptsAValidDocument(t *testing.T) {
-	if issues := Check([]byte(readFile(t, "testdata/ubuntu-gpu-host.json"))); len(issues) > 0 {
+	if issues := Check([]byte(specExample(t))); len(issues) > 0 {
 		t.Errorf("issues: %v", issues)
 	}
 }
@@ -75,7 +75,7 @@ func TestDefineStoredRefusesAStoredProfileTheChecksNoLongerPass(t *testing.T) {
 	if e := proto.AsError(err); e.Code != proto.InvalidState || !strings.Contains(e.Message, "stored profile old-host@3 no longer passes the checks") || !strings.Contains(e.Message, "`profiles validate`") {
 		t.Fatalf("a stored profile the checks refuse: %v, want INVALID_STATE naming old-host@3", err)
 	}
-	doc := readFile(t, "testdata/ubuntu-gpu-host.json")
+	doc := specExample(t)
 	want, err := Define([]byte(doc))
 	if err != nil {
 		t.Fatal(err)

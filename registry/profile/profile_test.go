@@ -3,6 +3,7 @@ package profile
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,9 +21,31 @@ func readFile(t *testing.T, name string) string {
 	return string(b)
 }
 
+// specExample is the GPU host profile of the specification, as docs/profiles.md gives it
+// (its first JSON block): the tests read the text the reference shows, not a copy of it.
+func specExample(t *testing.T) string {
+	t.Helper()
+	doc := readFile(t, filepath.Join("..", "..", "docs", "profiles.md"))
+	_, block, ok := strings.Cut(doc, "\n```json\n")
+	block, _, closed := strings.Cut(block, "\n```\n")
+	if !ok || !closed {
+		t.Fatal("docs/profiles.md holds no ```json block: the specification's example profile is its first")
+	}
+	return block + "\n"
+}
+
+// TestExampleFileIsTheSpecExample: examples/ubuntu-gpu-host.json, which the README, the
+// CLI's tests and the end-to-end deploy use, is the specification's example byte for
+// byte.
+func TestExampleFileIsTheSpecExample(t *testing.T) {
+	if diff := cmp.Diff(specExample(t), readFile(t, filepath.Join("..", "..", "examples", "ubuntu-gpu-host.json"))); diff != "" {
+		t.Errorf("examples/ubuntu-gpu-host.json differs from the example of docs/profiles.md (-docs +file):\n%s", diff)
+	}
+}
+
 // TestSpecExample defines the GPU host profile of the specification.
 func TestSpecExample(t *testing.T) {
-	p, err := Define([]byte(readFile(t, "testdata/ubuntu-gpu-host.json")))
+	p, err := Define([]byte(specExample(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/re
 // TestRender compares the rendering of the example and of every shipped profile with its
 // golden file.
 func TestRender(t *testing.T) {
-	example, err := Define([]byte(readFile(t, "testdata/ubuntu-gpu-host.json")))
+	example, err := Define([]byte(specExample(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
