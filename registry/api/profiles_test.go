@@ -3,11 +3,8 @@ package api
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/registry/store"
-	"github.com/better-compute/better-compute/registry/store/storetest"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -15,16 +12,7 @@ import (
 // INVALID_INPUT, so profiles.validate reports each with the code (and the path)
 // profiles.create refuses the same document with.
 func TestValidateSpeaksAsCreateRefuses(t *testing.T) {
-	st, s := serve(t)
-	var secret string
-	storetest.Update(t, st, func(tx *store.Tx) (err error) {
-		if _, err = tx.CreateTenant(store.RootTenant); err != nil {
-			return err
-		}
-		_, secret, err = tx.CreateCredential(store.RootTenant, []string{ActionProfilesManage, ActionProfilesRead}, time.Now().Add(time.Hour))
-		return err
-	})
-	c := NewHandlerClient(s, secret)
+	c := rootClient(t, ActionProfilesManage, ActionProfilesRead)
 	docs := map[string]string{
 		"a bad timeout": `{"id": "x", "version": 1, "target": "metal", "steps": [{"use": "power.getPower"}, {"use": "power.getPower"}, {"use": "power.getPower", "timeout": "soon"}]}`,
 		"not JSON":      `{"id": "x",`,

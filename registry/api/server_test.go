@@ -27,6 +27,22 @@ func serve(t testing.TB) (*store.Store, *Server) {
 	return st, s
 }
 
+// rootClient serves every method over a new store with the root tenant, and returns a
+// client calling them with a root credential allowed actions.
+func rootClient(t *testing.T, actions ...string) *Client {
+	t.Helper()
+	st, s := serve(t)
+	var secret string
+	storetest.Update(t, st, func(tx *store.Tx) (err error) {
+		if _, err = tx.CreateTenant(store.RootTenant); err != nil {
+			return err
+		}
+		_, secret, err = tx.CreateCredential(store.RootTenant, actions, time.Now().Add(time.Hour))
+		return err
+	})
+	return NewHandlerClient(s, secret)
+}
+
 // call posts body to method on srv and returns the status, the Retry-After header and the
 // error answered.
 func call(t *testing.T, srv *httptest.Server, method, contentType, body string) (int, string, proto.Error) {
@@ -208,15 +224,7 @@ func TestListsPageAlike(t *testing.T) {
 // TestAnUnknownSiteIsNotFoundAtSiteID: every sites call that names a site answers one
 // that does not exist NOT_FOUND at siteId.
 func TestAnUnknownSiteIsNotFoundAtSiteID(t *testing.T) {
-	st, s := serve(t)
-	var root string
-	storetest.Update(t, st, func(tx *store.Tx) (err error) {
-		if _, err = tx.CreateTenant(store.RootTenant); err != nil {
-			return err
-		}
-		_, root, err = tx.CreateCredential(store.RootTenant, []string{ActionSitesManage}, time.Now().Add(time.Hour))
-		return err
-	})
+	c := rootClient(t, ActionSitesManage)
 	for method, body := range map[string]any{
 		"sites.update":    map[string]any{"siteId": "rack-9", "imageSources": []string{}},
 		"sites.locations": SiteRequest{SiteID: "rack-9"},
@@ -225,7 +233,7 @@ func TestAnUnknownSiteIsNotFoundAtSiteID(t *testing.T) {
 		"sites.knownMacs": KnownMACsRequest{SiteID: "rack-9"},
 	} {
 		var out map[string]any
-		err := NewHandlerClient(s, root).Call(context.Background(), method, body, &out)
+		err := c.Call(context.Background(), method, body, &out)
 		if e := proto.AsError(err); e.Code != proto.NotFound || e.Details.Path != "siteId" {
 			t.Errorf("%s of an unknown site: %v, want NOT_FOUND at siteId", method, err)
 		}
