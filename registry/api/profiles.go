@@ -320,6 +320,9 @@ func (ps *profiles) update(_ context.Context, c *Caller, req UpdateProfileReques
 	if hasDoc == hasVis {
 		return out, proto.Errorf(proto.InvalidInput, "give either a replacement document or a visibility").WithPath("document")
 	}
+	if hasVis && req.ID == "" {
+		return out, proto.Errorf(proto.InvalidInput, "id is required: name the profile whose visibility changes").WithPath("id")
+	}
 	var p *profile.Profile
 	if hasDoc {
 		if p, err = define(req.Document); err != nil {

@@ -40,3 +40,19 @@ func TestValidateSpeaksAsCreateRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestProfileMethodsNameAMissingID: profiles.update of a visibility and profiles.delete
+// without an id refuse INVALID_INPUT at id, as a field the caller left out, rather than
+// NOT_FOUND of a profile named "".
+func TestProfileMethodsNameAMissingID(t *testing.T) {
+	c := rootClient(t, ActionProfilesManage, ActionProfilesRead)
+	for method, req := range map[string]any{
+		"profiles.update": UpdateProfileRequest{Visibility: "public"},
+		"profiles.delete": ProfileKey{},
+	} {
+		err := c.Call(context.Background(), method, req, &struct{}{})
+		if e := proto.AsError(err); e == nil || e.Code != proto.InvalidInput || e.Details.Path != "id" {
+			t.Errorf("%s without an id: %v, want INVALID_INPUT at id", method, err)
+		}
+	}
+}
