@@ -503,13 +503,6 @@ func TestNoMethodReachesAnotherTenant(t *testing.T) {
 	for _, method := range []string{"metal.inspect", "metal.commission", "metal.release", "metal.retire", "metal.rescue", "metal.unrescue", "metal.retry", "metal.cancel"} {
 		tenantScoped[method] = func(tn string) any { return api.TransitionRequest{TenantID: tn, NodeID: node.ID} }
 	}
-	// theirs names acme's object, nobodys the same kind of object nobody has: beta must
-	// not tell the two apart.
-	type probe struct {
-		method          string
-		theirs, nobodys any
-		id, none        string
-	}
 	var probes []probe
 	for method, req := range tenantScoped {
 		probes = append(probes, probe{method + " as tenant acme", req("acme"), req("nobody"), "acme", "nobody"})
@@ -548,25 +541,7 @@ func TestNoMethodReachesAnotherTenant(t *testing.T) {
 		{"credentials.revoke of acme's credential", api.RevokeCredentialRequest{ID: acmeCred.ID}, api.RevokeCredentialRequest{ID: "0123456789abcdef"}, acmeCred.ID, "0123456789abcdef"},
 	}...)
 	for _, p := range probes {
-		t.Run(p.method, func(t *testing.T) {
-			method, _, _ := strings.Cut(p.method, " ")
-			var theirsOut, nobodysOut json.RawMessage
-			theirs, nobodys := beta.Call(ctx, method, p.theirs, &theirsOut), beta.Call(ctx, method, p.nobodys, &nobodysOut)
-			if theirs == nil || nobodys == nil {
-				t.Fatalf("beta naming acme's: %v %s; naming nobody's: %v %s; want both refused", theirs, theirsOut, nobodys, nobodysOut)
-			}
-			te, ne := proto.AsError(theirs), proto.AsError(nobodys)
-			asked, _ := json.Marshal(p.theirs)
-			switch {
-			case te.Code != proto.NotFound && te.Code != proto.InvalidInput:
-				t.Errorf("beta naming acme's: %+v, want NOT_FOUND", te)
-			case te.Code != ne.Code || !cmp.Equal(te.Details, ne.Details) ||
-				strings.ReplaceAll(te.Message, p.id, "X") != strings.ReplaceAll(ne.Message, p.none, "X"):
-				t.Errorf("beta tells acme's from nobody's:\n acme's:   %+v\n nobody's: %+v %s", te, ne, nobodysOut)
-			case !strings.Contains(string(asked), "acme/") && strings.Contains(strings.ReplaceAll(te.Message, p.id, "X"), "acme"):
-				t.Errorf("the refusal names acme, which beta did not: %+v", te)
-			}
-		})
+		p.run(t, beta)
 	}
 
 	// Beta's own lists show nothing of acme's.
@@ -621,8 +596,142 @@ func TestNoMethodReachesAnotherTenant(t *testing.T) {
 	}
 }
 
+// probe is one call beta makes as an attacker: theirs names acme's object, nobodys the
+// same kind of object nobody has (id and none, the names that differ between the two).
+// Beta must not tell the two apart: both NOT_FOUND (a cursor INVALID_INPUT) with the
+// same details and message, which names acme only when beta did.
+type probe struct {
+	method          string
+	theirs, nobodys any
+	id, none        string
+}
+
+// run makes both calls of p as beta and checks that their refusals read alike.
+func (p probe) run(t *testing.T, beta *api.Client) {
+	t.Helper()
+	t.Run(p.method, func(t *testing.T) {
+		method, _, _ := strings.Cut(p.method, " ")
+		var theirsOut, nobodysOut json.RawMessage
+		ctx := context.Background()
+		theirs, nobodys := beta.Call(ctx, method, p.theirs, &theirsOut), beta.Call(ctx, method, p.nobodys, &nobodysOut)
+		if theirs == nil || nobodys == nil {
+			t.Fatalf("beta naming acme's: %v %s; naming nobody's: %v %s; want both refused", theirs, theirsOut, nobodys, nobodysOut)
+		}
+		te, ne := proto.AsError(theirs), proto.AsError(nobodys)
+		asked, _ := json.Marshal(p.theirs)
+		switch {
+		case te.Code != proto.NotFound && te.Code != proto.InvalidInput:
+			t.Errorf("beta naming acme's: %+v, want NOT_FOUND", te)
+		case te.Code != ne.Code || !cmp.Equal(te.Details, ne.Details) ||
+			strings.ReplaceAll(te.Message, p.id, "X") != strings.ReplaceAll(ne.Message, p.none, "X"):
+			t.Errorf("beta tells acme's from nobody's:\n acme's:   %+v\n nobody's: %+v %s", te, ne, nobodysOut)
+		case !strings.Contains(string(asked), "acme/") && strings.Contains(strings.ReplaceAll(te.Message, p.id, "X"), "acme"):
+			t.Errorf("the refusal names acme, which beta did not: %+v", te)
+		}
+	})
+}
+
 // flatcarHost is a profile with user data, of id.
 func flatcarHost(id string) string {
 	return fmt.Sprintf(`{"id": %q, "version": 1, "target": "metal", "image": {"ref": "flatcar@4230.2"},
   "userData": {"kind": "ignition", "template": "bcd-host.ign"}, "steps": [{"use": "userdata.render"}, {"use": "deploy.deploy"}]}`, id)
+}
+
+// TestNoVersionOrIDReachesAnotherTenant: tenant beta, holding every action a tenant can
+// be given, names tenant acme's things the ways TestNoMethodReachesAnotherTenant does
+// not: a profile's private and deleted versions beside its public one (by get, render,
+// validate, userdata.preview and as the profile a deploy of beta's own node runs), acme's
+// image by its bare id (get, promote), and acme's node as the node of a user-data
+// preview of beta's own profile. Each reads exactly as the same call naming nobody's;
+// acme's public version, the control, is beta's to read.
+func TestNoVersionOrIDReachesAnotherTenant(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	configs := acmeAndBeta(t, reg.AdminConfig, strings.Join(api.Actions, ","))
+	ctx := context.Background()
+	acme, beta := testkit.Client(t, configs["acme"]), testkit.Client(t, configs["beta"])
+	must := func(c *api.Client, method string, req, resp any) {
+		t.Helper()
+		if err := c.Call(ctx, method, req, resp); err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+	}
+	version := func(id string, v int) api.Document {
+		return api.Document(strings.Replace(flatcarHost(id), `"version": 1`, fmt.Sprintf(`"version": %d`, v), 1))
+	}
+	// acme-host: version 1 public, 2 private, 3 public and then deleted.
+	must(acme, "profiles.create", api.CreateProfileRequest{Document: version("acme-host", 1), Visibility: store.Public}, nil)
+	must(acme, "profiles.create", api.CreateProfileRequest{Document: version("acme-host", 2)}, nil)
+	must(acme, "profiles.create", api.CreateProfileRequest{Document: version("acme-host", 3), Visibility: store.Public}, nil)
+	must(acme, "profiles.delete", api.ProfileKey{ID: "acme-host", ProfileVersion: 3}, nil)
+	must(beta, "profiles.create", api.CreateProfileRequest{Document: version("beta-host", 1)}, nil)
+	var node, betaNode api.Node
+	must(acme, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, BMC: api.BMC{Driver: "redfish", Address: "https://127.0.0.2"}}, &node)
+	must(beta, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:02"}, BMC: api.BMC{Driver: "redfish", Address: "https://127.0.0.3"}}, &betaNode)
+	var img api.Image
+	must(acme, "images.register", api.RegisterImageRequest{Ref: "acme-os@1", Format: "raw", SHA256: strings.Repeat("ab", 32), SizeBytes: 1,
+		Source: "https://images.example.com/acme-os.raw"}, &img)
+	nobodysImage := img.ID[:len(img.ID)-1] + map[bool]string{true: "1", false: "0"}[strings.HasSuffix(img.ID, "0")]
+	const nobodysNode = "nd_0123456789abcdef"
+
+	// The control: acme's public version is beta's to read, by its owner's name, and the
+	// latest public one is version 1 (3 is deleted, 2 private).
+	var pub api.ProfileView
+	if must(beta, "profiles.get", api.ProfileKey{ID: "acme/acme-host"}, &pub); pub.Version != 1 {
+		t.Fatalf("beta reads acme/acme-host as version %d, want the public version 1", pub.Version)
+	}
+
+	key := func(id string, v int) api.ProfileKey { return api.ProfileKey{ID: id, ProfileVersion: v} }
+	var probes []probe
+	for _, v := range []int{2, 3} {
+		what := map[int]string{2: "private", 3: "deleted"}[v]
+		theirs, nobodys := key("acme/acme-host", v), key("acme/nobodys-host", v)
+		probes = append(probes,
+			probe{"profiles.get of acme's " + what + " version", theirs, nobodys, "acme-host", "nobodys-host"},
+			probe{"profiles.render of acme's " + what + " version", theirs, nobodys, "acme-host", "nobodys-host"},
+			probe{"profiles.validate of acme's " + what + " version", api.ValidateProfileRequest{ProfileKey: theirs},
+				api.ValidateProfileRequest{ProfileKey: nobodys}, "acme-host", "nobodys-host"},
+			probe{"userdata.preview of acme's " + what + " version", api.PreviewUserDataRequest{ProfileKey: theirs, NodeID: betaNode.ID},
+				api.PreviewUserDataRequest{ProfileKey: nobodys, NodeID: betaNode.ID}, "acme-host", "nobodys-host"},
+			probe{"metal.deploy of beta's node with acme's " + what + " version",
+				api.DeployRequest{NodeID: betaNode.ID, ProfileID: "acme/acme-host", ProfileVersion: v},
+				api.DeployRequest{NodeID: betaNode.ID, ProfileID: "acme/nobodys-host", ProfileVersion: v}, "acme-host", "nobodys-host"},
+			probe{"profiles.get of acme's " + what + " version by its bare name", key("acme-host", v), key("nobodys-host", v), "acme-host", "nobodys-host"},
+		)
+	}
+	probes = append(probes,
+		probe{"images.get of acme's image by its bare id", api.GetImageRequest{ID: img.ID}, api.GetImageRequest{ID: nobodysImage}, img.ID, nobodysImage},
+		probe{"images.promote of acme's image by its bare id", api.ImageRequest{ID: img.ID}, api.ImageRequest{ID: nobodysImage}, img.ID, nobodysImage},
+	)
+	for _, p := range probes {
+		p.run(t, beta)
+	}
+
+	// A preview of beta's own profile for acme's node reads as one for a node nobody has:
+	// it renders from the node id alone, and says nothing of the node.
+	t.Run("userdata.preview of beta's profile for acme's node", func(t *testing.T) {
+		var theirs, nobodys api.UserDataPreview
+		te := beta.Call(ctx, "userdata.preview", api.PreviewUserDataRequest{ProfileKey: key("beta-host", 0), NodeID: node.ID}, &theirs)
+		ne := beta.Call(ctx, "userdata.preview", api.PreviewUserDataRequest{ProfileKey: key("beta-host", 0), NodeID: nobodysNode}, &nobodys)
+		tb, _ := json.Marshal(struct {
+			E error
+			P api.UserDataPreview
+		}{te, theirs})
+		nb, _ := json.Marshal(struct {
+			E error
+			P api.UserDataPreview
+		}{ne, nobodys})
+		if strings.ReplaceAll(string(tb), node.ID, "X") != strings.ReplaceAll(string(nb), nobodysNode, "X") {
+			t.Errorf("beta tells acme's node from nobody's:\n acme's:   %s\n nobody's: %s", tb, nb)
+		}
+	})
+
+	// Nothing of acme's changed: the image stays private, no run started on beta's node.
+	var still api.Image
+	if must(acme, "images.get", api.GetImageRequest{ID: img.ID}, &still); still.Public {
+		t.Errorf("acme's image became public: %+v", still)
+	}
+	var bn api.NodeView
+	if must(beta, "metal.get", api.NodeKey{NodeID: betaNode.ID}, &bn); bn.Node.Workflow != betaNode.Workflow {
+		t.Errorf("a refused deploy started workflow %s on beta's node", bn.Node.Workflow)
+	}
 }
