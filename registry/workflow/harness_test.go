@@ -191,7 +191,7 @@ func summary(r store.Run) string {
 	for _, st := range r.Steps {
 		s += fmt.Sprintf("\n%s %s %s", st.Path(), st.Use, st.State)
 		if len(st.Attempts) > 0 {
-			s += fmt.Sprintf(" tries=%d", len(st.Attempts))
+			s += fmt.Sprintf(" tries=%d", len(st.Attempts)+st.AttemptsDropped)
 		}
 		if st.ViaFallback {
 			s += " via-fallback"

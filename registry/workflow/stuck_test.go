@@ -32,10 +32,12 @@ func TestARefusedWriteFailsTheRun(t *testing.T) {
 		message []string
 	}{
 		"a step's result": {
+			// A result the run cannot keep fails its attempt (and each retry) with
+			// INVALID_INPUT at the result, before the store is asked to take it.
 			script: map[string][]outcome{"inventory.refresh": {{result: refused}}},
-			want: "failed at steps[0] INTERNAL\nsteps[0] inventory.refresh failed tries=1 INTERNAL\nsteps[1] power.getPower skipped" +
+			want: "failed at steps[0] INVALID_INPUT\nsteps[0] inventory.refresh failed tries=1 INVALID_INPUT\nsteps[1] power.getPower skipped" +
 				"\ncleanup[0] boot.cleanUp succeeded tries=1",
-			message: []string{"fails at steps[0] (inventory.refresh)", "too large", "--max-request-bytes"},
+			message: []string{"more than the 393216 a run keeps", "at steps[0]"},
 		},
 		"the end": {
 			onFinish: func(tx *store.Tx, run store.Run) error {
