@@ -106,7 +106,9 @@ func encodeRun(r, old *Run) ([]byte, error) {
 		return rec, err
 	}
 	largest, results := -1, 0
-	changed := func(i int) bool { return old != nil && len(old.Steps) == len(r.Steps) && len(old.Steps[i].Result) != len(r.Steps[i].Result) }
+	changed := func(i int) bool {
+		return old != nil && len(old.Steps) == len(r.Steps) && len(old.Steps[i].Result) != len(r.Steps[i].Result)
+	}
 	for i, s := range r.Steps {
 		results += len(s.Result)
 		if largest < 0 || changed(i) && !changed(largest) || changed(i) == changed(largest) && len(s.Result) > len(r.Steps[largest].Result) {
