@@ -54,6 +54,10 @@ func (e *Engine) withSpecs(run store.Run) (store.Run, error) {
 		return run, err
 	}
 	for i, s := range pl.steps {
+		if pl.specs != nil {
+			run.Steps[i].Spec = pl.specs[i]
+			continue
+		}
 		spec, err := json.Marshal(s)
 		if err != nil {
 			return run, err
