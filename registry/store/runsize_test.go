@@ -3,13 +3,11 @@ package store
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
 
 // TestTheLargestRunFitsTheProbe: on an etcd cluster that takes no more than the probe's
@@ -22,12 +20,8 @@ import (
 // (reason too-large) and nothing is written, and ends. Before, such a run's record grew
 // with every attempt and error (16 MiB here) until the cluster refused it.
 func TestTheLargestRunFitsTheProbe(t *testing.T) {
-	cluster := etcdtest.Start(t, "--max-request-bytes", strconv.Itoa(etcdProbeBytes))
-	s, err := OpenEtcd(EtcdConfig{Endpoints: cluster.Endpoints, Prefix: etcdtest.Prefix(t)}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openOnAProbeSizedCluster(t, Options{})
+	var err error
 	tenant, id := "t"+strings.Repeat("0", 62), "p"+strings.Repeat("0", 127)
 	doc := `{"pad":"` + strings.Repeat("a", proto.MaxProfileDocument-len(`{"pad":""}`)) + `"}`
 	run := Run{Kind: "deploy", Node: "n" + strings.Repeat("0", 127), Tenant: tenant, Profile: ProfileRef{Tenant: tenant, ID: id, Version: 1},
