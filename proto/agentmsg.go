@@ -135,6 +135,16 @@ type Result struct {
 	Error  *Error          `json:"error,omitempty"`
 }
 
+// MaxStepResult bounds the result of an agent's answer to a relayed command, as the
+// registry takes it: a larger one fails the step's attempt (INVALID_INPUT, reason
+// too-large, at result), since a workflow run keeps its steps' results in a record of
+// its own, which a few of these fill (docs/workflows.md#what-a-run-keeps).
+const MaxStepResult = 128 << 10
+
+// MaxProgressDetail bounds the detail of a progress report the registry records; a
+// larger one is not recorded.
+const MaxProgressDetail = 4 << 10
+
 // Progress reports how far a running command is (for example the bytes deploy.image
 // has written); the registry records the latest on the workflow step that sent it.
 type Progress struct {

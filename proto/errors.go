@@ -216,6 +216,53 @@ func (e *Error) WithCode(code Code) *Error {
 	return &c
 }
 
+// MaxErrorMessage is the most of an error's message the registry keeps (Cut) of an
+// error that comes from elsewhere: an agent's error carries whatever text it likes, up
+// to its frame.
+const MaxErrorMessage = 1 << 10
+
+// Cut returns e with its message cut to limit bytes (at a character boundary, saying
+// how much was cut), and its details in proportion: its path and reason to limit/4
+// bytes, the failures it lists to limit/64 of limit/16 GPUs each (at most 256 bytes and
+// 64 GPUs); e itself when it is within them, nil for nil.
+func (e *Error) Cut(limit int) *Error {
+	if e == nil {
+		return nil
+	}
+	field, failed, gpus := min(limit/4, 256), limit/64, min(limit/16, 64)
+	within := len(e.Message) <= limit && len(e.Details.Path) <= field && len(e.Details.Reason) <= field && len(e.Details.Failed) <= failed
+	for _, f := range e.Details.Failed {
+		within = within && len(f.Name) <= field && len(f.GPUs) <= gpus
+	}
+	if within {
+		return e
+	}
+	c := *e
+	c.Message = cutText(e.Message, limit)
+	c.Details.Path, c.Details.Reason = cutText(e.Details.Path, field), cutText(e.Details.Reason, field)
+	c.Details.Failed = nil
+	for _, f := range e.Details.Failed[:min(len(e.Details.Failed), failed)] {
+		c.Details.Failed = append(c.Details.Failed, Failure{Name: cutText(f.Name, field), GPUs: f.GPUs[:min(len(f.GPUs), gpus)]})
+	}
+	return &c
+}
+
+// cutNote is room for the note of a cut: "… (N bytes cut)", N of up to 10 digits.
+const cutNote = 26
+
+// cutText is s cut to at most limit bytes at a character boundary, ending with how
+// many bytes were cut; s when it is within limit.
+func cutText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	keep := max(limit-cutNote, 0)
+	for keep > 0 && !utf8.RuneStart(s[keep]) {
+		keep--
+	}
+	return s[:keep] + fmt.Sprintf("… (%d bytes cut)", len(s)-keep)
+}
+
 // CodeOf returns the code of err: its own if it is (or wraps) an *Error, else INTERNAL.
 func CodeOf(err error) Code {
 	if e, ok := errors.AsType[*Error](err); ok {

@@ -175,6 +175,13 @@ const (
 	// the EK (activation of credential), or the EK is not the one enrolled.
 	ReasonActivation = "activation"
 
+	// Workflow runs (docs/workflows.md#what-a-run-keeps).
+
+	// ReasonTooLarge (INVALID_INPUT): an agent's answer to a step takes more than a
+	// step's result may (MaxStepResult), or a step's result would make its run's record
+	// pass what a run keeps; the path names the result.
+	ReasonTooLarge = "too-large"
+
 	// Rotating the admin credential (credentials.rotateAdmin, on the registry's host).
 
 	// ReasonRotatedElsewhere (CONFLICT): another registry on the same store rotated the

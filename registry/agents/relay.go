@@ -240,12 +240,10 @@ func (e *Endpoint) sendOn(s *session, c store.AgentCommand) {
 
 // A command's progress reports are told (and recorded in its run, a write of the store
 // every tenant shares) at most one every progressGap, each of at most
-// maxProgressDetail bytes: an agent's (or whoever holds its key's) flood of reports costs
-// the store no more than that. A ramdisk reports a deploy's progress every second.
-const (
-	progressGap       = 500 * time.Millisecond
-	maxProgressDetail = 64 << 10
-)
+// proto.MaxProgressDetail bytes: an agent's (or whoever holds its key's) flood of
+// reports costs the store no more than that. A ramdisk reports a deploy's progress
+// every second.
+const progressGap = 500 * time.Millisecond
 
 // exchange sends c, completed by Expand, on a new stream and reads its answer. A
 // command Expand refuses is answered with its error without being sent. A command of a
@@ -317,7 +315,7 @@ func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentComman
 			// (the run records each); a report of a certificate no longer current is not
 			// told, and ends the session.
 			now := e.cfg.Now()
-			if len(m.Progress.Detail) > maxProgressDetail || !toldAt.IsZero() && now.Sub(toldAt) < progressGap {
+			if len(m.Progress.Detail) > proto.MaxProgressDetail || !toldAt.IsZero() && now.Sub(toldAt) < progressGap {
 				continue
 			}
 			toldAt = now
@@ -332,7 +330,7 @@ func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentComman
 		stopWithdraw() // answered: the stream ends as an answered one does
 		answered = true
 		stream.Close()
-		res := *m.Result
+		res := bounded(*m.Result, c.Kind)
 		if e.cfg.Received != nil {
 			var peer *x509.Certificate
 			if certs := s.conn.ConnectionState().TLS.PeerCertificates; len(certs) > 0 {
@@ -342,6 +340,20 @@ func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentComman
 		}
 		return res, nil
 	}
+}
+
+// bounded is an agent's answer res to a command of kind as the registry takes it: a
+// result over proto.MaxStepResult is refused (INVALID_INPUT, reason too-large, at
+// result), which fails the step's attempt, and an error's text is cut
+// (proto.Error.Cut), before anything of it is stored: the answer's record and the
+// step's run each keep it.
+func bounded(res proto.Result, kind string) proto.Result {
+	if len(res.Result) > proto.MaxStepResult {
+		return proto.Result{ID: res.ID, Error: proto.Errorf(proto.InvalidInput, "the agent's %s result takes %d bytes, more than the %d a step's result may: have the step answer less (a workflow run keeps its steps' results)",
+			kind, len(res.Result), proto.MaxStepResult).WithPath("result").WithReason(proto.ReasonTooLarge)}
+	}
+	res.Error = res.Error.Cut(proto.MaxErrorMessage)
+	return res
 }
 
 // errWithdrawn is the cause a delivery's context ends with when its command was

@@ -21,6 +21,9 @@ type RunStep struct {
 	// Reason says why a step was skipped.
 	Reason   string    `json:"reason,omitempty"`
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// AttemptsDropped counts the attempts between the first and the latest ones kept,
+	// which the run no longer keeps (docs/workflows.md#what-a-run-keeps).
+	AttemptsDropped int `json:"attemptsDropped,omitempty"`
 	// ViaFallback is set when the step succeeded through its fallback.
 	ViaFallback bool            `json:"viaFallback,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
@@ -54,7 +57,7 @@ type Attempt struct {
 
 func stepOf(s store.RunStep) RunStep {
 	v := RunStep{Phase: s.Phase, Index: s.Index, Use: s.Use, On: s.On, Spec: s.Spec, State: s.State, Reason: s.Reason,
-		ViaFallback: s.ViaFallback, Result: s.Result, Error: s.Error, Progress: s.Progress, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
+		AttemptsDropped: s.AttemptsDropped, ViaFallback: s.ViaFallback, Result: s.Result, Error: s.Error, Progress: s.Progress, StartedAt: s.StartedAt, FinishedAt: s.FinishedAt}
 	for _, a := range s.Attempts {
 		v.Attempts = append(v.Attempts, Attempt{Fallback: a.Fallback, N: a.N, CommandID: a.CommandID, Awaiting: a.Awaiting,
 			StartedAt: a.StartedAt, FinishedAt: a.FinishedAt, Error: a.Error})

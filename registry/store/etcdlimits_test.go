@@ -66,12 +66,7 @@ func TestEtcdProbeCoversTheLargestSection(t *testing.T) {
 // own as the API sends them. Its text of <, >, & and U+2028 is written as it is: its record
 // takes the document and under 400 bytes.
 func TestEtcdProbeCoversTheLargestProfile(t *testing.T) {
-	cluster := etcdtest.Start(t, "--max-request-bytes", strconv.Itoa(etcdProbeBytes))
-	s, err := OpenEtcd(EtcdConfig{Endpoints: cluster.Endpoints, Prefix: etcdtest.Prefix(t)}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openOnAProbeSizedCluster(t, Options{})
 	tenant, id, version := "t"+strings.Repeat("0", 62), "p"+strings.Repeat("0", 127), 1<<31-1
 	doc := `{"id":"` + id + `","pad":"`
 	pad := proto.MaxProfileDocument - len(doc) - len(`"}`)
@@ -123,4 +118,17 @@ func TestEtcdProbeOnADefaultCluster(t *testing.T) {
 	if n := cluster.Count(t, prefix+"/"+etcdProbeName); n != 0 {
 		t.Fatalf("%d probe keys under %s, want none", n, prefix)
 	}
+}
+
+// openOnAProbeSizedCluster opens a store on a new etcd cluster that takes requests of
+// no more than the probe's figure (etcdProbeBytes), closed when t ends.
+func openOnAProbeSizedCluster(t *testing.T, opts Options) *Store {
+	t.Helper()
+	cluster := etcdtest.Start(t, "--max-request-bytes", strconv.Itoa(etcdProbeBytes))
+	s, err := OpenEtcd(EtcdConfig{Endpoints: cluster.Endpoints, Prefix: etcdtest.Prefix(t)}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -25,7 +25,7 @@ const (
 )
 
 // Run is one workflow run: a profile's steps for one node, fixed when the run starts,
-// with every step's state. It is written at every step boundary, so a registry that
+// with every step's state, in a record bounded by design (MaxRunRecord, runsize.go). It is written at every step boundary, so a registry that
 // restarts resumes it where it was. It holds the steps' states, not the profile: a run of
 // a stored version refers to it (RunDocument), which, used, never changes, so the record
 // stays small however large the document (up to 1 MiB) and its rendered steps are.
@@ -86,8 +86,12 @@ type RunStep struct {
 	Spec  json.RawMessage `json:"spec,omitempty"`
 	State string          `json:"state"`
 	// Reason says why a step was skipped.
-	Reason   string    `json:"reason,omitempty"`
-	Attempts []Attempt `json:"attempts,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Attempts are the step's first attempt and its latest ones (KeptAttempts in all;
+	// the first and the last only once the step ended in a run near MaxRunRecord), and
+	// AttemptsDropped counts the ones between, dropped.
+	Attempts        []Attempt `json:"attempts,omitempty"`
+	AttemptsDropped int       `json:"attemptsDropped,omitempty"`
 	// ViaFallback is set when the step succeeded through its fallback.
 	ViaFallback bool            `json:"viaFallback,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
@@ -172,7 +176,18 @@ func (t *Tx) CreateRun(r Run) (Run, error) {
 	if err := t.putRaw(bucketRunningRuns, []byte(r.ID), nil); err != nil {
 		return r, err
 	}
-	return r, t.put(bucketRuns, []byte(r.ID), r)
+	return r, t.putRun(&r, nil)
+}
+
+// putRun stores run r, changed from old (nil for a new run), bounded as every run's
+// record is (encodeRun).
+func (t *Tx) putRun(r, old *Run) error {
+	rec, err := encodeRun(r, old)
+	if err != nil {
+		return err
+	}
+	t.wrote(bucketRuns)
+	return t.kv.put(bucketRuns, []byte(r.ID), rec)
 }
 
 // Run returns one run, NOT_FOUND when there is none of that id.
@@ -233,7 +248,10 @@ func (t *Tx) UpdateRun(id string, change func(*Run) error) (Run, error) {
 		return old, proto.Errorf(proto.Internal, "workflow %s: unknown state %q", id, r.State)
 	}
 	r.Rev, r.UpdatedAt = old.Rev+1, t.now
-	return r, t.put(bucketRuns, []byte(id), r)
+	if err := t.putRun(&r, &old); err != nil {
+		return old, err
+	}
+	return r, nil
 }
 
 // checkRuns is Check's report of the runs that refer to a stored version (no document of

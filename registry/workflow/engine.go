@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,6 +85,10 @@ type Engine struct {
 	// run's plan never changes, and watchers of the run read it here rather than define
 	// its document (up to 1 MiB) again at every change.
 	plans map[string]plan
+	// renders keeps the latest renderings of stored versions that runs refer to, so
+	// that reading a run this engine does not drive (an ended one) renders its
+	// profile once, not at every read.
+	renders *renderings
 	// aborts abandon the main or acceptance step each run is on, for Cancel.
 	aborts  map[string]context.CancelCauseFunc
 	changed chan struct{}
@@ -107,7 +112,7 @@ func New(cfg Config) *Engine {
 		cfg.Claims = &claims
 	}
 	e := &Engine{cfg: cfg, handlers: map[string]Handler{}, finish: map[string]FinishFunc{},
-		running: map[string]context.CancelCauseFunc{}, plans: map[string]plan{}, aborts: map[string]context.CancelCauseFunc{}, changed: make(chan struct{})}
+		running: map[string]context.CancelCauseFunc{}, plans: map[string]plan{}, renders: newRenderings(keptRenderings), aborts: map[string]context.CancelCauseFunc{}, changed: make(chan struct{})}
 	// Every commit that writes a run, this registry's or (on etcd) another's, wakes
 	// its watchers.
 	cfg.Store.OnWrite(e.notify, store.BucketRuns)
@@ -237,6 +242,9 @@ type plan struct {
 	// since), and undefined says so: only a run that froze its steps runs on then.
 	profile   *profile.Profile
 	undefined error
+	// specs are steps as workflows.get shows them (each RenderedStep's JSON), when
+	// the steps are its document's rendering; nil for steps a run froze.
+	specs []json.RawMessage
 }
 
 // errNoPlan is what a run cannot run without: steps, which its document (no longer
@@ -245,18 +253,19 @@ var errNoPlan = errors.New("the workflow's steps cannot be rendered from its pro
 
 // planOf reads in tx what run runs: the steps as a run stored before froze them (their
 // Spec), else the steps of its document rendered again, which must be the steps (phase,
-// index, use and where each runs) it was created with (else errNoPlan).
-func planOf(tx *store.Tx, run store.Run) (plan, error) {
-	doc, err := tx.RunDocument(run)
+// index, use and where each runs) it was created with (else errNoPlan). The rendering
+// of a stored version comes from renders when it is there, and goes there once made.
+func planOf(tx *store.Tx, run store.Run, renders *renderings) (plan, error) {
+	r, err := renders.of(tx, run)
 	if err != nil {
 		return plan{}, err
 	}
-	p, derr := profile.Define(doc)
-	pl := plan{profile: p}
-	if derr != nil {
-		pl.undefined = proto.Errorf(proto.Internal, "workflow %s: its profile document no longer defines: %w", run.ID, derr)
+	pl := plan{profile: r.profile, specs: r.specs}
+	if r.derr != nil {
+		pl.undefined = proto.Errorf(proto.Internal, "workflow %s: its profile document no longer defines: %w", run.ID, r.derr)
 	}
 	if len(run.Steps) > 0 && len(run.Steps[0].Spec) > 0 {
+		pl.specs = nil
 		for _, s := range run.Steps {
 			spec, err := specOf(s)
 			if err != nil {
@@ -266,10 +275,10 @@ func planOf(tx *store.Tx, run store.Run) (plan, error) {
 		}
 		return pl, nil
 	}
-	if derr != nil {
-		return plan{}, proto.Errorf(proto.Internal, "workflow %s: %w: its profile document no longer defines: %v", run.ID, errNoPlan, derr)
+	if r.derr != nil {
+		return plan{}, proto.Errorf(proto.Internal, "workflow %s: %w: its profile document no longer defines: %v", run.ID, errNoPlan, r.derr)
 	}
-	pl.steps = profile.Render(p)
+	pl.steps = r.steps
 	if len(pl.steps) != len(run.Steps) {
 		return plan{}, proto.Errorf(proto.Internal, "workflow %s: %w: it renders %d steps, not the %d it started with", run.ID, errNoPlan, len(pl.steps), len(run.Steps))
 	}
@@ -289,7 +298,7 @@ func (e *Engine) plan(run store.Run) (pl plan, err error) {
 	if ok {
 		return pl, nil
 	}
-	err = e.cfg.Store.View(func(tx *store.Tx) (err error) { pl, err = planOf(tx, run); return err })
+	err = e.cfg.Store.View(func(tx *store.Tx) (err error) { pl, err = planOf(tx, run, e.renders); return err })
 	return pl, err
 }
 

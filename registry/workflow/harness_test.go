@@ -163,7 +163,7 @@ func (h *harness) waitEnd(id string) store.Run {
 func (h *harness) attemptsDone(id string, i, n int) store.Run {
 	h.t.Helper()
 	return h.waitFor(id, func(r store.Run) bool {
-		done := 0
+		done := r.Steps[i].AttemptsDropped
 		for _, a := range r.Steps[i].Attempts {
 			if !a.FinishedAt.IsZero() {
 				done++
@@ -192,7 +192,7 @@ func summary(r store.Run) string {
 	for _, st := range r.Steps {
 		s += fmt.Sprintf("\n%s %s %s", st.Path(), st.Use, st.State)
 		if len(st.Attempts) > 0 {
-			s += fmt.Sprintf(" tries=%d", len(st.Attempts))
+			s += fmt.Sprintf(" tries=%d", len(st.Attempts)+st.AttemptsDropped)
 		}
 		if st.ViaFallback {
 			s += " via-fallback"
@@ -207,6 +207,8 @@ func summary(r store.Run) string {
 // outcome is what the fake agent does with a new command.
 type outcome struct {
 	fail bool
+	// message, when set, is what a failure says.
+	message string
 	// hold keeps the command running until the test releases it.
 	hold bool
 	// result, when set, is the answer of a command that succeeds.
@@ -313,6 +315,9 @@ func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind stri
 		case o.hold:
 		case o.fail:
 			ex.err = proto.Errorf(proto.DriverError, "%s failed", kind)
+			if o.message != "" {
+				ex.err = &proto.Error{Code: proto.DriverError, Message: o.message}
+			}
 			close(ex.done)
 		default:
 			ex.result = o.result

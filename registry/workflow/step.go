@@ -108,7 +108,7 @@ func (e *Engine) runStepOnce(ctx context.Context, id string, i int, pl plan) err
 			return failure
 		}
 		skipped, isSkip := failure.(skip)
-		run, err = e.record(id, node, i, func(r *store.Run) error {
+		record := func(r *store.Run) error {
 			s := &r.Steps[i]
 			a := &s.Attempts[len(s.Attempts)-1]
 			a.FinishedAt = e.cfg.Clock.Now()
@@ -122,7 +122,14 @@ func (e *Engine) runStepOnce(ctx context.Context, id string, i int, pl plan) err
 			}
 			s.State, s.Result, s.ViaFallback, s.FinishedAt = store.StepSucceeded, result, a.Fallback, a.FinishedAt
 			return nil
-		})
+		}
+		run, err = e.record(id, node, i, record)
+		if failure == nil && store.RunTooLarge(err) {
+			// A result the run cannot keep fails the attempt, as an answer too large
+			// to take does.
+			failure = err
+			run, err = e.record(id, node, i, record)
+		}
 		if err != nil || run.Steps[i].State != store.StepRunning {
 			return err
 		}

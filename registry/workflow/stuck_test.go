@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,9 @@ var refused = []byte(`{"pad":"` + strings.Repeat("a", 1600<<10) + `"}`)
 // where it stopped and the member flag to raise, instead of staying running with
 // nothing driving it (before: the drive stopped, logged, and the run stayed running
 // until the registry restarted, to stop again). A step whose result is refused fails,
-// the steps after it are skipped, its cleanup runs, and the end is told of the failure.
+// the steps after it are skipped, its cleanup runs, and the end is told of the failure
+// (a step's result the run cannot keep now fails the step INVALID_INPUT at the result,
+// before the store is asked: store.RunTooLarge).
 // An end whose transaction is refused (what the end writes for the node, too large)
 // fails the run in a transaction of its own, and the end is told of the failure.
 func TestARefusedWriteFailsTheRun(t *testing.T) {
@@ -32,10 +35,12 @@ func TestARefusedWriteFailsTheRun(t *testing.T) {
 		message []string
 	}{
 		"a step's result": {
+			// A result the run cannot keep fails its attempt (and each retry) with
+			// INVALID_INPUT at the result, before the store is asked to take it.
 			script: map[string][]outcome{"inventory.refresh": {{result: refused}}},
-			want: "failed at steps[0] INTERNAL\nsteps[0] inventory.refresh failed tries=1 INTERNAL\nsteps[1] power.getPower skipped" +
+			want: "failed at steps[0] INVALID_INPUT\nsteps[0] inventory.refresh failed tries=1 INVALID_INPUT\nsteps[1] power.getPower skipped" +
 				"\ncleanup[0] boot.cleanUp succeeded tries=1",
-			message: []string{"fails at steps[0] (inventory.refresh)", "too large", "--max-request-bytes"},
+			message: []string{"more than the " + strconv.Itoa(store.MaxRunRecord) + " a run keeps", "at steps[0]"},
 		},
 		"the end": {
 			onFinish: func(tx *store.Tx, run store.Run) error {

@@ -54,6 +54,10 @@ func (e *Engine) withSpecs(run store.Run) (store.Run, error) {
 		return run, err
 	}
 	for i, s := range pl.steps {
+		if pl.specs != nil {
+			run.Steps[i].Spec = pl.specs[i]
+			continue
+		}
 		spec, err := proto.Marshal(s)
 		if err != nil {
 			return run, err
@@ -65,11 +69,15 @@ func (e *Engine) withSpecs(run store.Run) (store.Run, error) {
 
 // ReportProgress records progress detail an agent reported for a command of a running
 // step (for example the bytes deploy.deploy has written), for watchers to show. A command
-// of no running step is NOT_FOUND.
+// of no running step is NOT_FOUND; a detail over proto.MaxProgressDetail, or one the
+// run's record cannot keep (store.RunTooLarge), is INVALID_INPUT and not recorded.
 func (e *Engine) ReportProgress(commandID string, detail json.RawMessage) error {
 	id, phase, index, err := stepOf(commandID)
 	if err != nil {
 		return err
+	}
+	if len(detail) > proto.MaxProgressDetail {
+		return proto.Errorf(proto.InvalidInput, "the progress of command %s takes %d bytes, more than the %d recorded", commandID, len(detail), proto.MaxProgressDetail).WithPath("progress").WithReason(proto.ReasonTooLarge)
 	}
 	var location string
 	var read, written int64

@@ -1,0 +1,121 @@
+package store
+
+import (
+	"errors"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// A run's record is bounded by design, so that every write of it fits one etcd request
+// of the store's probe figure (etcdProbeBytes) whatever the run met: the profile is
+// referred to, not copied; a step keeps its first attempt and its latest ones, counting
+// the ones between; an error keeps a bounded text; an agent's result and progress are
+// bounded where they enter (proto.MaxStepResult, proto.MaxProgressDetail). A run whose
+// record would still pass MaxRunRecord keeps less of its ended steps (compact), and
+// beyond that a change is refused (RunTooLarge), which the workflow engine records
+// as the failure of the attempt whose result it was, rather than the store refusing the
+// transaction.
+const (
+	// MaxRunRecord bounds a run's record as stored: with what a transaction of the
+	// engine writes beside it (the node's events, the run's claim), well under the
+	// probe's figure (etcdProbeBytes).
+	MaxRunRecord = 896 << 10
+	// KeptAttempts is how many attempts a step keeps: its first, and its latest
+	// KeptAttempts-1; RunStep.AttemptsDropped counts the ones between.
+	KeptAttempts = 3
+	// compactMessage is what an error of an ended step's attempt keeps of its message
+	// in a run near MaxRunRecord (brief); compactStepMessage what the step's own error
+	// keeps.
+	compactMessage     = 96
+	compactStepMessage = 192
+)
+
+// RunTooLarge reports whether err refuses a change of a run because its record would
+// pass MaxRunRecord even with its ended steps compacted: INVALID_INPUT, reason
+// too-large, its path the result that takes the most (steps[N].result).
+func RunTooLarge(err error) bool {
+	e, ok := errors.AsType[*proto.Error](err)
+	return ok && e.Code == proto.InvalidInput && e.Details.Reason == proto.ReasonTooLarge
+}
+
+// bound applies a run's fixed bounds: each step keeps KeptAttempts attempts, and every
+// error the run keeps a bounded text (proto.Error.Cut): an agent's error carries
+// whatever text it likes, up to its frame.
+func (r *Run) bound() {
+	for i := range r.Steps {
+		s := &r.Steps[i]
+		if n := len(s.Attempts); n > KeptAttempts {
+			drop := n - KeptAttempts
+			s.Attempts = append(append([]Attempt(nil), s.Attempts[0]), s.Attempts[1+drop:]...)
+			s.AttemptsDropped += drop
+		}
+		for j := range s.Attempts {
+			s.Attempts[j].Error = s.Attempts[j].Error.Cut(proto.MaxErrorMessage)
+		}
+		s.Error = s.Error.Cut(proto.MaxErrorMessage)
+	}
+	for _, f := range []*StepFailure{r.Failure, r.Cancelled} {
+		if f != nil {
+			f.Error = f.Error.Cut(proto.MaxErrorMessage)
+		}
+	}
+}
+
+// compact makes r's ended steps keep less, for a record near MaxRunRecord: no progress,
+// their first and last attempts, and shorter error messages.
+func (r *Run) compact() {
+	for i := range r.Steps {
+		s := &r.Steps[i]
+		if !s.Terminal() {
+			continue
+		}
+		s.Progress = nil
+		if n := len(s.Attempts); n > 2 {
+			s.AttemptsDropped += n - 2
+			s.Attempts = []Attempt{s.Attempts[0], s.Attempts[n-1]}
+		}
+		for j := range s.Attempts {
+			s.Attempts[j].Error = brief(s.Attempts[j].Error)
+		}
+		s.Error = s.Error.Cut(compactStepMessage)
+	}
+}
+
+// brief is what an ended step's attempt keeps of its error e in a run near
+// MaxRunRecord: its code, its reason and the start of its message; the step's own error
+// says more.
+func brief(e *proto.Error) *proto.Error {
+	if e == nil {
+		return nil
+	}
+	b := proto.Error{Code: e.Code, Message: e.Message, Details: proto.Details{Reason: e.Details.Reason}}
+	return b.Cut(compactMessage)
+}
+
+// encodeRun is r's record, bounded (bound), compacted when it would pass MaxRunRecord
+// (compact), and refused (RunTooLarge) when it passes it still, naming the largest
+// result the change from old (nil for a new run) wrote, else the largest result.
+func encodeRun(r, old *Run) ([]byte, error) {
+	r.bound()
+	rec, err := encodeRecord(r)
+	if err != nil || len(rec) <= MaxRunRecord {
+		return rec, err
+	}
+	r.compact()
+	if rec, err = encodeRecord(r); err != nil || len(rec) <= MaxRunRecord {
+		return rec, err
+	}
+	largest, results := -1, 0
+	changed := func(i int) bool {
+		return old != nil && len(old.Steps) == len(r.Steps) && len(old.Steps[i].Result) != len(r.Steps[i].Result)
+	}
+	for i, s := range r.Steps {
+		results += len(s.Result)
+		if largest < 0 || changed(i) && !changed(largest) || changed(i) == changed(largest) && len(s.Result) > len(r.Steps[largest].Result) {
+			largest = i
+		}
+	}
+	s := r.Steps[largest]
+	return nil, proto.Errorf(proto.InvalidInput, "workflow %s would keep a record of %d bytes, more than the %d a run keeps (its steps' results take %d bytes, %d at %s): a step's result takes at most %d bytes, and a run's together less than %d; have the step answer less",
+		r.ID, len(rec), MaxRunRecord, results, len(s.Result), s.Path(), proto.MaxStepResult, MaxRunRecord).WithPath(s.Path() + ".result").WithReason(proto.ReasonTooLarge)
+}

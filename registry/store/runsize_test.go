@@ -1,0 +1,186 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+)
+
+// TestTheLargestRunFitsTheProbe: on an etcd cluster that takes no more than the probe's
+// figure (etcdProbeBytes), a run of the most steps a profile has (384), every step
+// tried the most a profile allows (1 + 10 retries, then its fallback's 1 + 10), each
+// attempt failing with an agent's error of 1 MiB of text, of paths, reasons and
+// failures as long, its progress at proto.MaxProgressDetail, and a profile of 1 MiB
+// referred to, is stored, takes results of proto.MaxStepResult until its record would
+// pass MaxRunRecord, where the next result is refused with INVALID_INPUT at that result
+// (reason too-large) and nothing is written, and ends. Before, such a run's record grew
+// with every attempt and error (16 MiB here) until the cluster refused it.
+func TestTheLargestRunFitsTheProbe(t *testing.T) {
+	s := openOnAProbeSizedCluster(t, Options{})
+	var err error
+	tenant, id := "t"+strings.Repeat("0", 62), "p"+strings.Repeat("0", 127)
+	doc := `{"pad":"` + strings.Repeat("a", proto.MaxProfileDocument-len(`{"pad":""}`)) + `"}`
+	run := Run{Kind: "deploy", Node: "n" + strings.Repeat("0", 127), Tenant: tenant, Profile: ProfileRef{Tenant: tenant, ID: id, Version: 1},
+		BootID: strings.Repeat("b", 36)}
+	for i := range 384 {
+		run.Steps = append(run.Steps, RunStep{Phase: "acceptance", Index: i, Use: "management.setBootDevice", On: "control-plane"})
+	}
+	err = s.Update(func(tx *Tx) error {
+		_, err := tx.CreateProfile(ProfileRecord{Tenant: tenant, ID: id, Version: 1, Document: json.RawMessage(doc)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(func(tx *Tx) error {
+		if err := tx.MarkProfileUsed(tenant, id, 1); err != nil {
+			return err
+		}
+		run, err = tx.CreateRun(run)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	huge := func(n int) string { return strings.Repeat("é", n/2) }
+	var failed []proto.Failure
+	for range 100 {
+		failed = append(failed, proto.Failure{Name: huge(1 << 10), GPUs: make([]int, 1000)})
+	}
+	agentError := &proto.Error{Code: proto.DriverError, Message: huge(1 << 20), Details: proto.Details{Path: huge(1 << 10), Reason: huge(1 << 10), Failed: failed}}
+	progress := json.RawMessage(`{"pad":"` + strings.Repeat("p", proto.MaxProgressDetail-len(`{"pad":""}`)) + `"}`)
+	now := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	// Every step but the last four fails after all its tries: the steps' attempts are
+	// written in a few transactions (each 1 MiB of errors), as the engine writes them
+	// one at a time.
+	for from := 0; from < 380; from += 64 {
+		err := s.Update(func(tx *Tx) error {
+			_, err := tx.UpdateRun(run.ID, func(r *Run) error {
+				for i := from; i < min(from+64, 380); i++ {
+					st := &r.Steps[i]
+					st.State, st.StartedAt, st.FinishedAt, st.Progress, st.Error = StepFailed, now, now, progress, agentError
+					for _, fallback := range []bool{false, true} {
+						for n := 1; n <= 11; n++ {
+							letter := "a"
+							if fallback {
+								letter = "f"
+							}
+							st.Attempts = append(st.Attempts, Attempt{Fallback: fallback, N: n, CommandID: fmt.Sprintf("%s:%s.%d:%s%d", r.ID, st.Phase, st.Index, letter, n),
+								BootID: r.BootID, StartedAt: now, FinishedAt: now, Error: agentError})
+						}
+					}
+				}
+				return nil
+			})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("the failed steps from %d: %v", from, err)
+		}
+	}
+	// The last four steps take results of the most an agent may answer, until the
+	// record is full.
+	result := json.RawMessage(`{"pad":"` + strings.Repeat("r", proto.MaxStepResult-len(`{"pad":""}`)) + `"}`)
+	took, refused := 0, error(nil)
+	for i := 380; i < 384 && refused == nil; i++ {
+		refused = s.Update(func(tx *Tx) error {
+			_, err := tx.UpdateRun(run.ID, func(r *Run) error {
+				r.Steps[i].State, r.Steps[i].Result = StepSucceeded, result
+				return nil
+			})
+			return err
+		})
+		if refused == nil {
+			took++
+		}
+	}
+	var stored Run
+	s.View(func(tx *Tx) error {
+		if size := len(tx.kv.get(bucketRuns, []byte(run.ID))); size > MaxRunRecord {
+			t.Errorf("the run's record takes %d bytes, more than MaxRunRecord (%d)", size, MaxRunRecord)
+		}
+		stored, err = tx.Run(run.ID)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took == 0 {
+		t.Fatalf("the largest run took no result of proto.MaxStepResult: %v", refused)
+	}
+	t.Logf("the largest run took %d results of %d bytes", took, proto.MaxStepResult)
+	e, ok := refused.(*proto.Error)
+	at := fmt.Sprintf("acceptance[%d]", 380+took)
+	if !ok || e.Code != proto.InvalidInput || e.Details.Path != at+".result" || e.Details.Reason != proto.ReasonTooLarge || !RunTooLarge(refused) {
+		t.Fatalf("a result past the run's bound: %v, want INVALID_INPUT at %s.result, reason too-large", refused, at)
+	}
+	if st := stored.Steps[380+took]; st.State != StepPending || st.Result != nil {
+		t.Errorf("the refused result was written: the step %s, its result of %d bytes", st.State, len(st.Result))
+	}
+	first := stored.Steps[0]
+	if len(first.Attempts) != 2 || first.AttemptsDropped != 20 || first.Attempts[0].N != 1 || first.Attempts[0].Fallback ||
+		first.Attempts[1].N != 11 || !first.Attempts[1].Fallback {
+		t.Errorf("an ended step of a full run keeps %d attempts (%d dropped): %+v; want its first and its last, 20 dropped", len(first.Attempts), first.AttemptsDropped, first.Attempts)
+	}
+	if first.Progress != nil || !strings.HasSuffix(first.Error.Message, "bytes cut)") || first.Error.Code != proto.DriverError {
+		t.Errorf("an ended step of a full run: progress %d bytes, error %s %q", len(first.Progress), first.Error.Code, first.Error.Message[max(0, len(first.Error.Message)-40):])
+	}
+	err = s.Update(func(tx *Tx) error {
+		_, err := tx.UpdateRun(run.ID, func(r *Run) error {
+			r.State = RunSucceeded
+			for i := range r.Steps {
+				if !r.Steps[i].Terminal() {
+					r.Steps[i].State, r.Steps[i].Reason = StepSkipped, "not run"
+				}
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("ending the largest run: %v", err)
+	}
+}
+
+// TestARunKeepsItsFirstAndLatestAttempts: a step keeps its first attempt and its latest
+// KeptAttempts-1, counting the ones between, and cuts what an error says, on a run far
+// from its bound; both backends.
+func TestARunKeepsItsFirstAndLatestAttempts(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, _ := openOnFakeClock(t, open)
+		run := Run{Kind: "deploy", Node: "n1", Tenant: "acme", Profile: ProfileRef{Tenant: "builtin", ID: "p", Version: 1}, Document: json.RawMessage(`{}`),
+			Steps: []RunStep{{Phase: "main", Use: "power.setPower", On: "site"}}}
+		if err := s.Update(func(tx *Tx) (err error) { run, err = tx.CreateRun(run); return err }); err != nil {
+			t.Fatal(err)
+		}
+		long := &proto.Error{Code: proto.DriverError, Message: strings.Repeat("x", 5000)}
+		for n := 1; n <= 6; n++ {
+			err := s.Update(func(tx *Tx) (err error) {
+				run, err = tx.UpdateRun(run.ID, func(r *Run) error {
+					r.Steps[0].State = StepRunning
+					r.Steps[0].Attempts = append(r.Steps[0].Attempts, Attempt{N: n, CommandID: fmt.Sprintf("c%d", n), Error: long})
+					return nil
+				})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []int
+		for _, a := range run.Steps[0].Attempts {
+			got = append(got, a.N)
+			if len(a.Error.Message) > proto.MaxErrorMessage || !strings.HasSuffix(a.Error.Message, "… (4002 bytes cut)") {
+				t.Errorf("attempt %d's error keeps %d bytes: ...%q", a.N, len(a.Error.Message), a.Error.Message[len(a.Error.Message)-30:])
+			}
+		}
+		if fmt.Sprint(got) != "[1 5 6]" || run.Steps[0].AttemptsDropped != 3 {
+			t.Errorf("the step keeps attempts %v, %d dropped; want [1 5 6], 3 dropped", got, run.Steps[0].AttemptsDropped)
+		}
+	})
+}
