@@ -102,16 +102,21 @@ func (p *agentPlane) Stored(_ context.Context, target workflow.RelayTarget, comm
 // agents (its own, under its id, and its site's) keep only their digests, in tx
 // (store.Tx.RecordAgentCommands).
 func (p *agentPlane) Recorded(tx *store.Tx, node store.Node, attempt, run, step string) error {
-	agents := []string{node.ID}
-	if node.Site != "" {
-		agents = append(agents, site.Agent(node.Site))
-	}
-	for _, agent := range agents {
+	for _, agent := range p.Agents(node) {
 		if _, err := tx.RecordAgentCommands(agent, attempt, run, step); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Agents is workflow.Relay's Agents: node's own agent, and its site's (relayAgent).
+func (p *agentPlane) Agents(node store.Node) []string {
+	agents := []string{node.ID}
+	if node.Site != "" {
+		agents = append(agents, site.Agent(node.Site))
+	}
+	return agents
 }
 
 // storedSiteCommand is the site command id of kind stored for agent whose input

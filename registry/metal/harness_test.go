@@ -399,6 +399,15 @@ func (m *machine) Recorded(_ *store.Tx, _ store.Node, attempt, run, step string)
 	return nil
 }
 
+// Agents are the node's own agent and its site's, whose id is the site's (site.Agent),
+// as the registry's relay has them.
+func (m *machine) Agents(node store.Node) []string {
+	if node.Site == "" {
+		return []string{node.ID}
+	}
+	return []string{node.ID, node.Site}
+}
+
 // crash tells that the registry crashes now, and holds the relay until it has stopped.
 func (m *machine) crash(ctx context.Context) (json.RawMessage, error) {
 	close(m.crashed)

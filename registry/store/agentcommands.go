@@ -261,27 +261,29 @@ func (t *Tx) PendingAgentCommands(node string) ([]AgentCommand, error) {
 	return out, err
 }
 
-// DropPendingAgentCommands forgets every command not answered yet whose id starts with
-// prefix (a workflow run's, "wf_...:"), whatever agent it was for, and returns how many:
-// an agent that connects later never gets them.
-func (t *Tx) DropPendingAgentCommands(prefix string) (int, error) {
-	return t.dropAgentCommands(0, func(c AgentCommand) bool { return !c.Done && strings.HasPrefix(c.ID, prefix) })
+// DropPendingAgentCommands forgets agent's commands not answered yet whose id starts
+// with prefix (a workflow run's, "wf_...:"), and returns how many: the agent, when it
+// connects later, never gets them. It reads only agent's commands under prefix, one
+// range of the bucket's keys (agent/prefix...), however many the fleet holds.
+func (t *Tx) DropPendingAgentCommands(agent, prefix string) (int, error) {
+	return t.dropAgentCommands(commandKey(agent, prefix), 0, func(c AgentCommand) bool { return !c.Done })
 }
 
 // ExpireAgentCommands forgets the commands made before cutoff, pending or done, at most
 // MaxPruned of them, and returns how many.
 func (t *Tx) ExpireAgentCommands(cutoff time.Time) (int, error) {
-	return t.dropAgentCommands(MaxPruned, func(c AgentCommand) bool { return c.CreatedAt.Before(cutoff) })
+	return t.dropAgentCommands(nil, MaxPruned, func(c AgentCommand) bool { return c.CreatedAt.Before(cutoff) })
 }
 
 // errEnough ends a walk that found what it was allowed to take.
 var errEnough = errors.New("enough")
 
-// dropAgentCommands forgets every command drop holds for, at most limit of them unless
-// it is 0, and returns how many.
-func (t *Tx) dropAgentCommands(limit int, drop func(AgentCommand) bool) (int, error) {
+// dropAgentCommands forgets every command whose key starts with from (every one when it
+// is empty) that drop holds for, at most limit of them unless it is 0, and returns how
+// many.
+func (t *Tx) dropAgentCommands(from []byte, limit int, drop func(AgentCommand) bool) (int, error) {
 	var keys [][]byte
-	err := t.eachAgentCommand(nil, func(c AgentCommand) error {
+	err := t.eachAgentCommand(from, func(c AgentCommand) error {
 		if drop(c) {
 			keys = append(keys, commandKey(c.Node, c.ID))
 		}

@@ -392,3 +392,72 @@ func recordedAgentCommands(t *testing.T, open opener) {
 		return err
 	})
 }
+
+// TestDropPendingAgentCommands: a run's end drops the agent's commands of the run that
+// await an answer, and nothing else: not the answered ones, not another run's (one whose
+// id extends the run's), not another agent's (one whose id extends the agent's). It reads
+// only the agent's commands under the prefix: a record of another agent that does not
+// decode does not fail it, where a walk of the whole bucket (as before) fails on it.
+func TestDropPendingAgentCommands(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, err := open(t, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		const run = "wf_0123456789abcdef"
+		type command struct {
+			agent, id string
+			answered  bool
+			dropped   bool
+		}
+		commands := []command{
+			{"n1", run + ":main.0:a1", false, true},
+			{"n1", run + ":main.0:a1:sub", false, true},
+			{"n1", run + ":cleanup.0:a2", false, true},
+			{"n1", run + ":main.1:a1", true, false},
+			{"n1", run + "0:main.0:a1", false, false},
+			{"n1", "wf_fedcba9876543210:main.0:a1", false, false},
+			{"n10", run + ":main.0:a1", false, false},
+			{"n", run + ":main.0:a1", false, false},
+			{"rack-a", run + ":main.0:a1", false, false},
+		}
+		mustUpdate(t, s, func(tx *Tx) error {
+			for _, c := range commands {
+				if _, err := tx.EnqueueAgentCommand(c.agent, proto.RoleRamdisk, proto.Command{ID: c.id, Kind: "echo"}, nil); err != nil {
+					return err
+				}
+				if c.answered {
+					if _, err := tx.CompleteAgentCommand(c.agent, proto.Result{ID: c.id, Result: json.RawMessage(`{}`)}); err != nil {
+						return err
+					}
+				}
+			}
+			// Damaged, beside the agent's range on either side.
+			for _, k := range []string{"n0/" + run + ":main.0:a1", "n10/" + run + ":main.0:a2"} {
+				if err := tx.kv.put(bucketAgentCommands, []byte(k), []byte("not a record")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		var n int
+		mustUpdate(t, s, func(tx *Tx) (err error) { n, err = tx.DropPendingAgentCommands("n1", run+":"); return err })
+		if n != 3 {
+			t.Errorf("dropped %d commands, want the 3 of n1 pending under %s:", n, run)
+		}
+		mustUpdate(t, s, func(tx *Tx) error {
+			for _, c := range commands {
+				_, err := tx.AgentCommand(c.agent, c.id)
+				if c.dropped && proto.CodeOf(err) != proto.NotFound || !c.dropped && err != nil {
+					t.Errorf("%s/%s (answered %v): %v; want it dropped %v", c.agent, c.id, c.answered, err, c.dropped)
+				}
+			}
+			return nil
+		})
+		mustUpdate(t, s, func(tx *Tx) (err error) { n, err = tx.DropPendingAgentCommands("n1", run+":"); return err })
+		if n != 0 {
+			t.Errorf("dropped %d commands the second time, want none", n)
+		}
+	})
+}

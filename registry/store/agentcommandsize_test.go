@@ -21,7 +21,7 @@ import (
 // server's is 20-60 KiB; proto.MaxEventLog says under 100 KiB), DCGM's recorded output
 // (hardware/dcgm/testdata), ECDSA signatures and a certificate of 600 bytes on the
 // signed answers.
-func commandRecords(t *testing.T) map[string]struct {
+func commandRecords(t testing.TB) map[string]struct {
 	payload, result any
 	count           int // how many a deploy relays
 } {

@@ -371,17 +371,32 @@ func (a *fakeAgent) Stored(_ context.Context, _ RelayTarget, id string) (Command
 	return in, ok, nil
 }
 
-// Recorded spends the answered commands of attempt, as the registry's relay does.
-func (a *fakeAgent) Recorded(_ *store.Tx, _ store.Node, attempt, _, _ string) error {
+// Recorded spends the answered commands of attempt, as the registry's relay does: those
+// the agent ran, and those a test stored for the node's agents in the store.
+func (a *fakeAgent) Recorded(tx *store.Tx, node store.Node, attempt, run, step string) error {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.recorded = append(a.recorded, attempt)
 	for id := range a.runs {
 		if (id == attempt || strings.HasPrefix(id, attempt+":")) && a.answered(id) {
 			a.spent[id] = attempt
 		}
 	}
+	a.mu.Unlock()
+	for _, agent := range a.Agents(node) {
+		if _, err := tx.RecordAgentCommands(agent, attempt, run, step); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// Agents are the node's own agent and its site's, whose id is the site's, as the
+// registry's relay has them.
+func (a *fakeAgent) Agents(node store.Node) []string {
+	if node.Site == "" {
+		return []string{node.ID}
+	}
+	return []string{node.ID, node.Site}
 }
 
 // recordedAttempts are the attempts the engine said it recorded, in order.

@@ -31,6 +31,11 @@ type Relay interface {
 	// commands again, so the relay may keep of the answered ones only what spends their
 	// ids (store.Tx.RecordAgentCommands). Its error fails the transaction.
 	Recorded(tx *store.Tx, node store.Node, attempt, run, step string) error
+	// Agents are the agents whose commands the relay stores node's under (the store's
+	// agent-commands, keyed by agent): its own, and its site's when it has one. A run's
+	// end drops its commands still pending there (store.Tx.DropPendingAgentCommands),
+	// reading only those.
+	Agents(node store.Node) []string
 }
 
 // CommandInput is what a step relays with a command: the payload its agent gets, and
@@ -82,10 +87,56 @@ func relayTarget(run string, node store.Node, step profile.RenderedStep, role st
 // before it commits resumes the attempt with its answers still stored.
 func (e *Engine) record(id string, node store.Node, i int, change func(*store.Run) error) (store.Run, error) {
 	return e.write(id, true, func(tx *store.Tx, r *store.Run) error {
-		if err := change(r); err != nil || e.cfg.Relay == nil {
+		if err := change(r); err != nil {
 			return err
 		}
-		s := r.Steps[i]
-		return e.cfg.Relay.Recorded(tx, node, s.Attempts[len(s.Attempts)-1].CommandID, r.ID, s.Path())
+		return e.recorded(tx, node, r, i)
 	})
+}
+
+// recorded tells the relay, in tx, that run r records what the last attempt of its step
+// i made of its commands' answers (Relay.Recorded).
+func (e *Engine) recorded(tx *store.Tx, node store.Node, r *store.Run, i int) error {
+	if e.cfg.Relay == nil {
+		return nil
+	}
+	s := r.Steps[i]
+	return e.cfg.Relay.Recorded(tx, node, s.Attempts[len(s.Attempts)-1].CommandID, r.ID, s.Path())
+}
+
+// abandonStep abandons step i of cancelled run (abandon). When that ends the attempt the
+// step was on, the transaction records it as record does: the relay keeps only the
+// digests of the attempt's answered commands from then on, as after any attempt's end.
+func (e *Engine) abandonStep(run store.Run, i int) error {
+	change := func(r *store.Run) error { abandon(&r.Steps[i], r.Cancelled, e.cfg.Clock.Now()); return nil }
+	if !attemptOpen(run.Steps[i]) {
+		_, err := e.update(run.ID, change)
+		return err
+	}
+	node, err := e.node(run.Node)
+	if err == nil {
+		_, err = e.record(run.ID, node, i, change)
+	}
+	return err
+}
+
+// dropPending forgets, in tx, the commands of run still pending for its node's agents
+// (Relay.Agents): an attempt that was abandoned or timed out left them, and none relays
+// them again. It returns how many.
+func (e *Engine) dropPending(tx *store.Tx, run store.Run) (int, error) {
+	if e.cfg.Relay == nil {
+		return 0, nil
+	}
+	node, err := tx.Node(run.Node)
+	if err != nil {
+		return 0, err
+	}
+	dropped := 0
+	for _, agent := range e.cfg.Relay.Agents(node) {
+		n, err := tx.DropPendingAgentCommands(agent, run.ID+":")
+		if dropped += n; err != nil {
+			return dropped, err
+		}
+	}
+	return dropped, nil
 }

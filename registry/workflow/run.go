@@ -39,7 +39,7 @@ func (e *Engine) drive(ctx context.Context, id string) error {
 			return e.end(run, pl.steps)
 		}
 		if run.Cancelled != nil && run.Steps[i].Phase != phaseCleanup {
-			if _, err := e.update(id, func(r *store.Run) error { abandon(&r.Steps[i], r.Cancelled, e.cfg.Clock.Now()); return nil }); err != nil {
+			if err := e.abandonStep(run, i); err != nil {
 				return err
 			}
 			continue
@@ -150,10 +150,17 @@ func abandon(s *store.RunStep, cancelled *store.StepFailure, now time.Time) {
 		s.State, s.Reason = store.StepSkipped, "not run: the workflow was cancelled"
 		return
 	}
-	if n := len(s.Attempts); n > 0 && s.Attempts[n-1].FinishedAt.IsZero() {
-		s.Attempts[n-1].FinishedAt, s.Attempts[n-1].Error = now, cancelled.Error
+	if attemptOpen(*s) {
+		a := &s.Attempts[len(s.Attempts)-1]
+		a.FinishedAt, a.Error = now, cancelled.Error
 	}
 	s.State, s.Error, s.FinishedAt = store.StepFailed, cancelled.Error, now
+}
+
+// attemptOpen reports whether s is on an attempt that has not finished.
+func attemptOpen(s store.RunStep) bool {
+	n := len(s.Attempts)
+	return n > 0 && s.Attempts[n-1].FinishedAt.IsZero()
 }
 
 // unplanned ends a run whose steps cannot be rendered (errNoPlan, cause), so that none
@@ -167,12 +174,16 @@ func (e *Engine) unplanned(id string, cause error) error {
 // each step not done, its cleanup included, is skipped with reason (the one running
 // fails), and the run fails with cause.
 func (e *Engine) abandonAll(id string, cause error, reason string) error {
-	run, err := e.update(id, func(r *store.Run) error {
+	run, err := e.write(id, true, func(tx *store.Tx, r *store.Run) error {
 		f := &store.StepFailure{RunID: id, Error: proto.AsError(cause)}
+		var ended []int
 		for i := range r.Steps {
 			if s := &r.Steps[i]; !s.Terminal() {
 				if f.Step == "" {
 					f.Step, f.Use = s.Path(), s.Use
+				}
+				if attemptOpen(*s) {
+					ended = append(ended, i)
 				}
 				if abandon(s, f, e.cfg.Clock.Now()); s.State == store.StepSkipped {
 					s.Reason = reason
@@ -180,7 +191,17 @@ func (e *Engine) abandonAll(id string, cause error, reason string) error {
 			}
 		}
 		r.Cancelled = f
-		return nil
+		// The attempts ended here are recorded as any attempt's end is (record).
+		if len(ended) == 0 || e.cfg.Relay == nil {
+			return nil
+		}
+		node, err := tx.Node(r.Node)
+		for _, i := range ended {
+			if err == nil {
+				err = e.recorded(tx, node, r, i)
+			}
+		}
+		return err
 	})
 	if err != nil {
 		return err
@@ -230,7 +251,7 @@ func (e *Engine) end(run store.Run, steps []profile.RenderedStep) error {
 			return err
 		}
 		// A command an abandoned or timed-out attempt left pending is never delivered.
-		if dropped, err = tx.DropPendingAgentCommands(run.ID + ":"); err != nil {
+		if dropped, err = e.dropPending(tx, run); err != nil {
 			return err
 		}
 		return e.finish[run.Kind](tx, ended)
