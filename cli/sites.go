@@ -173,7 +173,7 @@ var siteCommands = []command{{
 	summary: "show what the site's agent last reported: its HTTP base, cache, boot entries (tokens left out) and PXE discoveries",
 	nargs:   1,
 	long: "what the site's agent last reported: `site` (its HTTP base; `omitted`: the entries left out of each section cut to its budget), `images`, `bootEntries` (tokens left out), `discoveries`; " +
-		"REFUSED (`refused` in JSON) gives when and how large the agent's latest report of a section was when the registry refused it as too large to store: the section shown is the copy stored before it (docs/site.md)",
+		"REFUSED (`refused` in JSON) gives when and how large the agent's latest report of a section was when the registry refused it as too large to store: the section shown is the copy stored before it, and `leftOut` counts the entries left out of that copy so that it could take the mark (a copy an earlier release stored at the bound keeps its first entries) (docs/site.md)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		return func(x *exec) error {
 			var out api.SiteInventory
@@ -186,6 +186,9 @@ var siteCommands = []command{{
 					refused := "-"
 					if s.Refused != nil { // the copy shown is the one stored before
 						refused = fmt.Sprintf("%s, %d bytes: too large", s.Refused.At.Format(time.RFC3339), s.Refused.Bytes)
+						if s.Refused.LeftOut > 0 {
+							refused += fmt.Sprintf("; the copy shown leaves out %d entries", s.Refused.LeftOut)
+						}
 					}
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Section, s.UpdatedAt.Format(time.RFC3339), refused, s.Data)
 				}

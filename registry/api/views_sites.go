@@ -116,6 +116,10 @@ type InventorySection struct {
 type SectionRefused struct {
 	At    time.Time `json:"at"`
 	Bytes int       `json:"bytes"`
+	// LeftOut counts the entries of the copy shown that were left out so that it could
+	// take this mark (a copy an earlier release stored at the bound): it holds the first
+	// of them. Left out when the copy is whole.
+	LeftOut int `json:"leftOut,omitempty"`
 }
 
 // CachePlan is what a site's cache should hold, which pre-warm refs were left out, and
@@ -188,7 +192,7 @@ func locationOf(l store.ImageLocation) ImageLocation { return ImageLocation(l) }
 func sectionOf(s store.InventorySection) InventorySection {
 	out := InventorySection{Node: s.Node, Section: s.Section, Data: s.Data, UpdatedAt: s.UpdatedAt}
 	if s.Refused != nil {
-		out.Refused = &SectionRefused{At: s.Refused.At, Bytes: s.Refused.Bytes}
+		out.Refused = &SectionRefused{At: s.Refused.At, Bytes: s.Refused.Bytes, LeftOut: s.Refused.LeftOut}
 	}
 	return out
 }

@@ -78,6 +78,21 @@ func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
 	return err
 }
 
+// endBytes is what the end of a run of req for node writes beside the run's record
+// (workflow.NewRun.EndBytes): for a deploy of p, the host section deployEnded gives the
+// node, as its pool's policy makes it now; 0 for another request.
+func endBytes(tx *store.Tx, node store.Node, req Request, p *profile.Profile) (int, error) {
+	if req != Deploy {
+		return 0, nil
+	}
+	pool, err := tx.Pool(node.Tenant, node.Pool)
+	if err != nil {
+		return 0, err
+	}
+	host, err := proto.Marshal(hostSection(p, pool.Policy))
+	return len(host), err
+}
+
 // NodeSpec is the desired state of node's installed agent: its labels, its driver
 // bindings and its host section.
 func NodeSpec(node store.Node) proto.NodeSpec {

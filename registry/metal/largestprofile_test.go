@@ -38,12 +38,15 @@ func largestProfile(t *testing.T, fill string) []byte {
 	return definedAtTheBound(t, head+tail)
 }
 
-// largestHostConfig is testdata/gpu-host.json grown to the largest document a profile
-// may be, the growth all in its hostConfig: a sysctl unit of values of 4 KiB, the most
-// one may take, repeating fill, as many as fit.
-func largestHostConfig(t *testing.T, fill string) []byte {
+// largestHostConfig is testdata/gpu-host.json with steps (each with a comma before it)
+// after its own, grown to the largest document a profile may be, the growth all in its
+// hostConfig: a sysctl unit of values of 4 KiB, the most one may take, repeating fill,
+// as many as fit.
+func largestHostConfig(t *testing.T, fill, steps string) []byte {
 	t.Helper()
 	doc := gpuHostCompacted(t)
+	end := strings.Index(doc, `],"acceptance"`)
+	doc = doc[:end] + steps + doc[end:]
 	const at = `"hostConfig":{`
 	cut := strings.Index(doc, at) + len(at)
 	head, tail := doc[:cut]+`"sysctl":{`, `},`+doc[cut:]
@@ -146,7 +149,7 @@ func TestDeployTheLargestProfileOnADefaultEtcdCluster(t *testing.T) {
 func TestDeployTheLargestHostConfigOnADefaultEtcdCluster(t *testing.T) {
 	eachFillOnADefaultEtcdCluster(t, func(t *testing.T, h *harness, fill string) {
 		node := h.enroll(map[string]string{"nvswitch": "true"})
-		doc := largestHostConfig(t, fill)
+		doc := largestHostConfig(t, fill, "")
 		p, err := profile.Define(doc)
 		if err != nil {
 			t.Fatal(err)
@@ -223,4 +226,54 @@ func eachFillOnADefaultEtcdCluster(t *testing.T, fn func(t *testing.T, h *harnes
 			}), fill)
 		})
 	}
+}
+
+// TestADeployAtItsBoundEndsOnADefaultEtcdCluster: on a cluster of etcd's defaults, a
+// deploy of a profile of the largest document a profile may be, nearly all of it host
+// configuration, whose steps answer results of proto.MaxStepResult until its run can
+// keep no more, ends active with its host section: the results the run cannot keep
+// beside what its end writes fail their steps (onFailure continue) with INVALID_INPUT
+// at the result, reason too-large, and the run's end, its record and the node's of
+// nearly 1 MiB in one transaction, fits the cluster. Before, the run kept results up to
+// store.MaxRunRecord (896 KiB), and its end, beside the node's host section, passed the
+// cluster's 1.5 MiB: the run failed at its end with INTERNAL, naming the flag to raise.
+func TestADeployAtItsBoundEndsOnADefaultEtcdCluster(t *testing.T) {
+	const answering = 8
+	eachFillOnADefaultEtcdCluster(t, func(t *testing.T, h *harness, fill string) {
+		result := json.RawMessage(`{"state":"on","pad":"` + strings.Repeat("r", proto.MaxStepResult-len(`{"state":"on","pad":""}`)) + `"}`)
+		h.machine.answers[proto.CommandGetPower] = func(json.RawMessage) (json.RawMessage, error) { return result, nil }
+		node := h.enroll(map[string]string{"nvswitch": "true"})
+		doc := largestHostConfig(t, fill, strings.Repeat(`,{"use":"power.getPower","on":"site","onFailure":"continue"}`, answering))
+		run, err := h.deployRecord(node, func(tx *store.Tx) (store.ProfileRecord, error) {
+			return tx.CreateProfile(store.ProfileRecord{Tenant: "acme", ID: "ubuntu-24.04-gpu-host", Version: 1, Document: doc})
+		})
+		if err != nil {
+			t.Fatalf("deploying the profile: %v", err)
+		}
+		run, n := h.end(run.ID)
+		if run.State != store.RunSucceeded || n.State != store.NodeActive || len(n.Host) == 0 {
+			t.Fatalf("run %s %+v, node %s with %d host units; want the run succeeded and the node active with its host section", run.State, run.Failure, n.State, len(n.Host))
+		}
+		kept, refused := 0, 0
+		for _, st := range run.Steps {
+			if st.Use != proto.CommandGetPower {
+				continue
+			}
+			switch {
+			case st.State == store.StepSucceeded && bytes.Equal(st.Result, result):
+				kept++
+			case st.State == store.StepFailed && st.Error.Code == proto.InvalidInput && st.Error.Details.Path == st.Path()+".result" && st.Error.Details.Reason == proto.ReasonTooLarge:
+				refused++
+			default:
+				t.Errorf("%s %s: %v, want its result kept or refused INVALID_INPUT at %s.result, reason too-large", st.Path(), st.State, st.Error, st.Path())
+			}
+		}
+		if kept == 0 || refused == 0 {
+			t.Errorf("the run kept %d results and refused %d: want it at its bound, some of each", kept, refused)
+		}
+		runRec, _ := proto.Marshal(run)
+		nodeRec, _ := proto.Marshal(n)
+		host, _ := proto.Marshal(n.Host)
+		t.Logf("the run kept %d results of %d bytes: its record %d bytes (EndBytes %d), the node's %d, its host section %d", kept, len(result), len(runRec), run.EndBytes, len(nodeRec), len(host))
+	})
 }

@@ -241,8 +241,12 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 	if reinstall {
 		at.NewIdentityEpoch(tx.Now())
 	}
+	end, err := endBytes(tx, node, req, p)
+	if err != nil {
+		return store.Run{}, node, err
+	}
 	run, err := s.cfg.Engine.Create(tx, workflow.NewRun{Kind: string(req), Node: node.ID, Tenant: node.Tenant,
-		Profile: store.ProfileRef{Tenant: rec.Tenant, ID: rec.ID, Version: rec.Version}, Define: p, IdentityEpoch: at.IdentityEpoch})
+		Profile: store.ProfileRef{Tenant: rec.Tenant, ID: rec.ID, Version: rec.Version}, Define: p, IdentityEpoch: at.IdentityEpoch, EndBytes: end})
 	if err != nil {
 		return run, node, err
 	}

@@ -32,6 +32,12 @@ type InventoryRefusal struct {
 	// At is when it was refused; Bytes is the size of the section's JSON as reported.
 	At    time.Time `json:"at"`
 	Bytes int       `json:"bytes"`
+	// LeftOut counts the entries of the copy stored before that were left out so that
+	// the copy takes the mark: a record an earlier release stored within markRoom of
+	// proto.MaxInventoryRecord keeps the first entries of its list that fit beside the
+	// mark, as a site agent cuts a section to its budget (a copy that is not a list is
+	// left out whole, its data null, LeftOut 1). 0 for a copy kept whole.
+	LeftOut int `json:"leftOut,omitempty"`
 }
 
 // inventoryRecord is an InventorySection as stored: its data in its stored form
@@ -78,14 +84,20 @@ var markRoom = func() int {
 	return len(marked) - len(unmarked)
 }()
 
+// size is what s's record takes as stored (its schema byte, then its JSON), and the
+// record's JSON.
+func (s InventorySection) size() (int, []byte, error) {
+	rec, err := proto.Marshal(s.record())
+	return 1 + len(rec), rec, err
+}
+
 // putSection writes s, refusing (INVALID_INPUT at inventory.<section>) a record over
 // proto.MaxInventoryRecord, or, without a mark, one that leaves no markRoom under it.
 func (t *Tx) putSection(s InventorySection, reported int) error {
-	rec, err := proto.Marshal(s.record())
+	size, rec, err := s.size()
 	if err != nil {
 		return err
 	}
-	size := 1 + len(rec)
 	if s.Refused == nil {
 		size += markRoom
 	}
@@ -158,7 +170,57 @@ func (t *Tx) RefuseInventory(node, section string, reported int) error {
 		s = InventorySection{Node: node, Section: section, Data: json.RawMessage("null"), UpdatedAt: t.now}
 	}
 	s.Refused = &InventoryRefusal{At: t.now, Bytes: reported}
+	if s, err = cutForMark(s); err != nil {
+		return err
+	}
 	return t.putSection(s, reported)
+}
+
+// cutForMark is s, marked, within proto.MaxInventoryRecord: as it is when it fits (every
+// copy this release stores leaves markRoom), else, a record an earlier release stored
+// that left less, the first entries of its list that fit beside the mark, the mark
+// counting those left out (InventoryRefusal.LeftOut); a copy that is not a list is left
+// out whole (data null).
+func cutForMark(s InventorySection) (InventorySection, error) {
+	if size, _, err := s.size(); err != nil || size <= proto.MaxInventoryRecord {
+		return s, err
+	}
+	var entries []json.RawMessage
+	if json.Unmarshal(s.Data, &entries) != nil {
+		s.Data, s.Refused.LeftOut = json.RawMessage("null"), 1
+		return s, nil
+	}
+	keep := func(n int) InventorySection {
+		c := s
+		refused := *s.Refused
+		refused.LeftOut = len(entries) - n
+		var list bytes.Buffer
+		list.WriteByte('[')
+		for i, e := range entries[:n] {
+			if i > 0 {
+				list.WriteByte(',')
+			}
+			list.Write(e)
+		}
+		list.WriteByte(']')
+		c.Data, c.Refused = list.Bytes(), &refused
+		return c
+	}
+	// keep(lo) fits (none kept, "[]", always does), keep(hi) does not.
+	lo, hi := 0, len(entries)
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		size, _, err := keep(mid).size()
+		if err != nil {
+			return s, err
+		}
+		if size <= proto.MaxInventoryRecord {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return keep(lo), nil
 }
 
 // Inventory returns every section a node's agent reported, ordered by name.

@@ -254,3 +254,112 @@ func TestInventoryRecordOfEarlierVersions(t *testing.T) {
 		}
 	})
 }
+
+// earlierRecord is a record of the shape an earlier release wrote (its data as JSON, no
+// compression, no mark), as that release stored it without keeping room for a mark.
+type earlierRecord struct {
+	Node    string          `json:"node"`
+	Section string          `json:"section"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// listWithRecord is a list of base64 strings of random bytes (which do not compress by
+// the quarter their stored form would need) whose earlierRecord for node and section
+// takes n bytes as stored, and its entries.
+func listWithRecord(t *testing.T, node, section string, n int) (json.RawMessage, []string) {
+	t.Helper()
+	empty, err := proto.Marshal(earlierRecord{node, section, json.RawMessage(`[]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// room is what the entries take: each its text, its quotes and a comma before it
+	// but the first. Entries of 4 KiB, then one taking the rest.
+	room := n - 1 - len(empty)
+	var entries []string
+	entry := func(size int) {
+		raw := make([]byte, size)
+		crand.Read(raw)
+		entries = append(entries, `"`+base64.RawURLEncoding.EncodeToString(raw)[:size]+`"`)
+		room -= size + len(`""`) + min(len(entries)-1, 1)
+	}
+	for room >= 2*(4096+len(`"",`)) {
+		entry(4096)
+	}
+	entry(room - len(`""`) - min(len(entries), 1))
+	return json.RawMessage("[" + strings.Join(entries, ",") + "]"), entries
+}
+
+// TestAnEarlierRecordAtTheBoundTakesItsMark: records an earlier release stored in the
+// shape of its time, at proto.MaxInventoryRecord and within the mark's room of it
+// (markRoom), which that release did not keep, take the mark of a refused report on
+// both backends: a list as good as random keeps its first entries that fit beside the
+// mark, which counts the ones left out (refused.leftOut); a section that is not a list
+// is left out whole (data null, leftOut 1); one that compresses is stored compressed,
+// whole. Each record then takes at most the bound, and the next report stored clears
+// the mark. Before, the mark was refused as INVALID_INPUT and the copy stayed
+// unmarked, shown to an operator as the agent's latest report.
+func TestAnEarlierRecordAtTheBoundTakesItsMark(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open, Options{Now: func() time.Time { return longestNow }})
+		node := "n" + strings.Repeat("0", 127)
+		object := func(n int) json.RawMessage {
+			empty, _ := proto.Marshal(earlierRecord{node, "object", json.RawMessage(`{"pad":""}`)})
+			raw := make([]byte, n)
+			crand.Read(raw)
+			return json.RawMessage(`{"pad":"` + base64.RawURLEncoding.EncodeToString(raw)[:n-1-len(empty)] + `"}`)
+		}
+		compressible := func(n int) json.RawMessage {
+			empty, _ := proto.Marshal(earlierRecord{node, "compressible", json.RawMessage(`{"pad":""}`)})
+			return json.RawMessage(`{"pad":"` + strings.Repeat("ab", n)[:n-1-len(empty)] + `"}`)
+		}
+		for _, under := range []int{0, 1, markRoom - 1} {
+			list, entries := listWithRecord(t, node, "list", proto.MaxInventoryRecord-under)
+			sections := map[string]json.RawMessage{"list": list, "object": object(proto.MaxInventoryRecord - under), "compressible": compressible(proto.MaxInventoryRecord - under)}
+			for section, data := range sections {
+				mustUpdate(t, s, func(tx *Tx) error {
+					return tx.put(bucketInventory, inventoryKey(node, section), earlierRecord{node, section, data})
+				})
+				s.View(func(tx *Tx) error {
+					if size := len(tx.kv.get(bucketInventory, inventoryKey(node, section))); size != proto.MaxInventoryRecord-under {
+						t.Fatalf("the earlier %s record takes %d bytes, want %d", section, size, proto.MaxInventoryRecord-under)
+					}
+					return nil
+				})
+				if err := s.Update(func(tx *Tx) error { return tx.RefuseInventory(node, section, math.MaxInt) }); err != nil {
+					t.Fatalf("marking an earlier %s record %d bytes under the bound: %v", section, under, err)
+				}
+				s.View(func(tx *Tx) error {
+					if size := len(tx.kv.get(bucketInventory, inventoryKey(node, section))); size > proto.MaxInventoryRecord {
+						t.Errorf("the earlier %s record %d bytes under the bound, marked, takes %d bytes", section, under, size)
+					}
+					return nil
+				})
+			}
+			inv := inventoryOf(t, s, node)
+			got := inv["list"]
+			var kept []string
+			if err := json.Unmarshal(got.Data, &kept); err != nil {
+				t.Fatal(err)
+			}
+			if got.Refused == nil || got.Refused.Bytes != math.MaxInt || got.Refused.LeftOut == 0 || len(kept)+got.Refused.LeftOut != len(entries) {
+				t.Errorf("%d under: the list marked: %d entries kept of %d, refused %+v; want its first entries, the others counted", under, len(kept), len(entries), got.Refused)
+			}
+			for i, e := range kept {
+				if `"`+e+`"` != entries[i] {
+					t.Errorf("%d under: the list's entry %d is not the copy's", under, i)
+					break
+				}
+			}
+			if got := inv["object"]; got.Refused == nil || got.Refused.LeftOut != 1 || string(got.Data) != "null" {
+				t.Errorf("%d under: the object marked: %.40s, refused %+v; want null, leftOut 1", under, got.Data, got.Refused)
+			}
+			if got := inv["compressible"]; got.Refused == nil || got.Refused.LeftOut != 0 || !bytes.Equal(got.Data, sections["compressible"]) {
+				t.Errorf("%d under: the compressible section marked: %d bytes, refused %+v; want it whole, marked", under, len(got.Data), got.Refused)
+			}
+			mustUpdate(t, s, func(tx *Tx) error { _, err := tx.PutInventory(node, "list", json.RawMessage(`[]`)); return err })
+			if got := inventoryOf(t, s, node)["list"]; got.Refused != nil || string(got.Data) != "[]" {
+				t.Errorf("%d under: the next report: %s, refused %+v; want it stored, the mark gone", under, got.Data, got.Refused)
+			}
+		}
+	})
+}

@@ -2,12 +2,14 @@ package store
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
 
 // TestTheLargestRunFitsTheProbe: on an etcd cluster that takes no more than the probe's
@@ -183,4 +185,128 @@ func TestARunKeepsItsFirstAndLatestAttempts(t *testing.T) {
 			t.Errorf("the step keeps attempts %v, %d dropped; want [1 5 6], 3 dropped", got, run.Steps[0].AttemptsDropped)
 		}
 	})
+}
+
+// TestTheEndOfARunAtItsBoundFits: on an etcd cluster of the defaults (1.5 MiB a
+// request), a deploy's run whose end gives its node a host section of 1 MiB
+// (Run.EndBytes) takes results up to its bound, less the room of its end, to the byte
+// (one more is refused with INVALID_INPUT at the result, nothing written); its end, the
+// run failed with an error of control characters (JSON's longest text), written in one
+// transaction with the node's record of that section and 64 labels, its NodeSpec and an
+// event, is kept by the cluster. Before, the run kept up to MaxRunRecord whatever its
+// end wrote, and such an end passed the cluster's limit by 300 KiB.
+func TestTheEndOfARunAtItsBoundFits(t *testing.T) {
+	cfg := EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}
+	// A fixed clock: every time the record writes takes as many bytes.
+	now := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	s := withPool(t, func(_ testing.TB, opts Options) (*Store, error) {
+		opts.Now = func() time.Time { return now }
+		return OpenEtcd(cfg, opts)
+	})
+	labels := map[string]string{}
+	for i := range 64 {
+		labels[fmt.Sprintf("label-%02d", i)] = strings.Repeat("v", 100)
+	}
+	var n Node
+	mustUpdate(t, s, func(tx *Tx) (err error) {
+		n, err = tx.CreateNode(Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, Labels: labels})
+		return err
+	})
+	const pad = `{"kernel.pad":""}`
+	host := []HostUnit{{Unit: "sysctl", Settings: json.RawMessage(`{"kernel.pad":"` + strings.Repeat("<&>", (proto.MaxProfileDocument-len(pad))/3) + `"}`)}}
+	section, err := proto.Marshal(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := Run{Kind: "deploy", Node: n.ID, Tenant: "acme", Profile: ProfileRef{Tenant: "builtin", ID: "p", Version: 1}, Document: json.RawMessage(`{}`), EndBytes: len(section)}
+	for i := range 8 {
+		run.Steps = append(run.Steps, RunStep{Phase: "main", Index: i, Use: "management.setBootDevice", On: "site"})
+	}
+	mustUpdate(t, s, func(tx *Tx) (err error) { run, err = tx.CreateRun(run); return err })
+
+	// put answers step i with a result of size bytes; keep false aborts the transaction
+	// once the store took it.
+	errAborted := errors.New("aborted")
+	put := func(i, size int, keep bool) error {
+		err := s.Update(func(tx *Tx) error {
+			_, err := tx.UpdateRun(run.ID, func(r *Run) error {
+				r.Steps[i].State, r.Steps[i].Result = StepSucceeded, json.RawMessage(`"`+strings.Repeat("r", size-2)+`"`)
+				return nil
+			})
+			if err == nil && !keep {
+				err = errAborted
+			}
+			return err
+		})
+		if errors.Is(err, errAborted) {
+			return nil
+		}
+		return err
+	}
+	full := -1
+	for i := range run.Steps {
+		if put(i, proto.MaxStepResult, false) == nil {
+			if err := put(i, proto.MaxStepResult, true); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		lo, hi := 2, proto.MaxStepResult // put(i, lo) is taken, put(i, hi) refused
+		if err := put(i, lo, false); err != nil {
+			t.Fatalf("the run at %d takes no result: %v", i, err)
+		}
+		for hi-lo > 1 {
+			if mid := (lo + hi) / 2; put(i, mid, false) == nil {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		if refused := put(i, hi, true); !RunTooLarge(refused) || proto.AsError(refused).Details.Path != fmt.Sprintf("steps[%d].result", i) {
+			t.Fatalf("a result one byte past the run's bound: %v, want INVALID_INPUT at steps[%d].result, reason too-large", refused, i)
+		}
+		if err := put(i, lo, true); err != nil {
+			t.Fatal(err)
+		}
+		full = i
+		break
+	}
+	if full < 0 {
+		t.Fatal("the run never reached its bound")
+	}
+	var size int
+	s.View(func(tx *Tx) error { size = len(tx.kv.get(bucketRuns, []byte(run.ID))); return nil })
+	if bound := min(MaxRunRecord, etcdDefaultRequestBytes-endRoom-len(section)) - endGrowth; size != bound {
+		t.Fatalf("the run's record takes %d bytes at its bound, want %d", size, bound)
+	}
+	t.Logf("the run keeps %d bytes, %d results, beside a host section of %d bytes", size, full+1, len(section))
+
+	err = s.Update(func(tx *Tx) error {
+		ended, err := tx.UpdateRun(run.ID, func(r *Run) error {
+			for i := range r.Steps {
+				if !r.Steps[i].Terminal() {
+					r.Steps[i].State = StepSkipped
+				}
+			}
+			r.State = RunFailed
+			r.Failure = &StepFailure{RunID: r.ID, Step: "steps[7]", Use: "management.setBootDevice",
+				Error: &proto.Error{Code: proto.DriverError, Message: strings.Repeat("\x01", 1<<20), Details: proto.Details{Path: strings.Repeat("\x01", 1<<10), Reason: strings.Repeat("\x01", 1<<10)}}}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		node, err := tx.UpdateNode(n.ID, func(n *Node) error { n.State, n.Host = NodeActive, host; return nil })
+		if err != nil {
+			return err
+		}
+		if _, err := tx.SetNodeSpec(proto.NodeSpec{Node: n.ID, Role: proto.RoleNode, Labels: labels, Host: asUnits(node.Host)}); err != nil {
+			return err
+		}
+		_, err = tx.AppendEvent(Event{Node: n.ID, Tenant: "acme", Kind: EventWorkflowEnded, Workflow: ended.ID, Detail: ended.State})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the end of a run at its bound: %v", err)
+	}
 }

@@ -60,6 +60,11 @@ type Run struct {
 	// run mints and the agents it works with hold it, and a move past it cuts the run off
 	// (metal's cutOff). Nil for a run stored before runs recorded it.
 	IdentityEpoch *int64 `json:"identityEpoch,omitempty"`
+	// EndBytes is what the transaction that ends the run writes beside the run's record
+	// that only the run's kind knows of, in bytes as stored: a deploy's, the host section
+	// it gives its node (registry/metal). The record keeps that much less (maxRecord), so
+	// that its end fits one etcd request. 0 for none, and for a run stored before.
+	EndBytes int `json:"endBytes,omitempty"`
 	// Rev counts the record's changes; watchers wait for it to move.
 	Rev        int       `json:"rev"`
 	CreatedAt  time.Time `json:"createdAt"`

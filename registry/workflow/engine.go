@@ -147,6 +147,9 @@ type NewRun struct {
 	Define  *profile.Profile
 	// IdentityEpoch is the node's identity epoch the run runs at (store.Run's).
 	IdentityEpoch int64
+	// EndBytes is what the run's end (its kind's FinishFunc) writes beside the run's
+	// record that the kind alone knows of (store.Run's): the run keeps that much less.
+	EndBytes int
 }
 
 // Create stores a run of a profile's rendered steps in tx. A run of a stored version
@@ -160,7 +163,7 @@ func (e *Engine) Create(tx *store.Tx, req NewRun) (store.Run, error) {
 	if err != nil {
 		return store.Run{}, err
 	}
-	run := store.Run{Kind: req.Kind, Node: req.Node, Tenant: req.Tenant, Profile: req.Profile, BootID: boot, IdentityEpoch: &req.IdentityEpoch}
+	run := store.Run{Kind: req.Kind, Node: req.Node, Tenant: req.Tenant, Profile: req.Profile, BootID: boot, IdentityEpoch: &req.IdentityEpoch, EndBytes: req.EndBytes}
 	for _, s := range profile.Render(req.Define) {
 		run.Steps = append(run.Steps, store.RunStep{Phase: s.Phase, Index: s.Index, Use: s.Use, On: s.On})
 	}
