@@ -341,14 +341,7 @@ func TestDeployRefuses(t *testing.T) {
 // nor the platform trusts alpha's key.
 func TestDeployTrustsOnlyTheDeployingTenantsSigners(t *testing.T) {
 	w := newWorld(t)
-	_, zst := osImage(t)
-	alphaKey := openssl.Generate(t, openssl.Ed25519)
-	for _, tenant := range []string{"alpha", "beta"} {
-		testkit.JSON(t, w.admin, nil, "tenants", "create", tenant)
-	}
-	testkit.JSON(t, w.admin, nil, "signers", "add", "--data-dir", w.reg.DataDir, "--tenant", "alpha", "--id", "alpha-1", "--public-key", alphaKey.PublicPath)
-	img := w.image("os@1", zst, testkit.Digest(zst))
-	img.Tenant, img.SignerID, img.Signer = "alpha", "alpha-1", alphaKey
+	img := w.alphasImage(t)
 	var planted store.Image
 	testkit.RegisterImage(t, w.admin, img, &planted)
 	testkit.JSON(t, w.admin, nil, "images", "promote", planted.ID, "--tenant", "alpha")
@@ -391,14 +384,9 @@ func TestDeployTrustsOnlyTheDeployingTenantsSigners(t *testing.T) {
 	}
 }
 
-// TestDeployReadsAnotherTenantsPrivateImageAsNobodys: tenant alpha registers os@1,
-// signed by its own key and private. beta's profiles name it by bare ref and as
-// alpha/os@1 inside real runs (a real ramdisk joined each time): each run fails
-// NOT_FOUND with the wording of an image nobody has (os@9, alpha/os@9), the ramdisk's
-// disk stays blank, and neither alpha's source nor the site's cache is ever asked for
-// the image, so no deploy.image carrying its source or digest was sent.
-func TestDeployReadsAnotherTenantsPrivateImageAsNobodys(t *testing.T) {
-	w := newWorld(t)
+// alphasImage makes the tenants alpha and beta, and a signer alpha-1 of alpha's own, and
+// serves os@1, an image of alpha's signed by it, to register.
+func (w *world) alphasImage(t *testing.T) testkit.Image {
 	_, zst := osImage(t)
 	alphaKey := openssl.Generate(t, openssl.Ed25519)
 	for _, tenant := range []string{"alpha", "beta"} {
@@ -407,6 +395,18 @@ func TestDeployReadsAnotherTenantsPrivateImageAsNobodys(t *testing.T) {
 	testkit.JSON(t, w.admin, nil, "signers", "add", "--data-dir", w.reg.DataDir, "--tenant", "alpha", "--id", "alpha-1", "--public-key", alphaKey.PublicPath)
 	img := w.image("os@1", zst, testkit.Digest(zst))
 	img.Tenant, img.SignerID, img.Signer = "alpha", "alpha-1", alphaKey
+	return img
+}
+
+// TestDeployReadsAnotherTenantsPrivateImageAsNobodys: tenant alpha registers os@1,
+// signed by its own key and private. beta's profiles name it by bare ref and as
+// alpha/os@1 inside real runs (a real ramdisk joined each time): each run fails
+// NOT_FOUND with the wording of an image nobody has (os@9, alpha/os@9), the ramdisk's
+// disk stays blank, and neither alpha's source nor the site's cache is ever asked for
+// the image, so no deploy.image carrying its source or digest was sent.
+func TestDeployReadsAnotherTenantsPrivateImageAsNobodys(t *testing.T) {
+	w := newWorld(t)
+	img := w.alphasImage(t)
 	testkit.RegisterImage(t, w.admin, img, nil)
 	testkit.JSON(t, w.admin, nil, "pools", "create", "gpu", "--tenant", "beta", "--site", "rack-a")
 
