@@ -51,11 +51,13 @@ type world struct {
 	signer    *openssl.Key
 	images    map[string][]byte // artifacts by path on the image server
 	imageURL  string
-	// mu guards images and the gate: gate, when set, holds the image server's first
-	// answer after half the artifact until it is closed; requested is closed when that
-	// answer starts.
+	// mu guards images, asked and the gate: gate, when set, holds the image server's
+	// first answer after half the artifact until it is closed; requested is closed when
+	// that answer starts.
 	mu              sync.Mutex
 	gate, requested chan struct{}
+	// asked counts the image server's requests by path.
+	asked map[string]int
 }
 
 // newWorld starts the world; under -short it skips the test, which boots machines end
@@ -98,11 +100,12 @@ func newImageWorld(t *testing.T) (*world, string) {
 	if testing.Short() {
 		t.Skip("boots machines end to end")
 	}
-	w := &world{signer: openssl.Generate(t, openssl.Ed25519), images: map[string][]byte{}}
+	w := &world{signer: openssl.Generate(t, openssl.Ed25519), images: map[string][]byte{}, asked: map[string]int{}}
 	certFile := filepath.Join(t.TempDir(), "images.pem")
 	srv := testkit.ServeTLS(t, http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w.mu.Lock()
 		b, ok := w.images[r.URL.Path]
+		w.asked[r.URL.Path]++
 		gate, requested := w.gate, w.requested
 		if r.Header.Get("Range") == "" {
 			w.gate = nil
@@ -338,14 +341,7 @@ func TestDeployRefuses(t *testing.T) {
 // nor the platform trusts alpha's key.
 func TestDeployTrustsOnlyTheDeployingTenantsSigners(t *testing.T) {
 	w := newWorld(t)
-	_, zst := osImage(t)
-	alphaKey := openssl.Generate(t, openssl.Ed25519)
-	for _, tenant := range []string{"alpha", "beta"} {
-		testkit.JSON(t, w.admin, nil, "tenants", "create", tenant)
-	}
-	testkit.JSON(t, w.admin, nil, "signers", "add", "--data-dir", w.reg.DataDir, "--tenant", "alpha", "--id", "alpha-1", "--public-key", alphaKey.PublicPath)
-	img := w.image("os@1", zst, testkit.Digest(zst))
-	img.Tenant, img.SignerID, img.Signer = "alpha", "alpha-1", alphaKey
+	img := w.alphasImage(t)
 	var planted store.Image
 	testkit.RegisterImage(t, w.admin, img, &planted)
 	testkit.JSON(t, w.admin, nil, "images", "promote", planted.ID, "--tenant", "alpha")
@@ -385,6 +381,75 @@ func TestDeployTrustsOnlyTheDeployingTenantsSigners(t *testing.T) {
 				t.Errorf("the disk was written")
 			}
 		})
+	}
+}
+
+// alphasImage makes the tenants alpha and beta, and a signer alpha-1 of alpha's own, and
+// serves os@1, an image of alpha's signed by it, to register.
+func (w *world) alphasImage(t *testing.T) testkit.Image {
+	_, zst := osImage(t)
+	alphaKey := openssl.Generate(t, openssl.Ed25519)
+	for _, tenant := range []string{"alpha", "beta"} {
+		testkit.JSON(t, w.admin, nil, "tenants", "create", tenant)
+	}
+	testkit.JSON(t, w.admin, nil, "signers", "add", "--data-dir", w.reg.DataDir, "--tenant", "alpha", "--id", "alpha-1", "--public-key", alphaKey.PublicPath)
+	img := w.image("os@1", zst, testkit.Digest(zst))
+	img.Tenant, img.SignerID, img.Signer = "alpha", "alpha-1", alphaKey
+	return img
+}
+
+// TestDeployReadsAnotherTenantsPrivateImageAsNobodys: tenant alpha registers os@1,
+// signed by its own key and private. beta's profiles name it by bare ref and as
+// alpha/os@1 inside real runs (a real ramdisk joined each time): each run fails
+// NOT_FOUND with the wording of an image nobody has (os@9, alpha/os@9), the ramdisk's
+// disk stays blank, and neither alpha's source nor the site's cache is ever asked for
+// the image, so no deploy.image carrying its source or digest was sent.
+func TestDeployReadsAnotherTenantsPrivateImageAsNobodys(t *testing.T) {
+	w := newWorld(t)
+	img := w.alphasImage(t)
+	testkit.RegisterImage(t, w.admin, img, nil)
+	testkit.JSON(t, w.admin, nil, "pools", "create", "gpu", "--tenant", "beta", "--site", "rack-a")
+
+	failure := func(i int, ref string) *proto.Error {
+		uuid := fmt.Sprintf("4c4c4544-0042-3510-8052-b4c04f5961%02x", i)
+		m := newMachine(t, uuid, 64<<20)
+		var n store.Node
+		testkit.JSON(t, w.admin, &n, "nodes", "enroll", "--tenant", "beta", "--pool", "gpu", "--mac", fmt.Sprintf("52:54:00:12:38:%02x", i),
+			"--product-uuid", uuid, "--bmc-driver", "qmp", "--bmc-address", "unix:///run/qmp.sock")
+		w.site.add(n.ID, m)
+		waitState(t, w.admin, n.ID, store.NodeReady, "--tenant", "beta")
+		prof := fmt.Sprintf("private-%d", i)
+		testkit.JSON(t, w.admin, nil, "profiles", "create", writeFile(t, profile(prof, ref)), "--tenant", "beta")
+		if res := testkit.CLI(t, w.admin, "nodes", "deploy", n.ID, "--profile", prof, "--tenant", "beta", "--wait"); res.Code != 1 {
+			t.Fatalf("deploy of %s: exit %d, want 1\n%s\n%s", ref, res.Code, res.Stdout, res.Stderr)
+		}
+		var got struct {
+			State   string
+			Failure *store.StepFailure
+		}
+		testkit.JSON(t, w.admin, &got, "nodes", "get", n.ID, "--tenant", "beta")
+		if disk, _ := os.ReadFile(m.disk); !bytes.Equal(disk, make([]byte, len(disk))) {
+			t.Errorf("deploying %s wrote the disk", ref)
+		}
+		if got.State != store.NodeFailed || got.Failure == nil || got.Failure.Error == nil || got.Failure.Use != "deploy.deploy" {
+			t.Fatalf("deploying %s: node %s, failure %+v; want deploy.deploy's, once the ramdisk joined", ref, got.State, got.Failure)
+		}
+		return got.Failure.Error
+	}
+	for i, tc := range []struct{ ref, nobodys string }{{"os@1", "os@9"}, {"alpha/os@1", "alpha/os@9"}} {
+		t.Run(tc.ref, func(t *testing.T) {
+			alphas, nobodys := failure(2*i, tc.ref), failure(2*i+1, tc.nobodys)
+			if alphas.Code != proto.NotFound || alphas.Details.Path != nobodys.Details.Path ||
+				strings.ReplaceAll(alphas.Message, "os@1", "REF") != strings.ReplaceAll(nobodys.Message, "os@9", "REF") {
+				t.Errorf("alpha's private image is refused otherwise than one nobody has:\n%+v\n%+v", alphas, nobodys)
+			}
+		})
+	}
+	w.mu.Lock()
+	asked := w.asked["/os@1.raw.zst"]
+	w.mu.Unlock()
+	if asked != 0 || w.site.cacheHits() != 0 {
+		t.Errorf("alpha's image was fetched: %d requests at its source, %d at the site's cache", asked, w.site.cacheHits())
 	}
 }
 
