@@ -262,8 +262,17 @@ func (p *agentPlane) stopping(returnIn, spread time.Duration) {
 	}
 }
 
-// progress hands a command's progress to the workflow step that sent it.
+// progress hands a command's progress to the workflow step that sent it, when the
+// command is one relayed to the reporting agent and not answered yet. The endpoint tells
+// only the progress of the command on its own stream; this holds on its own, so that no
+// agent's report reaches a step of another's node whatever the endpoint passes on.
 func (p *agentPlane) progress(node, commandID string, detail json.RawMessage) {
+	var c store.AgentCommand
+	err := p.st.View(func(tx *store.Tx) (err error) { c, err = tx.AgentCommand(node, commandID); return err })
+	if err != nil || c.Done {
+		p.log.Warn("progress of a command not relayed to the agent, or answered already, dropped", "node", node, "command", commandID, "err", err)
+		return
+	}
 	if err := p.engine.ReportProgress(commandID, detail); err != nil && proto.CodeOf(err) != proto.NotFound {
 		p.log.Warn("recording progress", "node", node, "command", commandID, "err", err)
 	}
