@@ -278,3 +278,20 @@ func AsError(err error) *Error {
 	}
 	return &Error{Code: Internal, Message: err.Error(), cause: err}
 }
+
+// Joined is every error err joins (errors.Join, nested joins flattened), in order; err
+// alone when it joins none, and none when err is nil.
+func Joined(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, Joined(e)...)
+	}
+	return out
+}

@@ -148,19 +148,8 @@ func CheckStore(dataDir string, sc StoreConfig) (CheckSummary, error) {
 	}
 	defer s.Close()
 	sum := CheckSummary{Problems: []string{}}
-	for _, e := range unjoin(s.Check()) {
+	for _, e := range proto.Joined(s.Check()) {
 		sum.Problems = append(sum.Problems, e.Error())
 	}
 	return sum, nil
-}
-
-// unjoin is the errors errors.Join joined into err, or err alone.
-func unjoin(err error) []error {
-	if err == nil {
-		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }

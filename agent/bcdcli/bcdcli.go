@@ -121,7 +121,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 		return 2
 	}
 	if err := run(ctx, env); err != nil {
-		for _, err := range joined(err) {
+		for _, err := range proto.Joined(err) {
 			printError(env.Stderr, c.CommandPath(), err)
 		}
 		return 1
@@ -139,18 +139,4 @@ func printError(w io.Writer, who string, err error) {
 	if e.Details.Reason != "" {
 		fmt.Fprintf(w, "  reason: %s\n", e.Details.Reason)
 	}
-}
-
-// joined is every error err joins (errors.Join, nested as a config's parts join their
-// own), in order; err alone when it joins none.
-func joined(err error) []error {
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return []error{err}
-	}
-	var out []error
-	for _, e := range j.Unwrap() {
-		out = append(out, joined(e)...)
-	}
-	return out
 }
