@@ -67,14 +67,21 @@ func render(doc json.RawMessage) *rendering {
 		return &rendering{derr: err}
 	}
 	r := &rendering{profile: p, steps: profile.Render(p)}
-	for _, s := range r.steps {
+	r.specs, _ = specsOf(r.steps) // none on failure: withSpecs makes them again, and says why
+	return r
+}
+
+// specsOf is steps as workflows.get shows each step's spec: its JSON.
+func specsOf(steps []profile.RenderedStep) ([]json.RawMessage, error) {
+	specs := make([]json.RawMessage, 0, len(steps))
+	for _, s := range steps {
 		spec, err := proto.Marshal(s)
 		if err != nil {
-			return &rendering{profile: p, steps: r.steps}
+			return nil, err
 		}
-		r.specs = append(r.specs, spec)
+		specs = append(specs, spec)
 	}
-	return r
+	return specs, nil
 }
 
 func (rs *renderings) get(ref store.ProfileRef) *rendering {

@@ -53,16 +53,13 @@ func (e *Engine) withSpecs(run store.Run) (store.Run, error) {
 	if err != nil {
 		return run, err
 	}
-	for i, s := range pl.steps {
-		if pl.specs != nil {
-			run.Steps[i].Spec = pl.specs[i]
-			continue
-		}
-		spec, err := proto.Marshal(s)
-		if err != nil {
+	if pl.specs == nil {
+		if pl.specs, err = specsOf(pl.steps); err != nil {
 			return run, err
 		}
-		run.Steps[i].Spec = spec
+	}
+	for i := range pl.steps {
+		run.Steps[i].Spec = pl.specs[i]
 	}
 	return run, nil
 }
