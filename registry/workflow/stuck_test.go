@@ -107,8 +107,10 @@ func TestAFailedEndIsTriedAgainOrFails(t *testing.T) {
 			return nil
 		}
 		id := h.start(doc(`{"use":"power.getPower"}`, "", ""))
-		for _, wait := range []time.Duration{time.Second, 2 * time.Second} {
-			for deadline := time.Now().Add(10 * time.Second); h.clock.Waiters() == 0; time.Sleep(time.Millisecond) {
+		for try, wait := range []time.Duration{time.Second, 2 * time.Second} {
+			// The end told try+1 times, so the step's own timer (a waiter while it runs)
+			// is stopped, and the waiter is the pause before the end is tried again.
+			for deadline := time.Now().Add(10 * time.Second); h.finishedCount(id) <= try || h.clock.Waiters() == 0; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatalf("nothing waits to try the end again: %s", summary(h.load(id)))
 				}
