@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,9 @@ func TestStoreCheckReportsWhatTheStoreHolds(t *testing.T) {
 	}
 }
 
+// newerFormat is the format of a store a newer release wrote.
+var newerFormat = strconv.Itoa(store.Format + 1)
+
 // TestServeRefusesAStoreOfANewerFormat: a store whose format key (store_format/format)
 // says a newer release wrote it, as after a rollback of one registry's binary past an
 // upgrade, is refused by `store check`, `store copy` and `serve`, on a bbolt file and on
@@ -185,12 +189,12 @@ func TestServeRefusesAStoreOfANewerFormat(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return b.Put([]byte("format"), []byte("2"))
+		return b.Put([]byte("format"), []byte(newerFormat))
 	})
 	if err := errors.Join(err, db.Close()); err != nil {
 		t.Fatal(err)
 	}
-	cluster.Put(t, "newer/store_format/format", "2")
+	cluster.Put(t, "newer/store_format/format", newerFormat)
 	before, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -212,11 +216,11 @@ func TestServeRefusesAStoreOfANewerFormat(t *testing.T) {
 	} {
 		e := testkit.Fails(t, reg.AdminConfig, c.args...)
 		if e.Code != "INVALID_CONFIG" || e.Details.Path != c.path {
-			t.Errorf("%s on a store of format 2: %+v, want INVALID_CONFIG at %s", c.name, e, c.path)
+			t.Errorf("%s on a store of format %s: %+v, want INVALID_CONFIG at %s", c.name, newerFormat, e, c.path)
 		}
-		for _, want := range []string{"the store is of format 2, written by a newer release", "this release reads formats up to 1", "run the newer release", "restore the backup"} {
+		for _, want := range []string{"the store is of format " + newerFormat + ", written by a newer release", "this release reads formats up to " + strconv.Itoa(store.Format), "run the newer release", "restore the backup"} {
 			if !strings.Contains(e.Message, want) {
-				t.Errorf("%s on a store of format 2: %q does not say %q", c.name, e.Message, want)
+				t.Errorf("%s on a store of format %s: %q does not say %q", c.name, newerFormat, e.Message, want)
 			}
 		}
 	}
@@ -241,12 +245,12 @@ func TestReplicaExitsWhenTheFormatIsRaised(t *testing.T) {
 	reg := testkit.StartRegistry(t, "", "--store", "etcd", "--etcd-endpoints", strings.Join(cluster.Endpoints, ","),
 		"--kek-file", filepath.Join(t.TempDir(), "kek"))
 	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", "acme")
-	cluster.Put(t, "better-compute/store_format/format", "2")
+	cluster.Put(t, "better-compute/store_format/format", newerFormat)
 	if code := reg.Exits(t, 30*time.Second); code != 1 {
 		t.Fatalf("the replica exited %d, want 1; log:\n%s", code, reg.Stderr)
 	}
 	log := reg.Stderr.String()
-	for _, want := range []string{"level=ERROR", "the store's format was raised past what this release reads", "the store is of format 2", "reads formats up to 1", "run the newer release"} {
+	for _, want := range []string{"level=ERROR", "the store's format was raised past what this release reads", "the store is of format " + newerFormat, "reads formats up to " + strconv.Itoa(store.Format), "run the newer release"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the replica's log does not say %q:\n%s", want, log)
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -174,13 +173,30 @@ func (t *Tx) EnqueueAgentCommand(node string, role proto.Role, cmd proto.Command
 	return c, t.putAgentCommand(c)
 }
 
-// putAgentCommand stores c and tells the OnAgentCommand hooks of it after the commit.
+// putAgentCommand stores c with its expiry entry, and tells the OnAgentCommand hooks of
+// it after the commit. The entry is written only when it is not there already (a new
+// command, or one stored before the index by a replica of an earlier release): an
+// answer or a record of one changes no entry, so it does not touch the index's bucket,
+// which ExpireAgentCommands walks.
 func (t *Tx) putAgentCommand(c AgentCommand) error {
 	if err := t.put(bucketAgentCommands, commandKey(c.Node, c.ID), c); err != nil {
 		return err
 	}
+	if k := expiryKey(c); t.getRaw(bucketAgentCommandsByExpiry, k) == nil {
+		if err := t.putRaw(bucketAgentCommandsByExpiry, k, nil); err != nil {
+			return err
+		}
+	}
 	t.store.watch.agentCommand.afterCommit(t, c)
 	return nil
+}
+
+// deleteAgentCommand forgets c and its expiry entry.
+func (t *Tx) deleteAgentCommand(c AgentCommand) error {
+	if err := t.del(bucketAgentCommands, commandKey(c.Node, c.ID)); err != nil {
+		return err
+	}
+	return t.del(bucketAgentCommandsByExpiry, expiryKey(c))
 }
 
 // CompleteAgentCommand records the agent's answer to a command and returns the command.
@@ -266,41 +282,25 @@ func (t *Tx) PendingAgentCommands(node string) ([]AgentCommand, error) {
 // connects later, never gets them. It reads only agent's commands under prefix, one
 // range of the bucket's keys (agent/prefix...), however many the fleet holds.
 func (t *Tx) DropPendingAgentCommands(agent, prefix string) (int, error) {
-	return t.dropAgentCommands(commandKey(agent, prefix), 0, func(c AgentCommand) bool { return !c.Done })
+	return t.dropAgentCommands(commandKey(agent, prefix), func(c AgentCommand) bool { return !c.Done })
 }
-
-// ExpireAgentCommands forgets the commands made before cutoff, pending or done, at most
-// MaxPruned of them, and returns how many.
-func (t *Tx) ExpireAgentCommands(cutoff time.Time) (int, error) {
-	return t.dropAgentCommands(nil, MaxPruned, func(c AgentCommand) bool { return c.CreatedAt.Before(cutoff) })
-}
-
-// errEnough ends a walk that found what it was allowed to take.
-var errEnough = errors.New("enough")
 
 // dropAgentCommands forgets every command whose key starts with from (every one when it
-// is empty) that drop holds for, at most limit of them unless it is 0, and returns how
-// many.
-func (t *Tx) dropAgentCommands(from []byte, limit int, drop func(AgentCommand) bool) (int, error) {
-	var keys [][]byte
+// is empty) that drop holds for, and returns how many.
+func (t *Tx) dropAgentCommands(from []byte, drop func(AgentCommand) bool) (int, error) {
+	var doomed []AgentCommand
 	err := t.eachAgentCommand(from, func(c AgentCommand) error {
 		if drop(c) {
-			keys = append(keys, commandKey(c.Node, c.ID))
-		}
-		if limit > 0 && len(keys) == limit {
-			return errEnough
+			doomed = append(doomed, c)
 		}
 		return nil
 	})
-	if err == errEnough {
-		err = nil
-	}
-	for _, k := range keys {
+	for _, c := range doomed {
 		if err == nil {
-			err = t.del(bucketAgentCommands, k)
+			err = t.deleteAgentCommand(c)
 		}
 	}
-	return len(keys), err
+	return len(doomed), err
 }
 
 func (t *Tx) eachAgentCommand(prefix []byte, fn func(AgentCommand) error) error {

@@ -174,7 +174,7 @@ func TestAgentCommandWithoutRole(t *testing.T) {
 		cmd := proto.Command{ID: "c1", Kind: "disk.wipe"}
 		stored := func(id, kind string) AgentCommand {
 			c := AgentCommand{Node: "n1", ID: id, Kind: kind, CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-			mustUpdate(t, s, func(tx *Tx) error { return tx.put(bucketAgentCommands, commandKey(c.Node, c.ID), c) })
+			mustUpdate(t, s, func(tx *Tx) error { return storeAsEarlier(tx, c) })
 			return c
 		}
 		old := stored(cmd.ID, cmd.Kind)
@@ -299,7 +299,7 @@ func recordedAgentCommands(t *testing.T, open opener) {
 			}
 		}
 		// As an older registry stored it: no role, no recorded.
-		return tx.put(bucketAgentCommands, commandKey("n1", attempt+":old"), AgentCommand{Node: "n1", ID: attempt + ":old", Kind: "echo", Payload: payload, Done: true, Result: quote})
+		return storeAsEarlier(tx, AgentCommand{Node: "n1", ID: attempt + ":old", Kind: "echo", Payload: payload, Done: true, Result: quote})
 	})
 	var told []string
 	s.OnAgentCommand(func(c AgentCommand) {
@@ -460,4 +460,14 @@ func TestDropPendingAgentCommands(t *testing.T) {
 			t.Errorf("dropped %d commands the second time, want none", n)
 		}
 	})
+}
+
+// storeAsEarlier stores c as a registry of an earlier release did, written straight into
+// its bucket (without what this release adds), with the expiry entry its raise to Format
+// gave it (indexAgentCommands).
+func storeAsEarlier(tx *Tx, c AgentCommand) error {
+	if err := tx.put(bucketAgentCommands, commandKey(c.Node, c.ID), c); err != nil {
+		return err
+	}
+	return tx.putRaw(bucketAgentCommandsByExpiry, expiryKey(c), nil)
 }

@@ -43,7 +43,8 @@ var indexes = []index{
 // nodes_by_site_mac) holding what they say, an entry for each and none other, every
 // run that refers to a stored profile version naming one that is stored and used, and
 // profiles_public holding an entry for each stored, undeleted, public profile version
-// and none other. It returns every problem found, joined.
+// and none other, and agent-commands-by-expiry an entry for each relayed command and
+// none other. It returns every problem found, joined.
 func (s *Store) Check() error {
 	errs := s.kv.check()
 	err := s.kv.view(func(tx kvTx) error {
@@ -66,6 +67,10 @@ func (s *Store) Check() error {
 		errs = append(errs, s.tx(tx).checkNodeIndexes()...)
 		errs = append(errs, s.tx(tx).checkRuns()...)
 		errs = append(errs, s.tx(tx).checkPublicProfiles()...)
+		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatExpiryIndex {
+			// A store of an earlier format is indexed as it is raised, at its next open.
+			errs = append(errs, s.tx(tx).checkAgentCommandExpiry()...)
+		}
 		return nil
 	})
 	return errors.Join(append(errs, err)...)

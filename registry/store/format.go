@@ -29,7 +29,14 @@ import (
 //	   "host":"node"; answered relayed commands kept a day (agents.CommandTTL), and
 //	   kept as a digest once their run records them (RecordAgentCommands); runs
 //	   recording their node's identity epoch (identityEpoch).
-const Format = 1
+//	2  the agent-commands-by-expiry index (agentcommandexpiry.go), which expiry reads
+//	   rather than every command: an earlier release writes commands without their
+//	   entry, which would never expire. Raising a store to 2 indexes its commands
+//	   (indexAgentCommands).
+const Format = 2
+
+// formatExpiryIndex is the format that added bucketAgentCommandsByExpiry.
+const formatExpiryIndex = 2
 
 // The format key: bucketFormat/formatKey holds the store's format in decimal digits
 // (etcd: P/store_format/format). A store without it is of format 0.
@@ -78,29 +85,54 @@ func formatReadable(raw []byte) error {
 }
 
 // openFormat checks the format of s, just opened, and raises an older one to Format
-// (unless read-only): in one transaction that reads the key and writes it only when it
-// is older, so replicas opening at once write it once and a store of this format is not
-// written. A store this release cannot read is INVALID_CONFIG.
+// (unless read-only), after bringing what the formats since added up to its records
+// (indexAgentCommands): in one transaction that reads the key, does the last of that
+// (finalExpiryIndex) and writes the key only when it is older, so replicas opening at
+// once write it once and a store of this format is not written. A store this release
+// cannot read is INVALID_CONFIG.
 func (s *Store) openFormat(readOnly bool) error {
-	var err error
-	if readOnly {
-		err = s.kv.view(func(tx kvTx) error { return formatReadable(tx.get(bucketFormat, formatKey)) })
-	} else {
-		err = s.kv.update(func(tx kvTx) error {
-			raw := tx.get(bucketFormat, formatKey)
-			if err := formatReadable(raw); err != nil {
-				return err
-			}
-			if f, _ := parseFormat(raw); f == Format {
-				return nil
-			}
-			return tx.put(bucketFormat, formatKey, formatValue(Format))
-		})
-	}
+	err := s.raiseFormat(readOnly)
 	if fe, ok := errors.AsType[*FormatError](err); ok {
 		return proto.Errorf(proto.InvalidConfig, "%w", fe)
 	}
 	return err
+}
+
+// raiseFormat is openFormat but for the FormatError's code.
+func (s *Store) raiseFormat(readOnly bool) error {
+	var stored int
+	read := func(tx kvTx) (err error) {
+		raw := tx.get(bucketFormat, formatKey)
+		if err := formatReadable(raw); err != nil {
+			return err
+		}
+		stored, err = parseFormat(raw)
+		return err
+	}
+	if err := s.kv.view(read); err != nil || readOnly || stored == Format {
+		return err
+	}
+	for {
+		if stored < formatExpiryIndex {
+			if err := s.indexAgentCommands(); err != nil {
+				return fmt.Errorf("store: indexing the relayed commands by expiry: %w", err)
+			}
+		}
+		err := s.kv.update(func(tx kvTx) error {
+			if err := read(tx); err != nil || stored == Format {
+				return err
+			}
+			if stored < formatExpiryIndex {
+				if err := s.tx(tx).finalExpiryIndex(); err != nil {
+					return err
+				}
+			}
+			return tx.put(bucketFormat, formatKey, formatValue(Format))
+		})
+		if err != errMoreToIndex {
+			return err
+		}
+	}
 }
 
 // outdated is closed when the store's format moved, while it was open, past what this
