@@ -15,36 +15,37 @@ import (
 )
 
 const (
-	// etcdProbeBytes is the size of the request the store checks a cluster takes at
-	// start: the largest it sends in normal work, one record of about 1 MiB in a
-	// transaction of its own. Such a record is a hello's inventory section (at most
-	// proto.MaxInventoryRecord) or a profile version (its document, at most
-	// proto.MaxProfileDocument, written as it is, and its other fields: the tenant, an id
-	// of at most 128 bytes, times, under 400 bytes), created, replaced, or made public or
-	// private. No request holds two: a deploy marks its version used with an entry of its
-	// own (profiles_used) and its run refers to the version, a delete marks each version
-	// it hides likewise (profiles_deleted), a node's NodeSpec takes the host section it
-	// shares with the node's record from the record, and store copy sends a record over
-	// half a MiB alone. Beside the record the transaction holds its
-	// key (the prefix, the bucket, a node id or a tenant and profile id), a compare of
-	// each key it read (a key and a revision each), an index entry (a public version's),
-	// the generation key of each bucket written and the commit key with the replica's
-	// 16-byte id, and protobuf's few bytes of framing a field: under 2 KiB for a prefix of
-	// up to 256 bytes. 8 KiB leaves room for a longer prefix;
-	// TestEtcdProbeCoversTheLargestSection and TestEtcdProbeCoversTheLargestProfile store
-	// them on a cluster that takes no more than this.
-	etcdProbeBytes = max(proto.MaxInventoryRecord, proto.MaxProfileDocument) + 8<<10
 	// etcdDefaultRequestBytes is etcd's default --max-request-bytes (1.5 MiB), the
-	// figure an operator is told to raise the flag to: it takes etcdProbeBytes and the
-	// header etcd adds to a request.
+	// figure an operator is told to raise the flag to.
 	etcdDefaultRequestBytes = 1536 << 10
+	// etcdHeaderRoom is what etcd adds to a request before it measures it against
+	// --max-request-bytes (the raft request's header: its id, the auth revision and a
+	// user name, and the request's framing): a few dozen bytes without a user name.
+	etcdHeaderRoom = 1 << 10
+	// etcdProbeBytes is the size of the request the store checks a cluster takes at
+	// start: the largest it sends, the end of a deploy (runsize.go: the run's record and
+	// the node's host section take at most etcdProbeBytes-endRoom, the rest of the
+	// transaction endRoom), which a cluster of the defaults takes with etcd's header.
+	// The largest of the other requests is one record of about 1 MiB in a transaction
+	// of its own: a hello's inventory section (at most proto.MaxInventoryRecord) or a
+	// profile version (its document, at most proto.MaxProfileDocument, written as it
+	// is, and its other fields, under 400 bytes), with its key, compares, an index
+	// entry, generation and commit keys, under 8 KiB; no request holds two (a deploy
+	// marks its version used with an entry of its own and its run refers to the
+	// version, a delete marks each version it hides likewise, a NodeSpec takes the host
+	// section it shares with the node's record from the record, and store copy sends a
+	// record over half a MiB alone). TestEtcdProbeCoversTheLargestSection,
+	// TestEtcdProbeCoversTheLargestProfile and TestTheEndOfARunAtItsBoundFits store them
+	// on a cluster that takes no more than this.
+	etcdProbeBytes = etcdDefaultRequestBytes - etcdHeaderRoom
 	// etcdProbeName is the scratch key the probes name, P/~probe/<replica's id>: a
 	// bucket's name never starts with ~. Nothing is ever written to it.
 	etcdProbeName = "~probe/"
 )
 
 // probeLimits checks that the cluster takes the largest requests the store sends: one of
-// etcdProbeBytes (--max-request-bytes) and one of etcdMaxTxnOps compares and operations
+// etcdProbeBytes (--max-request-bytes: a cluster that takes it takes every write the
+// store makes) and one of etcdMaxTxnOps compares and operations
 // (--max-txn-ops). Each is a transaction whose compare never holds, so etcd checks it
 // whole and commits it, and it writes nothing: a refused cluster is left as it was, and
 // replicas starting at once do not conflict. A refusal is INVALID_CONFIG naming the

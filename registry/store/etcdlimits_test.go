@@ -132,3 +132,36 @@ func openOnAProbeSizedCluster(t *testing.T, opts Options) *Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// TestTheProbeRefusesAClusterBelowTheEndOfADeploy: a cluster whose --max-request-bytes
+// is below the largest request the store sends (etcdProbeBytes: the end of a deploy
+// whose run and host section take their whole room, etcdProbeBytes-endRoom, beside the
+// rest of its transaction) is refused at start, INVALID_CONFIG at --etcd-endpoints
+// saying the flag's value to set, and nothing is written under the prefix: one that
+// takes just the run and the section, and one a byte short of the probe. A cluster of
+// the defaults is not. Before, the probe sent 1 MiB and 8 KiB, so such a cluster
+// started, and refused the end of the first deploy of a large host section.
+func TestTheProbeRefusesAClusterBelowTheEndOfADeploy(t *testing.T) {
+	for _, limit := range []int{etcdDefaultRequestBytes - endRoom, etcdProbeBytes - 1} {
+		cluster := etcdtest.Start(t, "--max-request-bytes", strconv.Itoa(limit))
+		prefix := etcdtest.Prefix(t)
+		s, err := OpenEtcd(EtcdConfig{Endpoints: cluster.Endpoints, Prefix: prefix, CheckLimits: true}, Options{})
+		if err == nil {
+			s.Close()
+			t.Errorf("a cluster of --max-request-bytes %d, below the end of a deploy: started, want INVALID_CONFIG at --etcd-endpoints naming --max-request-bytes %d", limit, etcdDefaultRequestBytes)
+			continue
+		}
+		if e := proto.AsError(err); e.Code != proto.InvalidConfig || e.Details.Path != "--etcd-endpoints" || !strings.Contains(e.Message, "--max-request-bytes "+strconv.Itoa(etcdDefaultRequestBytes)+" at least") {
+			t.Errorf("a cluster of --max-request-bytes %d, below the end of a deploy: %v, want INVALID_CONFIG at --etcd-endpoints naming --max-request-bytes %d", limit, err, etcdDefaultRequestBytes)
+		}
+		if n := cluster.Count(t, prefix); n != 0 {
+			t.Errorf("%d keys under the prefix after the refused start, want none", n)
+		}
+		cluster.Stop()
+	}
+	if s, err := OpenEtcd(EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t), CheckLimits: true}, Options{}); err != nil {
+		t.Errorf("a cluster of the defaults: %v", err)
+	} else {
+		s.Close()
+	}
+}

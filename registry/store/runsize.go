@@ -24,7 +24,7 @@ const (
 	// endRoom is what the transaction that ends a run writes beside the run's record and
 	// its EndBytes, at most: the node's record but its host section, its NodeSpec but
 	// that section, the run's events and claim, the keys, compares, generation and
-	// commit keys, and the header etcd adds to a request. A few KiB for a node of a few
+	// commit keys (etcd's header has etcdHeaderRoom of its own). A few KiB for a node of a few
 	// labels and driver bindings (TestADeployAtItsBoundEndsOnADefaultEtcdCluster,
 	// registry/metal, measures it); the rest for nodes of many labels.
 	endRoom = 64 << 10
@@ -113,12 +113,13 @@ func brief(e *proto.Error) *proto.Error {
 }
 
 // maxRecord is what r's record may take: MaxRunRecord, and less for a run whose end
-// writes much beside it (EndBytes), so that the end fits one request of etcd's default
-// size (etcdDefaultRequestBytes) with endRoom for the rest of its transaction; a running
+// writes much beside it (EndBytes), so that the end fits the largest request the store
+// sends (etcdProbeBytes, which a cluster of etcd's defaults takes and the check at start
+// sends) with endRoom for the rest of its transaction; a running
 // run, endGrowth less, the room of its end. A deploy of a host section of 1 MiB keeps a
 // run of about 447 KiB; one under 512 KiB, the whole MaxRunRecord.
 func (r *Run) maxRecord() int {
-	limit := min(MaxRunRecord, etcdDefaultRequestBytes-endRoom-r.EndBytes)
+	limit := min(MaxRunRecord, etcdProbeBytes-endRoom-r.EndBytes)
 	if r.State == RunRunning {
 		limit -= endGrowth
 	}
@@ -141,7 +142,7 @@ func encodeRun(r, old *Run) ([]byte, error) {
 	}
 	keeps := fmt.Sprintf("the %d a run keeps (this one %d", MaxRunRecord, limit)
 	if r.EndBytes > 0 {
-		keeps += fmt.Sprintf(", less the %d bytes its end writes beside it, as the end must fit one etcd request of %d", r.EndBytes, etcdDefaultRequestBytes)
+		keeps += fmt.Sprintf(", less the %d bytes its end writes beside it, as the end must fit one etcd request of %d", r.EndBytes, etcdProbeBytes)
 	}
 	if r.State == RunRunning {
 		keeps += fmt.Sprintf(", less the %d its end may add", endGrowth)
