@@ -41,21 +41,40 @@ func BenchmarkDHCPExchanges(b *testing.B) {
 	macs, entries := perfClients(b)
 	rounds := testkit.PairRounds(b)
 	for range b.N {
+		var ourEchoes, peerEchoes []int
 		p := testkit.RunPairs(rounds, testkit.OursOverPeer, func() float64 {
-			return maxRate(b, cliNS, macs, "boot server", func() (stop func()) {
-				cfg.LeaseFile = filepath.Join(b.TempDir(), "leases.db")
-				return startServer(b, srvNS, cfg, entries).stop
+			return countEchoes(b, srvNS, &ourEchoes, func() float64 {
+				return maxRate(b, cliNS, macs, "boot server", func() (stop func()) {
+					cfg.LeaseFile = filepath.Join(b.TempDir(), "leases.db")
+					return startServer(b, srvNS, cfg, entries).stop
+				})
 			})
 		}, func() float64 {
-			return maxRate(b, cliNS, macs, "dnsmasq", func() (stop func()) {
-				return runDnsmasq(b, srvNS, serverIf, dnsmasqRange...)
+			return countEchoes(b, srvNS, &peerEchoes, func() float64 {
+				return maxRate(b, cliNS, macs, "dnsmasq", func() (stop func()) {
+					return runDnsmasq(b, srvNS, serverIf, dnsmasqRange...)
+				})
 			})
 		})
 		for i := range p.Ratios {
-			b.Logf("round %d: boot server %.1f/s, dnsmasq %.1f/s, ratio %.2f", i+1, p.Ours[i], p.Peer[i], p.Ratios[i])
+			b.Logf("round %d: boot server %.1f/s, dnsmasq %.1f/s, ratio %.2f; ICMP echoes sent (address checks): boot server %d, dnsmasq %d",
+				i+1, p.Ours[i], p.Peer[i], p.Ratios[i], ourEchoes[i], peerEchoes[i])
+		}
+		if err := sameChecks(ourEchoes, peerEchoes); err != nil {
+			b.Error(err)
 		}
 		p.Report(b, "", "boot server/dnsmasq", "boot server", "dnsmasq", "exchanges/s")
 	}
+}
+
+// countEchoes runs side and appends to echoes the ICMP echoes srvNS sent meanwhile: the
+// checks of addresses of the server side started there.
+func countEchoes(b *testing.B, srvNS *netns.NS, echoes *[]int, side func() float64) float64 {
+	b.Helper()
+	before := echoesSent(b, srvNS)
+	f := side()
+	*echoes = append(*echoes, echoesSent(b, srvNS)-before)
+	return f
 }
 
 // BenchmarkDHCPExchangesFilled is BenchmarkDHCPExchanges with every probe's server
@@ -73,21 +92,30 @@ func BenchmarkDHCPExchangesFilled(b *testing.B) {
 	store, dnsmasqLeases := filledStores(b, cfg, n)
 	rounds := testkit.PairRounds(b)
 	for range b.N {
+		var ourEchoes, peerEchoes []int
 		p := testkit.RunPairs(rounds, testkit.OursOverPeer, func() float64 {
-			return maxRateFrom(b, cliNS, macs, "boot server", filledStart, func() (stop func()) {
-				cfg.LeaseFile = filepath.Join(b.TempDir(), "leases.db")
-				if err := os.WriteFile(cfg.LeaseFile, store, 0o600); err != nil {
-					b.Fatal(err)
-				}
-				return startServer(b, srvNS, cfg, entries).stop
+			return countEchoes(b, srvNS, &ourEchoes, func() float64 {
+				return maxRateFrom(b, cliNS, macs, "boot server", filledStart, func() (stop func()) {
+					cfg.LeaseFile = filepath.Join(b.TempDir(), "leases.db")
+					if err := os.WriteFile(cfg.LeaseFile, store, 0o600); err != nil {
+						b.Fatal(err)
+					}
+					return startServer(b, srvNS, cfg, entries).stop
+				})
 			})
 		}, func() float64 {
-			return maxRateFrom(b, cliNS, macs, "dnsmasq", filledStart, func() (stop func()) {
-				return runDnsmasqLeases(b, srvNS, serverIf, dnsmasqLeases, dnsmasqRange...)
+			return countEchoes(b, srvNS, &peerEchoes, func() float64 {
+				return maxRateFrom(b, cliNS, macs, "dnsmasq", filledStart, func() (stop func()) {
+					return runDnsmasqLeases(b, srvNS, serverIf, dnsmasqLeases, dnsmasqRange...)
+				})
 			})
 		})
 		for i := range p.Ratios {
-			b.Logf("round %d, %d leases held: boot server %.1f/s, dnsmasq %.1f/s, ratio %.2f", i+1, n, p.Ours[i], p.Peer[i], p.Ratios[i])
+			b.Logf("round %d, %d leases held: boot server %.1f/s, dnsmasq %.1f/s, ratio %.2f; ICMP echoes sent (address checks): boot server %d, dnsmasq %d",
+				i+1, n, p.Ours[i], p.Peer[i], p.Ratios[i], ourEchoes[i], peerEchoes[i])
+		}
+		if err := sameChecks(ourEchoes, peerEchoes); err != nil {
+			b.Error(err)
 		}
 		b.ReportMetric(testkit.Median(p.Ours), "boot-server-exchanges/s")
 		b.ReportMetric(testkit.Median(p.Peer), "dnsmasq-exchanges/s")

@@ -224,23 +224,7 @@ func (st *storm) relayDrops(b *testing.B) int {
 	if st.relay == nil {
 		return 0
 	}
-	var head []string
-	for line := range strings.Lines(st.relay.Run(b, "cat", "/proc/net/snmp")) {
-		f := strings.Fields(line)
-		if len(f) == 0 || f[0] != "Udp:" {
-			continue
-		}
-		if head == nil {
-			head = f
-			continue
-		}
-		if i := slices.Index(head, "RcvbufErrors"); i > 0 && i < len(f) {
-			n, _ := strconv.Atoi(f[i])
-			return n
-		}
-	}
-	b.Fatal("no Udp RcvbufErrors in the relay's /proc/net/snmp")
-	return 0
+	return snmpCounter(b, st.relay, "Udp", "RcvbufErrors")
 }
 
 // logRelayDrops logs the relay's drops since before, during the storm against peer.
@@ -264,15 +248,24 @@ func (st *storm) bench(b *testing.B, srvNS, cliNS *netns.NS, window int, prefix 
 	rounds := testkit.PairRounds(b)
 	for range b.N {
 		var ours, peer []pxeStormResult
+		var ourEchoes, peerEchoes []int
 		p := testkit.RunPairs(rounds, testkit.PeerOverOurs, func() float64 {
-			r := st.runOurs(b, srvNS, cliNS, window)
-			ours = append(ours, r)
-			return r.Last.Seconds()
+			return countEchoes(b, srvNS, &ourEchoes, func() float64 {
+				r := st.runOurs(b, srvNS, cliNS, window)
+				ours = append(ours, r)
+				return r.Last.Seconds()
+			})
 		}, func() float64 {
-			r := st.runPeer(b, srvNS, cliNS, window)
-			peer = append(peer, r)
-			return r.Last.Seconds()
+			return countEchoes(b, srvNS, &peerEchoes, func() float64 {
+				r := st.runPeer(b, srvNS, cliNS, window)
+				peer = append(peer, r)
+				return r.Last.Seconds()
+			})
 		})
+		b.Logf("ICMP echoes sent (address checks), round by round: boot server %v, dnsmasq %v", ourEchoes, peerEchoes)
+		if err := sameChecks(ourEchoes, peerEchoes); err != nil {
+			b.Error(err)
+		}
 		p.Report(b, prefix, "dnsmasq+nginx/boot server, time until the last machine had everything:", "boot server", "dnsmasq+nginx", "s")
 		p50 := func(r pxeStormResult) float64 { return r.P50.Seconds() }
 		testkit.PairsOf(figures(ours, p50), figures(peer, p50), testkit.PeerOverOurs).
