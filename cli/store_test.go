@@ -185,12 +185,12 @@ func TestServeRefusesAStoreOfANewerFormat(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return b.Put([]byte("format"), []byte("2"))
+		return b.Put([]byte("format"), []byte("3"))
 	})
 	if err := errors.Join(err, db.Close()); err != nil {
 		t.Fatal(err)
 	}
-	cluster.Put(t, "newer/store_format/format", "2")
+	cluster.Put(t, "newer/store_format/format", "3")
 	before, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -212,11 +212,11 @@ func TestServeRefusesAStoreOfANewerFormat(t *testing.T) {
 	} {
 		e := testkit.Fails(t, reg.AdminConfig, c.args...)
 		if e.Code != "INVALID_CONFIG" || e.Details.Path != c.path {
-			t.Errorf("%s on a store of format 2: %+v, want INVALID_CONFIG at %s", c.name, e, c.path)
+			t.Errorf("%s on a store of format 3: %+v, want INVALID_CONFIG at %s", c.name, e, c.path)
 		}
-		for _, want := range []string{"the store is of format 2, written by a newer release", "this release reads formats up to 1", "run the newer release", "restore the backup"} {
+		for _, want := range []string{"the store is of format 3, written by a newer release", "this release reads formats up to 2", "run the newer release", "restore the backup"} {
 			if !strings.Contains(e.Message, want) {
-				t.Errorf("%s on a store of format 2: %q does not say %q", c.name, e.Message, want)
+				t.Errorf("%s on a store of format 3: %q does not say %q", c.name, e.Message, want)
 			}
 		}
 	}
@@ -241,12 +241,12 @@ func TestReplicaExitsWhenTheFormatIsRaised(t *testing.T) {
 	reg := testkit.StartRegistry(t, "", "--store", "etcd", "--etcd-endpoints", strings.Join(cluster.Endpoints, ","),
 		"--kek-file", filepath.Join(t.TempDir(), "kek"))
 	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", "acme")
-	cluster.Put(t, "better-compute/store_format/format", "2")
+	cluster.Put(t, "better-compute/store_format/format", "3")
 	if code := reg.Exits(t, 30*time.Second); code != 1 {
 		t.Fatalf("the replica exited %d, want 1; log:\n%s", code, reg.Stderr)
 	}
 	log := reg.Stderr.String()
-	for _, want := range []string{"level=ERROR", "the store's format was raised past what this release reads", "the store is of format 2", "reads formats up to 1", "run the newer release"} {
+	for _, want := range []string{"level=ERROR", "the store's format was raised past what this release reads", "the store is of format 3", "reads formats up to 2", "run the newer release"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the replica's log does not say %q:\n%s", want, log)
 		}

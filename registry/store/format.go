@@ -29,7 +29,12 @@ import (
 //	   "host":"node"; answered relayed commands kept a day (agents.CommandTTL), and
 //	   kept as a digest once their run records them (RecordAgentCommands); runs
 //	   recording their node's identity epoch (identityEpoch).
-const Format = 1
+//	2  on etcd, the deletion generations (P/~deleted/<bucket>): every transaction that
+//	   deletes from a bucket writes its own, and a transaction whose cursor walked the
+//	   bucket compares it rather than the bucket's generation. A replica of format 1
+//	   deletes without it, so a replica of format 2 would miss its deletions: it must
+//	   stop first. A bbolt file is raised too, its content unchanged.
+const Format = 2
 
 // The format key: bucketFormat/formatKey holds the store's format in decimal digits
 // (etcd: P/store_format/format). A store without it is of format 0.
