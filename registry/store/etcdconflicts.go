@@ -96,19 +96,18 @@ func (s *mirrorSnap) putSince(from, end string, rev int64) (put bool) {
 }
 
 // TxStats are the transactions a store on etcd committed since it opened, and the
-// conflicts that made them run again, by cause (docs/store.md, "Transactions"). A store
-// on bbolt has none: its writers never conflict.
+// conflicts that made them run again, by cause (docs/store.md, "Transactions").
 type TxStats struct {
 	Commits   int64
 	Conflicts map[Conflict]int64
 }
 
-// TxStats counts this replica's transactions and their conflicts.
-func (s *Store) TxStats() TxStats {
+// TxStats counts this replica's transactions and their conflicts; false on bbolt.
+func (s *Store) TxStats() (TxStats, bool) {
 	b, ok := s.kv.(*etcdBackend)
 	if !ok {
-		return TxStats{}
+		return TxStats{}, false
 	}
 	commits, by := b.conflicts.snapshot()
-	return TxStats{Commits: commits, Conflicts: by}
+	return TxStats{Commits: commits, Conflicts: by}, true
 }

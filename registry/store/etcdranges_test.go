@@ -76,11 +76,11 @@ func TestEtcdScanConflictsOnlyInsideItsRange(t *testing.T) {
 				cur.Next()
 				return nil
 			}
-			before := stores[0].TxStats()
+			before, _ := stores[0].TxStats()
 			if got := runsAround(t, stores[0], stores[1], scan, c.write); got != c.runs {
 				t.Fatalf("the scan ran %d times, want %d", got, c.runs)
 			}
-			after := stores[0].TxStats()
+			after, _ := stores[0].TxStats()
 			if c.cause != "" {
 				want := Conflict{Bucket: rangesBucket, Kind: c.cause}
 				if n := after.Conflicts[want] - before.Conflicts[want]; n != 1 {
