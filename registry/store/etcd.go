@@ -301,8 +301,6 @@ type etcdTx struct {
 	wrote   []string
 	deleted []string
 	hooks   []func()
-	// failedAt is the cluster's revision when the commit met a conflict.
-	failedAt int64
 }
 
 func (t *etcdTx) get(bucket string, key []byte) []byte {
@@ -427,8 +425,6 @@ func (t *etcdTx) commit() (bool, error) {
 	if resp.Succeeded {
 		t.b.committed(resp.Header.Revision)
 		t.b.conflicts.committed()
-	} else {
-		t.failedAt = resp.Header.Revision
 	}
 	return resp.Succeeded, nil
 }

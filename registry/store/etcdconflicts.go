@@ -29,11 +29,13 @@ func (c *conflicts) committed() {
 	c.mu.Unlock()
 }
 
-// count finds which of tx's compares failed, on a snapshot at the revision its commit
-// failed at, and counts the first of them.
+// count finds which of tx's compares failed, on a snapshot taken after its commit
+// failed (so holding the write it met: a barrier, as the next run takes), and counts
+// the first of them. The revision etcd answered the commit with will not do: it moves
+// with writes outside the prefix too, which the mirror never applies.
 func (c *conflicts) count(tx *etcdTx) {
 	cause := Conflict{}
-	if now, err := tx.b.mirror.at(tx.failedAt, tx.b.timeout); err == nil {
+	if now, err := tx.b.snapshot(); err == nil {
 		cause = tx.conflictOn(now)
 	}
 	c.mu.Lock()
