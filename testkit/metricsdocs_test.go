@@ -87,7 +87,7 @@ func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 		StoreTransactions: func() (int64, map[metrics.StoreConflict]int64) {
 			return 9, map[metrics.StoreConflict]int64{{Bucket: "agent-commands", Kind: "range"}: 1}
 		},
-		Log:              slog.New(slog.DiscardHandler),
+		Log: slog.New(slog.DiscardHandler),
 	})
 	reg.APIRequest("metal.get", "OK", time.Millisecond)
 	reg.APIQueued(time.Millisecond)

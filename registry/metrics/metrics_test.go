@@ -25,7 +25,7 @@ func full() *Registry {
 		StoreTransactions: func() (int64, map[StoreConflict]int64) {
 			return 9, map[StoreConflict]int64{{Bucket: "agent-commands", Kind: "range"}: 2}
 		},
-		Log:              slog.New(slog.DiscardHandler),
+		Log: slog.New(slog.DiscardHandler),
 	})
 	m.APIRequest("metal.list", "OK", 3*time.Millisecond)
 	m.APIQueued(20 * time.Millisecond)
