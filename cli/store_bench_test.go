@@ -38,7 +38,7 @@ func BenchmarkAPI(b *testing.B) {
 		members []int // the etcd members' pids, whose CPU counts for this backend
 	}{
 		{"bbolt", []*testkit.Registry{testkit.StartRegistry(b, "")}, nil},
-		{"etcd3", testkit.StartReplicas(b, cluster.Endpoints, 3, nil), cluster.PIDs()},
+		{"etcd3", testkit.StartReplicas(b, cluster.Endpoints, 3, func(int) []string { return []string{"--metrics-listen", "127.0.0.1:0"} }), cluster.PIDs()},
 	}
 	rounds := testkit.PairRounds(b)
 	// Per backend, each round's rates and CPU.
@@ -80,6 +80,7 @@ func BenchmarkAPI(b *testing.B) {
 			}
 		}
 	}
+	reportConflicts(b, backends[1].regs)
 	for j, be := range backends {
 		b.ReportMetric(testkit.Median(writeRates[j]), be.name+"-writes/s")
 		b.ReportMetric(testkit.Median(readRates[j]), be.name+"-reads/s")
@@ -113,6 +114,28 @@ func BenchmarkAPI(b *testing.B) {
 			testkit.Median(projected), slices.Min(projected), slices.Max(projected), len(projected),
 			testkit.Median(bounded), slices.Min(bounded), slices.Max(bounded))
 	}
+}
+
+// reportConflicts reports the replicas' transactions run again per transaction
+// committed, and logs their conflicts by bucket and kind (their metrics,
+// docs/operations.md).
+func reportConflicts(b *testing.B, replicas []*testkit.Registry) {
+	var commits, reruns float64
+	by := map[string]float64{}
+	for _, r := range replicas {
+		samples, _ := testkit.Scrape(b, r.MetricsURL)
+		for series, v := range samples {
+			switch {
+			case series == "better_compute_store_commits_total":
+				commits += v
+			case strings.HasPrefix(series, "better_compute_store_conflicts_total{"):
+				by[strings.TrimPrefix(series, "better_compute_store_conflicts_total")] += v
+				reruns += v
+			}
+		}
+	}
+	b.Logf("replicas: %.0f transactions committed, %.0f run again %v", commits, reruns, by)
+	b.ReportMetric(reruns/max(commits, 1), "etcd3-reruns/commit")
 }
 
 // projection is one round's ratio of three replicas over one bbolt registry if each

@@ -52,8 +52,25 @@ func newMetrics(st *store.Store, plane func() *agentPlane, log *slog.Logger) *me
 			r := plane().ep.Replacements()
 			return r.First, r.Again
 		},
-		Log: log,
+		StoreTransactions: storeTransactions(st),
+		Log:               log,
 	})
+}
+
+// storeTransactions reads st's transactions and conflicts on etcd; nil on bbolt, whose
+// writers never conflict.
+func storeTransactions(st *store.Store) func() (int64, map[metrics.StoreConflict]int64) {
+	if _, onEtcd := st.TxStats(); !onEtcd {
+		return nil
+	}
+	return func() (int64, map[metrics.StoreConflict]int64) {
+		s, _ := st.TxStats()
+		out := make(map[metrics.StoreConflict]int64, len(s.Conflicts))
+		for c, n := range s.Conflicts {
+			out[metrics.StoreConflict{Bucket: c.Bucket, Kind: c.Kind}] = n
+		}
+		return s.Commits, out
+	}
 }
 
 // nodeCounts is every tenant's nodes counted by state, counted again only after a

@@ -84,7 +84,10 @@ func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 		Pushes:           func() (int64, int64, int64) { return 1, 1, 1 },
 		PushReadFailures: func() int64 { return 1 },
 		Replacements:     func() (int64, int64) { return 1, 1 },
-		Log:              slog.New(slog.DiscardHandler),
+		StoreTransactions: func() (int64, map[metrics.StoreConflict]int64) {
+			return 9, map[metrics.StoreConflict]int64{{Bucket: "agent-commands", Kind: "range"}: 1}
+		},
+		Log: slog.New(slog.DiscardHandler),
 	})
 	reg.APIRequest("metal.get", "OK", time.Millisecond)
 	reg.APIQueued(time.Millisecond)

@@ -43,8 +43,19 @@ type Sources struct {
 	// role while still connected: first, and again (within ten minutes of that agent's
 	// last replacement: two agents with one certificate taking turns).
 	Replacements func() (first, again int64)
+	// StoreTransactions counts the transactions that wrote and committed on etcd, and the
+	// conflicts that made transactions run again, by what they read that another
+	// replica changed (StoreConflict). Nil on bbolt.
+	StoreTransactions func() (commits int64, conflicts map[StoreConflict]int64)
 	// Log receives the errors a source returns.
 	Log *slog.Logger
+}
+
+// StoreConflict is what a transaction read that another replica's commit changed: its
+// bucket (one of the store's, a bounded set) and kind (key, range, deleted, bucket, or
+// empty when the change was not found again).
+type StoreConflict struct {
+	Bucket, Kind string
 }
 
 // Registry holds the registry's collectors.
@@ -191,10 +202,15 @@ var (
 	replDesc = prometheus.NewDesc(namespace+"_agent_sessions_replaced_total",
 		"Agent sessions a newer session of the same node and role replaced while still connected, by turn: again when that agent's session had been replaced within ten minutes before (two agents with one certificate taking turns), else first.",
 		[]string{"turn"}, nil)
+	commitsDesc = prometheus.NewDesc(namespace+"_store_commits_total",
+		"Transactions that wrote and committed on the etcd store, this replica's.", nil, nil)
+	conflictsDesc = prometheus.NewDesc(namespace+"_store_conflicts_total",
+		"Transactions of this replica on the etcd store that met another replica's write to what they read and ran again, by bucket and kind: key (a key read by name), range (a key written inside a range a cursor read), deleted (a key deleted from a bucket a cursor walked), bucket (any write to a bucket read, past etcd's 128 compares).",
+		[]string{"bucket", "kind"}, nil)
 )
 
 func (s sources) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{nodesDesc, sitesDesc, sessDesc, handDesc, pushDesc, ackDesc, readDesc, replDesc} {
+	for _, d := range []*prometheus.Desc{nodesDesc, sitesDesc, sessDesc, handDesc, pushDesc, ackDesc, readDesc, replDesc, commitsDesc, conflictsDesc} {
 		ch <- d
 	}
 }
@@ -241,5 +257,12 @@ func (s sources) Collect(ch chan<- prometheus.Metric) {
 		first, again := src.Replacements()
 		ch <- prometheus.MustNewConstMetric(replDesc, prometheus.CounterValue, float64(first), "first")
 		ch <- prometheus.MustNewConstMetric(replDesc, prometheus.CounterValue, float64(again), "again")
+	}
+	if src.StoreTransactions != nil {
+		commits, conflicts := src.StoreTransactions()
+		ch <- prometheus.MustNewConstMetric(commitsDesc, prometheus.CounterValue, float64(commits))
+		for c, n := range conflicts {
+			ch <- prometheus.MustNewConstMetric(conflictsDesc, prometheus.CounterValue, float64(n), c.Bucket, c.Kind)
+		}
 	}
 }

@@ -22,7 +22,10 @@ func full() *Registry {
 		Pushes:           func() (int64, int64, int64) { return 5, 4, 1 },
 		PushReadFailures: func() int64 { return 6 },
 		Replacements:     func() (int64, int64) { return 3, 7 },
-		Log:              slog.New(slog.DiscardHandler),
+		StoreTransactions: func() (int64, map[StoreConflict]int64) {
+			return 9, map[StoreConflict]int64{{Bucket: "agent-commands", Kind: "range"}: 2}
+		},
+		Log: slog.New(slog.DiscardHandler),
 	})
 	m.APIRequest("metal.list", "OK", 3*time.Millisecond)
 	m.APIQueued(20 * time.Millisecond)
@@ -71,10 +74,16 @@ better_compute_agent_sessions_replaced_total{turn="first"} 3
 # HELP better_compute_agent_nodespec_read_failures_total Reads of the NodeSpecs to push that failed, the store unavailable: the push workers read them again after a pause of 250 ms doubling with each failure in a row, up to 8 s.
 # TYPE better_compute_agent_nodespec_read_failures_total counter
 better_compute_agent_nodespec_read_failures_total 6
+# HELP better_compute_store_commits_total Transactions that wrote and committed on the etcd store, this replica's.
+# TYPE better_compute_store_commits_total counter
+better_compute_store_commits_total 9
+# HELP better_compute_store_conflicts_total Transactions of this replica on the etcd store that met another replica's write to what they read and ran again, by bucket and kind: key (a key read by name), range (a key written inside a range a cursor read), deleted (a key deleted from a bucket a cursor walked), bucket (any write to a bucket read, past etcd's 128 compares).
+# TYPE better_compute_store_conflicts_total counter
+better_compute_store_conflicts_total{bucket="agent-commands",kind="range"} 2
 `
 	err := testutil.GatherAndCompare(full().Gatherer(), strings.NewReader(want),
 		"better_compute_agent_handshakes_total", "better_compute_nodes", "better_compute_agent_sessions", "better_compute_agent_sessions_replaced_total",
-		"better_compute_agent_nodespec_read_failures_total")
+		"better_compute_agent_nodespec_read_failures_total", "better_compute_store_commits_total", "better_compute_store_conflicts_total")
 	if err != nil {
 		t.Error(err)
 	}

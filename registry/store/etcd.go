@@ -26,14 +26,17 @@ import (
 
 // The etcd key layout (docs/store.md). Under the prefix P:
 //
-//	P/<bucket>/<key>  one record or index entry: the same key and value bytes as in bbolt
-//	P/<bucket>        the bucket's generation key, written by every transaction that
-//	                  writes the bucket (its value is the writing replica's id)
-//	P/~commit         the commit key, written by every transaction (etcdmirror.go)
+//	P/<bucket>/<key>      one record or index entry: the same key and value bytes as in bbolt
+//	P/<bucket>            the bucket's generation key, written by every transaction that
+//	                      writes the bucket (its value is the writing replica's id)
+//	P/~deleted/<bucket>   the bucket's deletion generation, written by every transaction
+//	                      that deletes from the bucket (format 2 on)
+//	P/~commit             the commit key, written by every transaction (etcdmirror.go)
 //
 // A transaction reads one snapshot of the replica's mirror, and commits only if every
-// key it read, and the generation key of every bucket it scanned, is unchanged since:
-// serializable, as bbolt's one writer is.
+// key it read is unchanged since, no key inside a range a cursor of it walked was
+// written since, and nothing was deleted since from a bucket it walked: serializable,
+// as bbolt's one writer is (docs/store.md, "Transactions").
 const (
 	// DefaultEtcdPrefix is the prefix the records live under when none is given.
 	DefaultEtcdPrefix = "better-compute"
@@ -47,6 +50,9 @@ const (
 	etcdMaxSend = 64 << 20
 	// etcdMaxAttempts bounds how often a transaction runs again after conflicts.
 	etcdMaxAttempts = 50
+	// etcdDeletedName is the name under the prefix of the deletion generations: not a
+	// bucket.
+	etcdDeletedName = "~deleted"
 )
 
 // EtcdConfig says where the etcd store is.
@@ -113,6 +119,8 @@ type etcdBackend struct {
 	// outdated is marked when a snapshot holds a format this release cannot read
 	// (readable): another replica raised it.
 	outdated *outdated
+	// conflicts counts the commits and the conflicts that made transactions run again.
+	conflicts conflicts
 }
 
 func openEtcd(cfg EtcdConfig) (*etcdBackend, error) {
@@ -172,6 +180,11 @@ func (b *etcdBackend) close() (err error) {
 
 func (b *etcdBackend) genKey(bucket string) string { return b.prefix + bucket }
 
+// delKey is bucket's deletion generation key.
+func (b *etcdBackend) delKey(bucket string) string {
+	return b.prefix + etcdDeletedName + "/" + bucket
+}
+
 func (b *etcdBackend) recKey(bucket string, key []byte) string {
 	return b.prefix + bucket + "/" + string(key)
 }
@@ -222,6 +235,7 @@ func (b *etcdBackend) updateAlone(fn func(kvTx) error) error {
 			}
 			return nil
 		}
+		b.conflicts.count(tx)
 		if attempt == etcdMaxAttempts {
 			return fmt.Errorf("%w %d times in a row; try again", errConflicts, attempt)
 		}
@@ -266,7 +280,7 @@ func (b *etcdBackend) readable(snap *mirrorSnap) error {
 func (b *etcdBackend) txOn(snap *mirrorSnap, readOnly bool) *etcdTx {
 	t := &etcdTx{b: b, snap: snap, readOnly: readOnly}
 	if !readOnly {
-		t.reads, t.scanned, t.gens, t.writes = map[string]int64{}, map[string]bool{}, map[string]int64{}, map[string]*[]byte{}
+		t.reads, t.writes = map[string]int64{}, map[string]*[]byte{}
 	}
 	return t
 }
@@ -279,13 +293,14 @@ type etcdTx struct {
 	readOnly bool
 	// reads holds the mod revision (0: missing) of every key read by get.
 	reads map[string]int64
-	// scanned are the buckets a cursor walked; gens their generation key's mod revision.
-	scanned map[string]bool
-	gens    map[string]int64
-	// writes holds the value of every key written (nil: deleted), wrote its buckets.
-	writes map[string]*[]byte
-	wrote  []string
-	hooks  []func()
+	// cursors are the cursors the transaction opened: each knows the range it read.
+	cursors []*etcdCursor
+	// writes holds the value of every key written (nil: deleted); wrote and deleted are
+	// the buckets written and deleted from.
+	writes  map[string]*[]byte
+	wrote   []string
+	deleted []string
+	hooks   []func()
 }
 
 func (t *etcdTx) get(bucket string, key []byte) []byte {
@@ -325,6 +340,9 @@ func (t *etcdTx) del(bucket string, key []byte) error {
 	}
 	t.writes[t.b.recKey(bucket, key)] = nil
 	t.markWrote(bucket)
+	if !slices.Contains(t.deleted, bucket) {
+		t.deleted = append(t.deleted, bucket)
+	}
 	return nil
 }
 
@@ -336,25 +354,6 @@ func (t *etcdTx) markWrote(bucket string) {
 
 func (t *etcdTx) onCommit(fn func()) { t.hooks = append(t.hooks, fn) }
 
-// scan records that bucket was walked: the commit then requires that nothing in it
-// changed, since any write to it bumps its generation key. A View commits nothing, so
-// it need not read the generation.
-func (t *etcdTx) scan(bucket string) {
-	if t.readOnly || t.scanned[bucket] {
-		return
-	}
-	t.scanned[bucket] = true
-	t.readGen(bucket)
-}
-
-func (t *etcdTx) readGen(bucket string) {
-	if _, ok := t.gens[bucket]; ok {
-		return
-	}
-	kv, _ := t.snap.get(t.b.genKey(bucket))
-	t.gens[bucket] = kv.mod
-}
-
 func (t *etcdTx) buckets() []string {
 	seen := map[string]bool{}
 	from, end := t.b.prefix, clientv3.GetPrefixRangeEnd(t.b.prefix)
@@ -365,12 +364,9 @@ func (t *etcdTx) buckets() []string {
 		}
 		rest := kv.key[len(t.b.prefix):]
 		if name, _, rec := strings.Cut(rest, "/"); rec {
-			seen[name], from = true, t.b.prefix+name+"0"
+			seen[name], from = !strings.HasPrefix(name, "~"), t.b.prefix+name+"0"
 		} else {
-			if name != etcdCommitName {
-				seen[name] = true
-			}
-			from = kv.key + "\x00"
+			seen[name], from = !strings.HasPrefix(name, "~"), kv.key+"\x00"
 		}
 	}
 	for full, v := range t.writes {
@@ -379,8 +375,10 @@ func (t *etcdTx) buckets() []string {
 		}
 	}
 	names := make([]string, 0, len(seen))
-	for name := range seen {
-		names = append(names, name)
+	for name, bucket := range seen {
+		if bucket {
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
 	return names
@@ -405,6 +403,9 @@ func (t *etcdTx) commit() (bool, error) {
 	for _, bucket := range t.wrote {
 		ops = append(ops, clientv3.OpPut(t.b.genKey(bucket), string(t.b.id)))
 	}
+	for _, bucket := range t.deleted {
+		ops = append(ops, clientv3.OpPut(t.b.delKey(bucket), string(t.b.id)))
+	}
 	ops = append(ops, clientv3.OpPut(t.b.commitKey(), string(t.b.id)))
 	ops, err := nestOps(ops, len(cmps))
 	if err != nil {
@@ -423,6 +424,7 @@ func (t *etcdTx) commit() (bool, error) {
 	}
 	if resp.Succeeded {
 		t.b.committed(resp.Header.Revision)
+		t.b.conflicts.committed()
 	}
 	return resp.Succeeded, nil
 }
@@ -438,33 +440,101 @@ func (b *etcdBackend) committed(rev int64) {
 	}
 }
 
-// compares are the conditions of the commit: every key read and every scanned bucket's
-// generation as they were at the transaction's revision. When the keys read would be
-// more compares than etcd takes, each of their buckets' generation stands for them
-// (coarser: a write to another key of the bucket then also conflicts).
+// compares are the conditions of the commit, as they held at the transaction's
+// snapshot: every key read unchanged (keyCmp); no key inside a range a cursor read
+// written since (rangeCmp: an insert or an update); nothing deleted since from a bucket
+// a cursor walked (its deletion generation unchanged, delCmp). When they would be more
+// compares than etcd takes, the generation of every bucket read stands for all of them
+// (genCmp: coarser, any write to the bucket then conflicts).
 func (t *etcdTx) compares() []clientv3.Cmp {
-	keyed := 0
-	for full := range t.reads {
-		if !t.scanned[t.bucketOf(full)] {
-			keyed++
-		}
-	}
-	if keyed+len(t.scanned) > etcdMaxTxnOps {
-		for full := range t.reads {
-			t.scan(t.bucketOf(full))
-		}
-		clear(t.reads)
-	}
+	ranges := t.ranges()
 	var cmps []clientv3.Cmp
 	for full, rev := range t.reads {
-		if !t.scanned[t.bucketOf(full)] {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(full), "=", rev))
+		if !inRanges(ranges, full) {
+			cmps = append(cmps, t.keyCmp(full, rev))
 		}
 	}
-	for bucket := range t.scanned {
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(t.b.genKey(bucket)), "=", t.gens[bucket]))
+	var walked []string
+	for _, r := range ranges {
+		cmps = append(cmps, t.rangeCmp(r))
+		if !slices.Contains(walked, r.bucket) {
+			walked = append(walked, r.bucket)
+			cmps = append(cmps, t.delCmp(r.bucket))
+		}
+	}
+	if len(cmps) <= etcdMaxTxnOps {
+		return cmps
+	}
+	var read []string
+	for full := range t.reads {
+		read = append(read, t.bucketOf(full))
+	}
+	for _, r := range ranges {
+		read = append(read, r.bucket)
+	}
+	slices.Sort(read)
+	cmps = cmps[:0]
+	for _, bucket := range slices.Compact(read) {
+		cmps = append(cmps, t.genCmp(bucket))
 	}
 	return cmps
+}
+
+func (t *etcdTx) keyCmp(full string, rev int64) clientv3.Cmp {
+	return clientv3.Compare(clientv3.ModRevision(full), "=", rev)
+}
+
+// rangeCmp holds while no key of r was put after the snapshot. A key deleted from r
+// leaves no trace in it: delCmp catches that.
+func (t *etcdTx) rangeCmp(r keyRange) clientv3.Cmp {
+	return clientv3.Compare(clientv3.ModRevision(r.from).WithRange(r.end), "<", t.snap.rev+1)
+}
+
+func (t *etcdTx) delCmp(bucket string) clientv3.Cmp {
+	kv, _ := t.snap.get(t.b.delKey(bucket))
+	return clientv3.Compare(clientv3.ModRevision(t.b.delKey(bucket)), "=", kv.mod)
+}
+
+func (t *etcdTx) genCmp(bucket string) clientv3.Cmp {
+	kv, _ := t.snap.get(t.b.genKey(bucket))
+	return clientv3.Compare(clientv3.ModRevision(t.b.genKey(bucket)), "=", kv.mod)
+}
+
+// keyRange is a range of full keys [from, end) of one bucket that a cursor read.
+type keyRange struct {
+	bucket, from, end string
+}
+
+// ranges are the ranges the transaction's cursors read, those of a bucket that touch
+// or overlap merged, in key order.
+func (t *etcdTx) ranges() []keyRange {
+	var rs []keyRange
+	for _, c := range t.cursors {
+		if c.readFrom < c.readEnd {
+			rs = append(rs, keyRange{bucket: c.bucket, from: c.readFrom, end: c.readEnd})
+		}
+	}
+	slices.SortFunc(rs, func(a, b keyRange) int { return strings.Compare(a.from, b.from) })
+	var merged []keyRange
+	for _, r := range rs {
+		if n := len(merged); n > 0 && merged[n-1].bucket == r.bucket && r.from <= merged[n-1].end {
+			merged[n-1].end = max(merged[n-1].end, r.end)
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged
+}
+
+// inRanges says whether full lies in one of ranges: a compare of the range covers a
+// key read there (its update, its insert when it was missing, its deletion by delCmp).
+func inRanges(ranges []keyRange, full string) bool {
+	for _, r := range ranges {
+		if r.from <= full && full < r.end {
+			return true
+		}
+	}
+	return false
 }
 
 // nestOps fits ops into one transaction with ncmps compares under etcd's bound on
@@ -505,9 +575,12 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 }
 
 func (t *etcdTx) cursor(bucket string) cursor {
-	t.scan(bucket)
 	start, end := t.b.bucketRange(bucket)
-	return &etcdCursor{t: t, bucket: bucket, start: start, end: end}
+	c := &etcdCursor{t: t, bucket: bucket, start: start, end: end}
+	if !t.readOnly {
+		t.cursors = append(t.cursors, c)
+	}
+	return c
 }
 
 // etcdCursor walks a bucket of the transaction's snapshot, with the transaction's own
@@ -518,6 +591,10 @@ type etcdCursor struct {
 	start, end string
 	// key is where the cursor stands (full key), "" when off either end.
 	key string
+	// [readFrom, readEnd) covers every range the cursor's moves read: what a move found
+	// and the gap it looked across to find it (empty until the first move). A cursor
+	// that stops early read up to the key it stopped at, not to the bucket's end.
+	readFrom, readEnd string
 }
 
 func (c *etcdCursor) First() ([]byte, []byte)        { return c.move(c.start, true) }
@@ -564,6 +641,16 @@ func (c *etcdCursor) move(from string, forward bool) ([]byte, []byte) {
 			best, found = full, true
 		}
 	}
+	switch {
+	case forward && found:
+		c.read(from, best+"\x00")
+	case forward:
+		c.read(from, c.end)
+	case found:
+		c.read(best, from)
+	default:
+		c.read(c.start, from)
+	}
 	if !found {
 		return nil, nil
 	}
@@ -572,6 +659,19 @@ func (c *etcdCursor) move(from string, forward bool) ([]byte, []byte) {
 		return []byte(best[len(c.start):]), *v
 	}
 	return []byte(best[len(c.start):]), stored.value
+}
+
+// read widens the range the cursor read to cover [from, end), within its bucket.
+func (c *etcdCursor) read(from, end string) {
+	from, end = max(from, c.start), min(end, c.end)
+	if from >= end {
+		return
+	}
+	if c.readFrom == c.readEnd {
+		c.readFrom, c.readEnd = from, end
+		return
+	}
+	c.readFrom, c.readEnd = min(c.readFrom, from), max(c.readEnd, end)
 }
 
 // stored is the first stored key at or after from (forward) or the last before it.
@@ -614,7 +714,7 @@ func (b *etcdBackend) decodeCommit(events []*clientv3.Event) (remoteCommit, bool
 			if name != etcdCommitName {
 				c.buckets = append(c.buckets, name)
 			}
-		case rec && ev.Type == clientv3.EventTypePut:
+		case rec && ev.Type == clientv3.EventTypePut && name != etcdDeletedName:
 			c.puts = append(c.puts, remotePut{bucket: name, key: []byte(key), value: ev.Kv.Value})
 		}
 	}

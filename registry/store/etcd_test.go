@@ -28,7 +28,7 @@ func replicas(t *testing.T, n int) []*Store {
 
 // openReplicas opens n stores on cfg, each with its own client, as n registry replicas
 // would; they close when the test ends.
-func openReplicas(t *testing.T, cfg EtcdConfig, n int) []*Store {
+func openReplicas(t testing.TB, cfg EtcdConfig, n int) []*Store {
 	t.Helper()
 	var out []*Store
 	for range n {

@@ -115,6 +115,7 @@ func (b *etcdBackend) tryBatch(calls []*batchCall) []*batchCall {
 	case err != nil:
 		tell(err) // maybe committed: as with update, the callers read back
 	case !ok:
+		b.conflicts.count(tx)
 		tell(errRunAlone)
 	default:
 		tell(nil)

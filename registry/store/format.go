@@ -32,7 +32,11 @@ import (
 //	2  the agent-commands-by-expiry index (agentcommandexpiry.go), which expiry reads
 //	   rather than every command: an earlier release writes commands without their
 //	   entry, which would never expire. Raising a store to 2 indexes its commands
-//	   (indexAgentCommands).
+//	   (indexAgentCommands). And on etcd, the deletion generations
+//	   (P/~deleted/<bucket>): every transaction that deletes from a bucket writes its
+//	   own, and a transaction whose cursor walked the bucket compares it rather than
+//	   the bucket's generation. A replica of format 1 deletes without it, so a replica
+//	   of format 2 would miss its deletions: it must stop first.
 const Format = 2
 
 // formatExpiryIndex is the format that added bucketAgentCommandsByExpiry.
