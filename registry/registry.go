@@ -168,6 +168,7 @@ func New(cfg Config) (_ *Registry, err error) {
 	// Until New succeeds, what it made is released here.
 	defer func() {
 		if err != nil {
+			err = r.outdated(err)
 			r.release()
 		}
 	}()
@@ -320,7 +321,8 @@ func (r *Registry) Info() Info { return r.info }
 // runs the periodic tasks, until ctx ends or Close is called; it then stops them, and
 // the workflows where they are, and returns nil. When another replica raises the
 // store's format past what this release reads (store.Store.Outdated), it stops the same
-// way and returns why (INVALID_CONFIG). It runs once per registry.
+// way and returns why (INVALID_CONFIG), whatever failed first (outdated). It runs once
+// per registry.
 func (r *Registry) Serve(ctx context.Context) (err error) {
 	r.mu.Lock()
 	if r.closed {
@@ -335,6 +337,8 @@ func (r *Registry) Serve(ctx context.Context) (err error) {
 	r.serving, r.stop = true, cancel
 	r.mu.Unlock()
 	defer close(r.done)
+	// Whatever failed first, a store another replica outdated says why the replica stops.
+	defer func() { err = r.outdated(err) }()
 	cfg, engine := r.cfg, r.plane.engine
 	stopHousekeeping := startHousekeeping(ctx, cfg.Clock, r.st, cfg.Log)
 	stopLease := keepLease(ctx, cfg.Clock, r.st, r.holder, cfg.Log)
@@ -366,10 +370,7 @@ func (r *Registry) Serve(ctx context.Context) (err error) {
 	case <-ctx.Done():
 	case err = <-errc:
 	case <-r.st.Outdated():
-		// Another replica of a newer release raised the store's format: this one cannot
-		// read what that release writes, and the store refuses its transactions already.
 		err = r.st.OutdatedErr()
-		cfg.Log.Error("the store's format was raised past what this release reads: stopping; start the newer release here", "err", err, "reads", store.Format)
 	}
 	cancel()
 	shutdown, stop := context.WithTimeout(context.Background(), 5*time.Second)
@@ -385,6 +386,25 @@ func (r *Registry) Serve(ctx context.Context) (err error) {
 		err = nil
 	}
 	return err
+}
+
+// outdated is err, failed, or when another replica of a newer release raised the store's
+// format past what this one reads (store.Store.Outdated), the store's INVALID_CONFIG
+// saying so (logged): this replica cannot read what that release writes, and the store
+// refuses its transactions from then on, so whichever of them failed first (resuming the
+// runs, taking the lease, or Serve's own watch of the format) the reason to give is the
+// format's, and what to do, run the newer release.
+func (r *Registry) outdated(err error) error {
+	if err == nil || r.st == nil || r.st.OutdatedErr() == nil {
+		return err
+	}
+	format := r.st.OutdatedErr()
+	attrs := []any{"err", format, "reads", store.Format}
+	if err != format {
+		attrs = append(attrs, "failedFirst", err)
+	}
+	r.cfg.Log.Error("the store's format was raised past what this release reads: stopping; start the newer release here", attrs...)
+	return format
 }
 
 // Close stops Serve, and waits for it, closes the listeners and the agent endpoint

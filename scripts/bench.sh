@@ -24,7 +24,10 @@ fi
 # BC_BENCH_PAIRS alternating rounds (5) and print the median of the within-round ratios
 # with min and max (testkit.RunPairs): the DHCP rate about 6.5 minutes, the same on a store
 # already holding 5,000 leases (BC_DHCP_LEASES) about 6, each storm of 1,000 machines
-# (BC_STORM_CLIENTS) 2-6 minutes, the cache half a minute.
+# (BC_STORM_CLIENTS) 2-6 minutes, the cache half a minute. The store's day of answers
+# (registry/store: BenchmarkRunEndDropsPending and BenchmarkExpiryReadsItsEntries, each
+# on bbolt and etcd over 160,000 relayed commands) prints its ratios and its medians'
+# line, about a minute each.
 go test -run='^$' -bench=. -skip='^(BenchmarkAgentSessions|BenchmarkIdleFleet|BenchmarkReplicaSessions|BenchmarkVMWipe|BenchmarkDeployImage|BenchmarkConvergedPass)$' -benchtime=1x -timeout=60m ./... | grep -E '^(Benchmark|ok|FAIL|---)|: PROJECTION | alternating rounds; medians' || true
 # deploy.image of an ext4 image built from /usr files, beside curl | tee >(openssl dgst) |
 # zstd -d --sparse and zstd -d to /dev/null, five alternating rounds on tmpfs and (root) a

@@ -34,6 +34,15 @@ const (
 	// longest. A running run keeps that much less than its bound, so that its end is
 	// always kept.
 	endGrowth = 2 << 10
+	// haltRoom is what halting a running run adds to its record (Cancel, Fail, or the
+	// workflow engine failing a run it cannot take further), which a running run not
+	// halted keeps free beside endGrowth: its cancelled failure, whose error keeps its
+	// code, reason and the start of its message (brief) in a record near its bound, under
+	// 1 KiB as JSON writes it at its longest, and the end of the step it was on, failed
+	// with that error, and of the steps after it, skipped. Without it, a run whose
+	// results filled it to its bound could not record the failure that ends it, and
+	// stayed running.
+	haltRoom = 4 << 10
 	// KeptAttempts is how many attempts a step keeps: its first, and its latest
 	// KeptAttempts-1; RunStep.AttemptsDropped counts the ones between.
 	KeptAttempts = 3
@@ -77,13 +86,12 @@ func (r *Run) bound() {
 
 // compact makes r's ended steps keep less, for a record near its bound: no progress,
 // their first and last attempts, and shorter error messages; and the failure of an
-// ended run, its step's error, brief.
+// ended run and of a halted one, its step's error, brief.
 func (r *Run) compact() {
-	if r.State != RunRunning && r.Failure != nil {
-		f := *r.Failure
-		f.Error = brief(f.Error)
-		r.Failure = &f
+	if r.State != RunRunning {
+		r.Failure = r.Failure.brief()
 	}
+	r.Cancelled = r.Cancelled.brief()
 	for i := range r.Steps {
 		s := &r.Steps[i]
 		if !s.Terminal() {
@@ -112,16 +120,30 @@ func brief(e *proto.Error) *proto.Error {
 	return b.Cut(compactMessage)
 }
 
+// brief is f with its error brief; nil for nil.
+func (f *StepFailure) brief() *StepFailure {
+	if f == nil {
+		return nil
+	}
+	b := *f
+	b.Error = brief(f.Error)
+	return &b
+}
+
 // maxRecord is what r's record may take: MaxRunRecord, and less for a run whose end
 // writes much beside it (EndBytes), so that the end fits the largest request the store
 // sends (etcdProbeBytes, which a cluster of etcd's defaults takes and the check at start
 // sends) with endRoom for the rest of its transaction; a running
-// run, endGrowth less, the room of its end. A deploy of a host section of 1 MiB keeps a
-// run of about 447 KiB; one under 512 KiB, the whole MaxRunRecord.
+// run, endGrowth less, the room of its end, and one not halted haltRoom less again, the
+// room of its failure. A deploy of a host section of 1 MiB keeps a run of about 447 KiB;
+// one under 512 KiB, the whole MaxRunRecord.
 func (r *Run) maxRecord() int {
 	limit := min(MaxRunRecord, etcdProbeBytes-endRoom-r.EndBytes)
 	if r.State == RunRunning {
 		limit -= endGrowth
+	}
+	if r.State == RunRunning && r.Cancelled == nil {
+		limit -= haltRoom
 	}
 	return limit
 }
@@ -146,6 +168,9 @@ func encodeRun(r, old *Run) ([]byte, error) {
 	}
 	if r.State == RunRunning {
 		keeps += fmt.Sprintf(", less the %d its end may add", endGrowth)
+	}
+	if r.State == RunRunning && r.Cancelled == nil {
+		keeps += fmt.Sprintf(" and the %d its failure may", haltRoom)
 	}
 	keeps += ")"
 	largest, results := -1, 0

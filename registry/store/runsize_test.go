@@ -276,7 +276,7 @@ func TestTheEndOfARunAtItsBoundFits(t *testing.T) {
 	}
 	var size int
 	s.View(func(tx *Tx) error { size = len(tx.kv.get(bucketRuns, []byte(run.ID))); return nil })
-	if bound := min(MaxRunRecord, etcdProbeBytes-endRoom-len(section)) - endGrowth; size != bound {
+	if bound := min(MaxRunRecord, etcdProbeBytes-endRoom-len(section)) - endGrowth - haltRoom; size != bound {
 		t.Fatalf("the run's record takes %d bytes at its bound, want %d", size, bound)
 	}
 	t.Logf("the run keeps %d bytes, %d results, beside a host section of %d bytes", size, full+1, len(section))
