@@ -220,11 +220,15 @@ func (s *Server) seen(c dhcp.Client) {
 	s.discover.record(Discovery{MAC: c.MAC, UUID: c.UUID, Arch: uint16(c.Arch), HasArch: c.HasArch, Source: "dhcp"})
 }
 
-// inUse reports whether a host answers at ip, by the checker Run opened; false while
-// there is none (before Run, with ConflictCheck off, or without an ICMP socket).
-func (s *Server) inUse(ip netip.Addr) bool {
+// inUse reports whether a host answers at ip, by the checker Run opened, and an error
+// when its check did not run; false while there is no checker (before Run, with
+// ConflictCheck off, or without an ICMP socket).
+func (s *Server) inUse(ip netip.Addr) (bool, error) {
 	c := s.checker.Load()
-	return c != nil && c.InUse(ip)
+	if c == nil {
+		return false, nil
+	}
+	return c.InUse(ip)
 }
 
 // heldAwayShare counts an offer made unchecked, or an address not held away, because

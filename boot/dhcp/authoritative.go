@@ -2,6 +2,7 @@ package dhcp
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -40,9 +41,10 @@ type Authoritative struct {
 	// unanswered because such clients hold their share of its subnet's range
 	// (lease.Policy); nil for none.
 	Refused func()
-	// InUse reports whether a host answers at an address (inuse.Checker): an address no
-	// lease accounts for is offered only when none does. nil checks nothing.
-	InUse func(ip netip.Addr) bool
+	// InUse reports whether a host answers at an address (inuse.Checker), an error when
+	// its check did not run: an address no lease accounts for is offered only when a check
+	// found none does. nil checks nothing.
+	InUse func(ip netip.Addr) (bool, error)
 	// AddressInUse is told of an address found in use, which the pool then holds away;
 	// nil for none.
 	AddressInUse func()
@@ -175,7 +177,9 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 // offer is sub's offer of an address to mac, checked with InUse when no lease accounts
 // for it (Pool.Unleased): a host answering at it, configured by hand inside the range, is
 // logged and counted, the address is held away as a declined one, and the next address is
-// offered, up to maxChecks. A retransmission of mac's DISCOVER while a check runs is
+// offered, up to maxChecks. A check that did not run (its echo not sent) offers nothing:
+// the address stays offered to mac, and its retransmitted DISCOVER checks it again. A
+// retransmission of mac's DISCOVER while a check runs is
 // offered the same address (its offer), whose check it waits for and shares. While the
 // addresses held away take their share of the range (Pool.AwayFull), the address is
 // offered unchecked: a host answering at every address, or declining every offer, would
@@ -190,7 +194,13 @@ func (s Authoritative) offer(sub *Subnet, mac string, requested netip.Addr) (lea
 			s.awayShare()
 			return l, nil
 		}
-		if !s.InUse(l.IP) {
+		inUse, err := s.InUse(l.IP)
+		if err != nil {
+			return lease.Lease{}, fmt.Errorf("dhcp: %s was not checked, so it is not offered; the client's next DHCPDISCOVER checks it again. "+
+				"Many checks of addresses that nothing answers at once fill the kernel's room for their echoes, each for about 3 s: "+
+				"if this lasts, raise net.core.wmem_default and net.ipv4.neigh.default.gc_thresh3: %w", l.IP, err)
+		}
+		if !inUse {
 			return l, nil
 		}
 		switch err := sub.Pool.InUse(mac, l.IP); {

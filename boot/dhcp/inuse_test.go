@@ -2,9 +2,11 @@ package dhcp
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/better-compute/better-compute/boot/inuse"
 	"github.com/better-compute/better-compute/boot/lease"
 	"github.com/better-compute/better-compute/clock"
+	"github.com/better-compute/better-compute/e2e/netns"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
 
@@ -47,11 +50,11 @@ func newCheckedPolicy(t *testing.T, policy lease.Policy, taken ...string) *check
 	for _, a := range taken {
 		hosts[netip.MustParseAddr(a)] = true
 	}
-	checker := inuse.NewChecker(func(ip netip.Addr) bool {
+	checker := inuse.NewChecker(func(ip netip.Addr) (bool, error) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.echoes[ip]++
-		return hosts[ip]
+		return hosts[ip], nil
 	}, clk, 30*time.Second)
 	s.Subnets[0].Pool, s.InUse, s.AddressInUse, s.AwayShare = pool, checker.InUse, func() { c.inUse++ }, func() { c.awayShare++ }
 	s.Log = slog.New(slog.NewTextHandler(c.log, nil))
@@ -151,6 +154,30 @@ func TestChecksPerDiscoverAreBounded(t *testing.T) {
 	}
 }
 
+// TestCheckNotRunOffersNothing: a DHCPDISCOVER whose address's echo was not sent is not
+// answered, the next address not tried, and the log says why; its retransmission checks
+// the same address again and is offered it once a check finds it free.
+func TestCheckNotRunOffersNothing(t *testing.T) {
+	c := newChecked(t)
+	sent := false
+	c.s.InUse = func(netip.Addr) (bool, error) {
+		if !sent {
+			sent = true
+			return false, inuse.ErrNotSent
+		}
+		return false, nil
+	}
+	if resp, ok := c.s.Handle(discover(t, mac)); ok {
+		t.Fatalf("answered %s with its address not checked", resp.Summary())
+	}
+	if log := c.log.String(); !strings.Contains(log, "10.9.0.100 was not checked, so it is not offered") {
+		t.Errorf("log lacks why the DISCOVER was not answered:\n%s", log)
+	}
+	if offer, ok := c.s.Handle(discover(t, mac)); !ok || offer.YourIPAddr.String() != "10.9.0.100" {
+		t.Errorf("retransmission's offer %v, want 10.9.0.100 once checked", offer)
+	}
+}
+
 // TestRetransmittedDiscoverSharesTheCheck: a client's DHCPDISCOVER sent again while the
 // check of the address offered to it runs sends no echo of its own; both are offered
 // that address once it is found free.
@@ -159,7 +186,7 @@ func TestRetransmittedDiscoverSharesTheCheck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		answer := make(chan bool)
 		echoes := 0
-		checker := inuse.NewChecker(func(netip.Addr) bool { echoes++; return <-answer }, clock.NewFake(time.Unix(1e9, 0)), 30*time.Second)
+		checker := inuse.NewChecker(func(netip.Addr) (bool, error) { echoes++; return <-answer, nil }, clock.NewFake(time.Unix(1e9, 0)), 30*time.Second)
 		c.s.InUse = checker.InUse
 		offers := make(chan *dhcpv4.DHCPv4, 2)
 		handle := func() {
@@ -229,4 +256,69 @@ func TestDeclinesPastTheShareAreNotHeld(t *testing.T) {
 	if offer, ok := c.s.Handle(discover(t, mac)); !ok || offer.MessageType() != dhcpv4.MessageTypeOffer {
 		t.Errorf("no offer beside the decliner: %v", offer)
 	}
+}
+
+// TestHostInRangeIsNotOfferedUnderLoad: a host configured by hand answers at an address
+// inside the range, past the first thousand; 2,000 machines send their DHCPDISCOVERs at
+// once, answered maxInFlight at a time as Serve answers them, each address checked by a
+// real ICMP echo from the server's namespace on a segment where nothing else answers. No
+// machine is offered the host's address, and machines are offered addresses. Before, an
+// echo the kernel refused to send (an unanswered echo holds its socket's buffer while ARP
+// waits for the address, about 3 s, and 512 filled it) was taken as no answer: the
+// addresses after the 512th were offered unchecked, the host's among them.
+func TestHostInRangeIsNotOfferedUnderLoad(t *testing.T) {
+	netns.Require(t)
+	const hostAddr = "10.96.6.0" // the 1,281st address of the range
+	lan := netns.NewLAN(t)
+	srv, host := netns.New(t, "dhcp"), netns.New(t, "host")
+	lan.Attach(t, srv, "bcs0", "10.96.0.1/16", "")
+	lan.Attach(t, host, "bch0", hostAddr+"/16", "")
+	var echo *inuse.Echo
+	if err := srv.Do(func() (err error) {
+		echo, err = inuse.ListenEcho(500*time.Millisecond, inuse.Health{Failed: func(err error) { t.Errorf("the ICMP socket failed: %v", err) }, Back: func() {}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	store, err := lease.Open(filepath.Join(t.TempDir(), "leases.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.96.1.0"), End: netip.MustParseAddr("10.96.20.255")}, nil, time.Hour, clk, lease.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Authoritative{ServerIP: net.IPv4(10, 96, 0, 1), Subnets: []Subnet{{Prefix: netip.MustParsePrefix("10.96.0.0/16"), Pool: pool, Local: true}},
+		Boot: boot, InUse: inuse.NewChecker(echo.Ping, clk, 30*time.Second).InUse, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var (
+		mu     sync.Mutex
+		offers int
+		wg     sync.WaitGroup
+	)
+	slots := make(chan struct{}, maxInFlight)
+	for i := range 2000 {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			m := net.HardwareAddr{0x02, 0xdd, 0, 0, byte(i >> 8), byte(i)}
+			resp, ok := s.Handle(discover(t, m))
+			if !ok {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			offers++
+			if resp.YourIPAddr.String() == hostAddr {
+				t.Errorf("%s offered %s, where a host answers", m, hostAddr)
+			}
+		})
+	}
+	wg.Wait()
+	if offers == 0 {
+		t.Error("no machine was offered an address")
+	}
+	t.Logf("%d of 2,000 DISCOVERs offered an address", offers)
 }

@@ -3,7 +3,8 @@
 // hand inside the range would otherwise have its address handed to a booting machine.
 // Echo sends ICMP echo requests and matches their replies; Checker runs the checks of
 // many requests at once, one at a time for each address, and remembers an address
-// found free for a while, so that a client's retransmissions do not check it again.
+// found free for a while, so that a client's retransmissions do not check it again. A
+// check whose echo was not sent (ErrNotSent) finds nothing and is not remembered.
 package inuse
 
 import (
@@ -17,9 +18,9 @@ import (
 type Clock interface{ Now() time.Time }
 
 // Checker runs the checks of an address with its ping function: true when a host
-// answered at the address.
+// answered at the address, an error when the check did not run (Echo.Ping).
 type Checker struct {
-	ping     func(netip.Addr) bool
+	ping     func(netip.Addr) (bool, error)
 	clock    Clock
 	remember time.Duration
 
@@ -36,6 +37,7 @@ type Checker struct {
 type check struct {
 	done  chan struct{}
 	inUse bool
+	err   error
 }
 
 // minSweep is the smallest size of Checker.free that is swept: below it, keeping the
@@ -44,43 +46,45 @@ const minSweep = 64
 
 // NewChecker is a checker that asks ping whether a host answers at an address, and
 // takes an address found free as free for remember after.
-func NewChecker(ping func(netip.Addr) bool, clock Clock, remember time.Duration) *Checker {
+func NewChecker(ping func(netip.Addr) (bool, error), clock Clock, remember time.Duration) *Checker {
 	return &Checker{ping: ping, clock: clock, remember: remember,
 		running: map[netip.Addr]*check{}, free: map[netip.Addr]time.Time{}, sweepAt: minSweep}
 }
 
-// InUse reports whether a host answers at ip. An address found free less than the
-// checker's remember ago is not checked again; a check of an address whose check runs
-// waits for that one and shares its result. Checks of different addresses run at once,
-// each in its caller's goroutine.
-func (c *Checker) InUse(ip netip.Addr) bool {
+// InUse reports whether a host answers at ip, and the ping's error when the check did
+// not run: the address is then neither in use nor free. An address found free less
+// than the checker's remember ago is not checked again; a check of an address whose
+// check runs waits for that one and shares its result. Checks of different addresses
+// run at once, each in its caller's goroutine.
+func (c *Checker) InUse(ip netip.Addr) (bool, error) {
 	c.mu.Lock()
 	if until, ok := c.free[ip]; ok && c.clock.Now().Before(until) {
 		c.mu.Unlock()
-		return false
+		return false, nil
 	}
 	if r, ok := c.running[ip]; ok {
 		c.mu.Unlock()
 		<-r.done
-		return r.inUse
+		return r.inUse, r.err
 	}
 	r := &check{done: make(chan struct{})}
 	c.running[ip] = r
 	c.mu.Unlock()
 
-	r.inUse = c.ping(ip)
+	r.inUse, r.err = c.ping(ip)
 
 	c.mu.Lock()
 	delete(c.running, ip)
-	if r.inUse {
+	switch {
+	case r.inUse || r.err != nil:
 		delete(c.free, ip)
-	} else {
+	default:
 		c.free[ip] = c.clock.Now().Add(c.remember)
 		c.sweep()
 	}
 	c.mu.Unlock()
 	close(r.done)
-	return r.inUse
+	return r.inUse, r.err
 }
 
 // sweep drops the free addresses whose time ended once there are sweepAt of them, so

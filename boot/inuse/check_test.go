@@ -1,6 +1,7 @@
 package inuse
 
 import (
+	"errors"
 	"net/netip"
 	"sync"
 	"testing"
@@ -32,11 +33,20 @@ func (p *pings) ch(ip netip.Addr) chan bool {
 	return p.answer[ip]
 }
 
-func (p *pings) ping(ip netip.Addr) bool {
+func (p *pings) ping(ip netip.Addr) (bool, error) {
 	p.mu.Lock()
 	p.asked[ip]++
 	p.mu.Unlock()
-	return <-p.ch(ip)
+	return <-p.ch(ip), nil
+}
+
+// inUse is c.InUse for a ping that never fails.
+func inUse(t *testing.T, c *Checker, ip netip.Addr) bool {
+	used, err := c.InUse(ip)
+	if err != nil {
+		t.Errorf("check of %s: %v", ip, err)
+	}
+	return used
 }
 
 func (p *pings) count(ip netip.Addr) int {
@@ -55,9 +65,9 @@ func TestOneCheckPerAddressAtATime(t *testing.T) {
 		p := newPings()
 		c := NewChecker(p.ping, clock.NewFake(time.Unix(1e9, 0)), 30*time.Second)
 		results := make(chan bool, 2)
-		go func() { results <- c.InUse(a) }()
+		go func() { results <- inUse(t, c, a) }()
 		synctest.Wait() // the first check's echo is out
-		go func() { results <- c.InUse(a) }()
+		go func() { results <- inUse(t, c, a) }()
 		synctest.Wait() // the second waits
 		if n := p.count(a); n != 1 {
 			t.Fatalf("%d echoes to %s while one check runs, want 1", n, a)
@@ -79,8 +89,8 @@ func TestChecksOfDifferentAddressesRunAtOnce(t *testing.T) {
 		p := newPings()
 		c := NewChecker(p.ping, clock.NewFake(time.Unix(1e9, 0)), 30*time.Second)
 		results := make(chan bool, 2)
-		go func() { results <- c.InUse(a) }()
-		go func() { results <- c.InUse(b) }()
+		go func() { results <- inUse(t, c, a) }()
+		go func() { results <- inUse(t, c, b) }()
 		synctest.Wait()
 		if p.count(a) != 1 || p.count(b) != 1 {
 			t.Fatalf("echoes out: %s %d, %s %d; want one each at once", a, p.count(a), b, p.count(b))
@@ -101,7 +111,7 @@ func TestFreeAddressIsRemembered(t *testing.T) {
 		c := NewChecker(p.ping, clk, 30*time.Second)
 		check := func(ip netip.Addr, answer bool) bool {
 			done := make(chan bool)
-			go func() { done <- c.InUse(ip) }()
+			go func() { done <- inUse(t, c, ip) }()
 			synctest.Wait()
 			select {
 			case r := <-done: // no echo: remembered
@@ -131,7 +141,7 @@ func TestFreeAddressIsRemembered(t *testing.T) {
 // checker's memory, so that it holds no more than the addresses checked lately.
 func TestRememberedAddressesAreBounded(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1e9, 0))
-	c := NewChecker(func(netip.Addr) bool { return false }, clk, 30*time.Second)
+	c := NewChecker(func(netip.Addr) (bool, error) { return false, nil }, clk, 30*time.Second)
 	ip := netip.MustParseAddr("10.9.0.0")
 	for range 10 {
 		for range 1000 {
@@ -143,4 +153,42 @@ func TestRememberedAddressesAreBounded(t *testing.T) {
 	if n := len(c.free); n > 2*1000+minSweep {
 		t.Errorf("%d free addresses remembered after ten rounds of 1,000, each past its time", n)
 	}
+}
+
+// TestCheckNotSentIsNotRemembered: a check whose echo was not sent tells its error to
+// the check that waited for it too, and the address is not taken as free: the next
+// check sends an echo, and finds the host that answers there.
+func TestCheckNotSentIsNotRemembered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var echoes int
+		refuse := make(chan struct{})
+		c := NewChecker(func(netip.Addr) (bool, error) {
+			echoes++
+			if echoes == 1 {
+				<-refuse
+				return false, ErrNotSent
+			}
+			return true, nil
+		}, clock.NewFake(time.Unix(1e9, 0)), 30*time.Second)
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() {
+				used, err := c.InUse(a)
+				if used {
+					t.Error("in use after an echo not sent")
+				}
+				errs <- err
+			}()
+			synctest.Wait()
+		}
+		close(refuse)
+		for range 2 {
+			if err := <-errs; !errors.Is(err, ErrNotSent) {
+				t.Errorf("check of an echo not sent: %v, want ErrNotSent", err)
+			}
+		}
+		if used, err := c.InUse(a); !used || err != nil || echoes != 2 {
+			t.Errorf("the next check: in use %v, %v after %d echoes; want in use after a second echo", used, err, echoes)
+		}
+	})
 }

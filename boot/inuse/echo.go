@@ -80,6 +80,13 @@ type echoKey struct {
 	seq  int
 }
 
+// ErrNotSent: a check's echo request could not be sent, so the check tells nothing of
+// its address. The kernel refuses an echo (ENOBUFS) while the echoes before it fill the
+// socket's send buffer or the neighbour table: an echo to an address of the segment that
+// nothing answers waits there for ARP, about 3 s, so about 512 such echoes at once fill
+// the buffer of net.core.wmem_default (212,992 bytes).
+var ErrNotSent = errors.New("inuse: the echo request was not sent")
+
 // payload is the data of each echo request.
 var payload = []byte("bcd dhcp address check")
 
@@ -120,16 +127,17 @@ func newEcho(open func() (socket, bool, error), wait time.Duration, health Healt
 }
 
 // Ping sends one echo request to ip and reports whether its reply came within the
-// wait. An echo the host can not send (no route) is no answer, and so is one while the
-// socket is down (failed and not yet open again, or closed): none is sent.
-func (e *Echo) Ping(ip netip.Addr) bool {
+// wait. An echo the host refuses to send (no buffer, no route) is ErrNotSent: the check
+// did not run. While the socket is down (failed and not yet open again, or closed) none
+// is sent and Ping reports no answer, as Health told.
+func (e *Echo) Ping(ip netip.Addr) (bool, error) {
 	key := echoKey{from: ip, seq: int(uint16(e.seq.Add(1)))}
 	got := make(chan struct{})
 	e.mu.Lock()
 	l := e.link
 	if l == nil {
 		e.mu.Unlock()
-		return false
+		return false, nil
 	}
 	e.waiting[key] = got
 	e.mu.Unlock()
@@ -140,24 +148,24 @@ func (e *Echo) Ping(ip netip.Addr) bool {
 	}()
 	b, err := (&icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{ID: e.id, Seq: key.seq, Data: payload}}).Marshal(nil)
 	if err != nil {
-		return false
+		return false, fmt.Errorf("%w to %s: %w", ErrNotSent, ip, err)
 	}
 	var to net.Addr = &net.IPAddr{IP: ip.AsSlice()}
 	if !l.raw {
 		to = &net.UDPAddr{IP: ip.AsSlice()}
 	}
 	if _, err := l.conn.WriteTo(b, to); err != nil {
-		return false
+		return false, fmt.Errorf("%w to %s: %w", ErrNotSent, ip, err)
 	}
 	t := time.NewTimer(e.wait)
 	defer t.Stop()
 	select {
 	case <-got:
-		return true
+		return true, nil
 	case <-t.C:
-		return false
+		return false, nil
 	case <-l.down:
-		return false
+		return false, nil
 	}
 }
 

@@ -27,8 +27,8 @@ func TestEchoAnsweredOnLoopback(t *testing.T) {
 	for i := range 20 {
 		ip := netip.AddrFrom4([4]byte{127, 0, 0, byte(1 + i%4)})
 		wg.Go(func() {
-			if !e.Ping(ip) {
-				t.Errorf("no answer from %s", ip)
+			if up, err := e.Ping(ip); !up || err != nil {
+				t.Errorf("no answer from %s: %v", ip, err)
 			}
 		})
 	}
@@ -36,8 +36,8 @@ func TestEchoAnsweredOnLoopback(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if e.Ping(netip.MustParseAddr("127.0.0.1")) {
-		t.Error("answered after Close")
+	if up, err := e.Ping(netip.MustParseAddr("127.0.0.1")); up || err != nil {
+		t.Errorf("answered after Close (%v), or not sent: %v", up, err)
 	}
 }
 
@@ -96,8 +96,8 @@ func TestAFailedSocketStopsItsReader(t *testing.T) {
 			t.Errorf("the reader read %d times from a socket that failed for good: want it stopped at the first error", reads)
 		}
 		for _, ip := range []netip.Addr{a, b} {
-			if e.Ping(ip) {
-				t.Errorf("%s answered on a failed socket", ip)
+			if up, err := e.Ping(ip); up || err != nil {
+				t.Errorf("%s answered on a failed socket (%v), or its echo was not sent: %v", ip, up, err)
 			}
 		}
 		if _, writes := sock.counts(); writes != 0 {
@@ -184,8 +184,8 @@ func TestAFailedSocketIsOpenedAgain(t *testing.T) {
 		}
 		defer e.Close()
 		synctest.Wait()
-		if e.Ping(a) {
-			t.Errorf("%s answered on the failed socket", a)
+		if up, err := e.Ping(a); up || err != nil {
+			t.Errorf("%s answered on the failed socket (%v), or its echo was not sent: %v", a, up, err)
 		}
 		time.Sleep(FirstReopen - time.Nanosecond)
 		synctest.Wait()
@@ -198,8 +198,8 @@ func TestAFailedSocketIsOpenedAgain(t *testing.T) {
 			t.Fatalf("failed told %d times and back %d, want once each", failed, back)
 		}
 		for _, ip := range []netip.Addr{a, b} {
-			if !e.Ping(ip) {
-				t.Errorf("%s: no answer on the socket opened again", ip)
+			if up, err := e.Ping(ip); !up || err != nil {
+				t.Errorf("%s: no answer on the socket opened again: %v", ip, err)
 			}
 		}
 	})
@@ -263,5 +263,35 @@ func TestAFailingSocketIsTriedWithBackoff(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// refusingSocket is a socket whose kernel refuses every echo, as it does while the
+// echoes awaiting ARP fill the socket's send buffer; its reads wait for Close.
+type refusingSocket struct{ closed chan struct{} }
+
+func (s *refusingSocket) ReadFrom([]byte) (int, net.Addr, error) {
+	<-s.closed
+	return 0, nil, net.ErrClosed
+}
+
+func (s *refusingSocket) WriteTo(b []byte, to net.Addr) (int, error) {
+	return 0, &net.OpError{Op: "write", Net: "ip4:icmp", Addr: to, Err: os.NewSyscallError("sendto", syscall.ENOBUFS)}
+}
+
+func (s *refusingSocket) Close() error { close(s.closed); return nil }
+
+// TestEchoNotSentIsNoFreeAddress: an echo the kernel refuses to send is ErrNotSent, with
+// the kernel's error, not an address that did not answer: before, it was taken as no
+// answer, and the address offered unchecked.
+func TestEchoNotSentIsNoFreeAddress(t *testing.T) {
+	e, err := newEcho(opens(&refusingSocket{closed: make(chan struct{})}), time.Second, Health{Failed: func(err error) { t.Errorf("the socket failed: %v", err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	up, err := e.Ping(a)
+	if up || !errors.Is(err, ErrNotSent) || !errors.Is(err, syscall.ENOBUFS) {
+		t.Errorf("ping with its echo refused: %v, %v; want ErrNotSent with ENOBUFS", up, err)
 	}
 }
