@@ -1,11 +1,9 @@
 package cli_test
 
 import (
-	"encoding/json"
 	"math"
 	"testing"
 
-	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry"
 	"github.com/better-compute/better-compute/testkit"
 )
@@ -40,17 +38,8 @@ func TestServeSetsItsGarbageCollection(t *testing.T) {
 // TestServeRefusesGarbageCollectionOutOfBounds: a percent or a memory limit out of
 // bounds is INVALID_INPUT at its flag, before anything starts.
 func TestServeRefusesGarbageCollectionOutOfBounds(t *testing.T) {
-	for flag, values := range map[string][]string{
+	serveRefusesAtTheFlag(t, map[string][]string{
 		"--gc-percent":   {"-1", "10", "5000"},
 		"--memory-limit": {"1MiB", "4GB", "lots"},
-	} {
-		for _, v := range values {
-			res := testkit.CLI(t, "", "serve", "--data-dir", t.TempDir(), flag, v, "--format", "json")
-			var e testkit.ErrorObject
-			json.Unmarshal([]byte(res.Stdout), &e)
-			if res.Code != 1 || e.Code != string(proto.InvalidInput) || e.Details.Path != flag {
-				t.Errorf("serve %s %s: exit %d\n%s%s", flag, v, res.Code, res.Stdout, res.Stderr)
-			}
-		}
-	}
+	})
 }
