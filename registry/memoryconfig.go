@@ -11,11 +11,13 @@ import (
 )
 
 // DefaultGCPercent is how far the registry's heap grows past what is live before its
-// collector runs again, in percent (the runtime's GOGC; Go's own default is 100). At 200
-// the collector runs about half as often during a fleet's return, where it was the
-// largest cost of a reconnect beyond the handshake's, and a session held costs about
-// 5-7 KiB more at rest, still under the 64 KiB goal (docs/benchmarks.md).
-const DefaultGCPercent = 200
+// collector runs again, in percent (the runtime's GOGC; Go's own default is 100). During
+// a fleet's return the collector was the largest cost of a reconnect beyond the
+// handshake's; at 150 it runs about half as often then, and a session held costs 2-7 KiB
+// more at rest (56-60 KiB, under the goal of 64). At 200 it cost 5-10 KiB more, past
+// the goal in one run of six (docs/benchmarks.md, "The collector's share of a
+// reconnect").
+const DefaultGCPercent = 150
 
 // The bounds of serve's memory flags.
 const (
