@@ -132,10 +132,17 @@ func TestAStrangerIsServedAgainAfterItsRetryAfter(t *testing.T) {
 // TestServeRefusesAFailureBoundOutOfRange: a burst or refill out of range is INVALID_INPUT
 // at its flag, before anything starts.
 func TestServeRefusesAFailureBoundOutOfRange(t *testing.T) {
-	for flag, values := range map[string][]string{
+	serveRefusesAtTheFlag(t, map[string][]string{
 		"--auth-failure-burst":  {"-1", fmt.Sprint(api.MaxFailureBurst + 1)},
 		"--auth-failure-refill": {"0s", "1ms", "2h", "-3s"},
-	} {
+	})
+}
+
+// serveRefusesAtTheFlag runs serve with each flag at each of its values, and fails t
+// unless each is INVALID_INPUT at that flag.
+func serveRefusesAtTheFlag(t *testing.T, refused map[string][]string) {
+	t.Helper()
+	for flag, values := range refused {
 		for _, v := range values {
 			res := testkit.CLI(t, "", "serve", "--data-dir", t.TempDir(), flag, v, "--format", "json")
 			var e testkit.ErrorObject

@@ -53,19 +53,31 @@ func CPUOf(pid int) (time.Duration, error) {
 func (r *Registry) PID() int { return r.cmd.Process.Pid }
 
 // RSS is process pid's resident memory in bytes (VmRSS of /proc/PID/status).
-func RSS(pid int) (int64, error) {
+func RSS(pid int) (int64, error) { return statusBytes(pid, "VmRSS") }
+
+// PeakRSS is the most resident memory process pid has held, in bytes, since it started
+// or since ResetPeakRSS (VmHWM of /proc/PID/status).
+func PeakRSS(pid int) (int64, error) { return statusBytes(pid, "VmHWM") }
+
+// ResetPeakRSS starts process pid's PeakRSS again from its resident memory now.
+func ResetPeakRSS(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// statusBytes is the field of /proc/PID/status given in kB, in bytes.
+func statusBytes(pid int, field string) (int64, error) {
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("read the memory of process %d: %w", pid, err)
 	}
 	for line := range strings.Lines(string(status)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("/proc/%d/status: VmRSS %q: %w", pid, v, err)
+				return 0, fmt.Errorf("/proc/%d/status: %s %q: %w", pid, field, v, err)
 			}
 			return kib << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
+	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, field)
 }

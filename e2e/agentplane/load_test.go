@@ -25,6 +25,7 @@ import (
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
@@ -94,6 +95,13 @@ func BenchmarkAgentSessions(b *testing.B) {
 	peer := barePeer(b, e.dir, peers)
 	enterPhase(b, fmt.Sprintf("the reconnect peer, %d quic-go connections", peers))
 	resume := resumePeer(b, e.dir, peers)
+	// The registry's garbage collection as serve sets it by default, from here on: the
+	// peers above run with Go's defaults, as a bare quic-go listener would.
+	policy, err := registry.MemoryConfig{}.Policy(os.Getenv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(policy.Apply())
 	before := sampleMemory()
 
 	enterPhase(b, fmt.Sprintf("connect, %d agents in processes of %d", n, per))
@@ -138,6 +146,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 
 	s := after.minus(before).per(n)
 	fmt.Printf("agent plane: %d sessions, agents in %d processes; peer: %d idle quic-go connections of the default configuration\n", n, len(children), peers)
+	fmt.Printf("  registry's garbage collection from the connect on: %v (the peers': Go's defaults)\n", policy.LogValue())
 	connect.print("connect", n, "hello and acknowledgement of generation 1")
 	push.print("push", n, "NodeSpec change of every node until every agent acknowledged it")
 	fmt.Printf("  push window: at most %d pushes in flight, size %d after the push, %d acknowledgements late, halved %d times\n", window.MaxInFlight, window.Size, window.Late, window.Halvings)
@@ -151,6 +160,9 @@ func BenchmarkAgentSessions(b *testing.B) {
 	fmt.Printf("  memory per session:  live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(s.alloc), kib(s.heap), kib(s.stack), kib(s.heap+s.stack), kib(s.rss), s.goroutines)
 	fmt.Printf("  peer per connection: live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(peer.alloc), kib(peer.heap), kib(peer.stack), kib(peer.heap+peer.stack), kib(peer.rss), peer.goroutines)
 	fmt.Printf("  session/peer: in use+stacks %.2f, RSS %.2f\n", (s.heap+s.stack)/(peer.heap+peer.stack), s.rss/peer.rss)
+	for i, r := range returns {
+		fmt.Printf("  restart%d: RSS at most %s a session during the return (the process's peak less its RSS before the agents came)\n", i+1, kib((float64(r.phase.peakRSS)-before.rss)/float64(n)))
+	}
 	last := returns[len(returns)-1]
 	b.ReportMetric(connect.wall.Seconds(), "connect-s")
 	b.ReportMetric(push.wall.Seconds(), "push-s")
@@ -166,6 +178,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	b.ReportMetric(last.phase.cpu.Seconds()/float64(n)/peerCPU, "reconnect-CPU/peer")
 	b.ReportMetric(s.heap+s.stack, "heap+stack-B/session")
 	b.ReportMetric(s.rss, "RSS-B/session")
+	b.ReportMetric((float64(last.phase.peakRSS)-before.rss)/float64(n), "return-peak-RSS-B/session")
 	b.ReportMetric((s.heap+s.stack)/(peer.heap+peer.stack), "ratio-to-quic-go")
 }
 
@@ -275,9 +288,13 @@ type phase struct {
 	startCPU, startAgt time.Duration
 	wall, cpu, agents  time.Duration
 	startHeap, heap    heapCounts
+	// peakRSS is the most this process held during the phase, 0 where /proc does not
+	// say.
+	peakRSS int64
 }
 
 func startPhase(children []*child) *phase {
+	testkit.ResetPeakRSS(os.Getpid())
 	return &phase{children: children, ends: [2]string{"registry", "agents'"}, start: time.Now(), startCPU: cpuTime(syscall.RUSAGE_SELF), startAgt: processesCPU(children), startHeap: readHeapCounts()}
 }
 
@@ -285,6 +302,7 @@ func (p *phase) end() {
 	p.wall, p.cpu = time.Since(p.start), cpuTime(syscall.RUSAGE_SELF)-p.startCPU
 	p.agents = processesCPU(p.children) - p.startAgt
 	p.heap = readHeapCounts().minus(p.startHeap)
+	p.peakRSS, _ = testkit.PeakRSS(os.Getpid())
 }
 
 // print shows the phase's time and rate, this process's CPU per session with the rate
