@@ -495,8 +495,13 @@ func resumePeer(b *testing.B, dir string, count int) *phase {
 	waitLong(b, "the peer's connections back", func() bool { return live.Load() == int64(count) })
 	p.end()
 	stopProfile()
-	if got := resumed.Load(); got != int64(count) {
+	// A dial the dialler gave up on (dialTries) may still have been accepted, so a try
+	// again can add a resumed handshake: more than count is fine, fewer is not.
+	switch got := resumed.Load(); {
+	case got < int64(count):
 		b.Fatalf("reconnect peer: %d of %d handshakes resumed", got, count)
+	case got > int64(count):
+		b.Logf("reconnect peer: %d handshakes resumed for %d connections (dials tried again), its CPU a handshake counted over %d", got, count, count)
 	}
 	c.stop()
 	ln.Close()
