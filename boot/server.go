@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -257,7 +258,9 @@ func (s *Server) listenChecks() (stop func()) {
 		return func() {}
 	}
 	var checker *inuse.Checker
-	echo, err := inuse.ListenEcho(time.Duration(s.cfg.ConflictCheckTimeout), inuse.Health{
+	wait := time.Duration(s.cfg.ConflictCheckTimeout)
+	held := inuse.EchoesHeld(dhcp.MaxInFlight, wait)
+	echo, err := inuse.ListenEcho(wait, held, inuse.Health{
 		Failed: s.checksFailed,
 		Back:   func() { s.checksBack(checker) },
 	})
@@ -269,11 +272,39 @@ func (s *Server) listenChecks() (stop func()) {
 	checker = inuse.NewChecker(echo.Ping, s.clock, rememberFree)
 	s.checker.Store(checker)
 	s.log.Info("dhcp: an address no lease accounts for is offered once no host answered an ICMP echo to it",
-		"socket", echo.Kind(), "timeout", s.cfg.ConflictCheckTimeout.String())
+		"socket", echo.Kind(), "timeout", s.cfg.ConflictCheckTimeout.String(), "echoes", echo.Room())
+	neighbours, known := inuse.NeighbourLimit()
+	s.warnCheckLimits(wait, held, echo.Room(), neighbours, known)
 	return func() {
 		echo.Close()
 		s.checker.Store(nil)
 	}
+}
+
+// warnCheckLimits warns, once at start, when the host's limits on the echoes waiting for
+// ARP (room, what the check's send buffer holds; neighbours, the neighbour table's
+// gc_thresh3, when known) hold fewer than held, the echoes of the checks the DHCP server
+// runs at once at its pace: each new address past them a second is left unanswered until
+// its client sends again.
+func (s *Server) warnCheckLimits(wait time.Duration, held, room, neighbours int, known bool) {
+	capped := room
+	if known {
+		capped = min(capped, neighbours)
+	}
+	if capped >= held {
+		return
+	}
+	var raise []string
+	if room < held {
+		raise = append(raise, fmt.Sprintf("net.core.wmem_max to %d (or run bcd site with CAP_NET_ADMIN, which sizes the buffer past it)", inuse.SendBufferFor(held)))
+	}
+	if known && neighbours < held {
+		raise = append(raise, fmt.Sprintf("net.ipv4.neigh.default.gc_thresh3 to %d and gc_thresh2 to %d, in the host's network namespace", held+neighbours, held))
+	}
+	s.log.Warn("dhcp: the host's limits hold fewer echoes waiting for ARP than the conflict checks send: past them a second, a new "+
+		"address's DHCPDISCOVER is left unanswered until its client sends it again; raise "+strings.Join(raise, ", and "),
+		"checksPerSecond", capped*int(time.Second)/int(inuse.ARPWait), "offersPerSecond", dhcp.MaxInFlight*int(time.Second)/int(wait),
+		"echoes", room, "neighbours", neighbours, "want", held)
 }
 
 // checksFailed drops the conflict check whose socket failed (inuse.Echo stopped reading

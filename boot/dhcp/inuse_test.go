@@ -260,7 +260,7 @@ func TestDeclinesPastTheShareAreNotHeld(t *testing.T) {
 
 // TestHostInRangeIsNotOfferedUnderLoad: a host configured by hand answers at an address
 // inside the range, past the first thousand; 2,000 machines send their DHCPDISCOVERs at
-// once, answered maxInFlight at a time as Serve answers them, each address checked by a
+// once, answered MaxInFlight at a time as Serve answers them, each address checked by a
 // real ICMP echo from the server's namespace on a segment where nothing else answers. No
 // machine is offered the host's address, and machines are offered addresses. Before, an
 // echo the kernel refused to send (an unanswered echo holds its socket's buffer while ARP
@@ -275,7 +275,7 @@ func TestHostInRangeIsNotOfferedUnderLoad(t *testing.T) {
 	lan.Attach(t, host, "bch0", hostAddr+"/16", "")
 	var echo *inuse.Echo
 	if err := srv.Do(func() (err error) {
-		echo, err = inuse.ListenEcho(500*time.Millisecond, inuse.Health{Failed: func(err error) { t.Errorf("the ICMP socket failed: %v", err) }, Back: func() {}})
+		echo, err = inuse.ListenEcho(500*time.Millisecond, inuse.EchoesHeld(MaxInFlight, 500*time.Millisecond), inuse.Health{Failed: func(err error) { t.Errorf("the ICMP socket failed: %v", err) }, Back: func() {}})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -298,7 +298,7 @@ func TestHostInRangeIsNotOfferedUnderLoad(t *testing.T) {
 		offers int
 		wg     sync.WaitGroup
 	)
-	slots := make(chan struct{}, maxInFlight)
+	slots := make(chan struct{}, MaxInFlight)
 	for i := range 2000 {
 		slots <- struct{}{}
 		wg.Go(func() {
@@ -321,4 +321,95 @@ func TestHostInRangeIsNotOfferedUnderLoad(t *testing.T) {
 		t.Error("no machine was offered an address")
 	}
 	t.Logf("%d of 2,000 DISCOVERs offered an address", offers)
+}
+
+// TestChecksPastTheDefaultBufferAreSent: more checks of addresses nothing answers at run
+// at once than the default send buffer holds echoes of (512), from a raw and from a
+// datagram ICMP socket, with a host at one of the addresses. The socket's send buffer, as
+// read back from the kernel, holds the echoes asked for; every echo is sent, so every
+// DISCOVER is answered, and none with the host's address. Before, the kernel refused the
+// echoes past the 512th, and their DISCOVERs went unanswered.
+func TestChecksPastTheDefaultBufferAreSent(t *testing.T) {
+	netns.Require(t)
+	checks := checksRoom(t)
+	for name, datagram := range map[string]bool{"raw": false, "datagram": true} {
+		t.Run(name, func(t *testing.T) {
+			const hostAddr = "10.97.1.200" // the 256th address of the range
+			lan := netns.NewLAN(t)
+			srv, host := netns.New(t, "dhcp"), netns.New(t, "host")
+			lan.Attach(t, srv, "bcs0", "10.97.0.1/16", "")
+			lan.Attach(t, host, "bch0", hostAddr+"/16", "")
+			if datagram {
+				srv.Run(t, "sh", "-c", "echo '0 0' > /proc/sys/net/ipv4/ping_group_range")
+			}
+			wait := 500 * time.Millisecond
+			want := inuse.EchoesHeld(MaxInFlight, wait)
+			var echo *inuse.Echo
+			if err := srv.Do(func() (err error) {
+				echo, err = inuse.ListenEcho(wait, want, inuse.Health{Failed: func(err error) { t.Errorf("the ICMP socket failed: %v", err) }, Back: func() {}})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer echo.Close()
+			if kind := map[bool]string{true: "datagram", false: "raw"}[datagram]; echo.Kind() != kind {
+				t.Fatalf("socket %q, want %q", echo.Kind(), kind)
+			}
+			if echo.Room() < want {
+				t.Fatalf("the send buffer holds %d echoes, want at least the %d asked for", echo.Room(), want)
+			}
+			store, err := lease.Open(filepath.Join(t.TempDir(), "leases.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			clk := clock.NewFake(time.Unix(1e9, 0))
+			pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.97.0.201"), End: netip.MustParseAddr("10.97.20.255")}, nil, time.Hour, clk, lease.Policy{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := Authoritative{ServerIP: net.IPv4(10, 97, 0, 1), Subnets: []Subnet{{Prefix: netip.MustParsePrefix("10.97.0.0/16"), Pool: pool, Local: true}},
+				Boot: boot, InUse: inuse.NewChecker(echo.Ping, clk, 30*time.Second).InUse, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			var (
+				mu         sync.Mutex
+				unanswered int
+				wg         sync.WaitGroup
+			)
+			for i := range checks {
+				wg.Go(func() {
+					m := net.HardwareAddr{0x02, 0xde, 0, 0, byte(i >> 8), byte(i)}
+					resp, ok := s.Handle(discover(t, m))
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case !ok:
+						unanswered++
+					case resp.YourIPAddr.String() == hostAddr:
+						t.Errorf("%s offered %s, where a host answers", m, hostAddr)
+					}
+				})
+			}
+			wg.Wait()
+			if unanswered > 0 {
+				t.Errorf("%d of %d DISCOVERs checked at once unanswered: their echoes were not sent", unanswered, checks)
+			}
+		})
+	}
+}
+
+// checksRoom is how many checks of addresses nothing answers at a test may run at once:
+// each holds an entry of the host's neighbour table, which every namespace shares, for
+// inuse.ARPWait, and the test leaves room for the host's own and other tests' entries. It
+// skips the test when that is not past the default send buffer's 512 echoes.
+func checksRoom(t *testing.T) int {
+	t.Helper()
+	limit, ok := inuse.NeighbourLimit()
+	if !ok {
+		t.Skip("the host's neighbour table's limit is not readable here")
+	}
+	checks := min(800, limit-200)
+	if checks <= 600 {
+		t.Skipf("net.ipv4.neigh.default.gc_thresh3 is %d: too few entries for more than 512 checks at once beside the host's", limit)
+	}
+	return checks
 }
