@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -269,30 +271,7 @@ func TestDeclinesPastTheShareAreNotHeld(t *testing.T) {
 func TestHostInRangeIsNotOfferedUnderLoad(t *testing.T) {
 	netns.Require(t)
 	const hostAddr = "10.96.6.0" // the 1,281st address of the range
-	lan := netns.NewLAN(t)
-	srv, host := netns.New(t, "dhcp"), netns.New(t, "host")
-	lan.Attach(t, srv, "bcs0", "10.96.0.1/16", "")
-	lan.Attach(t, host, "bch0", hostAddr+"/16", "")
-	var echo *inuse.Echo
-	if err := srv.Do(func() (err error) {
-		echo, err = inuse.ListenEcho(500*time.Millisecond, inuse.EchoesHeld(MaxInFlight, 500*time.Millisecond), inuse.Health{Failed: func(err error) { t.Errorf("the ICMP socket failed: %v", err) }, Back: func() {}})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	store, err := lease.Open(filepath.Join(t.TempDir(), "leases.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	clk := clock.NewFake(time.Unix(1e9, 0))
-	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.96.1.0"), End: netip.MustParseAddr("10.96.20.255")}, nil, time.Hour, clk, lease.Policy{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := Authoritative{ServerIP: net.IPv4(10, 96, 0, 1), Subnets: []Subnet{{Prefix: netip.MustParsePrefix("10.96.0.0/16"), Pool: pool, Local: true}},
-		Boot: boot, InUse: inuse.NewChecker(echo.Ping, clk, 30*time.Second).InUse, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s, _ := echoLAN(t, "10.96", hostAddr, "10.96.1.0", false)
 	var (
 		mu     sync.Mutex
 		offers int
@@ -331,45 +310,17 @@ func TestHostInRangeIsNotOfferedUnderLoad(t *testing.T) {
 // echoes past the 512th, and their DISCOVERs went unanswered.
 func TestChecksPastTheDefaultBufferAreSent(t *testing.T) {
 	netns.Require(t)
-	checks := checksRoom(t)
 	for name, datagram := range map[string]bool{"raw": false, "datagram": true} {
 		t.Run(name, func(t *testing.T) {
+			checks := checksRoom(t)
 			const hostAddr = "10.97.1.200" // the 256th address of the range
-			lan := netns.NewLAN(t)
-			srv, host := netns.New(t, "dhcp"), netns.New(t, "host")
-			lan.Attach(t, srv, "bcs0", "10.97.0.1/16", "")
-			lan.Attach(t, host, "bch0", hostAddr+"/16", "")
-			if datagram {
-				srv.Run(t, "sh", "-c", "echo '0 0' > /proc/sys/net/ipv4/ping_group_range")
-			}
-			wait := 500 * time.Millisecond
-			want := inuse.EchoesHeld(MaxInFlight, wait)
-			var echo *inuse.Echo
-			if err := srv.Do(func() (err error) {
-				echo, err = inuse.ListenEcho(wait, want, inuse.Health{Failed: func(err error) { t.Errorf("the ICMP socket failed: %v", err) }, Back: func() {}})
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			defer echo.Close()
+			s, echo := echoLAN(t, "10.97", hostAddr, "10.97.0.201", datagram)
 			if kind := map[bool]string{true: "datagram", false: "raw"}[datagram]; echo.Kind() != kind {
 				t.Fatalf("socket %q, want %q", echo.Kind(), kind)
 			}
-			if echo.Room() < want {
+			if want := inuse.EchoesHeld(MaxInFlight, echoWait); echo.Room() < want {
 				t.Fatalf("the send buffer holds %d echoes, want at least the %d asked for", echo.Room(), want)
 			}
-			store, err := lease.Open(filepath.Join(t.TempDir(), "leases.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
-			clk := clock.NewFake(time.Unix(1e9, 0))
-			pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.97.0.201"), End: netip.MustParseAddr("10.97.20.255")}, nil, time.Hour, clk, lease.Policy{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := Authoritative{ServerIP: net.IPv4(10, 97, 0, 1), Subnets: []Subnet{{Prefix: netip.MustParsePrefix("10.97.0.0/16"), Pool: pool, Local: true}},
-				Boot: boot, InUse: inuse.NewChecker(echo.Ping, clk, 30*time.Second).InUse, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			var (
 				mu         sync.Mutex
 				unanswered int
@@ -397,19 +348,76 @@ func TestChecksPastTheDefaultBufferAreSent(t *testing.T) {
 	}
 }
 
+// echoWait is the wait of echoLAN's checks, conflictCheckTimeout's default.
+const echoWait = 500 * time.Millisecond
+
+// echoLAN is an authoritative server of net.0.0/16, its address net.0.1, leasing from
+// start up to net.20.255 and checking each address by a real ICMP echo from a namespace
+// of its own (from a datagram socket when datagram is set, else a raw one), on a segment
+// where only a host at hostAddr answers; and its Echo, whose send buffer is sized for
+// MaxInFlight checks at once.
+func echoLAN(t *testing.T, net16, hostAddr, start string, datagram bool) (Authoritative, *inuse.Echo) {
+	t.Helper()
+	lan := netns.NewLAN(t)
+	srv, host := netns.New(t, "dhcp"), netns.New(t, "host")
+	lan.Attach(t, srv, "bcs0", net16+".0.1/16", "")
+	lan.Attach(t, host, "bch0", hostAddr+"/16", "")
+	if datagram {
+		srv.Run(t, "sh", "-c", "echo '0 0' > /proc/sys/net/ipv4/ping_group_range")
+	}
+	var echo *inuse.Echo
+	if err := srv.Do(func() (err error) {
+		echo, err = inuse.ListenEcho(echoWait, inuse.EchoesHeld(MaxInFlight, echoWait), inuse.Health{Failed: func(err error) { t.Errorf("the ICMP socket failed: %v", err) }, Back: func() {}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	store, err := lease.Open(filepath.Join(t.TempDir(), "leases.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr(start), End: netip.MustParseAddr(net16 + ".20.255")}, nil, time.Hour, clk, lease.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Authoritative{ServerIP: net.ParseIP(net16 + ".0.1"), Subnets: []Subnet{{Prefix: netip.MustParsePrefix(net16 + ".0.0/16"), Pool: pool, Local: true}},
+		Boot: boot, InUse: inuse.NewChecker(echo.Ping, clk, 30*time.Second).InUse, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, echo
+}
+
 // checksRoom is how many checks of addresses nothing answers at a test may run at once:
 // each holds an entry of the host's neighbour table, which every namespace shares, for
-// inuse.ARPWait, and the test leaves room for the host's own and other tests' entries. It
-// skips the test when that is not past the default send buffer's 512 echoes.
+// inuse.ARPWait, and the test leaves room for the host's own and other tests' entries
+// (a namespace's linger a moment after it is deleted). It waits, up to half a minute,
+// for room past the default send buffer's 512 echoes, and skips the test without it.
 func checksRoom(t *testing.T) int {
 	t.Helper()
 	limit, ok := inuse.NeighbourLimit()
 	if !ok {
 		t.Skip("the host's neighbour table's limit is not readable here")
 	}
-	checks := min(800, limit-200)
-	if checks <= 600 {
-		t.Skipf("net.ipv4.neigh.default.gc_thresh3 is %d: too few entries for more than 512 checks at once beside the host's", limit)
+	var used int
+	for range 30 {
+		b, err := os.ReadFile("/proc/net/stat/arp_cache")
+		if err != nil {
+			t.Skipf("the host's neighbour table's entries are not readable here: %v", err)
+		}
+		// The second line's first column: the table's entries, in hex.
+		lines := strings.Split(string(b), "\n")
+		if len(lines) < 2 {
+			t.Fatalf("/proc/net/stat/arp_cache without a line of figures:\n%s", b)
+		}
+		n, err := strconv.ParseInt(strings.Fields(lines[1])[0], 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used = int(n); limit-used-100 > 600 {
+			return min(800, limit-used-100)
+		}
+		time.Sleep(time.Second)
 	}
-	return checks
+	t.Skipf("the host's neighbour table holds %d of its %d entries (net.ipv4.neigh.default.gc_thresh3): too few left for more than 512 checks at once", used, limit)
+	return 0
 }
