@@ -257,7 +257,9 @@ func (s *Server) listenChecks() (stop func()) {
 		return func() {}
 	}
 	var checker *inuse.Checker
-	echo, err := inuse.ListenEcho(time.Duration(s.cfg.ConflictCheckTimeout), inuse.Health{
+	wait := time.Duration(s.cfg.ConflictCheckTimeout)
+	held := inuse.EchoesHeld(dhcp.MaxInFlight, wait)
+	echo, err := inuse.ListenEcho(wait, held, inuse.Health{
 		Failed: s.checksFailed,
 		Back:   func() { s.checksBack(checker) },
 	})
@@ -269,7 +271,9 @@ func (s *Server) listenChecks() (stop func()) {
 	checker = inuse.NewChecker(echo.Ping, s.clock, rememberFree)
 	s.checker.Store(checker)
 	s.log.Info("dhcp: an address no lease accounts for is offered once no host answered an ICMP echo to it",
-		"socket", echo.Kind(), "timeout", s.cfg.ConflictCheckTimeout.String())
+		"socket", echo.Kind(), "timeout", s.cfg.ConflictCheckTimeout.String(), "echoes", echo.Room())
+	neighbours, known := inuse.NeighbourLimit()
+	s.warnCheckLimits(wait, held, echo.Room(), neighbours, known)
 	return func() {
 		echo.Close()
 		s.checker.Store(nil)

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -260,7 +262,7 @@ func TestDeclinesPastTheShareAreNotHeld(t *testing.T) {
 
 // TestHostInRangeIsNotOfferedUnderLoad: a host configured by hand answers at an address
 // inside the range, past the first thousand; 2,000 machines send their DHCPDISCOVERs at
-// once, answered maxInFlight at a time as Serve answers them, each address checked by a
+// once, answered MaxInFlight at a time as Serve answers them, each address checked by a
 // real ICMP echo from the server's namespace on a segment where nothing else answers. No
 // machine is offered the host's address, and machines are offered addresses. Before, an
 // echo the kernel refused to send (an unanswered echo holds its socket's buffer while ARP
@@ -269,36 +271,13 @@ func TestDeclinesPastTheShareAreNotHeld(t *testing.T) {
 func TestHostInRangeIsNotOfferedUnderLoad(t *testing.T) {
 	netns.Require(t)
 	const hostAddr = "10.96.6.0" // the 1,281st address of the range
-	lan := netns.NewLAN(t)
-	srv, host := netns.New(t, "dhcp"), netns.New(t, "host")
-	lan.Attach(t, srv, "bcs0", "10.96.0.1/16", "")
-	lan.Attach(t, host, "bch0", hostAddr+"/16", "")
-	var echo *inuse.Echo
-	if err := srv.Do(func() (err error) {
-		echo, err = inuse.ListenEcho(500*time.Millisecond, inuse.Health{Failed: func(err error) { t.Errorf("the ICMP socket failed: %v", err) }, Back: func() {}})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	store, err := lease.Open(filepath.Join(t.TempDir(), "leases.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	clk := clock.NewFake(time.Unix(1e9, 0))
-	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr("10.96.1.0"), End: netip.MustParseAddr("10.96.20.255")}, nil, time.Hour, clk, lease.Policy{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := Authoritative{ServerIP: net.IPv4(10, 96, 0, 1), Subnets: []Subnet{{Prefix: netip.MustParsePrefix("10.96.0.0/16"), Pool: pool, Local: true}},
-		Boot: boot, InUse: inuse.NewChecker(echo.Ping, clk, 30*time.Second).InUse, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s, _ := echoLAN(t, "10.96", hostAddr, "10.96.1.0", false)
 	var (
 		mu     sync.Mutex
 		offers int
 		wg     sync.WaitGroup
 	)
-	slots := make(chan struct{}, maxInFlight)
+	slots := make(chan struct{}, MaxInFlight)
 	for i := range 2000 {
 		slots <- struct{}{}
 		wg.Go(func() {
@@ -321,4 +300,124 @@ func TestHostInRangeIsNotOfferedUnderLoad(t *testing.T) {
 		t.Error("no machine was offered an address")
 	}
 	t.Logf("%d of 2,000 DISCOVERs offered an address", offers)
+}
+
+// TestChecksPastTheDefaultBufferAreSent: more checks of addresses nothing answers at run
+// at once than the default send buffer holds echoes of (512), from a raw and from a
+// datagram ICMP socket, with a host at one of the addresses. The socket's send buffer, as
+// read back from the kernel, holds the echoes asked for; every echo is sent, so every
+// DISCOVER is answered, and none with the host's address. Before, the kernel refused the
+// echoes past the 512th, and their DISCOVERs went unanswered.
+func TestChecksPastTheDefaultBufferAreSent(t *testing.T) {
+	netns.Require(t)
+	for name, datagram := range map[string]bool{"raw": false, "datagram": true} {
+		t.Run(name, func(t *testing.T) {
+			checks := checksRoom(t)
+			const hostAddr = "10.97.1.200" // the 256th address of the range
+			s, echo := echoLAN(t, "10.97", hostAddr, "10.97.0.201", datagram)
+			if kind := map[bool]string{true: "datagram", false: "raw"}[datagram]; echo.Kind() != kind {
+				t.Fatalf("socket %q, want %q", echo.Kind(), kind)
+			}
+			if want := inuse.EchoesHeld(MaxInFlight, echoWait); echo.Room() < want {
+				t.Fatalf("the send buffer holds %d echoes, want at least the %d asked for", echo.Room(), want)
+			}
+			var (
+				mu         sync.Mutex
+				unanswered int
+				wg         sync.WaitGroup
+			)
+			for i := range checks {
+				wg.Go(func() {
+					m := net.HardwareAddr{0x02, 0xde, 0, 0, byte(i >> 8), byte(i)}
+					resp, ok := s.Handle(discover(t, m))
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case !ok:
+						unanswered++
+					case resp.YourIPAddr.String() == hostAddr:
+						t.Errorf("%s offered %s, where a host answers", m, hostAddr)
+					}
+				})
+			}
+			wg.Wait()
+			if unanswered > 0 {
+				t.Errorf("%d of %d DISCOVERs checked at once unanswered: their echoes were not sent", unanswered, checks)
+			}
+		})
+	}
+}
+
+// echoWait is the wait of echoLAN's checks, conflictCheckTimeout's default.
+const echoWait = 500 * time.Millisecond
+
+// echoLAN is an authoritative server of net.0.0/16, its address net.0.1, leasing from
+// start up to net.20.255 and checking each address by a real ICMP echo from a namespace
+// of its own (from a datagram socket when datagram is set, else a raw one), on a segment
+// where only a host at hostAddr answers; and its Echo, whose send buffer is sized for
+// MaxInFlight checks at once.
+func echoLAN(t *testing.T, net16, hostAddr, start string, datagram bool) (Authoritative, *inuse.Echo) {
+	t.Helper()
+	lan := netns.NewLAN(t)
+	srv, host := netns.New(t, "dhcp"), netns.New(t, "host")
+	lan.Attach(t, srv, "bcs0", net16+".0.1/16", "")
+	lan.Attach(t, host, "bch0", hostAddr+"/16", "")
+	if datagram {
+		srv.Run(t, "sh", "-c", "echo '0 0' > /proc/sys/net/ipv4/ping_group_range")
+	}
+	var echo *inuse.Echo
+	if err := srv.Do(func() (err error) {
+		echo, err = inuse.ListenEcho(echoWait, inuse.EchoesHeld(MaxInFlight, echoWait), inuse.Health{Failed: func(err error) { t.Errorf("the ICMP socket failed: %v", err) }, Back: func() {}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	store, err := lease.Open(filepath.Join(t.TempDir(), "leases.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	pool, err := lease.NewPool(store, lease.Range{Start: netip.MustParseAddr(start), End: netip.MustParseAddr(net16 + ".20.255")}, nil, time.Hour, clk, lease.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Authoritative{ServerIP: net.ParseIP(net16 + ".0.1"), Subnets: []Subnet{{Prefix: netip.MustParsePrefix(net16 + ".0.0/16"), Pool: pool, Local: true}},
+		Boot: boot, InUse: inuse.NewChecker(echo.Ping, clk, 30*time.Second).InUse, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, echo
+}
+
+// checksRoom is how many checks of addresses nothing answers at a test may run at once:
+// each holds an entry of the host's neighbour table, which every namespace shares, for
+// inuse.ARPWait, and the test leaves room for the host's own and other tests' entries
+// (a namespace's linger a moment after it is deleted). It waits, up to half a minute,
+// for room past the default send buffer's 512 echoes, and skips the test without it.
+func checksRoom(t *testing.T) int {
+	t.Helper()
+	limit, ok := inuse.NeighbourLimit()
+	if !ok {
+		t.Skip("the host's neighbour table's limit is not readable here")
+	}
+	var used int
+	for range 30 {
+		b, err := os.ReadFile("/proc/net/stat/arp_cache")
+		if err != nil {
+			t.Skipf("the host's neighbour table's entries are not readable here: %v", err)
+		}
+		// The second line's first column: the table's entries, in hex.
+		lines := strings.Split(string(b), "\n")
+		if len(lines) < 2 {
+			t.Fatalf("/proc/net/stat/arp_cache without a line of figures:\n%s", b)
+		}
+		n, err := strconv.ParseInt(strings.Fields(lines[1])[0], 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used = int(n); limit-used-100 > 600 {
+			return min(800, limit-used-100)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Skipf("the host's neighbour table holds %d of its %d entries (net.ipv4.neigh.default.gc_thresh3): too few left for more than 512 checks at once", used, limit)
+	return 0
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
 
-// maxInFlight bounds the requests answered at once; more wait in the socket's buffer.
-const maxInFlight = 512
+// MaxInFlight bounds the requests answered at once; more wait in the socket's buffer. Each
+// checks at most one address at a time (Authoritative.InUse).
+const MaxInFlight = 512
 
 // Serve reads requests from conn and answers each with h in a goroutine of its own, so
 // that exchanges waiting for the lease file share its commits. It returns when ctx ends
@@ -21,7 +22,7 @@ func Serve(ctx context.Context, conn net.PacketConn, h Handler, log *slog.Logger
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	slots := make(chan struct{}, maxInFlight)
+	slots := make(chan struct{}, MaxInFlight)
 	for {
 		buf := make([]byte, 1500)
 		n, from, err := conn.ReadFrom(buf)

@@ -67,11 +67,13 @@ type link struct {
 }
 
 // socket is what an Echo sends its echoes from and reads their replies on: an ICMP
-// socket (*icmp.PacketConn), or a test's in its place.
+// socket (icmpSocket), or a test's in its place.
 type socket interface {
 	ReadFrom(b []byte) (int, net.Addr, error)
 	WriteTo(b []byte, to net.Addr) (int, error)
 	Close() error
+	// room is how many echoes waiting for ARP its send buffer holds.
+	room() int
 }
 
 // echoKey is what an echo reply is matched by.
@@ -81,10 +83,10 @@ type echoKey struct {
 }
 
 // ErrNotSent: a check's echo request could not be sent, so the check tells nothing of
-// its address. The kernel refuses an echo (ENOBUFS) while the echoes before it fill the
-// socket's send buffer or the neighbour table: an echo to an address of the segment that
-// nothing answers waits there for ARP, about 3 s, so about 512 such echoes at once fill
-// the buffer of net.core.wmem_default (212,992 bytes).
+// its address. The kernel refuses an echo (ENOBUFS, or EAGAIN on a datagram socket) while
+// the echoes before it fill the socket's send buffer (Room) or the neighbour table
+// (net.ipv4.neigh.default.gc_thresh3): an echo to an address of the segment that nothing
+// answers waits in both for ARP (ARPWait).
 var ErrNotSent = errors.New("inuse: the echo request was not sent")
 
 // payload is the data of each echo request.
@@ -92,23 +94,17 @@ var payload = []byte("bcd dhcp address check")
 
 // ListenEcho opens the socket echoes go from, each waiting for its reply for wait: a
 // datagram ICMP socket, which needs no privilege where net.ipv4.ping_group_range admits
-// the process's group, else a raw one (root, or CAP_NET_RAW). When the socket fails it
-// is opened again (see FirstReopen), and health is told of both.
-func ListenEcho(wait time.Duration, health Health) (*Echo, error) {
-	return newEcho(listenICMP, wait, health)
-}
-
-// listenICMP opens a datagram ICMP socket, else a raw one (raw true).
-func listenICMP() (socket, bool, error) {
-	conn, err := icmp.ListenPacket("udp4", "0.0.0.0")
-	if err == nil {
-		return conn, false, nil
-	}
-	conn, rawErr := icmp.ListenPacket("ip4:icmp", "0.0.0.0")
-	if rawErr != nil {
-		return nil, false, fmt.Errorf("inuse: no ICMP socket (datagram: %w; raw: %w)", err, rawErr)
-	}
-	return conn, true, nil
+// the process's group, else a raw one (root, or CAP_NET_RAW). Its send buffer is sized
+// for echoes echoes waiting for ARP at once (Room tells what the kernel granted). When the
+// socket fails it is opened again (see FirstReopen), and health is told of both.
+func ListenEcho(wait time.Duration, echoes int, health Health) (*Echo, error) {
+	return newEcho(func() (socket, bool, error) {
+		s, err := listenICMP(echoes)
+		if err != nil {
+			return nil, false, err
+		}
+		return s, s.raw, nil
+	}, wait, health)
 }
 
 // newEcho opens a socket with open (raw: a raw ICMP one), starts its reader and returns
@@ -254,6 +250,17 @@ func (e *Echo) reopen(delay *time.Duration) *link {
 		e.mu.Unlock()
 		return l
 	}
+}
+
+// Room is how many echoes waiting for ARP at once the open socket's send buffer holds, as
+// the kernel granted it; 0 while none is open.
+func (e *Echo) Room() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.link == nil {
+		return 0
+	}
+	return e.link.conn.room()
 }
 
 // Kind is the kind of socket the echoes go from: "datagram" or "raw"; "" while none is

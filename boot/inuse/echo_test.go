@@ -19,7 +19,7 @@ import (
 // TestEchoAnsweredOnLoopback: the host's own loopback answers the echoes, many at once,
 // each matched to its own request; after Close, a ping gets no answer.
 func TestEchoAnsweredOnLoopback(t *testing.T) {
-	e, err := ListenEcho(time.Second, Health{Failed: func(err error) { t.Errorf("the socket failed: %v", err) }, Back: func() {}})
+	e, err := ListenEcho(time.Second, 64, Health{Failed: func(err error) { t.Errorf("the socket failed: %v", err) }, Back: func() {}})
 	if err != nil {
 		t.Skipf("no ICMP socket here (needs root or net.ipv4.ping_group_range): %v", err)
 	}
@@ -71,6 +71,8 @@ func (s *brokenSocket) WriteTo(b []byte, _ net.Addr) (int, error) {
 }
 
 func (s *brokenSocket) Close() error { close(s.closed); return nil }
+
+func (s *brokenSocket) room() int { return 0 }
 
 func (s *brokenSocket) counts() (reads, writes int) {
 	s.mu.Lock()
@@ -169,6 +171,8 @@ func (s *answeringSocket) WriteTo(b []byte, to net.Addr) (int, error) {
 }
 
 func (s *answeringSocket) Close() error { s.once.Do(func() { close(s.closed) }); return nil }
+
+func (s *answeringSocket) room() int { return 16 }
 
 // TestAFailedSocketIsOpenedAgain: the conflict check's socket fails, and the next one
 // opens. The checks resume FirstReopen after the failure: a ping is answered again,
@@ -280,6 +284,8 @@ func (s *refusingSocket) WriteTo(b []byte, to net.Addr) (int, error) {
 }
 
 func (s *refusingSocket) Close() error { close(s.closed); return nil }
+
+func (s *refusingSocket) room() int { return 0 }
 
 // TestEchoNotSentIsNoFreeAddress: an echo the kernel refuses to send is ErrNotSent, with
 // the kernel's error, not an address that did not answer: before, it was taken as no
