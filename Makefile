@@ -25,9 +25,14 @@ demo: build
 ## test: the whole suite, as the README and CI run it: unit, loopback, fuzz seeds, the race detector, short fuzzing
 test: deps test-go test-race fuzz
 
+# AlonePackages hold tests that fill a table every network namespace shares (the host's
+# neighbour table): they skip in the run of every package, and run here alone after it.
+AlonePackages = ./boot/dhcp/
+
 test-go:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
+	BC_NETNS_ALONE=1 $(GO) test -count=1 -timeout 10m $(AlonePackages)
 
 ## test-race: every package's tests again under the race detector, of e2e/ only e2e/agentplane's (cgo, so gcc); 10 to 15 minutes on 2 shared cores
 # The race detector needs cgo, which the static binaries go without. All packages outside e2e/

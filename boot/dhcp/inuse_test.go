@@ -269,7 +269,7 @@ func TestDeclinesPastTheShareAreNotHeld(t *testing.T) {
 // waits for the address, about 3 s, and 512 filled it) was taken as no answer: the
 // addresses after the 512th were offered unchecked, the host's among them.
 func TestHostInRangeIsNotOfferedUnderLoad(t *testing.T) {
-	netns.Require(t)
+	netns.RequireAlone(t)
 	const hostAddr = "10.96.6.0" // the 1,281st address of the range
 	s, _ := echoLAN(t, "10.96", hostAddr, "10.96.1.0", false)
 	var (
@@ -309,7 +309,7 @@ func TestHostInRangeIsNotOfferedUnderLoad(t *testing.T) {
 // DISCOVER is answered, and none with the host's address. Before, the kernel refused the
 // echoes past the 512th, and their DISCOVERs went unanswered.
 func TestChecksPastTheDefaultBufferAreSent(t *testing.T) {
-	netns.Require(t)
+	netns.RequireAlone(t)
 	for name, datagram := range map[string]bool{"raw": false, "datagram": true} {
 		t.Run(name, func(t *testing.T) {
 			checks := checksRoom(t)

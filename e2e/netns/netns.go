@@ -33,6 +33,23 @@ func Require(t testing.TB, tools ...string) {
 	}
 }
 
+// AloneEnv is the variable under which the tests that fill a table every namespace shares
+// run: `make test` sets it for a run of their packages (AlonePackages in the Makefile)
+// after every other test has ended.
+const AloneEnv = "BC_NETNS_ALONE"
+
+// RequireAlone skips the test unless it runs alone (AloneEnv is set) and Require's
+// conditions hold. It is for a test that fills the host's neighbour table, one table for
+// every namespace (its limit, gc_thresh3, is the host's): while it is full, other tests'
+// namespaces cannot resolve a new neighbour, so such a test must not run beside them.
+func RequireAlone(t testing.TB, tools ...string) {
+	t.Helper()
+	if os.Getenv(AloneEnv) == "" {
+		t.Skipf("fills the host's neighbour table, which other tests' namespaces share: make test runs it alone, after the others (%s=1)", AloneEnv)
+	}
+	Require(t, tools...)
+}
+
 // NS is a network namespace that lives until the test ends.
 type NS struct {
 	Name string
