@@ -258,7 +258,9 @@ func (h *harness) deployRecord(node string, record func(*store.Tx) (store.Profil
 // end waits for a run to end and returns it with its node.
 func (h *harness) end(id string) (store.Run, store.Node) {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A bound on a hang, not on speed: a deploy at its bound (1 MiB records) on etcd
+	// under the race detector, beside other work, took more than 10 s.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run, err := h.engine.Watch(ctx, id, 0)
 	for err == nil && run.State == store.RunRunning && ctx.Err() == nil {
