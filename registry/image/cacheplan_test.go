@@ -294,7 +294,7 @@ func TestPlanSiteCacheCapacity(t *testing.T) {
 	const gib = 1 << 30
 	image := func(ref, d string) RegisterRequest {
 		req := osRequest(ref)
-		req.SHA256, req.SizeBytes = digest(d), gib
+		req.SHA256, req.SizeBytes = digest(d), new(int64(gib))
 		return req
 	}
 	mustRegister(t, st, "acme", sign(t, image("model@1", "a"), acmeKey, "acme-1", formP1363))
