@@ -162,7 +162,8 @@ func plannedSize(tx *store.Tx, site string, img store.Image) (int64, error) {
 }
 
 // tenantPlan is what one tenant's pools at a site list, each digest and source once:
-// its ramdisk extras first, then its pre-warm images, each in its pools' order.
+// its ramdisk extras first, then its pre-warm images of known size, then those of
+// unknown size (trimmed first), each in its pools' order.
 type tenantPlan struct {
 	entries []planned
 	listed  map[[2]string]bool // digest, source
@@ -175,12 +176,15 @@ func (l *tenantPlan) add(e planned) {
 	l.listed[[2]string{e.image.Digest, e.image.Source}] = true
 	b, _ := proto.Marshal(e.image)
 	e.bytes = len(b)
-	at := len(l.entries)
-	if e.extra {
+	at := -1
+	switch {
+	case e.extra:
 		at = slices.IndexFunc(l.entries, func(x planned) bool { return !x.extra })
-		if at < 0 {
-			at = len(l.entries)
-		}
+	case e.size > 0:
+		at = slices.IndexFunc(l.entries, func(x planned) bool { return !x.extra && x.size == 0 })
+	}
+	if at < 0 {
+		at = len(l.entries)
 	}
 	l.entries = slices.Insert(l.entries, at, e)
 }
