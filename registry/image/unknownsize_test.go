@@ -93,11 +93,7 @@ func TestPlanSiteCacheUnknownSizes(t *testing.T) {
 	sitesWithPools(t, st, []string{"rack-1"}, []store.Pool{
 		{Tenant: "acme", Name: "gpu", Site: "rack-1", Policy: store.PoolPolicy{PrewarmImages: []string{"u@1", "a@1", "b@1", "v@1"}}},
 	})
-	report := func(capacity int64) {
-		t.Helper()
-		data, _ := json.Marshal(proto.SiteInventory{HTTPBase: "http://10.0.0.1", CacheCapacityBytes: capacity})
-		storetest.Update(t, st, func(tx *store.Tx) error { _, err := tx.PutInventory("rack-1", proto.SectionSite, data); return err })
-	}
+	report := func(capacity int64) { t.Helper(); reportCapacity(t, st, "rack-1", capacity) }
 	plan := func() (refs []string, left map[string]string) {
 		t.Helper()
 		p := sitePlan(t, st, "rack-1")
