@@ -113,3 +113,52 @@ func TestPullOfUnknownSizePastTheRoomFails(t *testing.T) {
 		})
 	}
 }
+
+// An image of known size takes the room of a running pull of unknown size: the sized
+// image is pulled while the other is half-way, and the pull of unknown size fails with
+// reason capacity at its next write, never the sized one.
+func TestSizedImageTakesTheRoomOfAPullOfUnknownSize(t *testing.T) {
+	sized, a := newArtifact(95, 64<<10), newArtifact(96, 96<<10)
+	half := len(a.data) / 2
+	release := make(chan struct{})
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(a.data[:half])
+		w.(http.Flusher).Flush()
+		<-release
+		w.Write(a.data[half:])
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	src := newSource(t)
+	cfg := src.config()
+	cfg.RootCAs.AddCert(srv.Certificate())
+	// Room for the sized image alone, not beside the half pulled.
+	cfg.CapacityBytes = int64(len(sized.data)+half) - 1
+	cfg.Clock, cfg.RetryInterval = newFakeClock(), time.Hour
+	h := start(t, cfg)
+	unknown := unsized(a, srv.URL+"/a.raw")
+	if err := h.c.SetDesired([]proto.CacheImage{unknown}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "half of the image of unknown size", func() bool {
+		e, _ := h.entry(a.digest)
+		return e.State == proto.CachePulling && e.SizeBytes >= int64(half)
+	})
+	if err := h.c.SetDesired([]proto.CacheImage{unknown, image(sized, src.add("/sized.raw", sized.data))}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitState(sized.digest, proto.CacheReady)
+	close(release)
+	if e := h.waitState(a.digest, proto.CacheFailed); e.Reason != proto.ReasonCapacity {
+		t.Errorf("the image of unknown size reports reason %q, want %q", e.Reason, proto.ReasonCapacity)
+	}
+	if e, _ := h.entry(sized.digest); e.State != proto.CacheReady {
+		t.Errorf("the sized image is %s, want ready", e.State)
+	}
+}
