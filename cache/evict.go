@@ -73,13 +73,48 @@ func (c *Cache) usedBytes(except *entry) int64 {
 	return n
 }
 
+// unsizedBytes is what the running pulls of images of unknown size hold, e's left out:
+// room an image of known size takes from them (their next write finds no room, and they
+// fail with reason capacity). c.mu is held.
+func (c *Cache) unsizedBytes(except *entry) int64 {
+	var n int64
+	for _, e := range c.entries {
+		if e != except && e.busy && !e.checking && e.rec.State == proto.CachePulling && e.rec.SizeBytes == 0 {
+			n += e.progress.Load()
+		}
+	}
+	return n
+}
+
+// roomFor refuses, as INVALID_STATE with the reason capacity, n bytes of e's pull, of
+// an image of unknown size, that do not fit in the cache's capacity beside what it keeps
+// and the other pulls reserve. It evicts nothing. It takes c.mu.
+func (c *Cache) roomFor(e *entry, n int64) error {
+	if c.cfg.CapacityBytes <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.cfg.CapacityBytes - c.usedBytes(e)
+	if n <= room {
+		return nil
+	}
+	return terminalError{proto.Errorf(proto.InvalidState, "cache full: the image's size is unknown and it passes the %d bytes the cache has room for (capacity %d, less what it keeps and its other pulls): register the image with sizeBytes, so the cache makes room for it, or raise the cache's capacity",
+		max(room, 0), c.cfg.CapacityBytes).WithReason(proto.ReasonCapacity)}
+}
+
 // makeRoom evicts what it must so that size more bytes fit for e; false when they
-// cannot. c.mu is held.
+// cannot. An image of known size counts the running pulls of unknown size out: it
+// takes their room. c.mu is held.
 func (c *Cache) makeRoom(e *entry, size int64) bool {
 	if c.cfg.CapacityBytes <= 0 {
 		return true
 	}
-	need := c.usedBytes(e) + size - c.cfg.CapacityBytes
+	used := c.usedBytes(e)
+	if size > 0 {
+		used -= c.unsizedBytes(e)
+	}
+	need := used + size - c.cfg.CapacityBytes
 	if need <= 0 {
 		return true
 	}

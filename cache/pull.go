@@ -21,6 +21,8 @@ const copyChunk = 256 << 10
 // terminalError is a pull failure that retrying at once cannot mend.
 type terminalError struct{ error }
 
+func (t terminalError) Unwrap() error { return t.error }
+
 func terminal(format string, args ...any) error {
 	return terminalError{fmt.Errorf(format, args...)}
 }
@@ -49,6 +51,9 @@ func (c *Cache) pull(ctx context.Context, e *entry, img proto.CacheImage, valida
 	}
 	defer f.Close()
 	p := &partial{f: f, h: sha256.New(), max: img.SizeBytes}
+	if p.max == 0 {
+		p.room = func(n int64) error { return c.roomFor(e, n) }
+	}
 	if err := p.load(ctx); err != nil {
 		return 0, err
 	}
@@ -149,6 +154,12 @@ func (c *Cache) stream(ctx context.Context, e *entry, p *partial, src fetch.Sour
 	}
 	if size := body.Size(); size >= 0 && p.max > 0 && size != p.max {
 		return true, terminal("the source has %d bytes, the catalog says %d", size, p.max)
+	} else if size >= 0 && p.room != nil {
+		// The source tells the size the catalog does not know: refuse at once what would
+		// not fit.
+		if err := p.room(size); err != nil {
+			return true, err
+		}
 	}
 	buf := make([]byte, min(copyChunk, c.bucket.Burst()))
 	for {
@@ -187,11 +198,14 @@ func (c *Cache) saveValidator(e *entry, v string) error {
 
 // partial is a pull's file under partial/ and the hash of what it holds.
 type partial struct {
-	f       *os.File
-	h       hash.Hash
-	n       int64 // bytes in the file (and hashed)
-	max     int64 // the catalog's size; more bytes are refused. 0: no bound.
-	resumed bool  // some bytes came from before the last request
+	f   *os.File
+	h   hash.Hash
+	n   int64 // bytes in the file (and hashed)
+	max int64 // the catalog's size; more bytes are refused. 0: unknown, room bounds.
+	// room, for an image of unknown size, refuses n bytes that do not fit in the cache
+	// (Cache.roomFor); nil: no bound.
+	room    func(n int64) error
+	resumed bool // some bytes came from before the last request
 }
 
 // load hashes what the file holds already (a pull resumed after a restart). A file
@@ -231,6 +245,11 @@ func (p *partial) reset() error {
 func (p *partial) write(b []byte) error {
 	if p.max > 0 && p.n+int64(len(b)) > p.max {
 		return terminal("the source sends more than the catalog's %d bytes", p.max)
+	}
+	if p.room != nil {
+		if err := p.room(p.n + int64(len(b))); err != nil {
+			return err
+		}
 	}
 	if _, err := p.f.Write(b); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -30,7 +31,10 @@ func (c *Cache) schedule(ctx context.Context) <-chan time.Time {
 	c.evictOverCapacity()
 	now := c.cfg.Clock.Now()
 	var next time.Duration
-	for _, img := range c.desired {
+	// Images of unknown size come after the others: they take only the room left.
+	order := slices.Clone(c.desired)
+	slices.SortStableFunc(order, func(a, b proto.CacheImage) int { return cmp.Compare(sizeUnknown(a), sizeUnknown(b)) })
+	for _, img := range order {
 		e := c.entries[img.Digest]
 		if e == nil || e.busy || e.verify || e.rec.State == proto.CacheEvicting {
 			continue
@@ -51,6 +55,9 @@ func (c *Cache) schedule(ctx context.Context) <-chan time.Time {
 			continue
 		}
 		if check {
+			if img.SizeBytes == 0 {
+				img.SizeBytes = e.rec.SizeBytes // the ready file's: the catalog does not know it
+			}
 			// The check's bytes sit in partial/ beside the ready file until they are hashed.
 			if c.makeRoom(nil, img.SizeBytes) {
 				c.startPull(ctx, e, img)
@@ -69,6 +76,14 @@ func (c *Cache) schedule(ctx context.Context) <-chan time.Time {
 		return nil
 	}
 	return c.cfg.Clock.After(next)
+}
+
+// sizeUnknown orders an image of unknown size after the others.
+func sizeUnknown(img proto.CacheImage) int {
+	if img.SizeBytes == 0 {
+		return 1
+	}
+	return 0
 }
 
 // startPull runs a pull of img in its own goroutine: of the image, or, when it is ready,

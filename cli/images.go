@@ -14,7 +14,7 @@ import (
 
 var imageCommands = []command{{
 	path:    "images register",
-	usage:   "--tenant T --ref NAME@VERSION --source URL --disk-format F --compression C --sha256 D --size N [--kind K] [--signer ID --signature B64]",
+	usage:   "--tenant T --ref NAME@VERSION --source URL --disk-format F --compression C --sha256 D [--size N] [--kind K] [--signer ID --signature B64]",
 	summary: "register an image by digest; signed with --signer and --signature (together), else private and unverified",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the image belongs to (default: the caller's)")
@@ -27,13 +27,15 @@ var imageCommands = []command{{
 		fs.Func("kind", "os (default) or ramdisk", func(s string) error { req.Kind = proto.ImageKind(s); return nil })
 		fs.StringVar(&req.SignerID, "signer", "", "id of the signer on the tenant's or the platform's allowlist")
 		fs.StringVar(&req.Signature, "signature", "", "base64 signature over the image's signing input")
-		size := fs.String("size", "", "artifact size in bytes (required)")
+		size := fs.String("size", "", "artifact size in bytes, 1 to 2^53-1 (default: unknown, which the site caches learn when they pull it)")
 		return func(x *exec) error {
-			n, err := strconv.ParseInt(*size, 10, 64)
-			if err != nil {
-				return proto.Errorf(proto.InvalidInput, "--size must be the artifact's size in bytes, not %q", *size).WithPath("sizeBytes")
+			if *size != "" {
+				n, err := strconv.ParseInt(*size, 10, 64)
+				if err != nil {
+					return proto.Errorf(proto.InvalidInput, "--size must be the artifact's size in bytes, not %q: give it, or leave --size out when unknown", *size).WithPath("sizeBytes")
+				}
+				req.SizeBytes = &n
 			}
-			req.SizeBytes = n
 			req.TenantID, req.Signature = *tenant, api.LowSSignature(req.Signature)
 			var img api.Image
 			if err := x.call("images.register", req, &img); err != nil {
@@ -84,7 +86,7 @@ var imageCommands = []command{{
 			}
 			x.print(img, func(w *tabwriter.Writer) {
 				imageTable(w, []api.Image{img})
-				fmt.Fprintf(w, "\nsha256:\t%s\nsize:\t%d\nsource:\t%s\nsigner:\t%s\n", img.SHA256, img.SizeBytes, img.Source, signerOf(img))
+				fmt.Fprintf(w, "\nsha256:\t%s\nsize:\t%s\nsource:\t%s\nsigner:\t%s\n", img.SHA256, sizeText(img.SizeBytes), img.Source, signerOf(img))
 			})
 			return nil
 		}
@@ -112,6 +114,14 @@ func imageTable(w *tabwriter.Writer, imgs []api.Image) {
 	for _, i := range imgs {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%v\t%v\n", i.ID, i.Tenant, i.Ref, i.Kind, i.Format, i.Compression, i.Verified, i.Public)
 	}
+}
+
+// sizeText is an artifact's size in bytes, or "unknown" (0: registered without one).
+func sizeText(n int64) string {
+	if n == 0 {
+		return "unknown"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 func signerOf(img api.Image) string {

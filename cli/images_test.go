@@ -344,7 +344,7 @@ func TestHighSSignatures(t *testing.T) {
 	// The registry refuses a high S whoever sends it.
 	high := highOf("acme-api@1")
 	req := api.RegisterImageRequest{TenantID: "acme", Ref: "acme-api@1", Format: proto.FormatRaw,
-		Compression: proto.CompressionZstd, SHA256: artifactDigest, SizeBytes: 1024, Source: "https://images.example.com/x.raw.zst",
+		Compression: proto.CompressionZstd, SHA256: artifactDigest, SizeBytes: new(int64(1024)), Source: "https://images.example.com/x.raw.zst",
 		SignerID: "acme-ec", Signature: base64.StdEncoding.EncodeToString(high)}
 	err := testkit.Client(t, acme).Call(context.Background(), "images.register", req, nil)
 	if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != "signature" || !strings.Contains(e.Message, "low S") {

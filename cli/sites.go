@@ -93,7 +93,7 @@ var siteCommands = []command{{
 			x.print(plan, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "REF\tDIGEST\tSIZE\tFORMAT\tCOMPRESSION\tSOURCE")
 				for _, c := range plan.CacheImages {
-					fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\n", c.Ref, c.Digest, c.SizeBytes, c.Format, c.Compression, c.Source)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", c.Ref, c.Digest, sizeText(c.SizeBytes), c.Format, c.Compression, c.Source)
 				}
 				if len(plan.Excluded) > 0 {
 					fmt.Fprintln(w, "\nLEFT OUT\tTENANT\tPOOL\tREASON\tWHY")

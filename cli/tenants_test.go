@@ -382,7 +382,7 @@ func TestNoMethodReachesAnotherTenant(t *testing.T) {
 	must(acme, "pools.create", api.CreatePoolRequest{Name: "train", SiteID: "rack-a"}, nil)
 	must(acme, "profiles.create", api.CreateProfileRequest{Document: api.Document(flatcarHost("acme-host"))}, nil)
 	var img api.Image
-	must(acme, "images.register", api.RegisterImageRequest{Ref: "acme-os@1", Format: "raw", SHA256: strings.Repeat("ab", 32), SizeBytes: 1,
+	must(acme, "images.register", api.RegisterImageRequest{Ref: "acme-os@1", Format: "raw", SHA256: strings.Repeat("ab", 32), SizeBytes: new(int64(1)),
 		Source: "https://images.example.com/acme-os.raw"}, &img)
 	must(acme, "secrets.put", api.PutSecretRequest{Ref: "secret://k8s/acme-join", Value: []byte("abcdef.0123456789abcdef")}, nil)
 	var acmeCred api.Credential
@@ -484,7 +484,7 @@ func TestNoMethodReachesAnotherTenant(t *testing.T) {
 			return api.PreviewUserDataRequest{ProfileKey: api.ProfileKey{TenantID: tn, ID: "acme-host"}, NodeID: node.ID}
 		},
 		"images.register": func(tn string) any {
-			return api.RegisterImageRequest{TenantID: tn, Ref: "planted@1", Format: "raw", SHA256: strings.Repeat("cd", 32), SizeBytes: 1,
+			return api.RegisterImageRequest{TenantID: tn, Ref: "planted@1", Format: "raw", SHA256: strings.Repeat("cd", 32), SizeBytes: new(int64(1)),
 				Source: "https://images.example.com/planted.raw"}
 		},
 		"images.get":     func(tn string) any { return api.GetImageRequest{TenantID: tn, ID: img.ID} },
@@ -668,7 +668,7 @@ func TestNoVersionOrIDReachesAnotherTenant(t *testing.T) {
 	must(acme, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, BMC: api.BMC{Driver: "redfish", Address: "https://127.0.0.2"}}, &node)
 	must(beta, "metal.enroll", api.EnrollRequest{Pool: "gpu", MACs: []string{"52:54:00:00:00:02"}, BMC: api.BMC{Driver: "redfish", Address: "https://127.0.0.3"}}, &betaNode)
 	var img api.Image
-	must(acme, "images.register", api.RegisterImageRequest{Ref: "acme-os@1", Format: "raw", SHA256: strings.Repeat("ab", 32), SizeBytes: 1,
+	must(acme, "images.register", api.RegisterImageRequest{Ref: "acme-os@1", Format: "raw", SHA256: strings.Repeat("ab", 32), SizeBytes: new(int64(1)),
 		Source: "https://images.example.com/acme-os.raw"}, &img)
 	nobodysImage := img.ID[:len(img.ID)-1] + map[bool]string{true: "1", false: "0"}[strings.HasSuffix(img.ID, "0")]
 	const nobodysNode = "nd_0123456789abcdef"

@@ -58,8 +58,9 @@ type CacheImage struct {
 	Digest string `json:"digest"`
 	// Source is where to pull it from: an https:// or oci:// URL.
 	Source string `json:"source"`
-	// SizeBytes is the artifact's size, for cache planning.
-	SizeBytes int64 `json:"sizeBytes"`
+	// SizeBytes is the artifact's size, for cache planning; 0 (absent) when the catalog
+	// does not know it: the cache then bounds the pull by the room it has.
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
 	// Format and Compression describe the artifact.
 	Format      ImageFormat `json:"format"`
 	Compression Compression `json:"compression"`

@@ -465,7 +465,7 @@ func (s signer) publicPEM() string {
 func (s signer) image(ref string) api.RegisterImageRequest {
 	sum := sha256.Sum256([]byte(ref))
 	req := api.RegisterImageRequest{Ref: ref, Kind: proto.KindOS, Format: proto.FormatQcow2, Compression: proto.CompressionNone,
-		SHA256: hex.EncodeToString(sum[:]), SizeBytes: 1 << 30, Source: "https://images.example.com/" + strings.ReplaceAll(ref, "@", "-") + ".qcow2", SignerID: s.id}
+		SHA256: hex.EncodeToString(sum[:]), SizeBytes: new(int64(1 << 30)), Source: "https://images.example.com/" + strings.ReplaceAll(ref, "@", "-") + ".qcow2", SignerID: s.id}
 	input := image.SigningInput(store.Image{Kind: req.Kind, Ref: req.Ref, Format: req.Format, Compression: req.Compression, SHA256: req.SHA256})
 	req.Signature = base64.StdEncoding.EncodeToString(ed25519.Sign(s.key, input))
 	return req

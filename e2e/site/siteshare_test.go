@@ -131,7 +131,7 @@ func (s sharedSite) betaImages(t *testing.T) (register func(ref string, content 
 		t.Helper()
 		img := testkit.Image{Ref: ref, Kind: "os", Format: "raw", Compression: "none", SHA256: testkit.Digest(content), Size: int64(len(content))}
 		req := api.RegisterImageRequest{Ref: img.Ref, Kind: proto.ImageKind(img.Kind), Format: proto.ImageFormat(img.Format),
-			Compression: proto.Compression(img.Compression), SHA256: img.SHA256, SizeBytes: img.Size, Source: source,
+			Compression: proto.Compression(img.Compression), SHA256: img.SHA256, SizeBytes: new(int64(img.Size)), Source: source,
 			SignerID: "beta-key", Signature: base64.StdEncoding.EncodeToString(ed25519.Sign(priv, img.SigningInput()))}
 		if err := beta.Call(context.Background(), "images.register", req, nil); err != nil {
 			t.Fatalf("beta registers %s: %v", img.Ref, err)

@@ -17,10 +17,11 @@ type RegisterImageRequest struct {
 	Format      proto.ImageFormat `json:"format"`
 	Compression proto.Compression `json:"compression,omitempty"`
 	SHA256      string            `json:"sha256"`
-	SizeBytes   int64             `json:"sizeBytes"`
-	Source      string            `json:"source"`
-	SignerID    string            `json:"signerId,omitempty"`
-	Signature   string            `json:"signature,omitempty"`
+	// SizeBytes is the artifact's size; absent when unknown.
+	SizeBytes *int64 `json:"sizeBytes,omitempty"`
+	Source    string `json:"source"`
+	SignerID  string `json:"signerId,omitempty"`
+	Signature string `json:"signature,omitempty"`
 }
 
 // ImageRequest names one image: the body of images.promote.

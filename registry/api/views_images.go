@@ -19,8 +19,9 @@ type Image struct {
 	Format      proto.ImageFormat `json:"format"`
 	Compression proto.Compression `json:"compression"`
 	// SHA256 is the digest of the artifact as stored, 64 hex digits.
-	SHA256    string `json:"sha256"`
-	SizeBytes int64  `json:"sizeBytes"`
+	SHA256 string `json:"sha256"`
+	// SizeBytes is the artifact's size; absent when it was registered without one.
+	SizeBytes int64  `json:"sizeBytes,omitempty"`
 	Source    string `json:"source"`
 	// SignerID and Signature are the image's signature, when it has one.
 	SignerID  string `json:"signerId,omitempty"`

@@ -102,7 +102,11 @@ func PlanSiteCache(tx *store.Tx, site string, v Verifier) (CachePlan, error) {
 				l = &tenantPlan{listed: map[[2]string]bool{}}
 				lists[p.Tenant] = l
 			}
-			l.add(planned{pool: p.Name, ref: ref, extra: i >= extra, image: proto.CacheImage{
+			size, err := plannedSize(tx, site, img)
+			if err != nil {
+				return plan, err
+			}
+			l.add(planned{pool: p.Name, ref: ref, extra: i >= extra, size: size, image: proto.CacheImage{
 				Ref: img.Ref, Digest: img.SHA256, Source: img.Source, SizeBytes: img.SizeBytes,
 				Format: img.Format, Compression: img.Compression,
 			}})
@@ -135,10 +139,31 @@ type planned struct {
 	extra     bool // a ramdisk extra, which the pool's boots need: trimmed last
 	image     proto.CacheImage
 	bytes     int
+	size      int64 // the artifact's size as planned (plannedSize); 0: unknown
+}
+
+// plannedSize is the size an image is planned at for a site's cache: its catalog size,
+// else the size the site's cache reported for it once it held it ready (what it learned
+// pulling an image registered without sizeBytes), else 0: unknown.
+func plannedSize(tx *store.Tx, site string, img store.Image) (int64, error) {
+	if img.SizeBytes > 0 {
+		return img.SizeBytes, nil
+	}
+	loc, err := tx.ImageLocation(site, img.ID)
+	switch {
+	case proto.CodeOf(err) == proto.NotFound:
+		return 0, nil
+	case err != nil:
+		return 0, err
+	case loc.State == proto.CacheReady:
+		return loc.SizeBytes, nil
+	}
+	return 0, nil
 }
 
 // tenantPlan is what one tenant's pools at a site list, each digest and source once:
-// its ramdisk extras first, then its pre-warm images, each in its pools' order.
+// its ramdisk extras first, then its pre-warm images of known size, then those of
+// unknown size (trimmed first), each in its pools' order.
 type tenantPlan struct {
 	entries []planned
 	listed  map[[2]string]bool // digest, source
@@ -151,21 +176,26 @@ func (l *tenantPlan) add(e planned) {
 	l.listed[[2]string{e.image.Digest, e.image.Source}] = true
 	b, _ := proto.Marshal(e.image)
 	e.bytes = len(b)
-	at := len(l.entries)
-	if e.extra {
+	at := -1
+	switch {
+	case e.extra:
 		at = slices.IndexFunc(l.entries, func(x planned) bool { return !x.extra })
-		if at < 0 {
-			at = len(l.entries)
-		}
+	case e.size > 0:
+		at = slices.IndexFunc(l.entries, func(x planned) bool { return !x.extra && x.size == 0 })
+	}
+	if at < 0 {
+		at = len(l.entries)
 	}
 	l.entries = slices.Insert(l.entries, at, e)
 }
 
 // trimToShare brings a site's cache plan within maxSiteCacheImages and
 // maxSiteCacheBytes (counting an entry two tenants list for each) and, when the site
-// reports one, within its cache's capacity (the images' catalog sizes, a digest counted
+// reports one, within its cache's capacity (the images' planned sizes, a digest counted
 // once), by the site's share rule (share.Trim): the tenant listing the most by the bound
-// that is over loses its last entry. It returns what it dropped.
+// that is over loses its last entry. An image of unknown size counts for nothing there,
+// and is kept only while the images of known size leave the cache some room
+// (fitUnknown). It returns what it dropped.
 func trimToShare(site string, lists map[string]*tenantPlan, capacity int64) []ExcludedImage {
 	entries := func(tenant string) string {
 		return fmt.Sprintf("site %s's cache plan holds at most %d images in %d bytes; tenant %s lists the most there: list fewer pre-warm images at this site", site, maxSiteCacheImages, maxSiteCacheBytes, tenant)
@@ -176,7 +206,7 @@ func trimToShare(site string, lists map[string]*tenantPlan, capacity int64) []Ex
 	}
 	messages := []func(string) string{entries, entries}
 	if capacity > 0 {
-		bounds = append(bounds, share.Bound[planned]{Max: capacity, Measure: func(e planned) int64 { return e.image.SizeBytes },
+		bounds = append(bounds, share.Bound[planned]{Max: capacity, Measure: func(e planned) int64 { return e.size },
 			Once: func(e planned) string { return e.image.Digest }})
 		messages = append(messages, func(tenant string) string {
 			return fmt.Sprintf("site %s's cache holds %d bytes, less than the images planned there; tenant %s's take the most: pre-warm fewer or smaller images at this site", site, capacity, tenant)
@@ -192,6 +222,44 @@ func trimToShare(site string, lists map[string]*tenantPlan, capacity int64) []Ex
 	}
 	for tenant, kept := range byTenant {
 		lists[tenant].entries = kept
+	}
+	return append(out, fitUnknown(site, lists, capacity)...)
+}
+
+// fitUnknown drops the images of unknown size from a site's plan when the images of
+// known size (a digest counted once) leave its cache, of capacity bytes, no room: the
+// cache pulls an image of unknown size into the room no other image holds, and never
+// evicts a planned image for it. A site that reports no capacity keeps them all.
+func fitUnknown(site string, lists map[string]*tenantPlan, capacity int64) []ExcludedImage {
+	if capacity <= 0 {
+		return nil
+	}
+	sized := map[string]int64{} // digest -> size
+	for _, l := range lists {
+		for _, e := range l.entries {
+			if e.size > 0 {
+				sized[e.image.Digest] = e.size
+			}
+		}
+	}
+	var total int64
+	for _, n := range sized {
+		total += n
+	}
+	if total < capacity {
+		return nil
+	}
+	var out []ExcludedImage
+	for _, tenant := range slices.Sorted(maps.Keys(lists)) {
+		l := lists[tenant]
+		l.entries = slices.DeleteFunc(l.entries, func(e planned) bool {
+			if e.size > 0 {
+				return false
+			}
+			out = append(out, ExcludedImage{Tenant: tenant, Pool: e.pool, Ref: e.ref, Reason: proto.ReasonSiteShare,
+				Message: fmt.Sprintf("site %s's cache holds %d bytes, all of them planned for images of known size, and %s's size is unknown: register it with sizeBytes, or pre-warm fewer images at this site", site, capacity, e.ref)})
+			return true
+		})
 	}
 	return out
 }

@@ -294,7 +294,7 @@ func TestPlanSiteCacheCapacity(t *testing.T) {
 	const gib = 1 << 30
 	image := func(ref, d string) RegisterRequest {
 		req := osRequest(ref)
-		req.SHA256, req.SizeBytes = digest(d), gib
+		req.SHA256, req.SizeBytes = digest(d), new(int64(gib))
 		return req
 	}
 	mustRegister(t, st, "acme", sign(t, image("model@1", "a"), acmeKey, "acme-1", formP1363))
@@ -324,11 +324,7 @@ func TestPlanSiteCacheCapacity(t *testing.T) {
 		}
 		return refs, left
 	}
-	report := func(site string, capacity int64) {
-		t.Helper()
-		data, _ := json.Marshal(proto.SiteInventory{HTTPBase: "http://10.0.0.1", CacheCapacityBytes: capacity})
-		storetest.Update(t, st, func(tx *store.Tx) error { _, err := tx.PutInventory(site, proto.SectionSite, data); return err })
-	}
+	report := func(site string, capacity int64) { t.Helper(); reportCapacity(t, st, site, capacity) }
 
 	// No capacity reported: planned as before.
 	if refs, left := plan("rack-1"); len(refs) != 6 || len(left) != 0 {
@@ -377,6 +373,13 @@ func sitesWithPools(t *testing.T, st *store.Store, sites []string, pools []store
 		}
 		return nil
 	})
+}
+
+// reportCapacity records the site section of site's agent reporting its cache's capacity.
+func reportCapacity(t *testing.T, st *store.Store, site string, capacity int64) {
+	t.Helper()
+	data, _ := json.Marshal(proto.SiteInventory{HTTPBase: "http://10.0.0.1", CacheCapacityBytes: capacity})
+	storetest.Update(t, st, func(tx *store.Tx) error { _, err := tx.PutInventory(site, proto.SectionSite, data); return err })
 }
 
 // sitePlan is site's cache plan with the signer allowlists.

@@ -62,7 +62,7 @@ const (
 func osRequest(ref string) RegisterRequest {
 	return RegisterRequest{
 		Ref: ref, Format: proto.FormatRaw, Compression: proto.CompressionZstd,
-		SHA256: digestA, SizeBytes: 3221225472, Source: "https://images.example.com/" + ref + ".raw.zst",
+		SHA256: digestA, SizeBytes: new(int64(3221225472)), Source: "https://images.example.com/" + ref + ".raw.zst",
 	}
 }
 

@@ -22,10 +22,12 @@ type RegisterRequest struct {
 	Format      proto.ImageFormat `json:"format"`
 	Compression proto.Compression `json:"compression,omitempty"`
 	SHA256      string            `json:"sha256"`
-	SizeBytes   int64             `json:"sizeBytes"`
-	Source      string            `json:"source"`
-	SignerID    string            `json:"signerId,omitempty"`
-	Signature   string            `json:"signature,omitempty"`
+	// SizeBytes is the artifact's size; nil (absent) when unknown: the site caches learn
+	// it when they pull the image.
+	SizeBytes *int64 `json:"sizeBytes,omitempty"`
+	Source    string `json:"source"`
+	SignerID  string `json:"signerId,omitempty"`
+	Signature string `json:"signature,omitempty"`
 }
 
 // Register checks req field by field (the first bad one is INVALID_INPUT naming its
@@ -59,7 +61,7 @@ func validate(req RegisterRequest) (store.Image, []byte, error) {
 	}
 	img := store.Image{
 		Ref: req.Ref, Kind: req.Kind, Format: req.Format, Compression: req.Compression,
-		SHA256: strings.ToLower(req.SHA256), SizeBytes: req.SizeBytes, Source: req.Source,
+		SHA256: strings.ToLower(req.SHA256), Source: req.Source,
 		SignerID: req.SignerID,
 	}
 	if _, err := ParseRef(req.Ref); err != nil {
@@ -83,8 +85,11 @@ func validate(req RegisterRequest) (store.Image, []byte, error) {
 	if !sha256Hex.MatchString(req.SHA256) {
 		return invalid("sha256", "sha256 must be the 64 hex digits of the artifact's SHA-256 as stored (sha256sum prints them)")
 	}
-	if req.SizeBytes < 1 || req.SizeBytes > maxSizeBytes {
-		return invalid("sizeBytes", "sizeBytes must be the artifact's size, 1 to %d", int64(maxSizeBytes))
+	if req.SizeBytes != nil {
+		if n := *req.SizeBytes; n < 1 || n > maxSizeBytes {
+			return invalid("sizeBytes", "sizeBytes must be the artifact's size, 1 to %d, or absent when unknown", int64(maxSizeBytes))
+		}
+		img.SizeBytes = *req.SizeBytes
 	}
 	src, err := ParseSource(req.Source)
 	if err != nil {

@@ -46,7 +46,7 @@ func TestExpandMediaInsert(t *testing.T) {
 		}
 		for ref, source := range map[string]string{"rescue@1": allowedISO, "export@1": internalISO} {
 			img := store.Image{Kind: proto.KindOS, Ref: ref, Format: proto.FormatISO, Compression: proto.CompressionNone, SHA256: strings.Repeat("ab", 32)}
-			req := image.RegisterRequest{Ref: ref, Kind: img.Kind, Format: img.Format, Compression: img.Compression, SHA256: img.SHA256, SizeBytes: 1 << 20,
+			req := image.RegisterRequest{Ref: ref, Kind: img.Kind, Format: img.Format, Compression: img.Compression, SHA256: img.SHA256, SizeBytes: new(int64(1 << 20)),
 				Source: source, SignerID: "acme-key", Signature: base64.StdEncoding.EncodeToString(key.Sign(t, image.SigningInput(img)))}
 			if _, err = image.Register(tx, image.Allowlist{}, storetest.Tenant, req); err != nil {
 				return err

@@ -25,7 +25,7 @@ func TestCachedCopyServesOnlyTheSourceItWasVerifiedFrom(t *testing.T) {
 		if _, err := tx.CreateTenant("beta"); err != nil {
 			return err
 		}
-		req := image.RegisterRequest{Ref: "secret@1", Format: proto.FormatRaw, Compression: proto.CompressionNone, SHA256: digest, SizeBytes: 1 << 30, Source: acmeSource}
+		req := image.RegisterRequest{Ref: "secret@1", Format: proto.FormatRaw, Compression: proto.CompressionNone, SHA256: digest, SizeBytes: new(int64(1 << 30)), Source: acmeSource}
 		if acme, err = image.Register(tx, image.Allowlist{}, storetest.Tenant, req); err != nil {
 			return err
 		}
@@ -120,7 +120,7 @@ func TestACutCacheReportKeepsTheImagesItLeavesOut(t *testing.T) {
 	const httpBase, source = "http://10.0.0.1:8080", "https://images.acme.example/secret.raw"
 	var acme store.Image
 	storetest.Update(t, st, func(tx *store.Tx) (err error) {
-		req := image.RegisterRequest{Ref: "secret@1", Format: proto.FormatRaw, Compression: proto.CompressionNone, SHA256: digest, SizeBytes: 1, Source: source}
+		req := image.RegisterRequest{Ref: "secret@1", Format: proto.FormatRaw, Compression: proto.CompressionNone, SHA256: digest, SizeBytes: new(int64(1)), Source: source}
 		acme, err = image.Register(tx, image.Allowlist{}, storetest.Tenant, req)
 		return err
 	})

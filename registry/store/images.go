@@ -17,8 +17,9 @@ type Image struct {
 	Format      proto.ImageFormat `json:"format"`
 	Compression proto.Compression `json:"compression"`
 	// SHA256 is the artifact's digest as stored, 64 lower-case hex digits.
-	SHA256    string `json:"sha256"`
-	SizeBytes int64  `json:"sizeBytes"`
+	SHA256 string `json:"sha256"`
+	// SizeBytes is the artifact's size; 0 when it was registered without one (unknown).
+	SizeBytes int64  `json:"sizeBytes,omitempty"`
 	Source    string `json:"source"`
 	// SignerID and Signature (standard base64) are what the registrant sent.
 	SignerID  string `json:"signerId,omitempty"`
