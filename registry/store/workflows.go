@@ -202,6 +202,7 @@ func (t *Tx) Run(id string) (Run, error) {
 	if err == nil && !ok {
 		err = notFound("workflow", id)
 	}
+	r.readStored()
 	return r, err
 }
 
