@@ -3,6 +3,8 @@ package store
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 )
@@ -34,14 +36,24 @@ const (
 	// longest. A running run keeps that much less than its bound, so that its end is
 	// always kept.
 	endGrowth = 2 << 10
-	// haltRoom is what halting a running run adds to its record (Cancel, Fail, or the
-	// workflow engine failing a run it cannot take further), which a running run not
-	// halted keeps free beside endGrowth: its cancelled failure, whose error keeps its
-	// code, reason and the start of its message (brief) in a record near its bound, under
-	// 1 KiB as JSON writes it at its longest, and the end of the step it was on, failed
-	// with that error, and of the steps after it, skipped. Without it, a run whose
-	// results filled it to its bound could not record the failure that ends it, and
-	// stayed running.
+	// haltRoom is the most that stopping a run adds to its record: its cancelled failure
+	// (Cancel, Fail, or the workflow engine failing a run it cannot take further), and the
+	// end of the step it was on and of the steps after it (RunStep.Abandon). Each part is
+	// bounded by constants, as JSON writes it at its longest (TestTheStopOfARunFitsHaltRoom
+	// measures it): the failure's error brief (code, reason of 24 bytes and message of
+	// compactMessage bytes, each byte of control characters six in JSON) under 1 KiB
+	// with its step; the step it was on failed with that error brief, and its open
+	// attempt likewise, under 1 KiB each; and the steps not started, skipped, nothing
+	// each but one shared reason (a skipped step's reason that repeats the one of the
+	// skipped step before it is not stored again, encodeRun), under 128 bytes. A
+	// running run not halted keeps twice haltRoom free beside endGrowth: for its halt
+	// (the failure, its step and the skipped ones), then for its end at once once its
+	// cleanup cannot go on (failStuck: the cleanup step it was on and the ones after);
+	// a halted run, haltRoom, for that end at once; and a halted run whose steps have all
+	// ended, none: only its end (endGrowth) remains. So every write that stops or ends a
+	// run fits, whatever the run holds: before, a halted run of hundreds of steps not
+	// started (a reason of 50 bytes each), or whose cleanup filled the room its halt
+	// freed, could not record its end, and stayed running.
 	haltRoom = 4 << 10
 	// KeptAttempts is how many attempts a step keeps: its first, and its latest
 	// KeptAttempts-1; RunStep.AttemptsDropped counts the ones between.
@@ -134,18 +146,31 @@ func (f *StepFailure) brief() *StepFailure {
 // writes much beside it (EndBytes), so that the end fits the largest request the store
 // sends (etcdProbeBytes, which a cluster of etcd's defaults takes and the check at start
 // sends) with endRoom for the rest of its transaction; a running
-// run, endGrowth less, the room of its end, and one not halted haltRoom less again, the
-// room of its failure. A deploy of a host section of 1 MiB keeps a run of about 447 KiB;
+// run, endGrowth less, the room of its end; one not halted twice haltRoom less again,
+// the room of its halt and of its end at once after it; one halted with steps not
+// ended, haltRoom less, the room of its end at once (haltRoom). A deploy of a host section of 1 MiB keeps a run of about 447 KiB;
 // one under 512 KiB, the whole MaxRunRecord.
 func (r *Run) maxRecord() int {
 	limit := min(MaxRunRecord, etcdProbeBytes-endRoom-r.EndBytes)
 	if r.State == RunRunning {
 		limit -= endGrowth
 	}
-	if r.State == RunRunning && r.Cancelled == nil {
-		limit -= haltRoom
+	return limit - r.stopRoom()
+}
+
+// stopRoom is what running run r keeps free beside endGrowth for the writes that stop
+// it (haltRoom): twice haltRoom until it is halted, haltRoom while a step of its is not
+// done, none once they all are, or once it ended.
+func (r *Run) stopRoom() int {
+	switch {
+	case r.State != RunRunning:
+		return 0
+	case r.Cancelled == nil:
+		return 2 * haltRoom
+	case slices.ContainsFunc(r.Steps, func(s RunStep) bool { return !s.Terminal() }):
+		return haltRoom
 	}
-	return limit
+	return 0
 }
 
 // encodeRun is r's record, bounded (bound), compacted when it would pass its bound
@@ -154,12 +179,12 @@ func (r *Run) maxRecord() int {
 func encodeRun(r, old *Run) ([]byte, error) {
 	r.bound()
 	limit := r.maxRecord()
-	rec, err := encodeRecord(r)
+	rec, err := encodeRecord(r.stored())
 	if err != nil || len(rec) <= limit {
 		return rec, err
 	}
 	r.compact()
-	if rec, err = encodeRecord(r); err != nil || len(rec) <= limit {
+	if rec, err = encodeRecord(r.stored()); err != nil || len(rec) <= limit {
 		return rec, err
 	}
 	keeps := fmt.Sprintf("the %d a run keeps (this one %d", MaxRunRecord, limit)
@@ -169,8 +194,8 @@ func encodeRun(r, old *Run) ([]byte, error) {
 	if r.State == RunRunning {
 		keeps += fmt.Sprintf(", less the %d its end may add", endGrowth)
 	}
-	if r.State == RunRunning && r.Cancelled == nil {
-		keeps += fmt.Sprintf(" and the %d its failure may", haltRoom)
+	if room := r.stopRoom(); room > 0 {
+		keeps += fmt.Sprintf(" and the %d its failure may", room)
 	}
 	keeps += ")"
 	largest, results := -1, 0
@@ -186,4 +211,60 @@ func encodeRun(r, old *Run) ([]byte, error) {
 	s := r.Steps[largest]
 	return nil, proto.Errorf(proto.InvalidInput, "workflow %s would keep a record of %d bytes, more than %s; its steps' results take %d bytes, %d at %s: a step's result takes at most %d bytes, and a run's together less than %d; have the step answer less",
 		r.ID, len(rec), keeps, results, len(s.Result), s.Path(), proto.MaxStepResult, limit).WithPath(s.Path() + ".result").WithReason(proto.ReasonTooLarge)
+}
+
+// stored is r as its record holds it: a skipped step's reason that repeats the reason of
+// the skipped step before it is left out, so that the steps a run's halt or failure
+// skips (hundreds, each "not run: ...") take nothing each but their state (written as
+// long as "pending"). readStored gives it back.
+func (r *Run) stored() *Run {
+	s := *r
+	s.Steps = slices.Clone(r.Steps)
+	for i := len(s.Steps) - 1; i > 0; i-- {
+		if s.Steps[i].repeats(s.Steps[i-1]) {
+			s.Steps[i].Reason = ""
+		}
+	}
+	return &s
+}
+
+// readStored gives r, as its record holds it (stored), the reasons left out: a skipped
+// step without a reason of its own after a skipped step was skipped for that step's
+// reason.
+func (r *Run) readStored() {
+	for i := 1; i < len(r.Steps); i++ {
+		if s, prev := &r.Steps[i], r.Steps[i-1]; s.State == StepSkipped && s.Reason == "" && prev.State == StepSkipped {
+			s.Reason = prev.Reason
+		}
+	}
+}
+
+// repeats reports whether s is skipped for the reason of prev, the step before it,
+// skipped too.
+func (s RunStep) repeats(prev RunStep) bool {
+	return s.State == StepSkipped && prev.State == StepSkipped && s.Reason == prev.Reason
+}
+
+// AttemptOpen reports whether s is on an attempt that has not finished.
+func (s RunStep) AttemptOpen() bool {
+	n := len(s.Attempts)
+	return n > 0 && s.Attempts[n-1].FinishedAt.IsZero()
+}
+
+// Abandon ends s, a step its run stops before it ran or ended (a cancelled run's main
+// and acceptance steps, or every step of a run failed at once): one not started is
+// skipped with reason; the one running fails with err, its open attempt with it, both
+// keeping err brief (its code, reason and the start of its message; the run's failure
+// keeps it whole), so that a run's stop adds at most haltRoom whatever err says.
+func (s *RunStep) Abandon(err *proto.Error, reason string, now time.Time) {
+	if s.State == StepPending {
+		s.State, s.Reason = StepSkipped, reason
+		return
+	}
+	err = brief(err)
+	if s.AttemptOpen() {
+		a := &s.Attempts[len(s.Attempts)-1]
+		a.FinishedAt, a.Error = now, err
+	}
+	s.State, s.Error, s.FinishedAt = StepFailed, err, now
 }

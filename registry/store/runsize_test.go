@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -276,7 +277,7 @@ func TestTheEndOfARunAtItsBoundFits(t *testing.T) {
 	}
 	var size int
 	s.View(func(tx *Tx) error { size = len(tx.kv.get(bucketRuns, []byte(run.ID))); return nil })
-	if bound := min(MaxRunRecord, etcdProbeBytes-endRoom-len(section)) - endGrowth - haltRoom; size != bound {
+	if bound := min(MaxRunRecord, etcdProbeBytes-endRoom-len(section)) - endGrowth - 2*haltRoom; size != bound {
 		t.Fatalf("the run's record takes %d bytes at its bound, want %d", size, bound)
 	}
 	t.Logf("the run keeps %d bytes, %d results, beside a host section of %d bytes", size, full+1, len(section))
@@ -308,5 +309,109 @@ func TestTheEndOfARunAtItsBoundFits(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("the end of a run at its bound: %v", err)
+	}
+}
+
+// TestASkippedStepsReasonIsStoredOnce: the steps a run skips for one reason, one after
+// another, take nothing each in its record but their state, and read back each with the
+// reason; a step skipped for another reason keeps its own; both backends.
+func TestASkippedStepsReasonIsStoredOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, _ := openOnFakeClock(t, open)
+		run := Run{Kind: "deploy", Node: "n1", Tenant: "acme", Profile: ProfileRef{Tenant: "builtin", ID: "p", Version: 1}, Document: json.RawMessage(`{}`)}
+		for i := range 300 {
+			run.Steps = append(run.Steps, RunStep{Phase: "main", Index: i, Use: "power.setPower", On: "site"})
+		}
+		mustUpdate(t, s, func(tx *Tx) (err error) { run, err = tx.CreateRun(run); return err })
+		size := func() (n int) {
+			s.View(func(tx *Tx) error { n = len(tx.kv.get(bucketRuns, []byte(run.ID))); return nil })
+			return n
+		}
+		pending := size()
+		const reason, other = "not run: the workflow was cancelled", "when nvswitch does not hold for the node's labels"
+		mustUpdate(t, s, func(tx *Tx) error {
+			_, err := tx.UpdateRun(run.ID, func(r *Run) error {
+				r.Steps[0].State, r.Steps[0].Reason = StepSkipped, other
+				for i := 1; i < 300; i++ {
+					r.Steps[i].Abandon(nil, reason, time.Time{})
+				}
+				return nil
+			})
+			return err
+		})
+		if grew := size() - pending; grew > 2*len(`,"reason":""`)+len(reason)+len(other)+8 {
+			t.Errorf("skipping 300 steps grew the record by %d bytes: want their two reasons, once each", grew)
+		}
+		var stored Run
+		mustUpdate(t, s, func(tx *Tx) (err error) { stored, err = tx.Run(run.ID); return err })
+		for i, st := range stored.Steps {
+			want := reason
+			if i == 0 {
+				want = other
+			}
+			if st.State != StepSkipped || st.Reason != want {
+				t.Fatalf("%s reads %s %q, want skipped %q", st.Path(), st.State, st.Reason, want)
+			}
+		}
+	})
+}
+
+// TestTheStopOfARunFitsHaltRoom measures, as JSON writes it at its longest (errors of
+// control characters, the longest code), what stopping a run of the most steps a
+// profile has adds to its record near its bound (compacted): its halt (its cancelled
+// failure, the step it was on failed, its open attempt, the others skipped), and its
+// end at once once halted (the cleanup step it was on failed, the others skipped). Each
+// must be within haltRoom, which maxRecord keeps for each.
+func TestTheStopOfARunFitsHaltRoom(t *testing.T) {
+	worst := &proto.Error{Code: proto.Unauthenticated, Message: strings.Repeat("\x01", 1<<20),
+		Details: proto.Details{Path: strings.Repeat("\x01", 1<<10), Reason: strings.Repeat("\x01", 1<<10)}}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	run := Run{ID: "wf_" + strings.Repeat("0", 16), Kind: "deploy", Node: "n1", Tenant: "acme", State: RunRunning}
+	for i := range 384 {
+		phase := "main"
+		if i >= 320 {
+			phase = "cleanup"
+		}
+		run.Steps = append(run.Steps, RunStep{Phase: phase, Index: i, Use: "management.setBootDevice", On: "control-plane", State: StepPending})
+	}
+	size := func(r Run) int {
+		r.Steps = slices.Clone(r.Steps)
+		r.bound()
+		r.compact()
+		rec, err := encodeRecord(r.stored())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(rec)
+	}
+	// stop fails the step at i, running with an open attempt, and skips the ones after
+	// it up to end.
+	stop := func(r *Run, i, end int, reason string) {
+		r.Steps = slices.Clone(r.Steps)
+		for j := i; j < end; j++ {
+			r.Steps[j].Abandon(worst, reason, now)
+		}
+	}
+	running := func(r *Run, i int) {
+		r.Steps = slices.Clone(r.Steps)
+		r.Steps[i].State, r.Steps[i].StartedAt = StepRunning, now
+		r.Steps[i].Attempts = []Attempt{{N: 1, CommandID: fmt.Sprintf("%s:%s.%d:a1", r.ID, r.Steps[i].Phase, i), StartedAt: now}}
+	}
+	running(&run, 0)
+	halted := run
+	halted.Cancelled = &StepFailure{RunID: run.ID, Step: "acceptance[63]", Use: "management.setBootDevice", Error: worst}
+	stop(&halted, 0, 320, "not run: the workflow was cancelled")
+	if grew := size(halted) - size(run); grew > haltRoom {
+		t.Errorf("a run's halt adds %d bytes, more than haltRoom (%d)", grew, haltRoom)
+	} else {
+		t.Logf("a run's halt adds %d bytes at most", grew)
+	}
+	running(&halted, 320)
+	atOnce := halted
+	stop(&atOnce, 320, 384, "not run: the registry could not go on with the workflow")
+	if grew := size(atOnce) - size(halted); grew > haltRoom {
+		t.Errorf("a halted run's end at once adds %d bytes, more than haltRoom (%d)", grew, haltRoom)
+	} else {
+		t.Logf("a halted run's end at once adds %d bytes at most", grew)
 	}
 }

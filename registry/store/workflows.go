@@ -90,7 +90,9 @@ type RunStep struct {
 	// document (registry/workflow), which never changes.
 	Spec  json.RawMessage `json:"spec,omitempty"`
 	State string          `json:"state"`
-	// Reason says why a step was skipped.
+	// Reason says why a step was skipped. The record keeps it only where it differs
+	// from the reason of the skipped step before it (Run.stored): a skipped step without
+	// one of its own after a skipped step reads as skipped for that step's reason.
 	Reason string `json:"reason,omitempty"`
 	// Attempts are the step's first attempt and its latest ones (KeptAttempts in all;
 	// the first and the last only once the step ended in a run near MaxRunRecord), and
@@ -202,6 +204,7 @@ func (t *Tx) Run(id string) (Run, error) {
 	if err == nil && !ok {
 		err = notFound("workflow", id)
 	}
+	r.readStored()
 	return r, err
 }
 

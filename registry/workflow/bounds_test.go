@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
 // TestARunAtItsBoundsEnds: on an etcd cluster of the defaults, a run whose first step
@@ -84,45 +86,7 @@ func TestAStuckRunAtItsBoundEndsFailed(t *testing.T) {
 	cluster := etcdtest.Shared(t)
 	cfg := store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: etcdtest.Prefix(t)}
 	h := newHarnessOn(t, nil, func(opts store.Options) (*store.Store, error) { return store.OpenEtcd(cfg, opts) })
-	errAborted := errors.New("aborted")
-	// fits says whether step i of the run takes a result of size bytes, recorded as the
-	// engine records an attempt that succeeds, in a transaction aborted once the store
-	// took it.
-	fits := func(id string, i, size int) bool {
-		err := h.store.Update(func(tx *store.Tx) error {
-			_, err := tx.UpdateRun(id, func(r *store.Run) error {
-				s := &r.Steps[i]
-				now := h.clock.Now()
-				s.Attempts[len(s.Attempts)-1].FinishedAt = now
-				s.State, s.Result, s.FinishedAt = store.StepSucceeded, pad(size), now
-				return nil
-			})
-			if err == nil {
-				err = errAborted
-			}
-			return err
-		})
-		if !errors.Is(err, errAborted) && !store.RunTooLarge(err) {
-			t.Errorf("trying a result of %d bytes: %v", size, err)
-		}
-		return errors.Is(err, errAborted)
-	}
-	// fill answers the largest result the run takes, up to proto.MaxStepResult.
-	fill := func(_ context.Context, a *Attempt) (json.RawMessage, error) {
-		i := slices.IndexFunc(a.Run.Steps, func(s store.RunStep) bool { return !s.Terminal() })
-		lo, hi := 2, proto.MaxStepResult+1 // lo taken, hi refused
-		if !fits(a.Run.ID, i, lo) {
-			return nil, fmt.Errorf("%s takes no result", a.Run.Steps[i].Path())
-		}
-		for hi-lo > 1 {
-			if mid := (lo + hi) / 2; fits(a.Run.ID, i, mid) {
-				lo = mid
-			} else {
-				hi = mid
-			}
-		}
-		return pad(lo), nil
-	}
+	fill := filler(t, h, false)
 	h.handlers = map[string]Handler{"inventory.refresh": fill}
 	h.restart()
 	h.onFinish = func(tx *store.Tx, run store.Run) error {
@@ -152,7 +116,212 @@ func TestAStuckRunAtItsBoundEndsFailed(t *testing.T) {
 	}
 }
 
+// filler is a handler that answers the largest result its run takes, up to
+// proto.MaxStepResult: the run is at its bound, to the byte, once the result is
+// recorded; with thenStart, the largest that leaves the run room to start its next
+// step, and no more.
+func filler(t *testing.T, h *harness, thenStart bool) Handler {
+	errAborted := errors.New("aborted")
+	// fits says whether step i of the run takes a result of size bytes, recorded as the
+	// engine records an attempt that succeeds, in a transaction aborted once the store
+	// took it.
+	fits := func(id string, i, size int) bool {
+		err := h.store.Update(func(tx *store.Tx) error {
+			_, err := tx.UpdateRun(id, func(r *store.Run) error {
+				s := &r.Steps[i]
+				now := h.clock.Now()
+				s.Attempts[len(s.Attempts)-1].FinishedAt = now
+				s.State, s.Result, s.FinishedAt = store.StepSucceeded, pad(size), now
+				if !thenStart {
+					return nil
+				}
+				// The next step's start, as the engine records it.
+				next := &r.Steps[i+1]
+				boot, err := machineBoot(tx, r.Node)
+				next.State, next.StartedAt = store.StepRunning, now
+				next.Attempts = append(next.Attempts, store.Attempt{N: 1, CommandID: commandID(id, next.Phase, next.Index, false, 1), BootID: boot, StartedAt: now})
+				return err
+			})
+			if err == nil {
+				err = errAborted
+			}
+			return err
+		})
+		if !errors.Is(err, errAborted) && !store.RunTooLarge(err) {
+			t.Errorf("trying a result of %d bytes: %v", size, err)
+		}
+		return errors.Is(err, errAborted)
+	}
+	// fill answers the largest result the run takes, up to proto.MaxStepResult.
+	return func(_ context.Context, a *Attempt) (json.RawMessage, error) {
+		i := slices.IndexFunc(a.Run.Steps, func(s store.RunStep) bool { return !s.Terminal() })
+		lo, hi := 2, proto.MaxStepResult+1 // lo taken, hi refused
+		if !fits(a.Run.ID, i, lo) {
+			return nil, fmt.Errorf("%s takes no result", a.Run.Steps[i].Path())
+		}
+		for hi-lo > 1 {
+			if mid := (lo + hi) / 2; fits(a.Run.ID, i, mid) {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		return pad(lo), nil
+	}
+}
+
 // pad is a JSON string of size bytes, size 2 at least.
 func pad(size int) json.RawMessage {
 	return json.RawMessage(`"` + strings.Repeat("r", size-2) + `"`)
+}
+
+// haltedAtItsBound is a harness on a default etcd cluster whose runs keep 127 KiB
+// (EndBytes), so that one result fills a run, of the most steps a profile has (384) or
+// of a few, to its bound: inventory.refresh answers the largest result its run takes (filler),
+// power.setPower runs until its run is cancelled, telling started of it.
+func haltedAtItsBound(t *testing.T) (h *harness, started chan string) {
+	cluster := etcdtest.Shared(t)
+	cfg := store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: etcdtest.Prefix(t)}
+	h = newHarnessOn(t, nil, func(opts store.Options) (*store.Store, error) { return store.OpenEtcd(cfg, opts) })
+	started = make(chan string, 4)
+	h.handlers = map[string]Handler{
+		"inventory.refresh": filler(t, h, true),
+		"power.getPower":    filler(t, h, false),
+		"power.setPower": func(ctx context.Context, a *Attempt) (json.RawMessage, error) {
+			started <- store.RunStep{Phase: a.Step.Phase, Index: a.Step.Index}.Path()
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		},
+	}
+	h.restart()
+	// The largest request less the room of the end's transaction, less what a run keeps.
+	h.endBytes = 1<<20 + 320<<10
+	return h, started
+}
+
+// waitStarted waits until the step at path has started, failing the test after 10
+// seconds.
+func waitStarted(t *testing.T, started chan string, path string) {
+	t.Helper()
+	select {
+	case got := <-started:
+		if got != path {
+			t.Fatalf("%s started, want %s", got, path)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s has not started after 10 seconds", path)
+	}
+}
+
+// cancelAt cancels run id once its step at path has started.
+func cancelAt(t *testing.T, h *harness, started chan string, id, path string) {
+	t.Helper()
+	waitStarted(t, started, path)
+	storetest.Update(t, h.store, func(tx *store.Tx) error { _, err := h.engine.Cancel(tx, id); return err })
+	h.engine.Abort(id)
+}
+
+const (
+	setPower = `{"use":"power.setPower","with":{"action":"off"}}`
+	refresh  = `{"use":"inventory.refresh","on":"ramdisk"}`
+)
+
+// steps is n copies of step, a JSON list's items.
+func steps(step string, n int) string {
+	return strings.TrimPrefix(strings.Repeat(","+step, n), ",")
+}
+
+// TestACancelledRunOfTheMostStepsAtItsBoundEnds: on a default etcd cluster, a run of
+// 384 steps (256 main, 64 acceptance, 64 cleanup whose when does not hold) filled to
+// its bound, to the byte, by its first step's result, and cancelled at its second,
+// ends failed, cancelled, every step after the second shown skipped with its reason.
+// Before, each of the 382 steps skipped kept a reason of its own (50 bytes), which the
+// room its halt kept (4 KiB) did not hold: their skips were refused (INVALID_INPUT,
+// too-large), its failure at once too, and the run stayed running with nothing driving
+// it.
+func TestACancelledRunOfTheMostStepsAtItsBoundEnds(t *testing.T) {
+	h, started := haltedAtItsBound(t)
+	unheld := `{"use":"power.getPower","when":"nvswitch"}`
+	id := h.start(doc(refresh+","+setPower+","+steps(refresh, 254), steps(refresh, 64), steps(unheld, 64)))
+	cancelAt(t, h, started, id, "steps[1]")
+	run := h.waitEnd(id)
+	if run.Failure == nil || run.Failure.Error.Details.Reason != proto.ReasonCancelled || run.Failure.Step != "steps[1]" {
+		t.Fatalf("the run ends %s with %+v, want it failed, cancelled at steps[1]", run.State, run.Failure)
+	}
+	if len(run.Steps) != 384 || run.Steps[0].State != store.StepSucceeded || run.Steps[1].State != store.StepFailed {
+		t.Fatalf("the run: %s", summary(run))
+	}
+	for _, s := range run.Steps[2:] {
+		want := "not run: the workflow was cancelled"
+		if s.Phase == phaseCleanup {
+			want = "when nvswitch does not hold for the node's labels"
+		}
+		if s.State != store.StepSkipped || s.Reason != want {
+			t.Fatalf("%s is %s (%q), want skipped: %s", s.Path(), s.State, s.Reason, want)
+		}
+	}
+	// The API's view reads the run as the store gives it: every reason.
+	err := h.store.View(func(tx *store.Tx) error {
+		stored, err := tx.Run(id)
+		if err == nil && stored.Steps[383].Reason != run.Steps[383].Reason {
+			t.Errorf("the stored run reads cleanup[63]'s reason %q", stored.Steps[383].Reason)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestACancelledRunWhoseCleanupFillsItsBoundEnds: on a default etcd cluster, a run
+// filled to its bound by its first step and cancelled at its second, whose cleanup's
+// first step answers the largest result the run takes, ends failed, cancelled: its
+// cleanup's second step, which the run can no longer record the start of, is skipped
+// with the reason of a run the registry could not go on with. Before, the cleanup's
+// result took the room the halt had freed, and the failure at once that follows
+// (failStuck on a cancelled run) was refused for size: the run stayed running.
+func TestACancelledRunWhoseCleanupFillsItsBoundEnds(t *testing.T) {
+	h, started := haltedAtItsBound(t)
+	id := h.start(doc(refresh+","+setPower, "", steps(`{"use":"power.getPower"}`, 2)))
+	cancelAt(t, h, started, id, "steps[1]")
+	run := h.waitEnd(id)
+	want := "failed at steps[1] INVALID_STATE\nsteps[0] inventory.refresh succeeded tries=1\nsteps[1] power.setPower failed tries=1 INVALID_STATE" +
+		"\ncleanup[0] power.getPower succeeded tries=1\ncleanup[1] power.getPower skipped"
+	if got := summary(run); got != want {
+		t.Fatalf("the run:\n%s\nwant:\n%s", got, want)
+	}
+	if got := run.Steps[3].Reason; got != "not run: the registry could not go on with the workflow" {
+		t.Errorf("cleanup[1] skipped for %q", got)
+	}
+	if len(run.Steps[2].Result) < 1<<10 {
+		t.Errorf("the cleanup's result took %d bytes: want it to fill the room the halt left", len(run.Steps[2].Result))
+	}
+}
+
+// TestFailStuckOnACancelledRunAtItsBoundEnds: on a default etcd cluster, a run filled to
+// its bound by its first step, cancelled at its second, and filled to its bound again
+// by its cleanup's first step, which the registry then fails at once, its cleanup's
+// second step running, for a cause of 1 MiB of control characters (failStuck, as when
+// its cleanup's record is refused), ends failed, cancelled: the step fails with the
+// cause, brief. Before, that failure replaced the run's cancellation and
+// failed the step with the cause at length: more than the room left, refused for size,
+// and the run stayed running.
+func TestFailStuckOnACancelledRunAtItsBoundEnds(t *testing.T) {
+	h, started := haltedAtItsBound(t)
+	id := h.start(doc(refresh+","+setPower, "", refresh+","+setPower))
+	cancelAt(t, h, started, id, "steps[1]")
+	waitStarted(t, started, "cleanup[1]")
+	cause := proto.Errorf(proto.InvalidInput, "%s", strings.Repeat("\x01", 1<<20)).WithReason(strings.Repeat("\x01", 1<<10))
+	if err := h.engine.failStuck(id, cause); err != nil {
+		t.Fatalf("failing the cancelled run at once: %v", err)
+	}
+	run := h.waitEnd(id)
+	want := "failed at steps[1] INVALID_STATE\nsteps[0] inventory.refresh succeeded tries=1\nsteps[1] power.setPower failed tries=1 INVALID_STATE" +
+		"\ncleanup[0] inventory.refresh succeeded tries=1\ncleanup[1] power.setPower failed tries=1 INTERNAL"
+	if got := summary(run); got != want {
+		t.Fatalf("the run:\n%s\nwant:\n%s", got, want)
+	}
+	if msg := run.Steps[3].Error.Message; !strings.HasPrefix(msg, "workflow "+id+" fails at once") || len(msg) > 96 {
+		t.Errorf("cleanup[1] fails with %q, want the failure at once, brief", msg)
+	}
 }

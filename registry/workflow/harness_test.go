@@ -43,6 +43,9 @@ type harness struct {
 	mu       sync.Mutex
 	finished map[string]int
 	onFinish func(tx *store.Tx, run store.Run) error
+	// endBytes is the NewRun.EndBytes of the runs start starts: the less their records
+	// keep.
+	endBytes int
 }
 
 func newHarness(t *testing.T, labels map[string]string) *harness {
@@ -123,7 +126,7 @@ func (h *harness) start(doc string) string {
 			return err
 		}
 		run, err = h.engine.Create(tx, NewRun{Kind: "test", Node: h.node, Tenant: "acme",
-			Profile: store.ProfileRef{Tenant: "acme", ID: p.ID(), Version: p.Version()}, Define: p})
+			Profile: store.ProfileRef{Tenant: "acme", ID: p.ID(), Version: p.Version()}, Define: p, EndBytes: h.endBytes})
 		return err
 	})
 	if err != nil {

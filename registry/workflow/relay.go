@@ -104,12 +104,15 @@ func (e *Engine) recorded(tx *store.Tx, node store.Node, r *store.Run, i int) er
 	return e.cfg.Relay.Recorded(tx, node, s.Attempts[len(s.Attempts)-1].CommandID, r.ID, s.Path())
 }
 
-// abandonStep abandons step i of cancelled run (abandon). When that ends the attempt the
+// abandonStep abandons step i of cancelled run (store.RunStep.Abandon). When that ends the attempt the
 // step was on, the transaction records it as record does: the relay keeps only the
 // digests of the attempt's answered commands from then on, as after any attempt's end.
 func (e *Engine) abandonStep(run store.Run, i int) error {
-	change := func(r *store.Run) error { abandon(&r.Steps[i], r.Cancelled, e.cfg.Clock.Now()); return nil }
-	if !attemptOpen(run.Steps[i]) {
+	change := func(r *store.Run) error {
+		r.Steps[i].Abandon(r.Cancelled.Error, notRunCancelled, e.cfg.Clock.Now())
+		return nil
+	}
+	if !run.Steps[i].AttemptOpen() {
 		_, err := e.update(run.ID, change)
 		return err
 	}

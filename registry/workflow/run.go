@@ -143,25 +143,8 @@ func (e *Engine) failStuck(id string, cause error) error {
 		"not run: the registry could not go on with the workflow")
 }
 
-// abandon ends a step of a cancelled run: one not started is skipped, the one running
-// fails with the cancellation's error, its open attempt with it.
-func abandon(s *store.RunStep, cancelled *store.StepFailure, now time.Time) {
-	if s.State == store.StepPending {
-		s.State, s.Reason = store.StepSkipped, "not run: the workflow was cancelled"
-		return
-	}
-	if attemptOpen(*s) {
-		a := &s.Attempts[len(s.Attempts)-1]
-		a.FinishedAt, a.Error = now, cancelled.Error
-	}
-	s.State, s.Error, s.FinishedAt = store.StepFailed, cancelled.Error, now
-}
-
-// attemptOpen reports whether s is on an attempt that has not finished.
-func attemptOpen(s store.RunStep) bool {
-	n := len(s.Attempts)
-	return n > 0 && s.Attempts[n-1].FinishedAt.IsZero()
-}
+// notRunCancelled is why a step of a cancelled run that never started is skipped.
+const notRunCancelled = "not run: the workflow was cancelled"
 
 // unplanned ends a run whose steps cannot be rendered (errNoPlan, cause), so that none
 // of them can run, its cleanup included (abandonAll).
@@ -170,9 +153,10 @@ func (e *Engine) unplanned(id string, cause error) error {
 	return e.abandonAll(id, cause, "not run: "+errNoPlan.Error())
 }
 
-// abandonAll ends run id at once, failing with cause: as a run cancelled with cause,
-// each step not done, its cleanup included, is skipped with reason (the one running
-// fails), and the run fails with cause.
+// abandonAll ends run id at once, failing with cause: each step not done, its cleanup
+// included, is skipped with reason, and the one running fails with cause
+// (store.RunStep.Abandon); the run fails as it was cancelled, or, when it was not, with
+// cause.
 func (e *Engine) abandonAll(id string, cause error, reason string) error {
 	run, err := e.write(id, true, func(tx *store.Tx, r *store.Run) error {
 		f := &store.StepFailure{RunID: id, Error: proto.AsError(cause)}
@@ -182,15 +166,17 @@ func (e *Engine) abandonAll(id string, cause error, reason string) error {
 				if f.Step == "" {
 					f.Step, f.Use = s.Path(), s.Use
 				}
-				if attemptOpen(*s) {
+				if s.AttemptOpen() {
 					ended = append(ended, i)
 				}
-				if abandon(s, f, e.cfg.Clock.Now()); s.State == store.StepSkipped {
-					s.Reason = reason
-				}
+				s.Abandon(f.Error, reason, e.cfg.Clock.Now())
 			}
 		}
-		r.Cancelled = f
+		// A run cancelled already keeps its cancellation, whose room its halt took
+		// (store's haltRoom); its step says what stopped its cleanup.
+		if r.Cancelled == nil {
+			r.Cancelled = f
+		}
 		// The attempts ended here are recorded as any attempt's end is (record).
 		if len(ended) == 0 || e.cfg.Relay == nil {
 			return nil
