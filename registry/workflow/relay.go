@@ -104,12 +104,17 @@ func (e *Engine) recorded(tx *store.Tx, node store.Node, r *store.Run, i int) er
 	return e.cfg.Relay.Recorded(tx, node, s.Attempts[len(s.Attempts)-1].CommandID, r.ID, s.Path())
 }
 
-// abandonStep abandons step i of cancelled run (store.RunStep.Abandon). When that ends the attempt the
-// step was on, the transaction records it as record does: the relay keeps only the
-// digests of the attempt's answered commands from then on, as after any attempt's end.
+// abandonStep abandons step i of cancelled run and every step after it that is not of
+// the cleanup phase (store.RunStep.Abandon: those are pending, and are skipped), in one
+// write rather than one a step. When that ends the attempt step i was on, the
+// transaction records it as record does: the relay keeps only the digests of the
+// attempt's answered commands from then on, as after any attempt's end.
 func (e *Engine) abandonStep(run store.Run, i int) error {
 	change := func(r *store.Run) error {
-		r.Steps[i].Abandon(r.Cancelled.Error, notRunCancelled, e.cfg.Clock.Now())
+		now := e.cfg.Clock.Now()
+		for _, j := range notRunFrom(*r, i) {
+			r.Steps[j].Abandon(r.Cancelled.Error, notRunCancelled, now)
+		}
 		return nil
 	}
 	if !run.Steps[i].AttemptOpen() {

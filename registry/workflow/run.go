@@ -46,8 +46,10 @@ func (e *Engine) drive(ctx context.Context, id string) error {
 		}
 		if failed := failingStep(run, pl.steps); failed != nil && run.Steps[i].Phase != phaseCleanup {
 			_, err := e.update(id, func(r *store.Run) error {
-				s := &r.Steps[i]
-				s.State, s.Reason = store.StepSkipped, "not run: "+failed.Path()+" failed"
+				for _, j := range notRunFrom(*r, i) {
+					s := &r.Steps[j]
+					s.State, s.Reason = store.StepSkipped, "not run: "+failed.Path()+" failed"
+				}
 				return nil
 			})
 			if err != nil {
@@ -62,6 +64,20 @@ func (e *Engine) drive(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// notRunFrom are the steps from i on that a cancelled run, or one whose failed step
+// ends its main steps, does not run: those not done and not of the cleanup phase. The
+// drive met them one by one, each in a write of its own (383 rewrites of a record near
+// its bound for a run of the most steps); they are changed in one.
+func notRunFrom(r store.Run, i int) []int {
+	var js []int
+	for j := i; j < len(r.Steps); j++ {
+		if !r.Steps[j].Terminal() && r.Steps[j].Phase != phaseCleanup {
+			js = append(js, j)
+		}
+	}
+	return js
 }
 
 // driveOut drives run id to its end, unless ctx ends or another registry takes the run
