@@ -58,18 +58,12 @@ func (t *Tx) ExpireAgentCommands(cutoff time.Time) (int, error) {
 		entries = append(entries, slices.Clone(k))
 	}
 	for _, k := range entries {
-		var cmd AgentCommand
-		ok, err := false, error(nil)
-		if key := expiringCommand(k); key != nil {
-			ok, err = t.get(bucketAgentCommands, key, &cmd)
-		}
-		if err != nil {
-			return 0, err
-		}
-		if ok && bytes.Equal(expiryKey(cmd), k) {
-			err = t.del(bucketAgentCommands, commandKey(cmd.Node, cmd.ID))
-		}
-		if err == nil {
+		cmd, ok, err := t.commandOf(k)
+		switch {
+		case err != nil:
+		case ok:
+			err = t.deleteAgentCommand(cmd)
+		default:
 			err = t.del(bucketAgentCommandsByExpiry, k)
 		}
 		if err != nil {
@@ -77,6 +71,18 @@ func (t *Tx) ExpireAgentCommands(cutoff time.Time) (int, error) {
 		}
 	}
 	return len(entries), nil
+}
+
+// commandOf is the command the expiry entry k names, as tx reads it, and whether it is
+// stored with that time (false: the entry is stray).
+func (t *Tx) commandOf(k []byte) (AgentCommand, bool, error) {
+	var c AgentCommand
+	key := expiringCommand(k)
+	if key == nil {
+		return c, false, nil
+	}
+	ok, err := t.get(bucketAgentCommands, key, &c)
+	return c, ok && err == nil && bytes.Equal(expiryKey(c), k), err
 }
 
 // expiryDiff compares bucketAgentCommandsByExpiry with every command, as tx reads them:
@@ -116,14 +122,10 @@ func (t *Tx) expiryDiff() (missing, stray [][]byte, damaged []error) {
 // safely.
 func (t *Tx) reindexExpiry(entries [][]byte) error {
 	for _, k := range entries {
-		var c AgentCommand
-		ok, err := false, error(nil)
-		if key := expiringCommand(k); key != nil {
-			ok, err = t.get(bucketAgentCommands, key, &c)
-		}
+		_, ok, err := t.commandOf(k)
 		switch {
 		case err != nil:
-		case ok && bytes.Equal(expiryKey(c), k):
+		case ok:
 			if t.getRaw(bucketAgentCommandsByExpiry, k) == nil {
 				err = t.putRaw(bucketAgentCommandsByExpiry, k, nil)
 			}
