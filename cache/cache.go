@@ -6,6 +6,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -34,6 +35,9 @@ type Cache struct {
 	bucket *throttle.Bucket
 
 	readyDir, partialDir string
+	// reserve is the free space of Dir's filesystem no pull writes into
+	// (Config.ReserveBytes, or its default).
+	reserve int64
 
 	mu sync.Mutex
 	// client fetches the pulls; bound is where it may fetch from, nil until SetBound.
@@ -91,6 +95,9 @@ func Open(cfg Config) (*Cache, error) {
 	if cfg.Dir == "" {
 		return nil, proto.Errorf(proto.InvalidConfig, "cache directory is empty").WithPath("dir")
 	}
+	if cfg.ReserveBytes < 0 {
+		return nil, proto.Errorf(proto.InvalidConfig, "reserve %d bytes is negative: give the bytes of the cache's filesystem to keep free, or leave it out for the default", cfg.ReserveBytes).WithPath("reserveBytes")
+	}
 	c := &Cache{
 		cfg:        cfg,
 		readyDir:   filepath.Join(cfg.Dir, "sha256"),
@@ -104,6 +111,15 @@ func Open(cfg Config) (*Cache, error) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("make cache directory: %w", err)
 		}
+	}
+	space, err := fsutil.SpaceOf(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	c.reserve = cmp.Or(cfg.ReserveBytes, DefaultReserve(space.Total))
+	if c.reserve >= space.Total {
+		return nil, proto.Errorf(proto.InvalidConfig, "reserve %d bytes is not less than the %d bytes of the filesystem of %s: give less, leave it out for the default, or move the cache to a larger filesystem",
+			c.reserve, space.Total, cfg.Dir).WithPath("reserveBytes")
 	}
 	idx, err := openIndex(cfg.Dir)
 	if err != nil {

@@ -18,8 +18,13 @@ type Config struct {
 	// progress). It is made when missing.
 	Dir string
 	// CapacityBytes bounds the bytes of ready, evicting and in-progress images together.
-	// 0 is no bound.
+	// 0 is no bound. Whatever it says, a pull never writes into ReserveBytes.
 	CapacityBytes int64
+	// ReserveBytes is the free space of Dir's filesystem the cache leaves to everything
+	// else on it (the site's leases, its logs): before a pull starts and at each write,
+	// the room the cache has is at most the filesystem's free space less this. 0 is the
+	// default, DefaultReserve of the filesystem's size; it must be less than that size.
+	ReserveBytes int64
 	// MaxPulls is how many pulls (and start-up verifications) run at once. Default 2.
 	MaxPulls int
 	// BandwidthBytesPerSec bounds the bytes per second all pulls take together. 0 is no
@@ -55,6 +60,13 @@ const (
 	DefaultAttempts      = 3
 	DefaultStallTimeout  = 60 * time.Second
 )
+
+// DefaultReserve is the reserve of a filesystem of total bytes when the config gives
+// none: 5% of it, at least 1 GiB and at most 20 GiB, and never more than a quarter of it
+// (so that a small filesystem still has room for images).
+func DefaultReserve(total int64) int64 {
+	return min(max(total/20, 1<<30), 20<<30, total/4)
+}
 
 func (c Config) withDefaults() Config {
 	if c.MaxPulls <= 0 {

@@ -2,9 +2,11 @@ package cache
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
+	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
 )
 
@@ -86,46 +88,100 @@ func (c *Cache) unsizedBytes(except *entry) int64 {
 	return n
 }
 
-// roomFor refuses, as INVALID_STATE with the reason capacity, n bytes of e's pull, of
-// an image of unknown size, that do not fit in the cache's capacity beside what it keeps
-// and the other pulls reserve. It evicts nothing. It takes c.mu.
-func (c *Cache) roomFor(e *entry, n int64) error {
-	if c.cfg.CapacityBytes <= 0 {
-		return nil
+// pendingBytes is what the running pulls of known size and the checks have yet to
+// write, e's left out: room on the filesystem they have taken and not yet used. c.mu is
+// held.
+func (c *Cache) pendingBytes(except *entry) int64 {
+	var n int64
+	for _, e := range c.entries {
+		if e != except && e.busy && (e.checking || e.rec.State == proto.CachePulling) {
+			n += max(e.rec.SizeBytes-e.progress.Load(), 0)
+		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	room := c.cfg.CapacityBytes - c.usedBytes(e)
-	if n <= room {
-		return nil
-	}
-	return terminalError{proto.Errorf(proto.InvalidState, "cache full: the image's size is unknown and it passes the %d bytes the cache has room for (capacity %d, less what it keeps and its other pulls): register the image with sizeBytes, so the cache makes room for it, or raise the cache's capacity",
-		max(room, 0), c.cfg.CapacityBytes).WithReason(proto.ReasonCapacity)}
+	return n
 }
 
-// makeRoom evicts what it must so that size more bytes fit for e; false when they
-// cannot. An image of known size counts the running pulls of unknown size out: it
-// takes their room. c.mu is held.
-func (c *Cache) makeRoom(e *entry, size int64) bool {
-	if c.cfg.CapacityBytes <= 0 {
-		return true
+// diskRoom is the bytes e's partial file may hold by the bound of the cache's
+// filesystem: what it holds already, and the filesystem's free space less the reserve
+// and what the other running pulls have yet to write. e is nil for a check about to
+// start. c.mu is held.
+func (c *Cache) diskRoom(e *entry) (room int64, fsErr func(need int64, unsized bool) error, err error) {
+	sp, err := fsutil.SpaceOf(c.cfg.Dir)
+	if err != nil {
+		return 0, nil, err
 	}
-	used := c.usedBytes(e)
-	if size > 0 {
-		used -= c.unsizedBytes(e)
+	var held int64
+	if e != nil {
+		held = e.progress.Load()
 	}
-	need := used + size - c.cfg.CapacityBytes
+	pending := c.pendingBytes(e)
+	room = held + sp.Avail - c.reserve - pending
+	fsErr = func(need int64, unsized bool) error {
+		what := fmt.Sprintf("the image needs %d bytes", need)
+		if unsized {
+			what = fmt.Sprintf("the image's size is unknown and it passes %d bytes", need)
+		}
+		return terminalError{proto.Errorf(proto.InvalidState, "cache full: %s and the filesystem of %s has room for %d (%d bytes free, less the reserve of %d kept for the rest of that filesystem and the %d the cache's other pulls have yet to write): free space on that filesystem, set the cache's capacity within it, or move the cache to a larger filesystem",
+			what, c.cfg.Dir, max(room, 0), sp.Avail, c.reserve, pending).WithReason(proto.ReasonCapacity)}
+	}
+	return room, fsErr, nil
+}
+
+// roomFor refuses, as INVALID_STATE with the reason capacity, n bytes of e's pull that do
+// not fit: beside what the cache keeps and its other pulls reserve, in the cache's
+// capacity (an image of unknown size only: one of known size made its room before it
+// started) and on its filesystem less the reserve. It evicts nothing. It takes c.mu.
+func (c *Cache) roomFor(e *entry, n int64, unsized bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.cfg.CapacityBytes - c.usedBytes(e); unsized && c.cfg.CapacityBytes > 0 && n > room {
+		return terminalError{proto.Errorf(proto.InvalidState, "cache full: the image's size is unknown and it passes the %d bytes the cache has room for (capacity %d, less what it keeps and its other pulls): register the image with sizeBytes, so the cache makes room for it, or raise the cache's capacity",
+			max(room, 0), c.cfg.CapacityBytes).WithReason(proto.ReasonCapacity)}
+	}
+	room, fsErr, err := c.diskRoom(e)
+	if err != nil || n <= room {
+		return err
+	}
+	return fsErr(n, unsized)
+}
+
+// makeRoom evicts what it must so that e's pull may hold size bytes, within the capacity
+// and on the filesystem less the reserve; an error of reason capacity when eviction
+// cannot free enough. An image of known size counts the running pulls of unknown size
+// out: it takes their room. For an image of unknown size (unsized: size is what its
+// partial file holds) it evicts nothing beyond what the capacity asks. c.mu is held.
+func (c *Cache) makeRoom(e *entry, size int64, unsized bool) error {
+	var need int64
+	if c.cfg.CapacityBytes > 0 {
+		used := c.usedBytes(e)
+		if !unsized {
+			used -= c.unsizedBytes(e)
+		}
+		need = used + size - c.cfg.CapacityBytes
+	}
+	capNeed := need
+	room, fsErr, err := c.diskRoom(e)
+	if err != nil {
+		return err
+	}
+	if !unsized {
+		need = max(need, size-room-c.unsizedBytes(e))
+	}
 	if need <= 0 {
-		return true
+		return nil
 	}
 	victims := evictionOrder(c.candidates(), need)
 	if victims == nil {
-		return false
+		if need > capNeed {
+			return fsErr(size, false)
+		}
+		return proto.Errorf(proto.InvalidState, "cache full: %d bytes do not fit in %d, even after evicting every unpinned, unused image no longer desired",
+			size, c.cfg.CapacityBytes-c.usedBytes(e)).WithReason(proto.ReasonCapacity)
 	}
 	for _, d := range victims {
 		c.evict(c.entries[d])
 	}
-	return true
+	return nil
 }
 
 // evictOverCapacity evicts what it can when the cache holds more than its capacity (the

@@ -51,9 +51,7 @@ func (c *Cache) pull(ctx context.Context, e *entry, img proto.CacheImage, valida
 	}
 	defer f.Close()
 	p := &partial{f: f, h: sha256.New(), max: img.SizeBytes}
-	if p.max == 0 {
-		p.room = func(n int64) error { return c.roomFor(e, n) }
-	}
+	p.room = func(n int64) error { return c.roomFor(e, n, p.max == 0) }
 	if err := p.load(ctx); err != nil {
 		return 0, err
 	}
@@ -155,8 +153,8 @@ func (c *Cache) stream(ctx context.Context, e *entry, p *partial, src fetch.Sour
 	if size := body.Size(); size >= 0 && p.max > 0 && size != p.max {
 		return true, terminal("the source has %d bytes, the catalog says %d", size, p.max)
 	} else if size >= 0 && p.room != nil {
-		// The source tells the size the catalog does not know: refuse at once what would
-		// not fit.
+		// The source tells the size: refuse at once what would not fit (the catalog's
+		// size was checked before the pull started; the filesystem may have filled since).
 		if err := p.room(size); err != nil {
 			return true, err
 		}
@@ -202,8 +200,8 @@ type partial struct {
 	h   hash.Hash
 	n   int64 // bytes in the file (and hashed)
 	max int64 // the catalog's size; more bytes are refused. 0: unknown, room bounds.
-	// room, for an image of unknown size, refuses n bytes that do not fit in the cache
-	// (Cache.roomFor); nil: no bound.
+	// room refuses n bytes that do not fit in the cache: on its filesystem, and for an
+	// image of unknown size in its capacity (Cache.roomFor); nil: no bound.
 	room    func(n int64) error
 	resumed bool // some bytes came from before the last request
 }

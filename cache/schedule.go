@@ -59,14 +59,13 @@ func (c *Cache) schedule(ctx context.Context) <-chan time.Time {
 				img.SizeBytes = e.rec.SizeBytes // the ready file's: the catalog does not know it
 			}
 			// The check's bytes sit in partial/ beside the ready file until they are hashed.
-			if c.makeRoom(nil, img.SizeBytes) {
+			if c.makeRoom(nil, img.SizeBytes, false) == nil {
 				c.startPull(ctx, e, img)
 			}
 			continue
 		}
-		if !c.makeRoom(e, max(img.SizeBytes, e.progress.Load())) {
-			c.fail(e, proto.Errorf(proto.InvalidState, "cache full: %d bytes do not fit in %d, even after evicting every unpinned, unused image no longer desired",
-				img.SizeBytes, c.cfg.CapacityBytes-c.usedBytes(e)).WithReason(proto.ReasonCapacity))
+		if err := c.makeRoom(e, max(img.SizeBytes, e.progress.Load()), img.SizeBytes == 0); err != nil {
+			c.fail(e, err)
 			e.noRoom = true
 			continue
 		}
