@@ -63,8 +63,14 @@ type RamdiskConfig struct {
 type CacheConfig struct {
 	// Dir is the cache's directory. Required.
 	Dir string `json:"dir"`
-	// CapacityBytes bounds the bytes the cache holds; 0 is no bound.
+	// CapacityBytes bounds the bytes the cache holds; 0 is no bound. The filesystem
+	// bounds the cache as well, less ReserveBytes.
 	CapacityBytes int64 `json:"capacityBytes"`
+	// ReserveBytes is the free space of the cache's filesystem no pull writes into, kept
+	// for the site's leases, logs and whatever else lives there; 0 is the default, 5% of
+	// the filesystem, at least 1 GiB and at most 20 GiB, never more than a quarter of it
+	// (cache.DefaultReserve). It must be less than the filesystem.
+	ReserveBytes int64 `json:"reserveBytes"`
 	// MaxPulls is how many images are pulled at once (default 2).
 	MaxPulls int `json:"maxPulls"`
 	// BandwidthBytesPerSec bounds all pulls together; 0 is no bound.
@@ -154,6 +160,9 @@ func (c Config) Check() error {
 	}
 	if c.Cache.CapacityBytes < 0 || c.Cache.BandwidthBytesPerSec < 0 || c.Cache.MaxPulls < 0 {
 		bad("cache", "capacityBytes, maxPulls and bandwidthBytesPerSec cannot be negative")
+	}
+	if c.Cache.ReserveBytes < 0 {
+		bad("cache.reserveBytes", "reserve %d bytes is negative: give the bytes of the cache's filesystem to keep free, or leave it out for the default", c.Cache.ReserveBytes)
 	}
 	if c.Cache.RetryInterval < 0 {
 		bad("cache.retryInterval", "retry interval %s is negative: give a duration such as \"5m\", or leave it out for 5 minutes", c.Cache.RetryInterval)

@@ -3,6 +3,8 @@ package site
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +36,8 @@ func TestDecodeConfig(t *testing.T) {
 		"duration without unit":   {doc: strings.Replace(valid, `"90s"`, `"90"`, 1), paths: []string{"boot.retryInterval"}},
 		"port as text":            {doc: strings.Replace(valid, `8080`, `"8080"`, 1), paths: []string{"boot.httpPort"}},
 		"metrics without a port":  {doc: strings.Replace(valid, `"version": 1`, `"version": 1, "metricsListen": "127.0.0.1"`, 1), paths: []string{"metricsListen"}},
+		"negative cache reserve":  {doc: strings.Replace(valid, `"cache": {`, `"cache": {"reserveBytes": -1, `, 1), paths: []string{"cache.reserveBytes"}},
+		"cache reserve as text":   {doc: strings.Replace(valid, `"cache": {`, `"cache": {"reserveBytes": "1G", `, 1), paths: []string{"cache.reserveBytes"}},
 		"negative cache retry":    {doc: strings.Replace(valid, `"cache": {`, `"cache": {"retryInterval": "-1m", `, 1), paths: []string{"cache.retryInterval"}},
 		"share of machines without an entry": {doc: strings.Replace(valid, `"mode": "proxy"`, `"mode": "authoritative", "subnet": "10.0.0.0/24", "range": {"start": "10.0.0.10", "end": "10.0.0.20"}, "leaseFile": "/tmp/leases.db", "unknownShare": 2, "unknownLeaseTime": "10s"`, 1),
 			paths: []string{"boot.unknownShare", "boot.unknownLeaseTime"}},
@@ -141,4 +145,21 @@ func FuzzDecodeConfig(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A cache reserve the cache's filesystem cannot keep (not less than its size) is refused
+// when the site opens its cache, as INVALID_CONFIG at cache.reserveBytes, the field as
+// the site's config names it.
+func TestReservePastTheFilesystemIsRefused(t *testing.T) {
+	files := t.TempDir()
+	cfg := Config{StateDir: t.TempDir(), Cache: CacheConfig{Dir: t.TempDir(), ReserveBytes: 1 << 62},
+		Boot: boot.Config{Interface: "bc0", Mode: boot.Proxy, ServerIP: netip.MustParseAddr("10.0.0.1"), IPXEDir: files, RamdiskDir: files}}
+	a, srv, err := open(cfg, slog.New(slog.DiscardHandler))
+	if err == nil {
+		a.cache.Close()
+		srv.Close()
+	}
+	if pe, ok := errors.AsType[*proto.Error](err); !ok || pe.Code != proto.InvalidConfig || pe.Details.Path != "cache.reserveBytes" {
+		t.Fatalf("open with a reserve of 2^62 bytes: %v, want INVALID_CONFIG at cache.reserveBytes", err)
+	}
 }

@@ -117,7 +117,7 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cacheCfg := cache.Config{Dir: cfg.Cache.Dir, CapacityBytes: cfg.Cache.CapacityBytes, MaxPulls: cfg.Cache.MaxPulls,
+	cacheCfg := cache.Config{Dir: cfg.Cache.Dir, CapacityBytes: cfg.Cache.CapacityBytes, ReserveBytes: cfg.Cache.ReserveBytes, MaxPulls: cfg.Cache.MaxPulls,
 		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, RetryInterval: time.Duration(cfg.Cache.RetryInterval),
 		Reporter: cache.ReporterFunc(a.reportImages), Logger: log, Clock: cfg.Clock, Observer: a.metrics}
 	if cfg.Cache.CAFile != "" {
@@ -126,6 +126,9 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 		}
 	}
 	if a.cache, err = cache.Open(cacheCfg); err != nil {
+		if pe, ok := errors.AsType[*proto.Error](err); ok && pe.Details.Path != "" {
+			err = pe.WithPath("cache." + pe.Details.Path) // the field as the site's config names it
+		}
 		return nil, nil, err
 	}
 	a.cache.RequireCapabilities(keys)
