@@ -1,5 +1,6 @@
 // Package fsutil holds the file-system habits every part shares: a file is replaced
-// whole or not at all, and is on disk before anyone is told it is.
+// whole or not at all, and is on disk before anyone is told it is; a secret is read only
+// from a file no one else may use; how much room a filesystem has is read in one place.
 package fsutil
 
 import (
