@@ -101,48 +101,63 @@ func (c *Cache) pendingBytes(except *entry) int64 {
 	return n
 }
 
-// diskRoom is the bytes e's partial file may hold by the bound of the cache's
-// filesystem: what it holds already, and the filesystem's free space less the reserve
-// and what the other running pulls have yet to write. e is nil for a check about to
-// start. c.mu is held.
-func (c *Cache) diskRoom(e *entry) (room int64, fsErr func(need int64, unsized bool) error, err error) {
+// disk is the room of a pull on the cache's filesystem, as statfs read it.
+type disk struct {
+	dir                    string
+	room                   int64 // the bytes the pull's partial file may hold
+	avail, reserve, others int64 // the free space, the reserve, what other pulls have yet to write
+}
+
+// diskRoom is the room e's partial file has by the bound of the cache's filesystem: what
+// it holds already, and the filesystem's free space less the reserve and what the other
+// running pulls have yet to write. e is nil for a check about to start. c.mu is held.
+func (c *Cache) diskRoom(e *entry) (disk, error) {
 	sp, err := fsutil.SpaceOf(c.cfg.Dir)
 	if err != nil {
-		return 0, nil, err
+		return disk{}, err
 	}
-	var held int64
+	d := disk{dir: c.cfg.Dir, avail: sp.Avail, reserve: c.reserve, others: c.pendingBytes(e)}
 	if e != nil {
-		held = e.progress.Load()
+		d.room = e.progress.Load()
 	}
-	pending := c.pendingBytes(e)
-	room = held + sp.Avail - c.reserve - pending
-	fsErr = func(need int64, unsized bool) error {
-		what := fmt.Sprintf("the image needs %d bytes", need)
-		if unsized {
-			what = fmt.Sprintf("the image's size is unknown and it passes %d bytes", need)
-		}
-		return terminalError{proto.Errorf(proto.InvalidState, "cache full: %s and the filesystem of %s has room for %d (%d bytes free, less the reserve of %d kept for the rest of that filesystem and the %d the cache's other pulls have yet to write): free space on that filesystem, set the cache's capacity within it, or move the cache to a larger filesystem",
-			what, c.cfg.Dir, max(room, 0), sp.Avail, c.reserve, pending).WithReason(proto.ReasonCapacity)}
+	d.room += d.avail - d.reserve - d.others
+	return d, nil
+}
+
+// full is the error of a pull that needs more than the room d: INVALID_STATE with the
+// reason capacity, saying what to do.
+func (d disk) full(need int64, unsized bool) error {
+	what := fmt.Sprintf("the image needs %d bytes", need)
+	if unsized {
+		what = fmt.Sprintf("the image's size is unknown and it passes %d bytes", need)
 	}
-	return room, fsErr, nil
+	return terminalError{proto.Errorf(proto.InvalidState, "cache full: %s and the filesystem of %s has room for %d (%d bytes free, less the reserve of %d kept for the rest of that filesystem and the %d the cache's other pulls have yet to write): free space on that filesystem, set the cache's capacity within it, or move the cache to a larger filesystem",
+		what, d.dir, max(d.room, 0), d.avail, d.reserve, d.others).WithReason(proto.ReasonCapacity)}
 }
 
 // roomFor refuses, as INVALID_STATE with the reason capacity, n bytes of e's pull that do
-// not fit: beside what the cache keeps and its other pulls reserve, in the cache's
+// not fit beside what the cache keeps and its other pulls reserve: in the cache's
 // capacity (an image of unknown size only: one of known size made its room before it
-// started) and on its filesystem less the reserve. It evicts nothing. It takes c.mu.
-func (c *Cache) roomFor(e *entry, n int64, unsized bool) error {
+// started), and, when readDisk, on its filesystem less the reserve, whose room for e it
+// returns. It evicts nothing. It takes c.mu.
+func (c *Cache) roomFor(e *entry, n int64, unsized, readDisk bool) (int64, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if room := c.cfg.CapacityBytes - c.usedBytes(e); unsized && c.cfg.CapacityBytes > 0 && n > room {
-		return terminalError{proto.Errorf(proto.InvalidState, "cache full: the image's size is unknown and it passes the %d bytes the cache has room for (capacity %d, less what it keeps and its other pulls): register the image with sizeBytes, so the cache makes room for it, or raise the cache's capacity",
+		return 0, terminalError{proto.Errorf(proto.InvalidState, "cache full: the image's size is unknown and it passes the %d bytes the cache has room for (capacity %d, less what it keeps and its other pulls): register the image with sizeBytes, so the cache makes room for it, or raise the cache's capacity",
 			max(room, 0), c.cfg.CapacityBytes).WithReason(proto.ReasonCapacity)}
 	}
-	room, fsErr, err := c.diskRoom(e)
-	if err != nil || n <= room {
-		return err
+	if !readDisk {
+		return 0, nil
 	}
-	return fsErr(n, unsized)
+	d, err := c.diskRoom(e)
+	if err != nil {
+		return 0, err
+	}
+	if n > d.room {
+		return 0, d.full(n, unsized)
+	}
+	return d.room, nil
 }
 
 // makeRoom evicts what it must so that e's pull may hold size bytes, within the capacity
@@ -160,12 +175,12 @@ func (c *Cache) makeRoom(e *entry, size int64, unsized bool) error {
 		need = used + size - c.cfg.CapacityBytes
 	}
 	capNeed := need
-	room, fsErr, err := c.diskRoom(e)
+	d, err := c.diskRoom(e)
 	if err != nil {
 		return err
 	}
 	if !unsized {
-		need = max(need, size-room-c.unsizedBytes(e))
+		need = max(need, size-d.room-c.unsizedBytes(e))
 	}
 	if need <= 0 {
 		return nil
@@ -173,7 +188,7 @@ func (c *Cache) makeRoom(e *entry, size int64, unsized bool) error {
 	victims := evictionOrder(c.candidates(), need)
 	if victims == nil {
 		if need > capNeed {
-			return fsErr(size, false)
+			return d.full(size, false)
 		}
 		return proto.Errorf(proto.InvalidState, "cache full: %d bytes do not fit in %d, even after evicting every unpinned, unused image no longer desired",
 			size, c.cfg.CapacityBytes-c.usedBytes(e)).WithReason(proto.ReasonCapacity)

@@ -18,6 +18,12 @@ import (
 // copyChunk is the most a pull reads (and asks the bandwidth bucket for) at once.
 const copyChunk = 256 << 10
 
+// diskRecheck is how many bytes a pull writes, at most, before it reads the free space of
+// the cache's filesystem again (statfs): a write within the room last read does not read
+// it, so a fast pull costs one statfs a MiB, not one a TLS record, and what else fills the
+// filesystem is seen within a MiB of each pull.
+const diskRecheck = 1 << 20
+
 // terminalError is a pull failure that retrying at once cannot mend.
 type terminalError struct{ error }
 
@@ -51,7 +57,7 @@ func (c *Cache) pull(ctx context.Context, e *entry, img proto.CacheImage, valida
 	}
 	defer f.Close()
 	p := &partial{f: f, h: sha256.New(), max: img.SizeBytes}
-	p.room = func(n int64) error { return c.roomFor(e, n, p.max == 0) }
+	p.room = func(n int64, readDisk bool) (int64, error) { return c.roomFor(e, n, p.max == 0, readDisk) }
 	if err := p.load(ctx); err != nil {
 		return 0, err
 	}
@@ -155,7 +161,7 @@ func (c *Cache) stream(ctx context.Context, e *entry, p *partial, src fetch.Sour
 	} else if size >= 0 && p.room != nil {
 		// The source tells the size: refuse at once what would not fit (the catalog's
 		// size was checked before the pull started; the filesystem may have filled since).
-		if err := p.room(size); err != nil {
+		if _, err := p.room(size, true); err != nil {
 			return true, err
 		}
 	}
@@ -200,10 +206,14 @@ type partial struct {
 	h   hash.Hash
 	n   int64 // bytes in the file (and hashed)
 	max int64 // the catalog's size; more bytes are refused. 0: unknown, room bounds.
-	// room refuses n bytes that do not fit in the cache: on its filesystem, and for an
-	// image of unknown size in its capacity (Cache.roomFor); nil: no bound.
-	room    func(n int64) error
+	// room refuses n bytes that do not fit in the cache: for an image of unknown size in
+	// its capacity, and, when told to read the filesystem, on it, returning the room
+	// there (Cache.roomFor); nil: no bound.
+	room    func(n int64, readDisk bool) (int64, error)
 	resumed bool // some bytes came from before the last request
+	// diskRoom is the most bytes the file may hold by the filesystem when it was read,
+	// at diskRead bytes; it is read again past diskRoom or diskRecheck bytes later.
+	diskRoom, diskRead int64
 }
 
 // load hashes what the file holds already (a pull resumed after a restart). A file
@@ -235,7 +245,7 @@ func (p *partial) reset() error {
 		return err
 	}
 	p.h.Reset()
-	p.n = 0
+	p.n, p.diskRoom, p.diskRead = 0, 0, 0
 	p.resumed = false
 	return nil
 }
@@ -245,8 +255,14 @@ func (p *partial) write(b []byte) error {
 		return terminal("the source sends more than the catalog's %d bytes", p.max)
 	}
 	if p.room != nil {
-		if err := p.room(p.n + int64(len(b))); err != nil {
+		n := p.n + int64(len(b))
+		readDisk := n > min(p.diskRoom, p.diskRead+diskRecheck)
+		room, err := p.room(n, readDisk)
+		if err != nil {
 			return err
+		}
+		if readDisk {
+			p.diskRoom, p.diskRead = room, p.n
 		}
 	}
 	if _, err := p.f.Write(b); err != nil {
