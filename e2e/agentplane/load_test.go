@@ -66,7 +66,10 @@ import (
 //     keep.
 //
 // With BC_LOAD_PROFILE=DIR, the registry's heap profile at full load and its CPU
-// profiles of the push, the restart and the reconnect peer are written to DIR.
+// profiles of the push, the restarts and the reconnect peer's listener are written to
+// DIR, with the first agent process's CPU profiles of the push and the restarts
+// (agents-push.pprof, agents-restartN.pprof) and the peer dialler's
+// (dialler-peer.pprof).
 func BenchmarkAgentSessions(b *testing.B) {
 	n, per, peers := envInt("BC_LOAD_AGENTS", 10000), envInt("BC_LOAD_PER_PROCESS", 5000), envInt("BC_LOAD_PEERS", 2000)
 	var acked [4]atomic.Int64 // acknowledgements per generation
@@ -152,10 +155,11 @@ func BenchmarkAgentSessions(b *testing.B) {
 	fmt.Printf("  push window: at most %d pushes in flight, size %d after the push, %d acknowledgements late, halved %d times\n", window.MaxInFlight, window.Size, window.Late, window.Halvings)
 	resume.print("peer", peers, fmt.Sprintf("bare quic-go connections closed and dialled again, %d at a time, each resuming", maxInFlight))
 	peerRate, peerCPU := float64(peers)/resume.wall.Seconds(), resume.cpu.Seconds()/float64(peers)
+	diallerCPU := resume.agents.Seconds() / float64(peers)
 	for i, r := range returns {
 		r.print(fmt.Sprintf("restart%d", i+1), n)
-		fmt.Printf("  restart%d/peer: reconnects a second %.2f, registry CPU a reconnect / listener CPU a handshake %.2f, CPU a reconnect (both ends) %.2f\n", i+1,
-			r.rate()/peerRate, r.phase.cpu.Seconds()/float64(n)/peerCPU, (r.phase.cpu+r.phase.agents).Seconds()*float64(peers)/((resume.cpu+resume.agents).Seconds()*float64(n)))
+		fmt.Printf("  restart%d/peer: reconnects a second %.2f, registry CPU a reconnect / listener CPU a handshake %.2f, agents' CPU a reconnect / dialler's CPU a handshake %.2f, CPU a reconnect (both ends) %.2f\n", i+1,
+			r.rate()/peerRate, r.phase.cpu.Seconds()/float64(n)/peerCPU, r.phase.agents.Seconds()/float64(n)/diallerCPU, (r.phase.cpu+r.phase.agents).Seconds()*float64(peers)/((resume.cpu+resume.agents).Seconds()*float64(n)))
 	}
 	fmt.Printf("  memory per session:  live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(s.alloc), kib(s.heap), kib(s.stack), kib(s.heap+s.stack), kib(s.rss), s.goroutines)
 	fmt.Printf("  peer per connection: live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(peer.alloc), kib(peer.heap), kib(peer.stack), kib(peer.heap+peer.stack), kib(peer.rss), peer.goroutines)
@@ -176,6 +180,9 @@ func BenchmarkAgentSessions(b *testing.B) {
 	b.ReportMetric(last.back.at[len(last.back.at)-1].Seconds()/last.back.at[2].Seconds(), "all/p99-time")
 	b.ReportMetric(last.phase.cpu.Seconds()*1000/float64(n), "registry-CPU-ms/reconnect")
 	b.ReportMetric(last.phase.cpu.Seconds()/float64(n)/peerCPU, "reconnect-CPU/peer")
+	b.ReportMetric(last.phase.agents.Seconds()*1000/float64(n), "agents-CPU-ms/reconnect")
+	b.ReportMetric(diallerCPU*1000, "dialler-CPU-ms/handshake")
+	b.ReportMetric(last.phase.agents.Seconds()/float64(n)/diallerCPU, "agents-CPU/dialler")
 	b.ReportMetric(s.heap+s.stack, "heap+stack-B/session")
 	b.ReportMetric(s.rss, "RSS-B/session")
 	b.ReportMetric((float64(last.phase.peakRSS)-before.rss)/float64(n), "return-peak-RSS-B/session")
@@ -261,6 +268,12 @@ func (q *quantiles) String() string {
 // profileCPU profiles the registry's CPU into BC_LOAD_PROFILE/name, if set, and the
 // first agent process's into agents-name, until the returned stop.
 func profileCPU(b *testing.B, name string, agents *child) (stop func()) {
+	return profileCPUs(b, name, agents, "agents-"+name)
+}
+
+// profileCPUs profiles this process's CPU into BC_LOAD_PROFILE/name, if set, and the
+// child c's (one that answers profileRequests) into childName, until the returned stop.
+func profileCPUs(b *testing.B, name string, c *child, childName string) (stop func()) {
 	dir := os.Getenv("BC_LOAD_PROFILE")
 	if dir == "" {
 		return func() {}
@@ -270,11 +283,31 @@ func profileCPU(b *testing.B, name string, agents *child) (stop func()) {
 		b.Fatal(err)
 	}
 	pprof.StartCPUProfile(f)
-	if agents == nil {
+	if c == nil {
 		return func() { pprof.StopCPUProfile(); f.Close() }
 	}
-	agents.ask("profile %s", filepath.Join(dir, "agents-"+name))
-	return func() { pprof.StopCPUProfile(); f.Close(); agents.ask("stop") }
+	c.ask("profile %s", filepath.Join(dir, childName))
+	return func() { pprof.StopCPUProfile(); f.Close(); c.ask("stop") }
+}
+
+// profileRequests answers a child's requests to profile its CPU into a file ("profile
+// FILE") and to stop ("stop"), and reports whether req was one of them.
+func profileRequests(req []string) (answer string, ok bool) {
+	switch {
+	case len(req) == 2 && req[0] == "profile":
+		f, err := os.Create(req[1])
+		if err != nil {
+			return err.Error(), true
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err.Error(), true
+		}
+		return "", true
+	case len(req) == 1 && req[0] == "stop":
+		pprof.StopCPUProfile()
+		return "", true
+	}
+	return "", false
 }
 
 // phase is one measured phase: its wall time, this process's CPU time (the registry's,
@@ -486,7 +519,7 @@ func resumePeer(b *testing.B, dir string, count int) *phase {
 		b.Fatalf("reconnect peer: %s", got)
 	}
 	waitLong(b, "the peer's connections to close", func() bool { return live.Load() == 0 })
-	stopProfile := profileCPU(b, "peer.pprof", nil)
+	stopProfile := profileCPUs(b, "peer.pprof", c, "dialler-peer.pprof")
 	p := startPhase([]*child{c})
 	p.ends = [2]string{"listener", "dialler's"}
 	if got := c.ask("dial"); got != "" {
@@ -574,6 +607,9 @@ func runResumeChild() int {
 	}
 	fmt.Println("ready")
 	requests(func(req []string) string {
+		if answer, ok := profileRequests(req); ok {
+			return answer
+		}
 		switch {
 		case len(req) == 1 && req[0] == "close":
 			for i, c := range conns {
@@ -794,18 +830,8 @@ func runAgentsChild() int {
 	}
 	fmt.Println("ready")
 	requests(func(req []string) string {
-		switch {
-		case len(req) == 2 && req[0] == "profile":
-			f, err := os.Create(req[1])
-			if err != nil {
-				return err.Error()
-			}
-			pprof.StartCPUProfile(f)
-			return ""
-		case len(req) == 1 && req[0] == "stop":
-			pprof.StopCPUProfile()
-		}
-		return ""
+		answer, _ := profileRequests(req)
+		return answer
 	})
 	return 0
 }

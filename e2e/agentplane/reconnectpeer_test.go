@@ -1,9 +1,12 @@
 package agentplane
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -129,14 +132,7 @@ func TestPeersCloseTheirConnectionsWhenStopped(t *testing.T) {
 // the peer's listener skipped the parse of a resumption's certificate that the registry
 // does for every agent (7-8% of the registry's CPU in a return).
 func TestReconnectPeerHoldsACertificateEach(t *testing.T) {
-	dir := t.TempDir()
-	ca, server := newCA(t)
-	writeCA(t, ca, dir)
-	ln, err := quic.ListenAddr("127.0.0.1:0", resumeServerTLS(ca, server), &quic.Config{DisablePathMTUDiscovery: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	dir, ln := resumeListener(t)
 	const count = 3
 	var mu sync.Mutex
 	certs := map[string]bool{}
@@ -154,4 +150,44 @@ func TestReconnectPeerHoldsACertificateEach(t *testing.T) {
 	if len(certs) != count {
 		t.Errorf("the peer's %d connections presented %d certificates; want one each", count, len(certs))
 	}
+}
+
+// TestReconnectPeerDiallerProfiles: the reconnect peer's dialler writes its CPU profile
+// when asked, as an agent process does, so that a run with BC_LOAD_PROFILE has the
+// dialler's profile (dialler-peer.pprof) to set against the agents' of a return.
+func TestReconnectPeerDiallerProfiles(t *testing.T) {
+	dir, ln := resumeListener(t)
+	live := acceptCounted(ln, 1, func(c *quic.Conn) { go confirmAccepted(c) })
+	dialler := startChild(t, "resume", "BC_DIR="+dir, "BC_ADDR="+ln.Addr().String(), "BC_COUNT=2")
+	defer dialler.stop()
+	waitFor(t, "the peer's connections", func() bool { return live.Load() == 2 })
+	file := filepath.Join(dir, "dialler.pprof")
+	if got := dialler.ask("profile %s", file); got != "" {
+		t.Fatalf("profile: %s", got)
+	}
+	if got := dialler.ask("stop"); got != "" {
+		t.Fatalf("stop: %s", got)
+	}
+	profile, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("the dialler wrote no profile when asked: %v", err)
+	}
+	if !bytes.HasPrefix(profile, []byte{0x1f, 0x8b}) { // a CPU profile is gzipped
+		t.Errorf("the dialler's profile is not a gzipped profile: %d bytes starting %q", len(profile), profile[:min(len(profile), 8)])
+	}
+}
+
+// resumeListener writes a test CA into a directory for the reconnect peer's dialler
+// (BC_DIR) and starts the peer's listener with a server certificate of that CA; the
+// listener closes when the test ends.
+func resumeListener(t *testing.T) (dir string, ln *quic.Listener) {
+	dir = t.TempDir()
+	ca, server := newCA(t)
+	writeCA(t, ca, dir)
+	ln, err := quic.ListenAddr("127.0.0.1:0", resumeServerTLS(ca, server), &quic.Config{DisablePathMTUDiscovery: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return dir, ln
 }
