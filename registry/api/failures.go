@@ -80,9 +80,9 @@ type failureBound struct {
 	max    int
 	// waiters bounds the calls of one source waiting at once.
 	waiters int
-	now    func() time.Time
-	log    *slog.Logger
-	mu     sync.Mutex
+	now     func() time.Time
+	log     *slog.Logger
+	mu      sync.Mutex
 	// sources holds each remembered source's element of order, whose oldest call is
 	// first.
 	sources map[netip.Prefix]*list.Element
