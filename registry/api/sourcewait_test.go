@@ -1,6 +1,9 @@
 package api
 
 import (
+	"context"
+	"errors"
+	"github.com/better-compute/better-compute/proto/joinwire"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -147,5 +150,172 @@ func TestManyValidCallsAtOnceFromOneAddressAreAnswered(t *testing.T) {
 	answered.Wait()
 	if valid, failed, refused := h.obs.counts(); valid != calls || failed != 0 || len(refused) != 0 {
 		t.Errorf("%d valid checks, %d failed, %d calls refused source-failures; want %d, 0, 0", valid, failed, len(refused), calls)
+	}
+}
+
+// bad is a call with a made-up credential, from the test's loopback address.
+func (h *stallable) bad(t *testing.T) (int, string, proto.Error) {
+	return callAs(t, h.srv, "bcc_made.up", "credentials.whoami", "application/json", "{}")
+}
+
+// untilPending waits until the test's address has checking checks under way and
+// waiting calls waiting.
+func (h *stallable) untilPending(t *testing.T, checking, waiting int) {
+	untilPending(h.s.failures, source(t, "127.0.0.1:1"), checking, waiting)
+}
+
+// refusedForFailures reports whether an answer is the refusal of the bound of failed
+// checks: 503, UNAVAILABLE source-failures, Retry-After the 3 s of the default refill.
+func refusedForFailures(status int, retry string, e proto.Error) bool {
+	return status == http.StatusServiceUnavailable && e.Code == proto.Unavailable && e.Details.Reason == proto.ReasonSourceFailures && retry == "3"
+}
+
+// TestAStrangersCallsAtOnceCostTheBurst, as the attacker: 200 calls at once from one
+// address with made-up credentials, while the store is stalled so that they all arrive
+// before any check ends: exactly the burst of 20 is checked, the other 180 wait for those
+// and are refused source-failures with Retry-After once they failed. A valid call from
+// the address is then refused too, until the bucket regains a failure.
+func TestAStrangersCallsAtOnceCostTheBurst(t *testing.T) {
+	h := newStallable(t)
+	const calls, burst = 200, DefaultFailureBurst
+	resume := h.stall(t)
+	var refused atomic.Int64
+	var done sync.WaitGroup
+	for range calls {
+		done.Go(func() {
+			status, retry, e := h.bad(t)
+			switch {
+			case refusedForFailures(status, retry, e):
+				refused.Add(1)
+			case e.Code != proto.Unauthenticated:
+				t.Errorf("a made-up credential: %d, Retry-After %q, %+v", status, retry, e)
+			}
+		})
+	}
+	h.untilPending(t, burst, calls-burst)
+	resume()
+	done.Wait()
+	if valid, failed, seen := h.obs.counts(); valid != 0 || failed != burst || len(seen) != calls-burst || refused.Load() != calls-burst {
+		t.Errorf("%d valid checks, %d failed, %d refusals observed and %d answered; want 0, %d, %d, %d", valid, failed, len(seen), refused.Load(), burst, calls-burst, calls-burst)
+	}
+	if status, retry, e := h.valid(t); !refusedForFailures(status, retry, e) {
+		t.Errorf("a valid call once the burst is spent: %d, Retry-After %q, %+v", status, retry, e)
+	}
+	h.clock.add(DefaultFailureRefill)
+	if status, _, e := h.valid(t); status != http.StatusOK {
+		t.Errorf("a valid call after the Retry-After: %d %+v", status, e)
+	}
+	h.untilPending(t, 0, 0)
+}
+
+// TestValidCallsBesideAStrangersFlood, the operator behind the attacker's address: 20
+// valid calls under way (the store stalled), then 150 made-up credentials and 30 more
+// valid calls from the same address, all waiting. The rule: a call is refused
+// source-failures only when its source's bucket is empty and no check from there is under
+// way, which on a clock standing still is once 20 checks failed. So the made-up
+// credentials cost exactly 20 checks, the 20 valid calls under way are answered, every
+// other call is answered or refused source-failures, and no refusal comes before the
+// 20th failure.
+func TestValidCallsBesideAStrangersFlood(t *testing.T) {
+	h := newStallable(t)
+	const burst, flood, late = DefaultFailureBurst, 150, 30
+	resume := h.stall(t)
+	var first, others sync.WaitGroup
+	var answered atomic.Int64
+	valid := func(wg *sync.WaitGroup, must bool) {
+		wg.Go(func() {
+			status, retry, e := h.valid(t)
+			switch {
+			case status == http.StatusOK:
+				answered.Add(1)
+			case must || !refusedForFailures(status, retry, e):
+				t.Errorf("a valid call beside the flood: %d, Retry-After %q, %+v", status, retry, e)
+			}
+		})
+	}
+	for range burst {
+		valid(&first, true)
+	}
+	h.untilPending(t, burst, 0)
+	for range flood {
+		others.Go(func() {
+			if status, retry, e := h.bad(t); e.Code != proto.Unauthenticated && !refusedForFailures(status, retry, e) {
+				t.Errorf("a made-up credential: %d, Retry-After %q, %+v", status, retry, e)
+			}
+		})
+	}
+	h.untilPending(t, burst, flood)
+	for range late {
+		valid(&others, false)
+	}
+	h.untilPending(t, burst, flood+late)
+	resume()
+	first.Wait()
+	others.Wait()
+	validChecks, failed, refusals := h.obs.counts()
+	if failed != burst || validChecks != int(answered.Load()) || validChecks < burst || validChecks+failed+len(refusals) != burst+flood+late {
+		t.Errorf("%d valid checks (%d answered), %d failed, %d refused; want %d failed, %d calls in all", validChecks, answered.Load(), failed, len(refusals), burst, burst+flood+late)
+	}
+	for _, before := range refusals {
+		if before != burst {
+			t.Fatalf("a call was refused source-failures after %d failed checks, before the bucket of %d was spent by failures", before, burst)
+		}
+	}
+	h.untilPending(t, 0, 0)
+}
+
+// TestACancelledWaiterLeavesNothing: a call waiting for the checks under way from its
+// address, whose client goes away, leaves no waiter behind; neither does a join waiting
+// so (join.join's token bound shares the bucket); once the checks end the address has
+// nothing under way and its calls are served.
+func TestACancelledWaiterLeavesNothing(t *testing.T) {
+	h := newStallable(t)
+	j := &answeringJoiner{}
+	h.s.RegisterJoin(j)
+	resume := h.stall(t)
+	var held sync.WaitGroup
+	for range DefaultFailureBurst {
+		held.Go(func() {
+			if status, _, e := h.valid(t); status != http.StatusOK {
+				t.Errorf("a call under way: %d %+v", status, e)
+			}
+		})
+	}
+	h.untilPending(t, DefaultFailureBurst, 0)
+
+	// Without a body: the server learns that a client went away while a request's body
+	// is unread only once it reads it.
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error, 2)
+	for _, req := range []struct{ method, secret string }{{"credentials.whoami", h.secret}, {joinwire.JoinMethod, ""}} {
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, h.srv.URL+"/v1/"+req.method, http.NoBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Content-Type", "application/json")
+		if req.secret != "" {
+			r.Header.Set("Authorization", "Bearer "+req.secret)
+		}
+		go func() {
+			resp, err := h.srv.Client().Do(r)
+			if err == nil {
+				resp.Body.Close()
+			}
+			gone <- err
+		}()
+	}
+	h.untilPending(t, DefaultFailureBurst, 2)
+	cancel()
+	for range 2 {
+		if err := <-gone; !errors.Is(err, context.Canceled) {
+			t.Errorf("a call whose client went away: %v", err)
+		}
+	}
+	h.untilPending(t, DefaultFailureBurst, 0)
+	resume()
+	held.Wait()
+	h.untilPending(t, 0, 0)
+	if status, _, e := joinAs(t, h.srv, "joins"); status != http.StatusOK || j.asked.Load() != 1 {
+		t.Errorf("a join once the checks ended: %d %+v, the join asked %d times (the cancelled one must not be)", status, e, j.asked.Load())
 	}
 }
