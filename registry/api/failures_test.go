@@ -53,9 +53,28 @@ func fail(f *failureBound, src netip.Prefix) (retryAfter int, err error) {
 	return retryAfter, err
 }
 
+// hold takes n failures from src's bucket, as n checks under way, and returns them.
+func hold(t *testing.T, f *failureBound, src netip.Prefix, n int) []*bucket {
+	t.Helper()
+	var under []*bucket
+	for range n {
+		b, _, err := f.take(context.Background(), src, bearerHint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		under = append(under, b)
+	}
+	return under
+}
+
 // untilPending waits until src has checking checks under way and waiting calls waiting.
-func untilPending(f *failureBound, src netip.Prefix, checking, waiting int) {
+func untilPending(t *testing.T, f *failureBound, src netip.Prefix, checking, waiting int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute) // a guard against a hang, not a measure
 	for c, w := f.pending(src); c != checking || w != waiting; c, w = f.pending(src) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d checks under way and %d calls waiting, want %d and %d", c, w, checking, waiting)
+		}
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -120,14 +139,7 @@ func TestFailureBoundSuccessesCostNothing(t *testing.T) {
 		}
 		f.settle(b, false)
 	}
-	var under []*bucket
-	for range 3 {
-		b, _, err := f.take(ctx, src, bearerHint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		under = append(under, b)
-	}
+	under := hold(t, f, src, 3)
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	_, wait, err := f.take(cancelled, src, bearerHint)
@@ -160,14 +172,7 @@ func TestFailureBoundWaitersSeeHowChecksEnd(t *testing.T) {
 	f.waiters = 6
 	src := source(t, "192.0.2.1:1")
 	ctx := context.Background()
-	var under []*bucket
-	for range 3 {
-		b, _, err := f.take(ctx, src, bearerHint)
-		if err != nil {
-			t.Fatal(err)
-		}
-		under = append(under, b)
-	}
+	under := hold(t, f, src, 3)
 	type result struct {
 		b   *bucket
 		err error
@@ -179,13 +184,13 @@ func TestFailureBoundWaitersSeeHowChecksEnd(t *testing.T) {
 			results <- result{b, err}
 		}()
 	}
-	untilPending(f, src, 3, 5)
+	untilPending(t, f, src, 3, 5)
 	gone, cancel := context.WithCancel(ctx)
 	go func() {
 		_, _, err := f.take(gone, src, bearerHint)
 		results <- result{nil, err}
 	}()
-	untilPending(f, src, 3, 6)
+	untilPending(t, f, src, 3, 6)
 	if _, wait, err := f.take(ctx, src, bearerHint); err == nil || wait != 1 || proto.AsError(err).Details.Reason != "" || !strings.Contains(err.Error(), "6 calls from 192.0.2.1 are waiting") {
 		t.Errorf("a call past the waiters' bound: Retry-After %d, %v", wait, err)
 	}
@@ -193,14 +198,14 @@ func TestFailureBoundWaitersSeeHowChecksEnd(t *testing.T) {
 	if r := <-results; r.err == nil || !strings.Contains(r.err.Error(), "context canceled") {
 		t.Errorf("the cancelled waiter: %v", r.err)
 	}
-	untilPending(f, src, 3, 5)
+	untilPending(t, f, src, 3, 5)
 
 	f.settle(under[0], false) // one success: one waiter gets its failure
 	r := <-results
 	if r.err != nil {
 		t.Fatalf("a waiter after a success: %v", r.err)
 	}
-	untilPending(f, src, 3, 4)
+	untilPending(t, f, src, 3, 4)
 	f.settle(under[1], true)
 	f.settle(under[2], true)
 	f.settle(r.b, true) // every check under way failed: the bucket is spent

@@ -118,8 +118,13 @@ func (h *stallable) stall(t *testing.T) (resume func()) {
 }
 
 // untilArrived waits until n requests reached the server.
-func (h *stallable) untilArrived(n int64) {
-	for h.arrived.Load() < n {
+func (h *stallable) untilArrived(t *testing.T, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute) // a guard against a hang, not a measure
+	for got := h.arrived.Load(); got < n; got = h.arrived.Load() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests reached the server, want %d", got, n)
+		}
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -145,7 +150,7 @@ func TestManyValidCallsAtOnceFromOneAddressAreAnswered(t *testing.T) {
 			}
 		})
 	}
-	h.untilArrived(calls)
+	h.untilArrived(t, calls)
 	resume()
 	answered.Wait()
 	if valid, failed, refused := h.obs.counts(); valid != calls || failed != 0 || len(refused) != 0 {
@@ -161,7 +166,8 @@ func (h *stallable) bad(t *testing.T) (int, string, proto.Error) {
 // untilPending waits until the test's address has checking checks under way and
 // waiting calls waiting.
 func (h *stallable) untilPending(t *testing.T, checking, waiting int) {
-	untilPending(h.s.failures, source(t, "127.0.0.1:1"), checking, waiting)
+	t.Helper()
+	untilPending(t, h.s.failures, source(t, "127.0.0.1:1"), checking, waiting)
 }
 
 // refusedForFailures reports whether an answer is the refusal of the bound of failed
