@@ -2,6 +2,7 @@ package api
 
 import (
 	"container/list"
+	"context"
 	"log/slog"
 	"math"
 	"net/http"
@@ -19,7 +20,11 @@ import (
 // address, or the /64 of an IPv6 one. Each source holds one bucket of Burst failures, all
 // three kinds of call together, that refills one every Refill; a call from a source whose
 // bucket is empty is refused UNAVAILABLE (reason source-failures) with Retry-After before
-// its credential is checked, valid or not. A check that succeeds costs nothing.
+// its credential is checked, valid or not. A check that succeeds costs nothing. A call
+// that finds the bucket empty while checks of the same source are under way (each holds
+// one of its failures until it ends) waits for them instead, so that many valid calls at
+// once from one address are not refused: up to MaxFailureWaiters calls of a source wait
+// at once, a further one is refused UNAVAILABLE with Retry-After 1 s.
 type FailureLimits struct {
 	// Burst is how many failed checks a source may have in a row. 0 is
 	// DefaultFailureBurst.
@@ -48,6 +53,9 @@ const (
 	// One more forgets first the sources whose buckets are full again, then the one whose
 	// last call is oldest.
 	MaxFailureSources = 16_384
+	// MaxFailureWaiters bounds the calls of one source waiting for the checks under way
+	// of that source, each of which wakes them all when it ends.
+	MaxFailureWaiters = 256
 	// failureLogEvery is how often at most a source's refusals are logged.
 	failureLogEvery = time.Minute
 )
@@ -65,13 +73,16 @@ func (l FailureLimits) withDefaults() FailureLimits {
 
 // failureBound holds the bucket of each source with failed checks. A call takes a failure
 // from its source's bucket before its check and gives it back when the check did not
-// fail, so that calls under way at once never check more than the bucket holds.
+// fail, so that calls under way at once never check more than the bucket holds; a call
+// finding the bucket empty while some are under way waits until one ends.
 type failureBound struct {
 	limits FailureLimits
 	max    int
-	now    func() time.Time
-	log    *slog.Logger
-	mu     sync.Mutex
+	// waiters bounds the calls of one source waiting at once.
+	waiters int
+	now     func() time.Time
+	log     *slog.Logger
+	mu      sync.Mutex
 	// sources holds each remembered source's element of order, whose oldest call is
 	// first.
 	sources map[netip.Prefix]*list.Element
@@ -86,10 +97,15 @@ type bucket struct {
 	// refused counts the calls refused since the last log line, logged at logged.
 	refused int
 	logged  time.Time
+	// checking counts the checks under way, each holding a failure taken from tokens
+	// until it is settled; waiting the calls waiting for one of them to end, which
+	// closes ended.
+	checking, waiting int
+	ended             chan struct{}
 }
 
 func newFailureBound(l FailureLimits, max int, now func() time.Time, log *slog.Logger) *failureBound {
-	return &failureBound{limits: l.withDefaults(), max: max, now: now, log: log,
+	return &failureBound{limits: l.withDefaults(), max: max, waiters: MaxFailureWaiters, now: now, log: log,
 		sources: map[netip.Prefix]*list.Element{}, order: list.New()}
 }
 
@@ -139,33 +155,76 @@ const (
 	joinHint   = "a join token that is valid: an unknown, used or expired one keeps failing (a new one comes from `tokens create`)"
 )
 
-// take takes a failure from src's bucket before a credential check, or refuses the call
-// UNAVAILABLE (reason source-failures) with the seconds to wait when the bucket is empty;
-// hint says what to try again with.
-func (f *failureBound) take(src netip.Prefix, hint string) (retryAfter int, err error) {
-	return f.admit(src, hint, 1)
+// take takes a failure from src's bucket before a credential check, the check then under
+// way until settle is given what take returned; or refuses the call UNAVAILABLE (reason
+// source-failures) with the seconds to wait when the bucket is empty; hint says what to
+// try again with. Finding the bucket empty while checks of src are under way, it waits
+// until one of them ends, or ctx does.
+func (f *failureBound) take(ctx context.Context, src netip.Prefix, hint string) (checking *bucket, retryAfter int, err error) {
+	return f.admit(ctx, src, hint, 1)
 }
 
-// allow refuses a call as take does when src's bucket is empty, but takes nothing: a call
-// it lets in costs its failure afterwards, by charge, when its check failed. Only calls
-// whose checks under way at once are bounded otherwise (join.join's, by maxPublic) are
-// let in so: a source with one failure left may have all of them fail, its bucket then
-// below empty by as many, and its wait as much longer.
-func (f *failureBound) allow(src netip.Prefix, hint string) (retryAfter int, err error) {
-	return f.admit(src, hint, 0)
+// allow refuses a call as take does when src's bucket is empty, waiting as take does, but
+// takes nothing: a call it lets in costs its failure afterwards, by charge, when its check
+// failed. Only calls whose checks under way at once are bounded otherwise (join.join's, by
+// maxPublic) are let in so: a source with one failure left may have all of them fail, its
+// bucket then below empty by as many, and its wait as much longer.
+func (f *failureBound) allow(ctx context.Context, src netip.Prefix, hint string) (retryAfter int, err error) {
+	_, retryAfter, err = f.admit(ctx, src, hint, 0)
+	return retryAfter, err
 }
 
-// admit lets a call from src in when its bucket holds a failure, taking cost from it, or
-// refuses it.
-func (f *failureBound) admit(src netip.Prefix, hint string, cost float64) (retryAfter int, err error) {
+// admit lets a call from src in when its bucket holds a failure, taking cost from it (a
+// check then under way in the bucket it returns), or refuses it: when the bucket is empty
+// and no check of src is under way, with the seconds to wait; when MaxFailureWaiters of
+// its calls wait already, with 1. A call finding the bucket empty while checks are under
+// way waits until one ends and looks again: each check under way ends either giving its
+// failure back, which lets a waiting call in, or having failed, so that calls under way
+// at once still never check more than the bucket holds. A call whose ctx ends while it
+// waits gets ctx's error and retryAfter 0.
+func (f *failureBound) admit(ctx context.Context, src netip.Prefix, hint string, cost float64) (checking *bucket, retryAfter int, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := f.now()
-	b := f.bucket(src, now)
-	if b.tokens >= 1 {
-		b.tokens -= cost
-		return 0, nil
+	for {
+		now := f.now()
+		b := f.bucket(src, now)
+		if b.tokens >= 1 {
+			b.tokens -= cost
+			if cost > 0 {
+				b.checking++
+			}
+			return b, 0, nil
+		}
+		if b.checking == 0 {
+			retryAfter, err = f.refuse(b, src, hint, now)
+			return nil, retryAfter, err
+		}
+		if b.waiting >= f.waiters {
+			return nil, 1, proto.Errorf(proto.Unavailable, "%d calls from %s are waiting already for the credential checks under way from there, the most the registry holds: try again in 1 s",
+				b.waiting, sourceName(src))
+		}
+		if b.ended == nil {
+			b.ended = make(chan struct{})
+		}
+		ended := b.ended
+		b.waiting++
+		f.mu.Unlock()
+		select {
+		case <-ended:
+		case <-ctx.Done():
+		}
+		f.mu.Lock()
+		b.waiting--
+		if ctx.Err() != nil {
+			return nil, 0, proto.Errorf(proto.Unavailable, "the call ended (%v) while it waited for the credential checks under way from %s: send it again", ctx.Err(), sourceName(src))
+		}
 	}
+}
+
+// refuse is the refusal of a call from src whose bucket b is empty as of now, and the
+// seconds until it regains a failure; logged once a failureLogEvery at most. f.mu is
+// held.
+func (f *failureBound) refuse(b *bucket, src netip.Prefix, hint string, now time.Time) (retryAfter int, err error) {
 	wait := time.Duration((1 - b.tokens) * float64(f.limits.Refill))
 	retryAfter = max(1, int(math.Ceil(wait.Seconds())))
 	b.refused++
@@ -179,17 +238,28 @@ func (f *failureBound) admit(src netip.Prefix, hint string, cost float64) (retry
 		sourceName(src), f.limits.Burst, f.limits.Refill, retryAfter, hint).WithReason(proto.ReasonSourceFailures)
 }
 
-// giveBack returns the failure a call took when its check did not fail.
-func (f *failureBound) giveBack(src netip.Prefix) { f.add(src, 1) }
-
-// charge takes the failure of a call allow let in, whose check failed.
-func (f *failureBound) charge(src netip.Prefix) { f.add(src, -1) }
-
-func (f *failureBound) add(src netip.Prefix, n float64) {
+// settle ends the check under way in b that take let in: it gives its failure back when
+// the check did not fail, and wakes the calls waiting for it. b may have been forgotten
+// meanwhile: its failure then goes nowhere, its source starting full again.
+func (f *failureBound) settle(b *bucket, failed bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	b := f.bucket(src, f.now())
-	b.tokens = min(b.tokens+n, float64(f.limits.Burst))
+	if !failed {
+		f.refill(b, f.now())
+		b.tokens = min(b.tokens+1, float64(f.limits.Burst))
+	}
+	b.checking--
+	if b.ended != nil {
+		close(b.ended)
+		b.ended = nil
+	}
+}
+
+// charge takes the failure of a call allow let in, whose check failed.
+func (f *failureBound) charge(src netip.Prefix) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.bucket(src, f.now()).tokens--
 }
 
 // bucket is src's bucket as of now, remembered with its last call now: a source not
@@ -230,6 +300,18 @@ func (f *failureBound) remembered() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.sources)
+}
+
+// pending is the checks under way and the calls waiting of src, for tests.
+func (f *failureBound) pending(src netip.Prefix) (checking, waiting int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	el := f.sources[src]
+	if el == nil {
+		return 0, 0
+	}
+	b := el.Value.(*bucket)
+	return b.checking, b.waiting
 }
 
 // sourceName is a source as messages and logs name it: the IPv4 address, or the IPv6 /64.

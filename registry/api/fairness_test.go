@@ -38,11 +38,6 @@ func TestAFloodingTenantWaitsItsTurn(t *testing.T) {
 	})
 	const waiting = 4
 	s.Limit(Limits{Running: 1, Waiting: waiting})
-	// The bound of failed checks takes one from the source's bucket (20) before each
-	// check and gives it back once the credential holds: 50 valid calls at once from one
-	// source can find it empty and be refused source-failures, which is not the bound
-	// this test is about (it did under the race detector beside other work).
-	s.LimitFailures(FailureLimits{Off: true}, time.Now)
 	admitted, release := make(chan string), make(chan struct{})
 	s.Register("test.hold", Method{Action: ActionNodesRead, Call: func(_ context.Context, c *Caller, _ []byte) (any, error) {
 		admitted <- c.Tenant

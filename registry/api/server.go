@@ -251,7 +251,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 				if src, bounded = s.sourceBound(r); bounded {
 					// Taken only when the token is refused: the public bound bounds the
 					// checks under way at once.
-					if wait, err := s.failures.allow(src, joinHint); err != nil {
+					if wait, err := s.failures.allow(r.Context(), src, joinHint); err != nil {
 						return s.sourceRefused(w, CredentialJoinToken, wait, err)
 					}
 				}
@@ -371,8 +371,10 @@ func readBody(w http.ResponseWriter, r *http.Request, method string, limit int) 
 }
 
 // authenticate is the caller a request's bearer credential names. A request from a
-// source over its bound of failed checks is refused before the check, with Retry-After.
-func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, host bool) (*Caller, error) {
+// source over its bound of failed checks is refused before the check, with Retry-After;
+// one finding its source's bucket empty while other checks from there are under way waits
+// for them first.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, host bool) (caller *Caller, err error) {
 	if host {
 		return &Caller{Tenant: store.RootTenant, Actions: []string{ActionAll}, CredentialID: "host", Host: true}, nil
 	}
@@ -380,17 +382,17 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, host bool)
 	if !ok {
 		return nil, proto.Errorf(proto.Unauthenticated, "no credential: send Authorization: Bearer <credential>, or point the CLI at a config file with --config")
 	}
-	src, bounded := s.sourceBound(r)
-	if bounded {
-		if wait, err := s.failures.take(src, bearerHint); err != nil {
+	failed := false
+	if src, bounded := s.sourceBound(r); bounded {
+		checking, wait, err := s.failures.take(r.Context(), src, bearerHint)
+		if err != nil {
 			return nil, s.sourceRefused(w, CredentialBearer, wait, err)
 		}
+		// Settled even when the check panics, lest its source's calls wait for it.
+		defer func() { s.failures.settle(checking, failed) }()
 	}
-	caller, err := s.check(bearer)
-	failed := proto.CodeOf(err) == proto.Unauthenticated
-	if bounded && !failed {
-		s.failures.giveBack(src)
-	}
+	caller, err = s.check(bearer)
+	failed = proto.CodeOf(err) == proto.Unauthenticated
 	if s.credentialObserver != nil && (err == nil || failed) {
 		s.credentialObserver.APICredentialChecked(CredentialBearer, err == nil)
 	}
@@ -404,11 +406,14 @@ func (s *Server) sourceBound(r *http.Request) (netip.Prefix, bool) {
 	return src, ok && s.failures != nil
 }
 
-// sourceRefused answers err, the refusal of a call whose source is over its bound of
-// failed checks, with Retry-After, and counts it by the credential it carried.
+// sourceRefused answers err, the refusal of a call by the bound of failed checks, with
+// Retry-After when wait says one, and counts it by the credential it carried when its
+// source is over its bound (reason source-failures).
 func (s *Server) sourceRefused(w http.ResponseWriter, credential string, wait int, err error) error {
-	w.Header().Set("Retry-After", strconv.Itoa(wait))
-	if s.credentialObserver != nil {
+	if wait > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(wait))
+	}
+	if s.credentialObserver != nil && proto.AsError(err).Details.Reason == proto.ReasonSourceFailures {
 		s.credentialObserver.APISourceRefused(credential)
 	}
 	return err
