@@ -321,9 +321,10 @@ func TestEtcdMemberKilled(t *testing.T) {
 	}
 }
 
-// TestEtcdCheckLayout checks that Check finds empty record keys written under the prefix
-// (by something other than the store), and takes a bucket the store never wrote, or a
-// generation key a store of format 2 left, as it takes any other.
+// TestEtcdCheckLayout checks that a write puts no bucket generation key, and that Check
+// finds empty record keys written under the prefix (by something other than the store),
+// and takes a bucket the store never wrote, or a generation key a store of format 2
+// left, as it takes any other.
 func TestEtcdCheckLayout(t *testing.T) {
 	s := replicas(t, 1)[0]
 	if err := s.Update(func(tx *Tx) error { _, err := tx.CreateTenant("acme"); return err }); err != nil {
@@ -335,6 +336,10 @@ func TestEtcdCheckLayout(t *testing.T) {
 	b := s.kv.(*etcdBackend)
 	ctx, cancel := b.rpc()
 	defer cancel()
+	// Format 3 puts no bucket generation key.
+	if resp, err := b.cli.Get(ctx, b.prefix+bucketTenants); err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("the tenants' generation key: %v, %v; want none", resp, err)
+	}
 	for _, k := range []string{b.recKey("stray", []byte("k")), b.recKey(bucketTenants, nil), b.prefix + bucketTenants} {
 		if _, err := b.cli.Put(ctx, k, "\x01{}"); err != nil {
 			t.Fatal(err)
