@@ -37,7 +37,7 @@ type kvTx interface {
 	del(bucket string, key []byte) error
 	// cursor walks bucket in key order; a missing bucket walks nothing.
 	cursor(bucket string) cursor
-	// buckets lists the buckets that hold keys (on etcd: or a generation key a store of format 2 left), in name order.
+	// buckets lists the buckets that hold keys (on etcd: or a generation key), in name order.
 	buckets() []string
 	// onCommit runs fn after the transaction committed (never when it did not).
 	onCommit(fn func())

@@ -27,13 +27,11 @@ import (
 // The etcd key layout (docs/store.md). Under the prefix P:
 //
 //	P/<bucket>/<key>      one record or index entry: the same key and value bytes as in bbolt
+//	P/<bucket>            the bucket's generation key, written by every transaction that
+//	                      writes the bucket (its value is the writing replica's id)
 //	P/~deleted/<bucket>   the bucket's deletion generation, written by every transaction
 //	                      that deletes from the bucket (format 2 on)
-//	P/~commit             the commit key, written by every transaction, with the writing
-//	                      replica's id (etcdmirror.go)
-//
-// Stores of formats 1 and 2 also wrote P/<bucket>, the bucket's generation key, with
-// every write to the bucket; format 3 writes none, and reads those left as nothing.
+//	P/~commit             the commit key, written by every transaction (etcdmirror.go)
 //
 // A transaction reads one snapshot of the replica's mirror, and commits only if every
 // key it read is unchanged since, no key inside a range a cursor of it walked was
@@ -102,8 +100,8 @@ type etcdBackend struct {
 	cli     *clientv3.Client
 	prefix  string // ends with "/"
 	timeout time.Duration
-	// id marks this backend's commits in the commit key, so its watch hands the hooks
-	// only other replicas' commits.
+	// id marks this backend's commits in the generation and commit keys, so its watch
+	// hands the hooks only other replicas' commits.
 	id []byte
 	// mirror is this replica's copy of the keys, barrier the reads that keep it honest
 	// (etcdmirror.go).
@@ -179,6 +177,8 @@ func (b *etcdBackend) close() (err error) {
 	})
 	return err
 }
+
+func (b *etcdBackend) genKey(bucket string) string { return b.prefix + bucket }
 
 // delKey is bucket's deletion generation key.
 func (b *etcdBackend) delKey(bucket string) string {
@@ -390,7 +390,7 @@ func (t *etcdTx) commit() (bool, error) {
 		return true, nil
 	}
 	cmps := t.compares()
-	ops, size := make([]clientv3.Op, 0, len(t.writes)+len(t.deleted)+1), 0
+	ops, size := make([]clientv3.Op, 0, len(t.writes)+len(t.wrote)), 0
 	for _, full := range slices.Sorted(mapKeys(t.writes)) {
 		if v := t.writes[full]; v != nil {
 			ops = append(ops, clientv3.OpPut(full, string(*v)))
@@ -399,6 +399,9 @@ func (t *etcdTx) commit() (bool, error) {
 			ops = append(ops, clientv3.OpDelete(full))
 			size += len(full)
 		}
+	}
+	for _, bucket := range t.wrote {
+		ops = append(ops, clientv3.OpPut(t.b.genKey(bucket), string(t.b.id)))
 	}
 	for _, bucket := range t.deleted {
 		ops = append(ops, clientv3.OpPut(t.b.delKey(bucket), string(t.b.id)))
@@ -441,8 +444,8 @@ func (b *etcdBackend) committed(rev int64) {
 // snapshot: every key read unchanged (keyCmp); no key inside a range a cursor read
 // written since (rangeCmp: an insert or an update); nothing deleted since from a bucket
 // a cursor walked (its deletion generation unchanged, delCmp). When they would be more
-// compares than etcd takes, every bucket read is compared whole (bucketCmp and delCmp:
-// coarser, any write to the bucket then conflicts, and the members read its keys).
+// compares than etcd takes, the generation of every bucket read stands for all of them
+// (genCmp: coarser, any write to the bucket then conflicts).
 func (t *etcdTx) compares() []clientv3.Cmp {
 	ranges := t.ranges()
 	var cmps []clientv3.Cmp
@@ -472,7 +475,7 @@ func (t *etcdTx) compares() []clientv3.Cmp {
 	slices.Sort(read)
 	cmps = cmps[:0]
 	for _, bucket := range slices.Compact(read) {
-		cmps = append(cmps, t.bucketCmp(bucket), t.delCmp(bucket))
+		cmps = append(cmps, t.genCmp(bucket))
 	}
 	return cmps
 }
@@ -492,11 +495,9 @@ func (t *etcdTx) delCmp(bucket string) clientv3.Cmp {
 	return clientv3.Compare(clientv3.ModRevision(t.b.delKey(bucket)), "=", kv.mod)
 }
 
-// bucketCmp holds while no key of bucket was put after the snapshot: a rangeCmp of the
-// whole bucket, which etcd checks by reading every key of it.
-func (t *etcdTx) bucketCmp(bucket string) clientv3.Cmp {
-	from, end := t.b.bucketRange(bucket)
-	return t.rangeCmp(keyRange{bucket: bucket, from: from, end: end})
+func (t *etcdTx) genCmp(bucket string) clientv3.Cmp {
+	kv, _ := t.snap.get(t.b.genKey(bucket))
+	return clientv3.Compare(clientv3.ModRevision(t.b.genKey(bucket)), "=", kv.mod)
 }
 
 // keyRange is a range of full keys [from, end) of one bucket that a cursor read.
@@ -555,7 +556,7 @@ func nestOps(ops []clientv3.Op, ncmps int) ([]clientv3.Op, error) {
 		}
 		return nested, nil
 	}
-	return nil, fmt.Errorf("%w: it writes %d keys with its deletion generations and commit key and reads %d keys or buckets, more than etcd takes in one transaction (--max-txn-ops %d)", errTooLarge, len(ops), ncmps, etcdMaxTxnOps)
+	return nil, fmt.Errorf("%w: it writes %d keys with its buckets' generations and reads %d keys or buckets, more than etcd takes in one transaction (--max-txn-ops %d)", errTooLarge, len(ops), ncmps, etcdMaxTxnOps)
 }
 
 func (t *etcdTx) bucketOf(full string) string {
@@ -697,9 +698,6 @@ type remotePut struct {
 	key, value []byte
 }
 
-// decodeCommit reads the events of one revision: the buckets whose records it put or
-// deleted and the records it put, and whether it is this replica's own (its commit key
-// holds this replica's id).
 func (b *etcdBackend) decodeCommit(events []*clientv3.Event) (remoteCommit, bool) {
 	var c remoteCommit
 	for _, ev := range events {
@@ -709,25 +707,23 @@ func (b *etcdBackend) decodeCommit(events []*clientv3.Event) (remoteCommit, bool
 		}
 		name, key, rec := strings.Cut(rest, "/")
 		switch {
-		case !rec && name == etcdCommitName && ev.Type == clientv3.EventTypePut && bytes.Equal(ev.Kv.Value, b.id):
-			return remoteCommit{}, true
-		case !rec || strings.HasPrefix(name, "~"):
-			// A commit key, a generation key an earlier format wrote, a deletion
-			// generation, a probe: no record.
-		default:
-			if !slices.Contains(c.buckets, name) {
+		case !rec && ev.Type == clientv3.EventTypePut:
+			if bytes.Equal(ev.Kv.Value, b.id) {
+				return c, true
+			}
+			if name != etcdCommitName {
 				c.buckets = append(c.buckets, name)
 			}
-			if ev.Type == clientv3.EventTypePut {
-				c.puts = append(c.puts, remotePut{bucket: name, key: []byte(key), value: ev.Kv.Value})
-			}
+		case rec && ev.Type == clientv3.EventTypePut && name != etcdDeletedName:
+			c.puts = append(c.puts, remotePut{bucket: name, key: []byte(key), value: ev.Kv.Value})
 		}
 	}
 	return c, false
 }
 
-// check reports record keys that are empty. It reads what etcd holds now, not the
-// mirror.
+// check reports the keys under the prefix outside the layout, and buckets holding
+// records without the generation key every write makes. It reads what etcd holds now,
+// not the mirror.
 func (b *etcdBackend) check() []error {
 	tree, rev, err := b.load()
 	if err != nil {
@@ -736,6 +732,9 @@ func (b *etcdBackend) check() []error {
 	var errs []error
 	tx := b.txOn(&mirrorSnap{tree: tree, rev: rev}, true)
 	for _, name := range tx.buckets() {
+		if gen, _ := tx.snap.get(b.genKey(name)); gen.mod == 0 {
+			errs = append(errs, fmt.Errorf("store: etcd bucket %s holds records but no generation key %q", name, b.genKey(name)))
+		}
 		c := tx.cursor(name)
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			if len(k) == 0 {

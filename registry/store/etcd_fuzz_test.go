@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -15,7 +16,6 @@ import (
 // key this release cannot read), and the mirror holds what the events left.
 func FuzzDecodeCommit(f *testing.F) {
 	f.Add([]byte("p/nodespecs/nd_1"), []byte("\x01{\"node\":\"nd_1\",\"generation\":2}"), []byte("p/nodespecs"), []byte("other"))
-	f.Add([]byte("p/agent-commands/n1/c1"), []byte("\x01{}"), []byte("p/~commit"), []byte("me"))
 	f.Add([]byte("p/agent-commands/n1/c1"), []byte("\x01{}"), []byte("p/agent-commands"), []byte("me"))
 	f.Add([]byte("p/nodes/nd_1"), []byte("\x01{\"id\":\"nd_1\",\"identityEpoch\":3}"), []byte("p/agent_joins/nd_1\x00node"),
 		[]byte("\x01{\"node\":\"nd_1\",\"role\":\"node\",\"replica\":\"rg_a\"}"))
@@ -42,11 +42,11 @@ func FuzzDecodeCommit(f *testing.F) {
 		if next != 9 {
 			t.Fatalf("next revision %d, want 9", next)
 		}
-		// Revision 7 is this replica's when one of its puts is the commit key (P/~commit)
-		// holding its id; revision 8 (a delete) is always another's.
+		// Revision 7 is this replica's when one of its puts is a generation key
+		// (P/<bucket>) holding its id; revision 8 (a delete) is always another's.
 		// A format key this release cannot read, left by the events, outdates the store and
 		// stops the hooks.
-		own := ownCommit(key, value) || ownCommit(key2, value2)
+		own := ownGen(key, value) || ownGen(key2, value2)
 		snap := b.mirror.snap.Load()
 		format, _ := snap.get("p/" + bucketFormat + "/" + string(formatKey))
 		unreadable := formatReadable(format.value) != nil
@@ -69,6 +69,7 @@ func FuzzDecodeCommit(f *testing.F) {
 	})
 }
 
-func ownCommit(key, value []byte) bool {
-	return string(key) == "p/"+etcdCommitName && string(value) == "me"
+func ownGen(key, value []byte) bool {
+	rest, inPrefix := strings.CutPrefix(string(key), "p/")
+	return inPrefix && !strings.Contains(rest, "/") && string(value) == "me"
 }

@@ -72,19 +72,17 @@ func (t *etcdTx) conflictOn(now *mirrorSnap) Conflict {
 			return Conflict{Bucket: r.bucket, Kind: "deleted"}
 		}
 	}
-	// Past etcd's compares, each bucket read was compared whole.
-	for full := range t.reads {
-		bucket := t.bucketOf(full)
-		from, end := t.b.bucketRange(bucket)
-		was, _ := t.snap.get(t.b.delKey(bucket))
-		if kv, _ := now.get(t.b.delKey(bucket)); kv.mod != was.mod || now.putSince(from, end, t.snap.rev) {
-			return Conflict{Bucket: bucket, Kind: "bucket"}
+	for _, r := range ranges {
+		was, _ := t.snap.get(t.b.genKey(r.bucket))
+		if kv, _ := now.get(t.b.genKey(r.bucket)); kv.mod != was.mod {
+			return Conflict{Bucket: r.bucket, Kind: "bucket"}
 		}
 	}
-	for _, r := range ranges {
-		from, end := t.b.bucketRange(r.bucket)
-		if now.putSince(from, end, t.snap.rev) {
-			return Conflict{Bucket: r.bucket, Kind: "bucket"}
+	for full := range t.reads {
+		bucket := t.bucketOf(full)
+		was, _ := t.snap.get(t.b.genKey(bucket))
+		if kv, _ := now.get(t.b.genKey(bucket)); kv.mod != was.mod {
+			return Conflict{Bucket: bucket, Kind: "bucket"}
 		}
 	}
 	return Conflict{}

@@ -177,10 +177,10 @@ func TestEtcdScanThenInsertIsUnique(t *testing.T) {
 }
 
 // TestEtcdManyReadsFallBackToGenerations: a transaction that read more keys than etcd
-// takes compares falls back to comparing each bucket it read whole (its keys and its
-// deletion generation), and still runs again when another replica puts a key inside the
-// range it scanned, updates or deletes a key it read, or inserts one it read missing;
-// a write to a bucket it did not read leaves it to run once.
+// takes compares falls back to its buckets' generations, and still runs again when
+// another replica puts a key inside the range it scanned, updates or deletes a key it
+// read, or inserts one it read missing; a write to a bucket it did not read leaves it
+// to run once.
 func TestEtcdManyReadsFallBackToGenerations(t *testing.T) {
 	for name, c := range map[string]struct {
 		write func(tx *Tx) error

@@ -37,13 +37,7 @@ import (
 //	   own, and a transaction whose cursor walked the bucket compares it rather than
 //	   the bucket's generation. A replica of format 1 deletes without it, so a replica
 //	   of format 2 would miss its deletions: it must stop first.
-//	3  on etcd, no bucket generation keys (P/<bucket>): a transaction that read more
-//	   than etcd compares compares each bucket it read whole (every key of it, and its
-//	   deletion generation) rather than the bucket's generation key, which no write puts
-//	   any more. A replica of format 2 would still compare the generation keys, which a
-//	   replica of format 3 no longer bumps, and miss its writes: it must stop first.
-//	   Generation keys a store of format 2 holds stay, read as nothing.
-const Format = 3
+const Format = 2
 
 // formatExpiryIndex is the format that added bucketAgentCommandsByExpiry.
 const formatExpiryIndex = 2
