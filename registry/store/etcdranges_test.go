@@ -178,11 +178,19 @@ func TestEtcdScanThenInsertIsUnique(t *testing.T) {
 
 // TestEtcdManyReadsFallBackToGenerations: a transaction that read more keys than etcd
 // takes compares falls back to its buckets' generations, and still runs again when
-// another replica puts a key inside the range it scanned, or updates a key it read.
+// another replica puts a key inside the range it scanned, updates or deletes a key it
+// read, or inserts one it read missing; a write to a bucket it did not read leaves it
+// to run once.
 func TestEtcdManyReadsFallBackToGenerations(t *testing.T) {
-	for name, write := range map[string]func(tx *Tx) error{
-		"insert inside the scanned range": putKey("k25"),
-		"update of a key read":            func(tx *Tx) error { return tx.kv.put("test_many", []byte("m100"), []byte("new")) },
+	for name, c := range map[string]struct {
+		write func(tx *Tx) error
+		runs  int
+	}{
+		"insert inside the scanned range":     {putKey("k25"), 2},
+		"update of a key read":                {func(tx *Tx) error { return tx.kv.put("test_many", []byte("m100"), []byte("new")) }, 2},
+		"insert of a key read missing":        {func(tx *Tx) error { return tx.kv.put("test_many", []byte("m200"), []byte("new")) }, 2},
+		"delete of a key read":                {func(tx *Tx) error { return tx.kv.del("test_many", []byte("m100")) }, 2},
+		"a write to a bucket it did not read": {func(tx *Tx) error { return tx.kv.put("test_other", []byte("m100"), []byte("new")) }, 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			stores := replicas(t, 2)
@@ -205,8 +213,8 @@ func TestEtcdManyReadsFallBackToGenerations(t *testing.T) {
 				cur.Next()
 				return nil
 			}
-			if got := runsAround(t, stores[0], stores[1], scan, write); got != 2 {
-				t.Fatalf("the transaction ran %d times, want 2", got)
+			if got := runsAround(t, stores[0], stores[1], scan, c.write); got != c.runs {
+				t.Fatalf("the transaction ran %d times, want %d", got, c.runs)
 			}
 		})
 	}
