@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 // A cache with no capacity on a real 64 MiB filesystem can hold that filesystem less its
@@ -18,7 +19,7 @@ import (
 // cache can hold.
 func TestCapacityIsWhatTheFilesystemLetsTheCacheHold(t *testing.T) {
 	const room = smallFSBytes - smallFSReserve
-	fs := smallFS(t, smallFSBytes)
+	fs := testkit.SmallFS(t, smallFSBytes)
 	src := newSource(t)
 	cfg := src.config()
 	cfg.Dir, cfg.Clock, cfg.RetryInterval = filepath.Join(fs, "cache"), newFakeClock(), time.Hour
