@@ -7,17 +7,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 // smallFSBytes is the size of the filesystem the tests of the disk bound fill, and
@@ -26,25 +24,6 @@ const (
 	smallFSBytes   = 64 << 20
 	smallFSReserve = smallFSBytes / 4
 )
-
-// smallFS mounts a tmpfs of size bytes in a temporary directory for the test and
-// unmounts it in cleanup: a real filesystem small enough to fill. It needs root.
-func smallFS(t *testing.T, size int64) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs for the cache needs root: run the test as root (CI does)")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.FormatInt(size, 10)); err != nil {
-		t.Fatalf("mount a tmpfs of %d bytes on %s: %v", size, dir, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
 
 // endless is an HTTPS server on loopback whose one artifact never ends: it streams
 // bytes, with no Content-Length, until the client goes.
@@ -119,7 +98,7 @@ const slack = 64 << 10
 func TestEndlessImageKeepsTheFilesystemsReserveFree(t *testing.T) {
 	for name, capacity := range map[string]int64{"no capacity": 0, "capacity past the filesystem": 1 << 40} {
 		t.Run(name, func(t *testing.T) {
-			fs := smallFS(t, smallFSBytes)
+			fs := testkit.SmallFS(t, smallFSBytes)
 			src, inf, watch := newSource(t), newEndless(t), &freeWatch{t: t, dir: fs, minFree: -1}
 			cfg := src.config()
 			cfg.RootCAs.AddCert(inf.srv.Certificate())
@@ -179,7 +158,7 @@ func TestEndlessImageKeepsTheFilesystemsReserveFree(t *testing.T) {
 func TestImageLargerThanTheFilesystemIsRefusedBeforeItsFirstByte(t *testing.T) {
 	for name, capacity := range map[string]int64{"no capacity": 0, "capacity past the filesystem": 1 << 40} {
 		t.Run(name, func(t *testing.T) {
-			fs := smallFS(t, smallFSBytes)
+			fs := testkit.SmallFS(t, smallFSBytes)
 			inf := newEndless(t)
 			cfg := Config{RootCAs: inf.srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
 			cfg.Dir, cfg.CapacityBytes = filepath.Join(fs, "cache"), capacity
@@ -230,7 +209,7 @@ func TestDefaultReserve(t *testing.T) {
 // for it as it does under capacity pressure: a ready image no longer desired goes, and
 // the new one is pulled.
 func TestFilesystemPressureEvicts(t *testing.T) {
-	fs := smallFS(t, smallFSBytes)
+	fs := testkit.SmallFS(t, smallFSBytes)
 	src := newSource(t)
 	cfg := src.config()
 	cfg.Dir, cfg.ReserveBytes = filepath.Join(fs, "cache"), 16<<20
@@ -258,7 +237,7 @@ func TestFilesystemPressureEvicts(t *testing.T) {
 func TestBadReserveIsRefused(t *testing.T) {
 	for name, reserve := range map[string]int64{"negative": -1, "the whole filesystem": smallFSBytes, "past it": 1 << 50} {
 		t.Run(name, func(t *testing.T) {
-			dir := smallFS(t, smallFSBytes)
+			dir := testkit.SmallFS(t, smallFSBytes)
 			_, err := Open(Config{Dir: dir, ReserveBytes: reserve})
 			pe, ok := errors.AsType[*proto.Error](err)
 			if !ok || pe.Code != proto.InvalidConfig || pe.Details.Path != "reserveBytes" {

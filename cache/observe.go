@@ -30,3 +30,36 @@ func (c *Cache) Usage() Usage {
 	defer c.mu.Unlock()
 	return Usage{UsedBytes: c.usedBytes(nil), CapacityBytes: c.cfg.CapacityBytes, Pulling: c.running}
 }
+
+// Capacity is what the cache can hold, by its configured capacity and by its filesystem.
+type Capacity struct {
+	// ConfiguredBytes is Config.CapacityBytes: 0 is no bound.
+	ConfiguredBytes int64
+	// FilesystemBytes is what the cache's filesystem lets it hold: the bytes its images
+	// and pulls take there now and the filesystem's free space, less the reserve and what
+	// the running pulls have yet to write beyond the former (at least 0). Pulls and
+	// evictions move bytes between the two and leave it as it is; it moves as the rest
+	// of the filesystem (logs, other files) grows or shrinks.
+	FilesystemBytes int64
+}
+
+// EffectiveBytes is what the cache can hold: FilesystemBytes, or ConfiguredBytes when
+// that is less.
+func (c Capacity) EffectiveBytes() int64 {
+	if c.ConfiguredBytes > 0 {
+		return min(c.ConfiguredBytes, c.FilesystemBytes)
+	}
+	return c.FilesystemBytes
+}
+
+// Capacity reads the free space of the cache's filesystem (one statfs) and returns what
+// the cache can hold now.
+func (c *Cache) Capacity() (Capacity, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, err := c.diskRoom(nil)
+	if err != nil {
+		return Capacity{}, err
+	}
+	return Capacity{ConfiguredBytes: c.cfg.CapacityBytes, FilesystemBytes: max(c.usedBytes(nil)+d.room, 0)}, nil
+}

@@ -85,10 +85,16 @@ type SiteInventory struct {
 	// HTTPBase is the base URL of the site's HTTP server as machines reach it,
 	// http://host:port; the cache serves an image at HTTPBase/images/sha256/<digest>.
 	HTTPBase string `json:"httpBase"`
-	// CacheCapacityBytes is the site cache's capacity (cache.capacityBytes); 0, and a
-	// site that reports none, is no bound. The registry plans the site's pre-warm
-	// images within it.
+	// CacheCapacityBytes is what the site cache can hold: its capacity
+	// (cache.capacityBytes), or what its filesystem lets it hold (the bytes it takes
+	// there and the free space, less cache.reserveBytes) when that is less, rounded down
+	// and held steady as the site reports it (docs/site.md). 0, and a site that reports
+	// none (an older one), is no bound; a cache that can hold nothing reports 1. The
+	// registry plans the site's pre-warm images within it.
 	CacheCapacityBytes int64 `json:"cacheCapacityBytes,omitempty"`
+	// CacheConfiguredCapacityBytes is cache.capacityBytes as configured, for the
+	// operator to read beside CacheCapacityBytes; absent when 0 (no bound).
+	CacheConfiguredCapacityBytes int64 `json:"cacheConfiguredCapacityBytes,omitempty"`
 	// Omitted counts, by section name, the entries a site agent left out of a section
 	// it cut to that section's byte budget, so that every report fits its agent frame
 	// (proto.MaxFrame) whatever the site holds; a section not named is whole. A site

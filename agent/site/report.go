@@ -139,6 +139,19 @@ func (r *reports) set(section string, data json.RawMessage, omitted int) {
 	}
 }
 
+// setCache records the cache's capacity as reported (capacity) and as configured in the
+// `site` section, and sends that section when either changed.
+func (r *reports) setCache(capacity, configured int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.info.CacheCapacityBytes == capacity && r.info.CacheConfiguredCapacityBytes == configured {
+		return
+	}
+	r.info.CacheCapacityBytes, r.info.CacheConfiguredCapacityBytes = capacity, configured
+	r.sections[proto.SectionSite] = r.siteSection()
+	r.send(proto.SectionSite)
+}
+
 // send sends section as recorded on the session, if there is one yet; r.mu is held.
 func (r *reports) send(section string) {
 	if r.session != nil {

@@ -87,6 +87,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		func(ctx context.Context) error { return srv.Run(ctx) },
 		func(ctx context.Context) error { a.discoveries.report(ctx, a.reports.set); return nil },
 		func(ctx context.Context) error { a.reportEntriesChanges(ctx); return nil },
+		func(ctx context.Context) error { a.watchCapacity(ctx, log); return nil },
 	)
 }
 
@@ -101,8 +102,9 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, nil, proto.Errorf(proto.InvalidConfig, "state directory: %v", err).WithPath("stateDir")
 	}
-	a := &agent{discoveries: newDiscoveries(), entriesChanged: make(chan struct{}, 1),
-		reports: newReports(proto.SiteInventory{HTTPBase: cfg.HTTPBase, CacheCapacityBytes: cfg.Cache.CapacityBytes})}
+	a := &agent{clock: cfg.Clock, discoveries: newDiscoveries(), entriesChanged: make(chan struct{}, 1),
+		reports: newReports(proto.SiteInventory{HTTPBase: cfg.HTTPBase, // the capacity as configured until the cache's is read
+			CacheCapacityBytes: cfg.Cache.CapacityBytes, CacheConfiguredCapacityBytes: cfg.Cache.CapacityBytes})}
 	a.metrics = metrics.NewSite(func() cache.Usage { return a.cache.Usage() }, func() bool { return a.session.Connected() })
 	var err error
 	if a.entries, err = openEntries(filepath.Join(cfg.StateDir, entriesFile), cfg.Ramdisk, cfg.HTTPBase); err != nil {
@@ -132,6 +134,7 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 		return nil, nil, err
 	}
 	a.cache.RequireCapabilities(keys)
+	a.refreshCapacity(log) // for the first hello
 	srv, err := boot.New(cfg.Boot, boot.Deps{Entries: a.entries, Enrolled: a.entries.enrolled, Discoveries: a.discoveries, Log: log, Clock: cfg.Clock, Observer: a.metrics,
 		Handlers: map[string]http.Handler{cache.ImagePathPrefix: a.cache.Handler()}})
 	if err != nil {
@@ -146,6 +149,7 @@ const entriesFile = "boot-entries.json"
 
 // agent ties the session to the boot server and the cache.
 type agent struct {
+	clock          clock.Clock
 	session        *session.Agent
 	cache          *cache.Cache
 	entries        *entries
@@ -158,6 +162,9 @@ type agent struct {
 	planned atomic.Pointer[map[string]bool]
 	// metrics counts what the boot server and the cache do, served on metricsListen.
 	metrics *metrics.Site
+	// filesystemFigure is the cache's filesystem figure last reported
+	// (steadyFilesystem); open and then watchCapacity alone touch it.
+	filesystemFigure int64
 }
 
 // signalEntries tells reportEntriesChanges that the boot entries changed.

@@ -104,8 +104,12 @@ func TestSiteLoopback(t *testing.T) {
 		json.Compact(&compact, s.Data)
 		sections[s.Section] = compact.String()
 	}
-	if want := fmt.Sprintf(`{"httpBase":"http://127.0.0.1:%d"}`, httpPort); sections["site"] != want || sections["bootEntries"] != "[]" {
-		t.Errorf("site agent's inventory %v: want site %s and no boot entries", sections, want)
+	// The cache has no capacity: the site reports what its filesystem lets it hold.
+	var site proto.SiteInventory
+	json.Unmarshal([]byte(sections["site"]), &site)
+	if want := fmt.Sprintf("http://127.0.0.1:%d", httpPort); site.HTTPBase != want || site.CacheCapacityBytes <= 0 || site.CacheConfiguredCapacityBytes != 0 ||
+		len(site.Omitted) != 0 || sections["bootEntries"] != "[]" {
+		t.Errorf("site agent's inventory %v: want site at %s, a cache capacity by its filesystem and none configured, and no boot entries", sections, want)
 	}
 	if bytes.Contains([]byte(sections["images"]), []byte(inside.SHA256)) || internal.Conns() != 0 {
 		t.Errorf("the site cache took up the image from outside its sources: cache %s, %d connections to its host", sections["images"], internal.Conns())
