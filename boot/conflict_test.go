@@ -197,7 +197,7 @@ func TestCheckUnsentIsCounted(t *testing.T) {
 		}
 	}
 	log := srv.log.String()
-	if n := strings.Count(log, "the conflict check's echo to their address was not sent"); n != 1 || !strings.Contains(log, "discovers=1 ") ||
+	if n := strings.Count(log, "the conflict check's echo to their address was not sent"); n != 1 || !strings.Contains(log, "discovers=1\n") ||
 		!strings.Contains(log, "network is unreachable") {
 		t.Errorf("%d warns of %d DISCOVERs with their echo not sent within a minute, want 1 of discovers=1 naming the unreachable network:\n%s", n, unanswered, log)
 	}
@@ -229,12 +229,12 @@ func TestCheckUnsentWarnsOnceAMinute(t *testing.T) {
 	}
 	const warn = "the conflict check's echo to their address was not sent"
 	discover(3)
-	if n := strings.Count(log.String(), warn); n != 1 || !strings.Contains(log.String(), "discovers=1 ") {
+	if n := strings.Count(log.String(), warn); n != 1 || !strings.Contains(log.String(), "discovers=1\n") {
 		t.Errorf("%d warns of 3 DISCOVERs within a minute, want 1 of discovers=1:\n%s", n, log)
 	}
 	clk.Advance(time.Minute)
 	discover(1)
-	if n := strings.Count(log.String(), warn); n != 2 || !strings.Contains(log.String(), "discovers=3 ") {
+	if n := strings.Count(log.String(), warn); n != 2 || !strings.Contains(log.String(), "discovers=3\n") {
 		t.Errorf("%d warns after a minute, want a second one of discovers=3 (the two held back and its own):\n%s", n, log)
 	}
 	if obs.unsent != 4 || obs.dropped != 4 {

@@ -238,13 +238,9 @@ func (s *Server) heldAwayShare() {
 	if s.observer != nil {
 		s.observer.DHCPHeldAwayShare()
 	}
-	n, ok := s.awayWarn.due(s.clock.Now())
-	if !ok {
-		return
-	}
-	s.log.Warn("dhcp: the addresses held away as in use take their share of a range (boot.heldAwayShare): addresses are offered without "+
+	s.awayWarn.warn(s.log, s.clock.Now(), "times", "dhcp: the addresses held away as in use take their share of a range (boot.heldAwayShare): addresses are offered without "+
 		"the conflict check and declines are not held until a hold ends; a host may answer at every address or decline every offer: "+
-		"find it by the warns naming addresses in use and the lease file's declined entries, or raise boot.heldAwayShare", "share", s.cfg.HeldAwayShare, "times", n)
+		"find it by the warns naming addresses in use and the lease file's declined entries, or raise boot.heldAwayShare", "share", s.cfg.HeldAwayShare)
 }
 
 // checkUnsent counts a DHCPDISCOVER left unanswered because the echo of its address's
@@ -255,14 +251,10 @@ func (s *Server) checkUnsent(err error) {
 	if s.observer != nil {
 		s.observer.DHCPCheckUnsent()
 	}
-	n, ok := s.unsentWarn.due(s.clock.Now())
-	if !ok {
-		return
-	}
-	s.log.Warn("dhcp: DHCPDISCOVERs left unanswered because the conflict check's echo to their address was not sent; their clients send "+
+	s.unsentWarn.warn(s.log, s.clock.Now(), "discovers", "dhcp: DHCPDISCOVERs left unanswered because the conflict check's echo to their address was not sent; their clients send "+
 		"them again after about 4 s. No buffer (ENOBUFS, EAGAIN): a storm outruns the checks, raise what the error names or lower the storm; "+
 		"network unreachable: the site has no route to a routed subnet (boot.subnets), add one. discovers counts them since the last "+
-		"such warn (at most one a minute), bcd_dhcp_check_unsent_total all of them; err is the last", "discovers", n, "err", err)
+		"such warn (at most one a minute), bcd_dhcp_check_unsent_total all of them; err is the last", "err", err)
 }
 
 // everyMinute lets a warn through at most once a minute, and counts the times it stood
@@ -273,16 +265,19 @@ type everyMinute struct {
 	held int
 }
 
-// due reports whether to warn at now and, when so, how many times the warn stands for.
-func (e *everyMinute) due(now time.Time) (times int, ok bool) {
+// warn logs msg with args at warn when it is due at now, with the times it stands for
+// as the attribute count.
+func (e *everyMinute) warn(log *slog.Logger, now time.Time, count, msg string, args ...any) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.held++
 	if !e.last.IsZero() && now.Sub(e.last) < time.Minute {
-		return 0, false
+		e.mu.Unlock()
+		return
 	}
-	times, e.held, e.last = e.held, 0, now
-	return times, true
+	times := e.held
+	e.held, e.last = 0, now
+	e.mu.Unlock()
+	log.Warn(msg, append(args, count, times)...)
 }
 
 // listenChecks opens the conflict check's socket when the authoritative server checks
