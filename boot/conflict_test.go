@@ -6,12 +6,16 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/boot/inuse"
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/e2e/netns"
+	"github.com/better-compute/better-compute/testkit"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
 
@@ -154,3 +158,95 @@ func TestDecliningEveryOfferLeavesAddresses(t *testing.T) {
 		t.Errorf("%d warns of the share after a minute, want 2", n)
 	}
 }
+
+// TestCheckUnsentIsCounted: behind a relay, a rack subnet the server has no route to
+// (its route deleted), so the kernel refuses the echo of each address's check (network
+// unreachable, inuse.ErrNotSent); busybox udhcpc, a real DHCP client, is leased nothing,
+// and bcd site's metrics, scraped from the server's /metrics, count every DISCOVER left
+// so in bcd_dhcp_check_unsent_total and in bcd_dhcp_dropped_total, while the server warns
+// of them once, not at each. Before, no metric counted them and each warned.
+func TestCheckUnsentIsCounted(t *testing.T) {
+	r := newRoutedNet(t, "busybox", "curl")
+	r.server.Run(t, "ip", "route", "del", "10.96.0.0/14")
+	srv := startServerSpec(t, r.server, serverSpec{Config: r.config(t), Metrics: true}, nil)
+	r.startRelay(t)
+	if env := udhcpc(t, testNet{lan: r.rack, server: r.server, client: r.rackClient}, "02:00:00:00:03:01"); env != nil {
+		t.Fatalf("leased %v with no echo sent to its address", env)
+	}
+	url := regexp.MustCompile(`url=(\S+)`).FindStringSubmatch(srv.log.String())
+	if url == nil {
+		t.Fatalf("no metrics URL in the server's log:\n%s", srv.log.String())
+	}
+	// The drop is counted once the handler returns, which may be just after the
+	// client gave up: the counters are read until they agree with the log, for a while.
+	var m map[string]float64
+	unanswered := 0
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m = testkit.ParseMetrics(t, r.server.Run(t, "curl", "-sSf", url[1]))
+		unanswered = strings.Count(srv.log.String(), `msg="no address to offer"`)
+		if m["bcd_dhcp_check_unsent_total"] == float64(unanswered) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if unanswered == 0 {
+		t.Fatalf("no DISCOVER left unanswered for its unsent echo in the log:\n%s", srv.log.String())
+	}
+	for _, series := range []string{"bcd_dhcp_check_unsent_total", "bcd_dhcp_dropped_total"} {
+		if m[series] != float64(unanswered) {
+			t.Errorf("%s is %v after %d DISCOVERs left unanswered for their unsent echo", series, m[series], unanswered)
+		}
+	}
+	log := srv.log.String()
+	if n := strings.Count(log, "the conflict check's echo to their address was not sent"); n != 1 || !strings.Contains(log, "discovers=1\n") ||
+		!strings.Contains(log, "network is unreachable") {
+		t.Errorf("%d warns of %d DISCOVERs with their echo not sent within a minute, want 1 of discovers=1 naming the unreachable network:\n%s", n, unanswered, log)
+	}
+}
+
+// TestCheckUnsentWarnsOnceAMinute: DHCPDISCOVERs whose check's echo is not sent (the
+// kernel's refusal, inuse.ErrNotSent, given by the checker's ping) warn once a minute,
+// each warn with how many it stands for, and are all counted; before, each warned.
+func TestCheckUnsentWarnsOnceAMinute(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	log := &bytes.Buffer{}
+	obs := &unsentCounts{}
+	s, err := New(authoritativeConfig(t, "10.9.0.115"), Deps{Entries: entries{}, Clock: clk, Observer: obs, Log: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.checker.Store(inuse.NewChecker(func(ip netip.Addr) (bool, error) {
+		return false, fmt.Errorf("%w to %s: %w", inuse.ErrNotSent, ip, syscall.ENOBUFS)
+	}, clk, rememberFree))
+	h := s.DHCPHandler()
+	discover := func(n int) {
+		for i := range n {
+			disc, _ := dhcpv4.NewDiscovery(net.HardwareAddr{0x52, 0x54, 0, 0, 0x0e, byte(i)})
+			if resp, ok := h(disc); ok {
+				t.Fatalf("answered %s with its address's echo not sent", resp.Summary())
+			}
+		}
+	}
+	const warn = "the conflict check's echo to their address was not sent"
+	discover(3)
+	if n := strings.Count(log.String(), warn); n != 1 || !strings.Contains(log.String(), "discovers=1\n") {
+		t.Errorf("%d warns of 3 DISCOVERs within a minute, want 1 of discovers=1:\n%s", n, log)
+	}
+	clk.Advance(time.Minute)
+	discover(1)
+	if n := strings.Count(log.String(), warn); n != 2 || !strings.Contains(log.String(), "discovers=3\n") {
+		t.Errorf("%d warns after a minute, want a second one of discovers=3 (the two held back and its own):\n%s", n, log)
+	}
+	if obs.unsent != 4 || obs.dropped != 4 {
+		t.Errorf("counted %d unsent and %d dropped of 4 DISCOVERs left unanswered, want 4 and 4", obs.unsent, obs.dropped)
+	}
+}
+
+// unsentCounts is an Observer counting the checks unsent and the drops.
+type unsentCounts struct {
+	counts
+	unsent, dropped int
+}
+
+func (c *unsentCounts) DHCPCheckUnsent() { c.unsent++ }
+func (c *unsentCounts) DHCPDropped()     { c.dropped++ }

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/agent/metrics"
+	"github.com/better-compute/better-compute/cache"
 	"github.com/better-compute/better-compute/e2e/netns"
 )
 
@@ -75,6 +77,9 @@ type serverSpec struct {
 	Entries string
 	// Discoveries is the file the helper appends discoveries to, one JSON object a line.
 	Discoveries string
+	// Metrics has the server counted by bcd site's metrics, served on the namespace's
+	// loopback at the URL the log's "metrics listening" names.
+	Metrics bool
 }
 
 // fileSink appends discoveries to a file.
@@ -146,7 +151,18 @@ func serverHelper(specFile string) int {
 	// held up the first exchanges.
 	entries := &fileEntries{path: spec.Entries}
 	entries.load()
-	s, err := New(spec.Config, Deps{Entries: entries, Discoveries: &fileSink{f: f}, Log: log})
+	deps := Deps{Entries: entries, Discoveries: &fileSink{f: f}, Log: log}
+	if spec.Metrics {
+		site := metrics.NewSite(func() cache.Usage { return cache.Usage{} }, func() bool { return false })
+		_, stop, err := metrics.Serve("127.0.0.1:0", "metricsListen", site.Gatherer(), log)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "helper:", err)
+			return 2
+		}
+		defer stop()
+		deps.Observer = site
+	}
+	s, err := New(spec.Config, deps)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "helper:", err)
 		return 2
@@ -224,8 +240,14 @@ func (s *bootServer) SetEntries(t testing.TB, e map[string]Entry) {
 // listens; it stops when the test ends.
 func startServer(t testing.TB, ns *netns.NS, cfg Config, e map[string]Entry) *bootServer {
 	t.Helper()
+	return startServerSpec(t, ns, serverSpec{Config: cfg}, e)
+}
+
+// startServerSpec is startServer with the rest of spec (Metrics) as given.
+func startServerSpec(t testing.TB, ns *netns.NS, spec serverSpec, e map[string]Entry) *bootServer {
+	t.Helper()
 	dir := t.TempDir()
-	spec := serverSpec{Config: cfg, Entries: filepath.Join(dir, "entries.json"), Discoveries: filepath.Join(dir, "discoveries.jsonl")}
+	spec.Entries, spec.Discoveries = filepath.Join(dir, "entries.json"), filepath.Join(dir, "discoveries.jsonl")
 	b, _ := json.Marshal(spec)
 	specFile := filepath.Join(dir, "spec.json")
 	if err := os.WriteFile(specFile, b, 0o644); err != nil {

@@ -26,6 +26,10 @@ type Observer interface {
 	// DHCPAddressInUse is an address a host answered at when the server checked it
 	// before an offer (Config.ConflictCheck): held away, and another offered.
 	DHCPAddressInUse()
+	// DHCPCheckUnsent is a DHCPDISCOVER left unanswered because the echo of its
+	// address's check (Config.ConflictCheck) was not sent: no buffer, no route. It is a
+	// drop (DHCPDropped) too.
+	DHCPCheckUnsent()
 	// DHCPHeldAwayShare is an address offered without its check, or found in use or
 	// declined and not held away, because the addresses held away take their share of
 	// the subnet's range (Config.HeldAwayShare).

@@ -21,6 +21,7 @@ func (c *counts) DHCPDropped()                  { c.dhcp = append(c.dhcp, "dropp
 func (c *counts) DHCPPoolExhausted()            {}
 func (c *counts) DHCPUnknownRefused()           {}
 func (c *counts) DHCPAddressInUse()             {}
+func (c *counts) DHCPCheckUnsent()              {}
 func (c *counts) DHCPHeldAwayShare()            {}
 func (c *counts) TFTPTransfer(bool, int64)      {}
 func (c *counts) HTTPServed(string, int, int64) {}

@@ -81,8 +81,8 @@ type Server struct {
 	// checker checks an address before the DHCP handler offers it: set while Run serves
 	// with ConflictCheck on and its socket open, nil otherwise (no check).
 	checker atomic.Pointer[inuse.Checker]
-	// awayWarned is when heldAwayShare last warned, in Unix nanoseconds; 0 for never.
-	awayWarned atomic.Int64
+	// awayWarn and unsentWarn bound heldAwayShare's and checkUnsent's warns.
+	awayWarn, unsentWarn everyMinute
 }
 
 // rememberFree is how long an address found free is taken as free without a check: as
@@ -157,7 +157,7 @@ func (s *Server) makeHandler(clock Clock) error {
 	if s.leases, err = lease.Open(s.cfg.LeaseFile); err != nil {
 		return err
 	}
-	a := dhcp.Authoritative{ServerIP: serverIP, Boot: boot, Seen: s.seen, InUse: s.inUse, AwayShare: s.heldAwayShare, Log: s.log}
+	a := dhcp.Authoritative{ServerIP: serverIP, Boot: boot, Seen: s.seen, InUse: s.inUse, AwayShare: s.heldAwayShare, CheckUnsent: s.checkUnsent, Log: s.log}
 	if s.observer != nil {
 		a.Exhausted, a.Refused, a.AddressInUse = s.observer.DHCPPoolExhausted, s.observer.DHCPUnknownRefused, s.observer.DHCPAddressInUse
 	}
@@ -238,14 +238,46 @@ func (s *Server) heldAwayShare() {
 	if s.observer != nil {
 		s.observer.DHCPHeldAwayShare()
 	}
-	now := s.clock.Now()
-	last := s.awayWarned.Load()
-	if last != 0 && now.Sub(time.Unix(0, last)) < time.Minute || !s.awayWarned.CompareAndSwap(last, now.UnixNano()) {
-		return
-	}
-	s.log.Warn("dhcp: the addresses held away as in use take their share of a range (boot.heldAwayShare): addresses are offered without "+
+	s.awayWarn.warn(s.log, s.clock.Now(), "times", "dhcp: the addresses held away as in use take their share of a range (boot.heldAwayShare): addresses are offered without "+
 		"the conflict check and declines are not held until a hold ends; a host may answer at every address or decline every offer: "+
 		"find it by the warns naming addresses in use and the lease file's declined entries, or raise boot.heldAwayShare", "share", s.cfg.HeldAwayShare)
+}
+
+// checkUnsent counts a DHCPDISCOVER left unanswered because the echo of its address's
+// conflict check was not sent (inuse.ErrNotSent), and warns of it at most once a minute
+// with how many there were: a storm that outruns the checks would otherwise warn at
+// every DISCOVER.
+func (s *Server) checkUnsent(err error) {
+	if s.observer != nil {
+		s.observer.DHCPCheckUnsent()
+	}
+	s.unsentWarn.warn(s.log, s.clock.Now(), "discovers", "dhcp: DHCPDISCOVERs left unanswered because the conflict check's echo to their address was not sent; their clients send "+
+		"them again after about 4 s. No buffer (ENOBUFS, EAGAIN): a storm outruns the checks, raise what the error names or lower the storm; "+
+		"network unreachable: the site has no route to a routed subnet (boot.subnets), add one. discovers counts them since the last "+
+		"such warn (at most one a minute), bcd_dhcp_check_unsent_total all of them; err is the last", "err", err)
+}
+
+// everyMinute lets a warn through at most once a minute, and counts the times it stood
+// for: those held back since the last one, and itself.
+type everyMinute struct {
+	mu   sync.Mutex
+	last time.Time // zero for never
+	held int
+}
+
+// warn logs msg with args at warn when it is due at now, with the times it stands for
+// as the attribute count.
+func (e *everyMinute) warn(log *slog.Logger, now time.Time, count, msg string, args ...any) {
+	e.mu.Lock()
+	e.held++
+	if !e.last.IsZero() && now.Sub(e.last) < time.Minute {
+		e.mu.Unlock()
+		return
+	}
+	times := e.held
+	e.held, e.last = 0, now
+	e.mu.Unlock()
+	log.Warn(msg, append(args, count, times)...)
 }
 
 // listenChecks opens the conflict check's socket when the authoritative server checks

@@ -452,17 +452,23 @@ func Scrape(t testing.TB, url string) (map[string]float64, string) {
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("scrape %s: %s %v\n%s", url, resp.Status, err, body)
 	}
+	return ParseMetrics(t, string(body)), string(body)
+}
+
+// ParseMetrics reads Prometheus text into its samples, keyed as Scrape keys them.
+func ParseMetrics(t testing.TB, text string) map[string]float64 {
+	t.Helper()
 	samples := map[string]float64{}
-	for line := range strings.SplitSeq(string(body), "\n") {
+	for line := range strings.SplitSeq(text, "\n") {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		i := strings.LastIndexByte(line, ' ')
 		v, err := strconv.ParseFloat(line[i+1:], 64)
 		if err != nil {
-			t.Fatalf("scrape %s: %q: %v", url, line, err)
+			t.Fatalf("metrics: %q: %v", line, err)
 		}
 		samples[line[:i]] = v
 	}
-	return samples, string(body)
+	return samples
 }

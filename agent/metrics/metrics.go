@@ -50,6 +50,7 @@ type Site struct {
 	dhcpNoLease  prometheus.Counter
 	dhcpRefused  prometheus.Counter
 	dhcpInUse    prometheus.Counter
+	dhcpUnsent   prometheus.Counter
 	dhcpAway     prometheus.Counter
 	tftp         *prometheus.CounterVec
 	tftpBytes    prometheus.Counter
@@ -77,6 +78,7 @@ func NewSite(usage func() cache.Usage, connected func() bool) *Site {
 		dhcpNoLease:  counter("dhcp", "pool_exhausted_total", "DHCPDISCOVERs left unanswered because their subnet's range had no free address."),
 		dhcpRefused:  counter("dhcp", "unknown_refused_total", "DHCPDISCOVERs of machines the site does not know left unanswered because such machines held their share of the range."),
 		dhcpInUse:    counter("dhcp", "address_in_use_total", "Addresses of the range a host answered at when checked before an offer: held away, another offered."),
+		dhcpUnsent:   counter("dhcp", "check_unsent_total", "DHCPDISCOVERs left unanswered because the echo of the conflict check of their address was not sent (no buffer, no route); also counted in bcd_dhcp_dropped_total."),
 		dhcpAway:     counter("dhcp", "held_away_share_total", "Addresses offered without the conflict check, or found in use or declined and not held away, because the addresses held away took their share of the range."),
 		tftp:         vec("tftp", "transfers_total", "TFTP reads that ended, by result (ok, failed: an abort, a timeout, or a UEFI size probe)", "result"),
 		tftpBytes:    counter("tftp", "sent_bytes_total", "File bytes TFTP sent."),
@@ -92,7 +94,7 @@ func NewSite(usage func() cache.Usage, connected func() bool) *Site {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "cache", Name: name, Help: help},
 			func() float64 { return f(usage()) })
 	}
-	s.reg.MustRegister(s.dhcpReplies, s.dhcpDropped, s.dhcpNoLease, s.dhcpRefused, s.dhcpInUse, s.dhcpAway, s.tftp, s.tftpBytes, s.http, s.httpBytes,
+	s.reg.MustRegister(s.dhcpReplies, s.dhcpDropped, s.dhcpNoLease, s.dhcpRefused, s.dhcpInUse, s.dhcpUnsent, s.dhcpAway, s.tftp, s.tftpBytes, s.http, s.httpBytes,
 		s.cacheReqs, s.pulledBytes, s.pulls, s.evictions, s.evictedBytes,
 		gauge("used_bytes", "Bytes the cache's images take or are about to take (ready, evicting, pulling).", func(u cache.Usage) float64 { return float64(u.UsedBytes) }),
 		gauge("capacity_bytes", "The cache's capacity (cache.capacityBytes); 0 is no bound.", func(u cache.Usage) float64 { return float64(u.CapacityBytes) }),
@@ -108,6 +110,7 @@ func (s *Site) DHCPDropped()          { s.dhcpDropped.Inc() }
 func (s *Site) DHCPPoolExhausted()    { s.dhcpNoLease.Inc() }
 func (s *Site) DHCPUnknownRefused()   { s.dhcpRefused.Inc() }
 func (s *Site) DHCPAddressInUse()     { s.dhcpInUse.Inc() }
+func (s *Site) DHCPCheckUnsent()      { s.dhcpUnsent.Inc() }
 func (s *Site) DHCPHeldAwayShare()    { s.dhcpAway.Inc() }
 
 func (s *Site) TFTPTransfer(ok bool, bytes int64) {

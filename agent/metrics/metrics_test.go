@@ -21,6 +21,7 @@ func fullSite() *Site {
 	s.DHCPPoolExhausted()
 	s.DHCPUnknownRefused()
 	s.DHCPAddressInUse()
+	s.DHCPCheckUnsent()
 	s.DHCPHeldAwayShare()
 	s.TFTPTransfer(true, 100)
 	s.HTTPServed("image", 206, 1000)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/better-compute/better-compute/boot/inuse"
 	"github.com/better-compute/better-compute/boot/lease"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
@@ -48,6 +49,10 @@ type Authoritative struct {
 	// AddressInUse is told of an address found in use, which the pool then holds away;
 	// nil for none.
 	AddressInUse func()
+	// CheckUnsent is told of a DHCPDISCOVER left unanswered because the check of the
+	// address it would be offered did not run (inuse.ErrNotSent), with why; it warns
+	// of it. nil warns of each such DISCOVER.
+	CheckUnsent func(err error)
 	// AwayShare is told of an address offered without its check, or found in use or
 	// declined and not held away, because the addresses held away take their share of
 	// the subnet's range (lease.Policy.AwayShare); nil for none.
@@ -125,6 +130,11 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 	case dhcpv4.MessageTypeDiscover:
 		l, err := s.offer(sub, mac, addr(req.RequestedIPAddress()))
 		if err != nil {
+			if errors.Is(err, inuse.ErrNotSent) && s.CheckUnsent != nil {
+				s.Log.Debug("no address to offer", "mac", mac, "err", err)
+				s.CheckUnsent(err)
+				return nil, false
+			}
 			s.Log.Warn("no address to offer", "mac", mac, "err", err)
 			switch {
 			case errors.Is(err, lease.ErrExhausted) && s.Exhausted != nil:
