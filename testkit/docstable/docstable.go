@@ -111,14 +111,16 @@ func Names(cell string) []string {
 type Config struct {
 	// Doc, Heading and Column find the table (Table).
 	Doc, Heading, Column string
-	// Tag is the struct tag the file is decoded by: json or toml.
+	// Tag is the struct tag the file is decoded by, json or toml; "" names the fields by
+	// their Go names (a config given in code).
 	Tag string
 	// Elsewhere are fields documented as a whole in this table and field by field in
 	// another (the site config's boot, in docs/boot.md): what is below them is not looked
 	// for here.
 	Elsewhere []string
-	// Derived are fields whose default is worked out from other fields or the host (the
-	// site's httpBase from boot.serverIP): their default cell is not compared.
+	// Derived are fields whose default no table cell can be compared with: worked out
+	// from other fields or the host (the site's httpBase from boot.serverIP), or a Go
+	// value (a clock, a logger).
 	Derived []string
 }
 
@@ -169,7 +171,7 @@ func (c Config) Check(t testing.TB, defaults any) {
 		if _, ok := documented[path]; ok || fields[path].hasChildren || c.below(path) {
 			continue
 		}
-		t.Errorf("%s has no row for %s (%s's %s field): document it under %q", c.Doc, path, reflect.TypeOf(defaults), c.Tag, c.Heading)
+		t.Errorf("%s has no row for %s (%s's %s): document it under %q", c.Doc, path, reflect.TypeOf(defaults), strings.TrimSpace(c.Tag+" field"), c.Heading)
 	}
 }
 
@@ -199,7 +201,7 @@ func walk(typ reflect.Type, tag, prefix string, out map[string]field) {
 	}
 	for i := range typ.NumField() {
 		sf := typ.Field(i)
-		name, _, _ := strings.Cut(sf.Tag.Get(tag), ",")
+		name := nameOf(sf, tag)
 		if name == "-" || name == "" || !sf.IsExported() {
 			continue
 		}
@@ -222,6 +224,15 @@ func walk(typ reflect.Type, tag, prefix string, out map[string]field) {
 		}
 		out[path] = f
 	}
+}
+
+// nameOf is a field's name by tag, its Go name when tag is "" (a config given in code).
+func nameOf(sf reflect.StructField, tag string) string {
+	if tag == "" {
+		return sf.Name
+	}
+	name, _, _ := strings.Cut(sf.Tag.Get(tag), ",")
+	return name
 }
 
 func isStruct(t reflect.Type) bool {
@@ -292,7 +303,7 @@ func fieldByPath(tag string, v reflect.Value, path string) reflect.Value {
 		}
 		next := reflect.Value{}
 		for i := range v.NumField() {
-			if n, _, _ := strings.Cut(v.Type().Field(i).Tag.Get(tag), ","); n == name {
+			if nameOf(v.Type().Field(i), tag) == name {
 				next = v.Field(i)
 			}
 		}
