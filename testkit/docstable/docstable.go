@@ -202,6 +202,10 @@ func walk(typ reflect.Type, tag, prefix string, out map[string]field) {
 	for i := range typ.NumField() {
 		sf := typ.Field(i)
 		name := nameOf(sf, tag)
+		if sf.Anonymous && name == "" && isStruct(sf.Type) {
+			walk(sf.Type, tag, prefix, out) // embedded: its fields are the outer's
+			continue
+		}
 		if name == "-" || name == "" || !sf.IsExported() {
 			continue
 		}
@@ -224,6 +228,23 @@ func walk(typ reflect.Type, tag, prefix string, out map[string]field) {
 		}
 		out[path] = f
 	}
+}
+
+// find is the field of the struct v named name by tag, embedded structs' fields included.
+func find(v reflect.Value, tag, name string) reflect.Value {
+	for i := range v.NumField() {
+		sf := v.Type().Field(i)
+		n := nameOf(sf, tag)
+		if sf.Anonymous && n == "" && isStruct(sf.Type) {
+			if f := find(v.Field(i), tag, name); f.IsValid() {
+				return f
+			}
+		}
+		if n == name {
+			return v.Field(i)
+		}
+	}
+	return reflect.Value{}
 }
 
 // nameOf is a field's name by tag, its Go name when tag is "" (a config given in code).
@@ -301,16 +322,9 @@ func fieldByPath(tag string, v reflect.Value, path string) reflect.Value {
 		if v.Kind() != reflect.Struct {
 			return reflect.Value{}
 		}
-		next := reflect.Value{}
-		for i := range v.NumField() {
-			if nameOf(v.Type().Field(i), tag) == name {
-				next = v.Field(i)
-			}
+		if v = find(v, tag, name); !v.IsValid() {
+			return v
 		}
-		if !next.IsValid() {
-			return next
-		}
-		v = next
 	}
 	return v
 }
