@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/better-compute/better-compute/hostconverge"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/metrics"
+	"github.com/better-compute/better-compute/testkit/docstable"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -49,6 +51,49 @@ func TestDocsNameOnlyRealMetrics(t *testing.T) {
 	for name := range exported {
 		if !strings.Contains(page, "`"+name+"`") {
 			t.Errorf("docs/operations.md does not describe %s", name)
+		}
+	}
+}
+
+// TestMetricsReferenceSaysWhatIsExported: every metric the registry, bcd site and bcd node
+// export has a row in docs/operations.md's reference for its process, with the type and the
+// labels it is exported with, and every row names an exported metric.
+func TestMetricsReferenceSaysWhatIsExported(t *testing.T) {
+	types := map[string]string{}
+	for _, f := range exportedFamilies(t) {
+		types[f.GetName()] = strings.ToLower(f.GetType().String())
+	}
+	labels := exportedLabels(t)
+	doc := filepath.Join(moduleRoot(), "docs", "operations.md")
+	documented := map[string]bool{}
+	for _, heading := range []string{"### The registry (`better-compute serve`)", "### The site agent (`bcd site`)", "### The node agent (`bcd node`)"} {
+		_, rows := docstable.Table(t, doc, heading, "name")
+		for _, r := range rows {
+			names := docstable.Names(r.Cells[0])
+			if len(names) != 1 || len(r.Cells) < 3 {
+				t.Errorf("docs/operations.md:%d: a row of the metrics reference names one metric, then its type and labels", r.Line)
+				continue
+			}
+			name := names[0]
+			documented[name] = true
+			typ, ok := types[name]
+			if !ok {
+				t.Errorf("docs/operations.md:%d: %s is not exported", r.Line, name)
+				continue
+			}
+			if r.Cells[1] != typ {
+				t.Errorf("docs/operations.md:%d: %s is documented as a %s; it is exported as a %s", r.Line, name, r.Cells[1], typ)
+			}
+			got := docstable.Names(r.Cells[2])
+			slices.Sort(got)
+			if want := labels[name]; !slices.Equal(got, want) {
+				t.Errorf("docs/operations.md:%d: %s is documented with labels %v; it is exported with %v", r.Line, name, got, want)
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(types)) {
+		if !documented[name] {
+			t.Errorf("docs/operations.md's metrics reference has no row for %s: add one under its process, with its type and labels", name)
 		}
 	}
 }
