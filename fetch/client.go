@@ -185,16 +185,16 @@ func parseContentRange(h string) (first, total int64, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	first, err1 := strconv.ParseInt(a, 10, 64)
-	last, err2 := strconv.ParseInt(b, 10, 64)
-	if err1 != nil || err2 != nil || first < 0 || last < first {
+	first, ok1 := byteCount(a)
+	last, ok2 := byteCount(b)
+	if !ok1 || !ok2 || last < first {
 		return 0, 0, false
 	}
 	if tot == "*" {
 		return first, -1, true
 	}
-	total, err := strconv.ParseInt(tot, 10, 64)
-	if err != nil || total <= last {
+	total, ok = byteCount(tot)
+	if !ok || total <= last {
 		return 0, 0, false
 	}
 	return first, total, true
@@ -206,6 +206,15 @@ func parseUnsatisfied(h string) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(tot, 10, 64)
-	return n, err == nil && n >= 0
+	return byteCount(tot)
+}
+
+// byteCount reads a Content-Range number: decimal digits only (strconv alone would take
+// a sign too), within int64.
+func byteCount(s string) (int64, bool) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }

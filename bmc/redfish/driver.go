@@ -70,7 +70,7 @@ func Open(ctx context.Context, cfg bmc.Config, env bmc.Env) (bmc.Driver, error) 
 	if err != nil {
 		return nil, err
 	}
-	httpc, err := httpClient(o[optCAFile], o[optTLSPin])
+	httpc, err := httpClient(o[optCAFile], o[optTLSPin], host)
 	if err != nil {
 		return nil, err
 	}

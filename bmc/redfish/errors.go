@@ -28,15 +28,17 @@ func (d *driver) fail(ctx context.Context, op string, err error) error {
 
 // bmcMessage is the text a BMC gave for a failure: its extended info messages (the
 // human text of each Redfish message), else the error's own message, with the HTTP
-// status. Errors of the transport (refused, TLS) keep their text.
+// status. Errors of the transport (refused, TLS) keep their text. Whatever it is, it is
+// clipped: a link the BMC named, or the JSON decoder's account of a body of another shape
+// (which names the whole Go type it was read into), says what it has to say by then.
 func bmcMessage(err error) string {
 	if ce, ok := errors.AsType[*schemas.CollectionError](err); ok && len(ce.Failures) > 0 {
 		link := slices.Sorted(maps.Keys(ce.Failures))[0]
-		return link + ": " + bmcMessage(ce.Failures[link])
+		return clip(link + ": " + bmcMessage(ce.Failures[link]))
 	}
 	re, ok := errors.AsType[*schemas.Error](err)
 	if !ok {
-		return err.Error()
+		return clip(err.Error())
 	}
 	var texts []string
 	for _, info := range re.ExtendedInfos {

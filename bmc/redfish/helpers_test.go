@@ -36,13 +36,13 @@ func attached(pass string) bmc.Attached {
 }
 
 // config binds the simulated BMC, trusted by its key's pin, with fast polling.
-func config(t *testing.T, sim *redfishsim.Server) bmc.Config {
+func config(t testing.TB, sim *redfishsim.Server) bmc.Config {
 	t.Helper()
 	return pinned(t, strings.TrimPrefix(sim.URL, "https://"), sim.Certificate.PublicKey, "10ms", "5s")
 }
 
 // pinned binds the BMC at address, trusted by its key's pin, polling as given.
-func pinned(t *testing.T, address string, key any, pollInterval, powerTimeout string) bmc.Config {
+func pinned(t testing.TB, address string, key any, pollInterval, powerTimeout string) bmc.Config {
 	t.Helper()
 	pin, err := joinwire.Pin(key)
 	if err != nil {

@@ -17,8 +17,8 @@ import (
 // httpClient makes the client the driver reaches the BMC with. The BMC's certificate
 // must chain to caFile's certificates (the system's roots when both are empty), or its
 // key must match pin (sha256/BASE64 of its SubjectPublicKeyInfo): how a BMC with a
-// self-signed certificate is trusted.
-func httpClient(caFile, pin string) (*http.Client, error) {
+// self-signed certificate is trusted. It reaches host (the BMC's host:port) only.
+func httpClient(caFile, pin, host string) (*http.Client, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" && pin != "" {
 		return nil, proto.Errorf(proto.InvalidConfig, "options caFile and tlsPin exclude each other: trust the BMC by its CA or by its key").WithPath("options.tlsPin")
@@ -48,12 +48,12 @@ func httpClient(caFile, pin string) (*http.Client, error) {
 			return nil
 		}
 	}
-	return &http.Client{Transport: &http.Transport{
+	return &http.Client{Transport: oneHost{host: host, next: &http.Transport{
 		TLSClientConfig:     cfg,
 		TLSHandshakeTimeout: 15 * time.Second,
 		IdleConnTimeout:     time.Minute,
 		ForceAttemptHTTP2:   true,
-	}}, nil
+	}}}, nil
 }
 
 // maxCAFile bounds the CA file the site agent reads: a bundle of CAs, not more.

@@ -41,11 +41,11 @@ func TestCAFileIsABoundedRegularFile(t *testing.T) {
 	if err := os.WriteFile(padded, append(bytes.Repeat([]byte("\n"), maxCAFile), ca...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := httpClient(good, ""); err != nil {
+	if _, err := httpClient(good, "", "127.0.0.1:443"); err != nil {
 		t.Fatalf("a CA file: %v", err)
 	}
 	for _, path := range []string{"/dev/zero", padded, dir} {
-		_, err := httpClient(path, "")
+		_, err := httpClient(path, "", "127.0.0.1:443")
 		if proto.CodeOf(err) != proto.InvalidConfig || proto.AsError(err).Details.Path != "options.caFile" {
 			t.Errorf("caFile %s: %v, want INVALID_CONFIG at options.caFile", path, err)
 		}

@@ -75,6 +75,7 @@ type Server struct {
 	sessions map[string]string // token -> session id
 	nextID   int
 	resets   []string
+	answers  map[string]answer // path -> what GET answers instead of the resource
 	boots    []string
 }
 
@@ -99,7 +100,7 @@ func New(cfg Config) *Server {
 		sessions: map[string]string{},
 	}
 	cert := SelfSigned()
-	s.http = httptest.NewUnstartedServer(s.routes())
+	s.http = httptest.NewUnstartedServer(s.answering(s.routes()))
 	s.http.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	// A client that refuses the certificate is the test's business, not the log's.
 	s.http.Config.ErrorLog = log.New(io.Discard, "", 0)
@@ -136,6 +137,60 @@ func (s *Server) routes() http.Handler {
 		writeError(w, http.StatusNotFound, "Base.1.8.ResourceMissingAtURI", "The resource at the URI '"+r.URL.Path+"' was not found.")
 	}))
 	return mux
+}
+
+// answer is a response given as it is, or a redirect to location.
+type answer struct {
+	status   int
+	body     []byte
+	location string
+}
+
+// Answer makes the service answer a GET of path, its service root or any resource, with
+// status and body as they are, the way a broken or hostile BMC answers; a nil body puts
+// the simulated resource back.
+func (s *Server) Answer(path string, status int, body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if body == nil {
+		delete(s.answers, path)
+		return
+	}
+	if s.answers == nil {
+		s.answers = map[string]answer{}
+	}
+	s.answers[path] = answer{status: status, body: slices.Clone(body)}
+}
+
+// Redirect makes the service answer a GET of path with a redirect to location, which may
+// be on another host.
+func (s *Server) Redirect(path, location string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.answers == nil {
+		s.answers = map[string]answer{}
+	}
+	s.answers[path] = answer{status: http.StatusFound, location: location}
+}
+
+// answering serves what Answer set before the resource tree.
+func (s *Server) answering(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		a, ok := s.answers[r.URL.Path]
+		s.mu.Unlock()
+		if !ok || r.Method != http.MethodGet {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if a.location != "" {
+			http.Redirect(w, r, a.location, a.status)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(a.status)
+		_, _ = w.Write(a.body)
+	})
 }
 
 func (s *Server) serviceRoot() map[string]any {

@@ -33,12 +33,18 @@ func IgnitionConfig(doc []byte, f Files) ([]byte, error) {
 	if len(add) == 0 {
 		return doc, nil
 	}
-	storage, _ := cfg["storage"].(map[string]any)
+	storage, ok := cfg["storage"].(map[string]any)
+	if !ok && cfg["storage"] != nil {
+		return nil, fmt.Errorf("the Ignition config's storage is not an object")
+	}
 	if storage == nil {
 		storage = map[string]any{}
 		cfg["storage"] = storage
 	}
-	old, _ := storage["files"].([]any)
+	old, ok := storage["files"].([]any)
+	if !ok && storage["files"] != nil {
+		return nil, fmt.Errorf("the Ignition config's storage.files is not an array")
+	}
 	files := []any{}
 	for _, e := range old {
 		if m, ok := e.(map[string]any); ok {

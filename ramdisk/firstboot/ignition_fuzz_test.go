@@ -1,0 +1,105 @@
+package firstboot
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"path"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/better-compute/better-compute/proto/bcdargv"
+)
+
+// FuzzIgnitionConfig feeds any user data of kind ignition to IgnitionConfig: nothing may
+// panic; a document that is not an Ignition spec 3 object is refused; an accepted one
+// comes back with every key but storage.files as it was, and storage.files holding the
+// document's own entries but bcd's paths (a storage that is not an object, or files not
+// an array, is refused rather than dropped), in order, then exactly one entry of each of
+// bcd's files carrying its bytes.
+func FuzzIgnitionConfig(f *testing.F) {
+	for _, seed := range []string{
+		`{"ignition":{"version":"3.4.0"},"systemd":{"units":[{"name":"bcd.service","enabled":true}]}}`,
+		`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/bcd/join-token","mode":384},{"path":"/etc/bcd/config.toml"}]}}`,
+		`{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/bcd/config.toml"},{"path":"/etc/bcd/config.toml"},7,null]}}`,
+		`{"ignition":{"version":"3.0.0"},"storage":{"files":{"path":"/etc/bcd/config.toml"}}}`,
+		`{"ignition":{"version":"3.4.0"},"storage":[]}`,
+		`{"ignition":{"version":"2.3.0"}}`, `{"ignition":{"version":3}}`, `{"ignition":[]}`,
+		`ignition: {}`, `null`, `[]`, `{"ignition":{"version":"3."}} {}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	bcdFiles := map[string][]byte{
+		path.Join(bcdargv.ConfigDir, bcdargv.ConfigFile):         files.Config,
+		path.Join(bcdargv.ConfigDir, bcdargv.JoinEncryptionFile): files.JoinEncryptionKey,
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		got, err := IgnitionConfig(doc, files)
+		var in map[string]any
+		if json.Unmarshal(doc, &in) != nil {
+			if err == nil {
+				t.Fatalf("%q: accepted a document that is not a JSON object", doc)
+			}
+			return
+		}
+		ign, _ := in["ignition"].(map[string]any)
+		if v, _ := ign["version"].(string); !strings.HasPrefix(v, "3.") {
+			if !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("%q: %v, want ErrUnsupported", doc, err)
+			}
+			return
+		}
+		storageIn, isObject := in["storage"].(map[string]any)
+		_, isArray := storageIn["files"].([]any)
+		if (in["storage"] != nil && !isObject) || (storageIn["files"] != nil && !isArray) {
+			if err == nil {
+				t.Fatalf("%q: accepted, dropping a storage or storage.files of another type", doc)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		var out map[string]any
+		if err := json.Unmarshal(got, &out); err != nil {
+			t.Fatalf("%q: the config written is not JSON: %v", doc, err)
+		}
+		storage, _ := out["storage"].(map[string]any)
+		written, _ := storage["files"].([]any)
+		want := []any{}
+		oldStorage, _ := in["storage"].(map[string]any)
+		old, _ := oldStorage["files"].([]any)
+		for _, e := range old {
+			if m, ok := e.(map[string]any); ok {
+				if p, _ := m["path"].(string); bcdFiles[p] != nil {
+					continue
+				}
+			}
+			want = append(want, e)
+		}
+		if len(written) != len(want)+len(bcdFiles) || !reflect.DeepEqual(written[:len(want)], want) {
+			t.Fatalf("%q: storage.files %v, want the document's own %v then bcd's", doc, written, want)
+		}
+		for _, e := range written[len(want):] {
+			m, _ := e.(map[string]any)
+			p, _ := m["path"].(string)
+			contents, _ := m["contents"].(map[string]any)
+			source, _ := contents["source"].(string)
+			data, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(source, "data:;base64,"))
+			if bcdFiles[p] == nil || err != nil || string(data) != string(bcdFiles[p]) {
+				t.Fatalf("%q: entry %v does not carry one of bcd's files", doc, e)
+			}
+		}
+		delete(in, "storage")
+		delete(out, "storage")
+		if oldStorage != nil {
+			delete(oldStorage, "files")
+			delete(storage, "files")
+			in["storage"], out["storage"] = oldStorage, storage
+		}
+		if !reflect.DeepEqual(in, out) {
+			t.Fatalf("%q: the config's other keys changed: %v, want %v", doc, out, in)
+		}
+	})
+}
