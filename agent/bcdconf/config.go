@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/bcdargv"
@@ -66,32 +67,36 @@ type Config struct {
 	MetricsListen string `toml:"metricsListen,omitempty"`
 }
 
-// Check refuses a config with a missing or malformed field.
+// Check returns every problem of c as INVALID_CONFIG at the toml key of its field, joined.
 func (c Config) Check() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, proto.Errorf(proto.InvalidConfig, format, args...).WithPath(key))
+	}
 	if c.Version != Version {
-		return fmt.Errorf("version %d; this bcd reads version %d", c.Version, Version)
+		bad("version", "version %d; this bcd reads version %d: run `bcd join` again with this bcd", c.Version, Version)
 	}
 	if u, err := url.Parse(c.Server); err != nil || u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("server %q is not an https:// URL", c.Server)
+		bad("server", "server %q is not an https:// URL: give the registry's https://host:port, as `bcd join --server` took it", c.Server)
 	}
 	if err := proto.CheckNodeID(c.NodeID); err != nil {
-		return fmt.Errorf("nodeId: %s", proto.AsError(err).Message)
+		bad("nodeId", "nodeId: %s: give the node id the agent's certificate names, or run `bcd join` again", proto.AsError(err).Message)
 	}
 	if err := joinwire.CheckRole(c.Role); err != nil {
-		return fmt.Errorf("role: %v", err)
+		bad("role", "%v: give the role the agent joined as, or run `bcd join` again", err)
 	}
 	if err := joinwire.CheckEndpoints(c.AgentEndpoints); err != nil {
-		return fmt.Errorf("agentEndpoints%v", err)
+		bad("agentEndpoints", "agentEndpoints%v: give each registry replica's QUIC endpoint as host:port", err)
 	}
-	for name, pin := range map[string]string{"servingCaPin": c.ServingCAPin, "joinSigningPin": c.JoinSigningPin, "joinEncryptionPin": c.JoinEncryptionPin} {
-		if err := joinwire.CheckPin(pin); err != nil {
-			return fmt.Errorf("%s: %v", name, err)
+	for _, p := range []struct{ key, pin string }{{"servingCaPin", c.ServingCAPin}, {"joinSigningPin", c.JoinSigningPin}, {"joinEncryptionPin", c.JoinEncryptionPin}} {
+		if err := joinwire.CheckPin(p.pin); err != nil {
+			bad(p.key, "%s: %v: give the pin `better-compute serve` printed, or run `bcd join` again", p.key, err)
 		}
 	}
 	if _, _, err := net.SplitHostPort(c.MetricsListen); c.MetricsListen != "" && err != nil {
-		return fmt.Errorf("metricsListen %q: give host:port, such as 127.0.0.1:9465", c.MetricsListen)
+		bad("metricsListen", "metricsListen %q: give host:port, such as 127.0.0.1:9465", c.MetricsListen)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Endpoints are the registry's agent endpoints: AgentEndpoint, then the other
@@ -121,20 +126,44 @@ func Encode(c Config) ([]byte, error) {
 	return append([]byte(header), body...), nil
 }
 
-// Decode reads config.toml, refusing unknown keys and malformed values.
+// Decode reads config.toml, refusing unknown keys and malformed values: every refusal is
+// INVALID_CONFIG at the offending toml key (Check), or at document when the text is
+// not TOML that names one.
 func Decode(data []byte) (Config, error) {
 	var c Config
 	if err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&c); err != nil {
-		var strict *toml.StrictMissingError
-		if errors.As(err, &strict) {
-			return Config{}, fmt.Errorf("unknown key: %s", strict.String())
-		}
-		return Config{}, err
+		return Config{}, decodeError(err)
 	}
 	return c, c.Check()
 }
 
-// Load reads dir/config.toml.
+// document is the path of a refusal that names no key: the file as a whole.
+const document = "."
+
+// decodeError is a TOML decoding error as INVALID_CONFIG at the key it names: each
+// unknown key of a strict decoding, else the key the error is about.
+func decodeError(err error) error {
+	if strict, ok := errors.AsType[*toml.StrictMissingError](err); ok {
+		var errs []error
+		for _, e := range strict.Errors {
+			key := strings.Join(e.Key(), ".")
+			errs = append(errs, proto.Errorf(proto.InvalidConfig, "unknown key %s: remove it; the keys are in docs/join.md", key).WithPath(key))
+		}
+		return errors.Join(errs...)
+	}
+	path, at := document, ""
+	if de, ok := errors.AsType[*toml.DecodeError](err); ok {
+		if key := strings.Join(de.Key(), "."); key != "" {
+			path = key
+		}
+		line, col := de.Position()
+		at = fmt.Sprintf(" at line %d, column %d", line, col)
+	}
+	return proto.Errorf(proto.InvalidConfig, "not acceptable TOML%s: %v: fix the file, or run `bcd join` again to write it", at, err).WithPath(path)
+}
+
+// Load reads dir/config.toml. A refusal is INVALID_CONFIG at the key (Decode), its
+// message naming the file.
 func Load(dir string) (Config, error) {
 	path := filepath.Join(dir, bcdargv.ConfigFile)
 	data, err := os.ReadFile(path)
@@ -143,7 +172,12 @@ func Load(dir string) (Config, error) {
 	}
 	c, err := Decode(data)
 	if err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
+		var errs []error
+		for _, e := range proto.Joined(err) {
+			pe := proto.AsError(e)
+			errs = append(errs, proto.Errorf(pe.Code, "%s: %s", path, pe.Message).WithPath(pe.Details.Path))
+		}
+		return Config{}, errors.Join(errs...)
 	}
 	return c, nil
 }

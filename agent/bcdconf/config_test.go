@@ -3,9 +3,11 @@ package bcdconf
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/google/go-cmp/cmp"
 )
@@ -54,36 +56,83 @@ func TestEndpoints(t *testing.T) {
 	}
 }
 
+// TestDecodeRefuses: every refusal of config.toml is INVALID_CONFIG at the key to fix.
 func TestDecodeRefuses(t *testing.T) {
 	good, err := Encode(sample())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := map[string]string{
-		"unknown key":                  string(good) + "extra = 1\n",
-		"version 2":                    strings.Replace(string(good), "version = 1", "version = 2", 1),
-		"http server":                  strings.Replace(string(good), "https://", "http://", 1),
-		"bad role":                     strings.Replace(string(good), "role = 'node'", "role = 'boss'", 1),
-		"bad pin":                      strings.Replace(string(good), "servingCaPin = 'sha256/", "servingCaPin = 'md5/", 1),
-		"bad node id":                  strings.Replace(string(good), "nodeId = 'node-1'", "nodeId = 'Node 1'", 1),
-		"not toml":                     "version = ",
-		"bad endpoint":                 strings.Replace(string(good), "'registry-2.example:7444'", "'registry-2.example'", 1),
-		"missing pins":                 "version = 1\nserver = 'https://x'\nnodeId = 'n'\nrole = 'node'\n",
-		"metricsListen without a port": string(good) + "metricsListen = '127.0.0.1'\n",
+	cases := map[string]struct{ data, path string }{
+		"unknown key":                  {string(good) + "extra = 1\n", "extra"},
+		"unknown nested key":           {string(good) + "[boot]\nport = 1\n", "boot"},
+		"version 2":                    {strings.Replace(string(good), "version = 1", "version = 2", 1), "version"},
+		"version as text":              {strings.Replace(string(good), "version = 1", "version = '1'", 1), "version"},
+		"http server":                  {strings.Replace(string(good), "https://", "http://", 1), "server"},
+		"bad role":                     {strings.Replace(string(good), "role = 'node'", "role = 'boss'", 1), "role"},
+		"bad pin":                      {strings.Replace(string(good), "servingCaPin = 'sha256/", "servingCaPin = 'md5/", 1), "servingCaPin"},
+		"short pin":                    {strings.Replace(string(good), "joinEncryptionPin = 'sha256/47DEQ", "joinEncryptionPin = 'sha256/", 1), "joinEncryptionPin"},
+		"bad node id":                  {strings.Replace(string(good), "nodeId = 'node-1'", "nodeId = 'Node 1'", 1), "nodeId"},
+		"not toml":                     {"version = ", "."},
+		"bad endpoint":                 {strings.Replace(string(good), "'registry-2.example:7444'", "'registry-2.example'", 1), "agentEndpoints"},
+		"metricsListen without a port": {string(good) + "metricsListen = '127.0.0.1'\n", "metricsListen"},
 	}
-	for name, data := range cases {
+	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			if data == string(good) {
+			if c.data == string(good) {
 				t.Fatal("the case did not change the document")
 			}
-			if _, err := Decode([]byte(data)); err == nil {
+			_, err := Decode([]byte(c.data))
+			if err == nil {
 				t.Fatal("accepted")
+			}
+			errs := proto.Joined(err)
+			if len(errs) != 1 {
+				t.Fatalf("%d errors, want 1: %v", len(errs), err)
+			}
+			e := proto.AsError(errs[0])
+			if e.Code != proto.InvalidConfig || e.Details.Path != c.path {
+				t.Fatalf("%v: want INVALID_CONFIG at %s", err, c.path)
 			}
 		})
 	}
 }
 
-// FuzzDecode reads any config.toml: an accepted one passes Check and encodes to a document
+// TestDecodeTellsEveryProblem: a config.toml with several wrong keys is refused once for
+// each, at its key, so one edit fixes them all.
+func TestDecodeTellsEveryProblem(t *testing.T) {
+	_, err := Decode([]byte("version = 1\nserver = 'https://x'\nnodeId = 'n'\nrole = 'node'\n"))
+	var paths []string
+	for _, e := range proto.Joined(err) {
+		if proto.CodeOf(e) != proto.InvalidConfig {
+			t.Errorf("%v: want INVALID_CONFIG", e)
+		}
+		paths = append(paths, proto.AsError(e).Details.Path)
+	}
+	if want := []string{"servingCaPin", "joinSigningPin", "joinEncryptionPin"}; !slices.Equal(paths, want) {
+		t.Errorf("refused at %v, want %v", paths, want)
+	}
+}
+
+// TestLoadNamesTheFile: Load's refusals keep their code and key, and name the file.
+func TestLoadNamesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, bcdargv.ConfigFile), []byte("version = 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(dir)
+	errs := proto.Joined(err)
+	if len(errs) < 2 {
+		t.Fatalf("%v: want one error for each wrong key", err)
+	}
+	for _, e := range errs {
+		pe := proto.AsError(e)
+		if pe.Code != proto.InvalidConfig || pe.Details.Path == "" || !strings.HasPrefix(pe.Message, filepath.Join(dir, bcdargv.ConfigFile)+": ") {
+			t.Errorf("%v: want INVALID_CONFIG at a key, naming the file", e)
+		}
+	}
+}
+
+// FuzzDecode reads any config.toml: a refusal is INVALID_CONFIG at a path; an accepted one passes Check and encodes to a document
 // that decodes to the same config.
 func FuzzDecode(f *testing.F) {
 	good, err := Encode(sample())
@@ -94,9 +143,15 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(strings.Replace(string(good), "role = 'node'", "role = 'site'\nsite = 'lab-1'", 1)))
 	f.Add([]byte("version = 1\nserver = 'https://x'\nnodeId = 'n'\nrole = 'node'\n"))
 	f.Add([]byte("version = 1\nversion = 1\n"))
+	f.Add([]byte("version = '1'\n[boot]\nport = 1\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Decode(data)
 		if err != nil {
+			for _, e := range proto.Joined(err) {
+				if pe := proto.AsError(e); pe.Code != proto.InvalidConfig || pe.Details.Path == "" {
+					t.Fatalf("refused with %v: want INVALID_CONFIG with the key's path", e)
+				}
+			}
 			return
 		}
 		if err := c.Check(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,8 +26,11 @@ type Agent struct {
 // may use is refused (fsutil.ReadPrivate), as ssh refuses one.
 func LoadAgent(dir string) (Agent, error) {
 	c, err := Load(dir)
-	if err != nil {
+	if errors.Is(err, os.ErrNotExist) {
 		return Agent{}, fmt.Errorf("%w (run `bcd join` first)", err)
+	}
+	if err != nil {
+		return Agent{}, err
 	}
 	if c.AgentEndpoint == "" {
 		return Agent{}, fmt.Errorf("%s names no agentEndpoint: join again with a registry that runs the agent endpoint", filepath.Join(dir, bcdargv.ConfigFile))

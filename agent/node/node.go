@@ -53,6 +53,9 @@ type Options struct {
 // Run runs the node agent until ctx ends.
 func Run(ctx context.Context, o Options) error {
 	creds, err := bcdconf.LoadAgent(o.ConfigDir)
+	if proto.CodeOf(err) == proto.InvalidConfig {
+		return err // each wrong key of config.toml, at its path
+	}
 	if err != nil {
 		return proto.Errorf(proto.InvalidConfig, "%v", err)
 	}
