@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,8 +31,8 @@ import (
 // names every metric they export.
 func TestDocsNameOnlyRealMetrics(t *testing.T) {
 	exported := map[string]bool{}
-	for _, f := range exportedFamilies(t) {
-		exported[f.GetName()] = true
+	for name := range exportedLabels(t) {
+		exported[name] = true
 	}
 	var page string
 	for _, doc := range []string{"docs/operations.md", "examples/prometheus/alerts.yml", "examples/grafana/better-compute.json"} {
@@ -56,14 +57,25 @@ func TestDocsNameOnlyRealMetrics(t *testing.T) {
 }
 
 // TestMetricsReferenceSaysWhatIsExported: every metric the registry, bcd site and bcd node
-// export has a row in docs/operations.md's reference for its process, with the type and the
-// labels it is exported with, and every row names an exported metric.
+// export (every one their collectors describe, sampled or not) has a row in
+// docs/operations.md's reference for its process, with the type and the labels it is
+// exported with, and every row names an exported metric.
 func TestMetricsReferenceSaysWhatIsExported(t *testing.T) {
 	types := map[string]string{}
 	for _, f := range exportedFamilies(t) {
 		types[f.GetName()] = strings.ToLower(f.GetType().String())
 	}
 	labels := exportedLabels(t)
+	for _, name := range slices.Sorted(maps.Keys(labels)) {
+		if _, ok := types[name]; !ok {
+			t.Errorf("%s is exported but has no sample in exportedFamilies, so its documented type is not checked: give it one there", name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(types)) {
+		if _, ok := labels[name]; !ok {
+			t.Errorf("%s is exported but no collector describes it: describe it, so that it is checked without a sample", name)
+		}
+	}
 	doc := filepath.Join(moduleRoot(), "docs", "operations.md")
 	documented := map[string]bool{}
 	for _, heading := range []string{"### The registry (`better-compute serve`)", "### The site agent (`bcd site`)", "### The node agent (`bcd node`)"} {
@@ -76,22 +88,22 @@ func TestMetricsReferenceSaysWhatIsExported(t *testing.T) {
 			}
 			name := names[0]
 			documented[name] = true
-			typ, ok := types[name]
+			want, ok := labels[name]
 			if !ok {
 				t.Errorf("docs/operations.md:%d: %s is not exported", r.Line, name)
 				continue
 			}
-			if r.Cells[1] != typ {
+			if typ, sampled := types[name]; sampled && r.Cells[1] != typ {
 				t.Errorf("docs/operations.md:%d: %s is documented as a %s; it is exported as a %s", r.Line, name, r.Cells[1], typ)
 			}
 			got := docstable.Names(r.Cells[2])
 			slices.Sort(got)
-			if want := labels[name]; !slices.Equal(got, want) {
+			if !slices.Equal(got, want) {
 				t.Errorf("docs/operations.md:%d: %s is documented with labels %v; it is exported with %v", r.Line, name, got, want)
 			}
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(types)) {
+	for _, name := range slices.Sorted(maps.Keys(labels)) {
 		if !documented[name] {
 			t.Errorf("docs/operations.md's metrics reference has no row for %s: add one under its process, with its type and labels", name)
 		}
@@ -121,6 +133,30 @@ func histogramBase(name string) string {
 // and bcd node export, each with one sample of every label set its code gives it.
 func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 	t.Helper()
+	var out []*dto.MetricFamily
+	for _, g := range gatherers() {
+		families, err := g.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if projects(f.GetName()) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// projects says whether a metric is the project's own, not the Go runtime's or the
+// process's.
+func projects(name string) bool {
+	return strings.HasPrefix(name, "better_compute_") || strings.HasPrefix(name, "bcd_")
+}
+
+// gatherers are the registry's, bcd site's and bcd node's metrics, each labelled metric
+// given a sample of every label set its code gives it.
+func gatherers() []prometheus.Gatherer {
 	reg := metrics.New(metrics.Sources{
 		NodesByState:     func() (map[string]int, error) { return map[string]int{"ready": 1}, nil },
 		Sites:            func() (int, error) { return 1, nil },
@@ -152,19 +188,7 @@ func exportedFamilies(t *testing.T) []*dto.MetricFamily {
 	site.PullEnded("ready")
 	node := agentmetrics.NewNode(func() bool { return true })
 	node.Pass([]hostconverge.UnitResult{{Unit: "kernel.sysctl", Status: hostconverge.Changed}, {Unit: "kernel.sysctl", Status: hostconverge.Failed}})
-	var out []*dto.MetricFamily
-	for _, g := range []prometheus.Gatherer{reg.Gatherer(), site.Gatherer(), node.Gatherer()} {
-		families, err := g.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range families {
-			if name := f.GetName(); strings.HasPrefix(name, "better_compute_") || strings.HasPrefix(name, "bcd_") {
-				out = append(out, f)
-			}
-		}
-	}
-	return out
+	return []prometheus.Gatherer{reg.Gatherer(), site.Gatherer(), node.Gatherer()}
 }
 
 // TestExampleAlerts: Prometheus's own rule checker accepts examples/prometheus/alerts.yml,
@@ -293,19 +317,59 @@ func needPromtool(t *testing.T) string {
 	return p
 }
 
-// exportedLabels is each exported metric's label names, sorted (a histogram's le aside).
+// exportedLabels is the label names, sorted (a histogram's le aside), of every metric the
+// registry, bcd site and bcd node export: every one their collectors describe, whether a
+// sample of it was taken or not.
 func exportedLabels(t *testing.T) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
-	for _, f := range exportedFamilies(t) {
-		var names []string
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				names = append(names, l.GetName())
+	for _, g := range gatherers() {
+		c, ok := g.(prometheus.Collector)
+		if !ok {
+			t.Fatalf("%T cannot describe its metrics: gather them from a *prometheus.Registry", g)
+		}
+		descs := make(chan *prometheus.Desc)
+		go func() {
+			c.Describe(descs)
+			close(descs)
+		}()
+		for d := range descs {
+			name, labels, err := describe(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if projects(name) {
+				out[name] = labels
 			}
 		}
-		slices.Sort(names)
-		out[f.GetName()] = slices.Compact(names)
 	}
 	return out
+}
+
+// descFields are a prometheus.Desc's name, const labels and variable labels as its String
+// writes them (the client library gives no other way to read them).
+var descFields = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), .*, constLabels: \{(.*)\}, variableLabels: \{([^{}]*)\}\}$`)
+
+// describe is a metric's fully-qualified name and its label names, sorted: the const
+// labels and the variable ones.
+func describe(d *prometheus.Desc) (string, []string, error) {
+	m := descFields.FindStringSubmatch(d.String())
+	if m == nil {
+		return "", nil, fmt.Errorf("cannot read %s", d)
+	}
+	name, err := strconv.Unquote(m[1])
+	if err != nil {
+		return "", nil, fmt.Errorf("cannot read the name of %s: %v", d, err)
+	}
+	var labels []string
+	for _, l := range seriesLabel.FindAllStringSubmatch(m[2], -1) {
+		labels = append(labels, l[1])
+	}
+	for _, l := range strings.Split(m[3], ",") {
+		if l = strings.TrimSuffix(strings.TrimPrefix(l, "c("), ")"); l != "" {
+			labels = append(labels, l)
+		}
+	}
+	slices.Sort(labels)
+	return name, labels, nil
 }
