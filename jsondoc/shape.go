@@ -19,18 +19,29 @@ var (
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
+// Shaper is a type that decodes itself (json.Unmarshaler) and checks the shape it takes,
+// so that a problem in it is found, at its path, before it decodes (encoding/json tells no
+// path of an error a type's own decoding returns).
+type Shaper interface {
+	ShapeJSON(r *Report, v *Value, p Path)
+}
+
 // Shape checks the value v found at path p against the Go type t as encoding/json would
 // decode it into a value of that type, but strictly: an object's keys name t's fields
 // exactly (encoding/json also takes a key that differs from a field's name only in case),
 // no key is unknown, and every value has the JSON type its field takes (a whole number in
-// range for an integer). An encoding.TextUnmarshaler takes a string; any other type that
-// decodes itself (json.Unmarshaler) is left to do so. null is accepted anywhere, as
-// encoding/json does.
+// range for an integer). A Shaper checks its own shape; an encoding.TextUnmarshaler takes a
+// string; any other type that decodes itself (json.Unmarshaler) is left to do so. null is
+// accepted anywhere, as encoding/json does.
 func (r *Report) Shape(v *Value, p Path, t reflect.Type) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if v.Kind == Null {
+		return
+	}
+	if s, ok := reflect.New(t).Interface().(Shaper); ok {
+		s.ShapeJSON(r, v, p)
 		return
 	}
 	if t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {

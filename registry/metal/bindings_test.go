@@ -176,6 +176,10 @@ func TestLoadHardwareProfiles(t *testing.T) {
 		"an unknown concern":                 {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"cooling":"fan"}}}}`, "hardwareProfiles.a.drivers.cooling"},
 		"a bad driver name":                  {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":"Redfish"}}}}`, "hardwareProfiles.a.drivers.power"},
 		"a config that is not an object":     {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":{"driver":"redfish","config":[]}}}}}`, "hardwareProfiles.a.drivers.power.config"},
+		"an unknown field of a binding":      {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":{"driver":"redfish","options":{}}}}}}`, "hardwareProfiles.a.drivers.power.options"},
+		"a binding that is a number":         {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":3}}}}`, "hardwareProfiles.a.drivers.power"},
+		"a driver that is not a string":      {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":{"driver":["redfish"]}}}}}`, "hardwareProfiles.a.drivers.power.driver"},
+		"a file that is not an object":       {`[]`, "."},
 		"a credential in a hardware profile": {`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":{"driver":"redfish","config":{"credentialRef":"/etc/bcd/bmc.json"}}}}}}`, "hardwareProfiles.a.drivers.power.config.credentialRef"},
 	}
 	for name, tc := range cases {

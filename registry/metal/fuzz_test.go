@@ -8,8 +8,8 @@ import (
 	"github.com/better-compute/better-compute/proto"
 )
 
-// FuzzParseHardwareProfiles checks that any file either is refused with INVALID_CONFIG or
-// parses into profiles that encode and parse back the same.
+// FuzzParseHardwareProfiles checks that any file either is refused with INVALID_CONFIG at
+// a path or parses into profiles that encode and parse back the same.
 func FuzzParseHardwareProfiles(f *testing.F) {
 	for _, seed := range []string{
 		hardwareProfilesSeed,
@@ -17,14 +17,15 @@ func FuzzParseHardwareProfiles(f *testing.F) {
 		`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":{"driver":"redfish","config":{"x":1}}}}}}`,
 		`{"version":1,"hardwareProfiles":{"a":{"drivers":{"cooling":"fan"}}}}`,
 		`{"version":2}`, `[]`, `{"version":1} {}`,
+		`{"version":1,"hardwareProfiles":{"a":{"drivers":{"power":{"driver":5,"x":1}}}}}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		hp, err := parseHardwareProfiles(jsondoc.Decoder{Name: "hw.json", File: true, Code: proto.InvalidConfig}, data)
 		if err != nil {
-			if proto.CodeOf(err) != proto.InvalidConfig {
-				t.Fatalf("refused with %v", err)
+			if e := proto.AsError(err); e.Code != proto.InvalidConfig || e.Details.Path == "" {
+				t.Fatalf("refused with %v: want INVALID_CONFIG at a path", err)
 			}
 			return
 		}

@@ -43,6 +43,22 @@ func (b *Binding) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// ShapeJSON checks a binding's shape before it decodes (jsondoc.Shaper), so that a
+// malformed one is refused at its path: a driver name, or an object of a driver name and
+// a config.
+func (Binding) ShapeJSON(r *jsondoc.Report, v *jsondoc.Value, p jsondoc.Path) {
+	switch v.Kind {
+	case jsondoc.String:
+	case jsondoc.Object:
+		r.Fields(v, p, map[string]jsondoc.Check{
+			"driver": func(v *jsondoc.Value, p jsondoc.Path) { r.String(v, p) },
+			"config": func(*jsondoc.Value, jsondoc.Path) {}, // an object, checked with the binding (checkBindings)
+		})
+	default:
+		r.Add(v, p, `must be a driver's name or {"driver", "config"}, not %s`, v.Kind)
+	}
+}
+
 // HardwareProfiles are the hardware profiles a registry knows, by name.
 type HardwareProfiles map[string]HardwareProfile
 
@@ -71,11 +87,15 @@ func LoadHardwareProfiles(path string) (HardwareProfiles, error) {
 }
 
 // parseHardwareProfiles reads the text of a hardware profiles file with d, which names
-// it: a problem is INVALID_CONFIG with the path of the offending field, and the file's
-// name (and where in it, when the text does not decode).
+// it: a problem is INVALID_CONFIG with the path of the offending field ("." when the file
+// is not one JSON object), and the file's name (and where in it, when the text does not
+// decode).
 func parseHardwareProfiles(d jsondoc.Decoder, data []byte) (HardwareProfiles, error) {
 	var f hardwareFile
 	if err := d.Decode(data, &f); err != nil {
+		if e := proto.AsError(err); e.Details.Path == "" {
+			return nil, e.WithPath(".") // the file as a whole: not one JSON object
+		}
 		return nil, err
 	}
 	hp, err := checkHardwareFile(f)

@@ -122,6 +122,11 @@ type Config struct {
 	// from other fields or the host (the site's httpBase from boot.serverIP), or a Go
 	// value (a clock, a logger).
 	Derived []string
+	// Keys are the placeholders the table writes for the keys of maps of structs, by the
+	// map field's path: with {"profiles": "NAME"}, the fields of profiles' values are
+	// documented as profiles.NAME.FIELD, and profiles.NAME may have a row of its own.
+	// A map of structs not named here is documented by its own row alone.
+	Keys map[string]string
 }
 
 // Check fails t for every field of defaults' type, by its tag, that the table does not
@@ -136,7 +141,7 @@ func (c Config) Check(t testing.TB, defaults any) {
 	t.Helper()
 	header, rows := Table(t, c.Doc, c.Heading, c.Column)
 	fields := map[string]field{}
-	walk(reflect.TypeOf(defaults), c.Tag, "", fields)
+	walker{tag: c.Tag, keys: c.Keys, out: fields}.walk(reflect.TypeOf(defaults), "")
 	documented := map[string]Row{}
 	for _, r := range rows {
 		names := Names(r.Cells[0])
@@ -194,16 +199,24 @@ type field struct {
 // leaf types are written as one value though they are structs.
 var leaf = []string{"netip.Addr", "netip.Prefix", "time.Time"}
 
-// walk adds every tagged field of typ to out by its dotted path.
-func walk(typ reflect.Type, tag, prefix string, out map[string]field) {
+// walker finds the fields of a config: by tag, the maps of structs whose keys are
+// written as keys[path], into out by their dotted paths.
+type walker struct {
+	tag  string
+	keys map[string]string
+	out  map[string]field
+}
+
+// walk adds every tagged field of typ to w.out by its dotted path under prefix.
+func (w walker) walk(typ reflect.Type, prefix string) {
 	for typ.Kind() == reflect.Pointer {
 		typ = typ.Elem()
 	}
 	for i := range typ.NumField() {
 		sf := typ.Field(i)
-		name := nameOf(sf, tag)
+		name := nameOf(sf, w.tag)
 		if sf.Anonymous && name == "" && isStruct(sf.Type) {
-			walk(sf.Type, tag, prefix, out) // embedded: its fields are the outer's
+			w.walk(sf.Type, prefix) // embedded: its fields are the outer's
 			continue
 		}
 		if name == "-" || name == "" || !sf.IsExported() {
@@ -215,18 +228,23 @@ func walk(typ reflect.Type, tag, prefix string, out map[string]field) {
 		switch {
 		case isStruct(ft):
 			f.hasChildren = true
-			walk(ft, tag, path+".", out)
+			w.walk(ft, path+".")
 		case ft.Kind() == reflect.Slice && isStruct(ft.Elem()):
 			sub := map[string]field{}
-			walk(ft.Elem(), tag, "", sub)
+			walker{tag: w.tag, out: sub}.walk(ft.Elem(), "")
 			for k := range sub {
 				if !strings.Contains(k, ".") {
 					f.elem = append(f.elem, k)
 				}
 			}
 			slices.Sort(f.elem)
+		case ft.Kind() == reflect.Map && isStruct(ft.Elem()) && w.keys[path] != "":
+			f.hasChildren = true
+			key := path + "." + w.keys[path]
+			w.out[key] = field{hasChildren: true}
+			w.walk(ft.Elem(), key+".")
 		}
-		out[path] = f
+		w.out[path] = f
 	}
 }
 
