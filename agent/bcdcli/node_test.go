@@ -25,21 +25,28 @@ func TestNodeReportsEveryConfigProblem(t *testing.T) {
 	if err := os.WriteFile(file, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	if code := Run(context.Background(), []string{"node", "--config-dir", dir}, Env{Stdout: &stdout, Stderr: &stderr}); code != 1 {
-		t.Fatalf("exit %d, want 1:\n%s", code, stderr.String())
+	stderr, paths := runFailing(t, "node", "--config-dir", dir)
+	want := []string{"version", "server", "role", "joinEncryptionPin", "metricsListen"}
+	if diff := cmp.Diff(want, paths); diff != "" {
+		t.Errorf("paths printed (-want +got):\n%s\n%s", diff, stderr)
 	}
-	var paths []string
-	for _, l := range strings.Split(stderr.String(), "\n") {
+	if n := strings.Count(stderr, "bcd node: error: INVALID_CONFIG: "+file+": "); n != len(want) {
+		t.Errorf("%d problems printed naming %s, want %d:\n%s", n, file, len(want), stderr)
+	}
+}
+
+// runFailing runs bcd with args, which must exit 1, and returns what it printed to
+// stderr and the paths of the errors it printed, in order.
+func runFailing(t *testing.T, args ...string) (stderr string, paths []string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errOut}); code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, errOut.String())
+	}
+	for _, l := range strings.Split(errOut.String(), "\n") {
 		if at, ok := strings.CutPrefix(l, "  at: "); ok {
 			paths = append(paths, at)
 		}
 	}
-	want := []string{"version", "server", "role", "joinEncryptionPin", "metricsListen"}
-	if diff := cmp.Diff(want, paths); diff != "" {
-		t.Errorf("paths printed (-want +got):\n%s\n%s", diff, stderr.String())
-	}
-	if n := strings.Count(stderr.String(), "bcd node: error: INVALID_CONFIG: "+file+": "); n != len(want) {
-		t.Errorf("%d problems printed naming %s, want %d:\n%s", n, file, len(want), stderr.String())
-	}
+	return errOut.String(), paths
 }

@@ -1,8 +1,6 @@
 package bcdcli
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,22 +18,13 @@ func TestSiteReportsEveryConfigProblem(t *testing.T) {
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	if code := Run(context.Background(), []string{"site", "--config", path}, Env{Stdout: &stdout, Stderr: &stderr}); code != 1 {
-		t.Fatalf("exit %d, want 1:\n%s", code, stderr.String())
-	}
-	var paths []string
-	for _, l := range strings.Split(stderr.String(), "\n") {
-		if at, ok := strings.CutPrefix(l, "  at: "); ok {
-			paths = append(paths, at)
-		}
-	}
+	stderr, paths := runFailing(t, "site", "--config", path)
 	want := []string{"version", "boot.interface", "boot.subnet", "boot.range.start", "boot.range.end", "boot.leaseFile",
 		"boot.ramdiskDir", "boot.httpPort", "cache.dir"}
 	if diff := cmp.Diff(want, paths); diff != "" {
-		t.Errorf("paths printed (-want +got):\n%s\n%s", diff, stderr.String())
+		t.Errorf("paths printed (-want +got):\n%s\n%s", diff, stderr)
 	}
-	if n := strings.Count(stderr.String(), "bcd site: error: INVALID_CONFIG: "); n != len(want) {
-		t.Errorf("%d problems printed, want %d:\n%s", n, len(want), stderr.String())
+	if n := strings.Count(stderr, "bcd site: error: INVALID_CONFIG: "); n != len(want) {
+		t.Errorf("%d problems printed, want %d:\n%s", n, len(want), stderr)
 	}
 }
