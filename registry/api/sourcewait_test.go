@@ -325,3 +325,33 @@ func TestACancelledWaiterLeavesNothing(t *testing.T) {
 		t.Errorf("a join once the checks ended: %d %+v, the join asked %d times (the cancelled one must not be)", status, e, j.asked.Load())
 	}
 }
+
+// TestCallsPastTheWaitersAreRefusedSourceBusy: while the store is stalled, an address's
+// valid calls take the burst of checks and MaxFailureWaiters more wait for them; one more
+// is refused UNAVAILABLE with reason source-busy and Retry-After 1, a refusal its client
+// can tell from the bound of failures and send again, and not counted as one of those.
+// Once the store is back every waiting call is answered.
+func TestCallsPastTheWaitersAreRefusedSourceBusy(t *testing.T) {
+	h := newStallable(t)
+	const waiting = DefaultFailureBurst + MaxFailureWaiters
+	resume := h.stall(t)
+	var answered sync.WaitGroup
+	for range waiting {
+		answered.Go(func() {
+			if status, retry, e := h.valid(t); status != http.StatusOK {
+				t.Errorf("a valid call of %d waiting: %d, Retry-After %q, %+v", waiting, status, retry, e)
+			}
+		})
+	}
+	h.untilPending(t, DefaultFailureBurst, MaxFailureWaiters)
+	status, retry, e := h.valid(t)
+	if status != http.StatusServiceUnavailable || e.Code != proto.Unavailable || e.Details.Reason != proto.ReasonSourceBusy || retry != "1" {
+		t.Errorf("a call past the %d waiting: %d, Retry-After %q, %+v; want 503 UNAVAILABLE %s with Retry-After 1",
+			MaxFailureWaiters, status, retry, e, proto.ReasonSourceBusy)
+	}
+	resume()
+	answered.Wait()
+	if valid, failed, refused := h.obs.counts(); valid != waiting || failed != 0 || len(refused) != 0 {
+		t.Errorf("%d valid checks, %d failed, %d calls refused source-failures; want %d, 0, 0", valid, failed, len(refused), waiting)
+	}
+}
