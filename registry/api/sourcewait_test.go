@@ -142,19 +142,29 @@ func TestManyValidCallsAtOnceFromOneAddressAreAnswered(t *testing.T) {
 	h := newStallable(t)
 	const calls = 64
 	resume := h.stall(t)
+	answered := h.validAtOnce(t, calls)
+	h.untilArrived(t, calls)
+	resume()
+	answered()
+}
+
+// validAtOnce sends n valid calls at once; the returned function waits for them, fails
+// t unless each was answered, and unless the store saw n valid checks, none failed and
+// no call was refused source-failures.
+func (h *stallable) validAtOnce(t *testing.T, n int) (wait func()) {
 	var answered sync.WaitGroup
-	for range calls {
+	for range n {
 		answered.Go(func() {
 			if status, retry, e := h.valid(t); status != http.StatusOK {
-				t.Errorf("a valid call of %d at once from one address: %d, Retry-After %q, %+v", calls, status, retry, e)
+				t.Errorf("a valid call of %d at once from one address: %d, Retry-After %q, %+v", n, status, retry, e)
 			}
 		})
 	}
-	h.untilArrived(t, calls)
-	resume()
-	answered.Wait()
-	if valid, failed, refused := h.obs.counts(); valid != calls || failed != 0 || len(refused) != 0 {
-		t.Errorf("%d valid checks, %d failed, %d calls refused source-failures; want %d, 0, 0", valid, failed, len(refused), calls)
+	return func() {
+		answered.Wait()
+		if valid, failed, refused := h.obs.counts(); valid != n || failed != 0 || len(refused) != 0 {
+			t.Errorf("%d valid checks, %d failed, %d calls refused source-failures; want %d, 0, 0", valid, failed, len(refused), n)
+		}
 	}
 }
 
@@ -335,14 +345,7 @@ func TestCallsPastTheWaitersAreRefusedSourceBusy(t *testing.T) {
 	h := newStallable(t)
 	const waiting = DefaultFailureBurst + MaxFailureWaiters
 	resume := h.stall(t)
-	var answered sync.WaitGroup
-	for range waiting {
-		answered.Go(func() {
-			if status, retry, e := h.valid(t); status != http.StatusOK {
-				t.Errorf("a valid call of %d waiting: %d, Retry-After %q, %+v", waiting, status, retry, e)
-			}
-		})
-	}
+	answered := h.validAtOnce(t, waiting)
 	h.untilPending(t, DefaultFailureBurst, MaxFailureWaiters)
 	status, retry, e := h.valid(t)
 	if status != http.StatusServiceUnavailable || e.Code != proto.Unavailable || e.Details.Reason != proto.ReasonSourceBusy || retry != "1" {
@@ -350,8 +353,5 @@ func TestCallsPastTheWaitersAreRefusedSourceBusy(t *testing.T) {
 			MaxFailureWaiters, status, retry, e, proto.ReasonSourceBusy)
 	}
 	resume()
-	answered.Wait()
-	if valid, failed, refused := h.obs.counts(); valid != waiting || failed != 0 || len(refused) != 0 {
-		t.Errorf("%d valid checks, %d failed, %d calls refused source-failures; want %d, 0, 0", valid, failed, len(refused), waiting)
-	}
+	answered()
 }
