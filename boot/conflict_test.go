@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"regexp"
 	"strings"
 	"syscall"
@@ -198,8 +199,44 @@ func TestCheckUnsentIsCounted(t *testing.T) {
 	}
 	log := srv.log.String()
 	if n := strings.Count(log, "the conflict check's echo to their address was not sent"); n != 1 || !strings.Contains(log, "discovers=1\n") ||
-		!strings.Contains(log, "network is unreachable") {
-		t.Errorf("%d warns of %d DISCOVERs with their echo not sent within a minute, want 1 of discovers=1 naming the unreachable network:\n%s", n, unanswered, log)
+		!strings.Contains(log, "network is unreachable") || !strings.Contains(log, "add a route") || strings.Contains(log, "gc_thresh3") {
+		t.Errorf("%d warns of %d DISCOVERs with their echo not sent within a minute, want 1 of discovers=1 naming the unreachable network "+
+			"and a route to add, not the buffers:\n%s", n, unanswered, log)
+	}
+}
+
+// TestCheckUnsentAdviceFollowsItsCause: the warn of a DHCPDISCOVER left unanswered for
+// its check's unsent echo advises by the kernel's cause: no buffer, the buffer and
+// neighbour settings or a smaller storm; no route, a route to add; never the other's.
+func TestCheckUnsentAdviceFollowsItsCause(t *testing.T) {
+	const buffers, route = "net.core.wmem_max", "add a route"
+	for cause, advice := range map[syscall.Errno][2]string{
+		syscall.ENOBUFS:      {buffers, route},
+		syscall.EAGAIN:       {buffers, route},
+		syscall.ENETUNREACH:  {route, buffers},
+		syscall.EHOSTUNREACH: {route, buffers},
+		syscall.EPERM:        {"boot.conflictCheck", buffers},
+	} {
+		t.Run(cause.Error(), func(t *testing.T) {
+			clk := clock.NewFake(time.Unix(1e9, 0))
+			log := &bytes.Buffer{}
+			s, err := New(authoritativeConfig(t, "10.9.0.115"), Deps{Entries: entries{}, Clock: clk, Log: slog.New(slog.NewTextHandler(log, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.checker.Store(inuse.NewChecker(func(ip netip.Addr) (bool, error) {
+				return false, fmt.Errorf("%w to %s: %w", inuse.ErrNotSent, ip, &net.OpError{Op: "write", Net: "ip4:icmp", Err: os.NewSyscallError("sendto", cause)})
+			}, clk, rememberFree))
+			disc, _ := dhcpv4.NewDiscovery(net.HardwareAddr{0x52, 0x54, 0, 0, 0x0f, 1})
+			if resp, ok := s.DHCPHandler()(disc); ok {
+				t.Fatalf("answered %s with its address's echo not sent", resp.Summary())
+			}
+			if got := log.String(); !strings.Contains(got, advice[0]) || strings.Contains(got, advice[1]) {
+				t.Errorf("the warn of an echo not sent for %v names %q: %v; %q: %v, want the first alone:\n%s",
+					cause, advice[0], strings.Contains(got, advice[0]), advice[1], strings.Contains(got, advice[1]), got)
+			}
+		})
 	}
 }
 

@@ -153,7 +153,7 @@ func serverHelper(specFile string) int {
 	entries.load()
 	deps := Deps{Entries: entries, Discoveries: &fileSink{f: f}, Log: log}
 	if spec.Metrics {
-		site := metrics.NewSite(func() cache.Usage { return cache.Usage{} }, func() bool { return false })
+		site := metrics.NewSite(func() cache.Usage { return cache.Usage{} }, func() int64 { return 0 }, func() bool { return false })
 		_, stop, err := metrics.Serve("127.0.0.1:0", "metricsListen", site.Gatherer(), log)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "helper:", err)

@@ -252,9 +252,8 @@ func (s *Server) checkUnsent(err error) {
 		s.observer.DHCPCheckUnsent()
 	}
 	s.unsentWarn.warn(s.log, s.clock.Now(), "discovers", "dhcp: DHCPDISCOVERs left unanswered because the conflict check's echo to their address was not sent; their clients send "+
-		"them again after about 4 s. No buffer (ENOBUFS, EAGAIN): a storm outruns the checks, raise what the error names or lower the storm; "+
-		"network unreachable: the site has no route to a routed subnet (boot.subnets), add one. discovers counts them since the last "+
-		"such warn (at most one a minute), bcd_dhcp_check_unsent_total all of them; err is the last", "err", err)
+		"them again after about 4 s. err is the last, and says why and what to do; discovers counts them since the last "+
+		"such warn (at most one a minute), bcd_dhcp_check_unsent_total all of them", "err", err)
 }
 
 // everyMinute lets a warn through at most once a minute, and counts the times it stood

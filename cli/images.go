@@ -27,15 +27,10 @@ var imageCommands = []command{{
 		fs.Func("kind", "os (default) or ramdisk", func(s string) error { req.Kind = proto.ImageKind(s); return nil })
 		fs.StringVar(&req.SignerID, "signer", "", "id of the signer on the tenant's or the platform's allowlist")
 		fs.StringVar(&req.Signature, "signature", "", "base64 signature over the image's signing input")
-		size := fs.String("size", "", "artifact size in bytes, 1 to 2^53-1 (default: unknown, which the site caches learn when they pull it)")
+		var size sizeFlag
+		fs.Var(&size, "size", "artifact size in bytes, 1 to 2^53-1 in decimal digits (default: unknown, which the site caches learn when they pull it)")
 		return func(x *exec) error {
-			if *size != "" {
-				n, err := strconv.ParseInt(*size, 10, 64)
-				if err != nil {
-					return proto.Errorf(proto.InvalidInput, "--size must be the artifact's size in bytes, not %q: give it, or leave --size out when unknown", *size).WithPath("sizeBytes")
-				}
-				req.SizeBytes = &n
-			}
+			req.SizeBytes = size.n
 			req.TenantID, req.Signature = *tenant, api.LowSSignature(req.Signature)
 			var img api.Image
 			if err := x.call("images.register", req, &img); err != nil {

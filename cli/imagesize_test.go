@@ -14,8 +14,9 @@ import (
 // TestImagesRegisteredWithoutSize: the specification makes sizeBytes optional. An image
 // registered without it, through the CLI (no --size) or the API (no sizeBytes), is
 // stored with its size unknown: its JSON has no sizeBytes and `images get` shows
-// "unknown". A size given must still be the artifact's: 0, a negative one or text is
-// INVALID_INPUT at sizeBytes.
+// "unknown". A size given must still be the artifact's: 0 or one past 2^53-1 is
+// INVALID_INPUT at sizeBytes; a sign, a leading zero or text is refused at --size before
+// any call (exit 2).
 func TestImagesRegisteredWithoutSize(t *testing.T) {
 	reg := testkit.StartRegistry(t, "")
 	admin := reg.AdminConfig
@@ -53,9 +54,14 @@ func TestImagesRegisteredWithoutSize(t *testing.T) {
 		t.Errorf("images get sized@1:\n%s", res.Stdout)
 	}
 
-	for _, size := range []string{"0", "-1", "9007199254740992", "big"} {
+	for _, size := range []string{"0", "9007199254740992"} {
 		if e := testkit.Fails(t, acme, register("bad@1", "--size", size)...); e.Code != "INVALID_INPUT" || e.Details.Path != "sizeBytes" {
 			t.Errorf("--size %s: %+v, want INVALID_INPUT at sizeBytes", size, e)
+		}
+	}
+	for _, size := range []string{"+5", "-1", "010", "0x10", "1_000", "big"} {
+		if e := testkit.UsageFails(t, acme, register("bad@1", "--size="+size)...); e.Code != "INVALID_INPUT" || e.Details.Path != "--size" {
+			t.Errorf("--size %s: %+v, want INVALID_INPUT at --size", size, e)
 		}
 	}
 	body["ref"], body["sizeBytes"] = "zero@1", 0

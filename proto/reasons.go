@@ -205,6 +205,11 @@ const (
 	// its calls are refused before their check, valid credential or not, until the
 	// Retry-After has passed; nothing of the call ran.
 	ReasonSourceFailures = "source-failures"
+	// ReasonSourceBusy (UNAVAILABLE, with Retry-After 1 s): so many calls from the
+	// caller's address wait already for the credential checks under way from there
+	// (MaxFailureWaiters) that the registry holds no more; nothing of the call ran, its
+	// credential was not checked, and it may be sent again.
+	ReasonSourceBusy = "source-busy"
 
 	// Profiles.
 

@@ -180,7 +180,7 @@ func gatherers() []prometheus.Gatherer {
 	reg.WorkflowEnded("deploy", "custom", "succeeded", time.Second)
 	reg.DeployStreamed("cache", 1, 1)
 	reg.JoinTokenReused("ramdisk", "other")
-	site := agentmetrics.NewSite(func() cache.Usage { return cache.Usage{} }, func() bool { return true })
+	site := agentmetrics.NewSite(func() cache.Usage { return cache.Usage{} }, func() int64 { return 0 }, func() bool { return true })
 	site.DHCPReply("offer")
 	site.TFTPTransfer(true, 1)
 	site.HTTPServed("image", 200, 1)

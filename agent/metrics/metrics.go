@@ -63,8 +63,9 @@ type Site struct {
 	evictedBytes prometheus.Counter
 }
 
-// NewSite makes bcd site's collectors; usage and connected are read at each scrape.
-func NewSite(usage func() cache.Usage, connected func() bool) *Site {
+// NewSite makes bcd site's collectors; usage, reported (the cache's capacity as the site
+// last reported it to the registry) and connected are read at each scrape.
+func NewSite(usage func() cache.Usage, reported func() int64, connected func() bool) *Site {
 	counter := func(sub, name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: name, Help: help})
 	}
@@ -98,7 +99,11 @@ func NewSite(usage func() cache.Usage, connected func() bool) *Site {
 		s.cacheReqs, s.pulledBytes, s.pulls, s.evictions, s.evictedBytes,
 		gauge("used_bytes", "Bytes the cache's images take or are about to take (ready, evicting, pulling).", func(u cache.Usage) float64 { return float64(u.UsedBytes) }),
 		gauge("capacity_bytes", "The cache's capacity (cache.capacityBytes); 0 is no bound.", func(u cache.Usage) float64 { return float64(u.CapacityBytes) }),
-		gauge("pulls_running", "Pulls running now.", func(u cache.Usage) float64 { return float64(u.Pulling) }))
+		gauge("pulls_running", "Pulls running now.", func(u cache.Usage) float64 { return float64(u.Pulling) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "cache", Name: "reported_capacity_bytes",
+			Help: "The capacity the site last reported to the registry, which plans the cache with it: the configured one or, when less, " +
+				"what the cache's filesystem can hold, rounded down by about 1% and read again each minute; 1 when it can hold nothing."},
+			func() float64 { return float64(reported()) }))
 	return s
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 func fullSite() *Site {
-	s := NewSite(func() cache.Usage { return cache.Usage{UsedBytes: 900, CapacityBytes: 1000, Pulling: 1} }, func() bool { return true })
+	s := NewSite(func() cache.Usage { return cache.Usage{UsedBytes: 900, CapacityBytes: 1000, Pulling: 1} }, func() int64 { return 800 }, func() bool { return true })
 	s.DHCPReply("offer")
 	s.DHCPDropped()
 	s.DHCPPoolExhausted()

@@ -1,6 +1,7 @@
 package site
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/pem"
@@ -105,7 +106,7 @@ func openProxySite(t *testing.T, cfg Config) *agent {
 func openSite(t *testing.T, cfg Config, mode boot.Mode) (*agent, *boot.Server) {
 	t.Helper()
 	files := t.TempDir()
-	cfg.StateDir, cfg.Cache.Dir = t.TempDir(), t.TempDir()
+	cfg.StateDir, cfg.Cache.Dir = t.TempDir(), cmp.Or(cfg.Cache.Dir, t.TempDir())
 	cfg.Boot = boot.Config{Interface: "bc0", Mode: mode, ServerIP: netip.MustParseAddr("10.0.0.1"), IPXEDir: files, RamdiskDir: files}
 	if mode == boot.Authoritative {
 		cfg.Boot.Subnet = netip.MustParsePrefix("10.0.0.0/24")

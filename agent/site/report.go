@@ -152,6 +152,14 @@ func (r *reports) setCache(capacity, configured int64) {
 	r.send(proto.SectionSite)
 }
 
+// cacheCapacity is the cache's capacity as last reported (setCache): what the metrics
+// show, read without touching the filesystem.
+func (r *reports) cacheCapacity() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.info.CacheCapacityBytes
+}
+
 // send sends section as recorded on the session, if there is one yet; r.mu is held.
 func (r *reports) send(section string) {
 	if r.session != nil {

@@ -105,7 +105,8 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 	a := &agent{clock: cfg.Clock, discoveries: newDiscoveries(), entriesChanged: make(chan struct{}, 1),
 		reports: newReports(proto.SiteInventory{HTTPBase: cfg.HTTPBase, // the capacity as configured until the cache's is read
 			CacheCapacityBytes: cfg.Cache.CapacityBytes, CacheConfiguredCapacityBytes: cfg.Cache.CapacityBytes})}
-	a.metrics = metrics.NewSite(func() cache.Usage { return a.cache.Usage() }, func() bool { return a.session.Connected() })
+	a.metrics = metrics.NewSite(func() cache.Usage { return a.cache.Usage() }, a.reports.cacheCapacity,
+		func() bool { return a.session != nil && a.session.Connected() }) // no session before run makes it
 	var err error
 	if a.entries, err = openEntries(filepath.Join(cfg.StateDir, entriesFile), cfg.Ramdisk, cfg.HTTPBase); err != nil {
 		return nil, nil, err

@@ -207,8 +207,7 @@ func (s Authoritative) offer(sub *Subnet, mac string, requested netip.Addr) (lea
 		inUse, err := s.InUse(l.IP)
 		if err != nil {
 			return lease.Lease{}, fmt.Errorf("dhcp: %s was not checked, so it is not offered; the client's next DHCPDISCOVER checks it again. "+
-				"Many checks of addresses that nothing answers at once fill the kernel's room for their echoes, each for about 3 s: "+
-				"if this lasts, raise what the warning at start names (net.ipv4.neigh.default.gc_thresh3, net.core.wmem_max): %w", l.IP, err)
+				"Why and what to do: %s: %w", l.IP, inuse.NotSentRemedy(err), err)
 		}
 		if !inUse {
 			return l, nil

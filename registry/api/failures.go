@@ -24,7 +24,7 @@ import (
 // that finds the bucket empty while checks of the same source are under way (each holds
 // one of its failures until it ends) waits for them instead, so that many valid calls at
 // once from one address are not refused: up to MaxFailureWaiters calls of a source wait
-// at once, a further one is refused UNAVAILABLE with Retry-After 1 s.
+// at once, a further one is refused UNAVAILABLE (reason source-busy) with Retry-After 1 s.
 type FailureLimits struct {
 	// Burst is how many failed checks a source may have in a row. 0 is
 	// DefaultFailureBurst.
@@ -201,7 +201,7 @@ func (f *failureBound) admit(ctx context.Context, src netip.Prefix, hint string,
 		}
 		if b.waiting >= f.waiters {
 			return nil, 1, proto.Errorf(proto.Unavailable, "%d calls from %s are waiting already for the credential checks under way from there, the most the registry holds: try again in 1 s",
-				b.waiting, sourceName(src))
+				b.waiting, sourceName(src)).WithReason(proto.ReasonSourceBusy)
 		}
 		if b.ended == nil {
 			b.ended = make(chan struct{})

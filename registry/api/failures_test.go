@@ -166,7 +166,7 @@ func TestFailureBoundSuccessesCostNothing(t *testing.T) {
 // address: calls finding the bucket empty while checks are under way wait; a check that
 // succeeds lets one of them in, and once the checks under way all failed, the rest are
 // refused source-failures, none let in beyond the burst. Past MaxFailureWaiters a call is
-// refused at once, without the reason. A ctx ending frees its waiter.
+// refused at once, source-busy. A ctx ending frees its waiter.
 func TestFailureBoundWaitersSeeHowChecksEnd(t *testing.T) {
 	f, _, _ := newTestBound(3, time.Hour, 100)
 	f.waiters = 6
@@ -191,7 +191,7 @@ func TestFailureBoundWaitersSeeHowChecksEnd(t *testing.T) {
 		results <- result{nil, err}
 	}()
 	untilPending(t, f, src, 3, 6)
-	if _, wait, err := f.take(ctx, src, bearerHint); err == nil || wait != 1 || proto.AsError(err).Details.Reason != "" || !strings.Contains(err.Error(), "6 calls from 192.0.2.1 are waiting") {
+	if _, wait, err := f.take(ctx, src, bearerHint); err == nil || wait != 1 || proto.AsError(err).Details.Reason != proto.ReasonSourceBusy || !strings.Contains(err.Error(), "6 calls from 192.0.2.1 are waiting") {
 		t.Errorf("a call past the waiters' bound: Retry-After %d, %v", wait, err)
 	}
 	cancel()

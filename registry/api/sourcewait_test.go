@@ -142,19 +142,29 @@ func TestManyValidCallsAtOnceFromOneAddressAreAnswered(t *testing.T) {
 	h := newStallable(t)
 	const calls = 64
 	resume := h.stall(t)
+	answered := h.validAtOnce(t, calls)
+	h.untilArrived(t, calls)
+	resume()
+	answered()
+}
+
+// validAtOnce sends n valid calls at once; the returned function waits for them, fails
+// t unless each was answered, and unless the store saw n valid checks, none failed and
+// no call was refused source-failures.
+func (h *stallable) validAtOnce(t *testing.T, n int) (wait func()) {
 	var answered sync.WaitGroup
-	for range calls {
+	for range n {
 		answered.Go(func() {
 			if status, retry, e := h.valid(t); status != http.StatusOK {
-				t.Errorf("a valid call of %d at once from one address: %d, Retry-After %q, %+v", calls, status, retry, e)
+				t.Errorf("a valid call of %d at once from one address: %d, Retry-After %q, %+v", n, status, retry, e)
 			}
 		})
 	}
-	h.untilArrived(t, calls)
-	resume()
-	answered.Wait()
-	if valid, failed, refused := h.obs.counts(); valid != calls || failed != 0 || len(refused) != 0 {
-		t.Errorf("%d valid checks, %d failed, %d calls refused source-failures; want %d, 0, 0", valid, failed, len(refused), calls)
+	return func() {
+		answered.Wait()
+		if valid, failed, refused := h.obs.counts(); valid != n || failed != 0 || len(refused) != 0 {
+			t.Errorf("%d valid checks, %d failed, %d calls refused source-failures; want %d, 0, 0", valid, failed, len(refused), n)
+		}
 	}
 }
 
@@ -324,4 +334,24 @@ func TestACancelledWaiterLeavesNothing(t *testing.T) {
 	if status, _, e := joinAs(t, h.srv, "joins"); status != http.StatusOK || j.asked.Load() != 1 {
 		t.Errorf("a join once the checks ended: %d %+v, the join asked %d times (the cancelled one must not be)", status, e, j.asked.Load())
 	}
+}
+
+// TestCallsPastTheWaitersAreRefusedSourceBusy: while the store is stalled, an address's
+// valid calls take the burst of checks and MaxFailureWaiters more wait for them; one more
+// is refused UNAVAILABLE with reason source-busy and Retry-After 1, a refusal its client
+// can tell from the bound of failures and send again, and not counted as one of those.
+// Once the store is back every waiting call is answered.
+func TestCallsPastTheWaitersAreRefusedSourceBusy(t *testing.T) {
+	h := newStallable(t)
+	const waiting = DefaultFailureBurst + MaxFailureWaiters
+	resume := h.stall(t)
+	answered := h.validAtOnce(t, waiting)
+	h.untilPending(t, DefaultFailureBurst, MaxFailureWaiters)
+	status, retry, e := h.valid(t)
+	if status != http.StatusServiceUnavailable || e.Code != proto.Unavailable || e.Details.Reason != proto.ReasonSourceBusy || retry != "1" {
+		t.Errorf("a call past the %d waiting: %d, Retry-After %q, %+v; want 503 UNAVAILABLE %s with Retry-After 1",
+			MaxFailureWaiters, status, retry, e, proto.ReasonSourceBusy)
+	}
+	resume()
+	answered()
 }
