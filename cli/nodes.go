@@ -11,6 +11,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -150,7 +151,8 @@ var nodeCommands = []command{{
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		prof := fs.String("profile", "", "the profile to deploy (required)")
-		version := fs.Int("profile-version", 0, "the profile version (default: the latest)")
+		version := new(int)
+		fs.Var(cmdline.Decimal(version, 0), "profile-version", "the profile version (default: the latest)")
 		wait := fs.Bool("wait", false, "follow the workflow until it ends; exit 1 if it fails")
 		return func(x *exec) error {
 			var out api.DeployStarted

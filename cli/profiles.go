@@ -152,7 +152,8 @@ var profileCommands = []command{{
 		key := profileKeyFlags(fs)
 		file := fs.String("file", "", "replacement document (its id and version name the row)")
 		vis := fs.String("visibility", "", "private or public")
-		ifVersion := fs.Int("if-version", 0, "refuse unless the row's version (rev) is this")
+		ifVersion := new(int)
+		fs.Var(cmdline.Decimal(ifVersion, 0), "if-version", "refuse unless the row's version (rev) is this")
 		return func(x *exec) error {
 			req := api.UpdateProfileRequest{ProfileKey: key(x), Visibility: *vis, IfVersion: *ifVersion}
 			if *file != "" {
@@ -197,7 +198,8 @@ func tenantFlag(fs *flag.FlagSet) *string {
 // key from them and the ID argument.
 func profileKeyFlags(fs *flag.FlagSet) func(x *exec) api.ProfileKey {
 	tenant := tenantFlag(fs)
-	version := fs.Int("profile-version", 0, "profile version (default: the latest)")
+	version := new(int)
+	fs.Var(cmdline.Decimal(version, 0), "profile-version", "profile version (default: the latest)")
 	return func(x *exec) api.ProfileKey {
 		k := api.ProfileKey{TenantID: *tenant, ProfileVersion: *version}
 		if len(x.args) > 0 {

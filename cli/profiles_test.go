@@ -346,3 +346,26 @@ func TestProfileOfHTMLCharactersThroughTheCLI(t *testing.T) {
 		t.Errorf("the driver config read back differs: %d bytes, want %d", len(got), len(want))
 	}
 }
+
+// TestProfileVersionIsReadInDecimal: `--profile-version 010` names no version 8 (strconv's
+// base 0 reads it so) nor 10: it is refused at the flag before any call (exit 2), and the
+// same command with 10 gets version 10. A profile with both versions tells them apart.
+func TestProfileVersionIsReadInDecimal(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	for _, v := range []int{8, 10} {
+		testkit.JSON(t, reg.AdminConfig, nil, "profiles", "create", writeDoc(t, fmt.Sprintf(`{"id":"p","version":%d,"target":"metal","steps":[{"use":"power.getPower"}]}`, v)))
+	}
+	for _, v := range []string{"010", "0x10", "1_000", "+10"} {
+		res := testkit.CLI(t, reg.AdminConfig, "profiles", "get", "p", "--profile-version", v, "--format", "json")
+		var e testkit.ErrorObject
+		json.Unmarshal([]byte(res.Stdout), &e)
+		if res.Code != 2 || e.Code != string(proto.InvalidInput) || e.Details.Path != "--profile-version" || !strings.Contains(e.Message, "decimal digits") {
+			t.Errorf("profiles get p --profile-version %s: exit %d, want 2, INVALID_INPUT at --profile-version\n%s%s", v, res.Code, res.Stdout, res.Stderr)
+		}
+	}
+	var got api.ProfileView
+	testkit.JSON(t, reg.AdminConfig, &got, "profiles", "get", "p", "--profile-version", "10")
+	if got.Version != 10 {
+		t.Errorf("profiles get p --profile-version 10: version %d", got.Version)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry"
 	"github.com/better-compute/better-compute/registry/api"
@@ -42,14 +43,14 @@ var serveCommands = []command{{
 		backend := fs.String("store", "bbolt", "where the records are: bbolt (DIR/registry.db) or etcd (--etcd-endpoints; docs/store.md)")
 		etcd := defineEtcd(fs, "etcd-endpoints", "etcd-prefix")
 		var limits api.Limits
-		fs.IntVar(&limits.Running, "api-running", 0, "authenticated API calls run at once, every tenant's; each freed slot goes to the waiting tenants in turn (0: four per CPU)")
-		fs.IntVar(&limits.Waiting, "api-tenant-waiting", 0, fmt.Sprintf("API calls one tenant may have waiting for a slot; one more is refused UNAVAILABLE (reason %s) with Retry-After (0: %d)", proto.ReasonTenantBusy, api.DefaultWaiting))
-		fs.IntVar(&limits.Watching, "api-tenant-watching", 0, fmt.Sprintf("long polls (events --follow, a workflow's progress) one tenant may have waiting for a change; one more is refused the same way (0: %d)", api.DefaultWatching))
+		fs.Var(cmdline.SignedDecimal(&limits.Running, 0), "api-running", "authenticated API calls run at once, every tenant's; each freed slot goes to the waiting tenants in turn (0: four per CPU)")
+		fs.Var(cmdline.SignedDecimal(&limits.Waiting, 0), "api-tenant-waiting", fmt.Sprintf("API calls one tenant may have waiting for a slot; one more is refused UNAVAILABLE (reason %s) with Retry-After (0: %d)", proto.ReasonTenantBusy, api.DefaultWaiting))
+		fs.Var(cmdline.SignedDecimal(&limits.Watching, 0), "api-tenant-watching", fmt.Sprintf("long polls (events --follow, a workflow's progress) one tenant may have waiting for a change; one more is refused the same way (0: %d)", api.DefaultWatching))
 		var failures api.FailureLimits
-		fs.IntVar(&failures.Burst, "auth-failure-burst", api.DefaultFailureBurst, fmt.Sprintf("failed credential checks one source address (IPv4; IPv6 /64) may have in a row, API calls, console sign-ins and join.join's tokens together; its calls beyond them are refused UNAVAILABLE (reason %s) with Retry-After before their check, valid or not (0: no bound; at most %d)", proto.ReasonSourceFailures, api.MaxFailureBurst))
+		fs.Var(cmdline.SignedDecimal(&failures.Burst, api.DefaultFailureBurst), "auth-failure-burst", fmt.Sprintf("failed credential checks one source address (IPv4; IPv6 /64) may have in a row, API calls, console sign-ins and join.join's tokens together; its calls beyond them are refused UNAVAILABLE (reason %s) with Retry-After before their check, valid or not (0: no bound; at most %d)", proto.ReasonSourceFailures, api.MaxFailureBurst))
 		fs.DurationVar(&failures.Refill, "auth-failure-refill", api.DefaultFailureRefill, fmt.Sprintf("how long a source address takes to regain one failed credential check (%v to %v)", api.MinFailureRefill, api.MaxFailureRefill))
 		var memory registry.MemoryConfig
-		fs.IntVar(&memory.GCPercent, "gc-percent", 0, fmt.Sprintf("how far the heap grows past what is live before the collector runs again, in percent, as GOGC (which wins when set); more spends memory to save CPU (%d to %d; 0: %d)", registry.MinGCPercent, registry.MaxGCPercent, registry.DefaultGCPercent))
+		fs.Var(cmdline.SignedDecimal(&memory.GCPercent, 0), "gc-percent", fmt.Sprintf("how far the heap grows past what is live before the collector runs again, in percent, as GOGC (which wins when set); more spends memory to save CPU (%d to %d; 0: %d)", registry.MinGCPercent, registry.MaxGCPercent, registry.DefaultGCPercent))
 		fs.StringVar(&memory.Limit, "memory-limit", "none", fmt.Sprintf("soft limit on the memory the registry's Go runtime holds, as GOMEMLIMIT (which wins when set): near it the collector runs as often as it must, whatever --gc-percent says; a size such as 4GiB, at least %d MiB, or none", registry.MinMemoryLimit>>20))
 		return func(x *exec) error {
 			if *dataDir == "" {

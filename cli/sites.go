@@ -9,6 +9,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/registry/api"
 )
 
@@ -122,7 +123,8 @@ var siteCommands = []command{{
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		cursor := fs.String("cursor", "", "resume after a previous page")
-		limit := fs.Int("limit", 0, "at most this many left-out MACs a page (1 to 200; 200 when left out)")
+		limit := new(int)
+		fs.Var(cmdline.Decimal(limit, 0), "limit", "at most this many left-out MACs a page (1 to 200; 200 when left out)")
 		return func(x *exec) error {
 			var out api.KnownMACs
 			req := api.KnownMACsRequest{SiteID: x.args[0], ListRequest: api.ListRequest{Cursor: *cursor, Limit: *limit}}

@@ -114,7 +114,7 @@ type secondsFlag struct{ d time.Duration }
 
 func (f *secondsFlag) Set(s string) error {
 	d, err := time.ParseDuration(s)
-	if n, ok := decimal(s); ok && n <= int64(math.MaxInt64/time.Second) {
+	if n, ok := cmdline.ParseDecimal(s); ok && n <= int64(math.MaxInt64/time.Second) {
 		d, err = time.Duration(n)*time.Second, nil
 	}
 	if err != nil || d <= 0 || d%time.Second != 0 {

@@ -5,6 +5,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -17,7 +18,8 @@ var userDataCommands = []command{{
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		id := fs.String("profile", "", "profile whose userData to render (required)")
-		version := fs.Int("profile-version", 0, "profile version (default: the latest)")
+		version := new(int)
+		fs.Var(cmdline.Decimal(version, 0), "profile-version", "profile version (default: the latest)")
 		node := fs.String("node", "", "node id to render for (required)")
 		return func(x *exec) error {
 			if *id == "" {

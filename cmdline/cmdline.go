@@ -1,8 +1,9 @@
 // Package cmdline is the shape both of the project's command lines share (better-compute's
 // and bcd's), on cobra: help for every command that fits 100 columns, `help CMD` and
 // `CMD --help`, suggestions for a mistyped command, usage errors that name the flag or
-// argument at fault and exit 2, global flags only where they apply, required flags,
-// shell completion, and the generated command reference and man pages.
+// argument at fault and exit 2, integer flags read in decimal digits alone, global flags
+// only where they apply, required flags, shell completion, and the generated command
+// reference and man pages.
 package cmdline
 
 import (
