@@ -17,7 +17,8 @@ type Decoder struct {
 	// Name names the document in messages: a file's path, or what the document is ("the
 	// body", "the site config"); "the document" when empty.
 	Name string
-	// File says Name is a file's path: every message then starts NAME:LINE:COLUMN.
+	// File says Name is a file's path: every message then starts NAME:LINE:COLUMN, and
+	// a problem of the file as a whole is at WholeFile.
 	File bool
 	// Code is the code of a problem; INVALID_INPUT when empty (INVALID_CONFIG suits an
 	// operator's file).
@@ -28,6 +29,11 @@ type Decoder struct {
 	// binding's "drivers.power.config"): every path is under it.
 	At Path
 }
+
+// WholeFile is the path of a problem of a file as a whole (its text is not JSON, or not
+// the object it should be), so that every problem of a file names a path, as an
+// operator's files' problems are printed: NAME: MESSAGE, then at: PATH.
+const WholeFile Path = "."
 
 // DefaultLimits bound a document no caller limits otherwise: 16 MiB, nested 64 deep.
 var DefaultLimits = Limits{MaxBytes: 16 << 20, MaxDepth: 64}
@@ -79,7 +85,11 @@ func (d Decoder) errorf(p Path, format string, args ...any) *proto.Error {
 	if code == "" {
 		code = proto.InvalidInput
 	}
-	return proto.Errorf(code, format, args...).WithPath(string(d.At.Under(p)))
+	at := d.At.Under(p)
+	if at == "" && d.File {
+		at = WholeFile
+	}
+	return proto.Errorf(code, format, args...).WithPath(string(at))
 }
 
 // Position is the line and column (in characters), counting from 1, of the byte offset

@@ -39,16 +39,18 @@ func TestDecoder(t *testing.T) {
 		path    string
 		message string
 	}{
-		"ok":                {d: file, data: `{"name": "a", "count": 2, "items": ["x"], "self": "ok", "map": {"a": 1}}`},
-		"unknown field":     {d: file, data: "{\n  \"name\": \"a\",\n  \"colour\": 1\n}", code: proto.InvalidConfig, path: "colour", message: "conf.json:3:3: unknown field"},
-		"field in case":     {d: file, data: `{"Name": "a"}`, code: proto.InvalidConfig, path: "Name", message: "conf.json:1:2: "},
-		"duplicate key":     {d: file, data: "{\"map\": {\"a\": 1,\n \"a\": 2}}", code: proto.InvalidConfig, path: "map.a", message: "conf.json:2:2: "},
-		"wrong type":        {d: file, data: `{"count": "2"}`, code: proto.InvalidConfig, path: "count", message: "conf.json:1:11: "},
-		"not JSON":          {d: file, data: "{\n\"name\": 'a'}", code: proto.InvalidConfig, path: "name", message: "conf.json:2:9: not acceptable JSON"},
-		"trailing data":     {d: file, data: `{} {}`, code: proto.InvalidConfig, message: "conf.json:1:4: "},
-		"self decoding":     {d: file, data: `{"self": 1}`, code: proto.InvalidConfig, path: "self", message: "conf.json: self cannot be number"},
-		"under At":          {d: inner, data: `{"items": [1]}`, code: proto.InvalidInput, path: "steps[1].with.items[0]"},
-		"document under At": {d: inner, data: `[]`, code: proto.InvalidInput, path: "steps[1].with"},
+		"ok":                 {d: file, data: `{"name": "a", "count": 2, "items": ["x"], "self": "ok", "map": {"a": 1}}`},
+		"unknown field":      {d: file, data: "{\n  \"name\": \"a\",\n  \"colour\": 1\n}", code: proto.InvalidConfig, path: "colour", message: "conf.json:3:3: unknown field"},
+		"field in case":      {d: file, data: `{"Name": "a"}`, code: proto.InvalidConfig, path: "Name", message: "conf.json:1:2: "},
+		"duplicate key":      {d: file, data: "{\"map\": {\"a\": 1,\n \"a\": 2}}", code: proto.InvalidConfig, path: "map.a", message: "conf.json:2:2: "},
+		"wrong type":         {d: file, data: `{"count": "2"}`, code: proto.InvalidConfig, path: "count", message: "conf.json:1:11: "},
+		"not JSON":           {d: file, data: "{\n\"name\": 'a'}", code: proto.InvalidConfig, path: "name", message: "conf.json:2:9: not acceptable JSON"},
+		"trailing data":      {d: file, data: `{} {}`, code: proto.InvalidConfig, path: ".", message: "conf.json:1:4: "},
+		"file not an object": {d: file, data: `[1]`, code: proto.InvalidConfig, path: ".", message: "conf.json:1:1: "},
+		"body not an object": {d: Decoder{Name: "the body"}, data: `[1]`, code: proto.InvalidInput, path: "", message: "must be an object"},
+		"self decoding":      {d: file, data: `{"self": 1}`, code: proto.InvalidConfig, path: "self", message: "conf.json: self cannot be number"},
+		"under At":           {d: inner, data: `{"items": [1]}`, code: proto.InvalidInput, path: "steps[1].with.items[0]"},
+		"document under At":  {d: inner, data: `[]`, code: proto.InvalidInput, path: "steps[1].with"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var v doc

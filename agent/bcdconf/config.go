@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/bcdargv"
 	"github.com/better-compute/better-compute/proto/joinwire"
@@ -127,8 +128,8 @@ func Encode(c Config) ([]byte, error) {
 }
 
 // Decode reads config.toml, refusing unknown keys and malformed values: every refusal is
-// INVALID_CONFIG at the offending toml key (Check), or at document when the text is
-// not TOML that names one.
+// INVALID_CONFIG at the offending toml key (Check), or at jsondoc.WholeFile (".") when
+// the text is not TOML that names one, as the project's JSON files do.
 func Decode(data []byte) (Config, error) {
 	var c Config
 	if err := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields().Decode(&c); err != nil {
@@ -136,9 +137,6 @@ func Decode(data []byte) (Config, error) {
 	}
 	return c, c.Check()
 }
-
-// document is the path of a refusal that names no key: the file as a whole.
-const document = "."
 
 // decodeError is a TOML decoding error as INVALID_CONFIG at the key it names: each
 // unknown key of a strict decoding, else the key the error is about.
@@ -151,7 +149,7 @@ func decodeError(err error) error {
 		}
 		return errors.Join(errs...)
 	}
-	path, at := document, ""
+	path, at := string(jsondoc.WholeFile), "" // a refusal that names no key
 	if de, ok := errors.AsType[*toml.DecodeError](err); ok {
 		if key := strings.Join(de.Key(), "."); key != "" {
 			path = key

@@ -84,11 +84,13 @@ type CacheConfig struct {
 	RetryInterval boot.Duration `json:"retryInterval"`
 }
 
-// LoadConfig reads and checks the config file at path.
+// LoadConfig reads and checks the config file at path. Every problem is INVALID_CONFIG
+// at its field's path, or at jsondoc.WholeFile (".") for the file as a whole (it cannot
+// be read, is not JSON, is not an object).
 func LoadConfig(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Config{}, proto.Errorf(proto.InvalidConfig, "site config: %v", err)
+		return Config{}, proto.Errorf(proto.InvalidConfig, "site config: %v", err).WithPath(string(jsondoc.WholeFile))
 	}
 	return decodeConfig(jsondoc.Decoder{Name: path, File: true, Code: proto.InvalidConfig}, data)
 }

@@ -77,7 +77,8 @@ func TestLoadConfigSaysWhereInTheFile(t *testing.T) {
 		"unknown field": {"{\n  \"version\": 1,\n  \"colour\": \"red\"\n}\n", "colour", ":3:3: "},
 		"wrong type":    {"{\n  \"version\": \"1\"\n}\n", "version", ":2:14: "},
 		"duplicate key": {"{\"version\": 1,\n \"version\": 1}", "version", ":2:2: "},
-		"not JSON":      {"{\n  \"version\": 1,\n}", "", ":3:1: "},
+		"not JSON":      {"{\n  \"version\": 1,\n}", ".", ":3:1: "},
+		"not an object": {"[\n  1\n]\n", ".", ":1:1: "},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.doc), 0o600); err != nil {

@@ -37,6 +37,9 @@ import (
 // Run runs the site agent until ctx ends or one of its parts fails.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	id, err := bcdconf.LoadAgent(cfg.ConfigDir)
+	if proto.CodeOf(err) == proto.InvalidConfig {
+		return err // each problem of config.toml, naming the file, at its key there
+	}
 	if err != nil {
 		return proto.Errorf(proto.InvalidConfig, "bcd config: %v (run bcd join --role site first)", err).WithPath("configDir")
 	}

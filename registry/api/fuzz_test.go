@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,6 +94,12 @@ func FuzzDecodeStrict(f *testing.F) {
 		`{"document":{"id":"p","version":1}}`, `{"ref":"os@1","id":""}`, `{"Name":"acme"}`, `{"name":"a","name":"b"}`, ``, `null`, `[]`,
 	} {
 		f.Add(uint8(i), []byte(s))
+	}
+	// Driver bindings, which check their own shape (jsondoc.Shaper), well formed and not.
+	enroll := uint8(slices.IndexFunc(requestTypes, func(v any) bool { _, ok := v.(EnrollRequest); return ok }))
+	for _, s := range []string{`{"drivers":{"power":"redfish","boot":{"driver":"ipxe","config":{"a":1}}}}`,
+		`{"drivers":{"power":5}}`, `{"drivers":{"power":["ipmi"]}}`, `{"drivers":{"power":{"driver":7,"x":1}}}`} {
+		f.Add(enroll, []byte(s))
 	}
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		typ := reflect.TypeOf(requestTypes[int(which)%len(requestTypes)])

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/store"
@@ -182,6 +183,12 @@ func failureOf(f *store.StepFailure) *StepFailure {
 // Binding is a per-node driver binding as metal.enroll takes it: a driver name, or
 // {driver, config}.
 type Binding DriverBinding
+
+// ShapeJSON checks a binding's shape as metal checks one (jsondoc.Shaper), so that a
+// malformed binding in a body is refused at its path (drivers.power).
+func (Binding) ShapeJSON(r *jsondoc.Report, v *jsondoc.Value, p jsondoc.Path) {
+	metal.Binding{}.ShapeJSON(r, v, p)
+}
 
 // UnmarshalJSON reads a binding as metal reads one.
 func (b *Binding) UnmarshalJSON(data []byte) error {

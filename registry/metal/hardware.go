@@ -93,9 +93,6 @@ func LoadHardwareProfiles(path string) (HardwareProfiles, error) {
 func parseHardwareProfiles(d jsondoc.Decoder, data []byte) (HardwareProfiles, error) {
 	var f hardwareFile
 	if err := d.Decode(data, &f); err != nil {
-		if e := proto.AsError(err); e.Details.Path == "" {
-			return nil, e.WithPath(".") // the file as a whole: not one JSON object
-		}
 		return nil, err
 	}
 	hp, err := checkHardwareFile(f)
