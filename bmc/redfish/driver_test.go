@@ -162,8 +162,9 @@ func TestServiceRoot(t *testing.T) {
 		body    string
 		message string
 	}{
-		"unavailable": {status: http.StatusServiceUnavailable, body: "<html>busy</html>", message: "read the service root: HTTP 503: Service Unavailable"},
-		"not JSON":    {status: http.StatusOK, body: "<html>login</html>", message: "the service root is not Redfish JSON"},
+		"unavailable":   {status: http.StatusServiceUnavailable, body: "<html>busy</html>", message: "read the service root: HTTP 503: Service Unavailable"},
+		"not JSON":      {status: http.StatusOK, body: "<html>login</html>", message: "GET /redfish/v1/ answered a body beginning '<', not a Redfish resource"},
+		"not an object": {status: http.StatusOK, body: `["Links"]`, message: "GET /redfish/v1/ answered a body beginning '[', not a Redfish resource"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -17,8 +17,8 @@ import (
 // fail turns what went wrong talking to the BMC into the project's error: TIMEOUT when
 // ctx ran out, else DRIVER_ERROR with the BMC's own words.
 func (d *driver) fail(ctx context.Context, op string, err error) error {
-	if _, ok := errors.AsType[*proto.Error](err); ok {
-		return err
+	if pe, ok := errors.AsType[*proto.Error](err); ok {
+		return pe // the transport's refusal, which names the host and the path already
 	}
 	if bmc.Expired(ctx) {
 		return proto.Errorf(proto.Timeout, "redfish %s: %s: %v", d.host, op, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -58,5 +59,36 @@ func TestLinkToAnotherHostRefused(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAnswerNotAnObjectRefused: a BMC that answers a part of the inventory with null, a
+// list, a string or nothing leaves that part unread with the reason naming the resource;
+// gofish dereferences a collection answered as null, which crashed the process driving
+// the BMC. The system itself answered so fails the call with DRIVER_ERROR.
+func TestAnswerNotAnObjectRefused(t *testing.T) {
+	sim := newSim(t, redfishsim.Config{PowerState: "On"})
+	d := open(t, config(t, sim))
+	bodies := []string{"null", " \n[]", `"x"`, "", "7"}
+	for part, path := range map[string]string{"cpus": "/redfish/v1/Systems/1/Processors", "memory": "/redfish/v1/Systems/1/Memory", "nics": "/redfish/v1/Systems/1/EthernetInterfaces", "storage": "/redfish/v1/Systems/1/Storage"} {
+		for _, body := range bodies {
+			sim.Answer(path, http.StatusOK, []byte(body))
+			inv, err := d.Inspect(context.Background())
+			sim.Answer(path, 0, nil)
+			if err != nil || len(inv.Unread) != 1 || inv.Unread[0].Part != part || !strings.Contains(inv.Unread[0].Error, path+" answered") {
+				t.Fatalf("%s answered %q: %v, unread %+v; want %s unread naming %s", path, body, err, inv.Unread, part, path)
+			}
+		}
+	}
+	for _, body := range bodies {
+		sim.Answer("/redfish/v1/Systems/1", http.StatusOK, []byte(body))
+		_, err := d.GetPower(context.Background())
+		sim.Answer("/redfish/v1/Systems/1", 0, nil)
+		if e := proto.AsError(err); e.Code != proto.DriverError || !strings.Contains(e.Message, "/redfish/v1/Systems/1 answered") {
+			t.Fatalf("the system answered %q: %v (%s), want DRIVER_ERROR naming it", body, err, e.Code)
+		}
+	}
+	if inv, err := d.Inspect(context.Background()); err != nil || len(inv.Unread) != 0 {
+		t.Fatalf("the BMC answering well again: %v, unread %+v", err, inv.Unread)
 	}
 }
