@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/better-compute/better-compute/agent/session"
@@ -131,17 +133,31 @@ func (s *steps) bind(kind string, fn step) session.Handler {
 		if c := cmd.Credential; c != nil {
 			env.Credentials = bmc.Attached{Ref: bmc.CredentialRef(c.Ref), Credential: bmc.NewCredential(c.Username, c.Password)}
 		}
-		d, err := s.drivers.Open(ctx, b.Driver, cfg, env)
-		if err != nil {
-			return nil, err
-		}
-		defer d.Close()
-		out, err := fn(ctx, cmd, d)
+		out, err := s.drive(ctx, b.Driver, cfg, env, func(d bmc.Driver) (any, error) { return fn(ctx, cmd, d) })
 		if err != nil {
 			return nil, err
 		}
 		return proto.Marshal(out)
 	}
+}
+
+// drive opens the driver called name, runs fn with it and closes it. A panic in any of
+// them, a driver's library undone by what a BMC answered, fails this command with
+// DRIVER_ERROR and is logged with its stack: it must not end the site agent, which
+// answers every machine of the rack.
+func (s *steps) drive(ctx context.Context, name string, cfg bmc.Config, env bmc.Env, fn func(bmc.Driver) (any, error)) (out any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			env.Logger().Error("BMC driver failed", "driver", name, "address", cfg.Address, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			out, err = nil, proto.Errorf(proto.DriverError, "the %s driver failed on what the BMC at %s answered (%v): the site goes on; check the BMC's firmware, and report the site's log of it", name, cfg.Address, r)
+		}
+	}()
+	d, err := s.drivers.Open(ctx, name, cfg, env)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return fn(d)
 }
 
 func (s *steps) getPower(ctx context.Context, _ proto.SiteCommand, d bmc.Driver) (any, error) {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -357,5 +358,44 @@ func TestACommandGivesBackItsSlot(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the command still holds its slot after a minute")
+	}
+}
+
+// failingLibrary is a BMC driver whose library dereferences nil on what the BMC
+// answered, as gofish did on a collection answered null.
+type failingLibrary struct{ bmc.Driver }
+
+func (failingLibrary) Inspect(context.Context) (proto.OOBInventory, error) {
+	var members *[]string
+	return proto.OOBInventory{}, fmt.Errorf("%d members", len(*members))
+}
+
+// TestADriverPanicFailsItsCommandOnly: a driver that panics mid-step fails that command
+// with DRIVER_ERROR, logs the stack, logs out of the BMC, and the site answers the next
+// command: one BMC's answers must not end the agent every machine of the rack boots from.
+func TestADriverPanicFailsItsCommandOnly(t *testing.T) {
+	f := newFixture(t, redfishsim.Config{PowerState: "On"})
+	open := f.steps.drivers["redfish"]
+	f.steps.drivers = bmc.Registry{"redfish": func(ctx context.Context, cfg bmc.Config, env bmc.Env) (bmc.Driver, error) {
+		d, err := open(ctx, cfg, env)
+		if err != nil {
+			return nil, err
+		}
+		return failingLibrary{d}, nil
+	}}
+	var logged bytes.Buffer
+	f.steps.env.Log = slog.New(slog.NewJSONHandler(&logged, nil))
+	_, err := f.run(t, proto.CommandInspectOOB, nil)
+	if e := proto.AsError(err); e.Code != proto.DriverError || !strings.Contains(e.Message, "nil pointer") || !strings.Contains(e.Message, f.sim.URL) {
+		t.Fatalf("inspect through a driver that panics: %v, want DRIVER_ERROR naming the BMC and the failure", err)
+	}
+	if !strings.Contains(logged.String(), `"msg":"BMC driver failed"`) || !strings.Contains(logged.String(), "failingLibrary.Inspect") {
+		t.Fatalf("the site's log does not hold the failure's stack:\n%s", logged.String())
+	}
+	if n := f.sim.Sessions(); n != 0 {
+		t.Fatalf("%d BMC sessions left open after the panic", n)
+	}
+	if out, err := f.run(t, proto.CommandGetPower, nil); err != nil || string(out) != `{"state":"on"}` {
+		t.Fatalf("the next command: %s, %v", out, err)
 	}
 }
