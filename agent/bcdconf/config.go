@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/better-compute/better-compute/jsondoc"
@@ -144,20 +145,36 @@ func decodeError(err error) error {
 	if strict, ok := errors.AsType[*toml.StrictMissingError](err); ok {
 		var errs []error
 		for _, e := range strict.Errors {
-			key := strings.Join(e.Key(), ".")
+			key := keyPath(e.Key())
 			errs = append(errs, proto.Errorf(proto.InvalidConfig, "unknown key %s: remove it; the keys are in docs/join.md", key).WithPath(key))
 		}
 		return errors.Join(errs...)
 	}
 	path, at := string(jsondoc.WholeFile), "" // a refusal that names no key
 	if de, ok := errors.AsType[*toml.DecodeError](err); ok {
-		if key := strings.Join(de.Key(), "."); key != "" {
+		if key := keyPath(de.Key()); key != "" {
 			path = key
 		}
 		line, col := de.Position()
 		at = fmt.Sprintf(" at line %d, column %d", line, col)
 	}
 	return proto.Errorf(proto.InvalidConfig, "not acceptable TOML%s: %v: fix the file, or run `bcd join` again to write it", at, err).WithPath(path)
+}
+
+// keyPath writes a toml key as the file would: its parts joined by dots, a part that is
+// not a bare key (empty, or holding a dot, a space or a quote) quoted, so an unknown key
+// "" or "a.b" is named as such rather than as nothing or as the table a's key b.
+func keyPath(key []string) string {
+	parts := make([]string, len(key))
+	for i, k := range key {
+		parts[i] = k
+		if k == "" || strings.ContainsFunc(k, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+		}) {
+			parts[i] = strconv.Quote(k)
+		}
+	}
+	return strings.Join(parts, ".")
 }
 
 // Load reads dir/config.toml. A refusal is INVALID_CONFIG at the key (Decode), its

@@ -97,6 +97,33 @@ func TestDecodeRefuses(t *testing.T) {
 	}
 }
 
+// TestUnknownQuotedKeyNamed: an unknown key written quoted is named as the file writes
+// it, so the operator can find it: the empty key "" (found by FuzzDecode: it was named
+// as nothing, at no path), and "a.b", one key, not the table a's key b.
+func TestUnknownQuotedKeyNamed(t *testing.T) {
+	good, err := Encode(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for data, want := range map[string]string{
+		`"" = 0`:                            `""`,
+		`"a.b" = 0`:                         `"a.b"`,
+		`a.b = 0`:                           `a.b`,
+		"[\"my table\"]\n'' = 'x'":          `"my table"`,
+		string(good) + "\n[boot]\n\"\" = 1": `boot`,
+	} {
+		_, err := Decode([]byte(data))
+		errs := proto.Joined(err)
+		if len(errs) != 1 {
+			t.Fatalf("%q: %d errors, want 1: %v", data, len(errs), err)
+		}
+		e := proto.AsError(errs[0])
+		if e.Code != proto.InvalidConfig || e.Details.Path != want || !strings.Contains(e.Message, "unknown key "+want+":") {
+			t.Errorf("%q: %v at %q, want INVALID_CONFIG naming the unknown key %s", data, err, e.Details.Path, want)
+		}
+	}
+}
+
 // TestDecodeTellsEveryProblem: a config.toml with several wrong keys is refused once for
 // each, at its key, so one edit fixes them all.
 func TestDecodeTellsEveryProblem(t *testing.T) {
