@@ -48,6 +48,9 @@ type Cache struct {
 	wanted  map[string]bool    // the digests of desired
 	running int                // jobs (pulls and verifications) running
 	dirty   map[string]bool    // digests whose last use is not yet in the index
+	// spaceMoved: a pull ended ready or failed for capacity, or an eviction freed a file,
+	// since the report last told Config.SpaceMoved.
+	spaceMoved bool
 
 	// capKeys are the keys whose capabilities open an image (RequireCapabilities);
 	// nil serves every request.
@@ -229,8 +232,17 @@ func (c *Cache) reportLoop(ctx context.Context) {
 		if err := c.flushLastUse(); err != nil {
 			c.cfg.Logger.Error("cache: write last uses", "err", err)
 		}
+		// The entries and the flag are read together: a report that shows a pull ended or
+		// an image evicted comes after SpaceMoved was told of it.
+		c.mu.Lock()
+		entries, moved := c.imageEntries(), c.spaceMoved
+		c.spaceMoved = false
+		c.mu.Unlock()
+		if moved && c.cfg.SpaceMoved != nil {
+			c.cfg.SpaceMoved()
+		}
 		if c.cfg.Reporter != nil {
-			c.cfg.Reporter.ReportImages(c.Entries())
+			c.cfg.Reporter.ReportImages(entries)
 		}
 	}
 }
@@ -257,6 +269,11 @@ func (c *Cache) flushLastUse() error {
 func (c *Cache) Entries() []proto.ImageCacheEntry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.imageEntries()
+}
+
+// imageEntries is Entries; c.mu is held.
+func (c *Cache) imageEntries() []proto.ImageCacheEntry {
 	out := make([]proto.ImageCacheEntry, 0, len(c.entries))
 	for _, e := range c.entries {
 		ie := proto.ImageCacheEntry{Digest: e.rec.Digest, State: e.rec.State, SizeBytes: e.rec.SizeBytes, LastUsed: e.rec.LastUsed,

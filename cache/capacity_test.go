@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,4 +66,80 @@ func TestCapacityIsWhatTheFilesystemLetsTheCacheHold(t *testing.T) {
 			t.Errorf("a cache of capacity %d on the filesystem reports %+v (effective %d), %v: want about %d", configured, got, got.EffectiveBytes(), err, want)
 		}
 	}
+}
+
+// SpaceMoved is told, before the Reporter hears of it, of a pull that ended ready, of one
+// refused for capacity and of an eviction, and of nothing else: a pull that failed
+// otherwise (the source answered 404) moves no room and tells nothing.
+func TestSpaceMovedIsToldBeforeTheReport(t *testing.T) {
+	const size = 256 << 10
+	src := newSource(t)
+	cfg := src.config()
+	cfg.Clock, cfg.RetryInterval, cfg.CapacityBytes = newFakeClock(), time.Hour, 3*size/2
+	var mu sync.Mutex
+	var moved int
+	var seen []movedReport // each report, with the SpaceMoved calls before it
+	cfg.SpaceMoved = func() { mu.Lock(); moved++; mu.Unlock() }
+	cfg.Reporter = ReporterFunc(func(e []proto.ImageCacheEntry) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, movedReport{moved, e})
+	})
+	h := start(t, cfg)
+	a, b := newArtifact(50, size), newArtifact(51, size)
+	imgA, imgB := image(a, src.add("/a", a.data)), image(b, src.add("/b", b.data))
+	missing := image(newArtifact(52, 1<<10), src.srv.URL+"/missing") // within the capacity beside a
+
+	// movedBy waits for the first report since the desired list was set to list where st
+	// holds, and returns the SpaceMoved calls told before it.
+	movedBy := func(list []proto.CacheImage, what string, st func(map[string]proto.ImageCacheEntry) bool) int {
+		t.Helper()
+		mu.Lock()
+		from := len(seen)
+		mu.Unlock()
+		if err := h.c.SetDesired(list); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		waitFor(t, what, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range seen[from:] {
+				by := map[string]proto.ImageCacheEntry{}
+				for _, e := range r.entries {
+					by[e.Digest] = e
+				}
+				if st(by) {
+					n = r.moved
+					return true
+				}
+			}
+			return false
+		})
+		return n
+	}
+	ready := movedBy([]proto.CacheImage{imgA}, "a ready", func(m map[string]proto.ImageCacheEntry) bool { return m[a.digest].State == proto.CacheReady })
+	if ready != 1 {
+		t.Errorf("SpaceMoved told %d times before the report of a pull ended ready, want 1", ready)
+	}
+	if n := movedBy([]proto.CacheImage{imgA, missing}, "the missing image failed", func(m map[string]proto.ImageCacheEntry) bool {
+		return m[missing.Digest].State == proto.CacheFailed && m[missing.Digest].Reason == ""
+	}); n != ready {
+		t.Errorf("a pull failed on a 404 told SpaceMoved (%d times in all, %d before it): want nothing told", n, ready)
+	}
+	refused := movedBy([]proto.CacheImage{imgA, imgB}, "b refused for capacity", func(m map[string]proto.ImageCacheEntry) bool {
+		return m[b.digest].State == proto.CacheFailed && m[b.digest].Reason == proto.ReasonCapacity
+	})
+	if refused != ready+1 {
+		t.Errorf("SpaceMoved told %d times before the report of a pull refused for capacity, want %d", refused, ready+1)
+	}
+	if evicted := movedBy([]proto.CacheImage{imgB}, "a evicted", func(m map[string]proto.ImageCacheEntry) bool { _, ok := m[a.digest]; return !ok }); evicted <= refused {
+		t.Errorf("SpaceMoved told %d times before the report of an eviction, want more than the %d before it", evicted, refused)
+	}
+}
+
+// movedReport is a report the Reporter was told, and the SpaceMoved calls before it.
+type movedReport struct {
+	moved   int
+	entries []proto.ImageCacheEntry
 }

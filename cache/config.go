@@ -34,6 +34,12 @@ type Config struct {
 	RootCAs *x509.CertPool
 	// Reporter is told the `images` inventory section whenever it changes. Nil tells no one.
 	Reporter Reporter
+	// SpaceMoved is told that the room on Dir's filesystem may have moved: a pull ended
+	// ready or failed for capacity (the filesystem filled, by the pull or by other files
+	// beside it), or an eviction freed a file. It is called on the goroutine that tells
+	// the Reporter, before the Reporter hears of the same change, with no lock held (it
+	// may call Capacity); a burst of such changes is told once. Nil tells no one.
+	SpaceMoved func()
 	// RetryInterval is how long a failed image that is still desired waits before it is
 	// pulled again. Default 5 minutes.
 	RetryInterval time.Duration

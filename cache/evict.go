@@ -250,6 +250,7 @@ func (c *Cache) evict(e *entry) {
 		c.cfg.Logger.Error("cache: evict", "digest", d, "err", err)
 		return
 	}
+	c.spaceMoved = true // told with the notify above: the report waits for c.mu
 	if err := c.idx.remove(d); err != nil {
 		c.cfg.Logger.Error("cache: evict", "digest", d, "err", err)
 		return

@@ -38,8 +38,10 @@ type Capacity struct {
 	// FilesystemBytes is what the cache's filesystem lets it hold: the bytes its images
 	// and pulls take there now and the filesystem's free space, less the reserve and what
 	// the running pulls have yet to write beyond the former (at least 0). Pulls and
-	// evictions move bytes between the two and leave it as it is; it moves as the rest
-	// of the filesystem (logs, other files) grows or shrinks.
+	// evictions move bytes between the two and leave it as it is, but for the blocks
+	// and metadata a file takes beyond its size; it moves as the rest of the filesystem
+	// (logs, other files) grows or shrinks, which a pull is often the first to find
+	// (Config.SpaceMoved).
 	FilesystemBytes int64
 }
 

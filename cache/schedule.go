@@ -153,6 +153,7 @@ func (c *Cache) pullDone(e *entry, src string, size int64, err error, stopped bo
 	}
 	switch {
 	case err == nil:
+		c.spaceMoved = true
 		e.rec.State, e.rec.SizeBytes, e.rec.Error, e.rec.FailedAt, e.rec.Validator = proto.CacheReady, size, "", time.Time{}, ""
 		e.rec.Sources = []string{src}
 		e.progress.Store(0)
@@ -207,6 +208,7 @@ func (c *Cache) fail(e *entry, err error) {
 	}
 	e.rec.State, e.rec.Error, e.rec.FailedAt = proto.CacheFailed, err.Error(), c.cfg.Clock.Now()
 	e.rec.Reason, e.rec.RefusedHost = failureOf(err)
+	c.spaceMoved = c.spaceMoved || e.rec.Reason == proto.ReasonCapacity
 	e.rec.Validator = ""
 	c.put(e)
 	c.notify()

@@ -9,8 +9,15 @@ import (
 )
 
 // capacityInterval is how often the site reads what its cache can hold and, when the
-// figure it reports moved (steadyFilesystem), sends the `site` section again. Pulls and
-// evictions leave the figure as it is: only the rest of the cache's filesystem moves it.
+// figure it reports moved (steadyFilesystem), sends the `site` section again, besides
+// reading it at once when its cache says the room moved (a pull ended ready or failed
+// for capacity, an eviction freed a file: cache.Config.SpaceMoved). The minute is for
+// what the cache is not told of, the files others write beside it (logs, leases): a
+// figure that much late costs little, since no pull writes past the room it reads
+// itself (before it starts, then every MiB) and one that finds none fails for capacity,
+// which refreshes the figure at once; and one statfs a minute costs nothing, while the
+// steadiness rules, not the interval, keep the registry from planning again at every
+// log line.
 const capacityInterval = time.Minute
 
 // capacityStep is the granularity a filesystem figure of n bytes is reported at: the
@@ -42,8 +49,11 @@ func steadyFilesystem(prev, now int64) int64 {
 // configured, in the `site` section (sent when it changed): the configured capacity, or
 // the filesystem's figure held steady (steadyFilesystem) when that is less, and 1 when
 // the cache can hold nothing (0 on the wire is no bound). A failed read keeps what was
-// reported and is logged.
+// reported and is logged. It runs on watchCapacity's goroutine and on the cache's
+// (cache.Config.SpaceMoved), one at a time.
 func (a *agent) refreshCapacity(log *slog.Logger) {
+	a.capacityMu.Lock()
+	defer a.capacityMu.Unlock()
 	c, err := a.cache.Capacity()
 	if err != nil {
 		log.Warn("cache capacity: keeping the figure reported", "err", err)

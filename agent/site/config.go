@@ -92,17 +92,15 @@ func LoadConfig(path string) (Config, error) {
 	if err != nil {
 		return Config{}, proto.Errorf(proto.InvalidConfig, "site config: %v", err).WithPath(string(jsondoc.WholeFile))
 	}
-	return decodeConfig(jsondoc.Decoder{Name: path, File: true, Code: proto.InvalidConfig}, data)
+	return decodeConfig(path, data)
 }
 
-// DecodeConfig decodes a config strictly (jsondoc.Decoder) and checks it.
-func DecodeConfig(data []byte) (Config, error) {
-	return decodeConfig(jsondoc.Decoder{Name: "site config", Code: proto.InvalidConfig}, data)
-}
-
-// decodeConfig decodes a config with d and checks it. A duration given as other than
-// text is told how to write it.
-func decodeConfig(d jsondoc.Decoder, data []byte) (Config, error) {
+// decodeConfig decodes data, the text of the config file at path, strictly
+// (jsondoc.Decoder: a problem names the file, line and column, the file as a whole at
+// jsondoc.WholeFile) and checks it. A duration given as other than text is told how to
+// write it.
+func decodeConfig(path string, data []byte) (Config, error) {
+	d := jsondoc.Decoder{Name: path, File: true, Code: proto.InvalidConfig}
 	var old struct {
 		BMC json.RawMessage `json:"bmc"`
 	}

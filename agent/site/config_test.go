@@ -19,7 +19,7 @@ func TestDecodeConfig(t *testing.T) {
 	dir := t.TempDir()
 	valid := `{"version": 1, "boot": {"interface": "eth0", "mode": "proxy", "serverIP": "10.0.0.1", "ipxeDir": "` + dir + `", "ramdiskDir": "` + dir + `", "httpPort": 8080, "retryInterval": "90s"},
 	  "cache": {"dir": "` + dir + `"}}`
-	c, err := DecodeConfig([]byte(valid))
+	c, err := decodeConfig("site.json", []byte(valid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,12 +43,15 @@ func TestDecodeConfig(t *testing.T) {
 			paths: []string{"boot.unknownShare", "boot.unknownLeaseTime"}},
 		"every problem": {doc: `{"version": 2, "httpBase": "ftp://x"}`,
 			paths: []string{"version", "boot.interface", "cache.dir", "httpBase"}},
+		// A problem of the file as a whole is at ".", as every operator's file names it.
+		"not an object": {doc: "[\n  1\n]\n", paths: []string{"."}},
+		"not JSON":      {doc: "{\n  \"version\": 1,\n}", paths: []string{"."}},
 		// The site resolves no BMC credential: a config that still names a secrets
 		// directory is told where the secrets go now.
 		"a secrets directory": {doc: strings.Replace(valid, `"version": 1`, `"version": 1, "bmc": {"secretsDir": "/etc/bcd/bmc"}`, 1), paths: []string{"bmc"}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := DecodeConfig([]byte(tc.doc))
+			_, err := decodeConfig("site.json", []byte(tc.doc))
 			if strings.Contains(tc.doc, "secretsDir") && !strings.Contains(fmt.Sprint(err), "better-compute secrets put") {
 				t.Errorf("%v: want it to say where the secrets go", err)
 			}
@@ -103,14 +106,14 @@ func TestDecodeRoutedConfig(t *testing.T) {
 	  "subnet": "10.20.0.0/24", "range": {"start": "10.20.0.100", "end": "10.20.0.199"},
 	  "subnets": [{"subnet": "10.21.0.0/24", "range": {"start": "10.21.0.50", "end": "10.21.0.250"}, "router": "10.21.0.1", "leaseTime": "30m"},
 	              {"subnet": "SECOND", "range": {"start": "10.22.0.10", "end": "10.22.0.20"}}]}}`
-	c, err := DecodeConfig([]byte(strings.Replace(doc, "SECOND", "10.22.0.0/24", 1)))
+	c, err := decodeConfig("site.json", []byte(strings.Replace(doc, "SECOND", "10.22.0.0/24", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.Boot.Subnets) != 2 || c.Boot.Subnets[0].LeaseTime != boot.Duration(30*time.Minute) {
 		t.Errorf("routed subnets %+v", c.Boot.Subnets)
 	}
-	_, err = DecodeConfig([]byte(strings.Replace(strings.Replace(doc, "SECOND", "10.20.0.128/25", 1), "10.22.0.", "10.20.0.2", 2)))
+	_, err = decodeConfig("site.json", []byte(strings.Replace(strings.Replace(doc, "SECOND", "10.20.0.128/25", 1), "10.22.0.", "10.20.0.2", 2)))
 	var paths []string
 	for _, e := range flatten(err) {
 		paths = append(paths, proto.AsError(e).Details.Path)
@@ -132,17 +135,17 @@ func flatten(err error) []error {
 	return []error{err}
 }
 
-// FuzzDecodeConfig: any config file is decoded or refused as INVALID_CONFIG, never a
-// panic.
+// FuzzDecodeConfig: any config file is decoded or refused as INVALID_CONFIG at a path,
+// never a panic.
 func FuzzDecodeConfig(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "boot": {"interface": "eth0", "mode": "proxy", "serverIP": "10.0.0.1"}, "cache": {"dir": "/c"}}`))
 	f.Add([]byte(`{"version": 1, "ramdisk": {"args": ["console=ttyS0"]}, "bmc": {"secretsDir": "/s"}, "httpBase": "http://x"}`))
 	f.Add([]byte(`{"boot": {"range": {"start": "10.0.0.9", "end": "10.0.0.1"}, "leaseTime": "-1m"}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, err := DecodeConfig(data)
+		_, err := decodeConfig("site.json", data)
 		for _, e := range flatten(err) {
-			if e != nil && proto.CodeOf(e) != proto.InvalidConfig {
-				t.Fatalf("%v: want INVALID_CONFIG", e)
+			if pe := proto.AsError(e); e != nil && (pe.Code != proto.InvalidConfig || pe.Details.Path == "") {
+				t.Fatalf("%v: want INVALID_CONFIG at a path", e)
 			}
 		}
 	})

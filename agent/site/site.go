@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -125,7 +126,8 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 	}
 	cacheCfg := cache.Config{Dir: cfg.Cache.Dir, CapacityBytes: cfg.Cache.CapacityBytes, ReserveBytes: cfg.Cache.ReserveBytes, MaxPulls: cfg.Cache.MaxPulls,
 		BandwidthBytesPerSec: cfg.Cache.BandwidthBytesPerSec, RetryInterval: time.Duration(cfg.Cache.RetryInterval),
-		Reporter: cache.ReporterFunc(a.reportImages), Logger: log, Clock: cfg.Clock, Observer: a.metrics}
+		Reporter: cache.ReporterFunc(a.reportImages), Logger: log, Clock: cfg.Clock, Observer: a.metrics,
+		SpaceMoved: func() { a.refreshCapacity(log) }}
 	if cfg.Cache.CAFile != "" {
 		if cacheCfg.RootCAs, err = loadCAs(cfg.Cache.CAFile); err != nil {
 			return nil, nil, err
@@ -166,8 +168,9 @@ type agent struct {
 	planned atomic.Pointer[map[string]bool]
 	// metrics counts what the boot server and the cache do, served on metricsListen.
 	metrics *metrics.Site
-	// filesystemFigure is the cache's filesystem figure last reported
-	// (steadyFilesystem); open and then watchCapacity alone touch it.
+	// capacityMu guards filesystemFigure, the cache's filesystem figure last reported
+	// (steadyFilesystem): refreshCapacity alone touches it.
+	capacityMu       sync.Mutex
 	filesystemFigure int64
 }
 

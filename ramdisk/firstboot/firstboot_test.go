@@ -1,6 +1,7 @@
 package firstboot
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -100,6 +101,24 @@ func TestIgnitionConfig(t *testing.T) {
 				t.Errorf("config (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestIgnitionConfigKeepsNumbersExact: the operator's values come back as they were
+// written, a number above 2^53 (a partition's sizeMiB, which Ignition takes as any
+// integer, and a key unknown to bcd) included, not rounded through a float64.
+func TestIgnitionConfigKeepsNumbersExact(t *testing.T) {
+	disks := `[{"device":"/dev/sda","partitions":[{"label":"data","sizeMiB":9007199254740993,"x-note":1.50}]}]`
+	motd := `{"path":"/etc/motd","x-serial":123456789012345678901234567890}`
+	doc := `{"ignition":{"version":"3.4.0"},"storage":{"disks":` + disks + `,"files":[` + motd + `]}}`
+	got, err := IgnitionConfig([]byte(doc), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"disks":` + disks, `"files":[` + motd + `,`} {
+		if !bytes.Contains(got, []byte(want)) {
+			t.Errorf("got %s\nwant it to hold %s as it was", got, want)
+		}
 	}
 }
 

@@ -14,14 +14,20 @@ import (
 
 // IgnitionConfig returns the Ignition document with bcd's files added to its
 // storage.files (replacing entries of the same path), leaving everything else as it
-// was. Only Ignition spec 3 documents are accepted.
+// was: only the objects on the way to storage.files are decoded, every other value is
+// kept as its text, so a number Go's float64 cannot hold (2^53+1) comes back exactly.
+// Only Ignition spec 3 documents are accepted.
 func IgnitionConfig(doc []byte, f Files) ([]byte, error) {
-	var cfg map[string]any
+	var cfg map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &cfg); err != nil {
-		return nil, fmt.Errorf("the Ignition config is not JSON: %w", err)
+		return nil, fmt.Errorf("the Ignition config is not a JSON object: %w", err)
 	}
-	ign, _ := cfg["ignition"].(map[string]any)
-	if v, _ := ign["version"].(string); !strings.HasPrefix(v, "3.") {
+	var ign map[string]json.RawMessage
+	var v string
+	if json.Unmarshal(cfg["ignition"], &ign) == nil {
+		_ = json.Unmarshal(ign["version"], &v) // a version that is not text is no version
+	}
+	if !strings.HasPrefix(v, "3.") {
 		return nil, fmt.Errorf("%w: Ignition config version %q; spec 3 is needed", ErrUnsupported, v)
 	}
 	add := map[string][]byte{}
@@ -33,36 +39,45 @@ func IgnitionConfig(doc []byte, f Files) ([]byte, error) {
 	if len(add) == 0 {
 		return doc, nil
 	}
-	storage, ok := cfg["storage"].(map[string]any)
-	if !ok && cfg["storage"] != nil {
+	var storage map[string]json.RawMessage
+	if raw := cfg["storage"]; raw != nil && json.Unmarshal(raw, &storage) != nil {
 		return nil, fmt.Errorf("the Ignition config's storage is not an object")
 	}
-	if storage == nil {
-		storage = map[string]any{}
-		cfg["storage"] = storage
+	if storage == nil { // absent or null
+		storage = map[string]json.RawMessage{}
 	}
-	old, ok := storage["files"].([]any)
-	if !ok && storage["files"] != nil {
+	var old []json.RawMessage
+	if raw := storage["files"]; raw != nil && json.Unmarshal(raw, &old) != nil {
 		return nil, fmt.Errorf("the Ignition config's storage.files is not an array")
 	}
-	files := []any{}
+	files := []json.RawMessage{}
 	for _, e := range old {
-		if m, ok := e.(map[string]any); ok {
-			if p, _ := m["path"].(string); add[p] != nil {
-				continue
-			}
+		var entry map[string]json.RawMessage
+		var p string
+		if json.Unmarshal(e, &entry) == nil && json.Unmarshal(entry["path"], &p) == nil && add[p] != nil {
+			continue
 		}
 		files = append(files, e)
 	}
 	for _, p := range []string{path.Join(bcdargv.ConfigDir, bcdargv.ConfigFile), path.Join(bcdargv.ConfigDir, bcdargv.JoinEncryptionFile)} {
 		if data := add[p]; data != nil {
-			files = append(files, map[string]any{
+			entry, err := json.Marshal(map[string]any{
 				"path": p, "mode": 0o644, "overwrite": true,
 				"contents": map[string]any{"source": "data:;base64," + base64.StdEncoding.EncodeToString(data)},
 			})
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, entry)
 		}
 	}
-	storage["files"] = files
+	var err error
+	if storage["files"], err = json.Marshal(files); err != nil {
+		return nil, err
+	}
+	if cfg["storage"], err = json.Marshal(storage); err != nil {
+		return nil, err
+	}
 	return json.Marshal(cfg)
 }
 

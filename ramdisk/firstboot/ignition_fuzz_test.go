@@ -1,9 +1,12 @@
 package firstboot
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"path"
 	"reflect"
 	"strings"
@@ -17,7 +20,8 @@ import (
 // comes back with every key but storage.files as it was, and storage.files holding the
 // document's own entries but bcd's paths (a storage that is not an object, or files not
 // an array, is refused rather than dropped), in order, then exactly one entry of each of
-// bcd's files carrying its bytes.
+// bcd's files carrying its bytes. Numbers are compared as their text (decodeExact), so
+// one rounded on the way is caught.
 func FuzzIgnitionConfig(f *testing.F) {
 	for _, seed := range []string{
 		`{"ignition":{"version":"3.4.0"},"systemd":{"units":[{"name":"bcd.service","enabled":true}]}}`,
@@ -27,6 +31,8 @@ func FuzzIgnitionConfig(f *testing.F) {
 		`{"ignition":{"version":"3.4.0"},"storage":[]}`,
 		`{"ignition":{"version":"2.3.0"}}`, `{"ignition":{"version":3}}`, `{"ignition":[]}`,
 		`ignition: {}`, `null`, `[]`, `{"ignition":{"version":"3."}} {}`,
+		`{"ignition":{"version":"3.4.0"},"storage":{"disks":[{"partitions":[{"sizeMiB":9007199254740993}]}],"files":[{"path":"/a","x":1e400}]}}`,
+		`{"ignition":{"version":"3.4.0"},"storage":null}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -37,7 +43,7 @@ func FuzzIgnitionConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		got, err := IgnitionConfig(doc, files)
 		var in map[string]any
-		if json.Unmarshal(doc, &in) != nil {
+		if decodeExact(doc, &in) != nil {
 			if err == nil {
 				t.Fatalf("%q: accepted a document that is not a JSON object", doc)
 			}
@@ -62,7 +68,7 @@ func FuzzIgnitionConfig(f *testing.F) {
 			t.Fatalf("%q: %v", doc, err)
 		}
 		var out map[string]any
-		if err := json.Unmarshal(got, &out); err != nil {
+		if err := decodeExact(got, &out); err != nil {
 			t.Fatalf("%q: the config written is not JSON: %v", doc, err)
 		}
 		storage, _ := out["storage"].(map[string]any)
@@ -102,4 +108,18 @@ func FuzzIgnitionConfig(f *testing.F) {
 			t.Fatalf("%q: the config's other keys changed: %v, want %v", doc, out, in)
 		}
 	})
+}
+
+// decodeExact decodes data, one JSON value, as json.Unmarshal does but keeping each
+// number as its text (json.Number).
+func decodeExact(data []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return fmt.Errorf("more after the JSON value: %v", err)
+	}
+	return nil
 }

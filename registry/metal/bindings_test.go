@@ -202,6 +202,25 @@ func TestLoadHardwareProfiles(t *testing.T) {
 	}
 }
 
+// TestLoadHardwareProfilesUnreadable: a hardware profiles file the registry cannot read
+// (missing, a directory) is INVALID_CONFIG at "." that names the file once and says what
+// to give instead, as every problem of an operator's file is.
+func TestLoadHardwareProfilesUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	for name, path := range map[string]string{
+		"a directory":    dir,
+		"a missing file": filepath.Join(dir, "hw.json"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := LoadHardwareProfiles(path)
+			e := proto.AsError(err)
+			if e.Code != proto.InvalidConfig || e.Details.Path != "." || strings.Count(e.Message, path) != 1 || !strings.Contains(e.Message, "--hardware-profiles") {
+				t.Fatalf("got %v at %q, want INVALID_CONFIG at \".\" naming %s once and saying what to give", err, e.Details.Path, path)
+			}
+		})
+	}
+}
+
 // TestProfileDriversBindItsOwnSteps: a profile's drivers bind the site operations its
 // steps name (power.setPower), over the node's, while metal.ensureRamdisk's own commands
 // keep the node's bindings; the BMC's address and credential reference stay the node's

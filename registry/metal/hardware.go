@@ -2,6 +2,8 @@ package metal
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"maps"
 	"os"
 	"slices"
@@ -73,11 +75,17 @@ type hardwareFile struct {
 //	{"version": 1, "hardwareProfiles": {"gpu-redfish": {"drivers": {"power": "redfish", "boot": "ipxe"}}}}
 //
 // Unknown fields, an unknown concern and a malformed driver name are INVALID_CONFIG with
-// the path of the offending field.
+// the path of the offending field. A file it cannot read (missing, a directory, not
+// allowed) is INVALID_CONFIG at jsondoc.WholeFile naming it.
 func LoadHardwareProfiles(path string) (HardwareProfiles, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, proto.Errorf(proto.InvalidConfig, "hardware profiles: %v", err)
+		reason := err
+		if pe, ok := errors.AsType[*fs.PathError](err); ok {
+			reason = pe.Err // its path is path, named already
+		}
+		return nil, proto.Errorf(proto.InvalidConfig, "hardware profiles %s: cannot read it: %v: give the registry a hardware profiles file it can read "+
+			"(serve --hardware-profiles FILE, else DATA_DIR/hardware-profiles.json; docs/nodes.md#hardware-profiles)", path, reason).WithPath(string(jsondoc.WholeFile))
 	}
 	hp, err := parseHardwareProfiles(jsondoc.Decoder{Name: path, File: true, Code: proto.InvalidConfig}, data)
 	if err != nil {
