@@ -152,7 +152,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	fmt.Printf("  registry's garbage collection from the connect on: %v (the peers': Go's defaults)\n", policy.LogValue())
 	connect.print("connect", n, "hello and acknowledgement of generation 1")
 	push.print("push", n, "NodeSpec change of every node until every agent acknowledged it")
-	fmt.Printf("  push window: at most %d pushes in flight, size %d after the push, %d acknowledgements late, halved %d times\n", window.MaxInFlight, window.Size, window.Late, window.Halvings)
+	fmt.Printf("  push window: at most %d pushes in flight, size %d after the push, %d acknowledgements late, halved %d times, %d timely ones at the growth limit\n", window.MaxInFlight, window.Size, window.Late, window.Halvings, window.Limited)
 	resume.print("peer", peers, fmt.Sprintf("bare quic-go connections closed and dialled again, %d at a time, each resuming", maxInFlight))
 	peerRate, peerCPU := float64(peers)/resume.wall.Seconds(), resume.cpu.Seconds()/float64(peers)
 	diallerCPU := resume.agents.Seconds() / float64(peers)

@@ -14,6 +14,10 @@ const (
 	// ackTarget is the longest an acknowledgement may take and still count as timely:
 	// one that takes longer, or none within the ack timeout, halves the window.
 	ackTarget = time.Second
+	// ackGain is how many times what the agents take in their fastest acknowledgement
+	// time (the delivery rate times minAck) the window may grow to; minAckSpan is how
+	// long a fastest acknowledgement time stands before a newer one replaces it.
+	ackGain, minAckSpan = 2, 10 * time.Second
 )
 
 // window bounds the NodeSpec pushes written to agents and not yet acknowledged. Its size
@@ -21,9 +25,15 @@ const (
 // congestion window): each timely ack widens it, by one while it is below the size of its
 // last halving (doubling each round of acks), by one per window of acks above; an ack
 // later than ackTarget, or none within the ack timeout, halves it, once for all the pushes
-// written before that halving. Every push ends exactly once (pushEnd), and gives its
-// place back then: acknowledged, superseded by a newer generation (the newer push takes
-// its place), failed to write, timed out, or its session ended.
+// written before that halving. A timely ack widens it only while it is below what the
+// agents take (growthLimitLocked): ackGain times the delivery rate the ack measures (the
+// pushes in flight over its acknowledgement time) times the fastest acknowledgement time
+// of the last minAckSpan, as BBR bounds its congestion window. Pushes beyond that wait in
+// the agents' queues and only lengthen the acknowledgement times, so the window stops
+// growing when they start to queue rather than once they are late. Every push ends
+// exactly once (pushEnd), and gives its place back then: acknowledged, superseded by a
+// newer generation (the newer push takes its place), failed to write, timed out, or its
+// session ended.
 //
 // The pushes to one tenant's agents hold at most their tenant's share of the window
 // (capLocked): half of it while another tenant's pushes hold places, wait or are
@@ -66,9 +76,14 @@ type window struct {
 	// seq numbers the pushes as they take their place; cutSeq is the first one written
 	// after the last halving.
 	seq, cutSeq uint64
-	// late, halvings and maxInFlight count for monitoring (PushWindow).
-	late, halvings int64
-	maxInFlight    int
+	// minAck is the fastest acknowledgement time since minAckAt, replaced by the next one
+	// once minAckSpan has passed (0: none yet).
+	minAck   time.Duration
+	minAckAt time.Time
+	// late, halvings, limited and maxInFlight count for monitoring (PushWindow); limited: the
+	// timely acks that found the window at its growth limit.
+	late, halvings, limited int64
+	maxInFlight             int
 }
 
 // pushEnd is how a push ended.
@@ -102,11 +117,13 @@ type queued struct {
 	slot *slot
 }
 
-// slot is one push's place in the window: taken by acquire, given back by end.
+// slot is one push's place in the window: taken by acquire, given back by end. flight
+// is the pushes in flight, its own among them, when it was taken or written.
 type slot struct {
 	seq    uint64
 	sentAt time.Time
 	tenant string
+	flight int
 }
 
 // waiter is a push waiting for a place for node, an agent of tenant.
@@ -195,7 +212,7 @@ func (w *window) takeLocked(tenant string) *slot {
 	w.activeLocked(tenant, 1)
 	w.maxInFlight = max(w.maxInFlight, w.inFlight)
 	w.seq++
-	return &slot{seq: w.seq, sentAt: w.now(), tenant: tenant}
+	return &slot{seq: w.seq, sentAt: w.now(), tenant: tenant, flight: w.inFlight}
 }
 
 // grantLocked gives the free places to the waiters in order; a waiter whose tenant's
@@ -293,10 +310,10 @@ func (w *window) release(sl *slot) {
 }
 
 // sent restarts the slot's clock when its push is written (its wait for a place is not
-// the agent's).
+// the agent's), and notes the pushes in flight then.
 func (w *window) sent(sl *slot) {
 	w.mu.Lock()
-	sl.sentAt = w.now()
+	sl.sentAt, sl.flight = w.now(), w.inFlight
 	w.mu.Unlock()
 }
 
@@ -314,9 +331,11 @@ func (w *window) endLocked(sl *slot, how pushEnd) {
 		delete(w.held, sl.tenant)
 	}
 	w.activeLocked(sl.tenant, -1)
-	switch {
-	case how == pushAcked && w.now().Sub(sl.sentAt) <= ackTarget:
-		if w.size < w.threshold {
+	switch took := w.now().Sub(sl.sentAt); {
+	case how == pushAcked && took <= ackTarget:
+		if limit := w.growthLimitLocked(took, sl.flight); w.size >= limit {
+			w.limited++
+		} else if w.size < w.threshold {
 			w.size++
 		} else {
 			w.size += 1 / w.size
@@ -334,6 +353,23 @@ func (w *window) endLocked(sl *slot, how pushEnd) {
 	w.grantLocked()
 }
 
+// growthLimitLocked notes took, the time a push written with flight pushes in flight
+// (itself among them) took to be acknowledged, and returns the size the window may grow
+// to: ackGain times the pushes the agents deliver in the fastest acknowledgement time
+// (flight/took, the delivery rate, times minAck), at least initialWindow. The pushes in
+// flight when it was written, all acknowledged within took, measure the rate; those in
+// flight now would count the window's own growth since. When the agents keep up, took is
+// near minAck and the limit is ackGain times the pushes in flight, so the window still
+// doubles each round; when pushes queue, took grows with flight and the limit stays at
+// ackGain times what the agents take, however many are in flight.
+func (w *window) growthLimitLocked(took time.Duration, flight int) float64 {
+	now := w.now()
+	if w.minAck == 0 || took <= w.minAck || now.Sub(w.minAckAt) > minAckSpan {
+		w.minAck, w.minAckAt = max(took, 1), now
+	}
+	return max(initialWindow, ackGain*float64(flight)*float64(w.minAck)/float64(max(took, 1)))
+}
+
 // PushWindow is the state of the endpoint's window on NodeSpec pushes not yet
 // acknowledged.
 type PushWindow struct {
@@ -345,8 +381,10 @@ type PushWindow struct {
 	// once its tenant's share has room.
 	Deferred int
 	// Late acknowledgements came after ackTarget (1 s) or not within the ack timeout;
-	// Halvings is how often the window was halved for them.
-	Late, Halvings int64
+	// Halvings is how often the window was halved for them. Limited timely
+	// acknowledgements found the window at what the agents take (ackGain times their
+	// delivery rate times the fastest acknowledgement time) and did not widen it.
+	Late, Halvings, Limited int64
 }
 
 func (w *window) state() PushWindow {
@@ -357,5 +395,5 @@ func (w *window) state() PushWindow {
 		deferred += len(nodes.order)
 	}
 	return PushWindow{InFlight: w.inFlight, Size: int(w.size), MaxInFlight: w.maxInFlight, Waiting: w.waiters.Len(), Deferred: deferred,
-		Late: w.late, Halvings: w.halvings}
+		Late: w.late, Halvings: w.halvings, Limited: w.limited}
 }

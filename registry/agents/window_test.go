@@ -33,7 +33,9 @@ func TestWindowSizedByAcks(t *testing.T) {
 		t.Fatalf("full window: %+v, want %d in flight and no waiter left", got, initialWindow)
 	}
 
-	// Timely acks widen it by one each (below its threshold).
+	// Timely acks widen it by one each (below its threshold): those of the pushes written
+	// last, with the window full, which measure the agents taking all of it.
+	slots[0], slots[1], slots[initialWindow-2], slots[initialWindow-1] = slots[initialWindow-2], slots[initialWindow-1], slots[0], slots[1]
 	clk.t = clk.t.Add(ackTarget / 2)
 	w.end(slots[0], pushAcked)
 	w.end(slots[1], pushAcked)
@@ -379,3 +381,87 @@ func TestDeferredTenantsTakeTurns(t *testing.T) {
 		t.Fatalf("window %+v: want nothing deferred", st)
 	}
 }
+
+// agentPool is a fleet that acknowledges pushes at a fixed rate: each push takes base to
+// reach an agent and come back, and the fleet serves one push each per, in the order
+// written, so that pushes beyond what it takes in base wait in its queue and their
+// acknowledgements come later the more are in flight.
+type agentPool struct {
+	base, per time.Duration
+	last      time.Time // when the last push written is served
+	acks      []poolAck // in the order they come
+}
+
+type poolAck struct {
+	at time.Time
+	sl *slot
+}
+
+// capacity is the pushes the pool takes in its base time: what the window needs to keep
+// it busy.
+func (p *agentPool) capacity() int { return int(p.base / p.per) }
+
+func (p *agentPool) write(now time.Time, sl *slot) {
+	p.last = p.last.Add(p.per)
+	if reach := now.Add(p.base); reach.After(p.last) {
+		p.last = reach
+	}
+	p.acks = append(p.acks, poolAck{p.last, sl})
+}
+
+// TestWindowHoldsToAgentPool: a window pushing to a pool of agents that acknowledges at
+// a fixed rate grows to keep the pool busy and stops within ackGain times what it takes
+// in its fastest acknowledgement time, however long the push: its acknowledgements come
+// later as more are in flight, well before they are late (ackTarget), so the window
+// must not wait for a late one to stop.
+func TestWindowHoldsToAgentPool(t *testing.T) {
+	clk := &fakeNow{t: time.Unix(0, 0)}
+	pool := &agentPool{base: 40 * time.Millisecond, per: 100 * time.Microsecond}
+	const pushes = 100000
+	sent, node := 0, 0
+	var w *window
+	w = newWindow(clk.now, func(q queued) bool { // a deferred node sent in its place
+		w.sent(q.slot)
+		pool.write(clk.t, q.slot)
+		sent++
+		return true
+	})
+	for acked := 0; acked < pushes; {
+		for sent < pushes { // write every push the window takes now
+			node++
+			sl := w.acquire("acme", fmt.Sprint(node), closedChan, nil)
+			if sl == nil {
+				break // the window is full, or the node is deferred until a place frees
+			}
+			w.sent(sl)
+			pool.write(clk.t, sl)
+			sent++
+		}
+		if len(pool.acks) == 0 {
+			t.Fatalf("nothing in flight with %d of %d pushes acknowledged: %+v", acked, pushes, w.state())
+		}
+		next := pool.acks[0]
+		pool.acks = pool.acks[1:]
+		clk.t = next.at
+		w.end(next.sl, pushAcked)
+		acked++
+	}
+	st := w.state()
+	t.Logf("window after %d pushes to a pool that takes %d in its base time: %+v", pushes, pool.capacity(), st)
+	if st.Late != 0 {
+		t.Fatalf("window %+v: want no late acknowledgement from a pool that serves within %v", st, time.Duration(st.MaxInFlight)*pool.per)
+	}
+	limit := ackGain * (pool.capacity() + 1)
+	if st.MaxInFlight > limit || st.Size > limit {
+		t.Fatalf("window %+v over a pool that takes %d pushes in its base time: want at most %d", st, pool.capacity(), limit)
+	}
+	if st.MaxInFlight < pool.capacity() {
+		t.Fatalf("window %+v: at most %d in flight, fewer than the %d the pool takes in its base time", st, st.MaxInFlight, pool.capacity())
+	}
+	if st.InFlight != 0 {
+		t.Fatalf("window %+v after every push was acknowledged: want none in flight", st)
+	}
+}
+
+// closedChan stops a wait for a place at once.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
