@@ -18,23 +18,7 @@ import (
 // with basic authentication the BMC's password, to whoever holds a certificate the
 // driver trusts.
 func TestLinkToAnotherHostRefused(t *testing.T) {
-	other, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	var reached atomic.Int32
-	go func() {
-		for {
-			c, err := other.Accept()
-			if err != nil {
-				return
-			}
-			reached.Add(1)
-			c.Close()
-		}
-	}()
-	at := other.Addr().String()
+	at, reached := elsewhere(t)
 	for name, answer := range map[string]func(*redfishsim.Server){
 		"a member at a login": func(sim *redfishsim.Server) {
 			sim.Answer("/redfish/v1/Systems", http.StatusOK, []byte(`{"Members":[{"@odata.id":"@`+at+`/redfish/v1/Systems/1"}]}`))
@@ -60,6 +44,29 @@ func TestLinkToAnotherHostRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// elsewhere listens on another loopback port, a host a BMC may name, and counts the
+// connections made to it.
+func elsewhere(t testing.TB) (string, *atomic.Int32) {
+	t.Helper()
+	other, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	reached := new(atomic.Int32)
+	go func() {
+		for {
+			c, err := other.Accept()
+			if err != nil {
+				return
+			}
+			reached.Add(1)
+			c.Close()
+		}
+	}()
+	return other.Addr().String(), reached
 }
 
 // TestAnswerNotAnObjectRefused: a BMC that answers a part of the inventory with null, a

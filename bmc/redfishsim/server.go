@@ -75,7 +75,7 @@ type Server struct {
 	sessions map[string]string // token -> session id
 	nextID   int
 	resets   []string
-	answers  map[string]answer // path -> what GET answers instead of the resource
+	answers  map[string]answer // "METHOD path" -> what the request is answered instead
 	boots    []string
 }
 
@@ -150,16 +150,23 @@ type answer struct {
 // status and body as they are, the way a broken or hostile BMC answers; a nil body puts
 // the simulated resource back.
 func (s *Server) Answer(path string, status int, body []byte) {
+	s.AnswerRequest(http.MethodGet, path, status, body)
+}
+
+// AnswerRequest makes the service answer a request of method for path (a PATCH of the
+// system, a POST of an action) with status and body as they are, without performing it;
+// a nil body puts the simulated behaviour back.
+func (s *Server) AnswerRequest(method, path string, status int, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if body == nil {
-		delete(s.answers, path)
+		delete(s.answers, method+" "+path)
 		return
 	}
 	if s.answers == nil {
 		s.answers = map[string]answer{}
 	}
-	s.answers[path] = answer{status: status, body: slices.Clone(body)}
+	s.answers[method+" "+path] = answer{status: status, body: slices.Clone(body)}
 }
 
 // Redirect makes the service answer a GET of path with a redirect to location, which may
@@ -170,16 +177,16 @@ func (s *Server) Redirect(path, location string) {
 	if s.answers == nil {
 		s.answers = map[string]answer{}
 	}
-	s.answers[path] = answer{status: http.StatusFound, location: location}
+	s.answers[http.MethodGet+" "+path] = answer{status: http.StatusFound, location: location}
 }
 
-// answering serves what Answer set before the resource tree.
+// answering serves what Answer, AnswerRequest and Redirect set before the resource tree.
 func (s *Server) answering(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		a, ok := s.answers[r.URL.Path]
+		a, ok := s.answers[r.Method+" "+r.URL.Path]
 		s.mu.Unlock()
-		if !ok || r.Method != http.MethodGet {
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
