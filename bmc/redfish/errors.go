@@ -63,9 +63,17 @@ func bmcMessage(err error) string {
 // instead of a Redfish error has said what it has to say by then.
 const maxMessage = 512
 
-func clip(s string) string {
-	if len(s) <= maxMessage {
+// maxName bounds a name the BMC gave (an Id, a link) in an error, next to its text.
+const maxName = 64
+
+func clip(s string) string { return clipTo(s, maxMessage) }
+
+func clipName(s string) string { return clipTo(s, maxName) }
+
+// clipTo cuts s at n bytes, marking the cut.
+func clipTo(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	return strings.ToValidUTF8(s[:maxMessage], "") + "..."
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }

@@ -61,16 +61,16 @@ func (d *driver) Insert(ctx context.Context, image string) error {
 			return err
 		}
 	}
-	d.log.Info("insert media", "media", vm.ID, "image", image)
+	d.log.Info("insert media", "media", mediaName(vm), "image", image)
 	_, err = vm.InsertMedia(&schemas.VirtualMediaInsertMediaParameters{
 		Image:          image,
 		Inserted:       gofish.ToRef(true),
 		WriteProtected: gofish.ToRef(true),
 	})
 	if err != nil {
-		return d.fail(ctx, "insert media "+vm.ID, err)
+		return d.fail(ctx, "insert media "+mediaName(vm), err)
 	}
-	return d.waitMedia(ctx, vm.ODataID, func(vm *schemas.VirtualMedia) bool {
+	return d.waitMedia(ctx, vm, func(vm *schemas.VirtualMedia) bool {
 		return gofish.Deref(vm.Inserted) && vm.Image == image
 	})
 }
@@ -88,28 +88,41 @@ func (d *driver) Eject(ctx context.Context) error {
 }
 
 func (d *driver) eject(ctx context.Context, vm *schemas.VirtualMedia) error {
-	d.log.Info("eject media", "media", vm.ID, "image", vm.Image)
+	d.log.Info("eject media", "media", mediaName(vm), "image", vm.Image)
 	if _, err := vm.EjectMedia(); err != nil {
-		return d.fail(ctx, "eject media "+vm.ID, err)
+		return d.fail(ctx, "eject media "+mediaName(vm), err)
 	}
-	return d.waitMedia(ctx, vm.ODataID, func(vm *schemas.VirtualMedia) bool { return !gofish.Deref(vm.Inserted) })
+	return d.waitMedia(ctx, vm, func(vm *schemas.VirtualMedia) bool { return !gofish.Deref(vm.Inserted) })
 }
 
-// waitMedia rereads the virtual media until done holds, for BMCs that answer an
+// waitMedia rereads the virtual medium until done holds, for BMCs that answer an
 // insert or eject before it has happened.
-func (d *driver) waitMedia(ctx context.Context, id string, done func(*schemas.VirtualMedia) bool) error {
+func (d *driver) waitMedia(ctx context.Context, vm *schemas.VirtualMedia, done func(*schemas.VirtualMedia) bool) error {
+	name := mediaName(vm)
 	ctx, cancel := context.WithTimeout(ctx, d.timing.Timeout)
 	defer cancel()
 	for {
-		vm, err := schemas.GetVirtualMedia(d.client.WithContext(ctx), id)
+		vm, err := schemas.GetVirtualMedia(d.client.WithContext(ctx), vm.ODataID)
 		if err != nil {
-			return d.fail(ctx, "read virtual media "+id, err)
+			return d.fail(ctx, "read virtual media "+name, err)
 		}
 		if done(vm) {
 			return nil
 		}
 		if clock.Sleep(ctx, clock.Real{}, d.timing.Interval) != nil {
-			return proto.Errorf(proto.Timeout, "redfish %s: virtual media %s still shows inserted %v, image %q", d.host, vm.ID, gofish.Deref(vm.Inserted), vm.Image)
+			return proto.Errorf(proto.Timeout, "redfish %s: virtual media %s still shows inserted %v, image %q", d.host, name, gofish.Deref(vm.Inserted), clip(vm.Image))
 		}
 	}
+}
+
+// mediaName names a virtual medium in messages: by its Id, else by its @odata.id, which
+// a BMC that leaves the Id out still gives; either clipped, being the BMC's text.
+func mediaName(vm *schemas.VirtualMedia) string {
+	switch {
+	case vm.ID != "":
+		return clipName(vm.ID)
+	case vm.ODataID != "":
+		return clipName(vm.ODataID)
+	}
+	return "(no Id or @odata.id)"
 }
