@@ -3,7 +3,6 @@ package redfish
 import (
 	"context"
 	"slices"
-	"strings"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/stmcginnis/gofish/schemas"
@@ -33,11 +32,7 @@ func (d *driver) SetBootDevice(ctx context.Context, device proto.BootDevice, per
 		return err
 	}
 	if allowed := sys.Boot.AllowableBootSourceOverrideTargetValues; len(allowed) > 0 && !slices.Contains(allowed, target) {
-		names := make([]string, len(allowed))
-		for i, a := range allowed {
-			names[i] = string(a)
-		}
-		return proto.Errorf(proto.Unsupported, "redfish %s: the system offers no boot override target %s, only %s", d.host, target, strings.Join(names, ", "))
+		return proto.Errorf(proto.Unsupported, "redfish %s: the system offers no boot override target %s, only %s", d.host, target, listed(allowed))
 	}
 	enabled := schemas.OnceBootSourceOverrideEnabled
 	if persistent {
@@ -56,7 +51,7 @@ func (d *driver) SetBootDevice(ctx context.Context, device proto.BootDevice, per
 	}
 	got := sys.Boot
 	if !sameTarget(target, got.BootSourceOverrideTarget) || !sameEnabled(enabled, got.BootSourceOverrideEnabled) {
-		return proto.Errorf(proto.DriverError, "redfish %s: the BMC accepted boot override %s %s but reports %s %s", d.host, target, enabled, got.BootSourceOverrideTarget, got.BootSourceOverrideEnabled)
+		return proto.Errorf(proto.DriverError, "redfish %s: the BMC accepted boot override %s %s but reports %s %s", d.host, target, enabled, clipName(string(got.BootSourceOverrideTarget)), clipName(string(got.BootSourceOverrideEnabled)))
 	}
 	if got.BootSourceOverrideTarget != target || got.BootSourceOverrideEnabled != enabled {
 		d.log.Warn("the BMC keeps the boot override in its own way", "asked", string(target)+" "+string(enabled), "reports", string(got.BootSourceOverrideTarget)+" "+string(got.BootSourceOverrideEnabled))

@@ -21,7 +21,7 @@ func (d *driver) fail(ctx context.Context, op string, err error) error {
 		return pe // the transport's refusal, which names the host and the path already
 	}
 	if bmc.Expired(ctx) {
-		return proto.Errorf(proto.Timeout, "redfish %s: %s: %v", d.host, op, err)
+		return proto.Errorf(proto.Timeout, "redfish %s: %s: %s", d.host, op, clip(err.Error()))
 	}
 	return proto.Errorf(proto.DriverError, "redfish %s: %s: %s", d.host, op, bmcMessage(err))
 }
@@ -62,6 +62,15 @@ func bmcMessage(err error) string {
 // maxMessage bounds the BMC's text in an error: a BMC that answers an HTML page
 // instead of a Redfish error has said what it has to say by then.
 const maxMessage = 512
+
+// listed is the values a BMC allows, as an error quotes them: joined, and clipped.
+func listed[T ~string](values []T) string {
+	names := make([]string, len(values))
+	for i, v := range values {
+		names[i] = string(v)
+	}
+	return clip(strings.Join(names, ", "))
+}
 
 // maxName bounds a name the BMC gave (an Id, a link) in an error, next to its text.
 const maxName = 64

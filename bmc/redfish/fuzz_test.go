@@ -202,3 +202,35 @@ func checkAnswerErr(t *testing.T, path string, err error, also ...proto.Code) {
 		t.Fatalf("%s: an error of %d bytes: the BMC's text is not bounded: %s", path, len(e.Message), e.Message)
 	}
 }
+
+// TestBMCNamesBounded: the names a BMC gives (allowable values, a reported override, a
+// manager's Id), quoted in an error, are clipped as its messages are: a BMC that
+// answers megabytes must not have them carried into every log and reply.
+func TestBMCNamesBounded(t *testing.T) {
+	long := strings.Repeat("x", 4000)
+	cases := map[string]struct {
+		method, path, body string
+		do                 func(context.Context, bmc.Driver) error
+	}{
+		"boot targets": {http.MethodGet, "/redfish/v1/Systems/1", `{"Id":"1","Boot":{"BootSourceOverrideTarget@Redfish.AllowableValues":["` + long + `","` + long + `"]}}`,
+			func(ctx context.Context, d bmc.Driver) error { return d.SetBootDevice(ctx, proto.BootDevicePXE, true) }},
+		"reported target": {http.MethodGet, "/redfish/v1/Systems/1", `{"Id":"1","Boot":{"BootSourceOverrideTarget":"` + long + `","BootSourceOverrideEnabled":"` + long + `"}}`,
+			func(ctx context.Context, d bmc.Driver) error { return d.SetBootDevice(ctx, proto.BootDevicePXE, true) }},
+		"reset types": {http.MethodGet, "/redfish/v1/Systems/1/ResetActionInfo", `{"Parameters":[{"Name":"ResetType","AllowableValues":["` + long + `","` + long + `"]}]}`,
+			func(ctx context.Context, d bmc.Driver) error { return d.SetPower(ctx, proto.PowerActionOn) }},
+		"manager id": {http.MethodGet, "/redfish/v1/Managers/1", `{"Id":"` + long + `","VirtualMedia":{"@odata.id":"/redfish/v1/Managers/1/Missing"}}`,
+			func(ctx context.Context, d bmc.Driver) error { return d.Insert(ctx, "https://images.example/boot.iso") }},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			sim := newSim(t, redfishsim.Config{Advertise: redfishsim.InActionInfo})
+			d := open(t, config(t, sim))
+			sim.AnswerRequest(tc.method, tc.path, http.StatusOK, []byte(tc.body))
+			err := tc.do(context.Background(), d)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			checkAnswerErr(t, tc.path, err, proto.Unsupported)
+		})
+	}
+}

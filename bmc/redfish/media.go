@@ -27,7 +27,7 @@ func (d *driver) cd(ctx context.Context) (*schemas.VirtualMedia, error) {
 	for _, m := range managers {
 		media, err := m.VirtualMedia()
 		if err != nil {
-			return nil, d.fail(ctx, "list the virtual media of manager "+m.ID, err)
+			return nil, d.fail(ctx, "list the virtual media of manager "+clipName(m.ID), err)
 		}
 		all = append(all, media...)
 	}

@@ -3,7 +3,6 @@ package redfish
 import (
 	"context"
 	"slices"
-	"strings"
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/proto"
@@ -93,11 +92,7 @@ func (d *driver) SetPower(ctx context.Context, action proto.PowerAction) error {
 // when then is empty).
 func (d *driver) reset(ctx context.Context, sys *schemas.ComputerSystem, offered []schemas.ResetType, rt schemas.ResetType, then proto.PowerState) error {
 	if len(offered) > 0 && !slices.Contains(offered, rt) {
-		names := make([]string, len(offered))
-		for i, o := range offered {
-			names[i] = string(o)
-		}
-		return proto.Errorf(proto.Unsupported, "redfish %s: the system offers no reset type %s, only %s", d.host, rt, strings.Join(names, ", "))
+		return proto.Errorf(proto.Unsupported, "redfish %s: the system offers no reset type %s, only %s", d.host, rt, listed(offered))
 	}
 	d.log.Info("reset", "resetType", string(rt))
 	if _, err := sys.Reset(rt); err != nil {
