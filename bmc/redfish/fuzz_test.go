@@ -214,7 +214,7 @@ func TestBMCNamesBounded(t *testing.T) {
 	}{
 		"boot targets": {http.MethodGet, "/redfish/v1/Systems/1", `{"Id":"1","Boot":{"BootSourceOverrideTarget@Redfish.AllowableValues":["` + long + `","` + long + `"]}}`,
 			func(ctx context.Context, d bmc.Driver) error { return d.SetBootDevice(ctx, proto.BootDevicePXE, true) }},
-		"reported target": {http.MethodGet, "/redfish/v1/Systems/1", `{"Id":"1","Boot":{"BootSourceOverrideTarget":"` + long + `","BootSourceOverrideEnabled":"` + long + `"}}`,
+		"reported target": {http.MethodGet, "/redfish/v1/Systems/1", `{"@odata.id":"/redfish/v1/Systems/1","Id":"1","Boot":{"BootSourceOverrideTarget":"` + long + `","BootSourceOverrideEnabled":"` + long + `"}}`,
 			func(ctx context.Context, d bmc.Driver) error { return d.SetBootDevice(ctx, proto.BootDevicePXE, true) }},
 		"reset types": {http.MethodGet, "/redfish/v1/Systems/1/ResetActionInfo", `{"Parameters":[{"Name":"ResetType","AllowableValues":["` + long + `","` + long + `"]}]}`,
 			func(ctx context.Context, d bmc.Driver) error { return d.SetPower(ctx, proto.PowerActionOn) }},
