@@ -102,15 +102,15 @@ func (d *driver) waitMedia(ctx context.Context, vm *schemas.VirtualMedia, done f
 	ctx, cancel := context.WithTimeout(ctx, d.timing.Timeout)
 	defer cancel()
 	for {
-		vm, err := schemas.GetVirtualMedia(d.client.WithContext(ctx), vm.ODataID)
+		now, err := schemas.GetVirtualMedia(d.client.WithContext(ctx), vm.ODataID)
 		if err != nil {
 			return d.fail(ctx, "read virtual media "+name, err)
 		}
-		if done(vm) {
+		if done(now) {
 			return nil
 		}
 		if clock.Sleep(ctx, clock.Real{}, d.timing.Interval) != nil {
-			return proto.Errorf(proto.Timeout, "redfish %s: virtual media %s still shows inserted %v, image %q", d.host, name, gofish.Deref(vm.Inserted), clip(vm.Image))
+			return proto.Errorf(proto.Timeout, "redfish %s: virtual media %s still shows inserted %v, image %q", d.host, name, gofish.Deref(now.Inserted), clip(now.Image))
 		}
 	}
 }
