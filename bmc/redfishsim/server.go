@@ -160,13 +160,10 @@ func (s *Server) AnswerRequest(method, path string, status int, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if body == nil {
-		delete(s.answers, method+" "+path)
+		delete(s.answers, answerKey(method, path))
 		return
 	}
-	if s.answers == nil {
-		s.answers = map[string]answer{}
-	}
-	s.answers[method+" "+path] = answer{status: status, body: slices.Clone(body)}
+	s.setAnswer(method, path, answer{status: status, body: slices.Clone(body)})
 }
 
 // Redirect makes the service answer a GET of path with a redirect to location, which may
@@ -174,17 +171,25 @@ func (s *Server) AnswerRequest(method, path string, status int, body []byte) {
 func (s *Server) Redirect(path, location string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.setAnswer(http.MethodGet, path, answer{status: http.StatusFound, location: location})
+}
+
+// setAnswer keeps a for requests of method for path. The caller holds mu.
+func (s *Server) setAnswer(method, path string, a answer) {
 	if s.answers == nil {
 		s.answers = map[string]answer{}
 	}
-	s.answers[http.MethodGet+" "+path] = answer{status: http.StatusFound, location: location}
+	s.answers[answerKey(method, path)] = a
 }
+
+// answerKey is the key of the answers set for requests of method for path.
+func answerKey(method, path string) string { return method + " " + path }
 
 // answering serves what Answer, AnswerRequest and Redirect set before the resource tree.
 func (s *Server) answering(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
-		a, ok := s.answers[r.Method+" "+r.URL.Path]
+		a, ok := s.answers[answerKey(r.Method, r.URL.Path)]
 		s.mu.Unlock()
 		if !ok {
 			next.ServeHTTP(w, r)
