@@ -46,7 +46,8 @@ import (
 //   - push: from a NodeSpec change of every node (one transaction) until every agent has
 //     acknowledged the new generation;
 //   - memory per session: the registry's heap in use, goroutine stacks and RSS after a
-//     GC, less what it held before the agents came, divided by the sessions;
+//     GC, less what it held before the agents came, divided by the sessions; after the
+//     connect, and again after the two returns (a fleet held after a restart);
 //   - the push window: the most pushes in flight, and its size after the push;
 //   - reconnects, twice: the endpoint is closed (agents are told when to come back) and a
 //     new one started on the same store and address; from then until every agent is
@@ -142,6 +143,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	for i := range returns {
 		returns[i] = restartAll(b, e, n, children, fmt.Sprintf("restart%d", i+1))
 	}
+	returned := sampleMemory().minus(before).per(n)
 	enterPhase(b, "stopping the agents")
 	for _, c := range children {
 		c.stop()
@@ -162,6 +164,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 			r.rate()/peerRate, r.phase.cpu.Seconds()/float64(n)/peerCPU, r.phase.agents.Seconds()/float64(n)/diallerCPU, (r.phase.cpu+r.phase.agents).Seconds()*float64(peers)/((resume.cpu+resume.agents).Seconds()*float64(n)))
 	}
 	fmt.Printf("  memory per session:  live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(s.alloc), kib(s.heap), kib(s.stack), kib(s.heap+s.stack), kib(s.rss), s.goroutines)
+	fmt.Printf("  after the returns:   live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(returned.alloc), kib(returned.heap), kib(returned.stack), kib(returned.heap+returned.stack), kib(returned.rss), returned.goroutines)
 	fmt.Printf("  peer per connection: live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(peer.alloc), kib(peer.heap), kib(peer.stack), kib(peer.heap+peer.stack), kib(peer.rss), peer.goroutines)
 	fmt.Printf("  session/peer: in use+stacks %.2f, RSS %.2f\n", (s.heap+s.stack)/(peer.heap+peer.stack), s.rss/peer.rss)
 	for i, r := range returns {
@@ -185,6 +188,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	b.ReportMetric(last.phase.agents.Seconds()/float64(n)/diallerCPU, "agents-CPU/dialler")
 	b.ReportMetric(s.heap+s.stack, "heap+stack-B/session")
 	b.ReportMetric(s.rss, "RSS-B/session")
+	b.ReportMetric(returned.heap+returned.stack, "returned-heap+stack-B/session")
 	b.ReportMetric((float64(last.phase.peakRSS)-before.rss)/float64(n), "return-peak-RSS-B/session")
 	b.ReportMetric((s.heap+s.stack)/(peer.heap+peer.stack), "ratio-to-quic-go")
 }
