@@ -130,9 +130,11 @@ func BenchmarkAgentSessions(b *testing.B) {
 	enterPhase(b, "push")
 	stopProfile := profileCPU(b, "push.pprof", children[0])
 	push := startPhase(children)
+	pushDrops := udpReceiveDrops()
 	setAll("2")
 	waitLong(b, "every agent at generation 2", func() bool { return acked[2].Load() == int64(n) })
 	push.end()
+	pushDrops = udpReceiveDrops() - pushDrops
 	stopProfile()
 
 	window := e.ep.PushWindow()
@@ -154,7 +156,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	fmt.Printf("  registry's garbage collection from the connect on: %v (the peers': Go's defaults)\n", policy.LogValue())
 	connect.print("connect", n, "hello and acknowledgement of generation 1")
 	push.print("push", n, "NodeSpec change of every node until every agent acknowledged it")
-	fmt.Printf("  push window: at most %d pushes in flight, size %d after the push, %d acknowledgements late, halved %d times, %d timely ones at the growth limit\n", window.MaxInFlight, window.Size, window.Late, window.Halvings, window.Limited)
+	fmt.Printf("  push window: at most %d pushes in flight, size %d after the push, %d acknowledgements late, halved %d times, %d timely ones at the growth limit; %d UDP datagrams dropped for full receive buffers during the push\n", window.MaxInFlight, window.Size, window.Late, window.Halvings, window.Limited, pushDrops)
 	resume.print("peer", peers, fmt.Sprintf("bare quic-go connections closed and dialled again, %d at a time, each resuming", maxInFlight))
 	peerRate, peerCPU := float64(peers)/resume.wall.Seconds(), resume.cpu.Seconds()/float64(peers)
 	diallerCPU := resume.agents.Seconds() / float64(peers)
