@@ -172,11 +172,12 @@ func (q *pushQueue) take(max int) []queued {
 			out = append(out, queued{node: n})
 			delete(q.nodes, n)
 		}
-		more := len(q.nodes) > 0 || len(q.handed) > 0
-		q.mu.Unlock()
-		if more {
-			q.signal() // wake another worker for the rest
+		if len(q.nodes) > 0 || len(q.handed) > 0 {
+			// Another worker for the rest, under mu as add and hand signal: once mu is
+			// released close may close wake, and a send on it would panic.
+			q.signal()
 		}
+		q.mu.Unlock()
 		if len(out) > 0 {
 			return out
 		}

@@ -3,6 +3,7 @@ package agents
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,6 +37,26 @@ func TestPushQueue(t *testing.T) {
 	q.close()
 	if got := <-done; got != nil {
 		t.Errorf("take after close: %v", got)
+	}
+}
+
+// TestPushQueueCloseWhileTaking closes queues while a worker takes from them with nodes
+// left for another worker: the take that wakes the other worker for them must not send
+// on the wake channel close closed (a panic ending the registry as it stops). The two
+// meet in that moment only now and then, so the test tries it many times.
+func TestPushQueueCloseWhileTaking(t *testing.T) {
+	for range 1000000 {
+		var q pushQueue
+		q.init()
+		q.add("a")
+		q.add("b")
+		<-q.wake // taken: the take's own signal is what would meet the close
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		wg.Go(func() { <-start; q.take(1) })
+		wg.Go(func() { <-start; q.close() })
+		close(start)
+		wg.Wait()
 	}
 }
 
