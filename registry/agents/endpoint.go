@@ -16,6 +16,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -359,6 +360,57 @@ type Handshakes struct {
 // Handshakes returns the endpoint's handshake counts, for monitoring.
 func (e *Endpoint) Handshakes() Handshakes {
 	return Handshakes{Accepted: e.adm.admitted.Load(), Resumed: e.adm.resumed.Load(), Refused: e.adm.refused.Load(), Abandoned: e.adm.abandoned.Load()}
+}
+
+// Paths summarises the QUIC paths of the sessions held now, for diagnosis. A push whose
+// packet is lost on an idle session is sent again only after that session's probe
+// timeout (RFC 9002, section 6.2: the smoothed RTT plus four times its variation, and
+// the agent's acknowledgement delay), doubled with each probe lost in a row; and the
+// registry's end of an idle session takes RTT samples only from what it sends (the
+// handshake, a push, a command), so its probe timeout stays what the session's first
+// exchanges measured, on a busy host seconds, long after the path is fast again.
+type Paths struct {
+	// Sessions are those summarised.
+	Sessions int
+	// ProbeTimeoutMedian, ProbeTimeoutP99 and ProbeTimeoutMax are the median, the 99th
+	// percentile and the longest of the sessions' probe timeouts (without the
+	// acknowledgement delay, which quic-go does not report: 25 ms by default).
+	ProbeTimeoutMedian, ProbeTimeoutP99, ProbeTimeoutMax time.Duration
+	// PacketsSent and PacketsLost are the packets the registry sent on them, and those of
+	// them QUIC declared lost, since each session began.
+	PacketsSent, PacketsLost uint64
+}
+
+// Paths returns the summary of the QUIC paths of the sessions held now.
+func (e *Endpoint) Paths() Paths {
+	e.mu.Lock()
+	conns := make([]*quic.Conn, 0, len(e.sessions))
+	for _, s := range e.sessions {
+		conns = append(conns, s.conn)
+	}
+	e.mu.Unlock()
+	stats := make([]quic.ConnectionStats, len(conns))
+	for i, c := range conns {
+		stats[i] = c.ConnectionStats()
+	}
+	return pathsOf(stats)
+}
+
+// pathsOf summarises the stats of the sessions' connections (Paths).
+func pathsOf(stats []quic.ConnectionStats) Paths {
+	p := Paths{Sessions: len(stats)}
+	if len(stats) == 0 {
+		return p
+	}
+	ptos := make([]time.Duration, len(stats))
+	for i, st := range stats {
+		ptos[i] = st.SmoothedRTT + max(4*st.MeanDeviation, time.Millisecond) // quic-go's timer granularity
+		p.PacketsSent += st.PacketsSent
+		p.PacketsLost += st.PacketsLost
+	}
+	slices.Sort(ptos)
+	p.ProbeTimeoutMedian, p.ProbeTimeoutP99, p.ProbeTimeoutMax = ptos[len(ptos)/2], ptos[len(ptos)*99/100], ptos[len(ptos)-1]
+	return p
 }
 
 // Close tells every connected agent that the registry is going away, stops serving and

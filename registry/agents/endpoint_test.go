@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/quic-go/quic-go"
 )
 
 func TestReturnDelay(t *testing.T) {
@@ -86,5 +87,26 @@ func TestAdapt(t *testing.T) {
 				t.Fatalf("got rate %v, admission %d, measured %v, told %d; want %v, %d, %v, 0", got.Rate, got.Admission, got.MeasuredRate, got.Told, tc.rate, tc.admission, tc.measuredRate)
 			}
 		})
+	}
+}
+
+// TestPathsOf: the probe timeouts are each session's smoothed RTT plus four times its
+// variation (at least quic-go's 1 ms granularity), summarised by median, 99th percentile
+// and maximum, and the packets are summed.
+func TestPathsOf(t *testing.T) {
+	if got := pathsOf(nil); got != (Paths{}) {
+		t.Errorf("no sessions: %+v, want nothing", got)
+	}
+	var stats []quic.ConnectionStats
+	for i := range 200 {
+		stats = append(stats, quic.ConnectionStats{SmoothedRTT: time.Duration(i) * time.Millisecond, PacketsSent: 10, PacketsLost: uint64(i % 2)})
+	}
+	// One session whose first exchanges took 3 s: 3 s smoothed, 1.5 s of variation.
+	stats[17] = quic.ConnectionStats{SmoothedRTT: 3 * time.Second, MeanDeviation: 1500 * time.Millisecond, PacketsSent: 10}
+	got := pathsOf(stats)
+	want := Paths{Sessions: 200, ProbeTimeoutMedian: 102 * time.Millisecond, ProbeTimeoutP99: 200 * time.Millisecond,
+		ProbeTimeoutMax: 9 * time.Second, PacketsSent: 2000, PacketsLost: 99}
+	if got != want {
+		t.Errorf("pathsOf: %+v, want %+v", got, want)
 	}
 }
