@@ -20,13 +20,17 @@ type reuseOf struct {
 	mayMean string
 	// heldIdentity is whether the token's join hands its agent the node's identity for
 	// as long as the node's identity epoch stays where the join found it, workflow or
-	// not: a reuse from another address is then contained while that epoch holds.
+	// not: a reuse from another address is then contained while that epoch holds. Both
+	// kinds do: a ramdisk's certificate is taken until the epoch moves, and a host that
+	// joined first as a deploy's ramdisk may have answered the deploy itself and joined
+	// with its provisioned token before the machine's ramdisk came, so the machine never
+	// reaches an installed OS to tell on it.
 	heldIdentity bool
 }
 
 // reusedKinds are the kinds of join token TokenReused tells on, by kind.
 var reusedKinds = map[string]reuseOf{
-	store.TokenRamdisk: {role: proto.RoleRamdisk, agent: "ramdisk",
+	store.TokenRamdisk: {role: proto.RoleRamdisk, agent: "ramdisk", heldIdentity: true,
 		mayMean: " Another host may have read the token from the boot script the site serves on the provisioning network, and joined as this node's ramdisk first."},
 	store.TokenProvisioned: {role: proto.RoleNode, agent: "installed OS", heldIdentity: true,
 		mayMean: " Another host may have read the token from the user data of this node's installation (a host that joined first as its ramdisk is sent them with deploy.image), " +
@@ -48,9 +52,12 @@ var reusedKinds = map[string]reuseOf{
 //     that records it, while the workflow that minted the token runs (boot.prepareRamdisk's
 //     or metal.ensureRamdisk's ramdisk token; userdata.render's provisioned token, whose
 //     deploy awaits the installed OS's rejoin: the run the token records, never another
-//     run of the node's guessed for its minter) and, for a provisioned token, while the
+//     run of the node's guessed for its minter) and, whether or not it runs, while the
 //     node's identity epoch is still the one its join got (its agent holds the node's
-//     identity whether or not a workflow runs; once the epoch moved, its certificate is
+//     identity whether or not a workflow runs: a ramdisk's certificate is taken until the
+//     epoch moves, and a host that joined first as a deploy's ramdisk may have finished
+//     the deploy as its ramdisk and installed OS before the machine's ramdisk came, which
+//     then never reaches an installed OS to tell on it; once the epoch moved, its certificate is
 //     refused already, and the token presented again moves nothing, so that a host that
 //     kept a used token cannot cut each new installed agent off). Containing moves the
 //     node's identity epoch (the agent that joined with the token loses its session and
@@ -67,8 +74,8 @@ var reusedKinds = map[string]reuseOf{
 //     join; bcd join run again after a reboot before the join's unit removed the token
 //     file), unless the machine's address changed in between: that machine's agent loses
 //     its certificate too, and joins again with a new token.
-//   - from another address otherwise, nothing is changed: the event says how to revoke
-//     the node's agents.
+//   - from another address otherwise (the epoch moved since its join), nothing is
+//     changed: the agent its join admitted is refused already.
 //   - from the address of its join while the agent that join admitted holds a session,
 //     the event says that a machine rebooted faster than its old session ended and a
 //     host that took the machine's address look the same here.
@@ -263,7 +270,7 @@ func (a reuseAdvice) String() string {
 			"and the machine's installed OS lost its certificate", a.node, a.node))
 	case a.tok.Workflow == "":
 		do = append(do, fmt.Sprintf("join the machine's installed OS again with a token minted now (`tokens create --kind %s --node-id %s`, then `bcd join` on the machine), "+
-			"keeping it where no other host reads it", a.tok.Kind, a.node))
+			"keeping it where no other host reads it", store.TokenProvisioned, a.node))
 	}
 	if deployMinted {
 		do = append(do, "check the installed agent of any machine that got the deploy.image of the workflow that minted the token")

@@ -16,8 +16,9 @@ import (
 // its standing boot entry, or bcd ramdisk restarted before it kept its join) is told as
 // the machine's own ramdisk and changes nothing; while that session is open, as what
 // cannot be told apart; from another address with no workflow running, as another
-// host, still changing nothing. Only a running workflow that prepared it is contained
-// (TestRamdiskTokenReadByAnotherHost, e2e/deploy).
+// host, contained while the epoch of its join holds (the ramdisk it admitted holds a
+// certificate until then), then changing nothing (TestRamdiskTokenReadByAnotherHost,
+// e2e/deploy, contains one whose deploy runs).
 func TestRamdiskTokenPresentedAgainHonestly(t *testing.T) {
 	h := newHarness(t)
 	id := h.enroll(nil)
@@ -28,7 +29,10 @@ func TestRamdiskTokenPresentedAgainHonestly(t *testing.T) {
 		if _, secret, err = tx.CreateJoinToken(store.TokenFor{Kind: store.TokenRamdisk, NodeID: id}, tx.Now().Add(time.Hour)); err != nil {
 			return err
 		}
-		tok, err = tx.ConsumeJoinToken(secret, "10.0.0.5")
+		if tok, err = tx.ConsumeJoinToken(secret, "10.0.0.5"); err != nil {
+			return err
+		}
+		tok, err = tx.JoinedAt(tok, epoch)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -56,11 +60,17 @@ func TestRamdiskTokenPresentedAgainHonestly(t *testing.T) {
 	if d := told("10.0.0.5"); !strings.Contains(d, "cannot tell them apart") {
 		t.Errorf("the same address while the join's session is open: %s", d)
 	}
-	if d := told("10.0.0.9"); !strings.Contains(d, "Another host may have read") || !strings.Contains(d, "nothing was changed") {
-		t.Errorf("another address, no workflow running: %s", d)
-	}
 	if n := h.node(id); n.IdentityEpoch != epoch || n.State != store.NodeReady {
-		t.Errorf("node %s at epoch %d after the reuses, want ready at %d: nothing contained", n.State, n.IdentityEpoch, epoch)
+		t.Errorf("node %s at epoch %d after the reuses from its join's address, want ready at %d: nothing contained", n.State, n.IdentityEpoch, epoch)
+	}
+	if d := told("10.0.0.9"); !strings.Contains(d, "Another host may have read") || !strings.Contains(d, "moved the node's identity epoch") {
+		t.Errorf("another address, no workflow running, its join's epoch held: %s", d)
+	}
+	if d := told("10.0.0.7"); !strings.Contains(d, "nothing was changed") {
+		t.Errorf("another address, its join's epoch moved: %s", d)
+	}
+	if n := h.node(id); n.IdentityEpoch != epoch+1 || n.State != store.NodeReady || n.CheckAgent(proto.RoleRamdisk, epoch) == nil {
+		t.Errorf("node %s at epoch %d after the reuses, want ready at %d, refusing the ramdisk of %d", n.State, n.IdentityEpoch, epoch+1, epoch)
 	}
 }
 
@@ -232,10 +242,10 @@ func TestProvisionedTokenReusedWhileItsDeployRuns(t *testing.T) {
 // TestOperatorsTokenReusedWhileADeployRuns: while a node's deploy runs (its boot.kexec
 // not answered yet), an operator's token (tokens create: no workflow minted it) whose
 // containment does not reach the deploy is presented again from 10.0.0.5 after its join
-// from 10.0.0.9: the event fails no workflow. A ramdisk token joined during the deploy
-// changes nothing (no workflow of its own runs), and the deploy runs on; a provisioned
-// one joined before the deploy started changes nothing either (the deploy's start moved
-// the node's identity epoch past its join). A provisioned one joined after an operator
+// from 10.0.0.9: the event fails no workflow. A ramdisk or provisioned one joined before
+// the deploy started changes nothing (the deploy's start moved the node's identity epoch
+// past its join), and the deploy runs on (one joined during the deploy holds its epoch
+// and is contained: TestContainedTokenFailsTheWorkflowItCutsOff). A provisioned one joined after an operator
 // revoked the node's agents during the deploy is contained (the epoch moves, the unused
 // tokens are deleted), but the revocation failed the deploy already, agents-revoked
 // (TestRevocationFailsTheWorkflowItCutsOff), and the containment fails nothing more: the
@@ -254,7 +264,7 @@ func TestOperatorsTokenReusedWhileADeployRuns(t *testing.T) {
 		contained       bool
 		says            string
 	}{
-		"ramdisk":                        {kind: store.TokenRamdisk, says: "No workflow minted it (an operator did"},
+		"ramdisk before the deploy":      {kind: store.TokenRamdisk, before: true, says: "No workflow minted it (an operator did"},
 		"provisioned before the deploy":  {kind: store.TokenProvisioned, before: true, says: "identity epoch moved since its join"},
 		"provisioned after a revocation": {kind: store.TokenProvisioned, revoked: true, contained: true, says: "moved the node's identity epoch"},
 	} {
@@ -310,9 +320,9 @@ func TestOperatorsTokenReusedWhileADeployRuns(t *testing.T) {
 	}
 }
 
-// TestContainedTokenFailsTheWorkflowItCutsOff: a provisioned token no running workflow
-// minted (an operator's, from tokens create; or the last deploy's, after that deploy
-// ended) joins from 10.0.0.9 while one of the node's workflows runs, at the identity
+// TestContainedTokenFailsTheWorkflowItCutsOff: a provisioned or ramdisk token no running
+// workflow minted (an operator's, from tokens create; or the last deploy's, after that
+// deploy ended) joins from 10.0.0.9 while one of the node's workflows runs, at the identity
 // epoch that workflow runs at, and is presented again from 10.0.0.5: the registry
 // contains it, and the epoch's move cuts the workflow's own agents off and deletes its
 // join tokens, so the workflow fails at once, FORBIDDEN token-reused, saying why and
@@ -325,9 +335,17 @@ func TestOperatorsTokenReusedWhileADeployRuns(t *testing.T) {
 // boot.kexec's 15-minute timeout ran out, TIMEOUT "boot.kexec did not finish within its
 // timeout of 15m", saying nothing of the containment.
 func TestContainedTokenFailsTheWorkflowItCutsOff(t *testing.T) {
+	for _, kind := range []string{store.TokenProvisioned, store.TokenRamdisk} {
+		t.Run(kind, func(t *testing.T) { containedFailsWhatItCutsOff(t, kind) })
+	}
+}
+
+// containedFailsWhatItCutsOff is TestContainedTokenFailsTheWorkflowItCutsOff for a token
+// of kind.
+func containedFailsWhatItCutsOff(t *testing.T, kind string) {
 	eachCutOffWorkflow(t, func(t *testing.T, h *harness, run store.Run, minted string, epoch int64) {
 		id := run.Node
-		tok, e := h.mintedAndReused(store.TokenFor{Kind: store.TokenProvisioned, NodeID: id, Workflow: minted}, "10.0.0.9", "10.0.0.5")
+		tok, e := h.mintedAndReused(store.TokenFor{Kind: kind, NodeID: id, Workflow: minted}, "10.0.0.9", "10.0.0.5")
 		h.failedAtOnce(run, epoch, proto.ReasonTokenReused)
 		if e.Workflow != run.ID || e.Error == nil || e.Error.Code != proto.Forbidden || e.Error.Details.Reason != proto.ReasonTokenReused ||
 			!strings.Contains(e.Detail, "failed workflow "+run.ID) {
@@ -540,5 +558,59 @@ func TestRamdiskTokenReusedWhileItsInspectRuns(t *testing.T) {
 		if !strings.Contains(text, "run the inspect workflow again (`nodes retry "+id+"`)") || strings.Contains(text, "deploy the node again") || strings.Contains(text, "deploy.image of") {
 			t.Errorf("the event's %s does not say to run the inspect again, or speaks of a deploy: %s", what, text)
 		}
+	}
+}
+
+// TestRamdiskTokenJoinedFirstByAHostThatFinishedTheDeploy, as the other host would try it:
+// it read the deploy's ramdisk token from the boot script before the machine's ramdisk
+// fetched it, joined first from 10.0.0.9 as the node's ramdisk, answered deploy.image and
+// boot.kexec itself and joined with the provisioned token the user data carried as the
+// node's installed OS, so the deploy ended, the node active, before the machine's slow
+// ramdisk arrived. That ramdisk presents the token again from 10.0.0.5 and is refused
+// token-used; the machine never reaches an installed OS, so no provisioned token comes
+// again to tell on the other host. The reuse is contained all the same while the epoch
+// of the token's join holds: the epoch moves, so both certificates the other host got at
+// it (ramdisk and installed OS) are refused, and the node's unused tokens are deleted.
+// Before, a ramdisk token whose workflow had ended changed nothing: the other host kept
+// its session, the node's NodeSpecs and the secrets they name until an operator acted.
+func TestRamdiskTokenJoinedFirstByAHostThatFinishedTheDeploy(t *testing.T) {
+	h := newHarness(t)
+	id := h.active("52:54:00:00:00:01")
+	n := h.node(id)
+	deploy, epoch := n.Workflow, n.IdentityEpoch
+	var tok store.JoinToken
+	if err := h.store.Update(func(tx *store.Tx) error {
+		_, secret, err := tx.CreateJoinToken(store.TokenFor{Kind: store.TokenRamdisk, NodeID: id, Workflow: deploy}, tx.Now().Add(time.Hour))
+		if err != nil {
+			return err
+		}
+		if _, _, err := tx.CreateJoinToken(store.TokenFor{Kind: store.TokenProvisioned, NodeID: id}, tx.Now().Add(time.Hour)); err != nil {
+			return err
+		}
+		if tok, err = tx.ConsumeJoinToken(secret, "10.0.0.9"); err != nil {
+			return err
+		}
+		tok, err = tx.JoinedAt(tok, epoch)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(time.Minute)
+	e := h.reused(tok, "10.0.0.5")
+	n = h.node(id)
+	if n.IdentityEpoch != epoch+1 || n.CheckAgent(proto.RoleRamdisk, epoch) == nil || n.CheckAgent(proto.RoleNode, epoch) == nil {
+		t.Errorf("node at epoch %d after the machine's ramdisk presented the token again, want %d: the other host's certificates of epoch %d are still taken (%s)",
+			n.IdentityEpoch, epoch+1, epoch, e.Detail)
+	}
+	if left := h.unusedTokens(id); left != 0 {
+		t.Errorf("%d unused join token(s) of the node left", left)
+	}
+	if e.Workflow != "" || !strings.Contains(e.Detail, "moved the node's identity epoch") || !strings.Contains(e.Detail, "redeploy the node") {
+		t.Errorf("event %+v, want the epoch moved, no workflow failed and a redeploy advised", e)
+	}
+
+	h.clock.Advance(time.Minute)
+	if e := h.reused(tok, "10.0.0.7"); !strings.Contains(e.Detail, "nothing was changed") || h.node(id).IdentityEpoch != epoch+1 {
+		t.Errorf("presented again after its join's epoch moved, the epoch moved again or the event says: %s", e.Detail)
 	}
 }
