@@ -26,11 +26,17 @@ type reuseOf struct {
 	// with its provisioned token before the machine's ramdisk came, so the machine never
 	// reaches an installed OS to tell on it.
 	heldIdentity bool
+	// readable is whether other hosts may read the token where it travels (a boot script
+	// the site serves over plain HTTP), even after its join: a reuse from another address
+	// once no workflow that minted it runs is then contained only while the token lives.
+	// The machine's own agent arriving second comes with it within that time; a host that
+	// read it after the machine's join cannot cut the node's installed OS off long after.
+	readable bool
 }
 
 // reusedKinds are the kinds of join token TokenReused tells on, by kind.
 var reusedKinds = map[string]reuseOf{
-	store.TokenRamdisk: {role: proto.RoleRamdisk, agent: "ramdisk", heldIdentity: true,
+	store.TokenRamdisk: {role: proto.RoleRamdisk, agent: "ramdisk", heldIdentity: true, readable: true,
 		mayMean: " Another host may have read the token from the boot script the site serves on the provisioning network, and joined as this node's ramdisk first."},
 	store.TokenProvisioned: {role: proto.RoleNode, agent: "installed OS", heldIdentity: true,
 		mayMean: " Another host may have read the token from the user data of this node's installation (a host that joined first as its ramdisk is sent them with deploy.image), " +
@@ -53,7 +59,8 @@ var reusedKinds = map[string]reuseOf{
 //     or metal.ensureRamdisk's ramdisk token; userdata.render's provisioned token, whose
 //     deploy awaits the installed OS's rejoin: the run the token records, never another
 //     run of the node's guessed for its minter) and, whether or not it runs, while the
-//     node's identity epoch is still the one its join got (its agent holds the node's
+//     node's identity epoch is still the one its join got and, for a ramdisk token, which
+//     other hosts may read from its boot script, while it lives (its agent holds the node's
 //     identity whether or not a workflow runs: a ramdisk's certificate is taken until the
 //     epoch moves, and a host that joined first as a deploy's ramdisk may have finished
 //     the deploy as its ramdisk and installed OS before the machine's ramdisk came, which
@@ -74,8 +81,9 @@ var reusedKinds = map[string]reuseOf{
 //     join; bcd join run again after a reboot before the join's unit removed the token
 //     file), unless the machine's address changed in between: that machine's agent loses
 //     its certificate too, and joins again with a new token.
-//   - from another address otherwise (the epoch moved since its join), nothing is
-//     changed: the agent its join admitted is refused already.
+//   - from another address otherwise, nothing is changed: the epoch moved since its join
+//     (the agent its join admitted is refused already), or a ramdisk token whose
+//     workflow ended expired.
 //   - from the address of its join while the agent that join admitted holds a session,
 //     the event says that a machine rebooted faster than its old session ended and a
 //     host that took the machine's address look the same here.
@@ -119,13 +127,17 @@ func (s *Service) TokenReused(ctx context.Context, tok store.JoinToken, from str
 			if advice.minter, err = minterKind(tx, tok); err != nil {
 				return err
 			}
-			held := kind.heldIdentity && atEpoch(tok.UsedEpoch, tok.UsedAt, node)
+			expired := kind.readable && tok.Expired(tx.Now())
+			held := kind.heldIdentity && atEpoch(tok.UsedEpoch, tok.UsedAt, node) && !expired
 			if run.ID == "" && !held {
 				why := "No workflow that minted it runs any more"
 				if tok.Workflow == "" {
 					why = "No workflow minted it (" + operatorMinted + ")"
 				}
-				if kind.heldIdentity {
+				switch {
+				case expired:
+					why += " and it expired at " + tok.ExpiresAt.Format(time.RFC3339) + " (the machine's own " + kind.agent + " comes with it before then; a host that read it may present it long after)"
+				case kind.heldIdentity:
 					why += " and the node's identity epoch moved since its join (the certificate it got is refused already)"
 				}
 				e.Detail = told + kind.mayMean + " " + why + ", so nothing was changed. " + advice.String()

@@ -614,3 +614,40 @@ func TestRamdiskTokenJoinedFirstByAHostThatFinishedTheDeploy(t *testing.T) {
 		t.Errorf("presented again after its join's epoch moved, the epoch moved again or the event says: %s", e.Detail)
 	}
 }
+
+// TestExpiredRamdiskTokenCannotCutTheNodeOff, as a host on the provisioning network would
+// try it against another tenant's node: it fetched the deploy's boot script in the
+// machine's name after the machine's ramdisk joined, waited until the deploy ended and
+// the token expired, and presents it from its own address to move the node's identity
+// epoch and cut the installed OS off. Nothing is changed: a ramdisk token, which travels
+// in a boot script over plain HTTP, is contained after its workflow ended only while it
+// lives, and the machine's own ramdisk arriving second comes with it before then
+// (TestRamdiskTokenJoinedFirstByAHostThatFinishedTheDeploy).
+func TestExpiredRamdiskTokenCannotCutTheNodeOff(t *testing.T) {
+	h := newHarness(t)
+	id := h.active("52:54:00:00:00:01")
+	n := h.node(id)
+	epoch := n.IdentityEpoch
+	var tok store.JoinToken
+	if err := h.store.Update(func(tx *store.Tx) error {
+		_, secret, err := tx.CreateJoinToken(store.TokenFor{Kind: store.TokenRamdisk, NodeID: id, Workflow: n.Workflow}, tx.Now().Add(time.Hour))
+		if err != nil {
+			return err
+		}
+		if tok, err = tx.ConsumeJoinToken(secret, "10.0.0.5"); err != nil {
+			return err
+		}
+		tok, err = tx.JoinedAt(tok, epoch)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(time.Hour)
+	e := h.reused(tok, "10.0.0.9")
+	if n := h.node(id); n.IdentityEpoch != epoch || n.CheckAgent(proto.RoleNode, epoch) != nil {
+		t.Errorf("node at epoch %d after an expired ramdisk token came again from another address, want %d: the installed OS was cut off (%s)", n.IdentityEpoch, epoch, e.Detail)
+	}
+	if !strings.Contains(e.Detail, "expired at") || !strings.Contains(e.Detail, "nothing was changed") || e.Workflow != "" {
+		t.Errorf("event %+v, want it saying the token expired and nothing was changed", e)
+	}
+}
