@@ -23,20 +23,7 @@ func TestRamdiskTokenPresentedAgainHonestly(t *testing.T) {
 	h := newHarness(t)
 	id := h.enroll(nil)
 	epoch := h.node(id).IdentityEpoch
-	var tok store.JoinToken
-	var secret string
-	if err := h.store.Update(func(tx *store.Tx) (err error) {
-		if _, secret, err = tx.CreateJoinToken(store.TokenFor{Kind: store.TokenRamdisk, NodeID: id}, tx.Now().Add(time.Hour)); err != nil {
-			return err
-		}
-		if tok, err = tx.ConsumeJoinToken(secret, "10.0.0.5"); err != nil {
-			return err
-		}
-		tok, err = tx.JoinedAt(tok, epoch)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	tok := h.joinedAtEpoch(store.TokenFor{Kind: store.TokenRamdisk, NodeID: id}, "10.0.0.5", epoch)
 	// A registry's run holds its sessions; a join admitted has none yet.
 	joins := workflow.NewJoinLog(h.store, store.Holder{Replica: "r1", Started: h.clock.Now()})
 	h.svc.cfg.Joins = joins
@@ -115,6 +102,26 @@ func (h *harness) joinedWith(f store.TokenFor, joinFrom string) (tok store.JoinT
 			return err
 		}
 		tok, err = tx.ConsumeJoinToken(secret, joinFrom)
+		return err
+	}); err != nil {
+		h.t.Fatal(err)
+	}
+	return tok
+}
+
+// joinedAtEpoch mints the token f and consumes it by a join from joinFrom that issued a
+// certificate of the node's identity epoch epoch (Tx.JoinedAt), as the JoinService does.
+func (h *harness) joinedAtEpoch(f store.TokenFor, joinFrom string, epoch int64) (tok store.JoinToken) {
+	h.t.Helper()
+	if err := h.store.Update(func(tx *store.Tx) error {
+		_, secret, err := tx.CreateJoinToken(f, tx.Now().Add(time.Hour))
+		if err != nil {
+			return err
+		}
+		if tok, err = tx.ConsumeJoinToken(secret, joinFrom); err != nil {
+			return err
+		}
+		tok, err = tx.JoinedAt(tok, epoch)
 		return err
 	}); err != nil {
 		h.t.Fatal(err)
@@ -578,19 +585,9 @@ func TestRamdiskTokenJoinedFirstByAHostThatFinishedTheDeploy(t *testing.T) {
 	id := h.active("52:54:00:00:00:01")
 	n := h.node(id)
 	deploy, epoch := n.Workflow, n.IdentityEpoch
-	var tok store.JoinToken
+	tok := h.joinedAtEpoch(store.TokenFor{Kind: store.TokenRamdisk, NodeID: id, Workflow: deploy}, "10.0.0.9", epoch)
 	if err := h.store.Update(func(tx *store.Tx) error {
-		_, secret, err := tx.CreateJoinToken(store.TokenFor{Kind: store.TokenRamdisk, NodeID: id, Workflow: deploy}, tx.Now().Add(time.Hour))
-		if err != nil {
-			return err
-		}
-		if _, _, err := tx.CreateJoinToken(store.TokenFor{Kind: store.TokenProvisioned, NodeID: id}, tx.Now().Add(time.Hour)); err != nil {
-			return err
-		}
-		if tok, err = tx.ConsumeJoinToken(secret, "10.0.0.9"); err != nil {
-			return err
-		}
-		tok, err = tx.JoinedAt(tok, epoch)
+		_, _, err := tx.CreateJoinToken(store.TokenFor{Kind: store.TokenProvisioned, NodeID: id}, tx.Now().Add(time.Hour))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -628,20 +625,7 @@ func TestExpiredRamdiskTokenCannotCutTheNodeOff(t *testing.T) {
 	id := h.active("52:54:00:00:00:01")
 	n := h.node(id)
 	epoch := n.IdentityEpoch
-	var tok store.JoinToken
-	if err := h.store.Update(func(tx *store.Tx) error {
-		_, secret, err := tx.CreateJoinToken(store.TokenFor{Kind: store.TokenRamdisk, NodeID: id, Workflow: n.Workflow}, tx.Now().Add(time.Hour))
-		if err != nil {
-			return err
-		}
-		if tok, err = tx.ConsumeJoinToken(secret, "10.0.0.5"); err != nil {
-			return err
-		}
-		tok, err = tx.JoinedAt(tok, epoch)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	tok := h.joinedAtEpoch(store.TokenFor{Kind: store.TokenRamdisk, NodeID: id, Workflow: n.Workflow}, "10.0.0.5", epoch)
 	h.clock.Advance(time.Hour)
 	e := h.reused(tok, "10.0.0.9")
 	if n := h.node(id); n.IdentityEpoch != epoch || n.CheckAgent(proto.RoleNode, epoch) != nil {
