@@ -100,6 +100,20 @@ func TestConfigCheck(t *testing.T) {
 			c.Range.End = netip.MustParseAddr("10.9.1.1")
 			c.Router = netip.MustParseAddr("10.8.0.1")
 		}, paths: []string{"boot.range.end", "boot.router"}},
+		// The subnet's broadcast address can not be checked (the kernel refuses an echo
+		// to it: EACCES), so the client offered it was never answered; nor can a
+		// machine use it, or the network's own address.
+		"range with the subnet's broadcast address": {edit: func(c *Config) {
+			auth(c)
+			c.Range.End = netip.MustParseAddr("10.9.0.255")
+			c.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.8.0.0/24"), Range: Range{Start: netip.MustParseAddr("10.8.0.0"), End: netip.MustParseAddr("10.8.0.20")},
+				LeaseTime: Duration(time.Hour)}}
+		}, paths: []string{"boot.range.end", "boot.subnets[0].range.start"}},
+		"range of a /31 holds both addresses": {edit: func(c *Config) {
+			auth(c)
+			c.Subnets = []Subnet{{Subnet: netip.MustParsePrefix("10.8.0.0/31"), Range: Range{Start: netip.MustParseAddr("10.8.0.0"), End: netip.MustParseAddr("10.8.0.1")},
+				LeaseTime: Duration(time.Hour)}}
+		}},
 		"range backwards": {edit: func(c *Config) {
 			auth(c)
 			c.Range.Start, c.Range.End = c.Range.End, c.Range.Start

@@ -66,7 +66,8 @@ type Range struct {
 type Subnet struct {
 	// Subnet is the network, for example 10.1.0.0/24; its mask goes to clients.
 	Subnet netip.Prefix `json:"subnet"`
-	// Range is the addresses leased, inside Subnet. Required.
+	// Range is the addresses leased, inside Subnet and without its own (first) address
+	// or its broadcast (last) one. Required.
 	Range Range `json:"range"`
 	// Router is the subnet's default gateway (option 3); none when zero. Never leased.
 	Router netip.Addr `json:"router"`
@@ -93,8 +94,9 @@ type Config struct {
 	// agent; a site that leases only to Subnets leaves Subnet and Range out.
 	// Authoritative only.
 	Subnet netip.Prefix `json:"subnet"`
-	// Range is the addresses leased to clients; ServerIP is never leased even when
-	// inside. Authoritative only, required there.
+	// Range is the addresses leased to clients, inside Subnet and without its own or
+	// its broadcast address; ServerIP is never leased even when inside. Authoritative
+	// only, required there.
 	Range Range `json:"range"`
 	// Router is the default gateway given to clients (option 3); none when zero.
 	// Authoritative only.
@@ -399,6 +401,16 @@ func (c Config) checkAuthoritative(bad func(field, format string, args ...any)) 
 	}
 }
 
+// lastAddr is the last address of the IPv4 prefix p: its broadcast address.
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr().As4()
+	host := ^uint32(0) >> p.Bits()
+	for i := range a {
+		a[i] |= byte(host >> (24 - 8*i))
+	}
+	return netip.AddrFrom4(a)
+}
+
 // check checks one subnet, naming its fields below prefix ("" for the local subnet,
 // "subnets[i]." for a routed one).
 func (sub Subnet) check(prefix string, bad func(field, format string, args ...any)) {
@@ -420,6 +432,16 @@ func (sub Subnet) check(prefix string, bad func(field, format string, args ...an
 		bad(prefix+"range.end", "%s is outside the subnet %s", sub.Range.End, sub.Subnet)
 	case sub.Range.Start.Is4() && sub.Range.End.Less(sub.Range.Start):
 		bad(prefix+"range.end", "%s comes before the range's start %s", sub.Range.End, sub.Range.Start)
+	}
+	if valid && sub.Subnet.Bits() <= 30 && sub.Range.Start.Is4() && sub.Range.End.Is4() {
+		network, broadcast := sub.Subnet.Masked().Addr(), lastAddr(sub.Subnet)
+		if sub.Range.Start == network {
+			bad(prefix+"range.start", "%s is the subnet's own address, which no machine may take: start the range after it", network)
+		}
+		if sub.Range.End == broadcast {
+			bad(prefix+"range.end", "%s is the subnet's broadcast address, which no machine may take (and whose conflict check the kernel refuses): "+
+				"end the range before it", broadcast)
+		}
 	}
 	if sub.Router.IsValid() && (!sub.Router.Is4() || outside(sub.Router)) {
 		bad(prefix+"router", "%s is not an IPv4 address of the subnet %s", sub.Router, sub.Subnet)

@@ -1,12 +1,15 @@
 package boot
 
 import (
+	"bytes"
 	"log/slog"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/clock"
 	"github.com/insomniacslk/dhcp/dhcpv4"
 )
 
@@ -71,5 +74,68 @@ func TestDHCPAsksWhetherItKnowsWithoutBuildingEntries(t *testing.T) {
 	}
 	if n := e.built.Load(); n != 0 {
 		t.Errorf("the exchanges built %d entries, want none", n)
+	}
+}
+
+// refusedCounts is an Observer counting the DISCOVERs refused beyond the share of the
+// machines not known and those of a range with no free address.
+type refusedCounts struct {
+	counts
+	refused, exhausted int
+}
+
+func (c *refusedCounts) DHCPUnknownRefused() { c.refused++ }
+func (c *refusedCounts) DHCPPoolExhausted()  { c.exhausted++ }
+
+// TestDiscoverStormWarnsOnceAMinute: as the attacker, a host sends DHCPDISCOVERs under
+// ever new MACs, past the share of the machines the site does not know, and a known
+// machine asks of a range with no free address. Each refusal is counted, but each kind
+// warns once a minute, with how many it stands for and what to do, not once a packet:
+// before, each refused DISCOVER wrote a warn line, so a storm of them grew the site's
+// log as fast as the host could send.
+func TestDiscoverStormWarnsOnceAMinute(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	log := &bytes.Buffer{}
+	obs := &refusedCounts{}
+	cfg := authoritativeConfig(t, "10.9.0.103") // four addresses, two for machines not known
+	known := entries{}
+	for i := range 5 {
+		known[net.HardwareAddr{0x52, 0x54, 0, 0, 0, byte(1 + i)}.String()] = Entry{Kind: KindDisk}
+	}
+	s, err := New(cfg, Deps{Entries: known, Clock: clk, Observer: obs, Log: slog.New(slog.NewTextHandler(log, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h := s.DHCPHandler()
+	storm := func(from, n int) {
+		for i := range n {
+			disc, _ := dhcpv4.NewDiscovery(net.HardwareAddr{0x02, 0x66, 0, 0, byte((from + i) >> 8), byte(from + i)})
+			h(disc)
+		}
+	}
+	const refused = "machines the site does not know hold their share"
+	storm(0, 200)
+	if n := strings.Count(log.String(), refused); n != 1 || !strings.Contains(log.String(), "discovers=1\n") || !strings.Contains(log.String(), "boot.unknownShare") {
+		t.Errorf("%d warns of 198 DISCOVERs refused within a minute, want 1 of discovers=1 naming boot.unknownShare:\n%s", n, log)
+	}
+	clk.Advance(time.Minute) // the offers ended too: two more MACs are offered the share
+	storm(200, 3)
+	if n := strings.Count(log.String(), refused); n != 2 || !strings.Contains(log.String(), "discovers=198\n") {
+		t.Errorf("%d warns after a minute, want a second one of discovers=198 (the 197 held back and its own):\n%s", n, log)
+	}
+	if obs.refused != 199 {
+		t.Errorf("counted %d refused, want 199", obs.refused)
+	}
+
+	// Four known machines take the four addresses, two of them from the machines not
+	// known; the fifth asks three times of a range full of known machines' offers.
+	for i := range 7 {
+		disc, _ := dhcpv4.NewDiscovery(net.HardwareAddr{0x52, 0x54, 0, 0, 0, byte(1 + min(i, 4))})
+		h(disc)
+	}
+	const exhausted = "their subnet's range has no free address"
+	if n := strings.Count(log.String(), exhausted); obs.exhausted != 3 || n != 1 || !strings.Contains(log.String(), "boot.range") {
+		t.Errorf("%d warns of %d DISCOVERs of a full range, want 1 naming boot.range, of 3 counted:\n%s", n, obs.exhausted, log)
 	}
 }

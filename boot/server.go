@@ -81,8 +81,9 @@ type Server struct {
 	// checker checks an address before the DHCP handler offers it: set while Run serves
 	// with ConflictCheck on and its socket open, nil otherwise (no check).
 	checker atomic.Pointer[inuse.Checker]
-	// awayWarn and unsentWarn bound heldAwayShare's and checkUnsent's warns.
-	awayWarn, unsentWarn everyMinute
+	// awayWarn, unsentWarn, exhaustedWarn and refusedWarn bound heldAwayShare's,
+	// checkUnsent's, poolExhausted's and unknownRefused's warns.
+	awayWarn, unsentWarn, exhaustedWarn, refusedWarn everyMinute
 }
 
 // rememberFree is how long an address found free is taken as free without a check: as
@@ -157,9 +158,10 @@ func (s *Server) makeHandler(clock Clock) error {
 	if s.leases, err = lease.Open(s.cfg.LeaseFile); err != nil {
 		return err
 	}
-	a := dhcp.Authoritative{ServerIP: serverIP, Boot: boot, Seen: s.seen, InUse: s.inUse, AwayShare: s.heldAwayShare, CheckUnsent: s.checkUnsent, Log: s.log}
+	a := dhcp.Authoritative{ServerIP: serverIP, Boot: boot, Seen: s.seen, InUse: s.inUse, AwayShare: s.heldAwayShare, CheckUnsent: s.checkUnsent,
+		Exhausted: s.poolExhausted, Refused: s.unknownRefused, Log: s.log}
 	if s.observer != nil {
-		a.Exhausted, a.Refused, a.AddressInUse = s.observer.DHCPPoolExhausted, s.observer.DHCPUnknownRefused, s.observer.DHCPAddressInUse
+		a.AddressInUse = s.observer.DHCPAddressInUse
 	}
 	policy := lease.Policy{Known: s.known, UnknownShare: s.cfg.UnknownShare, UnknownTTL: time.Duration(s.cfg.UnknownLeaseTime), AwayShare: s.cfg.HeldAwayShare}
 	// The local subnet, when there is one, goes first.
@@ -254,6 +256,32 @@ func (s *Server) checkUnsent(err error) {
 	s.unsentWarn.warn(s.log, s.clock.Now(), "discovers", "dhcp: DHCPDISCOVERs left unanswered because the conflict check's echo to their address was not sent; their clients send "+
 		"them again after about 4 s. err is the last, and says why and what to do; discovers counts them since the last "+
 		"such warn (at most one a minute), bcd_dhcp_check_unsent_total all of them", "err", err)
+}
+
+// poolExhausted counts a DHCPDISCOVER left unanswered because its subnet's range has no
+// free address, and warns of it at most once a minute with how many there were.
+func (s *Server) poolExhausted() {
+	if s.observer != nil {
+		s.observer.DHCPPoolExhausted()
+	}
+	s.exhaustedWarn.warn(s.log, s.clock.Now(), "discovers", "dhcp: DHCPDISCOVERs left unanswered because their subnet's range has no free address: "+
+		"the machines asking do not boot; widen the range (boot.range, boot.subnets[].range) or shorten the leases (leaseTime, unknownLeaseTime). "+
+		"discovers counts them since the last such warn (at most one a minute), bcd_dhcp_pool_exhausted_total all of them; the MACs are logged at debug")
+}
+
+// unknownRefused counts a DHCPDISCOVER of a machine the site does not know left
+// unanswered because such machines hold their share of its range, and warns of it at
+// most once a minute with how many there were: a host sending DHCPDISCOVERs under ever
+// new MACs would otherwise warn at each.
+func (s *Server) unknownRefused() {
+	if s.observer != nil {
+		s.observer.DHCPUnknownRefused()
+	}
+	s.refusedWarn.warn(s.log, s.clock.Now(), "discovers", "dhcp: DHCPDISCOVERs left unanswered because machines the site does not know hold their share of "+
+		"a range (boot.unknownShare): new machines are not discovered until such leases end; with no new machines being racked, a host on the "+
+		"provisioning segment is sending DHCP under many MACs (the MACs are logged at debug). Enrol or name the new machines, or raise "+
+		"boot.unknownShare; discovers counts them since the last such warn (at most one a minute), bcd_dhcp_unknown_refused_total all of them",
+		"share", s.cfg.UnknownShare)
 }
 
 // everyMinute lets a warn through at most once a minute, and counts the times it stood

@@ -36,11 +36,12 @@ type Authoritative struct {
 	// Seen is told of every network-boot client that asks; nil for none.
 	Seen func(Client)
 	// Exhausted is told of a DHCPDISCOVER left unanswered because its subnet's range has
-	// no free address; nil for none.
+	// no free address; it warns of it. nil warns of each such DISCOVER.
 	Exhausted func()
 	// Refused is told of a DHCPDISCOVER of a client the site does not know left
 	// unanswered because such clients hold their share of its subnet's range
-	// (lease.Policy); nil for none.
+	// (lease.Policy); it warns of it. nil warns of each such DISCOVER. A host may send
+	// DHCPDISCOVERs under any number of MACs, each one refused.
 	Refused func()
 	// InUse reports whether a host answers at an address (inuse.Checker), an error when
 	// its check did not run: an address no lease accounts for is offered only when a check
@@ -130,18 +131,23 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 	case dhcpv4.MessageTypeDiscover:
 		l, err := s.offer(sub, mac, addr(req.RequestedIPAddress()))
 		if err != nil {
-			if errors.Is(err, inuse.ErrNotSent) && s.CheckUnsent != nil {
-				s.Log.Debug("no address to offer", "mac", mac, "err", err)
-				s.CheckUnsent(err)
+			// The refusals a storm of DISCOVERs brings are told, and warned of by those
+			// told; any other warns here.
+			var tell func()
+			switch {
+			case errors.Is(err, inuse.ErrNotSent) && s.CheckUnsent != nil:
+				tell = func() { s.CheckUnsent(err) }
+			case errors.Is(err, lease.ErrExhausted) && s.Exhausted != nil:
+				tell = s.Exhausted
+			case errors.Is(err, lease.ErrUnknownShare) && s.Refused != nil:
+				tell = s.Refused
+			}
+			if tell == nil {
+				s.Log.Warn("no address to offer", "mac", mac, "err", err)
 				return nil, false
 			}
-			s.Log.Warn("no address to offer", "mac", mac, "err", err)
-			switch {
-			case errors.Is(err, lease.ErrExhausted) && s.Exhausted != nil:
-				s.Exhausted()
-			case errors.Is(err, lease.ErrUnknownShare) && s.Refused != nil:
-				s.Refused()
-			}
+			s.Log.Debug("no address to offer", "mac", mac, "err", err)
+			tell()
 			return nil, false
 		}
 		return s.answer(req, c, sub, dhcpv4.MessageTypeOffer, l)

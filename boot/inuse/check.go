@@ -4,10 +4,12 @@
 // Echo sends ICMP echo requests and matches their replies; Checker runs the checks of
 // many requests at once, one at a time for each address, and remembers an address
 // found free for a while, so that a client's retransmissions do not check it again. A
-// check whose echo was not sent (ErrNotSent) finds nothing and is not remembered.
+// check whose echo was not sent (ErrNotSent) finds nothing and is not remembered, nor is
+// one the socket's failure cut (ErrDown), which finds no host.
 package inuse
 
 import (
+	"errors"
 	"net/netip"
 	"sync"
 	"time"
@@ -55,7 +57,9 @@ func NewChecker(ping func(netip.Addr) (bool, error), clock Clock, remember time.
 // not run: the address is then neither in use nor free. An address found free less
 // than the checker's remember ago is not checked again; a check of an address whose
 // check runs waits for that one and shares its result. Checks of different addresses
-// run at once, each in its caller's goroutine.
+// run at once, each in its caller's goroutine. A check whose socket was down (ErrDown)
+// reports no host and no error, as the DHCP server offers while the socket is down, and
+// is not remembered: the check once the socket is back sends an echo.
 func (c *Checker) InUse(ip netip.Addr) (bool, error) {
 	c.mu.Lock()
 	if until, ok := c.free[ip]; ok && c.clock.Now().Before(until) {
@@ -72,11 +76,15 @@ func (c *Checker) InUse(ip netip.Addr) (bool, error) {
 	c.mu.Unlock()
 
 	r.inUse, r.err = c.ping(ip)
+	down := errors.Is(r.err, ErrDown)
+	if down {
+		r.err = nil
+	}
 
 	c.mu.Lock()
 	delete(c.running, ip)
 	switch {
-	case r.inUse || r.err != nil:
+	case r.inUse || r.err != nil || down:
 		delete(c.free, ip)
 	default:
 		c.free[ip] = c.clock.Now().Add(c.remember)

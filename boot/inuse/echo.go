@@ -89,6 +89,13 @@ type echoKey struct {
 // answers waits in both for ARP (ARPWait).
 var ErrNotSent = errors.New("inuse: the echo request was not sent")
 
+// ErrDown: the socket was down (failed and not yet open again, or closed) when a check's
+// echo was to go, or went down while it waited for its reply, so the check tells nothing
+// of its address. Unlike ErrNotSent it asks for no remedy of its own: Health tells of the
+// socket, and the DHCP server offers unchecked until it is back (Checker.InUse reports
+// no host then, and remembers nothing).
+var ErrDown = errors.New("inuse: the check's ICMP socket is down")
+
 // payload is the data of each echo request.
 var payload = []byte("bcd dhcp address check")
 
@@ -125,7 +132,8 @@ func newEcho(open func() (socket, bool, error), wait time.Duration, health Healt
 // Ping sends one echo request to ip and reports whether its reply came within the
 // wait. An echo the host refuses to send (no buffer, no route) is ErrNotSent: the check
 // did not run. While the socket is down (failed and not yet open again, or closed) none
-// is sent and Ping reports no answer, as Health told.
+// is sent, and a Ping waiting when it went down stops waiting: both are ErrDown, as
+// Health told.
 func (e *Echo) Ping(ip netip.Addr) (bool, error) {
 	key := echoKey{from: ip, seq: int(uint16(e.seq.Add(1)))}
 	got := make(chan struct{})
@@ -133,7 +141,7 @@ func (e *Echo) Ping(ip netip.Addr) (bool, error) {
 	l := e.link
 	if l == nil {
 		e.mu.Unlock()
-		return false, nil
+		return false, fmt.Errorf("%w: no echo to %s", ErrDown, ip)
 	}
 	e.waiting[key] = got
 	e.mu.Unlock()
@@ -161,7 +169,7 @@ func (e *Echo) Ping(ip netip.Addr) (bool, error) {
 	case <-t.C:
 		return false, nil
 	case <-l.down:
-		return false, nil
+		return false, fmt.Errorf("%w: the echo to %s went unanswered", ErrDown, ip)
 	}
 }
 
@@ -299,7 +307,7 @@ func (e *Echo) reply(b []byte, from net.Addr, raw bool) (echoKey, bool) {
 }
 
 // Close closes the socket, stops its reopening and waits for its reader; a Ping
-// waiting then gets no answer, and one after sends no echo.
+// waiting then, and one after, which sends no echo, are ErrDown.
 func (e *Echo) Close() error {
 	e.mu.Lock()
 	if e.closed {

@@ -17,7 +17,7 @@ import (
 )
 
 // TestEchoAnsweredOnLoopback: the host's own loopback answers the echoes, many at once,
-// each matched to its own request; after Close, a ping gets no answer.
+// each matched to its own request; after Close, a ping is ErrDown.
 func TestEchoAnsweredOnLoopback(t *testing.T) {
 	e, err := ListenEcho(time.Second, 64, Health{Failed: func(err error) { t.Errorf("the socket failed: %v", err) }, Back: func() {}})
 	if err != nil {
@@ -36,8 +36,8 @@ func TestEchoAnsweredOnLoopback(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if up, err := e.Ping(netip.MustParseAddr("127.0.0.1")); up || err != nil {
-		t.Errorf("answered after Close (%v), or not sent: %v", up, err)
+	if up, err := e.Ping(netip.MustParseAddr("127.0.0.1")); up || !errors.Is(err, ErrDown) {
+		t.Errorf("after Close: answered %v, %v; want ErrDown", up, err)
 	}
 }
 
@@ -83,7 +83,7 @@ func (s *brokenSocket) counts() (reads, writes int) {
 // TestAFailedSocketStopsItsReader: the conflict check's socket fails for good (every
 // read an error other than its close). The reader stops reading it at the first error
 // rather than reading again, tells it once, and the pings after get no answer without
-// an echo sent, so the DHCP server offers on unchecked until a socket opens again.
+// an echo sent (ErrDown), so the DHCP server offers on unchecked until a socket opens again.
 // Before, the reader read again at once, forever, on a core of the site agent's machine.
 func TestAFailedSocketStopsItsReader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -98,8 +98,8 @@ func TestAFailedSocketStopsItsReader(t *testing.T) {
 			t.Errorf("the reader read %d times from a socket that failed for good: want it stopped at the first error", reads)
 		}
 		for _, ip := range []netip.Addr{a, b} {
-			if up, err := e.Ping(ip); up || err != nil {
-				t.Errorf("%s answered on a failed socket (%v), or its echo was not sent: %v", ip, up, err)
+			if up, err := e.Ping(ip); up || !errors.Is(err, ErrDown) {
+				t.Errorf("%s on a failed socket: answered %v, %v; want ErrDown", ip, up, err)
 			}
 		}
 		if _, writes := sock.counts(); writes != 0 {
@@ -188,8 +188,8 @@ func TestAFailedSocketIsOpenedAgain(t *testing.T) {
 		}
 		defer e.Close()
 		synctest.Wait()
-		if up, err := e.Ping(a); up || err != nil {
-			t.Errorf("%s answered on the failed socket (%v), or its echo was not sent: %v", a, up, err)
+		if up, err := e.Ping(a); up || !errors.Is(err, ErrDown) {
+			t.Errorf("%s on the failed socket: answered %v, %v; want ErrDown", a, up, err)
 		}
 		time.Sleep(FirstReopen - time.Nanosecond)
 		synctest.Wait()
@@ -301,3 +301,68 @@ func TestEchoNotSentIsNoFreeAddress(t *testing.T) {
 		t.Errorf("ping with its echo refused: %v, %v; want ErrNotSent with ENOBUFS", up, err)
 	}
 }
+
+// failingSocket is a raw ICMP socket that takes echoes and answers none, and whose read
+// fails (an error other than its close) once fail is closed.
+type failingSocket struct {
+	fail, closed chan struct{}
+	once         sync.Once
+}
+
+func (s *failingSocket) ReadFrom([]byte) (int, net.Addr, error) {
+	select {
+	case <-s.fail:
+		return 0, nil, &net.OpError{Op: "read", Net: "ip4:icmp", Err: os.NewSyscallError("recvfrom", syscall.ENOMEM)}
+	case <-s.closed:
+		return 0, nil, net.ErrClosed
+	}
+}
+
+func (s *failingSocket) WriteTo(b []byte, _ net.Addr) (int, error) { return len(b), nil }
+
+func (s *failingSocket) Close() error { s.once.Do(func() { close(s.closed) }); return nil }
+
+func (s *failingSocket) room() int { return 16 }
+
+// TestCheckCutByAFailedSocketIsNotRemembered: the socket fails while a check's echo
+// waits for its reply, so the check tells nothing of its address. The checker must not
+// take the address as free: once a socket opens again, the next check of it sends an
+// echo and finds the host that answers there. Before, the cut check was remembered as
+// free, and the address offered unchecked for 30 s after the checks were back.
+func TestCheckCutByAFailedSocketIsNotRemembered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		failing := &failingSocket{fail: make(chan struct{}), closed: make(chan struct{})}
+		e, err := newEcho(opens(failing, newAnsweringSocket()), time.Second, Health{Failed: func(error) {}, Back: func() {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		c := NewChecker(e.Ping, realClock{}, 30*time.Second)
+		cut := make(chan bool)
+		go func() {
+			used, err := c.InUse(a)
+			if err != nil {
+				t.Errorf("the check cut by the socket's failure: %v, want no error (the server offers unchecked while the socket is down)", err)
+			}
+			cut <- used
+		}()
+		synctest.Wait() // the echo is out, waiting for its reply
+		close(failing.fail)
+		if <-cut {
+			t.Error("in use after a check the socket's failure cut, want not")
+		}
+		time.Sleep(FirstReopen)
+		synctest.Wait()
+		if e.Kind() != "raw" {
+			t.Fatalf("no socket opened again after FirstReopen (kind %q)", e.Kind())
+		}
+		if used, err := c.InUse(a); !used || err != nil {
+			t.Errorf("check of %s after the socket opened again: in use %v, %v; want in use, found by an echo, not taken as free from the check the failure cut", a, used, err)
+		}
+	})
+}
+
+// realClock is the time, synctest's fake one inside its bubble.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }

@@ -61,9 +61,20 @@ func listenICMP(echoes int) (*icmpSocket, error) {
 	return s, nil
 }
 
+// icmpFilter is the raw ICMP socket option (SOL_RAW) of the ICMP types the kernel drops
+// before they reach the socket, one bit a type (linux/icmp.h's ICMP_FILTER).
+const icmpFilter = 1
+
+// onlyEchoReplies is the ICMP_FILTER mask that drops every type but the echo reply (0):
+// all 32 bits but the lowest, as the int32 setsockopt takes.
+const onlyEchoReplies = -2
+
 // openICMP opens an ICMP socket of type typ (SOCK_DGRAM or SOCK_RAW) bound to every
 // address. A raw one reports the errors of the neighbour table (IP_RECVERR): without it
-// the kernel takes an echo it dropped there as sent.
+// the kernel takes an echo it dropped there as sent; and it is given echo replies only
+// (ICMP_FILTER), as a datagram one is given its own only: a raw socket is otherwise given
+// every ICMP datagram the host receives, a flood of echo requests at the host included,
+// whose room in its receive buffer the replies need.
 func openICMP(typ int) (*icmpSocket, error) {
 	fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.IPPROTO_ICMP)
 	if err != nil {
@@ -72,6 +83,9 @@ func openICMP(typ int) (*icmpSocket, error) {
 	raw := typ == unix.SOCK_RAW
 	if raw {
 		err = os.NewSyscallError("setsockopt IP_RECVERR", unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_RECVERR, 1))
+		if err == nil {
+			err = os.NewSyscallError("setsockopt ICMP_FILTER", unix.SetsockoptInt(fd, unix.SOL_RAW, icmpFilter, onlyEchoReplies))
+		}
 	} else {
 		err = os.NewSyscallError("bind", unix.Bind(fd, &unix.SockaddrInet4{}))
 	}
