@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/bmc"
 	"github.com/better-compute/better-compute/bmc/redfishsim"
@@ -92,4 +93,112 @@ func inspectAll(d bmc.Driver) error {
 		err = proto.Errorf(proto.DriverError, "%s", inv.Unread[0].Error)
 	}
 	return err
+}
+
+// TestCollectionBounded: a BMC that lists more members than any server has parts, each
+// answered inline (no request of its own to slow it), or that links one more page of a
+// collection after another without end (here, the collection itself as its next page),
+// leaves that part of the inventory unread with DRIVER_ERROR naming the bound: gofish
+// reads a goroutine a member, and follows pages by a recursion that, unwinding, copies
+// the members of every page below it (the read went on minutes past its context).
+func TestCollectionBounded(t *testing.T) {
+	const memory = "/redfish/v1/Systems/1/Memory"
+	many := `{"Members":[` + strings.Repeat(`{"@odata.id":"`+memory+`/D","Id":"D","CapacityMiB":1},`, maxMembers) + `{"@odata.id":"` + memory + `/D","Id":"D"}]}`
+	cases := map[string]struct{ body, text string }{
+		"members": {body: many, text: fmt.Sprintf("the collection lists over %d members", maxMembers)},
+		"pages":   {body: `{"Members":[{"@odata.id":"` + memory + `/D","Id":"D"}],"Members@odata.nextLink":"` + memory + `"}`, text: fmt.Sprintf("links a page after %d pages", maxPages)},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			sim := newSim(t, redfishsim.Config{})
+			d := open(t, config(t, sim))
+			sim.Answer(memory, http.StatusOK, []byte(tc.body))
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			var inv proto.OOBInventory
+			go func() {
+				var err error
+				inv, err = d.Inspect(ctx)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err != nil || len(inv.Unread) != 1 || inv.Unread[0].Part != "memory" || !strings.Contains(inv.Unread[0].Error, tc.text) {
+					t.Fatalf("%v, %d DIMMs, unread %+v; want memory unread: %s", err, len(inv.Memory.Modules), inv.Unread, tc.text)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("the inventory read still runs 40s after its context ended")
+			}
+		})
+	}
+}
+
+// TestStalledBMCBounded: a BMC that accepts the connection and never answers, or
+// answers one byte after another without end, holds a call no longer than its context:
+// TIMEOUT, naming what was asked; and Close, which logs out after the step, returns all
+// the same (bounded by logoutTimeout). The deadline is the test's guard, not what it
+// asserts.
+func TestStalledBMCBounded(t *testing.T) {
+	const system = "/redfish/v1/Systems/1"
+	stalled := redfishsim.Stream{Delay: time.Hour}
+	trickle := redfishsim.Stream{Head: []byte(`{"Id":"`), Unit: []byte("a"), Size: -1, Every: 50 * time.Millisecond}
+	cases := []struct {
+		name, method, path string
+		stream             redfishsim.Stream
+		call               func(ctx context.Context, d bmc.Driver) error
+		text               string
+	}{
+		{"service root, no headers", http.MethodGet, "/redfish/v1/", stalled, nil, "read the service root"},
+		{"login, no headers", http.MethodPost, "/redfish/v1/SessionService/Sessions", stalled, nil, "log in as operator"},
+		{"system, no headers", http.MethodGet, system, stalled, func(ctx context.Context, d bmc.Driver) error { _, err := d.GetPower(ctx); return err }, "list systems"},
+		{"system, trickled", http.MethodGet, system, trickle, func(ctx context.Context, d bmc.Driver) error { _, err := d.GetPower(ctx); return err }, "list systems"},
+		{"a drive, trickled", http.MethodGet, system + "/Storage/1/Drives/Disk.0", trickle, func(ctx context.Context, d bmc.Driver) error { _, err := d.Inspect(ctx); return err }, "read the drives of storage 1"},
+		{"reset, no headers", http.MethodPost, system + "/Actions/ComputerSystem.Reset", stalled, func(ctx context.Context, d bmc.Driver) error { return d.SetPower(ctx, proto.PowerActionOn) }, "reset On"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sim := newSim(t, redfishsim.Config{})
+			var d bmc.Driver
+			if tc.call != nil {
+				d = open(t, config(t, sim))
+			}
+			sim.AnswerStream(tc.method, tc.path, http.StatusOK, tc.stream)
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				if tc.call == nil {
+					_, err := Open(ctx, config(t, sim), bmc.Env{Credentials: credentials})
+					done <- err
+					return
+				}
+				done <- tc.call(ctx, d)
+			}()
+			select {
+			case err := <-done:
+				checkErr(t, err, proto.Timeout, tc.text)
+			case <-time.After(time.Minute):
+				t.Fatalf("the call still waits on the BMC a minute after its context ended")
+			}
+		})
+	}
+	t.Run("logout, no headers", func(t *testing.T) {
+		t.Parallel()
+		sim := newSim(t, redfishsim.Config{})
+		d, err := Open(context.Background(), config(t, sim), bmc.Env{Credentials: credentials})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim.AnswerStream(http.MethodDelete, "/redfish/v1/SessionService/Sessions/1", http.StatusOK, stalled)
+		done := make(chan error, 1)
+		go func() { done <- d.Close() }()
+		select {
+		case err := <-done:
+			checkErr(t, err, "", "")
+		case <-time.After(logoutTimeout + time.Minute):
+			t.Fatalf("Close still waits on the BMC a minute after logoutTimeout")
+		}
+	})
 }

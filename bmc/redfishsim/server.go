@@ -173,6 +173,8 @@ func (s *Server) AnswerStream(method, path string, status int, st Stream) {
 
 // send writes st to w until its size, or until the client goes away.
 func (st *Stream) send(w http.ResponseWriter, r *http.Request, status int) {
+	// The server notices a client that went away only once the request's body is read.
+	_, _ = io.Copy(io.Discard, r.Body)
 	if !pause(r, st.Delay) {
 		return
 	}
