@@ -134,9 +134,6 @@ func Open(ctx context.Context, cfg bmc.Config, env bmc.Env) (bmc.Driver, error) 
 	return d, nil
 }
 
-// maxServiceRoot bounds the service root read before logging in.
-const maxServiceRoot = 1 << 20
-
 // offersSessions reads the service root, which a Redfish service serves without a login,
 // and tells whether it links a session collection (Links.Sessions): a BMC without one
 // (sushy-tools) authenticates every request by basic authentication.
@@ -151,7 +148,7 @@ func (d *driver) offersSessions(ctx context.Context, httpc *http.Client, endpoin
 		return false, d.fail(ctx, "read the service root", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxServiceRoot))
+	body, err := io.ReadAll(resp.Body) // bounded by the transport
 	if err != nil {
 		return false, d.fail(ctx, "read the service root", err)
 	}

@@ -1,12 +1,34 @@
 package redfish
 
 import (
-	"bufio"
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"sync"
 
 	"github.com/better-compute/better-compute/proto"
+)
+
+// The bounds of what a BMC answers, which the site agent would otherwise hold in memory
+// or act on without end: the site agent also answers DHCP, TFTP and HTTP boot for the
+// whole rack, and a compromised BMC or broken firmware must not take it down.
+const (
+	// maxBody bounds every body the driver reads, of any method and status. The
+	// resources the driver reads are a few KiB each (a ComputerSystem of a large server
+	// is under 64 KiB; a collection lists links of under 100 bytes a member), and a
+	// collection answered with its members expanded, hundreds of drives, is a few MiB:
+	// 16 MiB leaves room for any of them and bounds what one BMC can make the agent hold.
+	maxBody = 16 << 20
+	// maxMembers bounds the members of one collection, over all of its pages: gofish
+	// reads each member by a request of its own, a goroutine each. A server has at most
+	// a few hundred DIMMs, drives or interfaces.
+	maxMembers = 4096
+	// maxPages bounds the pages of one collection (Members@odata.nextLink), which gofish
+	// follows as long as a BMC links another, and by a recursion in its own stack.
+	maxPages = 64
 )
 
 // oneHost is the transport the driver talks to its BMC through. It sends requests to the
@@ -14,58 +36,152 @@ import (
 // as text, so "@other:443/x" names another host, and http.Client follows a redirect
 // anywhere keeping the X-Auth-Token header; either would carry the session token, or with
 // basic authentication the BMC's password, to another host that holds a certificate the
-// driver trusts. And it passes on only the resources gofish can read: a Redfish resource
-// is a JSON object, and gofish dereferences a collection answered as null.
+// driver trusts. It passes on only the resources gofish can read: a Redfish resource
+// is a JSON object, and gofish dereferences a collection answered as null. And it bounds
+// what a BMC answers: every body at maxBody, a collection at maxMembers over maxPages.
 type oneHost struct {
 	host string
 	next *http.Transport
+
+	mu sync.Mutex
+	// pages is, for each next page a collection's page linked and not yet read, how
+	// much of its collection was read before it.
+	pages map[string]collectionRead
 }
 
-// RoundTrip refuses a request for another host, scheme or with a login in its URL, and a
-// successful GET whose body is not a JSON object.
-func (o oneHost) RoundTrip(r *http.Request) (*http.Response, error) {
+// collectionRead is how much of a paged collection was read: pages, and members listed.
+type collectionRead struct{ pages, members int }
+
+// RoundTrip refuses a request for another host, scheme or with a login in its URL, a
+// body over maxBody, a successful GET whose body is not a JSON object, and a collection
+// over maxMembers or maxPages.
+func (o *oneHost) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.URL.Scheme != "https" || r.URL.Host != o.host || r.URL.User != nil {
 		if r.Body != nil {
 			r.Body.Close()
 		}
 		return nil, proto.Errorf(proto.DriverError, "redfish %s: the BMC linked %s://%s, not its own host: refused (a BMC that names other hosts may be compromised)", o.host, r.URL.Scheme, r.URL.Host)
 	}
+	read := o.pageRead(r.URL.RequestURI())
 	resp, err := o.next.RoundTrip(r)
-	if err != nil || r.Method != http.MethodGet || resp.StatusCode/100 != 2 {
+	if err != nil {
 		return resp, err
 	}
-	body := bufio.NewReader(resp.Body)
-	if first, err := firstJSONByte(body); first != '{' {
-		resp.Body.Close()
-		what := fmt.Sprintf("a body beginning %q", first)
-		if err != nil {
-			what = "no JSON value"
-		}
-		return nil, proto.Errorf(proto.DriverError, "redfish %s: GET %s answered %s, not a Redfish resource (a JSON object): refused; check the BMC's firmware", o.host, r.URL.Path, what)
+	tooLong := func() error {
+		return proto.Errorf(proto.DriverError, "redfish %s: %s %s answered more than %d MiB: refused (no Redfish resource is near that; a BMC that answers so much is broken or hostile); check or update the BMC's firmware", o.host, r.Method, clipName(r.URL.Path), maxBody>>20)
 	}
-	resp.Body = struct {
-		io.Reader
-		io.Closer
-	}{body, resp.Body}
+	if resp.ContentLength > maxBody {
+		resp.Body.Close()
+		return nil, tooLong()
+	}
+	if r.Method != http.MethodGet || resp.StatusCode/100 != 2 {
+		resp.Body = &bounded{ReadCloser: resp.Body, left: maxBody, tooLong: tooLong}
+		return resp, nil
+	}
+	body, err := readBody(&bounded{ReadCloser: resp.Body, left: maxBody, tooLong: tooLong}, resp.ContentLength)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if first := bytes.TrimLeft(body, " \t\r\n"); len(first) == 0 || first[0] != '{' {
+		what := "no JSON value"
+		if len(first) > 0 {
+			what = fmt.Sprintf("a body beginning %q", first[0])
+		}
+		return nil, proto.Errorf(proto.DriverError, "redfish %s: GET %s answered %s, not a Redfish resource (a JSON object): refused; check the BMC's firmware", o.host, clipName(r.URL.Path), what)
+	}
+	if err := o.checkCollection(r, body, read); err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
 	return resp, nil
 }
 
-// firstJSONByte peeks at the first byte of a JSON text past its leading whitespace,
-// leaving it to be read.
-func firstJSONByte(r *bufio.Reader) (byte, error) {
+// pageRead takes what was read of the collection whose next page uri is, if it is one.
+func (o *oneHost) pageRead(uri string) collectionRead {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	read := o.pages[uri]
+	delete(o.pages, uri)
+	return read
+}
+
+// checkCollection refuses a collection's page that takes its collection, with what was
+// read before it, over maxMembers or maxPages, and keeps what was read for its next page.
+func (o *oneHost) checkCollection(r *http.Request, body []byte, read collectionRead) error {
+	var page struct {
+		Members []struct{}
+		Next    string `json:"Members@odata.nextLink"`
+	}
+	// A body of another shape leaves page as far as it fits (nothing, for what is not
+	// JSON): gofish tells of the rest.
+	_ = json.Unmarshal(body, &page)
+	if page.Members == nil && page.Next == "" {
+		return nil
+	}
+	read.pages++
+	read.members += len(page.Members)
+	switch {
+	case read.members > maxMembers:
+		return proto.Errorf(proto.DriverError, "redfish %s: GET %s: the collection lists over %d members: refused (no server has that many parts); check or update the BMC's firmware", o.host, clipName(r.URL.Path), maxMembers)
+	case page.Next != "" && read.pages >= maxPages:
+		return proto.Errorf(proto.DriverError, "redfish %s: GET %s: the collection links a page after %d pages: refused (a BMC whose pages do not end is broken or hostile); check or update the BMC's firmware", o.host, clipName(r.URL.Path), maxPages)
+	case page.Next != "":
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.pages == nil {
+			o.pages = map[string]collectionRead{}
+		}
+		o.pages[page.Next] = read
+	}
+	return nil
+}
+
+// readBody reads a body of at most maxBody bytes whole, in a buffer of length's size
+// when it is known, else one that doubles up to maxBody: holding at most maxBody, and
+// allocating at most twice that on the way.
+func readBody(r io.Reader, length int64) ([]byte, error) {
+	buf := make([]byte, 0, min(max(length, 512), maxBody)+1) // +1: EOF read without a growth
 	for {
-		b, err := r.ReadByte()
-		if err != nil {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(cap(buf), maxBody+1-cap(buf)))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
+			return nil, err
+		}
+	}
+}
+
+// bounded is a body that fails with tooLong past left bytes.
+type bounded struct {
+	io.ReadCloser
+	left    int64
+	tooLong func() error
+}
+
+func (b *bounded) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells a body of exactly the bound from one over it.
+		var one [1]byte
+		if n, err := b.ReadCloser.Read(one[:]); n == 0 {
 			return 0, err
 		}
-		switch b {
-		case ' ', '\t', '\r', '\n':
-			continue
-		}
-		return b, r.UnreadByte()
+		return 0, b.tooLong()
 	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // CloseIdleConnections closes the transport's idle connections (http.Client's own
 // CloseIdleConnections reaches it through this).
-func (o oneHost) CloseIdleConnections() { o.next.CloseIdleConnections() }
+func (o *oneHost) CloseIdleConnections() { o.next.CloseIdleConnections() }

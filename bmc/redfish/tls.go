@@ -48,7 +48,7 @@ func httpClient(caFile, pin, host string) (*http.Client, error) {
 			return nil
 		}
 	}
-	return &http.Client{Transport: oneHost{host: host, next: &http.Transport{
+	return &http.Client{Transport: &oneHost{host: host, next: &http.Transport{
 		TLSClientConfig:     cfg,
 		TLSHandshakeTimeout: 15 * time.Second,
 		IdleConnTimeout:     time.Minute,

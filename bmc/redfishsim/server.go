@@ -7,11 +7,13 @@
 package redfishsim
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"io"
 	"log"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -139,11 +141,90 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
-// answer is a response given as it is, or a redirect to location.
+// answer is a response given as it is, a stream, or a redirect to location.
 type answer struct {
 	status   int
 	body     []byte
+	stream   *Stream
 	location string
+}
+
+// Stream is an answer generated as it is sent, the way a hostile or broken BMC answers:
+// Head, then Unit over and over until Size bytes in all, never held whole in memory.
+type Stream struct {
+	Head, Unit []byte
+	// Size is the bytes of the body in all; negative is without end (until the client
+	// goes away or the server closes).
+	Size int64
+	// Delay is how long the service waits before it sends the status and headers.
+	Delay time.Duration
+	// Every is how long it waits before each Unit: a body that trickles.
+	Every time.Duration
+}
+
+// AnswerStream makes the service answer a request of method for path with status and
+// the body st generates (no Content-Length), without performing it.
+func (s *Server) AnswerStream(method, path string, status int, st Stream) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.Head, st.Unit = slices.Clone(st.Head), slices.Clone(st.Unit)
+	s.setAnswer(method, path, answer{status: status, stream: &st})
+}
+
+// send writes st to w until its size, or until the client goes away.
+func (st *Stream) send(w http.ResponseWriter, r *http.Request, status int) {
+	// The server notices a client that went away only once the request's body is read.
+	_, _ = io.Copy(io.Discard, r.Body)
+	if !pause(r, st.Delay) {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	left := st.Size
+	if left < 0 {
+		left = math.MaxInt64
+	}
+	write := func(b []byte) bool {
+		b = b[:min(int64(len(b)), left)]
+		n, err := w.Write(b)
+		left -= int64(n)
+		return err == nil && left > 0
+	}
+	if !write(st.Head) || len(st.Unit) == 0 {
+		return
+	}
+	// A body that does not trickle is sent 64 KiB at a time: a write a unit would be
+	// slow to send hundreds of MiB.
+	chunk := st.Unit
+	if st.Every == 0 {
+		chunk = bytes.Repeat(st.Unit, max(1, 64<<10/len(st.Unit)))
+	}
+	for {
+		if st.Every > 0 {
+			w.(http.Flusher).Flush()
+			if !pause(r, st.Every) {
+				return
+			}
+		}
+		if !write(chunk) {
+			return
+		}
+	}
+}
+
+// pause waits d, or until the client goes away (false).
+func pause(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
 }
 
 // Answer makes the service answer a GET of path, its service root or any resource, with
@@ -185,7 +266,7 @@ func (s *Server) setAnswer(method, path string, a answer) {
 // answerKey is the key of the answers set for requests of method for path.
 func answerKey(method, path string) string { return method + " " + path }
 
-// answering serves what Answer, AnswerRequest and Redirect set before the resource tree.
+// answering serves what Answer, AnswerRequest, AnswerStream and Redirect set before the resource tree.
 func (s *Server) answering(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
@@ -195,8 +276,12 @@ func (s *Server) answering(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if a.location != "" {
+		switch {
+		case a.location != "":
 			http.Redirect(w, r, a.location, a.status)
+			return
+		case a.stream != nil:
+			a.stream.send(w, r, a.status)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
