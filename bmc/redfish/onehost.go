@@ -22,12 +22,12 @@ const (
 	// collection answered with its members expanded, hundreds of drives, is a few MiB:
 	// 16 MiB leaves room for any of them and bounds what one BMC can make the agent hold.
 	maxBody = 16 << 20
-	// maxMembers bounds the members of one collection, over all of its pages: gofish
-	// reads each member by a request of its own, a goroutine each. A server has at most
-	// a few hundred DIMMs, drives or interfaces.
+	// maxMembers bounds the members of the collections one call of the driver reads,
+	// over all their pages: gofish reads each member by a request of its own, a
+	// goroutine each. A server has at most a few hundred DIMMs, drives or interfaces.
 	maxMembers = 4096
-	// maxPages bounds the pages of one collection (Members@odata.nextLink), which gofish
-	// follows as long as a BMC links another, and by a recursion in its own stack.
+	// maxPages bounds the pages one call follows (Members@odata.nextLink), which gofish
+	// follows as long as a BMC links another, by a recursion in its own stack.
 	maxPages = 64
 )
 
@@ -38,19 +38,19 @@ const (
 // basic authentication the BMC's password, to another host that holds a certificate the
 // driver trusts. It passes on only the resources gofish can read: a Redfish resource
 // is a JSON object, and gofish dereferences a collection answered as null. And it bounds
-// what a BMC answers: every body at maxBody, a collection at maxMembers over maxPages.
+// what a BMC answers: every body at maxBody, and the collections one call of the driver
+// reads (the driver and its transport live for one call) at maxMembers over maxPages.
+// Counted for the call, not for each collection: a BMC that links a collection's next
+// page under another spelling of its path cannot start the count again.
 type oneHost struct {
 	host string
 	next *http.Transport
 
 	mu sync.Mutex
-	// pages is, for each next page a collection's page linked and not yet read, how
-	// much of its collection was read before it.
-	pages map[string]collectionRead
+	// pages and members count the pages linked and the members listed by the
+	// collections read.
+	pages, members int
 }
-
-// collectionRead is how much of a paged collection was read: pages, and members listed.
-type collectionRead struct{ pages, members int }
 
 // RoundTrip refuses a request for another host, scheme or with a login in its URL, a
 // body over maxBody, a successful GET whose body is not a JSON object, and a collection
@@ -62,7 +62,6 @@ func (o *oneHost) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		return nil, proto.Errorf(proto.DriverError, "redfish %s: the BMC linked %s://%s, not its own host: refused (a BMC that names other hosts may be compromised)", o.host, r.URL.Scheme, r.URL.Host)
 	}
-	read := o.pageRead(r.URL.RequestURI())
 	resp, err := o.next.RoundTrip(r)
 	if err != nil {
 		return resp, err
@@ -90,7 +89,7 @@ func (o *oneHost) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 		return nil, proto.Errorf(proto.DriverError, "redfish %s: GET %s answered %s, not a Redfish resource (a JSON object): refused; check the BMC's firmware", o.host, clipName(r.URL.Path), what)
 	}
-	if err := o.checkCollection(r, body, read); err != nil {
+	if err := o.checkCollection(r, body); err != nil {
 		return nil, err
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
@@ -98,18 +97,10 @@ func (o *oneHost) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// pageRead takes what was read of the collection whose next page uri is, if it is one.
-func (o *oneHost) pageRead(uri string) collectionRead {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	read := o.pages[uri]
-	delete(o.pages, uri)
-	return read
-}
-
-// checkCollection refuses a collection's page that takes its collection, with what was
-// read before it, over maxMembers or maxPages, and keeps what was read for its next page.
-func (o *oneHost) checkCollection(r *http.Request, body []byte, read collectionRead) error {
+// checkCollection counts a collection's page, and refuses it when it takes the
+// collections read over maxMembers, or links a page past maxPages; a page refused is
+// not counted, so the collections read after it are held to the same bounds.
+func (o *oneHost) checkCollection(r *http.Request, body []byte) error {
 	var page struct {
 		Members []struct{}
 		Next    string `json:"Members@odata.nextLink"`
@@ -120,21 +111,20 @@ func (o *oneHost) checkCollection(r *http.Request, body []byte, read collectionR
 	if page.Members == nil && page.Next == "" {
 		return nil
 	}
-	read.pages++
-	read.members += len(page.Members)
-	switch {
-	case read.members > maxMembers:
-		return proto.Errorf(proto.DriverError, "redfish %s: GET %s: the collection lists over %d members: refused (no server has that many parts); check or update the BMC's firmware", o.host, clipName(r.URL.Path), maxMembers)
-	case page.Next != "" && read.pages >= maxPages:
-		return proto.Errorf(proto.DriverError, "redfish %s: GET %s: the collection links a page after %d pages: refused (a BMC whose pages do not end is broken or hostile); check or update the BMC's firmware", o.host, clipName(r.URL.Path), maxPages)
-	case page.Next != "":
-		o.mu.Lock()
-		defer o.mu.Unlock()
-		if o.pages == nil {
-			o.pages = map[string]collectionRead{}
-		}
-		o.pages[page.Next] = read
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	members, pages := o.members+len(page.Members), o.pages
+	if page.Next != "" {
+		pages++
 	}
+	switch {
+	case members > maxMembers:
+		return proto.Errorf(proto.DriverError, "redfish %s: GET %s: the collection lists over %d members with those read before it: refused (no server has that many parts); check or update the BMC's firmware", o.host, clipName(r.URL.Path), maxMembers)
+	case pages > maxPages:
+		return proto.Errorf(proto.DriverError, "redfish %s: GET %s: the collection links a page after %d pages: refused (a BMC whose pages do not end is broken or hostile); check or update the BMC's firmware", o.host, clipName(r.URL.Path), maxPages)
+	}
+	// Counted once passed: a page refused leaves the count to the other collections.
+	o.members, o.pages = members, pages
 	return nil
 }
 
