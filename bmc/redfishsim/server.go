@@ -19,6 +19,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/better-compute/better-compute/clock"
 )
 
 // Advertise is how the service lists the reset types it performs.
@@ -175,8 +177,8 @@ func (s *Server) AnswerStream(method, path string, status int, st Stream) {
 func (st *Stream) send(w http.ResponseWriter, r *http.Request, status int) {
 	// The server notices a client that went away only once the request's body is read.
 	_, _ = io.Copy(io.Discard, r.Body)
-	if !pause(r, st.Delay) {
-		return
+	if clock.Sleep(r.Context(), clock.Real{}, st.Delay) != nil {
+		return // the client went away
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -202,28 +204,13 @@ func (st *Stream) send(w http.ResponseWriter, r *http.Request, status int) {
 	for {
 		if st.Every > 0 {
 			w.(http.Flusher).Flush()
-			if !pause(r, st.Every) {
+			if clock.Sleep(r.Context(), clock.Real{}, st.Every) != nil {
 				return
 			}
 		}
 		if !write(chunk) {
 			return
 		}
-	}
-}
-
-// pause waits d, or until the client goes away (false).
-func pause(r *http.Request, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-		return false
 	}
 }
 
