@@ -173,9 +173,9 @@ func BenchmarkAgentSessions(b *testing.B) {
 		fmt.Printf("  restart%d/peer: reconnects a second %.2f, registry CPU a reconnect / listener CPU a handshake %.2f, agents' CPU a reconnect / dialler's CPU a handshake %.2f, CPU a reconnect (both ends) %.2f\n", i+1,
 			r.rate()/peerRate, r.phase.cpu.Seconds()/float64(n)/peerCPU, r.phase.agents.Seconds()/float64(n)/diallerCPU, (r.phase.cpu+r.phase.agents).Seconds()*float64(peers)/((resume.cpu+resume.agents).Seconds()*float64(n)))
 	}
-	fmt.Printf("  memory per session:  live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(s.alloc), kib(s.heap), kib(s.stack), kib(s.heap+s.stack), kib(s.rss), s.goroutines)
-	fmt.Printf("  after the returns:   live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(returned.alloc), kib(returned.heap), kib(returned.stack), kib(returned.heap+returned.stack), kib(returned.rss), returned.goroutines)
-	fmt.Printf("  peer per connection: live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines\n", kib(peer.alloc), kib(peer.heap), kib(peer.stack), kib(peer.heap+peer.stack), kib(peer.rss), peer.goroutines)
+	fmt.Printf("  memory per session:  %s\n", s.describe())
+	fmt.Printf("  after the returns:   %s\n", returned.describe())
+	fmt.Printf("  peer per connection: %s\n", peer.describe())
 	fmt.Printf("  session/peer: in use+stacks %.2f, RSS %.2f\n", (s.heap+s.stack)/(peer.heap+peer.stack), s.rss/peer.rss)
 	for i, r := range returns {
 		fmt.Printf("  restart%d: RSS at most %s a session during the return (the process's peak less its RSS before the agents came)\n", i+1, kib((float64(r.phase.peakRSS)-before.rss)/float64(n)))
@@ -711,6 +711,11 @@ func sampleMemory() memory {
 	runtime.ReadMemStats(&ms)
 	rss, _ := testkit.RSS(os.Getpid())
 	return memory{alloc: float64(ms.HeapAlloc), heap: float64(ms.HeapInuse), stack: float64(ms.StackInuse), rss: float64(rss), goroutines: float64(runtime.NumGoroutine())}
+}
+
+// describe writes m's figures as the benchmark prints them.
+func (m memory) describe() string {
+	return fmt.Sprintf("live heap %s, heap in use %s, stacks %s, in use+stacks %s, RSS %s, %.1f goroutines", kib(m.alloc), kib(m.heap), kib(m.stack), kib(m.heap+m.stack), kib(m.rss), m.goroutines)
 }
 
 func (m memory) minus(o memory) memory {

@@ -189,10 +189,11 @@ func TestPushWindowSmallerThanFleet(t *testing.T) {
 		t.Fatalf("%d pushes, want one for each of %d agents", got, n)
 	}
 	// Every session's path is summarised, each with a probe timeout from its samples.
-	if p := e.ep.Paths(); p.Sessions != n || p.PacketsSent < n || p.ProbeTimeoutMedian <= 0 || p.ProbeTimeoutMax < p.ProbeTimeoutP99 || p.ProbeTimeoutP99 < p.ProbeTimeoutMedian {
+	p := e.ep.Paths()
+	if p.Sessions != n || p.PacketsSent < n || p.ProbeTimeoutMedian <= 0 || p.ProbeTimeoutMax < p.ProbeTimeoutP99 || p.ProbeTimeoutP99 < p.ProbeTimeoutMedian {
 		t.Fatalf("paths %+v: want %d sessions, their packets and ordered probe timeouts", p, n)
 	}
-	t.Logf("window: %+v; paths: %+v", w, e.ep.Paths())
+	t.Logf("window: %+v; paths: %+v", w, p)
 }
 
 // setSpecs sets a NodeSpec for nodes 0..n-1 named by format, in one transaction.
