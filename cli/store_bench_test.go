@@ -80,7 +80,7 @@ func BenchmarkAPI(b *testing.B) {
 			}
 		}
 	}
-	reportConflicts(b, backends[1].regs)
+	reportConflicts(b, backends[1].regs, b.N*rounds*writes)
 	for j, be := range backends {
 		b.ReportMetric(testkit.Median(writeRates[j]), be.name+"-writes/s")
 		b.ReportMetric(testkit.Median(readRates[j]), be.name+"-reads/s")
@@ -117,9 +117,10 @@ func BenchmarkAPI(b *testing.B) {
 }
 
 // reportConflicts reports the replicas' transactions run again per transaction
-// committed, and logs their conflicts by bucket and kind (their metrics,
-// docs/operations.md).
-func reportConflicts(b *testing.B, replicas []*testkit.Registry) {
+// committed and the API's writes (of writes in all) per transaction committed (how many
+// calls a group commit took), and logs their conflicts by bucket and kind (their
+// metrics, docs/operations.md).
+func reportConflicts(b *testing.B, replicas []*testkit.Registry, writes int) {
 	var commits, reruns float64
 	by := map[string]float64{}
 	for _, r := range replicas {
@@ -136,6 +137,7 @@ func reportConflicts(b *testing.B, replicas []*testkit.Registry) {
 	}
 	b.Logf("replicas: %.0f transactions committed, %.0f run again %v", commits, reruns, by)
 	b.ReportMetric(reruns/max(commits, 1), "etcd3-reruns/commit")
+	b.ReportMetric(float64(writes)/max(commits, 1), "etcd3-writes/commit")
 }
 
 // projection is one round's ratio of three replicas over one bbolt registry if each

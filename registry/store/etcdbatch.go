@@ -4,11 +4,20 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 )
 
-// etcdBatchMax is how many calls one group commit takes at most: each small writer reads
-// a key or two, and a transaction keeps one compare per key read up to etcdMaxTxnOps.
-const etcdBatchMax = 48
+const (
+	// etcdBatchMax is how many calls one group commit takes at most: each small writer
+	// reads a key or two, and a transaction keeps one compare per key read up to
+	// etcdMaxTxnOps.
+	etcdBatchMax = 48
+	// etcdGroupGather is how long a group waits for more calls when the group before it
+	// took several, as a barrier round does (etcdBarrierGather): a commit costs the
+	// members its consensus round, not its keys, so a larger group costs them less a
+	// call (docs/store.md, "Group commit").
+	etcdGroupGather = 300 * time.Microsecond
+)
 
 // errRunAlone tells a call of a group to run as a transaction of its own.
 var errRunAlone = errors.New("store: run the call alone")
@@ -18,6 +27,8 @@ type group struct {
 	mu      sync.Mutex
 	waiting []*batchCall
 	running bool
+	// gather is how long a group waits for more calls under load (etcdGroupGather).
+	gather time.Duration
 }
 
 type batchCall struct {
@@ -29,9 +40,10 @@ type batchCall struct {
 }
 
 // update commits fn together with the other calls of this replica waiting at the same
-// time, in one transaction (group commit), with no delay: a call that finds no group
-// committing starts one at once, and the calls that arrive while it commits make the
-// next. A call that fails is taken out of its group and run alone (so it returns its
+// time, in one transaction (group commit): a call that finds no group committing starts
+// one at once, with no delay, and the calls that arrive while it commits make the next,
+// which, under load (the group before took more than one call), first waits
+// group.gather for more. A call that fails is taken out of its group and run alone (so it returns its
 // own error, and nothing it wrote is kept), and the others run again without it; when
 // the commit meets a conflict (another replica wrote what one of the calls read), each
 // call runs alone, retrying on its own. A call returns only after its writes committed,
@@ -63,9 +75,13 @@ func (b *etcdBackend) update(fn func(kvTx) error) error {
 // the wait bbolt's Batch makes for them.
 func (b *etcdBackend) batch(fn func(kvTx) error) error { return b.update(fn) }
 
-// runGroups commits the waiting calls, etcdBatchMax at a time, until none waits.
+// runGroups commits the waiting calls, etcdBatchMax at a time, until none waits; after a
+// group of several calls it waits group.gather before it takes the next.
 func (b *etcdBackend) runGroups() {
-	for {
+	for busy := false; ; {
+		if busy {
+			time.Sleep(b.group.gather)
+		}
 		b.group.mu.Lock()
 		calls := b.group.waiting
 		b.group.waiting = nil
@@ -75,6 +91,7 @@ func (b *etcdBackend) runGroups() {
 			return
 		}
 		b.group.mu.Unlock()
+		busy = len(calls) > 1
 		for chunk := range slices.Chunk(calls, etcdBatchMax) {
 			for len(chunk) > 0 {
 				chunk = b.tryBatch(chunk)

@@ -117,3 +117,37 @@ func TestEtcdCommitHookRunsOnTheCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEtcdGroupGathersUnderLoad has callers each make their next call as soon as the
+// last returned, through one replica. Without a gather the callers a commit releases
+// arrive while the group after it commits, so they split into two groups that take turns
+// (about two commits a round of the callers); with it, the group after a group of several
+// waits for them, and each round of the callers commits together (one commit a round, but
+// the first two). The gather is long here, 100 ms, so that on any machine every caller a
+// commit released is back before it ends: what is counted is commits, not time.
+func TestEtcdGroupGathersUnderLoad(t *testing.T) {
+	s := openReplicas(t, EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, 1)[0]
+	s.kv.(*etcdBackend).group.gather = 100 * time.Millisecond
+	const callers, rounds = 8, 10
+	before, _ := s.TxStats()
+	var wg sync.WaitGroup
+	for k := range callers {
+		wg.Go(func() {
+			for i := range rounds {
+				if err := s.Update(func(tx *Tx) error {
+					return tx.kv.put("gathertest", fmt.Appendf(nil, "%d-%d", k, i), []byte("x"))
+				}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	after, _ := s.TxStats()
+	commits, most := after.Commits-before.Commits, int64(rounds+3)
+	t.Logf("%d calls of %d callers in %d commits", callers*rounds, callers, commits)
+	if commits > most {
+		t.Errorf("%d calls of %d callers in a loop went in %d commits, want at most %d: the group after a group of several did not wait for the callers it released", callers*rounds, callers, commits, most)
+	}
+}
