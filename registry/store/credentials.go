@@ -40,6 +40,11 @@ const (
 	credentialPrefix = "bcc_"
 )
 
+// secretEncoding spells the secret of a bearer credential and of a join token, and reads
+// it back strictly: each secret has one spelling, so a presented one whose last character
+// differs from it only in the bits padding leaves out is refused, not taken for the same.
+var secretEncoding = base64.RawURLEncoding.Strict()
+
 // CreateCredential makes a credential for an existing tenant, expiring at expiresAt
 // (zero for never, else a time after now), and returns it with the bearer secret, which
 // is not stored and cannot be recovered.
@@ -62,7 +67,7 @@ func (t *Tx) CreateCredential(tenant string, actions []string, expiresAt time.Ti
 		CreatedAt:  t.now,
 		ExpiresAt:  expiresAt,
 	}
-	bearer := credentialPrefix + id + "." + base64.RawURLEncoding.EncodeToString(secret)
+	bearer := credentialPrefix + id + "." + secretEncoding.EncodeToString(secret)
 	return c, bearer, t.put(bucketCredentials, []byte(id), c)
 }
 
@@ -129,7 +134,7 @@ func (t *Tx) Authenticate(bearer string) (Credential, error) {
 		return Credential{}, denied
 	}
 	id, enc, ok := strings.Cut(rest, ".")
-	secret, err := base64.RawURLEncoding.DecodeString(enc)
+	secret, err := secretEncoding.DecodeString(enc)
 	if !ok || err != nil {
 		return Credential{}, denied
 	}

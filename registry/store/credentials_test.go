@@ -95,7 +95,7 @@ func TestCredentialLifecycle(t *testing.T) {
 				t.Errorf("after revoking: %v, want UNAUTHENTICATED saying it was revoked", err)
 			}
 			// A wrong secret for a revoked credential learns nothing of it.
-			_, err = authenticate(lasting.bearer[:len(lasting.bearer)-2] + "AA")
+			_, err = authenticate(forged(lasting.bearer))
 			if proto.CodeOf(err) != proto.Unauthenticated || strings.Contains(err.Error(), lasting.ID) {
 				t.Errorf("a forged secret of a revoked credential: %v", err)
 			}
@@ -171,4 +171,67 @@ func TestCredentialLifecycle(t *testing.T) {
 			}
 		})
 	})
+}
+
+// A bearer credential or a join token is one spelling of its secret: the same secret bytes
+// spelled with the last character's unused bits set (a spelling the registry never writes)
+// are refused, and the token stays unused for its real holder.
+func TestSecretsHaveOneSpelling(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		now := time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
+		s, err := open(t, Options{Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		var bearer, secret string
+		if err := s.Update(func(tx *Tx) (err error) {
+			if _, err = tx.CreateTenant("acme"); err != nil {
+				return err
+			}
+			if _, bearer, err = tx.CreateCredential("acme", []string{"compute:profiles:read"}, time.Time{}); err != nil {
+				return err
+			}
+			_, secret, err = tx.CreateJoinToken(TokenFor{Kind: TokenProvisioned, NodeID: "node-1"}, now.Add(time.Hour))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		s.View(func(tx *Tx) error {
+			if _, err := tx.Authenticate(respelled(t, bearer)); proto.CodeOf(err) != proto.Unauthenticated {
+				t.Errorf("a credential respelled: %v, want UNAUTHENTICATED", err)
+			}
+			return nil
+		})
+		err = s.Update(func(tx *Tx) error { _, err := tx.ConsumeJoinToken(respelled(t, secret), "192.0.2.7"); return err })
+		if err == nil || proto.AsError(err).Details.Reason != proto.ReasonTokenInvalid {
+			t.Errorf("a join token respelled: %v, want token-invalid", err)
+		}
+		if err := s.Update(func(tx *Tx) error { _, err := tx.ConsumeJoinToken(secret, "192.0.2.8"); return err }); err != nil {
+			t.Errorf("the join token's holder after a respelled try: %v", err)
+		}
+	})
+}
+
+// forged is a bearer secret with one character of its secret changed to another: a
+// secret nobody was given. (Changing the last character alone can spell the same bytes.)
+func forged(bearer string) string {
+	i := len(bearer) - 10 // inside the secret part, past the id and the dot
+	c := byte('A')
+	if bearer[i] == 'A' {
+		c = 'B'
+	}
+	return bearer[:i] + string(c) + bearer[i+1:]
+}
+
+// respelled is a secret of 32 bytes with its last character's two bits that the
+// unpadded spelling leaves out set: the same bytes, spelled as the registry never does.
+func respelled(t *testing.T, bearer string) string {
+	t.Helper()
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, bearer[len(bearer)-1])
+	if last < 0 || last&3 != 0 {
+		t.Fatalf("%q does not end in a canonical spelling of 32 bytes", bearer)
+	}
+	return bearer[:len(bearer)-1] + string(alphabet[last|3])
 }

@@ -128,7 +128,7 @@ func TestCredentialsAuthenticate(t *testing.T) {
 			for name, bad := range map[string]string{
 				"empty":        "",
 				"no prefix":    bearer[4:],
-				"wrong secret": bearer[:len(bearer)-2] + "AA",
+				"wrong secret": forged(bearer),
 				"unknown id":   "bcc_0000000000000000.AAAA",
 				"no dot":       "bcc_abc",
 			} {

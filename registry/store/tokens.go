@@ -3,7 +3,6 @@ package store
 import (
 	"crypto/rand"
 	"crypto/subtle"
-	"encoding/base64"
 	"slices"
 	"strings"
 	"time"
@@ -117,7 +116,7 @@ func (t *Tx) CreateJoinToken(f TokenFor, expiresAt time.Time) (JoinToken, string
 		ExpiresAt:  expiresAt,
 		Workflow:   f.Workflow,
 	}
-	bearer := joinTokenPrefix + tok.ID + "." + base64.RawURLEncoding.EncodeToString(secret)
+	bearer := joinTokenPrefix + tok.ID + "." + secretEncoding.EncodeToString(secret)
 	return tok, bearer, t.put(bucketJoinTokens, []byte(tok.ID), tok)
 }
 
@@ -162,7 +161,7 @@ func (t *Tx) JoinTokenOf(secret string) (JoinToken, error) {
 		return JoinToken{}, denied
 	}
 	id, enc, ok := strings.Cut(rest, ".")
-	raw, err := base64.RawURLEncoding.DecodeString(enc)
+	raw, err := secretEncoding.DecodeString(enc)
 	if !ok || err != nil {
 		return JoinToken{}, denied
 	}

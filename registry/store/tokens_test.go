@@ -59,7 +59,7 @@ func TestJoinTokenConsumedOnceUntilExpiry(t *testing.T) {
 			later  time.Duration
 		}{
 			"used":         {secret, "token-used", 0},
-			"wrong secret": {secret[:len(secret)-2] + "AA", "token-invalid", 0},
+			"wrong secret": {forged(secret), "token-invalid", 0},
 			"no prefix":    {secret[4:], "token-invalid", 0},
 			"unknown id":   {"bcj_0000000000000000.AAAA", "token-invalid", 0},
 			"expired":      {expiring, "token-expired", time.Hour},
