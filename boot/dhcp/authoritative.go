@@ -216,6 +216,7 @@ func (s Authoritative) request(req *dhcpv4.DHCPv4, c Client, sub *Subnet) (*dhcp
 		s.Log.Error("lease not stored: no DHCPACK sent", "mac", mac, "ip", ip, "err", err)
 		return nil, false
 	}
+	s.Log.Debug("lease acknowledged", "mac", mac, "ip", ip)
 	return s.answer(req, c, sub, dhcpv4.MessageTypeAck, l)
 }
 
