@@ -113,10 +113,18 @@ func learn(t testing.TB, s *Server, macs ...string) {
 	}
 }
 
-// lease has the authoritative server acknowledge ip for mac.
+// lease has the authoritative server acknowledge ip for mac, as mac's renewal from ip
+// (ciaddr), which the server trusts when ip is free: it moves mac's lease there.
 func (b bindSite) lease(t *testing.T, mac, ip string) {
 	t.Helper()
-	resp, ok := b.s.DHCPHandler()(request(t, mac, ip, "127.0.0.1"))
+	hw, _ := net.ParseMAC(mac)
+	req, err := dhcpv4.New(dhcpv4.WithMessageType(dhcpv4.MessageTypeRequest), dhcpv4.WithHwAddr(hw), dhcpv4.WithClientIP(net.ParseIP(ip)),
+		dhcpv4.WithOption(dhcpv4.OptClassIdentifier("PXEClient:Arch:00000:UNDI:003016")),
+		dhcpv4.WithOption(dhcpv4.OptUserClass("iPXE")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, ok := b.s.DHCPHandler()(req)
 	if !ok || resp.MessageType() != dhcpv4.MessageTypeAck || resp.YourIPAddr.String() != ip {
 		t.Fatalf("DHCPREQUEST of %s for %s: %v", mac, ip, resp)
 	}

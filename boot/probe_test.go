@@ -36,6 +36,12 @@ type probeSpec struct {
 	Select bool
 	// Request is the address Select's DHCPREQUEST asks for instead of the offer's.
 	Request string
+	// Reboot, in place of the DHCPDISCOVER, broadcasts the DHCPREQUEST of a client in
+	// INIT-REBOOT asking for this address: option 50, neither option 54 nor ciaddr.
+	Reboot string
+	// Renew, in place of the DHCPDISCOVER, broadcasts the DHCPREQUEST of a client
+	// rebinding this address: ciaddr, neither option 50 nor option 54.
+	Renew string
 }
 
 // probeReply is one reply the probe received.
@@ -92,7 +98,15 @@ func probe(spec probeSpec) error {
 		p, _ := dhcpv4.New(mods...)
 		return p
 	}
-	disc := pxe(dhcpv4.MessageTypeDiscover, spec.Arch)
+	var disc *dhcpv4.DHCPv4
+	switch {
+	case spec.Reboot != "":
+		disc = pxe(dhcpv4.MessageTypeRequest, spec.Arch, dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.ParseIP(spec.Reboot))))
+	case spec.Renew != "":
+		disc = pxe(dhcpv4.MessageTypeRequest, spec.Arch, dhcpv4.WithClientIP(net.ParseIP(spec.Renew)))
+	default:
+		disc = pxe(dhcpv4.MessageTypeDiscover, spec.Arch)
+	}
 	if _, err := conn.WriteTo(disc.ToBytes(), &net.UDPAddr{IP: net.IPv4bcast, Port: dhcpv4.ServerPort}); err != nil {
 		return err
 	}

@@ -62,12 +62,17 @@ func TestVMBootsRamdisk(t *testing.T) {
 				if d.MAC.String() != vmMAC || !d.HasArch || d.Arch != 0 || d.UUID != vmUUID {
 					t.Errorf("discovery %+v: want MAC %s, arch 0 and UUID %s", d, vmMAC, vmUUID)
 				}
-				// The VM's lease moves to another address while it waits: its script
-				// requests from the old one get the wait that asks DHCP again, and iPXE's
-				// next DHCP binds it to the new one.
+				// The VM's lease, once acknowledged, moves to another address while it
+				// waits (a renewal from it, which the server trusts): its script requests
+				// from the old one get the wait that asks DHCP again, and iPXE's next DHCP
+				// binds it to the new one.
+				testkit.WaitFor(t, "the VM's lease", 60*time.Second, 100*time.Millisecond, func() bool {
+					return strings.Contains(srv.log.String(), `msg="lease acknowledged" mac=`+vmMAC)
+				})
 				moved := "10.99.0.190"
-				runProbe(t, n.client, probeSpec{Interface: clientIf, MAC: vmMAC, Wait: 1500 * time.Millisecond,
-					IPXE: true, Select: true, Request: moved})
+				if got := runProbe(t, n.client, probeSpec{Interface: clientIf, MAC: vmMAC, Wait: 1500 * time.Millisecond, IPXE: true, Renew: moved}); len(got) != 1 || got[0].Type != "ACK" {
+					t.Fatalf("the renewal from %s: %+v, want a DHCPACK", moved, got)
+				}
 				testkit.WaitFor(t, "the VM asking from its old address", 60*time.Second, 250*time.Millisecond, func() bool {
 					return strings.Contains(srv.log.String(), "does not hold")
 				})

@@ -152,25 +152,7 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 		}
 		return s.answer(req, c, sub, dhcpv4.MessageTypeOffer, l)
 	case dhcpv4.MessageTypeRequest:
-		if id := req.ServerIdentifier(); id != nil && !id.Equal(s.ServerIP) {
-			return nil, false // the client chose another server's offer
-		}
-		ip := addr(req.RequestedIPAddress())
-		if !ip.IsValid() {
-			ip = addr(req.ClientIPAddr)
-		}
-		if !ip.IsValid() {
-			return nil, false
-		}
-		l, err := sub.Pool.Ack(mac, ip)
-		if err != nil {
-			if errors.Is(err, lease.ErrNotYours) || errors.Is(err, lease.ErrUnknownShare) {
-				return s.nak(req)
-			}
-			s.Log.Error("lease not stored: no DHCPACK sent", "mac", mac, "ip", ip, "err", err)
-			return nil, false
-		}
-		return s.answer(req, c, sub, dhcpv4.MessageTypeAck, l)
+		return s.request(req, c, sub)
 	case dhcpv4.MessageTypeRelease:
 		if err := sub.Pool.Release(mac, addr(req.ClientIPAddr)); err != nil && !errors.Is(err, lease.ErrNotYours) {
 			s.Log.Error("release not stored", "mac", mac, "err", err)
@@ -188,6 +170,54 @@ func (s Authoritative) Handle(req *dhcpv4.DHCPv4) (*dhcpv4.DHCPv4, bool) {
 		return s.answer(req, c, sub, dhcpv4.MessageTypeAck, lease.Lease{})
 	}
 	return nil, false
+}
+
+// claim is the address a DHCPREQUEST asks for and how, by the client's state (RFC 2131
+// section 4.3.2): option 50 with option 54 is SELECTING, option 50 alone INIT-REBOOT,
+// ciaddr without option 50 RENEWING or REBINDING. ok is false for a request of none,
+// with neither address.
+func claim(req *dhcpv4.DHCPv4) (ip netip.Addr, c lease.Claim, ok bool) {
+	switch requested := addr(req.RequestedIPAddress()); {
+	case requested.IsValid() && req.ServerIdentifier() != nil:
+		return requested, lease.Selecting, true
+	case requested.IsValid():
+		return requested, lease.Rebooting, true
+	}
+	ip = addr(req.ClientIPAddr)
+	return ip, lease.Renewing, ip.IsValid()
+}
+
+// request answers a DHCPREQUEST by its state (claim). One that selects another
+// server's offer is not answered. The address is acknowledged when the pool gives it
+// (Pool.Ack): a DHCPNAK when it may not (another client's, not the one offered, or
+// another than the client's lease), silence for an INIT-REBOOT the pool has no record
+// of, as another server may hold the client's lease. An INIT-REBOOT for an address off
+// the subnet's network gets a DHCPNAK: the client moved to another network.
+func (s Authoritative) request(req *dhcpv4.DHCPv4, c Client, sub *Subnet) (*dhcpv4.DHCPv4, bool) {
+	if id := req.ServerIdentifier(); id != nil && !id.Equal(s.ServerIP) {
+		return nil, false // the client chose another server's offer
+	}
+	ip, state, ok := claim(req)
+	if !ok {
+		return nil, false
+	}
+	if state == lease.Rebooting && !sub.Prefix.Contains(ip) {
+		return s.nak(req)
+	}
+	mac := c.MAC.String()
+	l, err := sub.Pool.Ack(mac, ip, state)
+	switch {
+	case errors.Is(err, lease.ErrNoRecord):
+		s.Log.Debug("INIT-REBOOT of a client with no lease or offer here: not answered", "mac", mac, "ip", ip)
+		return nil, false
+	case errors.Is(err, lease.ErrNotYours) || errors.Is(err, lease.ErrUnknownShare):
+		return s.nak(req)
+	case err != nil:
+		s.Log.Error("lease not stored: no DHCPACK sent", "mac", mac, "ip", ip, "err", err)
+		return nil, false
+	}
+	s.Log.Debug("lease acknowledged", "mac", mac, "ip", ip)
+	return s.answer(req, c, sub, dhcpv4.MessageTypeAck, l)
 }
 
 // offer is sub's offer of an address to mac, checked with InUse when no lease accounts

@@ -265,8 +265,11 @@ func newAuthoritative(t testing.TB) (Authoritative, *lease.Store) {
 // TestNoAckWithoutDurableLease: when the lease can not be written, no DHCPACK goes out.
 func TestNoAckWithoutDurableLease(t *testing.T) {
 	s, store := newAuthoritative(t)
+	if offer, ok := s.Handle(client{msg: dhcpv4.MessageTypeDiscover}.packet(t)); !ok || offer.YourIPAddr.String() != "10.9.0.100" {
+		t.Fatalf("offer %v, want 10.9.0.100", offer)
+	}
 	store.Close()
-	req := client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100)}.packet(t)
+	req := client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100), serverID: serverIP}.packet(t)
 	if resp, ok := s.Handle(req); ok {
 		t.Fatalf("answered %s with the lease file closed", resp.Summary())
 	}
@@ -279,6 +282,9 @@ func TestAuthoritative(t *testing.T) {
 	}
 	bios := client{arch: archp(iana.INTEL_X86PC), vendor: pxe}
 	with := func(c client, f func(*client)) client { f(&c); return c }
+	nak := summary{Type: "NAK", YourIP: "0.0.0.0", ServerIP: "0.0.0.0", ServerID: "10.9.0.1"}
+	ack100 := summary{Type: "ACK", YourIP: "10.9.0.100", ServerIP: "10.9.0.1", ServerID: "10.9.0.1"}
+	ack101 := summary{Type: "ACK", YourIP: "10.9.0.101", ServerIP: "10.9.0.1", ServerID: "10.9.0.1"}
 	cases := map[string][]step{
 		"PXE exchange": {
 			{c: with(bios, func(c *client) { c.msg = dhcpv4.MessageTypeDiscover }),
@@ -293,18 +299,38 @@ func TestAuthoritative(t *testing.T) {
 		"request for another server's offer": {
 			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100), serverID: net.IPv4(10, 9, 0, 2)}},
 		},
-		"request outside the range": {
-			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 1, 7)}, want: &summary{Type: "NAK", YourIP: "0.0.0.0", ServerIP: "0.0.0.0", ServerID: "10.9.0.1"}},
+		"INIT-REBOOT off the subnet's network": {
+			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 1, 7)}, want: &nak},
 		},
-		"renewal": {
-			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 101)}, want: &summary{Type: "ACK", YourIP: "10.9.0.101", ServerIP: "10.9.0.1", ServerID: "10.9.0.1"}},
-			{c: client{msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 101)}, want: &summary{Type: "ACK", YourIP: "10.9.0.101", ServerIP: "10.9.0.1", ServerID: "10.9.0.1"}},
+		// A renewal is trusted without a record (a lost lease file), and makes one.
+		"renewal, then INIT-REBOOT": {
+			{c: client{msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 101)}, want: &ack101},
+			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 101)}, want: &ack101},
+		},
+		"INIT-REBOOT without a record": {
+			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 101)}},
+		},
+		"INIT-REBOOT of another address than the lease": {
+			{c: client{msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 100)}, want: &ack100},
+			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 101)}, want: &nak},
+		},
+		"INIT-REBOOT of the offer": {
+			{c: client{msg: dhcpv4.MessageTypeDiscover}, want: &summary{Type: "OFFER", YourIP: "10.9.0.100", ServerIP: "10.9.0.1", ServerID: "10.9.0.1"}},
+			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100)}, want: &ack100},
+		},
+		"SELECTING an address not offered": {
+			{c: client{msg: dhcpv4.MessageTypeDiscover}, want: &summary{Type: "OFFER", YourIP: "10.9.0.100", ServerIP: "10.9.0.1", ServerID: "10.9.0.1"}},
+			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 101), serverID: serverIP}, want: &nak},
+			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100), serverID: serverIP}, want: &ack100},
+		},
+		"SELECTING without an offer": {
+			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100), serverID: serverIP}, want: &nak},
 		},
 		"request without an address": {
 			{c: client{msg: dhcpv4.MessageTypeRequest}},
 		},
 		"release then decline": {
-			{c: client{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100)}, want: &summary{Type: "ACK", YourIP: "10.9.0.100", ServerIP: "10.9.0.1", ServerID: "10.9.0.1"}},
+			{c: client{msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 100)}, want: &ack100},
 			{c: client{msg: dhcpv4.MessageTypeRelease, clientAddr: net.IPv4(10, 9, 0, 100)}},
 			{c: client{msg: dhcpv4.MessageTypeDecline, requested: net.IPv4(10, 9, 0, 100)}},
 		},
@@ -373,6 +399,10 @@ func FuzzHandle(f *testing.F) {
 		{arch: archp(iana.INTEL_X86PC), vendor: pxe, uuid: true, msg: dhcpv4.MessageTypeDiscover},
 		{arch: archp(iana.EFI_X86_64_HTTP), vendor: "HTTPClient", msg: dhcpv4.MessageTypeDiscover},
 		{ipxe: true, msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100)},
+		{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 0, 100), serverID: serverIP},
+		{msg: dhcpv4.MessageTypeRequest, requested: net.IPv4(10, 9, 1, 7)},
+		{msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 101)},
+		{msg: dhcpv4.MessageTypeRequest, clientAddr: net.IPv4(10, 9, 0, 101), requested: net.IPv4(10, 9, 0, 100)},
 		{msg: dhcpv4.MessageTypeRelease, clientAddr: net.IPv4(10, 9, 0, 100)},
 		{msg: dhcpv4.MessageTypeDecline, requested: net.IPv4(10, 9, 0, 101)},
 	} {
@@ -451,8 +481,10 @@ func TestRelayed(t *testing.T) {
 			msg: dhcpv4.MessageTypeDiscover, want: &got{"OFFER", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "10.7.0.1", 30 * time.Minute, false}},
 		{name: "subnet selection without a relay is not looked at", mods: []dhcpv4.Modifier{dhcpv4.WithGeneric(dhcpv4.OptionSubnetSelection, []byte{10, 8, 0, 9})},
 			msg: dhcpv4.MessageTypeDiscover, want: &got{"OFFER", "10.9.0.0/24", "255.255.255.0", "10.9.0.1", "0.0.0.0", time.Hour, false}},
+		{name: "relayed discover asking for an address", gw: net.IPv4(10, 8, 0, 1), mods: []dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 8, 0, 110)))},
+			msg: dhcpv4.MessageTypeDiscover, want: &got{"OFFER", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "10.8.0.1", 30 * time.Minute, false}},
 		{name: "relayed request", gw: net.IPv4(10, 8, 0, 1), mods: []dhcpv4.Modifier{dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 8, 0, 110)))},
-			msg: dhcpv4.MessageTypeRequest, want: &got{"ACK", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "10.8.0.1", 30 * time.Minute, false}},
+			msg: dhcpv4.MessageTypeRequest, again: true, want: &got{"ACK", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "10.8.0.1", 30 * time.Minute, false}},
 		{name: "renewal straight to the server", ci: net.IPv4(10, 8, 0, 110), msg: dhcpv4.MessageTypeRequest, again: true,
 			want: &got{"ACK", "10.8.0.0/23", "255.255.254.0", "10.8.0.1", "0.0.0.0", 30 * time.Minute, false}},
 		{name: "renewal of an address nobody serves", ci: net.IPv4(10, 99, 0, 5), msg: dhcpv4.MessageTypeRequest},
@@ -543,7 +575,7 @@ func TestExhaustedPoolIsTold(t *testing.T) {
 
 // TestUnknownShareIsTold: in a range of two with half for clients the site does not
 // know, one such client is leased an address for the short lease time; a second gets no
-// offer, which Refused is told of (not Exhausted), and a DHCPNAK for a DHCPREQUEST of the
+// offer, which Refused is told of (not Exhausted), and a DHCPNAK for a renewal of the
 // free address; a known client is offered it, for the long lease time.
 func TestUnknownShareIsTold(t *testing.T) {
 	s, store := newAuthoritative(t)
@@ -578,9 +610,9 @@ func TestUnknownShareIsTold(t *testing.T) {
 	if refused != 1 || exhausted != 0 {
 		t.Errorf("told of %d refusals and %d exhausted pools, want 1 and 0", refused, exhausted)
 	}
-	nak, ok := s.Handle(packet(second, request, dhcpv4.WithOption(dhcpv4.OptRequestedIPAddress(net.IPv4(10, 9, 0, 101)))))
+	nak, ok := s.Handle(packet(second, request, dhcpv4.WithClientIP(net.IPv4(10, 9, 0, 101))))
 	if !ok || nak.MessageType() != dhcpv4.MessageTypeNak {
-		t.Errorf("request of the free address beyond the share: %v, want a DHCPNAK", nak)
+		t.Errorf("renewal of the free address beyond the share: %v, want a DHCPNAK", nak)
 	}
 	offer, ok := s.Handle(packet(known, discover))
 	if !ok || !offer.YourIPAddr.Equal(net.IPv4(10, 9, 0, 101)) || offer.IPAddressLeaseTime(0) != time.Hour {

@@ -77,7 +77,7 @@ func TestUnknownCountMatchesAWalk(t *testing.T) {
 				p.mu.Lock()
 				taking := k[mac] && heldNow(p, addr, clk.Now()) && p.byIP[addr].MAC != mac
 				p.mu.Unlock()
-				_, err := p.Ack(mac, addr)
+				_, err := p.Ack(mac, addr, Renewing)
 				switch {
 				case err == nil && taking:
 					step = "ack taking the address of a client not known"
@@ -102,7 +102,7 @@ func TestUnknownCountMatchesAWalk(t *testing.T) {
 			default:
 				step = "ack with a failed write"
 				s.Close()
-				if _, err := p.Ack(mac, addr); err == nil {
+				if _, err := p.Ack(mac, addr, Renewing); err == nil {
 					t.Fatalf("seed %d step %d: ack on a closed store succeeded", seed, i)
 				}
 				checkCount(t, p, macs, clk.Now(), seed, i, step)

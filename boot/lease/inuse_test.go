@@ -27,7 +27,7 @@ func TestUnleased(t *testing.T) {
 		if _, err := p.Offer(mac, ip); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Ack(mac, ip); err != nil {
+		if _, err := p.Ack(mac, ip, Renewing); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestInUseHoldsTheAddressAway(t *testing.T) {
 	if next == taken {
 		t.Fatalf("offered %s again", taken)
 	}
-	if _, err := p.Ack("cc", taken); !errors.Is(err, ErrNotYours) {
+	if _, err := p.Ack("cc", taken, Renewing); !errors.Is(err, ErrNotYours) {
 		t.Errorf("ack of the address in use: %v, want ErrNotYours", err)
 	}
 	if got, _ := offerIP(p, "cc", taken); got == taken {
@@ -139,7 +139,7 @@ func TestHeldAwayShare(t *testing.T) {
 		t.Errorf("offered %s asking for the address not held, want it", got)
 	}
 	declined, _ := offerIP(p, "ee", netip.Addr{})
-	if _, err := p.Ack("ee", declined); err != nil {
+	if _, err := p.Ack("ee", declined, Renewing); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Decline("ee", declined); !errors.Is(err, ErrAwayShare) {

@@ -35,7 +35,7 @@ func lease(t *testing.T, p *Pool, mac string) Lease {
 	if err != nil {
 		t.Fatalf("offer to %s: %v", mac, err)
 	}
-	l, err := p.Ack(mac, o.IP)
+	l, err := p.Ack(mac, o.IP, Renewing)
 	if err != nil {
 		t.Fatalf("ack to %s: %v", mac, err)
 	}
@@ -72,7 +72,7 @@ func TestUnknownClientsHoldAtMostTheirShare(t *testing.T) {
 		t.Fatalf("offer to a third client not known: %v, want ErrUnknownShare", err)
 	}
 	for _, a := range []netip.Addr{ip("10.9.1.3"), ip("10.9.1.4")} {
-		if _, err := p.Ack("u3", a); !errors.Is(err, ErrUnknownShare) {
+		if _, err := p.Ack("u3", a, Renewing); !errors.Is(err, ErrUnknownShare) {
 			t.Fatalf("request of free %s by a third client not known: %v, want ErrUnknownShare", a, err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestUnknownClientsHoldAtMostTheirShare(t *testing.T) {
 		t.Errorf("known client's lease %+v, want an hour, known", k1)
 	}
 	clk.Advance(5 * time.Minute)
-	if _, err := p.Ack("u1", u1.IP); err != nil {
+	if _, err := p.Ack("u1", u1.IP, Renewing); err != nil {
 		t.Fatalf("renewal within the share: %v", err)
 	}
 	clk.Advance(6 * time.Minute) // u2's lease ended, u1's renewal runs
@@ -108,7 +108,7 @@ func TestKnownClientTakesOldestUnknownLease(t *testing.T) {
 		held[mac] = lease(t, p, mac)
 		clk.Advance(time.Minute)
 	}
-	if _, err := p.Ack("u2", held["u2"].IP); err != nil { // u2 renews: u3 is now older
+	if _, err := p.Ack("u2", held["u2"].IP, Renewing); err != nil { // u2 renews: u3 is now older
 		t.Fatal(err)
 	}
 	k["u3"] = true // u3 is enrolled: its lease, granted before, is kept
@@ -119,7 +119,7 @@ func TestKnownClientTakesOldestUnknownLease(t *testing.T) {
 	if got := stored(t, s, k1.IP); got.MAC != "k1" || !got.Known {
 		t.Errorf("lease file holds %+v for %s, want k1's known lease", got, k1.IP)
 	}
-	if _, err := p.Ack("u1", held["u1"].IP); !errors.Is(err, ErrNotYours) {
+	if _, err := p.Ack("u1", held["u1"].IP, Renewing); !errors.Is(err, ErrNotYours) {
 		t.Errorf("renewal of the lease taken: %v, want ErrNotYours", err)
 	}
 	if p.Holds("u1", held["u1"].IP) {
@@ -149,7 +149,7 @@ func TestKnownLeaseIsNeverTaken(t *testing.T) {
 	}
 	for _, a := range addrs {
 		for _, mac := range []string{"k5", "u1"} {
-			if _, err := p.Ack(mac, a); !errors.Is(err, ErrNotYours) {
+			if _, err := p.Ack(mac, a, Renewing); !errors.Is(err, ErrNotYours) {
 				t.Errorf("request of known %s by %s: %v, want ErrNotYours", a, mac, err)
 			}
 		}

@@ -19,6 +19,9 @@ var (
 	// ErrNotYours: the address is outside the range or bound to another client; the
 	// DHCP server answers DHCPNAK.
 	ErrNotYours = errors.New("lease: address not available to this client")
+	// ErrNoRecord: a client asked again for an address it had (INIT-REBOOT), and the
+	// pool has no record of it, neither lease nor offer; the DHCP server remains silent.
+	ErrNoRecord = errors.New("lease: no record of this client")
 	// ErrUnknownShare: the client is not known and the clients not known hold their
 	// share of the range already.
 	ErrUnknownShare = errors.New("lease: the clients not known hold their share of the range")
@@ -396,14 +399,39 @@ func (p *Pool) step(ip netip.Addr) netip.Addr {
 	return ip.Next()
 }
 
+// Claim is how a DHCPREQUEST claims its address, by the client's state (RFC 2131
+// section 4.3.2); it decides whether the pool must have a record of the address for the
+// client: its lease's address (current or ended, the last one it was leased) or the
+// address last offered to it.
+type Claim int
+
+const (
+	// Renewing: the client has the address configured (RENEWING, REBINDING: ciaddr)
+	// and is acknowledged whenever the address is free for it, record or not, so that
+	// clients keep their addresses after the lease file is lost.
+	Renewing Claim = iota
+	// Selecting: the client takes this server's offer (SELECTING: option 54 names it);
+	// an address that is not the record's fails with ErrNotYours.
+	Selecting
+	// Rebooting: the client asks again for the address it had (INIT-REBOOT: option 50,
+	// no option 54); it fails with ErrNoRecord when the pool has no record for the
+	// client, and with ErrNotYours when its record is another address.
+	Rebooting
+)
+
 // Ack binds ip to mac for the TTL of its class and returns once the lease is durable. It
-// fails with ErrNotYours when the address may not be given to mac, and with
-// ErrUnknownShare when mac is not known and the others not known hold their share. A
-// known client offered the address of a client not known takes it: the new lease
-// replaces the other's in the lease file, in the same write.
-func (p *Pool) Ack(mac string, ip netip.Addr) (Lease, error) {
+// fails as claim says when the pool has no record of ip for mac, with ErrNotYours when
+// the address may not be given to mac, and with ErrUnknownShare when mac is not known
+// and the others not known hold their share. A known client offered the address of a
+// client not known takes it: the new lease replaces the other's in the lease file, in
+// the same write.
+func (p *Pool) Ack(mac string, ip netip.Addr, claim Claim) (Lease, error) {
 	known := p.known(mac)
 	p.mu.Lock()
+	if err := p.recorded(mac, ip, claim); err != nil {
+		p.mu.Unlock()
+		return Lease{}, err
+	}
 	now := p.clock.Now()
 	free := p.freeFor(ip, mac, now)
 	if o, ok := p.offers[ip]; !free && known && ok && o.mac == mac && now.Before(o.until) {
@@ -442,6 +470,24 @@ func (p *Pool) Ack(mac string, ip netip.Addr) (Lease, error) {
 		return Lease{}, err
 	}
 	return l, nil
+}
+
+// recorded is nil when claim may take ip for mac: always when Renewing, else when ip
+// is mac's record, the address of its lease (byMAC) or of its offer (offerOf). The
+// caller holds p.mu.
+func (p *Pool) recorded(mac string, ip netip.Addr, claim Claim) error {
+	if claim == Renewing {
+		return nil
+	}
+	leased, hasLease := p.byMAC[mac]
+	offered, hasOffer := p.offerOf[mac]
+	switch {
+	case hasLease && leased == ip || hasOffer && offered == ip:
+		return nil
+	case claim == Rebooting && !hasLease && !hasOffer:
+		return ErrNoRecord
+	}
+	return ErrNotYours
 }
 
 // saved is the memory a failed write puts back.

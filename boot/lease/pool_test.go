@@ -89,7 +89,7 @@ func TestOffer(t *testing.T) {
 					t.Fatalf("step %d: %s", i, diff)
 				}
 				if s.ack {
-					if _, err := p.Ack(s.mac, got); err != nil {
+					if _, err := p.Ack(s.mac, got, Renewing); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -103,25 +103,25 @@ func TestAckLifecycle(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "leases.db")
 	p := newPool(t, path, clk)
 	a, _ := offerIP(p, "aa", netip.Addr{})
-	if _, err := p.Ack("aa", a); err != nil {
+	if _, err := p.Ack("aa", a, Renewing); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Ack("bb", a); !errors.Is(err, ErrNotYours) {
+	if _, err := p.Ack("bb", a, Renewing); !errors.Is(err, ErrNotYours) {
 		t.Fatalf("ack of a leased address to another client: %v", err)
 	}
-	if _, err := p.Ack("bb", server); !errors.Is(err, ErrNotYours) {
+	if _, err := p.Ack("bb", server, Renewing); !errors.Is(err, ErrNotYours) {
 		t.Fatalf("ack of the server's address: %v", err)
 	}
-	if _, err := p.Ack("bb", ip("10.9.1.1")); !errors.Is(err, ErrNotYours) {
+	if _, err := p.Ack("bb", ip("10.9.1.1"), Renewing); !errors.Is(err, ErrNotYours) {
 		t.Fatalf("ack outside the range: %v", err)
 	}
 	// An offer holds the address against others until it times out.
 	b, _ := offerIP(p, "bb", netip.Addr{})
-	if _, err := p.Ack("cc", b); !errors.Is(err, ErrNotYours) {
+	if _, err := p.Ack("cc", b, Renewing); !errors.Is(err, ErrNotYours) {
 		t.Fatalf("ack of another client's offer: %v", err)
 	}
 	clk.Advance(time.Minute)
-	if _, err := p.Ack("cc", b); err != nil {
+	if _, err := p.Ack("cc", b, Renewing); err != nil {
 		t.Fatalf("ack after the offer timed out: %v", err)
 	}
 	// After the lease ends, another client may have the address.
@@ -129,7 +129,7 @@ func TestAckLifecycle(t *testing.T) {
 	if _, ok := lookup(p, "aa"); ok {
 		t.Fatal("lease outlived its expiry")
 	}
-	if _, err := p.Ack("dd", a); err != nil {
+	if _, err := p.Ack("dd", a, Renewing); err != nil {
 		t.Fatalf("ack of an expired lease's address: %v", err)
 	}
 	// Release and decline.
@@ -139,11 +139,11 @@ func TestAckLifecycle(t *testing.T) {
 	if _, ok := lookup(p, "dd"); ok {
 		t.Fatal("released lease still held")
 	}
-	l, _ := p.Ack("ee", a)
+	l, _ := p.Ack("ee", a, Renewing)
 	if err := p.Decline("ee", l.IP); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Ack("ff", a); !errors.Is(err, ErrNotYours) {
+	if _, err := p.Ack("ff", a, Renewing); !errors.Is(err, ErrNotYours) {
 		t.Fatalf("ack of a declined address: %v", err)
 	}
 }
@@ -157,12 +157,12 @@ func TestLeasesSurviveRestart(t *testing.T) {
 	}
 	p, _ := NewPool(s, rng, []netip.Addr{server}, time.Hour, clk, Policy{})
 	a, _ := offerIP(p, "aa", netip.Addr{})
-	want, err := p.Ack("aa", a)
+	want, err := p.Ack("aa", a, Renewing)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Moving to another address ends the old lease in the same write.
-	if _, err := p.Ack("aa", ip("10.9.0.12")); err != nil {
+	if _, err := p.Ack("aa", ip("10.9.0.12"), Renewing); err != nil {
 		t.Fatal(err)
 	}
 	want, _ = lookup(p, "aa")
@@ -203,7 +203,7 @@ func TestGroupCommit(t *testing.T) {
 			mac := fmt.Sprintf("02:00:00:00:%02x:%02x", i>>8, i&0xff)
 			a, err := offerIP(p, mac, netip.Addr{})
 			if err == nil {
-				_, err = p.Ack(mac, a)
+				_, err = p.Ack(mac, a, Renewing)
 			}
 			errs <- err
 		})
@@ -246,4 +246,54 @@ func lookup(p *Pool, mac string) (Lease, bool) {
 func offerIP(p *Pool, mac string, requested netip.Addr) (netip.Addr, error) {
 	l, err := p.Offer(mac, requested)
 	return l.IP, err
+}
+
+// TestAckByClaim: a DHCPREQUEST is acknowledged by the record the pool keeps of its
+// client as its state asks. Rebooting (INIT-REBOOT) to an address never offered or
+// leased to the client fails with ErrNoRecord and stores nothing; to another address
+// than its record with ErrNotYours; to its offer's or its ended lease's address it is
+// acknowledged. Selecting an address other than the offer's fails with ErrNotYours.
+// Renewing takes any free address, as before.
+func TestAckByClaim(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1e9, 0))
+	path := filepath.Join(t.TempDir(), "leases.db")
+	p := newPool(t, path, clk)
+	a, b := ip("10.9.0.10"), ip("10.9.0.12")
+
+	if _, err := p.Ack("stranger", b, Rebooting); !errors.Is(err, ErrNoRecord) {
+		t.Fatalf("INIT-REBOOT of a client never offered nor leased an address: %v, want ErrNoRecord", err)
+	}
+	if p.Holds("stranger", b) || !p.Unleased("other", b) {
+		t.Error("the refused INIT-REBOOT left a lease")
+	}
+	if _, err := p.Ack("stranger", ip("10.9.1.1"), Rebooting); !errors.Is(err, ErrNoRecord) {
+		t.Errorf("INIT-REBOOT outside the range without a record: %v, want ErrNoRecord", err)
+	}
+	if _, err := p.Ack("stranger", b, Selecting); !errors.Is(err, ErrNotYours) {
+		t.Errorf("SELECTING an address never offered: %v, want ErrNotYours", err)
+	}
+
+	o, err := p.Offer("aa", netip.Addr{})
+	if err != nil || o.IP != a {
+		t.Fatalf("offer %v, %v: want %s", o, err, a)
+	}
+	if _, err := p.Ack("aa", b, Selecting); !errors.Is(err, ErrNotYours) {
+		t.Errorf("SELECTING another address than the offer's: %v, want ErrNotYours", err)
+	}
+	if _, err := p.Ack("aa", b, Rebooting); !errors.Is(err, ErrNotYours) {
+		t.Errorf("INIT-REBOOT of another address than the offer's: %v, want ErrNotYours", err)
+	}
+	if _, err := p.Ack("aa", a, Selecting); err != nil {
+		t.Fatalf("SELECTING the offer: %v", err)
+	}
+	if _, err := p.Ack("aa", b, Rebooting); !errors.Is(err, ErrNotYours) {
+		t.Errorf("INIT-REBOOT of another address than the lease's: %v, want ErrNotYours", err)
+	}
+	clk.Advance(2 * time.Hour)
+	if _, err := p.Ack("aa", a, Rebooting); err != nil {
+		t.Errorf("INIT-REBOOT of the client's ended lease's address: %v", err)
+	}
+	if _, err := p.Ack("bb", b, Renewing); err != nil {
+		t.Errorf("renewal of a free address without a record: %v", err)
+	}
 }
