@@ -3,8 +3,9 @@
 // NodeSpec whenever the generation moves (within a window of pushes not yet
 // acknowledged, sized from the acknowledgements), records what the agent has applied and
 // the inventory it reports, relays commands to it, keeping them in the store until they
-// are answered, and answers its requests for secrets and a renewed certificate. A
-// stopping endpoint asks its fleet back in a stream at the rate the last return it
+// are answered, and answers its requests for secrets and a renewed certificate. It
+// probes the path of a session whose RTT estimate a slow handshake left stale
+// (remeasure.go). A stopping endpoint asks its fleet back in a stream at the rate the last return it
 // measured supports. docs/agent-plane.md describes the protocol.
 package agents
 
