@@ -176,6 +176,15 @@ type RenewRequest struct {
 	PublicKey []byte `json:"publicKey"`
 }
 
+// ProbeID is the id of the secret answer the registry sends to take fresh RTT samples
+// at its end of an idle session whose estimate is stale (docs/agent-plane.md#keep-alive):
+// it answers no request, and the agent drops it as it drops the answer to a request it
+// gave up, which every agent that knows secret answers does (the sessions of agents
+// older than those end on it, as on any message they do not know). What matters is only
+// that it is a packet the agent acknowledges. An agent never picks it as the id of a
+// request of its own (they are call-1, call-2, ...).
+const ProbeID = "rtt-probe"
+
 // Renewal answers a RenewRequest: the new certificate (DER) from the agent CA, or why
 // the agent does not get one.
 type Renewal struct {

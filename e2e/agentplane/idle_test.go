@@ -171,6 +171,9 @@ func BenchmarkIdleFleet(b *testing.B) {
 	connect.print("connect", n, "until every agent said hello, spread over a period")
 	fmt.Printf("  idle     registry CPU %.4f s a second (%.1f us a ping), agents' %.4f s a second (%.1f us a ping); %d garbage collections in the registry\n",
 		perSecond(idle.cpu), perPing(idle.cpu, n), perSecond(idle.agents), perPing(idle.agents, n), after.NumGC-before.NumGC)
+	paths := e.ep.Paths()
+	fmt.Printf("  paths    the sessions' probe timeouts median %v, 99th percentile %v, longest %v; %s since the connect\n",
+		paths.ProbeTimeoutMedian.Round(time.Millisecond), paths.ProbeTimeoutP99.Round(time.Millisecond), paths.ProbeTimeoutMax.Round(time.Millisecond), remeasured(paths))
 	fmt.Printf("  peer     listener CPU %.4f s a second (%.1f us a keep-alive), dialler's %.4f s a second (%.1f us a keep-alive), same window\n",
 		perSecond(listener), perPing(listener, peers), perSecond(dialler), perPing(dialler, peers))
 	ratio := perPing(idle.cpu, n) / perPing(listener, peers)

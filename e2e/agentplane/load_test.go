@@ -50,9 +50,11 @@ import (
 //     connect, and again after the two returns (a fleet held after a restart);
 //   - the push window: the most pushes in flight, and its size after the push;
 //   - the push's paths: the registry's probe timeouts of the sessions as the push starts
-//     (agents.Endpoint.Paths), and the packets it sent that QUIC declared lost during the
-//     push, beside the UDP datagrams the host dropped: a push packet lost waits out its
-//     session's probe timeout before it is sent again;
+//     (agents.Endpoint.Paths) and the sessions whose stale estimate it re-measured until
+//     then (at their pings, a keep-alive period after their connect: few before the
+//     push), and the packets it sent that QUIC declared lost during the push, beside
+//     the UDP datagrams the host dropped: a push packet lost waits out its session's
+//     probe timeout before it is sent again;
 //   - reconnects, twice: the endpoint is closed (agents are told when to come back) and a
 //     new one started on the same store and address; from then until every agent is
 //     back. The first return is told the plan an endpoint starts with, the second the
@@ -163,8 +165,8 @@ func BenchmarkAgentSessions(b *testing.B) {
 	connect.print("connect", n, "hello and acknowledgement of generation 1")
 	push.print("push", n, "NodeSpec change of every node until every agent acknowledged it")
 	fmt.Printf("  push window: at most %d pushes in flight, size %d after the push, %d acknowledgements late, halved %d times, %d timely ones at the growth limit; %d UDP datagrams dropped for full receive buffers during the push\n", window.MaxInFlight, window.Size, window.Late, window.Halvings, window.Limited, pushDrops)
-	fmt.Printf("  push paths: the sessions' probe timeouts at the push's start median %v, 99th percentile %v, longest %v (a push packet lost waits that long, doubled with each probe lost); %d packets the registry sent lost during the push\n",
-		paths.ProbeTimeoutMedian.Round(time.Millisecond), paths.ProbeTimeoutP99.Round(time.Millisecond), paths.ProbeTimeoutMax.Round(time.Millisecond), int64(pushLost))
+	fmt.Printf("  push paths: the sessions' probe timeouts at the push's start median %v, 99th percentile %v, longest %v (a push packet lost waits that long, doubled with each probe lost; %s); %d packets the registry sent lost during the push\n",
+		paths.ProbeTimeoutMedian.Round(time.Millisecond), paths.ProbeTimeoutP99.Round(time.Millisecond), paths.ProbeTimeoutMax.Round(time.Millisecond), remeasured(paths), int64(pushLost))
 	resume.print("peer", peers, fmt.Sprintf("bare quic-go connections closed and dialled again, %d at a time, each resuming", maxInFlight))
 	peerRate, peerCPU := float64(peers)/resume.wall.Seconds(), resume.cpu.Seconds()/float64(peers)
 	diallerCPU := resume.agents.Seconds() / float64(peers)
@@ -900,4 +902,10 @@ func runBareChild() int {
 	fmt.Println("ready")
 	requests(func([]string) string { return "" })
 	return 0
+}
+
+// remeasured tells how many times the registry found a session's RTT estimate stale at a
+// ping and probed its path, and the probes it sent (agents.Paths.Remeasured).
+func remeasured(p agents.Paths) string {
+	return fmt.Sprintf("%d stale estimates re-measured with %d probes", p.Remeasured, p.Probes)
 }

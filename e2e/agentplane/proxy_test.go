@@ -8,13 +8,27 @@ import (
 )
 
 // linkProxy relays UDP between agents and the registry, and can cut the link: while cut,
-// it drops every datagram, as a pulled cable would.
+// it drops every datagram, as a pulled cable would. It can also hold the datagrams from
+// the agents (holdAfter) and send them on later (release), as a starved processor that
+// reads them late would, and counts those it forwarded (up).
 type linkProxy struct {
 	front    *net.UDPConn
 	upstream *net.UDPAddr
 	cut      atomic.Bool
+	up       atomic.Int64
 	mu       sync.Mutex
 	backs    map[string]*net.UDPConn // one upstream socket per agent address
+	// holding is set from holdAfter to release: the datagrams from agents after the
+	// next passing are held, in order.
+	holding bool
+	passing int
+	held    []heldDatagram
+}
+
+// heldDatagram is a datagram from an agent that the proxy holds.
+type heldDatagram struct {
+	from *net.UDPAddr
+	b    []byte
 }
 
 func newLinkProxy(t *testing.T, registry string) *linkProxy {
@@ -50,14 +64,57 @@ func (p *linkProxy) forward() {
 		if err != nil {
 			return
 		}
-		if p.cut.Load() {
+		if p.cut.Load() || p.held1(from, buf[:n]) {
 			continue
 		}
-		back, err := p.back(from)
-		if err != nil {
+		if !p.send(from, buf[:n]) {
 			return
 		}
-		back.Write(buf[:n])
+	}
+}
+
+// send forwards a datagram from an agent to the registry.
+func (p *linkProxy) send(from *net.UDPAddr, b []byte) bool {
+	back, err := p.back(from)
+	if err != nil {
+		return false
+	}
+	back.Write(b)
+	p.up.Add(1)
+	return true
+}
+
+// held1 holds a datagram from an agent, if the proxy holds them now.
+func (p *linkProxy) held1(from *net.UDPAddr, b []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.holding {
+		return false
+	}
+	if p.passing > 0 {
+		p.passing--
+		return false
+	}
+	p.held = append(p.held, heldDatagram{from, append([]byte(nil), b...)})
+	return true
+}
+
+// holdAfter makes the proxy forward the next pass datagrams from agents and hold the
+// ones after them until release.
+func (p *linkProxy) holdAfter(pass int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holding, p.passing = true, pass
+}
+
+// release forwards the datagrams held, in the order they came, and holds no more.
+func (p *linkProxy) release() {
+	p.mu.Lock()
+	held := p.held
+	p.holding, p.held = false, nil
+	p.mu.Unlock()
+	for _, d := range held {
+		p.send(d.from, d.b)
 	}
 }
 

@@ -3,8 +3,9 @@
 // NodeSpec whenever the generation moves (within a window of pushes not yet
 // acknowledged, sized from the acknowledgements), records what the agent has applied and
 // the inventory it reports, relays commands to it, keeping them in the store until they
-// are answered, and answers its requests for secrets and a renewed certificate. A
-// stopping endpoint asks its fleet back in a stream at the rate the last return it
+// are answered, and answers its requests for secrets and a renewed certificate. It
+// probes the path of a session whose RTT estimate a slow handshake left stale
+// (remeasure.go). A stopping endpoint asks its fleet back in a stream at the rate the last return it
 // measured supports. docs/agent-plane.md describes the protocol.
 package agents
 
@@ -202,6 +203,10 @@ type Endpoint struct {
 	replaced struct{ first, again atomic.Int64 }
 	// observe wakes WaitObserved.
 	observe observedSignal
+	// probing holds a place for each session being probed (remeasure); remeasured and
+	// probes count the sessions found stale and the probes sent (Paths).
+	probing            chan struct{}
+	remeasured, probes atomic.Int64
 }
 
 // Start listens on cfg.Listen and serves agents until Close.
@@ -261,7 +266,7 @@ func Start(cfg Config) (*Endpoint, error) {
 		udp.Close()
 		return nil, err
 	}
-	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[identity]*session{}, plan: plan}
+	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[identity]*session{}, plan: plan, probing: make(chan struct{}, remeasuring)}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
 	e.window = newWindow(time.Now, e.push.hand)
@@ -367,8 +372,9 @@ func (e *Endpoint) Handshakes() Handshakes {
 // timeout (RFC 9002, section 6.2: the smoothed RTT plus four times its variation, and
 // the agent's acknowledgement delay), doubled with each probe lost in a row; and the
 // registry's end of an idle session takes RTT samples only from what it sends (the
-// handshake, a push, a command), so its probe timeout stays what the session's first
-// exchanges measured, on a busy host seconds, long after the path is fast again.
+// handshake, a push, a command), so its probe timeout would stay what the session's
+// first exchanges measured, on a busy host seconds, long after the path is fast again:
+// the endpoint probes the path of a session whose estimate is stale (remeasure).
 type Paths struct {
 	// Sessions are those summarised.
 	Sessions int
@@ -379,6 +385,10 @@ type Paths struct {
 	// PacketsSent and PacketsLost are the packets the registry sent on them, and those of
 	// them QUIC declared lost, since each session began.
 	PacketsSent, PacketsLost uint64
+	// Remeasured counts the times a session's RTT estimate was found stale at a ping
+	// (its probe timeout above max(1 s, 10 x its least RTT sample)) and its path
+	// probed, and Probes the probes sent, since Start, sessions held now or not.
+	Remeasured, Probes int64
 }
 
 // Paths returns the summary of the QUIC paths of the sessions held now.
@@ -393,7 +403,9 @@ func (e *Endpoint) Paths() Paths {
 	for i, c := range conns {
 		stats[i] = c.ConnectionStats()
 	}
-	return pathsOf(stats)
+	p := pathsOf(stats)
+	p.Remeasured, p.Probes = e.remeasured.Load(), e.probes.Load()
+	return p
 }
 
 // pathsOf summarises the stats of the sessions' connections (Paths).
@@ -404,7 +416,7 @@ func pathsOf(stats []quic.ConnectionStats) Paths {
 	}
 	ptos := make([]time.Duration, len(stats))
 	for i, st := range stats {
-		ptos[i] = st.SmoothedRTT + max(4*st.MeanDeviation, time.Millisecond) // quic-go's timer granularity
+		ptos[i] = probeTimeout(st)
 		p.PacketsSent += st.PacketsSent
 		p.PacketsLost += st.PacketsLost
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -47,6 +48,9 @@ type session struct {
 
 	// shares are the tenants' shares of the agent's command streams.
 	shares shares
+
+	// probing is set while the endpoint probes the session's path (remeasure).
+	probing atomic.Bool
 }
 
 // sendKey is a command as it is on its way: its id, and when it was stored. An id asked
@@ -214,7 +218,8 @@ func (s *session) await(e *Endpoint) {
 			n += m
 		}
 		if err == nil && string(head[:n]) == proto.PingFrame {
-			continue // the agent's keep-alive: nothing to do
+			e.remeasure(s) // the agent's keep-alive: nothing more to do, unless its path's estimate is stale
+			continue
 		}
 		e.received(s, head[:n], err)
 		return
@@ -250,6 +255,7 @@ func (e *Endpoint) received(s *session, head []byte, err error) {
 	case m.Type == proto.MsgRenewRequest:
 		err = e.renew(s, m.RenewRequest)
 	case m.Type == proto.MsgPing: // a keep-alive written otherwise than proto.PingFrame
+		e.remeasure(s)
 	default:
 		e.log.Debug("agent sent an unexpected message", "node", s.node, "type", m.Type)
 		e.end(s, codeProtocol, "unexpected message "+string(m.Type))
