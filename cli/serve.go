@@ -28,7 +28,7 @@ var serveCommands = []command{{
 		"`--store etcd` keeps the records in an etcd cluster instead of DIR/registry.db (docs/store.md); " +
 		"`--api-running`, `--api-tenant-waiting` and `--api-tenant-watching` bound the authenticated API calls, shared fairly between tenants, and `--auth-failure-burst` and `--auth-failure-refill` " +
 		"the failed credential checks of each source address, API calls, console sign-ins and join tokens together (docs/security.md#what-strangers-can-cost); " +
-		"`--gc-percent` and `--memory-limit` set the registry's garbage collection, GOGC and GOMEMLIMIT in the environment winning over them (docs/operations.md#memory)",
+		"`--gc-percent` and `--memory-limit` set the registry's garbage collection (the soft memory limit by default 90% of the memory limit of the registry's container or unit), GOGC and GOMEMLIMIT in the environment winning over them (docs/operations.md#memory)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
