@@ -17,7 +17,7 @@ import (
 var serveCommands = []command{{
 	path:     "serve",
 	hostOnly: true,
-	usage:    "--data-dir DIR [--store bbolt|etcd] [--etcd-endpoints URL,URL,URL] [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--api-running N] [--api-tenant-waiting N] [--api-tenant-watching N] [--auth-failure-burst N] [--auth-failure-refill DURATION] [--gc-percent N] [--memory-limit SIZE] [--log-format text|json]",
+	usage:    "--data-dir DIR [--store bbolt|etcd] [--etcd-endpoints URL,URL,URL] [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--api-running N] [--api-tenant-waiting N] [--api-tenant-watching N] [--auth-failure-burst N] [--auth-failure-refill DURATION] [--gc-percent N] [--memory-limit SIZE|auto|none] [--log-format text|json]",
 	summary:  "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	long: "run the registry and its agents' QUIC endpoint; prints its URL, agent endpoint and pins; " +
 		"resumes running workflows. `DIR` is made 0700 and refused when its group or others can " +
@@ -28,7 +28,7 @@ var serveCommands = []command{{
 		"`--store etcd` keeps the records in an etcd cluster instead of DIR/registry.db (docs/store.md); " +
 		"`--api-running`, `--api-tenant-waiting` and `--api-tenant-watching` bound the authenticated API calls, shared fairly between tenants, and `--auth-failure-burst` and `--auth-failure-refill` " +
 		"the failed credential checks of each source address, API calls, console sign-ins and join tokens together (docs/security.md#what-strangers-can-cost); " +
-		"`--gc-percent` and `--memory-limit` set the registry's garbage collection, GOGC and GOMEMLIMIT in the environment winning over them (docs/operations.md#memory)",
+		"`--gc-percent` and `--memory-limit` set the registry's garbage collection (the soft memory limit by default 90% of the memory limit of the registry's container or unit), GOGC and GOMEMLIMIT in the environment winning over them (docs/operations.md#memory)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
 		listen := fs.String("listen", "127.0.0.1:7443", "address of the HTTPS API")
@@ -51,7 +51,7 @@ var serveCommands = []command{{
 		fs.DurationVar(&failures.Refill, "auth-failure-refill", api.DefaultFailureRefill, fmt.Sprintf("how long a source address takes to regain one failed credential check (%v to %v)", api.MinFailureRefill, api.MaxFailureRefill))
 		var memory registry.MemoryConfig
 		fs.Var(cmdline.SignedDecimal(&memory.GCPercent, 0), "gc-percent", fmt.Sprintf("how far the heap grows past what is live before the collector runs again, in percent, as GOGC (which wins when set); more spends memory to save CPU (%d to %d; 0: %d)", registry.MinGCPercent, registry.MaxGCPercent, registry.DefaultGCPercent))
-		fs.StringVar(&memory.Limit, "memory-limit", "none", fmt.Sprintf("soft limit on the memory the registry's Go runtime holds, as GOMEMLIMIT (which wins when set): near it the collector runs as often as it must, whatever --gc-percent says; a size such as 4GiB, at least %d MiB, or none", registry.MinMemoryLimit>>20))
+		fs.StringVar(&memory.Limit, "memory-limit", "auto", fmt.Sprintf("soft limit on the memory the registry's Go runtime holds, as GOMEMLIMIT (which wins when set): near it the collector runs as often as it must, whatever --gc-percent says; a size such as 4GiB, at least %d MiB; auto, %d%% of the memory limit of the cgroup the registry runs in (a container's, a systemd unit's MemoryMax), none when it has none; or none", registry.MinMemoryLimit>>20, registry.AutoMemoryPercent))
 		return func(x *exec) error {
 			if *dataDir == "" {
 				return proto.Errorf(proto.InvalidInput, "serve needs --data-dir DIR").WithPath("--data-dir")

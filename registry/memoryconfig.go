@@ -3,6 +3,7 @@ package registry
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -28,6 +29,13 @@ const (
 	MinMemoryLimit = 64 << 20
 )
 
+// AutoMemoryPercent is the share of its cgroup's memory limit, in percent, that the
+// registry takes as its soft limit when --memory-limit is auto: the rest is for what the
+// cgroup counts and the Go runtime does not (docs/operations.md#memory): the store's
+// file mapped and its page cache, the kernel's socket buffers, the runtime's own
+// overshoot past the soft limit between two collections.
+const AutoMemoryPercent = 90
+
 // MemoryConfig is the registry's garbage-collection policy (docs/operations.md#memory):
 // how far the heap may grow past what is live before a collection (GCPercent) and a
 // soft limit on all the memory the Go runtime holds (Limit), near which the collector
@@ -37,9 +45,12 @@ type MemoryConfig struct {
 	// GCPercent is as GOGC, MinGCPercent to MaxGCPercent; 0 is DefaultGCPercent.
 	GCPercent int
 	// Limit is the soft memory limit as GOMEMLIMIT writes it: bytes, or a number with
-	// the unit B, KiB, MiB, GiB or TiB (4GiB), at least MinMemoryLimit; "" or "none"
-	// for none.
+	// the unit B, KiB, MiB, GiB or TiB (4GiB), at least MinMemoryLimit; "none" for
+	// none; "" or "auto" for AutoMemoryPercent of the memory limit of the process's
+	// cgroup (ReadCgroupMemory), none when it has none.
 	Limit string
+	// cgroup reads the process's cgroup's memory limit; nil reads the process's own.
+	cgroup func() CgroupMemory
 }
 
 // MemoryPolicy is what the registry's process runs with: the collector's percent and
@@ -51,6 +62,9 @@ type MemoryPolicy struct {
 	// Limit, in bytes, is set when not 0, unless GOMEMLIMIT is not empty.
 	Limit      int64
 	GOMEMLIMIT string
+	// LimitFrom says where Limit came from: the flag, the environment, or the cgroup
+	// (or why there is none).
+	LimitFrom string
 }
 
 // Policy checks c and says what the process will run with, the environment read
@@ -64,11 +78,33 @@ func (c MemoryConfig) Policy(getenv func(string) string) (MemoryPolicy, error) {
 	case p.GCPercent < MinGCPercent || p.GCPercent > MaxGCPercent:
 		return p, proto.Errorf(proto.InvalidInput, "--gc-percent is %d: give %d to %d, or 0 for %d", c.GCPercent, MinGCPercent, MaxGCPercent, DefaultGCPercent).WithPath("--gc-percent")
 	}
-	limit, err := parseMemoryLimit(c.Limit)
-	if err != nil {
-		return p, proto.Errorf(proto.InvalidInput, "--memory-limit %q: %v", c.Limit, err).WithPath("--memory-limit")
+	switch {
+	case c.Limit == "" || c.Limit == "auto":
+		if p.GOMEMLIMIT != "" {
+			p.LimitFrom = "GOMEMLIMIT"
+			break
+		}
+		read := c.cgroup
+		if read == nil {
+			read = func() CgroupMemory { return ReadCgroupMemory(os.DirFS("/"), "proc/self") }
+		}
+		cg := read()
+		if cg.Limit == 0 {
+			p.LimitFrom = "auto: no cgroup memory limit (" + cg.Reason + ")"
+			break
+		}
+		p.Limit = cg.Limit/100*AutoMemoryPercent + cg.Limit%100*AutoMemoryPercent/100 // cg.Limit*90 would overflow near 2^63
+		p.LimitFrom = fmt.Sprintf("auto: %d%% of the cgroup's %d bytes (%s)", AutoMemoryPercent, cg.Limit, cg.File)
+	default:
+		limit, err := parseMemoryLimit(c.Limit)
+		if err != nil {
+			return p, proto.Errorf(proto.InvalidInput, "--memory-limit %q: %v", c.Limit, err).WithPath("--memory-limit")
+		}
+		p.Limit, p.LimitFrom = limit, "--memory-limit"
+		if p.GOMEMLIMIT != "" {
+			p.LimitFrom = "GOMEMLIMIT"
+		}
 	}
-	p.Limit = limit
 	return p, nil
 }
 
@@ -78,9 +114,9 @@ var memoryUnits = []struct {
 	shift  uint
 }{{"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"TiB", 40}, {"B", 0}}
 
-// parseMemoryLimit reads a soft memory limit: 0 for none ("" or "none").
+// parseMemoryLimit reads a soft memory limit: 0 for none.
 func parseMemoryLimit(s string) (int64, error) {
-	if s == "" || s == "none" {
+	if s == "none" {
 		return 0, nil
 	}
 	digits, shift := s, uint(0)
@@ -92,7 +128,7 @@ func parseMemoryLimit(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(digits, 10, 64)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("give a size such as 4GiB or 512MiB (units B, KiB, MiB, GiB, TiB), or none")
+		return 0, fmt.Errorf("give a size such as 4GiB or 512MiB (units B, KiB, MiB, GiB, TiB), auto, or none")
 	}
 	if n > (1<<63-1)>>shift {
 		return 0, fmt.Errorf("larger than any machine's memory: give a size such as 4GiB, or none")
@@ -136,5 +172,5 @@ func (p MemoryPolicy) LogValue() slog.Value {
 	case p.Limit > 0:
 		limit = slog.Int64("memory_limit", p.Limit)
 	}
-	return slog.GroupValue(gc, limit)
+	return slog.GroupValue(gc, limit, slog.String("limit_from", p.LimitFrom))
 }

@@ -16,6 +16,15 @@ func envOf(vars map[string]string) func(string) string {
 	return func(name string) string { return vars[name] }
 }
 
+// limited and unlimited are a cgroup with a memory limit of 512 MiB and one without.
+var (
+	limited = func() CgroupMemory {
+		return CgroupMemory{Limit: 512 << 20, File: "/sys/fs/cgroup/memory/reg/memory.limit_in_bytes"}
+	}
+	unlimited = func() CgroupMemory { return CgroupMemory{Reason: "no memory limit on /sys/fs/cgroup/memory/reg"} }
+	noLimit   = "auto: no cgroup memory limit (no memory limit on /sys/fs/cgroup/memory/reg)"
+)
+
 // TestMemoryPolicy: what serve's flags and the environment make of the collector's
 // settings: the defaults, each flag, and GOGC and GOMEMLIMIT winning over the flag
 // they stand for and only over it.
@@ -25,23 +34,32 @@ func TestMemoryPolicy(t *testing.T) {
 		env  map[string]string
 		want MemoryPolicy
 	}{
-		"the defaults":               {MemoryConfig{}, nil, MemoryPolicy{GCPercent: DefaultGCPercent}},
-		"none is no limit":           {MemoryConfig{Limit: "none"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent}},
-		"a percent":                  {MemoryConfig{GCPercent: 400}, nil, MemoryPolicy{GCPercent: 400}},
-		"the lowest percent":         {MemoryConfig{GCPercent: MinGCPercent}, nil, MemoryPolicy{GCPercent: MinGCPercent}},
-		"the highest percent":        {MemoryConfig{GCPercent: MaxGCPercent}, nil, MemoryPolicy{GCPercent: MaxGCPercent}},
-		"a limit in GiB":             {MemoryConfig{Limit: "4GiB"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, Limit: 4 << 30}},
-		"a limit in MiB":             {MemoryConfig{Limit: "512MiB"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, Limit: 512 << 20}},
-		"a limit in KiB":             {MemoryConfig{Limit: "65536KiB"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, Limit: 64 << 20}},
-		"a limit in TiB":             {MemoryConfig{Limit: "1TiB"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, Limit: 1 << 40}},
-		"a limit in bytes":           {MemoryConfig{Limit: "67108864"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, Limit: MinMemoryLimit}},
-		"a limit with its unit B":    {MemoryConfig{Limit: "67108864B"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, Limit: MinMemoryLimit}},
-		"GOGC wins over the percent": {MemoryConfig{GCPercent: 400, Limit: "1GiB"}, map[string]string{"GOGC": "off"}, MemoryPolicy{GCPercent: 400, GOGC: "off", Limit: 1 << 30}},
+		"the defaults":        {MemoryConfig{}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, LimitFrom: noLimit}},
+		"auto is the default": {MemoryConfig{Limit: "auto"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, LimitFrom: noLimit}},
+		"auto in a limited cgroup": {MemoryConfig{cgroup: limited}, nil,
+			MemoryPolicy{GCPercent: DefaultGCPercent, Limit: 483183820 /* 90% of 512 MiB, rounded down */, LimitFrom: "auto: 90% of the cgroup's 536870912 bytes (/sys/fs/cgroup/memory/reg/memory.limit_in_bytes)"}},
+		"auto under a small limit": {MemoryConfig{Limit: "auto", cgroup: func() CgroupMemory { return CgroupMemory{Limit: 10 << 20, File: "/m"} }}, nil,
+			MemoryPolicy{GCPercent: DefaultGCPercent, Limit: 9437184, LimitFrom: "auto: 90% of the cgroup's 10485760 bytes (/m)"}},
+		"GOMEMLIMIT wins over auto":  {MemoryConfig{cgroup: limited}, map[string]string{"GOMEMLIMIT": "2GiB"}, MemoryPolicy{GCPercent: DefaultGCPercent, GOMEMLIMIT: "2GiB", LimitFrom: "GOMEMLIMIT"}},
+		"none is no limit":           {MemoryConfig{Limit: "none", cgroup: limited}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, LimitFrom: "--memory-limit"}},
+		"a percent":                  {MemoryConfig{GCPercent: 400}, nil, MemoryPolicy{GCPercent: 400, LimitFrom: noLimit}},
+		"the lowest percent":         {MemoryConfig{GCPercent: MinGCPercent}, nil, MemoryPolicy{GCPercent: MinGCPercent, LimitFrom: noLimit}},
+		"the highest percent":        {MemoryConfig{GCPercent: MaxGCPercent}, nil, MemoryPolicy{GCPercent: MaxGCPercent, LimitFrom: noLimit}},
+		"a limit in GiB":             {MemoryConfig{Limit: "4GiB", cgroup: limited}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, Limit: 4 << 30, LimitFrom: "--memory-limit"}},
+		"a limit in MiB":             {MemoryConfig{Limit: "512MiB"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, Limit: 512 << 20, LimitFrom: "--memory-limit"}},
+		"a limit in KiB":             {MemoryConfig{Limit: "65536KiB"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, Limit: 64 << 20, LimitFrom: "--memory-limit"}},
+		"a limit in TiB":             {MemoryConfig{Limit: "1TiB"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, Limit: 1 << 40, LimitFrom: "--memory-limit"}},
+		"a limit in bytes":           {MemoryConfig{Limit: "67108864"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, Limit: MinMemoryLimit, LimitFrom: "--memory-limit"}},
+		"a limit with its unit B":    {MemoryConfig{Limit: "67108864B"}, nil, MemoryPolicy{GCPercent: DefaultGCPercent, Limit: MinMemoryLimit, LimitFrom: "--memory-limit"}},
+		"GOGC wins over the percent": {MemoryConfig{GCPercent: 400, Limit: "1GiB"}, map[string]string{"GOGC": "off"}, MemoryPolicy{GCPercent: 400, GOGC: "off", Limit: 1 << 30, LimitFrom: "--memory-limit"}},
 		"GOMEMLIMIT wins over the limit": {MemoryConfig{GCPercent: 400, Limit: "1GiB"}, map[string]string{"GOMEMLIMIT": "2GiB"},
-			MemoryPolicy{GCPercent: 400, Limit: 1 << 30, GOMEMLIMIT: "2GiB"}},
-		"both from the environment": {MemoryConfig{}, map[string]string{"GOGC": "100", "GOMEMLIMIT": "2GiB"}, MemoryPolicy{GCPercent: DefaultGCPercent, GOGC: "100", GOMEMLIMIT: "2GiB"}},
+			MemoryPolicy{GCPercent: 400, Limit: 1 << 30, GOMEMLIMIT: "2GiB", LimitFrom: "GOMEMLIMIT"}},
+		"both from the environment": {MemoryConfig{}, map[string]string{"GOGC": "100", "GOMEMLIMIT": "2GiB"}, MemoryPolicy{GCPercent: DefaultGCPercent, GOGC: "100", GOMEMLIMIT: "2GiB", LimitFrom: "GOMEMLIMIT"}},
 	} {
 		t.Run(name, func(t *testing.T) {
+			if tc.c.cgroup == nil {
+				tc.c.cgroup = unlimited
+			}
 			got, err := tc.c.Policy(envOf(tc.env))
 			if err != nil {
 				t.Fatal(err)
@@ -139,7 +157,7 @@ func FuzzMemoryLimit(f *testing.F) {
 				t.Fatalf("%q refused with a limit %d", s, n)
 			}
 		case n == 0:
-			if s != "" && s != "none" {
+			if s != "none" {
 				t.Fatalf("%q read as no limit", s)
 			}
 		case n < MinMemoryLimit:

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,6 +142,15 @@ type Registry struct {
 // makes 0777 less the umask).
 func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry {
 	t.Helper()
+	return StartRegistryVia(t, nil, dataDir, serveArgs...)
+}
+
+// StartRegistryVia starts the registry as StartRegistry does, through the command
+// prefix (its program and arguments), given the binary and serve's arguments after it
+// and expected to exec them in its own process, as `sh -c '...; exec "$0" "$@"'` does
+// (to start the registry in a cgroup, say).
+func StartRegistryVia(t testing.TB, prefix []string, dataDir string, serveArgs ...string) *Registry {
+	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
@@ -149,7 +159,8 @@ func StartRegistry(t testing.TB, dataDir string, serveArgs ...string) *Registry 
 	}
 	r := &Registry{DataDir: dataDir, AdminConfig: filepath.Join(dataDir, "admin.conf"), Stderr: &SyncBuffer{}, exited: make(chan struct{})}
 	args := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0", "--format", "json"}, serveArgs...)
-	r.cmd = exec.Command(Binary(t, "better-compute"), args...)
+	argv := slices.Concat(prefix, []string{Binary(t, "better-compute")}, args)
+	r.cmd = exec.Command(argv[0], argv[1:]...)
 	stdout := &SyncBuffer{}
 	r.cmd.Stdout, r.cmd.Stderr = stdout, r.Stderr
 	if err := r.cmd.Start(); err != nil {
