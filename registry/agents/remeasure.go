@@ -63,6 +63,17 @@ func staleBound(st quic.ConnectionStats) time.Duration {
 // stale reports whether the RTT estimate of a path whose stats are st is stale.
 func stale(st quic.ConnectionStats) bool { return probeTimeout(st) > staleBound(st) }
 
+// probeAgain reports whether a session whose stats are st is to be probed at a ping,
+// given left, the probe timeout its last burst of probes left it at while still stale (0
+// when it has none): a stale estimate is probed, unless probes left it stale and it has
+// not doubled since. A path whose round trips swing widely keeps a probe timeout over
+// the bound however many samples it is given; probed at every ping, a few such sessions
+// would hold every place (remeasuring) and leave the sessions a starved connect left
+// stale, which probes do mend, waiting.
+func probeAgain(st quic.ConnectionStats, left time.Duration) bool {
+	return stale(st) && (left == 0 || probeTimeout(st) >= 2*left)
+}
+
 // samplesUnder is how many RTT samples of sample bring an estimate of smoothed RTT srtt
 // and deviation dev to a probe timeout (probeTimeout) of bound or less, as quic-go moves
 // it (RFC 9002, section 5.3); at most maxProbes. A 9 s handshake sample (deviation 4.5
@@ -84,7 +95,12 @@ func abs(x float64) float64 { return max(x, -x) }
 // stale and no probe of it is running; once remeasuring sessions are probed, it leaves s
 // to a later ping. A session whose estimate is sane costs one ConnectionStats call.
 func (e *Endpoint) remeasure(s *session) {
-	if !stale(s.conn.ConnectionStats()) || !s.probing.CompareAndSwap(false, true) {
+	st := s.conn.ConnectionStats()
+	left := time.Duration(s.probedLeft.Load())
+	if left != 0 && !stale(st) {
+		s.probedLeft.Store(0) // the path is sane again: the next stale estimate is probed
+	}
+	if !probeAgain(st, left) || !s.probing.CompareAndSwap(false, true) {
 		return
 	}
 	select {
@@ -109,6 +125,13 @@ func (e *Endpoint) probe(s *session) {
 	e.remeasured.Add(1)
 	e.log.Debug("agent session's RTT estimate stale: probing", "node", s.node, "role", s.role,
 		"probeTimeout", probeTimeout(st), "minRTT", st.MinRTT, "probes", budget)
+	defer func() {
+		if stale(st) {
+			s.probedLeft.Store(int64(probeTimeout(st))) // probed again only once it doubles (probeAgain)
+		} else {
+			s.probedLeft.Store(0)
+		}
+	}()
 	for range budget {
 		if !stale(st) {
 			return

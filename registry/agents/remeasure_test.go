@@ -51,3 +51,30 @@ func TestStale(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeAgain: a stale estimate is probed; one that probes left stale (a path whose
+// round trips swing widely) is probed again only once its probe timeout has doubled, so
+// such paths do not hold the probing places at every ping.
+func TestProbeAgain(t *testing.T) {
+	ms := time.Millisecond
+	jittery := quic.ConnectionStats{SmoothedRTT: 300 * ms, MeanDeviation: 250 * ms, MinRTT: 20 * ms} // 1.3 s, stale
+	worse := quic.ConnectionStats{SmoothedRTT: 1200 * ms, MeanDeviation: 400 * ms, MinRTT: 20 * ms}  // 2.8 s
+	sane := quic.ConnectionStats{SmoothedRTT: 30 * ms, MeanDeviation: 10 * ms, MinRTT: 20 * ms}
+	for _, c := range []struct {
+		name string
+		st   quic.ConnectionStats
+		left time.Duration
+		want bool
+	}{
+		{"stale, never probed", jittery, 0, true},
+		{"stale, probes left it so", jittery, 1300 * ms, false},
+		{"stale, a little worse than probes left it", jittery, 700 * ms, false},
+		{"stale, twice what probes left it", worse, 1300 * ms, true},
+		{"sane", sane, 0, false},
+		{"sane, probes had left it stale", sane, 1300 * ms, false},
+	} {
+		if got := probeAgain(c.st, c.left); got != c.want {
+			t.Errorf("%s: probeAgain(probe timeout %v, left %v) = %t, want %t", c.name, probeTimeout(c.st), c.left, got, c.want)
+		}
+	}
+}

@@ -49,8 +49,11 @@ type session struct {
 	// shares are the tenants' shares of the agent's command streams.
 	shares shares
 
-	// probing is set while the endpoint probes the session's path (remeasure).
-	probing atomic.Bool
+	// probing is set while the endpoint probes the session's path (remeasure);
+	// probedLeft is the probe timeout, in nanoseconds, its last probes left it at while
+	// still stale, 0 for none (probeAgain).
+	probing    atomic.Bool
+	probedLeft atomic.Int64
 }
 
 // sendKey is a command as it is on its way: its id, and when it was stored. An id asked
