@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/better-compute/better-compute/e2e/netns"
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
@@ -366,3 +367,55 @@ func TestCheckCutByAFailedSocketIsNotRemembered(t *testing.T) {
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
+
+// TestEchoTheKernelRefusesIsNotSent: the kernel itself refuses the check's echo, from a
+// raw and from a datagram ICMP socket, to an address where a host answers: the server's
+// interface drops every datagram it is given to send (a pfifo queue of no room), and the
+// neighbour of the address is known, so the echo reaches the queue at once and the drop
+// is the send's result, ENOBUFS. The ping is ErrNotSent with the kernel's ENOBUFS, not an
+// address that did not answer, and the checker does not remember it as free: once the
+// interface sends again, the next check finds the host. Without IP_RECVERR a raw socket's
+// send takes the drop for sent, and the host's address is found free.
+func TestEchoTheKernelRefusesIsNotSent(t *testing.T) {
+	netns.Require(t, "tc")
+	const hostMAC = "02:00:00:00:0b:01"
+	for name, datagram := range map[string]bool{"raw": false, "datagram": true} {
+		t.Run(name, func(t *testing.T) {
+			lan := netns.NewLAN(t)
+			srv, host := netns.New(t, "check"), netns.New(t, "host")
+			lan.Attach(t, srv, "bcs0", "10.9.0.1/24", "")
+			lan.Attach(t, host, "bch0", a.String()+"/24", hostMAC)
+			// ARP would go through the dropping queue too: the host's address is known.
+			srv.Run(t, "ip", "neigh", "replace", a.String(), "lladdr", hostMAC, "dev", "bcs0", "nud", "permanent")
+			if datagram {
+				srv.Run(t, "sh", "-c", "echo '0 0' > /proc/sys/net/ipv4/ping_group_range")
+			}
+			var e *Echo
+			if err := srv.Do(func() (err error) {
+				e, err = ListenEcho(time.Second, 16, Health{Failed: func(err error) { t.Errorf("the socket failed: %v", err) }, Back: func() {}})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			if kind := map[bool]string{true: "datagram", false: "raw"}[datagram]; e.Kind() != kind {
+				t.Fatalf("socket %q, want %q", e.Kind(), kind)
+			}
+			c := NewChecker(e.Ping, realClock{}, 30*time.Second)
+			if used, err := c.InUse(a); !used || err != nil {
+				t.Fatalf("check of %s, where a host answers, before the drops: in use %v, %v", a, used, err)
+			}
+			srv.Run(t, "tc", "qdisc", "add", "dev", "bcs0", "root", "pfifo", "limit", "0")
+			if up, err := e.Ping(a); up || !errors.Is(err, ErrNotSent) || !errors.Is(err, syscall.ENOBUFS) {
+				t.Errorf("ping of %s with its echo dropped by the kernel: answered %v, %v; want ErrNotSent with ENOBUFS", a, up, err)
+			}
+			if used, err := c.InUse(a); used || !errors.Is(err, ErrNotSent) || !errors.Is(err, syscall.ENOBUFS) {
+				t.Errorf("check of %s with its echo dropped by the kernel: in use %v, %v; want ErrNotSent with ENOBUFS", a, used, err)
+			}
+			srv.Run(t, "tc", "qdisc", "del", "dev", "bcs0", "root")
+			if used, err := c.InUse(a); !used || err != nil {
+				t.Errorf("check of %s once the interface sends again: in use %v, %v; want in use, not taken as free from the refused check", a, used, err)
+			}
+		})
+	}
+}
