@@ -25,6 +25,7 @@ import (
 const (
 	taken      = "10.99.0.100"
 	takenAsker = "02:00:00:00:03:01"
+	takenMAC   = "02:00:00:00:03:02"
 )
 
 // conflictNet is the test network with a host at taken; its boot server checks
@@ -34,7 +35,7 @@ func conflictNet(t *testing.T, datagram bool) testNet {
 	t.Helper()
 	n := newTestNet(t, "busybox")
 	host := netns.New(t, "host")
-	n.lan.Attach(t, host, "bch0", taken+"/24", "")
+	n.lan.Attach(t, host, "bch0", taken+"/24", takenMAC)
 	if datagram {
 		n.server.Run(t, "sh", "-c", "echo '0 0' > /proc/sys/net/ipv4/ping_group_range")
 	}
@@ -174,6 +175,20 @@ func TestCheckUnsentIsCounted(t *testing.T) {
 	if env := udhcpc(t, testNet{lan: r.rack, server: r.server, client: r.rackClient}, "02:00:00:00:03:01"); env != nil {
 		t.Fatalf("leased %v with no echo sent to its address", env)
 	}
+	unanswered := unsentCounted(t, r.server, srv)
+	log := srv.log.String()
+	if n := strings.Count(log, "the conflict check's echo to their address was not sent"); n != 1 || !strings.Contains(log, "discovers=1\n") ||
+		!strings.Contains(log, "network is unreachable") || !strings.Contains(log, "add a route") || strings.Contains(log, "gc_thresh3") {
+		t.Errorf("%d warns of %d DISCOVERs with their echo not sent within a minute, want 1 of discovers=1 naming the unreachable network "+
+			"and a route to add, not the buffers:\n%s", n, unanswered, log)
+	}
+}
+
+// unsentCounted checks that srv, serving in ns with its metrics on, counted every
+// DISCOVER its log shows left unanswered for its unsent echo, at least one, in
+// bcd_dhcp_check_unsent_total and in bcd_dhcp_dropped_total, and returns how many.
+func unsentCounted(t *testing.T, ns *netns.NS, srv *bootServer) int {
+	t.Helper()
 	url := regexp.MustCompile(`url=(\S+)`).FindStringSubmatch(srv.log.String())
 	if url == nil {
 		t.Fatalf("no metrics URL in the server's log:\n%s", srv.log.String())
@@ -183,7 +198,7 @@ func TestCheckUnsentIsCounted(t *testing.T) {
 	var m map[string]float64
 	unanswered := 0
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		m = testkit.ParseMetrics(t, r.server.Run(t, "curl", "-sSf", url[1]))
+		m = testkit.ParseMetrics(t, ns.Run(t, "curl", "-sSf", url[1]))
 		unanswered = strings.Count(srv.log.String(), `msg="no address to offer"`)
 		if m["bcd_dhcp_check_unsent_total"] == float64(unanswered) || time.Now().After(deadline) {
 			break
@@ -197,11 +212,50 @@ func TestCheckUnsentIsCounted(t *testing.T) {
 			t.Errorf("%s is %v after %d DISCOVERs left unanswered for their unsent echo", series, m[series], unanswered)
 		}
 	}
+	return unanswered
+}
+
+// TestEchoRefusedByTheKernelIsNotLeased: the server's interface drops every ICMP
+// datagram it is given to send (u32 sorts them into an htb class whose pfifo queue has no
+// room; DHCP and ARP go on), and the host at taken is a known neighbour, so the kernel
+// refuses each check's echo to taken at the send: ENOBUFS, for real. busybox udhcpc, a
+// real DHCP client, is leased nothing rather than the host's address unchecked; the
+// DISCOVERs so left are counted in bcd_dhcp_check_unsent_total and warned of once, the
+// warn naming the kernel's "no buffer space" and the buffers' remedy, not a route's. Once
+// the interface sends ICMP again, the check finds the host and the client is leased
+// another address: the refused checks were not taken as finding taken free.
+func TestEchoRefusedByTheKernelIsNotLeased(t *testing.T) {
+	netns.Require(t, "tc", "curl")
+	n := conflictNet(t, false)
+	n.server.Run(t, "ip", "neigh", "replace", taken, "lladdr", takenMAC, "dev", serverIf, "nud", "permanent")
+	for _, tc := range [][]string{
+		{"qdisc", "add", "dev", serverIf, "root", "handle", "1:", "htb", "default", "1"},
+		{"class", "add", "dev", serverIf, "parent", "1:", "classid", "1:1", "htb", "rate", "1gbit"},
+		{"class", "add", "dev", serverIf, "parent", "1:", "classid", "1:2", "htb", "rate", "1gbit"},
+		{"qdisc", "add", "dev", serverIf, "parent", "1:2", "pfifo", "limit", "0"},
+		{"filter", "add", "dev", serverIf, "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "protocol", "1", "0xff", "flowid", "1:2"},
+	} {
+		n.server.Run(t, "tc", tc...)
+	}
+	srv := startServerSpec(t, n.server, serverSpec{Config: netConfig(t, Authoritative), Metrics: true}, nil)
+	if env := udhcpc(t, n, takenAsker); env != nil {
+		t.Fatalf("leased %s with every echo of the check refused by the kernel", env["ip"])
+	}
+	unanswered := unsentCounted(t, n.server, srv)
 	log := srv.log.String()
-	if n := strings.Count(log, "the conflict check's echo to their address was not sent"); n != 1 || !strings.Contains(log, "discovers=1\n") ||
-		!strings.Contains(log, "network is unreachable") || !strings.Contains(log, "add a route") || strings.Contains(log, "gc_thresh3") {
-		t.Errorf("%d warns of %d DISCOVERs with their echo not sent within a minute, want 1 of discovers=1 naming the unreachable network "+
-			"and a route to add, not the buffers:\n%s", n, unanswered, log)
+	if w := strings.Count(log, "the conflict check's echo to their address was not sent"); w != 1 || !strings.Contains(log, "no buffer space available") ||
+		!strings.Contains(log, "net.core.wmem_max") || strings.Contains(log, "add a route") {
+		t.Errorf("%d warns of %d DISCOVERs with their echo refused within a minute, want 1 naming no buffer space and the buffers, not a route:\n%s", w, unanswered, log)
+	}
+	if conflictLogged(log) {
+		t.Error("a conflict logged at taken though no echo was sent")
+	}
+	n.server.Run(t, "tc", "qdisc", "del", "dev", serverIf, "root")
+	if ip := udhcpc(t, n, takenAsker)["ip"]; ip == "" || ip == taken {
+		t.Errorf("udhcpc leased %q once the echoes were sent again beside a host at %s, want another address", ip, taken)
+	}
+	if !conflictLogged(srv.log.String()) {
+		t.Error("the conflict is not in the server's log once the echoes were sent again")
 	}
 }
 
