@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"math"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
@@ -83,13 +84,11 @@ func samplesUnder(srtt, dev, sample, bound time.Duration) int {
 	s, d, r := srtt.Seconds(), dev.Seconds(), sample.Seconds()
 	n := 0
 	for ; n < maxProbes && time.Duration((s+max(4*d, time.Millisecond.Seconds()))*float64(time.Second)) > bound; n++ {
-		d = 0.75*d + 0.25*abs(s-r)
+		d = 0.75*d + 0.25*math.Abs(s-r)
 		s = 0.875*s + 0.125*r
 	}
 	return n
 }
-
-func abs(x float64) float64 { return max(x, -x) }
 
 // remeasure starts probing session s, whose agent just pinged, when its RTT estimate is
 // stale and no probe of it is running; once remeasuring sessions are probed, it leaves s
