@@ -312,6 +312,3 @@ func (s *bootServer) Discoveries(t *testing.T) []Discovery {
 	}
 	return out
 }
-
-// ipOf is the IPv4 address as a net.IP.
-func ipOf(s string) net.IP { return net.ParseIP(s).To4() }

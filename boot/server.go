@@ -508,9 +508,6 @@ func growReadBuffer(conn net.PacketConn, n int) (int, error) {
 	return got, errors.Join(cerr, err)
 }
 
-// BaseURL is the URL the server's HTTP listener is reached at, http://ServerIP[:port].
-func (s *Server) BaseURL() string { return s.baseURL }
-
 // Close releases the lease file and directories. Call it after Run returned.
 func (s *Server) Close() error {
 	var errs []error

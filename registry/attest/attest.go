@@ -39,9 +39,6 @@ var readers = map[string]func(cmd proto.Command, sr *proto.SignedResult, p *prot
 	proto.CommandDiagDCGM: readDCGM,
 }
 
-// Signed reports whether results of kind are node-signed.
-func Signed(kind string) bool { return readers[kind] != nil }
-
 // Received is what the registry stores for res, the answer of the agent of node in
 // role (whose session presented peer) to cmd: for a node-signed kind, its own reading of
 // the signed result; any other result as it is.
