@@ -15,9 +15,10 @@ import (
 // collector runs again, in percent (the runtime's GOGC; Go's own default is 100). During
 // a fleet's return the collector was the largest cost of a reconnect beyond the
 // handshake's; at 150 it runs about half as often then, and a session held costs 2-7 KiB
-// more at rest (56-60 KiB, under the goal of 64). At 200 it cost 5-10 KiB more, past
-// the goal in one run of six (docs/benchmarks.md, "The collector's share of a
-// reconnect").
+// more at rest (56-60 KiB at 2,000 agents, under the goal of 64; at 10,000, after two
+// returns, 61-67 KiB against 58-61 at 100, for a sixth less CPU a reconnect). At 200
+// it cost 5-10 KiB more, past the goal in one run of six (docs/benchmarks.md, "The
+// collector's share of a reconnect", "Fifteen runs on a slower host").
 const DefaultGCPercent = 150
 
 // The bounds of serve's memory flags.
