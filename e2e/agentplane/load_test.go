@@ -58,7 +58,9 @@ import (
 //   - reconnects, twice: the endpoint is closed (agents are told when to come back) and a
 //     new one started on the same store and address; from then until every agent is
 //     back. The first return is told the plan an endpoint starts with, the second the
-//     plan the first return's measure made (agents.Endpoint.Return).
+//     plan the first return's measure made (agents.Endpoint.Return). Each prints the
+//     attempts refused at admission in each second from the stop, and about when the
+//     stream the agents were told ended: refusals within the stream, or after it.
 //
 // Two peers, each BC_LOAD_PEERS bare quic-go connections (2,000 by default) from one
 // child process to a bare listener in this process, measured before the agents start:
@@ -217,6 +219,10 @@ type restartRun struct {
 	told, plan store.AgentReturn
 	closed     time.Duration
 	drops      int
+	// refusedBy counts the attempts refused at admission in each second from the stop's
+	// start: whether they came within the stream the agents were told or after its end
+	// (agents re-slotted after a refusal).
+	refusedBy []int64
 }
 
 // restartAll stops the endpoint (its agents are told when to come back), starts it again
@@ -233,7 +239,18 @@ func restartAll(b *testing.B, e *env, n int, children []*child, name string) *re
 	e.start()
 	r.told = e.ep.Return()
 	r.phase = startPhase(children)
-	waitLong(b, "every agent back", func() bool { return r.back.observe(e.ep.Sessions(), r.phase.start) })
+	var refused int64
+	waitLong(b, "every agent back", func() bool {
+		if h := e.ep.Handshakes(); h.Refused > refused {
+			sec := int(time.Since(closing) / time.Second)
+			for len(r.refusedBy) <= sec {
+				r.refusedBy = append(r.refusedBy, 0)
+			}
+			r.refusedBy[sec] += h.Refused - refused
+			refused = h.Refused
+		}
+		return r.back.observe(e.ep.Sessions(), r.phase.start)
+	})
 	r.phase.end()
 	stopProfile()
 	r.drops = udpReceiveDrops() - dropsBefore
@@ -250,8 +267,23 @@ func (r *restartRun) print(name string, n int) {
 	r.phase.print(name, n, fmt.Sprintf("endpoint closed in %.2fs, started again; until every agent is back; told a stream of %.0f a second, %d admission places", r.closed.Seconds(), r.told.Rate, r.told.Admission))
 	fmt.Printf("  %s: agents back %s; handshakes: %d, %d of them resumed, %d refused at admission, %d abandoned; %d UDP datagrams dropped for full receive buffers\n",
 		name, &r.back, r.hs.Accepted, r.hs.Resumed, r.hs.Refused, r.hs.Abandoned, r.drops)
+	if len(r.refusedBy) > 0 {
+		fmt.Printf("  %s: refused by second from the stop (the stream told ends about %.1fs after it): %s\n", name, float64(r.told.Told)/r.told.Rate+r.closed.Seconds(), bySecond(r.refusedBy))
+	}
 	fmt.Printf("  %s: measured %.0f handshakes a second while refusing (0: never saturated), mean handshake %v; next return at %.0f a second, %d admission places\n",
 		name, r.plan.MeasuredRate, r.plan.MeanHandshake.Round(time.Microsecond), r.plan.Rate, r.plan.Admission)
+}
+
+// bySecond writes counts, one a second, as "second:count" for the seconds that counted
+// any.
+func bySecond(counts []int64) string {
+	var parts []string
+	for sec, n := range counts {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d:%d", sec, n))
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 // quantiles records when the share of n sessions that are connected first reached half,
