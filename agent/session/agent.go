@@ -19,6 +19,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/better-compute/better-compute/clock"
@@ -119,6 +120,9 @@ type Agent struct {
 	tickets   *ticketCache
 	cmds      commands
 	wg        sync.WaitGroup
+	// refused counts this agent's connection attempts the registry refused at admission
+	// (Refused).
+	refused atomic.Int64
 
 	certMu sync.Mutex
 	cert   tls.Certificate // the client certificate of the next connection
@@ -319,6 +323,12 @@ func (a *Agent) Connected() bool {
 	return a.conn != nil
 }
 
+// Refused is how many of the agent's connection attempts the registry refused at
+// admission (too many handshakes in flight): one an attempt, however many copies of its
+// first packet the registry refused while the attempt waited for the refusal (the
+// registry's own count, agents.Handshakes.Refused, counts each copy).
+func (a *Agent) Refused() int64 { return a.refused.Load() }
+
 // ObservedGeneration is the NodeSpec generation the agent has applied.
 func (a *Agent) ObservedGeneration() int64 {
 	a.mu.Lock()
@@ -498,6 +508,9 @@ func (a *Agent) dial(ctx context.Context) (*quic.Conn, error) {
 	}
 	if err != nil && refusedOrUnanswered(err) {
 		a.tickets.notTheTicket()
+	}
+	if refusedAtAdmission(err) {
+		a.refused.Add(1)
 	}
 	return conn, err
 }

@@ -56,3 +56,34 @@ func TestRefusalsKeepTheTicket(t *testing.T) {
 		t.Errorf("after %d refusals in a row the agent came back with a full handshake: it gave up its ticket", refusals)
 	}
 }
+
+// TestRefusedCountsAttempts: an agent counts an attempt the registry refused at
+// admission once (Agent.Refused), however many copies of its first packet the registry
+// refused: here the registry's admission takes 1.5 s to refuse the first, the agent
+// sends it again meanwhile (its probe timeout, about 300 ms before any round trip), and
+// the registry refuses each copy, as agents.Handshakes.Refused counts them.
+func TestRefusedCountsAttempts(t *testing.T) {
+	var copies atomic.Int64
+	_, _, cfg := bareRegistry(t, func(context.Context, *quic.ClientInfo) (context.Context, error) {
+		if copies.Add(1) == 1 {
+			time.Sleep(1500 * time.Millisecond) // the registry's read falls behind
+		}
+		return nil, errors.New("too many handshakes in flight")
+	}, &quic.Config{})
+	cfg.Log = slog.New(slog.DiscardHandler)
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := a.dial(ctx); !refusedAtAdmission(err) {
+		t.Fatalf("dial: %v, want a refusal at admission", err)
+	}
+	if n := copies.Load(); n < 2 {
+		t.Fatalf("the registry refused %d copies of the attempt's first packet; the test needs the agent to send it again", n)
+	}
+	if n := a.Refused(); n != 1 {
+		t.Errorf("one attempt refused (%d copies of its first packet): the agent counts %d, want 1", copies.Load(), n)
+	}
+}

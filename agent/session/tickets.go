@@ -70,12 +70,19 @@ func (c *ticketCache) notTheTicket() {
 // handshakes in flight) or never answered (the handshake timed out, the dial was
 // cancelled). A TLS alert or any other answer of the registry is not.
 func refusedOrUnanswered(err error) bool {
-	if te, ok := errors.AsType[*quic.TransportError](err); ok {
-		return te.Remote && te.ErrorCode == quic.ConnectionRefused
+	if _, ok := errors.AsType[*quic.TransportError](err); ok {
+		return refusedAtAdmission(err)
 	}
 	_, idle := errors.AsType[*quic.IdleTimeoutError](err)
 	_, handshake := errors.AsType[*quic.HandshakeTimeoutError](err)
 	return idle || handshake || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// refusedAtAdmission reports whether a dial failed for the registry's refusal at its
+// first packet (CONNECTION_REFUSED: too many handshakes in flight).
+func refusedAtAdmission(err error) bool {
+	te, ok := errors.AsType[*quic.TransportError](err)
+	return ok && te.Remote && te.ErrorCode == quic.ConnectionRefused
 }
 
 // forget drops the ticket kept: the next handshake is a full one, which presents the

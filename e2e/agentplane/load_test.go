@@ -59,8 +59,11 @@ import (
 //     new one started on the same store and address; from then until every agent is
 //     back. The first return is told the plan an endpoint starts with, the second the
 //     plan the first return's measure made (agents.Endpoint.Return). Each prints the
-//     attempts refused at admission in each second from the stop, and about when the
-//     stream the agents were told ended: refusals within the stream, or after it.
+//     refusals at admission in each second from the stop, and about when the stream the
+//     agents were told ended: refusals within the stream, or after it. The endpoint
+//     counts each copy of a first packet it refuses; the agents count attempts
+//     (session.Agent.Refused), the figure for the goal's refused attempts
+//     (refused-attempts; refused is the endpoint's).
 //
 // Two peers, each BC_LOAD_PEERS bare quic-go connections (2,000 by default) from one
 // child process to a bare listener in this process, measured before the agents start:
@@ -194,6 +197,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	b.ReportMetric(peerRate, "peer-reconnects/s")
 	b.ReportMetric(last.rate()/peerRate, "return/peer")
 	b.ReportMetric(float64(last.hs.Refused), "refused")
+	b.ReportMetric(float64(last.attempts), "refused-attempts")
 	b.ReportMetric(last.back.at[len(last.back.at)-1].Seconds()/last.back.at[2].Seconds(), "all/p99-time")
 	b.ReportMetric(last.phase.cpu.Seconds()*1000/float64(n), "registry-CPU-ms/reconnect")
 	b.ReportMetric(last.phase.cpu.Seconds()/float64(n)/peerCPU, "reconnect-CPU/peer")
@@ -219,6 +223,10 @@ type restartRun struct {
 	told, plan store.AgentReturn
 	closed     time.Duration
 	drops      int
+	// attempts is how many of the agents' attempts the endpoint refused at admission, by
+	// the agents' count (one an attempt; hs.Refused counts each copy of a first packet
+	// refused).
+	attempts int64
 	// refusedBy counts the attempts refused at admission in each second from the stop's
 	// start: whether they came within the stream the agents were told or after its end
 	// (agents re-slotted after a refusal).
@@ -232,6 +240,7 @@ func restartAll(b *testing.B, e *env, n int, children []*child, name string) *re
 	enterPhase(b, name)
 	r := &restartRun{back: quantiles{n: n}}
 	dropsBefore := udpReceiveDrops()
+	attemptsBefore := refusedAttempts(b, children)
 	closing := time.Now()
 	e.stop()
 	r.closed = time.Since(closing)
@@ -254,6 +263,7 @@ func restartAll(b *testing.B, e *env, n int, children []*child, name string) *re
 	r.phase.end()
 	stopProfile()
 	r.drops = udpReceiveDrops() - dropsBefore
+	r.attempts = refusedAttempts(b, children) - attemptsBefore
 	r.hs = e.ep.Handshakes()
 	waitLong(b, "the return measured", func() bool { return e.ep.Return().Told == 0 })
 	r.plan = e.ep.Return()
@@ -265,13 +275,28 @@ func (r *restartRun) rate() float64 { return float64(r.back.n) / r.phase.wall.Se
 
 func (r *restartRun) print(name string, n int) {
 	r.phase.print(name, n, fmt.Sprintf("endpoint closed in %.2fs, started again; until every agent is back; told a stream of %.0f a second, %d admission places", r.closed.Seconds(), r.told.Rate, r.told.Admission))
-	fmt.Printf("  %s: agents back %s; handshakes: %d, %d of them resumed, %d refused at admission, %d abandoned; %d UDP datagrams dropped for full receive buffers\n",
-		name, &r.back, r.hs.Accepted, r.hs.Resumed, r.hs.Refused, r.hs.Abandoned, r.drops)
+	fmt.Printf("  %s: agents back %s; handshakes: %d, %d of them resumed, %d refused at admission (%d attempts by the agents' count), %d abandoned; %d UDP datagrams dropped for full receive buffers\n",
+		name, &r.back, r.hs.Accepted, r.hs.Resumed, r.hs.Refused, r.attempts, r.hs.Abandoned, r.drops)
 	if len(r.refusedBy) > 0 {
 		fmt.Printf("  %s: refused by second from the stop (the stream told ends about %.1fs after it): %s\n", name, float64(r.told.Told)/r.told.Rate+r.closed.Seconds(), bySecond(r.refusedBy))
 	}
 	fmt.Printf("  %s: measured %.0f handshakes a second while refusing (0: never saturated), mean handshake %v; next return at %.0f a second, %d admission places\n",
 		name, r.plan.MeasuredRate, r.plan.MeanHandshake.Round(time.Microsecond), r.plan.Rate, r.plan.Admission)
+}
+
+// refusedAttempts is the agents' attempts refused at admission so far, summed over the
+// agent processes children (runAgentsChild).
+func refusedAttempts(b *testing.B, children []*child) int64 {
+	var sum int64
+	for _, c := range children {
+		answer := c.ask("refused")
+		n, err := strconv.ParseInt(answer, 10, 64)
+		if err != nil {
+			b.Fatalf("an agent process answered %q to refused: %v", answer, err)
+		}
+		sum += n
+	}
+	return sum
 }
 
 // bySecond writes counts, one a second, as "second:count" for the seconds that counted
@@ -846,7 +871,8 @@ func childPeer() (*quic.Transport, *net.UDPAddr, error) {
 // own (the one it joined through, as bcd's config names it first) being the next in
 // turn from agent to agent. BC_KEEPALIVE, a duration, sets the agents' keep-alive period
 // (the agent's default when unset), and BC_LOAD_SPREAD spreads their starts. It runs
-// until stdin closes.
+// until stdin closes, answering "refused" with its agents' attempts refused at admission
+// (session.Agent.Refused) and the profile requests (profileRequests).
 func runAgentsChild() int {
 	ca, err := readCA(os.Getenv("BC_DIR"))
 	if err != nil {
@@ -864,6 +890,7 @@ func runAgentsChild() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
+	agents := make([]*session.Agent, 0, count)
 	for i := first; i < first+count; i++ {
 		cert, err := ca.AgentCertificate(nodeName(i), string(proto.RoleNode))
 		if err != nil {
@@ -875,6 +902,7 @@ func runAgentsChild() int {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		agents = append(agents, a)
 		wg.Go(func() {
 			if spread(ctx) == nil {
 				a.Run(ctx)
@@ -883,6 +911,13 @@ func runAgentsChild() int {
 	}
 	fmt.Println("ready")
 	requests(func(req []string) string {
+		if len(req) == 1 && req[0] == "refused" { // the attempts refused at admission, all agents'
+			var n int64
+			for _, a := range agents {
+				n += a.Refused()
+			}
+			return strconv.FormatInt(n, 10)
+		}
 		answer, _ := profileRequests(req)
 		return answer
 	})
