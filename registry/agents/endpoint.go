@@ -354,10 +354,11 @@ type Handshakes struct {
 	// Accepted completed their handshake, Resumed of them by resuming a TLS session.
 	Accepted, Resumed int64
 	// Refused were refused at admission (too many handshakes in flight); each such agent
-	// retries after its backoff. It counts Initial packets: quic-go asks admission for
-	// every Initial of a connection it has not made, so an attempt whose Initial the agent
-	// sent again while the first waited in the socket's queue is refused, and counted,
-	// once a copy (docs/benchmarks.md, "Fifteen runs on a slower host").
+	// retries after its backoff. It counts first packets, not attempts: quic-go asks
+	// admission for every Initial of a connection it has not made, and past four
+	// refusals waiting to be sent drops the packet unanswered, so the agent sends it again
+	// at its probe timeout and is counted again (session.Agent.Refused counts attempts;
+	// docs/benchmarks.md, "Fifteen runs on a slower host").
 	Refused int64
 	// Abandoned were admitted and ended before the endpoint accepted them: the handshake
 	// failed or timed out, or completed while quic-go's queue of connections to accept
