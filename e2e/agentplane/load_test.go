@@ -227,9 +227,9 @@ type restartRun struct {
 	// the agents' count (one an attempt; hs.Refused counts each copy of a first packet
 	// refused).
 	attempts int64
-	// refusedBy counts the attempts refused at admission in each second from the stop's
-	// start: whether they came within the stream the agents were told or after its end
-	// (agents re-slotted after a refusal).
+	// refusedBy counts the endpoint's refusals at admission (first packets, as
+	// hs.Refused) in each second from the stop's start: whether they came within the
+	// stream the agents were told or after its end (agents re-slotted after a refusal).
 	refusedBy []int64
 }
 
