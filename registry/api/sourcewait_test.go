@@ -74,7 +74,11 @@ type stallable struct {
 
 func newStallable(t *testing.T) *stallable {
 	cluster := etcdtest.Start(t)
-	st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: etcdtest.Prefix(t)}, store.Options{})
+	// The stalled cluster holds each check's read until the test resumes it. The
+	// request timeout is past the tests' one-minute guards: at the default 10 s, on a
+	// machine busy enough that the calls took longer to arrive, the first checks' reads
+	// timed out and were answered UNAVAILABLE before the others were under way.
+	st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: cluster.Endpoints, Prefix: etcdtest.Prefix(t), Timeout: 2 * time.Minute}, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
