@@ -430,10 +430,12 @@ func (f *busyFleet) bump(node string, round int) error {
 	})
 }
 
-// wait polls cond until it holds; after a minute it fails the test with what.
+// wait polls cond until it holds; after three minutes (a guard against a hang, not a
+// measure: under the race detector on a busy two-core machine one op took more than a
+// minute to happen three times) it fails the test with what.
 func (f *busyFleet) wait(what string, cond func() bool) bool {
 	f.t.Helper()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if cond() {
 			return true
 		}
