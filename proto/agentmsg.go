@@ -61,6 +61,14 @@ type Hello struct {
 	// a boot the registry saw before is a reconnect, not the machine's return from a
 	// power action or a kexec. Empty from an agent of an earlier version or a site agent.
 	BootID string `json:"bootId,omitempty"`
+	// RefusedAttempts is how many of the agent's connection attempts the registry refused
+	// at admission (QUIC's CONNECTION_REFUSED to the first packet: too many handshakes
+	// in flight) since it last sent a hello: one an attempt, however many copies of its
+	// first packet were refused. The registry plans its next return on them
+	// (registry/agents). An agent of this version always sends it, 0 included; absent
+	// (nil) from one of an earlier version, whose attempts the registry cannot count.
+	// Never negative.
+	RefusedAttempts *int64 `json:"refusedAttempts,omitempty"`
 }
 
 // MaxHelloSections bounds the inventory sections one hello carries. An agent reports
@@ -239,6 +247,9 @@ func (m *Message) check() error {
 		}
 		if err := CheckBootID(m.Hello.BootID); err != nil {
 			return AsError(err).WithPath("hello.bootId")
+		}
+		if n := m.Hello.RefusedAttempts; n != nil && *n < 0 {
+			return Errorf(InvalidInput, "hello of %d refused attempts: count the attempts refused since the last hello, 0 or more", *n).WithPath("hello.refusedAttempts")
 		}
 	case MsgSpec:
 		// The agent's ack names the generation it answers, and 0 is none applied.

@@ -43,6 +43,7 @@ func newMetrics(st *store.Store, plane func() *agentPlane, log *slog.Logger) *me
 			h := plane().ep.Handshakes()
 			return h.Accepted - h.Resumed, h.Resumed, h.Refused
 		},
+		RefusedAttempts: func() int64 { return plane().ep.Handshakes().RefusedAttempts },
 		Pushes: func() (pushed, acked, failed int64) {
 			p := plane().ep.Pushes()
 			return p.Pushed, p.Acked, p.Failed

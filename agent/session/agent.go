@@ -121,8 +121,9 @@ type Agent struct {
 	cmds      commands
 	wg        sync.WaitGroup
 	// refused counts this agent's connection attempts the registry refused at admission
-	// (Refused).
-	refused atomic.Int64
+	// (Refused); unreported are those of them since the last hello sent (Run's alone).
+	refused    atomic.Int64
+	unreported int64
 
 	certMu sync.Mutex
 	cert   tls.Certificate // the client certificate of the next connection
@@ -370,11 +371,13 @@ func (a *Agent) connect(ctx context.Context) (established bool, err error) {
 		return false, err
 	}
 	a.mu.Lock()
-	hello := proto.Hello{ObservedGeneration: a.observed, Inventory: a.inventory, BootID: a.cfg.BootID}
+	refused := a.unreported
+	hello := proto.Hello{ObservedGeneration: a.observed, Inventory: a.inventory, BootID: a.cfg.BootID, RefusedAttempts: &refused}
 	stream.SetWriteDeadline(time.Now().Add(ioTimeout))
 	err = proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &hello})
 	if err == nil {
 		a.conn, a.stream = conn, stream
+		a.unreported = 0
 		close(a.up)
 	}
 	a.mu.Unlock()
@@ -511,6 +514,7 @@ func (a *Agent) dial(ctx context.Context) (*quic.Conn, error) {
 	}
 	if refusedAtAdmission(err) {
 		a.refused.Add(1)
+		a.unreported++
 	}
 	return conn, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/testkit"
@@ -28,7 +29,7 @@ func bareRegistry(t *testing.T, admit func(context.Context, *quic.ClientInfo) (c
 }
 
 // runAgent runs an agent of cfg until the test ends, and waits for it then.
-func runAgent(t *testing.T, cfg Config) {
+func runAgent(t *testing.T, cfg Config) *Agent {
 	t.Helper()
 	a, err := New(cfg)
 	if err != nil {
@@ -38,4 +39,17 @@ func runAgent(t *testing.T, cfg Config) {
 	done := make(chan struct{})
 	go func() { a.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return a
+}
+
+// acceptWithin accepts the next connection ln completes, within 30 s.
+func acceptWithin(t *testing.T, ln *quic.Listener) *quic.Conn {
+	t.Helper()
+	ctx, stop := context.WithTimeout(t.Context(), 30*time.Second)
+	defer stop()
+	conn, err := ln.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // TestRefusalsKeepTheTicket: an agent refused at admission many more times in a row
@@ -29,25 +31,14 @@ func TestRefusalsKeepTheTicket(t *testing.T) {
 	}, &quic.Config{})
 	cfg.Log, cfg.Backoff = slog.New(slog.DiscardHandler), Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}
 	runAgent(t, cfg)
-	accept := func() *quic.Conn {
-		t.Helper()
-		actx, stop := context.WithTimeout(t.Context(), 30*time.Second)
-		defer stop()
-		conn, err := ln.Accept(actx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return conn
-	}
-
-	first := accept()
+	first := acceptWithin(t, ln)
 	if first.ConnectionState().TLS.DidResume {
 		t.Fatal("the first connection resumed a session")
 	}
 	time.Sleep(200 * time.Millisecond) // the ticket follows the handshake
 	refuse.Store(refusals)
 	first.CloseWithError(0, "the registry restarts")
-	second := accept()
+	second := acceptWithin(t, ln)
 	defer second.CloseWithError(0, "")
 	if n := refused.Load(); n != refusals {
 		t.Fatalf("%d attempts refused, want %d", n, refusals)
@@ -85,5 +76,54 @@ func TestRefusedCountsAttempts(t *testing.T) {
 	}
 	if n := a.Refused(); n != 1 {
 		t.Errorf("one attempt refused (%d copies of its first packet): the agent counts %d, want 1", copies.Load(), n)
+	}
+}
+
+// TestTheHelloTellsTheAttemptsRefused: the hello of each session tells the attempts the
+// registry refused at admission since the hello before it (proto.Hello.RefusedAttempts),
+// 0 included, so that the registry counts attempts, not first packets: 0 at the first
+// session, the refusals before the second, 0 again at the third.
+func TestTheHelloTellsTheAttemptsRefused(t *testing.T) {
+	const refusals = 3
+	var refuse atomic.Int64
+	ln, _, cfg := bareRegistry(t, func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+		if refuse.Add(-1) >= 0 {
+			return nil, errors.New("too many handshakes in flight")
+		}
+		return ctx, nil
+	}, &quic.Config{})
+	cfg.Log, cfg.Backoff = slog.New(slog.DiscardHandler), Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}
+	a := runAgent(t, cfg)
+	hello := func() (*quic.Conn, *int64) {
+		t.Helper()
+		conn := acceptWithin(t, ln)
+		actx, stop := context.WithTimeout(t.Context(), 30*time.Second)
+		defer stop()
+		stream, err := conn.AcceptStream(actx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := proto.ReadMessage(stream)
+		if err != nil || m.Type != proto.MsgHello {
+			t.Fatalf("first message %+v, %v: want a hello", m, err)
+		}
+		return conn, m.Hello.RefusedAttempts
+	}
+
+	for i, want := range []int64{0, refusals, 0} {
+		conn, got := hello()
+		if got == nil {
+			t.Fatalf("session %d: the hello tells no count of attempts refused, want %d", i+1, want)
+		}
+		if *got != want {
+			t.Fatalf("session %d: the hello tells %d attempts refused, want %d (the agent counts %d in all)", i+1, *got, want, a.Refused())
+		}
+		if i == 0 {
+			refuse.Store(refusals)
+		}
+		conn.CloseWithError(0, "the registry restarts")
+	}
+	if n := a.Refused(); n != refusals {
+		t.Errorf("the agent counts %d attempts refused, want %d", n, refusals)
 	}
 }

@@ -275,13 +275,13 @@ func (r *restartRun) rate() float64 { return float64(r.back.n) / r.phase.wall.Se
 
 func (r *restartRun) print(name string, n int) {
 	r.phase.print(name, n, fmt.Sprintf("endpoint closed in %.2fs, started again; until every agent is back; told a stream of %.0f a second, %d admission places", r.closed.Seconds(), r.told.Rate, r.told.Admission))
-	fmt.Printf("  %s: agents back %s; handshakes: %d, %d of them resumed, %d refused at admission (%d attempts by the agents' count), %d abandoned; %d UDP datagrams dropped for full receive buffers\n",
-		name, &r.back, r.hs.Accepted, r.hs.Resumed, r.hs.Refused, r.attempts, r.hs.Abandoned, r.drops)
+	fmt.Printf("  %s: agents back %s; handshakes: %d, %d of them resumed, %d refused at admission (%d attempts by the agents' count, %d as their hellos told the registry), %d abandoned; %d UDP datagrams dropped for full receive buffers\n",
+		name, &r.back, r.hs.Accepted, r.hs.Resumed, r.hs.Refused, r.attempts, r.hs.RefusedAttempts, r.hs.Abandoned, r.drops)
 	if len(r.refusedBy) > 0 {
 		fmt.Printf("  %s: refused by second from the stop (the stream told ends about %.1fs after it): %s\n", name, float64(r.told.Told)/r.told.Rate+r.closed.Seconds(), bySecond(r.refusedBy))
 	}
-	fmt.Printf("  %s: measured %.0f handshakes a second while refusing (0: never saturated), mean handshake %v; next return at %.0f a second, %d admission places\n",
-		name, r.plan.MeasuredRate, r.plan.MeanHandshake.Round(time.Microsecond), r.plan.Rate, r.plan.Admission)
+	fmt.Printf("  %s: measured %.0f handshakes a second while refusing (0: never saturated), mean handshake %v, %d attempts refused; next return at %.0f a second, %d admission places\n",
+		name, r.plan.MeasuredRate, r.plan.MeanHandshake.Round(time.Microsecond), r.plan.Refused, r.plan.Rate, r.plan.Admission)
 }
 
 // refusedAttempts is the agents' attempts refused at admission so far, summed over the

@@ -1,11 +1,13 @@
 package agentplane
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/agent/session"
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/testkit"
@@ -27,11 +29,12 @@ func TestReturnAdapts(t *testing.T) {
 	seed := store.AgentReturn{Rate: 20000, Admission: n}
 	putPlan(t, e, seed)
 	e.start()
+	var fleet []*agent
 	for i := range n {
-		e.startAgent(fmt.Sprintf("back-%03d", i), func(c *session.Config) {
+		fleet = append(fleet, e.startAgent(fmt.Sprintf("back-%03d", i), func(c *session.Config) {
 			c.KeepAlive = 5 * time.Second
 			c.Backoff = session.Backoff{Min: 20 * time.Second, Max: 20 * time.Second}
-		})
+		}))
 		if i%20 == 19 { // a few full handshakes at a time: a first dial that failed would wait 10-20 s
 			waitFor(t, "the agents connected", func() bool { return e.ep.Sessions() == i+1 })
 		}
@@ -52,8 +55,20 @@ func TestReturnAdapts(t *testing.T) {
 	if hs := e.ep.Handshakes(); hs.Refused == 0 {
 		t.Fatalf("handshakes %+v: want attempts refused past the bound of %d", hs, stopped.Admission)
 	}
+	// The registry counts the attempts refused as the agents do, told in their hellos,
+	// where its own count of refused first packets may run ahead of them.
+	var attempts int64
+	for _, a := range fleet {
+		attempts += a.Refused()
+	}
+	if hs := e.ep.Handshakes(); hs.RefusedAttempts != attempts || hs.Refused < attempts {
+		t.Fatalf("handshakes %+v: want the %d attempts the agents count refused, no more than the first packets refused", hs, attempts)
+	}
 	waitFor(t, "the return measured", func() bool { return e.ep.Return().Accepted > 0 })
 	next := e.ep.Return()
+	if next.Refused != attempts {
+		t.Fatalf("next plan %+v: want it planned on the %d attempts the agents count refused", next, attempts)
+	}
 	if next.MeasuredRate <= 0 || next.Rate >= seed.Rate || next.Rate != max(100, 0.9*next.MeasuredRate) {
 		t.Fatalf("next plan %+v: want 90%% of the rate measured while refusing, below the %v asked", next, seed.Rate)
 	}
@@ -74,6 +89,37 @@ func TestReturnAdapts(t *testing.T) {
 		t.Fatalf("restarted endpoint's plan %+v, want the stored one", got)
 	}
 	testkit.WaitFor(t, "every agent back again", 2*time.Minute, 5*time.Millisecond, func() bool { return e.ep.Sessions() == n })
+}
+
+// TestALieAboutRefusalsMovesNoPlan: a node's agent that tells, in its hello, of a
+// million attempts refused at admission, to have the registry plan its fleet's next
+// return slower, adds at most a few to the registry's count of attempts refused, and
+// the return is planned on no more refusals than the registry's own count of refused
+// first packets: here none.
+func TestALieAboutRefusalsMovesNoPlan(t *testing.T) {
+	e := newEnv(t, agents.Config{})
+	e.stop()
+	seed := store.AgentReturn{Rate: 1000, Admission: 128, Told: 1}
+	putPlan(t, e, seed)
+	e.start()
+	conn := dialQUIC(t, e, "liar")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	stream, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lie := int64(1_000_000)
+	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &proto.Hello{RefusedAttempts: &lie}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the return measured", func() bool { return e.ep.Return().Accepted > 0 })
+	if hs := e.ep.Handshakes(); hs.Refused != 0 || hs.RefusedAttempts <= 0 || hs.RefusedAttempts > 8 {
+		t.Fatalf("handshakes %+v: want none refused, the lie counted a few attempts at most", hs)
+	}
+	if next := e.ep.Return(); next.Refused != 0 || next.Rate != seed.Rate || next.MeasuredRate != 0 {
+		t.Fatalf("next plan %+v: want it planned on no refusal, its rate %v kept", next, seed.Rate)
+	}
 }
 
 // putPlan stores plan in the stopped env's store.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // The admission bound (admission.limit) is on the connections between their first
@@ -26,11 +28,22 @@ import (
 var errBusy = errors.New("too many handshakes in flight")
 
 // admission counts the handshakes in flight, up to limit, and those that ended; handshakes
-// and handshakeTime (ns) sum the time from first packet to acceptance.
+// and handshakeTime (ns) sum the time from first packet to acceptance. hellos counts the
+// accepted connections whose first message was read, reported the refused attempts
+// their agents told in it (helloRead), and unreporting the hellos of agents of earlier
+// versions, which tell none.
 type admission struct {
 	limit, inFlight, refused, admitted, resumed, abandoned atomic.Int64
 	handshakes, handshakeTime                              atomic.Int64
+	hellos, reported, unreporting                          atomic.Int64
 }
+
+// maxReported bounds the refused attempts one hello adds to the count: an agent refused
+// on its return tries again at most proto.ReslotTries times after the stream's end
+// before its backoff takes over, so an honest one reports a few. A node that lies adds
+// no more than this, and the count a return is planned on is never more than the
+// refused first packets the endpoint counted itself (measureReturn).
+const maxReported = 2 * (proto.ReslotTries + 1)
 
 type ticketKey struct{}
 
@@ -64,6 +77,32 @@ func (a *admission) admit(ctx context.Context, _ *quic.ClientInfo) (context.Cont
 	t := &ticket{a: a, at: time.Now()}
 	context.AfterFunc(ctx, t.abandon)
 	return context.WithValue(ctx, ticketKey{}, t), nil
+}
+
+// helloRead counts an accepted connection's first message read: h, the hello, or nil when
+// what came was none.
+func (a *admission) helloRead(h *proto.Hello) {
+	switch {
+	case h == nil:
+	case h.RefusedAttempts == nil:
+		a.unreporting.Add(1)
+	default:
+		a.reported.Add(min(*h.RefusedAttempts, maxReported))
+	}
+	a.hellos.Add(1) // last: whoever sees the hello counted sees its report
+}
+
+// attemptsRefused is the count of refused attempts a return is planned on, the endpoint
+// having refused firstPackets first packets: the agents' own count, told in their
+// hellos, but never more than firstPackets (each refused attempt had one refused at
+// least), so that a node that lies adds nothing past the endpoint's count; and
+// firstPackets itself once an agent of an earlier version, which counts nothing, said
+// hello.
+func (a *admission) attemptsRefused(firstPackets int64) int64 {
+	if a.unreporting.Load() > 0 {
+		return firstPackets
+	}
+	return min(a.reported.Load(), firstPackets)
 }
 
 // accepted gives back the place of a connection the endpoint accepted, and counts it.

@@ -357,9 +357,13 @@ type Handshakes struct {
 	// retries after its backoff. It counts first packets, not attempts: quic-go asks
 	// admission for every Initial of a connection it has not made, and past four
 	// refusals waiting to be sent drops the packet unanswered, so the agent sends it again
-	// at its probe timeout and is counted again (session.Agent.Refused counts attempts;
+	// at its probe timeout and is counted again (RefusedAttempts counts attempts;
 	// docs/benchmarks.md, "Fifteen runs on a slower host").
 	Refused int64
+	// RefusedAttempts are the attempts refused at admission by the agents' own count,
+	// told in the hello of their next session: at most maxReported a hello, none from
+	// agents of earlier versions.
+	RefusedAttempts int64
 	// Abandoned were admitted and ended before the endpoint accepted them: the handshake
 	// failed or timed out, or completed while quic-go's queue of connections to accept
 	// was full.
@@ -368,7 +372,7 @@ type Handshakes struct {
 
 // Handshakes returns the endpoint's handshake counts, for monitoring.
 func (e *Endpoint) Handshakes() Handshakes {
-	return Handshakes{Accepted: e.adm.admitted.Load(), Resumed: e.adm.resumed.Load(), Refused: e.adm.refused.Load(), Abandoned: e.adm.abandoned.Load()}
+	return Handshakes{Accepted: e.adm.admitted.Load(), Resumed: e.adm.resumed.Load(), Refused: e.adm.refused.Load(), RefusedAttempts: e.adm.reported.Load(), Abandoned: e.adm.abandoned.Load()}
 }
 
 // Paths summarises the QUIC paths of the sessions held now, for diagnosis. A push whose

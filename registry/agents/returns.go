@@ -25,38 +25,42 @@ const (
 	saturatedPercent, refusedPercent = 1, 5
 )
 
-// returnMeasure is what a return did: the agents told, the handshakes completed and
-// refused, those completed during the samples in which attempts were refused (the
-// machine saturated) and how long those samples lasted, and the mean time from an
-// attempt's first packet to its acceptance.
+// returnMeasure is what a return did: the handshakes completed; the attempts refused
+// (by the agents' count, refusedAttempts) and the first packets refused (the endpoint's,
+// refused: quic-go asks admission again for each copy of a refused attempt's first
+// packet it drops unanswered, so it runs ahead of the attempts); those completed during
+// the samples in which first packets were refused (the machine saturated) and how long
+// those samples lasted; and the mean time from an attempt's first packet to its
+// acceptance.
 type returnMeasure struct {
-	accepted, refused int64
-	saturatedAccepted int64
-	saturated         time.Duration
-	meanHandshake     time.Duration
+	accepted, refused, refusedAttempts int64
+	saturatedAccepted                  int64
+	saturated                          time.Duration
+	meanHandshake                      time.Duration
 }
 
 // adapt is the plan for the next return, from the one the fleet was told and what its
-// return did. A return that refused more than refusedPercent of the fleet sets the
-// stream at 90% of the handshakes completed a second while the machine was saturated
-// (refusing attempts): what the machine did. One that saturated it but refused no more
-// than that keeps its stream: a slower one would make the return longer to save
-// refusals already within the bound (a refused agent comes back after the stream). One
-// that was not saturated (refusals within saturatedPercent) and ran for a second or
-// more at the planned rate asks 25% more next time. The admission bound is the
-// handshakes in flight the stream keeps at the measured handshake time (Little's law)
-// and room for what arrives during a stall of stallRoom, within its bounds.
+// return did. Its refusals are attempts, by the agents' count: a share of the fleet. A
+// return that refused more than refusedPercent of the fleet sets the stream at 90% of
+// the handshakes completed a second while the machine was saturated (refusing first
+// packets): what the machine did. One that saturated it but refused no more than that
+// keeps its stream: a slower one would make the return longer to save refusals already
+// within the bound (a refused agent comes back after the stream). One that was not
+// saturated (refusals within saturatedPercent) and ran for a second or more at the
+// planned rate asks 25% more next time. The admission bound is the handshakes in flight
+// the stream keeps at the measured handshake time (Little's law) and room for what
+// arrives during a stall of stallRoom, within its bounds.
 func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 	next := plan
 	next.Told, next.MeasuredRate = 0, 0
-	next.Accepted, next.Refused, next.MeanHandshake = m.accepted, m.refused, m.meanHandshake
+	next.Accepted, next.Refused, next.MeanHandshake = m.accepted, m.refusedAttempts, m.meanHandshake
 	told := int64(plan.Told)
-	saturated := m.refused*100 > told*saturatedPercent && m.saturated > 0
+	saturated := m.refusedAttempts*100 > told*saturatedPercent && m.saturated > 0
 	if saturated {
 		next.MeasuredRate = float64(m.saturatedAccepted) / m.saturated.Seconds()
 	}
 	switch {
-	case saturated && m.refused*100 > told*refusedPercent:
+	case saturated && m.refusedAttempts*100 > told*refusedPercent:
 		next.Rate = 0.9 * next.MeasuredRate
 	case saturated:
 		// Within the bound: the stream stays.
@@ -117,11 +121,21 @@ func (e *Endpoint) measureReturn(plan store.AgentReturn) {
 		lastAccepted, lastRefused = accepted, refused
 	}
 	m.accepted, m.refused = lastAccepted, lastRefused
+	// The agents refused come back last, re-slotted after the stream: wait for the hellos
+	// of those accepted, a second at most, for their count of the attempts refused.
+	for wait := time.Now().Add(time.Second); e.adm.hellos.Load() < lastAccepted && time.Now().Before(wait); {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+	m.refusedAttempts = e.adm.attemptsRefused(lastRefused)
 	if n := e.adm.handshakes.Load(); n > 0 {
 		m.meanHandshake = time.Duration(e.adm.handshakeTime.Load() / n)
 	}
 	next := adapt(plan, m)
-	e.log.Info("agents returned", "told", plan.Told, "rate", plan.Rate, "accepted", m.accepted, "refused", m.refused,
+	e.log.Info("agents returned", "told", plan.Told, "rate", plan.Rate, "accepted", m.accepted, "refused", m.refusedAttempts, "refusedFirstPackets", m.refused,
 		"saturatedRate", next.MeasuredRate, "meanHandshake", m.meanHandshake, "nextRate", next.Rate, "admission", next.Admission)
 	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(e.cfg.Replica, next) }); err != nil {
 		e.log.Error("store the agents' return plan", "err", err)

@@ -132,6 +132,11 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 	if err == nil && m.Type != proto.MsgHello {
 		err = proto.Errorf(proto.InvalidInput, "the first message of a session is a hello, not %q", m.Type)
 	}
+	if err == nil {
+		e.adm.helloRead(m.Hello)
+	} else {
+		e.adm.helloRead(nil)
+	}
 	if err != nil {
 		// A hello refused for one of its fields came from a holder of the agent's
 		// certificate, and no agent of this version sends one: a warning, for an

@@ -34,6 +34,9 @@ type Sources struct {
 	// Handshakes counts the agent endpoint's handshakes: completed in full, resumed,
 	// refused at admission.
 	Handshakes func() (full, resumed, refused int64)
+	// RefusedAttempts counts the agents' connection attempts refused at admission, by
+	// the agents' own count, told in their hellos.
+	RefusedAttempts func() int64
 	// Pushes counts NodeSpecs pushed to agents, and agents' acks: applied, failed.
 	Pushes func() (pushed, acked, failed int64)
 	// PushReadFailures counts the push workers' reads of the NodeSpecs to push that
@@ -195,6 +198,8 @@ var (
 	sessDesc  = prometheus.NewDesc(namespace+"_agent_sessions", "Agents connected to the agent endpoint now, by role.", []string{"role"}, nil)
 	handDesc  = prometheus.NewDesc(namespace+"_agent_handshakes_total",
 		"Agents' connection attempts: full (a new TLS session), resumed (a resumed TLS session), refused (at admission, too many in flight).", []string{"result"}, nil)
+	refusedDesc = prometheus.NewDesc(namespace+"_agent_refused_attempts_total",
+		"Agents' connection attempts refused at admission, by the agents' own count, told in the hello of their next session (at most 8 a hello; agents of earlier versions tell none): the attempts behind agent_handshakes_total{result=\"refused\"}, which counts their first packets.", nil, nil)
 	pushDesc = prometheus.NewDesc(namespace+"_agent_nodespec_pushes_total", "NodeSpecs pushed to agents.", nil, nil)
 	ackDesc  = prometheus.NewDesc(namespace+"_agent_nodespec_acks_total", "Agents' acks of a NodeSpec, by result (applied, failed).", []string{"result"}, nil)
 	readDesc = prometheus.NewDesc(namespace+"_agent_nodespec_read_failures_total",
@@ -210,7 +215,7 @@ var (
 )
 
 func (s sources) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{nodesDesc, sitesDesc, sessDesc, handDesc, pushDesc, ackDesc, readDesc, replDesc, commitsDesc, conflictsDesc} {
+	for _, d := range []*prometheus.Desc{nodesDesc, sitesDesc, sessDesc, handDesc, refusedDesc, pushDesc, ackDesc, readDesc, replDesc, commitsDesc, conflictsDesc} {
 		ch <- d
 	}
 }
@@ -243,6 +248,9 @@ func (s sources) Collect(ch chan<- prometheus.Metric) {
 		for result, n := range map[string]int64{"full": full, "resumed": resumed, "refused": refused} {
 			ch <- prometheus.MustNewConstMetric(handDesc, prometheus.CounterValue, float64(n), result)
 		}
+	}
+	if src.RefusedAttempts != nil {
+		ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(src.RefusedAttempts()))
 	}
 	if src.Pushes != nil {
 		pushed, acked, failed := src.Pushes()

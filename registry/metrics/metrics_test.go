@@ -19,6 +19,7 @@ func full() *Registry {
 		Sites:            func() (int, error) { return 1, nil },
 		AgentSessions:    func() map[string]int { return map[string]int{"site": 1, "node": 3} },
 		Handshakes:       func() (int64, int64, int64) { return 4, 2, 1 },
+		RefusedAttempts:  func() int64 { return 8 },
 		Pushes:           func() (int64, int64, int64) { return 5, 4, 1 },
 		PushReadFailures: func() int64 { return 6 },
 		Replacements:     func() (int64, int64) { return 3, 7 },
@@ -59,6 +60,9 @@ func TestSourcesAreReadAtEachScrape(t *testing.T) {
 better_compute_agent_handshakes_total{result="full"} 4
 better_compute_agent_handshakes_total{result="refused"} 1
 better_compute_agent_handshakes_total{result="resumed"} 2
+# HELP better_compute_agent_refused_attempts_total Agents' connection attempts refused at admission, by the agents' own count, told in the hello of their next session (at most 8 a hello; agents of earlier versions tell none): the attempts behind agent_handshakes_total{result="refused"}, which counts their first packets.
+# TYPE better_compute_agent_refused_attempts_total counter
+better_compute_agent_refused_attempts_total 8
 # HELP better_compute_nodes Nodes of every tenant, by state.
 # TYPE better_compute_nodes gauge
 better_compute_nodes{state="active"} 1
@@ -82,7 +86,7 @@ better_compute_store_commits_total 9
 better_compute_store_conflicts_total{bucket="agent-commands",kind="range"} 2
 `
 	err := testutil.GatherAndCompare(full().Gatherer(), strings.NewReader(want),
-		"better_compute_agent_handshakes_total", "better_compute_nodes", "better_compute_agent_sessions", "better_compute_agent_sessions_replaced_total",
+		"better_compute_agent_handshakes_total", "better_compute_agent_refused_attempts_total", "better_compute_nodes", "better_compute_agent_sessions", "better_compute_agent_sessions_replaced_total",
 		"better_compute_agent_nodespec_read_failures_total", "better_compute_store_commits_total", "better_compute_store_conflicts_total")
 	if err != nil {
 		t.Error(err)
