@@ -569,11 +569,19 @@ const dialTries = 5
 // admission places bound the registry's.
 const maxInFlight = 128
 
+// peerRounds bounds the reconnect peer's measurements: one in which a dial was tried
+// again is measured again (resumePeer).
+const peerRounds = 3
+
 // resumePeer measures the reconnect peer: count bare quic-go connections with the
 // agent plane's TLS, dialled from one child process (full handshakes, not measured), then
 // closed and, once the listener has seen them go, dialled again: the phase is the
 // dialling again, until the listener has every connection back. The phase's CPU is
 // this process's and the child's, as the restart's is the registry's and the agents'.
+// A round in which a dial was tried again (more handshakes resumed than connections)
+// waited out that dial's try, up to 10 s, in the phase: its rate is not the peer's (one
+// such round gave 173 a second where the others gave 1,061-1,306), so the peer is
+// measured again, up to peerRounds rounds, the last kept whatever it was.
 func resumePeer(b *testing.B, dir string, count int) *phase {
 	ln, err := quic.ListenAddr("127.0.0.1:0", resumeServerTLS(peerCA(b, dir)), &quic.Config{DisablePathMTUDiscovery: true})
 	if err != nil {
@@ -588,26 +596,37 @@ func resumePeer(b *testing.B, dir string, count int) *phase {
 	})
 	c := startChild(b, "resume", "BC_DIR="+dir, "BC_ADDR="+ln.Addr().String(), "BC_COUNT="+strconv.Itoa(count))
 	waitLong(b, "the peer's first connections", func() bool { return live.Load() == int64(count) })
-	if got := c.ask("close"); got != "" {
-		b.Fatalf("reconnect peer: %s", got)
-	}
-	waitLong(b, "the peer's connections to close", func() bool { return live.Load() == 0 })
-	stopProfile := profileCPUs(b, "peer.pprof", c, "dialler-peer.pprof")
-	p := startPhase([]*child{c})
-	p.ends = [2]string{"listener", "dialler's"}
-	if got := c.ask("dial"); got != "" {
-		b.Fatalf("reconnect peer: %s", got)
-	}
-	waitLong(b, "the peer's connections back", func() bool { return live.Load() == int64(count) })
-	p.end()
-	stopProfile()
-	// A dial the dialler gave up on (dialTries) may still have been accepted, so a try
-	// again can add a resumed handshake: more than count is fine, fewer is not.
-	switch got := resumed.Load(); {
-	case got < int64(count):
-		b.Fatalf("reconnect peer: %d of %d handshakes resumed", got, count)
-	case got > int64(count):
-		b.Logf("reconnect peer: %d handshakes resumed for %d connections (dials tried again), its CPU a handshake counted over %d", got, count, count)
+	var p *phase
+	for round := 1; ; round++ {
+		if got := c.ask("close"); got != "" {
+			b.Fatalf("reconnect peer: %s", got)
+		}
+		waitLong(b, "the peer's connections to close", func() bool { return live.Load() == 0 })
+		resumed.Store(0)
+		stopProfile := profileCPUs(b, "peer.pprof", c, "dialler-peer.pprof")
+		p = startPhase([]*child{c})
+		p.ends = [2]string{"listener", "dialler's"}
+		if got := c.ask("dial"); got != "" {
+			b.Fatalf("reconnect peer: %s", got)
+		}
+		waitLong(b, "the peer's connections back", func() bool { return live.Load() == int64(count) })
+		p.end()
+		stopProfile()
+		// A dial the dialler gave up on (dialTries) may still have been accepted, so a
+		// try again can add a resumed handshake: more than count is a try again, fewer
+		// is a failure.
+		got := resumed.Load()
+		if got < int64(count) {
+			b.Fatalf("reconnect peer: %d of %d handshakes resumed", got, count)
+		}
+		if got == int64(count) {
+			break
+		}
+		if round == peerRounds {
+			b.Logf("reconnect peer: %d handshakes resumed for %d connections (dials tried again) in each of %d rounds: the last kept, %.0f a second, its CPU a handshake counted over %d", got, count, round, float64(count)/p.wall.Seconds(), count)
+			break
+		}
+		b.Logf("reconnect peer, round %d: %d handshakes resumed for %d connections, a dial tried again after its wait (%.0f a second): measured again", round, got, count, float64(count)/p.wall.Seconds())
 	}
 	c.stop()
 	ln.Close()
