@@ -162,6 +162,7 @@ func gatherers() []prometheus.Gatherer {
 		Sites:            func() (int, error) { return 1, nil },
 		AgentSessions:    func() map[string]int { return map[string]int{"site": 1} },
 		Handshakes:       func() (int64, int64, int64) { return 1, 1, 1 },
+		RefusedAttempts:  func() int64 { return 1 },
 		Pushes:           func() (int64, int64, int64) { return 1, 1, 1 },
 		PushReadFailures: func() int64 { return 1 },
 		Replacements:     func() (int64, int64) { return 1, 1 },
