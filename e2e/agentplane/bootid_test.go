@@ -71,16 +71,9 @@ func TestAReconnectIsNoRejoin(t *testing.T) {
 func TestAHelloOfNoBootIDIsRefused(t *testing.T) {
 	var sessions atomic.Int32
 	e := newEnv(t, agents.Config{OnSession: func(string, proto.Role, time.Time, string) error { sessions.Add(1); return nil }})
-	conn := dialQUIC(t, e, "gpu-1")
+	conn, _ := sessionOverQUIC(t, e, "gpu-1", proto.Hello{BootID: "reboot-me"})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	stream, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &proto.Hello{BootID: "reboot-me"}}); err != nil {
-		t.Fatal(err)
-	}
 	select {
 	case <-conn.Context().Done():
 	case <-ctx.Done():

@@ -28,7 +28,7 @@ import (
 func TestPingFrames(t *testing.T) {
 	var inv inventoryLog
 	e := newEnv(t, agents.Config{OnInventory: inv.add})
-	conn, stream := sessionOverQUIC(t, e, "gpu-1")
+	conn, stream := sessionOverQUIC(t, e, "gpu-1", proto.Hello{})
 	write := func(frame string) {
 		t.Helper()
 		if _, err := stream.Write([]byte(frame)); err != nil {

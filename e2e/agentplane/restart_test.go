@@ -175,12 +175,13 @@ func sessionsOverQUIC(t *testing.T, e *env, n int) []*quic.Conn {
 // session stream).
 func helloOverQUIC(t *testing.T, e *env, node string) *quic.Conn {
 	t.Helper()
-	conn, _ := sessionOverQUIC(t, e, node)
+	conn, _ := sessionOverQUIC(t, e, node, proto.Hello{})
 	return conn
 }
 
-// sessionOverQUIC is helloOverQUIC, returning the session stream too.
-func sessionOverQUIC(t *testing.T, e *env, node string) (*quic.Conn, *quic.Stream) {
+// sessionOverQUIC is helloOverQUIC with hello as the session's first message, returning
+// the session stream too.
+func sessionOverQUIC(t *testing.T, e *env, node string, hello proto.Hello) (*quic.Conn, *quic.Stream) {
 	t.Helper()
 	conn := dialQUIC(t, e, node)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -189,7 +190,7 @@ func sessionOverQUIC(t *testing.T, e *env, node string) (*quic.Conn, *quic.Strea
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &proto.Hello{}}); err != nil {
+	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &hello}); err != nil {
 		t.Fatal(err)
 	}
 	return conn, stream

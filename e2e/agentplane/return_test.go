@@ -1,7 +1,6 @@
 package agentplane
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -102,17 +101,8 @@ func TestALieAboutRefusalsMovesNoPlan(t *testing.T) {
 	seed := store.AgentReturn{Rate: 1000, Admission: 128, Told: 1}
 	putPlan(t, e, seed)
 	e.start()
-	conn := dialQUIC(t, e, "liar")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	stream, err := conn.OpenStreamSync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	lie := int64(1_000_000)
-	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &proto.Hello{RefusedAttempts: &lie}}); err != nil {
-		t.Fatal(err)
-	}
+	sessionOverQUIC(t, e, "liar", proto.Hello{RefusedAttempts: &lie})
 	waitFor(t, "the return measured", func() bool { return e.ep.Return().Accepted > 0 })
 	if hs := e.ep.Handshakes(); hs.Refused != 0 || hs.RefusedAttempts <= 0 || hs.RefusedAttempts > 8 {
 		t.Fatalf("handshakes %+v: want none refused, the lie counted a few attempts at most", hs)

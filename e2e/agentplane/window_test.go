@@ -91,7 +91,7 @@ func TestPushWindowReleases(t *testing.T) {
 	t.Run("write fails", func(t *testing.T) {
 		// An agent that stops reading its session stream: the registry's next write on
 		// it fails (STOP_SENDING), and the session ends.
-		conn, stream := sessionOverQUIC(t, e, "deaf")
+		conn, stream := sessionOverQUIC(t, e, "deaf", proto.Hello{})
 		waitFor(t, "deaf connected", func() bool { return e.ep.Connected("deaf", proto.RoleNode) })
 		stream.CancelRead(0)
 		time.Sleep(300 * time.Millisecond) // for the STOP_SENDING to arrive
