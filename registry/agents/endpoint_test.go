@@ -48,23 +48,23 @@ func TestAdapt(t *testing.T) {
 		measuredRate float64
 	}{
 		"saturated: 90% of what the machine completed while it refused": {
-			plan, returnMeasure{accepted: 10000, refused: 9000, refusedAttempts: 2000, saturatedAccepted: 1200, saturated: 2 * time.Second, meanHandshake: 50 * time.Millisecond},
+			plan, returnMeasure{accepted: 10000, refusedAttempts: 2000, saturatedAccepted: 1200, saturated: 2 * time.Second, meanHandshake: 50 * time.Millisecond},
 			540, 81, 600,
 		},
 		"saturated, refusing within 5% of the fleet: the stream stays": {
-			plan, returnMeasure{accepted: 10000, refused: 3100, refusedAttempts: 480, saturatedAccepted: 850, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
+			plan, returnMeasure{accepted: 10000, refusedAttempts: 480, saturatedAccepted: 850, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
 			1000, 120, 850,
 		},
 		"refusing just past 5% of the fleet: 90% of what the machine completed": {
-			plan, returnMeasure{accepted: 10000, refused: 3100, refusedAttempts: 501, saturatedAccepted: 850, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
+			plan, returnMeasure{accepted: 10000, refusedAttempts: 501, saturatedAccepted: 850, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
 			765, 92, 850,
 		},
 		"kept up for over a second: asks 25% more": {
-			plan, returnMeasure{accepted: 10000, refused: 80, refusedAttempts: 50, saturatedAccepted: 100, saturated: sample, meanHandshake: 60 * time.Millisecond},
+			plan, returnMeasure{accepted: 10000, refusedAttempts: 50, saturatedAccepted: 100, saturated: sample, meanHandshake: 60 * time.Millisecond},
 			1250, maxAdmission, 0,
 		},
-		"first packets refused past 5% of the fleet, attempts within 1%: asks 25% more": {
-			plan, returnMeasure{accepted: 10000, refused: 2764, refusedAttempts: 35, saturatedAccepted: 900, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
+		"first packets refused in some samples, attempts within 1% of the fleet: asks 25% more": {
+			plan, returnMeasure{accepted: 10000, refusedAttempts: 35, saturatedAccepted: 900, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
 			1250, 150, 0,
 		},
 		"a fleet too small to tell: the rate stays": {
@@ -76,7 +76,7 @@ func TestAdapt(t *testing.T) {
 			1000, 128, 0,
 		},
 		"a stall: never below the floor": {
-			plan, returnMeasure{accepted: 10000, refused: 90000, refusedAttempts: 9000, saturated: 5 * time.Second, meanHandshake: time.Second},
+			plan, returnMeasure{accepted: 10000, refusedAttempts: 9000, saturated: 5 * time.Second, meanHandshake: time.Second},
 			minRate, 110, 0,
 		},
 		"a fast machine: never above the cap": {

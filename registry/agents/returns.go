@@ -25,18 +25,17 @@ const (
 	saturatedPercent, refusedPercent = 1, 5
 )
 
-// returnMeasure is what a return did: the handshakes completed; the attempts refused
-// (by the agents' count, refusedAttempts) and the first packets refused (the endpoint's,
-// refused: quic-go asks admission again for each copy of a refused attempt's first
-// packet it drops unanswered, so it runs ahead of the attempts); those completed during
-// the samples in which first packets were refused (the machine saturated) and how long
-// those samples lasted; and the mean time from an attempt's first packet to its
-// acceptance.
+// returnMeasure is what a return did: the handshakes completed; the attempts refused,
+// by the agents' count (the endpoint's count of refused first packets runs ahead of
+// them: quic-go asks admission again for each copy of a refused attempt's first packet
+// it drops unanswered); those completed during the samples in which first packets were
+// refused (the machine saturated) and how long those samples lasted; and the mean time
+// from an attempt's first packet to its acceptance.
 type returnMeasure struct {
-	accepted, refused, refusedAttempts int64
-	saturatedAccepted                  int64
-	saturated                          time.Duration
-	meanHandshake                      time.Duration
+	accepted, refusedAttempts int64
+	saturatedAccepted         int64
+	saturated                 time.Duration
+	meanHandshake             time.Duration
 }
 
 // adapt is the plan for the next return, from the one the fleet was told and what its
@@ -120,7 +119,7 @@ func (e *Endpoint) measureReturn(plan store.AgentReturn) {
 		}
 		lastAccepted, lastRefused = accepted, refused
 	}
-	m.accepted, m.refused = lastAccepted, lastRefused
+	m.accepted = lastAccepted
 	// The agents refused come back last, re-slotted after the stream: wait for the hellos
 	// of those accepted, a second at most, for their count of the attempts refused.
 	for wait := time.Now().Add(time.Second); e.adm.hellos.Load() < lastAccepted && time.Now().Before(wait); {
@@ -135,7 +134,7 @@ func (e *Endpoint) measureReturn(plan store.AgentReturn) {
 		m.meanHandshake = time.Duration(e.adm.handshakeTime.Load() / n)
 	}
 	next := adapt(plan, m)
-	e.log.Info("agents returned", "told", plan.Told, "rate", plan.Rate, "accepted", m.accepted, "refused", m.refusedAttempts, "refusedFirstPackets", m.refused,
+	e.log.Info("agents returned", "told", plan.Told, "rate", plan.Rate, "accepted", m.accepted, "refused", m.refusedAttempts, "refusedFirstPackets", lastRefused,
 		"saturatedRate", next.MeasuredRate, "meanHandshake", m.meanHandshake, "nextRate", next.Rate, "admission", next.Admission)
 	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(e.cfg.Replica, next) }); err != nil {
 		e.log.Error("store the agents' return plan", "err", err)
