@@ -47,17 +47,21 @@ func TestAdapt(t *testing.T) {
 		admission    int
 		measuredRate float64
 	}{
-		"saturated: 90% of what the machine completed while it refused": {
+		"saturated: what the machine completed while it refused": {
 			plan, returnMeasure{accepted: 10000, refusedAttempts: 2000, saturatedAccepted: 1200, saturated: 2 * time.Second, meanHandshake: 50 * time.Millisecond},
-			540, 81, 600,
+			600, 90, 600,
+		},
+		"refusing past 5% while completing more than the stream (the refused coming back on it): the stream stays": {
+			plan, returnMeasure{accepted: 10000, refusedAttempts: 700, saturatedAccepted: 2200, saturated: 2 * time.Second, meanHandshake: 50 * time.Millisecond},
+			1000, 150, 1100,
 		},
 		"saturated, refusing within 5% of the fleet: the stream stays": {
 			plan, returnMeasure{accepted: 10000, refusedAttempts: 480, saturatedAccepted: 850, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
 			1000, 120, 850,
 		},
-		"refusing just past 5% of the fleet: 90% of what the machine completed": {
+		"refusing just past 5% of the fleet: what the machine completed": {
 			plan, returnMeasure{accepted: 10000, refusedAttempts: 501, saturatedAccepted: 850, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
-			765, 92, 850,
+			850, 102, 850,
 		},
 		"kept up for over a second: asks 25% more": {
 			plan, returnMeasure{accepted: 10000, refusedAttempts: 50, saturatedAccepted: 100, saturated: sample, meanHandshake: 60 * time.Millisecond},

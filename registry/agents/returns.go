@@ -40,9 +40,11 @@ type returnMeasure struct {
 
 // adapt is the plan for the next return, from the one the fleet was told and what its
 // return did. Its refusals are attempts, by the agents' count: a share of the fleet. A
-// return that refused more than refusedPercent of the fleet sets the stream at 90% of
-// the handshakes completed a second while the machine was saturated (refusing first
-// packets): what the machine did. One that saturated it but refused no more than that
+// return that refused more than refusedPercent of the fleet sets the stream at the
+// handshakes completed a second while the machine was saturated (refusing first
+// packets), what the machine did, and never above the stream it was told (more than
+// that completed means the refused were coming back on top of the stream: the stream
+// was not what outran the machine). One that saturated it but refused no more than that
 // keeps its stream: a slower one would make the return longer to save refusals already
 // within the bound (a refused agent comes back after the stream). One that was not
 // saturated (refusals within saturatedPercent) and ran for a second or more at the
@@ -60,7 +62,7 @@ func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 	}
 	switch {
 	case saturated && m.refusedAttempts*100 > told*refusedPercent:
-		next.Rate = 0.9 * next.MeasuredRate
+		next.Rate = min(next.MeasuredRate, plan.Rate)
 	case saturated:
 		// Within the bound: the stream stays.
 	case float64(plan.Told) >= plan.Rate && m.accepted*100 >= told*95:
