@@ -122,8 +122,10 @@ type Agent struct {
 	wg        sync.WaitGroup
 	// refused counts this agent's connection attempts the registry refused at admission
 	// (Refused); unreported are those of them since the last hello sent (Run's alone).
+	// unanswered counts those the registry answered nothing (Unanswered).
 	refused    atomic.Int64
 	unreported int64
+	unanswered atomic.Int64
 
 	certMu sync.Mutex
 	cert   tls.Certificate // the client certificate of the next connection
@@ -330,6 +332,12 @@ func (a *Agent) Connected() bool {
 // registry's own count, agents.Handshakes.Refused, counts each copy).
 func (a *Agent) Refused() int64 { return a.refused.Load() }
 
+// Unanswered is how many of the agent's connection attempts heard nothing from the
+// registry within the handshake's timeout: a registry down or unreachable, or one whose
+// refusals at admission were lost or never sent (a registry past what it handles can
+// drop its answers with the attempts).
+func (a *Agent) Unanswered() int64 { return a.unanswered.Load() }
+
 // ObservedGeneration is the NodeSpec generation the agent has applied.
 func (a *Agent) ObservedGeneration() int64 {
 	a.mu.Lock()
@@ -515,6 +523,9 @@ func (a *Agent) dial(ctx context.Context) (*quic.Conn, error) {
 	if refusedAtAdmission(err) {
 		a.refused.Add(1)
 		a.unreported++
+	}
+	if timedOut(err) {
+		a.unanswered.Add(1)
 	}
 	return conn, err
 }

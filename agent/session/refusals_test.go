@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,6 +77,48 @@ func TestRefusedCountsAttempts(t *testing.T) {
 	}
 	if n := a.Refused(); n != 1 {
 		t.Errorf("one attempt refused (%d copies of its first packet): the agent counts %d, want 1", copies.Load(), n)
+	}
+	if n := a.Unanswered(); n != 0 {
+		t.Errorf("an attempt the registry refused counted %d unanswered, want 0", n)
+	}
+}
+
+// TestUnansweredCountsTheSilentAttempts: an attempt that hears nothing within the
+// handshake's timeout (a registry whose refusals were dropped, or one that is down) is
+// counted unanswered (Agent.Unanswered), not refused: here the registry's address is a
+// socket that reads every packet and answers none.
+func TestUnansweredCountsTheSilentAttempts(t *testing.T) {
+	_, _, cfg := bareRegistry(t, nil, &quic.Config{})
+	silent, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	var heard atomic.Int64
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			if _, _, err := silent.ReadFrom(buf); err != nil {
+				return
+			}
+			heard.Add(1)
+		}
+	}()
+	cfg.Addr, cfg.Log = silent.LocalAddr().String(), slog.New(slog.DiscardHandler)
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := a.dial(ctx); !timedOut(err) {
+		t.Fatalf("dial: %v, want the handshake timed out", err)
+	}
+	if heard.Load() == 0 {
+		t.Fatal("the silent registry heard no packet: the test needs the agent's attempt to reach it")
+	}
+	if u, r := a.Unanswered(), a.Refused(); u != 1 || r != 0 {
+		t.Errorf("one attempt unanswered (%d packets sent): the agent counts %d unanswered and %d refused, want 1 and 0", heard.Load(), u, r)
 	}
 }
 

@@ -73,9 +73,15 @@ func refusedOrUnanswered(err error) bool {
 	if _, ok := errors.AsType[*quic.TransportError](err); ok {
 		return refusedAtAdmission(err)
 	}
+	return timedOut(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// timedOut reports whether a dial failed for hearing nothing from the registry within
+// its handshake's timeout.
+func timedOut(err error) bool {
 	_, idle := errors.AsType[*quic.IdleTimeoutError](err)
 	_, handshake := errors.AsType[*quic.HandshakeTimeoutError](err)
-	return idle || handshake || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	return idle || handshake
 }
 
 // refusedAtAdmission reports whether a dial failed for the registry's refusal at its

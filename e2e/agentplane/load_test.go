@@ -63,7 +63,10 @@ import (
 //     agents were told ended: refusals within the stream, or after it. The endpoint
 //     counts each copy of a first packet it refuses; the agents count attempts
 //     (session.Agent.Refused), the figure for the goal's refused attempts
-//     (refused-attempts; refused is the endpoint's).
+//     (refused-attempts; refused is the endpoint's), and those that heard nothing within
+//     the handshake's timeout (session.Agent.Unanswered, unanswered-attempts: the
+//     refusal of every copy of their first packet dropped, as the transport drops those
+//     past the four it holds to send, or the endpoint not listening yet).
 //
 // Two peers, each BC_LOAD_PEERS bare quic-go connections (2,000 by default) from one
 // child process to a bare listener in this process, measured before the agents start:
@@ -198,6 +201,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	b.ReportMetric(last.rate()/peerRate, "return/peer")
 	b.ReportMetric(float64(last.hs.Refused), "refused")
 	b.ReportMetric(float64(last.attempts), "refused-attempts")
+	b.ReportMetric(float64(last.unanswered), "unanswered-attempts")
 	b.ReportMetric(last.back.at[len(last.back.at)-1].Seconds()/last.back.at[2].Seconds(), "all/p99-time")
 	b.ReportMetric(last.phase.cpu.Seconds()*1000/float64(n), "registry-CPU-ms/reconnect")
 	b.ReportMetric(last.phase.cpu.Seconds()/float64(n)/peerCPU, "reconnect-CPU/peer")
@@ -225,8 +229,9 @@ type restartRun struct {
 	drops      int
 	// attempts is how many of the agents' attempts the endpoint refused at admission, by
 	// the agents' count (one an attempt; hs.Refused counts each copy of a first packet
-	// refused).
-	attempts int64
+	// refused); unanswered how many heard nothing within the handshake's timeout, by the
+	// agents' count (session.Agent.Unanswered: refusals the endpoint dropped among them).
+	attempts, unanswered int64
 	// refusedBy counts the endpoint's refusals at admission (first packets, as
 	// hs.Refused) in each second from the stop's start: whether they came within the
 	// stream the agents were told or after its end (agents re-slotted after a refusal).
@@ -240,7 +245,7 @@ func restartAll(b *testing.B, e *env, n int, children []*child, name string) *re
 	enterPhase(b, name)
 	r := &restartRun{back: quantiles{n: n}}
 	dropsBefore := udpReceiveDrops()
-	attemptsBefore := refusedAttempts(b, children)
+	attemptsBefore, unansweredBefore := agentsCount(b, children, "refused"), agentsCount(b, children, "unanswered")
 	closing := time.Now()
 	e.stop()
 	r.closed = time.Since(closing)
@@ -263,7 +268,8 @@ func restartAll(b *testing.B, e *env, n int, children []*child, name string) *re
 	r.phase.end()
 	stopProfile()
 	r.drops = udpReceiveDrops() - dropsBefore
-	r.attempts = refusedAttempts(b, children) - attemptsBefore
+	r.attempts = agentsCount(b, children, "refused") - attemptsBefore
+	r.unanswered = agentsCount(b, children, "unanswered") - unansweredBefore
 	r.hs = e.ep.Handshakes()
 	waitLong(b, "the return measured", func() bool { return e.ep.Return().Told == 0 })
 	r.plan = e.ep.Return()
@@ -275,8 +281,8 @@ func (r *restartRun) rate() float64 { return float64(r.back.n) / r.phase.wall.Se
 
 func (r *restartRun) print(name string, n int) {
 	r.phase.print(name, n, fmt.Sprintf("endpoint closed in %.2fs, started again; until every agent is back; told a stream of %.0f a second, %d admission places", r.closed.Seconds(), r.told.Rate, r.told.Admission))
-	fmt.Printf("  %s: agents back %s; handshakes: %d, %d of them resumed, %d refused at admission (%d attempts by the agents' count, %d as their hellos told the registry), %d abandoned; %d UDP datagrams dropped for full receive buffers\n",
-		name, &r.back, r.hs.Accepted, r.hs.Resumed, r.hs.Refused, r.attempts, r.hs.RefusedAttempts, r.hs.Abandoned, r.drops)
+	fmt.Printf("  %s: agents back %s; handshakes: %d, %d of them resumed, %d refused at admission (%d attempts by the agents' count, %d as their hellos told the registry), %d abandoned; %d attempts unanswered within the handshake's timeout; %d UDP datagrams dropped for full receive buffers\n",
+		name, &r.back, r.hs.Accepted, r.hs.Resumed, r.hs.Refused, r.attempts, r.hs.RefusedAttempts, r.hs.Abandoned, r.unanswered, r.drops)
 	if len(r.refusedBy) > 0 {
 		fmt.Printf("  %s: refused by second from the stop (the stream told ends about %.1fs after it): %s\n", name, float64(r.told.Told)/r.told.Rate+r.closed.Seconds(), bySecond(r.refusedBy))
 	}
@@ -284,15 +290,16 @@ func (r *restartRun) print(name string, n int) {
 		name, r.plan.MeasuredRate, r.plan.MeanHandshake.Round(time.Microsecond), r.plan.Refused, r.plan.Rate, r.plan.Admission)
 }
 
-// refusedAttempts is the agents' attempts refused at admission so far, summed over the
-// agent processes children (runAgentsChild).
-func refusedAttempts(b *testing.B, children []*child) int64 {
+// agentsCount is a count of the agents' attempts so far, summed over the agent
+// processes children (runAgentsChild): what is "refused" (at admission) or "unanswered"
+// (within the handshake's timeout).
+func agentsCount(b *testing.B, children []*child, what string) int64 {
 	var sum int64
 	for _, c := range children {
-		answer := c.ask("refused")
+		answer := c.ask(what)
 		n, err := strconv.ParseInt(answer, 10, 64)
 		if err != nil {
-			b.Fatalf("an agent process answered %q to refused: %v", answer, err)
+			b.Fatalf("an agent process answered %q to %s: %v", answer, what, err)
 		}
 		sum += n
 	}
@@ -891,7 +898,8 @@ func childPeer() (*quic.Transport, *net.UDPAddr, error) {
 // turn from agent to agent. BC_KEEPALIVE, a duration, sets the agents' keep-alive period
 // (the agent's default when unset), and BC_LOAD_SPREAD spreads their starts. It runs
 // until stdin closes, answering "refused" with its agents' attempts refused at admission
-// (session.Agent.Refused) and the profile requests (profileRequests).
+// (session.Agent.Refused), "unanswered" with those that heard nothing
+// (session.Agent.Unanswered), and the profile requests (profileRequests).
 func runAgentsChild() int {
 	ca, err := readCA(os.Getenv("BC_DIR"))
 	if err != nil {
@@ -930,10 +938,11 @@ func runAgentsChild() int {
 	}
 	fmt.Println("ready")
 	requests(func(req []string) string {
-		if len(req) == 1 && req[0] == "refused" { // the attempts refused at admission, all agents'
+		counts := map[string]func(*session.Agent) int64{"refused": (*session.Agent).Refused, "unanswered": (*session.Agent).Unanswered}
+		if count, ok := counts[strings.Join(req, " ")]; ok { // all agents' attempts
 			var n int64
 			for _, a := range agents {
-				n += a.Refused()
+				n += count(a)
 			}
 			return strconv.FormatInt(n, 10)
 		}
