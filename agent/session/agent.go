@@ -122,7 +122,7 @@ type Agent struct {
 	wg        sync.WaitGroup
 	// refused counts this agent's connection attempts the registry refused at admission
 	// (Refused); unreported are those of them since the last hello sent (Run's alone).
-	// unanswered counts those the registry answered nothing (Unanswered).
+	// unanswered counts those that heard nothing from it (Unanswered).
 	refused    atomic.Int64
 	unreported int64
 	unanswered atomic.Int64
@@ -334,8 +334,8 @@ func (a *Agent) Refused() int64 { return a.refused.Load() }
 
 // Unanswered is how many of the agent's connection attempts heard nothing from the
 // registry within the handshake's timeout: a registry down or unreachable, or one whose
-// refusals at admission were lost or never sent (a registry past what it handles can
-// drop its answers with the attempts).
+// refusals at admission were lost or never sent (its transport drops those past the
+// four waiting to be sent).
 func (a *Agent) Unanswered() int64 { return a.unanswered.Load() }
 
 // ObservedGeneration is the NodeSpec generation the agent has applied.
