@@ -1055,12 +1055,20 @@ func TestCloseWhileBusy(t *testing.T) {
 		}
 	})
 	for _, a := range loose {
+		relayed := &atomic.Int64{} // the relays to a answered
 		worker(a.node+" restarts", 3, func(int) {
 			s := a.start()
 			ctx, stop := context.WithCancel(agentsCtx)
 			done := make(chan struct{})
 			go func() { a.run(ctx, s); close(done) }()
 			for !s.Connected() && !closing.Load() && agentsCtx.Err() == nil {
+				time.Sleep(time.Millisecond)
+			}
+			// Each session is held until a relay to the agent was answered, a second at
+			// most: stopped as soon as it connected, the sessions left no room for a
+			// relay's round trip under the race detector on two busy cores, and the
+			// relays to the agent never completed three times.
+			for before, held := relayed.Load(), time.Now(); relayed.Load() == before && time.Since(held) < time.Second && !closing.Load() && agentsCtx.Err() == nil; {
 				time.Sleep(time.Millisecond)
 			}
 			stop()
@@ -1075,6 +1083,9 @@ func TestCloseWhileBusy(t *testing.T) {
 			report(err, "relay "+id)
 			if err == nil && !strings.Contains(string(got), id) {
 				t.Errorf("relay %s answered %s", id, got)
+			}
+			if err == nil {
+				relayed.Add(1)
 			}
 		})
 	}
