@@ -936,9 +936,9 @@ func runAgentsChild() int {
 			}
 		})
 	}
+	counts := map[string]func(*session.Agent) int64{"refused": (*session.Agent).Refused, "unanswered": (*session.Agent).Unanswered}
 	fmt.Println("ready")
 	requests(func(req []string) string {
-		counts := map[string]func(*session.Agent) int64{"refused": (*session.Agent).Refused, "unanswered": (*session.Agent).Unanswered}
 		if count, ok := counts[strings.Join(req, " ")]; ok { // all agents' attempts
 			var n int64
 			for _, a := range agents {
