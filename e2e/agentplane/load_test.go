@@ -80,6 +80,10 @@ import (
 //     on these two cores, with no session on top, no fleet held and no schedule to
 //     keep.
 //
+// With BC_LOAD_RESTART_PAUSE=DURATION, each restart waits that long between the stop and
+// the next endpoint's start, as a registry process that takes that long to come back
+// (its exit, its start, its store opened) does; 0 by default.
+//
 // With BC_LOAD_PROFILE=DIR, the registry's heap profile at full load and its CPU
 // profiles of the push, the restarts and the reconnect peer's listener are written to
 // DIR, with the first agent process's CPU profiles of the push and the restarts
@@ -250,6 +254,7 @@ func restartAll(b *testing.B, e *env, n int, children []*child, name string) *re
 	e.stop()
 	r.closed = time.Since(closing)
 	stopProfile := profileCPU(b, name+".pprof", children[0])
+	time.Sleep(envDuration("BC_LOAD_RESTART_PAUSE", 0))
 	e.start()
 	r.told = e.ep.Return()
 	r.phase = startPhase(children)
