@@ -285,43 +285,6 @@ func TestASlowStopRecordDelaysTheStream(t *testing.T) {
 	}
 }
 
-// TestTheStreamWaitsForARestartAsSlowAsTheLast: a registry that took 1.5 s to listen
-// again after its stop (a process restarting, a store slow to open) measures it, keeps
-// it in its plan (store.AgentReturn.Restart, stored with the plan once its agents are
-// back), and its next stop starts the stream a quarter past it: none of its 20 agents is
-// asked back before the 1.5 s a registry as slow takes to listen. Before, the stream of a
-// fleet this small started 2.5 ms after the close (the time telling it takes, 20/8000
-// s): every agent was due within 25 ms, long before a restarted registry listened, and
-// came back bunched at the retransmissions of its first packet.
-func TestTheStreamWaitsForARestartAsSlowAsTheLast(t *testing.T) {
-	const n, pause = 20, 1500 * time.Millisecond
-	e := newEnv(t, agents.Config{})
-	sessionsOverQUIC(t, e, n)
-	e.stop()
-	time.Sleep(pause)
-	e.start()
-	if got := e.ep.Return().Restart; got < pause || got > pause+2*time.Second {
-		t.Fatalf("the plan measured a restart of %v after a pause of %v", got, pause)
-	}
-	conns := sessionsOverQUIC(t, e, n)
-	waitFor(t, "the plan stored with the restart", func() bool { return readPlan(t, e).Restart >= pause })
-	e.stop()
-	var soonest time.Duration = time.Hour
-	for _, c := range conns {
-		soonest = min(soonest, shutdownPhrase(t, c).delay)
-	}
-	if soonest < pause {
-		t.Errorf("after a restart of %v the first agent is asked back in %v, before a registry as slow listens again", pause, soonest)
-	}
-	// A registry back after more than a minute was stopped, not restarted: the restart
-	// measured before stays.
-	putPlan(t, e, store.AgentReturn{Rate: 900, Admission: 128, Told: n, StoppedAt: time.Now().Add(-time.Hour), Restart: 300 * time.Millisecond})
-	e.start()
-	if got := e.ep.Return().Restart; got != 300*time.Millisecond {
-		t.Errorf("back an hour after the stop, the plan's restart is %v, want the 300ms measured before", got)
-	}
-}
-
 // TestStopNamesTheReslotSpreadOfItsLastReturn: a stopping endpoint names, to OnStop and
 // in every agent's phrase, the spread within which an agent refused on its return tries
 // again after the stream's end, sized from the share of its last measured return it

@@ -143,13 +143,12 @@ type Config struct {
 }
 
 // closingState is when Close began, how many sessions it had to tell, the stream it asks
-// of them (a second) and when it starts from at (streamStart), and the spread within
-// which one refused on its return tries again after the stream's end (reslotSpread).
+// of them (a second), and the spread within which one refused on its return tries again
+// after the stream's end (reslotSpread).
 type closingState struct {
 	at     time.Time
 	n      int
 	rate   float64
-	start  time.Duration
 	spread time.Duration
 }
 
@@ -256,9 +255,6 @@ func Start(cfg Config) (*Endpoint, error) {
 	udp, err := net.ListenUDP("udp", addr)
 	if err != nil {
 		return nil, proto.Errorf(proto.InvalidConfig, "listen on udp %s: %v (pick another agent listen address)", cfg.Listen, err)
-	}
-	if back := time.Since(plan.StoppedAt); plan.Told > 0 && back > 0 && back <= maxRestart {
-		plan.Restart = back // listening from here: the agents told are answered
 	}
 	key := quic.StatelessResetKey(resetKey)
 	adm := &admission{}
@@ -447,8 +443,7 @@ func (e *Endpoint) Close() error {
 	e.mu.Lock()
 	e.cancel() // under mu: spawn starts nothing and register registers nothing after this
 	e.closing.at, e.closing.n, e.closing.rate = time.Now(), len(e.sessions), e.plan.Rate
-	e.closing.start = streamStart(e.closing.n, e.plan.Restart)
-	streamEnd := returnDelay(e.closing.start, e.closing.n, 0, e.closing.rate)
+	streamEnd := returnDelay(e.closing.n, e.closing.n, 0, e.closing.rate)
 	e.closing.spread = reslotSpread(e.plan, streamEnd)
 	closing := e.closing
 	e.mu.Unlock()
@@ -523,25 +518,16 @@ func (e *Endpoint) closeSessions() {
 // stream's end (that of the n-th), from now, and the re-slot spread.
 func (c closingState) reason(k int) string {
 	elapsed := time.Since(c.at)
-	return proto.ShutdownReason(returnDelay(c.start, k, elapsed, c.rate), returnDelay(c.start, c.n, elapsed, c.rate), c.spread)
+	return proto.ShutdownReason(returnDelay(c.n, k, elapsed, c.rate), returnDelay(c.n, c.n, elapsed, c.rate), c.spread)
 }
 
-// returnDelay is how long the k-th agent told, told at elapsed since the close began, is
-// asked to wait: until its own moment, k/rate after the stream's start (streamStart),
-// and at most maxReturn after the close began.
-func returnDelay(start time.Duration, k int, elapsed time.Duration, rate float64) time.Duration {
-	at := start + time.Duration(float64(k)/rate*float64(time.Second))
+// returnDelay is how long the k-th agent told of n, told at elapsed since the close
+// began, is asked to wait: until its own moment, k/rate after the time telling all n
+// takes (n/closeRate), so that the stream starts once a registry restarted at once
+// listens again, and at most maxReturn after the close began.
+func returnDelay(n, k int, elapsed time.Duration, rate float64) time.Duration {
+	at := time.Duration(n)*time.Second/closeRate + time.Duration(float64(k)/rate*float64(time.Second))
 	return max(0, min(at, maxReturn)-elapsed)
-}
-
-// streamStart is when the stream of n returning agents starts, from the close's start:
-// once telling them all is done (n/closeRate) and, when the last stop was a restart
-// measured (store.AgentReturn.Restart), once a registry as slow to come back listens
-// again, with a quarter more for a slower one. Agents whose moments came before it
-// listens would find no registry, send their first packets again at their probe
-// timeouts, doubling, and come back bunched together on top of the stream.
-func streamStart(n int, restart time.Duration) time.Duration {
-	return max(time.Duration(n)*time.Second/closeRate, restart+restart/4)
 }
 
 const (
@@ -552,10 +538,6 @@ const (
 	closeRate = 8000
 	// maxReturn caps the wait an agent is asked for.
 	maxReturn = store.MaxReturnDelay
-	// maxRestart is the longest a stopped endpoint's store may wait for the next to
-	// listen for the wait to count as a restart (store.AgentReturn.Restart): one back
-	// later was stopped, not restarted, and says nothing of how long a restart takes.
-	maxRestart = time.Minute
 )
 
 // acceptors are the goroutines accepting connections. quic-go refuses a connection that

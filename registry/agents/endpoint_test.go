@@ -10,7 +10,7 @@ import (
 
 func TestReturnDelay(t *testing.T) {
 	const n, rate = 10000, 900
-	base := streamStart(n, 0)
+	base := n * time.Second / closeRate
 	slot := func(k int) time.Duration { return time.Duration(float64(k) / rate * float64(time.Second)) }
 	cases := map[string]struct {
 		k       int
@@ -25,43 +25,16 @@ func TestReturnDelay(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := returnDelay(base, tc.k, tc.elapsed, rate); got != tc.want {
+			if got := returnDelay(n, tc.k, tc.elapsed, rate); got != tc.want {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
 	}
-	if got := returnDelay(streamStart(10_000_000, 0), 9_999_999, 0, rate); got != maxReturn {
+	if got := returnDelay(10_000_000, 9_999_999, 0, rate); got != maxReturn {
 		t.Fatalf("a huge fleet: got %v, want the cap %v", got, maxReturn)
 	}
-	if got := returnDelay(streamStart(n, time.Hour), 0, 0, rate); got != maxReturn {
-		t.Fatalf("after a restart of an hour: got %v, want the cap %v", got, maxReturn)
-	}
-	if fast, slow := returnDelay(base, n, 0, 2*rate), returnDelay(base, n, 0, rate); fast >= slow {
+	if fast, slow := returnDelay(n, n, 0, 2*rate), returnDelay(n, n, 0, rate); fast >= slow {
 		t.Fatalf("the stream ends after %v at twice the rate, %v at the rate: a faster stream ends sooner", fast, slow)
-	}
-}
-
-// TestStreamStart: the stream starts once telling the fleet is done (n/8000 s: 1.25 s for
-// 10,000, 12.5 ms for 100), and no sooner than a quarter past the last restart measured:
-// a fleet of 100 whose registry took 2 s to listen again starts 2.5 s after the close
-// began, where before its agents were all due within 125 ms, long before it listened.
-func TestStreamStart(t *testing.T) {
-	cases := map[string]struct {
-		n       int
-		restart time.Duration
-		want    time.Duration
-	}{
-		"none measured, a large fleet":               {10000, 0, 1250 * time.Millisecond},
-		"none measured, a small fleet":               {100, 0, 12500 * time.Microsecond},
-		"a slow restart, a small fleet":              {100, 2 * time.Second, 2500 * time.Millisecond},
-		"a quick restart: telling them all is later": {10000, 400 * time.Millisecond, 1250 * time.Millisecond},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if got := streamStart(tc.n, tc.restart); got != tc.want {
-				t.Fatalf("got %v, want %v", got, tc.want)
-			}
-		})
 	}
 }
 

@@ -25,12 +25,6 @@ type AgentReturn struct {
 	Accepted      int64         `json:"accepted,omitempty"`
 	Refused       int64         `json:"refused,omitempty"`
 	MeanHandshake time.Duration `json:"meanHandshake,omitempty"`
-	// Restart is how long the last restart took: from StoppedAt (the moment the stop
-	// timed its stream from) until the next endpoint on this store listened, when that
-	// was within a minute; a later one was a stop, not a restart, and leaves it as it
-	// was. 0 when none was measured. The next stop starts its stream no sooner
-	// (registry/agents).
-	Restart time.Duration `json:"restart,omitempty"`
 }
 
 // AgentReturn returns the return plan of replica's endpoint ("" for a registry alone on
