@@ -80,6 +80,10 @@ import (
 //     on these two cores, with no session on top, no fleet held and no schedule to
 //     keep.
 //
+// With BC_LOAD_STORIES=1, each agent keeps its last log records in memory (its debug
+// ones too: the agents' processes spend a little more CPU) and each return prints the
+// story of the last agent back: how the slowest of the fleet got there.
+//
 // With BC_LOAD_RESTART_PAUSE=DURATION, each restart waits that long between the stop and
 // the next endpoint's start, as a registry process that takes that long to come back
 // (its exit, its start, its store opened) does; 0 by default.
@@ -233,7 +237,9 @@ type restartRun struct {
 	closed     time.Duration
 	// streamEnd is when the stream the agents were told ends, from the stop's start.
 	streamEnd time.Duration
-	drops     int
+	// last is the story of the last agent back (BC_LOAD_STORIES), "" without it.
+	last  string
+	drops int
 	// attempts is how many of the agents' attempts the endpoint refused at admission, by
 	// the agents' count (one an attempt; hs.Refused counts each copy of a first packet
 	// refused); unanswered how many heard nothing within the handshake's timeout, by the
@@ -261,6 +267,7 @@ func restartAll(b *testing.B, e *env, n int, children []*child, name string, str
 	time.Sleep(envDuration("BC_LOAD_RESTART_PAUSE", 0))
 	e.start()
 	r.told = e.ep.Return()
+	defer func() { r.last = lastAgentBack(b, children) }()
 	r.phase = startPhase(children)
 	var refused int64
 	waitLong(b, "every agent back", func() bool {
@@ -295,6 +302,9 @@ func (r *restartRun) print(name string, n int) {
 	if len(r.refusedBy) > 0 {
 		fmt.Printf("  %s: refused by second from the stop (the stream told ends %.1fs after it): %s\n", name, r.streamEnd.Seconds(), bySecond(r.refusedBy))
 	}
+	if r.last != "" {
+		fmt.Printf("  %s: the last agent back: %s\n", name, r.last)
+	}
 	fmt.Printf("  %s: measured %.0f handshakes a second while refusing (0: never saturated), mean handshake %v, %d attempts refused; next return at %.0f a second, %d admission places\n",
 		name, r.plan.MeasuredRate, r.plan.MeanHandshake.Round(time.Microsecond), r.plan.Refused, r.plan.Rate, r.plan.Admission)
 }
@@ -313,6 +323,65 @@ func agentsCount(b *testing.B, children []*child, what string) int64 {
 		sum += n
 	}
 	return sum
+}
+
+// lastAgentBack is the story of the agent whose session was established last, among
+// the agent processes' (their "last" answers, each starting with that moment), or ""
+// when the agents keep no stories (BC_LOAD_STORIES unset).
+func lastAgentBack(b *testing.B, children []*child) string {
+	if os.Getenv("BC_LOAD_STORIES") == "" {
+		return ""
+	}
+	var last string
+	for _, c := range children {
+		if answer := c.ask("last"); answer > last { // fixed-width UTC times order as strings
+			last = answer
+		}
+	}
+	return last
+}
+
+// storyLen is how many log records an agent's story keeps.
+const storyLen = 12
+
+// story is a slog handler keeping an agent's last log records, and when its last
+// session was established.
+type story struct {
+	node        string
+	mu          sync.Mutex
+	records     []string
+	established time.Time
+}
+
+func (s *story) Enabled(context.Context, slog.Level) bool { return true }
+func (s *story) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s *story) WithGroup(string) slog.Handler            { return s }
+
+func (s *story) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s", r.Time.UTC().Format("15:04:05.000"), r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records = append(s.records, b.String())
+	if len(s.records) > storyLen {
+		s.records = s.records[1:]
+	}
+	if r.Message == "registry session established" {
+		s.established = r.Time
+	}
+	return nil
+}
+
+// told is the story as one line: when its last session was established, the node, its
+// records.
+func (s *story) told() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.established.UTC().Format("2006-01-02T15:04:05.000000000Z") + " " + s.node + ": " + strings.Join(s.records, " | ")
 }
 
 // bySecond writes counts, one a second, as "second:count" for the seconds that counted
@@ -908,7 +977,8 @@ func childPeer() (*quic.Transport, *net.UDPAddr, error) {
 // (the agent's default when unset), and BC_LOAD_SPREAD spreads their starts. It runs
 // until stdin closes, answering "refused" with its agents' attempts refused at admission
 // (session.Agent.Refused), "unanswered" with those that heard nothing
-// (session.Agent.Unanswered), and the profile requests (profileRequests).
+// (session.Agent.Unanswered), "last" with the story of the agent whose session was
+// established last (BC_LOAD_STORIES), and the profile requests (profileRequests).
 func runAgentsChild() int {
 	ca, err := readCA(os.Getenv("BC_DIR"))
 	if err != nil {
@@ -927,13 +997,19 @@ func runAgentsChild() int {
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	agents := make([]*session.Agent, 0, count)
+	var stories []*story
 	for i := first; i < first+count; i++ {
 		cert, err := ca.AgentCertificate(nodeName(i), string(proto.RoleNode))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		a, err := session.New(session.Config{Addr: addrs[i%len(addrs)], Addrs: addrs, KeepAlive: envDuration("BC_KEEPALIVE", 0), Certificate: cert, ServerCAs: ca.Pool(), Transport: tr, Log: slog.New(slog.DiscardHandler)})
+		log := slog.New(slog.DiscardHandler)
+		if os.Getenv("BC_LOAD_STORIES") != "" {
+			stories = append(stories, &story{node: nodeName(i)})
+			log = slog.New(stories[len(stories)-1])
+		}
+		a, err := session.New(session.Config{Addr: addrs[i%len(addrs)], Addrs: addrs, KeepAlive: envDuration("BC_KEEPALIVE", 0), Certificate: cert, ServerCAs: ca.Pool(), Transport: tr, Log: log})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -948,6 +1024,13 @@ func runAgentsChild() int {
 	counts := map[string]func(*session.Agent) int64{"refused": (*session.Agent).Refused, "unanswered": (*session.Agent).Unanswered}
 	fmt.Println("ready")
 	requests(func(req []string) string {
+		if strings.Join(req, " ") == "last" {
+			var last string
+			for _, s := range stories {
+				last = max(last, s.told())
+			}
+			return last
+		}
 		if count, ok := counts[strings.Join(req, " ")]; ok { // all agents' attempts
 			var n int64
 			for _, a := range agents {
