@@ -267,7 +267,6 @@ func restartAll(b *testing.B, e *env, n int, children []*child, name string, str
 	time.Sleep(envDuration("BC_LOAD_RESTART_PAUSE", 0))
 	e.start()
 	r.told = e.ep.Return()
-	defer func() { r.last = lastAgentBack(b, children) }()
 	r.phase = startPhase(children)
 	var refused int64
 	waitLong(b, "every agent back", func() bool {
@@ -289,6 +288,7 @@ func restartAll(b *testing.B, e *env, n int, children []*child, name string, str
 	r.hs = e.ep.Handshakes()
 	waitLong(b, "the return measured", func() bool { return e.ep.Return().Told == 0 })
 	r.plan = e.ep.Return()
+	r.last = lastAgentBack(children) // after the wait: the last agent has logged its session
 	return r
 }
 
@@ -328,7 +328,7 @@ func agentsCount(b *testing.B, children []*child, what string) int64 {
 // lastAgentBack is the story of the agent whose session was established last, among
 // the agent processes' (their "last" answers, each starting with that moment), or ""
 // when the agents keep no stories (BC_LOAD_STORIES unset).
-func lastAgentBack(b *testing.B, children []*child) string {
+func lastAgentBack(children []*child) string {
 	if os.Getenv("BC_LOAD_STORIES") == "" {
 		return ""
 	}
@@ -366,7 +366,7 @@ func (s *story) Handle(_ context.Context, r slog.Record) error {
 	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.records = append(s.records, b.String())
+	s.records = append(s.records, strings.ReplaceAll(b.String(), "\n", " ")) // the answer is one line
 	if len(s.records) > storyLen {
 		s.records = s.records[1:]
 	}
