@@ -998,6 +998,7 @@ func runAgentsChild() int {
 	defer func() { cancel(); wg.Wait() }()
 	agents := make([]*session.Agent, 0, count)
 	var stories []*story
+	keepStories := os.Getenv("BC_LOAD_STORIES") != ""
 	for i := first; i < first+count; i++ {
 		cert, err := ca.AgentCertificate(nodeName(i), string(proto.RoleNode))
 		if err != nil {
@@ -1005,7 +1006,7 @@ func runAgentsChild() int {
 			return 1
 		}
 		log := slog.New(slog.DiscardHandler)
-		if os.Getenv("BC_LOAD_STORIES") != "" {
+		if keepStories {
 			stories = append(stories, &story{node: nodeName(i)})
 			log = slog.New(stories[len(stories)-1])
 		}
@@ -1024,14 +1025,15 @@ func runAgentsChild() int {
 	counts := map[string]func(*session.Agent) int64{"refused": (*session.Agent).Refused, "unanswered": (*session.Agent).Unanswered}
 	fmt.Println("ready")
 	requests(func(req []string) string {
-		if strings.Join(req, " ") == "last" {
+		what := strings.Join(req, " ")
+		if what == "last" {
 			var last string
 			for _, s := range stories {
 				last = max(last, s.told())
 			}
 			return last
 		}
-		if count, ok := counts[strings.Join(req, " ")]; ok { // all agents' attempts
+		if count, ok := counts[what]; ok { // all agents' attempts
 			var n int64
 			for _, a := range agents {
 				n += count(a)
