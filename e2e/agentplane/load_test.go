@@ -92,7 +92,9 @@ import (
 // profiles of the push, the restarts and the reconnect peer's listener are written to
 // DIR, with the first agent process's CPU profiles of the push and the restarts
 // (agents-push.pprof, agents-restartN.pprof) and the peer dialler's
-// (dialler-peer.pprof).
+// (dialler-peer.pprof); beside each CPU profile, its process's allocations at the
+// start and at the end of the span (NAME.allocs0, NAME.allocs1: the span's own with
+// `go tool pprof -sample_index=alloc_space -base NAME.allocs0 NAME.allocs1`).
 func BenchmarkAgentSessions(b *testing.B) {
 	n, per, peers := envInt("BC_LOAD_AGENTS", 10000), envInt("BC_LOAD_PER_PROCESS", 5000), envInt("BC_LOAD_PEERS", 2000)
 	var acked [4]atomic.Int64  // acknowledgements per generation
@@ -431,28 +433,72 @@ func profileCPU(b *testing.B, name string, agents *child) (stop func()) {
 
 // profileCPUs profiles this process's CPU into BC_LOAD_PROFILE/name, if set, and the
 // child c's (one that answers profileRequests) into childName, until the returned stop.
+// Each process also writes its allocations so far at the start and at the stop
+// (name.allocs0 and name.allocs1, see writeAllocs): the allocations of the span are
+// the second with the first as its base.
 func profileCPUs(b *testing.B, name string, c *child, childName string) (stop func()) {
 	dir := os.Getenv("BC_LOAD_PROFILE")
 	if dir == "" {
 		return func() {}
 	}
-	f, err := os.Create(filepath.Join(dir, name))
+	file := filepath.Join(dir, name)
+	if err := writeAllocs(file + ".allocs0"); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Create(file)
 	if err != nil {
 		b.Fatal(err)
 	}
 	pprof.StartCPUProfile(f)
-	if c == nil {
-		return func() { pprof.StopCPUProfile(); f.Close() }
+	stopSelf := func() {
+		pprof.StopCPUProfile()
+		f.Close()
+		if err := writeAllocs(file + ".allocs1"); err != nil {
+			b.Fatal(err)
+		}
 	}
-	c.ask("profile %s", filepath.Join(dir, childName))
-	return func() { pprof.StopCPUProfile(); f.Close(); c.ask("stop") }
+	if c == nil {
+		return stopSelf
+	}
+	if got := c.ask("profile %s", filepath.Join(dir, childName)); got != "" {
+		b.Fatalf("%s: %s", c.what, got)
+	}
+	return func() {
+		stopSelf()
+		if got := c.ask("stop"); got != "" {
+			b.Fatalf("%s: %s", c.what, got)
+		}
+	}
 }
 
+// writeAllocs writes the process's allocation profile, every allocation since it started,
+// into file, after a collection so that it counts every allocation up to now.
+func writeAllocs(file string) error {
+	runtime.GC()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// profiling is the file a child profiles its CPU into, "" when it does not.
+var profiling string
+
 // profileRequests answers a child's requests to profile its CPU into a file ("profile
-// FILE") and to stop ("stop"), and reports whether req was one of them.
+// FILE") and to stop ("stop"), and reports whether req was one of them. The child's
+// allocations are written at both (FILE.allocs0, FILE.allocs1) as profileCPUs writes
+// its own.
 func profileRequests(req []string) (answer string, ok bool) {
 	switch {
 	case len(req) == 2 && req[0] == "profile":
+		if err := writeAllocs(req[1] + ".allocs0"); err != nil {
+			return err.Error(), true
+		}
 		f, err := os.Create(req[1])
 		if err != nil {
 			return err.Error(), true
@@ -460,9 +506,18 @@ func profileRequests(req []string) (answer string, ok bool) {
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err.Error(), true
 		}
+		profiling = req[1]
 		return "", true
 	case len(req) == 1 && req[0] == "stop":
 		pprof.StopCPUProfile()
+		if profiling == "" {
+			return "", true
+		}
+		file := profiling
+		profiling = ""
+		if err := writeAllocs(file + ".allocs1"); err != nil {
+			return err.Error(), true
+		}
 		return "", true
 	}
 	return "", false

@@ -153,8 +153,10 @@ func TestReconnectPeerHoldsACertificateEach(t *testing.T) {
 }
 
 // TestReconnectPeerDiallerProfiles: the reconnect peer's dialler writes its CPU profile
-// when asked, as an agent process does, so that a run with BC_LOAD_PROFILE has the
-// dialler's profile (dialler-peer.pprof) to set against the agents' of a return.
+// when asked, as an agent process does, and its allocations at the start and at the
+// stop, so that a run with BC_LOAD_PROFILE has the dialler's profiles
+// (dialler-peer.pprof and its .allocs0 and .allocs1) to set against the agents' of a
+// return.
 func TestReconnectPeerDiallerProfiles(t *testing.T) {
 	dir, ln := resumeListener(t)
 	live := acceptCounted(ln, 1, func(c *quic.Conn) { go confirmAccepted(c) })
@@ -168,12 +170,14 @@ func TestReconnectPeerDiallerProfiles(t *testing.T) {
 	if got := dialler.ask("stop"); got != "" {
 		t.Fatalf("stop: %s", got)
 	}
-	profile, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("the dialler wrote no profile when asked: %v", err)
-	}
-	if !bytes.HasPrefix(profile, []byte{0x1f, 0x8b}) { // a CPU profile is gzipped
-		t.Errorf("the dialler's profile is not a gzipped profile: %d bytes starting %q", len(profile), profile[:min(len(profile), 8)])
+	for _, f := range []string{file, file + ".allocs0", file + ".allocs1"} {
+		profile, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatalf("the dialler wrote no profile when asked: %v", err)
+		}
+		if !bytes.HasPrefix(profile, []byte{0x1f, 0x8b}) { // a profile is gzipped
+			t.Errorf("the dialler's profile %s is not a gzipped profile: %d bytes starting %q", filepath.Base(f), len(profile), profile[:min(len(profile), 8)])
+		}
 	}
 }
 
