@@ -25,6 +25,22 @@ func openBackends(t *testing.T) []backend {
 	return kvs
 }
 
+// putKeys puts key(i) for i up to n into bucket, valued "v" and i, in one transaction
+// of kv.
+func putKeys(t testing.TB, kv backend, bucket string, n int, key func(int) []byte) {
+	t.Helper()
+	if err := kv.update(func(tx kvTx) error {
+		for i := range n {
+			if err := tx.put(bucket, key(i), fmt.Appendf(nil, "v%d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestBackendsAgree runs one random sequence of transactions on a bbolt and an etcd
 // backend at once: puts, deletes (of keys there or not), reads, and cursor walks in both
 // directions from random places, inside transactions that also wrote (so the etcd
@@ -134,16 +150,7 @@ func TestBackendsAgreeAcrossPages(t *testing.T) {
 	}
 	var logs []string
 	for _, kv := range kvs {
-		if err := kv.update(func(tx kvTx) error {
-			for i := range n {
-				if err := tx.put(bucket, key(i), fmt.Appendf(nil, "v%d", i)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+		putKeys(t, kv, bucket, n, key)
 		var log string
 		kv.view(func(tx kvTx) error { log = walks(tx); return nil })
 		kv.update(func(tx kvTx) error {

@@ -595,41 +595,62 @@ type etcdCursor struct {
 	// and the gap it looked across to find it (empty until the first move). A cursor
 	// that stops early read up to the key it stopped at, not to the bucket's end.
 	readFrom, readEnd string
+	// ahead answers the forward moves from the snapshot's keys read ahead of them.
+	ahead readAhead
 }
 
-func (c *etcdCursor) First() ([]byte, []byte)        { return c.move(c.start, true) }
-func (c *etcdCursor) Last() ([]byte, []byte)         { return c.move(c.end, false) }
-func (c *etcdCursor) Seek(k []byte) ([]byte, []byte) { return c.move(c.start+string(k), true) }
+func (c *etcdCursor) First() ([]byte, []byte)        { return c.move(c.start, landAtOrAfter) }
+func (c *etcdCursor) Last() ([]byte, []byte)         { return c.move(c.end, landBefore) }
+func (c *etcdCursor) Seek(k []byte) ([]byte, []byte) { return c.move(c.start+string(k), landAtOrAfter) }
 
 func (c *etcdCursor) Next() ([]byte, []byte) {
 	if c.key == "" {
 		return nil, nil
 	}
-	return c.move(c.key+"\x00", true)
+	return c.move(c.key, landAfter)
 }
 
 func (c *etcdCursor) Prev() ([]byte, []byte) {
 	if c.key == "" {
 		return nil, nil
 	}
-	return c.move(c.key, false)
+	return c.move(c.key, landBefore)
 }
 
-// move lands on the first key at or after from (forward) or the last key before from
-// (backward), among the stored keys not deleted by the transaction and the keys it put.
-func (c *etcdCursor) move(from string, forward bool) ([]byte, []byte) {
+// landing is the key a move lands on, named from the key it starts at.
+type landing int
+
+const (
+	// landAtOrAfter is the first key at or after it (First, Seek).
+	landAtOrAfter landing = iota
+	// landAfter is the first key after it (Next).
+	landAfter
+	// landBefore is the last key before it (Last, Prev).
+	landBefore
+)
+
+// move lands on the key that to names from the key from, among the stored keys not
+// deleted by the transaction and the keys it put.
+func (c *etcdCursor) move(from string, to landing) ([]byte, []byte) {
 	c.key = ""
-	stored, ok := c.stored(from, forward)
+	stored, ok := c.stored(from, to)
 	for ok {
 		if w, written := c.t.writes[stored.key]; !written || w != nil {
 			break
 		}
 		// Deleted in this transaction: look past it.
-		if forward {
-			stored, ok = c.stored(stored.key+"\x00", true)
+		if to == landBefore {
+			stored, ok = c.stored(stored.key, landBefore)
 		} else {
-			stored, ok = c.stored(stored.key, false)
+			stored, ok = c.stored(stored.key, landAfter)
 		}
+	}
+	forward := to != landBefore
+	if to == landAfter && !c.t.readOnly {
+		// The keys after from are those at or after its successor: where the move looks
+		// for the transaction's puts and where the range it read begins (a read-only
+		// transaction has neither).
+		from += "\x00"
 	}
 	// The transaction's own puts between from and the stored key found.
 	best, found := stored.key, ok
@@ -642,6 +663,8 @@ func (c *etcdCursor) move(from string, forward bool) ([]byte, []byte) {
 		}
 	}
 	switch {
+	case c.t.readOnly:
+		// It commits nothing: no range of it is compared.
 	case forward && found:
 		c.read(from, best+"\x00")
 	case forward:
@@ -674,12 +697,25 @@ func (c *etcdCursor) read(from, end string) {
 	c.readFrom, c.readEnd = min(c.readFrom, from), max(c.readEnd, end)
 }
 
-// stored is the first stored key at or after from (forward) or the last before it.
-func (c *etcdCursor) stored(from string, forward bool) (mirrorKV, bool) {
-	if forward {
-		return c.t.snap.first(max(from, c.start), c.end)
+// stored is the stored key that to names from the key from. Forward, it answers from
+// the keys read ahead (readAhead), reading further ahead when from is past them;
+// backward, from the tree's root each time (the store walks back rarely and briefly:
+// over a profile's deleted versions).
+func (c *etcdCursor) stored(from string, to landing) (mirrorKV, bool) {
+	switch to {
+	case landBefore:
+		return c.t.snap.last(c.start, min(from, c.end))
+	case landAfter:
+		if kv, ok, known := c.ahead.after(from); known {
+			return kv, ok
+		}
+		from += "\x00"
 	}
-	return c.t.snap.last(c.start, min(from, c.end))
+	from = max(from, c.start)
+	if !c.ahead.covers(from) {
+		c.ahead.fill(c.t.snap, from, c.end)
+	}
+	return c.ahead.first(from)
 }
 
 // remoteCommit is what one commit of another replica wrote, as the watch saw it.

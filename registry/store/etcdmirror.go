@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +78,80 @@ func (s *mirrorSnap) last(start, before string) (kv mirrorKV, ok bool) {
 		return false
 	})
 	return kv, ok
+}
+
+// A cursor reads its snapshot ahead of its forward moves: one descent of the tree
+// reads a run of consecutive keys, and the moves within the run find their keys in it,
+// not from the tree's root again. The first run is readAheadFirst keys (a Seek read once
+// pays for little more than its key), each run after it twice the one before, up to
+// readAheadMost.
+const (
+	readAheadFirst = 2
+	readAheadMost  = 64
+)
+
+// readAhead is a run of a snapshot's keys, kvs, read in order by one ascent of its tree
+// from the key from: it holds every key of the snapshot from from to its last key and,
+// when all, to the ascent's end (the cursor's bucket's end). A snapshot never changes,
+// so a run stays true however the cursor moves; the transaction's writes are laid over
+// what it answers, never put in it.
+type readAhead struct {
+	kvs  []mirrorKV
+	from string
+	all  bool
+	// next is the index in kvs after the key last answered.
+	next int
+}
+
+// covers says whether first can answer from: whether the run holds every key of the
+// snapshot from from to the first key at or after it, or to the ascent's end.
+func (a *readAhead) covers(from string) bool {
+	if from < a.from {
+		return false
+	}
+	return a.all || len(a.kvs) > 0 && from <= a.kvs[len(a.kvs)-1].key
+}
+
+// fill reads the run of snap's keys at or after from and before end: twice as many keys
+// as the run before held, readAheadFirst the first time, at most readAheadMost.
+func (a *readAhead) fill(snap *mirrorSnap, from, end string) {
+	n := min(max(2*len(a.kvs), readAheadFirst), readAheadMost)
+	if cap(a.kvs) < n {
+		a.kvs = make([]mirrorKV, 0, n)
+	}
+	a.kvs, a.from, a.next = a.kvs[:0], from, 0
+	snap.tree.AscendGreaterOrEqual(mirrorKV{key: from}, func(kv mirrorKV) bool {
+		if kv.key >= end {
+			return false
+		}
+		a.kvs = append(a.kvs, kv)
+		return len(a.kvs) < n
+	})
+	a.all = len(a.kvs) < n
+}
+
+// after is the run's first key after key when key is the key it answered last (known):
+// the next in the run, or none when the run reached the ascent's end. A cursor stepping
+// on from the key it stands on is answered so, with no search.
+func (a *readAhead) after(key string) (kv mirrorKV, ok, known bool) {
+	switch {
+	case a.next == 0 || a.kvs[a.next-1].key != key:
+		return kv, false, false
+	case a.next < len(a.kvs):
+		a.next++
+		return a.kvs[a.next-1], true, true
+	}
+	return kv, false, a.all
+}
+
+// first is the run's first key at or after from, which the run covers.
+func (a *readAhead) first(from string) (mirrorKV, bool) {
+	i, _ := slices.BinarySearchFunc(a.kvs, from, func(kv mirrorKV, key string) int { return strings.Compare(kv.key, key) })
+	if i == len(a.kvs) {
+		return mirrorKV{}, false
+	}
+	a.next = i + 1
+	return a.kvs[i], true
 }
 
 // mirror is the replica's copy of the keys under the prefix.
