@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/google/btree"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -301,6 +302,10 @@ type etcdTx struct {
 	wrote   []string
 	deleted []string
 	hooks   []func()
+	// puts holds, in order, the keys of writes that are puts (not deletions), for the
+	// cursors to find the transaction's own keys without walking all its writes at each
+	// step; nil until the first put.
+	puts *btree.BTreeG[string]
 }
 
 func (t *etcdTx) get(bucket string, key []byte) []byte {
@@ -329,7 +334,12 @@ func (t *etcdTx) put(bucket string, key, value []byte) error {
 	if v == nil {
 		v = []byte{}
 	}
-	t.writes[t.b.recKey(bucket, key)] = &v
+	full := t.b.recKey(bucket, key)
+	t.writes[full] = &v
+	if t.puts == nil {
+		t.puts = btree.NewOrderedG[string](mirrorDegree)
+	}
+	t.puts.ReplaceOrInsert(full)
 	t.markWrote(bucket)
 	return nil
 }
@@ -338,7 +348,11 @@ func (t *etcdTx) del(bucket string, key []byte) error {
 	if t.readOnly {
 		return errors.New("store: a write in a read-only transaction")
 	}
-	t.writes[t.b.recKey(bucket, key)] = nil
+	full := t.b.recKey(bucket, key)
+	t.writes[full] = nil
+	if t.puts != nil {
+		t.puts.Delete(full)
+	}
 	t.markWrote(bucket)
 	if !slices.Contains(t.deleted, bucket) {
 		t.deleted = append(t.deleted, bucket)
@@ -652,15 +666,10 @@ func (c *etcdCursor) move(from string, to landing) ([]byte, []byte) {
 		// transaction has neither).
 		from += "\x00"
 	}
-	// The transaction's own puts between from and the stored key found.
+	// The transaction's own put nearest from, if it comes before the stored key found.
 	best, found := stored.key, ok
-	for full, v := range c.t.writes {
-		if v == nil || full < c.start || full >= c.end {
-			continue
-		}
-		if forward && full >= from && (!found || full < best) || !forward && full < from && (!found || full > best) {
-			best, found = full, true
-		}
+	if put, ok := c.t.putNear(from, forward, c.start, c.end); ok && (!found || forward && put < best || !forward && put > best) {
+		best, found = put, true
 	}
 	switch {
 	case c.t.readOnly:
@@ -682,6 +691,30 @@ func (c *etcdCursor) move(from string, to landing) ([]byte, []byte) {
 		return []byte(best[len(c.start):]), *v
 	}
 	return []byte(best[len(c.start):]), stored.value
+}
+
+// putNear is the first key the transaction put at or after from (forward) or the last
+// it put before from (backward), among those in [start, end).
+func (t *etcdTx) putNear(from string, forward bool, start, end string) (key string, ok bool) {
+	if t.puts == nil {
+		return "", false
+	}
+	if forward {
+		t.puts.AscendGreaterOrEqual(max(from, start), func(k string) bool {
+			key, ok = k, k < end
+			return false
+		})
+		return key, ok
+	}
+	before := min(from, end)
+	t.puts.DescendLessOrEqual(before, func(k string) bool {
+		if k == before {
+			return true
+		}
+		key, ok = k, k >= start
+		return false
+	})
+	return key, ok
 }
 
 // read widens the range the cursor read to cover [from, end), within its bucket.

@@ -411,3 +411,111 @@ func BenchmarkEtcdCursor(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEtcdCursorOverWrites: a read-write transaction puts 1,000 keys into a bucket
+// of 1,000 stored ones, one after each, and walks the bucket: each step finds the
+// transaction's own next key among its puts as well as the snapshot's. The transaction
+// is rolled back (bbolt) or never committed (etcd, on the mirror as loaded).
+func BenchmarkEtcdCursorOverWrites(b *testing.B) {
+	const n = 1000
+	rolledBack := errors.New("rolled back")
+	for _, be := range testBackends {
+		s, err := be.place(b)(b, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		putKeys(b, s.kv, cursorBucket, n, cursorKey)
+		update := func(fn func(kvTx) error) error { return s.kv.update(fn) }
+		if e, ok := s.kv.(*etcdBackend); ok {
+			snap, err := e.snapshot()
+			if err != nil {
+				b.Fatal(err)
+			}
+			update = func(fn func(kvTx) error) error { return fn(e.txOn(snap, false)) }
+		}
+		b.Run(be.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				err := update(func(tx kvTx) error {
+					for i := range n {
+						if err := tx.put(cursorBucket, append(cursorKey(i), '+'), nil); err != nil {
+							return err
+						}
+					}
+					read := 0
+					c := tx.cursor(cursorBucket)
+					for k, _ := c.First(); k != nil; k, _ = c.Next() {
+						read++
+					}
+					if read != 2*n {
+						b.Fatalf("read %d records, want %d", read, 2*n)
+					}
+					return rolledBack
+				})
+				if err != rolledBack {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestCursorWalksOnlyItsTransactionsLivePuts: a read-write transaction's cursor walks,
+// forward and back, the stored keys and the keys the transaction put in its bucket,
+// never a key the transaction put and then deleted, nor one it put in a bucket whose
+// name sorts beside it (before its range, "cursor-a"; after it, "cursor0" and
+// "cursorz"), on both backends.
+func TestCursorWalksOnlyItsTransactionsLivePuts(t *testing.T) {
+	rolledBack := errors.New("rolled back")
+	for _, be := range testBackends {
+		t.Run(be.name, func(t *testing.T) {
+			s, err := be.place(t)(t, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			putKeys(t, s.kv, cursorBucket, 4, cursorKey) // k0000..k0003
+			var forward, back []string
+			err = s.kv.update(func(tx kvTx) error {
+				forward, back = nil, nil
+				for _, bucket := range []string{"cursor-a", "cursor0", "cursorz"} {
+					for _, key := range []string{"a", "k0001+", "zz"} {
+						if err := tx.put(bucket, []byte(key), []byte("x")); err != nil {
+							return err
+						}
+					}
+				}
+				for _, key := range []string{"k0000+", "k0001+", "k0002+", "k0003+"} {
+					if err := tx.put(cursorBucket, []byte(key), []byte("x")); err != nil {
+						return err
+					}
+				}
+				for _, key := range []string{"k0001+", "k0003+", "k0002"} {
+					if err := tx.del(cursorBucket, []byte(key)); err != nil {
+						return err
+					}
+				}
+				c := tx.cursor(cursorBucket)
+				for k, _ := c.First(); k != nil; k, _ = c.Next() {
+					forward = append(forward, string(k))
+				}
+				for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+					back = append(back, string(k))
+				}
+				return rolledBack
+			})
+			if err != rolledBack {
+				t.Fatal(err)
+			}
+			want := []string{"k0000", "k0000+", "k0001", "k0002+", "k0003"}
+			if !slices.Equal(forward, want) {
+				t.Errorf("forward: walked %q, want %q", forward, want)
+			}
+			slices.Reverse(want)
+			if !slices.Equal(back, want) {
+				t.Errorf("back: walked %q, want %q", back, want)
+			}
+		})
+	}
+}
