@@ -117,7 +117,8 @@ func TestSilentSessionEnds(t *testing.T) {
 // costs to keep the connections alive. Both are idle, so each takes little of the processor from the other.
 //
 // With BC_LOAD_PROFILE=DIR, the registry's CPU profile of the window is written to
-// DIR/idle.pprof and the first agent process's to DIR/agents-idle.pprof.
+// DIR/idle.pprof and the first agent process's to DIR/agents-idle.pprof, each with its
+// process's allocations at the window's start and end (profileCPUs).
 func BenchmarkIdleFleet(b *testing.B) {
 	n, per := envInt("BC_LOAD_AGENTS", 10000), envInt("BC_LOAD_PER_PROCESS", 5000)
 	peers := envInt("BC_LOAD_PEERS", n)
