@@ -385,15 +385,7 @@ func BenchmarkEtcdCursor(b *testing.B) {
 		for _, bucket := range []string{"before", cursorBucket, "later"} {
 			putKeys(b, s.kv, bucket, n, cursorKey)
 		}
-		view := s.kv.view
-		if e, ok := s.kv.(*etcdBackend); ok {
-			// The snapshot the store's view reads, taken once: no barrier's round a read.
-			snap, err := e.snapshot()
-			if err != nil {
-				b.Fatal(err)
-			}
-			view = func(fn func(kvTx) error) error { return fn(e.txOn(snap, true)) }
-		}
+		view := onOneSnapshot(b, s.kv, true, s.kv.view)
 		for _, shape := range shapes {
 			b.Run(shape.name+"/"+be.name, func(b *testing.B) {
 				b.ReportAllocs()
@@ -412,6 +404,21 @@ func BenchmarkEtcdCursor(b *testing.B) {
 	}
 }
 
+// onOneSnapshot is how a benchmark runs its transactions on kv: on etcd, on one
+// snapshot of the mirror taken now (read-only or not, never committed: no barrier's
+// round a transaction); on bbolt, with run (its view or update).
+func onOneSnapshot(b *testing.B, kv backend, readOnly bool, run func(func(kvTx) error) error) func(func(kvTx) error) error {
+	e, ok := kv.(*etcdBackend)
+	if !ok {
+		return run
+	}
+	snap, err := e.snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return func(fn func(kvTx) error) error { return fn(e.txOn(snap, readOnly)) }
+}
+
 // BenchmarkEtcdCursorOverWrites: a read-write transaction puts 1,000 keys into a bucket
 // of 1,000 stored ones, one after each, and walks the bucket: each step finds the
 // transaction's own next key among its puts as well as the snapshot's. The transaction
@@ -426,14 +433,7 @@ func BenchmarkEtcdCursorOverWrites(b *testing.B) {
 		}
 		defer s.Close()
 		putKeys(b, s.kv, cursorBucket, n, cursorKey)
-		update := func(fn func(kvTx) error) error { return s.kv.update(fn) }
-		if e, ok := s.kv.(*etcdBackend); ok {
-			snap, err := e.snapshot()
-			if err != nil {
-				b.Fatal(err)
-			}
-			update = func(fn func(kvTx) error) error { return fn(e.txOn(snap, false)) }
-		}
+		update := onOneSnapshot(b, s.kv, false, s.kv.update)
 		b.Run(be.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -468,54 +468,52 @@ func BenchmarkEtcdCursorOverWrites(b *testing.B) {
 // "cursorz"), on both backends.
 func TestCursorWalksOnlyItsTransactionsLivePuts(t *testing.T) {
 	rolledBack := errors.New("rolled back")
-	for _, be := range testBackends {
-		t.Run(be.name, func(t *testing.T) {
-			s, err := be.place(t)(t, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			putKeys(t, s.kv, cursorBucket, 4, cursorKey) // k0000..k0003
-			var forward, back []string
-			err = s.kv.update(func(tx kvTx) error {
-				forward, back = nil, nil
-				for _, bucket := range []string{"cursor-a", "cursor0", "cursorz"} {
-					for _, key := range []string{"a", "k0001+", "zz"} {
-						if err := tx.put(bucket, []byte(key), []byte("x")); err != nil {
-							return err
-						}
-					}
-				}
-				for _, key := range []string{"k0000+", "k0001+", "k0002+", "k0003+"} {
-					if err := tx.put(cursorBucket, []byte(key), []byte("x")); err != nil {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, err := open(t, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		putKeys(t, s.kv, cursorBucket, 4, cursorKey) // k0000..k0003
+		var forward, back []string
+		err = s.kv.update(func(tx kvTx) error {
+			forward, back = nil, nil
+			for _, bucket := range []string{"cursor-a", "cursor0", "cursorz"} {
+				for _, key := range []string{"a", "k0001+", "zz"} {
+					if err := tx.put(bucket, []byte(key), []byte("x")); err != nil {
 						return err
 					}
 				}
-				for _, key := range []string{"k0001+", "k0003+", "k0002"} {
-					if err := tx.del(cursorBucket, []byte(key)); err != nil {
-						return err
-					}
-				}
-				c := tx.cursor(cursorBucket)
-				for k, _ := c.First(); k != nil; k, _ = c.Next() {
-					forward = append(forward, string(k))
-				}
-				for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
-					back = append(back, string(k))
-				}
-				return rolledBack
-			})
-			if err != rolledBack {
-				t.Fatal(err)
 			}
-			want := []string{"k0000", "k0000+", "k0001", "k0002+", "k0003"}
-			if !slices.Equal(forward, want) {
-				t.Errorf("forward: walked %q, want %q", forward, want)
+			for _, key := range []string{"k0000+", "k0001+", "k0002+", "k0003+"} {
+				if err := tx.put(cursorBucket, []byte(key), []byte("x")); err != nil {
+					return err
+				}
 			}
-			slices.Reverse(want)
-			if !slices.Equal(back, want) {
-				t.Errorf("back: walked %q, want %q", back, want)
+			for _, key := range []string{"k0001+", "k0003+", "k0002"} {
+				if err := tx.del(cursorBucket, []byte(key)); err != nil {
+					return err
+				}
 			}
+			c := tx.cursor(cursorBucket)
+			for k, _ := c.First(); k != nil; k, _ = c.Next() {
+				forward = append(forward, string(k))
+			}
+			for k, _ := c.Last(); k != nil; k, _ = c.Prev() {
+				back = append(back, string(k))
+			}
+			return rolledBack
 		})
-	}
+		if err != rolledBack {
+			t.Fatal(err)
+		}
+		want := []string{"k0000", "k0000+", "k0001", "k0002+", "k0003"}
+		if !slices.Equal(forward, want) {
+			t.Errorf("forward: walked %q, want %q", forward, want)
+		}
+		slices.Reverse(want)
+		if !slices.Equal(back, want) {
+			t.Errorf("back: walked %q, want %q", back, want)
+		}
+	})
 }
