@@ -302,10 +302,10 @@ type etcdTx struct {
 	wrote   []string
 	deleted []string
 	hooks   []func()
-	// puts holds, in order, the keys of writes that are puts (not deletions), for the
-	// cursors to find the transaction's own keys without walking all its writes at each
-	// step; nil until the first put.
-	puts *btree.BTreeG[string]
+	// puts holds, in order, the keys (values unset) of writes that are puts (not
+	// deletions), for the cursors to find the transaction's own keys without walking all
+	// its writes at each step; nil until the first put.
+	puts *btree.BTreeG[mirrorKV]
 }
 
 func (t *etcdTx) get(bucket string, key []byte) []byte {
@@ -337,9 +337,9 @@ func (t *etcdTx) put(bucket string, key, value []byte) error {
 	full := t.b.recKey(bucket, key)
 	t.writes[full] = &v
 	if t.puts == nil {
-		t.puts = btree.NewOrderedG[string](mirrorDegree)
+		t.puts = btree.NewG(mirrorDegree, mirrorLess)
 	}
-	t.puts.ReplaceOrInsert(full)
+	t.puts.ReplaceOrInsert(mirrorKV{key: full})
 	t.markWrote(bucket)
 	return nil
 }
@@ -351,7 +351,7 @@ func (t *etcdTx) del(bucket string, key []byte) error {
 	full := t.b.recKey(bucket, key)
 	t.writes[full] = nil
 	if t.puts != nil {
-		t.puts.Delete(full)
+		t.puts.Delete(mirrorKV{key: full})
 	}
 	t.markWrote(bucket)
 	if !slices.Contains(t.deleted, bucket) {
@@ -372,7 +372,7 @@ func (t *etcdTx) buckets() []string {
 	seen := map[string]bool{}
 	from, end := t.b.prefix, clientv3.GetPrefixRangeEnd(t.b.prefix)
 	for {
-		kv, ok := t.snap.first(from, end)
+		kv, ok := firstIn(t.snap.tree, from, end)
 		if !ok {
 			break
 		}
@@ -668,8 +668,8 @@ func (c *etcdCursor) move(from string, to landing) ([]byte, []byte) {
 	}
 	// The transaction's own put nearest from, if it comes before the stored key found.
 	best, found := stored.key, ok
-	if put, ok := c.t.putNear(from, forward, c.start, c.end); ok && (!found || forward && put < best || !forward && put > best) {
-		best, found = put, true
+	if put, ok := c.t.putNear(from, forward, c.start, c.end); ok && (!found || forward && put.key < best || !forward && put.key > best) {
+		best, found = put.key, true
 	}
 	switch {
 	case c.t.readOnly:
@@ -695,26 +695,14 @@ func (c *etcdCursor) move(from string, to landing) ([]byte, []byte) {
 
 // putNear is the first key the transaction put at or after from (forward) or the last
 // it put before from (backward), among those in [start, end).
-func (t *etcdTx) putNear(from string, forward bool, start, end string) (key string, ok bool) {
-	if t.puts == nil {
-		return "", false
+func (t *etcdTx) putNear(from string, forward bool, start, end string) (put mirrorKV, ok bool) {
+	switch {
+	case t.puts == nil:
+		return put, false
+	case forward:
+		return firstIn(t.puts, max(from, start), end)
 	}
-	if forward {
-		t.puts.AscendGreaterOrEqual(max(from, start), func(k string) bool {
-			key, ok = k, k < end
-			return false
-		})
-		return key, ok
-	}
-	before := min(from, end)
-	t.puts.DescendLessOrEqual(before, func(k string) bool {
-		if k == before {
-			return true
-		}
-		key, ok = k, k >= start
-		return false
-	})
-	return key, ok
+	return lastIn(t.puts, start, min(from, end))
 }
 
 // read widens the range the cursor read to cover [from, end), within its bucket.
@@ -737,7 +725,7 @@ func (c *etcdCursor) read(from, end string) {
 func (c *etcdCursor) stored(from string, to landing) (mirrorKV, bool) {
 	switch to {
 	case landBefore:
-		return c.t.snap.last(c.start, min(from, c.end))
+		return lastIn(c.t.snap.tree, c.start, min(from, c.end))
 	case landAfter:
 		if kv, ok, known := c.ahead.after(from); known {
 			return kv, ok

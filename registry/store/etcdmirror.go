@@ -59,18 +59,18 @@ func (s *mirrorSnap) get(key string) (mirrorKV, bool) {
 	return s.tree.Get(mirrorKV{key: key})
 }
 
-// first is the first key at or after from and before end.
-func (s *mirrorSnap) first(from, end string) (kv mirrorKV, ok bool) {
-	s.tree.AscendGreaterOrEqual(mirrorKV{key: from}, func(i mirrorKV) bool {
+// firstIn is tree's first key at or after from and before end.
+func firstIn(tree *btree.BTreeG[mirrorKV], from, end string) (kv mirrorKV, ok bool) {
+	tree.AscendGreaterOrEqual(mirrorKV{key: from}, func(i mirrorKV) bool {
 		kv, ok = i, i.key < end
 		return false
 	})
 	return kv, ok
 }
 
-// last is the last key before before and at or after start.
-func (s *mirrorSnap) last(start, before string) (kv mirrorKV, ok bool) {
-	s.tree.DescendLessOrEqual(mirrorKV{key: before}, func(i mirrorKV) bool {
+// lastIn is tree's last key before before and at or after start.
+func lastIn(tree *btree.BTreeG[mirrorKV], start, before string) (kv mirrorKV, ok bool) {
+	tree.DescendLessOrEqual(mirrorKV{key: before}, func(i mirrorKV) bool {
 		if i.key == before {
 			return true
 		}
