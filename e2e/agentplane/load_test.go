@@ -57,7 +57,11 @@ import (
 //     probe timeout before it is sent again;
 //   - reconnects, twice: the endpoint is closed (agents are told when to come back) and a
 //     new one started on the same store and address; from then until every agent is
-//     back. The first return is told the plan an endpoint starts with, the second the
+//     back. Between the two the closed fleet's heap is collected: a registry restarts as
+//     a new process, whose collector starts from what it holds, not from the heap of the
+//     fleet its old process held (in which the first collection of the return would come
+//     only after thousands of handshakes, and their sessions would sit among more
+//     garbage). The first return is told the plan an endpoint starts with, the second the
 //     plan the first return's measure made (agents.Endpoint.Return). Each prints the
 //     refusals at admission in each second from the stop, and about when the stream the
 //     agents were told ended: refusals within the stream, or after it. The endpoint
@@ -237,6 +241,8 @@ type restartRun struct {
 	// the endpoint made of the return.
 	told, plan store.AgentReturn
 	closed     time.Duration
+	// collected is how long collecting the closed fleet's heap took before the start.
+	collected time.Duration
 	// streamEnd is when the stream the agents were told ends, from the stop's start.
 	streamEnd time.Duration
 	// last is the story of the last agent back (BC_LOAD_STORIES), "" without it.
@@ -253,9 +259,10 @@ type restartRun struct {
 	refusedBy []int64
 }
 
-// restartAll stops the endpoint (its agents are told when to come back), starts it again
-// on the same store and address, and measures until every agent is back and the
-// endpoint has measured the return: the phase name, its CPU profile name.pprof.
+// restartAll stops the endpoint (its agents are told when to come back), collects the
+// closed fleet's heap, starts it again on the same store and address, and measures
+// until every agent is back and the endpoint has measured the return: the phase name,
+// its CPU profile name.pprof.
 // streamEnd is where the endpoint's OnStop keeps the end of the stream the stop told.
 func restartAll(b *testing.B, e *env, n int, children []*child, name string, streamEnd *atomic.Int64) *restartRun {
 	enterPhase(b, name)
@@ -267,6 +274,9 @@ func restartAll(b *testing.B, e *env, n int, children []*child, name string, str
 	r.closed, r.streamEnd = time.Since(closing), time.Duration(streamEnd.Load())
 	stopProfile := profileCPU(b, name+".pprof", children[0])
 	time.Sleep(envDuration("BC_LOAD_RESTART_PAUSE", 0))
+	collecting := time.Now()
+	runtime.GC() // the closed fleet's heap, which a restarted registry's new process does not have
+	r.collected = time.Since(collecting)
 	e.start()
 	r.told = e.ep.Return()
 	r.phase = startPhase(children)
@@ -298,7 +308,7 @@ func restartAll(b *testing.B, e *env, n int, children []*child, name string, str
 func (r *restartRun) rate() float64 { return float64(r.back.n) / r.phase.wall.Seconds() }
 
 func (r *restartRun) print(name string, n int) {
-	r.phase.print(name, n, fmt.Sprintf("endpoint closed in %.2fs, started again; until every agent is back; told a stream of %.0f a second, %d admission places", r.closed.Seconds(), r.told.Rate, r.told.Admission))
+	r.phase.print(name, n, fmt.Sprintf("endpoint closed in %.2fs, its fleet's heap collected in %.0fms, started again; until every agent is back; told a stream of %.0f a second, %d admission places", r.closed.Seconds(), float64(r.collected)/float64(time.Millisecond), r.told.Rate, r.told.Admission))
 	fmt.Printf("  %s: agents back %s; handshakes: %d, %d of them resumed, %d refused at admission (%d attempts by the agents' count, %d as their hellos told the registry), %d abandoned; %d attempts unanswered within the handshake's timeout; %d UDP datagrams dropped for full receive buffers\n",
 		name, &r.back, r.hs.Accepted, r.hs.Resumed, r.hs.Refused, r.attempts, r.hs.RefusedAttempts, r.hs.Abandoned, r.unanswered, r.drops)
 	if len(r.refusedBy) > 0 {
