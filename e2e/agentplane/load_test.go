@@ -317,7 +317,7 @@ func (r *restartRun) print(name string, n int) {
 	if r.last != "" {
 		fmt.Printf("  %s: the last agent back: %s\n", name, r.last)
 	}
-	fmt.Printf("  %s: measured %.0f handshakes a second while refusing (0: never saturated), mean handshake %v, %d attempts refused; next return at %.0f a second, %d admission places\n",
+	fmt.Printf("  %s: measured %.0f handshakes a second while refusing first packets (0: none refused), mean handshake %v, %d attempts refused; next return at %.0f a second, %d admission places\n",
 		name, r.plan.MeasuredRate, r.plan.MeanHandshake.Round(time.Microsecond), r.plan.Refused, r.plan.Rate, r.plan.Admission)
 }
 

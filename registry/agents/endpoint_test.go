@@ -63,13 +63,21 @@ func TestAdapt(t *testing.T) {
 			plan, returnMeasure{accepted: 10000, refusedAttempts: 501, saturatedAccepted: 850, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
 			850, 102, 850,
 		},
-		"kept up for over a second: asks 25% more": {
-			plan, returnMeasure{accepted: 10000, refusedAttempts: 50, saturatedAccepted: 100, saturated: sample, meanHandshake: 60 * time.Millisecond},
+		"kept up for over a second, no first packet refused: asks 25% more": {
+			plan, returnMeasure{accepted: 10000, meanHandshake: 60 * time.Millisecond},
 			1250, maxAdmission, 0,
 		},
-		"first packets refused in some samples, attempts within 1% of the fleet: asks 25% more": {
+		"kept up, first packets refused in moments completing more than 25% more: asks 25% more": {
+			plan, returnMeasure{accepted: 10000, refusedAttempts: 50, saturatedAccepted: 140, saturated: sample, meanHandshake: 60 * time.Millisecond},
+			1250, maxAdmission, 1400,
+		},
+		"kept up, first packets refused in moments completing 10% more: asks that": {
+			plan, returnMeasure{accepted: 10000, refusedAttempts: 80, saturatedAccepted: 330, saturated: 3 * sample, meanHandshake: 20 * time.Millisecond},
+			1100, 132, 1100,
+		},
+		"first packets refused in some samples, attempts within 1% of the fleet, completing less than told: the stream stays": {
 			plan, returnMeasure{accepted: 10000, refusedAttempts: 35, saturatedAccepted: 900, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
-			1250, 150, 0,
+			1000, 120, 900,
 		},
 		"a fleet too small to tell: the rate stays": {
 			store.AgentReturn{Rate: 1000, Admission: 128, Told: 300}, returnMeasure{accepted: 300},

@@ -48,7 +48,10 @@ type returnMeasure struct {
 // keeps its stream: a slower one would make the return longer to save refusals already
 // within the bound (a refused agent comes back after the stream). One that was not
 // saturated (refusals within saturatedPercent) and ran for a second or more at the
-// planned rate asks 25% more next time. The admission bound is the handshakes in flight
+// planned rate asks 25% more next time, but no more than it completed a second in the
+// moments it refused first packets, if it had any (the machine's limit showed there;
+// asking past it saturated the next return), and never less than it was told. The
+// measured rate is kept whenever first packets were refused. The admission bound is the handshakes in flight
 // the stream keeps at the measured handshake time (Little's law) and room for what
 // arrives during a stall of stallRoom, within its bounds.
 func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
@@ -57,7 +60,7 @@ func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 	next.Accepted, next.Refused, next.MeanHandshake = m.accepted, m.refusedAttempts, m.meanHandshake
 	told := int64(plan.Told)
 	saturated := m.refusedAttempts*100 > told*saturatedPercent && m.saturated > 0
-	if saturated {
+	if m.saturated > 0 {
 		next.MeasuredRate = float64(m.saturatedAccepted) / m.saturated.Seconds()
 	}
 	switch {
@@ -67,6 +70,10 @@ func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 		// Within the bound: the stream stays.
 	case float64(plan.Told) >= plan.Rate && m.accepted*100 >= told*95:
 		next.Rate = 1.25 * plan.Rate
+		if next.MeasuredRate > 0 {
+			// It kept up, but its limit showed in the moments it refused first packets.
+			next.Rate = min(next.Rate, max(next.MeasuredRate, plan.Rate))
+		}
 	}
 	next.Rate = min(max(next.Rate, minRate), maxRate)
 	if m.meanHandshake > 0 {

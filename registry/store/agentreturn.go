@@ -18,7 +18,7 @@ type AgentReturn struct {
 	StoppedAt time.Time `json:"stoppedAt"`
 	// MeasuredRate, Accepted, Refused and MeanHandshake are what the last measured return
 	// did: the handshakes a second completed while the machine was saturated (first
-	// packets were refused), or 0 if it never was; the handshakes completed, and the
+	// packets were refused), or 0 if none was refused; the handshakes completed, and the
 	// attempts refused (by the agents' count, told in their hellos; registry/agents);
 	// and the mean time from an attempt's first packet to its acceptance.
 	MeasuredRate  float64       `json:"measuredRate,omitempty"`
