@@ -51,9 +51,9 @@ type returnMeasure struct {
 // planned rate asks 25% more next time, but no more than it completed a second in the
 // moments it refused first packets, if it had any (the machine's limit showed there;
 // asking past it saturated the next return), and never less than it was told. The
-// measured rate is kept whenever first packets were refused. The admission bound is the handshakes in flight
-// the stream keeps at the measured handshake time (Little's law) and room for what
-// arrives during a stall of stallRoom, within its bounds.
+// measured rate is kept whenever first packets were refused. The admission bound is
+// the handshakes in flight the stream keeps at the measured handshake time (Little's
+// law) and room for what arrives during a stall of stallRoom, within its bounds.
 func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 	next := plan
 	next.Told, next.MeasuredRate = 0, 0
