@@ -39,7 +39,7 @@ import (
 // rather than more: each process is a Go scheduler of its own competing for the same two
 // cores, and with five of them a reconnect's handshake waited long enough between its
 // steps that the endpoint's admission places filled and most attempts were refused (README,
-// "Agent plane figures"). It measures:
+// "Agent plane"). It measures:
 //
 //   - connect: from starting the agent processes until every agent has said hello and
 //     acknowledged generation 1;
