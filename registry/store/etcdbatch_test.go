@@ -151,3 +151,86 @@ func TestEtcdGroupGathersUnderLoad(t *testing.T) {
 		t.Errorf("%d calls of %d callers in a loop went in %d commits, want at most %d: the group after a group of several did not wait for the callers it released", callers*rounds, callers, commits, most)
 	}
 }
+
+// TestEtcdGatherEndsWhenItsCallersWait drives one replica's groups step by step, the
+// calls' functions (which run inside the group's transaction) holding a commit open
+// while the next calls queue: a group of one, then a group of four while a fifth call
+// waits. With a gather of an hour, the four callers the group of four released, each
+// making its next call, must end the gather as soon as they and the fifth wait, and go
+// in one commit with it; a gather that waited its time would hold them for the hour.
+// Closing the store ends the gather that follows, with nobody coming.
+func TestEtcdGatherEndsWhenItsCallersWait(t *testing.T) {
+	s := openReplicas(t, EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, 1)[0]
+	b := s.kv.(*etcdBackend)
+	b.group.gather = time.Hour
+	errs := make(chan error, 16)
+	write := func(name string, hold chan struct{}) error {
+		return s.Update(func(tx *Tx) error {
+			if hold != nil {
+				<-hold
+			}
+			return tx.kv.put("gathertest", []byte(name), []byte("x"))
+		})
+	}
+	call := func(name string, hold chan struct{}, again bool) {
+		go func() {
+			err := write(name, hold)
+			if err == nil && again {
+				err = write(name+"-again", nil)
+			}
+			errs <- err
+		}()
+	}
+	until := func(what string, cond func(g *group) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+			b.group.mu.Lock()
+			ok := cond(&b.group)
+			b.group.mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30 s", what)
+			}
+		}
+	}
+	wait := func(n int) {
+		t.Helper()
+		for range n {
+			select {
+			case err := <-errs:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("a call did not return within 30 s: the gather did not end when the callers the commit released were back")
+			}
+		}
+	}
+	holdA, holdB := make(chan struct{}), make(chan struct{})
+	call("a", holdA, false) // a group of one, held open
+	until("the first group under way", func(g *group) bool { return g.running && len(g.waiting) == 0 })
+	call("b1", holdB, true)
+	for _, name := range []string{"b2", "b3", "b4"} {
+		call(name, nil, true)
+	}
+	until("four calls waiting", func(g *group) bool { return len(g.waiting) == 4 })
+	close(holdA)
+	wait(1)
+	until("the group of four under way", func(g *group) bool { return len(g.waiting) == 0 })
+	call("c", nil, false)
+	until("a call waiting behind it", func(g *group) bool { return len(g.waiting) == 1 })
+	before, _ := s.TxStats()
+	close(holdB)
+	wait(5)
+	after, _ := s.TxStats()
+	if n := after.Commits - before.Commits; n != 2 {
+		t.Errorf("the group of four, then its four callers again with the call that waited, went in %d commits, want 2", n)
+	}
+	until("the gather after them under way", func(g *group) bool { return g.want == 5 })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	until("the run ended with the store", func(g *group) bool { return !g.running })
+}
