@@ -47,9 +47,10 @@ type batchCall struct {
 // update commits fn together with the other calls of this replica waiting at the same
 // time, in one transaction (group commit): a call that finds no group committing starts
 // one at once, with no delay, and the calls that arrive while it commits make the next,
-// which, under load (the group before took more than one call), first waits
-// group.gather for more. A call that fails is taken out of its group and run alone (so it returns its
-// own error, and nothing it wrote is kept), and the others run again without it; when
+// which, under load (the group before took more than one call), first gathers the
+// callers that commit released (runGroups). A call that fails is taken out of its group
+// and run alone (so it returns its own error, and nothing it wrote is kept), and the
+// others run again without it; when
 // the commit meets a conflict (another replica wrote what one of the calls read), each
 // call runs alone, retrying on its own. A call returns only after its writes committed,
 // exactly once, and runs its commit hooks first, on its own goroutine: a hook that
