@@ -4,7 +4,6 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"time"
 )
 
 const (
@@ -12,10 +11,6 @@ const (
 	// reads a key or two, and a transaction keeps one compare per key read up to
 	// etcdMaxTxnOps.
 	etcdBatchMax = 48
-	// etcdGroupGather is how long a group waits at most for more calls when the groups
-	// before it took several: a commit costs the members its consensus round, not its
-	// keys, so a larger group costs them less a call (docs/store.md, "Group commit").
-	etcdGroupGather = 12 * time.Millisecond
 )
 
 // errRunAlone tells a call of a group to run as a transaction of its own.
@@ -26,15 +21,9 @@ type group struct {
 	mu      sync.Mutex
 	waiting []*batchCall
 	running bool
-	// want is how many waiting calls end the gather under way (0: none under way);
-	// full is told once they wait.
-	want int
-	full chan struct{}
-	// gather is how long a group waits at most for more calls under load (etcdGroupGather).
-	gather time.Duration
+	// gather is the wait under load for the callers a commit released.
+	gather gather
 }
-
-func newGroup() group { return group{gather: etcdGroupGather, full: make(chan struct{}, 1)} }
 
 type batchCall struct {
 	fn   func(kvTx) error
@@ -59,13 +48,7 @@ func (b *etcdBackend) update(fn func(kvTx) error) error {
 	c := &batchCall{fn: fn, done: make(chan error, 1)}
 	b.group.mu.Lock()
 	b.group.waiting = append(b.group.waiting, c)
-	if b.group.want > 0 && len(b.group.waiting) >= b.group.want {
-		b.group.want = 0
-		select {
-		case b.group.full <- struct{}{}:
-		default: // told already (never: the gather drains it before it sets want)
-		}
-	}
+	b.group.gather.arrived(len(b.group.waiting))
 	if !b.group.running {
 		b.group.running = true
 		go b.runGroups()
@@ -88,34 +71,12 @@ func (b *etcdBackend) update(fn func(kvTx) error) error {
 // the wait bbolt's Batch makes for them.
 func (b *etcdBackend) batch(fn func(kvTx) error) error { return b.update(fn) }
 
-// runGroups commits the waiting calls, etcdBatchMax at a time, until none waits. Under
-// load (the group before took several calls), the next group first gathers: it waits,
-// group.gather at most, until as many calls wait as waited when that commit ended and
-// as it took, so that the callers the commit released can come back and join it,
-// instead of arriving while it commits and taking turns with it in smaller groups. A
-// gather that finds them all back ends at once, and so does one of a store closing.
+// runGroups commits the waiting calls, etcdBatchMax at a time, until none waits; under
+// load each group first gathers the callers the commit before it released (gather).
 func (b *etcdBackend) runGroups() {
-	timer := time.NewTimer(b.group.gather)
-	timer.Stop()
 	for released := 0; ; {
 		b.group.mu.Lock()
-		if released > 1 {
-			b.group.want = len(b.group.waiting) + released
-			b.group.mu.Unlock()
-			timer.Reset(b.group.gather)
-			select {
-			case <-b.group.full:
-				timer.Stop()
-			case <-timer.C:
-			case <-b.ctx.Done():
-				timer.Stop()
-			}
-			b.group.mu.Lock()
-			if b.group.want == 0 && len(b.group.full) > 0 {
-				<-b.group.full // told as the timer ran out
-			}
-			b.group.want = 0
-		}
+		b.group.gather.wait(&b.group.mu, released, len(b.group.waiting), b.ctx.Done())
 		calls := b.group.waiting
 		b.group.waiting = nil
 		if len(calls) == 0 {

@@ -127,7 +127,7 @@ func TestEtcdCommitHookRunsOnTheCaller(t *testing.T) {
 // commit released is back before it ends: what is counted is commits, not time.
 func TestEtcdGroupGathersUnderLoad(t *testing.T) {
 	s := openReplicas(t, EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, 1)[0]
-	s.kv.(*etcdBackend).group.gather = 100 * time.Millisecond
+	s.kv.(*etcdBackend).group.gather.max = 100 * time.Millisecond
 	const callers, rounds = 8, 10
 	before, _ := s.TxStats()
 	var wg sync.WaitGroup
@@ -162,7 +162,7 @@ func TestEtcdGroupGathersUnderLoad(t *testing.T) {
 func TestEtcdGatherEndsWhenItsCallersWait(t *testing.T) {
 	s := openReplicas(t, EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, 1)[0]
 	b := s.kv.(*etcdBackend)
-	b.group.gather = time.Hour
+	b.group.gather.max = time.Hour
 	errs := make(chan error, 16)
 	write := func(name string, hold chan struct{}) error {
 		return s.Update(func(tx *Tx) error {
@@ -228,7 +228,7 @@ func TestEtcdGatherEndsWhenItsCallersWait(t *testing.T) {
 	if n := after.Commits - before.Commits; n != 2 {
 		t.Errorf("the group of four, then its four callers again with the call that waited, went in %d commits, want 2", n)
 	}
-	until("the gather after them under way", func(g *group) bool { return g.want == 5 })
+	until("the gather after them under way", func(g *group) bool { return g.gather.want == 5 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,70 @@
+package store
+
+import (
+	"sync"
+	"time"
+)
+
+// etcdGather is how long a group commit waits at most for the calls the commit before it
+// released: a commit costs the members its consensus round, not its calls, so a larger
+// group costs them less a call (docs/store.md, "Group commit").
+const etcdGather = 12 * time.Millisecond
+
+// gather is the wait of a run of rounds (group commits) under load: after a round of
+// several calls, the next round waits until as many calls wait for it as waited when
+// that round ended and as it served, so that the callers it released can come back and
+// join it, instead of arriving while it is under way and taking turns with it in
+// smaller rounds. It waits max at most, for callers that do not come back, and ends at
+// once when they are all there or the store closes. Its owner's lock guards want; only
+// the owner's running goroutine waits. (Barrier rounds keep their fixed 300 µs: this
+// wait there cost the writes more than it gave the reads, docs/store.md.)
+type gather struct {
+	max time.Duration
+	// want is how many waiting calls end the wait under way (0: none under way); full
+	// is told once they wait.
+	want  int
+	full  chan struct{}
+	timer *time.Timer
+}
+
+func newGather() gather {
+	t := time.NewTimer(etcdGather)
+	t.Stop()
+	return gather{max: etcdGather, full: make(chan struct{}, 1), timer: t}
+}
+
+// arrived tells the wait under way, if any, that waiting calls now wait. Called with the
+// owner's lock held.
+func (g *gather) arrived(waiting int) {
+	if g.want > 0 && waiting >= g.want {
+		g.want = 0
+		select {
+		case g.full <- struct{}{}:
+		default: // told already (never: wait drains it before it sets want)
+		}
+	}
+}
+
+// wait waits, after a round that served served calls, while waiting calls wait now,
+// until waiting+served wait, max at most, or closed is done. Called with mu, the owner's
+// lock, held: it gives mu up while it waits and holds it again when it returns.
+func (g *gather) wait(mu *sync.Mutex, served, waiting int, closed <-chan struct{}) {
+	if served <= 1 {
+		return
+	}
+	g.want = waiting + served
+	mu.Unlock()
+	g.timer.Reset(g.max)
+	select {
+	case <-g.full:
+		g.timer.Stop()
+	case <-g.timer.C:
+	case <-closed:
+		g.timer.Stop()
+	}
+	mu.Lock()
+	if g.want == 0 && len(g.full) > 0 {
+		<-g.full // told as the wait ended otherwise
+	}
+	g.want = 0
+}
