@@ -21,6 +21,9 @@ type group struct {
 	mu      sync.Mutex
 	waiting []*batchCall
 	running bool
+	// behind is how many calls waited when the group under way first told its callers
+	// (-1: not yet): the calls that came back after that are not counted in it.
+	behind int
 	// gather is the wait under load for the callers a commit released.
 	gather gather
 }
@@ -76,9 +79,13 @@ func (b *etcdBackend) batch(fn func(kvTx) error) error { return b.update(fn) }
 func (b *etcdBackend) runGroups() {
 	for released := 0; ; {
 		b.group.mu.Lock()
-		b.group.gather.wait(&b.group.mu, released, len(b.group.waiting), b.ctx.Done())
+		behind := b.group.behind
+		if behind < 0 {
+			behind = len(b.group.waiting)
+		}
+		b.group.gather.wait(&b.group.mu, released, behind, b.ctx.Done())
 		calls := b.group.waiting
-		b.group.waiting = nil
+		b.group.waiting, b.group.behind = nil, -1
 		if len(calls) == 0 {
 			b.group.running = false
 			b.group.mu.Unlock()
@@ -98,6 +105,7 @@ func (b *etcdBackend) runGroups() {
 // it returns: those run again in a new transaction.
 func (b *etcdBackend) tryBatch(calls []*batchCall) []*batchCall {
 	tell := func(err error) {
+		b.releasing()
 		for _, c := range calls {
 			c.done <- err
 		}
@@ -110,6 +118,7 @@ func (b *etcdBackend) tryBatch(calls []*batchCall) []*batchCall {
 	for i, c := range calls {
 		n := len(tx.hooks)
 		if err := c.fn(tx); err != nil {
+			b.releasing()
 			if len(calls) == 1 {
 				c.done <- err // alone already: its own error, nothing written
 				return nil
@@ -132,4 +141,15 @@ func (b *etcdBackend) tryBatch(calls []*batchCall) []*batchCall {
 		tell(nil)
 	}
 	return nil
+}
+
+// releasing notes, before the group under way first tells a call its outcome, how many
+// calls wait behind it: its gather waits for those and for the callers it releases, so
+// a released caller back before the gather starts must not count twice.
+func (b *etcdBackend) releasing() {
+	b.group.mu.Lock()
+	if b.group.behind < 0 {
+		b.group.behind = len(b.group.waiting)
+	}
+	b.group.mu.Unlock()
 }
