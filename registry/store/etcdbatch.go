@@ -21,9 +21,6 @@ type group struct {
 	mu      sync.Mutex
 	waiting []*batchCall
 	running bool
-	// behind is how many calls waited when the group under way first told its callers
-	// (-1: not yet): the calls that came back after that are not counted in it.
-	behind int
 	// gather is the wait under load for the callers a commit released.
 	gather gather
 }
@@ -79,13 +76,9 @@ func (b *etcdBackend) batch(fn func(kvTx) error) error { return b.update(fn) }
 func (b *etcdBackend) runGroups() {
 	for released := 0; ; {
 		b.group.mu.Lock()
-		behind := b.group.behind
-		if behind < 0 {
-			behind = len(b.group.waiting)
-		}
-		b.group.gather.wait(&b.group.mu, released, behind, b.ctx.Done())
+		b.group.gather.wait(&b.group.mu, released, b.ctx.Done())
 		calls := b.group.waiting
-		b.group.waiting, b.group.behind = nil, -1
+		b.group.waiting = nil
 		if len(calls) == 0 {
 			b.group.running = false
 			b.group.mu.Unlock()
@@ -143,13 +136,10 @@ func (b *etcdBackend) tryBatch(calls []*batchCall) []*batchCall {
 	return nil
 }
 
-// releasing notes, before the group under way first tells a call its outcome, how many
-// calls wait behind it: its gather waits for those and for the callers it releases, so
-// a released caller back before the gather starts must not count twice.
+// releasing tells the gather, before the group under way tells a call its outcome, how
+// many calls wait behind the group (gather.releasing).
 func (b *etcdBackend) releasing() {
 	b.group.mu.Lock()
-	if b.group.behind < 0 {
-		b.group.behind = len(b.group.waiting)
-	}
+	b.group.gather.releasing(len(b.group.waiting))
 	b.group.mu.Unlock()
 }

@@ -20,6 +20,9 @@ const etcdGather = 12 * time.Millisecond
 // wait there cost the writes more than it gave the reads, docs/store.md.)
 type gather struct {
 	max time.Duration
+	// behind is how many calls waited when the round under way first told its callers
+	// (-1: not yet): the callers that came back after that are not counted in it.
+	behind int
 	// want is how many waiting calls end the wait under way (0: none under way); full
 	// is told once they wait.
 	want  int
@@ -30,7 +33,17 @@ type gather struct {
 func newGather() gather {
 	t := time.NewTimer(etcdGather)
 	t.Stop()
-	return gather{max: etcdGather, full: make(chan struct{}, 1), timer: t}
+	return gather{max: etcdGather, behind: -1, full: make(chan struct{}, 1), timer: t}
+}
+
+// releasing notes, before the round under way first tells a caller its outcome, that
+// waiting calls wait behind it: the next round waits for those and for the callers this
+// one releases, so a released caller back before that wait starts does not count twice.
+// Called with the owner's lock held.
+func (g *gather) releasing(waiting int) {
+	if g.behind < 0 {
+		g.behind = waiting
+	}
 }
 
 // arrived tells the wait under way, if any, that waiting calls now wait. Called with the
@@ -45,14 +58,17 @@ func (g *gather) arrived(waiting int) {
 	}
 }
 
-// wait waits, after a round that served served calls, while waiting calls wait now,
-// until waiting+served wait, max at most, or closed is done. Called with mu, the owner's
-// lock, held: it gives mu up while it waits and holds it again when it returns.
-func (g *gather) wait(mu *sync.Mutex, served, waiting int, closed <-chan struct{}) {
+// wait waits, after a round that served served calls, until as many calls wait as
+// waited behind it (releasing) and as it served, max at most, or until closed is done;
+// then the next round starts. Called with mu, the owner's lock, held: it gives mu up
+// while it waits and holds it again when it returns.
+func (g *gather) wait(mu *sync.Mutex, served int, closed <-chan struct{}) {
+	behind := g.behind
+	g.behind = -1
 	if served <= 1 {
 		return
 	}
-	g.want = waiting + served
+	g.want = behind + served
 	mu.Unlock()
 	g.timer.Reset(g.max)
 	select {

@@ -8,8 +8,9 @@ import (
 
 // TestGatherWaitsForTheReleasedCallers checks the wait of a run of rounds with a longest
 // wait of an hour: after a round of one it does not wait; after a round of four with one
-// call waiting it waits until five wait (four are not enough) and no longer; and the
-// store closing ends it with nobody coming.
+// call waiting behind it when it told its callers (and four noted later, a caller back
+// early, not counted) it waits until five wait (four are not enough) and no longer; and
+// the store closing ends it with nobody coming.
 func TestGatherWaitsForTheReleasedCallers(t *testing.T) {
 	var mu sync.Mutex
 	g := newGather()
@@ -46,9 +47,12 @@ func TestGatherWaitsForTheReleasedCallers(t *testing.T) {
 		}
 	}
 
-	returns(ended(func() { g.wait(&mu, 1, 3, nil) }), "after a round of one")
+	g.releasing(3)
+	returns(ended(func() { g.wait(&mu, 1, nil) }), "after a round of one")
 
-	done := ended(func() { g.wait(&mu, 4, 1, nil) })
+	g.releasing(1)
+	g.releasing(4) // a released caller back before the wait: counted once
+	done := ended(func() { g.wait(&mu, 4, nil) })
 	waitsFor(5)
 	mu.Lock()
 	g.arrived(4)
@@ -65,7 +69,8 @@ func TestGatherWaitsForTheReleasedCallers(t *testing.T) {
 	}
 
 	closed := make(chan struct{})
-	done = ended(func() { g.wait(&mu, 3, 0, closed) })
+	g.releasing(0)
+	done = ended(func() { g.wait(&mu, 3, closed) })
 	waitsFor(3)
 	close(closed)
 	returns(done, "the store closed")
