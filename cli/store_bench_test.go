@@ -45,6 +45,9 @@ func BenchmarkAPI(b *testing.B) {
 	writeRates, readRates := make([][]float64, len(backends)), make([][]float64, len(backends))
 	writeCPU, readCPU := make([][]cpuUse, len(backends)), make([][]cpuUse, len(backends))
 	created := 0
+	// The replicas' barrier rounds (a linearizable read of the cluster each) in the
+	// write phases and in the read phases.
+	var writeRounds, readRounds float64
 	for range b.N {
 		for i := range rounds {
 			order := []int{0, 1}
@@ -62,17 +65,19 @@ func BenchmarkAPI(b *testing.B) {
 					clients = append(clients, testkit.Client(b, be.regs[k%len(be.regs)].AdminConfig))
 				}
 				created++
-				before := sampleCPU(b, be.regs, be.members)
+				before, roundsBefore := sampleCPU(b, be.regs, be.members), barrierRounds(b, be.regs)
 				writeRates[j] = append(writeRates[j], rate(b, be.name, clients, writes, callers, func(c *api.Client, n int64) error {
 					return c.Call(context.Background(), "tenants.create", api.CreateTenantRequest{Name: fmt.Sprintf("t%d-%d", created, n)}, &api.Tenant{})
 				}))
-				mid := sampleCPU(b, be.regs, be.members)
+				mid, roundsMid := sampleCPU(b, be.regs, be.members), barrierRounds(b, be.regs)
 				stopPerf := perfRecord(b, be.name, be.regs, be.members)
 				readRates[j] = append(readRates[j], rate(b, be.name, clients, reads, callers, func(c *api.Client, _ int64) error {
 					return c.Call(context.Background(), "tenants.list", api.ListRequest{Limit: 20}, &api.TenantList{})
 				}))
 				stopPerf()
 				after := sampleCPU(b, be.regs, be.members)
+				writeRounds += roundsMid - roundsBefore
+				readRounds += barrierRounds(b, be.regs) - roundsMid
 				var w, r cpuUse
 				w.add(mid.since(before), writes)
 				r.add(after.since(mid), reads)
@@ -81,6 +86,8 @@ func BenchmarkAPI(b *testing.B) {
 		}
 	}
 	reportConflicts(b, backends[1].regs, b.N*rounds*writes)
+	b.ReportMetric(writeRounds/float64(b.N*rounds*writes), "etcd3-barrier-rounds/write")
+	b.ReportMetric(readRounds/float64(b.N*rounds*reads), "etcd3-barrier-rounds/read")
 	for j, be := range backends {
 		b.ReportMetric(testkit.Median(writeRates[j]), be.name+"-writes/s")
 		b.ReportMetric(testkit.Median(readRates[j]), be.name+"-reads/s")
@@ -138,6 +145,20 @@ func reportConflicts(b *testing.B, replicas []*testkit.Registry, writes int) {
 	b.Logf("replicas: %.0f transactions committed, %.0f run again %v", commits, reruns, by)
 	b.ReportMetric(reruns/max(commits, 1), "etcd3-reruns/commit")
 	b.ReportMetric(float64(writes)/max(commits, 1), "etcd3-writes/commit")
+}
+
+// barrierRounds is the barrier rounds regs sent to the etcd cluster so far, read from
+// their metrics; 0 for registries that serve none (bbolt's, started without them).
+func barrierRounds(b *testing.B, regs []*testkit.Registry) float64 {
+	var n float64
+	for _, r := range regs {
+		if r.MetricsURL == "" {
+			continue
+		}
+		samples, _ := testkit.Scrape(b, r.MetricsURL)
+		n += samples["better_compute_store_barrier_rounds_total"]
+	}
+	return n
 }
 
 // projection is one round's ratio of three replicas over one bbolt registry if each

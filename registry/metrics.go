@@ -53,8 +53,9 @@ func newMetrics(st *store.Store, plane func() *agentPlane, log *slog.Logger) *me
 			r := plane().ep.Replacements()
 			return r.First, r.Again
 		},
-		StoreTransactions: storeTransactions(st),
-		Log:               log,
+		StoreTransactions:  storeTransactions(st),
+		StoreBarrierRounds: storeBarrierRounds(st),
+		Log:                log,
 	})
 }
 
@@ -71,6 +72,17 @@ func storeTransactions(st *store.Store) func() (int64, map[metrics.StoreConflict
 			out[metrics.StoreConflict{Bucket: c.Bucket, Kind: c.Kind}] = n
 		}
 		return s.Commits, out
+	}
+}
+
+// storeBarrierRounds reads st's barrier rounds on etcd; nil on bbolt, which takes none.
+func storeBarrierRounds(st *store.Store) func() int64 {
+	if _, onEtcd := st.TxStats(); !onEtcd {
+		return nil
+	}
+	return func() int64 {
+		s, _ := st.TxStats()
+		return s.BarrierRounds
 	}
 }
 

@@ -169,7 +169,8 @@ func gatherers() []prometheus.Gatherer {
 		StoreTransactions: func() (int64, map[metrics.StoreConflict]int64) {
 			return 9, map[metrics.StoreConflict]int64{{Bucket: "agent-commands", Kind: "range"}: 1}
 		},
-		Log: slog.New(slog.DiscardHandler),
+		StoreBarrierRounds: func() int64 { return 1 },
+		Log:                slog.New(slog.DiscardHandler),
 	})
 	reg.APIRequest("metal.get", "OK", time.Millisecond)
 	reg.APIQueued(time.Millisecond)

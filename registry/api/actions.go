@@ -44,7 +44,7 @@ type Caller struct {
 	// Source is the address of the call's connection (api.remoteAddr); "" for a call
 	// without one (in-process, or through the admin socket).
 	Source string
-	// st is the store; reads is the request's Reader, once taken (view).
+	// st is the store; reads is the request's Reader, once taken (reader).
 	st    *store.Store
 	reads *store.Reader
 	// ticket is the call's place in the admission of authenticated calls; nil for the
@@ -62,18 +62,37 @@ func (c *Caller) awaitChange() error {
 	return c.ticket.watch()
 }
 
-// view runs fn in a read-only transaction at least as recent as the request: the
-// request's first view takes the store's Reader (on etcd, one barrier round, or the
-// credential's, when the caller authenticated), the later ones read through it.
+// view runs fn in a read-only transaction at least as recent as the request, through
+// the request's Reader (reader).
 func (c *Caller) view(fn func(*store.Tx) error) error {
+	rd, err := c.reader()
+	if err != nil {
+		return err
+	}
+	return rd.View(fn)
+}
+
+// update runs fn in a read-write transaction reading at least as recent as the request,
+// through the request's Reader as view does: on etcd it takes no barrier of its own.
+func (c *Caller) update(fn func(*store.Tx) error) error {
+	rd, err := c.reader()
+	if err != nil {
+		return err
+	}
+	return rd.Update(fn)
+}
+
+// reader is the request's Reader: its credential's, when the caller authenticated, else
+// the store's, taken on first use (on etcd, one barrier round for the whole request).
+func (c *Caller) reader() (*store.Reader, error) {
 	if c.reads == nil {
 		rd, err := c.st.Reader()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		c.reads = &rd
 	}
-	return c.reads.View(fn)
+	return c.reads, nil
 }
 
 // Can reports whether the caller holds action.

@@ -42,13 +42,13 @@ type AdminConfigWriter struct {
 // when it began, not only the one the file held.
 func (s *Server) RegisterAdminRotation(w AdminConfigWriter) {
 	var one sync.Mutex // one rotation at a time through this registry
-	HandleHost(s, "credentials.rotateAdmin", func(_ context.Context, _ *Caller, _ struct{}) (out RotatedAdmin, err error) {
+	HandleHost(s, "credentials.rotateAdmin", func(_ context.Context, c *Caller, _ struct{}) (out RotatedAdmin, err error) {
 		one.Lock()
 		defer one.Unlock()
 		var old []store.Credential
 		var made store.Credential
 		var bearer string
-		err = s.store.Update(func(tx *store.Tx) error {
+		err = c.update(func(tx *store.Tx) error {
 			if old, err = tx.UsableHolding(store.RootTenant, ActionAll); err != nil {
 				return err
 			}
@@ -61,7 +61,7 @@ func (s *Server) RegisterAdminRotation(w AdminConfigWriter) {
 		if err := w.Write(bearer); err != nil {
 			return out, s.unmakeAdmin(made.ID, w.Path, err)
 		}
-		err = s.store.Update(func(tx *store.Tx) error {
+		err = c.update(func(tx *store.Tx) error {
 			out = RotatedAdmin{Config: w.Path, Revoked: []Credential{}} // afresh when etcd runs it again
 			cur, err := tx.Credential(made.ID)
 			if err != nil {

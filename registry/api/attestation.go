@@ -106,7 +106,7 @@ func (s *Server) registerAttestation() {
 		return out, err
 	})
 	Handle(s, "metal.acceptBoot", ActionNodesManage, func(_ context.Context, c *Caller, req NodeKey) (out NodeAttestation, err error) {
-		err = s.store.Update(func(tx *store.Tx) error {
+		err = c.update(func(tx *store.Tx) error {
 			n, err := tenantNode(tx, c, req)
 			if err != nil {
 				return err

@@ -158,7 +158,7 @@ func (s *Server) lifecycle(svc *metal.Service, c *Caller, tenantID, node string,
 // transition makes a request of a node (act: a lifecycle request, a deploy) for the
 // caller's tenant in one transaction, then starts the workflow it stored, if any.
 func (s *Server) transition(svc *metal.Service, c *Caller, tenantID string, act func(tx *store.Tx, tenant string) (store.Run, error)) (run store.Run, err error) {
-	err = s.store.Update(func(tx *store.Tx) error {
+	err = c.update(func(tx *store.Tx) error {
 		tenant, err := c.TenantFor(tx, tenantID)
 		if err != nil {
 			return err
@@ -184,7 +184,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 	ps := newProfiles(s)
 	Handle(s, "metal.enroll", ActionNodesManage, func(_ context.Context, c *Caller, req EnrollRequest) (out Node, err error) {
 		var run store.Run
-		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
+		err = inTenant(c.update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			n, r, err := svc.Enroll(tx, metal.Enrollment{Tenant: tenant, Pool: req.Pool, MACs: req.MACs, ProductUUID: req.ProductUUID,
 				BMC: store.BMC(req.BMC), HardwareProfile: req.HardwareProfile, Labels: req.Labels, Drivers: bindings(req.Drivers),
 				Platform: c.Tenant == store.RootTenant})
@@ -197,7 +197,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		return out, err
 	})
 	Handle(s, "metal.confirmMac", ActionNodesManage, func(_ context.Context, c *Caller, req ConfirmMACRequest) (out Node, err error) {
-		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
+		err = inTenant(c.update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			n, err := svc.ConfirmMAC(tx, tenant, req.NodeID, req.MAC, req.Force)
 			out = nodeOf(n)
 			return c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, req.NodeID))
@@ -205,7 +205,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		return out, err
 	})
 	Handle(s, "metal.updateBmc", ActionNodesManage, func(_ context.Context, c *Caller, req UpdateBMCRequest) (out Node, err error) {
-		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
+		err = inTenant(c.update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			n, err := svc.UpdateBMC(tx, metal.BMCUpdate{Tenant: tenant, Node: req.NodeID, Driver: req.Driver, Address: req.Address,
 				CredentialRef: req.CredentialRef, Platform: c.Tenant == store.RootTenant})
 			out = nodeOf(n)

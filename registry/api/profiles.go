@@ -165,7 +165,7 @@ func (ps *profiles) create(_ context.Context, c *Caller, req CreateProfileReques
 	if ps.isShipped(p.ID()) {
 		return out, proto.Errorf(proto.Conflict, "profile id %s is reserved: a shipped profile has it, for every tenant; give yours another id", p.ID()).WithPath("id").WithReason(proto.ReasonReservedID)
 	}
-	err = inTenant(ps.srv.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
+	err = inTenant(c.update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 		rec, err := tx.CreateProfile(store.ProfileRecord{
 			Tenant: tenant, ID: p.ID(), Version: p.Version(), Visibility: req.Visibility, Document: p.Document(),
 		})
@@ -332,7 +332,7 @@ func (ps *profiles) update(_ context.Context, c *Caller, req UpdateProfileReques
 			return out, proto.Errorf(proto.InvalidInput, "the document is %s, not the version named by the request", profileLabel(p.ID(), p.Version())).WithPath("id")
 		}
 	}
-	err = inTenant(ps.srv.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
+	err = inTenant(c.update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 		var rec store.ProfileRecord
 		var err error
 		if hasDoc {
@@ -361,7 +361,7 @@ func (ps *profiles) delete(_ context.Context, c *Caller, key ProfileKey) (out De
 	if key.ID == "" {
 		return out, proto.Errorf(proto.InvalidInput, "id is required").WithPath("id")
 	}
-	err = ps.srv.store.Update(func(tx *store.Tx) error {
+	err = c.update(func(tx *store.Tx) error {
 		tenant, err := c.TenantFor(tx, key.TenantID)
 		if err != nil {
 			return err

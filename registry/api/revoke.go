@@ -56,7 +56,7 @@ func revokedOf(r *store.Revocation, deleted int) CertificatesRevoked {
 func (s *Server) registerRevocations(svc *metal.Service) {
 	Handle(s, "metal.revokeCertificates", ActionNodesManage, func(_ context.Context, c *Caller, req RevokeNodeCertificatesRequest) (out CertificatesRevoked, err error) {
 		var failed store.Run
-		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
+		err = inTenant(c.update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			r, err := svc.RevokeAgents(tx, tenant, req.NodeID, req.Reason, c.CredentialID)
 			if err != nil {
 				return c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, req.NodeID))
@@ -84,7 +84,7 @@ func (s *Server) registerRevocations(svc *metal.Service) {
 		if err := sitesRootOnly(c); err != nil {
 			return out, err
 		}
-		err = s.store.Update(func(tx *store.Tx) error {
+		err = c.update(func(tx *store.Tx) error {
 			if _, err := requestedSite(tx, req.SiteID); err != nil {
 				return err
 			}

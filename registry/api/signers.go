@@ -39,7 +39,7 @@ type SignerList struct {
 // may change them.
 func (s *Server) registerSigners() {
 	HandleHost(s, "signers.add", func(_ context.Context, c *Caller, req AddSignerRequest) (out ImageSigner, err error) {
-		err = s.store.Update(func(tx *store.Tx) error {
+		err = c.update(func(tx *store.Tx) error {
 			tenant, err := signerTenant(tx, c, req.TenantID)
 			if err != nil {
 				return err
@@ -51,7 +51,7 @@ func (s *Server) registerSigners() {
 		return out, err
 	})
 	HandleHost(s, "signers.revoke", func(_ context.Context, c *Caller, req SignerRequest) (out ImageSigner, err error) {
-		err = s.store.Update(func(tx *store.Tx) error {
+		err = c.update(func(tx *store.Tx) error {
 			tenant, err := signerTenant(tx, c, req.TenantID)
 			if err != nil {
 				return err

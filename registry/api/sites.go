@@ -68,7 +68,7 @@ func (s *Server) registerSites() {
 		if err := sitesRootOnly(c); err != nil {
 			return out, err
 		}
-		err = s.store.Update(func(tx *store.Tx) (err error) {
+		err = c.update(func(tx *store.Tx) (err error) {
 			if site, err = tx.CreateSite(req.Name); err != nil {
 				return err
 			}
@@ -92,7 +92,7 @@ func (s *Server) registerSites() {
 		if req.BMCNetworks == nil && req.ImageSources == nil {
 			return out, proto.Errorf(proto.InvalidInput, "sites.update needs what to change: give bmcNetworks (--bmc-networks), imageSources (--image-sources) or both")
 		}
-		err = s.store.Update(func(tx *store.Tx) (err error) {
+		err = c.update(func(tx *store.Tx) (err error) {
 			if site, err = requestedSite(tx, req.SiteID); err != nil {
 				return err
 			}

@@ -134,7 +134,7 @@ func (s *Server) registerTenants() {
 		if c.Tenant != store.RootTenant {
 			return out, proto.Errorf(proto.Forbidden, "only the root tenant's credentials create tenants")
 		}
-		err = s.store.Update(func(tx *store.Tx) error {
+		err = c.update(func(tx *store.Tx) error {
 			tn, err := tx.CreateTenant(req.Name)
 			out = tenantOf(tn)
 			return err
@@ -155,7 +155,7 @@ func (s *Server) registerTenants() {
 		if err := checkGrant(c, req.Actions); err != nil {
 			return out, err
 		}
-		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
+		err = inTenant(c.update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			expires, err := grantExpiry(tx, c, req.ExpiresAt)
 			if err != nil {
 				return err
@@ -186,7 +186,7 @@ func (s *Server) registerTenants() {
 		return out, err
 	})})
 	Handle(s, "credentials.revoke", ActionCredentialsManage, func(_ context.Context, c *Caller, req RevokeCredentialRequest) (out Credential, err error) {
-		err = s.store.Update(func(tx *store.Tx) error {
+		err = c.update(func(tx *store.Tx) error {
 			cred, err := tx.Credential(req.ID)
 			if proto.CodeOf(err) == proto.NotFound || (err == nil && c.Tenant != store.RootTenant && cred.Tenant != c.Tenant) {
 				// Another tenant's credential does not exist for the caller.

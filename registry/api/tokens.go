@@ -76,7 +76,7 @@ func (s *Server) registerTokens() {
 		if req.TTLSeconds < 0 || req.TTLSeconds > int64(join.MaxTTL/time.Second) {
 			return out, proto.Errorf(proto.InvalidInput, "ttlSeconds must be 1 to %d", int64(join.MaxTTL/time.Second)).WithPath("ttlSeconds")
 		}
-		err = s.store.Update(func(tx *store.Tx) error {
+		err = c.update(func(tx *store.Tx) error {
 			tok, secret, err := join.MintToken(tx, store.TokenFor{Kind: req.Kind, NodeID: req.NodeID, Site: req.Site}, time.Duration(req.TTLSeconds)*time.Second)
 			out = CreatedToken{Token: tokenView(tok), Secret: secret}
 			return err
@@ -87,7 +87,7 @@ func (s *Server) registerTokens() {
 		if err := rootOnly(c, "revoke"); err != nil {
 			return out, err
 		}
-		err = s.store.Update(func(tx *store.Tx) error {
+		err = c.update(func(tx *store.Tx) error {
 			tok, err := tx.RevokeJoinToken(req.ID)
 			out = tokenView(tok)
 			return err

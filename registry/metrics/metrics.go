@@ -50,6 +50,10 @@ type Sources struct {
 	// conflicts that made transactions run again, by what they read that another
 	// replica changed (StoreConflict). Nil on bbolt.
 	StoreTransactions func() (commits int64, conflicts map[StoreConflict]int64)
+	// StoreBarrierRounds counts the barrier rounds this replica sent to the etcd cluster
+	// (a linearizable read each, shared by the requests and transactions beginning
+	// meanwhile). Nil on bbolt.
+	StoreBarrierRounds func() int64
 	// Log receives the errors a source returns.
 	Log *slog.Logger
 }
@@ -212,10 +216,12 @@ var (
 	conflictsDesc = prometheus.NewDesc(namespace+"_store_conflicts_total",
 		"Transactions of this replica on the etcd store that met another replica's write to what they read and ran again, by bucket and kind: key (a key read by name), range (a key written inside a range a cursor read), deleted (a key deleted from a bucket a cursor walked), bucket (any write to a bucket read, past etcd's 128 compares).",
 		[]string{"bucket", "kind"}, nil)
+	barriersDesc = prometheus.NewDesc(namespace+"_store_barrier_rounds_total",
+		"Barrier rounds this replica sent to the etcd store's cluster: a linearizable read each, shared by the requests and transactions that began while the round before was in flight.", nil, nil)
 )
 
 func (s sources) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{nodesDesc, sitesDesc, sessDesc, handDesc, refusedDesc, pushDesc, ackDesc, readDesc, replDesc, commitsDesc, conflictsDesc} {
+	for _, d := range []*prometheus.Desc{nodesDesc, sitesDesc, sessDesc, handDesc, refusedDesc, pushDesc, ackDesc, readDesc, replDesc, commitsDesc, conflictsDesc, barriersDesc} {
 		ch <- d
 	}
 }
@@ -272,5 +278,8 @@ func (s sources) Collect(ch chan<- prometheus.Metric) {
 		for c, n := range conflicts {
 			ch <- prometheus.MustNewConstMetric(conflictsDesc, prometheus.CounterValue, float64(n), c.Bucket, c.Kind)
 		}
+	}
+	if src.StoreBarrierRounds != nil {
+		ch <- prometheus.MustNewConstMetric(barriersDesc, prometheus.CounterValue, float64(src.StoreBarrierRounds()))
 	}
 }

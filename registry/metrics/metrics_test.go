@@ -26,7 +26,8 @@ func full() *Registry {
 		StoreTransactions: func() (int64, map[StoreConflict]int64) {
 			return 9, map[StoreConflict]int64{{Bucket: "agent-commands", Kind: "range"}: 2}
 		},
-		Log: slog.New(slog.DiscardHandler),
+		StoreBarrierRounds: func() int64 { return 11 },
+		Log:                slog.New(slog.DiscardHandler),
 	})
 	m.APIRequest("metal.list", "OK", 3*time.Millisecond)
 	m.APIQueued(20 * time.Millisecond)
@@ -84,10 +85,13 @@ better_compute_store_commits_total 9
 # HELP better_compute_store_conflicts_total Transactions of this replica on the etcd store that met another replica's write to what they read and ran again, by bucket and kind: key (a key read by name), range (a key written inside a range a cursor read), deleted (a key deleted from a bucket a cursor walked), bucket (any write to a bucket read, past etcd's 128 compares).
 # TYPE better_compute_store_conflicts_total counter
 better_compute_store_conflicts_total{bucket="agent-commands",kind="range"} 2
+# HELP better_compute_store_barrier_rounds_total Barrier rounds this replica sent to the etcd store's cluster: a linearizable read each, shared by the requests and transactions that began while the round before was in flight.
+# TYPE better_compute_store_barrier_rounds_total counter
+better_compute_store_barrier_rounds_total 11
 `
 	err := testutil.GatherAndCompare(full().Gatherer(), strings.NewReader(want),
 		"better_compute_agent_handshakes_total", "better_compute_agent_refused_attempts_total", "better_compute_nodes", "better_compute_agent_sessions", "better_compute_agent_sessions_replaced_total",
-		"better_compute_agent_nodespec_read_failures_total", "better_compute_store_commits_total", "better_compute_store_conflicts_total")
+		"better_compute_agent_nodespec_read_failures_total", "better_compute_store_commits_total", "better_compute_store_conflicts_total", "better_compute_store_barrier_rounds_total")
 	if err != nil {
 		t.Error(err)
 	}

@@ -18,6 +18,9 @@ type backend interface {
 	fresh() (int64, error)
 	// viewAt is view on a snapshot at least as recent as fresh's answer floor.
 	viewAt(floor int64, fn func(kvTx) error) error
+	// updateAt is update reading a snapshot at least as recent as fresh's answer floor,
+	// with no barrier of its own (etcd): the commit compares what fn read.
+	updateAt(floor int64, fn func(kvTx) error) error
 	// check reports the backend's own problems (bbolt: its pages and free list).
 	check() []error
 	close() error

@@ -61,6 +61,8 @@ func (b *bboltBackend) fresh() (int64, error) { return 0, nil }
 
 func (b *bboltBackend) viewAt(_ int64, fn func(kvTx) error) error { return b.view(fn) }
 
+func (b *bboltBackend) updateAt(_ int64, fn func(kvTx) error) error { return b.update(fn) }
+
 func (b *bboltBackend) check() []error {
 	var errs []error
 	err := b.db.View(func(tx *bolt.Tx) error {

@@ -210,10 +210,11 @@ func (b *etcdBackend) viewAt(floor int64, fn func(kvTx) error) error {
 	if err != nil {
 		return err
 	}
-	if err := b.readable(snap); err != nil {
+	tx, err := b.beginOn(snap, true)
+	if err != nil {
 		return err
 	}
-	return fn(b.txOn(snap, true))
+	return fn(tx)
 }
 
 // updateAlone runs fn in a transaction of its own, again after each conflict.
@@ -254,6 +255,29 @@ func (b *etcdBackend) begin(readOnly bool) (*etcdTx, error) {
 	if err != nil {
 		return nil, err
 	}
+	return b.beginOn(snap, readOnly)
+}
+
+// beginAt is begin for a transaction that writes, on a snapshot at floor or later (a
+// Reader's moment) and at or after this replica's last commit, without a barrier of its
+// own; noFloor: with one. What the transaction reads, its commit compares, so a snapshot
+// older than the commit's moment commits nothing it should not; and one at least as
+// recent as the Reader's moment holds every commit acknowledged before it, so what a
+// transaction that commits nothing answers is as linearizable as a View of the Reader.
+func (b *etcdBackend) beginAt(floor int64) (*etcdTx, error) {
+	if floor == noFloor {
+		return b.begin(false)
+	}
+	snap, err := b.mirror.at(max(floor, b.lastCommit.Load()), b.timeout)
+	if err != nil {
+		return nil, err
+	}
+	return b.beginOn(snap, false)
+}
+
+// beginOn starts a transaction on snap, refused when snap's format is not one this
+// release reads.
+func (b *etcdBackend) beginOn(snap *mirrorSnap, readOnly bool) (*etcdTx, error) {
 	if err := b.readable(snap); err != nil {
 		return nil, err
 	}

@@ -502,3 +502,57 @@ func TestEtcdReaderSeesItsOwnWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdReaderUpdateTakesNoBarrier writes through a Reader twenty times: no barrier
+// round is sent for the writes (they read at the Reader's moment and their commits
+// compare what they read), each write is seen by the Reader's next View, and a write
+// through the store itself, with no Reader, still takes a round of its own.
+func TestEtcdReaderUpdateTakesNoBarrier(t *testing.T) {
+	s := replicas(t, 1)[0]
+	rd, err := s.Reader()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.TxStats()
+	for i := range 20 {
+		name := fmt.Sprintf("w%d", i)
+		if err := rd.Update(func(tx *Tx) error { _, err := tx.CreateTenant(name); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if err := rd.View(func(tx *Tx) error { _, err := tx.Tenant(name); return err }); err != nil {
+			t.Fatalf("write %d: the Reader's View does not see what its Update wrote: %v", i, err)
+		}
+	}
+	after, _ := s.TxStats()
+	if n := after.BarrierRounds - before.BarrierRounds; n != 0 || after.Commits-before.Commits != 20 {
+		t.Errorf("20 writes through a Reader: %d barrier rounds and %d commits; want none and 20", n, after.Commits-before.Commits)
+	}
+	if err := s.Update(func(tx *Tx) error { _, err := tx.CreateTenant("alone"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := s.TxStats(); last.BarrierRounds == after.BarrierRounds {
+		t.Error("a write with no Reader sent no barrier round: it could miss a commit another replica acknowledged before it began")
+	}
+}
+
+// TestEtcdReaderUpdateSeesWhatCameBefore makes a tenant through one replica, then takes
+// a Reader at another and runs through it an Update that reads the tenant and writes
+// nothing, so that no commit's compare checks what it read: it finds the tenant, a
+// hundred times over (it would miss it if it read the replica's mirror before the
+// mirror reached the Reader's moment).
+func TestEtcdReaderUpdateSeesWhatCameBefore(t *testing.T) {
+	stores := replicas(t, 2)
+	for i := range 100 {
+		name := fmt.Sprintf("u%d", i)
+		if err := stores[i%2].Update(func(tx *Tx) error { _, err := tx.CreateTenant(name); return err }); err != nil {
+			t.Fatal(err)
+		}
+		rd, err := stores[(i+1)%2].Reader()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rd.Update(func(tx *Tx) error { _, err := tx.Tenant(name); return err }); err != nil {
+			t.Fatalf("round %d: an Update through a Reader taken after the tenant was made does not see it: %v", i, err)
+		}
+	}
+}

@@ -11,6 +11,8 @@ const (
 	// reads a key or two, and a transaction keeps one compare per key read up to
 	// etcdMaxTxnOps.
 	etcdBatchMax = 48
+	// noFloor is the floor of a call made with no Reader's moment.
+	noFloor = -1
 )
 
 // errRunAlone tells a call of a group to run as a transaction of its own.
@@ -26,8 +28,11 @@ type group struct {
 }
 
 type batchCall struct {
-	fn   func(kvTx) error
-	done chan error // nil: committed; errRunAlone: run it alone; else its error
+	fn func(kvTx) error
+	// floor is the Reader's moment the call reads at or after (noFloor: none, its group
+	// takes a barrier).
+	floor int64
+	done  chan error // nil: committed; errRunAlone: run it alone; else its error
 	// hooks are the commit hooks fn set in the group's transaction: once told nil, the
 	// call runs them on its own goroutine, as a transaction alone does.
 	hooks []func()
@@ -44,8 +49,12 @@ type batchCall struct {
 // call runs alone, retrying on its own. A call returns only after its writes committed,
 // exactly once, and runs its commit hooks first, on its own goroutine: a hook that
 // writes does not wait for the group goroutine that would run it.
-func (b *etcdBackend) update(fn func(kvTx) error) error {
-	c := &batchCall{fn: fn, done: make(chan error, 1)}
+func (b *etcdBackend) update(fn func(kvTx) error) error { return b.updateAt(noFloor, fn) }
+
+// updateAt is update reading at floor or later, a Reader's moment: a group whose calls
+// all have one reads at the latest of them, with no barrier of its own (beginAt).
+func (b *etcdBackend) updateAt(floor int64, fn func(kvTx) error) error {
+	c := &batchCall{fn: fn, floor: floor, done: make(chan error, 1)}
 	b.group.mu.Lock()
 	b.group.waiting = append(b.group.waiting, c)
 	b.group.gather.arrived(len(b.group.waiting))
@@ -103,7 +112,15 @@ func (b *etcdBackend) tryBatch(calls []*batchCall) []*batchCall {
 			c.done <- err
 		}
 	}
-	tx, err := b.begin(false)
+	floor := int64(0)
+	for _, c := range calls {
+		if c.floor == noFloor {
+			floor = noFloor
+			break
+		}
+		floor = max(floor, c.floor)
+	}
+	tx, err := b.beginAt(floor)
 	if err != nil {
 		tell(err)
 		return nil

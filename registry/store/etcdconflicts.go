@@ -97,11 +97,14 @@ func (s *mirrorSnap) putSince(from, end string, rev int64) (put bool) {
 	return put
 }
 
-// TxStats are the transactions a store on etcd committed since it opened, and the
-// conflicts that made them run again, by cause (docs/store.md, "Transactions").
+// TxStats are the transactions a store on etcd committed since it opened, the
+// conflicts that made them run again, by cause (docs/store.md, "Transactions"), and the
+// barrier rounds it sent, each a linearizable read of the cluster that the transactions
+// beginning meanwhile share (docs/store.md, "The mirror").
 type TxStats struct {
-	Commits   int64
-	Conflicts map[Conflict]int64
+	Commits       int64
+	Conflicts     map[Conflict]int64
+	BarrierRounds int64
 }
 
 // TxStats counts this replica's transactions and their conflicts; false on bbolt.
@@ -111,5 +114,8 @@ func (s *Store) TxStats() (TxStats, bool) {
 		return TxStats{}, false
 	}
 	commits, by := b.conflicts.snapshot()
-	return TxStats{Commits: commits, Conflicts: by}, true
+	b.barrier.mu.Lock()
+	rounds := b.barrier.rounds
+	b.barrier.mu.Unlock()
+	return TxStats{Commits: commits, Conflicts: by, BarrierRounds: rounds}, true
 }

@@ -245,6 +245,8 @@ type barrier struct {
 	mu      sync.Mutex
 	next    *barrierRound
 	running bool
+	// rounds counts the rounds sent since the store opened (TxStats).
+	rounds int64
 }
 
 type barrierRound struct {
@@ -301,6 +303,7 @@ func (b *etcdBackend) runBarriers() {
 			b.barrier.mu.Unlock()
 			return
 		}
+		b.barrier.rounds++
 		b.barrier.mu.Unlock()
 		busy = r.waiters > 1
 		ctx, cancel := b.rpc()

@@ -124,8 +124,9 @@ func (s *Store) View(fn func(*Tx) error) error {
 // Reader is one moment's reads: its Views see every commit acknowledged before the
 // moment (Store.Reader), every commit this store made before the View (so a request
 // reads what it wrote, and what woke it), and may see later ones. An API request takes
-// one when it begins and reads through it, so on etcd it pays one barrier, however many
-// Views it makes: each of its reads is still at least as recent as the request.
+// one when it begins and reads and writes through it, so on etcd it pays one barrier,
+// however many Views and Updates it makes: each of its reads is still at least as recent
+// as the request.
 type Reader struct {
 	s     *Store
 	floor int64
@@ -142,6 +143,13 @@ func (s *Store) Reader() (Reader, error) {
 // Reader's moment.
 func (r Reader) View(fn func(*Tx) error) error {
 	return r.s.kv.viewAt(r.floor, func(kv kvTx) error { return fn(r.s.tx(kv)) })
+}
+
+// Update is Store.Update for a request that took the Reader: fn reads a snapshot at least
+// as recent as the Reader's moment, and on etcd its transaction takes no barrier of its
+// own (its commit compares what fn read).
+func (r Reader) Update(fn func(*Tx) error) error {
+	return r.s.kv.updateAt(r.floor, func(kv kvTx) error { return fn(r.s.tx(kv)) })
 }
 
 func (s *Store) tx(kv kvTx) *Tx { return &Tx{kv: kv, now: s.now(), store: s} }
