@@ -144,7 +144,7 @@ func openEtcd(cfg EtcdConfig) (*etcdBackend, error) {
 	id := make([]byte, 8)
 	crand.Read(id)
 	ctx, stop := context.WithCancel(context.Background())
-	b := &etcdBackend{cli: cli, prefix: cfg.Prefix + "/", timeout: cfg.Timeout, id: []byte(hex.EncodeToString(id)), mirror: newMirror(), group: group{gather: newGather()}, ctx: ctx, stop: stop, outdated: newOutdated()}
+	b := &etcdBackend{cli: cli, prefix: cfg.Prefix + "/", timeout: cfg.Timeout, id: []byte(hex.EncodeToString(id)), mirror: newMirror(), group: group{gather: newGather()}, barrier: barrier{gather: newGather()}, ctx: ctx, stop: stop, outdated: newOutdated()}
 	if cfg.CheckLimits {
 		if err := b.probeLimits(); err != nil {
 			b.close()

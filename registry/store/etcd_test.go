@@ -556,3 +556,36 @@ func TestEtcdReaderUpdateSeesWhatCameBefore(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdBarrierGathersUnderLoad: 8 readers through one replica, each taking a Reader
+// ten times with 3 ms of its own work between (a request's way back: its answer, the
+// next request's TLS and HTTP), the longest wait made 100 ms so that on any machine
+// every released reader is back before it ends. It counts barrier rounds, not time: a
+// round after a round of several waits for the readers that round released, so the 80
+// Readers take about ten rounds, one a turn of the readers; a fixed wait shorter than
+// their way back sends a round for the first few back and another for the rest.
+func TestEtcdBarrierGathersUnderLoad(t *testing.T) {
+	s := replicas(t, 1)[0]
+	s.kv.(*etcdBackend).barrier.gather.max = 100 * time.Millisecond
+	const readers, turns = 8, 10
+	before, _ := s.TxStats()
+	var wg sync.WaitGroup
+	for range readers {
+		wg.Go(func() {
+			for range turns {
+				if _, err := s.Reader(); err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(3 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	after, _ := s.TxStats()
+	rounds, most := after.BarrierRounds-before.BarrierRounds, int64(turns+5)
+	t.Logf("%d Readers of %d readers in %d barrier rounds", readers*turns, readers, rounds)
+	if rounds > most {
+		t.Errorf("%d Readers of %d readers in a loop took %d barrier rounds, want at most %d: the round after a round of several did not wait for the readers it released", readers*turns, readers, rounds, most)
+	}
+}

@@ -5,19 +5,19 @@ import (
 	"time"
 )
 
-// etcdGather is how long a group commit waits at most for the calls the commit before it
-// released: a commit costs the members its consensus round, not its calls, so a larger
-// group costs them less a call (docs/store.md, "Group commit").
+// etcdGather is how long a group commit, or a barrier round, waits at most for the calls
+// the one before it released: a commit or a barrier costs the members its round of the
+// cluster, not its calls, so a larger round costs them less a call (docs/store.md,
+// "Group commit" and "The mirror").
 const etcdGather = 12 * time.Millisecond
 
-// gather is the wait of a run of rounds (group commits) under load: after a round of
-// several calls, the next round waits until as many calls wait for it as waited when
-// that round ended and as it served, so that the callers it released can come back and
-// join it, instead of arriving while it is under way and taking turns with it in
-// smaller rounds. It waits max at most, for callers that do not come back, and ends at
+// gather is the wait of a run of rounds (group commits, barriers) under load: after a
+// round of several calls, the next round waits until as many calls wait for it as
+// waited when that round ended and as it served, so that the callers it released can
+// come back and join it, instead of arriving while it is under way and taking turns
+// with it in smaller rounds. It waits max at most, for callers that do not come back, and ends at
 // once when they are all there or the store closes. Its owner's lock guards want; only
-// the owner's running goroutine waits. (Barrier rounds keep their fixed 300 µs: this
-// wait there cost the writes more than it gave the reads, docs/store.md.)
+// the owner's running goroutine waits.
 type gather struct {
 	max time.Duration
 	// behind is how many calls waited when the round under way first told its callers
