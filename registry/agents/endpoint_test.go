@@ -63,9 +63,25 @@ func TestAdapt(t *testing.T) {
 			plan, returnMeasure{accepted: 10000, refusedAttempts: 501, saturatedAccepted: 850, saturated: time.Second, meanHandshake: 20 * time.Millisecond},
 			850, 102, 850,
 		},
-		"kept up for over a second, no first packet refused: asks 25% more": {
+		"kept up for over a second, no first packet refused, its handshakes waiting for the processor: asks 25% more": {
 			plan, returnMeasure{accepted: 10000, meanHandshake: 60 * time.Millisecond},
 			1250, maxAdmission, 0,
+		},
+		"kept up, its handshakes under the idle handshake's time: asks twice as much": {
+			plan, returnMeasure{accepted: 10000, meanHandshake: 3 * time.Millisecond},
+			2000, maxAdmission, 0,
+		},
+		"kept up, its handshakes under the idle handshake's time, first packets refused in a moment: asks twice as much": {
+			plan, returnMeasure{accepted: 10000, refusedAttempts: 5, saturatedAccepted: 82, saturated: sample, meanHandshake: 6 * time.Millisecond},
+			2000, maxAdmission, 820,
+		},
+		"its handshakes under the idle handshake's time, but refusing over 1% of the fleet: the stream stays": {
+			plan, returnMeasure{accepted: 10000, refusedAttempts: 150, saturatedAccepted: 90, saturated: sample, meanHandshake: 6 * time.Millisecond},
+			1000, 106, 900,
+		},
+		"a slow stream, its handshakes under the idle handshake's time: the rate stays": {
+			store.AgentReturn{Rate: 1000, Admission: 128, Told: 500}, returnMeasure{accepted: 500, meanHandshake: 3 * time.Millisecond},
+			1000, 103, 0,
 		},
 		"kept up, first packets refused in moments completing more than 25% more: asks 25% more": {
 			plan, returnMeasure{accepted: 10000, refusedAttempts: 50, saturatedAccepted: 140, saturated: sample, meanHandshake: 60 * time.Millisecond},

@@ -23,6 +23,11 @@ const (
 	// told, past which a return saturated the machine, and past which it refused more
 	// than a return should: the stream is lowered only past the second.
 	saturatedPercent, refusedPercent = 1, 5
+	// idleHandshake is the mean handshake time under which a return that refused no
+	// first packet barely used the machine, and the next asks twice as much: a handshake
+	// that waits for the processor takes tens of milliseconds (benchmarks.md: 2.5 ms at
+	// 900 a second on a host that took 1,400, 57 ms at its limit).
+	idleHandshake = 10 * time.Millisecond
 )
 
 // returnMeasure is what a return did: the handshakes completed; the attempts refused,
@@ -50,7 +55,10 @@ type returnMeasure struct {
 // saturated (refusals within saturatedPercent) and ran for a second or more at the
 // planned rate asks 25% more next time, but no more than it completed a second in the
 // moments it refused first packets, if it had any (the machine's limit showed there;
-// asking past it saturated the next return), and never less than it was told. The
+// asking past it saturated the next return), and never less than it was told; unless
+// its handshakes took under idleHandshake on average: then the machine barely worked,
+// the first packets it refused, if any, were refused in moments (a collection's mark)
+// and showed no limit, and the next return asks twice as much. The
 // measured rate is kept whenever first packets were refused. The admission bound is
 // the handshakes in flight the stream keeps at the measured handshake time (Little's
 // law) and room for what arrives during a stall of stallRoom, within its bounds.
@@ -68,6 +76,10 @@ func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 		next.Rate = min(next.MeasuredRate, plan.Rate)
 	case saturated:
 		// Within the bound: the stream stays.
+	case float64(plan.Told) >= plan.Rate && m.accepted*100 >= told*95 && m.meanHandshake > 0 && m.meanHandshake < idleHandshake:
+		// The handshakes did not wait for the processor: the machine barely worked, and
+		// what first packets it refused were moments (a collection's mark), not its limit.
+		next.Rate = 2 * plan.Rate
 	case float64(plan.Told) >= plan.Rate && m.accepted*100 >= told*95:
 		next.Rate = 1.25 * plan.Rate
 		if next.MeasuredRate > 0 {
