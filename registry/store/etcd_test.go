@@ -569,19 +569,11 @@ func TestEtcdBarrierGathersUnderLoad(t *testing.T) {
 	s.kv.(*etcdBackend).barrier.gather.max = 100 * time.Millisecond
 	const readers, turns = 8, 10
 	before, _ := s.TxStats()
-	var wg sync.WaitGroup
-	for range readers {
-		wg.Go(func() {
-			for range turns {
-				if _, err := s.Reader(); err != nil {
-					t.Error(err)
-					return
-				}
-				time.Sleep(3 * time.Millisecond)
-			}
-		})
-	}
-	wg.Wait()
+	inLoops(t, readers, turns, func(int, int) error {
+		_, err := s.Reader()
+		time.Sleep(3 * time.Millisecond)
+		return err
+	})
 	after, _ := s.TxStats()
 	rounds, most := after.BarrierRounds-before.BarrierRounds, int64(turns+5)
 	t.Logf("%d Readers of %d readers in %d barrier rounds", readers*turns, readers, rounds)

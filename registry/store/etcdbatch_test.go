@@ -130,20 +130,11 @@ func TestEtcdGroupGathersUnderLoad(t *testing.T) {
 	s.kv.(*etcdBackend).group.gather.max = 100 * time.Millisecond
 	const callers, rounds = 8, 10
 	before, _ := s.TxStats()
-	var wg sync.WaitGroup
-	for k := range callers {
-		wg.Go(func() {
-			for i := range rounds {
-				if err := s.Update(func(tx *Tx) error {
-					return tx.kv.put("gathertest", fmt.Appendf(nil, "%d-%d", k, i), []byte("x"))
-				}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
+	inLoops(t, callers, rounds, func(k, i int) error {
+		return s.Update(func(tx *Tx) error {
+			return tx.kv.put("gathertest", fmt.Appendf(nil, "%d-%d", k, i), []byte("x"))
 		})
-	}
-	wg.Wait()
+	})
 	after, _ := s.TxStats()
 	commits, most := after.Commits-before.Commits, int64(rounds+3)
 	t.Logf("%d calls of %d callers in %d commits", callers*rounds, callers, commits)
@@ -233,4 +224,21 @@ func TestEtcdGatherEndsWhenItsCallersWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	until("the run ended with the store", func(g *group) bool { return !g.running })
+}
+
+// inLoops runs call on each of workers goroutines turns times, each turn once the one
+// before returned, and waits for them; a call that fails fails t and ends its loop.
+func inLoops(t *testing.T, workers, turns int, call func(worker, turn int) error) {
+	var wg sync.WaitGroup
+	for k := range workers {
+		wg.Go(func() {
+			for i := range turns {
+				if err := call(k, i); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
