@@ -23,10 +23,11 @@ const (
 	// told, past which a return saturated the machine, and past which it refused more
 	// than a return should: the stream is lowered only past the second.
 	saturatedPercent, refusedPercent = 1, 5
-	// idleHandshake is the mean handshake time under which a return that refused no
-	// first packet barely used the machine, and the next asks twice as much: a handshake
-	// that waits for the processor takes tens of milliseconds (benchmarks.md: 2.5 ms at
-	// 900 a second on a host that took 1,400, 57 ms at its limit).
+	// idleHandshake is the mean handshake time under which a return that kept up barely
+	// used the machine (the first packets it refused, if any, were refused in moments),
+	// and the next asks twice as much: a handshake that waits for the processor takes
+	// tens of milliseconds (benchmarks.md: 2.0-4.5 ms at 900 a second on a host that took
+	// 1,400, 33-88 ms at its limit).
 	idleHandshake = 10 * time.Millisecond
 )
 

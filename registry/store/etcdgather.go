@@ -15,9 +15,9 @@ const etcdGather = 12 * time.Millisecond
 // round of several calls, the next round waits until as many calls wait for it as
 // waited when that round ended and as it served, so that the callers it released can
 // come back and join it, instead of arriving while it is under way and taking turns
-// with it in smaller rounds. It waits max at most, for callers that do not come back, and ends at
-// once when they are all there or the store closes. Its owner's lock guards want; only
-// the owner's running goroutine waits.
+// with it in smaller rounds. It waits max at most, for callers that do not come back,
+// and ends at once when they are all there or the store closes. Its owner's lock guards
+// want; only the owner's running goroutine waits.
 type gather struct {
 	max time.Duration
 	// behind is how many calls waited when the round under way first told its callers
