@@ -44,7 +44,8 @@ import (
 //   - connect: from starting the agent processes until every agent has said hello and
 //     acknowledged generation 1;
 //   - push: from a NodeSpec change of every node (one transaction) until every agent has
-//     acknowledged the new generation;
+//     acknowledged the new generation, with when the change was written and when half,
+//     90%, 99% and all of the agents had acknowledged it (where a slow push lost its time);
 //   - memory per session: the registry's heap in use, goroutine stacks and RSS after a
 //     GC, less what it held before the agents came, divided by the sessions; after the
 //     connect, and again after the two returns (a fleet held after a restart);
@@ -162,7 +163,9 @@ func BenchmarkAgentSessions(b *testing.B) {
 	pushDrops := udpReceiveDrops()
 	paths := e.ep.Paths()
 	setAll("2")
-	waitLong(b, "every agent at generation 2", func() bool { return acked[2].Load() == int64(n) })
+	written := time.Since(push.start)
+	pushed := quantiles{n: n}
+	waitLong(b, "every agent at generation 2", func() bool { return pushed.observe(int(acked[2].Load()), push.start) })
 	push.end()
 	pushDrops = udpReceiveDrops() - pushDrops
 	pushLost := e.ep.Paths().PacketsLost - paths.PacketsLost
@@ -187,6 +190,7 @@ func BenchmarkAgentSessions(b *testing.B) {
 	fmt.Printf("  registry's garbage collection from the connect on: %v (the peers': Go's defaults)\n", policy.LogValue())
 	connect.print("connect", n, "hello and acknowledgement of generation 1")
 	push.print("push", n, "NodeSpec change of every node until every agent acknowledged it")
+	fmt.Printf("  push: the change written in %.3fs; the agents' acknowledgements: %s\n", written.Seconds(), &pushed)
 	fmt.Printf("  push window: at most %d pushes in flight, size %d after the push, %d acknowledgements late, halved %d times, %d timely ones at the growth limit; %d UDP datagrams dropped for full receive buffers during the push\n", window.MaxInFlight, window.Size, window.Late, window.Halvings, window.Limited, pushDrops)
 	fmt.Printf("  push paths: the sessions' probe timeouts at the push's start median %v, 99th percentile %v, longest %v (a push packet lost waits that long, doubled with each probe lost; %s); %d packets the registry sent lost during the push\n",
 		paths.ProbeTimeoutMedian.Round(time.Millisecond), paths.ProbeTimeoutP99.Round(time.Millisecond), paths.ProbeTimeoutMax.Round(time.Millisecond), remeasured(paths), int64(pushLost))
@@ -408,8 +412,8 @@ func bySecond(counts []int64) string {
 	return strings.Join(parts, " ")
 }
 
-// quantiles records when the share of n sessions that are connected first reached half,
-// 90%, 99% and all of them.
+// quantiles records when the share of n sessions that are connected (or of n agents that
+// acknowledged a push) first reached half, 90%, 99% and all of them.
 type quantiles struct {
 	n    int
 	at   [4]time.Duration
