@@ -178,9 +178,14 @@ func (h *stallable) bad(t *testing.T) (int, string, proto.Error) {
 }
 
 // untilPending waits until the test's address has checking checks under way and
-// waiting calls waiting.
+// waiting calls waiting; when it fails, it says how many requests reached the server.
 func (h *stallable) untilPending(t *testing.T, checking, waiting int) {
 	t.Helper()
+	defer func() {
+		if t.Failed() { // on the way out of a Fatal too: how many calls got as far as the server
+			t.Logf("%d requests had reached the server", h.arrived.Load())
+		}
+	}()
 	untilPending(t, h.s.failures, source(t, "127.0.0.1:1"), checking, waiting)
 }
 
