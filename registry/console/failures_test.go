@@ -42,25 +42,50 @@ func (b *client) whoami(secret string, body io.Reader) (int, string) {
 
 // holdWaiting takes the one waiting place secret's tenant has (serve --api-tenant-waiting
 // 1) with a call whose body does not come, until release sends it; the call is then
-// answered OK.
+// answered OK. It knows it holds the place once another call of the tenant is refused.
+// A probing call that reached the registry first holds the place for a moment itself,
+// and the call meant to hold it is then refused and answered at once: it is sent again.
 func (b *client) holdWaiting(secret string) (release func()) {
 	b.t.Helper()
-	body, send := io.Pipe()
-	answered := make(chan int, 1)
-	go func() {
-		status, _ := b.whoami(secret, body)
-		answered <- status
-	}()
-	testkit.WaitFor(b.t, "the tenant's calls to be refused while its waiting place is held", time.Minute, 20*time.Millisecond, func() bool {
-		status, retry := b.whoami(secret, strings.NewReader("{}"))
-		return status == http.StatusServiceUnavailable && retry != ""
-	})
-	return func() {
-		send.Write([]byte("{}"))
-		send.Close()
-		if status := <-answered; status != http.StatusOK {
-			b.t.Errorf("the held call once its body came: %d", status)
+	deadline := time.Now().Add(time.Minute) // a guard against a hang, not a measure
+	for {
+		body, send := io.Pipe()
+		answered := make(chan int, 1)
+		go func() {
+			status, _ := b.whoami(secret, body)
+			answered <- status
+		}()
+		if b.refusedWhileHeld(secret, answered, deadline) {
+			return func() {
+				send.Write([]byte("{}"))
+				send.Close()
+				if status := <-answered; status != http.StatusOK {
+					b.t.Errorf("the held call once its body came: %d", status)
+				}
+			}
 		}
+		send.Close()
+	}
+}
+
+// refusedWhileHeld probes with calls of secret's tenant until one is refused for now
+// (true: the held call holds the waiting place), or until the held call is answered,
+// refused itself (false). It fails the test past deadline.
+func (b *client) refusedWhileHeld(secret string, answered <-chan int, deadline time.Time) bool {
+	b.t.Helper()
+	for {
+		select {
+		case <-answered:
+			return false
+		default:
+		}
+		if status, retry := b.whoami(secret, strings.NewReader("{}")); status == http.StatusServiceUnavailable && retry != "" {
+			return true
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatal("timed out after 1m0s waiting for the tenant's calls to be refused while its waiting place is held")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
