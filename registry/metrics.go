@@ -53,36 +53,24 @@ func newMetrics(st *store.Store, plane func() *agentPlane, log *slog.Logger) *me
 			r := plane().ep.Replacements()
 			return r.First, r.Again
 		},
-		StoreTransactions:  storeTransactions(st),
-		StoreBarrierRounds: storeBarrierRounds(st),
-		Log:                log,
+		StoreTransactions: storeTransactions(st),
+		Log:               log,
 	})
 }
 
-// storeTransactions reads st's transactions and conflicts on etcd; nil on bbolt, whose
-// writers never conflict.
-func storeTransactions(st *store.Store) func() (int64, map[metrics.StoreConflict]int64) {
+// storeTransactions reads st's transactions, conflicts and barrier rounds on etcd; nil
+// on bbolt, whose writers never conflict and which takes no barrier.
+func storeTransactions(st *store.Store) func() metrics.StoreCounts {
 	if _, onEtcd := st.TxStats(); !onEtcd {
 		return nil
 	}
-	return func() (int64, map[metrics.StoreConflict]int64) {
+	return func() metrics.StoreCounts {
 		s, _ := st.TxStats()
-		out := make(map[metrics.StoreConflict]int64, len(s.Conflicts))
+		out := metrics.StoreCounts{Commits: s.Commits, BarrierRounds: s.BarrierRounds, Conflicts: make(map[metrics.StoreConflict]int64, len(s.Conflicts))}
 		for c, n := range s.Conflicts {
-			out[metrics.StoreConflict{Bucket: c.Bucket, Kind: c.Kind}] = n
+			out.Conflicts[metrics.StoreConflict{Bucket: c.Bucket, Kind: c.Kind}] = n
 		}
-		return s.Commits, out
-	}
-}
-
-// storeBarrierRounds reads st's barrier rounds on etcd; nil on bbolt, which takes none.
-func storeBarrierRounds(st *store.Store) func() int64 {
-	if _, onEtcd := st.TxStats(); !onEtcd {
-		return nil
-	}
-	return func() int64 {
-		s, _ := st.TxStats()
-		return s.BarrierRounds
+		return out
 	}
 }
 

@@ -166,11 +166,10 @@ func gatherers() []prometheus.Gatherer {
 		Pushes:           func() (int64, int64, int64) { return 1, 1, 1 },
 		PushReadFailures: func() int64 { return 1 },
 		Replacements:     func() (int64, int64) { return 1, 1 },
-		StoreTransactions: func() (int64, map[metrics.StoreConflict]int64) {
-			return 9, map[metrics.StoreConflict]int64{{Bucket: "agent-commands", Kind: "range"}: 1}
+		StoreTransactions: func() metrics.StoreCounts {
+			return metrics.StoreCounts{Commits: 9, BarrierRounds: 1, Conflicts: map[metrics.StoreConflict]int64{{Bucket: "agent-commands", Kind: "range"}: 1}}
 		},
-		StoreBarrierRounds: func() int64 { return 1 },
-		Log:                slog.New(slog.DiscardHandler),
+		Log: slog.New(slog.DiscardHandler),
 	})
 	reg.APIRequest("metal.get", "OK", time.Millisecond)
 	reg.APIQueued(time.Millisecond)

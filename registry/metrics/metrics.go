@@ -46,16 +46,20 @@ type Sources struct {
 	// role while still connected: first, and again (within ten minutes of that agent's
 	// last replacement: two agents with one certificate taking turns).
 	Replacements func() (first, again int64)
-	// StoreTransactions counts the transactions that wrote and committed on etcd, and the
-	// conflicts that made transactions run again, by what they read that another
-	// replica changed (StoreConflict). Nil on bbolt.
-	StoreTransactions func() (commits int64, conflicts map[StoreConflict]int64)
-	// StoreBarrierRounds counts the barrier rounds this replica sent to the etcd cluster
-	// (a linearizable read each, shared by the requests and transactions beginning
-	// meanwhile). Nil on bbolt.
-	StoreBarrierRounds func() int64
+	// StoreTransactions counts this replica's transactions and barrier rounds on etcd
+	// (StoreCounts). Nil on bbolt.
+	StoreTransactions func() StoreCounts
 	// Log receives the errors a source returns.
 	Log *slog.Logger
+}
+
+// StoreCounts are a replica's counts on the etcd store: the transactions that wrote and
+// committed; the conflicts that made transactions run again, by what they read that
+// another replica changed; and the barrier rounds it sent to the cluster (a
+// linearizable read each, shared by the requests and transactions beginning meanwhile).
+type StoreCounts struct {
+	Commits, BarrierRounds int64
+	Conflicts              map[StoreConflict]int64
 }
 
 // StoreConflict is what a transaction read that another replica's commit changed: its
@@ -273,13 +277,11 @@ func (s sources) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(replDesc, prometheus.CounterValue, float64(again), "again")
 	}
 	if src.StoreTransactions != nil {
-		commits, conflicts := src.StoreTransactions()
-		ch <- prometheus.MustNewConstMetric(commitsDesc, prometheus.CounterValue, float64(commits))
-		for c, n := range conflicts {
+		counts := src.StoreTransactions()
+		ch <- prometheus.MustNewConstMetric(commitsDesc, prometheus.CounterValue, float64(counts.Commits))
+		for c, n := range counts.Conflicts {
 			ch <- prometheus.MustNewConstMetric(conflictsDesc, prometheus.CounterValue, float64(n), c.Bucket, c.Kind)
 		}
-	}
-	if src.StoreBarrierRounds != nil {
-		ch <- prometheus.MustNewConstMetric(barriersDesc, prometheus.CounterValue, float64(src.StoreBarrierRounds()))
+		ch <- prometheus.MustNewConstMetric(barriersDesc, prometheus.CounterValue, float64(counts.BarrierRounds))
 	}
 }

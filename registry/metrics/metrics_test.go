@@ -23,11 +23,10 @@ func full() *Registry {
 		Pushes:           func() (int64, int64, int64) { return 5, 4, 1 },
 		PushReadFailures: func() int64 { return 6 },
 		Replacements:     func() (int64, int64) { return 3, 7 },
-		StoreTransactions: func() (int64, map[StoreConflict]int64) {
-			return 9, map[StoreConflict]int64{{Bucket: "agent-commands", Kind: "range"}: 2}
+		StoreTransactions: func() StoreCounts {
+			return StoreCounts{Commits: 9, BarrierRounds: 11, Conflicts: map[StoreConflict]int64{{Bucket: "agent-commands", Kind: "range"}: 2}}
 		},
-		StoreBarrierRounds: func() int64 { return 11 },
-		Log:                slog.New(slog.DiscardHandler),
+		Log: slog.New(slog.DiscardHandler),
 	})
 	m.APIRequest("metal.list", "OK", 3*time.Millisecond)
 	m.APIQueued(20 * time.Millisecond)
