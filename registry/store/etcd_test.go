@@ -451,6 +451,18 @@ func TestEtcdWatchBehindCompactionReloads(t *testing.T) {
 // TestEtcdReaderSeesWhatCameBefore makes a tenant through one replica, then takes a
 // Reader at another: each of the Reader's Views sees the tenant, a hundred times over.
 func TestEtcdReaderSeesWhatCameBefore(t *testing.T) {
+	madeThenRead(t, func(i int, rd Reader, name string) {
+		for range 2 {
+			if err := rd.View(func(tx *Tx) error { _, err := tx.Tenant(name); return err }); err != nil {
+				t.Fatalf("round %d: a Reader taken after the tenant was made does not see it: %v", i, err)
+			}
+		}
+	})
+}
+
+// madeThenRead makes a tenant through one of two replicas, then takes a Reader at the
+// other and hands both to read, a hundred times, the replicas taking turns.
+func madeThenRead(t *testing.T, read func(i int, rd Reader, name string)) {
 	stores := replicas(t, 2)
 	for i := range 100 {
 		name := fmt.Sprintf("r%d", i)
@@ -461,11 +473,7 @@ func TestEtcdReaderSeesWhatCameBefore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for range 2 {
-			if err := rd.View(func(tx *Tx) error { _, err := tx.Tenant(name); return err }); err != nil {
-				t.Fatalf("round %d: a Reader taken after the tenant was made does not see it: %v", i, err)
-			}
-		}
+		read(i, rd, name)
 	}
 }
 
@@ -541,20 +549,11 @@ func TestEtcdReaderUpdateTakesNoBarrier(t *testing.T) {
 // hundred times over (it would miss it if it read the replica's mirror before the
 // mirror reached the Reader's moment).
 func TestEtcdReaderUpdateSeesWhatCameBefore(t *testing.T) {
-	stores := replicas(t, 2)
-	for i := range 100 {
-		name := fmt.Sprintf("u%d", i)
-		if err := stores[i%2].Update(func(tx *Tx) error { _, err := tx.CreateTenant(name); return err }); err != nil {
-			t.Fatal(err)
-		}
-		rd, err := stores[(i+1)%2].Reader()
-		if err != nil {
-			t.Fatal(err)
-		}
+	madeThenRead(t, func(i int, rd Reader, name string) {
 		if err := rd.Update(func(tx *Tx) error { _, err := tx.Tenant(name); return err }); err != nil {
 			t.Fatalf("round %d: an Update through a Reader taken after the tenant was made does not see it: %v", i, err)
 		}
-	}
+	})
 }
 
 // TestEtcdBarrierGathersUnderLoad: 8 readers through one replica, each taking a Reader
