@@ -259,7 +259,7 @@ func Start(cfg Config) (*Endpoint, error) {
 	key := quic.StatelessResetKey(resetKey)
 	adm := &admission{}
 	adm.limit.Store(int64(plan.Admission))
-	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnContext: adm.admit}
+	tr := &quic.Transport{Conn: udp, StatelessResetKey: &key, ConnContext: adm.admit, ConnectionIDLength: ConnectionIDLength}
 	ln, err := tr.Listen(serverTLS(cfg, ticketKey), serverQUIC(cfg.IdleTimeout))
 	if err != nil {
 		tr.Close()
@@ -539,6 +539,21 @@ const (
 	// maxReturn caps the wait an agent is asked for.
 	maxReturn = store.MaxReturnDelay
 )
+
+// ConnectionIDLength is the length in bytes of the connection ids the agent endpoint
+// chooses for its connections, and of those of any QUIC transport that many connections
+// share (the benchmark's agent processes). QUIC routes every packet to its connection by
+// the id it carries. quic-go gives each connection four ids, the one chosen in the
+// handshake and three issued after it, random; an agent moves to the first issued one as
+// soon as its handshake completes. An id issued while a live connection holds it is
+// issued all the same, and stays the live one's: the new connection's agent then sends
+// to a connection that cannot decrypt its packets and drops them. The agent's handshake
+// completes on its side, its hello never arrives, and it learns of it only when its
+// keep-alive gives up on the registry, 15-25 s later; a return waits for it. With 40,000
+// ids held at 10,000 sessions and quic-go's default of 4 bytes, a return of 10,000 agents
+// hit a held id about once in eleven returns (10,000 x 40,000 / 2^32); with 8 bytes,
+// once in 10^10.
+const ConnectionIDLength = 8
 
 // acceptors are the goroutines accepting connections. quic-go refuses a connection that
 // completes its handshake while its queue of 32 connections to accept is full, wasting
