@@ -17,7 +17,7 @@ import (
 // at least 8 bytes. With quic-go's default of 4, a return of 10,000 agents now and then
 // issued a new connection an id a live one held, and that agent's packets went to the
 // live connection (agents.ConnectionIDLength): in the benchmark, an agent that thought
-// itself back 11-15 s before the registry heard it.
+// itself back 15 s before the registry heard it.
 func TestEndpointConnectionIDsAreLong(t *testing.T) {
 	e := newEnv(t, agents.Config{})
 	endpoint, err := net.ResolveUDPAddr("udp", e.addr)
