@@ -738,12 +738,11 @@ const peerRounds = 3
 // measured again, up to peerRounds rounds, the last kept whatever it was.
 func resumePeer(b *testing.B, dir string, count int) *phase {
 	// The peer's connection ids are as long as the endpoint's: the same packets.
-	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	tr, err := loopbackTransport()
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer udp.Close()
-	tr := &quic.Transport{Conn: udp, ConnectionIDLength: agents.ConnectionIDLength}
+	defer tr.Conn.Close()
 	defer tr.Close()
 	ln, err := tr.Listen(resumeServerTLS(peerCA(b, dir)), &quic.Config{DisablePathMTUDiscovery: true})
 	if err != nil {
@@ -1025,12 +1024,13 @@ func spread(ctx context.Context) error {
 	return clock.Sleep(ctx, clock.Real{}, rand.N(max(envDuration("BC_LOAD_SPREAD", 0), 1)))
 }
 
-// childTransport is a child process's QUIC transport on one loopback UDP socket, which
-// all its connections share. Its connection ids are as long as the agent endpoint's
-// (agents.ConnectionIDLength): with quic-go's default of 4 bytes, thousands of
-// connections on one socket take each other's ids now and then, and the one whose id
-// was taken hears nothing more (a benchmark's agent that misses its registry's close).
-func childTransport() (*quic.Transport, error) {
+// loopbackTransport is a QUIC transport on one loopback UDP socket, which all its
+// connections share: a child process's, and the reconnect peer's listener's. Its
+// connection ids are as long as the agent endpoint's (agents.ConnectionIDLength): with
+// quic-go's default of 4 bytes, thousands of connections on one socket take each
+// other's ids now and then, and the one whose id was taken hears nothing more (a
+// benchmark's agent that misses its registry's close).
+func loopbackTransport() (*quic.Transport, error) {
 	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		return nil, err
@@ -1038,14 +1038,14 @@ func childTransport() (*quic.Transport, error) {
 	return &quic.Transport{Conn: udp, ConnectionIDLength: agents.ConnectionIDLength}, nil
 }
 
-// childPeer is a peer's child transport (childTransport) and the address BC_ADDR its
+// childPeer is a peer's child transport (loopbackTransport) and the address BC_ADDR its
 // connections dial.
 func childPeer() (*quic.Transport, *net.UDPAddr, error) {
 	addr, err := net.ResolveUDPAddr("udp", os.Getenv("BC_ADDR"))
 	if err != nil {
 		return nil, nil, err
 	}
-	tr, err := childTransport()
+	tr, err := loopbackTransport()
 	return tr, addr, err
 }
 
@@ -1067,7 +1067,7 @@ func runAgentsChild() int {
 	}
 	first, count := envInt("BC_FIRST", 0), envInt("BC_COUNT", 1)
 	addrs := strings.Split(os.Getenv("BC_ADDR"), ",")
-	tr, err := childTransport()
+	tr, err := loopbackTransport()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

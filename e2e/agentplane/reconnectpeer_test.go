@@ -43,7 +43,7 @@ func TestReconnectPeerDialsAgainAndResumes(t *testing.T) {
 		}
 		go confirmAccepted(c)
 	})
-	tr, err := childTransport()
+	tr, err := loopbackTransport()
 	if err != nil {
 		t.Fatal(err)
 	}
