@@ -240,10 +240,10 @@ func (s Authoritative) offer(sub *Subnet, mac string, requested netip.Addr) (lea
 			s.awayShare()
 			return l, nil
 		}
-		inUse, err := s.InUse(l.IP)
-		if err != nil {
+		inUse, cerr := s.InUse(l.IP)
+		if cerr != nil {
 			return lease.Lease{}, fmt.Errorf("dhcp: %s was not checked, so it is not offered; the client's next DHCPDISCOVER checks it again. "+
-				"Why and what to do: %s: %w", l.IP, inuse.NotSentRemedy(err), err)
+				"Why and what to do: %s: %w", l.IP, inuse.NotSentRemedy(cerr), cerr)
 		}
 		if !inUse {
 			return l, nil

@@ -421,3 +421,42 @@ func checksRoom(t *testing.T) int {
 	t.Skipf("the host's neighbour table holds %d of its %d entries (net.ipv4.neigh.default.gc_thresh3): too few left for more than 512 checks at once", used, limit)
 	return 0
 }
+
+// TestRangeFullBehindAnAddressInUse: five clients hold 10.9.0.100-104 and a host answers
+// at 10.9.0.105, the last free address. A sixth client's DHCPDISCOVER finds the host, and
+// then no address: it goes unanswered as a full range does, Exhausted is told of it (not
+// the unsent check's hook: nothing failed to send), and no echo goes to any address but
+// the host's. Before, the failed offer after the host's address was dropped, and the
+// next check ran on the zero address: the fake echo here found no host there and the
+// client was offered 0.0.0.0; a real echo to it went to this machine itself.
+func TestRangeFullBehindAnAddressInUse(t *testing.T) {
+	c := newChecked(t, "10.9.0.105")
+	for i := range 5 {
+		holder := net.HardwareAddr{0x52, 0x54, 0, 0, 1, byte(i)}
+		offer, ok := c.s.Handle(discover(t, holder))
+		if !ok {
+			t.Fatalf("client %d got no offer", i)
+		}
+		req, _ := dhcpv4.NewRequestFromOffer(offer)
+		if ack, ok := c.s.Handle(req); !ok || ack.MessageType() != dhcpv4.MessageTypeAck {
+			t.Fatalf("no DHCPACK of %s", offer.YourIPAddr)
+		}
+	}
+	c.mu.Lock()
+	clear(c.echoes) // the holders' own checks
+	c.mu.Unlock()
+	exhausted, unsent := 0, 0
+	c.s.Exhausted = func() { exhausted++ }
+	c.s.CheckUnsent = func(error) { unsent++ }
+	if resp, ok := c.s.Handle(discover(t, mac)); ok {
+		t.Fatalf("answered %s with the range full", resp.Summary())
+	}
+	if exhausted != 1 || unsent != 0 || c.inUse != 1 {
+		t.Errorf("told %d exhausted, %d unsent checks, %d addresses in use; want 1, 0 and 1", exhausted, unsent, c.inUse)
+	}
+	for ip, n := range c.echoes {
+		if ip != netip.MustParseAddr("10.9.0.105") || n != 1 {
+			t.Errorf("%d echoes to %v, want one to 10.9.0.105 only", n, ip)
+		}
+	}
+}
