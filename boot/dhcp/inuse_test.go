@@ -427,8 +427,8 @@ func checksRoom(t *testing.T) int {
 // then no address: it goes unanswered as a full range does, Exhausted is told of it (not
 // the unsent check's hook: nothing failed to send), and no echo goes to any address but
 // the host's. Before, the failed offer after the host's address was dropped, and the
-// next check ran on the zero address: the fake echo here found no host there and the
-// client was offered 0.0.0.0; a real echo to it went to this machine itself.
+// next check ran on the zero address: the echo found no host there, and the client was
+// offered 0.0.0.0.
 func TestRangeFullBehindAnAddressInUse(t *testing.T) {
 	c := newChecked(t, "10.9.0.105")
 	for i := range 5 {
