@@ -297,3 +297,16 @@ func TestAckByClaim(t *testing.T) {
 		t.Errorf("renewal of a free address without a record: %v", err)
 	}
 }
+
+// Stats counts the store's work since it was opened.
+type Stats struct {
+	// Commits is the number of transactions, each one fsync.
+	Commits uint64
+	// Records is the number of leases written.
+	Records uint64
+}
+
+// Stats returns the counts of transactions and records so far.
+func (s *Store) Stats() Stats {
+	return Stats{Commits: s.stats.commits.Load(), Records: s.stats.records.Load()}
+}

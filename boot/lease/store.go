@@ -100,14 +100,6 @@ type write struct {
 	done  chan error
 }
 
-// Stats counts the store's work since it was opened.
-type Stats struct {
-	// Commits is the number of transactions, each one fsync.
-	Commits uint64
-	// Records is the number of leases written.
-	Records uint64
-}
-
 // Open opens (or makes) the lease file at path. One process at a time: a second Open of
 // the same file waits a second and then fails.
 func Open(path string) (*Store, error) {
@@ -214,11 +206,6 @@ func (s *Store) commitLoop() {
 			w.done <- err
 		}
 	}
-}
-
-// Stats returns the counts of transactions and records so far.
-func (s *Store) Stats() Stats {
-	return Stats{Commits: s.stats.commits.Load(), Records: s.stats.records.Load()}
 }
 
 // Close waits for writes in flight and closes the file.

@@ -295,25 +295,6 @@ func (f *failureBound) drop(el *list.Element) {
 	f.order.Remove(el)
 }
 
-// remembered counts the sources remembered, for tests.
-func (f *failureBound) remembered() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.sources)
-}
-
-// pending is the checks under way and the calls waiting of src, for tests.
-func (f *failureBound) pending(src netip.Prefix) (checking, waiting int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	el := f.sources[src]
-	if el == nil {
-		return 0, 0
-	}
-	b := el.Value.(*bucket)
-	return b.checking, b.waiting
-}
-
 // sourceName is a source as messages and logs name it: the IPv4 address, or the IPv6 /64.
 func sourceName(src netip.Prefix) string {
 	if src.Addr().Is4() {

@@ -339,3 +339,22 @@ func FuzzSourceOf(f *testing.F) {
 		}
 	})
 }
+
+// remembered counts the sources remembered.
+func (f *failureBound) remembered() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.sources)
+}
+
+// pending is the checks under way and the calls waiting of src.
+func (f *failureBound) pending(src netip.Prefix) (checking, waiting int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	el := f.sources[src]
+	if el == nil {
+		return 0, 0
+	}
+	b := el.Value.(*bucket)
+	return b.checking, b.waiting
+}

@@ -50,13 +50,6 @@ type stepRow struct {
 	Attempt int
 }
 
-// event is one line of the node's event log.
-type event struct {
-	At     time.Time
-	What   string
-	Detail string
-}
-
 // eventsPage is how many events a node's page shows.
 const eventsPage = 50
 

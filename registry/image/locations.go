@@ -66,16 +66,6 @@ func withUnreported(tx *store.Tx, site, agent string, entries []proto.ImageCache
 	return out, nil
 }
 
-// DropSiteAgent forgets the cache of an agent that left the site, and brings the
-// site's image locations in line with the agents that remain.
-func DropSiteAgent(tx *store.Tx, site, agent string) error {
-	dropped, err := tx.DeleteSiteCacheReport(site, agent)
-	if err != nil || !dropped {
-		return err
-	}
-	return syncSite(tx, site)
-}
-
 // isHostPort says whether s is a host and a port as a site's cache reports where a fetch
 // was refused: at most proto.MaxRefusedHost bytes of printable ASCII without spaces,
 // so that no report writes control characters into an operator's terminal, and a
@@ -272,10 +262,4 @@ func RecordImageLocation(tx *store.Tx, at store.ImageLocation) (store.ImageLocat
 		at.LastUsed = loc.LastUsed
 	}
 	return tx.PutImageLocation(at)
-}
-
-// ImagesCachedAt returns the locations of the images ready at a site.
-func ImagesCachedAt(tx *store.Tx, site string) ([]store.ImageLocation, error) {
-	locs, err := tx.ImageLocations(site)
-	return slices.DeleteFunc(locs, func(l store.ImageLocation) bool { return l.State != proto.CacheReady }), err
 }

@@ -86,11 +86,6 @@ func States() []string {
 		store.NodeActive, store.NodeRemediating, store.NodeReleasing, store.NodeRetiring, store.NodeRetired, store.NodeRescue, store.NodeFailed}
 }
 
-// Requests are the requests an operator makes of an enrolled node.
-func Requests() []Request {
-	return []Request{Inspect, Commission, Deploy, Release, Retire, Rescue, Unrescue, Remediate, Retry, Cancel}
-}
-
 // Options are what a request takes beside the node.
 type Options struct {
 	// Profile is the profile a deploy or a remediation runs.

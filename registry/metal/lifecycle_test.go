@@ -532,3 +532,8 @@ func sortedRequests(rs []Request) []Request {
 		return slices.Index(Requests(), a) - slices.Index(Requests(), b)
 	})
 }
+
+// Requests are the requests an operator makes of an enrolled node.
+func Requests() []Request {
+	return []Request{Inspect, Commission, Deploy, Release, Retire, Rescue, Unrescue, Remediate, Retry, Cancel}
+}

@@ -47,15 +47,6 @@ func sameEntries(a, b []proto.ImageCacheEntry) bool {
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
-// DeleteSiteCacheReport forgets an agent's report (the agent left the site) and reports
-// whether there was one.
-func (t *Tx) DeleteSiteCacheReport(site, agentID string) (bool, error) {
-	if t.getRaw(bucketSiteCacheReports, reportKey(site, agentID)) == nil {
-		return false, nil
-	}
-	return true, t.del(bucketSiteCacheReports, reportKey(site, agentID))
-}
-
 // SiteCacheReports returns the last report of every agent of a site, by agent id.
 func (t *Tx) SiteCacheReports(site string) ([]SiteCacheReport, error) {
 	prefix := []byte(site + "\x00")

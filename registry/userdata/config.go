@@ -160,15 +160,6 @@ type fileConfig struct {
 	Templates map[string]string `json:"templates"`
 }
 
-// ParseConfig reads a configuration file's JSON: the fields of Config, with templates
-// as texts. It is decoded strictly (jsondoc.Decoder: unknown fields, names that match
-// only in case, duplicate keys and wrong types are INVALID_CONFIG naming them), and
-// templates that do not parse are INVALID_CONFIG naming them; the values are checked by
-// Check.
-func ParseConfig(data []byte) (Config, error) {
-	return parseConfig(jsondoc.Decoder{Name: "user-data configuration", Code: proto.InvalidConfig, At: configPath}, data)
-}
-
 func parseConfig(d jsondoc.Decoder, data []byte) (Config, error) {
 	var f fileConfig
 	if err := d.Decode(data, &f); err != nil {

@@ -3,6 +3,7 @@ package userdata
 import (
 	"testing"
 
+	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/google/go-cmp/cmp"
@@ -142,4 +143,13 @@ func TestParseConfig(t *testing.T) {
 	if err != nil || string(doc) != "machine:\n  name: gpu-node-01\n" {
 		t.Errorf("rendered %q, %v", doc, err)
 	}
+}
+
+// ParseConfig reads a configuration file's JSON: the fields of Config, with templates
+// as texts. It is decoded strictly (jsondoc.Decoder: unknown fields, names that match
+// only in case, duplicate keys and wrong types are INVALID_CONFIG naming them), and
+// templates that do not parse are INVALID_CONFIG naming them; the values are checked by
+// Check.
+func ParseConfig(data []byte) (Config, error) {
+	return parseConfig(jsondoc.Decoder{Name: "user-data configuration", Code: proto.InvalidConfig, At: configPath}, data)
 }
