@@ -293,7 +293,7 @@ func TestStoredRowsWithAShippedIDDoNotShadowIt(t *testing.T) {
 	if err := errors.Join(err, st.Close()); err != nil {
 		t.Fatal(err)
 	}
-	reg = testkit.StartRegistry(t, reg.DataDir)
+	testkit.StartRegistry(t, reg.DataDir)
 	alpha := filepath.Join(t.TempDir(), "alpha.conf")
 	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "alpha", "--actions", "compute:profiles:manage,compute:profiles:read", "--out", alpha)
 

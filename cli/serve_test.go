@@ -383,7 +383,7 @@ func TestAdminSocketIsNeverOpenToOthers(t *testing.T) {
 	// Each time the socket, or anything else, appears in the data directory, it is open to
 	// no one but its owner.
 	modes, stop := socketWatch(t, fresh)
-	reg = testkit.StartRegistry(t, fresh)
+	testkit.StartRegistry(t, fresh)
 	sock := filepath.Join(fresh, api.AdminSocket)
 	st, err := os.Lstat(sock)
 	if err != nil || st.Mode().Type() != os.ModeSocket || st.Mode().Perm() != 0o600 {

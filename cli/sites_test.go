@@ -175,7 +175,7 @@ func TestSitesKnownMACs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg = testkit.StartRegistry(t, reg.DataDir)
+	testkit.StartRegistry(t, reg.DataDir)
 	beta := filepath.Join(t.TempDir(), "beta.conf")
 	testkit.JSON(t, admin, nil, "credentials", "create", "--tenant", "beta", "--actions", "compute:sites:manage", "--out", beta)
 

@@ -72,7 +72,7 @@ func TestTenantsAndCredentialsAgainstARealRegistry(t *testing.T) {
 	// Restart on the same data directory: nothing acknowledged is lost and admin.conf
 	// still works.
 	reg.Stop()
-	reg = testkit.StartRegistry(t, reg.DataDir)
+	testkit.StartRegistry(t, reg.DataDir)
 	var list struct{ Tenants []struct{ ID string } }
 	testkit.JSON(t, admin, &list, "tenants", "list")
 	if len(list.Tenants) != 2 || list.Tenants[0].ID != "acme" || list.Tenants[1].ID != "root" {

@@ -76,7 +76,7 @@ func unitCases() map[string]unitCase {
 	}
 	loadsModule := func(name string) reply {
 		return reply{effect: func(h *fakeHost) {
-			data, _ := h.snapshot()[kernel.ProcModules]
+			data := h.snapshot()[kernel.ProcModules]
 			_, content, _ := strings.Cut(data, "\n")
 			h.write(kernel.ProcModules, content+strings.ReplaceAll(name, "-", "_")+" 1234 0 - Live 0x0\n")
 		}}

@@ -205,7 +205,7 @@ func (p *Pool) Offer(mac string, requested netip.Addr) (Lease, error) {
 	if !known && p.unknownHeld(mac, now) >= p.unknownMax {
 		return Lease{}, ErrUnknownShare
 	}
-	pick := netip.Addr{}
+	var pick netip.Addr
 	if ip, ok := p.byMAC[mac]; ok && p.freeFor(ip, mac, now) {
 		pick = ip
 	} else if requested.IsValid() && p.freeFor(requested, mac, now) {
