@@ -16,19 +16,17 @@ type candidate struct {
 	SizeBytes int64
 	LastUsed  time.Time
 	State     proto.ImageCacheState
-	Pinned    bool // some holder pins it
 	InUse     bool // a ramdisk is reading it, or a check of a source runs
 	Desired   bool // the desired list names it
 }
 
-// evictionOrder picks images to free need bytes: ready ones only, never pinned, in use or
-// desired, the least recently used first (never used before any used, ties by digest),
+// evictionOrder picks images to free need bytes: ready ones only, never in use or desired, the least recently used first (never used before any used, ties by digest),
 // until their sizes reach need. When all of them cannot free need, it picks none: an
 // eviction that does not make room only loses images.
 func evictionOrder(cands []candidate, need int64) []string {
 	var ok []candidate
 	for _, c := range cands {
-		if c.State == proto.CacheReady && !c.Pinned && !c.InUse && !c.Desired {
+		if c.State == proto.CacheReady && !c.InUse && !c.Desired {
 			ok = append(ok, c)
 		}
 	}
@@ -229,8 +227,7 @@ func (c *Cache) candidates() []candidate {
 		if e.verify {
 			st = proto.CachePulling
 		}
-		out = append(out, candidate{Digest: d, SizeBytes: e.rec.SizeBytes, LastUsed: e.rec.LastUsed, State: st,
-			Pinned: len(e.rec.Pins) > 0, InUse: e.readers > 0 || e.checking, Desired: c.wanted[d]})
+		out = append(out, candidate{Digest: d, SizeBytes: e.rec.SizeBytes, LastUsed: e.rec.LastUsed, State: st, InUse: e.readers > 0 || e.checking, Desired: c.wanted[d]})
 	}
 	return out
 }

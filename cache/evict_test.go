@@ -39,9 +39,8 @@ func TestEvictionOrder(t *testing.T) {
 			need:  50,
 			want:  []string{"a"},
 		},
-		"pinned, in use and desired are never picked": {
+		"in use and desired are never picked": {
 			cands: []candidate{
-				with(ready("pinned", 10, time.Minute), func(c *candidate) { c.Pinned = true }),
 				with(ready("reading", 10, 2*time.Minute), func(c *candidate) { c.InUse = true }),
 				with(ready("wanted", 10, 3*time.Minute), func(c *candidate) { c.Desired = true }),
 				ready("old", 10, time.Hour),
@@ -60,7 +59,7 @@ func TestEvictionOrder(t *testing.T) {
 			want: []string{"r"},
 		},
 		"nothing when all candidates cannot free enough": {
-			cands: []candidate{ready("a", 10, time.Hour), with(ready("b", 100, 0), func(c *candidate) { c.Pinned = true })},
+			cands: []candidate{ready("a", 10, time.Hour), with(ready("b", 100, 0), func(c *candidate) { c.InUse = true })},
 			need:  50,
 			want:  nil,
 		},
@@ -84,35 +83,31 @@ func TestEvictionUnderCapacity(t *testing.T) {
 	cfg := src.config()
 	cfg.Clock = clock
 	const size = 256 << 10
-	cfg.CapacityBytes = 3 * size
+	cfg.CapacityBytes = 2 * size
 	h := start(t, cfg)
-	old, pinned, reading, fresh := newArtifact(40, size), newArtifact(41, size), newArtifact(42, size), newArtifact(43, size)
+	old, reading, fresh := newArtifact(40, size), newArtifact(42, size), newArtifact(43, size)
 	imgs := map[string]proto.CacheImage{}
-	for _, a := range []artifact{old, pinned, reading, fresh} {
+	for _, a := range []artifact{old, reading, fresh} {
 		imgs[a.digest] = image(a, src.add("/"+a.digest, a.data))
 	}
-	h.c.SetDesired([]proto.CacheImage{imgs[old.digest], imgs[pinned.digest], imgs[reading.digest]})
-	for _, a := range []artifact{old, pinned, reading} {
+	h.c.SetDesired([]proto.CacheImage{imgs[old.digest], imgs[reading.digest]})
+	for _, a := range []artifact{old, reading} {
 		h.waitState(a.digest, proto.CacheReady)
 	}
-	// old is used first, pinned and reading later: old is the least recently used.
-	for _, a := range []artifact{old, pinned, reading} {
+	for _, a := range []artifact{old, reading} {
 		clock.Advance(time.Minute)
 		if resp := get(t, h, a.digest, nil); resp.StatusCode != 200 {
 			t.Fatalf("GET %s: %s", a.digest, resp.Status)
 		}
 	}
-	if err := h.c.Pin(pinned.digest, "deploy-1"); err != nil {
-		t.Fatal(err)
-	}
-	// A ramdisk is reading `reading`; the pinned one is older than it.
+	// A ramdisk is reading `reading`, which is older than old.
 	f := h.c.acquire(reading.digest, false)
 	h.c.mu.Lock()
-	h.c.entries[pinned.digest].rec.LastUsed = clock.Now().Add(-time.Hour)
+	h.c.entries[reading.digest].rec.LastUsed = clock.Now().Add(-time.Hour)
 	h.c.mu.Unlock()
 
-	// Only fresh is desired now: none of the three is, so all are candidates by LRU, but
-	// pinned and reading are protected: old goes.
+	// Only fresh is desired now: neither of the two is, so both are candidates by LRU,
+	// but reading is read: old goes.
 	h.c.SetDesired([]proto.CacheImage{imgs[fresh.digest]})
 	h.waitState(fresh.digest, proto.CacheReady)
 	if _, ok := h.entry(old.digest); ok {
@@ -122,14 +117,14 @@ func TestEvictionUnderCapacity(t *testing.T) {
 		t.Errorf("old's file: %v, want it gone", err)
 	}
 
-	// Another image does not fit: pinned is pinned and reading is read, fresh is desired.
+	// Another image does not fit: reading is read, fresh is desired.
 	more := newArtifact(44, size)
 	imgs[more.digest] = image(more, src.add("/"+more.digest, more.data))
 	h.c.SetDesired([]proto.CacheImage{imgs[fresh.digest], imgs[more.digest]})
 	if e := h.waitState(more.digest, proto.CacheFailed); e.Reason != proto.ReasonCapacity || e.RefusedHost != "" {
 		t.Errorf("the image that does not fit reports reason %q, host %q; want %q alone", e.Reason, e.RefusedHost, proto.ReasonCapacity)
 	}
-	for _, a := range []artifact{pinned, reading, fresh} {
+	for _, a := range []artifact{reading, fresh} {
 		if e, _ := h.entry(a.digest); e.State != proto.CacheReady {
 			t.Errorf("%s is %q, want ready", a.digest[:8], e.State)
 		}
@@ -140,8 +135,5 @@ func TestEvictionUnderCapacity(t *testing.T) {
 	h.waitState(more.digest, proto.CacheReady)
 	if _, ok := h.entry(reading.digest); ok {
 		t.Error("reading is still in the cache")
-	}
-	if e, _ := h.entry(pinned.digest); e.State != proto.CacheReady {
-		t.Errorf("the pinned image is %q, want ready", e.State)
 	}
 }

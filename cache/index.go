@@ -30,8 +30,6 @@ type record struct {
 	SizeBytes int64                 `json:"sizeBytes"`
 	State     proto.ImageCacheState `json:"state"`
 	LastUsed  time.Time             `json:"lastUsed,omitzero"`
-	// Pins are the holders (deploy ids) that keep the image from eviction.
-	Pins []string `json:"pins,omitempty"`
 	// Error says why the last pull failed; FailedAt when. Reason and RefusedHost are what
 	// the image's report says of it (proto.ImageCacheEntry's), when it has a word for it.
 	Error       string    `json:"error,omitempty"`

@@ -132,37 +132,3 @@ func TestUndesiredImages(t *testing.T) {
 		t.Errorf("the ready image is %q, want it kept ready", e.State)
 	}
 }
-
-func TestPins(t *testing.T) {
-	a := newArtifact(67, 4096)
-	h := readyCache(t, a, Config{})
-	for name, tc := range map[string]struct {
-		do   func() error
-		want proto.Code
-	}{
-		"unknown digest":   {func() error { return h.c.Pin(newArtifact(68, 1).digest, "d-1") }, proto.NotFound},
-		"empty holder":     {func() error { return h.c.Pin(a.digest, "") }, proto.InvalidInput},
-		"pin":              {func() error { return h.c.Pin(a.digest, "d-1") }, ""},
-		"pin again":        {func() error { return h.c.Pin(a.digest, "d-1") }, ""},
-		"unpin not pinned": {func() error { return h.c.Unpin(a.digest, "d-9") }, ""},
-	} {
-		t.Run(name, func(t *testing.T) {
-			err := tc.do()
-			if tc.want == "" && err != nil || tc.want != "" && proto.CodeOf(err) != tc.want {
-				t.Errorf("err = %v, want code %q", err, tc.want)
-			}
-		})
-	}
-	h.c.Pin(a.digest, "d-0")
-	dir := h.cfg.Dir
-	h.stop()
-	idx, err := openIndex(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer idx.close()
-	recs, _ := idx.all()
-	if diff := cmp.Diff([]string{"d-0", "d-1"}, recs[0].Pins); diff != "" {
-		t.Errorf("pins in the index (-want +got):\n%s", diff)
-	}
-}
