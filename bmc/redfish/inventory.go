@@ -1,6 +1,7 @@
 package redfish
 
 import (
+	"cmp"
 	"context"
 	"strings"
 
@@ -55,7 +56,7 @@ func (d *driver) Inspect(ctx context.Context) (proto.OOBInventory, error) {
 	}
 	for _, m := range dimms {
 		inv.Memory.Modules = append(inv.Memory.Modules, proto.OOBMemoryModule{
-			Locator:       m.DeviceLocator,
+			Locator:       locator(m),
 			CapacityBytes: int64(gofish.Deref(m.CapacityMiB)) * mib,
 			Type:          string(m.MemoryDeviceType),
 			SpeedMHz:      gofish.Deref(m.OperatingSpeedMhz),
@@ -115,4 +116,11 @@ func (d *driver) unread(ctx context.Context, inv *proto.OOBInventory, part, op s
 	d.log.Warn("part of the inventory unread", "part", part, "err", failure)
 	inv.Unread = append(inv.Unread, proto.OOBUnread{Part: part, Error: proto.AsError(failure).Message})
 	return nil
+}
+
+// locator is a DIMM's slot label: Location.PartLocation.ServiceLabel, which Redfish 1.9
+// put in place of DeviceLocator, else DeviceLocator, which BMCs of earlier schemas give.
+func locator(m *schemas.Memory) string {
+	//lint:ignore SA1019 DeviceLocator is what BMCs before Redfish 1.9 name a slot by.
+	return cmp.Or(m.Location.PartLocation.ServiceLabel, m.DeviceLocator)
 }

@@ -27,9 +27,11 @@ var (
 		{"Id": "CPU2", "Socket": "CPU 2", "ProcessorType": "CPU", "Manufacturer": "Intel", "Model": "Xeon Platinum 8480+", "TotalCores": 56, "TotalThreads": 112, "MaxSpeedMHz": 3800},
 		{"Id": "GPU1", "Socket": "SXM 1", "ProcessorType": "GPU", "Manufacturer": "NVIDIA", "Model": "H100 SXM5 80GB"},
 	}
+	// DIMM_A1 is named as before Redfish 1.9 (DeviceLocator), DIMM_B1 as since
+	// (Location.PartLocation.ServiceLabel, DeviceLocator deprecated and left out).
 	dimms = []map[string]any{
 		{"Id": "DIMM_A1", "DeviceLocator": "A1", "CapacityMiB": DIMMCapacityMiB, "MemoryDeviceType": "DDR5", "OperatingSpeedMhz": 4800},
-		{"Id": "DIMM_B1", "DeviceLocator": "B1", "CapacityMiB": DIMMCapacityMiB, "MemoryDeviceType": "DDR5", "OperatingSpeedMhz": 4800},
+		{"Id": "DIMM_B1", "Location": map[string]any{"PartLocation": map[string]any{"ServiceLabel": "B1"}}, "CapacityMiB": DIMMCapacityMiB, "MemoryDeviceType": "DDR5", "OperatingSpeedMhz": 4800},
 	}
 	nics = []map[string]any{
 		{"Id": "NIC.Integrated.1-1", "MACAddress": "B4:96:91:0A:1B:2C", "SpeedMbps": 25000},
