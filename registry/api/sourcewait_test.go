@@ -1,12 +1,16 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -115,10 +119,43 @@ func (h *stallable) stall(t *testing.T) (resume func()) {
 		}
 	}
 	signal(syscall.SIGSTOP)
+	// The signal is only queued when kill returns: a member's thread running on another
+	// processor (or in a write to its disk) goes on until it takes it, and one answer it
+	// sends meanwhile ends a check the test counts as held. Wait until every thread of
+	// every member has stopped.
+	deadline := time.Now().Add(time.Minute) // a guard against a hang, not a measure
+	for _, pid := range pids {
+		for !stopped(t, pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("etcd member %d has threads running a minute after SIGSTOP", pid)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	var once sync.Once
 	resume = func() { once.Do(func() { signal(syscall.SIGCONT) }) }
 	t.Cleanup(resume)
 	return resume
+}
+
+// stopped reports whether every thread of process pid is stopped (state T in
+// /proc/PID/task/TID/stat).
+func stopped(t *testing.T, pid int) bool {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("threads of etcd member %d: %v", pid, err)
+	}
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return false // a thread that ended between the glob and the read: look again
+		}
+		// The state follows the command's name, which ends at the last ')'.
+		if i := bytes.LastIndexByte(b, ')'); i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 // untilArrived waits until n requests reached the server.
