@@ -20,7 +20,8 @@ type candidate struct {
 	Desired   bool // the desired list names it
 }
 
-// evictionOrder picks images to free need bytes: ready ones only, never in use or desired, the least recently used first (never used before any used, ties by digest),
+// evictionOrder picks images to free need bytes: ready ones only, never in use or
+// desired, the least recently used first (never used before any used, ties by digest),
 // until their sizes reach need. When all of them cannot free need, it picks none: an
 // eviction that does not make room only loses images.
 func evictionOrder(cands []candidate, need int64) []string {
@@ -227,7 +228,8 @@ func (c *Cache) candidates() []candidate {
 		if e.verify {
 			st = proto.CachePulling
 		}
-		out = append(out, candidate{Digest: d, SizeBytes: e.rec.SizeBytes, LastUsed: e.rec.LastUsed, State: st, InUse: e.readers > 0 || e.checking, Desired: c.wanted[d]})
+		out = append(out, candidate{Digest: d, SizeBytes: e.rec.SizeBytes, LastUsed: e.rec.LastUsed, State: st,
+			InUse: e.readers > 0 || e.checking, Desired: c.wanted[d]})
 	}
 	return out
 }

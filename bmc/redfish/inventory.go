@@ -121,6 +121,5 @@ func (d *driver) unread(ctx context.Context, inv *proto.OOBInventory, part, op s
 // locator is a DIMM's slot label: Location.PartLocation.ServiceLabel, which Redfish 1.9
 // put in place of DeviceLocator, else DeviceLocator, which BMCs of earlier schemas give.
 func locator(m *schemas.Memory) string {
-	//lint:ignore SA1019 DeviceLocator is what BMCs before Redfish 1.9 name a slot by.
 	return cmp.Or(m.Location.PartLocation.ServiceLabel, m.DeviceLocator)
 }
