@@ -367,8 +367,8 @@ func TestFailedImagesSayWhy(t *testing.T) {
 		[]FailedImage{{Ref: "b@1", Digest: digest("b"), Source: sourceOf("b")}})
 }
 
-// TestEveryImageOfACachedArtifactIsAtTheSite: every image of a shared artifact is ready at the site, a pulling
-// one pulling.
+// TestEveryImageOfACachedArtifactIsAtTheSite: every image of a shared artifact is ready
+// at the site, a pulling one pulling.
 func TestEveryImageOfACachedArtifactIsAtTheSite(t *testing.T) {
 	f := newSiteFixture(t)
 	for _, s := range []step{{agent: "a1", entries: []proto.ImageCacheEntry{
