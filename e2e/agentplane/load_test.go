@@ -312,7 +312,9 @@ func restartAll(b *testing.B, e *env, n int, children []*child, name string, str
 func (r *restartRun) rate() float64 { return float64(r.back.n) / r.phase.wall.Seconds() }
 
 func (r *restartRun) print(name string, n int) {
-	r.phase.print(name, n, fmt.Sprintf("endpoint closed in %.2fs, its fleet's heap collected in %.0fms, started again; until every agent is back; told a stream of %.0f a second, %d admission places", r.closed.Seconds(), float64(r.collected)/float64(time.Millisecond), r.told.Rate, r.told.Admission))
+	start := r.streamEnd - time.Duration(float64(r.told.Told)/r.told.Rate*float64(time.Second))
+	r.phase.print(name, n, fmt.Sprintf("endpoint closed in %.2fs, its fleet's heap collected in %.0fms, started again %.2fs after the stop; until every agent is back; told a stream of %.0f a second starting %.2fs after the stop, %d admission places",
+		r.closed.Seconds(), float64(r.collected)/float64(time.Millisecond), r.told.Restart.Seconds(), r.told.Rate, start.Seconds(), r.told.Admission))
 	fmt.Printf("  %s: agents back %s; handshakes: %d, %d of them resumed, %d refused at admission (%d attempts by the agents' count, %d as their hellos told the registry), %d abandoned; %d attempts unanswered within the handshake's timeout; %d UDP datagrams dropped for full receive buffers\n",
 		name, &r.back, r.hs.Accepted, r.hs.Resumed, r.hs.Refused, r.attempts, r.hs.RefusedAttempts, r.hs.Abandoned, r.unanswered, r.drops)
 	if len(r.refusedBy) > 0 {

@@ -142,12 +142,13 @@ type Config struct {
 	Keys *Keys
 }
 
-// closingState is when Close began, how many sessions it had to tell, the stream it asks
-// of them (a second), and the spread within which one refused on its return tries again
-// after the stream's end (reslotSpread).
+// closingState is when Close began, how many sessions it had to tell, when the stream it
+// asks of them starts (streamStart) and its rate (a second), and the spread within which
+// one refused on its return tries again after the stream's end (reslotSpread).
 type closingState struct {
 	at     time.Time
 	n      int
+	start  time.Duration
 	rate   float64
 	spread time.Duration
 }
@@ -266,6 +267,7 @@ func Start(cfg Config) (*Endpoint, error) {
 		udp.Close()
 		return nil, err
 	}
+	plan = measureRestart(plan, time.Now())
 	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[identity]*session{}, plan: plan, probing: make(chan struct{}, remeasuring)}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
@@ -443,7 +445,8 @@ func (e *Endpoint) Close() error {
 	e.mu.Lock()
 	e.cancel() // under mu: spawn starts nothing and register registers nothing after this
 	e.closing.at, e.closing.n, e.closing.rate = time.Now(), len(e.sessions), e.plan.Rate
-	streamEnd := returnDelay(e.closing.n, e.closing.n, 0, e.closing.rate)
+	e.closing.start = streamStart(e.closing.n, e.plan)
+	streamEnd := returnDelay(e.closing.start, e.closing.n, 0, e.closing.rate)
 	e.closing.spread = reslotSpread(e.plan, streamEnd)
 	closing := e.closing
 	e.mu.Unlock()
@@ -518,15 +521,14 @@ func (e *Endpoint) closeSessions() {
 // stream's end (that of the n-th), from now, and the re-slot spread.
 func (c closingState) reason(k int) string {
 	elapsed := time.Since(c.at)
-	return proto.ShutdownReason(returnDelay(c.n, k, elapsed, c.rate), returnDelay(c.n, c.n, elapsed, c.rate), c.spread)
+	return proto.ShutdownReason(returnDelay(c.start, k, elapsed, c.rate), returnDelay(c.start, c.n, elapsed, c.rate), c.spread)
 }
 
-// returnDelay is how long the k-th agent told of n, told at elapsed since the close
-// began, is asked to wait: until its own moment, k/rate after the time telling all n
-// takes (n/closeRate), so that the stream starts once a registry restarted at once
-// listens again, and at most maxReturn after the close began.
-func returnDelay(n, k int, elapsed time.Duration, rate float64) time.Duration {
-	at := time.Duration(n)*time.Second/closeRate + time.Duration(float64(k)/rate*float64(time.Second))
+// returnDelay is how long the k-th agent told, told at elapsed since the close began, is
+// asked to wait: until its own moment, k/rate after the stream's start (streamStart),
+// and at most maxReturn after the close began.
+func returnDelay(start time.Duration, k int, elapsed time.Duration, rate float64) time.Duration {
+	at := start + time.Duration(float64(k)/rate*float64(time.Second))
 	return max(0, min(at, maxReturn)-elapsed)
 }
 

@@ -10,7 +10,7 @@ import (
 
 func TestReturnDelay(t *testing.T) {
 	const n, rate = 10000, 900
-	base := n * time.Second / closeRate
+	base := streamStart(n, store.AgentReturn{})
 	slot := func(k int) time.Duration { return time.Duration(float64(k) / rate * float64(time.Second)) }
 	cases := map[string]struct {
 		k       int
@@ -25,16 +25,73 @@ func TestReturnDelay(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			if got := returnDelay(n, tc.k, tc.elapsed, rate); got != tc.want {
+			if got := returnDelay(base, tc.k, tc.elapsed, rate); got != tc.want {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
 		})
 	}
-	if got := returnDelay(10_000_000, 9_999_999, 0, rate); got != maxReturn {
+	if got := returnDelay(streamStart(10_000_000, store.AgentReturn{}), 9_999_999, 0, rate); got != maxReturn {
 		t.Fatalf("a huge fleet: got %v, want the cap %v", got, maxReturn)
 	}
-	if fast, slow := returnDelay(n, n, 0, 2*rate), returnDelay(n, n, 0, rate); fast >= slow {
+	if fast, slow := returnDelay(base, n, 0, 2*rate), returnDelay(base, n, 0, rate); fast >= slow {
 		t.Fatalf("the stream ends after %v at twice the rate, %v at the rate: a faster stream ends sooner", fast, slow)
+	}
+}
+
+// TestStreamStart: a stream starts once telling the fleet takes at closeRate, or a
+// quarter past the last measured restart where that is sooner, that restart scaled up to
+// a fleet larger than the one it told.
+func TestStreamStart(t *testing.T) {
+	const n = 10000
+	telling := time.Duration(n) * time.Second / closeRate // 1.25 s
+	cases := map[string]struct {
+		plan store.AgentReturn
+		want time.Duration
+	}{
+		"no restart measured":                     {store.AgentReturn{}, telling},
+		"a restart faster than telling":           {store.AgentReturn{Restart: 400 * time.Millisecond, RestartTold: n}, 500 * time.Millisecond},
+		"a restart slower than telling":           {store.AgentReturn{Restart: 2 * time.Second, RestartTold: n}, telling},
+		"a fleet twice the one the restart told":  {store.AgentReturn{Restart: 400 * time.Millisecond, RestartTold: n / 2}, time.Second},
+		"a fleet ten times the one it told":       {store.AgentReturn{Restart: 400 * time.Millisecond, RestartTold: n / 10}, telling},
+		"a fleet smaller than the one it told":    {store.AgentReturn{Restart: 400 * time.Millisecond, RestartTold: 2 * n}, 500 * time.Millisecond},
+		"a restart of a stop that told no agents": {store.AgentReturn{Restart: 400 * time.Millisecond}, telling},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := streamStart(n, tc.plan); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMeasureRestart: an endpoint started after a stop that told agents measures its
+// restart from the stop's time; one whose stop told none, or whose time is off the clock,
+// keeps the restart measured before.
+func TestMeasureRestart(t *testing.T) {
+	stop := time.Date(2026, 12, 6, 22, 0, 0, 0, time.UTC)
+	before := store.AgentReturn{Restart: time.Second, RestartTold: 50}
+	cases := map[string]struct {
+		told           int
+		stoppedAt, now time.Time
+		restart        time.Duration
+		restartTold    int
+	}{
+		"after a stop of 100 agents": {100, stop, stop.Add(450 * time.Millisecond), 450 * time.Millisecond, 100},
+		"a stop that told none":      {0, stop, stop.Add(450 * time.Millisecond), time.Second, 50},
+		"no stop time stored":        {100, time.Time{}, stop, time.Second, 50},
+		"a clock set back":           {100, stop, stop.Add(-time.Second), time.Second, 50},
+		"down past any stream":       {100, stop, stop.Add(maxReturn + time.Second), time.Second, 50},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			plan := before
+			plan.Told, plan.StoppedAt = tc.told, tc.stoppedAt
+			got := measureRestart(plan, tc.now)
+			if got.Restart != tc.restart || got.RestartTold != tc.restartTold {
+				t.Fatalf("restart %v of %d told, want %v of %v", got.Restart, got.RestartTold, tc.restart, tc.restartTold)
+			}
+		})
 	}
 }
 

@@ -109,10 +109,47 @@ func reslotSpread(plan store.AgentReturn, streamEnd time.Duration) time.Duration
 	return proto.ReslotSpreadFor(streamEnd, min(float64(plan.Refused)/float64(plan.Accepted), refusedPercent/100.0))
 }
 
+// streamStart is how long after the close began the stream of the n agents a stop tells
+// starts: once telling them all takes (n/closeRate), so that a registry restarted at once
+// listens again; or a quarter past the last measured restart, where that comes first,
+// scaled up to a fleet larger than the one that restart's stop told (a close tells every
+// agent, so a larger fleet takes longer to close). A registry that restarts faster than
+// it tells 10,000 agents at closeRate (0.4-0.5 s against 1.25 s in the benchmark) would
+// otherwise sit idle until the stream reached it (benchmarks.md, "The stream's start
+// from the last restart").
+func streamStart(n int, plan store.AgentReturn) time.Duration {
+	telling := time.Duration(n) * time.Second / closeRate
+	if plan.Restart <= 0 || plan.RestartTold <= 0 {
+		return telling
+	}
+	scale := max(1, float64(n)/float64(plan.RestartTold))
+	return min(telling, time.Duration(restartMargin*scale*float64(plan.Restart)))
+}
+
+// restartMargin is the share of the last measured restart the next stream waits for:
+// a quarter more, for a restart a little slower than the last.
+const restartMargin = 1.25
+
+// measureRestart is plan with the restart that brought the endpoint up measured: from
+// the moment its stop timed the stream from (plan.StoppedAt) until now, when it listens.
+// A plan whose stop told no agent (none is due, or a return was measured since and no
+// stop followed it: a crash), or a time off the clock (negative, or past maxReturn: a
+// registry down for longer than any stream waits) measures nothing and keeps the last
+// measured restart.
+func measureRestart(plan store.AgentReturn, now time.Time) store.AgentReturn {
+	if plan.Told <= 0 || plan.StoppedAt.IsZero() {
+		return plan
+	}
+	if r := now.Sub(plan.StoppedAt); r > 0 && r <= maxReturn {
+		plan.Restart, plan.RestartTold = r, plan.Told
+	}
+	return plan
+}
+
 // startPlan is the plan an endpoint starts with: the stored one, or the defaults.
 func startPlan(stored store.AgentReturn, ok bool) store.AgentReturn {
 	if !ok || stored.Rate <= 0 || stored.Admission <= 0 {
-		return store.AgentReturn{Rate: defaultRate, Admission: defaultAdmission, Told: stored.Told, StoppedAt: stored.StoppedAt}
+		return store.AgentReturn{Rate: defaultRate, Admission: defaultAdmission, Told: stored.Told, StoppedAt: stored.StoppedAt, Restart: stored.Restart, RestartTold: stored.RestartTold}
 	}
 	return stored
 }
@@ -157,7 +194,7 @@ func (e *Endpoint) measureReturn(plan store.AgentReturn) {
 	}
 	next := adapt(plan, m)
 	e.log.Info("agents returned", "told", plan.Told, "rate", plan.Rate, "accepted", m.accepted, "refused", m.refusedAttempts, "refusedFirstPackets", lastRefused,
-		"saturatedRate", next.MeasuredRate, "meanHandshake", m.meanHandshake, "nextRate", next.Rate, "admission", next.Admission)
+		"saturatedRate", next.MeasuredRate, "meanHandshake", m.meanHandshake, "nextRate", next.Rate, "admission", next.Admission, "restart", next.Restart)
 	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.PutAgentReturn(e.cfg.Replica, next) }); err != nil {
 		e.log.Error("store the agents' return plan", "err", err)
 	}

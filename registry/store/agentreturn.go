@@ -25,6 +25,12 @@ type AgentReturn struct {
 	Accepted      int64         `json:"accepted,omitempty"`
 	Refused       int64         `json:"refused,omitempty"`
 	MeanHandshake time.Duration `json:"meanHandshake,omitempty"`
+	// Restart is how long the endpoint's last measured restart took, from the moment
+	// its stop timed the stream from (StoppedAt) until the next endpoint listened again,
+	// and RestartTold how many agents that stop told; 0 when none was measured. The next
+	// stop starts its stream no later than a quarter past it (registry/agents).
+	Restart     time.Duration `json:"restart,omitempty"`
+	RestartTold int           `json:"restartTold,omitempty"`
 }
 
 // AgentReturn returns the return plan of replica's endpoint ("" for a registry alone on
