@@ -28,7 +28,8 @@ type AgentReturn struct {
 	// Restart is how long the endpoint's last measured restart took, from the moment
 	// its stop timed the stream from (StoppedAt) until the next endpoint listened again,
 	// and RestartTold how many agents that stop told; 0 when none was measured. The next
-	// stop starts its stream no later than a quarter past it (registry/agents).
+	// stop starts its stream at the sooner of the time telling its fleet takes and a
+	// quarter past it, scaled to that fleet (registry/agents).
 	Restart     time.Duration `json:"restart,omitempty"`
 	RestartTold int           `json:"restartTold,omitempty"`
 }
