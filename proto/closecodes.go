@@ -69,12 +69,12 @@ const ReslotTries = 3
 // registry refused share (0 to 1) of the agents of its last measured return: long enough
 // that the agents refused are taken back at the stream's own rate if this return refuses
 // half as many again as the last did, or the 5% of the fleet a return may refuse,
-// whichever is more; within ReslotSpread's least and its quarter of the stream. A
-// return that refused few agents no longer keeps the last of them out for a quarter of
-// the stream.
+// whichever is more; at least minMeasuredReslotSpread and at most a quarter of the
+// stream. A return that refused few agents no longer keeps the last of them out for a
+// quarter of the stream.
 func ReslotSpreadFor(streamEnd time.Duration, share float64) time.Duration {
 	share = min(max(1.5*share, reslotShareFloor), 0.25)
-	return min(ReslotSpread(streamEnd), max(minReslotSpread, time.Duration(share*float64(streamEnd))))
+	return min(ReslotSpread(streamEnd), max(minMeasuredReslotSpread, time.Duration(share*float64(streamEnd))))
 }
 
 // reslotShareFloor is the least share of a fleet a re-slot spread makes room for: what a
@@ -83,6 +83,13 @@ const reslotShareFloor = 0.05
 
 // minReslotSpread is ReslotSpread's least spread.
 const minReslotSpread = time.Second
+
+// minMeasuredReslotSpread is ReslotSpreadFor's least spread. Its share of the stream
+// already takes the agents refused back at no more than the stream's rate; a floor of a
+// second held the 5% of 10,000 agents a return may refuse to 500 a second past the
+// stream's end, where the machine took 1,800, and kept the last of them back up to a
+// second after the rest (docs/benchmarks.md, "A re-slot spread of the stream's share").
+const minMeasuredReslotSpread = 250 * time.Millisecond
 
 // ShutdownDelay reads the delay back from a CloseShutdown's reason phrase; ok is false
 // when the phrase names none.

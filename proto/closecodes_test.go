@@ -99,7 +99,8 @@ func FuzzShutdownReason(f *testing.F) {
 // spread that takes back, at the stream's own rate, 5% of the fleet or half as many again
 // as it refused last, whichever is more: 6 s of a 2-minute stream after a return that
 // refused none or 2%, 18 s after one that refused 10%; never more than a quarter of the
-// stream (after one that refused 20%), never less than a second.
+// stream (after one that refused 20%), never less than 250 ms: 0.34 s of a 6.8 s stream
+// of 10,000 agents after a return that refused 1% (a second before).
 func TestReslotSpreadFor(t *testing.T) {
 	const stream = 2 * time.Minute
 	for _, tc := range []struct {
@@ -108,7 +109,8 @@ func TestReslotSpreadFor(t *testing.T) {
 		want  time.Duration
 	}{
 		{stream, 0, 6 * time.Second}, {stream, 0.02, 6 * time.Second}, {stream, 0.10, 18 * time.Second},
-		{stream, 0.20, 30 * time.Second}, {stream, 1, 30 * time.Second}, {10 * time.Second, 0, time.Second}, {0, 0.5, time.Second},
+		{stream, 0.20, 30 * time.Second}, {stream, 1, 30 * time.Second}, {10 * time.Second, 0, 500 * time.Millisecond},
+		{6800 * time.Millisecond, 0.01, 340 * time.Millisecond}, {time.Second, 0, 250 * time.Millisecond}, {0, 0.5, 250 * time.Millisecond},
 	} {
 		if got := ReslotSpreadFor(tc.end, tc.share); got != tc.want {
 			t.Errorf("ReslotSpreadFor(%v, %v) = %v, want %v", tc.end, tc.share, got, tc.want)
