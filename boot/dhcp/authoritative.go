@@ -251,12 +251,17 @@ func (s Authoritative) offer(sub *Subnet, mac string, requested netip.Addr) (lea
 		switch err := sub.Pool.InUse(mac, l.IP); {
 		case errors.Is(err, lease.ErrAwayShare):
 			s.awayShare() // another request filled the share during the check: skipped, not held
-		case err == nil:
+		case errors.Is(err, lease.ErrNotYours):
+			// Another request of mac's found it in use first, and told of it.
+		default:
 			s.Log.Warn("a host answers at this address inside the DHCP range: move the host out of the range, or leave its address out of "+
 				"the range (boot.range, boot.subnets[].range); the address is held away for one lease time and the client offered another",
 				"ip", l.IP.String(), "mac", mac)
 			if s.AddressInUse != nil {
 				s.AddressInUse()
+			}
+			if err != nil { // held away here all the same, until the server stops
+				s.Log.Error("address held away not stored", "ip", l.IP.String(), "mac", mac, "err", err)
 			}
 		}
 		l, err = sub.Pool.Offer(mac, netip.Addr{})

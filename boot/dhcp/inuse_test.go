@@ -26,6 +26,7 @@ import (
 // find a host at the addresses of taken, counting the echoes to each address.
 type checked struct {
 	s         Authoritative
+	store     *lease.Store
 	log       *bytes.Buffer
 	inUse     int
 	awayShare int
@@ -47,7 +48,7 @@ func newCheckedPolicy(t *testing.T, policy lease.Policy, taken ...string) *check
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &checked{log: &bytes.Buffer{}, echoes: map[netip.Addr]int{}}
+	c := &checked{store: store, log: &bytes.Buffer{}, echoes: map[netip.Addr]int{}}
 	hosts := map[netip.Addr]bool{}
 	for _, a := range taken {
 		hosts[netip.MustParseAddr(a)] = true
@@ -110,6 +111,29 @@ func TestAddressInUseIsNotOffered(t *testing.T) {
 	}
 	if n := c.echoes[netip.MustParseAddr("10.9.0.100")]; n != 1 {
 		t.Errorf("%d echoes to the address in use, want 1: it is held away", n)
+	}
+}
+
+// TestAddressInUseNotStoredIsTold: a host answers at the first address of the range
+// while the lease file takes no writes; the address is held away all the same and the
+// client offered the next, and the log says both that a host answers there (counted)
+// and that its hold was not stored.
+func TestAddressInUseNotStoredIsTold(t *testing.T) {
+	c := newChecked(t, "10.9.0.100")
+	c.store.Close()
+	offer, ok := c.s.Handle(discover(t, mac))
+	if !ok || offer.YourIPAddr.String() != "10.9.0.101" {
+		t.Fatalf("offer %v, want 10.9.0.101", offer)
+	}
+	if c.inUse != 1 {
+		t.Errorf("told of %d addresses in use, want 1", c.inUse)
+	}
+	log := c.log.String()
+	for _, want := range []string{"level=WARN", "a host answers at this address inside the DHCP range", "ip=10.9.0.100",
+		"level=ERROR", "address held away not stored", lease.ErrClosed.Error()} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
 	}
 }
 
