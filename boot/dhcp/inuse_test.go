@@ -92,19 +92,7 @@ func discover(t *testing.T, mac net.HardwareAddr) *dhcpv4.DHCPv4 {
 // echo to it.
 func TestAddressInUseIsNotOffered(t *testing.T) {
 	c := newChecked(t, "10.9.0.100")
-	offer, ok := c.s.Handle(discover(t, mac))
-	if !ok || offer.YourIPAddr.String() != "10.9.0.101" {
-		t.Fatalf("offer %v, want 10.9.0.101", offer)
-	}
-	if c.inUse != 1 {
-		t.Errorf("told of %d addresses in use, want 1", c.inUse)
-	}
-	log := c.log.String()
-	for _, want := range []string{"level=WARN", "a host answers at this address inside the DHCP range", "ip=10.9.0.100", "mac=" + mac.String()} {
-		if !strings.Contains(log, want) {
-			t.Errorf("log lacks %q:\n%s", want, log)
-		}
-	}
+	c.offersTheNextAndTells(t, "mac="+mac.String())
 	other := net.HardwareAddr{0x52, 0x54, 0, 0, 0, 2}
 	if offer, ok := c.s.Handle(discover(t, other)); !ok || offer.YourIPAddr.String() != "10.9.0.102" {
 		t.Errorf("second client's offer %v, want 10.9.0.102", offer)
@@ -121,6 +109,14 @@ func TestAddressInUseIsNotOffered(t *testing.T) {
 func TestAddressInUseNotStoredIsTold(t *testing.T) {
 	c := newChecked(t, "10.9.0.100")
 	c.store.Close()
+	c.offersTheNextAndTells(t, "level=ERROR", "address held away not stored", lease.ErrClosed.Error())
+}
+
+// offersTheNextAndTells sends a DISCOVER of mac to a server that finds a host at
+// 10.9.0.100: it is offered 10.9.0.101, the address in use is counted once, and the log
+// warns of it, naming the address, and holds every one of more.
+func (c *checked) offersTheNextAndTells(t *testing.T, more ...string) {
+	t.Helper()
 	offer, ok := c.s.Handle(discover(t, mac))
 	if !ok || offer.YourIPAddr.String() != "10.9.0.101" {
 		t.Fatalf("offer %v, want 10.9.0.101", offer)
@@ -129,8 +125,7 @@ func TestAddressInUseNotStoredIsTold(t *testing.T) {
 		t.Errorf("told of %d addresses in use, want 1", c.inUse)
 	}
 	log := c.log.String()
-	for _, want := range []string{"level=WARN", "a host answers at this address inside the DHCP range", "ip=10.9.0.100",
-		"level=ERROR", "address held away not stored", lease.ErrClosed.Error()} {
+	for _, want := range append([]string{"level=WARN", "a host answers at this address inside the DHCP range", "ip=10.9.0.100"}, more...) {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
