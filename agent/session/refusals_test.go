@@ -12,6 +12,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 // TestRefusalsKeepTheTicket: an agent refused at admission many more times in a row
@@ -75,12 +76,8 @@ func TestRefusedCountsAttempts(t *testing.T) {
 	// The registry takes the copies sent meanwhile once its first refusal is out, so the
 	// agent may hear that refusal before the registry has read them (under the race
 	// detector on a loaded machine it did): wait for them, and for what they bring.
-	for deadline := time.Now().Add(10 * time.Second); copies.Load() < 2 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := copies.Load(); n < 2 {
-		t.Fatalf("the registry refused %d copies of the attempt's first packet; the test needs the agent to send it again", n)
-	}
+	testkit.WaitFor(t, "a second copy of the attempt's first packet refused (the test needs the agent to send it again)", 10*time.Second, 10*time.Millisecond,
+		func() bool { return copies.Load() >= 2 })
 	time.Sleep(100 * time.Millisecond) // the copies' refusals reach the agent, which counted its attempt already
 	if n := a.Refused(); n != 1 {
 		t.Errorf("one attempt refused (%d copies of its first packet): the agent counts %d, want 1", copies.Load(), n)
