@@ -272,6 +272,9 @@ func (s *Service) retry(tx *store.Tx, node store.Node) (store.Run, store.Node, e
 	if err != nil {
 		return store.Run{}, node, err
 	}
+	if err := checkUsable(tx, node.Tenant, failed.Profile); err != nil {
+		return store.Run{}, node, err
+	}
 	doc, err := tx.RunDocument(failed)
 	if err != nil {
 		return store.Run{}, node, err
@@ -283,6 +286,27 @@ func (s *Service) retry(tx *store.Tx, node store.Node) (store.Run, store.Node, e
 	rec := store.ProfileRecord{Tenant: failed.Profile.Tenant, ID: failed.Profile.ID, Version: failed.Profile.Version, Document: doc}
 	req := Request(failed.Kind)
 	return s.create(tx, node, req, rec, p, chainAfter(tx, node, req))
+}
+
+// checkUsable refuses a stored profile version tenant may no longer start a workflow of:
+// one deleted, or another tenant's made private, since a run of it began. A retry runs
+// the failed run's version again as a new workflow, so it reaches only what metal.deploy
+// would resolve for tenant; otherwise the owner's withdrawal would not stop another
+// tenant's use. The answer is NOT_FOUND, alike for a private and a deleted version, as
+// a deploy naming it is. A shipped profile is always usable.
+func checkUsable(tx *store.Tx, tenant string, ref store.ProfileRef) error {
+	if ref.Tenant == profile.ShippedTenant {
+		return nil
+	}
+	rec, ok, err := tx.Profile(ref.Tenant, ref.ID, ref.Version)
+	if err != nil {
+		return err
+	}
+	if !ok || rec.Deleted || rec.Tenant != tenant && rec.Visibility != store.Public {
+		return proto.Errorf(proto.NotFound, "profile %s/%s@%d, which the failed workflow ran, is not found: its owner deleted it or made it private; deploy a profile the tenant can use (`profiles list`)",
+			ref.Tenant, ref.ID, ref.Version)
+	}
+	return nil
 }
 
 // lifecycleProfile is the request that runs the shipped profile id, "" when none does.

@@ -82,18 +82,36 @@ func (t *Tx) Credential(id string) (Credential, error) {
 }
 
 // Credentials lists the tenant's credentials, revoked and expired ones too, in id order,
-// one page at a time. It reads past other tenants' credentials: there are few.
+// one page at a time. It reads past other tenants' credentials: there are few. A page
+// offers a next one only when the tenant has a credential after it: the bucket holds
+// every tenant's, and a cursor whenever any credential followed would tell the tenant of
+// other tenants' credentials, by the ids of its own.
 func (t *Tx) Credentials(tenant string, p Page) ([]Credential, string, error) {
+	var after []byte
+	if p.Cursor != "" {
+		var err error
+		if after, err = DecodeCursor(p.Cursor, nil); err != nil {
+			return nil, "", err
+		}
+	}
 	var out []Credential
-	next, err := t.scan(bucketCredentials, nil, p, func(k, v []byte) (bool, error) {
+	more := false
+	_, _, err := t.walk(bucketCredentials, nil, after, func() bool { return more }, func(k, v []byte) error {
 		var c Credential
 		if err := decode(bucketCredentials, k, v, &c); err != nil || c.Tenant != tenant {
-			return false, err
+			return err
+		}
+		if len(out) == p.limit() {
+			more = true
+			return nil
 		}
 		out = append(out, c)
-		return true, nil
+		return nil
 	})
-	return out, next, err
+	if err != nil || !more {
+		return out, "", err
+	}
+	return out, EncodeCursor([]byte(out[len(out)-1].ID)), nil
 }
 
 // UsableHolding lists the tenant's usable credentials that carry action itself, in id
