@@ -77,13 +77,13 @@ func EachKill(t testing.TB, test string, fresh func() string, after func(arg, ca
 	return kills
 }
 
-// Trace runs test with arg to its end under strace and returns its calls of Writes and
-// of openat, one a line as strace prints them, each file descriptor followed by its path
+// Trace runs test with arg to its end under strace and returns its calls of Writes, of
+// openat and of mkdir, one a line as strace prints them, each file descriptor followed by its path
 // in angle brackets (strace -y): "fsync(3</data/dir>) = 0".
 func Trace(t testing.TB, test, arg string) []string {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "strace.log")
-	if out, err := run(t, test, arg, "-o", log, "-y", "-e", "trace=openat,"+strings.Join(Writes, ",")); err != nil {
+	if out, err := run(t, test, arg, "-o", log, "-y", "-e", "trace=openat,mkdir,mkdirat,"+strings.Join(Writes, ",")); err != nil {
 		t.Fatalf("%s: %v\n%s", test, err, out)
 	}
 	data, err := os.ReadFile(log)
@@ -108,29 +108,48 @@ func run(t testing.TB, test, arg string, opts ...string) ([]byte, error) {
 }
 
 // SyncedDir fails t unless calls (Trace's) fsync the directory of path after the last
-// call that names path (creates it, writes it, renames or links onto it): until then a
-// power loss may take the file's name away, whatever the file's own fsync kept.
+// call that puts path's name in it (creates the file or directory, renames or links
+// onto it): until
+// then a power loss may take the name away, whatever the file's own fsyncs kept.
 func SyncedDir(t testing.TB, calls []string, path string) {
 	t.Helper()
 	last := -1
 	for i, c := range calls {
-		if strings.Contains(c, `"`+path+`"`) || strings.Contains(c, "<"+path+">") {
+		if namesPath(c, path) {
 			last = i
 		}
 	}
 	if last < 0 {
-		t.Fatalf("no call names %s:\n%s", path, strings.Join(calls, "\n"))
+		t.Fatalf("no call creates %s or renames or links onto it:\n%s", path, strings.Join(calls, "\n"))
 	}
+	dir := filepath.Dir(path)
 	for _, c := range calls[last+1:] {
-		if strings.Contains(c, "fsync(") && strings.Contains(c, "<"+filepath.Dir(path)+">)") {
+		if strings.Contains(c, "fsync(") && strings.Contains(c, "<"+dir+">)") {
 			return
 		}
 	}
 	var there []string
 	for _, c := range calls {
-		if strings.Contains(c, filepath.Dir(path)) {
+		if strings.Contains(c, dir) {
 			there = append(there, c)
 		}
 	}
 	t.Errorf("%s's directory is not fsynced after %q: a power loss may lose the file\n%s", path, calls[last], strings.Join(there, "\n"))
+}
+
+// namesPath reports whether the strace line c is a call that puts path's name in its
+// directory: an open that may create it, a mkdir, a rename or a link.
+func namesPath(c, path string) bool {
+	if !strings.Contains(c, `"`+path+`"`) {
+		return false
+	}
+	_, call, _ := strings.Cut(c, " ")
+	call, _, _ = strings.Cut(call, "(")
+	switch call {
+	case "open", "openat", "creat":
+		return strings.Contains(c, "O_CREAT")
+	case "mkdir", "mkdirat", "rename", "renameat", "renameat2", "link", "linkat":
+		return true
+	}
+	return false
 }
