@@ -108,9 +108,9 @@ func run(t testing.TB, test, arg string, opts ...string) ([]byte, error) {
 }
 
 // SyncedDir fails t unless calls (Trace's) fsync the directory of path after the last
-// call that puts path's name in it (creates the file or directory, renames or links
-// onto it): until
-// then a power loss may take the name away, whatever the file's own fsyncs kept.
+// call that puts path's name in it or takes it out (creates the file or directory,
+// renames or links onto it, removes it): until then a power loss may undo the change,
+// whatever the file's own fsyncs kept.
 func SyncedDir(t testing.TB, calls []string, path string) {
 	t.Helper()
 	last := -1
@@ -134,11 +134,12 @@ func SyncedDir(t testing.TB, calls []string, path string) {
 			there = append(there, c)
 		}
 	}
-	t.Errorf("%s's directory is not fsynced after %q: a power loss may lose the file\n%s", path, calls[last], strings.Join(there, "\n"))
+	t.Errorf("%s's directory is not fsynced after %q: a power loss may undo it\n%s", path, calls[last], strings.Join(there, "\n"))
 }
 
 // namesPath reports whether the strace line c is a call that puts path's name in its
-// directory: an open that may create it, a mkdir, a rename or a link.
+// directory, or takes it out: an open that may create it, a mkdir, a rename, a link or
+// an unlink.
 func namesPath(c, path string) bool {
 	if !strings.Contains(c, `"`+path+`"`) {
 		return false
@@ -148,7 +149,7 @@ func namesPath(c, path string) bool {
 	switch call {
 	case "open", "openat", "creat":
 		return strings.Contains(c, "O_CREAT")
-	case "mkdir", "mkdirat", "rename", "renameat", "renameat2", "link", "linkat":
+	case "mkdir", "mkdirat", "rename", "renameat", "renameat2", "link", "linkat", "unlink", "unlinkat":
 		return true
 	}
 	return false
