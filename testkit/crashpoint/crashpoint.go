@@ -144,8 +144,8 @@ func namesPath(c, path string) bool {
 	if !strings.Contains(c, `"`+path+`"`) {
 		return false
 	}
-	_, call, _ := strings.Cut(c, " ")
-	call, _, _ = strings.Cut(call, "(")
+	_, call, _ := strings.Cut(c, " ") // after the pid, padded to a width
+	call, _, _ = strings.Cut(strings.TrimLeft(call, " "), "(")
 	switch call {
 	case "open", "openat", "creat":
 		return strings.Contains(c, "O_CREAT")
