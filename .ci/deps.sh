@@ -32,6 +32,8 @@ packages+=(etcd-server)
 packages+=(prometheus)
 # make test-race: the race detector builds with cgo, so a C compiler and libc's headers.
 packages+=(gcc libc6-dev)
+# testkit/crashpoint: strace kills a test's child at a chosen system call, and records the order of its writes and fsyncs.
+packages+=(strace)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
 	bolt "go.etcd.io/bbolt"
 )
@@ -60,6 +61,13 @@ func openIndex(dir string) (*index, error) {
 	if err != nil {
 		db.Close()
 		return nil, err
+	}
+	// bbolt fsyncs the file, not a new file's name in dir, and Open made sha256/ and
+	// partial/ in dir: a power loss that took their names would take every record and
+	// every image the cache reported present.
+	if err := fsutil.SyncDir(dir); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open cache index in %s: %w", dir, err)
 	}
 	return &index{db: db}, nil
 }

@@ -107,6 +107,39 @@ func isTemp(name string) bool {
 	return digits != "" && strings.Trim(digits, "0123456789") == ""
 }
 
+// MkdirAll is os.MkdirAll that makes what it makes survive a crash: the parent of each
+// directory it makes is fsynced, so a file then written in the new directory
+// (WriteFileAtomic fsyncs only the file's own directory) keeps its path after a power
+// loss.
+func MkdirAll(dir string, perm os.FileMode) error {
+	if st, err := os.Stat(dir); err == nil && st.IsDir() {
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := MkdirAll(parent, perm); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, perm); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			if st, serr := os.Stat(dir); serr == nil && st.IsDir() {
+				return nil // made meanwhile by another
+			}
+		}
+		return err
+	}
+	return SyncDir(filepath.Dir(dir))
+}
+
+// Remove removes a file and fsyncs its directory, so the removal survives a crash. A
+// missing file is fs.ErrNotExist, as os.Remove says it.
+func Remove(path string) error {
+	if err := os.Remove(path); err != nil {
+		return err
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
 // SyncDir fsyncs a directory, so a rename or a new entry in it survives a crash.
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)

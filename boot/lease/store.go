@@ -13,10 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/better-compute/better-compute/fsutil"
 	"go.etcd.io/bbolt"
 )
 
@@ -101,7 +103,9 @@ type write struct {
 }
 
 // Open opens (or makes) the lease file at path. One process at a time: a second Open of
-// the same file waits a second and then fails.
+// the same file waits a second and then fails. The file's directory is fsynced before it
+// returns: bbolt fsyncs the file, not the name a new one has in its directory, and a
+// power loss that took the name would take every lease acknowledged since.
 func Open(path string) (*Store, error) {
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
 	if err != nil {
@@ -113,6 +117,10 @@ func Open(path string) (*Store, error) {
 	}); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if err := fsutil.SyncDir(filepath.Dir(path)); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open lease file %s: %w", path, err)
 	}
 	s := &Store{path: path, db: db, writes: make(chan write, maxBatch), stopped: make(chan struct{})}
 	go s.commitLoop()

@@ -49,7 +49,8 @@ func (p *Pass) Exists(name string) (bool, error) {
 // EnsureFile makes the host file name hold exactly data with mode perm, creating its
 // directory, and records "wrote" or "rewrote" when it had to. A file that holds data
 // already is not touched (its mode is corrected when it differs). The write is atomic:
-// a reader, or the host after a crash, sees the old file or the new one.
+// a reader, or the host after a crash, sees the old file or the new one; the directories
+// it makes are fsynced in their parents, so the file keeps its path after a power loss.
 func (p *Pass) EnsureFile(name string, data []byte, perm fs.FileMode) (changed bool, err error) {
 	path := p.Path(name)
 	old, existed, err := p.ReadOptional(name)
@@ -70,7 +71,7 @@ func (p *Pass) EnsureFile(name string, data []byte, perm fs.FileMode) (changed b
 		p.Corrected("set the mode of %s %v -> %v", name, info.Mode().Perm(), perm)
 		return true, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := fsutil.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return false, fileError("making the directory of", name, err)
 	}
 	if err := fsutil.WriteFileAtomic(path, data, perm); err != nil {
@@ -84,9 +85,11 @@ func (p *Pass) EnsureFile(name string, data []byte, perm fs.FileMode) (changed b
 	return true, nil
 }
 
-// RemoveFile removes the host file name if it exists, and records it.
+// RemoveFile removes the host file name if it exists, and records it. The removal is
+// fsynced (its directory) before the pass reports it: a host that loses power after
+// does not boot with the file back.
 func (p *Pass) RemoveFile(name string) (removed bool, err error) {
-	err = os.Remove(p.Path(name))
+	err = fsutil.Remove(p.Path(name))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil

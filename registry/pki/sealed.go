@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/registry/seal"
 )
 
@@ -70,22 +71,13 @@ func LoadKEK(path string) (*KEK, error) {
 	return newKEK(key)
 }
 
-// CreateKEK makes a new KEK and writes it to path (mode 0600), which must not exist.
+// CreateKEK makes a new KEK and writes it to path (mode 0600), which must not exist. The
+// file appears whole and its directory is fsynced before it returns (fsutil.WriteFileNew):
+// a start killed while writing it leaves no part of a KEK for the next start to refuse,
+// and the keys sealed with it next never outlive it in a power loss.
 func CreateKEK(path string) (*KEK, error) {
 	key := seal.NewKey()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	_, err = fmt.Fprintf(f, "%s%s\n", kekPrefix, hex.EncodeToString(key))
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(path)
+	if err := fsutil.WriteFileNew(path, []byte(kekPrefix+hex.EncodeToString(key)+"\n"), 0o600); err != nil {
 		return nil, err
 	}
 	return newKEK(key)
