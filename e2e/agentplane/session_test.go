@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -154,4 +155,30 @@ func TestARamdiskAcknowledgesNoNodeSpec(t *testing.T) {
 			t.Errorf("a ramdisk's hello recorded a generation: %+v", st)
 		}
 	})
+}
+
+// TestAnApplyFailureIsCut: a machine's root user, with a client of its own and the
+// agent's key, acknowledges its NodeSpec as failed with an error of 3 MiB (a message, a
+// path and a reason). The registry keeps the failure with its message cut to
+// proto.MaxErrorMessage and its details in proportion, as it cuts an agent's answer to a
+// command: before, the whole error was stored in the node's agent status (a record of 3
+// MiB on bbolt, past what an etcd request takes) and logged.
+func TestAnApplyFailureIsCut(t *testing.T) {
+	e := newEnv(t, agents.Config{})
+	gen := e.setSpec("gpu-1", nil)
+	_, stream := sessionOverQUIC(t, e, "gpu-1", proto.Hello{})
+	huge := strings.Repeat("e", 3<<20)
+	ack := proto.Ack{Generation: gen, Error: &proto.Error{Code: proto.DriverError, Message: huge, Details: proto.Details{Path: huge[:64<<10], Reason: huge[:64<<10]}}}
+	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgAck, Ack: &ack}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the apply failure recorded", func() bool { return e.status("gpu-1").FailedGeneration == gen })
+	got := e.status("gpu-1").ApplyError
+	if got == nil {
+		t.Fatal("the apply failure was recorded without its error")
+	}
+	if got.Code != proto.DriverError || len(got.Message) > proto.MaxErrorMessage || len(got.Details.Path) > proto.MaxErrorMessage/4 || len(got.Details.Reason) > proto.MaxErrorMessage/4 {
+		t.Fatalf("the apply failure kept: code %v, a message of %d bytes, a path of %d, a reason of %d; want DRIVER_ERROR, at most %d, %d and %d",
+			got.Code, len(got.Message), len(got.Details.Path), len(got.Details.Reason), proto.MaxErrorMessage, proto.MaxErrorMessage/4, proto.MaxErrorMessage/4)
+	}
 }

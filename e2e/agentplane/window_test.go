@@ -2,6 +2,7 @@ package agentplane
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -391,4 +392,60 @@ func TestRegistryStopsWithPushesDeferred(t *testing.T) {
 	if w := ep.PushWindow(); w.InFlight != 0 || w.Deferred != 0 || w.Waiting != 0 {
 		t.Fatalf("window %+v once the registry stopped: want nothing in flight, deferred or waiting", w)
 	}
+}
+
+// dialUnread connects to the registry as node with a client of its own making, as the
+// root user of a machine runs with its agent's key: its receive windows are as small as
+// QUIC lets a peer ask, it says hello, and it never reads what the registry sends.
+func dialUnread(t *testing.T, e *env, node string) {
+	t.Helper()
+	cert, err := e.ca.AgentCertificate(node, string(proto.RoleNode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: e.ca.Pool(), ServerName: "127.0.0.1", NextProtos: []string{proto.AgentALPN}}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, e.addr, conf, &quic.Config{MaxIdleTimeout: time.Minute, KeepAlivePeriod: time.Second,
+		InitialStreamReceiveWindow: 64, MaxStreamReceiveWindow: 64, InitialConnectionReceiveWindow: 64, MaxConnectionReceiveWindow: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.CloseWithError(0, "") })
+	stream, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgHello, Hello: &proto.Hello{}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAnAgentThatNeverReadsStallsNoPush: the agents of two machines, run by their root
+// users with clients of their own, never read their session streams. Their NodeSpecs
+// change, one after the other, and then a third machine's: its agent is pushed its
+// NodeSpec and applies it at once, while the writes to the two that never read wait for
+// them. Before, each push worker wrote a NodeSpec itself and waited for the agent to
+// read it, up to the write timeout (10 s): two such agents held both workers, and every
+// other machine's NodeSpec waited behind them.
+func TestAnAgentThatNeverReadsStallsNoPush(t *testing.T) {
+	e := newEnv(t, agents.Config{})
+	unread := []string{"unread-1", "unread-2"}
+	for _, node := range unread {
+		dialUnread(t, e, node)
+	}
+	e.startAgent("acme-1", func(c *session.Config) { c.KeepAlive = 5 * time.Second })
+	waitFor(t, "every agent connected", func() bool { return e.ep.Sessions() == len(unread)+1 })
+	for i, node := range unread {
+		labels := map[string]string{}
+		for j := range 64 { // a NodeSpec larger than QUIC buffers without the agent's window
+			labels[fmt.Sprintf("label-%02d", j)] = fmt.Sprintf("value-%d-%02d", i, j)
+		}
+		e.setSpec(node, labels)
+		time.Sleep(100 * time.Millisecond) // a push worker takes it
+	}
+	start := time.Now()
+	e.setSpec("acme-1", nil)
+	waitUntil(t, "acme-1's NodeSpec applied", 3*time.Second, 5*time.Millisecond, func() bool { return e.status("acme-1").ObservedGeneration == 1 })
+	t.Logf("acme-1 applied its NodeSpec %v after it changed", time.Since(start))
 }

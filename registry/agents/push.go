@@ -250,9 +250,38 @@ func (e *Endpoint) pushWorker() {
 				e.window.release(p.slot)
 				continue
 			}
-			e.send(p.s, p.spec, p.slot)
+			e.sendAside(p.s, p.spec, p.slot)
 		}
 	}
+}
+
+// sendAside is send for a push worker: the worker takes the push's place in the window
+// (waiting for one, as the window paces the pushes), and the write runs on a goroutine
+// of its own. A write waits for the agent to read, up to writeTimeout, and an agent that
+// never reads its session stream (a client of its own making, with the machine's key)
+// would otherwise hold the worker, and every other node's push behind it, that long.
+// While a write on s is under way, the whole push goes aside: its goroutine takes a
+// place, if it needs one, once that write ends.
+func (e *Endpoint) sendAside(s *session, spec proto.NodeSpec, sl *slot) {
+	if sl == nil && e.needsPlace(s, spec) {
+		if sl = e.window.acquire(s.tenant, s.node, e.ctx.Done(), s.conn.Context().Done()); sl == nil {
+			return // deferred (its tenant holds its share), the endpoint is closing or the session ended
+		}
+	}
+	if !e.spawn(func() { e.send(s, spec, sl) }) {
+		e.window.release(sl)
+	}
+}
+
+// needsPlace reports whether a push of spec on s takes a place of its own: s is free
+// to write on, the agent has an older generation, and no push of s holds a place that
+// this one would take over (send).
+func (e *Endpoint) needsPlace(s *session, spec proto.NodeSpec) bool {
+	if !s.wmu.TryLock() {
+		return false // a write under way: send takes the place, if needed, once it ends
+	}
+	defer s.wmu.Unlock()
+	return spec.Generation > s.sent && !s.ended && s.pending == nil
 }
 
 // push is one NodeSpec a push worker read for a connected agent.

@@ -373,15 +373,16 @@ func resultID(m proto.Message) string {
 	return ""
 }
 
-// spawn runs fn on a goroutine the endpoint waits for at Close; after Close it does
-// nothing.
-func (e *Endpoint) spawn(fn func()) {
+// spawn runs fn on a goroutine the endpoint waits for at Close, and reports whether it
+// did: after Close it does nothing.
+func (e *Endpoint) spawn(fn func()) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.ctx.Err() != nil {
-		return
+		return false
 	}
 	e.wg.Go(fn)
+	return true
 }
 
 func newCommandID() string {

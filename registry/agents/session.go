@@ -684,13 +684,17 @@ func changedSections(tx *store.Tx, node string, inv map[string]json.RawMessage) 
 	return changed, nil
 }
 
-// ack records the outcome of the agent's apply (take).
+// ack records the outcome of the agent's apply (take). An apply's error is cut to
+// proto.MaxErrorMessage (proto.Error.Cut) before it is logged or stored, as an answer to
+// a command is (bounded): the agent's (or whoever holds its key's) frame may carry one
+// of megabytes, which the node's agent status would keep.
 func (e *Endpoint) ack(s *session, a *proto.Ack) error {
 	e.acknowledged(s, a.Generation)
 	if a.Error != nil {
 		e.ackFailures.Add(1)
-		e.log.Warn("agent failed to apply its NodeSpec", "node", s.node, "generation", a.Generation, "err", a.Error)
-		return e.take(s, "apply failure", func(tx *store.Tx) error { return tx.RecordApplyFailure(s.node, a.Generation, a.Error) })
+		applyErr := a.Error.Cut(proto.MaxErrorMessage)
+		e.log.Warn("agent failed to apply its NodeSpec", "node", s.node, "generation", a.Generation, "err", applyErr)
+		return e.take(s, "apply failure", func(tx *store.Tx) error { return tx.RecordApplyFailure(s.node, a.Generation, applyErr) })
 	}
 	e.acks.Add(1)
 	err := e.take(s, "acknowledgement", func(tx *store.Tx) error { return tx.RecordObservedGeneration(s.node, a.Generation) })
