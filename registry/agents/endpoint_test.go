@@ -136,6 +136,22 @@ func TestAdapt(t *testing.T) {
 			plan, returnMeasure{accepted: 10000, refusedAttempts: 150, saturatedAccepted: 90, saturated: sample, meanHandshake: 6 * time.Millisecond},
 			1000, 106, 900,
 		},
+		"kept up, its handshakes at the idle handshake's time: asks twice as much": {
+			plan, returnMeasure{accepted: 10000, meanHandshake: idleHandshake},
+			2000, maxAdmission, 0,
+		},
+		"kept up, its handshakes between the idle and the busy handshake's times: in proportion": {
+			plan, returnMeasure{accepted: 10000, meanHandshake: 12 * time.Millisecond},
+			1850, maxAdmission, 0,
+		},
+		"kept up, between the two, first packets refused in moments: in proportion to what those showed": {
+			plan, returnMeasure{accepted: 10000, refusedAttempts: 7, saturatedAccepted: 110, saturated: sample, meanHandshake: 15 * time.Millisecond},
+			1550, 178, 1100,
+		},
+		"kept up, its handshakes at the busy handshake's time: asks 25% more": {
+			plan, returnMeasure{accepted: 10000, meanHandshake: busyHandshake},
+			1250, 150, 0,
+		},
 		"a slow stream, its handshakes under the idle handshake's time: the rate stays": {
 			store.AgentReturn{Rate: 1000, Admission: 128, Told: 500}, returnMeasure{accepted: 500, meanHandshake: 3 * time.Millisecond},
 			1000, 103, 0,

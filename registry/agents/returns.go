@@ -29,6 +29,13 @@ const (
 	// tens of milliseconds (benchmarks.md: 2.0-4.5 ms at 900 a second on a host that took
 	// 1,400, 33-88 ms at its limit).
 	idleHandshake = 10 * time.Millisecond
+	// busyHandshake is the mean handshake time from which a return that kept up asks only
+	// 25% more (at most what the moments of refused first packets showed). Between the
+	// two lines the next stream is between the two answers in proportion: a return of
+	// 10.8 ms is hardly busier than one of 9.9, and asking 1,800 after one and 1,125 after
+	// the other made the second returns of the same host come back at 0.67x and 0.50x the
+	// peer's rate (benchmarks.md, "A plan without a cliff at 10 ms").
+	busyHandshake = 20 * time.Millisecond
 )
 
 // returnMeasure is what a return did: the handshakes completed; the attempts refused,
@@ -57,9 +64,10 @@ type returnMeasure struct {
 // planned rate asks 25% more next time, but no more than it completed a second in the
 // moments it refused first packets, if it had any (the machine's limit showed there;
 // asking past it saturated the next return), and never less than it was told; unless
-// its handshakes took under idleHandshake on average: then the machine barely worked,
+// its handshakes took idleHandshake or less on average: then the machine barely worked,
 // the first packets it refused, if any, were refused in moments (a collection's mark)
-// and showed no limit, and the next return asks twice as much. The
+// and showed no limit, and the next return asks twice as much. Between idleHandshake
+// and busyHandshake it asks between the two, in proportion (idleShare). The
 // measured rate is kept whenever first packets were refused. The admission bound is
 // the handshakes in flight the stream keeps at the measured handshake time (Little's
 // law) and room for what arrives during a stall of stallRoom, within its bounds.
@@ -77,16 +85,17 @@ func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 		next.Rate = min(next.MeasuredRate, plan.Rate)
 	case saturated:
 		// Within the bound: the stream stays.
-	case float64(plan.Told) >= plan.Rate && m.accepted*100 >= told*95 && m.meanHandshake > 0 && m.meanHandshake < idleHandshake:
-		// The handshakes did not wait for the processor: the machine barely worked, and
-		// what first packets it refused were moments (a collection's mark), not its limit.
-		next.Rate = 2 * plan.Rate
 	case float64(plan.Told) >= plan.Rate && m.accepted*100 >= told*95:
-		next.Rate = 1.25 * plan.Rate
+		busy := 1.25 * plan.Rate
 		if next.MeasuredRate > 0 {
 			// It kept up, but its limit showed in the moments it refused first packets.
-			next.Rate = min(next.Rate, max(next.MeasuredRate, plan.Rate))
+			busy = min(busy, max(next.MeasuredRate, plan.Rate))
 		}
+		// The shorter its handshakes, the less they waited for the processor: under
+		// idleHandshake the machine barely worked, and what first packets it refused were
+		// moments (a collection's mark), not its limit.
+		idle := idleShare(m.meanHandshake)
+		next.Rate = idle*2*plan.Rate + (1-idle)*busy
 	}
 	next.Rate = min(max(next.Rate, minRate), maxRate)
 	if m.meanHandshake > 0 {
@@ -94,6 +103,16 @@ func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 	}
 	next.Admission = min(max(next.Admission, minAdmission), maxAdmission)
 	return next
+}
+
+// idleShare is how far a return that kept up, its handshakes taking mean on average,
+// counts as one that barely used the machine: 1 under idleHandshake, 0 from
+// busyHandshake on (or with nothing measured), in proportion between them.
+func idleShare(mean time.Duration) float64 {
+	if mean <= 0 {
+		return 0
+	}
+	return min(1, max(0, float64(busyHandshake-mean)/float64(busyHandshake-idleHandshake)))
 }
 
 // reslotSpread is the spread a stop with plan names, within which an agent refused on its
