@@ -158,6 +158,20 @@ func Remove(path string) error {
 	return SyncDir(filepath.Dir(path))
 }
 
+// Chmod is os.Chmod that makes the new mode survive a crash: the file is fsynced after,
+// since a mode is the file's own metadata, which a power loss may undo until then.
+func Chmod(path string, perm os.FileMode) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Chmod(perm); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
 // SyncDir fsyncs a directory, so a rename or a new entry in it survives a crash.
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)
