@@ -111,7 +111,7 @@ func Open(cfg Config) (*Cache, error) {
 		changed:    make(chan struct{}, 1),
 	}
 	for _, d := range []string{cfg.Dir, c.readyDir, c.partialDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+		if err := fsutil.MkdirAll(d, 0o755); err != nil { // each name made is fsynced in its parent
 			return nil, fmt.Errorf("make cache directory: %w", err)
 		}
 	}

@@ -77,13 +77,31 @@ const tempInfix = ".tmp-"
 // only where no other process writes into dir at the time (the registry holds its
 // store's lock when it does).
 func RemoveTemps(dir string) ([]string, error) {
+	return removeTemps(dir, isTemp)
+}
+
+// RemoveTempsOf is RemoveTemps for the temporary files of the one file path: for a
+// directory that others write into too, whose other leftovers are not the caller's to
+// remove. Call it only where no other process writes path at the time, or once path
+// exists (a temporary file of WriteFileNew's could not be put in place then anyway).
+func RemoveTempsOf(path string) ([]string, error) {
+	prefix := "." + filepath.Base(path) + tempInfix
+	return removeTemps(filepath.Dir(path), func(name string) bool {
+		digits, ok := strings.CutPrefix(name, prefix)
+		return ok && digits != "" && strings.Trim(digits, "0123456789") == ""
+	})
+}
+
+// removeTemps removes the regular files in dir whose names temp matches, and fsyncs dir
+// when it removed any.
+func removeTemps(dir string, temp func(name string) bool) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	var removed []string
 	for _, e := range entries {
-		if !e.Type().IsRegular() || !isTemp(e.Name()) {
+		if !e.Type().IsRegular() || !temp(e.Name()) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -138,6 +156,20 @@ func Remove(path string) error {
 		return err
 	}
 	return SyncDir(filepath.Dir(path))
+}
+
+// Chmod is os.Chmod that makes the new mode survive a crash: the file is fsynced after,
+// since a mode is the file's own metadata, which a power loss may undo until then.
+func Chmod(path string, perm os.FileMode) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Chmod(perm); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // SyncDir fsyncs a directory, so a rename or a new entry in it survives a crash.

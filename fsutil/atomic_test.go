@@ -106,3 +106,32 @@ func TestRemoveTemps(t *testing.T) {
 		t.Errorf("a second pass removed %q, %v", removed, err)
 	}
 }
+
+// TestRemoveTempsOf removes only the leftovers of the one file named, in a directory
+// holding other files' leftovers that are not its caller's.
+func TestRemoveTempsOf(t *testing.T) {
+	dir := t.TempDir()
+	mine := []string{".kek.tmp-3152588646", ".kek.tmp-1"}
+	others := []string{"kek", ".other.key.tmp-2", ".kek.tmp-", ".kek.tmp-1a", ".kek.old.tmp-5", ".x.kek.tmp-3"}
+	for _, name := range append(append([]string{}, mine...), others...) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("k"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := RemoveTempsOf(filepath.Join(dir, "kek"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	if want := slices.Sorted(slices.Values(mine)); !slices.Equal(removed, want) {
+		t.Errorf("removed %q, want %q", removed, want)
+	}
+	entries, _ := os.ReadDir(dir)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	if want := slices.Sorted(slices.Values(others)); !slices.Equal(left, want) {
+		t.Errorf("left %q, want %q", left, want)
+	}
+}

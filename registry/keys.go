@@ -71,6 +71,12 @@ func loadKeys(cfg Config, st *store.Store) (keys, error) {
 	if err != nil {
 		return keys{}, proto.Errorf(proto.InvalidConfig, "%v", err).WithPath("--kek-file")
 	}
+	// What a start killed while writing the KEK file left beside it: the KEK file's
+	// directory may be no one's but the operator's, so only the file's own temporaries
+	// go, and only now it exists (another start writing it could no longer link its own).
+	if _, err := fsutil.RemoveTempsOf(cfg.KEKFile); err != nil {
+		return keys{}, fmt.Errorf("remove what an interrupted write left beside %s: %w", cfg.KEKFile, err)
+	}
 	if !have {
 		if sealed, err = sealNewKeys(cfg, st, kek); err != nil {
 			return keys{}, err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/better-compute/better-compute/clock"
+	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/proto/joinwire"
 	"github.com/better-compute/better-compute/registry/api"
@@ -469,12 +470,14 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 
 // prepareDataDir makes the data directory, mode 0700, when it does not exist, and refuses
 // one that its group or others can enter: it holds the store, the keys, admin.conf and the
-// admin socket, which acts as root.
+// admin socket, which acts as root. What it makes is fsynced in its parent
+// (fsutil.MkdirAll): the files written in it fsync only the directory itself, and a power
+// loss that lost its name would lose them all.
 func prepareDataDir(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	if err := fsutil.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return proto.Errorf(proto.InvalidConfig, "make the data directory's parent: %v", err).WithPath("--data-dir")
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := fsutil.MkdirAll(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return proto.Errorf(proto.InvalidConfig, "make the data directory: %v", err).WithPath("--data-dir")
 	}
 	st, err := os.Stat(dir)

@@ -23,10 +23,16 @@ type Agent struct {
 }
 
 // LoadAgent reads a joined configuration directory. A private key its group or others
-// may use is refused (fsutil.ReadPrivate), as ssh refuses one.
+// may use is refused (fsutil.ReadPrivate), as ssh refuses one. A directory with a key
+// and no config.toml, or a key and certificate that are no pair, is a join cut short
+// (Write): the refusal says to join again, with a new token, since the registry spent
+// the one the join sent.
 func LoadAgent(dir string) (Agent, error) {
 	c, err := Load(dir)
 	if errors.Is(err, os.ErrNotExist) {
+		if _, keyErr := os.Stat(filepath.Join(dir, KeyFile)); keyErr == nil {
+			return Agent{}, fmt.Errorf("%w: %s holds an agent key but no %s, so a `bcd join` into it was cut short: %s", err, dir, bcdargv.ConfigFile, joinAgain)
+		}
 		return Agent{}, fmt.Errorf("%w (run `bcd join` first)", err)
 	}
 	if err != nil {
@@ -49,7 +55,7 @@ func LoadAgent(dir string) (Agent, error) {
 	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return Agent{}, fmt.Errorf("agent certificate in %s: %w", dir, err)
+		return Agent{}, fmt.Errorf("agent certificate in %s: %w: %s and %s are not a key and its certificate: %s", dir, err, keyFile, certFile, joinAgain)
 	}
 	caPEM, err := os.ReadFile(filepath.Join(dir, ServingCAFile))
 	if err != nil {
@@ -61,6 +67,10 @@ func LoadAgent(dir string) (Agent, error) {
 	}
 	return Agent{Config: c, Certificate: cert, ServingCAs: pool}, nil
 }
+
+// joinAgain is what to do about a configuration directory a join or its files' changes
+// left unusable.
+const joinAgain = "mint a new join token for the node and run `bcd join` again"
 
 // SaveRenewed keeps a renewed certificate and its key in dir in place of the ones the
 // join wrote. A crash at any point leaves a key and certificate that match: both go

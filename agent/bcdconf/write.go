@@ -1,6 +1,8 @@
 package bcdconf
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -19,16 +21,24 @@ type Bundle struct {
 	JoinEncryptionKey []byte
 }
 
-// Write writes the bundle into dir (made 0700 when missing), each file atomically, the
-// key 0600 and the rest 0644. config.toml goes last: it is what makes the directory a
-// joined agent's.
+// Write writes the bundle into dir (made 0700 when missing, and fsynced in its parent),
+// each file atomically, the key 0600 and the rest 0644. config.toml goes last: it is
+// what makes the directory a joined agent's. Over an earlier join, its config.toml and a
+// cut-short renewal's pair (RenewedFile, which LoadAgent prefers) go first: a crash in
+// between leaves a directory LoadAgent refuses as a join cut short, never this join's key
+// beside the earlier one's certificate, or its certificate with the earlier config.
 func Write(dir string, b Bundle) error {
 	conf, err := Encode(b.Config)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := fsutil.MkdirAll(dir, 0o700); err != nil {
 		return err
+	}
+	for _, name := range []string{bcdargv.ConfigFile, RenewedFile} {
+		if err := fsutil.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
 	}
 	files := []struct {
 		name string

@@ -32,6 +32,7 @@ import (
 	"github.com/better-compute/better-compute/boot"
 	"github.com/better-compute/better-compute/cache"
 	"github.com/better-compute/better-compute/clock"
+	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto"
 )
 
@@ -103,7 +104,9 @@ func open(cfg Config, log *slog.Logger) (*agent, *boot.Server, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+	// The state directory's name is fsynced in its parent: the files in it (the cache
+	// capability key, the relayed boot entries) fsync only the directory itself.
+	if err := fsutil.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, nil, proto.Errorf(proto.InvalidConfig, "state directory: %v", err).WithPath("stateDir")
 	}
 	a := &agent{clock: cfg.Clock, discoveries: newDiscoveries(), entriesChanged: make(chan struct{}, 1),

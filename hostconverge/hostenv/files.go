@@ -48,9 +48,10 @@ func (p *Pass) Exists(name string) (bool, error) {
 
 // EnsureFile makes the host file name hold exactly data with mode perm, creating its
 // directory, and records "wrote" or "rewrote" when it had to. A file that holds data
-// already is not touched (its mode is corrected when it differs). The write is atomic:
-// a reader, or the host after a crash, sees the old file or the new one; the directories
-// it makes are fsynced in their parents, so the file keeps its path after a power loss.
+// already is not touched (its mode is corrected when it differs, and the file fsynced
+// after, so the correction survives a power loss). The write is atomic: a reader, or the
+// host after a crash, sees the old file or the new one; the directories it makes are
+// fsynced in their parents, so the file keeps its path after a power loss.
 func (p *Pass) EnsureFile(name string, data []byte, perm fs.FileMode) (changed bool, err error) {
 	path := p.Path(name)
 	old, existed, err := p.ReadOptional(name)
@@ -65,7 +66,7 @@ func (p *Pass) EnsureFile(name string, data []byte, perm fs.FileMode) (changed b
 		if info.Mode().Perm() == perm {
 			return false, nil
 		}
-		if err := os.Chmod(path, perm); err != nil {
+		if err := fsutil.Chmod(path, perm); err != nil { // fsynced: the pass reports it done
 			return false, fileError("setting the mode of", name, err)
 		}
 		p.Corrected("set the mode of %s %v -> %v", name, info.Mode().Perm(), perm)

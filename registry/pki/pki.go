@@ -72,7 +72,7 @@ type Clock interface{ Now() time.Time }
 // Every certificate it makes or issues is valid from clk's time.
 func LoadOrCreate(dataDir string, clk Clock) (*PKI, error) {
 	dir := filepath.Join(dataDir, Dir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := fsutil.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	for _, d := range []string{dataDir, dir} {

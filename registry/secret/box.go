@@ -51,7 +51,7 @@ func LoadOrCreateKey(dir string) ([]byte, error) {
 	key, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		key = NewKey()
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		if err := fsutil.MkdirAll(dir, 0o700); err != nil {
 			return nil, err
 		}
 		err = fsutil.WriteFileAtomic(path, key, 0o600)

@@ -23,7 +23,7 @@ const argEnv = "BC_CRASHPOINT_ARG"
 
 // Writes are the system calls that change what a file or a directory holds, or make it
 // durable: the moments a crash between them tells apart.
-var Writes = []string{"write", "pwrite64", "ftruncate", "fsync", "fdatasync", "rename", "renameat", "renameat2", "link", "linkat", "unlink", "unlinkat", "fchmod"}
+var Writes = []string{"write", "pwrite64", "ftruncate", "fsync", "fdatasync", "rename", "renameat", "renameat2", "link", "linkat", "unlink", "unlinkat", "fchmod", "fchmodat", "chmod"}
 
 // Child returns the argument the parent gave the child, and locks the calling goroutine
 // to its thread: strace counts calls per thread, so the test's calls are counted on one.
@@ -135,6 +135,42 @@ func SyncedDir(t testing.TB, calls []string, path string) {
 		}
 	}
 	t.Errorf("%s's directory is not fsynced after %q: a power loss may undo it\n%s", path, calls[last], strings.Join(there, "\n"))
+}
+
+// SyncedMode fails t unless calls (Trace's) fsync the file at path after the last call
+// that changes its mode (chmod by name, or fchmod of a descriptor of it): until then a
+// power loss may undo the change. fdatasync does not count: it keeps the data, not the
+// mode.
+func SyncedMode(t testing.TB, calls []string, path string) {
+	t.Helper()
+	last := -1
+	for i, c := range calls {
+		if changesMode(c, path) {
+			last = i
+		}
+	}
+	if last < 0 {
+		t.Fatalf("no call changes the mode of %s:\n%s", path, strings.Join(calls, "\n"))
+	}
+	for _, c := range calls[last+1:] {
+		if strings.Contains(c, "fsync(") && strings.Contains(c, "<"+path+">)") {
+			return
+		}
+	}
+	t.Errorf("%s is not fsynced after %q: a power loss may undo its mode", path, calls[last])
+}
+
+// changesMode reports whether the strace line c is a call that changes the mode of path.
+func changesMode(c, path string) bool {
+	_, call, _ := strings.Cut(c, " ")
+	call, _, _ = strings.Cut(strings.TrimLeft(call, " "), "(")
+	switch call {
+	case "chmod", "fchmodat":
+		return strings.Contains(c, `"`+path+`"`)
+	case "fchmod":
+		return strings.Contains(c, "<"+path+">,")
+	}
+	return false
 }
 
 // namesPath reports whether the strace line c is a call that puts path's name in its
