@@ -113,20 +113,13 @@ func run(t testing.TB, test, arg string, opts ...string) ([]byte, error) {
 // whatever the file's own fsyncs kept.
 func SyncedDir(t testing.TB, calls []string, path string) {
 	t.Helper()
-	last := -1
-	for i, c := range calls {
-		if namesPath(c, path) {
-			last = i
-		}
-	}
+	last := lastCall(calls, func(c string) bool { return namesPath(c, path) })
 	if last < 0 {
 		t.Fatalf("no call creates %s or renames or links onto it:\n%s", path, strings.Join(calls, "\n"))
 	}
 	dir := filepath.Dir(path)
-	for _, c := range calls[last+1:] {
-		if strings.Contains(c, "fsync(") && strings.Contains(c, "<"+dir+">)") {
-			return
-		}
+	if fsyncs(calls[last+1:], dir) {
+		return
 	}
 	var there []string
 	for _, c := range calls {
@@ -143,21 +136,35 @@ func SyncedDir(t testing.TB, calls []string, path string) {
 // mode.
 func SyncedMode(t testing.TB, calls []string, path string) {
 	t.Helper()
-	last := -1
-	for i, c := range calls {
-		if changesMode(c, path) {
-			last = i
-		}
-	}
+	last := lastCall(calls, func(c string) bool { return changesMode(c, path) })
 	if last < 0 {
 		t.Fatalf("no call changes the mode of %s:\n%s", path, strings.Join(calls, "\n"))
 	}
-	for _, c := range calls[last+1:] {
-		if strings.Contains(c, "fsync(") && strings.Contains(c, "<"+path+">)") {
-			return
-		}
+	if fsyncs(calls[last+1:], path) {
+		return
 	}
 	t.Errorf("%s is not fsynced after %q: a power loss may undo its mode", path, calls[last])
+}
+
+// lastCall is the index of the last of calls that is, -1 when none is.
+func lastCall(calls []string, is func(string) bool) int {
+	last := -1
+	for i, c := range calls {
+		if is(c) {
+			last = i
+		}
+	}
+	return last
+}
+
+// fsyncs reports whether one of calls fsyncs path (fdatasync does not count).
+func fsyncs(calls []string, path string) bool {
+	for _, c := range calls {
+		if strings.Contains(c, "fsync(") && strings.Contains(c, "<"+path+">)") {
+			return true
+		}
+	}
+	return false
 }
 
 // changesMode reports whether the strace line c is a call that changes the mode of path.
