@@ -113,3 +113,42 @@ func TestAnHonestAgentsReportsAreNotHeld(t *testing.T) {
 		}
 	}
 }
+
+// TestAReplacedSessionsWaitingReportsAreDropped: an agent's session sends 40 `cpu`
+// sections at once, the last of them waiting for the spacing, and the agent connects
+// again (a restart of its own), its hello carrying the section as it is now. The
+// section that waited on the replaced session is never recorded over the newer
+// hello's: the store keeps the agent's latest.
+func TestAReplacedSessionsWaitingReportsAreDropped(t *testing.T) {
+	var inv inventoryLog
+	e := newEnv(t, agents.Config{OnInventory: inv.add})
+	_, stream := sessionOverQUIC(t, e, "gpu-1", proto.Hello{})
+	waitFor(t, "the session", func() bool { return e.ep.Connected("gpu-1", proto.RoleNode) })
+	for i := range 40 {
+		m := proto.Message{Type: proto.MsgInventory, Inventory: &proto.Inventory{Section: proto.SectionCPU, Data: raw(fmt.Sprintf(`{"n":%d}`, i))}}
+		if err := proto.WriteMessage(stream, &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the sections recorded at once", func() bool { return len(inv.get()) >= 16 })
+	now := raw(`{"n":"now"}`)
+	sessionOverQUIC(t, e, "gpu-1", proto.Hello{Inventory: map[string]json.RawMessage{proto.SectionCPU: now}})
+	cpu := func() string {
+		var data string
+		e.st.View(func(tx *store.Tx) error {
+			secs, err := tx.Inventory("gpu-1")
+			for _, s := range secs {
+				if s.Section == proto.SectionCPU {
+					data = string(s.Data)
+				}
+			}
+			return err
+		})
+		return data
+	}
+	waitFor(t, "the newer hello's section", func() bool { return cpu() == string(now) })
+	time.Sleep(time.Second) // past the spacing
+	if got := cpu(); got != string(now) {
+		t.Fatalf("cpu section %s once the spacing passed, want the newer hello's %s", got, now)
+	}
+}

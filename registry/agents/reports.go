@@ -147,14 +147,15 @@ func (e *Endpoint) flushAfter(s *session, wait time.Duration) {
 // flushReports records the reports of session s that waited, each as its message would
 // have been (take): the ack and the apply failure in the order they came, then the
 // sections, in the order a hello records them (reportOrder). Those of a session that
-// ended are dropped: the agent's next hello tells its generation and every section
+// ended are dropped (a newer session's hello may have recorded newer ones since its
+// connection closed): the agent's next hello tells its generation and every section
 // again, and a generation older than its NodeSpec's is pushed again, so an apply failure
 // not recorded is told again once the agent applied it again (as for a message the
 // store failed to record).
 func (e *Endpoint) flushReports(s *session) {
 	defer s.reports.flushed(func(wait time.Duration) { e.flushAfter(s, wait) })
 	h := s.reports.due()
-	if s.over() {
+	if s.over() || s.conn.Context().Err() != nil { // closed: ended, or replaced by a newer session whose hello is recorded
 		return
 	}
 	acks := []*proto.Ack{h.failed, h.acked}
