@@ -242,7 +242,8 @@ func (e *Endpoint) sendOn(s *session, c store.AgentCommand) {
 // every tenant shares) at most one every progressGap, each of at most
 // proto.MaxProgressDetail bytes: an agent's (or whoever holds its key's) flood of
 // reports costs the store no more than that. A ramdisk reports a deploy's progress
-// every second.
+// every second. An agent's acks and inventory sections are spaced by the same gap
+// (reportBurst).
 const progressGap = 500 * time.Millisecond
 
 // exchange sends c, completed by Expand, on a new stream and reads its answer. A
@@ -304,7 +305,7 @@ func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentComman
 	}
 	// The registry's end of the stream stays open until the result is read: its close
 	// tells the agent that the result arrived (boot.kexec reboots only then).
-	var toldAt time.Time
+	told := spacing{gap: progressGap, burst: 1}
 	for {
 		m, err := proto.ReadMessage(stream)
 		if err != nil {
@@ -315,10 +316,10 @@ func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentComman
 			// (the run records each); a report of a certificate no longer current is not
 			// told, and ends the session.
 			now := e.cfg.Now()
-			if len(m.Progress.Detail) > proto.MaxProgressDetail || !toldAt.IsZero() && now.Sub(toldAt) < progressGap {
+			if len(m.Progress.Detail) > proto.MaxProgressDetail || told.wait(now) > 0 {
 				continue
 			}
-			toldAt = now
+			told.take(now, 1)
 			if e.cfg.OnProgress != nil && !e.letGo(s, e.current(s)) {
 				e.cfg.OnProgress(s.node, c.ID, m.Progress.Detail)
 			}

@@ -49,6 +49,9 @@ type session struct {
 	// shares are the tenants' shares of the agent's command streams.
 	shares shares
 
+	// reports are the acks and inventory sections that wait for the session's spacing.
+	reports reports
+
 	// probing is set while the endpoint probes the session's path (remeasure);
 	// probedLeft is the probe timeout, in nanoseconds, its last probes left it at while
 	// still stale, 0 for none (probeAgain).
@@ -166,7 +169,8 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		conn.CloseWithError(codeShutdown, "registry failed to read the node")
 		return
 	}
-	s := &session{identity: id, epoch: epoch, tenant: tenant, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now()}
+	s := &session{identity: id, epoch: epoch, tenant: tenant, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now(),
+		reports: reports{space: spacing{gap: progressGap, burst: reportBurst}}}
 	if !e.register(s) {
 		return
 	}
@@ -625,13 +629,7 @@ func splitSections(changed []string, inv map[string]json.RawMessage, storedSite 
 	slices.Sort(changed)
 	site := storedSite // unless the hello changes it
 	if slices.Contains(changed, proto.SectionSite) {
-		// One that does not decode is read as saying every section whole, as
-		// store.Tx.SiteInventory reads it.
-		var said proto.SiteInventory
-		if json.Unmarshal(inv[proto.SectionSite], &said) != nil {
-			said = proto.SiteInventory{}
-		}
-		site = said
+		site = saidSite(inv, storedSite)
 	}
 	for _, section := range changed {
 		switch {
@@ -644,6 +642,20 @@ func splitSections(changed []string, inv map[string]json.RawMessage, storedSite 
 		}
 	}
 	return before, small, after
+}
+
+// saidSite is the `site` section of inv, or storedSite when inv has none. One that does
+// not decode is read as saying every section whole, as store.Tx.SiteInventory reads it.
+func saidSite(inv map[string]json.RawMessage, storedSite proto.SiteInventory) proto.SiteInventory {
+	data, ok := inv[proto.SectionSite]
+	if !ok {
+		return storedSite
+	}
+	var said proto.SiteInventory
+	if json.Unmarshal(data, &said) != nil {
+		said = proto.SiteInventory{}
+	}
+	return said
 }
 
 // putAlone stores each of the sections of inv, in a transaction of its own
@@ -684,19 +696,32 @@ func changedSections(tx *store.Tx, node string, inv map[string]json.RawMessage) 
 	return changed, nil
 }
 
-// ack records the outcome of the agent's apply (take). An apply's error is cut to
-// proto.MaxErrorMessage (proto.Error.Cut) before it is logged or stored, as an answer to
-// a command is (bounded): the agent's (or whoever holds its key's) frame may carry one
-// of megabytes, which the node's agent status would keep.
+// ack records the outcome of the agent's apply (take), at once or, when the session's
+// spacing holds it, once it lets it through (reports): the push it answers gives its
+// place in the window back at once either way.
 func (e *Endpoint) ack(s *session, a *proto.Ack) error {
 	e.acknowledged(s, a.Generation)
 	if a.Error != nil {
 		e.ackFailures.Add(1)
+	} else {
+		e.acks.Add(1)
+	}
+	if e.holdReport(s, a, nil) {
+		return nil
+	}
+	return e.recordAck(s, a)
+}
+
+// recordAck stores the ack a (take). An apply's error is cut to proto.MaxErrorMessage
+// (proto.Error.Cut) before it is logged or stored, as an answer to a command is
+// (bounded): the agent's (or whoever holds its key's) frame may carry one of megabytes,
+// which the node's agent status would keep.
+func (e *Endpoint) recordAck(s *session, a *proto.Ack) error {
+	if a.Error != nil {
 		applyErr := a.Error.Cut(proto.MaxErrorMessage)
 		e.log.Warn("agent failed to apply its NodeSpec", "node", s.node, "generation", a.Generation, "err", applyErr)
 		return e.take(s, "apply failure", func(tx *store.Tx) error { return tx.RecordApplyFailure(s.node, a.Generation, applyErr) })
 	}
-	e.acks.Add(1)
 	err := e.take(s, "acknowledgement", func(tx *store.Tx) error { return tx.RecordObservedGeneration(s.node, a.Generation) })
 	if err == nil {
 		e.observed(s.node, a.Generation)
@@ -704,12 +729,21 @@ func (e *Endpoint) ack(s *session, a *proto.Ack) error {
 	return err
 }
 
-// inventory stores one section the agent sent (take).
+// inventory stores one section the agent sent (take), at once or, when the session's
+// spacing holds it, once it lets it through (reports).
 func (e *Endpoint) inventory(s *session, inv *proto.Inventory) error {
 	if err := proto.CheckInventorySection(s.role, inv.Section, "inventory.section"); err != nil {
 		return err
 	}
-	return e.putSection(s, inv.Section, inv.Data, func(w func(*store.Tx) error) error { return e.take(s, "inventory section", w) })
+	if e.holdReport(s, nil, inv) {
+		return nil
+	}
+	return e.putReported(s, inv.Section, inv.Data)
+}
+
+// putReported stores a section the agent sent in an inventory message (take).
+func (e *Endpoint) putReported(s *session, section string, data json.RawMessage) error {
+	return e.putSection(s, section, data, func(w func(*store.Tx) error) error { return e.take(s, "inventory section", w) })
 }
 
 // putSection stores one section the agent sent, in a transaction of its own (write:

@@ -1,0 +1,220 @@
+package agents
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store"
+)
+
+// spacing lets events through at most burst at once and, past those, one every gap on
+// average (the generic cell rate algorithm): what an agent says that becomes a write of
+// the store every tenant shares (a command's progress, its acks and inventory sections)
+// costs the store no more than that, however fast the agent (or whoever holds its key)
+// sends it. With a burst of 1 it lets through the first event, then the first after
+// each gap.
+type spacing struct {
+	gap   time.Duration
+	burst int
+	// due is when the next event would be let through had none come early; zero before
+	// the first.
+	due time.Time
+}
+
+// wait is how long an event at now waits to be let through (take), 0 when it is let
+// through now.
+func (sp *spacing) wait(now time.Time) time.Duration {
+	return max(0, sp.due.Add(-time.Duration(sp.burst-1)*sp.gap).Sub(now))
+}
+
+// take counts n events let through at now.
+func (sp *spacing) take(now time.Time, n int) {
+	if sp.due.Before(now) {
+		sp.due = now
+	}
+	sp.due = sp.due.Add(time.Duration(n) * sp.gap)
+}
+
+// An agent's acks and inventory sections are recorded at most reportBurst at once and,
+// past those, one every progressGap on average, each a write of the store every tenant
+// shares: more than an honest agent sends at once (an ack and every section of a
+// refresh), far less than what an agent's key can send (before, every message was a
+// write, as fast as the store committed them). What comes faster waits, the latest of
+// each (the ack, the apply failure, each section) replacing the one before it, and is
+// recorded once the spacing lets it through (reports).
+const reportBurst = 16
+
+// reports are the acks and inventory sections an agent sent on its session that wait
+// for the session's spacing: each a write once it lets them through (flushReports).
+type reports struct {
+	mu    sync.Mutex
+	space spacing
+	// waiting is set while a flush is due or running: every ack and section then waits,
+	// so that each is recorded after those the agent sent before it.
+	waiting bool
+	held    heldReports
+}
+
+// heldReports are the latest ack, apply failure and sections of each name not yet
+// recorded; failedLast is set when the failure came after the ack.
+type heldReports struct {
+	acked, failed *proto.Ack
+	failedLast    bool
+	sections      map[string]json.RawMessage
+}
+
+// count is how many writes recording h takes.
+func (h heldReports) count() int {
+	n := len(h.sections)
+	if h.acked != nil {
+		n++
+	}
+	if h.failed != nil {
+		n++
+	}
+	return n
+}
+
+// hold reports whether the ack a or the section of inv (one of the two) is to wait:
+// reports wait already, or the session's spacing lets no more through now. One that
+// waits replaces the one of its kind that waits (the ack, the apply failure, the section
+// of its name), and the flush is scheduled (after); one that does not is counted, and is
+// recorded now by the caller.
+func (r *reports) hold(a *proto.Ack, inv *proto.Inventory, after func(time.Duration)) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if !r.waiting {
+		wait := r.space.wait(now)
+		if wait == 0 {
+			r.space.take(now, 1)
+			return false
+		}
+		r.waiting = true
+		after(wait)
+	}
+	switch {
+	case a != nil && a.Error != nil:
+		r.held.failed, r.held.failedLast = a, true
+	case a != nil:
+		r.held.acked, r.held.failedLast = a, false
+	default:
+		if r.held.sections == nil {
+			r.held.sections = map[string]json.RawMessage{}
+		}
+		r.held.sections[inv.Section] = inv.Data
+	}
+	return true
+}
+
+// due takes the reports that wait, counted as let through at now.
+func (r *reports) due() heldReports {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.held
+	r.held = heldReports{}
+	r.space.take(time.Now(), h.count())
+	return h
+}
+
+// flushed ends a flush: when more reports came meanwhile, the next is scheduled
+// (after), once the spacing lets them through.
+func (r *reports) flushed(after func(time.Duration)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held.count() == 0 {
+		r.waiting = false
+		return
+	}
+	after(max(r.space.wait(time.Now()), time.Millisecond))
+}
+
+// holdReport reports whether the agent's ack a or section inv (one of the two) waits
+// for session s's spacing (reports.hold), scheduling its flush.
+func (e *Endpoint) holdReport(s *session, a *proto.Ack, inv *proto.Inventory) bool {
+	return s.reports.hold(a, inv, func(wait time.Duration) { e.flushAfter(s, wait) })
+}
+
+// flushAfter records the reports of s that wait, after wait.
+func (e *Endpoint) flushAfter(s *session, wait time.Duration) {
+	time.AfterFunc(wait, func() { e.spawn(func() { e.flushReports(s) }) })
+}
+
+// flushReports records the reports of session s that waited, each as its message would
+// have been (take): the ack and the apply failure in the order they came, then the
+// sections, in the order a hello records them (reportOrder). Those of a session that
+// ended are dropped (a newer session's hello may have recorded newer ones since its
+// connection closed): the agent's next hello tells its generation and every section
+// again, and a generation older than its NodeSpec's is pushed again, so an apply failure
+// not recorded is told again once the agent applied it again (as for a message the
+// store failed to record).
+func (e *Endpoint) flushReports(s *session) {
+	defer s.reports.flushed(func(wait time.Duration) { e.flushAfter(s, wait) })
+	h := s.reports.due()
+	if s.over() || s.conn.Context().Err() != nil { // closed: ended, or replaced by a newer session whose hello is recorded
+		return
+	}
+	acks := []*proto.Ack{h.failed, h.acked}
+	if h.failedLast {
+		slices.Reverse(acks)
+	}
+	var order []string
+	if len(h.sections) > 0 {
+		var storedSite proto.SiteInventory
+		err := e.cfg.Store.View(func(tx *store.Tx) (err error) { storedSite, err = tx.SiteInventory(s.node); return err })
+		if !e.lost(s, "inventory section", err) {
+			return
+		}
+		order = reportOrder(h.sections, storedSite)
+	}
+	for _, a := range acks {
+		if a != nil && !e.goesOn(s, proto.MsgAck, e.recordAck(s, a)) {
+			return
+		}
+	}
+	for _, section := range order {
+		if !e.goesOn(s, proto.MsgInventory, e.putReported(s, section, h.sections[section])) {
+			return
+		}
+	}
+}
+
+// goesOn logs err, what recording a report (of type typ) of session s failed with,
+// as received does, and reports whether the session goes on.
+func (e *Endpoint) goesOn(s *session, typ proto.MessageType, err error) bool {
+	if proto.CodeOf(err) == proto.Forbidden || s.over() {
+		return false
+	}
+	if err != nil {
+		e.log.Error("agent message", "node", s.node, "type", typ, "err", err)
+	}
+	return true
+}
+
+// reportOrder is the order in which sections that waited are recorded, one by one: those
+// the `site` section among them counts as less cut than the stored one (storedSite)
+// does, then the `site` section, then the others, each in name order. So the stored
+// `site` section never says a section is whole, or less cut, while the copy stored
+// beside it is cut more, as a site agent sends them and as a hello records them
+// (splitSections).
+func reportOrder(sections map[string]json.RawMessage, storedSite proto.SiteInventory) []string {
+	site := saidSite(sections, storedSite)
+	var before, after []string
+	for _, section := range slices.Sorted(maps.Keys(sections)) {
+		switch {
+		case section == proto.SectionSite:
+		case site.Omitted[section] < storedSite.Omitted[section]:
+			before = append(before, section)
+		default:
+			after = append(after, section)
+		}
+	}
+	if _, ok := sections[proto.SectionSite]; ok {
+		before = append(before, proto.SectionSite)
+	}
+	return append(before, after...)
+}
