@@ -106,7 +106,7 @@ func adapt(plan store.AgentReturn, m returnMeasure) store.AgentReturn {
 }
 
 // idleShare is how far a return that kept up, its handshakes taking mean on average,
-// counts as one that barely used the machine: 1 under idleHandshake, 0 from
+// counts as one that barely used the machine: 1 at idleHandshake or under, 0 from
 // busyHandshake on (or with nothing measured), in proportion between them.
 func idleShare(mean time.Duration) float64 {
 	if mean <= 0 {
