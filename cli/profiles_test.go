@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -367,5 +368,32 @@ func TestProfileVersionIsReadInDecimal(t *testing.T) {
 	testkit.JSON(t, reg.AdminConfig, &got, "profiles", "get", "p", "--profile-version", "10")
 	if got.Version != 10 {
 		t.Errorf("profiles get p --profile-version 10: version %d", got.Version)
+	}
+}
+
+// TestProfileListRefusesAForgedCursor: a cursor is opaque, but a client can send any
+// text. One that names a place past the shipped profiles is INVALID_INPUT at cursor,
+// as any cursor the list did not return; before, the registry indexed the shipped
+// profiles with it, the call's handler panicked, and the CLI was left with a dropped
+// connection instead of an answer.
+func TestProfileListRefusesAForgedCursor(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	for name, raw := range map[string]string{
+		"an index of -1":            "s\xff\xff\xff\xff\xff\xff\xff\xff",
+		"an index past the shipped": "s\x00\x00\x00\x00\x00\x00\x10\x00",
+		"a short index":             "s\x01",
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := testkit.Fails(t, admin, "profiles", "list", "--cursor", base64.RawURLEncoding.EncodeToString([]byte(raw)))
+			if e.Code != "INVALID_INPUT" || e.Details.Path != "cursor" {
+				t.Errorf("got %s at %q (%s), want INVALID_INPUT at cursor", e.Code, e.Details.Path, e.Message)
+			}
+		})
+	}
+	var list api.ProfileList
+	testkit.JSON(t, admin, &list, "profiles", "list")
+	if len(list.Profiles) == 0 {
+		t.Errorf("profiles list after the forged cursors: %+v", list)
 	}
 }
