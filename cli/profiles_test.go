@@ -397,3 +397,49 @@ func TestProfileListRefusesAForgedCursor(t *testing.T) {
 		t.Errorf("profiles list after the forged cursors: %+v", list)
 	}
 }
+
+// TestProfileOfEscapedCharactersThroughTheCLI is TestProfileOfHTMLCharactersThroughTheCLI
+// for the characters a JSON string must escape: a document of the largest size a profile
+// may be whose driver config is \" over and over. The CLI sends a document as the text
+// of a JSON string, where each of those bytes takes two, so the request is twice the
+// document and the request's other fields: for a tenant of 25 characters it was refused
+// as over the API's 2 MiB bound, and so was `profiles update --file` with its flags,
+// although the document is within its own bound.
+func TestProfileOfEscapedCharactersThroughTheCLI(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	const tenant = "acme-production-eu-west-1"
+	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", tenant)
+	head, tail := `{"id":"q","version":1,"target":"metal","drivers":{"boot":{"driver":"a","config":{"p":"`, `"}}}}`
+	pad := strings.Repeat(`\"`, proto.MaxProfileDocument)[:proto.MaxProfileDocument-len(head)-len(tail)]
+	if len(pad)%2 == 1 {
+		pad = pad[:len(pad)-1] + " "
+	}
+	doc := head + pad + tail
+	req, err := proto.Marshal(api.CreateProfileRequest{TenantID: tenant, Document: api.Document(doc), Visibility: "private"})
+	if err != nil || len(doc) != proto.MaxProfileDocument || len(req) <= 2<<20 {
+		t.Fatalf("a document of %d bytes makes a request of %d (%v): want one of 1 MiB, in a request over 2 MiB", len(doc), len(req), err)
+	}
+	var v api.Validation
+	testkit.JSON(t, reg.AdminConfig, &v, "profiles", "validate", "--file", writeDoc(t, doc), "--tenant", tenant)
+	if !v.Valid {
+		t.Fatalf("validate --file: %+v", v)
+	}
+	var got api.ProfileView
+	testkit.JSON(t, reg.AdminConfig, &got, "profiles", "create", writeDoc(t, doc), "--tenant", tenant)
+	if got.ID != "q" || got.Version != 1 {
+		t.Fatalf("created %+v", got)
+	}
+	testkit.JSON(t, reg.AdminConfig, &got, "profiles", "update", "q", "--file", writeDoc(t, doc), "--tenant", tenant, "--profile-version", "1", "--if-version", "1")
+	if got.Rev != 2 {
+		t.Errorf("update --file: %+v", got)
+	}
+	var back struct {
+		Drivers struct {
+			Boot struct{ Config struct{ P string } }
+		}
+	}
+	testkit.JSON(t, reg.AdminConfig, &got, "profiles", "get", "q", "--tenant", tenant)
+	if err := json.Unmarshal(got.Document, &back); err != nil || len(back.Drivers.Boot.Config.P) < len(pad)/2 {
+		t.Errorf("the driver config read back is %d bytes (%v), want %d", len(back.Drivers.Boot.Config.P), err, len(pad)/2)
+	}
+}
