@@ -443,3 +443,30 @@ func TestProfileOfEscapedCharactersThroughTheCLI(t *testing.T) {
 		t.Errorf("the driver config read back is %d bytes (%v), want %d", len(back.Drivers.Boot.Config.P), err, len(pad)/2)
 	}
 }
+
+// TestProfilesDeleteSaysItHidesEveryVersion: `profiles delete ID` without
+// --profile-version hides every version of the profile (profiles.delete leaves none out),
+// and its help says so; it said the flag defaulted to the latest version, as the other
+// profiles commands' does, so an operator meaning to hide the latest hid them all.
+func TestProfilesDeleteSaysItHidesEveryVersion(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	res := testkit.CLI(t, admin, "profiles", "delete", "--help")
+	var help string
+	for _, line := range strings.Split(res.Stdout, "\n") {
+		if strings.Contains(line, "--profile-version") {
+			help = line
+		}
+	}
+	if res.Code != 0 || strings.Contains(help, "latest") || !strings.Contains(help, "every version") {
+		t.Errorf("profiles delete --help: exit %d, --profile-version: %q; want it to say that leaving it out hides every version", res.Code, help)
+	}
+	for v := 1; v <= 2; v++ {
+		testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, fmt.Sprintf(`{"id":"p","version":%d,"target":"metal","steps":[{"use":"power.getPower"}]}`, v)))
+	}
+	var deleted api.DeletedProfiles
+	testkit.JSON(t, admin, &deleted, "profiles", "delete", "p")
+	if fmt.Sprint(deleted.Versions) != "[1 2]" {
+		t.Errorf("profiles delete p hid versions %v, want [1 2]", deleted.Versions)
+	}
+}
