@@ -44,7 +44,7 @@ var profileCommands = []command{{
 		"`render` and `nodes deploy --profile`, may be `TENANT/ID`: another tenant's public profile",
 	nargs: 1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
-		key := profileKeyFlags(fs)
+		key := profileKeyFlags(fs, latestVersion)
 		return func(x *exec) error {
 			var out api.ProfileView
 			if err := x.call("profiles.get", key(x), &out); err != nil {
@@ -84,7 +84,7 @@ var profileCommands = []command{{
 	nargs:   -1,
 	long:    "every problem at once, each with its path; exits 1 when there are any",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
-		key := profileKeyFlags(fs)
+		key := profileKeyFlags(fs, latestVersion)
 		file := fs.String("file", "", "check this document instead of a stored version")
 		return func(x *exec) error {
 			req := api.ValidateProfileRequest{}
@@ -129,7 +129,7 @@ var profileCommands = []command{{
 	long:    "the steps a workflow would run: where, timeout, retries, input with defaults",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
-		key := profileKeyFlags(fs)
+		key := profileKeyFlags(fs, latestVersion)
 		return func(x *exec) error {
 			var out api.Rendering
 			if err := x.call("profiles.render", key(x), &out); err != nil {
@@ -149,7 +149,7 @@ var profileCommands = []command{{
 	nargs:   1,
 	long:    "replace an unused version's document, or change visibility",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
-		key := profileKeyFlags(fs)
+		key := profileKeyFlags(fs, latestVersion)
 		file := fs.String("file", "", "replacement document (its id and version name the row)")
 		vis := fs.String("visibility", "", "private or public")
 		ifVersion := new(int)
@@ -177,7 +177,7 @@ var profileCommands = []command{{
 	summary: "hide one version (or all) from new workflows; running ones keep their steps",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {
-		key := profileKeyFlags(fs)
+		key := profileKeyFlags(fs, "the version to hide (default: every version of the profile)")
 		return func(x *exec) error {
 			var out api.DeletedProfiles
 			if err := x.call("profiles.delete", key(x), &out); err != nil {
@@ -194,12 +194,17 @@ func tenantFlag(fs *flag.FlagSet) *string {
 	return fs.String("tenant", "", "tenant to act for (default: the credential's own)")
 }
 
-// profileKeyFlags declares --tenant and --profile-version and returns what builds the
-// key from them and the ID argument.
-func profileKeyFlags(fs *flag.FlagSet) func(x *exec) api.ProfileKey {
+// latestVersion is the help of --profile-version where the method takes the latest
+// version when it is left out.
+const latestVersion = "profile version (default: the latest)"
+
+// profileKeyFlags declares --tenant and --profile-version, with versionHelp saying what
+// leaving it out means to the command's method, and returns what builds the key from
+// them and the ID argument.
+func profileKeyFlags(fs *flag.FlagSet, versionHelp string) func(x *exec) api.ProfileKey {
 	tenant := tenantFlag(fs)
 	version := new(int)
-	fs.Var(cmdline.Decimal(version, 0), "profile-version", "profile version (default: the latest)")
+	fs.Var(cmdline.Decimal(version, 0), "profile-version", versionHelp)
 	return func(x *exec) api.ProfileKey {
 		k := api.ProfileKey{TenantID: *tenant, ProfileVersion: *version}
 		if len(x.args) > 0 {

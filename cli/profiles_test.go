@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -367,5 +368,105 @@ func TestProfileVersionIsReadInDecimal(t *testing.T) {
 	testkit.JSON(t, reg.AdminConfig, &got, "profiles", "get", "p", "--profile-version", "10")
 	if got.Version != 10 {
 		t.Errorf("profiles get p --profile-version 10: version %d", got.Version)
+	}
+}
+
+// TestProfileListRefusesAForgedCursor: a cursor is opaque, but a client can send any
+// text. One that names a place past the shipped profiles is INVALID_INPUT at cursor,
+// as any cursor the list did not return; before, the registry indexed the shipped
+// profiles with it, the call's handler panicked, and the CLI was left with a dropped
+// connection instead of an answer.
+func TestProfileListRefusesAForgedCursor(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	for name, raw := range map[string]string{
+		"an index of -1":            "s\xff\xff\xff\xff\xff\xff\xff\xff",
+		"an index past the shipped": "s\x00\x00\x00\x00\x00\x00\x10\x00",
+		"a short index":             "s\x01",
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := testkit.Fails(t, admin, "profiles", "list", "--cursor", base64.RawURLEncoding.EncodeToString([]byte(raw)))
+			if e.Code != "INVALID_INPUT" || e.Details.Path != "cursor" {
+				t.Errorf("got %s at %q (%s), want INVALID_INPUT at cursor", e.Code, e.Details.Path, e.Message)
+			}
+		})
+	}
+	var list api.ProfileList
+	testkit.JSON(t, admin, &list, "profiles", "list")
+	if len(list.Profiles) == 0 {
+		t.Errorf("profiles list after the forged cursors: %+v", list)
+	}
+}
+
+// TestProfileOfEscapedCharactersThroughTheCLI is TestProfileOfHTMLCharactersThroughTheCLI
+// for the characters a JSON string must escape: a document of the largest size a profile
+// may be whose driver config is \" over and over. The CLI sends a document as the text
+// of a JSON string, where each of those bytes takes two, so the request is twice the
+// document and the request's other fields: for a tenant of 25 characters it was refused
+// as over the API's 2 MiB bound, and so was `profiles update --file` with its flags,
+// although the document is within its own bound.
+func TestProfileOfEscapedCharactersThroughTheCLI(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	const tenant = "acme-production-eu-west-1"
+	testkit.JSON(t, reg.AdminConfig, nil, "tenants", "create", tenant)
+	head, tail := `{"id":"q","version":1,"target":"metal","drivers":{"boot":{"driver":"a","config":{"p":"`, `"}}}}`
+	pad := strings.Repeat(`\"`, proto.MaxProfileDocument)[:proto.MaxProfileDocument-len(head)-len(tail)]
+	if len(pad)%2 == 1 {
+		pad = pad[:len(pad)-1] + " "
+	}
+	doc := head + pad + tail
+	req, err := proto.Marshal(api.CreateProfileRequest{TenantID: tenant, Document: api.Document(doc), Visibility: "private"})
+	if err != nil || len(doc) != proto.MaxProfileDocument || len(req) <= 2<<20 {
+		t.Fatalf("a document of %d bytes makes a request of %d (%v): want one of 1 MiB, in a request over 2 MiB", len(doc), len(req), err)
+	}
+	var v api.Validation
+	testkit.JSON(t, reg.AdminConfig, &v, "profiles", "validate", "--file", writeDoc(t, doc), "--tenant", tenant)
+	if !v.Valid {
+		t.Fatalf("validate --file: %+v", v)
+	}
+	var got api.ProfileView
+	testkit.JSON(t, reg.AdminConfig, &got, "profiles", "create", writeDoc(t, doc), "--tenant", tenant)
+	if got.ID != "q" || got.Version != 1 {
+		t.Fatalf("created %+v", got)
+	}
+	testkit.JSON(t, reg.AdminConfig, &got, "profiles", "update", "q", "--file", writeDoc(t, doc), "--tenant", tenant, "--profile-version", "1", "--if-version", "1")
+	if got.Rev != 2 {
+		t.Errorf("update --file: %+v", got)
+	}
+	var back struct {
+		Drivers struct {
+			Boot struct{ Config struct{ P string } }
+		}
+	}
+	testkit.JSON(t, reg.AdminConfig, &got, "profiles", "get", "q", "--tenant", tenant)
+	if err := json.Unmarshal(got.Document, &back); err != nil || len(back.Drivers.Boot.Config.P) < len(pad)/2 {
+		t.Errorf("the driver config read back is %d bytes (%v), want %d", len(back.Drivers.Boot.Config.P), err, len(pad)/2)
+	}
+}
+
+// TestProfilesDeleteSaysItHidesEveryVersion: `profiles delete ID` without
+// --profile-version hides every version of the profile (profiles.delete leaves none out),
+// and its help says so; it said the flag defaulted to the latest version, as the other
+// profiles commands' does, so an operator meaning to hide the latest hid them all.
+func TestProfilesDeleteSaysItHidesEveryVersion(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	res := testkit.CLI(t, admin, "profiles", "delete", "--help")
+	var help string
+	for _, line := range strings.Split(res.Stdout, "\n") {
+		if strings.Contains(line, "--profile-version") {
+			help = line
+		}
+	}
+	if res.Code != 0 || strings.Contains(help, "latest") || !strings.Contains(help, "every version") {
+		t.Errorf("profiles delete --help: exit %d, --profile-version: %q; want it to say that leaving it out hides every version", res.Code, help)
+	}
+	for v := 1; v <= 2; v++ {
+		testkit.JSON(t, admin, nil, "profiles", "create", writeDoc(t, fmt.Sprintf(`{"id":"p","version":%d,"target":"metal","steps":[{"use":"power.getPower"}]}`, v)))
+	}
+	var deleted api.DeletedProfiles
+	testkit.JSON(t, admin, &deleted, "profiles", "delete", "p")
+	if fmt.Sprint(deleted.Versions) != "[1 2]" {
+		t.Errorf("profiles delete p hid versions %v, want [1 2]", deleted.Versions)
 	}
 }

@@ -194,8 +194,8 @@ func (ps *profiles) resolve(tx *store.Tx, c *Caller, key ProfileKey) (store.Prof
 	if key.ID == "" {
 		return store.ProfileRecord{}, proto.Errorf(proto.InvalidInput, "id is required").WithPath("id")
 	}
-	if key.ProfileVersion < 0 {
-		return store.ProfileRecord{}, proto.Errorf(proto.InvalidInput, "profileVersion must be a positive whole number").WithPath("profileVersion")
+	if err := checkProfileVersion(key.ProfileVersion); err != nil {
+		return store.ProfileRecord{}, err
 	}
 	owner, id, err := proto.SplitOwner(key.ID)
 	if err != nil {
@@ -252,6 +252,16 @@ func (ps *profiles) shippedVersion(id string, version int) (store.ProfileRecord,
 		return store.ProfileRecord{}, false
 	}
 	return *best, true
+}
+
+// checkProfileVersion refuses a profileVersion under 0: 0 (left out) is the latest
+// version, or every version for profiles.delete, and no other number below 1 may stand
+// for either.
+func checkProfileVersion(version int) error {
+	if version < 0 {
+		return proto.Errorf(proto.InvalidInput, "profileVersion must be a positive whole number, or left out").WithPath("profileVersion")
+	}
+	return nil
 }
 
 func notFoundProfile(key ProfileKey) *proto.Error {
@@ -323,6 +333,9 @@ func (ps *profiles) update(_ context.Context, c *Caller, req UpdateProfileReques
 	if hasVis && req.ID == "" {
 		return out, proto.Errorf(proto.InvalidInput, "id is required: name the profile whose visibility changes").WithPath("id")
 	}
+	if err := checkProfileVersion(req.ProfileVersion); err != nil {
+		return out, err
+	}
 	var p *profile.Profile
 	if hasDoc {
 		if p, err = define(req.Document); err != nil {
@@ -360,6 +373,9 @@ func (ps *profiles) update(_ context.Context, c *Caller, req UpdateProfileReques
 func (ps *profiles) delete(_ context.Context, c *Caller, key ProfileKey) (out DeletedProfiles, err error) {
 	if key.ID == "" {
 		return out, proto.Errorf(proto.InvalidInput, "id is required").WithPath("id")
+	}
+	if err := checkProfileVersion(key.ProfileVersion); err != nil {
+		return out, err
 	}
 	err = c.update(func(tx *store.Tx) error {
 		tenant, err := c.TenantFor(tx, key.TenantID)

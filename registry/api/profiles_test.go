@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
@@ -53,6 +55,43 @@ func TestProfileMethodsNameAMissingID(t *testing.T) {
 		err := c.Call(context.Background(), method, req, &struct{}{})
 		if e := proto.AsError(err); e == nil || e.Code != proto.InvalidInput || e.Details.Path != "id" {
 			t.Errorf("%s without an id: %v, want INVALID_INPUT at id", method, err)
+		}
+	}
+}
+
+// TestANegativeProfileVersionChangesNothing: profileVersion is a positive whole number,
+// or left out (0) for every version (delete) or the latest (update). -1 is neither:
+// profiles.delete and profiles.update refuse it with INVALID_INPUT at profileVersion,
+// as get does, and every version stays. Before, delete took any version under 1 for
+// "all" and hid every version of the profile.
+func TestANegativeProfileVersionChangesNothing(t *testing.T) {
+	c := rootClient(t, ActionProfilesManage, ActionProfilesRead)
+	ctx := context.Background()
+	for v := 1; v <= 3; v++ {
+		doc := Document(fmt.Sprintf(`{"id":"p","version":%d,"target":"metal","steps":[{"use":"power.getPower"}]}`, v))
+		if err := c.Call(ctx, "profiles.create", CreateProfileRequest{Document: doc}, &ProfileView{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for method, req := range map[string]any{
+		"profiles.delete":               ProfileKey{ID: "p", ProfileVersion: -1},
+		"profiles.update of visibility": UpdateProfileRequest{ProfileKey: ProfileKey{ID: "p", ProfileVersion: -1}, Visibility: "public"},
+		"profiles.update of a document": UpdateProfileRequest{ProfileKey: ProfileKey{ID: "p", ProfileVersion: -1},
+			Document: Document(`{"id":"p","version":1,"target":"metal","description":"changed","steps":[{"use":"power.getPower"}]}`)},
+	} {
+		err := c.Call(ctx, strings.Fields(method)[0], req, &struct{}{})
+		if err == nil {
+			t.Errorf("%s of version -1 succeeded, want INVALID_INPUT at profileVersion", method)
+		} else if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != "profileVersion" {
+			t.Errorf("%s of version -1: %v, want INVALID_INPUT at profileVersion", method, err)
+		}
+	}
+	for v := 1; v <= 3; v++ {
+		var got ProfileView
+		if err := c.Call(ctx, "profiles.get", ProfileKey{ID: "p", ProfileVersion: v}, &got); err != nil {
+			t.Errorf("version %d after the refused calls: %v", v, err)
+		} else if got.Rev != 1 || got.Visibility != "private" {
+			t.Errorf("version %d changed: %+v", v, got)
 		}
 	}
 }

@@ -29,8 +29,10 @@ import (
 // refused before its body is read unless its bearer credential authenticates.
 const (
 	// maxBody bounds an authenticated request body: the largest is a profile document
-	// (at most 1 MiB) sent as a JSON string, with room for its escapes.
-	maxBody = 2 << 20
+	// (at most 1 MiB) sent as a JSON string, where an escape (\" \\ \n) takes each byte
+	// at most to two, with room beside it for the request's other fields (tenant, id,
+	// versions): twice the document alone refused a legal one of \" over and over.
+	maxBody = 2*proto.MaxProfileDocument + 64<<10
 	// maxPublic bounds the public calls served at once; one more is answered UNAVAILABLE
 	// at once, with Retry-After, and its connection closed.
 	maxPublic = 64

@@ -334,9 +334,9 @@ func (t *Tx) ListProfiles(tenant string, shipped []ProfileRecord, p Page) ([]Pro
 		}
 		phase, after = 's', nil
 	}
-	start := 0
-	if len(after) == 8 {
-		start = int(binary.BigEndian.Uint64(after))
+	start, err := shippedStart(after, len(shipped))
+	if err != nil {
+		return nil, "", err
 	}
 	for i := start; i < len(shipped); i++ {
 		if full() {
@@ -345,6 +345,20 @@ func (t *Tx) ListProfiles(tenant string, shipped []ProfileRecord, p Page) ([]Pro
 		out = append(out, shipped[i])
 	}
 	return out, "", nil
+}
+
+// shippedStart is where a page of the shipped profiles starts: 0 for none given, else
+// the index a cursor of the list wrote, 8 bytes of at most n. Any other is a cursor the
+// list did not return (INVALID_INPUT): a client sends whatever text it likes, and an
+// index taken as it is made the list read outside the shipped profiles.
+func shippedStart(after []byte, n int) (int, error) {
+	if len(after) == 0 {
+		return 0, nil
+	}
+	if len(after) != 8 || binary.BigEndian.Uint64(after) > uint64(n) {
+		return 0, proto.Errorf(proto.InvalidInput, "cursor is not one this list returned; start again without it").WithPath("cursor")
+	}
+	return int(binary.BigEndian.Uint64(after)), nil
 }
 
 // walk visits bucket entries under prefix after the key `after` (from the start when
