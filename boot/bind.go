@@ -23,6 +23,14 @@ import (
 // longer asks DHCP again before it gets its script.
 const learnedLife = time.Hour
 
+// maxLearned bounds the MACs whose addresses proxy mode remembers, about 8 MiB of them.
+// A host sending DHCPREQUESTs under ever new MACs had each remembered for learnedLife,
+// some 120 bytes apiece: at the rate the server answers, gigabytes an hour. Past it,
+// once the addresses older than learnedLife are swept out, every address is forgotten,
+// as the discoveries' memory is: a machine whose address went with them gets the wait
+// that asks DHCP again, and its next DHCPREQUEST binds it again.
+const maxLearned = 65536
+
 // learned is the address each MAC's last DHCPREQUEST carried, in proxy mode, and when.
 type learned struct {
 	clock Clock
@@ -48,17 +56,25 @@ func newLearned(c Clock) *learned {
 func (l *learned) learn(mac net.HardwareAddr, ip netip.Addr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.clock.Now()
-	l.addrs[mac.String()] = learnedAddr{ip: ip, at: now}
-	if len(l.addrs) < l.sweepAt {
-		return
+	now, key := l.clock.Now(), mac.String()
+	if _, had := l.addrs[key]; !had && len(l.addrs) >= l.sweepAt {
+		l.sweep(now)
 	}
+	l.addrs[key] = learnedAddr{ip: ip, at: now}
+}
+
+// sweep drops the addresses older than learnedLife, and every address when maxLearned
+// are left, before a new MAC's is added. l.mu is held.
+func (l *learned) sweep(now time.Time) {
 	for m, a := range l.addrs {
 		if now.Sub(a.at) > learnedLife {
 			delete(l.addrs, m)
 		}
 	}
-	l.sweepAt = max(1024, 2*len(l.addrs))
+	if len(l.addrs) >= maxLearned {
+		clear(l.addrs)
+	}
+	l.sweepAt = min(maxLearned, max(1024, 2*len(l.addrs)))
 }
 
 // holds reports whether mac's last DHCPREQUEST, within learnedLife, carried ip.

@@ -240,3 +240,27 @@ func TestScriptOnlyToTheRequestedAddressInProxyMode(t *testing.T) {
 	b.clock.Advance(learnedLife + time.Second)
 	withheld(t, b.script(t, acmeRamdisk, victimAddr), acmeRamdisk, b.script(t, unknownMAC, victimAddr))
 }
+
+// TestProxyRemembersBoundedAddresses is a host sending, in proxy mode, DHCPREQUESTs under
+// ever new MACs: each MAC's address was remembered for learnedLife, about 120 bytes
+// apiece, so that a host sending them as fast as the server answers grew the site's
+// memory by gigabytes an hour. Now at most maxLearned are remembered, and a machine's
+// DHCPREQUEST after the flood still binds its script to its address.
+func TestProxyRemembersBoundedAddresses(t *testing.T) {
+	b := startBindSite(t, Proxy)
+	handle := b.s.DHCPHandler()
+	for i := range 3 * maxLearned {
+		mac := net.HardwareAddr{0x02, 0xbc, byte(i >> 24), byte(i >> 16), byte(i >> 8), byte(i)}
+		handle(request(t, mac.String(), netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}).String(), "192.0.2.254"))
+	}
+	b.s.learned.mu.Lock()
+	n := len(b.s.learned.addrs)
+	b.s.learned.mu.Unlock()
+	if n > maxLearned {
+		t.Errorf("%d addresses remembered after DHCPREQUESTs under %d MACs, want at most %d", n, 3*maxLearned, maxLearned)
+	}
+	handle(request(t, acmeRamdisk, victimAddr, "192.0.2.254"))
+	if got := b.script(t, acmeRamdisk, victimAddr); !strings.Contains(got, "bc.token=rt_acme") {
+		t.Errorf("the machine's script from the address its DHCPREQUEST carried after the flood:\n%s", got)
+	}
+}

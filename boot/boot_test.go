@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -533,6 +534,62 @@ func TestHTTPTimeouts(t *testing.T) {
 			t.Errorf("after 5 s without reading: closed %v, %d of %d bytes sent", closed, n, size)
 		}
 	})
+}
+
+// TestHTTPHeadersAreBounded is a host on the provisioning network opening connections to
+// the boot server and sending on each a request whose header goes on and never ends: the
+// server read up to 1 MiB of it on each until its 10 s header timeout, so 200 such
+// connections held 200 MiB of the site's memory, and a few thousand more than it has.
+// Now a header past httpMaxHeader is refused 431 and its connection closed, the held
+// headers stay within a few MiB, and a machine's download is served meanwhile.
+func TestHTTPHeadersAreBounded(t *testing.T) {
+	base := startHTTP(t, newServer(t, entries{}, nil, nil))
+	line := []byte("X-Pad: " + strings.Repeat("a", 1000) + "\r\n")
+	const conns = 200
+	runtime.GC()
+	var before, held runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var wg sync.WaitGroup
+	for range conns {
+		c, err := net.Dial("tcp4", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		wg.Go(func() {
+			c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintf(c, "GET /ramdisk/vmlinuz HTTP/1.1\r\nHost: boot\r\n")
+			for range 1000 { // 1 MB of header, never ended
+				if _, err := c.Write(line); err != nil {
+					return // refused and closed
+				}
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(300 * time.Millisecond)
+	runtime.GC()
+	runtime.ReadMemStats(&held)
+	if grew := int64(held.HeapInuse) - int64(before.HeapInuse); grew > 32<<20 {
+		t.Errorf("%d connections sending headers that never end hold %d MiB, want at most 32", conns, grew>>20)
+	}
+
+	req, _ := http.NewRequest("GET", base+"/ramdisk/vmlinuz", nil)
+	req.Header.Set("X-Pad", strings.Repeat("a", 2*httpMaxHeader))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("a header of %d bytes: %v, %v; want 431", 2*httpMaxHeader, resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	resp, err := http.Get(base + "/ramdisk/vmlinuz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || string(body) != "0123456789" {
+		t.Errorf("a machine's download: %s, %q, %v", resp.Status, body, err)
+	}
 }
 
 // startHTTP serves s's HTTP listener on loopback until the test ends and returns its

@@ -24,16 +24,24 @@ import (
 // for each write (stallConn). An http.Server WriteTimeout or ReadTimeout would bound
 // the whole response (ReadTimeout also cancels the request's context once it passes
 // while the response is still being written), and cut off every download of an image
-// that takes longer.
+// that takes longer. A request's header is at most httpMaxHeader.
 func (s *Server) listenHTTP(ctx context.Context, addr string) (net.Listener, *http.Server, error) {
 	lc := httpListenConfig(s.cfg.HTTPSendBuffer)
 	l, err := lc.Listen(ctx, "tcp4", addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Duration(s.cfg.HTTPIdleTimeout)}
+	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Duration(s.cfg.HTTPIdleTimeout),
+		MaxHeaderBytes: httpMaxHeader}
 	return stallListener{Listener: l, stall: time.Duration(s.cfg.HTTPStallTimeout)}, hs, nil
 }
+
+// httpMaxHeader is the most of a request's header the HTTP listener reads; a longer one
+// is refused 431. What the boot server is asked (a script, a ramdisk file, a cached
+// image, with a Range) fits in well under 1 KiB. http.Server's default, 1 MiB, let a
+// host hold that much of the site's memory for each connection whose header it sent
+// slowly and never ended, until the 10 s header timeout: 200 connections held 200 MiB.
+const httpMaxHeader = 8 << 10
 
 // stallListener hands out its TCP connections as stallConns.
 type stallListener struct {

@@ -37,6 +37,15 @@ type Options struct {
 	// port's check of a request, which only asks whether the name is served, passes a
 	// nil client. Nil for none.
 	Extra func(name string, client net.Addr) (f io.ReadSeekCloser, ok bool, err error)
+	// MaxTransfers caps the reads in flight at once (default 2048, twice a boot storm of
+	// a thousand machines). Each holds a socket, an open file and a goroutine until its
+	// last block is acknowledged or it gives up, about 12 s after a request no one
+	// acknowledges; without a cap, a host sending read requests it never acknowledges
+	// took a socket and a file for each, until the process had no file descriptor left
+	// for anything (the HTTP listener's connections, the cache's files, the lease file).
+	// A read request beyond the cap is dropped unanswered, as if lost: its client sends
+	// it again.
+	MaxTransfers int
 }
 
 // Server is a read-only TFTP server over one directory. A client that negotiates an RFC
@@ -55,6 +64,18 @@ type Server struct {
 	// windowed are the windowed transfers in flight.
 	windowed sync.WaitGroup
 	sent     func(ok bool, bytes int64)
+
+	// inFlight counts the reads in flight: a place taken by the gate (admit), given back
+	// when the read ends (leave). handed is set while pin/tftp starts the transfer of the request the
+	// gate last let through: the read handler gives its place back once it runs, and the
+	// hook does when the start failed (pin/tftp's socket did not open), so that no place
+	// is lost. dropped counts the requests dropped since warned, the last warn.
+	mu           sync.Mutex
+	inFlight     int
+	maxTransfers int
+	handed       bool
+	dropped      int
+	warned       time.Time
 }
 
 // New returns a server of the files under dir.
@@ -74,7 +95,10 @@ func New(dir string, opts Options, log *slog.Logger) (*Server, error) {
 	if opts.MaxWindow == 0 {
 		opts.MaxWindow = 8
 	}
-	s.maxBlock, s.maxWindow, s.timeout = opts.MaxBlockSize, opts.MaxWindow, opts.Timeout
+	if opts.MaxTransfers == 0 {
+		opts.MaxTransfers = 2048
+	}
+	s.maxBlock, s.maxWindow, s.timeout, s.maxTransfers = opts.MaxBlockSize, opts.MaxWindow, opts.Timeout, opts.MaxTransfers
 	s.srv.SetBlockSize(opts.MaxBlockSize)
 	// pin/tftp's own cap looks up the interface each request came in on, by the index
 	// in its IP_PKTINFO; now and then that index is 0 (about 5 of 300 requests read at
@@ -82,7 +106,7 @@ func New(dir string, opts Options, log *slog.Logger) (*Server, error) {
 	// 512-byte blocks, three times the datagrams of 1468. MaxBlockSize is the cap.
 	s.srv.SetBlockSizeNegotiation(false)
 	s.srv.SetTimeout(opts.Timeout)
-	s.srv.SetHook(hook{log})
+	s.srv.SetHook(hook{log: log, s: s})
 	return s, nil
 }
 
@@ -114,28 +138,87 @@ const (
 // gate is the listening socket as pin/tftp reads it: a read request the server will not
 // serve, a write request, and anything else that is not a read request are answered
 // here, from the listening port, with a fixed message (the reason, which may hold system
-// call text, goes only to the log), and pin/tftp never sees them. pin/tftp reads a gate
-// through ReadFrom, without IP_PKTINFO, so each transfer's socket is bound to the
-// wildcard address and the kernel picks its source address by route: the address of
-// the interface towards the client.
+// call text, goes only to the log), and pin/tftp never sees them; nor does a read
+// request that finds MaxTransfers reads in flight, which is dropped (admit). pin/tftp
+// reads a gate through ReadFrom, without IP_PKTINFO, so each transfer's socket is bound
+// to the wildcard address and the kernel picks its source address by route: the address
+// of the interface towards the client.
 type gate struct {
 	net.PacketConn
 	s *Server
 }
 
 func (g gate) ReadFrom(p []byte) (int, net.Addr, error) {
+	g.s.started()
 	for {
 		n, from, err := g.PacketConn.ReadFrom(p)
 		if err != nil || n < 2 {
 			return n, from, err
 		}
 		code, msg, refused := g.s.check(p[:n], from)
-		if !refused && !g.s.window(p[:n], from) {
+		if !refused {
+			if !g.s.admit(from) || g.s.window(p[:n], from) {
+				continue
+			}
+			g.s.hand()
 			return n, from, nil
 		}
 		if code != 0 {
 			g.PacketConn.WriteTo(errorDatagram(code, msg), from)
 		}
+	}
+}
+
+// admit takes a place for a read request from client, or drops it, warning at most once
+// a minute, when MaxTransfers reads are in flight.
+func (s *Server) admit(client net.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inFlight < s.maxTransfers {
+		s.inFlight++
+		return true
+	}
+	s.dropped++
+	if now := time.Now(); now.Sub(s.warned) >= time.Minute {
+		s.log.Warn("tftp read requests dropped unanswered: the most reads the server sends at once are in flight; their clients send them again. "+
+			"A host sending read requests it never acknowledges holds them (client is the last dropped)",
+			"inFlight", s.inFlight, "dropped", s.dropped, "client", client.String())
+		s.warned, s.dropped = now, 0
+	}
+	return false
+}
+
+// leave gives back the place of a read that ended.
+func (s *Server) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight--
+}
+
+// hand marks the place of the request the gate lets through as pin/tftp's to start.
+func (s *Server) hand() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handed = true
+}
+
+// started is called as pin/tftp reads its next request, the last one's start over:
+// its read handler holds its place from now (it gave it back through the hook when the
+// start failed).
+func (s *Server) started() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handed = false
+}
+
+// startFailed gives back the place of the request pin/tftp could not start a transfer
+// for, if the gate handed it one.
+func (s *Server) startFailed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.handed {
+		s.handed = false
+		s.inFlight--
 	}
 }
 
@@ -154,7 +237,10 @@ func (s *Server) window(b []byte, from net.Addr) bool {
 	if err != nil {
 		return false // pin/tftp answers it
 	}
-	s.windowed.Go(func() { s.sendWindowed(r, f, client) })
+	s.windowed.Go(func() {
+		defer s.leave()
+		s.sendWindowed(r, f, client)
+	})
 	return true
 }
 
@@ -201,6 +287,7 @@ func errorDatagram(code uint16, msg string) []byte {
 // and then aborts, which the hook logs as a size probe rather than a failure. pin/tftp
 // sends the text of the error read returns: it never carries the system's.
 func (s *Server) read(name string, rf io.ReaderFrom) error {
+	defer s.leave()
 	var client net.Addr = &net.UDPAddr{}
 	if ot, ok := rf.(tftp.OutgoingTransfer); ok {
 		a := ot.RemoteAddr()
@@ -238,8 +325,12 @@ func (s *Server) open(name string, client net.Addr) (io.ReadSeekCloser, error) {
 	return Open(s.root, name)
 }
 
-// hook logs each transfer's end.
-type hook struct{ log *slog.Logger }
+// hook logs each transfer's end, and gives back the place of a request whose transfer
+// did not start.
+type hook struct {
+	log *slog.Logger
+	s   *Server
+}
 
 func (h hook) OnSuccess(st tftp.TransferStats) {
 	h.log.Info("tftp sent", "file", st.Filename, "client", st.RemoteAddr.String(), "blksize", st.Opts["blksize"], "datagrams", st.DatagramsSent, "duration", st.Duration)
@@ -249,7 +340,8 @@ func (h hook) OnSuccess(st tftp.TransferStats) {
 // with its ending NUL, which is dropped here, as is the error of reading the listening
 // socket once it is closed (no file: the server is shutting down).
 func (h hook) OnFailure(st tftp.TransferStats, err error) {
-	if st.Filename == "" {
+	if st.Filename == "" { // pin/tftp's listening loop: a request it could not start, or the socket closed
+		h.s.startFailed()
 		h.log.Debug("tftp listener", "err", err)
 		return
 	}
