@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -307,7 +308,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 			}
 			caller.ticket = t
 		}
-		result, err = m.Call(r.Context(), caller, body)
+		result, err = callMethod(r.Context(), m, caller, body)
 		if m.RefusedToken != nil {
 			s.tokenChecked(src, bounded, err, m.RefusedToken(err))
 		}
@@ -354,6 +355,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 	}
 	s.log.Info("api call", attrs...)
 	writeJSON(w, http.StatusOK, result)
+}
+
+// callMethod runs method m for caller. A panic in it is an INTERNAL answer, logged with its
+// stack as every INTERNAL error is, rather than a connection dropped without one: the
+// caller learns the call failed and that the fault is the registry's (the CLI would say
+// it cannot reach the registry), and the store's transaction the panic left was rolled
+// back by the store.
+func callMethod(ctx context.Context, m Method, caller *Caller, body []byte) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			result, err = nil, proto.Errorf(proto.Internal, "panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return m.Call(ctx, caller, body)
 }
 
 // readBody reads a request body of at most limit bytes. A refusal comes with the HTTP
