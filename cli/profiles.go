@@ -149,7 +149,7 @@ var profileCommands = []command{{
 	nargs:   1,
 	long:    "replace an unused version's document, or change visibility",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
-		key := profileKeyFlags(fs, latestVersion)
+		key := profileKeyFlags(fs, "the version whose visibility changes (default: the latest); with --file the document names the version it replaces, and a version given must be that one")
 		file := fs.String("file", "", "replacement document (its id and version name the row)")
 		vis := fs.String("visibility", "", "private or public")
 		ifVersion := new(int)
