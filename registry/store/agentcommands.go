@@ -277,6 +277,31 @@ func (t *Tx) PendingAgentCommands(node string) ([]AgentCommand, error) {
 	return out, err
 }
 
+// WithdrawAgentCommands records agent's commands of attempt still pending (the id
+// attempt, and every id under it: attempt + ":" + sub) answered with why, as a relay
+// whose caller stops waiting withdraws its command (agents.Endpoint's withdraw): each is
+// done, so that no agent that connects later gets it, and the commit tells whoever
+// holds the agent's session, which withdraws it from an agent running it. It returns
+// how many.
+func (t *Tx) WithdrawAgentCommands(agent, attempt string, why *proto.Error) (int, error) {
+	var pending []AgentCommand
+	err := t.eachAgentCommand(commandKey(agent, attempt), func(c AgentCommand) error {
+		if !c.Done && (c.ID == attempt || strings.HasPrefix(c.ID, attempt+":")) {
+			pending = append(pending, c)
+		}
+		return nil
+	})
+	for _, c := range pending {
+		if err != nil {
+			break
+		}
+		c.Done, c.DoneAt = true, t.now
+		c.Error = proto.Errorf(why.Code, "command %s (%s) was withdrawn: %s", c.ID, c.Kind, why.Message).WithReason(why.Details.Reason)
+		err = t.putAgentCommand(c)
+	}
+	return len(pending), err
+}
+
 // DropPendingAgentCommands forgets agent's commands not answered yet whose id starts
 // with prefix (a workflow run's, "wf_...:"), and returns how many: the agent, when it
 // connects later, never gets them. It reads only agent's commands under prefix, one

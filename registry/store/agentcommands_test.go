@@ -471,3 +471,63 @@ func storeAsEarlier(tx *Tx, c AgentCommand) error {
 	}
 	return tx.putRaw(bucketAgentCommandsByExpiry, expiryKey(c), nil)
 }
+
+// TestWithdrawAgentCommands: the pending commands of one attempt (its id, and those
+// under it) are recorded answered with the attempt's error, the message saying they
+// were withdrawn; an answered one keeps its answer, and another attempt's (a10 beside
+// a1), another agent's, are left pending.
+func TestWithdrawAgentCommands(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, err := open(t, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		const attempt = "wf_0123456789abcdef:main.0:a1"
+		type command struct {
+			agent, id string
+			answered  bool
+			withdrawn bool
+		}
+		commands := []command{
+			{"n1", attempt, false, true},
+			{"n1", attempt + ":sub", false, true},
+			{"n1", attempt + ":done", true, false},
+			{"n1", attempt + "0", false, false},
+			{"n10", attempt, false, false},
+		}
+		mustUpdate(t, s, func(tx *Tx) error {
+			for _, c := range commands {
+				if _, err := tx.EnqueueAgentCommand(c.agent, proto.RoleRamdisk, proto.Command{ID: c.id, Kind: "echo"}, nil); err != nil {
+					return err
+				}
+				if c.answered {
+					if _, err := tx.CompleteAgentCommand(c.agent, proto.Result{ID: c.id, Result: json.RawMessage(`{}`)}); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		why := proto.Errorf(proto.Timeout, "the step's timeout ran out")
+		var n int
+		mustUpdate(t, s, func(tx *Tx) (err error) { n, err = tx.WithdrawAgentCommands("n1", attempt, why); return err })
+		if n != 2 {
+			t.Errorf("withdrew %d commands, want the 2 of n1 pending under %s", n, attempt)
+		}
+		mustUpdate(t, s, func(tx *Tx) error {
+			for _, c := range commands {
+				got, err := tx.AgentCommand(c.agent, c.id)
+				switch {
+				case err != nil:
+					t.Errorf("%s/%s: %v", c.agent, c.id, err)
+				case c.withdrawn && (!got.Done || got.Error == nil || got.Error.Code != proto.Timeout || !strings.Contains(got.Error.Message, "was withdrawn")):
+					t.Errorf("%s/%s: done %v, error %v; want it withdrawn with TIMEOUT", c.agent, c.id, got.Done, got.Error)
+				case !c.withdrawn && (got.Done != c.answered || got.Error != nil):
+					t.Errorf("%s/%s: done %v, error %v; want it as it was", c.agent, c.id, got.Done, got.Error)
+				}
+			}
+			return nil
+		})
+	})
+}

@@ -16,14 +16,17 @@ import (
 // cluster of the defaults). The attempt the cancel abandoned and the cleanup's attempt
 // that failStuck abandoned keep only the digests of their answered commands, as any
 // attempt's end does (before: their full answers, until the commands expired a day
-// later); the commands of the run still pending are dropped at its end, for both agents;
-// another run's pending commands, for the same agents, are left as they are.
+// later); a command of the abandoned attempt still pending is withdrawn with the
+// cancellation, so that an agent running it cancels it, and kept as a digest; the other
+// commands of the run still pending are dropped at its end, for both agents; another
+// run's pending commands, for the same agents, are left as they are.
 func TestAnEndedRunsCommands(t *testing.T) {
 	cfg := store.EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}
 	h := newHarnessOn(t, nil, func(opts store.Options) (*store.Store, error) { return store.OpenEtcd(cfg, opts) })
 	h.agent.script = map[string][]outcome{"power.getPower": {hold}, "boot.cleanUp": {{result: refused}}}
 	id := h.start(doc(`{"use":"power.getPower","timeout":"30m"}`, "", `{"use":"boot.cleanUp"}`))
 	main, cleanup := attemptID(id, "main", 0, false, 1), attemptID(id, "cleanup", 0, false, 1)
+	unrecorded := attemptID(id, "main", 0, false, 2)
 	h.agent.waitRunning(t, main)
 
 	const other = "wf_0000000000000000:main.0:a1"
@@ -31,14 +34,17 @@ func TestAnEndedRunsCommands(t *testing.T) {
 	type command struct {
 		agent, id string
 		answered  bool
+		// withdrawn: pending, of the attempt the cancel abandoned.
+		withdrawn bool
 	}
 	var commands []command
 	for _, agent := range agents {
 		commands = append(commands,
-			command{agent, main + ":answered", true},
-			command{agent, cleanup + ":answered", true},
-			command{agent, main + ":pending", false},
-			command{agent, other, false})
+			command{agent, main + ":answered", true, false},
+			command{agent, cleanup + ":answered", true, false},
+			command{agent, main + ":pending", false, true},
+			command{agent, unrecorded, false, false},
+			command{agent, other, false, false})
 	}
 	storetest.Update(t, h.store, func(tx *store.Tx) error {
 		for _, c := range commands {
@@ -66,6 +72,10 @@ func TestAnEndedRunsCommands(t *testing.T) {
 			case c.id == other:
 				if err != nil || got.Done {
 					t.Errorf("%s/%s, of another run: %+v, %v; want it pending as it was", c.agent, c.id, got, err)
+				}
+			case c.withdrawn:
+				if err != nil || got.Recorded == nil || got.Recorded.Workflow != id || got.Recorded.ErrorCode != proto.InvalidState {
+					t.Errorf("%s/%s, pending in the attempt the cancel abandoned: recorded %+v, %v; want it withdrawn with INVALID_STATE, its digest recorded by %s", c.agent, c.id, got.Recorded, err, id)
 				}
 			case !c.answered:
 				if proto.CodeOf(err) != proto.NotFound {

@@ -95,13 +95,26 @@ func (e *Engine) record(id string, node store.Node, i int, change func(*store.Ru
 }
 
 // recorded tells the relay, in tx, that run r records what the last attempt of its step
-// i made of its commands' answers (Relay.Recorded).
+// i made of its commands' answers (Relay.Recorded). An attempt that ends failed first
+// withdraws its commands still pending with its error (store.Tx.WithdrawAgentCommands):
+// those of an attempt resumed after its timeout ran out while the registry was down,
+// which fails at once without relaying, or of one a cancel abandons that no relay of
+// this registry waits for. Left pending, they went to the agent as it connected, and
+// ran on past the attempt's end, beside the step's retry under another id.
 func (e *Engine) recorded(tx *store.Tx, node store.Node, r *store.Run, i int) error {
 	if e.cfg.Relay == nil {
 		return nil
 	}
 	s := r.Steps[i]
-	return e.cfg.Relay.Recorded(tx, node, s.Attempts[len(s.Attempts)-1].CommandID, r.ID, s.Path())
+	a := s.Attempts[len(s.Attempts)-1]
+	if !a.FinishedAt.IsZero() && a.Error != nil {
+		for _, agent := range e.cfg.Relay.Agents(node) {
+			if _, err := tx.WithdrawAgentCommands(agent, a.CommandID, a.Error); err != nil {
+				return err
+			}
+		}
+	}
+	return e.cfg.Relay.Recorded(tx, node, a.CommandID, r.ID, s.Path())
 }
 
 // abandonStep abandons step i of cancelled run and every step after it that is not of
