@@ -200,7 +200,7 @@ func (d *driver) Close() error {
 
 // system finds the machine's ComputerSystem: the one named by option system, or the
 // service's only one. Every call reads it first, and every poll of the power state: it
-// starts a read of the BMC, bounded at maxRead.
+// starts a read of the BMC, which the transport bounds (maxRead, maxMembers, maxPages).
 func (d *driver) system(ctx context.Context) (*schemas.ComputerSystem, error) {
 	d.reads.newRead()
 	systems, err := d.client.WithContext(ctx).Service.Systems()

@@ -22,11 +22,11 @@ const (
 	// collection answered with its members expanded, hundreds of drives, is a few MiB:
 	// 16 MiB leaves room for any of them and bounds what one BMC can make the agent hold.
 	maxBody = 16 << 20
-	// maxMembers bounds the members of the collections one call of the driver reads,
+	// maxMembers bounds the members of the collections one read of the driver reads,
 	// over all their pages: gofish reads each member by a request of its own, a
 	// goroutine each. A server has at most a few hundred DIMMs, drives or interfaces.
 	maxMembers = 4096
-	// maxPages bounds the pages one call follows (Members@odata.nextLink), which gofish
+	// maxPages bounds the pages one read follows (Members@odata.nextLink), which gofish
 	// follows as long as a BMC links another, by a recursion in its own stack.
 	maxPages = 64
 	// maxRead bounds the bodies the driver takes in for one read of the BMC (a call, or
@@ -46,30 +46,31 @@ const (
 // basic authentication the BMC's password, to another host that holds a certificate the
 // driver trusts. It passes on only the resources gofish can read: a Redfish resource
 // is a JSON object, and gofish dereferences a collection answered as null. And it bounds
-// what a BMC answers: every body at maxBody, and the collections one call of the driver
-// reads (the driver and its transport live for one call) at maxMembers over maxPages.
-// Counted for the call, not for each collection: a BMC that links a collection's next
-// page under another spelling of its path cannot start the count again. And it bounds
-// the bodies of one read at maxRead, counted again only when the driver starts a read
-// (newRead), never on anything the BMC answers.
+// what a BMC answers: every body at maxBody, the bodies of one read of the BMC at
+// maxRead, and the collections one read reads at maxMembers over maxPages. A read is the
+// call's (the driver and its transport live for one call), or one poll of a call that
+// waits, counted again only when the driver starts one (newRead), never on anything the
+// BMC answers: a BMC that links a collection's next page under another spelling of its
+// path cannot start the count again, and a wait of many polls, each listing the
+// systems, is not cut short.
 type oneHost struct {
 	host string
 	next *http.Transport
 
 	mu sync.Mutex
 	// pages and members count the pages linked and the members listed by the
-	// collections read.
+	// collections of the read.
 	pages, members int
 	// read is the bytes of the bodies read since the driver's last newRead.
 	read int64
 }
 
 // newRead starts one read of the BMC: the call's own, or one poll of a call that
-// waits, which holds nothing of the polls before it.
+// waits, which holds nothing of the polls before it and reads the same collections.
 func (o *oneHost) newRead() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.read = 0
+	o.read, o.pages, o.members = 0, 0, 0
 }
 
 // take counts n bytes of a body of r against maxRead.
