@@ -211,3 +211,81 @@ func TestStalledBMCBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestMembersHeldBounded: a BMC that lists a few dozen members, each answered with a
+// body just under maxBody, had the site agent hold all of them at once (gofish keeps
+// each member whole with its body, and each failure with its body, until the
+// collection's last member is read; the failures' bodies are read side by side): over
+// a GiB for 24 members of the 4,096 allowed. Now the bodies the driver takes in for one
+// read of the BMC are bounded at maxRead, the memory is left unread with DRIVER_ERROR
+// naming the bound (and the parts read after it), and the agent holds a bounded amount.
+func TestMembersHeldBounded(t *testing.T) {
+	const memory = "/redfish/v1/Systems/1/Memory"
+	const n = 24
+	for name, status := range map[string]int{"answered": http.StatusOK, "failing": http.StatusInternalServerError} {
+		t.Run(name, func(t *testing.T) {
+			sim := newSim(t, redfishsim.Config{})
+			d := open(t, config(t, sim))
+			var links []string
+			for i := range n {
+				path := fmt.Sprintf("%s/DIMM%d", memory, i)
+				head := `{"@odata.id":"` + path + `","Id":"DIMM` + fmt.Sprint(i) + `","CapacityMiB":1,"PartNumber":"`
+				sim.Answer(path, status, []byte(head+strings.Repeat("a", maxBody-len(head)-2)+`"}`))
+				links = append(links, `{"@odata.id":"`+path+`"}`)
+			}
+			sim.Answer(memory, http.StatusOK, []byte(`{"Members":[`+strings.Join(links, ",")+`]}`))
+			var inv proto.OOBInventory
+			var err error
+			held := peakHeld(func() { inv, err = d.Inspect(context.Background()) })
+			t.Logf("held at most %d MiB for %d members of %d MiB", held>>20, n, maxBody>>20)
+			// Failing, the unread memory names the first member's failure, read side by side
+			// with the others: its HTTP 500, or the bound.
+			text := fmt.Sprintf("the answers to one read passed %d MiB", maxRead>>20)
+			if status != http.StatusOK {
+				text = ""
+			}
+			if err != nil || len(inv.Unread) == 0 || inv.Unread[0].Part != "memory" || !strings.Contains(inv.Unread[0].Error, text) {
+				t.Fatalf("%v, %d DIMMs, unread %+v; want memory unread: %s", err, len(inv.Memory.Modules), inv.Unread, text)
+			}
+			// The simulator holds its n answers (n*maxBody) throughout: held counts beyond
+			// them. A member is held about twice (its body, and the string it carries), and
+			// the one being read is in buffers besides.
+			if bound := uint64(6 * maxRead); held > bound {
+				t.Fatalf("the driver held %d MiB for %d members of %d MiB; the bound is %d MiB", held>>20, n, maxBody>>20, bound>>20)
+			}
+		})
+	}
+}
+
+// peakHeld is the most the live heap grew over what it was before f, sampled while f
+// runs, each sample after a collection.
+func peakHeld(f func()) uint64 {
+	live := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := live()
+	done := make(chan struct{})
+	peak := make(chan uint64)
+	go func() {
+		var most uint64
+		for {
+			most = max(most, live())
+			select {
+			case <-done:
+				peak <- most
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	f()
+	close(done)
+	most := <-peak
+	if most < before {
+		return 0
+	}
+	return most - before
+}

@@ -39,8 +39,10 @@ const (
 // driver is one BMC, logged in.
 type driver struct {
 	// host is the BMC's host[:port], for messages.
-	host     string
-	client   *gofish.APIClient
+	host   string
+	client *gofish.APIClient
+	// reads is the client's transport, told when a read of the BMC starts.
+	reads    *oneHost
 	systemID string
 	bootMode schemas.BootSourceOverrideMode
 	timing   bmc.Timing
@@ -87,7 +89,7 @@ func Open(ctx context.Context, cfg bmc.Config, env bmc.Env) (bmc.Driver, error) 
 	if err != nil {
 		return nil, err
 	}
-	d := &driver{host: host, systemID: o[optSystem], timing: timing, log: env.Logger().With("bmc", host, "driver", Name)}
+	d := &driver{host: host, reads: httpc.Transport.(*oneHost), systemID: o[optSystem], timing: timing, log: env.Logger().With("bmc", host, "driver", Name)}
 	switch mode {
 	case "uefi":
 		d.bootMode = schemas.UEFIBootSourceOverrideMode
@@ -197,8 +199,10 @@ func (d *driver) Close() error {
 }
 
 // system finds the machine's ComputerSystem: the one named by option system, or the
-// service's only one.
+// service's only one. Every call reads it first, and every poll of the power state: it
+// starts a read of the BMC, which the transport bounds (maxRead, maxMembers, maxPages).
 func (d *driver) system(ctx context.Context) (*schemas.ComputerSystem, error) {
+	d.reads.newRead()
 	systems, err := d.client.WithContext(ctx).Service.Systems()
 	if err != nil {
 		return nil, d.fail(ctx, "list systems", err)

@@ -102,6 +102,7 @@ func (d *driver) waitMedia(ctx context.Context, vm *schemas.VirtualMedia, done f
 	ctx, cancel := context.WithTimeout(ctx, d.timing.Timeout)
 	defer cancel()
 	for {
+		d.reads.newRead()
 		now, err := schemas.GetVirtualMedia(d.client.WithContext(ctx), vm.ODataID)
 		if err != nil {
 			return d.fail(ctx, "read virtual media "+name, err)

@@ -22,13 +22,21 @@ const (
 	// collection answered with its members expanded, hundreds of drives, is a few MiB:
 	// 16 MiB leaves room for any of them and bounds what one BMC can make the agent hold.
 	maxBody = 16 << 20
-	// maxMembers bounds the members of the collections one call of the driver reads,
+	// maxMembers bounds the members of the collections one read of the driver reads,
 	// over all their pages: gofish reads each member by a request of its own, a
 	// goroutine each. A server has at most a few hundred DIMMs, drives or interfaces.
 	maxMembers = 4096
-	// maxPages bounds the pages one call follows (Members@odata.nextLink), which gofish
+	// maxPages bounds the pages one read follows (Members@odata.nextLink), which gofish
 	// follows as long as a BMC links another, by a recursion in its own stack.
 	maxPages = 64
+	// maxRead bounds the bodies the driver takes in for one read of the BMC (a call, or
+	// one poll of a call that waits), which it may hold all at once: gofish keeps each
+	// member of a collection whole with its body, and each failure with its body, until
+	// the collection's last member is read, and reads the bodies of the failures side
+	// by side. Far over what a server answers (hundreds of members of a few KiB each),
+	// it keeps what one BMC makes the site agent hold to a few of maxBody, not
+	// maxMembers of them.
+	maxRead = 64 << 20
 )
 
 // oneHost is the transport the driver talks to its BMC through. It sends requests to the
@@ -38,22 +46,46 @@ const (
 // basic authentication the BMC's password, to another host that holds a certificate the
 // driver trusts. It passes on only the resources gofish can read: a Redfish resource
 // is a JSON object, and gofish dereferences a collection answered as null. And it bounds
-// what a BMC answers: every body at maxBody, and the collections one call of the driver
-// reads (the driver and its transport live for one call) at maxMembers over maxPages.
-// Counted for the call, not for each collection: a BMC that links a collection's next
-// page under another spelling of its path cannot start the count again.
+// what a BMC answers: every body at maxBody, the bodies of one read of the BMC at
+// maxRead, and the collections one read reads at maxMembers over maxPages. A read is the
+// call's (the driver and its transport live for one call), or one poll of a call that
+// waits, counted again only when the driver starts one (newRead), never on anything the
+// BMC answers: a BMC that links a collection's next page under another spelling of its
+// path cannot start the count again, and a wait of many polls, each listing the
+// systems, is not cut short.
 type oneHost struct {
 	host string
 	next *http.Transport
 
 	mu sync.Mutex
 	// pages and members count the pages linked and the members listed by the
-	// collections read.
+	// collections of the read.
 	pages, members int
+	// read is the bytes of the bodies read since the driver's last newRead.
+	read int64
+}
+
+// newRead starts one read of the BMC: the call's own, or one poll of a call that
+// waits, which holds nothing of the polls before it and reads the same collections.
+func (o *oneHost) newRead() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.read, o.pages, o.members = 0, 0, 0
+}
+
+// take counts n bytes of a body of r against maxRead.
+func (o *oneHost) take(r *http.Request, n int) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.read += int64(n)
+	if o.read > maxRead {
+		return proto.Errorf(proto.DriverError, "redfish %s: %s %s: the answers to one read passed %d MiB: refused (no server's resources are near that; a BMC that answers so much is broken or hostile); check or update the BMC's firmware", o.host, r.Method, clipName(r.URL.Path), maxRead>>20)
+	}
+	return nil
 }
 
 // RoundTrip refuses a request for another host, scheme or with a login in its URL, a
-// body over maxBody, a successful GET whose body is not a JSON object, and a collection
+// body over maxBody, bodies of one read over maxRead, a successful GET whose body is not a JSON object, and a collection
 // over maxMembers or maxPages.
 func (o *oneHost) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.URL.Scheme != "https" || r.URL.Host != o.host || r.URL.User != nil {
@@ -73,11 +105,12 @@ func (o *oneHost) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp.Body.Close()
 		return nil, tooLong()
 	}
+	take := func(n int) error { return o.take(r, n) }
 	if r.Method != http.MethodGet || resp.StatusCode/100 != 2 {
-		resp.Body = &bounded{ReadCloser: resp.Body, left: maxBody, tooLong: tooLong}
+		resp.Body = &bounded{ReadCloser: resp.Body, left: maxBody, tooLong: tooLong, take: take}
 		return resp, nil
 	}
-	body, err := readBody(&bounded{ReadCloser: resp.Body, left: maxBody, tooLong: tooLong}, resp.ContentLength)
+	body, err := readBody(&bounded{ReadCloser: resp.Body, left: maxBody, tooLong: tooLong, take: take}, resp.ContentLength)
 	resp.Body.Close()
 	if err != nil {
 		return nil, err
@@ -148,11 +181,13 @@ func readBody(r io.Reader, length int64) ([]byte, error) {
 	}
 }
 
-// bounded is a body that fails with tooLong past left bytes.
+// bounded is a body that fails with tooLong past left bytes, and with take's error once
+// the bytes it read take the read over its bound.
 type bounded struct {
 	io.ReadCloser
 	left    int64
 	tooLong func() error
+	take    func(n int) error
 }
 
 func (b *bounded) Read(p []byte) (int, error) {
@@ -169,6 +204,9 @@ func (b *bounded) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	b.left -= int64(n)
+	if over := b.take(n); over != nil {
+		return 0, over
+	}
 	return n, err
 }
 

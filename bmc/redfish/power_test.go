@@ -2,6 +2,7 @@ package redfish
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,4 +91,17 @@ func TestGetPower(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLongWaitNotCutShort: a graceful power-off the OS ignores is polled at the
+// binding's pollInterval until its powerTimeout: the call ends in TIMEOUT naming the
+// state, whatever the number of polls. Each poll lists the systems collection, whose
+// member counted against the call's maxMembers: past 4096 polls the wait failed
+// DRIVER_ERROR "the collection lists over 4096 members", minutes before its timeout
+// with a short pollInterval.
+func TestLongWaitNotCutShort(t *testing.T) {
+	sim := newSim(t, redfishsim.Config{PowerState: "On", IgnoreGracefulShutdown: true})
+	d := open(t, pinned(t, strings.TrimPrefix(sim.URL, "https://"), sim.Certificate.PublicKey, "1ms", "25s"))
+	err := d.SetPower(context.Background(), proto.PowerActionGracefulOff)
+	checkErr(t, err, proto.Timeout, "")
 }
