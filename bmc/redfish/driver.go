@@ -47,6 +47,10 @@ type driver struct {
 	bootMode schemas.BootSourceOverrideMode
 	timing   bmc.Timing
 	log      *slog.Logger
+	// password is the login's, never quoted in an error (fail): a BMC that repeats what it
+	// was sent in its failure's text would carry it into a step's result, which the node's
+	// tenant reads while the credential may be the platform's.
+	password string
 }
 
 // Open checks cfg, resolves its credential and logs in to the Redfish service at
@@ -113,6 +117,7 @@ func Open(ctx context.Context, cfg bmc.Config, env bmc.Env) (bmc.Driver, error) 
 			auth = "basic"
 		}
 	}
+	d.password = cred.Password()
 	d.client, err = gofish.ConnectContext(ctx, gofish.ClientConfig{
 		Endpoint:          endpoint,
 		Username:          cred.Username,

@@ -15,15 +15,33 @@ import (
 )
 
 // fail turns what went wrong talking to the BMC into the project's error: TIMEOUT when
-// ctx ran out, else DRIVER_ERROR with the BMC's own words.
+// ctx ran out, else DRIVER_ERROR with the BMC's own words, the login's password never
+// among them (redacted).
 func (d *driver) fail(ctx context.Context, op string, err error) error {
 	if pe, ok := errors.AsType[*proto.Error](err); ok {
 		return pe // the transport's refusal, which names the host and the path already
 	}
 	if bmc.Expired(ctx) {
-		return proto.Errorf(proto.Timeout, "redfish %s: %s: %s", d.host, op, clip(err.Error()))
+		return proto.Errorf(proto.Timeout, "redfish %s: %s: %s", d.host, op, redacted(clip(err.Error()), d.password))
 	}
-	return proto.Errorf(proto.DriverError, "redfish %s: %s: %s", d.host, op, bmcMessage(err))
+	return proto.Errorf(proto.DriverError, "redfish %s: %s: %s", d.host, op, redacted(bmcMessage(err), d.password))
+}
+
+// redacted is text with every whole copy of secret replaced by "[redacted]", and the
+// start of one the text was clipped in (four bytes or more of it: fewer tell next to
+// nothing, and would take a clipped text's last letters that only look like it).
+func redacted(text, secret string) string {
+	if secret == "" {
+		return text
+	}
+	text = strings.ReplaceAll(text, secret, "[redacted]")
+	body, ellipsis := strings.CutSuffix(text, "...")
+	for n := len(secret) - 1; n >= 4 && ellipsis; n-- {
+		if strings.HasSuffix(body, secret[:n]) {
+			return strings.TrimSuffix(body, secret[:n]) + "[redacted]..."
+		}
+	}
+	return text
 }
 
 // bmcMessage is the text a BMC gave for a failure: its extended info messages (the
