@@ -82,6 +82,26 @@ func (f *busyFleet) heldSiteAgent(t *testing.T) (context.Context, *sync.WaitGrou
 	return ctx, agents, held
 }
 
+// deployPrepareHeld starts a fleet whose site agent holds the commands it is sent, and
+// deploys acme's profile prepare (one boot.prepareRamdisk step) on its first node until
+// the site agent runs the step's command.
+func deployPrepareHeld(t *testing.T, prepare string) (*busyFleet, *heldCommand, api.Node, api.DeployStarted) {
+	t.Helper()
+	f := startBusyFleet(t)
+	ctx, _, held := f.heldSiteAgent(t)
+	c := f.tenants["acme"]
+	f.must(c.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(prepare)}, nil), "profiles.create")
+	node, ok := f.enrollReady(c, 0, 0)
+	if !ok {
+		t.FailNow()
+	}
+	started, err := call[api.DeployStarted](c, "metal.deploy", api.DeployRequest{NodeID: node.ID, ProfileID: "prep"})
+	if !f.must(err, "metal.deploy") || !f.wait("boot.prepareRamdisk to run at the site agent", func() bool { return len(held.ran()) > 0 }) {
+		t.FailNow()
+	}
+	return f, held, node, started
+}
+
 // restartAndEnd restarts the registry, then lets held's runs go on, and returns the
 // run workflow once it ended (or as last read when it did not).
 func (f *busyFleet) restartAndEnd(c *api.Client, held *heldCommand, workflow string) api.WorkflowView {
@@ -200,19 +220,8 @@ func TestResumedStepsSendWhatTheySentBefore(t *testing.T) {
 // bindings. Before, the resumed step wrapped the command anew with the node's current
 // bindings, and the relay refused it as CONFLICT, which cost the step an attempt.
 func TestResumedSiteCommandKeepsItsBindings(t *testing.T) {
-	const prepare = `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk"}]}`
-	f := startBusyFleet(t)
-	ctx, _, held := f.heldSiteAgent(t)
+	f, held, node, started := deployPrepareHeld(t, `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk"}]}`)
 	c := f.tenants["acme"]
-	f.must(c.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(prepare)}, nil), "profiles.create")
-	node, ok := f.enrollReady(c, 0, 0)
-	if !ok {
-		t.FailNow()
-	}
-	started, err := call[api.DeployStarted](c, "metal.deploy", api.DeployRequest{NodeID: node.ID, ProfileID: "prep"})
-	if !f.must(err, "metal.deploy") || !f.wait("boot.prepareRamdisk to run at the site agent", func() bool { return len(held.ran()) > 0 }) {
-		t.FailNow()
-	}
 	const changed = "console"
 	f.must(f.r.st.Update(func(tx *store.Tx) error {
 		_, err := tx.UpdateNode(node.ID, func(n *store.Node) error {

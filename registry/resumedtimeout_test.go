@@ -22,19 +22,8 @@ import (
 // retry the step started next under a new id, and would have run it still had it
 // connected only later.
 func TestAnAttemptThatTimedOutWhileTheRegistryWasDownWithdrawsItsCommand(t *testing.T) {
-	const prepare = `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk", "timeout": "2s", "retries": 1}]}`
-	f := startBusyFleet(t)
-	ctx, _, held := f.heldSiteAgent(t)
+	f, _, _, started := deployPrepareHeld(t, `{"id": "prep", "version": 1, "target": "metal", "steps": [{"use": "boot.prepareRamdisk", "timeout": "2s", "retries": 1}]}`)
 	c := f.tenants["acme"]
-	f.must(c.Call(ctx, "profiles.create", api.CreateProfileRequest{Document: api.Document(prepare)}, nil), "profiles.create")
-	node, ok := f.enrollReady(c, 0, 0)
-	if !ok {
-		t.FailNow()
-	}
-	started, err := call[api.DeployStarted](c, "metal.deploy", api.DeployRequest{NodeID: node.ID, ProfileID: "prep"})
-	if !f.must(err, "metal.deploy") || !f.wait("boot.prepareRamdisk to run at the site agent", func() bool { return len(held.ran()) > 0 }) {
-		t.FailNow()
-	}
 
 	info := f.r.Info()
 	f.must(f.r.Close(), "closing the registry")
