@@ -114,7 +114,7 @@ func answer(c store.AgentCommand) (json.RawMessage, error) {
 // answer the agent had recorded first wins, and is returned; one that comes after is
 // dropped (deliver).
 func (e *Endpoint) withdraw(node string, cmd proto.Command, why *proto.Error) (json.RawMessage, error) {
-	res := proto.Result{ID: cmd.ID, Error: proto.Errorf(why.Code, "command %s (%s) was withdrawn: %s", cmd.ID, cmd.Kind, why.Message).WithReason(why.Details.Reason)}
+	res := proto.Result{ID: cmd.ID, Error: store.Withdrawn(cmd.ID, cmd.Kind, why)}
 	var c store.AgentCommand
 	err := e.cfg.Store.Update(func(tx *store.Tx) (err error) { c, err = tx.CompleteAgentCommand(node, res); return err })
 	switch {

@@ -220,20 +220,28 @@ func (t *Tx) CompleteAgentCommand(node string, res proto.Result) (AgentCommand, 
 // forgets them. A command still pending, or recorded already, is left as it is. It
 // returns how many it trimmed.
 func (t *Tx) RecordAgentCommands(agent, attempt, workflow, step string) (int, error) {
-	var trimmed []AgentCommand
+	return t.changeAttemptCommands(agent, attempt, func(c AgentCommand) bool { return c.Done && c.Recorded == nil },
+		func(c AgentCommand) AgentCommand { return recorded(c, workflow, step, t.now) })
+}
+
+// changeAttemptCommands stores change(c) for each of agent's commands c of attempt (the
+// id attempt, and every id under it: attempt + ":" + sub) that match holds for, and
+// returns how many.
+func (t *Tx) changeAttemptCommands(agent, attempt string, match func(AgentCommand) bool, change func(AgentCommand) AgentCommand) (int, error) {
+	var changing []AgentCommand
 	err := t.eachAgentCommand(commandKey(agent, attempt), func(c AgentCommand) error {
-		if c.Done && c.Recorded == nil && (c.ID == attempt || strings.HasPrefix(c.ID, attempt+":")) {
-			trimmed = append(trimmed, c)
+		if match(c) && (c.ID == attempt || strings.HasPrefix(c.ID, attempt+":")) {
+			changing = append(changing, c)
 		}
 		return nil
 	})
-	for _, c := range trimmed {
+	for _, c := range changing {
 		if err != nil {
 			break
 		}
-		err = t.putAgentCommand(recorded(c, workflow, step, t.now))
+		err = t.putAgentCommand(change(c))
 	}
-	return len(trimmed), err
+	return len(changing), err
 }
 
 // recorded is answered command c as it is kept once workflow recorded its answer at step.
@@ -284,22 +292,16 @@ func (t *Tx) PendingAgentCommands(node string) ([]AgentCommand, error) {
 // holds the agent's session, which withdraws it from an agent running it. It returns
 // how many.
 func (t *Tx) WithdrawAgentCommands(agent, attempt string, why *proto.Error) (int, error) {
-	var pending []AgentCommand
-	err := t.eachAgentCommand(commandKey(agent, attempt), func(c AgentCommand) error {
-		if !c.Done && (c.ID == attempt || strings.HasPrefix(c.ID, attempt+":")) {
-			pending = append(pending, c)
-		}
-		return nil
+	return t.changeAttemptCommands(agent, attempt, func(c AgentCommand) bool { return !c.Done }, func(c AgentCommand) AgentCommand {
+		c.Done, c.DoneAt, c.Error = true, t.now, Withdrawn(c.ID, c.Kind, why)
+		return c
 	})
-	for _, c := range pending {
-		if err != nil {
-			break
-		}
-		c.Done, c.DoneAt = true, t.now
-		c.Error = proto.Errorf(why.Code, "command %s (%s) was withdrawn: %s", c.ID, c.Kind, why.Message).WithReason(why.Details.Reason)
-		err = t.putAgentCommand(c)
-	}
-	return len(pending), err
+}
+
+// Withdrawn is the answer recorded for command id of kind when it is withdrawn for why:
+// why's code and reason, saying so.
+func Withdrawn(id, kind string, why *proto.Error) *proto.Error {
+	return proto.Errorf(why.Code, "command %s (%s) was withdrawn: %s", id, kind, why.Message).WithReason(why.Details.Reason)
 }
 
 // DropPendingAgentCommands forgets agent's commands not answered yet whose id starts

@@ -393,6 +393,16 @@ func recordedAgentCommands(t *testing.T, open opener) {
 	})
 }
 
+// enqueueAnswered enqueues agent's command id (an echo for a ramdisk) and, when
+// answered, records an answer to it.
+func enqueueAnswered(tx *Tx, agent, id string, answered bool) error {
+	if _, err := tx.EnqueueAgentCommand(agent, proto.RoleRamdisk, proto.Command{ID: id, Kind: "echo"}, nil); err != nil || !answered {
+		return err
+	}
+	_, err := tx.CompleteAgentCommand(agent, proto.Result{ID: id, Result: json.RawMessage(`{}`)})
+	return err
+}
+
 // TestDropPendingAgentCommands: a run's end drops the agent's commands of the run that
 // await an answer, and nothing else: not the answered ones, not another run's (one whose
 // id extends the run's), not another agent's (one whose id extends the agent's). It reads
@@ -424,13 +434,8 @@ func TestDropPendingAgentCommands(t *testing.T) {
 		}
 		mustUpdate(t, s, func(tx *Tx) error {
 			for _, c := range commands {
-				if _, err := tx.EnqueueAgentCommand(c.agent, proto.RoleRamdisk, proto.Command{ID: c.id, Kind: "echo"}, nil); err != nil {
+				if err := enqueueAnswered(tx, c.agent, c.id, c.answered); err != nil {
 					return err
-				}
-				if c.answered {
-					if _, err := tx.CompleteAgentCommand(c.agent, proto.Result{ID: c.id, Result: json.RawMessage(`{}`)}); err != nil {
-						return err
-					}
 				}
 			}
 			// Damaged, beside the agent's range on either side.
@@ -498,13 +503,8 @@ func TestWithdrawAgentCommands(t *testing.T) {
 		}
 		mustUpdate(t, s, func(tx *Tx) error {
 			for _, c := range commands {
-				if _, err := tx.EnqueueAgentCommand(c.agent, proto.RoleRamdisk, proto.Command{ID: c.id, Kind: "echo"}, nil); err != nil {
+				if err := enqueueAnswered(tx, c.agent, c.id, c.answered); err != nil {
 					return err
-				}
-				if c.answered {
-					if _, err := tx.CompleteAgentCommand(c.agent, proto.Result{ID: c.id, Result: json.RawMessage(`{}`)}); err != nil {
-						return err
-					}
 				}
 			}
 			return nil
