@@ -88,7 +88,7 @@ func RemoveTempsOf(path string) ([]string, error) {
 	prefix := "." + filepath.Base(path) + tempInfix
 	return removeTemps(filepath.Dir(path), func(name string) bool {
 		digits, ok := strings.CutPrefix(name, prefix)
-		return ok && digits != "" && strings.Trim(digits, "0123456789") == ""
+		return ok && isNumber(digits)
 	})
 }
 
@@ -121,8 +121,12 @@ func isTemp(name string) bool {
 	if i < 2 || !strings.HasPrefix(name, ".") {
 		return false
 	}
-	digits := name[i+len(tempInfix):]
-	return digits != "" && strings.Trim(digits, "0123456789") == ""
+	return isNumber(name[i+len(tempInfix):])
+}
+
+// isNumber reports whether s is digits, as os.CreateTemp puts for the * of a pattern.
+func isNumber(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // MkdirAll is os.MkdirAll that makes what it makes survive a crash: the parent of each
