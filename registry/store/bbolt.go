@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/better-compute/better-compute/fsutil"
 )
 
 // FileName is the name of the store's file inside the data directory.
@@ -24,13 +26,19 @@ const boltMapped = 1 << 30
 // value stored as they are.
 type bboltBackend struct{ db *bolt.DB }
 
+// openBbolt opens the store file in dataDir, making both when missing (unless readOnly).
+// What it makes survives a power loss whoever opens the store (serve, `store copy`, a
+// tool or a test): the directories are fsynced in their parents (fsutil.MkdirAll), and
+// dataDir once the file is open, since bbolt fsyncs the file on each commit but never
+// its name in the directory, and a power loss that lost the name would lose every
+// commit in it.
 func openBbolt(dataDir string, lockTimeout time.Duration, readOnly bool) (*bboltBackend, error) {
 	path := filepath.Join(dataDir, FileName)
 	if readOnly {
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("no store in %s: %w", dataDir, err)
 		}
-	} else if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	} else if err := fsutil.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, InitialMmapSize: boltMapped, ReadOnly: readOnly})
@@ -39,6 +47,12 @@ func openBbolt(dataDir string, lockTimeout time.Duration, readOnly bool) (*bbolt
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	if !readOnly {
+		if err := fsutil.SyncDir(dataDir); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("sync the data directory %s: %w", dataDir, err)
+		}
 	}
 	return &bboltBackend{db: db}, nil
 }

@@ -1,13 +1,15 @@
 package store
 
 import (
+	"path/filepath"
 	"testing"
 
 	"github.com/better-compute/better-compute/testkit/crashpoint"
 )
 
-// TestKilledStoreChild is the child of TestStoreKilledAtEachWrite: it makes a store in
-// the directory its parent names and commits two tenants, one transaction each.
+// TestKilledStoreChild is the child of TestStoreKilledAtEachWrite and
+// TestNewStoreIsSynced: it makes a store in the directory its parent names and commits
+// two tenants, one transaction each.
 func TestKilledStoreChild(t *testing.T) {
 	s, err := Open(crashpoint.Child(t), Options{})
 	if err != nil {
@@ -52,5 +54,18 @@ func TestStoreKilledAtEachWrite(t *testing.T) {
 	})
 	if kills < 4 {
 		t.Fatalf("the child was killed %d times", kills)
+	}
+}
+
+// TestNewStoreIsSynced: a store Open makes in a data directory that does not exist yet
+// survives a power loss once a commit returned, whoever opened it (serve, `store copy`,
+// a tool or a test): the directories it made are fsynced in their parents, and the
+// store file's name in the data directory. bbolt fsyncs the file on each commit, never
+// its directory, so a power loss could keep the commits' pages and lose the file's name.
+func TestNewStoreIsSynced(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "srv", "data")
+	calls := crashpoint.Trace(t, "TestKilledStoreChild", dir)
+	for _, path := range []string{filepath.Dir(dir), dir, filepath.Join(dir, FileName)} {
+		crashpoint.SyncedDir(t, calls, path)
 	}
 }
