@@ -94,7 +94,7 @@ func TestJoinWritesConfigAndRemovesToken(t *testing.T) {
 		info, _ := e.Info()
 		modes[e.Name()] = info.Mode().Perm()
 	}
-	want := map[string]os.FileMode{"config.toml": 0o644, "agent.key": 0o600, "agent.crt": 0o644, "agent-ca.crt": 0o644, "serving-ca.crt": 0o644, "join-encryption.jwk": 0o644}
+	want := map[string]os.FileMode{"config.toml": 0o644, "agent.key": 0o600, "agent.crt": 0o644, "agent-ca.crt": 0o644, "serving-ca.crt": 0o644, "join-encryption.jwk": 0o644, ".join.lock": 0o600}
 	if diff := cmp.Diff(want, modes); diff != "" {
 		t.Errorf("config dir (-want +got):\n%s", diff)
 	}

@@ -37,6 +37,9 @@ const (
 	// RenewedFile holds a renewed key and certificate (PEM, mode 0600) while they replace
 	// KeyFile and CertFile (SaveRenewed).
 	RenewedFile = "agent.renewed.pem"
+	// LockFile is the empty file Write holds an exclusive flock(2) on while it writes
+	// (lockDir).
+	LockFile = ".join.lock"
 )
 
 // Version is the version of config.toml this bcd writes and reads.
