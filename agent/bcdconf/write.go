@@ -26,11 +26,11 @@ type Bundle struct {
 
 // Write writes the bundle into dir (made 0700 when missing, and fsynced in its parent),
 // under the directory's lock (lockDir), each file atomically, the key 0600 and the rest
-// 0644. config.toml goes last: it is
-// what makes the directory a joined agent's. Over an earlier join, its config.toml and a
-// cut-short renewal's pair (RenewedFile, which LoadAgent prefers) go first: a crash in
-// between leaves a directory LoadAgent refuses as a join cut short, never this join's key
-// beside the earlier one's certificate, or its certificate with the earlier config.
+// 0644. config.toml goes last: it is what makes the directory a joined agent's. Over an
+// earlier join, its config.toml and a cut-short renewal's pair (RenewedFile, which
+// LoadAgent prefers) go first: a crash in between leaves a directory LoadAgent refuses as
+// a join cut short, never this join's key beside the earlier one's certificate, or its
+// certificate with the earlier config.
 func Write(dir string, b Bundle) error {
 	conf, err := Encode(b.Config)
 	if err != nil {
