@@ -1,11 +1,13 @@
 package bcdconf
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,19 +74,33 @@ func LoadAgent(dir string) (Agent, error) {
 // left unusable.
 const joinAgain = "mint a new join token for the node and run `bcd join` again"
 
-// SaveRenewed keeps a renewed certificate and its key in dir in place of the ones the
-// join wrote. A crash at any point leaves a key and certificate that match: both go
-// first into RenewedFile in one atomic write, which LoadAgent prefers while it exists,
-// then over KeyFile and CertFile, and RenewedFile goes last.
-func SaveRenewed(dir string, cert tls.Certificate) error {
-	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+// SaveRenewed keeps a renewed certificate and its key in dir in place of previous, the
+// certificate the agent ran with, which a join or an earlier renewal wrote. A crash at
+// any point leaves a key and certificate that match: both go first into RenewedFile in
+// one atomic write, which LoadAgent prefers while it exists, then over KeyFile and
+// CertFile, and RenewedFile goes last. It runs under the directory's lock (lockDir), and
+// saves nothing when dir no longer holds previous: a `bcd join` into the directory since
+// the agent started holds another identity there, and the renewal of the one it replaced
+// must not go beside its config (ErrJoinedSince).
+func SaveRenewed(dir string, previous, renewed tls.Certificate) error {
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if held, err := heldCertificate(dir); err != nil {
+		return err
+	} else if len(previous.Certificate) == 0 || !bytes.Equal(held, previous.Certificate[0]) {
+		return fmt.Errorf("%w: %s holds another certificate than the one this agent runs with; the renewed one is not saved there: restart bcd to run as the node joined there", ErrJoinedSince, dir)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(renewed.PrivateKey)
 	if err != nil {
 		return fmt.Errorf("renewed key: %w", err)
 	}
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})
-	renewed := filepath.Join(dir, RenewedFile)
-	if err := fsutil.WriteFileAtomic(renewed, append(slices.Clone(keyPEM), certPEM...), 0o600); err != nil {
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: renewed.Certificate[0]})
+	path := filepath.Join(dir, RenewedFile)
+	if err := fsutil.WriteFileAtomic(path, append(slices.Clone(keyPEM), certPEM...), 0o600); err != nil {
 		return err
 	}
 	if err := fsutil.WriteFileAtomic(filepath.Join(dir, KeyFile), keyPEM, 0o600); err != nil {
@@ -93,5 +109,29 @@ func SaveRenewed(dir string, cert tls.Certificate) error {
 	if err := fsutil.WriteFileAtomic(filepath.Join(dir, CertFile), certPEM, 0o644); err != nil {
 		return err
 	}
-	return os.Remove(renewed)
+	return os.Remove(path)
+}
+
+// ErrJoinedSince is SaveRenewed's refusal of a directory another join wrote since the
+// agent started.
+var ErrJoinedSince = errors.New("the configuration directory was joined again since this agent started")
+
+// heldCertificate is the DER of the certificate LoadAgent would load from dir: a cut-short
+// renewal's (RenewedFile) while it exists, else CertFile's.
+func heldCertificate(dir string) ([]byte, error) {
+	path := filepath.Join(dir, RenewedFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		path = filepath.Join(dir, CertFile)
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
+		if block.Type == "CERTIFICATE" {
+			return block.Bytes, nil
+		}
+	}
+	return nil, fmt.Errorf("%s holds no certificate", path)
 }

@@ -1,8 +1,10 @@
 package bcdconf
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,7 +47,7 @@ func TestSaveRenewed(t *testing.T) {
 	if err := Write(dir, bundle); err != nil {
 		t.Fatal(err)
 	}
-	if err := SaveRenewed(dir, renewed); err != nil {
+	if err := SaveRenewed(dir, joined, renewed); err != nil {
 		t.Fatal(err)
 	}
 	if string(loaded(dir)) != string(renewed.Certificate[0]) {
@@ -61,7 +63,7 @@ func TestSaveRenewed(t *testing.T) {
 	if err := Write(cut, bundle); err != nil {
 		t.Fatal(err)
 	}
-	if err := SaveRenewed(cut, renewed); err != nil {
+	if err := SaveRenewed(cut, joined, renewed); err != nil {
 		t.Fatal(err)
 	}
 	both, err := os.ReadFile(filepath.Join(dir, KeyFile))
@@ -78,4 +80,65 @@ func TestSaveRenewed(t *testing.T) {
 	if string(loaded(cut)) != string(renewed.Certificate[0]) {
 		t.Error("a save cut short: the renewed certificate does not load")
 	}
+}
+
+// TestRenewalAfterARejoinIsNotSaved: a running agent of node-1 renews its certificate
+// after a `bcd join` of node-2 into its configuration directory. The renewal must not go
+// beside node-2's config: the directory keeps node-2's join whole, and the next start
+// runs as node-2, not as node-1 with node-2's config. A renewal over the agent's own
+// certificate, or over a cut-short renewal of it, is saved.
+func TestRenewalAfterARejoinIsNotSaved(t *testing.T) {
+	first, firstCert := joined(t, "node-1")
+	second, _ := joined(t, "node-2")
+	dir := t.TempDir()
+	if err := Write(dir, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(dir, second); err != nil {
+		t.Fatal(err)
+	}
+	renewed := renewalOf(t, firstCert)
+	if err := SaveRenewed(dir, firstCert, renewed); !errors.Is(err, ErrJoinedSince) {
+		t.Fatalf("node-1's renewal saved over node-2's join: %v, want ErrJoinedSince", err)
+	}
+	if whole := wholeJoin(t, dir, []Bundle{first, second}); whole != 1 {
+		t.Fatalf("the directory holds join %d, want node-2's whole", whole)
+	}
+	a, err := LoadAgent(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cn := a.Certificate.Leaf.Subject.CommonName; cn != "node-2" {
+		t.Errorf("the next start runs as %q with node-2's config", cn)
+	}
+
+	// Its own: saved, and a second renewal over the first saved too.
+	own := t.TempDir()
+	if err := Write(own, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := SaveRenewed(own, firstCert, renewed); err != nil {
+		t.Fatal(err)
+	}
+	if err := SaveRenewed(own, renewed, renewalOf(t, renewed)); err != nil {
+		t.Fatalf("a second renewal: %v", err)
+	}
+}
+
+// renewalOf is a new certificate and key for cert's node.
+func renewalOf(t *testing.T, cert tls.Certificate) tls.Certificate {
+	t.Helper()
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := testkit.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := ca.AgentCertificate(leaf.Subject.CommonName, "node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return renewed
 }

@@ -104,7 +104,9 @@ func Run(ctx context.Context, o Options) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { conv.Run(ctx, a.specs, a) })
 	wg.Go(func() {
-		a.session.KeepRenewed(ctx, func(c tls.Certificate) error { return bcdconf.SaveRenewed(o.ConfigDir, c) })
+		a.session.KeepRenewed(ctx, func(previous, renewed tls.Certificate) error {
+			return bcdconf.SaveRenewed(o.ConfigDir, previous, renewed)
+		})
 	})
 	a.session.Run(ctx)
 	cancel()

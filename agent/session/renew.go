@@ -61,11 +61,10 @@ func (a *Agent) certificate() *tls.Certificate {
 const renewalCheck = time.Hour
 
 // KeepRenewed renews the agent's certificate whenever it is due (proto.RenewDue on the
-// session's clock), with a new
-// ECDSA P-256 key, and hands each new certificate to save, which keeps it where the
-// agent's credentials live, until ctx ends. A renewal that fails is logged and tried
-// again at the next hourly check.
-func (a *Agent) KeepRenewed(ctx context.Context, save func(tls.Certificate) error) {
+// session's clock), with a new ECDSA P-256 key, and hands each new certificate to save
+// with the one it replaces, which keeps it where the agent's credentials live, until ctx
+// ends. A renewal that fails is logged and tried again at the next hourly check.
+func (a *Agent) KeepRenewed(ctx context.Context, save func(previous, renewed tls.Certificate) error) {
 	for {
 		if leaf := a.certificate().Leaf; leaf != nil && proto.RenewDue(leaf.NotBefore, leaf.NotAfter, a.cfg.Clock.Now()) {
 			a.renewOnce(ctx, leaf.NotAfter, save)
@@ -78,12 +77,13 @@ func (a *Agent) KeepRenewed(ctx context.Context, save func(tls.Certificate) erro
 
 // renewOnce renews the certificate that expires at expires and saves it, logging the
 // outcome.
-func (a *Agent) renewOnce(ctx context.Context, expires time.Time, save func(tls.Certificate) error) {
+func (a *Agent) renewOnce(ctx context.Context, expires time.Time, save func(previous, renewed tls.Certificate) error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err == nil {
+		previous := *a.certificate()
 		var cert tls.Certificate
 		if cert, err = a.Renew(ctx, key); err == nil {
-			err = save(cert)
+			err = save(previous, cert)
 		}
 		if err == nil {
 			a.log.Info("agent certificate renewed", "previousExpiry", expires, "expires", cert.Leaf.NotAfter)

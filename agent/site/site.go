@@ -85,7 +85,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return runAll(ctx,
 		func(ctx context.Context) error { a.session.Run(ctx); return nil },
 		func(ctx context.Context) error {
-			a.session.KeepRenewed(ctx, func(c tls.Certificate) error { return bcdconf.SaveRenewed(cfg.ConfigDir, c) })
+			a.session.KeepRenewed(ctx, func(previous, renewed tls.Certificate) error {
+				return bcdconf.SaveRenewed(cfg.ConfigDir, previous, renewed)
+			})
 			return nil
 		},
 		func(ctx context.Context) error { return a.cache.Run(ctx) },

@@ -41,7 +41,7 @@ func TestCertificateRenewal(t *testing.T) {
 	saved := make(chan tls.Certificate, 1)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	go func() { a.KeepRenewed(ctx, func(c tls.Certificate) error { saved <- c; return nil }); close(done) }()
+	go func() { a.KeepRenewed(ctx, func(_, c tls.Certificate) error { saved <- c; return nil }); close(done) }()
 	defer func() { cancel(); <-done }()
 
 	var cert tls.Certificate
