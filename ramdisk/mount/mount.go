@@ -39,12 +39,11 @@ func Partition(disk *os.File, off, size int64) (*Mounted, error) {
 	return &Mounted{Dir: dir, loop: loop}, nil
 }
 
-// Unmount syncs the file system, unmounts it and releases the loop device.
+// Unmount syncs the file system, unmounts it and releases the loop device. A sync that
+// fails (the disk could not take what was written into the file system) fails Unmount
+// too, after it unmounts: the unmount itself reports no write it lost.
 func (m *Mounted) Unmount() error {
-	if f, err := os.Open(m.Dir); err == nil {
-		unix.Syncfs(int(f.Fd()))
-		f.Close()
-	}
+	serr := m.sync()
 	err := unix.Unmount(m.Dir, 0)
 	if cerr := m.loop.Close(); err == nil {
 		err = cerr
@@ -52,5 +51,22 @@ func (m *Mounted) Unmount() error {
 	if err == nil {
 		err = os.Remove(m.Dir)
 	}
+	if serr != nil {
+		return serr
+	}
 	return err
+}
+
+// sync writes what the mounted file system holds in memory to its disk (syncfs(2)),
+// reporting a write the disk failed since the mount.
+func (m *Mounted) sync() error {
+	f, err := os.Open(m.Dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("sync the file system on %s: %w", m.loop.Path(), err)
+	}
+	return nil
 }
