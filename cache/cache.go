@@ -77,9 +77,17 @@ type entry struct {
 	// failed maps a source of the desired list to its last failed pull (or check); it
 	// is tried again RetryInterval later, or, when the bound refused it, as soon as the
 	// bound changes (SetBound).
-	failed  map[string]failure
-	readers int // HTTP responses streaming it
-	cancel  context.CancelFunc
+	failed map[string]failure
+	// readers are the HTTP responses streaming the file. They pin it against eviction
+	// only for the time a reader at Config.MinReadBytesPerSec takes to read it whole,
+	// plus Config.ReadGrace, counted from readSince (pinnedUntil); lastRead is when the
+	// last of them ended. cutting: eviction wants the file and its readers past their
+	// pin are being cut; no reader starts on it meanwhile.
+	readers   map[*reader]struct{}
+	readSince time.Time
+	lastRead  time.Time
+	cutting   bool
+	cancel    context.CancelFunc
 }
 
 // failure is when a source's last pull failed, and whether the bound refused it, at

@@ -50,6 +50,15 @@ type Config struct {
 	// StallTimeout ends a request that delivered no byte for this long (it is then resumed
 	// like a broken one). Default 60 seconds.
 	StallTimeout time.Duration
+	// MinReadBytesPerSec is the slowest rate a reader of an image is waited for: the
+	// responses streaming an image keep it from eviction for as long as a reader at this
+	// rate takes to read it whole, plus ReadGrace, from the start of their run (reads
+	// that follow one another within ReadGrace are one run); past that, eviction may cut
+	// them and take the image. Default 1 MiB/s.
+	MinReadBytesPerSec int64
+	// ReadGrace is added to the time a reader at MinReadBytesPerSec needs, and is how
+	// long an image must go unread before a read starts a new run. Default 10 minutes.
+	ReadGrace time.Duration
 	// Clock is the time of last use, failure retries and the bandwidth bound. Default the
 	// system's.
 	Clock clock.Clock
@@ -65,6 +74,9 @@ const (
 	DefaultRetryInterval = 5 * time.Minute
 	DefaultAttempts      = 3
 	DefaultStallTimeout  = 60 * time.Second
+
+	DefaultMinReadBytesPerSec = 1 << 20
+	DefaultReadGrace          = 10 * time.Minute
 )
 
 // DefaultReserve is the reserve of a filesystem of total bytes when the config gives
@@ -86,6 +98,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StallTimeout <= 0 {
 		c.StallTimeout = DefaultStallTimeout
+	}
+	if c.MinReadBytesPerSec <= 0 {
+		c.MinReadBytesPerSec = DefaultMinReadBytesPerSec
+	}
+	if c.ReadGrace <= 0 {
+		c.ReadGrace = DefaultReadGrace
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}

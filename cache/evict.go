@@ -2,6 +2,7 @@ package cache
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -16,7 +17,7 @@ type candidate struct {
 	SizeBytes int64
 	LastUsed  time.Time
 	State     proto.ImageCacheState
-	InUse     bool // a ramdisk is reading it, or a check of a source runs
+	InUse     bool // a ramdisk is reading it within its pin (Cache.pinned), or a check of a source runs
 	Desired   bool // the desired list names it
 }
 
@@ -192,10 +193,30 @@ func (c *Cache) makeRoom(e *entry, size int64, unsized bool) error {
 		return proto.Errorf(proto.InvalidState, "cache full: %d bytes do not fit in %d, even after evicting every unpinned, unused image no longer desired",
 			size, c.cfg.CapacityBytes-c.usedBytes(e)).WithReason(proto.ReasonCapacity)
 	}
+	var cut bool
 	for _, d := range victims {
-		c.evict(c.entries[d])
+		cut = !c.evictOrCut(c.entries[d]) || cut
+	}
+	if cut {
+		return errReadersCut
 	}
 	return nil
+}
+
+// errReadersCut is makeRoom's word for room that frees once the readers it cut are
+// gone: the pull waits for the scheduler's next look, not failed.
+var errReadersCut = errors.New("cache: waiting for the readers cut to end")
+
+// evictOrCut evicts e, or, while responses still read it (their pin lapsed, or it would
+// not be a candidate), cuts them and says false: the file goes once they are gone.
+// c.mu is held.
+func (c *Cache) evictOrCut(e *entry) bool {
+	if len(e.readers) > 0 {
+		c.cut(e)
+		return false
+	}
+	c.evict(e)
+	return true
 }
 
 // evictOverCapacity evicts what it can when the cache holds more than its capacity (the
@@ -216,27 +237,28 @@ func (c *Cache) evictOverCapacity() {
 		}
 		e := c.entries[victims[0]]
 		over -= e.rec.SizeBytes
-		c.evict(e)
+		c.evictOrCut(e)
 		cands = slices.DeleteFunc(cands, func(x candidate) bool { return x.Digest == victims[0] })
 	}
 }
 
 func (c *Cache) candidates() []candidate {
 	out := make([]candidate, 0, len(c.entries))
+	now := c.cfg.Clock.Now()
 	for d, e := range c.entries {
 		st := e.rec.State
 		if e.verify {
 			st = proto.CachePulling
 		}
 		out = append(out, candidate{Digest: d, SizeBytes: e.rec.SizeBytes, LastUsed: e.rec.LastUsed, State: st,
-			InUse: e.readers > 0 || e.checking, Desired: c.wanted[d]})
+			InUse: c.pinned(e, now) || e.checking, Desired: c.wanted[d]})
 	}
 	return out
 }
 
-// evict removes a ready image: the index says evicting first (so a crash finishes the
-// job at start-up), then the file goes, then the record. c.mu is held; no reader can
-// start on the image once it is evicting.
+// evict removes a ready image no response reads (evictOrCut): the index says evicting
+// first (so a crash finishes the job at start-up), then the file goes, then the record.
+// c.mu is held; no reader can start on the image once it is evicting.
 func (c *Cache) evict(e *entry) {
 	d := e.rec.Digest
 	e.rec.State = proto.CacheEvicting

@@ -101,7 +101,7 @@ func TestEvictionUnderCapacity(t *testing.T) {
 		}
 	}
 	// A ramdisk is reading `reading`, which is older than old.
-	f := h.c.acquire(reading.digest, false)
+	f := h.c.acquire(reading.digest, false, nil)
 	h.c.mu.Lock()
 	h.c.entries[reading.digest].rec.LastUsed = clock.Now().Add(-time.Hour)
 	h.c.mu.Unlock()
@@ -131,7 +131,7 @@ func TestEvictionUnderCapacity(t *testing.T) {
 	}
 
 	// The ramdisk finishes: reading is evicted and more is pulled.
-	h.c.release(reading.digest, f)
+	h.c.release(f)
 	h.waitState(more.digest, proto.CacheReady)
 	if _, ok := h.entry(reading.digest); ok {
 		t.Error("reading is still in the cache")

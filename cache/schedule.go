@@ -65,16 +65,40 @@ func (c *Cache) schedule(ctx context.Context) <-chan time.Time {
 			continue
 		}
 		if err := c.makeRoom(e, max(img.SizeBytes, e.progress.Load()), img.SizeBytes == 0); err != nil {
-			c.fail(e, err)
+			if !errors.Is(err, errReadersCut) {
+				c.fail(e, err)
+			}
 			e.noRoom = true
 			continue
 		}
 		c.startPull(ctx, e, img)
 	}
+	if wait := c.nextPinLapse(now); wait > 0 && (next == 0 || wait < next) {
+		next = wait
+	}
 	if next == 0 {
 		return nil
 	}
 	return c.cfg.Clock.After(next)
+}
+
+// nextPinLapse is how long until the first pin of a read image lapses, while a pull
+// waits for room (it may then cut the readers and take the room), or 0. c.mu is held.
+func (c *Cache) nextPinLapse(now time.Time) time.Duration {
+	waiting := false
+	for _, e := range c.entries {
+		waiting = waiting || e.noRoom && c.wanted[e.rec.Digest]
+	}
+	var next time.Duration
+	for _, e := range c.entries {
+		if !waiting || !c.pinned(e, now) {
+			continue
+		}
+		if wait := c.pinnedUntil(e).Sub(now); next == 0 || wait < next {
+			next = wait
+		}
+	}
+	return next
 }
 
 // sizeUnknown orders an image of unknown size after the others.

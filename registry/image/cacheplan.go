@@ -144,7 +144,9 @@ type planned struct {
 
 // plannedSize is the size an image is planned at for a site's cache: its catalog size,
 // else the size the site's cache reported for it once it held it ready (what it learned
-// pulling an image registered without sizeBytes), else 0: unknown.
+// pulling an image registered without sizeBytes), else 0: unknown. The location is img's
+// own, which syncSite records only where the site verified img's source for its digest:
+// another tenant's image of the digest from another source lends it no size.
 func plannedSize(tx *store.Tx, site string, img store.Image) (int64, error) {
 	if img.SizeBytes > 0 {
 		return img.SizeBytes, nil

@@ -148,3 +148,44 @@ func TestPlanSiteCacheUnknownSizes(t *testing.T) {
 		t.Errorf("2 GiB, u@1 learned at 0.5 GiB: planned (-want +got):\n%s", diff)
 	}
 }
+
+// The size a site reported is planned for an image only when the site verified that
+// image's own source for its digest (its location, syncSite): beta's image of unknown
+// size that names acme's cached digest with a source of its own is planned at no size,
+// and one naming acme's very source at the size of the bytes that source served, which
+// are its own artifact's. So the fallback takes nothing from another tenant's image.
+func TestPlannedSizeIsOfTheImagesOwnSource(t *testing.T) {
+	f := newSiteFixture(t)
+	var own, same string
+	storetest.Update(t, f.st, func(tx *store.Tx) error {
+		for _, im := range []struct {
+			id     *string
+			ref    string
+			source string
+		}{{&own, "own@1", sourceOf("own")}, {&same, "same@1", sourceOf("a")}} {
+			req := osRequest(im.ref)
+			req.SHA256, req.SizeBytes, req.Source = digest("a"), nil, im.source
+			img, err := Register(tx, Allowlist{}, "beta", req)
+			if err != nil {
+				return err
+			}
+			*im.id = img.ID
+		}
+		return nil
+	})
+	if _, err := f.run(t, step{agent: "a1", entries: []proto.ImageCacheEntry{entry("a", proto.CacheReady)}}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]int64{own: 0, same: 100} {
+		f.st.View(func(tx *store.Tx) error {
+			img, err := tx.Image(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := plannedSize(tx, "rack-1", img); got != want || err != nil {
+				t.Errorf("beta's %s (source %s) is planned at %d bytes, %v: want %d", img.Ref, img.Source, got, err, want)
+			}
+			return nil
+		})
+	}
+}
