@@ -13,6 +13,24 @@ import (
 
 const mib = 1 << 20
 
+// The bounds of what Inspect keeps of a BMC's description of its machine, which goes to
+// the step's result, the store and the operator as the BMC wrote it: a BMC answers
+// whatever its firmware (or whoever controls it) says, up to the maxRead one read holds.
+const (
+	// maxInventoryText bounds each string of the inventory, cut at a character's boundary
+	// and marked "...": a model, serial number, firmware version or slot label is tens of
+	// bytes, and one of a few KiB would push the step's result past what the registry
+	// takes of one (proto.MaxStepResult), failing the whole inspection.
+	maxInventoryText = 256
+	// maxInventoryBytes bounds a size (memory, a DIMM, a drive): 2^53-1 bytes (8 PiB), the
+	// largest whole number every JSON client reads exactly, and more than any machine
+	// holds.
+	maxInventoryBytes = 1<<53 - 1
+	// maxInventoryCount bounds a count or a speed (cores, threads, MHz, Mbps): 2^24, past
+	// the 1.6 Tb/s of the fastest NIC in Mb/s and the cores of any socket.
+	maxInventoryCount = 1 << 24
+)
+
 // Inspect reads the system, its processors, memory, Ethernet interfaces and storage
 // drives, and the firmware of the manager that manages it. Only the system itself must
 // answer: a part the BMC links but fails to serve (sushy-tools links a Memory collection
@@ -24,14 +42,14 @@ func (d *driver) Inspect(ctx context.Context) (proto.OOBInventory, error) {
 	}
 	inv := proto.OOBInventory{
 		System: proto.OOBSystem{
-			Manufacturer: sys.Manufacturer,
-			Model:        sys.Model,
-			SerialNumber: sys.SerialNumber,
-			UUID:         sys.UUID,
-			BIOSVersion:  sys.BiosVersion,
+			Manufacturer: text(sys.Manufacturer),
+			Model:        text(sys.Model),
+			SerialNumber: text(sys.SerialNumber),
+			UUID:         text(sys.UUID),
+			BIOSVersion:  text(sys.BiosVersion),
 		},
 		PowerState: powerState(sys.PowerState),
-		Memory:     proto.OOBMemory{TotalBytes: int64(gofish.Deref(sys.MemorySummary.TotalSystemMemoryGiB) * 1024 * mib)},
+		Memory:     proto.OOBMemory{TotalBytes: size(gofish.Deref(sys.MemorySummary.TotalSystemMemoryGiB) * 1024 * mib)},
 	}
 	cpus, err := sys.Processors()
 	if err := d.unread(ctx, &inv, "cpus", "read processors", err); err != nil {
@@ -42,12 +60,12 @@ func (d *driver) Inspect(ctx context.Context) (proto.OOBInventory, error) {
 			continue
 		}
 		inv.CPUs = append(inv.CPUs, proto.OOBCPU{
-			Socket:       p.Socket,
-			Manufacturer: p.Manufacturer,
-			Model:        p.Model,
-			Cores:        gofish.Deref(p.TotalCores),
-			Threads:      gofish.Deref(p.TotalThreads),
-			MaxSpeedMHz:  gofish.Deref(p.MaxSpeedMHz),
+			Socket:       text(p.Socket),
+			Manufacturer: text(p.Manufacturer),
+			Model:        text(p.Model),
+			Cores:        count(p.TotalCores),
+			Threads:      count(p.TotalThreads),
+			MaxSpeedMHz:  count(p.MaxSpeedMHz),
 		})
 	}
 	dimms, err := sys.Memory()
@@ -56,10 +74,10 @@ func (d *driver) Inspect(ctx context.Context) (proto.OOBInventory, error) {
 	}
 	for _, m := range dimms {
 		inv.Memory.Modules = append(inv.Memory.Modules, proto.OOBMemoryModule{
-			Locator:       locator(m),
-			CapacityBytes: int64(gofish.Deref(m.CapacityMiB)) * mib,
-			Type:          string(m.MemoryDeviceType),
-			SpeedMHz:      gofish.Deref(m.OperatingSpeedMhz),
+			Locator:       text(locator(m)),
+			CapacityBytes: size(float64(gofish.Deref(m.CapacityMiB)) * mib),
+			Type:          text(string(m.MemoryDeviceType)),
+			SpeedMHz:      count(m.OperatingSpeedMhz),
 		})
 	}
 	nics, err := sys.EthernetInterfaces()
@@ -71,7 +89,7 @@ func (d *driver) Inspect(ctx context.Context) (proto.OOBInventory, error) {
 		if mac == "" {
 			mac = n.PermanentMACAddress
 		}
-		inv.NICs = append(inv.NICs, proto.OOBNIC{Name: n.ID, MAC: strings.ToLower(mac), SpeedMbps: gofish.Deref(n.SpeedMbps)})
+		inv.NICs = append(inv.NICs, proto.OOBNIC{Name: text(n.ID), MAC: text(strings.ToLower(mac)), SpeedMbps: count(n.SpeedMbps)})
 	}
 	storage, err := sys.Storage()
 	if err := d.unread(ctx, &inv, "storage", "read storage", err); err != nil {
@@ -84,12 +102,12 @@ func (d *driver) Inspect(ctx context.Context) (proto.OOBInventory, error) {
 		}
 		for _, dr := range drives {
 			inv.Storage = append(inv.Storage, proto.OOBDrive{
-				Name:          dr.Name,
-				Model:         dr.Model,
-				SerialNumber:  dr.SerialNumber,
-				CapacityBytes: int64(gofish.Deref(dr.CapacityBytes)),
-				MediaType:     string(dr.MediaType),
-				Protocol:      string(dr.Protocol),
+				Name:          text(dr.Name),
+				Model:         text(dr.Model),
+				SerialNumber:  text(dr.SerialNumber),
+				CapacityBytes: size(float64(gofish.Deref(dr.CapacityBytes))),
+				MediaType:     text(string(dr.MediaType)),
+				Protocol:      text(string(dr.Protocol)),
 			})
 		}
 	}
@@ -98,7 +116,7 @@ func (d *driver) Inspect(ctx context.Context) (proto.OOBInventory, error) {
 		return proto.OOBInventory{}, err
 	}
 	if len(managers) > 0 {
-		inv.BMC = proto.OOBController{Model: managers[0].Model, FirmwareVersion: managers[0].FirmwareVersion}
+		inv.BMC = proto.OOBController{Model: text(managers[0].Model), FirmwareVersion: text(managers[0].FirmwareVersion)}
 	}
 	return inv, nil
 }
@@ -122,4 +140,29 @@ func (d *driver) unread(ctx context.Context, inv *proto.OOBInventory, part, op s
 // put in place of DeviceLocator, else DeviceLocator, which BMCs of earlier schemas give.
 func locator(m *schemas.Memory) string {
 	return cmp.Or(m.Location.PartLocation.ServiceLabel, m.DeviceLocator)
+}
+
+// text is a string of the BMC's as the inventory keeps it: at most maxInventoryText
+// bytes, cut between characters, and the mark of the cut.
+func text(s string) string { return clipTo(s, maxInventoryText) }
+
+// size is a size the BMC gave, in bytes, as the inventory keeps it: 0, as a size the BMC
+// does not give, when it is negative, past maxInventoryBytes or not a number (a product
+// past what float64 holds is infinite). It is computed in float64 so that a DIMM's MiB
+// never wraps around int64 into a size that looks like one.
+func size(bytes float64) int64 {
+	if !(bytes >= 0 && bytes <= maxInventoryBytes) {
+		return 0
+	}
+	return int64(bytes)
+}
+
+// count is a count or a speed the BMC gave as the inventory keeps it: 0, as one the BMC
+// does not give, when it is negative or past maxInventoryCount.
+func count(v *int) int {
+	n := gofish.Deref(v)
+	if n < 0 || n > maxInventoryCount {
+		return 0
+	}
+	return n
 }

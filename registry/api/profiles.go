@@ -296,6 +296,9 @@ func (ps *profiles) list(_ context.Context, c *Caller, req ListProfilesRequest) 
 }
 
 func (ps *profiles) validate(_ context.Context, c *Caller, req ValidateProfileRequest) (out Validation, err error) {
+	if err := checkOneProfile(req); err != nil {
+		return out, err
+	}
 	doc := []byte(req.Document)
 	if len(doc) == 0 {
 		err = c.view(func(tx *store.Tx) error {
@@ -310,6 +313,22 @@ func (ps *profiles) validate(_ context.Context, c *Caller, req ValidateProfileRe
 	out.Issues = viewsOf(profile.Check(doc), issueOf)
 	out.Valid = len(out.Issues) == 0
 	return out, nil
+}
+
+// checkOneProfile refuses a validate request naming both a document and a stored
+// version: the answer would speak of one of the two while the caller may read it as the
+// other's, so it names the field to leave out rather than pick one without a word.
+func checkOneProfile(req ValidateProfileRequest) error {
+	if len(req.Document) == 0 {
+		return nil
+	}
+	switch {
+	case req.ID != "":
+		return proto.Errorf(proto.InvalidInput, "give a document or the id of a stored profile, not both").WithPath("id")
+	case req.ProfileVersion != 0:
+		return proto.Errorf(proto.InvalidInput, "profileVersion names a stored version: leave it out with a document").WithPath("profileVersion")
+	}
+	return nil
 }
 
 func (ps *profiles) render(_ context.Context, c *Caller, key ProfileKey) (out Rendering, err error) {

@@ -95,3 +95,41 @@ func TestANegativeProfileVersionChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateTakesADocumentOrAnID: profiles.validate of a document together with the id
+// (or version) of a stored profile is INVALID_INPUT at the stored profile's field, rather
+// than the document's problems, which the caller would read as the stored version's.
+func TestValidateTakesADocumentOrAnID(t *testing.T) {
+	c := rootClient(t, ActionProfilesManage, ActionProfilesRead)
+	ctx := context.Background()
+	stored := Document(`{"id":"p","version":1,"target":"metal","steps":[{"use":"power.getPower"}]}`)
+	if err := c.Call(ctx, "profiles.create", CreateProfileRequest{Document: stored}, &ProfileView{}); err != nil {
+		t.Fatal(err)
+	}
+	bad := Document(`{"id":"p","version":2,"target":"metal","steps":[{"use":"power.getPower","timeout":"soon"}]}`)
+	for name, tc := range map[string]struct {
+		key  ProfileKey
+		path string
+	}{
+		"an id":               {ProfileKey{ID: "p"}, "id"},
+		"a version":           {ProfileKey{ProfileVersion: 1}, "profileVersion"},
+		"an id and a version": {ProfileKey{ID: "p", ProfileVersion: 1}, "id"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var v Validation
+			err := c.Call(ctx, "profiles.validate", ValidateProfileRequest{ProfileKey: tc.key, Document: bad}, &v)
+			if err == nil {
+				t.Fatalf("validate of a document and %s: %+v, want INVALID_INPUT at %s", name, v, tc.path)
+			}
+			if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != tc.path {
+				t.Errorf("validate of a document and %s: %v, want INVALID_INPUT at %s", name, err, tc.path)
+			}
+		})
+	}
+	for name, req := range map[string]ValidateProfileRequest{"the document": {Document: bad}, "the stored version": {ProfileKey: ProfileKey{ID: "p"}}} {
+		var v Validation
+		if err := c.Call(ctx, "profiles.validate", req, &v); err != nil || v.Valid == (name == "the document") {
+			t.Errorf("validate of %s alone: %+v, %v", name, v, err)
+		}
+	}
+}

@@ -152,7 +152,9 @@ func (t *Tx) ImagesByDigest(digest string) ([]Image, error) {
 }
 
 // Images lists what tenant sees of the catalog, its own images and the public ones,
-// ordered by ref then id, one page at a time; kind, when set, keeps only that kind.
+// ordered by ref then id, one page at a time; kind, when set, keeps only that kind. A
+// full page offers the next cursor only once an image of the kind follows it, so the
+// cursor never leads to an empty page.
 func (t *Tx) Images(tenant string, kind proto.ImageKind, p Page) ([]Image, string, error) {
 	var after []byte
 	if p.Cursor != "" {
@@ -172,13 +174,13 @@ func (t *Tx) Images(tenant string, kind proto.ImageKind, p Page) ([]Image, strin
 		if c.key == nil {
 			return out, "", nil
 		}
-		if len(out) == p.limit() {
-			return out, EncodeCursor(imageSortKey(out[len(out)-1])), nil
-		}
 		sk, k := c.sortKey(), c.value
 		c.next()
 		if kind != "" && string(k) != string(kind) {
 			continue
+		}
+		if len(out) == p.limit() {
+			return out, EncodeCursor(imageSortKey(out[len(out)-1])), nil
 		}
 		img, err := t.Image(string(sk[bytes.LastIndexByte(sk, 0)+1:]))
 		if err != nil {
