@@ -153,19 +153,7 @@ func serveApart(b *testing.B, path string) (string, func() time.Duration) {
 	if err != nil {
 		b.Fatalf("the file server: %v", err)
 	}
-	stat := fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid)
-	cpu := func() time.Duration {
-		raw, err := os.ReadFile(stat)
-		if err != nil {
-			b.Fatalf("the file server's CPU time: %v", err)
-		}
-		// Fields 14 and 15 (utime, stime) in clock ticks of 1/100 s; the command's
-		// name, field 2, ends with the last ')'.
-		f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		return time.Duration(utime+stime) * 10 * time.Millisecond
-	}
+	cpu := func() time.Duration { return testkit.ProcessCPU(b, cmd.Process.Pid) }
 	return "http://" + strings.TrimSpace(line) + "/" + filepath.Base(path), cpu
 }
 
