@@ -113,6 +113,8 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		conn.CloseWithError(codeProtocol, err.Error())
 		return
 	}
+	helloRead := e.awaitingHello(id, conn)
+	defer helloRead()
 	ctx, cancel := context.WithTimeout(e.ctx, helloTimeout)
 	stream, err := conn.AcceptStream(ctx)
 	cancel()
@@ -128,6 +130,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 	stop := context.AfterFunc(e.ctx, func() { stream.SetReadDeadline(time.Now()) }) // Close waits for this
 	m, err := proto.ReadMessage(stream)
 	stop()
+	helloRead() // read or not: a newer connection of the agent no longer closes this one
 	if err != nil && e.ctx.Err() != nil {
 		e.comeBackLater(conn)
 		return
@@ -190,6 +193,31 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	e.wg.Go(func() { s.await(e) })
+}
+
+// awaitingHello marks conn as the connection of agent id whose hello the endpoint
+// awaits, until done: each such connection may hold a partial hello of up to an agent
+// frame (4 MiB) for helloTimeout, and whoever holds the agent's key could open
+// connections one after the other, as fast as the handshakes go, each sending a frame
+// one byte short. So an agent has one connection in hello at a time: a newer one closes
+// the one before it with CloseReplaced, as a newer session replaces an older one
+// (register), and an agent that came back dialed anew and gave the older one up.
+func (e *Endpoint) awaitingHello(id identity, conn *quic.Conn) (done func()) {
+	e.mu.Lock()
+	old := e.hellos[id]
+	e.hellos[id] = conn
+	e.mu.Unlock()
+	if old != nil {
+		e.log.Debug("agent connection replaced before its hello", "node", id.node, "role", id.role, "remote", old.RemoteAddr().String())
+		old.CloseWithError(codeReplaced, "replaced by a newer connection of the same node and role before its hello")
+	}
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.hellos[id] == conn {
+			delete(e.hellos, id)
+		}
+	}
 }
 
 // helloRefused is the close reason of a session whose first message, read until err,
