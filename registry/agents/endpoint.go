@@ -195,6 +195,12 @@ type Endpoint struct {
 	turns       map[identity]turn
 	turnsPrune  int
 	turnsPruned time.Time
+	// paces are the agents' paces (node and role), each shared by its sessions one after
+	// the other; pruned of the idle ones once it holds pacesPrune, or a refusalLogGap
+	// after pacesPruned (paceOf).
+	paces       map[identity]*pace
+	pacesPrune  int
+	pacesPruned time.Time
 
 	push pushQueue
 	// window bounds the pushes written and not yet acknowledged.

@@ -173,7 +173,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	s := &session{identity: id, epoch: epoch, tenant: tenant, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now(),
-		reports: reports{space: spacing{gap: progressGap, burst: reportBurst}}}
+		reports: reports{pace: e.paceOf(id, time.Now())}}
 	if !e.register(s) {
 		return
 	}
@@ -488,7 +488,10 @@ func (e *Endpoint) unregister(s *session) {
 // differs, and resends the commands for its role that await its answer. The NodeSpec
 // and the generation applied are those of the agent of the spec's role: a machine's
 // ramdisk, whose node has a spec for its installed OS, neither gets it nor records a
-// generation. A reconnect that reports what the store holds costs reads only. It checks
+// generation. A reconnect that reports what the store holds costs reads only; what a
+// hello writes counts against its agent's spacing, which the agent's sessions share, and
+// waits for it as reports do (helloHeld), recorded at once when it lets them through
+// (recordHello): a hello at every reconnect costs no more than reports. It checks
 // the agent's certificate again first (FORBIDDEN when the node's identity is revoked or
 // the certificate belongs to an earlier installation): one revoked or voided after serve
 // checked it and before the session was registered found no session to end
@@ -546,6 +549,38 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	if elsewhere != "" {
 		e.replacedElsewhere(s, elsewhere)
 	}
+	if !e.helloHeld(s, h, changed, observedMoved) {
+		if err := e.recordHello(s, h, changed, storedSite, observedMoved); err != nil {
+			return err
+		}
+	}
+	if haveSpec {
+		s.wmu.Lock()
+		if spec.Generation < h.ObservedGeneration && s.sent == h.ObservedGeneration {
+			// The agent is ahead of the store (a store restored from a backup): the
+			// store is the truth, send it. A newer spec pushed since the hello was read
+			// (s.sent moved) is not: the spec read here is older than it.
+			s.sent = 0
+		}
+		s.wmu.Unlock()
+		e.send(s, spec, nil)
+	}
+	// On this session, not on the node's session now: another agent's session may have
+	// replaced this one since the pending commands were read (its own hello reads them
+	// again), and one of them may have been answered and forgotten since.
+	for _, c := range pending {
+		if c.For(s.role) {
+			e.sendOn(s, c)
+		}
+	}
+	return nil
+}
+
+// recordHello records the writes of hello h at once: the sections changed (of which
+// the stored `site` section storedSite says how cut each is) and the generation applied
+// when it moved. Those up to helloAlone and the `site` section go in one transaction
+// with the generation, each larger one in a transaction of its own (splitSections).
+func (e *Endpoint) recordHello(s *session, h *proto.Hello, changed []string, storedSite proto.SiteInventory, observedMoved bool) error {
 	before, small, after := splitSections(changed, h.Inventory, storedSite)
 	// Each in a transaction of its own, before the `site` section that counts it as
 	// less cut than the stored one does: until that commits, the stored `site` section
@@ -579,29 +614,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	}
 	// Each in a transaction of its own, after the `site` section that counts what the
 	// cut ones leave out.
-	if err := e.putAlone(s, after, h.Inventory); err != nil {
-		return err
-	}
-	if haveSpec {
-		s.wmu.Lock()
-		if spec.Generation < h.ObservedGeneration && s.sent == h.ObservedGeneration {
-			// The agent is ahead of the store (a store restored from a backup): the
-			// store is the truth, send it. A newer spec pushed since the hello was read
-			// (s.sent moved) is not: the spec read here is older than it.
-			s.sent = 0
-		}
-		s.wmu.Unlock()
-		e.send(s, spec, nil)
-	}
-	// On this session, not on the node's session now: another agent's session may have
-	// replaced this one since the pending commands were read (its own hello reads them
-	// again), and one of them may have been answered and forgotten since.
-	for _, c := range pending {
-		if c.For(s.role) {
-			e.sendOn(s, c)
-		}
-	}
-	return nil
+	return e.putAlone(s, after, h.Inventory)
 }
 
 // opened tells OnSession that the session s, whose hello is recorded, opened from the
@@ -623,8 +636,8 @@ func (e *Endpoint) opened(s *session, bootID string) bool {
 }
 
 // reported is inv without the sections the agent's role does not report
-// (proto.CheckInventorySection), logged once with the first of them: the hello goes on
-// without them.
+// (proto.CheckInventorySection), warned of with the first of them, once a
+// refusalLogGap for the agent's hellos (warnRefused): the hello goes on without them.
 func (e *Endpoint) reported(s *session, inv map[string]json.RawMessage) map[string]json.RawMessage {
 	out := make(map[string]json.RawMessage, len(inv))
 	var refused []error
@@ -636,7 +649,7 @@ func (e *Endpoint) reported(s *session, inv map[string]json.RawMessage) map[stri
 		out[section] = data
 	}
 	if len(refused) > 0 {
-		e.log.Warn("agent hello: inventory sections not kept", "node", s.node, "role", s.role, "sections", len(refused), "err", refused[0])
+		e.warnRefused(s, "hello.inventory", "agent hello: inventory sections not kept", refused[0], "sections", len(refused))
 	}
 	return out
 }
@@ -758,10 +771,13 @@ func (e *Endpoint) recordAck(s *session, a *proto.Ack) error {
 }
 
 // inventory stores one section the agent sent (take), at once or, when the session's
-// spacing holds it, once it lets it through (reports).
+// spacing holds it, once it lets it through (reports). A section the agent's role does
+// not report is stored nowhere and warned of once a refusalLogGap (warnRefused), and
+// the session goes on.
 func (e *Endpoint) inventory(s *session, inv *proto.Inventory) error {
 	if err := proto.CheckInventorySection(s.role, inv.Section, "inventory.section"); err != nil {
-		return err
+		e.warnRefused(s, "inventory.section", "agent inventory section refused: its role does not report it", err)
+		return nil
 	}
 	if e.holdReport(s, nil, inv) {
 		return nil
