@@ -1,6 +1,7 @@
 package site
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"sync"
@@ -112,12 +113,18 @@ func (r *reports) siteSection() json.RawMessage {
 
 // set records a section cut from its entries (cut's answer) and sends it, before the
 // `site` section when it leaves fewer entries out than before, after it when more. Before
-// the session exists it only records it, for the first hello.
+// the session exists it only records it, for the first hello. A section as it was
+// recorded (a cache report or a NodeSpec push that changed nothing in it) is not sent
+// again: the registry holds it, and each copy sent, up to an agent frame, would take a
+// place in the session's spacing of reports.
 func (r *reports) set(section string, data json.RawMessage, omitted int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.sections[section] = data
 	was := r.info.Omitted[section]
+	if omitted == was && bytes.Equal(r.sections[section], data) {
+		return
+	}
+	r.sections[section] = data
 	if omitted < was {
 		r.send(section)
 	}

@@ -184,13 +184,11 @@ func TestCutKeepsWithinItsBudget(t *testing.T) {
 	}
 }
 
-// TestAWholeSectionGoesBeforeTheSiteSection: the site's images section, cut in its
-// first hello, is whole again; the reports send it before the `site` section that says
-// so, over a real session to an agent endpoint, and a section cut again after the `site`
-// section that counts it. So the registry never holds a `site` section saying images
-// whole beside the cut copy, from which a cache report would drop the image locations
-// that copy left out. Before, the `site` section always went first.
-func TestAWholeSectionGoesBeforeTheSiteSection(t *testing.T) {
+// reportsOverQUIC opens r's session, as a site agent's, to an agent endpoint over real
+// QUIC, and returns the messages the endpoint reads on the session stream other than
+// pings, one a call: the hello first.
+func reportsOverQUIC(t *testing.T, r *reports) (next func() proto.Message) {
+	t.Helper()
 	ca, err := testkit.NewCA()
 	if err != nil {
 		t.Fatal(err)
@@ -200,13 +198,6 @@ func TestAWholeSectionGoesBeforeTheSiteSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	images := bigImages(300)
-	r := newReports(proto.SiteInventory{HTTPBase: "http://10.0.0.1:8080"})
-	report := func(images []proto.ImageCacheEntry) {
-		data, omitted := imagesSection(images, nil)
-		r.set(proto.SectionImages, data, omitted)
-	}
-	report(images)
 	a, err := r.open(func(hello map[string]json.RawMessage) (*session.Agent, error) {
 		return session.New(session.Config{Addr: udp.LocalAddr().String(), Certificate: cert, ServerCAs: ca.Pool(),
 			Inventory: hello, Log: slog.New(slog.DiscardHandler)})
@@ -227,9 +218,8 @@ func TestAWholeSectionGoesBeforeTheSiteSection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The messages on the session stream other than pings, read on a goroutine of their
-	// own while the test goroutine reports: a section larger than the stream's window is
-	// written only as the reader takes it.
+	// Read on a goroutine of their own while the test goroutine reports: a section
+	// larger than the stream's window is written only as the reader takes it.
 	messages := make(chan proto.Message, 16)
 	go func() {
 		defer close(messages)
@@ -243,7 +233,7 @@ func TestAWholeSectionGoesBeforeTheSiteSection(t *testing.T) {
 			}
 		}
 	}()
-	next := func() proto.Message {
+	return func() proto.Message {
 		t.Helper()
 		m, ok := <-messages
 		if !ok {
@@ -251,6 +241,23 @@ func TestAWholeSectionGoesBeforeTheSiteSection(t *testing.T) {
 		}
 		return m
 	}
+}
+
+// TestAWholeSectionGoesBeforeTheSiteSection: the site's images section, cut in its
+// first hello, is whole again; the reports send it before the `site` section that says
+// so, over a real session to an agent endpoint, and a section cut again after the `site`
+// section that counts it. So the registry never holds a `site` section saying images
+// whole beside the cut copy, from which a cache report would drop the image locations
+// that copy left out. Before, the `site` section always went first.
+func TestAWholeSectionGoesBeforeTheSiteSection(t *testing.T) {
+	images := bigImages(300)
+	r := newReports(proto.SiteInventory{HTTPBase: "http://10.0.0.1:8080"})
+	report := func(images []proto.ImageCacheEntry) {
+		data, omitted := imagesSection(images, nil)
+		r.set(proto.SectionImages, data, omitted)
+	}
+	report(images)
+	next := reportsOverQUIC(t, r)
 	var info proto.SiteInventory
 	if hello := next(); hello.Type != proto.MsgHello || json.Unmarshal(hello.Hello.Inventory[proto.SectionSite], &info) != nil || !info.SectionCut(proto.SectionImages) {
 		t.Fatalf("the first message: %s; want a hello whose `site` section says images cut", hello.Type)
@@ -273,6 +280,39 @@ func TestAWholeSectionGoesBeforeTheSiteSection(t *testing.T) {
 	received()
 	if diff := cmp.Diff([]string{proto.SectionImages, proto.SectionSite, proto.SectionSite, proto.SectionImages}, sent); diff != "" {
 		t.Errorf("images whole again, then cut again: the sections in the order sent (-want +got):\n%s", diff)
+	}
+}
+
+// TestAnUnchangedSectionIsNotSentAgain: the site's cache reports its images as they
+// were (a last use written, a NodeSpec pushed again), twice, then a change: over a real
+// session to an agent endpoint only the change goes out, so the registry reads (and
+// spaces) no copy of a section it holds already, each up to an agent frame. Before,
+// every report was sent, the unchanged cut `images` section (1.5 MiB at its budget)
+// each time.
+func TestAnUnchangedSectionIsNotSentAgain(t *testing.T) {
+	images := bigImages(300)
+	r := newReports(proto.SiteInventory{HTTPBase: "http://10.0.0.1:8080"})
+	report := func(images []proto.ImageCacheEntry) json.RawMessage {
+		data, omitted := imagesSection(images, nil)
+		r.set(proto.SectionImages, data, omitted)
+		return data
+	}
+	report(images)
+	next := reportsOverQUIC(t, r)
+	if hello := next(); hello.Type != proto.MsgHello {
+		t.Fatalf("the first message: %s; want the hello", hello.Type)
+	}
+	report(images)
+	report(images)
+	whole := report(images[:5])
+	for _, want := range []string{proto.SectionImages, proto.SectionSite} {
+		m := next()
+		if m.Type != proto.MsgInventory || m.Inventory.Section != want {
+			t.Fatalf("a %s on the session stream; want the %s section of the change", m.Type, want)
+		}
+		if want == proto.SectionImages && !bytes.Equal(m.Inventory.Data, whole) {
+			t.Fatalf("the images section sent is %d bytes, want the changed one of %d: a section sent again unchanged", len(m.Inventory.Data), len(whole))
+		}
 	}
 }
 

@@ -180,6 +180,9 @@ type Endpoint struct {
 	// sessions are the connected agents, one per node and role: a machine's ramdisk and
 	// its installed OS are two agents, each of which gets only what is for its role.
 	sessions map[identity]*session
+	// hellos are the connections whose hello is awaited, one per node and role
+	// (awaitingHello): each may hold a partial hello of up to an agent frame.
+	hellos map[identity]*quic.Conn
 	// closing is when Close began, how many sessions it had to tell, and the stream it
 	// asks of them (a second).
 	closing closingState
@@ -192,6 +195,12 @@ type Endpoint struct {
 	turns       map[identity]turn
 	turnsPrune  int
 	turnsPruned time.Time
+	// paces are the agents' paces (node and role), each shared by its sessions one after
+	// the other; pruned of the idle ones once it holds pacesPrune, or a refusalLogGap
+	// after pacesPruned (paceOf).
+	paces       map[identity]*pace
+	pacesPrune  int
+	pacesPruned time.Time
 
 	push pushQueue
 	// window bounds the pushes written and not yet acknowledged.
@@ -268,7 +277,7 @@ func Start(cfg Config) (*Endpoint, error) {
 		return nil, err
 	}
 	plan = measureRestart(plan, time.Now())
-	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[identity]*session{}, plan: plan, probing: make(chan struct{}, remeasuring)}
+	e := &Endpoint{cfg: cfg, log: cfg.Log, tr: tr, ln: ln, adm: adm, sessions: map[identity]*session{}, hellos: map[identity]*quic.Conn{}, plan: plan, probing: make(chan struct{}, remeasuring)}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	e.push.init()
 	e.window = newWindow(time.Now, e.push.hand)

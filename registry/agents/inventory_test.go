@@ -112,7 +112,13 @@ func randomImages(r *rand.Rand) json.RawMessage {
 
 func siteEndpoint(st *store.Store) (*Endpoint, *session) {
 	e := &Endpoint{cfg: Config{Store: st}, log: slog.New(slog.DiscardHandler)}
-	return e, &session{identity: identity{node: storetest.Site, role: proto.RoleSite}}
+	return e, newSession(storetest.Site, proto.RoleSite)
+}
+
+// newSession is a session of the agent of node in role, as serve makes it, without its
+// connection.
+func newSession(node string, role proto.Role) *session {
+	return &session{identity: identity{node: node, role: role}, reports: reports{pace: newPace()}}
 }
 
 func storedSections(t *testing.T, st *store.Store) map[string]store.InventorySection {

@@ -48,11 +48,140 @@ func (sp *spacing) take(now time.Time, n int) {
 // recorded once the spacing lets it through (reports).
 const reportBurst = 16
 
+// pace is what one agent (node and role) had recorded and logged lately, shared by its
+// sessions one after the other: the spacing of its reports (its hellos' writes, its acks
+// and inventory sections), and when a refusal of each kind was last logged. Whoever
+// holds an agent's key could otherwise start afresh with each connection: a hello
+// alternating two inventories at every reconnect was a write each, as fast as the
+// handshakes went. An honest agent's hello is written at once: its writes are within
+// the burst.
+type pace struct {
+	mu     sync.Mutex
+	space  spacing
+	warned map[string]warned
+}
+
+// warned is when a refusal of one kind was last logged, and how many of that kind came
+// since and were not.
+type warned struct {
+	at     time.Time
+	unsaid int
+}
+
+// refusalLogGap is how often the refusals of one kind, of one agent, are logged at most:
+// one that costs no write may still come as fast as the agent sends it, and each logged
+// would fill the registry's log.
+const refusalLogGap = time.Minute
+
+func newPace() *pace { return &pace{space: spacing{gap: progressGap, burst: reportBurst}} }
+
+// letThrough counts n events let through at now and returns 0 when the spacing lets the
+// first of them through now; otherwise it counts none, and returns how long the first
+// waits.
+func (p *pace) letThrough(now time.Time, n int) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wait := p.space.wait(now)
+	if wait == 0 {
+		p.space.take(now, n)
+	}
+	return wait
+}
+
+// wait is how long an event at now waits for the spacing.
+func (p *pace) wait(now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.space.wait(now)
+}
+
+// take counts n events let through at now.
+func (p *pace) take(now time.Time, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.space.take(now, n)
+}
+
+// warn reports whether a refusal of kind at now is logged (the first, then the first
+// after each refusalLogGap), and how many of that kind were not since the last logged.
+func (p *pace) warn(kind string, now time.Time) (log bool, unsaid int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.warned[kind]
+	if !w.at.IsZero() && now.Sub(w.at) < refusalLogGap {
+		w.unsaid++
+		p.warned[kind] = w
+		return false, 0
+	}
+	if p.warned == nil {
+		p.warned = map[string]warned{}
+	}
+	p.warned[kind] = warned{at: now}
+	return true, w.unsaid
+}
+
+// idle reports whether p holds nothing a fresh pace would not at now: its spacing lets
+// a whole burst through, and no refusal was logged within refusalLogGap.
+func (p *pace) idle(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.space.due.After(now) {
+		return false
+	}
+	for _, w := range p.warned {
+		if now.Sub(w.at) < refusalLogGap {
+			return false
+		}
+	}
+	return true
+}
+
+// paceOf is the pace of agent id, shared with its session if one is registered, new
+// otherwise. The paces held are pruned once they have doubled since the last time, or a
+// refusalLogGap after it: those idle, which a fresh one stands for.
+func (e *Endpoint) paceOf(id identity, now time.Time) *pace {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.paces[id]
+	if p == nil {
+		if s := e.sessions[id]; s != nil {
+			p = s.reports.pace
+		} else {
+			p = newPace()
+		}
+		if e.paces == nil {
+			e.paces = map[identity]*pace{}
+		}
+		e.paces[id] = p
+	}
+	if len(e.paces) >= e.pacesPrune || now.Sub(e.pacesPruned) > refusalLogGap {
+		for id, p := range e.paces {
+			if p.idle(now) {
+				delete(e.paces, id)
+			}
+		}
+		e.pacesPrune, e.pacesPruned = max(minTurnsPrune, 2*len(e.paces)), now
+	}
+	return p
+}
+
+// warnRefused logs at warning level a refusal of kind (err) of what session s's agent
+// sent, at most once every refusalLogGap for the agent and kind, with how many were not
+// since the last: the refusal costs no write, but its agent may send it as fast as the
+// link carries it.
+func (e *Endpoint) warnRefused(s *session, kind, msg string, err error, args ...any) {
+	log, unsaid := s.reports.pace.warn(kind, time.Now())
+	if !log {
+		return
+	}
+	e.log.Warn(msg, append([]any{"node", s.node, "role", s.role, "err", err, "refusedUnlogged", unsaid}, args...)...)
+}
+
 // reports are the acks and inventory sections an agent sent on its session that wait
-// for the session's spacing: each a write once it lets them through (flushReports).
+// for its agent's spacing (pace): each a write once it lets them through (flushReports).
 type reports struct {
-	mu    sync.Mutex
-	space spacing
+	mu   sync.Mutex
+	pace *pace
 	// waiting is set while a flush is due or running: every ack and section then waits,
 	// so that each is recorded after those the agent sent before it.
 	waiting bool
@@ -89,9 +218,8 @@ func (r *reports) hold(a *proto.Ack, inv *proto.Inventory, after func(time.Durat
 	defer r.mu.Unlock()
 	now := time.Now()
 	if !r.waiting {
-		wait := r.space.wait(now)
+		wait := r.pace.letThrough(now, 1)
 		if wait == 0 {
-			r.space.take(now, 1)
 			return false
 		}
 		r.waiting = true
@@ -111,14 +239,40 @@ func (r *reports) hold(a *proto.Ack, inv *proto.Inventory, after func(time.Durat
 	return true
 }
 
+// holdHello reports whether h, the writes of a session's hello, waits: its agent's
+// spacing lets none through now (an agent that said hello again and again, or sent a
+// flood on the session before). Let through, they are counted all at once and recorded
+// now by the caller, as one hello; held, they are recorded once the spacing lets them
+// through, as reports that waited are (the flush is scheduled: after). The session is
+// new: nothing of it waits yet.
+func (r *reports) holdHello(h heldReports, after func(time.Duration)) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	wait := r.pace.letThrough(time.Now(), h.count())
+	if wait == 0 {
+		return false
+	}
+	r.waiting, r.held = true, h
+	after(wait)
+	return true
+}
+
 // due takes the reports that wait, counted as let through at now.
 func (r *reports) due() heldReports {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	h := r.held
 	r.held = heldReports{}
-	r.space.take(time.Now(), h.count())
+	r.pace.take(time.Now(), h.count())
 	return h
+}
+
+// drop forgets the reports that wait, counting none: they are not recorded, and the
+// agent's spacing, which its next session shares, is left to what was.
+func (r *reports) drop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held = heldReports{}
 }
 
 // flushed ends a flush: when more reports came meanwhile, the next is scheduled
@@ -130,13 +284,34 @@ func (r *reports) flushed(after func(time.Duration)) {
 		r.waiting = false
 		return
 	}
-	after(max(r.space.wait(time.Now()), time.Millisecond))
+	after(max(r.pace.wait(time.Now()), time.Millisecond))
 }
 
 // holdReport reports whether the agent's ack a or section inv (one of the two) waits
 // for session s's spacing (reports.hold), scheduling its flush.
 func (e *Endpoint) holdReport(s *session, a *proto.Ack, inv *proto.Inventory) bool {
 	return s.reports.hold(a, inv, func(wait time.Duration) { e.flushAfter(s, wait) })
+}
+
+// helloHeld reports whether the writes of session s's hello h (the sections changed,
+// and the generation applied when it moved, as an ack of it) wait for its agent's
+// spacing (reports.holdHello), scheduling their flush. A hello that writes nothing (a
+// reconnect that reports what the store holds) is never held.
+func (e *Endpoint) helloHeld(s *session, h *proto.Hello, changed []string, observedMoved bool) bool {
+	var held heldReports
+	if observedMoved {
+		held.acked = &proto.Ack{Generation: h.ObservedGeneration}
+	}
+	for _, section := range changed {
+		if held.sections == nil {
+			held.sections = map[string]json.RawMessage{}
+		}
+		held.sections[section] = h.Inventory[section]
+	}
+	if held.count() == 0 {
+		return false
+	}
+	return s.reports.holdHello(held, func(wait time.Duration) { e.flushAfter(s, wait) })
 }
 
 // flushAfter records the reports of s that wait, after wait.
@@ -154,10 +329,11 @@ func (e *Endpoint) flushAfter(s *session, wait time.Duration) {
 // store failed to record).
 func (e *Endpoint) flushReports(s *session) {
 	defer s.reports.flushed(func(wait time.Duration) { e.flushAfter(s, wait) })
-	h := s.reports.due()
 	if s.over() || s.conn.Context().Err() != nil { // closed: ended, or replaced by a newer session whose hello is recorded
+		s.reports.drop()
 		return
 	}
+	h := s.reports.due()
 	acks := []*proto.Ack{h.failed, h.acked}
 	if h.failedLast {
 		slices.Reverse(acks)

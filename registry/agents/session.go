@@ -113,6 +113,8 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		conn.CloseWithError(codeProtocol, err.Error())
 		return
 	}
+	helloRead := e.awaitingHello(id, conn)
+	defer helloRead()
 	ctx, cancel := context.WithTimeout(e.ctx, helloTimeout)
 	stream, err := conn.AcceptStream(ctx)
 	cancel()
@@ -128,6 +130,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 	stop := context.AfterFunc(e.ctx, func() { stream.SetReadDeadline(time.Now()) }) // Close waits for this
 	m, err := proto.ReadMessage(stream)
 	stop()
+	helloRead() // read or not: a newer connection of the agent no longer closes this one
 	if err != nil && e.ctx.Err() != nil {
 		e.comeBackLater(conn)
 		return
@@ -170,7 +173,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	s := &session{identity: id, epoch: epoch, tenant: tenant, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now(),
-		reports: reports{space: spacing{gap: progressGap, burst: reportBurst}}}
+		reports: reports{pace: e.paceOf(id, time.Now())}}
 	if !e.register(s) {
 		return
 	}
@@ -190,6 +193,31 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	e.wg.Go(func() { s.await(e) })
+}
+
+// awaitingHello marks conn as the connection of agent id whose hello the endpoint
+// awaits, until done: each such connection may hold a partial hello of up to an agent
+// frame (4 MiB) for helloTimeout, and whoever holds the agent's key could open
+// connections one after the other, as fast as the handshakes go, each sending a frame
+// one byte short. So an agent has one connection in hello at a time: a newer one closes
+// the one before it with CloseReplaced, as a newer session replaces an older one
+// (register), and an agent that came back dialed anew and gave the older one up.
+func (e *Endpoint) awaitingHello(id identity, conn *quic.Conn) (done func()) {
+	e.mu.Lock()
+	old := e.hellos[id]
+	e.hellos[id] = conn
+	e.mu.Unlock()
+	if old != nil {
+		e.log.Debug("agent connection replaced before its hello", "node", id.node, "role", id.role, "remote", old.RemoteAddr().String())
+		old.CloseWithError(codeReplaced, "replaced by a newer connection of the same node and role before its hello")
+	}
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.hellos[id] == conn {
+			delete(e.hellos, id)
+		}
+	}
 }
 
 // helloRefused is the close reason of a session whose first message, read until err,
@@ -460,7 +488,10 @@ func (e *Endpoint) unregister(s *session) {
 // differs, and resends the commands for its role that await its answer. The NodeSpec
 // and the generation applied are those of the agent of the spec's role: a machine's
 // ramdisk, whose node has a spec for its installed OS, neither gets it nor records a
-// generation. A reconnect that reports what the store holds costs reads only. It checks
+// generation. A reconnect that reports what the store holds costs reads only; what a
+// hello writes counts against its agent's spacing, which the agent's sessions share, and
+// waits for it as reports do (helloHeld), recorded at once when it lets them through
+// (recordHello): a hello at every reconnect costs no more than reports. It checks
 // the agent's certificate again first (FORBIDDEN when the node's identity is revoked or
 // the certificate belongs to an earlier installation): one revoked or voided after serve
 // checked it and before the session was registered found no session to end
@@ -518,6 +549,38 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	if elsewhere != "" {
 		e.replacedElsewhere(s, elsewhere)
 	}
+	if !e.helloHeld(s, h, changed, observedMoved) {
+		if err := e.recordHello(s, h, changed, storedSite, observedMoved); err != nil {
+			return err
+		}
+	}
+	if haveSpec {
+		s.wmu.Lock()
+		if spec.Generation < h.ObservedGeneration && s.sent == h.ObservedGeneration {
+			// The agent is ahead of the store (a store restored from a backup): the
+			// store is the truth, send it. A newer spec pushed since the hello was read
+			// (s.sent moved) is not: the spec read here is older than it.
+			s.sent = 0
+		}
+		s.wmu.Unlock()
+		e.send(s, spec, nil)
+	}
+	// On this session, not on the node's session now: another agent's session may have
+	// replaced this one since the pending commands were read (its own hello reads them
+	// again), and one of them may have been answered and forgotten since.
+	for _, c := range pending {
+		if c.For(s.role) {
+			e.sendOn(s, c)
+		}
+	}
+	return nil
+}
+
+// recordHello records the writes of hello h at once: the sections changed (of which
+// the stored `site` section storedSite says how cut each is) and the generation applied
+// when it moved. Those up to helloAlone and the `site` section go in one transaction
+// with the generation, each larger one in a transaction of its own (splitSections).
+func (e *Endpoint) recordHello(s *session, h *proto.Hello, changed []string, storedSite proto.SiteInventory, observedMoved bool) error {
 	before, small, after := splitSections(changed, h.Inventory, storedSite)
 	// Each in a transaction of its own, before the `site` section that counts it as
 	// less cut than the stored one does: until that commits, the stored `site` section
@@ -551,29 +614,7 @@ func (e *Endpoint) hello(s *session, h *proto.Hello) error {
 	}
 	// Each in a transaction of its own, after the `site` section that counts what the
 	// cut ones leave out.
-	if err := e.putAlone(s, after, h.Inventory); err != nil {
-		return err
-	}
-	if haveSpec {
-		s.wmu.Lock()
-		if spec.Generation < h.ObservedGeneration && s.sent == h.ObservedGeneration {
-			// The agent is ahead of the store (a store restored from a backup): the
-			// store is the truth, send it. A newer spec pushed since the hello was read
-			// (s.sent moved) is not: the spec read here is older than it.
-			s.sent = 0
-		}
-		s.wmu.Unlock()
-		e.send(s, spec, nil)
-	}
-	// On this session, not on the node's session now: another agent's session may have
-	// replaced this one since the pending commands were read (its own hello reads them
-	// again), and one of them may have been answered and forgotten since.
-	for _, c := range pending {
-		if c.For(s.role) {
-			e.sendOn(s, c)
-		}
-	}
-	return nil
+	return e.putAlone(s, after, h.Inventory)
 }
 
 // opened tells OnSession that the session s, whose hello is recorded, opened from the
@@ -595,8 +636,8 @@ func (e *Endpoint) opened(s *session, bootID string) bool {
 }
 
 // reported is inv without the sections the agent's role does not report
-// (proto.CheckInventorySection), logged once with the first of them: the hello goes on
-// without them.
+// (proto.CheckInventorySection), warned of with the first of them, once a
+// refusalLogGap for the agent's hellos (warnRefused): the hello goes on without them.
 func (e *Endpoint) reported(s *session, inv map[string]json.RawMessage) map[string]json.RawMessage {
 	out := make(map[string]json.RawMessage, len(inv))
 	var refused []error
@@ -608,7 +649,7 @@ func (e *Endpoint) reported(s *session, inv map[string]json.RawMessage) map[stri
 		out[section] = data
 	}
 	if len(refused) > 0 {
-		e.log.Warn("agent hello: inventory sections not kept", "node", s.node, "role", s.role, "sections", len(refused), "err", refused[0])
+		e.warnRefused(s, "hello.inventory", "agent hello: inventory sections not kept", refused[0], "sections", len(refused))
 	}
 	return out
 }
@@ -730,10 +771,13 @@ func (e *Endpoint) recordAck(s *session, a *proto.Ack) error {
 }
 
 // inventory stores one section the agent sent (take), at once or, when the session's
-// spacing holds it, once it lets it through (reports).
+// spacing holds it, once it lets it through (reports). A section the agent's role does
+// not report is stored nowhere and warned of once a refusalLogGap (warnRefused), and
+// the session goes on.
 func (e *Endpoint) inventory(s *session, inv *proto.Inventory) error {
 	if err := proto.CheckInventorySection(s.role, inv.Section, "inventory.section"); err != nil {
-		return err
+		e.warnRefused(s, "inventory.section", "agent inventory section refused: its role does not report it", err)
+		return nil
 	}
 	if e.holdReport(s, nil, inv) {
 		return nil

@@ -75,7 +75,7 @@ func TestHelloRefusesARevokedIdentity(t *testing.T) {
 		return err
 	})
 	e := &Endpoint{cfg: Config{Store: st}}
-	err := e.hello(&session{identity: identity{node: node, role: proto.RoleNode}}, &proto.Hello{ObservedGeneration: 3})
+	err := e.hello(newSession(node, proto.RoleNode), &proto.Hello{ObservedGeneration: 3})
 	if proto.CodeOf(err) != proto.Forbidden {
 		t.Fatalf("the hello of a node revoked since its first check: %v, want FORBIDDEN", err)
 	}
@@ -114,7 +114,7 @@ func TestHelloWritesNothingOnceTheEpochMoved(t *testing.T) {
 		return "", nil
 	}}}
 	hello := &proto.Hello{ObservedGeneration: 3, Inventory: map[string]json.RawMessage{"host": json.RawMessage(`{"forged":true}`)}}
-	err := e.hello(&session{identity: identity{node: node, role: proto.RoleNode}}, hello)
+	err := e.hello(newSession(node, proto.RoleNode), hello)
 	if !moved {
 		t.Fatal("the hello did not read where the epoch was to move")
 	}
