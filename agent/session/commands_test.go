@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,6 +26,13 @@ func TestExecute(t *testing.T) {
 		"garbage": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
 			return json.RawMessage(`{`), nil
 		},
+		// An answer the registry does not take: refused or cut before it is sent.
+		"huge": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(`"` + strings.Repeat("a", proto.MaxStepResult-1) + `"`), nil
+		},
+		"verbose": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
+			return nil, errors.New(strings.Repeat("e", proto.MaxFrame))
+		},
 		// A BMC that never answers: the handler ends only with its context.
 		"hang": func(ctx context.Context, p json.RawMessage) (json.RawMessage, error) {
 			<-ctx.Done()
@@ -40,6 +48,10 @@ func TestExecute(t *testing.T) {
 		"coded error":  {cmd: proto.Command{ID: "3", Kind: "coded"}, want: proto.Result{ID: "3", Error: &proto.Error{Code: proto.Timeout, Message: "slow"}}},
 		"not json":     {cmd: proto.Command{ID: "4", Kind: "garbage"}, want: proto.Result{ID: "4", Error: &proto.Error{Code: proto.DriverError, Message: "garbage: the handler's result is not JSON"}}},
 		"unknown kind": {cmd: proto.Command{ID: "5", Kind: "bogus"}, want: proto.Result{ID: "5", Error: &proto.Error{Code: proto.Unsupported, Message: `this agent has no handler for command kind "bogus"`}}},
+		"past a step's result": {cmd: proto.Command{ID: "7", Kind: "huge"}, want: proto.Result{ID: "7", Error: proto.Errorf(proto.InvalidInput,
+			"the agent's huge result takes 131073 bytes, more than the 131072 a step's result may: have the step answer less (a workflow run keeps its steps' results)").WithPath("result").WithReason(proto.ReasonTooLarge)}},
+		"an error past its frame": {cmd: proto.Command{ID: "8", Kind: "verbose"}, want: proto.Result{ID: "8",
+			Error: (&proto.Error{Code: proto.DriverError, Message: "verbose: " + strings.Repeat("e", proto.MaxFrame)}).Cut(proto.MaxErrorMessage)}},
 		// A command ends by its step's timeout, and its stream with it.
 		"past its timeout": {cmd: proto.Command{ID: "6", Kind: "hang", TimeoutSeconds: 1},
 			want: proto.Result{ID: "6", Error: &proto.Error{Code: proto.Timeout, Message: "hang did not finish within its step's timeout of 1s: context deadline exceeded"}}},
