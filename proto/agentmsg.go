@@ -143,6 +143,23 @@ type Result struct {
 	Error  *Error          `json:"error,omitempty"`
 }
 
+// Bounded is r, an agent's answer to a command of kind, as the registry takes it: a
+// result over MaxStepResult is refused (INVALID_INPUT, reason too-large, at result),
+// which fails the step's attempt, and an error's text is cut (Error.Cut to
+// MaxErrorMessage). The registry bounds each answer as it arrives, before anything of it
+// is stored (the answer's record and the step's run each keep it); the agent bounds its
+// own before sending it, since an answer past MaxFrame could not be sent at all: its
+// command stayed pending until its step timed out, and ran again on the agent's next
+// run, a second wipe or power cycle of the same step.
+func (r Result) Bounded(kind string) Result {
+	if len(r.Result) > MaxStepResult {
+		return Result{ID: r.ID, Error: Errorf(InvalidInput, "the agent's %s result takes %d bytes, more than the %d a step's result may: have the step answer less (a workflow run keeps its steps' results)",
+			kind, len(r.Result), MaxStepResult).WithPath("result").WithReason(ReasonTooLarge)}
+	}
+	r.Error = r.Error.Cut(MaxErrorMessage)
+	return r
+}
+
 // MaxStepResult bounds the result of an agent's answer to a relayed command, as the
 // registry takes it: a larger one fails the step's attempt (INVALID_INPUT, reason
 // too-large, at result), since a workflow run keeps its steps' results in a record of

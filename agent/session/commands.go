@@ -267,7 +267,7 @@ func (c *commands) giveBack(id string, after func()) {
 }
 
 // execute runs cmd's handler and makes its result, within what the registry takes of
-// an answer (bounded). A command that names a timeout (proto.Command.TimeoutSeconds)
+// an answer (proto.Result.Bounded). A command that names a timeout (proto.Command.TimeoutSeconds)
 // runs under it: a handler that ends by it with an error of its own is TIMEOUT.
 func execute(ctx context.Context, cmd proto.Command, handlers map[string]Handler) proto.Result {
 	res := proto.Result{ID: cmd.ID}
@@ -276,7 +276,7 @@ func execute(ctx context.Context, cmd proto.Command, handlers map[string]Handler
 		res.Error = proto.Errorf(proto.Unsupported, "this agent has no handler for command kind %q", cmd.Kind)
 		return res
 	}
-	return bounded(handle(ctx, cmd, h), cmd.Kind)
+	return handle(ctx, cmd, h).Bounded(cmd.Kind)
 }
 
 // handle runs cmd's handler h and makes its result.
@@ -302,21 +302,6 @@ func handle(ctx context.Context, cmd proto.Command, h Handler) proto.Result {
 	default:
 		res.Result = out
 	}
-	return res
-}
-
-// bounded is res, the answer to a command of kind, as the registry takes it: a result
-// over proto.MaxStepResult is refused (INVALID_INPUT, reason too-large, at result) and an
-// error's text is cut to proto.MaxErrorMessage, here before it is sent. An answer past
-// proto.MaxFrame could not be sent at all: its command stayed pending, unanswered until
-// its step timed out, and ran again on the agent's next run, a second wipe or power
-// cycle of the same step.
-func bounded(res proto.Result, kind string) proto.Result {
-	if len(res.Result) > proto.MaxStepResult {
-		return proto.Result{ID: res.ID, Error: proto.Errorf(proto.InvalidInput, "the agent's %s result takes %d bytes, more than the %d a step's result may: have the step answer less (a workflow run keeps its steps' results)",
-			kind, len(res.Result), proto.MaxStepResult).WithPath("result").WithReason(proto.ReasonTooLarge)}
-	}
-	res.Error = res.Error.Cut(proto.MaxErrorMessage)
 	return res
 }
 

@@ -331,7 +331,7 @@ func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentComman
 		stopWithdraw() // answered: the stream ends as an answered one does
 		answered = true
 		stream.Close()
-		res := bounded(*m.Result, c.Kind)
+		res := m.Result.Bounded(c.Kind)
 		if e.cfg.Received != nil {
 			var peer *x509.Certificate
 			if certs := s.conn.ConnectionState().TLS.PeerCertificates; len(certs) > 0 {
@@ -341,20 +341,6 @@ func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentComman
 		}
 		return res, nil
 	}
-}
-
-// bounded is an agent's answer res to a command of kind as the registry takes it: a
-// result over proto.MaxStepResult is refused (INVALID_INPUT, reason too-large, at
-// result), which fails the step's attempt, and an error's text is cut
-// (proto.Error.Cut), before anything of it is stored: the answer's record and the
-// step's run each keep it.
-func bounded(res proto.Result, kind string) proto.Result {
-	if len(res.Result) > proto.MaxStepResult {
-		return proto.Result{ID: res.ID, Error: proto.Errorf(proto.InvalidInput, "the agent's %s result takes %d bytes, more than the %d a step's result may: have the step answer less (a workflow run keeps its steps' results)",
-			kind, len(res.Result), proto.MaxStepResult).WithPath("result").WithReason(proto.ReasonTooLarge)}
-	}
-	res.Error = res.Error.Cut(proto.MaxErrorMessage)
-	return res
 }
 
 // errWithdrawn is the cause a delivery's context ends with when its command was

@@ -1,4 +1,4 @@
-package agents
+package proto_test
 
 import (
 	"encoding/json"
@@ -29,7 +29,7 @@ func TestAnAnswerIsBoundedWhereItEnters(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := bounded(tc.res, "inventory.refresh")
+			got := tc.res.Bounded("inventory.refresh")
 			if got.ID != "c1" || len(got.Result) != tc.wantResult {
 				t.Errorf("the answer keeps id %q and a result of %d bytes, want c1 and %d", got.ID, len(got.Result), tc.wantResult)
 			}
