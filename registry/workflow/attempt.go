@@ -49,14 +49,17 @@ func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i 
 		return nil, errCancelled
 	case ctx.Err() != nil:
 		return nil, errStopped
+	case err == nil:
+		// A result the work returned as the timeout ran out is an answer the store
+		// recorded before the relay's withdrawal (Relay): the agent carried the
+		// command out, and a retry would run it again.
+		return result, nil
 	case context.Cause(actx) == errTimedOut:
 		return nil, timedOut
 	case errors.As(err, &skipped):
 		return nil, skipped
-	case err != nil:
-		return nil, proto.AsError(err)
 	}
-	return result, nil
+	return nil, proto.AsError(err)
 }
 
 // work is an attempt without its timeout: the step's handler, unless a previous run of
