@@ -1,9 +1,11 @@
 package workflow
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -27,4 +29,34 @@ func TestAnAnswerRecordedBeforeTheTimeoutCounts(t *testing.T) {
 	if run := h.waitEnd(id); run.State != store.RunSucceeded || len(h.agent.executed()) != 1 {
 		t.Errorf("run %s; the agent ran %v, want the power action once", summary(run), h.agent.executed())
 	}
+}
+
+// TestASupersededAttemptsProgressIsNotRecorded: a deploy's first attempt times out, its
+// retry runs and reports its progress, and the agent of the first attempt still reports
+// under that attempt's command id. The report is NOT_FOUND and the step keeps the
+// retry's progress. Before, it was recorded on the step, as the running attempt's: the
+// node's watchers saw the bytes of a stream given up.
+func TestASupersededAttemptsProgressIsNotRecorded(t *testing.T) {
+	h := newHarness(t, nil)
+	h.agent.script = map[string][]outcome{"inventory.refresh": {hold}}
+	id := h.start(doc(`{"use":"inventory.refresh","timeout":"30s","retries":1}`, "", ""))
+	first, retry := attemptID(id, "main", 0, false, 1), attemptID(id, "main", 0, false, 2)
+	h.agent.waitRunning(t, first)
+	h.clock.BlockUntil(1)
+	h.clock.Advance(30 * time.Second)
+	h.backOff(id, 1, 1)
+	h.agent.waitRunning(t, retry)
+	if err := h.engine.ReportProgress(retry, json.RawMessage(`{"bytesWritten":2048}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{first, first + ":image"} {
+		if err := h.engine.ReportProgress(cmd, json.RawMessage(`{"bytesWritten":1}`)); proto.CodeOf(err) != proto.NotFound {
+			t.Errorf("progress of %s, an attempt that timed out: %v, want NOT_FOUND", cmd, err)
+		}
+	}
+	if run := h.load(id); string(run.Steps[0].Progress) != `{"bytesWritten":2048}` {
+		t.Errorf("the step shows progress %s, want its running attempt's", run.Steps[0].Progress)
+	}
+	h.agent.release(retry)
+	h.waitEnd(id)
 }
