@@ -60,3 +60,24 @@ func TestASupersededAttemptsProgressIsNotRecorded(t *testing.T) {
 	h.agent.release(retry)
 	h.waitEnd(id)
 }
+
+// TestACancelDuringAFailedRunsCleanupKeepsItsFailure: a run whose main step failed runs
+// its cleanup, and is cancelled meanwhile. It ends failed at the step that failed, with
+// that step's error, which the node's failure shows. Before, the cancellation replaced
+// it: the operator saw "cancelled at cleanup[0]", and not why the run failed.
+func TestACancelDuringAFailedRunsCleanupKeepsItsFailure(t *testing.T) {
+	h := newHarness(t, nil)
+	h.agent.script = map[string][]outcome{"power.getPower": {{fail: true, message: "the BMC refused the session"}}, "inventory.refresh": {hold}}
+	id := h.start(doc(`{"use":"power.getPower"}`, "", `{"use":"inventory.refresh"}`))
+	cleanup := attemptID(id, "cleanup", 0, false, 1)
+	h.agent.waitRunning(t, cleanup)
+	if err := h.store.Update(func(tx *store.Tx) error { _, err := h.engine.Cancel(tx, id); return err }); err != nil {
+		t.Fatal(err)
+	}
+	h.engine.Abort(id)
+	h.agent.release(cleanup)
+	run := h.waitEnd(id)
+	if f := run.Failure; run.State != store.RunFailed || f == nil || f.Step != "steps[0]" || f.Error.Code != proto.DriverError || f.Error.Message != "the BMC refused the session" {
+		t.Errorf("the run ends %s with failure %+v, want steps[0]'s DRIVER_ERROR", summary(run), f)
+	}
+}
