@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -79,5 +80,78 @@ func TestACancelDuringAFailedRunsCleanupKeepsItsFailure(t *testing.T) {
 	run := h.waitEnd(id)
 	if f := run.Failure; run.State != store.RunFailed || f == nil || f.Step != "steps[0]" || f.Error.Code != proto.DriverError || f.Error.Message != "the BMC refused the session" {
 		t.Errorf("the run ends %s with failure %+v, want steps[0]'s DRIVER_ERROR", summary(run), f)
+	}
+}
+
+// TestAnAnswerStoredBeforeTheTimeoutCountsOnResume: the registry stops while a
+// power.setPower runs at the agent; the agent's answer is recorded in the store (the
+// relay's delivery committed it, and the registry stopped before its step recorded the
+// attempt); the registry starts again after the step's timeout ran out. The resumed
+// attempt reads the answer and succeeds, and no retry runs the power action again.
+// Before, it failed TIMEOUT at once, over the answer the store held, and the retry
+// power-cycled the machine a second time.
+func TestAnAnswerStoredBeforeTheTimeoutCountsOnResume(t *testing.T) {
+	h := newHarness(t, nil)
+	h.agent.script = map[string][]outcome{"power.setPower": {hold}}
+	id := h.start(doc(`{"use":"power.setPower","with":{"action":"cycle"},"timeout":"30s","retries":1}`, "", ""))
+	cmd := attemptID(id, "main", 0, false, 1)
+	h.agent.waitRunning(t, cmd)
+	h.cancel()
+	h.engine.Wait()
+	h.agent.release(cmd)
+	err := h.store.Update(func(tx *store.Tx) error {
+		if _, err := tx.EnqueueAgentCommand(h.node, proto.RoleSite, proto.Command{ID: cmd, Kind: "power.setPower", Payload: json.RawMessage(`{"action":"cycle"}`)}, nil); err != nil {
+			return err
+		}
+		_, err := tx.CompleteAgentCommand(h.node, proto.Result{ID: cmd, Result: json.RawMessage(`{"released":true}`)})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.store.Close()
+	h.store = nil
+	h.clock.Advance(31 * time.Second)
+	h.open()
+	run := h.attemptsDone(id, 0, 1)
+	if s := run.Steps[0]; s.State != store.StepSucceeded || s.Attempts[0].Error != nil {
+		t.Fatalf("the step resumed after its timeout, its answer stored: %s, attempt error %v", summary(run), s.Attempts[0].Error)
+	}
+	if run := h.waitEnd(id); run.State != store.RunSucceeded || len(h.agent.executed()) != 1 {
+		t.Errorf("run %s; the agent ran %v, want the power action once", summary(run), h.agent.executed())
+	}
+}
+
+// TestNoCommandIsMadeOnceTheAttemptTimedOut: a step's handler relays a power-off, and
+// its attempt's timeout runs out while it works before its next command. That command
+// is neither made nor relayed: the relay returns the timeout, and the attempt fails
+// TIMEOUT. Before, its input was made (a join token minted, for boot.prepareRamdisk)
+// and the command stored and sent to its agent, only to be withdrawn.
+func TestNoCommandIsMadeOnceTheAttemptTimedOut(t *testing.T) {
+	h := newHarness(t, nil)
+	working, made := make(chan context.Context, 1), false
+	unblock := make(chan struct{})
+	h.engine.Handle("power.setPower", func(ctx context.Context, a *Attempt) (json.RawMessage, error) {
+		if _, err := a.Relay(ctx, a.Step.On, "off", "power.setPower", json.RawMessage(`{"action":"off"}`)); err != nil {
+			return nil, err
+		}
+		working <- ctx
+		<-unblock
+		_, out, err := a.RelayMade(ctx, a.Step.On, "on", "power.setPower", func() (CommandInput, error) {
+			made = true
+			return CommandInput{Payload: json.RawMessage(`{"action":"on"}`)}, nil
+		})
+		return out, err
+	})
+	id := h.start(doc(`{"use":"power.setPower","with":{"action":"cycle"},"timeout":"30s"}`, "", ""))
+	ctx := <-working
+	h.clock.BlockUntil(1)
+	h.clock.Advance(30 * time.Second)
+	<-ctx.Done()
+	close(unblock)
+	run := h.waitEnd(id)
+	on := attemptID(id, "main", 0, false, 1) + ":on"
+	if made || h.agent.sent()[on] != 0 || run.Steps[0].Error == nil || run.Steps[0].Error.Code != proto.Timeout {
+		t.Errorf("run %s; once the attempt timed out, its next command was made %v, relayed %d times; want neither, and TIMEOUT", summary(run), made, h.agent.sent()[on])
 	}
 }

@@ -307,6 +307,12 @@ func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind stri
 		return nil, ctx.Err()
 	}
 	ex := a.runs[id]
+	if ex == nil && ctx.Err() != nil {
+		// A relay whose caller gave the command up already sends nothing.
+		a.causes[id] = context.Cause(ctx)
+		a.mu.Unlock()
+		return nil, ctx.Err()
+	}
 	if ex == nil {
 		ex = &execution{done: make(chan struct{})}
 		a.runs[id] = ex
@@ -349,6 +355,12 @@ func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind stri
 		return nil, ctx.Err()
 	}
 	a.mu.Unlock()
+	// An answer recorded before the caller gave the command up wins.
+	select {
+	case <-ex.done:
+		return ex.result, ex.err
+	default:
+	}
 	select {
 	case <-ex.done:
 		return ex.result, ex.err
