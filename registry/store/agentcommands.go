@@ -224,6 +224,21 @@ func (t *Tx) RecordAgentCommands(agent, attempt, workflow, step string) (int, er
 		func(c AgentCommand) AgentCommand { return recorded(c, workflow, step, t.now) })
 }
 
+// AttemptAnswered reports whether one of agent's commands of attempt (the id attempt,
+// and every id under it: attempt + ":" + sub) holds an answer its run has not recorded
+// yet (RecordAgentCommands): an attempt resumed after its timeout ran out reads it,
+// rather than fail TIMEOUT over an answer the store recorded first.
+func (t *Tx) AttemptAnswered(agent, attempt string) (bool, error) {
+	answered := false
+	err := t.eachAgentCommand(commandKey(agent, attempt), func(c AgentCommand) error {
+		if c.Done && c.Recorded == nil && (c.ID == attempt || strings.HasPrefix(c.ID, attempt+":")) {
+			answered = true
+		}
+		return nil
+	})
+	return answered, err
+}
+
 // changeAttemptCommands stores change(c) for each of agent's commands c of attempt (the
 // id attempt, and every id under it: attempt + ":" + sub) that match holds for, and
 // returns how many.

@@ -23,25 +23,34 @@ const awaitRejoin = "rejoin"
 // machine's agent to join once the step's work is done: since the attempt started, and
 // from a boot other than the one the attempt recorded at its start (att.BootID), so that
 // the agent of before the power action or kexec connecting again does not count. It returns errStopped when ctx
-// ends, errCancelled when its run is cancelled, and a skip its handler returned.
-func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i int, pl plan, spec profile.RenderedStep, att store.Attempt) (json.RawMessage, error) {
+// ends, errCancelled when its run is cancelled, and a skip its handler returned. An
+// attempt whose timeout ran out already fails expired, running nothing, unless
+// readExpired (errAnsweredFirst): then its work runs in a context ended already.
+func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i int, pl plan, spec profile.RenderedStep, att store.Attempt, readExpired bool) (json.RawMessage, error) {
 	timeout := time.Duration(spec.TimeoutSeconds) * time.Second
 	left := att.StartedAt.Add(timeout).Sub(e.cfg.Clock.Now())
 	timedOut := proto.Errorf(proto.Timeout, "%s did not finish within its timeout of %s", spec.Use, spec.Timeout)
-	if left <= 0 {
-		return nil, timedOut
-	}
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	timer := e.cfg.Clock.NewTimer(left)
-	defer timer.Stop()
-	go func() {
-		select {
-		case <-timer.C():
-			cancel(errTimedOut)
-		case <-actx.Done():
-		}
-	}()
+	switch {
+	case left <= 0 && !readExpired:
+		return nil, expired{timedOut}
+	case left <= 0:
+		// The store recorded an answer of the attempt before its TIMEOUT
+		// (errAnsweredFirst): the work reads it, in a context ended already, in which
+		// relays send nothing (Attempt.RelayMade).
+		cancel(errTimedOut)
+	default:
+		timer := e.cfg.Clock.NewTimer(left)
+		defer timer.Stop()
+		go func() {
+			select {
+			case <-timer.C():
+				cancel(errTimedOut)
+			case <-actx.Done():
+			}
+		}()
+	}
 	result, err := e.work(actx, run, node, i, pl, spec, att)
 	var skipped skip
 	switch {
@@ -49,15 +58,30 @@ func (e *Engine) attempt(ctx context.Context, run store.Run, node store.Node, i 
 		return nil, errCancelled
 	case ctx.Err() != nil:
 		return nil, errStopped
+	case err == nil:
+		// A result the work returned as the timeout ran out is an answer the store
+		// recorded before the relay's withdrawal (Relay): the agent carried the
+		// command out, and a retry would run it again.
+		return result, nil
 	case context.Cause(actx) == errTimedOut:
 		return nil, timedOut
 	case errors.As(err, &skipped):
 		return nil, skipped
-	case err != nil:
-		return nil, proto.AsError(err)
 	}
-	return result, nil
+	return nil, proto.AsError(err)
 }
+
+// expired is the TIMEOUT of an attempt resumed after its timeout ran out (the registry
+// was down), which ran nothing: the transaction that records it checks that no answer
+// of the attempt's commands came first (recordExpired).
+type expired struct{ timedOut *proto.Error }
+
+func (x expired) Error() string { return x.timedOut.Error() }
+func (x expired) Unwrap() error { return x.timedOut }
+
+// errAnsweredFirst refuses to record an expired attempt TIMEOUT: a command of it holds
+// an answer the store recorded before, which the attempt reads instead.
+var errAnsweredFirst = errors.New("an answer of the attempt was recorded before its timeout")
 
 // work is an attempt without its timeout: the step's handler, unless a previous run of
 // the same attempt finished it, then the wait for the rejoin.

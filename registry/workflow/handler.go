@@ -60,8 +60,10 @@ func (a *Attempt) Relay(ctx context.Context, role, sub, kind string, input json.
 // attempt relayed it before the registry restarted, or at a replica that drove the run
 // before), the command is relayed with what it was stored with, pending or answered, so
 // that the agent, which may be running it already, is asked exactly what it was asked
-// before, and makeInput is not called. It returns what the command carried, by which
-// the step reads the answer (the nonce a quote must be over), and the answer.
+// before, and makeInput is not called. Once ctx has ended, a command not stored is
+// neither made nor relayed: RelayMade returns ctx's cause. It returns what the command
+// carried, by which the step reads the answer (the nonce a quote must be over), and the
+// answer.
 func (a *Attempt) RelayMade(ctx context.Context, role, sub, kind string, makeInput func() (CommandInput, error)) (CommandInput, json.RawMessage, error) {
 	e := a.engine
 	if e.cfg.Relay == nil {
@@ -74,7 +76,12 @@ func (a *Attempt) RelayMade(ctx context.Context, role, sub, kind string, makeInp
 	}
 	target, id := relayTarget(a.Run.ID, a.Node, a.Step, role), subCommandID(a.CommandID, sub)
 	in, stored, err := e.cfg.Relay.Stored(ctx, target, id)
-	if err == nil && !stored {
+	switch {
+	case err == nil && !stored && ctx.Err() != nil:
+		// The attempt is over (timed out, or resumed after its timeout to read the
+		// answers stored): a command not stored yet is never made or sent.
+		return CommandInput{}, nil, context.Cause(ctx)
+	case err == nil && !stored:
 		in, err = makeInput()
 	}
 	if err != nil {

@@ -218,6 +218,10 @@ type outcome struct {
 	hold bool
 	// result, when set, is the answer of a command that succeeds.
 	result json.RawMessage
+	// answerAtEnd keeps the command running until its relay's context ends, when the
+	// agent answers it: its answer is recorded before the withdrawal, and the relay
+	// returns it, as the registry's relay returns the answer the store recorded first.
+	answerAtEnd bool
 }
 
 var (
@@ -261,6 +265,8 @@ type execution struct {
 	done   chan struct{}
 	result json.RawMessage
 	err    error
+	// answerAtEnd: see outcome.
+	answerAtEnd bool
 }
 
 func newFakeAgent() *fakeAgent {
@@ -301,6 +307,12 @@ func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind stri
 		return nil, ctx.Err()
 	}
 	ex := a.runs[id]
+	if ex == nil && ctx.Err() != nil {
+		// A relay whose caller gave the command up already sends nothing.
+		a.causes[id] = context.Cause(ctx)
+		a.mu.Unlock()
+		return nil, ctx.Err()
+	}
 	if ex == nil {
 		ex = &execution{done: make(chan struct{})}
 		a.runs[id] = ex
@@ -318,6 +330,8 @@ func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind stri
 		}
 		switch {
 		case o.hold:
+		case o.answerAtEnd:
+			ex.answerAtEnd = true
 		case o.fail:
 			ex.err = proto.Errorf(proto.DriverError, "%s failed", kind)
 			if o.message != "" {
@@ -341,13 +355,24 @@ func (a *fakeAgent) Relay(ctx context.Context, target RelayTarget, id, kind stri
 		return nil, ctx.Err()
 	}
 	a.mu.Unlock()
+	// An answer recorded before the caller gave the command up wins.
+	select {
+	case <-ex.done:
+		return ex.result, ex.err
+	default:
+	}
 	select {
 	case <-ex.done:
 		return ex.result, ex.err
 	case <-ctx.Done():
 		a.mu.Lock()
+		defer a.mu.Unlock()
 		a.causes[id] = context.Cause(ctx)
-		a.mu.Unlock()
+		if ex.answerAtEnd && !a.answered(id) {
+			ex.result = json.RawMessage(`{"answeredAtEnd":true}`)
+			close(ex.done)
+			return ex.result, nil
+		}
 		return nil, ctx.Err()
 	}
 }

@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 
@@ -87,6 +88,29 @@ func relayTarget(run string, node store.Node, step profile.RenderedStep, role st
 // before it commits resumes the attempt with its answers still stored.
 func (e *Engine) record(id string, node store.Node, i int, change func(*store.Run) error) (store.Run, error) {
 	return e.write(id, true, func(tx *store.Tx, r *store.Run) error {
+		if err := change(r); err != nil {
+			return err
+		}
+		return e.recorded(tx, node, r, i)
+	})
+}
+
+// recordExpired is record of the TIMEOUT of an attempt resumed after its timeout ran
+// out, which read nothing (expired), unless a command of the attempt holds an answer
+// (store.Tx.AttemptAnswered) as the transaction reads the store: then it records
+// nothing and is errAnsweredFirst. The TIMEOUT and the withdrawal of the commands still
+// pending commit in one transaction, so an agent's answer is either recorded before
+// it, and read, or after it, and dropped (store.Tx.CompleteAgentCommand).
+func (e *Engine) recordExpired(id string, node store.Node, i int, change func(*store.Run) error) (store.Run, error) {
+	return e.write(id, true, func(tx *store.Tx, r *store.Run) error {
+		if e.cfg.Relay != nil {
+			attempt := r.Steps[i].Attempts[len(r.Steps[i].Attempts)-1].CommandID
+			for _, agent := range e.cfg.Relay.Agents(node) {
+				if answered, err := tx.AttemptAnswered(agent, attempt); answered || err != nil {
+					return cmp.Or(err, errAnsweredFirst)
+				}
+			}
+		}
 		if err := change(r); err != nil {
 			return err
 		}

@@ -224,12 +224,37 @@ func failingStep(run store.Run, steps []profile.RenderedStep) *store.RunStep {
 
 const onFailureContinue = "continue"
 
+// failedBeforeItsCancel reports whether failed, the step that fails cancelled run,
+// failed before the cancel (Cancel: reason cancelled) came: it comes before the step
+// the run was on then (store.StepFailure.Step; none once every step was done). A run
+// the registry failed (Fail, failStuck) fails with why it did.
+func failedBeforeItsCancel(run store.Run, failed *store.RunStep) bool {
+	if failed == nil || run.Cancelled.Error == nil || run.Cancelled.Error.Details.Reason != proto.ReasonCancelled {
+		return false
+	}
+	for _, s := range run.Steps {
+		switch s.Path() {
+		case run.Cancelled.Step:
+			return false
+		case failed.Path():
+			return true
+		}
+	}
+	return false
+}
+
 // end records the run's outcome, and what it means for the node, in one transaction:
-// failed as it was cancelled, else at its failing step (of its rendered steps).
+// failed as it was cancelled, else at its failing step (of its rendered steps; none
+// known when nil). A step that failed the run before its cancel came (its cleanup
+// running) is the run's failure still: the cancel stopped nothing, and the operator
+// reads why the run failed.
 func (e *Engine) end(run store.Run, steps []profile.RenderedStep) error {
 	var failed *store.RunStep
-	if run.Cancelled == nil {
+	if steps != nil {
 		failed = failingStep(run, steps)
+	}
+	if run.Cancelled != nil && !failedBeforeItsCancel(run, failed) {
+		failed = nil
 	}
 	var old, ended store.Run
 	dropped := 0
@@ -241,11 +266,11 @@ func (e *Engine) end(run store.Run, steps []profile.RenderedStep) error {
 		old, ended, err = updateRun(tx, run.ID, func(r *store.Run) error {
 			r.State = store.RunSucceeded
 			switch {
-			case r.Cancelled != nil:
-				r.State, r.Failure = store.RunFailed, r.Cancelled
 			case failed != nil:
 				r.State = store.RunFailed
 				r.Failure = &store.StepFailure{RunID: r.ID, Step: failed.Path(), Use: failed.Use, Error: failed.Error}
+			case r.Cancelled != nil:
+				r.State, r.Failure = store.RunFailed, r.Cancelled
 			}
 			return nil
 		})

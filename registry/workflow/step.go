@@ -70,6 +70,7 @@ func (e *Engine) runStepOnce(ctx context.Context, id string, i int, pl plan) err
 			return err
 		}
 	}
+	readExpired := false
 	for {
 		s := run.Steps[i]
 		m := e.nextMove(spec, fallbackHolds, s.Attempts)
@@ -103,7 +104,7 @@ func (e *Engine) runStepOnce(ctx context.Context, id string, i int, pl plan) err
 		if att.Fallback {
 			tried = *spec.Fallback
 		}
-		result, failure := e.attempt(ctx, run, node, i, pl, tried, att)
+		result, failure := e.attempt(ctx, run, node, i, pl, tried, att, readExpired)
 		if failure == errStopped || failure == errCancelled {
 			return failure
 		}
@@ -123,7 +124,18 @@ func (e *Engine) runStepOnce(ctx context.Context, id string, i int, pl plan) err
 			s.State, s.Result, s.ViaFallback, s.FinishedAt = store.StepSucceeded, result, a.Fallback, a.FinishedAt
 			return nil
 		}
-		run, err = e.record(id, node, i, record)
+		var recorded store.Run
+		if _, ok := failure.(expired); ok {
+			recorded, err = e.recordExpired(id, node, i, record)
+		} else {
+			recorded, err = e.record(id, node, i, record)
+		}
+		if errors.Is(err, errAnsweredFirst) {
+			// The attempt runs again, to read what its agent answered.
+			readExpired = true
+			continue
+		}
+		run, readExpired = recorded, false
 		if failure == nil && store.RunTooLarge(err) {
 			// A result the run cannot keep fails the attempt, as an answer too large
 			// to take does.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
@@ -65,9 +66,11 @@ func (e *Engine) withSpecs(run store.Run) (store.Run, error) {
 }
 
 // ReportProgress records progress detail an agent reported for a command of a running
-// step (for example the bytes deploy.deploy has written), for watchers to show. A command
-// of no running step is NOT_FOUND; a detail over proto.MaxProgressDetail, or one the
-// run's record cannot keep (store.RunTooLarge), is INVALID_INPUT and not recorded.
+// step's running attempt (for example the bytes deploy.deploy has written), for watchers
+// to show. A command of no running attempt is NOT_FOUND: that of an attempt that timed
+// out or was withdrawn, whose agent may still report, would overwrite the progress of
+// the attempt that runs now. A detail over proto.MaxProgressDetail, or one the run's
+// record cannot keep (store.RunTooLarge), is INVALID_INPUT and not recorded.
 func (e *Engine) ReportProgress(commandID string, detail json.RawMessage) error {
 	id, phase, index, err := stepOf(commandID)
 	if err != nil {
@@ -82,18 +85,28 @@ func (e *Engine) ReportProgress(commandID string, detail json.RawMessage) error 
 	_, err = e.write(id, false, func(_ *store.Tx, r *store.Run) error {
 		for i := range r.Steps {
 			s := &r.Steps[i]
-			if s.Phase == phase && s.Index == index && s.State == store.StepRunning {
+			if s.Phase == phase && s.Index == index && s.State == store.StepRunning && runningAttempt(*s, commandID) {
 				location, read, written = deployStreamed(s.Progress, detail)
 				s.Progress = detail
 				return nil
 			}
 		}
-		return proto.Errorf(proto.NotFound, "command %s is not of a running step", commandID)
+		return proto.Errorf(proto.NotFound, "command %s is not of a running step's running attempt", commandID)
 	})
 	if err == nil && location != "" && e.cfg.Observer != nil {
 		e.cfg.Observer.DeployStreamed(location, read, written)
 	}
 	return err
+}
+
+// runningAttempt reports whether commandID is a command of step s's attempt that runs
+// (its last, not finished): the attempt's id, or one under it (subCommandID).
+func runningAttempt(s store.RunStep, commandID string) bool {
+	if !s.AttemptOpen() {
+		return false
+	}
+	a := s.Attempts[len(s.Attempts)-1].CommandID
+	return commandID == a || strings.HasPrefix(commandID, a+":")
 }
 
 // deployStreamed is what a deploy.image's progress report adds to the one before it:
