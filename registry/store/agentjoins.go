@@ -78,13 +78,12 @@ func agentJoinKey(node, role string) []byte { return []byte(node + "\x00" + role
 // AgentJoins returns the last join of each role of node's agents, by role.
 func (t *Tx) AgentJoins(node string) (map[string]AgentJoin, error) {
 	out := map[string]AgentJoin{}
-	_, err := t.scan(bucketAgentJoins, []byte(node+"\x00"), Page{}, func(k, v []byte) (bool, error) {
+	_, err := t.scan(bucketAgentJoins, []byte(node+"\x00"), Page{}, func(k, v []byte) (func(), error) {
 		var j AgentJoin
 		if err := decode(bucketAgentJoins, k, v, &j); err != nil {
-			return false, err
+			return nil, err
 		}
-		out[j.Role] = j
-		return true, nil
+		return func() { out[j.Role] = j }, nil
 	})
 	return out, err
 }

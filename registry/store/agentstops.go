@@ -41,15 +41,16 @@ func (t *Tx) RecordAgentStop(h Holder, returnIn, spread time.Duration) error {
 		return proto.Errorf(proto.Internal, "an agent stop needs a replica, its run's start, and a return and a re-slot spread that are not negative")
 	}
 	var old [][]byte
-	_, err := t.scan(bucketAgentStops, nil, Page{}, func(k, v []byte) (bool, error) {
+	_, err := t.scan(bucketAgentStops, nil, Page{}, func(k, v []byte) (func(), error) {
 		var s AgentStop
 		if err := decode(bucketAgentStops, k, v, &s); err != nil {
-			return false, err
+			return nil, err
 		}
-		if s.ReturnBy.Add(agentStopKept).Before(t.now) {
-			old = append(old, k)
-		}
-		return true, nil
+		return func() {
+			if s.ReturnBy.Add(agentStopKept).Before(t.now) {
+				old = append(old, k)
+			}
+		}, nil
 	})
 	if err != nil {
 		return err

@@ -130,16 +130,15 @@ func (t *Tx) LastEventSeq(node string) (uint64, error) {
 // Events returns a page of node's events in order, only workflow's when it is not "".
 func (t *Tx) Events(node, workflow string, p Page) ([]Event, string, error) {
 	var out []Event
-	next, err := t.scan(bucketEvents, eventPrefix(node), p, func(k, v []byte) (bool, error) {
+	next, err := t.scan(bucketEvents, eventPrefix(node), p, func(k, v []byte) (func(), error) {
 		var e Event
 		if err := decode(bucketEvents, k, v, &e); err != nil {
-			return false, err
+			return nil, err
 		}
 		if workflow != "" && e.Workflow != workflow {
-			return false, nil
+			return nil, nil
 		}
-		out = append(out, e)
-		return true, nil
+		return func() { out = append(out, e) }, nil
 	})
 	return out, next, err
 }
@@ -155,13 +154,13 @@ func (t *Tx) PruneEvents() (int, error) {
 	}
 	var heads []head
 	// The callback keeps no entry, so the page never fills and scan visits every head.
-	_, err := t.scan(bucketEventHeads, nil, Page{}, func(k, v []byte) (bool, error) {
+	_, err := t.scan(bucketEventHeads, nil, Page{}, func(k, v []byte) (func(), error) {
 		var h eventHead
 		if err := decode(bucketEventHeads, k, v, &h); err != nil {
-			return false, err
+			return nil, err
 		}
 		heads = append(heads, head{string(k), h})
-		return false, nil
+		return nil, nil
 	})
 	if err != nil {
 		return 0, err

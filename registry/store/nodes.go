@@ -379,13 +379,12 @@ func (t *Tx) Nodes(tenant, pool, state string, p Page) ([]Node, string, error) {
 		prefix += pool + "\x00"
 	}
 	out := []Node{}
-	next, err := t.scan(bucketNodesByPool, []byte(prefix), p, func(k, _ []byte) (bool, error) {
+	next, err := t.scan(bucketNodesByPool, []byte(prefix), p, func(k, _ []byte) (func(), error) {
 		n, err := t.Node(string(k[bytes.LastIndexByte(k, 0)+1:]))
 		if err != nil || state != "" && n.State != state {
-			return false, err
+			return nil, err
 		}
-		out = append(out, n)
-		return true, nil
+		return func() { out = append(out, n) }, nil
 	})
 	return out, next, err
 }

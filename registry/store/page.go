@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"slices"
 
 	"github.com/better-compute/better-compute/proto"
@@ -61,11 +62,19 @@ func PageOf[T any](items []T, key func(T) []byte, p Page) ([]T, string, error) {
 	return items[start:end], EncodeCursor(key(items[end-1])), nil
 }
 
+// errPageFull stops scan's walk at the first entry past a full page that fn takes: the
+// walk reads no further, so a transaction conflicts only with writes up to that entry.
+var errPageFull = errors.New("store: the page is full and an entry follows it")
+
 // scan visits the entries of bucket under prefix in key order, starting after the page's
-// cursor, and stops once fn has accepted page.limit() of them. fn reports whether it
-// kept the entry (filters skip entries without counting them). The returned cursor is
-// empty when the scan reached the end.
-func (t *Tx) scan(bucket string, prefix []byte, p Page, fn func(k, v []byte) (bool, error)) (string, error) {
+// cursor, and puts page.limit() of them on the page. fn reads an entry and returns what
+// puts it on the page (an append, say), or nil to skip it: a filter skips an entry
+// without counting it. scan calls the append only for an entry the page takes. The
+// returned cursor, after the page's last entry, is offered only when fn returns an
+// append for an entry after the page: a full page followed only by entries the filter
+// skips is the end of the list, and a cursor there would lead to an empty page and tell
+// the caller of entries it does not see.
+func (t *Tx) scan(bucket string, prefix []byte, p Page, fn func(k, v []byte) (func(), error)) (string, error) {
 	var after []byte
 	if p.Cursor != "" {
 		var err error
@@ -73,16 +82,22 @@ func (t *Tx) scan(bucket string, prefix []byte, p Page, fn func(k, v []byte) (bo
 			return "", err
 		}
 	}
+	var last []byte
 	kept := 0
-	last, more, err := t.walk(bucket, prefix, after, func() bool { return kept == p.limit() }, func(k, v []byte) error {
-		ok, err := fn(k, v)
-		if ok {
-			kept++
+	_, _, err := t.walk(bucket, prefix, after, func() bool { return false }, func(k, v []byte) error {
+		add, err := fn(k, v)
+		switch {
+		case err != nil || add == nil:
+			return err
+		case kept == p.limit():
+			return errPageFull
 		}
-		return err
+		add()
+		kept, last = kept+1, bytes.Clone(k)
+		return nil
 	})
-	if err != nil || !more {
-		return "", err
+	if errors.Is(err, errPageFull) {
+		return EncodeCursor(last), nil
 	}
-	return EncodeCursor(last), nil
+	return "", err
 }

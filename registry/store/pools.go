@@ -177,13 +177,12 @@ func (t *Tx) Pool(tenant, name string) (Pool, error) {
 // Pools lists tenant's pools, one page at a time.
 func (t *Tx) Pools(tenant string, pg Page) ([]Pool, string, error) {
 	var out []Pool
-	next, err := t.scan(bucketPools, []byte(tenant+"\x00"), pg, func(k, v []byte) (bool, error) {
+	next, err := t.scan(bucketPools, []byte(tenant+"\x00"), pg, func(k, v []byte) (func(), error) {
 		var p Pool
 		if err := decode(bucketPools, k, v, &p); err != nil {
-			return false, err
+			return nil, err
 		}
-		out = append(out, p)
-		return true, nil
+		return func() { out = append(out, p) }, nil
 	})
 	return out, next, err
 }

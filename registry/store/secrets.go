@@ -104,13 +104,12 @@ func (t *Tx) TenantSecret(tenant, ref string) (Secret, bool, error) {
 // TenantSecrets returns a page of the tenant's secrets in ref order.
 func (t *Tx) TenantSecrets(tenant string, pg Page) ([]Secret, string, error) {
 	var out []Secret
-	next, err := t.scan(bucketTenantSecrets, []byte(tenant+"\x00"), pg, func(k, v []byte) (bool, error) {
+	next, err := t.scan(bucketTenantSecrets, []byte(tenant+"\x00"), pg, func(k, v []byte) (func(), error) {
 		var s Secret
 		if err := decode(bucketTenantSecrets, k, v, &s); err != nil {
-			return false, err
+			return nil, err
 		}
-		out = append(out, s)
-		return true, nil
+		return func() { out = append(out, s) }, nil
 	})
 	return out, next, err
 }

@@ -97,13 +97,12 @@ func (t *Tx) ImageSigners(tenant string, p Page) ([]ImageSigner, string, error) 
 		prefix = []byte(tenant + "\x00")
 	}
 	var out []ImageSigner
-	next, err := t.scan(bucketImageSigners, prefix, p, func(k, v []byte) (bool, error) {
+	next, err := t.scan(bucketImageSigners, prefix, p, func(k, v []byte) (func(), error) {
 		var s ImageSigner
 		if err := decode(bucketImageSigners, k, v, &s); err != nil {
-			return false, err
+			return nil, err
 		}
-		out = append(out, s)
-		return true, nil
+		return func() { out = append(out, s) }, nil
 	})
 	return out, next, err
 }

@@ -78,13 +78,12 @@ func (t *Tx) Site(id string) (Site, error) {
 // Sites lists the sites, one page at a time.
 func (t *Tx) Sites(p Page) ([]Site, string, error) {
 	var out []Site
-	next, err := t.scan(bucketSites, nil, p, func(k, v []byte) (bool, error) {
+	next, err := t.scan(bucketSites, nil, p, func(k, v []byte) (func(), error) {
 		var s Site
 		if err := decode(bucketSites, k, v, &s); err != nil {
-			return false, err
+			return nil, err
 		}
-		out = append(out, s)
-		return true, nil
+		return func() { out = append(out, s) }, nil
 	})
 	return out, next, err
 }

@@ -62,13 +62,12 @@ func (t *Tx) Tenant(id string) (Tenant, error) {
 // Tenants lists the tenants, one page at a time.
 func (t *Tx) Tenants(p Page) ([]Tenant, string, error) {
 	var out []Tenant
-	next, err := t.scan(bucketTenants, nil, p, func(k, v []byte) (bool, error) {
+	next, err := t.scan(bucketTenants, nil, p, func(k, v []byte) (func(), error) {
 		var tn Tenant
 		if err := decode(bucketTenants, k, v, &tn); err != nil {
-			return false, err
+			return nil, err
 		}
-		out = append(out, tn)
-		return true, nil
+		return func() { out = append(out, tn) }, nil
 	})
 	return out, next, err
 }

@@ -267,13 +267,12 @@ func (t *Tx) deleteJoinTokens(limit int, doomed func(JoinToken) bool) (int, erro
 // JoinTokens lists the join tokens, one page at a time.
 func (t *Tx) JoinTokens(p Page) ([]JoinToken, string, error) {
 	var out []JoinToken
-	next, err := t.scan(bucketJoinTokens, nil, p, func(k, v []byte) (bool, error) {
+	next, err := t.scan(bucketJoinTokens, nil, p, func(k, v []byte) (func(), error) {
 		var tok JoinToken
 		if err := decode(bucketJoinTokens, k, v, &tok); err != nil {
-			return false, err
+			return nil, err
 		}
-		out = append(out, tok)
-		return true, nil
+		return func() { out = append(out, tok) }, nil
 	})
 	return out, next, err
 }
