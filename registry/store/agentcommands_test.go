@@ -531,3 +531,48 @@ func TestWithdrawAgentCommands(t *testing.T) {
 		})
 	})
 }
+
+// TestAttemptAnswered: an attempt resumed after its timeout ran out reads an answer of
+// its own commands (its id, or one under it) that its run has not recorded yet; a
+// pending command, an answer already recorded, another attempt's whose id extends this
+// one's, and another agent's do not count.
+func TestAttemptAnswered(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, err := open(t, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		const attempt = "wf_0123456789abcdef:main.0:a1"
+		answered := func(agent string) bool {
+			t.Helper()
+			var got bool
+			mustUpdate(t, s, func(tx *Tx) (err error) { got, err = tx.AttemptAnswered(agent, attempt); return err })
+			return got
+		}
+		mustUpdate(t, s, func(tx *Tx) error {
+			for _, c := range []struct {
+				agent, id string
+				answered  bool
+			}{{"n1", attempt, false}, {"n1", attempt + "0", true}, {"n10", attempt, true}, {"n2", attempt + ":sub", true}} {
+				if err := enqueueAnswered(tx, c.agent, c.id, c.answered); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if answered("n1") {
+			t.Error("n1: its attempt's command is pending and another attempt's answered, yet it reads as answered")
+		}
+		if !answered("n2") {
+			t.Error("n2: the answer under its attempt's id does not count")
+		}
+		mustUpdate(t, s, func(tx *Tx) error {
+			_, err := tx.RecordAgentCommands("n2", attempt, "wf_0123456789abcdef", "main.0")
+			return err
+		})
+		if answered("n2") {
+			t.Error("n2: an answer its run recorded already counts again")
+		}
+	})
+}
