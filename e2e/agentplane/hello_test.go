@@ -92,17 +92,7 @@ func TestHellosArePaced(t *testing.T) {
 	var statusWrites atomic.Int64
 	defer e.st.OnWrite(func() { statusWrites.Add(1) }, store.BucketAgentStatus)()
 	stored := func(v int) bool {
-		var cpu json.RawMessage
-		e.st.View(func(tx *store.Tx) error {
-			secs, _ := tx.Inventory("gpu-1")
-			for _, s := range secs {
-				if s.Section == proto.SectionCPU {
-					cpu = s.Data
-				}
-			}
-			return nil
-		})
-		return e.status("gpu-1").ObservedGeneration == int64(v) && string(cpu) == fmt.Sprintf(`{"cores":%d}`, v)
+		return e.status("gpu-1").ObservedGeneration == int64(v) && string(e.section("gpu-1", proto.SectionCPU)) == fmt.Sprintf(`{"cores":%d}`, v)
 	}
 
 	start := time.Now()
@@ -148,17 +138,7 @@ func TestARefusedSectionIsLoggedOnceAMinute(t *testing.T) {
 	e := startEnv(t, &env{t: t, ca: ca, server: server, dir: t.TempDir(), addr: "127.0.0.1:0", log: slog.New(logs),
 		hooks: agents.Config{OnSession: func(string, proto.Role, time.Time, string) error { hellos.Add(1); return nil }}})
 	cpu := func(v int) bool {
-		var data json.RawMessage
-		e.st.View(func(tx *store.Tx) error {
-			secs, _ := tx.Inventory("gpu-1")
-			for _, s := range secs {
-				if s.Section == proto.SectionCPU {
-					data = s.Data
-				}
-			}
-			return nil
-		})
-		return string(data) == fmt.Sprintf(`{"cores":%d}`, v)
+		return string(e.section("gpu-1", proto.SectionCPU)) == fmt.Sprintf(`{"cores":%d}`, v)
 	}
 	_, stream := sessionOverQUIC(t, e, "gpu-1", proto.Hello{})
 	for i := range 200 {

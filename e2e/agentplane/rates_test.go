@@ -52,18 +52,8 @@ func TestAFloodOfReportsIsPaced(t *testing.T) {
 	sent := time.Now()
 	// The last of each: generation 3 applied (which clears the failure of 2), 3 cores.
 	last := func() bool {
-		var cpu json.RawMessage
-		e.st.View(func(tx *store.Tx) error {
-			secs, _ := tx.Inventory("gpu-1")
-			for _, s := range secs {
-				if s.Section == proto.SectionCPU {
-					cpu = s.Data
-				}
-			}
-			return nil
-		})
 		st := e.status("gpu-1")
-		return st.ObservedGeneration == 3 && st.FailedGeneration == 0 && string(cpu) == `{"cores":3}`
+		return st.ObservedGeneration == 3 && st.FailedGeneration == 0 && string(e.section("gpu-1", proto.SectionCPU)) == `{"cores":3}`
 	}
 	waitUntil(t, "the last ack and section stored", 20*time.Second, 5*time.Millisecond, last)
 	stored := time.Now()
@@ -133,19 +123,7 @@ func TestAReplacedSessionsWaitingReportsAreDropped(t *testing.T) {
 	waitFor(t, "the sections recorded at once", func() bool { return len(inv.get()) >= 16 })
 	now := raw(`{"n":"now"}`)
 	sessionOverQUIC(t, e, "gpu-1", proto.Hello{Inventory: map[string]json.RawMessage{proto.SectionCPU: now}})
-	cpu := func() string {
-		var data string
-		e.st.View(func(tx *store.Tx) error {
-			secs, err := tx.Inventory("gpu-1")
-			for _, s := range secs {
-				if s.Section == proto.SectionCPU {
-					data = string(s.Data)
-				}
-			}
-			return err
-		})
-		return data
-	}
+	cpu := func() string { return string(e.section("gpu-1", proto.SectionCPU)) }
 	waitFor(t, "the newer hello's section", func() bool { return cpu() == string(now) })
 	time.Sleep(time.Second) // past the spacing
 	if got := cpu(); got != string(now) {
