@@ -82,7 +82,8 @@ func TestServeOverLoopback(t *testing.T) {
 
 // TestConcurrentReads has many machines read the iPXE binary at once, as after a power
 // cut: every read must complete with the whole file, each on a socket of its own, with
-// the block size a BIOS PXE ROM asks for.
+// the block size a BIOS PXE ROM asks for. Each machine reads from a loopback address of
+// its own, as each has its own address (MaxPerClient).
 func TestConcurrentReads(t *testing.T) {
 	const clients = 300
 	dir := t.TempDir()
@@ -97,11 +98,14 @@ func TestConcurrentReads(t *testing.T) {
 		mu   sync.Mutex
 		errs []error
 	)
-	for range clients {
+	for i := range clients {
 		wg.Go(func() {
 			err := func() error {
 				cl, err := tftp.NewClient(addr)
 				if err != nil {
+					return err
+				}
+				if err := cl.SetLocalAddr(fmt.Sprintf("127.1.%d.%d", i/250, 1+i%250)); err != nil {
 					return err
 				}
 				cl.SetBlockSize(1456)
