@@ -271,10 +271,22 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 		script = s.waitScript(mac)
 		out, _ = ipxe.Render(script)
 	}
-	s.log.Info("ipxe script", "mac", mac.String(), "kind", string(script.Kind))
+	s.logScript(mac, script)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Write(out)
+}
+
+// logScript logs the script mac was answered with: a machine's own each time, the wait
+// (to a MAC without an entry, or to an address that does not hold it) at most once a
+// minute, since anyone may ask for one under any MAC as fast as it can send.
+func (s *Server) logScript(mac net.HardwareAddr, script ipxe.Script) {
+	if script.Kind != ipxe.Wait {
+		s.log.Info("ipxe script", "mac", mac.String(), "kind", string(script.Kind))
+		return
+	}
+	s.waitInfo.log(s.log, slog.LevelInfo, s.clock.Now(), "scripts", "ipxe script: the wait, to a machine without an entry or to an address that does not "+
+		"hold the machine's; scripts counts them since the last such line (at most one a minute), mac is the last's", "mac", mac.String(), "kind", string(script.Kind))
 }
 
 // waitScript is the script that has a machine wait and ask again.
