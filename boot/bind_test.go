@@ -38,9 +38,9 @@ var secrets = []string{"bc.token=", "rt_acme", "cap=", "sanboot", "sha256"}
 // bindSite is a whole boot server running on loopback (Run: DHCP on lo, TFTP and HTTP
 // at 127.0.0.1) with acme's machines.
 type bindSite struct {
-	s          *Server
-	clock      *clock.Fake
-	http, tftp int
+	s                *Server
+	clock            *clock.Fake
+	http, tftp, dhcp int
 }
 
 func startBindSite(t *testing.T, mode Mode) bindSite {
@@ -81,7 +81,7 @@ func startBindSiteLog(t *testing.T, mode Mode, log *slog.Logger) bindSite {
 		<-done
 		s.Close()
 	})
-	b := bindSite{s: s, clock: c, http: cfg.HTTPPort, tftp: cfg.TFTPPort}
+	b := bindSite{s: s, clock: c, http: cfg.HTTPPort, tftp: cfg.TFTPPort, dhcp: cfg.DHCPPort}
 	testkit.WaitFor(t, "the boot server's HTTP listener", 10*time.Second, 10*time.Millisecond, func() bool {
 		c, err := net.Dial("tcp4", "127.0.0.1:"+strconv.Itoa(b.http))
 		if err == nil {
@@ -302,4 +302,42 @@ func TestScriptFloodLogsBoundedLines(t *testing.T) {
 	if !strings.Contains(log.String(), fmt.Sprintf("requests=%d\n", flood)) {
 		t.Errorf("no warn a minute later standing for the %d requests held back and its own:\n%.2000s", flood, log.String())
 	}
+}
+
+// TestReleaseFromAnotherAddressIsIgnored is a host on the segment that saw a machine's
+// MAC and address in its broadcasts, and sends a DHCPRELEASE in the machine's name from
+// its own address, then one as if relayed: before, the server ended the machine's lease,
+// and the machine, still using its address, was withheld its script (and its address
+// offered to others). A client releases from the address it gives up, never through a
+// relay: the host's releases are dropped, and the machine's own release ends its lease.
+func TestReleaseFromAnotherAddressIsIgnored(t *testing.T) {
+	b := startBindSite(t, Authoritative)
+	b.lease(t, acmeRamdisk, victimAddr)
+	release := func(from string, giaddr net.IP) {
+		t.Helper()
+		hw, _ := net.ParseMAC(acmeRamdisk)
+		r, err := dhcpv4.New(dhcpv4.WithMessageType(dhcpv4.MessageTypeRelease), dhcpv4.WithHwAddr(hw), dhcpv4.WithClientIP(net.ParseIP(victimAddr)),
+			dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.ParseIP("127.0.0.1"))), dhcpv4.WithGatewayIP(giaddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(from)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.WriteToUDP(r.ToBytes(), &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: b.dhcp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release(strangeAddr, nil)
+	release(strangeAddr, net.ParseIP(victimAddr))
+	time.Sleep(500 * time.Millisecond)
+	if got := b.script(t, acmeRamdisk, victimAddr); !strings.Contains(got, "rt_acme") {
+		t.Fatalf("the machine is withheld its script after another host's releases:\n%s", got)
+	}
+	release(victimAddr, nil)
+	testkit.WaitFor(t, "the machine's own release", 5*time.Second, 50*time.Millisecond, func() bool {
+		return !strings.Contains(b.script(t, acmeRamdisk, victimAddr), "rt_acme")
+	})
 }
