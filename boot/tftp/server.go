@@ -2,6 +2,7 @@ package tftp
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -90,6 +91,34 @@ type Server struct {
 	handedTo     netip.Addr
 	dropped      int
 	warned       time.Time
+
+	// writeRefused, missing and refused bound check's lines of the requests it refuses:
+	// anyone may send them, as fast as it can, and none takes a place.
+	writeRefused, missing, refused everyMinute
+}
+
+// everyMinute lets a line through at most once a minute, and counts the requests it
+// stands for: those held back since the last one, and its own.
+type everyMinute struct {
+	mu   sync.Mutex
+	last time.Time // zero for never
+	held int
+}
+
+// log logs msg with args at level when it is due, with the requests it stands for as
+// the attribute requests.
+func (e *everyMinute) log(log *slog.Logger, level slog.Level, msg string, args ...any) {
+	e.mu.Lock()
+	e.held++
+	now := time.Now()
+	if !e.last.IsZero() && now.Sub(e.last) < time.Minute {
+		e.mu.Unlock()
+		return
+	}
+	n := e.held
+	e.held, e.last = 0, now
+	e.mu.Unlock()
+	log.Log(context.Background(), level, msg, append(args, "requests", n)...)
 }
 
 // New returns a server of the files under dir.
@@ -282,12 +311,13 @@ func (s *Server) window(b []byte, from net.Addr) bool {
 }
 
 // check says whether the server refuses a datagram that came to the listening port,
-// and with which error code and message; code 0 is a refusal without answer.
+// and with which error code and message; code 0 is a refusal without answer. Each kind
+// of refusal is logged at most once a minute, with how many it stands for.
 func (s *Server) check(b []byte, from net.Addr) (code uint16, msg string, refused bool) {
 	switch binary.BigEndian.Uint16(b) {
 	case opRRQ:
 	case opWRQ:
-		s.log.Info("tftp write request refused", "client", from.String())
+		s.writeRefused.log(s.log, slog.LevelInfo, "tftp write request refused"+atMostOnceAMinute, "client", from.String())
 		return errAccess, "access violation: this server is read-only", true
 	case opERROR:
 		return 0, "", true // never answer an error, lest two peers loop
@@ -305,12 +335,15 @@ func (s *Server) check(b []byte, from net.Addr) (code uint16, msg string, refuse
 		return 0, "", false
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		s.log.Info("tftp request refused", "file", name, "client", from.String(), "err", err)
+		s.missing.log(s.log, slog.LevelInfo, "tftp request refused"+atMostOnceAMinute, "file", name, "client", from.String(), "err", err)
 		return errNotFound, "file not found", true
 	}
-	s.log.Warn("tftp request refused", "file", name, "client", from.String(), "err", err)
+	s.refused.log(s.log, slog.LevelWarn, "tftp request refused"+atMostOnceAMinute, "file", name, "client", from.String(), "err", err)
 	return errAccess, "access violation: only plain names of regular files in the boot directory are served", true
 }
+
+// atMostOnceAMinute ends the message of a refusal check logs.
+const atMostOnceAMinute = ": requests counts them since the last such line (at most one a minute); the other attributes are the last's"
 
 // errorDatagram is an ERROR datagram of code with msg.
 func errorDatagram(code uint16, msg string) []byte {
