@@ -104,12 +104,13 @@ func (s *Server) holds(mac net.HardwareAddr, client netip.Addr) bool {
 
 // boundScript is the script mac gets when client asks for it by source ("http" or
 // "tftp"): its own when client holds mac's address, else the wait that asks DHCP again,
-// logged.
+// warned of at most once a minute: anyone may ask, for any MAC, as fast as it can send.
 func (s *Server) boundScript(mac net.HardwareAddr, client netip.Addr, source string) ipxe.Script {
 	if s.holds(mac, client) {
 		return s.script(mac, source)
 	}
-	s.log.Warn("boot script asked for from an address the machine does not hold: it gets the wait, without its entry",
+	s.unboundWarn.warn(s.log, s.clock.Now(), "requests", "boot script asked for from an address the machine does not hold: it gets the wait, "+
+		"without its entry. requests counts them since the last such warn (at most one a minute); mac, client and source are the last's",
 		"mac", mac.String(), "client", client.String(), "source", source)
 	sc := s.waitScript(mac)
 	sc.Rebind = true

@@ -2,6 +2,7 @@ package boot
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -37,12 +38,18 @@ var secrets = []string{"bc.token=", "rt_acme", "cap=", "sanboot", "sha256"}
 // bindSite is a whole boot server running on loopback (Run: DHCP on lo, TFTP and HTTP
 // at 127.0.0.1) with acme's machines.
 type bindSite struct {
-	s          *Server
-	clock      *clock.Fake
-	http, tftp int
+	s                *Server
+	clock            *clock.Fake
+	http, tftp, dhcp int
 }
 
 func startBindSite(t *testing.T, mode Mode) bindSite {
+	t.Helper()
+	return startBindSiteLog(t, mode, slog.New(slog.DiscardHandler))
+}
+
+// startBindSiteLog is startBindSite logging to log.
+func startBindSiteLog(t *testing.T, mode Mode, log *slog.Logger) bindSite {
 	t.Helper()
 	cfg := testConfig(t)
 	cfg.Interface, cfg.Mode, cfg.ServerIP = "lo", mode, netip.MustParseAddr("127.0.0.1")
@@ -62,7 +69,7 @@ func startBindSite(t *testing.T, mode Mode) bindSite {
 		acmeRamdisk: {Kind: KindRamdisk, Ramdisk: withExtra},
 		acmeSanboot: {Kind: KindSanboot, ISO: "http://127.0.0.1:8080/images/sha256/cd?cap=acmecap"},
 		acmeGRUB:    {Kind: KindRamdisk, SecureBoot: true, Ramdisk: ramdisk},
-	}, Clock: c, Log: slog.New(slog.DiscardHandler)})
+	}, Clock: c, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +81,7 @@ func startBindSite(t *testing.T, mode Mode) bindSite {
 		<-done
 		s.Close()
 	})
-	b := bindSite{s: s, clock: c, http: cfg.HTTPPort, tftp: cfg.TFTPPort}
+	b := bindSite{s: s, clock: c, http: cfg.HTTPPort, tftp: cfg.TFTPPort, dhcp: cfg.DHCPPort}
 	testkit.WaitFor(t, "the boot server's HTTP listener", 10*time.Second, 10*time.Millisecond, func() bool {
 		c, err := net.Dial("tcp4", "127.0.0.1:"+strconv.Itoa(b.http))
 		if err == nil {
@@ -135,6 +142,7 @@ func (b bindSite) script(t *testing.T, mac, from string) string {
 	t.Helper()
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
 	c := http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	defer c.CloseIdleConnections() // a client of its own each time: it keeps none open
 	resp, err := c.Get("http://127.0.0.1:" + strconv.Itoa(b.http) + "/boot/" + strings.ReplaceAll(mac, ":", "-") + ".ipxe")
 	if err != nil {
 		t.Fatal(err)
@@ -263,4 +271,73 @@ func TestProxyRemembersBoundedAddresses(t *testing.T) {
 	if got := b.script(t, acmeRamdisk, victimAddr); !strings.Contains(got, "bc.token=rt_acme") {
 		t.Errorf("the machine's script from the address its DHCPREQUEST carried after the flood:\n%s", got)
 	}
+}
+
+// TestScriptFloodLogsBoundedLines is a stranger asking for scripts as fast as it can: a
+// machine's under its MAC from the stranger's own address, and its own (it holds a lease
+// of its own, under a MAC without an entry). Each request wrote a line, or two, to the
+// site's log, so a flood filled the disk as fast as the host could send. Now each kind
+// of answer, the wait to an address that does not hold the MAC and the wait to a
+// machine without an entry, is logged at most once a minute, with how many it stands for.
+func TestScriptFloodLogsBoundedLines(t *testing.T) {
+	var log testkit.SyncBuffer
+	b := startBindSiteLog(t, Authoritative, slog.New(slog.NewTextHandler(&log, nil)))
+	b.lease(t, acmeRamdisk, victimAddr)
+	b.lease(t, unknownMAC, strangeAddr)
+	const flood = 500
+	for range flood {
+		b.script(t, acmeRamdisk, strangeAddr)
+		b.script(t, unknownMAC, strangeAddr)
+	}
+	if n := strings.Count(log.String(), "boot script asked for"); n != 1 || !strings.Contains(log.String(), "requests=1\n") {
+		t.Errorf("%d lines for %d requests from an address that does not hold the MAC within a minute, want 1:\n%.2000s", n, flood, log.String())
+	}
+	if n := strings.Count(log.String(), "ipxe script"); n != 1 {
+		t.Errorf("%d lines for %d waits within a minute, want 1:\n%.2000s", n, 2*flood, log.String())
+	}
+	b.clock.Advance(time.Minute)
+	b.lease(t, acmeRamdisk, victimAddr) // the leases outlive the minute
+	b.lease(t, unknownMAC, strangeAddr)
+	b.script(t, acmeRamdisk, strangeAddr)
+	if !strings.Contains(log.String(), fmt.Sprintf("requests=%d\n", flood)) {
+		t.Errorf("no warn a minute later standing for the %d requests held back and its own:\n%.2000s", flood, log.String())
+	}
+}
+
+// TestReleaseFromAnotherAddressIsIgnored is a host on the segment that saw a machine's
+// MAC and address in its broadcasts, and sends a DHCPRELEASE in the machine's name from
+// its own address, then one as if relayed: before, the server ended the machine's lease,
+// and the machine, still using its address, was withheld its script (and its address
+// offered to others). A client releases from the address it gives up, never through a
+// relay: the host's releases are dropped, and the machine's own release ends its lease.
+func TestReleaseFromAnotherAddressIsIgnored(t *testing.T) {
+	b := startBindSite(t, Authoritative)
+	b.lease(t, acmeRamdisk, victimAddr)
+	release := func(from string, giaddr net.IP) {
+		t.Helper()
+		hw, _ := net.ParseMAC(acmeRamdisk)
+		r, err := dhcpv4.New(dhcpv4.WithMessageType(dhcpv4.MessageTypeRelease), dhcpv4.WithHwAddr(hw), dhcpv4.WithClientIP(net.ParseIP(victimAddr)),
+			dhcpv4.WithOption(dhcpv4.OptServerIdentifier(net.ParseIP("127.0.0.1"))), dhcpv4.WithGatewayIP(giaddr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.ParseIP(from)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.WriteToUDP(r.ToBytes(), &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: b.dhcp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release(strangeAddr, nil)
+	release(strangeAddr, net.ParseIP(victimAddr))
+	time.Sleep(500 * time.Millisecond)
+	if got := b.script(t, acmeRamdisk, victimAddr); !strings.Contains(got, "rt_acme") {
+		t.Fatalf("the machine is withheld its script after another host's releases:\n%s", got)
+	}
+	release(victimAddr, nil)
+	testkit.WaitFor(t, "the machine's own release", 5*time.Second, 50*time.Millisecond, func() bool {
+		return !strings.Contains(b.script(t, acmeRamdisk, victimAddr), "rt_acme")
+	})
 }

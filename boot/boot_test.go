@@ -550,8 +550,10 @@ func TestHTTPHeadersAreBounded(t *testing.T) {
 	var before, held runtime.MemStats
 	runtime.ReadMemStats(&before)
 	var wg sync.WaitGroup
-	for range conns {
-		c, err := net.Dial("tcp4", strings.TrimPrefix(base, "http://"))
+	for i := range conns {
+		// Each from an address of its own, within httpConnsPerClient.
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 2, 0, byte(1+i))}}
+		c, err := d.Dial("tcp4", strings.TrimPrefix(base, "http://"))
 		if err != nil {
 			t.Fatal(err)
 		}

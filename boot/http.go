@@ -5,12 +5,15 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/better-compute/better-compute/boot/dhcp"
@@ -33,8 +36,23 @@ func (s *Server) listenHTTP(ctx context.Context, addr string) (net.Listener, *ht
 	}
 	hs := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Duration(s.cfg.HTTPIdleTimeout),
 		MaxHeaderBytes: httpMaxHeader}
-	return stallListener{Listener: l, stall: time.Duration(s.cfg.HTTPStallTimeout)}, hs, nil
+	conns := &connCount{max: httpConns, maxPerClient: httpConnsPerClient, perClient: map[netip.Addr]int{}}
+	return &stallListener{Listener: l, stall: time.Duration(s.cfg.HTTPStallTimeout), conns: conns, log: s.log}, hs, nil
 }
+
+// httpConns and httpConnsPerClient bound the HTTP listener's open connections, all
+// together and from one client address; a connection past either is closed as it is
+// accepted. Each open connection holds some 16 KiB (its buffers and goroutine) and a
+// file descriptor, for 10 s before it sends a header and httpIdleTimeout between
+// requests: without a bound, one host opening connections and sending nothing on them
+// held as many as it could open. A machine has one open at a time (iPXE fetches one file
+// after the other, the ramdisk one image), a BMC mounting media a few; a storm of a
+// thousand machines waiting at the download gate has a thousand, and BenchmarkBootStorm
+// runs up to 14,000. At the bound, connections hold some 256 MiB.
+const (
+	httpConns          = 16384
+	httpConnsPerClient = 32
+)
 
 // httpMaxHeader is the most of a request's header the HTTP listener reads; a longer one
 // is refused 431. What the boot server is asked (a script, a ramdisk file, a cached
@@ -43,18 +61,73 @@ func (s *Server) listenHTTP(ctx context.Context, addr string) (net.Listener, *ht
 // slowly and never ended, until the 10 s header timeout: 200 connections held 200 MiB.
 const httpMaxHeader = 8 << 10
 
-// stallListener hands out its TCP connections as stallConns.
+// stallListener hands out its TCP connections as stallConns, as many as conns admits;
+// it closes the others as they come, warning at most once a minute.
 type stallListener struct {
 	net.Listener
-	stall time.Duration
+	stall   time.Duration
+	conns   *connCount
+	log     *slog.Logger
+	refused everyMinute
 }
 
-func (l stallListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok && err == nil {
-		return &stallConn{TCPConn: tc, stall: l.stall}, nil
+func (l *stallListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		tc, ok := c.(*net.TCPConn)
+		if !ok || err != nil {
+			return c, err
+		}
+		client := tcpClient(tc)
+		if l.conns.take(client) {
+			return &stallConn{TCPConn: tc, stall: l.stall, done: func() { l.conns.give(client) }}, nil
+		}
+		tc.Close()
+		l.refused.warn(l.log, time.Now(), "refused", "http: connections closed as they came: the most the boot server keeps open at once, or the most of one "+
+			"client address, are open; a host opening connections it sends nothing on holds them (client is the last refused)",
+			"client", client.String(), "max", l.conns.max, "maxPerClient", l.conns.maxPerClient)
 	}
-	return c, err
+}
+
+// tcpClient is the address of c's client.
+func tcpClient(c *net.TCPConn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// connCount counts the HTTP listener's open connections, all together and by client
+// address, up to max and maxPerClient.
+type connCount struct {
+	max, maxPerClient int
+
+	mu        sync.Mutex
+	open      int
+	perClient map[netip.Addr]int
+}
+
+// take counts a connection of client's and reports whether it is within the bounds;
+// one that is not is not counted.
+func (c *connCount) take(client netip.Addr) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open >= c.max || c.perClient[client] >= c.maxPerClient {
+		return false
+	}
+	c.open++
+	c.perClient[client]++
+	return true
+}
+
+// give uncounts a connection of client's that closed.
+func (c *connCount) give(client netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.open--
+	if c.perClient[client]--; c.perClient[client] <= 0 {
+		delete(c.perClient, client)
+	}
 }
 
 // httpWriteChunk is the most a stallConn sends under one write deadline.
@@ -67,6 +140,17 @@ const httpWriteChunk = 1 << 20
 type stallConn struct {
 	*net.TCPConn
 	stall time.Duration
+	// done gives the connection's place back (connCount) at its first Close.
+	done   func()
+	closed atomic.Bool
+}
+
+// Close closes the connection and gives its place back once.
+func (c *stallConn) Close() error {
+	if !c.closed.Swap(true) {
+		defer c.done()
+	}
+	return c.TCPConn.Close()
 }
 
 func (c *stallConn) Write(b []byte) (int, error) {
@@ -187,10 +271,22 @@ func (s *Server) serveScript(w http.ResponseWriter, r *http.Request) {
 		script = s.waitScript(mac)
 		out, _ = ipxe.Render(script)
 	}
-	s.log.Info("ipxe script", "mac", mac.String(), "kind", string(script.Kind))
+	s.logScript(mac, script)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Write(out)
+}
+
+// logScript logs the script mac was answered with: a machine's own each time, the wait
+// (to a MAC without an entry, or to an address that does not hold it) at most once a
+// minute, since anyone may ask for one under any MAC as fast as it can send.
+func (s *Server) logScript(mac net.HardwareAddr, script ipxe.Script) {
+	if script.Kind != ipxe.Wait {
+		s.log.Info("ipxe script", "mac", mac.String(), "kind", string(script.Kind))
+		return
+	}
+	s.waitInfo.log(s.log, slog.LevelInfo, s.clock.Now(), "scripts", "ipxe script: the wait, to a machine without an entry or to an address that does not "+
+		"hold the machine's; scripts counts them since the last such line (at most one a minute), mac is the last's", "mac", mac.String(), "kind", string(script.Kind))
 }
 
 // waitScript is the script that has a machine wait and ask again.

@@ -82,8 +82,9 @@ type Server struct {
 	// with ConflictCheck on and its socket open, nil otherwise (no check).
 	checker atomic.Pointer[inuse.Checker]
 	// awayWarn, unsentWarn, exhaustedWarn and refusedWarn bound heldAwayShare's,
-	// checkUnsent's, poolExhausted's and unknownRefused's warns.
-	awayWarn, unsentWarn, exhaustedWarn, refusedWarn everyMinute
+	// checkUnsent's, poolExhausted's and unknownRefused's warns; unboundWarn and waitInfo
+	// bound the lines of script requests anyone may send (boundScript, serveScript).
+	awayWarn, unsentWarn, exhaustedWarn, refusedWarn, unboundWarn, waitInfo everyMinute
 }
 
 // rememberFree is how long an address found free is taken as free without a check: as
@@ -295,6 +296,11 @@ type everyMinute struct {
 // warn logs msg with args at warn when it is due at now, with the times it stands for
 // as the attribute count.
 func (e *everyMinute) warn(log *slog.Logger, now time.Time, count, msg string, args ...any) {
+	e.log(log, slog.LevelWarn, now, count, msg, args...)
+}
+
+// log is warn at level.
+func (e *everyMinute) log(log *slog.Logger, level slog.Level, now time.Time, count, msg string, args ...any) {
 	e.mu.Lock()
 	e.held++
 	if !e.last.IsZero() && now.Sub(e.last) < time.Minute {
@@ -304,7 +310,7 @@ func (e *everyMinute) warn(log *slog.Logger, now time.Time, count, msg string, a
 	times := e.held
 	e.held, e.last = 0, now
 	e.mu.Unlock()
-	log.Warn(msg, append(args, count, times)...)
+	log.Log(context.Background(), level, msg, append(args, count, times)...)
 }
 
 // listenChecks opens the conflict check's socket when the authoritative server checks

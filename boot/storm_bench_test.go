@@ -781,9 +781,9 @@ func firmware(mux *dhcpMux, mac net.HardwareAddr, ip netip.Addr, window int) (r 
 	addr := net.JoinHostPort(next.String(), "69")
 	var n int64
 	if window > 0 {
-		n, r.Window, err = tftpReadWindow(addr, ack.BootFileName, window)
+		n, r.Window, err = tftpReadWindow(addr, ip, ack.BootFileName, window)
 	} else {
-		n, err = tftpRead(addr, ack.BootFileName)
+		n, err = tftpRead(addr, ip, ack.BootFileName)
 		r.Window = 1
 	}
 	if err != nil {
@@ -863,10 +863,14 @@ func (m *dhcpMux) exchangeWaits(req *dhcpv4.DHCPv4, want dhcpv4.MessageType, wai
 }
 
 // tftpRead reads name from the TFTP server at addr as PXE firmware does (blksize 1468,
-// tsize) and returns its length.
-func tftpRead(addr, name string) (int64, error) {
+// tsize), from the machine's address local (the server bounds the reads of each
+// address), and returns its length.
+func tftpRead(addr string, local netip.Addr, name string) (int64, error) {
 	c, err := tftp.NewClient(addr)
 	if err != nil {
+		return 0, err
+	}
+	if err := c.SetLocalAddr(local.String()); err != nil {
 		return 0, err
 	}
 	c.SetBlockSize(1468)
@@ -887,12 +891,13 @@ func tftpRead(addr, name string) (int64, error) {
 // window); after 2 s without a datagram it
 // sends its last acknowledgement again, five times at most. It returns the file's
 // length and the window the server agreed to (1 when its OACK leaves the option out).
-func tftpReadWindow(addr, name string, window int) (n int64, agreed int, err error) {
+// It reads from the machine's address local, as tftpRead does.
+func tftpReadWindow(addr string, local netip.Addr, name string, window int) (n int64, agreed int, err error) {
 	to, err := net.ResolveUDPAddr("udp4", addr)
 	if err != nil {
 		return 0, 0, err
 	}
-	conn, err := net.ListenUDP("udp4", nil)
+	conn, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0)))
 	if err != nil {
 		return 0, 0, err
 	}

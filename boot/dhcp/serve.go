@@ -15,8 +15,9 @@ import (
 const MaxInFlight = 512
 
 // Serve reads requests from conn and answers each with h in a goroutine of its own, so
-// that exchanges waiting for the lease file share its commits. It returns when ctx ends
-// (closing conn) or reading fails, after the answers in flight were sent.
+// that exchanges waiting for the lease file share its commits; a release another host
+// sent in a client's name is dropped before h sees it (fromClient). It returns when ctx
+// ends (closing conn) or reading fails, after the answers in flight were sent.
 func Serve(ctx context.Context, conn net.PacketConn, h Handler, log *slog.Logger) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
@@ -44,6 +45,11 @@ func Serve(ctx context.Context, conn net.PacketConn, h Handler, log *slog.Logger
 				log.Debug("dhcp: malformed packet", "from", peer, "err", err)
 				return
 			}
+			if !fromClient(req, peer) {
+				log.Debug("dhcp: a DHCPRELEASE not from the address it releases, or through a relay agent: another host's, dropped",
+					"mac", req.ClientHWAddr.String(), "ciaddr", req.ClientIPAddr.String(), "giaddr", req.GatewayIPAddr.String(), "from", peer)
+				return
+			}
 			resp, ok := h(req)
 			if !ok {
 				return
@@ -53,6 +59,20 @@ func Serve(ctx context.Context, conn net.PacketConn, h Handler, log *slog.Logger
 			}
 		})
 	}
+}
+
+// fromClient reports whether req, from peer, may be its client's own. A DHCPRELEASE is
+// sent by the client itself, unicast from the address it gives up (RFC 2131 section
+// 4.4.6), and no relay agent forwards one: a release from another address, or carrying a
+// giaddr, is another host's, naming a machine's MAC and address it saw, and ended the
+// machine's lease while the machine went on using the address (its script was then
+// withheld from it, and its address offered to others).
+func fromClient(req *dhcpv4.DHCPv4, peer *net.UDPAddr) bool {
+	if req.MessageType() != dhcpv4.MessageTypeRelease {
+		return true
+	}
+	ciaddr := addr(req.ClientIPAddr)
+	return !addr(req.GatewayIPAddr).IsValid() && ciaddr.IsValid() && addr(peer.IP) == ciaddr
 }
 
 // Destination is where a reply goes (RFC 2131 section 4.1): to the relay agent when

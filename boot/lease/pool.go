@@ -540,6 +540,11 @@ func (p *Pool) Release(mac string, ip netip.Addr) error {
 	return p.endNow(mac, ip)
 }
 
+// acked is when l was last acknowledged: its expiry less the TTL of its class.
+func (p *Pool) acked(l Lease) time.Time {
+	return l.Expiry.Add(-p.TTL(l.Known))
+}
+
 // holds reports whether the lease of ip is mac's. The caller holds p.mu.
 func (p *Pool) holds(mac string, ip netip.Addr) bool {
 	l, ok := p.byIP[ip]
@@ -555,17 +560,27 @@ func (p *Pool) endNow(mac string, ip netip.Addr) error {
 	return p.store.Put(n)
 }
 
-// Decline marks ip unusable for one TTL (DHCPDECLINE: the client found it in use). When
-// the addresses held away take their share of the range, mac's lease of ip ends at once
-// instead, as a release, and Decline fails with ErrAwayShare: the address goes to new
-// clients after every never-used one.
+// declineWithin is how long after its DHCPACK a lease may be declined. A client
+// declines an address it was just given, when its check before it uses it (ARP, RFC 2131
+// section 4.4.1; RFC 5227's probes take some 9 s at most) finds another host there; a
+// client that uses its address already never declines it. A DHCPDECLINE of a lease
+// acknowledged longer ago is another host's, sent in the machine's name: it had the
+// machine's address held away, and the machine lose it at its next renewal.
+const declineWithin = time.Minute
+
+// Decline marks ip unusable for one TTL (DHCPDECLINE: the client found it in use). It
+// fails with ErrNotYours unless ip is mac's lease, acknowledged (or renewed) within
+// declineWithin. When the addresses held away take their share of the range, mac's
+// lease of ip ends at once instead, as a release, and Decline fails with ErrAwayShare:
+// the address goes to new clients after every never-used one.
 func (p *Pool) Decline(mac string, ip netip.Addr) error {
 	p.mu.Lock()
-	if !p.holds(mac, ip) {
+	now := p.clock.Now()
+	if !p.holds(mac, ip) || now.Sub(p.acked(p.byIP[ip])) > declineWithin {
 		p.mu.Unlock()
 		return ErrNotYours
 	}
-	if p.awayFull(p.clock.Now()) {
+	if p.awayFull(now) {
 		if err := p.endNow(mac, ip); err != nil {
 			return err
 		}

@@ -2,12 +2,14 @@ package tftp
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -46,6 +48,14 @@ type Options struct {
 	// A read request beyond the cap is dropped unanswered, as if lost: its client sends
 	// it again.
 	MaxTransfers int
+	// MaxPerClient caps the reads in flight at once from one client address (default
+	// 16). A machine has a few: its firmware's size probe, then its read, and a read
+	// again for each request it sent again because the answer was lost, each living up
+	// to about 12 s. Without it one host, at a few hundred unacknowledged requests a
+	// second, held every one of MaxTransfers' places and every other machine's read was
+	// dropped; now it takes that many addresses. A read request beyond it is dropped
+	// unanswered, as one beyond MaxTransfers is.
+	MaxPerClient int
 }
 
 // Server is a read-only TFTP server over one directory. A client that negotiates an RFC
@@ -69,13 +79,46 @@ type Server struct {
 	// when the read ends (leave). handed is set while pin/tftp starts the transfer of the request the
 	// gate last let through: the read handler gives its place back once it runs, and the
 	// hook does when the start failed (pin/tftp's socket did not open), so that no place
-	// is lost. dropped counts the requests dropped since warned, the last warn.
+	// is lost; handedTo is that request's client. perClient counts the places of each
+	// client address that holds any. dropped counts the requests dropped since warned,
+	// the last warn.
 	mu           sync.Mutex
 	inFlight     int
 	maxTransfers int
+	perClient    map[netip.Addr]int
+	maxPerClient int
 	handed       bool
+	handedTo     netip.Addr
 	dropped      int
 	warned       time.Time
+
+	// writeRefused, missing and refused bound check's lines of the requests it refuses:
+	// anyone may send them, as fast as it can, and none takes a place.
+	writeRefused, missing, refused everyMinute
+}
+
+// everyMinute lets a line through at most once a minute, and counts the requests it
+// stands for: those held back since the last one, and its own.
+type everyMinute struct {
+	mu   sync.Mutex
+	last time.Time // zero for never
+	held int
+}
+
+// log logs msg with args at level when it is due, with the requests it stands for as
+// the attribute requests.
+func (e *everyMinute) log(log *slog.Logger, level slog.Level, msg string, args ...any) {
+	e.mu.Lock()
+	e.held++
+	now := time.Now()
+	if !e.last.IsZero() && now.Sub(e.last) < time.Minute {
+		e.mu.Unlock()
+		return
+	}
+	n := e.held
+	e.held, e.last = 0, now
+	e.mu.Unlock()
+	log.Log(context.Background(), level, msg, append(args, "requests", n)...)
 }
 
 // New returns a server of the files under dir.
@@ -84,7 +127,7 @@ func New(dir string, opts Options, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{root: root, extra: opts.Extra, log: log, sent: opts.Sent}
+	s := &Server{root: root, extra: opts.Extra, log: log, sent: opts.Sent, perClient: map[netip.Addr]int{}}
 	s.srv = tftp.NewServer(s.read, nil)
 	if opts.MaxBlockSize == 0 {
 		opts.MaxBlockSize = 1468
@@ -98,7 +141,10 @@ func New(dir string, opts Options, log *slog.Logger) (*Server, error) {
 	if opts.MaxTransfers == 0 {
 		opts.MaxTransfers = 2048
 	}
-	s.maxBlock, s.maxWindow, s.timeout, s.maxTransfers = opts.MaxBlockSize, opts.MaxWindow, opts.Timeout, opts.MaxTransfers
+	if opts.MaxPerClient == 0 {
+		opts.MaxPerClient = 16
+	}
+	s.maxBlock, s.maxWindow, s.timeout, s.maxTransfers, s.maxPerClient = opts.MaxBlockSize, opts.MaxWindow, opts.Timeout, opts.MaxTransfers, opts.MaxPerClient
 	s.srv.SetBlockSize(opts.MaxBlockSize)
 	// pin/tftp's own cap looks up the interface each request came in on, by the index
 	// in its IP_PKTINFO; now and then that index is 0 (about 5 of 300 requests read at
@@ -139,7 +185,8 @@ const (
 // serve, a write request, and anything else that is not a read request are answered
 // here, from the listening port, with a fixed message (the reason, which may hold system
 // call text, goes only to the log), and pin/tftp never sees them; nor does a read
-// request that finds MaxTransfers reads in flight, which is dropped (admit). pin/tftp
+// request that finds MaxTransfers reads in flight, or MaxPerClient of its client's, which
+// is dropped (admit). pin/tftp
 // reads a gate through ReadFrom, without IP_PKTINFO, so each transfer's socket is bound
 // to the wildcard address and the kernel picks its source address by route: the address
 // of the interface towards the client.
@@ -160,7 +207,7 @@ func (g gate) ReadFrom(p []byte) (int, net.Addr, error) {
 			if !g.s.admit(from) || g.s.window(p[:n], from) {
 				continue
 			}
-			g.s.hand()
+			g.s.hand(from)
 			return n, from, nil
 		}
 		if code != 0 {
@@ -170,36 +217,55 @@ func (g gate) ReadFrom(p []byte) (int, net.Addr, error) {
 }
 
 // admit takes a place for a read request from client, or drops it, warning at most once
-// a minute, when MaxTransfers reads are in flight.
+// a minute, when MaxTransfers reads are in flight or MaxPerClient of client's.
 func (s *Server) admit(client net.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.inFlight < s.maxTransfers {
+	ip := clientIP(client)
+	if s.inFlight < s.maxTransfers && s.perClient[ip] < s.maxPerClient {
 		s.inFlight++
+		s.perClient[ip]++
 		return true
 	}
 	s.dropped++
 	if now := time.Now(); now.Sub(s.warned) >= time.Minute {
-		s.log.Warn("tftp read requests dropped unanswered: the most reads the server sends at once are in flight; their clients send them again. "+
-			"A host sending read requests it never acknowledges holds them (client is the last dropped)",
-			"inFlight", s.inFlight, "dropped", s.dropped, "client", client.String())
+		s.log.Warn("tftp read requests dropped unanswered: the most reads the server sends at once, or the most of one client address, are in flight; "+
+			"their clients send them again. A host sending read requests it never acknowledges holds them (client is the last dropped)",
+			"inFlight", s.inFlight, "clientInFlight", s.perClient[ip], "dropped", s.dropped, "client", client.String())
 		s.warned, s.dropped = now, 0
 	}
 	return false
 }
 
-// leave gives back the place of a read that ended.
-func (s *Server) leave() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inFlight--
+// clientIP is the address a client's places are counted under.
+func clientIP(client net.Addr) netip.Addr {
+	if u, ok := client.(*net.UDPAddr); ok {
+		return u.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
 }
 
-// hand marks the place of the request the gate lets through as pin/tftp's to start.
-func (s *Server) hand() {
+// leave gives back the place of client's read that ended.
+func (s *Server) leave(client net.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.handed = true
+	s.release(clientIP(client))
+}
+
+// release gives back a place of ip's. The caller holds s.mu.
+func (s *Server) release(ip netip.Addr) {
+	s.inFlight--
+	if s.perClient[ip]--; s.perClient[ip] <= 0 {
+		delete(s.perClient, ip)
+	}
+}
+
+// hand marks the place of the request from client the gate lets through as pin/tftp's
+// to start.
+func (s *Server) hand(client net.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handed, s.handedTo = true, clientIP(client)
 }
 
 // started is called as pin/tftp reads its next request, the last one's start over:
@@ -218,7 +284,7 @@ func (s *Server) startFailed() {
 	defer s.mu.Unlock()
 	if s.handed {
 		s.handed = false
-		s.inFlight--
+		s.release(s.handedTo)
 	}
 }
 
@@ -238,19 +304,20 @@ func (s *Server) window(b []byte, from net.Addr) bool {
 		return false // pin/tftp answers it
 	}
 	s.windowed.Go(func() {
-		defer s.leave()
+		defer s.leave(client)
 		s.sendWindowed(r, f, client)
 	})
 	return true
 }
 
 // check says whether the server refuses a datagram that came to the listening port,
-// and with which error code and message; code 0 is a refusal without answer.
+// and with which error code and message; code 0 is a refusal without answer. Each kind
+// of refusal is logged at most once a minute, with how many it stands for.
 func (s *Server) check(b []byte, from net.Addr) (code uint16, msg string, refused bool) {
 	switch binary.BigEndian.Uint16(b) {
 	case opRRQ:
 	case opWRQ:
-		s.log.Info("tftp write request refused", "client", from.String())
+		s.writeRefused.log(s.log, slog.LevelInfo, "tftp write request refused"+atMostOnceAMinute, "client", from.String())
 		return errAccess, "access violation: this server is read-only", true
 	case opERROR:
 		return 0, "", true // never answer an error, lest two peers loop
@@ -268,12 +335,15 @@ func (s *Server) check(b []byte, from net.Addr) (code uint16, msg string, refuse
 		return 0, "", false
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		s.log.Info("tftp request refused", "file", name, "client", from.String(), "err", err)
+		s.missing.log(s.log, slog.LevelInfo, "tftp request refused"+atMostOnceAMinute, "file", name, "client", from.String(), "err", err)
 		return errNotFound, "file not found", true
 	}
-	s.log.Warn("tftp request refused", "file", name, "client", from.String(), "err", err)
+	s.refused.log(s.log, slog.LevelWarn, "tftp request refused"+atMostOnceAMinute, "file", name, "client", from.String(), "err", err)
 	return errAccess, "access violation: only plain names of regular files in the boot directory are served", true
 }
+
+// atMostOnceAMinute ends the message of a refusal check logs.
+const atMostOnceAMinute = ": requests counts them since the last such line (at most one a minute); the other attributes are the last's"
 
 // errorDatagram is an ERROR datagram of code with msg.
 func errorDatagram(code uint16, msg string) []byte {
@@ -287,12 +357,12 @@ func errorDatagram(code uint16, msg string) []byte {
 // and then aborts, which the hook logs as a size probe rather than a failure. pin/tftp
 // sends the text of the error read returns: it never carries the system's.
 func (s *Server) read(name string, rf io.ReaderFrom) error {
-	defer s.leave()
 	var client net.Addr = &net.UDPAddr{}
 	if ot, ok := rf.(tftp.OutgoingTransfer); ok {
 		a := ot.RemoteAddr()
 		client = &a
 	}
+	defer s.leave(client)
 	f, err := s.open(name, client)
 	if err != nil { // the file went away or changed since the gate looked
 		s.log.Warn("tftp request refused", "file", name, "err", err)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -82,7 +83,8 @@ func TestServeOverLoopback(t *testing.T) {
 
 // TestConcurrentReads has many machines read the iPXE binary at once, as after a power
 // cut: every read must complete with the whole file, each on a socket of its own, with
-// the block size a BIOS PXE ROM asks for.
+// the block size a BIOS PXE ROM asks for. Each machine reads from a loopback address of
+// its own, as each has its own address (MaxPerClient).
 func TestConcurrentReads(t *testing.T) {
 	const clients = 300
 	dir := t.TempDir()
@@ -97,11 +99,14 @@ func TestConcurrentReads(t *testing.T) {
 		mu   sync.Mutex
 		errs []error
 	)
-	for range clients {
+	for i := range clients {
 		wg.Go(func() {
 			err := func() error {
 				cl, err := tftp.NewClient(addr)
 				if err != nil {
+					return err
+				}
+				if err := cl.SetLocalAddr(fmt.Sprintf("127.1.%d.%d", i/250, 1+i%250)); err != nil {
 					return err
 				}
 				cl.SetBlockSize(1456)
@@ -250,7 +255,8 @@ func TestRefusals(t *testing.T) {
 	if n, _, err := conn.ReadFrom(make([]byte, 1500)); err == nil {
 		t.Errorf("an ERROR was answered (%d bytes)", n)
 	}
-	if !strings.Contains(logs.String(), "path escapes") {
+	// The first refused name of the minute is logged with its reason (TestRefusalFloodLogsBoundedLines).
+	if !strings.Contains(logs.String(), `err="tftp: name refused: `) {
 		t.Errorf("the log lacks the reason of the refusal:\n%s", logs)
 	}
 }
@@ -301,4 +307,33 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("%q refused with code %d, %q", b, code, msg)
 		}
 	})
+}
+
+// TestRefusalFloodLogsBoundedLines is a host sending, as fast as it can, read requests
+// for a name the server does not have, for a name it refuses, and write requests: each
+// is answered at once and takes no place, and each wrote a line to the site's log, so
+// the flood filled the disk as fast as the host could send. Now each kind of refusal is
+// logged at most once a minute, with how many it stands for, and every request is
+// still answered.
+func TestRefusalFloodLogsBoundedLines(t *testing.T) {
+	addr, logs := serve(t, t.TempDir(), Options{})
+	server, _ := net.ResolveUDPAddr("udp4", addr)
+	conn, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	must(t, err)
+	defer conn.Close()
+	const flood = 300
+	buf := make([]byte, 1500)
+	for i := range flood {
+		for _, rq := range []string{"\x00\x01missing-" + strconv.Itoa(i) + "\x00octet\x00", "\x00\x01../secret\x00octet\x00", "\x00\x02upload\x00octet\x00"} {
+			_, err := conn.WriteTo([]byte(rq), server)
+			must(t, err)
+			conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if _, _, err := conn.ReadFrom(buf); err != nil {
+				t.Fatalf("request %d unanswered: %v", i, err)
+			}
+		}
+	}
+	if n := strings.Count(logs.String(), "\n"); n != 3 {
+		t.Errorf("%d lines for %d refused requests of three kinds, want 3:\n%.3000s", n, 3*flood, logs)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +29,7 @@ func TestFloodHoldsAtMostMaxTransfers(t *testing.T) {
 	dir := t.TempDir()
 	payload := bytes.Repeat([]byte("undionly"), 9000)
 	must(t, os.WriteFile(filepath.Join(dir, "undionly.kpxe"), payload, 0o644))
-	addr, logs := serve(t, dir, Options{MaxTransfers: max, Timeout: 200 * time.Millisecond})
+	addr, logs := serve(t, dir, Options{MaxTransfers: max, MaxPerClient: flood, Timeout: 200 * time.Millisecond})
 	conn, err := net.Dial("udp4", addr)
 	must(t, err)
 	defer conn.Close()
@@ -76,11 +77,65 @@ func TestFloodHoldsAtMostMaxTransfers(t *testing.T) {
 	}
 }
 
+// TestFloodFromOneAddressLeavesPlacesForOthers is a host sending read requests from one
+// address, as fast as it can and never acknowledging: before each address had a bound,
+// it held every one of MaxTransfers' places, and another machine's read was dropped
+// each time it was sent, until it gave up. Now the host holds MaxPerClient places, and
+// the machine at another address reads its file while the flood goes on.
+func TestFloodFromOneAddressLeavesPlacesForOthers(t *testing.T) {
+	dir := t.TempDir()
+	payload := bytes.Repeat([]byte("undionly"), 9000)
+	must(t, os.WriteFile(filepath.Join(dir, "undionly.kpxe"), payload, 0o644))
+	addr, logs := serve(t, dir, Options{MaxTransfers: 64, Timeout: 200 * time.Millisecond})
+	conn, err := net.DialUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)}, net.UDPAddrFromAddrPort(netip.MustParseAddrPort(addr)))
+	must(t, err)
+	defer conn.Close()
+	stop := make(chan struct{})
+	flooded := make(chan struct{})
+	go func() {
+		defer close(flooded)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			conn.Write([]byte("\x00\x01undionly.kpxe\x00octet\x00"))
+			if i%50 == 49 {
+				time.Sleep(5 * time.Millisecond) // within the listening socket's buffer
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // the flood holds what it can
+	got, err := readFrom(addr, "127.0.0.2", "undionly.kpxe")
+	close(stop)
+	<-flooded
+	if err != nil {
+		t.Fatalf("no read served to another address while one address floods: %v", err)
+	}
+	if !bytes.Equal(got, payload) {
+		t.Fatalf("got %d bytes, want the %d of the file", len(got), len(payload))
+	}
+	if !strings.Contains(logs.String(), "tftp read requests dropped unanswered") {
+		t.Errorf("no warn of the flood's dropped requests; log:\n%s", logs)
+	}
+}
+
 // read reads name whole from the server at addr, as a machine's firmware does.
 func read(addr, name string) ([]byte, error) {
+	return readFrom(addr, "", name)
+}
+
+// readFrom is read from the local address from; "" lets the kernel choose it.
+func readFrom(addr, from, name string) ([]byte, error) {
 	cl, err := tftp.NewClient(addr)
 	if err != nil {
 		return nil, err
+	}
+	if from != "" {
+		if err := cl.SetLocalAddr(from); err != nil {
+			return nil, err
+		}
 	}
 	cl.SetTimeout(500 * time.Millisecond)
 	cl.SetRetries(2)
