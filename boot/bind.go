@@ -109,7 +109,7 @@ func (s *Server) boundScript(mac net.HardwareAddr, client netip.Addr, source str
 	if s.holds(mac, client) {
 		return s.script(mac, source)
 	}
-	s.unboundWarn.warn(s.log, s.clock.Now(), "requests", "boot script asked for from an address the machine does not hold: it gets the wait, "+
+	s.unboundWarn.Warn(s.log, s.clock.Now(), "requests", "boot script asked for from an address the machine does not hold: it gets the wait, "+
 		"without its entry. requests counts them since the last such warn (at most one a minute); mac, client and source are the last's",
 		"mac", mac.String(), "client", client.String(), "source", source)
 	sc := s.waitScript(mac)

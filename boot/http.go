@@ -19,6 +19,7 @@ import (
 	"github.com/better-compute/better-compute/boot/dhcp"
 	"github.com/better-compute/better-compute/boot/ipxe"
 	"github.com/better-compute/better-compute/boot/tftp"
+	"github.com/better-compute/better-compute/lograte"
 )
 
 // listenHTTP listens on addr with the configured send buffer and returns the server that
@@ -68,7 +69,7 @@ type stallListener struct {
 	stall   time.Duration
 	conns   *connCount
 	log     *slog.Logger
-	refused everyMinute
+	refused lograte.Limiter
 }
 
 func (l *stallListener) Accept() (net.Conn, error) {
@@ -83,7 +84,7 @@ func (l *stallListener) Accept() (net.Conn, error) {
 			return &stallConn{TCPConn: tc, stall: l.stall, done: func() { l.conns.give(client) }}, nil
 		}
 		tc.Close()
-		l.refused.warn(l.log, time.Now(), "refused", "http: connections closed as they came: the most the boot server keeps open at once, or the most of one "+
+		l.refused.Warn(l.log, time.Now(), "refused", "http: connections closed as they came: the most the boot server keeps open at once, or the most of one "+
 			"client address, are open; a host opening connections it sends nothing on holds them (client is the last refused)",
 			"client", client.String(), "max", l.conns.max, "maxPerClient", l.conns.maxPerClient)
 	}
@@ -285,7 +286,7 @@ func (s *Server) logScript(mac net.HardwareAddr, script ipxe.Script) {
 		s.log.Info("ipxe script", "mac", mac.String(), "kind", string(script.Kind))
 		return
 	}
-	s.waitInfo.log(s.log, slog.LevelInfo, s.clock.Now(), "scripts", "ipxe script: the wait, to a machine without an entry or to an address that does not "+
+	s.waitInfo.Log(s.log, slog.LevelInfo, s.clock.Now(), "scripts", "ipxe script: the wait, to a machine without an entry or to an address that does not "+
 		"hold the machine's; scripts counts them since the last such line (at most one a minute), mac is the last's", "mac", mac.String(), "kind", string(script.Kind))
 }
 

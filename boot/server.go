@@ -21,6 +21,7 @@ import (
 	"github.com/better-compute/better-compute/boot/lease"
 	"github.com/better-compute/better-compute/boot/tftp"
 	"github.com/better-compute/better-compute/clock"
+	"github.com/better-compute/better-compute/lograte"
 	"github.com/insomniacslk/dhcp/dhcpv4/server4"
 )
 
@@ -84,7 +85,7 @@ type Server struct {
 	// awayWarn, unsentWarn, exhaustedWarn and refusedWarn bound heldAwayShare's,
 	// checkUnsent's, poolExhausted's and unknownRefused's warns; unboundWarn and waitInfo
 	// bound the lines of script requests anyone may send (boundScript, serveScript).
-	awayWarn, unsentWarn, exhaustedWarn, refusedWarn, unboundWarn, waitInfo everyMinute
+	awayWarn, unsentWarn, exhaustedWarn, refusedWarn, unboundWarn, waitInfo lograte.Limiter
 }
 
 // rememberFree is how long an address found free is taken as free without a check: as
@@ -241,7 +242,7 @@ func (s *Server) heldAwayShare() {
 	if s.observer != nil {
 		s.observer.DHCPHeldAwayShare()
 	}
-	s.awayWarn.warn(s.log, s.clock.Now(), "times", "dhcp: the addresses held away as in use take their share of a range (boot.heldAwayShare): addresses are offered without "+
+	s.awayWarn.Warn(s.log, s.clock.Now(), "times", "dhcp: the addresses held away as in use take their share of a range (boot.heldAwayShare): addresses are offered without "+
 		"the conflict check and declines are not held until a hold ends; a host may answer at every address or decline every offer: "+
 		"find it by the warns naming addresses in use and the lease file's declined entries, or raise boot.heldAwayShare", "share", s.cfg.HeldAwayShare)
 }
@@ -254,7 +255,7 @@ func (s *Server) checkUnsent(err error) {
 	if s.observer != nil {
 		s.observer.DHCPCheckUnsent()
 	}
-	s.unsentWarn.warn(s.log, s.clock.Now(), "discovers", "dhcp: DHCPDISCOVERs left unanswered because the conflict check's echo to their address was not sent; their clients send "+
+	s.unsentWarn.Warn(s.log, s.clock.Now(), "discovers", "dhcp: DHCPDISCOVERs left unanswered because the conflict check's echo to their address was not sent; their clients send "+
 		"them again after about 4 s. err is the last, and says why and what to do; discovers counts them since the last "+
 		"such warn (at most one a minute), bcd_dhcp_check_unsent_total all of them", "err", err)
 }
@@ -265,7 +266,7 @@ func (s *Server) poolExhausted() {
 	if s.observer != nil {
 		s.observer.DHCPPoolExhausted()
 	}
-	s.exhaustedWarn.warn(s.log, s.clock.Now(), "discovers", "dhcp: DHCPDISCOVERs left unanswered because their subnet's range has no free address: "+
+	s.exhaustedWarn.Warn(s.log, s.clock.Now(), "discovers", "dhcp: DHCPDISCOVERs left unanswered because their subnet's range has no free address: "+
 		"the machines asking do not boot; widen the range (boot.range, boot.subnets[].range) or shorten the leases (leaseTime, unknownLeaseTime). "+
 		"discovers counts them since the last such warn (at most one a minute), bcd_dhcp_pool_exhausted_total all of them; the MACs are logged at debug")
 }
@@ -278,39 +279,11 @@ func (s *Server) unknownRefused() {
 	if s.observer != nil {
 		s.observer.DHCPUnknownRefused()
 	}
-	s.refusedWarn.warn(s.log, s.clock.Now(), "discovers", "dhcp: DHCPDISCOVERs left unanswered because machines the site does not know hold their share of "+
+	s.refusedWarn.Warn(s.log, s.clock.Now(), "discovers", "dhcp: DHCPDISCOVERs left unanswered because machines the site does not know hold their share of "+
 		"a range (boot.unknownShare): new machines are not discovered until such leases end; with no new machines being racked, a host on the "+
 		"provisioning segment is sending DHCP under many MACs (the MACs are logged at debug). Enrol or name the new machines, or raise "+
 		"boot.unknownShare; discovers counts them since the last such warn (at most one a minute), bcd_dhcp_unknown_refused_total all of them",
 		"share", s.cfg.UnknownShare)
-}
-
-// everyMinute lets a warn through at most once a minute, and counts the times it stood
-// for: those held back since the last one, and itself.
-type everyMinute struct {
-	mu   sync.Mutex
-	last time.Time // zero for never
-	held int
-}
-
-// warn logs msg with args at warn when it is due at now, with the times it stands for
-// as the attribute count.
-func (e *everyMinute) warn(log *slog.Logger, now time.Time, count, msg string, args ...any) {
-	e.log(log, slog.LevelWarn, now, count, msg, args...)
-}
-
-// log is warn at level.
-func (e *everyMinute) log(log *slog.Logger, level slog.Level, now time.Time, count, msg string, args ...any) {
-	e.mu.Lock()
-	e.held++
-	if !e.last.IsZero() && now.Sub(e.last) < time.Minute {
-		e.mu.Unlock()
-		return
-	}
-	times := e.held
-	e.held, e.last = 0, now
-	e.mu.Unlock()
-	log.Log(context.Background(), level, msg, append(args, count, times)...)
 }
 
 // listenChecks opens the conflict check's socket when the authoritative server checks

@@ -2,7 +2,6 @@ package tftp
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/pin/tftp/v3"
+
+	"github.com/better-compute/better-compute/lograte"
 )
 
 // Options tune the server; the zero value of each field takes the default.
@@ -80,8 +81,8 @@ type Server struct {
 	// gate last let through: the read handler gives its place back once it runs, and the
 	// hook does when the start failed (pin/tftp's socket did not open), so that no place
 	// is lost; handedTo is that request's client. perClient counts the places of each
-	// client address that holds any. dropped counts the requests dropped since warned,
-	// the last warn.
+	// client address that holds any. droppedWarn warns of the requests dropped, at most
+	// once a minute.
 	mu           sync.Mutex
 	inFlight     int
 	maxTransfers int
@@ -89,36 +90,11 @@ type Server struct {
 	maxPerClient int
 	handed       bool
 	handedTo     netip.Addr
-	dropped      int
-	warned       time.Time
+	droppedWarn  lograte.Limiter
 
 	// writeRefused, missing and refused bound check's lines of the requests it refuses:
 	// anyone may send them, as fast as it can, and none takes a place.
-	writeRefused, missing, refused everyMinute
-}
-
-// everyMinute lets a line through at most once a minute, and counts the requests it
-// stands for: those held back since the last one, and its own.
-type everyMinute struct {
-	mu   sync.Mutex
-	last time.Time // zero for never
-	held int
-}
-
-// log logs msg with args at level when it is due, with the requests it stands for as
-// the attribute requests.
-func (e *everyMinute) log(log *slog.Logger, level slog.Level, msg string, args ...any) {
-	e.mu.Lock()
-	e.held++
-	now := time.Now()
-	if !e.last.IsZero() && now.Sub(e.last) < time.Minute {
-		e.mu.Unlock()
-		return
-	}
-	n := e.held
-	e.held, e.last = 0, now
-	e.mu.Unlock()
-	log.Log(context.Background(), level, msg, append(args, "requests", n)...)
+	writeRefused, missing, refused lograte.Limiter
 }
 
 // New returns a server of the files under dir.
@@ -227,13 +203,9 @@ func (s *Server) admit(client net.Addr) bool {
 		s.perClient[ip]++
 		return true
 	}
-	s.dropped++
-	if now := time.Now(); now.Sub(s.warned) >= time.Minute {
-		s.log.Warn("tftp read requests dropped unanswered: the most reads the server sends at once, or the most of one client address, are in flight; "+
-			"their clients send them again. A host sending read requests it never acknowledges holds them (client is the last dropped)",
-			"inFlight", s.inFlight, "clientInFlight", s.perClient[ip], "dropped", s.dropped, "client", client.String())
-		s.warned, s.dropped = now, 0
-	}
+	s.droppedWarn.Warn(s.log, time.Now(), "dropped", "tftp read requests dropped unanswered: the most reads the server sends at once, or the most of one client address, "+
+		"are in flight; their clients send them again. A host sending read requests it never acknowledges holds them (client is the last dropped)",
+		"inFlight", s.inFlight, "clientInFlight", s.perClient[ip], "client", client.String())
 	return false
 }
 
@@ -317,7 +289,7 @@ func (s *Server) check(b []byte, from net.Addr) (code uint16, msg string, refuse
 	switch binary.BigEndian.Uint16(b) {
 	case opRRQ:
 	case opWRQ:
-		s.writeRefused.log(s.log, slog.LevelInfo, "tftp write request refused"+atMostOnceAMinute, "client", from.String())
+		s.writeRefused.Log(s.log, slog.LevelInfo, time.Now(), "requests", "tftp write request refused"+atMostOnceAMinute, "client", from.String())
 		return errAccess, "access violation: this server is read-only", true
 	case opERROR:
 		return 0, "", true // never answer an error, lest two peers loop
@@ -335,10 +307,10 @@ func (s *Server) check(b []byte, from net.Addr) (code uint16, msg string, refuse
 		return 0, "", false
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		s.missing.log(s.log, slog.LevelInfo, "tftp request refused"+atMostOnceAMinute, "file", name, "client", from.String(), "err", err)
+		s.missing.Log(s.log, slog.LevelInfo, time.Now(), "requests", "tftp request refused"+atMostOnceAMinute, "file", name, "client", from.String(), "err", err)
 		return errNotFound, "file not found", true
 	}
-	s.refused.log(s.log, slog.LevelWarn, "tftp request refused"+atMostOnceAMinute, "file", name, "client", from.String(), "err", err)
+	s.refused.Warn(s.log, time.Now(), "requests", "tftp request refused"+atMostOnceAMinute, "file", name, "client", from.String(), "err", err)
 	return errAccess, "access violation: only plain names of regular files in the boot directory are served", true
 }
 

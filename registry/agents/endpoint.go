@@ -196,7 +196,7 @@ type Endpoint struct {
 	turnsPrune  int
 	turnsPruned time.Time
 	// paces are the agents' paces (node and role), each shared by its sessions one after
-	// the other; pruned of the idle ones once it holds pacesPrune, or a refusalLogGap
+	// the other; pruned of the idle ones once it holds pacesPrune, or a lograte.Period
 	// after pacesPruned (paceOf).
 	paces       map[identity]*pace
 	pacesPrune  int

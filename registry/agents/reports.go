@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/better-compute/better-compute/lograte"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -58,20 +59,8 @@ const reportBurst = 16
 type pace struct {
 	mu     sync.Mutex
 	space  spacing
-	warned map[string]warned
+	warned map[string]*lograte.Limiter
 }
-
-// warned is when a refusal of one kind was last logged, and how many of that kind came
-// since and were not.
-type warned struct {
-	at     time.Time
-	unsaid int
-}
-
-// refusalLogGap is how often the refusals of one kind, of one agent, are logged at most:
-// one that costs no write may still come as fast as the agent sends it, and each logged
-// would fill the registry's log.
-const refusalLogGap = time.Minute
 
 func newPace() *pace { return &pace{space: spacing{gap: progressGap, burst: reportBurst}} }
 
@@ -102,34 +91,33 @@ func (p *pace) take(now time.Time, n int) {
 	p.space.take(now, n)
 }
 
-// warn reports whether a refusal of kind at now is logged (the first, then the first
-// after each refusalLogGap), and how many of that kind were not since the last logged.
-func (p *pace) warn(kind string, now time.Time) (log bool, unsaid int) {
+// refusals is the limiter of the lines that warn of the agent's refusals of kind: a
+// refusal costs no write, but its agent may send it as fast as the link carries it, and
+// each logged would fill the registry's log.
+func (p *pace) refusals(kind string) *lograte.Limiter {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w := p.warned[kind]
-	if !w.at.IsZero() && now.Sub(w.at) < refusalLogGap {
-		w.unsaid++
-		p.warned[kind] = w
-		return false, 0
+	l := p.warned[kind]
+	if l == nil {
+		if p.warned == nil {
+			p.warned = map[string]*lograte.Limiter{}
+		}
+		l = &lograte.Limiter{}
+		p.warned[kind] = l
 	}
-	if p.warned == nil {
-		p.warned = map[string]warned{}
-	}
-	p.warned[kind] = warned{at: now}
-	return true, w.unsaid
+	return l
 }
 
 // idle reports whether p holds nothing a fresh pace would not at now: its spacing lets
-// a whole burst through, and no refusal was logged within refusalLogGap.
+// a whole burst through, and no refusal was logged within a lograte.Period.
 func (p *pace) idle(now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.space.due.After(now) {
 		return false
 	}
-	for _, w := range p.warned {
-		if now.Sub(w.at) < refusalLogGap {
+	for _, l := range p.warned {
+		if !l.Quiet(now) {
 			return false
 		}
 	}
@@ -138,7 +126,7 @@ func (p *pace) idle(now time.Time) bool {
 
 // paceOf is the pace of agent id, shared with its session if one is registered, new
 // otherwise. The paces held are pruned once they have doubled since the last time, or a
-// refusalLogGap after it: those idle, which a fresh one stands for.
+// lograte.Period after it: those idle, which a fresh one stands for.
 func (e *Endpoint) paceOf(id identity, now time.Time) *pace {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -154,7 +142,7 @@ func (e *Endpoint) paceOf(id identity, now time.Time) *pace {
 		}
 		e.paces[id] = p
 	}
-	if len(e.paces) >= e.pacesPrune || now.Sub(e.pacesPruned) > refusalLogGap {
+	if len(e.paces) >= e.pacesPrune || now.Sub(e.pacesPruned) > lograte.Period {
 		for id, p := range e.paces {
 			if p.idle(now) {
 				delete(e.paces, id)
@@ -166,15 +154,10 @@ func (e *Endpoint) paceOf(id identity, now time.Time) *pace {
 }
 
 // warnRefused logs at warning level a refusal of kind (err) of what session s's agent
-// sent, at most once every refusalLogGap for the agent and kind, with how many were not
-// since the last: the refusal costs no write, but its agent may send it as fast as the
-// link carries it.
+// sent, at most once a minute for the agent and kind (lograte), with how many refusals
+// the line stands for.
 func (e *Endpoint) warnRefused(s *session, kind, msg string, err error, args ...any) {
-	log, unsaid := s.reports.pace.warn(kind, time.Now())
-	if !log {
-		return
-	}
-	e.log.Warn(msg, append([]any{"node", s.node, "role", s.role, "err", err, "refusedUnlogged", unsaid}, args...)...)
+	s.reports.pace.refusals(kind).Warn(e.log, time.Now(), "refused", msg, append([]any{"node", s.node, "role", s.role, "err", err}, args...)...)
 }
 
 // reports are the acks and inventory sections an agent sent on its session that wait

@@ -637,7 +637,7 @@ func (e *Endpoint) opened(s *session, bootID string) bool {
 
 // reported is inv without the sections the agent's role does not report
 // (proto.CheckInventorySection), warned of with the first of them, once a
-// refusalLogGap for the agent's hellos (warnRefused): the hello goes on without them.
+// minute for the agent's hellos (warnRefused): the hello goes on without them.
 func (e *Endpoint) reported(s *session, inv map[string]json.RawMessage) map[string]json.RawMessage {
 	out := make(map[string]json.RawMessage, len(inv))
 	var refused []error
@@ -772,7 +772,7 @@ func (e *Endpoint) recordAck(s *session, a *proto.Ack) error {
 
 // inventory stores one section the agent sent (take), at once or, when the session's
 // spacing holds it, once it lets it through (reports). A section the agent's role does
-// not report is stored nowhere and warned of once a refusalLogGap (warnRefused), and
+// not report is stored nowhere and warned of once a minute (warnRefused), and
 // the session goes on.
 func (e *Endpoint) inventory(s *session, inv *proto.Inventory) error {
 	if err := proto.CheckInventorySection(s.role, inv.Section, "inventory.section"); err != nil {
