@@ -258,10 +258,14 @@ func (c *Console) follow(ctx context.Context, changed chan<- struct{}, failed ch
 	}
 }
 
-// writeEvent writes one server-sent event, each line of data on its own data: line.
+// writeEvent writes one server-sent event, each line of data on its own data: line. A
+// browser ends a stream's line at a CR alone too, and a block's values are an agent's
+// text as it came (a step's error), which html/template leaves CRs in: each CR is sent
+// as the line break HTML reads it as, so no value ends the event or adds a field.
 func writeEvent(w http.ResponseWriter, name string, data []byte) error {
 	var b bytes.Buffer
 	b.WriteString("event: " + name + "\n")
+	data = bytes.ReplaceAll(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
 	for line := range bytes.SplitSeq(data, []byte("\n")) {
 		b.WriteString("data: ")
 		b.Write(line)
