@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"cmp"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 // sse is one server-sent event as a browser's EventSource dispatches it.
@@ -90,5 +92,53 @@ func TestALiveStreamCarriesAnAgentsTextAsText(t *testing.T) {
 		for _, e := range events {
 			t.Errorf("event %q: %q", e.name, e.data)
 		}
+	}
+}
+
+// TestSignOutEndsTheSessionsLiveStreams: signing out ends the session everywhere,
+// its live streams too. The attacker: whoever sits at a browser an operator signed out
+// of, or the party the operator signs out against (a session meant to end at a shared
+// desk); a node page left open in another tab kept following the node's run as the
+// signed-out credential, the registry calling the API with it and sending the page
+// each change, until the run ended.
+func TestSignOutEndsTheSessionsLiveStreams(t *testing.T) {
+	reg, acme, acmeNode, _ := twoTenants(t)
+	b := newClient(t, reg)
+	if p := b.signIn(acme); p.status != http.StatusSeeOther {
+		t.Fatalf("sign in: %d\n%s", p.status, p.body)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, reg.URL+"/ui/nodes/"+acmeNode.ID+"/live", nil)
+	resp, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	stream := bufio.NewReader(resp.Body)
+	if line, _ := stream.ReadString('\n'); resp.StatusCode != http.StatusOK || line != "event: update\n" {
+		t.Fatalf("the stream of acme's enrolling node: %d, begins %q", resp.StatusCode, line)
+	}
+	for line := ""; line != "\n"; {
+		if line, err = stream.ReadString('\n'); err != nil {
+			t.Fatalf("the first update: %v", err)
+		}
+	}
+	if p := b.post("/ui/signout", url.Values{"csrf": {b.csrf("/ui/nodes")}}); p.status != http.StatusSeeOther {
+		t.Fatalf("sign out: %d\n%s", p.status, p.body)
+	}
+	// The run changes (and ends) after the sign-out: a stream still following it sends
+	// an update.
+	testkit.JSON(t, reg.AdminConfig, nil, "nodes", "cancel", acmeNode.ID, "--tenant", "acme")
+	var after []string
+	for {
+		line, err := stream.ReadString('\n')
+		if err != nil {
+			break
+		}
+		if strings.HasPrefix(line, "event: ") {
+			after = append(after, strings.TrimSpace(line))
+		}
+	}
+	if len(after) > 0 {
+		t.Errorf("the signed-out session's live stream went on: %v", after)
 	}
 }
