@@ -90,6 +90,9 @@ type confirmData struct {
 	Target *target
 	ID     string
 	Action action
+	// Post is where the form sends the request: the id escaped as one path segment, as a
+	// path the id came in may hold / and ? (%2F, %3F) that would send it elsewhere.
+	Post string
 	// Back is the object's page.
 	Back     string
 	Profiles []api.ProfileView
@@ -123,7 +126,7 @@ func (c *Console) showConfirm(t *target, w http.ResponseWriter, r *http.Request,
 			Err: proto.Errorf(proto.NotFound, "no request %s on a %s: the console's are %s", proto.Quote(r.PathValue("action")), t.Noun, strings.Join(names, ", "))})
 		return
 	}
-	d.Action = a
+	d.Action, d.Post = a, "/ui/"+t.Path+"/"+url.PathEscape(id)+"/"+a.Name
 	if a.Name == actionDeploy {
 		var list api.ProfileList
 		if c.call(r.Context(), s, "profiles.list", api.ListProfilesRequest{ListRequest: api.ListRequest{Limit: pageSize}}, &list) == nil {

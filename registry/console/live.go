@@ -149,7 +149,8 @@ func percentOf(raw json.RawMessage) int {
 // "update" event with the block's HTML at every change of the run (workflows.get with
 // afterRev) and every new event of the node's log (metal.events with afterSeq and
 // wait), and at least every 25 seconds so the running step's time moves; then "end"
-// once the run ended. Every read is the API's, as the session's credential.
+// once the run ended. Every read is the API's, as the session's credential, and the
+// stream ends with the session (sign-out, expiry): it sends nothing after.
 func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 	s := c.sessions.of(r)
 	if s == nil {
@@ -191,7 +192,12 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 			return int(l.LastSeq), err
 		}, int(d.LastSeq))
 	}
+	expiry := time.NewTimer(s.expires.Sub(c.now()))
+	defer expiry.Stop()
 	for {
+		if c.sessions.over(s) {
+			return
+		}
 		var b bytes.Buffer
 		if err := c.pages["node"].ExecuteTemplate(&b, "live", d); err != nil {
 			c.log.Error("console live block", "err", err)
@@ -213,6 +219,10 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 		// without an error tells failed nothing: the stream ends with ctx.
 		select {
 		case <-ctx.Done():
+			return
+		case <-s.ended:
+			return
+		case <-expiry.C:
 			return
 		case <-changed:
 		case err := <-failed:
@@ -258,10 +268,14 @@ func (c *Console) follow(ctx context.Context, changed chan<- struct{}, failed ch
 	}
 }
 
-// writeEvent writes one server-sent event, each line of data on its own data: line.
+// writeEvent writes one server-sent event, each line of data on its own data: line. A
+// browser ends a stream's line at a CR alone too, and a block's values are an agent's
+// text as it came (a step's error), which html/template leaves CRs in: each CR is sent
+// as the line break HTML reads it as, so no value ends the event or adds a field.
 func writeEvent(w http.ResponseWriter, name string, data []byte) error {
 	var b bytes.Buffer
 	b.WriteString("event: " + name + "\n")
+	data = bytes.ReplaceAll(bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
 	for line := range bytes.SplitSeq(data, []byte("\n")) {
 		b.WriteString("data: ")
 		b.Write(line)

@@ -50,6 +50,9 @@ type session struct {
 	expires      time.Time
 	// live counts the live streams open; guarded by sessions.mu.
 	live int
+	// ended is closed when the registry forgets the session (sign-out, a revoked
+	// credential, a sign-in beyond MaxSessions, its expiry), ending its live streams.
+	ended chan struct{}
 }
 
 // sessions are the signed-in browsers by the SHA-256 of their cookie's id.
@@ -73,16 +76,17 @@ func randomToken() string {
 // start keeps s and returns the id its cookie carries.
 func (ss *sessions) start(s *session) string {
 	id := randomToken()
+	s.ended = make(chan struct{})
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	now := ss.now()
 	for k, old := range ss.byID {
 		if !now.Before(old.expires) {
-			delete(ss.byID, k)
+			ss.drop(k)
 		}
 	}
 	if len(ss.byID) >= MaxSessions {
-		delete(ss.byID, ss.evictee(s.tenant))
+		ss.drop(ss.evictee(s.tenant))
 	}
 	ss.byID[sha256.Sum256([]byte(id))] = s
 	return id
@@ -123,17 +127,36 @@ func (ss *sessions) of(r *http.Request) *session {
 	defer ss.mu.Unlock()
 	s := ss.byID[key]
 	if s != nil && !ss.now().Before(s.expires) {
-		delete(ss.byID, key)
+		ss.drop(key)
 		return nil
 	}
 	return s
+}
+
+// drop forgets the session of key and closes its ended. ss.mu is held.
+func (ss *sessions) drop(key [32]byte) {
+	if s := ss.byID[key]; s != nil {
+		delete(ss.byID, key)
+		close(s.ended)
+	}
+}
+
+// over reports whether s has ended or expired: a live stream it opened sends nothing
+// more.
+func (ss *sessions) over(s *session) bool {
+	select {
+	case <-s.ended:
+		return true
+	default:
+		return !ss.now().Before(s.expires)
+	}
 }
 
 // end forgets the session r's cookie names.
 func (ss *sessions) end(r *http.Request) {
 	if c, err := r.Cookie(SessionCookie); err == nil {
 		ss.mu.Lock()
-		delete(ss.byID, sha256.Sum256([]byte(c.Value)))
+		ss.drop(sha256.Sum256([]byte(c.Value)))
 		ss.mu.Unlock()
 	}
 }
