@@ -90,6 +90,9 @@ func Verify(akPublic, nonce []byte, pcrs []int, q proto.TPMQuoteResult) (proto.M
 			return fail("the quote does not cover PCR %d", want)
 		}
 	}
+	if err := checkAlgorithms(q.EventLog); err != nil {
+		return fail("the event log does not parse: %v", err)
+	}
 	el, err := attest.ParseEventLog(q.EventLog)
 	if err != nil {
 		return fail("the event log does not parse: %v", err)

@@ -1,0 +1,65 @@
+package measuredboot_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/measuredboot"
+)
+
+// algorithmsLog is a crypto-agile log of MaxEventLog bytes whose Spec ID event lists
+// SHA-256 (with a 1-byte digest) n times, then one event with as many SHA-256 digests as
+// the rest of the log holds.
+func algorithmsLog(n int) []byte {
+	var spec bytes.Buffer
+	spec.WriteString("Spec ID Event03\x00")
+	binary.Write(&spec, binary.LittleEndian, struct {
+		PlatformClass                uint32
+		Minor, Major, Errata, UintnS uint8
+		NumAlgs                      uint32
+	}{Major: 2, UintnS: 2, NumAlgs: uint32(n)})
+	for range n {
+		binary.Write(&spec, binary.LittleEndian, []uint16{0x000B, 1})
+	}
+	spec.WriteByte(0)
+	var b bytes.Buffer
+	binary.Write(&b, binary.LittleEndian, struct {
+		PCR, Type uint32
+		Digest    [20]byte
+		Size      uint32
+	}{Type: 0x03, Size: uint32(spec.Len())})
+	b.Write(spec.Bytes())
+	digests := (proto.MaxEventLog - b.Len() - 16) / 3
+	binary.Write(&b, binary.LittleEndian, []uint32{4, 0x0D, uint32(digests)})
+	for range digests {
+		binary.Write(&b, binary.LittleEndian, uint16(0x000B))
+		b.WriteByte(1)
+	}
+	binary.Write(&b, binary.LittleEndian, uint32(0))
+	return b.Bytes()
+}
+
+// A machine whose quote verifies and whose log's Spec ID event lists its algorithm ten
+// thousand times is refused at once: the parser would look each of the log's hundreds of
+// thousands of digests up in that list, for minutes of the registry's CPU a quote.
+func TestLogOfCountlessAlgorithmsRefused(t *testing.T) {
+	m := machine(t, boot("kernel 6.1"), nil)
+	e := enrolled(t, m)
+	n := nonce(t)
+	q := quote(t, m, e, n)
+	q.EventLog = algorithmsLog(10000)
+	done := make(chan error, 1)
+	go func() {
+		_, err := measuredboot.Verify(e.AKPublic, n, proto.DefaultBootPCRs, q)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		wantRefused(t, err, proto.DriverError, proto.ReasonQuote, "10000 digest algorithms")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the registry still parses a 1 MiB event log after 10s")
+	}
+}
