@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
+
+	"github.com/google/go-attestation/attest"
 )
 
 // maxLogAlgorithms bounds the digest algorithms a log's Spec ID event may list: one for
@@ -39,4 +42,32 @@ func checkAlgorithms(log []byte) error {
 		return fmt.Errorf("its Spec ID event lists %d digest algorithms, more than the %d PCR banks a TPM can have", n, maxLogAlgorithms)
 	}
 	return nil
+}
+
+// checkUnlogged refuses a quoted PCR of which the log has no event, unless it holds the
+// value it was reset to: go-attestation replays such a PCR to whatever value it was
+// quoted with, so a log cut of a PCR's events (the boot loader's and the kernel's) would
+// verify, and the boot be recorded with none of them.
+func checkUnlogged(quoted []attest.PCR, events []attest.Event) error {
+	for _, p := range quoted {
+		if slices.ContainsFunc(events, func(e attest.Event) bool { return e.Index == p.Index }) {
+			continue
+		}
+		if !bytes.Equal(p.Digest, resetValue(p.Index, len(p.Digest))) {
+			return fmt.Errorf("it has no event of PCR %d, whose value %x is not the value of a PCR nothing was extended into", p.Index, p.Digest)
+		}
+	}
+	return nil
+}
+
+// resetValue is the value of PCR index at power-on: ones for the dynamic PCRs 17 to 22
+// (reset to zeros by a late launch, which extends them), zeros for the others.
+func resetValue(index, size int) []byte {
+	v := make([]byte, size)
+	if index >= 17 && index <= 22 {
+		for i := range v {
+			v[i] = 0xff
+		}
+	}
+	return v
 }

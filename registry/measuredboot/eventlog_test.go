@@ -8,6 +8,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/measuredboot"
+	"github.com/better-compute/better-compute/testkit/tpmboot"
 )
 
 // algorithmsLog is a crypto-agile log of MaxEventLog bytes whose Spec ID event lists
@@ -62,4 +63,25 @@ func TestLogOfCountlessAlgorithmsRefused(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the registry still parses a 1 MiB event log after 10s")
 	}
+}
+
+// A machine that booted a kernel and sends a log without PCR 4's events is refused: a
+// PCR of which the log has no event replays to nothing, yet its quoted value is the
+// kernel's, and the boot recorded would name no boot loader and no kernel.
+func TestLogWithoutAPCRsEventsRefused(t *testing.T) {
+	booted := boot("kernel 6.2 with a rootkit")
+	var told []tpmboot.Event
+	for _, e := range booted {
+		if e.PCR != 4 {
+			told = append(told, e)
+		}
+	}
+	m := machine(t, booted, eventLog(told))
+	e := enrolled(t, m)
+	n := nonce(t)
+	b, err := measuredboot.Verify(e.AKPublic, n, proto.DefaultBootPCRs, quote(t, m, e, n))
+	if err == nil {
+		t.Fatalf("a boot verified whose log has no event of PCR 4, its events %+v", b.Events)
+	}
+	wantRefused(t, err, proto.DriverError, proto.ReasonQuote, "PCR 4")
 }

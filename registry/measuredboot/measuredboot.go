@@ -107,6 +107,9 @@ func Verify(akPublic, nonce []byte, pcrs []int, q proto.TPMQuoteResult) (proto.M
 	if err != nil {
 		return fail("the event log does not replay to the quoted PCRs: %v", err)
 	}
+	if err := checkUnlogged(verified, events); err != nil {
+		return fail("the event log does not replay to the quoted PCRs: %v", err)
+	}
 	boot := proto.MeasuredBoot{SecureBoot: secureBoot(events), Events: []proto.BootEvent{}}
 	for _, p := range verified {
 		boot.PCRs = append(boot.PCRs, proto.PCRValue{Index: p.Index, Digest: p.Digest})
