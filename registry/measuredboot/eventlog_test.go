@@ -2,9 +2,18 @@ package measuredboot_test
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/binary"
+	"math/big"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/measuredboot"
@@ -84,4 +93,35 @@ func TestLogWithoutAPCRsEventsRefused(t *testing.T) {
 		t.Fatalf("a boot verified whose log has no event of PCR 4, its events %+v", b.Events)
 	}
 	wantRefused(t, err, proto.DriverError, proto.ReasonQuote, "PCR 4")
+}
+
+// The subject of a certificate the log says verified the boot is the log's, and
+// untrusted, as the events' data: control characters in it are not recorded, so `nodes
+// attestation` writes none into the operator's terminal.
+func TestAuthoritiesRecordedPrintable(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "db key\x1b]0;owned\x07\x1b[2J"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	booted := boot("kernel 6.1")
+	booted = slices.Insert(booted, 3, tpmboot.Authority(der))
+	m := machine(t, booted, nil)
+	e := enrolled(t, m)
+	n := nonce(t)
+	b, err := measuredboot.Verify(e.AKPublic, n, proto.DefaultBootPCRs, quote(t, m, e, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.SecureBoot.Authorities) != 1 || !strings.HasPrefix(b.SecureBoot.Authorities[0], "CN=db key") {
+		t.Fatalf("authorities %q, want the db key's", b.SecureBoot.Authorities)
+	}
+	if i := strings.IndexFunc(b.SecureBoot.Authorities[0], unicode.IsControl); i >= 0 {
+		t.Fatalf("authority %q recorded with a control character at %d", b.SecureBoot.Authorities[0], i)
+	}
 }
