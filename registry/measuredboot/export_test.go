@@ -13,6 +13,9 @@ func ParseEventLog(raw []byte) ([]proto.BootEvent, error) {
 	if len(raw) > proto.MaxEventLog {
 		return nil, fmt.Errorf("the event log is %d bytes, more than the %d a registry reads", len(raw), proto.MaxEventLog)
 	}
+	if err := checkAlgorithms(raw); err != nil {
+		return nil, err
+	}
 	el, err := attest.ParseEventLog(raw)
 	if err != nil {
 		return nil, err

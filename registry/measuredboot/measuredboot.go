@@ -90,6 +90,9 @@ func Verify(akPublic, nonce []byte, pcrs []int, q proto.TPMQuoteResult) (proto.M
 			return fail("the quote does not cover PCR %d", want)
 		}
 	}
+	if err := checkAlgorithms(q.EventLog); err != nil {
+		return fail("the event log does not parse: %v", err)
+	}
 	el, err := attest.ParseEventLog(q.EventLog)
 	if err != nil {
 		return fail("the event log does not parse: %v", err)
@@ -102,6 +105,9 @@ func Verify(akPublic, nonce []byte, pcrs []int, q proto.TPMQuoteResult) (proto.M
 	}
 	events, err := el.Verify(verified)
 	if err != nil {
+		return fail("the event log does not replay to the quoted PCRs: %v", err)
+	}
+	if err := checkUnlogged(verified, events); err != nil {
 		return fail("the event log does not replay to the quoted PCRs: %v", err)
 	}
 	boot := proto.MeasuredBoot{SecureBoot: secureBoot(events), Events: []proto.BootEvent{}}
@@ -117,6 +123,9 @@ func Verify(akPublic, nonce []byte, pcrs []int, q proto.TPMQuoteResult) (proto.M
 	return boot, nil
 }
 
+// secureBoot reads Secure Boot's state from the verified events. The subjects of the
+// certificates that verified the chain are the log's, untrusted as the events' data:
+// kept printable, as decode keeps the events' descriptions.
 func secureBoot(events []attest.Event) proto.SecureBootState {
 	sb, err := attest.ParseSecurebootState(events)
 	if err != nil {
@@ -124,7 +133,7 @@ func secureBoot(events []attest.Event) proto.SecureBootState {
 	}
 	out := proto.SecureBootState{Enabled: sb.Enabled}
 	for _, c := range append(slices.Clone(sb.PreSeparatorAuthority), sb.PostSeparatorAuthority...) {
-		if s := c.Subject.String(); !slices.Contains(out.Authorities, s) {
+		if s := printable([]byte(c.Subject.String())); !slices.Contains(out.Authorities, s) {
 			out.Authorities = append(out.Authorities, s)
 		}
 	}

@@ -20,7 +20,9 @@ import (
 )
 
 // checkMeasuredBootPolicy refuses a mode it does not know, a PCR outside 0-23, and golden
-// values that are not one SHA-256 value in hex for each compared PCR.
+// values that are not one SHA-256 value in hex for each compared PCR. A golden key is the
+// PCR's index as strconv.Itoa writes it: "04" or "+4" beside "4" would give PCR 4 two
+// values, and a boot would be compared with whichever the map yields first.
 func checkMeasuredBootPolicy(p *store.MeasuredBootPolicy) error {
 	if p == nil {
 		return nil
@@ -43,8 +45,8 @@ func checkMeasuredBootPolicy(p *store.MeasuredBootPolicy) error {
 	for k, v := range p.Golden {
 		path := "policy.measuredBoot.golden." + k
 		idx, err := strconv.Atoi(k)
-		if err != nil || !slices.Contains(pcrs, idx) {
-			return proto.Errorf(proto.InvalidInput, "golden value for %q: a key is the index of a compared PCR (%v)", k, pcrs).WithPath(path)
+		if err != nil || k != strconv.Itoa(idx) || !slices.Contains(pcrs, idx) {
+			return proto.Errorf(proto.InvalidInput, "golden value for %q: a key is the index of a compared PCR in decimal, without sign or leading zero (%v)", k, pcrs).WithPath(path)
 		}
 		if b, err := hex.DecodeString(v); err != nil || len(b) != 32 {
 			return proto.Errorf(proto.InvalidInput, "golden value of PCR %s is not a SHA-256 value in hex (64 hex digits)", k).WithPath(path)

@@ -230,10 +230,20 @@ func TestMeasuredBootGolden(t *testing.T) {
 		"a golden value of a PCR not compared": {store.MeasuredBootPolicy{Mode: "golden", PCRs: []int{4},
 			Golden: map[string]string{"4": golden["4"], "7": golden["4"]}}, "policy.measuredBoot.golden.7"},
 		"a compared PCR without golden value": {store.MeasuredBootPolicy{Mode: "golden"}, "policy.measuredBoot.golden"},
+		// "04" and "+4" are PCR 4 too: with "4" beside them, a boot would be compared with
+		// whichever of the two values the policy's map yields first.
+		"a PCR's golden value given twice": {store.MeasuredBootPolicy{Mode: "golden", PCRs: []int{4},
+			Golden: map[string]string{"4": golden["4"], "04": strings.Repeat("ab", 32)}}, "policy.measuredBoot.golden.04"},
+		"a PCR's index with a sign": {store.MeasuredBootPolicy{Mode: "golden", PCRs: []int{4},
+			Golden: map[string]string{"4": golden["4"], "+4": strings.Repeat("ab", 32)}}, "policy.measuredBoot.golden.+4"},
 	}
 	for name, tc := range bad {
 		err := h.svc.CheckPoolPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", MeasuredBoot: &tc.policy})
-		if e := proto.AsError(err); err == nil || e.Code != proto.InvalidInput || e.Details.Path != tc.path {
+		if err == nil {
+			t.Errorf("%s: accepted, want INVALID_INPUT at %s", name, tc.path)
+			continue
+		}
+		if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != tc.path {
 			t.Errorf("%s: %v (path %q), want INVALID_INPUT at %s", name, err, e.Details.Path, tc.path)
 		}
 	}

@@ -57,6 +57,13 @@ func variable(name string, data []byte) []byte {
 	return append(b, data...)
 }
 
+// Authority is the EV_EFI_VARIABLE_AUTHORITY event of PCR 7 by which firmware says that
+// the certificate der (the db entry's EFI_SIGNATURE_DATA: owner GUID, then the
+// certificate) verified an image.
+func Authority(der []byte) Event {
+	return Event{PCR: 7, Type: 0x800000E0, Data: variable("db", append(make([]byte, 16), der...))}
+}
+
 // image is a UEFI_IMAGE_LOAD_EVENT whose device path is one media file path node.
 func image(path string) []byte {
 	p := append(utf16le(path), 0, 0)
