@@ -44,13 +44,14 @@ func checkAlgorithms(log []byte) error {
 	return nil
 }
 
-// checkUnlogged refuses a quoted PCR of which the log has no event, unless it holds the
-// value it was reset to: go-attestation replays such a PCR to whatever value it was
-// quoted with, so a log cut of a PCR's events (the boot loader's and the kernel's) would
-// verify, and the boot be recorded with none of them.
+// checkUnlogged refuses a quoted PCR of the firmware's (0 to lastFirmwarePCR) of which
+// the log has no event, unless it holds the value it was reset to: go-attestation
+// replays such a PCR to whatever value it was quoted with, so a log cut of a PCR's
+// events (the boot loader's and the kernel's) would verify, and the boot be recorded
+// with none of them.
 func checkUnlogged(quoted []attest.PCR, events []attest.Event) error {
 	for _, p := range quoted {
-		if slices.ContainsFunc(events, func(e attest.Event) bool { return e.Index == p.Index }) {
+		if p.Index > lastFirmwarePCR || slices.ContainsFunc(events, func(e attest.Event) bool { return e.Index == p.Index }) {
 			continue
 		}
 		if !bytes.Equal(p.Digest, resetValue(p.Index, len(p.Digest))) {
@@ -59,6 +60,15 @@ func checkUnlogged(quoted []attest.PCR, events []attest.Event) error {
 	}
 	return nil
 }
+
+// lastFirmwarePCR is the last PCR whose every extension the firmware's event log records:
+// 0 to 7 the firmware's own, 8 and 9 the boot loader's, which extends them through the
+// firmware and so logs with it (TCG PC Client Platform Firmware Profile). PCRs from 10 on
+// are the running OS's (IMA's boot aggregate into 10 with no policy at all, systemd's
+// phases into 11, an application's into 23), which keeps their events in logs of its own:
+// a policy comparing one of them compares its quoted value, and its absence from the
+// firmware's log says nothing.
+const lastFirmwarePCR = 9
 
 // resetValue is the value of PCR index at power-on: ones for the dynamic PCRs 17 to 22
 // (reset to zeros by a late launch, which extends them), zeros for the others.
