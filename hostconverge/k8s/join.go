@@ -47,17 +47,22 @@ func Join(ctx context.Context, p *hostenv.Pass, s *hostunit.K8sJoin) error {
 			}
 		}
 	}
-	changed, err := p.EnsureFile(KubeletDefaults, renderKubeletDefaults(s), 0o644)
-	if err != nil {
-		return err
-	}
-	if joined {
-		if changed {
-			_, err = p.Change(ctx, "restarted kubelet for its new labels and taints", "systemctl", "restart", "kubelet")
+	if !joined {
+		if _, err := p.EnsureFile(KubeletDefaults, renderKubeletDefaults(s), 0o644); err != nil {
+			return err
 		}
+		return kubeadmJoin(ctx, p, s, endpoint)
+	}
+	// A file an earlier pass changed without seeing the kubelet restart (killed, or a
+	// failed restart) is due as one that changed now.
+	changed, err := p.ChangeFile(KubeletDefaults, renderKubeletDefaults(s), 0o644)
+	if err != nil || !changed {
 		return err
 	}
-	return kubeadmJoin(ctx, p, s, endpoint)
+	if _, err := p.Change(ctx, "restarted kubelet for its new labels and taints", "systemctl", "restart", "kubelet"); err != nil {
+		return err
+	}
+	return p.Applied(KubeletDefaults)
 }
 
 // kubeadmJoin fetches the token and runs kubeadm join; the token appears in no message.
