@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/hostconverge/debpkg"
 	"github.com/better-compute/better-compute/hostconverge/k8s"
 	"github.com/better-compute/better-compute/testkit/crashpoint"
 )
@@ -125,5 +126,31 @@ func TestKilledPassLeavesGRUBApplied(t *testing.T) {
 	})
 	if kills == 0 {
 		t.Fatal("the child was never killed")
+	}
+}
+
+// TestInterruptedInstallIsFinished: an install killed half-way (the unit out of its time,
+// bcd's service stopped) leaves dpkg's journal, and apt-get then refuses every install
+// until dpkg --configure -a finishes it; the next pass finishes it and installs, rather
+// than failing on every pass until a person logs in.
+func TestInterruptedInstallIsFinished(t *testing.T) {
+	const install = "apt-get install -y -q --no-install-recommends nvidia-driver-580-open"
+	status := strings.Replace(dpkg("nvidia-driver-580-open=580.95.05-0ubuntu1"), "install ok installed", "install ok half-configured", 1)
+	h := newFakeHost(t, with(gpuHost(), map[string]string{debpkg.StatusFile: status, debpkg.Journal + "/0007": "Package: nvidia-driver-580-open\n"}), map[string]reply{
+		"apt-get update -q": {},
+		install:             {err: "exit status 100: E: dpkg was interrupted, you must manually run 'dpkg --configure -a' to correct the problem."},
+		"dpkg --configure -a": {effect: func(h *fakeHost) {
+			if err := os.Remove(filepath.Join(h.root, debpkg.Journal, "0007")); err != nil {
+				h.t.Fatal(err)
+			}
+			installs(nil, "nvidia-driver-580-open=580.95.05-0ubuntu1")(h)
+			h.answer(install, reply{})
+		}},
+	})
+	c := &Converger{Root: h.root, Runner: h}
+	results := c.Converge(context.Background(), Spec{Units: []Unit{{Name: "nvidia-driver", Settings: []byte(`{"branch": "580", "open": true}`)}}})
+	calls := h.takeCalls()
+	if results[0].Status != RebootRequired || !slices.Contains(calls, "dpkg --configure -a") {
+		t.Errorf("result %+v after calls %q; want dpkg's interrupted run finished and the driver waiting for a reboot", results[0], calls)
 	}
 }
