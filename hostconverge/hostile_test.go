@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/better-compute/better-compute/hostconverge/k8s"
 	"github.com/better-compute/better-compute/hostconverge/kernel"
 	"github.com/better-compute/better-compute/proto"
 )
@@ -60,5 +61,19 @@ func TestServerHostIsNoKubeadmFlag(t *testing.T) {
 		if strings.HasPrefix(call, "kubeadm") {
 			t.Errorf("ran %s", call)
 		}
+	}
+}
+
+// TestJoinedElsewhereWithALongKubeconfigLine: a host joined to another cluster is refused
+// whatever its kubelet.conf holds before the server line, here a CA bundle written on one
+// line longer than 64 KiB, which stopped the reading before the server and let the unit
+// take the host as joined to its own cluster.
+func TestJoinedElsewhereWithALongKubeconfigLine(t *testing.T) {
+	conf := "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: " + strings.Repeat("TUlJQy", 12<<10) + "\n    server: https://10.9.9.9:6443\n  name: default-cluster\n"
+	h := newFakeHost(t, with(gpuHost("kubelet=1.34.1-1.1", "kubeadm=1.34.1-1.1"), map[string]string{k8s.KubeletConf: conf}), map[string]reply{"systemctl restart kubelet": {}})
+	c := &Converger{Root: h.root, Runner: h}
+	results := c.Converge(context.Background(), Spec{Units: []Unit{{Name: "k8s-join", Settings: []byte(joinUnit)}}})
+	if len(results) != 1 || results[0].Status != Failed || results[0].Code != proto.InvalidState {
+		t.Errorf("results %+v, want the host refused with INVALID_STATE: it belongs to the cluster at 10.9.9.9", results)
 	}
 }

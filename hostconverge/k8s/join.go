@@ -1,8 +1,6 @@
 package k8s
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"net"
 	"net/url"
@@ -104,11 +102,13 @@ func apiEndpoint(server string) (string, error) {
 	return net.JoinHostPort(u.Hostname(), port), nil
 }
 
-// kubeconfigServer returns the first cluster server of a kubeconfig ("server: URL").
+// kubeconfigServer returns the first cluster server of a kubeconfig ("server: URL"). The
+// lines are split without a bound on their length: a line before the server's (a CA
+// bundle of many certificates) must not end the search, which would take the host as
+// joined to the unit's cluster.
 func kubeconfigServer(conf []byte) string {
-	sc := bufio.NewScanner(bytes.NewReader(conf))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "server:"); ok {
+	for line := range strings.SplitSeq(string(conf), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "server:"); ok {
 			return strings.Trim(strings.TrimSpace(v), `"'`)
 		}
 	}
