@@ -32,10 +32,13 @@ func Installed(p *hostenv.Pass) (map[string]string, error) {
 	return pkgs, nil
 }
 
-// Install installs packages with apt-get (after refreshing the package lists) and records
-// "installed ...". apt-get replaces packages the new ones conflict with, such as another
+// Install installs packages with apt-get (after refreshing the package lists, and
+// finishing an interrupted dpkg run) and records "installed ...". apt-get replaces packages the new ones conflict with, such as another
 // driver branch.
 func Install(ctx context.Context, p *hostenv.Pass, packages ...string) error {
+	if err := finishInterrupted(ctx, p); err != nil {
+		return err
+	}
 	if _, err := p.Run(ctx, "apt-get", "update", "-q"); err != nil {
 		return err
 	}
@@ -70,4 +73,16 @@ func checkDebian(p *hostenv.Pass) error {
 		id = "without " + OSRelease
 	}
 	return proto.Errorf(proto.Unsupported, "bcd installs packages with apt-get on Debian and Ubuntu; this host is %s", id)
+}
+
+// finishInterrupted runs dpkg --configure -a when dpkg's journal holds a run that did not
+// finish: an install killed half-way (the unit out of its time, bcd's service stopped)
+// leaves it, and apt-get refuses every install until it is finished.
+func finishInterrupted(ctx context.Context, p *hostenv.Pass) error {
+	entries, err := p.Glob(Journal + "/[0-9]*")
+	if err != nil || len(entries) == 0 {
+		return err
+	}
+	_, err = p.Change(ctx, "finished dpkg's interrupted run", "dpkg", "--configure", "-a")
+	return err
 }

@@ -7,6 +7,10 @@ import (
 	"strings"
 )
 
+// Journal is where dpkg keeps what a run it did not finish was doing; apt-get refuses
+// to install while it holds entries.
+const Journal = "/var/lib/dpkg/updates"
+
 // StatusFile is where dpkg records the installed packages.
 const StatusFile = "/var/lib/dpkg/status"
 

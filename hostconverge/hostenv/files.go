@@ -153,3 +153,59 @@ func fileError(op, name string, err error) error {
 	}
 	return proto.Errorf(proto.DriverError, "%s %s: %w", op, name, err)
 }
+
+// PendingDir holds a marker for each host file a pass changed whose program (update-grub
+// for a GRUB drop-in, systemctl for a unit file) has not applied it yet, named by the
+// file's base name, which bcd's files keep distinct.
+const PendingDir = "/var/lib/better-compute/host/pending"
+
+// pendingMarker is the marker of the host file name.
+func pendingMarker(name string) string { return PendingDir + "/" + filepath.Base(name) }
+
+// ChangeFile makes the host file name hold data with mode perm as EnsureFile does, or
+// removes it as RemoveFile does when data is nil, for a program to apply, and reports
+// whether that program is due: the file changed now, or an earlier pass changed it and
+// did not see the program succeed (it was killed in between, or the program failed).
+// The marker that remembers it is on disk before the file changes, and stays until
+// Applied removes it, so a file as the unit wants it is never taken as applied when it
+// is not.
+func (p *Pass) ChangeFile(name string, data []byte, perm fs.FileMode) (due bool, err error) {
+	marker := pendingMarker(name)
+	pending, err := p.Pending(name)
+	if err != nil {
+		return false, err
+	}
+	old, existed, err := p.ReadOptional(name)
+	if err != nil {
+		return false, err
+	}
+	if !pending && (existed != (data != nil) || !bytes.Equal(old, data)) {
+		if err := fsutil.MkdirAll(p.Path(PendingDir), 0o755); err != nil {
+			return false, fileError("making", PendingDir, err)
+		}
+		if err := fsutil.WriteFileAtomic(p.Path(marker), nil, 0o644); err != nil {
+			return false, fileError("writing", marker, err)
+		}
+	}
+	var changed bool
+	if data == nil {
+		changed, err = p.RemoveFile(name)
+	} else {
+		changed, err = p.EnsureFile(name, data, perm)
+	}
+	return changed || pending, err
+}
+
+// Pending reports whether an earlier pass changed the host file name (ChangeFile) and
+// did not see the program applying it succeed.
+func (p *Pass) Pending(name string) (bool, error) { return p.Exists(pendingMarker(name)) }
+
+// Applied records that the program applying the host file name ChangeFile changed
+// succeeded.
+func (p *Pass) Applied(name string) error {
+	marker := pendingMarker(name)
+	if err := fsutil.Remove(p.Path(marker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fileError("removing", marker, err)
+	}
+	return nil
+}

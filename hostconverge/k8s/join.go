@@ -1,8 +1,6 @@
 package k8s
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"net"
 	"net/url"
@@ -47,17 +45,22 @@ func Join(ctx context.Context, p *hostenv.Pass, s *hostunit.K8sJoin) error {
 			}
 		}
 	}
-	changed, err := p.EnsureFile(KubeletDefaults, renderKubeletDefaults(s), 0o644)
-	if err != nil {
-		return err
-	}
-	if joined {
-		if changed {
-			_, err = p.Change(ctx, "restarted kubelet for its new labels and taints", "systemctl", "restart", "kubelet")
+	if !joined {
+		if _, err := p.EnsureFile(KubeletDefaults, renderKubeletDefaults(s), 0o644); err != nil {
+			return err
 		}
+		return kubeadmJoin(ctx, p, s, endpoint)
+	}
+	// A file an earlier pass changed without seeing the kubelet restart (killed, or a
+	// failed restart) is due as one that changed now.
+	changed, err := p.ChangeFile(KubeletDefaults, renderKubeletDefaults(s), 0o644)
+	if err != nil || !changed {
 		return err
 	}
-	return kubeadmJoin(ctx, p, s, endpoint)
+	if _, err := p.Change(ctx, "restarted kubelet for its new labels and taints", "systemctl", "restart", "kubelet"); err != nil {
+		return err
+	}
+	return p.Applied(KubeletDefaults)
 }
 
 // kubeadmJoin fetches the token and runs kubeadm join; the token appears in no message.
@@ -99,11 +102,13 @@ func apiEndpoint(server string) (string, error) {
 	return net.JoinHostPort(u.Hostname(), port), nil
 }
 
-// kubeconfigServer returns the first cluster server of a kubeconfig ("server: URL").
+// kubeconfigServer returns the first cluster server of a kubeconfig ("server: URL"). The
+// lines are split without a bound on their length: a line before the server's (a CA
+// bundle of many certificates) must not end the search, which would take the host as
+// joined to the unit's cluster.
 func kubeconfigServer(conf []byte) string {
-	sc := bufio.NewScanner(bytes.NewReader(conf))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "server:"); ok {
+	for line := range strings.SplitSeq(string(conf), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "server:"); ok {
 			return strings.Trim(strings.TrimSpace(v), `"'`)
 		}
 	}

@@ -41,8 +41,9 @@ func dropInParams(data []byte) []string {
 
 // setBootParams makes the next boot's kernel command line carry params, and no other
 // parameter of unit: it writes (or, for no params, removes) the unit's drop-in and runs
-// update-grub when the drop-in changed. When update-grub fails, the drop-in is put back as
-// it was, so the next pass tries again. It records a reboot when the running kernel's
+// update-grub when the drop-in changed, or an earlier pass changed it and did not see
+// update-grub succeed (hostenv's ChangeFile). When update-grub fails, the drop-in is put
+// back as it was, so the next pass tries again. It records a reboot when the running kernel's
 // command line lacks one of params, or still has one the change dropped.
 func setBootParams(ctx context.Context, p *hostenv.Pass, unit string, params []string) error {
 	name := DropIn(unit)
@@ -50,7 +51,11 @@ func setBootParams(ctx context.Context, p *hostenv.Pass, unit string, params []s
 	if err != nil {
 		return err
 	}
-	if len(params) == 0 && !existed {
+	pending, err := p.Pending(name)
+	if err != nil {
+		return err
+	}
+	if len(params) == 0 && !existed && !pending {
 		return nil
 	}
 	if ok, err := p.Exists(GRUBDefaults); err != nil {
@@ -58,18 +63,22 @@ func setBootParams(ctx context.Context, p *hostenv.Pass, unit string, params []s
 	} else if !ok {
 		return proto.Errorf(proto.Unsupported, "the host has no %s: bcd sets kernel parameters through GRUB drop-ins only", GRUBDefaults)
 	}
-	var changed bool
-	if len(params) == 0 {
-		changed, err = p.RemoveFile(name)
-	} else {
-		changed, err = p.EnsureFile(name, renderDropIn(unit, params), 0o644)
+	var data []byte
+	if len(params) > 0 {
+		data = renderDropIn(unit, params)
 	}
+	// A drop-in a killed pass wrote is due for update-grub too: as it is on disk, the
+	// next boot's command line does not have it until update-grub runs.
+	changed, err := p.ChangeFile(name, data, 0o644)
 	if err != nil {
 		return err
 	}
 	if changed {
 		if _, err := p.Change(ctx, "ran update-grub", "update-grub"); err != nil {
 			return restoreDropIn(p, name, old, existed, err)
+		}
+		if err := p.Applied(name); err != nil {
+			return err
 		}
 	}
 	running, err := p.ReadFile(ProcCmdline)

@@ -60,9 +60,10 @@ WantedBy=multi-user.target
 }
 
 // ensureMPS writes the MPS service, and enables and starts it, restarting it when its
-// file changed while it ran.
+// file changed while it ran. A file an earlier pass changed without seeing systemd take
+// it (killed, or a failed reload or restart) is applied as one that changed now.
 func ensureMPS(ctx context.Context, p *hostenv.Pass, replicas int) error {
-	changed, err := p.EnsureFile(mpsServiceFile, renderMPSService(replicas), 0o644)
+	changed, err := p.ChangeFile(mpsServiceFile, renderMPSService(replicas), 0o644)
 	if err != nil {
 		return err
 	}
@@ -75,7 +76,10 @@ func ensureMPS(ctx context.Context, p *hostenv.Pass, replicas int) error {
 	if changed {
 		restartFor = "its new settings"
 	}
-	return p.EnsureService(ctx, MPSService, restartFor)
+	if err := p.EnsureService(ctx, MPSService, restartFor); err != nil || !changed {
+		return err
+	}
+	return p.Applied(mpsServiceFile)
 }
 
 // removeMPS stops, disables and removes the MPS service when its file is there.

@@ -130,12 +130,16 @@ func checkK8sJoin(c checker, v *jsondoc.Value, p jsondoc.Path) {
 	}, "server", "caCertSha256", "tokenRef")
 }
 
-// checkServerURL accepts an https URL with a host, without user info, query or fragment.
+// checkServerURL accepts an https URL with a host not starting with -, without user info,
+// query or fragment.
 func checkServerURL(s string) error {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Opaque != "" || strings.Contains(s, " "):
 		return fmt.Errorf("%s is not an https URL of the API server, like https://10.0.0.1:6443", proto.Quote(s))
+	case strings.HasPrefix(u.Hostname(), "-"):
+		// bcd passes host:port to kubeadm join first, which would read it as a flag.
+		return fmt.Errorf("the server's host may not start with -")
 	case u.User != nil:
 		return fmt.Errorf("the server URL may not carry user info; the credential is the tokenRef")
 	case u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(s, "?#"):

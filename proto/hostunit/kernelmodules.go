@@ -54,7 +54,7 @@ func checkKernelModules(c checker, v *jsondoc.Value, p jsondoc.Path) {
 			for _, m := range members {
 				mp := p.Field(m.Key)
 				if !isModuleName(m.Key) {
-					c.AddAt(m.KeyOffset, mp, "%q is not a module name (1 to %d of a-z, 0-9, _ and -)", m.Key, maxModuleNameLen)
+					c.AddAt(m.KeyOffset, mp, "%q is not a module name (1 to %d of a-z, 0-9, _ and -, starting with a letter or digit)", m.Key, maxModuleNameLen)
 					continue
 				}
 				if seen[CanonicalModule(m.Key)] {
@@ -73,14 +73,16 @@ func (c checker) moduleName(v *jsondoc.Value, p jsondoc.Path) (string, bool) {
 		return "", false
 	}
 	if !isModuleName(s) {
-		c.Add(v, p, "%q is not a module name (1 to %d of a-z, 0-9, _ and -)", s, maxModuleNameLen)
+		c.Add(v, p, "%q is not a module name (1 to %d of a-z, 0-9, _ and -, starting with a letter or digit)", s, maxModuleNameLen)
 		return "", false
 	}
 	return s, true
 }
 
+// isModuleName reports 1 to maxModuleNameLen of a-z, 0-9, _ and -, not starting with -:
+// bcd runs modprobe NAME, which would read such a name as one of its options.
 func isModuleName(s string) bool {
-	if s == "" || len(s) > maxModuleNameLen {
+	if s == "" || len(s) > maxModuleNameLen || s[0] == '-' {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -85,7 +85,7 @@ func checkSysctl(c checker, v *jsondoc.Value, p jsondoc.Path) {
 			continue
 		}
 		if !isSysctlName(m.Key) {
-			c.AddAt(m.KeyOffset, mp, "%q is not a sysctl name: two or more dot-separated parts of a-z, 0-9, _, - and / (a / stands for a dot inside a part), at most %d bytes", m.Key, maxSysctlNameLen)
+			c.AddAt(m.KeyOffset, mp, "%q is not a sysctl name: two or more dot-separated parts of a-z, 0-9, _, - and / (a / stands for a dot inside a part), not starting with -, at most %d bytes", m.Key, maxSysctlNameLen)
 			continue
 		}
 		value, ok := c.sysctlValue(m.Value, mp)
@@ -101,9 +101,11 @@ func checkSysctl(c checker, v *jsondoc.Value, p jsondoc.Path) {
 // isSysctlName reports a name of two or more dot-separated parts, each of a-z, 0-9, _, -
 // and /, not starting with /. bcd writes the name under /proc/sys with dots turned into
 // slashes and slashes into dots, so a / stands for a dot inside one part (an interface
-// called eth0.100), and no part can become "." or "..".
+// called eth0.100), and no part can become "." or "..". The name does not start with -:
+// sysctl.d reads a leading - as "ignore a failure to set what follows", so -kernel.modprobe
+// would set kernel.modprobe at the next boot past the guards, which compare names.
 func isSysctlName(s string) bool {
-	if len(s) > maxSysctlNameLen {
+	if len(s) > maxSysctlNameLen || strings.HasPrefix(s, "-") {
 		return false
 	}
 	parts := strings.Split(s, ".")
