@@ -7,6 +7,7 @@ import (
 
 	flag "github.com/spf13/pflag"
 
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -25,7 +26,7 @@ var signerCommands = []command{{
 		keyFile := fs.String("public-key", "", "SPKI PEM file, as `openssl pkey -pubout` writes (required)")
 		return func(x *exec) error {
 			if *keyFile == "" {
-				return proto.Errorf(proto.InvalidInput, "signers add needs --public-key FILE.pem").WithPath("publicKey")
+				return cmdline.Usagef("--public-key", "signers add needs --public-key FILE.pem")
 			}
 			pem, err := readFile(*keyFile)
 			if err != nil {

@@ -6,7 +6,6 @@ import (
 	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/cmdline"
-	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
 
@@ -23,10 +22,10 @@ var userDataCommands = []command{{
 		node := fs.String("node", "", "node id to render for (required)")
 		return func(x *exec) error {
 			if *id == "" {
-				return proto.Errorf(proto.InvalidInput, "userdata preview needs --profile ID").WithPath("--profile")
+				return cmdline.Usagef("--profile", "userdata preview needs --profile ID")
 			}
 			if *node == "" {
-				return proto.Errorf(proto.InvalidInput, "userdata preview needs --node NODE").WithPath("--node")
+				return cmdline.Usagef("--node", "userdata preview needs --node NODE")
 			}
 			req := api.PreviewUserDataRequest{ProfileKey: api.ProfileKey{TenantID: *tenant, ID: *id, ProfileVersion: *version}, NodeID: *node}
 			var out api.UserDataPreview
