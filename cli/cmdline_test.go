@@ -39,13 +39,14 @@ func TestMissingFlagIsAUsageError(t *testing.T) {
 		"a --ttl that is not whole seconds":  {[]string{"tokens", "create", "--kind", "ramdisk", "--node-id", "n1", "--ttl", "1.5s"}, "--ttl"},
 		"--force without --out":              {[]string{"tokens", "create", "--kind", "ramdisk", "--node-id", "n1", "--force"}, "--force"},
 		// Flags a command needs in one case of its command line, or given empty.
-		"store check without --data-dir":         {[]string{"store", "check"}, "--data-dir"},
-		"store copy without --to-etcd-endpoints": {[]string{"store", "copy", "--from-data-dir", "/var/lib/bc"}, "--to-etcd-endpoints"},
-		"pools update without anything":          {[]string{"pools", "update", "gpu"}, "--policy"},
-		"serve with an empty --data-dir":         {[]string{"serve", "--data-dir="}, "--data-dir"},
-		"secrets put with an empty --file":       {[]string{"secrets", "put", "--ref", "secret://k", "--file="}, "--file"},
-		"signers add with an empty --public-key": {[]string{"signers", "add", "--data-dir", "/var/lib/bc", "--tenant", "root", "--id", "k", "--public-key="}, "--public-key"},
-		"userdata preview with an empty --node":  {[]string{"userdata", "preview", "--profile", "p", "--node="}, "--node"},
+		"store check without --data-dir":             {[]string{"store", "check"}, "--data-dir"},
+		"store copy without --to-etcd-endpoints":     {[]string{"store", "copy", "--from-data-dir", "/var/lib/bc"}, "--to-etcd-endpoints"},
+		"pools update without anything":              {[]string{"pools", "update", "gpu"}, "--policy"},
+		"serve with an empty --data-dir":             {[]string{"serve", "--data-dir="}, "--data-dir"},
+		"secrets put with an empty --file":           {[]string{"secrets", "put", "--ref", "secret://k", "--file="}, "--file"},
+		"signers add with an empty --public-key":     {[]string{"signers", "add", "--data-dir", "/var/lib/bc", "--tenant", "root", "--id", "k", "--public-key="}, "--public-key"},
+		"userdata preview with an empty --node":      {[]string{"userdata", "preview", "--profile", "p", "--node="}, "--node"},
+		"workflows attestation with an empty --step": {[]string{"workflows", "attestation", "wf_1", "--step=", "--out", "d"}, "--step"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := testkit.UsageFails(t, noConfig, tc.args...)
