@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/proto"
@@ -43,5 +44,43 @@ func TestAnAgentsCodeOfItsOwnReachesTheCLIAsDriverError(t *testing.T) {
 	e := testkit.Fails(t, admin, "nodes", "retry", node.ID, "--wait")
 	if !slices.Contains(proto.Codes, proto.Code(e.Code)) || e.Code != string(proto.DriverError) || !strings.Contains(e.Message, "the BMC is away") {
 		t.Errorf("nodes retry --wait --format json printed the error %.200q (%.200q), want DRIVER_ERROR, one of the project's codes", e.Code, e.Message)
+	}
+}
+
+// TestAnAgentsTextCannotDriveTheOperatorsTerminal, through `serve`, a real site agent's
+// session and the CLI: the site agent answers the enrollment's power.getPower with an
+// error whose message holds terminal controls (OSC 52, which sets the clipboard; a clear
+// screen; C1's CSI; a carriage return). Every table, the lines of --wait and the error
+// on stderr print them escaped (\x1b, \u009b), so the operator's terminal runs none of
+// them; the message's text around them is still there. Before, they were printed as
+// they came, byte for byte.
+func TestAnAgentsTextCannotDriveTheOperatorsTerminal(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "127.0.0.2/31")
+	testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a")
+	siteAgent(t, reg, "rack-a", nil, map[string]session.Handler{
+		proto.CommandGetPower: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return nil, &proto.Error{Code: proto.DriverError, Message: "bmc away\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u009b31m\rall good"}
+		},
+	})
+	var node store.Node
+	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "https://127.0.0.2")
+	failed := waitState(t, admin, node.ID, store.NodeFailed)
+	for _, args := range [][]string{
+		{"nodes", "get", node.ID},
+		{"nodes", "events", node.ID},
+		{"workflows", "get", failed.Workflow},
+		{"nodes", "retry", node.ID, "--wait"},
+	} {
+		res := testkit.CLI(t, admin, args...)
+		for name, out := range map[string]string{"stdout": res.Stdout, "stderr": res.Stderr} {
+			if i := strings.IndexFunc(out, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\n' }); i >= 0 {
+				t.Errorf("%v: its %s holds the control %U at %d:\n%q", args, name, []rune(out[i:])[0], i, out)
+			}
+		}
+		if !strings.Contains(res.Stdout+res.Stderr, `bmc away\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2J\u009b31m\x0dall good`) {
+			t.Errorf("%v does not show the agent's message escaped:\n%s%s", args, res.Stdout, res.Stderr)
+		}
 	}
 }

@@ -275,7 +275,7 @@ func (x *exec) print(v any, table func(t *tabwriter.Writer)) {
 		enc.Encode(v)
 		return
 	}
-	tw := tabwriter.NewWriter(x.env.Stdout, 0, 8, 2, ' ', 0)
+	tw := tabwriter.NewWriter(textWriter{x.env.Stdout}, 0, 8, 2, ' ', 0)
 	table(tw)
 	tw.Flush()
 }
@@ -299,15 +299,16 @@ func printError(env Env, format string, err error) {
 		}{e, retryAfter})
 		return
 	}
-	fmt.Fprintf(env.Stderr, "error: %s: %s\n", e.Code, e.Message)
+	w := textWriter{env.Stderr}
+	fmt.Fprintf(w, "error: %s: %s\n", e.Code, e.Message)
 	if e.Details.Path != "" {
-		fmt.Fprintf(env.Stderr, "  path: %s\n", e.Details.Path)
+		fmt.Fprintf(w, "  path: %s\n", e.Details.Path)
 	}
 	if e.Details.Reason != "" {
-		fmt.Fprintf(env.Stderr, "  reason: %s\n", e.Details.Reason)
+		fmt.Fprintf(w, "  reason: %s\n", e.Details.Reason)
 	}
 	if retryAfter != nil {
-		fmt.Fprintf(env.Stderr, "  retry after: %ds\n", *retryAfter)
+		fmt.Fprintf(w, "  retry after: %ds\n", *retryAfter)
 	}
 }
 

@@ -76,7 +76,7 @@ func printEvents(out io.Writer, format string, events []api.Event) {
 		}
 		return
 	}
-	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	w := tabwriter.NewWriter(textWriter{out}, 0, 8, 2, ' ', 0)
 	for _, e := range events {
 		eventLine(w, e)
 	}
