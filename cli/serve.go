@@ -71,6 +71,10 @@ var serveCommands = []command{{
 			if err := checkFailureLimits(&failures); err != nil {
 				return err
 			}
+			if *logFormat != "text" && *logFormat != "json" {
+				// Else a log pipeline that reads JSON would get text, and never say why.
+				return proto.Errorf(proto.InvalidInput, "--log-format is %q: give text or json", *logFormat).WithPath("--log-format")
+			}
 			var h slog.Handler = slog.NewTextHandler(x.env.Stderr, nil)
 			if *logFormat == "json" {
 				h = slog.NewJSONHandler(x.env.Stderr, nil)
