@@ -13,7 +13,6 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -38,12 +37,6 @@ var attestationCommands = []command{{
 		out := fs.String("out", "", "the directory to write the files to; made if missing (required)")
 		force := fs.Bool("force", false, "replace the files when the directory holds them (by default they are refused)")
 		return func(x *exec) error {
-			if *step == "" {
-				return cmdline.Usagef("--step", "workflows attestation needs --step STEP: the step as `workflows get` names it")
-			}
-			if *out == "" {
-				return cmdline.Usagef("--out", "workflows attestation needs --out DIR: the directory to write the files to")
-			}
 			want := *step
 			if _, err := strconv.Atoi(want); err == nil {
 				want = "steps[" + want + "]"

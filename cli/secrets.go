@@ -9,7 +9,6 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -88,8 +87,6 @@ var secretCommands = []command{{
 func readSecret(x *exec, path string) ([]byte, error) {
 	var r io.Reader
 	switch path {
-	case "":
-		return nil, cmdline.Usagef("--file", "secrets put needs --file FILE, or --file - to read the value from standard input")
 	case "-":
 		if x.env.Stdin == nil {
 			return nil, proto.Errorf(proto.InvalidInput, "no standard input to read the secret from").WithPath("--file")

@@ -53,9 +53,6 @@ var serveCommands = []command{{
 		fs.Var(cmdline.SignedDecimal(&memory.GCPercent, 0), "gc-percent", fmt.Sprintf("how far the heap grows past what is live before the collector runs again, in percent, as GOGC (which wins when set); more spends memory to save CPU (%d to %d; 0: %d)", registry.MinGCPercent, registry.MaxGCPercent, registry.DefaultGCPercent))
 		fs.StringVar(&memory.Limit, "memory-limit", "auto", fmt.Sprintf("soft limit on the memory the registry's Go runtime holds, as GOMEMLIMIT (which wins when set): near it the collector runs as often as it must, whatever --gc-percent says; a size such as 4GiB, at least %d MiB; auto, %d%% of the memory limit of the cgroup the registry runs in (a container's, a systemd unit's MemoryMax), none when it has none; or none", registry.MinMemoryLimit>>20, registry.AutoMemoryPercent))
 		return func(x *exec) error {
-			if *dataDir == "" {
-				return cmdline.Usagef("--data-dir", "serve needs --data-dir DIR")
-			}
 			policy, err := memory.Policy(x.env.Getenv)
 			if err != nil {
 				return err

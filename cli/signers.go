@@ -7,7 +7,6 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
@@ -25,9 +24,6 @@ var signerCommands = []command{{
 		id := fs.String("id", "", "signer id (required)")
 		keyFile := fs.String("public-key", "", "SPKI PEM file, as `openssl pkey -pubout` writes (required)")
 		return func(x *exec) error {
-			if *keyFile == "" {
-				return cmdline.Usagef("--public-key", "signers add needs --public-key FILE.pem")
-			}
 			pem, err := readFile(*keyFile)
 			if err != nil {
 				return err

@@ -21,12 +21,6 @@ var userDataCommands = []command{{
 		fs.Var(cmdline.Decimal(version, 0), "profile-version", "profile version (default: the latest)")
 		node := fs.String("node", "", "node id to render for (required)")
 		return func(x *exec) error {
-			if *id == "" {
-				return cmdline.Usagef("--profile", "userdata preview needs --profile ID")
-			}
-			if *node == "" {
-				return cmdline.Usagef("--node", "userdata preview needs --node NODE")
-			}
 			req := api.PreviewUserDataRequest{ProfileKey: api.ProfileKey{TenantID: *tenant, ID: *id, ProfileVersion: *version}, NodeID: *node}
 			var out api.UserDataPreview
 			if err := x.call("userdata.preview", req, &out); err != nil {
