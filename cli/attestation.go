@@ -37,9 +37,6 @@ var attestationCommands = []command{{
 		out := fs.String("out", "", "the directory to write the files to; made if missing (required)")
 		force := fs.Bool("force", false, "replace the files when the directory holds them (by default they are refused)")
 		return func(x *exec) error {
-			if *step == "" || *out == "" {
-				return proto.Errorf(proto.InvalidInput, "--step and --out are required")
-			}
 			want := *step
 			if _, err := strconv.Atoi(want); err == nil {
 				want = "steps[" + want + "]"

@@ -138,6 +138,13 @@ func TestServeRefusesAFailureBoundOutOfRange(t *testing.T) {
 	})
 }
 
+// TestServeRefusesALogFormatItDoesNotWrite: a --log-format other than text or json is
+// INVALID_INPUT at the flag, before anything starts. Before, serve started and logged
+// text, so a mistyped json left a log pipeline that reads JSON with lines it cannot read.
+func TestServeRefusesALogFormatItDoesNotWrite(t *testing.T) {
+	serveRefusesAtTheFlag(t, map[string][]string{"--log-format": {"JSON", "logfmt", ""}})
+}
+
 // serveRefusesAtTheFlag runs serve with each flag at each of its values, and fails t
 // unless each is INVALID_INPUT at that flag.
 func serveRefusesAtTheFlag(t *testing.T, refused map[string][]string) {

@@ -213,6 +213,12 @@ func jsonAsked(args []string) bool {
 	return false
 }
 
+// streamError is the error of a command that prints JSON lines (nodes events --follow
+// --format json): printError writes it on one line too, so a reader of lines reads it.
+type streamError struct{ error }
+
+func (e streamError) Unwrap() error { return e.error }
+
 // errReported fails a command whose output already says why (profiles validate with
 // problems): it exits 1 without another message.
 var errReported = errors.New("reported")
@@ -275,15 +281,16 @@ func (x *exec) print(v any, table func(t *tabwriter.Writer)) {
 		enc.Encode(v)
 		return
 	}
-	tw := tabwriter.NewWriter(x.env.Stdout, 0, 8, 2, ' ', 0)
+	tw := tabwriter.NewWriter(textWriter{x.env.Stdout}, 0, 8, 2, ' ', 0)
 	table(tw)
 	tw.Flush()
 }
 
-// printError reports a failure: the error object on stdout with --format json, else
-// code, message, path and reason on stderr. A call the registry refused for now, which
-// the CLI gave up sending again, also says the seconds its last answer asked to wait
-// (retryAfterSeconds), so a script knows when to try.
+// printError reports a failure: the error object on stdout with --format json (on one
+// line for a command that prints JSON lines: streamError), else code, message, path and
+// reason on stderr. A call the registry refused for now, which the CLI gave up sending
+// again, also says the seconds its last answer asked to wait (retryAfterSeconds), so a
+// script knows when to try.
 func printError(env Env, format string, err error) {
 	e := proto.AsError(err)
 	var retryAfter *int
@@ -292,22 +299,25 @@ func printError(env Env, format string, err error) {
 	}
 	if format == "json" {
 		enc := proto.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
+		if _, ok := errors.AsType[streamError](err); !ok {
+			enc.SetIndent("", "  ")
+		}
 		enc.Encode(struct {
 			*proto.Error
 			RetryAfterSeconds *int `json:"retryAfterSeconds,omitempty"`
 		}{e, retryAfter})
 		return
 	}
-	fmt.Fprintf(env.Stderr, "error: %s: %s\n", e.Code, e.Message)
+	w := textWriter{env.Stderr}
+	fmt.Fprintf(w, "error: %s: %s\n", e.Code, e.Message)
 	if e.Details.Path != "" {
-		fmt.Fprintf(env.Stderr, "  path: %s\n", e.Details.Path)
+		fmt.Fprintf(w, "  path: %s\n", e.Details.Path)
 	}
 	if e.Details.Reason != "" {
-		fmt.Fprintf(env.Stderr, "  reason: %s\n", e.Details.Reason)
+		fmt.Fprintf(w, "  reason: %s\n", e.Details.Reason)
 	}
 	if retryAfter != nil {
-		fmt.Fprintf(env.Stderr, "  retry after: %ds\n", *retryAfter)
+		fmt.Fprintf(w, "  retry after: %ds\n", *retryAfter)
 	}
 }
 

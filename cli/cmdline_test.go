@@ -15,7 +15,11 @@ const noConfig = "/nonexistent/cli.conf"
 
 // TestMissingFlagIsAUsageError: a command line without a flag or argument the command
 // needs is refused before anything is called, exit 2, INVALID_INPUT at that flag or
-// argument, with a message naming it.
+// argument, with a message naming it; so is a required flag given empty, as a script's
+// unset variable gives it. Before, the flags a command checks itself (one it needs in
+// one case, such as store check's --data-dir without --store etcd) were refused exit 1,
+// as a call that failed, pools update's at "policy", no flag of the command line; and a
+// required flag given empty was sent to the registry, refused exit 1 at the API's field.
 func TestMissingFlagIsAUsageError(t *testing.T) {
 	for name, tc := range map[string]struct {
 		args []string
@@ -35,6 +39,17 @@ func TestMissingFlagIsAUsageError(t *testing.T) {
 		"serve without --data-dir":           {[]string{"serve"}, "--data-dir"},
 		"a --ttl that is not whole seconds":  {[]string{"tokens", "create", "--kind", "ramdisk", "--node-id", "n1", "--ttl", "1.5s"}, "--ttl"},
 		"--force without --out":              {[]string{"tokens", "create", "--kind", "ramdisk", "--node-id", "n1", "--force"}, "--force"},
+		// Flags a command needs in one case of its command line, or given empty.
+		"store check without --data-dir":             {[]string{"store", "check"}, "--data-dir"},
+		"store copy without --to-etcd-endpoints":     {[]string{"store", "copy", "--from-data-dir", "/var/lib/bc"}, "--to-etcd-endpoints"},
+		"pools update without anything":              {[]string{"pools", "update", "gpu"}, "--policy"},
+		"serve with an empty --data-dir":             {[]string{"serve", "--data-dir="}, "--data-dir"},
+		"secrets put with an empty --file":           {[]string{"secrets", "put", "--ref", "secret://k", "--file="}, "--file"},
+		"signers add with an empty --public-key":     {[]string{"signers", "add", "--data-dir", "/var/lib/bc", "--tenant", "root", "--id", "k", "--public-key="}, "--public-key"},
+		"userdata preview with an empty --node":      {[]string{"userdata", "preview", "--profile", "p", "--node="}, "--node"},
+		"workflows attestation with an empty --step": {[]string{"workflows", "attestation", "wf_1", "--step=", "--out", "d"}, "--step"},
+		"nodes deploy with an empty --profile":       {[]string{"nodes", "deploy", "nd_1", "--profile="}, "--profile"},
+		"pools create with an empty --site":          {[]string{"pools", "create", "gpu", "--site", ""}, "--site"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := testkit.UsageFails(t, noConfig, tc.args...)

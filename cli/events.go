@@ -20,7 +20,7 @@ var eventCommands = []command{{
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := tenantFlag(fs)
 		workflow := fs.String("workflow", "", "only this workflow's events")
-		follow := fs.Bool("follow", false, "print the whole log, then each new event as it is written, until interrupted (with --format json, one JSON object a line)")
+		follow := fs.Bool("follow", false, "print the whole log, then each new event as it is written, until interrupted (with --format json, one JSON object a line, an error too)")
 		cursor := fs.String("cursor", "", "resume after a previous page")
 		return func(x *exec) error {
 			req := api.EventsRequest{TenantID: *tenant, NodeID: x.args[0], WorkflowID: *workflow, ListRequest: api.ListRequest{Cursor: *cursor}}
@@ -44,11 +44,11 @@ var eventCommands = []command{{
 }}
 
 // followEvents prints the node's events from req's cursor on, then waits for each new
-// one, until the command's context ends.
+// one, until the command's context ends; with --format json its error is a line too.
 func (x *exec) followEvents(req api.EventsRequest) error {
 	c, err := x.client()
 	if err != nil {
-		return err
+		return streamError{err}
 	}
 	req.Wait = true
 	for x.ctx.Err() == nil {
@@ -57,7 +57,7 @@ func (x *exec) followEvents(req api.EventsRequest) error {
 			if x.ctx.Err() != nil {
 				return nil
 			}
-			return err
+			return streamError{err}
 		}
 		printEvents(x.env.Stdout, x.format, out.Events)
 		if n := len(out.Events); n > 0 {
@@ -76,7 +76,7 @@ func printEvents(out io.Writer, format string, events []api.Event) {
 		}
 		return
 	}
-	w := tabwriter.NewWriter(out, 0, 8, 2, ' ', 0)
+	w := tabwriter.NewWriter(textWriter{out}, 0, 8, 2, ' ', 0)
 	for _, e := range events {
 		eventLine(w, e)
 	}

@@ -130,3 +130,22 @@ func TestNodeEventsShowTheLifecycleInOrderAndStayInTheTenant(t *testing.T) {
 		t.Fatal("beta's node has no workflow")
 	}
 }
+
+// TestFollowedEventsEndWithAnErrorOfOneLine: `nodes events --follow --format json` prints
+// one JSON object a line, and so is the error it ends with (a node it may not see, a
+// config it cannot read), so a script that reads the stream line by line reads the error
+// too. Before, the error was an object over five lines, none of which decodes alone.
+func TestFollowedEventsEndWithAnErrorOfOneLine(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	for name, tc := range map[string]struct{ config, code string }{
+		"a node that is not there": {reg.AdminConfig, "NOT_FOUND"},
+		"no config":                {noConfig, "INVALID_CONFIG"},
+	} {
+		res := testkit.CLI(t, tc.config, "nodes", "events", "nd_0000000000000000", "--follow", "--format", "json")
+		lines := strings.Split(strings.TrimSuffix(res.Stdout, "\n"), "\n")
+		var e testkit.ErrorObject
+		if res.Code != 1 || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &e) != nil || e.Code != tc.code {
+			t.Errorf("%s: exit %d, %d lines, want 1 line of %s:\n%s", name, res.Code, len(lines), tc.code, res.Stdout)
+		}
+	}
+}

@@ -344,9 +344,9 @@ func (x *exec) follow(tenant, workflowID, nodeID, headline string) error {
 	if err != nil {
 		return err
 	}
-	lines := x.env.Stdout
+	lines := textWriter{x.env.Stdout}
 	if x.format == "json" {
-		lines = x.env.Stderr
+		lines = textWriter{x.env.Stderr}
 	}
 	fmt.Fprintf(lines, "workflow %s: %s\n", workflowID, headline)
 	seen := map[string]string{}

@@ -7,8 +7,8 @@ import (
 
 	flag "github.com/spf13/pflag"
 
+	"github.com/better-compute/better-compute/cmdline"
 	"github.com/better-compute/better-compute/jsondoc"
-	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
 
@@ -73,7 +73,7 @@ var poolCommands = []command{{
 		prewarm, policy := policyFlags(fs)
 		return func(x *exec) error {
 			if prewarm.refs == nil && *policy == "" {
-				return proto.Errorf(proto.InvalidInput, "pools update needs --policy POLICY.json, --prewarm REF,REF (or '' to clear the list) or both").WithPath("policy")
+				return cmdline.Usagef("--policy", "pools update needs --policy POLICY.json, --prewarm REF,REF (or '' to clear the list) or both")
 			}
 			req := api.UpdatePoolRequest{TenantID: *tenant, Name: x.args[0], PrewarmImages: prewarm.refs}
 			if *policy != "" {

@@ -87,8 +87,6 @@ var secretCommands = []command{{
 func readSecret(x *exec, path string) ([]byte, error) {
 	var r io.Reader
 	switch path {
-	case "":
-		return nil, proto.Errorf(proto.InvalidInput, "secrets put needs --file FILE, or --file - to read the value from standard input").WithPath("--file")
 	case "-":
 		if x.env.Stdin == nil {
 			return nil, proto.Errorf(proto.InvalidInput, "no standard input to read the secret from").WithPath("--file")

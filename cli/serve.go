@@ -53,9 +53,6 @@ var serveCommands = []command{{
 		fs.Var(cmdline.SignedDecimal(&memory.GCPercent, 0), "gc-percent", fmt.Sprintf("how far the heap grows past what is live before the collector runs again, in percent, as GOGC (which wins when set); more spends memory to save CPU (%d to %d; 0: %d)", registry.MinGCPercent, registry.MaxGCPercent, registry.DefaultGCPercent))
 		fs.StringVar(&memory.Limit, "memory-limit", "auto", fmt.Sprintf("soft limit on the memory the registry's Go runtime holds, as GOMEMLIMIT (which wins when set): near it the collector runs as often as it must, whatever --gc-percent says; a size such as 4GiB, at least %d MiB; auto, %d%% of the memory limit of the cgroup the registry runs in (a container's, a systemd unit's MemoryMax), none when it has none; or none", registry.MinMemoryLimit>>20, registry.AutoMemoryPercent))
 		return func(x *exec) error {
-			if *dataDir == "" {
-				return proto.Errorf(proto.InvalidInput, "serve needs --data-dir DIR").WithPath("--data-dir")
-			}
 			policy, err := memory.Policy(x.env.Getenv)
 			if err != nil {
 				return err
@@ -70,6 +67,10 @@ var serveCommands = []command{{
 			}
 			if err := checkFailureLimits(&failures); err != nil {
 				return err
+			}
+			if *logFormat != "text" && *logFormat != "json" {
+				// Else a log pipeline that reads JSON would get text, and never say why.
+				return proto.Errorf(proto.InvalidInput, "--log-format is %q: give text or json", *logFormat).WithPath("--log-format")
 			}
 			var h slog.Handler = slog.NewTextHandler(x.env.Stderr, nil)
 			if *logFormat == "json" {
@@ -162,7 +163,7 @@ var storeCommands = []command{{
 			sc := etcd()
 			sc.Backend = *backend
 			if (*backend == "bbolt" || *backend == "") && *dataDir == "" {
-				return proto.Errorf(proto.InvalidInput, "store check needs --data-dir DIR, or --store etcd with --etcd-endpoints").WithPath("--data-dir")
+				return cmdline.Usagef("--data-dir", "store check needs --data-dir DIR, or --store etcd with --etcd-endpoints")
 			}
 			sum, err := registry.CheckStore(*dataDir, sc)
 			if err != nil {
@@ -193,11 +194,11 @@ var storeCommands = []command{{
 		etcd := defineEtcd(fs, "to-etcd-endpoints", "to-etcd-prefix")
 		return func(x *exec) error {
 			if *from == "" {
-				return proto.Errorf(proto.InvalidInput, "store copy needs --from-data-dir DIR").WithPath("--from-data-dir")
+				return cmdline.Usagef("--from-data-dir", "store copy needs --from-data-dir DIR")
 			}
 			to := etcd()
 			if len(to.EtcdEndpoints) == 0 {
-				return proto.Errorf(proto.InvalidInput, "store copy needs --to-etcd-endpoints URL,URL,URL").WithPath("--to-etcd-endpoints")
+				return cmdline.Usagef("--to-etcd-endpoints", "store copy needs --to-etcd-endpoints URL,URL,URL")
 			}
 			sum, err := registry.CopyStore(*from, to, func(bucket string, records int) {
 				fmt.Fprintf(x.env.Stderr, "copied %s: %d records\n", bucket, records)

@@ -24,9 +24,6 @@ var signerCommands = []command{{
 		id := fs.String("id", "", "signer id (required)")
 		keyFile := fs.String("public-key", "", "SPKI PEM file, as `openssl pkey -pubout` writes (required)")
 		return func(x *exec) error {
-			if *keyFile == "" {
-				return proto.Errorf(proto.InvalidInput, "signers add needs --public-key FILE.pem").WithPath("publicKey")
-			}
 			pem, err := readFile(*keyFile)
 			if err != nil {
 				return err

@@ -6,7 +6,6 @@ import (
 	flag "github.com/spf13/pflag"
 
 	"github.com/better-compute/better-compute/cmdline"
-	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 )
 
@@ -22,12 +21,6 @@ var userDataCommands = []command{{
 		fs.Var(cmdline.Decimal(version, 0), "profile-version", "profile version (default: the latest)")
 		node := fs.String("node", "", "node id to render for (required)")
 		return func(x *exec) error {
-			if *id == "" {
-				return proto.Errorf(proto.InvalidInput, "userdata preview needs --profile ID").WithPath("--profile")
-			}
-			if *node == "" {
-				return proto.Errorf(proto.InvalidInput, "userdata preview needs --node NODE").WithPath("--node")
-			}
 			req := api.PreviewUserDataRequest{ProfileKey: api.ProfileKey{TenantID: *tenant, ID: *id, ProfileVersion: *version}, NodeID: *node}
 			var out api.UserDataPreview
 			if err := x.call("userdata.preview", req, &out); err != nil {

@@ -91,8 +91,8 @@ func applies(cmd *cobra.Command, name string) bool {
 	return true
 }
 
-// Require marks flags of fs as required: a command line without one is a usage error
-// naming it, before the command runs.
+// Require marks flags of fs as required: a command line without one, or with a string
+// one given empty, is a usage error naming it, before the command runs.
 func Require(fs *pflag.FlagSet, names ...string) {
 	for _, n := range names {
 		if err := fs.SetAnnotation(n, requiredKey, []string{"true"}); err != nil {
@@ -262,7 +262,7 @@ func levenshtein(a, b string) int {
 }
 
 // checkFlags refuses an inherited flag that does not apply to the command, and a missing
-// required flag, before the command runs.
+// required flag or a required string flag given empty, before the command runs.
 func checkFlags(c *cobra.Command, _ []string) error {
 	var err error
 	c.InheritedFlags().VisitAll(func(f *pflag.Flag) {
@@ -274,10 +274,17 @@ func checkFlags(c *cobra.Command, _ []string) error {
 		return err
 	}
 	c.LocalFlags().VisitAll(func(f *pflag.Flag) {
-		if err == nil && !f.Changed && len(f.Annotations[requiredKey]) > 0 {
-			_, usage := pflag.UnquoteUsage(f)
-			usage = strings.TrimSuffix(usage, " (required)")
+		if err != nil || len(f.Annotations[requiredKey]) == 0 {
+			return
+		}
+		_, usage := pflag.UnquoteUsage(f)
+		usage = strings.TrimSuffix(usage, " (required)")
+		switch {
+		case !f.Changed:
 			err = Usagef("--"+f.Name, "%s needs --%s: %s", c.CommandPath(), f.Name, usage)
+		case f.Value.Type() == "string" && f.Value.String() == "":
+			// A script's unset variable (--profile "$P"): the flag is there, its value is not.
+			err = Usagef("--"+f.Name, "%s needs a value of --%s, not an empty one: %s", c.CommandPath(), f.Name, usage)
 		}
 	})
 	return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -224,13 +225,17 @@ const MaxErrorMessage = 1 << 10
 // Cut returns e with its message cut to limit bytes (at a character boundary, saying
 // how much was cut), and its details in proportion: its path and reason to limit/4
 // bytes, the failures it lists to limit/64 of limit/16 GPUs each (at most 256 bytes and
-// 64 GPUs); e itself when it is within them, nil for nil.
+// 64 GPUs); e itself when it is within them, nil for nil. A code that is none of Codes
+// (an agent's error carries whatever code it likes) is taken as DRIVER_ERROR, the code
+// it had quoted at the message's start: every error the registry keeps or answers has
+// one of the project's codes.
 func (e *Error) Cut(limit int) *Error {
 	if e == nil {
 		return nil
 	}
 	field, failed, gpus := min(limit/4, 256), limit/64, min(limit/16, 64)
-	within := len(e.Message) <= limit && len(e.Details.Path) <= field && len(e.Details.Reason) <= field && len(e.Details.Failed) <= failed
+	known := slices.Contains(Codes, e.Code)
+	within := known && len(e.Message) <= limit && len(e.Details.Path) <= field && len(e.Details.Reason) <= field && len(e.Details.Failed) <= failed
 	for _, f := range e.Details.Failed {
 		within = within && len(f.Name) <= field && len(f.GPUs) <= gpus
 	}
@@ -238,7 +243,10 @@ func (e *Error) Cut(limit int) *Error {
 		return e
 	}
 	c := *e
-	c.Message = cutText(e.Message, limit)
+	if !known {
+		c.Code, c.Message = DriverError, Sprintf("code %q is none of the project's: %s", string(e.Code), e.Message)
+	}
+	c.Message = cutText(c.Message, limit)
 	c.Details.Path, c.Details.Reason = cutText(e.Details.Path, field), cutText(e.Details.Reason, field)
 	c.Details.Failed = nil
 	for _, f := range e.Details.Failed[:min(len(e.Details.Failed), failed)] {

@@ -10,8 +10,8 @@ import (
 
 // TestAnAnswerIsBoundedWhereItEnters: an agent's answer over proto.MaxStepResult is
 // refused (INVALID_INPUT at result, reason too-large) before anything of it is stored,
-// an error's text is cut to proto.MaxErrorMessage, and an answer within the bounds is
-// taken as it is.
+// an error's text is cut to proto.MaxErrorMessage, an error's code that is none of the
+// project's is taken as DRIVER_ERROR, and an answer within the bounds is taken as it is.
 func TestAnAnswerIsBoundedWhereItEnters(t *testing.T) {
 	at := func(n int) json.RawMessage {
 		return json.RawMessage(`{"pad":"` + strings.Repeat("a", n-len(`{"pad":""}`)) + `"}`)
@@ -25,6 +25,8 @@ func TestAnAnswerIsBoundedWhereItEnters(t *testing.T) {
 		"a result past the bound": {res: proto.Result{ID: "c1", Result: at(proto.MaxStepResult + 1)},
 			wantError: "INVALID_INPUT too-large result"},
 		"an error of 4 MiB": {res: proto.Result{ID: "c1", Error: &proto.Error{Code: proto.DriverError, Message: strings.Repeat("e", 4<<20)}},
+			wantError: "DRIVER_ERROR  "},
+		"an error of a code of its own": {res: proto.Result{ID: "c1", Error: &proto.Error{Code: "BMC_SULKS", Message: "no"}},
 			wantError: "DRIVER_ERROR  "},
 	}
 	for name, tc := range cases {
