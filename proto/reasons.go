@@ -215,4 +215,9 @@ const (
 
 	// ReasonReservedID (CONFLICT): a shipped profile has the id, for every tenant.
 	ReasonReservedID = "reserved-id"
+	// ReasonForeignSecretRef (INVALID_STATE): a profile of another tenant than the
+	// node's, neither shipped nor the platform's (the root tenant's), names a secret
+	// reference (a k8s-join's tokenRef, a driver's credentialRef): the node would be
+	// handed its own tenant's secret of that name, where the profile's owner chose.
+	ReasonForeignSecretRef = "foreign-secret-ref"
 )

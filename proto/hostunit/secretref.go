@@ -32,12 +32,19 @@ func IsSecretRef(s string) bool {
 	return true
 }
 
-// secretUser is a unit whose settings name secrets from the registry.
-type secretUser interface {
-	secretRefs() []string
+// SecretField is a secret reference a unit's settings name, with the settings' field
+// that names it (tokenRef), so that a refusal can point at it.
+type SecretField struct {
+	Field string
+	Ref   string
 }
 
-func (k *K8sJoin) secretRefs() []string { return []string{k.TokenRef} }
+// secretUser is a unit whose settings name secrets from the registry.
+type secretUser interface {
+	secretRefs() []SecretField
+}
+
+func (k *K8sJoin) secretRefs() []SecretField { return []SecretField{{"tokenRef", k.TokenRef}} }
 
 // SecretRefs returns the secret references the units of a host section name (each
 // k8s-join's tokenRef), in order: the only secrets the registry hands the node's agent.
@@ -45,16 +52,25 @@ func (k *K8sJoin) secretRefs() []string { return []string{k.TokenRef} }
 func SecretRefs(units []proto.HostUnit) []string {
 	var refs []string
 	for _, u := range units {
-		if !Known(u.Unit) {
-			continue
-		}
-		s, err := Decode(u.Unit, u.Settings)
-		if err != nil {
-			continue
-		}
-		if su, ok := s.(secretUser); ok {
-			refs = append(refs, su.secretRefs()...)
+		for _, f := range SecretFields(u) {
+			refs = append(refs, f.Ref)
 		}
 	}
 	return refs
+}
+
+// SecretFields returns the secret references unit's settings name, with their fields,
+// in order; none for an unknown unit or settings that do not decode.
+func SecretFields(u proto.HostUnit) []SecretField {
+	if !Known(u.Unit) {
+		return nil
+	}
+	s, err := Decode(u.Unit, u.Settings)
+	if err != nil {
+		return nil
+	}
+	if su, ok := s.(secretUser); ok {
+		return su.secretRefs()
+	}
+	return nil
 }

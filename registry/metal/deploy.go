@@ -48,7 +48,9 @@ func (s *Service) Deploy(tx *store.Tx, tenant, nodeID string, rec store.ProfileR
 
 // deployEnded makes the node active as its deploy succeeded, with the profile's host
 // config (the pool's units replacing the profile's) as its desired host section, and
-// its NodeSpec.
+// its NodeSpec. A profile of another tenant that names a secret reference now (its pool
+// no longer sets the unit that replaced the profile's, or the run began before the rule)
+// fails the node instead (checkSecretRefs): its NodeSpec never names the reference.
 func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
 	doc, err := tx.RunDocument(run)
 	if err != nil {
@@ -61,6 +63,16 @@ func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
 	node, err := tx.Node(run.Node)
 	if err != nil {
 		return err
+	}
+	switch refused := checkSecretRefs(tx, node, run.Profile.Tenant, p); {
+	case proto.CodeOf(refused) == proto.InvalidState:
+		_, err = updateNode(tx, run.Node, func(n *store.Node) error {
+			n.State, n.FailedFrom, n.Failure, n.Next = store.NodeFailed, store.NodeDeploying, &store.StepFailure{RunID: run.ID, Error: proto.AsError(refused)}, ""
+			return nil
+		})
+		return err
+	case refused != nil:
+		return refused
 	}
 	pool, err := tx.Pool(node.Tenant, node.Pool)
 	if err != nil {

@@ -226,8 +226,13 @@ func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, n
 // create stores the run of p for node, started by req, and moves the node to the state
 // req runs in; a request that takes the machine away from its installed OS (reinstalls)
 // moves its identity epoch and deletes the node's unused join tokens. The run records the
-// epoch it runs at: the node's, or the one a reinstall moved it to.
+// epoch it runs at: the node's, or the one a reinstall moved it to. Every run of a
+// profile starts here (a deploy, a retry, the lifecycle's), so here another tenant's
+// profile that names a secret reference is refused (checkSecretRefs).
 func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.ProfileRecord, p *profile.Profile, next Request) (store.Run, store.Node, error) {
+	if err := checkSecretRefs(tx, node, rec.Tenant, p); err != nil {
+		return store.Run{}, node, err
+	}
 	reinstall := slices.Contains(reinstalls, req)
 	at, err := tx.Node(node.ID)
 	if err != nil {
