@@ -383,7 +383,7 @@ func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertifica
 		p.registryURL = cfg.UserData.ControlPlaneURL
 	}
 	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Clock: cfg.Clock, Observer: obs, Log: cfg.Log,
-		Claims: &workflow.Claims{Owner: holder.Replica}})
+		Claims: &workflow.Claims{Owner: holder.Replica, Started: holder.Started}})
 	// Replicas sharing an etcd store each keep their own return plan, and end the
 	// sessions of agents whose newer session another replica holds; a registry alone on
 	// its bbolt store keeps the store's plan, and every session recorded there is its own.

@@ -139,3 +139,41 @@ func TestCancelThroughAnotherRegistry(t *testing.T) {
 		t.Fatalf("run: %s", summary(run))
 	}
 }
+
+// TestAnEarlierRunOfARestartedRegistryDrivesNoMore: a registry restarted while its
+// earlier run is still up (the same name: a supervisor that started it again without
+// ending it, a host paused past the restart and resumed) takes its runs back at once,
+// and the earlier run drives them no more: its writes are refused, it sends nothing
+// more, and it does not release the claim the later run holds. Before, both drove the
+// run as its one owner: each sent its steps, and the run ended twice.
+func TestAnEarlierRunOfARestartedRegistryDrivesNoMore(t *testing.T) {
+	h := newHarness(t, nil)
+	h.cancel()
+	h.engine.Wait()
+	earlier, _ := h.replica("a", clock.NewFake(epoch)) // its timers never fire again
+	h.engine = earlier
+	h.agent.script = map[string][]outcome{"power.getPower": {hold}, "inventory.refresh": {hold}}
+	id := h.start(doc(`{"use":"power.getPower"},{"use":"inventory.refresh"}`, "", ""))
+	first, second := attemptID(id, "main", 0, false, 1), attemptID(id, "main", 1, false, 1)
+	h.agent.waitRunning(t, first)
+
+	h.clock.Advance(time.Second)
+	later, _ := h.replica("a", h.clock)
+	waitUntil(t, func() bool { return h.agent.sent()[first] == 2 })
+	h.engine = later
+	h.agent.release(first) // both runs get the answer
+	h.agent.waitRunning(t, second)
+	waitUntil(t, func() bool { return driving(earlier) == 0 || h.agent.sent()[second] == 2 })
+	h.agent.release(second)
+	run := h.waitEnd(id)
+	if run.State != store.RunSucceeded {
+		t.Fatalf("run: %s (%v)", summary(run), run.Failure.Error)
+	}
+	waitUntil(t, func() bool { return driving(earlier) == 0 && driving(later) == 0 })
+	if n := h.agent.sent()[second]; n != 1 {
+		t.Errorf("%s sent %d times: the earlier run drove on beside the later one", second, n)
+	}
+	if n := h.finishedCount(id); n != 1 {
+		t.Errorf("the run ended %d times", n)
+	}
+}
