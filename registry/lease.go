@@ -18,14 +18,15 @@ const leaseTTL = workflow.DefaultClaimTTL
 // takeLease takes the lease of this run of the registry, replacing an earlier run's: the
 // sessions that run recorded are no longer open.
 func takeLease(st *store.Store, holder store.Holder) error {
-	return st.Update(func(tx *store.Tx) error { return tx.RenewLease(holder, leaseTTL) })
+	return st.Update(func(tx *store.Tx) error { return tx.TakeLease(holder, leaseTTL) })
 }
 
 // keepLease renews holder's lease now and every third of its lifetime on clk until ctx
-// ends; stop ends it and waits.
+// ends; stop ends it and waits. A renewal never takes the lease back from a later run
+// of this replica (store.Tx.RenewLease): that run holds the agents' sessions.
 func keepLease(ctx context.Context, clk clock.Clock, st *store.Store, holder store.Holder, log *slog.Logger) (stop func()) {
 	return every(ctx, clk, leaseTTL/3, func() {
-		if err := takeLease(st, holder); err != nil {
+		if err := st.Update(func(tx *store.Tx) error { return tx.RenewLease(holder, leaseTTL) }); err != nil {
 			log.Error("renewing this registry's lease: the other replicas count its agents' sessions as open only while it holds", "err", err)
 		}
 	})

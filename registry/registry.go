@@ -252,7 +252,7 @@ func New(cfg Config) (_ *Registry, err error) {
 	}
 	engine := r.plane.engine
 	r.metal = metal.New(metal.Config{Store: r.st, Engine: engine, Joins: r.plane.joins, HardwareProfiles: hardware,
-		Images: catalog{r.st, box.CacheCapabilityKey()}, AllowUnsignedImages: cfg.AllowUnsignedImages, UserData: renderer{r.st, userData}, Generations: r.plane.ep,
+		Images: catalog{r.st, box.CacheCapabilityKey()}, AllowUnsignedImages: cfg.AllowUnsignedImages, UserData: renderer{userData}, Generations: r.plane.ep,
 		Ramdisk: r.plane, Presence: r.plane, Clock: cfg.Clock, Log: cfg.Log})
 	joinSvc.OnReuse(r.metal, obs)
 

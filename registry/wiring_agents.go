@@ -278,14 +278,10 @@ func (p *agentPlane) progress(node, commandID string, detail json.RawMessage) {
 	}
 }
 
-// Prepare is metal.RamdiskBoots: a ramdisk token for node, minted by the workflow run,
-// and where and whom the ramdisk joins.
-func (p *agentPlane) Prepare(_ context.Context, node store.Node, run string) (proto.PrepareRamdisk, error) {
-	var bearer string
-	err := p.st.Update(func(tx *store.Tx) (err error) {
-		_, bearer, err = join.MintToken(tx, store.TokenFor{Kind: store.TokenRamdisk, NodeID: node.ID, Site: node.Site, Workflow: run}, 0)
-		return err
-	})
+// Prepare is metal.RamdiskBoots: a ramdisk token for node, minted in tx by the workflow
+// run, and where and whom the ramdisk joins.
+func (p *agentPlane) Prepare(tx *store.Tx, node store.Node, run string) (proto.PrepareRamdisk, error) {
+	_, bearer, err := join.MintToken(tx, store.TokenFor{Kind: store.TokenRamdisk, NodeID: node.ID, Site: node.Site, Workflow: run}, 0)
 	pins := p.keys.Pins()
 	return proto.PrepareRamdisk{
 		MACs: node.MACs, ProductUUID: node.ProductUUID, Token: bearer, Registry: p.registryURL,
@@ -354,20 +350,15 @@ func (c catalog) CacheURL(_ context.Context, siteID string, img metal.Image, unt
 
 // renderer is metal.UserData over the user-data renderer.
 type renderer struct {
-	st *store.Store
-	r  *userdata.Renderer
+	r *userdata.Renderer
 }
 
-func (r renderer) Render(_ context.Context, node store.Node, run string, p *profile.Profile) (out proto.UserDataRendered, err error) {
+func (r renderer) Render(tx *store.Tx, node store.Node, run string, p *profile.Profile) (proto.UserDataRendered, error) {
 	ud, ok := p.UserData()
 	if !ok {
-		return out, proto.Errorf(proto.InvalidConfig, "profile %s has no userData to render", p.ID())
+		return proto.UserDataRendered{}, proto.Errorf(proto.InvalidConfig, "profile %s has no userData to render", p.ID())
 	}
-	err = r.st.Update(func(tx *store.Tx) (err error) {
-		out, err = r.r.Render(tx, ud, userdata.Node{ID: node.ID, Site: node.Site, Workflow: run})
-		return err
-	})
-	return out, err
+	return r.r.Render(tx, ud, userdata.Node{ID: node.ID, Site: node.Site, Workflow: run})
 }
 
 // startAgentPlane starts the agent endpoint on cfg.AgentListen with the registry's
@@ -383,7 +374,7 @@ func startAgentPlane(cfg Config, st *store.Store, k keys, cert *servingCertifica
 		p.registryURL = cfg.UserData.ControlPlaneURL
 	}
 	p.engine = workflow.New(workflow.Config{Store: st, Joins: p.joins, Relay: p, Clock: cfg.Clock, Observer: obs, Log: cfg.Log,
-		Claims: &workflow.Claims{Owner: holder.Replica}})
+		Claims: &workflow.Claims{Owner: holder.Replica, Started: holder.Started}})
 	// Replicas sharing an etcd store each keep their own return plan, and end the
 	// sessions of agents whose newer session another replica holds; a registry alone on
 	// its bbolt store keeps the store's plan, and every session recorded there is its own.

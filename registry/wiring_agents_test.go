@@ -107,10 +107,11 @@ func TestWorkflowTokensNameTheirRun(t *testing.T) {
 	}
 	node := store.Node{ID: "nd_1", Site: storetest.Site}
 	plane := &agentPlane{st: st, keys: keys, registryURL: "https://registry.example:7443", log: slog.New(slog.DiscardHandler)}
-	if _, err := plane.Prepare(context.Background(), node, "wf_inspect"); err != nil {
+	if err := st.Update(func(tx *store.Tx) error { _, err := plane.Prepare(tx, node, "wf_inspect"); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (renderer{st: st, r: r}).Render(context.Background(), node, "wf_deploy", p); err != nil {
+	err = st.Update(func(tx *store.Tx) error { _, err := (renderer{r: r}).Render(tx, node, "wf_deploy", p); return err })
+	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
@@ -141,8 +142,8 @@ func TestBootEntryTokenJoinable(t *testing.T) {
 	plane := &agentPlane{st: st, keys: keys, registryURL: "https://registry.example:7443", log: slog.New(slog.DiscardHandler)}
 	node := store.Node{ID: "nd_1", Site: storetest.Site}
 	prepare := func() string {
-		in, err := plane.Prepare(context.Background(), node, "wf_deploy")
-		if err != nil {
+		var in proto.PrepareRamdisk
+		if err := st.Update(func(tx *store.Tx) (err error) { in, err = plane.Prepare(tx, node, "wf_deploy"); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return in.Token

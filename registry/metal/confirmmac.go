@@ -99,7 +99,7 @@ func (s *Service) inspectOOB(ctx context.Context, a *workflow.Attempt) (json.Raw
 		}
 	}
 	slices.Sort(macs)
-	return out, s.cfg.Store.Update(func(tx *store.Tx) error {
+	return out, a.Update(func(tx *store.Tx) error {
 		_, err := updateNode(tx, a.Node.ID, func(n *store.Node) error { n.BMCMACs = macs; return nil })
 		return err
 	})

@@ -36,7 +36,7 @@ func (s *Service) relaySite(ctx context.Context, a *workflow.Attempt, cmds []sit
 		if c.kind == proto.CommandPrepareRamdisk {
 			_, err = s.relayPrepare(ctx, a, c.sub)
 		} else if _, err = a.Relay(ctx, profile.Site, c.sub, c.kind, c.input); err == nil && c.kind == proto.CommandSetPower {
-			err = s.powered(a.Node.ID, c.input)
+			err = powered(a, c.input)
 		}
 		if err != nil {
 			return err

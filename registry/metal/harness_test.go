@@ -523,7 +523,7 @@ func (f *fakeImages) CacheURL(_ context.Context, site string, img Image, _ time.
 
 type fakeUserData struct{ calls int }
 
-func (f *fakeUserData) Render(_ context.Context, node store.Node, _ string, p *profile.Profile) (proto.UserDataRendered, error) {
+func (f *fakeUserData) Render(_ *store.Tx, node store.Node, _ string, p *profile.Profile) (proto.UserDataRendered, error) {
 	f.calls++
 	ud, _ := p.UserData()
 	return proto.UserDataRendered{UserDataRef: fmt.Sprintf("secret://userdata/%s/%d", node.ID, f.calls), Kind: ud.Kind, JoinTokenID: "tok1"}, nil
@@ -559,7 +559,7 @@ func (r *revocations) get() []string {
 // fakeRamdisk mints the same ramdisk boot every time.
 type fakeRamdisk struct{}
 
-func (fakeRamdisk) Prepare(_ context.Context, node store.Node, _ string) (proto.PrepareRamdisk, error) {
+func (fakeRamdisk) Prepare(_ *store.Tx, node store.Node, _ string) (proto.PrepareRamdisk, error) {
 	return proto.PrepareRamdisk{MACs: node.MACs, Token: "bcj_test", Registry: "https://registry.test", Args: []string{"bc.node=" + node.ID}}, nil
 }
 

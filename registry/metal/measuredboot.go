@@ -123,7 +123,7 @@ func (s *Service) enrollTPM(ctx context.Context, a *workflow.Attempt) (store.Nod
 		return store.NodeTPM{}, proto.Errorf(proto.DriverError, "the machine's TPM did not activate the credential made for its EK and AK: the AK is not proven to live in that TPM").WithReason(proto.ReasonActivation)
 	}
 	rec := store.NodeTPM{Node: a.Node.ID, EKPublic: e.EKPublic, EKCertificate: e.EKCertificate, AKPublic: e.AKPublic, AKBlob: e.AKBlob}
-	err = s.cfg.Store.Update(func(tx *store.Tx) error {
+	err = a.Update(func(tx *store.Tx) error {
 		if _, ok, err := tx.NodeTPM(a.Node.ID); err != nil || ok {
 			return err
 		}
@@ -194,7 +194,7 @@ func (s *Service) attest(ctx context.Context, a *workflow.Attempt) (*proto.Attes
 		return nil, err
 	}
 	res := &proto.AttestBootResult{Mode: mode, Boot: boot, VerifiedAt: s.cfg.Clock.Now().UTC()}
-	err = s.cfg.Store.Update(func(tx *store.Tx) error {
+	err = a.Update(func(tx *store.Tx) error {
 		cur, _, err := tx.NodeTPM(a.Node.ID)
 		if err != nil {
 			return err

@@ -20,18 +20,20 @@ func (s *Service) setPower(ctx context.Context, a *workflow.Attempt) (json.RawMe
 	if err != nil {
 		return nil, err
 	}
-	return out, s.powered(a.Node.ID, a.Step.With)
+	return out, powered(a, a.Step.With)
 }
 
-// powered records, after a power action with input succeeded, that the machine's
-// agent stopped unless the action was on.
-func (s *Service) powered(node string, input json.RawMessage) error {
+// powered records, after a power action of attempt a with input succeeded, that the
+// machine's agent stopped unless the action was on: while a is its step's open attempt
+// (workflow.Attempt.Update), so that a registry that lost the run never moves the moment
+// past a ramdisk that joined since.
+func powered(a *workflow.Attempt, input json.RawMessage) error {
 	var in proto.SetPower
 	if json.Unmarshal(input, &in) != nil || in.Action == proto.PowerActionOn {
 		return nil
 	}
-	return s.cfg.Store.Update(func(tx *store.Tx) error {
-		_, err := updateNode(tx, node, func(n *store.Node) error { n.PoweredAt = tx.Now(); return nil })
+	return a.Update(func(tx *store.Tx) error {
+		_, err := updateNode(tx, a.Node.ID, func(n *store.Node) error { n.PoweredAt = tx.Now(); return nil })
 		return err
 	})
 }

@@ -14,10 +14,12 @@ import (
 
 // RamdiskBoots makes what one ramdisk boot of a machine needs.
 type RamdiskBoots interface {
-	// Prepare mints the single-use ramdisk join token of node's next boot, as minted by
-	// the workflow run (store.JoinToken.Workflow), and returns boot.prepareRamdisk's
-	// input: the machine's identity, the token, the registry's URL and pins.
-	Prepare(ctx context.Context, node store.Node, run string) (proto.PrepareRamdisk, error)
+	// Prepare mints in tx the single-use ramdisk join token of node's next boot, as
+	// minted by the workflow run (store.JoinToken.Workflow), and returns
+	// boot.prepareRamdisk's input: the machine's identity, the token, the registry's URL
+	// and pins. tx is the transaction of the step's attempt (workflow.Attempt.Update): a
+	// registry that lost the run mints none.
+	Prepare(tx *store.Tx, node store.Node, run string) (proto.PrepareRamdisk, error)
 	// Joinable is nil when a ramdisk can join with token, or did: it is unexpired and
 	// unused, or used. A token that expired unused, or that is gone (revoked, pruned),
 	// is INVALID_STATE with the reason token-expired or token-invalid.
@@ -51,7 +53,8 @@ func (s *Service) relayPrepare(ctx context.Context, a *workflow.Attempt, sub str
 		return nil, err
 	}
 	sent, out, err := a.RelayMade(ctx, profile.Site, sub, proto.CommandPrepareRamdisk, func() (workflow.CommandInput, error) {
-		in, err := s.cfg.Ramdisk.Prepare(ctx, a.Node, a.Run.ID)
+		var in proto.PrepareRamdisk
+		err := a.Update(func(tx *store.Tx) (err error) { in, err = s.cfg.Ramdisk.Prepare(tx, a.Node, a.Run.ID); return err })
 		if err != nil {
 			return workflow.CommandInput{}, err
 		}

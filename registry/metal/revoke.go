@@ -101,7 +101,7 @@ var reinstalls = []Request{Deploy, Release, Retire}
 func (s *Service) revokeIdentity(_ context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	var at time.Time
 	var deleted int
-	err := s.cfg.Store.Update(func(tx *store.Tx) error {
+	err := a.Update(func(tx *store.Tx) error {
 		n, err := updateNode(tx, a.Node.ID, func(n *store.Node) error {
 			if n.IdentityRevokedAt.IsZero() {
 				n.IdentityRevokedAt = tx.Now()

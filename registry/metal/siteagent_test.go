@@ -17,7 +17,7 @@ import (
 func (h *harness) siteSession(holder store.Holder, dead bool) {
 	h.t.Helper()
 	if !dead {
-		if err := h.store.Update(func(tx *store.Tx) error { return tx.RenewLease(holder, time.Hour) }); err != nil {
+		if err := h.store.Update(func(tx *store.Tx) error { return tx.TakeLease(holder, time.Hour) }); err != nil {
 			h.t.Fatal(err)
 		}
 	}

@@ -14,14 +14,16 @@ import (
 type UserData interface {
 	// Render mints the node's provisioned join token, as minted by the workflow run
 	// (store.JoinToken.Workflow), renders the profile's template, stores the document in
-	// the secret store and returns only its reference.
-	Render(ctx context.Context, node store.Node, run string, p *profile.Profile) (proto.UserDataRendered, error)
+	// the secret store and returns only its reference, all in tx: the transaction of the
+	// step's attempt (workflow.Attempt.Update), so that a registry that lost the run
+	// neither deletes the token the run's driver minted nor replaces its document.
+	Render(tx *store.Tx, node store.Node, run string, p *profile.Profile) (proto.UserDataRendered, error)
 }
 
 const stepRender = proto.StepRenderUserData
 
 // renderUserData is userdata.render.
-func (s *Service) renderUserData(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
+func (s *Service) renderUserData(_ context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	if s.cfg.UserData == nil {
 		return nil, proto.Errorf(proto.Unsupported, "userdata.render needs the user-data renderer, which this registry does not have")
 	}
@@ -29,7 +31,8 @@ func (s *Service) renderUserData(ctx context.Context, a *workflow.Attempt) (json
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.cfg.UserData.Render(ctx, a.Node, a.Run.ID, p)
+	var res proto.UserDataRendered
+	err = a.Update(func(tx *store.Tx) (err error) { res, err = s.cfg.UserData.Render(tx, a.Node, a.Run.ID, p); return err })
 	if err != nil {
 		return nil, err
 	}

@@ -32,13 +32,34 @@ type ReplicaLease struct {
 // bucketReplicaLeases holds the leases: replica id -> ReplicaLease.
 const bucketReplicaLeases = "replica_leases"
 
-// RenewLease makes h's lease hold until ttl from the transaction's time, replacing the
-// lease of an earlier run of the same replica.
-func (t *Tx) RenewLease(h Holder, ttl time.Duration) error {
+// TakeLease makes h's lease hold until ttl from the transaction's time, replacing the
+// lease of an earlier run of the same replica: a registry takes it as it starts.
+func (t *Tx) TakeLease(h Holder, ttl time.Duration) error {
 	if h.Replica == "" || h.Started.IsZero() || ttl <= 0 {
 		return proto.Errorf(proto.Internal, "a replica lease needs a replica, its start and a lifetime")
 	}
 	return t.put(bucketReplicaLeases, []byte(h.Replica), ReplicaLease{Started: h.Started, Expires: t.now.Add(ttl)})
+}
+
+// RenewLease makes h's lease, which h's run took (TakeLease), hold until ttl from the
+// transaction's time, expired or not. It never takes the lease back from another run of
+// the replica: a run still up after the replica's next run started (a process its
+// supervisor restarted without ending it, a host paused and resumed) would otherwise
+// give the new run's sessions up at every other replica, and count its own again. A
+// lease another run took, or one released, is INVALID_STATE.
+func (t *Tx) RenewLease(h Holder, ttl time.Duration) error {
+	var l ReplicaLease
+	ok, err := t.get(bucketReplicaLeases, []byte(h.Replica), &l)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return proto.Errorf(proto.InvalidState, "replica %s holds no lease: this run (started %s) released it, or never took it", h.Replica, h.Started.Format(time.RFC3339Nano))
+	case !l.Started.Equal(h.Started):
+		return proto.Errorf(proto.InvalidState, "the lease of replica %s is its run started %s, not this run (started %s): a later run of the replica took it over, and counts the agents' sessions as its own; stop this run",
+			h.Replica, l.Started.Format(time.RFC3339Nano), h.Started.Format(time.RFC3339Nano))
+	}
+	return t.TakeLease(h, ttl)
 }
 
 // ReleaseLease drops h's lease (a replica stopping); the lease of another run of the

@@ -3,11 +3,14 @@ package store
 import (
 	"testing"
 	"time"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // TestReplicaLeaseHolds: a holder's lease holds until it expires on the store's clock
 // and renewals extend it; a later run of the same replica takes it over (the earlier
-// run's sessions no longer count), and only the run that holds it releases it. A site
+// run's sessions no longer count), the earlier run, still up, never renews it back, and
+// only the run that holds it releases it. A site
 // agent's session recorded open counts as open only while its holder's lease holds.
 func TestReplicaLeaseHolds(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) { testReplicaLeaseHolds(t, open) })
@@ -47,7 +50,7 @@ func testReplicaLeaseHolds(t *testing.T, open opener) {
 		}
 	}
 	check("no lease", first, false)
-	update(func(tx *Tx) error { return tx.RenewLease(first, 30*time.Second) })
+	update(func(tx *Tx) error { return tx.TakeLease(first, 30*time.Second) })
 	update(func(tx *Tx) error { return tx.OpenAgentSession("st_rack", "site", first, clk.Now()) })
 	check("leased", first, true)
 	check("an unnamed holder", Holder{}, false)
@@ -60,11 +63,23 @@ func testReplicaLeaseHolds(t *testing.T, open opener) {
 	update(func(tx *Tx) error { return tx.RenewLease(first, 30*time.Second) })
 	check("renewed after it expired", first, true)
 	second := Holder{Replica: "rg_a", Started: clk.Now()}
-	update(func(tx *Tx) error { return tx.RenewLease(second, 30*time.Second) })
+	update(func(tx *Tx) error { return tx.TakeLease(second, 30*time.Second) })
 	check("a restart: the first run", first, false)
 	check("a restart: the second run", second, true)
+	refused := func(what string, h Holder) {
+		t.Helper()
+		err := st.Update(func(tx *Tx) error { return tx.RenewLease(h, 30*time.Second) })
+		if proto.CodeOf(err) != proto.InvalidState {
+			t.Errorf("%s: renewing %+v: %v, want INVALID_STATE", what, h, err)
+		}
+	}
+	refused("the first run, still up after the restart", first)
+	check("the first run's renewal after the restart: the first run", first, false)
+	check("the first run's renewal after the restart: the second run", second, true)
 	update(func(tx *Tx) error { return tx.ReleaseLease(first) })
 	check("the first run's release leaves the second's lease", second, true)
 	update(func(tx *Tx) error { return tx.ReleaseLease(second) })
 	check("released", second, false)
+	refused("released", second)
+	check("a renewal after the release", second, false)
 }

@@ -7,27 +7,31 @@ import (
 
 // TestRunClaimExclusive: a run's claim is its owner's until it expires on the store's
 // clock, renewals extend it, another owner takes it only after it expired, and only its
-// holder releases it.
+// holder releases it; a later run of its owner takes it at once, and an earlier run of
+// the owner never takes it back.
 func TestRunClaimExclusive(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) { testRunClaimExclusive(t, open) })
 }
 
 func testRunClaimExclusive(t *testing.T, open opener) {
 	st, clk := openOnFakeClock(t, open)
-	claim := func(owner string) bool {
+	started := clk.Now()
+	claimAs := func(by Holder) bool {
 		t.Helper()
 		var ok bool
-		if err := st.Update(func(tx *Tx) (err error) { ok, err = tx.ClaimRun("wf_1", owner, 30*time.Second); return err }); err != nil {
+		if err := st.Update(func(tx *Tx) (err error) { ok, err = tx.ClaimRun("wf_1", by, 30*time.Second); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return ok
 	}
-	release := func(owner string) {
+	releaseAs := func(by Holder) {
 		t.Helper()
-		if err := st.Update(func(tx *Tx) error { return tx.ReleaseRun("wf_1", owner) }); err != nil {
+		if err := st.Update(func(tx *Tx) error { return tx.ReleaseRun("wf_1", by) }); err != nil {
 			t.Fatal(err)
 		}
 	}
+	claim := func(owner string) bool { t.Helper(); return claimAs(Holder{Replica: owner, Started: started}) }
+	release := func(owner string) { t.Helper(); releaseAs(Holder{Replica: owner, Started: started}) }
 	if !claim("a") || claim("b") {
 		t.Fatal("a did not get the free claim, or b took a's")
 	}
@@ -51,5 +55,26 @@ func testRunClaimExclusive(t *testing.T, open opener) {
 	release("b")
 	if !claim("a") {
 		t.Fatal("a could not take the claim b released")
+	}
+
+	// a restarts while its earlier run is still up: the later run takes the claim at
+	// once, the earlier one neither takes it back nor releases it.
+	restarted := Holder{Replica: "a", Started: started.Add(time.Minute)}
+	if !claimAs(restarted) {
+		t.Fatal("a's later run did not take the claim of its earlier run")
+	}
+	if claim("a") {
+		t.Fatal("a's earlier run took the claim back from its later run")
+	}
+	release("a")
+	var c RunClaim
+	if err := st.View(func(tx *Tx) (err error) { c, _, err = tx.RunClaim("wf_1"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Started.Equal(restarted.Started) {
+		t.Fatalf("after a's earlier run released it, the claim is %+v, want its later run's", c)
+	}
+	if !claimAs(restarted) || claim("b") {
+		t.Fatal("a's later run could not renew its claim, or b took it")
 	}
 }

@@ -97,8 +97,11 @@ func (e *Engine) work(ctx context.Context, run store.Run, node store.Node, i int
 			return result, nil
 		}
 		_, err = e.record(run.ID, node, i, func(r *store.Run) error {
-			s := &r.Steps[i]
-			s.Attempts[len(s.Attempts)-1].Awaiting, s.Result = true, result
+			a, err := ranAttempt(r, i, att.CommandID)
+			if err != nil {
+				return err
+			}
+			a.Awaiting, r.Steps[i].Result = true, result
 			return nil
 		})
 		if err != nil {

@@ -14,7 +14,7 @@ func (e *Engine) claim(id string) bool {
 	}
 	var ok bool
 	err := e.cfg.Store.Update(func(tx *store.Tx) (err error) {
-		ok, err = tx.ClaimRun(id, e.cfg.Claims.Owner, e.cfg.Claims.TTL)
+		ok, err = tx.ClaimRun(id, e.claimant(), e.cfg.Claims.TTL)
 		return err
 	})
 	if err != nil {
@@ -23,25 +23,32 @@ func (e *Engine) claim(id string) bool {
 	return err == nil && ok
 }
 
+// claimant is the run of the registry this engine claims runs as: its owner, started
+// when this run of it started.
+func (e *Engine) claimant() store.Holder {
+	return store.Holder{Replica: e.cfg.Claims.Owner, Started: e.cfg.Claims.Started}
+}
+
 // release gives up the run's claim, once this engine stopped driving it: another
 // registry may take it at once.
 func (e *Engine) release(id string) {
 	if e.cfg.Claims == nil {
 		return
 	}
-	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.ReleaseRun(id, e.cfg.Claims.Owner) }); err != nil {
+	if err := e.cfg.Store.Update(func(tx *store.Tx) error { return tx.ReleaseRun(id, e.claimant()) }); err != nil {
 		e.cfg.Log.Warn("releasing a workflow's claim", "workflow", id, "err", err)
 	}
 }
 
 // fence is in every transaction that drives a run: it renews this engine's claim, or
-// fails with errClaimLost when another registry holds it, so that a registry that lost
-// a run (paused past its claim's expiry) changes nothing of it.
+// fails with errClaimLost when another registry holds it, or a later run of this one,
+// so that a registry that lost a run (paused past its claim's expiry, or still up after
+// its restart) changes nothing of it.
 func (e *Engine) fence(tx *store.Tx, id string) error {
 	if e.cfg.Claims == nil {
 		return nil
 	}
-	ok, err := tx.ClaimRun(id, e.cfg.Claims.Owner, e.cfg.Claims.TTL)
+	ok, err := tx.ClaimRun(id, e.claimant(), e.cfg.Claims.TTL)
 	if err == nil && !ok {
 		err = errClaimLost
 	}
@@ -129,7 +136,7 @@ func (e *Engine) startUnclaimed() error {
 			if err != nil {
 				return err
 			}
-			if !held || c.Owner == e.cfg.Claims.Owner || !tx.Now().Before(c.Expires) {
+			if !held || c.HeldBy(e.claimant()) || !tx.Now().Before(c.Expires) {
 				free = append(free, id)
 			}
 		}

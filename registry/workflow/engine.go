@@ -43,6 +43,10 @@ type Claims struct {
 	// Owner names this registry among those sharing its store; a restarted registry
 	// that keeps its name takes its runs back at once.
 	Owner string
+	// Started is when this run of the registry started (store.Holder.Started), when the
+	// engine was made (New) if zero: of two runs of one Owner up at once, the later
+	// drives the runs, and the earlier's writes of them are refused.
+	Started time.Time
 	// TTL is how long a claim holds unrenewed: how long the runs of a registry that died
 	// wait for another (DefaultClaimTTL when zero). The engine renews its claims every
 	// third of it, and in every transaction that drives a run.
@@ -106,9 +110,14 @@ func New(cfg Config) *Engine {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Claims != nil && cfg.Claims.TTL == 0 {
+	if cfg.Claims != nil {
 		claims := *cfg.Claims
-		claims.TTL = DefaultClaimTTL
+		if claims.TTL == 0 {
+			claims.TTL = DefaultClaimTTL
+		}
+		if claims.Started.IsZero() {
+			claims.Started = cfg.Clock.Now()
+		}
 		cfg.Claims = &claims
 	}
 	e := &Engine{cfg: cfg, handlers: map[string]Handler{}, finish: map[string]FinishFunc{},

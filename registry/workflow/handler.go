@@ -41,6 +41,44 @@ type Attempt struct {
 // steps runs on with.
 func (a *Attempt) Profile() (*profile.Profile, error) { return a.plan.profile, a.plan.undefined }
 
+// Update runs fn in a store transaction that commits only while this registry drives
+// the attempt's run (it holds the run's claim: fence) and the attempt is still its
+// step's open one: a registry that lost the run (paused past its claim's expiry, or the
+// earlier run of a restarted registry) writes nothing of what the step does (when a
+// power action stopped the machine, a node's BMC MACs, its TPM, its user data and join
+// token) once the run went on without it, as it writes nothing of the run. A handler
+// makes its writes through it. Refused, it is errClaimLost (the run's drive stops here)
+// or INVALID_STATE.
+func (a *Attempt) Update(fn func(*store.Tx) error) error {
+	e := a.engine
+	return e.cfg.Store.Update(func(tx *store.Tx) error {
+		if err := e.fence(tx, a.Run.ID); err != nil {
+			return err
+		}
+		run, err := tx.Run(a.Run.ID)
+		if err != nil {
+			return err
+		}
+		if !attemptOpen(run, a.CommandID) {
+			return proto.Errorf(proto.InvalidState, "attempt %s of workflow %s has ended, or the workflow has: its step writes nothing more", a.CommandID, run.ID)
+		}
+		return fn(tx)
+	})
+}
+
+// attemptOpen reports whether run, running, has the attempt id open at one of its steps.
+func attemptOpen(run store.Run, id string) bool {
+	if run.State != store.RunRunning {
+		return false
+	}
+	for _, s := range run.Steps {
+		if s.AttemptOpen() && s.Attempts[len(s.Attempts)-1].CommandID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // Relay sends a command to the agent of role for this attempt's node and returns its
 // answer. sub tells apart the commands of one attempt ("" for a step's one command); the
 // command id is the attempt's with sub appended, so a resumed attempt resends the same

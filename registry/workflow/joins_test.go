@@ -84,7 +84,7 @@ func TestConnectedElsewhere(t *testing.T) {
 	st := storetest.Open(t, store.Options{Now: fake.Now})
 	holderA, holderB := store.Holder{Replica: "rg_a", Started: epoch}, store.Holder{Replica: "rg_b", Started: epoch}
 	lease := func(h store.Holder) error {
-		return st.Update(func(tx *store.Tx) error { return tx.RenewLease(h, 10*time.Second) })
+		return st.Update(func(tx *store.Tx) error { return tx.TakeLease(h, 10*time.Second) })
 	}
 	for _, h := range []store.Holder{holderA, holderB} {
 		if err := lease(h); err != nil {
@@ -184,7 +184,7 @@ func TestPresence(t *testing.T) {
 			st := b.Open(t, store.Options{Now: fake.Now})
 			lease := func(h store.Holder) {
 				t.Helper()
-				if err := st.Update(func(tx *store.Tx) error { return tx.RenewLease(h, 10*time.Second) }); err != nil {
+				if err := st.Update(func(tx *store.Tx) error { return tx.TakeLease(h, 10*time.Second) }); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/better-compute/better-compute/clock"
@@ -111,7 +112,10 @@ func (e *Engine) runStepOnce(ctx context.Context, id string, i int, pl plan) err
 		skipped, isSkip := failure.(skip)
 		record := func(r *store.Run) error {
 			s := &r.Steps[i]
-			a := &s.Attempts[len(s.Attempts)-1]
+			a, err := ranAttempt(r, i, att.CommandID)
+			if err != nil {
+				return err
+			}
 			a.FinishedAt = e.cfg.Clock.Now()
 			if isSkip {
 				s.State, s.Reason, s.FinishedAt = store.StepSkipped, skipped.reason, a.FinishedAt
@@ -148,6 +152,20 @@ func (e *Engine) runStepOnce(ctx context.Context, id string, i int, pl plan) err
 		e.cfg.Log.Warn("step attempt failed", "workflow", id, "node", node.ID, "step", s.Path(), "use", tried.Use,
 			"attempt", att.N, "fallback", att.Fallback, "err", failure)
 	}
+}
+
+// ranAttempt is step i's open attempt in r when it is the attempt id this drive ran,
+// to record what that attempt made. Otherwise it is errClaimLost: while this registry
+// was paused another took the run over, ended the attempt and went on, then let its
+// claim expire too (it died), so that this registry's fence took the run back; what
+// it made of its attempt is no answer of the step's open one, which its next drive of
+// the run resumes.
+func ranAttempt(r *store.Run, i int, id string) (*store.Attempt, error) {
+	s := &r.Steps[i]
+	if !s.AttemptOpen() || s.Attempts[len(s.Attempts)-1].CommandID != id {
+		return nil, fmt.Errorf("%w: attempt %s of %s ended while this registry drove it", errClaimLost, id, s.Path())
+	}
+	return &s.Attempts[len(s.Attempts)-1], nil
 }
 
 // move is what comes after a step's attempts so far.
