@@ -101,13 +101,19 @@ func TestHellosArePaced(t *testing.T) {
 		if i == n {
 			v = 3
 		}
-		sessionOverQUIC(t, e, "gpu-1", proto.Hello{ObservedGeneration: int64(v),
+		conn, _ := sessionOverQUIC(t, e, "gpu-1", proto.Hello{ObservedGeneration: int64(v),
 			Inventory: map[string]json.RawMessage{proto.SectionCPU: raw(fmt.Sprintf(`{"cores":%d}`, v))}})
 		// Each hello taken before the next connection: one still awaiting its hello
 		// would be closed by the next.
 		waitFor(t, "the hello taken", func() bool { return hellos.Load() == int64(i+1) })
 		if i == 0 && !stored(1) {
 			t.Fatal("the agent's first hello was not written at once")
+		}
+		if i%2 == 1 {
+			// Every other session ends before the next opens, so that the next does not
+			// replace it: the pace outlives the session, not only a replaced one.
+			conn.CloseWithError(0, "")
+			waitFor(t, "the session ended", func() bool { return !e.ep.Connected("gpu-1", proto.RoleNode) })
 		}
 	}
 	sent := time.Now()

@@ -195,9 +195,9 @@ type Endpoint struct {
 	turns       map[identity]turn
 	turnsPrune  int
 	turnsPruned time.Time
-	// paces are the agents' paces (node and role), each shared by its sessions one after
-	// the other; pruned of the idle ones once it holds pacesPrune, or a lograte.Period
-	// after pacesPruned (paceOf).
+	// paces are the paces the agents' (node and role) ended sessions left that are not
+	// idle, for their next sessions (keepPace, paceOf); pruned of the idle ones once it
+	// holds pacesPrune, or a lograte.Period after pacesPruned.
 	paces       map[identity]*pace
 	pacesPrune  int
 	pacesPruned time.Time

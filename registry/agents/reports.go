@@ -124,23 +124,31 @@ func (p *pace) idle(now time.Time) bool {
 	return true
 }
 
-// paceOf is the pace of agent id, shared with its session if one is registered, new
-// otherwise. The paces held are pruned once they have doubled since the last time, or a
-// lograte.Period after it: those idle, which a fresh one stands for.
-func (e *Endpoint) paceOf(id identity, now time.Time) *pace {
+// paceOf is the pace of agent id: the one its earlier session left (keepPace), or its
+// session's that the new one replaces, or a new one.
+func (e *Endpoint) paceOf(id identity) *pace {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p := e.paces[id]
-	if p == nil {
-		if s := e.sessions[id]; s != nil {
-			p = s.reports.pace
-		} else {
-			p = newPace()
-		}
+	if p := e.paces[id]; p != nil {
+		return p
+	}
+	if s := e.sessions[id]; s != nil {
+		return s.reports.pace
+	}
+	return newPace()
+}
+
+// keepPace keeps the pace of session s, which ended, for its agent's next session, unless
+// it is idle (a fresh one stands for it): only an agent that reported, reconnected or was
+// refused within its spacing or the last minute costs the endpoint its pace past its
+// session. The paces kept are pruned of the idle ones once they have doubled since the
+// last time, or a lograte.Period after it. e.mu is held.
+func (e *Endpoint) keepPace(s *session, now time.Time) {
+	if !s.reports.pace.idle(now) {
 		if e.paces == nil {
 			e.paces = map[identity]*pace{}
 		}
-		e.paces[id] = p
+		e.paces[s.identity] = s.reports.pace
 	}
 	if len(e.paces) >= e.pacesPrune || now.Sub(e.pacesPruned) > lograte.Period {
 		for id, p := range e.paces {
@@ -150,7 +158,6 @@ func (e *Endpoint) paceOf(id identity, now time.Time) *pace {
 		}
 		e.pacesPrune, e.pacesPruned = max(minTurnsPrune, 2*len(e.paces)), now
 	}
-	return p
 }
 
 // warnRefused logs at warning level a refusal of kind (err) of what session s's agent

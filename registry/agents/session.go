@@ -173,7 +173,7 @@ func (e *Endpoint) serve(conn *quic.Conn) {
 		return
 	}
 	s := &session{identity: id, epoch: epoch, tenant: tenant, conn: conn, stream: stream, sent: m.Hello.ObservedGeneration, opened: time.Now(),
-		reports: reports{pace: e.paceOf(id, time.Now())}}
+		reports: reports{pace: e.paceOf(id)}}
 	if !e.register(s) {
 		return
 	}
@@ -478,6 +478,7 @@ func (e *Endpoint) unregister(s *session) {
 	if e.sessions[s.identity] == s {
 		delete(e.sessions, s.identity)
 	}
+	e.keepPace(s, time.Now())
 	e.mu.Unlock()
 	if ended && e.cfg.OnSessionEnd != nil {
 		e.cfg.OnSessionEnd(s.node, s.role, s.opened, e.cfg.Now())
