@@ -1,13 +1,18 @@
 package cache
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,4 +163,74 @@ func TestRefusedSecondSourceIsReported(t *testing.T) {
 	if e, _ := h.entry(a.digest); e.Refused != nil {
 		t.Errorf("the source checked since is still reported refused: %+v", e.Refused)
 	}
+}
+
+// TestNarrowedBoundHoldsAPullUnderWay: the operator takes a storage host off the site's
+// image sources while the cache is pulling an image its allowed source redirected there.
+// The connection then breaks, as a long pull's does. The pull goes no further under the
+// old list: the storage host is asked nothing more, and the image fails with reason
+// source-not-allowed at that host. Before, the pull resumed with the client of the old
+// list, followed the source's redirect to the host no longer listed, and the image
+// became ready from it.
+func TestNarrowedBoundHoldsAPullUnderWay(t *testing.T) {
+	a := newArtifact(48, 256<<10)
+	half := len(a.data) / 2
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	var requests atomic.Int32
+	started := make(chan struct{}, 1)
+	storage := fetchtest.NewCounted(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) > 1 {
+			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.data))
+			return
+		}
+		// The first answer: half the image, then, once the test says, a broken connection.
+		w.Header().Set("Content-Length", strconv.Itoa(len(a.data)))
+		w.Header().Set("ETag", `"v1"`)
+		w.Write(a.data[:half])
+		w.(http.Flusher).Flush()
+		started <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		panic(http.ErrAbortHandler)
+	}))
+	src := httptest.NewTLSServer(http.RedirectHandler(storage.URL+"/blobs/a", http.StatusFound))
+	defer src.Close()
+	srcHost := strings.TrimPrefix(src.URL, "https://")
+
+	h := start(t, Config{RootCAs: src.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, Clock: newFakeClock(), RetryInterval: time.Hour})
+	h.c.SetBound(proto.SourceBound{Site: []string{srcHost, storage.Host()}})
+	if err := h.c.SetDesired([]proto.CacheImage{image(a, src.URL+"/a.raw")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(time.Minute):
+		t.Fatal("the pull never reached the storage host")
+	}
+	h.c.SetBound(proto.SourceBound{Site: []string{srcHost}})
+	unblock()
+	e := h.waitStateOrReady(a.digest, proto.CacheFailed)
+	if n := requests.Load(); n != 1 {
+		t.Errorf("the storage host was asked %d times, %d after it left the site's image sources", n, n-1)
+	}
+	if e.State != proto.CacheFailed || e.Reason != proto.ReasonSourceNotAllowed || e.RefusedHost != storage.Host() {
+		t.Errorf("the image is %s with reason %q at host %q; want failed, %q at %s", e.State, e.Reason, e.RefusedHost, proto.ReasonSourceNotAllowed, storage.Host())
+	}
+}
+
+// waitStateOrReady waits until d is in state st, or ready.
+func (h *harness) waitStateOrReady(d string, st proto.ImageCacheState) proto.ImageCacheEntry {
+	h.t.Helper()
+	var e proto.ImageCacheEntry
+	waitFor(h.t, fmt.Sprintf("%s to be %s or ready", d[:12], st), func() bool {
+		var ok bool
+		e, ok = h.entry(d)
+		return ok && (e.State == st || e.State == proto.CacheReady)
+	})
+	return e
 }

@@ -151,8 +151,9 @@ func Open(cfg Config) (*Cache, error) {
 // SetBound makes b where the cache's pulls may fetch from, from their next request on:
 // every request of a pull (the source's, a redirect's, a token realm's) goes only to a
 // host and port b allows, and every connection only to an address it allows
-// (fetch.Bound); a refusal fails the pull. bcd site sets its site's image sources before
-// every SetDesired. A cache never given a bound fetches without one.
+// (fetch.Bound); a refusal fails the pull. A pull under way is stopped and started again
+// under b, from the bytes it holds. bcd site sets its site's image sources before every
+// SetDesired. A cache never given a bound fetches without one.
 //
 // A bound other than the one the cache has (the first after a start among them) makes
 // every source a bound refused be tried again at once: the operator who lists the host
@@ -169,6 +170,13 @@ func (c *Cache) SetBound(b proto.SourceBound) {
 	c.client, c.bound = fetch.NewBoundClient(c.cfg.transport(), fetch.Bound{Sources: b}), &b
 	for _, e := range c.entries {
 		maps.DeleteFunc(e.failed, func(_ string, f failure) bool { return f.refused })
+		// A pull under way fetches with the old client: its resumes would follow its
+		// source's redirects under the old bound, to a host the list no longer names,
+		// for as long as the pull lasts. Stopped, it keeps its partial file and starts
+		// again at once with the new client.
+		if e.cancel != nil {
+			e.cancel()
+		}
 	}
 	c.kick()
 }
