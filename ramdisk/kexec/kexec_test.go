@@ -98,7 +98,7 @@ func TestFind(t *testing.T) {
 			},
 		},
 		"an entry cannot reach outside its partition": {
-			files:   map[string]string{"boot/loader/entries/a.conf": "linux /../../etc/shadow\n"},
+			files:   map[string]string{"boot/loader/entries/a.conf": "linux /../../etc/shadow\n", "boot/etc/shadow": "S", "etc/shadow": "S"},
 			sepBoot: true,
 			want:    func(root, boot string) Boot { return Boot{Kernel: filepath.Join(boot, "etc/shadow")} },
 		},
@@ -197,4 +197,47 @@ func FuzzGrubCmdline(f *testing.F) {
 		}
 		t.Fatal("found arguments without a linux line")
 	})
+}
+
+// TestFindStaysInTheWrittenOS: the written OS is the image's, and its symbolic links
+// may point anywhere in the ramdisk (its config dir, its own kernel, another disk).
+// Find reads nothing and names no file through a link that leaves the OS's partition,
+// absolute or climbing out with ..: the kernel and initrds kexec would load, the
+// command line it would hand the new kernel, the boot entries. Before, a /boot/initrd.img
+// linked to the ramdisk's files was loaded into the tenant's kernel's memory, and an
+// /etc/kernel/cmdline linked to one became its /proc/cmdline.
+func TestFindStaysInTheWrittenOS(t *testing.T) {
+	outside := osTree(t, map[string]string{"vmlinuz": "K", "secret": "bc-ramdisk-secret",
+		"entries/a.conf": "linux /vmlinuz\noptions bc-ramdisk-secret\n"})
+	up := func(p string) string { return strings.Repeat("../", 16) + filepath.Join(outside, p)[1:] }
+	cases := map[string]map[string]string{
+		"an absolute kernel link":       {"boot/vmlinuz": "->" + filepath.Join(outside, "vmlinuz")},
+		"an initrd link climbing out":   {"boot/vmlinuz": "K", "boot/initrd.img": "->" + up("secret")},
+		"a boot entry's initrd link":    {"boot/loader/entries/a.conf": "linux /k\ninitrd /i\n", "boot/k": "K", "boot/i": "->" + up("secret")},
+		"a command line link":           {"boot/vmlinuz": "K", "etc/kernel/cmdline": "->" + filepath.Join(outside, "secret")},
+		"a grub.cfg link":               {"boot/vmlinuz": "K", "boot/grub": "->" + outside},
+		"the boot entries' directory":   {"boot/loader/entries": "->" + filepath.Join(outside, "entries")},
+		"a link to the ramdisk's /boot": {"boot": "->" + outside},
+	}
+	if err := os.WriteFile(filepath.Join(outside, "grub.cfg"), []byte("linux /vmlinuz bc-ramdisk-secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, files := range cases {
+		t.Run(name, func(t *testing.T) {
+			root := osTree(t, files)
+			b, err := Find(root, "", "0fc63daf-8483-4772-8e79-3d69d8477de4")
+			if err != nil {
+				return
+			}
+			if strings.Contains(b.Cmdline, "bc-ramdisk-secret") {
+				t.Errorf("the command line holds the ramdisk's file: %q", b.Cmdline)
+			}
+			for _, p := range append([]string{b.Kernel}, b.Initrds...) {
+				real, err := filepath.EvalSymlinks(p)
+				if err == nil && !strings.HasPrefix(real, root+"/") {
+					t.Errorf("Find names %s, which is %s outside the written OS", p, real)
+				}
+			}
+		})
+	}
 }
