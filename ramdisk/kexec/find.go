@@ -3,6 +3,7 @@ package kexec
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -36,7 +37,9 @@ var ErrNotFound = errors.New("no kernel found in the written OS")
 // The file systems are the image's: every path is resolved within its partition, its
 // symbolic links included (os.Root), and a file reached only through a link that leaves
 // the partition is not found, so nothing of the ramdisk (its config dir, its own kernel)
-// is loaded for the new kernel or put on its command line.
+// is loaded for the new kernel or put on its command line; and only regular files are
+// read, of at most 1 MiB (a boot entry 64 KiB), so that a FIFO or a sparse gigabyte in
+// the place of one neither stops nor fills the ramdisk.
 func Find(root, boot, rootPartUUID string) (Boot, error) {
 	rootFS, err := open(root, "")
 	if err != nil {
@@ -105,8 +108,35 @@ func (p partition) isFile(path string) bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
-func (p partition) readFile(path string) ([]byte, error) {
-	return p.fs.ReadFile(p.name(path))
+// maxConfigBytes bounds a file Find reads (a command line, a grub.cfg): real ones are a
+// few KiB, the largest grub.cfg some hundreds.
+const maxConfigBytes = 1 << 20
+
+func (p partition) readFile(path string, limit int64) ([]byte, error) {
+	return readRegular(p.fs, p.name(path), limit)
+}
+
+// readRegular reads name of r, a regular file of at most limit bytes. The file system is
+// the image's: a FIFO, device node or larger file in the place of a configuration file
+// is refused, never waited on (opening a FIFO waits for a writer) or read to its end.
+func readRegular(r *os.Root, name string, limit int64) ([]byte, error) {
+	st, err := r.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > limit {
+		return nil, fmt.Errorf("%s is not a regular file of at most %d bytes", name, limit)
+	}
+	f, err := r.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("%s is larger than %d bytes", name, limit)
+	}
+	return b, err
 }
 
 // fromEntries picks the newest entry of loader/entries on the boot partition; its kernel
@@ -118,7 +148,7 @@ func fromEntries(boot partition) (Boot, bool, error) {
 	}
 	var entries []Entry
 	for _, p := range paths {
-		text, err := boot.fs.ReadFile(p)
+		text, err := readRegular(boot.fs, p, maxEntryBytes)
 		if err != nil {
 			return Boot{}, false, err
 		}
@@ -143,12 +173,12 @@ func fromEntries(boot partition) (Boot, bool, error) {
 
 // cmdline is the command line of an OS without boot entries.
 func cmdline(root, boot partition, rootPartUUID string) string {
-	if b, err := root.readFile("etc/kernel/cmdline"); err == nil {
+	if b, err := root.readFile("etc/kernel/cmdline", maxConfigBytes); err == nil {
 		if s := strings.Join(strings.Fields(string(b)), " "); s != "" {
 			return s
 		}
 	}
-	if b, err := boot.readFile("grub/grub.cfg"); err == nil {
+	if b, err := boot.readFile("grub/grub.cfg", maxConfigBytes); err == nil {
 		if s, ok := GrubCmdline(string(b)); ok {
 			return s
 		}

@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 func TestParseEntry(t *testing.T) {
@@ -237,6 +239,79 @@ func TestFindStaysInTheWrittenOS(t *testing.T) {
 				if err == nil && !strings.HasPrefix(real, root+"/") {
 					t.Errorf("Find names %s, which is %s outside the written OS", p, real)
 				}
+			}
+		})
+	}
+}
+
+// TestFindReadsOnlyFilesOfTheirSize: the files Find reads are the image's, and the
+// image may hold a FIFO in their place (opening it waits for a writer that never comes)
+// or a file far larger than any real one (sparse: a gigabyte for nothing). Find reads
+// only regular files of at most 1 MiB, and otherwise goes on as without the file: the
+// next place for the command line, or an error for a boot entry. Before, it waited on
+// the FIFO for ever, and read the gigabyte whole onto the command line.
+func TestFindReadsOnlyFilesOfTheirSize(t *testing.T) {
+	const uuid = "0fc63daf-8483-4772-8e79-3d69d8477de4"
+	for name, tc := range map[string]struct {
+		file    string
+		other   map[string]string
+		fifo    bool
+		wantErr bool
+	}{
+		"a FIFO for /etc/kernel/cmdline": {file: "etc/kernel/cmdline", fifo: true},
+		"a FIFO for grub.cfg":            {file: "boot/grub/grub.cfg", fifo: true},
+		"a FIFO for a boot entry":        {file: "boot/loader/entries/a.conf", fifo: true, wantErr: true},
+		"a gigabyte of command line":     {file: "etc/kernel/cmdline"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := osTree(t, map[string]string{"boot/vmlinuz": "K"})
+			p := filepath.Join(root, tc.file)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if tc.fifo {
+				err = unix.Mkfifo(p, 0o644)
+			} else {
+				err = os.WriteFile(p, []byte("quiet"), 0o644)
+				if err == nil {
+					err = os.Truncate(p, 1<<30)
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			type found struct {
+				b   Boot
+				err error
+			}
+			done := make(chan found, 1)
+			go func() {
+				b, err := Find(root, "", uuid)
+				done <- found{b, err}
+			}()
+			var got found
+			select {
+			case got = <-done:
+			case <-time.After(10 * time.Second):
+				// Let the goroutine go: open the FIFO's other end.
+				if f, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
+					f.Close()
+				}
+				<-done
+				t.Fatal("Find waited on the image's FIFO")
+			}
+			if tc.wantErr {
+				if got.err == nil {
+					t.Fatalf("Find: %+v, want an error", got.b)
+				}
+				return
+			}
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			if want := "root=PARTUUID=" + uuid + " ro"; got.b.Cmdline != want {
+				t.Errorf("command line of %d bytes, want %q", len(got.b.Cmdline), want)
 			}
 		})
 	}
