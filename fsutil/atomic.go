@@ -6,8 +6,10 @@ package fsutil
 import (
 	"errors"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -54,6 +56,44 @@ func writeThroughTemp(path string, data []byte, perm os.FileMode, place func(tmp
 		return err
 	}
 	return SyncDir(dir)
+}
+
+// WriteFileAtomicIn is WriteFileAtomic for name inside root: every directory on the way
+// is resolved within root, so a symbolic link there (absolute, or with .. past root)
+// fails the write instead of leading it elsewhere. For a tree someone else made, such as
+// an OS image written to a disk.
+func WriteFileAtomicIn(root *os.Root, name string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(name)
+	tmp := filepath.Join(dir, "."+filepath.Base(name)+tempInfix+strconv.FormatUint(rand.Uint64(), 10))
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	defer root.Remove(tmp) // fails harmlessly once renamed
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := root.Rename(tmp, name); err != nil {
+		return err
+	}
+	d, err := root.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // CanCreateIn checks that WriteFileAtomic and WriteFileNew can make their temporary file

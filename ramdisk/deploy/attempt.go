@@ -41,7 +41,11 @@ func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
 	if err != nil {
 		return Result{}, diskError(err)
 	}
-	stream := newHashedStream(body)
+	var artifact io.Reader = body
+	if w.in.SizeBytes > 0 {
+		artifact = &sized{r: body, left: w.in.SizeBytes}
+	}
+	stream := newHashedStream(artifact)
 	defer func() {
 		body.Abort() // the reading goroutine may be inside body.Read
 		stream.Close()
@@ -88,4 +92,21 @@ func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
 
 func diskError(err error) error {
 	return proto.Errorf(proto.DriverError, "writing the disk: %w", err).WithReason(proto.ReasonDiskWrite)
+}
+
+// sized is an artifact of a known size: a byte past it fails the stream as another
+// artifact (errDigest). A location that sends no length, or resumes without one, is
+// otherwise read for as long as it sends, and the digest that would refuse it is known
+// only at its end.
+type sized struct {
+	r    io.Reader
+	left int64
+}
+
+func (s *sized) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if s.left -= int64(n); s.left < 0 {
+		return n, fmt.Errorf("%w: more bytes served than the catalog's size", errDigest)
+	}
+	return n, err
 }

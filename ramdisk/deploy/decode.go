@@ -55,13 +55,31 @@ func (w *writing) decode(src io.Reader, out *disk.Writer) (int64, error) {
 		h, err := qcow2.Convert(r, s, qcow2.Limits{})
 		return int64(h.Size), err
 	}
-	if _, err := io.Copy(out, r); err != nil {
+	if _, err := io.Copy(bounded{out, capacity}, r); err != nil {
 		return 0, err
 	}
 	if capacity >= 0 && out.End() > capacity {
 		return 0, fmt.Errorf("%w: %d bytes for %d", errTooLarge, out.End(), capacity)
 	}
 	return out.End(), nil
+}
+
+// bounded appends to a raw image and refuses the write that would take it past the
+// disk's end (capacity; none for a file), before anything of it is kept. The decoded
+// stream is bounded by nothing else before its digest is known at its end: a few bytes
+// of zstd or gzip decode to gigabytes of zeros, which a disk that reads zeros never
+// takes, so a stream that expands without end would be decoded until the step's time ran
+// out.
+type bounded struct {
+	out      *disk.Writer
+	capacity int64
+}
+
+func (b bounded) Write(p []byte) (int, error) {
+	if b.capacity >= 0 && b.out.End()+int64(len(p)) > b.capacity {
+		return 0, fmt.Errorf("%w: more than %d bytes", errTooLarge, b.capacity)
+	}
+	return b.out.Write(p)
 }
 
 // newZstdReader is the zstd decoder deploy.image streams through, given src with its

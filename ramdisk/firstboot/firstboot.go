@@ -18,6 +18,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/better-compute/better-compute/fsutil"
 	"github.com/better-compute/better-compute/proto/bcdargv"
@@ -55,10 +56,17 @@ func (f Files) Empty() bool {
 const seedDir = "var/lib/cloud/seed/nocloud"
 
 // CloudInit writes the seed and bcd's files into the root file system mounted at root.
+// The file system is the image's: every path is resolved within it (os.Root), so a
+// symbolic link the image holds on the way (/etc to /run/bcd, var/lib/cloud to ../..)
+// fails the install instead of leading the files out of the partition.
 func CloudInit(root string, f Files) error {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
 	if len(f.UserData) > 0 {
-		dir := filepath.Join(root, seedDir)
-		if err := privateDir(dir); err != nil {
+		if err := privateDir(r, seedDir); err != nil {
 			return err
 		}
 		id := f.InstanceID
@@ -67,41 +75,41 @@ func CloudInit(root string, f Files) error {
 			id = "bc-" + hex.EncodeToString(sum[:8])
 		}
 		// The document holds a join token: readable by root only.
-		if err := fsutil.WriteFileAtomic(filepath.Join(dir, "user-data"), f.UserData, 0o600); err != nil {
+		if err := fsutil.WriteFileAtomicIn(r, filepath.Join(seedDir, "user-data"), f.UserData, 0o600); err != nil {
 			return err
 		}
-		if err := fsutil.WriteFileAtomic(filepath.Join(dir, "meta-data"), []byte("instance-id: "+id+"\n"), 0o600); err != nil {
+		if err := fsutil.WriteFileAtomicIn(r, filepath.Join(seedDir, "meta-data"), []byte("instance-id: "+id+"\n"), 0o600); err != nil {
 			return err
 		}
 	}
-	return bcdFiles(filepath.Join(root, bcdargv.ConfigDir), f)
+	return bcdFiles(r, strings.TrimPrefix(bcdargv.ConfigDir, "/"), f)
 }
 
-// bcdFiles writes config.toml and join-encryption.jwk into dir, as `bcd join` would.
-func bcdFiles(dir string, f Files) error {
+// bcdFiles writes config.toml and join-encryption.jwk into dir of r, as `bcd join` would.
+func bcdFiles(r *os.Root, dir string, f Files) error {
 	if len(f.Config) == 0 && len(f.JoinEncryptionKey) == 0 {
 		return nil
 	}
-	if err := privateDir(dir); err != nil {
+	if err := privateDir(r, dir); err != nil {
 		return err
 	}
 	for name, data := range map[string][]byte{bcdargv.JoinEncryptionFile: f.JoinEncryptionKey, bcdargv.ConfigFile: f.Config} {
 		if len(data) == 0 {
 			continue
 		}
-		if err := fsutil.WriteFileAtomic(filepath.Join(dir, name), data, 0o644); err != nil {
+		if err := fsutil.WriteFileAtomicIn(r, filepath.Join(dir, name), data, 0o644); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// privateDir makes dir 0700, and its missing parents 0755 as an OS has them.
-func privateDir(dir string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+// privateDir makes dir of r 0700, and its missing parents 0755 as an OS has them.
+func privateDir(r *os.Root, dir string) error {
+	if err := r.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+	if err := r.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
 		return err
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/ramdisk/gpt"
@@ -183,4 +184,75 @@ func TestInstall(t *testing.T) {
 			t.Fatalf("Install: %v, want ErrUnsupported", err)
 		}
 	})
+}
+
+// TestInstallStaysInItsPartition: the written OS is the image's, and an image can hold
+// symbolic links where the files go: /etc to a directory of the ramdisk (its /run/bcd,
+// or another disk mounted there), var/lib/cloud up through .. past its mount. Install
+// writes nothing through them: it fails, and the directories they name stay empty.
+// Before, MkdirAll and the writes followed them out of the partition.
+func TestInstallStaysInItsPartition(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a loop device and a mount need root")
+	}
+	for name, plant := range map[string]func(outside string) map[string]string{
+		"an absolute /etc": func(outside string) map[string]string { return map[string]string{"etc": outside} },
+		"var/lib/cloud up through ..": func(outside string) map[string]string {
+			return map[string]string{"var/lib/cloud": strings.Repeat("../", 16) + outside[1:]}
+		},
+		"the seed directory itself": func(outside string) map[string]string {
+			return map[string]string{"var/lib/cloud/seed/nocloud": outside}
+		},
+		"an ignition directory": func(outside string) map[string]string { return map[string]string{"ignition": outside} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			outside := t.TempDir()
+			kind, partName := files, "cloudimg-rootfs"
+			if name == "an ignition directory" {
+				kind.Kind, kind.UserData, partName = KindIgnition, []byte(`{"ignition":{"version":"3.4.0"}}`), "boot"
+			}
+			disk := osDisk(t, partName)
+			plantLinks(t, disk, plant(outside))
+			if err := Install(disk, 512, kind); err == nil {
+				t.Error("Install succeeded through the image's symbolic links")
+			}
+			if got := listing(t, outside); len(got) != 0 {
+				t.Fatalf("Install wrote outside the partition: %v", got)
+			}
+		})
+	}
+	t.Run("a link within the partition is followed", func(t *testing.T) {
+		disk := osDisk(t, "cloudimg-rootfs")
+		plantLinks(t, disk, map[string]string{"var/lib/cloud": "../../srv/cloud"})
+		if err := Install(disk, 512, files); err != nil {
+			t.Fatal(err)
+		}
+		if got := contents(t, disk, 2)["srv/cloud/seed/nocloud/user-data"]; got != "-rw------- #cloud-config\nhostname: n1\n" {
+			t.Fatalf("user-data through the link: %q", got)
+		}
+	})
+}
+
+// plantLinks makes the symbolic links links (path: target) in partition 2 of disk, as
+// the image would hold them.
+func plantLinks(t *testing.T, disk *os.File, links map[string]string) {
+	t.Helper()
+	parts, err := gpt.Read(disk, 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := mount.Partition(disk, parts[1].Offset, parts[1].Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unmount()
+	for path, target := range links {
+		p := filepath.Join(m.Dir, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

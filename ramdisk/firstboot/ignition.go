@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -88,7 +89,7 @@ var ignitionPaths = map[string]string{
 }
 
 // Ignition writes the config, with bcd's files added, into the partition mounted at
-// dir, named partName.
+// dir, named partName; its path is resolved within the partition, as CloudInit's are.
 func Ignition(dir, partName string, f Files) error {
 	rel, ok := ignitionPaths[partName]
 	if !ok {
@@ -98,9 +99,13 @@ func Ignition(dir, partName string, f Files) error {
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(dir, rel)
-	if err := privateDir(filepath.Dir(p)); err != nil {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(p, doc, 0o600)
+	defer r.Close()
+	if err := privateDir(r, filepath.Dir(rel)); err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomicIn(r, rel, doc, 0o600)
 }

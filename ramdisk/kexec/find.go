@@ -3,7 +3,10 @@ package kexec
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,42 +33,122 @@ var ErrNotFound = errors.New("no kernel found in the written OS")
 //
 // Without an entry the command line is /etc/kernel/cmdline, else the arguments of the
 // first `linux` line of /boot/grub/grub.cfg, else `root=PARTUUID=<rootPartUUID> ro`.
+//
+// The file systems are the image's: every path is resolved within its partition, its
+// symbolic links included (os.Root), and a file reached only through a link that leaves
+// the partition is not found, so nothing of the ramdisk (its config dir, its own kernel)
+// is loaded for the new kernel or put on its command line; and only regular files are
+// read, of at most 1 MiB (a boot entry 64 KiB), so that a FIFO or a sparse gigabyte in
+// the place of one neither stops nor fills the ramdisk.
 func Find(root, boot, rootPartUUID string) (Boot, error) {
-	if boot == "" {
-		boot = filepath.Join(root, "boot")
+	rootFS, err := open(root, "")
+	if err != nil {
+		return Boot{}, err
 	}
-	if b, ok, err := fromEntries(boot); err != nil || ok {
+	defer rootFS.fs.Close()
+	bootFS := rootFS.at("boot")
+	if boot != "" {
+		if bootFS, err = open(boot, ""); err != nil {
+			return Boot{}, err
+		}
+		defer bootFS.fs.Close()
+	}
+	if b, ok, err := fromEntries(bootFS); err != nil || ok {
 		return b, err
 	}
-	for _, dir := range []string{filepath.Join(root, "boot"), root} {
-		kernel := filepath.Join(dir, "vmlinuz")
-		if _, err := os.Stat(kernel); err != nil {
+	for _, dir := range []partition{rootFS.at("boot"), rootFS} {
+		if !dir.isFile("vmlinuz") {
 			continue
 		}
-		b := Boot{Kernel: kernel}
-		if initrd := filepath.Join(dir, "initrd.img"); fileExists(initrd) {
-			b.Initrds = []string{initrd}
+		b := Boot{Kernel: dir.path("vmlinuz")}
+		if dir.isFile("initrd.img") {
+			b.Initrds = []string{dir.path("initrd.img")}
 		}
-		b.Cmdline = cmdline(root, boot, rootPartUUID)
+		b.Cmdline = cmdline(rootFS, bootFS, rootPartUUID)
 		return b, nil
 	}
 	return Boot{}, ErrNotFound
 }
 
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
+// partition is a directory (sub) of a file system of the written OS mounted at dir: its
+// paths are resolved within that file system, never outside it.
+type partition struct {
+	fs       *os.Root
+	dir, sub string
 }
 
-// fromEntries picks the newest entry of boot/loader/entries.
-func fromEntries(boot string) (Boot, bool, error) {
-	paths, err := filepath.Glob(filepath.Join(boot, "loader", "entries", "*.conf"))
+func open(dir, sub string) (partition, error) {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return partition{}, err
+	}
+	return partition{fs: r, dir: dir, sub: sub}, nil
+}
+
+// at is the directory sub of p.
+func (p partition) at(sub string) partition {
+	p.sub = filepath.Join(p.sub, sub)
+	return p
+}
+
+// name is path (taken from p's directory, a leading / and .. included) as a name in
+// p's file system.
+func (p partition) name(path string) string {
+	return strings.TrimPrefix(filepath.Join("/", p.sub, filepath.Clean("/"+path)), "/")
+}
+
+// path is path in the ramdisk's view, for kexec to open.
+func (p partition) path(path string) string {
+	return filepath.Join(p.dir, p.name(path))
+}
+
+// isFile reports whether path is a regular file within p's file system.
+func (p partition) isFile(path string) bool {
+	st, err := p.fs.Stat(p.name(path))
+	return err == nil && st.Mode().IsRegular()
+}
+
+// maxConfigBytes bounds a file Find reads (a command line, a grub.cfg): real ones are a
+// few KiB, the largest grub.cfg some hundreds.
+const maxConfigBytes = 1 << 20
+
+func (p partition) readFile(path string, limit int64) ([]byte, error) {
+	return readRegular(p.fs, p.name(path), limit)
+}
+
+// readRegular reads name of r, a regular file of at most limit bytes. The file system is
+// the image's: a FIFO, device node or larger file in the place of a configuration file
+// is refused, never waited on (opening a FIFO waits for a writer) or read to its end.
+func readRegular(r *os.Root, name string, limit int64) ([]byte, error) {
+	st, err := r.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > limit {
+		return nil, fmt.Errorf("%s is not a regular file of at most %d bytes", name, limit)
+	}
+	f, err := r.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("%s is larger than %d bytes", name, limit)
+	}
+	return b, err
+}
+
+// fromEntries picks the newest entry of loader/entries on the boot partition; its kernel
+// and initrds must be files of that partition.
+func fromEntries(boot partition) (Boot, bool, error) {
+	paths, err := fs.Glob(boot.fs.FS(), path.Join(filepath.ToSlash(boot.name("loader/entries")), "*.conf"))
 	if err != nil || len(paths) == 0 {
-		return Boot{}, false, err
+		return Boot{}, false, nil
 	}
 	var entries []Entry
 	for _, p := range paths {
-		text, err := os.ReadFile(p)
+		text, err := readRegular(boot.fs, p, maxEntryBytes)
 		if err != nil {
 			return Boot{}, false, err
 		}
@@ -76,26 +159,26 @@ func fromEntries(boot string) (Boot, bool, error) {
 		entries = append(entries, e)
 	}
 	newest := slices.MaxFunc(entries, func(a, b Entry) int { return compareVersions(a.Version, b.Version) })
-	b := Boot{Kernel: within(boot, newest.Linux), Cmdline: newest.Options}
+	b := Boot{Kernel: boot.path(newest.Linux), Cmdline: newest.Options}
 	for _, i := range newest.Initrd {
-		b.Initrds = append(b.Initrds, within(boot, i))
+		b.Initrds = append(b.Initrds, boot.path(i))
+	}
+	for _, f := range append([]string{newest.Linux}, newest.Initrd...) {
+		if !boot.isFile(f) {
+			return Boot{}, false, fmt.Errorf("boot entry %q: %s is not a file of the boot partition", newest.Title, f)
+		}
 	}
 	return b, true, nil
 }
 
-// within resolves an entry's path on its partition, never outside it.
-func within(dir, path string) string {
-	return filepath.Join(dir, filepath.Clean("/"+path))
-}
-
 // cmdline is the command line of an OS without boot entries.
-func cmdline(root, boot, rootPartUUID string) string {
-	if b, err := os.ReadFile(filepath.Join(root, "etc/kernel/cmdline")); err == nil {
+func cmdline(root, boot partition, rootPartUUID string) string {
+	if b, err := root.readFile("etc/kernel/cmdline", maxConfigBytes); err == nil {
 		if s := strings.Join(strings.Fields(string(b)), " "); s != "" {
 			return s
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(boot, "grub/grub.cfg")); err == nil {
+	if b, err := boot.readFile("grub/grub.cfg", maxConfigBytes); err == nil {
 		if s, ok := GrubCmdline(string(b)); ok {
 			return s
 		}

@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 )
 
 func TestParseEntry(t *testing.T) {
@@ -98,7 +100,7 @@ func TestFind(t *testing.T) {
 			},
 		},
 		"an entry cannot reach outside its partition": {
-			files:   map[string]string{"boot/loader/entries/a.conf": "linux /../../etc/shadow\n"},
+			files:   map[string]string{"boot/loader/entries/a.conf": "linux /../../etc/shadow\n", "boot/etc/shadow": "S", "etc/shadow": "S"},
 			sepBoot: true,
 			want:    func(root, boot string) Boot { return Boot{Kernel: filepath.Join(boot, "etc/shadow")} },
 		},
@@ -197,4 +199,120 @@ func FuzzGrubCmdline(f *testing.F) {
 		}
 		t.Fatal("found arguments without a linux line")
 	})
+}
+
+// TestFindStaysInTheWrittenOS: the written OS is the image's, and its symbolic links
+// may point anywhere in the ramdisk (its config dir, its own kernel, another disk).
+// Find reads nothing and names no file through a link that leaves the OS's partition,
+// absolute or climbing out with ..: the kernel and initrds kexec would load, the
+// command line it would hand the new kernel, the boot entries. Before, a /boot/initrd.img
+// linked to the ramdisk's files was loaded into the tenant's kernel's memory, and an
+// /etc/kernel/cmdline linked to one became its /proc/cmdline.
+func TestFindStaysInTheWrittenOS(t *testing.T) {
+	outside := osTree(t, map[string]string{"vmlinuz": "K", "secret": "bc-ramdisk-secret",
+		"entries/a.conf": "linux /vmlinuz\noptions bc-ramdisk-secret\n"})
+	up := func(p string) string { return strings.Repeat("../", 16) + filepath.Join(outside, p)[1:] }
+	cases := map[string]map[string]string{
+		"an absolute kernel link":       {"boot/vmlinuz": "->" + filepath.Join(outside, "vmlinuz")},
+		"an initrd link climbing out":   {"boot/vmlinuz": "K", "boot/initrd.img": "->" + up("secret")},
+		"a boot entry's initrd link":    {"boot/loader/entries/a.conf": "linux /k\ninitrd /i\n", "boot/k": "K", "boot/i": "->" + up("secret")},
+		"a command line link":           {"boot/vmlinuz": "K", "etc/kernel/cmdline": "->" + filepath.Join(outside, "secret")},
+		"a grub.cfg link":               {"boot/vmlinuz": "K", "boot/grub": "->" + outside},
+		"the boot entries' directory":   {"boot/loader/entries": "->" + filepath.Join(outside, "entries")},
+		"a link to the ramdisk's /boot": {"boot": "->" + outside},
+	}
+	if err := os.WriteFile(filepath.Join(outside, "grub.cfg"), []byte("linux /vmlinuz bc-ramdisk-secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, files := range cases {
+		t.Run(name, func(t *testing.T) {
+			root := osTree(t, files)
+			b, err := Find(root, "", "0fc63daf-8483-4772-8e79-3d69d8477de4")
+			if err != nil {
+				return
+			}
+			if strings.Contains(b.Cmdline, "bc-ramdisk-secret") {
+				t.Errorf("the command line holds the ramdisk's file: %q", b.Cmdline)
+			}
+			for _, p := range append([]string{b.Kernel}, b.Initrds...) {
+				real, err := filepath.EvalSymlinks(p)
+				if err == nil && !strings.HasPrefix(real, root+"/") {
+					t.Errorf("Find names %s, which is %s outside the written OS", p, real)
+				}
+			}
+		})
+	}
+}
+
+// TestFindReadsOnlyFilesOfTheirSize: the files Find reads are the image's, and the
+// image may hold a FIFO in their place (opening it waits for a writer that never comes)
+// or a file far larger than any real one (sparse: a gigabyte for nothing). Find reads
+// only regular files of at most 1 MiB, and otherwise goes on as without the file: the
+// next place for the command line, or an error for a boot entry. Before, it waited on
+// the FIFO for ever, and read the gigabyte whole onto the command line.
+func TestFindReadsOnlyFilesOfTheirSize(t *testing.T) {
+	const uuid = "0fc63daf-8483-4772-8e79-3d69d8477de4"
+	for name, tc := range map[string]struct {
+		file    string
+		other   map[string]string
+		fifo    bool
+		wantErr bool
+	}{
+		"a FIFO for /etc/kernel/cmdline": {file: "etc/kernel/cmdline", fifo: true},
+		"a FIFO for grub.cfg":            {file: "boot/grub/grub.cfg", fifo: true},
+		"a FIFO for a boot entry":        {file: "boot/loader/entries/a.conf", fifo: true, wantErr: true},
+		"a gigabyte of command line":     {file: "etc/kernel/cmdline"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := osTree(t, map[string]string{"boot/vmlinuz": "K"})
+			p := filepath.Join(root, tc.file)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if tc.fifo {
+				err = unix.Mkfifo(p, 0o644)
+			} else {
+				err = os.WriteFile(p, []byte("quiet"), 0o644)
+				if err == nil {
+					err = os.Truncate(p, 1<<30)
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			type found struct {
+				b   Boot
+				err error
+			}
+			done := make(chan found, 1)
+			go func() {
+				b, err := Find(root, "", uuid)
+				done <- found{b, err}
+			}()
+			var got found
+			select {
+			case got = <-done:
+			case <-time.After(10 * time.Second):
+				// Let the goroutine go: open the FIFO's other end.
+				if f, err := os.OpenFile(p, os.O_WRONLY, 0); err == nil {
+					f.Close()
+				}
+				<-done
+				t.Fatal("Find waited on the image's FIFO")
+			}
+			if tc.wantErr {
+				if got.err == nil {
+					t.Fatalf("Find: %+v, want an error", got.b)
+				}
+				return
+			}
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			if want := "root=PARTUUID=" + uuid + " ro"; got.b.Cmdline != want {
+				t.Errorf("command line of %d bytes, want %q", len(got.b.Cmdline), want)
+			}
+		})
+	}
 }
