@@ -31,8 +31,8 @@ type Shaper interface {
 // exactly (encoding/json also takes a key that differs from a field's name only in case),
 // no key is unknown, and every value has the JSON type its field takes (a whole number in
 // range for an integer). A Shaper checks its own shape; an encoding.TextUnmarshaler takes a
-// string; any other type that decodes itself (json.Unmarshaler) is left to do so. null is
-// accepted anywhere, as encoding/json does.
+// string it decodes (decodesText); any other type that decodes itself (json.Unmarshaler)
+// is left to do so. null is accepted anywhere, as encoding/json does.
 func (r *Report) Shape(v *Value, p Path, t reflect.Type) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -45,7 +45,9 @@ func (r *Report) Shape(v *Value, p Path, t reflect.Type) {
 		return
 	}
 	if t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
-		r.kind(v, p, String) // time.Time, netip.Addr: text, whether or not they decode JSON too
+		if r.kind(v, p, String) { // time.Time, netip.Addr: text, whether or not they decode JSON too
+			r.decodesText(v, p, t)
+		}
 		return
 	}
 	if t.Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(jsonUnmarshaler) {
@@ -89,6 +91,23 @@ func (r *Report) Shape(v *Value, p Path, t reflect.Type) {
 		}
 	case reflect.Interface:
 		r.anyValue(v, p)
+	}
+}
+
+// decodesText records a problem unless the string v decodes into the text type t as
+// encoding/json would decode it (UnmarshalJSON when t has it, else UnmarshalText): a time
+// that is not RFC 3339 is refused at its path, where encoding/json's error would name
+// none. The type's error quotes the text, so it is cut short.
+func (r *Report) decodesText(v *Value, p Path, t reflect.Type) {
+	var err error
+	switch dst := reflect.New(t).Interface().(type) {
+	case json.Unmarshaler:
+		err = dst.UnmarshalJSON(v.Raw)
+	case encoding.TextUnmarshaler:
+		err = dst.UnmarshalText([]byte(v.Text))
+	}
+	if err != nil {
+		r.Add(v, p, "cannot be read: %.200v", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -141,12 +142,18 @@ func Sprintf(format string, args ...any) string {
 	return fmt.Sprintf(format, quoteInputs(args)...)
 }
 
-// quoteInputs returns args with each string made an input.
+// quoteInputs returns args with each string made an input: a string of a type of its
+// own too (an image kind, a format, as a request names it), unless the type formats
+// itself.
 func quoteInputs(args []any) []any {
 	quoted := make([]any, len(args))
 	for i, a := range args {
-		if s, ok := a.(string); ok {
-			a = input(s)
+		switch a.(type) {
+		case fmt.Formatter, fmt.Stringer, error:
+		default:
+			if v := reflect.ValueOf(a); v.Kind() == reflect.String {
+				a = input(v.String())
+			}
 		}
 		quoted[i] = a
 	}

@@ -5,6 +5,11 @@ import (
 	"testing"
 )
 
+// named is a string type that says itself.
+type named string
+
+func (n named) String() string { return "named " + string(n) }
+
 func TestErrorfQuotesAShortPrefixOfAnInput(t *testing.T) {
 	long := strings.Repeat("a", 4<<20)
 	wide := "x" + strings.Repeat("é", MaxQuoted) // two bytes each: the cut falls inside one
@@ -23,6 +28,9 @@ func TestErrorfQuotesAShortPrefixOfAnInput(t *testing.T) {
 		"%s is the message":  {Errorf(InvalidInput, "%s: %d", "a message of any length "+long[:200], 3), "a message of any length " + long[:200] + ": 3"},
 		"width and %v":       {Errorf(InvalidInput, "[%5s] %v", "ab", "cd"), "[   ab] cd"},
 		"not a string":       {Errorf(InvalidInput, "%q", []string{"x"}), `["x"]`},
+		// An image kind as a request names it: 4 MiB once echoed whole.
+		"a string type":              {Errorf(InvalidInput, "kind %q", ImageKind(long)), `kind "` + long[:MaxQuoted] + `…"`},
+		"a string type that says it": {Errorf(InvalidInput, "%q", named("x")), `"named x"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -135,6 +135,16 @@ func (c *Caller) elsewhere(err error, path, tenant string, owner func() string) 
 	return &hinted
 }
 
+// notFoundAt is err at path when it is a NOT_FOUND naming no field: the store tells of
+// a record it does not have by its key, and the caller is told which field of its
+// request named it, as every NOT_FOUND of a named record is.
+func notFoundAt(err error, path string) error {
+	if e, ok := errors.AsType[*proto.Error](err); ok && e.Code == proto.NotFound && e.Details.Path == "" {
+		return e.WithPath(path)
+	}
+	return err
+}
+
 // nodeOwner is the tenant of node id, "" when there is none.
 func nodeOwner(tx *store.Tx, id string) func() string {
 	return func() string {

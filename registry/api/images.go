@@ -74,9 +74,10 @@ func (s *Server) registerImages() {
 			var err error
 			if req.Ref != "" {
 				img, err = image.ResolveImage(tx, tenant, req.Ref)
+				err = notFoundAt(err, "ref")
 			} else {
 				img, err = image.Get(tx, tenant, req.ID)
-				err = c.elsewhere(err, "", tenant, imageOwner(tx, req.ID))
+				err = c.elsewhere(notFoundAt(err, "id"), "id", tenant, imageOwner(tx, req.ID))
 			}
 			out = imageOf(img)
 			return err
@@ -94,7 +95,7 @@ func (s *Server) registerImages() {
 		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			img, err := image.Promote(tx, tenant, req.ID)
 			out = imageOf(img)
-			return c.elsewhere(err, "", tenant, imageOwner(tx, req.ID))
+			return c.elsewhere(notFoundAt(err, "id"), "id", tenant, imageOwner(tx, req.ID))
 		})
 		return out, err
 	})

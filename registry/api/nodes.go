@@ -238,7 +238,7 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		run, err := s.transition(svc, c, req.TenantID, func(tx *store.Tx, tenant string) (store.Run, error) {
 			rec, err := ps.resolve(tx, c, ProfileKey{TenantID: req.TenantID, ID: req.ProfileID, ProfileVersion: req.ProfileVersion})
 			if err != nil {
-				return store.Run{}, proto.AsError(err).WithPath("profileId")
+				return store.Run{}, profileIDAt(err)
 			}
 			run, err := svc.Deploy(tx, tenant, req.NodeID, rec)
 			return run, c.elsewhere(err, "nodeId", tenant, nodeOwner(tx, req.NodeID))
@@ -248,6 +248,17 @@ func (s *Server) RegisterMetal(svc *metal.Service) {
 		}
 		return DeployStarted{WorkflowID: run.ID, NodeID: run.Node, Profile: ProfileRef(run.Profile)}, nil
 	})
+}
+
+// profileIDAt is an error resolving a deploy's profile at the deploy's own field: what
+// a ProfileKey calls id is its profileId; a fault of profileVersion stays at
+// profileVersion, which the two share.
+func profileIDAt(err error) error {
+	e := proto.AsError(err)
+	if e.Details.Path == "profileVersion" {
+		return e
+	}
+	return e.WithPath("profileId")
 }
 
 // tenantNode returns one of the caller's tenant's nodes; another tenant's is NOT_FOUND

@@ -77,7 +77,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 		err = inTenant(c.view, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			p, err := tx.Pool(tenant, req.Name)
 			out = poolOf(p)
-			return c.elsewhere(err, "", tenant, poolOwner(tx, req.Name))
+			return c.elsewhere(notFoundAt(err, "name"), "name", tenant, poolOwner(tx, req.Name))
 		})
 		return out, err
 	})
@@ -104,7 +104,7 @@ func (s *Server) registerPools(svc *metal.Service) {
 		err = inTenant(s.store.Update, c, req.TenantID, func(tx *store.Tx, tenant string) error {
 			old, err := tx.Pool(tenant, req.Name)
 			if err != nil {
-				return c.elsewhere(err, "", tenant, poolOwner(tx, req.Name))
+				return c.elsewhere(notFoundAt(err, "name"), "name", tenant, poolOwner(tx, req.Name))
 			}
 			policy := old.Policy
 			if given != nil {

@@ -222,7 +222,7 @@ func (ps *profiles) resolve(tx *store.Tx, c *Caller, key ProfileKey) (store.Prof
 			return rec, err
 		}
 	}
-	return rec, c.elsewhere(notFoundProfile(key), "", tenant, func() string {
+	return rec, c.elsewhere(notFoundProfile(key), "id", tenant, func() string {
 		if owner != "" {
 			return ""
 		}
@@ -269,7 +269,7 @@ func notFoundProfile(key ProfileKey) *proto.Error {
 	if key.ProfileVersion > 0 {
 		name = profileLabel(key.ID, key.ProfileVersion)
 	}
-	return proto.Errorf(proto.NotFound, "profile %s not found: `profiles list` shows what this tenant can use", name)
+	return proto.Errorf(proto.NotFound, "profile %q not found: `profiles list` shows what this tenant can use", name).WithPath("id")
 }
 
 func profileLabel(id string, version int) string { return fmt.Sprintf("%s@%d", id, version) }
@@ -384,7 +384,10 @@ func (ps *profiles) update(_ context.Context, c *Caller, req UpdateProfileReques
 			rec, err = tx.SetProfileVisibility(tenant, req.ID, version, req.IfVersion, req.Visibility)
 		}
 		out = view(rec, true)
-		return err
+		if hasDoc && req.ID == "" {
+			return notFoundAt(err, "document") // the document names the profile
+		}
+		return notFoundAt(err, "id")
 	})
 	return out, err
 }
@@ -403,7 +406,7 @@ func (ps *profiles) delete(_ context.Context, c *Caller, key ProfileKey) (out De
 		}
 		out.ID = key.ID
 		out.Versions, err = tx.DeleteProfile(tenant, key.ID, key.ProfileVersion)
-		return err
+		return notFoundAt(err, "id")
 	})
 	return out, err
 }

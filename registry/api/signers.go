@@ -58,7 +58,7 @@ func (s *Server) registerSigners() {
 			}
 			signer, err := tx.RevokeImageSigner(tenant, req.ID)
 			out = signerOf(signer)
-			return err
+			return notFoundAt(err, "id")
 		})
 		return out, err
 	})
