@@ -2,9 +2,14 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -56,5 +61,64 @@ func TestWaitAgentJoinedSiteThroughTheRegistry(t *testing.T) {
 	f.wait("the run to end once the site agent is back", func() bool { return run().State != store.RunRunning })
 	if wf := run(); wf.State != store.RunSucceeded {
 		t.Errorf("the run %s: %+v", wf.State, wf.Failure)
+	}
+}
+
+// TestACutCacheReportStaysWithinAFrame: the host of site rack-a is taken, and its
+// `bcd site` key (joined for real) reports over real QUIC, through the real session code,
+// a `site` section saying its `images` section is cut, then one `images` section after
+// another, each within a frame and stored compressed within the section's bound: a
+// hundred images of 16 sources of 2 KB, new digests each time. The registry keeps a cut
+// report's entries beside those of the agent's last report that it does not name; the
+// cache report it stores for the site stays within a frame, however many reports come.
+// Before, it kept them up to 4096 images in all, whatever their bytes: the record grew
+// by each report's 3 MiB, to more than 100 MiB, read and written again at every report.
+func TestACutCacheReportStaysWithinAFrame(t *testing.T) {
+	f := startBusyFleet(t)
+	ctx := t.Context()
+	agent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
+	s := agent.start()
+	s.SetInventory(proto.SectionSite, json.RawMessage(`{"httpBase":"http://10.0.0.2:8080","omitted":{"images":1}}`))
+	defer agent.session(ctx, s)()
+	stored := func() (images []proto.ImageCacheEntry) {
+		f.must(f.r.st.View(func(tx *store.Tx) error {
+			reports, err := tx.SiteCacheReports("rack-a")
+			for _, r := range reports {
+				images = r.Images
+			}
+			return err
+		}), "reading rack-a's cache report")
+		return images
+	}
+	const rounds, perReport = 8, 100
+	for round := range rounds {
+		entries := make([]proto.ImageCacheEntry, perReport)
+		for i := range entries {
+			e := proto.ImageCacheEntry{Digest: fmt.Sprintf("%064x", round*perReport+i+1), State: proto.CacheReady, SizeBytes: 1}
+			for j := range proto.MaxImageCacheSources {
+				src := fmt.Sprintf("https://images.example.com/%d/%d/%d/", round, i, j)
+				e.Sources = append(e.Sources, src+strings.Repeat("a", 2048-len(src)))
+			}
+			entries[i] = e
+		}
+		data, err := json.Marshal(entries)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetInventory(proto.SectionImages, data)
+		last := entries[perReport-1].Digest
+		if !f.wait(fmt.Sprintf("report %d recorded", round), func() bool {
+			return slices.ContainsFunc(stored(), func(e proto.ImageCacheEntry) bool { return e.Digest == last })
+		}) {
+			t.FailNow()
+		}
+	}
+	images := stored()
+	b, err := proto.Marshal(images)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > proto.MaxFrame {
+		t.Errorf("rack-a's stored cache report holds %d images in %d bytes, more than a frame (%d)", len(images), len(b), proto.MaxFrame)
 	}
 }

@@ -14,6 +14,13 @@ import (
 // maxCacheEntries bounds one agent's cache report.
 const maxCacheEntries = 4096
 
+// maxReportBytes bounds the JSON of the entries the store keeps of one agent's cache
+// report: a frame, what the agent can send in one report. A cut report keeps the
+// entries of the agent's last report that it does not name only while they fit, so
+// that reports one after another, each with new digests, do not add up in one record
+// (an entry takes up to 16 sources of 2 KB).
+const maxReportBytes = proto.MaxFrame
+
 // RecordSiteCacheReport keeps the `images` inventory section a site agent reported
 // and, when it differs from the agent's last report, brings the site's image locations
 // in line with every agent's last report, in the same transaction. It reports whether
@@ -41,8 +48,9 @@ func RecordSiteCacheReport(tx *store.Tx, site, agent string, entries []proto.Ima
 	return true, syncSite(tx, site)
 }
 
-// withUnreported is a cut report's entries and, up to maxCacheEntries, those of the
-// agent's last report whose digest it does not name.
+// withUnreported is a cut report's entries and, up to maxCacheEntries and while their
+// JSON fits maxReportBytes, those of the agent's last report whose digest it does not
+// name.
 func withUnreported(tx *store.Tx, site, agent string, entries []proto.ImageCacheEntry) ([]proto.ImageCacheEntry, error) {
 	reports, err := tx.SiteCacheReports(site)
 	if err != nil {
@@ -53,17 +61,35 @@ func withUnreported(tx *store.Tx, site, agent string, entries []proto.ImageCache
 		named[e.Digest] = true
 	}
 	out := slices.Clone(entries)
+	size, err := jsonSize(entries)
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range reports {
 		if r.AgentID != agent {
 			continue
 		}
 		for _, e := range r.Images {
-			if len(out) < maxCacheEntries && !named[e.Digest] {
-				out = append(out, e)
+			if len(out) >= maxCacheEntries || named[e.Digest] {
+				continue
 			}
+			n, err := jsonSize(e)
+			if err != nil {
+				return nil, err
+			}
+			if size+n+1 > maxReportBytes { // and its comma
+				continue
+			}
+			out, size = append(out, e), size+n+1
 		}
 	}
 	return out, nil
+}
+
+// jsonSize is the length of v's JSON as the store writes it (proto.Marshal).
+func jsonSize(v any) (int, error) {
+	b, err := proto.Marshal(v)
+	return len(b), err
 }
 
 // isHostPort says whether s is a host and a port as a site's cache reports where a fetch
