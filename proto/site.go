@@ -16,6 +16,10 @@ const (
 	SectionImages = "images"
 )
 
+// MaxDiscoveries bounds the machines a site's `discoveries` section lists: the site
+// keeps those seen last, and the registry reads no more of a section than that.
+const MaxDiscoveries = 1024
+
 // MediaInsert is the input of media.insert as the site agent receives it, the step's
 // `with` resolved by the registry: the https:// URL the BMC mounts and, for a catalog
 // image, its digest and the machine's MACs, with which a BMC without virtual media

@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/better-compute/better-compute/registry/store/storetest"
 )
 
 // TestWaitAgentJoinedSiteThroughTheRegistry: a registry's workflow whose wait.agentJoined
@@ -120,5 +124,74 @@ func TestACutCacheReportStaysWithinAFrame(t *testing.T) {
 	}
 	if len(b) > proto.MaxFrame {
 		t.Errorf("rack-a's stored cache report holds %d images in %d bytes, more than a frame (%d)", len(images), len(b), proto.MaxFrame)
+	}
+}
+
+// logBuffer is a registry's log as a test reads it while the registry writes it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// count is how many lines name msg.
+func (l *logBuffer) count(msg string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), "msg="+strconv.Quote(msg))
+}
+
+// TestASiteAgentsDiscoveriesAreReadAsASiteKeepsThem: the host of site rack-a is taken,
+// and its `bcd site` key (joined for real) reports over real QUIC, through the real
+// session code, a `discoveries` section no site keeps: 5,000 machines with the product
+// UUID of a machine enrolled at rack-a by its UUID alone, each with another MAC, and
+// 15,000 with a MAC that is not one, within a frame and compressing within the section's
+// bound. The registry reads it as far as a site keeps machines (proto.MaxDiscoveries)
+// and logs the malformed MACs of a report in one line. Before, it wrote the machine's
+// node record 5,000 times in one transaction, and logged 15,000 lines, for each such
+// report, twice a second.
+func TestASiteAgentsDiscoveriesAreReadAsASiteKeepsThem(t *testing.T) {
+	var logged logBuffer
+	f := serveBusy(t, Config{Log: slog.New(slog.NewTextHandler(&logged, nil))})
+	f.populate()
+	ctx := t.Context()
+	const uuid = "4c4c4544-0000-1000-8000-0000000000a1"
+	n := storetest.Node(t, f.r.st, store.Node{Tenant: "acme", Pool: "gpu", Site: "rack-a", ProductUUID: uuid})
+	node := func() (n2 store.Node) {
+		f.must(f.r.st.View(func(tx *store.Tx) (err error) { n2, err = tx.Node(n.ID); return err }), "reading the node")
+		return n2
+	}
+	seen := time.Now().UTC().Truncate(time.Second)
+	var list []proto.Discovery
+	for i := range 5000 {
+		list = append(list, proto.Discovery{MAC: fmt.Sprintf("52:54:00:aa:%02x:%02x", i>>8, i&0xff), ProductUUID: uuid, FirstSeen: seen, LastSeen: seen})
+	}
+	for range 15000 {
+		list = append(list, proto.Discovery{MAC: "52:54:00", ProductUUID: uuid, FirstSeen: seen, LastSeen: seen})
+	}
+	flood, err := json.Marshal(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, _ := json.Marshal([]proto.Discovery{{MAC: "52:54:00:bb:00:01", ProductUUID: uuid, FirstSeen: seen, LastSeen: seen}})
+
+	agent := f.newAgent("rack-a", f.raceJoin(store.TokenSite, "rack-a", "site"))
+	s := agent.start()
+	s.SetInventory(proto.SectionDiscoveries, flood)
+	defer agent.session(ctx, s)()
+	f.wait("the flood read", func() bool { return node().MACProposal != nil })
+	s.SetInventory(proto.SectionDiscoveries, last) // read after the flood
+	f.wait("the report after it read", func() bool { p := node().MACProposal; return p != nil && p.MAC == "52:54:00:bb:00:01" })
+
+	if writes := node().Rev - n.Rev; writes > proto.MaxDiscoveries+1 {
+		t.Errorf("two discoveries sections wrote the node %d times", writes)
+	}
+	if lines := logged.count("discovery with a malformed MAC left out"); lines > 1 {
+		t.Errorf("a discoveries section logged %d lines of malformed MACs", lines)
 	}
 }

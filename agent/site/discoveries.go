@@ -14,7 +14,7 @@ import (
 
 // maxDiscoveries bounds the machines the `discoveries` section lists; the ones seen
 // longest ago give way.
-const maxDiscoveries = 1024
+const maxDiscoveries = proto.MaxDiscoveries
 
 // discoveries collects the boot server's discoveries into the `discoveries` inventory
 // section. Discovered never blocks: it records and signals; report sends.

@@ -10,14 +10,27 @@ import (
 
 // discoveries proposes, for each machine a site agent reports with a product UUID, its
 // MAC to the node of the agent's site enrolled with that UUID and no MAC, and binds it at
-// once when the node's pool trusts its provisioning network.
+// once when the node's pool trusts its provisioning network. It reads the machines a
+// site keeps (proto.MaxDiscoveries), and logs a report's malformed MACs in one line: a
+// section of more, which only a site agent's key sends, would otherwise cost a write
+// and a line for each machine, at every report.
 func (s *Service) discoveries(r report) {
 	var list []proto.Discovery
 	if err := json.Unmarshal(r.data, &list); err != nil {
 		s.cfg.Log.Warn("discoveries section", "node", r.node, "err", err)
 		return
 	}
+	if len(list) > proto.MaxDiscoveries {
+		s.cfg.Log.Warn("discoveries section lists more machines than a site keeps: the first read", "node", r.node, "machines", len(list), "read", proto.MaxDiscoveries)
+		list = list[:proto.MaxDiscoveries]
+	}
 	err := s.cfg.Store.Update(func(tx *store.Tx) error {
+		malformed, first := 0, ""
+		defer func() {
+			if malformed > 0 {
+				s.cfg.Log.Warn("discovery with a malformed MAC left out", "node", r.node, "count", malformed, "first", proto.Quote(first))
+			}
+		}()
 		for _, d := range list {
 			if d.ProductUUID == "" {
 				continue
@@ -26,7 +39,9 @@ func (s *Service) discoveries(r report) {
 			// bytes, kept in one spelling.
 			hw, err := net.ParseMAC(d.MAC)
 			if err != nil || len(hw) != 6 {
-				s.cfg.Log.Warn("discovery with a malformed MAC left out", "node", r.node, "mac", proto.Quote(d.MAC))
+				if malformed++; malformed == 1 {
+					first = d.MAC
+				}
 				continue
 			}
 			d.MAC = hw.String()
