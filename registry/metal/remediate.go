@@ -26,6 +26,11 @@ const (
 	minAgentGoneAfter = time.Minute
 	minBackoff        = time.Minute
 	defaultBackoff    = time.Hour
+	// remediationShare: the policy has at most one in this many of a pool's nodes in a
+	// remediation at a time, and at least one node: a fault that takes every agent of a
+	// pool away at once (its network, the registry's agent endpoint) reboots a few
+	// machines, not the pool.
+	remediationShare = 10
 )
 
 // Presence tells whether a machine's installed OS agent (bcd node) has a session now,
@@ -138,8 +143,10 @@ type absences struct {
 // housekeeping every minute or so: on every pool with policy.remediation.agentGoneAfter,
 // an active node whose installed OS agent has had no session at each check for at least
 // that long, and whose last remediation is older than the backoff, gets remediate-reboot
-// with the reason recorded on the node. It returns the runs it started. Without a
-// Presence it does nothing.
+// with the reason recorded on the node, while fewer of its pool's nodes than
+// remediationLimit are in a remediation (counted again in the transaction that starts
+// it, which another replica's check may race); the others wait for a later check. It
+// returns the runs it started. Without a Presence it does nothing.
 func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 	if s.cfg.Presence == nil {
 		return nil, nil
@@ -149,16 +156,33 @@ func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 		return nil, err
 	}
 	var started []store.Run
+	held := map[string]bool{}
 	for _, d := range due {
+		if held[d.tenant+"\x00"+d.pool] {
+			continue
+		}
 		var run store.Run
+		var busy int
 		err := s.cfg.Store.Update(func(tx *store.Tx) error {
 			n, err := tx.Node(d.node)
 			if err != nil || n.State != store.NodeActive || n.Remediation != nil && tx.Now().Sub(n.Remediation.At) < d.backoff {
 				return err
 			}
+			pool, err := tx.Pool(n.Tenant, n.Pool)
+			if err != nil {
+				return err
+			}
+			if busy, err = poolInRemediation(tx, pool); err != nil || busy >= d.limit {
+				return err
+			}
 			run, _, err = s.remediate(tx, n.Tenant, n.ID, ProfileRemediateReboot, 0, d.reason, true)
 			return err
 		})
+		if err == nil && run.ID == "" && busy >= d.limit {
+			held[d.tenant+"\x00"+d.pool] = true
+			s.cfg.Log.Warn("automatic remediation held: the pool has as many nodes in a remediation as it may", "tenant", d.tenant, "pool", d.pool, "inRemediation", busy, "limit", d.limit)
+			continue
+		}
 		if err != nil {
 			s.cfg.Log.Error("automatic remediation", "node", d.node, "err", err)
 			continue
@@ -174,14 +198,41 @@ func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 
 // goneNode is an active node whose agent has been gone for its pool's agentGoneAfter.
 type goneNode struct {
-	node, reason string
-	backoff      time.Duration
+	node, tenant, pool, reason string
+	backoff                    time.Duration
+	// limit is how many of the pool's nodes may be in a remediation at once.
+	limit int
+}
+
+// remediationLimit is how many nodes of a pool of size nodes (active or in a
+// remediation) the policy may have in a remediation at once: a remediationShare of
+// them, at least one.
+func remediationLimit(size int) int { return max(1, size/remediationShare) }
+
+// inRemediation says whether n is in a remediation: one runs, by hand or by the policy,
+// or one failed and no operator has acted on the node since (retry, release, retire).
+func inRemediation(n store.Node) bool {
+	return n.State == store.NodeRemediating || n.State == store.NodeFailed && n.FailedFrom == store.NodeRemediating
+}
+
+// poolInRemediation counts pool's nodes in a remediation.
+func poolInRemediation(tx *store.Tx, pool store.Pool) (int, error) {
+	count := 0
+	err := eachPage(func(pg store.Page) ([]store.Node, string, error) {
+		return tx.Nodes(pool.Tenant, pool.Name, "", pg)
+	}, func(n store.Node) error {
+		if inRemediation(n) {
+			count++
+		}
+		return nil
+	})
+	return count, err
 }
 
 // agentsGone reads, without writing, the active nodes of the pools with
 // policy.remediation.agentGoneAfter, records which agents it finds gone since when, and
 // returns the nodes due for a remediation: gone long enough, none running, the last
-// remediation older than the backoff.
+// remediation older than the backoff, each with its pool's remediationLimit.
 func (s *Service) agentsGone() ([]goneNode, error) {
 	var due []goneNode
 	err := s.cfg.Store.View(func(tx *store.Tx) error {
@@ -197,9 +248,18 @@ func (s *Service) agentsGone() ([]goneNode, error) {
 			if gone == 0 || pool.Policy.Agent == store.AgentNone {
 				return nil
 			}
-			return eachPage(func(pg store.Page) ([]store.Node, string, error) {
-				return tx.Nodes(pool.Tenant, pool.Name, store.NodeActive, pg)
+			var poolDue []goneNode
+			size := 0
+			err := eachPage(func(pg store.Page) ([]store.Node, string, error) {
+				return tx.Nodes(pool.Tenant, pool.Name, "", pg)
 			}, func(n store.Node) error {
+				if inRemediation(n) {
+					size++
+				}
+				if n.State != store.NodeActive {
+					return nil
+				}
+				size++
 				seen[n.ID] = true
 				if s.cfg.Presence.NodeAgentConnected(tx, n.ID) {
 					delete(s.absent.since, n.ID)
@@ -216,10 +276,15 @@ func (s *Service) agentsGone() ([]goneNode, error) {
 				if running, err := workflowRunning(tx, n); err != nil || running {
 					return err
 				}
-				due = append(due, goneNode{node: n.ID, backoff: backoff, reason: fmt.Sprintf("agent-gone: the node agent has had no session since %s (policy.remediation.agentGoneAfter %s)",
+				poolDue = append(poolDue, goneNode{node: n.ID, tenant: pool.Tenant, pool: pool.Name, backoff: backoff, reason: fmt.Sprintf("agent-gone: the node agent has had no session since %s (policy.remediation.agentGoneAfter %s)",
 					since.UTC().Format(time.RFC3339), pool.Policy.Remediation.AgentGoneAfter)})
 				return nil
 			})
+			for _, d := range poolDue {
+				d.limit = remediationLimit(size)
+				due = append(due, d)
+			}
+			return err
 		})
 		for id := range s.absent.since {
 			if !seen[id] {

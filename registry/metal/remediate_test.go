@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +165,63 @@ func TestRemediationPolicy(t *testing.T) {
 		if e := proto.AsError(err); err == nil || e.Code != proto.InvalidInput || e.Details.Path != tc.path {
 			t.Errorf("%+v: %v, want INVALID_INPUT at %s", tc.r, err, tc.path)
 		}
+	}
+}
+
+// TestRemediationBoundedInAPool: a fault that takes every agent of a pool away at once
+// (its network, the registry's agent endpoint) has the policy remediate at most a tenth
+// of the pool at a time, at least one node: a node remediating, by hand or not, holds its
+// place until it is active again, and one failed in a remediation until an operator acts
+// on it (here a retry). Before, the check rebooted every node of the pool in the same minute.
+func TestRemediationBoundedInAPool(t *testing.T) {
+	h := newHarness(t)
+	var nodes []string
+	for i := 1; i <= 12; i++ {
+		nodes = append(nodes, h.active(fmt.Sprintf("52:54:00:00:00:%02x", i)))
+	}
+	h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Remediation: &store.RemediationPolicy{AgentGoneAfter: "15m", Backoff: "1h"}})
+	// Every agent is gone, and a restart never ends: the remediations run on.
+	h.machine.hang("power.setPower")
+	check := func(want int) []store.Run {
+		t.Helper()
+		runs, err := h.svc.RemediateAgentsGone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) != want {
+			t.Fatalf("at %s the policy started %d remediations, want %d", h.clock.Now().Format(time.TimeOnly), len(runs), want)
+		}
+		return runs
+	}
+	check(0)
+	h.clock.Advance(15 * time.Minute)
+	first := check(1)[0]
+	h.clock.Advance(time.Minute)
+	check(0)
+	// Cancelled, it failed in a remediation: it keeps its place (a tenth of 12 nodes is
+	// one) until the operator acts on it.
+	if _, _, err := h.act(first.Node, Cancel, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := h.end(first.ID); n.State != store.NodeFailed || n.FailedFrom != store.NodeRemediating {
+		t.Fatalf("the cancelled remediation left the node %s from %s", n.State, n.FailedFrom)
+	}
+	h.clock.Advance(time.Minute)
+	check(0)
+	// The operator retries it and it ends: the place is free again, for another node
+	// (the retried one is within its backoff).
+	h.machine.mu.Lock()
+	delete(h.machine.hangs, "power.setPower")
+	h.machine.mu.Unlock()
+	retry, _, err := h.act(first.Node, Retry, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, n := h.end(retry.ID); r.State != store.RunSucceeded || n.State != store.NodeActive {
+		t.Fatalf("the retried remediation %s: node %s", r.State, n.State)
+	}
+	h.clock.Advance(time.Minute)
+	if next := check(1)[0]; next.Node == first.Node {
+		t.Errorf("the policy remediated %s again within its backoff", next.Node)
 	}
 }
