@@ -31,6 +31,13 @@ const (
 	// pool away at once (its network, the registry's agent endpoint) reboots a few
 	// machines, not the pool.
 	remediationShare = 10
+	// maxAutomaticStreak is how many automatic remediations in a row the policy runs on a
+	// node before it leaves the node to its operator: a fault that returns after each
+	// reboot (an agent that crashes once started) is not rebooted for ever.
+	maxAutomaticStreak = 3
+	// streakWindow: an automatic remediation continues the streak of the one before it
+	// when it begins within this time of it, the longest backoff.
+	streakWindow = 24 * time.Hour
 )
 
 // Presence tells whether a machine's installed OS agent (bcd node) has a session now,
@@ -71,15 +78,38 @@ func (s *Service) remediate(tx *store.Tx, tenant, nodeID, profileID string, vers
 	if pool.Policy.Agent == store.AgentNone && node.State == store.NodeActive {
 		return store.Run{}, node, proto.Errorf(proto.Unsupported, "pool %s runs no agent (agent: none): its machines never rejoin, which remediation waits for", pool.Name)
 	}
+	streak := 0
+	if automatic {
+		streak = automaticStreak(node, tx.Now()) + 1
+	}
 	run, node, err := s.Act(tx, tenant, nodeID, Remediate, Options{Profile: &rec})
 	if err != nil {
 		return run, node, err
 	}
 	node, err = updateNode(tx, node.ID, func(n *store.Node) error {
-		n.Remediation = &store.Remediation{Profile: run.Profile, Workflow: run.ID, Reason: reason, Automatic: automatic, At: tx.Now()}
+		n.Remediation = &store.Remediation{Profile: run.Profile, Workflow: run.ID, Reason: reason, Automatic: automatic, Streak: streak, At: tx.Now()}
 		return nil
 	})
 	return run, node, err
+}
+
+// automaticStreak is the streak of automatic remediations n's next one would continue at
+// now: its last remediation's, when that was automatic, is the last workflow that ran on
+// n (no release, deploy or retry since) and began within streakWindow; 0 otherwise.
+func automaticStreak(n store.Node, now time.Time) int {
+	r := n.Remediation
+	if r == nil || !r.Automatic || r.Workflow != n.Workflow || now.Sub(r.At) >= streakWindow {
+		return 0
+	}
+	return r.Streak
+}
+
+// givenUp says whether the policy has stopped remediating n: its last
+// maxAutomaticStreak remediations were automatic and in a row, and nothing ran on it
+// since. An operator's request (a remediation by hand, a retry, a release) ends it.
+func givenUp(n store.Node) bool {
+	r := n.Remediation
+	return r != nil && r.Automatic && r.Workflow == n.Workflow && r.Streak >= maxAutomaticStreak
 }
 
 // remediationRecord is the shipped remediation profile id at version (the latest when
@@ -142,11 +172,12 @@ type absences struct {
 // RemediateAgentsGone is the automatic health remediation, run by the registry's
 // housekeeping every minute or so: on every pool with policy.remediation.agentGoneAfter,
 // an active node whose installed OS agent has had no session at each check for at least
-// that long, and whose last remediation is older than the backoff, gets remediate-reboot
-// with the reason recorded on the node, while fewer of its pool's nodes than
-// remediationLimit are in a remediation (counted again in the transaction that starts
-// it, which another replica's check may race); the others wait for a later check. It
-// returns the runs it started. Without a Presence it does nothing.
+// that long, whose last remediation is older than the backoff, and that the policy has
+// not given up on (givenUp), gets remediate-reboot with the reason recorded on the node,
+// while fewer of its pool's nodes than remediationLimit are in a remediation (counted
+// again in the transaction that starts it, which another replica's check may race); the
+// others wait for a later check. It returns the runs it started. Without a Presence it
+// does nothing.
 func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 	if s.cfg.Presence == nil {
 		return nil, nil
@@ -162,10 +193,10 @@ func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 			continue
 		}
 		var run store.Run
-		var busy int
+		var busy, streak int
 		err := s.cfg.Store.Update(func(tx *store.Tx) error {
 			n, err := tx.Node(d.node)
-			if err != nil || n.State != store.NodeActive || n.Remediation != nil && tx.Now().Sub(n.Remediation.At) < d.backoff {
+			if err != nil || n.State != store.NodeActive || givenUp(n) || n.Remediation != nil && tx.Now().Sub(n.Remediation.At) < d.backoff {
 				return err
 			}
 			pool, err := tx.Pool(n.Tenant, n.Pool)
@@ -175,7 +206,11 @@ func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 			if busy, err = poolInRemediation(tx, pool); err != nil || busy >= d.limit {
 				return err
 			}
-			run, _, err = s.remediate(tx, n.Tenant, n.ID, ProfileRemediateReboot, 0, d.reason, true)
+			var rn store.Node
+			run, rn, err = s.remediate(tx, n.Tenant, n.ID, ProfileRemediateReboot, 0, d.reason, true)
+			if rn.Remediation != nil {
+				streak = rn.Remediation.Streak
+			}
 			return err
 		})
 		if err == nil && run.ID == "" && busy >= d.limit {
@@ -189,6 +224,9 @@ func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 		}
 		if run.ID != "" {
 			s.cfg.Log.Warn("remediating a node", "node", d.node, "workflow", run.ID, "profile", ProfileRemediateReboot, "reason", d.reason)
+			if streak == maxAutomaticStreak {
+				s.cfg.Log.Warn("the node's last automatic remediation in a row: the pool's policy remediates it no more until an operator acts on it", "node", d.node, "workflow", run.ID, "streak", streak)
+			}
 			s.Start(run)
 			started = append(started, run)
 		}
@@ -270,7 +308,7 @@ func (s *Service) agentsGone() ([]goneNode, error) {
 					s.absent.since[n.ID] = now
 					return nil
 				}
-				if now.Sub(since) < gone || n.Remediation != nil && now.Sub(n.Remediation.At) < backoff {
+				if now.Sub(since) < gone || givenUp(n) || n.Remediation != nil && now.Sub(n.Remediation.At) < backoff {
 					return nil
 				}
 				if running, err := workflowRunning(tx, n); err != nil || running {

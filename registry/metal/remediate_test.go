@@ -225,3 +225,55 @@ func TestRemediationBoundedInAPool(t *testing.T) {
 		t.Errorf("the policy remediated %s again within its backoff", next.Node)
 	}
 }
+
+// TestRemediationLoopStops: a node whose agent is gone again after each remediation is
+// rebooted by the policy three times in a row (each within a day of the one before) and
+// then left to its operator, active, its remediation's streak saying so; an operator's
+// remediation by hand (or any other workflow on the node) starts the count again.
+// Before, the policy rebooted it every backoff for ever.
+func TestRemediationLoopStops(t *testing.T) {
+	h := newHarness(t)
+	node := h.active("52:54:00:00:00:01")
+	h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Remediation: &store.RemediationPolicy{AgentGoneAfter: "15m", Backoff: "1h"}})
+	// The agent rejoins for each restart and is gone again before the next check.
+	remediations := func(span time.Duration) int {
+		t.Helper()
+		count := 0
+		for end := h.clock.Now().Add(span); h.clock.Now().Before(end); h.clock.Advance(15 * time.Minute) {
+			runs, err := h.svc.RemediateAgentsGone()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range runs {
+				if r, n := h.end(r.ID); r.State != store.RunSucceeded || n.State != store.NodeActive {
+					t.Fatalf("remediation %s: node %s %+v", r.State, n.State, n.Failure)
+				}
+				count++
+			}
+		}
+		return count
+	}
+	if got := remediations(12 * time.Hour); got != 3 {
+		t.Fatalf("in 12 hours the policy remediated the node %d times, want 3", got)
+	}
+	if r := h.node(node).Remediation; r == nil || !r.Automatic || r.Streak != 3 {
+		t.Fatalf("the last remediation %+v, want automatic with streak 3", r)
+	}
+	if got := remediations(48 * time.Hour); got != 0 {
+		t.Fatalf("after its streak the policy remediated the node %d more times", got)
+	}
+	run, _, err := h.remediate(node, ProfileRemediateReboot, "looked at it")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, n := h.end(run.ID); n.Remediation.Streak != 0 {
+		t.Fatalf("a remediation by hand has streak %d", n.Remediation.Streak)
+	}
+	h.clock.Advance(time.Hour)
+	if got := remediations(time.Hour); got != 1 {
+		t.Fatalf("after the operator's remediation the policy remediated the node %d times, want 1", got)
+	}
+	if r := h.node(node).Remediation; r.Streak != 1 {
+		t.Errorf("the policy's first remediation after the operator's has streak %d", r.Streak)
+	}
+}
