@@ -112,6 +112,20 @@ func givenUp(n store.Node) bool {
 	return r != nil && r.Automatic && r.Workflow == n.Workflow && r.Streak >= maxAutomaticStreak
 }
 
+// revokedUnjoined says whether an operator revoked the certificates of n's agents and its
+// installed OS's agent has not joined since: the machine may be compromised, and is
+// left as it is for the operator to look at (a restart would lose what its memory holds),
+// while a remediation, awaiting an agent whose certificate is refused, could only fail.
+func revokedUnjoined(tx *store.Tx, n store.Node) (bool, error) {
+	r := n.AgentsRevoked
+	if r == nil {
+		return false, nil
+	}
+	joins, err := tx.AgentJoins(n.ID)
+	j, ok := joins[string(proto.RoleNode)]
+	return err == nil && (!ok || !j.JoinedAt.After(r.At)), err
+}
+
 // remediationRecord is the shipped remediation profile id at version (the latest when
 // 0).
 func remediationRecord(id string, version int) (store.ProfileRecord, bool) {
@@ -172,12 +186,12 @@ type absences struct {
 // RemediateAgentsGone is the automatic health remediation, run by the registry's
 // housekeeping every minute or so: on every pool with policy.remediation.agentGoneAfter,
 // an active node whose installed OS agent has had no session at each check for at least
-// that long, whose last remediation is older than the backoff, and that the policy has
-// not given up on (givenUp), gets remediate-reboot with the reason recorded on the node,
-// while fewer of its pool's nodes than remediationLimit are in a remediation (counted
-// again in the transaction that starts it, which another replica's check may race); the
-// others wait for a later check. It returns the runs it started. Without a Presence it
-// does nothing.
+// that long, whose last remediation is older than the backoff, whose agents an operator
+// has not revoked (revokedUnjoined), and that the policy has not given up on (givenUp),
+// gets remediate-reboot with the reason recorded on the node, while fewer of its pool's
+// nodes than remediationLimit are in a remediation (counted again in the transaction
+// that starts it, which another replica's check may race); the others wait for a later
+// check. It returns the runs it started. Without a Presence it does nothing.
 func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 	if s.cfg.Presence == nil {
 		return nil, nil
@@ -197,6 +211,9 @@ func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 		err := s.cfg.Store.Update(func(tx *store.Tx) error {
 			n, err := tx.Node(d.node)
 			if err != nil || n.State != store.NodeActive || givenUp(n) || n.Remediation != nil && tx.Now().Sub(n.Remediation.At) < d.backoff {
+				return err
+			}
+			if revoked, err := revokedUnjoined(tx, n); err != nil || revoked {
 				return err
 			}
 			pool, err := tx.Pool(n.Tenant, n.Pool)
@@ -270,7 +287,8 @@ func poolInRemediation(tx *store.Tx, pool store.Pool) (int, error) {
 // agentsGone reads, without writing, the active nodes of the pools with
 // policy.remediation.agentGoneAfter, records which agents it finds gone since when, and
 // returns the nodes due for a remediation: gone long enough, none running, the last
-// remediation older than the backoff, each with its pool's remediationLimit.
+// remediation older than the backoff, their agents not revoked since their installed OS
+// last joined, each with its pool's remediationLimit.
 func (s *Service) agentsGone() ([]goneNode, error) {
 	var due []goneNode
 	err := s.cfg.Store.View(func(tx *store.Tx) error {
@@ -312,6 +330,9 @@ func (s *Service) agentsGone() ([]goneNode, error) {
 					return nil
 				}
 				if running, err := workflowRunning(tx, n); err != nil || running {
+					return err
+				}
+				if revoked, err := revokedUnjoined(tx, n); err != nil || revoked {
 					return err
 				}
 				poolDue = append(poolDue, goneNode{node: n.ID, tenant: pool.Tenant, pool: pool.Name, backoff: backoff, reason: fmt.Sprintf("agent-gone: the node agent has had no session since %s (policy.remediation.agentGoneAfter %s)",

@@ -277,3 +277,48 @@ func TestRemediationLoopStops(t *testing.T) {
 		t.Errorf("the policy's first remediation after the operator's has streak %d", r.Streak)
 	}
 }
+
+// TestRemediationLeavesRevokedAgentsAlone: an operator revokes the certificates of an
+// active node's agents (its installed OS may be compromised) and its agent is gone, as
+// the revocation makes it: the policy leaves the machine as it is, for the operator to
+// look at, until its installed OS has joined again with a new token. Before, it was
+// restarted (power-cycled when that failed) once agentGoneAfter had passed, and the
+// remediation, awaiting an agent whose certificate is refused, could only fail.
+func TestRemediationLeavesRevokedAgentsAlone(t *testing.T) {
+	h := newHarness(t)
+	node := h.active("52:54:00:00:00:01")
+	h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Remediation: &store.RemediationPolicy{AgentGoneAfter: "15m", Backoff: "1h"}})
+	checks := func(span time.Duration) []store.Run {
+		t.Helper()
+		var all []store.Run
+		for end := h.clock.Now().Add(span); h.clock.Now().Before(end); h.clock.Advance(5 * time.Minute) {
+			runs, err := h.svc.RemediateAgentsGone()
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, runs...)
+		}
+		return all
+	}
+	h.presence.set(node, true)
+	h.revoke(node, "suspected compromise", "")
+	h.presence.set(node, false)
+	if runs := checks(3 * time.Hour); len(runs) != 0 {
+		t.Fatalf("the policy remediated a node whose agents an operator revoked: %s", runs[0].ID)
+	}
+	if n := h.node(node); n.State != store.NodeActive || n.Remediation != nil {
+		t.Fatalf("node %s, remediation %+v", n.State, n.Remediation)
+	}
+	// Trusted again, the installed OS joins with a new token; when its agent is gone
+	// again, the policy remediates it.
+	if err := h.joins.Joined(node, string(proto.RoleNode), bootID(99)); err != nil {
+		t.Fatal(err)
+	}
+	runs := checks(30 * time.Minute)
+	if len(runs) != 1 {
+		t.Fatalf("after the installed OS joined again the policy started %d remediations, want 1", len(runs))
+	}
+	if r, n := h.end(runs[0].ID); r.State != store.RunSucceeded || n.State != store.NodeActive {
+		t.Fatalf("remediation %s: node %s %+v", r.State, n.State, n.Failure)
+	}
+}
