@@ -456,7 +456,7 @@ func nodeDetail(w *tabwriter.Writer, v api.NodeView) {
 	if r := n.Remediation; r != nil {
 		by := "requested"
 		if r.Automatic {
-			by = "automatic (pool policy.remediation)"
+			by = fmt.Sprintf("automatic (pool policy.remediation, %d in a row)", r.Streak)
 		}
 		fmt.Fprintf(w, "\nlast remediation %s@%d at %s, %s, workflow %s: %s\n", r.Profile.ID, r.Profile.Version, r.At.Format(time.RFC3339), by, r.Workflow, r.Reason)
 	}

@@ -120,7 +120,10 @@ type Remediation struct {
 	Workflow  string     `json:"workflowId"`
 	Reason    string     `json:"reason"`
 	Automatic bool       `json:"automatic,omitempty"`
-	At        time.Time  `json:"at"`
+	// Streak counts the policy's remediations in a row this one ends (0 by hand): at 3
+	// the policy remediates the node no more until an operator acts on it.
+	Streak int       `json:"streak,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // HostUnit is one host-config unit of a node's host section.
@@ -145,7 +148,7 @@ func nodeOf(n store.Node) Node {
 		v.MACProposal = &p
 	}
 	if r := n.Remediation; r != nil {
-		v.Remediation = &Remediation{Profile: ProfileRef(r.Profile), Workflow: r.Workflow, Reason: r.Reason, Automatic: r.Automatic, At: r.At}
+		v.Remediation = &Remediation{Profile: ProfileRef(r.Profile), Workflow: r.Workflow, Reason: r.Reason, Automatic: r.Automatic, Streak: r.Streak, At: r.At}
 	}
 	for _, u := range n.Host {
 		v.Host = append(v.Host, HostUnit(u))

@@ -26,6 +26,18 @@ const (
 	minAgentGoneAfter = time.Minute
 	minBackoff        = time.Minute
 	defaultBackoff    = time.Hour
+	// remediationShare: the policy has at most one in this many of a pool's nodes in a
+	// remediation at a time, and at least one node: a fault that takes every agent of a
+	// pool away at once (its network, the registry's agent endpoint) reboots a few
+	// machines, not the pool.
+	remediationShare = 10
+	// maxAutomaticStreak is how many automatic remediations in a row the policy runs on a
+	// node before it leaves the node to its operator: a fault that returns after each
+	// reboot (an agent that crashes once started) is not rebooted for ever.
+	maxAutomaticStreak = 3
+	// streakWindow: an automatic remediation continues the streak of the one before it
+	// when it begins within this time of it, the longest backoff.
+	streakWindow = 24 * time.Hour
 )
 
 // Presence tells whether a machine's installed OS agent (bcd node) has a session now,
@@ -66,15 +78,52 @@ func (s *Service) remediate(tx *store.Tx, tenant, nodeID, profileID string, vers
 	if pool.Policy.Agent == store.AgentNone && node.State == store.NodeActive {
 		return store.Run{}, node, proto.Errorf(proto.Unsupported, "pool %s runs no agent (agent: none): its machines never rejoin, which remediation waits for", pool.Name)
 	}
+	streak := 0
+	if automatic {
+		streak = automaticStreak(node, tx.Now()) + 1
+	}
 	run, node, err := s.Act(tx, tenant, nodeID, Remediate, Options{Profile: &rec})
 	if err != nil {
 		return run, node, err
 	}
 	node, err = updateNode(tx, node.ID, func(n *store.Node) error {
-		n.Remediation = &store.Remediation{Profile: run.Profile, Workflow: run.ID, Reason: reason, Automatic: automatic, At: tx.Now()}
+		n.Remediation = &store.Remediation{Profile: run.Profile, Workflow: run.ID, Reason: reason, Automatic: automatic, Streak: streak, At: tx.Now()}
 		return nil
 	})
 	return run, node, err
+}
+
+// automaticStreak is the streak of automatic remediations n's next one would continue at
+// now: its last remediation's, when that was automatic, is the last workflow that ran on
+// n (no release, deploy or retry since) and began within streakWindow; 0 otherwise.
+func automaticStreak(n store.Node, now time.Time) int {
+	r := n.Remediation
+	if r == nil || !r.Automatic || r.Workflow != n.Workflow || now.Sub(r.At) >= streakWindow {
+		return 0
+	}
+	return r.Streak
+}
+
+// givenUp says whether the policy has stopped remediating n: its last
+// maxAutomaticStreak remediations were automatic and in a row, and nothing ran on it
+// since. An operator's request (a remediation by hand, a retry, a release) ends it.
+func givenUp(n store.Node) bool {
+	r := n.Remediation
+	return r != nil && r.Automatic && r.Workflow == n.Workflow && r.Streak >= maxAutomaticStreak
+}
+
+// revokedUnjoined says whether an operator revoked the certificates of n's agents and its
+// installed OS's agent has not joined since: the machine may be compromised, and is
+// left as it is for the operator to look at (a restart would lose what its memory holds),
+// while a remediation, awaiting an agent whose certificate is refused, could only fail.
+func revokedUnjoined(tx *store.Tx, n store.Node) (bool, error) {
+	r := n.AgentsRevoked
+	if r == nil {
+		return false, nil
+	}
+	joins, err := tx.AgentJoins(n.ID)
+	j, ok := joins[string(proto.RoleNode)]
+	return err == nil && (!ok || !j.JoinedAt.After(r.At)), err
 }
 
 // remediationRecord is the shipped remediation profile id at version (the latest when
@@ -137,9 +186,12 @@ type absences struct {
 // RemediateAgentsGone is the automatic health remediation, run by the registry's
 // housekeeping every minute or so: on every pool with policy.remediation.agentGoneAfter,
 // an active node whose installed OS agent has had no session at each check for at least
-// that long, and whose last remediation is older than the backoff, gets remediate-reboot
-// with the reason recorded on the node. It returns the runs it started. Without a
-// Presence it does nothing.
+// that long, whose last remediation is older than the backoff, whose agents an operator
+// has not revoked (revokedUnjoined), and that the policy has not given up on (givenUp),
+// gets remediate-reboot with the reason recorded on the node, while fewer of its pool's
+// nodes than remediationLimit are in a remediation (counted again in the transaction
+// that starts it, which another replica's check may race); the others wait for a later
+// check. It returns the runs it started. Without a Presence it does nothing.
 func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 	if s.cfg.Presence == nil {
 		return nil, nil
@@ -149,22 +201,49 @@ func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 		return nil, err
 	}
 	var started []store.Run
+	held := map[string]bool{}
 	for _, d := range due {
+		if held[d.tenant+"\x00"+d.pool] {
+			continue
+		}
 		var run store.Run
+		var busy, streak int
 		err := s.cfg.Store.Update(func(tx *store.Tx) error {
 			n, err := tx.Node(d.node)
-			if err != nil || n.State != store.NodeActive || n.Remediation != nil && tx.Now().Sub(n.Remediation.At) < d.backoff {
+			if err != nil || n.State != store.NodeActive || givenUp(n) || n.Remediation != nil && tx.Now().Sub(n.Remediation.At) < d.backoff {
 				return err
 			}
-			run, _, err = s.remediate(tx, n.Tenant, n.ID, ProfileRemediateReboot, 0, d.reason, true)
+			if revoked, err := revokedUnjoined(tx, n); err != nil || revoked {
+				return err
+			}
+			pool, err := tx.Pool(n.Tenant, n.Pool)
+			if err != nil {
+				return err
+			}
+			if busy, err = poolInRemediation(tx, pool); err != nil || busy >= d.limit {
+				return err
+			}
+			var rn store.Node
+			run, rn, err = s.remediate(tx, n.Tenant, n.ID, ProfileRemediateReboot, 0, d.reason, true)
+			if rn.Remediation != nil {
+				streak = rn.Remediation.Streak
+			}
 			return err
 		})
+		if err == nil && run.ID == "" && busy >= d.limit {
+			held[d.tenant+"\x00"+d.pool] = true
+			s.cfg.Log.Warn("automatic remediation held: the pool has as many nodes in a remediation as it may", "tenant", d.tenant, "pool", d.pool, "inRemediation", busy, "limit", d.limit)
+			continue
+		}
 		if err != nil {
 			s.cfg.Log.Error("automatic remediation", "node", d.node, "err", err)
 			continue
 		}
 		if run.ID != "" {
 			s.cfg.Log.Warn("remediating a node", "node", d.node, "workflow", run.ID, "profile", ProfileRemediateReboot, "reason", d.reason)
+			if streak == maxAutomaticStreak {
+				s.cfg.Log.Warn("the node's last automatic remediation in a row: the pool's policy remediates it no more until an operator acts on it", "node", d.node, "workflow", run.ID, "streak", streak)
+			}
 			s.Start(run)
 			started = append(started, run)
 		}
@@ -174,14 +253,42 @@ func (s *Service) RemediateAgentsGone() ([]store.Run, error) {
 
 // goneNode is an active node whose agent has been gone for its pool's agentGoneAfter.
 type goneNode struct {
-	node, reason string
-	backoff      time.Duration
+	node, tenant, pool, reason string
+	backoff                    time.Duration
+	// limit is how many of the pool's nodes may be in a remediation at once.
+	limit int
+}
+
+// remediationLimit is how many nodes of a pool of size nodes (active or in a
+// remediation) the policy may have in a remediation at once: a remediationShare of
+// them, at least one.
+func remediationLimit(size int) int { return max(1, size/remediationShare) }
+
+// inRemediation says whether n is in a remediation: one runs, by hand or by the policy,
+// or one failed and no operator has acted on the node since (retry, release, retire).
+func inRemediation(n store.Node) bool {
+	return n.State == store.NodeRemediating || n.State == store.NodeFailed && n.FailedFrom == store.NodeRemediating
+}
+
+// poolInRemediation counts pool's nodes in a remediation.
+func poolInRemediation(tx *store.Tx, pool store.Pool) (int, error) {
+	count := 0
+	err := eachPage(func(pg store.Page) ([]store.Node, string, error) {
+		return tx.Nodes(pool.Tenant, pool.Name, "", pg)
+	}, func(n store.Node) error {
+		if inRemediation(n) {
+			count++
+		}
+		return nil
+	})
+	return count, err
 }
 
 // agentsGone reads, without writing, the active nodes of the pools with
 // policy.remediation.agentGoneAfter, records which agents it finds gone since when, and
 // returns the nodes due for a remediation: gone long enough, none running, the last
-// remediation older than the backoff.
+// remediation older than the backoff, their agents not revoked since their installed OS
+// last joined, each with its pool's remediationLimit.
 func (s *Service) agentsGone() ([]goneNode, error) {
 	var due []goneNode
 	err := s.cfg.Store.View(func(tx *store.Tx) error {
@@ -197,9 +304,18 @@ func (s *Service) agentsGone() ([]goneNode, error) {
 			if gone == 0 || pool.Policy.Agent == store.AgentNone {
 				return nil
 			}
-			return eachPage(func(pg store.Page) ([]store.Node, string, error) {
-				return tx.Nodes(pool.Tenant, pool.Name, store.NodeActive, pg)
+			var poolDue []goneNode
+			size := 0
+			err := eachPage(func(pg store.Page) ([]store.Node, string, error) {
+				return tx.Nodes(pool.Tenant, pool.Name, "", pg)
 			}, func(n store.Node) error {
+				if inRemediation(n) {
+					size++
+				}
+				if n.State != store.NodeActive {
+					return nil
+				}
+				size++
 				seen[n.ID] = true
 				if s.cfg.Presence.NodeAgentConnected(tx, n.ID) {
 					delete(s.absent.since, n.ID)
@@ -210,16 +326,24 @@ func (s *Service) agentsGone() ([]goneNode, error) {
 					s.absent.since[n.ID] = now
 					return nil
 				}
-				if now.Sub(since) < gone || n.Remediation != nil && now.Sub(n.Remediation.At) < backoff {
+				if now.Sub(since) < gone || givenUp(n) || n.Remediation != nil && now.Sub(n.Remediation.At) < backoff {
 					return nil
 				}
 				if running, err := workflowRunning(tx, n); err != nil || running {
 					return err
 				}
-				due = append(due, goneNode{node: n.ID, backoff: backoff, reason: fmt.Sprintf("agent-gone: the node agent has had no session since %s (policy.remediation.agentGoneAfter %s)",
+				if revoked, err := revokedUnjoined(tx, n); err != nil || revoked {
+					return err
+				}
+				poolDue = append(poolDue, goneNode{node: n.ID, tenant: pool.Tenant, pool: pool.Name, backoff: backoff, reason: fmt.Sprintf("agent-gone: the node agent has had no session since %s (policy.remediation.agentGoneAfter %s)",
 					since.UTC().Format(time.RFC3339), pool.Policy.Remediation.AgentGoneAfter)})
 				return nil
 			})
+			for _, d := range poolDue {
+				d.limit = remediationLimit(size)
+				due = append(due, d)
+			}
+			return err
 		})
 		for id := range s.absent.since {
 			if !seen[id] {

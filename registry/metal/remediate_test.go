@@ -1,6 +1,7 @@
 package metal
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +165,160 @@ func TestRemediationPolicy(t *testing.T) {
 		if e := proto.AsError(err); err == nil || e.Code != proto.InvalidInput || e.Details.Path != tc.path {
 			t.Errorf("%+v: %v, want INVALID_INPUT at %s", tc.r, err, tc.path)
 		}
+	}
+}
+
+// TestRemediationBoundedInAPool: a fault that takes every agent of a pool away at once
+// (its network, the registry's agent endpoint) has the policy remediate at most a tenth
+// of the pool at a time, at least one node: a node remediating, by hand or not, holds its
+// place until it is active again, and one failed in a remediation until an operator acts
+// on it (here a retry). Before, the check rebooted every node of the pool in the same minute.
+func TestRemediationBoundedInAPool(t *testing.T) {
+	h := newHarness(t)
+	var nodes []string
+	for i := 1; i <= 12; i++ {
+		nodes = append(nodes, h.active(fmt.Sprintf("52:54:00:00:00:%02x", i)))
+	}
+	h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Remediation: &store.RemediationPolicy{AgentGoneAfter: "15m", Backoff: "1h"}})
+	// Every agent is gone, and a restart never ends: the remediations run on.
+	h.machine.hang("power.setPower")
+	check := func(want int) []store.Run {
+		t.Helper()
+		runs, err := h.svc.RemediateAgentsGone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(runs) != want {
+			t.Fatalf("at %s the policy started %d remediations, want %d", h.clock.Now().Format(time.TimeOnly), len(runs), want)
+		}
+		return runs
+	}
+	check(0)
+	h.clock.Advance(15 * time.Minute)
+	first := check(1)[0]
+	h.clock.Advance(time.Minute)
+	check(0)
+	// Cancelled, it failed in a remediation: it keeps its place (a tenth of 12 nodes is
+	// one) until the operator acts on it.
+	if _, _, err := h.act(first.Node, Cancel, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, n := h.end(first.ID); n.State != store.NodeFailed || n.FailedFrom != store.NodeRemediating {
+		t.Fatalf("the cancelled remediation left the node %s from %s", n.State, n.FailedFrom)
+	}
+	h.clock.Advance(time.Minute)
+	check(0)
+	// The operator retries it and it ends: the place is free again, for another node
+	// (the retried one is within its backoff).
+	h.machine.mu.Lock()
+	delete(h.machine.hangs, "power.setPower")
+	h.machine.mu.Unlock()
+	retry, _, err := h.act(first.Node, Retry, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, n := h.end(retry.ID); r.State != store.RunSucceeded || n.State != store.NodeActive {
+		t.Fatalf("the retried remediation %s: node %s", r.State, n.State)
+	}
+	h.clock.Advance(time.Minute)
+	if next := check(1)[0]; next.Node == first.Node {
+		t.Errorf("the policy remediated %s again within its backoff", next.Node)
+	}
+}
+
+// TestRemediationLoopStops: a node whose agent is gone again after each remediation is
+// rebooted by the policy three times in a row (each within a day of the one before) and
+// then left to its operator, active, its remediation's streak saying so; an operator's
+// remediation by hand (or any other workflow on the node) starts the count again.
+// Before, the policy rebooted it every backoff for ever.
+func TestRemediationLoopStops(t *testing.T) {
+	h := newHarness(t)
+	node := h.active("52:54:00:00:00:01")
+	h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Remediation: &store.RemediationPolicy{AgentGoneAfter: "15m", Backoff: "1h"}})
+	// The agent rejoins for each restart and is gone again before the next check.
+	remediations := func(span time.Duration) int {
+		t.Helper()
+		count := 0
+		for end := h.clock.Now().Add(span); h.clock.Now().Before(end); h.clock.Advance(15 * time.Minute) {
+			runs, err := h.svc.RemediateAgentsGone()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range runs {
+				if r, n := h.end(r.ID); r.State != store.RunSucceeded || n.State != store.NodeActive {
+					t.Fatalf("remediation %s: node %s %+v", r.State, n.State, n.Failure)
+				}
+				count++
+			}
+		}
+		return count
+	}
+	if got := remediations(12 * time.Hour); got != 3 {
+		t.Fatalf("in 12 hours the policy remediated the node %d times, want 3", got)
+	}
+	if r := h.node(node).Remediation; r == nil || !r.Automatic || r.Streak != 3 {
+		t.Fatalf("the last remediation %+v, want automatic with streak 3", r)
+	}
+	if got := remediations(48 * time.Hour); got != 0 {
+		t.Fatalf("after its streak the policy remediated the node %d more times", got)
+	}
+	run, _, err := h.remediate(node, ProfileRemediateReboot, "looked at it")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, n := h.end(run.ID); n.Remediation.Streak != 0 {
+		t.Fatalf("a remediation by hand has streak %d", n.Remediation.Streak)
+	}
+	h.clock.Advance(time.Hour)
+	if got := remediations(time.Hour); got != 1 {
+		t.Fatalf("after the operator's remediation the policy remediated the node %d times, want 1", got)
+	}
+	if r := h.node(node).Remediation; r.Streak != 1 {
+		t.Errorf("the policy's first remediation after the operator's has streak %d", r.Streak)
+	}
+}
+
+// TestRemediationLeavesRevokedAgentsAlone: an operator revokes the certificates of an
+// active node's agents (its installed OS may be compromised) and its agent is gone, as
+// the revocation makes it: the policy leaves the machine as it is, for the operator to
+// look at, until its installed OS has joined again with a new token. Before, it was
+// restarted (power-cycled when that failed) once agentGoneAfter had passed, and the
+// remediation, awaiting an agent whose certificate is refused, could only fail.
+func TestRemediationLeavesRevokedAgentsAlone(t *testing.T) {
+	h := newHarness(t)
+	node := h.active("52:54:00:00:00:01")
+	h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Remediation: &store.RemediationPolicy{AgentGoneAfter: "15m", Backoff: "1h"}})
+	checks := func(span time.Duration) []store.Run {
+		t.Helper()
+		var all []store.Run
+		for end := h.clock.Now().Add(span); h.clock.Now().Before(end); h.clock.Advance(5 * time.Minute) {
+			runs, err := h.svc.RemediateAgentsGone()
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, runs...)
+		}
+		return all
+	}
+	h.presence.set(node, true)
+	h.revoke(node, "suspected compromise", "")
+	h.presence.set(node, false)
+	if runs := checks(3 * time.Hour); len(runs) != 0 {
+		t.Fatalf("the policy remediated a node whose agents an operator revoked: %s", runs[0].ID)
+	}
+	if n := h.node(node); n.State != store.NodeActive || n.Remediation != nil {
+		t.Fatalf("node %s, remediation %+v", n.State, n.Remediation)
+	}
+	// Trusted again, the installed OS joins with a new token; when its agent is gone
+	// again, the policy remediates it.
+	if err := h.joins.Joined(node, string(proto.RoleNode), bootID(99)); err != nil {
+		t.Fatal(err)
+	}
+	runs := checks(30 * time.Minute)
+	if len(runs) != 1 {
+		t.Fatalf("after the installed OS joined again the policy started %d remediations, want 1", len(runs))
+	}
+	if r, n := h.end(runs[0].ID); r.State != store.RunSucceeded || n.State != store.NodeActive {
+		t.Fatalf("remediation %s: node %s %+v", r.State, n.State, n.Failure)
 	}
 }

@@ -139,8 +139,12 @@ type Remediation struct {
 	// Reason says why it ran: the operator's words, or the pool policy's rule.
 	Reason string `json:"reason"`
 	// Automatic is true when the pool's policy.remediation started it.
-	Automatic bool      `json:"automatic,omitempty"`
-	At        time.Time `json:"at"`
+	Automatic bool `json:"automatic,omitempty"`
+	// Streak counts, for an automatic remediation, the automatic remediations in a row
+	// it ends: those that followed each other on the node, with no other workflow
+	// between them, each within a day of the one before. 0 by hand.
+	Streak int       `json:"streak,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // BMC is how the site agent reaches a machine's baseboard management controller. The
