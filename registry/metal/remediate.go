@@ -265,9 +265,12 @@ type goneNode struct {
 func remediationLimit(size int) int { return max(1, size/remediationShare) }
 
 // inRemediation says whether n is in a remediation: one runs, by hand or by the policy,
-// or one failed and no operator has acted on the node since (retry, release, retire).
+// or one of the policy's failed and no operator has acted on the node since (retry,
+// release, retire). One an operator ran by hand that failed is the operator's to look
+// at already, and holds none of the policy's places.
 func inRemediation(n store.Node) bool {
-	return n.State == store.NodeRemediating || n.State == store.NodeFailed && n.FailedFrom == store.NodeRemediating
+	failedAutomatic := n.State == store.NodeFailed && n.FailedFrom == store.NodeRemediating && n.Remediation != nil && n.Remediation.Automatic
+	return n.State == store.NodeRemediating || failedAutomatic
 }
 
 // poolInRemediation counts pool's nodes in a remediation.

@@ -322,3 +322,28 @@ func TestRemediationLeavesRevokedAgentsAlone(t *testing.T) {
 		t.Fatalf("remediation %s: node %s %+v", r.State, n.State, n.Failure)
 	}
 }
+
+// TestInRemediation: a pool's places of remediation are held by the nodes remediating,
+// by hand or by the policy, and by those a remediation of the policy's left failed; a
+// remediation an operator ran by hand that failed is the operator's to look at already
+// and holds none, so that it never stops the policy from remediating the pool's others.
+func TestInRemediation(t *testing.T) {
+	failed := func(automatic bool) store.Node {
+		return store.Node{State: store.NodeFailed, FailedFrom: store.NodeRemediating, Remediation: &store.Remediation{Automatic: automatic}}
+	}
+	for _, tc := range []struct {
+		name string
+		node store.Node
+		want bool
+	}{
+		{"remediating", store.Node{State: store.NodeRemediating}, true},
+		{"failed in the policy's remediation", failed(true), true},
+		{"failed in a remediation by hand", failed(false), false},
+		{"failed deploying", store.Node{State: store.NodeFailed, FailedFrom: store.NodeDeploying}, false},
+		{"active", store.Node{State: store.NodeActive}, false},
+	} {
+		if got := inRemediation(tc.node); got != tc.want {
+			t.Errorf("%s: in a remediation %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
