@@ -780,8 +780,11 @@ type remoteCommit struct {
 	// puts are the records it put (not those it deleted).
 	puts []remotePut
 	// lost says events were lost (the watch fell behind a compaction): treat every
-	// bucket as written and every record as put.
-	lost bool
+	// bucket as written and every record as put. loaded, then, is the store as the
+	// watch loaded it again, which the records are read from: with no round of the
+	// cluster, so a cluster gone again by then loses none of them.
+	lost   bool
+	loaded kvTx
 	// own, for a commit of this replica, is its flight: it is told only when its answer
 	// was lost, as its hooks then never ran on its caller (etcdflights.go).
 	own *flight

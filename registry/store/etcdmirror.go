@@ -330,7 +330,8 @@ func (b *etcdBackend) commitKey() string { return b.prefix + etcdCommitName }
 // startWatch keeps the mirror current from the revision it was loaded at, and calls fn,
 // on a goroutine of its own, with every commit of other replicas in commit order, until
 // close. When the watch breaks it resumes after the last revision applied; when it fell
-// behind a compaction, the mirror is loaded again and fn told that events were lost.
+// behind a compaction, the mirror is loaded again and fn told that events were lost,
+// with what was loaded to read the records of.
 func (b *etcdBackend) startWatch(fn func(remoteCommit)) {
 	hooks := newCommitQueue()
 	b.watching.Add(2)
@@ -348,8 +349,8 @@ func (b *etcdBackend) startWatch(fn func(remoteCommit)) {
 					if tree, rev, err := b.load(); err == nil {
 						b.mirror.tree = tree
 						b.mirror.publish(rev)
-						if b.readable(b.mirror.snap.Load()) == nil {
-							hooks.push(remoteCommit{lost: true})
+						if snap := b.mirror.snap.Load(); b.readable(snap) == nil {
+							hooks.push(remoteCommit{lost: true, loaded: b.txOn(snap, true)})
 						}
 						next = rev + 1
 					}
