@@ -122,6 +122,9 @@ type etcdBackend struct {
 	outdated *outdated
 	// conflicts counts the commits and the conflicts that made transactions run again.
 	conflicts conflicts
+	// flights are this replica's commits until their answer, and those whose answer was
+	// lost (etcdflights.go).
+	flights flights
 }
 
 func openEtcd(cfg EtcdConfig) (*etcdBackend, error) {
@@ -444,9 +447,11 @@ func (t *etcdTx) commit() (bool, error) {
 	for _, bucket := range t.deleted {
 		ops = append(ops, clientv3.OpPut(t.b.delKey(bucket), string(t.b.id)))
 	}
-	ops = append(ops, clientv3.OpPut(t.b.commitKey(), string(t.b.id)))
+	n := t.b.flights.start()
+	ops = append(ops, clientv3.OpPut(t.b.commitKey(), t.b.commitValue(n)))
 	ops, err := nestOps(ops, len(cmps))
 	if err != nil {
+		t.b.flights.end(n, false)
 		return false, err
 	}
 	ctx, cancel := t.b.rpc()
@@ -454,12 +459,17 @@ func (t *etcdTx) commit() (bool, error) {
 	resp, err := t.b.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	switch {
 	case errors.Is(err, rpctypes.ErrRequestTooLarge) || status.Code(err) == codes.ResourceExhausted:
+		t.b.flights.end(n, false)
 		return false, fmt.Errorf("%w: it writes %d bytes of keys and values, more than the cluster's --max-request-bytes takes (1.5 MiB by default): run every member with a larger --max-request-bytes (4 MiB, say)", errTooLarge, size)
 	case errors.Is(err, rpctypes.ErrTooManyOps):
+		t.b.flights.end(n, false)
 		return false, fmt.Errorf("%w: the cluster's --max-txn-ops is below etcd's default %d, which the store needs: run every member with --max-txn-ops %d at least", errTooLarge, etcdMaxTxnOps, etcdMaxTxnOps)
 	case err != nil:
+		// Maybe applied: the watch tells the hooks if it sees it (etcdflights.go).
+		t.b.flights.end(n, true)
 		return false, proto.Errorf(proto.Unavailable, "the store's etcd cluster did not confirm the commit (%w): the write may have been made or not; read it back before trying again", err)
 	}
+	t.b.flights.end(n, false)
 	if resp.Succeeded {
 		t.b.committed(resp.Header.Revision)
 		t.b.conflicts.committed()
@@ -770,8 +780,14 @@ type remoteCommit struct {
 	// puts are the records it put (not those it deleted).
 	puts []remotePut
 	// lost says events were lost (the watch fell behind a compaction): treat every
-	// bucket as written and every record as put.
-	lost bool
+	// bucket as written and every record as put. loaded, then, is the store as the
+	// watch loaded it again, which the records are read from: with no round of the
+	// cluster, so a cluster gone again by then loses none of them.
+	lost   bool
+	loaded kvTx
+	// own, for a commit of this replica, is its flight: it is told only when its answer
+	// was lost, as its hooks then never ran on its caller (etcdflights.go).
+	own *flight
 }
 
 type remotePut struct {
@@ -779,8 +795,9 @@ type remotePut struct {
 	key, value []byte
 }
 
-func (b *etcdBackend) decodeCommit(events []*clientv3.Event) (remoteCommit, bool) {
-	var c remoteCommit
+// decodeCommit reads the events of one commit: what it wrote, whether this replica made
+// it (own), and then its number (ownCommit).
+func (b *etcdBackend) decodeCommit(events []*clientv3.Event) (c remoteCommit, own bool, n uint64) {
 	for _, ev := range events {
 		rest, ok := strings.CutPrefix(string(ev.Kv.Key), b.prefix)
 		if !ok {
@@ -788,18 +805,18 @@ func (b *etcdBackend) decodeCommit(events []*clientv3.Event) (remoteCommit, bool
 		}
 		name, key, rec := strings.Cut(rest, "/")
 		switch {
+		case !rec && ev.Type == clientv3.EventTypePut && name == etcdCommitName:
+			if num, ok := b.ownCommit(ev.Kv.Value); ok {
+				own, n = true, num
+			}
 		case !rec && ev.Type == clientv3.EventTypePut:
-			if bytes.Equal(ev.Kv.Value, b.id) {
-				return c, true
-			}
-			if name != etcdCommitName {
-				c.buckets = append(c.buckets, name)
-			}
+			own = own || bytes.Equal(ev.Kv.Value, b.id)
+			c.buckets = append(c.buckets, name)
 		case rec && ev.Type == clientv3.EventTypePut && name != etcdDeletedName:
 			c.puts = append(c.puts, remotePut{bucket: name, key: []byte(key), value: ev.Kv.Value})
 		}
 	}
-	return c, false
+	return c, own, n
 }
 
 // check reports the keys under the prefix outside the layout, and buckets holding

@@ -448,6 +448,69 @@ func TestEtcdWatchBehindCompactionReloads(t *testing.T) {
 	}
 }
 
+// TestEtcdLostEventsToldWhileTheClusterIsAway has a replica's watch fall behind a
+// compaction that took a NodeSpec another replica set: the watch loads the store again,
+// and the link to the cluster goes as the hooks are told. The OnNodeSpec hook is told of
+// the NodeSpec from what the watch loaded: before, the hooks read the store again
+// through a round of the cluster, which failed, and told no NodeSpec nor command of the
+// lost events, ever (only a warning was logged), so none was pushed to the agents whose
+// sessions were here until they reconnected.
+func TestEtcdLostEventsToldWhileTheClusterIsAway(t *testing.T) {
+	cluster := etcdtest.Shared(t)
+	proxy := cluster.Proxy(t, 0)
+	prefix := etcdtest.Prefix(t)
+	other := openReplicas(t, EtcdConfig{Endpoints: cluster.Endpoints, Prefix: prefix}, 1)[0]
+	b, err := openEtcd(EtcdConfig{Endpoints: []string{proxy.Endpoint}, Prefix: prefix, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Store{kv: b, now: time.Now, outdated: b.outdated}
+	t.Cleanup(func() { s.Close() })
+	mustUpdate(t, other, func(tx *Tx) error {
+		_, err := tx.SetNodeSpec(proto.NodeSpec{Node: "site-a", Role: proto.RoleSite})
+		return err
+	})
+	mustUpdate(t, other, func(tx *Tx) error { _, err := tx.CreateSite("rack-a"); return err })
+	// The history is compacted up to the site: the watch, started after, lost the
+	// NodeSpec.
+	ctx, cancel := b.rpc()
+	defer cancel()
+	resp, err := b.cli.Get(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.cli.Compact(ctx, resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	away := make(chan struct{})
+	var once sync.Once
+	// Every OnWrite hook runs first after lost events: the link goes then.
+	defer s.OnWrite(func() {
+		once.Do(func() {
+			proxy.LoseAnswers()
+			close(away)
+		})
+	}, BucketSites)()
+	specs := make(chan string, 10)
+	defer s.OnNodeSpec(func(node string, _ int64) { specs <- node })()
+	b.startWatch(s.remoteCommit)
+	select {
+	case <-away:
+	case <-time.After(30 * time.Second):
+		t.Fatal("after lost events, the OnWrite hooks were not run")
+	}
+	// The link comes back a while later.
+	time.AfterFunc(3*time.Second, proxy.Heal)
+	select {
+	case node := <-specs:
+		if node != "site-a" {
+			t.Fatalf("the hook was told of %s's NodeSpec, want site-a's", node)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the NodeSpec set in the events the watch lost never reached the OnNodeSpec hook")
+	}
+}
+
 // TestEtcdReaderSeesWhatCameBefore makes a tenant through one replica, then takes a
 // Reader at another: each of the Reader's Views sees the tenant, a hundred times over.
 func TestEtcdReaderSeesWhatCameBefore(t *testing.T) {

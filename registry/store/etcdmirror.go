@@ -330,7 +330,8 @@ func (b *etcdBackend) commitKey() string { return b.prefix + etcdCommitName }
 // startWatch keeps the mirror current from the revision it was loaded at, and calls fn,
 // on a goroutine of its own, with every commit of other replicas in commit order, until
 // close. When the watch breaks it resumes after the last revision applied; when it fell
-// behind a compaction, the mirror is loaded again and fn told that events were lost.
+// behind a compaction, the mirror is loaded again and fn told that events were lost,
+// with what was loaded to read the records of.
 func (b *etcdBackend) startWatch(fn func(remoteCommit)) {
 	hooks := newCommitQueue()
 	b.watching.Add(2)
@@ -348,8 +349,8 @@ func (b *etcdBackend) startWatch(fn func(remoteCommit)) {
 					if tree, rev, err := b.load(); err == nil {
 						b.mirror.tree = tree
 						b.mirror.publish(rev)
-						if b.readable(b.mirror.snap.Load()) == nil {
-							hooks.push(remoteCommit{lost: true})
+						if snap := b.mirror.snap.Load(); b.readable(snap) == nil {
+							hooks.push(remoteCommit{lost: true, loaded: b.txOn(snap, true)})
 						}
 						next = rev + 1
 					}
@@ -370,9 +371,10 @@ func (b *etcdBackend) startWatch(fn func(remoteCommit)) {
 }
 
 // handleEvents applies events to the mirror and publishes it, hands fn the commits of
-// other replicas among them, grouped by revision (none once the mirror holds a format
-// this release cannot read), and returns the revision to watch from next. etcd never
-// splits one revision's events over two watch responses.
+// other replicas among them, and those of this replica still waiting for their answer or
+// whose answer was lost (etcdflights.go), grouped by revision (none once the mirror holds
+// a format this release cannot read), and returns the revision to watch from next. etcd
+// never splits one revision's events over two watch responses.
 func (b *etcdBackend) handleEvents(events []*clientv3.Event, next int64, fn func(remoteCommit)) int64 {
 	if len(events) == 0 {
 		return next
@@ -387,8 +389,14 @@ func (b *etcdBackend) handleEvents(events []*clientv3.Event, next int64, fn func
 		for _, ev := range events[:n] {
 			b.mirror.apply(ev)
 		}
-		if c, own := b.decodeCommit(events[:n]); !own {
+		switch c, own, num := b.decodeCommit(events[:n]); {
+		case !own:
 			commits = append(commits, c)
+		case num != 0:
+			// This replica's: told only when its answer was lost.
+			if c.own = b.flights.seen(num); c.own != nil {
+				commits = append(commits, c)
+			}
 		}
 		events, next = events[n:], rev+1
 	}
@@ -425,7 +433,8 @@ func (q *commitQueue) push(c remoteCommit) {
 	}
 }
 
-// run calls fn with each commit pushed, in order, until ctx ends.
+// run calls fn with each commit pushed, in order, until ctx ends: one of this replica's
+// once its answer was lost, none whose answer came (its caller ran its hooks).
 func (q *commitQueue) run(ctx context.Context, fn func(remoteCommit)) {
 	for {
 		select {
@@ -438,7 +447,9 @@ func (q *commitQueue) run(ctx context.Context, fn func(remoteCommit)) {
 		q.pending = nil
 		q.mu.Unlock()
 		for _, c := range batch {
-			fn(c)
+			if c.own == nil || c.own.answerLost(ctx) {
+				fn(c)
+			}
 		}
 	}
 }

@@ -152,7 +152,8 @@ func (t *Tx) wrote(bucket string) {
 // and relayed command it put, in that order: a session ended for an identity or another
 // replica's newer session is gone before a NodeSpec or command of the same commit
 // looks for it. After lost events, every OnWrite hook runs and every stored record of
-// those kinds is told again.
+// those kinds is told again, as the watch loaded them (c.loaded; when none is given, as
+// a View reads them).
 func (s *Store) remoteCommit(c remoteCommit) {
 	s.watch.mu.Lock()
 	writes := s.watch.writes
@@ -163,7 +164,11 @@ func (s *Store) remoteCommit(c remoteCommit) {
 		}
 	}
 	if c.lost {
-		err := s.kv.view(func(tx kvTx) error {
+		read := s.kv.view
+		if c.loaded != nil {
+			read = func(fn func(kvTx) error) error { return fn(c.loaded) }
+		}
+		err := read(func(tx kvTx) error {
 			for _, bucket := range recordHookBuckets {
 				cur := tx.cursor(bucket)
 				for k, v := cur.First(); k != nil; k, v = cur.Next() {
