@@ -52,10 +52,21 @@ type result struct {
 	Info        json.RawMessage   `json:"info"`
 }
 
+// maxGPUs is DCGM_MAX_NUM_DEVICES, the most GPUs DCGM 2 and later handle: a result of
+// DCGM 3 lists at most this many.
+const maxGPUs = 32
+
+// resultOverhead is about what one entity's result takes in the answer's JSON beside its
+// warnings and info.
+const resultOverhead = 64
+
 // Parse reads the output of `dcgmi diag -r LEVEL -j` of DCGM 3 or 4 into every test
 // with its result on each entity. Text before the document (dcgmi prints warnings
 // there) is skipped. Output that holds no test is an error: a diagnostic that ran
-// nothing proves nothing.
+// nothing proves nothing. So is output whose results would make an answer larger than
+// the registry reads of a signed result (proto.MaxResultPayload): each entity of a
+// result carries the result's warnings, so a few KiB that list one GPU many times
+// beside many warnings would otherwise grow into gigabytes.
 func Parse(out []byte) (proto.DCGMResult, error) {
 	var res proto.DCGMResult
 	if i := bytes.IndexByte(out, '{'); i >= 0 {
@@ -81,6 +92,7 @@ func Parse(out []byte) (proto.DCGMResult, error) {
 	res.DCGMVersion = firstOf(b.Version, metadata(doc.Metadata, "version"), metadata(doc.Metadata, "DCGM Version"))
 	res.DriverVersion = firstOf(b.Driver, metadata(doc.Metadata, "Driver Version Detected"))
 	res.Tests = []proto.DCGMTest{}
+	kept := 0 // the bytes of results kept, as the answer's JSON will carry them
 	for _, c := range b.Categories {
 		if c == nil {
 			continue
@@ -102,10 +114,13 @@ func Parse(out []byte) (proto.DCGMResult, error) {
 				if err != nil {
 					return res, fmt.Errorf("test %q: %v", t.Name, err)
 				}
-				st := normalize(r.Status)
+				st, w, in := normalize(r.Status), warnings(r.Warnings), info(r.Info)
 				status = worst(status, st)
 				for _, e := range entries {
-					e.Status, e.Warnings, e.Info = st, warnings(r.Warnings), info(r.Info)
+					if kept += resultOverhead + textSize(w) + textSize(in); kept > proto.MaxResultPayload {
+						return res, fmt.Errorf("dcgmi's results come to more than %d bytes, more than the registry reads of a signed result", proto.MaxResultPayload)
+					}
+					e.Status, e.Warnings, e.Info = st, w, in
 					pt.Results = append(pt.Results, e)
 				}
 			}
@@ -124,7 +139,7 @@ func Parse(out []byte) (proto.DCGMResult, error) {
 }
 
 // entities are the entities a result is for: DCGM 4 names one; DCGM 3 lists GPU ids
-// as a number or as "0,1,2".
+// as a number or as "0,1,2", each GPU once, at most maxGPUs of them.
 func entities(r *result) ([]proto.DCGMEntityResult, error) {
 	if r.EntityID != nil {
 		group := r.EntityGroup
@@ -144,18 +159,34 @@ func entities(r *result) ([]proto.DCGMEntityResult, error) {
 		return nil, fmt.Errorf("gpu_ids is %s, neither a number nor a list of numbers", r.GPUIDs)
 	}
 	var out []proto.DCGMEntityResult
+	seen := map[int]bool{}
 	for f := range strings.SplitSeq(list, ",") {
 		f = strings.TrimSpace(f)
 		if f == "" {
 			continue
 		}
 		id, err := strconv.Atoi(f)
-		if err != nil || id < 0 {
+		switch {
+		case err != nil || id < 0:
 			return nil, fmt.Errorf("gpu_ids %q holds %q, not a GPU index", list, f)
+		case seen[id]:
+			return nil, fmt.Errorf("gpu_ids lists GPU %d twice", id)
+		case len(out) == maxGPUs:
+			return nil, fmt.Errorf("gpu_ids lists more than the %d GPUs DCGM handles", maxGPUs)
 		}
+		seen[id] = true
 		out = append(out, proto.DCGMEntityResult{Entity: "GPU", ID: id})
 	}
 	return out, nil
+}
+
+// textSize is the bytes texts take in JSON, about.
+func textSize(texts []string) int {
+	n := 0
+	for _, s := range texts {
+		n += len(s) + 3
+	}
+	return n
 }
 
 // normalize maps DCGM's spellings of a status (PASS, Pass, SKIPPED, Warn, ...) to the

@@ -1,8 +1,11 @@
 package dcgm
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -171,5 +174,44 @@ func FuzzParse(f *testing.F) {
 		if res.Passed == failed {
 			t.Fatalf("passed %v with failed tests %v", res.Passed, failed)
 		}
+		if b, _ := json.Marshal(res); len(b) > proto.MaxResultPayload {
+			t.Fatalf("a result of %d bytes from %d bytes of output", len(b), len(out))
+		}
 	})
+}
+
+// TestParseBoundsWhatItKeeps: each GPU a result lists carries the result's warnings,
+// so output that lists GPUs many times beside long warnings is refused before it grows.
+// Before, 12 KiB listing GPU 0 2048 times beside 2048 warnings made 4 million warnings
+// (880 MB), and a warning of 160 KiB on 32 GPUs an answer of 5 MiB, more than the
+// registry reads of a signed result.
+func TestParseBoundsWhatItKeeps(t *testing.T) {
+	doc := func(ids, warnings string) []byte {
+		return []byte(`{"DCGM GPU Diagnostic": {"test_categories": [{"tests": [{"name": "x", "results": [{"gpu_ids": "` + ids + `", "status": "PASS", "warnings": [` + warnings + `]}]}]}]}}`)
+	}
+	var all []string
+	for i := range 32 {
+		all = append(all, strconv.Itoa(i))
+	}
+	for name, tc := range map[string]struct {
+		out  []byte
+		says string
+	}{
+		"one GPU listed 2048 times": {doc(strings.Repeat("0,", 2048), strings.TrimSuffix(strings.Repeat(`"w",`, 2048), ",")), "GPU 0 twice"},
+		"33 GPUs":                   {doc(strings.Join(all, ",")+",32", `"w"`), "more than the 32 GPUs"},
+		"a long warning on 32 GPUs": {doc(strings.Join(all, ","), `"`+strings.Repeat("w", 160<<10)+`"`), "more than 4194304 bytes"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			_, err := Parse(tc.out)
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("parsed to %v; want an error saying %q", err, tc.says)
+			}
+			if n := after.TotalAlloc - before.TotalAlloc; n > 4*uint64(len(tc.out))+1<<20 {
+				t.Errorf("parsing %d bytes allocated %d", len(tc.out), n)
+			}
+		})
+	}
 }
