@@ -52,10 +52,6 @@ type result struct {
 	Info        json.RawMessage   `json:"info"`
 }
 
-// maxGPUs is DCGM_MAX_NUM_DEVICES, the most GPUs DCGM 2 and later handle: a result of
-// DCGM 3 lists at most this many.
-const maxGPUs = 32
-
 // resultOverhead is about what one entity's result takes in the answer's JSON beside its
 // warnings and info.
 const resultOverhead = 64
@@ -134,12 +130,12 @@ func Parse(out []byte) (proto.DCGMResult, error) {
 	if len(res.Tests) == 0 {
 		return res, fmt.Errorf("dcgmi's JSON holds no test: the diagnostic ran nothing")
 	}
-	res.Passed = len(res.Failures()) == 0
+	res.Passed = len(res.Failures()) == 0 && len(res.Untested()) == 0
 	return res, nil
 }
 
 // entities are the entities a result is for: DCGM 4 names one; DCGM 3 lists GPU ids
-// as a number or as "0,1,2", each GPU once, at most maxGPUs of them.
+// as a number or as "0,1,2", each GPU once, at most proto.DCGMMaxGPUs of them.
 func entities(r *result) ([]proto.DCGMEntityResult, error) {
 	if r.EntityID != nil {
 		group := r.EntityGroup
@@ -171,8 +167,8 @@ func entities(r *result) ([]proto.DCGMEntityResult, error) {
 			return nil, fmt.Errorf("gpu_ids %q holds %q, not a GPU index", list, f)
 		case seen[id]:
 			return nil, fmt.Errorf("gpu_ids lists GPU %d twice", id)
-		case len(out) == maxGPUs:
-			return nil, fmt.Errorf("gpu_ids lists more than the %d GPUs DCGM handles", maxGPUs)
+		case len(out) == proto.DCGMMaxGPUs:
+			return nil, fmt.Errorf("gpu_ids lists more than the %d GPUs DCGM handles", proto.DCGMMaxGPUs)
 		}
 		seen[id] = true
 		out = append(out, proto.DCGMEntityResult{Entity: "GPU", ID: id})

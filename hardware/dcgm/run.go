@@ -79,7 +79,7 @@ func (r Runner) Command(ctx context.Context, payload json.RawMessage) (json.RawM
 // Run runs the diagnostic of level (0 is 1). A machine without an NVIDIA GPU, or
 // without dcgmi, is UNSUPPORTED with reason no-gpu or dcgm-missing; a run that
 // produced no result is DRIVER_ERROR. Failed tests are not an error: the result
-// says which failed, and the registry judges it.
+// says which failed and how many GPUs the machine has on PCI, and the registry judges it.
 func (r Runner) Run(ctx context.Context, level int) (proto.DCGMResult, error) {
 	if level == 0 {
 		level = 1
@@ -132,7 +132,9 @@ func (r Runner) Run(ctx context.Context, level int) (proto.DCGMResult, error) {
 		// that is not a result makes the exit status the answer.
 		return proto.DCGMResult{}, proto.Errorf(proto.DriverError, "diag.dcgm: %v (dcgmi: %v; %s)", err, runErr, tail(stderr.Bytes()))
 	}
-	res.Level = level
+	// The registry judges each GPU found on PCI: one DCGM did not see has no result.
+	res.Level, res.GPUs = level, len(gpus)
+	res.Passed = res.Passed && len(res.Untested()) == 0
 	return res, nil
 }
 
