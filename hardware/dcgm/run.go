@@ -220,15 +220,20 @@ func (r Runner) log() *slog.Logger {
 	return r.Log
 }
 
-// limited keeps the first maxOutput bytes written to it and drops the rest.
-type limited struct{ bytes.Buffer }
+// limited keeps the first maxOutput bytes written to it and drops the rest. The buffer
+// is a field, not embedded: io.Copy, which os/exec writes a program's output with,
+// would use its ReadFrom and read past Write.
+type limited struct{ buf bytes.Buffer }
 
 func (l *limited) Write(p []byte) (int, error) {
-	if room := maxOutput - l.Len(); room > 0 {
-		l.Buffer.Write(p[:min(len(p), room)])
+	if room := maxOutput - l.buf.Len(); room > 0 {
+		l.buf.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
 }
+
+// Bytes is what was kept.
+func (l *limited) Bytes() []byte { return l.buf.Bytes() }
 
 // tail is the end of a program's stderr, for an error message.
 func tail(b []byte) string {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,7 +50,7 @@ func closedAddr(t *testing.T) string {
 // the scripts use linked in.
 func bin(t *testing.T) string {
 	dir := t.TempDir()
-	for _, tool := range []string{"sh", "cat", "sleep", "rm", "touch", "echo"} {
+	for _, tool := range []string{"sh", "cat", "sleep", "rm", "touch", "echo", "head"} {
 		if p, err := hostTool(tool); err == nil {
 			os.Symlink(p, filepath.Join(dir, tool))
 		}
@@ -353,4 +354,23 @@ func runningEngine(t *testing.T) string {
 		}
 	}()
 	return l.Addr().String()
+}
+
+// TestRunBoundsDCGMIsOutput: what dcgmi prints is kept up to 16 MiB (a level 4 run on 8
+// GPUs prints a few hundred KiB) and the rest is read and dropped. Before, the bound was
+// never applied: io.Copy wrote dcgmi's output through the buffer's own ReadFrom, so a
+// stand-in printing 64 MiB had all of it kept (256 MiB allocated as the buffer grew).
+func TestRunBoundsDCGMIsOutput(t *testing.T) {
+	dir := bin(t)
+	standIn(t, dir, "dcgmi", "head -c 67108864 /dev/zero\n")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Runner{Root: gpuRoot(t), HostEngineAddr: runningEngine(t)}.Run(t.Context(), 1)
+	runtime.ReadMemStats(&after)
+	if proto.CodeOf(err) != proto.DriverError {
+		t.Errorf("%v", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 48<<20 {
+		t.Errorf("running a dcgmi that printed 64 MiB allocated %d MiB", n>>20)
+	}
 }
