@@ -44,7 +44,7 @@ func readDCGM(cmd proto.Command, sr *proto.SignedResult, p *proto.ResultPayload,
 	case len(r.Tests) == 0:
 		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the machine reported no test").WithReason(proto.ReasonTestsFailed)
 	case r.GPUs < 0 || r.GPUs > proto.DCGMMaxGPUs:
-		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the result says the machine has %d GPUs, and DCGM handles 1 to %d", r.GPUs, proto.DCGMMaxGPUs).WithReason(proto.ReasonResult)
+		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the result says the machine has %d GPUs, and DCGM handles at most %d", r.GPUs, proto.DCGMMaxGPUs).WithReason(proto.ReasonResult)
 	}
 	if failed := r.Failures(); len(failed) > 0 {
 		var names []string
