@@ -32,7 +32,7 @@ func gpus(n int, status string) []proto.DCGMEntityResult {
 }
 
 func TestParseDCGM3(t *testing.T) {
-	res, err := Parse(recorded(t, "dcgm3-pass.json"))
+	res, err := Parse(recorded(t, "dcgm3-pass.json"), 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestParseDCGM3(t *testing.T) {
 		t.Errorf("software (-want +got):\n%s", diff)
 	}
 
-	res, err = Parse(recorded(t, "dcgm3-fail.json"))
+	res, err = Parse(recorded(t, "dcgm3-fail.json"), 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +66,58 @@ func TestParseDCGM3(t *testing.T) {
 	}
 }
 
+// TestParseDCGM33: dcgmi of DCGM 3.3 names a result's GPU in gpu_id, gives a Deployment
+// check one result of the whole machine (naming a GPU only beside its warning), and
+// puts its version, driver and GPU Device IDs at the top. Before, its failed PCIe test
+// was a failure on no GPU, its Deployment checks on none either, and it had no version.
+func TestParseDCGM33(t *testing.T) {
+	res, err := Parse(recorded(t, "dcgm33-fail.json"), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tests) != 11 {
+		t.Fatalf("%d tests", len(res.Tests))
+	}
+	if res.Passed || res.DCGMVersion != "3.3.1" || res.DriverVersion != "535.129.03" {
+		t.Errorf("passed %v, version %q, driver %q", res.Passed, res.DCGMVersion, res.DriverVersion)
+	}
+	if diff := cmp.Diff([]proto.Failure{{Name: "PCIe", GPUs: []int{1}}}, res.Failures()); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	// A check of the whole machine is one of each GPU the run was on: the 2 GPU Device
+	// IDs, not the 8 GPUs Parse was told of.
+	want := proto.DCGMTest{Category: "Deployment", Name: "Denylist", Status: proto.DCGMPass, Results: gpus(2, proto.DCGMPass)}
+	if diff := cmp.Diff(want, res.Tests[0]); diff != "" {
+		t.Errorf("Denylist (-want +got):\n%s", diff)
+	}
+	if r := res.Tests[4].Results; len(r) != 1 || r[0].ID != 1 || r[0].Status != proto.DCGMWarn || len(r[0].Warnings) != 1 || !strings.Contains(r[0].Warnings[0], "Persistence mode for GPU 1") {
+		t.Errorf("Persistence Mode %+v", r)
+	}
+	if u := res.Untested(); len(u) != 0 {
+		t.Errorf("untested GPUs %v", u)
+	}
+}
+
+// TestParseAFailureOnNoGPU: a result whose GPU the parser cannot tell (a field of a
+// DCGM it does not know, or no GPU list to stand for) keeps its verdict. Before, a test
+// whose results gave the parser no GPU became skip, and its failure a pass.
+func TestParseAFailureOnNoGPU(t *testing.T) {
+	for name, doc := range map[string]string{
+		"no GPU named":    `{"DCGM GPU Diagnostic": {"test_categories": [{"tests": [{"name": "PCIe", "results": [{"status": "Fail"}]}]}]}}`,
+		"a field unknown": `{"DCGM GPU Diagnostic": {"test_categories": [{"tests": [{"name": "PCIe", "results": [{"gpu": "1", "status": "Fail"}]}]}]}}`,
+	} {
+		res, err := Parse([]byte(doc), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Passed || res.Tests[0].Status != proto.DCGMFail || len(res.Failures()) != 1 {
+			t.Errorf("%s: passed %v, PCIe %s", name, res.Passed, res.Tests[0].Status)
+		}
+	}
+}
+
 func TestParseDCGM4(t *testing.T) {
-	res, err := Parse(recorded(t, "dcgm4-pass.json"))
+	res, err := Parse(recorded(t, "dcgm4-pass.json"), 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +132,7 @@ func TestParseDCGM4(t *testing.T) {
 		t.Errorf("GPU 1's result %+v", r)
 	}
 
-	res, err = Parse(recorded(t, "dcgm4-fail.json"))
+	res, err = Parse(recorded(t, "dcgm4-fail.json"), 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +167,7 @@ func TestParseStatuses(t *testing.T) {
 		// A status DCGM may add later is a failure, never a pass.
 		{"Pass", "Inconclusive", proto.DCGMFail},
 	} {
-		res, err := Parse([]byte(doc(tc.summary, tc.result)))
+		res, err := Parse([]byte(doc(tc.summary, tc.result)), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +189,7 @@ func TestParseRefuses(t *testing.T) {
 		"runtime error": `{"DCGM GPU Diagnostic": {"runtime_error": "Couldn't find the NVVS executable", "version": "3.3.5"}}`,
 		"bad gpu ids":   `{"DCGM GPU Diagnostic": {"test_categories": [{"tests": [{"name": "x", "results": [{"gpu_ids": "0,one", "status": "PASS"}]}]}]}}`,
 	} {
-		if _, err := Parse([]byte(doc)); err == nil {
+		if _, err := Parse([]byte(doc), 1); err == nil {
 			t.Errorf("%s: parsed", name)
 		}
 	}
@@ -148,12 +198,12 @@ func TestParseRefuses(t *testing.T) {
 // FuzzParse: dcgmi's output reaches the parser from the machine; whatever it prints,
 // Parse answers an error or a result whose verdict agrees with its tests and GPUs.
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"dcgm3-pass.json", "dcgm3-fail.json", "dcgm4-pass.json", "dcgm4-fail.json"} {
+	for _, name := range []string{"dcgm3-pass.json", "dcgm3-fail.json", "dcgm33-fail.json", "dcgm4-pass.json", "dcgm4-fail.json"} {
 		f.Add(recorded(f, name))
 	}
 	f.Add([]byte(`{"DCGM GPU Diagnostic": {"test_categories": [null, {"tests": [null, {"results": [null, {"gpu_ids": 3}]}]}]}}`))
 	f.Fuzz(func(t *testing.T, out []byte) {
-		res, err := Parse(out)
+		res, err := Parse(out, 8)
 		if err != nil {
 			return
 		}
@@ -205,7 +255,7 @@ func TestParseBoundsWhatItKeeps(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			_, err := Parse(tc.out)
+			_, err := Parse(tc.out, 0)
 			runtime.ReadMemStats(&after)
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("parsed to %v; want an error saying %q", err, tc.says)

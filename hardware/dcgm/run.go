@@ -126,7 +126,7 @@ func (r Runner) Run(ctx context.Context, level int) (proto.DCGMResult, error) {
 	if ctx.Err() != nil {
 		return proto.DCGMResult{}, proto.Errorf(proto.Timeout, "diag.dcgm: dcgmi did not finish within %s: stopped", cmp.Or(r.Timeout, DefaultTimeout))
 	}
-	res, err := Parse(stdout.Bytes())
+	res, err := Parse(stdout.Bytes(), len(gpus))
 	if err != nil {
 		// dcgmi exits non-zero when a test fails, with its JSON on stdout; only output
 		// that is not a result makes the exit status the answer.

@@ -309,6 +309,11 @@ func TestRunJudgesEveryGPUOnPCI(t *testing.T) {
 	test := doc["DCGM Diagnostic"].(map[string]any)["test_categories"].([]any)[0].(map[string]any)["tests"].([]any)[0].(map[string]any)
 	test["results"] = test["results"].([]any)[:7] // DCGM saw GPUs 0 to 6
 	sevenGPUs, _ := json.Marshal(doc)
+	dcgm33, err := os.ReadFile(dcgmtest.Recorded("dcgm33-fail.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	twoGPUs := []byte(strings.ReplaceAll(string(dcgm33), `"Fail"`, `"Pass"`)) // DCGM 3.3 ran on GPUs 0 and 1
 
 	for name, tc := range map[string]struct {
 		out      []byte
@@ -318,6 +323,7 @@ func TestRunJudgesEveryGPUOnPCI(t *testing.T) {
 		"every GPU passed":       {passed, true, nil},
 		"GPU 7 not seen by DCGM": {sevenGPUs, false, []int{7}},
 		"every test skipped":     {[]byte(strings.ReplaceAll(string(passed), `"Pass"`, `"Skip"`)), false, []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		"DCGM 3.3 on 2 GPUs":     {twoGPUs, false, []int{2, 3, 4, 5, 6, 7}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out.json")
