@@ -66,11 +66,12 @@ const resultOverhead = 64
 // with its result on each entity, on a machine with gpus GPUs on PCI. A result that
 // names no GPU (DCGM 3's Deployment checks, of the whole machine) is the result of each
 // GPU the run was on: those the document lists (DCGM 3.3's GPU Device IDs), else the
-// machine's gpus. Text before the document (dcgmi prints warnings there) is skipped. Output that holds no test is an error: a diagnostic that ran
-// nothing proves nothing. So is output whose results would make an answer larger than
-// the registry reads of a signed result (proto.MaxResultPayload): each entity of a
-// result carries the result's warnings, so a few KiB that list one GPU many times
-// beside many warnings would otherwise grow into gigabytes.
+// machine's gpus. Text before the document (dcgmi prints warnings there) is skipped.
+// Output that holds no test is an error: a diagnostic that ran nothing proves nothing.
+// So is output whose results would make an answer larger than the registry reads of a
+// signed result (proto.MaxResultPayload): each entity of a result carries the result's
+// warnings, so a few KiB that list one GPU many times beside many warnings would
+// otherwise grow into gigabytes.
 func Parse(out []byte, gpus int) (proto.DCGMResult, error) {
 	var res proto.DCGMResult
 	if i := bytes.IndexByte(out, '{'); i >= 0 {
