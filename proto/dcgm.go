@@ -15,12 +15,18 @@ const (
 	DCGMSkip = "skip"
 )
 
+// DCGMMaxGPUs is DCGM_MAX_NUM_DEVICES, the most GPUs DCGM 2 and later handle on one
+// machine.
+const DCGMMaxGPUs = 32
+
 // DCGMResult is the answer of diag.dcgm: every test DCGM ran, with its result on each
-// GPU (or other entity). Passed is true when no test failed on any entity.
+// GPU (or other entity), and how many NVIDIA GPUs the agent found on PCI. Passed is true
+// when no test failed on any entity and a test passed on every GPU (Untested).
 type DCGMResult struct {
 	Level         int        `json:"level"`
 	DCGMVersion   string     `json:"dcgmVersion,omitempty"`
 	DriverVersion string     `json:"driverVersion,omitempty"`
+	GPUs          int        `json:"gpus,omitempty"`
 	Tests         []DCGMTest `json:"tests"`
 	Passed        bool       `json:"passed"`
 }
@@ -64,6 +70,29 @@ func (r DCGMResult) Failures() []Failure {
 		}
 		if failed {
 			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Untested lists the machine's GPUs no test passed on: DCGM's indices 0 to GPUs-1 (GPU
+// 0 alone when the result does not say how many GPUs the machine has, at most
+// DCGMMaxGPUs) without a pass or a warning in any test. DCGM numbers the GPUs its driver sees from 0, so a GPU on PCI
+// that DCGM did not see (fallen off the bus, not bound to the driver) is the last index,
+// with no result at all; a GPU every test skipped was not tested either.
+func (r DCGMResult) Untested() []int {
+	tested := map[int]bool{}
+	for _, t := range r.Tests {
+		for _, e := range t.Results {
+			if e.Entity == "GPU" && (e.Status == DCGMPass || e.Status == DCGMWarn) {
+				tested[e.ID] = true
+			}
+		}
+	}
+	var out []int
+	for id := range min(max(r.GPUs, 1), DCGMMaxGPUs) {
+		if !tested[id] {
+			out = append(out, id)
 		}
 	}
 	return out

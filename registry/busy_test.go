@@ -1941,7 +1941,8 @@ func (a *fleetAgent) dcgm(neighbour string, key tls.Certificate) session.Handler
 		if err := json.Unmarshal(p, &in); err != nil {
 			return nil, err
 		}
-		result := proto.DCGMResult{Level: 1, Tests: []proto.DCGMTest{{Name: "memory", Status: proto.DCGMPass}}, Passed: true}
+		result := proto.DCGMResult{Level: 1, GPUs: 1, Tests: []proto.DCGMTest{{Name: "memory", Status: proto.DCGMPass,
+			Results: []proto.DCGMEntityResult{{Entity: "GPU", ID: 0, Status: proto.DCGMPass}}}}, Passed: true}
 		if !in.Forge {
 			return session.SignResult(ctx, proto.CommandDiagDCGM, result)
 		}

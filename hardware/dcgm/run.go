@@ -79,7 +79,7 @@ func (r Runner) Command(ctx context.Context, payload json.RawMessage) (json.RawM
 // Run runs the diagnostic of level (0 is 1). A machine without an NVIDIA GPU, or
 // without dcgmi, is UNSUPPORTED with reason no-gpu or dcgm-missing; a run that
 // produced no result is DRIVER_ERROR. Failed tests are not an error: the result
-// says which failed, and the registry judges it.
+// says which failed and how many GPUs the machine has on PCI, and the registry judges it.
 func (r Runner) Run(ctx context.Context, level int) (proto.DCGMResult, error) {
 	if level == 0 {
 		level = 1
@@ -126,13 +126,15 @@ func (r Runner) Run(ctx context.Context, level int) (proto.DCGMResult, error) {
 	if ctx.Err() != nil {
 		return proto.DCGMResult{}, proto.Errorf(proto.Timeout, "diag.dcgm: dcgmi did not finish within %s: stopped", cmp.Or(r.Timeout, DefaultTimeout))
 	}
-	res, err := Parse(stdout.Bytes())
+	res, err := Parse(stdout.Bytes(), len(gpus))
 	if err != nil {
 		// dcgmi exits non-zero when a test fails, with its JSON on stdout; only output
 		// that is not a result makes the exit status the answer.
 		return proto.DCGMResult{}, proto.Errorf(proto.DriverError, "diag.dcgm: %v (dcgmi: %v; %s)", err, runErr, tail(stderr.Bytes()))
 	}
-	res.Level = level
+	// The registry judges each GPU found on PCI: one DCGM did not see has no result.
+	res.Level, res.GPUs = level, len(gpus)
+	res.Passed = res.Passed && len(res.Untested()) == 0
 	return res, nil
 }
 
@@ -218,15 +220,20 @@ func (r Runner) log() *slog.Logger {
 	return r.Log
 }
 
-// limited keeps the first maxOutput bytes written to it and drops the rest.
-type limited struct{ bytes.Buffer }
+// limited keeps the first maxOutput bytes written to it and drops the rest. The buffer
+// is a field, not embedded: io.Copy, which os/exec writes a program's output with,
+// would use its ReadFrom and read past Write.
+type limited struct{ buf bytes.Buffer }
 
 func (l *limited) Write(p []byte) (int, error) {
-	if room := maxOutput - l.Len(); room > 0 {
-		l.Buffer.Write(p[:min(len(p), room)])
+	if room := maxOutput - l.buf.Len(); room > 0 {
+		l.buf.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
 }
+
+// Bytes is what was kept.
+func (l *limited) Bytes() []byte { return l.buf.Bytes() }
 
 // tail is the end of a program's stderr, for an error message.
 func tail(b []byte) string {

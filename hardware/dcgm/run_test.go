@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/better-compute/better-compute/hardware/dcgm/dcgmtest"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/google/go-cmp/cmp"
 )
 
 // gpuRoot is a machine's sysfs with one NVIDIA GPU under a root of its own.
@@ -47,7 +50,7 @@ func closedAddr(t *testing.T) string {
 // the scripts use linked in.
 func bin(t *testing.T) string {
 	dir := t.TempDir()
-	for _, tool := range []string{"sh", "cat", "sleep", "rm", "touch", "echo"} {
+	for _, tool := range []string{"sh", "cat", "sleep", "rm", "touch", "echo", "head"} {
 		if p, err := hostTool(tool); err == nil {
 			os.Symlink(p, filepath.Join(dir, tool))
 		}
@@ -277,5 +280,103 @@ func TestCommand(t *testing.T) {
 	_, err := Runner{Root: t.TempDir()}.Command(t.Context(), json.RawMessage(`{"level": "high"}`))
 	if !errors.Is(err, &proto.Error{Code: proto.InvalidInput}) {
 		t.Errorf("%v", err)
+	}
+}
+
+// TestRunJudgesEveryGPUOnPCI: DCGM numbers the GPUs its driver sees, so a GPU on PCI that
+// DCGM did not see has no result; the answer says how many GPUs the machine has and
+// does not pass unless a test passed on each. Before, a run on 7 GPUs of a machine of 8,
+// and a run whose every test was skipped, passed.
+func TestRunJudgesEveryGPUOnPCI(t *testing.T) {
+	dir := bin(t)
+	standIn(t, dir, "dcgmi", `cat "$RECORDED"`)
+	root := t.TempDir()
+	for i := range 8 { // an HGX board: 8 H100 on PCI
+		dev := filepath.Join(root, "sys/bus/pci/devices", fmt.Sprintf("0000:%02x:00.0", 0x17+i))
+		os.MkdirAll(dev, 0o755)
+		for name, v := range map[string]string{"vendor": "0x10de\n", "device": "0x2330\n", "class": "0x030200\n"} {
+			if err := os.WriteFile(filepath.Join(dev, name), []byte(v), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	passed, err := os.ReadFile(dcgmtest.Recorded("dcgm4-pass.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	json.Unmarshal(passed, &doc)
+	test := doc["DCGM Diagnostic"].(map[string]any)["test_categories"].([]any)[0].(map[string]any)["tests"].([]any)[0].(map[string]any)
+	test["results"] = test["results"].([]any)[:7] // DCGM saw GPUs 0 to 6
+	sevenGPUs, _ := json.Marshal(doc)
+	dcgm33, err := os.ReadFile(dcgmtest.Recorded("dcgm33-fail.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	twoGPUs := []byte(strings.ReplaceAll(string(dcgm33), `"Fail"`, `"Pass"`)) // DCGM 3.3 ran on GPUs 0 and 1
+
+	for name, tc := range map[string]struct {
+		out      []byte
+		passed   bool
+		untested []int
+	}{
+		"every GPU passed":       {passed, true, nil},
+		"GPU 7 not seen by DCGM": {sevenGPUs, false, []int{7}},
+		"every test skipped":     {[]byte(strings.ReplaceAll(string(passed), `"Pass"`, `"Skip"`)), false, []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		"DCGM 3.3 on 2 GPUs":     {twoGPUs, false, []int{2, 3, 4, 5, 6, 7}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out.json")
+			os.WriteFile(out, tc.out, 0o644)
+			t.Setenv("RECORDED", out)
+			res, err := Runner{Root: root, HostEngineAddr: runningEngine(t)}.Run(t.Context(), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Passed != tc.passed || res.GPUs != 8 || len(res.Failures()) != 0 {
+				t.Errorf("passed %v on %d GPUs, failures %v; want passed %v on 8 GPUs", res.Passed, res.GPUs, res.Failures(), tc.passed)
+			}
+			if diff := cmp.Diff(tc.untested, res.Untested()); diff != "" {
+				t.Errorf("untested GPUs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// runningEngine is a loopback address a host engine listens on.
+func runningEngine(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestRunBoundsDCGMIsOutput: what dcgmi prints is kept up to 16 MiB (a level 4 run on 8
+// GPUs prints a few hundred KiB) and the rest is read and dropped. Before, the bound was
+// never applied: io.Copy wrote dcgmi's output through the buffer's own ReadFrom, so a
+// stand-in printing 64 MiB had all of it kept (256 MiB allocated as the buffer grew).
+func TestRunBoundsDCGMIsOutput(t *testing.T) {
+	dir := bin(t)
+	standIn(t, dir, "dcgmi", "head -c 67108864 /dev/zero\n")
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Runner{Root: gpuRoot(t), HostEngineAddr: runningEngine(t)}.Run(t.Context(), 1)
+	runtime.ReadMemStats(&after)
+	if proto.CodeOf(err) != proto.DriverError {
+		t.Errorf("%v", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 48<<20 {
+		t.Errorf("running a dcgmi that printed 64 MiB allocated %d MiB", n>>20)
 	}
 }

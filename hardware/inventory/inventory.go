@@ -5,9 +5,11 @@
 package inventory
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -35,6 +37,10 @@ type Reader struct {
 
 // smiTimeout bounds one nvidia-smi run.
 const smiTimeout = time.Minute
+
+// maxSMIOutput bounds what is kept of one nvidia-smi run: `nvidia-smi -q -x` prints
+// about 12 KiB a GPU, so 8 GPUs print about 100 KiB.
+const maxSMIOutput = 16 << 20
 
 // Read reads every section under the root and, when the machine has NVIDIA GPUs and
 // nvidia-smi runs, adds each GPU's name, UUID, driver version, memory and active
@@ -85,10 +91,39 @@ func MergeSMI(gpus []proto.GPUInfo, smi SMI, nvlinks map[string]int) {
 	}
 }
 
+// smi runs nvidia-smi with args and returns what it printed, at most maxSMIOutput:
+// nvidia-smi and the driver are the machine's, and one that prints without end stops
+// at the limit rather than growing the agent until smiTimeout.
 func (r Reader) smi(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, smiTimeout)
 	defer cancel()
-	return exec.CommandContext(ctx, cmp.Or(r.NvidiaSMI, "nvidia-smi"), args...).Output()
+	var out capped
+	cmd := exec.CommandContext(ctx, cmp.Or(r.NvidiaSMI, "nvidia-smi"), args...)
+	cmd.Stdout = &out
+	err := cmd.Run()
+	if out.over {
+		return nil, fmt.Errorf("nvidia-smi %s printed more than %d bytes: stopped", strings.Join(args, " "), maxSMIOutput)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out.buf.Bytes(), nil
+}
+
+// capped keeps what a program prints up to maxSMIOutput and refuses more: the pipe is
+// then closed, so the program's next write fails. The buffer is a field, not embedded:
+// its ReadFrom would let io.Copy read past Write.
+type capped struct {
+	buf  bytes.Buffer
+	over bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.buf.Len()+len(p) > maxSMIOutput {
+		c.over = true
+		return 0, fmt.Errorf("more than %d bytes", maxSMIOutput)
+	}
+	return c.buf.Write(p)
 }
 
 func (r Reader) log() *slog.Logger {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -89,6 +90,35 @@ func TestReaderAddsNvidiaSMI(t *testing.T) {
 	hw, err = Reader{Root: root, NvidiaSMI: filepath.Join(t.TempDir(), "missing")}.Read(t.Context())
 	if err != nil || hw.GPUs[0].Name != "" || hw.GPUs[0].Device != "2684" {
 		t.Errorf("without nvidia-smi: %+v %v", hw.GPUs, err)
+	}
+}
+
+// TestReaderBoundsNvidiaSMI: nvidia-smi is the machine's, and what it prints is kept up
+// to 16 MiB (its XML of 8 GPUs is about 100 KiB); past that it is stopped and the GPUs
+// stay as PCI shows them. Before, a stand-in printing 64 MiB had all of it read into
+// memory (twice over as the buffer grew), and one printing without end grew the agent
+// until its minute ran out.
+func TestReaderBoundsNvidiaSMI(t *testing.T) {
+	root := tree(t, map[string]string{
+		"proc/cpuinfo": cpuinfo,
+		"proc/meminfo": "MemTotal: 1024 kB\n",
+		"sys/bus/pci/devices/0000:84:00.0/vendor": "0x10de\n",
+		"sys/bus/pci/devices/0000:84:00.0/device": "0x2684\n",
+		"sys/bus/pci/devices/0000:84:00.0/class":  "0x030000\n",
+	})
+	smi := filepath.Join(t.TempDir(), "nvidia-smi")
+	if err := os.WriteFile(smi, []byte("#!/bin/sh\nexec head -c 67108864 /dev/zero\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	hw, err := Reader{Root: root, NvidiaSMI: smi}.Read(t.Context())
+	runtime.ReadMemStats(&after)
+	if err != nil || len(hw.GPUs) != 1 || hw.GPUs[0].Name != "" || hw.GPUs[0].Device != "2684" {
+		t.Errorf("%+v %v", hw.GPUs, err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 40<<20 {
+		t.Errorf("reading nvidia-smi's 64 MiB allocated %d MiB", n>>20)
 	}
 }
 

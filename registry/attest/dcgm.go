@@ -17,8 +17,10 @@ type DCGM struct {
 }
 
 // readDCGM is the registry's verdict on a diag.dcgm result: DRIVER_ERROR unless the
-// signature verifies, the result is of the level asked and every test passed on every
-// GPU; the failing tests and their GPU indices are in the error's details.failed.
+// signature verifies, the result is of the level asked, no test failed on any GPU and
+// a test passed on each of the machine's GPUs (proto.DCGMResult.Untested: a result of
+// 7 GPUs on a machine of 8, or one whose every test skipped, proves no GPU sound); the
+// failing tests and their GPU indices are in the error's details.failed.
 func readDCGM(cmd proto.Command, sr *proto.SignedResult, p *proto.ResultPayload, refused error) (json.RawMessage, error) {
 	if refused != nil {
 		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the result is not node-signed by this machine: %v", refused).WithReason(proto.ReasonSignature)
@@ -41,6 +43,8 @@ func readDCGM(cmd proto.Command, sr *proto.SignedResult, p *proto.ResultPayload,
 		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the machine ran level %d, not %d", r.Level, asked.Level).WithReason(proto.ReasonLevel)
 	case len(r.Tests) == 0:
 		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the machine reported no test").WithReason(proto.ReasonTestsFailed)
+	case r.GPUs < 0 || r.GPUs > proto.DCGMMaxGPUs:
+		return nil, proto.Errorf(proto.DriverError, "diag.dcgm: the result says the machine has %d GPUs, and DCGM handles at most %d", r.GPUs, proto.DCGMMaxGPUs).WithReason(proto.ReasonResult)
 	}
 	if failed := r.Failures(); len(failed) > 0 {
 		var names []string
@@ -49,15 +53,24 @@ func readDCGM(cmd proto.Command, sr *proto.SignedResult, p *proto.ResultPayload,
 				names = append(names, f.Name)
 				continue
 			}
-			gpus := make([]string, len(f.GPUs))
-			for i, g := range f.GPUs {
-				gpus[i] = strconv.Itoa(g)
-			}
-			names = append(names, fmt.Sprintf("%s (GPU %s)", f.Name, strings.Join(gpus, ", ")))
+			names = append(names, fmt.Sprintf("%s (GPU %s)", f.Name, joinInts(f.GPUs)))
 		}
 		return nil, proto.Errorf(proto.DriverError, "diag.dcgm level %d: %d of %d tests failed: %s", r.Level, len(failed), len(r.Tests), strings.Join(names, "; ")).
 			WithReason(proto.ReasonTestsFailed).WithFailed(failed)
 	}
+	if untested := r.Untested(); len(untested) > 0 {
+		return nil, proto.Errorf(proto.DriverError, "diag.dcgm level %d: no test passed on GPU %s of the machine's %d: DCGM did not see it, or skipped every test on it",
+			r.Level, joinInts(untested), max(r.GPUs, 1)).WithReason(proto.ReasonTestsFailed)
+	}
 	r.Passed = true
 	return proto.Marshal(DCGM{DCGMResult: r, Attestation: sr})
+}
+
+// joinInts lists GPU indices for a message: "0, 5".
+func joinInts(ids []int) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(id)
+	}
+	return strings.Join(s, ", ")
 }

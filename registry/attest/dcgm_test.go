@@ -19,7 +19,7 @@ func dcgmRun(failing bool) proto.DCGMResult {
 	if failing {
 		gpu1 = proto.DCGMFail
 	}
-	return proto.DCGMResult{Level: 2, DCGMVersion: "4.2.3", Passed: true, Tests: []proto.DCGMTest{
+	return proto.DCGMResult{Level: 2, DCGMVersion: "4.2.3", GPUs: 2, Passed: true, Tests: []proto.DCGMTest{
 		{Category: "Deployment", Name: "software", Status: proto.DCGMPass, Results: []proto.DCGMEntityResult{{Entity: "GPU", ID: 0, Status: proto.DCGMPass}, {Entity: "GPU", ID: 1, Status: proto.DCGMPass}}},
 		// The test's own status says pass: the registry reads each GPU's.
 		{Category: "Hardware", Name: "memory", Status: proto.DCGMPass, Results: []proto.DCGMEntityResult{{Entity: "GPU", ID: 0, Status: proto.DCGMPass}, {Entity: "GPU", ID: 1, Status: gpu1}}},
@@ -57,7 +57,9 @@ func TestDCGMPassed(t *testing.T) {
 }
 
 // TestDCGMRefusals: the step fails with DRIVER_ERROR unless the result is signed by this
-// machine for this step and every test passed on every GPU.
+// machine for this step, no test failed on any GPU and a test passed on each of the
+// machine's GPUs. Before, a run whose every test was skipped, and a run on 2 GPUs of a
+// machine of 3, passed.
 func TestDCGMRefusals(t *testing.T) {
 	ca, _ := testkit.NewCA()
 	v := attest.Verifier{AgentCAs: ca.Pool()}
@@ -71,6 +73,17 @@ func TestDCGMRefusals(t *testing.T) {
 	unsigned, _ := json.Marshal(dcgmRun(false))
 	level1 := dcgmRun(false)
 	level1.Level = 1
+	skipped := dcgmRun(false)
+	for i, tc := range skipped.Tests {
+		skipped.Tests[i].Status = proto.DCGMSkip
+		for j := range tc.Results {
+			tc.Results[j].Status = proto.DCGMSkip
+		}
+	}
+	threeGPUs := dcgmRun(false) // the machine has 3 GPUs on PCI, DCGM saw 2
+	threeGPUs.GPUs = 3
+	tooMany := dcgmRun(false)
+	tooMany.GPUs = 1 << 40
 
 	cases := []struct {
 		name, reason, says string
@@ -83,6 +96,9 @@ func TestDCGMRefusals(t *testing.T) {
 		{"replayed from another step", "signature", "another step", signDCGM(t, a, "node-1", "wf_0:acceptance.0:a1", dcgmRun(false))},
 		{"a lower level than asked", "level", "level 1, not 2", signDCGM(t, a, "node-1", dcgmCmd.ID, level1)},
 		{"no test", "tests-failed", "no test", signDCGM(t, a, "node-1", dcgmCmd.ID, proto.DCGMResult{Level: 2, Passed: true})},
+		{"every test skipped", "tests-failed", "no test passed on GPU 0, 1 of the machine's 2", signDCGM(t, a, "node-1", dcgmCmd.ID, skipped)},
+		{"a GPU DCGM did not see", "tests-failed", "no test passed on GPU 2 of the machine's 3", signDCGM(t, a, "node-1", dcgmCmd.ID, threeGPUs)},
+		{"more GPUs than DCGM handles", "result", "1099511627776 GPUs", signDCGM(t, a, "node-1", dcgmCmd.ID, tooMany)},
 	}
 	for _, c := range cases {
 		res := v.Received("node-1", proto.RoleNode, a.cert, dcgmCmd, proto.Result{ID: dcgmCmd.ID, Result: c.raw})
