@@ -90,7 +90,28 @@ func Trace(t testing.TB, test, arg string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.Split(strings.TrimSpace(string(data)), "\n")
+	return joinResumed(strings.Split(strings.TrimSpace(string(data)), "\n"))
+}
+
+// joinResumed is lines with each call strace split in two, as another thread's call came
+// between its start and its end ("27110 fsync(5</dir> <unfinished ...>", then "27110 <...
+// fsync resumed>) = 0"), made one line again where it ended: "27110 fsync(5</dir>) = 0".
+func joinResumed(lines []string) []string {
+	started := map[string]string{} // by pid, the start of its call
+	var out []string
+	for _, l := range lines {
+		pid, rest, _ := strings.Cut(l, " ")
+		if start, ok := strings.CutSuffix(l, " <unfinished ...>"); ok {
+			started[pid] = start
+			continue
+		}
+		if _, end, ok := strings.Cut(rest, " resumed>"); ok && strings.HasPrefix(strings.TrimLeft(rest, " "), "<... ") {
+			l = started[pid] + end
+			delete(started, pid)
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // run runs test under strace with the options given before the command.
