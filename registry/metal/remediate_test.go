@@ -175,9 +175,8 @@ func TestRemediationPolicy(t *testing.T) {
 // on it (here a retry). Before, the check rebooted every node of the pool in the same minute.
 func TestRemediationBoundedInAPool(t *testing.T) {
 	h := newHarness(t)
-	var nodes []string
 	for i := 1; i <= 12; i++ {
-		nodes = append(nodes, h.active(fmt.Sprintf("52:54:00:00:00:%02x", i)))
+		h.active(fmt.Sprintf("52:54:00:00:00:%02x", i))
 	}
 	h.setPolicy(store.PoolPolicy{HardwareProfile: "gpu-redfish", Remediation: &store.RemediationPolicy{AgentGoneAfter: "15m", Backoff: "1h"}})
 	// Every agent is gone, and a restart never ends: the remediations run on.
