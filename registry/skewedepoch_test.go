@@ -174,41 +174,55 @@ func epochOf(t *testing.T, f *busyFleet, node string) int64 {
 // a host that read it would to join as node's agent of role, and returns the registry's
 // answer: nil when the join was admitted, its error otherwise.
 func presentFrom(url, local, node, role, token string) error {
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext:     (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}).DialContext,
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
-	}}
-	res, err := client.Get(url + joinwire.WellKnownPath)
+	body, err := joinRequest(url, node, role, token)
 	if err != nil {
 		return err
+	}
+	return postJoin(url, local, body)
+}
+
+// joinRequest is the body of a join as node's agent of role with token, sealed to the
+// join encryption key of the registry at url's well-known document, for a fresh key.
+func joinRequest(url, node, role, token string) ([]byte, error) {
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	res, err := client.Get(url + joinwire.WellKnownPath)
+	if err != nil {
+		return nil, err
 	}
 	doc, err := io.ReadAll(res.Body)
 	res.Body.Close()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	anchors, err := joinwire.ParseWellKnown(doc)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	spki, err := x509.MarshalPKIXPublicKey(key.Public())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sealed, err := joinwire.SealToken(anchors.JoinEncryptionKey, joinwire.AAD(node, role, spki), token)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	body, err := json.Marshal(joinwire.Request{NodeID: node, Role: role,
+	return json.Marshal(joinwire.Request{NodeID: node, Role: role,
 		PublicKey: base64.StdEncoding.EncodeToString(spki), SealedToken: base64.StdEncoding.EncodeToString(sealed)})
-	if err != nil {
-		return err
-	}
-	res, err = client.Post(url+"/v1/"+joinwire.JoinMethod, "application/json", bytes.NewReader(body))
+}
+
+// postJoin sends the join request body to the registry at url from the local address
+// local, and returns the registry's answer: nil when the join was admitted, its error
+// otherwise.
+func postJoin(url, local string, body []byte) error {
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext:     (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}}).DialContext,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
+	res, err := client.Post(url+"/v1/"+joinwire.JoinMethod, "application/json", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

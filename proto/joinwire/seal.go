@@ -29,8 +29,14 @@ const encLen = 32
 //
 // (node ids and roles never hold a newline).
 func AAD(nodeID, role string, spki []byte) []byte {
+	return []byte(Info + "\n" + nodeID + "\n" + role + "\n" + KeyDigest(spki) + "\n")
+}
+
+// KeyDigest is the lower-case hex SHA-256 of an agent key's SubjectPublicKeyInfo DER, as
+// the AAD binds it: a sealed token opens only beside the key of this digest.
+func KeyDigest(spki []byte) string {
 	sum := sha256.Sum256(spki)
-	return []byte(Info + "\n" + nodeID + "\n" + role + "\n" + hex.EncodeToString(sum[:]) + "\n")
+	return hex.EncodeToString(sum[:])
 }
 
 // SealToken seals a join token to the JoinService key: the encapsulated key followed by

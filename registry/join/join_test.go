@@ -561,7 +561,10 @@ func (r *reuses) JoinTokenReused(kind, address string) {
 // the token; the token presented again, by whoever holds it, is refused token-used and
 // told with the address of its join and the address it came from again, and counted by
 // kind and how the two compare. A token that never joined, or a wrong secret, tells
-// nothing: only the holder of a used token's secret trips it.
+// nothing: only the holder of a used token's secret trips it. Nor does the join's own
+// request sent again, beside the key the join certified, which whoever saw it can send:
+// it is answered again, with a certificate for that key, while its token lives, and
+// refused token-used after.
 func TestJoinTellsOnAUsedTokenPresentedAgain(t *testing.T) {
 	f := newFixture(t)
 	r := &reuses{}
@@ -574,6 +577,9 @@ func TestJoinTellsOnAUsedTokenPresentedAgain(t *testing.T) {
 	if got := f.token(t, tok.ID).UsedFrom; got != "192.0.2.2" {
 		t.Fatalf("the token's join recorded from %q, want 192.0.2.2", got)
 	}
+	if _, err := f.svc.Join(context.Background(), "192.0.2.1", first); err != nil {
+		t.Fatalf("the join's request sent again: %v, want it answered again", err)
+	}
 	for _, from := range []string{"192.0.2.1", "192.0.2.2", ""} {
 		again, _ := request(t, f.keys.JoinEncryptionKey(), "n1", joinwire.RoleRamdisk, secret)
 		if _, err := f.svc.Join(context.Background(), from, again); proto.AsError(err).Details.Reason != proto.ReasonTokenUsed {
@@ -583,6 +589,10 @@ func TestJoinTellsOnAUsedTokenPresentedAgain(t *testing.T) {
 	wrong, _ := request(t, f.keys.JoinEncryptionKey(), "n1", joinwire.RoleRamdisk, secret[:len(secret)-2]+"AA")
 	if _, err := f.svc.Join(context.Background(), "192.0.2.1", wrong); proto.AsError(err).Details.Reason != proto.ReasonTokenInvalid {
 		t.Fatalf("a wrong secret: %v, want token-invalid", err)
+	}
+	f.clock.Advance(time.Hour)
+	if _, err := f.svc.Join(context.Background(), "192.0.2.1", first); proto.AsError(err).Details.Reason != proto.ReasonTokenUsed {
+		t.Fatalf("the join's request sent again once its token expired: %v, want token-used", err)
 	}
 	if diff := cmp.Diff([]string{"192.0.2.1", "192.0.2.2", ""}, r.from); diff != "" {
 		t.Errorf("told from (-want +got):\n%s", diff)

@@ -121,7 +121,7 @@ func (h *harness) joinedAtEpoch(f store.TokenFor, joinFrom string, epoch int64) 
 		if tok, err = tx.ConsumeJoinToken(secret, joinFrom); err != nil {
 			return err
 		}
-		tok, err = tx.JoinedAt(tok, epoch)
+		tok, err = tx.JoinedAt(tok, epoch, "")
 		return err
 	}); err != nil {
 		h.t.Fatal(err)

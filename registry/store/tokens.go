@@ -47,6 +47,12 @@ type JoinToken struct {
 	// another replica's clock may have written. Nil while it is unused, and for a token
 	// used before tokens recorded it.
 	UsedEpoch *int64 `json:"usedEpoch,omitempty"`
+	// UsedKey is the digest of the agent key its join certified (joinwire.KeyDigest),
+	// recorded by that join (JoinedAt): the token presented again beside that key is the
+	// join's own request sent again, which whoever saw that request can send without the
+	// token's secret. "" while it is unused, and for a token used before tokens recorded
+	// it.
+	UsedKey string `json:"usedKey,omitempty"`
 	// Workflow is the run id of the workflow that minted the token (boot.prepareRamdisk,
 	// metal.ensureRamdisk, userdata.render), so that the token presented again fails that
 	// run and no other; "" for a token an operator minted, and for one minted before
@@ -144,10 +150,10 @@ func (t *Tx) ConsumeJoinToken(secret, from string) (JoinToken, error) {
 }
 
 // JoinedAt records on tok, which a join consumed in this transaction
-// (ConsumeJoinToken), the identity epoch of the certificate that join issues, and
-// returns it.
-func (t *Tx) JoinedAt(tok JoinToken, epoch int64) (JoinToken, error) {
-	tok.UsedEpoch = &epoch
+// (ConsumeJoinToken), the identity epoch of the certificate that join issues and the
+// digest of the key it certifies, and returns it.
+func (t *Tx) JoinedAt(tok JoinToken, epoch int64, key string) (JoinToken, error) {
+	tok.UsedEpoch, tok.UsedKey = &epoch, key
 	return tok, t.put(bucketJoinTokens, []byte(tok.ID), tok)
 }
 
