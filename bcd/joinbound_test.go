@@ -147,7 +147,7 @@ func TestAStrangersMadeUpJoinTokensAreRefusedBeforeTheCheck(t *testing.T) {
 // TestJoinWaitsOutItsAddressesBound: machines behind one NAT address share its bound. A
 // stranger behind it spends the address's last failed check just before a real bcd
 // join's request passes the NAT, which the registry then refuses source-failures with
-// Retry-After before reading it; bcd join waits the Retry-After, saying so on its stderr
+// Retry-After before opening its token; bcd join waits the Retry-After, saying so on its stderr
 // (the attempt, the seconds, the reason and that it will send it again), sends it again,
 // and joins with its token, which the refusal left unspent. Before, the wait was silent.
 func TestJoinWaitsOutItsAddressesBound(t *testing.T) {

@@ -74,13 +74,14 @@ type Method struct {
 	// HostOnly methods answer only on the admin socket.
 	HostOnly bool
 	// Public methods take no bearer credential: their body carries what authenticates
-	// them (join.join's sealed token). At most maxPublic are served at once, and their
-	// bodies must arrive within publicReadTimeout.
+	// them (join.join's sealed token). Their bodies must arrive within
+	// publicReadTimeout, and are read before anything else, holding nothing; at most
+	// maxPublic are then served at once.
 	Public bool
 	// RefusedToken, for a public method whose body carries a join token (join.join),
 	// tells whether a call's error refused the token. Such calls are bounded by the
 	// failed credential checks of their source address (FailureLimits): one is refused
-	// before its body is read when its source has no failure left, and one whose error
+	// before its token is opened when its source has no failure left, and one whose error
 	// refused its token costs its source a failure; the others cost nothing.
 	RefusedToken func(err error) bool
 	// MaxBody bounds the request body in bytes; 0 is maxBody.
@@ -248,8 +249,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 		}
 		var err error
 		var src netip.Prefix
+		var body []byte
 		bounded := false
 		if m.Public {
+			// Its body first, whole, holding nothing: one sent slowly takes none of the
+			// maxPublic calls served at once (a stranger's 64 trickling join bodies kept
+			// every machine's join out), and passes its source's bound only once read, so
+			// that calls let in at once are still bounded by maxPublic.
+			http.NewResponseController(w).SetReadDeadline(time.Now().Add(publicReadTimeout))
+			if body, status, err = readPublic(w, r, name, m); err != nil {
+				return err
+			}
 			if m.RefusedToken != nil {
 				if src, bounded = s.sourceBound(r); bounded {
 					// Taken only when the token is refused: the public bound bounds the
@@ -267,7 +277,6 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 				w.Header().Set("Connection", "close")
 				return proto.Errorf(proto.Unavailable, "the registry is serving as many %s calls as it takes at once: try again in %d s", name, retryAfter)
 			}
-			http.NewResponseController(w).SetReadDeadline(time.Now().Add(publicReadTimeout))
 			caller = &Caller{}
 		} else if caller, err = s.authenticate(w, r, host); err != nil {
 			return err
@@ -282,9 +291,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 		if m.Action != "" && !caller.Can(m.Action) {
 			return proto.Errorf(proto.Forbidden, "%s needs the action %s, which this credential does not have", name, m.Action)
 		}
-		if err := checkContentType(r); err != nil {
-			status = http.StatusUnsupportedMediaType
-			return err
+		if !m.Public {
+			if err := checkContentType(r); err != nil {
+				status = http.StatusUnsupportedMediaType
+				return err
+			}
 		}
 		var t *ticket
 		if !m.Public && !caller.Host {
@@ -294,9 +305,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, host bool) {
 				return err
 			}
 		}
-		var body []byte
-		if body, status, err = readBody(w, r, name, cmp.Or(m.MaxBody, maxBody)); err != nil {
-			return err
+		if !m.Public {
+			if body, status, err = readBody(w, r, name, cmp.Or(m.MaxBody, maxBody)); err != nil {
+				return err
+			}
 		}
 		if t != nil {
 			err := t.run(r.Context())
@@ -369,6 +381,16 @@ func callMethod(ctx context.Context, m Method, caller *Caller, body []byte) (res
 		}
 	}()
 	return m.Call(ctx, caller, body)
+}
+
+// readPublic reads the body of a call of the public method m, named name, after checking
+// its content type. A refusal comes with the HTTP status to answer it with when that is
+// not its code's.
+func readPublic(w http.ResponseWriter, r *http.Request, name string, m Method) ([]byte, int, error) {
+	if err := checkContentType(r); err != nil {
+		return nil, http.StatusUnsupportedMediaType, err
+	}
+	return readBody(w, r, name, cmp.Or(m.MaxBody, maxBody))
 }
 
 // readBody reads a request body of at most limit bytes. A refusal comes with the HTTP
