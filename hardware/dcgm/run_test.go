@@ -376,7 +376,10 @@ func TestRunBoundsDCGMIsOutput(t *testing.T) {
 	if proto.CodeOf(err) != proto.DriverError {
 		t.Errorf("%v", err)
 	}
-	if n := after.TotalAlloc - before.TotalAlloc; n > 48<<20 {
+	// Kept whole, the buffer grew to 256 MiB of allocations; bounded, 16 MiB are kept
+	// and the rest read through a small buffer, which the race detector's sync.Pool,
+	// dropping pooled buffers at random, makes up to 64 MiB of allocations.
+	if n := after.TotalAlloc - before.TotalAlloc; n > 128<<20 {
 		t.Errorf("running a dcgmi that printed 64 MiB allocated %d MiB", n>>20)
 	}
 }

@@ -117,7 +117,9 @@ func TestReaderBoundsNvidiaSMI(t *testing.T) {
 	if err != nil || len(hw.GPUs) != 1 || hw.GPUs[0].Name != "" || hw.GPUs[0].Device != "2684" {
 		t.Errorf("%+v %v", hw.GPUs, err)
 	}
-	if n := after.TotalAlloc - before.TotalAlloc; n > 40<<20 {
+	// Read whole, 384 MiB of allocations; bounded, 16 MiB kept and up to 80 MiB under the
+	// race detector, whose sync.Pool drops pooled buffers at random.
+	if n := after.TotalAlloc - before.TotalAlloc; n > 160<<20 {
 		t.Errorf("reading nvidia-smi's 64 MiB allocated %d MiB", n>>20)
 	}
 }
