@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/better-compute/better-compute/registry/api"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/better-compute/better-compute/registry/store/storetest"
+	"github.com/better-compute/better-compute/testkit"
 )
 
 // TestWaitAgentJoinedSiteThroughTheRegistry: a registry's workflow whose wait.agentJoined
@@ -127,25 +127,6 @@ func TestACutCacheReportStaysWithinAFrame(t *testing.T) {
 	}
 }
 
-// logBuffer is a registry's log as a test reads it while the registry writes it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// count is how many lines name msg.
-func (l *logBuffer) count(msg string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), "msg="+strconv.Quote(msg))
-}
-
 // TestASiteAgentsDiscoveriesAreReadAsASiteKeepsThem: the host of site rack-a is taken,
 // and its `bcd site` key (joined for real) reports over real QUIC, through the real
 // session code, a `discoveries` section no site keeps: 5,000 machines with the product
@@ -156,7 +137,7 @@ func (l *logBuffer) count(msg string) int {
 // node record 5,000 times in one transaction, and logged 15,000 lines, for each such
 // report, twice a second.
 func TestASiteAgentsDiscoveriesAreReadAsASiteKeepsThem(t *testing.T) {
-	var logged logBuffer
+	var logged testkit.SyncBuffer
 	f := serveBusy(t, Config{Log: slog.New(slog.NewTextHandler(&logged, nil))})
 	f.populate()
 	ctx := t.Context()
@@ -191,7 +172,7 @@ func TestASiteAgentsDiscoveriesAreReadAsASiteKeepsThem(t *testing.T) {
 	if writes := node().Rev - n.Rev; writes > proto.MaxDiscoveries+1 {
 		t.Errorf("two discoveries sections wrote the node %d times", writes)
 	}
-	if lines := logged.count("discovery with a malformed MAC left out"); lines > 1 {
+	if lines := strings.Count(logged.String(), "msg="+strconv.Quote("discovery with a malformed MAC left out")); lines > 1 {
 		t.Errorf("a discoveries section logged %d lines of malformed MACs", lines)
 	}
 }
