@@ -37,19 +37,7 @@ func writeThroughTemp(path string, data []byte, perm os.FileMode, place func(tmp
 		return err
 	}
 	defer os.Remove(tmp.Name()) // a no-op once renamed
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
+	if err := fillAndClose(tmp, data, perm); err != nil {
 		return err
 	}
 	if err := place(tmp.Name(), path); err != nil {
@@ -70,19 +58,7 @@ func WriteFileAtomicIn(root *os.Root, name string, data []byte, perm os.FileMode
 		return err
 	}
 	defer root.Remove(tmp) // fails harmlessly once renamed
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := fillAndClose(f, data, perm); err != nil {
 		return err
 	}
 	if err := root.Rename(tmp, name); err != nil {
@@ -94,6 +70,22 @@ func WriteFileAtomicIn(root *os.Root, name string, data []byte, perm os.FileMode
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// fillAndClose gives a new temporary file its mode (the umask may have narrowed what it
+// was created with) and data, fsyncs it and closes it; f is closed whatever failed.
+func fillAndClose(f *os.File, data []byte, perm os.FileMode) error {
+	err := f.Chmod(perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // CanCreateIn checks that WriteFileAtomic and WriteFileNew can make their temporary file
