@@ -2,11 +2,8 @@ package join
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,92 +15,6 @@ import (
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 	"github.com/better-compute/better-compute/registry/store/storetest"
 )
-
-// holdingProxy passes TCP connections to an etcd member, and holds what the member
-// answers while held: a request sent meanwhile is made, and its answer is late.
-type holdingProxy struct {
-	ln       net.Listener
-	target   string
-	mu       sync.Mutex
-	held     bool
-	released chan struct{}
-}
-
-func newHoldingProxy(t *testing.T, target string) *holdingProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &holdingProxy{ln: ln, target: strings.TrimPrefix(target, "http://")}
-	t.Cleanup(func() { ln.Close(); p.release() })
-	go p.accept()
-	return p
-}
-
-func (p *holdingProxy) endpoint() string { return "http://" + p.ln.Addr().String() }
-
-func (p *holdingProxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		go func() { io.Copy(s, c); s.Close() }()
-		go func() { p.answer(c, s); c.Close() }()
-	}
-}
-
-// answer copies what the member s sends to the client c, each piece once the proxy is
-// not held.
-func (p *holdingProxy) answer(c, s net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := s.Read(buf)
-		if n > 0 {
-			p.wait()
-			if _, err := c.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *holdingProxy) wait() {
-	p.mu.Lock()
-	for p.held {
-		ch := p.released
-		p.mu.Unlock()
-		<-ch
-		p.mu.Lock()
-	}
-	p.mu.Unlock()
-}
-
-func (p *holdingProxy) hold() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.held {
-		p.held, p.released = true, make(chan struct{})
-	}
-}
-
-func (p *holdingProxy) release() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.held {
-		p.held = false
-		close(p.released)
-	}
-}
 
 // armedClock is the real time; armed, the next time it is read (the join issuing its
 // certificate, inside its transaction, before the commit) it calls then once.
@@ -129,14 +40,14 @@ func (c *armedClock) Now() time.Time {
 // it never got.
 func TestAJoinAnsweredUnavailableAfterItsCommitIsAnsweredWhenSentAgain(t *testing.T) {
 	cluster := etcdtest.Start(t)
-	proxy := newHoldingProxy(t, cluster.Endpoints[0])
-	st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: []string{proxy.endpoint()}, Prefix: etcdtest.Prefix(t), Timeout: 2 * time.Second}, store.Options{})
+	proxy := cluster.Proxy(t, 0)
+	st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: []string{proxy.Endpoint}, Prefix: etcdtest.Prefix(t), Timeout: 2 * time.Second}, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	storetest.Fill(t, st)
-	clk := &armedClock{then: proxy.hold}
+	clk := &armedClock{then: proxy.Hold}
 	keys, err := pki.LoadOrCreate(t.TempDir(), clk)
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +64,7 @@ func TestAJoinAnsweredUnavailableAfterItsCommitIsAnsweredWhenSentAgain(t *testin
 
 	clk.armed.Store(true)
 	_, err = svc.Join(context.Background(), "192.0.2.2", req)
-	proxy.release()
+	proxy.Release()
 	if proto.CodeOf(err) != proto.Unavailable || !strings.Contains(err.Error(), "may have been made") {
 		t.Fatalf("the join whose commit was answered late: %v, want UNAVAILABLE", err)
 	}

@@ -9,9 +9,10 @@ import (
 	"testing"
 )
 
-// Proxy forwards a client's connections to one member, and can lose what the member
-// answers: a request still reaches the member, and a write is applied, while its answer
-// never comes back, as when the link breaks after the request went through.
+// Proxy forwards a client's connections to one member, and can lose or hold what the
+// member answers: a request still reaches the member, and a write is applied, while its
+// answer never comes back, as when the link breaks after the request went through, or
+// comes back late.
 type Proxy struct {
 	// Endpoint is the client URL that reaches the member through the proxy.
 	Endpoint string
@@ -20,6 +21,7 @@ type Proxy struct {
 	losing   atomic.Bool
 	mu       sync.Mutex
 	conns    []net.Conn
+	released chan struct{} // while held, closed by Release; nil when not held
 }
 
 // Proxy starts a proxy to member i (of a cluster without TLS), stopped when t ends.
@@ -33,6 +35,7 @@ func (c *Cluster) Proxy(t testing.TB, i int) *Proxy {
 	go p.accept()
 	t.Cleanup(func() {
 		ln.Close()
+		p.Release()
 		p.closeConns()
 	})
 	return p
@@ -46,6 +49,38 @@ func (p *Proxy) LoseAnswers() { p.losing.Store(true) }
 func (p *Proxy) Heal() {
 	p.closeConns()
 	p.losing.Store(false)
+}
+
+// Hold keeps, from now on, what the member answers until Release.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.released == nil {
+		p.released = make(chan struct{})
+	}
+}
+
+// Release sends what Hold kept, and forwards the member's answers again.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.released != nil {
+		close(p.released)
+		p.released = nil
+	}
+}
+
+// waitReleased returns once the proxy is not held.
+func (p *Proxy) waitReleased() {
+	for {
+		p.mu.Lock()
+		ch := p.released
+		p.mu.Unlock()
+		if ch == nil {
+			return
+		}
+		<-ch
+	}
 }
 
 func (p *Proxy) closeConns() {
@@ -79,12 +114,16 @@ func (p *Proxy) accept() {
 	}
 }
 
-// answer copies what member sends to client, unless the proxy loses it.
+// answer copies what member sends to client, unless the proxy loses it, each piece once
+// the proxy is not held.
 func (p *Proxy) answer(client, member net.Conn) {
 	defer client.Close()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := member.Read(buf)
+		if n > 0 {
+			p.waitReleased()
+		}
 		if n > 0 && !p.losing.Load() {
 			if _, werr := client.Write(buf[:n]); werr != nil {
 				return
