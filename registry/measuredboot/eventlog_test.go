@@ -24,24 +24,12 @@ import (
 // SHA-256 (with a 1-byte digest) n times, then one event with as many SHA-256 digests as
 // the rest of the log holds.
 func algorithmsLog(n int) []byte {
-	var spec bytes.Buffer
-	spec.WriteString("Spec ID Event03\x00")
-	binary.Write(&spec, binary.LittleEndian, struct {
-		PlatformClass                uint32
-		Minor, Major, Errata, UintnS uint8
-		NumAlgs                      uint32
-	}{Major: 2, UintnS: 2, NumAlgs: uint32(n)})
-	for range n {
-		binary.Write(&spec, binary.LittleEndian, []uint16{0x000B, 1})
+	algs := make([]tpmboot.Algorithm, n)
+	for i := range algs {
+		algs[i] = tpmboot.Algorithm{ID: 0x000B, Size: 1}
 	}
-	spec.WriteByte(0)
 	var b bytes.Buffer
-	binary.Write(&b, binary.LittleEndian, struct {
-		PCR, Type uint32
-		Digest    [20]byte
-		Size      uint32
-	}{Type: 0x03, Size: uint32(spec.Len())})
-	b.Write(spec.Bytes())
+	b.Write(tpmboot.SpecIDEvent(algs...))
 	digests := (proto.MaxEventLog - b.Len() - 16) / 3
 	binary.Write(&b, binary.LittleEndian, []uint32{4, 0x0D, uint32(digests)})
 	for range digests {

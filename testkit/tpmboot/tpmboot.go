@@ -102,22 +102,8 @@ func Boot(kernel string) []Event {
 
 // EventLog is the TCG crypto-agile log of events, SHA-256 only.
 func EventLog(events []Event) []byte {
-	var spec bytes.Buffer
-	spec.WriteString("Spec ID Event03\x00")
-	binary.Write(&spec, binary.LittleEndian, struct {
-		PlatformClass                uint32
-		Minor, Major, Errata, UintnS uint8
-		NumAlgs                      uint32
-		Alg, Size                    uint16
-		VendorInfo                   uint8
-	}{Major: 2, UintnS: 2, NumAlgs: 1, Alg: 0x000B, Size: 32})
 	var b bytes.Buffer
-	binary.Write(&b, binary.LittleEndian, struct {
-		PCR, Type uint32
-		Digest    [20]byte
-		Size      uint32
-	}{Type: 0x03, Size: uint32(spec.Len())})
-	b.Write(spec.Bytes())
+	b.Write(SpecIDEvent(Algorithm{ID: 0x000B, Size: 32}))
 	for _, e := range events {
 		binary.Write(&b, binary.LittleEndian, []uint32{uint32(e.PCR), e.Type, 1})
 		binary.Write(&b, binary.LittleEndian, uint16(0x000B))
@@ -125,6 +111,32 @@ func EventLog(events []Event) []byte {
 		binary.Write(&b, binary.LittleEndian, uint32(len(e.Data)))
 		b.Write(e.Data)
 	}
+	return b.Bytes()
+}
+
+// Algorithm is one digest algorithm a Spec ID event lists: its TPM_ALG_ID and the size
+// of its digests in the log.
+type Algorithm struct{ ID, Size uint16 }
+
+// SpecIDEvent is the event that opens a crypto-agile log (TCG PC Client Platform
+// Firmware Profile, 10.4.5.1), listing algs as the log's digest algorithms.
+func SpecIDEvent(algs ...Algorithm) []byte {
+	var spec bytes.Buffer
+	spec.WriteString("Spec ID Event03\x00")
+	binary.Write(&spec, binary.LittleEndian, struct {
+		PlatformClass                uint32
+		Minor, Major, Errata, UintnS uint8
+		NumAlgs                      uint32
+	}{Major: 2, UintnS: 2, NumAlgs: uint32(len(algs))})
+	binary.Write(&spec, binary.LittleEndian, algs)
+	spec.WriteByte(0) // no vendor information
+	var b bytes.Buffer
+	binary.Write(&b, binary.LittleEndian, struct {
+		PCR, Type uint32
+		Digest    [20]byte
+		Size      uint32
+	}{Type: 0x03, Size: uint32(spec.Len())})
+	b.Write(spec.Bytes())
 	return b.Bytes()
 }
 
