@@ -43,7 +43,10 @@ func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
 	}
 	var artifact io.Reader = body
 	if w.in.SizeBytes > 0 {
-		artifact = &sized{r: body, left: w.in.SizeBytes}
+		artifact = &sized{r: artifact, left: w.in.SizeBytes, past: errDigest, what: "the catalog's size"}
+	}
+	if c := w.target.Capacity(); c >= 0 {
+		artifact = &sized{r: artifact, left: maxArtifact(c), past: errTooLarge, what: "the disk could hold"}
 	}
 	stream := newHashedStream(artifact)
 	defer func() {
@@ -57,7 +60,7 @@ func (w *writing) attempt(ctx context.Context, loc location) (Result, error) {
 		}
 	}
 	out := disk.NewWriter(w.target, zeroesKnown, progress)
-	length, ferr := w.decode(stream, out)
+	length, ferr := w.decode(ctx, stream, out)
 	werr := out.Close()
 	switch {
 	case werr != nil:
@@ -94,19 +97,32 @@ func diskError(err error) error {
 	return proto.Errorf(proto.DriverError, "writing the disk: %w", err).WithReason(proto.ReasonDiskWrite)
 }
 
-// sized is an artifact of a known size: a byte past it fails the stream as another
-// artifact (errDigest). A location that sends no length, or resumes without one, is
-// otherwise read for as long as it sends, and the digest that would refuse it is known
-// only at its end.
+// sized is an artifact of at most left bytes: a byte past them fails the stream with
+// past. A location that sends no length, or resumes without one, is otherwise read for as
+// long as it sends, and the digest that would refuse it is known only at its end: the
+// catalog's size makes a longer artifact another one (errDigest), and a disk's capacity
+// one of no image that fits (errTooLarge).
 type sized struct {
 	r    io.Reader
 	left int64
+	past error
+	what string
 }
 
 func (s *sized) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	if s.left -= int64(n); s.left < 0 {
-		return n, fmt.Errorf("%w: more bytes served than the catalog's size", errDigest)
+		return n, fmt.Errorf("%w: more bytes served than %s", s.past, s.what)
 	}
 	return n, err
+}
+
+// maxArtifact is the most an artifact can take as stored and still hold an image for a
+// disk of capacity bytes: zstd and gzip add at most 1/256 to what they cannot compress,
+// a qcow2's tables at most 1/50 (with clusters of 512 bytes), and their headers a few
+// KiB. Without the catalog's size, what decodes to nothing (zstd's skippable frames,
+// empty gzip members, a qcow2's tail) would otherwise be read until the step's time ran
+// out.
+func maxArtifact(capacity int64) int64 {
+	return capacity + capacity/32 + 16<<20
 }

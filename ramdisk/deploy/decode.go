@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -28,8 +29,10 @@ const (
 var errTooLarge = errors.New("the image is larger than the disk")
 
 // decode decompresses the artifact and lays its format out on the disk, returning the
-// disk image's length.
-func (w *writing) decode(src io.Reader, out *disk.Writer) (int64, error) {
+// disk image's length. It stops at ctx's end: a MiB of zstd decodes to 32 GiB of zeros,
+// which a disk that reads zeros skips, so the decoder may be busy for seconds with what
+// was read ahead of a deadline and never read the network that would notice it.
+func (w *writing) decode(ctx context.Context, src io.Reader, out *disk.Writer) (int64, error) {
 	var r io.Reader
 	switch w.in.Compression {
 	case proto.CompressionZstd:
@@ -51,11 +54,11 @@ func (w *writing) decode(src io.Reader, out *disk.Writer) (int64, error) {
 	}
 	capacity := w.target.Capacity()
 	if w.in.Format == proto.FormatQcow2 {
-		s := &qcowSink{out: out, capacity: capacity}
+		s := &qcowSink{ctx: ctx, out: out, capacity: capacity}
 		h, err := qcow2.Convert(r, s, qcow2.Limits{})
 		return int64(h.Size), err
 	}
-	if _, err := io.Copy(bounded{out, capacity}, r); err != nil {
+	if _, err := io.Copy(bounded{ctx, out, capacity}, r); err != nil {
 		return 0, err
 	}
 	if capacity >= 0 && out.End() > capacity {
@@ -69,13 +72,17 @@ func (w *writing) decode(src io.Reader, out *disk.Writer) (int64, error) {
 // stream is bounded by nothing else before its digest is known at its end: a few bytes
 // of zstd or gzip decode to gigabytes of zeros, which a disk that reads zeros never
 // takes, so a stream that expands without end would be decoded until the step's time ran
-// out.
+// out. It stops at ctx's end too.
 type bounded struct {
+	ctx      context.Context
 	out      *disk.Writer
 	capacity int64
 }
 
 func (b bounded) Write(p []byte) (int, error) {
+	if err := b.ctx.Err(); err != nil {
+		return 0, err
+	}
 	if b.capacity >= 0 && b.out.End()+int64(len(p)) > b.capacity {
 		return 0, fmt.Errorf("%w: more than %d bytes", errTooLarge, b.capacity)
 	}
@@ -92,8 +99,9 @@ func newZstdReader(src io.Reader, concurrency int) (*zstd.Decoder, error) {
 		zstd.WithDecoderLowmem(false), zstd.WithDecoderMaxWindow(zstdMaxWindow))
 }
 
-// qcowSink lays a qcow2 image's guest disk onto the writer.
+// qcowSink lays a qcow2 image's guest disk onto the writer, until ctx's end.
 type qcowSink struct {
+	ctx      context.Context
 	out      *disk.Writer
 	capacity int64
 }
@@ -105,6 +113,16 @@ func (s *qcowSink) Begin(size int64) error {
 	return nil
 }
 
-func (s *qcowSink) WriteAt(p []byte, off int64) error { return s.out.WriteAt(p, off) }
+func (s *qcowSink) WriteAt(p []byte, off int64) error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	return s.out.WriteAt(p, off)
+}
 
-func (s *qcowSink) Zero(off, n int64) error { return s.out.Zero(off, n) }
+func (s *qcowSink) Zero(off, n int64) error {
+	if err := s.ctx.Err(); err != nil {
+		return err
+	}
+	return s.out.Zero(off, n)
+}

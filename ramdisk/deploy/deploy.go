@@ -219,6 +219,8 @@ func (w *writing) firstThatDelivers(ctx context.Context, locs []location) (Resul
 	switch last := failures[len(failures)-1]; {
 	case errors.Is(last, errDigest):
 		reason = proto.ReasonDigestMismatch
+	case errors.Is(last, errTooLarge):
+		reason = proto.ReasonDiskWrite
 	case errors.Is(last, fetch.ErrNotAllowed):
 		// The source sent the fetch where the machine may not go: the same refusal as the
 		// registry's of a source the site does not allow.

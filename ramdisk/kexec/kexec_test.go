@@ -316,3 +316,54 @@ func TestFindReadsOnlyFilesOfTheirSize(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadBoundsTheInitrds: the written image's boot entry names the initrds Load
+// concatenates in the ramdisk's memory; two sparse files of 600 MiB, or one file of
+// 64 MiB named 17 times (a 64 KiB entry can name one thousands of times), come to more
+// than MaxInitrdBytes and are refused before anything is copied; two of 64 MiB are
+// joined and reach the kernel. Before, they were copied whole into a memory file: as
+// much of the ramdisk's RAM as the entry asked.
+func TestLoadBoundsTheInitrds(t *testing.T) {
+	for name, tc := range map[string]struct {
+		sizes map[string]int64
+		names string
+		fits  bool
+	}{
+		"two sparse files": {sizes: map[string]int64{"a.img": 600 << 20, "b.img": 600 << 20}, names: "/a.img /b.img"},
+		"one file many times": {sizes: map[string]int64{"a.img": 64 << 20},
+			names: strings.Repeat("/a.img ", MaxInitrdBytes/(64<<20)+1)},
+		"two within the bound": {sizes: map[string]int64{"a.img": 64 << 20, "b.img": 64 << 20},
+			names: "/a.img /b.img", fits: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			boot := osTree(t, map[string]string{
+				"vmlinuz":                "not a kernel",
+				"loader/entries/os.conf": "title OS\nversion 1\nlinux /vmlinuz\ninitrd " + tc.names + "\n",
+			})
+			for f, size := range tc.sizes {
+				if err := os.WriteFile(filepath.Join(boot, f), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Truncate(filepath.Join(boot, f), size); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b, err := Find(osTree(t, nil), boot, "0fc63daf-8483-4772-8e79-3d69d8477de4")
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			err = Load(b)
+			if tc.fits {
+				// Joined, then handed to the kernel, which refuses what is no kernel.
+				if err == nil || errors.Is(err, ErrInitrdsTooLarge) || !strings.Contains(err.Error(), "kexec_file_load") {
+					t.Fatalf("Load of initrds within the bound: %v, want kexec_file_load's refusal", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInitrdsTooLarge) {
+				t.Fatalf("Load of %d initrds after %v: %v, want ErrInitrdsTooLarge", len(b.Initrds), time.Since(start).Round(time.Millisecond), err)
+			}
+		})
+	}
+}

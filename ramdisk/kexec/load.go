@@ -1,6 +1,7 @@
 package kexec
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -8,8 +9,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// MaxInitrdBytes bounds the initrds Load hands the kernel, together: real ones are some
+// tens of MiB, one that carries a GPU driver's modules and firmware a few hundred, and
+// the kernel reads at most 2 GiB of one. They are the written image's, named by its boot
+// entry, and several are concatenated in the ramdisk's memory: a sparse file of any size,
+// or one file named thousands of times, would otherwise fill it.
+const MaxInitrdBytes = 1 << 30
+
+// ErrInitrdsTooLarge means the initrds come to more than MaxInitrdBytes.
+var ErrInitrdsTooLarge = errors.New("the initrds are larger than the ramdisk loads")
+
 // Load loads b's kernel with kexec_file_load, so that Reboot starts it. Several initrds
-// are concatenated into one in memory, as a boot loader would.
+// are concatenated into one in memory, as a boot loader would, of at most
+// MaxInitrdBytes in all.
 func Load(b Boot) error {
 	kernel, err := os.Open(b.Kernel)
 	if err != nil {
@@ -32,8 +44,12 @@ func Load(b Boot) error {
 }
 
 // joinInitrds returns the one initrd itself, or the concatenation of several in a
-// memory file.
+// memory file; either of at most MaxInitrdBytes, their sizes checked before anything is
+// copied.
 func joinInitrds(paths []string) (*os.File, error) {
+	if err := checkInitrdSizes(paths); err != nil {
+		return nil, err
+	}
 	if len(paths) == 1 {
 		return os.Open(paths[0])
 	}
@@ -42,14 +58,19 @@ func joinInitrds(paths []string) (*os.File, error) {
 		return nil, err
 	}
 	out := os.NewFile(uintptr(fd), "initrd")
+	left := int64(MaxInitrdBytes)
 	for _, p := range paths {
 		in, err := os.Open(p)
 		if err != nil {
 			out.Close()
 			return nil, err
 		}
-		_, err = io.Copy(out, in)
+		// A file that grew since its size was checked is cut at the bound, and refused.
+		n, err := io.Copy(out, io.LimitReader(in, left+1))
 		in.Close()
+		if left -= n; err == nil && left < 0 {
+			err = fmt.Errorf("%w: more than %d bytes", ErrInitrdsTooLarge, int64(MaxInitrdBytes))
+		}
 		if err != nil {
 			out.Close()
 			return nil, err
@@ -60,6 +81,21 @@ func joinInitrds(paths []string) (*os.File, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// checkInitrdSizes refuses initrds that come to more than MaxInitrdBytes.
+func checkInitrdSizes(paths []string) error {
+	var total int64
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if total += st.Size(); total > MaxInitrdBytes {
+			return fmt.Errorf("%w: %d initrds of more than %d bytes", ErrInitrdsTooLarge, len(paths), int64(MaxInitrdBytes))
+		}
+	}
+	return nil
 }
 
 // Reboot syncs the file systems and starts the loaded kernel. It returns only on

@@ -15,7 +15,14 @@ type Mounted struct {
 	loop *Loop
 }
 
-// Partition mounts [off, off+size) of disk read-write on a new temporary directory.
+// flags are the mount's: the file system is the written image's, and the ramdisk only
+// reads and writes files in it (the first-boot files, kexec's kernel and initrds, which
+// kexec_file_load reads as data), so a device node it holds opens nothing (nodev), and its
+// set-user-ID files and programs run nothing from it (nosuid, noexec).
+const flags = unix.MS_NODEV | unix.MS_NOSUID | unix.MS_NOEXEC
+
+// Partition mounts [off, off+size) of disk read-write, without devices, set-user-ID or
+// programs, on a new temporary directory.
 func Partition(disk *os.File, off, size int64) (*Mounted, error) {
 	loop, err := AttachLoop(disk, off, size)
 	if err != nil {
@@ -31,7 +38,7 @@ func Partition(disk *os.File, off, size int64) (*Mounted, error) {
 		loop.Close()
 		return nil, err
 	}
-	if err := unix.Mount(loop.Path(), dir, fstype, 0, ""); err != nil {
+	if err := unix.Mount(loop.Path(), dir, fstype, flags, ""); err != nil {
 		os.Remove(dir)
 		loop.Close()
 		return nil, fmt.Errorf("mount %s (%s) on %s: %w", loop.Path(), fstype, dir, err)
