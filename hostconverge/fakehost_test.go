@@ -161,7 +161,7 @@ func fileDiff(before, after map[string]string) string {
 
 // mutating reports a program call that changes the host; a converged pass makes none.
 func mutating(call string) bool {
-	for _, prefix := range []string{"apt-get install", "dpkg --configure", "modprobe", "update-grub", "nvidia-smi -i", "nvidia-smi mig -i",
+	for _, prefix := range []string{"apt-get install", "dpkg --force-confdef --force-confold --configure", "modprobe", "update-grub", "nvidia-smi -i", "nvidia-smi mig -i",
 		"systemctl enable", "systemctl restart", "systemctl disable", "systemctl daemon-reload", "nvidia-ctk", "kubeadm"} {
 		if strings.HasPrefix(call, prefix) {
 			return true

@@ -23,7 +23,7 @@ func TestUpdateGRUBFails(t *testing.T) {
 	if diff := cmp.Diff([]brief{{"sysctl", Changed, "", false}, {"iommu", Failed, proto.DriverError, false}}, briefs(results)); diff != "" {
 		t.Fatalf("results (-want +got):\n%s", diff)
 	}
-	if diff := fileDiff(before, h.snapshot()); strings.Contains(diff, "grub.d") {
+	if diff := fileDiff(before, h.snapshot()); strings.Contains(diff, kernel.DropIn("iommu")) {
 		t.Errorf("the drop-in stayed after update-grub failed:\n%s", diff)
 	}
 	h.answer("update-grub", reply{})

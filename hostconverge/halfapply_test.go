@@ -134,12 +134,15 @@ func TestKilledPassLeavesGRUBApplied(t *testing.T) {
 // until dpkg --configure -a finishes it; the next pass finishes it and installs, rather
 // than failing on every pass until a person logs in.
 func TestInterruptedInstallIsFinished(t *testing.T) {
-	const install = "apt-get install -y -q --no-install-recommends nvidia-driver-580-open"
+	const (
+		install   = "apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold nvidia-driver-580-open"
+		configure = "dpkg --force-confdef --force-confold --configure -a"
+	)
 	status := strings.Replace(dpkg("nvidia-driver-580-open=580.95.05-0ubuntu1"), "install ok installed", "install ok half-configured", 1)
 	h := newFakeHost(t, with(gpuHost(), map[string]string{debpkg.StatusFile: status, debpkg.Journal + "/0007": "Package: nvidia-driver-580-open\n"}), map[string]reply{
 		"apt-get update -q": {},
 		install:             {err: "exit status 100: E: dpkg was interrupted, you must manually run 'dpkg --configure -a' to correct the problem."},
-		"dpkg --configure -a": {effect: func(h *fakeHost) {
+		configure: {effect: func(h *fakeHost) {
 			if err := os.Remove(filepath.Join(h.root, debpkg.Journal, "0007")); err != nil {
 				h.t.Fatal(err)
 			}
@@ -150,7 +153,41 @@ func TestInterruptedInstallIsFinished(t *testing.T) {
 	c := &Converger{Root: h.root, Runner: h}
 	results := c.Converge(context.Background(), Spec{Units: []Unit{{Name: "nvidia-driver", Settings: []byte(`{"branch": "580", "open": true}`)}}})
 	calls := h.takeCalls()
-	if results[0].Status != RebootRequired || !slices.Contains(calls, "dpkg --configure -a") {
+	if results[0].Status != RebootRequired || !slices.Contains(calls, configure) {
 		t.Errorf("result %+v after calls %q; want dpkg's interrupted run finished and the driver waiting for a reboot", results[0], calls)
+	}
+}
+
+// TestChangedConffilesAskNothing: a conffile the host changed that the package's new
+// version changes too (a driver's /etc/modprobe.d file, say) makes dpkg ask which to
+// keep. bcd's programs read no terminal: dpkg reads end of file at its prompt and fails
+// the package, and the unit with it on every pass. dpkg --configure -a and apt-get
+// install keep the host's file where dpkg would ask, and take dpkg's default where it
+// has one (the package's new file for one the host never changed).
+func TestChangedConffilesAskNothing(t *testing.T) {
+	const (
+		prompt    = "exit status 1: dpkg: error processing package nvidia-kernel-common-580 (--configure): end of file on stdin at conffile prompt"
+		aptFailed = "exit status 100: E: Sub-process /usr/bin/dpkg returned an error code (1)"
+		install   = "apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold nvidia-driver-580-open"
+		configure = "dpkg --force-confdef --force-confold --configure -a"
+	)
+	status := strings.Replace(dpkg("nvidia-kernel-common-580=580.95.05-0ubuntu1"), "install ok installed", "install ok half-configured", 1)
+	h := newFakeHost(t, with(gpuHost(), map[string]string{debpkg.StatusFile: status, debpkg.Journal + "/0007": "Package: nvidia-kernel-common-580\n"}), map[string]reply{
+		"apt-get update -q":   {},
+		"dpkg --configure -a": {err: prompt},
+		"apt-get install -y -q --no-install-recommends nvidia-driver-580-open": {err: prompt + "\n" + aptFailed},
+		configure: {effect: func(h *fakeHost) {
+			if err := os.Remove(filepath.Join(h.root, debpkg.Journal, "0007")); err != nil {
+				h.t.Fatal(err)
+			}
+			installs(nil, "nvidia-kernel-common-580=580.95.05-0ubuntu1")(h)
+		}},
+		install: {effect: installs(nil, "nvidia-driver-580-open=580.95.05-0ubuntu1")},
+	})
+	c := &Converger{Root: h.root, Runner: h}
+	results := c.Converge(context.Background(), Spec{Units: []Unit{{Name: "nvidia-driver", Settings: []byte(`{"branch": "580", "open": true}`)}}})
+	calls := h.takeCalls()
+	if results[0].Status != RebootRequired || !slices.Contains(calls, configure) || !slices.Contains(calls, install) {
+		t.Errorf("result %+v after calls %q; want dpkg's run finished and the driver installed, asking nothing", results[0], calls)
 	}
 }

@@ -190,7 +190,7 @@ func unitCases() map[string]unitCase {
 		},
 		"nvidia-driver/fresh": {
 			unit: "nvidia-driver", settings: `{"branch": "580", "open": true}`, files: gpuHost(),
-			replies: merge(aptUpdate, map[string]reply{"apt-get install -y -q --no-install-recommends nvidia-driver-580-open": {effect: installs(nil, driver580)}}),
+			replies: merge(aptUpdate, map[string]reply{"apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold nvidia-driver-580-open": {effect: installs(nil, driver580)}}),
 			want:    RebootRequired, again: true,
 		},
 		"nvidia-driver/converged": {
@@ -200,15 +200,15 @@ func unitCases() map[string]unitCase {
 		"nvidia-driver/drifted": {
 			unit: "nvidia-driver", settings: `{"branch": "580", "open": true}`,
 			files:   with(gpuHost("nvidia-driver-570=570.172.08-0ubuntu1"), map[string]string{nvidia.ProcDriverVersion: nvrm("570.172.08", false)}),
-			replies: merge(aptUpdate, map[string]reply{"apt-get install -y -q --no-install-recommends nvidia-driver-580-open": {effect: installs([]string{"nvidia-driver-"}, driver580)}}),
+			replies: merge(aptUpdate, map[string]reply{"apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold nvidia-driver-580-open": {effect: installs([]string{"nvidia-driver-"}, driver580)}}),
 			want:    RebootRequired,
 		},
 		"fabric-manager/fresh": {
 			unit: "fabric-manager", settings: `{}`,
 			files: with(gpuHost(driver580), map[string]string{nvidia.ProcDriverVersion: nvrm("580.95.05", true)}),
 			replies: merge(aptUpdate, inactive("nvidia-fabricmanager"), map[string]reply{
-				"apt-get install -y -q --no-install-recommends nvidia-fabricmanager-580": {effect: installs(nil, fm580)},
-				"systemctl enable --now nvidia-fabricmanager":                            {effect: answers(active("nvidia-fabricmanager"))},
+				"apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold nvidia-fabricmanager-580": {effect: installs(nil, fm580)},
+				"systemctl enable --now nvidia-fabricmanager": {effect: answers(active("nvidia-fabricmanager"))},
 			}),
 			want: Changed, again: true,
 		},
@@ -296,8 +296,8 @@ func unitCases() map[string]unitCase {
 			unit: "container-toolkit", settings: `{}`,
 			files: with(gpuHost(driver580), map[string]string{nvidia.ProcDriverVersion: nvrm("580.95.05", true)}),
 			replies: merge(aptUpdate, map[string]reply{
-				"apt-get install -y -q --no-install-recommends nvidia-container-toolkit": {effect: installs(nil, "nvidia-container-toolkit=1.18.0-1")},
-				"nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml":                  {effect: func(h *fakeHost) { h.write(nvidia.CDISpec, "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n") }},
+				"apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold nvidia-container-toolkit": {effect: installs(nil, "nvidia-container-toolkit=1.18.0-1")},
+				"nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml": {effect: func(h *fakeHost) { h.write(nvidia.CDISpec, "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n") }},
 			}),
 			want: Changed, again: true,
 		},

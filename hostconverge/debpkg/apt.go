@@ -32,8 +32,16 @@ func Installed(p *hostenv.Pass) (map[string]string, error) {
 	return pkgs, nil
 }
 
+// keepConffiles are dpkg's options for a conffile the host changed: where the package
+// changed it too, dpkg would ask which to keep, and bcd's programs read no terminal, so
+// dpkg would read end of file at the prompt and fail the package (and the unit, on every
+// pass). The host's file is kept where dpkg would ask (confold), and dpkg's default taken
+// where it has one (confdef: the package's new file for one the host never changed).
+var keepConffiles = []string{"--force-confdef", "--force-confold"}
+
 // Install installs packages with apt-get (after refreshing the package lists, and
-// finishing an interrupted dpkg run) and records "installed ...". apt-get replaces packages the new ones conflict with, such as another
+// finishing an interrupted dpkg run), keeping the host's changed conffiles, and records
+// "installed ...". apt-get replaces packages the new ones conflict with, such as another
 // driver branch.
 func Install(ctx context.Context, p *hostenv.Pass, packages ...string) error {
 	if err := finishInterrupted(ctx, p); err != nil {
@@ -42,7 +50,11 @@ func Install(ctx context.Context, p *hostenv.Pass, packages ...string) error {
 	if _, err := p.Run(ctx, "apt-get", "update", "-q"); err != nil {
 		return err
 	}
-	args := append([]string{"install", "-y", "-q", "--no-install-recommends"}, packages...)
+	args := []string{"install", "-y", "-q", "--no-install-recommends"}
+	for _, force := range keepConffiles {
+		args = append(args, "-o", "Dpkg::Options::="+force)
+	}
+	args = append(args, packages...)
 	_, err := p.Change(ctx, "installed "+strings.Join(packages, ", "), "apt-get", args...)
 	return err
 }
@@ -83,6 +95,7 @@ func finishInterrupted(ctx context.Context, p *hostenv.Pass) error {
 	if err != nil || len(entries) == 0 {
 		return err
 	}
-	_, err = p.Change(ctx, "finished dpkg's interrupted run", "dpkg", "--configure", "-a")
+	args := append(slices.Clone(keepConffiles), "--configure", "-a")
+	_, err = p.Change(ctx, "finished dpkg's interrupted run", "dpkg", args...)
 	return err
 }

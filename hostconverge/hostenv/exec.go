@@ -1,10 +1,10 @@
 package hostenv
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -22,9 +22,9 @@ var execEnv = []string{
 	"DEBIAN_FRONTEND=noninteractive",
 }
 
-// Run runs name with args and returns its standard output; an error carries the last
-// line of its standard error. The program and its process group are killed when ctx
-// ends.
+// Run runs name with args and returns its standard output, of which more than
+// maxOutput is kept as its head and tail (clipped); an error carries the last line of
+// its standard error. The program and its process group are killed when ctx ends.
 func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = execEnv
@@ -33,15 +33,57 @@ func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte,
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr clipped
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		if last := lastLine(stderr.String()); last != "" {
+		if last := lastLine(string(stderr.Bytes())); last != "" {
 			return stdout.Bytes(), fmt.Errorf("%w: %s", err, last)
 		}
 		return stdout.Bytes(), err
 	}
 	return stdout.Bytes(), nil
+}
+
+// maxOutput bounds what is kept of one output of a program: the queries bcd parses
+// print a few KiB, apt-get installing a driver a few hundred; a program (or a package's
+// maintainer script) printing without end must not make bcd grow with it.
+const maxOutput = 1 << 20
+
+// clipped keeps the first and the last maxOutput/2 bytes written to it, and counts
+// those dropped between them. It has no ReadFrom: io.Copy, which os/exec writes a
+// program's output with, would read past Write.
+type clipped struct {
+	head, tail []byte
+	next       int   // where the next byte goes in tail, once tail is full
+	cut        int64 // bytes dropped between head and tail
+}
+
+func (c *clipped) Write(p []byte) (int, error) {
+	n, half := len(p), maxOutput/2
+	if room := half - len(c.head); room > 0 {
+		k := min(room, len(p))
+		c.head, p = append(c.head, p[:k]...), p[k:]
+	}
+	for len(p) > 0 {
+		if len(c.tail) < half {
+			k := min(half-len(c.tail), len(p))
+			c.tail, p = append(c.tail, p[:k]...), p[k:]
+			continue
+		}
+		k := copy(c.tail[c.next:], p)
+		c.next, c.cut, p = (c.next+k)%half, c.cut+int64(k), p[k:]
+	}
+	return n, nil
+}
+
+// Bytes is what was kept: the head, a note of how much was cut when anything was, and
+// the tail.
+func (c *clipped) Bytes() []byte {
+	out := slices.Clip(c.head)
+	if c.cut > 0 {
+		out = fmt.Appendf(out, "\n… (%d bytes cut) …\n", c.cut)
+	}
+	return append(append(out, c.tail[c.next:]...), c.tail[:c.next]...)
 }
 
 // lastLine returns the last non-blank line of s, at most 512 bytes of it.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -156,11 +158,20 @@ func fileError(op, name string, err error) error {
 
 // PendingDir holds a marker for each host file a pass changed whose program (update-grub
 // for a GRUB drop-in, systemctl for a unit file) has not applied it yet, named by the
-// file's base name, which bcd's files keep distinct.
+// file's whole path, escaped: two files of one base name in two directories (systemd's
+// override.conf drop-ins) have a marker each.
 const PendingDir = "/var/lib/better-compute/host/pending"
 
-// pendingMarker is the marker of the host file name.
-func pendingMarker(name string) string { return PendingDir + "/" + filepath.Base(name) }
+// pendingMarker is the marker of the host file name: its path with each / escaped
+// (url.PathEscape, which escapes % too, so two paths never share a marker).
+func pendingMarker(name string) string {
+	return PendingDir + "/" + url.PathEscape(path.Clean("/"+name))
+}
+
+// oldPendingMarker is the marker an earlier bcd left for the host file name, named by
+// its base name alone; it is honoured until the file is applied, so that a pass killed
+// before bcd was upgraded still has its change applied.
+func oldPendingMarker(name string) string { return PendingDir + "/" + filepath.Base(name) }
 
 // ChangeFile makes the host file name hold data with mode perm as EnsureFile does, or
 // removes it as RemoveFile does when data is nil, for a program to apply, and reports
@@ -198,14 +209,21 @@ func (p *Pass) ChangeFile(name string, data []byte, perm fs.FileMode) (due bool,
 
 // Pending reports whether an earlier pass changed the host file name (ChangeFile) and
 // did not see the program applying it succeed.
-func (p *Pass) Pending(name string) (bool, error) { return p.Exists(pendingMarker(name)) }
+func (p *Pass) Pending(name string) (bool, error) {
+	pending, err := p.Exists(pendingMarker(name))
+	if pending || err != nil {
+		return pending, err
+	}
+	return p.Exists(oldPendingMarker(name))
+}
 
 // Applied records that the program applying the host file name ChangeFile changed
 // succeeded.
 func (p *Pass) Applied(name string) error {
-	marker := pendingMarker(name)
-	if err := fsutil.Remove(p.Path(marker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fileError("removing", marker, err)
+	for _, marker := range []string{pendingMarker(name), oldPendingMarker(name)} {
+		if err := fsutil.Remove(p.Path(marker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fileError("removing", marker, err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,59 @@
+package hostenv
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestPendingMarkersAreByPath: two files of one base name in two directories (a
+// systemd drop-in named override.conf, say) are each due for their program until it
+// applies that file: applying one leaves the other pending.
+func TestPendingMarkersAreByPath(t *testing.T) {
+	const a, b = "/etc/systemd/system/a.service.d/override.conf", "/etc/systemd/system/b.service.d/override.conf"
+	p := NewPass(Env{Root: t.TempDir()})
+	for _, name := range []string{a, b} {
+		if due, err := p.ChangeFile(name, []byte("[Service]\n"), 0o644); err != nil || !due {
+			t.Fatalf("changing %s: due %v, %v", name, due, err)
+		}
+	}
+	if err := p.Applied(a); err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := p.Pending(b); err != nil || !pending {
+		t.Errorf("%s applied, %s is pending: %v, %v; want it due until its own program succeeds", a, b, pending, err)
+	}
+	if pending, err := p.Pending(a); err != nil || pending {
+		t.Errorf("%s is pending after it was applied: %v, %v", a, pending, err)
+	}
+	// A pass killed after its change, the next finds the file as the unit wants it
+	// and still due.
+	if due, err := p.ChangeFile(b, []byte("[Service]\n"), 0o644); err != nil || !due {
+		t.Errorf("changing %s again before it was applied: due %v, %v", b, due, err)
+	}
+}
+
+// TestPendingMarkerOfAnEarlierBcd: a marker named by the file's base name, as bcd named
+// them before, still makes its file due, and applying the file removes it: a pass
+// killed before bcd was upgraded does not leave its change unapplied.
+func TestPendingMarkerOfAnEarlierBcd(t *testing.T) {
+	const name = "/etc/default/grub.d/90-better-compute-iommu.cfg"
+	root := t.TempDir()
+	old := filepath.Join(root, PendingDir, filepath.Base(name))
+	if err := os.MkdirAll(filepath.Dir(old), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := NewPass(Env{Root: root})
+	if due, err := p.ChangeFile(name, nil, 0o644); err != nil || !due {
+		t.Fatalf("a file marked by an earlier bcd: due %v, %v; want due", due, err)
+	}
+	if err := p.Applied(name); err != nil {
+		t.Fatal(err)
+	}
+	if pending, err := p.Pending(name); err != nil || pending {
+		t.Errorf("pending %v, %v after it was applied", pending, err)
+	}
+}
