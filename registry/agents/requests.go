@@ -8,9 +8,11 @@ import (
 
 // secret answers an agent's secretRequest on its session stream with what Config.Secret
 // gives the agent, once its certificate is checked again (store.Tx.CheckAgent: a session
-// of an earlier installation gets nothing): the value, or the error. The request and its
-// outcome are logged, the value never. A write that fails ends the session, as a failed
-// push does; the agent asks again on its next session.
+// of an earlier installation gets nothing): the value, or the error. A request served is
+// logged with its ref, a refusal as refusal logs it, its ref cut short (proto.Quote: the
+// agent sends whatever ref it likes, up to its frame); the value never. A write that
+// fails ends the session, as a failed push does; the agent asks again on its next
+// session.
 func (e *Endpoint) secret(s *session, req *proto.SecretRequest) error {
 	ans := proto.Secret{ID: req.ID}
 	var err error
@@ -23,7 +25,7 @@ func (e *Endpoint) secret(s *session, req *proto.SecretRequest) error {
 		}
 	}
 	if err != nil {
-		ans.Value, ans.Error = nil, e.refusal(s, "agent secret request", err, "ref", req.Ref)
+		ans.Value, ans.Error = nil, e.refusal(s, "agent secret request", err, "ref", proto.Quote(req.Ref))
 	} else {
 		e.log.Info("agent secret request", "node", s.node, "role", s.role, "ref", req.Ref, "code", "OK")
 	}
@@ -50,14 +52,16 @@ func (e *Endpoint) renew(s *session, req *proto.RenewRequest) error {
 
 // refusal logs an agent's request that failed with err and returns what the agent is
 // told: err itself, or for an INTERNAL error only that the registry's log has the details.
+// An INTERNAL error is the registry's, and logged each time; any other refusal is the
+// agent's doing, which it may repeat as fast as its link carries its requests, and is
+// logged as a warning at most once a minute for the agent and what (warnRefused).
 func (e *Endpoint) refusal(s *session, what string, err error, attrs ...any) *proto.Error {
-	attrs = append([]any{"node", s.node, "role", s.role}, attrs...)
 	if proto.CodeOf(err) == proto.Internal {
-		e.log.Error(what, append(attrs, "err", err)...)
+		e.log.Error(what, append([]any{"node", s.node, "role", s.role, "err", err}, attrs...)...)
 		return proto.Errorf(proto.Internal, "internal error: the registry's log has the details")
 	}
 	pe := proto.AsError(err)
-	e.log.Warn(what+" refused", append(attrs, "code", pe.Code, "reason", pe.Message)...)
+	e.warnRefused(s, what, what+" refused", pe, attrs...)
 	return pe
 }
 

@@ -70,8 +70,12 @@ func (b *Box) GetTenant(tx *store.Tx, tenant, ref string) ([]byte, error) {
 // NodeSpec's host units name (a k8s-join's tokenRef), and only from its own tenant's
 // secrets, while its identity is not revoked; anything else is FORBIDDEN before any secret is looked up, so the answer says
 // nothing of other tenants' secrets. A referenced secret the tenant has not put is
-// NOT_FOUND.
+// NOT_FOUND. A ref that is no secret reference, which no NodeSpec names, is INVALID_INPUT
+// at ref (CheckRef), quoted cut short: the agent sends whatever ref it likes.
 func (b *Box) ForAgent(tx *store.Tx, node string, role proto.Role, ref string) ([]byte, error) {
+	if err := CheckRef(ref); err != nil {
+		return nil, err
+	}
 	if role != proto.RoleNode {
 		return nil, proto.Errorf(proto.Forbidden, "secrets go only to node agents, not to the %s agent of %s", role, node)
 	}

@@ -87,6 +87,7 @@ func TestForAgentAuthorization(t *testing.T) {
 		"another tenant's secret it names":   {node: nodes["globex"], role: proto.RoleNode, ref: "secret://k8s/acme-only", code: proto.NotFound},
 		"a secret nobody put":                {node: nodes["globex"], role: proto.RoleNode, ref: "secret://k8s/nobody", code: proto.NotFound},
 		"a name both tenants use, not named": {node: nodes["globex"], role: proto.RoleNode, ref: "secret://k8s/join", code: proto.Forbidden},
+		"no secret reference":                {node: nodes["acme"], role: proto.RoleNode, ref: "secret://k8s/../join", code: proto.InvalidInput},
 	}
 	answers := map[string]string{}
 	for name, tc := range cases {
