@@ -143,10 +143,14 @@ func (b *Bound) checkAddr(address string) error {
 // refusal is err's *RefusedError alone when it holds one, so that what was refused is
 // told without the URL the request would have gone to (a redirect's may carry a
 // presigned secret); an address refused is told with the host it was dialed for.
-// Otherwise it is err.
+// Otherwise it is err with the URL of the hop that failed (http.Client names it whole,
+// a redirect's presigned query and user information too) redacted.
 func refusal(err error) error {
 	var r *RefusedError
 	if !errors.As(err, &r) {
+		if ue, ok := err.(*url.Error); ok {
+			return &url.Error{Op: ue.Op, URL: Redact(ue.URL), Err: ue.Err}
+		}
 		return err
 	}
 	if r.Hop == HopAddress && r.Host == "" {

@@ -161,14 +161,25 @@ func (c *Client) check(u *url.URL, hop string) error {
 	return c.bound.check(u, hop)
 }
 
-// redact names a URL in errors and logs without its query, which may hold a presigned
-// secret.
+// redact names a URL in errors and logs without its query and user information, either
+// of which may hold a credential (a presigned URL's signature, a cache capability).
 func redact(u *url.URL) string {
 	c := *u
+	c.User = nil
 	if c.RawQuery != "" {
 		c.RawQuery = "..."
 	}
 	return c.String()
+}
+
+// Redact is s, a URL, as errors and logs name it (redact); one that does not parse is
+// not named at all.
+func Redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "a URL that does not parse"
+	}
+	return redact(u)
 }
 
 // parseContentRange reads `bytes FIRST-LAST/TOTAL` (TOTAL may be `*`, given as -1).

@@ -206,7 +206,8 @@ func (p *agentPlane) elsewhere(tx *store.Tx, node string, role proto.Role) (stri
 
 // expand completes a command as it is delivered: for a site agent, its media.insert
 // (site.ExpandMediaInsert) and BMC credential (site.ExpandBMC); for every agent, the
-// user data of a deploy.image (userdata.Renderer.Deliver).
+// source and image sources of a deploy.image as the node's site and pool allow them now
+// (metal.DeliverDeployImage) and its user data (userdata.Renderer.Deliver).
 func (p *agentPlane) expand(node string, role proto.Role, cmd proto.Command) (proto.Command, error) {
 	err := p.st.View(func(tx *store.Tx) (err error) {
 		if role == proto.RoleSite {
@@ -216,6 +217,9 @@ func (p *agentPlane) expand(node string, role proto.Role, cmd proto.Command) (pr
 			if cmd, err = site.ExpandBMC(tx, p.secrets, node, cmd); err != nil {
 				return err
 			}
+		}
+		if cmd, err = metal.DeliverDeployImage(tx, node, cmd); err != nil {
+			return err
 		}
 		cmd, err = p.userData.Deliver(tx, node, role, cmd)
 		return err

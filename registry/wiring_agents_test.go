@@ -255,3 +255,69 @@ func TestReturnPlanPerReplica(t *testing.T) {
 		t.Errorf("a bbolt registry restarted with the plan of a stop at %v, want its own, between %v and %v", plan.StoppedAt, before, after)
 	}
 }
+
+// TestDeployImageDeliveredUnderTheImageSourcesOfNow: a deploy.image is stored while
+// the machine's site lets it fetch from mirror.example and cdn.example, and its ramdisk
+// gets it only later (it reconnects, or boots again, after the registry stored it). By
+// then the platform took a host off the site's image sources (a mirror found
+// compromised). The command delivered is held to the site's list as it stands: a
+// source the site no longer allows is left out, the site's cache alone offered; with no
+// cache copy, the command is answered FORBIDDEN source-not-allowed and never sent; one
+// still allowed goes with the site's list of now. Before, it went as it was stored,
+// with the mirror and the list of then.
+func TestDeployImageDeliveredUnderTheImageSourcesOfNow(t *testing.T) {
+	st := storetest.Filled(t, store.Options{})
+	node := storetest.Node(t, st, store.Node{MACs: []string{"52:54:00:00:00:01"}})
+	then := []string{"mirror.example", "cdn.example"}
+	storetest.Update(t, st, func(tx *store.Tx) error { _, err := tx.SetSiteImageSources(storetest.Site, then); return err })
+	p := &agentPlane{st: st, userData: newRenderer(t), log: slog.New(slog.DiscardHandler)}
+	const cacheURL = "https://rack-a.example:8443/images/sha256/" + "ab?cap=c"
+	stored := func(source, cache string) proto.Command {
+		payload, _ := json.Marshal(proto.DeployImage{Ref: "os@1", Source: source, ImageSources: &proto.SourceBound{Site: then},
+			CacheURL: cache, SHA256: strings.Repeat("ab", 32), Format: "raw", Compression: "zstd"})
+		return proto.Command{ID: "wf_1:main.5:a1:image", Kind: proto.CommandDeployImage, Payload: payload}
+	}
+	// The platform takes the mirror off the site's list.
+	now := []string{"cdn.example"}
+	storetest.Update(t, st, func(tx *store.Tx) error { _, err := tx.SetSiteImageSources(storetest.Site, now); return err })
+
+	for name, tc := range map[string]struct {
+		source, cache string
+		// want is the input delivered; code the answer when it is not delivered.
+		wantSource string
+		wantBound  *proto.SourceBound
+		code       proto.Code
+	}{
+		"a source taken off, not cached": {source: "https://mirror.example/os.raw.zst", code: proto.Forbidden},
+		"a source taken off, cached":     {source: "https://mirror.example/os.raw.zst", cache: cacheURL},
+		"a source still allowed":         {source: "https://cdn.example/os.raw.zst", wantSource: "https://cdn.example/os.raw.zst", wantBound: &proto.SourceBound{Site: now}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := p.expand(node.ID, proto.RoleRamdisk, stored(tc.source, tc.cache))
+			if tc.code != "" {
+				if err == nil {
+					t.Fatalf("delivered %s: want %s source-not-allowed naming mirror.example:443", got.Payload, tc.code)
+				}
+				if e := proto.AsError(err); e.Code != tc.code || e.Details.Reason != proto.ReasonSourceNotAllowed || !strings.Contains(e.Message, "mirror.example:443") {
+					t.Fatalf("delivered %s, %v: want %s source-not-allowed naming mirror.example:443", got.Payload, err, tc.code)
+				}
+				if strings.Contains(err.Error(), "cdn.example") {
+					t.Errorf("the message shows the tenant the site's image sources: %v", err)
+				}
+				return
+			}
+			var in proto.DeployImage
+			if err == nil {
+				err = json.Unmarshal(got.Payload, &in)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			bound, _ := json.Marshal(in.ImageSources)
+			wantBound, _ := json.Marshal(tc.wantBound)
+			if in.Source != tc.wantSource || in.CacheURL != tc.cache || string(bound) != string(wantBound) {
+				t.Errorf("delivered source %q within %+v from cache %q, want source %q within %+v", in.Source, in.ImageSources, in.CacheURL, tc.wantSource, tc.wantBound)
+			}
+		})
+	}
+}

@@ -212,7 +212,7 @@ func (w *writing) firstThatDelivers(ctx context.Context, locs []location) (Resul
 		if err := ctx.Err(); err != nil {
 			return Result{}, proto.Errorf(proto.Timeout, "deploy.image: %w", err)
 		}
-		w.opts.Log.Warn("image location failed", "location", loc.name, "url", loc.url, "err", next.err)
+		w.opts.Log.Warn("image location failed", "location", loc.name, "url", fetch.Redact(loc.url), "err", next.err)
 		failures = append(failures, fmt.Errorf("%s: %w", loc.name, next.err))
 	}
 	code, reason := proto.DriverError, proto.ReasonImageUnavailable

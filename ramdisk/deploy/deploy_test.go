@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -488,5 +490,48 @@ func TestImageMissingTarget(t *testing.T) {
 	}
 	if _, err := os.Stat(target); !os.IsNotExist(err) {
 		t.Fatal("deploy.image created the missing target")
+	}
+}
+
+// TestImageRedirectsSecretStaysOutOfTheError: the cache has no copy (its URL carries the
+// registry's capability), and the image's source redirects to storage the site lists, with a presigned URL whose query (and user
+// information) is a credential; the storage host cannot be reached. deploy.image fails,
+// naming the host it could not reach, and neither its error (the step's error, which
+// events, the CLI and the console show) nor the ramdisk's log holds the credential.
+// Before, the connection's failure carried the hop's whole URL into the error, and the
+// log named each location with its query.
+func TestImageRedirectsSecretStaysOutOfTheError(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage := l.Addr().String()
+	l.Close() // nothing listens there any more: the hop's connection is refused
+	source := httptest.NewTLSServer(http.RedirectHandler("https://presigned-user:presigned-password@"+storage+
+		"/blobs/os.raw.zst?X-Amz-Credential=AKIAEXAMPLE&X-Amz-Signature=presigned-signature", http.StatusFound))
+	defer source.Close()
+	var log testkit.SyncBuffer
+	opts := fast
+	opts.Transport = source.Client().Transport.(*http.Transport)
+	opts.Log = slog.New(slog.NewTextHandler(&log, nil))
+	cache := fetchtest.New(t) // holds no copy: the deploy goes on to the source
+	in := Input{CacheURL: cache.URL + "/cache?cap=cache-capability", SourceURL: source.URL + "/os.raw.zst", Digest: digest([]byte("x")), Format: proto.FormatRaw,
+		Compression: proto.CompressionZstd, Target: emptyDisk(t),
+		ImageSources: &proto.SourceBound{Site: []string{strings.TrimPrefix(source.URL, "https://"), storage}}}
+	_, err = Image(context.Background(), in, opts)
+	e := proto.AsError(err)
+	if e == nil || e.Code != proto.DriverError || e.Details.Reason != proto.ReasonImageUnavailable || !strings.Contains(e.Message, storage) {
+		t.Fatalf("%v: want DRIVER_ERROR image-unavailable naming %s", err, storage)
+	}
+	if !strings.Contains(e.Message, "https://"+storage+"/blobs/os.raw.zst?...") {
+		t.Errorf("the error does not name the hop without its query: %s", e.Message)
+	}
+	for _, secret := range []string{"presigned-signature", "AKIAEXAMPLE", "presigned-user", "presigned-password", "cache-capability"} {
+		if strings.Contains(e.Message, secret) {
+			t.Errorf("the error holds the presigned URL's %s: %s", secret, e.Message)
+		}
+		if strings.Contains(log.String(), secret) {
+			t.Errorf("the log holds the presigned URL's %s: %s", secret, log.String())
+		}
 	}
 }

@@ -157,27 +157,63 @@ func (s *Service) deployImage(ctx context.Context, a *workflow.Attempt) (json.Ra
 // on the tenant's own disk. When the source is refused and cacheURL is empty, nothing is
 // left to deploy from: the refusal, FORBIDDEN with reason source-not-allowed at
 // with.image, fails the step.
-func (s *Service) deploySource(node store.Node, img Image, cacheURL string) (string, *proto.SourceBound, error) {
-	var refusal error
-	var bound proto.SourceBound
-	err := s.cfg.Store.View(func(tx *store.Tx) error {
-		st, pool, err := image.NodeBounds(tx, node)
-		if err != nil {
-			return err
-		}
-		bound = image.NodeBound(st, pool)
-		refusal = image.RefuseFetch(st, pool, image.Fetch{Source: img.Source, Path: "with.image",
-			What: proto.Sprintf("image %s is not in site %s's cache, and its source", img.Ref, node.Site),
-			Else: "; or register the image from a source the site allows and pre-warm it there (policy.prewarmImages)"})
-		return nil
+func (s *Service) deploySource(node store.Node, img Image, cacheURL string) (source string, bound *proto.SourceBound, err error) {
+	err = s.cfg.Store.View(func(tx *store.Tx) error {
+		source, bound, err = boundSource(tx, node, img.Ref, img.Source, cacheURL)
+		return err
 	})
-	switch {
-	case err != nil:
+	return source, bound, err
+}
+
+// boundSource is deploySource's rule, read in tx: source and the bound of node's site
+// and pool when they allow it; "" and no bound when they do not and cacheURL is set;
+// else the refusal.
+func boundSource(tx *store.Tx, node store.Node, ref, source, cacheURL string) (string, *proto.SourceBound, error) {
+	st, pool, err := image.NodeBounds(tx, node)
+	if err != nil {
 		return "", nil, err
+	}
+	bound := image.NodeBound(st, pool)
+	refusal := image.RefuseFetch(st, pool, image.Fetch{Source: source, Path: "with.image",
+		What: proto.Sprintf("image %s is not in site %s's cache, and its source", ref, node.Site),
+		Else: "; or register the image from a source the site allows and pre-warm it there (policy.prewarmImages)"})
+	switch {
 	case refusal == nil:
-		return img.Source, &bound, nil
+		return source, &bound, nil
 	case cacheURL != "":
 		return "", nil, nil
 	}
 	return "", nil, refusal
+}
+
+// DeliverDeployImage is deploy.image cmd as it is delivered to node's ramdisk (its
+// agent endpoint's Expand, at each delivery): its source and imageSources held to the
+// image sources of node's site and pool as they stand now (boundSource), not as they
+// stood when the step stored the command. A command waits stored until its ramdisk is
+// there to take it (it reconnects, or boots again), and the platform may have taken a
+// host off the site's list meanwhile, a mirror found compromised: the command does not
+// carry it back. A source no longer allowed is left out, the cache alone offered; with no
+// cache URL the command is refused, FORBIDDEN source-not-allowed, and never sent. A
+// ramdisk already running the command keeps running it as it got it: a resend of the
+// same id joins that run. Other commands pass unchanged.
+func DeliverDeployImage(tx *store.Tx, nodeID string, cmd proto.Command) (proto.Command, error) {
+	if cmd.Kind != proto.CommandDeployImage {
+		return cmd, nil
+	}
+	var in proto.DeployImage
+	if err := json.Unmarshal(cmd.Payload, &in); err != nil {
+		return cmd, proto.Errorf(proto.Internal, "deploy.image payload: %v", err)
+	}
+	if in.Source == "" {
+		return cmd, nil
+	}
+	node, err := tx.Node(nodeID)
+	if err != nil {
+		return cmd, err
+	}
+	if in.Source, in.ImageSources, err = boundSource(tx, node, in.Ref, in.Source, in.CacheURL); err != nil {
+		return cmd, err
+	}
+	cmd.Payload, err = proto.Marshal(in)
+	return cmd, err
 }

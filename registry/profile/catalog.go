@@ -155,7 +155,7 @@ func boolean(w *walker, v *jsondoc.Value, p jsondoc.Path) { w.r.Bool(v, p) }
 
 func httpsURL(w *walker, v *jsondoc.Value, p jsondoc.Path) {
 	if s, ok := w.r.String(v, p); ok {
-		if err := checkHTTPSURL(s); err != nil {
+		if err := CheckHTTPSURL(s); err != nil {
 			w.r.Add(v, p, "%v", err)
 		}
 	}

@@ -29,8 +29,11 @@ func checkImageRef(ref string) error {
 // maxURLLen is the longest URL a step takes.
 const maxURLLen = 2048
 
-// checkHTTPSURL accepts an https URL with a host, without user info or spaces.
-func checkHTTPSURL(s string) error {
+// CheckHTTPSURL accepts an https URL with a host, without user info or spaces, of at
+// most 2048 bytes: a step's url in a profile, and the url an earlier step returned that
+// media.insert's fromStep names (registry/site), which is checked only when the workflow
+// runs, since a tenant's machine may answer it.
+func CheckHTTPSURL(s string) error {
 	if len(s) > maxURLLen {
 		return fmt.Errorf("the URL is longer than %d bytes", maxURLLen)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/image"
+	"github.com/better-compute/better-compute/registry/profile"
 	"github.com/better-compute/better-compute/registry/store"
 )
 
@@ -93,7 +94,10 @@ func ExpandMediaInsert(tx *store.Tx, cmd proto.Command, v image.Verifier) (proto
 
 // stepURL is the https:// `url` of the result of step path (steps[N], acceptance[N],
 // cleanup[N]) of the run whose command id is id (RUN:PHASE.N:ATTEMPT, see
-// registry/workflow).
+// registry/workflow), held to the rule of a profile's url (profile.CheckHTTPSURL): a
+// tenant's machine may answer that step, and user information in the url (which a BMC's
+// parser may take for its host), its length or a control character in it would otherwise
+// reach the BMC, the site agent's log and the step's result.
 func stepURL(tx *store.Tx, id, path string) (string, error) {
 	bad := func(format string, args ...any) error {
 		return proto.Errorf(proto.InvalidInput, format, args...).WithPath("with.fromStep")
@@ -112,6 +116,9 @@ func stepURL(tx *store.Tx, id, path string) (string, error) {
 		}
 		if json.Unmarshal(st.Result, &res) != nil || !strings.HasPrefix(res.URL, "https://") {
 			return "", bad("step %s (%s) returned no https:// url", path, st.Use)
+		}
+		if err := profile.CheckHTTPSURL(res.URL); err != nil {
+			return "", bad("step %s (%s) returned a url media.insert does not mount: %v", path, st.Use, err)
 		}
 		return res.URL, nil
 	}

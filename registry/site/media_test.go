@@ -52,11 +52,17 @@ func TestExpandMediaInsert(t *testing.T) {
 				return err
 			}
 		}
-		// steps[1] stands for a step whose result a tenant answers (its own machine's agent).
+		// steps[1] to steps[4] stand for a step whose result a tenant answers (its own
+		// machine's agent); steps[2] to steps[4] name an allowed host, with what a url
+		// in a profile may not carry.
+		long, _ := json.Marshal(allowedISO + "?pad=" + strings.Repeat("a", 64<<10))
 		run, err = tx.CreateRun(store.Run{Node: node.ID, Tenant: storetest.Tenant, Document: json.RawMessage(`{}`), Steps: []store.RunStep{
 			{Phase: "main", Index: 0, Use: "plugin.buildIso", Result: json.RawMessage(`{"url":"https://isos.example/n1.iso"}`)},
 			{Phase: "main", Index: 1, Use: "inventory.refresh", Result: json.RawMessage(`{"url":"` + internalISO + `"}`)},
-			{Phase: "main", Index: 2, Use: "media.insert"}}})
+			{Phase: "main", Index: 2, Use: "inventory.refresh", Result: json.RawMessage(`{"url":"https://10.0.0.9:443@isos.example/x.iso"}`)},
+			{Phase: "main", Index: 3, Use: "inventory.refresh", Result: json.RawMessage(`{"url":` + string(long) + `}`)},
+			{Phase: "main", Index: 4, Use: "inventory.refresh", Result: json.RawMessage(`{"url":"https://isos.example/x.iso\tY"}`)},
+			{Phase: "main", Index: 5, Use: "media.insert"}}})
 		return err
 	})
 	for name, tc := range map[string]struct {
@@ -71,7 +77,7 @@ func TestExpandMediaInsert(t *testing.T) {
 		"plain http":            {kind: proto.CommandMediaInsert, with: `{"url":"http://isos.example/x.iso"}`, code: proto.InvalidInput, path: "with"},
 		"unknown field":         {kind: proto.CommandMediaInsert, with: `{"uri":"https://x"}`, code: proto.InvalidInput, path: "with.uri"},
 		"fromStep":              {kind: proto.CommandMediaInsert, with: `{"fromStep":"steps[0]"}`, want: `{"url":"https://isos.example/n1.iso"}`},
-		"fromStep no url":       {kind: proto.CommandMediaInsert, with: `{"fromStep":"steps[2]"}`, code: proto.InvalidInput, path: "with.fromStep"},
+		"fromStep no url":       {kind: proto.CommandMediaInsert, with: `{"fromStep":"steps[5]"}`, code: proto.InvalidInput, path: "with.fromStep"},
 		"unknown image":         {kind: proto.CommandMediaInsert, with: `{"image":"nope@1"}`, code: proto.NotFound, path: "with.image"},
 		"image":                 {kind: proto.CommandMediaInsert, with: `{"image":"rescue@1"}`, want: `{"url":"` + allowedISO + `","digest":"` + strings.Repeat("ab", 32) + `","macs":["52:54:00:00:00:01"]}`},
 		"another command":       {kind: "power.setPower", with: `{"action":"on"}`, want: `{"action":"on"}`},
@@ -86,6 +92,15 @@ func TestExpandMediaInsert(t *testing.T) {
 			says: []string{"export@1", "10.0.0.9:443", "site rack-a"}},
 		"a step that returned an internal url": {kind: proto.CommandMediaInsert, with: `{"fromStep":"steps[1]"}`, code: proto.Forbidden, path: "with.fromStep",
 			says: []string{"steps[1]", "10.0.0.9:443", "site rack-a"}},
+		// An earlier step's url is held to the rule of a profile's url: with user
+		// information (which a BMC's parser may take for the host), past 2048 bytes, or
+		// with a space or control character, it is refused before anything is delivered.
+		"a step that returned a url with user information": {kind: proto.CommandMediaInsert, with: `{"fromStep":"steps[2]"}`, code: proto.InvalidInput, path: "with.fromStep",
+			says: []string{"steps[2]", "user info"}},
+		"a step that returned a url of 64 KiB": {kind: proto.CommandMediaInsert, with: `{"fromStep":"steps[3]"}`, code: proto.InvalidInput, path: "with.fromStep",
+			says: []string{"steps[3]", "2048"}},
+		"a step that returned a url with a tab": {kind: proto.CommandMediaInsert, with: `{"fromStep":"steps[4]"}`, code: proto.InvalidInput, path: "with.fromStep",
+			says: []string{"steps[4]", "not an https URL"}},
 		"a host the pool leaves out": {kind: proto.CommandMediaInsert, narrow: true, with: `{"url":"` + allowedISO + `"}`, code: proto.Forbidden, path: "with.url",
 			says: []string{"isos.example:443", "site rack-a", "pool narrow's policy.imageSources [mirror.example]", "better-compute pools update narrow"}},
 	} {
@@ -97,7 +112,7 @@ func TestExpandMediaInsert(t *testing.T) {
 			payload, _ := json.Marshal(proto.SiteCommand{Node: n.ID, Input: json.RawMessage(tc.with)})
 			var got proto.Command
 			err := st.View(func(tx *store.Tx) (err error) {
-				got, err = ExpandMediaInsert(tx, proto.Command{ID: run.ID + ":main.2:a1", Kind: tc.kind, Payload: payload}, nil)
+				got, err = ExpandMediaInsert(tx, proto.Command{ID: run.ID + ":main.5:a1", Kind: tc.kind, Payload: payload}, nil)
 				return err
 			})
 			if tc.code != "" {
