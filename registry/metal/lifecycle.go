@@ -398,11 +398,14 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 		})
 		return err
 	case Release:
-		_, err := updateNode(tx, node.ID, func(n *store.Node) error {
+		released, err := updateNode(tx, node.ID, func(n *store.Node) error {
 			n.State, n.Role, n.Profile, n.Host = store.NodeReady, "", nil, nil
 			return nil
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		return releasedNodeSpec(tx, released)
 	}
 	_, err = updateNode(tx, node.ID, func(n *store.Node) error { n.State = tr.succeeded; return nil })
 	return err
