@@ -188,7 +188,8 @@ func workflowRunning(tx *store.Tx, node store.Node) (bool, error) {
 
 // begin creates the workflow of req for node and moves the node to the state it runs in;
 // next is the request that follows it on success. On a pool without agent a request
-// with no out-of-band variant (rescue) fails the node with UNSUPPORTED and creates no run.
+// with no out-of-band variant (rescue) fails the node with UNSUPPORTED and creates no run,
+// and a release asking for a wipe mode other than none is UNSUPPORTED at wipe.
 func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, next Request) (store.Run, store.Node, error) {
 	tr := transitions[req]
 	pool, err := tx.Pool(node.Tenant, node.Pool)
@@ -206,6 +207,11 @@ func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, n
 			return nil
 		})
 		return store.Run{}, node, err
+	case pool.Policy.Agent == store.AgentNone && o.Wipe != "" && o.Wipe != proto.WipeNone:
+		// The out-of-band release boots no ramdisk and wipes no disk: a mode taken would
+		// make the node ready with the disks its user left, as if they were wiped.
+		return store.Run{}, node, proto.Errorf(proto.Unsupported, "pool %s runs no agent (agent: none): its release boots no ramdisk and wipes no disk, so it takes no wipe mode (%s): wipe the disks by other means, then release the node without one",
+			pool.Name, o.Wipe).WithPath("wipe")
 	case pool.Policy.Agent == store.AgentNone:
 		rec = shippedRecord(tr.oob)
 	default:
