@@ -142,13 +142,18 @@ func takes(state string, running bool) []Request {
 
 // Offers lists the requests node takes now (Act refuses every other with
 // INVALID_STATE), in the lifecycle table's order: what a console or a CLI offers to do
-// next. Whether a credential may make one is the API's to say.
+// next. A node failed in no workflow (a rescue on a pool without agent) has nothing to
+// retry, and retry refuses it. Whether a credential may make one is the API's to say.
 func Offers(tx *store.Tx, node store.Node) ([]Request, error) {
 	running, err := workflowRunning(tx, node)
 	if err != nil {
 		return nil, err
 	}
-	return takes(node.State, running), nil
+	offers := takes(node.State, running)
+	if node.Failure == nil || node.Failure.RunID == "" {
+		offers = slices.DeleteFunc(offers, func(r Request) bool { return r == Retry })
+	}
+	return offers, nil
 }
 
 // refusal is the INVALID_STATE of a request the node's state does not allow.

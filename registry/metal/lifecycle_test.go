@@ -566,3 +566,26 @@ func TestOutOfBandReleaseTakesNoWipeMode(t *testing.T) {
 		t.Errorf("release --wipe none out of band: %s of %s, node %s %+v", run.State, run.Profile.ID, n.State, n.Failure)
 	}
 }
+
+// TestAFailureWithoutWorkflowOffersNoRetry: a rescue on a pool with agent: none fails the
+// node at once, in no workflow, so a retry has nothing to run and is INVALID_STATE. What
+// the node offers (nodes get's requests, the console's buttons) is what it takes:
+// release and retire, not retry.
+func TestAFailureWithoutWorkflowOffersNoRetry(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeActive)
+	h.setPolicy(store.PoolPolicy{Agent: store.AgentNone})
+	if _, n, err := h.act(node, Rescue, Options{}); err != nil || n.State != store.NodeFailed {
+		t.Fatalf("rescue out of band: %v, node %s", err, n.State)
+	}
+	var offers []Request
+	if err := h.store.View(func(tx *store.Tx) (err error) { offers, err = Offers(tx, h.node(node)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.act(node, Retry, Options{}); proto.CodeOf(err) != proto.InvalidState {
+		t.Fatalf("retry of a failure in no workflow: %v, want INVALID_STATE", err)
+	}
+	if diff := cmp.Diff([]Request{Release, Retire}, offers); diff != "" {
+		t.Errorf("the node offers (-want +got):\n%s", diff)
+	}
+}
