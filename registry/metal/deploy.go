@@ -105,6 +105,23 @@ func endBytes(tx *store.Tx, node store.Node, req Request, p *profile.Profile) (i
 	return len(host), err
 }
 
+// releasedNodeSpec gives node, which a release left without profile, role and host
+// section, a NodeSpec without the released installation's host section. The next
+// installation's agent is pushed the stored NodeSpec at its first session, and handed
+// the secrets its units name (secret.ForAgent): kept, the released installation's units
+// (a k8s-join to its cluster, and the join token it names) reached the next one while
+// its deploy ran, and for good when that deploy failed. A node never deployed has no
+// NodeSpec and gets none.
+func releasedNodeSpec(tx *store.Tx, node store.Node) error {
+	if _, err := tx.NodeSpec(node.ID); proto.CodeOf(err) == proto.NotFound {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	_, err := tx.SetNodeSpec(NodeSpec(node))
+	return err
+}
+
 // NodeSpec is the desired state of node's installed agent: its labels, its driver
 // bindings and its host section.
 func NodeSpec(node store.Node) proto.NodeSpec {

@@ -142,13 +142,18 @@ func takes(state string, running bool) []Request {
 
 // Offers lists the requests node takes now (Act refuses every other with
 // INVALID_STATE), in the lifecycle table's order: what a console or a CLI offers to do
-// next. Whether a credential may make one is the API's to say.
+// next. A node failed in no workflow (a rescue on a pool without agent) has nothing to
+// retry, and retry refuses it. Whether a credential may make one is the API's to say.
 func Offers(tx *store.Tx, node store.Node) ([]Request, error) {
 	running, err := workflowRunning(tx, node)
 	if err != nil {
 		return nil, err
 	}
-	return takes(node.State, running), nil
+	offers := takes(node.State, running)
+	if node.Failure == nil || node.Failure.RunID == "" {
+		offers = slices.DeleteFunc(offers, func(r Request) bool { return r == Retry })
+	}
+	return offers, nil
 }
 
 // refusal is the INVALID_STATE of a request the node's state does not allow.
@@ -188,7 +193,8 @@ func workflowRunning(tx *store.Tx, node store.Node) (bool, error) {
 
 // begin creates the workflow of req for node and moves the node to the state it runs in;
 // next is the request that follows it on success. On a pool without agent a request
-// with no out-of-band variant (rescue) fails the node with UNSUPPORTED and creates no run.
+// with no out-of-band variant (rescue) fails the node with UNSUPPORTED and creates no run,
+// and a release asking for a wipe mode other than none is UNSUPPORTED at wipe.
 func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, next Request) (store.Run, store.Node, error) {
 	tr := transitions[req]
 	pool, err := tx.Pool(node.Tenant, node.Pool)
@@ -206,6 +212,11 @@ func (s *Service) begin(tx *store.Tx, node store.Node, req Request, o Options, n
 			return nil
 		})
 		return store.Run{}, node, err
+	case pool.Policy.Agent == store.AgentNone && o.Wipe != "" && o.Wipe != proto.WipeNone:
+		// The out-of-band release boots no ramdisk and wipes no disk: a mode taken would
+		// make the node ready with the disks its user left, as if they were wiped.
+		return store.Run{}, node, proto.Errorf(proto.Unsupported, "pool %s runs no agent (agent: none): its release boots no ramdisk and wipes no disk, so it takes no wipe mode (%s): wipe the disks by other means, then release the node without one",
+			pool.Name, o.Wipe).WithPath("wipe")
 	case pool.Policy.Agent == store.AgentNone:
 		rec = shippedRecord(tr.oob)
 	default:
@@ -398,11 +409,14 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 		})
 		return err
 	case Release:
-		_, err := updateNode(tx, node.ID, func(n *store.Node) error {
+		released, err := updateNode(tx, node.ID, func(n *store.Node) error {
 			n.State, n.Role, n.Profile, n.Host = store.NodeReady, "", nil, nil
 			return nil
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		return releasedNodeSpec(tx, released)
 	}
 	_, err = updateNode(tx, node.ID, func(n *store.Node) error { n.State = tr.succeeded; return nil })
 	return err

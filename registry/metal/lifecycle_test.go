@@ -537,3 +537,55 @@ func sortedRequests(rs []Request) []Request {
 func Requests() []Request {
 	return []Request{Inspect, Commission, Deploy, Release, Retire, Rescue, Unrescue, Remediate, Retry, Cancel}
 }
+
+// TestOutOfBandReleaseTakesNoWipeMode: a release on a pool with agent: none runs
+// metal-release-oob@1, which boots no ramdisk and wipes no disk. A release asking for a
+// wipe (`nodes release ID --wipe secure-erase`) is refused UNSUPPORTED at wipe and changes
+// nothing, rather than making the node ready with its disks as its user left them; one
+// asking for none, which is what it does, or for no mode, releases it.
+func TestOutOfBandReleaseTakesNoWipeMode(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeActive)
+	h.setPolicy(store.PoolPolicy{Agent: store.AgentNone})
+	h.machine.forget()
+	before := h.node(node)
+	for _, mode := range []string{proto.WipeQuick, proto.WipeSecureErase, proto.WipeCryptoErase} {
+		run, _, err := h.act(node, Release, Options{Wipe: mode})
+		if proto.CodeOf(err) != proto.Unsupported || proto.AsError(err).Details.Path != "wipe" {
+			t.Errorf("release --wipe %s out of band: %v (workflow %q), want UNSUPPORTED at wipe", mode, err, run.ID)
+		}
+		if after := h.node(node); after.Rev != before.Rev || after.State != store.NodeActive {
+			t.Fatalf("the refused release --wipe %s left node %s rev %d (was rev %d)", mode, after.State, after.Rev, before.Rev)
+		}
+	}
+	run, _, err := h.act(node, Release, Options{Wipe: proto.WipeNone})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, n := h.end(run.ID); n.State != store.NodeReady || run.Profile.ID != "metal-release-oob" {
+		t.Errorf("release --wipe none out of band: %s of %s, node %s %+v", run.State, run.Profile.ID, n.State, n.Failure)
+	}
+}
+
+// TestAFailureWithoutWorkflowOffersNoRetry: a rescue on a pool with agent: none fails the
+// node at once, in no workflow, so a retry has nothing to run and is INVALID_STATE. What
+// the node offers (nodes get's requests, the console's buttons) is what it takes:
+// release and retire, not retry.
+func TestAFailureWithoutWorkflowOffersNoRetry(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeActive)
+	h.setPolicy(store.PoolPolicy{Agent: store.AgentNone})
+	if _, n, err := h.act(node, Rescue, Options{}); err != nil || n.State != store.NodeFailed {
+		t.Fatalf("rescue out of band: %v, node %s", err, n.State)
+	}
+	var offers []Request
+	if err := h.store.View(func(tx *store.Tx) (err error) { offers, err = Offers(tx, h.node(node)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.act(node, Retry, Options{}); proto.CodeOf(err) != proto.InvalidState {
+		t.Fatalf("retry of a failure in no workflow: %v, want INVALID_STATE", err)
+	}
+	if diff := cmp.Diff([]Request{Release, Retire}, offers); diff != "" {
+		t.Errorf("the node offers (-want +got):\n%s", diff)
+	}
+}
