@@ -1,6 +1,7 @@
 // Package sectionpack is the stored form of an agent's inventory section: its JSON as it
 // is, or compressed with zstd when that makes it smaller. The registry's store writes each
-// section in this form (registry/store's inventory records), and a site agent cuts the
+// section in this form (registry/store's inventory records, and the entries of the site
+// cache report it keeps of a site's `images` section), and a site agent cuts the
 // sections it reports until their stored form fits (Fits), so that the two sides measure
 // a section alike and the registry never refuses one for its size. It imports nothing of
 // the project but proto. docs/store.md describes the record.

@@ -16,7 +16,13 @@ func openCatalog(t testing.TB) *store.Store { t.Helper(); return openCatalogWith
 // openCatalogWith is openCatalog with store options, such as a clock.
 func openCatalogWith(t testing.TB, opts store.Options) *store.Store {
 	t.Helper()
-	st := storetest.Open(t, opts)
+	return openCatalogOn(t, storetest.Open, opts)
+}
+
+// openCatalogOn is openCatalogWith on the backend open opens (storetest.Backends).
+func openCatalogOn(t testing.TB, open func(testing.TB, store.Options) *store.Store, opts store.Options) *store.Store {
+	t.Helper()
+	st := open(t, opts)
 	storetest.Update(t, st, func(tx *store.Tx) error {
 		for _, tn := range []string{store.RootTenant, "acme", "beta"} {
 			if _, err := tx.CreateTenant(tn); err != nil {

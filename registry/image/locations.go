@@ -15,10 +15,12 @@ import (
 const maxCacheEntries = 4096
 
 // maxReportBytes bounds the JSON of the entries the store keeps of one agent's cache
-// report: a frame, what the agent can send in one report. A cut report keeps the
-// entries of the agent's last report that it does not name only while they fit, so
-// that reports one after another, each with new digests, do not add up in one record
-// (an entry takes up to 16 sources of 2 KB).
+// report: a frame, what the agent can send in one report, and what a stored report's
+// entries decompress to at most. A cut report keeps the entries of the agent's last
+// report that it does not name only while they fit it and their stored form fits
+// store.MaxCacheReportData, so that reports one after another, each with new digests,
+// do not add up in one record (an entry takes up to 16 sources of 2 KB) and no record
+// passes what one etcd transaction takes.
 const maxReportBytes = proto.MaxFrame
 
 // RecordSiteCacheReport keeps the `images` inventory section a site agent reported
@@ -27,7 +29,8 @@ const maxReportBytes = proto.MaxFrame
 // the report changed. A malformed report is INVALID_INPUT naming the bad entry. A cut
 // report (the agent left entries out so that it fits its frame, proto.SiteInventory's
 // omitted) names only part of what the cache holds: the entries of the agent's last
-// report whose digest it does not name are kept as they were, not taken for gone.
+// report whose digest it does not name are kept as they were, not taken for gone,
+// while they fit the bounds above.
 func RecordSiteCacheReport(tx *store.Tx, site, agent string, entries []proto.ImageCacheEntry, cut bool) (bool, error) {
 	if proto.CheckNodeID(agent) != nil {
 		return false, proto.Errorf(proto.InvalidInput, "agent id %q is not one the registry issues", agent).WithPath("agentId")
@@ -49,8 +52,9 @@ func RecordSiteCacheReport(tx *store.Tx, site, agent string, entries []proto.Ima
 }
 
 // withUnreported is a cut report's entries and, up to maxCacheEntries and while their
-// JSON fits maxReportBytes, those of the agent's last report whose digest it does not
-// name.
+// JSON fits maxReportBytes and their stored form store.MaxCacheReportData (storedWithin),
+// those of the agent's last report whose digest it does not name. The report's own
+// entries are always kept: their section's stored form was within what the store takes.
 func withUnreported(tx *store.Tx, site, agent string, entries []proto.ImageCacheEntry) ([]proto.ImageCacheEntry, error) {
 	reports, err := tx.SiteCacheReports(site)
 	if err != nil {
@@ -83,7 +87,40 @@ func withUnreported(tx *store.Tx, site, agent string, entries []proto.ImageCache
 			out, size = append(out, e), size+n+1
 		}
 	}
-	return out, nil
+	return storedWithin(out, len(entries))
+}
+
+// storedWithin is the longest run of list, its first reported entries always kept, whose
+// stored form (store.CacheReportSize) fits store.MaxCacheReportData. Entries as good as
+// random do not compress, and a frame of them stored as it is took more than one etcd
+// transaction: the report was never recorded. The stored size grows with the entries
+// kept, so the count is bisected: a dozen packings at most, once per change of a cut
+// report.
+func storedWithin(list []proto.ImageCacheEntry, reported int) ([]proto.ImageCacheEntry, error) {
+	fits := func(n int) (bool, error) {
+		size, err := store.CacheReportSize(list[:n])
+		return size <= store.MaxCacheReportData, err
+	}
+	if len(list) == reported {
+		return list, nil
+	}
+	if ok, err := fits(len(list)); ok || err != nil {
+		return list, err
+	}
+	lo, hi := reported, len(list) // list[:lo] is kept, list[:hi] does not fit
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		ok, err := fits(mid)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return list[:lo], nil
 }
 
 // jsonSize is the length of v's JSON as the store writes it (proto.Marshal).

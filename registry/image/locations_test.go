@@ -26,8 +26,14 @@ type siteFixture struct {
 
 func newSiteFixture(t *testing.T) *siteFixture {
 	t.Helper()
+	return newSiteFixtureOn(t, storetest.Open)
+}
+
+// newSiteFixtureOn is newSiteFixture on the backend open opens (storetest.Backends).
+func newSiteFixtureOn(t *testing.T, open func(testing.TB, store.Options) *store.Store) *siteFixture {
+	t.Helper()
 	f := &siteFixture{ids: map[string]string{}, now: time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)}
-	f.st = openCatalogWith(t, store.Options{Now: func() time.Time { return f.now }})
+	f.st = openCatalogOn(t, open, store.Options{Now: func() time.Time { return f.now }})
 	storetest.Update(t, f.st, func(tx *store.Tx) error {
 		if _, err := tx.CreateSite("rack-1"); err != nil {
 			return err
