@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/hardware/dcgm"
 	"github.com/better-compute/better-compute/proto"
@@ -47,7 +48,7 @@ func signDCGM(t testing.TB, a agentKey, node, commandID string, r proto.DCGMResu
 func TestDCGMPassed(t *testing.T) {
 	ca, _ := testkit.NewCA()
 	a := newAgent(t, ca, "node-1", "node")
-	res := attest.Verifier{AgentCAs: ca.Pool()}.Received("node-1", proto.RoleNode, a.cert, dcgmCmd,
+	res := attest.Verifier{AgentCAs: ca.Pool()}.Received("node-1", proto.RoleNode, a.cert, dcgmCmd, time.Time{},
 		proto.Result{ID: dcgmCmd.ID, Result: signDCGM(t, a, "node-1", dcgmCmd.ID, dcgmRun(false))})
 	if res.Error != nil {
 		t.Fatal(res.Error)
@@ -106,12 +107,12 @@ func TestDCGMRefusals(t *testing.T) {
 		{"more GPUs than DCGM handles", "result", "1099511627776 GPUs", signDCGM(t, a, "node-1", dcgmCmd.ID, tooMany)},
 	}
 	for _, c := range cases {
-		res := v.Received("node-1", proto.RoleNode, a.cert, dcgmCmd, proto.Result{ID: dcgmCmd.ID, Result: c.raw})
+		res := v.Received("node-1", proto.RoleNode, a.cert, dcgmCmd, time.Time{}, proto.Result{ID: dcgmCmd.ID, Result: c.raw})
 		if res.Error == nil || res.Error.Code != proto.DriverError || res.Error.Details.Reason != c.reason || !strings.Contains(res.Error.Message, c.says) {
 			t.Errorf("%s: stored %s %+v; want DRIVER_ERROR %s saying %q", c.name, res.Result, res.Error, c.reason, c.says)
 		}
 	}
-	res := v.Received("node-1", proto.RoleNode, a.cert, dcgmCmd, proto.Result{ID: dcgmCmd.ID, Result: cases[0].raw})
+	res := v.Received("node-1", proto.RoleNode, a.cert, dcgmCmd, time.Time{}, proto.Result{ID: dcgmCmd.ID, Result: cases[0].raw})
 	if diff := cmp.Diff([]proto.Failure{{Name: "memory", GPUs: []int{1}}}, res.Error.Details.Failed); diff != "" {
 		t.Errorf("details.failed (-want +got):\n%s", diff)
 	}
@@ -136,7 +137,7 @@ func FuzzReceivedDCGM(f *testing.F) {
 		if !json.Valid(raw) {
 			return
 		}
-		res := v.Received("node-1", proto.RoleNode, a.cert, dcgmCmd, proto.Result{ID: dcgmCmd.ID, Result: raw})
+		res := v.Received("node-1", proto.RoleNode, a.cert, dcgmCmd, time.Time{}, proto.Result{ID: dcgmCmd.ID, Result: raw})
 		if res.Error == nil {
 			t.Fatalf("passed an answer no agent key of node-1 signed: %s", raw)
 		}
@@ -196,7 +197,7 @@ func TestDCGMHardwareSkipped(t *testing.T) {
 	a := newAgent(t, ca, "node-1", "node")
 	judge := func(level int, r proto.DCGMResult) proto.Result {
 		cmd := proto.Command{ID: dcgmCmd.ID, Kind: proto.CommandDiagDCGM, Payload: json.RawMessage(fmt.Sprintf(`{"level":%d}`, level))}
-		return v.Received("node-1", proto.RoleNode, a.cert, cmd, proto.Result{ID: cmd.ID, Result: signDCGM(t, a, "node-1", cmd.ID, r)})
+		return v.Received("node-1", proto.RoleNode, a.cert, cmd, time.Time{}, proto.Result{ID: cmd.ID, Result: signDCGM(t, a, "node-1", cmd.ID, r)})
 	}
 	skipped := []any{
 		skippedCategory("Integration", "PCIe"),
