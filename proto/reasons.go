@@ -174,6 +174,9 @@ const (
 	// ReasonActivation (DRIVER_ERROR): the TPM could not prove that the AK lives beside
 	// the EK (activation of credential), or the EK is not the one enrolled.
 	ReasonActivation = "activation"
+	// ReasonEKEnrolled (INVALID_STATE): the TPM's endorsement key is enrolled for another
+	// node already: one TPM is one machine's.
+	ReasonEKEnrolled = "ek-enrolled"
 
 	// Workflow runs (docs/workflows.md#what-a-run-keeps).
 

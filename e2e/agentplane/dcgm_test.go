@@ -114,10 +114,10 @@ func signedBy(other tls.Certificate, commandID, kind string, result any) (json.R
 func signingEnv(t *testing.T) (*env, tls.Certificate) {
 	var v attest.Verifier
 	var vmu sync.Mutex
-	e := newEnv(t, agents.Config{Received: func(node string, role proto.Role, peer *x509.Certificate, cmd proto.Command, res proto.Result) proto.Result {
+	e := newEnv(t, agents.Config{Received: func(node string, role proto.Role, peer *x509.Certificate, cmd proto.Command, sent time.Time, res proto.Result) proto.Result {
 		vmu.Lock()
 		defer vmu.Unlock()
-		return v.Received(node, role, peer, cmd, res)
+		return v.Received(node, role, peer, cmd, sent, res)
 	}})
 	vmu.Lock()
 	v.AgentCAs = e.ca.Pool()

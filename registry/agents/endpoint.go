@@ -96,10 +96,10 @@ type Config struct {
 	// An error answers the command with it, and nothing is sent.
 	Expand func(node string, role proto.Role, cmd proto.Command) (proto.Command, error)
 	// Received, if set, makes what is stored of the result res that the agent of node
-	// in role answered cmd with, its session's certificate being peer: the registry's
-	// own reading of a node-signed result (registry/attest). It runs on the command's
-	// stream and must not block.
-	Received func(node string, role proto.Role, peer *x509.Certificate, cmd proto.Command, res proto.Result) proto.Result
+	// in role answered cmd with, its session's certificate being peer, the command
+	// stored at sent (its createdAt): the registry's own reading of a node-signed result
+	// (registry/attest). It runs on the command's stream and must not block.
+	Received func(node string, role proto.Role, peer *x509.Certificate, cmd proto.Command, sent time.Time, res proto.Result) proto.Result
 	// Secret, if set, answers an agent's secretRequest: the value of ref for the agent of
 	// node in role, or why it does not get it (a *proto.Error). It runs on the agent's
 	// session and must return quickly. Without it every request is UNSUPPORTED.

@@ -337,7 +337,7 @@ func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentComman
 			if certs := s.conn.ConnectionState().TLS.PeerCertificates; len(certs) > 0 {
 				peer = certs[0]
 			}
-			res = e.cfg.Received(s.node, s.role, peer, cmd, res)
+			res = e.cfg.Received(s.node, s.role, peer, cmd, c.CreatedAt, res)
 		}
 		return res, nil
 	}

@@ -23,8 +23,8 @@ import (
 type Verifier struct {
 	// AgentCAs are the CAs that issue agent certificates.
 	AgentCAs *x509.CertPool
-	// Now is the clock a certificate other than the session's is checked at; time.Now
-	// when nil.
+	// Now is the clock a certificate other than the session's is checked at, and a
+	// signed result's time against (signedWithin); time.Now when nil.
 	Now func() time.Time
 	// Current, if set, checks that a certificate of node's agent in role naming the
 	// identity epoch epoch (proto.IdentityEpoch) is of the machine's current
@@ -39,15 +39,21 @@ var readers = map[string]func(cmd proto.Command, sr *proto.SignedResult, p *prot
 	proto.CommandDiagDCGM: readDCGM,
 }
 
+// ClockSkew is how far an agent's clock may be from the registry's: a signed result's
+// time may be that much before the command was relayed or after it was received
+// (signedWithin).
+const ClockSkew = 5 * time.Minute
+
 // Received is what the registry stores for res, the answer of the agent of node in
-// role (whose session presented peer) to cmd: for a node-signed kind, its own reading of
-// the signed result; any other result as it is.
-func (v Verifier) Received(node string, role proto.Role, peer *x509.Certificate, cmd proto.Command, res proto.Result) proto.Result {
+// role (whose session presented peer) to cmd, which the registry relayed at sent (the
+// stored command's createdAt; zero when unknown): for a node-signed kind, its own reading
+// of the signed result; any other result as it is.
+func (v Verifier) Received(node string, role proto.Role, peer *x509.Certificate, cmd proto.Command, sent time.Time, res proto.Result) proto.Result {
 	read := readers[cmd.Kind]
 	if read == nil || res.Error != nil {
 		return res
 	}
-	sr, p, refused := v.Verify(node, role, peer, cmd, res.Result)
+	sr, p, refused := v.Verify(node, role, peer, cmd, sent, res.Result)
 	out, err := read(cmd, sr, p, refused)
 	if err != nil {
 		return proto.Result{ID: res.ID, Error: proto.AsError(err)}
@@ -58,9 +64,10 @@ func (v Verifier) Received(node string, role proto.Role, peer *x509.Certificate,
 // Verify reads raw as a proto.SignedResult and verifies it: its certificate is peer (the
 // session's), or one the agent CAs issued for node in role (the agent renewed while the
 // command ran); its signature verifies with that certificate's key; its payload answers
-// cmd for node. It returns the signed result with the certificate that verified it, nil
-// when raw is no signed result, and the payload, nil unless it verified.
-func (v Verifier) Verify(node string, role proto.Role, peer *x509.Certificate, cmd proto.Command, raw json.RawMessage) (*proto.SignedResult, *proto.ResultPayload, error) {
+// cmd for node, signed while cmd ran: after sent, when the registry relayed it, and
+// before now (signedWithin). It returns the signed result with the certificate that
+// verified it, nil when raw is no signed result, and the payload, nil unless it verified.
+func (v Verifier) Verify(node string, role proto.Role, peer *x509.Certificate, cmd proto.Command, sent time.Time, raw json.RawMessage) (*proto.SignedResult, *proto.ResultPayload, error) {
 	var sr proto.SignedResult
 	if err := json.Unmarshal(raw, &sr); err != nil || len(sr.Payload) == 0 {
 		return nil, nil, proto.Errorf(proto.Forbidden, "the %s result is not signed: a node-signed result is {payload, algorithm, signature, certificate}", cmd.Kind).WithReason(proto.ReasonUnsigned)
@@ -72,10 +79,39 @@ func (v Verifier) Verify(node string, role proto.Role, peer *x509.Certificate, c
 	}
 	sr.Certificate = cert.Raw
 	p, err := VerifyResult(cert.PublicKey, sr, proto.ResultWant{NodeID: node, CommandID: cmd.ID, Kind: cmd.Kind})
+	if err == nil {
+		err = signedWithin(p.Time, sent, v.now())
+	}
 	if err != nil {
 		return &sr, nil, err
 	}
 	return &sr, &p, nil
+}
+
+// signedWithin refuses a payload signed at signed outside the life of its command: from
+// sent, when the registry relayed it (zero: not known, not checked), to now, when its
+// answer arrived, each widened by ClockSkew. An agent signs as it answers, so a time
+// outside that is not when the result was made, and it is the time the stored
+// attestation claims: the one an auditor reads as when the disks were wiped and checks
+// the agent's certificate at (openssl verify -attime).
+func signedWithin(signed, sent, now time.Time) error {
+	switch {
+	case !sent.IsZero() && signed.Before(sent.Add(-ClockSkew)):
+		return proto.Errorf(proto.Forbidden, "signed result: signed at %s, before the registry relayed the command at %s (%s earlier, more than the %s the clocks may differ by)",
+			signed.UTC().Format(time.RFC3339), sent.UTC().Format(time.RFC3339), sent.Sub(signed).Round(time.Second), ClockSkew).WithReason("time")
+	case signed.After(now.Add(ClockSkew)):
+		return proto.Errorf(proto.Forbidden, "signed result: signed at %s, after it was received at %s (%s later, more than the %s the clocks may differ by)",
+			signed.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), signed.Sub(now).Round(time.Second), ClockSkew).WithReason("time")
+	}
+	return nil
+}
+
+// now is the verifier's clock: Now, else time.Now.
+func (v Verifier) now() time.Time {
+	if v.Now != nil {
+		return v.Now()
+	}
+	return time.Now()
 }
 
 // certificate is the certificate a signed result of kind is verified with: the
@@ -131,11 +167,7 @@ func (v Verifier) issued(node string, role proto.Role, peer *x509.Certificate, c
 	if err != nil {
 		return nil, proto.Errorf(proto.Forbidden, "the signed result's certificate: %v", err).WithReason(proto.ReasonCertificate)
 	}
-	now := time.Now
-	if v.Now != nil {
-		now = v.Now
-	}
-	if _, err := c.Verify(x509.VerifyOptions{Roots: v.AgentCAs, CurrentTime: now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+	if _, err := c.Verify(x509.VerifyOptions{Roots: v.AgentCAs, CurrentTime: v.now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		return nil, proto.Errorf(proto.Forbidden, "the signed result's certificate is not the agent CA's: %v", err).WithReason(proto.ReasonCertificate)
 	}
 	if c.Subject.CommonName != node || len(c.Subject.OrganizationalUnit) != 1 || c.Subject.OrganizationalUnit[0] != string(role) {

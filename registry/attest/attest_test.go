@@ -75,7 +75,7 @@ func sign(t testing.TB, a agentKey, node, commandID string, result any) json.Raw
 // session presented peer.
 func received(t *testing.T, v attest.Verifier, peer *x509.Certificate, cmd proto.Command, raw json.RawMessage) attest.Wipe {
 	t.Helper()
-	res := v.Received("node-1", proto.RoleRamdisk, peer, cmd, proto.Result{ID: cmd.ID, Result: raw})
+	res := v.Received("node-1", proto.RoleRamdisk, peer, cmd, time.Time{}, proto.Result{ID: cmd.ID, Result: raw})
 	if res.Error != nil {
 		t.Fatalf("stored an error: %v", res.Error)
 	}
@@ -183,11 +183,11 @@ func TestWipeSignedOnlyByTheRamdisk(t *testing.T) {
 		{"on the node agent's session", proto.RoleNode, installed.cert},
 		{"on the node agent's session, certificate carried", proto.RoleNode, ramdisk.cert},
 	} {
-		_, _, err := v.Verify("node-1", c.role, c.peer, wipeCmd, signedByOS)
+		_, _, err := v.Verify("node-1", c.role, c.peer, wipeCmd, time.Time{}, signedByOS)
 		if e, ok := err.(*proto.Error); !ok || e.Code != proto.Forbidden || e.Details.Reason != proto.ReasonRole || !strings.Contains(e.Message, "ramdisk") {
 			t.Errorf("%s: Verify %v; want FORBIDDEN (%s) naming the ramdisk", c.name, err, proto.ReasonRole)
 		}
-		res := v.Received("node-1", c.role, c.peer, wipeCmd, proto.Result{ID: wipeCmd.ID, Result: signedByOS})
+		res := v.Received("node-1", c.role, c.peer, wipeCmd, time.Time{}, proto.Result{ID: wipeCmd.ID, Result: signedByOS})
 		var w attest.Wipe
 		if res.Error != nil || json.Unmarshal(res.Result, &w) != nil {
 			t.Fatalf("%s: stored %+v", c.name, res)
@@ -244,11 +244,11 @@ func TestWipeVerdict(t *testing.T) {
 func TestOtherKindsPassThrough(t *testing.T) {
 	v := attest.Verifier{}
 	res := proto.Result{ID: "c1", Result: json.RawMessage(`{"sha256":"x"}`)}
-	if got := v.Received("node-1", proto.RoleRamdisk, nil, proto.Command{ID: "c1", Kind: proto.CommandDeployImage}, res); string(got.Result) != string(res.Result) {
+	if got := v.Received("node-1", proto.RoleRamdisk, nil, proto.Command{ID: "c1", Kind: proto.CommandDeployImage}, time.Time{}, res); string(got.Result) != string(res.Result) {
 		t.Fatalf("deploy.image: %s", got.Result)
 	}
 	res = proto.Result{ID: "c1", Error: proto.Errorf(proto.Unsupported, "no")}
-	if got := v.Received("node-1", proto.RoleRamdisk, nil, wipeCmd, res); got.Error == nil || got.Error.Code != proto.Unsupported {
+	if got := v.Received("node-1", proto.RoleRamdisk, nil, wipeCmd, time.Time{}, res); got.Error == nil || got.Error.Code != proto.Unsupported {
 		t.Fatalf("an agent's error: %+v", got)
 	}
 }
@@ -365,4 +365,59 @@ func FuzzVerifyResult(f *testing.F) {
 			t.Fatalf("accepted %+v", p)
 		}
 	})
+}
+
+// signAt is sign with the payload's time at.
+func signAt(t testing.TB, a agentKey, kind, commandID string, at time.Time, result any) json.RawMessage {
+	t.Helper()
+	body, _ := json.Marshal(result)
+	sr, err := proto.SignResult(a.key, proto.ResultPayload{NodeID: "node-1", CommandID: commandID, Kind: kind, Time: at, Result: body})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr.Certificate = a.cert.Raw
+	raw, _ := json.Marshal(sr)
+	return raw
+}
+
+// TestResultSignedOutsideItsCommand: a node-signed result counts only when signed while
+// its command ran, from when the registry relayed it to when its answer arrived, give or
+// take attest.ClockSkew: a wipe signed a year before the command was relayed (its
+// attestation would say the disks were wiped then) is stored unattested, and so is one
+// signed an hour after it arrived; a diag.dcgm signed a year before fails the step. One
+// signed 2 minutes before the command by the registry's clock (an agent's clock behind)
+// counts. Before, the payload's time was never read, and each was attested or passed.
+func TestResultSignedOutsideItsCommand(t *testing.T) {
+	ca, _ := testkit.NewCA()
+	a := newAgent(t, ca, "node-1", "ramdisk")
+	sent := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	now := sent.Add(30 * time.Minute)
+	v := attest.Verifier{AgentCAs: ca.Pool(), Now: func() time.Time { return now }}
+	for _, c := range []struct {
+		name     string
+		at       time.Time
+		attested bool
+		says     string
+	}{
+		{"a year before the command", sent.AddDate(-1, 0, 0), false, "before the registry relayed the command"},
+		{"an hour after its answer arrived", now.Add(time.Hour), false, "after it was received"},
+		{"2 minutes before the command, by a clock behind", sent.Add(-2 * time.Minute), true, ""},
+		{"while the command ran", sent.Add(10 * time.Minute), true, ""},
+	} {
+		res := v.Received("node-1", proto.RoleRamdisk, a.cert, wipeCmd, sent, proto.Result{ID: wipeCmd.ID, Result: signAt(t, a, proto.CommandDiskWipe, wipeCmd.ID, c.at, goodWipe)})
+		var w attest.Wipe
+		if res.Error != nil || json.Unmarshal(res.Result, &w) != nil {
+			t.Fatalf("%s: stored %s %v", c.name, res.Result, res.Error)
+		}
+		if w.Attested != c.attested || !strings.Contains(w.Reason, c.says) {
+			t.Errorf("%s: attested %v (%q); want %v saying %q", c.name, w.Attested, w.Reason, c.attested, c.says)
+		}
+	}
+	node := newAgent(t, ca, "node-1", "node")
+	dcgm := proto.DCGMResult{Level: 2, GPUs: 1, Tests: []proto.DCGMTest{{Category: "Hardware", Name: "memory", Status: proto.DCGMPass,
+		Results: []proto.DCGMEntityResult{{Entity: "GPU", ID: 0, Status: proto.DCGMPass}}}}}
+	res := v.Received("node-1", proto.RoleNode, node.cert, dcgmCmd, sent, proto.Result{ID: dcgmCmd.ID, Result: signAt(t, node, proto.CommandDiagDCGM, dcgmCmd.ID, sent.AddDate(-1, 0, 0), dcgm)})
+	if res.Error == nil || res.Error.Code != proto.DriverError || res.Error.Details.Reason != proto.ReasonSignature || !strings.Contains(res.Error.Message, "before the registry relayed the command") {
+		t.Errorf("a diag.dcgm signed a year before its command: %v; want DRIVER_ERROR signature saying when", res.Error)
+	}
 }

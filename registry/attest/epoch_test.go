@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/proto"
@@ -60,7 +61,7 @@ func TestSignedResultOfAnEarlierCertificate(t *testing.T) {
 	cmd := wipeCmd
 	stored := func(peer *x509.Certificate, by agentKey) attest.Wipe {
 		t.Helper()
-		res := v.Received(node, proto.RoleRamdisk, peer, cmd, proto.Result{ID: cmd.ID, Result: sign(t, by, node, cmd.ID, goodWipe)})
+		res := v.Received(node, proto.RoleRamdisk, peer, cmd, time.Time{}, proto.Result{ID: cmd.ID, Result: sign(t, by, node, cmd.ID, goodWipe)})
 		var w attest.Wipe
 		if res.Error != nil || json.Unmarshal(res.Result, &w) != nil {
 			t.Fatalf("stored %+v", res)

@@ -3,6 +3,7 @@ package attest_test
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/attest"
@@ -33,7 +34,7 @@ func FuzzReceived(f *testing.F) {
 		if !json.Valid(raw) {
 			return
 		}
-		res := v.Received("node-1", proto.RoleRamdisk, a.cert, wipeCmd, proto.Result{ID: wipeCmd.ID, Result: raw})
+		res := v.Received("node-1", proto.RoleRamdisk, a.cert, wipeCmd, time.Time{}, proto.Result{ID: wipeCmd.ID, Result: raw})
 		var w attest.Wipe
 		if res.Error != nil || json.Unmarshal(res.Result, &w) != nil {
 			t.Fatalf("stored %+v", res)

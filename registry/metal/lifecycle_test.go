@@ -2,7 +2,9 @@ package metal
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -587,5 +589,60 @@ func TestAFailureWithoutWorkflowOffersNoRetry(t *testing.T) {
 	}
 	if diff := cmp.Diff([]Request{Release, Retire}, offers); diff != "" {
 		t.Errorf("the node offers (-want +got):\n%s", diff)
+	}
+}
+
+// TestDCGMOnFewerGPUsThanInventoried: a diag.dcgm run that registry/attest passed on
+// the GPUs its agent found on PCI fails when the node's inventory lists more (a GPU gone
+// from the bus since its agent reported them); one on every inventoried GPU passes.
+// Before, the run on 7 GPUs of a machine inventoried with 8 commissioned it.
+func TestDCGMOnFewerGPUsThanInventoried(t *testing.T) {
+	// passedOn is what registry/attest stores for a level 2 run that passed on n GPUs.
+	passedOn := func(n int) json.RawMessage {
+		r := proto.DCGMResult{Level: 2, GPUs: n, Passed: true}
+		for _, test := range []string{"software", "memory"} {
+			dt := proto.DCGMTest{Name: test, Status: proto.DCGMPass}
+			for id := range n {
+				dt.Results = append(dt.Results, proto.DCGMEntityResult{Entity: "GPU", ID: id, Status: proto.DCGMPass})
+			}
+			r.Tests = append(r.Tests, dt)
+		}
+		out, _ := json.Marshal(r)
+		return out
+	}
+	var inventory []proto.GPUInfo
+	for i := range 8 {
+		inventory = append(inventory, proto.GPUInfo{PCIAddress: fmt.Sprintf("0000:%02x:00.0", 0x18+i), Vendor: "10de", Device: "2330"})
+	}
+	for _, tc := range []struct {
+		ran   int
+		state string
+	}{{7, store.NodeFailed}, {8, store.NodeReady}} {
+		h := newHarness(t)
+		node := h.enroll(nil)
+		err := h.store.Update(func(tx *store.Tx) error {
+			if _, err := tx.PutInventory(node, proto.SectionGPUs, mustJSON(inventory)); err != nil {
+				return err
+			}
+			_, err := tx.SetPoolPolicy("acme", "gpu", store.PoolPolicy{HardwareProfile: "gpu-redfish", RequireGPUs: true})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.machine.answers[proto.CommandDiagDCGM] = func(json.RawMessage) (json.RawMessage, error) { return passedOn(tc.ran), nil }
+		run, _, err := h.act(node, Commission, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, n := h.end(run.ID)
+		if n.State != tc.state {
+			t.Errorf("a run on %d of 8 inventoried GPUs: node %s (%+v); want %s", tc.ran, n.State, n.Failure, tc.state)
+			continue
+		}
+		if tc.state == store.NodeFailed && (n.Failure.Error.Code != proto.DriverError || n.Failure.Error.Details.Reason != proto.ReasonTestsFailed ||
+			!strings.Contains(n.Failure.Error.Message, "the run was on the 7 NVIDIA GPU(s) the machine has on PCI, and its inventory lists 8")) {
+			t.Errorf("a run on 7 of 8 GPUs failed with %+v; want DRIVER_ERROR tests-failed naming 7 and 8", n.Failure.Error)
+		}
 	}
 }

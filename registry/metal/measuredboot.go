@@ -127,14 +127,39 @@ func (s *Service) enrollTPM(ctx context.Context, a *workflow.Attempt) (store.Nod
 		if _, ok, err := tx.NodeTPM(a.Node.ID); err != nil || ok {
 			return err
 		}
+		if err := ekEnrolledElsewhere(tx, a.Node, e.EKPublic); err != nil {
+			return err
+		}
 		return tx.PutNodeTPM(rec)
 	})
 	if err != nil {
+		if proto.AsError(err).Details.Reason == proto.ReasonEKEnrolled {
+			s.cfg.Log.Warn("measured boot: TPM refused, its EK is enrolled for another node", "node", a.Node.ID, "err", err)
+		}
 		return store.NodeTPM{}, err
 	}
 	s.cfg.Log.Info("measured boot: TPM enrolled", "node", a.Node.ID, "ekCertificate", len(e.EKCertificate) > 0)
 	_, rec, _, err = s.measuredBootState(a.Node)
 	return rec, err
+}
+
+// ekEnrolledElsewhere refuses to enroll the TPM of endorsement key ek for node when it is
+// enrolled for another node: one TPM is one machine's, so a second node presenting it is
+// that machine booted under another node's identity (a ramdisk boot entry of the second
+// node read off the network and booted on the first machine) or a record gone wrong,
+// and trusting it would attest one machine's boots as two machines'. The other node is
+// named to its own tenant only: another tenant learns no node id.
+func ekEnrolledElsewhere(tx *store.Tx, node store.Node, ek []byte) error {
+	other := tx.TPMEnrolledFor(ek)
+	if other == "" || other == node.ID {
+		return nil
+	}
+	whose := "a node of another tenant"
+	if o, err := tx.Node(other); err == nil && o.Tenant == node.Tenant {
+		whose = "node " + other
+	}
+	return proto.Errorf(proto.InvalidState, "the TPM this machine presents is enrolled for %s already (its endorsement key): one TPM is one machine's, so node %s is not enrolled with it; boot node %s's own machine, whose identity is its MACs and product UUID",
+		whose, node.ID, node.ID).WithReason(proto.ReasonEKEnrolled)
 }
 
 // attestBoot is attest.boot: the measured-boot attestation of the pool's policy (skipped

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -331,5 +332,104 @@ func TestMeasuredBootSurvivesRestarts(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestOneTPMOneNode: a TPM enrolled for one node is refused to a second node, INVALID_STATE
+// ek-enrolled, before anything is recorded for it or deploy.image is sent: the second
+// node's ramdisk booted on the first node's machine (its boot entry read off the
+// network) presents the first machine's TPM. The first node is named to its own tenant
+// only. Before, the TPM was enrolled for each node that presented it, and the second
+// node deployed, its boots attested by the first machine's TPM.
+func TestOneTPMOneNode(t *testing.T) {
+	h := newHarness(t)
+	first := h.enroll(nil)
+	h.withTPM("kernel 6.1", proto.MeasuredBootTOFU)
+	if n := h.deployOnce(first); n.State != store.NodeActive {
+		t.Fatalf("the first node: %s %+v", n.State, n.Failure)
+	}
+	ek := h.nodeTPM(first).EKPublic
+
+	// enrollIn enrolls a machine of mac in tenant's pool gpu and waits for its enrollment.
+	enrollIn := func(tenant, mac, bmc string) string {
+		t.Helper()
+		var n store.Node
+		var run store.Run
+		err := h.store.Update(func(tx *store.Tx) (err error) {
+			n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: tenant, Pool: "gpu", MACs: []string{mac},
+				BMC: store.BMC{Driver: "redfish", Address: bmc, CredentialRef: "secret://bmc/n1"}})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.svc.Start(run)
+		for id := run.ID; ; id = n.Workflow {
+			if _, n = h.end(id); n.Workflow == id {
+				break
+			}
+		}
+		return n.ID
+	}
+	// attestIn runs attest.boot on node of tenant and returns the node as it ended.
+	attestIn := func(tenant, node string) store.Node {
+		t.Helper()
+		h.machine.forget()
+		var run store.Run
+		err := h.store.Update(func(tx *store.Tx) error {
+			rec, ok, err := tx.Profile(tenant, "attest-only", 1)
+			if err == nil && !ok {
+				rec, err = tx.CreateProfile(store.ProfileRecord{Tenant: tenant, ID: "attest-only", Version: 1,
+					Document: []byte(`{"id": "attest-only", "version": 1, "target": "metal", "steps": [{"use": "attest.boot"}]}`)})
+			}
+			if err != nil {
+				return err
+			}
+			run, err = h.svc.Deploy(tx, tenant, node, rec)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.svc.Start(run)
+		_, n := h.end(run.ID)
+		return n
+	}
+	refused := func(who string, n store.Node, says, hides string) {
+		t.Helper()
+		if n.State != store.NodeFailed || n.Failure == nil || n.Failure.Error.Code != proto.InvalidState || n.Failure.Error.Details.Reason != proto.ReasonEKEnrolled ||
+			!strings.Contains(n.Failure.Error.Message, says) || hides != "" && strings.Contains(n.Failure.Error.Message, hides) {
+			t.Errorf("%s: node %s %+v; want failed INVALID_STATE ek-enrolled saying %q", who, n.State, n.Failure, says)
+		}
+		if rec := h.nodeTPM(n.ID); rec.Node != "" {
+			t.Errorf("%s: a TPM was recorded for the node: %+v", who, rec)
+		}
+		if got := h.machine.received(proto.CommandDeployImage); len(got) != 0 {
+			t.Errorf("%s: deploy.image was sent: %+v", who, got)
+		}
+	}
+
+	second := enrollIn("acme", "52:54:00:00:00:02", "https://10.0.0.5")
+	refused("another node of the tenant", h.deployOnce(second), "enrolled for node "+first+" already", "")
+
+	err := h.store.Update(func(tx *store.Tx) error {
+		if _, err := tx.CreateTenant("globex"); err != nil {
+			return err
+		}
+		_, err := tx.CreatePool(store.Pool{Tenant: "globex", Name: "gpu", Site: "rack-a",
+			Policy: store.PoolPolicy{HardwareProfile: "gpu-redfish", MeasuredBoot: &store.MeasuredBootPolicy{Mode: proto.MeasuredBootTOFU}}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := enrollIn("globex", "52:54:00:00:00:03", "https://10.0.0.6")
+	refused("a node of another tenant", attestIn("globex", stranger), "enrolled for a node of another tenant already", first)
+
+	if n := h.deployOnce(first); n.State != store.NodeActive {
+		t.Errorf("the first node after the refusals: %s %+v", n.State, n.Failure)
+	}
+	if got := h.nodeTPM(first).EKPublic; !slices.Equal(got, ek) {
+		t.Error("the first node's EK changed")
 	}
 }

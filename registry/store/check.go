@@ -29,6 +29,7 @@ var indexes = []index{
 	{bucketNodesByHW, bucketNodes, func(_, v []byte) []byte { return v }},
 	{bucketNodesByBMC, bucketNodes, afterLastNUL},
 	{bucketNodesBySiteMAC, bucketNodes, afterLastNUL},
+	{bucketNodeTPMByEK, bucketNodeTPM, func(_, v []byte) []byte { return v }},
 	{bucketImageRefs, bucketImages, func(_, v []byte) []byte { return v }},
 	{bucketImageDigests, bucketImages, afterLastNUL},
 	{bucketRunningRuns, bucketRuns, func(k, _ []byte) []byte { return k }},

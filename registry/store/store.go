@@ -77,7 +77,7 @@ func Open(dataDir string, opts Options) (*Store, error) {
 }
 
 // upgraded checks the format of s, just opened, and raises an older one to Format
-// (openFormat), then brings its indexes up to its records (reindexNodes), unless opts
+// (openFormat), then brings its indexes up to its records (reindexNodes, indexTPMs), unless opts
 // opened it read-only; it closes s when any of that fails.
 func upgraded(s *Store, opts Options) (*Store, error) {
 	if err := s.openFormat(opts.ReadOnly); err != nil {
@@ -90,6 +90,10 @@ func upgraded(s *Store, opts Options) (*Store, error) {
 	if err := s.reindexNodes(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: indexing the nodes: %w", err)
+	}
+	if err := s.indexTPMs(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: indexing the enrolled TPMs: %w", err)
 	}
 	return s, nil
 }
