@@ -41,8 +41,12 @@ var readers = map[string]func(cmd proto.Command, sr *proto.SignedResult, p *prot
 
 // ClockSkew is how far an agent's clock may be from the registry's: a signed result's
 // time may be that much before the command was relayed or after it was received
-// (signedWithin).
-const ClockSkew = 5 * time.Minute
+// (signedWithin). An agent signs by its machine's clock, which nothing sets in the
+// ramdisk, and machines come from their factories with the hardware clock kept in some
+// time zone's local time (UTC-12 to UTC+14): the allowance is the widest zone's offset
+// and an hour of drift, so that no honest machine's wipe goes unattested for its clock,
+// while a time days or years off is refused.
+const ClockSkew = 15 * time.Hour
 
 // Received is what the registry stores for res, the answer of the agent of node in
 // role (whose session presented peer) to cmd, which the registry relayed at sent (the

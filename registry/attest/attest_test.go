@@ -384,9 +384,9 @@ func signAt(t testing.TB, a agentKey, kind, commandID string, at time.Time, resu
 // its command ran, from when the registry relayed it to when its answer arrived, give or
 // take attest.ClockSkew: a wipe signed a year before the command was relayed (its
 // attestation would say the disks were wiped then) is stored unattested, and so is one
-// signed an hour after it arrived; a diag.dcgm signed a year before fails the step. One
+// signed a day after it arrived; a diag.dcgm signed a year before fails the step. One
 // signed 2 minutes before the command by the registry's clock (an agent's clock behind)
-// counts. Before, the payload's time was never read, and each was attested or passed.
+// counts, and so does one 8 hours ahead (a hardware clock kept in UTC+8's local time). Before, the payload's time was never read, and each was attested or passed.
 func TestResultSignedOutsideItsCommand(t *testing.T) {
 	ca, _ := testkit.NewCA()
 	a := newAgent(t, ca, "node-1", "ramdisk")
@@ -400,8 +400,9 @@ func TestResultSignedOutsideItsCommand(t *testing.T) {
 		says     string
 	}{
 		{"a year before the command", sent.AddDate(-1, 0, 0), false, "before the registry relayed the command"},
-		{"an hour after its answer arrived", now.Add(time.Hour), false, "after it was received"},
+		{"a day after its answer arrived", now.Add(24 * time.Hour), false, "after it was received"},
 		{"2 minutes before the command, by a clock behind", sent.Add(-2 * time.Minute), true, ""},
+		{"8 hours ahead, by a clock kept in UTC+8", sent.Add(8 * time.Hour), true, ""},
 		{"while the command ran", sent.Add(10 * time.Minute), true, ""},
 	} {
 		res := v.Received("node-1", proto.RoleRamdisk, a.cert, wipeCmd, sent, proto.Result{ID: wipeCmd.ID, Result: signAt(t, a, proto.CommandDiskWipe, wipeCmd.ID, c.at, goodWipe)})
