@@ -34,7 +34,9 @@ import (
 // the command stays pending for a later Relay of the same ID (until the command TTL),
 // unless ctx ended with a *proto.Error as its cause (context.Cause): then the caller
 // gives the command up for that reason (its step timed out, its workflow was cancelled),
-// and Relay withdraws it and returns that error's code (withdraw). A command of a kind
+// and Relay withdraws it and returns that error's code (withdraw). A ctx ended so before
+// Relay is called withdraws the command stored under the id without sending it again, and
+// stores none (givenUp). A command of a kind
 // the role's agent does not run (proto.RelayRoles) is refused before anything is stored
 // or sent (relayedTo).
 func (e *Endpoint) Relay(ctx context.Context, node string, role proto.Role, cmd proto.Command) (json.RawMessage, error) {
@@ -51,6 +53,12 @@ func (e *Endpoint) RelayKept(ctx context.Context, node string, role proto.Role, 
 	}
 	if cmd.ID == "" {
 		cmd.ID = newCommandID()
+	}
+	if why, ok := givenUp(ctx); ok {
+		// Given up before it is relayed (a step resumed past its timeout): it is
+		// withdrawn as it stands, neither stored anew nor sent again, so that no agent
+		// starts what its caller no longer waits for.
+		return e.withdraw(node, cmd, why)
 	}
 	cl, first := e.calls.join(node, cmd.ID)
 	defer e.calls.leave(node, cmd.ID, cl)
@@ -83,13 +91,22 @@ func (e *Endpoint) RelayKept(ctx context.Context, node string, role proto.Role, 
 	case <-cl.done:
 		return answer(cl.cmd)
 	case <-ctx.Done():
-		if why, ok := errors.AsType[*proto.Error](context.Cause(ctx)); ok {
+		if why, ok := givenUp(ctx); ok {
 			return e.withdraw(node, cmd, why)
 		}
 		return nil, proto.Errorf(proto.Timeout, "command %s (%s) of node %s has no answer yet: %w", cmd.ID, cmd.Kind, node, ctx.Err())
 	case <-e.ctx.Done():
 		return nil, proto.Errorf(proto.InvalidState, "the agent endpoint is closed; command %s of node %s stays pending", cmd.ID, node)
 	}
+}
+
+// givenUp reports whether ctx ended with a *proto.Error as its cause (context.Cause),
+// which its caller gives its command up for, and returns that error.
+func givenUp(ctx context.Context) (*proto.Error, bool) {
+	if ctx.Err() == nil {
+		return nil, false
+	}
+	return errors.AsType[*proto.Error](context.Cause(ctx))
 }
 
 // answer is the answer of answered command c, which stays stored for the later relays

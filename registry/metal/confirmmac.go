@@ -80,9 +80,17 @@ func (s *Service) discoverMAC(ctx context.Context, a *workflow.Attempt) (store.N
 	}
 }
 
+// maxBMCMACs bounds the MACs an inspect.oob answer records on its node (BMCMACs): a BMC
+// lists a handful of NICs, a large server's a few dozen ports. An answer that lists more
+// distinct ones (a BMC's fault, or whoever holds the site agent's key) fails the step,
+// INVALID_INPUT at result.nics, reason too-large, and records none: before, one answer
+// (up to proto.MaxStepResult) recorded thousands on the node, whose record every read
+// of the node carries.
+const maxBMCMACs = 64
+
 // inspectOOB is inspect.oob: relayed to the site as it is; the MACs of the NICs the
-// BMC lists are recorded on the node (BMCMACs), against which a MAC PXE discovery
-// proposes is checked before it is bound.
+// BMC lists, up to maxBMCMACs, are recorded on the node (BMCMACs), against which a MAC
+// PXE discovery proposes is checked before it is bound.
 func (s *Service) inspectOOB(ctx context.Context, a *workflow.Attempt) (json.RawMessage, error) {
 	out, err := a.Relay(ctx, a.Step.On, "", a.Step.Use, a.Step.With)
 	if err != nil {
@@ -94,11 +102,15 @@ func (s *Service) inspectOOB(ctx context.Context, a *workflow.Attempt) (json.Raw
 	}
 	var macs []string
 	for _, n := range inv.NICs {
-		if hw, err := net.ParseMAC(n.MAC); err == nil && !slices.Contains(macs, hw.String()) {
+		if hw, err := net.ParseMAC(n.MAC); err == nil {
 			macs = append(macs, hw.String())
 		}
 	}
 	slices.Sort(macs)
+	if macs = slices.Compact(macs); len(macs) > maxBMCMACs {
+		return nil, proto.Errorf(proto.InvalidInput, "the BMC lists the MACs of %d NICs, more than the %d a machine's BMC has: none is recorded", len(macs), maxBMCMACs).
+			WithPath("result.nics").WithReason(proto.ReasonTooLarge)
+	}
 	return out, a.Update(func(tx *store.Tx) error {
 		_, err := updateNode(tx, a.Node.ID, func(n *store.Node) error { n.BMCMACs = macs; return nil })
 		return err

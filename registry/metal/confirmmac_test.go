@@ -2,6 +2,7 @@ package metal
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +159,55 @@ func TestConfirmMACAgainstTheBMC(t *testing.T) {
 	got, err := confirm("52:54:00:00:00:66", true)
 	if err != nil || got.BoundMAC != "52:54:00:00:00:66" {
 		t.Fatalf("with force: %v, bound %q", err, got.BoundMAC)
+	}
+}
+
+// TestABMCListingThousandsOfNICsRecordsNone: enrollment's inspect.oob is answered with
+// 4,000 NICs (about as many as an answer of proto.MaxStepResult holds): the step fails,
+// INVALID_INPUT at result.nics, reason too-large, and the node records none of them.
+// Before, all 4,000 MACs were recorded on the node, whose record every read of the node
+// carries. A BMC listing maxBMCMACs is recorded whole.
+func TestABMCListingThousandsOfNICsRecordsNone(t *testing.T) {
+	for _, tc := range []struct {
+		nics     int
+		recorded bool
+	}{{4000, false}, {maxBMCMACs, true}} {
+		t.Run(fmt.Sprint(tc.nics), func(t *testing.T) {
+			h := newHarness(t)
+			var nics []string
+			for i := range tc.nics {
+				nics = append(nics, fmt.Sprintf(`{"mac":"52:54:01:00:%02x:%02x"}`, i>>8, i&0xff))
+			}
+			answer := `{"system":{"uuid":"4C4C4544-0042-3510-8052-B4C04F5958B1"},"nics":[` + strings.Join(nics, ",") + `]}`
+			if len(answer) > proto.MaxStepResult {
+				t.Fatalf("the answer takes %d bytes, more than an agent's answer may", len(answer))
+			}
+			h.machine.answers["inspect.oob"] = func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(answer), nil }
+			var n store.Node
+			var run store.Run
+			err := h.store.Update(func(tx *store.Tx) (err error) {
+				n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", ProductUUID: "4c4c4544-0042-3510-8052-b4c04f5958b1",
+					BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5"}})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.svc.Start(run)
+			run, n = h.end(run.ID)
+			if tc.recorded {
+				if run.State != store.RunSucceeded || len(n.BMCMACs) != tc.nics {
+					t.Errorf("a BMC listing %d NICs: run %s, %d MACs recorded", tc.nics, run.State, len(n.BMCMACs))
+				}
+				return
+			}
+			if len(n.BMCMACs) > 0 {
+				t.Errorf("a BMC listing %d NICs left %d MACs on the node", tc.nics, len(n.BMCMACs))
+			}
+			if f := run.Failure; run.State != store.RunFailed || f == nil || f.Use != proto.CommandInspectOOB || f.Error == nil ||
+				f.Error.Code != proto.InvalidInput || f.Error.Details.Path != "result.nics" || f.Error.Details.Reason != proto.ReasonTooLarge {
+				t.Errorf("a BMC listing %d NICs: run %s, failure %+v; want failed at inspect.oob, INVALID_INPUT at result.nics, reason too-large", tc.nics, run.State, f)
+			}
+		})
 	}
 }

@@ -46,17 +46,44 @@ func (s *Service) Deploy(tx *store.Tx, tenant, nodeID string, rec store.ProfileR
 	return run, err
 }
 
-// deployEnded makes the node active as its deploy succeeded, with the profile's host
-// config (the pool's units replacing the profile's) as its desired host section, and
-// its NodeSpec. A profile of another tenant that names a secret reference now (its pool
-// no longer sets the unit that replaced the profile's, or the run began before the rule)
-// fails the node instead (checkSecretRefs): its NodeSpec never names the reference.
-func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
+// deployFailsAtEnd is the end check of a deploy whose steps succeeded
+// (workflow.EndCheck): a profile of another tenant that names a secret reference now (its
+// pool no longer sets the unit that replaced the profile's, or the run began before the
+// rule) fails the run, and with it the node (ended), rather than give the node a
+// NodeSpec naming the reference (checkSecretRefs). Before, the node failed and the run
+// was recorded succeeded.
+func (s *Service) deployFailsAtEnd(tx *store.Tx, run store.Run) (*store.StepFailure, error) {
+	node, err := tx.Node(run.Node)
+	if err != nil || node.Next != "" {
+		return nil, err
+	}
+	p, err := runProfile(tx, run)
+	if err != nil {
+		return nil, err
+	}
+	refused := checkSecretRefs(tx, node, run.Profile.Tenant, p)
+	if proto.CodeOf(refused) == proto.InvalidState {
+		return &store.StepFailure{RunID: run.ID, Error: proto.AsError(refused)}, nil
+	}
+	return nil, refused
+}
+
+// runProfile is the profile run runs, as its document defines it.
+func runProfile(tx *store.Tx, run store.Run) (*profile.Profile, error) {
 	doc, err := tx.RunDocument(run)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p, err := profile.Define(doc)
+	return profile.Define(doc)
+}
+
+// deployEnded makes the node active as its deploy succeeded, with the profile's host
+// config (the pool's units replacing the profile's) as its desired host section, and
+// its NodeSpec. A profile the deploy's end check refused (deployFailsAtEnd) failed the
+// run, and never comes here; its refusal is checked again all the same, in the same
+// transaction, before any NodeSpec names the reference.
+func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
+	p, err := runProfile(tx, run)
 	if err != nil {
 		return err
 	}
@@ -64,15 +91,8 @@ func (s *Service) deployEnded(tx *store.Tx, run store.Run) error {
 	if err != nil {
 		return err
 	}
-	switch refused := checkSecretRefs(tx, node, run.Profile.Tenant, p); {
-	case proto.CodeOf(refused) == proto.InvalidState:
-		_, err = updateNode(tx, run.Node, func(n *store.Node) error {
-			n.State, n.FailedFrom, n.Failure, n.Next = store.NodeFailed, store.NodeDeploying, &store.StepFailure{RunID: run.ID, Error: proto.AsError(refused)}, ""
-			return nil
-		})
+	if err := checkSecretRefs(tx, node, run.Profile.Tenant, p); err != nil {
 		return err
-	case refused != nil:
-		return refused
 	}
 	pool, err := tx.Pool(node.Tenant, node.Pool)
 	if err != nil {

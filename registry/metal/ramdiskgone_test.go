@@ -208,7 +208,7 @@ var earlierRun = store.Holder{Replica: "rg_1", Started: time.Date(2026, 3, 1, 11
 func (h *harness) joinedAtAnEarlierRun(node string) {
 	h.t.Helper()
 	err := h.store.Update(func(tx *store.Tx) error {
-		_, err := tx.RecordAgentJoin(node, "ramdisk", earlierRun, "")
+		_, err := tx.RecordAgentJoin(node, "ramdisk", earlierRun, time.Time{}, "")
 		return err
 	})
 	if err != nil {

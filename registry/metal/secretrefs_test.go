@@ -2,6 +2,7 @@ package metal
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -112,7 +113,9 @@ func TestOnlyTheTenantsOwnProfilesNameItsSecrets(t *testing.T) {
 // k8s-join, so acme may deploy beta's k8s-worker, whose k8s-join it replaces. Once the
 // pool sets none, beta's tokenRef would reach acme's machine: a retry of the failed
 // deploy is refused at it and starts nothing, and a deploy that was running when the
-// pool changed fails the node rather than give it a NodeSpec naming it.
+// pool changed fails the node rather than give it a NodeSpec naming it, and its run
+// with it, with the same failure. Before, the run was recorded succeeded beside its
+// failed node (workflows list, the metrics, a watcher of the run).
 func TestNoRetryNorEndOfADeployNamesAnotherTenantsSecretRef(t *testing.T) {
 	t.Run("retry", func(t *testing.T) {
 		h := newHarness(t)
@@ -149,7 +152,7 @@ func TestNoRetryNorEndOfADeployNamesAnotherTenantsSecretRef(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, n := h.end(run.ID)
+		ended, n := h.end(run.ID)
 		var spec proto.NodeSpec
 		h.store.View(func(tx *store.Tx) (err error) { spec, err = tx.NodeSpec(node); return err })
 		if refs := hostunit.SecretRefs(spec.Host); len(refs) > 0 || len(n.Host) > 0 {
@@ -159,5 +162,8 @@ func TestNoRetryNorEndOfADeployNamesAnotherTenantsSecretRef(t *testing.T) {
 			t.Fatalf("the deploy left node %s with %+v, want it failed by %s", n.State, n.Failure, run.ID)
 		}
 		refusedForeignRef(t, n.Failure.Error, "hostConfig.k8s-join.tokenRef")
+		if ended.State != store.RunFailed || !reflect.DeepEqual(ended.Failure, n.Failure) {
+			t.Errorf("the run that failed node %s with %v: %s, failure %+v; want failed with the node's failure", node, n.Failure.Error, ended.State, ended.Failure)
+		}
 	})
 }

@@ -74,6 +74,7 @@ func New(cfg Config) *Service {
 	for req := range transitions {
 		e.OnFinish(string(req), s.ended)
 	}
+	e.CheckEnd(string(Deploy), s.deployFailsAtEnd)
 	return s
 }
 

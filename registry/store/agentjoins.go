@@ -15,6 +15,11 @@ type AgentJoin struct {
 	// LeftAt is when the agent's session of this join ended while its registry ran;
 	// zero while the session lasts, and when its registry stopped or died first.
 	LeftAt time.Time `json:"leftAt,omitzero"`
+	// OpenedAt is when the session of this join opened (its hello was read), by the
+	// clock of the registry that holds it: a session that opened before it is older, and
+	// its join is not recorded over this one (RecordAgentJoin). Zero for a join the
+	// JoinService admitted, one recorded without it, and a record of an earlier release.
+	OpenedAt time.Time `json:"openedAt,omitzero"`
 	// BootID is the boot id of the machine the agent said hello from
 	// (proto.Hello.BootID): a session of the same boot as an earlier one is a reconnect,
 	// not a new boot. Empty for a join the JoinService admitted and for an agent that
@@ -26,9 +31,25 @@ const bucketAgentJoins = "agent_joins"
 
 // RecordAgentJoin records that node's agent of role joined now, at holder, from the boot
 // bootID of the machine ("" when unknown). A join with a holder is a session opened: the
-// OnSessionOpened hooks learn of it.
-func (t *Tx) RecordAgentJoin(node, role string, holder Holder, bootID string) (AgentJoin, error) {
+// OnSessionOpened hooks learn of it. A session's join that says when the session opened
+// (opened, not zero) is recorded only when no session that opened after it is (its
+// hello's write paused, and a newer session of the agent, here or at another replica,
+// recorded meanwhile): an older one records nothing, the record, returned, stays the
+// newer one's, and no hook hears of the older, which would take the agent's session for
+// replaced by it. One of zero opened is recorded whatever is.
+func (t *Tx) RecordAgentJoin(node, role string, holder Holder, opened time.Time, bootID string) (AgentJoin, error) {
 	j := AgentJoin{Node: node, Role: role, JoinedAt: t.now, Holder: holder, BootID: bootID}
+	if holder.Replica != "" && !opened.IsZero() {
+		var stored AgentJoin
+		ok, err := t.get(bucketAgentJoins, agentJoinKey(node, role), &stored)
+		if err != nil {
+			return j, err
+		}
+		if ok && opened.Before(stored.OpenedAt) {
+			return stored, nil
+		}
+		j.OpenedAt = opened
+	}
 	if err := t.put(bucketAgentJoins, agentJoinKey(node, role), j); err != nil {
 		return j, err
 	}

@@ -24,7 +24,15 @@ const bucketAgentSessions = "agent_sessions"
 
 // OpenAgentSession records that node's agent of role opened a session at opened with
 // holder, replacing the record of any older one; the OnSessionOpened hooks learn of it.
+// A session that opened before the one recorded (its hello's write paused, and a newer
+// session of the agent, here or at another replica, recorded meanwhile) is older, and
+// records nothing: the record stays the newer one's, whose end alone closes it
+// (CloseAgentSession), and no hook hears of the older, which would take the agent's
+// session for replaced by it.
 func (t *Tx) OpenAgentSession(node, role string, holder Holder, opened time.Time) error {
+	if stored, ok, err := t.AgentSession(node); err != nil || ok && opened.Before(stored.OpenedAt) {
+		return err
+	}
 	s := AgentSession{Node: node, Role: role, OpenedAt: opened, Connected: true, LastSeen: t.now, Holder: holder}
 	if err := t.put(bucketAgentSessions, []byte(node), s); err != nil {
 		return err

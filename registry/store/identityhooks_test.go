@@ -88,8 +88,11 @@ func TestOnSessionOpened(t *testing.T) {
 		var got []string
 		defer s.OnSessionOpened(func(node, role string, h Holder) { got = append(got, node+"/"+role+" at "+h.Replica) })()
 		at := Holder{Replica: "rg_a", Started: time.Now()}
-		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.RecordAgentJoin("nd_1", "node", Holder{}, ""); return err })
-		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.RecordAgentJoin("nd_1", "node", at, ""); return err })
+		mustUpdate(t, s, func(tx *Tx) error {
+			_, err := tx.RecordAgentJoin("nd_1", "node", Holder{}, time.Time{}, "")
+			return err
+		})
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.RecordAgentJoin("nd_1", "node", at, time.Time{}, ""); return err })
 		mustUpdate(t, s, func(tx *Tx) error { return tx.RecordAgentLeft("nd_1", "node", at, time.Now()) })
 		opened := time.Now()
 		mustUpdate(t, s, func(tx *Tx) error { return tx.OpenAgentSession("site-rack-a", "site", at, opened) })
@@ -131,7 +134,7 @@ func TestEtcdIdentityToldBeforeLaterCommits(t *testing.T) {
 	}
 	moveAndRelay(func(n *Node) { n.IdentityEpoch++ })
 	mustUpdate(t, remote, func(tx *Tx) error {
-		_, err := tx.RecordAgentJoin(n.ID, "ramdisk", Holder{Replica: "rg_remote", Started: time.Now()}, "")
+		_, err := tx.RecordAgentJoin(n.ID, "ramdisk", Holder{Replica: "rg_remote", Started: time.Now()}, time.Time{}, "")
 		return err
 	})
 	moveAndRelay(func(n *Node) { n.IdentityRevokedAt = time.Now() })

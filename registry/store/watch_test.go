@@ -82,7 +82,7 @@ func TestLostRemoteCommits(t *testing.T) {
 		s := withPool(t, open)
 		n := addNode(t, s)
 		mustUpdate(t, s, func(tx *Tx) error {
-			if _, err := tx.RecordAgentJoin(n.ID, "node", Holder{Replica: "rg_a", Started: time.Now()}, ""); err != nil {
+			if _, err := tx.RecordAgentJoin(n.ID, "node", Holder{Replica: "rg_a", Started: time.Now()}, time.Time{}, ""); err != nil {
 				return err
 			}
 			if _, err := tx.SetNodeSpec(proto.NodeSpec{Node: n.ID, Role: proto.RoleNode}); err != nil {

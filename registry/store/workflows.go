@@ -103,8 +103,9 @@ type RunStep struct {
 	ViaFallback bool            `json:"viaFallback,omitempty"`
 	Result      json.RawMessage `json:"result,omitempty"`
 	Error       *proto.Error    `json:"error,omitempty"`
-	// Progress is the latest progress detail the step's agent reported (for example the
-	// bytes deploy.deploy has written).
+	// Progress is the latest progress detail the step's agent reported for its last
+	// attempt (for example the bytes deploy.deploy has written); none until it reports,
+	// whatever the attempt before reported.
 	Progress   json.RawMessage `json:"progress,omitempty"`
 	StartedAt  time.Time       `json:"startedAt,omitzero"`
 	FinishedAt time.Time       `json:"finishedAt,omitzero"`

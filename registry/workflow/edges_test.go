@@ -62,6 +62,31 @@ func TestASupersededAttemptsProgressIsNotRecorded(t *testing.T) {
 	h.waitEnd(id)
 }
 
+// TestARetryStartsWithoutTheProgressOfTheAttemptBefore: a deploy's first attempt
+// reports 90% of its image written and times out; its retry starts and has reported
+// nothing yet. The step shows no progress, as the retry has made none. Before, it
+// showed the first attempt's 90% for the retry (workflows get, nodes deploy --wait, the
+// console) until the retry's own first report.
+func TestARetryStartsWithoutTheProgressOfTheAttemptBefore(t *testing.T) {
+	h := newHarness(t, nil)
+	h.agent.script = map[string][]outcome{"inventory.refresh": {hold}}
+	id := h.start(doc(`{"use":"inventory.refresh","timeout":"30s","retries":1}`, "", ""))
+	first, retry := attemptID(id, "main", 0, false, 1), attemptID(id, "main", 0, false, 2)
+	h.agent.waitRunning(t, first)
+	if err := h.engine.ReportProgress(first, json.RawMessage(`{"bytesWritten":943718400,"sizeBytes":1048576000}`)); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.BlockUntil(1)
+	h.clock.Advance(30 * time.Second)
+	h.backOff(id, 1, 1)
+	h.agent.waitRunning(t, retry)
+	if run := h.load(id); len(run.Steps[0].Progress) > 0 {
+		t.Errorf("the retry that reported nothing yet shows progress %s", run.Steps[0].Progress)
+	}
+	h.agent.release(retry)
+	h.waitEnd(id)
+}
+
 // TestACancelDuringAFailedRunsCleanupKeepsItsFailure: a run whose main step failed runs
 // its cleanup, and is cancelled meanwhile. It ends failed at the step that failed, with
 // that step's error, which the node's failure shows. Before, the cancellation replaced

@@ -73,11 +73,19 @@ func DefaultBackoff(n int) time.Duration {
 // means for the node (active, failed) commits with it or not at all.
 type FinishFunc func(tx *store.Tx, run store.Run) error
 
+// EndCheck is asked, in the transaction that ends a run whose steps succeeded, before the
+// run is recorded, whether its end fails it still (a deploy whose profile names a secret
+// reference its node's tenant may no longer be handed): the failure it returns, if any,
+// is the run's, so that the run, recorded failed, and its node (its FinishFunc is told
+// of a failed run) agree.
+type EndCheck func(tx *store.Tx, run store.Run) (*store.StepFailure, error)
+
 // Engine runs workflows.
 type Engine struct {
 	cfg      Config
 	handlers map[string]Handler
 	finish   map[string]FinishFunc
+	checks   map[string]EndCheck
 	guards   []RelayGuard
 
 	mu  sync.Mutex
@@ -120,7 +128,7 @@ func New(cfg Config) *Engine {
 		}
 		cfg.Claims = &claims
 	}
-	e := &Engine{cfg: cfg, handlers: map[string]Handler{}, finish: map[string]FinishFunc{},
+	e := &Engine{cfg: cfg, handlers: map[string]Handler{}, finish: map[string]FinishFunc{}, checks: map[string]EndCheck{},
 		running: map[string]context.CancelCauseFunc{}, plans: map[string]plan{}, renders: newRenderings(keptRenderings), aborts: map[string]context.CancelCauseFunc{}, changed: make(chan struct{})}
 	// Every commit that writes a run, this registry's or (on etcd) another's, wakes
 	// its watchers.
@@ -142,6 +150,9 @@ func (e *Engine) GuardRelays(g RelayGuard) { e.guards = append(e.guards, g) }
 
 // OnFinish registers what the end of a run of kind does.
 func (e *Engine) OnFinish(kind string, fn FinishFunc) { e.finish[kind] = fn }
+
+// CheckEnd registers what checks the end of a run of kind whose steps succeeded.
+func (e *Engine) CheckEnd(kind string, fn EndCheck) { e.checks[kind] = fn }
 
 // NewRun is a run to create.
 type NewRun struct {

@@ -95,10 +95,12 @@ func NewJoinLog(st *store.Store, holder store.Holder) *JoinLog {
 // and must count; a reconnect in the same boot must not count as the machine's return);
 // a site agent's, whose node is its site's id (the name its certificate carries), as the
 // site's agent session (store.Tx.OpenAgentSession), which the sites' view and
-// WaitSiteAgent read. It returns once the record is committed; its error is the store's.
+// WaitSiteAgent read. A session that opened before the one recorded (its write paused
+// while a newer session of the agent was recorded) records nothing. It returns once the
+// record is committed; its error is the store's.
 func (l *JoinLog) Session(node, role string, opened time.Time, bootID string) error {
 	if role != string(proto.RoleSite) {
-		return l.Joined(node, role, bootID)
+		return l.record(node, role, l.holder, opened, bootID)
 	}
 	return l.store.Update(func(tx *store.Tx) error { return tx.OpenAgentSession(node, role, l.holder, opened) })
 }
@@ -135,25 +137,31 @@ func (l *JoinLog) WaitSiteAgent(ctx context.Context, site string) error {
 }
 
 // Joined records that node's agent of role joined now from the machine's boot bootID
-// (its hello's, "" when it sent none), its session held by this registry. It is called
-// for every agent session that opens, thousands a second while a fleet returns, so the
-// records of concurrent calls share one transaction and one fsync (store.Store.Batch);
-// each call returns once its record is committed.
+// (its hello's, "" when it sent none), its session held by this registry, over whatever
+// join is recorded: Session records a session's join with when it opened, which an older
+// session's does not replace. Every agent session that opens is recorded so, thousands a
+// second while a fleet returns, so the records of concurrent calls share one transaction
+// and one fsync (store.Store.Batch); each call returns once its record is committed.
 func (l *JoinLog) Joined(node, role, bootID string) error {
-	return l.record(node, role, l.holder, bootID)
+	return l.record(node, role, l.holder, time.Time{}, bootID)
 }
 
 // Admitted records that the JoinService admitted node's agent of role now: a join that
 // no session holds yet (no holder) and of no boot id known, until the agent's session
 // opens and replaces it.
 func (l *JoinLog) Admitted(node, role string) error {
-	return l.record(node, role, store.Holder{}, "")
+	return l.record(node, role, store.Holder{}, time.Time{}, "")
 }
 
-// record records a join of node's agent of role now, at holder, from the boot bootID, in
-// a transaction shared with the records of concurrent calls.
-func (l *JoinLog) record(node, role string, holder store.Holder, bootID string) error {
-	return l.store.Batch(func(tx *store.Tx) error { _, err := tx.RecordAgentJoin(node, role, holder, bootID); return err })
+// record records a join of node's agent of role now, at holder, its session opened at
+// opened (zero when not known), from the boot bootID, in a transaction shared with the records
+// of concurrent calls (store.Tx.RecordAgentJoin: a session older than the one recorded
+// records nothing).
+func (l *JoinLog) record(node, role string, holder store.Holder, opened time.Time, bootID string) error {
+	return l.store.Batch(func(tx *store.Tx) error {
+		_, err := tx.RecordAgentJoin(node, role, holder, opened, bootID)
+		return err
+	})
 }
 
 // Left records that the session of node's agent of role this registry held ended at

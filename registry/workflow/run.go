@@ -245,9 +245,9 @@ func failedBeforeItsCancel(run store.Run, failed *store.RunStep) bool {
 
 // end records the run's outcome, and what it means for the node, in one transaction:
 // failed as it was cancelled, else at its failing step (of its rendered steps; none
-// known when nil). A step that failed the run before its cancel came (its cleanup
-// running) is the run's failure still: the cancel stopped nothing, and the operator
-// reads why the run failed.
+// known when nil), else with the failure its end check finds (EndCheck). A step that
+// failed the run before its cancel came (its cleanup running) is the run's failure
+// still: the cancel stopped nothing, and the operator reads why the run failed.
 func (e *Engine) end(run store.Run, steps []profile.RenderedStep) error {
 	var failed *store.RunStep
 	if steps != nil {
@@ -262,7 +262,10 @@ func (e *Engine) end(run store.Run, steps []profile.RenderedStep) error {
 		if err := e.fence(tx, run.ID); err != nil {
 			return err
 		}
-		var err error
+		atEnd, err := e.checkEnd(tx, run.ID, failed)
+		if err != nil {
+			return err
+		}
 		old, ended, err = updateRun(tx, run.ID, func(r *store.Run) error {
 			r.State = store.RunSucceeded
 			switch {
@@ -271,6 +274,8 @@ func (e *Engine) end(run store.Run, steps []profile.RenderedStep) error {
 				r.Failure = &store.StepFailure{RunID: r.ID, Step: failed.Path(), Use: failed.Use, Error: failed.Error}
 			case r.Cancelled != nil:
 				r.State, r.Failure = store.RunFailed, r.Cancelled
+			case atEnd != nil:
+				r.State, r.Failure = store.RunFailed, atEnd
 			}
 			return nil
 		})
@@ -289,6 +294,17 @@ func (e *Engine) end(run store.Run, steps []profile.RenderedStep) error {
 	e.observe(old, ended)
 	e.cfg.Log.Info("workflow ended", "workflow", run.ID, "node", run.Node, "state", ended.State, "unansweredCommandsDropped", dropped)
 	return e.startNext(run)
+}
+
+// checkEnd is the failure the EndCheck of run id's kind finds at the end of the run, nil
+// when none (or none is registered), read in tx before the run is recorded ended; a run
+// that failed at a step (failed), or was cancelled, is not checked: it fails anyway.
+func (e *Engine) checkEnd(tx *store.Tx, id string, failed *store.RunStep) (*store.StepFailure, error) {
+	run, err := tx.Run(id)
+	if err != nil || failed != nil || run.Cancelled != nil || e.checks[run.Kind] == nil {
+		return nil, err
+	}
+	return e.checks[run.Kind](tx, run)
 }
 
 // startNext starts the run the end of run created for its node (the next request of a

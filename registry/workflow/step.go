@@ -90,10 +90,12 @@ func (e *Engine) runStepOnce(ctx context.Context, id string, i int, pl plan) err
 			cmd := commandID(id, s.Phase, s.Index, m.fallback, m.n)
 			// The attempt keeps the boot the machine's agent was of as it started, read in
 			// the transaction that records its start: a rejoin it waits for is of another.
+			// It starts with no progress: the step's was the attempt's before.
 			run, err = e.write(id, true, func(tx *store.Tx, r *store.Run) error {
 				boot, err := machineBoot(tx, r.Node)
 				s := &r.Steps[i]
 				s.Attempts = append(s.Attempts, store.Attempt{Fallback: m.fallback, N: m.n, CommandID: cmd, BootID: boot, StartedAt: e.cfg.Clock.Now()})
+				s.Progress = nil
 				return err
 			})
 			if err != nil {
