@@ -23,6 +23,12 @@ const Purpose = "userdata"
 // RedactedToken stands for the join token in a preview.
 const RedactedToken = "<join-token>"
 
+// MaxDocument bounds a rendered document. It reaches the ramdisk inside the deploy.image
+// command, base64 in its JSON (4/3 of its size), and the command is one agent frame
+// (proto.MaxFrame, 4 MiB) with its URLs and image sources: a larger document could never
+// be delivered, and the deploy would wait out its step's timeout.
+const MaxDocument = 2 << 20
+
 // Renderer renders user data with one configuration.
 type Renderer struct {
 	cfg       Config
@@ -125,7 +131,8 @@ func (r *Renderer) template(ud profile.UserData, nodeID string) (Template, error
 	return t, nil
 }
 
-// render fills the variables, checks every value and renders t.
+// render fills the variables, checks every value and renders t, refusing a document
+// larger than MaxDocument.
 func (r *Renderer) render(t Template, name, nodeID, token string) ([]byte, error) {
 	v := Vars{
 		NodeID:          nodeID,
@@ -151,6 +158,9 @@ func (r *Renderer) render(t Template, name, nodeID, token string) ([]byte, error
 			e = e.WithPath(configPath + ".templates." + name)
 		}
 		return nil, e
+	}
+	if len(doc) > MaxDocument {
+		return nil, proto.Errorf(proto.InvalidConfig, "user-data template %s renders %d bytes for node %s, more than the %d a deploy.image can carry to the ramdisk", name, len(doc), nodeID, MaxDocument).WithPath(configPath + ".templates." + name)
 	}
 	return doc, nil
 }

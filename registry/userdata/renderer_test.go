@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -415,4 +416,80 @@ func TestPreviewMintsAndStoresNothing(t *testing.T) {
 	if toks := fx.tokens(t); len(toks) != 0 {
 		t.Errorf("preview minted %+v", toks)
 	}
+}
+
+// TestRenderedDocumentFitsItsDeployImage: the document travels to the ramdisk inside
+// the deploy.image command, one agent frame (proto.MaxFrame). A template that renders
+// more than MaxDocument is refused when rendering and previewing, INVALID_CONFIG at the
+// template, leaving no token; a document of MaxDocument bytes reaches the ramdisk in its
+// command even beside long URLs and every image source. Before the bound, the render
+// succeeded and the command could never be written: the deploy waited out its hour.
+func TestRenderedDocumentFitsItsDeployImage(t *testing.T) {
+	cfg := config()
+	cfg.BcdURL = "https://cache.example/bcd?sig=" + strings.Repeat("a", 2000)
+	urls, err := userdata.ParseTemplate(strings.Repeat("- {{bcdUrl}}\n", 2000)) // 26 KB of text
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Templates = map[string]userdata.Template{
+		"urls.yaml": urls,
+		"big.yaml": userdata.TemplateFunc(func(userdata.Vars) ([]byte, error) {
+			return bytes.Repeat([]byte("x"), userdata.MaxDocument+1), nil
+		}),
+		"largest.yaml": userdata.TemplateFunc(func(v userdata.Vars) ([]byte, error) {
+			head := "token: " + v.JoinToken + "\n"
+			return append([]byte(head), bytes.Repeat([]byte("x"), userdata.MaxDocument-len(head))...), nil
+		}),
+	}
+	fx := newFixture(t, cfg)
+	for _, name := range []string{"urls.yaml", "big.yaml"} {
+		ud := profile.UserData{Kind: "cloud-init", Template: name}
+		out, err := fx.render(ud, userdata.Node{ID: "n1"})
+		if err == nil {
+			_, err = fx.deliver(t, out.UserDataRef, "n1")
+			t.Fatalf("%s: rendered, and its deploy.image cannot reach the ramdisk: %v", name, err)
+		}
+		if e := proto.AsError(err); e.Code != proto.InvalidConfig || e.Details.Path != "userData.templates."+name {
+			t.Errorf("%s: %v, want INVALID_CONFIG at userData.templates.%s", name, err, name)
+		}
+		if _, err := fx.r.Preview(ud, "n1"); proto.AsError(err).Details.Path != "userData.templates."+name {
+			t.Errorf("%s preview: %v", name, err)
+		}
+	}
+	if toks := fx.tokens(t); len(toks) != 0 {
+		t.Errorf("refused renders left tokens: %+v", toks)
+	}
+	out, err := fx.render(profile.UserData{Kind: "talos", Template: "largest.yaml"}, userdata.Node{ID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := fx.deliver(t, out.UserDataRef, "n1"); err != nil || n != userdata.MaxDocument {
+		t.Errorf("a document of MaxDocument bytes: %d bytes delivered, %v", n, err)
+	}
+}
+
+// deliver completes a deploy.image naming ref as the agent endpoint does for node's
+// ramdisk, with URLs and image sources as long as a catalog and a site give them, and
+// writes it as an agent frame: it returns the size of the document the command carries.
+func (fx *fixture) deliver(t *testing.T, ref, node string) (int, error) {
+	t.Helper()
+	long := "https://images.example/" + strings.Repeat("p", 2000)
+	site := make([]string, proto.MaxImageSources)
+	for i := range site {
+		site[i] = "*." + strings.Repeat("d", 250) + ".example:65535"
+	}
+	payload, err := proto.Marshal(proto.DeployImage{Ref: "img@1", Source: long, CacheURL: long, ImageSources: &proto.SourceBound{Site: site, Pool: site},
+		SHA256: strings.Repeat("ab", 32), Format: "raw", Compression: "zstd", UserDataRef: ref, UserDataKind: "cloud-init"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := proto.Command{ID: "wf_1:main.5:a1:image", Kind: proto.CommandDeployImage, Payload: payload}
+	if err := fx.st.View(func(tx *store.Tx) (err error) { cmd, err = fx.r.Deliver(tx, node, proto.RoleRamdisk, cmd); return err }); err != nil {
+		t.Fatal(err)
+	}
+	var in proto.DeployImage
+	if err := json.Unmarshal(cmd.Payload, &in); err != nil {
+		t.Fatal(err)
+	}
+	return len(in.UserData), proto.WriteMessage(io.Discard, &proto.Message{Type: proto.MsgCommand, Command: &cmd})
 }
