@@ -204,7 +204,9 @@ func checkRefused(path string, e proto.ImageCacheEntry) error {
 // an entry reports refused (proto.ImageCacheEntry.Refused) is failed at the site, with
 // reason source-not-allowed, unless an agent holds it for that source. An image whose source
 // no entry names is not at the site, whoever else's image of the digest is: a digest is
-// no secret, a source's bytes are the entitlement.
+// no secret, a source's bytes are the entitlement. It writes only the locations that
+// changed (RecordImageLocation), so a report that changes one digest writes the
+// locations of that digest's images alone.
 func syncSite(tx *store.Tx, site string) error {
 	reports, err := tx.SiteCacheReports(site)
 	if err != nil {
@@ -315,7 +317,11 @@ func FailedAt(tx *store.Tx, site string, planned []proto.CacheImage) ([]FailedIm
 
 // RecordImageLocation records that a site's cache holds an image (at.Site, at.ImageID)
 // in at.State, of at.SizeBytes, and why it failed (at.Reason, at.RefusedHost), keeping
-// the location's latest use.
+// the location's latest use. A location that says that already is not written again:
+// a site's report rewrote the location of every image of each digest it holds, a store
+// write each, so that a digest many tenants' images share took more than one etcd
+// transaction at every report and the site's locations stopped following its cache. A
+// later use is a change, shown in `sites locations`; it comes only with a deploy.
 func RecordImageLocation(tx *store.Tx, at store.ImageLocation) (store.ImageLocation, error) {
 	loc, err := tx.ImageLocation(at.Site, at.ImageID)
 	if err != nil && proto.CodeOf(err) != proto.NotFound {
@@ -324,5 +330,15 @@ func RecordImageLocation(tx *store.Tx, at store.ImageLocation) (store.ImageLocat
 	if loc.LastUsed.After(at.LastUsed) {
 		at.LastUsed = loc.LastUsed
 	}
+	if err == nil && sameLocation(loc, at) {
+		return loc, nil
+	}
 	return tx.PutImageLocation(at)
+}
+
+// sameLocation says whether stored says what at does: state, size, why it failed and
+// last use.
+func sameLocation(stored, at store.ImageLocation) bool {
+	return stored.State == at.State && stored.SizeBytes == at.SizeBytes && stored.Reason == at.Reason &&
+		stored.RefusedHost == at.RefusedHost && stored.LastUsed.Equal(at.LastUsed)
 }

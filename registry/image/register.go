@@ -50,7 +50,39 @@ func Register(tx *store.Tx, v Verifier, tenant string, req RegisterRequest) (sto
 	} else if img.Kind == proto.KindRamdisk {
 		return store.Image{}, proto.Errorf(proto.InvalidInput, "a ramdisk image must be signed by a platform signer: add signerId and signature").WithPath("signature")
 	}
+	if err := checkCopies(tx, tenant, img.SHA256); err != nil {
+		return store.Image{}, err
+	}
 	return tx.CreateImage(img)
+}
+
+// MaxImagesPerDigest bounds how many images of one artifact (one sha256, whatever their
+// sources) a tenant may register. Every image of a digest a site's cache holds for its
+// source has a location there, written in the transaction of the site's report: before,
+// tenant beta registering 5,000 images of acme's public digest and source made that
+// transaction more than etcd takes, at every report of the site, and its locations
+// stopped following its cache for every tenant. A tenant names one artifact under a few
+// refs at most; docs/images.md gives what the site's transaction takes.
+const MaxImagesPerDigest = 64
+
+// checkCopies refuses a new image of digest for tenant when it holds MaxImagesPerDigest
+// of the digest already: INVALID_INPUT at sha256, naming one to reuse.
+func checkCopies(tx *store.Tx, tenant, digest string) error {
+	imgs, err := tx.ImagesByDigest(digest)
+	if err != nil {
+		return err
+	}
+	var own []string
+	for _, img := range imgs {
+		if img.Tenant == tenant {
+			own = append(own, img.Ref)
+		}
+	}
+	if len(own) < MaxImagesPerDigest {
+		return nil
+	}
+	return proto.Errorf(proto.InvalidInput, "tenant %q has %d images of sha256 %s already, the most a tenant may register of one artifact: reuse one of them (%s, say) rather than registering it again",
+		tenant, len(own), digest, slices.Min(own)).WithPath("sha256")
 }
 
 // validate turns a request into the image to store (without tenant or verification)
