@@ -112,6 +112,9 @@ func (s *Service) Act(tx *store.Tx, tenant, nodeID string, req Request, o Option
 	if !slices.Contains(takes(node.State, running), req) {
 		return store.Run{}, node, refusal(node, req, running)
 	}
+	if err := barred(tx, node, req); err != nil {
+		return store.Run{}, node, err
+	}
 	if o.Wipe != "" && !slices.Contains(proto.WipeModes, o.Wipe) {
 		return store.Run{}, node, proto.Errorf(proto.InvalidInput, "wipe mode %q: use one of %s", o.Wipe, strings.Join(proto.WipeModes, ", ")).WithPath("wipe")
 	}
@@ -142,18 +145,34 @@ func takes(state string, running bool) []Request {
 
 // Offers lists the requests node takes now (Act refuses every other with
 // INVALID_STATE), in the lifecycle table's order: what a console or a CLI offers to do
-// next. A node failed in no workflow (a rescue on a pool without agent) has nothing to
-// retry, and retry refuses it. Whether a credential may make one is the API's to say.
+// next. Of those its state takes, those barred now are left out (a node failed in no
+// workflow has nothing to retry, for one). Whether a credential may make one is the
+// API's to say.
 func Offers(tx *store.Tx, node store.Node) ([]Request, error) {
 	running, err := workflowRunning(tx, node)
 	if err != nil {
 		return nil, err
 	}
-	offers := takes(node.State, running)
-	if node.Failure == nil || node.Failure.RunID == "" {
-		offers = slices.DeleteFunc(offers, func(r Request) bool { return r == Retry })
+	var offers []Request
+	for _, r := range takes(node.State, running) {
+		switch err := barred(tx, node, r); {
+		case err == nil:
+			offers = append(offers, r)
+		case proto.CodeOf(err) != proto.InvalidState:
+			return nil, err
+		}
 	}
 	return offers, nil
+}
+
+// barred is the INVALID_STATE of a request node's state takes but the node does not
+// now, nil when it does: a retry, what checkRetry refuses.
+func barred(tx *store.Tx, node store.Node, req Request) error {
+	if req == Retry {
+		_, err := checkRetry(tx, node)
+		return err
+	}
+	return nil
 }
 
 // refusal is the INVALID_STATE of a request the node's state does not allow.
@@ -281,10 +300,7 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 // the same profile document (a release keeps its wipe mode), followed by what the pool's
 // enrollment chains after it.
 func (s *Service) retry(tx *store.Tx, node store.Node) (store.Run, store.Node, error) {
-	if node.Failure == nil || node.Failure.RunID == "" {
-		return store.Run{}, node, proto.Errorf(proto.InvalidState, "node %s failed in no workflow (%s): release or retire it", node.ID, node.Transition).WithReason(node.State)
-	}
-	failed, err := tx.Run(node.Failure.RunID)
+	failed, err := checkRetry(tx, node)
 	if err != nil {
 		return store.Run{}, node, err
 	}
@@ -302,6 +318,42 @@ func (s *Service) retry(tx *store.Tx, node store.Node) (store.Run, store.Node, e
 	rec := store.ProfileRecord{Tenant: failed.Profile.Tenant, ID: failed.Profile.ID, Version: failed.Profile.Version, Document: doc}
 	req := Request(failed.Kind)
 	return s.create(tx, node, req, rec, p, chainAfter(tx, node, req))
+}
+
+// checkRetry is the workflow failed node failed in, which a retry runs again, or the
+// INVALID_STATE of a retry: the node failed in no workflow (a rescue on a pool with
+// agent: none), or the workflow ran the lifecycle profile of the agent its pool had
+// then, which the pool no longer has. Its frozen document is the other's: an
+// out-of-band release (metal-release-oob@1, which wipes no disk) run again on a pool
+// whose machines run the agent would make the node ready with the disks its user left,
+// and metal-release@1 on a pool with agent: none could only fail at
+// metal.ensureRamdisk. A release or retire runs the pool's profile.
+func checkRetry(tx *store.Tx, node store.Node) (store.Run, error) {
+	if node.Failure == nil || node.Failure.RunID == "" {
+		return store.Run{}, proto.Errorf(proto.InvalidState, "node %s failed in no workflow (%s): release or retire it", node.ID, node.Transition).WithReason(node.State)
+	}
+	failed, err := tx.Run(node.Failure.RunID)
+	if err != nil {
+		return failed, err
+	}
+	tr := transitions[Request(failed.Kind)]
+	ran := fmt.Sprintf("%s@%d", failed.Profile.ID, failed.Profile.Version)
+	if failed.Profile.Tenant != profile.ShippedTenant || ran != tr.profile && ran != tr.oob {
+		return failed, nil
+	}
+	pool, err := tx.Pool(node.Tenant, node.Pool)
+	if err != nil {
+		return failed, err
+	}
+	agent, now := store.AgentBCD, tr.profile
+	if pool.Policy.Agent == store.AgentNone {
+		agent, now = store.AgentNone, tr.oob
+	}
+	if ran == now {
+		return failed, nil
+	}
+	return failed, proto.Errorf(proto.InvalidState, "node %s failed in workflow %s, which ran %s; pool %s's agent is %s now, whose %s does not run it: release or retire the node (`nodes release %s`), which runs the pool's profile",
+		node.ID, failed.ID, ran, pool.Name, agent, failed.Kind, node.ID).WithReason(node.State)
 }
 
 // checkUsable refuses a stored profile version tenant may no longer start a workflow of:
