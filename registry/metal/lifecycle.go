@@ -166,11 +166,18 @@ func Offers(tx *store.Tx, node store.Node) ([]Request, error) {
 }
 
 // barred is the INVALID_STATE of a request node's state takes but the node does not
-// now, nil when it does: a retry, what checkRetry refuses.
+// now, nil when it does: a retry, what checkRetry refuses; a deploy, or a retry of one,
+// what checkWiped refuses.
 func barred(tx *store.Tx, node store.Node, req Request) error {
-	if req == Retry {
-		_, err := checkRetry(tx, node)
+	switch req {
+	case Retry:
+		failed, err := checkRetry(tx, node)
+		if err == nil && failed.Kind == string(Deploy) {
+			err = checkWiped(tx, node)
+		}
 		return err
+	case Deploy:
+		return checkWiped(tx, node)
 	}
 	return nil
 }
@@ -356,6 +363,24 @@ func checkRetry(tx *store.Tx, node store.Node) (store.Run, error) {
 		node.ID, failed.ID, ran, pool.Name, agent, failed.Kind, node.ID).WithReason(node.State)
 }
 
+// checkWiped refuses to deploy a node whose last release wiped no disk
+// (store.Node.UnwipedRelease: its pool had agent: none then) on a pool whose machines
+// run the agent: there a node is ready only once the registry attested a wipe since its
+// last user, and this one would hand the next user the disks the last one left. A
+// commissioning wipes them. On a pool with agent: none the registry wipes no disk: its
+// operator wipes them by other means.
+func checkWiped(tx *store.Tx, node store.Node) error {
+	if node.UnwipedRelease == "" {
+		return nil
+	}
+	pool, err := tx.Pool(node.Tenant, node.Pool)
+	if err != nil || pool.Policy.Agent == store.AgentNone {
+		return err
+	}
+	return proto.Errorf(proto.InvalidState, "node %s's last release (workflow %s) wiped no disk, its pool running no agent then: its disks may hold what their last user left; commission it (`nodes commission %s`), which wipes them, then deploy",
+		node.ID, node.UnwipedRelease, node.ID).WithReason(node.State)
+}
+
 // checkUsable refuses a stored profile version tenant may no longer start a workflow of:
 // one deleted, or another tenant's made private, since a run of it began. A retry runs
 // the failed run's version again as a new workflow, so it reaches only what metal.deploy
@@ -446,6 +471,11 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 		})
 		return err
 	}
+	if rec := wipeRecord(run, node.UnwipedRelease); rec != node.UnwipedRelease {
+		if node, err = updateNode(tx, node.ID, func(n *store.Node) error { n.UnwipedRelease = rec; return nil }); err != nil {
+			return err
+		}
+	}
 	if node.Next != "" {
 		next := Request(node.Next)
 		_, _, err := s.begin(tx, node, next, Options{}, chainAfter(tx, node, next))
@@ -472,6 +502,23 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 	}
 	_, err = updateNode(tx, node.ID, func(n *store.Node) error { n.State = tr.succeeded; return nil })
 	return err
+}
+
+// wipeRecord is the node's UnwipedRelease once run, which was, succeeded: a run that
+// wiped the disks, every wipe attested (a release or commissioning on a pool whose
+// machines run the agent), clears it; a release that wiped none (out of band) records
+// itself; any other run keeps it.
+func wipeRecord(run store.Run, was string) string {
+	wiped := slices.ContainsFunc(run.Steps, func(st store.RunStep) bool {
+		return st.Use == proto.CommandDiskWipe && st.State == store.StepSucceeded
+	})
+	switch {
+	case wiped && unverifiedWipe(run) == nil:
+		return ""
+	case Request(run.Kind) == Release:
+		return run.ID
+	}
+	return was
 }
 
 // chainAfter is the request the node's pool's policy.enrollment chains after req (after

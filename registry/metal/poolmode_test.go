@@ -7,6 +7,7 @@ import (
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/store"
+	"github.com/google/go-cmp/cmp"
 )
 
 // agentPolicy is pool gpu's policy with its machines running the agent, as the harness
@@ -83,5 +84,113 @@ func TestRetryAfterThePoolsAgentChanged(t *testing.T) {
 				t.Errorf("the release: %s of %s, node %s %+v", run.State, run.Profile.ID, n.State, n.Failure)
 			}
 		})
+	}
+}
+
+// TestAReleaseThatWipedNothingIsNoDeployOnAnAgentPool: on a pool whose machines run the
+// agent a node is ready only after a wipe the registry attested. A release on a pool
+// with agent: none wipes nothing; the node records it, and once its pool runs the agent
+// it is not deployed (INVALID_STATE, nothing changed) until a commissioning wipes it:
+// a node whose release's wipe was not attested cannot reach the next deploy by a detour
+// through agent: none.
+func TestAReleaseThatWipedNothingIsNoDeployOnAnAgentPool(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeActive)
+	h.machine.answers[proto.CommandDiskWipe] = func(json.RawMessage) (json.RawMessage, error) {
+		return json.RawMessage(`{"attested":false,"reason":"disk sda failed its read-back"}`), nil
+	}
+	run, _, err := h.act(node, Release, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, n := h.end(run.ID); n.State != store.NodeFailed || n.Failure.Error.Code != proto.UnverifiedWipe {
+		t.Fatalf("release with an unattested wipe: node %s %+v", n.State, n.Failure)
+	}
+	delete(h.machine.answers, proto.CommandDiskWipe)
+
+	h.setPolicy(outOfBand)
+	if run, _, err = h.act(node, Release, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	run, n := h.end(run.ID)
+	if n.State != store.NodeReady || run.Profile.ID != "metal-release-oob" || n.UnwipedRelease != run.ID {
+		t.Fatalf("the out-of-band release: %s of %s, node %s %+v, unwiped release %q", run.State, run.Profile.ID, n.State, n.Failure, n.UnwipedRelease)
+	}
+	h.setPolicy(agentPolicy)
+	h.machine.forget()
+	if slices.Contains(h.offers(node), Deploy) {
+		t.Errorf("the node offers deploy: %v", h.offers(node))
+	}
+	before := h.node(node)
+	deploy, err := h.deploy(node, "testdata/deploy-only.json")
+	if proto.CodeOf(err) != proto.InvalidState || proto.AsError(err).Details.Reason != store.NodeReady {
+		h.end(deploy.ID)
+		t.Fatalf("deploying a node its release did not wipe: %v; %d disk.wipe sent", err, len(h.machine.received(proto.CommandDiskWipe)))
+	}
+	if after := h.node(node); after.Rev != before.Rev {
+		t.Errorf("the refused deploy changed the node: rev %d, was %d", after.Rev, before.Rev)
+	}
+
+	// A commissioning's attested wipe clears it.
+	if run, _, err = h.act(node, Commission, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, n = h.end(run.ID); n.State != store.NodeReady || n.UnwipedRelease != "" {
+		t.Fatalf("after the commissioning: node %s %+v, unwiped release %q", n.State, n.Failure, n.UnwipedRelease)
+	}
+	if diff := cmp.Diff([]string{`{"mode":"quick"}`}, inputs(h.machine.received(proto.CommandDiskWipe))); diff != "" {
+		t.Errorf("disk.wipe (-want +got):\n%s", diff)
+	}
+	if deploy, err = h.deploy(node, "testdata/deploy-only.json"); err != nil {
+		t.Fatal(err)
+	}
+	if _, n = h.end(deploy.ID); n.State != store.NodeActive {
+		t.Errorf("deploy after the commissioning: node %s %+v", n.State, n.Failure)
+	}
+}
+
+// inputs are the inputs of rs.
+func inputs(rs []relayed) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Input)
+	}
+	return out
+}
+
+// TestARetriedDeployOfAnUnwipedNode: a deploy that failed on a pool with agent: none, of
+// a node its release did not wipe, retried once the pool runs the agent, is refused as
+// the deploy itself would be: the retry runs no deploy the lifecycle would not start.
+func TestARetriedDeployOfAnUnwipedNode(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeActive)
+	h.setPolicy(outOfBand)
+	run, _, err := h.act(node, Release, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, n := h.end(run.ID); n.State != store.NodeReady {
+		t.Fatalf("the out-of-band release: node %s %+v", n.State, n.Failure)
+	}
+	h.machine.answers[proto.CommandDeployImage] = func(json.RawMessage) (json.RawMessage, error) {
+		return nil, proto.Errorf(proto.DriverError, "the disk went read-only")
+	}
+	deploy, err := h.deploy(node, "testdata/deploy-only.json")
+	if err != nil {
+		t.Fatalf("a deploy on the pool with agent: none: %v", err)
+	}
+	if _, n := h.end(deploy.ID); n.State != store.NodeFailed || n.FailedFrom != store.NodeDeploying {
+		t.Fatalf("the deploy: node %s from %s", n.State, n.FailedFrom)
+	}
+	delete(h.machine.answers, proto.CommandDeployImage)
+	h.setPolicy(agentPolicy)
+	before := h.node(node)
+	retry, _, err := h.act(node, Retry, Options{})
+	if proto.CodeOf(err) != proto.InvalidState || proto.AsError(err).Details.Reason != store.NodeFailed {
+		_, n := h.end(retry.ID)
+		t.Fatalf("retrying the deploy on the pool that runs the agent: %v; node %s", err, n.State)
+	}
+	if after := h.node(node); after.Rev != before.Rev || slices.Contains(h.offers(node), Retry) {
+		t.Errorf("the refused retry: node rev %d (was %d), offers %v", after.Rev, before.Rev, h.offers(node))
 	}
 }
