@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/attest"
@@ -166,17 +167,25 @@ func Offers(tx *store.Tx, node store.Node) ([]Request, error) {
 }
 
 // barred is the INVALID_STATE of a request node's state takes but the node does not
-// now, nil when it does: a retry, what checkRetry refuses; a deploy, or a retry of one,
-// what checkWiped refuses.
+// now, nil when it does:
+//   - a node whose identity a retire revoked (metal.revokeIdentity ran, then the retire
+//     failed in its cleanup, or was cancelled there) takes only what retires it, the
+//     retire again or its retry: no ramdisk or installed OS of it joins again, so a
+//     release could not wipe it, and out of band would make a retired machine ready;
+//   - a retry, what checkRetry refuses;
+//   - a deploy, or a retry of one, what checkWiped refuses.
 func barred(tx *store.Tx, node store.Node, req Request) error {
-	switch req {
-	case Retry:
+	switch {
+	case !node.IdentityRevokedAt.IsZero() && req != Retire && req != Cancel && (req != Retry || node.Transition != string(Retire)):
+		return proto.Errorf(proto.InvalidState, "node %s cannot %s: its identity was revoked at %s (metal.revokeIdentity) and no agent of it joins again; retire it (`nodes retire %s`)",
+			node.ID, req, node.IdentityRevokedAt.UTC().Format(time.RFC3339), node.ID).WithReason(node.State)
+	case req == Retry:
 		failed, err := checkRetry(tx, node)
 		if err == nil && failed.Kind == string(Deploy) {
 			err = checkWiped(tx, node)
 		}
 		return err
-	case Deploy:
+	case req == Deploy:
 		return checkWiped(tx, node)
 	}
 	return nil

@@ -1,11 +1,14 @@
 package metal
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/join"
 	"github.com/better-compute/better-compute/registry/store"
 	"github.com/google/go-cmp/cmp"
 )
@@ -192,5 +195,69 @@ func TestARetriedDeployOfAnUnwipedNode(t *testing.T) {
 	}
 	if after := h.node(node); after.Rev != before.Rev || slices.Contains(h.offers(node), Retry) {
 		t.Errorf("the refused retry: node rev %d (was %d), offers %v", after.Rev, before.Rev, h.offers(node))
+	}
+}
+
+// mintingRamdisk mints each ramdisk boot's join token as the registry does
+// (join.MintToken): none for a node whose identity is revoked.
+type mintingRamdisk struct{}
+
+func (mintingRamdisk) Prepare(tx *store.Tx, node store.Node, run string) (proto.PrepareRamdisk, error) {
+	_, bearer, err := join.MintToken(tx, store.TokenFor{Kind: store.TokenRamdisk, NodeID: node.ID, Site: node.Site, Workflow: run}, 0)
+	return proto.PrepareRamdisk{MACs: node.MACs, Token: bearer, Registry: "https://registry.test", Args: []string{"bc.node=" + node.ID}}, err
+}
+
+func (mintingRamdisk) Joinable(context.Context, string) error { return nil }
+
+// TestARetireThatRevokedOnlyRetires: a retire whose metal.revokeIdentity succeeded but
+// whose cleanup failed leaves the node failed with its identity revoked for good: no
+// ramdisk of it joins again (its join token is not minted: FORBIDDEN at
+// metal.ensureRamdisk), so a release cannot wipe it, and out of band it would make a
+// retired machine ready. The node takes and offers retry (of the retire) and retire
+// only, which retire it.
+func TestARetireThatRevokedOnlyRetires(t *testing.T) {
+	for _, req := range []Request{Retry, Retire} {
+		t.Run(string(req), func(t *testing.T) {
+			h := newHarness(t)
+			node := h.inState(store.NodeActive)
+			h.machine.answers[proto.CommandBootCleanUp] = func(json.RawMessage) (json.RawMessage, error) {
+				return nil, proto.Errorf(proto.Unavailable, "the site's TFTP directory is read-only")
+			}
+			run, _, err := h.act(node, Retire, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, n := h.end(run.ID)
+			if n.State != store.NodeFailed || n.FailedFrom != store.NodeRetiring || n.IdentityRevokedAt.IsZero() || run.Failure.Step != "cleanup[0]" {
+				t.Fatalf("the retire: node %s from %s, identity revoked at %v, failure %+v", n.State, n.FailedFrom, n.IdentityRevokedAt, run.Failure)
+			}
+			delete(h.machine.answers, proto.CommandBootCleanUp)
+			h.svc.cfg.Ramdisk = mintingRamdisk{}
+			// The retire's ramdisk is gone: it joined before the machine was powered off.
+			h.clock.Advance(time.Minute)
+
+			if diff := cmp.Diff([]Request{Retry, Retire}, h.offers(node)); diff != "" {
+				t.Errorf("the node offers (-want +got):\n%s", diff)
+			}
+			for _, policy := range []store.PoolPolicy{outOfBand, agentPolicy} {
+				h.setPolicy(policy)
+				before := h.node(node)
+				release, _, err := h.act(node, Release, Options{})
+				if proto.CodeOf(err) != proto.InvalidState || proto.AsError(err).Details.Reason != store.NodeFailed {
+					_, n := h.end(release.ID)
+					t.Fatalf("release of a node whose identity is revoked (agent %q): %v; node %s %+v", policy.Agent, err, n.State, n.Failure)
+				}
+				if after := h.node(node); after.Rev != before.Rev {
+					t.Errorf("the refused release changed the node: rev %d, was %d", after.Rev, before.Rev)
+				}
+			}
+			h.setPolicy(agentPolicy)
+			if run, _, err = h.act(node, req, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, n = h.end(run.ID); n.State != store.NodeRetired {
+				t.Errorf("%s: node %s %+v", req, n.State, n.Failure)
+			}
+		})
 	}
 }
