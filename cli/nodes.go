@@ -441,6 +441,9 @@ func nodeDetail(w *tabwriter.Writer, v api.NodeView) {
 	if f := n.UnverifiedWipe; f != nil {
 		fmt.Fprintf(w, "\nretired with an unverified wipe at %s (workflow %s): %s\n", f.Step, f.RunID, f.Error.Message)
 	}
+	if n.UnwipedRelease != "" {
+		fmt.Fprintf(w, "\nits last release (workflow %s) wiped no disk: a pool whose machines run the agent deploys it once a commissioning wiped them (`nodes commission %s`)\n", n.UnwipedRelease, n.ID)
+	}
 	if p := n.MACProposal; p != nil {
 		fmt.Fprintf(w, "\nPXE discovery proposes MAC %s (seen at site %s since %s): `nodes confirm-mac %s --mac %s` binds it\n", p.MAC, p.Site, p.SeenAt.Format(time.RFC3339), n.ID, p.MAC)
 		if len(n.BMCMACs) > 0 && !slices.Contains(n.BMCMACs, p.MAC) {

@@ -48,6 +48,10 @@ type Node struct {
 	Failure *StepFailure `json:"failure,omitempty"`
 	// UnverifiedWipe is the disk wipe of the retire that could not be attested.
 	UnverifiedWipe *StepFailure `json:"unverifiedWipe,omitempty"`
+	// UnwipedRelease is the workflow of the node's last release when it wiped no disk
+	// (out of band): a pool whose machines run the agent deploys the node once a
+	// commissioning wiped them. "" otherwise.
+	UnwipedRelease string `json:"unwipedRelease,omitempty"`
 	// MACProposal is the boot MAC PXE discovery proposes; nil when there is none.
 	MACProposal *MACProposal `json:"macProposal,omitempty"`
 	// BMCMACs are the MACs of the NICs the machine's BMC listed at its last inspect.oob.
@@ -137,7 +141,7 @@ func nodeOf(n store.Node) Node {
 		PlatformBMC: n.PlatformBMC, HardwareProfile: n.HardwareProfile, Labels: n.Labels,
 		DriverOverrides: bindingsOf(n.DriverOverrides), Drivers: bindingsOf(n.Drivers), State: n.State, Role: n.Role,
 		Profile: refOf(n.Profile), Workflow: n.Workflow, Transition: n.Transition, Next: n.Next, FailedFrom: n.FailedFrom,
-		Failure: failureOf(n.Failure), UnverifiedWipe: failureOf(n.UnverifiedWipe), BMCMACs: n.BMCMACs, BoundMAC: n.BoundMAC,
+		Failure: failureOf(n.Failure), UnverifiedWipe: failureOf(n.UnverifiedWipe), UnwipedRelease: n.UnwipedRelease, BMCMACs: n.BMCMACs, BoundMAC: n.BoundMAC,
 		PoweredAt: n.PoweredAt, IdentityRevokedAt: n.IdentityRevokedAt,
 		IdentityEpoch: n.IdentityEpoch, IdentityEpochAt: n.IdentityEpochAt, Rev: n.Rev, CreatedAt: n.CreatedAt, UpdatedAt: n.UpdatedAt}
 	if v.AgentsRevoked = revocationOf(n.AgentsRevoked); v.AgentsRevoked != nil && v.AgentsRevoked.FailedWorkflowID != "" {

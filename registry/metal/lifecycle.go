@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/attest"
@@ -112,6 +113,9 @@ func (s *Service) Act(tx *store.Tx, tenant, nodeID string, req Request, o Option
 	if !slices.Contains(takes(node.State, running), req) {
 		return store.Run{}, node, refusal(node, req, running)
 	}
+	if err := barred(tx, node, req); err != nil {
+		return store.Run{}, node, err
+	}
 	if o.Wipe != "" && !slices.Contains(proto.WipeModes, o.Wipe) {
 		return store.Run{}, node, proto.Errorf(proto.InvalidInput, "wipe mode %q: use one of %s", o.Wipe, strings.Join(proto.WipeModes, ", ")).WithPath("wipe")
 	}
@@ -142,18 +146,49 @@ func takes(state string, running bool) []Request {
 
 // Offers lists the requests node takes now (Act refuses every other with
 // INVALID_STATE), in the lifecycle table's order: what a console or a CLI offers to do
-// next. A node failed in no workflow (a rescue on a pool without agent) has nothing to
-// retry, and retry refuses it. Whether a credential may make one is the API's to say.
+// next. Of those its state takes, those barred now are left out (a node failed in no
+// workflow has nothing to retry, for one). Whether a credential may make one is the
+// API's to say.
 func Offers(tx *store.Tx, node store.Node) ([]Request, error) {
 	running, err := workflowRunning(tx, node)
 	if err != nil {
 		return nil, err
 	}
-	offers := takes(node.State, running)
-	if node.Failure == nil || node.Failure.RunID == "" {
-		offers = slices.DeleteFunc(offers, func(r Request) bool { return r == Retry })
+	var offers []Request
+	for _, r := range takes(node.State, running) {
+		switch err := barred(tx, node, r); {
+		case err == nil:
+			offers = append(offers, r)
+		case proto.CodeOf(err) != proto.InvalidState:
+			return nil, err
+		}
 	}
 	return offers, nil
+}
+
+// barred is the INVALID_STATE of a request node's state takes but the node does not
+// now, nil when it does:
+//   - a node whose identity a retire revoked (metal.revokeIdentity ran, then the retire
+//     failed in its cleanup, or was cancelled there) takes only what retires it, the
+//     retire again or its retry: no ramdisk or installed OS of it joins again, so a
+//     release could not wipe it, and out of band would make a retired machine ready;
+//   - a retry, what checkRetry refuses;
+//   - a deploy, or a retry of one, what checkWiped refuses.
+func barred(tx *store.Tx, node store.Node, req Request) error {
+	switch {
+	case !node.IdentityRevokedAt.IsZero() && req != Retire && req != Cancel && (req != Retry || node.Transition != string(Retire)):
+		return proto.Errorf(proto.InvalidState, "node %s cannot %s: its identity was revoked at %s (metal.revokeIdentity) and no agent of it joins again; retire it (`nodes retire %s`)",
+			node.ID, req, node.IdentityRevokedAt.UTC().Format(time.RFC3339), node.ID).WithReason(node.State)
+	case req == Retry:
+		failed, err := checkRetry(tx, node)
+		if err == nil && failed.Kind == string(Deploy) {
+			err = checkWiped(tx, node)
+		}
+		return err
+	case req == Deploy:
+		return checkWiped(tx, node)
+	}
+	return nil
 }
 
 // refusal is the INVALID_STATE of a request the node's state does not allow.
@@ -281,10 +316,7 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 // the same profile document (a release keeps its wipe mode), followed by what the pool's
 // enrollment chains after it.
 func (s *Service) retry(tx *store.Tx, node store.Node) (store.Run, store.Node, error) {
-	if node.Failure == nil || node.Failure.RunID == "" {
-		return store.Run{}, node, proto.Errorf(proto.InvalidState, "node %s failed in no workflow (%s): release or retire it", node.ID, node.Transition).WithReason(node.State)
-	}
-	failed, err := tx.Run(node.Failure.RunID)
+	failed, err := checkRetry(tx, node)
 	if err != nil {
 		return store.Run{}, node, err
 	}
@@ -302,6 +334,60 @@ func (s *Service) retry(tx *store.Tx, node store.Node) (store.Run, store.Node, e
 	rec := store.ProfileRecord{Tenant: failed.Profile.Tenant, ID: failed.Profile.ID, Version: failed.Profile.Version, Document: doc}
 	req := Request(failed.Kind)
 	return s.create(tx, node, req, rec, p, chainAfter(tx, node, req))
+}
+
+// checkRetry is the workflow failed node failed in, which a retry runs again, or the
+// INVALID_STATE of a retry: the node failed in no workflow (a rescue on a pool with
+// agent: none), or the workflow ran the lifecycle profile of the agent its pool had
+// then, which the pool no longer has. Its frozen document is the other's: an
+// out-of-band release (metal-release-oob@1, which wipes no disk) run again on a pool
+// whose machines run the agent would make the node ready with the disks its user left,
+// and metal-release@1 on a pool with agent: none could only fail at
+// metal.ensureRamdisk. A release or retire runs the pool's profile.
+func checkRetry(tx *store.Tx, node store.Node) (store.Run, error) {
+	if node.Failure == nil || node.Failure.RunID == "" {
+		return store.Run{}, proto.Errorf(proto.InvalidState, "node %s failed in no workflow (%s): release or retire it", node.ID, node.Transition).WithReason(node.State)
+	}
+	failed, err := tx.Run(node.Failure.RunID)
+	if err != nil {
+		return failed, err
+	}
+	tr := transitions[Request(failed.Kind)]
+	ran := fmt.Sprintf("%s@%d", failed.Profile.ID, failed.Profile.Version)
+	if failed.Profile.Tenant != profile.ShippedTenant || ran != tr.profile && ran != tr.oob {
+		return failed, nil
+	}
+	pool, err := tx.Pool(node.Tenant, node.Pool)
+	if err != nil {
+		return failed, err
+	}
+	agent, now := store.AgentBCD, tr.profile
+	if pool.Policy.Agent == store.AgentNone {
+		agent, now = store.AgentNone, tr.oob
+	}
+	if ran == now {
+		return failed, nil
+	}
+	return failed, proto.Errorf(proto.InvalidState, "node %s failed in workflow %s, which ran %s; pool %s's agent is %s now, whose %s does not run it: release or retire the node (`nodes release %s`), which runs the pool's profile",
+		node.ID, failed.ID, ran, pool.Name, agent, failed.Kind, node.ID).WithReason(node.State)
+}
+
+// checkWiped refuses to deploy a node whose last release wiped no disk
+// (store.Node.UnwipedRelease: its pool had agent: none then) on a pool whose machines
+// run the agent: there a node is ready only once the registry attested a wipe since its
+// last user, and this one would hand the next user the disks the last one left. A
+// commissioning wipes them. On a pool with agent: none the registry wipes no disk: its
+// operator wipes them by other means.
+func checkWiped(tx *store.Tx, node store.Node) error {
+	if node.UnwipedRelease == "" {
+		return nil
+	}
+	pool, err := tx.Pool(node.Tenant, node.Pool)
+	if err != nil || pool.Policy.Agent == store.AgentNone {
+		return err
+	}
+	return proto.Errorf(proto.InvalidState, "node %s's last release (workflow %s) wiped no disk, its pool running no agent then: its disks may hold what their last user left; commission it (`nodes commission %s`), which wipes them, then deploy",
+		node.ID, node.UnwipedRelease, node.ID).WithReason(node.State)
 }
 
 // checkUsable refuses a stored profile version tenant may no longer start a workflow of:
@@ -394,6 +480,11 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 		})
 		return err
 	}
+	if rec := wipeRecord(run, node.UnwipedRelease); rec != node.UnwipedRelease {
+		if node, err = updateNode(tx, node.ID, func(n *store.Node) error { n.UnwipedRelease = rec; return nil }); err != nil {
+			return err
+		}
+	}
 	if node.Next != "" {
 		next := Request(node.Next)
 		_, _, err := s.begin(tx, node, next, Options{}, chainAfter(tx, node, next))
@@ -420,6 +511,23 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 	}
 	_, err = updateNode(tx, node.ID, func(n *store.Node) error { n.State = tr.succeeded; return nil })
 	return err
+}
+
+// wipeRecord is the node's UnwipedRelease once run, which was, succeeded: a run that
+// wiped the disks, every wipe attested (a release or commissioning on a pool whose
+// machines run the agent), clears it; a release that wiped none (out of band) records
+// itself; any other run keeps it.
+func wipeRecord(run store.Run, was string) string {
+	wiped := slices.ContainsFunc(run.Steps, func(st store.RunStep) bool {
+		return st.Use == proto.CommandDiskWipe && st.State == store.StepSucceeded
+	})
+	switch {
+	case wiped && unverifiedWipe(run) == nil:
+		return ""
+	case Request(run.Kind) == Release:
+		return run.ID
+	}
+	return was
 }
 
 // chainAfter is the request the node's pool's policy.enrollment chains after req (after

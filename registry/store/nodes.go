@@ -90,6 +90,11 @@ type Node struct {
 	// UnverifiedWipe is the disk wipe of the retire that retired the node when it could
 	// not be attested (or did not run): the retire went on, and this records it.
 	UnverifiedWipe *StepFailure `json:"unverifiedWipe,omitempty"`
+	// UnwipedRelease is the workflow of the node's last release when it wiped no disk
+	// (metal-release-oob@1, on a pool with agent: none): the disks may hold what their
+	// last user left. "" once a release or commissioning wiped them, every wipe
+	// attested. A pool whose machines run the agent does not deploy such a node.
+	UnwipedRelease string `json:"unwipedRelease,omitempty"`
 	// MACProposal is the boot MAC PXE discovery proposes for a node enrolled by its
 	// product UUID alone; nil when there is none.
 	MACProposal *MACProposal `json:"macProposal,omitempty"`
