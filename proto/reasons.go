@@ -159,6 +159,9 @@ const (
 	// ReasonCertificate (FORBIDDEN): the certificate of a node-signed result is missing,
 	// not the agent CA's, or names another node or role.
 	ReasonCertificate = "certificate"
+	// ReasonTime (FORBIDDEN): a node-signed result was signed outside its command's life,
+	// from its relaying to its answer's arrival, give or take the agents' clock allowance.
+	ReasonTime = "time"
 
 	// Measured boot (attest.boot, docs/attestation.md).
 

@@ -102,10 +102,10 @@ func signedWithin(signed, sent, now time.Time) error {
 	switch {
 	case !sent.IsZero() && signed.Before(sent.Add(-ClockSkew)):
 		return proto.Errorf(proto.Forbidden, "signed result: signed at %s, before the registry relayed the command at %s (%s earlier, more than the %s the clocks may differ by)",
-			signed.UTC().Format(time.RFC3339), sent.UTC().Format(time.RFC3339), sent.Sub(signed).Round(time.Second), ClockSkew).WithReason("time")
+			signed.UTC().Format(time.RFC3339), sent.UTC().Format(time.RFC3339), sent.Sub(signed).Round(time.Second), ClockSkew).WithReason(proto.ReasonTime)
 	case signed.After(now.Add(ClockSkew)):
 		return proto.Errorf(proto.Forbidden, "signed result: signed at %s, after it was received at %s (%s later, more than the %s the clocks may differ by)",
-			signed.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), signed.Sub(now).Round(time.Second), ClockSkew).WithReason("time")
+			signed.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339), signed.Sub(now).Round(time.Second), ClockSkew).WithReason(proto.ReasonTime)
 	}
 	return nil
 }
