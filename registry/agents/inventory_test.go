@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -18,11 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	etcdtest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { etcdtest.Main(m) }
 
 // The byte budgets of a site agent's sections (agent/site, docs/site.md#section-budgets).
 const (

@@ -1,15 +1,10 @@
 package image
 
 import (
-	"os"
 	"testing"
 
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
 
 // TestMain stops the etcd cluster the tests on each store backend share.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	etcdtest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { etcdtest.Main(m) }

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -9,11 +8,7 @@ import (
 	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	etcdtest.StopShared()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { etcdtest.Main(m) }
 
 // opener opens a new, empty store of one backend for t.
 type opener func(t testing.TB, opts Options) (*Store, error)

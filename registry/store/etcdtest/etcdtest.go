@@ -112,8 +112,16 @@ func Shared(t testing.TB) *Cluster {
 	return shared
 }
 
-// StopShared stops the shared cluster, if one was started, and removes its directory.
-func StopShared() {
+// Main runs a package's tests and then stops the shared cluster, if one was started,
+// and removes its directory: the TestMain of a package whose tests call Shared.
+func Main(m *testing.M) {
+	code := m.Run()
+	stopShared()
+	os.Exit(code)
+}
+
+// stopShared stops the shared cluster, if one was started, and removes its directory.
+func stopShared() {
 	if shared != nil {
 		shared.Stop()
 		os.RemoveAll(shared.dir)
