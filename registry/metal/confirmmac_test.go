@@ -120,18 +120,8 @@ func TestConfirmMACAgainstTheBMC(t *testing.T) {
 	h.machine.answers["inspect.oob"] = func(json.RawMessage) (json.RawMessage, error) {
 		return json.RawMessage(`{"system":{"uuid":"4C4C4544-0042-3510-8052-B4C04F5958B1"},"nics":[{"mac":"52:54:00:00:00:0A"},{"mac":"52:54:00:00:00:09"},{"mac":"junk"}]}`), nil
 	}
-	var n store.Node
-	var run store.Run
-	err := h.store.Update(func(tx *store.Tx) (err error) {
-		n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", ProductUUID: "4c4c4544-0042-3510-8052-b4c04f5958b1",
-			BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5"}})
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.svc.Start(run)
-	if _, n = h.end(run.ID); strings.Join(n.BMCMACs, " ") != "52:54:00:00:00:09 52:54:00:00:00:0a" {
+	_, n := h.end(enrollByUUID(t, h).ID)
+	if strings.Join(n.BMCMACs, " ") != "52:54:00:00:00:09 52:54:00:00:00:0a" {
 		t.Fatalf("the BMC's NICs on the node: %v", n.BMCMACs)
 	}
 	confirm := func(mac string, force bool) (store.Node, error) {
@@ -149,7 +139,7 @@ func TestConfirmMACAgainstTheBMC(t *testing.T) {
 		}
 	}
 	propose("52:54:00:00:00:66")
-	_, err = confirm("52:54:00:00:00:66", false)
+	_, err := confirm("52:54:00:00:00:66", false)
 	if e := proto.AsError(err); err == nil || e.Code != proto.InvalidInput || e.Details.Path != "mac" || e.Details.Reason != "not-listed-by-bmc" {
 		t.Fatalf("confirming a MAC the BMC does not list: %v", err)
 	}
@@ -183,18 +173,7 @@ func TestABMCListingThousandsOfNICsRecordsNone(t *testing.T) {
 				t.Fatalf("the answer takes %d bytes, more than an agent's answer may", len(answer))
 			}
 			h.machine.answers["inspect.oob"] = func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(answer), nil }
-			var n store.Node
-			var run store.Run
-			err := h.store.Update(func(tx *store.Tx) (err error) {
-				n, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", ProductUUID: "4c4c4544-0042-3510-8052-b4c04f5958b1",
-					BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5"}})
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h.svc.Start(run)
-			run, n = h.end(run.ID)
+			run, n := h.end(enrollByUUID(t, h).ID)
 			if tc.recorded {
 				if run.State != store.RunSucceeded || len(n.BMCMACs) != tc.nics {
 					t.Errorf("a BMC listing %d NICs: run %s, %d MACs recorded", tc.nics, run.State, len(n.BMCMACs))
@@ -210,4 +189,21 @@ func TestABMCListingThousandsOfNICsRecordsNone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// enrollByUUID enrolls acme's machine known only by its product UUID, behind a Redfish
+// BMC, and starts its enrollment.
+func enrollByUUID(t *testing.T, h *harness) store.Run {
+	t.Helper()
+	var run store.Run
+	err := h.store.Update(func(tx *store.Tx) (err error) {
+		_, run, err = h.svc.Enroll(tx, Enrollment{Tenant: "acme", Pool: "gpu", ProductUUID: "4c4c4544-0042-3510-8052-b4c04f5958b1",
+			BMC: store.BMC{Driver: "redfish", Address: "https://10.0.0.5"}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.svc.Start(run)
+	return run
 }
