@@ -159,7 +159,7 @@ func Offers(tx *store.Tx, node store.Node) ([]Request, error) {
 		switch err := barred(tx, node, r); {
 		case err == nil:
 			offers = append(offers, r)
-		case proto.CodeOf(err) != proto.InvalidState:
+		case proto.CodeOf(err) != proto.InvalidState && (r != Retry || proto.CodeOf(err) != proto.NotFound):
 			return nil, err
 		}
 	}
@@ -172,7 +172,7 @@ func Offers(tx *store.Tx, node store.Node) ([]Request, error) {
 //     failed in its cleanup, or was cancelled there) takes only what retires it, the
 //     retire again or its retry: no ramdisk or installed OS of it joins again, so a
 //     release could not wipe it, and out of band would make a retired machine ready;
-//   - a retry, what checkRetry refuses;
+//   - a retry, what checkRetry and checkUsable refuse (the latter NOT_FOUND);
 //   - a deploy, or a retry of one, what checkWiped refuses.
 func barred(tx *store.Tx, node store.Node, req Request) error {
 	switch {
@@ -181,6 +181,9 @@ func barred(tx *store.Tx, node store.Node, req Request) error {
 			node.ID, req, node.IdentityRevokedAt.UTC().Format(time.RFC3339), node.ID).WithReason(node.State)
 	case req == Retry:
 		failed, err := checkRetry(tx, node)
+		if err == nil {
+			err = checkUsable(tx, node.Tenant, failed.Profile)
+		}
 		if err == nil && failed.Kind == string(Deploy) {
 			err = checkWiped(tx, node)
 		}
@@ -318,9 +321,6 @@ func (s *Service) create(tx *store.Tx, node store.Node, req Request, rec store.P
 func (s *Service) retry(tx *store.Tx, node store.Node) (store.Run, store.Node, error) {
 	failed, err := checkRetry(tx, node)
 	if err != nil {
-		return store.Run{}, node, err
-	}
-	if err := checkUsable(tx, node.Tenant, failed.Profile); err != nil {
 		return store.Run{}, node, err
 	}
 	doc, err := tx.RunDocument(failed)

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/better-compute/better-compute/proto"
@@ -14,7 +15,8 @@ import (
 // version stays public, a retry runs it again. Once beta makes it private, or deletes
 // it, acme's retry is NOT_FOUND, as a deploy naming it is, with the same answer for
 // both, and starts nothing: a retry is a new workflow of the version, and reaches no
-// version its owner withdrew. Acme's own deleted version is as gone to its retry.
+// version its owner withdrew. Acme's own deleted version is as gone to its retry. The
+// node no longer offers the retry (before, it offered one it always refused).
 func TestRetryRunsNoVersionItsOwnerWithdrew(t *testing.T) {
 	doc, err := os.ReadFile("testdata/deploy-only.json")
 	if err != nil {
@@ -65,6 +67,9 @@ func TestRetryRunsNoVersionItsOwnerWithdrew(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := h.node(node)
+			if offers := h.offers(node); slices.Contains(offers, Retry) {
+				t.Errorf("the node offers %v, a retry of a withdrawn version among them", offers)
+			}
 			run, _, err = h.act(node, Retry, Options{})
 			if proto.CodeOf(err) != proto.NotFound || run.ID != "" {
 				t.Fatalf("retry of a withdrawn version: run %q, %v; want NOT_FOUND and no run", run.ID, err)
