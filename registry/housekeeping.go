@@ -15,9 +15,10 @@ import (
 // housekeepingInterval is how often the registry prunes what it keeps only for a while.
 const housekeepingInterval = 24 * time.Hour
 
-// startHousekeeping prunes the join tokens and the events past their retention, and
-// forgets the relayed commands, pending or answered, older than agents.CommandTTL, now
-// and again every housekeepingInterval on clk until ctx ends; stop ends it and waits.
+// startHousekeeping prunes the join tokens, the events and the finished workflow runs
+// past their retention, and forgets the relayed commands, pending or answered, older
+// than agents.CommandTTL, now and again every housekeepingInterval on clk until ctx
+// ends; stop ends it and waits.
 func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, log *slog.Logger) (stop func()) {
 	prune := func() {
 		if n, err := st.Prune(join.PruneTokens); err != nil {
@@ -29,6 +30,12 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 			log.Error("prune events", "err", err)
 		} else if n > 0 {
 			log.Info("events pruned", "count", n, "olderThan", store.EventMaxAge.String())
+		}
+		runs := func(tx *store.Tx) (int, error) { return tx.PruneRuns(tx.Now().Add(-store.RunRetention)) }
+		if n, err := st.Prune(runs); err != nil {
+			log.Error("prune workflow runs", "err", err)
+		} else if n > 0 {
+			log.Info("finished workflow runs past their retention pruned, or kept while their node names them", "count", n, "endedMoreThan", store.RunRetention.String())
 		}
 		expire := func(tx *store.Tx) (int, error) { return tx.ExpireAgentCommands(clk.Now().Add(-agents.CommandTTL)) }
 		if n, err := st.Prune(expire); err != nil {
