@@ -31,6 +31,9 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 		} else if n > 0 {
 			log.Info("events pruned", "count", n, "olderThan", store.EventMaxAge.String())
 		}
+		if err := indexEndedRuns(st); err != nil {
+			log.Error("index the workflow runs ended before their index", "err", err)
+		}
 		runs := func(tx *store.Tx) (int, error) { return tx.PruneRuns(tx.Now().Add(-store.RunRetention)) }
 		if n, err := st.Prune(runs); err != nil {
 			log.Error("prune workflow runs", "err", err)
@@ -45,6 +48,18 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 		}
 	}
 	return every(ctx, clk, housekeepingInterval, prune)
+}
+
+// indexEndedRuns gives the runs that ended under an earlier release their entry in the
+// index PruneRuns reads (store.Tx.IndexEndedRuns), a transaction a chunk, until every run
+// was walked: once, on the first pass after an upgrade; nothing after that.
+func indexEndedRuns(st *store.Store) error {
+	for done := false; !done; {
+		if err := st.Update(func(tx *store.Tx) (err error) { done, err = tx.IndexEndedRuns(); return err }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // remediationInterval is how often the registry looks for nodes its pools' policy

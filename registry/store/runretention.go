@@ -111,3 +111,63 @@ func (t *Tx) runsNamed(node string) (map[string]bool, error) {
 	delete(named, "")
 	return named, nil
 }
+
+// bucketRunsIndexed says how far IndexEndedRuns walked the runs: runsIndexedThrough ->
+// the id of the last run it walked; runsIndexedDone -> empty, once it walked them all.
+const bucketRunsIndexed = "workflows_indexed"
+
+var (
+	runsIndexedThrough = []byte("through")
+	runsIndexedDone    = []byte("done")
+)
+
+// runsIndexedChunk is how many runs one IndexEndedRuns transaction reads: a run's
+// record takes up to MaxRunRecord.
+const runsIndexedChunk = 100
+
+// IndexEndedRuns gives the finished runs without an entry in bucketRunsByEnd (they
+// ended under an earlier release, which wrote none) theirs, at their end, so that
+// PruneRuns prunes them too. It walks the runs in id order from where its last call
+// stopped, runsIndexedChunk of them a transaction, and reports whether the walk is
+// done: once it is, it reads nothing more. A run an earlier release ends after the walk
+// passed it (a rolling upgrade on etcd) keeps no entry, and is kept; a record that does
+// not read is passed over (Check reports it).
+func (t *Tx) IndexEndedRuns() (done bool, err error) {
+	if t.getRaw(bucketRunsIndexed, runsIndexedDone) != nil {
+		return true, nil
+	}
+	type ended struct{ key, node []byte }
+	var found []ended
+	var last []byte
+	c := t.kv.cursor(bucketRuns)
+	k, v := c.First()
+	if through := t.getRaw(bucketRunsIndexed, runsIndexedThrough); through != nil {
+		if k, v = c.Seek(through); bytes.Equal(k, through) {
+			k, v = c.Next()
+		}
+	}
+	for n := 0; k != nil && n < runsIndexedChunk; k, v = c.Next() {
+		n++
+		last = slices.Clone(k)
+		var r struct {
+			Node       string    `json:"nodeId"`
+			State      string    `json:"state"`
+			FinishedAt time.Time `json:"finishedAt"`
+		}
+		if decode(bucketRuns, k, v, &r) != nil || r.State == RunRunning {
+			continue
+		}
+		found = append(found, ended{runEndKey(r.FinishedAt, string(k)), []byte(r.Node)})
+	}
+	for _, e := range found {
+		if t.getRaw(bucketRunsByEnd, e.key) == nil {
+			if err := t.putRaw(bucketRunsByEnd, e.key, e.node); err != nil {
+				return false, err
+			}
+		}
+	}
+	if k == nil {
+		return true, t.putRaw(bucketRunsIndexed, runsIndexedDone, nil)
+	}
+	return false, t.putRaw(bucketRunsIndexed, runsIndexedThrough, last)
+}

@@ -139,3 +139,76 @@ func TestFinishedRunsArePrunedAfterTheirRetention(t *testing.T) {
 		}
 	})
 }
+
+// TestRunsEndedUnderAnEarlierReleaseAreIndexed: the runs that ended without an entry in
+// workflows_by_end (an earlier release wrote none) get theirs at their end as
+// IndexEndedRuns walks the runs, runsIndexedChunk a transaction, once: then they are
+// pruned as every run is. A running run gets none (its end writes it), the walk reads
+// nothing once done, and the store stays consistent.
+func TestRunsEndedUnderAnEarlierReleaseAreIndexed(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, clk := openOnFakeClock(t, open)
+		var ended []string
+		var running string
+		mustUpdate(t, s, func(tx *Tx) error {
+			for i := range 2*runsIndexedChunk + 5 {
+				r, err := tx.CreateRun(Run{Kind: "deploy", Node: "nd_1", Document: json.RawMessage(`{}`), Steps: []RunStep{{Phase: "main"}}})
+				if err != nil {
+					return err
+				}
+				if i == 0 {
+					running = r.ID
+					continue
+				}
+				if r, err = tx.UpdateRun(r.ID, func(r *Run) error { r.State = RunFailed; return nil }); err != nil {
+					return err
+				}
+				// As an earlier release ended it: without its entry.
+				if err := tx.del(bucketRunsByEnd, runEndKey(r.FinishedAt, r.ID)); err != nil {
+					return err
+				}
+				ended = append(ended, r.ID)
+			}
+			return nil
+		})
+		clk.Advance(RunRetention + time.Hour)
+		if n, err := s.Prune(func(tx *Tx) (int, error) { return tx.PruneRuns(tx.Now().Add(-RunRetention)) }); err != nil || n != 0 {
+			t.Fatalf("before the walk the prune read %d entries (%v), want none", n, err)
+		}
+		walks := 0
+		for done := false; !done; walks++ {
+			mustUpdate(t, s, func(tx *Tx) (err error) { done, err = tx.IndexEndedRuns(); return err })
+		}
+		if want := (2*runsIndexedChunk+5)/runsIndexedChunk + 1; walks != want {
+			t.Errorf("the walk took %d transactions, want %d", walks, want)
+		}
+		if err := s.Check(); err != nil {
+			t.Errorf("store check after the walk: %v", err)
+		}
+		n, err := s.Prune(func(tx *Tx) (int, error) { return tx.PruneRuns(tx.Now().Add(-RunRetention)) })
+		if err != nil || n != len(ended) {
+			t.Fatalf("the prune after the walk read %d entries (%v), want %d", n, err, len(ended))
+		}
+		s.View(func(tx *Tx) error {
+			for _, id := range ended {
+				if _, err := tx.Run(id); err == nil {
+					t.Errorf("run %s, ended a retention ago under an earlier release, is kept", id)
+				}
+			}
+			if _, err := tx.Run(running); err != nil {
+				t.Errorf("the running run: %v", err)
+			}
+			return nil
+		})
+		mustUpdate(t, s, func(tx *Tx) error {
+			done, err := tx.IndexEndedRuns()
+			if !done {
+				t.Errorf("the walk, done, walks again")
+			}
+			return err
+		})
+		if err := s.Check(); err != nil {
+			t.Errorf("store check after the prune: %v", err)
+		}
+	})
+}
