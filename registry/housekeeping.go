@@ -15,9 +15,10 @@ import (
 // housekeepingInterval is how often the registry prunes what it keeps only for a while.
 const housekeepingInterval = 24 * time.Hour
 
-// startHousekeeping prunes the join tokens and the events past their retention, and
-// forgets the relayed commands, pending or answered, older than agents.CommandTTL, now
-// and again every housekeepingInterval on clk until ctx ends; stop ends it and waits.
+// startHousekeeping prunes the join tokens, the events and the finished workflow runs
+// past their retention, and forgets the relayed commands, pending or answered, older
+// than agents.CommandTTL, now and again every housekeepingInterval on clk until ctx
+// ends; stop ends it and waits.
 func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, log *slog.Logger) (stop func()) {
 	prune := func() {
 		if n, err := st.Prune(join.PruneTokens); err != nil {
@@ -30,6 +31,15 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 		} else if n > 0 {
 			log.Info("events pruned", "count", n, "olderThan", store.EventMaxAge.String())
 		}
+		if err := indexEndedRuns(st); err != nil {
+			log.Error("index the workflow runs ended before their index", "err", err)
+		}
+		runs := func(tx *store.Tx) (int, error) { return tx.PruneRuns(tx.Now().Add(-store.RunRetention)) }
+		if n, err := st.Prune(runs); err != nil {
+			log.Error("prune workflow runs", "err", err)
+		} else if n > 0 {
+			log.Info("finished workflow runs past their retention pruned, or kept while their node names them", "count", n, "endedMoreThan", store.RunRetention.String())
+		}
 		expire := func(tx *store.Tx) (int, error) { return tx.ExpireAgentCommands(clk.Now().Add(-agents.CommandTTL)) }
 		if n, err := st.Prune(expire); err != nil {
 			log.Error("expire agent commands", "err", err)
@@ -38,6 +48,18 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 		}
 	}
 	return every(ctx, clk, housekeepingInterval, prune)
+}
+
+// indexEndedRuns gives the runs that ended under an earlier release their entry in the
+// index PruneRuns reads (store.Tx.IndexEndedRuns), a transaction a chunk, until every run
+// was walked: once, on the first pass after an upgrade; nothing after that.
+func indexEndedRuns(st *store.Store) error {
+	for done := false; !done; {
+		if err := st.Update(func(tx *store.Tx) (err error) { done, err = tx.IndexEndedRuns(); return err }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // remediationInterval is how often the registry looks for nodes its pools' policy

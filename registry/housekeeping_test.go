@@ -166,3 +166,73 @@ func TestHousekeepingForgetsDayOldCommands(t *testing.T) {
 		t.Fatalf("kept %v, want young and answered", got)
 	}
 }
+
+// TestHousekeepingPrunesFinishedRuns: a finished workflow run is pruned by the first
+// housekeeping pass after it ended store.RunRetention ago, on the registry's clock; the
+// node's last run, which its record names, stays. Before, every run was kept for ever.
+func TestHousekeepingPrunesFinishedRuns(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	st := storetest.Open(t, store.Options{Now: clk.Now})
+	var node store.Node
+	err := st.Update(func(tx *store.Tx) (err error) {
+		if _, err = tx.CreateTenant("acme"); err != nil {
+			return err
+		}
+		if _, err = tx.CreateSite("rack-a"); err != nil {
+			return err
+		}
+		if _, err = tx.CreatePool(store.Pool{Tenant: "acme", Name: "gpu", Site: "rack-a"}); err != nil {
+			return err
+		}
+		node, err = tx.CreateNode(store.Node{Tenant: "acme", Pool: "gpu", MACs: []string{"52:54:00:00:00:01"}, State: store.NodeReady})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 2 {
+		err := st.Update(func(tx *store.Tx) error {
+			r, err := tx.CreateRun(store.Run{Kind: "inspect", Node: node.ID, Document: json.RawMessage(`{}`), Steps: []store.RunStep{{Phase: "main"}}})
+			if err != nil {
+				return err
+			}
+			if _, err = tx.UpdateRun(r.ID, func(r *store.Run) error { r.State = store.RunSucceeded; return nil }); err != nil {
+				return err
+			}
+			ids = append(ids, r.ID)
+			_, err = tx.UpdateNode(node.ID, func(n *store.Node) error { n.Workflow = r.ID; return nil })
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := func() (out []string) {
+		st.View(func(tx *store.Tx) error {
+			for _, id := range ids {
+				if _, err := tx.Run(id); err == nil {
+					out = append(out, id)
+				}
+			}
+			return nil
+		})
+		return out
+	}
+	stop := startHousekeeping(context.Background(), clk, st, slog.New(slog.DiscardHandler))
+	defer stop()
+	clk.BlockUntil(1) // the first pass ran, and its timer waits
+	if got := kept(); len(got) != 2 {
+		t.Fatalf("runs before either ended a retention ago: %v", got)
+	}
+	// The pass that comes once both ended more than a retention ago.
+	clk.Advance(store.RunRetention + housekeepingInterval)
+	for deadline := time.Now().Add(10 * time.Second); len(kept()) != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("runs a pass after both ended a retention ago: %v, want only the node's last, %s", kept(), ids[1])
+		}
+	}
+	if got := kept(); got[0] != ids[1] {
+		t.Fatalf("kept %v, want the node's last run %s", got, ids[1])
+	}
+}

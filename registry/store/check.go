@@ -33,6 +33,7 @@ var indexes = []index{
 	{bucketImageRefs, bucketImages, func(_, v []byte) []byte { return v }},
 	{bucketImageDigests, bucketImages, afterLastNUL},
 	{bucketRunningRuns, bucketRuns, func(k, _ []byte) []byte { return k }},
+	{bucketRunsByEnd, bucketRuns, func(k, _ []byte) []byte { return endedRun(k) }},
 	{bucketUsedProfiles, bucketProfiles, func(k, _ []byte) []byte { return k }},
 	{bucketDeletedProfiles, bucketProfiles, func(k, _ []byte) []byte { return k }},
 }

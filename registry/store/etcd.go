@@ -449,7 +449,17 @@ func (t *etcdTx) commit() (bool, error) {
 	}
 	n := t.b.flights.start()
 	ops = append(ops, clientv3.OpPut(t.b.commitKey(), t.b.commitValue(n)))
-	ops, err := nestOps(ops, len(cmps))
+	nested, err := nestOps(ops, len(cmps))
+	if err != nil {
+		// Compares near etcd's bound leave each nested transaction room for a write or
+		// two (128 less its parent's compares); the generations of the buckets read,
+		// coarser, leave the writes nearly all of it.
+		if coarse := t.bucketCompares(); len(coarse) < len(cmps) {
+			cmps = coarse
+			nested, err = nestOps(ops, len(cmps))
+		}
+	}
+	ops = nested
 	if err != nil {
 		t.b.flights.end(n, false)
 		return false, err
@@ -493,7 +503,7 @@ func (b *etcdBackend) committed(rev int64) {
 // written since (rangeCmp: an insert or an update); nothing deleted since from a bucket
 // a cursor walked (its deletion generation unchanged, delCmp). When they would be more
 // compares than etcd takes, the generation of every bucket read stands for all of them
-// (genCmp: coarser, any write to the bucket then conflicts).
+// (bucketCompares); commit takes those too when the writes do not fit beside them.
 func (t *etcdTx) compares() []clientv3.Cmp {
 	ranges := t.ranges()
 	var cmps []clientv3.Cmp
@@ -513,15 +523,22 @@ func (t *etcdTx) compares() []clientv3.Cmp {
 	if len(cmps) <= etcdMaxTxnOps {
 		return cmps
 	}
+	return t.bucketCompares()
+}
+
+// bucketCompares are the coarse conditions of the commit: the generation of every
+// bucket read unchanged since the snapshot (genCmp), standing for every key and range
+// read of it; any write to such a bucket then conflicts. At most one a bucket.
+func (t *etcdTx) bucketCompares() []clientv3.Cmp {
 	var read []string
 	for full := range t.reads {
 		read = append(read, t.bucketOf(full))
 	}
-	for _, r := range ranges {
+	for _, r := range t.ranges() {
 		read = append(read, r.bucket)
 	}
 	slices.Sort(read)
-	cmps = cmps[:0]
+	var cmps []clientv3.Cmp
 	for _, bucket := range slices.Compact(read) {
 		cmps = append(cmps, t.genCmp(bucket))
 	}

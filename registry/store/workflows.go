@@ -253,6 +253,9 @@ func (t *Tx) UpdateRun(id string, change func(*Run) error) (Run, error) {
 		if err := t.del(bucketRunningRuns, []byte(id)); err != nil {
 			return old, err
 		}
+		if err := t.putRaw(bucketRunsByEnd, runEndKey(t.now, id), []byte(r.Node)); err != nil {
+			return old, err
+		}
 	default:
 		return old, proto.Errorf(proto.Internal, "workflow %s: unknown state %q", id, r.State)
 	}
