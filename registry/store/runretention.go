@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"time"
+
+	"github.com/better-compute/better-compute/proto"
 )
 
 // RunRetention is how long a finished workflow run is kept after its end: far longer
@@ -11,6 +13,39 @@ import (
 // minted is kept (its expiry and join.Retention). A run its node's record names is kept
 // past it (runNamed).
 const RunRetention = 90 * 24 * time.Hour
+
+// SignedRunRetention is how long a finished run that ran a step whose result the
+// machine signs (a disk.wipe's attestation, a diag.dcgm's) is kept after its end: the
+// proof an auditor asks for (`workflows attestation`) that a machine's disks were wiped
+// before its next tenant got it, or that its GPUs passed acceptance, outlives a yearly
+// audit of the year it was made in, by a month.
+const SignedRunRetention = 395 * 24 * time.Hour
+
+// signedUses are the steps whose result the machine signs, which keep their run
+// SignedRunRetention.
+var signedUses = []string{proto.CommandDiskWipe, proto.CommandDiagDCGM}
+
+// pruneFrom is when a run that ended at end, of steps of uses, is first looked at for
+// pruning, as a run ended RunRetention before that would be: its end, or for a run of a
+// step whose result the machine signs SignedRunRetention after its end less
+// RunRetention.
+func pruneFrom(end time.Time, uses []string) time.Time {
+	for _, use := range uses {
+		if slices.Contains(signedUses, use) {
+			return end.Add(SignedRunRetention - RunRetention)
+		}
+	}
+	return end
+}
+
+// stepUses are the uses of steps, in order.
+func stepUses(steps []RunStep) []string {
+	uses := make([]string, len(steps))
+	for i, s := range steps {
+		uses[i] = s.Use
+	}
+	return uses
+}
 
 // bucketRunsByEnd indexes the finished runs by when they may be pruned: the end of the
 // run (expiryTimeLen bytes, as expiryTime spells it), then its id -> its node's id. The
@@ -153,11 +188,18 @@ func (t *Tx) IndexEndedRuns() (done bool, err error) {
 			Node       string    `json:"nodeId"`
 			State      string    `json:"state"`
 			FinishedAt time.Time `json:"finishedAt"`
+			Steps      []struct {
+				Use string `json:"use"`
+			} `json:"steps"`
 		}
 		if decode(bucketRuns, k, v, &r) != nil || r.State == RunRunning {
 			continue
 		}
-		found = append(found, ended{runEndKey(r.FinishedAt, string(k)), []byte(r.Node)})
+		uses := make([]string, len(r.Steps))
+		for i, s := range r.Steps {
+			uses[i] = s.Use
+		}
+		found = append(found, ended{runEndKey(pruneFrom(r.FinishedAt, uses), string(k)), []byte(r.Node)})
 	}
 	for _, e := range found {
 		if t.getRaw(bucketRunsByEnd, e.key) == nil {

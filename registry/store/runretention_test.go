@@ -212,3 +212,71 @@ func TestRunsEndedUnderAnEarlierReleaseAreIndexed(t *testing.T) {
 		}
 	})
 }
+
+// TestRunsOfSignedResultsAreKeptOverAYear: a run that ran a step whose result the
+// machine signs (a disk.wipe's attestation, a diag.dcgm's) is the proof an auditor asks
+// for a year on: it is kept SignedRunRetention after its end, whether its end wrote its
+// entry or the walk of runs ended under an earlier release did, while a run of other
+// steps goes after RunRetention. Before, every run went after RunRetention, the wipe's
+// attestation with it.
+func TestRunsOfSignedResultsAreKeptOverAYear(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, clk := openOnFakeClock(t, open)
+		var plain, signed []string
+		mustUpdate(t, s, func(tx *Tx) error {
+			for i, use := range []string{"power.setPower", "disk.wipe", "diag.dcgm", "disk.wipe"} {
+				r, err := tx.CreateRun(Run{Kind: "release", Node: "nd_1", Document: json.RawMessage(`{}`),
+					Steps: []RunStep{{Phase: "main", Use: "metal.ensureRamdisk"}, {Phase: "main", Index: 1, Use: use}}})
+				if err != nil {
+					return err
+				}
+				if r, err = tx.UpdateRun(r.ID, func(r *Run) error { r.State = RunSucceeded; return nil }); err != nil {
+					return err
+				}
+				if i == 3 { // as an earlier release ended it: without its entry
+					if err := tx.del(bucketRunsByEnd, runEndKey(pruneFrom(r.FinishedAt, stepUses(r.Steps)), r.ID)); err != nil {
+						return err
+					}
+				}
+				if i == 0 {
+					plain = append(plain, r.ID)
+				} else {
+					signed = append(signed, r.ID)
+				}
+			}
+			return nil
+		})
+		for done := false; !done; {
+			mustUpdate(t, s, func(tx *Tx) (err error) { done, err = tx.IndexEndedRuns(); return err })
+		}
+		stored := func() (out []string) {
+			s.View(func(tx *Tx) error {
+				for _, id := range slices.Concat(plain, signed) {
+					if _, err := tx.Run(id); err == nil {
+						out = append(out, id)
+					}
+				}
+				return nil
+			})
+			return out
+		}
+		prune := func() {
+			if _, err := s.Prune(func(tx *Tx) (int, error) { return tx.PruneRuns(tx.Now().Add(-RunRetention)) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(RunRetention + time.Hour)
+		prune()
+		if got := stored(); !slices.Equal(got, signed) {
+			t.Errorf("a retention after their end, kept %v; want the runs of signed results %v", got, signed)
+		}
+		clk.Advance(SignedRunRetention - RunRetention)
+		prune()
+		if got := stored(); len(got) != 0 {
+			t.Errorf("a year and a month after their end, kept %v; want none", got)
+		}
+		if err := s.Check(); err != nil {
+			t.Errorf("store check after the prunes: %v", err)
+		}
+	})
+}

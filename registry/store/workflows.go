@@ -253,7 +253,7 @@ func (t *Tx) UpdateRun(id string, change func(*Run) error) (Run, error) {
 		if err := t.del(bucketRunningRuns, []byte(id)); err != nil {
 			return old, err
 		}
-		if err := t.putRaw(bucketRunsByEnd, runEndKey(t.now, id), []byte(r.Node)); err != nil {
+		if err := t.putRaw(bucketRunsByEnd, runEndKey(pruneFrom(t.now, stepUses(r.Steps)), id), []byte(r.Node)); err != nil {
 			return old, err
 		}
 	default:
