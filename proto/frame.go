@@ -67,10 +67,18 @@ func WriteMessage(w io.Writer, m *Message) error {
 	if err != nil {
 		return err
 	}
+	return WriteFrame(w, body)
+}
+
+// WriteFrame writes body, a message Marshal encoded, as one frame with a single Write:
+// ErrFrameTooLarge, and nothing written, when it takes more than MaxFrame. A sender that
+// must tell a message too large from a failed link (the registry's relay) measures the
+// body first.
+func WriteFrame(w io.Writer, body []byte) error {
 	if len(body) > MaxFrame {
 		return ErrFrameTooLarge
 	}
 	frame := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
-	_, err = w.Write(append(frame, body...))
+	_, err := w.Write(append(frame, body...))
 	return err
 }

@@ -185,7 +185,9 @@ const (
 
 	// ReasonTooLarge (INVALID_INPUT): an agent's answer to a step takes more than a
 	// step's result may (MaxStepResult), or a step's result would make its run's record
-	// pass what a run keeps; the path names the result.
+	// pass what a run keeps; the path names the result. A command whose message, as the
+	// registry delivers it, passes an agent frame (MaxFrame) is answered so too, at
+	// payload, unsent.
 	ReasonTooLarge = "too-large"
 
 	// Rotating the admin credential (credentials.rotateAdmin, on the registry's host).

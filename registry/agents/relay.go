@@ -268,7 +268,8 @@ const progressGap = 500 * time.Millisecond
 // tenant that holds its share of the session's streams waits for one of them first
 // (shares), until its step's deadline (store.AgentCommand.Deadline): held back past it,
 // it is answered TIMEOUT and never sent. A command sent carries the seconds left to its
-// deadline, so that the agent ends it when its step would. Once ctx ends with
+// deadline, so that the agent ends it when its step would. A command whose message
+// passes an agent frame is answered with that, unsent (tooLarge). Once ctx ends with
 // errWithdrawn the command is not sent, or its stream is reset with codeWithdrawn, which
 // tells the agent to cancel it.
 func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentCommand) (proto.Result, error) {
@@ -296,6 +297,13 @@ func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentComman
 	if timed {
 		cmd.TimeoutSeconds = secondsLeft(deadline.Sub(e.cfg.Now()))
 	}
+	body, err := proto.Marshal(&proto.Message{Type: proto.MsgCommand, Command: &cmd})
+	if err != nil {
+		return proto.Result{}, err
+	}
+	if len(body) > proto.MaxFrame {
+		return proto.Result{ID: c.ID, Error: e.tooLarge(s, c, len(body))}, nil
+	}
 	stream, err := s.conn.OpenStreamSync(ctx)
 	if err != nil {
 		return proto.Result{}, err
@@ -317,7 +325,7 @@ func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentComman
 	})
 	defer stopWithdraw()
 	stream.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if err := proto.WriteMessage(stream, &proto.Message{Type: proto.MsgCommand, Command: &cmd}); err != nil {
+	if err := proto.WriteFrame(stream, body); err != nil {
 		return proto.Result{}, err
 	}
 	// The registry's end of the stream stays open until the result is read: its close
@@ -358,6 +366,19 @@ func (e *Endpoint) exchange(ctx context.Context, s *session, c store.AgentComman
 		}
 		return res, nil
 	}
+}
+
+// tooLarge is the answer of command c, whose message to the agent of s takes size bytes
+// as delivered (Expand's user data, extras and image sources in it), more than an agent
+// frame carries: no session of the agent could ever be sent it, so it is answered with
+// that, unsent, rather than left pending to fail on every session until its step times
+// out. The registry bounds what each command carries well under the frame, so one this
+// large is a bound missing, and logged as a warning.
+func (e *Endpoint) tooLarge(s *session, c store.AgentCommand, size int) *proto.Error {
+	e.log.Warn("command too large for an agent frame, answered unsent", "node", s.node, "role", s.role, "command", c.ID, "kind", c.Kind,
+		"bytes", size, "max", proto.MaxFrame)
+	return proto.Errorf(proto.InvalidInput, "command %s (%s) takes %d bytes as delivered, more than the %d bytes an agent frame carries (proto.MaxFrame): it was withdrawn unsent; make what it carries smaller (its user data, its extras)",
+		c.ID, c.Kind, size, proto.MaxFrame).WithPath("payload").WithReason(proto.ReasonTooLarge)
 }
 
 // errWithdrawn is the cause a delivery's context ends with when its command was

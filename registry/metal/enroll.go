@@ -33,6 +33,14 @@ type Enrollment struct {
 	Platform bool
 }
 
+// MaxLabels bounds a node's labels. They travel in its installed OS's NodeSpec, one
+// agent frame (proto.MaxFrame, 4 MiB), where JSON writes a value's line separators
+// (U+2028, U+2029) in six bytes each, twice what a request spends on them: without a
+// bound, an enrollment of 2 MiB made a NodeSpec no frame carries, pushed and failed at
+// every session of the node's agent. At the bound, each label of the longest name and
+// value, the labels take under 200 KiB of it.
+const MaxLabels = 256
+
 var (
 	productUUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 	labelName   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,252}$`)
@@ -66,6 +74,9 @@ func (s *Service) enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 		if !productUUID.MatchString(n.ProductUUID) {
 			return n, proto.Errorf(proto.InvalidInput, "product UUID %q: write 8-4-4-4-12 hex digits", e.ProductUUID).WithPath("productUuid")
 		}
+	}
+	if len(e.Labels) > MaxLabels {
+		return n, proto.Errorf(proto.InvalidInput, "%d labels: a node has at most %d", len(e.Labels), MaxLabels).WithPath("labels")
 	}
 	for k, v := range e.Labels {
 		if !labelName.MatchString(k) {

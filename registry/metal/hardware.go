@@ -128,16 +128,27 @@ func checkHardwareFile(f hardwareFile) (HardwareProfiles, error) {
 	return f.HardwareProfiles, nil
 }
 
+// MaxDriverConfig bounds a driver's config as the registry writes it (a BMC concern's
+// laid over its BMC's address, overlay), where a key's line separators (U+2028, U+2029)
+// take six bytes each, twice what a request spends on them. The bindings travel in the
+// node's NodeSpec and in every site command for it, each one agent frame
+// (proto.MaxFrame, 4 MiB): without a bound, an enrollment of 2 MiB made a NodeSpec no
+// frame carries. A config holds a driver's options (a TLS pin, a wait), a few hundred
+// bytes; all six concerns at the bound take 384 KiB.
+const MaxDriverConfig = 64 << 10
+
 // checkBindings refuses an unknown concern, a malformed driver name, a config that is
-// not an object, or one that names a BMC address or credential (the BMC given at
-// enrollment binds those, see bmcFields), or one that waits longer than a site runs one
-// command (proto.LongWait), as INVALID_INPUT at path.concern; unless
+// not an object, one larger than MaxDriverConfig as written, or one that names a BMC
+// address or credential (the BMC given at enrollment binds those, see bmcFields), or one
+// that waits longer than a site runs one command (proto.LongWait), as INVALID_INPUT at
+// path.concern (path.concern.config for its size); unless
 // platform (a hardware profile, a root-tenant credential's enrollment), a config that
 // names a file of the site host (proto.SiteHostFile) is FORBIDDEN at the option's path.
 func checkBindings(bindings map[string]Binding, path string, platform bool) error {
 	for _, c := range slices.Sorted(maps.Keys(bindings)) {
 		b, p := bindings[c], path+"."+c
 		config, isObject := object(b.Config)
+		written := len(mustJSON(config))
 		switch {
 		case !slices.Contains(concerns, c):
 			return proto.Errorf(proto.InvalidInput, "unknown concern %q; the concerns are %v", c, concerns).WithPath(p)
@@ -145,6 +156,8 @@ func checkBindings(bindings map[string]Binding, path string, platform bool) erro
 			return proto.Errorf(proto.InvalidInput, "%q is not a driver name: 1 to 63 of a-z, 0-9 and -, starting with a letter or digit", b.Driver).WithPath(p)
 		case len(b.Config) > 0 && !isObject:
 			return proto.Errorf(proto.InvalidInput, "a driver's config is a JSON object").WithPath(p + ".config")
+		case written > MaxDriverConfig:
+			return proto.Errorf(proto.InvalidInput, "a driver's config takes %d bytes as written, more than the %d it may: name its options only", written, MaxDriverConfig).WithPath(p + ".config")
 		}
 		for _, f := range bmcFields {
 			if _, ok := config[f]; ok {
