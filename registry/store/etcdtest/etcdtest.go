@@ -6,11 +6,13 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,13 +95,19 @@ var (
 )
 
 // Shared is one cluster for every test of the test binary that asks, started on first
-// use; StopShared (from TestMain) stops it, and its members die with the test binary in
-// any case. Tests sharing it keep apart by Prefix.
+// use; Main (the package's TestMain) stops it and removes its directory, and its members
+// die with the test binary in any case. The directory of a test binary killed before
+// Main's end (hundreds of MiB: the members' preallocated logs) is removed by the next
+// Shared (removeOrphans). Tests sharing it keep apart by Prefix.
 func Shared(t testing.TB) *Cluster {
 	t.Helper()
 	bin := Binary(t)
 	sharedOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "etcdtest-")
+		removeOrphans()
+		dir, err := os.MkdirTemp("", sharedPattern)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600)
+		}
 		if err != nil {
 			sharedErr = err
 			return
@@ -110,6 +118,27 @@ func Shared(t testing.TB) *Cluster {
 		t.Fatal(sharedErr)
 	}
 	return shared
+}
+
+// sharedPattern names the shared clusters' directories in the temporary directory, and
+// ownerFile the file in each that holds the process id of the test binary it is of.
+const (
+	sharedPattern = "etcdtest-"
+	ownerFile     = "owner.pid"
+)
+
+// removeOrphans removes the shared clusters' directories whose test binary is gone.
+func removeOrphans() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), sharedPattern+"*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue // of a release before the owner file, or still being made
+		}
+		if pid, err := strconv.Atoi(string(b)); err == nil && pid > 0 && errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			os.RemoveAll(dir)
+		}
+	}
 }
 
 // Main runs a package's tests and then stops the shared cluster, if one was started,

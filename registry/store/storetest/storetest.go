@@ -28,7 +28,7 @@ func Open(t testing.TB, opts store.Options) *store.Store {
 }
 
 // OpenEtcd is Open on etcd: a new prefix in the test binary's shared three-member
-// cluster (etcdtest.Shared; the package's TestMain should call etcdtest.StopShared).
+// cluster (etcdtest.Shared; the package's TestMain should be etcdtest.Main).
 func OpenEtcd(t testing.TB, opts store.Options) *store.Store {
 	t.Helper()
 	st, err := store.OpenEtcd(store.EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}, opts)
