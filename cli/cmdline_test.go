@@ -196,3 +196,21 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreCommandsTakeNoConfig: `store check` and `store copy` read a store through
+// --data-dir or etcd's flags, never a CLI config, so --config is neither listed in their
+// help (nor in docs/commands.md) nor taken: one given is a usage error naming it, as for
+// serve. Before, their help listed it and a --config given was silently not read, so an
+// operator who meant it to name the registry to check was told of another store.
+func TestStoreCommandsTakeNoConfig(t *testing.T) {
+	for _, cmd := range [][]string{{"store", "check", "--data-dir", t.TempDir()}, {"store", "copy", "--from-data-dir", t.TempDir(), "--to-etcd-endpoints", "http://127.0.0.1:1"}} {
+		res := testkit.CLI(t, noConfig, cmd[0], cmd[1], "-h")
+		if res.Code != 0 || strings.Contains(res.Stdout, "--config") || !strings.Contains(res.Stdout, "--format") {
+			t.Errorf("%v -h lists --config, or not --format:\n%s", cmd[:2], res.Stdout)
+		}
+		e := testkit.UsageFails(t, noConfig, append([]string{"--config", "x.conf"}, cmd...)...)
+		if e.Details.Path != "--config" || !strings.Contains(e.Message, "--config does not apply to better-compute "+strings.Join(cmd[:2], " ")) {
+			t.Errorf("%v --config: %+v", cmd[:2], e)
+		}
+	}
+}
