@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -212,5 +213,38 @@ func TestStoreCommandsTakeNoConfig(t *testing.T) {
 		if e.Details.Path != "--config" || !strings.Contains(e.Message, "--config does not apply to better-compute "+strings.Join(cmd[:2], " ")) {
 			t.Errorf("%v --config: %+v", cmd[:2], e)
 		}
+	}
+}
+
+// TestUsageNamesEveryFlag: the usage line of every command (its help's, the command
+// table's of docs/commands.md and the README's) names every flag the command takes, so a
+// reader of it alone finds them all: tenants list, tokens list and secrets list page 200
+// at a time, and their usage lines did not say they take --cursor to go on.
+func TestUsageNamesEveryFlag(t *testing.T) {
+	root := testkit.CLI(t, noConfig, "--help")
+	list := root.Stdout[strings.Index(root.Stdout, "Commands:\n")+len("Commands:\n"):]
+	list = list[:strings.Index(list, "\n\n")]
+	entry := regexp.MustCompile(`^  (\S+(?: \S+)*?)  `)
+	flagName := regexp.MustCompile(`^\s+(?:-\w, )?(--[a-z0-9-]+)`)
+	checked := 0
+	for _, line := range strings.Split(list, "\n") {
+		m := entry.FindStringSubmatch(line)
+		if m == nil || m[1] == "completion" || m[1] == "help" {
+			continue
+		}
+		help := testkit.CLI(t, noConfig, append(strings.Fields(m[1]), "-h")...).Stdout
+		usage := help[strings.Index(help, "Usage:\n"):]
+		usage = usage[:strings.Index(usage, "\n\n")]
+		flags := help[strings.Index(help, "Flags:\n"):]
+		flags = flags[:strings.Index(flags+"\n\n", "\n\n")]
+		for _, f := range strings.Split(flags, "\n") {
+			if n := flagName.FindStringSubmatch(f); n != nil && n[1] != "--help" && !regexp.MustCompile(regexp.QuoteMeta(n[1])+`\b`).MatchString(usage) {
+				t.Errorf("better-compute %s takes %s, which its usage does not name:\n%s", m[1], n[1], usage)
+			}
+		}
+		checked++
+	}
+	if checked < 60 {
+		t.Fatalf("checked the usage of %d commands, want every one:\n%s", checked, list)
 	}
 }

@@ -29,6 +29,7 @@ var tenantCommands = []command{{
 	},
 }, {
 	path:    "tenants list",
+	usage:   "[--cursor C]",
 	summary: "list tenants",
 	long:    "list tenants, 200 a page",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
