@@ -194,6 +194,7 @@ var storeCommands = []command{{
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		from := fs.String("from-data-dir", "", "data directory of the stopped registry whose DIR/registry.db is copied (required)")
 		etcd := defineEtcd(fs, "to-etcd-endpoints", "to-etcd-prefix")
+		fs.Lookup("to-etcd-endpoints").Usage += " (required)"
 		return func(x *exec) error {
 			if *from == "" {
 				return cmdline.Usagef("--from-data-dir", "store copy needs --from-data-dir DIR")
