@@ -81,3 +81,47 @@ func TestAnInterruptedWaitSaysTheWorkflowGoesOn(t *testing.T) {
 		})
 	}
 }
+
+// TestAWaitThatLosesTheRegistrySaysHowToFollowAgain: a registry that stops while
+// `nodes retry --wait` follows the workflow it started leaves the command saying it
+// cannot reach the registry, and that the workflow was started, with the command that
+// shows it once the registry answers again. Before, it said only to try again once the
+// registry runs: the retry again, which is refused while the resumed workflow runs.
+func TestAWaitThatLosesTheRegistrySaysHowToFollowAgain(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "10.0.0.0/24")
+	testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a")
+	var node api.Node
+	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "10.0.0.5")
+	if res := testkit.CLI(t, admin, "nodes", "cancel", node.ID, "--wait"); res.Code != 1 {
+		t.Fatalf("nodes cancel --wait: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	var out, errb testkit.SyncBuffer
+	cmd := exec.Command(testkit.Binary(t, "better-compute"), "nodes", "retry", node.ID, "--wait")
+	cmd.Env = append(os.Environ(), "BC_CONFIG="+admin)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "power.getPower") {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the retry's first step never showed:\n%s%s", out.String(), errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	workflow := strings.Fields(strings.TrimPrefix(out.String(), "workflow "))[0]
+	workflow = strings.TrimSuffix(workflow, ":")
+	reg.Stop()
+	cmd.Wait()
+	for _, want := range []string{"error: UNAVAILABLE: ", "workflow " + workflow + " was started", "`workflows get " + workflow + "`"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("exit %d; the wait that lost its registry does not say %q:\n%s", cmd.ProcessState.ExitCode(), want, errb.String())
+		}
+	}
+	if cmd.ProcessState.ExitCode() != 1 {
+		t.Errorf("exit %d, want 1", cmd.ProcessState.ExitCode())
+	}
+}

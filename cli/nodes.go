@@ -365,6 +365,39 @@ func stoppedFollowing(x *exec, tenant, workflowID, nodeID string) error {
 		context.Cause(x.ctx), workflowID, workflowID, of, nodeID, of, nodeID, of)
 }
 
+// lostFollowing is the error of a call that failed while following a workflow the
+// command started (the registry stopped, or its address no longer answers): the workflow
+// is the registry's to run whatever the call met, so the error says how to see it once
+// the registry answers, not only to try again, which runs the request again.
+func lostFollowing(err error, tenant, workflowID string) error {
+	of := ""
+	if tenant != "" {
+		of = " --tenant " + tenant
+	}
+	e := *proto.AsError(err)
+	e.Message += fmt.Sprintf("; workflow %s was started, and runs on at the registry: `workflows get %s%s` shows it once the registry answers", workflowID, workflowID, of)
+	return amended{err: err, e: &e}
+}
+
+// amended is an error whose error object says more than err's (a next step), and that
+// keeps the rest of what err carries (the Retry-After of a call refused for now).
+type amended struct {
+	err error
+	e   *proto.Error
+}
+
+func (a amended) Error() string { return a.e.Error() }
+func (a amended) Unwrap() error { return a.err }
+
+// As gives the amended error object to whoever looks for one (proto.AsError).
+func (a amended) As(target any) bool {
+	if p, ok := target.(**proto.Error); ok {
+		*p = a.e
+		return true
+	}
+	return false
+}
+
 // followRun is follow until the workflow ends or a call fails.
 func (x *exec) followRun(tenant, workflowID, nodeID, headline string) error {
 	c, err := x.client()
@@ -381,7 +414,7 @@ func (x *exec) followRun(tenant, workflowID, nodeID, headline string) error {
 	for run.State == "" || run.State == api.RunRunning {
 		req := api.GetWorkflowRequest{TenantID: tenant, ID: workflowID, AfterRev: run.Rev}
 		if err := c.Call(x.ctx, "workflows.get", req, &run); err != nil {
-			return err
+			return lostFollowing(err, tenant, workflowID)
 		}
 		for _, s := range run.Steps {
 			key, line := s.Path(), stepLine(s)
@@ -393,7 +426,7 @@ func (x *exec) followRun(tenant, workflowID, nodeID, headline string) error {
 	}
 	var node api.Node
 	if err := c.Call(x.ctx, "metal.get", api.NodeKey{TenantID: tenant, NodeID: nodeID}, &node); err != nil {
-		return err
+		return lostFollowing(err, tenant, workflowID)
 	}
 	fmt.Fprintf(lines, "workflow %s %s; node %s is %s\n", run.ID, run.State, node.ID, node.State)
 	f := run.Failure
