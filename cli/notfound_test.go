@@ -59,3 +59,30 @@ func TestNotFoundSaysWhatToRun(t *testing.T) {
 		}
 	}
 }
+
+// TestConflictSaysWhatToRun: making what exists already (a tenant, a site, a pool, an
+// image signer) is CONFLICT at the name, and says what to do instead: the command that
+// changes the one there is, or to pick another name. Before, each said only that it
+// existed already.
+func TestConflictSaysWhatToRun(t *testing.T) {
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	key := filepath.Join(t.TempDir(), "signer.pem")
+	writeFile(t, key, "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAjBucCnxErD6OEjEC4WQVUvG5amSZwIpPO3LqEGwXa+M=\n-----END PUBLIC KEY-----\n")
+	for _, args := range [][]string{
+		{"tenants", "create", "acme"},
+		{"sites", "create", "rack-a"},
+		{"pools", "create", "gpu", "--site", "rack-a"},
+	} {
+		testkit.JSON(t, admin, nil, args...)
+		e := testkit.Fails(t, admin, args...)
+		if e.Code != "CONFLICT" || e.Details.Path != "name" || !nextStep.MatchString(e.Message) {
+			t.Errorf("%v again: %+v, want CONFLICT at name naming the command to run", args, e)
+		}
+	}
+	add := []string{"signers", "add", "--data-dir", reg.DataDir, "--tenant", "root", "--id", "k1", "--public-key", key}
+	testkit.JSON(t, "", nil, add...)
+	if e := testkit.Fails(t, "", add...); e.Code != "CONFLICT" || e.Details.Path != "id" || !nextStep.MatchString(e.Message) {
+		t.Errorf("signers add again: %+v, want CONFLICT at id naming the command to run", e)
+	}
+}
