@@ -61,7 +61,8 @@ type command struct {
 	// or one.
 	nargs int
 	// hostOnly: the command reaches the registry of this host through its --data-dir
-	// (serve, signers), so --config does not apply to it.
+	// (serve, signers), or a store through its own flags (store check, store copy), so
+	// --config does not apply to it.
 	hostOnly bool
 	// define declares the command's flags on fs and returns what runs it.
 	define func(fs *flag.FlagSet) func(x *exec) error

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -195,4 +196,111 @@ func TestCompletion(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestStoreCommandsTakeNoConfig: `store check` and `store copy` read a store through
+// --data-dir or etcd's flags, never a CLI config, so --config is neither listed in their
+// help (nor in docs/commands.md) nor taken: one given is a usage error naming it, as for
+// serve. Before, their help listed it and a --config given was silently not read, so an
+// operator who meant it to name the registry to check was told of another store.
+func TestStoreCommandsTakeNoConfig(t *testing.T) {
+	for _, cmd := range [][]string{{"store", "check", "--data-dir", t.TempDir()}, {"store", "copy", "--from-data-dir", t.TempDir(), "--to-etcd-endpoints", "http://127.0.0.1:1"}} {
+		res := testkit.CLI(t, noConfig, cmd[0], cmd[1], "-h")
+		if res.Code != 0 || strings.Contains(res.Stdout, "--config") || !strings.Contains(res.Stdout, "--format") {
+			t.Errorf("%v -h lists --config, or not --format:\n%s", cmd[:2], res.Stdout)
+		}
+		e := testkit.UsageFails(t, noConfig, append([]string{"--config", "x.conf"}, cmd...)...)
+		if e.Details.Path != "--config" || !strings.Contains(e.Message, "--config does not apply to better-compute "+strings.Join(cmd[:2], " ")) {
+			t.Errorf("%v --config: %+v", cmd[:2], e)
+		}
+	}
+}
+
+// TestUsageNamesEveryFlag: the usage line of every command (its help's, the command
+// table's of docs/commands.md and the README's) names every flag the command takes, so a
+// reader of it alone finds them all: tenants list, tokens list and secrets list page 200
+// at a time, and their usage lines did not say they take --cursor to go on.
+func TestUsageNamesEveryFlag(t *testing.T) {
+	for _, h := range commandHelps(t) {
+		for name := range h.flags {
+			if !regexp.MustCompile(regexp.QuoteMeta(name) + `\b`).MatchString(h.usage) {
+				t.Errorf("better-compute %s takes %s, which its usage does not name:\n%s", h.path, name, h.usage)
+			}
+		}
+	}
+}
+
+// TestUsageBracketsEveryOptionalFlag: a flag a usage line shows outside brackets is one
+// the command cannot go without, refused as a wrong command line (exit 2) when missing;
+// every other is in brackets. Before, images register showed --tenant and --compression
+// as needed, images promote --tenant, credentials create --tenant (each has a default),
+// and credentials create's --actions, shown as needed, was sent to the registry missing
+// and refused there, exit 1 at its field actions.
+func TestUsageBracketsEveryOptionalFlag(t *testing.T) {
+	group := regexp.MustCompile(`\[[^\[\]]*\]|\([^()]*\)`)
+	bare := regexp.MustCompile(`--[a-z0-9-]+`)
+	for _, h := range commandHelps(t) {
+		needed := strings.TrimSuffix(strings.TrimSpace(strings.Join(strings.Fields(h.usage), " ")), " [flags]")
+		for group.MatchString(needed) {
+			needed = group.ReplaceAllString(needed, "")
+		}
+		if strings.Contains(needed, "|") {
+			continue // alternatives (store check, profiles validate): the command says which it needs
+		}
+		for _, name := range bare.FindAllString(needed, -1) {
+			if !strings.HasSuffix(h.flags[name], "(required)") {
+				t.Errorf("better-compute %s shows %s as needed, but takes the command line without it (%q):\n%s", h.path, name, h.flags[name], h.usage)
+			}
+		}
+	}
+	e := testkit.UsageFails(t, noConfig, "credentials", "create", "--out", filepath.Join(t.TempDir(), "c.conf"))
+	if e.Code != "INVALID_INPUT" || e.Details.Path != "--actions" {
+		t.Errorf("credentials create without --actions: %+v, want INVALID_INPUT at --actions, exit 2", e)
+	}
+}
+
+// commandHelp is what a command's help says: its path, its usage line and the usage of
+// each of its flags (but --help).
+type commandHelp struct {
+	path, usage string
+	flags       map[string]string
+}
+
+// commandHelps is the help of every command the root's help lists (but completion and
+// help), as the binary prints it.
+func commandHelps(t *testing.T) []commandHelp {
+	t.Helper()
+	root := testkit.CLI(t, noConfig, "--help")
+	list := root.Stdout[strings.Index(root.Stdout, "Commands:\n")+len("Commands:\n"):]
+	list = list[:strings.Index(list, "\n\n")]
+	entry := regexp.MustCompile(`^  (\S+(?: \S+)*?)  `)
+	flagLine := regexp.MustCompile(`^\s+(?:-\w, )?(--[a-z0-9-]+)(?: \S+)?\s+(.*)$`)
+	var out []commandHelp
+	for _, line := range strings.Split(list, "\n") {
+		m := entry.FindStringSubmatch(line)
+		if m == nil || m[1] == "completion" || m[1] == "help" {
+			continue
+		}
+		help := testkit.CLI(t, noConfig, append(strings.Fields(m[1]), "-h")...).Stdout
+		h := commandHelp{path: m[1], flags: map[string]string{}}
+		h.usage = help[strings.Index(help, "Usage:\n"):]
+		h.usage = h.usage[:strings.Index(h.usage, "\n\n")]
+		flags := help[strings.Index(help, "Flags:\n")+len("Flags:\n"):]
+		flags = flags[:strings.Index(flags+"\n\n", "\n\n")]
+		last := ""
+		for _, f := range strings.Split(flags, "\n") {
+			if n := flagLine.FindStringSubmatch(f); n != nil && strings.HasPrefix(strings.TrimSpace(f), "-") {
+				last = n[1]
+				h.flags[last] = n[2]
+			} else if last != "" {
+				h.flags[last] += " " + strings.TrimSpace(f)
+			}
+		}
+		delete(h.flags, "--help")
+		out = append(out, h)
+	}
+	if len(out) < 60 {
+		t.Fatalf("read the help of %d commands, want every one:\n%s", len(out), list)
+	}
+	return out
 }

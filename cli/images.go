@@ -14,7 +14,7 @@ import (
 
 var imageCommands = []command{{
 	path:    "images register",
-	usage:   "--tenant T --ref NAME@VERSION --source URL --disk-format F --compression C --sha256 D [--size N] [--kind K] [--signer ID --signature B64]",
+	usage:   "[--tenant T] --ref NAME@VERSION --source URL --disk-format F [--compression C] --sha256 D [--size N] [--kind K] [--signer ID --signature B64]",
 	summary: "register an image by digest; signed with --signer and --signature (together), else private and unverified",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the image belongs to (default: the caller's)")
@@ -88,7 +88,7 @@ var imageCommands = []command{{
 	},
 }, {
 	path:    "images promote",
-	usage:   "ID --tenant T",
+	usage:   "ID [--tenant T]",
 	summary: "make a verified image public to every tenant",
 	nargs:   1,
 	define: func(fs *flag.FlagSet) func(x *exec) error {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -153,7 +154,7 @@ var nodeCommands = []command{{
 		prof := fs.String("profile", "", "the profile to deploy (required)")
 		version := new(int)
 		fs.Var(cmdline.Decimal(version, 0), "profile-version", "the profile version (default: the latest)")
-		wait := fs.Bool("wait", false, "follow the workflow until it ends; exit 1 if it fails")
+		wait := fs.Bool("wait", false, waitUsage)
 		return func(x *exec) error {
 			var out api.DeployStarted
 			req := api.DeployRequest{TenantID: *tenant, NodeID: x.args[0], ProfileID: *prof, ProfileVersion: *version}
@@ -171,6 +172,9 @@ var nodeCommands = []command{{
 		}
 	},
 }}
+
+// waitUsage is what --wait does, on every command that starts a workflow.
+const waitUsage = "follow the workflow until it ends; exit 1 if it fails, or if interrupted (the workflow goes on)"
 
 // lifecycleCommands are the node lifecycle's requests, one command each.
 var lifecycleCommands = []struct {
@@ -195,7 +199,7 @@ func init() {
 		nodeCommands = append(nodeCommands, command{path: "nodes " + lc.verb, usage: usage, summary: lc.summary, long: lc.long, nargs: 1,
 			define: func(fs *flag.FlagSet) func(x *exec) error {
 				tenant := tenantFlag(fs)
-				wait := fs.Bool("wait", false, "follow the workflow until it ends; exit 1 if it fails")
+				wait := fs.Bool("wait", false, waitUsage)
 				req := api.TransitionRequest{}
 				if lc.verb == "release" {
 					fs.StringVar(&req.Wipe, "wipe", "", "the disk wipe mode, replacing metal-release's quick: none, quick, secure-erase, crypto-erase")
@@ -217,7 +221,7 @@ func init() {
 		nargs:   1,
 		define: func(fs *flag.FlagSet) func(x *exec) error {
 			tenant := tenantFlag(fs)
-			wait := fs.Bool("wait", false, "follow the workflow until it ends; exit 1 if it fails")
+			wait := fs.Bool("wait", false, waitUsage)
 			req := api.RemediateRequest{}
 			fs.StringVar(&req.Profile, "profile", "", "the remediation profile: remediate-reboot or remediate-gpu-reset (required)")
 			fs.StringVar(&req.Reason, "reason", "", "why, recorded on the node (at most 256 bytes; default: an operator asked)")
@@ -338,8 +342,64 @@ func keyValue(name string, set func(k, v string)) func(string) error {
 // report, then the node's state. With --format json the lines go to stderr and the
 // finished workflow to stdout. A failed workflow is the command's error: its failing step
 // and the step's error; so is a node that failed at the workflow's end (an unverified
-// wipe).
+// wipe); so is an interrupt (stoppedFollowing).
 func (x *exec) follow(tenant, workflowID, nodeID, headline string) error {
+	err := x.followRun(tenant, workflowID, nodeID, headline)
+	if err != nil && x.ctx.Err() != nil {
+		return stoppedFollowing(x, tenant, workflowID, nodeID)
+	}
+	return err
+}
+
+// stoppedFollowing is the error of a wait the operator interrupted: the call it cut off
+// did not fail to reach the registry, and the workflow goes on there, so the error says
+// so and how to watch or stop it, rather than to start the registry and try again (a
+// request again would be refused while the workflow runs).
+func stoppedFollowing(x *exec, tenant, workflowID, nodeID string) error {
+	of := ""
+	if tenant != "" {
+		of = " --tenant " + tenant
+	}
+	return proto.Errorf(proto.Unavailable, "stopped following (%v): workflow %s goes on at the registry; "+
+		"`workflows get %s%s` shows its steps, `nodes events %s --follow%s` follows it, `nodes cancel %s%s` stops it",
+		context.Cause(x.ctx), workflowID, workflowID, of, nodeID, of, nodeID, of)
+}
+
+// lostFollowing is the error of a call that failed while following a workflow the
+// command started (the registry stopped, or its address no longer answers): the workflow
+// is the registry's to run whatever the call met, so the error says how to see it once
+// the registry answers, not only to try again, which runs the request again.
+func lostFollowing(err error, tenant, workflowID string) error {
+	of := ""
+	if tenant != "" {
+		of = " --tenant " + tenant
+	}
+	e := *proto.AsError(err)
+	e.Message += fmt.Sprintf("; workflow %s was started, and runs on at the registry: `workflows get %s%s` shows it once the registry answers", workflowID, workflowID, of)
+	return amended{err: err, e: &e}
+}
+
+// amended is an error whose error object says more than err's (a next step), and that
+// keeps the rest of what err carries (the Retry-After of a call refused for now).
+type amended struct {
+	err error
+	e   *proto.Error
+}
+
+func (a amended) Error() string { return a.e.Error() }
+func (a amended) Unwrap() error { return a.err }
+
+// As gives the amended error object to whoever looks for one (proto.AsError).
+func (a amended) As(target any) bool {
+	if p, ok := target.(**proto.Error); ok {
+		*p = a.e
+		return true
+	}
+	return false
+}
+
+// followRun is follow until the workflow ends or a call fails.
+func (x *exec) followRun(tenant, workflowID, nodeID, headline string) error {
 	c, err := x.client()
 	if err != nil {
 		return err
@@ -354,7 +414,7 @@ func (x *exec) follow(tenant, workflowID, nodeID, headline string) error {
 	for run.State == "" || run.State == api.RunRunning {
 		req := api.GetWorkflowRequest{TenantID: tenant, ID: workflowID, AfterRev: run.Rev}
 		if err := c.Call(x.ctx, "workflows.get", req, &run); err != nil {
-			return err
+			return lostFollowing(err, tenant, workflowID)
 		}
 		for _, s := range run.Steps {
 			key, line := s.Path(), stepLine(s)
@@ -366,7 +426,7 @@ func (x *exec) follow(tenant, workflowID, nodeID, headline string) error {
 	}
 	var node api.Node
 	if err := c.Call(x.ctx, "metal.get", api.NodeKey{TenantID: tenant, NodeID: nodeID}, &node); err != nil {
-		return err
+		return lostFollowing(err, tenant, workflowID)
 	}
 	fmt.Fprintf(lines, "workflow %s %s; node %s is %s\n", run.ID, run.State, node.ID, node.State)
 	f := run.Failure

@@ -46,7 +46,7 @@ var secretCommands = []command{{
 	},
 }, {
 	path:    "secrets list",
-	usage:   "[--tenant T]",
+	usage:   "[--tenant T] [--cursor C]",
 	summary: "list the tenant's secrets (names and times, never values)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant whose secrets to list (default: the caller's)")

@@ -151,8 +151,9 @@ func defineEtcd(fs *flag.FlagSet, endpointsFlag, prefixFlag string) func() regis
 }
 
 var storeCommands = []command{{
-	path:  "store check",
-	usage: "--data-dir DIR | --store etcd --etcd-endpoints URL,URL,URL [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE]",
+	path:     "store check",
+	hostOnly: true,
+	usage:    "--data-dir DIR | --store etcd --etcd-endpoints URL,URL,URL [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE]",
 	summary: "read a registry's store whole, repairing nothing, and report every inconsistency: records this version cannot read, index entries naming missing records, " +
 		"node indexes that differ from the nodes, runs naming unstored profile versions, public-profile entries that differ from the profiles; exit 1 when any is found",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
@@ -186,12 +187,14 @@ var storeCommands = []command{{
 		}
 	},
 }, {
-	path:    "store copy",
-	usage:   "--from-data-dir DIR --to-etcd-endpoints URL,URL,URL [--to-etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE]",
-	summary: "copy a stopped registry's bbolt store into an empty etcd prefix, then read every record back and compare it",
+	path:     "store copy",
+	hostOnly: true,
+	usage:    "--from-data-dir DIR --to-etcd-endpoints URL,URL,URL [--to-etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE]",
+	summary:  "copy a stopped registry's bbolt store into an empty etcd prefix, then read every record back and compare it",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		from := fs.String("from-data-dir", "", "data directory of the stopped registry whose DIR/registry.db is copied (required)")
 		etcd := defineEtcd(fs, "to-etcd-endpoints", "to-etcd-prefix")
+		fs.Lookup("to-etcd-endpoints").Usage += " (required)"
 		return func(x *exec) error {
 			if *from == "" {
 				return cmdline.Usagef("--from-data-dir", "store copy needs --from-data-dir DIR")

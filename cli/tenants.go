@@ -29,6 +29,7 @@ var tenantCommands = []command{{
 	},
 }, {
 	path:    "tenants list",
+	usage:   "[--cursor C]",
 	summary: "list tenants",
 	long:    "list tenants, 200 a page",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
@@ -50,12 +51,12 @@ var tenantCommands = []command{{
 	},
 }, {
 	path:    "credentials create",
-	usage:   "--tenant T --actions A,B [--expires 720h|TIME] --out FILE [--force]",
+	usage:   "[--tenant T] --actions A,B [--expires 720h|TIME] --out FILE [--force]",
 	summary: "create a credential and write a CLI config for it (the secret is shown only there)",
 	long:    "make a credential and its CLI config; `--expires` a duration from now or an RFC 3339 time (default: never, or with the caller's own expiry). `FILE` is written whole, mode 0600, and must be new unless `--force` (an existing file may be the only copy of another credential, say `admin.conf`), in a directory that exists and can be written: else `INVALID_INPUT` at `--out` before anything is made; a write that fails after that revokes the credential again",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the credential belongs to (default: the caller's)")
-		actions := fs.String("actions", "", "comma-separated actions, e.g. compute:profiles:read,compute:images:read")
+		actions := fs.String("actions", "", "comma-separated actions, e.g. compute:profiles:read,compute:images:read (required)")
 		expires := fs.String("expires", "", "when the credential stops working: a duration from now (720h) or an RFC 3339 time (default: never, or when the caller's own credential expires)")
 		out := outFlags(fs, "the CLI config file to write, 0600; a new file unless --force (required)")
 		return func(x *exec) error {

@@ -202,10 +202,10 @@ func TestCredentialLifecycleAgainstARealRegistry(t *testing.T) {
 
 	t.Run("another tenant's credential is not found, and stays usable", func(t *testing.T) {
 		e := testkit.Fails(t, acmeMgr.Config, "credentials", "revoke", betaReader.ID)
-		if e.Code != "NOT_FOUND" || e.Details.Path != "id" || e.Message != fmt.Sprintf("credential %q not found", betaReader.ID) {
+		if e.Code != "NOT_FOUND" || e.Details.Path != "id" || e.Message != fmt.Sprintf("credential %q not found: `credentials list` shows the tenant's credentials", betaReader.ID) {
 			t.Errorf("acme revoking beta's credential: %+v, want NOT_FOUND at id", e)
 		}
-		if e := testkit.Fails(t, acmeMgr.Config, "credentials", "revoke", "0123456789abcdef"); e.Message != `credential "0123456789abcdef" not found` {
+		if e := testkit.Fails(t, acmeMgr.Config, "credentials", "revoke", "0123456789abcdef"); e.Message != "credential \"0123456789abcdef\" not found: `credentials list` shows the tenant's credentials" {
 			t.Errorf("an unknown id: %+v: must read as another tenant's does", e)
 		}
 		testkit.JSON(t, betaReader.Config, nil, "profiles", "list")

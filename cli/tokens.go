@@ -90,6 +90,7 @@ var tokenCommands = []command{{
 	},
 }, {
 	path:    "tokens list",
+	usage:   "[--cursor C]",
 	summary: "list join tokens (never their secrets)",
 	long:    "list join tokens: id, kind, node, site, expiry, when used and from which address (FROM, usedFrom in JSON), and in JSON the workflow that minted it (workflow, absent for a token an operator minted); never the secret",
 	define: func(fs *flag.FlagSet) func(x *exec) error {

@@ -108,7 +108,7 @@ func (c *Caller) TenantFor(tx *store.Tx, requested string) (string, error) {
 		return c.Tenant, nil
 	}
 	if c.Tenant != store.RootTenant {
-		return "", proto.Errorf(proto.NotFound, "tenant %q not found", requested).WithPath("tenantId")
+		return "", proto.Errorf(proto.NotFound, "tenant %q not found: leave --tenant out to act for the credential's own (%s)", requested, c.Tenant).WithPath("tenantId")
 	}
 	if _, err := tx.Tenant(requested); err != nil {
 		return "", proto.AsError(err).WithPath("tenantId")

@@ -270,7 +270,7 @@ func tenantNode(tx *store.Tx, c *Caller, req NodeKey) (store.Node, error) {
 	}
 	n, err := tx.Node(req.NodeID)
 	if err != nil || n.Tenant != tenant {
-		return store.Node{}, c.elsewhere(proto.Errorf(proto.NotFound, "node %q not found", req.NodeID).WithPath("nodeId"), "nodeId", tenant, func() string { return n.Tenant })
+		return store.Node{}, c.elsewhere(proto.Errorf(proto.NotFound, "node %q not found: %s", req.NodeID, store.NodesListed).WithPath("nodeId"), "nodeId", tenant, func() string { return n.Tenant })
 	}
 	return n, nil
 }

@@ -190,7 +190,7 @@ func (s *Server) registerTenants() {
 			cred, err := tx.Credential(req.ID)
 			if proto.CodeOf(err) == proto.NotFound || (err == nil && c.Tenant != store.RootTenant && cred.Tenant != c.Tenant) {
 				// Another tenant's credential does not exist for the caller.
-				return proto.Errorf(proto.NotFound, "credential %.40q not found", req.ID).WithPath("id")
+				return proto.Errorf(proto.NotFound, "credential %.40q not found: %s", req.ID, store.CredentialsListed).WithPath("id")
 			}
 			if err != nil {
 				return err

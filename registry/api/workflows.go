@@ -47,7 +47,7 @@ func (s *Server) RegisterWorkflows(eng *workflow.Engine) {
 		}
 		run, err := eng.Watch(ctx, req.ID, 0)
 		if proto.CodeOf(err) == proto.NotFound || err == nil && run.Tenant != tenant {
-			return out, c.elsewhere(proto.Errorf(proto.NotFound, "workflow %q not found", req.ID).WithPath("id"), "id", tenant, func() string { return run.Tenant })
+			return out, c.elsewhere(proto.Errorf(proto.NotFound, "workflow %q not found: %s", req.ID, store.WorkflowsListed).WithPath("id"), "id", tenant, func() string { return run.Tenant })
 		}
 		if err == nil && req.AfterRev > 0 {
 			if err := c.awaitChange(); err != nil {

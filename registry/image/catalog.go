@@ -21,7 +21,7 @@ func visible(tenant string, img store.Image) bool { return img.Tenant == tenant 
 func Get(tx *store.Tx, tenant, id string) (store.Image, error) {
 	img, err := tx.Image(id)
 	if err == nil && !visible(tenant, img) {
-		err = proto.Errorf(proto.NotFound, "image %q not found", id)
+		err = proto.Errorf(proto.NotFound, "image %q not found: %s", id, store.ImagesListed)
 	}
 	return img, err
 }

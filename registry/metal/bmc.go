@@ -30,7 +30,7 @@ type BMCUpdate struct {
 func (s *Service) UpdateBMC(tx *store.Tx, u BMCUpdate) (store.Node, error) {
 	n, err := tx.Node(u.Node)
 	if err != nil || n.Tenant != u.Tenant {
-		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found", u.Node).WithPath("nodeId")
+		return store.Node{}, proto.Errorf(proto.NotFound, "node %q not found: %s", u.Node, store.NodesListed).WithPath("nodeId")
 	}
 	running, err := workflowRunning(tx, n)
 	switch {

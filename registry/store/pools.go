@@ -141,7 +141,7 @@ func (t *Tx) CreatePool(p Pool) (Pool, error) {
 		return Pool{}, proto.AsError(err).WithPath("siteId")
 	}
 	if t.getRaw(bucketPools, poolKey(p.Tenant, p.Name)) != nil {
-		return Pool{}, proto.Errorf(proto.Conflict, "tenant %q has a pool %q already", p.Tenant, p.Name).WithPath("name")
+		return Pool{}, proto.Errorf(proto.Conflict, "tenant %q has a pool %q already: `pools update %s` changes its policy, or name another pool", p.Tenant, p.Name, p.Name).WithPath("name")
 	}
 	p.CreatedAt, p.UpdatedAt = t.now, t.now
 	if err := t.putRaw(bucketPoolsBySite, []byte(p.Site+"\x00"+p.Tenant+"\x00"+p.Name), nil); err != nil {

@@ -55,7 +55,7 @@ func (t *Tx) AddImageSigner(s ImageSigner) (ImageSigner, error) {
 	case old.Fingerprint != s.Fingerprint:
 		return ImageSigner{}, proto.Errorf(proto.Conflict, "signer %q of tenant %q was added with another key (%s); signer ids are never reused, pick a new id", s.ID, s.Tenant, old.Fingerprint).WithPath("id")
 	case !old.Revoked():
-		return ImageSigner{}, proto.Errorf(proto.Conflict, "signer %q of tenant %q exists already", s.ID, s.Tenant).WithPath("id")
+		return ImageSigner{}, proto.Errorf(proto.Conflict, "signer %q of tenant %q exists already: `signers list` shows its key; add another key under a new id", s.ID, s.Tenant).WithPath("id")
 	default:
 		s = old
 		s.RevokedAt = time.Time{}

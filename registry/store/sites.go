@@ -45,7 +45,7 @@ func (t *Tx) CreateSite(name string) (Site, error) {
 		return Site{}, err
 	}
 	if t.getRaw(bucketSites, []byte(name)) != nil {
-		return Site{}, proto.Errorf(proto.Conflict, "site %q exists already", name).WithPath("name")
+		return Site{}, proto.Errorf(proto.Conflict, "site %q exists already: `sites update %s` changes what it admits, or name another site", name, name).WithPath("name")
 	}
 	s := Site{ID: name, CreatedAt: t.now}
 	return s, t.put(bucketSites, []byte(name), s)

@@ -228,7 +228,36 @@ func (t *Tx) del(bucket string, key []byte) error {
 	return t.kv.del(bucket, key)
 }
 
-// notFound is the NOT_FOUND error for a missing object of the given kind.
+// notFound is the NOT_FOUND error for a missing object of the given kind, saying which
+// command shows those there are (listedBy) when an operator names that kind.
 func notFound(kind, id string) *proto.Error {
+	if list, ok := listedBy[kind]; ok {
+		return proto.Errorf(proto.NotFound, "%s %q not found: %s", kind, id, list)
+	}
 	return proto.Errorf(proto.NotFound, "%s %q not found", kind, id)
 }
+
+// listedBy is, for each kind of record an operator names on the command line, the
+// command that shows those there are: the next step of its NOT_FOUND. It says the same of
+// another tenant's record as of one that does not exist.
+var listedBy = map[string]string{
+	"credential": CredentialsListed,
+	"image":      ImagesListed,
+	"node":       NodesListed,
+	"pool":       "`pools list` shows the tenant's pools",
+	"profile":    "`profiles list` shows what this tenant can use",
+	"secret":     "`secrets list` shows the tenant's secrets",
+	"signer":     "`signers list` shows them",
+	"site":       "`sites list` shows them",
+	"tenant":     "`tenants list` shows them",
+	"workflow":   WorkflowsListed,
+}
+
+// The next steps of a NOT_FOUND that the registry's packages also give of a record they
+// refuse to show a caller (another tenant's): the same words whichever it is.
+const (
+	CredentialsListed = "`credentials list` shows the tenant's credentials"
+	ImagesListed      = "`images list` shows the tenant's and the public images"
+	NodesListed       = "`nodes list` shows the tenant's nodes"
+	WorkflowsListed   = "`nodes events NODE` shows the workflows a node ran"
+)

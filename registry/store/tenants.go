@@ -41,7 +41,7 @@ func (t *Tx) CreateTenant(name string) (Tenant, error) {
 	var existing Tenant
 	if ok, err := t.get(bucketTenants, []byte(name), &existing); err != nil || ok {
 		if ok {
-			return Tenant{}, proto.Errorf(proto.Conflict, "tenant %q exists already", name).WithPath("name")
+			return Tenant{}, proto.Errorf(proto.Conflict, "tenant %q exists already: `tenants list` shows them; name another tenant, or act for this one with --tenant %s", name, name).WithPath("name")
 		}
 		return Tenant{}, err
 	}
