@@ -2,6 +2,8 @@ package workflow
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/better-compute/better-compute/registry/store"
 )
@@ -55,10 +57,10 @@ func (e *Engine) fence(tx *store.Tx, id string) error {
 	return err
 }
 
-// keepClaims renews the claims of the runs this engine drives, in one transaction, and
-// starts the runs no registry drives (their claim expired: the registry that drove them
-// died), every third of the claims' TTL until ctx ends. A run whose claim another
-// registry took is stopped where it is.
+// keepClaims renews the claims of the runs this engine drives (renew), and starts the
+// runs no registry drives (their claim expired: the registry that drove them died),
+// every third of the claims' TTL until ctx ends. A run whose claim another registry
+// took is stopped where it is.
 func (e *Engine) keepClaims(ctx context.Context) {
 	for {
 		t := e.cfg.Clock.NewTimer(e.cfg.Claims.TTL / 3)
@@ -77,7 +79,6 @@ func (e *Engine) keepClaims(ctx context.Context) {
 		lost, cancelled, err := e.renew(driving)
 		if err != nil {
 			e.cfg.Log.Error("renewing the workflows' claims", "err", err)
-			continue
 		}
 		for _, id := range lost {
 			driving[id](errClaimLost)
@@ -91,17 +92,40 @@ func (e *Engine) keepClaims(ctx context.Context) {
 	}
 }
 
-// renew renews the claims of the runs driving names in one transaction (none when it
-// names none), and returns those another registry holds, and those cancelled: a cancel
-// another registry took (its Abort reaches only the attempts it drives itself) abandons
-// the attempt here within a third of the claims' TTL.
+// renewChunk is the most runs renew renews in one transaction. Each reads the run's
+// claim and record, and writes the claim: 32 keep a transaction's compares under etcd's
+// 128, one per key read, so that it conflicts only with a write of those runs, and its
+// writes far under what one transaction takes.
+const renewChunk = 32
+
+// renew renews the claims of the runs driving names, renewChunk runs a transaction
+// (none when it names none), and returns those another registry holds, and those
+// cancelled: a cancel another registry took (its Abort reaches only the attempts it
+// drives itself) abandons the attempt here within a third of the claims' TTL. Each
+// claim stands alone, so nothing asks for one transaction: one of every run an engine
+// drives wrote a claim a run, and etcd refused it past 4,094 runs; past 63 its
+// compares fell back to the buckets' generations, and any write of any run, by any
+// replica, conflicted with it, so that with a thousand or two runs of a fleet going on
+// it met a conflict at each of its tries. Either way no claim was renewed, and each
+// expired 30 s after its run last wrote, for another registry to take over. The first
+// transaction that fails ends the renewal (the store does not answer, say), its error
+// returned with the lost and cancelled runs of those before it.
 func (e *Engine) renew(driving map[string]context.CancelCauseFunc) (lost, cancelled []string, err error) {
-	if len(driving) == 0 {
-		return nil, nil, nil
+	for chunk := range slices.Chunk(slices.Sorted(maps.Keys(driving)), renewChunk) {
+		l, c, err := e.renewAll(chunk)
+		if err != nil {
+			return lost, cancelled, err
+		}
+		lost, cancelled = append(lost, l...), append(cancelled, c...)
 	}
+	return lost, cancelled, nil
+}
+
+// renewAll renews the claims of the runs ids in one transaction, as renew says.
+func (e *Engine) renewAll(ids []string) (lost, cancelled []string, err error) {
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
 		lost, cancelled = lost[:0], cancelled[:0]
-		for id := range driving {
+		for _, id := range ids {
 			if err := e.fence(tx, id); err == errClaimLost {
 				lost = append(lost, id)
 				continue
@@ -118,7 +142,10 @@ func (e *Engine) renew(driving map[string]context.CancelCauseFunc) (lost, cancel
 		}
 		return nil
 	})
-	return lost, cancelled, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return lost, cancelled, nil
 }
 
 // startUnclaimed starts the running runs of the store whose claim no other registry
