@@ -45,8 +45,9 @@ var indexes = []index{
 // nodes_by_site_mac) holding what they say, an entry for each and none other, every
 // run that refers to a stored profile version naming one that is stored and used, and
 // profiles_public holding an entry for each stored, undeleted, public profile version
-// and none other, and agent-commands-by-expiry an entry for each relayed command and
-// none other. It returns every problem found, joined.
+// and none other, agent-commands-by-expiry an entry for each relayed command and none
+// other, and join_tokens_by_node an entry for each join token and none other. It
+// returns every problem found, joined.
 func (s *Store) Check() error {
 	errs := s.kv.check()
 	err := s.kv.view(func(tx kvTx) error {
@@ -72,6 +73,9 @@ func (s *Store) Check() error {
 		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatExpiryIndex {
 			// A store of an earlier format is indexed as it is raised, at its next open.
 			errs = append(errs, s.tx(tx).checkAgentCommandExpiry()...)
+		}
+		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatTokenIndex {
+			errs = append(errs, s.tx(tx).checkJoinTokensByNode()...)
 		}
 		return nil
 	})

@@ -37,10 +37,17 @@ import (
 //	   own, and a transaction whose cursor walked the bucket compares it rather than
 //	   the bucket's generation. A replica of format 1 deletes without it, so a replica
 //	   of format 2 would miss its deletions: it must stop first.
-const Format = 2
+//	3  the join_tokens_by_node index (tokens.go), which the deletion of a node's
+//	   unused join tokens reads rather than every token: an earlier release mints
+//	   tokens without their entry, which a revocation would leave working. Raising a
+//	   store to 3 indexes its tokens (indexJoinTokens).
+const Format = 3
 
 // formatExpiryIndex is the format that added bucketAgentCommandsByExpiry.
 const formatExpiryIndex = 2
+
+// formatTokenIndex is the format that added bucketJoinTokensByNode.
+const formatTokenIndex = 3
 
 // The format key: bucketFormat/formatKey holds the store's format in decimal digits
 // (etcd: P/store_format/format). A store without it is of format 0.
@@ -122,12 +129,22 @@ func (s *Store) raiseFormat(readOnly bool) error {
 				return fmt.Errorf("store: indexing the relayed commands by expiry: %w", err)
 			}
 		}
+		if stored < formatTokenIndex {
+			if err := s.indexJoinTokens(); err != nil {
+				return fmt.Errorf("store: indexing the join tokens by node: %w", err)
+			}
+		}
 		err := s.kv.update(func(tx kvTx) error {
 			if err := read(tx); err != nil || stored == Format {
 				return err
 			}
 			if stored < formatExpiryIndex {
 				if err := s.tx(tx).finalExpiryIndex(); err != nil {
+					return err
+				}
+			}
+			if stored < formatTokenIndex {
+				if err := s.tx(tx).finalTokenIndex(); err != nil {
 					return err
 				}
 			}

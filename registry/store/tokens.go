@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/subtle"
 	"slices"
@@ -93,6 +94,15 @@ func (tok JoinToken) ReusedFrom(from string) string {
 
 const (
 	bucketJoinTokens = "join_tokens"
+	// bucketJoinTokensByNode indexes the join tokens by the node they admit: node id NUL
+	// token id -> nothing, one entry per token, used or not, written and deleted with
+	// it (format 3 on). Deleting a node's unused tokens reads its entries alone: it
+	// walked every token of the store, whose count grows with the fleet (a token for
+	// every ramdisk boot and installation, kept 30 days past its expiry), in the
+	// transaction of every deploy, release, retire, user data render and revocation, and
+	// on etcd that walk's range conflicted with every token any replica minted or
+	// consumed meanwhile.
+	bucketJoinTokensByNode = "join_tokens_by_node"
 	// joinTokenPrefix starts every join token secret, so a leaked one is easy to find.
 	joinTokenPrefix = "bcj_"
 )
@@ -123,7 +133,21 @@ func (t *Tx) CreateJoinToken(f TokenFor, expiresAt time.Time) (JoinToken, string
 		Workflow:   f.Workflow,
 	}
 	bearer := joinTokenPrefix + tok.ID + "." + secretEncoding.EncodeToString(secret)
+	if err := t.putRaw(bucketJoinTokensByNode, tokenNodeKey(tok), nil); err != nil {
+		return JoinToken{}, "", err
+	}
 	return tok, bearer, t.put(bucketJoinTokens, []byte(tok.ID), tok)
+}
+
+// tokenNodeKey is tok's entry in bucketJoinTokensByNode.
+func tokenNodeKey(tok JoinToken) []byte { return []byte(tok.NodeID + "\x00" + tok.ID) }
+
+// deleteJoinToken deletes tok and its entry in bucketJoinTokensByNode.
+func (t *Tx) deleteJoinToken(tok JoinToken) error {
+	if err := t.del(bucketJoinTokensByNode, tokenNodeKey(tok)); err != nil {
+		return err
+	}
+	return t.del(bucketJoinTokens, []byte(tok.ID))
 }
 
 // ConsumeJoinToken marks the token a secret names as used by a join from the source
@@ -199,13 +223,14 @@ func (t *Tx) RevokeJoinToken(id string) (JoinToken, error) {
 	case !tok.UsedAt.IsZero():
 		return tok, proto.Errorf(proto.InvalidState, "join token %s was used at %s: its agent joined; revoke that agent's identity instead", tok.ID, tok.UsedAt.Format(time.RFC3339)).WithPath("id")
 	}
-	return tok, t.del(bucketJoinTokens, []byte(id))
+	return tok, t.deleteJoinToken(tok)
 }
 
 // DeleteUnusedJoinTokens deletes the unused join tokens minted for node and returns how
-// many; used ones stay, as the record of its joins.
+// many; used ones stay, as the record of its joins. It reads node's tokens alone
+// (nodeJoinTokens).
 func (t *Tx) DeleteUnusedJoinTokens(node string) (int, error) {
-	return t.deleteJoinTokens(0, func(tok JoinToken) bool { return tok.NodeID == node && tok.UsedAt.IsZero() })
+	return t.deleteNodeJoinTokens(node, func(tok JoinToken) bool { return tok.UsedAt.IsZero() })
 }
 
 // DeleteUnusedJoinTokensFor deletes the unused join tokens of f's kind minted for f's
@@ -213,9 +238,35 @@ func (t *Tx) DeleteUnusedJoinTokens(node string) (int, error) {
 // joins. A workflow that mints a node's token again (a step run anew) calls it first, so
 // that only the token it mints last admits the node.
 func (t *Tx) DeleteUnusedJoinTokensFor(f TokenFor) (int, error) {
-	return t.deleteJoinTokens(0, func(tok JoinToken) bool {
-		return tok.UsedAt.IsZero() && tok.Kind == f.Kind && tok.NodeID == f.NodeID && tok.Workflow == f.Workflow
+	return t.deleteNodeJoinTokens(f.NodeID, func(tok JoinToken) bool {
+		return tok.UsedAt.IsZero() && tok.Kind == f.Kind && tok.Workflow == f.Workflow
 	})
+}
+
+// deleteNodeJoinTokens deletes the join tokens of node doomed says so of, found by its
+// entries in bucketJoinTokensByNode, and returns how many. An entry whose token is gone
+// or admits another node (none in a store only this release wrote: Check reports one)
+// is left as it is.
+func (t *Tx) deleteNodeJoinTokens(node string, doomed func(JoinToken) bool) (int, error) {
+	prefix := []byte(node + "\x00")
+	var toks []JoinToken
+	c := t.kv.cursor(bucketJoinTokensByNode)
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		var tok JoinToken
+		found, err := t.get(bucketJoinTokens, k[len(prefix):], &tok)
+		if err != nil {
+			return 0, err
+		}
+		if found && tok.NodeID == node && doomed(tok) {
+			toks = append(toks, tok)
+		}
+	}
+	for _, tok := range toks {
+		if err := t.deleteJoinToken(tok); err != nil {
+			return 0, err
+		}
+	}
+	return len(toks), nil
 }
 
 // MaxPruned is the most records PruneJoinTokens, ExpireAgentCommands or PruneEvents
@@ -244,30 +295,26 @@ func (t *Tx) PruneJoinTokens(cutoff time.Time) (int, error) {
 	return t.deleteJoinTokens(MaxPruned, func(tok JoinToken) bool { return tok.ExpiresAt.Before(cutoff) })
 }
 
-// deleteJoinTokens deletes the join tokens doomed says so of, at most limit of them
-// unless it is 0, and returns how many.
+// deleteJoinTokens deletes the join tokens doomed says so of, at most limit of them,
+// and returns how many.
 func (t *Tx) deleteJoinTokens(limit int, doomed func(JoinToken) bool) (int, error) {
-	var keys [][]byte
+	var toks []JoinToken
 	c := t.kv.cursor(bucketJoinTokens)
-	for k, v := c.First(); k != nil; k, v = c.Next() {
+	for k, v := c.First(); k != nil && len(toks) < limit; k, v = c.Next() {
 		var tok JoinToken
 		if err := decode(bucketJoinTokens, k, v, &tok); err != nil {
 			return 0, err
 		}
 		if doomed(tok) {
-			keys = append(keys, slices.Clone(k))
-		}
-		if limit > 0 && len(keys) == limit {
-			break
+			toks = append(toks, tok)
 		}
 	}
-	var err error
-	for _, k := range keys {
-		if err == nil {
-			err = t.del(bucketJoinTokens, k)
+	for _, tok := range toks {
+		if err := t.deleteJoinToken(tok); err != nil {
+			return 0, err
 		}
 	}
-	return len(keys), err
+	return len(toks), nil
 }
 
 // JoinTokens lists the join tokens, one page at a time.

@@ -93,7 +93,11 @@ func TestJoinTokenKeepsTheWorkflowThatMintedIt(t *testing.T) {
 			if _, _, err = tx.CreateJoinToken(TokenFor{Kind: TokenProvisioned, NodeID: "node-1"}, tx.Now().Add(time.Hour)); err != nil {
 				return err
 			}
-			// A record as a registry wrote it before tokens recorded their workflow.
+			// A record as a registry wrote it before tokens recorded their workflow, with
+			// the entry the raise to format 3 gives it.
+			if err := tx.putRaw(bucketJoinTokensByNode, []byte("node-1\x000000000000000000"), nil); err != nil {
+				return err
+			}
 			return tx.putRaw(bucketJoinTokens, []byte("0000000000000000"), []byte("\x01"+`{"id":"0000000000000000","kind":"ramdisk","nodeId":"node-1",`+
 				`"secretHash":"x","createdAt":"2026-09-01T12:00:00Z","expiresAt":"2126-09-01T12:00:00Z"}`))
 		})
