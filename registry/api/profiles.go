@@ -399,16 +399,28 @@ func (ps *profiles) delete(_ context.Context, c *Caller, key ProfileKey) (out De
 	if err := checkProfileVersion(key.ProfileVersion); err != nil {
 		return out, err
 	}
-	err = c.update(func(tx *store.Tx) error {
-		tenant, err := c.TenantFor(tx, key.TenantID)
-		if err != nil {
-			return err
+	out.ID, out.Versions = key.ID, []int{}
+	for {
+		var hid []int
+		err = c.update(func(tx *store.Tx) error {
+			tenant, err := c.TenantFor(tx, key.TenantID)
+			if err != nil {
+				return err
+			}
+			hid, err = tx.DeleteProfile(tenant, key.ID, key.ProfileVersion)
+			return notFoundAt(err, "id")
+		})
+		switch {
+		case err != nil && len(out.Versions) > 0 && proto.CodeOf(err) == proto.NotFound:
+			return out, nil // the last transaction hid the last of them
+		case err != nil:
+			return out, err
 		}
-		out.ID = key.ID
-		out.Versions, err = tx.DeleteProfile(tenant, key.ID, key.ProfileVersion)
-		return notFoundAt(err, "id")
-	})
-	return out, err
+		out.Versions = append(out.Versions, hid...)
+		if len(hid) < store.MaxHidden {
+			return out, nil
+		}
+	}
 }
 
 func view(r store.ProfileRecord, withDocument bool) ProfileView {

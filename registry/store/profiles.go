@@ -199,10 +199,17 @@ func (t *Tx) SetProfileVisibility(tenant, id string, version, ifRev int, visibil
 	})
 }
 
-// DeleteProfile hides one version (or every version when version is 0) from lookups,
-// lists and new workflows, all in tx. It returns the versions it hid. It writes each
-// version's entry in profiles_deleted (and drops it from profiles_public), not its
-// record: the record, its rev and its updatedAt, stay as they are.
+// MaxHidden is the most versions DeleteProfile hides in one transaction, which keeps it
+// within etcd's bounds (docs/store.md): a mark each, and the public ones' index entries.
+const MaxHidden = 1000
+
+// DeleteProfile hides one version (or, when version is 0, every version, lowest first,
+// at most MaxHidden of them: a caller told MaxHidden calls again, in a new transaction,
+// for the rest) from lookups, lists and new workflows, in tx. It returns the versions it
+// hid. It writes each version's entry in profiles_deleted (and drops a public one from
+// profiles_public), not its record: the record, its rev and its updatedAt, stay as they
+// are. Before, every version went in one transaction, two writes each: etcd refused the
+// delete of a profile of more than 2,046 versions.
 func (t *Tx) DeleteProfile(tenant, id string, version int) ([]int, error) {
 	var versions []int
 	if version > 0 {
@@ -216,6 +223,9 @@ func (t *Tx) DeleteProfile(tenant, id string, version int) ([]int, error) {
 	}
 	var hid []int
 	for _, v := range versions {
+		if len(hid) == MaxHidden {
+			break
+		}
 		rec, ok, err := t.Profile(tenant, id, v)
 		if err != nil {
 			return nil, err
@@ -227,8 +237,10 @@ func (t *Tx) DeleteProfile(tenant, id string, version int) ([]int, error) {
 		if err := t.putRaw(bucketDeletedProfiles, key, []byte(t.now.UTC().Format(time.RFC3339Nano))); err != nil {
 			return nil, err
 		}
-		if err := t.del(bucketPublicProfiles, publicKey(id, v, tenant)); err != nil {
-			return nil, err
+		if rec.Visibility == Public {
+			if err := t.del(bucketPublicProfiles, publicKey(id, v, tenant)); err != nil {
+				return nil, err
+			}
 		}
 		hid = append(hid, v)
 	}
