@@ -149,6 +149,9 @@ func (c Config) Check(t testing.TB, defaults any) {
 			t.Errorf("%s:%d: the row names no field in backticks", c.Doc, r.Line)
 		}
 		for _, n := range names {
+			if earlier, ok := documented[n]; ok {
+				t.Errorf("%s:%d: %s is documented again (first at line %d): give each field one row", c.Doc, r.Line, n, earlier.Line)
+			}
 			documented[n] = r
 			f, ok := fields[n]
 			if !ok {
