@@ -11,3 +11,9 @@ import (
 func TestPoolPolicyDocumented(t *testing.T) {
 	docstable.Config{Doc: "../../docs/nodes.md", Heading: "## Pools", Column: "field", Tag: "json"}.Check(t, PoolPolicy{})
 }
+
+// TestMeasuredBootPolicyDocumented: docs/attestation.md's table of a pool's
+// policy.measuredBoot names every field of it and no other.
+func TestMeasuredBootPolicyDocumented(t *testing.T) {
+	docstable.Config{Doc: "../../docs/attestation.md", Heading: "## Policy", Column: "field", Tag: "json"}.Check(t, MeasuredBootPolicy{})
+}
