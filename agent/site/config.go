@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/better-compute/better-compute/boot"
+	"github.com/better-compute/better-compute/cache"
 	"github.com/better-compute/better-compute/clock"
 	"github.com/better-compute/better-compute/jsondoc"
 	"github.com/better-compute/better-compute/proto"
@@ -158,8 +159,14 @@ func (c Config) Check() error {
 	if c.Cache.Dir == "" {
 		bad("cache.dir", "give the cache's directory")
 	}
-	if c.Cache.CapacityBytes < 0 || c.Cache.BandwidthBytesPerSec < 0 || c.Cache.MaxPulls < 0 {
-		bad("cache", "capacityBytes, maxPulls and bandwidthBytesPerSec cannot be negative")
+	if c.Cache.CapacityBytes < 0 {
+		bad("cache.capacityBytes", "capacity %d bytes is negative: give the bytes the cache may hold, or leave it out for no bound", c.Cache.CapacityBytes)
+	}
+	if c.Cache.MaxPulls < 0 {
+		bad("cache.maxPulls", "%d pulls at once is negative: give how many, or leave it out for %d", c.Cache.MaxPulls, cache.DefaultMaxPulls)
+	}
+	if c.Cache.BandwidthBytesPerSec < 0 {
+		bad("cache.bandwidthBytesPerSec", "bandwidth %d bytes a second is negative: give the bound, or leave it out for none", c.Cache.BandwidthBytesPerSec)
 	}
 	if c.Cache.ReserveBytes < 0 {
 		bad("cache.reserveBytes", "reserve %d bytes is negative: give the bytes of the cache's filesystem to keep free, or leave it out for the default", c.Cache.ReserveBytes)

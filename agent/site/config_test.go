@@ -39,6 +39,8 @@ func TestDecodeConfig(t *testing.T) {
 		"negative cache reserve":  {doc: strings.Replace(valid, `"cache": {`, `"cache": {"reserveBytes": -1, `, 1), paths: []string{"cache.reserveBytes"}},
 		"cache reserve as text":   {doc: strings.Replace(valid, `"cache": {`, `"cache": {"reserveBytes": "1G", `, 1), paths: []string{"cache.reserveBytes"}},
 		"negative cache retry":    {doc: strings.Replace(valid, `"cache": {`, `"cache": {"retryInterval": "-1m", `, 1), paths: []string{"cache.retryInterval"}},
+		"negative cache numbers": {doc: strings.Replace(valid, `"cache": {`, `"cache": {"capacityBytes": -1, "maxPulls": -1, "bandwidthBytesPerSec": -1, `, 1),
+			paths: []string{"cache.capacityBytes", "cache.maxPulls", "cache.bandwidthBytesPerSec"}},
 		"share of machines without an entry": {doc: strings.Replace(valid, `"mode": "proxy"`, `"mode": "authoritative", "subnet": "10.0.0.0/24", "range": {"start": "10.0.0.10", "end": "10.0.0.20"}, "leaseFile": "/tmp/leases.db", "unknownShare": 2, "unknownLeaseTime": "10s"`, 1),
 			paths: []string{"boot.unknownShare", "boot.unknownLeaseTime"}},
 		"every problem": {doc: `{"version": 2, "httpBase": "ftp://x"}`,

@@ -70,11 +70,25 @@ func LoadClientConfig(path string) (ClientConfig, error) {
 	if err := DecodeStrict(data, &cfg); err != nil {
 		return cfg, proto.Errorf(proto.InvalidConfig, "%s: %s", path, proto.AsError(err).Message).WithPath(proto.AsError(err).Details.Path)
 	}
-	if cfg.Version != 1 || cfg.Server == "" || cfg.Credential == "" {
-		return cfg, proto.Errorf(proto.InvalidConfig, "%s: not a version 1 config with server and credential", path)
+	if err := cfg.check(path); err != nil {
+		return cfg, err
 	}
 	cfg.path = path
 	return cfg, nil
+}
+
+// check refuses a config without version 1, a server or a credential, at that field: a
+// config edited by hand says which it lacks.
+func (cfg ClientConfig) check(path string) error {
+	switch {
+	case cfg.Version != 1:
+		return proto.Errorf(proto.InvalidConfig, "%s: version %d; this CLI reads version 1 configs", path, cfg.Version).WithPath("version")
+	case cfg.Server == "":
+		return proto.Errorf(proto.InvalidConfig, "%s: no server: give the registry's base URL, https://HOST:PORT", path).WithPath("server")
+	case cfg.Credential == "":
+		return proto.Errorf(proto.InvalidConfig, "%s: no credential: give the bearer secret `credentials create --out` wrote", path).WithPath("credential")
+	}
+	return nil
 }
 
 // Client calls a registry's API.

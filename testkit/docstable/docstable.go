@@ -94,7 +94,7 @@ func cells(line string) []string {
 
 var (
 	code   = regexp.MustCompile("`([^`]*)`")
-	braces = regexp.MustCompile(`\{([a-zA-Z, ]+)\}`)
+	braces = regexp.MustCompile(`\{([a-zA-Z?, ]+)\}`)
 )
 
 // Names is the names a cell gives in backticks: "`a`, `b`" is a and b.
@@ -134,7 +134,8 @@ type Config struct {
 // gives, in a second column headed default, that is not the field's value in defaults (the
 // struct as its defaults leave it).
 // A field of a slice of structs is documented by one row that lists its element's fields
-// in braces ("each `{subnet, range}`"). Defaults are compared where the table writes one
+// in braces ("each `{subnet, range}`"); so is an optional struct (a pointer: "`{mode,
+// pcrs?}`"), unless a row documents each of its fields. Defaults are compared where the table writes one
 // word (a number, a duration, `true`, a backticked value; `none` is the zero value,
 // `0: no bound` is 0); `required` and prose are not compared.
 func (c Config) Check(t testing.TB, defaults any) {
@@ -149,6 +150,9 @@ func (c Config) Check(t testing.TB, defaults any) {
 			t.Errorf("%s:%d: the row names no field in backticks", c.Doc, r.Line)
 		}
 		for _, n := range names {
+			if earlier, ok := documented[n]; ok {
+				t.Errorf("%s:%d: %s is documented again (first at line %d): give each field one row", c.Doc, r.Line, n, earlier.Line)
+			}
 			documented[n] = r
 			f, ok := fields[n]
 			if !ok {
@@ -159,7 +163,7 @@ func (c Config) Check(t testing.TB, defaults any) {
 				var listed []string
 				for _, m := range braces.FindAllStringSubmatch(strings.Join(r.Cells, " "), -1) {
 					for _, e := range strings.Split(m[1], ",") {
-						listed = append(listed, strings.TrimSpace(e))
+						listed = append(listed, strings.TrimSuffix(strings.TrimSpace(e), "?")) // "?": optional
 					}
 				}
 				slices.Sort(listed)
@@ -173,11 +177,22 @@ func (c Config) Check(t testing.TB, defaults any) {
 		}
 	}
 	for _, path := range slices.Sorted(maps.Keys(fields)) {
-		if _, ok := documented[path]; ok || fields[path].hasChildren || c.below(path) {
+		if _, ok := documented[path]; ok || fields[path].hasChildren || c.below(path) || listedIn(documented, fields, path) {
 			continue
 		}
 		t.Errorf("%s has no row for %s (%s's %s): document it under %q", c.Doc, path, reflect.TypeOf(defaults), strings.TrimSpace(c.Tag+" field"), c.Heading)
 	}
+}
+
+// listedIn says whether path is under an optional struct documented by one row that
+// lists its fields in braces (checked where the row is).
+func listedIn(documented map[string]Row, fields map[string]field, path string) bool {
+	for i := strings.LastIndex(path, "."); i > 0; i = strings.LastIndex(path[:i], ".") {
+		if _, ok := documented[path[:i]]; ok && fields[path[:i]].hasChildren && fields[path[:i]].elem != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // below says whether path is under one of c.Elsewhere.
@@ -226,18 +241,16 @@ func (w walker) walk(typ reflect.Type, prefix string) {
 		var f field
 		ft := sf.Type
 		switch {
+		case ft.Kind() == reflect.Pointer && isStruct(ft.Elem()):
+			// An optional struct: one row listing its fields in braces, or a row for each.
+			f.hasChildren = true
+			f.elem = fieldNames(w.tag, ft.Elem())
+			w.walk(ft.Elem(), path+".")
 		case isStruct(ft):
 			f.hasChildren = true
 			w.walk(ft, path+".")
 		case ft.Kind() == reflect.Slice && isStruct(ft.Elem()):
-			sub := map[string]field{}
-			walker{tag: w.tag, out: sub}.walk(ft.Elem(), "")
-			for k := range sub {
-				if !strings.Contains(k, ".") {
-					f.elem = append(f.elem, k)
-				}
-			}
-			slices.Sort(f.elem)
+			f.elem = fieldNames(w.tag, ft.Elem())
 		case ft.Kind() == reflect.Map && isStruct(ft.Elem()) && w.keys[path] != "":
 			f.hasChildren = true
 			key := path + "." + w.keys[path]
@@ -246,6 +259,20 @@ func (w walker) walk(typ reflect.Type, prefix string) {
 		}
 		w.out[path] = f
 	}
+}
+
+// fieldNames are the names of typ's own fields by tag, sorted.
+func fieldNames(tag string, typ reflect.Type) []string {
+	sub := map[string]field{}
+	walker{tag: tag, out: sub}.walk(typ, "")
+	var names []string
+	for k := range sub {
+		if !strings.Contains(k, ".") {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // find is the field of the struct v named name by tag, embedded structs' fields included.
