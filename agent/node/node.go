@@ -63,7 +63,7 @@ func Run(ctx context.Context, o Options) error {
 		return proto.Errorf(proto.InvalidConfig, "%s joined as a %s agent; bcd node runs the node role", o.ConfigDir, creds.Config.Role)
 	}
 	a := newAgent(o.ConfigDir, o.Log)
-	last, err := a.load()
+	last, err := a.load(creds.Config.NodeID)
 	if err != nil {
 		return err
 	}
@@ -220,7 +220,11 @@ func (a *agent) Report(generation int64, results []hostconverge.UnitResult) {
 }
 
 // load reads the last applied NodeSpec; none is generation 0.
-func (a *agent) load() (proto.NodeSpec, error) {
+// load is the NodeSpec node's agent applied last, saved in the config directory: none
+// when it saved none, or when the one saved is another node's (a `bcd join` as another
+// node into the directory keeps the file, and its host units, its labels and its
+// generation are not this node's to converge or to report).
+func (a *agent) load(node string) (proto.NodeSpec, error) {
 	b, err := os.ReadFile(a.state)
 	if errors.Is(err, os.ErrNotExist) {
 		return proto.NodeSpec{}, nil
@@ -231,6 +235,10 @@ func (a *agent) load() (proto.NodeSpec, error) {
 	var spec proto.NodeSpec
 	if err := json.Unmarshal(b, &spec); err != nil {
 		return proto.NodeSpec{}, proto.Errorf(proto.InvalidConfig, "%s: %v (remove it: the registry pushes the spec again)", a.state, err)
+	}
+	if spec.Node != node {
+		a.log.Warn("the saved NodeSpec is another node's: not applied; the registry pushes this node's", "file", a.state, "saved", spec.Node, "node", node)
+		return proto.NodeSpec{}, nil
 	}
 	return spec, nil
 }

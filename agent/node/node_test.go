@@ -137,3 +137,22 @@ bcd_session_connected 0
 		t.Error(err)
 	}
 }
+
+// TestAnotherNodesSavedSpecIsNotApplied: a `bcd join` as another node into a config
+// directory keeps the nodespec.json the earlier node's agent saved. The agent started
+// after it neither converges that spec's host units nor reports its generation (the
+// registry, told the generation it pushes is applied, would push nothing); its own
+// node's saved spec it takes. Before, it applied whatever the file held.
+func TestAnotherNodesSavedSpecIsNotApplied(t *testing.T) {
+	a := newAgent(t.TempDir(), slog.New(slog.DiscardHandler))
+	saved := proto.NodeSpec{Node: "nd_old", Role: proto.RoleNode, Generation: 7, Labels: map[string]string{"cluster": "old"}}
+	if err := a.save(saved); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.load("nd_new"); err != nil || got.Generation != 0 || got.Labels != nil {
+		t.Errorf("node nd_new loads %+v, %v; want no spec", got, err)
+	}
+	if got, err := a.load("nd_old"); err != nil || got.Generation != 7 {
+		t.Errorf("node nd_old loads %+v, %v; want its own spec of generation 7", got, err)
+	}
+}
