@@ -194,6 +194,13 @@ func TestImagesAndSignersAgainstARealRegistry(t *testing.T) {
 	if e := testkit.Fails(t, acme, "pools", "create", "cpu", "--site", "rack-1", "--policy", badExtras); e.Code != "INVALID_INPUT" || e.Details.Path != "policy.ramdiskExtras[1]" {
 		t.Errorf("bad ramdisk extra ref: %+v", e)
 	}
+	// Extras do not load under Secure Boot: such a pool's machines would wait at each
+	// ramdisk boot, the error only in the site's log (before, the pool was made).
+	secureExtras := filepath.Join(t.TempDir(), "policy.json")
+	os.WriteFile(secureExtras, []byte(`{"secureBoot":true,"ramdiskExtras":["nvidia-dcgm@1"]}`), 0o600)
+	if e := testkit.Fails(t, acme, "pools", "create", "cpu", "--site", "rack-1", "--policy", secureExtras); e.Code != "INVALID_INPUT" || e.Details.Path != "policy.ramdiskExtras" {
+		t.Errorf("ramdisk extras on a Secure Boot pool: %+v", e)
+	}
 	testkit.JSON(t, acme, nil, "pools", "update", "gpu", "--prewarm", "ubuntu-24.04-server@2026.09,acme-dev@1,acme-gpu@1,none@1")
 	var pool struct {
 		Policy struct{ PrewarmImages []string }

@@ -129,10 +129,15 @@ func (s *Server) registerPools(svc *metal.Service) {
 }
 
 // checkPolicyRefs checks the catalog refs of a policy (checkPrewarm, and the ramdisk
-// extras alike) at their paths under prefix.
+// extras alike) at their paths under prefix. Extras on a Secure Boot pool are refused:
+// the signed chain's GRUB loads files only from the site's ramdisk directory, so its
+// machines would wait at every ramdisk boot (docs/boot.md#secure-boot).
 func checkPolicyRefs(p *store.PoolPolicy, prefix string) error {
 	if err := checkPrewarm(&p.PrewarmImages, prefix+"prewarmImages"); err != nil {
 		return err
+	}
+	if p.SecureBoot && len(p.RamdiskExtras) > 0 {
+		return proto.Errorf(proto.InvalidInput, "extra initrds do not load under Secure Boot (its GRUB loads files from the site's ramdisk directory only), and the pool's machines would wait at each ramdisk boot: leave ramdiskExtras out, or boot the pool without Secure Boot").WithPath(prefix + "ramdiskExtras")
 	}
 	return checkRefs(p.RamdiskExtras, prefix+"ramdiskExtras", maxRamdiskExtras, "extra initrds")
 }
