@@ -73,8 +73,29 @@ func LoadClientConfig(path string) (ClientConfig, error) {
 	if cfg.Version != 1 || cfg.Server == "" || cfg.Credential == "" {
 		return cfg, proto.Errorf(proto.InvalidConfig, "%s: not a version 1 config with server and credential", path)
 	}
+	if err := checkServer(cfg.Server); err != nil {
+		return cfg, proto.Errorf(proto.InvalidConfig, "%s: server %q %v", path, cfg.Server, err).WithPath("server")
+	}
 	cfg.path = path
 	return cfg, nil
+}
+
+// checkServer refuses a server that is not a registry's base URL, https://HOST:PORT: the
+// client sends its bearer credential to it, and over anything but https (a typo of
+// http://, a URL without a scheme) it would go in the clear, to whatever answers there,
+// trusting no servingCA. User info, a query or a fragment would be sent or dropped with
+// every call's path, never what the operator meant.
+func checkServer(server string) error {
+	u, err := url.Parse(server)
+	switch {
+	case err != nil:
+		return fmt.Errorf("is not a URL: %v", err)
+	case u.Scheme != "https" || u.Host == "" || u.Opaque != "":
+		return errors.New("is not an https URL of a host (https://HOST:PORT): the credential is sent only over TLS")
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.TrimSuffix(u.Path, "/") != "":
+		return errors.New("has more than https://HOST:PORT (a user, a path, a query or a fragment)")
+	}
+	return nil
 }
 
 // Client calls a registry's API.
