@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/better-compute/better-compute/fsutil"
@@ -39,6 +40,20 @@ type record struct {
 	RefusedHost string    `json:"refusedHost,omitempty"`
 	// Validator is the ETag or Last-Modified of the bytes in partial/, for If-Range.
 	Validator string `json:"validator,omitempty"`
+}
+
+// check refuses a record that is not of the digest it is stored under, or in a state the
+// cache does not know (an index.db damaged or written by hand): the cache names an
+// image's files by its record's digest, and a record of "../../x" evicting had it remove
+// a file outside its directory.
+func (r record) check(key []byte) error {
+	switch {
+	case !proto.IsDigest(r.Digest) || r.Digest != string(key):
+		return fmt.Errorf("its digest %q is not the digest it is stored under", r.Digest)
+	case !slices.Contains(proto.ImageCacheStates, r.State):
+		return fmt.Errorf("its state %q is none of %v", r.State, proto.ImageCacheStates)
+	}
+	return nil
 }
 
 type envelope struct {
@@ -84,6 +99,9 @@ func (x *index) all() ([]record, error) {
 			}
 			if e.Schema != indexSchema {
 				return fmt.Errorf("index record %s has schema %d, this cache reads %d", k, e.Schema, indexSchema)
+			}
+			if err := e.Record.check(k); err != nil {
+				return fmt.Errorf("index record %q: %w", k, err)
 			}
 			out = append(out, e.Record)
 			return nil

@@ -1,12 +1,14 @@
 package site
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -138,17 +140,31 @@ func flatten(err error) []error {
 }
 
 // FuzzDecodeConfig: any config file is decoded or refused as INVALID_CONFIG at a path,
-// never a panic.
+// never a panic; an accepted one, written back as JSON, reads as the same config.
 func FuzzDecodeConfig(f *testing.F) {
 	f.Add([]byte(`{"version": 1, "boot": {"interface": "eth0", "mode": "proxy", "serverIP": "10.0.0.1"}, "cache": {"dir": "/c"}}`))
 	f.Add([]byte(`{"version": 1, "ramdisk": {"args": ["console=ttyS0"]}, "bmc": {"secretsDir": "/s"}, "httpBase": "http://x"}`))
 	f.Add([]byte(`{"boot": {"range": {"start": "10.0.0.9", "end": "10.0.0.1"}, "leaseTime": "-1m"}}`))
+	dir := f.TempDir()
+	f.Add([]byte(`{"version": 1, "boot": {"interface": "eth0", "mode": "proxy", "serverIP": "10.0.0.1", "ipxeDir": "` + dir + `", "ramdiskDir": "` + dir + `", "httpPort": 8080, "retryInterval": "90s"}, "cache": {"dir": "` + dir + `"}}`))
+	f.Add([]byte(`{"version": 1, "boot": {"interface": "eth0", "mode": "authoritative", "serverIP": "10.0.0.1", "ipxeDir": "` + dir + `", "ramdiskDir": "` + dir + `", "range": {"start": "10.0.0.100", "end": "10.0.0.200"}, "leaseTime": "1h"}, "cache": {"dir": "` + dir + `", "capacityBytes": 1000}, "ramdisk": {"args": ["console=ttyS0"]}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, err := decodeConfig("site.json", data)
-		for _, e := range flatten(err) {
-			if pe := proto.AsError(e); e != nil && (pe.Code != proto.InvalidConfig || pe.Details.Path == "") {
-				t.Fatalf("%v: want INVALID_CONFIG at a path", e)
+		c, err := decodeConfig("site.json", data)
+		if err != nil {
+			for _, e := range flatten(err) {
+				if pe := proto.AsError(e); pe.Code != proto.InvalidConfig || pe.Details.Path == "" {
+					t.Fatalf("%v: want INVALID_CONFIG at a path", e)
+				}
 			}
+			return
+		}
+		text, err := json.Marshal(c)
+		if err != nil {
+			t.Fatalf("an accepted config does not encode: %v", err)
+		}
+		again, err := decodeConfig("site.json", text)
+		if err != nil || !reflect.DeepEqual(again, c) {
+			t.Fatalf("%q accepted as %+v; written back as %s, it reads as %+v, %v", data, c, text, again, err)
 		}
 	})
 }

@@ -73,6 +73,9 @@ func LoadClientConfig(path string) (ClientConfig, error) {
 	if err := cfg.check(path); err != nil {
 		return cfg, err
 	}
+	if err := checkServer(cfg.Server); err != nil {
+		return cfg, proto.Errorf(proto.InvalidConfig, "%s: server %q %v", path, cfg.Server, err).WithPath("server")
+	}
 	cfg.path = path
 	return cfg, nil
 }
@@ -87,6 +90,24 @@ func (cfg ClientConfig) check(path string) error {
 		return proto.Errorf(proto.InvalidConfig, "%s: no server: give the registry's base URL, https://HOST:PORT", path).WithPath("server")
 	case cfg.Credential == "":
 		return proto.Errorf(proto.InvalidConfig, "%s: no credential: give the bearer secret `credentials create --out` wrote", path).WithPath("credential")
+	}
+	return nil
+}
+
+// checkServer refuses a server that is not a registry's base URL, https://HOST:PORT: the
+// client sends its bearer credential to it, and over anything but https (a typo of
+// http://, a URL without a scheme) it would go in the clear, to whatever answers there,
+// trusting no servingCA. User info, a query or a fragment would be sent or dropped with
+// every call's path, never what the operator meant.
+func checkServer(server string) error {
+	u, err := url.Parse(server)
+	switch {
+	case err != nil:
+		return fmt.Errorf("is not a URL: %v", err)
+	case u.Scheme != "https" || u.Host == "" || u.Opaque != "":
+		return errors.New("is not an https URL of a host (https://HOST:PORT): the credential is sent only over TLS")
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.TrimSuffix(u.Path, "/") != "":
+		return errors.New("has more than https://HOST:PORT (a user, a path, a query or a fragment)")
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func newSiteFixture(t *testing.T) *siteFixture {
 }
 
 // newSiteFixtureOn is newSiteFixture on the backend open opens (storetest.Backends).
-func newSiteFixtureOn(t *testing.T, open func(testing.TB, store.Options) *store.Store) *siteFixture {
+func newSiteFixtureOn(t testing.TB, open func(testing.TB, store.Options) *store.Store) *siteFixture {
 	t.Helper()
 	f := &siteFixture{ids: map[string]string{}, now: time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)}
 	f.st = openCatalogOn(t, open, store.Options{Now: func() time.Time { return f.now }})
