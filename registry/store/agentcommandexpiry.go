@@ -91,29 +91,7 @@ func (t *Tx) commandOf(k []byte) (AgentCommand, bool, error) {
 // left out (damaged: its entry, if any, is stray). The first two are empty in a store
 // of Format 2 or later that only this release wrote.
 func (t *Tx) expiryDiff() (missing, stray [][]byte, damaged []error) {
-	want := map[string]bool{}
-	commands := t.kv.cursor(bucketAgentCommands)
-	for k, v := commands.First(); k != nil; k, v = commands.Next() {
-		var c AgentCommand
-		if err := decode(bucketAgentCommands, k, v, &c); err != nil {
-			damaged = append(damaged, err)
-			continue
-		}
-		want[string(expiryKey(c))] = true
-	}
-	entries := t.kv.cursor(bucketAgentCommandsByExpiry)
-	for k, _ := entries.First(); k != nil; k, _ = entries.Next() {
-		if want[string(k)] {
-			delete(want, string(k))
-		} else {
-			stray = append(stray, slices.Clone(k))
-		}
-	}
-	for k := range want {
-		missing = append(missing, []byte(k))
-	}
-	slices.SortFunc(missing, bytes.Compare)
-	return missing, stray, damaged
+	return entriesDiff(t, bucketAgentCommands, bucketAgentCommandsByExpiry, expiryKey)
 }
 
 // reindexExpiry makes each of entries (keys of bucketAgentCommandsByExpiry) say what
@@ -150,33 +128,14 @@ var errMoreToIndex = errors.New("more commands to index than one transaction wri
 // and writes what differs, MaxPruned entries a transaction, each read again there.
 // The transaction that raises the format then does it again (finalExpiryIndex), so
 // that no command written meanwhile is left without its entry.
-func (s *Store) indexAgentCommands() error {
-	var missing, stray [][]byte
-	if err := s.View(func(tx *Tx) error { missing, stray, _ = tx.expiryDiff(); return nil }); err != nil {
-		return err
-	}
-	entries := append(missing, stray...)
-	for len(entries) > 0 {
-		chunk := entries[:min(MaxPruned, len(entries))]
-		entries = entries[len(chunk):]
-		if err := s.Update(func(tx *Tx) error { return tx.reindexExpiry(chunk) }); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (s *Store) indexAgentCommands() error { return s.fill(expiryIndex) }
 
-// finalExpiryIndex is indexAgentCommands in the transaction that raises the format: it
-// walks every command and entry (on etcd, conflicting with any command written
-// meanwhile) and writes what still differs, errMoreToIndex when that is more than
-// MaxPruned entries.
-func (t *Tx) finalExpiryIndex() error {
-	missing, stray, _ := t.expiryDiff()
-	if len(missing)+len(stray) > MaxPruned {
-		return errMoreToIndex
-	}
-	return t.reindexExpiry(append(missing, stray...))
-}
+// expiryIndex is bucketAgentCommandsByExpiry as a format raise fills it.
+var expiryIndex = derivedIndex{diff: (*Tx).expiryDiff, reindex: (*Tx).reindexExpiry}
+
+// finalExpiryIndex is indexAgentCommands in the transaction that raises the format
+// (fillLast), so that no command written meanwhile is left without its entry.
+func (t *Tx) finalExpiryIndex() error { return t.fillLast(expiryIndex) }
 
 // checkAgentCommandExpiry is Check's report of bucketAgentCommandsByExpiry: each command
 // without its entry, which expiry never forgets, and each entry no command has.

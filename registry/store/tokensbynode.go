@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"fmt"
-	"slices"
 )
 
 // tokenIndexDiff compares bucketJoinTokensByNode with every join token, as tx reads
@@ -12,29 +11,7 @@ import (
 // left out (damaged: its entry, if any, is stray). Both are empty in a store of Format 3
 // or later that only this release wrote.
 func (t *Tx) tokenIndexDiff() (missing, stray [][]byte, damaged []error) {
-	want := map[string]bool{}
-	toks := t.kv.cursor(bucketJoinTokens)
-	for k, v := toks.First(); k != nil; k, v = toks.Next() {
-		var tok JoinToken
-		if err := decode(bucketJoinTokens, k, v, &tok); err != nil {
-			damaged = append(damaged, err)
-			continue
-		}
-		want[string(tokenNodeKey(tok))] = true
-	}
-	entries := t.kv.cursor(bucketJoinTokensByNode)
-	for k, _ := entries.First(); k != nil; k, _ = entries.Next() {
-		if want[string(k)] {
-			delete(want, string(k))
-		} else {
-			stray = append(stray, slices.Clone(k))
-		}
-	}
-	for k := range want {
-		missing = append(missing, []byte(k))
-	}
-	slices.SortFunc(missing, bytes.Compare)
-	return missing, stray, damaged
+	return entriesDiff(t, bucketJoinTokens, bucketJoinTokensByNode, tokenNodeKey)
 }
 
 // reindexTokens makes each of entries (keys of bucketJoinTokensByNode) say what the
@@ -68,32 +45,15 @@ func (t *Tx) reindexTokens(entries [][]byte) error {
 // that raises the format then does it again (finalTokenIndex), so that no token a
 // replica of an earlier release minted meanwhile is left without its entry, which the
 // deletion of its node's unused tokens would miss.
-func (s *Store) indexJoinTokens() error {
-	var missing, stray [][]byte
-	if err := s.View(func(tx *Tx) error { missing, stray, _ = tx.tokenIndexDiff(); return nil }); err != nil {
-		return err
-	}
-	for entries := append(missing, stray...); len(entries) > 0; {
-		chunk := entries[:min(MaxPruned, len(entries))]
-		entries = entries[len(chunk):]
-		if err := s.Update(func(tx *Tx) error { return tx.reindexTokens(chunk) }); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (s *Store) indexJoinTokens() error { return s.fill(tokenIndex) }
 
-// finalTokenIndex is indexJoinTokens in the transaction that raises the format: it
-// walks every token and entry (on etcd, conflicting with any token written meanwhile)
-// and writes what still differs, errMoreToIndex when that is more than MaxPruned
-// entries.
-func (t *Tx) finalTokenIndex() error {
-	missing, stray, _ := t.tokenIndexDiff()
-	if len(missing)+len(stray) > MaxPruned {
-		return errMoreToIndex
-	}
-	return t.reindexTokens(append(missing, stray...))
-}
+// tokenIndex is bucketJoinTokensByNode as a format raise fills it.
+var tokenIndex = derivedIndex{diff: (*Tx).tokenIndexDiff, reindex: (*Tx).reindexTokens}
+
+// finalTokenIndex is indexJoinTokens in the transaction that raises the format
+// (fillLast), so that no token a replica of an earlier release minted meanwhile is left
+// without its entry.
+func (t *Tx) finalTokenIndex() error { return t.fillLast(tokenIndex) }
 
 // checkJoinTokensByNode is Check's report of bucketJoinTokensByNode: each token without
 // its entry, which the deletion of its node's unused tokens (a revocation, a
