@@ -40,7 +40,9 @@ func (s *Store) OnNodeSpec(fn func(node string, generation int64)) (cancel func(
 // previous generation plus one (1 for a new node), unless nothing but the generation
 // differs from the stored spec, which is then kept as it is. After the commit, the
 // OnNodeSpec hooks learn of a change. A host section that is the node's desired one
-// (Node.HostSection) is stored once, in the node's record (hostOfNode).
+// (Node.HostSection) is stored once, in the node's record (hostOfNode). A spec whose
+// push would take more than an agent frame is INVALID_INPUT, nothing written
+// (checkNodeSpecFits).
 func (t *Tx) SetNodeSpec(spec proto.NodeSpec) (proto.NodeSpec, error) {
 	spec.Generation = 0
 	if err := spec.Validate(); err != nil {
@@ -58,6 +60,9 @@ func (t *Tx) SetNodeSpec(spec proto.NodeSpec) (proto.NodeSpec, error) {
 		}
 	}
 	spec.Generation++
+	if err := checkNodeSpecFits(old, spec); err != nil {
+		return proto.NodeSpec{}, err
+	}
 	ofNode, err := t.hostIsNodes(spec)
 	if err != nil {
 		return proto.NodeSpec{}, err
@@ -68,6 +73,40 @@ func (t *Tx) SetNodeSpec(spec proto.NodeSpec) (proto.NodeSpec, error) {
 	}
 	t.store.watch.nodeSpec.afterCommit(t, rec)
 	return spec, nil
+}
+
+// checkNodeSpecFits refuses spec, to follow old (zero when the node has none), when its
+// push takes more than an agent frame (proto.MaxFrame): INVALID_INPUT, reason too-large,
+// at the section that grew the most over old. Stored, such a spec failed at every push,
+// which ended the agent's session, and the agent's next hello had it pushed again, for
+// ever; refused here, the node keeps the spec it has and the change's writer learns why.
+func checkNodeSpecFits(old, spec proto.NodeSpec) error {
+	body, err := proto.Marshal(&proto.Message{Type: proto.MsgSpec, Spec: &spec})
+	if err != nil || len(body) <= proto.MaxFrame {
+		return err
+	}
+	path, grew := "", -1
+	for _, sec := range []struct {
+		path     string
+		old, new any
+	}{
+		{"labels", old.Labels, spec.Labels},
+		{"drivers", old.Drivers, spec.Drivers},
+		{"host", old.Host, spec.Host},
+		{"site", old.Site, spec.Site},
+	} {
+		if g := jsonSize(sec.new) - jsonSize(sec.old); g > grew {
+			path, grew = sec.path, g
+		}
+	}
+	return proto.Errorf(proto.InvalidInput, "the NodeSpec of node %s would take %d bytes as pushed, more than the %d bytes an agent frame carries (proto.MaxFrame): its %s grew by %d bytes; the node keeps the NodeSpec it has",
+		spec.Node, len(body), proto.MaxFrame, path, grew).WithPath(path).WithReason(proto.ReasonTooLarge)
+}
+
+// jsonSize is the length of v's JSON, 0 when it has none.
+func jsonSize(v any) int {
+	b, _ := proto.Marshal(v)
+	return len(b)
 }
 
 // hostIsNodes reports whether spec, a node's installed agent's, carries its node's

@@ -266,3 +266,38 @@ func asUnits(host []HostUnit) []proto.HostUnit {
 	}
 	return units
 }
+
+// TestSetNodeSpecPastFrame: a NodeSpec whose push takes more than an agent frame is
+// refused where it is set, INVALID_INPUT too-large at the section that grew, and the
+// node keeps the spec it had; before, it was stored and failed at every push.
+func TestSetNodeSpecPastFrame(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		small := proto.NodeSpec{Node: "n1", Role: proto.RoleNode, Labels: map[string]string{"rack": "r1"}}
+		if err := s.Update(func(tx *Tx) error { _, err := tx.SetNodeSpec(small); return err }); err != nil {
+			t.Fatal(err)
+		}
+		big := small
+		big.Host = []proto.HostUnit{{Unit: "files", Settings: json.RawMessage(`"` + strings.Repeat("a", proto.MaxFrame) + `"`)}}
+		err := s.Update(func(tx *Tx) error { _, err := tx.SetNodeSpec(big); return err })
+		if err == nil {
+			t.Fatal("a NodeSpec past the frame was stored")
+		}
+		if e := proto.AsError(err); e.Code != proto.InvalidInput || e.Details.Path != "host" || e.Details.Reason != proto.ReasonTooLarge {
+			t.Fatalf("a NodeSpec past the frame: got %v, want INVALID_INPUT too-large at host", err)
+		}
+		s.View(func(tx *Tx) error {
+			got, err := tx.NodeSpec("n1")
+			if err != nil || got.Generation != 1 || len(got.Host) != 0 {
+				t.Errorf("the NodeSpec kept: generation %d, %d host units, %v; want generation 1 without host units", got.Generation, len(got.Host), err)
+			}
+			return nil
+		})
+		// One well under the frame is stored.
+		fits := small
+		fits.Host = []proto.HostUnit{{Unit: "files", Settings: json.RawMessage(`"` + strings.Repeat("a", proto.MaxFrame/8) + `"`)}}
+		if err := s.Update(func(tx *Tx) error { _, err := tx.SetNodeSpec(fits); return err }); err != nil {
+			t.Fatalf("a NodeSpec of an eighth of a frame: %v", err)
+		}
+	})
+}
