@@ -62,6 +62,10 @@ func (s *Service) Enroll(tx *store.Tx, e Enrollment) (store.Node, store.Run, err
 
 func (s *Service) enroll(tx *store.Tx, e Enrollment) (store.Node, error) {
 	n := store.Node{Tenant: e.Tenant, Pool: e.Pool, HardwareProfile: e.HardwareProfile, Labels: e.Labels}
+	if len(e.MACs) > store.MaxNodeMACs {
+		return n, proto.Errorf(proto.InvalidInput, "%d MACs: a machine is enrolled with at most %d, its boot interfaces", len(e.MACs), store.MaxNodeMACs).
+			WithPath("macs").WithReason(proto.ReasonTooLarge)
+	}
 	for i, m := range e.MACs {
 		mac, err := parseMAC(m, string(jsondoc.Path("macs").Index(i)))
 		if err != nil {

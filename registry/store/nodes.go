@@ -182,6 +182,13 @@ const (
 	bucketNodesByHW = "nodes_by_hw"
 )
 
+// MaxNodeMACs bounds a node's MACs: a machine boots from a handful of NICs, a large
+// server's a few dozen ports (as its BMC's, bounded alike). Each MAC is an entry of the
+// hardware and site indexes (nodes_by_hw, nodes_by_site_mac) and travels in its site's
+// boot entries (proto.BootEntry.MACs), pushed in one agent frame: before, one enrollment
+// the size of a request carried some 127,000 of them.
+const MaxNodeMACs = 64
+
 // CreateNode enrolls a machine in an existing pool of its tenant and returns it with its
 // new id, in state enrolling unless it gives another. A MAC or product UUID enrolled
 // already (the UUID in either spelling: uuidNode) is CONFLICT, naming the node only when
@@ -194,6 +201,10 @@ func (t *Tx) CreateNode(n Node) (Node, error) {
 	}
 	if len(n.MACs) == 0 && n.ProductUUID == "" {
 		return n, proto.Errorf(proto.InvalidInput, "a machine is enrolled by its MACs or its product UUID: give one").WithPath("macs")
+	}
+	if len(n.MACs) > MaxNodeMACs {
+		return n, proto.Errorf(proto.InvalidInput, "%d MACs: a machine is enrolled with at most %d, its boot interfaces", len(n.MACs), MaxNodeMACs).
+			WithPath("macs").WithReason(proto.ReasonTooLarge)
 	}
 	n.ID, n.Site, n.Rev = "nd_"+randomHex(8), pool.Site, 1
 	if n.State == "" {
