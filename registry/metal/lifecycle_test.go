@@ -646,3 +646,41 @@ func TestDCGMOnFewerGPUsThanInventoried(t *testing.T) {
 		}
 	}
 }
+
+// TestACancelledRescueLeavesNoRamdiskBoot: a rescue cancelled once
+// metal.ensureRamdisk prepared the ramdisk's boot entry and power-cycled the machine
+// (its ramdisk never joins) leaves neither that boot entry at the site nor its unused
+// join token: the machine's next power cycle, by anyone, would boot the ramdisk again,
+// and the token would admit a ramdisk of the node, failed, for the rest of its hour.
+func TestACancelledRescueLeavesNoRamdiskBoot(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeActive)
+	h.svc.cfg.Ramdisk = mintingRamdisk{}
+	h.machine.forget()
+	h.machine.bootsNothing = true
+	rescue, _, err := h.act(node, Rescue, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); h.node(node).PoweredAt.IsZero(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the rescue never power-cycled the machine")
+		}
+	}
+	if unused := h.unusedTokens(node); unused != 1 {
+		t.Fatalf("the rescue's ramdisk boot left %d unused join tokens, want its own", unused)
+	}
+	if _, _, err := h.act(node, Cancel, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rescue, n := h.end(rescue.ID)
+	if n.State != store.NodeFailed || n.FailedFrom != store.NodeRescue || n.Failure.Error.Details.Reason != proto.ReasonCancelled {
+		t.Fatalf("node %s from %s, failure %+v", n.State, n.FailedFrom, n.Failure)
+	}
+	if got := h.machine.kinds(); !slices.Contains(got, "site boot.cleanUp") {
+		t.Errorf("the site was not told to drop the machine's boot entry: %v", got)
+	}
+	if unused := h.unusedTokens(node); unused != 0 {
+		t.Errorf("the cancelled rescue left %d unused join tokens", unused)
+	}
+}
