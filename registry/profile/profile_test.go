@@ -179,7 +179,7 @@ func TestShipped(t *testing.T) {
 		{"metal-inspect-oob@1", []string{"inspect.oob"}, nil},
 		{"metal-release@1", []string{"metal.ensureRamdisk", `disk.wipe {"mode":"quick"}`, `power.setPower {"action":"off"}`}, cleanUp},
 		{"metal-release-oob@1", []string{"media.eject", `power.setPower {"action":"off"}`}, nil},
-		{"metal-rescue@1", []string{"metal.ensureRamdisk"}, cleanUp},
+		{"metal-rescue@1", []string{"metal.ensureRamdisk"}, nil},
 		{"metal-retire@1", []string{"metal.ensureRamdisk continue", `disk.wipe {"mode":"crypto-erase"} continue`, `power.setPower {"action":"off"} continue`, "metal.revokeIdentity"}, cleanUp},
 		{"metal-retire-oob@1", []string{`power.setPower {"action":"off"} continue`, "metal.revokeIdentity"}, nil},
 		{"metal-unrescue@1", []string{`management.setBootDevice {"device":"disk","persistent":true}`, `power.setPower {"action":"cycle"}`, `wait.agentJoined {"role":"node"} 20m`}, cleanUp},
