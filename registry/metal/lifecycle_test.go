@@ -646,3 +646,39 @@ func TestDCGMOnFewerGPUsThanInventoried(t *testing.T) {
 		}
 	}
 }
+
+// TestACancelledRescueLeavesNoRamdiskToken: a rescue cancelled once
+// metal.ensureRamdisk prepared the ramdisk's boot and power-cycled the machine (its
+// ramdisk never joins) leaves no unused join token: the token, which the boot script
+// carries in the clear, would admit a ramdisk of the node, failed, for the rest of its
+// hour. (The boot entry stays, as the specification's metal-rescue@1 has no cleanup:
+// unrescue, release and retire drop it.)
+func TestACancelledRescueLeavesNoRamdiskToken(t *testing.T) {
+	h := newHarness(t)
+	node := h.inState(store.NodeActive)
+	h.svc.cfg.Ramdisk = mintingRamdisk{}
+	h.machine.forget()
+	h.machine.bootsNothing = true
+	rescue, _, err := h.act(node, Rescue, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); h.node(node).PoweredAt.IsZero(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the rescue never power-cycled the machine")
+		}
+	}
+	if unused := h.unusedTokens(node); unused != 1 {
+		t.Fatalf("the rescue's ramdisk boot left %d unused join tokens, want its own", unused)
+	}
+	if _, _, err := h.act(node, Cancel, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rescue, n := h.end(rescue.ID)
+	if n.State != store.NodeFailed || n.FailedFrom != store.NodeRescue || n.Failure.Error.Details.Reason != proto.ReasonCancelled {
+		t.Fatalf("node %s from %s, failure %+v", n.State, n.FailedFrom, n.Failure)
+	}
+	if unused := h.unusedTokens(node); unused != 0 {
+		t.Errorf("the cancelled rescue left %d unused join tokens", unused)
+	}
+}
