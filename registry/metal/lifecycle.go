@@ -466,8 +466,10 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 	if node.Workflow != run.ID {
 		return proto.Errorf(proto.Internal, "workflow %s ended, but node %s's workflow is %s", run.ID, node.ID, node.Workflow)
 	}
-	if err := dropRamdiskTokens(tx, run); err != nil {
-		return err
+	if run.State != store.RunSucceeded {
+		if err := dropRamdiskTokens(tx, run); err != nil {
+			return err
+		}
 	}
 	req := Request(run.Kind)
 	tr := transitions[req]
@@ -516,11 +518,12 @@ func (s *Service) ended(tx *store.Tx, run store.Run) error {
 	return err
 }
 
-// dropRamdiskTokens deletes the unused ramdisk join tokens run minted (its
-// boot.prepareRamdisk's), as it ends: no step of it waits for that ramdisk any more. A
-// run cancelled or failed after it prepared the boot (a rescue cancelled while the
-// machine boots) would otherwise leave a token that admits a ramdisk of the node for the
-// rest of its hour; its cleanup's boot.cleanUp drops the site's boot entry that carries it.
+// dropRamdiskTokens deletes the unused ramdisk join tokens run, which failed or was
+// cancelled, minted (its boot.prepareRamdisk's): no step of it waits for that ramdisk any
+// more. A run cancelled or failed after it prepared the boot (a rescue cancelled while
+// the machine boots) would otherwise leave a token that admits a ramdisk of the node for
+// the rest of its hour. A run that succeeded keeps them: a profile may prepare a ramdisk
+// boot for after its end.
 func dropRamdiskTokens(tx *store.Tx, run store.Run) error {
 	_, err := tx.DeleteUnusedJoinTokensFor(store.TokenFor{Kind: store.TokenRamdisk, NodeID: run.Node, Workflow: run.ID})
 	return err
