@@ -135,7 +135,7 @@ func TestBackendsAgreeAcrossPages(t *testing.T) {
 			c := tx.cursor(bucket)
 			k, v := c.First()
 			if from >= 0 {
-				k, v = c.Seek(key(from))
+				c.Seek(key(from))
 				prev, _ := c.Prev()
 				fmt.Fprintf(&out, "before %d: %q\n", from, prev)
 				k, v = c.Seek(key(from))

@@ -135,7 +135,8 @@ func (t *Tx) LatestProfile(tenant, id string) (ProfileRecord, bool, error) {
 	prefix := fmt.Appendf(nil, "%s\x00%s\x00", tenant, id)
 	c := t.kv.cursor(bucketProfiles)
 	// Seek past the last version, then walk back over deleted ones.
-	k, v := c.Seek(append(bytes.Clone(prefix), 0xff))
+	k, _ := c.Seek(append(bytes.Clone(prefix), 0xff))
+	var v []byte
 	if k == nil {
 		k, v = c.Last()
 	} else {
