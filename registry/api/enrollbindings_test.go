@@ -19,19 +19,7 @@ import (
 // does not have, a driver that is not a string) INVALID_INPUT at the path of the offending
 // field in the body, and enrolls nothing; the same body with well-formed bindings enrolls.
 func TestEnrollRefusesAMalformedBindingAtItsPath(t *testing.T) {
-	st := storetest.Filled(t, store.Options{})
-	var secret string
-	storetest.Update(t, st, func(tx *store.Tx) (err error) {
-		if _, err := tx.SetSiteBMCNetworks(storetest.Site, []string{"10.0.0.0/24"}); err != nil {
-			return err
-		}
-		_, secret, err = tx.CreateCredential(storetest.Tenant, []string{ActionNodesManage}, time.Now().Add(time.Hour))
-		return err
-	})
-	s := NewServer(st, slog.New(slog.DiscardHandler))
-	s.RegisterMetal(metal.New(metal.Config{Store: st, Engine: workflow.New(workflow.Config{Store: st})}))
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	st, srv, secret := enrollingServer(t)
 	enroll := func(drivers string) string {
 		return `{"pool":"gpu","macs":["52:54:00:00:0e:01"],"bmc":{"driver":"redfish","address":"https://10.0.0.5"},"drivers":` + drivers + `}`
 	}
@@ -61,6 +49,26 @@ func TestEnrollRefusesAMalformedBindingAtItsPath(t *testing.T) {
 	if n := nodes(t, st); n != 1 {
 		t.Fatalf("%d node(s) stored after a well-formed enrollment, want 1", n)
 	}
+}
+
+// enrollingServer is the API with metal over HTTP, on a filled store whose site takes
+// BMCs of 10.0.0.0/24, and a credential of the usual tenant that enrolls machines.
+func enrollingServer(t *testing.T) (*store.Store, *httptest.Server, string) {
+	t.Helper()
+	st := storetest.Filled(t, store.Options{})
+	var secret string
+	storetest.Update(t, st, func(tx *store.Tx) (err error) {
+		if _, err := tx.SetSiteBMCNetworks(storetest.Site, []string{"10.0.0.0/24"}); err != nil {
+			return err
+		}
+		_, secret, err = tx.CreateCredential(storetest.Tenant, []string{ActionNodesManage}, time.Now().Add(time.Hour))
+		return err
+	})
+	s := NewServer(st, slog.New(slog.DiscardHandler))
+	s.RegisterMetal(metal.New(metal.Config{Store: st, Engine: workflow.New(workflow.Config{Store: st})}))
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return st, srv, secret
 }
 
 // nodes counts the nodes of the usual tenant in st.

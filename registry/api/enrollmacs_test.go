@@ -2,18 +2,12 @@ package api
 
 import (
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/better-compute/better-compute/proto"
-	"github.com/better-compute/better-compute/registry/metal"
 	"github.com/better-compute/better-compute/registry/store"
-	"github.com/better-compute/better-compute/registry/store/storetest"
-	"github.com/better-compute/better-compute/registry/workflow"
 )
 
 // TestEnrollBoundsTheMACs: metal.enroll, over HTTP, refuses a machine with more MACs
@@ -21,19 +15,7 @@ import (
 // enrollment the size of a request stored some 127,000, each an index entry. A machine
 // with MaxNodeMACs is enrolled.
 func TestEnrollBoundsTheMACs(t *testing.T) {
-	st := storetest.Filled(t, store.Options{})
-	var secret string
-	storetest.Update(t, st, func(tx *store.Tx) (err error) {
-		if _, err := tx.SetSiteBMCNetworks(storetest.Site, []string{"10.0.0.0/24"}); err != nil {
-			return err
-		}
-		_, secret, err = tx.CreateCredential(storetest.Tenant, []string{ActionNodesManage}, time.Now().Add(time.Hour))
-		return err
-	})
-	s := NewServer(st, slog.New(slog.DiscardHandler))
-	s.RegisterMetal(metal.New(metal.Config{Store: st, Engine: workflow.New(workflow.Config{Store: st})}))
-	srv := httptest.NewServer(s)
-	defer srv.Close()
+	st, srv, secret := enrollingServer(t)
 	enroll := func(count, bmc int) string {
 		macs := make([]string, count)
 		for i := range macs {
