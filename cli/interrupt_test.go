@@ -19,16 +19,7 @@ import (
 // running, to try again once it is: a registry that answered all along, and a retry that
 // would now be refused as the node's workflow runs.
 func TestAnInterruptedWaitSaysTheWorkflowGoesOn(t *testing.T) {
-	reg := testkit.StartRegistry(t, "")
-	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "10.0.0.0/24")
-	testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a")
-	var node api.Node
-	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "10.0.0.5")
-	// No site agent joins: the enrollment's first step waits for one until cancelled.
-	if res := testkit.CLI(t, admin, "nodes", "cancel", node.ID, "--wait"); res.Code != 1 {
-		t.Fatalf("nodes cancel --wait: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
-	}
+	_, admin, node := failedNode(t)
 	for _, format := range []string{"table", "json"} {
 		t.Run(format, func(t *testing.T) {
 			var out, errb testkit.SyncBuffer
@@ -88,15 +79,7 @@ func TestAnInterruptedWaitSaysTheWorkflowGoesOn(t *testing.T) {
 // shows it once the registry answers again. Before, it said only to try again once the
 // registry runs: the retry again, which is refused while the resumed workflow runs.
 func TestAWaitThatLosesTheRegistrySaysHowToFollowAgain(t *testing.T) {
-	reg := testkit.StartRegistry(t, "")
-	admin := reg.AdminConfig
-	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "10.0.0.0/24")
-	testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a")
-	var node api.Node
-	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "10.0.0.5")
-	if res := testkit.CLI(t, admin, "nodes", "cancel", node.ID, "--wait"); res.Code != 1 {
-		t.Fatalf("nodes cancel --wait: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
-	}
+	reg, admin, node := failedNode(t)
 	var out, errb testkit.SyncBuffer
 	cmd := exec.Command(testkit.Binary(t, "better-compute"), "nodes", "retry", node.ID, "--wait")
 	cmd.Env = append(os.Environ(), "BC_CONFIG="+admin)
@@ -124,4 +107,20 @@ func TestAWaitThatLosesTheRegistrySaysHowToFollowAgain(t *testing.T) {
 	if cmd.ProcessState.ExitCode() != 1 {
 		t.Errorf("exit %d, want 1", cmd.ProcessState.ExitCode())
 	}
+}
+
+// failedNode is a registry with a node whose enrollment failed, cancelled while its first
+// step waited for a site agent that never joins: a node a retry starts a workflow of.
+func failedNode(t *testing.T) (*testkit.Registry, string, api.Node) {
+	t.Helper()
+	reg := testkit.StartRegistry(t, "")
+	admin := reg.AdminConfig
+	testkit.JSON(t, admin, nil, "sites", "create", "rack-a", "--bmc-networks", "10.0.0.0/24")
+	testkit.JSON(t, admin, nil, "pools", "create", "gpu", "--site", "rack-a")
+	var node api.Node
+	testkit.JSON(t, admin, &node, "nodes", "enroll", "--pool", "gpu", "--mac", "52:54:00:00:00:01", "--bmc-driver", "redfish", "--bmc-address", "10.0.0.5")
+	if res := testkit.CLI(t, admin, "nodes", "cancel", node.ID, "--wait"); res.Code != 1 {
+		t.Fatalf("nodes cancel --wait: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	return reg, admin, node
 }
