@@ -41,11 +41,16 @@ type cacheReportRecord struct {
 	ReportedAt time.Time       `json:"reportedAt"`
 }
 
-// packEntries is entries' stored form: their JSON, ordered by digest, packed.
-func packEntries(entries []proto.ImageCacheEntry) (sectionpack.Packed, error) {
+// byDigest is a copy of entries ordered by digest, the order a report is stored in.
+func byDigest(entries []proto.ImageCacheEntry) []proto.ImageCacheEntry {
 	entries = slices.Clone(entries)
 	slices.SortFunc(entries, func(a, b proto.ImageCacheEntry) int { return strings.Compare(a.Digest, b.Digest) })
-	data, err := proto.Marshal(entries)
+	return entries
+}
+
+// packEntries is entries' stored form: their JSON, ordered by digest, packed.
+func packEntries(entries []proto.ImageCacheEntry) (sectionpack.Packed, error) {
+	data, err := proto.Marshal(byDigest(entries))
 	if err != nil {
 		return sectionpack.Packed{}, err
 	}
@@ -112,8 +117,7 @@ func (t *Tx) PutSiteCacheReport(r SiteCacheReport) (changed bool, err error) {
 	if _, err := t.Site(r.Site); err != nil {
 		return false, err
 	}
-	r.Images = slices.Clone(r.Images)
-	slices.SortFunc(r.Images, func(a, b proto.ImageCacheEntry) int { return strings.Compare(a.Digest, b.Digest) })
+	r.Images = byDigest(r.Images)
 	r.ReportedAt = t.now
 	old, found, err := t.siteCacheReport(r.Site, r.AgentID)
 	if err != nil {
