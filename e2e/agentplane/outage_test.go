@@ -277,15 +277,23 @@ func (r *records) WithGroup(string) slog.Handler      { return r }
 
 // count is how many records of level begin with prefix.
 func (r *records) count(level slog.Level, prefix string) int {
+	return len(r.matching(level, prefix))
+}
+
+// matching are the records of level that begin with prefix, each as its attributes'
+// values by key.
+func (r *records) matching(level slog.Level, prefix string) []map[string]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
+	var out []map[string]string
 	for _, rec := range r.msgs {
 		if rec.Level == level && strings.HasPrefix(rec.Message, prefix) {
-			n++
+			attrs := map[string]string{}
+			rec.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+			out = append(out, attrs)
 		}
 	}
-	return n
+	return out
 }
 
 // TestJoinsOutliveAStoreOutage: three agents say hello to a registry over a three-member

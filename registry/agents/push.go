@@ -349,13 +349,22 @@ func (e *Endpoint) deferred(node string) bool {
 // already. The push takes a place in the window first (waiting for one), unless it was
 // handed one (sl, given back when unused) or the session holds one for an older push
 // not yet acknowledged, which this one supersedes and takes over. A write that fails or
-// stalls ends the session; the agent reconnects and its hello brings it up to date.
+// stalls ends the session; the agent reconnects and its hello brings it up to date. A
+// spec whose message takes more than an agent frame is no failed link: it is not sent
+// (tooLargeToPush), and the session goes on.
 func (e *Endpoint) send(s *session, spec proto.NodeSpec, sl *slot) {
+	body, err := proto.Marshal(&proto.Message{Type: proto.MsgSpec, Spec: &spec})
 	for {
 		s.wmu.Lock()
 		if spec.Generation <= s.sent || s.ended {
 			s.wmu.Unlock()
 			e.window.release(sl)
+			return
+		}
+		if err == nil && len(body) > proto.MaxFrame {
+			s.wmu.Unlock()
+			e.window.release(sl)
+			e.tooLargeToPush(s, spec, len(body))
 			return
 		}
 		if sl != nil || s.pending != nil {
@@ -374,7 +383,10 @@ func (e *Endpoint) send(s *session, spec proto.NodeSpec, sl *slot) {
 		sl = p.slot
 	}
 	s.stream.SetWriteDeadline(time.Now().Add(writeTimeout))
-	if err := proto.WriteMessage(s.stream, &proto.Message{Type: proto.MsgSpec, Spec: &spec}); err != nil {
+	if err == nil {
+		err = proto.WriteFrame(s.stream, body)
+	}
+	if err != nil {
 		e.window.end(sl, pushFailed)
 		e.log.Debug("push NodeSpec", "node", s.node, "generation", spec.Generation, "err", err)
 		s.conn.CloseWithError(codeProtocol, "NodeSpec push failed")
@@ -386,6 +398,18 @@ func (e *Endpoint) send(s *session, spec proto.NodeSpec, sl *slot) {
 	p := &pendingPush{slot: sl, generation: spec.Generation}
 	p.timer = time.AfterFunc(e.cfg.AckTimeout, func() { e.pushDone(s, p, pushTimedOut) })
 	s.pending = p
+}
+
+// tooLargeToPush logs spec, whose message to the agent of s takes size bytes, more than
+// an agent frame carries, as not pushed: no session of the agent could ever be sent it,
+// so it is not written, the session goes on with the generation the agent has, and the
+// node's next NodeSpec that fits is pushed on it. The store sets no such NodeSpec
+// (store.Tx.SetNodeSpec); one an earlier release stored, before that bound, is what
+// comes here. Before, the write failed as a failed link: the session ended, and the
+// agent's next hello had it pushed again, for ever.
+func (e *Endpoint) tooLargeToPush(s *session, spec proto.NodeSpec, size int) {
+	e.log.Error("NodeSpec too large for an agent frame, not pushed: the agent keeps the generation it has until the node's NodeSpec changes",
+		"node", s.node, "role", s.role, "generation", spec.Generation, "bytes", size, "max", proto.MaxFrame)
 }
 
 // pendingPush is a session's push written and not yet acknowledged, holding its place in
