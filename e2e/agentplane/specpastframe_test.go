@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/better-compute/better-compute/agent/session"
 	"github.com/better-compute/better-compute/proto"
 	"github.com/better-compute/better-compute/registry/agents"
 	"github.com/better-compute/better-compute/registry/store"
@@ -39,7 +40,9 @@ func TestAStoredNodeSpecPastTheFrameKeepsTheSession(t *testing.T) {
 	size := storeAsEarlier(t, filepath.Join(e.dir, store.FileName), node, strings.Repeat("a", proto.MaxFrame))
 	e.start()
 
-	a := e.startAgent(node, nil)
+	// A keep-alive of seconds, not the harness's 100 ms: the agent's session outlives the
+	// pause a loaded machine may take marshalling 4 MiB, so any reconnect is the registry's.
+	a := e.startAgent(node, func(c *session.Config) { c.KeepAlive = 5 * time.Second })
 	waitFor(t, "the NodeSpec past the frame refused, or the session ended", func() bool {
 		return logs.count(slog.LevelError, tooLargeLog) > 0 || ends.Load() > 0
 	})
