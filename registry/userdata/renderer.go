@@ -133,9 +133,9 @@ func (r *Renderer) template(ud profile.UserData, nodeID string) (Template, error
 
 // render renders t, ud's template, for the node with token (fill), and refuses a
 // document of kind ignition that Ignition would refuse or read otherwise than the ramdisk
-// (checkIgnition): at the custom template, or at userData.template for a shipped one of
-// another kind. A preview's document is checked as rendered with standInToken: the
-// redacted token is not one Ignition takes where a token goes (a data URL).
+// (checkIgnition), at the template. A preview's document is checked as rendered with
+// standInToken: the redacted token is not one Ignition takes where a token goes (a data
+// URL).
 func (r *Renderer) render(t Template, ud profile.UserData, nodeID, token string) ([]byte, error) {
 	doc, err := r.fill(t, ud.Template, nodeID, token)
 	if err != nil || ud.Kind != "ignition" {
@@ -148,11 +148,7 @@ func (r *Renderer) render(t Template, ud profile.UserData, nodeID, token string)
 		}
 	}
 	if err := checkIgnition(checked); err != nil {
-		path := configPath + ".templates." + ud.Template
-		if shipped[ud.Template] != nil {
-			path = configPath + ".template"
-		}
-		return nil, proto.Errorf(proto.InvalidConfig, "user-data template %s, of kind ignition: %v", ud.Template, err).WithPath(path)
+		return nil, proto.Errorf(proto.InvalidConfig, "user-data template %s, of kind ignition: %v", ud.Template, err).WithPath(configPath + ".templates." + ud.Template)
 	}
 	return doc, nil
 }

@@ -529,24 +529,17 @@ func TestIgnitionCheckedAtRender(t *testing.T) {
 			template: `{"ignition":{"version":"3.4.0"},"storage":{"files":[` + file + `]},"storage":{}}`,
 			path:     "userData.templates.mine.ign", want: `at storage: duplicate field "storage"`,
 		},
-		"the cloud-init template as ignition": {
-			path: "userData.template", want: "Ignition refuses",
-		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := config()
 			ud := profile.UserData{Kind: "ignition", Template: "mine.ign"}
-			if tc.template == "" {
-				ud.Template = userdata.CloudInitTemplate
-			} else {
-				tmpl, err := userdata.ParseTemplate(tc.template)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cfg.Templates = map[string]userdata.Template{"mine.ign": tmpl}
+			tmpl, err := userdata.ParseTemplate(tc.template)
+			if err != nil {
+				t.Fatal(err)
 			}
+			cfg.Templates = map[string]userdata.Template{"mine.ign": tmpl}
 			fx := newFixture(t, cfg)
-			_, err := fx.render(ud, userdata.Node{ID: "n1"})
+			_, err = fx.render(ud, userdata.Node{ID: "n1"})
 			if err == nil {
 				t.Fatalf("rendered, want INVALID_CONFIG at %s saying %q", tc.path, tc.want)
 			}
