@@ -114,7 +114,7 @@ func TestConverge(t *testing.T) {
 				files = with(files, map[string]string{"/etc/os-release": "ID=rocky\nID_LIKE=\"rhel centos fedora\"\n"})
 			}
 			replies := merge(map[string]reply{
-				"kubeadm join 10.0.0.1:6443 --token " + joinToken + " --discovery-token-ca-cert-hash sha256:" + repeat("ab", 32): {},
+				kubeadmJoin: {},
 			}, tc.replies)
 			h := newFakeHost(t, files, replies)
 			c := &Converger{Root: h.root, Runner: h, UnitTimeout: tc.timeout, Secrets: secrets{"secret://k8s/bootstrap": joinToken}}

@@ -2,12 +2,18 @@ package hostconverge
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/hostconverge/k8s"
 	"github.com/better-compute/better-compute/hostconverge/kernel"
 	"github.com/better-compute/better-compute/proto"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestSysctlNameCannotSilenceItsGuard: a sysctl name with a leading -, which sysctl.d
@@ -46,9 +52,9 @@ func TestModuleNameIsNoOption(t *testing.T) {
 	}
 }
 
-// TestServerHostIsNoKubeadmFlag: the host of k8s-join's server is kubeadm join's first
-// argument; a host starting with - would be read as one of kubeadm's flags (here naming
-// the node as another), so it is refused and kubeadm is not run.
+// TestServerHostIsNoKubeadmFlag: a host of k8s-join's server starting with - would be read
+// as one of kubeadm's flags (here naming the node as another) where it is an argument of
+// kubeadm join, so it is refused and kubeadm is not run.
 func TestServerHostIsNoKubeadmFlag(t *testing.T) {
 	h := newFakeHost(t, gpuHost("kubelet=1.34.1-1.1", "kubeadm=1.34.1-1.1"), nil)
 	c := &Converger{Root: h.root, Runner: h, Secrets: secrets{"secret://k8s/bootstrap": joinToken}}
@@ -75,5 +81,66 @@ func TestJoinedElsewhereWithALongKubeconfigLine(t *testing.T) {
 	results := c.Converge(context.Background(), Spec{Units: []Unit{{Name: "k8s-join", Settings: []byte(joinUnit)}}})
 	if len(results) != 1 || results[0].Status != Failed || results[0].Code != proto.InvalidState {
 		t.Errorf("results %+v, want the host refused with INVALID_STATE: it belongs to the cluster at 10.9.9.9", results)
+	}
+}
+
+// TestKubeadmJoinTokenOnNoCommandLine: the bootstrap token reaches kubeadm join in a
+// JoinConfiguration file of mode 0600, removed once kubeadm returns, whether it joined
+// or failed; no program bcd runs has it among its arguments, which every user and process
+// of the host reads in /proc/PID/cmdline. Before, bcd ran kubeadm join HOST:PORT --token
+// TOKEN.
+func TestKubeadmJoinTokenOnNoCommandLine(t *testing.T) {
+	for name, tc := range map[string]struct {
+		version, apiVersion, err string
+		want                     Status
+	}{
+		"joins":                     {"v1.34", "kubeadm.k8s.io/v1beta4", "", Changed},
+		"fails":                     {"v1.34", "kubeadm.k8s.io/v1beta4", "exit status 1: couldn't validate the identity of the API Server", Failed},
+		"a kubeadm older than 1.31": {"v1.30", "kubeadm.k8s.io/v1beta3", "", Changed},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var mode fs.FileMode
+			var config map[string]any
+			pkg := tc.version[1:] + ".4-1.1"
+			h := newFakeHost(t, gpuHost("kubelet="+pkg, "kubeadm="+pkg), nil)
+			h.answer(kubeadmJoin, reply{err: tc.err, effect: func(h *fakeHost) {
+				path := filepath.Join(h.root, k8s.JoinConfig)
+				info, err := os.Stat(path)
+				if err != nil {
+					t.Fatalf("kubeadm join ran without its config: %v", err)
+				}
+				mode = info.Mode().Perm()
+				data, _ := os.ReadFile(path)
+				if err := json.Unmarshal(data, &config); err != nil {
+					t.Fatalf("the config is not JSON (which YAML reads): %v\n%s", err, data)
+				}
+				if tc.err == "" {
+					h.write(k8s.KubeletConf, kubeletConf)
+				}
+			}})
+			c := &Converger{Root: h.root, Runner: h, Secrets: secrets{"secret://k8s/bootstrap": joinToken}}
+			unit := strings.Replace(joinUnit, `"v1.34"`, `"`+tc.version+`"`, 1)
+			results := c.Converge(context.Background(), Spec{Units: []Unit{{Name: "k8s-join", Settings: []byte(unit)}}})
+			if len(results) != 1 || results[0].Status != tc.want {
+				t.Fatalf("results %+v, want %s", results, tc.want)
+			}
+			for _, call := range h.takeCalls() {
+				if strings.Contains(call, joinToken) {
+					t.Errorf("the token is on a command line: %s", call)
+				}
+			}
+			if mode != 0o600 {
+				t.Errorf("the JoinConfiguration has mode %v, want 0600", mode)
+			}
+			want := map[string]any{"apiVersion": tc.apiVersion, "kind": "JoinConfiguration", "discovery": map[string]any{"bootstrapToken": map[string]any{
+				"apiServerEndpoint": "10.0.0.1:6443", "token": joinToken, "caCertHashes": []any{"sha256:" + strings.Repeat("ab", 32)},
+			}}}
+			if diff := cmp.Diff(want, config); diff != "" {
+				t.Errorf("JoinConfiguration (-want +got):\n%s", diff)
+			}
+			if _, err := os.Stat(filepath.Join(h.root, k8s.JoinConfig)); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("the JoinConfiguration is still there after kubeadm join: %v", err)
+			}
+		})
 	}
 }

@@ -54,6 +54,7 @@ var (
 	joinUnit    = `{"server": "https://10.0.0.1:6443", "caCertSha256": "` + strings.Repeat("ab", 32) + `", "tokenRef": "secret://k8s/bootstrap", "kubernetesVersion": "v1.34", "nodeLabels": {"example.com/pool": "h100"}, "taints": ["nvidia.com/gpu=present:NoSchedule"], "gpu": true, "gpuApi": "dra"}`
 	kubeletArgs = header + "k8s-join.\n# bcd rewrites this file; change the unit instead.\nKUBELET_EXTRA_ARGS=\"--node-labels=better-compute.io/gpu-api=dra,example.com/pool=h100 --register-with-taints=nvidia.com/gpu=present:NoSchedule\"\n"
 	joinToken   = "abcdef.0123456789abcdef"
+	kubeadmJoin = "kubeadm join --config " + k8s.JoinConfig
 	mpsService  = "/etc/systemd/system/better-compute-mps.service"
 )
 
@@ -319,7 +320,7 @@ func unitCases() map[string]unitCase {
 		"k8s-join/fresh": {
 			unit: "k8s-join", settings: joinUnit, files: k8sHost,
 			replies: map[string]reply{
-				"kubeadm join 10.0.0.1:6443 --token " + joinToken + " --discovery-token-ca-cert-hash sha256:" + strings.Repeat("ab", 32): {effect: func(h *fakeHost) { h.write(k8s.KubeletConf, kubeletConf) }},
+				kubeadmJoin: {effect: func(h *fakeHost) { h.write(k8s.KubeletConf, kubeletConf) }},
 			},
 			want: Changed, again: true,
 		},

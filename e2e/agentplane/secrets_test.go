@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,18 +20,25 @@ import (
 )
 
 // recorder is the node agent's runner: it records every program line and answers
-// kubeadm join by writing the kubelet's credentials, as kubeadm does.
+// kubeadm join --config FILE by keeping the file it reads and writing the kubelet's
+// credentials, as kubeadm does.
 type recorder struct {
-	root  string
-	mu    sync.Mutex
-	calls []string
+	root    string
+	mu      sync.Mutex
+	calls   []string
+	configs []string
 }
 
 func (r *recorder) Run(_ context.Context, name string, args ...string) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, strings.Join(append([]string{name}, args...), " "))
-	if name == "kubeadm" && len(args) > 0 && args[0] == "join" {
+	if name == "kubeadm" && len(args) == 3 && args[0] == "join" && args[1] == "--config" {
+		config, err := os.ReadFile(filepath.Join(r.root, args[2]))
+		if err != nil {
+			return nil, err
+		}
+		r.configs = append(r.configs, string(config))
 		path := filepath.Join(r.root, "etc/kubernetes/kubelet.conf")
 		os.MkdirAll(filepath.Dir(path), 0o755)
 		return nil, os.WriteFile(path, []byte("clusters:\n- cluster:\n    server: https://10.0.0.1:6443\n"), 0o600)
@@ -42,6 +50,13 @@ func (r *recorder) lines() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.calls...)
+}
+
+// joinConfigs are the JoinConfigurations kubeadm join was given.
+func (r *recorder) joinConfigs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.configs...)
 }
 
 // TestNodeAgentGetsItsJoinToken runs `serve` and a node agent that joined with `bcd
@@ -129,20 +144,20 @@ func TestNodeAgentGetsItsJoinToken(t *testing.T) {
 		}
 	}()
 
-	want := "kubeadm join 10.0.0.1:6443 --token " + token + " --discovery-token-ca-cert-hash sha256:" + caSum
+	want := `{"apiVersion":"kubeadm.k8s.io/v1beta4","kind":"JoinConfiguration","discovery":{"bootstrapToken":{"apiServerEndpoint":"10.0.0.1:6443","token":"` + token + `","caCertHashes":["sha256:` + caSum + `"]}}}`
 	defer func() {
 		if t.Failed() {
 			t.Logf("registry log:\n%s", reg.Stderr)
 		}
 	}()
 	waitFor(t, "kubeadm join with the token", func() bool {
-		for _, l := range rec.lines() {
-			if l == want {
-				return true
-			}
-		}
-		return false
+		return slices.Contains(rec.joinConfigs(), want)
 	})
+	for _, l := range rec.lines() {
+		if strings.Contains(l, token) {
+			t.Errorf("the token is on a command line: %s", l)
+		}
+	}
 	var v api.NodeView
 	waitFor(t, "the generation applied and reported", func() bool {
 		testkit.JSON(t, admin, &v, "nodes", "get", nodes[0])

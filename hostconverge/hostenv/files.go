@@ -103,6 +103,26 @@ func (p *Pass) RemoveFile(name string) (removed bool, err error) {
 	return true, nil
 }
 
+// WithPrivateFile puts data in the host file name, mode 0600 (root's alone, from its
+// creation on), runs use, and removes the file whatever use returned: how a secret reaches
+// a program without being on its command line, which every user and process of the host
+// reads (/proc/PID/cmdline, process listings, audit logs). The directories it makes are
+// 0700. The file is no change to the host: neither it nor its removal is recorded.
+func (p *Pass) WithPrivateFile(name string, data []byte, use func() error) error {
+	path := p.Path(name)
+	if err := fsutil.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fileError("making the directory of", name, err)
+	}
+	if err := fsutil.WriteFileAtomic(path, data, 0o600); err != nil {
+		return fileError("writing", name, err)
+	}
+	err := use()
+	if rerr := fsutil.Remove(path); rerr != nil && err == nil {
+		return fileError("removing", name, rerr)
+	}
+	return err
+}
+
 // ReadValue reads a kernel value file (/proc/sys, /sys) and returns it without the
 // trailing newline.
 func (p *Pass) ReadValue(name string) (string, error) {

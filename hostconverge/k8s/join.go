@@ -2,6 +2,8 @@ package k8s
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/url"
 	"regexp"
@@ -63,7 +65,8 @@ func Join(ctx context.Context, p *hostenv.Pass, s *hostunit.K8sJoin) error {
 	return p.Applied(KubeletDefaults)
 }
 
-// kubeadmJoin fetches the token and runs kubeadm join; the token appears in no message.
+// kubeadmJoin fetches the token and runs kubeadm join with it in JoinConfig; the token
+// appears on no command line and in no message.
 func kubeadmJoin(ctx context.Context, p *hostenv.Pass, s *hostunit.K8sJoin, endpoint string) error {
 	if p.Secrets == nil {
 		return proto.Errorf(proto.Internal, "bcd has no secret store to fetch %s from", s.TokenRef)
@@ -76,7 +79,14 @@ func kubeadmJoin(ctx context.Context, p *hostenv.Pass, s *hostunit.K8sJoin, endp
 	if !bootstrapToken.MatchString(token) {
 		return proto.Errorf(proto.InvalidConfig, "the secret %s is not a bootstrap token (six and sixteen lower-case letters or digits, joined by a dot)", s.TokenRef).WithPath("tokenRef")
 	}
-	_, err = p.Runner.Run(ctx, "kubeadm", "join", endpoint, "--token", token, "--discovery-token-ca-cert-hash", "sha256:"+s.CACertSHA256)
+	config, err := joinConfiguration(s, endpoint, token)
+	if err != nil {
+		return err
+	}
+	err = p.WithPrivateFile(JoinConfig, config, func() error {
+		_, err := p.Runner.Run(ctx, "kubeadm", "join", "--config", JoinConfig)
+		return err
+	})
 	if err != nil {
 		code := proto.DriverError
 		if ctx.Err() != nil {
@@ -86,6 +96,39 @@ func kubeadmJoin(ctx context.Context, p *hostenv.Pass, s *hostunit.K8sJoin, endp
 	}
 	p.Corrected("joined the cluster at %s with kubeadm (token from %s)", endpoint, s.TokenRef)
 	return nil
+}
+
+// JoinConfig is where kubeadm join reads its JoinConfiguration, which carries the
+// bootstrap token: a file of mode 0600 (root's alone), removed once kubeadm join returns,
+// so the token is on no command line, which every user and process of the host reads in
+// /proc/PID/cmdline. Under /run, a file a pass killed in between left is gone at the next
+// boot, and the next pass overwrites it.
+const JoinConfig = "/run/better-compute/kubeadm-join.yaml"
+
+// joinConfiguration is the kubeadm JoinConfiguration that joins the host with token,
+// checking the server's CA by its SPKI digest: kubeadm.k8s.io/v1beta4, which kubeadm reads
+// from 1.31 on, or v1beta3 (1.22 to 1.35) for a unit whose kubernetesVersion is older than
+// 1.31. It is JSON, which kubeadm's YAML reader takes as it is; kubeadm defaults the TLS
+// bootstrap token to the discovery token, as its --token flag sets both.
+func joinConfiguration(s *hostunit.K8sJoin, endpoint, token string) ([]byte, error) {
+	apiVersion := "kubeadm.k8s.io/v1beta4"
+	var major, minor int
+	if _, err := fmt.Sscanf(s.KubernetesVersion, "v%d.%d", &major, &minor); err == nil && major == 1 && minor < 31 {
+		apiVersion = "kubeadm.k8s.io/v1beta3"
+	}
+	type bootstrapToken struct {
+		APIServerEndpoint string   `json:"apiServerEndpoint"`
+		Token             string   `json:"token"`
+		CACertHashes      []string `json:"caCertHashes"`
+	}
+	type discovery struct {
+		BootstrapToken bootstrapToken `json:"bootstrapToken"`
+	}
+	return json.Marshal(struct {
+		APIVersion string    `json:"apiVersion"`
+		Kind       string    `json:"kind"`
+		Discovery  discovery `json:"discovery"`
+	}{apiVersion, "JoinConfiguration", discovery{bootstrapToken{endpoint, token, []string{"sha256:" + s.CACertSHA256}}}})
 }
 
 // apiEndpoint is the host:port kubeadm join takes for an https URL (port 443 when it

@@ -138,7 +138,8 @@ func checkServerURL(s string) error {
 	case err != nil || u.Scheme != "https" || u.Hostname() == "" || u.Opaque != "" || strings.Contains(s, " "):
 		return fmt.Errorf("%s is not an https URL of the API server, like https://10.0.0.1:6443", proto.Quote(s))
 	case strings.HasPrefix(u.Hostname(), "-"):
-		// bcd passes host:port to kubeadm join first, which would read it as a flag.
+		// No host name starts with -, and as an argument of a program (kubeadm join
+		// HOST:PORT) one would be read as a flag.
 		return fmt.Errorf("the server's host may not start with -")
 	case u.User != nil:
 		return fmt.Errorf("the server URL may not carry user info; the credential is the tokenRef")

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/better-compute/better-compute/ramdisk/gpt"
 	"github.com/better-compute/better-compute/ramdisk/gpt/gpttest"
 	"github.com/better-compute/better-compute/ramdisk/mount"
+	ignitionconfig "github.com/coreos/ignition/v2/config"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -120,6 +122,50 @@ func TestIgnitionConfigKeepsNumbersExact(t *testing.T) {
 		if !bytes.Contains(got, []byte(want)) {
 			t.Errorf("got %s\nwant it to hold %s as it was", got, want)
 		}
+	}
+}
+
+// TestIgnitionConfigAddsToTheStorageIgnitionReads: Ignition decodes its config with
+// encoding/json, which reads "Storage" as storage and "Files" as files; bcd's files are
+// added to the members it reads, and Ignition's own parser finds the template's files
+// beside bcd's. Before, the ramdisk added a storage member beside "Storage", which
+// Ignition read after it: the template's files were lost. Two members Ignition reads as
+// one field are refused.
+func TestIgnitionConfigAddsToTheStorageIgnitionReads(t *testing.T) {
+	motd := `{"Path":"/etc/motd","contents":{"source":"data:,hello"}}`
+	for name, doc := range map[string]string{
+		"Storage":          `{"ignition":{"version":"3.4.0"},"Storage":{"files":[` + motd + `]}}`,
+		"Storage.Files":    `{"ignition":{"version":"3.4.0"},"Storage":{"Files":[` + motd + `]}}`,
+		"IGNITION.VERSION": `{"IGNITION":{"VERSION":"3.4.0"},"storage":{"FILES":[` + motd + `]}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := IgnitionConfig([]byte(doc), files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, report, err := ignitionconfig.Parse(got)
+			if err != nil {
+				t.Fatalf("Ignition refuses the config written: %v\n%s\n%s", err, report, got)
+			}
+			var paths []string
+			for _, f := range cfg.Storage.Files {
+				paths = append(paths, f.Path)
+			}
+			if want := []string{"/etc/motd", "/etc/bcd/config.toml", "/etc/bcd/join-encryption.jwk"}; !slices.Equal(paths, want) {
+				t.Errorf("Ignition reads the files %q, want %q\n%s", paths, want, got)
+			}
+		})
+	}
+	for name, doc := range map[string]string{
+		"storage and Storage": `{"ignition":{"version":"3.4.0"},"storage":{},"Storage":{"files":[` + motd + `]}}`,
+		"files and Files":     `{"ignition":{"version":"3.4.0"},"storage":{"files":[],"Files":[` + motd + `]}}`,
+		"path and PATH":       `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/motd","PATH":"/etc/bcd/config.toml"}]}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got, err := IgnitionConfig([]byte(doc), files); err == nil {
+				t.Errorf("accepted, writing %s", got)
+			}
+		})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/better-compute/better-compute/fsutil"
@@ -17,7 +18,8 @@ import (
 // storage.files (replacing entries of the same path), leaving everything else as it
 // was: only the objects on the way to storage.files are decoded, every other value is
 // kept as its text, so a number Go's float64 cannot hold (2^53+1) comes back exactly.
-// Only Ignition spec 3 documents are accepted.
+// Each member on the way is the one Ignition reads (member): "Storage" is storage to
+// Ignition, and bcd's files go into it. Only Ignition spec 3 documents are accepted.
 func IgnitionConfig(doc []byte, f Files) ([]byte, error) {
 	var cfg map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &cfg); err != nil {
@@ -25,8 +27,16 @@ func IgnitionConfig(doc []byte, f Files) ([]byte, error) {
 	}
 	var ign map[string]json.RawMessage
 	var v string
-	if json.Unmarshal(cfg["ignition"], &ign) == nil {
-		_ = json.Unmarshal(ign["version"], &v) // a version that is not text is no version
+	ignKey, err := member(cfg, "ignition")
+	if err != nil {
+		return nil, err
+	}
+	if json.Unmarshal(cfg[ignKey], &ign) == nil {
+		versionKey, err := member(ign, "version")
+		if err != nil {
+			return nil, err
+		}
+		_ = json.Unmarshal(ign[versionKey], &v) // a version that is not text is no version
 	}
 	if !strings.HasPrefix(v, "3.") {
 		return nil, fmt.Errorf("%w: Ignition config version %q; spec 3 is needed", ErrUnsupported, v)
@@ -40,23 +50,37 @@ func IgnitionConfig(doc []byte, f Files) ([]byte, error) {
 	if len(add) == 0 {
 		return doc, nil
 	}
+	storageKey, err := member(cfg, "storage")
+	if err != nil {
+		return nil, err
+	}
 	var storage map[string]json.RawMessage
-	if raw := cfg["storage"]; raw != nil && json.Unmarshal(raw, &storage) != nil {
+	if raw := cfg[storageKey]; raw != nil && json.Unmarshal(raw, &storage) != nil {
 		return nil, fmt.Errorf("the Ignition config's storage is not an object")
 	}
 	if storage == nil { // absent or null
 		storage = map[string]json.RawMessage{}
 	}
+	filesKey, err := member(storage, "files")
+	if err != nil {
+		return nil, err
+	}
 	var old []json.RawMessage
-	if raw := storage["files"]; raw != nil && json.Unmarshal(raw, &old) != nil {
+	if raw := storage[filesKey]; raw != nil && json.Unmarshal(raw, &old) != nil {
 		return nil, fmt.Errorf("the Ignition config's storage.files is not an array")
 	}
 	files := []json.RawMessage{}
 	for _, e := range old {
 		var entry map[string]json.RawMessage
 		var p string
-		if json.Unmarshal(e, &entry) == nil && json.Unmarshal(entry["path"], &p) == nil && add[p] != nil {
-			continue
+		if json.Unmarshal(e, &entry) == nil {
+			pathKey, err := member(entry, "path")
+			if err != nil {
+				return nil, err
+			}
+			if json.Unmarshal(entry[pathKey], &p) == nil && add[p] != nil {
+				continue
+			}
 		}
 		files = append(files, e)
 	}
@@ -72,14 +96,36 @@ func IgnitionConfig(doc []byte, f Files) ([]byte, error) {
 			files = append(files, entry)
 		}
 	}
-	var err error
-	if storage["files"], err = json.Marshal(files); err != nil {
+	if storage[filesKey], err = json.Marshal(files); err != nil {
 		return nil, err
 	}
-	if cfg["storage"], err = json.Marshal(storage); err != nil {
+	if cfg[storageKey], err = json.Marshal(storage); err != nil {
 		return nil, err
 	}
 	return json.Marshal(cfg)
+}
+
+// member returns the member of obj Ignition reads as its field name: Ignition decodes its
+// config with encoding/json, which takes a member whose name equals the field's in any
+// case (strings.EqualFold), so "Storage" is storage. It is name itself when obj has none.
+// Two such members are refused: Ignition would read both, the later over the earlier,
+// and which files it kept would not be the ones the ramdisk adds to (the registry refuses
+// such a document when it renders it).
+func member(obj map[string]json.RawMessage, name string) (string, error) {
+	var found []string
+	for key := range obj {
+		if strings.EqualFold(key, name) {
+			found = append(found, key)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return name, nil
+	case 1:
+		return found[0], nil
+	}
+	slices.Sort(found)
+	return "", fmt.Errorf("the Ignition config has %d members Ignition reads as %s (%s): write it once", len(found), name, strings.Join(found, ", "))
 }
 
 // The places Ignition reads its config from on metal, by the name of the partition.

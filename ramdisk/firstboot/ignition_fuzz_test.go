@@ -20,8 +20,9 @@ import (
 // comes back with every key but storage.files as it was, and storage.files holding the
 // document's own entries but bcd's paths (a storage that is not an object, or files not
 // an array, is refused rather than dropped), in order, then exactly one entry of each of
-// bcd's files carrying its bytes. Numbers are compared as their text (decodeExact), so
-// one rounded on the way is caught.
+// bcd's files carrying its bytes. Each member on the way is the one Ignition reads, in any
+// case (fold); a document with two of one is refused. Numbers are compared as their text
+// (decodeExact), so one rounded on the way is caught.
 func FuzzIgnitionConfig(f *testing.F) {
 	for _, seed := range []string{
 		`{"ignition":{"version":"3.4.0"},"systemd":{"units":[{"name":"bcd.service","enabled":true}]}}`,
@@ -33,6 +34,8 @@ func FuzzIgnitionConfig(f *testing.F) {
 		`ignition: {}`, `null`, `[]`, `{"ignition":{"version":"3."}} {}`,
 		`{"ignition":{"version":"3.4.0"},"storage":{"disks":[{"partitions":[{"sizeMiB":9007199254740993}]}],"files":[{"path":"/a","x":1e400}]}}`,
 		`{"ignition":{"version":"3.4.0"},"storage":null}`,
+		`{"Ignition":{"VERSION":"3.4.0"},"Storage":{"Files":[{"Path":"/etc/bcd/config.toml"},{"path":"/etc/motd"}]}}`,
+		`{"ignition":{"version":"3.4.0"},"storage":{},"STORAGE":{"files":[]}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -49,18 +52,35 @@ func FuzzIgnitionConfig(f *testing.F) {
 			}
 			return
 		}
-		ign, _ := in["ignition"].(map[string]any)
-		if v, _ := ign["version"].(string); !strings.HasPrefix(v, "3.") {
+		ignValue, _, n := fold(in, "ignition")
+		ign, _ := ignValue.(map[string]any)
+		version, _, m := fold(ign, "version")
+		storageValue, storageKey, k := fold(in, "storage")
+		storageIn, isObject := storageValue.(map[string]any)
+		filesValue, filesKey, l := fold(storageIn, "files")
+		if n > 1 || m > 1 {
+			if err == nil {
+				t.Fatalf("%q: accepted two members Ignition reads as one", doc)
+			}
+			return
+		}
+		if v, _ := version.(string); !strings.HasPrefix(v, "3.") {
 			if !errors.Is(err, ErrUnsupported) {
 				t.Fatalf("%q: %v, want ErrUnsupported", doc, err)
 			}
 			return
 		}
-		storageIn, isObject := in["storage"].(map[string]any)
-		_, isArray := storageIn["files"].([]any)
-		if (in["storage"] != nil && !isObject) || (storageIn["files"] != nil && !isArray) {
+		old, isArray := filesValue.([]any)
+		twice := k > 1 || l > 1
+		for _, e := range old {
+			if m, ok := e.(map[string]any); ok {
+				_, _, n := fold(m, "path")
+				twice = twice || n > 1
+			}
+		}
+		if twice || (storageValue != nil && !isObject) || (filesValue != nil && !isArray) {
 			if err == nil {
-				t.Fatalf("%q: accepted, dropping a storage or storage.files of another type", doc)
+				t.Fatalf("%q: accepted two members Ignition reads as one, or dropped a storage or storage.files of another type", doc)
 			}
 			return
 		}
@@ -71,14 +91,13 @@ func FuzzIgnitionConfig(f *testing.F) {
 		if err := decodeExact(got, &out); err != nil {
 			t.Fatalf("%q: the config written is not JSON: %v", doc, err)
 		}
-		storage, _ := out["storage"].(map[string]any)
-		written, _ := storage["files"].([]any)
+		storage, _ := out[storageKey].(map[string]any)
+		written, _ := storage[filesKey].([]any)
 		want := []any{}
-		oldStorage, _ := in["storage"].(map[string]any)
-		old, _ := oldStorage["files"].([]any)
 		for _, e := range old {
 			if m, ok := e.(map[string]any); ok {
-				if p, _ := m["path"].(string); bcdFiles[p] != nil {
+				p, _, _ := fold(m, "path")
+				if p, _ := p.(string); bcdFiles[p] != nil {
 					continue
 				}
 			}
@@ -97,12 +116,12 @@ func FuzzIgnitionConfig(f *testing.F) {
 				t.Fatalf("%q: entry %v does not carry one of bcd's files", doc, e)
 			}
 		}
-		delete(in, "storage")
-		delete(out, "storage")
-		if oldStorage != nil {
-			delete(oldStorage, "files")
-			delete(storage, "files")
-			in["storage"], out["storage"] = oldStorage, storage
+		delete(in, storageKey)
+		delete(out, storageKey)
+		if storageIn != nil {
+			delete(storageIn, filesKey)
+			delete(storage, filesKey)
+			in[storageKey], out[storageKey] = storageIn, storage
 		}
 		if !reflect.DeepEqual(in, out) {
 			t.Fatalf("%q: the config's other keys changed: %v, want %v", doc, out, in)
@@ -122,4 +141,16 @@ func decodeExact(data []byte, v any) error {
 		return fmt.Errorf("more after the JSON value: %v", err)
 	}
 	return nil
+}
+
+// fold returns the member of m Ignition reads as the field name (in any case), its key
+// (name when there is none) and how many members of m it reads so.
+func fold(m map[string]any, name string) (value any, key string, n int) {
+	key = name
+	for k, v := range m {
+		if strings.EqualFold(k, name) {
+			value, key, n = v, k, n+1
+		}
+	}
+	return value, key, n
 }

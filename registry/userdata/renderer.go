@@ -85,7 +85,7 @@ func (r *Renderer) Render(tx *store.Tx, ud profile.UserData, node Node) (proto.U
 	if err != nil {
 		return proto.UserDataRendered{}, err
 	}
-	doc, err := r.render(t, ud.Template, node.ID, bearer)
+	doc, err := r.render(t, ud, node.ID, bearer)
 	if err != nil {
 		return proto.UserDataRendered{}, err
 	}
@@ -104,7 +104,7 @@ func (r *Renderer) Preview(ud profile.UserData, nodeID string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.render(t, ud.Template, nodeID, RedactedToken)
+	return r.render(t, ud, nodeID, RedactedToken)
 }
 
 // template checks what Render and Preview are given and finds the template: a missing
@@ -131,9 +131,35 @@ func (r *Renderer) template(ud profile.UserData, nodeID string) (Template, error
 	return t, nil
 }
 
-// render fills the variables, checks every value and renders t, refusing a document
-// larger than MaxDocument.
-func (r *Renderer) render(t Template, name, nodeID, token string) ([]byte, error) {
+// render renders t, ud's template, for the node with token (fill), and refuses a
+// document of kind ignition that Ignition would refuse or read otherwise than the ramdisk
+// (checkIgnition), at the template. A preview's document is checked as rendered with
+// standInToken: the redacted token is not one Ignition takes where a token goes (a data
+// URL).
+func (r *Renderer) render(t Template, ud profile.UserData, nodeID, token string) ([]byte, error) {
+	doc, err := r.fill(t, ud.Template, nodeID, token)
+	if err != nil || ud.Kind != "ignition" {
+		return doc, err
+	}
+	checked := doc
+	if token == RedactedToken {
+		if checked, err = r.fill(t, ud.Template, nodeID, standInToken); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkIgnition(checked); err != nil {
+		return nil, proto.Errorf(proto.InvalidConfig, "user-data template %s, of kind ignition: %v", ud.Template, err).WithPath(configPath + ".templates." + ud.Template)
+	}
+	return doc, nil
+}
+
+// standInToken has the form of a minted join token (store.CreateJoinToken: bcj_, the
+// token's id, a dot and its secret in base64url) and admits nothing.
+const standInToken = "bcj_0000000000000000.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+// fill fills the variables, checks every value and renders t, named name, refusing a
+// document larger than MaxDocument.
+func (r *Renderer) fill(t Template, name, nodeID, token string) ([]byte, error) {
 	v := Vars{
 		NodeID:          nodeID,
 		Hostname:        hostnameOf(nodeID),

@@ -493,3 +493,81 @@ func (fx *fixture) deliver(t *testing.T, ref, node string) (int, error) {
 	}
 	return len(in.UserData), proto.WriteMessage(io.Discard, &proto.Message{Type: proto.MsgCommand, Command: &cmd})
 }
+
+// TestIgnitionCheckedAtRender: a document of kind ignition is checked with Ignition's own
+// parser as it is rendered and previewed, and one Ignition would refuse, or would read
+// two members of one object as one field, is INVALID_CONFIG at its template naming the
+// place in the document, leaving no token. Before, the render succeeded and the ramdisk
+// refused the document, or merged bcd's files beside the template's, after it had written
+// the whole image.
+func TestIgnitionCheckedAtRender(t *testing.T) {
+	const file = `{"path":"/etc/motd","contents":{"source":"data:,{{nodeId}}"}}`
+	for name, tc := range map[string]struct {
+		template, path, want string
+	}{
+		"a relative path": {
+			template: `{"ignition":{"version":"3.4.0"},"storage":{"files":[` + file + `,{"path":"etc/x"}]}}`,
+			path:     "userData.templates.mine.ign", want: "storage.files[1].path: path not absolute",
+		},
+		"not spec 3": {
+			template: `{"ignition":{"version":"2.3.0"}}`,
+			path:     "userData.templates.mine.ign", want: "unsupported config version",
+		},
+		"not JSON": {
+			template: "#cloud-config\nhostname: {{hostname}}\n",
+			path:     "userData.templates.mine.ign", want: "Ignition refuses",
+		},
+		"storage in two cases": {
+			template: `{"ignition":{"version":"3.4.0"},"Storage":{"files":[` + file + `]},"storage":{"directories":[{"path":"/srv"}]}}`,
+			path:     "userData.templates.mine.ign", want: `at storage: "Storage" and "storage" are one field`,
+		},
+		"files in two cases": {
+			template: `{"ignition":{"version":"3.4.0"},"storage":{"files":[` + file + `],"FILES":[]}}`,
+			path:     "userData.templates.mine.ign", want: `at storage.FILES: "files" and "FILES"`,
+		},
+		"storage twice": {
+			template: `{"ignition":{"version":"3.4.0"},"storage":{"files":[` + file + `]},"storage":{}}`,
+			path:     "userData.templates.mine.ign", want: `at storage: duplicate field "storage"`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := config()
+			ud := profile.UserData{Kind: "ignition", Template: "mine.ign"}
+			tmpl, err := userdata.ParseTemplate(tc.template)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Templates = map[string]userdata.Template{"mine.ign": tmpl}
+			fx := newFixture(t, cfg)
+			_, err = fx.render(ud, userdata.Node{ID: "n1"})
+			if err == nil {
+				t.Fatalf("rendered, want INVALID_CONFIG at %s saying %q", tc.path, tc.want)
+			}
+			if e := proto.AsError(err); e.Code != proto.InvalidConfig || e.Details.Path != tc.path || !strings.Contains(e.Message, tc.want) {
+				t.Fatalf("render: %v (at %q), want INVALID_CONFIG at %s saying %q", err, e.Details.Path, tc.path, tc.want)
+			}
+			if _, err := fx.r.Preview(ud, "n1"); err == nil || proto.AsError(err).Details.Path != tc.path {
+				t.Errorf("preview: %v, want refused at %s", err, tc.path)
+			}
+			if toks := fx.tokens(t); len(toks) != 0 {
+				t.Errorf("a refused render left tokens: %+v", toks)
+			}
+		})
+	}
+	t.Run("a valid template renders and previews", func(t *testing.T) {
+		cfg := config()
+		tmpl, err := userdata.ParseTemplate(`{"ignition":{"version":"3.4.0"},"storage":{"files":[` + file + `,{"path":"/etc/bcd/join-token","mode":384,"contents":{"source":"data:,{{joinToken}}"}}]}}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Templates = map[string]userdata.Template{"mine.ign": tmpl}
+		fx := newFixture(t, cfg)
+		ud := profile.UserData{Kind: "ignition", Template: "mine.ign"}
+		if _, err := fx.render(ud, userdata.Node{ID: "n1"}); err != nil {
+			t.Errorf("render: %v", err)
+		}
+		if _, err := fx.r.Preview(ud, "n1"); err != nil {
+			t.Errorf("preview: %v", err)
+		}
+	})
+}
