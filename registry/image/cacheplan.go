@@ -38,12 +38,12 @@ type ExcludedImage struct {
 	Message string `json:"message"`
 }
 
-// A site's cache plan, which the site agent's NodeSpec carries beside every tenant's boot
-// entries, holds at most maxSiteCacheImages images taking at most maxSiteCacheBytes of
-// JSON. Pools of any tenant may be at any site, so without a bound one tenant's pre-warm
-// lists could grow the site's NodeSpec past what an agent frame carries (proto.MaxFrame)
-// and its cache report past what the registry takes: no tenant's boot entry or cache
-// image would then reach the site. Over either bound, the tenant that lists the most
+// A site's cache plan, which the site agent's NodeSpec carries beside the MACs of every
+// tenant's machines at the site, holds at most maxSiteCacheImages images taking at most
+// maxSiteCacheBytes of JSON. Pools of any tenant may be at any site, so without a bound
+// one tenant's pre-warm lists could grow the site's NodeSpec past what an agent frame
+// carries (proto.MaxFrame) and its cache report past what the registry takes: no tenant's
+// cache image would then reach the site. Over either bound, the tenant that lists the most
 // loses its last entry, until the plan fits (trimToShare). Likewise the plan's images
 // fit the site cache's capacity, which the site reports: pre-warmed images are never
 // evicted for one another, so one tenant's pre-warm as large as the cache would
