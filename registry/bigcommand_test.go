@@ -34,14 +34,15 @@ func TestACommandPastAnAgentFrameFailsItsRelayAtOnce(t *testing.T) {
 	f.wait("the agent's session", func() bool { return ep.Connected(node, proto.RoleNode) })
 
 	huge := json.RawMessage(`"` + strings.Repeat("a", proto.MaxFrame) + `"`)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	// Before, the relay waited for an answer until its context ended: TIMEOUT. Its
+	// deadline is long enough that a loaded machine's slowness is not mistaken for that.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	start := time.Now()
 	_, err := ep.Relay(ctx, node, proto.RoleNode, proto.Command{ID: "too-big", Kind: "echo", Payload: huge})
 	e := proto.AsError(err)
 	if e.Code != proto.InvalidInput || e.Details.Reason != proto.ReasonTooLarge || !strings.Contains(e.Message, "echo") ||
-		!strings.Contains(e.Message, fmt.Sprint(proto.MaxFrame)) || time.Since(start) > 5*time.Second {
-		t.Errorf("relaying a command past an agent frame: %v after %v; want INVALID_INPUT too-large naming echo and its size, at once", err, time.Since(start).Round(time.Millisecond))
+		!strings.Contains(e.Message, fmt.Sprint(proto.MaxFrame)) {
+		t.Errorf("relaying a command past an agent frame: %v; want INVALID_INPUT too-large naming echo and its size, before the relay's deadline", err)
 	}
 	stored, err := f.agentCommand(node, "too-big")
 	if err != nil || !stored.Done || stored.Error == nil || stored.Error.Details.Reason != proto.ReasonTooLarge {
