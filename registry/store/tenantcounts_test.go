@@ -215,7 +215,9 @@ func TestTenantCountsAreFilledAndCorrected(t *testing.T) {
 		}
 
 		dropCounts()
-		mustUpdate(t, s, func(tx *Tx) error { return tx.putRaw(bucketTenantCounts, countKey(countSecrets, "nobody"), []byte("7")) })
+		mustUpdate(t, s, func(tx *Tx) error {
+			return tx.putRaw(bucketTenantCounts, countKey(countSecrets, "nobody"), []byte("7"))
+		})
 		err := s.Check()
 		for _, want := range []string{`"secrets\x00mallory"`, `"images\x00acme"`, `"secrets\x00nobody"`} {
 			if err == nil || !strings.Contains(err.Error(), want) {
