@@ -161,10 +161,10 @@ func TestTheCLISendsARefusedCallAgain(t *testing.T) {
 	}
 }
 
-// TestServeRefusesANegativeAPILimit: a negative bound is INVALID_INPUT at its flag, before
+// TestServeRefusesANegativeAPILimit: a negative bound (of the API calls, of what a tenant holds) is INVALID_INPUT at its flag, before
 // anything starts; 0 is the default.
 func TestServeRefusesANegativeAPILimit(t *testing.T) {
-	for _, flag := range []string{"--api-running", "--api-tenant-waiting", "--api-tenant-watching"} {
+	for _, flag := range []string{"--api-running", "--api-tenant-waiting", "--api-tenant-watching", "--tenant-secrets", "--tenant-images", "--tenant-profile-versions"} {
 		res := testkit.CLI(t, "", "serve", "--data-dir", t.TempDir(), flag, "-1", "--format", "json")
 		var e testkit.ErrorObject
 		json.Unmarshal([]byte(res.Stdout), &e)

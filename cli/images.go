@@ -16,6 +16,9 @@ var imageCommands = []command{{
 	path:    "images register",
 	usage:   "[--tenant T] --ref NAME@VERSION --source URL --disk-format F [--compression C] --sha256 D [--size N] [--kind K] [--signer ID --signature B64]",
 	summary: "register an image by digest; signed with --signer and --signature (together), else private and unverified",
+	long: "register an image by digest; signed with --signer and --signature (together), else private and " +
+		"unverified. An image is kept for ever: one past the tenant's bound (serve `--tenant-images`) is " +
+		"`INVALID_STATE` reason `quota` (docs/security.md#what-a-tenant-may-hold-in-the-store)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the image belongs to (default: the caller's)")
 		var req api.RegisterImageRequest

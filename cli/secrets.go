@@ -21,7 +21,8 @@ var secretCommands = []command{{
 		"input), sealed at rest; only a node agent whose NodeSpec's host units name it (a " +
 		"`k8s-join` `tokenRef`) gets it (docs/host-config.md), or, as a BMC login `{\"username\", " +
 		"\"password\"}`, the site agent with each BMC command of a node whose `bmc.credentialRef` " +
-		"names it (docs/bmc.md)",
+		"names it (docs/bmc.md). A new secret past the tenant's bound (serve `--tenant-secrets`) is " +
+		"`INVALID_STATE` reason `quota` until the tenant deletes one (docs/security.md#what-a-tenant-may-hold-in-the-store)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant the secret belongs to (default: the caller's)")
 		ref := fs.String("ref", "", "the secret's name, secret://... as units name it (required)")

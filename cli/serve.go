@@ -17,7 +17,7 @@ import (
 var serveCommands = []command{{
 	path:     "serve",
 	hostOnly: true,
-	usage:    "--data-dir DIR [--store bbolt|etcd] [--etcd-endpoints URL,URL,URL] [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--api-running N] [--api-tenant-waiting N] [--api-tenant-watching N] [--auth-failure-burst N] [--auth-failure-refill DURATION] [--gc-percent N] [--memory-limit SIZE|auto|none] [--log-format text|json]",
+	usage:    "--data-dir DIR [--store bbolt|etcd] [--etcd-endpoints URL,URL,URL] [--etcd-prefix P] [--etcd-ca FILE --etcd-cert FILE --etcd-key FILE] [--listen HOST:PORT] [--agent-listen HOST:PORT] [--metrics-listen HOST:PORT] [--userdata-config FILE] [--hardware-profiles FILE] [--allow-unsigned-images] [--kek-file FILE] [--agent-endpoints HOST:PORT,...] [--api-running N] [--api-tenant-waiting N] [--api-tenant-watching N] [--auth-failure-burst N] [--auth-failure-refill DURATION] [--tenant-secrets N] [--tenant-images N] [--tenant-profile-versions N] [--gc-percent N] [--memory-limit SIZE|auto|none] [--log-format text|json]",
 	summary:  "run the registry (HTTPS API and admin socket); the first start writes DIR/admin.conf",
 	long: "run the registry and its agents' QUIC endpoint; prints its URL, agent endpoint and pins; " +
 		"resumes running workflows. `DIR` is made 0700 and refused when its group or others can " +
@@ -27,7 +27,7 @@ var serveCommands = []command{{
 		"`--kek-file` seals the keys in the store for several registries on one store, `--agent-endpoints` the agent endpoints of every replica (docs/ARCHITECTURE.md#replicas); " +
 		"`--store etcd` keeps the records in an etcd cluster instead of DIR/registry.db (docs/store.md); " +
 		"`--api-running`, `--api-tenant-waiting` and `--api-tenant-watching` bound the authenticated API calls, shared fairly between tenants, and `--auth-failure-burst` and `--auth-failure-refill` " +
-		"the failed credential checks of each source address, API calls, console sign-ins and join tokens together (docs/security.md#what-strangers-can-cost); " +
+		"the failed credential checks of each source address, API calls, console sign-ins and join tokens together, and `--tenant-secrets`, `--tenant-images` and `--tenant-profile-versions` what each tenant may hold in the store (docs/security.md#what-strangers-can-cost); " +
 		"`--gc-percent` and `--memory-limit` set the registry's garbage collection (the soft memory limit by default 90% of the memory limit of the registry's container or unit), GOGC and GOMEMLIMIT in the environment winning over them (docs/operations.md#memory)",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		dataDir := fs.String("data-dir", "", "directory of the store, PKI, admin.conf and admin socket, made 0700; refused when its group or others can enter it (required)")
@@ -49,6 +49,10 @@ var serveCommands = []command{{
 		var failures api.FailureLimits
 		fs.Var(cmdline.SignedDecimal(&failures.Burst, api.DefaultFailureBurst), "auth-failure-burst", fmt.Sprintf("failed credential checks one source address (IPv4; IPv6 /64) may have in a row, API calls, console sign-ins and join.join's tokens together; its calls beyond them are refused UNAVAILABLE (reason %s) with Retry-After before their check, valid or not (0: no bound; at most %d)", proto.ReasonSourceFailures, api.MaxFailureBurst))
 		fs.DurationVar(&failures.Refill, "auth-failure-refill", api.DefaultFailureRefill, fmt.Sprintf("how long a source address takes to regain one failed credential check (%v to %v)", api.MinFailureRefill, api.MaxFailureRefill))
+		var bounds registry.TenantBounds
+		fs.Var(cmdline.SignedDecimal(&bounds.Secrets, 0), "tenant-secrets", fmt.Sprintf("secrets one tenant may hold; one more is refused INVALID_STATE (reason %s) until it deletes one; the root tenant is not bounded (0: %d)", proto.ReasonQuota, registry.DefaultTenantSecrets))
+		fs.Var(cmdline.SignedDecimal(&bounds.Images, 0), "tenant-images", fmt.Sprintf("catalog images one tenant may hold, kept for ever; one more is refused the same way (0: %d)", registry.DefaultTenantImages))
+		fs.Var(cmdline.SignedDecimal(&bounds.ProfileVersions, 0), "tenant-profile-versions", fmt.Sprintf("profile versions one tenant may hold, kept for ever, deleted ones too; one more is refused the same way (0: %d)", registry.DefaultTenantProfileVersions))
 		var memory registry.MemoryConfig
 		fs.Var(cmdline.SignedDecimal(&memory.GCPercent, 0), "gc-percent", fmt.Sprintf("how far the heap grows past what is live before the collector runs again, in percent, as GOGC (which wins when set); more spends memory to save CPU (%d to %d; 0: %d)", registry.MinGCPercent, registry.MaxGCPercent, registry.DefaultGCPercent))
 		fs.StringVar(&memory.Limit, "memory-limit", "auto", fmt.Sprintf("soft limit on the memory the registry's Go runtime holds, as GOMEMLIMIT (which wins when set): near it the collector runs as often as it must, whatever --gc-percent says; a size such as 4GiB, at least %d MiB; auto, %d%% of the memory limit of the cgroup the registry runs in (a container's, a systemd unit's MemoryMax), none when it has none; or none", registry.MinMemoryLimit>>20, registry.AutoMemoryPercent))
@@ -60,9 +64,11 @@ var serveCommands = []command{{
 			for _, f := range []struct {
 				name string
 				v    int
-			}{{"--api-running", limits.Running}, {"--api-tenant-waiting", limits.Waiting}, {"--api-tenant-watching", limits.Watching}} {
+				what string
+			}{{"--api-running", limits.Running, "calls"}, {"--api-tenant-waiting", limits.Waiting, "calls"}, {"--api-tenant-watching", limits.Watching, "calls"},
+				{"--tenant-secrets", bounds.Secrets, "secrets"}, {"--tenant-images", bounds.Images, "images"}, {"--tenant-profile-versions", bounds.ProfileVersions, "versions"}} {
 				if f.v < 0 {
-					return proto.Errorf(proto.InvalidInput, "%s is %d: give a number of calls, or 0 for the default", f.name, f.v).WithPath(f.name)
+					return proto.Errorf(proto.InvalidInput, "%s is %d: give a number of %s, or 0 for the default", f.name, f.v, f.what).WithPath(f.name)
 				}
 			}
 			if err := checkFailureLimits(&failures); err != nil {
@@ -83,7 +89,7 @@ var serveCommands = []command{{
 			sc := etcd()
 			sc.Backend = *backend
 			cfg := registry.Config{AgentEndpoints: endpoints, DataDir: *dataDir, Store: sc, Listen: *listen, AgentListen: *agentListen, HardwareProfiles: *hardware,
-				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, MetricsListen: *metricsListen, APILimits: limits, AuthFailures: failures, Log: slog.New(h)}
+				AllowUnsignedImages: *allowUnsigned, KEKFile: *kekFile, MetricsListen: *metricsListen, APILimits: limits, AuthFailures: failures, TenantBounds: bounds, Log: slog.New(h)}
 			if *userDataConfig != "" {
 				if cfg.UserData, err = registry.LoadUserData(*userDataConfig); err != nil {
 					return err

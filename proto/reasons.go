@@ -219,6 +219,13 @@ const (
 	// credential was not checked, and it may be sent again.
 	ReasonSourceBusy = "source-busy"
 
+	// Each tenant's share of the store (docs/security.md#what-strangers-can-cost).
+
+	// ReasonQuota (INVALID_STATE): the tenant holds as many objects of the kind as the
+	// registry lets one tenant hold (its secrets, images or profile versions); the
+	// message names the bound and what frees a place, and nothing was written.
+	ReasonQuota = "quota"
+
 	// Profiles.
 
 	// ReasonReservedID (CONFLICT): a shipped profile has the id, for every tenant.

@@ -77,6 +77,10 @@ type Config struct {
 	// and how many one tenant may have waiting (docs/security.md); zero fields are the
 	// defaults.
 	APILimits api.Limits
+	// TenantBounds bound the secrets, images and profile versions each tenant may hold
+	// (docs/security.md#what-strangers-can-cost); zero fields are the defaults. Give
+	// every replica on one store the same.
+	TenantBounds TenantBounds
 	// AuthFailures bound the failed credential checks of each source address, for the
 	// API, the console's sign-in and join.join's tokens, on Clock (docs/security.md);
 	// zero fields are the defaults.
@@ -173,7 +177,7 @@ func New(cfg Config) (_ *Registry, err error) {
 			r.release()
 		}
 	}()
-	if r.st, err = cfg.Store.openStore(cfg.DataDir, store.Options{Now: cfg.Clock.Now}); err != nil {
+	if r.st, err = cfg.Store.openStore(cfg.DataDir, store.Options{Now: cfg.Clock.Now, Bounds: cfg.TenantBounds}); err != nil {
 		return nil, err
 	}
 	if r.keys, err = loadKeys(cfg, r.st); err != nil {

@@ -26,6 +26,17 @@ type StoreConfig struct {
 	EtcdCA, EtcdCert, EtcdKey string
 }
 
+// TenantBounds bound the objects of each kind a tenant may hold in the store
+// (store.TenantBounds).
+type TenantBounds = store.TenantBounds
+
+// The defaults of TenantBounds.
+const (
+	DefaultTenantSecrets         = store.DefaultTenantSecrets
+	DefaultTenantImages          = store.DefaultTenantImages
+	DefaultTenantProfileVersions = store.DefaultTenantProfileVersions
+)
+
 // openStore opens the store sc names, the bbolt one in dataDir by default. A store of a
 // format this release cannot read is INVALID_CONFIG at the flag naming it.
 func (sc StoreConfig) openStore(dataDir string, opts store.Options) (*store.Store, error) {

@@ -46,8 +46,9 @@ var indexes = []index{
 // run that refers to a stored profile version naming one that is stored and used, and
 // profiles_public holding an entry for each stored, undeleted, public profile version
 // and none other, agent-commands-by-expiry an entry for each relayed command and none
-// other, and join_tokens_by_node an entry for each join token and none other. It
-// returns every problem found, joined.
+// other, join_tokens_by_node an entry for each join token and none other, and
+// tenant_counts each tenant's number of objects of each counted kind and none other.
+// It returns every problem found, joined.
 func (s *Store) Check() error {
 	errs := s.kv.check()
 	err := s.kv.view(func(tx kvTx) error {
@@ -76,6 +77,9 @@ func (s *Store) Check() error {
 		}
 		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatTokenIndex {
 			errs = append(errs, s.tx(tx).checkJoinTokensByNode()...)
+		}
+		if f, _ := parseFormat(tx.get(bucketFormat, formatKey)); f >= formatTenantCounts {
+			errs = append(errs, s.tx(tx).checkTenantCounts()...)
 		}
 		return nil
 	})

@@ -91,7 +91,7 @@ func OpenEtcd(cfg EtcdConfig, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{kv: b, now: opts.Now, outdated: b.outdated}
+	s := &Store{kv: b, now: opts.Now, outdated: b.outdated, bounds: opts.Bounds}
 	b.startWatch(s.remoteCommit)
 	return upgraded(s, opts)
 }

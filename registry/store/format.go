@@ -41,7 +41,11 @@ import (
 //	   unused join tokens reads rather than every token: an earlier release mints
 //	   tokens without their entry, which a revocation would leave working. Raising a
 //	   store to 3 indexes its tokens (indexJoinTokens).
-const Format = 3
+//	4  the tenant_counts bucket (tenantcounts.go), which a creation of a counted kind
+//	   reads rather than every object of its tenant: an earlier release creates and
+//	   deletes without it, which would leave a count wrong and a tenant's bound refusing
+//	   too early or too late. Raising a store to 4 counts its objects (countTenants).
+const Format = 4
 
 // formatExpiryIndex is the format that added bucketAgentCommandsByExpiry.
 const formatExpiryIndex = 2
@@ -134,6 +138,11 @@ func (s *Store) raiseFormat(readOnly bool) error {
 				return fmt.Errorf("store: indexing the join tokens by node: %w", err)
 			}
 		}
+		if stored < formatTenantCounts {
+			if err := s.countTenants(); err != nil {
+				return fmt.Errorf("store: counting each tenant's objects: %w", err)
+			}
+		}
 		err := s.kv.update(func(tx kvTx) error {
 			if err := read(tx); err != nil || stored == Format {
 				return err
@@ -145,6 +154,11 @@ func (s *Store) raiseFormat(readOnly bool) error {
 			}
 			if stored < formatTokenIndex {
 				if err := s.tx(tx).finalTokenIndex(); err != nil {
+					return err
+				}
+			}
+			if stored < formatTenantCounts {
+				if err := s.tx(tx).finalTenantCounts(); err != nil {
 					return err
 				}
 			}

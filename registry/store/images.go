@@ -64,13 +64,17 @@ func imageListKey(img Image) []byte {
 func imageSortKey(img Image) []byte { return []byte(img.Ref + "\x00" + img.ID) }
 
 // CreateImage stores a new catalog image and returns it with its id (img_ and a
-// sortable random part). A ref its tenant holds already is CONFLICT.
+// sortable random part). A ref its tenant holds already is CONFLICT, an image past the
+// tenant's bound (TenantBounds.Images) INVALID_STATE, reason quota, at ref.
 func (t *Tx) CreateImage(img Image) (Image, error) {
 	if _, err := t.Tenant(img.Tenant); err != nil {
 		return Image{}, err
 	}
 	if t.getRaw(bucketImageRefs, imageRefKey(img.Tenant, img.Ref)) != nil {
 		return Image{}, proto.Errorf(proto.Conflict, "tenant %q has an image %s already: register a new version", img.Tenant, img.Ref).WithPath("ref")
+	}
+	if err := t.admit(countImages, img.Tenant, "ref"); err != nil {
+		return Image{}, err
 	}
 	img.ID = newID("img_", t.now)
 	img.CreatedAt = t.now

@@ -77,7 +77,9 @@ func parsePublicKey(k []byte) (id string, version int, tenant string, ok bool) {
 }
 
 // CreateProfile stores a new version. An existing version of the tenant's profile,
-// deleted or not, is CONFLICT: version numbers are never reused.
+// deleted or not, is CONFLICT: version numbers are never reused. A version past the
+// tenant's bound (TenantBounds.ProfileVersions, deleted versions counted: their records
+// stay) is INVALID_STATE, reason quota, at version.
 func (t *Tx) CreateProfile(rec ProfileRecord) (ProfileRecord, error) {
 	key := profileKey(rec.Tenant, rec.ID, rec.Version)
 	if t.getRaw(bucketProfiles, key) != nil {
@@ -88,6 +90,9 @@ func (t *Tx) CreateProfile(rec ProfileRecord) (ProfileRecord, error) {
 	}
 	if rec.Visibility != Private && rec.Visibility != Public {
 		return rec, proto.Errorf(proto.InvalidInput, "visibility must be private or public, not %q", rec.Visibility).WithPath("visibility")
+	}
+	if err := t.admit(countProfileVersions, rec.Tenant, "version"); err != nil {
+		return rec, err
 	}
 	rec.Rev, rec.Used, rec.Deleted = 1, false, false
 	rec.CreatedAt, rec.UpdatedAt = t.now, t.now

@@ -76,7 +76,8 @@ func (t *Tx) Secret(ref string) (Secret, bool, error) {
 func tenantSecretKey(tenant, ref string) []byte { return []byte(tenant + "\x00" + ref) }
 
 // PutTenantSecret stores the tenant's secret s.Ref, replacing the value it had (its
-// creation time stays), and reports whether it replaced one.
+// creation time stays), and reports whether it replaced one. A new secret past the
+// tenant's bound (TenantBounds.Secrets) is INVALID_STATE, reason quota, at ref.
 func (t *Tx) PutTenantSecret(s Secret) (replaced bool, err error) {
 	if s.Tenant == "" || s.Ref == "" || s.NodeID != "" || len(s.Sealed) == 0 {
 		return false, proto.Errorf(proto.Internal, "a tenant's secret needs a tenant, a ref and a ciphertext, and no node")
@@ -89,6 +90,8 @@ func (t *Tx) PutTenantSecret(s Secret) (replaced bool, err error) {
 	s.Purpose, s.CreatedAt, s.UpdatedAt = PurposeTenant, t.now, t.now
 	if replaced {
 		s.CreatedAt = old.CreatedAt
+	} else if err := t.admit(countSecrets, s.Tenant, "ref"); err != nil {
+		return false, err
 	}
 	return replaced, t.put(bucketTenantSecrets, key, s)
 }
@@ -119,6 +122,9 @@ func (t *Tx) DeleteTenantSecret(tenant, ref string) error {
 	key := tenantSecretKey(tenant, ref)
 	if t.getRaw(bucketTenantSecrets, key) == nil {
 		return notFound("secret", ref).WithPath("ref")
+	}
+	if err := t.release(countSecrets, tenant); err != nil {
+		return err
 	}
 	return t.del(bucketTenantSecrets, key)
 }

@@ -42,6 +42,8 @@ type Store struct {
 	// outdated is closed when another replica raised the store's format past Format
 	// (format.go).
 	outdated *outdated
+	// bounds bound what each tenant holds (tenantcounts.go).
+	bounds TenantBounds
 }
 
 // Options tune Open and OpenEtcd. The zero value is fine.
@@ -55,6 +57,9 @@ type Options struct {
 	// backend brings its indexes up to its records at open, so what Check reports is
 	// what the store holds.
 	ReadOnly bool
+	// Bounds bound the objects of each kind a tenant may hold; zero fields are the
+	// defaults.
+	Bounds TenantBounds
 }
 
 func (o *Options) defaults() {
@@ -73,11 +78,12 @@ func Open(dataDir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return upgraded(&Store{kv: kv, now: opts.Now, outdated: newOutdated()}, opts)
+	return upgraded(&Store{kv: kv, now: opts.Now, outdated: newOutdated(), bounds: opts.Bounds}, opts)
 }
 
 // upgraded checks the format of s, just opened, and raises an older one to Format
-// (openFormat), then brings its indexes up to its records (reindexNodes, indexTPMs), unless opts
+// (openFormat), then brings its indexes and counts up to its records (reindexNodes, indexTPMs,
+// countTenants), unless opts
 // opened it read-only; it closes s when any of that fails.
 func upgraded(s *Store, opts Options) (*Store, error) {
 	if err := s.openFormat(opts.ReadOnly); err != nil {
@@ -94,6 +100,10 @@ func upgraded(s *Store, opts Options) (*Store, error) {
 	if err := s.indexTPMs(); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("store: indexing the enrolled TPMs: %w", err)
+	}
+	if err := s.countTenants(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: counting each tenant's objects: %w", err)
 	}
 	return s, nil
 }

@@ -94,8 +94,12 @@ func TestRunRefersToAUsedVersion(t *testing.T) {
 			if _, err := tx.CreateProfile(ProfileRecord{Tenant: "acme", ID: "now", Version: 1, Document: profileDoc("now", 1)}); err != nil {
 				return err
 			}
-			// A record of a version used before profiles_used.
-			return tx.put(bucketProfiles, profileKey("acme", "before", 1), ProfileRecord{Tenant: "acme", ID: "before", Version: 1, Rev: 1, Used: true, Document: profileDoc("before", 1)})
+			// A record of a version used before profiles_used, counted as the raise to
+			// format 4 counts it.
+			if err := tx.put(bucketProfiles, profileKey("acme", "before", 1), ProfileRecord{Tenant: "acme", ID: "before", Version: 1, Rev: 1, Used: true, Document: profileDoc("before", 1)}); err != nil {
+				return err
+			}
+			return tx.recount([][]byte{countKey(countProfileVersions, "acme")})
 		})
 		for _, id := range []string{"now", "missing"} {
 			if err := s.Update(func(tx *Tx) error { _, err := tx.CreateRun(newRun(id)); return err }); proto.CodeOf(err) != proto.Internal {
