@@ -21,7 +21,7 @@ const housekeepingInterval = 24 * time.Hour
 // ends; stop ends it and waits.
 func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, log *slog.Logger) (stop func()) {
 	prune := func() {
-		if n, err := st.Prune(join.PruneTokens); err != nil {
+		if n, err := st.PruneOnward(join.PruneTokens); err != nil {
 			log.Error("prune join tokens", "err", err)
 		} else if n > 0 {
 			log.Info("join tokens pruned", "count", n, "expiredMoreThan", join.Retention.String())
