@@ -26,7 +26,7 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 		} else if n > 0 {
 			log.Info("join tokens pruned", "count", n, "expiredMoreThan", join.Retention.String())
 		}
-		if n, err := st.Prune((*store.Tx).PruneEvents); err != nil {
+		if n, err := st.PruneOnward((*store.Tx).PruneEvents); err != nil {
 			log.Error("prune events", "err", err)
 		} else if n > 0 {
 			log.Info("events pruned", "count", n, "olderThan", store.EventMaxAge.String())
