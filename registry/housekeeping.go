@@ -15,8 +15,9 @@ import (
 // housekeepingInterval is how often the registry prunes what it keeps only for a while.
 const housekeepingInterval = 24 * time.Hour
 
-// startHousekeeping prunes the join tokens, the events and the finished workflow runs
-// past their retention, and forgets the relayed commands, pending or answered, older
+// startHousekeeping prunes the join tokens, the events, the finished workflow runs, the
+// revoked or expired credentials and the expired replica leases past their retention,
+// and forgets the relayed commands, pending or answered, older
 // than agents.CommandTTL, now and again every housekeepingInterval on clk until ctx
 // ends; stop ends it and waits.
 func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, log *slog.Logger) (stop func()) {
@@ -39,6 +40,16 @@ func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, lo
 			log.Error("prune workflow runs", "err", err)
 		} else if n > 0 {
 			log.Info("finished workflow runs past their retention pruned, or kept while their node names them", "count", n, "endedMoreThan", store.RunRetention.String())
+		}
+		if n, err := st.PruneOnward((*store.Tx).PruneCredentials); err != nil {
+			log.Error("prune credentials", "err", err)
+		} else if n > 0 {
+			log.Info("revoked or expired credentials pruned", "count", n, "endedMoreThan", store.CredentialRetention.String())
+		}
+		if n, err := st.PruneOnward((*store.Tx).PruneReplicaLeases); err != nil {
+			log.Error("prune replica leases", "err", err)
+		} else if n > 0 {
+			log.Info("leases of replicas gone pruned", "count", n, "expiredMoreThan", store.LeaseRetention.String())
 		}
 		expire := func(tx *store.Tx) (int, error) { return tx.ExpireAgentCommands(clk.Now().Add(-agents.CommandTTL)) }
 		if n, err := st.Prune(expire); err != nil {
