@@ -99,7 +99,7 @@ var tenantCommands = []command{{
 	path:    "credentials list",
 	usage:   "[--tenant T] [--cursor C]",
 	summary: "list the tenant's credentials, expired and revoked ones too (never their secrets)",
-	long:    "the tenant's credentials, expired and revoked too: id, tenant, actions, created, expires, revoked (never secrets), 200 a page",
+	long:    "the tenant's credentials, expired and revoked too (kept 90 days after): id, tenant, actions, created, expires, revoked (never secrets), 200 a page",
 	define: func(fs *flag.FlagSet) func(x *exec) error {
 		tenant := fs.String("tenant", "", "tenant whose credentials to list (default: the caller's)")
 		cursor := fs.String("cursor", "", "resume after a previous page")

@@ -15,37 +15,38 @@ import (
 // housekeepingInterval is how often the registry prunes what it keeps only for a while.
 const housekeepingInterval = 24 * time.Hour
 
-// startHousekeeping prunes the join tokens, the events and the finished workflow runs
-// past their retention, and forgets the relayed commands, pending or answered, older
+// startHousekeeping prunes the join tokens, the events, the finished workflow runs, the
+// revoked or expired credentials and the expired replica leases past their retention,
+// and forgets the relayed commands, pending or answered, older
 // than agents.CommandTTL, now and again every housekeepingInterval on clk until ctx
 // ends; stop ends it and waits.
 func startHousekeeping(ctx context.Context, clk clock.Clock, st *store.Store, log *slog.Logger) (stop func()) {
+	// logged logs what one prune did: its error, or how many records it deleted (with
+	// the retention, in attrs), when any.
+	logged := func(failed, done string, n int, err error, attrs ...any) {
+		if err != nil {
+			log.Error(failed, "err", err)
+		} else if n > 0 {
+			log.Info(done, append([]any{"count", n}, attrs...)...)
+		}
+	}
 	prune := func() {
-		if n, err := st.Prune(join.PruneTokens); err != nil {
-			log.Error("prune join tokens", "err", err)
-		} else if n > 0 {
-			log.Info("join tokens pruned", "count", n, "expiredMoreThan", join.Retention.String())
-		}
-		if n, err := st.Prune((*store.Tx).PruneEvents); err != nil {
-			log.Error("prune events", "err", err)
-		} else if n > 0 {
-			log.Info("events pruned", "count", n, "olderThan", store.EventMaxAge.String())
-		}
+		n, err := st.PruneOnward(join.PruneTokens)
+		logged("prune join tokens", "join tokens pruned", n, err, "expiredMoreThan", join.Retention.String())
+		n, err = st.PruneOnward((*store.Tx).PruneEvents)
+		logged("prune events", "events pruned", n, err, "olderThan", store.EventMaxAge.String())
 		if err := indexEndedRuns(st); err != nil {
 			log.Error("index the workflow runs ended before their index", "err", err)
 		}
-		runs := func(tx *store.Tx) (int, error) { return tx.PruneRuns(tx.Now().Add(-store.RunRetention)) }
-		if n, err := st.Prune(runs); err != nil {
-			log.Error("prune workflow runs", "err", err)
-		} else if n > 0 {
-			log.Info("finished workflow runs past their retention pruned, or kept while their node names them", "count", n, "endedMoreThan", store.RunRetention.String())
-		}
-		expire := func(tx *store.Tx) (int, error) { return tx.ExpireAgentCommands(clk.Now().Add(-agents.CommandTTL)) }
-		if n, err := st.Prune(expire); err != nil {
-			log.Error("expire agent commands", "err", err)
-		} else if n > 0 {
-			log.Info("agent commands forgotten", "count", n, "olderThan", agents.CommandTTL.String())
-		}
+		n, err = st.Prune(func(tx *store.Tx) (int, error) { return tx.PruneRuns(tx.Now().Add(-store.RunRetention)) })
+		logged("prune workflow runs", "finished workflow runs past their retention pruned, or kept while their node names them", n, err,
+			"endedMoreThan", store.RunRetention.String())
+		n, err = st.PruneOnward((*store.Tx).PruneCredentials)
+		logged("prune credentials", "revoked or expired credentials pruned", n, err, "endedMoreThan", store.CredentialRetention.String())
+		n, err = st.PruneOnward((*store.Tx).PruneReplicaLeases)
+		logged("prune replica leases", "leases of replicas gone pruned", n, err, "expiredMoreThan", store.LeaseRetention.String())
+		n, err = st.Prune(func(tx *store.Tx) (int, error) { return tx.ExpireAgentCommands(clk.Now().Add(-agents.CommandTTL)) })
+		logged("expire agent commands", "agent commands forgotten", n, err, "olderThan", agents.CommandTTL.String())
 	}
 	return every(ctx, clk, housekeepingInterval, prune)
 }

@@ -236,3 +236,69 @@ func TestHousekeepingPrunesFinishedRuns(t *testing.T) {
 		t.Fatalf("kept %v, want the node's last run %s", got, ids[1])
 	}
 }
+
+// TestHousekeepingPrunesCredentialsAndLeases: a credential revoked and the lease of a
+// replica id that never started again are gone one housekeeping pass after their
+// retention (store.CredentialRetention, store.LeaseRetention), on the registry's clock,
+// while the usable credential and the lease of this running registry, renewed, stay.
+// Before, both were kept for ever.
+func TestHousekeepingPrunesCredentialsAndLeases(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	st := storetest.Open(t, store.Options{Now: clk.Now})
+	gone, running := store.Holder{Replica: "rg_gone", Started: clk.Now()}, store.Holder{Replica: "rg_running", Started: clk.Now()}
+	var revoked, usable store.Credential
+	err := st.Update(func(tx *store.Tx) (err error) {
+		if _, err := tx.CreateTenant("acme"); err != nil {
+			return err
+		}
+		if revoked, _, err = tx.CreateCredential("acme", []string{"compute:profiles:read"}, time.Time{}); err != nil {
+			return err
+		}
+		if _, err := tx.RevokeCredential(revoked.ID); err != nil {
+			return err
+		}
+		if usable, _, err = tx.CreateCredential("acme", []string{"compute:profiles:read"}, time.Time{}); err != nil {
+			return err
+		}
+		if err := tx.TakeLease(gone, leaseTTL); err != nil {
+			return err
+		}
+		return tx.TakeLease(running, leaseTTL)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renew := func() error {
+		return st.Update(func(tx *store.Tx) error { return tx.RenewLease(running, leaseTTL) })
+	}
+	stop := startHousekeeping(context.Background(), clk, st, slog.New(slog.DiscardHandler))
+	defer stop()
+	// A pass a day, the running registry renewing its lease meanwhile (here once a day,
+	// as often as a pass needs to find it expired less than a day ago).
+	for clk.Now().Before(gone.Started.Add(store.CredentialRetention + housekeepingInterval)) {
+		clk.BlockUntil(1)
+		if err := renew(); err != nil {
+			t.Fatalf("renewing the running registry's lease on %s: %v", clk.Now(), err)
+		}
+		clk.Advance(housekeepingInterval)
+	}
+	clk.BlockUntil(1)
+	err = st.View(func(tx *store.Tx) error {
+		if _, err := tx.Credential(revoked.ID); proto.CodeOf(err) != proto.NotFound {
+			t.Errorf("the credential revoked a retention ago: %v, want it pruned (NOT_FOUND)", err)
+		}
+		if ran, err := tx.RanUntil(gone); err != nil || !ran.IsZero() {
+			t.Errorf("the lease of a replica gone: its run ran until %s (%v), want the lease pruned", ran, err)
+		}
+		if _, err := tx.Credential(usable.ID); err != nil {
+			t.Errorf("the usable credential: %v, want it kept", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := renew(); err != nil {
+		t.Errorf("the running registry renewing its lease after the passes: %v", err)
+	}
+}

@@ -401,8 +401,8 @@ func TestPruneTokens(t *testing.T) {
 	f.clock.Advance(Retention + 2*time.Hour)
 	recent, _ := f.mint(t, store.TokenProvisioned, "n3", "", time.Hour) // not expired yet
 	f.clock.Advance(2 * time.Hour)                                      // expired, within retention
-	var pruned int
-	if err := f.store.Update(func(tx *store.Tx) (err error) { pruned, err = PruneTokens(tx); return err }); err != nil {
+	pruned, err := f.store.PruneOnward(PruneTokens)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var left []string

@@ -22,11 +22,13 @@ const MaxTTL = 30 * 24 * time.Hour
 // `tokens list` to show it; PruneTokens deletes it then.
 const Retention = 30 * 24 * time.Hour
 
-// PruneTokens deletes the join tokens that expired more than Retention ago, at most
-// store.MaxPruned of them, and returns how many. The registry runs it when it starts and
-// once a day, in new transactions until it deletes fewer.
-func PruneTokens(tx *store.Tx) (int, error) {
-	return tx.PruneJoinTokens(tx.Now().Add(-Retention))
+// PruneTokens deletes the join tokens that expired more than Retention ago, of those
+// after the id after, at most store.MaxPruned of them, and returns how many and where to
+// go on from (store.Tx.PruneJoinTokens). The registry runs it when it starts and once a
+// day, through store.Store.PruneOnward: each transaction walks on from where the one
+// before stopped.
+func PruneTokens(tx *store.Tx, after []byte) (int, []byte, error) {
+	return tx.PruneJoinTokens(tx.Now().Add(-Retention), after)
 }
 
 // RoleOf is the role a token of kind joins as: provisioned tokens join nodes, ramdisk

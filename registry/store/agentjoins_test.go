@@ -83,7 +83,7 @@ func TestAnOlderSessionRecordsNothingOverANewerOne(t *testing.T) {
 		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.RecordAgentJoin("nd_1", "node", a, older, "boot-old"); return err })
 		mustUpdate(t, s, func(tx *Tx) error { return tx.OpenAgentSession("st_rack", "site", b, newer) })
 		mustUpdate(t, s, func(tx *Tx) error { return tx.OpenAgentSession("st_rack", "site", a, older) })
-		mustUpdate(t, s, func(tx *Tx) error { return tx.CloseAgentSession("st_rack", older) })
+		mustUpdate(t, s, func(tx *Tx) error { return tx.CloseAgentSession("st_rack", a, older) })
 
 		var (
 			joins   map[string]AgentJoin
@@ -110,6 +110,35 @@ func TestAnOlderSessionRecordsNothingOverANewerOne(t *testing.T) {
 			if strings.HasSuffix(h, " rg_a") {
 				t.Errorf("the hooks were told of the older session (%s): %v", h, told)
 			}
+		}
+	})
+}
+
+// TestASessionEndsOnlyItsOwnRecord: two replicas record a site agent's sessions opened at
+// the same clock reading (the later write, rg_b's, is the record); the end of rg_a's
+// session leaves rg_b's open, and rg_b's own end closes it. Before, the end compared the
+// opening time alone, and rg_a's closed rg_b's session while it ran.
+func TestASessionEndsOnlyItsOwnRecord(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s := openTest(t, open)
+		opened := time.Now()
+		a, b := Holder{Replica: "rg_a", Started: opened.Add(-time.Hour)}, Holder{Replica: "rg_b", Started: opened.Add(-time.Hour)}
+		session := func() (got AgentSession) {
+			t.Helper()
+			if err := s.View(func(tx *Tx) (err error) { got, _, err = tx.AgentSession("st_rack"); return err }); err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		mustUpdate(t, s, func(tx *Tx) error { return tx.OpenAgentSession("st_rack", "site", a, opened) })
+		mustUpdate(t, s, func(tx *Tx) error { return tx.OpenAgentSession("st_rack", "site", b, opened) })
+		mustUpdate(t, s, func(tx *Tx) error { return tx.CloseAgentSession("st_rack", a, opened) })
+		if got := session(); !got.Connected || !got.Holder.Is(b) {
+			t.Fatalf("after rg_a's session ended: %+v, want rg_b's, open", got)
+		}
+		mustUpdate(t, s, func(tx *Tx) error { return tx.CloseAgentSession("st_rack", b, opened) })
+		if got := session(); got.Connected {
+			t.Errorf("after rg_b's session ended: %+v, want it closed", got)
 		}
 	})
 }

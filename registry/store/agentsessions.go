@@ -50,11 +50,14 @@ func (s AgentSession) Live(tx *Tx) (bool, error) {
 	return tx.Holds(s.Holder)
 }
 
-// CloseAgentSession records that the session of node's agent opened at opened ended,
-// unless a newer session (on this registry or another sharing the store) replaced it.
-func (t *Tx) CloseAgentSession(node string, opened time.Time) error {
+// CloseAgentSession records that the session of node's agent that holder opened at
+// opened ended, unless a newer session (on this registry or another sharing the store)
+// replaced it. The record is that session's when it names both its holder and its
+// opening: two sessions opened at the same clock reading, at two replicas, are told apart
+// by their holders (before, the end of either closed the record of the other).
+func (t *Tx) CloseAgentSession(node string, holder Holder, opened time.Time) error {
 	s, ok, err := t.AgentSession(node)
-	if err != nil || !ok || !s.OpenedAt.Equal(opened) {
+	if err != nil || !ok || !s.OpenedAt.Equal(opened) || !s.Holder.Is(holder) {
 		return err
 	}
 	s.Connected, s.LastSeen = false, t.now

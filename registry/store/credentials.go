@@ -15,8 +15,9 @@ import (
 
 // Credential is a bearer secret of one tenant with the actions it may perform. Only the
 // SHA-256 of its secret is kept: the secret itself is shown once, when it is made. A
-// credential that expired or was revoked authenticates nobody; its record stays, so
-// lists show when and the logs' credential ids keep meaning something.
+// credential that expired or was revoked authenticates nobody; its record stays for
+// CredentialRetention, so lists show when and the logs' credential ids keep meaning
+// something.
 type Credential struct {
 	ID         string    `json:"id"`
 	Tenant     string    `json:"tenant"`
@@ -140,6 +141,25 @@ func (t *Tx) RevokeCredential(id string) (Credential, error) {
 	}
 	c.RevokedAt = t.now
 	return c, t.put(bucketCredentials, []byte(id), c)
+}
+
+// CredentialRetention is how long a credential is kept once it was revoked or expired,
+// for `credentials list` to show it and the logs' credential ids to keep meaning
+// something; PruneCredentials deletes it then. Its secret is refused as before, as one
+// the registry does not know.
+const CredentialRetention = 90 * 24 * time.Hour
+
+// PruneCredentials deletes the credentials revoked or expired more than
+// CredentialRetention before the transaction's time, of those after the id after (all
+// when nil), at most MaxPruned of them, and returns how many and where the next
+// transaction goes on from (nil once it read the last; Store.PruneOnward). A usable
+// credential, or one revoked or expired within its retention, stays.
+func (t *Tx) PruneCredentials(after []byte) (int, []byte, error) {
+	cutoff := t.now.Add(-CredentialRetention)
+	return pruneBucket(t, bucketCredentials, after, func(c Credential) bool {
+		revoked := !c.RevokedAt.IsZero() && c.RevokedAt.Before(cutoff)
+		return revoked || !c.ExpiresAt.IsZero() && c.ExpiresAt.Before(cutoff)
+	}, func(k []byte, _ Credential) error { return t.del(bucketCredentials, k) })
 }
 
 // Authenticate returns the credential a bearer secret names. Anything malformed,

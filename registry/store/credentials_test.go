@@ -235,3 +235,67 @@ func respelled(t *testing.T, bearer string) string {
 	}
 	return bearer[:len(bearer)-1] + string(alphabet[last|3])
 }
+
+// TestCredentialsArePrunedAfterTheirRetention: the daily prune deletes a credential
+// revoked, or expired, more than CredentialRetention ago, and its secret is still
+// refused, UNAUTHENTICATED as one never made; a usable credential, one expiring later,
+// and one revoked or expired within the retention stay, and the usable ones still
+// authenticate. Before, every credential was kept for ever.
+func TestCredentialsArePrunedAfterTheirRetention(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		s, clk := openOnFakeClock(t, open)
+		mustUpdate(t, s, func(tx *Tx) error { _, err := tx.CreateTenant("acme"); return err })
+		bearers := map[string]string{}
+		credential := func(name string, expires time.Time, revoke bool) {
+			t.Helper()
+			mustUpdate(t, s, func(tx *Tx) error {
+				c, bearer, err := tx.CreateCredential("acme", []string{"compute:profiles:read"}, expires)
+				if err != nil {
+					return err
+				}
+				bearers[name] = bearer
+				if revoke {
+					_, err = tx.RevokeCredential(c.ID)
+				}
+				return err
+			})
+		}
+		start := clk.Now()
+		credential("lasting", time.Time{}, false)
+		credential("expiring later", start.Add(CredentialRetention+48*time.Hour), false)
+		credential("revoked long ago", time.Time{}, true)
+		credential("expired long ago", start.Add(time.Hour), false)
+		clk.Advance(CredentialRetention / 2)
+		credential("revoked lately", time.Time{}, true)
+		credential("expired lately", clk.Now().Add(time.Hour), false)
+		clk.Advance(CredentialRetention/2 + 2*time.Hour)
+
+		n, err := s.PruneOnward((*Tx).PruneCredentials)
+		if err != nil || n != 2 {
+			t.Fatalf("pruned %d credentials (%v), want the two revoked or expired a retention ago", n, err)
+		}
+		for name, bearer := range bearers {
+			var err error
+			s.View(func(tx *Tx) error { _, err = tx.Authenticate(bearer); return nil })
+			switch name {
+			case "lasting", "expiring later":
+				if err != nil {
+					t.Errorf("%s: %v, want it to authenticate", name, err)
+				}
+			case "revoked long ago", "expired long ago":
+				if e := proto.AsError(err); e.Code != proto.Unauthenticated || !strings.Contains(e.Message, "the credential is not valid") {
+					t.Errorf("%s, pruned: %v, want UNAUTHENTICATED as an unknown one", name, err)
+				}
+			default:
+				if e := proto.AsError(err); e.Code != proto.Unauthenticated || !strings.Contains(e.Message, " at ") {
+					t.Errorf("%s, kept: %v, want UNAUTHENTICATED saying when", name, err)
+				}
+			}
+		}
+		var left []Credential
+		s.View(func(tx *Tx) (err error) { left, _, err = tx.Credentials("acme", Page{}); return err })
+		if len(left) != 4 {
+			t.Errorf("%d credentials listed, want the 4 kept", len(left))
+		}
+	})
+}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -143,49 +144,66 @@ func (t *Tx) Events(node, workflow string, p Page) ([]Event, string, error) {
 	return out, next, err
 }
 
-// PruneEvents drops the events older than EventMaxAge, oldest first, at most MaxPruned of
-// them, and returns how many it dropped: a caller that got MaxPruned calls again, in a new
-// transaction, for the rest (one transaction stays within etcd's bounds).
-func (t *Tx) PruneEvents() (int, error) {
+// eventPruneReads is the most events PruneEvents reads in one transaction, each by its
+// key: with the range of heads it walked and the format key, its compares stay under
+// etcd's 128, so that on etcd it conflicts only with an event written to a node whose
+// head it read. Past 128 each bucket read stands for all of it, and an event written to
+// any node conflicted with it (docs/store.md, Limits).
+const eventPruneReads = 100
+
+// PruneEvents drops the events older than EventMaxAge, oldest first, of the nodes whose
+// heads come after the key after (all when nil), reading at most eventPruneReads events,
+// and returns how many it dropped and where the next transaction goes on from: nil once
+// it reached the last node's head (Store.PruneOnward).
+func (t *Tx) PruneEvents(after []byte) (int, []byte, error) {
 	cutoff := t.now.Add(-EventMaxAge)
-	type head struct {
-		node string
-		eventHead
-	}
-	var heads []head
-	// The callback keeps no entry, so the page never fills and scan visits every head.
-	_, err := t.scan(bucketEventHeads, nil, Page{}, func(k, v []byte) (func(), error) {
+	reads, dropped := 0, 0
+	// done is the last node whose old events are all dropped; whole is false while a node
+	// is left with old events the reads ran out before.
+	done, whole := after, true
+	_, more, err := t.walk(bucketEventHeads, nil, after, func() bool { return reads == eventPruneReads }, func(k, v []byte) error {
 		var h eventHead
 		if err := decode(bucketEventHeads, k, v, &h); err != nil {
-			return nil, err
+			return err
 		}
-		heads = append(heads, head{string(k), h})
-		return nil, nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	dropped := 0
-	for _, h := range heads {
-		oldest := h.Oldest
-		for ; oldest < h.Next && dropped < MaxPruned; oldest++ {
-			var e Event
-			if _, err := t.get(bucketEvents, eventKey(h.node, oldest), &e); err != nil {
-				return dropped, err
-			}
-			if !e.At.Before(cutoff) {
+		node, oldest := string(k), h.Oldest
+		whole = false
+		for ; oldest < h.Next; oldest++ {
+			if reads == eventPruneReads {
 				break
 			}
-			if err := t.del(bucketEvents, eventKey(h.node, oldest)); err != nil {
-				return dropped, err
+			reads++
+			var e Event
+			if _, err := t.get(bucketEvents, eventKey(node, oldest), &e); err != nil {
+				return err
+			}
+			if !e.At.Before(cutoff) {
+				whole = true
+				break
+			}
+			if err := t.del(bucketEvents, eventKey(node, oldest)); err != nil {
+				return err
 			}
 			dropped++
 		}
-		if oldest != h.Oldest {
-			if err := t.put(bucketEventHeads, []byte(h.node), eventHead{Oldest: oldest, Next: h.Next}); err != nil {
-				return dropped, err
-			}
+		if oldest == h.Next {
+			whole = true
 		}
+		if whole {
+			done = bytes.Clone(k)
+		}
+		if oldest == h.Oldest {
+			return nil
+		}
+		return t.put(bucketEventHeads, k, eventHead{Oldest: oldest, Next: h.Next})
+	})
+	switch {
+	case err != nil:
+		return dropped, nil, err
+	case !more && whole:
+		return dropped, nil, nil
+	case done == nil:
+		return dropped, []byte{}, nil // the first node again, from the start
 	}
-	return dropped, nil
+	return dropped, done, nil
 }

@@ -1,10 +1,12 @@
 package store
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/better-compute/better-compute/proto"
+	"github.com/better-compute/better-compute/registry/store/etcdtest"
 )
 
 // eventsStore is a store whose clock the test moves.
@@ -103,9 +105,8 @@ func TestEventsKeepTheLastPerNodeAndPruneByAge(t *testing.T) {
 		appendEvents(t, s, "n1", 2, func(int) string { return "" })
 		appendEvents(t, s, "n2", 1, func(int) string { return "" })
 		now = now.Add(time.Second)
-		var dropped int
-		mustUpdate(t, s, func(tx *Tx) (err error) { dropped, err = tx.PruneEvents(); return err })
-		if dropped != EventsPerNode-2 { // the two new ones pushed two old ones out
+		dropped, err := s.PruneOnward((*Tx).PruneEvents)
+		if err != nil || dropped != EventsPerNode-2 { // the two new ones pushed two old ones out
 			t.Fatalf("pruned %d, want the %d older than %v", dropped, EventsPerNode-2, EventMaxAge)
 		}
 		left := allEvents(t, s, "n1", "", 0)[0]
@@ -119,9 +120,10 @@ func TestEventsKeepTheLastPerNodeAndPruneByAge(t *testing.T) {
 	})
 }
 
-// TestPruneEventsInBoundedTransactions: a backlog of old events larger than MaxPruned is
-// pruned MaxPruned a transaction, oldest first, and Store.Prune runs transactions until
-// none is left; the recent events stay.
+// TestPruneEventsInBoundedTransactions: a backlog of old events is pruned at most
+// eventPruneReads a transaction, oldest first, and Store.PruneOnward runs transactions,
+// each going on from where the one before stopped, until it reached the last node; the
+// recent events stay.
 func TestPruneEventsInBoundedTransactions(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
 		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -133,11 +135,11 @@ func TestPruneEventsInBoundedTransactions(t *testing.T) {
 		now = now.Add(EventMaxAge + time.Second)
 		appendEvents(t, s, "n2", 1, func(int) string { return "" })
 		var first int
-		mustUpdate(t, s, func(tx *Tx) (err error) { first, err = tx.PruneEvents(); return err })
-		if first != MaxPruned {
-			t.Fatalf("one transaction pruned %d, want %d", first, MaxPruned)
+		mustUpdate(t, s, func(tx *Tx) (err error) { first, _, err = tx.PruneEvents(nil); return err })
+		if first != eventPruneReads {
+			t.Fatalf("one transaction pruned %d, want %d", first, eventPruneReads)
 		}
-		rest, err := s.Prune((*Tx).PruneEvents)
+		rest, err := s.PruneOnward((*Tx).PruneEvents)
 		if err != nil || first+rest != 3*600 {
 			t.Fatalf("Prune: %d then %d (%v), want %d in all", first, rest, err, 3*600)
 		}
@@ -151,4 +153,67 @@ func TestPruneEventsInBoundedTransactions(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEtcdEventPruneConflictsOnlyWithTheNodesItRead: on etcd, the first transaction of
+// the daily event prune, over 150 nodes with an old event each, reads the heads of the
+// first 100 nodes and their events, and stops; another replica appending an event
+// before it commits runs it again only when the event is of a node whose head it read. An
+// event of a node past where it stopped, one of a node at its bound of events (whose
+// append deletes its oldest) included, leaves it to commit at once. Before, it read the
+// heads of every node and the oldest event of each by its key, past etcd's 128 compares,
+// so that each bucket read stood for all of it: any event written anywhere ran it again,
+// and a mass deploy's events could use up its 50 tries.
+func TestEtcdEventPruneConflictsOnlyWithTheNodesItRead(t *testing.T) {
+	for name, c := range map[string]struct {
+		node string
+		runs int
+		// old is how many events are older than the cutoff: the one written to z, at its
+		// bound, drops one.
+		old int
+	}{
+		"a node it read":                      {node: "n050", runs: 2, old: 150 + EventsPerNode},
+		"a node past where it stopped":        {node: "n149", runs: 1, old: 150 + EventsPerNode},
+		"a node at its bound, past its range": {node: "z", runs: 1, old: 150 + EventsPerNode - 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			cfg := EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}
+			var stores []*Store
+			for range 2 {
+				s, err := OpenEtcd(cfg, Options{Now: func() time.Time { return now }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				stores = append(stores, s)
+			}
+			prune, writer := stores[0], stores[1]
+			mustUpdate(t, prune, func(tx *Tx) error {
+				for i := range 150 {
+					if _, err := tx.AppendEvent(Event{Node: fmt.Sprintf("n%03d", i), Tenant: "acme", Kind: EventNodeState, To: NodeReady}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			for range EventsPerNode / 500 {
+				appendEvents(t, prune, "z", 500, func(int) string { return "" })
+			}
+			now = now.Add(EventMaxAge + time.Hour)
+			var pruned int
+			scan := func(tx *Tx) (err error) { pruned, _, err = tx.PruneEvents(nil); return err }
+			write := func(tx *Tx) error {
+				_, err := tx.AppendEvent(Event{Node: c.node, Tenant: "acme", Kind: EventNodeState, To: NodeActive})
+				return err
+			}
+			if got := runsAround(t, prune, writer, scan, write); got != c.runs {
+				t.Errorf("the prune ran %d times, want %d", got, c.runs)
+			}
+			rest, err := prune.PruneOnward((*Tx).PruneEvents)
+			if err != nil || pruned+rest != c.old {
+				t.Errorf("the prune pruned %d, then %d (%v); want %d in all: every event but the one just written", pruned, rest, err, c.old)
+			}
+		})
+	}
 }

@@ -96,7 +96,7 @@ func TestOnSessionOpened(t *testing.T) {
 		mustUpdate(t, s, func(tx *Tx) error { return tx.RecordAgentLeft("nd_1", "node", at, time.Now()) })
 		opened := time.Now()
 		mustUpdate(t, s, func(tx *Tx) error { return tx.OpenAgentSession("site-rack-a", "site", at, opened) })
-		mustUpdate(t, s, func(tx *Tx) error { return tx.CloseAgentSession("site-rack-a", opened) })
+		mustUpdate(t, s, func(tx *Tx) error { return tx.CloseAgentSession("site-rack-a", at, opened) })
 		if diff := cmp.Diff([]string{"nd_1/node at rg_a", "site-rack-a/site at rg_a"}, got); diff != "" {
 			t.Errorf("told (-want +got):\n%s", diff)
 		}

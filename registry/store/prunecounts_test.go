@@ -20,9 +20,9 @@ import (
 func TestPrunesOfEveryCountFitOneTransaction(t *testing.T) {
 	eachBackend(t, func(t *testing.T, open opener) {
 		s, clk := openOnFakeClock(t, open)
-		prune := func(what string, n int, fn func(*Tx) (int, error)) {
+		prune := func(what string, n int, fn func(*Tx, []byte) (int, []byte, error)) {
 			t.Helper()
-			if got, err := s.Prune(fn); err != nil || got != n {
+			if got, err := s.PruneOnward(fn); err != nil || got != n {
 				t.Fatalf("pruning %d %s: pruned %d, %v", n, what, got, err)
 			}
 		}
@@ -40,7 +40,10 @@ func TestPrunesOfEveryCountFitOneTransaction(t *testing.T) {
 				return nil
 			})
 			clk.Advance(EventMaxAge + time.Hour)
-			prune("commands", n, func(tx *Tx) (int, error) { return tx.ExpireAgentCommands(tx.Now().Add(-time.Hour)) })
+			prune("commands", n, func(tx *Tx, _ []byte) (int, []byte, error) {
+				n, err := tx.ExpireAgentCommands(tx.Now().Add(-time.Hour))
+				return n, nil, err
+			})
 			prune("nodes' events", n, (*Tx).PruneEvents)
 		}
 		for n := 58; n <= 66; n++ {
@@ -57,7 +60,10 @@ func TestPrunesOfEveryCountFitOneTransaction(t *testing.T) {
 				return nil
 			})
 			clk.Advance(RunRetention + time.Hour)
-			prune("runs of as many nodes", n, func(tx *Tx) (int, error) { return tx.PruneRuns(tx.Now().Add(-RunRetention)) })
+			prune("runs of as many nodes", n, func(tx *Tx, _ []byte) (int, []byte, error) {
+				n, err := tx.PruneRuns(tx.Now().Add(-RunRetention))
+				return n, nil, err
+			})
 		}
 	})
 }

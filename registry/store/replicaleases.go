@@ -73,6 +73,25 @@ func (t *Tx) ReleaseLease(h Holder) error {
 	return t.del(bucketReplicaLeases, []byte(h.Replica))
 }
 
+// LeaseRetention is how long a replica's lease is kept once it expired: a replica id
+// never started again (its data directory made anew) leaves one behind.
+// PruneReplicaLeases deletes it then. A replica renews its lease every few seconds, so a
+// running one never loses it; a run that renewed nothing for that long (a host paused a
+// day) finds it gone, as if released, and is restarted.
+const LeaseRetention = 24 * time.Hour
+
+// PruneReplicaLeases deletes the leases that expired more than LeaseRetention before the
+// transaction's time, of the replica ids after after (all when nil), at most MaxPruned
+// of them, and returns how many and where the next transaction goes on from (nil once it
+// read the last; Store.PruneOnward). What they said is what a missing lease says: no
+// session or join their runs recorded is live (Holds), and RanUntil names no time for
+// them, a day or more gone.
+func (t *Tx) PruneReplicaLeases(after []byte) (int, []byte, error) {
+	cutoff := t.now.Add(-LeaseRetention)
+	return pruneBucket(t, bucketReplicaLeases, after, func(l ReplicaLease) bool { return l.Expires.Before(cutoff) },
+		func(k []byte, _ ReplicaLease) error { return t.del(bucketReplicaLeases, k) })
+}
+
 // Holds reports whether h's lease holds at the transaction's time: h's replica holds a
 // lease, of the run h names, not expired.
 func (t *Tx) Holds(h Holder) (bool, error) {

@@ -83,3 +83,53 @@ func testReplicaLeaseHolds(t *testing.T, open opener) {
 	refused("released", second)
 	check("a renewal after the release", second, false)
 }
+
+// TestLeasesOfReplicasGoneArePruned: the daily prune deletes a lease that expired more
+// than LeaseRetention ago (a replica id never started again), and keeps what a running
+// replica needs: the lease of a replica renewing it, which holds, still renews, and keeps
+// its site agent's session live; and a lease expired less than a day ago, whose run's
+// end RanUntil still tells. Before, every replica id's lease was kept for ever.
+func TestLeasesOfReplicasGoneArePruned(t *testing.T) {
+	eachBackend(t, func(t *testing.T, open opener) {
+		st, clk := openOnFakeClock(t, open)
+		const ttl = 30 * time.Second
+		running, gone := Holder{Replica: "rg_running", Started: clk.Now()}, Holder{Replica: "rg_gone", Started: clk.Now()}
+		mustUpdate(t, st, func(tx *Tx) error {
+			if err := tx.TakeLease(gone, ttl); err != nil {
+				return err
+			}
+			if err := tx.TakeLease(running, ttl); err != nil {
+				return err
+			}
+			return tx.OpenAgentSession("st_rack", "site", running, clk.Now())
+		})
+		clk.Advance(LeaseRetention)
+		lately := Holder{Replica: "rg_lately", Started: clk.Now()}
+		mustUpdate(t, st, func(tx *Tx) error { return tx.TakeLease(lately, ttl) })
+		clk.Advance(LeaseRetention - time.Minute)
+		mustUpdate(t, st, func(tx *Tx) error { return tx.RenewLease(running, ttl) })
+		clk.Advance(ttl / 3)
+
+		n, err := st.PruneOnward((*Tx).PruneReplicaLeases)
+		if err != nil || n != 1 {
+			t.Fatalf("pruned %d leases (%v), want the one expired a day ago", n, err)
+		}
+		mustUpdate(t, st, func(tx *Tx) error {
+			var l ReplicaLease
+			if ok, err := tx.get(bucketReplicaLeases, []byte(gone.Replica), &l); err != nil || ok {
+				t.Errorf("the lease expired a day ago: kept %t (%v), want it pruned", ok, err)
+			}
+			if ran, err := tx.RanUntil(lately); err != nil || !ran.Equal(lately.Started.Add(ttl)) {
+				t.Errorf("the lease expired within a day: the run ran until %s (%v), want %s", ran, err, lately.Started.Add(ttl))
+			}
+			s, _, err := tx.AgentSession("st_rack")
+			if err != nil {
+				return err
+			}
+			if live, err := s.Live(tx); err != nil || !live {
+				t.Errorf("the running replica's site agent session: live %t (%v), want live", live, err)
+			}
+			return tx.RenewLease(running, ttl)
+		})
+	})
+}

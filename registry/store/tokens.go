@@ -269,52 +269,87 @@ func (t *Tx) deleteNodeJoinTokens(node string, doomed func(JoinToken) bool) (int
 	return len(toks), nil
 }
 
-// MaxPruned is the most records PruneJoinTokens, ExpireAgentCommands or PruneEvents
+// MaxPruned is the most records PruneJoinTokens, ExpireAgentCommands or PruneRuns
 // deletes in one transaction, which keeps it within etcd's bounds (docs/store.md): a
 // caller told MaxPruned calls again, in a new transaction, for the rest (Prune).
 const MaxPruned = 1000
 
-// Prune runs prune (PruneJoinTokens, ExpireAgentCommands, PruneEvents...) in transactions
-// of its own until one deletes fewer than MaxPruned records, and returns how many it
-// deleted in all.
+// Prune runs prune (ExpireAgentCommands, PruneRuns...) in transactions of its own until
+// one deletes fewer than MaxPruned records, and returns how many it deleted in all.
 func (s *Store) Prune(prune func(*Tx) (int, error)) (total int, err error) {
+	return s.PruneOnward(func(tx *Tx, _ []byte) (int, []byte, error) {
+		n, err := prune(tx)
+		if n < MaxPruned {
+			return n, nil, err
+		}
+		return n, []byte{}, err // from the start again: what it deleted is gone
+	})
+}
+
+// PruneOnward runs prune (PruneJoinTokens, PruneEvents, PruneCredentials...) in
+// transactions of its own, each walking on after the key where the one before stopped
+// (nil for the first: from the start), until one returns a nil key (it reached the end),
+// and returns how many records they deleted in all. The key moves on only once its
+// transaction committed, so a pass read each key of its walk about once, however many
+// transactions it takes: before, each walked from the bucket's start to where it found
+// MaxPruned to delete, past every record the ones before kept, and a day's work grew with
+// the square of its transactions.
+func (s *Store) PruneOnward(prune func(tx *Tx, after []byte) (n int, next []byte, err error)) (total int, err error) {
+	var after []byte
 	for {
 		var n int
-		if err := s.Update(func(tx *Tx) (err error) { n, err = prune(tx); return err }); err != nil {
+		var next []byte
+		if err := s.Update(func(tx *Tx) (err error) { n, next, err = prune(tx, after); return err }); err != nil {
 			return total, err
 		}
-		if total += n; n < MaxPruned {
+		if total += n; next == nil {
 			return total, nil
 		}
+		after = next
 	}
 }
 
-// PruneJoinTokens deletes the join tokens, used or not, that expired before cutoff, at
-// most MaxPruned of them, and returns how many.
-func (t *Tx) PruneJoinTokens(cutoff time.Time) (int, error) {
-	return t.deleteJoinTokens(MaxPruned, func(tok JoinToken) bool { return tok.ExpiresAt.Before(cutoff) })
+// PruneJoinTokens deletes the join tokens, used or not, that expired before cutoff, of
+// those after the id after (all when nil), at most MaxPruned of them, and returns how
+// many, and the last id it read when tokens remain after it (nil at the bucket's end):
+// Store.PruneOnward calls it again from there.
+func (t *Tx) PruneJoinTokens(cutoff time.Time, after []byte) (int, []byte, error) {
+	return pruneBucket(t, bucketJoinTokens, after, func(tok JoinToken) bool { return tok.ExpiresAt.Before(cutoff) },
+		func(_ []byte, tok JoinToken) error { return t.deleteJoinToken(tok) })
 }
 
-// deleteJoinTokens deletes the join tokens doomed says so of, at most limit of them,
-// and returns how many.
-func (t *Tx) deleteJoinTokens(limit int, doomed func(JoinToken) bool) (int, error) {
-	var toks []JoinToken
-	c := t.kv.cursor(bucketJoinTokens)
-	for k, v := c.First(); k != nil && len(toks) < limit; k, v = c.Next() {
-		var tok JoinToken
-		if err := decode(bucketJoinTokens, k, v, &tok); err != nil {
-			return 0, err
+// pruneBucket deletes, with del, the records of bucket after the key after (all when
+// nil) that doomed says so of, at most MaxPruned of them, reading each record once, and
+// returns how many, and the last key it read when records remain after it (nil at the
+// bucket's end), for Store.PruneOnward.
+func pruneBucket[T any](t *Tx, bucket string, after []byte, doomed func(T) bool, del func(key []byte, rec T) error) (int, []byte, error) {
+	type found struct {
+		key []byte
+		rec T
+	}
+	var fs []found
+	last, more, err := t.walk(bucket, nil, after, func() bool { return len(fs) == MaxPruned }, func(k, v []byte) error {
+		var rec T
+		if err := decode(bucket, k, v, &rec); err != nil {
+			return err
 		}
-		if doomed(tok) {
-			toks = append(toks, tok)
+		if doomed(rec) {
+			fs = append(fs, found{bytes.Clone(k), rec})
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, f := range fs {
+		if err := del(f.key, f.rec); err != nil {
+			return 0, nil, err
 		}
 	}
-	for _, tok := range toks {
-		if err := t.deleteJoinToken(tok); err != nil {
-			return 0, err
-		}
+	if !more {
+		last = nil
 	}
-	return len(toks), nil
+	return len(fs), last, nil
 }
 
 // JoinTokens lists the join tokens, one page at a time.

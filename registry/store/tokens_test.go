@@ -168,16 +168,17 @@ func TestPruneJoinTokensBounded(t *testing.T) {
 			_, _, err := tx.CreateJoinToken(TokenFor{Kind: TokenRamdisk, NodeID: "late"}, now.Add(3*time.Hour))
 			return err
 		})
+		var after []byte
 		prune := func() (n int) {
-			mustUpdate(t, s, func(tx *Tx) (err error) { n, err = tx.PruneJoinTokens(now.Add(2 * time.Hour)); return err })
+			mustUpdate(t, s, func(tx *Tx) (err error) { n, after, err = tx.PruneJoinTokens(now.Add(2*time.Hour), after); return err })
 			return n
 		}
 		total := 3 * (MaxPruned/2 + 3)
-		if n := prune(); n != MaxPruned {
-			t.Fatalf("first prune deleted %d, want %d", n, MaxPruned)
+		if n := prune(); n != MaxPruned || after == nil {
+			t.Fatalf("first prune deleted %d, going on from %q; want %d, and where it stopped", n, after, MaxPruned)
 		}
-		if n := prune(); n != total-MaxPruned {
-			t.Fatalf("second prune deleted %d, want the %d left", n, total-MaxPruned)
+		if n := prune(); n != total-MaxPruned || after != nil {
+			t.Fatalf("second prune deleted %d, going on from %q; want the %d left, at the bucket's end", n, after, total-MaxPruned)
 		}
 		s.View(func(tx *Tx) error {
 			toks, _, err := tx.JoinTokens(Page{})

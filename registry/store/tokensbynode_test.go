@@ -179,7 +179,7 @@ func TestAStoreOfFormat2IsIndexedByNodeAsItIsRaised(t *testing.T) {
 		mustUpdate(t, s, func(tx *Tx) (err error) { _, err = tx.RevokeJoinToken(tok.ID); return err })
 		mustCheck(t, s, "tokens revoke")
 		clk.Advance(2 * time.Hour)
-		total, err := s.Prune(func(tx *Tx) (int, error) { return tx.PruneJoinTokens(tx.Now()) })
+		total, err := s.PruneOnward(func(tx *Tx, after []byte) (int, []byte, error) { return tx.PruneJoinTokens(tx.Now(), after) })
 		if err != nil || total != tokens-deleted {
 			t.Errorf("pruned %d tokens (%v), want the %d left", total, err, tokens-deleted)
 		}

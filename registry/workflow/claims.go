@@ -121,19 +121,25 @@ func (e *Engine) renew(driving map[string]context.CancelCauseFunc) (lost, cancel
 	return lost, cancelled, nil
 }
 
-// renewAll renews the claims of the runs ids in one transaction, as renew says.
+// renewAll renews the claims of the runs ids in one transaction, as renew says. A run
+// that ended, as the transaction reads it, is left alone: its end released its claim (or
+// is about to), and a renewal after that release wrote the claim of an ended run again,
+// kept until the run was pruned.
 func (e *Engine) renewAll(ids []string) (lost, cancelled []string, err error) {
 	err = e.cfg.Store.Update(func(tx *store.Tx) error {
 		lost, cancelled = lost[:0], cancelled[:0]
 		for _, id := range ids {
+			run, err := tx.Run(id)
+			if err != nil {
+				return err
+			}
+			if run.State != store.RunRunning {
+				continue // it ended since driving was read: its claim is released, or about to be
+			}
 			if err := e.fence(tx, id); err == errClaimLost {
 				lost = append(lost, id)
 				continue
 			} else if err != nil {
-				return err
-			}
-			run, err := tx.Run(id)
-			if err != nil {
 				return err
 			}
 			if run.Cancelled != nil {

@@ -113,7 +113,7 @@ func (l *JoinLog) SessionEnded(node, role string, opened, endedAt time.Time) err
 	if role != string(proto.RoleSite) {
 		return l.Left(node, role, endedAt)
 	}
-	return l.store.Update(func(tx *store.Tx) error { return tx.CloseAgentSession(node, opened) })
+	return l.store.Update(func(tx *store.Tx) error { return tx.CloseAgentSession(node, l.holder, opened) })
 }
 
 // WaitSiteAgent returns once the agent of site holds a session, with this registry or

@@ -3,6 +3,8 @@ package workflow
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -128,5 +130,56 @@ func TestClaimsAreRenewedWhileOtherRunsWrite(t *testing.T) {
 	close(stop)
 	if n := <-done; n < 10 {
 		t.Errorf("the other replica wrote its run %d times meanwhile, want it busy", n)
+	}
+}
+
+// TestRenewalLeavesAnEndedRunAlone: a run that ended, and whose end released its claim,
+// after the claim renewal read what its engine drives, is left without a claim by that
+// renewal, on both backends; the other run's claim is renewed. Before, the renewal
+// wrote the ended run's claim again, kept until the run was pruned.
+func TestRenewalLeavesAnEndedRunAlone(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T) func(store.Options) (*store.Store, error){
+		"bbolt": func(t *testing.T) func(store.Options) (*store.Store, error) {
+			dir := t.TempDir()
+			return func(opts store.Options) (*store.Store, error) { return store.Open(dir, opts) }
+		},
+		"etcd": func(t *testing.T) func(store.Options) (*store.Store, error) {
+			cfg := store.EtcdConfig{Endpoints: etcdtest.Shared(t).Endpoints, Prefix: etcdtest.Prefix(t)}
+			return func(opts store.Options) (*store.Store, error) { return store.OpenEtcd(cfg, opts) }
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarnessOn(t, nil, open(t))
+			e := New(Config{Store: h.store, Clock: h.clock, Relay: h.agent, Joins: h.joins, Backoff: backoff,
+				Claims: &Claims{Owner: "a", TTL: 30 * time.Second}})
+			driving := fleetRuns(t, h, e, 2)
+			ended, going := slices.Sorted(maps.Keys(driving))[0], slices.Sorted(maps.Keys(driving))[1]
+			err := h.store.Update(func(tx *store.Tx) error {
+				if _, err := tx.UpdateRun(ended, func(r *store.Run) error { r.State = store.RunSucceeded; return nil }); err != nil {
+					return err
+				}
+				return tx.ReleaseRun(ended, e.claimant())
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.clock.Advance(10 * time.Second)
+			if lost, cancelled, err := e.renew(driving); err != nil || len(lost) > 0 || len(cancelled) > 0 {
+				t.Fatalf("renewing: lost %v, cancelled %v, %v; want neither", lost, cancelled, err)
+			}
+			err = h.store.View(func(tx *store.Tx) error {
+				if c, held, err := tx.RunClaim(ended); err != nil || held {
+					t.Errorf("the ended run's claim: %+v (held %t, %v), want none", c, held, err)
+				}
+				c, held, err := tx.RunClaim(going)
+				if want := h.clock.Now().Add(30 * time.Second); err != nil || !held || !c.Expires.Equal(want) {
+					t.Errorf("the running run's claim: %+v (held %t, %v), want it renewed until %s", c, held, err, want)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
