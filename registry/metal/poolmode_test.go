@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -260,4 +261,62 @@ func TestARetireThatRevokedOnlyRetires(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestARetriedRetireKeepsItsWipe: a retire whose metal.revokeIdentity succeeded and
+// whose cleanup failed is retried. The retry's ramdisk cannot join (the identity is
+// revoked: no join token is minted), so its disk.wipe fails at once; the node is retired
+// with the wipe of the retire that revoked it: none unverified when that wipe was
+// attested, and that wipe's failure (its workflow and step) when it was not. Before, the
+// retry recorded its own wipe, which could not run, as unverified, whatever the first
+// wipe did.
+func TestARetriedRetireKeepsItsWipe(t *testing.T) {
+	for name, first := range map[string]string{
+		"attested":     `{"attested":true}`,
+		"not attested": `{"attested":false,"reason":"the signature does not verify"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			node := h.inState(store.NodeActive)
+			h.machine.answers[proto.CommandDiskWipe] = func(json.RawMessage) (json.RawMessage, error) { return json.RawMessage(first), nil }
+			h.machine.answers[proto.CommandBootCleanUp] = func(json.RawMessage) (json.RawMessage, error) {
+				return nil, proto.Errorf(proto.Unavailable, "the site's TFTP directory is read-only")
+			}
+			retire, _, err := h.act(node, Retire, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			retire, n := h.end(retire.ID)
+			if n.State != store.NodeFailed || n.IdentityRevokedAt.IsZero() {
+				t.Fatalf("the retire: node %s, identity revoked at %v, failure %+v", n.State, n.IdentityRevokedAt, retire.Failure)
+			}
+			want := unverifiedWipe(retire)
+			delete(h.machine.answers, proto.CommandBootCleanUp)
+			h.svc.cfg.Ramdisk = mintingRamdisk{}
+			h.clock.Advance(time.Minute)
+
+			retry, _, err := h.act(node, Retry, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			retry, n = h.end(retry.ID)
+			if n.State != store.NodeRetired {
+				t.Fatalf("the retry: node %s %+v", n.State, n.Failure)
+			}
+			if unverifiedWipe(retry) == nil {
+				t.Fatal("the retry's wipe ran: the test meant a ramdisk that cannot join")
+			}
+			if got := wipeOf(n.UnverifiedWipe); got != wipeOf(want) {
+				t.Errorf("the retired node's unverified wipe is %s, want the first retire's, %s", got, wipeOf(want))
+			}
+		})
+	}
+}
+
+// wipeOf is an unverified wipe as text: its workflow, its step and its error.
+func wipeOf(f *store.StepFailure) string {
+	if f == nil {
+		return "none"
+	}
+	return fmt.Sprintf("workflow %s %s: %v", f.RunID, f.Step, f.Error)
 }
